@@ -1,0 +1,40 @@
+# fwrest developer tasks. `make help` lists them.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help run test lint fmt check clean
+
+help:  ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t12
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fwrest needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)  ## set up, then start the example service in examples/
+	$(BIN)/python examples/make_certs.py
+	$(BIN)/fwrest serve examples/service.ini
+
+check: $(STAMP)  ## validate the example service's configuration
+	$(BIN)/fwrest check examples/service.ini
+
+lint: $(STAMP)  ## ruff (lint + format check) and mypy --strict
+	$(BIN)/ruff check src tests examples
+	$(BIN)/ruff format --check src tests examples
+	$(BIN)/mypy
+
+fmt: $(STAMP)  ## format the code with ruff
+	$(BIN)/ruff check --fix src tests examples
+	$(BIN)/ruff format src tests examples
+
+test: lint  ## set up, lint, then run the whole test suite
+	$(BIN)/pytest
+
+clean:  ## remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

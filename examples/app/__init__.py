@@ -1,0 +1,1 @@
+"""The example application: endpoints served by examples/service.ini."""

@@ -1,0 +1,30 @@
+"""fwrest: a REST application server (see SPEC.md for the contract).
+
+The public API and ``__all__`` only.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("fwrest")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+from fwrest.context import Response, rest
+from fwrest.errors import ConfigError
+from fwrest.repository import delete, get, patch, post, put
+from fwrest.server import Service, start
+
+__all__ = [
+    "ConfigError",
+    "Response",
+    "Service",
+    "__version__",
+    "delete",
+    "get",
+    "patch",
+    "post",
+    "put",
+    "rest",
+    "start",
+]

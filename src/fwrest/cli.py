@@ -1,0 +1,123 @@
+"""``fwrest``: argv, exit codes (0 ok, 2 bad configuration), printing. No logic of its own."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from fwrest import __version__
+from fwrest.errors import ConfigError
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fwrest",
+        description="fwrest: a REST application server. Serve endpoints on HTTP(S) ports "
+        "described by an INI or JSON configuration.",
+        epilog="Exit codes: 0 success, 1 failure while running, 2 invalid configuration.",
+    )
+    parser.add_argument("--version", action="version", version=f"fwrest {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = sub.add_parser(
+        "serve",
+        help="start the service described by CONFIG",
+        description="Start the service. Ctrl-C or SIGTERM stop it "
+        "gracefully; a second signal forces.",
+    )
+    serve.add_argument("config", metavar="CONFIG", help="an .ini or .json file")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes, each serving every port (default 1)",
+    )
+    check = sub.add_parser(
+        "check",
+        help="validate CONFIG as a start would, bind nothing",
+        description="Load and validate everything a start would (config, "
+        "repository, named functions, certificates); print a summary.",
+    )
+    check.add_argument("config", metavar="CONFIG")
+    routes = sub.add_parser("routes", help="list every registered route of CONFIG")
+    routes.add_argument("config", metavar="CONFIG")
+    return parser
+
+
+def _check(path: str) -> int:
+    from fwrest.server import prepare
+
+    plan = prepare(path)
+    config = plan.config
+    print(f"fwrest check: {config.source}: OK")
+    for port in plan.ports:
+        cfg = port.config
+        tls = "TLS" if cfg.is_tls else "plain HTTP"
+        auth = port.auth.scheme or "open"
+        print(f"  [{cfg.name}] {cfg.host}:{cfg.port} ({tls}, authorization: {auth})")
+        for loc in port.locations:
+            url = port.urls()[port.locations.index(loc)]
+            print(
+                f"    {url}  [{loc.config.name}] pool [{loc.pool_name}] "
+                f"{len(loc.endpoints)} route(s)"
+            )
+    if config.monitor is not None:
+        mon = config.monitor
+        print(f"  [APP_MONITOR] {mon.host}:{mon.port}{mon.api_path}")
+    print(f"  state store: {config.state_store}; data path: {config.data_path}")
+    for warning in config.warnings:
+        print(f"warning: {warning}")
+    return EXIT_OK
+
+
+def _routes(path: str) -> int:
+    from fwrest.server import prepare
+
+    plan = prepare(path)
+    rows = []
+    for port in plan.ports:
+        for loc in port.locations:
+            for method, pattern, handler in loc.router.routes():
+                full = f"{port.config.scheme}://{port.config.host}:{port.config.port}"
+                full += loc.full_path(pattern)
+                rows.append((full, method, handler.endpoint.function, handler.endpoint.source))
+    rows.sort()
+    width = [max((len(r[i]) for r in rows), default=0) for i in range(3)]
+    print(f"{'METHOD':<7} {'PATH':<{width[0]}}  {'FUNCTION':<{width[2]}}  SOURCE")
+    for full, method, function, source in rows:
+        print(f"{method:<7} {full:<{width[0]}}  {function:<{width[2]}}  {source}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command is None:
+        _parser().print_help()
+        return EXIT_CONFIG
+    try:
+        if args.command == "check":
+            return _check(args.config)
+        if args.command == "routes":
+            return _routes(args.config)
+        if args.command == "serve":
+            if args.workers < 1:
+                print("fwrest: error: --workers must be at least 1", file=sys.stderr)
+                return EXIT_CONFIG
+            from fwrest.server import serve
+
+            return serve(args.config, workers=args.workers)
+    except ConfigError as exc:
+        print(f"fwrest: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return EXIT_OK
+    return EXIT_CONFIG
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Frozen, validated settings of one service: what the loader produces and the server reads."""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "EnvironmentConfig",
+    "LocationConfig",
+    "MonitorConfig",
+    "ServerConfig",
+    "ServiceConfig",
+    "ThreadPoolConfig",
+    "Tunables",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Tunables:
+    """The ``[GENERAL]`` settings that can change at run time (SPEC 5.1)."""
+
+    rest_log_level: int = 3
+    rest_error_full: int = 0
+    rest_trace_time: int = 0
+    rest_reload_time: int = 60
+    rest_log_stringsize: int = 200
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentConfig:
+    """An environment section: the modules its ``Repository`` names (empty: the program's own)."""
+
+    name: str
+    repository: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadPoolConfig:
+    name: str
+    environment: EnvironmentConfig
+    min_threads: int = 1
+    max_threads: int = 8
+    min_free_threads: int = 0
+    growth_factor: int = 1
+    inactive_timeout_ms: int = 30000
+    accept_timeout_ms: int = 10000
+    active_timeout_ms: int = 0  # 0: no limit
+
+
+@dataclass(frozen=True, slots=True)
+class LocationConfig:
+    name: str
+    path: str  # "/" or "/prefix" without a trailing slash
+    thread_pool: ThreadPoolConfig
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """A server section: one port, its locations, TLS, limits and the framework's ``FwData``."""
+
+    name: str
+    host: str
+    port: int
+    locations: tuple[LocationConfig, ...]
+    ssl_certificate: Path | None = None
+    ssl_certificate_key: Path | None = None
+    fw_data: dict[str, Any] = field(default_factory=dict)  # top-level keys folded to lower case
+    user_data: Any = None
+    load_urns: dict[str, Any] = field(default_factory=dict)
+    max_header_size: int = 16384
+    max_body_size: int = 1048576
+    header_timeout_ms: int = 10000
+    body_timeout_ms: int = 30000
+    keep_alive_timeout_ms: int = 5000
+    tls_handshake_timeout_ms: int = 10000
+
+    @property
+    def is_tls(self) -> bool:
+        return self.ssl_certificate is not None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.is_tls else "http"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A server TLS context from the configured files (validated at load)."""
+        if self.ssl_certificate is None or self.ssl_certificate_key is None:
+            return None
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(self.ssl_certificate, self.ssl_certificate_key)
+        ctx.set_alpn_protocols(["http/1.1"])
+        return ctx
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorConfig:
+    enable: bool
+    host: str = "127.0.0.1"
+    port: int = 0
+    api_path: str = "/api"
+    ssl_certificate: Path | None = None
+    ssl_certificate_key: Path | None = None
+    fw_data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    """One whole service, as ``fwrest check`` validated it."""
+
+    source: Path | None
+    base_dir: Path
+    servers: tuple[ServerConfig, ...]
+    environments: tuple[EnvironmentConfig, ...]
+    tunables: Tunables
+    tunables_in_file: dict[str, int]
+    monitor: MonitorConfig | None = None
+    enable: bool = True
+    state_store: str = "sqlite"
+    data_path: Path = Path(".fwrest")
+    log_file: Path | None = None
+    signing_key_file: Path | None = None
+    graceful_timeout_ms: int = 30000
+    worker_timeout_ms: int = 30000
+    warnings: tuple[str, ...] = ()

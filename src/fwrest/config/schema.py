@@ -1,0 +1,401 @@
+"""The one table of configuration keys: what the loader validates with, and what the key
+reference in the user guide is generated from.
+
+Each :class:`Key` names the key as the SPEC writes it, the section kind it belongs to, the
+attribute it fills, its type, default, bounds and a one-line description.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["KEYS", "SECTION_KINDS", "Key", "keys_of"]
+
+SECTION_KINDS: tuple[str, ...] = ("GENERAL", "HTTPSERVER", "server", "location")
+SECTION_KINDS += ("thread pool", "environment", "APP_MONITOR")
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One configuration key.
+
+    ``kind`` is one of: ``int`` (whole number within ``low``..``high``), ``ms`` (milliseconds,
+    a whole number >= 0), ``bool`` (0/1), ``str``, ``list`` (comma-separated or a JSON array),
+    ``path`` (relative to the config file's folder), ``port`` (0..65535, 0 picks a free one),
+    ``json`` (an object inline, or a file name), ``urlpath`` (starts with ``/``).
+    """
+
+    section: str
+    name: str
+    attr: str
+    kind: str
+    default: object = None
+    required: bool = False
+    low: int | None = None
+    high: int | None = None
+    doc: str = ""
+
+    @property
+    def allowed(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"{self.low}-{self.high}"
+        if self.low is not None:
+            return f">= {self.low}"
+        return ""
+
+
+def _limits(section: str) -> list[Key]:
+    return [
+        Key(
+            section,
+            "MaxHeaderSize",
+            "max_header_size",
+            "int",
+            16384,
+            low=1024,
+            high=1048576,
+            doc="bytes of request line and headers; more gets 431 and the connection closes",
+        ),
+        Key(
+            section,
+            "MaxBodySize",
+            "max_body_size",
+            "int",
+            1048576,
+            low=0,
+            high=2**31,
+            doc="bytes of request body; more gets 413 (checked before and while reading)",
+        ),
+        Key(
+            section,
+            "HeaderTimeout",
+            "header_timeout_ms",
+            "ms",
+            10000,
+            low=1,
+            doc="ms to receive the request line and headers; then 408 and close",
+        ),
+        Key(
+            section,
+            "BodyTimeout",
+            "body_timeout_ms",
+            "ms",
+            30000,
+            low=1,
+            doc="ms to receive the whole body; then 408 and close",
+        ),
+        Key(
+            section,
+            "KeepAliveTimeout",
+            "keep_alive_timeout_ms",
+            "ms",
+            5000,
+            low=1,
+            doc="ms an idle keep-alive connection stays open",
+        ),
+        Key(
+            section,
+            "TlsHandshakeTimeout",
+            "tls_handshake_timeout_ms",
+            "ms",
+            10000,
+            low=1,
+            doc="ms to complete the TLS handshake",
+        ),
+    ]
+
+
+KEYS: tuple[Key, ...] = (
+    # [GENERAL]: the run-time tunables (SPEC 5.1)
+    Key(
+        "GENERAL",
+        "rest_log_level",
+        "rest_log_level",
+        "int",
+        3,
+        low=0,
+        high=5,
+        doc="0 off, 1 error, 2 warning, 3 info (one line per request), 4 verbose, 5 debug",
+    ),
+    Key(
+        "GENERAL",
+        "rest_error_full",
+        "rest_error_full",
+        "int",
+        0,
+        low=0,
+        high=1,
+        doc="1 writes full tracebacks of handler errors to the log",
+    ),
+    Key(
+        "GENERAL",
+        "rest_trace_time",
+        "rest_trace_time",
+        "int",
+        0,
+        low=0,
+        high=2,
+        doc="0 off, 1 logs the total time per request, 2 the time per phase",
+    ),
+    Key(
+        "GENERAL",
+        "rest_reload_time",
+        "rest_reload_time",
+        "int",
+        60,
+        low=1,
+        high=86400,
+        doc="seconds between re-reads of the config file's [GENERAL]",
+    ),
+    Key(
+        "GENERAL",
+        "rest_log_stringsize",
+        "rest_log_stringsize",
+        "int",
+        200,
+        low=0,
+        high=1048576,
+        doc="characters of a body or header value written to the log",
+    ),
+    # [HTTPSERVER]
+    Key("HTTPSERVER", "Enable", "enable", "bool", True, doc="0 serves no REST port"),
+    Key(
+        "HTTPSERVER",
+        "Servers",
+        "servers",
+        "list",
+        required=True,
+        doc="the server sections to start, one port each",
+    ),
+    Key(
+        "HTTPSERVER",
+        "StateStore",
+        "state_store",
+        "str",
+        "sqlite",
+        doc="sqlite (a file under DataPath) | memory | redis://host:port/db",
+    ),
+    Key(
+        "HTTPSERVER",
+        "DataPath",
+        "data_path",
+        "path",
+        ".fwrest",
+        doc="folder for the service's state (relative to the config file)",
+    ),
+    Key(
+        "HTTPSERVER",
+        "LogFile",
+        "log_file",
+        "path",
+        None,
+        doc="also write the log to this file (relative to the config file)",
+    ),
+    Key(
+        "HTTPSERVER",
+        "SigningKeyFile",
+        "signing_key_file",
+        "path",
+        None,
+        doc="file holding the token signing key (default signing.key under DataPath)",
+    ),
+    Key(
+        "HTTPSERVER",
+        "GracefulTimeout",
+        "graceful_timeout_ms",
+        "ms",
+        30000,
+        low=0,
+        doc="ms a graceful stop waits for requests in flight; a second signal forces",
+    ),
+    Key(
+        "HTTPSERVER",
+        "WorkerTimeout",
+        "worker_timeout_ms",
+        "ms",
+        30000,
+        low=1000,
+        doc="ms a worker's event loop may stay blocked before the worker is replaced",
+    ),
+    # server sections
+    Key("server", "HostName", "host", "str", required=True, doc="address to listen on"),
+    Key("server", "Port", "port", "port", required=True, doc="TCP port (0 picks a free one)"),
+    Key(
+        "server",
+        "Locations",
+        "locations",
+        "list",
+        required=True,
+        doc="the location sections served on this port",
+    ),
+    Key(
+        "server",
+        "SslCertificate",
+        "ssl_certificate",
+        "path",
+        None,
+        doc="PEM certificate (chain); with SslCertificateKey the port speaks HTTPS only",
+    ),
+    Key(
+        "server",
+        "SslCertificateKey",
+        "ssl_certificate_key",
+        "path",
+        None,
+        doc="PEM private key of SslCertificate",
+    ),
+    Key(
+        "server",
+        "FwData",
+        "fw_data",
+        "json",
+        None,
+        doc="the framework's settings: Authorization, NativeRoutes (inline JSON or a file)",
+    ),
+    Key(
+        "server",
+        "UserData",
+        "user_data",
+        "json",
+        None,
+        doc="application data, readable by endpoints (inline JSON or a file)",
+    ),
+    Key(
+        "server",
+        "LoadURNs",
+        "load_urns",
+        "json",
+        None,
+        doc="routes mapped to functions without annotations (inline JSON or a file)",
+    ),
+    *_limits("server"),
+    # location sections
+    Key(
+        "location",
+        "Path",
+        "path",
+        "urlpath",
+        required=True,
+        doc="URL prefix of the location (/ allowed)",
+    ),
+    Key(
+        "location",
+        "ThreadPool",
+        "thread_pool",
+        "str",
+        required=True,
+        doc="the thread pool section that runs this location's def handlers",
+    ),
+    # thread pool sections
+    Key(
+        "thread pool",
+        "Environment",
+        "environment",
+        "str",
+        None,
+        doc="the environment section whose Repository supplies the endpoints",
+    ),
+    Key(
+        "thread pool",
+        "MinThreads",
+        "min_threads",
+        "int",
+        1,
+        low=0,
+        high=4096,
+        doc="threads kept alive per worker process",
+    ),
+    Key(
+        "thread pool",
+        "MaxThreads",
+        "max_threads",
+        "int",
+        8,
+        low=1,
+        high=4096,
+        doc="threads at most per worker process",
+    ),
+    Key(
+        "thread pool",
+        "MinFreeThreads",
+        "min_free_threads",
+        "int",
+        0,
+        low=0,
+        high=4096,
+        doc="idle threads kept ready for bursts",
+    ),
+    Key(
+        "thread pool",
+        "GrowthFactor",
+        "growth_factor",
+        "int",
+        1,
+        low=1,
+        high=4096,
+        doc="threads started at once when the pool grows",
+    ),
+    Key(
+        "thread pool",
+        "InactiveTimeout",
+        "inactive_timeout_ms",
+        "ms",
+        30000,
+        low=1,
+        doc="ms an idle thread above MinThreads lives",
+    ),
+    Key(
+        "thread pool",
+        "AcceptTimeout",
+        "accept_timeout_ms",
+        "ms",
+        10000,
+        low=1,
+        doc="ms a request may wait for a free thread; then 503 Server Busy",
+    ),
+    Key(
+        "thread pool",
+        "ActiveTimeout",
+        "active_timeout_ms",
+        "ms",
+        0,
+        low=0,
+        doc="ms a request may run before the client gets 503 (0: no limit)",
+    ),
+    # environment sections
+    Key(
+        "environment",
+        "Repository",
+        "repository",
+        "list",
+        None,
+        doc="modules, .py files or folders imported at start (relative to the config file)",
+    ),
+    # [APP_MONITOR]
+    Key("APP_MONITOR", "Enable", "enable", "bool", False, doc="1 starts the memory monitor"),
+    Key("APP_MONITOR", "HostName", "host", "str", "127.0.0.1", doc="monitor address"),
+    Key("APP_MONITOR", "Port", "port", "port", None, doc="monitor port (required when enabled)"),
+    Key("APP_MONITOR", "ApiPath", "api_path", "urlpath", "/api", doc="prefix of the monitor"),
+    Key("APP_MONITOR", "SslCertificate", "ssl_certificate", "path", None, doc="PEM certificate"),
+    Key(
+        "APP_MONITOR",
+        "SslCertificateKey",
+        "ssl_certificate_key",
+        "path",
+        None,
+        doc="PEM private key",
+    ),
+    Key(
+        "APP_MONITOR",
+        "FwData",
+        "fw_data",
+        "json",
+        None,
+        doc="optional Basic Authorization of the monitor port",
+    ),
+)
+
+
+def keys_of(section_kind: str) -> dict[str, Key]:
+    """The keys of one section kind, by lower-cased name."""
+    return {k.name.lower(): k for k in KEYS if k.section == section_kind}

@@ -1,0 +1,167 @@
+"""Per-request state, the read-only header view, and ``Response``."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import parse_qsl
+
+__all__ = ["AuthInfo", "Headers", "RequestContext", "Response", "current"]
+
+
+@dataclass(frozen=True, slots=True)
+class AuthInfo:
+    """The authorization in force on a port (SPEC 3 table); empty on an open port."""
+
+    scheme: str = ""  # "basic" | "oAuth2" | ""
+    on_auth: str = ""  # the configured OnAuth/onAuth name, "" when none
+
+    @property
+    def has_callback(self) -> bool:
+        return bool(self.on_auth)
+
+
+NO_AUTH = AuthInfo()
+
+
+class Headers(Mapping[str, str]):
+    """Read-only, case-insensitive request headers; a repeated header's values joined by ``, ``."""
+
+    __slots__ = ("_map", "_raw")
+
+    def __init__(self, raw: list[tuple[str, str]]) -> None:
+        self._raw = raw
+        merged: dict[str, str] = {}
+        for name, value in raw:
+            if name in merged:
+                merged[name] = f"{merged[name]}, {value}"
+            else:
+                merged[name] = value
+        self._map = merged
+
+    def __getitem__(self, key: str) -> str:
+        return self._map[key.lower()]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._map.get(key.lower(), default)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.lower() in self._map
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._map)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def items_raw(self) -> list[tuple[str, str]]:
+        """The headers as received, lower-cased names, in order (a copy)."""
+        return list(self._raw)
+
+    def __repr__(self) -> str:
+        return f"Headers({sorted(self._map)})"
+
+
+class Response:
+    """A complete answer a handler returns as it is.
+
+    Args:
+        body: ``bytes``, ``str`` (UTF-8), or a dict/list sent as JSON.
+        status: the HTTP status.
+        headers: extra headers.
+        media_type: the ``Content-Type``; chosen from ``body`` when omitted.
+    """
+
+    __slots__ = ("body", "headers", "media_type", "status")
+
+    def __init__(
+        self,
+        body: bytes | str | dict[str, Any] | list[Any] = b"",
+        status: int = 200,
+        headers: Mapping[str, str] | None = None,
+        media_type: str | None = None,
+    ) -> None:
+        self.body = body
+        self.status = status
+        self.headers = dict(headers or {})
+        self.media_type = media_type
+
+
+class RequestContext:
+    """Everything about one request a handler may read, and the answer it builds."""
+
+    __slots__ = (
+        "_headers",
+        "_query",
+        "auth",
+        "auth_user",
+        "body",
+        "client",
+        "location_path",
+        "method",
+        "params",
+        "path",
+        "pool_name",
+        "query_string",
+        "raw_headers",
+        "resp_body",
+        "resp_headers",
+        "resp_status",
+        "route",
+        "server_name",
+        "user_data",
+    )
+
+    def __init__(
+        self,
+        *,
+        method: str,
+        path: str,
+        query_string: str,
+        raw_headers: list[tuple[str, str]],
+        body: bytes,
+        client: str,
+        server_name: str,
+        user_data: Any,
+        auth: AuthInfo,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.query_string = query_string
+        self.raw_headers = raw_headers
+        self.body = body
+        self.client = client
+        self.server_name = server_name
+        self.user_data = user_data
+        self.auth = auth
+        self.auth_user = ""
+        self.params: Mapping[str, str] = MappingProxyType({})
+        self.route = ""
+        self.location_path = ""
+        self.pool_name = ""
+        self.resp_status = 200
+        self.resp_body: list[str | bytes] | None = None
+        self.resp_headers: dict[str, str] | None = None
+        self._headers: Headers | None = None
+        self._query: Mapping[str, str] | None = None
+
+    @property
+    def headers(self) -> Headers:
+        if self._headers is None:
+            self._headers = Headers(self.raw_headers)
+        return self._headers
+
+    @property
+    def query(self) -> Mapping[str, str]:
+        if self._query is None:
+            pairs = (
+                parse_qsl(self.query_string, keep_blank_values=True) if self.query_string else []
+            )
+            self._query = MappingProxyType(dict(pairs))
+        return self._query
+
+
+current: contextvars.ContextVar[RequestContext] = contextvars.ContextVar("fwrest_request")

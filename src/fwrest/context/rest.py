@@ -1,0 +1,164 @@
+"""``from fwrest import rest``: the REST object. Reads the current request's context.
+
+snake_case methods are the Python API; the camelCase names of the original product are thin
+aliases (STYLE "Naming").
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from fwrest.context.request import Headers, RequestContext, current
+
+__all__ = ["RestObject", "rest"]
+
+
+class NoRequestError(RuntimeError):
+    """The REST object was used outside a request."""
+
+
+class RestObject:
+    """The current request, as the handler running for it sees it."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _ctx() -> RequestContext:
+        try:
+            return current.get()
+        except LookupError:
+            raise NoRequestError(
+                "fwrest.rest is only available while a request is being handled"
+            ) from None
+
+    # -- request -------------------------------------------------------------------------------
+    def path_params(self) -> Mapping[str, str]:
+        """The path parameters by name (read-only)."""
+        return self._ctx().params
+
+    def query(self) -> Mapping[str, str]:
+        """The query parameters (read-only; a repeated name keeps its last value)."""
+        return self._ctx().query
+
+    def headers(self) -> Headers:
+        """The request headers (read-only, case-insensitive names)."""
+        return self._ctx().headers
+
+    def body(self) -> str:
+        """The request body as text (UTF-8; undecodable bytes replaced)."""
+        return self._ctx().body.decode("utf-8", "replace")
+
+    def body_bytes(self) -> bytes:
+        """The request body as received."""
+        return self._ctx().body
+
+    def method(self) -> str:
+        return self._ctx().method
+
+    def path(self) -> str:
+        """The request's normalised path, location prefix included, without the query."""
+        return self._ctx().path
+
+    def server_user_data(self) -> Any:
+        """A copy of the server's ``UserData``."""
+        return copy.deepcopy(self._ctx().user_data)
+
+    def auth_user(self) -> str:
+        """The authenticated user's name ("" on an open port)."""
+        return self._ctx().auth_user
+
+    # -- response ------------------------------------------------------------------------------
+    def set_response(self, body: str | bytes) -> None:
+        """Append to the response body (repeated calls append)."""
+        ctx = self._ctx()
+        if ctx.resp_body is None:
+            ctx.resp_body = []
+        ctx.resp_body.append(body if isinstance(body, str | bytes) else str(body))
+
+    def set_status_code(self, status: int) -> None:
+        if not isinstance(status, int) or not 100 <= status <= 599:
+            raise ValueError(f"an HTTP status is a number in 100-599, not {status!r}")
+        self._ctx().resp_status = status
+
+    def set_header(self, name: str, value: str) -> None:
+        """Set a response header."""
+        if any(c in f"{name}{value}" for c in "\r\n\x00"):
+            raise ValueError("a header name or value cannot hold CR, LF or NUL")
+        ctx = self._ctx()
+        if ctx.resp_headers is None:
+            ctx.resp_headers = {}
+        ctx.resp_headers[name] = str(value)
+
+    def set_fault(self, message: str) -> None:
+        """Answer 500 with ``message`` as the body."""
+        ctx = self._ctx()
+        ctx.resp_status = 500
+        ctx.resp_body = [message]
+
+    # -- authorization (SPEC 3 table) -----------------------------------------------------------
+    def auth_scheme(self) -> str:
+        return self._ctx().auth.scheme
+
+    def auth_on_auth(self) -> str:
+        return self._ctx().auth.on_auth
+
+    def auth_has_callback(self) -> bool:
+        return self._ctx().auth.has_callback
+
+    # -- the original product's names ------------------------------------------------------------
+    def getPathParamsRequest(self) -> Mapping[str, str]:
+        return self.path_params()
+
+    def getQueryRequest(self) -> Mapping[str, str]:
+        return self.query()
+
+    def getHeaderRequest(self) -> Headers:
+        return self.headers()
+
+    def getBodyRequest(self) -> str:
+        return self.body()
+
+    def getMethodRequest(self) -> str:
+        return self.method()
+
+    def getPathRequest(self) -> str:
+        return self.path()
+
+    def setResponse(self, body: str | bytes) -> None:
+        self.set_response(body)
+
+    def setStatusCode(self, status: int) -> None:
+        self.set_status_code(status)
+
+    def setKeyHeaderResponse(self, name: str, value: str) -> None:
+        self.set_header(name, value)
+
+    def setFault(self, message: str) -> None:
+        self.set_fault(message)
+
+    def getServerUserData(self) -> Any:
+        return self.server_user_data()
+
+    def getAuthUser(self) -> str:
+        return self.auth_user()
+
+    def getCEntryPointAuthorizationScheme(self) -> str:
+        return self.auth_scheme()
+
+    def getCEntryPointAuthorizationOnAuth(self) -> str:
+        return self.auth_on_auth()
+
+    def getLEntryPointAuthorization(self) -> bool:
+        return self.auth_has_callback()
+
+    def getThreadPoolAuthorizationScheme(self) -> str:
+        # Authorization is per port: the pool's scheme is that of the request's port (SPEC 3).
+        return self.auth_scheme()
+
+    def getThreadPoolAuthorizationOnAuth(self) -> str:
+        return self.auth_on_auth()
+
+
+rest = RestObject()

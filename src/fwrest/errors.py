@@ -1,0 +1,149 @@
+"""Error types and the error bodies clients see.
+
+Three kinds, never mixed (STYLE "Errors"):
+
+* the operator's fault: :class:`ConfigError` (section, key, problem, fix); raised before
+  anything binds, ``fwrest check``/``serve`` exit 2;
+* the client's fault: :class:`HTTPError` and its subclasses, rendered by :func:`error_body`;
+* the application's fault: the fixed 500 body; the traceback goes to the log only.
+
+This module imports nothing else of fwrest.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+__all__ = [
+    "STATUS_PHRASES",
+    "ConfigError",
+    "HTTPError",
+    "error_body",
+]
+
+STATUS_PHRASES: dict[int, str] = {
+    100: "Continue",
+    200: "OK",
+    201: "Created",
+    202: "Accepted",
+    204: "No Content",
+    301: "Moved Permanently",
+    302: "Found",
+    304: "Not Modified",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    409: "Conflict",
+    411: "Length Required",
+    413: "Content Too Large",
+    414: "URI Too Long",
+    415: "Unsupported Media Type",
+    417: "Expectation Failed",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    503: "Service Unavailable",
+    505: "HTTP Version Not Supported",
+}
+
+
+class ConfigError(Exception):
+    """The service's configuration cannot start: what is wrong, where, and how to fix it.
+
+    Args:
+        problem: what is wrong, in one sentence.
+        section: the section as written in the file (``HTTP_REST``), if any.
+        key: the key as written (``Port``), if any.
+        fix: how to fix it.
+        source: the config file, if any.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        section: str | None = None,
+        key: str | None = None,
+        fix: str | None = None,
+        source: str | None = None,
+    ) -> None:
+        self.problem = problem
+        self.section = section
+        self.key = key
+        self.fix = fix
+        self.source = source
+        super().__init__(self.message)
+
+    @property
+    def where(self) -> str:
+        if self.section and self.key:
+            return f"[{self.section}] {self.key}"
+        if self.section:
+            return f"[{self.section}]"
+        return self.key or ""
+
+    @property
+    def message(self) -> str:
+        parts = []
+        if self.source:
+            parts.append(f"{self.source}: ")
+        if self.where:
+            parts.append(f"{self.where}: ")
+        parts.append(self.problem)
+        if self.fix:
+            parts.append(f" Fix: {self.fix}")
+        return "".join(parts)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def error_body(status: int, message: str | None = None, detailed: str = "") -> bytes:
+    """The JSON body of every framework error answer (SPEC 3, 4.1).
+
+    >>> error_body(404)
+    b'{"code":404,"detailedMessage":"","message":"Not Found"}'
+    """
+    return orjson.dumps(
+        {
+            "code": status,
+            "detailedMessage": detailed,
+            "message": message if message is not None else STATUS_PHRASES.get(status, "Error"),
+        }
+    )
+
+
+class HTTPError(Exception):
+    """A request the client got wrong (or the server cannot take now), answered with JSON.
+
+    Args:
+        status: the HTTP status.
+        message: the ``message`` field; the status phrase when omitted.
+        detailed: the ``detailedMessage`` field.
+        headers: extra response headers.
+        close: close the connection after answering.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str | None = None,
+        detailed: str = "",
+        *,
+        headers: tuple[tuple[str, str], ...] = (),
+        close: bool = False,
+    ) -> None:
+        self.status = status
+        self.message = message if message is not None else STATUS_PHRASES.get(status, "Error")
+        self.detailed = detailed
+        self.headers = headers
+        self.close = close
+        super().__init__(f"{status} {self.message}")
+
+    def body(self) -> bytes:
+        return error_body(self.status, self.message, self.detailed)

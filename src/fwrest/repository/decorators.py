@@ -1,0 +1,126 @@
+"""``@get("/users/:id")`` and friends: register endpoints as modules are imported."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+__all__ = ["Endpoint", "delete", "get", "patch", "post", "put", "registered"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_BRACES = re.compile(r"\{([^{}/]*)\}")
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One method + path served by one function."""
+
+    method: str
+    path: str  # normalised: "/users/:id" ({id} written as :id), no trailing slash
+    func: Callable[..., Any]
+    description: str
+    source: str  # "annotation" | "mapping" | "native"
+    module: str
+    function: str  # "app.users.get_user"
+    origin: str  # "app/users.py:12", for messages
+
+    @property
+    def shape(self) -> str:
+        """The path with parameter names erased: two endpoints of one shape collide."""
+        return "/".join(":" if seg.startswith(":") else seg for seg in self.path.split("/"))
+
+
+class RouteError(ValueError):
+    """A route path that cannot be registered."""
+
+
+def normalise_route(path: str) -> str:
+    """``users/{id}/`` -> ``/users/:id``; raises :class:`RouteError` on a bad path.
+
+    >>> normalise_route("users/{id}")
+    '/users/:id'
+    """
+    if not isinstance(path, str):
+        raise RouteError(f"a route path must be text, not {type(path).__name__}")
+    text = _BRACES.sub(lambda m: ":" + m.group(1), path.strip())
+    if not text.startswith("/"):
+        text = "/" + text
+    if len(text) > 1:
+        text = text.rstrip("/")
+    if "//" in text or any(c in text for c in "?#{} \t\r\n"):
+        raise RouteError(f"the route path {path!r} is not a valid path")
+    names: set[str] = set()
+    for seg in text.split("/")[1:]:
+        if seg.startswith(":"):
+            name = seg[1:]
+            if not _PARAM_NAME.match(name):
+                raise RouteError(f"the route path {path!r} has a bad parameter name {name!r}")
+            if name in names:
+                raise RouteError(f"the route path {path!r} repeats the parameter {name!r}")
+            names.add(name)
+        elif seg in (".", ".."):
+            raise RouteError(f"the route path {path!r} has a dot segment")
+    return text
+
+
+_REGISTERED: list[Endpoint] = []
+
+
+def registered() -> tuple[Endpoint, ...]:
+    """Every endpoint annotated so far, in import order."""
+    return tuple(_REGISTERED)
+
+
+def _origin(func: Callable[..., Any]) -> str:
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return getattr(func, "__module__", "?")
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def _decorator(method: str) -> Callable[..., Callable[[F], F]]:
+    def annotate(
+        path: str | None = None, *, endpoint: str | None = None, description: str = ""
+    ) -> Callable[[F], F]:
+        route = endpoint if endpoint is not None else path
+        if route is None:
+            raise TypeError(f"@{method.lower()}() needs a path, e.g. @{method.lower()}('/items')")
+        normalised = normalise_route(route)
+
+        def register(func: F) -> F:
+            if not callable(func):
+                raise TypeError(f"@{method.lower()} decorates a function")
+            module = getattr(func, "__module__", "") or ""
+            name = getattr(func, "__qualname__", getattr(func, "__name__", "?"))
+            _REGISTERED.append(
+                Endpoint(
+                    method=method,
+                    path=normalised,
+                    func=func,
+                    description=description or "",
+                    source="annotation",
+                    module=module,
+                    function=f"{module}.{name}",
+                    origin=_origin(func),
+                )
+            )
+            return func
+
+        return register
+
+    annotate.__name__ = method.lower()
+    annotate.__doc__ = (
+        f'Register the decorated function for {method} requests: @{method.lower()}("/items/:id")'
+    )
+    return annotate
+
+
+get = _decorator("GET")
+post = _decorator("POST")
+put = _decorator("PUT")
+patch = _decorator("PATCH")
+delete = _decorator("DELETE")

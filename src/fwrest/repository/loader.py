@@ -1,0 +1,292 @@
+"""Import an environment's ``Repository`` and resolve function names named in configuration."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import pkgutil
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fwrest.config.model import EnvironmentConfig
+from fwrest.errors import ConfigError
+from fwrest.repository.decorators import Endpoint, RouteError, normalise_route, registered
+
+__all__ = ["Environment", "Repository", "endpoint_path"]
+
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def endpoint_path(path: str) -> str:
+    """Normalise a route path as the decorators do (exposed for ``LoadURNs``)."""
+    return normalise_route(path)
+
+
+@dataclass(slots=True)
+class Environment:
+    """The modules an environment imported and the endpoints they annotated."""
+
+    name: str
+    modules: frozenset[str]
+    endpoints: tuple[Endpoint, ...]
+    everything: bool = False  # no Repository: the calling program's endpoints
+
+
+@dataclass(slots=True)
+class Repository:
+    """Every environment of a service, imported once, and the functions it can name."""
+
+    base_dir: Path
+    source: str | None = None
+    environments: dict[str, Environment] = field(default_factory=dict)
+    _entry_modules: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def load(self, env: EnvironmentConfig) -> Environment:
+        """Import the environment's modules (once per service) and collect its endpoints."""
+        if env.name.lower() in self.environments:
+            return self.environments[env.name.lower()]
+        if not env.repository:
+            loaded = Environment(env.name, frozenset(), registered(), everything=True)
+        else:
+            modules: set[str] = set()
+            for entry in env.repository:
+                modules |= self._import_entry(env, entry)
+            endpoints = tuple(e for e in registered() if e.module in modules)
+            loaded = Environment(env.name, frozenset(modules), endpoints)
+        self.environments[env.name.lower()] = loaded
+        return loaded
+
+    # -- importing --------------------------------------------------------------------------
+
+    def _import_entry(self, env: EnvironmentConfig, entry: str) -> frozenset[str]:
+        key = entry.strip()
+        if key in self._entry_modules:
+            return self._entry_modules[key]
+        before = set(sys.modules)
+        target = Path(key)
+        if not target.is_absolute():
+            target = self.base_dir / target
+        names: list[str]
+        if key.endswith(".py"):
+            if not target.is_file():
+                raise self._error(
+                    env,
+                    f"the file {target} does not exist.",
+                    "give a module name, a .py file or a folder.",
+                )
+            names = [self._import_file(env, target)]
+        elif target.is_dir() and not (target / "__init__.py").is_file() and "." not in key:
+            names = [self._import_file(env, p) for p in sorted(target.glob("*.py"))]
+        else:
+            names = self._import_module(env, key)
+        new = {n for n in set(sys.modules) - before}
+        result = frozenset(new | set(names))
+        self._entry_modules[key] = result
+        return result
+
+    def _ensure_path(self, folder: Path) -> None:
+        text = str(folder)
+        if text not in sys.path:
+            sys.path.insert(0, text)
+
+    def _import_file(self, env: EnvironmentConfig, path: Path) -> str:
+        self._ensure_path(path.parent)
+        name = path.stem
+        existing = sys.modules.get(name)
+        if existing is not None:
+            existing_file = getattr(existing, "__file__", None)
+            if existing_file and Path(existing_file).resolve() != path.resolve():
+                raise self._error(
+                    env,
+                    f"the file {path} would be imported as module {name!r}, but a module "
+                    f"of that name is already loaded from {existing_file}.",
+                    "rename the file or name its package instead.",
+                )
+            return name
+        self._run_import(env, name, str(path))
+        return name
+
+    def _import_module(self, env: EnvironmentConfig, name: str) -> list[str]:
+        self._ensure_path(self.base_dir)
+        module = self._run_import(env, name, name)
+        names = [name]
+        if hasattr(module, "__path__"):  # a package: import its submodules too
+            for info in pkgutil.walk_packages(module.__path__, prefix=f"{name}."):
+                self._run_import(env, info.name, info.name)
+                names.append(info.name)
+        return names
+
+    def _run_import(self, env: EnvironmentConfig, name: str, shown: str) -> Any:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (exc.name == name or name.startswith(exc.name + ".")):
+                raise self._error(
+                    env,
+                    f"the module {shown!r} was not found (looked in {self.base_dir} "
+                    "and the Python path).",
+                    "give a module name, a .py file or a folder relative to the config file.",
+                ) from None
+            raise self._error(
+                env,
+                f"importing {shown!r} failed: {_short(exc)}",
+                "install the missing package or fix the import.",
+            ) from None
+        except RouteError as exc:
+            raise self._error(
+                env, f"importing {shown!r} failed: {exc}.", "fix the route path in the annotation."
+            ) from None
+        except Exception as exc:
+            raise self._error(
+                env,
+                f"importing {shown!r} failed: {_short(exc)}",
+                "fix the module; `python -c 'import ...'` shows the same error.",
+            ) from None
+
+    def _error(self, env: EnvironmentConfig, problem: str, fix: str) -> ConfigError:
+        return ConfigError(
+            problem, section=env.name or None, key="Repository", fix=fix, source=self.source
+        )
+
+    # -- names --------------------------------------------------------------------------------
+
+    def functions(
+        self, envs: Iterable[Environment]
+    ) -> dict[str, list[tuple[str, Callable[..., Any]]]]:
+        """Functions defined in the environments' modules: lower-cased name -> [(full, fn)]."""
+        index: dict[str, list[tuple[str, Callable[..., Any]]]] = {}
+        seen: set[str] = set()
+        modules: set[str] = set()
+        for env in envs:
+            modules |= env.modules if not env.everything else _program_modules()
+        for mod_name in sorted(modules):
+            module = sys.modules.get(mod_name)
+            if module is None:
+                continue
+            for attr, value in vars(module).items():
+                if attr.startswith("__") or not callable(value) or inspect.isclass(value):
+                    continue
+                if getattr(value, "__module__", None) != mod_name:
+                    continue
+                full = f"{mod_name}.{attr}"
+                if full in seen:
+                    continue
+                seen.add(full)
+                index.setdefault(full.lower(), []).append((full, value))
+                index.setdefault(attr.lower(), []).append((full, value))
+        return index
+
+    def resolve(
+        self,
+        name: str,
+        envs: Iterable[Environment],
+        *,
+        section: str,
+        key: str,
+        what: str = "function",
+    ) -> tuple[str, Callable[..., Any]]:
+        """Find the function a config value names (``module.fn`` or a unique bare name).
+
+        Raises:
+            ConfigError: the name is missing or matches functions of several modules.
+        """
+        index = self.functions(envs)
+        found = index.get(name.strip().lower(), [])
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise ConfigError(
+                f"the {what} {name!r} is not in the repository of this server's environments.",
+                section=section,
+                key=key,
+                fix="define it in a module listed in the environment's Repository, and name "
+                "it as module.function or by its unique name.",
+                source=self.source,
+            )
+        options = ", ".join(sorted(full for full, _ in found))
+        raise ConfigError(
+            f"the {what} name {name!r} is ambiguous: it matches {options}.",
+            section=section,
+            key=key,
+            fix="name it as module.function.",
+            source=self.source,
+        )
+
+    def mapped_endpoints(
+        self, load_urns: dict[str, Any], envs: list[Environment], *, section: str
+    ) -> list[Endpoint]:
+        """The endpoints of a server's ``LoadURNs`` mapping."""
+        out: list[Endpoint] = []
+        for path, methods in load_urns.items():
+            try:
+                normalised = normalise_route(path)
+            except RouteError as exc:
+                raise ConfigError(
+                    f"{exc}.",
+                    section=section,
+                    key="LoadURNs",
+                    fix="write paths such as /items/:id.",
+                    source=self.source,
+                ) from None
+            if not isinstance(methods, dict):
+                raise ConfigError(
+                    f"the path {path!r} must map to an object of methods.",
+                    section=section,
+                    key="LoadURNs",
+                    fix='write {"GET": {"Function": "module.function"}}.',
+                    source=self.source,
+                )
+            for method, spec in methods.items():
+                verb = str(method).upper()
+                if verb not in _METHODS:
+                    raise ConfigError(
+                        f"{method!r} under {path!r} is not a method fwrest serves.",
+                        section=section,
+                        key="LoadURNs",
+                        fix=f"use one of {', '.join(_METHODS)}.",
+                        source=self.source,
+                    )
+                fields = (
+                    {str(k).lower(): v for k, v in spec.items()} if isinstance(spec, dict) else {}
+                )
+                fn_name = fields.get("function")
+                if not isinstance(fn_name, str) or not fn_name.strip():
+                    raise ConfigError(
+                        f"{verb} {path!r} names no Function.",
+                        section=section,
+                        key="LoadURNs",
+                        fix='write {"Function": "module.function"}.',
+                        source=self.source,
+                    )
+                full, func = self.resolve(fn_name, envs, section=section, key="LoadURNs")
+                out.append(
+                    Endpoint(
+                        method=verb,
+                        path=normalised,
+                        func=func,
+                        description=str(fields.get("description") or ""),
+                        source="mapping",
+                        module=full.rsplit(".", 1)[0],
+                        function=full,
+                        origin=f"[{section}] LoadURNs",
+                    )
+                )
+        return out
+
+
+def _program_modules() -> set[str]:
+    return {e.module for e in registered()}
+
+
+def _short(exc: BaseException) -> str:
+    """One line: the exception and where it was raised (file:line), no full traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f" ({exc.filename}:{exc.lineno})"
+    return f"{type(exc).__name__}: {exc}{where}"

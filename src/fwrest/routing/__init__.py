@@ -1,0 +1,16 @@
+"""Route tables per location: one path normaliser, compiled matching, 404 and 405 + ``Allow``.
+
+Calls no handler and checks no credential: a match returns the payload the server attached.
+"""
+
+from fwrest.routing.paths import BadPath, normalise_path, split_target
+from fwrest.routing.router import LocationTable, Match, Router
+
+__all__ = [
+    "BadPath",
+    "LocationTable",
+    "Match",
+    "Router",
+    "normalise_path",
+    "split_target",
+]

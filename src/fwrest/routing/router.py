@@ -1,0 +1,165 @@
+"""Compiled route tables: static paths by dict, parameterised paths by a segment trie.
+
+Matching costs one dict lookup for a static path and one lookup per segment otherwise, so
+it does not grow with the number of routes (werkzeug's matcher tries static segments first
+in the same way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from fwrest.errors import HTTPError
+
+__all__ = ["LocationTable", "Match", "Router"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Match(Generic[T]):
+    payload: T
+    params: dict[str, str]
+    pattern: str  # the route's path, e.g. "/users/:id"
+
+
+@dataclass(slots=True)
+class _Route(Generic[T]):
+    pattern: str
+    names: tuple[str, ...]
+    payload: T
+
+
+@dataclass(slots=True)
+class _Node(Generic[T]):
+    static: dict[str, _Node[T]] = field(default_factory=dict)
+    param: _Node[T] | None = None
+    methods: dict[str, _Route[T]] | None = None
+
+
+class Router(Generic[T]):
+    """The routes of one location; paths are relative to the location's prefix."""
+
+    def __init__(self) -> None:
+        self._static: dict[str, dict[str, _Route[T]]] = {}
+        self._root: _Node[T] = _Node()
+        self._allow: dict[int, str] = {}
+
+    def add(self, method: str, pattern: str, payload: T) -> T | None:
+        """Register a route; returns the payload already there for this method and shape."""
+        segments = pattern.split("/")[1:] if pattern != "/" else []
+        names = tuple(s[1:] for s in segments if s.startswith(":"))
+        route = _Route(pattern, names, payload)
+        if not names:
+            table = self._static.setdefault(pattern, {})
+        else:
+            node = self._root
+            for seg in segments:
+                if seg.startswith(":"):
+                    if node.param is None:
+                        node.param = _Node()
+                    node = node.param
+                else:
+                    node = node.static.setdefault(seg, _Node())
+            if node.methods is None:
+                node.methods = {}
+            table = node.methods
+        previous = table.get(method)
+        if previous is not None:
+            return previous.payload
+        table[method] = route
+        if method == "GET" and "HEAD" not in table:
+            table["HEAD"] = route
+        return None
+
+    def match(self, method: str, path: str) -> Match[T]:
+        """Find the route of ``method`` and the normalised relative ``path``.
+
+        Raises:
+            HTTPError: 404 when no route has this path, 405 with ``Allow`` when no route of
+                this path takes the method.
+        """
+        table = self._static.get(path)
+        values: list[str] = []
+        if table is not None:
+            route = table.get(method)
+            if route is not None:
+                return Match(route.payload, {}, route.pattern)
+        segments = path.split("/")[1:] if path != "/" else []
+        found = _walk(self._root, segments, 0, values)
+        if found is None or method not in found:
+            if table is None:
+                table = found
+            if table is None:
+                raise HTTPError(404)
+            raise HTTPError(405, headers=(("allow", self._allow_header(table)),))
+        route = found[method]
+        params = dict(zip(route.names, values, strict=True)) if route.names else {}
+        return Match(route.payload, params, route.pattern)
+
+    def _allow_header(self, table: dict[str, _Route[T]]) -> str:
+        key = id(table)
+        text = self._allow.get(key)
+        if text is None:
+            text = ", ".join(sorted(table))
+            self._allow[key] = text
+        return text
+
+    def routes(self) -> Iterable[tuple[str, str, T]]:
+        """Every (method, pattern, payload), HEAD aliases left out."""
+        for table in self._static.values():
+            for method, route in table.items():
+                if method != "HEAD" or route is not table.get("GET"):
+                    yield method, route.pattern, route.payload
+        stack = [self._root]
+        while stack:
+            node = stack.pop()
+            if node.methods:
+                for method, route in node.methods.items():
+                    if method != "HEAD" or route is not node.methods.get("GET"):
+                        yield method, route.pattern, route.payload
+            stack.extend(node.static.values())
+            if node.param is not None:
+                stack.append(node.param)
+
+
+def _walk(
+    node: _Node[T], segments: list[str], i: int, values: list[str]
+) -> dict[str, _Route[T]] | None:
+    if i == len(segments):
+        return node.methods
+    seg = segments[i]
+    child = node.static.get(seg)
+    if child is not None:
+        found = _walk(child, segments, i + 1, values)
+        if found is not None:
+            return found
+    if node.param is not None:
+        values.append(seg)
+        found = _walk(node.param, segments, i + 1, values)
+        if found is not None:
+            return found
+        values.pop()
+    return None
+
+
+class LocationTable(Generic[T]):
+    """The locations of one port: the longest prefix matching at a segment boundary wins."""
+
+    def __init__(self, locations: Iterable[tuple[str, T]]) -> None:
+        self._items = sorted(locations, key=lambda item: len(item[0]), reverse=True)
+
+    def find(self, path: str) -> tuple[T, str] | None:
+        """``(location, path relative to it)`` for a normalised path, or None."""
+        for prefix, location in self._items:
+            if prefix == "/":
+                return location, path
+            if path.startswith(prefix):
+                rest = path[len(prefix) :]
+                if not rest:
+                    return location, "/"
+                if rest[0] == "/":
+                    return location, rest
+        return None

@@ -1,0 +1,200 @@
+"""The request pipeline of one port: normalise, guard, route, call, serialise, log.
+
+Built once per port and worker from a :class:`PortPlan`; per request it does one match,
+one guard, one call and one serialisation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fwrest import log
+from fwrest.context.request import RequestContext, current
+from fwrest.errors import HTTPError, error_body
+from fwrest.routing import BadPath, LocationTable, normalise_path, split_target
+from fwrest.server.build import LocationPlan, PortPlan
+from fwrest.server.handler import JSON, Reply, ResultError, result_reply
+from fwrest.server.pool import ThreadPool
+from fwrest.server.state import tunables
+
+__all__ = ["Guard", "PortApp", "Request"]
+
+Guard = Callable[["Request", RequestContext], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class Request:
+    """One parsed HTTP request, as the connection hands it over."""
+
+    method: str
+    target: bytes
+    headers: list[tuple[str, str]]  # lower-case names, latin-1 values, in order
+    body: bytes
+    client: str
+    port: int
+
+
+@dataclass(slots=True)
+class _Location:
+    plan: LocationPlan
+    pool: ThreadPool
+    active_s: float | None
+
+
+def error_reply(exc: HTTPError) -> Reply:
+    headers = [("content-type", JSON), *exc.headers]
+    return Reply(exc.status, headers, exc.body(), exc.close)
+
+
+class PortApp:
+    """Serves one port (one server section) in one worker."""
+
+    def __init__(self, plan: PortPlan, pools: dict[str, ThreadPool], guard: Guard | None = None):
+        self.plan = plan
+        self.name = plan.config.name
+        self.user_data = plan.config.user_data
+        self.auth = plan.auth
+        self.guard = guard
+        locs = []
+        for loc in plan.locations:
+            active = loc.config.thread_pool.active_timeout_ms
+            locs.append(
+                (
+                    loc.prefix,
+                    _Location(loc, pools[loc.pool_name.lower()], active / 1000 if active else None),
+                )
+            )
+        self.locations: LocationTable[_Location] = LocationTable(locs)
+        self.in_flight = 0
+        self.total = 0
+
+    async def handle(self, req: Request) -> Reply:
+        started = time.perf_counter_ns()
+        self.in_flight += 1
+        self.total += 1
+        path = query = ""
+        try:
+            try:
+                raw_path, query = split_target(req.target)
+                path = normalise_path(raw_path)
+            except BadPath as exc:
+                path = "?"
+                raise HTTPError(400, detailed=str(exc)) from None
+            reply = await self._dispatch(req, path, query)
+        except HTTPError as exc:
+            reply = error_reply(exc)
+        except Exception:
+            self._log_failure(req.method, path)
+            reply = Reply(500, [("content-type", JSON)], error_body(500))
+        finally:
+            self.in_flight -= 1
+        if log.access_log.isEnabledFor(logging.INFO):
+            self._log_access(req, path, query, reply, started)
+        return reply
+
+    async def _dispatch(self, req: Request, path: str, query: str) -> Reply:
+        ctx = RequestContext(
+            method=req.method,
+            path=path,
+            query_string=query,
+            raw_headers=req.headers,
+            body=req.body,
+            client=req.client,
+            server_name=self.name,
+            user_data=self.user_data,
+            auth=self.auth,
+        )
+        if self.guard is not None:
+            # SPEC 7: on a protected port authorization runs before routing.
+            await self.guard(req, ctx)
+        found = self.locations.find(path)
+        if found is None:
+            raise HTTPError(404)
+        loc, rel = found
+        method = req.method
+        match = loc.plan.router.match(method, rel)
+        handler = match.payload
+        ctx.params = match.params
+        ctx.route = match.pattern
+        ctx.location_path = loc.plan.prefix
+        ctx.pool_name = loc.plan.pool_name
+        token = current.set(ctx)
+        try:
+            kwargs = handler.kwargs(match.params)
+            if handler.is_async:
+                call: Awaitable[Any] = handler.func(**kwargs)
+            else:
+                call = loc.pool.submit(handler.func, **kwargs)
+            if loc.active_s is not None:
+                try:
+                    result = await asyncio.wait_for(call, loc.active_s)
+                except TimeoutError:
+                    log.server_log.error(
+                        "%s %s ran longer than ActiveTimeout=%d ms of [%s]; answered 503",
+                        method,
+                        log.escape(path),
+                        int(loc.active_s * 1000),
+                        loc.plan.pool_name,
+                    )
+                    raise HTTPError(
+                        503, "Server Busy", detailed="the request ran longer than allowed"
+                    ) from None
+            else:
+                result = await call
+            try:
+                reply = result_reply(result, ctx)
+            except ResultError as exc:
+                log.app_log.error("%s %s: %s", method, log.escape(path), exc)
+                return Reply(500, [("content-type", JSON)], error_body(500))
+        finally:
+            current.reset(token)
+        if method == "HEAD":
+            reply.headers.append(("content-length", str(len(reply.body))))
+            reply.body = b""
+        return reply
+
+    def _log_failure(self, method: str, path: str) -> None:
+        full = tunables.current.rest_error_full == 1
+        log.app_log.error(
+            "%s %s: unhandled exception in the handler; answered 500",
+            method,
+            log.escape(path),
+            exc_info=True if full else None,
+            stack_info=False,
+        )
+        if not full:
+            import sys
+            import traceback
+
+            exc = sys.exc_info()[1]
+            if exc is not None:
+                frames = traceback.extract_tb(exc.__traceback__)
+                where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+                log.app_log.error(
+                    "  %s: %s%s (rest_error_full=1 logs the whole traceback)",
+                    type(exc).__name__,
+                    log.escape(str(exc)),
+                    where,
+                )
+
+    def _log_access(self, req: Request, path: str, query: str, reply: Reply, started: int) -> None:
+        duration_us = (time.perf_counter_ns() - started) // 1000
+        shown = log.escape(path)
+        if query:
+            shown = f"{shown}?{log.escape(log.redact_query(query))}"
+        level = logging.ERROR if reply.status >= 500 else logging.INFO
+        log.access_log.log(
+            level,
+            "%s %s %d %dus port=%s client=%s",
+            req.method,
+            shown,
+            reply.status,
+            duration_us,
+            req.port,
+            req.client,
+        )

@@ -1,0 +1,83 @@
+"""Bind every port of a service once, all or nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import socket
+
+from fwrest.errors import ConfigError
+from fwrest.server.build import PortPlan, ServicePlan
+
+__all__ = ["bind_all", "bind_socket"]
+
+
+def bind_socket(host: str, port: int, *, section: str, source: str | None) -> socket.socket:
+    """A listening, non-blocking TCP socket on ``host:port``.
+
+    Raises:
+        ConfigError: the address cannot be bound (in use, not an address of this machine).
+    """
+    try:
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise ConfigError(
+            f"the host name {host!r} cannot be resolved ({exc.strerror}).",
+            section=section,
+            key="HostName",
+            fix="give an address of this machine, e.g. 127.0.0.1 or 0.0.0.0.",
+            source=source,
+        ) from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(address)
+        sock.listen(2048)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        fix = (
+            "stop the process that uses it, or choose another Port."
+            if exc.errno == errno.EADDRINUSE
+            else "choose an address and port this machine "
+            "can listen on (ports under 1024 need privileges)."
+        )
+        raise ConfigError(
+            f"{host}:{port} cannot be bound: {reason}.",
+            section=section,
+            key="Port",
+            fix=fix,
+            source=source,
+        ) from None
+    return sock
+
+
+def bind_all(plan: ServicePlan) -> tuple[ServicePlan, list[socket.socket]]:
+    """Bind each server's port; on any failure close what was bound and raise.
+
+    Returns the plan with port 0 replaced by the port the system picked, and the sockets in
+    the order of ``plan.ports``.
+    """
+    source = str(plan.config.source) if plan.config.source else None
+    sockets: list[socket.socket] = []
+    ports: list[PortPlan] = []
+    try:
+        for port in plan.ports:
+            cfg = port.config
+            sock = bind_socket(cfg.host, cfg.port, section=cfg.name, source=source)
+            sockets.append(sock)
+            real = sock.getsockname()[1]
+            if real != cfg.port:
+                port = dataclasses.replace(port, config=dataclasses.replace(cfg, port=real))
+            ports.append(port)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return dataclasses.replace(plan, ports=ports), sockets

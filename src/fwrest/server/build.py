@@ -1,0 +1,111 @@
+"""Everything a start decides before binding: imported repository, route tables per location,
+the authorization in force per port. ``fwrest check``, ``routes`` and ``serve`` share it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fwrest.config.model import LocationConfig, ServerConfig, ServiceConfig
+from fwrest.context.request import NO_AUTH, AuthInfo
+from fwrest.errors import ConfigError
+from fwrest.repository import Endpoint, Environment, Repository
+from fwrest.routing import Router
+from fwrest.server.handler import Handler
+
+__all__ = ["LocationPlan", "PortPlan", "ServicePlan", "build_plan"]
+
+
+@dataclass(slots=True)
+class LocationPlan:
+    config: LocationConfig
+    router: Router[Handler]
+    endpoints: list[Endpoint]
+
+    @property
+    def prefix(self) -> str:
+        return self.config.path
+
+    @property
+    def pool_name(self) -> str:
+        return self.config.thread_pool.name
+
+    def full_path(self, route: str) -> str:
+        if self.prefix == "/":
+            return route
+        return self.prefix if route == "/" else f"{self.prefix}{route}"
+
+
+@dataclass(slots=True)
+class PortPlan:
+    config: ServerConfig
+    locations: list[LocationPlan]
+    auth: AuthInfo = NO_AUTH
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def urls(self, port: int | None = None) -> list[str]:
+        host = self.config.host
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        if ":" in shown:
+            shown = f"[{shown}]"
+        real = self.config.port if port is None else port
+        return [
+            f"{self.config.scheme}://{shown}:{real}{loc.full_path('/')}" for loc in self.locations
+        ]
+
+
+@dataclass(slots=True)
+class ServicePlan:
+    config: ServiceConfig
+    repository: Repository
+    ports: list[PortPlan]
+
+    def route_count(self) -> int:
+        return sum(len(loc.endpoints) for port in self.ports for loc in port.locations)
+
+
+def _location_plan(
+    loc: LocationConfig, endpoints: list[Endpoint], server: ServerConfig, source: str | None
+) -> LocationPlan:
+    router: Router[Handler] = Router()
+    for ep in endpoints:
+        previous = router.add(ep.method, ep.path, Handler(ep))
+        if previous is not None:
+            other = previous.endpoint
+            raise ConfigError(
+                f"{ep.method} {loc.path if loc.path != '/' else ''}{ep.path} is registered "
+                f"twice: by {other.function} ({other.source}, {other.origin}) and by "
+                f"{ep.function} ({ep.source}, {ep.origin}).",
+                section=server.name,
+                key="Locations",
+                fix="remove one of the two registrations, or give one another path.",
+                source=source,
+            )
+    return LocationPlan(loc, router, endpoints)
+
+
+def build_plan(config: ServiceConfig) -> ServicePlan:
+    """Import the repository and compile every port's routes; bind nothing.
+
+    Raises:
+        ConfigError: an import fails, a function name is missing or ambiguous, a route is
+            registered twice.
+    """
+    source = str(config.source) if config.source else None
+    repo = Repository(config.base_dir, source)
+    ports: list[PortPlan] = []
+    for server in config.servers:
+        envs: list[Environment] = []
+        for loc in server.locations:
+            env = repo.load(loc.thread_pool.environment)
+            if env not in envs:
+                envs.append(env)
+        mapped = repo.mapped_endpoints(server.load_urns, envs, section=server.name)
+        locations = []
+        for loc in server.locations:
+            env = repo.load(loc.thread_pool.environment)
+            endpoints = list(env.endpoints) + mapped
+            locations.append(_location_plan(loc, endpoints, server, source))
+        ports.append(PortPlan(server, locations))
+    return ServicePlan(config, repo, ports)

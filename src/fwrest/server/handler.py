@@ -1,0 +1,124 @@
+"""Call plans for endpoint functions, fixed at start, and turning results into replies."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from fwrest.context.request import RequestContext, Response
+from fwrest.repository import Endpoint
+
+__all__ = ["Handler", "Reply", "result_reply"]
+
+JSON = "application/json"
+TEXT = "text/plain; charset=utf-8"
+OCTETS = "application/octet-stream"
+
+
+@dataclass(slots=True)
+class Reply:
+    """What goes back on the wire: status, headers (lower-case names), body."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    close: bool = False
+
+
+class ResultError(TypeError):
+    """A handler returned something fwrest cannot send."""
+
+
+class Handler:
+    """One endpoint's function with how to call it, decided once at start.
+
+    Path parameters are passed by name when the function declares them (or takes
+    ``**kwargs``); ``async def`` functions run on the event loop, ``def`` ones in the
+    location's thread pool.
+    """
+
+    __slots__ = ("endpoint", "func", "is_async", "pass_all", "passed")
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.func: Callable[..., Any] = endpoint.func
+        self.is_async = inspect.iscoroutinefunction(endpoint.func)
+        names: set[str] = set()
+        self.pass_all = False
+        try:
+            sig = inspect.signature(endpoint.func)
+        except (TypeError, ValueError):
+            sig = None
+        if sig is not None:
+            for param in sig.parameters.values():
+                if param.kind is inspect.Parameter.VAR_KEYWORD:
+                    self.pass_all = True
+                elif param.kind in (
+                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                    inspect.Parameter.KEYWORD_ONLY,
+                ):
+                    names.add(param.name)
+        route_names = {s[1:] for s in endpoint.path.split("/") if s.startswith(":")}
+        self.passed = frozenset(names & route_names)
+
+    def kwargs(self, params: Mapping[str, str]) -> dict[str, str]:
+        if self.pass_all:
+            return dict(params)
+        if not self.passed:
+            return {}
+        return {k: v for k, v in params.items() if k in self.passed}
+
+
+def _encode(value: Any) -> tuple[bytes, str]:
+    if isinstance(value, dict | list):
+        return orjson.dumps(value), JSON
+    if isinstance(value, str):
+        return value.encode("utf-8"), TEXT
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value), OCTETS
+    if isinstance(value, bool | int | float):
+        return orjson.dumps(value), JSON
+    raise ResultError(f"a handler returned a {type(value).__name__}, which fwrest cannot send")
+
+
+def result_reply(result: Any, ctx: RequestContext) -> Reply:
+    """The reply for a handler's return value and what it set on the REST object (SPEC 9).
+
+    Raises:
+        ResultError: the value cannot be sent (the caller answers 500 and logs it).
+    """
+    status = ctx.resp_status
+    headers: dict[str, str] = {}
+    if result is not None:
+        if isinstance(result, Response):
+            status = result.status
+            body, media = _encode(result.body)
+            if result.media_type:
+                media = result.media_type
+            headers["content-type"] = media
+            for name, value in result.headers.items():
+                headers[name.lower()] = str(value)
+        else:
+            try:
+                body, media = _encode(result)
+            except orjson.JSONEncodeError as exc:
+                raise ResultError(f"a handler returned data that is not JSON: {exc}") from None
+            headers["content-type"] = media
+    elif ctx.resp_body is not None:
+        parts = ctx.resp_body
+        body = b"".join(p.encode("utf-8") if isinstance(p, str) else p for p in parts)
+        stripped = body.lstrip()[:1]
+        headers["content-type"] = JSON if stripped in (b"{", b"[") else TEXT
+    else:
+        body = b""
+    if ctx.resp_headers:
+        for name, value in ctx.resp_headers.items():
+            headers[name.lower()] = value
+    headers.pop("content-length", None)
+    headers.pop("transfer-encoding", None)
+    headers.pop("connection", None)
+    return Reply(status, list(headers.items()), body)

@@ -1,0 +1,350 @@
+"""HTTP/1.1 connections: httptools (llhttp, strict) parses, this module enforces SPEC 7.
+
+llhttp already refuses a bare LF, ``Content-Length`` with ``Transfer-Encoding``, a duplicate
+``Content-Length``, bad chunking, obsolete line folding and invalid header tokens (400 and
+close). This layer adds what no engine gives together: the header-size limit (431), the
+header, body and keep-alive deadlines, the body limit before and while reading (413), a
+repeated ``Authorization`` (400), pipelining in order, and a graceful drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from email.utils import formatdate
+from typing import Any, cast
+
+import httptools
+
+from fwrest import log
+from fwrest.config.model import ServerConfig
+from fwrest.errors import STATUS_PHRASES, HTTPError
+from fwrest.server.app import PortApp, Request, error_reply
+from fwrest.server.handler import Reply
+
+__all__ = ["ConnectionSet", "HttpProtocol"]
+
+_IDLE, _HEADERS, _BODY, _DONE = 0, 1, 2, 3
+
+_STATUS_LINES: dict[int, bytes] = {
+    code: f"HTTP/1.1 {code} {phrase}\r\n".encode() for code, phrase in STATUS_PHRASES.items()
+}
+_date_cache: list[Any] = [0, b""]
+
+
+def _date_header() -> bytes:
+    now = int(time.time())
+    if _date_cache[0] != now:
+        _date_cache[0] = now
+        _date_cache[1] = f"date: {formatdate(now, usegmt=True)}\r\n".encode()
+    return _date_cache[1]  # type: ignore[no-any-return]
+
+
+def encode_reply(reply: Reply, keep_alive: bool) -> bytes:
+    status_line = _STATUS_LINES.get(reply.status) or f"HTTP/1.1 {reply.status} Status\r\n".encode()
+    parts = [status_line, _date_header()]
+    has_length = False
+    for name, value in reply.headers:
+        if name == "content-length":
+            has_length = True
+        parts.append(f"{name}: {value}\r\n".encode("latin-1", "replace"))
+    if not has_length and reply.status not in (204, 304) and reply.status >= 200:
+        parts.append(b"content-length: %d\r\n" % len(reply.body))
+    if not keep_alive:
+        parts.append(b"connection: close\r\n")
+    parts.append(b"\r\n")
+    parts.append(reply.body)
+    return b"".join(parts)
+
+
+class ConnectionSet:
+    """The open connections of one worker, for a graceful drain."""
+
+    def __init__(self) -> None:
+        self.items: set[HttpProtocol] = set()
+        self.draining = False
+
+    def drain(self) -> None:
+        self.draining = True
+        for conn in list(self.items):
+            conn.shutdown()
+
+
+class HttpProtocol(asyncio.Protocol):
+    """One client connection."""
+
+    __slots__ = (
+        "_body",
+        "_body_size",
+        "_busy",
+        "_client",
+        "_conns",
+        "_header_bytes",
+        "_headers",
+        "_keep_alive",
+        "_loop",
+        "_parser",
+        "_phase",
+        "_queue",
+        "_timer",
+        "_transport",
+        "_url",
+        "app",
+        "cfg",
+    )
+
+    def __init__(
+        self, app: PortApp, cfg: ServerConfig, conns: ConnectionSet, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.app = app
+        self.cfg = cfg
+        self._conns = conns
+        self._loop = loop
+        self._parser = httptools.HttpRequestParser(self)
+        self._transport: asyncio.Transport | None = None
+        self._phase = _IDLE
+        self._url = b""
+        self._headers: list[tuple[str, str]] = []
+        self._header_bytes = 0
+        self._body: list[bytes] = []
+        self._body_size = 0
+        self._busy = False
+        self._keep_alive = True
+        self._queue: list[tuple[Request, bool]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._client = "-"
+
+    # -- connection ---------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses; they have its methods.
+        self._transport = cast(asyncio.Transport, transport)
+        peer = self._transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and peer:
+            self._client = str(peer[0])
+        self._conns.items.add(self)
+        if self._conns.draining:
+            self._transport.close()
+            return
+        # A new connection has HeaderTimeout to send its first request line and headers.
+        self._set_timer(self.cfg.header_timeout_ms, self._on_header_timeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._conns.items.discard(self)
+        self._cancel_timer()
+        self._transport = None
+
+    def _set_timer(self, ms: int, callback: Any) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop.call_later(ms / 1000, callback)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _on_header_timeout(self) -> None:
+        self._timer = None
+        if self._busy:
+            return
+        if self._phase == _IDLE and self._header_bytes == 0:
+            self._close()  # nothing sent at all: just close
+            return
+        log.server_log.info(
+            "client %s sent no complete headers within %d ms; closing",
+            self._client,
+            self.cfg.header_timeout_ms,
+        )
+        self._fail(HTTPError(408, detailed="the request headers took too long", close=True))
+
+    def _on_body_timeout(self) -> None:
+        self._timer = None
+        if self._busy:
+            return
+        log.server_log.info(
+            "client %s sent no complete body within %d ms; closing",
+            self._client,
+            self.cfg.body_timeout_ms,
+        )
+        self._fail(HTTPError(408, detailed="the request body took too long", close=True))
+
+    def _on_keep_alive_timeout(self) -> None:
+        self._timer = None
+        if not self._busy and self._phase == _IDLE:
+            self._close()
+
+    def _close(self) -> None:
+        self._cancel_timer()
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    def shutdown(self) -> None:
+        """Graceful stop: close when idle, else after the response in progress."""
+        self._keep_alive = False
+        if not self._busy and self._phase in (_IDLE, _DONE) and not self._queue:
+            self._close()
+
+    # -- input --------------------------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        if self._transport is None or self._transport.is_closing():
+            return
+        if self._phase in (_IDLE, _HEADERS, _DONE):
+            self._header_bytes += len(data)
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            if isinstance(cause, HTTPError):
+                self._fail(cause)
+            else:
+                log.server_log.error("connection from %s failed: %r", self._client, cause)
+                self._fail(HTTPError(400, close=True))
+            return
+        except httptools.HttpParserUpgrade:
+            # An upgrade we do not speak (h2c, websocket): the request was complete; answer it
+            # over HTTP/1.1 and close afterwards.
+            self._keep_alive = False
+            self._transport.pause_reading()
+            return
+        except httptools.HttpParserError as exc:
+            self._fail(HTTPError(400, detailed=_parser_detail(exc), close=True))
+            return
+        if self._phase == _HEADERS and self._header_bytes > self.cfg.max_header_size:
+            self._fail(HTTPError(431, close=True))
+
+    def on_message_begin(self) -> None:
+        self._phase = _HEADERS
+        self._url = b""
+        self._headers = []
+        self._header_bytes = 0
+        self._body = []
+        self._body_size = 0
+        self._set_timer(self.cfg.header_timeout_ms, self._on_header_timeout)
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._header_bytes += len(url)
+        if len(self._url) > self.cfg.max_header_size:
+            raise HTTPError(431, close=True)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        size = len(self._url) + sum(len(n) + len(v) + 4 for n, v in self._headers)
+        if size + len(name) + len(value) + 4 > self.cfg.max_header_size:
+            raise HTTPError(431, close=True)
+        self._headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
+
+    def on_headers_complete(self) -> None:
+        self._phase = _BODY
+        self._header_bytes = 0
+        parser = self._parser
+        auth_seen = False
+        length = -1
+        expect = False
+        chunked = False
+        for name, value in self._headers:
+            if name == "authorization":
+                if auth_seen:
+                    raise HTTPError(400, detailed="repeated Authorization header", close=True)
+                auth_seen = True
+            elif name == "content-length":
+                length = int(value)  # llhttp validated the digits
+            elif name == "transfer-encoding":
+                chunked = True
+            elif name == "expect":
+                if value.strip().lower() != "100-continue":
+                    raise HTTPError(417, close=True)
+                expect = True
+        if not self._keep_alive or not parser.should_keep_alive():
+            self._keep_alive = False
+        if length > self.cfg.max_body_size:
+            raise HTTPError(
+                413, detailed=f"the body may be at most {self.cfg.max_body_size} bytes", close=True
+            )
+        if length > 0 or chunked:
+            self._set_timer(self.cfg.body_timeout_ms, self._on_body_timeout)
+            if expect and self._transport is not None:
+                self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        else:
+            self._cancel_timer()
+
+    def on_body(self, body: bytes) -> None:
+        self._body_size += len(body)
+        if self._body_size > self.cfg.max_body_size:
+            raise HTTPError(
+                413, detailed=f"the body may be at most {self.cfg.max_body_size} bytes", close=True
+            )
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        self._phase = _DONE
+        self._cancel_timer()
+        method = self._parser.get_method().decode("ascii", "replace")
+        body = b"".join(self._body) if self._body else b""
+        request = Request(method, self._url, self._headers, body, self._client, self.cfg.port)
+        keep = self._keep_alive and self._parser.should_keep_alive()
+        if self._busy:
+            self._queue.append((request, keep))
+            if self._transport is not None:
+                self._transport.pause_reading()
+            return
+        self._start(request, keep)
+
+    # -- output -------------------------------------------------------------------------------
+    def _start(self, request: Request, keep: bool) -> None:
+        self._busy = True
+        self._loop.create_task(self._serve(request, keep))
+
+    async def _serve(self, request: Request, keep: bool) -> None:
+        try:
+            reply = await self.app.handle(request)
+        except Exception:
+            log.server_log.exception("request pipeline failed")
+            reply = error_reply(HTTPError(500))
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            self._busy = False
+            return
+        keep = keep and self._keep_alive and not reply.close and not self._conns.draining
+        transport.write(encode_reply(reply, keep))
+        self._busy = False
+        if not keep:
+            self._keep_alive = False
+            self._close()
+            return
+        if self._queue:
+            nxt, nkeep = self._queue.pop(0)
+            self._start(nxt, nkeep)
+            return
+        if self._phase == _DONE:
+            self._phase = _IDLE
+        transport.resume_reading()
+        if self._phase == _IDLE:
+            self._set_timer(self.cfg.keep_alive_timeout_ms, self._on_keep_alive_timeout)
+
+    def _fail(self, exc: HTTPError) -> None:
+        """Answer a protocol-level error and close."""
+        self._keep_alive = False
+        self._cancel_timer()
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if not self._busy:
+            reply = error_reply(exc)
+            transport.write(encode_reply(reply, False))
+            log.access_log.info(
+                "- - %d protocol error (%s) client=%s port=%s",
+                exc.status,
+                exc.detailed or exc.message,
+                self._client,
+                self.cfg.port,
+            )
+        self._queue.clear()
+        if self._busy:
+            transport.pause_reading()  # answer the request in progress, then close
+            return
+        transport.close()
+
+
+def _parser_detail(exc: Exception) -> str:
+    text = str(exc) or type(exc).__name__
+    return text[:200]

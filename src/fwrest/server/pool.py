@@ -1,0 +1,163 @@
+"""A location's thread pool for ``def`` handlers, per worker process (SPEC 9).
+
+Bounded by ``MaxThreads``; a request that waits longer than ``AcceptTimeout`` for a thread
+gets 503 "Server Busy"; threads above ``MinThreads`` that stay idle for ``InactiveTimeout``
+end; the pool grows by ``GrowthFactor`` threads and keeps ``MinFreeThreads`` ready.
+Work runs in a copy of the caller's context, as ``asyncio.to_thread`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from fwrest.config.model import ThreadPoolConfig
+from fwrest.errors import HTTPError
+from fwrest.log import server_log
+
+__all__ = ["ThreadPool"]
+
+_QUEUED, _RUNNING, _EXPIRED = 0, 1, 2
+
+
+class _Item:
+    __slots__ = ("args", "ctx", "fn", "future", "kwargs", "state")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        future: asyncio.Future[Any],
+    ) -> None:
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.future = future
+        self.ctx = contextvars.copy_context()
+        self.state = _QUEUED
+
+
+def _deliver(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+class ThreadPool:
+    """Runs blocking calls for the event loop of one worker."""
+
+    def __init__(self, config: ThreadPoolConfig, loop: asyncio.AbstractEventLoop) -> None:
+        self.name = config.name
+        self._loop = loop
+        self._min = config.min_threads
+        self._max = config.max_threads
+        self._min_free = min(config.min_free_threads, config.max_threads)
+        self._growth = config.growth_factor
+        self._accept_s = config.accept_timeout_ms / 1000
+        self._idle_s = config.inactive_timeout_ms / 1000
+        self._queue: deque[_Item] = deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._threads = 0
+        self._idle = 0
+        self._busy = 0
+        self._stopping = False
+        self._serial = 0
+        with self._cond:
+            self._grow(max(self._min, self._min_free))
+
+    @property
+    def threads(self) -> int:
+        return self._threads
+
+    @property
+    def busy(self) -> int:
+        return self._busy
+
+    def _grow(self, count: int) -> None:
+        # called with the lock held
+        count = min(count, self._max - self._threads)
+        for _ in range(max(count, 0)):
+            self._threads += 1
+            self._idle += 1
+            self._serial += 1
+            thread = threading.Thread(
+                target=self._run, name=f"fwrest-{self.name}-{self._serial}", daemon=True
+            )
+            thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+        """Queue ``fn(*args, **kwargs)``; the future fails with 503 after ``AcceptTimeout``."""
+        future: asyncio.Future[Any] = self._loop.create_future()
+        item = _Item(fn, args, kwargs, future)
+        with self._cond:
+            self._queue.append(item)
+            if self._idle < len(self._queue):
+                self._grow(self._growth)
+            self._cond.notify()
+        self._loop.call_later(self._accept_s, self._expire, item)
+        return future
+
+    def _expire(self, item: _Item) -> None:
+        with self._cond:
+            if item.state != _QUEUED:
+                return
+            item.state = _EXPIRED
+            with contextlib.suppress(ValueError):
+                self._queue.remove(item)
+        server_log.warning(
+            "thread pool %s: a request waited %.0f ms for a free thread (MaxThreads=%d); "
+            "answered 503 Server Busy",
+            self.name,
+            self._accept_s * 1000,
+            self._max,
+        )
+        _deliver(item.future, False, HTTPError(503, "Server Busy"))
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    idle_out = not self._cond.wait(self._idle_s) and not self._queue
+                    if idle_out and self._threads > max(self._min, self._min_free):
+                            self._threads -= 1
+                            self._idle -= 1
+                            return
+                if self._stopping and not self._queue:
+                    self._threads -= 1
+                    self._idle -= 1
+                    return
+                item = self._queue.popleft()
+                if item.state != _QUEUED:
+                    continue
+                item.state = _RUNNING
+                self._idle -= 1
+                self._busy += 1
+                if self._idle < self._min_free:
+                    self._grow(self._growth)
+            try:
+                value = item.ctx.run(item.fn, *item.args, **item.kwargs)
+                ok = True
+            except BaseException as exc:
+                value, ok = exc, False
+            with self._cond:
+                self._busy -= 1
+                self._idle += 1
+            try:
+                self._loop.call_soon_threadsafe(_deliver, item.future, ok, value)
+            except RuntimeError:
+                return  # the loop is closed: the worker is going away
+
+    def shutdown(self) -> None:
+        """Let idle threads end; running calls finish on their own (threads are daemons)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()

@@ -1,0 +1,163 @@
+"""Starting a service: ``fwrest serve`` (supervisor and workers) and ``fwrest.start()``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fwrest import log
+from fwrest.config import ServiceConfig, load_config
+from fwrest.errors import ConfigError
+from fwrest.server.binding import bind_all
+from fwrest.server.build import ServicePlan, build_plan
+from fwrest.server.supervisor import run_supervisor
+from fwrest.server.worker import Worker, new_loop
+
+__all__ = ["Service", "prepare", "serve", "start"]
+
+
+def prepare(source: str | Path | Mapping[str, Any]) -> ServicePlan:
+    """Load, validate and compile a service without binding (``fwrest check``)."""
+    config = load_config(source)
+    return build_plan(config)
+
+
+def _log_warnings(config: ServiceConfig) -> None:
+    for warning in config.warnings:
+        log.server_log.warning("%s", warning)
+
+
+def serve(source: str | Path, workers: int = 1) -> int:
+    """Run a service in this process as the supervisor of ``workers`` workers.
+
+    Raises:
+        ConfigError: before anything binds, or when a port cannot be bound.
+    """
+    plan = prepare(source)
+    config = plan.config
+    log.setup_logging(config.tunables.rest_log_level, config.log_file, own_process=True)
+    _log_warnings(config)
+    plan, sockets = bind_all(plan)
+    log.server_log.info("starting %d worker(s) for %s", workers, config.source or "a dict")
+    return run_supervisor(plan, sockets, workers)
+
+
+class Service:
+    """A running service started by :func:`start`; :meth:`stop` ends it."""
+
+    def __init__(self) -> None:
+        self.plan: ServicePlan | None = None
+        self.urls: list[str] = []
+        self.ports: dict[str, int] = {}  # server section -> bound port
+        self._worker: Worker | None = None
+        self._thread: threading.Thread | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._tmp: str | None = None
+
+    def stop(self, timeout: float = 35.0) -> None:
+        """Stop gracefully: stop accepting, finish requests in flight, return."""
+        worker, thread = self._worker, self._thread
+        if worker is not None and thread is not None and worker.loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                worker.loop.call_soon_threadsafe(worker.request_stop)
+            thread.join(timeout)
+            self._worker = self._thread = None
+        if self._process is not None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+        if self._tmp is not None:
+            Path(self._tmp).unlink(missing_ok=True)
+            self._tmp = None
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start(config: str | Path | Mapping[str, Any], *, workers: int | None = None) -> Service:
+    """Start a service and return once it serves (SPEC 2, 9).
+
+    With ``workers`` unset, the service runs in this process on a background thread and
+    installs no signal handlers. With ``workers=N`` the supervisor runs as a child process
+    (``fwrest serve CONFIG --workers N``).
+
+    Raises:
+        ConfigError: the configuration is invalid, or a port cannot be bound.
+    """
+    service = Service()
+    if workers is not None:
+        return _start_supervisor(service, config, workers)
+    plan = prepare(config)
+    log.setup_logging(plan.config.tunables.rest_log_level, plan.config.log_file, own_process=False)
+    _log_warnings(plan.config)
+    plan, sockets = bind_all(plan)
+    service.plan = plan
+    service.urls = [u for port in plan.ports for u in port.urls()]
+    service.ports = {port.config.name: port.config.port for port in plan.ports}
+    worker = Worker(plan, sockets)
+    ready = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        loop = new_loop()
+        try:
+            loop.run_until_complete(worker.run(ready.set))
+        except BaseException as exc:
+            failure.append(exc)
+            ready.set()
+        finally:
+            for sock in sockets:
+                sock.close()
+            loop.close()
+
+    thread = threading.Thread(target=run, name="fwrest-service", daemon=True)
+    service._worker, service._thread = worker, thread
+    thread.start()
+    ready.wait(30)
+    if failure:
+        raise failure[0]
+    return service
+
+
+def _start_supervisor(
+    service: Service, config: str | Path | Mapping[str, Any], workers: int
+) -> Service:
+    if isinstance(config, Mapping):
+        prepare(config)  # fail here, with ConfigError, rather than in the child
+        fd, name = tempfile.mkstemp(suffix=".json", prefix="fwrest-")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(config, fh)
+        service._tmp = name
+        path = name
+    else:
+        prepare(config)
+        path = str(config)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fwrest", "serve", path, "--workers", str(workers)],
+        stdout=subprocess.PIPE,
+    )
+    service._process = proc
+    assert proc.stdout is not None
+    for raw in proc.stdout:
+        line = raw.decode("utf-8", "replace").strip()
+        if line.startswith("fwrest: serving "):
+            service.urls.append(line.split()[2])
+        if line.startswith("fwrest: ready"):
+            return service
+    code = proc.wait()
+    raise ConfigError(f"the service did not start (exit code {code}); see its log above.")

@@ -1,0 +1,125 @@
+"""One worker: an event loop serving every port on sockets bound by the supervisor (or by
+``start()``), thread pools, heartbeat, graceful drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fwrest import log
+from fwrest.server.app import Guard, PortApp
+from fwrest.server.build import PortPlan, ServicePlan
+from fwrest.server.http import ConnectionSet, HttpProtocol
+from fwrest.server.pool import ThreadPool
+from fwrest.server.state import tunables
+
+__all__ = ["Worker", "new_loop"]
+
+GuardFactory = Callable[[PortPlan], Guard | None]
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop where it is installed, else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+class Worker:
+    """Serves a :class:`ServicePlan` on listening sockets until :meth:`request_stop`."""
+
+    def __init__(
+        self,
+        plan: ServicePlan,
+        sockets: list[socket.socket],
+        *,
+        index: int = 0,
+        heartbeat: Any = None,
+        parent_pid: int | None = None,
+        guard_factory: GuardFactory | None = None,
+    ) -> None:
+        self.plan = plan
+        self.sockets = sockets
+        self.index = index
+        self.heartbeat = heartbeat
+        self.parent_pid = parent_pid
+        self.guard_factory = guard_factory
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.conns = ConnectionSet()
+        self.pools: dict[str, ThreadPool] = {}
+        self.apps: list[PortApp] = []
+        self._servers: list[asyncio.base_events.Server] = []
+        self._stop: asyncio.Event | None = None
+        self.exit_code = 0
+
+    async def run(self, on_ready: Callable[[], None] | None = None) -> int:
+        loop = asyncio.get_running_loop()
+        self.loop = loop
+        self._stop = asyncio.Event()
+        tunables.swap(self.plan.config.tunables)
+        for port in self.plan.ports:
+            for loc in port.locations:
+                pool_cfg = loc.config.thread_pool
+                if pool_cfg.name.lower() not in self.pools:
+                    self.pools[pool_cfg.name.lower()] = ThreadPool(pool_cfg, loop)
+        for port, sock in zip(self.plan.ports, self.sockets, strict=True):
+            guard = self.guard_factory(port) if self.guard_factory else None
+            app = PortApp(port, self.pools, guard)
+            self.apps.append(app)
+            cfg = port.config
+            server = await loop.create_server(
+                lambda app=app, cfg=cfg: HttpProtocol(app, cfg, self.conns, loop),
+                sock=sock,
+                ssl=cfg.ssl_context(),
+                ssl_handshake_timeout=cfg.tls_handshake_timeout_ms / 1000 if cfg.is_tls else None,
+                backlog=2048,
+            )
+            self._servers.append(server)
+        self._beat()
+        if on_ready is not None:
+            on_ready()
+        await self._stop.wait()
+        await self._drain()
+        return self.exit_code
+
+    def _beat(self) -> None:
+        """Heartbeat from inside the loop: a blocked loop stops beating (SPEC 7)."""
+        if self.heartbeat is not None:
+            self.heartbeat[self.index] = time.monotonic()
+        if self.parent_pid is not None and os.getppid() != self.parent_pid:
+            log.server_log.error("the supervisor is gone; worker %d stops", self.index + 1)
+            self.request_stop()
+            return
+        assert self.loop is not None
+        self.loop.call_later(0.5, self._beat)
+
+    def request_stop(self) -> None:
+        """Stop accepting and drain (thread-safe through ``call_soon_threadsafe``)."""
+        if self._stop is not None and not self._stop.is_set():
+            self._stop.set()
+
+    async def _drain(self) -> None:
+        for server in self._servers:
+            server.close()
+        self.conns.drain()
+        deadline = time.monotonic() + self.plan.config.graceful_timeout_ms / 1000
+        while self.conns.items and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if self.conns.items:
+            log.server_log.warning(
+                "worker %d: %d connection(s) still busy after GracefulTimeout; closing them",
+                self.index + 1,
+                len(self.conns.items),
+            )
+            for conn in list(self.conns.items):
+                conn._close()
+        for pool in self.pools.values():
+            pool.shutdown()
