@@ -128,9 +128,9 @@ class ThreadPool:
                 while not self._queue and not self._stopping:
                     idle_out = not self._cond.wait(self._idle_s) and not self._queue
                     if idle_out and self._threads > max(self._min, self._min_free):
-                            self._threads -= 1
-                            self._idle -= 1
-                            return
+                        self._threads -= 1
+                        self._idle -= 1
+                        return
                 if self._stopping and not self._queue:
                     self._threads -= 1
                     self._idle -= 1

@@ -1,0 +1,267 @@
+"""Shared fixtures: configs written to tmp_path, the real server started on loopback.
+
+* ``make_service(tmp_path)`` writes an app module and a config, returns its path;
+* ``ServerProcess`` runs ``fwrest serve`` as a subprocess, waits for its readiness line (with
+  a deadline, never a sleep), exposes the bound ports and the log;
+* ``certs`` issues a CA and a server certificate with trustme.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+ROOT = Path(__file__).resolve().parent.parent
+FWREST = [sys.executable, "-m", "fwrest"]
+
+APP_SOURCE = textwrap.dedent(
+    """
+    import asyncio
+    import os
+    import threading
+    import time
+
+    from fwrest import Response, delete, get, patch, post, put, rest
+
+
+    @get("/hello", description="says hello")
+    def hello():
+        return {"hello": "world", "pid": os.getpid()}
+
+
+    @get("/items/:id")
+    def item(id):
+        return {"id": id}
+
+
+    @get("/users/{uid}/orders/:oid")
+    async def order(uid, oid):
+        return {"uid": uid, "oid": oid}
+
+
+    @post("/echo")
+    def echo():
+        return {
+            "body": rest.getBodyRequest(),
+            "query": dict(rest.getQueryRequest()),
+            "method": rest.getMethodRequest(),
+            "path": rest.getPathRequest(),
+        }
+
+
+    @get("/text")
+    def text():
+        return "plain text"
+
+
+    @get("/bytes")
+    def raw_bytes():
+        return b"\\x00\\x01"
+
+
+    @get("/boom")
+    def boom():
+        raise RuntimeError("kaboom-secret-detail")
+
+
+    @get("/sleep/:ms")
+    def sleep(ms):
+        time.sleep(int(ms) / 1000)
+        return {"slept": int(ms), "thread": threading.current_thread().name}
+
+
+    @get("/asleep/:ms")
+    async def asleep(ms):
+        await asyncio.sleep(int(ms) / 1000)
+        return {"slept": int(ms)}
+
+
+    @get("/userdata")
+    def userdata():
+        return rest.getServerUserData()
+    """
+)
+
+
+def free_config(
+    tmp_path: Path,
+    *,
+    servers: dict[str, dict[str, Any]] | None = None,
+    extra: dict[str, dict[str, Any]] | None = None,
+    app: str = APP_SOURCE,
+    fmt: str = "json",
+    general: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``app.py`` and a config serving it on port 0 (the system picks)."""
+    (tmp_path / "app.py").write_text(app)
+    servers = servers or {"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}}
+    sections: dict[str, dict[str, Any]] = {
+        "HTTPSERVER": {
+            "Enable": 1,
+            "Servers": ",".join(servers),
+            "StateStore": "memory",
+            "LogFile": "server.log",
+            "GracefulTimeout": 5000,
+        },
+        **servers,
+        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
+        "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 4},
+        "ENV": {"Repository": "app"},
+    }
+    if general:
+        sections["GENERAL"] = general
+    for name, body in (extra or {}).items():
+        sections.setdefault(name, {}).update(body)
+    if fmt == "json":
+        path = tmp_path / "service.json"
+        path.write_text(json.dumps(sections, indent=2))
+    else:
+        lines = []
+        for name, body in sections.items():
+            lines.append(f"[{name}]")
+            for key, value in body.items():
+                if isinstance(value, dict | list):
+                    value = json.dumps(value)
+                lines.append(f"{key}={value}")
+            lines.append("")
+        path = tmp_path / "service.ini"
+        path.write_text("\n".join(lines))
+    return path
+
+
+class ServerProcess:
+    """``fwrest serve CONFIG`` in a subprocess; ``urls`` maps server section -> base URL."""
+
+    def __init__(self, config: Path, workers: int = 1, env: dict[str, str] | None = None):
+        self.config = config
+        self.stderr_path = config.parent / "stderr.log"
+        self.stdout_lines: list[str] = []
+        self.urls: dict[str, str] = {}
+        self.ports: dict[str, int] = {}
+        self.pid = 0
+        self._stderr = self.stderr_path.open("wb")
+        self.proc = subprocess.Popen(
+            [*FWREST, "serve", str(config), "--workers", str(workers)],
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            cwd=config.parent,
+            env={**os.environ, **(env or {})},
+        )
+        self._ready = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self.stdout_lines.append(line)
+            m = re.match(r"fwrest: serving (\S+) \[(\S+)\]", line)
+            if m:
+                url, name = m.groups()
+                self.urls.setdefault(name, url)
+                self.ports[name] = int(re.search(r":(\d+)", url.split("//", 1)[1]).group(1))  # type: ignore[union-attr]
+            if line.startswith("fwrest: ready"):
+                self.pid = int(line.rsplit(" ", 1)[1])
+                self._ready.set()
+        self._ready.set()
+
+    def wait_ready(self, timeout: float = 30) -> ServerProcess:
+        if not self._ready.wait(timeout) or self.proc.poll() is not None:
+            self.stop()
+            raise AssertionError(f"fwrest serve did not become ready:\n{self.log()}")
+        return self
+
+    def url(self, name: str = "HTTP_REST") -> str:
+        return self.urls[name]
+
+    def log(self) -> str:
+        """Everything the server wrote to standard error so far."""
+        if not self._stderr.closed:
+            self._stderr.flush()
+        return self.stderr_path.read_text(errors="replace")
+
+    def file_log(self) -> str:
+        path = self.config.parent / "server.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def wait_log(self, needle: str, timeout: float = 10) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log()
+            if needle in text:
+                return text
+            time.sleep(0.05)
+        raise AssertionError(f"{needle!r} never appeared in the log:\n{self.log()}")
+
+    def signal(self, signum: int = signal.SIGTERM) -> None:
+        self.proc.send_signal(signum)
+
+    def stop(self, timeout: float = 20) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._stderr.close()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    """``serve(config, workers=1)`` starts ``fwrest serve`` and waits until it is ready."""
+    started: list[ServerProcess] = []
+
+    def _serve(config: Path, workers: int = 1, **kw: Any) -> ServerProcess:
+        proc = ServerProcess(config, workers, **kw)
+        started.append(proc)
+        return proc.wait_ready()
+
+    yield _serve
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture
+def certs(ca: trustme.CA, tmp_path: Path) -> dict[str, Path]:
+    """A server certificate for 127.0.0.1/localhost: paths of cert, key and the CA bundle."""
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    crt, key, ca_pem = tmp_path / "server.crt", tmp_path / "server.key", tmp_path / "ca.pem"
+    with crt.open("wb") as fh:
+        for pem in cert.cert_chain_pems:
+            fh.write(pem.bytes())
+    cert.private_key_pem.write_to_path(str(key))
+    ca.cert_pem.write_to_path(str(ca_pem))
+    return {"cert": crt, "key": key, "ca": ca_pem}
+
+
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run ``fwrest ARGS`` and capture its output."""
+    return subprocess.run(
+        [*FWREST, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, check=False
+    )
