@@ -62,3 +62,15 @@ def echo() -> None:
     rest.setResponse(
         f'{{"method": "{rest.getMethodRequest()}", "path": "{rest.getPathRequest()}"}}'
     )
+
+
+@get("/whoami", description="The authenticated user and the port's authorization")
+def whoami() -> dict[str, Any]:
+    return {
+        "user": rest.getAuthUser(),
+        "scheme": rest.getCEntryPointAuthorizationScheme(),
+        "onAuth": rest.getCEntryPointAuthorizationOnAuth(),
+        "callback": rest.getLEntryPointAuthorization(),
+        "poolScheme": rest.getThreadPoolAuthorizationScheme(),
+        "poolOnAuth": rest.getThreadPoolAuthorizationOnAuth(),
+    }

@@ -173,7 +173,7 @@ KEYS: tuple[Key, ...] = (
         "state_store",
         "str",
         "sqlite",
-        doc="sqlite (a file under DataPath) | memory | redis://host:port/db",
+        doc="sqlite (a file under DataPath), memory, or redis://host:port/db",
     ),
     Key(
         "HTTPSERVER",

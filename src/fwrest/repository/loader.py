@@ -80,8 +80,12 @@ class Repository:
                     "give a module name, a .py file or a folder.",
                 )
             names = [self._import_file(env, target)]
-        elif target.is_dir() and not (target / "__init__.py").is_file() and "." not in key:
+        elif target.is_dir() and not (target / "__init__.py").is_file():
             names = [self._import_file(env, p) for p in sorted(target.glob("*.py"))]
+        elif target.is_dir() and not all(part.isidentifier() for part in key.split(".")):
+            # a package folder given by its path (lib/pkg, ./pkg): import it from its parent
+            self._ensure_path(target.resolve().parent)
+            names = self._import_module(env, target.resolve().name)
         else:
             names = self._import_module(env, key)
         new = {n for n in set(sys.modules) - before}

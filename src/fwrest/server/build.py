@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwrest.auth import AuthSettings, parse_authorization
 from fwrest.config.model import LocationConfig, ServerConfig, ServiceConfig
 from fwrest.context.request import NO_AUTH, AuthInfo
 from fwrest.errors import ConfigError
@@ -42,6 +43,7 @@ class PortPlan:
     config: ServerConfig
     locations: list[LocationPlan]
     auth: AuthInfo = NO_AUTH
+    auth_settings: AuthSettings | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
     def urls(self, port: int | None = None) -> list[str]:
@@ -107,5 +109,16 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             env = repo.load(loc.thread_pool.environment)
             endpoints = list(env.endpoints) + mapped
             locations.append(_location_plan(loc, endpoints, server, source))
-        ports.append(PortPlan(server, locations))
+        settings = parse_authorization(
+            server.fw_data,
+            section=server.name,
+            is_tls=server.is_tls,
+            repo=repo,
+            envs=envs,
+            source=source,
+        )
+        auth = NO_AUTH
+        if settings is not None:
+            auth = AuthInfo(settings.scheme, settings.on_auth_name)
+        ports.append(PortPlan(server, locations, auth, settings))
     return ServicePlan(config, repo, ports)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fwrest import log
+from fwrest.auth import BasicGuard
 from fwrest.server.app import Guard, PortApp
 from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.http import ConnectionSet, HttpProtocol
@@ -21,6 +22,16 @@ from fwrest.server.state import tunables
 __all__ = ["Worker", "new_loop"]
 
 GuardFactory = Callable[[PortPlan], Guard | None]
+
+
+def default_guard(port: PortPlan) -> Guard | None:
+    """The guard of a port's authorization scheme (SPEC 4), None on an open port."""
+    settings = port.auth_settings
+    if settings is None:
+        return None
+    if settings.scheme == "basic":
+        return BasicGuard(settings, port.config.name)
+    raise AssertionError(f"no guard for the scheme {settings.scheme}")  # refused at start
 
 
 def new_loop() -> asyncio.AbstractEventLoop:
@@ -51,7 +62,7 @@ class Worker:
         self.index = index
         self.heartbeat = heartbeat
         self.parent_pid = parent_pid
-        self.guard_factory = guard_factory
+        self.guard_factory = guard_factory or default_guard
         self.loop: asyncio.AbstractEventLoop | None = None
         self.conns = ConnectionSet()
         self.pools: dict[str, ThreadPool] = {}
@@ -71,7 +82,7 @@ class Worker:
                 if pool_cfg.name.lower() not in self.pools:
                     self.pools[pool_cfg.name.lower()] = ThreadPool(pool_cfg, loop)
         for port, sock in zip(self.plan.ports, self.sockets, strict=True):
-            guard = self.guard_factory(port) if self.guard_factory else None
+            guard = self.guard_factory(port)
             app = PortApp(port, self.pools, guard)
             self.apps.append(app)
             cfg = port.config

@@ -1,0 +1,99 @@
+"""HTTP Basic with the application's ``OnAuth(user, password)`` (SPEC 4.1)."""
+
+from __future__ import annotations
+
+import asyncio
+import binascii
+from base64 import b64decode
+from typing import TYPE_CHECKING, Any
+
+from fwrest import log
+from fwrest.auth.settings import AuthSettings
+from fwrest.errors import HTTPError
+
+if TYPE_CHECKING:
+    from fwrest.context.request import RequestContext
+
+__all__ = ["BasicGuard"]
+
+CHALLENGE = ("www-authenticate", 'Basic realm="Access to REST", charset="ISO-8859-1"')
+
+
+def parse_basic(header: str | None) -> tuple[str, str] | None:
+    """``Basic dXNlcjpwYXNz`` -> ``("user", "pass")``; None for anything that is not Basic.
+
+    The scheme name is case-insensitive (RFC 7235); the credentials are strict base64 of
+    ``user:password``, split at the first colon, UTF-8 else ISO-8859-1.
+
+    >>> parse_basic("basic dXNlcjpwOnc=")
+    ('user', 'p:w')
+    """
+    if not header:
+        return None
+    scheme, _, credentials = header.strip().partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    credentials = credentials.strip()
+    if not credentials:
+        return None
+    try:
+        raw = b64decode(credentials, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("iso-8859-1")
+    user, colon, password = text.partition(":")
+    if not colon:
+        return None
+    return user, password
+
+
+class BasicGuard:
+    """Runs before routing on a Basic port: 401 without valid Basic credentials, then
+    ``OnAuth``: exactly ``True`` passes, anything else is 403, an exception is 500."""
+
+    __slots__ = ("_func", "_is_async", "_name", "_port")
+
+    def __init__(self, settings: AuthSettings, port_name: str) -> None:
+        assert settings.on_auth is not None
+        self._func = settings.on_auth
+        self._is_async = settings.on_auth_is_async
+        self._name = settings.on_auth_name
+        self._port = port_name
+
+    async def __call__(self, req: Any, ctx: RequestContext) -> None:
+        header = None
+        for name, value in req.headers:
+            if name == "authorization":
+                header = value
+                break
+        creds = parse_basic(header)
+        if creds is None:
+            raise HTTPError(401, headers=(CHALLENGE,))
+        user, password = creds
+        secrets = (password, header.strip().partition(" ")[2].strip()) if header else (password,)
+        log.request_secrets.set(secrets)
+        try:
+            if self._is_async:
+                verdict = await self._func(user, password)
+            else:
+                verdict = await asyncio.to_thread(self._func, user, password)
+        except Exception as exc:
+            text = str(exc)
+            if password:
+                text = text.replace(password, log.MASKED)
+            log.auth_log.error(
+                "[%s] OnAuth %s raised %s: %s (user %r); answered 500",
+                self._port,
+                self._name,
+                type(exc).__name__,
+                log.escape(text),
+                log.escape(user),
+            )
+            raise HTTPError(500) from None
+        if verdict is not True:
+            log.auth_log.info("[%s] OnAuth refused user %r", self._port, log.escape(user))
+            raise HTTPError(403)
+        ctx.auth_user = user

@@ -1,0 +1,196 @@
+"""A tiny HTTP/1.1 client on a raw socket, for tests that must control every byte.
+
+``RawConnection`` sends exactly the bytes it is given and reads responses back one at a time
+(status line, headers, a ``content-length`` body), so a test can see interim ``100 Continue``
+answers, pipelined answers in order, and whether the server closed the connection (``recv``
+returning ``b""``). Every read has a hang guard (the socket timeout): a server that never
+answers makes the test fail, never hang.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["HANG_GUARD", "RawConnection", "RawResponse", "request_bytes"]
+
+HANG_GUARD = 5.0  # seconds any single read may wait before the test fails
+
+
+@dataclass
+class RawResponse:
+    """One response as it came over the wire."""
+
+    version: str
+    status: int
+    reason: str
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+    head: bytes = b""  # the raw status line and headers, up to and including the blank line
+
+    @property
+    def status_line(self) -> str:
+        return f"{self.version} {self.status} {self.reason}"
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (case-insensitive), or None."""
+        name = name.lower()
+        for key, value in self.headers:
+            if key.lower() == name:
+                return value
+        return None
+
+    def header_all(self, name: str) -> list[str]:
+        name = name.lower()
+        return [value for key, value in self.headers if key.lower() == name]
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def request_bytes(
+    method: str = "GET",
+    target: str = "/",
+    headers: list[tuple[str, str]] | None = None,
+    body: bytes = b"",
+    version: str = "HTTP/1.1",
+    host: str = "127.0.0.1",
+) -> bytes:
+    """A well-formed request; ``Host`` first, then ``headers``, then ``content-length``."""
+    lines = [f"{method} {target} {version}", f"Host: {host}"]
+    for name, value in headers or []:
+        lines.append(f"{name}: {value}")
+    if body and not any(name.lower() == "content-length" for name, _ in headers or []):
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+class RawConnection:
+    """One TCP (or TLS) connection to the server under test."""
+
+    def __init__(
+        self,
+        port: int,
+        host: str = "127.0.0.1",
+        timeout: float = HANG_GUARD,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        sock = socket.create_connection((host, port), timeout=timeout)
+        if tls is not None:
+            sock = tls.wrap_socket(sock, server_hostname=host)
+        self.sock = sock
+        self.buffer = b""
+        self.eof = False
+
+    def __enter__(self) -> RawConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    # -- sending ------------------------------------------------------------------------------
+    def send(self, data: bytes) -> bool:
+        """Send all of ``data``; False when the server already closed (reset or broken pipe)."""
+        try:
+            self.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+        return True
+
+    def request(self, method: str = "GET", target: str = "/", **kw: Any) -> RawResponse:
+        """Send one well-formed request and read its response."""
+        self.send(request_bytes(method, target, **kw))
+        return self.read_response(head_only=method == "HEAD")
+
+    # -- receiving ----------------------------------------------------------------------------
+    def _fill(self) -> bool:
+        """Read more bytes into the buffer; False at end of stream (or a reset)."""
+        if self.eof:
+            return False
+        try:
+            chunk = self.sock.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        except TimeoutError:
+            raise AssertionError(
+                f"the server sent nothing for {self.sock.gettimeout()} s (hang guard); "
+                f"buffered: {self.buffer[:200]!r}"
+            ) from None
+        if not chunk:
+            self.eof = True
+            return False
+        self.buffer += chunk
+        return True
+
+    def read_response(self, head_only: bool = False) -> RawResponse:
+        """Read one response (an interim 1xx one included) and leave what follows buffered."""
+        while b"\r\n\r\n" not in self.buffer:
+            if not self._fill():
+                raise AssertionError(
+                    f"the connection closed before a complete response: {self.buffer[:300]!r}"
+                )
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        version, status, reason = (lines[0].split(" ", 2) + [""])[:3]
+        headers = []
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers.append((name, value.strip()))
+        response = RawResponse(version, int(status), reason, headers, head=head + b"\r\n\r\n")
+        if response.status < 200 or response.status in (204, 304) or head_only:
+            return response
+        length = response.header("content-length")
+        if length is not None:
+            size = int(length)
+            while len(self.buffer) < size:
+                if not self._fill():
+                    raise AssertionError(
+                        f"the connection closed after {len(self.buffer)} of {size} body bytes"
+                    )
+            response.body, self.buffer = self.buffer[:size], self.buffer[size:]
+        else:
+            while self._fill():
+                pass
+            response.body, self.buffer = self.buffer, b""
+        return response
+
+    def read_all(self) -> bytes:
+        """Everything until the server closes (hang guard applies)."""
+        while self._fill():
+            pass
+        data, self.buffer = self.buffer, b""
+        return data
+
+    def closed_by_server(self) -> bool:
+        """True when the server closed (``recv`` returns ``b""``) with nothing more pending.
+
+        Unread bytes (buffered or still arriving) make it False, as does a server that keeps
+        the connection open past the hang guard.
+        """
+        if self.buffer:
+            return False
+        try:
+            return not self._fill()
+        except AssertionError:
+            return False
+
+    def wait_closed(self) -> float:
+        """Seconds until the server closed the connection without sending anything.
+
+        Raises AssertionError if bytes arrive or the hang guard passes first.
+        """
+        started = time.monotonic()
+        assert self.closed_by_server(), (
+            f"expected the server to close the connection; got {self.buffer[:200]!r}"
+        )
+        return time.monotonic() - started
