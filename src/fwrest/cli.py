@@ -70,7 +70,7 @@ def _check(path: str) -> int:
         mon = config.monitor
         print(f"  [APP_MONITOR] {mon.host}:{mon.port}{mon.api_path}")
     print(f"  state store: {config.state_store}; data path: {config.data_path}")
-    for warning in config.warnings:
+    for warning in (*config.warnings, *plan.warnings):
         print(f"warning: {warning}")
     return EXIT_OK
 

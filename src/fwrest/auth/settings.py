@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fwrest.errors import ConfigError
@@ -38,6 +39,12 @@ class AuthSettings:
     on_admin: Callable[..., Any] | None
     max_failures: int
     options: dict[str, Any]  # every key, folded
+    # oAuth2 only
+    params_func: Callable[..., Any] | None = None
+    params_file: Path | None = None
+    nocheck: tuple[str, ...] = ()
+    allow_get: bool = True
+    warnings: list[str] = field(default_factory=list)
 
 
 def _err(problem: str, section: str, fix: str, source: str | None) -> ConfigError:
@@ -52,6 +59,7 @@ def parse_authorization(
     repo: Repository,
     envs: list[Environment],
     source: str | None,
+    base_dir: Path = Path(),
 ) -> AuthSettings | None:
     """Validate the ``Authorization`` object of a server's ``FwData``; None when absent.
 
@@ -120,7 +128,60 @@ def parse_authorization(
         raise _err("the oAuth2 scheme needs TLS on the port: tokens and passwords must not "
                    "cross the network in clear text.", section,
                    "add SslCertificate and SslCertificateKey to this server.", source)  # fmt: skip
-    function("onauthparams", True)
-    raise _err("the oAuth2 scheme is not available in this version of fwrest yet; the port "
-               "would be unprotected, so the start stops here.", section,
-               'use "scheme": "basic" for now.', source)  # fmt: skip
+    _pw, params_value = folded.get("onauthparams", ("onAuthparams", None))
+    params_func = None
+    params_file = None
+    if isinstance(params_value, str) and params_value.strip().lower().startswith("file:"):
+        params_file = Path(params_value.strip()[5:].strip())
+        if not params_file.is_absolute():
+            params_file = base_dir / params_file
+        if not params_file.is_file():
+            raise _err(f"onAuthparams names the file {params_file}, which does not exist.",
+                       section, "create it, or name a function as module.function.", source)  # fmt: skip
+    else:
+        _n, params_func = function("onauthparams", True)
+    on_auth_name, custom = function("onauth", False)
+    nocheck: tuple[str, ...] = ()
+    nocheck_name, nocheck_func = function("onauthnocheckuri", False)
+    if nocheck_func is not None:
+        nocheck = _call_nocheck(nocheck_func, nocheck_name, section, source)
+    allow_get = folded.get("allowgettoken", ("allowGetToken", True))[1]
+    if not isinstance(allow_get, bool):
+        raise _err(f"FwData Authorization allowGetToken must be true or false, got {allow_get!r}.",
+                   section, 'write "allowGetToken": false.', source)  # fmt: skip
+    warnings = []
+    if allow_get:
+        warnings.append(
+            f"[{section}] the token route accepts the password grant over GET (the password "
+            'travels in the URL); set "allowGetToken": false in FwData Authorization.'
+        )
+    return AuthSettings(
+        scheme="oAuth2",
+        on_auth_name=on_auth_name,
+        on_auth=custom,
+        on_auth_is_async=inspect.iscoroutinefunction(custom),
+        on_admin=on_admin,
+        max_failures=max_failures,
+        options={k: v for k, (_w, v) in folded.items()},
+        params_func=params_func,
+        params_file=params_file,
+        nocheck=nocheck,
+        allow_get=allow_get,
+        warnings=warnings,
+    )
+
+
+def _call_nocheck(func: Callable[..., Any], name: str, section: str,
+                  source: str | None) -> tuple[str, ...]:  # fmt: skip
+    """``onAuthNoCheckUri()`` is called once, at start: a list of paths."""
+    try:
+        result = func()
+    except Exception as exc:
+        raise _err(f"onAuthNoCheckUri {name} raised {type(exc).__name__}: {exc}", section,
+                   "make it return a list of paths.", source) from None  # fmt: skip
+    if isinstance(result, str):
+        result = [result]
+    if not isinstance(result, list | tuple) or not all(isinstance(p, str) for p in result):
+        raise _err(f"onAuthNoCheckUri {name} must return a list of paths, got {result!r}.",
+                   section, 'return for example ["/public/*", "/items/:id"].', source)  # fmt: skip
+    return tuple(result)

@@ -126,7 +126,9 @@ def _read_ini(path: Path) -> dict[str, _Section]:
             source=str(path),
         ) from None
     except UnicodeDecodeError:
-        raise ConfigError("the file is not UTF-8 text.", source=str(path)) from None
+        raise ConfigError(
+            "the file is not UTF-8 text.", fix="save it as UTF-8.", source=str(path)
+        ) from None
     sections: dict[str, _Section] = {}
     for name in parser.sections():
         values: dict[str, tuple[str, Any]] = {}
@@ -164,6 +166,7 @@ def _from_mapping(data: Mapping[str, Any], source: str | None) -> dict[str, _Sec
         if not isinstance(body, Mapping):
             raise ConfigError(
                 f"the section [{name}] must be an object of keys, not {type(body).__name__}.",
+                fix=f'write "{name}": {{"Key": "value", ...}}.',
                 source=source,
             )
         values: dict[str, tuple[str, Any]] = {}
@@ -196,11 +199,14 @@ def _read(source: str | Path | Mapping[str, Any]) -> _Raw:
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
-            raise ConfigError("the file is not UTF-8 text.", source=str(path)) from None
+            raise ConfigError(
+                "the file is not UTF-8 text.", fix="save it as UTF-8.", source=str(path)
+            ) from None
         data = parse_json_text(text, "the file", str(path))
         if not isinstance(data, dict):
             raise ConfigError(
                 "the JSON file must hold an object whose keys are the sections.",
+                fix='write {"HTTPSERVER": {...}, "HTTP_REST": {...}, ...}.',
                 source=str(path),
             )
         return _Raw(_from_mapping(data, str(path)), str(path), base_dir)
@@ -258,12 +264,16 @@ def _convert(raw: _Raw, sec: _Section, key: Key, key_written: str, value: Any) -
         elif isinstance(value, str):
             items = value.split(",")
         else:
-            raise raw.error(f"must be a comma-separated list, got {value!r}.", *where)
+            raise raw.error(
+                f"must be a comma-separated list, got {value!r}.",
+                *where,
+                fix="write names separated by commas, e.g. A, B.",
+            )
         out = [str(item).strip() for item in items if str(item).strip()]
         return tuple(out)
     if key.kind in ("str", "urlpath", "path"):
         if not isinstance(value, str | int) or isinstance(value, bool):
-            raise raw.error(f"must be text, got {value!r}.", *where)
+            raise raw.error(f"must be text, got {value!r}.", *where, fix="write a single value.")
         text = str(value).strip()
         if key.kind == "urlpath":
             if not text.startswith("/") or any(c in text for c in "?#% \t") or "//" in text:

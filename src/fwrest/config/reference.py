@@ -53,7 +53,10 @@ def render() -> str:
         keys = [k for k in KEYS if k.section == kind]
         title = f"[{kind}]" if kind.isupper() else f"{kind} sections"
         out += [f"## {title}", "", _INTRO[kind], ""]
-        out += ["| key | type | required | default | allowed | meaning |", "|---|---|---|---|---|---|"]
+        out += [
+            "| key | type | required | default | allowed | meaning |",
+            "|---|---|---|---|---|---|",
+        ]
         for key in keys:
             required = "yes" if key.required else ""
             out.append(

@@ -95,6 +95,7 @@ class RequestContext:
 
     __slots__ = (
         "_headers",
+        "_params",
         "_query",
         "auth",
         "auth_user",
@@ -102,9 +103,9 @@ class RequestContext:
         "client",
         "location_path",
         "method",
-        "params",
         "path",
         "pool_name",
+        "port",
         "query_string",
         "raw_headers",
         "resp_body",
@@ -138,15 +139,25 @@ class RequestContext:
         self.user_data = user_data
         self.auth = auth
         self.auth_user = ""
-        self.params: Mapping[str, str] = MappingProxyType({})
+        self._params: Mapping[str, str] = MappingProxyType({})
         self.route = ""
         self.location_path = ""
         self.pool_name = ""
+        self.port: Any = None  # the PortApp serving the request (native routes read it)
         self.resp_status = 200
         self.resp_body: list[str | bytes] | None = None
         self.resp_headers: dict[str, str] | None = None
         self._headers: Headers | None = None
         self._query: Mapping[str, str] | None = None
+
+    @property
+    def params(self) -> Mapping[str, str]:
+        """The path parameters, read-only (SPEC 3: nothing a handler does to them can leak)."""
+        return self._params
+
+    @params.setter
+    def params(self, value: Mapping[str, str]) -> None:
+        self._params = value if isinstance(value, MappingProxyType) else MappingProxyType(value)
 
     @property
     def headers(self) -> Headers:

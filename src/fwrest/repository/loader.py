@@ -151,6 +151,12 @@ class Repository:
                 f"importing {shown!r} failed: {_short(exc)}",
                 "fix the module; `python -c 'import ...'` shows the same error.",
             ) from None
+        except SystemExit as exc:  # sys.exit() at import would end the start without a word
+            raise self._error(
+                env,
+                f"importing {shown!r} failed: it called sys.exit({exc.code!r}).",
+                "do not exit at import time; move that code under if __name__ == '__main__'.",
+            ) from None
 
     def _error(self, env: EnvironmentConfig, problem: str, fix: str) -> ConfigError:
         return ConfigError(

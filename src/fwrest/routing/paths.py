@@ -39,8 +39,11 @@ def split_target(target: bytes) -> tuple[str, str]:
         lowered = text[:8].lower()
         if lowered.startswith(("http://", "https://")):
             rest = text.split("://", 1)[1]
-            slash = rest.find("/")
-            text = rest[slash:] if slash >= 0 else "/"
+            # the authority ends at the first "/", "?" or "#" (RFC 3986 3.2)
+            end = next((i for i, ch in enumerate(rest) if ch in "/?#"), len(rest))
+            text = rest[end:]
+            if not text.startswith("/"):
+                text = "/" + text  # an empty path is "/"
         else:
             raise BadPath("the request target must start with /")
     path, _, query = text.partition("?")

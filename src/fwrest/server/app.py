@@ -72,6 +72,7 @@ class PortApp:
         self.locations: LocationTable[_Location] = LocationTable(locs)
         self.in_flight = 0
         self.total = 0
+        self.token_service: Any = None  # an oAuth2 port's TokenService
 
     async def handle(self, req: Request) -> Reply:
         started = time.perf_counter_ns()
@@ -109,6 +110,7 @@ class PortApp:
             user_data=self.user_data,
             auth=self.auth,
         )
+        ctx.port = self
         if self.guard is not None:
             # SPEC 7: on a protected port authorization runs before routing.
             await self.guard(req, ctx)

@@ -8,12 +8,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwrest.auth import AuthSettings, parse_authorization
+from fwrest.auth.oauth2 import TOKEN_ROUTE, load_signing_key
+from fwrest.auth.oauth2.route import token_route
+from fwrest.auth.oauth2.warnings import oauth2_warnings
 from fwrest.config.model import LocationConfig, ServerConfig, ServiceConfig
 from fwrest.context.request import NO_AUTH, AuthInfo
 from fwrest.errors import ConfigError
 from fwrest.repository import Endpoint, Environment, Repository
 from fwrest.routing import Router
 from fwrest.server.handler import Handler
+from fwrest.store import StateStore, StoreError, open_store
 
 __all__ = ["LocationPlan", "PortPlan", "ServicePlan", "build_plan"]
 
@@ -62,6 +66,9 @@ class ServicePlan:
     config: ServiceConfig
     repository: Repository
     ports: list[PortPlan]
+    warnings: list[str] = field(default_factory=list)
+    store: StateStore | None = None  # opened by open_runtime(), not by check
+    signing_key: bytes | None = None
 
     def route_count(self) -> int:
         return sum(len(loc.endpoints) for port in self.ports for loc in port.locations)
@@ -97,18 +104,13 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
     source = str(config.source) if config.source else None
     repo = Repository(config.base_dir, source)
     ports: list[PortPlan] = []
+    warnings: list[str] = []
     for server in config.servers:
         envs: list[Environment] = []
         for loc in server.locations:
             env = repo.load(loc.thread_pool.environment)
             if env not in envs:
                 envs.append(env)
-        mapped = repo.mapped_endpoints(server.load_urns, envs, section=server.name)
-        locations = []
-        for loc in server.locations:
-            env = repo.load(loc.thread_pool.environment)
-            endpoints = list(env.endpoints) + mapped
-            locations.append(_location_plan(loc, endpoints, server, source))
         settings = parse_authorization(
             server.fw_data,
             section=server.name,
@@ -116,9 +118,66 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             repo=repo,
             envs=envs,
             source=source,
+            base_dir=config.base_dir,
         )
+        mapped = repo.mapped_endpoints(server.load_urns, envs, section=server.name)
+        mapped += _native_endpoints(settings)
+        locations = []
+        for loc in server.locations:
+            env = repo.load(loc.thread_pool.environment)
+            endpoints = list(env.endpoints) + mapped
+            locations.append(_location_plan(loc, endpoints, server, source))
         auth = NO_AUTH
         if settings is not None:
             auth = AuthInfo(settings.scheme, settings.on_auth_name)
+            warnings += settings.warnings
+            warnings += oauth2_warnings(settings, server.name)
         ports.append(PortPlan(server, locations, auth, settings))
-    return ServicePlan(config, repo, ports)
+    if config.state_store == "memory" and any(p.auth.scheme == "oAuth2" for p in ports):
+        warnings.append(
+            "[HTTPSERVER] StateStore=memory: tokens live in one worker process only; use "
+            "sqlite (the default) with --workers, or redis:// for several hosts."
+        )
+    if config.signing_key_file is not None:
+        load_signing_key(config.signing_key_file, config.data_path, None, create=False)
+    return ServicePlan(config, repo, ports, warnings)
+
+
+def _native_endpoints(settings: AuthSettings | None) -> list[Endpoint]:
+    out: list[Endpoint] = []
+    if settings is not None and settings.scheme == "oAuth2":
+        for method in ("GET", "POST"):
+            out.append(
+                Endpoint(
+                    method=method,
+                    path=TOKEN_ROUTE,
+                    func=token_route,
+                    description="OAuth2 token endpoint (password and refresh_token grants)",
+                    source="native",
+                    module="fwrest.auth.oauth2.route",
+                    function="fwrest.auth.oauth2.route.token_route",
+                    origin="fwrest",
+                )
+            )
+    return out
+
+
+def open_runtime(plan: ServicePlan) -> None:
+    """Open the state store and load the signing key (``serve``/``start``, not ``check``).
+
+    Raises:
+        ConfigError: the store cannot be opened, or the signing key is corrupt or short.
+    """
+    config = plan.config
+    needs_store = any(p.auth_settings is not None for p in plan.ports)
+    if not needs_store:
+        return
+    try:
+        plan.store = open_store(config.state_store, config.data_path)
+    except StoreError as exc:
+        raise ConfigError(f"{exc}", section="HTTPSERVER", key="StateStore",
+                          fix="check the path or the Redis server.") from None  # fmt: skip
+    if any(p.auth.scheme == "oAuth2" for p in plan.ports):
+        plan.signing_key = load_signing_key(
+            config.signing_key_file, config.data_path, plan.store, create=True
+        )

@@ -78,7 +78,9 @@ class HttpProtocol(asyncio.Protocol):
         "_body_size",
         "_busy",
         "_client",
+        "_completed",
         "_conns",
+        "_head_size",
         "_header_bytes",
         "_headers",
         "_keep_alive",
@@ -105,7 +107,9 @@ class HttpProtocol(asyncio.Protocol):
         self._phase = _IDLE
         self._url = b""
         self._headers: list[tuple[str, str]] = []
-        self._header_bytes = 0
+        self._header_bytes = 0  # raw bytes of an incomplete head (see data_received)
+        self._head_size = 0  # parsed size of the request line and headers so far
+        self._completed = 0  # messages parsed on this connection
         self._body: list[bytes] = []
         self._body_size = 0
         self._busy = False
@@ -188,8 +192,7 @@ class HttpProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._transport is None or self._transport.is_closing():
             return
-        if self._phase in (_IDLE, _HEADERS, _DONE):
-            self._header_bytes += len(data)
+        entry_phase, completed = self._phase, self._completed
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
@@ -209,31 +212,48 @@ class HttpProtocol(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(HTTPError(400, detailed=_parser_detail(exc), close=True))
             return
-        if self._phase == _HEADERS and self._header_bytes > self.cfg.max_header_size:
-            self._fail(HTTPError(431, close=True))
+        if self._phase == _HEADERS:
+            # The head is still incomplete: count its raw bytes too, so that a header line
+            # that never ends (which the parser does not report) is caught as well.
+            if self._completed != completed or entry_phase == _BODY:
+                # another message ended in this chunk: what was parsed of this one
+                self._header_bytes = self._head_size
+            elif entry_phase == _HEADERS:
+                self._header_bytes += len(data)  # the whole chunk belongs to this head
+            else:
+                self._header_bytes = len(data)  # this head began at the chunk's start
+            if max(self._header_bytes, self._head_size) > self.cfg.max_header_size:
+                self._fail(HTTPError(431, close=True))
 
     def on_message_begin(self) -> None:
         self._phase = _HEADERS
         self._url = b""
         self._headers = []
         self._header_bytes = 0
+        self._head_size = 0
         self._body = []
         self._body_size = 0
         self._set_timer(self.cfg.header_timeout_ms, self._on_header_timeout)
 
     def on_url(self, url: bytes) -> None:
+        if not self._url:
+            # the request line around the target: method, two spaces, HTTP/1.1, CRLF
+            self._head_size += len(self._parser.get_method()) + 12
         self._url += url
-        self._header_bytes += len(url)
-        if len(self._url) > self.cfg.max_header_size:
+        self._head_size += len(url)
+        if self._head_size > self.cfg.max_header_size:
             raise HTTPError(431, close=True)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        size = len(self._url) + sum(len(n) + len(v) + 4 for n, v in self._headers)
-        if size + len(name) + len(value) + 4 > self.cfg.max_header_size:
+        self._head_size += len(name) + len(value) + 4  # "name: value\r\n"
+        if self._head_size > self.cfg.max_header_size:
             raise HTTPError(431, close=True)
         self._headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
+        self._head_size += 2  # the blank line
+        if self._head_size > self.cfg.max_header_size:
+            raise HTTPError(431, close=True)
         self._phase = _BODY
         self._header_bytes = 0
         parser = self._parser
@@ -249,6 +269,12 @@ class HttpProtocol(asyncio.Protocol):
             elif name == "content-length":
                 length = int(value)  # llhttp validated the digits
             elif name == "transfer-encoding":
+                # llhttp insists on chunked last; a coding before it (gzip, chunked) would
+                # reach the handler still encoded: refuse it (RFC 9112 6.1).
+                if value.strip().lower() != "chunked":
+                    raise HTTPError(
+                        501, detailed="only Transfer-Encoding: chunked is supported", close=True
+                    )
                 chunked = True
             elif name == "expect":
                 if value.strip().lower() != "100-continue":
@@ -277,6 +303,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self._phase = _DONE
+        self._completed += 1
         self._cancel_timer()
         method = self._parser.get_method().decode("ascii", "replace")
         body = b"".join(self._body) if self._body else b""

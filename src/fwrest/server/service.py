@@ -17,7 +17,7 @@ from fwrest import log
 from fwrest.config import ServiceConfig, load_config
 from fwrest.errors import ConfigError
 from fwrest.server.binding import bind_all
-from fwrest.server.build import ServicePlan, build_plan
+from fwrest.server.build import ServicePlan, build_plan, open_runtime
 from fwrest.server.supervisor import run_supervisor
 from fwrest.server.worker import Worker, new_loop
 
@@ -45,6 +45,9 @@ def serve(source: str | Path, workers: int = 1) -> int:
     config = plan.config
     log.setup_logging(config.tunables.rest_log_level, config.log_file, own_process=True)
     _log_warnings(config)
+    open_runtime(plan)
+    for warning in plan.warnings:
+        log.server_log.warning("%s", warning)
     plan, sockets = bind_all(plan)
     log.server_log.info("starting %d worker(s) for %s", workers, config.source or "a dict")
     return run_supervisor(plan, sockets, workers)
@@ -105,6 +108,9 @@ def start(config: str | Path | Mapping[str, Any], *, workers: int | None = None)
     plan = prepare(config)
     log.setup_logging(plan.config.tunables.rest_log_level, plan.config.log_file, own_process=False)
     _log_warnings(plan.config)
+    open_runtime(plan)
+    for warning in plan.warnings:
+        log.server_log.warning("%s", warning)
     plan, sockets = bind_all(plan)
     service.plan = plan
     service.urls = [u for port in plan.ports for u in port.urls()]

@@ -13,6 +13,8 @@ from typing import Any
 
 from fwrest import log
 from fwrest.auth import BasicGuard
+from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
+from fwrest.routing import LocationTable
 from fwrest.server.app import Guard, PortApp
 from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.http import ConnectionSet, HttpProtocol
@@ -25,13 +27,21 @@ GuardFactory = Callable[[PortPlan], Guard | None]
 
 
 def default_guard(port: PortPlan) -> Guard | None:
-    """The guard of a port's authorization scheme (SPEC 4), None on an open port."""
+    """The guard of a Basic port; oAuth2 guards are built by the worker (they need its loop)."""
     settings = port.auth_settings
-    if settings is None:
+    if settings is None or settings.scheme != "basic":
         return None
-    if settings.scheme == "basic":
-        return BasicGuard(settings, port.config.name)
-    raise AssertionError(f"no guard for the scheme {settings.scheme}")  # refused at start
+    return BasicGuard(settings, port.config.name)
+
+
+def _locator(port: PortPlan) -> Callable[[str], tuple[str, str]]:
+    table: LocationTable[str] = LocationTable((loc.prefix, loc.prefix) for loc in port.locations)
+
+    def locate(path: str) -> tuple[str, str]:
+        found = table.find(path)
+        return found if found is not None else ("", path)
+
+    return locate
 
 
 def new_loop() -> asyncio.AbstractEventLoop:
@@ -67,6 +77,7 @@ class Worker:
         self.conns = ConnectionSet()
         self.pools: dict[str, ThreadPool] = {}
         self.apps: list[PortApp] = []
+        self.services: list[TokenService] = []
         self._servers: list[asyncio.base_events.Server] = []
         self._stop: asyncio.Event | None = None
         self.exit_code = 0
@@ -83,7 +94,24 @@ class Worker:
                     self.pools[pool_cfg.name.lower()] = ThreadPool(pool_cfg, loop)
         for port, sock in zip(self.plan.ports, self.sockets, strict=True):
             guard = self.guard_factory(port)
+            service = None
+            settings = port.auth_settings
+            if settings is not None and settings.scheme == "oAuth2":
+                assert self.plan.store is not None and self.plan.signing_key is not None
+                service = TokenService(
+                    port_name=port.config.name,
+                    key=self.plan.signing_key,
+                    store=self.plan.store,
+                    source=ParamsSource(settings.params_func, settings.params_file),
+                    max_failures=settings.max_failures,
+                    allow_get=settings.allow_get,
+                )
+                service.start()
+                self.services.append(service)
+                guard = BearerGuard(service, NoCheckPaths(settings.nocheck), _locator(port),
+                                    settings.on_auth, settings.on_auth_name)  # fmt: skip
             app = PortApp(port, self.pools, guard)
+            app.token_service = service
             self.apps.append(app)
             cfg = port.config
             server = await loop.create_server(
@@ -134,3 +162,5 @@ class Worker:
                 conn._close()
         for pool in self.pools.values():
             pool.shutdown()
+        for service in self.services:
+            service.stop()

@@ -1,0 +1,206 @@
+"""Token requests: parameters from the query and the form body, client credentials, and what
+``onAuthparams`` returns, normalised (SPEC 4.2)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote_plus
+
+from fwrest.auth.basic import parse_basic
+
+__all__ = ["AuthParams", "OAuthError", "ParamsSource", "client_credentials", "request_params"]
+
+MAX_FIELDS = 32
+MAX_FIELD = 4096
+MAX_BODY = 16384
+_NO_STORE = (("cache-control", "no-store"), ("pragma", "no-cache"))
+
+
+class OAuthError(Exception):
+    """An RFC 6749 5.2 error answer of the token route."""
+
+    def __init__(self, error: str, description: str, status: int = 400,
+                 headers: tuple[tuple[str, str], ...] = ()) -> None:  # fmt: skip
+        self.error = error
+        self.description = description
+        self.status = status
+        self.headers = (*headers, *_NO_STORE)
+        super().__init__(f"{error}: {description}")
+
+
+def _pairs(text: str, where: str) -> list[tuple[str, str]]:
+    if not text:
+        return []
+    if text.count("&") + 1 > MAX_FIELDS * 2:
+        raise OAuthError("invalid_request", f"too many parameters in the {where}")
+    try:
+        pairs = parse_qsl(text, keep_blank_values=True, strict_parsing=False,
+                          max_num_fields=MAX_FIELDS, errors="strict")  # fmt: skip
+    except ValueError:
+        raise OAuthError("invalid_request", f"too many or malformed parameters in the {where}") from None  # fmt: skip
+    for name, value in pairs:
+        if len(name) > MAX_FIELD or len(value) > MAX_FIELD:
+            raise OAuthError("invalid_request", f"a parameter in the {where} is too long")
+    return pairs
+
+
+def request_params(
+    query: str, body: bytes, content_type: str | None, method: str
+) -> dict[str, str]:
+    """Merge query and form parameters; a parameter given twice is ``invalid_request``."""
+    pairs = _pairs(query, "query string")
+    if method == "POST" and body:
+        media = (content_type or "").split(";", 1)[0].strip().lower()
+        if media != "application/x-www-form-urlencoded":
+            raise OAuthError(
+                "invalid_request",
+                "the body must be application/x-www-form-urlencoded (RFC 6749 4.3.2)",
+            )
+        if len(body) > MAX_BODY:
+            raise OAuthError("invalid_request", "the body is too large", status=413)
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise OAuthError("invalid_request", "the body is not UTF-8") from None
+        pairs += _pairs(text, "body")
+    params: dict[str, str] = {}
+    for name, value in pairs:
+        if name in params:
+            raise OAuthError("invalid_request", f"the parameter {name!r} is given more than once")
+        params[name] = value
+    return params
+
+
+def client_credentials(params: dict[str, str], authorization: str | None) -> tuple[str, str] | None:
+    """Client id and secret from the Basic header (RFC 6749 2.3.1) or the parameters."""
+    from_header = None
+    if authorization and authorization.strip()[:6].lower() == "basic ":
+        creds = parse_basic(authorization)
+        if creds is None:
+            raise OAuthError("invalid_client", "malformed client credentials", status=401,
+                             headers=(("www-authenticate", 'Basic realm="Access to REST"'),))  # fmt: skip
+        from_header = (unquote_plus(creds[0]), unquote_plus(creds[1]))
+    in_params = "client_id" in params or "client_secret" in params
+    if from_header and in_params:
+        raise OAuthError("invalid_request", "client credentials given both in the header and "
+                         "in the parameters")  # fmt: skip
+    if from_header:
+        return from_header
+    if in_params:
+        return params.get("client_id", ""), params.get("client_secret", "")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class AuthParams:
+    """What ``onAuthparams`` allows, normalised."""
+
+    clients: tuple[tuple[str, str], ...]
+    users: tuple[tuple[str, str], ...]
+    access_expires: Any
+    refresh_expires: Any
+    types: tuple[str, ...] | None  # None: not restricted
+
+
+class ParamsError(ValueError):
+    """``onAuthparams`` returned something unusable (the application's fault)."""
+
+
+def _fold(obj: dict[str, Any]) -> dict[str, Any]:
+    return {str(k).lower(): v for k, v in obj.items()}
+
+
+def _entries(data: dict[str, Any], array: str, keys: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    if any(k in data for k in keys):
+        out.append(tuple(data.get(k) for k in keys))
+    items = data.get(array)
+    if items is None:
+        return out
+    if isinstance(items, dict):
+        items = [items]
+    if not isinstance(items, list):
+        raise ParamsError(f"{array!r} must be an array of objects")
+    for item in items:
+        if not isinstance(item, dict):
+            raise ParamsError(f"each entry of {array!r} must be an object, got {item!r}")
+        folded = _fold(item)
+        out.append(tuple(folded.get(k) for k in keys))
+    return out
+
+
+def normalise(raw: Any) -> AuthParams:
+    """``onAuthparams``'s object -> :class:`AuthParams` (single keys and arrays mixed)."""
+    if not isinstance(raw, dict):
+        raise ParamsError(f"onAuthparams must return an object, got {type(raw).__name__}")
+    data = _fold(raw)
+    clients = []
+    for cid, secret in _entries(data, "client", ("client_id", "client_secret")):
+        if not isinstance(cid, str) or not cid:
+            raise ParamsError("a client_id must be non-empty text")
+        clients.append((cid, "" if secret is None else str(secret)))
+    users = []
+    for name, password in _entries(data, "users", ("username", "password")):
+        if not isinstance(name, str) or not isinstance(password, str):
+            raise ParamsError("each user needs username and password as text")
+        users.append((name, password))
+    expires = _entries(data, "expires", ("access_expires", "refresh_expires"))
+    access, refresh = expires[0] if expires else (None, None)
+    types_entries = _entries(data, "types", ("grant_type",))
+    types = None
+    if types_entries:
+        types = tuple(str(t[0]) for t in types_entries if t[0] is not None)
+    return AuthParams(tuple(clients), tuple(users), access, refresh, types)
+
+
+class ParamsSource:
+    """Calls ``onAuthparams`` (modern or legacy by-reference form) or reads ``file:NAME.json``,
+    re-read when the file changes."""
+
+    def __init__(self, func: Callable[..., Any] | None, file: Path | None) -> None:
+        self.func = func
+        self.file = file
+        self.legacy = False
+        self.is_async = False
+        if func is not None:
+            self.is_async = inspect.iscoroutinefunction(func)
+            try:
+                sig = inspect.signature(func)
+                required = [p for p in sig.parameters.values()
+                            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                                                   p.POSITIONAL_OR_KEYWORD)]  # fmt: skip
+                self.legacy = len(required) == 1
+            except (TypeError, ValueError):
+                self.legacy = False
+        self._cache: tuple[float, int, AuthParams] | None = None
+
+    def read_file(self) -> AuthParams:
+        assert self.file is not None
+        try:
+            stat = self.file.stat()
+        except OSError as exc:
+            raise ParamsError(f"{self.file} cannot be read: {exc.strerror}") from None
+        if self._cache and self._cache[:2] == (stat.st_mtime, stat.st_size):
+            return self._cache[2]
+        try:
+            data = json.loads(self.file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ParamsError(f"{self.file} is not valid JSON: {exc}") from None
+        params = normalise(data)
+        self._cache = (stat.st_mtime, stat.st_size, params)
+        return params
+
+    def call_sync(self, request: dict[str, str]) -> AuthParams:
+        """Run the function (in a worker thread when it is a ``def``)."""
+        assert self.func is not None
+        if self.legacy:
+            filled = {k: v for k, v in request.items()
+                      if k not in ("password", "client_secret", "refresh_token")}  # fmt: skip
+            result = self.func(filled)
+            return normalise(result if isinstance(result, dict) else filled)
+        return normalise(self.func())

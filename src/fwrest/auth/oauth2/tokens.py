@@ -1,0 +1,341 @@
+"""The token service of one oAuth2 port: the token route, JWT access tokens, refresh rotation
+with family revocation, and the per-worker revocation cache (SPEC 4.2, 7)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import jwt
+import orjson
+
+from fwrest import log
+from fwrest.auth.basic import parse_basic
+from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
+from fwrest.auth.oauth2.params import (
+    AuthParams,
+    OAuthError,
+    ParamsError,
+    ParamsSource,
+    client_credentials,
+    request_params,
+)
+from fwrest.auth.oauth2.passwords import dummy_check, same_secret, verify_password
+from fwrest.errors import HTTPError
+from fwrest.store import RefreshRecord, StateStore, StoreError
+
+__all__ = ["InvalidToken", "TokenService"]
+
+T = TypeVar("T")
+
+ALG = "HS256"
+ISSUER = "fwrest"
+STORE_DEADLINE_S = 1.4  # SPEC 7: fail closed within 1.5 s
+WINDOW_S = 300.0  # brute-force window: maxFailures in 5 minutes
+_NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
+_WRONG = "invalid username or password"
+
+
+class InvalidToken(Exception):
+    """A bearer token that must be refused; the message says why (no secret in it)."""
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class TokenService:
+    """Issues and checks tokens for one port; one instance per worker."""
+
+    def __init__(self, *, port_name: str, key: bytes, store: StateStore, source: ParamsSource,
+                 max_failures: int, allow_get: bool) -> None:  # fmt: skip
+        self.port_name = port_name
+        self._key = key
+        self.store = store
+        self.source = source
+        self.max_failures = max_failures
+        self.allow_get = allow_get
+        self._warned_get = False
+        self.revoked: dict[str, float] = {}
+        self._refresher: asyncio.Task[None] | None = None
+
+    # -- revocation cache (SPEC 7: at most 1 s stale, never waited on) --------------------------
+    def start(self) -> None:
+        if self._refresher is None:
+            self._refresher = asyncio.get_running_loop().create_task(self._refresh_revoked())
+
+    async def _refresh_revoked(self) -> None:
+        while True:
+            try:
+                self.revoked = await asyncio.wait_for(
+                    asyncio.to_thread(self.store.revoked_families), STORE_DEADLINE_S
+                )
+            except (StoreError, TimeoutError) as exc:
+                log.auth_log.debug("revocation cache not refreshed: %s", exc)
+            await asyncio.sleep(0.5)
+
+    def stop(self) -> None:
+        if self._refresher is not None:
+            self._refresher.cancel()
+            self._refresher = None
+
+    # -- bearer check --------------------------------------------------------------------------
+    def verify(self, token: str) -> dict[str, Any]:
+        """The claims of a valid access token.
+
+        Raises:
+            InvalidToken: bad signature, another algorithm, wrong ``typ``, unknown ``crit``,
+                expired, or revoked.
+        """
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise InvalidToken("the access token is malformed") from None
+        if header.get("alg") != ALG:
+            raise InvalidToken("the access token is not signed with the server's algorithm")
+        if str(header.get("typ", "")).lower() != "at+jwt":
+            raise InvalidToken("the token is not an access token (typ at+jwt)")
+        if "crit" in header:
+            raise InvalidToken("the access token names critical extensions fwrest does not know")
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                self._key,
+                algorithms=[ALG],
+                options={"require": ["exp", "iat", "jti", "sub"], "verify_aud": False,
+                         "verify_iat": False},
+                leeway=0,
+            )  # fmt: skip
+        except jwt.ExpiredSignatureError:
+            raise InvalidToken("the access token has expired") from None
+        except jwt.PyJWTError:
+            raise InvalidToken("the access token signature or claims are invalid") from None
+        family = claims.get("fam")
+        if family is not None and family in self.revoked:
+            raise InvalidToken("the access token was revoked")
+        return claims
+
+    # -- token route ---------------------------------------------------------------------------
+    async def _store(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(fn, *args), STORE_DEADLINE_S)
+        except (StoreError, TimeoutError) as exc:
+            log.auth_log.error("[%s] state store unavailable: %s; answered 503",
+                               self.port_name, exc or "no answer within 1.4 s")  # fmt: skip
+            raise HTTPError(503, "Service Unavailable", detailed="the state store is unavailable",
+                            headers=(("retry-after", "1"),)) from None  # fmt: skip
+
+    async def _params(self, request: dict[str, str]) -> AuthParams:
+        try:
+            if self.source.file is not None:
+                return await asyncio.to_thread(self.source.read_file)
+            if self.source.is_async:
+                assert self.source.func is not None
+                if self.source.legacy:
+                    filled = {k: v for k, v in request.items()
+                              if k not in ("password", "client_secret", "refresh_token")}  # fmt: skip
+                    result = await self.source.func(filled)
+                    from fwrest.auth.oauth2.params import normalise
+
+                    return normalise(result if isinstance(result, dict) else filled)
+                awaited: Awaitable[Any] = self.source.func()
+                from fwrest.auth.oauth2.params import normalise
+
+                return normalise(await awaited)
+            return await asyncio.to_thread(self.source.call_sync, request)
+        except ParamsError as exc:
+            log.auth_log.error("[%s] onAuthparams: %s; answered 500", self.port_name, exc)
+            raise HTTPError(500) from None
+        except Exception as exc:  # the application's function may raise anything
+            log.auth_log.error("[%s] onAuthparams raised %s; answered 500", self.port_name,
+                               type(exc).__name__)  # fmt: skip
+            raise HTTPError(500) from None
+
+    async def token_endpoint(self, method: str, query: str, body: bytes,
+                             headers: dict[str, str], client_ip: str) -> tuple[int, list[tuple[str, str]], bytes]:  # fmt: skip
+        """Answer one request of ``/fw/oauth2/token``: (status, headers, body)."""
+        try:
+            params = request_params(query, body, headers.get("content-type"), method)
+            secrets_seen = tuple(params[k] for k in ("password", "client_secret", "refresh_token")
+                                 if params.get(k))  # fmt: skip
+            auth_header = headers.get("authorization")
+            if auth_header:
+                secrets_seen += (auth_header.strip().partition(" ")[2],)
+            log.request_secrets.set(secrets_seen)
+            return await self._grant(method, params, auth_header, client_ip)
+        except OAuthError as exc:
+            body_out = orjson.dumps({"error": exc.error, "error_description": exc.description})
+            hdrs = [("content-type", "application/json"), *exc.headers]
+            return exc.status, hdrs, body_out
+
+    async def _grant(self, method: str, params: dict[str, str], auth_header: str | None,
+                     client_ip: str) -> tuple[int, list[tuple[str, str]], bytes]:  # fmt: skip
+        grant = params.get("grant_type")
+        if not grant:
+            raise OAuthError("invalid_request", "grant_type is missing")
+        if grant not in ("password", "refresh_token"):
+            raise OAuthError("unsupported_grant_type", f"the grant type {grant!r} is not supported")
+        scope = params.get("scope")
+        if scope is not None and scope != "default":
+            raise OAuthError("invalid_scope", "the only scope is 'default'")
+        if grant == "password" and method == "GET":
+            if not self.allow_get:
+                raise OAuthError("invalid_request", "the password grant must use POST here "
+                                 "(allowGetToken is false)")  # fmt: skip
+            if not self._warned_get:
+                self._warned_get = True
+                log.auth_log.warning(
+                    "[%s] a password grant arrived over GET: the password travels in the URL, "
+                    "where proxies, browser history and server logs keep it; clients should "
+                    'POST a form body instead (set "allowGetToken": false to refuse GET)',
+                    self.port_name,
+                )
+        creds = client_credentials(params, auth_header)
+        allowed = await self._params(params)
+        client_id = self._client(allowed, creds)
+        if allowed.types is not None and grant not in allowed.types:
+            raise OAuthError("unauthorized_client", f"the grant type {grant!r} is not allowed "
+                             "for this client")  # fmt: skip
+        try:
+            ttl_ms = access_ms(allowed.access_expires if allowed.access_expires is not None
+                               else 3_600_000)  # fmt: skip
+            refresh_at = refresh_deadline(allowed.refresh_expires if allowed.refresh_expires
+                                          is not None else "Date()+1")  # fmt: skip
+        except ExpiryError as exc:
+            log.auth_log.error("[%s] onAuthparams: %s; answered 500", self.port_name, exc)
+            raise HTTPError(500) from None
+        if grant == "password":
+            subject, family = await self._password(params, allowed, client_ip), uuid.uuid4().hex
+        else:
+            subject, family = await self._rotate(params, allowed, creds, client_id)
+        return await self._issue(subject, client_id, family, ttl_ms, refresh_at)
+
+    def _client(self, allowed: AuthParams, creds: tuple[str, str] | None) -> str:
+        if creds is None:
+            return allowed.clients[0][0] if allowed.clients else ""
+        cid, secret = creds
+        match = ""
+        for known_id, known_secret in allowed.clients:
+            # every entry is compared, so the time does not depend on which one matches
+            ok = same_secret(cid, known_id) & same_secret(secret, known_secret)
+            if ok and not match:
+                match = known_id
+        if not match:
+            raise OAuthError("invalid_client", "client authentication failed", status=401,
+                             headers=(("www-authenticate", 'Basic realm="Access to REST"'),))  # fmt: skip
+        return match
+
+    async def _password(self, params: dict[str, str], allowed: AuthParams, client_ip: str) -> str:
+        username, password = params.get("username"), params.get("password")
+        if not username or password is None:
+            raise OAuthError("invalid_request", "username and password are required")
+        user_key, ip_key = f"user:{username}", f"ip:{client_ip}"
+        count_user, wait_user = await self._store(self.store.failures, user_key, WINDOW_S)
+        count_ip, wait_ip = await self._store(self.store.failures, ip_key, WINDOW_S)
+        if count_user >= self.max_failures or count_ip >= self.max_failures:
+            wait = max(wait_user if count_user >= self.max_failures else 0,
+                       wait_ip if count_ip >= self.max_failures else 0)  # fmt: skip
+            raise self._throttled(wait)
+        stored = None
+        for known, known_password in allowed.users:
+            if same_secret(username, known) and stored is None:
+                stored = known_password
+        if stored is None:
+            like = allowed.users[0][1] if allowed.users else ""
+            await asyncio.to_thread(dummy_check, password, like)
+            ok = False
+        else:
+            ok = await asyncio.to_thread(verify_password, password, stored)
+        if not ok:
+            n_user, _ = await self._store(self.store.hit_failure, user_key, WINDOW_S)
+            n_ip, _ = await self._store(self.store.hit_failure, ip_key, WINDOW_S)
+            if self.max_failures in (n_user, n_ip):
+                log.auth_log.warning(
+                    "[%s] %d failed password grants within %.0f s for user %r or client %s: "
+                    "further attempts get 429 until the window passes",
+                    self.port_name, self.max_failures, WINDOW_S, log.escape(username), client_ip,
+                )  # fmt: skip
+            raise OAuthError("invalid_grant", _WRONG)
+        return username
+
+    def _throttled(self, wait: float) -> HTTPError:
+        seconds = max(int(wait + 0.999), 1)
+        return HTTPError(429, "Too Many Requests", detailed="too many failed attempts",
+                         headers=(("retry-after", str(seconds)),))  # fmt: skip
+
+    async def _rotate(self, params: dict[str, str], allowed: AuthParams,
+                      creds: tuple[str, str] | None, client_id: str) -> tuple[str, str]:  # fmt: skip
+        token = params.get("refresh_token")
+        if not token:
+            raise OAuthError("invalid_request", "refresh_token is missing")
+        status, record = await self._store(self.store.spend_refresh, _hash(token))
+        if status == "missing" or record is None:
+            raise OAuthError("invalid_grant", "the refresh token is invalid")
+        if status == "spent":
+            until = time.time() + 86400
+            await self._store(self.store.revoke_family, record.family, until)
+            self.revoked[record.family] = until
+            log.auth_log.warning(
+                "[%s] a spent refresh token was presented again (user %r): its whole token "
+                "family is revoked", self.port_name, log.escape(record.subject))  # fmt: skip
+            raise OAuthError("invalid_grant", "the refresh token was already used; its token "
+                             "family is revoked")  # fmt: skip
+        revoked = await self._store(self.store.revoked_families)
+        if record.family in revoked:
+            raise OAuthError("invalid_grant", "the refresh token was revoked")
+        if record.expires_at <= time.time():
+            raise OAuthError("invalid_grant", "the refresh token has expired; repeat the "
+                             "password grant")  # fmt: skip
+        if creds is not None and record.client_id and record.client_id != client_id:
+            raise OAuthError("invalid_grant", "the refresh token was issued to another client")
+        if not any(same_secret(record.subject, name) for name, _ in allowed.users):
+            raise OAuthError("invalid_grant", "the user of this refresh token is no longer allowed")
+        return record.subject, record.family
+
+    async def _issue(self, subject: str, client_id: str, family: str, ttl_ms: int,
+                     refresh_at: float) -> tuple[int, list[tuple[str, str]], bytes]:  # fmt: skip
+        now = time.time()
+        refresh = secrets.token_urlsafe(32)
+        record = RefreshRecord(_hash(refresh), family, client_id, subject, refresh_at)
+        await self._store(self.store.add_refresh, record)
+        claims = {
+            "iss": ISSUER,
+            "sub": subject,
+            "client_id": client_id,
+            "iat": int(now),
+            "exp": int(now + ttl_ms / 1000),
+            "jti": uuid.uuid4().hex,
+            "fam": family,
+            "scope": "default",
+        }
+        access = jwt.encode(claims, self._key, algorithm=ALG, headers={"typ": "at+jwt"})
+        log.request_secrets.set((*log.request_secrets.get(), access, refresh))
+        log.auth_log.info("[%s] tokens issued to %r (client %r)", self.port_name,
+                          log.escape(subject), client_id)  # fmt: skip
+        body = orjson.dumps({
+            "access_token": access,
+            "refresh_token": refresh,
+            "scope": "default",
+            "token_type": "Bearer",
+            "expires_in": max(ttl_ms // 1000, 1),
+        })  # fmt: skip
+        return 200, [("content-type", "application/json"), *_NO_STORE], body
+
+
+def bearer_token(header: str | None) -> str | None:
+    """``Bearer abc`` -> ``abc`` (scheme case-insensitive); None for anything else."""
+    if not header:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        return None
+    return token
+
+
+__all__ += ["bearer_token", "parse_basic"]

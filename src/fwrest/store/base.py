@@ -1,0 +1,78 @@
+"""The store protocol, its records, and choosing an implementation from ``StateStore``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+__all__ = ["RefreshRecord", "StateStore", "StoreError", "open_store"]
+
+
+class StoreError(Exception):
+    """The store cannot be reached or answered badly; callers fail closed (503)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshRecord:
+    """A refresh token as stored: only its hash, never the token."""
+
+    token_hash: str
+    family: str
+    client_id: str
+    subject: str
+    expires_at: float  # epoch seconds
+
+
+class StateStore(Protocol):
+    """Blocking calls; the server runs them off the event loop."""
+
+    kind: str
+
+    def ping(self) -> None: ...
+
+    def add_refresh(self, record: RefreshRecord) -> None: ...
+
+    def spend_refresh(self, token_hash: str) -> tuple[str, RefreshRecord | None]:
+        """Atomically mark a refresh token spent: ``("ok", rec)`` the first time,
+        ``("spent", rec)`` on a replay, ``("missing", None)`` when unknown."""
+        ...
+
+    def revoke_family(self, family: str, until: float) -> None: ...
+
+    def revoked_families(self) -> dict[str, float]: ...
+
+    def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
+        """Count one failure; returns (failures in the window, seconds until it ends)."""
+        ...
+
+    def failures(self, key: str, window_s: float) -> tuple[int, float]: ...
+
+    def clear_failures(self, key: str) -> None: ...
+
+    def signing_key(self, candidate: bytes) -> bytes:
+        """The shared key: ``candidate`` stored if none exists yet (set-if-absent)."""
+        ...
+
+    def get_settings(self) -> dict[str, int]: ...
+
+    def set_settings(self, values: dict[str, int | None]) -> None:
+        """Set run-time settings; ``None`` clears one."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_store(spec: str, data_path: Path) -> StateStore:
+    """The store named by ``[HTTPSERVER] StateStore``: ``sqlite``, ``memory``, ``redis://...``."""
+    if spec == "memory":
+        from fwrest.store.memory import MemoryStore
+
+        return MemoryStore()
+    if spec == "sqlite":
+        from fwrest.store.sqlite import SqliteStore
+
+        return SqliteStore(data_path / "state.sqlite3")
+    from fwrest.store.redis import RedisStore
+
+    return RedisStore(spec)

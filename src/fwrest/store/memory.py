@@ -1,0 +1,96 @@
+"""One process only (tests, single-worker services)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from fwrest.store.base import RefreshRecord
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    kind = "memory"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._refresh: dict[str, tuple[RefreshRecord, bool]] = {}
+        self._revoked: dict[str, float] = {}
+        self._failures: dict[str, tuple[float, int]] = {}
+        self._key: bytes | None = None
+        self._settings: dict[str, int] = {}
+
+    def ping(self) -> None:
+        return None
+
+    def add_refresh(self, record: RefreshRecord) -> None:
+        with self._lock:
+            now = time.time()
+            if len(self._refresh) > 10000:
+                self._refresh = {k: v for k, v in self._refresh.items() if v[0].expires_at > now}
+            self._refresh[record.token_hash] = (record, False)
+
+    def spend_refresh(self, token_hash: str) -> tuple[str, RefreshRecord | None]:
+        with self._lock:
+            found = self._refresh.get(token_hash)
+            if found is None:
+                return "missing", None
+            record, spent = found
+            if spent:
+                return "spent", record
+            self._refresh[token_hash] = (record, True)
+            return "ok", record
+
+    def revoke_family(self, family: str, until: float) -> None:
+        with self._lock:
+            self._revoked[family] = max(until, self._revoked.get(family, 0.0))
+
+    def revoked_families(self) -> dict[str, float]:
+        now = time.time()
+        with self._lock:
+            self._revoked = {f: u for f, u in self._revoked.items() if u > now}
+            return dict(self._revoked)
+
+    def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
+        now = time.time()
+        with self._lock:
+            start, count = self._failures.get(key, (now, 0))
+            if now - start >= window_s:
+                start, count = now, 0
+            count += 1
+            self._failures[key] = (start, count)
+            return count, start + window_s - now
+
+    def failures(self, key: str, window_s: float) -> tuple[int, float]:
+        now = time.time()
+        with self._lock:
+            start, count = self._failures.get(key, (now, 0))
+            if now - start >= window_s:
+                return 0, 0.0
+            return count, start + window_s - now
+
+    def clear_failures(self, key: str) -> None:
+        with self._lock:
+            self._failures.pop(key, None)
+
+    def signing_key(self, candidate: bytes) -> bytes:
+        with self._lock:
+            if self._key is None:
+                self._key = candidate
+            return self._key
+
+    def get_settings(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._settings)
+
+    def set_settings(self, values: dict[str, int | None]) -> None:
+        with self._lock:
+            for key, value in values.items():
+                if value is None:
+                    self._settings.pop(key, None)
+                else:
+                    self._settings[key] = value
+
+    def close(self) -> None:
+        return None

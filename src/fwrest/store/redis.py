@@ -1,0 +1,134 @@
+"""A Redis server shared by every host of a service (``StateStore=redis://host:port/db``).
+
+Timeouts of about 1 s and at most 2 retries (SPEC 7): a store that does not answer makes the
+callers fail closed quickly; the client reconnects by itself when Redis returns.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis
+from redis.backoff import ConstantBackoff
+from redis.retry import Retry
+
+from fwrest.store.base import RefreshRecord, StoreError
+
+__all__ = ["RedisStore"]
+
+_P = "fwrest:"
+_SPEND = """
+local spent = redis.call('HGET', KEYS[1], 'spent')
+if not spent then return {0} end
+local rec = redis.call('HMGET', KEYS[1], 'family', 'client_id', 'subject', 'expires_at')
+if spent == '1' then return {2, rec[1], rec[2], rec[3], rec[4]} end
+redis.call('HSET', KEYS[1], 'spent', '1')
+return {1, rec[1], rec[2], rec[3], rec[4]}
+"""
+_HIT = """
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+return {n, ttl}
+"""
+
+
+class RedisStore:
+    kind = "redis"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._r: Any = redis.Redis.from_url(
+            url,
+            socket_timeout=1.0,
+            socket_connect_timeout=1.0,
+            retry=Retry(ConstantBackoff(0.05), 2),
+            retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+            health_check_interval=10,
+        )
+        self._spend = self._r.register_script(_SPEND)
+        self._hit = self._r.register_script(_HIT)
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except redis.RedisError as exc:
+            raise StoreError(f"redis store {self._safe_url()}: {exc}") from None
+
+    def _safe_url(self) -> str:
+        _head, at, tail = self.url.rpartition("@")
+        return f"redis://***@{tail}" if at else self.url
+
+    def ping(self) -> None:
+        self._call(self._r.ping)
+
+    def add_refresh(self, record: RefreshRecord) -> None:
+        key = f"{_P}rt:{record.token_hash}"
+        ttl_ms = max(int((record.expires_at - time.time()) * 1000), 1) + 86_400_000
+        pipe = self._r.pipeline(transaction=True)
+        pipe.hset(key, mapping={"family": record.family, "client_id": record.client_id,
+                                "subject": record.subject, "expires_at": repr(record.expires_at),
+                                "spent": "0"})  # fmt: skip
+        pipe.pexpire(key, ttl_ms)
+        self._call(pipe.execute)
+
+    def spend_refresh(self, token_hash: str) -> tuple[str, RefreshRecord | None]:
+        out = self._call(self._spend, keys=[f"{_P}rt:{token_hash}"])
+        if int(out[0]) == 0:
+            return "missing", None
+        family, client_id, subject, expires = (
+            v.decode() if isinstance(v, bytes) else str(v) for v in out[1:5]
+        )
+        record = RefreshRecord(token_hash, family, client_id, subject, float(expires))
+        return ("ok" if int(out[0]) == 1 else "spent"), record
+
+    def revoke_family(self, family: str, until: float) -> None:
+        self._call(self._r.zadd, f"{_P}revoked", {family: until}, gt=True)
+
+    def revoked_families(self) -> dict[str, float]:
+        now = time.time()
+        key = f"{_P}revoked"
+        pipe = self._r.pipeline(transaction=False)
+        pipe.zremrangebyscore(key, "-inf", now)
+        pipe.zrange(key, 0, -1, withscores=True)
+        _, rows = self._call(pipe.execute)
+        return {(m.decode() if isinstance(m, bytes) else m): float(s) for m, s in rows}
+
+    def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
+        count, ttl = self._call(self._hit, keys=[f"{_P}fail:{key}"], args=[int(window_s * 1000)])
+        return int(count), max(int(ttl), 0) / 1000
+
+    def failures(self, key: str, window_s: float) -> tuple[int, float]:
+        pipe = self._r.pipeline(transaction=False)
+        pipe.get(f"{_P}fail:{key}")
+        pipe.pttl(f"{_P}fail:{key}")
+        count, ttl = self._call(pipe.execute)
+        if count is None:
+            return 0, 0.0
+        return int(count), max(int(ttl), 0) / 1000
+
+    def clear_failures(self, key: str) -> None:
+        self._call(self._r.delete, f"{_P}fail:{key}")
+
+    def signing_key(self, candidate: bytes) -> bytes:
+        key = f"{_P}signing_key"
+        self._call(self._r.set, key, candidate, nx=True)
+        value = self._call(self._r.get, key)
+        return bytes(value)
+
+    def get_settings(self) -> dict[str, int]:
+        raw = self._call(self._r.hgetall, f"{_P}settings")
+        return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
+
+    def set_settings(self, values: dict[str, int | None]) -> None:
+        pipe = self._r.pipeline(transaction=True)
+        for name, value in values.items():
+            if value is None:
+                pipe.hdel(f"{_P}settings", name)
+            else:
+                pipe.hset(f"{_P}settings", name, value)
+        self._call(pipe.execute)
+
+    def close(self) -> None:
+        self._r.close()

@@ -1,0 +1,170 @@
+"""A file under ``DataPath``, shared by the workers of one host.
+
+WAL, ``busy_timeout``, ``BEGIN IMMEDIATE`` for writes, and one connection per process and
+thread, opened after fork (a connection never crosses a fork).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from fwrest.store.base import RefreshRecord, StoreError
+
+__all__ = ["SqliteStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS refresh (
+    token_hash TEXT PRIMARY KEY, family TEXT NOT NULL, client_id TEXT NOT NULL,
+    subject TEXT NOT NULL, expires_at REAL NOT NULL, spent INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS refresh_expiry ON refresh(expires_at);
+CREATE TABLE IF NOT EXISTS revoked (family TEXT PRIMARY KEY, until REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, start REAL NOT NULL,
+    count INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+"""
+
+
+class SqliteStore:
+    kind = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn().executescript(_SCHEMA)
+            path.chmod(0o600)  # token hashes and counters: the service's eyes only
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"the sqlite store {path} cannot be opened: {exc}") from None
+
+    def _conn(self) -> sqlite3.Connection:
+        pid = os.getpid()
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != pid:
+            conn = sqlite3.connect(self.path, timeout=5, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA busy_timeout=5000")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn, self._local.pid = conn, pid
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        db = self._conn()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store: {exc}") from None
+
+    def ping(self) -> None:
+        try:
+            self._conn().execute("SELECT 1").fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store: {exc}") from None
+
+    def add_refresh(self, record: RefreshRecord) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO refresh VALUES (?, ?, ?, ?, ?, 0)",
+                (record.token_hash, record.family, record.client_id, record.subject,
+                 record.expires_at),
+            )  # fmt: skip
+            if int(record.expires_at) % 50 == 0:  # now and then, forget long-expired tokens
+                db.execute("DELETE FROM refresh WHERE expires_at < ?", (time.time() - 86400,))
+
+    def spend_refresh(self, token_hash: str) -> tuple[str, RefreshRecord | None]:
+        with self._tx() as db:
+            changed = db.execute(
+                "UPDATE refresh SET spent = 1 WHERE token_hash = ? AND spent = 0", (token_hash,)
+            ).rowcount
+            row = db.execute(
+                "SELECT token_hash, family, client_id, subject, expires_at FROM refresh "
+                "WHERE token_hash = ?",
+                (token_hash,),
+            ).fetchone()
+        if row is None:
+            return "missing", None
+        return ("ok" if changed == 1 else "spent"), RefreshRecord(*row)
+
+    def revoke_family(self, family: str, until: float) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO revoked VALUES (?, ?) ON CONFLICT(family) DO UPDATE SET "
+                "until = max(until, excluded.until)",
+                (family, until),
+            )
+
+    def revoked_families(self) -> dict[str, float]:
+        try:
+            rows = self._conn().execute(
+                "SELECT family, until FROM revoked WHERE until > ?", (time.time(),)
+            )
+            return dict(rows.fetchall())
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store: {exc}") from None
+
+    def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
+        now = time.time()
+        with self._tx() as db:
+            row = db.execute("SELECT start, count FROM failures WHERE key = ?", (key,)).fetchone()
+            start, count = (now, 0) if row is None or now - row[0] >= window_s else row
+            count += 1
+            db.execute("INSERT OR REPLACE INTO failures VALUES (?, ?, ?)", (key, start, count))
+        return count, start + window_s - now
+
+    def failures(self, key: str, window_s: float) -> tuple[int, float]:
+        now = time.time()
+        try:
+            row = (
+                self._conn()
+                .execute("SELECT start, count FROM failures WHERE key = ?", (key,))
+                .fetchone()
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store: {exc}") from None
+        if row is None or now - row[0] >= window_s:
+            return 0, 0.0
+        return int(row[1]), float(row[0]) + window_s - now
+
+    def clear_failures(self, key: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM failures WHERE key = ?", (key,))
+
+    def signing_key(self, candidate: bytes) -> bytes:
+        with self._tx() as db:
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('signing_key', ?)", (candidate,))
+            row = db.execute("SELECT value FROM meta WHERE name = 'signing_key'").fetchone()
+        return bytes(row[0])
+
+    def get_settings(self) -> dict[str, int]:
+        try:
+            return dict(self._conn().execute("SELECT name, value FROM settings").fetchall())
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store: {exc}") from None
+
+    def set_settings(self, values: dict[str, int | None]) -> None:
+        with self._tx() as db:
+            for name, value in values.items():
+                if value is None:
+                    db.execute("DELETE FROM settings WHERE name = ?", (name,))
+                else:
+                    db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (name, value))
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
+            conn.close()
+        self._local = threading.local()

@@ -1,0 +1,616 @@
+"""HTTP Basic with an application validator, one scheme per port (SPEC 3, 4, 4.1, 7).
+
+One service, started once for the module, serves four ports that share the thread pool
+``POOL``:
+
+* ``HTTP_BASIC``: Basic, ``OnAuth`` = ``auth.check`` (a ``def``), locations ``/rest`` and
+  ``/other`` (the second on its own pool);
+* ``HTTP_ASYNC``: Basic, ``OnAuth`` = ``ACheck`` (an ``async def``, named by its bare name in
+  another capitalisation, to see the name come back as written);
+* ``HTTP_GUARDED``: Basic, ``OnAuth`` = ``auth.guarded``, which records to its own file, used
+  only by the test proving that malformed credentials never reach the validator;
+* ``HTTP_OPEN``: no authorization.
+
+The validators record every call (user, password, which validator) as a JSON line beside the
+config, so a test sees exactly what reached them. Their verdict depends on the user name: see
+``AUTH_SOURCE``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.server.rawhttp import RawConnection, request_bytes
+
+CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
+BODY_401 = b'{"code":401,"detailedMessage":"","message":"Unauthorized"}'
+BODY_403 = b'{"code":403,"detailedMessage":"","message":"Forbidden"}'
+BODY_404 = b'{"code":404,"detailedMessage":"","message":"Not Found"}'
+BODY_500 = b'{"code":500,"detailedMessage":"","message":"Internal Server Error"}'
+
+ADA_PASSWORD = "Love:lace:1815"  # colons inside: split at the first one only
+JURGEN = ("jürgen", "pässword")  # latin-1 representable, so both encodings can carry it
+RAISE_PASSWORD = "Raise-Pw-Qz71"  # the validator raises with this in its message
+
+AUTH_SOURCE = '''
+"""Validators of the Basic tests; each records what it received."""
+
+import asyncio
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+USERS = {"ada": "Love:lace:1815", "jürgen": "pässword", "": "no-name-Pw"}
+ODD = {"false": False, "one": 1, "yes": "yes", "none": None, "list": [True]}
+
+
+def _record(file, user, password, how):
+    with (HERE / file).open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"user": user, "password": password, "how": how}) + "\\n")
+
+
+def _verdict(user, password):
+    if user in ODD:
+        return ODD[user]
+    if user == "raise":
+        raise ValueError(f"cannot check password {password} of {user}")
+    return USERS.get(user) == password
+
+
+def check(user, password):
+    _record("calls.jsonl", user, password, "sync")
+    return _verdict(user, password)
+
+
+async def acheck(user, password):
+    await asyncio.sleep(0)
+    _record("calls.jsonl", user, password, "async")
+    return _verdict(user, password)
+
+
+def guarded(user, password):
+    _record("guarded.jsonl", user, password, "guarded")
+    return _verdict(user, password)
+'''
+
+INFO_SOURCE = """
+
+@get("/whoami")
+def whoami():
+    return {
+        "scheme": rest.getCEntryPointAuthorizationScheme(),
+        "on_auth": rest.getCEntryPointAuthorizationOnAuth(),
+        "has_callback": rest.getLEntryPointAuthorization(),
+        "pool_scheme": rest.getThreadPoolAuthorizationScheme(),
+        "pool_on_auth": rest.getThreadPoolAuthorizationOnAuth(),
+        "user": rest.getAuthUser(),
+    }
+
+
+@get("/leak")
+def leak():
+    import logging
+
+    header = rest.getHeaderRequest()["authorization"]
+    logging.getLogger("fwrest.app").warning("handler saw %s", header)
+    raise RuntimeError(f"handler failed with {header}")
+"""
+
+NO_THROTTLE = 1_000_000  # many refusals from one address must not turn into 429s here
+
+
+def _basic(on_auth: str) -> dict[str, Any]:
+    return {"Authorization": {"scheme": "basic", "OnAuth": on_auth, "maxFailures": NO_THROTTLE}}
+
+
+def _server(locations: str, fw_data: dict[str, Any] | None = None) -> dict[str, Any]:
+    section: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": locations}
+    if fw_data is not None:
+        section["FwData"] = fw_data
+    return section
+
+
+SERVERS = {
+    "HTTP_BASIC": _server("ROOT, OTHER", _basic("auth.check")),
+    "HTTP_OPEN": _server("ROOT"),
+    "HTTP_ASYNC": _server("ROOT", _basic("ACheck")),
+    "HTTP_GUARDED": _server("ROOT", _basic("auth.guarded")),
+}
+EXTRA = {
+    "ENV": {"Repository": "app,auth"},
+    "OTHER": {"Path": "/other", "ThreadPool": "POOL2"},
+    "POOL2": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 2},
+}
+
+
+def write_service(tmp: Path, **kw: Any) -> Path:
+    (tmp / "auth.py").write_text(AUTH_SOURCE, encoding="utf-8")
+    return free_config(tmp, servers=SERVERS, extra=EXTRA, app=APP_SOURCE + INFO_SOURCE, **kw)
+
+
+def b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def basic_header(user: str, password: str, encoding: str = "utf-8", scheme: str = "Basic") -> str:
+    return f"{scheme} {b64(f'{user}:{password}'.encode(encoding))}"
+
+
+def records(folder: Path, name: str = "calls.jsonl") -> list[dict[str, str]]:
+    path = folder / name
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+class Service:
+    """The module's running service and small helpers around it."""
+
+    def __init__(self, proc: ServerProcess) -> None:
+        self.proc = proc
+        self.folder = proc.config.parent
+
+    def base(self, server: str = "HTTP_BASIC") -> str:
+        return f"http://127.0.0.1:{self.proc.ports[server]}"
+
+    def get(self, path: str, server: str = "HTTP_BASIC", **kw: Any) -> httpx.Response:
+        return httpx.get(self.base(server) + path, timeout=10, **kw)
+
+    def calls(self, name: str = "calls.jsonl") -> list[dict[str, str]]:
+        return records(self.folder, name)
+
+    def wait_file_log(self, needle: str, timeout: float = 10) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.proc.file_log()
+            if needle in text:
+                return text
+            time.sleep(0.05)
+        raise AssertionError(f"{needle!r} never appeared in the LogFile:\n{self.proc.file_log()}")
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    proc = ServerProcess(write_service(tmp_path_factory.mktemp("basic"))).wait_ready()
+    try:
+        yield Service(proc)
+    finally:
+        proc.stop()
+
+
+def assert_401(response: httpx.Response) -> None:
+    assert response.status_code == 401, response.text
+    assert response.headers.get_list("www-authenticate") == [CHALLENGE]
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.content == BODY_401
+
+
+def assert_403(response: httpx.Response) -> None:
+    assert response.status_code == 403, response.text
+    assert "www-authenticate" not in response.headers
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.content == BODY_403
+
+
+# -- 401: no usable Basic credentials ------------------------------------------------------------
+
+
+def test_no_authorization_header_is_401(svc: Service) -> None:
+    assert_401(svc.get("/rest/hello"))
+
+
+def test_bearer_scheme_is_401(svc: Service) -> None:
+    assert_401(svc.get("/rest/hello", headers={"Authorization": "Bearer x"}))
+
+
+def test_digest_scheme_is_401(svc: Service) -> None:
+    digest = 'Digest username="ada", realm="Access to REST", nonce="abc", uri="/rest/hello", response="0123"'
+    assert_401(svc.get("/rest/hello", headers={"Authorization": digest}))
+
+
+def test_bad_base64_is_401(svc: Service) -> None:
+    assert_401(svc.get("/rest/hello", headers={"Authorization": "Basic !!!"}))
+
+
+def test_base64_with_inner_space_is_401(svc: Service) -> None:
+    token = b64(f"ada:{ADA_PASSWORD}".encode())
+    broken = f"Basic {token[:4]} {token[4:]}"
+    assert_401(svc.get("/rest/hello", headers={"Authorization": broken}))
+
+
+def test_base64_without_colon_is_401(svc: Service) -> None:
+    header = f"Basic {b64(b'adaLovelace1815')}"
+    assert_401(svc.get("/rest/hello", headers={"Authorization": header}))
+
+
+@pytest.mark.parametrize("value", ["Basic ", "Basic", "Basic    "], ids=["space", "bare", "spaces"])
+def test_basic_with_empty_value_is_401(svc: Service, value: str) -> None:
+    # Raw bytes: an HTTP client library would trim or refuse the trailing space.
+    with RawConnection(svc.proc.ports["HTTP_BASIC"]) as conn:
+        response = conn.request("GET", "/rest/hello", headers=[("Authorization", value)])
+    assert response.status == 401
+    assert response.header_all("WWW-Authenticate") == [CHALLENGE]
+    assert response.body == BODY_401
+
+
+def test_non_ascii_bytes_in_the_header_are_401(svc: Service) -> None:
+    raw = request_bytes("GET", "/rest/hello").replace(
+        b"\r\n\r\n", b"\r\nAuthorization: Basic \xe9\xe9\xe9\xe9\r\n\r\n"
+    )
+    with RawConnection(svc.proc.ports["HTTP_BASIC"]) as conn:
+        conn.send(raw)
+        response = conn.read_response()
+    assert response.status == 401
+    assert response.header_all("WWW-Authenticate") == [CHALLENGE]
+    assert response.body == BODY_401
+
+
+def test_on_auth_is_not_called_without_usable_credentials(svc: Service) -> None:
+    port = svc.proc.ports["HTTP_GUARDED"]
+    bad = [
+        None,
+        "Bearer x",
+        'Digest username="ada", realm="r", nonce="n", uri="/", response="r"',
+        "Basic !!!",
+        f"Basic {b64(b'no-colon-at-all')}",
+        "Basic ",
+        "Basic",
+    ]
+    for value in bad:
+        headers = [] if value is None else [("Authorization", value)]
+        with RawConnection(port) as conn:
+            response = conn.request("GET", "/rest/hello", headers=headers)
+        assert (value, response.status, response.body) == (value, 401, BODY_401)
+    assert not (svc.folder / "guarded.jsonl").exists() or svc.calls("guarded.jsonl") == []
+    # Control: the validator of this port does record when credentials are well-formed.
+    assert svc.get("/rest/hello", "HTTP_GUARDED", auth=("ada", ADA_PASSWORD)).status_code == 200
+    assert svc.calls("guarded.jsonl") == [
+        {"user": "ada", "password": ADA_PASSWORD, "how": "guarded"}
+    ]
+
+
+# -- what reaches OnAuth -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["basic", "BASIC", "bAsIc"])
+def test_scheme_name_in_the_header_is_case_insensitive(svc: Service, scheme: str) -> None:
+    header = basic_header("ada", ADA_PASSWORD, scheme=scheme)
+    response = svc.get("/rest/whoami", headers={"Authorization": header})
+    assert response.status_code == 200, response.text
+    assert response.json()["user"] == "ada"
+
+
+def test_credentials_split_at_the_first_colon(svc: Service) -> None:
+    response = svc.get("/rest/hello", auth=("ada", ADA_PASSWORD))
+    assert response.status_code == 200
+    assert svc.calls()[-1] == {"user": "ada", "password": "Love:lace:1815", "how": "sync"}
+
+
+def test_utf8_credentials_reach_on_auth_decoded(svc: Service) -> None:
+    header = basic_header(*JURGEN, encoding="utf-8")
+    assert "\xfc".encode() in base64.b64decode(header.split()[1])  # really UTF-8 on the wire
+    response = svc.get("/rest/whoami", headers={"Authorization": header})
+    assert response.status_code == 200, response.text
+    assert response.json()["user"] == "jürgen"
+    assert svc.calls()[-1] == {"user": "jürgen", "password": "pässword", "how": "sync"}
+
+
+def test_iso_8859_1_credentials_reach_on_auth_decoded(svc: Service) -> None:
+    header = basic_header(*JURGEN, encoding="iso-8859-1")
+    assert base64.b64decode(header.split()[1]) == b"j\xfcrgen:p\xe4ssword"
+    response = svc.get("/rest/whoami", headers={"Authorization": header})
+    assert response.status_code == 200, response.text
+    assert response.json()["user"] == "jürgen"
+    assert svc.calls()[-1] == {"user": "jürgen", "password": "pässword", "how": "sync"}
+
+
+def test_empty_user_and_empty_password_reach_on_auth(svc: Service) -> None:
+    assert svc.get("/rest/hello", auth=("", "no-name-Pw")).status_code == 200
+    assert svc.calls()[-1] == {"user": "", "password": "no-name-Pw", "how": "sync"}
+    assert_403(svc.get("/rest/hello", auth=("ada", "")))
+    assert svc.calls()[-1] == {"user": "ada", "password": "", "how": "sync"}
+
+
+# -- the verdict ---------------------------------------------------------------------------------
+
+
+def test_on_auth_true_lets_the_request_through(svc: Service) -> None:
+    response = svc.get("/rest/hello", auth=("ada", ADA_PASSWORD))
+    assert response.status_code == 200
+    assert response.json()["hello"] == "world"
+
+
+def test_wrong_password_is_403(svc: Service) -> None:
+    assert_403(svc.get("/rest/hello", auth=("ada", "not-the-password")))
+    assert svc.calls()[-1] == {"user": "ada", "password": "not-the-password", "how": "sync"}
+
+
+@pytest.mark.parametrize("server", ["HTTP_BASIC", "HTTP_ASYNC"])
+@pytest.mark.parametrize("user", ["false", "one", "yes", "none", "list"])
+def test_anything_but_exactly_true_is_403(svc: Service, server: str, user: str) -> None:
+    # The validator returns False, 1, "yes", None or [True] for these users.
+    assert_403(svc.get("/rest/hello", server, auth=(user, "whatever-pw")))
+    how = "sync" if server == "HTTP_BASIC" else "async"
+    assert svc.calls()[-1] == {"user": user, "password": "whatever-pw", "how": how}
+
+
+def test_async_on_auth_works(svc: Service) -> None:
+    response = svc.get("/rest/whoami", "HTTP_ASYNC", auth=("ada", ADA_PASSWORD))
+    assert response.status_code == 200, response.text
+    assert response.json()["user"] == "ada"
+    assert svc.calls()[-1] == {"user": "ada", "password": ADA_PASSWORD, "how": "async"}
+    assert_403(svc.get("/rest/hello", "HTTP_ASYNC", auth=("ada", "wrong-async-pw")))
+
+
+@pytest.mark.parametrize("server", ["HTTP_BASIC", "HTTP_ASYNC"])
+def test_on_auth_raising_is_500_logged_without_the_password(svc: Service, server: str) -> None:
+    password = f"{RAISE_PASSWORD}-{server}"
+    response = svc.get("/rest/hello", server, auth=("raise", password))
+    assert response.status_code == 500
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.content == BODY_500
+    assert "www-authenticate" not in response.headers
+    assert svc.calls()[-1]["password"] == password  # the validator did get it, and raised
+    name = "auth.check" if server == "HTTP_BASIC" else "ACheck"
+    line = re.compile(rf"ERROR .*\[{server}\] OnAuth {re.escape(name)} raised ValueError")
+    deadline = time.monotonic() + 10
+    while not line.search(svc.proc.log()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stderr = svc.proc.log()
+    assert line.search(stderr), stderr
+    assert password not in stderr
+    file_log = svc.wait_file_log(f"[{server}] OnAuth")
+    assert line.search(file_log), file_log
+    assert password not in file_log
+
+
+# -- authorization runs before routing -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/rest/no/such/route", "/nowhere", "/"])
+def test_unknown_path_without_credentials_is_401_not_404(svc: Service, path: str) -> None:
+    assert_401(svc.get(path))
+
+
+@pytest.mark.parametrize("path", ["/rest/no/such/route", "/nowhere", "/"])
+def test_unknown_path_with_valid_credentials_is_404(svc: Service, path: str) -> None:
+    response = svc.get(path, auth=("ada", ADA_PASSWORD))
+    assert response.status_code == 404
+    assert response.content == BODY_404
+
+
+def test_unknown_path_with_a_wrong_password_is_403_not_404(svc: Service) -> None:
+    assert_403(svc.get("/rest/no/such/route", auth=("ada", "wrong")))
+
+
+def test_wrong_method_without_credentials_is_401_not_405(svc: Service) -> None:
+    response = httpx.post(svc.base() + "/rest/hello", timeout=10)
+    assert_401(response)
+    allowed = httpx.post(svc.base() + "/rest/hello", auth=("ada", ADA_PASSWORD), timeout=10)
+    assert allowed.status_code == 405
+
+
+# -- one scheme per port -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/rest/hello", "/rest/items/7", "/rest/users/u/orders/o"])
+def test_open_port_needs_no_credentials(svc: Service, path: str) -> None:
+    response = svc.get(path, "HTTP_OPEN")
+    assert response.status_code == 200, response.text
+    assert "www-authenticate" not in response.headers
+
+
+@pytest.mark.parametrize(
+    "path", ["/rest/hello", "/rest/items/7", "/rest/users/u/orders/o", "/other/hello"]
+)
+def test_every_location_of_the_basic_server_is_protected(svc: Service, path: str) -> None:
+    assert_401(svc.get(path))
+    assert svc.get(path, auth=("ada", ADA_PASSWORD)).status_code == 200
+
+
+def test_post_route_of_the_basic_server_is_protected(svc: Service) -> None:
+    assert_401(httpx.post(svc.base() + "/rest/echo", json={"a": 1}, timeout=10))
+    response = httpx.post(
+        svc.base() + "/rest/echo", json={"a": 1}, auth=("ada", ADA_PASSWORD), timeout=10
+    )
+    assert response.status_code == 200
+    assert response.json()["body"] == '{"a":1}'
+
+
+def test_open_port_ignores_credentials_and_never_calls_on_auth(svc: Service) -> None:
+    before = len(svc.calls())
+    response = svc.get("/rest/whoami", "HTTP_OPEN", auth=("ada", ADA_PASSWORD))
+    assert response.status_code == 200
+    assert response.json()["user"] == ""
+    wrong = svc.get("/rest/hello", "HTTP_OPEN", auth=("ada", "wrong"))
+    assert wrong.status_code == 200
+    assert len(svc.calls()) == before
+
+
+# -- the REST object -----------------------------------------------------------------------------
+
+
+BASIC_INFO = {
+    "scheme": "basic",
+    "on_auth": "auth.check",
+    "has_callback": True,
+    "pool_scheme": "basic",
+    "pool_on_auth": "auth.check",
+    "user": "ada",
+}
+OPEN_INFO = {
+    "scheme": "",
+    "on_auth": "",
+    "has_callback": False,
+    "pool_scheme": "",
+    "pool_on_auth": "",
+    "user": "",
+}
+
+
+def test_rest_object_on_the_basic_port(svc: Service) -> None:
+    response = svc.get("/rest/whoami", auth=("ada", ADA_PASSWORD))
+    assert response.status_code == 200
+    assert response.json() == BASIC_INFO
+
+
+def test_rest_object_on_the_second_location_of_the_basic_port(svc: Service) -> None:
+    response = svc.get("/other/whoami", auth=("ada", ADA_PASSWORD))
+    assert response.status_code == 200
+    assert response.json() == BASIC_INFO
+
+
+def test_rest_object_names_on_auth_as_written(svc: Service) -> None:
+    response = svc.get("/rest/whoami", "HTTP_ASYNC", auth=("jürgen", "pässword"))
+    assert response.status_code == 200
+    assert response.json() == {
+        **BASIC_INFO,
+        "on_auth": "ACheck",
+        "pool_on_auth": "ACheck",
+        "user": "jürgen",
+    }
+
+
+def test_rest_object_on_the_open_port_sharing_the_pool(svc: Service) -> None:
+    # Alternate ports on the shared pool: nothing of one port's request leaks into the next.
+    for _ in range(3):
+        basic = svc.get("/rest/whoami", auth=("ada", ADA_PASSWORD))
+        assert basic.json() == BASIC_INFO
+        open_ = svc.get("/rest/whoami", "HTTP_OPEN")
+        assert open_.status_code == 200
+        assert open_.json() == OPEN_INFO
+
+
+# -- real clients --------------------------------------------------------------------------------
+
+
+def _curl(*args: str) -> tuple[int, bytes]:
+    done = subprocess.run(
+        ["curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}", *args],
+        capture_output=True,
+        timeout=20,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    body, _, code = done.stdout.rpartition(b"\n")
+    return int(code), body
+
+
+def test_curl_user_option_succeeds(svc: Service) -> None:
+    status, body = _curl("-u", f"ada:{ADA_PASSWORD}", svc.base() + "/rest/whoami")
+    assert status == 200, body
+    assert json.loads(body)["user"] == "ada"
+    assert svc.calls()[-1] == {"user": "ada", "password": ADA_PASSWORD, "how": "sync"}
+
+
+def test_curl_wrong_password_is_403(svc: Service) -> None:
+    status, body = _curl("-u", "ada:wrong-curl-pw", svc.base() + "/rest/whoami")
+    assert (status, body) == (403, BODY_403)
+
+
+def test_curl_without_credentials_gets_the_challenge(svc: Service) -> None:
+    status, out = _curl("-i", svc.base() + "/rest/whoami")
+    assert status == 401
+    head, _, body = out.partition(b"\r\n\r\n")
+    challenges = [
+        line.split(b":", 1)[1].strip()
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"www-authenticate:")
+    ]
+    assert challenges == [CHALLENGE.encode()]
+    assert body == BODY_401
+
+
+def test_httpx_basic_auth_works(svc: Service) -> None:
+    with httpx.Client(base_url=svc.base(), auth=("ada", ADA_PASSWORD), timeout=10) as client:
+        for _ in range(3):  # keep-alive: every request on the connection is checked
+            response = client.get("/rest/whoami")
+            assert response.status_code == 200
+            assert response.json()["user"] == "ada"
+    with httpx.Client(base_url=svc.base(), auth=httpx.BasicAuth(*JURGEN), timeout=10) as client:
+        assert client.get("/rest/whoami").json()["user"] == "jürgen"
+    with httpx.Client(base_url=svc.base(), auth=("ada", "bad-httpx-pw"), timeout=10) as client:
+        assert_403(client.get("/rest/whoami"))
+
+
+def test_keep_alive_connection_is_checked_per_request(svc: Service) -> None:
+    good = basic_header("ada", ADA_PASSWORD)
+    with RawConnection(svc.proc.ports["HTTP_BASIC"]) as conn:
+        first = conn.request("GET", "/rest/whoami", headers=[("Authorization", good)])
+        second = conn.request("GET", "/rest/whoami")
+    assert first.status == 200
+    assert json.loads(first.body)["user"] == "ada"
+    assert second.status == 401
+    assert second.body == BODY_401
+
+
+def test_repeated_authorization_header_is_400(svc: Service) -> None:
+    good = basic_header("ada", ADA_PASSWORD)
+    with RawConnection(svc.proc.ports["HTTP_BASIC"]) as conn:
+        response = conn.request(
+            "GET", "/rest/whoami", headers=[("Authorization", good), ("Authorization", good)]
+        )
+        assert response.status == 400
+        assert conn.closed_by_server()
+
+
+# -- secrets never reach the log -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("level", [3, 5])
+def test_no_password_or_credential_in_the_whole_log(serve: Any, tmp_path: Path, level: int) -> None:
+    server = serve(write_service(tmp_path, general={"rest_log_level": level}))
+    basic, async_ = (
+        f"http://127.0.0.1:{server.ports['HTTP_BASIC']}",
+        (f"http://127.0.0.1:{server.ports['HTTP_ASYNC']}"),
+    )
+    ok_pw, bad_pw, raise_pw = "Okay-Pw-x9Tq2", "Fail-Pw-k3Lm8", "Boom-Pw-r7Ws4"
+    sent: list[tuple[str, str, str, int]] = [
+        (basic, "ada", ok_pw, 403),  # ada's password is another: refused
+        (basic, "ada", ADA_PASSWORD, 200),
+        (basic, "ada", bad_pw, 403),
+        (basic, "raise", raise_pw, 500),
+        (async_, "ada", ok_pw + "-a", 403),
+        (async_, "ada", ADA_PASSWORD, 200),
+        (async_, "raise", raise_pw + "-a", 500),
+        (basic, "jürgen", "pässword", 200),
+    ]
+    headers_sent: list[str] = []
+    for base, user, password, status in sent:
+        header = basic_header(user, password)
+        headers_sent.append(header)
+        response = httpx.get(f"{base}/rest/hello", headers={"Authorization": header}, timeout=10)
+        assert response.status_code == status, (user, password, response.text)
+    # A 404 after authorization, and a handler that logs and raises with the credentials.
+    header = basic_header("ada", ADA_PASSWORD)
+    assert httpx.get(f"{basic}/rest/nope", headers={"Authorization": header}).status_code == 404
+    assert httpx.get(f"{basic}/rest/leak", headers={"Authorization": header}).status_code == 500
+    no_colon = f"Basic {b64(b'NoColon-Secret-p5Vb')}"
+    assert httpx.get(f"{basic}/rest/hello", headers={"Authorization": no_colon}).status_code == 401
+    headers_sent.append(no_colon)
+    assert server.stop() == 0
+
+    logs = {
+        "stderr": server.log(),
+        "LogFile": server.file_log(),
+        "stdout": "\n".join(server.stdout_lines),
+    }
+    assert "OnAuth auth.check raised ValueError" in logs["LogFile"]  # the log was written
+    assert "handler saw Basic ***" in logs["LogFile"]
+    assert "GET /rest/hello 200" in logs["stderr"]
+    secrets = [ok_pw, bad_pw, raise_pw, ADA_PASSWORD, "pässword", "NoColon-Secret-p5Vb"]
+    secrets += [header.split(" ", 1)[1] for header in headers_sent]
+    for where, text in logs.items():
+        for secret in secrets:
+            assert secret not in text, f"{secret!r} appears in {where}:\n{text}"

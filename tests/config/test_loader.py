@@ -1,0 +1,574 @@
+"""The configuration loader: INI and JSON, case folding, JSON values, and one clear error per
+bad configuration (section, key, problem, fix). Nothing here imports application code."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+from fwrest import ConfigError
+from fwrest.config import ServiceConfig, load_config
+
+Sections = dict[str, dict[str, Any]]
+
+
+def base() -> Sections:
+    """A small valid service; the bad cases below each break one thing of it."""
+    return {
+        "HTTPSERVER": {"Enable": 1, "Servers": "HTTP_REST", "StateStore": "memory"},
+        "HTTP_REST": {"HostName": "127.0.0.1", "Port": 8080, "Locations": "ROOT"},
+        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
+        "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 4},
+        "ENV": {"Repository": "app"},
+    }
+
+
+def write_json(folder: Path, sections: Sections, name: str = "service.json") -> Path:
+    path = folder / name
+    path.write_text(json.dumps(sections, indent=2))
+    return path
+
+
+def ini_text(sections: Sections) -> str:
+    lines = []
+    for section, body in sections.items():
+        lines.append(f"[{section}]")
+        for key, value in body.items():
+            if isinstance(value, dict | list):
+                value = json.dumps(value)
+            lines.append(f"{key}={value}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_ini(folder: Path, sections: Sections, name: str = "service.ini") -> Path:
+    path = folder / name
+    path.write_text(ini_text(sections))
+    return path
+
+
+def write(folder: Path, sections: Sections, fmt: str) -> Path:
+    return write_json(folder, sections) if fmt == "json" else write_ini(folder, sections)
+
+
+def load_error(source: Path | dict[str, Any]) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        load_config(source)
+    return info.value
+
+
+def assert_one_clear_error(err: ConfigError, *fragments: str) -> None:
+    text = str(err)
+    assert "\n" not in text, f"one error, one line: {text!r}"
+    assert err.fix, f"no fix in {text!r}"
+    assert " Fix: " in text
+    for fragment in fragments:
+        assert fragment in text, f"{fragment!r} not in {text!r}"
+
+
+# ---------------------------------------------------------------------------------------------
+# formats and case folding
+
+
+def rich() -> Sections:
+    sections = base()
+    sections["HTTPSERVER"]["Servers"] = "HTTP_REST, HTTP_ADMIN"
+    sections["HTTPSERVER"]["GracefulTimeout"] = 2500
+    sections["GENERAL"] = {"rest_log_level": 4, "rest_trace_time": 1}
+    sections["HTTP_REST"].update(
+        FwData={"Authorization": {"scheme": "basic", "OnAuth": "app.check"}},
+        UserData={"greeting": "hi", "list": [1, 2, 3]},
+        LoadURNs={"/mapped/:id": {"GET": {"Function": "app.fn", "Description": "mapped"}}},
+        MaxBodySize=2048,
+    )
+    sections["HTTP_ADMIN"] = {"HostName": "127.0.0.1", "Port": 8081, "Locations": "ROOT, ADMIN"}
+    sections["ADMIN"] = {"Path": "/admin/", "ThreadPool": "POOL"}
+    sections["POOL"].update(AcceptTimeout=500, ActiveTimeout=2000)
+    sections["APP_MONITOR"] = {"Enable": 1, "Port": 9099}
+    return sections
+
+
+def test_ini_and_json_give_the_same_config(tmp_path: Path) -> None:
+    from_json = load_config(write_json(tmp_path, rich()))
+    from_ini = load_config(write_ini(tmp_path, rich()))
+    assert from_json.source == tmp_path / "service.json"
+    assert from_ini.source == tmp_path / "service.ini"
+    assert dataclasses.replace(from_json, source=None) == dataclasses.replace(from_ini, source=None)
+    # and the values are the typed ones, not text
+    rest, admin = from_ini.servers
+    assert (rest.name, rest.port, rest.max_body_size) == ("HTTP_REST", 8080, 2048)
+    assert rest.fw_data == {"authorization": {"scheme": "basic", "OnAuth": "app.check"}}
+    assert rest.user_data == {"greeting": "hi", "list": [1, 2, 3]}
+    assert rest.load_urns == {
+        "/mapped/:id": {"GET": {"Function": "app.fn", "Description": "mapped"}}
+    }
+    assert [loc.path for loc in admin.locations] == ["/rest", "/admin"]
+    assert admin.locations[0].thread_pool.accept_timeout_ms == 500
+    assert admin.locations[0].thread_pool.environment.repository == ("app",)
+    assert from_ini.tunables.rest_log_level == 4
+    assert from_ini.tunables_in_file == {"rest_log_level": 4, "rest_trace_time": 1}
+    assert from_ini.graceful_timeout_ms == 2500
+    assert from_ini.monitor is not None and from_ini.monitor.port == 9099
+
+
+@pytest.mark.parametrize("fmt", ["json", "ini"])
+def test_section_names_and_keys_are_case_insensitive(tmp_path: Path, fmt: str) -> None:
+    sections: Sections = {
+        "httpserver": {"SERVERS": "http_rest", "statestore": "Memory"},
+        "Http_Rest": {
+            "hostname": "127.0.0.1",
+            "PORT": "8080",
+            "locations": "root",
+            "fwdata": {"AUTHORIZATION": {"scheme": "basic", "OnAuth": "app.check"}},
+        },
+        "ROOT": {"path": "/rest", "THREADPOOL": "Pool"},
+        "pool": {"ENVIRONMENT": "env", "minthreads": 2, "MaxThreads": 3},
+        "Env": {"REPOSITORY": "app"},
+        "General": {"REST_LOG_LEVEL": 5},
+        "app_monitor": {"ENABLE": 1, "port": 9099, "apipath": "/m"},
+    }
+    config = load_config(write(tmp_path, sections, fmt))
+    (server,) = config.servers
+    assert (server.name, server.host, server.port) == ("Http_Rest", "127.0.0.1", 8080)
+    assert set(server.fw_data) == {"authorization"}
+    (location,) = server.locations
+    assert location.path == "/rest"
+    assert (location.thread_pool.min_threads, location.thread_pool.max_threads) == (2, 3)
+    assert location.thread_pool.environment.repository == ("app",)
+    assert config.tunables.rest_log_level == 5
+    assert config.state_store == "memory"
+    assert config.monitor is not None and config.monitor.api_path == "/m"
+
+
+FW_DATA = {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}}
+USER_DATA = {"tenant": "ACME", "Limits": [1, 2]}
+LOAD_URNS = {"/things/{id}": {"get": {"Function": "app.thing"}}}
+
+
+@pytest.mark.parametrize(
+    "form", ["inline", "inline-string", "single-quoted", "relative-file", "absolute-file"]
+)
+@pytest.mark.parametrize("fmt", ["json", "ini"])
+def test_json_values_inline_quoted_or_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, form: str
+) -> None:
+    if fmt == "json" and form == "single-quoted":
+        form = "inline-string"
+    values = {"FwData": FW_DATA, "UserData": USER_DATA, "LoadURNs": LOAD_URNS}
+    (tmp_path / "conf").mkdir()
+    written: dict[str, Any] = {}
+    for key, value in values.items():
+        if form == "inline":
+            written[key] = value
+        elif form == "inline-string":
+            written[key] = json.dumps(value)
+        elif form == "single-quoted":
+            written[key] = f"'{json.dumps(value)}'"
+        else:
+            path = tmp_path / "conf" / f"{key.lower()}.json"
+            path.write_text(json.dumps(value, indent=2))
+            written[key] = str(path) if form == "absolute-file" else f"conf/{path.name}"
+    sections = base()
+    sections["HTTP_REST"].update(written)
+    config_path = write(tmp_path, sections, fmt)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # a relative file name is relative to the config, not the cwd
+    (server,) = load_config(config_path).servers
+    assert server.fw_data == {"authorization": FW_DATA["Authorization"]}
+    assert server.user_data == USER_DATA  # UserData keeps its case
+    assert server.load_urns == LOAD_URNS
+
+
+def test_load_config_accepts_a_dict() -> None:
+    sections = rich()
+    config = load_config(sections)
+    assert isinstance(config, ServiceConfig)
+    assert config.source is None
+    assert [s.name for s in config.servers] == ["HTTP_REST", "HTTP_ADMIN"]
+    assert config.servers[0].user_data == {"greeting": "hi", "list": [1, 2, 3]}
+    assert sections == rich(), "the caller's dict is not changed"
+
+
+def test_the_base_config_is_valid(tmp_path: Path) -> None:
+    """The control for every bad case below: without the one change, it loads."""
+    for fmt in ("json", "ini"):
+        (server,) = load_config(write(tmp_path, base(), fmt)).servers
+        assert server.port == 8080
+
+
+# ---------------------------------------------------------------------------------------------
+# one clear error per bad configuration
+
+
+def _set(section: str, **values: Any) -> Callable[[Sections], None]:
+    def mutate(s: Sections) -> None:
+        s.setdefault(section, {}).update(values)
+
+    return mutate
+
+
+def _drop(section: str, key: str) -> Callable[[Sections], None]:
+    def mutate(s: Sections) -> None:
+        del s[section][key]
+
+    return mutate
+
+
+def _second_location(s: Sections) -> None:
+    s["HTTP_REST"]["Locations"] = "ROOT, ROOT2"
+    s["ROOT2"] = {"Path": "/rest/", "ThreadPool": "POOL"}
+
+
+def _second_server(s: Sections) -> None:
+    s["HTTPSERVER"]["Servers"] = "HTTP_REST, OTHER"
+    s["OTHER"] = {"HostName": "127.0.0.1", "Port": 8080, "Locations": "ROOT"}
+
+
+# (id, change, section, key, fragments of the message)
+BAD: list[tuple[str, Callable[[Sections], None], str | None, str | None, tuple[str, ...]]] = [
+    (
+        "unknown-server",
+        _set("HTTPSERVER", Servers="HTTP_RES"),
+        "HTTPSERVER",
+        "Servers",
+        ("[HTTP_RES]", "not a section", "Did you mean [HTTP_REST]?"),
+    ),
+    (
+        "unknown-location",
+        _set("HTTP_REST", Locations="ROTO"),
+        "HTTP_REST",
+        "Locations",
+        ("[ROTO]", "not a section", "Did you mean [ROOT]?"),
+    ),
+    (
+        "unknown-thread-pool",
+        _set("ROOT", ThreadPool="POOLS"),
+        "ROOT",
+        "ThreadPool",
+        ("[POOLS]", "not a section", "Did you mean [POOL]?"),
+    ),
+    (
+        "unknown-environment",
+        _set("POOL", Environment="ENV2"),
+        "POOL",
+        "Environment",
+        ("[ENV2]", "not a section", "Did you mean [ENV]?"),
+    ),
+    (
+        "unknown-section-no-hint",
+        _set("HTTP_REST", Locations="ZZZZZZ"),
+        "HTTP_REST",
+        "Locations",
+        ("[ZZZZZZ]", "not a section", "add a [ZZZZZZ] section"),
+    ),
+    (
+        "port-text",
+        _set("HTTP_REST", Port="eighty"),
+        "HTTP_REST",
+        "Port",
+        ("whole number", "'eighty'", "0-65535"),
+    ),
+    ("port-negative", _set("HTTP_REST", Port=-1), "HTTP_REST", "Port", ("-1", "0-65535")),
+    (
+        "port-too-big",
+        _set("HTTP_REST", Port=70000),
+        "HTTP_REST",
+        "Port",
+        ("70000", "out of range", "0-65535"),
+    ),
+    ("missing-hostname", _drop("HTTP_REST", "HostName"), "HTTP_REST", None, ("HostName",)),
+    ("missing-port", _drop("HTTP_REST", "Port"), "HTTP_REST", None, ("Port is missing",)),
+    ("missing-locations", _drop("HTTP_REST", "Locations"), "HTTP_REST", None, ("Locations",)),
+    ("missing-path", _drop("ROOT", "Path"), "ROOT", None, ("Path is missing",)),
+    ("missing-threadpool", _drop("ROOT", "ThreadPool"), "ROOT", None, ("ThreadPool",)),
+    ("missing-servers", _drop("HTTPSERVER", "Servers"), "HTTPSERVER", None, ("Servers",)),
+    (
+        "unknown-key",
+        _set("HTTP_REST", HostNmae="127.0.0.1"),
+        "HTTP_REST",
+        "HostNmae",
+        ("unknown key", "Did you mean HostName?"),
+    ),
+    (
+        "unknown-key-location",
+        _set("ROOT", Prefix="/x"),
+        "ROOT",
+        "Prefix",
+        ("unknown key", "Path, ThreadPool"),
+    ),
+    (
+        "cert-without-key",
+        _set("HTTP_REST", SslCertificate="server.crt"),
+        "HTTP_REST",
+        "SslCertificateKey",
+        ("SslCertificateKey is missing", "both"),
+    ),
+    (
+        "key-without-cert",
+        _set("HTTP_REST", SslCertificateKey="server.key"),
+        "HTTP_REST",
+        "SslCertificate",
+        ("SslCertificate is missing", "both"),
+    ),
+    (
+        "cert-file-missing",
+        _set("HTTP_REST", SslCertificate="nope.crt", SslCertificateKey="nope.key"),
+        "HTTP_REST",
+        "SslCertificate",
+        ("nope.crt", "does not exist"),
+    ),
+    (
+        "fwdata-invalid-json",
+        _set("HTTP_REST", FwData='{"Authorization": {"scheme": "basic",}}'),
+        "HTTP_REST",
+        "FwData",
+        ("not valid JSON", "line 1, column 38"),
+    ),
+    (
+        "fwdata-unknown-key",
+        _set("HTTP_REST", FwData={"Authorisation": {"scheme": "basic"}}),
+        "HTTP_REST",
+        "FwData",
+        ("'Authorisation'", "unknown key", "UserData"),
+    ),
+    (
+        "fwdata-file-missing",
+        _set("HTTP_REST", FwData="auth/missing.json"),
+        "HTTP_REST",
+        "FwData",
+        ("missing.json", "cannot be read"),
+    ),
+    (
+        "authorization-on-location",
+        _set("ROOT", Authorization={"scheme": "basic", "OnAuth": "app.check"}),
+        "ROOT",
+        "Authorization",
+        ("per port, not per location", "FwData of the server section"),
+    ),
+    (
+        "fwdata-on-thread-pool",
+        _set("POOL", FwData={"Authorization": {"scheme": "basic"}}),
+        "POOL",
+        "FwData",
+        ("per port, not per thread pool", "FwData of the server section"),
+    ),
+    (
+        "authorization-on-thread-pool",
+        _set("POOL", Authorization={"scheme": "basic"}),
+        "POOL",
+        "Authorization",
+        ("per port, not per thread pool", "server"),
+    ),
+    (
+        "min-above-max",
+        _set("POOL", MinThreads=5, MaxThreads=2),
+        "POOL",
+        "MinThreads",
+        ("MinThreads=5", "MaxThreads=2"),
+    ),
+    (
+        "same-path-twice",
+        _second_location,
+        "HTTP_REST",
+        "Locations",
+        ("[ROOT]", "[ROOT2]", "same Path /rest"),
+    ),
+    (
+        "same-port-twice",
+        _second_server,
+        "OTHER",
+        "Port",
+        ("Port 8080", "[HTTP_REST]", "own port"),
+    ),
+    (
+        "general-out-of-range",
+        _set("GENERAL", rest_log_level=9),
+        "GENERAL",
+        "rest_log_level",
+        ("9", "out of range", "0-5"),
+    ),
+    (
+        "general-unknown-key",
+        _set("GENERAL", rest_log_levle=3),
+        "GENERAL",
+        "rest_log_levle",
+        ("unknown key", "Did you mean rest_log_level?"),
+    ),
+    (
+        "bad-state-store",
+        _set("HTTPSERVER", StateStore="mongodb://x"),
+        "HTTPSERVER",
+        "StateStore",
+        ("'mongodb://x'", "not a state store", "redis://"),
+    ),
+    (
+        "monitor-port-is-a-server-port",
+        _set("APP_MONITOR", Enable=1, Port=8080),
+        "APP_MONITOR",
+        "Port",
+        ("Port 8080", "[HTTP_REST]"),
+    ),
+    (
+        "bad-location-path",
+        _set("ROOT", Path="rest"),
+        "ROOT",
+        "Path",
+        ("'rest'", "not a URL path prefix", "starts with /"),
+    ),
+    ("bad-enable", _set("HTTPSERVER", Enable="maybe"), "HTTPSERVER", "Enable", ("0 or 1",)),
+]
+
+
+@pytest.mark.parametrize("fmt", ["json", "ini"])
+@pytest.mark.parametrize(
+    ("change", "section", "key", "fragments"),
+    [pytest.param(*case[1:], id=case[0]) for case in BAD],
+)
+def test_bad_config_gives_one_clear_error(
+    tmp_path: Path,
+    fmt: str,
+    change: Callable[[Sections], None],
+    section: str | None,
+    key: str | None,
+    fragments: tuple[str, ...],
+) -> None:
+    sections = copy.deepcopy(base())
+    change(sections)
+    path = write(tmp_path, sections, fmt)
+    err = load_error(path)
+    assert err.section == section
+    assert err.key == key
+    assert err.source == str(path)
+    where = f"[{section}] {key}: " if key else f"[{section}]: "
+    assert_one_clear_error(err, str(path), where, *fragments)
+
+
+def test_the_same_error_from_a_dict() -> None:
+    sections = base()
+    sections["HTTP_REST"]["Port"] = 70000
+    err = load_error(sections)
+    assert err.source is None
+    assert_one_clear_error(err, "[HTTP_REST] Port: ", "70000 is out of range")
+
+
+def test_garbage_certificate_is_refused(tmp_path: Path, certs: dict[str, Path]) -> None:
+    certs["cert"].write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n")
+    sections = base()
+    sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
+    err = load_error(write_json(tmp_path, sections))
+    assert (err.section, err.key) == ("HTTP_REST", "SslCertificate")
+    assert_one_clear_error(err, "server.crt", "cannot be loaded", "PEM")
+
+
+def test_key_of_another_certificate_is_refused(
+    tmp_path: Path, certs: dict[str, Path], ca: trustme.CA
+) -> None:
+    ca.issue_cert("other.example").private_key_pem.write_to_path(str(tmp_path / "other.key"))
+    sections = base()
+    sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="other.key")
+    err = load_error(write_json(tmp_path, sections))
+    assert_one_clear_error(err, "[HTTP_REST] SslCertificate: ", "cannot be loaded")
+
+
+def test_unreadable_certificate_is_refused(tmp_path: Path, certs: dict[str, Path]) -> None:
+    certs["key"].write_bytes(b"\xff\xfe\x00garbage")
+    sections = base()
+    sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
+    err = load_error(write_json(tmp_path, sections))
+    assert_one_clear_error(err, "[HTTP_REST] SslCertificate: ", "server.key", "cannot be loaded")
+
+
+def test_valid_certificate_makes_the_port_tls(tmp_path: Path, certs: dict[str, Path]) -> None:
+    sections = base()
+    sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
+    (server,) = load_config(write_ini(tmp_path, sections)).servers
+    assert server.is_tls and server.scheme == "https"
+    assert server.ssl_certificate == certs["cert"]
+
+
+def test_invalid_json_file_reports_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "service.json"
+    path.write_text(
+        '{\n  "HTTPSERVER": {"Servers": "HTTP_REST"},\n  "HTTP_REST": {"Port": 8080,}\n}'
+    )
+    err = load_error(path)
+    assert_one_clear_error(err, str(path), "not valid JSON", "line 3, column 30")
+
+
+def test_invalid_json_in_an_fwdata_file_reports_file_line_and_column(tmp_path: Path) -> None:
+    (tmp_path / "auth.json").write_text('{\n  "Authorization":\n    {"scheme" "basic"}\n}')
+    sections = base()
+    sections["HTTP_REST"]["FwData"] = "auth.json"
+    err = load_error(write_ini(tmp_path, sections))
+    assert (err.section, err.key) == ("HTTP_REST", "FwData")
+    assert_one_clear_error(err, "auth.json", "not valid JSON", "line 3, column 15")
+
+
+def test_inline_fwdata_in_ini_reports_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "service.ini"
+    path.write_text(
+        ini_text(base()).replace(
+            "Locations=ROOT", 'Locations=ROOT\nFwData=\'{"Authorization": {"scheme": basic}}\''
+        )
+    )
+    err = load_error(path)
+    assert_one_clear_error(err, "[HTTP_REST] FwData: ", "not valid JSON", "line 1, column 30")
+
+
+def test_duplicate_section_in_ini(tmp_path: Path) -> None:
+    path = tmp_path / "service.ini"
+    path.write_text(ini_text(base()) + "\n[ROOT]\nPath=/other\nThreadPool=POOL\n")
+    err = load_error(path)
+    assert_one_clear_error(err, "[ROOT]", "appears twice", "line ")
+
+
+@pytest.mark.parametrize("fmt", ["json", "ini"])
+def test_sections_differing_only_in_case_are_one_section(tmp_path: Path, fmt: str) -> None:
+    sections = base()
+    sections["root"] = {"Path": "/other", "ThreadPool": "POOL"}
+    err = load_error(write(tmp_path, sections, fmt))
+    assert_one_clear_error(err, "[ROOT]", "[root]", "same section")
+
+
+@pytest.mark.parametrize("fmt", ["json", "ini"])
+def test_key_given_twice_in_different_case(tmp_path: Path, fmt: str) -> None:
+    sections = base()
+    sections["HTTP_REST"]["PORT"] = 8081
+    err = load_error(write(tmp_path, sections, fmt))
+    assert err.section == "HTTP_REST"
+    assert_one_clear_error(err, "Port", "PORT", "twice")
+
+
+def test_duplicate_key_in_ini(tmp_path: Path) -> None:
+    path = tmp_path / "service.ini"
+    path.write_text(ini_text(base()).replace("Port=8080", "Port=8080\nPort=8081"))
+    err = load_error(path)
+    assert_one_clear_error(err, "[HTTP_REST] Port: ", "twice")
+
+
+def test_missing_httpserver_section(tmp_path: Path) -> None:
+    sections = base()
+    del sections["HTTPSERVER"]
+    err = load_error(write_json(tmp_path, sections))
+    assert_one_clear_error(err, "[HTTPSERVER]", "missing")
+
+
+def test_missing_file_and_unknown_suffix(tmp_path: Path) -> None:
+    assert_one_clear_error(load_error(tmp_path / "nope.json"), "nope.json", "does not exist")
+    yaml = tmp_path / "service.yaml"
+    yaml.write_text("HTTPSERVER: {}\n")
+    assert_one_clear_error(load_error(yaml), "service.yaml", ".ini or .json")
+
+
+def test_json_file_must_hold_an_object(tmp_path: Path) -> None:
+    path = tmp_path / "service.json"
+    path.write_text("[1, 2]")
+    assert_one_clear_error(load_error(path), str(path), "object")

@@ -1,0 +1,493 @@
+"""``fwrest check | serve | routes | --version | --help`` as a user runs them: a real
+subprocess, real files, exit codes and what is printed."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Callable, Iterator
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fwrest
+from fwrest import ConfigError
+from tests.conftest import APP_SOURCE, free_config, run_cli
+
+Sections = dict[str, dict[str, Any]]
+
+
+def sections(port: int = 18080) -> Sections:
+    return {
+        "HTTPSERVER": {"Enable": 1, "Servers": "HTTP_REST", "StateStore": "memory"},
+        "HTTP_REST": {"HostName": "127.0.0.1", "Port": port, "Locations": "ROOT"},
+        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
+        "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 4},
+        "ENV": {"Repository": "app"},
+    }
+
+
+def ini_text(data: Sections) -> str:
+    lines = []
+    for name, body in data.items():
+        lines.append(f"[{name}]")
+        for key, value in body.items():
+            if isinstance(value, dict | list):
+                value = json.dumps(value)
+            lines.append(f"{key}={value}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_config(folder: Path, data: Sections, fmt: str = "json") -> Path:
+    """``app.py`` (the shared test app) and a config serving it."""
+    (folder / "app.py").write_text(APP_SOURCE)
+    path = folder / f"service.{fmt}"
+    path.write_text(json.dumps(data, indent=2) if fmt == "json" else ini_text(data))
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def can_bind(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+        except OSError:
+            return False
+        return True
+
+
+def assert_config_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    """Exit 2, one ``configuration error`` line on standard error, no traceback."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("fwrest: configuration error: "), result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert " Fix: " in lines[0], lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
+
+
+# ---------------------------------------------------------------------------------------------
+# check
+
+
+def test_check_prints_a_summary_of_servers_and_urls(tmp_path: Path) -> None:
+    data = sections()
+    data["HTTPSERVER"]["Servers"] = "HTTP_REST, HTTP_ADMIN"
+    data["HTTP_ADMIN"] = {"HostName": "0.0.0.0", "Port": 18081, "Locations": "ROOT, OPS"}
+    data["OPS"] = {"Path": "/ops", "ThreadPool": "POOL"}
+    config = write_config(tmp_path, data, "ini")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = run_cli("check", str(config), cwd=elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    out = result.stdout
+    assert f"{config}: OK" in out
+    assert "[HTTP_REST] 127.0.0.1:18080" in out
+    assert "[HTTP_ADMIN] 0.0.0.0:18081" in out
+    for url in (
+        "http://127.0.0.1:18080/rest",
+        "http://127.0.0.1:18081/rest",
+        "http://127.0.0.1:18081/ops",
+    ):
+        assert url in out, out
+    assert "route(s)" in out
+    assert "state store: memory" in out
+
+
+def test_check_binds_no_port(tmp_path: Path) -> None:
+    """A port held by the test does not make ``check`` fail: it never binds."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = run_cli("check", str(write_config(tmp_path, sections(port))))
+    assert result.returncode == 0, result.stderr
+    assert f"127.0.0.1:{port}/rest" in result.stdout
+
+
+def _set(section: str, **values: Any) -> Callable[[Sections], None]:
+    def change(data: Sections) -> None:
+        data.setdefault(section, {}).update(values)
+
+    return change
+
+
+def _drop(section: str, key: str) -> Callable[[Sections], None]:
+    def change(data: Sections) -> None:
+        del data[section][key]
+
+    return change
+
+
+def _second_server(data: Sections) -> None:
+    data["HTTPSERVER"]["Servers"] = "HTTP_REST, OTHER"
+    data["OTHER"] = {"HostName": "127.0.0.1", "Port": 18080, "Locations": "ROOT"}
+
+
+def _second_location(data: Sections) -> None:
+    data["HTTP_REST"]["Locations"] = "ROOT, ROOT2"
+    data["ROOT2"] = {"Path": "/rest", "ThreadPool": "POOL"}
+
+
+def _raw(text: str, suffix: str) -> Callable[[Path], Path]:
+    def writer(folder: Path) -> Path:
+        (folder / "app.py").write_text(APP_SOURCE)
+        path = folder / f"service.{suffix}"
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return writer
+
+
+def _changed(change: Callable[[Sections], None], fmt: str = "json") -> Callable[[Path], Path]:
+    def writer(folder: Path) -> Path:
+        data = sections()
+        change(data)
+        return write_config(folder, data, fmt)
+
+    return writer
+
+
+def _with_module(
+    name: str, source: str, change: Callable[[Sections], None]
+) -> Callable[[Path], Path]:
+    def writer(folder: Path) -> Path:
+        (folder / f"{name}.py").write_text(textwrap.dedent(source))
+        data = sections()
+        change(data)
+        return write_config(folder, data)
+
+    return writer
+
+
+GOOD_INI = ini_text(sections())
+
+BAD_CONFIGS: list[tuple[str, Callable[[Path], Path], tuple[str, ...]]] = [
+    (
+        "unknown-server-section",
+        _changed(_set("HTTPSERVER", Servers="HTTP_RES")),
+        ("[HTTPSERVER] Servers:", "[HTTP_RES]", "Did you mean [HTTP_REST]?"),
+    ),
+    (
+        "unknown-thread-pool-ini",
+        _changed(_set("ROOT", ThreadPool="POOLS"), "ini"),
+        ("[ROOT] ThreadPool:", "Did you mean [POOL]?"),
+    ),
+    (
+        "port-text",
+        _changed(_set("HTTP_REST", Port="http")),
+        ("[HTTP_REST] Port:", "whole number", "'http'"),
+    ),
+    (
+        "port-70000-ini",
+        _changed(_set("HTTP_REST", Port=70000), "ini"),
+        ("[HTTP_REST] Port:", "70000", "0-65535"),
+    ),
+    (
+        "missing-hostname",
+        _changed(_drop("HTTP_REST", "HostName")),
+        ("[HTTP_REST]:", "HostName is missing"),
+    ),
+    (
+        "unknown-key-ini",
+        _changed(_set("HTTP_REST", Hostname2="x"), "ini"),
+        ("[HTTP_REST] Hostname2:", "unknown key", "Did you mean HostName?"),
+    ),
+    (
+        "certificate-without-key",
+        _changed(_set("HTTP_REST", SslCertificate="server.crt")),
+        ("[HTTP_REST] SslCertificateKey:", "both"),
+    ),
+    (
+        "certificate-file-missing",
+        _changed(_set("HTTP_REST", SslCertificate="gone.crt", SslCertificateKey="gone.key")),
+        ("[HTTP_REST] SslCertificate:", "gone.crt", "does not exist"),
+    ),
+    (
+        "invalid-json-file",
+        _raw('{\n  "HTTPSERVER": {"Servers": "HTTP_REST",},\n}\n', "json"),
+        ("not valid JSON", "line 2, column 41"),
+    ),
+    (
+        "invalid-inline-fwdata-ini",
+        _changed(_set("HTTP_REST", FwData="'{\"Authorization\": {scheme: 1}}'"), "ini"),
+        ("[HTTP_REST] FwData:", "not valid JSON", "line 1, column 20"),
+    ),
+    (
+        "fwdata-unknown-key",
+        _changed(_set("HTTP_REST", FwData={"Auth": {"scheme": "basic"}})),
+        ("[HTTP_REST] FwData:", "'Auth'", "UserData"),
+    ),
+    (
+        "authorization-on-location",
+        _changed(_set("ROOT", Authorization={"scheme": "basic", "OnAuth": "x"})),
+        ("[ROOT] Authorization:", "per port", "server section"),
+    ),
+    (
+        "min-above-max-threads",
+        _changed(_set("POOL", MinThreads=9, MaxThreads=3)),
+        ("[POOL] MinThreads:", "MinThreads=9", "MaxThreads=3"),
+    ),
+    (
+        "two-locations-one-path",
+        _changed(_second_location),
+        ("[HTTP_REST] Locations:", "[ROOT2]", "same Path /rest"),
+    ),
+    (
+        "two-servers-one-port",
+        _changed(_second_server),
+        ("[OTHER] Port:", "18080", "[HTTP_REST]"),
+    ),
+    (
+        "duplicate-section-ini",
+        _raw(GOOD_INI + "\n[POOL]\nMaxThreads=2\n", "ini"),
+        ("[POOL] appears twice",),
+    ),
+    (
+        "general-out-of-range",
+        _changed(_set("GENERAL", rest_trace_time=7)),
+        ("[GENERAL] rest_trace_time:", "0-2"),
+    ),
+    (
+        "bad-state-store",
+        _changed(_set("HTTPSERVER", StateStore="postgres")),
+        ("[HTTPSERVER] StateStore:", "'postgres'"),
+    ),
+    (
+        "monitor-on-a-server-port",
+        _changed(_set("APP_MONITOR", Enable=1, Port=18080)),
+        ("[APP_MONITOR] Port:", "[HTTP_REST]"),
+    ),
+    (
+        "repository-module-missing",
+        _changed(_set("ENV", Repository="app, not_there")),
+        ("[ENV] Repository:", "'not_there'", "not found"),
+    ),
+    (
+        "repository-syntax-error",
+        _with_module("broken", "x = (\n", _set("ENV", Repository="app, broken.py")),
+        ("[ENV] Repository:", "broken.py", "SyntaxError", "line 1"),
+    ),
+    (
+        "load-urns-missing-function",
+        _changed(_set("HTTP_REST", LoadURNs={"/m": {"GET": {"Function": "app.nothing"}}})),
+        ("[HTTP_REST] LoadURNs:", "'app.nothing'"),
+    ),
+    (
+        "duplicate-route",
+        _changed(_set("HTTP_REST", LoadURNs={"/hello": {"GET": {"Function": "app.text"}}})),
+        ("GET /rest/hello", "twice", "app.hello", "app.text"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("writer", "fragments"), [pytest.param(w, f, id=i) for i, w, f in BAD_CONFIGS]
+)
+def test_check_bad_config_exits_2_with_one_error(
+    tmp_path: Path, writer: Callable[[Path], Path], fragments: tuple[str, ...]
+) -> None:
+    config = writer(tmp_path)
+    result = run_cli("check", str(config), cwd=tmp_path)
+    assert_config_error(result, str(config), *fragments)
+    assert result.stdout == ""
+
+
+def test_check_missing_file(tmp_path: Path) -> None:
+    result = run_cli("check", str(tmp_path / "absent.ini"))
+    assert_config_error(result, "absent.ini", "does not exist")
+
+
+def test_check_garbage_certificate(tmp_path: Path, certs: dict[str, Path]) -> None:
+    certs["cert"].write_text("this is not a certificate\n")
+    data = sections()
+    data["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
+    result = run_cli("check", str(write_config(tmp_path, data)))
+    assert_config_error(result, "[HTTP_REST] SslCertificate:", "cannot be loaded")
+
+
+def test_check_tls_port_shows_https(tmp_path: Path, certs: dict[str, Path]) -> None:
+    data = sections()
+    data["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
+    result = run_cli("check", str(write_config(tmp_path, data)))
+    assert result.returncode == 0, result.stderr
+    assert "https://127.0.0.1:18080/rest" in result.stdout
+    assert "TLS" in result.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# serve fails before binding
+
+
+PROBE = """
+import socket
+
+with socket.socket() as s:
+    s.settimeout(2)
+    state = "bound" if s.connect_ex(("127.0.0.1", {port})) == 0 else "free"
+open({out!r}, "w").write(state)
+"""
+
+
+@pytest.mark.parametrize("kind", ["config", "repository"])
+def test_serve_bad_config_exits_2_and_binds_nothing(tmp_path: Path, kind: str) -> None:
+    port = free_port()
+    data = sections(port)
+    probe_out = tmp_path / "probe.txt"
+    if kind == "config":
+        data["POOL"]["MaxThreads"] = "many"
+    else:
+        # imported during the start, before any bind: sees whether the port is open yet;
+        # then the start fails on a function name that is not there
+        name = f"probe_{uuid.uuid4().hex[:8]}"
+        (tmp_path / f"{name}.py").write_text(PROBE.format(port=port, out=str(probe_out)))
+        data["ENV"]["Repository"] = f"app, {name}"
+        data["HTTP_REST"]["LoadURNs"] = {"/x": {"GET": {"Function": "missing_fn"}}}
+    config = write_config(tmp_path, data)
+    result = run_cli("serve", str(config), cwd=tmp_path, timeout=30)
+    if kind == "config":
+        assert_config_error(result, "[POOL] MaxThreads:", "'many'")
+    else:
+        assert_config_error(result, "[HTTP_REST] LoadURNs:", "'missing_fn'")
+        assert probe_out.read_text() == "free", "the port was bound before the checks ended"
+    assert "serving" not in result.stdout
+    assert "ready" not in result.stdout
+    assert can_bind(port)
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port held by a listening socket of the test."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield int(holder.getsockname()[1])
+
+
+def _two_servers(first: int, second: int) -> Sections:
+    data = sections(first)
+    data["HTTPSERVER"]["Servers"] = "HTTP_REST, HTTP_BUSY"
+    data["HTTP_BUSY"] = {"HostName": "127.0.0.1", "Port": second, "Locations": "ROOT"}
+    return data
+
+
+def test_serve_on_a_port_in_use_exits_2(tmp_path: Path, busy_port: int) -> None:
+    other = free_port()
+    config = write_config(tmp_path, _two_servers(other, busy_port))
+    result = run_cli("serve", str(config), cwd=tmp_path, timeout=30)
+    assert_config_error(
+        result, "[HTTP_BUSY] Port:", f"127.0.0.1:{busy_port}", "already in use", "another Port"
+    )
+    assert "serving" not in result.stdout
+    assert can_bind(other), "the other configured port was left bound"
+
+
+def test_start_on_a_port_in_use_releases_the_other_port(tmp_path: Path, busy_port: int) -> None:
+    """The same, in one process (``fwrest.start``): the first port, bound before the second
+    failed, is closed again while the process lives on."""
+    other = free_port()
+    name = f"svc_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        "from fwrest import get\n\n@get('/x')\ndef x():\n    return 1\n"
+    )
+    data = _two_servers(other, busy_port)
+    data["ENV"]["Repository"] = name
+    config = tmp_path / "service.json"
+    config.write_text(json.dumps(data))
+    with pytest.raises(ConfigError) as info:
+        fwrest.start(config)
+    assert f"{busy_port}" in str(info.value) and "[HTTP_BUSY]" in str(info.value)
+    assert can_bind(other), "the other configured port was left bound"
+
+
+def test_serve_workers_must_be_positive(tmp_path: Path) -> None:
+    result = run_cli("serve", str(write_config(tmp_path, sections())), "--workers", "0")
+    assert result.returncode == 2
+    assert "--workers" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# routes, version, help
+
+
+def test_routes_lists_method_path_function_and_source(tmp_path: Path) -> None:
+    config = free_config(
+        tmp_path,
+        extra={
+            "HTTP_REST": {
+                "LoadURNs": {"/mapped/{key}": {"POST": {"Function": "app.echo"}}},
+            }
+        },
+    )
+    result = run_cli("routes", str(config))
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert rows[0] == ["METHOD", "PATH", "FUNCTION", "SOURCE"]
+    by_route = {(row[0], row[1].split(":0", 1)[1]): row[2:] for row in rows[1:]}
+    assert by_route[("GET", "/rest/hello")] == ["app.hello", "annotation"]
+    assert by_route[("GET", "/rest/users/:uid/orders/:oid")] == ["app.order", "annotation"]
+    assert by_route[("POST", "/rest/echo")] == ["app.echo", "annotation"]
+    assert by_route[("POST", "/rest/mapped/:key")] == ["app.echo", "mapping"]
+    assert all(row[1].startswith("http://127.0.0.1:0/rest/") for row in rows[1:])
+
+
+def test_routes_of_a_bad_config_exits_2(tmp_path: Path) -> None:
+    data = sections()
+    data["ENV"]["Repository"] = "nowhere"
+    result = run_cli("routes", str(write_config(tmp_path, data)))
+    assert_config_error(result, "[ENV] Repository:", "'nowhere'")
+
+
+def test_version_is_the_package_version() -> None:
+    result = run_cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"fwrest {version('fwrest')}"
+    assert fwrest.__version__ == version("fwrest")
+
+
+def test_console_script_is_installed() -> None:
+    script = Path(sys.executable).parent / "fwrest"
+    result = subprocess.run(
+        [str(script), "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert version("fwrest") in result.stdout
+
+
+def test_help_names_the_commands() -> None:
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for command in ("serve", "check", "routes"):
+        assert command in result.stdout
+    assert "Exit codes" in result.stdout
+
+
+def test_serve_help_names_workers() -> None:
+    result = run_cli("serve", "--help")
+    assert result.returncode == 0
+    assert "--workers" in result.stdout
+    assert "CONFIG" in result.stdout
+
+
+def test_no_command_prints_help_and_fails() -> None:
+    result = run_cli()
+    assert result.returncode == 2
+    assert "serve" in result.stdout + result.stderr

@@ -1,0 +1,163 @@
+"""fwrest's own log (SPEC 7 "Logs", 5.1 ``rest_log_level``/``rest_error_full``): one access
+line per request, redaction of secrets, levels, the ``LogFile`` copy, no forged lines.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import ServerProcess, free_config
+
+ACCESS = re.compile(r"fwrest\.access \[\w+\] (\S+) (\S+) (\d{3}) (\d+)us\b")
+
+
+def access_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if " fwrest.access " in line]
+
+
+def test_one_access_line_per_request_with_method_path_status_and_microseconds(
+    tmp_path: Path,
+    serve,  # type: ignore[no-untyped-def]
+) -> None:
+    server: ServerProcess = serve(free_config(tmp_path))
+    base = server.url()
+    assert httpx.get(f"{base}/items/5").status_code == 200
+    assert httpx.post(f"{base}/echo", content=b"x").status_code == 200
+    assert httpx.get(f"{base}/sleep/30").status_code == 200
+    assert httpx.get(f"{base}/nowhere").status_code == 404
+    server.stop()
+    lines = access_lines(server.log())
+    parsed = [ACCESS.search(line) for line in lines]
+    assert all(parsed), lines
+    seen = [(m.group(1), m.group(2), m.group(3)) for m in parsed if m]
+    assert seen == [
+        ("GET", "/rest/items/5", "200"),
+        ("POST", "/rest/echo", "200"),
+        ("GET", "/rest/sleep/30", "200"),
+        ("GET", "/rest/nowhere", "404"),
+    ]
+    slept_us = int(next(m.group(4) for m in parsed if m and m.group(2) == "/rest/sleep/30"))
+    print(f"/sleep/30 took {slept_us} us by the access log")
+    assert slept_us >= 30_000  # the figure is microseconds: 30 ms is at least 30000
+
+
+def test_secret_query_values_are_redacted(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server: ServerProcess = serve(free_config(tmp_path))
+    query = (
+        "password=hunter2pw&client_secret=cs-s3cr3t&access_token=at-t0ken"
+        "&api_key=ak-k3y&page=7&user=ann"
+    )
+    assert httpx.get(f"{server.url()}/hello?{query}").status_code == 200
+    text = server.wait_log("GET /rest/hello")
+    for secret in ("hunter2pw", "cs-s3cr3t", "at-t0ken", "ak-k3y"):
+        assert secret not in text, secret
+    line = next(line for line in access_lines(text) if "/rest/hello" in line)
+    for name in ("password", "client_secret", "access_token", "api_key"):
+        assert f"{name}=***" in line, line
+    assert "page=7" in line and "user=ann" in line
+
+
+def test_credentials_in_headers_never_reach_the_log(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server: ServerProcess = serve(free_config(tmp_path, general={"rest_log_level": 5}))
+    headers = {
+        "Authorization": "Bearer authz-header-value-1234",
+        "Proxy-Authorization": "Basic cHJveHktdmFsdWUtNTY3OA==",
+        "Cookie": "session=cookie-value-9012",
+    }
+    for path in ("/hello", "/boom", "/nowhere"):
+        httpx.get(f"{server.url()}{path}", headers=headers)
+    httpx.post(f"{server.url()}/echo", headers=headers, content=b"{}")
+    server.stop()
+    text = server.log() + server.file_log()
+    assert "GET /rest/hello 200" in text  # the requests were logged ...
+    for value in ("authz-header-value-1234", "cHJveHktdmFsdWUtNTY3OA", "cookie-value-9012"):
+        assert value not in text, value  # ... their credentials were not
+
+
+def test_level_0_writes_no_access_lines(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server: ServerProcess = serve(free_config(tmp_path, general={"rest_log_level": 0}))
+    assert httpx.get(f"{server.url()}/hello").status_code == 200
+    assert httpx.get(f"{server.url()}/boom").status_code == 500
+    assert server.stop() == 0
+    text = server.log() + server.file_log()
+    assert access_lines(text) == [], text
+    assert "/rest/hello" not in text and "/rest/boom" not in text
+
+
+def test_level_2_logs_errors_but_not_successes(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server: ServerProcess = serve(free_config(tmp_path, general={"rest_log_level": 2}))
+    assert httpx.get(f"{server.url()}/hello").status_code == 200
+    assert httpx.get(f"{server.url()}/boom").status_code == 500
+    assert server.stop() == 0
+    text = server.log()
+    assert "GET /rest/hello" not in text  # no access line for a success at level 2
+    errors = [line for line in text.splitlines() if " ERROR " in line]
+    # the 500 is still logged, as an error naming the request, with the exception text
+    assert any("GET /rest/boom" in line for line in errors), text
+    assert "kaboom-secret-detail" in text
+
+
+def test_level_3_logs_successes(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server: ServerProcess = serve(free_config(tmp_path, general={"rest_log_level": 3}))
+    assert httpx.get(f"{server.url()}/hello").status_code == 200
+    line = access_lines(server.wait_log("GET /rest/hello 200"))[0]
+    assert " INFO fwrest.access " in line
+
+
+def test_log_file_receives_the_same_lines(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server: ServerProcess = serve(free_config(tmp_path), workers=2)
+    for n in range(6):
+        assert httpx.get(f"{server.url()}/items/{n}").status_code == 200
+    assert httpx.get(f"{server.url()}/boom").status_code == 500
+    server.stop()
+    assert (tmp_path / "server.log").is_file()
+    on_stderr, in_file = server.log(), server.file_log()
+    assert access_lines(in_file) == access_lines(on_stderr)
+    assert len(access_lines(in_file)) == 7
+    assert "kaboom-secret-detail" in in_file
+    assert "worker 1 ready" in in_file and "worker 2 ready" in in_file
+
+
+def test_error_traceback_full_with_rest_error_full(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server: ServerProcess = serve(free_config(tmp_path, general={"rest_error_full": 1}))
+    r = httpx.get(f"{server.url()}/boom")
+    assert r.status_code == 500
+    assert "kaboom" not in r.text
+    text = server.wait_log("kaboom-secret-detail")
+    assert "Traceback (most recent call last)" in text
+    assert 'raise RuntimeError("kaboom-secret-detail")' in text
+
+
+def test_error_traceback_short_by_default(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server: ServerProcess = serve(free_config(tmp_path))
+    assert httpx.get(f"{server.url()}/boom").status_code == 500
+    text = server.wait_log("kaboom-secret-detail")
+    assert "Traceback (most recent call last)" not in text
+    assert "rest_error_full=1" in text  # it says how to get the whole traceback
+
+
+def test_cr_lf_in_the_request_cannot_forge_a_log_line(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server: ServerProcess = serve(free_config(tmp_path))
+    forged = "2030-01-01T00:00:00.000Z%20INFO%20fwrest.access%20[w1]%20FORGED"
+    targets = (
+        f"/hello?x=1%0d%0a{forged}",
+        f"/hello?x=1%0a{forged}&y=%0d",
+        f"/hello?x=%1b[31m{forged}",
+        f"/items/a%0d%0a{forged}",  # decoded in the path: a control character, 400
+        f"/items/%1b[31m{forged}",
+    )
+    statuses = [httpx.get(f"{server.url()}{target}").status_code for target in targets]
+    assert statuses == [200, 200, 200, 400, 400]
+    server.stop()
+    for text in (server.log(), server.file_log()):
+        assert len(access_lines(text)) == 5
+        for line in text.splitlines():
+            # every mention sits inside a real access line, never at the start of its own
+            if "FORGED" in line:
+                assert re.match(r"\S+Z INFO fwrest\.access \[w1\] GET /rest/hello\?", line), line
+            assert not line.startswith("2030-"), line
+        assert "\x1b" not in text
+        assert "\r" not in text

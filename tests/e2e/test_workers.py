@@ -1,0 +1,240 @@
+"""Worker processes of ``fwrest serve`` (SPEC 7 "Processes"): several workers share the ports,
+a dead or blocked worker is replaced, SIGTERM/SIGINT drain requests in flight and exit 0,
+the port is free after a stop, and workers exit when the supervisor is killed.
+
+Deadlines are shortened by configuration (``WorkerTimeout=1000``); hang guards are generous and
+the figures observed are printed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import APP_SOURCE, ServerProcess, free_config
+
+EXTRA = """
+
+_lock = threading.Lock()
+_running = 0
+
+
+@get("/inflight/:ms")
+def inflight(ms):
+    global _running
+    with _lock:
+        _running += 1
+    try:
+        time.sleep(int(ms) / 1000)
+        return {"slept": int(ms), "pid": os.getpid()}
+    finally:
+        with _lock:
+            _running -= 1
+
+
+@get("/running")
+async def running():
+    return {"running": _running}
+
+
+@get("/block")
+async def block():
+    time.sleep(10)  # blocks the event loop: the supervisor must notice
+    return {"blocked": False}
+"""
+
+
+def config(tmp_path: Path, **http: object) -> Path:
+    return free_config(
+        tmp_path,
+        app=APP_SOURCE + EXTRA,
+        extra={"HTTPSERVER": dict(http), "POOL": {"MaxThreads": 24}},
+    )
+
+
+def children(pid: int) -> set[int]:
+    """The child processes of ``pid`` (its workers)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found |= {int(c) for c in (task / "children").read_text().split()}
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    state = next((line for line in status.splitlines() if line.startswith("State:")), "")
+    return "Z" not in state.split()[1:2]
+
+
+def wait_children(pid: int, count: int, timeout: float = 10) -> set[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kids = {k for k in children(pid) if alive(k)}
+        if len(kids) == count:
+            return kids
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} never had {count} live children: {children(pid)}")
+
+
+def port_is_free(port: int) -> bool:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(1)
+        return True
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return False
+        raise
+    finally:
+        sock.close()
+
+
+def wait_running(base: str, count: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if httpx.get(f"{base}/running", timeout=5).json()["running"] >= count:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{count} requests were never in flight at once")
+
+
+def test_two_workers_answer_from_two_pids(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server = serve(config(tmp_path), workers=2)
+    workers = wait_children(server.proc.pid, 2)
+    assert server.pid == server.proc.pid
+    seen: set[int] = set()
+    deadline = time.monotonic() + 15
+    while len(seen) < 2 and time.monotonic() < deadline:
+        seen.add(httpx.get(f"{server.url()}/hello", timeout=5).json()["pid"])
+    print(f"worker pids {sorted(workers)}; answering pids {sorted(seen)}")
+    assert seen == workers
+    assert server.proc.pid not in seen
+
+
+def test_killed_worker_is_replaced(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server = serve(config(tmp_path), workers=2)
+    before = wait_children(server.proc.pid, 2)
+    victim = min(before)
+    killed_at = time.monotonic()
+    os.kill(victim, signal.SIGKILL)
+    text = server.wait_log(f"(pid {victim}) died")
+    assert "signal 9" in text and "starting a replacement" in text
+    replacement: int | None = None
+    deadline = killed_at + 3
+    while replacement is None and time.monotonic() < deadline:
+        pid = httpx.get(f"{server.url()}/hello", timeout=5).json()["pid"]
+        if pid not in before:
+            replacement = pid
+    took = time.monotonic() - killed_at
+    print(f"worker {victim} killed; replacement {replacement} answered after {took:.3f} s")
+    assert replacement is not None, f"no replacement answered within 3 s:\n{server.log()}"
+    assert wait_children(server.proc.pid, 2) == (before - {victim}) | {replacement}
+    assert server.stop() == 0
+
+
+def test_blocked_event_loop_worker_is_replaced(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server = serve(config(tmp_path, WorkerTimeout=1000), workers=1)
+    (old,) = wait_children(server.proc.pid, 1)
+    base = server.url()
+    started = time.monotonic()
+    with pytest.raises(httpx.TransportError):
+        # the worker is killed under this request: the connection breaks, it never answers
+        httpx.get(f"{base}/block", timeout=15)
+    broke = time.monotonic() - started
+    text = server.wait_log("its event loop has been blocked")
+    assert f"(pid {old})" in text and "WorkerTimeout=1000 ms" in text
+    print(f"blocked worker {old} killed; the blocked request broke after {broke:.3f} s")
+    r = httpx.get(f"{base}/hello", timeout=10)
+    assert r.status_code == 200
+    assert r.json()["pid"] != old
+    print(f"replacement {r.json()['pid']} answered {time.monotonic() - started:.3f} s after /block")
+    assert not alive(old)
+
+
+def test_sigterm_drains_20_requests_in_flight_and_exits_0(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server: ServerProcess = serve(config(tmp_path), workers=1)
+    base, port = server.url(), server.ports["HTTP_REST"]
+    limits = httpx.Limits(max_connections=40)
+    with ThreadPoolExecutor(20) as ex, httpx.Client(limits=limits, timeout=30) as client:
+        futures = [ex.submit(client.get, f"{base}/inflight/1000") for _ in range(20)]
+        wait_running(base, 20)
+        signalled = time.monotonic()
+        server.signal(signal.SIGTERM)
+        answers = [f.result() for f in futures]
+    code = server.proc.wait(30)
+    print(f"drained 20 requests and exited {time.monotonic() - signalled:.3f} s after SIGTERM")
+    assert [a.status_code for a in answers] == [200] * 20
+    assert code == 0
+    assert port_is_free(port)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{base}/hello", timeout=5)
+
+
+def test_sigint_drains_and_exits_0(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server: ServerProcess = serve(config(tmp_path), workers=1)
+    base, port = server.url(), server.ports["HTTP_REST"]
+    workers = wait_children(server.proc.pid, 1)
+    with ThreadPoolExecutor(3) as ex:
+        futures = [ex.submit(httpx.get, f"{base}/inflight/800", timeout=30) for _ in range(3)]
+        wait_running(base, 3)
+        server.signal(signal.SIGINT)
+        answers = [f.result() for f in futures]
+    code = server.proc.wait(30)
+    assert [a.status_code for a in answers] == [200] * 3
+    assert code == 0
+    assert not any(alive(pid) for pid in workers)
+    assert port_is_free(port)
+
+
+def test_new_connections_are_refused_while_draining(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server: ServerProcess = serve(config(tmp_path), workers=1)
+    base = server.url()
+    with ThreadPoolExecutor(1) as ex:
+        slow = ex.submit(httpx.get, f"{base}/inflight/1500", timeout=30)
+        wait_running(base, 1)
+        server.signal(signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        refused = False
+        while not refused and time.monotonic() < deadline:
+            try:
+                httpx.get(f"{base}/hello", timeout=2)
+                time.sleep(0.05)
+            except httpx.TransportError:
+                refused = True
+        assert refused, "the server kept accepting new connections after SIGTERM"
+        assert slow.result().status_code == 200
+    assert server.proc.wait(30) == 0
+
+
+def test_workers_exit_when_the_supervisor_is_killed(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    server: ServerProcess = serve(config(tmp_path), workers=2)
+    port = server.ports["HTTP_REST"]
+    workers = wait_children(server.proc.pid, 2)
+    killed_at = time.monotonic()
+    server.signal(signal.SIGKILL)
+    server.proc.wait(10)
+    deadline = killed_at + 10
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    took = time.monotonic() - killed_at
+    print(f"workers {sorted(workers)} exited {took:.3f} s after the supervisor was killed")
+    assert not any(alive(pid) for pid in workers), server.log()
+    assert "the supervisor is gone" in server.log()
+    assert port_is_free(port)

@@ -1,0 +1,426 @@
+"""The compiled repository: importing what ``Repository`` names, ``LoadURNs`` mappings,
+function names, duplicate routes. Loaded with ``fwrest.server.prepare`` (nothing binds).
+
+The decorator registry is process-global and modules stay in ``sys.modules``, so every test
+writes modules whose names carry a fresh uuid.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fwrest import ConfigError
+from fwrest.server import prepare
+from fwrest.server.build import ServicePlan
+
+
+@pytest.fixture
+def uid() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def write_files(root: Path, files: dict[str, str]) -> None:
+    for name, source in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+
+
+def service(
+    tmp_path: Path,
+    repository: str,
+    files: dict[str, str] | None = None,
+    load_urns: dict[str, Any] | None = None,
+    **server_extra: Any,
+) -> Path:
+    """Write ``files`` and a JSON config whose environment's Repository is ``repository``."""
+    write_files(tmp_path, files or {})
+    server: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+    if load_urns is not None:
+        server["LoadURNs"] = load_urns
+    server.update(server_extra)
+    config = {
+        "HTTPSERVER": {"Servers": "HTTP_REST", "StateStore": "memory"},
+        "HTTP_REST": server,
+        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
+        "POOL": {"Environment": "ENV"},
+        "ENV": {"Repository": repository},
+    }
+    path = tmp_path / "service.json"
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def routes(plan: ServicePlan, port: int = 0, location: int = 0) -> set[tuple[str, str, str, str]]:
+    """(method, path, function, source) of one location."""
+    loc = plan.ports[port].locations[location]
+    return {
+        (method, path, handler.endpoint.function, handler.endpoint.source)
+        for method, path, handler in loc.router.routes()
+    }
+
+
+def endpoint_module(name: str, *paths: str, method: str = "get") -> str:
+    """A module annotating one function per path: ``f0``, ``f1``..."""
+    body = [f"from fwrest import {method}", ""]
+    for i, path in enumerate(paths):
+        body += [f"@{method}({path!r})", f"def f{i}():", f"    return {{'from': {name!r}}}", ""]
+    return "\n".join(body)
+
+
+def prepare_error(path: Path) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        prepare(path)
+    return info.value
+
+
+def assert_one_line(err: ConfigError, *fragments: str) -> None:
+    text = str(err)
+    assert "\n" not in text and "Traceback" not in text, text
+    assert err.fix, text
+    for fragment in fragments:
+        assert fragment in text, f"{fragment!r} not in {text!r}"
+
+
+# ---------------------------------------------------------------------------------------------
+# importing
+
+
+def test_module_name_is_imported(tmp_path: Path, uid: str) -> None:
+    mod = f"mod_{uid}"
+    plan = prepare(service(tmp_path, mod, {f"{mod}.py": endpoint_module(mod, "/a", "/b/:id")}))
+    assert routes(plan) == {
+        ("GET", "/a", f"{mod}.f0", "annotation"),
+        ("GET", "/b/:id", f"{mod}.f1", "annotation"),
+    }
+
+
+def test_py_file_relative_to_the_config_is_imported(
+    tmp_path: Path, uid: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mod = f"file_{uid}"
+    path = service(tmp_path, f"lib/{mod}.py", {f"lib/{mod}.py": endpoint_module(mod, "/f")})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert routes(prepare(path)) == {("GET", "/f", f"{mod}.f0", "annotation")}
+
+
+@pytest.mark.parametrize("spelling", ["{}", "./{}", "{}/"])
+def test_folder_of_py_files_is_imported(tmp_path: Path, uid: str, spelling: str) -> None:
+    one, two = f"one_{uid}", f"two_{uid}"
+    folder = f"handlers_{uid}"
+    files = {
+        f"{folder}/{one}.py": endpoint_module(one, "/one"),
+        f"{folder}/{two}.py": endpoint_module(two, "/two", method="post"),
+        f"{folder}/notes.txt": "not python",
+    }
+    plan = prepare(service(tmp_path, spelling.format(folder), files))
+    assert routes(plan) == {
+        ("GET", "/one", f"{one}.f0", "annotation"),
+        ("POST", "/two", f"{two}.f0", "annotation"),
+    }
+
+
+@pytest.mark.parametrize("spelling", ["{}", "vendor/{}"])
+def test_package_folder_and_its_submodules_are_imported(
+    tmp_path: Path, uid: str, spelling: str
+) -> None:
+    pkg = f"pkg_{uid}"
+    prefix = "vendor/" if spelling.startswith("vendor/") else ""
+    files = {
+        f"{prefix}{pkg}/__init__.py": endpoint_module(pkg, "/top"),
+        f"{prefix}{pkg}/users.py": endpoint_module(f"{pkg}.users", "/users/{uid}"),
+        f"{prefix}{pkg}/deep/__init__.py": "",
+        f"{prefix}{pkg}/deep/leaf.py": endpoint_module(f"{pkg}.deep.leaf", "/leaf", method="put"),
+    }
+    plan = prepare(service(tmp_path, spelling.format(pkg), files))
+    assert routes(plan) == {
+        ("GET", "/top", f"{pkg}.f0", "annotation"),
+        ("GET", "/users/:uid", f"{pkg}.users.f0", "annotation"),
+        ("PUT", "/leaf", f"{pkg}.deep.leaf.f0", "annotation"),
+    }
+
+
+def test_several_entries_and_only_their_endpoints(tmp_path: Path, uid: str) -> None:
+    """An environment serves what its Repository imports, not every module ever annotated."""
+    a, b, other = f"a_{uid}", f"b_{uid}", f"other_{uid}"
+    files = {
+        f"{a}.py": endpoint_module(a, "/a"),
+        f"{b}.py": endpoint_module(b, "/b"),
+        f"{other}.py": endpoint_module(other, "/other"),
+    }
+    prepare(service(tmp_path / "first", other, files))  # registers /other in this process
+    plan = prepare(service(tmp_path / "second", f" {a} , {b}.py ", files))
+    assert routes(plan) == {
+        ("GET", "/a", f"{a}.f0", "annotation"),
+        ("GET", "/b", f"{b}.f0", "annotation"),
+    }
+
+
+def test_two_environments_of_one_port_keep_their_own_routes(tmp_path: Path, uid: str) -> None:
+    a, b = f"enva_{uid}", f"envb_{uid}"
+    write_files(
+        tmp_path, {f"{a}.py": endpoint_module(a, "/x"), f"{b}.py": endpoint_module(b, "/y")}
+    )
+    config = {
+        "HTTPSERVER": {"Servers": "S", "StateStore": "memory"},
+        "S": {"HostName": "127.0.0.1", "Port": 0, "Locations": "LA, LB"},
+        "LA": {"Path": "/a", "ThreadPool": "PA"},
+        "LB": {"Path": "/b", "ThreadPool": "PB"},
+        "PA": {"Environment": "EA"},
+        "PB": {"Environment": "EB"},
+        "EA": {"Repository": a},
+        "EB": {"Repository": b},
+    }
+    path = tmp_path / "service.json"
+    path.write_text(json.dumps(config))
+    plan = prepare(path)
+    assert routes(plan, location=0) == {("GET", "/x", f"{a}.f0", "annotation")}
+    assert routes(plan, location=1) == {("GET", "/y", f"{b}.f0", "annotation")}
+
+
+def test_missing_module(tmp_path: Path, uid: str) -> None:
+    err = prepare_error(service(tmp_path, f"absent_{uid}"))
+    assert (err.section, err.key) == ("ENV", "Repository")
+    assert_one_line(err, "[ENV] Repository: ", f"'absent_{uid}'", "not found", str(tmp_path))
+
+
+def test_missing_py_file(tmp_path: Path, uid: str) -> None:
+    err = prepare_error(service(tmp_path, f"lib/absent_{uid}.py"))
+    assert_one_line(err, "[ENV] Repository: ", f"absent_{uid}.py", "does not exist")
+
+
+def test_module_raising_at_import(tmp_path: Path, uid: str) -> None:
+    mod = f"raises_{uid}"
+    source = "x = 1\n\nraise RuntimeError('database unreachable')\n"
+    err = prepare_error(service(tmp_path, mod, {f"{mod}.py": source}))
+    assert_one_line(
+        err,
+        "[ENV] Repository: ",
+        f"importing '{mod}' failed",
+        "RuntimeError: database unreachable",
+        f"{mod}.py:3",
+    )
+
+
+def test_module_with_a_syntax_error(tmp_path: Path, uid: str) -> None:
+    mod = f"syntax_{uid}"
+    source = "from fwrest import get\n\n\n@get('/s')\ndef broken(:\n    pass\n"
+    err = prepare_error(service(tmp_path, f"{mod}.py", {f"{mod}.py": source}))
+    assert_one_line(err, "[ENV] Repository: ", f"{mod}.py", "SyntaxError", "line 5", ":5)")
+
+
+def test_syntax_error_in_a_folder_file(tmp_path: Path, uid: str) -> None:
+    folder, good, bad = f"dir_{uid}", f"good_{uid}", f"bad_{uid}"
+    files = {
+        f"{folder}/{good}.py": endpoint_module(good, "/good"),
+        f"{folder}/{bad}.py": "def f(\n",
+    }
+    err = prepare_error(service(tmp_path, folder, files))
+    assert_one_line(err, "[ENV] Repository: ", f"{bad}.py", "SyntaxError")
+
+
+def test_module_calling_sys_exit_at_import(tmp_path: Path, uid: str) -> None:
+    mod = f"exits_{uid}"
+    err = prepare_error(service(tmp_path, mod, {f"{mod}.py": "import sys\nsys.exit(3)\n"}))
+    assert_one_line(err, "[ENV] Repository: ", f"importing '{mod}' failed", "sys.exit(3)")
+
+
+def test_py_file_shadowing_a_loaded_module(tmp_path: Path) -> None:
+    """``lib/json.py`` would be imported as ``json``, which is the standard library's."""
+    err = prepare_error(service(tmp_path, "lib/json.py", {"lib/json.py": "X = 1\n"}))
+    assert_one_line(err, "[ENV] Repository: ", "json.py", "already loaded", "rename")
+
+
+def test_module_importing_a_missing_dependency(tmp_path: Path, uid: str) -> None:
+    """Not "module not found" for the repository module itself: the message names the
+    dependency that is missing."""
+    mod, dep = f"needs_{uid}", f"notinstalled_{uid}"
+    err = prepare_error(service(tmp_path, mod, {f"{mod}.py": f"import {dep}\n"}))
+    assert_one_line(err, f"importing '{mod}' failed", f"No module named '{dep}'", f"{mod}.py:1")
+
+
+def test_bad_route_path_in_an_annotation(tmp_path: Path, uid: str) -> None:
+    mod = f"badroute_{uid}"
+    err = prepare_error(service(tmp_path, mod, {f"{mod}.py": endpoint_module(mod, "/a/:id/:id")}))
+    assert_one_line(err, "[ENV] Repository: ", mod, "repeats the parameter 'id'")
+
+
+# ---------------------------------------------------------------------------------------------
+# LoadURNs and function names
+
+
+def _mapping_files(uid: str) -> tuple[str, str, dict[str, str]]:
+    users, orders = f"users_{uid}", f"orders_{uid}"
+    files = {
+        f"{users}.py": """
+            def get_user(id):
+                return {"id": id}
+
+            def save_user(id):
+                return {"saved": id}
+
+            def shared():
+                return "users"
+            """,
+        f"{orders}.py": """
+            def list_orders():
+                return []
+
+            def shared():
+                return "orders"
+            """,
+    }
+    return users, orders, files
+
+
+def test_load_urns_register_routes(tmp_path: Path, uid: str) -> None:
+    users, orders, files = _mapping_files(uid)
+    load_urns = {
+        "/users/{id}": {
+            "GET": {"Function": f"{users}.get_user", "Description": "one user"},
+            "put": {"function": "save_user"},
+        },
+        "orders": {"GET": {"Function": "list_orders"}},
+    }
+    plan = prepare(service(tmp_path, f"{users},{orders}", files, load_urns))
+    assert routes(plan) == {
+        ("GET", "/users/:id", f"{users}.get_user", "mapping"),
+        ("PUT", "/users/:id", f"{users}.save_user", "mapping"),
+        ("GET", "/orders", f"{orders}.list_orders", "mapping"),
+    }
+    (endpoint,) = [
+        e for e in plan.ports[0].locations[0].endpoints if e.function.endswith("get_user")
+    ]
+    assert endpoint.description == "one user"
+    assert endpoint.func(id="7") == {"id": "7"}
+
+
+def test_load_urns_as_a_file(tmp_path: Path, uid: str) -> None:
+    users, _orders, files = _mapping_files(uid)
+    files["urns.json"] = json.dumps({"/u/:id": {"GET": {"Function": f"{users}.get_user"}}})
+    plan = prepare(service(tmp_path, users, files, LoadURNs="urns.json"))
+    assert routes(plan) == {("GET", "/u/:id", f"{users}.get_user", "mapping")}
+
+
+def test_load_urns_missing_function(tmp_path: Path, uid: str) -> None:
+    users, _orders, files = _mapping_files(uid)
+    load_urns = {"/x": {"GET": {"Function": "no_such_function"}}}
+    err = prepare_error(service(tmp_path, users, files, load_urns))
+    assert (err.section, err.key) == ("HTTP_REST", "LoadURNs")
+    assert_one_line(err, "[HTTP_REST] LoadURNs: ", "'no_such_function'", "not in the repository")
+
+
+def test_load_urns_function_of_a_module_outside_the_repository(tmp_path: Path, uid: str) -> None:
+    users, orders, files = _mapping_files(uid)
+    load_urns = {"/x": {"GET": {"Function": f"{orders}.list_orders"}}}
+    err = prepare_error(service(tmp_path, users, files, load_urns))
+    assert_one_line(err, "[HTTP_REST] LoadURNs: ", f"{orders}.list_orders")
+
+
+def test_load_urns_ambiguous_bare_name(tmp_path: Path, uid: str) -> None:
+    users, orders, files = _mapping_files(uid)
+    load_urns = {"/x": {"GET": {"Function": "shared"}}}
+    err = prepare_error(service(tmp_path, f"{users},{orders}", files, load_urns))
+    assert_one_line(
+        err,
+        "[HTTP_REST] LoadURNs: ",
+        "'shared' is ambiguous",
+        f"{users}.shared",
+        f"{orders}.shared",
+        "module.function",
+    )
+
+
+def test_module_dot_function_resolves_an_ambiguous_name(tmp_path: Path, uid: str) -> None:
+    users, orders, files = _mapping_files(uid)
+    load_urns = {
+        "/u": {"GET": {"Function": f"{users}.shared"}},
+        "/o": {"GET": {"Function": f"{orders}.shared"}},
+    }
+    plan = prepare(service(tmp_path, f"{users},{orders}", files, load_urns))
+    assert routes(plan) == {
+        ("GET", "/u", f"{users}.shared", "mapping"),
+        ("GET", "/o", f"{orders}.shared", "mapping"),
+    }
+    funcs = {e.path: e.func for e in plan.ports[0].locations[0].endpoints}
+    assert (funcs["/u"](), funcs["/o"]()) == ("users", "orders")
+
+
+def test_function_names_are_case_insensitive(tmp_path: Path, uid: str) -> None:
+    users, orders, files = _mapping_files(uid)
+    load_urns = {
+        "/a": {"GET": {"Function": f"{users.upper()}.GET_USER"}},
+        "/b": {"GET": {"Function": "List_Orders"}},
+    }
+    plan = prepare(service(tmp_path, f"{users},{orders}", files, load_urns))
+    assert routes(plan) == {
+        ("GET", "/a", f"{users}.get_user", "mapping"),
+        ("GET", "/b", f"{orders}.list_orders", "mapping"),
+    }
+
+
+def test_load_urns_unknown_method_and_missing_function_key(tmp_path: Path, uid: str) -> None:
+    users, _orders, files = _mapping_files(uid)
+    err = prepare_error(
+        service(tmp_path, users, files, {"/x": {"FETCH": {"Function": "get_user"}}})
+    )
+    assert_one_line(err, "[HTTP_REST] LoadURNs: ", "'FETCH'", "GET, POST")
+    err = prepare_error(service(tmp_path, users, files, {"/x": {"GET": {"Fn": "get_user"}}}))
+    assert_one_line(err, "[HTTP_REST] LoadURNs: ", "names no Function")
+
+
+# ---------------------------------------------------------------------------------------------
+# duplicate routes
+
+
+def test_duplicate_annotation_in_two_modules_names_both(tmp_path: Path, uid: str) -> None:
+    a, b = f"dupa_{uid}", f"dupb_{uid}"
+    files = {f"{a}.py": endpoint_module(a, "/same"), f"{b}.py": endpoint_module(b, "/same")}
+    err = prepare_error(service(tmp_path, f"{a},{b}", files))
+    assert_one_line(err, "GET /rest/same", "twice", f"{a}.f0", f"{b}.f0", f"{a}.py", f"{b}.py")
+
+
+def test_duplicate_with_other_parameter_names_is_one_route(tmp_path: Path, uid: str) -> None:
+    """/items/:id and /items/{key} match the same requests: a duplicate."""
+    a, b = f"pa_{uid}", f"pb_{uid}"
+    files = {
+        f"{a}.py": endpoint_module(a, "/items/:id"),
+        f"{b}.py": endpoint_module(b, "/items/{key}"),
+    }
+    err = prepare_error(service(tmp_path, f"{a},{b}", files))
+    assert_one_line(err, "twice", f"{a}.f0", f"{b}.f0")
+
+
+def test_same_path_other_method_is_no_duplicate(tmp_path: Path, uid: str) -> None:
+    a, b = f"ma_{uid}", f"mb_{uid}"
+    files = {
+        f"{a}.py": endpoint_module(a, "/same"),
+        f"{b}.py": endpoint_module(b, "/same", method="post"),
+    }
+    plan = prepare(service(tmp_path, f"{a},{b}", files))
+    assert {(m, p) for m, p, _f, _s in routes(plan)} == {("GET", "/same"), ("POST", "/same")}
+
+
+def test_annotation_and_load_urns_on_one_route_names_both(tmp_path: Path, uid: str) -> None:
+    mod = f"ann_{uid}"
+    source = endpoint_module(mod, "/users/:id") + "\ndef mapped(id):\n    return id\n"
+    load_urns = {"/users/{uid}": {"GET": {"Function": f"{mod}.mapped"}}}
+    err = prepare_error(service(tmp_path, mod, {f"{mod}.py": source}, load_urns))
+    assert_one_line(
+        err,
+        "GET /rest/users/",
+        "twice",
+        f"{mod}.f0",
+        "annotation",
+        f"{mod}.mapped",
+        "mapping",
+        "LoadURNs",
+    )

@@ -1,0 +1,576 @@
+"""SPEC 7 "HTTP limits", SPEC 3 error bodies and HTTP/1.1 connection handling, over raw sockets.
+
+One ``fwrest serve`` runs for the whole module with three ports:
+
+* ``HTTP_REST``: the default limits except ``MaxBodySize=1000``;
+* ``HTTP_SMALL``: ``MaxHeaderSize=2048`` (the limit is per server);
+* ``HTTP_FAST``: header, body and keep-alive deadlines shortened to 400 ms (SPEC 9: deadlines
+  are tested shortened by configuration, with a generous hang guard, printing the figure seen).
+
+Every test opens its own connection and asserts the status line, the JSON error body where
+there is one, and whether the server closed the connection.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ServerProcess, free_config
+from tests.server.rawhttp import HANG_GUARD, RawConnection, RawResponse, request_bytes
+
+BODY_LIMIT = 1000
+SMALL_HEADER_LIMIT = 2048
+DEFAULT_HEADER_LIMIT = 16384
+DEADLINE_MS = 400
+
+SERVERS = {
+    "HTTP_REST": {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "ROOT",
+        "MaxBodySize": BODY_LIMIT,
+    },
+    "HTTP_SMALL": {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "ROOT",
+        "MaxHeaderSize": SMALL_HEADER_LIMIT,
+    },
+    "HTTP_FAST": {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "ROOT",
+        "HeaderTimeout": DEADLINE_MS,
+        "BodyTimeout": DEADLINE_MS,
+        "KeepAliveTimeout": DEADLINE_MS,
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp: Path = tmp_path_factory.mktemp("limits")
+    proc = ServerProcess(free_config(tmp, servers=SERVERS)).wait_ready()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def port(server: ServerProcess) -> int:
+    return server.ports["HTTP_REST"]
+
+
+@pytest.fixture
+def small_port(server: ServerProcess) -> int:
+    return server.ports["HTTP_SMALL"]
+
+
+@pytest.fixture
+def fast_port(server: ServerProcess) -> int:
+    return server.ports["HTTP_FAST"]
+
+
+def assert_error(
+    response: RawResponse, status: int, message: str, detailed: str | None = ""
+) -> None:
+    """The SPEC 3 error shape: exactly ``code``, ``detailedMessage`` and ``message``."""
+    assert response.status_line == f"HTTP/1.1 {status} {message}", response.head
+    assert response.header("content-type") == "application/json"
+    body = response.json()
+    assert set(body) == {"code", "detailedMessage", "message"}, body
+    assert body["code"] == status
+    assert body["message"] == message
+    if detailed is None:  # any explanation, but there must be one
+        assert isinstance(body["detailedMessage"], str) and body["detailedMessage"], body
+    else:
+        assert body["detailedMessage"] == detailed, body
+
+
+def assert_closed(conn: RawConnection, response: RawResponse) -> None:
+    assert response.header("connection") == "close", response.head
+    assert conn.closed_by_server(), f"connection left open; then got {conn.buffer[:200]!r}"
+
+
+def head_of_size(total: int, target: str = "/rest/hello") -> bytes:
+    """A GET whose request line and headers (blank line included) are exactly ``total`` bytes."""
+    base = request_bytes("GET", target, [("X-Pad", "")])
+    data = request_bytes("GET", target, [("X-Pad", "a" * (total - len(base)))])
+    assert len(data) == total
+    return data
+
+
+def assert_hello(response: RawResponse) -> None:
+    assert response.status_line == "HTTP/1.1 200 OK", response.head
+    assert response.json()["hello"] == "world"
+
+
+# -- request line + headers: 16 KiB, 431 then close ---------------------------------------------
+def test_one_huge_header_gets_431_and_close(port: int) -> None:
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("GET", "/rest/hello", [("X-Big", "a" * 20000)]))
+        response = conn.read_response()
+        assert_error(response, 431, "Request Header Fields Too Large")
+        assert_closed(conn, response)
+
+
+def test_many_small_headers_get_431_and_close(port: int) -> None:
+    headers = [(f"X-H{i}", "v" * 40) for i in range(500)]  # ~25 KB, every header small
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("GET", "/rest/hello", headers))
+        response = conn.read_response()
+        assert_error(response, 431, "Request Header Fields Too Large")
+        assert_closed(conn, response)
+
+
+def test_many_tiny_header_lines_get_431_and_close(port: int) -> None:
+    """The shortest legal header lines, thousands of them: still 431, not a stalled worker."""
+    with RawConnection(port) as conn:
+        conn.send(b"GET /rest/hello HTTP/1.1\r\nHost: x\r\n" + b"a:\r\n" * 5000 + b"\r\n")
+        response = conn.read_response()
+        assert_error(response, 431, "Request Header Fields Too Large")
+        assert_closed(conn, response)
+
+
+def test_unterminated_huge_header_in_one_write_gets_431_and_close(port: int) -> None:
+    """A 40 KB header line with no end, in one write: 431 at once, not at the header deadline."""
+    with RawConnection(port) as conn:
+        conn.send(b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 40000)
+        response = conn.read_response()
+        assert_error(response, 431, "Request Header Fields Too Large")
+        assert_closed(conn, response)
+
+
+def test_trickled_oversized_header_gets_431_and_close(port: int) -> None:
+    """One header value that never ends, sent 1000 bytes at a time: 431 before it ends."""
+    with RawConnection(port) as conn:
+        conn.send(b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nX-Big: ")
+        sent = 0
+        for _ in range(60):  # up to 60 KB, far past the limit; the server stops us first
+            if not conn.send(b"a" * 1000):
+                break
+            sent += 1000
+            if select.select([conn.sock], [], [], 0.01)[0]:
+                break
+        print(f"server answered after {sent} trickled header bytes")
+        assert sent < 60000, "the server took the whole 60 KB header without answering"
+        response = conn.read_response()
+        assert_error(response, 431, "Request Header Fields Too Large")
+        assert_closed(conn, response)
+
+
+def test_trickled_long_url_within_limit_is_served(port: int) -> None:
+    """A 10 KB request target arriving in pieces is within 16 KiB and must be served."""
+    target = "/rest/items/" + "7" * 10000
+    data = request_bytes("GET", target)
+    with RawConnection(port) as conn:
+        for i in range(0, len(data), 500):
+            assert conn.send(data[i : i + 500])
+            time.sleep(0.002)
+        response = conn.read_response()
+        assert response.status_line == "HTTP/1.1 200 OK", response.head
+        assert response.json() == {"id": "7" * 10000}
+        assert response.header("connection") is None
+
+
+def test_header_block_exactly_at_limit_is_served(port: int) -> None:
+    with RawConnection(port) as conn:
+        conn.send(head_of_size(DEFAULT_HEADER_LIMIT))
+        response = conn.read_response()
+        assert_hello(response)
+        # and the connection stays usable
+        assert_hello(conn.request("GET", "/rest/hello"))
+
+
+def test_header_block_one_byte_over_limit_gets_431(port: int) -> None:
+    with RawConnection(port) as conn:
+        conn.send(head_of_size(DEFAULT_HEADER_LIMIT + 1))
+        response = conn.read_response()
+        assert_error(response, 431, "Request Header Fields Too Large")
+        assert_closed(conn, response)
+
+
+def test_max_header_size_is_per_server(port: int, small_port: int) -> None:
+    with RawConnection(small_port) as conn:
+        conn.send(head_of_size(SMALL_HEADER_LIMIT))
+        assert_hello(conn.read_response())
+    with RawConnection(small_port) as conn:
+        conn.send(head_of_size(SMALL_HEADER_LIMIT + 1))
+        response = conn.read_response()
+        assert_error(response, 431, "Request Header Fields Too Large")
+        assert_closed(conn, response)
+    # the same 4 KB head is fine on the port with the default limit
+    with RawConnection(port) as conn:
+        conn.send(head_of_size(4096))
+        assert_hello(conn.read_response())
+
+
+# -- malformed framing: 400 and close ------------------------------------------------------------
+MALFORMED = {
+    "bare-lf-line-ends": b"GET /rest/hello HTTP/1.1\nHost: x\n\n",
+    "bare-lf-after-header": b"GET /rest/hello HTTP/1.1\r\nHost: x\nX-A: b\r\n\r\n",
+    "content-length-and-transfer-encoding": (
+        b"POST /rest/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+    ),
+    "duplicate-content-length": (
+        b"POST /rest/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello"
+    ),
+    "bad-chunk-size": (
+        b"POST /rest/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"zz\r\nhello\r\n0\r\n\r\n"
+    ),
+    "chunk-without-crlf": (
+        b"POST /rest/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"5\r\nhelloXX0\r\n\r\n"
+    ),
+    "obs-fold": b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n",
+    "space-before-colon": b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nX-A : a\r\n\r\n",
+    "nul-in-path": b"GET /rest/he\x00llo HTTP/1.1\r\nHost: x\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("raw", list(MALFORMED.values()), ids=list(MALFORMED))
+def test_malformed_request_gets_400_and_close(port: int, raw: bytes) -> None:
+    with RawConnection(port) as conn:
+        conn.send(raw)
+        response = conn.read_response()
+        assert_error(response, 400, "Bad Request", detailed=None)
+        assert_closed(conn, response)
+
+
+def test_repeated_authorization_header_gets_400_and_close(port: int) -> None:
+    headers = [("Authorization", "Basic YTpi"), ("Authorization", "Basic Yzpk")]
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("GET", "/rest/hello", headers))
+        response = conn.read_response()
+        assert_error(response, 400, "Bad Request", "repeated Authorization header")
+        assert_closed(conn, response)
+
+
+def test_unsupported_transfer_coding_gets_501_and_close(port: int) -> None:
+    """``gzip, chunked`` would hand the handler a still-compressed body: refused."""
+    headers = [("Transfer-Encoding", "gzip, chunked")]
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("POST", "/rest/echo", headers) + b"5\r\nhello\r\n0\r\n\r\n")
+        response = conn.read_response()
+        assert_error(
+            response, 501, "Not Implemented", "only Transfer-Encoding: chunked is supported"
+        )
+        assert_closed(conn, response)
+
+
+def test_nothing_is_served_after_a_smuggling_attempt(port: int) -> None:
+    """CL + TE with a second request hidden in the body: one 400, never a second answer."""
+    hidden = b"GET /rest/items/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+    raw = (
+        b"POST /rest/echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" % (5 + len(hidden))
+    ) + hidden
+    with RawConnection(port) as conn:
+        conn.send(raw)
+        response = conn.read_response()
+        assert_error(response, 400, "Bad Request", detailed=None)
+        assert conn.read_all() == b""
+
+
+# -- body limit: 413 before and while reading ----------------------------------------------------
+def test_content_length_over_limit_gets_413_before_the_body(port: int) -> None:
+    with RawConnection(port) as conn:
+        # only the headers: the answer must come without the body ever being sent
+        conn.send(request_bytes("POST", "/rest/echo", [("Content-Length", str(BODY_LIMIT + 1))]))
+        response = conn.read_response()
+        assert_error(
+            response, 413, "Content Too Large", f"the body may be at most {BODY_LIMIT} bytes"
+        )
+        assert_closed(conn, response)
+
+
+def test_expect_continue_over_limit_gets_413_and_no_continue(port: int) -> None:
+    headers = [("Content-Length", str(BODY_LIMIT + 1)), ("Expect", "100-continue")]
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("POST", "/rest/echo", headers))
+        response = conn.read_response()
+        assert_error(
+            response, 413, "Content Too Large", f"the body may be at most {BODY_LIMIT} bytes"
+        )
+        assert_closed(conn, response)
+
+
+def test_chunked_body_growing_past_limit_gets_413_while_reading(port: int) -> None:
+    head = request_bytes("POST", "/rest/echo", [("Transfer-Encoding", "chunked")])
+    chunk = b"190\r\n" + b"a" * 0x190 + b"\r\n"  # 400 bytes a chunk
+    with RawConnection(port) as conn:
+        assert conn.send(head + chunk + chunk)  # 800 bytes: still within the limit
+        assert not select.select([conn.sock], [], [], 0.2)[0], "answered before the limit"
+        conn.send(chunk)  # 1200 bytes; the last chunk never comes
+        response = conn.read_response()
+        assert_error(
+            response, 413, "Content Too Large", f"the body may be at most {BODY_LIMIT} bytes"
+        )
+        assert_closed(conn, response)
+
+
+def test_body_exactly_at_limit_is_served(port: int) -> None:
+    body = b"b" * BODY_LIMIT
+    with RawConnection(port) as conn:
+        response = conn.request("POST", "/rest/echo", body=body)
+        assert response.status_line == "HTTP/1.1 200 OK", response.head
+        assert response.json()["body"] == body.decode()
+        assert response.header("connection") is None
+
+
+def test_chunked_body_exactly_at_limit_is_served(port: int) -> None:
+    head = request_bytes("POST", "/rest/echo", [("Transfer-Encoding", "chunked")])
+    body = b"3e8\r\n" + b"c" * BODY_LIMIT + b"\r\n0\r\n\r\n"
+    with RawConnection(port) as conn:
+        conn.send(head + body)
+        response = conn.read_response()
+        assert response.status_line == "HTTP/1.1 200 OK", response.head
+        assert response.json()["body"] == "c" * BODY_LIMIT
+
+
+# -- deadlines, shortened to DEADLINE_MS on HTTP_FAST ----------------------------------------------
+def _trickle_until_answered(conn: RawConnection, data: bytes, pause: float) -> tuple[float, int]:
+    """Send ``data`` a byte at a time until the server answers; (seconds, bytes sent)."""
+    started = time.monotonic()
+    for i, byte in enumerate(data):
+        if select.select([conn.sock], [], [], pause)[0]:
+            return time.monotonic() - started, i
+        if not conn.send(bytes([byte])):
+            return time.monotonic() - started, i
+        assert time.monotonic() - started < HANG_GUARD, "no deadline fired (hang guard)"
+    raise AssertionError("the whole request was trickled without the deadline firing")
+
+
+def test_trickling_headers_get_408_and_close_at_the_deadline(fast_port: int) -> None:
+    slow = request_bytes("GET", "/rest/hello", [("X-Slow", "s" * 200)])
+    with RawConnection(fast_port) as conn:
+        elapsed, sent = _trickle_until_answered(conn, slow, 0.05)
+        print(f"header deadline {DEADLINE_MS} ms: 408 after {elapsed * 1000:.0f} ms, {sent} bytes")
+        response = conn.read_response()
+        assert_error(response, 408, "Request Timeout", "the request headers took too long")
+        assert_closed(conn, response)
+        assert elapsed >= DEADLINE_MS / 1000 * 0.9, "the deadline fired early"
+
+
+def test_client_stopping_mid_body_gets_408_and_close(fast_port: int) -> None:
+    with RawConnection(fast_port) as conn:
+        conn.send(request_bytes("POST", "/rest/echo", [("Content-Length", "100")]) + b"x" * 10)
+        started = time.monotonic()
+        response = conn.read_response()
+        elapsed = time.monotonic() - started
+        print(f"body deadline {DEADLINE_MS} ms: 408 after {elapsed * 1000:.0f} ms")
+        assert_error(response, 408, "Request Timeout", "the request body took too long")
+        assert_closed(conn, response)
+        assert elapsed >= DEADLINE_MS / 1000 * 0.9, "the deadline fired early"
+
+
+def test_trickled_body_gets_408_at_the_body_deadline(fast_port: int) -> None:
+    """Bytes that keep coming do not extend the body deadline."""
+    with RawConnection(fast_port) as conn:
+        conn.send(request_bytes("POST", "/rest/echo", [("Content-Length", "500")]))
+        elapsed, sent = _trickle_until_answered(conn, b"y" * 500, 0.05)
+        print(f"body deadline {DEADLINE_MS} ms: 408 after {elapsed * 1000:.0f} ms, {sent} bytes")
+        response = conn.read_response()
+        assert_error(response, 408, "Request Timeout", "the request body took too long")
+        assert_closed(conn, response)
+
+
+def test_idle_keep_alive_connection_is_closed_after_keep_alive_timeout(fast_port: int) -> None:
+    with RawConnection(fast_port) as conn:
+        response = conn.request("GET", "/rest/hello")
+        assert_hello(response)
+        assert response.header("connection") is None  # kept alive ...
+        elapsed = conn.wait_closed()  # ... until idle for KeepAliveTimeout, silently
+        print(f"keep-alive timeout {DEADLINE_MS} ms: closed after {elapsed * 1000:.0f} ms idle")
+        assert elapsed >= DEADLINE_MS / 1000 * 0.9, "closed before the keep-alive timeout"
+
+
+def test_keep_alive_connection_is_reused_within_the_timeout(fast_port: int) -> None:
+    with RawConnection(fast_port) as conn:
+        for _ in range(3):
+            assert_hello(conn.request("GET", "/rest/hello"))
+            time.sleep(DEADLINE_MS / 1000 / 4)
+
+
+def test_connection_sending_nothing_is_closed(fast_port: int) -> None:
+    with RawConnection(fast_port) as conn:
+        elapsed = conn.wait_closed()
+        print(
+            f"header deadline {DEADLINE_MS} ms: silent connection closed after {elapsed * 1000:.0f} ms"
+        )
+
+
+def test_normal_client_is_served_during_slow_ones(port: int) -> None:
+    """Slow clients on the default port (10 s header, 30 s body deadline) block nobody."""
+    with (
+        RawConnection(port) as slow_headers,
+        RawConnection(port) as slow_body,
+        RawConnection(port) as normal,
+    ):
+        slow_headers.send(b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        slow_body.send(request_bytes("POST", "/rest/echo", [("Content-Length", "100")]) + b"z")
+        for _ in range(3):
+            assert_hello(normal.request("GET", "/rest/hello"))
+        # the slow ones are still waiting, unanswered and open
+        ready = select.select([slow_headers.sock, slow_body.sock], [], [], 0.1)[0]
+        assert ready == []
+        slow_body.send(b"z" * 99)
+        response = slow_body.read_response()
+        assert response.status_line == "HTTP/1.1 200 OK"
+        assert response.json()["body"] == "z" * 100
+
+
+# -- keep-alive, pipelining, close ---------------------------------------------------------------
+def test_two_requests_on_one_connection_are_both_answered(port: int) -> None:
+    with RawConnection(port) as conn:
+        first = conn.request("GET", "/rest/items/1")
+        second = conn.request("GET", "/rest/items/2")
+        assert first.status_line == second.status_line == "HTTP/1.1 200 OK"
+        assert (first.json(), second.json()) == ({"id": "1"}, {"id": "2"})
+        assert first.header("connection") is None and second.header("connection") is None
+
+
+def test_pipelined_requests_are_answered_in_order(port: int) -> None:
+    """The first is slow (an async sleep), the second fast: the answers keep request order."""
+    with RawConnection(port) as conn:
+        conn.send(
+            request_bytes("GET", "/rest/asleep/150")
+            + request_bytes("GET", "/rest/items/2")
+            + request_bytes("POST", "/rest/echo", body=b"third")
+        )
+        first, second, third = conn.read_response(), conn.read_response(), conn.read_response()
+        assert first.status == second.status == third.status == 200
+        assert first.json() == {"slept": 150}
+        assert second.json() == {"id": "2"}
+        assert third.json()["body"] == "third"
+        assert conn.buffer == b""
+
+
+def test_http10_without_keep_alive_closes(port: int) -> None:
+    with RawConnection(port) as conn:
+        conn.send(b"GET /rest/hello HTTP/1.0\r\n\r\n")
+        response = conn.read_response()
+        assert_hello(response)
+        assert_closed(conn, response)
+
+
+def test_connection_close_closes(port: int) -> None:
+    with RawConnection(port) as conn:
+        response = conn.request("GET", "/rest/hello", headers=[("Connection", "close")])
+        assert_hello(response)
+        assert_closed(conn, response)
+
+
+def test_expect_100_continue_gets_continue_before_the_body(port: int) -> None:
+    headers = [("Content-Length", "5"), ("Expect", "100-continue")]
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("POST", "/rest/echo", headers))
+        interim = conn.read_response()
+        assert interim.status_line == "HTTP/1.1 100 Continue"
+        assert interim.head == b"HTTP/1.1 100 Continue\r\n\r\n"
+        conn.send(b"hello")
+        response = conn.read_response()
+        assert response.status_line == "HTTP/1.1 200 OK"
+        assert response.json()["body"] == "hello"
+
+
+def test_head_returns_headers_with_content_length_and_no_body(port: int) -> None:
+    with RawConnection(port) as conn:
+        get = conn.request("GET", "/rest/text")
+        head = conn.request("HEAD", "/rest/text")
+        assert head.status_line == "HTTP/1.1 200 OK"
+        assert get.body == b"plain text"
+        assert head.header("content-length") == str(len(get.body))
+        assert head.header("content-type") == get.header("content-type")
+        assert len(head.header_all("content-length")) == 1
+        # no body bytes followed the HEAD answer: the next answer starts right away
+        assert conn.buffer == b""
+        after = conn.request("GET", "/rest/items/9")
+        assert after.status_line == "HTTP/1.1 200 OK"
+        assert after.json() == {"id": "9"}
+
+
+# -- SPEC 3 bodies ---------------------------------------------------------------------------------
+def test_unknown_path_gets_404_body_and_keeps_the_connection(port: int) -> None:
+    with RawConnection(port) as conn:
+        response = conn.request("GET", "/rest/no/such/route")
+        assert response.status_line == "HTTP/1.1 404 Not Found"
+        assert response.body == b'{"code":404,"detailedMessage":"","message":"Not Found"}'
+        assert response.header("connection") is None
+        assert_hello(conn.request("GET", "/rest/hello"))
+
+
+def test_wrong_method_gets_405_with_allow(port: int) -> None:
+    with RawConnection(port) as conn:
+        response = conn.request("DELETE", "/rest/hello")
+        assert response.status_line == "HTTP/1.1 405 Method Not Allowed"
+        assert response.body == (
+            b'{"code":405,"detailedMessage":"","message":"Method Not Allowed"}'
+        )
+        assert response.header("allow") == "GET, HEAD"
+        assert_hello(conn.request("GET", "/rest/hello"))
+
+
+# -- the one path normaliser, end to end ---------------------------------------------------------
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/rest//items/./7",
+        "/rest/%69tems/7",
+        "/rest/x/../items/7",
+        "/rest/items/7/",
+        "http://127.0.0.1/rest/items/7",
+    ],
+)
+def test_equivalent_paths_reach_the_same_route(port: int, target: str) -> None:
+    with RawConnection(port) as conn:
+        response = conn.request("GET", target)
+        assert response.status_line == "HTTP/1.1 200 OK", response.head
+        assert response.json() == {"id": "7"}
+
+
+@pytest.mark.parametrize(
+    ("target", "detailed"),
+    [
+        ("/rest/items/a%2Fb", "the path holds an encoded slash"),
+        ("/rest/items/a%2fb", "the path holds an encoded slash"),
+        ("/rest/../../items/7", "the path climbs above /"),
+        ("/rest/%2e%2e/%2e%2e/items/7", "the path climbs above /"),
+        ("/rest/items/%00", "the path holds an encoded NUL"),
+        ("/rest/items/%ff", "the path is not valid UTF-8"),
+    ],
+)
+def test_refused_paths_get_400(port: int, target: str, detailed: str) -> None:
+    with RawConnection(port) as conn:
+        response = conn.request("GET", target)
+        assert_error(response, 400, "Bad Request", detailed)
+
+
+def test_semicolon_is_part_of_the_segment(port: int) -> None:
+    with RawConnection(port) as conn:
+        response = conn.request("GET", "/rest/items/7;x")
+        assert response.status_line == "HTTP/1.1 200 OK"
+        assert response.json() == {"id": "7;x"}
+
+
+def test_percent_decoded_once_only(port: int) -> None:
+    with RawConnection(port) as conn:
+        response = conn.request("GET", "/rest/items/%2541")
+        assert response.status_line == "HTTP/1.1 200 OK"
+        assert response.json() == {"id": "%41"}
+
+
+def test_query_string_reaches_the_handler(port: int) -> None:
+    with RawConnection(port) as conn:
+        response = conn.request("POST", "/rest//echo?a=1&b=two", body=b"{}")
+        assert response.status_line == "HTTP/1.1 200 OK"
+        body = json.loads(response.body)
+        assert body["query"] == {"a": "1", "b": "two"}
+        assert body["path"] == "/rest/echo"
