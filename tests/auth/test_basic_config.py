@@ -2,7 +2,11 @@
 
 Every mistake makes ``fwrest check`` (and ``fwrest serve``, before binding) exit 2 with one
 message naming the section, the key and what to do; ``fwrest.server.prepare`` raises
-``ConfigError`` with the same fields.
+``ConfigError`` with the same fields and text.
+
+Variants are checked in process with ``prepare`` (fast); each point also runs the real
+``fwrest check`` once. The repository of each test is one module with a unique name, because
+imported modules stay in ``sys.modules`` (see ``tests/repository/test_repository.py``).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import json
 import socket
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +23,7 @@ import pytest
 
 from fwrest.errors import ConfigError
 from fwrest.server import prepare
+from fwrest.server.build import ServicePlan
 from tests.conftest import free_config, run_cli
 
 AUTH_SOURCE = """
@@ -37,237 +43,287 @@ NOT_A_FUNCTION = 42
 """
 
 VALID_SCHEMES_MSG = "basic or oAuth2"
+CLI_PREFIX = "fwrest: configuration error: "
 
 
-def basic(on_auth: Any = "auth.check", **more: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"scheme": "basic", "OnAuth": on_auth, **more}
-    return {"Authorization": body}
+class Case:
+    """One test's folder and its validator module ``self.mod`` (a unique name)."""
 
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.mod = f"fwauth_{uuid.uuid4().hex[:12]}"
+        (tmp / f"{self.mod}.py").write_text(AUTH_SOURCE)
 
-def write(
-    tmp: Path,
-    fw_data: Any = None,
-    *,
-    server: dict[str, Any] | None = None,
-    extra: dict[str, dict[str, Any]] | None = None,
-    fmt: str = "json",
-) -> Path:
-    """A service with one server ``HTTP_REST`` whose FwData is ``fw_data``."""
-    (tmp / "auth.py").write_text(AUTH_SOURCE)
-    section: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
-    if fw_data is not None:
-        section["FwData"] = fw_data
-    section.update(server or {})
-    return free_config(
-        tmp,
-        servers={"HTTP_REST": section},
-        extra={"ENV": {"Repository": "app,auth"}, **(extra or {})},
-        fmt=fmt,
-    )
+    def basic(self, on_auth: Any = None, **more: Any) -> dict[str, Any]:
+        on_auth = f"{self.mod}.check" if on_auth is None else on_auth
+        return {"Authorization": {"scheme": "basic", "OnAuth": on_auth, **more}}
 
+    def write(
+        self,
+        fw_data: Any = None,
+        *,
+        server: dict[str, Any] | None = None,
+        extra: dict[str, dict[str, Any]] | None = None,
+        fmt: str = "json",
+    ) -> Path:
+        """A service with one server ``HTTP_REST`` whose FwData is ``fw_data``."""
+        section: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+        if fw_data is not None:
+            section["FwData"] = fw_data
+        section.update(server or {})
+        return free_config(
+            self.tmp,
+            servers={"HTTP_REST": section},
+            extra={"ENV": {"Repository": self.mod}, **(extra or {})},
+            fmt=fmt,
+        )
 
-def check_fails(config: Path) -> str:
-    """``fwrest check CONFIG``: exit 2, one error on stderr; returns it."""
-    done = run_cli("check", str(config))
-    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
-    assert done.stderr.startswith("fwrest: configuration error: "), done.stderr
-    assert "Traceback" not in done.stderr
-    assert done.stdout == ""
-    return done.stderr
+    def plan(self, fw_data: Any = None, **kw: Any) -> ServicePlan:
+        return prepare(self.write(fw_data, **kw))
 
+    def error(self, fw_data: Any = None, **kw: Any) -> ConfigError:
+        """The ConfigError ``prepare`` raises for this service."""
+        with pytest.raises(ConfigError) as info:
+            prepare(self.write(fw_data, **kw))
+        return info.value
 
-def check_passes(config: Path) -> str:
-    done = run_cli("check", str(config))
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    def check_fails(self, fw_data: Any = None, **kw: Any) -> str:
+        """``fwrest check``: exit 2, one error on stderr and nothing else; returns it."""
+        done = run_cli("check", str(self.write(fw_data, **kw)))
+        assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+        assert done.stderr.startswith(CLI_PREFIX), done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr  # one line, no traceback
+        assert done.stdout == ""
+        return done.stderr[len(CLI_PREFIX) :].strip()
+
+    def check_passes(self, fw_data: Any = None, **kw: Any) -> str:
+        done = run_cli("check", str(self.write(fw_data, **kw)))
+        assert done.returncode == 0, done.stderr
+        return done.stdout
 
 
 @pytest.fixture
-def isolated_imports() -> Iterator[None]:
-    """``prepare`` imports the repository in this process: undo it after the test."""
-    modules, path = set(sys.modules), list(sys.path)
-    yield
-    for name in set(sys.modules) - modules:
-        del sys.modules[name]
-    sys.path[:] = path
+def case(tmp_path: Path) -> Iterator[Case]:
+    path = list(sys.path)
+    yield Case(tmp_path)
+    sys.path[:] = path  # prepare puts the config's folder on the path
 
 
 # -- valid configurations ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("fmt", ["json", "ini"])
-def test_valid_basic_authorization_passes_check(tmp_path: Path, fmt: str) -> None:
-    out = check_passes(write(tmp_path, basic(), fmt=fmt))
+def test_valid_basic_authorization_passes_check(case: Case, fmt: str) -> None:
+    out = case.check_passes(case.basic(), fmt=fmt)
     assert "[HTTP_REST] 127.0.0.1:0 (plain HTTP, authorization: basic)" in out
 
 
-def test_fw_data_keys_are_case_insensitive(tmp_path: Path) -> None:
-    fw_data = {"AUTHORIZATION": {"SCHEME": "basic", "onauth": "auth.check", "MAXFAILURES": 5}}
-    assert "authorization: basic" in check_passes(write(tmp_path, fw_data))
-
-
-def test_fw_data_may_be_a_file(tmp_path: Path) -> None:
-    (tmp_path / "fw.json").write_text(json.dumps(basic()))
-    assert "authorization: basic" in check_passes(write(tmp_path, "fw.json"))
-
-
-def test_prepare_compiles_the_port_authorization(tmp_path: Path, isolated_imports: None) -> None:
-    plan = prepare(write(tmp_path, basic("Check")))  # a bare name, another capitalisation
-    (port,) = plan.ports
+def test_prepare_compiles_the_port_authorization(case: Case) -> None:
+    (port,) = case.plan(case.basic("Check")).ports  # a bare name, another capitalisation
     assert (port.auth.scheme, port.auth.on_auth, port.auth.has_callback) == ("basic", "Check", True)
     settings = port.auth_settings
     assert settings is not None
     assert settings.on_auth is not None
     assert settings.on_auth("ann", "right-ann") is True  # the repository's function itself
+    assert settings.on_auth("ann", "wrong") is False
     assert settings.on_auth_is_async is False
 
 
-def test_prepare_knows_an_async_on_auth(tmp_path: Path, isolated_imports: None) -> None:
-    plan = prepare(write(tmp_path, basic("auth.acheck")))
-    settings = plan.ports[0].auth_settings
+def test_prepare_knows_an_async_on_auth(case: Case) -> None:
+    settings = case.plan(case.basic(f"{case.mod}.acheck")).ports[0].auth_settings
     assert settings is not None
+    assert settings.on_auth_name == f"{case.mod}.acheck"
     assert settings.on_auth_is_async is True
 
 
-def test_open_port_has_no_authorization(tmp_path: Path, isolated_imports: None) -> None:
-    (port,) = prepare(write(tmp_path)).ports
+def test_open_port_has_no_authorization(case: Case) -> None:
+    (port,) = case.plan().ports
     assert (port.auth.scheme, port.auth.on_auth, port.auth.has_callback) == ("", "", False)
     assert port.auth_settings is None
+
+
+def test_fw_data_keys_are_case_insensitive(case: Case) -> None:
+    fw_data = {"AUTHORIZATION": {"SCHEME": "basic", "onauth": f"{case.mod}.check"}}
+    (port,) = case.plan(fw_data).ports
+    assert (port.auth.scheme, port.auth.on_auth) == ("basic", f"{case.mod}.check")
+
+
+def test_fw_data_may_be_a_file(case: Case) -> None:
+    (case.tmp / "fw.json").write_text(json.dumps(case.basic()))
+    assert case.plan("fw.json").ports[0].auth.scheme == "basic"
 
 
 # -- OnAuth --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["auth.nothere", "nothere", "nomodule.check", "NOT_A_FUNCTION"])
-def test_on_auth_naming_a_missing_function(tmp_path: Path, name: str) -> None:
-    message = check_fails(write(tmp_path, basic(name)))
-    assert "[HTTP_REST]" in message
-    assert "OnAuth" in message
-    assert repr(name) in message
+def test_on_auth_naming_a_missing_function_fails_check(case: Case) -> None:
+    name = f"{case.mod}.nothere"
+    message = case.check_fails(case.basic(name))
+    assert "[HTTP_REST] FwData OnAuth:" in message
+    assert f"the function {name!r} is not in the repository" in message
 
 
-def test_on_auth_missing_function_via_prepare(tmp_path: Path, isolated_imports: None) -> None:
-    with pytest.raises(ConfigError) as info:
-        prepare(write(tmp_path, basic("auth.nothere")))
-    assert info.value.section == "HTTP_REST"
-    assert "OnAuth" in (info.value.key or "")
-    assert "'auth.nothere'" in info.value.problem
+@pytest.mark.parametrize("name", ["nothere", "nomodule.check", "NOT_A_FUNCTION", "{mod}.params2"])
+def test_on_auth_naming_a_missing_function(case: Case, name: str) -> None:
+    name = name.format(mod=case.mod)
+    exc = case.error(case.basic(name))
+    assert exc.section == "HTTP_REST"
+    assert "OnAuth" in (exc.key or "")
+    assert repr(name) in exc.problem
 
 
-def test_on_auth_ambiguous_bare_name(tmp_path: Path) -> None:
-    (tmp_path / "auth2.py").write_text("def check(user, password):\n    return True\n")
-    config = write(tmp_path, basic("check"), extra={"ENV": {"Repository": "app,auth,auth2"}})
-    message = check_fails(config)
-    assert "[HTTP_REST]" in message
-    assert "ambiguous" in message
-    assert "auth.check" in message
-    assert "auth2.check" in message
+def test_on_auth_ambiguous_bare_name(case: Case) -> None:
+    other = f"{case.mod}_b"
+    (case.tmp / f"{other}.py").write_text("def check(user, password):\n    return True\n")
+    exc = case.error(case.basic("check"), extra={"ENV": {"Repository": f"{case.mod},{other}"}})
+    assert exc.section == "HTTP_REST"
+    assert "ambiguous" in exc.problem
+    assert f"{case.mod}.check" in exc.problem
+    assert f"{other}.check" in exc.problem
 
 
-@pytest.mark.parametrize(
-    "auth",
-    [{"scheme": "basic"}, {"scheme": "basic", "OnAuth": ""}, {"scheme": "basic", "OnAuth": None}],
-    ids=["absent", "empty", "null"],
-)
-def test_missing_on_auth(tmp_path: Path, auth: dict[str, Any]) -> None:
-    message = check_fails(write(tmp_path, {"Authorization": auth}))
-    assert "[HTTP_REST]" in message
-    assert "needs OnAuth" in message
+def test_missing_on_auth_fails_check(case: Case) -> None:
+    message = case.check_fails({"Authorization": {"scheme": "basic"}})
+    assert message.endswith(
+        "[HTTP_REST] FwData: FwData Authorization needs OnAuth for the basic scheme. "
+        'Fix: add "OnAuth": "module.function".'
+    )
 
 
-@pytest.mark.parametrize("value", [5, ["auth.check"], {"name": "auth.check"}, True])
-def test_on_auth_that_is_not_a_name(tmp_path: Path, value: Any) -> None:
-    message = check_fails(write(tmp_path, basic(value)))
-    assert "[HTTP_REST]" in message
-    assert "OnAuth must name a function" in message
+@pytest.mark.parametrize("value", ["", None], ids=["empty", "null"])
+def test_empty_on_auth(case: Case, value: Any) -> None:
+    exc = case.error({"Authorization": {"scheme": "basic", "OnAuth": value}})
+    assert (exc.section, exc.key) == ("HTTP_REST", "FwData")
+    assert "needs OnAuth" in exc.problem
+
+
+@pytest.mark.parametrize("value", [5, ["check"], {"name": "check"}, True])
+def test_on_auth_that_is_not_a_name(case: Case, value: Any) -> None:
+    exc = case.error(case.basic(value))
+    assert exc.section == "HTTP_REST"
+    assert "OnAuth must name a function" in exc.problem
 
 
 # -- scheme --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scheme", ["Basic", "BASIC", "digest", "oauth2", "OAUTH2", "", 1])
-def test_unknown_scheme_names_the_valid_ones(tmp_path: Path, scheme: Any) -> None:
-    message = check_fails(write(tmp_path, {"Authorization": {"scheme": scheme, "OnAuth": "check"}}))
-    assert "[HTTP_REST]" in message
-    assert repr(scheme) in message
-    assert VALID_SCHEMES_MSG in message
+def test_capitalised_scheme_fails_check_naming_the_valid_ones(case: Case) -> None:
+    message = case.check_fails({"Authorization": {"scheme": "Basic", "OnAuth": "check"}})
+    assert "[HTTP_REST] FwData:" in message
+    assert "'Basic'" in message
+    assert "case-sensitive" in message
+    assert f"write exactly {VALID_SCHEMES_MSG}" in message
 
 
-def test_unknown_scheme_via_prepare(tmp_path: Path, isolated_imports: None) -> None:
-    with pytest.raises(ConfigError) as info:
-        prepare(write(tmp_path, {"Authorization": {"scheme": "Basic", "OnAuth": "auth.check"}}))
-    assert (info.value.section, info.value.key) == ("HTTP_REST", "FwData")
-    assert "'Basic'" in info.value.problem
-    assert VALID_SCHEMES_MSG in (info.value.fix or "")
+@pytest.mark.parametrize("scheme", ["BASIC", "digest", "oauth2", "OAUTH2", "bearer", "", 1])
+def test_unknown_scheme_names_the_valid_ones(case: Case, scheme: Any) -> None:
+    exc = case.error({"Authorization": {"scheme": scheme, "OnAuth": "check"}})
+    assert (exc.section, exc.key) == ("HTTP_REST", "FwData")
+    assert repr(scheme) in exc.problem
+    assert VALID_SCHEMES_MSG in str(exc)
 
 
-def test_missing_scheme_names_the_valid_ones(tmp_path: Path) -> None:
-    message = check_fails(write(tmp_path, {"Authorization": {"OnAuth": "auth.check"}}))
-    assert "[HTTP_REST]" in message
-    assert "no scheme" in message
-    assert VALID_SCHEMES_MSG in message
+def test_missing_scheme_names_the_valid_ones(case: Case) -> None:
+    exc = case.error({"Authorization": {"OnAuth": "check"}})
+    assert exc.section == "HTTP_REST"
+    assert "no scheme" in exc.problem
+    assert VALID_SCHEMES_MSG in str(exc)
 
 
 # -- the Authorization object ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key", ["realm", "onAuthparams", "onAuthNoCheckUri", "OnAuthh"])
-def test_unknown_key_inside_authorization(tmp_path: Path, key: str) -> None:
-    message = check_fails(write(tmp_path, basic(**{key: "x"})))
-    assert "[HTTP_REST]" in message
-    assert f"unknown key {key!r}" in message
-    assert "OnAuth" in message  # the fix lists the keys a basic port takes
+def test_unknown_key_inside_authorization_fails_check(case: Case) -> None:
+    message = case.check_fails(case.basic(realm="x"))
+    assert "[HTTP_REST] FwData:" in message
+    assert "unknown key 'realm' for the basic scheme" in message
+    assert "OnAuth" in message.split("Fix:", 1)[1]  # the keys a basic port takes
 
 
-def test_unknown_key_in_fw_data(tmp_path: Path) -> None:
-    message = check_fails(write(tmp_path, {"Authorisation": basic()["Authorization"]}))
-    assert "[HTTP_REST] FwData" in message
+@pytest.mark.parametrize("key", ["onAuthparams", "onAuthNoCheckUri", "allowGetToken", "OnAuthh"])
+def test_unknown_key_inside_authorization(case: Case, key: str) -> None:
+    exc = case.error(case.basic(**{key: "x"}))
+    assert exc.section == "HTTP_REST"
+    assert f"unknown key {key!r}" in exc.problem
+
+
+def test_unknown_key_in_fw_data(case: Case) -> None:
+    message = case.check_fails({"Authorisation": case.basic()["Authorization"]})
+    assert "[HTTP_REST] FwData:" in message
     assert "'Authorisation'" in message
     assert "Authorization" in message.split("Fix:", 1)[1]
 
 
-@pytest.mark.parametrize("value", ["basic", ["basic", "auth.check"], 1])
-def test_authorization_that_is_not_an_object(tmp_path: Path, value: Any) -> None:
-    message = check_fails(write(tmp_path, {"Authorization": value}))
-    assert "[HTTP_REST] FwData" in message
-    assert "Authorization must be a JSON object" in message
+@pytest.mark.parametrize("value", ["basic", ["basic", "check"], 1])
+def test_authorization_that_is_not_an_object(case: Case, value: Any) -> None:
+    exc = case.error({"Authorization": value})
+    assert (exc.section, exc.key) == ("HTTP_REST", "FwData")
+    assert "Authorization must be a JSON object" in exc.problem
 
 
 @pytest.mark.parametrize("value", [0, -1, "10", True, 2.5])
-def test_bad_max_failures(tmp_path: Path, value: Any) -> None:
-    message = check_fails(write(tmp_path, basic(maxFailures=value)))
-    assert "[HTTP_REST]" in message
-    assert "maxFailures" in message
+def test_bad_max_failures(case: Case, value: Any) -> None:
+    exc = case.error(case.basic(maxFailures=value))
+    assert exc.section == "HTTP_REST"
+    assert "maxFailures" in exc.problem
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        '{"Authorization": {"scheme": "basic",, "OnAuth": "auth.check"}}',
-        '{"Authorization": {"scheme": "basic" "OnAuth": "auth.check"}}',
-        '{"Authorization": {"scheme": "basic", "OnAuth": "auth.check",}}',
-        '{"Authorization": {"scheme": \'basic\', "OnAuth": "auth.check"}}',
-    ],
-)
-@pytest.mark.parametrize("fmt", ["json", "ini"])
-def test_invalid_json_in_fw_data_gives_line_and_column(tmp_path: Path, fmt: str, text: str) -> None:
+BAD_JSON = [
+    '{"Authorization": {"scheme": "basic",, "OnAuth": "check"}}',
+    '{"Authorization": {"scheme": "basic" "OnAuth": "check"}}',
+    '{"Authorization": {"scheme": "basic", "OnAuth": "check",}}',
+    '{"Authorization": {"scheme": \'basic\', "OnAuth": "check"}}',
+]
+
+
+def _where(text: str) -> str:
     with pytest.raises(json.JSONDecodeError) as expected:
         json.loads(text)
-    message = check_fails(write(tmp_path, text, fmt=fmt))
-    assert "[HTTP_REST] FwData" in message
-    assert "not valid JSON" in message
-    assert f"line {expected.value.lineno}, column {expected.value.colno}" in message
+    return f"line {expected.value.lineno}, column {expected.value.colno}"
 
 
-def test_invalid_json_in_an_fw_data_file_gives_line_and_column(tmp_path: Path) -> None:
-    text = '{\n  "Authorization": {\n    "scheme": "basic"\n    "OnAuth": "auth.check"\n  }\n}\n'
-    (tmp_path / "fw.json").write_text(text)
-    message = check_fails(write(tmp_path, "fw.json"))
-    assert "[HTTP_REST] FwData" in message
-    assert "line 4, column 5" in message
+def test_invalid_json_in_fw_data_fails_check_with_line_and_column(case: Case) -> None:
+    message = case.check_fails(BAD_JSON[0], fmt="ini")
+    assert "[HTTP_REST] FwData:" in message
+    assert (
+        f"not valid JSON: Expecting property name enclosed in double quotes at {_where(BAD_JSON[0])}."
+        in message
+    )
+
+
+@pytest.mark.parametrize("text", BAD_JSON)
+@pytest.mark.parametrize("fmt", ["json", "ini"])
+def test_invalid_json_in_fw_data_gives_line_and_column(case: Case, fmt: str, text: str) -> None:
+    exc = case.error(text, fmt=fmt)
+    assert (exc.section, exc.key) == ("HTTP_REST", "FwData")
+    assert "not valid JSON" in exc.problem
+    assert _where(text) in exc.problem
+
+
+def test_invalid_json_in_an_fw_data_file_gives_line_and_column(case: Case) -> None:
+    text = '{\n  "Authorization": {\n    "scheme": "basic"\n    "OnAuth": "check"\n  }\n}\n'
+    (case.tmp / "fw.json").write_text(text)
+    exc = case.error("fw.json")
+    assert (exc.section, exc.key) == ("HTTP_REST", "FwData")
+    assert "fw.json" in exc.problem
+    assert "line 4, column 5" in exc.problem
 
 
 # -- where Authorization may be written ----------------------------------------------------------
+
+
+def test_authorization_on_a_location_fails_check(case: Case) -> None:
+    message = case.check_fails(extra={"ROOT": {"Authorization": case.basic()["Authorization"]}})
+    assert (
+        "[ROOT] Authorization: authorization is configured per port, not per location." in message
+    )
+    assert "move it to FwData of the server section" in message
+
+
+def test_authorization_on_a_thread_pool_fails_check(case: Case) -> None:
+    message = case.check_fails(extra={"POOL": {"FwData": case.basic()}})
+    assert "[POOL] FwData: authorization is configured per port, not per thread pool." in message
+    assert "move it to FwData of the server section" in message
 
 
 @pytest.mark.parametrize(
@@ -279,75 +335,69 @@ def test_invalid_json_in_an_fw_data_file_gives_line_and_column(tmp_path: Path) -
         ("HTTPSERVER", "HTTPSERVER section"),
     ],
 )
-@pytest.mark.parametrize("key", ["Authorization", "FwData"])
+@pytest.mark.parametrize("key", ["Authorization", "FwData", "authorization"])
 def test_authorization_outside_a_server_section_is_refused(
-    tmp_path: Path, section: str, kind: str, key: str
+    case: Case, section: str, kind: str, key: str
 ) -> None:
-    value = basic() if key == "FwData" else basic()["Authorization"]
-    message = check_fails(write(tmp_path, basic(), extra={section: {key: value}}))
-    assert f"[{section}] {key}:" in message
-    assert f"not per {kind}" in message
-    assert "move it to FwData of the server section" in message
+    value = case.basic() if key == "FwData" else case.basic()["Authorization"]
+    exc = case.error(case.basic(), extra={section: {key: value}})
+    assert (exc.section, exc.key) == (section, key)
+    assert f"not per {kind}" in exc.problem
+    assert "FwData of the server section" in (exc.fix or "")
 
 
-def test_authorization_refused_on_a_location_via_prepare(
-    tmp_path: Path, isolated_imports: None
-) -> None:
-    with pytest.raises(ConfigError) as info:
-        prepare(write(tmp_path, extra={"ROOT": {"Authorization": basic()["Authorization"]}}))
-    assert (info.value.section, info.value.key) == ("ROOT", "Authorization")
-    assert "server section" in (info.value.fix or "")
-
-
-def test_authorization_directly_on_a_server_section_is_refused(tmp_path: Path) -> None:
-    message = check_fails(write(tmp_path, server={"Authorization": basic()["Authorization"]}))
-    assert "[HTTP_REST] Authorization" in message
-    assert "FwData" in message  # the keys a server section takes include FwData
+def test_authorization_directly_on_a_server_section_is_refused(case: Case) -> None:
+    exc = case.error(server={"Authorization": case.basic()["Authorization"]})
+    assert (exc.section, exc.key) == ("HTTP_REST", "Authorization")
+    assert "FwData" in (exc.fix or "")  # the keys a server section takes include FwData
 
 
 # -- oAuth2 and its alias ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scheme", ["oAuth2", "oAuth"])
-def test_oauth2_without_tls_is_refused(tmp_path: Path, scheme: str) -> None:
-    fw_data = {"Authorization": {"scheme": scheme, "onAuthparams": "auth.params"}}
-    message = check_fails(write(tmp_path, fw_data))
-    assert "[HTTP_REST]" in message
-    assert "oAuth2 scheme needs TLS" in message
-    assert "SslCertificate" in message
+def test_oauth2_without_tls_fails_check(case: Case) -> None:
+    message = case.check_fails({"Authorization": {"scheme": "oAuth2", "onAuthparams": "params"}})
+    assert "[HTTP_REST] FwData: the oAuth2 scheme needs TLS on the port" in message
+    assert "SslCertificate and SslCertificateKey" in message
 
 
-def test_oauth_alias_is_not_an_unknown_scheme(tmp_path: Path, certs: dict[str, Path]) -> None:
-    fw_data = {"Authorization": {"scheme": "oAuth", "onAuthparams": "auth.params"}}
+def test_oauth_alias_without_tls_is_refused_as_oauth2(case: Case) -> None:
+    exc = case.error({"Authorization": {"scheme": "oAuth", "onAuthparams": "params"}})
+    assert exc.section == "HTTP_REST"
+    assert "oAuth2 scheme needs TLS" in exc.problem
+
+
+def test_oauth_alias_is_not_an_unknown_scheme(case: Case, certs: dict[str, Path]) -> None:
+    fw_data = {"Authorization": {"scheme": "oAuth", "onAuthparams": f"{case.mod}.params"}}
     tls = {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
-    done = run_cli("check", str(write(tmp_path, fw_data, server=tls)))
+    done = run_cli("check", str(case.write(fw_data, server=tls)))
     if done.returncode == 0:  # once oAuth2 is available: the alias shows as oAuth2
-        assert "authorization: oAuth2" in done.stdout
+        assert "(TLS, authorization: oAuth2)" in done.stdout
     else:  # for now the start stops because oAuth2 is not there yet, not over the name
         assert done.returncode == 2, done.stderr
         assert "[HTTP_REST]" in done.stderr
+        assert "oAuth2" in done.stderr
         assert "'oAuth'" not in done.stderr
         assert "not a scheme" not in done.stderr
         assert "case-sensitive" not in done.stderr
 
 
-def test_oauth2_keys_are_not_basic_keys(tmp_path: Path) -> None:
-    message = check_fails(write(tmp_path, basic(onAuthNoCheckUri="auth.params")))
-    assert "unknown key 'onAuthNoCheckUri' for the basic scheme" in message
+def test_oauth2_keys_are_not_basic_keys(case: Case) -> None:
+    exc = case.error(case.basic(onAuthNoCheckUri="params"))
+    assert "unknown key 'onAuthNoCheckUri' for the basic scheme" in exc.problem
 
 
 # -- warnings ------------------------------------------------------------------------------------
 
 
-def test_basic_without_tls_on_a_public_address_is_warned(tmp_path: Path) -> None:
-    out = check_passes(write(tmp_path, basic(), server={"HostName": "0.0.0.0"}))
+def test_basic_without_tls_on_a_public_address_is_warned(case: Case) -> None:
+    out = case.check_passes(case.basic(), server={"HostName": "0.0.0.0"})
     warnings = [line for line in out.splitlines() if line.startswith("warning:")]
     assert any("[HTTP_REST]" in w and "Basic" in w and "TLS" in w for w in warnings), out
 
 
-def test_basic_on_loopback_is_not_warned(tmp_path: Path) -> None:
-    out = check_passes(write(tmp_path, basic()))
-    assert "warning:" not in out
+def test_basic_on_loopback_is_not_warned(case: Case) -> None:
+    assert case.plan(case.basic()).config.warnings == ()
 
 
 # -- serve refuses before binding ----------------------------------------------------------------
@@ -362,17 +412,17 @@ def _free_port() -> int:
 @pytest.mark.parametrize(
     "fw_data",
     [
-        basic("auth.nothere"),
-        {"Authorization": {"scheme": "Basic", "OnAuth": "auth.check"}},
-        {"Authorization": {"scheme": "oAuth2", "onAuthparams": "auth.params"}},
+        {"Authorization": {"scheme": "basic", "OnAuth": "nothere"}},
+        {"Authorization": {"scheme": "Basic", "OnAuth": "check"}},
+        {"Authorization": {"scheme": "oAuth2", "onAuthparams": "params"}},
     ],
     ids=["missing-function", "bad-scheme", "oauth2-without-tls"],
 )
 def test_serve_with_bad_authorization_exits_2_and_binds_nothing(
-    tmp_path: Path, fw_data: dict[str, Any]
+    case: Case, fw_data: dict[str, Any]
 ) -> None:
     good_port, bad_port = _free_port(), _free_port()
-    config = write(tmp_path)
+    config = case.write()
     data = json.loads(config.read_text())
     data["HTTPSERVER"]["Servers"] = "HTTP_OPEN,HTTP_REST"
     data["HTTP_OPEN"] = {"HostName": "127.0.0.1", "Port": good_port, "Locations": "ROOT"}
@@ -381,15 +431,11 @@ def test_serve_with_bad_authorization_exits_2_and_binds_nothing(
 
     done = run_cli("serve", str(config), timeout=30)
     assert done.returncode == 2, (done.stdout, done.stderr)
-    assert "fwrest: configuration error:" in done.stderr
-    assert "[HTTP_REST]" in done.stderr
-    assert "serving" not in done.stdout
-    assert "ready" not in done.stdout
+    assert done.stderr.startswith(CLI_PREFIX), done.stderr
+    assert "[HTTP_REST] FwData" in done.stderr
+    assert done.stdout == ""  # no "serving" line, no "ready" line
     assert "starting" not in done.stderr  # no worker was started
-    assert (
-        not (tmp_path / "server.log").exists()
-        or "worker" not in (tmp_path / "server.log").read_text()
-    )
+    assert not (case.tmp / "server.log").exists()  # logging was never set up
     for port in (good_port, bad_port):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))  # free: nothing holds or lingers on it

@@ -9,6 +9,7 @@ answers makes the test fail, never hang.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import ssl
@@ -93,10 +94,8 @@ class RawConnection:
         self.close()
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.close()
-        except OSError:
-            pass
 
     # -- sending ------------------------------------------------------------------------------
     def send(self, data: bytes) -> bool:
@@ -141,7 +140,7 @@ class RawConnection:
                 )
         head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
         lines = head.decode("latin-1").split("\r\n")
-        version, status, reason = (lines[0].split(" ", 2) + [""])[:3]
+        version, status, reason = [*lines[0].split(" ", 2), ""][:3]
         headers = []
         for line in lines[1:]:
             name, _, value = line.partition(":")

@@ -85,7 +85,9 @@ def test_client_without_the_ca_refuses_the_certificate(server: ServerProcess) ->
         httpx.get(f"{server.url('HTTPS_REST')}/hello", verify=ssl.create_default_context())
 
 
-def test_raw_tls_connection_speaks_http11(server: ServerProcess, client_ctx: ssl.SSLContext) -> None:
+def test_raw_tls_connection_speaks_http11(
+    server: ServerProcess, client_ctx: ssl.SSLContext
+) -> None:
     with RawConnection(server.ports["HTTPS_REST"], tls=client_ctx) as conn:
         assert isinstance(conn.sock, ssl.SSLSocket)
         assert conn.sock.version() in ("TLSv1.2", "TLSv1.3")

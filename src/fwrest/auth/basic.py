@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from fwrest import log
 from fwrest.auth.settings import AuthSettings
+from fwrest.auth.throttle import Throttle
 from fwrest.errors import HTTPError
 
 if TYPE_CHECKING:
@@ -54,14 +55,17 @@ class BasicGuard:
     """Runs before routing on a Basic port: 401 without valid Basic credentials, then
     ``OnAuth``: exactly ``True`` passes, anything else is 403, an exception is 500."""
 
-    __slots__ = ("_func", "_is_async", "_name", "_port")
+    __slots__ = ("_func", "_is_async", "_name", "_port", "throttle")
 
-    def __init__(self, settings: AuthSettings, port_name: str) -> None:
+    def __init__(
+        self, settings: AuthSettings, port_name: str, throttle: Throttle | None = None
+    ) -> None:
         assert settings.on_auth is not None
         self._func = settings.on_auth
         self._is_async = settings.on_auth_is_async
         self._name = settings.on_auth_name
         self._port = port_name
+        self.throttle = throttle
 
     async def __call__(self, req: Any, ctx: RequestContext) -> None:
         header = None
@@ -75,6 +79,9 @@ class BasicGuard:
         user, password = creds
         secrets = (password, header.strip().partition(" ")[2].strip()) if header else (password,)
         log.request_secrets.set(secrets)
+        throttle = self.throttle
+        if throttle is not None:
+            throttle.check(user, req.client)
         try:
             if self._is_async:
                 verdict = await self._func(user, password)
@@ -95,5 +102,8 @@ class BasicGuard:
             raise HTTPError(500) from None
         if verdict is not True:
             log.auth_log.info("[%s] OnAuth refused user %r", self._port, log.escape(user))
+            if throttle is not None:
+                await throttle.failed(user, req.client)
+                throttle.check(user, req.client)
             raise HTTPError(403)
         ctx.auth_user = user

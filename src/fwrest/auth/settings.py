@@ -13,7 +13,7 @@ from fwrest.repository import Environment, Repository
 
 __all__ = ["AuthSettings", "parse_authorization"]
 
-SCHEMES = {"basic": "basic", "oAuth2": "oAuth2", "oAuth": "oAuth2"}
+SCHEMES = {"basic": "basic", "Basic": "basic", "BASIC": "basic", "oAuth2": "oAuth2", "oAuth": "oAuth2"}
 _VALID = "basic or oAuth2 (oAuth is accepted as an alias of oAuth2)"
 
 # Allowed keys per scheme, folded -> as the SPEC writes them.
@@ -71,43 +71,68 @@ def parse_authorization(
     if auth is None:
         return None
     if not isinstance(auth, dict):
-        raise _err("FwData Authorization must be a JSON object.", section,
-                   'write {"Authorization": {"scheme": "basic", "OnAuth": "module.function"}}.',
-                   source)  # fmt: skip
+        raise _err(
+            "FwData Authorization must be a JSON object.",
+            section,
+            'write {"Authorization": {"scheme": "basic", "OnAuth": "module.function"}}.',
+            source,
+        )
     folded: dict[str, tuple[str, Any]] = {}
     for key, value in auth.items():
         folded[str(key).lower()] = (str(key), value)
     scheme_written = folded.get("scheme", ("scheme", None))[1]
     if scheme_written is None:
-        raise _err("FwData Authorization has no scheme.", section,
-                   f'add "scheme": one of {_VALID}.', source)  # fmt: skip
+        raise _err(
+            "FwData Authorization has no scheme.",
+            section,
+            f'add "scheme": one of {_VALID}.',
+            source,
+        )
     scheme = SCHEMES.get(scheme_written) if isinstance(scheme_written, str) else None
     if scheme is None:
-        raise _err(f"FwData Authorization scheme {scheme_written!r} is not a scheme fwrest "
-                   "knows (the value is case-sensitive).", section,
-                   f"write exactly {_VALID}.", source)  # fmt: skip
+        raise _err(
+            f"FwData Authorization scheme {scheme_written!r} is not a scheme fwrest "
+            "knows (the value is case-sensitive).",
+            section,
+            f"write exactly {_VALID}.",
+            source,
+        )
     allowed = _BASIC if scheme == "basic" else _OAUTH2
     for key, (written, _value) in folded.items():
         if key not in allowed:
-            raise _err(f"FwData Authorization has the unknown key {written!r} for the "
-                       f"{scheme} scheme.", section,
-                       f"use only {', '.join(allowed.values())}.", source)  # fmt: skip
+            raise _err(
+                f"FwData Authorization has the unknown key {written!r} for the {scheme} scheme.",
+                section,
+                f"use only {', '.join(allowed.values())}.",
+                source,
+            )
     max_failures = folded.get("maxfailures", ("maxFailures", 10))[1]
     if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 1:
-        raise _err(f"FwData Authorization maxFailures must be a whole number >= 1, got "
-                   f"{max_failures!r}.", section, 'write for example "maxFailures": 10.',
-                   source)  # fmt: skip
+        raise _err(
+            f"FwData Authorization maxFailures must be a whole number >= 1, got {max_failures!r}.",
+            section,
+            'write for example "maxFailures": 10.',
+            source,
+        )
 
     def function(key: str, required: bool) -> tuple[str, Callable[..., Any] | None]:
         written, value = folded.get(key, (allowed.get(key, key), None))
         if value is None or value == "":
             if required:
-                raise _err(f"FwData Authorization needs {written} for the {scheme} scheme.",
-                           section, f'add "{allowed[key]}": "module.function".', source)  # fmt: skip
+                raise _err(
+                    f"FwData Authorization needs {written} for the {scheme} scheme.",
+                    section,
+                    f'add "{allowed[key]}": "module.function".',
+                    source,
+                )
             return "", None
         if not isinstance(value, str):
-            raise _err(f"FwData Authorization {written} must name a function, got {value!r}.",
-                       section, f'write "{allowed[key]}": "module.function".', source)  # fmt: skip
+            raise _err(
+                f"FwData Authorization {written} must name a function, got {value!r}.",
+                section,
+                f'write "{allowed[key]}": "module.function".',
+                source,
+            )
         _full, func = repo.resolve(value, envs, section=section, key=f"FwData {allowed[key]}")
         return value, func
 
@@ -125,9 +150,13 @@ def parse_authorization(
             options={k: v for k, (_w, v) in folded.items()},
         )
     if not is_tls:
-        raise _err("the oAuth2 scheme needs TLS on the port: tokens and passwords must not "
-                   "cross the network in clear text.", section,
-                   "add SslCertificate and SslCertificateKey to this server.", source)  # fmt: skip
+        raise _err(
+            "the oAuth2 scheme needs TLS on the port: tokens and passwords must not "
+            "cross the network in clear text.",
+            section,
+            "add SslCertificate and SslCertificateKey to this server.",
+            source,
+        )
     _pw, params_value = folded.get("onauthparams", ("onAuthparams", None))
     params_func = None
     params_file = None
@@ -136,8 +165,12 @@ def parse_authorization(
         if not params_file.is_absolute():
             params_file = base_dir / params_file
         if not params_file.is_file():
-            raise _err(f"onAuthparams names the file {params_file}, which does not exist.",
-                       section, "create it, or name a function as module.function.", source)  # fmt: skip
+            raise _err(
+                f"onAuthparams names the file {params_file}, which does not exist.",
+                section,
+                "create it, or name a function as module.function.",
+                source,
+            )
     else:
         _n, params_func = function("onauthparams", True)
     on_auth_name, custom = function("onauth", False)
@@ -147,8 +180,12 @@ def parse_authorization(
         nocheck = _call_nocheck(nocheck_func, nocheck_name, section, source)
     allow_get = folded.get("allowgettoken", ("allowGetToken", True))[1]
     if not isinstance(allow_get, bool):
-        raise _err(f"FwData Authorization allowGetToken must be true or false, got {allow_get!r}.",
-                   section, 'write "allowGetToken": false.', source)  # fmt: skip
+        raise _err(
+            f"FwData Authorization allowGetToken must be true or false, got {allow_get!r}.",
+            section,
+            'write "allowGetToken": false.',
+            source,
+        )
     warnings = []
     if allow_get:
         warnings.append(
@@ -171,17 +208,26 @@ def parse_authorization(
     )
 
 
-def _call_nocheck(func: Callable[..., Any], name: str, section: str,
-                  source: str | None) -> tuple[str, ...]:  # fmt: skip
+def _call_nocheck(
+    func: Callable[..., Any], name: str, section: str, source: str | None
+) -> tuple[str, ...]:
     """``onAuthNoCheckUri()`` is called once, at start: a list of paths."""
     try:
         result = func()
     except Exception as exc:
-        raise _err(f"onAuthNoCheckUri {name} raised {type(exc).__name__}: {exc}", section,
-                   "make it return a list of paths.", source) from None  # fmt: skip
+        raise _err(
+            f"onAuthNoCheckUri {name} raised {type(exc).__name__}: {exc}",
+            section,
+            "make it return a list of paths.",
+            source,
+        ) from None
     if isinstance(result, str):
         result = [result]
     if not isinstance(result, list | tuple) or not all(isinstance(p, str) for p in result):
-        raise _err(f"onAuthNoCheckUri {name} must return a list of paths, got {result!r}.",
-                   section, 'return for example ["/public/*", "/items/:id"].', source)  # fmt: skip
+        raise _err(
+            f"onAuthNoCheckUri {name} must return a list of paths, got {result!r}.",
+            section,
+            'return for example ["/public/*", "/items/:id"].',
+            source,
+        )
     return tuple(result)

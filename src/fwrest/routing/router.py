@@ -45,7 +45,7 @@ class Router(Generic[T]):
     def __init__(self) -> None:
         self._static: dict[str, dict[str, _Route[T]]] = {}
         self._root: _Node[T] = _Node()
-        self._allow: dict[int, str] = {}
+        self._allow: dict[tuple[int, ...], str] = {}
 
     def add(self, method: str, pattern: str, payload: T) -> T | None:
         """Register a route; returns the payload already there for this method and shape."""
@@ -77,33 +77,35 @@ class Router(Generic[T]):
     def match(self, method: str, path: str) -> Match[T]:
         """Find the route of ``method`` and the normalised relative ``path``.
 
+        Static routes win over parameterised ones, segment by segment; a branch that leads
+        to no route of ``method`` is abandoned for the next one (backtracking).
+
         Raises:
-            HTTPError: 404 when no route has this path, 405 with ``Allow`` when no route of
-                this path takes the method.
+            HTTPError: 404 when no route has this path, 405 with ``Allow`` (every method some
+                route of this path takes) when none of them takes the method.
         """
         table = self._static.get(path)
-        values: list[str] = []
         if table is not None:
             route = table.get(method)
             if route is not None:
                 return Match(route.payload, {}, route.pattern)
         segments = path.split("/")[1:] if path != "/" else []
-        found = _walk(self._root, segments, 0, values)
-        if found is None or method not in found:
-            if table is None:
-                table = found
-            if table is None:
-                raise HTTPError(404)
-            raise HTTPError(405, headers=(("allow", self._allow_header(table)),))
-        route = found[method]
-        params = dict(zip(route.names, values, strict=True)) if route.names else {}
-        return Match(route.payload, params, route.pattern)
+        values: list[str] = []
+        found = _walk(self._root, segments, 0, values, method)
+        if found is not None:
+            params = dict(zip(found.names, values, strict=True)) if found.names else {}
+            return Match(found.payload, params, found.pattern)
+        tables = [table] if table is not None else []
+        _collect(self._root, segments, 0, tables)
+        if not tables:
+            raise HTTPError(404)
+        raise HTTPError(405, headers=(("allow", self._allow_header(tables)),))
 
-    def _allow_header(self, table: dict[str, _Route[T]]) -> str:
-        key = id(table)
+    def _allow_header(self, tables: list[dict[str, _Route[T]]]) -> str:
+        key = tuple(id(table) for table in tables)
         text = self._allow.get(key)
         if text is None:
-            text = ", ".join(sorted(table))
+            text = ", ".join(sorted({method for table in tables for method in table}))
             self._allow[key] = text
         return text
 
@@ -126,23 +128,39 @@ class Router(Generic[T]):
 
 
 def _walk(
-    node: _Node[T], segments: list[str], i: int, values: list[str]
-) -> dict[str, _Route[T]] | None:
+    node: _Node[T], segments: list[str], i: int, values: list[str], method: str
+) -> _Route[T] | None:
+    """The route of ``method`` for ``segments[i:]`` under ``node``; ``values`` gets its params."""
     if i == len(segments):
-        return node.methods
+        return node.methods.get(method) if node.methods else None
     seg = segments[i]
     child = node.static.get(seg)
     if child is not None:
-        found = _walk(child, segments, i + 1, values)
+        found = _walk(child, segments, i + 1, values, method)
         if found is not None:
             return found
     if node.param is not None:
         values.append(seg)
-        found = _walk(node.param, segments, i + 1, values)
+        found = _walk(node.param, segments, i + 1, values, method)
         if found is not None:
             return found
         values.pop()
     return None
+
+
+def _collect(
+    node: _Node[T], segments: list[str], i: int, tables: list[dict[str, _Route[T]]]
+) -> None:
+    """Every method table of a route whose pattern matches ``segments[i:]`` (for 405)."""
+    if i == len(segments):
+        if node.methods:
+            tables.append(node.methods)
+        return
+    child = node.static.get(segments[i])
+    if child is not None:
+        _collect(child, segments, i + 1, tables)
+    if node.param is not None:
+        _collect(node.param, segments, i + 1, tables)
 
 
 class LocationTable(Generic[T]):

@@ -175,8 +175,12 @@ def open_runtime(plan: ServicePlan) -> None:
     try:
         plan.store = open_store(config.state_store, config.data_path)
     except StoreError as exc:
-        raise ConfigError(f"{exc}", section="HTTPSERVER", key="StateStore",
-                          fix="check the path or the Redis server.") from None  # fmt: skip
+        raise ConfigError(
+            f"{exc}",
+            section="HTTPSERVER",
+            key="StateStore",
+            fix="check the path or the Redis server.",
+        ) from None
     if any(p.auth.scheme == "oAuth2" for p in plan.ports):
         plan.signing_key = load_signing_key(
             config.signing_key_file, config.data_path, plan.store, create=True

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from fwrest import log
 from fwrest.config import ServiceConfig, load_config
@@ -80,6 +81,8 @@ class Service:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+            if self._process.stdout is not None:
+                self._process.stdout.close()
             self._process = None
         if self._tmp is not None:
             Path(self._tmp).unlink(missing_ok=True)
@@ -162,8 +165,16 @@ def _start_supervisor(
     for raw in proc.stdout:
         line = raw.decode("utf-8", "replace").strip()
         if line.startswith("fwrest: serving "):
-            service.urls.append(line.split()[2])
+            # "fwrest: serving URL [SECTION]"
+            words = line.split()
+            service.urls.append(words[2])
+            if len(words) > 3:
+                port = urlsplit(words[2]).port
+                if port is not None:
+                    service.ports[words[3].strip("[]")] = port
         if line.startswith("fwrest: ready"):
             return service
     code = proc.wait()
+    proc.stdout.close()
+    service._process = None
     raise ConfigError(f"the service did not start (exit code {code}); see its log above.")

@@ -14,6 +14,7 @@ from typing import Any
 from fwrest import log
 from fwrest.auth import BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
+from fwrest.auth.throttle import Throttle
 from fwrest.routing import LocationTable
 from fwrest.server.app import Guard, PortApp
 from fwrest.server.build import PortPlan, ServicePlan
@@ -27,7 +28,8 @@ GuardFactory = Callable[[PortPlan], Guard | None]
 
 
 def default_guard(port: PortPlan) -> Guard | None:
-    """The guard of a Basic port; oAuth2 guards are built by the worker (they need its loop)."""
+    """The guard of a Basic port (the worker adds its throttle); oAuth2 guards are built by
+    the worker, which owns the token service."""
     settings = port.auth_settings
     if settings is None or settings.scheme != "basic":
         return None
@@ -78,6 +80,7 @@ class Worker:
         self.pools: dict[str, ThreadPool] = {}
         self.apps: list[PortApp] = []
         self.services: list[TokenService] = []
+        self.throttles: list[Throttle] = []
         self._servers: list[asyncio.base_events.Server] = []
         self._stop: asyncio.Event | None = None
         self.exit_code = 0
@@ -108,8 +111,18 @@ class Worker:
                 )
                 service.start()
                 self.services.append(service)
-                guard = BearerGuard(service, NoCheckPaths(settings.nocheck), _locator(port),
-                                    settings.on_auth, settings.on_auth_name)  # fmt: skip
+                guard = BearerGuard(
+                    service,
+                    NoCheckPaths(settings.nocheck),
+                    _locator(port),
+                    settings.on_auth,
+                    settings.on_auth_name,
+                )
+            if isinstance(guard, BasicGuard) and self.plan.store is not None and settings:
+                throttle = Throttle(self.plan.store, settings.max_failures, port.config.name)
+                throttle.start()
+                self.throttles.append(throttle)
+                guard.throttle = throttle
             app = PortApp(port, self.pools, guard)
             app.token_service = service
             self.apps.append(app)
@@ -164,3 +177,5 @@ class Worker:
             pool.shutdown()
         for service in self.services:
             service.stop()
+        for throttle in self.throttles:
+            throttle.stop()

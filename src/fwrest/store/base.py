@@ -50,6 +50,14 @@ class StateStore(Protocol):
 
     def clear_failures(self, key: str) -> None: ...
 
+    def add_lock(self, key: str, until: float) -> None:
+        """Record a lock-out (a key past maxFailures) that every worker should honour."""
+        ...
+
+    def locks(self) -> dict[str, float]:
+        """Lock-outs in force: key -> epoch second they end."""
+        ...
+
     def signing_key(self, candidate: bytes) -> bytes:
         """The shared key: ``candidate`` stored if none exists yet (set-if-absent)."""
         ...

@@ -20,6 +20,7 @@ class MemoryStore:
         self._failures: dict[str, tuple[float, int]] = {}
         self._key: bytes | None = None
         self._settings: dict[str, int] = {}
+        self._locks: dict[str, float] = {}
 
     def ping(self) -> None:
         return None
@@ -73,6 +74,16 @@ class MemoryStore:
     def clear_failures(self, key: str) -> None:
         with self._lock:
             self._failures.pop(key, None)
+
+    def add_lock(self, key: str, until: float) -> None:
+        with self._lock:
+            self._locks[key] = max(until, self._locks.get(key, 0.0))
+
+    def locks(self) -> dict[str, float]:
+        now = time.time()
+        with self._lock:
+            self._locks = {k: u for k, u in self._locks.items() if u > now}
+            return dict(self._locks)
 
     def signing_key(self, candidate: bytes) -> bytes:
         with self._lock:

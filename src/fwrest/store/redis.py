@@ -67,9 +67,16 @@ class RedisStore:
         key = f"{_P}rt:{record.token_hash}"
         ttl_ms = max(int((record.expires_at - time.time()) * 1000), 1) + 86_400_000
         pipe = self._r.pipeline(transaction=True)
-        pipe.hset(key, mapping={"family": record.family, "client_id": record.client_id,
-                                "subject": record.subject, "expires_at": repr(record.expires_at),
-                                "spent": "0"})  # fmt: skip
+        pipe.hset(
+            key,
+            mapping={
+                "family": record.family,
+                "client_id": record.client_id,
+                "subject": record.subject,
+                "expires_at": repr(record.expires_at),
+                "spent": "0",
+            },
+        )
         pipe.pexpire(key, ttl_ms)
         self._call(pipe.execute)
 
@@ -110,6 +117,17 @@ class RedisStore:
 
     def clear_failures(self, key: str) -> None:
         self._call(self._r.delete, f"{_P}fail:{key}")
+
+    def add_lock(self, key: str, until: float) -> None:
+        self._call(self._r.zadd, f"{_P}locks", {key: until}, gt=True)
+
+    def locks(self) -> dict[str, float]:
+        key = f"{_P}locks"
+        pipe = self._r.pipeline(transaction=False)
+        pipe.zremrangebyscore(key, "-inf", time.time())
+        pipe.zrange(key, 0, -1, withscores=True)
+        _, rows = self._call(pipe.execute)
+        return {(m.decode() if isinstance(m, bytes) else m): float(s) for m, s in rows}
 
     def signing_key(self, candidate: bytes) -> bytes:
         key = f"{_P}signing_key"

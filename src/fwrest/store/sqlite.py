@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS revoked (family TEXT PRIMARY KEY, until REAL NOT NULL
 CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, start REAL NOT NULL,
     count INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, until REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 """
 
@@ -79,9 +80,14 @@ class SqliteStore:
         with self._tx() as db:
             db.execute(
                 "INSERT INTO refresh VALUES (?, ?, ?, ?, ?, 0)",
-                (record.token_hash, record.family, record.client_id, record.subject,
-                 record.expires_at),
-            )  # fmt: skip
+                (
+                    record.token_hash,
+                    record.family,
+                    record.client_id,
+                    record.subject,
+                    record.expires_at,
+                ),
+            )
             if int(record.expires_at) % 50 == 0:  # now and then, forget long-expired tokens
                 db.execute("DELETE FROM refresh WHERE expires_at < ?", (time.time() - 86400,))
 
@@ -142,6 +148,23 @@ class SqliteStore:
     def clear_failures(self, key: str) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM failures WHERE key = ?", (key,))
+
+    def add_lock(self, key: str, until: float) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO locks VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
+                "until = max(until, excluded.until)",
+                (key, until),
+            )
+
+    def locks(self) -> dict[str, float]:
+        try:
+            rows = self._conn().execute(
+                "SELECT key, until FROM locks WHERE until > ?", (time.time(),)
+            )
+            return dict(rows.fetchall())
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store: {exc}") from None
 
     def signing_key(self, candidate: bytes) -> bytes:
         with self._tx() as db:

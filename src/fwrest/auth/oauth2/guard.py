@@ -70,9 +70,14 @@ class BearerGuard:
 
     __slots__ = ("_custom", "_custom_async", "_custom_name", "_locate", "_nocheck", "_service")
 
-    def __init__(self, service: TokenService, nocheck: NoCheckPaths,
-                 locate: Callable[[str], tuple[str, str]],
-                 custom: Callable[..., Any] | None, custom_name: str) -> None:  # fmt: skip
+    def __init__(
+        self,
+        service: TokenService,
+        nocheck: NoCheckPaths,
+        locate: Callable[[str], tuple[str, str]],
+        custom: Callable[..., Any] | None,
+        custom_name: str,
+    ) -> None:
         self._service = service
         self._nocheck = nocheck
         self._locate = locate
@@ -94,8 +99,9 @@ class BearerGuard:
                 break
         token = bearer_token(header)
         if token is None:
-            raise HTTPError(401, detailed="an access token is required",
-                            headers=(("www-authenticate", REALM),))  # fmt: skip
+            raise HTTPError(
+                401, detailed="an access token is required", headers=(("www-authenticate", REALM),)
+            )
         log.request_secrets.set((token,))
         if self._custom is not None:
             try:
@@ -104,8 +110,9 @@ class BearerGuard:
                 else:
                     verdict = await asyncio.to_thread(self._custom, token, path)
             except Exception as exc:
-                log.auth_log.error("onAuth %s raised %s; answered 500", self._custom_name,
-                                   type(exc).__name__)  # fmt: skip
+                log.auth_log.error(
+                    "onAuth %s raised %s; answered 500", self._custom_name, type(exc).__name__
+                )
                 raise HTTPError(500) from None
             if verdict is not True:
                 raise _invalid("the access token was refused")

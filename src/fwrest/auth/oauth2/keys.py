@@ -59,8 +59,9 @@ def _from_file(path: Path, create: bool) -> bytes | None:
     return key
 
 
-def load_signing_key(key_file: Path | None, data_path: Path, store: StateStore | None,
-                     *, create: bool = True) -> bytes | None:  # fmt: skip
+def load_signing_key(
+    key_file: Path | None, data_path: Path, store: StateStore | None, *, create: bool = True
+) -> bytes | None:
     """The service's signing key (None only when ``create`` is False and none exists yet).
 
     Raises:

@@ -24,8 +24,13 @@ _NO_STORE = (("cache-control", "no-store"), ("pragma", "no-cache"))
 class OAuthError(Exception):
     """An RFC 6749 5.2 error answer of the token route."""
 
-    def __init__(self, error: str, description: str, status: int = 400,
-                 headers: tuple[tuple[str, str], ...] = ()) -> None:  # fmt: skip
+    def __init__(
+        self,
+        error: str,
+        description: str,
+        status: int = 400,
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.error = error
         self.description = description
         self.status = status
@@ -39,10 +44,17 @@ def _pairs(text: str, where: str) -> list[tuple[str, str]]:
     if text.count("&") + 1 > MAX_FIELDS * 2:
         raise OAuthError("invalid_request", f"too many parameters in the {where}")
     try:
-        pairs = parse_qsl(text, keep_blank_values=True, strict_parsing=False,
-                          max_num_fields=MAX_FIELDS, errors="strict")  # fmt: skip
+        pairs = parse_qsl(
+            text,
+            keep_blank_values=True,
+            strict_parsing=False,
+            max_num_fields=MAX_FIELDS,
+            errors="strict",
+        )
     except ValueError:
-        raise OAuthError("invalid_request", f"too many or malformed parameters in the {where}") from None  # fmt: skip
+        raise OAuthError(
+            "invalid_request", f"too many or malformed parameters in the {where}"
+        ) from None
     for name, value in pairs:
         if len(name) > MAX_FIELD or len(value) > MAX_FIELD:
             raise OAuthError("invalid_request", f"a parameter in the {where} is too long")
@@ -82,13 +94,18 @@ def client_credentials(params: dict[str, str], authorization: str | None) -> tup
     if authorization and authorization.strip()[:6].lower() == "basic ":
         creds = parse_basic(authorization)
         if creds is None:
-            raise OAuthError("invalid_client", "malformed client credentials", status=401,
-                             headers=(("www-authenticate", 'Basic realm="Access to REST"'),))  # fmt: skip
+            raise OAuthError(
+                "invalid_client",
+                "malformed client credentials",
+                status=401,
+                headers=(("www-authenticate", 'Basic realm="Access to REST"'),),
+            )
         from_header = (unquote_plus(creds[0]), unquote_plus(creds[1]))
     in_params = "client_id" in params or "client_secret" in params
     if from_header and in_params:
-        raise OAuthError("invalid_request", "client credentials given both in the header and "
-                         "in the parameters")  # fmt: skip
+        raise OAuthError(
+            "invalid_request", "client credentials given both in the header and in the parameters"
+        )
     if from_header:
         return from_header
     if in_params:
@@ -171,9 +188,12 @@ class ParamsSource:
             self.is_async = inspect.iscoroutinefunction(func)
             try:
                 sig = inspect.signature(func)
-                required = [p for p in sig.parameters.values()
-                            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
-                                                                   p.POSITIONAL_OR_KEYWORD)]  # fmt: skip
+                required = [
+                    p
+                    for p in sig.parameters.values()
+                    if p.default is p.empty
+                    and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                ]
                 self.legacy = len(required) == 1
             except (TypeError, ValueError):
                 self.legacy = False
@@ -199,8 +219,11 @@ class ParamsSource:
         """Run the function (in a worker thread when it is a ``def``)."""
         assert self.func is not None
         if self.legacy:
-            filled = {k: v for k, v in request.items()
-                      if k not in ("password", "client_secret", "refresh_token")}  # fmt: skip
+            filled = {
+                k: v
+                for k, v in request.items()
+                if k not in ("password", "client_secret", "refresh_token")
+            }
             result = self.func(filled)
             return normalise(result if isinstance(result, dict) else filled)
         return normalise(self.func())

@@ -52,8 +52,16 @@ def _hash(token: str) -> str:
 class TokenService:
     """Issues and checks tokens for one port; one instance per worker."""
 
-    def __init__(self, *, port_name: str, key: bytes, store: StateStore, source: ParamsSource,
-                 max_failures: int, allow_get: bool) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        port_name: str,
+        key: bytes,
+        store: StateStore,
+        source: ParamsSource,
+        max_failures: int,
+        allow_get: bool,
+    ) -> None:
         self.port_name = port_name
         self._key = key
         self.store = store
@@ -107,10 +115,13 @@ class TokenService:
                 token,
                 self._key,
                 algorithms=[ALG],
-                options={"require": ["exp", "iat", "jti", "sub"], "verify_aud": False,
-                         "verify_iat": False},
+                options={
+                    "require": ["exp", "iat", "jti", "sub"],
+                    "verify_aud": False,
+                    "verify_iat": False,
+                },
                 leeway=0,
-            )  # fmt: skip
+            )
         except jwt.ExpiredSignatureError:
             raise InvalidToken("the access token has expired") from None
         except jwt.PyJWTError:
@@ -125,10 +136,17 @@ class TokenService:
         try:
             return await asyncio.wait_for(asyncio.to_thread(fn, *args), STORE_DEADLINE_S)
         except (StoreError, TimeoutError) as exc:
-            log.auth_log.error("[%s] state store unavailable: %s; answered 503",
-                               self.port_name, exc or "no answer within 1.4 s")  # fmt: skip
-            raise HTTPError(503, "Service Unavailable", detailed="the state store is unavailable",
-                            headers=(("retry-after", "1"),)) from None  # fmt: skip
+            log.auth_log.error(
+                "[%s] state store unavailable: %s; answered 503",
+                self.port_name,
+                exc or "no answer within 1.4 s",
+            )
+            raise HTTPError(
+                503,
+                "Service Unavailable",
+                detailed="the state store is unavailable",
+                headers=(("retry-after", "1"),),
+            ) from None
 
     async def _params(self, request: dict[str, str]) -> AuthParams:
         try:
@@ -137,8 +155,11 @@ class TokenService:
             if self.source.is_async:
                 assert self.source.func is not None
                 if self.source.legacy:
-                    filled = {k: v for k, v in request.items()
-                              if k not in ("password", "client_secret", "refresh_token")}  # fmt: skip
+                    filled = {
+                        k: v
+                        for k, v in request.items()
+                        if k not in ("password", "client_secret", "refresh_token")
+                    }
                     result = await self.source.func(filled)
                     from fwrest.auth.oauth2.params import normalise
 
@@ -152,17 +173,20 @@ class TokenService:
             log.auth_log.error("[%s] onAuthparams: %s; answered 500", self.port_name, exc)
             raise HTTPError(500) from None
         except Exception as exc:  # the application's function may raise anything
-            log.auth_log.error("[%s] onAuthparams raised %s; answered 500", self.port_name,
-                               type(exc).__name__)  # fmt: skip
+            log.auth_log.error(
+                "[%s] onAuthparams raised %s; answered 500", self.port_name, type(exc).__name__
+            )
             raise HTTPError(500) from None
 
-    async def token_endpoint(self, method: str, query: str, body: bytes,
-                             headers: dict[str, str], client_ip: str) -> tuple[int, list[tuple[str, str]], bytes]:  # fmt: skip
+    async def token_endpoint(
+        self, method: str, query: str, body: bytes, headers: dict[str, str], client_ip: str
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         """Answer one request of ``/fw/oauth2/token``: (status, headers, body)."""
         try:
             params = request_params(query, body, headers.get("content-type"), method)
-            secrets_seen = tuple(params[k] for k in ("password", "client_secret", "refresh_token")
-                                 if params.get(k))  # fmt: skip
+            secrets_seen = tuple(
+                params[k] for k in ("password", "client_secret", "refresh_token") if params.get(k)
+            )
             auth_header = headers.get("authorization")
             if auth_header:
                 secrets_seen += (auth_header.strip().partition(" ")[2],)
@@ -173,8 +197,9 @@ class TokenService:
             hdrs = [("content-type", "application/json"), *exc.headers]
             return exc.status, hdrs, body_out
 
-    async def _grant(self, method: str, params: dict[str, str], auth_header: str | None,
-                     client_ip: str) -> tuple[int, list[tuple[str, str]], bytes]:  # fmt: skip
+    async def _grant(
+        self, method: str, params: dict[str, str], auth_header: str | None, client_ip: str
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         grant = params.get("grant_type")
         if not grant:
             raise OAuthError("invalid_request", "grant_type is missing")
@@ -185,8 +210,10 @@ class TokenService:
             raise OAuthError("invalid_scope", "the only scope is 'default'")
         if grant == "password" and method == "GET":
             if not self.allow_get:
-                raise OAuthError("invalid_request", "the password grant must use POST here "
-                                 "(allowGetToken is false)")  # fmt: skip
+                raise OAuthError(
+                    "invalid_request",
+                    "the password grant must use POST here (allowGetToken is false)",
+                )
             if not self._warned_get:
                 self._warned_get = True
                 log.auth_log.warning(
@@ -199,13 +226,16 @@ class TokenService:
         allowed = await self._params(params)
         client_id = self._client(allowed, creds)
         if allowed.types is not None and grant not in allowed.types:
-            raise OAuthError("unauthorized_client", f"the grant type {grant!r} is not allowed "
-                             "for this client")  # fmt: skip
+            raise OAuthError(
+                "unauthorized_client", f"the grant type {grant!r} is not allowed for this client"
+            )
         try:
-            ttl_ms = access_ms(allowed.access_expires if allowed.access_expires is not None
-                               else 3_600_000)  # fmt: skip
-            refresh_at = refresh_deadline(allowed.refresh_expires if allowed.refresh_expires
-                                          is not None else "Date()+1")  # fmt: skip
+            ttl_ms = access_ms(
+                allowed.access_expires if allowed.access_expires is not None else 3_600_000
+            )
+            refresh_at = refresh_deadline(
+                allowed.refresh_expires if allowed.refresh_expires is not None else "Date()+1"
+            )
         except ExpiryError as exc:
             log.auth_log.error("[%s] onAuthparams: %s; answered 500", self.port_name, exc)
             raise HTTPError(500) from None
@@ -226,8 +256,12 @@ class TokenService:
             if ok and not match:
                 match = known_id
         if not match:
-            raise OAuthError("invalid_client", "client authentication failed", status=401,
-                             headers=(("www-authenticate", 'Basic realm="Access to REST"'),))  # fmt: skip
+            raise OAuthError(
+                "invalid_client",
+                "client authentication failed",
+                status=401,
+                headers=(("www-authenticate", 'Basic realm="Access to REST"'),),
+            )
         return match
 
     async def _password(self, params: dict[str, str], allowed: AuthParams, client_ip: str) -> str:
@@ -238,8 +272,10 @@ class TokenService:
         count_user, wait_user = await self._store(self.store.failures, user_key, WINDOW_S)
         count_ip, wait_ip = await self._store(self.store.failures, ip_key, WINDOW_S)
         if count_user >= self.max_failures or count_ip >= self.max_failures:
-            wait = max(wait_user if count_user >= self.max_failures else 0,
-                       wait_ip if count_ip >= self.max_failures else 0)  # fmt: skip
+            wait = max(
+                wait_user if count_user >= self.max_failures else 0,
+                wait_ip if count_ip >= self.max_failures else 0,
+            )
             raise self._throttled(wait)
         stored = None
         for known, known_password in allowed.users:
@@ -258,18 +294,31 @@ class TokenService:
                 log.auth_log.warning(
                     "[%s] %d failed password grants within %.0f s for user %r or client %s: "
                     "further attempts get 429 until the window passes",
-                    self.port_name, self.max_failures, WINDOW_S, log.escape(username), client_ip,
-                )  # fmt: skip
+                    self.port_name,
+                    self.max_failures,
+                    WINDOW_S,
+                    log.escape(username),
+                    client_ip,
+                )
             raise OAuthError("invalid_grant", _WRONG)
         return username
 
     def _throttled(self, wait: float) -> HTTPError:
         seconds = max(int(wait + 0.999), 1)
-        return HTTPError(429, "Too Many Requests", detailed="too many failed attempts",
-                         headers=(("retry-after", str(seconds)),))  # fmt: skip
+        return HTTPError(
+            429,
+            "Too Many Requests",
+            detailed="too many failed attempts",
+            headers=(("retry-after", str(seconds)),),
+        )
 
-    async def _rotate(self, params: dict[str, str], allowed: AuthParams,
-                      creds: tuple[str, str] | None, client_id: str) -> tuple[str, str]:  # fmt: skip
+    async def _rotate(
+        self,
+        params: dict[str, str],
+        allowed: AuthParams,
+        creds: tuple[str, str] | None,
+        client_id: str,
+    ) -> tuple[str, str]:
         token = params.get("refresh_token")
         if not token:
             raise OAuthError("invalid_request", "refresh_token is missing")
@@ -282,23 +331,29 @@ class TokenService:
             self.revoked[record.family] = until
             log.auth_log.warning(
                 "[%s] a spent refresh token was presented again (user %r): its whole token "
-                "family is revoked", self.port_name, log.escape(record.subject))  # fmt: skip
-            raise OAuthError("invalid_grant", "the refresh token was already used; its token "
-                             "family is revoked")  # fmt: skip
+                "family is revoked",
+                self.port_name,
+                log.escape(record.subject),
+            )
+            raise OAuthError(
+                "invalid_grant", "the refresh token was already used; its token family is revoked"
+            )
         revoked = await self._store(self.store.revoked_families)
         if record.family in revoked:
             raise OAuthError("invalid_grant", "the refresh token was revoked")
         if record.expires_at <= time.time():
-            raise OAuthError("invalid_grant", "the refresh token has expired; repeat the "
-                             "password grant")  # fmt: skip
+            raise OAuthError(
+                "invalid_grant", "the refresh token has expired; repeat the password grant"
+            )
         if creds is not None and record.client_id and record.client_id != client_id:
             raise OAuthError("invalid_grant", "the refresh token was issued to another client")
         if not any(same_secret(record.subject, name) for name, _ in allowed.users):
             raise OAuthError("invalid_grant", "the user of this refresh token is no longer allowed")
         return record.subject, record.family
 
-    async def _issue(self, subject: str, client_id: str, family: str, ttl_ms: int,
-                     refresh_at: float) -> tuple[int, list[tuple[str, str]], bytes]:  # fmt: skip
+    async def _issue(
+        self, subject: str, client_id: str, family: str, ttl_ms: int, refresh_at: float
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         now = time.time()
         refresh = secrets.token_urlsafe(32)
         record = RefreshRecord(_hash(refresh), family, client_id, subject, refresh_at)
@@ -315,15 +370,18 @@ class TokenService:
         }
         access = jwt.encode(claims, self._key, algorithm=ALG, headers={"typ": "at+jwt"})
         log.request_secrets.set((*log.request_secrets.get(), access, refresh))
-        log.auth_log.info("[%s] tokens issued to %r (client %r)", self.port_name,
-                          log.escape(subject), client_id)  # fmt: skip
-        body = orjson.dumps({
-            "access_token": access,
-            "refresh_token": refresh,
-            "scope": "default",
-            "token_type": "Bearer",
-            "expires_in": max(ttl_ms // 1000, 1),
-        })  # fmt: skip
+        log.auth_log.info(
+            "[%s] tokens issued to %r (client %r)", self.port_name, log.escape(subject), client_id
+        )
+        body = orjson.dumps(
+            {
+                "access_token": access,
+                "refresh_token": refresh,
+                "scope": "default",
+                "token_type": "Bearer",
+                "expires_in": max(ttl_ms // 1000, 1),
+            }
+        )
         return 200, [("content-type", "application/json"), *_NO_STORE], body
 
 

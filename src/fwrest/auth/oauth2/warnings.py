@@ -52,8 +52,10 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
                     f'access_expires is in milliseconds: write {ms * 1000} or "{ms}s"'
                 )
             elif ms > _DAY_S * 1000:
-                out.append(f"[{section}] onAuthparams access_expires is over a day: a stolen "
-                           "access token stays valid that long.")  # fmt: skip
+                out.append(
+                    f"[{section}] onAuthparams access_expires is over a day: a stolen "
+                    "access token stays valid that long."
+                )
     if params.refresh_expires is not None:
         try:
             deadline = refresh_deadline(params.refresh_expires)

@@ -1,0 +1,284 @@
+"""``fwrest.start()`` (SPEC 2, 9): the service in the calling process on a background thread,
+or the supervisor in a child process with ``workers=N``.
+
+Each in-process test serves a module of its own (a unique name), so that the process-wide
+registry of annotated endpoints never mixes two tests' routes. The "no Repository" case runs in
+a child Python process, where the calling program's endpoints are exactly the script's.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import fwrest
+from tests.conftest import ROOT, free_config
+
+
+def port_is_free(port: int) -> bool:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(1)
+        return True
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return False
+        raise
+    finally:
+        sock.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def unique_module(tmp_path: Path) -> tuple[str, Path]:
+    """A module with a unique name and route prefix; returns (name, file)."""
+    name = f"startapp_{uuid.uuid4().hex[:10]}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(
+        textwrap.dedent(
+            f"""
+            import os
+            import threading
+
+            from fwrest import get, rest
+
+
+            @get("/{name}/ping/:n")
+            def ping(n):
+                return {{
+                    "n": n,
+                    "module": __name__,
+                    "pid": os.getpid(),
+                    "thread": threading.current_thread().name,
+                    "user_data": rest.getServerUserData(),
+                }}
+
+
+            @get("/{name}/aping")
+            async def aping():
+                return {{"pid": os.getpid()}}
+            """
+        )
+    )
+    return name, path
+
+
+def config_dict(repository: str | None, port: int = 0, **server: Any) -> dict[str, Any]:
+    env: dict[str, Any] = {} if repository is None else {"Repository": repository}
+    return {
+        "HTTPSERVER": {"Enable": 1, "Servers": "HTTP_REST", "StateStore": "memory"},
+        "HTTP_REST": {"HostName": "127.0.0.1", "Port": port, "Locations": "ROOT", **server},
+        "ROOT": {"Path": "/api", "ThreadPool": "POOL"},
+        "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 2},
+        "ENV": env,
+    }
+
+
+def test_start_serves_and_stop_frees_the_port(tmp_path: Path) -> None:
+    name, path = unique_module(tmp_path)
+    service = fwrest.start(config_dict(str(path), UserData={"from": "dict"}))
+    try:
+        assert isinstance(service, fwrest.Service)
+        port = service.ports["HTTP_REST"]
+        assert port > 0  # port 0 was replaced by the one the system picked
+        assert service.urls == [f"http://127.0.0.1:{port}/api"]
+        r = httpx.get(f"{service.urls[0]}/{name}/ping/7", timeout=10)
+        assert r.status_code == 200
+        body = r.json()
+        assert body["n"] == "7"
+        assert body["module"] == name
+        assert body["user_data"] == {"from": "dict"}
+        assert body["thread"].startswith("fwrest-")
+        assert body["pid"] == os.getpid()  # in the calling process
+        assert httpx.get(f"{service.urls[0]}/{name}/aping", timeout=10).status_code == 200
+        assert not port_is_free(port)
+    finally:
+        service.stop()
+    assert port_is_free(port)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{service.urls[0]}/{name}/ping/1", timeout=5)
+
+
+def test_start_from_a_config_file(tmp_path: Path) -> None:
+    name, _ = unique_module(tmp_path)
+    config = free_config(tmp_path, extra={"ENV": {"Repository": f"{name}.py"}})
+    with fwrest.start(config) as service:
+        port = service.ports["HTTP_REST"]
+        r = httpx.get(f"http://127.0.0.1:{port}/rest/{name}/ping/x", timeout=10)
+        assert r.status_code == 200
+        assert r.json()["n"] == "x"
+    assert port_is_free(port)
+
+
+def test_start_installs_no_signal_handlers(tmp_path: Path) -> None:
+    _, path = unique_module(tmp_path)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    service = fwrest.start(config_dict(str(path)))
+    try:
+        during = {s: signal.getsignal(s) for s in before}
+    finally:
+        service.stop()
+    after = {s: signal.getsignal(s) for s in before}
+    assert during == before
+    assert after == before
+
+
+def test_bad_config_raises_config_error_and_binds_nothing(tmp_path: Path) -> None:
+    port = free_port()
+    bad = config_dict("no_such_module_here_xyz", port=port)
+    with pytest.raises(fwrest.ConfigError) as info:
+        fwrest.start(bad)
+    assert "no_such_module_here_xyz" in str(info.value)
+    assert port_is_free(port)
+
+    bad = config_dict(None, port=port)
+    bad["POOL"]["MaxThreads"] = "many"
+    with pytest.raises(fwrest.ConfigError) as info:
+        fwrest.start(bad)
+    assert "MaxThreads" in str(info.value)
+    assert port_is_free(port)
+
+
+def test_a_port_that_cannot_be_bound_releases_the_others(tmp_path: Path) -> None:
+    _, path = unique_module(tmp_path)
+    first = free_port()
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    busy = holder.getsockname()[1]
+    try:
+        config = config_dict(str(path), port=first)
+        config["HTTPSERVER"]["Servers"] = "HTTP_REST, HTTP_TWO"
+        config["HTTP_TWO"] = {"HostName": "127.0.0.1", "Port": busy, "Locations": "ROOT"}
+        with pytest.raises(fwrest.ConfigError) as info:
+            fwrest.start(config)
+        assert str(busy) in str(info.value)
+        assert port_is_free(first)  # the first port was bound, then released
+    finally:
+        holder.close()
+
+
+def test_without_repository_the_programs_endpoints_are_served(tmp_path: Path) -> None:
+    script = tmp_path / "program.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import json
+            import sys
+
+            import fwrest
+            from fwrest import get, post, rest
+
+
+            @get("/prog/hello/:who")
+            def hello(who):
+                return {"hello": who, "module": __name__}
+
+
+            @post("/prog/echo")
+            async def echo():
+                return {"body": rest.getBodyRequest()}
+
+
+            config = json.loads(sys.argv[1])
+            service = fwrest.start(config)
+            print(json.dumps({"urls": service.urls, "ports": service.ports}), flush=True)
+            sys.stdin.readline()
+            service.stop()
+            print("stopped", flush=True)
+            """
+        )
+    )
+    config = config_dict(None)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), json.dumps(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read() if proc.stderr else ""
+        info = json.loads(line)
+        base = info["urls"][0]
+        r = httpx.get(f"{base}/prog/hello/ann", timeout=10)
+        assert r.status_code == 200
+        assert r.json() == {"hello": "ann", "module": "__main__"}
+        r = httpx.post(f"{base}/prog/echo", content=b"hi", timeout=10)
+        assert r.json() == {"body": "hi"}
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "stopped"
+        assert proc.wait(20) == 0
+        assert port_is_free(info["ports"]["HTTP_REST"])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_start_with_workers_runs_the_supervisor(tmp_path: Path) -> None:
+    config = free_config(tmp_path)
+    service = fwrest.start(config, workers=2)
+    try:
+        assert service.urls, "no URL reported"
+        base = service.urls[0]
+        port = int(base.split(":")[2].split("/")[0])
+        assert service.ports == {"HTTP_REST": port}
+        pids = set()
+        for _ in range(40):
+            r = httpx.get(f"{base}/hello", timeout=10)
+            assert r.status_code == 200
+            pids.add(r.json()["pid"])
+            if len(pids) == 2:
+                break
+        print(f"worker pids seen: {sorted(pids)}")
+        assert os.getpid() not in pids  # served by worker processes, not by this one
+        assert len(pids) == 2
+    finally:
+        service.stop()
+    assert port_is_free(port)
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{base}/hello", timeout=5)
+
+
+def test_start_with_workers_from_a_dict(tmp_path: Path) -> None:
+    _, path = unique_module(tmp_path)
+    service = fwrest.start(config_dict(str(path)), workers=1)
+    try:
+        port = service.ports["HTTP_REST"]
+        r = httpx.get(f"http://127.0.0.1:{port}/api/{path.stem}/ping/3", timeout=10)
+        assert r.status_code == 200
+    finally:
+        service.stop()
+    assert port_is_free(port)
+
+
+def test_start_with_workers_and_a_bad_config_raises(tmp_path: Path) -> None:
+    with pytest.raises(fwrest.ConfigError):
+        fwrest.start(config_dict("no_such_module_here_xyz"), workers=2)
