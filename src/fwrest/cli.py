@@ -46,6 +46,15 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("config", metavar="CONFIG")
     routes = sub.add_parser("routes", help="list every registered route of CONFIG")
     routes.add_argument("config", metavar="CONFIG")
+    openapi = sub.add_parser(
+        "openapi",
+        help="write the OpenAPI 3.1 document of CONFIG",
+        description="Write the OpenAPI 3.1 document of every port "
+        "(the first port's, or --server NAME's).",
+    )
+    openapi.add_argument("config", metavar="CONFIG")
+    openapi.add_argument("-o", "--output", metavar="FILE", help="write to FILE, not stdout")
+    openapi.add_argument("--server", metavar="NAME", help="the server section to describe")
     return parser
 
 
@@ -94,6 +103,30 @@ def _routes(path: str) -> int:
     return EXIT_OK
 
 
+def _openapi(path: str, output: str | None, server: str | None) -> int:
+    import json
+
+    from fwrest.native.listing import build_openapi
+    from fwrest.server import prepare
+
+    plan = prepare(path)
+    ports = plan.ports
+    if server is not None:
+        ports = [p for p in ports if p.config.name.lower() == server.lower()]
+        if not ports:
+            names = ", ".join(p.config.name for p in plan.ports)
+            raise ConfigError(f"there is no server {server!r}; the servers are {names}.")
+    doc = build_openapi(ports[0], __version__)
+    text = json.dumps(doc, indent=2) + "\n"
+    if output:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"fwrest openapi: wrote {output} ({len(doc['paths'])} paths)", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command is None:
@@ -104,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(args.config)
         if args.command == "routes":
             return _routes(args.config)
+        if args.command == "openapi":
+            return _openapi(args.config, args.output, args.server)
         if args.command == "serve":
             if args.workers < 1:
                 print("fwrest: error: --workers must be at least 1", file=sys.stderr)

@@ -31,6 +31,7 @@ __all__ = [
     "server_log",
     "set_level",
     "setup_logging",
+    "trace_log",
     "truncate",
 ]
 
@@ -41,6 +42,7 @@ server_log = logging.getLogger("fwrest.server")
 access_log = logging.getLogger("fwrest.access")
 auth_log = logging.getLogger("fwrest.auth")
 app_log = logging.getLogger("fwrest.app")
+trace_log = logging.getLogger("fwrest.trace")
 _root = logging.getLogger("fwrest")
 
 # rest_log_level (SPEC 5.1) -> logging level; 0 switches the framework's log off.

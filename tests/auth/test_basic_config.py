@@ -429,7 +429,7 @@ def test_serve_with_bad_authorization_exits_2_and_binds_nothing(
     data["HTTP_REST"].update(Port=bad_port, FwData=fw_data)
     config.write_text(json.dumps(data))
 
-    done = run_cli("serve", str(config), timeout=30)
+    done = run_cli("serve", str(config), timeout=10)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert done.stderr.startswith(CLI_PREFIX), done.stderr
     assert "[HTTP_REST] FwData" in done.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,55 @@ def test_json_values_inline_quoted_or_file(
     assert server.fw_data == {"authorization": FW_DATA["Authorization"]}
     assert server.user_data == USER_DATA  # UserData keeps its case
     assert server.load_urns == LOAD_URNS
+
+
+def test_ini_inline_comments_and_semicolons_inside_json(tmp_path: Path) -> None:
+    """``; comment`` after a value is dropped (SPEC 2's example writes them); a `` ; `` inside
+    a JSON string of FwData/UserData/LoadURNs is data and stays."""
+    path = tmp_path / "service.ini"
+    path.write_text(
+        textwrap.dedent(
+            """
+            ; a full-line comment
+            # another one
+            [HTTPSERVER]
+            Servers=HTTP_REST          ; the servers
+            StateStore=memory ; in memory
+            [HTTP_REST]
+            HostName=127.0.0.1
+            Port=8080 ; a port
+            Locations=ROOT
+            UserData={"sql": "select 1 ; select 2", "x": "a;b"}   ; trailing comment
+            FwData='{"NativeRoutes": {"hide": ["x ; y"]}}' ; quoted, then a comment
+            LoadURNs={
+                "/a": {"GET": {"Function": "app.a"}}  ; a comment inside the JSON lines
+              }
+            [ROOT]
+            Path=/rest
+            ThreadPool=POOL
+            [POOL]
+            MaxThreads=2
+            """
+        )
+    )
+    config = load_config(path)
+    (server,) = config.servers
+    assert config.state_store == "memory"
+    assert server.port == 8080
+    assert server.user_data == {"sql": "select 1 ; select 2", "x": "a;b"}
+    assert server.fw_data == {"nativeroutes": {"hide": ["x ; y"]}}
+    assert server.load_urns == {"/a": {"GET": {"Function": "app.a"}}}
+
+
+@pytest.mark.parametrize("fmt", ["json", "ini"])
+def test_a_section_named_default_is_an_ordinary_section(tmp_path: Path, fmt: str) -> None:
+    """configparser would merge [DEFAULT] into every section; fwrest reads it like JSON."""
+    sections = base()
+    sections["ROOT"]["ThreadPool"] = "DEFAULT"
+    sections["DEFAULT"] = sections.pop("POOL") | {"MaxThreads": 2}
+    (server,) = load_config(write(tmp_path, sections, fmt)).servers
+    pool = server.locations[0].thread_pool
+    assert (pool.name, pool.max_threads) == ("DEFAULT", 2)
 
 
 def test_load_config_accepts_a_dict() -> None:

@@ -7,7 +7,9 @@ writes modules whose names carry a fresh uuid.
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 import textwrap
 import uuid
 from pathlib import Path
@@ -424,3 +426,23 @@ def test_annotation_and_load_urns_on_one_route_names_both(tmp_path: Path, uid: s
         "mapping",
         "LoadURNs",
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# modules imported again
+
+
+def test_reloaded_module_replaces_its_endpoints(tmp_path: Path, uid: str) -> None:
+    """``importlib.reload`` (an in-process restart) re-runs the decorators: the new
+    functions replace the old ones instead of colliding with them."""
+    mod = f"reload_{uid}"
+    path = service(tmp_path, mod, {f"{mod}.py": endpoint_module(mod, "/r")})
+    first = prepare(path)
+    (old,) = first.ports[0].locations[0].endpoints
+    (tmp_path / f"{mod}.py").write_text(endpoint_module(mod, "/r") + "\nVERSION = 2\n")
+    importlib.reload(sys.modules[mod])
+    second = prepare(path)
+    (new,) = second.ports[0].locations[0].endpoints
+    assert routes(second) == {("GET", "/r", f"{mod}.f0", "annotation")}
+    assert new.func is not old.func
+    assert new.func is sys.modules[mod].f0

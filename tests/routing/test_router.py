@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from fwrest.errors import HTTPError
@@ -16,7 +18,7 @@ def make(*routes: tuple[str, str]) -> Router[str]:
     return router
 
 
-def status_of(router: Router[str], method: str, path: str) -> HTTPError:
+def status_of(router: Router[Any], method: str, path: str) -> HTTPError:
     with pytest.raises(HTTPError) as info:
         router.match(method, path)
     return info.value

@@ -13,7 +13,7 @@ from fwrest.repository import Environment, Repository
 
 __all__ = ["AuthSettings", "parse_authorization"]
 
-SCHEMES = {"basic": "basic", "Basic": "basic", "BASIC": "basic", "oAuth2": "oAuth2", "oAuth": "oAuth2"}
+SCHEMES = {"basic": "basic", "oAuth2": "oAuth2", "oAuth": "oAuth2"}
 _VALID = "basic or oAuth2 (oAuth is accepted as an alias of oAuth2)"
 
 # Allowed keys per scheme, folded -> as the SPEC writes them.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import configparser
 import difflib
 import json
+import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -93,10 +94,36 @@ def parse_json_text(
         ) from None
 
 
+_INLINE_COMMENT = re.compile(r"(?:^|\s);.*$", re.MULTILINE)
+
+
+def _strip_inline_comment(value: str) -> str:
+    """``Key=value ; comment`` -> ``value``; a ``;`` inside a JSON value's strings is kept.
+
+    configparser's own inline comments would cut ``UserData={"sql": "a ; b"}`` in two.
+    """
+    text = value.strip()
+    quoted = text.startswith("'")
+    body = text[1:] if quoted else text
+    if body[:1] in ("{", "["):
+        try:
+            _obj, end = json.JSONDecoder().raw_decode(body)
+        except json.JSONDecodeError:
+            pass  # reported, with line and column, when the value is parsed
+        else:
+            keep, rest = body[:end], body[end:]
+            if quoted and rest.startswith("'"):
+                keep, rest = f"'{keep}'", rest[1:]
+            if not rest.strip() or (rest[0].isspace() and rest.lstrip().startswith(";")):
+                return keep
+    return _INLINE_COMMENT.sub("", value).strip()
+
+
 def _read_ini(path: Path) -> dict[str, _Section]:
     parser = configparser.ConfigParser(
         interpolation=None,
-        inline_comment_prefixes=(";",),
+        inline_comment_prefixes=None,  # see _strip_inline_comment
+        default_section="\x00",  # [DEFAULT] is a section like any other, not merged into all
         comment_prefixes=("#", ";"),
         strict=True,
         empty_lines_in_values=False,
@@ -132,7 +159,8 @@ def _read_ini(path: Path) -> dict[str, _Section]:
     sections: dict[str, _Section] = {}
     for name in parser.sections():
         values: dict[str, tuple[str, Any]] = {}
-        for key, value in parser.items(name):
+        for key, raw_value in parser.items(name):
+            value = _strip_inline_comment(raw_value)
             if key.lower() in values:
                 raise ConfigError(
                     f"the key is given twice (as {values[key.lower()][0]} and {key}).",

@@ -113,6 +113,7 @@ class RequestContext:
         "resp_status",
         "route",
         "server_name",
+        "usage_key",
         "user_data",
     )
 
@@ -144,6 +145,7 @@ class RequestContext:
         self.location_path = ""
         self.pool_name = ""
         self.port: Any = None  # the PortApp serving the request (native routes read it)
+        self.usage_key: Any = None
         self.resp_status = 200
         self.resp_body: list[str | bytes] | None = None
         self.resp_headers: dict[str, str] | None = None

@@ -67,12 +67,14 @@ def normalise_route(path: str) -> str:
     return text
 
 
-_REGISTERED: list[Endpoint] = []
+# (function, method, path) -> endpoint: a module imported again (importlib.reload, or removed
+# from sys.modules and imported anew) replaces its earlier registrations instead of colliding
+_REGISTERED: dict[tuple[str, str, str], Endpoint] = {}
 
 
 def registered() -> tuple[Endpoint, ...]:
     """Every endpoint annotated so far, in import order."""
-    return tuple(_REGISTERED)
+    return tuple(_REGISTERED.values())
 
 
 def _origin(func: Callable[..., Any]) -> str:
@@ -96,18 +98,19 @@ def _decorator(method: str) -> Callable[..., Callable[[F], F]]:
                 raise TypeError(f"@{method.lower()} decorates a function")
             module = getattr(func, "__module__", "") or ""
             name = getattr(func, "__qualname__", getattr(func, "__name__", "?"))
-            _REGISTERED.append(
-                Endpoint(
-                    method=method,
-                    path=normalised,
-                    func=func,
-                    description=description or "",
-                    source="annotation",
-                    module=module,
-                    function=f"{module}.{name}",
-                    origin=_origin(func),
-                )
+            endpoint = Endpoint(
+                method=method,
+                path=normalised,
+                func=func,
+                description=description or "",
+                source="annotation",
+                module=module,
+                function=f"{module}.{name}",
+                origin=_origin(func),
             )
+            key = (endpoint.function, method, normalised)
+            _REGISTERED.pop(key, None)  # keep import order: the new one goes last
+            _REGISTERED[key] = endpoint
             return func
 
         return register

@@ -21,6 +21,7 @@ from fwrest.server.build import LocationPlan, PortPlan
 from fwrest.server.handler import JSON, Reply, ResultError, result_reply
 from fwrest.server.pool import ThreadPool
 from fwrest.server.state import tunables
+from fwrest.server.usage import UNMATCHED, UsageTable
 
 __all__ = ["Guard", "PortApp", "Request"]
 
@@ -73,12 +74,17 @@ class PortApp:
         self.in_flight = 0
         self.total = 0
         self.token_service: Any = None  # an oAuth2 port's TokenService
+        self.worker: Any = None  # the Worker serving this port (native routes read it)
+        self.public_paths: frozenset[str] = frozenset(plan.public_paths)
+        self.usage: UsageTable = UsageTable()
 
     async def handle(self, req: Request) -> Reply:
         started = time.perf_counter_ns()
         self.in_flight += 1
         self.total += 1
         path = query = ""
+        phases: list[int] = [started, 0, 0]  # start, after guard, after handler
+        route_key = UNMATCHED
         try:
             try:
                 raw_path, query = split_target(req.target)
@@ -86,7 +92,20 @@ class PortApp:
             except BadPath as exc:
                 path = "?"
                 raise HTTPError(400, detailed=str(exc)) from None
-            reply = await self._dispatch(req, path, query)
+            ctx = RequestContext(
+                method=req.method,
+                path=path,
+                query_string=query,
+                raw_headers=req.headers,
+                body=req.body,
+                client=req.client,
+                server_name=self.name,
+                user_data=self.user_data,
+                auth=self.auth,
+            )
+            ctx.port = self
+            reply = await self._dispatch(req, ctx, phases)
+            route_key = ctx.usage_key or UNMATCHED
         except HTTPError as exc:
             reply = error_reply(exc)
         except Exception:
@@ -94,26 +113,24 @@ class PortApp:
             reply = Reply(500, [("content-type", JSON)], error_body(500))
         finally:
             self.in_flight -= 1
+        ended = time.perf_counter_ns()
+        duration_us = (ended - started) // 1000
+        self.usage.record(route_key, duration_us)
         if log.access_log.isEnabledFor(logging.INFO):
-            self._log_access(req, path, query, reply, started)
+            self._log_access(req, path, query, reply, duration_us)
+            trace = tunables.current.rest_trace_time
+            if trace:
+                self._log_trace(req.method, path, trace, phases, ended, reply.status)
+        if log.access_log.isEnabledFor(logging.DEBUG):
+            self._log_debug(req, reply)
         return reply
 
-    async def _dispatch(self, req: Request, path: str, query: str) -> Reply:
-        ctx = RequestContext(
-            method=req.method,
-            path=path,
-            query_string=query,
-            raw_headers=req.headers,
-            body=req.body,
-            client=req.client,
-            server_name=self.name,
-            user_data=self.user_data,
-            auth=self.auth,
-        )
-        ctx.port = self
-        if self.guard is not None:
+    async def _dispatch(self, req: Request, ctx: RequestContext, phases: list[int]) -> Reply:
+        path = ctx.path
+        if self.guard is not None and path not in self.public_paths:
             # SPEC 7: on a protected port authorization runs before routing.
             await self.guard(req, ctx)
+        phases[1] = time.perf_counter_ns()
         found = self.locations.find(path)
         if found is None:
             raise HTTPError(404)
@@ -125,6 +142,7 @@ class PortApp:
         ctx.route = match.pattern
         ctx.location_path = loc.plan.prefix
         ctx.pool_name = loc.plan.pool_name
+        ctx.usage_key = handler.usage_key
         token = current.set(ctx)
         try:
             kwargs = handler.kwargs(match.params)
@@ -148,6 +166,7 @@ class PortApp:
                     ) from None
             else:
                 result = await call
+            phases[2] = time.perf_counter_ns()
             try:
                 reply = result_reply(result, ctx)
             except ResultError as exc:
@@ -184,8 +203,9 @@ class PortApp:
                     where,
                 )
 
-    def _log_access(self, req: Request, path: str, query: str, reply: Reply, started: int) -> None:
-        duration_us = (time.perf_counter_ns() - started) // 1000
+    def _log_access(
+        self, req: Request, path: str, query: str, reply: Reply, duration_us: int
+    ) -> None:
         shown = log.escape(path)
         if query:
             shown = f"{shown}?{log.escape(log.redact_query(query))}"
@@ -199,4 +219,45 @@ class PortApp:
             duration_us,
             req.port,
             req.client,
+        )
+
+    def _log_trace(
+        self, method: str, path: str, level: int, phases: list[int], ended: int, status: int
+    ) -> None:
+        """``rest_trace_time``: 1 the total time, 2 also authorization, handler, serialization."""
+        start, guarded, handled = phases
+        total = (ended - start) // 1000
+        if level == 1 or not guarded:
+            log.trace_log.info("%s %s %d total=%dus", method, log.escape(path), status, total)
+            return
+        auth_us = (guarded - start) // 1000
+        handler_us = (handled - guarded) // 1000 if handled else 0
+        serial_us = (ended - handled) // 1000 if handled else 0
+        log.trace_log.info(
+            "%s %s %d authorization=%dus handler=%dus serialization=%dus total=%dus",
+            method,
+            log.escape(path),
+            status,
+            auth_us,
+            handler_us,
+            serial_us,
+            total,
+        )
+
+    def _log_debug(self, req: Request, reply: Reply) -> None:
+        """``rest_log_level=5``: headers and bodies, cut to ``rest_log_stringsize``."""
+        size = tunables.current.rest_log_stringsize
+        headers = ", ".join(
+            f"{name}: {log.escape(log.truncate(log.mask_header(name, value), size))}"
+            for name, value in req.headers
+        )
+        body = req.body.decode("utf-8", "replace")
+        if body:
+            body = log.redact_query(body) if "=" in body and "{" not in body else body
+        log.access_log.debug(
+            "request headers {%s} body %s", headers, log.escape(log.truncate(body, size)) or "-"
+        )
+        out = reply.body.decode("utf-8", "replace")
+        log.access_log.debug(
+            "response %d body %s", reply.status, log.escape(log.truncate(out, size)) or "-"
         )

@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwrest.auth import AuthSettings, parse_authorization
-from fwrest.auth.oauth2 import TOKEN_ROUTE, load_signing_key
+from fwrest.auth.oauth2 import load_signing_key
 from fwrest.auth.oauth2.route import token_route
 from fwrest.auth.oauth2.warnings import oauth2_warnings
 from fwrest.config.model import LocationConfig, ServerConfig, ServiceConfig
 from fwrest.context.request import NO_AUTH, AuthInfo
 from fwrest.errors import ConfigError
+from fwrest.native import NATIVE_ROUTES, NativeOptions, native_endpoints, parse_native
 from fwrest.repository import Endpoint, Environment, Repository
 from fwrest.routing import Router
 from fwrest.server.handler import Handler
@@ -48,6 +49,8 @@ class PortPlan:
     locations: list[LocationPlan]
     auth: AuthInfo = NO_AUTH
     auth_settings: AuthSettings | None = None
+    native: NativeOptions = field(default_factory=NativeOptions)
+    public_paths: frozenset[str] = frozenset()
     extras: dict[str, Any] = field(default_factory=dict)
 
     def urls(self, port: int | None = None) -> list[str]:
@@ -79,7 +82,8 @@ def _location_plan(
 ) -> LocationPlan:
     router: Router[Handler] = Router()
     for ep in endpoints:
-        previous = router.add(ep.method, ep.path, Handler(ep))
+        key = (loc.path, ep.method, ep.path, loc.thread_pool.name)
+        previous = router.add(ep.method, ep.path, Handler(ep, key))
         if previous is not None:
             other = previous.endpoint
             raise ConfigError(
@@ -120,8 +124,10 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             source=source,
             base_dir=config.base_dir,
         )
+        native = parse_native(server.fw_data, section=server.name, source=source)
         mapped = repo.mapped_endpoints(server.load_urns, envs, section=server.name)
-        mapped += _native_endpoints(settings)
+        oauth2 = settings is not None and settings.scheme == "oAuth2"
+        mapped += native_endpoints(native, oauth2=oauth2, token_route=token_route)
         locations = []
         for loc in server.locations:
             env = repo.load(loc.thread_pool.environment)
@@ -132,7 +138,13 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             auth = AuthInfo(settings.scheme, settings.on_auth_name)
             warnings += settings.warnings
             warnings += oauth2_warnings(settings, server.name)
-        ports.append(PortPlan(server, locations, auth, settings))
+        public = frozenset(
+            loc.full_path(route.path)
+            for loc in locations
+            for route in NATIVE_ROUTES
+            if route.name in native.public and route.name not in native.disable
+        )
+        ports.append(PortPlan(server, locations, auth, settings, native, public))
     if config.state_store == "memory" and any(p.auth.scheme == "oAuth2" for p in ports):
         warnings.append(
             "[HTTPSERVER] StateStore=memory: tokens live in one worker process only; use "
@@ -143,25 +155,6 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
     return ServicePlan(config, repo, ports, warnings)
 
 
-def _native_endpoints(settings: AuthSettings | None) -> list[Endpoint]:
-    out: list[Endpoint] = []
-    if settings is not None and settings.scheme == "oAuth2":
-        for method in ("GET", "POST"):
-            out.append(
-                Endpoint(
-                    method=method,
-                    path=TOKEN_ROUTE,
-                    func=token_route,
-                    description="OAuth2 token endpoint (password and refresh_token grants)",
-                    source="native",
-                    module="fwrest.auth.oauth2.route",
-                    function="fwrest.auth.oauth2.route.token_route",
-                    origin="fwrest",
-                )
-            )
-    return out
-
-
 def open_runtime(plan: ServicePlan) -> None:
     """Open the state store and load the signing key (``serve``/``start``, not ``check``).
 
@@ -169,9 +162,6 @@ def open_runtime(plan: ServicePlan) -> None:
         ConfigError: the store cannot be opened, or the signing key is corrupt or short.
     """
     config = plan.config
-    needs_store = any(p.auth_settings is not None for p in plan.ports)
-    if not needs_store:
-        return
     try:
         plan.store = open_store(config.state_store, config.data_path)
     except StoreError as exc:

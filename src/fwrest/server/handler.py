@@ -41,10 +41,11 @@ class Handler:
     location's thread pool.
     """
 
-    __slots__ = ("endpoint", "func", "is_async", "pass_all", "passed")
+    __slots__ = ("endpoint", "func", "is_async", "pass_all", "passed", "usage_key")
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, usage_key: tuple[str, ...] = ()) -> None:
         self.endpoint = endpoint
+        self.usage_key = usage_key  # (location path, method, route, thread pool)
         self.func: Callable[..., Any] = endpoint.func
         self.is_async = inspect.iscoroutinefunction(endpoint.func)
         names: set[str] = set()

@@ -261,8 +261,11 @@ class HttpProtocol(asyncio.Protocol):
         length = -1
         expect = False
         chunked = False
+        hosts = 0
         for name, value in self._headers:
-            if name == "authorization":
+            if name == "host":
+                hosts += 1
+            elif name == "authorization":
                 if auth_seen:
                     raise HTTPError(400, detailed="repeated Authorization header", close=True)
                 auth_seen = True
@@ -280,6 +283,9 @@ class HttpProtocol(asyncio.Protocol):
                 if value.strip().lower() != "100-continue":
                     raise HTTPError(417, close=True)
                 expect = True
+        if hosts > 1 or (hosts == 0 and parser.get_http_version() == "1.1"):
+            # RFC 9112 3.2: an HTTP/1.1 request has exactly one Host
+            raise HTTPError(400, detailed="the request needs exactly one Host header", close=True)
         if not self._keep_alive or not parser.should_keep_alive():
             self._keep_alive = False
         if length > self.cfg.max_body_size:

@@ -5,11 +5,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import secrets
 import socket
 import time
 from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 from fwrest import log
 from fwrest.auth import BasicGuard
@@ -20,7 +24,10 @@ from fwrest.server.app import Guard, PortApp
 from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.http import ConnectionSet, HttpProtocol
 from fwrest.server.pool import ThreadPool
+from fwrest.server.settings import SettingsManager
 from fwrest.server.state import tunables
+from fwrest.server.usage import merge
+from fwrest.store import StoreError
 
 __all__ = ["Worker", "new_loop"]
 
@@ -84,6 +91,81 @@ class Worker:
         self._servers: list[asyncio.base_events.Server] = []
         self._stop: asyncio.Event | None = None
         self.exit_code = 0
+        self.identity = f"{socket.gethostname()}:{os.getpid()}"
+        self.settings = SettingsManager(
+            plan.config.source, plan.config.tunables_in_file, plan.store
+        )
+        self._usage_task: asyncio.Task[None] | None = None
+        self._usage_epoch = b""
+        self._secret: bytes | None = None
+
+    # -- native routes read these -----------------------------------------------------------------
+    def service_secret(self) -> bytes:
+        """A key shared by every worker and host of the service (anti-forgery tokens)."""
+        if self._secret is None:
+            candidate = secrets.token_bytes(32)
+            store = self.plan.store
+            try:
+                self._secret = store.signing_key(candidate) if store is not None else candidate
+            except StoreError:
+                self._secret = candidate
+        return self._secret
+
+    def workers_alive(self) -> tuple[int, int]:
+        if self.heartbeat is None:
+            return 1, 1
+        limit = self.plan.config.worker_timeout_ms / 1000
+        now = time.monotonic()
+        beats = list(self.heartbeat)
+        return sum(1 for beat in beats if now - beat <= limit), len(beats)
+
+    async def usage_figures(self) -> dict[str, Any]:
+        """Usage figures of every worker of the service (published through the store)."""
+        self.identity = f"{socket.gethostname()}:{os.getpid()}"
+        per_worker: dict[str, list[list[Any]]] = {}
+        store = self.plan.store
+        if store is not None:
+            with contextlib.suppress(StoreError, TimeoutError):
+                await self._publish_once()
+                blobs = await asyncio.wait_for(asyncio.to_thread(store.blobs, "usage:"), 1.4)
+                for name, blob in blobs.items():
+                    per_worker[name[len("usage:") :]] = orjson.loads(blob)
+        per_worker[self.identity] = [row for app in self.apps for row in app.usage.export()]
+        return merge(per_worker)
+
+    async def reset_usage(self) -> None:
+        store = self.plan.store
+        epoch = secrets.token_hex(8).encode()
+        for app in self.apps:
+            app.usage.reset()
+        if store is not None:
+            await asyncio.wait_for(asyncio.to_thread(store.delete_blobs, "usage:"), 1.4)
+            await asyncio.wait_for(asyncio.to_thread(store.put_blob, "epoch:usage", epoch), 1.4)
+        self._usage_epoch = epoch
+
+    async def _publish_once(self) -> None:
+        store = self.plan.store
+        if store is None:
+            return
+        epochs = await asyncio.wait_for(asyncio.to_thread(store.blobs, "epoch:usage"), 1.4)
+        epoch = epochs.get("epoch:usage", b"")
+        if epoch != self._usage_epoch:
+            if self._usage_epoch or epoch:
+                for app in self.apps:
+                    app.usage.reset()
+            self._usage_epoch = epoch
+        rows = [row for app in self.apps for row in app.usage.export()]
+        await asyncio.wait_for(
+            asyncio.to_thread(store.put_blob, f"usage:{self.identity}", orjson.dumps(rows)), 1.4
+        )
+
+    async def _publish_usage(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                await self._publish_once()
+            except (StoreError, TimeoutError) as exc:
+                log.server_log.debug("usage figures not published: %s", exc)
 
     async def run(self, on_ready: Callable[[], None] | None = None) -> int:
         loop = asyncio.get_running_loop()
@@ -125,6 +207,7 @@ class Worker:
                 guard.throttle = throttle
             app = PortApp(port, self.pools, guard)
             app.token_service = service
+            app.worker = self
             self.apps.append(app)
             cfg = port.config
             server = await loop.create_server(
@@ -135,6 +218,8 @@ class Worker:
                 backlog=2048,
             )
             self._servers.append(server)
+        self.settings.start()
+        self._usage_task = loop.create_task(self._publish_usage())
         self._beat()
         if on_ready is not None:
             on_ready()
@@ -179,3 +264,6 @@ class Worker:
             service.stop()
         for throttle in self.throttles:
             throttle.stop()
+        self.settings.stop()
+        if self._usage_task is not None:
+            self._usage_task.cancel()

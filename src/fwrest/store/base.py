@@ -68,6 +68,16 @@ class StateStore(Protocol):
         """Set run-time settings; ``None`` clears one."""
         ...
 
+    def put_blob(self, name: str, value: bytes) -> None:
+        """Store a small value under ``name`` (usage figures, epochs)."""
+        ...
+
+    def blobs(self, prefix: str) -> dict[str, bytes]:
+        """Every value whose name starts with ``prefix``."""
+        ...
+
+    def delete_blobs(self, prefix: str) -> None: ...
+
     def close(self) -> None: ...
 
 

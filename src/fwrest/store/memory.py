@@ -21,6 +21,7 @@ class MemoryStore:
         self._key: bytes | None = None
         self._settings: dict[str, int] = {}
         self._locks: dict[str, float] = {}
+        self._blobs: dict[str, bytes] = {}
 
     def ping(self) -> None:
         return None
@@ -102,6 +103,18 @@ class MemoryStore:
                     self._settings.pop(key, None)
                 else:
                     self._settings[key] = value
+
+    def put_blob(self, name: str, value: bytes) -> None:
+        with self._lock:
+            self._blobs[name] = value
+
+    def blobs(self, prefix: str) -> dict[str, bytes]:
+        with self._lock:
+            return {k: v for k, v in self._blobs.items() if k.startswith(prefix)}
+
+    def delete_blobs(self, prefix: str) -> None:
+        with self._lock:
+            self._blobs = {k: v for k, v in self._blobs.items() if not k.startswith(prefix)}
 
     def close(self) -> None:
         return None

@@ -148,5 +148,22 @@ class RedisStore:
                 pipe.hset(f"{_P}settings", name, value)
         self._call(pipe.execute)
 
+    def put_blob(self, name: str, value: bytes) -> None:
+        self._call(self._r.hset, f"{_P}blobs", name, value)
+
+    def blobs(self, prefix: str) -> dict[str, bytes]:
+        raw = self._call(self._r.hgetall, f"{_P}blobs")
+        out = {}
+        for k, v in raw.items():
+            name = k.decode() if isinstance(k, bytes) else str(k)
+            if name.startswith(prefix):
+                out[name] = bytes(v)
+        return out
+
+    def delete_blobs(self, prefix: str) -> None:
+        names = list(self.blobs(prefix))
+        if names:
+            self._call(self._r.hdel, f"{_P}blobs", *names)
+
     def close(self) -> None:
         self._r.close()

@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, start REAL NOT NULL,
     count INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, until REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 """
 
@@ -185,6 +186,23 @@ class SqliteStore:
                     db.execute("DELETE FROM settings WHERE name = ?", (name,))
                 else:
                     db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (name, value))
+
+    def put_blob(self, name: str, value: bytes) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO blobs VALUES (?, ?)", (name, value))
+
+    def blobs(self, prefix: str) -> dict[str, bytes]:
+        try:
+            rows = self._conn().execute(
+                "SELECT name, value FROM blobs WHERE substr(name, 1, ?) = ?", (len(prefix), prefix)
+            )
+            return {name: bytes(value) for name, value in rows.fetchall()}
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store: {exc}") from None
+
+    def delete_blobs(self, prefix: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM blobs WHERE substr(name, 1, ?) = ?", (len(prefix), prefix))
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -1,0 +1,205 @@
+"""Which native routes exist, their paths, and ``FwData.NativeRoutes`` (disable/hide/public)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fwrest.errors import ConfigError
+from fwrest.repository import Endpoint
+
+__all__ = ["NATIVE_ROUTES", "NativeOptions", "native_endpoints", "parse_native"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    name: str
+    method: str
+    path: str
+    handler: str  # "module:function" inside fwrest.native / fwrest.auth.oauth2
+    description: str
+
+
+NATIVE_ROUTES: tuple[_Route, ...] = (
+    _Route(
+        "rest/config",
+        "GET",
+        "/fw/rest/config",
+        "settings:config_page",
+        "Run-time settings: HTML page, or JSON with Accept: application/json",
+    ),
+    _Route(
+        "rest/config",
+        "POST",
+        "/fw/rest/config",
+        "settings:config_change",
+        "Change run-time settings (form with anti-forgery token, or JSON)",
+    ),
+    _Route(
+        "rest/list/service",
+        "GET",
+        "/fw/rest/list/service",
+        "listing:list_service",
+        "Every route of this port",
+    ),
+    _Route(
+        "rest/openapi.json",
+        "GET",
+        "/fw/rest/openapi.json",
+        "listing:openapi",
+        "OpenAPI 3.1 document of this port",
+    ),
+    _Route(
+        "rest/usage/time",
+        "GET",
+        "/fw/rest/usage/time",
+        "info:usage_time",
+        "Time per entry point, worker and thread pool",
+    ),
+    _Route(
+        "rest/usage/time",
+        "POST",
+        "/fw/rest/usage/time/reset",
+        "info:usage_reset",
+        "Start the usage figures from zero",
+    ),
+    _Route(
+        "environment", "GET", "/fw/environment", "info:fw_environment", "Version of the framework"
+    ),
+    _Route(
+        "server/environment",
+        "GET",
+        "/server/environment",
+        "info:server_environment",
+        "Version of the server runtime",
+    ),
+    _Route(
+        "vendor/environment",
+        "GET",
+        "/vendor/environment",
+        "info:vendor_environment",
+        "Versions of framework and runtime together",
+    ),
+    _Route(
+        "healthcheck",
+        "GET",
+        "/fw/healthcheck",
+        "info:healthcheck",
+        "UP/DOWN with the state of the store and the workers",
+    ),
+    _Route("healthcheck/ok", "GET", "/fw/healthcheck/ok", "info:healthcheck_ok", "Answers ok"),
+    _Route(
+        "healthcheck/datetime",
+        "GET",
+        "/fw/healthcheck/datetime",
+        "info:healthcheck_datetime",
+        "The server's time, ISO 8601",
+    ),
+    _Route("oauth2/token", "GET", "/fw/oauth2/token", "", "OAuth2 token endpoint"),
+    _Route("oauth2/token", "POST", "/fw/oauth2/token", "", "OAuth2 token endpoint"),
+)
+
+NAMES = sorted({r.name for r in NATIVE_ROUTES})
+
+
+@dataclass(frozen=True, slots=True)
+class NativeOptions:
+    disable: frozenset[str] = frozenset()
+    hide: frozenset[str] = frozenset()
+    public: frozenset[str] = frozenset()
+
+
+def parse_native(fw_data: dict[str, Any], *, section: str, source: str | None) -> NativeOptions:
+    """Validate ``FwData.NativeRoutes``; ``"*"`` stands for every route.
+
+    Raises:
+        ConfigError: not an object, an unknown key, or an unknown route name.
+    """
+    raw = fw_data.get("nativeroutes")
+    if raw is None:
+        return NativeOptions()
+
+    def fail(problem: str) -> ConfigError:
+        return ConfigError(
+            problem,
+            section=section,
+            key="FwData",
+            source=source,
+            fix=f'write "NativeRoutes": {{"disable": [...], "hide": [...], '
+            f'"public": [...]}} with names among {", ".join(NAMES)} or "*".',
+        )
+
+    if not isinstance(raw, dict):
+        raise fail("FwData NativeRoutes must be an object.")
+    out: dict[str, frozenset[str]] = {}
+    for key, value in raw.items():
+        kind = str(key).lower()
+        if kind not in ("disable", "hide", "public"):
+            raise fail(f"FwData NativeRoutes has the unknown key {key!r}.")
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise fail(f"FwData NativeRoutes {key} must be a list of route names.")
+        names: set[str] = set()
+        for item in value:
+            name = item.strip().strip("/")
+            name = name[3:] if name.startswith("fw/") else name
+            if name == "*":
+                names.update(NAMES)
+            elif name in NAMES:
+                names.add(name)
+            else:
+                raise fail(
+                    f"FwData NativeRoutes {key} names {item!r}, which is not a native route."
+                )
+        out[kind] = frozenset(names)
+    return NativeOptions(**out)
+
+
+def _resolve(spec: str) -> Callable[..., Any]:
+    module_name, _, func_name = spec.partition(":")
+    import importlib
+
+    module = importlib.import_module(f"fwrest.native.{module_name}")
+    func: Callable[..., Any] = getattr(module, func_name)
+    return func
+
+
+def native_endpoints(
+    options: NativeOptions, *, oauth2: bool, token_route: Callable[..., Any] | None
+) -> list[Endpoint]:
+    """The native endpoints of one port, without the disabled ones."""
+    out = []
+    for route in NATIVE_ROUTES:
+        if route.name in options.disable:
+            continue
+        if route.name == "oauth2/token":
+            if not oauth2 or token_route is None:
+                continue
+            func = token_route
+            function = "fwrest.auth.oauth2.route.token_route"
+        else:
+            func = _resolve(route.handler)
+            function = f"fwrest.native.{route.handler.replace(':', '.')}"
+        out.append(
+            Endpoint(
+                method=route.method,
+                path=route.path,
+                func=func,
+                description=route.description,
+                source="native",
+                module=function.rsplit(".", 1)[0],
+                function=function,
+                origin="fwrest",
+            )
+        )
+    return out
+
+
+def route_name(path: str) -> str | None:
+    """The native name of a route path (``/fw/rest/config`` -> ``rest/config``)."""
+    for route in NATIVE_ROUTES:
+        if route.path == path:
+            return route.name
+    return None

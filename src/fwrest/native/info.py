@@ -1,0 +1,199 @@
+"""Environment, health and usage routes."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import platform
+import subprocess
+import time
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from fwrest import log
+from fwrest.context.request import RequestContext, Response, current
+
+__all__ = [
+    "fw_environment",
+    "healthcheck",
+    "healthcheck_datetime",
+    "healthcheck_ok",
+    "server_environment",
+    "usage_reset",
+    "usage_time",
+    "vendor_environment",
+]
+
+
+@lru_cache(maxsize=1)
+def _git_build() -> str:
+    here = Path(__file__).resolve().parent
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=2,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _split(version: str) -> tuple[str, str]:
+    parts = version.split(".")
+    return ".".join(parts[:2]), ".".join(parts[2:]) or "0"
+
+
+@lru_cache(maxsize=1)
+def _fw() -> dict[str, str]:
+    from fwrest import __version__
+
+    major_minor, patch = _split(__version__)
+    return {"version": major_minor, "build": _git_build() or "release", "patch": patch}
+
+
+@lru_cache(maxsize=1)
+def _server() -> dict[str, str]:
+    import httptools
+
+    try:
+        import uvloop
+
+        loop = f"uvloop {getattr(uvloop, '__version__', '?')}"
+    except ImportError:  # pragma: no cover
+        loop = "asyncio"
+    major_minor, patch = _split(platform.python_version())
+    engine = f"httptools {httptools.__version__}, {loop}"
+    return {
+        "version": major_minor,
+        "build": f"{platform.python_implementation()} {platform.python_version()}; {engine}",
+        "patch": patch,
+    }
+
+
+async def fw_environment() -> dict[str, str]:
+    return _fw()
+
+
+async def server_environment() -> dict[str, str]:
+    return _server()
+
+
+async def vendor_environment() -> dict[str, Any]:
+    fw, server = _fw(), _server()
+    return {
+        "version": f"{fw['version']}/{server['version']}",
+        "build": f"fwrest {fw['build']}; {server['build']}",
+        "patch": f"{fw['patch']}/{server['patch']}",
+        "framework": fw,
+        "server": server,
+    }
+
+
+async def healthcheck() -> Response:
+    ctx = current.get()
+    worker = ctx.port.worker
+    checks: dict[str, Any] = {}
+    up = True
+    store = worker.plan.store if worker is not None else None
+    if store is not None:
+        started = time.perf_counter()
+        try:
+            await asyncio.wait_for(asyncio.to_thread(store.ping), 1.4)
+            checks["store"] = {
+                "status": "UP",
+                "kind": store.kind,
+                "ms": round((time.perf_counter() - started) * 1000, 2),
+            }
+        except Exception as exc:
+            up = False
+            checks["store"] = {"status": "DOWN", "kind": store.kind, "error": type(exc).__name__}
+    if worker is not None:
+        alive, count = worker.workers_alive()
+        checks["workers"] = {
+            "status": "UP" if alive == count else "DOWN",
+            "alive": alive,
+            "expected": count,
+        }
+        up = up and alive > 0
+        if worker.conns.draining:
+            up = False
+            checks["shutdown"] = {"status": "DRAINING"}
+    body = {"status": "UP" if up else "DOWN", "checks": checks}
+    return Response(body, status=200 if up else 503)
+
+
+async def healthcheck_ok() -> str:
+    return "ok"
+
+
+async def healthcheck_datetime() -> str:
+    return datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+async def _figures(ctx: RequestContext) -> dict[str, Any]:
+    worker = ctx.port.worker
+    return await worker.usage_figures()  # type: ignore[no-any-return]
+
+
+def _table(title: str, rows: list[dict[str, Any]], keys: list[str]) -> str:
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in keys)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(r.get(k, '')))}</td>" for k in keys) + "</tr>"
+        for r in rows
+    )
+    return f"<h2>{html.escape(title)}</h2><table border=1><tr>{head}</tr>{body}</table>"
+
+
+def render_usage_html(figures: dict[str, Any]) -> str:
+    nums = ["calls", "total_us", "mean_us", "max_us", "percent"]
+    return (
+        "<!doctype html><html><head><meta charset=utf-8><title>fwrest usage time</title>"
+        "</head><body><h1>Usage time (microseconds)</h1>"
+        f"<p>Total: {figures['total_us']} us over all workers</p>"
+        + _table(
+            "Per entry point",
+            figures["entry_points"],
+            ["location", "method", "endpoint", "thread_pool", *nums],
+        )
+        + _table("Per worker (slave)", figures["workers"], ["worker", *nums])
+        + _table("Per thread pool", figures["thread_pools"], ["thread_pool", *nums])
+        + "</body></html>"
+    )
+
+
+def render_usage_text(figures: dict[str, Any]) -> str:
+    lines = [f"usage time: {figures['total_us']} us in all"]
+    for row in figures["entry_points"]:
+        lines.append(
+            f"  {row['method']:<6} {row['location']}{row['endpoint']} [{row['thread_pool']}] "
+            f"calls={row['calls']} total={row['total_us']}us mean={row['mean_us']}us "
+            f"max={row['max_us']}us {row['percent']}%"
+        )
+    for row in figures["workers"]:
+        lines.append(f"  worker {row['worker']}: calls={row['calls']} {row['percent']}%")
+    for row in figures["thread_pools"]:
+        lines.append(f"  pool {row['thread_pool']}: calls={row['calls']} {row['percent']}%")
+    return "\n".join(lines)
+
+
+async def usage_time() -> Response:
+    ctx = current.get()
+    figures = await _figures(ctx)
+    log.server_log.info("%s", render_usage_text(figures))
+    accept = ctx.headers.get("accept", "")
+    if "application/json" in accept:
+        return Response(orjson.dumps(figures), media_type="application/json")
+    return Response(render_usage_html(figures), media_type="text/html; charset=utf-8")
+
+
+async def usage_reset() -> dict[str, Any]:
+    ctx = current.get()
+    await ctx.port.worker.reset_usage()
+    return {"reset": True}

@@ -1,0 +1,207 @@
+"""``/fw/rest/config``: the run-time settings page and its JSON API (SPEC 5).
+
+GET shows one row per setting: the value typed in at run time, the value from the config
+file, the default; the value in force has an orange border. POST changes settings in every
+worker (and every host sharing a Redis store) within a second. A form POST must carry the
+anti-forgery token of the page; a POST from a foreign ``Origin`` is refused; a JSON POST
+needs no token (a browser cannot send it cross-site without a preflight, never granted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import html
+from urllib.parse import parse_qsl, urlsplit
+
+import orjson
+
+from fwrest import log
+from fwrest.config.tunables import SETTINGS, SettingsError, validate
+from fwrest.context.request import RequestContext, Response, current
+from fwrest.errors import HTTPError
+from fwrest.store import StoreError
+
+__all__ = ["config_change", "config_page"]
+
+_CSRF_FIELD = "fw_csrf"
+
+
+def _csrf_token(ctx: RequestContext) -> str:
+    secret: bytes = ctx.port.worker.service_secret()
+    label = f"fwrest-config-form|{ctx.port.name}|{ctx.auth_user}".encode()
+    return hmac.new(secret, label, hashlib.sha256).hexdigest()
+
+
+def _wants_json(ctx: RequestContext) -> bool:
+    return "application/json" in ctx.headers.get("accept", "")
+
+
+def _render(ctx: RequestContext, message: str = "", error: bool = False) -> str:
+    described = ctx.port.worker.settings.describe()
+    rows = []
+    for name, info in described.items():
+        source = (
+            "runtime"
+            if info["runtime"] is not None
+            else "file"
+            if info["file"] is not None
+            else "default"
+        )
+
+        def cell(kind: str, content: str, source: str = source) -> str:
+            in_force = (
+                ' class="in-force" style="border: 3px solid orange"' if kind == source else ""
+            )
+            return f'<td data-kind="{kind}"{in_force}>{content}</td>'
+
+        runtime_value = "" if info["runtime"] is None else str(info["runtime"])
+        field = (
+            f'<input name="{name}" id="{name}" value="{html.escape(runtime_value)}" '
+            f'size="8" placeholder="(none)">'
+        )
+        rows.append(
+            f'<tr data-setting="{name}"><th scope="row">{name}</th>'
+            + cell("runtime", field)
+            + cell("file", html.escape("" if info["file"] is None else str(info["file"])))
+            + cell("default", html.escape(str(info["default"])))
+            + f"<td>{html.escape(info['allowed'])}</td><td>{info['effective']}</td></tr>"
+        )
+    note = ""
+    if message:
+        kind = "error" if error else "ok"
+        note = f'<p id="message" class="{kind}" role="status">{html.escape(message)}</p>'
+    token = _csrf_token(ctx)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>fwrest run-time settings</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; }}
+table {{ border-collapse: collapse; }}
+th, td {{ border: 1px solid #ccc; padding: 0.4em 0.8em; text-align: left; }}
+td.in-force {{ border: 3px solid orange; }}
+p.error {{ color: #b00; font-weight: bold; }} p.ok {{ color: #070; }}
+</style></head><body>
+<h1>Run-time settings [{html.escape(ctx.port.name)}]</h1>
+<p>The value with the orange border is in force. Empty a run-time field to fall back to the
+file's value or the default. Changes reach every worker within a second.</p>
+{note}
+<form method="post" action="{html.escape(ctx.path)}">
+<input type="hidden" name="{_CSRF_FIELD}" value="{token}">
+<table>
+<thead><tr><th>setting</th><th>run time</th><th>config file</th><th>default</th>
+<th>allowed</th><th>effective</th></tr></thead>
+<tbody>
+{"".join(rows)}
+</tbody></table>
+<p><button type="submit" id="save">Save</button></p>
+</form></body></html>"""
+
+
+async def config_page() -> Response:
+    ctx = current.get()
+    if _wants_json(ctx):
+        body = {"settings": ctx.port.worker.settings.describe()}
+        return Response(orjson.dumps(body), media_type="application/json")
+    return Response(
+        _render(ctx),
+        media_type="text/html; charset=utf-8",
+        headers={
+            "cache-control": "no-store",
+            "x-frame-options": "DENY",
+            "content-security-policy": "default-src 'none'; style-src "
+            "'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+        },
+    )
+
+
+def _same_origin(ctx: RequestContext) -> bool:
+    origin = ctx.headers.get("origin")
+    if ctx.headers.get("sec-fetch-site", "") in ("cross-site",):
+        return False
+    if origin is None:
+        return True
+    if origin == "null":
+        return False
+    host = str(ctx.headers.get("host", ""))
+    return bool(urlsplit(origin).netloc.lower() == host.lower())
+
+
+async def config_change() -> Response:
+    ctx = current.get()
+    if not _same_origin(ctx):
+        raise HTTPError(403, detailed="a settings change from another origin is refused")
+    worker = ctx.port.worker
+    on_admin = ctx.port.plan.auth_settings.on_admin if ctx.port.plan.auth_settings else None
+    if on_admin is not None:
+        try:
+            allowed = (
+                await on_admin(ctx.auth_user)
+                if asyncio.iscoroutinefunction(on_admin)
+                else await asyncio.to_thread(on_admin, ctx.auth_user)
+            )
+        except Exception as exc:
+            log.auth_log.error("onAdmin raised %s; answered 403", type(exc).__name__)
+            allowed = False
+        if allowed is not True:
+            raise HTTPError(403, detailed="this user may not change settings")
+    media = ctx.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    is_json = media == "application/json"
+    if is_json:
+        try:
+            changes = orjson.loads(ctx.body or b"{}")
+        except orjson.JSONDecodeError:
+            raise HTTPError(400, detailed="the body is not valid JSON") from None
+        if not isinstance(changes, dict):
+            raise HTTPError(400, detailed='send an object such as {"rest_log_level": 5}')
+    elif media == "application/x-www-form-urlencoded":
+        try:
+            fields = dict(
+                parse_qsl(ctx.body.decode("utf-8"), keep_blank_values=True, max_num_fields=32)
+            )
+        except (UnicodeDecodeError, ValueError):
+            raise HTTPError(400, detailed="the form is malformed") from None
+        token = fields.pop(_CSRF_FIELD, "")
+        if not hmac.compare_digest(token.encode(), _csrf_token(ctx).encode()):
+            raise HTTPError(403, detailed="the form's anti-forgery token is missing or wrong")
+        changes = {k: v for k, v in fields.items() if k in SETTINGS}
+        unknown = [k for k in fields if k not in SETTINGS]
+        if unknown:
+            return _form_error(ctx, f"{unknown[0]!r} is not a run-time setting")
+    else:
+        raise HTTPError(415, detailed="send application/json or a form")
+    try:
+        valid = validate(changes)
+    except SettingsError as exc:
+        if is_json:
+            raise HTTPError(400, detailed=str(exc)) from None
+        return _form_error(ctx, str(exc))
+    try:
+        await worker.settings.change(valid)
+    except (StoreError, TimeoutError):
+        raise HTTPError(
+            503,
+            "Service Unavailable",
+            detailed="the state store is unavailable",
+            headers=(("retry-after", "1"),),
+        ) from None
+    log.server_log.warning(
+        "run-time settings changed by %r: %s", log.escape(ctx.auth_user or "-"), valid
+    )
+    if is_json:
+        return Response(
+            orjson.dumps({"settings": worker.settings.describe()}), media_type="application/json"
+        )
+    return Response(
+        _render(ctx, "Saved: the new values are in force."),
+        media_type="text/html; charset=utf-8",
+        headers={"cache-control": "no-store"},
+    )
+
+
+def _form_error(ctx: RequestContext, message: str) -> Response:
+    return Response(
+        _render(ctx, f"Refused, nothing changed: {message}", error=True),
+        status=400,
+        media_type="text/html; charset=utf-8",
+    )

@@ -1,0 +1,113 @@
+"""Run-time settings (SPEC 5.1): the value typed in at run time (in the state store, shared by
+every worker and host), the value in the config file's ``[GENERAL]`` (re-read every
+``rest_reload_time`` seconds), and the default. The effective snapshot is swapped whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from typing import Any
+
+from fwrest import log
+from fwrest.config import Tunables, read_general
+from fwrest.config.tunables import SETTINGS, SettingsError
+from fwrest.errors import ConfigError
+from fwrest.server.state import tunables
+from fwrest.store import StateStore, StoreError
+
+__all__ = ["SETTINGS", "SettingsError", "SettingsManager"]
+
+_SYNC_S = 0.5
+_DEADLINE_S = 1.4
+
+
+class SettingsManager:
+    """One per worker: keeps :data:`fwrest.server.state.tunables` up to date."""
+
+    def __init__(
+        self, config_file: Any, file_values: dict[str, int], store: StateStore | None
+    ) -> None:
+        self.config_file = config_file
+        self.file = dict(file_values)
+        self.runtime: dict[str, int] = {}
+        self.store = store
+        self._next_reload = time.monotonic() + tunables.current.rest_reload_time
+        self._task: asyncio.Task[None] | None = None
+
+    def effective(self) -> Tunables:
+        values = {**self.file, **self.runtime}
+        return Tunables(**{k: v for k, v in values.items() if k in SETTINGS})
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """The JSON API's shape: runtime, file, default, effective, allowed per setting."""
+        eff = dataclasses.asdict(self.effective())
+        return {
+            name: {
+                "runtime": self.runtime.get(name),
+                "file": self.file.get(name),
+                "default": key.default,
+                "effective": eff[name],
+                "allowed": key.allowed,
+            }
+            for name, key in SETTINGS.items()
+        }
+
+    def apply(self, reason: str) -> None:
+        new = self.effective()
+        old = tunables.current
+        if new == old:
+            return
+        tunables.swap(new)
+        if new.rest_log_level != old.rest_log_level:
+            log.set_level(new.rest_log_level)
+        changes = ", ".join(
+            f"{f.name} {getattr(old, f.name)} -> {getattr(new, f.name)}"
+            for f in dataclasses.fields(new)
+            if getattr(old, f.name) != getattr(new, f.name)
+        )
+        log.server_log.warning("settings changed (%s): %s", reason, changes)
+
+    async def change(self, changes: dict[str, int | None]) -> None:
+        """Store a change for every worker and host, and apply it here at once."""
+        if self.store is None:
+            raise StoreError("no state store")
+        await asyncio.wait_for(asyncio.to_thread(self.store.set_settings, changes), _DEADLINE_S)
+        for name, value in changes.items():
+            if value is None:
+                self.runtime.pop(name, None)
+            else:
+                self.runtime[name] = value
+        self.apply("run time")
+
+    def start(self) -> None:
+        self.apply("start")
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._sync())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _sync(self) -> None:
+        while True:
+            await asyncio.sleep(_SYNC_S)
+            if self.store is not None:
+                try:
+                    fresh = await asyncio.wait_for(
+                        asyncio.to_thread(self.store.get_settings), _DEADLINE_S
+                    )
+                    self.runtime = {k: v for k, v in fresh.items() if k in SETTINGS}
+                except (StoreError, TimeoutError) as exc:
+                    log.server_log.debug("run-time settings not refreshed: %s", exc)
+            if self.config_file is not None and time.monotonic() >= self._next_reload:
+                self._next_reload = time.monotonic() + tunables.current.rest_reload_time
+                try:
+                    self.file = await asyncio.to_thread(read_general, self.config_file)
+                except ConfigError as exc:
+                    log.server_log.error("[GENERAL] not reloaded, the file has an error: %s", exc)
+                except OSError as exc:
+                    log.server_log.error("[GENERAL] not reloaded: %s", exc)
+            self.apply("sync")

@@ -1,0 +1,169 @@
+"""Helpers shared by the OAuth2 tests: certificates in a folder of the test's choosing, oAuth2
+server sections, an HTTPS client of the token route, and JWT helpers.
+
+Everything here talks real TLS over loopback to a real ``fwrest serve``; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+import httpx
+import jwt
+import trustme
+
+from tests.conftest import ServerProcess
+
+TOKEN = "/fw/oauth2/token"  # noqa: S105 - a path
+BEARER_REALM = 'Bearer realm="Access to REST"'
+TOKEN_KEYS = {"access_token", "refresh_token", "scope", "token_type", "expires_in"}
+NO_THROTTLE = 1_000_000  # many failed grants from one address must not turn into 429s here
+
+
+def issue_certs(ca: trustme.CA, folder: Path) -> dict[str, Path]:
+    """A server certificate for 127.0.0.1/localhost in ``folder``: cert, key, CA bundle."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    crt, key, ca_pem = folder / "server.crt", folder / "server.key", folder / "ca.pem"
+    with crt.open("wb") as fh:
+        for pem in cert.cert_chain_pems:
+            fh.write(pem.bytes())
+    cert.private_key_pem.write_to_path(str(key))
+    ca.cert_pem.write_to_path(str(ca_pem))
+    return {"cert": crt, "key": key, "ca": ca_pem}
+
+
+def oauth_section(certs: dict[str, Path], locations: str = "ROOT", **auth: Any) -> dict[str, Any]:
+    """An oAuth2 server section on a free port; ``auth`` goes into ``FwData.Authorization``."""
+    authorization = {"scheme": "oAuth2", "onAuth": "", "maxFailures": NO_THROTTLE, **auth}
+    return {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": locations,
+        "SslCertificate": str(certs["cert"]),
+        "SslCertificateKey": str(certs["key"]),
+        "FwData": {"Authorization": authorization},
+    }
+
+
+def client_context(certs: dict[str, Path]) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(certs["ca"]))
+
+
+class OAuth:
+    """An HTTPS client of one oAuth2 port of a running service."""
+
+    def __init__(self, proc: ServerProcess, server: str, certs: dict[str, Path]) -> None:
+        self.proc = proc
+        self.server = server
+        self.certs = certs
+        self.ctx = client_context(certs)
+        self.http = httpx.Client(verify=self.ctx, timeout=15)
+
+    @property
+    def base(self) -> str:
+        return self.proc.url(self.server)
+
+    @property
+    def token_url(self) -> str:
+        return self.base + TOKEN
+
+    def close(self) -> None:
+        self.http.close()
+
+    def post(self, data: dict[str, str] | None = None, **kw: Any) -> httpx.Response:
+        return self.http.post(self.token_url, data=data, **kw)
+
+    def grant(self, username: str, password: str, **extra: str) -> httpx.Response:
+        """A password grant by POST with a form body."""
+        return self.post({"grant_type": "password", "username": username, "password": password,
+                          **extra})  # fmt: skip
+
+    def tokens(self, username: str, password: str, **extra: str) -> dict[str, Any]:
+        response = self.grant(username, password, **extra)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def refresh(self, refresh_token: str, **extra: str) -> httpx.Response:
+        return self.post({"grant_type": "refresh_token", "refresh_token": refresh_token, **extra})
+
+    def get(self, path: str, token: str | None = None, **kw: Any) -> httpx.Response:
+        headers = dict(kw.pop("headers", {}))
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        return self.http.get(self.base + path, headers=headers, **kw)
+
+
+def signing_key(config_dir: Path) -> bytes:
+    """The service's signing key: ``<config dir>/.fwrest/signing.key``, base64url text."""
+    text = (config_dir / ".fwrest" / "signing.key").read_text().strip()
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def unsigned_jwt(header: dict[str, Any], claims: dict[str, Any]) -> str:
+    """A JWT with ``alg: none`` style empty signature, built by hand."""
+    head = b64url(json.dumps(header).encode())
+    body = b64url(json.dumps(claims).encode())
+    return f"{head}.{body}."
+
+
+def sign(claims: dict[str, Any], key: bytes, headers: dict[str, Any] | None = None,
+         algorithm: str = "HS256") -> str:  # fmt: skip
+    return jwt.encode(claims, key, algorithm=algorithm, headers=headers or {"typ": "at+jwt"})
+
+
+def fresh_claims(sub: str = "ada", ttl: int = 600) -> dict[str, Any]:
+    now = int(time.time())
+    return {"iss": "fwrest", "sub": sub, "client_id": "web", "iat": now, "exp": now + ttl,
+            "jti": "j" * 32, "scope": "default"}  # fmt: skip
+
+
+def error_of(response: httpx.Response) -> str:
+    return str(response.json().get("error"))
+
+
+def assert_invalid_token(response: httpx.Response) -> None:
+    """401 with ``error="invalid_token"`` and the SPEC's body, with a reason in it."""
+    assert response.status_code == 401, response.text
+    challenge = response.headers.get("www-authenticate", "")
+    assert challenge.startswith(BEARER_REALM), challenge
+    assert 'error="invalid_token"' in challenge, challenge
+    body = response.json()
+    assert set(body) == {"code", "detailedMessage", "message"}, body
+    assert body["code"] == 401 and body["message"] == "Unauthorized", body
+    assert body["detailedMessage"], body
+
+
+def assert_missing_token(response: httpx.Response) -> None:
+    assert response.status_code == 401, response.text
+    assert response.headers.get_list("www-authenticate") == [BEARER_REALM]
+    body = response.json()
+    assert body["code"] == 401 and body["message"] == "Unauthorized", body
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str) -> float:
+    """Poll ``check`` until it holds; the seconds it took (a hang guard, not a speed test)."""
+    started = time.monotonic()
+    deadline = started + timeout
+    while True:
+        if check():
+            return time.monotonic() - started
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(0.02)
+
+
+def encoded_forms(secret: str) -> set[str]:
+    """The forms a secret may take in a log line: as is, percent- and form-encoded."""
+    return {secret, quote(secret, safe=""), quote_plus(secret), quote(secret)}
