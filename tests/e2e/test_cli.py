@@ -411,8 +411,12 @@ def test_start_on_a_port_in_use_releases_the_other_port(tmp_path: Path, busy_por
     data["ENV"]["Repository"] = name
     config = tmp_path / "service.json"
     config.write_text(json.dumps(data))
-    with pytest.raises(ConfigError) as info:
-        fwrest.start(config)
+    saved = list(sys.path)
+    try:
+        with pytest.raises(ConfigError) as info:
+            fwrest.start(config)
+    finally:
+        sys.path[:] = saved
     assert f"{busy_port}" in str(info.value) and "[HTTP_BUSY]" in str(info.value)
     assert can_bind(other), "the other configured port was left bound"
 
@@ -446,6 +450,7 @@ def test_routes_lists_method_path_function_and_source(tmp_path: Path) -> None:
     assert by_route[("GET", "/rest/users/:uid/orders/:oid")] == ["app.order", "annotation"]
     assert by_route[("POST", "/rest/echo")] == ["app.echo", "annotation"]
     assert by_route[("POST", "/rest/mapped/:key")] == ["app.echo", "mapping"]
+    assert by_route[("GET", "/rest/fw/healthcheck")][1] == "native"
     assert all(row[1].startswith("http://127.0.0.1:0/rest/") for row in rows[1:])
 
 

@@ -12,12 +12,14 @@ import json
 import sys
 import textwrap
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fwrest import ConfigError
+from fwrest.repository import Endpoint
 from fwrest.server import prepare
 from fwrest.server.build import ServicePlan
 
@@ -25,6 +27,14 @@ from fwrest.server.build import ServicePlan
 @pytest.fixture
 def uid() -> str:
     return uuid.uuid4().hex[:12]
+
+
+@pytest.fixture(autouse=True)
+def _restore_sys_path() -> Iterator[None]:
+    """prepare() puts the config's folder on sys.path; leave the path as it was."""
+    saved = list(sys.path)
+    yield
+    sys.path[:] = saved
 
 
 def write_files(root: Path, files: dict[str, str]) -> None:
@@ -60,12 +70,18 @@ def service(
 
 
 def routes(plan: ServicePlan, port: int = 0, location: int = 0) -> set[tuple[str, str, str, str]]:
-    """(method, path, function, source) of one location."""
+    """(method, path, function, source) of one location's application routes (the native
+    operation routes of SPEC 5, present in every location, left out)."""
     loc = plan.ports[port].locations[location]
     return {
         (method, path, handler.endpoint.function, handler.endpoint.source)
         for method, path, handler in loc.router.routes()
+        if handler.endpoint.source != "native"
     }
+
+
+def app_endpoints(plan: ServicePlan) -> list[Endpoint]:
+    return [e for e in plan.ports[0].locations[0].endpoints if e.source != "native"]
 
 
 def endpoint_module(name: str, *paths: str, method: str = "get") -> str:
@@ -298,9 +314,7 @@ def test_load_urns_register_routes(tmp_path: Path, uid: str) -> None:
         ("PUT", "/users/:id", f"{users}.save_user", "mapping"),
         ("GET", "/orders", f"{orders}.list_orders", "mapping"),
     }
-    (endpoint,) = [
-        e for e in plan.ports[0].locations[0].endpoints if e.function.endswith("get_user")
-    ]
+    (endpoint,) = [e for e in app_endpoints(plan) if e.function.endswith("get_user")]
     assert endpoint.description == "one user"
     assert endpoint.func(id="7") == {"id": "7"}
 
@@ -352,7 +366,7 @@ def test_module_dot_function_resolves_an_ambiguous_name(tmp_path: Path, uid: str
         ("GET", "/u", f"{users}.shared", "mapping"),
         ("GET", "/o", f"{orders}.shared", "mapping"),
     }
-    funcs = {e.path: e.func for e in plan.ports[0].locations[0].endpoints}
+    funcs = {e.path: e.func for e in app_endpoints(plan)}
     assert (funcs["/u"](), funcs["/o"]()) == ("users", "orders")
 
 
@@ -438,11 +452,11 @@ def test_reloaded_module_replaces_its_endpoints(tmp_path: Path, uid: str) -> Non
     mod = f"reload_{uid}"
     path = service(tmp_path, mod, {f"{mod}.py": endpoint_module(mod, "/r")})
     first = prepare(path)
-    (old,) = first.ports[0].locations[0].endpoints
+    (old,) = app_endpoints(first)
     (tmp_path / f"{mod}.py").write_text(endpoint_module(mod, "/r") + "\nVERSION = 2\n")
     importlib.reload(sys.modules[mod])
     second = prepare(path)
-    (new,) = second.ports[0].locations[0].endpoints
+    (new,) = app_endpoints(second)
     assert routes(second) == {("GET", "/r", f"{mod}.f0", "annotation")}
     assert new.func is not old.func
     assert new.func is sys.modules[mod].f0

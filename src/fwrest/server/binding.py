@@ -76,6 +76,11 @@ def bind_all(plan: ServicePlan) -> tuple[ServicePlan, list[socket.socket]]:
             if real != cfg.port:
                 port = dataclasses.replace(port, config=dataclasses.replace(cfg, port=real))
             ports.append(port)
+        monitor = plan.config.monitor
+        if monitor is not None:
+            sock = bind_socket(monitor.host, monitor.port, section="APP_MONITOR", source=source)
+            sockets.append(sock)
+            plan = dataclasses.replace(plan, monitor_port=sock.getsockname()[1])
     except BaseException:
         for sock in sockets:
             sock.close()

@@ -70,6 +70,8 @@ class ServicePlan:
     repository: Repository
     ports: list[PortPlan]
     warnings: list[str] = field(default_factory=list)
+    monitor_auth: AuthSettings | None = None
+    monitor_port: int = 0  # the bound port, set by bind_all
     store: StateStore | None = None  # opened by open_runtime(), not by check
     signing_key: bytes | None = None
 
@@ -152,7 +154,27 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
         )
     if config.signing_key_file is not None:
         load_signing_key(config.signing_key_file, config.data_path, None, create=False)
-    return ServicePlan(config, repo, ports, warnings)
+    monitor_auth = None
+    if config.monitor is not None:
+        all_envs = [repo.load(env) for env in config.environments]
+        monitor_auth = parse_authorization(
+            config.monitor.fw_data,
+            section="APP_MONITOR",
+            is_tls=config.monitor.ssl_certificate is not None,
+            repo=repo,
+            envs=all_envs,
+            source=source,
+            base_dir=config.base_dir,
+        )
+        if monitor_auth is not None and monitor_auth.scheme != "basic":
+            raise ConfigError(
+                "the monitor supports Basic authorization only.",
+                section="APP_MONITOR",
+                key="FwData",
+                source=source,
+                fix='use "scheme": "basic" with an OnAuth function.',
+            )
+    return ServicePlan(config, repo, ports, warnings, monitor_auth)
 
 
 def open_runtime(plan: ServicePlan) -> None:

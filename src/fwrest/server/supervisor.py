@@ -50,6 +50,8 @@ class _Supervisor:
         self.count = workers
         self.guard_factory = guard_factory
         self.heartbeat: Any = RawArray("d", workers)
+        self.counters: Any = RawArray("q", 2 * workers)  # in flight, total per worker
+        self.started_at = time.time()
         self.pids: dict[int, int] = {}  # pid -> slot
         self.started: dict[int, float] = {}  # slot -> monotonic start
         self.crashes: deque[float] = deque()
@@ -84,6 +86,8 @@ class _Supervisor:
             heartbeat=self.heartbeat,
             parent_pid=os.getppid(),
             guard_factory=self.guard_factory,
+            counters=self.counters,
+            started=self.started_at,
         )
         loop = new_loop()
 

@@ -19,10 +19,12 @@ from fwrest import log
 from fwrest.auth import BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
 from fwrest.auth.throttle import Throttle
+from fwrest.monitor import Collector
 from fwrest.routing import LocationTable
 from fwrest.server.app import Guard, PortApp
 from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.http import ConnectionSet, HttpProtocol
+from fwrest.server.monitor_port import MonitorPort, monitor_server_config
 from fwrest.server.pool import ThreadPool
 from fwrest.server.settings import SettingsManager
 from fwrest.server.state import tunables
@@ -75,6 +77,8 @@ class Worker:
         heartbeat: Any = None,
         parent_pid: int | None = None,
         guard_factory: GuardFactory | None = None,
+        counters: Any = None,
+        started: float | None = None,
     ) -> None:
         self.plan = plan
         self.sockets = sockets
@@ -92,12 +96,43 @@ class Worker:
         self._stop: asyncio.Event | None = None
         self.exit_code = 0
         self.identity = f"{socket.gethostname()}:{os.getpid()}"
+        self.counters = counters
+        self.started = started if started is not None else time.time()
         self.settings = SettingsManager(
             plan.config.source, plan.config.tunables_in_file, plan.store
         )
         self._usage_task: asyncio.Task[None] | None = None
         self._usage_epoch = b""
         self._secret: bytes | None = None
+        self._total_base = int(counters[2 * index + 1]) if counters is not None else 0
+
+    async def _serve_monitor(self, loop: asyncio.AbstractEventLoop) -> None:
+        mon = self.plan.config.monitor
+        assert mon is not None
+        cfg = monitor_server_config(mon, self.plan.monitor_port)
+        root = self.parent_pid if self.parent_pid is not None else os.getpid()
+        collector = Collector(root, self.request_counts, self.started)
+        app = MonitorPort(cfg, mon.api_path, collector, self.plan.monitor_auth)
+        if isinstance(app.guard, BasicGuard) and self.plan.store is not None:
+            throttle = Throttle(self.plan.store, app.guard_max_failures(), "APP_MONITOR")
+            throttle.start()
+            self.throttles.append(throttle)
+            app.guard.throttle = throttle
+        server = await loop.create_server(
+            lambda: HttpProtocol(app, cfg, self.conns, loop),  # type: ignore[arg-type]
+            sock=self.sockets[len(self.plan.ports)],
+            ssl=cfg.ssl_context(),
+            ssl_handshake_timeout=cfg.tls_handshake_timeout_ms / 1000 if cfg.is_tls else None,
+            backlog=256,
+        )
+        self._servers.append(server)
+
+    def request_counts(self) -> tuple[int, int]:
+        """(requests in flight, requests answered) over every worker of the service."""
+        if self.counters is None:
+            return (sum(a.in_flight for a in self.apps), sum(a.total for a in self.apps))
+        values = list(self.counters)
+        return sum(values[0::2]), sum(values[1::2])
 
     # -- native routes read these -----------------------------------------------------------------
     def service_secret(self) -> bytes:
@@ -177,7 +212,7 @@ class Worker:
                 pool_cfg = loc.config.thread_pool
                 if pool_cfg.name.lower() not in self.pools:
                     self.pools[pool_cfg.name.lower()] = ThreadPool(pool_cfg, loop)
-        for port, sock in zip(self.plan.ports, self.sockets, strict=True):
+        for port, sock in zip(self.plan.ports, self.sockets[: len(self.plan.ports)], strict=True):
             guard = self.guard_factory(port)
             service = None
             settings = port.auth_settings
@@ -218,6 +253,8 @@ class Worker:
                 backlog=2048,
             )
             self._servers.append(server)
+        if self.plan.config.monitor is not None:
+            await self._serve_monitor(loop)
         self.settings.start()
         self._usage_task = loop.create_task(self._publish_usage())
         self._beat()
@@ -231,6 +268,9 @@ class Worker:
         """Heartbeat from inside the loop: a blocked loop stops beating (SPEC 7)."""
         if self.heartbeat is not None:
             self.heartbeat[self.index] = time.monotonic()
+        if self.counters is not None:
+            self.counters[2 * self.index] = sum(a.in_flight for a in self.apps)
+            self.counters[2 * self.index + 1] = self._total_base + sum(a.total for a in self.apps)
         if self.parent_pid is not None and os.getppid() != self.parent_pid:
             log.server_log.error("the supervisor is gone; worker %d stops", self.index + 1)
             self.request_stop()

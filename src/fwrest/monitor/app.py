@@ -1,0 +1,97 @@
+"""The monitor's routes: ``{ApiPath}/server/metrics`` in the original product's shape."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector as PromCollector
+from prometheus_client.registry import CollectorRegistry
+
+from fwrest.monitor.metrics import Collector
+
+__all__ = ["MonitorApp"]
+
+Answer = tuple[int, list[tuple[str, str]], bytes]
+_JSON = [("content-type", "application/json")]
+PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class _Export(PromCollector):
+    def __init__(self, entries: list[dict[str, Any]]) -> None:
+        self.entries = entries
+
+    def collect(self) -> Any:
+        for entry in self.entries:
+            if "error" in entry:
+                continue
+            name = f"fwrest_{entry['name']}"
+            if isinstance(entry["value"], str):
+                yield InfoMetricFamily(name, entry["description"], value={"value": entry["value"]})
+                continue
+            unit = entry["unit"]
+            suffix = {"kb": "_kilobytes", "s": "_seconds", "%": "_percent"}.get(unit, "")
+            yield GaugeMetricFamily(name + suffix, entry["description"], value=entry["value"])
+
+
+class MonitorApp:
+    """Answers the monitor port's requests (the server parses HTTP and runs the guard)."""
+
+    def __init__(self, api_path: str, collector: Collector) -> None:
+        self.api = "" if api_path == "/" else api_path
+        self.collector = collector
+        self.base = f"{self.api}/server/metrics"
+
+    def index(self) -> dict[str, Any]:
+        base = self.base
+        return {
+            "option1": f"{base}/{{metric}}",
+            "option2": f"{base}?{{metric}}",
+            "option3": f"{base}?{{metric1}}&{{metric2}}",
+            "option4": f"{base}?{{metric1}}&{{metric2}}...&{{metricN}}",
+            "metrics": ["all", {"names": self.collector.all_names()}],
+        }
+
+    def respond(self, method: str, path: str, query: str, accept: str) -> Answer:
+        if method not in ("GET", "HEAD"):
+            if path == self.base or path.startswith(self.base + "/"):
+                return _error(405, "Method Not Allowed", [("allow", "GET, HEAD")])
+            return _error(404, "Not Found")
+        names: list[str] = []
+        prometheus = "text/plain" in accept and "application/json" not in accept
+        for key, value in parse_qsl(query, keep_blank_values=True):
+            if key == "format":
+                prometheus = value.lower() == "prometheus"
+                continue
+            names.append(key)
+        if path == self.base:
+            pass
+        elif path.startswith(self.base + "/") and path.count("/") == self.base.count("/") + 1:
+            names.append(path[len(self.base) + 1 :])
+        else:
+            return _error(404, "Not Found")
+        if not names:
+            if prometheus:
+                names = ["all"]
+            else:
+                return 200, _JSON, orjson.dumps(self.index())
+        if "all" in names:
+            names = self.collector.all_names()
+        seen: list[str] = []
+        for name in names:
+            if name not in seen:
+                seen.append(name)
+        entries = self.collector.collect(seen[:64])
+        if prometheus:
+            registry = CollectorRegistry(auto_describe=False)
+            registry.register(_Export(entries))
+            return 200, [("content-type", PROMETHEUS)], generate_latest(registry)
+        return 200, _JSON, orjson.dumps([{"version": 0, "metrics": entries}])
+
+
+def _error(status: int, message: str, extra: list[tuple[str, str]] | None = None) -> Answer:
+    body = orjson.dumps({"code": status, "detailedMessage": "", "message": message})
+    return status, [*_JSON, *(extra or [])], body

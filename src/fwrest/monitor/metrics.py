@@ -1,0 +1,171 @@
+"""Metrics of the whole service (supervisor and every worker) and of the machine (psutil)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import psutil
+
+__all__ = ["METRICS", "Collector"]
+
+# name -> (description, unit)
+METRICS: dict[str, tuple[str, str]] = {
+    "memory_resident": ("resident set size (RSS) of the whole service", "kb"),
+    "memory_virtual": ("virtual memory size of the whole service", "kb"),
+    "memory_ram_total": ("the machine's RAM (MemTotal)", "kb"),
+    "memory_ram_free": ("the machine's available RAM (MemAvailable)", "kb"),
+    "memory_ram_used": ("the machine's RAM in use (total - available)", "kb"),
+    "memory_swap_total": ("the machine's swap (SwapTotal)", "kb"),
+    "memory_swap_used": ("the machine's swap in use", "kb"),
+    "memory_swap_free": ("the machine's free swap (SwapFree)", "kb"),
+    "startdate": ("when the service started", ""),
+    "cpu_this_process": ("CPU use of the whole service since the last reading", "%"),
+    "cpu_all": ("CPU use of the whole machine since the last reading", "%"),
+    "threads": ("threads of the whole service", ""),
+    "open_files": ("open files and sockets of the whole service", ""),
+    "requests_in_flight": ("requests being handled now, all workers", ""),
+    "requests_total": ("requests answered since start, all workers", ""),
+    "uptime": ("seconds since the service started", "s"),
+}
+
+
+class Collector:
+    """Reads metrics on demand.
+
+    Args:
+        root_pid: the supervisor (``fwrest serve``) or this process (``fwrest.start``).
+        requests: returns (in flight, total) over all workers.
+        started: epoch seconds the service started.
+    """
+
+    def __init__(
+        self, root_pid: int, requests: Callable[[], tuple[int, int]], started: float
+    ) -> None:
+        self.root_pid = root_pid
+        self.requests = requests
+        self.started = started
+        self._procs: dict[int, psutil.Process] = {}
+
+    def _processes(self) -> tuple[list[psutil.Process], list[psutil.Process]]:
+        """(the root and its workers, the workers alone)."""
+        try:
+            root = self._procs.get(self.root_pid) or psutil.Process(self.root_pid)
+            self._procs[self.root_pid] = root
+            children = root.children()
+        except psutil.Error:
+            root, children = psutil.Process(os.getpid()), []
+        workers = []
+        for child in children:
+            known = self._procs.get(child.pid)
+            if known is None:
+                self._procs[child.pid] = known = child
+            workers.append(known)
+        return [root, *workers], workers
+
+    def collect(self, names: list[str]) -> list[dict[str, Any]]:
+        """One entry per name; an unknown name gets ``{"name", "error"}`` (never raises)."""
+        stamp = datetime.now().astimezone().isoformat(timespec="seconds")
+        values = self._values(names)
+        out: list[dict[str, Any]] = []
+        for name in names:
+            if name not in values:
+                out.append({"name": name, "error": "unknown metric"})
+                continue
+            description, unit = _describe(name)
+            out.append(
+                {
+                    "name": name,
+                    "description": description,
+                    "collected_in": stamp,
+                    "unit": unit,
+                    "value": values[name],
+                }
+            )
+        return out
+
+    def all_names(self) -> list[str]:
+        _, workers = self._processes()
+        per_worker = [
+            f"{base}_worker_{i + 1}"
+            for i in range(len(workers))
+            for base in ("memory_resident", "memory_virtual")
+        ]
+        return [*METRICS, *per_worker]
+
+    def _values(self, names: list[str]) -> dict[str, Any]:
+        wanted = set(names)
+        values: dict[str, Any] = {}
+        if wanted & {n for n in METRICS if n.startswith("memory_ram")}:
+            vm = psutil.virtual_memory()
+            values |= {
+                "memory_ram_total": vm.total // 1024,
+                "memory_ram_free": vm.available // 1024,
+                "memory_ram_used": (vm.total - vm.available) // 1024,
+            }
+        if wanted & {n for n in METRICS if n.startswith("memory_swap")}:
+            sw = psutil.swap_memory()
+            values |= {
+                "memory_swap_total": sw.total // 1024,
+                "memory_swap_used": sw.used // 1024,
+                "memory_swap_free": sw.free // 1024,
+            }
+        procs, workers = self._processes()
+        process_names = {
+            "memory_resident",
+            "memory_virtual",
+            "threads",
+            "open_files",
+            "cpu_this_process",
+        }
+        if wanted & process_names or any("_worker_" in n for n in wanted):
+            rss = vms = threads = files = 0
+            cpu = 0.0
+            for proc in procs:
+                try:
+                    with proc.oneshot():
+                        mem = proc.memory_info()
+                        rss += mem.rss
+                        vms += mem.vms
+                        threads += proc.num_threads()
+                        files += proc.num_fds() if hasattr(proc, "num_fds") else 0
+                        cpu += proc.cpu_percent(None)
+                except psutil.Error:
+                    continue
+            values |= {
+                "memory_resident": rss // 1024,
+                "memory_virtual": vms // 1024,
+                "threads": threads,
+                "open_files": files,
+                "cpu_this_process": round(cpu, 1),
+            }
+            for i, proc in enumerate(workers):
+                try:
+                    mem = proc.memory_info()
+                except psutil.Error:
+                    continue
+                values[f"memory_resident_worker_{i + 1}"] = mem.rss // 1024
+                values[f"memory_virtual_worker_{i + 1}"] = mem.vms // 1024
+        if "cpu_all" in wanted:
+            values["cpu_all"] = psutil.cpu_percent(None)
+        in_flight, total = self.requests()
+        values |= {
+            "requests_in_flight": in_flight,
+            "requests_total": total,
+            "uptime": int(time.time() - self.started),
+            "startdate": datetime.fromtimestamp(self.started)
+            .astimezone()
+            .isoformat(timespec="seconds"),
+        }
+        return values
+
+
+def _describe(name: str) -> tuple[str, str]:
+    if name in METRICS:
+        return METRICS[name]
+    base, _, worker = name.partition("_worker_")
+    description, unit = METRICS.get(base, ("", ""))
+    return f"{description.replace('of the whole service', '')}of worker {worker}".strip(), unit

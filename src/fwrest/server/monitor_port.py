@@ -1,0 +1,95 @@
+"""The monitor's port (``[APP_MONITOR]``): the HTTP layer and limits of every port, an optional
+Basic guard, and :class:`fwrest.monitor.MonitorApp` behind them."""
+
+from __future__ import annotations
+
+import time
+
+from fwrest import log
+from fwrest.auth import AuthSettings, BasicGuard
+from fwrest.config.model import MonitorConfig, ServerConfig
+from fwrest.context.request import NO_AUTH, AuthInfo, RequestContext
+from fwrest.errors import HTTPError
+from fwrest.monitor import Collector, MonitorApp
+from fwrest.routing import BadPath, normalise_path, split_target
+from fwrest.server.app import Request, error_reply
+from fwrest.server.handler import Reply
+
+__all__ = ["MonitorPort", "monitor_server_config"]
+
+
+def monitor_server_config(mon: MonitorConfig, port: int | None = None) -> ServerConfig:
+    """The connection settings of the monitor's port (the limits are the defaults)."""
+    return ServerConfig(
+        name="APP_MONITOR",
+        host=mon.host,
+        port=mon.port if port is None else port,
+        locations=(),
+        ssl_certificate=mon.ssl_certificate,
+        ssl_certificate_key=mon.ssl_certificate_key,
+    )
+
+
+class MonitorPort:
+    """Duck-types :class:`PortApp` for :class:`HttpProtocol`."""
+
+    def __init__(
+        self, cfg: ServerConfig, api_path: str, collector: Collector, settings: AuthSettings | None
+    ) -> None:
+        self.cfg = cfg
+        self.app = MonitorApp(api_path, collector)
+        self.guard = BasicGuard(settings, "APP_MONITOR") if settings is not None else None
+        self.auth: AuthInfo = (
+            AuthInfo(settings.scheme, settings.on_auth_name) if settings is not None else NO_AUTH
+        )
+        self.in_flight = 0
+        self.total = 0
+        self._max_failures = settings.max_failures if settings is not None else 10
+
+    def guard_max_failures(self) -> int:
+        return self._max_failures
+
+    async def handle(self, req: Request) -> Reply:
+        started = time.perf_counter_ns()
+        path = "?"
+        try:
+            try:
+                raw, query = split_target(req.target)
+                path = normalise_path(raw)
+            except BadPath as exc:
+                raise HTTPError(400, detailed=str(exc)) from None
+            if self.guard is not None:
+                ctx = RequestContext(
+                    method=req.method,
+                    path=path,
+                    query_string=query,
+                    raw_headers=req.headers,
+                    body=req.body,
+                    client=req.client,
+                    server_name="APP_MONITOR",
+                    user_data=None,
+                    auth=self.auth,
+                )
+                await self.guard(req, ctx)
+            accept = next((v for n, v in req.headers if n == "accept"), "")
+            status, headers, body = self.app.respond(req.method, path, query, accept)
+            reply = Reply(status, headers, body)
+        except HTTPError as exc:
+            reply = error_reply(exc)
+        except Exception:
+            log.server_log.exception("monitor request failed")
+            reply = error_reply(HTTPError(500))
+        if req.method == "HEAD":
+            reply.headers.append(("content-length", str(len(reply.body))))
+            reply.body = b""
+        duration_us = (time.perf_counter_ns() - started) // 1000
+        log.access_log.info(
+            "%s %s %d %dus port=%s client=%s (monitor)",
+            req.method,
+            log.escape(path),
+            reply.status,
+            duration_us,
+            req.port,
+            req.client,
+        )
+        return reply

@@ -1,0 +1,807 @@
+"""OAuth2 Password Grant on a TLS port (SPEC 4, 4.2, 7): the token route, refresh rotation and
+family revocation, the bearer check, ``onAuthNoCheckUri``, a named ``onAuth``, the REST
+object, configuration errors, the brute-force throttle and secrets kept out of the logs.
+
+One service, started once for the module (state store ``memory``, one worker), serves six
+oAuth2 ports, each with its own ``FwData.Authorization``:
+
+* ``OAUTH``: ``onAuthparams`` = ``app.params`` (single keys mixed with the arrays ``client``,
+  ``users`` and ``types``), ``onAuthNoCheckUri`` = ``app.public``;
+* ``PWONLY``: ``types`` lists only ``password``;
+* ``SHORT``: ``access_expires`` is ``"1s"``;
+* ``NOGET``: ``"allowGetToken": false``;
+* ``CUSTOM``: ``onAuth`` = ``app.token_check`` replaces the native validator;
+* ``ALIAS``: ``"scheme": "oAuth"``.
+
+The brute-force and the log tests start services of their own, since they need their own
+throttle threshold and their own log.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+from jwt.warnings import InsecureKeyLengthWarning
+import pytest
+import trustme
+
+from tests.auth.oauth2_support import (
+    BEARER_REALM,
+    TOKEN,
+    TOKEN_KEYS,
+    OAuth,
+    assert_invalid_token,
+    assert_missing_token,
+    encoded_forms,
+    error_of,
+    fresh_claims,
+    issue_certs,
+    oauth_section,
+    sign,
+    signing_key,
+    unsigned_jwt,
+    wait_for,
+)
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, run_cli
+
+WEB = ("web", "Web-Secret-9q")
+MOBILE = ("mobile", "Mob-Secret-4x")
+ADA = ("ada", "Ada-Pw-7731")
+BOB = ("bob", "Bob-Pw-2207")
+
+OAUTH_APP = '''
+
+import json as _json
+from pathlib import Path as _Path
+
+_HERE = _Path(__file__).resolve().parent
+
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "username": "ada",
+        "password": "Ada-Pw-7731",
+        "grant_type": "password",
+        "access_expires": 7200000,
+        "refresh_expires": "Date()+1",
+        "client": [{"client_id": "mobile", "client_secret": "Mob-Secret-4x"}],
+        "users": [{"username": "bob", "password": "Bob-Pw-2207"}],
+        "types": [{"grant_type": "refresh_token"}],
+    }
+
+
+def params_password_only():
+    return {**params(), "types": [{"grant_type": "password"}]}
+
+
+def params_short():
+    return {**params(), "access_expires": "1s"}
+
+
+def public():
+    return ["/public", "/items/:id", "/open/*", "/rest/prefixed", "/slash/"]
+
+
+def token_check(token, path):
+    with (_HERE / "token_check.jsonl").open("a") as fh:
+        fh.write(_json.dumps({"token": token, "path": path}) + "\\n")
+    return {"open-sesame": True, "truthy": "yes", "one": 1}.get(token, False)
+
+
+@get("/public")
+def public_page():
+    return {"public": True}
+
+
+@get("/prefixed")
+def prefixed_page():
+    return {"prefixed": True}
+
+
+@get("/slash")
+def slash_page():
+    return {"slash": True}
+
+
+@get("/open/a/b")
+def open_page():
+    return {"open": True}
+
+
+@get("/whoami")
+def whoami():
+    return {
+        "scheme": rest.getCEntryPointAuthorizationScheme(),
+        "on_auth": rest.getCEntryPointAuthorizationOnAuth(),
+        "has_callback": rest.getLEntryPointAuthorization(),
+        "pool_scheme": rest.getThreadPoolAuthorizationScheme(),
+        "user": rest.getAuthUser(),
+    }
+'''
+
+PORTS = ("OAUTH", "PWONLY", "SHORT", "NOGET", "CUSTOM", "ALIAS")
+
+
+def write_service(folder: Path, certs: dict[str, Path], **kw: Any) -> Path:
+    servers = {
+        "OAUTH": oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public"),
+        "PWONLY": oauth_section(certs, onAuthparams="app.params_password_only"),
+        "SHORT": oauth_section(certs, onAuthparams="app.params_short"),
+        "NOGET": oauth_section(certs, onAuthparams="app.params", allowGetToken=False),
+        "CUSTOM": oauth_section(certs, onAuthparams="app.params", onAuth="app.token_check"),
+        "ALIAS": oauth_section(certs, onAuthparams="app.params", scheme="oAuth"),
+    }
+    return free_config(folder, servers=servers, app=APP_SOURCE + OAUTH_APP, **kw)
+
+
+class Service:
+    def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
+        self.proc = proc
+        self.folder = proc.config.parent
+        self.ports = {name: OAuth(proc, name, certs) for name in PORTS}
+
+    def __getitem__(self, name: str) -> OAuth:
+        return self.ports[name]
+
+    def close(self) -> None:
+        for port in self.ports.values():
+            port.close()
+
+
+@pytest.fixture(scope="module")
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    folder = tmp_path_factory.mktemp("oauth2")
+    certs = issue_certs(ca, folder / "certs")
+    proc = ServerProcess(write_service(folder, certs)).wait_ready()
+    service = Service(proc, certs)
+    try:
+        yield service
+    finally:
+        service.close()
+        proc.stop()
+
+
+@pytest.fixture
+def oauth(svc: Service) -> OAuth:
+    return svc["OAUTH"]
+
+
+def claims_of(svc: Service, access_token: str) -> dict[str, Any]:
+    return jwt.decode(
+        access_token,
+        signing_key(svc.folder),
+        algorithms=["HS256"],
+        options={"verify_aud": False},
+    )
+
+
+# -- the token route --------------------------------------------------------------------------
+
+
+def assert_token_response(response: httpx.Response, expires_in: int = 7200) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert set(body) == TOKEN_KEYS, body
+    assert body["scope"] == "default"
+    assert body["token_type"] == "Bearer"
+    assert body["expires_in"] == expires_in
+    assert isinstance(body["access_token"], str) and isinstance(body["refresh_token"], str)
+    assert response.headers["cache-control"] == "no-store"
+    assert response.headers["pragma"] == "no-cache"
+    assert response.headers["content-type"].startswith("application/json")
+    return body
+
+
+def test_password_grant_by_post_form_body(oauth: OAuth) -> None:
+    body = assert_token_response(oauth.grant(*ADA))
+    hello = oauth.get("/hello", body["access_token"])
+    assert hello.status_code == 200 and hello.json()["hello"] == "world"
+
+
+def test_password_grant_by_get_query_string(oauth: OAuth) -> None:
+    response = oauth.http.get(
+        oauth.token_url,
+        params={"grant_type": "password", "username": BOB[0], "password": BOB[1]},
+    )
+    body = assert_token_response(response)
+    assert oauth.get("/whoami", body["access_token"]).json()["user"] == "bob"
+
+
+def test_post_takes_parameters_from_the_query_string_and_the_body(oauth: OAuth) -> None:
+    only_query = oauth.http.post(
+        oauth.token_url,
+        params={"grant_type": "password", "username": ADA[0], "password": ADA[1]},
+    )
+    assert_token_response(only_query)
+    mixed = oauth.http.post(
+        oauth.token_url,
+        params={"grant_type": "password"},
+        data={"username": ADA[0], "password": ADA[1]},
+    )
+    assert_token_response(mixed)
+
+
+@pytest.mark.parametrize(
+    ("query", "body"),
+    [
+        ("grant_type=password", "grant_type=password&username=ada&password=Ada-Pw-7731"),
+        ("", "grant_type=password&username=ada&username=ada&password=Ada-Pw-7731"),
+        ("grant_type=password&grant_type=password&username=ada&password=Ada-Pw-7731", ""),
+        ("username=ada", "grant_type=password&username=bob&password=Bob-Pw-2207"),
+    ],
+    ids=["query-and-body", "body-twice", "query-twice", "different-values"],
+)
+def test_a_parameter_given_twice_is_invalid_request(oauth: OAuth, query: str, body: str) -> None:
+    response = oauth.http.post(
+        f"{oauth.token_url}?{query}",
+        content=body.encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "invalid_request"
+    assert response.json()["error_description"]
+    assert response.headers["cache-control"] == "no-store"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("application/json", b'{"grant_type":"password","username":"ada","password":"Ada-Pw-7731"}'),
+        ("text/plain", b"grant_type=password&username=ada&password=Ada-Pw-7731"),
+        ("multipart/form-data; boundary=x", b"grant_type=password&username=ada&password=Ada-Pw-7731"),
+    ],
+)
+def test_a_body_that_is_not_a_form_is_refused(oauth: OAuth, content_type: str, body: bytes) -> None:
+    response = oauth.http.post(oauth.token_url, content=body, headers={"Content-Type": content_type})
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "invalid_request"
+
+
+def test_form_content_type_with_charset_is_accepted(oauth: OAuth) -> None:
+    response = oauth.http.post(
+        oauth.token_url,
+        content=f"grant_type=password&username={ADA[0]}&password={ADA[1]}".encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded; charset=UTF-8"},
+    )
+    assert_token_response(response)
+
+
+def test_client_credentials_by_basic_header(svc: Service, oauth: OAuth) -> None:
+    for client_id, secret in (WEB, MOBILE):
+        response = oauth.post(
+            {"grant_type": "password", "username": ADA[0], "password": ADA[1]},
+            auth=(client_id, secret),
+        )
+        body = assert_token_response(response)
+        assert claims_of(svc, body["access_token"])["client_id"] == client_id
+
+
+def test_client_credentials_as_parameters(svc: Service, oauth: OAuth) -> None:
+    body = assert_token_response(oauth.grant(*ADA, client_id=MOBILE[0], client_secret=MOBILE[1]))
+    assert claims_of(svc, body["access_token"])["client_id"] == "mobile"
+
+
+def test_without_client_credentials_the_first_client_is_used(svc: Service, oauth: OAuth) -> None:
+    body = assert_token_response(oauth.grant(*ADA))
+    assert claims_of(svc, body["access_token"])["client_id"] == "web"
+
+
+@pytest.mark.parametrize(
+    ("how", "client_id", "secret"),
+    [
+        ("header", "web", "Mob-Secret-4x"),
+        ("header", "nobody", "Web-Secret-9q"),
+        ("params", "mobile", "wrong"),
+        ("params", "web", ""),
+        ("params", "intruder", "x"),
+    ],
+)
+def test_a_wrong_client_is_401_invalid_client(oauth: OAuth, how: str, client_id: str, secret: str) -> None:  # fmt: skip
+    if how == "header":
+        response = oauth.post(
+            {"grant_type": "password", "username": ADA[0], "password": ADA[1]},
+            auth=(client_id, secret),
+        )
+    else:
+        response = oauth.grant(*ADA, client_id=client_id, client_secret=secret)
+    assert response.status_code == 401, response.text
+    assert error_of(response) == "invalid_client"
+    assert response.headers["www-authenticate"].startswith("Basic"), response.headers
+
+
+@pytest.mark.parametrize("grant", ["client_credentials", "authorization_code", "implicit", "PASSWORD"])
+def test_an_unknown_grant_type_is_unsupported(oauth: OAuth, grant: str) -> None:
+    response = oauth.post({"grant_type": grant, "username": ADA[0], "password": ADA[1]})
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "unsupported_grant_type"
+
+
+def test_a_grant_not_listed_in_types_is_unauthorized_client(svc: Service) -> None:
+    port = svc["PWONLY"]
+    tokens = port.tokens(*ADA)  # password is listed
+    response = port.refresh(tokens["refresh_token"])
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "unauthorized_client"
+    # the same refresh on a port whose types list refresh_token works (contrast)
+    other = svc["OAUTH"]
+    assert other.refresh(other.tokens(*ADA)["refresh_token"]).status_code == 200
+
+
+@pytest.mark.parametrize("scope", ["admin", "default admin", "DEFAULT", ""])
+def test_a_scope_other_than_default_is_invalid_scope(oauth: OAuth, scope: str) -> None:
+    response = oauth.grant(*ADA, scope=scope)
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "invalid_scope"
+
+
+def test_scope_default_is_accepted(oauth: OAuth) -> None:
+    assert_token_response(oauth.grant(*ADA, scope="default"))
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"grant_type": "password", "password": "Ada-Pw-7731"},
+        {"grant_type": "password", "username": "ada"},
+        {"grant_type": "password"},
+        {"username": "ada", "password": "Ada-Pw-7731"},
+        {"grant_type": "refresh_token"},
+    ],
+    ids=["no-username", "no-password", "neither", "no-grant-type", "no-refresh-token"],
+)
+def test_missing_parameters_are_invalid_request(oauth: OAuth, form: dict[str, str]) -> None:
+    response = oauth.post(form)
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "invalid_request"
+
+
+def test_wrong_password_and_unknown_user_get_the_same_answer(oauth: OAuth) -> None:
+    timings: dict[str, float] = {}
+    answers: dict[str, httpx.Response] = {}
+    for label, user, password in (("wrong-password", "ada", "not-her-password"),
+                                  ("unknown-user", "mallory", "not-her-password")):  # fmt: skip
+        started = time.perf_counter()
+        answers[label] = oauth.grant(user, password)
+        timings[label] = time.perf_counter() - started
+    print("seconds per answer:", {k: round(v, 4) for k, v in timings.items()})
+    wrong, unknown = answers["wrong-password"], answers["unknown-user"]
+    assert wrong.status_code == unknown.status_code == 400
+    assert error_of(wrong) == "invalid_grant"
+    assert wrong.content == unknown.content
+    # the user's own password is not a password of another user
+    assert oauth.grant("bob", ADA[1]).content == wrong.content
+
+
+def test_allow_get_token_false_refuses_the_password_grant_over_get(svc: Service) -> None:
+    port = svc["NOGET"]
+    response = port.http.get(
+        port.token_url, params={"grant_type": "password", "username": ADA[0], "password": ADA[1]}
+    )
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "invalid_request"
+    assert "POST" in response.json()["error_description"]
+    assert_token_response(port.grant(*ADA))  # POST still works
+
+
+def test_the_first_get_grant_logs_a_warning_that_post_is_safer(svc: Service) -> None:
+    port = svc["OAUTH"]
+    for _ in range(2):
+        response = port.http.get(
+            port.token_url,
+            params={"grant_type": "password", "username": ADA[0], "password": ADA[1]},
+        )
+        assert response.status_code == 200
+    svc.proc.wait_log("[OAUTH]")
+    lines = [line for line in svc.proc.log().splitlines()
+             if "WARNING" in line and "[OAUTH]" in line and "GET" in line and "POST" in line]  # fmt: skip
+    print(lines)
+    assert len(lines) == 1, svc.proc.log()
+
+
+def test_the_access_token_is_a_signed_jwt(svc: Service, oauth: OAuth) -> None:
+    first = assert_token_response(oauth.grant(*ADA))
+    second = assert_token_response(oauth.grant(*BOB))
+    header = jwt.get_unverified_header(first["access_token"])
+    assert header["typ"] == "at+jwt" and header["alg"] == "HS256"
+    claims = claims_of(svc, first["access_token"])
+    assert {"sub", "iat", "exp", "jti", "client_id", "iss"} <= set(claims), claims
+    assert claims["sub"] == "ada" and claims["client_id"] == "web" and claims["iss"]
+    assert claims["exp"] - claims["iat"] == 7200
+    assert abs(claims["iat"] - time.time()) < 60
+    assert claims["jti"] != claims_of(svc, second["access_token"])["jti"]
+    assert claims_of(svc, second["access_token"])["sub"] == "bob"
+    # the refresh token is an opaque random string, not a JWT
+    assert first["refresh_token"].count(".") == 0 and len(first["refresh_token"]) >= 43
+
+
+def test_the_signing_key_file_is_private(svc: Service) -> None:
+    path = svc.folder / ".fwrest" / "signing.key"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert len(signing_key(svc.folder)) >= 32
+
+
+# -- refresh rotation and family revocation ----------------------------------------------------
+
+
+def test_refresh_rotates_and_a_replay_revokes_the_whole_family(oauth: OAuth) -> None:
+    first = oauth.tokens(*ADA)
+    bystander = oauth.tokens(*ADA)  # another family of the same user
+    second_response = oauth.refresh(first["refresh_token"])
+    second = assert_token_response(second_response)
+    assert second["refresh_token"] != first["refresh_token"]
+    assert second["access_token"] != first["access_token"]
+    assert oauth.get("/hello", second["access_token"]).status_code == 200
+    third = assert_token_response(oauth.refresh(second["refresh_token"]))
+
+    replay = oauth.refresh(first["refresh_token"])  # spent: a thief or a confused client
+    assert replay.status_code == 400, replay.text
+    assert error_of(replay) == "invalid_grant"
+
+    newest = oauth.refresh(third["refresh_token"])
+    assert newest.status_code == 400, newest.text
+    assert error_of(newest) == "invalid_grant"
+
+    family = [first["access_token"], second["access_token"], third["access_token"]]
+
+    def all_refused() -> bool:
+        return all(oauth.get("/hello", token).status_code == 401 for token in family)
+
+    took = wait_for(all_refused, 5, "the family's access tokens are refused")
+    print(f"family's access tokens refused {took:.3f} s after the replay")
+    assert took <= 1.0 + 0.5, f"revocation took {took:.3f} s (SPEC: at most 1 s stale)"
+    assert_invalid_token(oauth.get("/hello", third["access_token"]))
+    # the other family is untouched
+    assert oauth.get("/hello", bystander["access_token"]).status_code == 200
+    assert oauth.refresh(bystander["refresh_token"]).status_code == 200
+
+
+def test_an_unknown_refresh_token_is_invalid_grant(oauth: OAuth) -> None:
+    response = oauth.refresh("x" * 43)
+    assert response.status_code == 400 and error_of(response) == "invalid_grant"
+
+
+def test_an_access_token_is_not_a_refresh_token(oauth: OAuth) -> None:
+    tokens = oauth.tokens(*ADA)
+    response = oauth.refresh(tokens["access_token"])
+    assert response.status_code == 400 and error_of(response) == "invalid_grant"
+
+
+def test_an_expired_access_token_is_refused(svc: Service) -> None:
+    port = svc["SHORT"]
+    tokens = assert_token_response(port.grant(*ADA), expires_in=1)
+    assert port.get("/hello", tokens["access_token"]).status_code == 200
+    took = wait_for(lambda: port.get("/hello", tokens["access_token"]).status_code == 401, 10,
+                    "the access token expires")  # fmt: skip
+    print(f"access token of 1 s refused after {took:.3f} s")
+    response = port.get("/hello", tokens["access_token"])
+    assert_invalid_token(response)
+    assert "expired" in response.json()["detailedMessage"]
+    # the refresh token still gives a new, working access token
+    renewed = assert_token_response(port.refresh(tokens["refresh_token"]), expires_in=1)
+    assert port.get("/hello", renewed["access_token"]).status_code == 200
+
+
+# -- the bearer check --------------------------------------------------------------------------
+
+
+def test_a_missing_token_is_401_with_the_bearer_challenge(oauth: OAuth) -> None:
+    response = oauth.get("/hello")
+    assert_missing_token(response)
+    assert response.json()["detailedMessage"]
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["Basic YWRhOkFkYS1Qdy03NzMx", "Bearer", "Token abc", "Bearer a b"],
+)
+def test_a_header_that_is_not_bearer_counts_as_missing(oauth: OAuth, header: str) -> None:
+    assert_missing_token(oauth.get("/hello", headers={"Authorization": header}))
+
+
+def test_the_bearer_scheme_name_is_case_insensitive(oauth: OAuth) -> None:
+    token = oauth.tokens(*ADA)["access_token"]
+    response = oauth.get("/hello", headers={"Authorization": f"bearer {token}"})
+    assert response.status_code == 200
+
+
+def forged(kind: str, svc: Service, real: str) -> str:
+    key = signing_key(svc.folder)
+    claims = fresh_claims()
+    if kind == "tampered-signature":
+        head, body, sig = real.split(".")
+        flipped = ("A" if sig[10] != "A" else "B").join((sig[:10], sig[11:]))
+        return f"{head}.{body}.{flipped}"
+    if kind == "tampered-claims":
+        head, body, sig = real.split(".")
+        payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        payload["sub"] = "root"
+        raw = base64.urlsafe_b64encode(json.dumps(payload).encode()).rstrip(b"=").decode()
+        return f"{head}.{raw}.{sig}"
+    if kind == "alg-none":
+        return unsigned_jwt({"alg": "none", "typ": "at+jwt"}, claims)
+    if kind == "other-key":
+        return sign(claims, b"another key of thirty-two bytes!!")
+    if kind == "hs512-real-key":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InsecureKeyLengthWarning)
+            return sign(claims, key, algorithm="HS512")
+    if kind == "typ-jwt-real-key":
+        return sign(claims, key, headers={"typ": "JWT"})
+    if kind == "no-typ-real-key":
+        return jwt.encode(claims, key, algorithm="HS256")
+    if kind == "unknown-crit-real-key":
+        return sign(claims, key, headers={"typ": "at+jwt", "crit": ["x-fwrest-test"],
+                                          "x-fwrest-test": 1})  # fmt: skip
+    if kind == "expired-real-key":
+        past = {**claims, "iat": int(time.time()) - 7200, "exp": int(time.time()) - 3600}
+        return sign(past, key)
+    if kind == "garbage":
+        return "not-a-jwt-at-all"
+    if kind == "jwk-in-header":
+        other = b"attacker key thirty-two bytes!!!"
+        jwk = {"kty": "oct", "k": base64.urlsafe_b64encode(other).rstrip(b"=").decode()}
+        return sign(claims, other, headers={"typ": "at+jwt", "jwk": jwk, "kid": "x"})
+    raise AssertionError(kind)
+
+
+FORGERIES = [
+    "tampered-signature",
+    "tampered-claims",
+    "alg-none",
+    "other-key",
+    "hs512-real-key",
+    "typ-jwt-real-key",
+    "no-typ-real-key",
+    "unknown-crit-real-key",
+    "expired-real-key",
+    "garbage",
+    "jwk-in-header",
+]
+
+
+def test_a_token_forged_with_the_real_key_and_right_header_passes(svc: Service, oauth: OAuth) -> None:  # fmt: skip
+    """The contrast that makes the refusals below meaningful: the forging helpers work."""
+    token = sign(fresh_claims("carol"), signing_key(svc.folder))
+    response = oauth.get("/whoami", token)
+    assert response.status_code == 200, response.text
+    assert response.json()["user"] == "carol"
+
+
+@pytest.mark.parametrize("kind", FORGERIES)
+def test_invalid_tokens_are_401_invalid_token(svc: Service, oauth: OAuth, kind: str) -> None:
+    real = oauth.tokens(*ADA)["access_token"]
+    token = forged(kind, svc, real)
+    assert token != real
+    assert_invalid_token(oauth.get("/hello", token))
+
+
+def test_an_unknown_path_without_a_token_is_401_not_404(oauth: OAuth) -> None:
+    assert_missing_token(oauth.get("/no/such/route"))
+    assert_missing_token(oauth.get("/fw/no/such/native/route"))
+    token = oauth.tokens(*ADA)["access_token"]
+    assert oauth.get("/no/such/route", token).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/public", 200),  # literal
+        ("/public/", 200),  # one trailing slash ignored
+        ("/public?token=abc&x=/hello", 200),  # query ignored
+        ("/Public", 401),  # case-sensitive
+        ("/PUBLIC", 401),
+        ("/public/more", 401),  # literal means literal
+        ("/publicity", 401),
+        ("/items/7", 200),  # :param segment
+        ("/items/some-thing", 200),
+        ("/items/7/extra", 401),
+        ("/items", 401),
+        ("/open/a/b", 200),  # trailing *
+        ("/open/a/missing", 404),  # exempt, so routing runs: 404, not 401
+        ("/opened", 401),
+        ("/prefixed", 200),  # listed with the location prefix
+        ("/slash", 200),  # listed with a trailing slash
+        ("/slash/", 200),
+        ("/hello", 401),  # not listed
+        ("/hello?x=/public", 401),  # a query cannot make a path public
+    ],
+)
+def test_on_auth_no_check_uri(oauth: OAuth, path: str, status: int) -> None:
+    response = oauth.get(path)
+    assert response.status_code == status, (path, response.text)
+    if status == 401:
+        assert_missing_token(response)
+
+
+def test_the_token_route_is_never_protected(svc: Service) -> None:
+    """A port with no ``onAuthNoCheckUri`` still answers its token route without a token."""
+    port = svc["PWONLY"]
+    assert_missing_token(port.get("/hello"))
+    assert_token_response(port.grant(*ADA))
+
+
+def test_a_named_on_auth_replaces_the_native_check(svc: Service) -> None:
+    port = svc["CUSTOM"]
+    calls = svc.folder / "token_check.jsonl"
+    assert port.get("/hello", "open-sesame").status_code == 200
+    for refused in ("truthy", "one", "nope"):
+        response = port.get("/hello", refused)
+        assert response.status_code == 401, (refused, response.text)
+        assert 'error="invalid_token"' in response.headers["www-authenticate"]
+    # a genuine, valid access token of this port is not enough: the named function decides
+    real = assert_token_response(port.grant(*ADA))["access_token"]
+    assert port.get("/hello", real).status_code == 401
+    assert_missing_token(port.get("/hello"))  # no token: the function is not called
+    seen = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert [c["token"] for c in seen] == ["open-sesame", "truthy", "one", "nope", real]
+    assert {c["path"] for c in seen} == {"/rest/hello"}
+
+
+def test_rest_object_on_an_oauth2_port(svc: Service) -> None:
+    port = svc["OAUTH"]
+    token = port.tokens(*BOB)["access_token"]
+    info = port.get("/whoami", token).json()
+    assert info["scheme"] == "oAuth2"
+    assert info["pool_scheme"] == "oAuth2"
+    assert info["user"] == "bob"
+    assert info["on_auth"] == ""
+
+
+def test_rest_object_with_the_alias_scheme_o_auth(svc: Service) -> None:
+    port = svc["ALIAS"]
+    token = port.tokens(*ADA)["access_token"]
+    info = port.get("/whoami", token).json()
+    assert info["scheme"] == "oAuth2"
+    assert info["user"] == "ada"
+    assert_missing_token(port.get("/whoami"))
+
+
+def test_rest_object_with_a_named_on_auth(svc: Service) -> None:
+    info = svc["CUSTOM"].get("/whoami", "open-sesame").json()
+    assert info["scheme"] == "oAuth2"
+    assert info["on_auth"] == "app.token_check"
+    assert info["has_callback"] is True
+
+
+def test_a_token_of_one_port_works_on_another_port_of_the_service(svc: Service) -> None:
+    """One signing key per service: ports share it (SPEC 4.2)."""
+    token = svc["ALIAS"].tokens(*ADA)["access_token"]
+    assert svc["OAUTH"].get("/hello", token).status_code == 200
+
+
+# -- configuration errors (fwrest check, exit 2) ------------------------------------------------
+
+
+def _broken(folder: Path, certs: dict[str, Path], change: str) -> Path:
+    section = oauth_section(certs, onAuthparams="app.params")
+    auth = section["FwData"]["Authorization"]
+    if change == "no-tls":
+        del section["SslCertificate"], section["SslCertificateKey"]
+    elif change == "no-onauthparams":
+        del auth["onAuthparams"]
+    elif change == "missing-function":
+        auth["onAuthparams"] = "app.no_such_params"
+    elif change == "missing-file":
+        auth["onAuthparams"] = "file:no-such-params.json"
+    return free_config(folder, servers={"OAUTH": section}, app=APP_SOURCE + OAUTH_APP)
+
+
+@pytest.mark.parametrize(
+    ("change", "needles"),
+    [
+        ("no-tls", ("TLS", "OAUTH", "SslCertificate")),
+        ("no-onauthparams", ("onAuthparams", "OAUTH")),
+        ("missing-function", ("no_such_params", "onAuthparams")),
+        ("missing-file", ("no-such-params.json", "onAuthparams")),
+    ],
+)
+def test_config_errors_abort_check(ca: trustme.CA, tmp_path: Path, change: str,
+                                   needles: tuple[str, ...]) -> None:  # fmt: skip
+    config = _broken(tmp_path, issue_certs(ca, tmp_path / "certs"), change)
+    result = run_cli("check", str(config), cwd=tmp_path)
+    print(result.stdout, result.stderr)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    for needle in needles:
+        assert needle in result.stderr, (needle, result.stderr)
+
+
+def test_a_valid_oauth2_config_passes_check(ca: trustme.CA, tmp_path: Path) -> None:
+    """The contrast of the errors above."""
+    config = _broken(tmp_path, issue_certs(ca, tmp_path / "certs"), "none")
+    result = run_cli("check", str(config), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "oAuth2" in result.stdout
+
+
+# -- brute force -------------------------------------------------------------------------------
+
+
+def test_brute_force_locks_the_user_out(ca: trustme.CA, tmp_path: Path) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    section = oauth_section(certs, onAuthparams="app.params", maxFailures=3)
+    config = free_config(tmp_path, servers={"OAUTH": section}, app=APP_SOURCE + OAUTH_APP)
+    proc = ServerProcess(config).wait_ready()
+    port = OAuth(proc, "OAUTH", certs)
+    try:
+        for _ in range(3):
+            response = port.grant(ADA[0], "guess")
+            assert response.status_code == 400 and error_of(response) == "invalid_grant"
+        locked = port.grant(ADA[0], "guess")
+        assert locked.status_code == 429, locked.text
+        retry_after = int(locked.headers["retry-after"])
+        print(f"Retry-After: {retry_after} s")
+        assert 1 <= retry_after <= 300
+        correct = port.grant(*ADA)  # the right password during the lock-out
+        assert correct.status_code == 429, correct.text
+        assert "retry-after" in correct.headers
+        assert port.grant(ADA[0], "guess").status_code == 429
+        text = proc.wait_log("429")
+        warnings = [line for line in text.splitlines() if "WARNING" in line and "429" in line]
+        print(warnings)
+        assert len(warnings) == 1, text
+    finally:
+        port.close()
+        proc.stop()
+
+
+# -- secrets never reach the logs ---------------------------------------------------------------
+
+
+def test_logs_never_show_passwords_secrets_or_tokens(ca: trustme.CA, tmp_path: Path) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    secret_app = OAUTH_APP.replace("Ada-Pw-7731", "Ad@ pw/7731&=x+y%").replace(
+        "Web-Secret-9q", "Web Secret/9q&=?"
+    )
+    password, client_secret = "Ad@ pw/7731&=x+y%", "Web Secret/9q&=?"
+    wrong_password = "Wr0ng pw/&=%zz"
+    section = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
+    config = free_config(tmp_path, servers={"OAUTH": section}, app=APP_SOURCE + secret_app,
+                         general={"rest_log_level": 5})  # fmt: skip
+    proc = ServerProcess(config).wait_ready()
+    port = OAuth(proc, "OAUTH", certs)
+    issued: list[str] = []
+    try:
+        # POST with the client secret in the body, then by Basic header
+        first = port.tokens(ADA[0], password, client_id="web", client_secret=client_secret)
+        second = port.post({"grant_type": "password", "username": "ada", "password": password},
+                           auth=("web", client_secret)).json()  # fmt: skip
+        # GET with the password in the query string
+        third = port.http.get(port.token_url, params={"grant_type": "password", "username": "ada",
+                                                       "password": password}).json()  # fmt: skip
+        assert port.grant("ada", wrong_password).status_code == 400
+        assert port.http.get(port.token_url, params={"grant_type": "password", "username": "ada",
+                             "password": wrong_password}).status_code == 400  # fmt: skip
+        renewed = port.refresh(first["refresh_token"]).json()
+        for tokens in (first, second, third, renewed):
+            issued += [tokens["access_token"], tokens["refresh_token"]]
+            assert port.get("/hello", tokens["access_token"]).status_code == 200
+        assert port.get("/hello", first["access_token"] + "x").status_code == 401
+        assert port.get("/public", second["access_token"]).status_code == 200
+        assert port.get(f"/public?access_token={third['access_token']}").status_code == 200
+        assert port.refresh(first["refresh_token"]).status_code == 400  # a replay, logged
+        assert port.get("/boom", second["access_token"]).status_code == 500
+        proc.wait_log("/rest/boom")
+    finally:
+        port.close()
+        proc.stop()
+    text = proc.log() + proc.file_log()
+    assert "fwrest.access" in text and "/rest/fw/oauth2/token" in text  # the log is not empty
+    assert "DEBUG" in text or "VERBOSE" in text or "INFO" in text
+    secrets = [password, client_secret, wrong_password, *issued]
+    for token in issued:
+        if token.count(".") == 2:  # a JWT: its claims and signature parts too
+            secrets += token.split(".")[1:]
+        else:
+            secrets.append(token[:16])
+    leaked = [form for secret in secrets for form in encoded_forms(secret) if form in text]
+    assert not leaked, f"leaked into the log: {leaked}\n{text}"
