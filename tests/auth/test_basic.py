@@ -6,7 +6,8 @@ One service, started once for the module, serves four ports that share the threa
 * ``HTTP_BASIC``: Basic, ``OnAuth`` = ``auth.check`` (a ``def``), locations ``/rest`` and
   ``/other`` (the second on its own pool);
 * ``HTTP_ASYNC``: Basic, ``OnAuth`` = ``ACheck`` (an ``async def``, named by its bare name in
-  another capitalisation, to see the name come back as written);
+  another capitalisation, to see the name come back as written); ``NativeRoutes`` makes
+  ``healthcheck/ok`` public there;
 * ``HTTP_GUARDED``: Basic, ``OnAuth`` = ``auth.guarded``, which records to its own file, used
   only by the test proving that malformed credentials never reach the validator;
 * ``HTTP_OPEN``: no authorization.
@@ -124,7 +125,9 @@ def _server(locations: str, fw_data: dict[str, Any] | None = None) -> dict[str, 
 SERVERS = {
     "HTTP_BASIC": _server("ROOT, OTHER", _basic("auth.check")),
     "HTTP_OPEN": _server("ROOT"),
-    "HTTP_ASYNC": _server("ROOT", _basic("ACheck")),
+    "HTTP_ASYNC": _server(
+        "ROOT", {**_basic("ACheck"), "NativeRoutes": {"public": ["healthcheck/ok"]}}
+    ),
     "HTTP_GUARDED": _server("ROOT", _basic("auth.guarded")),
 }
 EXTRA = {
@@ -436,6 +439,27 @@ def test_open_port_ignores_credentials_and_never_calls_on_auth(svc: Service) -> 
     wrong = svc.get("/rest/hello", "HTTP_OPEN", auth=("ada", "wrong"))
     assert wrong.status_code == 200
     assert len(svc.calls()) == before
+
+
+@pytest.mark.parametrize(
+    "route", ["/fw/healthcheck/ok", "/fw/environment", "/fw/rest/list/service"]
+)
+def test_native_routes_are_protected_by_the_basic_scheme(svc: Service, route: str) -> None:
+    for location in ("/rest", "/other"):
+        assert_401(svc.get(location + route))
+        assert svc.get(location + route, auth=("ada", ADA_PASSWORD)).status_code == 200
+    assert svc.get("/rest" + route, "HTTP_OPEN").status_code == 200
+
+
+def test_public_native_route_skips_the_basic_scheme(svc: Service) -> None:
+    before = len(svc.calls())
+    response = svc.get("/rest/fw/healthcheck/ok", "HTTP_ASYNC")
+    assert response.status_code == 200
+    assert response.text.strip() == "ok"
+    assert len(svc.calls()) == before  # OnAuth was not asked
+    assert_401(svc.get("/rest/fw/healthcheck", "HTTP_ASYNC"))  # only the listed route is open
+    assert_401(svc.get("/rest/hello", "HTTP_ASYNC"))
+    assert_401(svc.get("/rest/fw/healthcheck/ok"))  # public on HTTP_ASYNC only
 
 
 # -- the REST object -----------------------------------------------------------------------------

@@ -367,19 +367,20 @@ def test_oauth_alias_without_tls_is_refused_as_oauth2(case: Case) -> None:
     assert "oAuth2 scheme needs TLS" in exc.problem
 
 
-def test_oauth_alias_is_not_an_unknown_scheme(case: Case, certs: dict[str, Path]) -> None:
+def test_oauth_alias_is_accepted_as_oauth2(case: Case, certs: dict[str, Path]) -> None:
     fw_data = {"Authorization": {"scheme": "oAuth", "onAuthparams": f"{case.mod}.params"}}
     tls = {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
     done = run_cli("check", str(case.write(fw_data, server=tls)))
-    if done.returncode == 0:  # once oAuth2 is available: the alias shows as oAuth2
-        assert "(TLS, authorization: oAuth2)" in done.stdout
-    else:  # for now the start stops because oAuth2 is not there yet, not over the name
-        assert done.returncode == 2, done.stderr
-        assert "[HTTP_REST]" in done.stderr
-        assert "oAuth2" in done.stderr
-        assert "'oAuth'" not in done.stderr
-        assert "not a scheme" not in done.stderr
-        assert "case-sensitive" not in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert "[HTTP_REST] 127.0.0.1:0 (TLS, authorization: oAuth2)" in done.stdout
+    assert "not a scheme" not in done.stdout + done.stderr
+
+
+def test_oauth_alias_reports_oauth2_via_prepare(case: Case, certs: dict[str, Path]) -> None:
+    fw_data = {"Authorization": {"scheme": "oAuth", "onAuthparams": f"{case.mod}.params"}}
+    tls = {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
+    (port,) = case.plan(fw_data, server=tls).ports
+    assert port.auth.scheme == "oAuth2"  # what getCEntryPointAuthorizationScheme() returns
 
 
 def test_oauth2_keys_are_not_basic_keys(case: Case) -> None:

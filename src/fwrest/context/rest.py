@@ -160,5 +160,19 @@ class RestObject:
     def getThreadPoolAuthorizationOnAuth(self) -> str:
         return self.auth_on_auth()
 
+    # -- the legacy start (SPEC 6): no request needed -------------------------------------------
+    def wsRestfulStart(self, jo: Any, path: str) -> int:
+        """Start a service from infrastructure JSON, adding the location ``path`` to every
+        server; 0 on success, non-zero (with the message logged) otherwise."""
+        from fwrest.server.legacy import ws_restful_start
+
+        return ws_restful_start(jo, path)
+
+    def wsRestfulStop(self) -> int:
+        """Stop the services ``wsRestfulStart`` started."""
+        from fwrest.server.legacy import ws_restful_stop
+
+        return ws_restful_stop()
+
 
 rest = RestObject()

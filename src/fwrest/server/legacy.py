@@ -1,0 +1,85 @@
+"""``fwrest.rest.wsRestfulStart(jo, path)``: the original product's old start (SPEC 6)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from fwrest import log
+from fwrest.errors import ConfigError
+from fwrest.server.service import Service, start
+
+__all__ = ["ws_restful_start", "ws_restful_stop"]
+
+_LOCATION = "FW_LEGACY_LOCATION"
+_lock = threading.Lock()
+_services: list[Service] = []
+
+
+def _with_location(jo: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """A copy of ``jo`` where every server also serves its endpoints under ``path``."""
+    data = {str(k): copy.deepcopy(v) for k, v in jo.items()}
+    folded = {k.lower(): k for k in data}
+    http = data.get(folded.get("httpserver", ""))
+    if not isinstance(http, dict):
+        raise ConfigError("the infrastructure JSON has no HTTPSERVER object.")
+    servers = next((v for k, v in http.items() if k.lower() == "servers"), None)
+    if isinstance(servers, str):
+        servers = [s.strip() for s in servers.split(",") if s.strip()]
+    if not isinstance(servers, list) or not servers:
+        raise ConfigError("HTTPSERVER lists no Servers.", section="HTTPSERVER", key="Servers")
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise ConfigError(f"the extra path {path!r} must start with /.")
+    pool = None
+    for name in servers:
+        server = data.get(folded.get(str(name).lower(), ""))
+        if not isinstance(server, dict):
+            raise ConfigError(f"the server {name!r} is not in the infrastructure JSON.")
+        key = next((k for k in server if k.lower() == "locations"), "Locations")
+        locations = server.get(key, [])
+        if isinstance(locations, str):
+            locations = [s.strip() for s in locations.split(",") if s.strip()]
+        if pool is None and locations:
+            first = data.get(folded.get(str(locations[0]).lower(), ""), {})
+            pool = next((v for k, v in first.items() if k.lower() == "threadpool"), None)
+        server[key] = [*locations, _LOCATION]
+    if pool is None:
+        raise ConfigError("no server location names a ThreadPool to serve the extra path.")
+    data[_LOCATION] = {"Path": path, "ThreadPool": pool}
+    return data
+
+
+def ws_restful_start(jo: Mapping[str, Any] | str, path: str) -> int:
+    """Start the service of ``jo`` with one extra location ``path`` on every server.
+
+    Returns 0 when it serves, 1 for a bad infrastructure JSON, 2 for a start failure (a port
+    in use); the message is logged.
+    """
+    try:
+        data = json.loads(jo) if isinstance(jo, str) else jo
+        if not isinstance(data, Mapping):
+            raise ConfigError("the infrastructure JSON must be an object of sections.")
+        service = start(_with_location(data, path))
+    except json.JSONDecodeError as exc:
+        log.server_log.error("wsRestfulStart: the infrastructure JSON is invalid: %s", exc)
+        return 1
+    except ConfigError as exc:
+        log.server_log.error("wsRestfulStart: %s", exc)
+        return 1 if "cannot be bound" not in str(exc) else 2
+    with _lock:
+        _services.append(service)
+    log.server_log.info("wsRestfulStart: serving %s", ", ".join(service.urls))
+    return 0
+
+
+def ws_restful_stop() -> int:
+    """Stop every service ``wsRestfulStart`` started; returns 0."""
+    with _lock:
+        services = list(_services)
+        _services.clear()
+    for service in services:
+        service.stop()
+    return 0
