@@ -21,7 +21,7 @@ import trustme
 
 from tests.conftest import ServerProcess
 
-TOKEN = "/fw/oauth2/token"  # noqa: S105 - a path
+TOKEN = "/fw/oauth2/token"
 BEARER_REALM = 'Bearer realm="Access to REST"'
 TOKEN_KEYS = {"access_token", "refresh_token", "scope", "token_type", "expires_in"}
 NO_THROTTLE = 1_000_000  # many failed grants from one address must not turn into 429s here
@@ -83,8 +83,9 @@ class OAuth:
 
     def grant(self, username: str, password: str, **extra: str) -> httpx.Response:
         """A password grant by POST with a form body."""
-        return self.post({"grant_type": "password", "username": username, "password": password,
-                          **extra})  # fmt: skip
+        return self.post(
+            {"grant_type": "password", "username": username, "password": password, **extra}
+        )
 
     def tokens(self, username: str, password: str, **extra: str) -> dict[str, Any]:
         response = self.grant(username, password, **extra)
@@ -118,15 +119,26 @@ def unsigned_jwt(header: dict[str, Any], claims: dict[str, Any]) -> str:
     return f"{head}.{body}."
 
 
-def sign(claims: dict[str, Any], key: bytes, headers: dict[str, Any] | None = None,
-         algorithm: str = "HS256") -> str:  # fmt: skip
+def sign(
+    claims: dict[str, Any],
+    key: bytes,
+    headers: dict[str, Any] | None = None,
+    algorithm: str = "HS256",
+) -> str:
     return jwt.encode(claims, key, algorithm=algorithm, headers=headers or {"typ": "at+jwt"})
 
 
 def fresh_claims(sub: str = "ada", ttl: int = 600) -> dict[str, Any]:
     now = int(time.time())
-    return {"iss": "fwrest", "sub": sub, "client_id": "web", "iat": now, "exp": now + ttl,
-            "jti": "j" * 32, "scope": "default"}  # fmt: skip
+    return {
+        "iss": "fwrest",
+        "sub": sub,
+        "client_id": "web",
+        "iat": now,
+        "exp": now + ttl,
+        "jti": "j" * 32,
+        "scope": "default",
+    }
 
 
 def error_of(response: httpx.Response) -> str:

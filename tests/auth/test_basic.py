@@ -638,3 +638,37 @@ def test_no_password_or_credential_in_the_whole_log(serve: Any, tmp_path: Path, 
     for where, text in logs.items():
         for secret in secrets:
             assert secret not in text, f"{secret!r} appears in {where}:\n{text}"
+
+
+# -- brute force: the throttle guards OnAuth failures (SPEC 4.2, last rule on Basic ports) ----
+
+
+def test_failed_on_auth_calls_lock_the_user_out(serve: Any, tmp_path: Path) -> None:
+    (tmp_path / "auth.py").write_text(AUTH_SOURCE, encoding="utf-8")
+    locked_port = {"Authorization": {"scheme": "basic", "OnAuth": "auth.check", "maxFailures": 3}}
+    servers = {"HTTP_BASIC": _server("ROOT", locked_port), "HTTP_OPEN": _server("ROOT")}
+    config = free_config(tmp_path, servers=servers, extra={"ENV": {"Repository": "app,auth"}})
+    server = serve(config)
+    url = f"http://127.0.0.1:{server.ports['HTTP_BASIC']}/rest/hello"
+    guesses = ["Guess-Pw-1a", "Guess-Pw-2b", "Guess-Pw-3c"]
+    for guess in guesses:  # maxFailures refusals are answered as usual
+        assert_403(httpx.get(url, auth=("ada", guess), timeout=10))
+    calls = len(records(tmp_path))
+    assert calls == 3
+    locked = httpx.get(url, auth=("ada", "Guess-Pw-4d"), timeout=10)
+    assert locked.status_code == 429, locked.text
+    assert locked.json()["code"] == 429
+    assert 1 <= int(locked.headers["retry-after"]) <= 300
+    right = httpx.get(url, auth=("ada", ADA_PASSWORD), timeout=10)  # the right password too
+    assert right.status_code == 429, right.text
+    assert len(records(tmp_path)) == calls  # OnAuth is not asked during the lock-out
+    assert_401(httpx.get(url, timeout=10))  # no credentials: still the challenge
+    open_url = f"http://127.0.0.1:{server.ports['HTTP_OPEN']}/rest/hello"
+    assert httpx.get(open_url, timeout=10).status_code == 200
+    text = server.wait_log("locked out")
+    assert server.stop() == 0
+    text = server.log()
+    lockouts = [line for line in text.splitlines() if "WARNING" in line and "user:ada" in line]
+    assert len(lockouts) == 1, text  # one warning per lock-out
+    for secret in [*guesses, "Guess-Pw-4d", ADA_PASSWORD]:
+        assert secret not in text

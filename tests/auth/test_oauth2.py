@@ -29,13 +29,11 @@ from typing import Any
 
 import httpx
 import jwt
-from jwt.warnings import InsecureKeyLengthWarning
 import pytest
 import trustme
+from jwt.warnings import InsecureKeyLengthWarning
 
 from tests.auth.oauth2_support import (
-    BEARER_REALM,
-    TOKEN,
     TOKEN_KEYS,
     OAuth,
     assert_invalid_token,
@@ -57,7 +55,7 @@ MOBILE = ("mobile", "Mob-Secret-4x")
 ADA = ("ada", "Ada-Pw-7731")
 BOB = ("bob", "Bob-Pw-2207")
 
-OAUTH_APP = '''
+OAUTH_APP = """
 
 import json as _json
 from pathlib import Path as _Path
@@ -127,7 +125,7 @@ def whoami():
         "pool_scheme": rest.getThreadPoolAuthorizationScheme(),
         "user": rest.getAuthUser(),
     }
-'''
+"""
 
 PORTS = ("OAUTH", "PWONLY", "SHORT", "NOGET", "CUSTOM", "ALIAS")
 
@@ -256,13 +254,21 @@ def test_a_parameter_given_twice_is_invalid_request(oauth: OAuth, query: str, bo
 @pytest.mark.parametrize(
     ("content_type", "body"),
     [
-        ("application/json", b'{"grant_type":"password","username":"ada","password":"Ada-Pw-7731"}'),
+        (
+            "application/json",
+            b'{"grant_type":"password","username":"ada","password":"Ada-Pw-7731"}',
+        ),
         ("text/plain", b"grant_type=password&username=ada&password=Ada-Pw-7731"),
-        ("multipart/form-data; boundary=x", b"grant_type=password&username=ada&password=Ada-Pw-7731"),
+        (
+            "multipart/form-data; boundary=x",
+            b"grant_type=password&username=ada&password=Ada-Pw-7731",
+        ),
     ],
 )
 def test_a_body_that_is_not_a_form_is_refused(oauth: OAuth, content_type: str, body: bytes) -> None:
-    response = oauth.http.post(oauth.token_url, content=body, headers={"Content-Type": content_type})
+    response = oauth.http.post(
+        oauth.token_url, content=body, headers={"Content-Type": content_type}
+    )
     assert response.status_code == 400, response.text
     assert error_of(response) == "invalid_request"
 
@@ -306,7 +312,9 @@ def test_without_client_credentials_the_first_client_is_used(svc: Service, oauth
         ("params", "intruder", "x"),
     ],
 )
-def test_a_wrong_client_is_401_invalid_client(oauth: OAuth, how: str, client_id: str, secret: str) -> None:  # fmt: skip
+def test_a_wrong_client_is_401_invalid_client(
+    oauth: OAuth, how: str, client_id: str, secret: str
+) -> None:
     if how == "header":
         response = oauth.post(
             {"grant_type": "password", "username": ADA[0], "password": ADA[1]},
@@ -319,7 +327,9 @@ def test_a_wrong_client_is_401_invalid_client(oauth: OAuth, how: str, client_id:
     assert response.headers["www-authenticate"].startswith("Basic"), response.headers
 
 
-@pytest.mark.parametrize("grant", ["client_credentials", "authorization_code", "implicit", "PASSWORD"])
+@pytest.mark.parametrize(
+    "grant", ["client_credentials", "authorization_code", "implicit", "PASSWORD"]
+)
 def test_an_unknown_grant_type_is_unsupported(oauth: OAuth, grant: str) -> None:
     response = oauth.post({"grant_type": grant, "username": ADA[0], "password": ADA[1]})
     assert response.status_code == 400, response.text
@@ -368,8 +378,10 @@ def test_missing_parameters_are_invalid_request(oauth: OAuth, form: dict[str, st
 def test_wrong_password_and_unknown_user_get_the_same_answer(oauth: OAuth) -> None:
     timings: dict[str, float] = {}
     answers: dict[str, httpx.Response] = {}
-    for label, user, password in (("wrong-password", "ada", "not-her-password"),
-                                  ("unknown-user", "mallory", "not-her-password")):  # fmt: skip
+    for label, user, password in (
+        ("wrong-password", "ada", "not-her-password"),
+        ("unknown-user", "mallory", "not-her-password"),
+    ):
         started = time.perf_counter()
         answers[label] = oauth.grant(user, password)
         timings[label] = time.perf_counter() - started
@@ -402,8 +414,11 @@ def test_the_first_get_grant_logs_a_warning_that_post_is_safer(svc: Service) -> 
         )
         assert response.status_code == 200
     svc.proc.wait_log("[OAUTH]")
-    lines = [line for line in svc.proc.log().splitlines()
-             if "WARNING" in line and "[OAUTH]" in line and "GET" in line and "POST" in line]  # fmt: skip
+    lines = [
+        line
+        for line in svc.proc.log().splitlines()
+        if "WARNING" in line and "[OAUTH]" in line and "GET" in line and "POST" in line
+    ]
     print(lines)
     assert len(lines) == 1, svc.proc.log()
 
@@ -480,8 +495,11 @@ def test_an_expired_access_token_is_refused(svc: Service) -> None:
     port = svc["SHORT"]
     tokens = assert_token_response(port.grant(*ADA), expires_in=1)
     assert port.get("/hello", tokens["access_token"]).status_code == 200
-    took = wait_for(lambda: port.get("/hello", tokens["access_token"]).status_code == 401, 10,
-                    "the access token expires")  # fmt: skip
+    took = wait_for(
+        lambda: port.get("/hello", tokens["access_token"]).status_code == 401,
+        10,
+        "the access token expires",
+    )
     print(f"access token of 1 s refused after {took:.3f} s")
     response = port.get("/hello", tokens["access_token"])
     assert_invalid_token(response)
@@ -540,8 +558,9 @@ def forged(kind: str, svc: Service, real: str) -> str:
     if kind == "no-typ-real-key":
         return jwt.encode(claims, key, algorithm="HS256")
     if kind == "unknown-crit-real-key":
-        return sign(claims, key, headers={"typ": "at+jwt", "crit": ["x-fwrest-test"],
-                                          "x-fwrest-test": 1})  # fmt: skip
+        return sign(
+            claims, key, headers={"typ": "at+jwt", "crit": ["x-fwrest-test"], "x-fwrest-test": 1}
+        )
     if kind == "expired-real-key":
         past = {**claims, "iat": int(time.time()) - 7200, "exp": int(time.time()) - 3600}
         return sign(past, key)
@@ -569,7 +588,9 @@ FORGERIES = [
 ]
 
 
-def test_a_token_forged_with_the_real_key_and_right_header_passes(svc: Service, oauth: OAuth) -> None:  # fmt: skip
+def test_a_token_forged_with_the_real_key_and_right_header_passes(
+    svc: Service, oauth: OAuth
+) -> None:
     """The contrast that makes the refusals below meaningful: the forging helpers work."""
     token = sign(fresh_claims("carol"), signing_key(svc.folder))
     response = oauth.get("/whoami", token)
@@ -705,8 +726,9 @@ def _broken(folder: Path, certs: dict[str, Path], change: str) -> Path:
         ("missing-file", ("no-such-params.json", "onAuthparams")),
     ],
 )
-def test_config_errors_abort_check(ca: trustme.CA, tmp_path: Path, change: str,
-                                   needles: tuple[str, ...]) -> None:  # fmt: skip
+def test_config_errors_abort_check(
+    ca: trustme.CA, tmp_path: Path, change: str, needles: tuple[str, ...]
+) -> None:
     config = _broken(tmp_path, issue_certs(ca, tmp_path / "certs"), change)
     result = run_cli("check", str(config), cwd=tmp_path)
     print(result.stdout, result.stderr)
@@ -765,22 +787,35 @@ def test_logs_never_show_passwords_secrets_or_tokens(ca: trustme.CA, tmp_path: P
     password, client_secret = "Ad@ pw/7731&=x+y%", "Web Secret/9q&=?"
     wrong_password = "Wr0ng pw/&=%zz"
     section = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
-    config = free_config(tmp_path, servers={"OAUTH": section}, app=APP_SOURCE + secret_app,
-                         general={"rest_log_level": 5})  # fmt: skip
+    config = free_config(
+        tmp_path,
+        servers={"OAUTH": section},
+        app=APP_SOURCE + secret_app,
+        general={"rest_log_level": 5},
+    )
     proc = ServerProcess(config).wait_ready()
     port = OAuth(proc, "OAUTH", certs)
     issued: list[str] = []
     try:
         # POST with the client secret in the body, then by Basic header
         first = port.tokens(ADA[0], password, client_id="web", client_secret=client_secret)
-        second = port.post({"grant_type": "password", "username": "ada", "password": password},
-                           auth=("web", client_secret)).json()  # fmt: skip
+        second = port.post(
+            {"grant_type": "password", "username": "ada", "password": password},
+            auth=("web", client_secret),
+        ).json()
         # GET with the password in the query string
-        third = port.http.get(port.token_url, params={"grant_type": "password", "username": "ada",
-                                                       "password": password}).json()  # fmt: skip
+        third = port.http.get(
+            port.token_url,
+            params={"grant_type": "password", "username": "ada", "password": password},
+        ).json()
         assert port.grant("ada", wrong_password).status_code == 400
-        assert port.http.get(port.token_url, params={"grant_type": "password", "username": "ada",
-                             "password": wrong_password}).status_code == 400  # fmt: skip
+        assert (
+            port.http.get(
+                port.token_url,
+                params={"grant_type": "password", "username": "ada", "password": wrong_password},
+            ).status_code
+            == 400
+        )
         renewed = port.refresh(first["refresh_token"]).json()
         for tokens in (first, second, third, renewed):
             issued += [tokens["access_token"], tokens["refresh_token"]]

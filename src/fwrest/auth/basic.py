@@ -103,7 +103,8 @@ class BasicGuard:
         if verdict is not True:
             log.auth_log.info("[%s] OnAuth refused user %r", self._port, log.escape(user))
             if throttle is not None:
+                # Counted now; the attempts after the maxFailures-th get 429 (SPEC 4.2), as
+                # on the token route: this refusal itself is still a 403.
                 await throttle.failed(user, req.client)
-                throttle.check(user, req.client)
             raise HTTPError(403)
         ctx.auth_user = user

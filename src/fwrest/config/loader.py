@@ -223,6 +223,14 @@ def _read(source: str | Path | Mapping[str, Any]) -> _Raw:
         )
     suffix = path.suffix.lower()
     base_dir = path.resolve().parent
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"the configuration file {path} cannot be read ({exc.strerror}).",
+            fix="check its permissions.",
+        ) from None
     if suffix == ".json":
         try:
             text = path.read_text(encoding="utf-8")

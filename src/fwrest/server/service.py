@@ -148,7 +148,8 @@ def _start_supervisor(
 ) -> Service:
     if isinstance(config, Mapping):
         prepare(config)  # fail here, with ConfigError, rather than in the child
-        fd, name = tempfile.mkstemp(suffix=".json", prefix="fwrest-")
+        # In the working directory, so that relative paths resolve as they did in prepare().
+        fd, name = tempfile.mkstemp(suffix=".json", prefix=".fwrest-start-", dir=Path.cwd())
         with os.fdopen(fd, "w") as fh:
             json.dump(config, fh)
         service._tmp = name

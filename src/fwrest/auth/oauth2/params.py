@@ -168,7 +168,10 @@ def normalise(raw: Any) -> AuthParams:
         users.append((name, password))
     expires = _entries(data, "expires", ("access_expires", "refresh_expires"))
     access, refresh = expires[0] if expires else (None, None)
-    types_entries = _entries(data, "types", ("grant_type",))
+    # Grant types are restricted only when the ``types`` array is given (SPEC 4.2); the single
+    # ``grant_type`` is then one more entry. Alone, it is the original product's fixed
+    # "password", which never stopped its documented refresh grant.
+    types_entries = _entries(data, "types", ("grant_type",)) if "types" in data else []
     types = None
     if types_entries:
         types = tuple(str(t[0]) for t in types_entries if t[0] is not None)

@@ -1,0 +1,535 @@
+"""OAuth2 with real client libraries, and the forms of ``onAuthparams`` (SPEC 4.2, 7).
+
+* Authlib's ``OAuth2Session`` (requests), requests-oauthlib's
+  ``LegacyApplicationClient`` and curl complete the password grant, call an endpoint with the
+  token and refresh it, with nothing but the CA bundle configured.
+* ``onAuthparams``: the single keys the original product documents, the arrays ``client``,
+  ``users``, ``expires`` and ``types`` mixed with single keys, the legacy one-argument function
+  that fills the request's dict in place, an ``async def``, ``file:NAME.json`` (re-read when it
+  changes), argon2 and bcrypt hashes, ``access_expires`` and ``refresh_expires`` forms, and the
+  ``fwrest check`` warning about an ``access_expires`` that looks like seconds.
+
+One service for the module (state store ``memory``, one worker) with one oAuth2 port per
+``onAuthparams`` form.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import jwt
+import pytest
+import requests
+import trustme
+from argon2 import PasswordHasher
+from authlib.integrations.requests_client import OAuth2Session as AuthlibSession
+from oauthlib.oauth2 import LegacyApplicationClient
+from requests_oauthlib import OAuth2Session as RequestsOAuthSession
+
+from tests.auth.oauth2_support import (
+    TOKEN_KEYS,
+    OAuth,
+    error_of,
+    issue_certs,
+    oauth_section,
+    signing_key,
+    wait_for,
+)
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, run_cli
+
+CLIENT = ("web", "Web-Secret-9q")
+ADA = ("ada", "Ada-Pw-7731")
+
+# hashed passwords, as an application would keep them (cheap cost factors: tests, not storage)
+ARGON_USER = ("hana", "Hana-Argon-Pw-51")
+BCRYPT_USER = ("bert", "Bert-Bcrypt-Pw-62")
+LONG_USER = ("lena", "L" * 72)  # exactly 72 bytes: the most bcrypt reads
+ARGON_HASH = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash(ARGON_USER[1])
+BCRYPT_HASH = bcrypt.hashpw(BCRYPT_USER[1].encode(), bcrypt.gensalt(rounds=4)).decode()
+LONG_HASH = bcrypt.hashpw(LONG_USER[1].encode(), bcrypt.gensalt(rounds=4)).decode()
+
+REFRESH_FORMS = {
+    "R_DATE_PLUS": ("Date()+1", True),
+    "R_MDY_FUTURE": ("12/31/2099", True),
+    "R_MDY_PAST": ("01/01/2020", False),
+    "R_ISO_FUTURE": ("2099-06-30T12:00:00+00:00", True),
+    "R_ISO_DATE_FUTURE": ("2099-06-30", True),
+    "R_ISO_PAST": ("2020-01-01T00:00:00Z", False),
+}
+
+CLIENTS_APP = f'''
+
+import asyncio
+import json as _json
+from pathlib import Path as _Path
+
+_HERE = _Path(__file__).resolve().parent
+
+
+def single():
+    """The single form of the original product's documentation."""
+    return {{
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "username": "ada",
+        "password": "Ada-Pw-7731",
+        "grant_type": "password",
+        "access_expires": "1h",
+        "refresh_expires": "Date()+1",
+    }}
+
+
+def arrays():
+    return {{
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "username": "ada",
+        "password": "Ada-Pw-7731",
+        "grant_type": "password",
+        "client": [{{"client_id": "mobile", "client_secret": "Mob-Secret-4x"}},
+                   {{"Client_Id": "cli", "Client_Secret": "Cli-Secret-3z"}}],
+        "users": [{{"username": "bob", "password": "Bob-Pw-2207"}},
+                  {{"username": "cy", "password": "Cy-Pw-1188"}}],
+        "expires": [{{"access_expires": "90s", "refresh_expires": "Date()+2"}}],
+        "types": [{{"grant_type": "refresh_token"}}],
+    }}
+
+
+def refresh_only_types():
+    data = single()
+    del data["grant_type"]
+    data["types"] = [{{"grant_type": "refresh_token"}}]
+    return data
+
+
+def legacy(params):
+    """The old model: fill the request's parameters in place, return nothing."""
+    with (_HERE / "legacy.jsonl").open("a") as fh:
+        fh.write(_json.dumps(sorted(params)) + "\\n")
+    params["client_id"] = "old"
+    params["client_secret"] = "Old-Secret-1a"
+    params["username"] = "ada"
+    params["password"] = "Legacy-Pw-33"
+    params["grant_type"] = "password"
+    params["access_expires"] = 5000
+    params["refresh_expires"] = "Date()+1"
+
+
+async def async_params():
+    await asyncio.sleep(0)
+    return {{**single(), "password": "Async-Pw-44"}}
+
+
+def hashed():
+    return {{
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [
+            {{"username": "hana", "password": {ARGON_HASH!r}}},
+            {{"username": "bert", "password": {BCRYPT_HASH!r}}},
+            {{"username": "lena", "password": {LONG_HASH!r}}},
+        ],
+        "access_expires": 3600000,
+        "refresh_expires": "Date()+1",
+    }}
+
+
+@get("/whoami")
+def whoami():
+    return {{"user": rest.getAuthUser(), "scheme": rest.getCEntryPointAuthorizationScheme()}}
+
+
+def _refresh_form(value):
+    return {{**single(), "refresh_expires": value}}
+
+'''
+CLIENTS_APP += "".join(
+    f"\n\ndef {name.lower()}():\n    return _refresh_form({value!r})\n"
+    for name, (value, _ok) in REFRESH_FORMS.items()
+)
+
+
+def params_file(password: str) -> dict[str, Any]:
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "username": "ada",
+        "password": password,
+        "users": [
+            {"username": "hana", "password": ARGON_HASH},
+            {"username": "bert", "password": BCRYPT_HASH},
+        ],
+        "access_expires": "15m",
+        "refresh_expires": "Date()+1",
+    }
+
+
+def write_service(folder: Path, certs: dict[str, Path]) -> Path:
+    (folder / "params.json").write_text(json.dumps(params_file("File-Pw-1111")))
+    servers = {
+        "SINGLE": oauth_section(certs, onAuthparams="app.single"),
+        "ARRAYS": oauth_section(certs, onAuthparams="app.arrays"),
+        "REFRESH_ONLY": oauth_section(certs, onAuthparams="app.refresh_only_types"),
+        "LEGACY": oauth_section(certs, onAuthparams="app.legacy"),
+        "ASYNC": oauth_section(certs, onAuthparams="app.async_params"),
+        "FILE": oauth_section(certs, onAuthparams="file:params.json"),
+        "HASHED": oauth_section(certs, onAuthparams="app.hashed"),
+    }
+    for name in REFRESH_FORMS:
+        servers[name] = oauth_section(certs, onAuthparams=f"app.{name.lower()}")
+    return free_config(folder, servers=servers, app=APP_SOURCE + CLIENTS_APP)
+
+
+class Service:
+    def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
+        self.proc = proc
+        self.certs = certs
+        self.folder = proc.config.parent
+        self._ports: dict[str, OAuth] = {}
+
+    def __getitem__(self, name: str) -> OAuth:
+        if name not in self._ports:
+            self._ports[name] = OAuth(self.proc, name, self.certs)
+        return self._ports[name]
+
+    def close(self) -> None:
+        for port in self._ports.values():
+            port.close()
+
+
+@pytest.fixture(scope="module")
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    folder = tmp_path_factory.mktemp("oauth2_clients")
+    certs = issue_certs(ca, folder / "certs")
+    proc = ServerProcess(write_service(folder, certs)).wait_ready()
+    service = Service(proc, certs)
+    try:
+        yield service
+    finally:
+        service.close()
+        proc.stop()
+
+
+def claims(svc: Service, token: str) -> dict[str, Any]:
+    return jwt.decode(token, signing_key(svc.folder), algorithms=["HS256"])
+
+
+# -- real client libraries ----------------------------------------------------------------------
+
+
+def test_authlib_requests_session_password_grant_call_and_refresh(svc: Service) -> None:
+    port = svc["SINGLE"]
+    ca = str(svc.certs["ca"])
+    with AuthlibSession(client_id=CLIENT[0], client_secret=CLIENT[1]) as session:
+        token = session.fetch_token(port.token_url, username=ADA[0], password=ADA[1], verify=ca)
+        assert token["token_type"] == "Bearer" and token["expires_in"] == 3600
+        first = session.get(port.base + "/whoami", verify=ca)
+        assert first.status_code == 200 and first.json()["user"] == "ada"
+        renewed = session.refresh_token(port.token_url, verify=ca)
+        assert renewed["access_token"] != token["access_token"]
+        assert renewed["refresh_token"] != token["refresh_token"]
+        second = session.get(port.base + "/whoami", verify=ca)
+        assert second.status_code == 200, second.text
+        assert second.request.headers["Authorization"] == f"Bearer {renewed['access_token']}"
+
+
+def test_requests_oauthlib_legacy_application_client(svc: Service) -> None:
+    port = svc["SINGLE"]
+    ca = str(svc.certs["ca"])
+    with RequestsOAuthSession(client=LegacyApplicationClient(client_id=CLIENT[0])) as session:
+        token = session.fetch_token(
+            token_url=port.token_url,
+            username=ADA[0],
+            password=ADA[1],
+            client_id=CLIENT[0],
+            client_secret=CLIENT[1],
+            verify=ca,
+        )
+        assert set(token) >= TOKEN_KEYS - {"scope"}
+        response = session.get(port.base + "/whoami", verify=ca)
+        assert response.status_code == 200 and response.json()["user"] == "ada"
+        renewed = session.refresh_token(
+            port.token_url, auth=requests.auth.HTTPBasicAuth(*CLIENT), verify=ca
+        )
+        assert renewed["access_token"] != token["access_token"]
+        assert session.get(port.base + "/hello", verify=ca).status_code == 200
+
+
+def curl(*args: str) -> dict[str, Any]:
+    result = subprocess.run(
+        ["curl", "-sS", "--fail-with-body", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def test_curl_password_grant_call_and_refresh(svc: Service) -> None:
+    port = svc["SINGLE"]
+    ca = str(svc.certs["ca"])
+    token = curl(
+        "--cacert",
+        ca,
+        "-u",
+        f"{CLIENT[0]}:{CLIENT[1]}",
+        "-d",
+        "grant_type=password",
+        "--data-urlencode",
+        f"username={ADA[0]}",
+        "--data-urlencode",
+        f"password={ADA[1]}",
+        port.token_url,
+    )
+    assert set(token) == TOKEN_KEYS
+    who = curl(
+        "--cacert",
+        ca,
+        "-H",
+        f"Authorization: Bearer {token['access_token']}",
+        "-H",
+        "Accept: application/json",
+        port.base + "/whoami",
+    )
+    assert who["user"] == "ada"
+    renewed = curl(
+        "--cacert",
+        ca,
+        "-d",
+        "grant_type=refresh_token",
+        "--data-urlencode",
+        f"refresh_token={token['refresh_token']}",
+        port.token_url,
+    )
+    assert renewed["refresh_token"] != token["refresh_token"]
+    by_get = curl(
+        "--cacert",
+        ca,
+        "-G",
+        "-d",
+        "grant_type=password",
+        "--data-urlencode",
+        f"username={ADA[0]}",
+        "--data-urlencode",
+        f"password={ADA[1]}",
+        port.token_url,
+    )
+    assert set(by_get) == TOKEN_KEYS
+
+
+# -- onAuthparams forms -------------------------------------------------------------------------
+
+
+def test_single_keys_of_the_original_documentation(svc: Service) -> None:
+    """``grant_type: "password"`` as the original product writes it: the refresh grant, which
+    its token lifecycle documents, keeps working."""
+    port = svc["SINGLE"]
+    tokens = port.tokens(*ADA)
+    assert tokens["expires_in"] == 3600  # "1h"
+    assert claims(svc, tokens["access_token"])["client_id"] == "web"
+    renewed = port.refresh(tokens["refresh_token"])
+    assert renewed.status_code == 200, renewed.text
+    assert port.grant("bob", "Bob-Pw-2207").status_code == 400  # not a user of this port
+
+
+@pytest.mark.parametrize(
+    ("user", "password"),
+    [("ada", "Ada-Pw-7731"), ("bob", "Bob-Pw-2207"), ("cy", "Cy-Pw-1188")],
+)
+def test_arrays_users_mixed_with_single_keys(svc: Service, user: str, password: str) -> None:
+    port = svc["ARRAYS"]
+    tokens = port.tokens(user, password)
+    assert tokens["expires_in"] == 90  # "90s" from the expires array
+    assert claims(svc, tokens["access_token"])["sub"] == user
+    other = "Cy-Pw-1188" if user != "cy" else "Bob-Pw-2207"
+    assert error_of(port.grant(user, other)) == "invalid_grant"  # passwords are per user
+
+
+@pytest.mark.parametrize(
+    ("client_id", "secret"),
+    [("web", "Web-Secret-9q"), ("mobile", "Mob-Secret-4x"), ("cli", "Cli-Secret-3z")],
+)
+def test_arrays_clients_mixed_with_single_keys(svc: Service, client_id: str, secret: str) -> None:
+    port = svc["ARRAYS"]
+    response = port.post(
+        {"grant_type": "password", "username": "bob", "password": "Bob-Pw-2207"},
+        auth=(client_id, secret),
+    )
+    assert response.status_code == 200, response.text
+    assert claims(svc, response.json()["access_token"])["client_id"] == client_id
+    crossed = port.post(
+        {"grant_type": "password", "username": "bob", "password": "Bob-Pw-2207"},
+        auth=(client_id, "Mob-Secret-4x" if client_id != "mobile" else "x"),
+    )
+    assert crossed.status_code == 401 and error_of(crossed) == "invalid_client"
+
+
+def test_arrays_types_mixed_with_the_single_grant_type(svc: Service) -> None:
+    """The single ``grant_type`` (password) and the ``types`` array (refresh_token) are both
+    allowed: the single key is one more entry of the array."""
+    port = svc["ARRAYS"]
+    tokens = port.tokens("cy", "Cy-Pw-1188")
+    renewed = port.refresh(tokens["refresh_token"])
+    assert renewed.status_code == 200, renewed.text
+    assert claims(svc, renewed.json()["access_token"])["sub"] == "cy"
+
+
+def test_a_password_grant_not_in_types_is_unauthorized_client(svc: Service) -> None:
+    port = svc["REFRESH_ONLY"]
+    response = port.grant(*ADA)
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "unauthorized_client"
+
+
+def test_legacy_function_fills_the_request_dict_by_reference(svc: Service) -> None:
+    port = svc["LEGACY"]
+    calls = svc.folder / "legacy.jsonl"
+    tokens = port.tokens("ada", "Legacy-Pw-33")
+    assert tokens["expires_in"] == 5
+    assert claims(svc, tokens["access_token"])["client_id"] == "old"
+    assert error_of(port.grant("ada", "Ada-Pw-7731")) == "invalid_grant"
+    assert (
+        port.post(
+            {"grant_type": "password", "username": "ada", "password": "Legacy-Pw-33"},
+            auth=("old", "Old-Secret-1a"),
+        ).status_code
+        == 200
+    )
+    assert (
+        port.post(
+            {"grant_type": "password", "username": "ada", "password": "Legacy-Pw-33"},
+            auth=("old", "wrong"),
+        ).status_code
+        == 401
+    )
+    seen = [json.loads(line) for line in calls.read_text().splitlines()]
+    # the function received the request's parameters (the secrets kept back)
+    assert ["grant_type", "username"] in seen, seen
+    assert all("password" not in keys for keys in seen), seen
+
+
+def test_async_on_auth_params(svc: Service) -> None:
+    port = svc["ASYNC"]
+    assert port.tokens("ada", "Async-Pw-44")["expires_in"] == 3600
+    assert error_of(port.grant(*ADA)) == "invalid_grant"
+
+
+def test_on_auth_params_from_a_json_file_reread_when_it_changes(svc: Service) -> None:
+    port = svc["FILE"]
+    tokens = port.tokens("ada", "File-Pw-1111")
+    assert tokens["expires_in"] == 900  # "15m"
+    pid = port.get("/hello", tokens["access_token"]).json()["pid"]
+    assert port.tokens(*ARGON_USER)["expires_in"] == 900  # hashes kept in the file
+    assert port.tokens(*BCRYPT_USER)["expires_in"] == 900
+    path = svc.folder / "params.json"
+    path.write_text(json.dumps(params_file("File-Pw-2222")))
+    took = wait_for(
+        lambda: port.grant("ada", "File-Pw-2222").status_code == 200,
+        10,
+        "the new password in params.json is accepted",
+    )
+    print(f"params.json change effective after {took:.3f} s")
+    assert error_of(port.grant("ada", "File-Pw-1111")) == "invalid_grant"
+    # the same process answered: no restart, and its tokens stay valid
+    assert port.get("/hello", tokens["access_token"]).json()["pid"] == pid
+
+
+@pytest.mark.parametrize(
+    "user", [ARGON_USER, BCRYPT_USER, LONG_USER], ids=["argon2id", "bcrypt", "bcrypt-72"]
+)
+def test_hashed_passwords(svc: Service, user: tuple[str, str]) -> None:
+    port = svc["HASHED"]
+    assert port.tokens(*user)["token_type"] == "Bearer"
+    wrong = port.grant(user[0], user[1] + "!")
+    assert wrong.status_code == 400 and error_of(wrong) == "invalid_grant"
+    assert error_of(port.grant(user[0], user[1][:-1])) == "invalid_grant"
+
+
+def test_the_hashes_are_what_the_test_claims() -> None:
+    assert ARGON_HASH.startswith("$argon2id$")
+    assert BCRYPT_HASH.startswith("$2b$") and LONG_HASH.startswith("$2b$")
+
+
+@pytest.mark.parametrize("extra", ["x", "L" * 100, "é"])
+def test_a_password_over_72_bytes_against_bcrypt_is_invalid_grant(svc: Service, extra: str) -> None:
+    """The first 72 bytes match the bcrypt hash; the rest must not be ignored, nor fail."""
+    port = svc["HASHED"]
+    response = port.grant(LONG_USER[0], LONG_USER[1] + extra)
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "invalid_grant"
+    over = port.grant(BCRYPT_USER[0], "B" * 200)
+    assert over.status_code == 400 and error_of(over) == "invalid_grant"
+
+
+def test_unknown_user_among_hashed_users_is_invalid_grant(svc: Service) -> None:
+    port = svc["HASHED"]
+    response = port.grant("nobody", "whatever")
+    assert response.status_code == 400 and error_of(response) == "invalid_grant"
+    assert response.content == port.grant(ARGON_USER[0], "whatever").content
+
+
+@pytest.mark.parametrize("name", list(REFRESH_FORMS))
+def test_refresh_expires_forms(svc: Service, name: str) -> None:
+    value, works = REFRESH_FORMS[name]
+    port = svc[name]
+    tokens = port.tokens(*ADA)
+    response = port.refresh(tokens["refresh_token"])
+    print(f"refresh_expires {value!r}: {response.status_code}")
+    if works:
+        assert response.status_code == 200, response.text
+    else:
+        assert response.status_code == 400, response.text
+        assert error_of(response) == "invalid_grant"
+        assert "expired" in response.json()["error_description"]
+        assert port.tokens(*ADA)["token_type"] == "Bearer"  # the password grant still works
+
+
+# -- fwrest check warns about an access_expires that reads like seconds -------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "warned"),
+    [(3600, True), ("3600", True), (3600000, False), ("1h", False)],
+)
+def test_check_warns_about_access_expires_in_seconds(
+    ca: trustme.CA, tmp_path: Path, value: Any, warned: bool
+) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    (tmp_path / "params.json").write_text(json.dumps({**params_file("x"), "access_expires": value}))
+    config = free_config(
+        tmp_path,
+        servers={
+            "OAUTH": oauth_section(certs, onAuthparams="file:params.json", allowGetToken=False)
+        },
+    )
+    result = run_cli("check", str(config), cwd=tmp_path)
+    output = result.stdout + result.stderr
+    print(output)
+    assert result.returncode == 0, output
+    assert ("3600 ms is 3.6 seconds" in output) is warned
+
+
+def test_serve_logs_the_access_expires_warning_at_start(ca: trustme.CA, tmp_path: Path) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    (tmp_path / "params.json").write_text(json.dumps({**params_file("x"), "access_expires": 3600}))
+    config = free_config(
+        tmp_path, servers={"OAUTH": oauth_section(certs, onAuthparams="file:params.json")}
+    )
+    proc = ServerProcess(config).wait_ready()
+    try:
+        text = proc.wait_log("3600 ms is 3.6 seconds")
+        assert "WARNING" in next(line for line in text.splitlines() if "3.6 seconds" in line)
+        port = OAuth(proc, "OAUTH", certs)
+        try:
+            assert port.tokens("ada", "x")["expires_in"] == 3  # taken as written: milliseconds
+        finally:
+            port.close()
+    finally:
+        proc.stop()
