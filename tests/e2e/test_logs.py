@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import APP_SOURCE, ServerProcess, free_config
 
 ACCESS = re.compile(r"fwrest\.access \[\w+\] (\S+) (\S+) (\d{3}) (\d+)us\b")
 
@@ -161,3 +161,29 @@ def test_cr_lf_in_the_request_cannot_forge_a_log_line(tmp_path: Path, serve) -> 
             assert not line.startswith("2030-"), line
         assert "\x1b" not in text
         assert "\r" not in text
+
+
+RAISER = """
+
+@get("/raise")
+def raise_from_query():
+    raise ValueError("bad value " + rest.getQueryRequest()["v"])
+"""
+
+
+def test_exception_text_from_input_cannot_forge_a_log_line(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    forged = "2030-01-01T00:00:00.000Z INFO fwrest.access [w1] FORGED"
+    for full in (0, 1):
+        folder = tmp_path / f"full{full}"
+        folder.mkdir()
+        config = free_config(folder, app=APP_SOURCE + RAISER, general={"rest_error_full": full})
+        server: ServerProcess = serve(config)
+        r = httpx.get(f"{server.url()}/raise", params={"v": f"x\r\n{forged}\n{forged}\x1b[2J"})
+        assert r.status_code == 500
+        assert "FORGED" not in r.text
+        server.stop()
+        for text in (server.log(), server.file_log()):
+            assert "FORGED" in text  # the message was logged ...
+            for line in text.splitlines():
+                assert not line.startswith("2030-"), line  # ... but never as a line of its own
+            assert "\x1b" not in text and "\r" not in text

@@ -235,6 +235,9 @@ def test_workers_exit_when_the_supervisor_is_killed(tmp_path: Path, serve) -> No
         time.sleep(0.05)
     took = time.monotonic() - killed_at
     print(f"workers {sorted(workers)} exited {took:.3f} s after the supervisor was killed")
-    assert not any(alive(pid) for pid in workers), server.log()
+    orphans = [pid for pid in workers if alive(pid)]
+    for pid in orphans:  # do not leave them behind when the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert not orphans, server.log()
     assert "the supervisor is gone" in server.log()
     assert port_is_free(port)

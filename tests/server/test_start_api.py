@@ -16,7 +16,10 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +60,7 @@ def unique_module(tmp_path: Path) -> tuple[str, Path]:
             f"""
             import os
             import threading
+            import time
 
             from fwrest import get, rest
 
@@ -75,6 +79,21 @@ def unique_module(tmp_path: Path) -> tuple[str, Path]:
             @get("/{name}/aping")
             async def aping():
                 return {{"pid": os.getpid()}}
+
+
+            RUNNING = []
+
+
+            @get("/{name}/slow/:ms")
+            def slow(ms):
+                RUNNING.append(ms)
+                time.sleep(int(ms) / 1000)
+                return {{"slept": int(ms)}}
+
+
+            @get("/{name}/running")
+            async def running():
+                return {{"running": len(RUNNING)}}
             """
         )
     )
@@ -115,6 +134,25 @@ def test_start_serves_and_stop_frees_the_port(tmp_path: Path) -> None:
     assert port_is_free(port)
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{service.urls[0]}/{name}/ping/1", timeout=5)
+    # stop() returns once the service has ended: its thread is gone
+    assert not [t for t in threading.enumerate() if t.name == "fwrest-service"]
+
+
+def test_stop_finishes_requests_in_flight(tmp_path: Path) -> None:
+    name, path = unique_module(tmp_path)
+    service = fwrest.start(config_dict(str(path)))
+    base = service.urls[0]
+    with ThreadPoolExecutor(1) as ex:
+        slow = ex.submit(httpx.get, f"{base}/{name}/slow/600", timeout=30)
+        deadline = time.monotonic() + 10
+        while not httpx.get(f"{base}/{name}/running", timeout=5).json()["running"]:
+            assert time.monotonic() < deadline, "the slow request never started"
+            time.sleep(0.02)
+        started = time.monotonic()
+        service.stop()
+        print(f"stop() returned after {time.monotonic() - started:.3f} s")
+        assert slow.result().status_code == 200
+        assert slow.result().json() == {"slept": 600}
 
 
 def test_start_from_a_config_file(tmp_path: Path) -> None:

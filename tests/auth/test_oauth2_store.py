@@ -1,0 +1,508 @@
+"""Token state shared through the state store (SPEC 4.2, 7 "Tokens", "Store faults").
+
+* ``--workers 2`` with the default sqlite store: a token issued by one worker is accepted by
+  the other, a refresh works across workers, a replay on one worker revokes the family on the
+  other, failed grants are counted across workers, and 50 simultaneous refreshes of one
+  refresh token give exactly one new pair.
+* Two services (two configs, two ``fwrest serve``) sharing one real ``redis-server``: the
+  signing key is created once in Redis, tokens and refreshes cross services; with Redis
+  stopped (or frozen) the token route fails closed with 503 and ``Retry-After`` while the
+  bearer check of an issued token still passes, and it recovers when Redis is back.
+
+Which worker answers is learnt from the keep-alive connection itself: a client with a single
+connection asks the public ``/pid`` route, then sends its token requests on that connection.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+import trustme
+
+from tests.auth.oauth2_support import (
+    OAuth,
+    client_context,
+    error_of,
+    issue_certs,
+    oauth_section,
+    wait_for,
+)
+from tests.conftest import APP_SOURCE, ServerProcess, free_config
+
+ADA = ("ada", "Ada-Pw-7731")
+
+STORE_APP = """
+
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "username": "ada",
+        "password": "Ada-Pw-7731",
+        "users": [{"username": "bob", "password": "Bob-Pw-2207"},
+                  {"username": "eve", "password": "Eve-Pw-3141"}],
+        "access_expires": "1h",
+        "refresh_expires": "Date()+1",
+    }
+
+
+def public():
+    return ["/pid"]
+
+
+@get("/pid")
+def pid():
+    return {"pid": os.getpid()}
+"""
+
+
+def service_config(
+    folder: Path, certs: dict[str, Path], store: str, max_failures: int = 1_000_000
+) -> Path:
+    section = oauth_section(
+        certs, onAuthparams="app.params", onAuthNoCheckUri="app.public", maxFailures=max_failures
+    )
+    return free_config(
+        folder,
+        servers={"OAUTH": section},
+        app=APP_SOURCE + STORE_APP,
+        extra={"HTTPSERVER": {"StateStore": store}, "POOL": {"MaxThreads": 8}},
+    )
+
+
+class Pinned:
+    """An HTTPS client that keeps one connection, hence one worker."""
+
+    def __init__(self, port: OAuth) -> None:
+        self.port = port
+        self.http = httpx.Client(
+            verify=port.ctx,
+            timeout=15,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+        )
+        self.pid = self.ask_pid()
+
+    def ask_pid(self) -> int:
+        return int(self.http.get(self.port.base + "/pid").json()["pid"])
+
+    def post(self, data: dict[str, str]) -> httpx.Response:
+        return self.http.post(self.port.token_url, data=data)
+
+    def get(self, path: str, token: str) -> httpx.Response:
+        return self.http.get(self.port.base + path, headers={"Authorization": f"Bearer {token}"})
+
+    def still_pinned(self) -> bool:
+        return self.ask_pid() == self.pid
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def pinned_pair(port: OAuth, timeout: float = 15) -> tuple[Pinned, Pinned]:
+    """Two single-connection clients served by two different workers."""
+    first = Pinned(port)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        other = Pinned(port)
+        if other.pid != first.pid:
+            return first, other
+        other.close()
+    first.close()
+    raise AssertionError("no connection ever reached a second worker")
+
+
+# -- two workers, the default sqlite store ------------------------------------------------------
+
+
+class Workers:
+    def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
+        self.proc = proc
+        self.port = OAuth(proc, "OAUTH", certs)
+
+
+@pytest.fixture(scope="module")
+def workers(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
+    folder = tmp_path_factory.mktemp("oauth2_sqlite")
+    certs = issue_certs(ca, folder / "certs")
+    config = service_config(folder, certs, "sqlite", max_failures=3)
+    proc = ServerProcess(config, workers=2).wait_ready()
+    svc = Workers(proc, certs)
+    try:
+        yield svc
+    finally:
+        svc.port.close()
+        proc.stop()
+
+
+def test_sqlite_is_the_store_and_the_key_is_a_file(workers: Workers) -> None:
+    folder = workers.proc.config.parent
+    assert (folder / ".fwrest" / "signing.key").is_file()
+    assert (folder / ".fwrest" / "state.sqlite3").is_file()
+
+
+def test_tokens_and_refresh_cross_workers(workers: Workers) -> None:
+    a, b = pinned_pair(workers.port)
+    try:
+        print(f"worker pids: {a.pid}, {b.pid}")
+        issued = a.post({"grant_type": "password", "username": ADA[0], "password": ADA[1]})
+        assert issued.status_code == 200, issued.text
+        tokens = issued.json()
+        assert a.get("/hello", tokens["access_token"]).json()["pid"] == a.pid
+        on_b = b.get("/hello", tokens["access_token"])  # issued by a, checked by b
+        assert on_b.status_code == 200 and on_b.json()["pid"] == b.pid
+        renewed = b.post({"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]})
+        assert renewed.status_code == 200, renewed.text  # refresh of a's token on b
+        again = a.post(
+            {"grant_type": "refresh_token", "refresh_token": renewed.json()["refresh_token"]}
+        )
+        assert again.status_code == 200, again.text  # and back on a
+        latest = again.json()["access_token"]
+        assert a.still_pinned() and b.still_pinned()
+        # 20 requests on fresh connections: every one accepted, both workers among them
+        seen: Counter[int] = Counter()
+        with httpx.Client(verify=workers.port.ctx, timeout=15) as fresh:
+            for _ in range(20):
+                response = fresh.get(
+                    workers.port.base + "/hello",
+                    headers={"Authorization": f"Bearer {latest}", "Connection": "close"},
+                )
+                assert response.status_code == 200, response.text
+                seen[response.json()["pid"]] += 1
+            deadline = time.monotonic() + 15
+            while len(seen) < 2 and time.monotonic() < deadline:
+                response = fresh.get(
+                    workers.port.base + "/hello",
+                    headers={"Authorization": f"Bearer {latest}", "Connection": "close"},
+                )
+                assert response.status_code == 200
+                seen[response.json()["pid"]] += 1
+        print(f"requests per worker pid: {dict(seen)}")
+        assert set(seen) == {a.pid, b.pid}
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_replay_on_one_worker_revokes_the_family_on_the_other(workers: Workers) -> None:
+    a, b = pinned_pair(workers.port)
+    try:
+        first = a.post({"grant_type": "password", "username": "bob", "password": "Bob-Pw-2207"})
+        tokens = first.json()
+        second = a.post({"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]})
+        assert second.status_code == 200
+        newest = second.json()["access_token"]
+        assert b.get("/hello", newest).status_code == 200
+        replay = a.post({"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]})
+        assert replay.status_code == 400 and error_of(replay) == "invalid_grant"
+        took = wait_for(
+            lambda: b.get("/hello", newest).status_code == 401,
+            10,
+            "the other worker refuses the revoked family",
+        )
+        print(f"worker {b.pid} refused the revoked family {took:.3f} s after the replay")
+        assert b.still_pinned()
+        assert b.post(
+            {"grant_type": "refresh_token", "refresh_token": second.json()["refresh_token"]}
+        ).json()["error"] == ("invalid_grant")
+    finally:
+        a.close()
+        b.close()
+
+
+def test_failed_grants_are_counted_across_workers(workers: Workers) -> None:
+    """maxFailures=3: two failures on one worker and one on the other lock the user out."""
+    a, b = pinned_pair(workers.port)
+    wrong = {"grant_type": "password", "username": "eve", "password": "guess"}
+    try:
+        assert error_of(a.post(wrong)) == "invalid_grant"
+        assert error_of(a.post(wrong)) == "invalid_grant"
+        assert error_of(b.post(wrong)) == "invalid_grant"
+        locked = a.post({**wrong, "password": "Eve-Pw-3141"})  # the right one, during the lock
+        assert locked.status_code == 429, locked.text
+        assert int(locked.headers["retry-after"]) >= 1
+        assert b.post(wrong).status_code == 429
+        assert a.still_pinned() and b.still_pinned()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_fifty_simultaneous_refreshes_give_one_new_pair(workers: Workers) -> None:
+    port = workers.port
+    tokens = port.tokens(*ADA)
+    count = 50
+    barrier = threading.Barrier(count)
+    results: list[Any] = [None] * count
+    clients = [httpx.Client(verify=port.ctx, timeout=30) for _ in range(count)]
+
+    def refresh(i: int) -> None:
+        client = clients[i]
+        try:
+            client.get(port.base + "/pid")  # connect and handshake before the start line
+            barrier.wait(timeout=30)
+            response = client.post(
+                port.token_url,
+                data={"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]},
+            )
+            results[i] = (response.status_code, response.json().get("error"))
+        except Exception as exc:  # reported below
+            results[i] = ("exception", repr(exc))
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=refresh, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    for client in clients:
+        client.close()
+    tally = Counter(results)
+    print(f"{count} simultaneous refreshes in {time.monotonic() - started:.3f} s: {dict(tally)}")
+    assert tally[(200, None)] == 1, tally
+    assert tally[(400, "invalid_grant")] == count - 1, tally
+
+
+# -- two services sharing one Redis -------------------------------------------------------------
+
+
+def redis_binary() -> str:
+    found = shutil.which("redis-server") or "/usr/bin/redis-server"
+    assert Path(found).is_file(), "redis-server is required for these tests (apt install redis)"
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """A throwaway ``redis-server`` on a free loopback port, no persistence."""
+
+    def __init__(self, folder: Path) -> None:
+        self.binary = redis_binary()
+        self.folder = folder
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> RedisServer:
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.folder)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        client = redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1)
+
+        def answers() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, "redis-server exited"
+            try:
+                return bool(client.ping())
+            except redis.RedisError:
+                return False
+
+        try:
+            wait_for(answers, 15, f"redis-server on port {self.port} answers")
+        finally:
+            client.close()
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=2, socket_connect_timeout=2)
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_redis_server_is_installed() -> None:
+    """The Redis tests below fail, never skip, when redis-server is missing."""
+    result = subprocess.run([redis_binary(), "--version"], capture_output=True, text=True,
+                            timeout=10, check=False)  # fmt: skip
+    assert result.returncode == 0 and "Redis server" in result.stdout
+
+
+class TwoServices:
+    def __init__(self, ca: trustme.CA, root: Path, store: str, max_failures: int) -> None:
+        self.procs: list[ServerProcess] = []
+        self.ports: list[OAuth] = []
+        for name in ("a", "b"):
+            folder = root / name
+            folder.mkdir()
+            certs = issue_certs(ca, folder / "certs")
+            proc = ServerProcess(service_config(folder, certs, store, max_failures)).wait_ready()
+            self.procs.append(proc)
+            self.ports.append(OAuth(proc, "OAUTH", certs))
+
+    def close(self) -> None:
+        for port in self.ports:
+            port.close()
+        for proc in self.procs:
+            proc.stop()
+
+
+@pytest.fixture
+def two_services(
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
+) -> Iterator[TwoServices]:
+    both = TwoServices(ca, tmp_path, redis_server.url, max_failures=3)
+    try:
+        yield both
+    finally:
+        both.close()
+
+
+def test_two_services_share_tokens_through_redis(
+    two_services: TwoServices, redis_server: RedisServer
+) -> None:
+    a, b = two_services.ports
+    for proc in two_services.procs:  # no SigningKeyFile: the key lives in Redis, not in a file
+        assert not (proc.config.parent / ".fwrest" / "signing.key").exists()
+    store = redis_server.client()
+    try:
+        assert store.get("fwrest:signing_key"), store.keys("*")
+    finally:
+        store.close()
+    assert a.base != b.base
+    tokens = a.tokens(*ADA)
+    assert b.get("/hello", tokens["access_token"]).status_code == 200  # issued by A
+    renewed = b.refresh(tokens["refresh_token"])  # A's refresh token, on B
+    assert renewed.status_code == 200, renewed.text
+    assert a.get("/hello", renewed.json()["access_token"]).status_code == 200
+    # a replay on A revokes the family everywhere, B included
+    replay = a.refresh(tokens["refresh_token"])
+    assert replay.status_code == 400 and error_of(replay) == "invalid_grant"
+    newest = renewed.json()["access_token"]
+    took = wait_for(lambda: b.get("/hello", newest).status_code == 401, 10, "B refuses the family")
+    print(f"service B refused the revoked family {took:.3f} s after the replay on A")
+    # failed grants are counted in Redis: two on A and one on B lock the user out on both
+    wrong = ("bob", "guess")
+    assert error_of(a.grant(*wrong)) == "invalid_grant"
+    assert error_of(a.grant(*wrong)) == "invalid_grant"
+    assert error_of(b.grant(*wrong)) == "invalid_grant"
+    assert a.grant("bob", "Bob-Pw-2207").status_code == 429
+    assert b.grant(*wrong).status_code == 429
+
+
+def test_a_token_signed_by_a_service_with_its_own_key_is_refused(
+    ca: trustme.CA, tmp_path: Path, two_services: TwoServices
+) -> None:
+    """The contrast: a service that does not share the Redis key does not accept the tokens."""
+    folder = tmp_path / "alone"
+    folder.mkdir()
+    certs = issue_certs(ca, folder / "certs")
+    proc = ServerProcess(service_config(folder, certs, "memory")).wait_ready()
+    alone = OAuth(proc, "OAUTH", certs)
+    try:
+        foreign = alone.tokens(*ADA)["access_token"]
+        assert two_services.ports[0].get("/hello", foreign).status_code == 401
+        assert alone.get("/hello", foreign).status_code == 200
+    finally:
+        alone.close()
+        proc.stop()
+
+
+def timed(call: Any) -> tuple[httpx.Response, float]:
+    started = time.monotonic()
+    response = call()
+    return response, time.monotonic() - started
+
+
+@pytest.mark.parametrize("fault", ["stopped", "frozen"])
+def test_redis_fault_fails_closed_and_recovers(
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer, fault: str
+) -> None:
+    folder = tmp_path / "svc"
+    folder.mkdir()
+    certs = issue_certs(ca, folder / "certs")
+    proc = ServerProcess(service_config(folder, certs, redis_server.url)).wait_ready()
+    port = OAuth(proc, "OAUTH", certs)
+    try:
+        tokens = port.tokens(*ADA)
+        assert port.get("/hello", tokens["access_token"]).status_code == 200
+        assert redis_server.proc is not None
+        if fault == "stopped":
+            redis_server.stop()
+        else:
+            redis_server.proc.send_signal(signal.SIGSTOP)
+
+        # the token route fails closed, quickly (the client's timeout is the hang guard)
+        figures = []
+        for call in (
+            lambda: port.grant(*ADA),
+            lambda: port.refresh(tokens["refresh_token"]),
+            lambda: port.grant(ADA[0], "wrong password"),
+        ):
+            response, took = timed(call)
+            figures.append(round(took, 3))
+            assert response.status_code == 503, response.text
+            assert int(response.headers["retry-after"]) >= 1
+        print(f"Redis {fault}: token route answered 503 after {figures} s (SPEC: within 1.5 s)")
+
+        # the bearer check of a valid, already issued token does not wait on the store
+        response, took = timed(lambda: port.get("/hello", tokens["access_token"]))
+        print(f"Redis {fault}: bearer check answered {response.status_code} in {took:.3f} s")
+        assert response.status_code == 200, response.text
+        assert port.get("/hello", "not-a-token").status_code == 401
+
+        # the store comes back on the same port: the token route recovers without a restart
+        if fault == "stopped":
+            redis_server.start()
+        else:
+            redis_server.proc.send_signal(signal.SIGCONT)
+        back = time.monotonic()
+        took = wait_for(lambda: port.grant(*ADA).status_code == 200, 15, "the token route recovers")
+        print(f"Redis {fault}: token route works again {took:.3f} s after Redis came back")
+        assert time.monotonic() - back < 15
+        fresh = port.tokens(*ADA)
+        assert port.get("/hello", fresh["access_token"]).status_code == 200
+        assert port.refresh(fresh["refresh_token"]).status_code == 200
+        assert proc.proc.poll() is None  # no restart
+    finally:
+        port.close()
+        proc.stop()
+    assert "503" in proc.log()
+
+
+def test_the_client_context_helper_trusts_only_the_test_ca(ca: trustme.CA, tmp_path: Path) -> None:
+    """Real TLS: a client without the test CA cannot talk to an oAuth2 port."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    proc = ServerProcess(service_config(tmp_path, certs, "memory")).wait_ready()
+    try:
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(proc.url("OAUTH") + "/pid", verify=True, timeout=10)
+        with httpx.Client(verify=client_context(certs), timeout=10) as client:
+            assert client.get(proc.url("OAUTH") + "/pid").status_code == 200
+    finally:
+        proc.stop()
