@@ -143,6 +143,7 @@ def test_stop_finishes_requests_in_flight(tmp_path: Path) -> None:
     service = fwrest.start(config_dict(str(path)))
     base = service.urls[0]
     with ThreadPoolExecutor(1) as ex:
+        submitted = time.monotonic()
         slow = ex.submit(httpx.get, f"{base}/{name}/slow/600", timeout=30)
         deadline = time.monotonic() + 10
         while not httpx.get(f"{base}/{name}/running", timeout=5).json()["running"]:
@@ -150,7 +151,10 @@ def test_stop_finishes_requests_in_flight(tmp_path: Path) -> None:
             time.sleep(0.02)
         started = time.monotonic()
         service.stop()
-        print(f"stop() returned after {time.monotonic() - started:.3f} s")
+        returned = time.monotonic()
+        print(f"stop() returned after {returned - started:.3f} s")
+        # stop() waited for the handler, which sleeps 600 ms from after it was submitted
+        assert returned - submitted >= 0.6
         assert slow.result().status_code == 200
         assert slow.result().json() == {"slept": 600}
 

@@ -362,6 +362,13 @@ def _values(raw: _Raw, sec: _Section, kind: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for folded, (written, value) in sec.values.items():
         key = table.get(folded)
+        if key is None and folded in ("authorization", "nativeroutes") and "fwdata" in table:
+            raise raw.error(
+                f"{written} is not a key of its own: it belongs inside FwData.",
+                sec.name,
+                written,
+                f'write FwData={{"{written}": {{...}}}} in [{sec.name}].',
+            )
         if key is None:
             names = [k.name for k in table.values()]
             close = difflib.get_close_matches(written, names, n=1, cutoff=0.6)

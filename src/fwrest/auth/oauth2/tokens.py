@@ -4,11 +4,13 @@ with family revocation, and the per-worker revocation cache (SPEC 4.2, 7)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import secrets
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import jwt
@@ -37,6 +39,7 @@ ALG = "HS256"
 ISSUER = "fwrest"
 STORE_DEADLINE_S = 1.4  # SPEC 7: fail closed within 1.5 s
 WINDOW_S = 300.0  # brute-force window: maxFailures in 5 minutes
+STORE_THREADS = 4  # store calls run on threads of their own (see TokenService._in_store)
 _NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
 _WRONG = "invalid username or password"
 
@@ -71,6 +74,10 @@ class TokenService:
         self._warned_get = False
         self.revoked: dict[str, float] = {}
         self._refresher: asyncio.Task[None] | None = None
+        # A store that hangs holds a thread for its whole timeout and retries (~3 s); on the
+        # loop's default executor those threads would starve onAuthparams and password checks,
+        # delaying the 503 past 1.5 s (SPEC 7). Threads start lazily, in the worker.
+        self._store_pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="fwrest-store")
 
     # -- revocation cache (SPEC 7: at most 1 s stale, never waited on) --------------------------
     def start(self) -> None:
@@ -81,7 +88,7 @@ class TokenService:
         while True:
             try:
                 self.revoked = await asyncio.wait_for(
-                    asyncio.to_thread(self.store.revoked_families), STORE_DEADLINE_S
+                    self._in_store(self.store.revoked_families), STORE_DEADLINE_S
                 )
             except (StoreError, TimeoutError) as exc:
                 log.auth_log.debug("revocation cache not refreshed: %s", exc)
@@ -91,6 +98,11 @@ class TokenService:
         if self._refresher is not None:
             self._refresher.cancel()
             self._refresher = None
+        self._store_pool.shutdown(wait=False, cancel_futures=True)
+
+    def _in_store(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(self._store_pool, functools.partial(fn, *args))
 
     # -- bearer check --------------------------------------------------------------------------
     def verify(self, token: str) -> dict[str, Any]:
@@ -134,7 +146,7 @@ class TokenService:
     # -- token route ---------------------------------------------------------------------------
     async def _store(self, fn: Callable[..., T], *args: Any) -> T:
         try:
-            return await asyncio.wait_for(asyncio.to_thread(fn, *args), STORE_DEADLINE_S)
+            return await asyncio.wait_for(self._in_store(fn, *args), STORE_DEADLINE_S)
         except (StoreError, TimeoutError) as exc:
             log.auth_log.error(
                 "[%s] state store unavailable: %s; answered 503",
