@@ -120,6 +120,17 @@ def legacy(params):
     params["refresh_expires"] = "Date()+1"
 
 
+_LEGACY_USERS = {{"ada": "Lookup-Pw-55"}}
+
+
+def legacy_lookup(params):
+    """The old model as applications wrote it: look up the user the request names."""
+    user = params.get("username")
+    if user in _LEGACY_USERS:
+        params["password"] = _LEGACY_USERS[user]
+    params["access_expires"] = "1h"
+
+
 async def async_params():
     await asyncio.sleep(0)
     return {{**single(), "password": "Async-Pw-44"}}
@@ -176,6 +187,7 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
         "ARRAYS": oauth_section(certs, onAuthparams="app.arrays"),
         "REFRESH_ONLY": oauth_section(certs, onAuthparams="app.refresh_only_types"),
         "LEGACY": oauth_section(certs, onAuthparams="app.legacy"),
+        "LEGACY_LOOKUP": oauth_section(certs, onAuthparams="app.legacy_lookup"),
         "ASYNC": oauth_section(certs, onAuthparams="app.async_params"),
         "FILE": oauth_section(certs, onAuthparams="file:params.json"),
         "HASHED": oauth_section(certs, onAuthparams="app.hashed"),
@@ -413,6 +425,33 @@ def test_legacy_function_fills_the_request_dict_by_reference(svc: Service) -> No
     # the function received the request's parameters (the secrets kept back)
     assert ["grant_type", "username"] in seen, seen
     assert all("password" not in keys for keys in seen), seen
+
+
+def test_legacy_function_that_looks_up_the_requested_user(svc: Service) -> None:
+    port = svc["LEGACY_LOOKUP"]
+    assert port.tokens("ada", "Lookup-Pw-55")["expires_in"] == 3600
+    assert error_of(port.grant("ada", "wrong")) == "invalid_grant"
+    # a user the function does not know: the same answer as a wrong password, not a 500
+    unknown = port.grant("zed", "Lookup-Pw-55")
+    assert unknown.status_code == 400, unknown.text
+    assert unknown.content == port.grant("ada", "wrong").content
+
+
+@pytest.mark.parametrize("secret", ["", "anything"])
+def test_legacy_function_does_not_allow_the_client_the_request_names(
+    svc: Service, secret: str
+) -> None:
+    """The request's own ``client_id`` is handed to the legacy function; left there untouched,
+    it is not a client the application allows (the function configured none)."""
+    port = svc["LEGACY_LOOKUP"]
+    response = port.grant("ada", "Lookup-Pw-55", client_id="intruder", client_secret=secret)
+    assert response.status_code == 401, response.text
+    assert error_of(response) == "invalid_client"
+    by_header = port.post(
+        {"grant_type": "password", "username": "ada", "password": "Lookup-Pw-55"},
+        auth=("intruder", secret),
+    )
+    assert by_header.status_code == 401, by_header.text
 
 
 def test_async_on_auth_params(svc: Service) -> None:
