@@ -177,6 +177,12 @@ class _Supervisor:
                 for port in self.plan.ports:
                     for url in port.urls():
                         _say(f"serving {url} [{port.config.name}]")
+                mon = self.plan.config.monitor
+                if mon is not None:
+                    scheme = "https" if mon.ssl_certificate else "http"
+                    api = "" if mon.api_path == "/" else mon.api_path
+                    url = f"{scheme}://{mon.host}:{self.plan.monitor_port}{api}/server/metrics"
+                    _say(f"serving {url} [APP_MONITOR]")
                 _say(f"ready: {len(urls)} URL(s), {self.count} worker(s), pid {os.getpid()}")
             while not self.signals:
                 time.sleep(0.1)

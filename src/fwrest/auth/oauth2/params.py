@@ -15,6 +15,7 @@ from fwrest.auth.basic import parse_basic
 
 __all__ = ["AuthParams", "OAuthError", "ParamsSource", "client_credentials", "request_params"]
 
+_KEPT_BACK = ("password", "client_secret", "refresh_token")
 MAX_FIELDS = 32
 MAX_FIELD = 4096
 MAX_BODY = 16384
@@ -222,11 +223,29 @@ class ParamsSource:
         """Run the function (in a worker thread when it is a ``def``)."""
         assert self.func is not None
         if self.legacy:
-            filled = {
-                k: v
-                for k, v in request.items()
-                if k not in ("password", "client_secret", "refresh_token")
-            }
+            filled = legacy_view(request)
             result = self.func(filled)
-            return normalise(result if isinstance(result, dict) else filled)
+            return from_legacy(request, filled, result)
         return normalise(self.func())
+
+
+def legacy_view(request: dict[str, str]) -> dict[str, Any]:
+    """The request's parameters as a legacy ``onAuthparams`` receives them: no secrets."""
+    return {k: v for k, v in request.items() if k not in _KEPT_BACK}
+
+
+def from_legacy(request: dict[str, str], filled: dict[str, Any], result: Any) -> AuthParams:
+    """What a legacy function allowed: the dict it filled in place (or one it returned).
+
+    A ``client_id`` or ``username`` still holding the request's own value counts only with the
+    secret the function put beside it (secrets are never handed over, so any there is the
+    function's); else the request would allow itself: any client id with an empty secret, and
+    an unknown user would be a half entry (a 500 instead of ``invalid_grant``).
+    """
+    if isinstance(result, dict):
+        return normalise(result)
+    data = dict(filled)
+    for ident, secret in (("client_id", "client_secret"), ("username", "password")):
+        if secret not in data and ident in request and data.get(ident) == request[ident]:
+            del data[ident]
+    return normalise(data)

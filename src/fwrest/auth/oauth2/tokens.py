@@ -25,6 +25,8 @@ from fwrest.auth.oauth2.params import (
     ParamsError,
     ParamsSource,
     client_credentials,
+    from_legacy,
+    legacy_view,
     request_params,
 )
 from fwrest.auth.oauth2.passwords import dummy_check, same_secret, verify_password
@@ -167,15 +169,9 @@ class TokenService:
             if self.source.is_async:
                 assert self.source.func is not None
                 if self.source.legacy:
-                    filled = {
-                        k: v
-                        for k, v in request.items()
-                        if k not in ("password", "client_secret", "refresh_token")
-                    }
+                    filled = legacy_view(request)
                     result = await self.source.func(filled)
-                    from fwrest.auth.oauth2.params import normalise
-
-                    return normalise(result if isinstance(result, dict) else filled)
+                    return from_legacy(request, filled, result)
                 awaited: Awaitable[Any] = self.source.func()
                 from fwrest.auth.oauth2.params import normalise
 
