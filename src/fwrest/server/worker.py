@@ -307,3 +307,11 @@ class Worker:
         self.settings.stop()
         if self._usage_task is not None:
             self._usage_task.cancel()
+        # let the cancelled background tasks finish before the loop closes
+        current = asyncio.current_task()
+        pending = [t for t in asyncio.all_tasks() if t is not current and t.cancelled() is False]
+        for task in pending:
+            if not task.done():
+                task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=2)
