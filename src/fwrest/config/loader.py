@@ -670,7 +670,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         signing_key_file=top["signing_key_file"],
         graceful_timeout_ms=top["graceful_timeout_ms"],
         worker_timeout_ms=top["worker_timeout_ms"],
-        warnings=tuple(_warnings(servers, monitor)),
+        warnings=tuple(_warnings(servers, monitor, tunables)),
     )
 
 
@@ -692,8 +692,15 @@ def _check_ports(raw: _Raw, servers: list[ServerConfig]) -> None:
 _LOOPBACK = ("127.", "localhost", "::1")
 
 
-def _warnings(servers: list[ServerConfig], monitor: MonitorConfig | None) -> list[str]:
+def _warnings(
+    servers: list[ServerConfig], monitor: MonitorConfig | None, tunables: Tunables
+) -> list[str]:
     out = []
+    if tunables.rest_error_full == 1:
+        out.append(
+            "[GENERAL] rest_error_full=1: full tracebacks go to the log (local variables of "
+            "handlers may appear there); use it while diagnosing, then set it back to 0."
+        )
     for server in servers:
         auth = server.fw_data.get("authorization")
         scheme = str(auth.get("scheme", "")) if isinstance(auth, dict) else ""
