@@ -155,6 +155,14 @@ class Formatter(logging.Formatter):
         return f"{ts}.{msecs:03d}Z {record.levelname} {record.name} [{worker_label}] {text}"
 
 
+def remove_handlers() -> None:
+    """Remove the handlers :func:`setup_logging` installed (``Service.stop()``)."""
+    for handler in list(_root.handlers):
+        if getattr(handler, "_fwrest", False):
+            _root.removeHandler(handler)
+            handler.close()
+
+
 def setup_logging(rest_log_level: int, log_file: Path | None, *, own_process: bool) -> None:
     """Install fwrest's handlers: standard error, and ``LogFile`` when set.
 

@@ -273,6 +273,25 @@ def test_a_body_that_is_not_a_form_is_refused(oauth: OAuth, content_type: str, b
     assert error_of(response) == "invalid_request"
 
 
+def test_the_token_route_body_limit_is_16_kib(oauth: OAuth) -> None:
+    filler = "x" * (17 * 1024)
+    response = oauth.http.post(
+        oauth.token_url,
+        content=f"grant_type=password&username=ada&password=Ada-Pw-7731&pad={filler}".encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 413, response.text
+    assert_token_response(oauth.grant(*ADA))  # a normal request on a new connection still works
+
+
+def test_form_fields_are_capped(oauth: OAuth) -> None:
+    long_value = oauth.grant(*ADA, pad="y" * 5000)  # 4 KiB per field
+    assert long_value.status_code == 400 and error_of(long_value) == "invalid_request"
+    many = oauth.grant(*ADA, **{f"f{i}": "1" for i in range(40)})  # 32 fields
+    assert many.status_code == 400 and error_of(many) == "invalid_request"
+    assert_token_response(oauth.grant(*ADA, pad="y" * 4000))  # under the caps
+
+
 def test_form_content_type_with_charset_is_accepted(oauth: OAuth) -> None:
     response = oauth.http.post(
         oauth.token_url,

@@ -555,6 +555,36 @@ def test_check_warns_about_access_expires_in_seconds(
     assert ("3600 ms is 3.6 seconds" in output) is warned
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "needle"),
+    [
+        ("access_expires", "2d", "over a day"),
+        ("access_expires", 86_400_001, "over a day"),
+        ("refresh_expires", "12/31/2099", "90 days"),
+        ("refresh_expires", "Date()+91", "90 days"),
+    ],
+)
+def test_check_warns_about_long_token_lifetimes(
+    ca: trustme.CA, tmp_path: Path, key: str, value: Any, needle: str
+) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    (tmp_path / "params.json").write_text(json.dumps({**params_file("x"), key: value}))
+    config = free_config(
+        tmp_path,
+        servers={
+            "OAUTH": oauth_section(certs, onAuthparams="file:params.json", allowGetToken=False)
+        },
+    )
+    result = run_cli("check", str(config), cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert needle in output, output
+    # the contrast: the lifetimes of params_file() itself draw no such warning
+    (tmp_path / "params.json").write_text(json.dumps(params_file("x")))
+    calm = run_cli("check", str(config), cwd=tmp_path)
+    assert needle not in calm.stdout + calm.stderr
+
+
 def test_serve_logs_the_access_expires_warning_at_start(ca: trustme.CA, tmp_path: Path) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
     (tmp_path / "params.json").write_text(json.dumps({**params_file("x"), "access_expires": 3600}))

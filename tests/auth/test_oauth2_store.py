@@ -15,6 +15,7 @@ connection asks the public ``/pid`` route, then sends its token requests on that
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import socket
@@ -39,7 +40,7 @@ from tests.auth.oauth2_support import (
     oauth_section,
     wait_for,
 )
-from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, run_cli
 
 ADA = ("ada", "Ada-Pw-7731")
 HANG_GUARD_503 = 2.5  # seconds; SPEC 7: 503 within 1.5 s while the store is unreachable
@@ -504,6 +505,50 @@ def test_redis_fault_fails_closed_and_recovers(
         port.close()
         proc.stop()
     assert "503" in proc.log()
+
+
+def test_services_sharing_a_signing_key_file_accept_each_others_tokens(
+    ca: trustme.CA, tmp_path: Path
+) -> None:
+    """``[HTTPSERVER] SigningKeyFile``: the key given by config, created once, mode 0600."""
+    key_file = tmp_path / "shared" / "signing.key"
+    ports: list[OAuth] = []
+    procs: list[ServerProcess] = []
+    try:
+        for name in ("a", "b"):
+            folder = tmp_path / name
+            folder.mkdir()
+            certs = issue_certs(ca, folder / "certs")
+            config = service_config(folder, certs, "memory")
+            data = json.loads(config.read_text())
+            data["HTTPSERVER"]["SigningKeyFile"] = str(key_file)
+            config.write_text(json.dumps(data))
+            procs.append(ServerProcess(config).wait_ready())
+            ports.append(OAuth(procs[-1], "OAUTH", certs))
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        for proc in procs:
+            assert not (proc.config.parent / ".fwrest" / "signing.key").exists()
+        token = ports[0].tokens(*ADA)["access_token"]
+        assert ports[1].get("/hello", token).status_code == 200
+    finally:
+        for port in ports:
+            port.close()
+        for proc in procs:
+            proc.stop()
+
+
+@pytest.mark.parametrize("content", [b"", b"c2hvcnQ", b"!!! not base64 at all !!!"])
+def test_a_corrupt_or_short_signing_key_aborts_the_start(
+    ca: trustme.CA, tmp_path: Path, content: bytes
+) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = service_config(tmp_path, certs, "sqlite")
+    (tmp_path / ".fwrest").mkdir()
+    (tmp_path / ".fwrest" / "signing.key").write_bytes(content)
+    result = run_cli("serve", str(config), cwd=tmp_path, timeout=30)
+    print(result.stdout, result.stderr)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "signing key" in result.stderr and "ready" not in result.stdout
 
 
 def test_the_client_context_helper_trusts_only_the_test_ca(ca: trustme.CA, tmp_path: Path) -> None:

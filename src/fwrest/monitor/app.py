@@ -78,13 +78,16 @@ class MonitorApp:
                 names = ["all"]
             else:
                 return 200, _JSON, orjson.dumps(self.index())
-        if "all" in names:
-            names = self.collector.all_names()
         seen: list[str] = []
         for name in names:
             if name not in seen:
                 seen.append(name)
-        entries = self.collector.collect(seen[:64])
+        # The cap bounds what a client asks for; "all" is the server's own list (one entry
+        # per worker as well), never cut.
+        seen = seen[:64]
+        if "all" in seen:
+            seen = self.collector.all_names()
+        entries = self.collector.collect(seen)
         if prometheus:
             registry = CollectorRegistry(auto_describe=False)
             registry.register(_Export(entries))

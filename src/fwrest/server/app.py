@@ -116,7 +116,8 @@ class PortApp:
         ended = time.perf_counter_ns()
         duration_us = (ended - started) // 1000
         self.usage.record(route_key, duration_us)
-        if log.access_log.isEnabledFor(logging.INFO):
+        level = logging.ERROR if reply.status >= 500 else logging.INFO
+        if log.access_log.isEnabledFor(level):
             self._log_access(req, path, query, reply, duration_us)
             trace = tunables.current.rest_trace_time
             if trace:

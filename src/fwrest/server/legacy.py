@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fwrest import log
+from fwrest.config import load_config
 from fwrest.errors import ConfigError
 from fwrest.server.service import Service, start
 
@@ -38,15 +39,29 @@ def _with_location(jo: Mapping[str, Any], path: str) -> dict[str, Any]:
         server = data.get(folded.get(str(name).lower(), ""))
         if not isinstance(server, dict):
             raise ConfigError(f"the server {name!r} is not in the infrastructure JSON.")
-        key = next((k for k in server if k.lower() == "locations"), "Locations")
-        locations = server.get(key, [])
+        key = next((k for k in server if k.lower() == "locations"), None)
+        if key is None:
+            continue  # serves nothing; the loader reports the missing key
+        locations = server[key]
         if isinstance(locations, str):
             locations = [s.strip() for s in locations.split(",") if s.strip()]
+        if not isinstance(locations, list) or not all(isinstance(x, str) for x in locations):
+            raise ConfigError(
+                "Locations must name location sections (comma-separated, or a list).",
+                section=str(name),
+                key="Locations",
+            )
         if pool is None and locations:
-            first = data.get(folded.get(str(locations[0]).lower(), ""), {})
+            first = data.get(folded.get(locations[0].lower(), ""), {})
+            if not isinstance(first, dict):
+                raise ConfigError(
+                    f"the location [{locations[0]}] is not an object of keys.",
+                    section=locations[0],
+                )
             pool = next((v for k, v in first.items() if k.lower() == "threadpool"), None)
         server[key] = [*locations, _LOCATION]
     if pool is None:
+        load_config(data)  # reports what is wrong with the servers or locations, if it can
         raise ConfigError("no server location names a ThreadPool to serve the extra path.")
     data[_LOCATION] = {"Path": path, "ThreadPool": pool}
     return data
@@ -69,6 +84,9 @@ def ws_restful_start(jo: Mapping[str, Any] | str, path: str) -> int:
     except ConfigError as exc:
         log.server_log.error("wsRestfulStart: %s", exc)
         return 1 if "cannot be bound" not in str(exc) else 2
+    except Exception as exc:  # the old API answers with a code, never an exception (SPEC 6)
+        log.server_log.error("wsRestfulStart: the service did not start: %r", exc)
+        return 2
     with _lock:
         _services.append(service)
     log.server_log.info("wsRestfulStart: serving %s", ", ".join(service.urls))

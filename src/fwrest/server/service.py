@@ -74,6 +74,7 @@ class Service:
                 worker.loop.call_soon_threadsafe(worker.request_stop)
             thread.join(timeout)
             self._worker = self._thread = None
+            log.remove_handlers()
         if self._process is not None:
             self._process.terminate()
             try:

@@ -83,6 +83,9 @@ class SettingsManager:
 
     def start(self) -> None:
         self.apply("start")
+        # The file's rest_reload_time is in force only now (the snapshot of __init__'s time
+        # was the default's 60 s, which delayed the first re-read by a minute).
+        self._next_reload = time.monotonic() + tunables.current.rest_reload_time
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._sync())
 

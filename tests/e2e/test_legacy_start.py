@@ -1,0 +1,223 @@
+"""The legacy start (SPEC 6): ``fwrest.rest.wsRestfulStart(jo, path)`` / ``wsRestfulStop()``.
+
+A small Python program (run as a subprocess with this interpreter, so that the calling
+program's endpoints are exactly its own) declares an endpoint with ``@get``, starts the service
+from infrastructure JSON (a dict, or the same as a JSON string) and prints the return code.
+The test requests the endpoint over real HTTP under the extra path and under the configured
+location, then tells the program to stop; the program exits 0 and the ports are free again.
+Bad infrastructure JSON and a port in use give a non-zero code with the message logged.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.monitor.support import free_port, port_is_free
+
+PROGRAM = textwrap.dedent(
+    """
+    import json
+    import sys
+
+    import fwrest
+    from fwrest import get
+
+
+    @get("/greet/:name", description="greets")
+    def greet(name):
+        return {"hello": name, "path": fwrest.rest.getPathRequest()}
+
+
+    spec = json.loads(open(sys.argv[1]).read())
+    jo = spec["jo"] if spec["as"] == "dict" else json.dumps(spec["jo"])
+    if spec["as"] == "raw":
+        jo = spec["jo"]  # a string exactly as given (maybe not JSON at all)
+    rc = fwrest.rest.wsRestfulStart(jo, spec["path"])
+    print("rc", rc, flush=True)
+    sys.stdin.readline()  # the test says when to stop
+    if rc == 0:
+        print("stopped", fwrest.rest.wsRestfulStop(), flush=True)
+    print("bye", flush=True)
+    """
+)
+
+
+def infrastructure(*ports: int) -> dict[str, Any]:
+    """Infrastructure JSON in the shape of SPEC 2: one server per port, location /rest."""
+    names = [f"HTTP_REST{i + 1}" for i in range(len(ports))]
+    jo: dict[str, Any] = {
+        "HTTPSERVER": {"Enable": 1, "Servers": ", ".join(names), "StateStore": "memory"},
+        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
+        "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 2},
+        "ENV": {},
+    }
+    for name, port in zip(names, ports, strict=True):
+        jo[name] = {"HostName": "127.0.0.1", "Port": port, "Locations": "ROOT"}
+    return jo
+
+
+class Program:
+    """The legacy program as a subprocess; ``rc`` is the code ``wsRestfulStart`` returned."""
+
+    def __init__(self, tmp_path: Path, jo: Any, mode: str, path: str = "/legacy") -> None:
+        (tmp_path / "legacy_prog.py").write_text(PROGRAM)
+        spec = tmp_path / "spec.json"
+        spec.write_text(json.dumps({"jo": jo, "as": mode, "path": path}))
+        self.stderr_path = tmp_path / "prog.stderr"
+        self._stderr = self.stderr_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "legacy_prog.py", str(spec)],
+            cwd=tmp_path,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        started = time.monotonic()
+        line = self.proc.stdout.readline()  # hang guard: the pytest timeout
+        print(f"program: {line.strip()!r} after {time.monotonic() - started:.2f}s")
+        if not line.startswith("rc "):
+            self.finish()
+            raise AssertionError(f"no return code printed:\n{self.log()}")
+        self.rc = int(line.split()[1])
+
+    def log(self) -> str:
+        if not self._stderr.closed:
+            self._stderr.flush()
+        return self.stderr_path.read_text(errors="replace")
+
+    def finish(self, timeout: float = 40) -> tuple[int, str]:
+        """Let the program go on (stop, exit); returns its exit code and the rest of stdout."""
+        try:
+            out, _ = self.proc.communicate("stop\n", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+            raise AssertionError(f"the program did not exit:\n{self.log()}") from None
+        finally:
+            self._stderr.close()
+        return self.proc.returncode, out
+
+
+@pytest.mark.parametrize("mode", ["dict", "str"])
+def test_legacy_start_serves_under_the_extra_path(tmp_path: Path, mode: str) -> None:
+    ports = (free_port(), free_port())
+    prog = Program(tmp_path, infrastructure(*ports), mode)
+    try:
+        assert prog.rc == 0, prog.log()
+        for port in ports:
+            base = f"http://127.0.0.1:{port}"
+            legacy = httpx.get(f"{base}/legacy/greet/bob", timeout=10)
+            assert legacy.status_code == 200, legacy.text
+            assert legacy.json() == {"hello": "bob", "path": "/legacy/greet/bob"}
+            rest = httpx.get(f"{base}/rest/greet/al", timeout=10)
+            assert rest.status_code == 200, rest.text
+            assert rest.json() == {"hello": "al", "path": "/rest/greet/al"}
+            assert httpx.get(f"{base}/legacy/nothing", timeout=10).status_code == 404
+            assert httpx.get(f"{base}/other/greet/x", timeout=10).status_code == 404
+            # the extra location is a location like any other: native routes under it too
+            ok = httpx.get(f"{base}/legacy/fw/healthcheck/ok", timeout=10)
+            assert ok.status_code == 200 and ok.text.strip() == "ok"
+        print(prog.log())
+    finally:
+        code, out = prog.finish()
+    print(out)
+    assert code == 0, prog.log()
+    assert "stopped 0" in out and "bye" in out
+    for port in ports:
+        assert port_is_free(port), port
+
+
+@pytest.mark.parametrize(
+    ("jo", "mode", "needle"),
+    [
+        ({"SERVERS": {"HostName": "127.0.0.1"}}, "dict", "HTTPSERVER"),
+        ({"SERVERS": {"HostName": "127.0.0.1"}}, "str", "HTTPSERVER"),
+        ("{not json", "raw", "invalid"),
+        (["HTTPSERVER"], "dict", "object"),
+    ],
+    ids=["no-httpserver-dict", "no-httpserver-str", "not-json", "not-an-object"],
+)
+def test_bad_infrastructure_json_returns_non_zero(
+    tmp_path: Path, jo: Any, mode: str, needle: str
+) -> None:
+    prog = Program(tmp_path, jo, mode)
+    code, out = prog.finish()
+    log = prog.log()
+    print(f"rc {prog.rc}; log:\n{log}")
+    assert prog.rc != 0
+    assert "wsRestfulStart" in log and needle in log
+    assert "Traceback" not in log
+    assert code == 0 and "bye" in out  # returned a code, did not raise
+
+
+def _broken(**changes: Any) -> dict[str, Any]:
+    jo = infrastructure(1)
+    for section, value in changes.items():
+        jo[section] = value
+    return jo
+
+
+@pytest.mark.parametrize(
+    ("jo", "needle"),
+    [
+        (_broken(ROOT="not an object"), "ROOT"),
+        (_broken(HTTP_REST1={"HostName": "127.0.0.1", "Port": 1, "Locations": 5}), "Locations"),
+        (_broken(HTTP_REST1={"HostName": "127.0.0.1", "Port": 1}), "Locations"),
+    ],
+    ids=["location-not-an-object", "locations-a-number", "no-locations"],
+)
+def test_odd_sections_return_non_zero_never_raise(tmp_path: Path, jo: Any, needle: str) -> None:
+    prog = Program(tmp_path, jo, "dict")
+    code, out = prog.finish()
+    log = prog.log()
+    print(f"rc {prog.rc}; log:\n{log}")
+    assert prog.rc != 0
+    assert "wsRestfulStart" in log and needle in log
+    assert "Traceback" not in log
+    assert code == 0 and "bye" in out
+
+
+def test_extra_path_equal_to_a_location_returns_non_zero(tmp_path: Path) -> None:
+    port = free_port()
+    prog = Program(tmp_path, infrastructure(port), "dict", path="/rest")
+    code, _ = prog.finish()
+    log = prog.log()
+    print(f"rc {prog.rc}; log:\n{log}")
+    assert prog.rc != 0
+    assert "wsRestfulStart" in log and "/rest" in log
+    assert code == 0
+    assert port_is_free(port)
+
+
+def test_port_in_use_returns_non_zero_and_binds_nothing(tmp_path: Path) -> None:
+    first = free_port()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        taken = busy.getsockname()[1]
+        prog = Program(tmp_path, infrastructure(first, taken), "dict")
+        try:
+            log = prog.log()
+            print(f"rc {prog.rc}; log:\n{log}")
+            assert prog.rc != 0
+            assert "wsRestfulStart" in log and str(taken) in log
+            assert "in use" in log or "cannot be bound" in log
+            # all or nothing: the other server's port was released while the program runs
+            assert port_is_free(first)
+            with pytest.raises(httpx.ConnectError):
+                httpx.get(f"http://127.0.0.1:{first}/legacy/greet/x", timeout=5)
+        finally:
+            code, _ = prog.finish()
+    assert code == 0

@@ -1,0 +1,138 @@
+"""``[APP_MONITOR]`` configuration (SPEC 2, 5, 7): what ``fwrest check`` refuses or warns about,
+and what a real ``fwrest serve`` binds for the monitor (nothing when ``Enable=0``; 127.0.0.1 and
+``/api`` by default; the configured ``ApiPath``).
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from tests.conftest import free_config, run_cli
+from tests.monitor.support import free_port, metrics, monitor_section, port_is_free
+
+
+def _check(config: Path) -> tuple[int, str]:
+    result = run_cli("check", str(config), cwd=config.parent)
+    out = result.stdout + result.stderr
+    print(f"exit {result.returncode}:\n{out}")
+    return result.returncode, out
+
+
+def _listening(pid: int, port: int) -> list[str]:
+    """Addresses the supervisor ``pid`` listens on at ``port``."""
+    return [
+        c.laddr.ip
+        for c in psutil.Process(pid).net_connections(kind="tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+    ]
+
+
+def test_monitor_port_equal_to_a_server_port_is_refused(tmp_path: Path) -> None:
+    port = free_port()
+    servers = {"HTTP_REST": {"HostName": "127.0.0.1", "Port": port, "Locations": "ROOT"}}
+    config = free_config(tmp_path, servers=servers, extra={"APP_MONITOR": monitor_section(port)})
+    code, out = _check(config)
+    assert code == 2
+    assert "APP_MONITOR" in out and "Port" in out and str(port) in out
+    assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("fmt", ["json", "ini"])
+def test_enabled_monitor_without_port_is_refused(tmp_path: Path, fmt: str) -> None:
+    section = {"Enable": 1, "HostName": "127.0.0.1"}
+    config = free_config(tmp_path, extra={"APP_MONITOR": section}, fmt=fmt)
+    code, out = _check(config)
+    assert code == 2
+    assert "APP_MONITOR" in out and "Port" in out
+    assert "Traceback" not in out
+
+
+def test_monitor_with_oauth2_is_refused(tmp_path: Path, certs: dict[str, Path]) -> None:
+    fw = {"Authorization": {"scheme": "oAuth2", "onAuthparams": "app.hello"}}
+    tls = {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
+    section = monitor_section(free_port(), FwData=fw, **tls)
+    code, out = _check(free_config(tmp_path, extra={"APP_MONITOR": section}))
+    assert code == 2
+    assert "APP_MONITOR" in out and "Basic" in out
+    assert "Traceback" not in out
+
+
+def test_disabled_monitor_binds_nothing(tmp_path: Path, serve: Any) -> None:
+    port = free_port()
+    section = monitor_section(port, Enable=0)
+    config = free_config(tmp_path, extra={"APP_MONITOR": section})
+    code, out = _check(config)
+    assert code == 0
+    assert "[APP_MONITOR]" not in out
+    proc = serve(config)
+    assert httpx.get(proc.url() + "/hello", timeout=10).status_code == 200
+    assert _listening(proc.pid, port) == []
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/api/server/metrics", timeout=5)
+    assert port_is_free(port)
+
+
+def test_monitor_defaults_to_loopback_and_api(tmp_path: Path, serve: Any) -> None:
+    port = free_port()
+    config = free_config(tmp_path, extra={"APP_MONITOR": {"Enable": 1, "Port": port}})
+    code, out = _check(config)
+    assert code == 0
+    assert f"[APP_MONITOR] 127.0.0.1:{port}/api" in out
+    assert "warning: [APP_MONITOR]" not in out
+    proc = serve(config)
+    addresses = _listening(proc.pid, port)
+    print("monitor listens on", addresses)
+    assert addresses == ["127.0.0.1"]
+    index = httpx.get(f"http://127.0.0.1:{port}/api/server/metrics", timeout=10).json()
+    assert index["option1"] == "/api/server/metrics/{metric}"
+    entries = metrics(f"http://127.0.0.1:{port}/api/server/metrics", "/memory_resident")
+    assert entries[0]["value"] > 0
+
+
+def test_configured_api_path_is_used(tmp_path: Path, serve: Any) -> None:
+    port = free_port()
+    section = monitor_section(port, ApiPath="/ops/v1")
+    config = free_config(tmp_path, extra={"APP_MONITOR": section}, fmt="ini")
+    proc = serve(config)
+    root = f"http://127.0.0.1:{port}"
+    index = httpx.get(root + "/ops/v1/server/metrics", timeout=10).json()
+    print(index)
+    for key in ("option1", "option2", "option3", "option4"):
+        assert index[key].startswith("/ops/v1/server/metrics"), index
+    assert index["option3"] == "/ops/v1/server/metrics?{metric1}&{metric2}"
+    assert metrics(root + "/ops/v1/server/metrics", "?memory_virtual")[0]["unit"] == "kb"
+    assert httpx.get(root + "/api/server/metrics", timeout=10).status_code == 404
+    # the REST port does not serve the monitor
+    assert httpx.get(proc.url() + "/ops/v1/server/metrics", timeout=10).status_code == 404
+
+
+def test_public_monitor_is_warned_about(tmp_path: Path) -> None:
+    public = free_config(
+        tmp_path, extra={"APP_MONITOR": monitor_section(free_port(), HostName="0.0.0.0")}
+    )
+    code, out = _check(public)
+    assert code == 0
+    warnings = [line for line in out.splitlines() if line.startswith("warning:")]
+    assert any("APP_MONITOR" in w and "0.0.0.0" in w for w in warnings), out
+    # the same config on loopback is not warned about
+    (tmp_path / "loop").mkdir()
+    local = free_config(tmp_path / "loop", extra={"APP_MONITOR": monitor_section(free_port())})
+    code, out = _check(local)
+    assert code == 0
+    assert not any("APP_MONITOR" in w for w in out.splitlines() if w.startswith("warning:"))
+
+
+def test_public_monitor_is_warned_about_at_start(tmp_path: Path, serve: Any) -> None:
+    port = free_port()
+    section = monitor_section(port, HostName="0.0.0.0")
+    proc = serve(free_config(tmp_path, extra={"APP_MONITOR": section}))
+    assert "HostName=0.0.0.0" in proc.wait_log("[APP_MONITOR]")
+    # and it serves on every address, loopback included
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass

@@ -1,0 +1,495 @@
+"""``/fw/rest/config`` (SPEC 5): the JSON API, the settings' effect on the log of every worker,
+``[GENERAL]`` re-read after ``rest_reload_time``, the anti-forgery token, the ``Origin`` check
+and ``onAdmin``.
+
+One service for the module: ``fwrest serve --workers 2`` with the sqlite state store, an open
+port ``HTTP_REST`` and a Basic port ``HTTP_BASIC`` whose ``onAdmin`` lets only ``ada`` change
+settings. Its ``[GENERAL]`` sets ``rest_log_level=3``, ``rest_log_stringsize=60`` and
+``rest_reload_time=1``. Every test starts with no run-time value set (an autouse fixture
+clears them and waits the 1 s the change needs to reach both workers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.native.support import (
+    SETTING_NAMES,
+    basic,
+    change,
+    clear_all,
+    get_settings,
+    hit_both_workers,
+    post_settings,
+    running,
+    settle,
+    wait_for,
+    worker_labels,
+)
+
+AUTH_SOURCE = """
+USERS = {"ada": "Ada-Pw-1", "bob": "Bob-Pw-2"}
+
+
+def check(user, password):
+    return USERS.get(user) == password
+
+
+def admin(user):
+    return user == "ada"
+"""
+
+ADA = basic("ada", "Ada-Pw-1")
+BOB = basic("bob", "Bob-Pw-2")
+FILE_GENERAL = {"rest_log_level": 3, "rest_log_stringsize": 60, "rest_reload_time": 1}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("settings_api")
+    (tmp / "auth.py").write_text(AUTH_SOURCE)
+    config = free_config(
+        tmp,
+        servers={
+            "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+            "HTTP_BASIC": {
+                "HostName": "127.0.0.1",
+                "Port": 0,
+                "Locations": "ROOT",
+                "FwData": {
+                    "Authorization": {
+                        "scheme": "basic",
+                        "OnAuth": "auth.check",
+                        "onAdmin": "auth.admin",
+                        "maxFailures": 1_000_000,
+                    }
+                },
+            },
+        },
+        extra={"HTTPSERVER": {"StateStore": "sqlite"}, "ENV": {"Repository": "app,auth"}},
+        general=dict(FILE_GENERAL),
+        app=APP_SOURCE,
+    )
+    with running(config, workers=2) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def base(server: ServerProcess) -> str:
+    return server.url()
+
+
+@pytest.fixture(scope="module")
+def basic_base(server: ServerProcess) -> str:
+    return server.url("HTTP_BASIC")
+
+
+@pytest.fixture(autouse=True)
+def no_runtime_values(base: str) -> Iterator[None]:
+    """Each test starts (and leaves) with no run-time value, in force in both workers."""
+    current = get_settings(base)
+    if any(v["runtime"] is not None for v in current.values()):
+        settle(change(base, dict.fromkeys(SETTING_NAMES)))
+    yield
+    current = get_settings(base)
+    if any(v["runtime"] is not None for v in current.values()):
+        clear_all(base)
+        time.sleep(1.0)
+
+
+def since(server: ServerProcess, mark: int) -> str:
+    return server.log()[mark:]
+
+
+def access_lines(text: str, path: str = "") -> list[str]:
+    return [line for line in text.splitlines() if " fwrest.access " in line and path in line]
+
+
+# -- the JSON API ----------------------------------------------------------------------------------
+
+
+def test_get_json_gives_exactly_the_five_settings_with_their_sources(base: str) -> None:
+    r = httpx.get(f"{base}/fw/rest/config", headers={"Accept": "application/json"})
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("application/json")
+    body = r.json()
+    assert list(body) == ["settings"]
+    settings = body["settings"]
+    assert sorted(settings) == sorted(SETTING_NAMES)
+    for name, info in settings.items():
+        assert sorted(info) == ["allowed", "default", "effective", "file", "runtime"], name
+        low, high = (int(x) for x in info["allowed"].split("-"))
+        assert low <= info["default"] <= high, (name, info)
+    assert settings["rest_log_level"] == {
+        "runtime": None,
+        "file": 3,
+        "default": 3,
+        "effective": 3,
+        "allowed": "0-5",
+    }
+    assert settings["rest_error_full"] == {
+        "runtime": None,
+        "file": None,
+        "default": 0,
+        "effective": 0,
+        "allowed": "0-1",
+    }
+    assert settings["rest_trace_time"] == {
+        "runtime": None,
+        "file": None,
+        "default": 0,
+        "effective": 0,
+        "allowed": "0-2",
+    }
+    reload_time = settings["rest_reload_time"]
+    assert (reload_time["runtime"], reload_time["file"]) == (None, 1)
+    assert (reload_time["default"], reload_time["effective"]) == (60, 1)
+    size = settings["rest_log_stringsize"]
+    assert (size["runtime"], size["file"], size["default"], size["effective"]) == (
+        None,
+        60,
+        200,
+        60,
+    )
+
+
+def test_post_changes_a_setting_and_null_clears_it(base: str) -> None:
+    r = post_settings(base, {"rest_log_level": 5})
+    assert r.status_code == 200, r.text
+    assert r.json()["settings"]["rest_log_level"] == {
+        "runtime": 5,
+        "file": 3,
+        "default": 3,
+        "effective": 5,
+        "allowed": "0-5",
+    }
+    # within 1 s every worker shows it: GETs on fresh connections (both workers) agree
+    settle(time.monotonic())
+    for _ in range(6):
+        assert get_settings(base)["rest_log_level"]["effective"] == 5
+    r = post_settings(base, {"rest_log_level": None})
+    assert r.status_code == 200, r.text
+    level = r.json()["settings"]["rest_log_level"]
+    assert (level["runtime"], level["effective"]) == (None, 3)
+    assert get_settings(base)["rest_log_level"]["runtime"] is None
+
+
+def test_a_partial_post_leaves_the_other_settings_alone(base: str) -> None:
+    change(base, {"rest_trace_time": 1})
+    change(base, {"rest_error_full": 1})
+    settings = get_settings(base)
+    assert settings["rest_trace_time"]["runtime"] == 1
+    assert settings["rest_error_full"]["runtime"] == 1
+    assert settings["rest_log_level"]["runtime"] is None
+
+
+@pytest.mark.parametrize(
+    ("body", "names"),
+    [
+        ({"rest_log_level": 6}, ("rest_log_level", "0-5")),
+        ({"rest_log_level": "x"}, ("rest_log_level", "0-5")),
+        ({"rest_log_level": -1}, ("rest_log_level", "0-5")),
+        ({"rest_log_level": 2.5}, ("rest_log_level", "0-5")),
+        ({"rest_log_level": True}, ("rest_log_level", "0-5")),
+        ({"rest_error_full": 2}, ("rest_error_full", "0-1")),
+        ({"rest_trace_time": 3}, ("rest_trace_time", "0-2")),
+        ({"no_such_setting": 1}, ("no_such_setting", "rest_log_level")),
+        # a valid value beside an invalid one: the whole change is refused
+        ({"rest_log_level": 4, "rest_error_full": 6}, ("rest_error_full", "0-1")),
+    ],
+)
+def test_an_invalid_value_is_400_naming_the_key_and_changes_nothing(
+    base: str, body: dict[str, Any], names: tuple[str, ...]
+) -> None:
+    before = get_settings(base)
+    r = post_settings(base, body)
+    print(r.status_code, r.text)
+    assert r.status_code == 400
+    detail = r.json()["detailedMessage"]
+    for name in names:
+        assert name in detail, detail
+    assert get_settings(base) == before
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]", b'"rest_log_level"'])
+def test_a_body_that_is_not_an_object_is_400_and_changes_nothing(base: str, raw: bytes) -> None:
+    before = get_settings(base)
+    r = httpx.post(
+        f"{base}/fw/rest/config", content=raw, headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 400, r.text
+    assert get_settings(base) == before
+
+
+# -- every worker, within 1 s ----------------------------------------------------------------------
+
+
+def test_a_change_reaches_both_workers_within_one_second(server: ServerProcess, base: str) -> None:
+    labels = worker_labels(server.log())
+    assert len(labels) == 2, labels
+
+    answered = change(base, {"rest_log_level": 2})
+    settle(answered)
+    mark = len(server.log())
+    pids = hit_both_workers(base)
+    time.sleep(0.3)  # let any (wrong) access line reach the log
+    quiet = access_lines(since(server, mark))
+    print(f"level 2: {len(pids)} requests on workers {sorted({labels[p] for p in pids})}")
+    assert quiet == [], quiet  # neither worker logs successes at level 2
+
+    answered = change(base, {"rest_log_level": 3})
+    settle(answered)
+    mark = len(server.log())
+    pids = hit_both_workers(base)
+    wanted = {labels[p] for p in pids}
+    assert wanted == {"w1", "w2"}
+
+    def both_logged() -> bool:
+        text = since(server, mark)
+        return all(f"fwrest.access [{w}] GET /rest/hello 200" in text for w in wanted)
+
+    took = wait_for(both_logged, 5, "access lines of both workers at level 3")
+    print(f"level 3: both workers logged again ({took:.3f} s after the requests)")
+    per_worker = {w: len(access_lines(since(server, mark), f"[{w}]")) for w in wanted}
+    assert per_worker == {w: sum(1 for p in pids if labels[p] == w) for w in wanted}, per_worker
+
+
+def test_the_config_file_general_is_reread_after_rest_reload_time(
+    server: ServerProcess, base: str
+) -> None:
+    path = server.config
+    original = path.read_text()
+    doc = json.loads(original)
+    assert get_settings(base)["rest_log_stringsize"]["file"] == 60
+    doc["GENERAL"]["rest_log_stringsize"] = 73
+    mark = len(server.log())
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    os.replace(tmp, path)
+    edited = time.monotonic()
+    try:
+
+        def both_reloaded() -> bool:
+            text = since(server, mark)
+            return all(
+                re.search(rf"\[{w}\] settings changed \(sync\): rest_log_stringsize 60 -> 73", text)
+                for w in ("w1", "w2")
+            )
+
+        took = wait_for(both_reloaded, 8, "both workers re-reading [GENERAL]", 0.1)
+        print(f"both workers re-read [GENERAL] {took:.3f} s after the edit (rest_reload_time=1)")
+        settings = get_settings(base)["rest_log_stringsize"]
+        assert (settings["file"], settings["effective"]) == (73, 73)
+    finally:
+        tmp.write_text(original)
+        os.replace(tmp, path)
+    wait_for(
+        lambda: (
+            get_settings(base)["rest_log_stringsize"]["file"] == 60
+            and time.monotonic() - edited > 0
+        ),
+        8,
+        "the restored file read back",
+        0.1,
+    )
+    time.sleep(1.0)  # the other worker too
+
+
+# -- the visible effect of each setting on the log -------------------------------------------------
+
+
+def test_rest_log_level_0_silences_access_lines(server: ServerProcess, base: str) -> None:
+    settle(change(base, {"rest_log_level": 0}))
+    mark = len(server.log())
+    pids = hit_both_workers(base)
+    assert httpx.get(f"{base}/nowhere").status_code == 404
+    time.sleep(0.3)
+    text = since(server, mark)
+    print(f"{len(pids) + 1} requests at level 0; log grew by {len(text)} characters")
+    assert access_lines(text) == []
+    assert " fwrest." not in text
+
+
+def test_rest_error_full_0_short_and_1_full_traceback(server: ServerProcess, base: str) -> None:
+    mark = len(server.log())
+    for _ in range(4):
+        assert httpx.get(f"{base}/boom").status_code == 500
+    wait_for(lambda: len(access_lines(since(server, mark), "/rest/boom 500")) == 4, 5, "4 lines")
+    short = since(server, mark)
+    assert short.count("RuntimeError: kaboom-secret-detail at ") == 4, short
+    assert "rest_error_full=1 logs the whole traceback" in short
+    assert "Traceback (most recent call last)" not in short
+
+    settle(change(base, {"rest_error_full": 1}))
+    mark = len(server.log())
+    for _ in range(4):
+        assert httpx.get(f"{base}/boom").status_code == 500
+    wait_for(lambda: len(access_lines(since(server, mark), "/rest/boom 500")) == 4, 5, "4 lines")
+    full = since(server, mark)
+    print(full)
+    assert full.count("Traceback (most recent call last)") == 4  # both workers, every time
+    assert 'raise RuntimeError("kaboom-secret-detail")' in full
+    assert "rest_error_full=1 logs the whole traceback" not in full
+
+
+TRACE = re.compile(r"fwrest\.trace \[w\d\] GET /rest/hello 200 (.*)$", re.M)
+
+
+def test_rest_trace_time_1_total_and_2_per_phase(server: ServerProcess, base: str) -> None:
+    mark = len(server.log())
+    hit_both_workers(base)
+    time.sleep(0.3)
+    assert " fwrest.trace " not in since(server, mark)  # default 0: no trace lines
+
+    settle(change(base, {"rest_trace_time": 1}))
+    mark = len(server.log())
+    pids = hit_both_workers(base)
+    wait_for(lambda: len(TRACE.findall(since(server, mark))) == len(pids), 5, "trace lines")
+    lines = TRACE.findall(since(server, mark))
+    print(lines[:2])
+    assert all(re.fullmatch(r"total=\d+us", line) for line in lines), lines
+
+    settle(change(base, {"rest_trace_time": 2}))
+    mark = len(server.log())
+    pids = hit_both_workers(base)
+    wait_for(lambda: len(TRACE.findall(since(server, mark))) == len(pids), 5, "trace lines")
+    lines = TRACE.findall(since(server, mark))
+    print(lines[:2])
+    phases = re.compile(
+        r"authorization=(\d+)us handler=(\d+)us serialization=(\d+)us total=(\d+)us"
+    )
+    for line in lines:
+        m = phases.fullmatch(line)
+        assert m, line
+        auth, handler, serial, total = (int(x) for x in m.groups())
+        assert auth + handler + serial <= total + 3, line  # the phases add up (rounding)
+
+
+def test_rest_log_stringsize_cuts_headers_and_bodies_in_the_debug_lines(
+    server: ServerProcess, base: str
+) -> None:
+    long_header, long_body = "A" * 300, "B" * 300
+
+    def send_and_read() -> str:
+        mark = len(server.log())
+        for _ in range(4):
+            r = httpx.post(f"{base}/echo", content=long_body, headers={"X-Long": long_header})
+            assert r.status_code == 200
+        wait_for(lambda: since(server, mark).count("response 200 body") >= 4, 5, "debug lines")
+        return since(server, mark)
+
+    settle(change(base, {"rest_log_level": 5, "rest_log_stringsize": 40}))
+    text = send_and_read()
+    print(next(line for line in text.splitlines() if "x-long" in line))
+    assert text.count("x-long: " + "A" * 40 + "...(300 chars)") == 4
+    assert "request headers {" in text
+    assert "body " + "B" * 40 + "...(300 chars)" in text
+    assert "A" * 41 not in text and "B" * 41 not in text
+
+    settle(change(base, {"rest_log_stringsize": 120}))
+    text = send_and_read()
+    assert text.count("x-long: " + "A" * 120 + "...(300 chars)") == 4
+    assert "A" * 121 not in text
+
+    settle(change(base, {"rest_log_stringsize": None}))  # back to the file's 60
+    text = send_and_read()
+    assert text.count("x-long: " + "A" * 60 + "...(300 chars)") == 4
+    assert "A" * 61 not in text
+
+
+# -- anti-forgery, Origin, onAdmin -------------------------------------------------------------
+
+
+def form_token(base: str, **kw: Any) -> str:
+    page = httpx.get(f"{base}/fw/rest/config", **kw)
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    m = re.search(r'name="fw_csrf" value="([^"]+)"', page.text)
+    assert m, page.text
+    return m.group(1)
+
+
+def post_form(base: str, fields: dict[str, str], **kw: Any) -> httpx.Response:
+    return httpx.post(f"{base}/fw/rest/config", data=fields, timeout=10, **kw)
+
+
+def test_form_post_without_or_with_a_wrong_token_is_403_and_changes_nothing(base: str) -> None:
+    before = get_settings(base)
+    token = form_token(base)
+    wrong = ("0" if token[0] != "0" else "1") + token[1:]
+    for fields in (
+        {"rest_log_stringsize": "77"},
+        {"rest_log_stringsize": "77", "fw_csrf": ""},
+        {"rest_log_stringsize": "77", "fw_csrf": wrong},
+        {"rest_log_stringsize": "77", "fw_csrf": "not-a-token"},
+    ):
+        r = post_form(base, fields)
+        assert r.status_code == 403, (fields, r.text)
+        assert get_settings(base) == before
+    # the page's own token is accepted
+    r = post_form(base, {"rest_log_stringsize": "77", "fw_csrf": token})
+    assert r.status_code == 200, r.text
+    assert "text/html" in r.headers["content-type"]
+    assert get_settings(base)["rest_log_stringsize"]["runtime"] == 77
+
+
+def test_form_with_a_bad_value_is_refused_with_a_message_and_changes_nothing(base: str) -> None:
+    before = get_settings(base)
+    r = post_form(base, {"rest_log_level": "9", "fw_csrf": form_token(base)})
+    assert r.status_code == 400
+    assert "rest_log_level" in r.text and "0-5" in r.text
+    assert get_settings(base) == before
+
+
+def test_json_post_from_a_foreign_origin_is_403_and_changes_nothing(
+    server: ServerProcess, base: str
+) -> None:
+    before = get_settings(base)
+    for origin in ("http://evil.example", "null", "http://127.0.0.1:1"):
+        r = post_settings(base, {"rest_log_level": 5}, headers={"Origin": origin})
+        assert r.status_code == 403, (origin, r.text)
+        assert get_settings(base) == before
+    # a form with the right token does not help a foreign origin either
+    r = post_form(
+        base,
+        {"rest_log_level": "5", "fw_csrf": form_token(base)},
+        headers={"Origin": "http://evil.example"},
+    )
+    assert r.status_code == 403
+    assert get_settings(base) == before
+    # the page's own origin is accepted
+    own = f"http://127.0.0.1:{server.ports['HTTP_REST']}"
+    r = post_settings(base, {"rest_log_level": 4}, headers={"Origin": own})
+    assert r.status_code == 200, r.text
+
+
+def test_on_admin_false_is_403_for_that_user_and_true_lets_another_change(
+    base: str, basic_base: str
+) -> None:
+    before = get_settings(base)
+    assert httpx.post(f"{basic_base}/fw/rest/config", json={"rest_log_level": 5}).status_code == 401
+    # bob may read the settings, but onAdmin says no to a change
+    assert get_settings(basic_base, headers=BOB) == before
+    r = post_settings(basic_base, {"rest_log_level": 5}, headers=BOB)
+    assert r.status_code == 403, r.text
+    r = post_form(
+        basic_base,
+        {"rest_log_level": "5", "fw_csrf": form_token(basic_base, headers=BOB)},
+        headers=BOB,
+    )
+    assert r.status_code == 403, r.text
+    assert get_settings(base) == before
+    # ada may
+    r = post_settings(basic_base, {"rest_log_level": 5}, headers=ADA)
+    assert r.status_code == 200, r.text
+    settle(time.monotonic())
+    assert get_settings(base)["rest_log_level"]["runtime"] == 5  # one service, one store
