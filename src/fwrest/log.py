@@ -26,8 +26,10 @@ __all__ = [
     "escape",
     "mask_header",
     "python_level",
+    "redact_json",
     "redact_query",
     "request_secrets",
+    "scrub",
     "server_log",
     "set_level",
     "setup_logging",
@@ -123,6 +125,22 @@ def redact_query(query: str) -> str:
         name, sep, _value = pair.partition("=")
         out.append(f"{name}={MASKED}" if sep and is_secret_name(name) else pair)
     return "&".join(out)
+
+
+def redact_json(text: str) -> str:
+    """Replace the values of secret-like keys in a JSON text (``"password": "x"``)."""
+    return _JSON_SECRET.sub(lambda m: f'{m.group(1)}"{MASKED}"', text)
+
+
+_JSON_SECRET = re.compile(
+    r'("(?:[^"\\]*(?:' + "|".join(_SECRET_PARTS) + r')[^"\\]*|code)"\s*:\s*)"(?:[^"\\]|\\.)*"',
+    re.IGNORECASE,
+)
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """Remove each secret (and its URL-encoded form) from a text."""
+    return _scrub(text, secrets)
 
 
 def _scrub(text: str, secrets: Iterable[str]) -> str:

@@ -366,7 +366,7 @@ def test_a_grant_not_listed_in_types_is_unauthorized_client(svc: Service) -> Non
     assert other.refresh(other.tokens(*ADA)["refresh_token"]).status_code == 200
 
 
-@pytest.mark.parametrize("scope", ["admin", "default admin", "DEFAULT", ""])
+@pytest.mark.parametrize("scope", ["admin", "default admin", "DEFAULT"])
 def test_a_scope_other_than_default_is_invalid_scope(oauth: OAuth, scope: str) -> None:
     response = oauth.grant(*ADA, scope=scope)
     assert response.status_code == 400, response.text
@@ -432,14 +432,17 @@ def test_the_first_get_grant_logs_a_warning_that_post_is_safer(svc: Service) -> 
             params={"grant_type": "password", "username": ADA[0], "password": ADA[1]},
         )
         assert response.status_code == 200
-    svc.proc.wait_log("[OAUTH]")
-    lines = [
-        line
-        for line in svc.proc.log().splitlines()
-        if "WARNING" in line and "[OAUTH]" in line and "GET" in line and "POST" in line
-    ]
-    print(lines)
-    assert len(lines) == 1, svc.proc.log()
+
+    def get_warnings() -> list[str]:
+        return [
+            line
+            for line in svc.proc.log().splitlines()
+            if "WARNING" in line and "[OAUTH]" in line and "GET" in line and "POST" in line
+        ]
+
+    wait_for(lambda: bool(get_warnings()), 10, "the GET warning is logged")
+    print(get_warnings())
+    assert len(get_warnings()) == 1, svc.proc.log()
 
 
 def test_the_access_token_is_a_signed_jwt(svc: Service, oauth: OAuth) -> None:
@@ -673,6 +676,7 @@ def test_the_token_route_is_never_protected(svc: Service) -> None:
 def test_a_named_on_auth_replaces_the_native_check(svc: Service) -> None:
     port = svc["CUSTOM"]
     calls = svc.folder / "token_check.jsonl"
+    before = len(calls.read_text().splitlines()) if calls.exists() else 0
     assert port.get("/hello", "open-sesame").status_code == 200
     for refused in ("truthy", "one", "nope"):
         response = port.get("/hello", refused)
@@ -682,7 +686,7 @@ def test_a_named_on_auth_replaces_the_native_check(svc: Service) -> None:
     real = assert_token_response(port.grant(*ADA))["access_token"]
     assert port.get("/hello", real).status_code == 401
     assert_missing_token(port.get("/hello"))  # no token: the function is not called
-    seen = [json.loads(line) for line in calls.read_text().splitlines()]
+    seen = [json.loads(line) for line in calls.read_text().splitlines()[before:]]
     assert [c["token"] for c in seen] == ["open-sesame", "truthy", "one", "nope", real]
     assert {c["path"] for c in seen} == {"/rest/hello"}
 
@@ -851,7 +855,8 @@ def test_logs_never_show_passwords_secrets_or_tokens(ca: trustme.CA, tmp_path: P
         proc.stop()
     text = proc.log() + proc.file_log()
     assert "fwrest.access" in text and "/rest/fw/oauth2/token" in text  # the log is not empty
-    assert "DEBUG" in text and '"refresh_token"' in text  # token answers were logged, scrubbed
+    # level 5 logs bodies, but never the token route's (they carry passwords and tokens)
+    assert "DEBUG" in text and "(not logged: token route)" in text
     secrets = [password, client_secret, wrong_password, *issued]
     for token in issued:
         if token.count(".") == 2:  # a JWT: its claims and signature parts too

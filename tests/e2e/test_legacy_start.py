@@ -11,6 +11,7 @@ Bad infrastructure JSON and a port in use give a non-zero code with the message 
 from __future__ import annotations
 
 import json
+import select
 import socket
 import subprocess
 import sys
@@ -24,10 +25,13 @@ import pytest
 
 from tests.monitor.support import free_port, port_is_free
 
+HANG_GUARD = 30.0  # seconds the program may take to print its return code
+
 PROGRAM = textwrap.dedent(
     """
     import json
     import sys
+    import threading
 
     import fwrest
     from fwrest import get
@@ -36,6 +40,11 @@ PROGRAM = textwrap.dedent(
     @get("/greet/:name", description="greets")
     def greet(name):
         return {"hello": name, "path": fwrest.rest.getPathRequest()}
+
+
+    @get("/thread")
+    def thread():
+        return {"thread": threading.current_thread().name}
 
 
     spec = json.loads(open(sys.argv[1]).read())
@@ -85,7 +94,12 @@ class Program:
         )
         assert self.proc.stdout is not None
         started = time.monotonic()
-        line = self.proc.stdout.readline()  # hang guard: the pytest timeout
+        ready, _, _ = select.select([self.proc.stdout], [], [], HANG_GUARD)
+        if not ready:
+            self.proc.kill()
+            self.finish()
+            raise AssertionError(f"no return code within {HANG_GUARD}s:\n{self.log()}")
+        line = self.proc.stdout.readline()
         print(f"program: {line.strip()!r} after {time.monotonic() - started:.2f}s")
         if not line.startswith("rc "):
             self.finish()
@@ -160,6 +174,27 @@ def test_bad_infrastructure_json_returns_non_zero(
     assert "wsRestfulStart" in log and needle in log
     assert "Traceback" not in log
     assert code == 0 and "bye" in out  # returned a code, did not raise
+
+
+def test_extra_path_uses_each_servers_own_thread_pool(tmp_path: Path) -> None:
+    """Two servers on two pools: the extra location of each serves on that server's pool."""
+    ports = (free_port(), free_port())
+    jo = infrastructure(*ports)
+    jo["ROOT2"] = {"Path": "/rest2", "ThreadPool": "POOL2"}
+    jo["POOL2"] = {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 2}
+    jo["HTTP_REST2"]["Locations"] = "ROOT2"
+    prog = Program(tmp_path, jo, "dict")
+    try:
+        assert prog.rc == 0, prog.log()
+        for port, own, pool in ((ports[0], "/rest", "POOL"), (ports[1], "/rest2", "POOL2")):
+            for prefix in (own, "/legacy"):
+                resp = httpx.get(f"http://127.0.0.1:{port}{prefix}/thread", timeout=10)
+                assert resp.status_code == 200, resp.text
+                print(port, prefix, resp.json())
+                assert resp.json()["thread"].startswith(f"fwrest-{pool}-"), (prefix, resp.json())
+    finally:
+        code, _ = prog.finish()
+    assert code == 0
 
 
 def _broken(**changes: Any) -> dict[str, Any]:

@@ -293,7 +293,7 @@ def test_requests_in_flight_counts_a_running_request(mon: Monitor) -> None:
 
     def slow() -> None:
         try:
-            result.append(httpx.get(mon.proc.url() + "/sleep/2500", timeout=15).status_code)
+            result.append(httpx.get(mon.proc.url() + "/sleep/1500", timeout=15).status_code)
         finally:
             done.set()
 

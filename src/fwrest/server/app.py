@@ -246,19 +246,30 @@ class PortApp:
         )
 
     def _log_debug(self, req: Request, reply: Reply) -> None:
-        """``rest_log_level=5``: headers and bodies, cut to ``rest_log_stringsize``."""
+        """``rest_log_level=5``: headers and bodies, cut to ``rest_log_stringsize``.
+
+        The request's secrets are scrubbed BEFORE cutting (a cut could split a secret and
+        defeat the scrub); the token route's bodies carry passwords and tokens and are never
+        written.
+        """
         size = tunables.current.rest_log_stringsize
+        secrets = log.request_secrets.get()
+
+        def shown(text: str) -> str:
+            return log.escape(log.truncate(log.scrub(text, secrets), size))
+
         headers = ", ".join(
-            f"{name}: {log.escape(log.truncate(log.mask_header(name, value), size))}"
-            for name, value in req.headers
+            f"{name}: {shown(log.mask_header(name, value))}" for name, value in req.headers
         )
-        body = req.body.decode("utf-8", "replace")
-        if body:
-            body = log.redact_query(body) if "=" in body and "{" not in body else body
-        log.access_log.debug(
-            "request headers {%s} body %s", headers, log.escape(log.truncate(body, size)) or "-"
-        )
-        out = reply.body.decode("utf-8", "replace")
-        log.access_log.debug(
-            "response %d body %s", reply.status, log.escape(log.truncate(out, size)) or "-"
-        )
+        if b"oauth2/token" in req.target:
+            body = out = "(not logged: token route)"
+        else:
+            body = req.body.decode("utf-8", "replace")
+            if body and "=" in body and "{" not in body:
+                body = log.redact_query(body)
+            elif body[:1] in ("{", "["):
+                body = log.redact_json(body)
+            body = shown(body)
+            out = shown(reply.body.decode("utf-8", "replace"))
+        log.access_log.debug("request headers {%s} body %s", headers, body or "-")
+        log.access_log.debug("response %d body %s", reply.status, out or "-")

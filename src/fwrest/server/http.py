@@ -190,7 +190,11 @@ class HttpProtocol(asyncio.Protocol):
         """Graceful stop: close when idle, else after the response in progress."""
         self._keep_alive = False
         if not self._busy and self._phase in (_IDLE, _DONE) and not self._queue:
-            self._close()
+            # Idle: nothing to flush. abort() does not wait for a TLS peer's close_notify,
+            # which an idle keep-alive client never sends.
+            self._cancel_timer()
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.abort()
 
     # -- input --------------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:

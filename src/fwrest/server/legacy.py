@@ -34,7 +34,9 @@ def _with_location(jo: Mapping[str, Any], path: str) -> dict[str, Any]:
         raise ConfigError("HTTPSERVER lists no Servers.", section="HTTPSERVER", key="Servers")
     if not isinstance(path, str) or not path.startswith("/"):
         raise ConfigError(f"the extra path {path!r} must start with /.")
-    pool = None
+    # One extra location per thread pool: each server serves the extra path on the pool of
+    # its own first location (so on its own environment), as its other requests.
+    extra: dict[str, str] = {}  # pool -> location section
     for name in servers:
         server = data.get(folded.get(str(name).lower(), ""))
         if not isinstance(server, dict):
@@ -51,19 +53,23 @@ def _with_location(jo: Mapping[str, Any], path: str) -> dict[str, Any]:
                 section=str(name),
                 key="Locations",
             )
-        if pool is None and locations:
-            first = data.get(folded.get(locations[0].lower(), ""), {})
-            if not isinstance(first, dict):
-                raise ConfigError(
-                    f"the location [{locations[0]}] is not an object of keys.",
-                    section=locations[0],
-                )
-            pool = next((v for k, v in first.items() if k.lower() == "threadpool"), None)
-        server[key] = [*locations, _LOCATION]
-    if pool is None:
+        if not locations:
+            continue
+        first = data.get(folded.get(locations[0].lower(), ""), {})
+        if not isinstance(first, dict):
+            raise ConfigError(
+                f"the location [{locations[0]}] is not an object of keys.",
+                section=locations[0],
+            )
+        pool = next((v for k, v in first.items() if k.lower() == "threadpool"), None)
+        if not isinstance(pool, str):
+            continue  # the loader reports the location's missing or bad ThreadPool
+        section = extra.setdefault(pool.lower(), f"{_LOCATION}_{len(extra) + 1}")
+        data[section] = {"Path": path, "ThreadPool": pool}
+        server[key] = [*locations, section]
+    if not extra:
         load_config(data)  # reports what is wrong with the servers or locations, if it can
         raise ConfigError("no server location names a ThreadPool to serve the extra path.")
-    data[_LOCATION] = {"Path": path, "ThreadPool": pool}
     return data
 
 

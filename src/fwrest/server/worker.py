@@ -123,6 +123,7 @@ class Worker:
             sock=self.sockets[len(self.plan.ports)],
             ssl=cfg.ssl_context(),
             ssl_handshake_timeout=cfg.tls_handshake_timeout_ms / 1000 if cfg.is_tls else None,
+            ssl_shutdown_timeout=2.0 if cfg.is_tls else None,
             backlog=256,
         )
         self._servers.append(server)
@@ -250,6 +251,7 @@ class Worker:
                 sock=sock,
                 ssl=cfg.ssl_context(),
                 ssl_handshake_timeout=cfg.tls_handshake_timeout_ms / 1000 if cfg.is_tls else None,
+                ssl_shutdown_timeout=2.0 if cfg.is_tls else None,
                 backlog=2048,
             )
             self._servers.append(server)

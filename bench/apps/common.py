@@ -1,0 +1,132 @@
+"""What every server of the benchmark shares: credentials, the JWT key, the payloads.
+
+The values are fixed so that wrk can send the same request to every server of a case.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+import threading
+import time
+import uuid
+from typing import Any
+
+import jwt
+
+USER = "bench"
+PASSWORD = "bench-pass"
+CLIENT_ID = "bench-client"
+CLIENT_SECRET = "bench-secret"
+BASIC_HEADER = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+# The peers' HS256 key (fwrest makes its own signing key at start and issues its own tokens).
+JWT_KEY = b"fwrest-bench-peer-signing-key-0123456789abcdef"
+TOKEN_FORM = (
+    f"grant_type=password&username={USER}&password={PASSWORD}"
+    f"&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}"
+)
+ROUTE_COUNT_SMALL = 10
+ROUTE_COUNT_LARGE = 1000
+HELLO = {"message": "Hello, world!"}
+
+
+def hello() -> dict[str, Any]:
+    """The JSON of the hello endpoints (a new dict per request, as a handler would build)."""
+    return {"message": "Hello, world!"}
+
+
+def same(given: str, expected: str) -> bool:
+    return secrets.compare_digest(given.encode(), expected.encode())
+
+
+def check_basic_header(header: str | None) -> str | None:
+    """The user of a valid ``Basic`` header for USER/PASSWORD, else None (the trivial
+    validator every peer runs)."""
+    if not header:
+        return None
+    scheme, _, cred = header.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        user, _, password = base64.b64decode(cred.strip(), validate=True).decode().partition(":")
+    except ValueError:
+        return None
+    return user if same(user, USER) & same(password, PASSWORD) else None
+
+
+def issue_peer_token(ttl_s: int = 3600) -> str:
+    """An access token the peers accept (issued before a run, like fwrest's)."""
+    now = int(time.time())
+    claims = {"sub": USER, "iat": now, "exp": now + ttl_s, "jti": uuid.uuid4().hex}
+    return jwt.encode(claims, JWT_KEY, algorithm="HS256", headers={"typ": "at+jwt"})
+
+
+def check_bearer_header(header: str | None) -> str | None:
+    """The subject of a valid ``Bearer`` HS256 token, else None."""
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    try:
+        claims = jwt.decode(
+            token.strip(),
+            JWT_KEY,
+            algorithms=["HS256"],
+            options={"require": ["exp", "iat", "jti", "sub"]},
+        )
+    except jwt.PyJWTError:
+        return None
+    return str(claims["sub"])
+
+
+class RefreshStore:
+    """The peers' refresh tokens: SHA-256 hashes with subject, client and expiry, in memory
+    (what fwrest's ``StateStore=memory`` keeps too)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, tuple[str, str, float]] = {}
+
+    def add(self, token: str, subject: str, client: str, expires: float) -> None:
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        with self._lock:
+            self._items[digest] = (subject, client, expires)
+
+
+def password_grant(form: dict[str, str], store: RefreshStore) -> tuple[int, dict[str, Any]]:
+    """The OAuth2 password grant every peer answers: (status, JSON body)."""
+    if form.get("grant_type") != "password":
+        return 400, {"error": "unsupported_grant_type"}
+    if not (
+        same(form.get("client_id", ""), CLIENT_ID)
+        & same(form.get("client_secret", ""), CLIENT_SECRET)
+    ):
+        return 401, {"error": "invalid_client"}
+    if not (same(form.get("username", ""), USER) & same(form.get("password", ""), PASSWORD)):
+        return 400, {"error": "invalid_grant"}
+    now = time.time()
+    claims = {
+        "sub": USER,
+        "client_id": CLIENT_ID,
+        "iat": int(now),
+        "exp": int(now) + 900,
+        "jti": uuid.uuid4().hex,
+        "scope": "default",
+    }
+    access = jwt.encode(claims, JWT_KEY, algorithm="HS256", headers={"typ": "at+jwt"})
+    refresh = secrets.token_urlsafe(32)
+    store.add(refresh, USER, CLIENT_ID, now + 86400)
+    return 200, {
+        "access_token": access,
+        "refresh_token": refresh,
+        "token_type": "Bearer",
+        "expires_in": 900,
+        "scope": "default",
+    }
+
+
+def blocking_work() -> dict[str, Any]:
+    """The body of the ``def`` handlers of case 5 (run in a thread pool)."""
+    return {"message": "Hello, world!"}

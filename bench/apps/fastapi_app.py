@@ -1,0 +1,135 @@
+"""FastAPI peers (on uvicorn with httptools + uvloop), written the way its docs show:
+an ``HTTPBasic`` dependency (case 2), ``HTTPBearer`` + PyJWT (case 3), an
+``OAuth2PasswordRequestForm`` endpoint issuing an HS256 JWT and a random refresh token
+(case 4), sync ``def`` endpoints (case 5), and path parameters among N routes (case 6).
+
+uvicorn starts them with ``--factory bench.apps.fastapi_app:JOB_app``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, status
+from fastapi.responses import JSONResponse
+from fastapi.security import (
+    HTTPAuthorizationCredentials,
+    HTTPBasic,
+    HTTPBasicCredentials,
+    HTTPBearer,
+    OAuth2PasswordRequestForm,
+)
+
+from bench.apps import common
+
+_basic = HTTPBasic()
+_bearer = HTTPBearer()
+
+
+async def basic_user(credentials: Annotated[HTTPBasicCredentials, Depends(_basic)]) -> str:
+    ok = common.same(credentials.username, common.USER) & common.same(
+        credentials.password, common.PASSWORD
+    )
+    if not ok:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, headers={"WWW-Authenticate": "Basic"}
+        )
+    return credentials.username
+
+
+async def bearer_user(
+    credentials: Annotated[HTTPAuthorizationCredentials, Depends(_bearer)],
+) -> str:
+    user = common.check_bearer_header(f"Bearer {credentials.credentials}")
+    if user is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"}
+        )
+    return user
+
+
+def _app() -> FastAPI:
+    # no docs routes: only the benchmarked route is registered
+    return FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+
+
+def open_app() -> FastAPI:
+    app = _app()
+
+    @app.get("/rest/hello")
+    async def hello() -> dict[str, Any]:
+        return common.hello()
+
+    return app
+
+
+def basic_app() -> FastAPI:
+    app = _app()
+
+    @app.get("/rest/hello")
+    async def hello(user: Annotated[str, Depends(basic_user)]) -> dict[str, Any]:
+        return common.hello()
+
+    return app
+
+
+def bearer_app() -> FastAPI:
+    app = _app()
+
+    @app.get("/rest/hello")
+    async def hello(user: Annotated[str, Depends(bearer_user)]) -> dict[str, Any]:
+        return common.hello()
+
+    return app
+
+
+def token_app() -> FastAPI:
+    app = _app()
+    store = common.RefreshStore()
+
+    @app.post("/rest/fw/oauth2/token")
+    async def token(form: Annotated[OAuth2PasswordRequestForm, Depends()]) -> JSONResponse:
+        fields = {
+            "grant_type": form.grant_type or "",
+            "username": form.username,
+            "password": form.password,
+            "client_id": form.client_id or "",
+            "client_secret": form.client_secret or "",
+        }
+        code, body = common.password_grant(fields, store)
+        return JSONResponse(body, status_code=code, headers={"cache-control": "no-store"})
+
+    return app
+
+
+def sync_app() -> FastAPI:
+    app = _app()
+
+    @app.get("/rest/hello-sync")
+    def hello_sync() -> dict[str, Any]:
+        return common.blocking_work()
+
+    return app
+
+
+def _routes(count: int) -> FastAPI:
+    app = _app()
+
+    def make(i: int):  # type: ignore[no-untyped-def]
+        async def order(uid: str, oid: str) -> dict[str, Any]:
+            return {"route": i, "uid": uid, "oid": oid}
+
+        order.__name__ = f"order_{i}"
+        return order
+
+    for i in range(count):
+        app.add_api_route(f"/rest/api{i}/users/{{uid}}/orders/{{oid}}", make(i), methods=["GET"])
+    return app
+
+
+def routes_10_app() -> FastAPI:
+    return _routes(common.ROUTE_COUNT_SMALL)
+
+
+def routes_1000_app() -> FastAPI:
+    return _routes(common.ROUTE_COUNT_LARGE)

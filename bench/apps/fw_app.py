@@ -1,0 +1,44 @@
+"""fwrest's side of the benchmark: the endpoints and the functions its configs name.
+
+Imported by fwrest from the ``Repository`` of the generated config; the routes are served
+under the location ``/rest``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.apps import common
+from fwrest import get
+
+
+@get("/hello", description="case 1, 2, 3, 7, 8, 9: an async JSON endpoint")
+async def hello() -> dict[str, Any]:
+    return common.hello()
+
+
+@get("/hello-sync", description="case 5: a def endpoint, run in the location's thread pool")
+def hello_sync() -> dict[str, Any]:
+    return common.blocking_work()
+
+
+def check_user(user: str, password: str) -> bool:
+    """The trivial Basic validator of case 2 (a def, as in examples/app/auth.py)."""
+    return common.same(user, common.USER) & common.same(password, common.PASSWORD)
+
+
+async def acheck_user(user: str, password: str) -> bool:
+    """The same validator as an ``async def`` (fwrest awaits it on the loop)."""
+    return common.same(user, common.USER) & common.same(password, common.PASSWORD)
+
+
+def oauth_params() -> dict[str, Any]:
+    """``onAuthparams`` of the oAuth2 ports: one client, one user, a plain-text password."""
+    return {
+        "client_id": common.CLIENT_ID,
+        "client_secret": common.CLIENT_SECRET,
+        "users": [{"username": common.USER, "password": common.PASSWORD}],
+        "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}],
+        "access_expires": "1h",
+        "refresh_expires": "Date()+1",
+    }

@@ -1,0 +1,273 @@
+"""Writing the results: ``results.md`` (a table per case and the ratios the targets name),
+``results.json`` (everything, each run included) and ``results.png`` (req/s per case and
+server), and the latest table into ``bench/README.md``."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "case_markdown",
+    "chart",
+    "markdown",
+    "median_row",
+    "ratio",
+    "update_readme",
+    "write",
+]
+
+README_START = "<!-- results:start -->"
+README_END = "<!-- results:end -->"
+
+
+def median_row(runs: list[dict[str, Any]], cpu: list[float]) -> dict[str, Any]:
+    """The medians of a row's runs: req/s, p50, p99 and CPU%; errors summed."""
+    if not runs:
+        return {"rps": None, "p50_ms": None, "p99_ms": None, "cpu_pct": None, "errors": 0}
+    return {
+        "rps": statistics.median(r["rps"] for r in runs),
+        "p50_ms": statistics.median(r["p50_ms"] for r in runs),
+        "p99_ms": statistics.median(r["p99_ms"] for r in runs),
+        "cpu_pct": statistics.median(cpu) if cpu else None,
+        "errors": sum(int(r.get("errors", 0)) for r in runs),
+    }
+
+
+def ratio(
+    rows: list[dict[str, Any]],
+    name: str,
+    numerator: str,
+    denominator: str,
+    target: float | None,
+    field: str = "rps",
+) -> dict[str, Any]:
+    """``numerator / denominator`` of two rows (by server label) of one case, with its target
+    (a minimum) and whether it is met; None where a row is missing, failed or had errors."""
+    by_label = {row["server"]: row for row in rows}
+    num, den = by_label.get(numerator), by_label.get(denominator)
+    value = None
+    valid = all(
+        r is not None and not r.get("error") and not r.get("errors") and r.get(field)
+        for r in (num, den)
+    )
+    if valid:
+        assert num is not None and den is not None
+        value = num[field] / den[field]
+    return {
+        "name": name,
+        "numerator": numerator,
+        "denominator": denominator,
+        "value": value,
+        "target": target,
+        "met": None if value is None or target is None else value >= target,
+    }
+
+
+# -- markdown ---------------------------------------------------------------------------------
+def _num(value: float | None, digits: int = 0, unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if digits == 0:
+        return f"{value:,.0f}{unit}"
+    return f"{value:,.{digits}f}{unit}"
+
+
+def _cell(text: str) -> str:
+    """Text fit for one markdown table cell."""
+    return " ".join(text.replace("|", "/").split())
+
+
+def _throughput_table(case: dict[str, Any]) -> list[str]:
+    lines = [
+        "| server | req/s | p50 ms | p99 ms | server CPU % | notes |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for row in case["rows"]:
+        notes = []
+        if row.get("detail"):
+            notes.append(row["detail"])
+        if row.get("error"):
+            notes.append(f"FAILED: {row['error']}")
+        elif row.get("errors"):
+            notes.append(f"{row['errors']} errors/non-2xx (figures not comparable)")
+        lines.append(
+            f"| {row['server']} | {_num(row.get('rps'))} | {_num(row.get('p50_ms'), 2)} "
+            f"| {_num(row.get('p99_ms'), 2)} | {_num(row.get('cpu_pct'))} "
+            f"| {_cell('; '.join(notes))} |"
+        )
+    return lines
+
+
+def _memory_table(case: dict[str, Any]) -> list[str]:
+    lines = [
+        "| server | RSS idle MiB | RSS after 1st batch MiB | RSS after 2nd batch MiB "
+        "| requests per batch | growth 1st to 2nd MiB | notes |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in case["rows"]:
+        notes = [row["detail"]] if row.get("detail") else []
+        if row.get("error"):
+            notes.append(f"FAILED: {row['error']}")
+        elif row.get("errors"):
+            notes.append(f"{row['errors']} errors/non-2xx")
+        lines.append(
+            f"| {row['server']} | {_num(row.get('rss_idle_mib'), 1)} "
+            f"| {_num(row.get('rss_after_1_mib'), 1)} | {_num(row.get('rss_after_2_mib'), 1)} "
+            f"| {_num(row.get('batch_requests'))} | {_num(row.get('growth_mib'), 2)} "
+            f"| {_cell('; '.join(notes))} |"
+        )
+    return lines
+
+
+def _ratio_lines(ratios: list[dict[str, Any]]) -> list[str]:
+    if not ratios:
+        return []
+    lines = ["", "| ratio | value | target | met |", "|---|---:|---:|---|"]
+    for r in ratios:
+        value = "-" if r["value"] is None else f"{r['value']:.2f}x"
+        target = "-" if r["target"] is None else f">= {r['target']:g}x"
+        met = {True: "yes", False: "**no**", None: "-"}[r["met"]]
+        lines.append(f"| {r['name']} | {value} | {target} | {met} |")
+    return lines
+
+
+def case_markdown(case: dict[str, Any]) -> str:
+    """One case: a heading, what it measures, its table and its ratios."""
+    lines = [f"### Case {case['id']}: {case['title']}", ""]
+    if case.get("measures"):
+        lines += [case["measures"], ""]
+    if case.get("kind") == "memory":
+        lines += _memory_table(case)
+    else:
+        lines += _throughput_table(case)
+    lines += _ratio_lines(case.get("ratios", []))
+    return "\n".join(lines) + "\n"
+
+
+def meta_markdown(meta: dict[str, Any]) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
+    machine = meta["machine"]
+    s = meta["settings"]
+    lines = [
+        f"Taken {meta['date']} on {machine['cpu_model']}, {machine['cores']} cores, "
+        f"{machine['memory_gib']:.0f} GiB, {machine['platform']}.",
+        "",
+        f"Versions: {versions}.",
+        "",
+        f"Method: server pinned to core {s['server_cpus']} and wrk to core {s['wrk_cpus']} "
+        f"(`taskset -c`), loopback, keep-alive, {s['connections']} connections, "
+        f"{s['threads']} wrk thread(s); {s['warmup_s']:g} s warm-up, then {s['runs']} run(s) "
+        f"of {s['duration_s']:g} s per server; the median of the runs is shown (req/s, p50, "
+        "p99 from `wrk --latency`; server CPU % from psutil over each run, summed over the "
+        "server's processes, 100 % = one core). fwrest runs with `rest_log_level=1` (errors "
+        "only; no access log) and the peers with `--no-access-log`, except where a case says.",
+        "",
+        f"Load average when the run started / ended: {meta['load_start']} / "
+        f"{meta.get('load_end', '-')}.",
+    ]
+    if meta.get("quick"):
+        lines += ["", "**Quick run** (`--quick`): 1 short run per server, not a measurement."]
+    if meta.get("note"):
+        lines += ["", meta["note"]]
+    return "\n".join(lines) + "\n"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The whole ``results.md``."""
+    parts = ["# fwrest benchmark results", "", meta_markdown(results["meta"])]
+    for case in results["cases"]:
+        parts.append(case_markdown(case))
+    return "\n".join(parts)
+
+
+# -- chart ------------------------------------------------------------------------------------
+_COLOURS = {"fwrest": "#1f77b4", "ceiling": "#7f7f7f", "peer": "#ff7f0e"}
+
+
+def chart(results: dict[str, Any], path: Path) -> None:
+    """req/s per case and server (and RSS for the memory case) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = results["cases"]
+    if not cases:
+        return
+    cols = 2 if len(cases) > 1 else 1
+    rows = math.ceil(len(cases) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(7 * cols, 2.6 * rows + 0.6), squeeze=False)
+    for ax, case in zip(axes.flat, cases, strict=False):
+        labels = [r["server"] for r in case["rows"]]
+        if case.get("kind") == "memory":
+            values = [r.get("rss_after_2_mib") or 0 for r in case["rows"]]
+            xlabel = "RSS MiB after both batches (idle as a line)"
+        else:
+            values = [r.get("rps") or 0 for r in case["rows"]]
+            xlabel = "requests/s (median)"
+        colours = [_COLOURS.get(r.get("role", "peer"), "#ff7f0e") for r in case["rows"]]
+        y = range(len(labels))
+        ax.barh(list(y), values, color=colours)
+        if case.get("kind") == "memory":
+            for i, r in enumerate(case["rows"]):
+                if r.get("rss_idle_mib"):
+                    ax.plot([r["rss_idle_mib"]] * 2, [i - 0.4, i + 0.4], color="black")
+        ax.set_yticks(list(y), labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(f"{case['id']}: {case['title']}", fontsize=9)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.tick_params(axis="x", labelsize=8)
+        top = max(values) if values and max(values) > 0 else 1
+        for i, v in enumerate(values):
+            if v:
+                ax.text(v + top * 0.01, i, f"{v:,.0f}", va="center", fontsize=7)
+        ax.set_xlim(0, top * 1.18)
+    for ax in list(axes.flat)[len(cases) :]:
+        ax.axis("off")
+    meta = results["meta"]
+    fig.suptitle(
+        f"fwrest bench {meta['date'][:10]}: server on 1 core, wrk on the other "
+        "(blue fwrest, grey ceiling, orange peers)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+# -- files ------------------------------------------------------------------------------------
+def write(results: dict[str, Any], out: Path, *, with_chart: bool = True) -> dict[str, Path]:
+    """Write results.md, results.json and (with matplotlib) results.png into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"md": out / "results.md", "json": out / "results.json", "png": out / "results.png"}
+    paths["md"].write_text(markdown(results))
+    paths["json"].write_text(json.dumps(results, indent=2, sort_keys=False) + "\n")
+    if with_chart:
+        chart(results, paths["png"])
+    else:
+        del paths["png"]
+    return paths
+
+
+def update_readme(readme: Path, results: dict[str, Any]) -> bool:
+    """Replace the text between the results markers of ``readme`` with the latest tables."""
+    if not readme.is_file():
+        return False
+    text = readme.read_text()
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        return False
+    body = markdown(results).split("\n", 2)[2]  # without the title
+    new = (
+        text[: start + len(README_START)]
+        + "\n\n"
+        + body.strip()
+        + "\n\n![req/s per case and server](results.png)\n\n"
+        + text[end:]
+    )
+    readme.write_text(new)
+    return True

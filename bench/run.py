@@ -1,0 +1,788 @@
+"""The side-by-side benchmark of issue 8: fwrest, the bare ceiling on fwrest's own engine, and
+the peers (raw ASGI, Starlette, FastAPI on uvicorn with httptools + uvloop), in one run.
+
+    python -m bench.run                 # every case; writes bench/results.{md,json,png}
+    python -m bench.run --quick         # 1 run of 1 s per server: a smoke test
+    python -m bench.run --cases 1,2     # some cases only
+
+Each server is pinned to core 0 and wrk to core 1 (``taskset -c``), on loopback, with
+keep-alive; each gets a warm-up and then ``--runs`` runs; the tables show medians. Only a full
+run (every case, not ``--quick``) writes into bench/ and updates bench/README.md by default;
+other runs write into a temporary folder unless ``--out`` says where.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench import report, servers, wrk
+from bench.apps import common
+from bench.apps.fw_routes import route_path, routes_source
+
+BENCH = Path(__file__).resolve().parent
+ALL_CASES = ("1", "2", "3", "4", "5", "6", "7", "8", "9")
+MIB = 1024 * 1024
+
+
+@dataclass
+class Settings:
+    warmup_s: float = 1.0
+    duration_s: float = 3.0
+    runs: int = 3
+    connections: int = 64
+    threads: int = 1
+    server_cpus: str = "0"
+    wrk_cpus: str = "1"
+    both_cpus: str = "0,1"
+    memory_batch: int = 100_000
+    quick: bool = False
+
+
+@dataclass
+class Target:
+    """One server of a case: how to start it and which request wrk repeats."""
+
+    label: str
+    role: str  # "fwrest", "ceiling" or "peer"
+    start: Callable[[Path], servers.Running]
+    path: str = "/rest/hello"
+    detail: str = ""
+    auth: str | None = None  # "basic", "bearer-fwrest", "bearer-peer"
+    token_form: bool = False  # POST the password-grant form (case 4)
+    expect_key: str = "message"
+    expect_value: str | None = None
+    server_cpus: str | None = None  # default: Settings.server_cpus
+    wrk_cpus: str | None = None  # default: Settings.wrk_cpus; "" leaves wrk unpinned
+    wrk_threads: int | None = None
+
+
+@dataclass
+class Case:
+    id: str
+    title: str
+    measures: str
+    targets: list[Target]
+    ratios: list[tuple[str, str, str, float | None]] = field(default_factory=list)
+    kind: str = "throughput"
+    note: str = ""
+
+
+class Scratch:
+    """Folders, certificates and scripts of one bench run, under one temporary folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._n = 0
+        self.certs = servers.make_certs(root / "certs")
+        self.token_script = root / "token.lua"
+        self.token_script.write_text(
+            'wrk.method = "POST"\n'
+            f'wrk.body = "{common.TOKEN_FORM}"\n'
+            'wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"\n'
+        )
+
+    def folder(self, name: str) -> Path:
+        self._n += 1
+        path = self.root / f"{self._n:02d}-{''.join(c if c.isalnum() else '-' for c in name)}"
+        path.mkdir(parents=True)
+        return path
+
+
+# -- the servers --------------------------------------------------------------------------------
+BASIC_FW = {"Authorization": {"scheme": "basic", "OnAuth": "check_user"}}
+BASIC_FW_ASYNC = {"Authorization": {"scheme": "basic", "OnAuth": "acheck_user"}}
+OAUTH_FW = {"Authorization": {"scheme": "oAuth2", "onAuthparams": "oauth_params"}}
+
+
+def fw(
+    scratch: Scratch,
+    *,
+    fw_data: dict[str, Any] | None = None,
+    tls: bool = False,
+    workers: int = 1,
+    cpus: str = "0",
+    log_level: int = 1,
+    trace: int = 0,
+    store: str = "memory",
+    routes: int | None = None,
+) -> Callable[[Path], servers.Running]:
+    def start(folder: Path) -> servers.Running:
+        repository = "bench.apps.fw_app"
+        if routes is not None:
+            (folder / "routes_app.py").write_text(routes_source(routes))
+            repository = "routes_app"
+        config = servers.fwrest_config(
+            folder,
+            repository=repository,
+            fw_data=fw_data,
+            certs=scratch.certs if tls else None,
+            log_level=log_level,
+            trace=trace,
+            store=store,
+        )
+        return servers.start_fwrest(config, workers=workers, cpus=cpus)
+
+    return start
+
+
+def ceiling(scratch: Scratch, job: str, *, tls: bool = False) -> Callable[[Path], servers.Running]:
+    def start(folder: Path) -> servers.Running:
+        return servers.start_ceiling(folder, job, certs=scratch.certs if tls else None)
+
+    return start
+
+
+def uvicorn(
+    scratch: Scratch, factory: str, *, tls: bool = False, workers: int = 1, cpus: str = "0"
+) -> Callable[[Path], servers.Running]:
+    def start(folder: Path) -> servers.Running:
+        return servers.start_uvicorn(
+            folder,
+            f"bench.apps.{factory}",
+            certs=scratch.certs if tls else None,
+            workers=workers,
+            cpus=cpus,
+        )
+
+    return start
+
+
+# -- the cases ----------------------------------------------------------------------------------
+FW, CEIL, ASGI, STAR, FAPI = (
+    "fwrest",
+    "ceiling (fwrest engine)",
+    "uvicorn raw ASGI",
+    "Starlette",
+    "FastAPI",
+)
+
+
+def build_cases(s: Settings, sc: Scratch) -> list[Case]:
+    cases: list[Case] = []
+    cases.append(
+        Case(
+            "1",
+            "open JSON endpoint",
+            "GET /rest/hello answering `{\"message\": \"Hello, world!\"}` from an async handler.",
+            [
+                Target(FW, "fwrest", fw(sc)),
+                Target(CEIL, "ceiling", ceiling(sc, "open")),
+                Target(ASGI, "peer", uvicorn(sc, "asgi_raw:open_app")),
+                Target(STAR, "peer", uvicorn(sc, "starlette_app:open_app")),
+                Target(FAPI, "peer", uvicorn(sc, "fastapi_app:open_app")),
+            ],
+            [
+                ("fwrest / ceiling", FW, CEIL, 0.8),
+                ("fwrest / FastAPI", FW, FAPI, 3.0),
+                ("fwrest / Starlette", FW, STAR, None),
+                ("fwrest / uvicorn raw ASGI", FW, ASGI, None),
+                ("ceiling / uvicorn raw ASGI (engine vs engine)", CEIL, ASGI, None),
+            ],
+        )
+    )
+    fw_async = "fwrest (async OnAuth)"
+    cases.append(
+        Case(
+            "2",
+            "Basic-protected JSON endpoint",
+            "The same endpoint behind HTTP Basic with a trivial validator (constant-time compare "
+            "of one user and password). fwrest: a `def` OnAuth (as in examples/app/auth.py, "
+            "which fwrest runs with `asyncio.to_thread`) and an `async def` one; Starlette: "
+            "`AuthenticationMiddleware` + `@requires`; FastAPI: an `HTTPBasic` dependency.",
+            [
+                Target(FW, "fwrest", fw(sc, fw_data=BASIC_FW), auth="basic", detail="def OnAuth"),
+                Target(fw_async, "fwrest", fw(sc, fw_data=BASIC_FW_ASYNC), auth="basic"),
+                Target(CEIL, "ceiling", ceiling(sc, "basic"), auth="basic"),
+                Target(ASGI, "peer", uvicorn(sc, "asgi_raw:basic_app"), auth="basic"),
+                Target(STAR, "peer", uvicorn(sc, "starlette_app:basic_app"), auth="basic"),
+                Target(FAPI, "peer", uvicorn(sc, "fastapi_app:basic_app"), auth="basic"),
+            ],
+            [
+                ("fwrest / ceiling", FW, CEIL, 0.8),
+                ("fwrest / FastAPI", FW, FAPI, 3.0),
+                ("fwrest (async OnAuth) / ceiling", fw_async, CEIL, 0.8),
+                ("fwrest (async OnAuth) / FastAPI", fw_async, FAPI, 3.0),
+            ],
+        )
+    )
+    ceil_noauth = "ceiling, no auth (TLS)"
+    cases.append(
+        Case(
+            "3",
+            "Bearer-protected JSON endpoint on TLS",
+            "The same endpoint on an HTTPS port behind a Bearer JWT (HS256), tokens issued "
+            "before the run (fwrest's from its own token route) and sent by wrk as a header. "
+            "The ceiling and the raw ASGI app verify the token with PyJWT inline; FastAPI uses "
+            "an `HTTPBearer` dependency + PyJWT; Starlette `AuthenticationMiddleware` + PyJWT. "
+            "The row without auth is the TLS hello on the bare engine.",
+            [
+                Target(FW, "fwrest", fw(sc, fw_data=OAUTH_FW, tls=True), auth="bearer-fwrest"),
+                Target(CEIL, "ceiling", ceiling(sc, "bearer", tls=True), auth="bearer-peer"),
+                Target(ceil_noauth, "ceiling", ceiling(sc, "open", tls=True)),
+                Target(ASGI, "peer", uvicorn(sc, "asgi_raw:bearer_app", tls=True), auth="bearer-peer"),
+                Target(
+                    STAR, "peer", uvicorn(sc, "starlette_app:bearer_app", tls=True), auth="bearer-peer"
+                ),
+                Target(
+                    FAPI, "peer", uvicorn(sc, "fastapi_app:bearer_app", tls=True), auth="bearer-peer"
+                ),
+            ],
+            [
+                ("fwrest / ceiling (same job)", FW, CEIL, 0.7),
+                ("fwrest / ceiling without auth", FW, ceil_noauth, 0.7),
+                ("fwrest / FastAPI", FW, FAPI, 3.0),
+            ],
+        )
+    )
+    fw_sqlite = "fwrest (sqlite store)"
+    token = "/rest/fw/oauth2/token"
+    cases.append(
+        Case(
+            "4",
+            "token issuance (password grant, TLS)",
+            "wrk POSTs `grant_type=password` with client id/secret as a form (a Lua script); "
+            "each answer is an HS256 JWT and a random refresh token whose SHA-256 is kept. "
+            "fwrest's `onAuthparams` holds the plain-text password; its state store is "
+            "`memory` (and `sqlite`, its default, in the second row); the peers keep the "
+            "refresh hashes in a dict. FastAPI uses `OAuth2PasswordRequestForm`.",
+            [
+                Target(FW, "fwrest", fw(sc, fw_data=OAUTH_FW, tls=True), path=token, token_form=True,
+                       expect_key="access_token"),
+                Target(fw_sqlite, "fwrest", fw(sc, fw_data=OAUTH_FW, tls=True, store="sqlite"),
+                       path=token, token_form=True, expect_key="access_token"),
+                Target(CEIL, "ceiling", ceiling(sc, "token", tls=True), path=token, token_form=True,
+                       expect_key="access_token"),
+                Target(ASGI, "peer", uvicorn(sc, "asgi_raw:token_app", tls=True), path=token,
+                       token_form=True, expect_key="access_token"),
+                Target(STAR, "peer", uvicorn(sc, "starlette_app:token_app", tls=True), path=token,
+                       token_form=True, expect_key="access_token"),
+                Target(FAPI, "peer", uvicorn(sc, "fastapi_app:token_app", tls=True), path=token,
+                       token_form=True, expect_key="access_token"),
+            ],
+            [
+                ("fwrest / FastAPI", FW, FAPI, 2.0),
+                ("fwrest (sqlite store) / FastAPI", fw_sqlite, FAPI, 2.0),
+                ("fwrest / ceiling", FW, CEIL, None),
+            ],
+        )
+    )
+    sync = "/rest/hello-sync"
+    cases.append(
+        Case(
+            "5",
+            "`def` handler in the thread pool",
+            "GET /rest/hello-sync served by a plain `def` function run in a thread pool of 8: "
+            "fwrest's location pool, `run_in_executor` for the ceiling and the raw ASGI app, "
+            "Starlette's and FastAPI's own thread pools for sync endpoints.",
+            [
+                Target(FW, "fwrest", fw(sc), path=sync),
+                Target(CEIL, "ceiling", ceiling(sc, "sync"), path=sync),
+                Target(ASGI, "peer", uvicorn(sc, "asgi_raw:sync_app"), path=sync),
+                Target(STAR, "peer", uvicorn(sc, "starlette_app:sync_app"), path=sync),
+                Target(FAPI, "peer", uvicorn(sc, "fastapi_app:sync_app"), path=sync),
+            ],
+            [("fwrest / FastAPI", FW, FAPI, 2.0), ("fwrest / ceiling", FW, CEIL, None)],
+        )
+    )
+    small, large = common.ROUTE_COUNT_SMALL, common.ROUTE_COUNT_LARGE
+    rows6: list[Target] = []
+    for label, maker in (
+        ("fwrest", lambda n: fw(sc, routes=n)),
+        ("Starlette", lambda n: uvicorn(sc, f"starlette_app:routes_{n}_app")),
+        ("FastAPI", lambda n: uvicorn(sc, f"fastapi_app:routes_{n}_app")),
+    ):
+        for n in (small, large):
+            rows6.append(
+                Target(
+                    f"{label}, {n} routes",
+                    "fwrest" if label == "fwrest" else "peer",
+                    maker(n),
+                    path=route_path(n),
+                    expect_key="uid",
+                    expect_value="42",
+                )
+            )
+    cases.append(
+        Case(
+            "6",
+            "two path parameters among 10 and 1,000 routes",
+            f"{small} or {large} routes `/rest/api{{i}}/users/:uid/orders/:oid`, each an async "
+            "handler; wrk asks for the last one registered (the worst case of a linear scan).",
+            rows6,
+            [
+                (f"fwrest {large} / {small} routes", f"fwrest, {large} routes",
+                 f"fwrest, {small} routes", 0.95),
+                (f"Starlette {large} / {small} routes", f"Starlette, {large} routes",
+                 f"Starlette, {small} routes", None),
+                (f"FastAPI {large} / {small} routes", f"FastAPI, {large} routes",
+                 f"FastAPI, {small} routes", None),
+                (f"fwrest / FastAPI at {large} routes", f"fwrest, {large} routes",
+                 f"FastAPI, {large} routes", None),
+            ],
+        )
+    )
+    rows7: list[Target] = []
+    ratios7: list[tuple[str, str, str, float | None]] = []
+    for kind, data, tls, auth in (
+        ("Basic", BASIC_FW, False, "basic"),
+        ("Bearer TLS", OAUTH_FW, True, "bearer-fwrest"),
+    ):
+        for level in (1, 3):
+            for trace in (0, 2):
+                rows7.append(
+                    Target(
+                        f"fwrest {kind}, log {level}, trace {trace}",
+                        "fwrest",
+                        fw(sc, fw_data=data, tls=tls, log_level=level, trace=trace),
+                        auth=auth,
+                    )
+                )
+            ratios7.append(
+                (
+                    f"{kind}, log level {level}: trace 2 / trace 0",
+                    f"fwrest {kind}, log {level}, trace 2",
+                    f"fwrest {kind}, log {level}, trace 0",
+                    0.95,
+                )
+            )
+        ratios7.append(
+            (
+                f"{kind}: access log on / off (level 3 / 1, trace 0)",
+                f"fwrest {kind}, log 3, trace 0",
+                f"fwrest {kind}, log 1, trace 0",
+                None,
+            )
+        )
+    cases.append(
+        Case(
+            "7",
+            "usage/time collection: rest_trace_time 0 vs 2",
+            "Cases 2 (def OnAuth) and 3 again, with `rest_trace_time=0` and `=2`, at "
+            "`rest_log_level=1` (fwrest writes trace lines only when the access log is on, so "
+            "here the per-phase timing and usage figures are collected but not written) and at "
+            "`rest_log_level=3` (access log and trace lines written to standard error, "
+            "redirected to a file). Usage figures are always collected; they cannot be "
+            "switched off.",
+            rows7,
+            ratios7,
+        )
+    )
+    both = s.both_cpus
+    cases.append(
+        Case(
+            "8",
+            "scaling with workers",
+            "Case 1 with `--workers 1` and `--workers 2`. Here the server may use both cores "
+            f"(`taskset -c {both}`) and wrk (2 threads) shares them with it, so the 2-worker "
+            "figure is a lower bound of what two free cores would give.",
+            [
+                Target("fwrest, 1 worker", "fwrest", fw(sc, cpus=both),
+                       server_cpus=both, wrk_cpus="", wrk_threads=2),
+                Target("fwrest, 2 workers", "fwrest", fw(sc, workers=2, cpus=both),
+                       server_cpus=both, wrk_cpus="", wrk_threads=2),
+                Target("uvicorn raw ASGI, 1 worker", "peer",
+                       uvicorn(sc, "asgi_raw:open_app", cpus=both),
+                       server_cpus=both, wrk_cpus="", wrk_threads=2),
+                Target("uvicorn raw ASGI, 2 workers", "peer",
+                       uvicorn(sc, "asgi_raw:open_app", workers=2, cpus=both),
+                       server_cpus=both, wrk_cpus="", wrk_threads=2),
+            ],
+            [
+                ("fwrest 2 workers / 1", "fwrest, 2 workers", "fwrest, 1 worker", None),
+                ("uvicorn 2 workers / 1", "uvicorn raw ASGI, 2 workers",
+                 "uvicorn raw ASGI, 1 worker", None),
+            ],
+        )
+    )
+    batch = s.memory_batch
+    cases.append(
+        Case(
+            "9",
+            "resident memory at idle and after requests",
+            f"RSS of the whole service (supervisor + worker, psutil) at idle, after {batch:,} "
+            f"requests and after {batch:,} more (case 1's open endpoint and case 3's Bearer "
+            "endpoint on TLS). The first batch warms caches and the allocator; the second must "
+            "not grow it.",
+            [
+                Target("fwrest open JSON", "fwrest", fw(sc)),
+                Target("fwrest Bearer on TLS", "fwrest", fw(sc, fw_data=OAUTH_FW, tls=True),
+                       auth="bearer-fwrest"),
+            ],
+            kind="memory",
+        )
+    )
+    return cases
+
+
+# -- measuring ----------------------------------------------------------------------------------
+def _headers(target: Target, running: servers.Running) -> dict[str, str]:
+    if target.auth == "basic":
+        return {"Authorization": common.BASIC_HEADER}
+    if target.auth == "bearer-peer":
+        return {"Authorization": f"Bearer {common.issue_peer_token()}"}
+    if target.auth == "bearer-fwrest":
+        status, body = servers.request(
+            running.base_url,
+            "/rest/fw/oauth2/token",
+            method="POST",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            body=common.TOKEN_FORM,
+        )
+        if status != 200:
+            raise servers.ServerError(f"fwrest's token route answered {status}: {body[:200]!r}")
+        return {"Authorization": f"Bearer {json.loads(body)['access_token']}"}
+    return {}
+
+
+def _check(target: Target, running: servers.Running, headers: dict[str, str]) -> None:
+    """One request as wrk will send it; the answer must be 200 with the expected JSON."""
+    if target.token_form:
+        status, body = servers.request(
+            running.base_url,
+            target.path,
+            method="POST",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            body=common.TOKEN_FORM,
+        )
+    else:
+        status, body = servers.request(running.base_url, target.path, headers=headers)
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    ok = status == 200 and isinstance(data, dict) and target.expect_key in data
+    if ok and target.expect_value is not None:
+        ok = str(data[target.expect_key]) == target.expect_value  # type: ignore[index]
+    if not ok:
+        raise servers.ServerError(f"check request got {status}: {body[:200]!r}")
+
+
+def _wrk_cmd(
+    target: Target, s: Settings, sc: Scratch, url: str, headers: dict[str, str], duration: float
+) -> list[str]:
+    cpus = s.wrk_cpus if target.wrk_cpus is None else (target.wrk_cpus or None)
+    return wrk.wrk_command(
+        url,
+        duration_s=duration,
+        connections=s.connections,
+        threads=target.wrk_threads or s.threads,
+        headers=tuple(f"{k}: {v}" for k, v in headers.items()),
+        script=sc.token_script if target.token_form else None,
+        cpus=cpus,
+    )
+
+
+def _measure(running: servers.Running, cmd: list[str], duration: float) -> tuple[wrk.WrkResult, float]:
+    """One wrk run and the server's CPU % over it (100 % = one core)."""
+    before = running.cpu_seconds()
+    t0 = time.monotonic()
+    result = wrk.run(cmd, duration)
+    wall = time.monotonic() - t0
+    after = running.cpu_seconds()
+    used = sum(sec - before.get(pid, 0.0) for pid, sec in after.items())
+    return result, 100.0 * used / wall if wall > 0 else 0.0
+
+
+def measure_throughput(target: Target, s: Settings, sc: Scratch, log: Callable[[str], None]) -> dict[str, Any]:
+    row: dict[str, Any] = {"server": target.label, "role": target.role, "detail": target.detail}
+    folder = sc.folder(target.label)
+    try:
+        running = target.start(folder)
+    except servers.ServerError as exc:
+        row["error"] = str(exc)[:300]
+        return row
+    try:
+        headers = _headers(target, running)
+        _check(target, running, headers)
+        url = running.base_url + target.path
+        wrk.run(_wrk_cmd(target, s, sc, url, headers, s.warmup_s), s.warmup_s)
+        runs, cpus = [], []
+        for _ in range(s.runs):
+            result, cpu = _measure(running, _wrk_cmd(target, s, sc, url, headers, s.duration_s), s.duration_s)
+            runs.append({**result.as_dict(), "cpu_pct": cpu})
+            cpus.append(cpu)
+        row["runs"] = runs
+        row.update(report.median_row(runs, cpus))
+    except (servers.ServerError, wrk.WrkError, OSError, ValueError, KeyError) as exc:
+        row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        tail = running.log_tail(600).strip()
+        if tail:
+            row["error"] += f" | server log: {tail[-200:]}"
+    finally:
+        running.stop()
+    return row
+
+
+def _drive(
+    running: servers.Running, target: Target, s: Settings, sc: Scratch, headers: dict[str, str], count: int
+) -> tuple[int, int]:
+    """Send at least ``count`` requests with wrk (bounded rounds); (requests, errors)."""
+    sent = errors = 0
+    rate = 0.0
+    url = running.base_url + target.path
+    for _ in range(200):
+        if sent >= count:
+            break
+        remaining = count - sent
+        duration = 1.0 if rate <= 0 else float(min(max(round(remaining / rate + 0.3), 1), 5))
+        result = wrk.run(_wrk_cmd(target, s, sc, url, headers, duration), duration)
+        sent += result.requests
+        errors += result.errors
+        rate = result.rps
+    return sent, errors
+
+
+def measure_memory(target: Target, s: Settings, sc: Scratch, log: Callable[[str], None]) -> dict[str, Any]:
+    row: dict[str, Any] = {"server": target.label, "role": target.role, "detail": target.detail}
+    try:
+        running = target.start(sc.folder(target.label))
+    except servers.ServerError as exc:
+        row["error"] = str(exc)[:300]
+        return row
+    try:
+        headers = _headers(target, running)
+        _check(target, running, headers)
+        time.sleep(1.0)
+        idle = running.rss_bytes()
+        n1, e1 = _drive(running, target, s, sc, headers, s.memory_batch)
+        time.sleep(1.0)
+        after1 = running.rss_bytes()
+        n2, e2 = _drive(running, target, s, sc, headers, s.memory_batch)
+        time.sleep(1.0)
+        after2 = running.rss_bytes()
+        row.update(
+            {
+                "rss_idle_mib": idle / MIB,
+                "rss_after_1_mib": after1 / MIB,
+                "rss_after_2_mib": after2 / MIB,
+                "batch_requests": s.memory_batch,
+                "requests": [n1, n2],
+                "growth_mib": (after2 - after1) / MIB,
+                "growth_from_idle_mib": (after1 - idle) / MIB,
+                "errors": e1 + e2,
+                "processes": len(running.processes()),
+            }
+        )
+    except (servers.ServerError, wrk.WrkError, OSError, ValueError, KeyError) as exc:
+        row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    finally:
+        running.stop()
+    return row
+
+
+def run_case(case: Case, s: Settings, sc: Scratch, log: Callable[[str], None]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": case.id,
+        "title": case.title,
+        "measures": case.measures,
+        "kind": case.kind,
+        "rows": [],
+    }
+    for target in case.targets:
+        if case.kind == "memory":
+            row = measure_memory(target, s, sc, log)
+            if row.get("error"):
+                log(f"[case {case.id}] {target.label}: FAILED {row['error']}")
+            else:
+                log(
+                    f"[case {case.id}] {target.label}: RSS idle {row['rss_idle_mib']:.1f} MiB, "
+                    f"{row['rss_after_1_mib']:.1f} / {row['rss_after_2_mib']:.1f} MiB after "
+                    f"{row['requests'][0]:,} / {row['requests'][1]:,} more requests"
+                )
+        else:
+            row = measure_throughput(target, s, sc, log)
+            if row.get("error"):
+                log(f"[case {case.id}] {target.label}: FAILED {row['error']}")
+            else:
+                log(
+                    f"[case {case.id}] {target.label}: {row['rps']:,.0f} req/s, p50 "
+                    f"{row['p50_ms']:.2f} ms, p99 {row['p99_ms']:.2f} ms, CPU {row['cpu_pct']:.0f}%"
+                    + (f", {row['errors']} errors" if row["errors"] else "")
+                )
+        out["rows"].append(row)
+    if case.kind == "memory":
+        out["ratios"] = [
+            {
+                "name": f"{row['server']}: growth from 1st to 2nd batch under 1 MiB",
+                "numerator": row["server"],
+                "denominator": "",
+                "value": None,
+                "target": None,
+                "met": None if row.get("error") else row["growth_mib"] < 1.0,
+            }
+            for row in out["rows"]
+        ]
+    else:
+        out["ratios"] = [report.ratio(out["rows"], *spec) for spec in case.ratios]
+    return out
+
+
+# -- facts about the run ------------------------------------------------------------------------
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _wrk_version() -> str:
+    try:
+        done = subprocess.run(["wrk", "--version"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "missing"
+    first = (done.stdout or done.stderr).splitlines()[:1]
+    return first[0].split(" [")[0].removeprefix("wrk ") if first else "unknown"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def meta(s: Settings, note: str) -> dict[str, Any]:
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "versions": {
+            "Python": platform.python_version(),
+            "fwrest": _version("fwrest"),
+            "uvicorn": _version("uvicorn"),
+            "starlette": _version("starlette"),
+            "fastapi": _version("fastapi"),
+            "httptools": _version("httptools"),
+            "uvloop": _version("uvloop"),
+            "PyJWT": _version("PyJWT"),
+            "wrk": _wrk_version(),
+        },
+        "machine": {
+            "cpu_model": _cpu_model(),
+            "cores": os.cpu_count() or 0,
+            "memory_gib": psutil.virtual_memory().total / 1024**3,
+            "platform": platform.platform(terse=True),
+        },
+        "settings": {
+            "warmup_s": s.warmup_s,
+            "duration_s": s.duration_s,
+            "runs": s.runs,
+            "connections": s.connections,
+            "threads": s.threads,
+            "server_cpus": s.server_cpus,
+            "wrk_cpus": s.wrk_cpus,
+            "memory_batch": s.memory_batch,
+        },
+        "quick": s.quick,
+        "load_start": _load(),
+        "note": note,
+    }
+
+
+# -- main ---------------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="1 run of 1 s per server, 1 s warm-up")
+    p.add_argument("--cases", default=",".join(ALL_CASES), help="comma-separated case numbers")
+    p.add_argument("--out", type=Path, help="folder for results.{md,json,png}")
+    p.add_argument("--runs", type=int, help="runs per server (default 3)")
+    p.add_argument("--duration", type=int, help="whole seconds per run (default 3)")
+    p.add_argument("--warmup", type=int, help="whole seconds of warm-up (default 1)")
+    p.add_argument("--connections", type=int, help="wrk connections (default 64)")
+    p.add_argument("--note", default="", help="a sentence for the results (e.g. the machine was busy)")
+    p.add_argument("--no-chart", action="store_true", help="skip the PNG (no matplotlib)")
+    return p.parse_args(argv)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    s = Settings()
+    if args.quick:
+        s = Settings(warmup_s=1.0, duration_s=1.0, runs=1, memory_batch=10_000, quick=True)
+    if args.runs:
+        s.runs = max(1, args.runs)
+    if args.duration:
+        s.duration_s = float(max(1, args.duration))
+    if args.warmup:
+        s.warmup_s = float(max(1, args.warmup))
+    if args.connections:
+        s.connections = max(1, args.connections)
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) >= 2:
+        s.server_cpus, s.wrk_cpus = str(cores[0]), str(cores[1])
+        s.both_cpus = f"{cores[0]},{cores[1]}"
+    else:  # one core: nothing to pin apart
+        s.server_cpus = s.wrk_cpus = s.both_cpus = str(cores[0])
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = [c for c in wanted if c not in ALL_CASES]
+    if unknown or not wanted:
+        print(f"bench: unknown case(s) {unknown}; choose among {','.join(ALL_CASES)}", file=sys.stderr)
+        return 2
+    if shutil.which("wrk") is None or shutil.which("taskset") is None:
+        print("bench: wrk and taskset are needed (apt-get install wrk util-linux)", file=sys.stderr)
+        return 2
+    s = settings_from(args)
+    full = not s.quick and set(wanted) == set(ALL_CASES)
+    out = args.out or (BENCH if full else Path(tempfile.mkdtemp(prefix="fwrest-bench-out-")))
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    note = args.note
+    load1 = os.getloadavg()[0]
+    if load1 > 0.5 and not note:
+        note = (
+            f"The machine was not idle (load average {load1:.2f} at the start): other processes "
+            "shared the cores, so the figures are noisy; re-run on a quiet machine."
+        )
+    started = time.monotonic()
+    results: dict[str, Any] = {"meta": meta(s, note), "cases": []}
+    with tempfile.TemporaryDirectory(prefix="fwrest-bench-") as tmp:
+        sc = Scratch(Path(tmp))
+        cases = [c for c in build_cases(s, sc) if c.id in wanted]
+        n_rows = sum(len(c.targets) for c in cases if c.kind != "memory")
+        estimate = n_rows * (s.warmup_s + s.runs * s.duration_s + 1.5)
+        log(
+            f"bench: {len(cases)} case(s), {n_rows} throughput row(s), about "
+            f"{estimate / 60:.1f} min plus the memory case; load average {_load()}"
+        )
+        for case in cases:
+            results["cases"].append(run_case(case, s, sc, log))
+    results["meta"]["load_end"] = _load()
+    results["meta"]["elapsed_s"] = round(time.monotonic() - started, 1)
+    paths = report.write(results, out, with_chart=not args.no_chart)
+    if full and out.resolve() == BENCH:
+        report.update_readme(BENCH / "README.md", results)
+    print(report.markdown(results))
+    log(f"bench: done in {results['meta']['elapsed_s']:.0f} s; wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

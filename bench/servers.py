@@ -1,0 +1,314 @@
+"""Starting and stopping the servers under test, pinned with ``taskset``, on loopback only.
+
+* fwrest: ``fwrest serve CONFIG --workers N`` on a config written here (port 0; the port is
+  read from its ``fwrest: serving URL [SECTION]`` line);
+* the ceiling: ``python -m bench.apps.ceiling`` (port 0; ``ceiling: serving URL``);
+* the peers: ``uvicorn --factory ... --http httptools --loop uvloop --no-access-log`` on a
+  free port picked here.
+
+Every wait has a deadline; every process started here is stopped here, by its own pid.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+START_DEADLINE_S = 60.0
+STOP_DEADLINE_S = 10.0
+
+
+class ServerError(RuntimeError):
+    """A server did not start, or answered the check request wrongly."""
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def make_certs(folder: Path) -> tuple[Path, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1 (trustme)."""
+    import trustme
+
+    folder.mkdir(parents=True, exist_ok=True)
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    crt, key = folder / "server.crt", folder / "server.key"
+    crt.write_bytes(b"".join(pem.bytes() for pem in cert.cert_chain_pems))
+    cert.private_key_pem.write_to_path(str(key))
+    return crt, key
+
+
+def fwrest_config(
+    folder: Path,
+    *,
+    repository: str = "bench.apps.fw_app",
+    fw_data: dict[str, Any] | None = None,
+    certs: tuple[Path, Path] | None = None,
+    log_level: int = 1,
+    trace: int = 0,
+    store: str = "memory",
+) -> Path:
+    """Write a one-port fwrest config (JSON) into ``folder``; return its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    server: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+    if certs is not None:
+        server["SslCertificate"], server["SslCertificateKey"] = str(certs[0]), str(certs[1])
+    if fw_data:
+        server["FwData"] = fw_data
+    sections = {
+        "GENERAL": {"rest_log_level": log_level, "rest_trace_time": trace},
+        "HTTPSERVER": {
+            "Enable": 1,
+            "Servers": "BENCH",
+            "StateStore": store,
+            "DataPath": ".fwrest",
+            "GracefulTimeout": 2000,
+        },
+        "BENCH": server,
+        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
+        "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 8},
+        "ENV": {"Repository": repository},
+    }
+    path = folder / "service.json"
+    path.write_text(json.dumps(sections, indent=2))
+    return path
+
+
+@dataclass
+class Running:
+    """A started server: its process, base URL (``scheme://127.0.0.1:port``) and stderr."""
+
+    proc: subprocess.Popen[bytes]
+    base_url: str
+    stderr_path: Path
+    stdout_lines: list[str] = field(default_factory=list)
+
+    def processes(self) -> list[psutil.Process]:
+        """The server's process and all its descendants (supervisor + workers)."""
+        try:
+            root = psutil.Process(self.proc.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def cpu_seconds(self) -> dict[int, float]:
+        """user + system CPU seconds per pid of the tree."""
+        out: dict[int, float] = {}
+        for proc in self.processes():
+            try:
+                times = proc.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            out[proc.pid] = times.user + times.system
+        return out
+
+    def rss_bytes(self) -> int:
+        """Resident memory summed over the tree."""
+        total = 0
+        for proc in self.processes():
+            try:
+                total += proc.memory_info().rss
+            except psutil.NoSuchProcess:
+                continue
+        return total
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """SIGTERM the server (it stops its own workers), then SIGKILL what is left of the
+        processes it had, by pid, after a deadline."""
+        procs = self.processes()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(STOP_DEADLINE_S)
+        _gone, alive = psutil.wait_procs(procs[1:], timeout=STOP_DEADLINE_S)
+        for proc in alive:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _spawn(cmd: list[str], cwd: Path, stderr_path: Path, cpus: str | None) -> subprocess.Popen[bytes]:
+    if cpus is not None:
+        cmd = ["taskset", "-c", cpus, *cmd]
+    with stderr_path.open("wb") as err:
+        return subprocess.Popen(
+            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=_env()
+        )
+
+
+def _wait_for_line(
+    proc: subprocess.Popen[bytes], pattern: str, ready_prefix: str | None, lines: list[str]
+) -> str:
+    """Read stdout until ``pattern`` matched (and ``ready_prefix`` seen); keep draining it on a
+    thread afterwards. Returns the first match's group 1."""
+    found: dict[str, str] = {}
+    ready = threading.Event()
+
+    def reader() -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            lines.append(line)
+            m = re.search(pattern, line)
+            if m and "url" not in found:
+                found["url"] = m.group(1)
+            if "url" in found and (ready_prefix is None or line.startswith(ready_prefix)):
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=reader, daemon=True).start()
+    if not ready.wait(START_DEADLINE_S) or "url" not in found or proc.poll() is not None:
+        raise ServerError("the server printed no serving line in time")
+    return found["url"]
+
+
+def start_fwrest(config: Path, *, workers: int = 1, cpus: str | None = "0") -> Running:
+    stderr_path = config.parent / "stderr.log"
+    cmd = [PYTHON, "-m", "fwrest", "serve", str(config), "--workers", str(workers)]
+    proc = _spawn(cmd, config.parent, stderr_path, cpus)
+    lines: list[str] = []
+    try:
+        url = _wait_for_line(proc, r"fwrest: serving (\S+) \[", "fwrest: ready", lines)
+    except ServerError as exc:
+        running = Running(proc, "", stderr_path, lines)
+        running.stop()
+        raise ServerError(f"fwrest did not start: {running.log_tail()}") from exc
+    m = re.match(r"(https?://[^/]+)", url)
+    assert m is not None, url
+    return Running(proc, m.group(1), stderr_path, lines)
+
+
+def start_ceiling(
+    folder: Path, job: str, *, certs: tuple[Path, Path] | None = None, cpus: str | None = "0"
+) -> Running:
+    folder.mkdir(parents=True, exist_ok=True)
+    stderr_path = folder / "stderr.log"
+    cmd = [PYTHON, "-m", "bench.apps.ceiling", "--job", job]
+    if certs is not None:
+        cmd += ["--cert", str(certs[0]), "--key", str(certs[1])]
+    proc = _spawn(cmd, ROOT, stderr_path, cpus)
+    lines: list[str] = []
+    try:
+        url = _wait_for_line(proc, r"ceiling: serving (\S+)", None, lines)
+    except ServerError as exc:
+        running = Running(proc, "", stderr_path, lines)
+        running.stop()
+        raise ServerError(f"the ceiling did not start: {running.log_tail()}") from exc
+    return Running(proc, url, stderr_path, lines)
+
+
+def start_uvicorn(
+    folder: Path,
+    factory: str,
+    *,
+    certs: tuple[Path, Path] | None = None,
+    workers: int = 1,
+    cpus: str | None = "0",
+) -> Running:
+    folder.mkdir(parents=True, exist_ok=True)
+    stderr_path = folder / "stderr.log"
+    port = free_port()
+    cmd = [
+        PYTHON,
+        "-m",
+        "uvicorn",
+        "--factory",
+        factory,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--http",
+        "httptools",
+        "--loop",
+        "uvloop",
+        "--no-access-log",
+        "--log-level",
+        "warning",
+        "--workers",
+        str(workers),
+        "--timeout-graceful-shutdown",
+        "2",
+    ]
+    if certs is not None:
+        cmd += ["--ssl-certfile", str(certs[0]), "--ssl-keyfile", str(certs[1])]
+    proc = _spawn(cmd, ROOT, stderr_path, cpus)
+    scheme = "https" if certs is not None else "http"
+    running = Running(proc, f"{scheme}://127.0.0.1:{port}", stderr_path)
+    threading.Thread(target=lambda: proc.stdout and proc.stdout.read(), daemon=True).start()
+    deadline = time.monotonic() + START_DEADLINE_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return running
+        except OSError:
+            time.sleep(0.1)
+    running.stop()
+    raise ServerError(f"uvicorn {factory} did not start: {running.log_tail()}")
+
+
+def request(
+    base_url: str,
+    path: str,
+    *,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    body: str | None = None,
+    timeout_s: float = 10.0,
+) -> tuple[int, bytes]:
+    """One request (TLS without verification: the certificate is the bench's own)."""
+    scheme, _, hostport = base_url.partition("://")
+    host, _, port = hostport.partition(":")
+    conn: http.client.HTTPConnection
+    if scheme == "https":
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        conn = http.client.HTTPSConnection(host, int(port), timeout=timeout_s, context=ctx)
+    else:
+        conn = http.client.HTTPConnection(host, int(port), timeout=timeout_s)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()

@@ -1,0 +1,332 @@
+"""Usage time, environment and health routes (SPEC 5).
+
+The usage, environment and health tests share one ``fwrest serve --workers 2`` (sqlite store);
+the graceful-stop test starts its own one-worker service.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import re
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ServerProcess, free_config
+from tests.native.support import JSON_ACCEPT, running, wait_for
+from tests.server.rawhttp import RawConnection, request_bytes
+
+NUMBERS = ["calls", "total_us", "mean_us", "max_us", "percent"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("info")
+    config = free_config(tmp, extra={"HTTPSERVER": {"StateStore": "sqlite"}})
+    with running(config, workers=2) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def base(server: ServerProcess) -> str:
+    return server.url()
+
+
+# -- usage time ---------------------------------------------------------------------------------
+
+
+def figures(base: str) -> dict[str, Any]:
+    r = httpx.get(f"{base}/fw/rest/usage/time", headers=JSON_ACCEPT)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def calls_of(fig: dict[str, Any], endpoint: str) -> int:
+    return sum(
+        row["calls"]
+        for row in fig["entry_points"]
+        if row["endpoint"] == endpoint and row["location"] == "/rest"
+    )
+
+
+def reset(base: str) -> None:
+    r = httpx.post(f"{base}/fw/rest/usage/time/reset")
+    assert r.status_code == 200, r.text
+    wait_for(lambda: calls_of(figures(base), "/hello") == 0, 6, "the reset reaching every worker")
+    # A worker learns of a reset when it next publishes (every second) and then zeroes its
+    # whole table, calls answered after the reset included: wait until every worker has.
+    time.sleep(1.5)
+
+
+def spread_calls(base: str, minimum: int = 10) -> Counter[int]:
+    """GET /hello on fresh connections: at least ``minimum``, and on both workers."""
+    pids: Counter[int] = Counter()
+    for _ in range(200):
+        r = httpx.get(f"{base}/hello")
+        assert r.status_code == 200
+        pids[r.json()["pid"]] += 1
+        if sum(pids.values()) >= minimum and len(pids) == 2:
+            return pids
+    raise AssertionError(f"the calls never reached a second worker: {pids}")
+
+
+class Tables(HTMLParser):
+    """The page's tables: title (the preceding h2) -> rows of cell texts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self._title = ""
+        self._in: str | None = None
+        self._row: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "h2":
+            self._in, self._title = "h2", ""
+        elif tag == "table":
+            self.tables[self._title] = []
+        elif tag == "tr":
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._row.append("")
+            self._in = "cell"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "tr" and self._row is not None:
+            self.tables[self._title].append(self._row)
+            self._row = None
+        elif tag in ("h2", "td", "th"):
+            self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "h2":
+            self._title += data
+        elif self._in == "cell" and self._row is not None:
+            self._row[-1] += data
+
+
+def test_usage_time_counts_the_calls_of_both_workers_as_json(
+    server: ServerProcess, base: str
+) -> None:
+    reset(base)
+    pids = spread_calls(base)
+    for _ in range(3):
+        assert httpx.get(f"{base}/items/1").status_code == 200
+    made = sum(pids.values())
+    seen: list[dict[str, Any]] = []
+
+    def counted() -> bool:
+        seen.append(figures(base))
+        return calls_of(seen[-1], "/hello") >= made and calls_of(seen[-1], "/items/:id") >= 3
+
+    took = wait_for(counted, 6, f"{made} + 3 calls counted", 0.1)
+    print(f"{made} calls on workers {dict(pids)} counted {took:.3f} s after the last one")
+    fig = seen[-1]
+    assert calls_of(fig, "/hello") == made  # not one more, not one less
+    assert calls_of(fig, "/items/:id") == 3
+    assert set(fig) >= {"total_us", "entry_points", "workers", "thread_pools"}
+    for table in ("entry_points", "workers", "thread_pools"):
+        rows = fig[table]
+        assert rows, table
+        for row in rows:
+            for key in NUMBERS:
+                assert key in row, (table, row)
+            assert row["mean_us"] == row["total_us"] // row["calls"], row
+            assert row["max_us"] <= row["total_us"], row
+            assert row["mean_us"] <= row["max_us"], row
+        assert sum(r["calls"] for r in rows) == sum(r["calls"] for r in fig["entry_points"])
+        assert sum(r["total_us"] for r in rows) == fig["total_us"]
+        assert abs(sum(r["percent"] for r in rows) - 100) < 0.1 * len(rows) + 0.01, rows
+    hello = next(r for r in fig["entry_points"] if r["endpoint"] == "/hello")
+    assert (hello["method"], hello["thread_pool"]) == ("GET", "POOL")
+    # per worker: two workers of this service, each with at least the calls it answered
+    per_worker = {int(r["worker"].rsplit(":", 1)[1]): r["calls"] for r in fig["workers"]}
+    print(f"per worker: {per_worker}")
+    assert set(per_worker) == set(pids)
+    for pid, answered in pids.items():
+        assert per_worker[pid] >= answered, (pid, per_worker, pids)
+    pools = {r["thread_pool"]: r["calls"] for r in fig["thread_pools"]}
+    assert pools["POOL"] >= made + 3
+
+
+def test_usage_time_is_an_html_page_with_three_tables_and_goes_to_the_log(
+    server: ServerProcess, base: str
+) -> None:
+    reset(base)
+    pids = spread_calls(base, 6)
+    made = sum(pids.values())
+    wait_for(lambda: calls_of(figures(base), "/hello") == made, 6, f"{made} calls counted", 0.1)
+    mark = len(server.log())
+    r = httpx.get(f"{base}/fw/rest/usage/time")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/html")
+    parser = Tables()
+    parser.feed(r.text)
+    titles = list(parser.tables)
+    print(titles)
+    entry = next(t for t in titles if "entry point" in t.lower())
+    worker = next(t for t in titles if "worker" in t.lower())
+    pool = next(t for t in titles if "thread pool" in t.lower())
+    head = parser.tables[entry][0]
+    for key in NUMBERS:
+        assert key in head, head
+    rows = [dict(zip(head, row, strict=True)) for row in parser.tables[entry][1:]]
+    hello = next(row for row in rows if row["endpoint"] == "/hello")
+    assert int(hello["calls"]) == made
+    assert int(hello["mean_us"]) == int(hello["total_us"]) // made
+    assert len(parser.tables[worker]) - 1 == 2  # one row per worker
+    assert any(row[0] == "POOL" for row in parser.tables[pool][1:])
+    text = server.wait_log("usage time:")
+    logged = text[mark:]
+    assert re.search(rf"GET +/rest/hello \[POOL\] calls={made} total=\d+us mean=\d+us", logged)
+
+
+def test_usage_reset_starts_from_zero_in_every_worker(base: str) -> None:
+    spread_calls(base, 6)
+    wait_for(lambda: calls_of(figures(base), "/hello") >= 6, 6, "calls counted", 0.1)
+    r = httpx.post(f"{base}/fw/rest/usage/time/reset")
+    assert r.status_code == 200
+    took = wait_for(lambda: calls_of(figures(base), "/hello") == 0, 6, "zero after reset", 0.1)
+    print(f"zero {took:.3f} s after the reset")
+    time.sleep(1.5)  # past one publication of every worker: no old figures come back
+    fig = figures(base)
+    assert calls_of(fig, "/hello") == 0, fig
+    assert all(r["calls"] < 10 for r in fig["workers"]), fig["workers"]
+
+
+# -- environment -------------------------------------------------------------------------------
+
+
+def env(base: str, path: str) -> dict[str, Any]:
+    r = httpx.get(f"{base}{path}")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    body: dict[str, Any] = r.json()
+    for key in ("version", "build", "patch"):
+        assert isinstance(body[key], str) and body[key], (path, body)
+    return body
+
+
+def test_fw_environment_is_the_installed_fwrest_version(base: str) -> None:
+    body = env(base, "/fw/environment")
+    print(body)
+    installed = importlib.metadata.version("fwrest")
+    assert f"{body['version']}.{body['patch']}" == installed
+
+
+def test_server_environment_is_the_python_runtime(base: str) -> None:
+    body = env(base, "/server/environment")
+    print(body)
+    assert body["version"] == f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert body["patch"] == str(sys.version_info.micro)
+    assert platform.python_version() in body["build"]
+    assert "httptools" in body["build"]
+
+
+def test_vendor_environment_gives_both(base: str) -> None:
+    body = env(base, "/vendor/environment")
+    fw, server = env(base, "/fw/environment"), env(base, "/server/environment")
+    assert fw["version"] in body["version"] and server["version"] in body["version"]
+    assert fw["patch"] in body["patch"] and server["patch"] in body["patch"]
+    assert fw["build"] in body["build"] and platform.python_version() in body["build"]
+
+
+# -- health --------------------------------------------------------------------------------------
+
+
+def test_healthcheck_is_up_with_its_checks(base: str) -> None:
+    r = httpx.get(f"{base}/fw/healthcheck")
+    assert r.status_code == 200
+    body = r.json()
+    print(body)
+    assert body["status"] == "UP"
+    assert set(body) == {"status", "checks"}
+    checks = body["checks"]
+    assert checks["store"]["status"] == "UP"
+    assert checks["workers"]["alive"] == checks["workers"]["expected"] == 2
+
+
+def test_healthcheck_ok_is_the_text_ok(base: str) -> None:
+    r = httpx.get(f"{base}/fw/healthcheck/ok")
+    assert r.status_code == 200
+    assert r.text == "ok"
+    assert r.headers["content-type"].startswith("text/plain")
+
+
+def test_healthcheck_datetime_is_iso_8601_with_an_offset(base: str) -> None:
+    r = httpx.get(f"{base}/fw/healthcheck/datetime")
+    assert r.status_code == 200
+    print(r.text)
+    when = datetime.fromisoformat(r.text.strip())
+    assert when.tzinfo is not None and when.utcoffset() is not None
+    assert re.search(r"(Z|[+-]\d\d:\d\d)$", r.text.strip())
+    now = datetime.now().astimezone()
+    assert abs(now - when) < timedelta(minutes=2), (now, when)
+
+
+def test_healthcheck_during_a_graceful_stop_is_503_or_refused(tmp_path: Path) -> None:
+    config = free_config(tmp_path, extra={"HTTPSERVER": {"GracefulTimeout": 10000}})
+    proc = ServerProcess(config, workers=1).wait_ready()
+    try:
+        port = proc.ports["HTTP_REST"]
+        # an idle keep-alive connection, answered UP before the stop
+        idle = RawConnection(port)
+        before = idle.request("GET", "/rest/fw/healthcheck")
+        assert before.status == 200 and before.json()["status"] == "UP"
+        # a slow request in flight
+        slow: dict[str, Any] = {}
+
+        def call_slow() -> None:
+            slow["r"] = httpx.get(f"{proc.url()}/sleep/2500", timeout=30)
+
+        thread = threading.Thread(target=call_slow)
+        thread.start()
+        # a health check whose head is on the way when the stop comes
+        partial = RawConnection(port, timeout=10)
+        whole = request_bytes("GET", "/rest/fw/healthcheck")
+        partial.send(whole[:-2])
+        time.sleep(0.5)
+        proc.signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        # the idle keep-alive connection is closed: its next health check cannot be UP
+        closed_after = idle.wait_closed()
+        print(f"idle keep-alive connection closed {closed_after:.3f} s after waiting")
+        assert not idle.send(request_bytes("GET", "/rest/fw/healthcheck")) or (
+            idle.closed_by_server()
+        )
+        # the request that was on its way when the stop came: 503 DOWN (draining)
+        partial.send(whole[-2:])
+        during = partial.read_response()
+        print(f"health check during the stop: {during.status} {during.body!r}")
+        assert during.status == 503
+        body = during.json()
+        assert body["status"] == "DOWN"
+        assert body["checks"]["shutdown"]["status"] == "DRAINING"
+        # a new connection is refused or closed unanswered
+        try:
+            with RawConnection(port, timeout=3) as fresh:
+                fresh.send(request_bytes("GET", "/rest/fw/healthcheck"))
+                assert fresh.closed_by_server() or fresh.read_all() == b""
+        except OSError:
+            pass  # refused
+        thread.join(30)
+        assert slow["r"].status_code == 200  # the request in flight finished
+        assert proc.proc.wait(30) == 0
+        print(f"exited 0 {time.monotonic() - signalled:.3f} s after SIGTERM")
+        idle.close()
+        partial.close()
+    finally:
+        proc.stop()
