@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint fmt check clean
+.PHONY: help run test lint fmt check bench clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t12
@@ -25,16 +25,27 @@ check: $(STAMP)  ## validate the example service's configuration
 	$(BIN)/fwrest check examples/service.ini
 
 lint: $(STAMP)  ## ruff (lint + format check) and mypy --strict
-	$(BIN)/ruff check src tests examples
-	$(BIN)/ruff format --check src tests examples
+	$(BIN)/ruff check src tests examples bench
+	$(BIN)/ruff format --check src tests examples bench
 	$(BIN)/mypy
 
 fmt: $(STAMP)  ## format the code with ruff
-	$(BIN)/ruff check --fix src tests examples
-	$(BIN)/ruff format src tests examples
+	$(BIN)/ruff check --fix src tests examples bench
+	$(BIN)/ruff format src tests examples bench
 
 test: lint  ## set up, lint, then run the whole test suite
 	$(BIN)/pytest
 
+bench: $(STAMP)  ## side-by-side benchmark vs uvicorn/Starlette/FastAPI (< 15 min; bench/README.md)
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	@command -v wrk >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq wrk; \
+		else sudo apt-get update -qq && sudo apt-get install -y -qq wrk; fi; }
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+docs: $(STAMP)  ## build the user guide (MkDocs) into site/, failing on any warning
+	$(BIN)/python -m fwrest.config.reference > docs/configuration.md
+	$(BIN)/mkdocs build --strict
+
 clean:  ## remove the virtual environment and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

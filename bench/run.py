@@ -179,7 +179,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
         Case(
             "1",
             "open JSON endpoint",
-            "GET /rest/hello answering `{\"message\": \"Hello, world!\"}` from an async handler.",
+            'GET /rest/hello answering `{"message": "Hello, world!"}` from an async handler.',
             [
                 Target(FW, "fwrest", fw(sc)),
                 Target(CEIL, "ceiling", ceiling(sc, "open")),
@@ -235,12 +235,20 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 Target(FW, "fwrest", fw(sc, fw_data=OAUTH_FW, tls=True), auth="bearer-fwrest"),
                 Target(CEIL, "ceiling", ceiling(sc, "bearer", tls=True), auth="bearer-peer"),
                 Target(ceil_noauth, "ceiling", ceiling(sc, "open", tls=True)),
-                Target(ASGI, "peer", uvicorn(sc, "asgi_raw:bearer_app", tls=True), auth="bearer-peer"),
                 Target(
-                    STAR, "peer", uvicorn(sc, "starlette_app:bearer_app", tls=True), auth="bearer-peer"
+                    ASGI, "peer", uvicorn(sc, "asgi_raw:bearer_app", tls=True), auth="bearer-peer"
                 ),
                 Target(
-                    FAPI, "peer", uvicorn(sc, "fastapi_app:bearer_app", tls=True), auth="bearer-peer"
+                    STAR,
+                    "peer",
+                    uvicorn(sc, "starlette_app:bearer_app", tls=True),
+                    auth="bearer-peer",
+                ),
+                Target(
+                    FAPI,
+                    "peer",
+                    uvicorn(sc, "fastapi_app:bearer_app", tls=True),
+                    auth="bearer-peer",
                 ),
             ],
             [
@@ -262,18 +270,54 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "`memory` (and `sqlite`, its default, in the second row); the peers keep the "
             "refresh hashes in a dict. FastAPI uses `OAuth2PasswordRequestForm`.",
             [
-                Target(FW, "fwrest", fw(sc, fw_data=OAUTH_FW, tls=True), path=token, token_form=True,
-                       expect_key="access_token"),
-                Target(fw_sqlite, "fwrest", fw(sc, fw_data=OAUTH_FW, tls=True, store="sqlite"),
-                       path=token, token_form=True, expect_key="access_token"),
-                Target(CEIL, "ceiling", ceiling(sc, "token", tls=True), path=token, token_form=True,
-                       expect_key="access_token"),
-                Target(ASGI, "peer", uvicorn(sc, "asgi_raw:token_app", tls=True), path=token,
-                       token_form=True, expect_key="access_token"),
-                Target(STAR, "peer", uvicorn(sc, "starlette_app:token_app", tls=True), path=token,
-                       token_form=True, expect_key="access_token"),
-                Target(FAPI, "peer", uvicorn(sc, "fastapi_app:token_app", tls=True), path=token,
-                       token_form=True, expect_key="access_token"),
+                Target(
+                    FW,
+                    "fwrest",
+                    fw(sc, fw_data=OAUTH_FW, tls=True),
+                    path=token,
+                    token_form=True,
+                    expect_key="access_token",
+                ),
+                Target(
+                    fw_sqlite,
+                    "fwrest",
+                    fw(sc, fw_data=OAUTH_FW, tls=True, store="sqlite"),
+                    path=token,
+                    token_form=True,
+                    expect_key="access_token",
+                ),
+                Target(
+                    CEIL,
+                    "ceiling",
+                    ceiling(sc, "token", tls=True),
+                    path=token,
+                    token_form=True,
+                    expect_key="access_token",
+                ),
+                Target(
+                    ASGI,
+                    "peer",
+                    uvicorn(sc, "asgi_raw:token_app", tls=True),
+                    path=token,
+                    token_form=True,
+                    expect_key="access_token",
+                ),
+                Target(
+                    STAR,
+                    "peer",
+                    uvicorn(sc, "starlette_app:token_app", tls=True),
+                    path=token,
+                    token_form=True,
+                    expect_key="access_token",
+                ),
+                Target(
+                    FAPI,
+                    "peer",
+                    uvicorn(sc, "fastapi_app:token_app", tls=True),
+                    path=token,
+                    token_form=True,
+                    expect_key="access_token",
+                ),
             ],
             [
                 ("fwrest / FastAPI", FW, FAPI, 2.0),
@@ -326,14 +370,30 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "handler; wrk asks for the last one registered (the worst case of a linear scan).",
             rows6,
             [
-                (f"fwrest {large} / {small} routes", f"fwrest, {large} routes",
-                 f"fwrest, {small} routes", 0.95),
-                (f"Starlette {large} / {small} routes", f"Starlette, {large} routes",
-                 f"Starlette, {small} routes", None),
-                (f"FastAPI {large} / {small} routes", f"FastAPI, {large} routes",
-                 f"FastAPI, {small} routes", None),
-                (f"fwrest / FastAPI at {large} routes", f"fwrest, {large} routes",
-                 f"FastAPI, {large} routes", None),
+                (
+                    f"fwrest {large} / {small} routes",
+                    f"fwrest, {large} routes",
+                    f"fwrest, {small} routes",
+                    0.95,
+                ),
+                (
+                    f"Starlette {large} / {small} routes",
+                    f"Starlette, {large} routes",
+                    f"Starlette, {small} routes",
+                    None,
+                ),
+                (
+                    f"FastAPI {large} / {small} routes",
+                    f"FastAPI, {large} routes",
+                    f"FastAPI, {small} routes",
+                    None,
+                ),
+                (
+                    f"fwrest / FastAPI at {large} routes",
+                    f"fwrest, {large} routes",
+                    f"FastAPI, {large} routes",
+                    None,
+                ),
             ],
         )
     )
@@ -392,21 +452,47 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             f"(`taskset -c {both}`) and wrk (2 threads) shares them with it, so the 2-worker "
             "figure is a lower bound of what two free cores would give.",
             [
-                Target("fwrest, 1 worker", "fwrest", fw(sc, cpus=both),
-                       server_cpus=both, wrk_cpus="", wrk_threads=2),
-                Target("fwrest, 2 workers", "fwrest", fw(sc, workers=2, cpus=both),
-                       server_cpus=both, wrk_cpus="", wrk_threads=2),
-                Target("uvicorn raw ASGI, 1 worker", "peer",
-                       uvicorn(sc, "asgi_raw:open_app", cpus=both),
-                       server_cpus=both, wrk_cpus="", wrk_threads=2),
-                Target("uvicorn raw ASGI, 2 workers", "peer",
-                       uvicorn(sc, "asgi_raw:open_app", workers=2, cpus=both),
-                       server_cpus=both, wrk_cpus="", wrk_threads=2),
+                Target(
+                    "fwrest, 1 worker",
+                    "fwrest",
+                    fw(sc, cpus=both),
+                    server_cpus=both,
+                    wrk_cpus="",
+                    wrk_threads=2,
+                ),
+                Target(
+                    "fwrest, 2 workers",
+                    "fwrest",
+                    fw(sc, workers=2, cpus=both),
+                    server_cpus=both,
+                    wrk_cpus="",
+                    wrk_threads=2,
+                ),
+                Target(
+                    "uvicorn raw ASGI, 1 worker",
+                    "peer",
+                    uvicorn(sc, "asgi_raw:open_app", cpus=both),
+                    server_cpus=both,
+                    wrk_cpus="",
+                    wrk_threads=2,
+                ),
+                Target(
+                    "uvicorn raw ASGI, 2 workers",
+                    "peer",
+                    uvicorn(sc, "asgi_raw:open_app", workers=2, cpus=both),
+                    server_cpus=both,
+                    wrk_cpus="",
+                    wrk_threads=2,
+                ),
             ],
             [
                 ("fwrest 2 workers / 1", "fwrest, 2 workers", "fwrest, 1 worker", None),
-                ("uvicorn 2 workers / 1", "uvicorn raw ASGI, 2 workers",
-                 "uvicorn raw ASGI, 1 worker", None),
+                (
+                    "uvicorn 2 workers / 1",
+                    "uvicorn raw ASGI, 2 workers",
+                    "uvicorn raw ASGI, 1 worker",
+                    None,
+                ),
             ],
         )
     )
@@ -421,8 +507,12 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "not grow it.",
             [
                 Target("fwrest open JSON", "fwrest", fw(sc)),
-                Target("fwrest Bearer on TLS", "fwrest", fw(sc, fw_data=OAUTH_FW, tls=True),
-                       auth="bearer-fwrest"),
+                Target(
+                    "fwrest Bearer on TLS",
+                    "fwrest",
+                    fw(sc, fw_data=OAUTH_FW, tls=True),
+                    auth="bearer-fwrest",
+                ),
             ],
             kind="memory",
         )
@@ -488,7 +578,9 @@ def _wrk_cmd(
     )
 
 
-def _measure(running: servers.Running, cmd: list[str], duration: float) -> tuple[wrk.WrkResult, float]:
+def _measure(
+    running: servers.Running, cmd: list[str], duration: float
+) -> tuple[wrk.WrkResult, float]:
     """One wrk run and the server's CPU % over it (100 % = one core)."""
     before = running.cpu_seconds()
     t0 = time.monotonic()
@@ -499,7 +591,9 @@ def _measure(running: servers.Running, cmd: list[str], duration: float) -> tuple
     return result, 100.0 * used / wall if wall > 0 else 0.0
 
 
-def measure_throughput(target: Target, s: Settings, sc: Scratch, log: Callable[[str], None]) -> dict[str, Any]:
+def measure_throughput(
+    target: Target, s: Settings, sc: Scratch, log: Callable[[str], None]
+) -> dict[str, Any]:
     row: dict[str, Any] = {"server": target.label, "role": target.role, "detail": target.detail}
     folder = sc.folder(target.label)
     try:
@@ -514,7 +608,9 @@ def measure_throughput(target: Target, s: Settings, sc: Scratch, log: Callable[[
         wrk.run(_wrk_cmd(target, s, sc, url, headers, s.warmup_s), s.warmup_s)
         runs, cpus = [], []
         for _ in range(s.runs):
-            result, cpu = _measure(running, _wrk_cmd(target, s, sc, url, headers, s.duration_s), s.duration_s)
+            result, cpu = _measure(
+                running, _wrk_cmd(target, s, sc, url, headers, s.duration_s), s.duration_s
+            )
             runs.append({**result.as_dict(), "cpu_pct": cpu})
             cpus.append(cpu)
         row["runs"] = runs
@@ -530,7 +626,12 @@ def measure_throughput(target: Target, s: Settings, sc: Scratch, log: Callable[[
 
 
 def _drive(
-    running: servers.Running, target: Target, s: Settings, sc: Scratch, headers: dict[str, str], count: int
+    running: servers.Running,
+    target: Target,
+    s: Settings,
+    sc: Scratch,
+    headers: dict[str, str],
+    count: int,
 ) -> tuple[int, int]:
     """Send at least ``count`` requests with wrk (bounded rounds); (requests, errors)."""
     sent = errors = 0
@@ -548,7 +649,9 @@ def _drive(
     return sent, errors
 
 
-def measure_memory(target: Target, s: Settings, sc: Scratch, log: Callable[[str], None]) -> dict[str, Any]:
+def measure_memory(
+    target: Target, s: Settings, sc: Scratch, log: Callable[[str], None]
+) -> dict[str, Any]:
     row: dict[str, Any] = {"server": target.label, "role": target.role, "detail": target.detail}
     try:
         running = target.start(sc.folder(target.label))
@@ -643,7 +746,9 @@ def _version(dist: str) -> str:
 
 def _wrk_version() -> str:
     try:
-        done = subprocess.run(["wrk", "--version"], capture_output=True, text=True, timeout=10, check=False)
+        done = subprocess.run(
+            ["wrk", "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "missing"
     first = (done.stdout or done.stderr).splitlines()[:1]
@@ -702,8 +807,11 @@ def meta(s: Settings, note: str) -> dict[str, Any]:
 
 # -- main ---------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bench.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--quick", action="store_true", help="1 run of 1 s per server, 1 s warm-up")
     p.add_argument("--cases", default=",".join(ALL_CASES), help="comma-separated case numbers")
     p.add_argument("--out", type=Path, help="folder for results.{md,json,png}")
@@ -711,7 +819,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--duration", type=int, help="whole seconds per run (default 3)")
     p.add_argument("--warmup", type=int, help="whole seconds of warm-up (default 1)")
     p.add_argument("--connections", type=int, help="wrk connections (default 64)")
-    p.add_argument("--note", default="", help="a sentence for the results (e.g. the machine was busy)")
+    p.add_argument(
+        "--note", default="", help="a sentence for the results (e.g. the machine was busy)"
+    )
     p.add_argument("--no-chart", action="store_true", help="skip the PNG (no matplotlib)")
     return p.parse_args(argv)
 
@@ -742,7 +852,9 @@ def main(argv: list[str] | None = None) -> int:
     wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in wanted if c not in ALL_CASES]
     if unknown or not wanted:
-        print(f"bench: unknown case(s) {unknown}; choose among {','.join(ALL_CASES)}", file=sys.stderr)
+        print(
+            f"bench: unknown case(s) {unknown}; choose among {','.join(ALL_CASES)}", file=sys.stderr
+        )
         return 2
     if shutil.which("wrk") is None or shutil.which("taskset") is None:
         print("bench: wrk and taskset are needed (apt-get install wrk util-linux)", file=sys.stderr)
@@ -780,7 +892,10 @@ def main(argv: list[str] | None = None) -> int:
     if full and out.resolve() == BENCH:
         report.update_readme(BENCH / "README.md", results)
     print(report.markdown(results))
-    log(f"bench: done in {results['meta']['elapsed_s']:.0f} s; wrote " + ", ".join(str(p) for p in paths.values()))
+    log(
+        f"bench: done in {results['meta']['elapsed_s']:.0f} s; wrote "
+        + ", ".join(str(p) for p in paths.values())
+    )
     return 0
 
 

@@ -11,6 +11,7 @@ Every wait has a deadline; every process started here is stopped here, by its ow
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -151,10 +152,8 @@ class Running:
             self.proc.wait(STOP_DEADLINE_S)
         _gone, alive = psutil.wait_procs(procs[1:], timeout=STOP_DEADLINE_S)
         for proc in alive:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
-            except psutil.NoSuchProcess:
-                pass
 
 
 def _env() -> dict[str, str]:
@@ -164,7 +163,9 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _spawn(cmd: list[str], cwd: Path, stderr_path: Path, cpus: str | None) -> subprocess.Popen[bytes]:
+def _spawn(
+    cmd: list[str], cwd: Path, stderr_path: Path, cpus: str | None
+) -> subprocess.Popen[bytes]:
     if cpus is not None:
         cmd = ["taskset", "-c", cpus, *cmd]
     with stderr_path.open("wb") as err:

@@ -72,7 +72,9 @@ def parse(output: str) -> WrkResult:
         r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
     )
     if errs:
-        sockets = dict(zip(("connect", "read", "write", "timeout"), map(int, errs.groups()), strict=True))
+        sockets = dict(
+            zip(("connect", "read", "write", "timeout"), map(int, errs.groups()), strict=True)
+        )
     return WrkResult(
         requests=int(totals.group(1)),
         duration_s=parse_duration(totals.group(2)),
@@ -131,4 +133,7 @@ def run(cmd: list[str], duration_s: float) -> WrkResult:
         raise WrkError(f"wrk did not finish: {' '.join(cmd)}") from exc
     if done.returncode != 0:
         raise WrkError(f"wrk exited {done.returncode}: {done.stderr.strip() or done.stdout}")
-    return parse(done.stdout)
+    result = parse(done.stdout)
+    if result.requests == 0:
+        raise WrkError(f"no request was answered: {' '.join(cmd)}")
+    return result

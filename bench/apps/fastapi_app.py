@@ -8,6 +8,7 @@ uvicorn starts them with ``--factory bench.apps.fastapi_app:JOB_app``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, status
@@ -31,9 +32,7 @@ async def basic_user(credentials: Annotated[HTTPBasicCredentials, Depends(_basic
         credentials.password, common.PASSWORD
     )
     if not ok:
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED, headers={"WWW-Authenticate": "Basic"}
-        )
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, headers={"WWW-Authenticate": "Basic"})
     return credentials.username
 
 
@@ -42,9 +41,7 @@ async def bearer_user(
 ) -> str:
     user = common.check_bearer_header(f"Bearer {credentials.credentials}")
     if user is None:
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"}
-        )
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
     return user
 
 
@@ -115,7 +112,7 @@ def sync_app() -> FastAPI:
 def _routes(count: int) -> FastAPI:
     app = _app()
 
-    def make(i: int):  # type: ignore[no-untyped-def]
+    def make(i: int) -> Callable[..., Any]:
         async def order(uid: str, oid: str) -> dict[str, Any]:
             return {"route": i, "uid": uid, "oid": oid}
 

@@ -7,6 +7,9 @@ uvicorn starts them with ``--factory bench.apps.starlette_app:JOB_app``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from starlette.applications import Starlette
 from starlette.authentication import (
     AuthCredentials,
@@ -87,7 +90,7 @@ def sync_app() -> Starlette:
 
 
 def _routes(count: int) -> Starlette:
-    def make(i: int):  # type: ignore[no-untyped-def]
+    def make(i: int) -> Callable[..., Any]:
         async def order(request: Request) -> JSONResponse:
             params = request.path_params
             return JSONResponse({"route": i, "uid": params["uid"], "oid": params["oid"]})
@@ -95,9 +98,7 @@ def _routes(count: int) -> Starlette:
         return order
 
     return Starlette(
-        routes=[
-            Route(f"/rest/api{i}/users/{{uid}}/orders/{{oid}}", make(i)) for i in range(count)
-        ]
+        routes=[Route(f"/rest/api{i}/users/{{uid}}/orders/{{oid}}", make(i)) for i in range(count)]
     )
 
 

@@ -16,6 +16,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -266,45 +267,73 @@ def test_a_change_reaches_both_workers_within_one_second(server: ServerProcess, 
     assert per_worker == {w: sum(1 for p in pids if labels[p] == w) for w in wanted}, per_worker
 
 
-def test_the_config_file_general_is_reread_after_rest_reload_time(
-    server: ServerProcess, base: str
-) -> None:
+@contextmanager
+def general_edited(server: ServerProcess, base: str, **values: int) -> Iterator[None]:
+    """Rewrite the config file's [GENERAL] (atomically); restore it afterwards."""
     path = server.config
     original = path.read_text()
     doc = json.loads(original)
-    assert get_settings(base)["rest_log_stringsize"]["file"] == 60
-    doc["GENERAL"]["rest_log_stringsize"] = 73
-    mark = len(server.log())
+    doc["GENERAL"].update(values)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2))
     os.replace(tmp, path)
-    edited = time.monotonic()
     try:
-
-        def both_reloaded() -> bool:
-            text = since(server, mark)
-            return all(
-                re.search(rf"\[{w}\] settings changed \(sync\): rest_log_stringsize 60 -> 73", text)
-                for w in ("w1", "w2")
-            )
-
-        took = wait_for(both_reloaded, 8, "both workers re-reading [GENERAL]", 0.1)
-        print(f"both workers re-read [GENERAL] {took:.3f} s after the edit (rest_reload_time=1)")
-        settings = get_settings(base)["rest_log_stringsize"]
-        assert (settings["file"], settings["effective"]) == (73, 73)
+        yield
     finally:
         tmp.write_text(original)
         os.replace(tmp, path)
-    wait_for(
-        lambda: (
-            get_settings(base)["rest_log_stringsize"]["file"] == 60
-            and time.monotonic() - edited > 0
-        ),
-        8,
-        "the restored file read back",
-        0.1,
-    )
-    time.sleep(1.0)  # the other worker too
+        restored = dict(FILE_GENERAL)
+        wait_for(
+            lambda: all(
+                get_settings(base)[k]["file"] == restored[k] for k in values if k in restored
+            ),
+            8,
+            "the restored file read back",
+            0.1,
+        )
+        settle(time.monotonic())  # the other worker too
+
+
+def both_reloaded(server: ServerProcess, mark: int, change_text: str) -> bool:
+    text = since(server, mark)
+    return all(f"[{w}] settings changed (sync): {change_text}" in text for w in ("w1", "w2"))
+
+
+def test_the_config_file_general_is_reread_after_rest_reload_time(
+    server: ServerProcess, base: str
+) -> None:
+    assert get_settings(base)["rest_log_stringsize"]["file"] == 60
+    mark = len(server.log())
+    with general_edited(server, base, rest_log_stringsize=73):
+        took = wait_for(
+            lambda: both_reloaded(server, mark, "rest_log_stringsize 60 -> 73"),
+            8,
+            "both workers re-reading [GENERAL]",
+            0.1,
+        )
+        print(f"both workers re-read [GENERAL] {took:.3f} s after the edit (rest_reload_time=1)")
+        settings = get_settings(base)["rest_log_stringsize"]
+        assert (settings["file"], settings["effective"]) == (73, 73)
+
+
+def test_a_shorter_rest_reload_time_set_at_run_time_applies_at_once(
+    server: ServerProcess, base: str
+) -> None:
+    # a long interval first: every worker re-reads once more, then would wait 30 s ...
+    change(base, {"rest_reload_time": 30})
+    time.sleep(2.0)
+    # ... until the interval is shortened again at run time
+    settle(change(base, {"rest_reload_time": 1}))
+    mark = len(server.log())
+    with general_edited(server, base, rest_log_stringsize=74):
+        took = wait_for(
+            lambda: both_reloaded(server, mark, "rest_log_stringsize 60 -> 74"),
+            6,
+            "both workers re-reading [GENERAL] with rest_reload_time=1 set at run time",
+            0.1,
+        )
+        print(f"both workers re-read [GENERAL] {took:.3f} s after the edit")
+        change(base, {"rest_reload_time": None})
 
 
 # -- the visible effect of each setting on the log -------------------------------------------------

@@ -33,7 +33,8 @@ class SettingsManager:
         self.file = dict(file_values)
         self.runtime: dict[str, int] = {}
         self.store = store
-        self._next_reload = time.monotonic() + tunables.current.rest_reload_time
+        self._last_reload = time.monotonic()
+        self._changes = 0  # local changes made; a store read begun before one is stale
         self._task: asyncio.Task[None] | None = None
 
     def effective(self) -> Tunables:
@@ -74,6 +75,7 @@ class SettingsManager:
         if self.store is None:
             raise StoreError("no state store")
         await asyncio.wait_for(asyncio.to_thread(self.store.set_settings, changes), _DEADLINE_S)
+        self._changes += 1
         for name, value in changes.items():
             if value is None:
                 self.runtime.pop(name, None)
@@ -83,9 +85,7 @@ class SettingsManager:
 
     def start(self) -> None:
         self.apply("start")
-        # The file's rest_reload_time is in force only now (the snapshot of __init__'s time
-        # was the default's 60 s, which delayed the first re-read by a minute).
-        self._next_reload = time.monotonic() + tunables.current.rest_reload_time
+        self._last_reload = time.monotonic()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._sync())
 
@@ -99,14 +99,18 @@ class SettingsManager:
             await asyncio.sleep(_SYNC_S)
             if self.store is not None:
                 try:
+                    changes = self._changes
                     fresh = await asyncio.wait_for(
                         asyncio.to_thread(self.store.get_settings), _DEADLINE_S
                     )
-                    self.runtime = {k: v for k, v in fresh.items() if k in SETTINGS}
+                    if changes == self._changes:  # else a change here was newer than the read
+                        self.runtime = {k: v for k, v in fresh.items() if k in SETTINGS}
                 except (StoreError, TimeoutError) as exc:
                     log.server_log.debug("run-time settings not refreshed: %s", exc)
-            if self.config_file is not None and time.monotonic() >= self._next_reload:
-                self._next_reload = time.monotonic() + tunables.current.rest_reload_time
+            # The interval in force now counts (one shortened at run time applies at once).
+            due = self._last_reload + tunables.current.rest_reload_time
+            if self.config_file is not None and time.monotonic() >= due:
+                self._last_reload = time.monotonic()
                 try:
                     self.file = await asyncio.to_thread(read_general, self.config_file)
                 except ConfigError as exc:

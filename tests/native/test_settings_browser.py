@@ -1,0 +1,228 @@
+"""The ``/fw/rest/config`` page in a real browser (SPEC 5): Debian's Chromium, driven by
+Playwright, against ``fwrest serve --workers 2`` with the sqlite store.
+
+The page shows three columns (run time, config file, default) with an orange border on the value
+in force; submitting the form moves the border and changes the log of both workers without a
+restart; a bad value shows a message and changes nothing; a form posted from another site is
+refused. A screenshot of the page goes to ``docs/img/config-page.png``.
+
+Chromium is a Debian package (``apt-get install -y chromium``); without it these tests FAIL
+(they never skip): the page is part of the product.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import threading
+import time
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT, ServerProcess, free_config
+from tests.native.support import (
+    ORANGE,
+    SETTING_NAMES,
+    change,
+    get_settings,
+    hit_both_workers,
+    running,
+    settle,
+    wait_for,
+    worker_labels,
+)
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOT = ROOT / "docs" / "img" / "config-page.png"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's Chromium (apt-get install -y chromium); "
+            "the settings page is tested in a real browser, never skipped"
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        pytest.fail(f"Playwright for Python is missing ({exc}): pip install -e '.[dev]'")
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("settings_browser")
+    config = free_config(
+        tmp,
+        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+        general={"rest_log_level": 3},
+    )
+    with running(config, workers=2) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def base(server: ServerProcess) -> str:
+    return server.url()
+
+
+@pytest.fixture
+def page(browser: Any, base: str) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1100, "height": 700})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    try:
+        yield page
+    finally:
+        context.close()
+        # leave no run-time value behind, in force in both workers
+        settle(change(base, dict.fromkeys(SETTING_NAMES)))
+
+
+def cell(page: Any, setting: str, kind: str) -> Any:
+    return page.locator(f'tr[data-setting="{setting}"] td[data-kind="{kind}"]')
+
+
+def border_color(page: Any, setting: str, kind: str) -> str:
+    color: str = cell(page, setting, kind).evaluate("el => getComputedStyle(el).borderTopColor")
+    return color
+
+
+def in_force(page: Any, setting: str) -> list[str]:
+    """The columns of a row whose cell has the orange border."""
+    return [
+        kind
+        for kind in ("runtime", "file", "default")
+        if border_color(page, setting, kind) == ORANGE
+    ]
+
+
+def test_the_page_shows_three_columns_and_the_value_in_force(page: Any, base: str) -> None:
+    response = page.goto(f"{base}/fw/rest/config")
+    assert response.status == 200
+    assert response.headers["content-type"].startswith("text/html")
+    heads = [h.strip().lower() for h in page.locator("thead th").all_inner_texts()]
+    print(heads)
+    for title in ("run time", "config file", "default"):
+        assert title in heads, heads
+    assert page.locator("tbody tr").count() == len(SETTING_NAMES)
+    for name in SETTING_NAMES:
+        for kind in ("runtime", "file", "default"):
+            assert cell(page, name, kind).count() == 1, (name, kind)
+        assert page.locator(f'input[name="{name}"]').count() == 1
+    assert cell(page, "rest_log_level", "file").inner_text().strip() == "3"
+    assert cell(page, "rest_log_level", "default").inner_text().strip() == "3"
+    assert in_force(page, "rest_log_level") == ["file"]  # the file's value is in force
+    assert in_force(page, "rest_error_full") == ["default"]  # no file value: the default
+    assert border_color(page, "rest_log_level", "runtime") != ORANGE
+
+
+def test_submitting_moves_the_border_and_changes_the_log_of_both_workers(
+    page: Any, server: ServerProcess, base: str
+) -> None:
+    labels = worker_labels(server.log())
+    page.goto(f"{base}/fw/rest/config")
+    assert in_force(page, "rest_log_level") == ["file"]
+    page.fill("#rest_log_level", "5")
+    with page.expect_navigation():
+        page.click("#save")
+    submitted = time.monotonic()
+    message = page.locator("#message")
+    print(message.inner_text())
+    assert "Saved" in message.inner_text()
+    assert in_force(page, "rest_log_level") == ["runtime"]  # the border moved
+    assert page.input_value("#rest_log_level") == "5"
+    assert get_settings(base)["rest_log_level"]["runtime"] == 5
+
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
+    assert SCREENSHOT.stat().st_size > 5_000
+
+    # no restart: level 5 (debug) lines come from both workers within 1 s
+    settle(submitted)
+    mark = len(server.log())
+    pids = hit_both_workers(base)
+    workers = {labels[p] for p in pids}
+    assert workers == {"w1", "w2"}
+
+    def both_debug() -> bool:
+        text = server.log()[mark:]
+        return all(f"fwrest.access [{w}] request headers {{" in text for w in workers)
+
+    took = wait_for(both_debug, 5, "debug lines from both workers")
+    print(f"debug lines from {sorted(workers)} {took:.3f} s after the requests")
+
+
+def test_a_bad_value_shows_a_message_and_changes_nothing(page: Any, base: str) -> None:
+    before = get_settings(base)
+    page.goto(f"{base}/fw/rest/config")
+    page.fill("#rest_log_level", "9")
+    with page.expect_navigation():
+        page.click("#save")
+    message = page.locator("#message")
+    text = message.inner_text()
+    print(text)
+    assert "error" in (message.get_attribute("class") or "")
+    assert "rest_log_level" in text and "0-5" in text
+    assert in_force(page, "rest_log_level") == ["file"]  # still the file's value
+    assert get_settings(base) == before
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_cross_site_post_is_refused(page: Any, base: str, tmp_path: Path) -> None:
+    # The attacker even knows a valid anti-forgery token: only the Origin check stops it.
+    own = httpx.get(f"{base}/fw/rest/config").text
+    token = own.split('name="fw_csrf" value="', 1)[1].split('"', 1)[0]
+    target = html.escape(f"{base}/fw/rest/config")
+    (tmp_path / "attack.html").write_text(
+        f"""<!doctype html><html><body>
+<form id="f" method="post" action="{target}">
+<input name="rest_log_level" value="0"><input name="fw_csrf" value="{token}">
+</form><script>document.getElementById("f").submit();</script></body></html>"""
+    )
+    handler = functools.partial(_Quiet, directory=str(tmp_path))
+    attacker = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=attacker.serve_forever, daemon=True)
+    thread.start()
+    before = get_settings(base)
+    try:
+        url = f"http://127.0.0.1:{attacker.server_address[1]}/attack.html"
+        with page.expect_response(lambda r: r.url.endswith("/fw/rest/config")) as answer:
+            page.goto(url)
+        response = answer.value
+        origin = response.request.header_value("origin")
+        print(f"cross-site POST from {origin}: {response.status}")
+        assert response.request.method == "POST"
+        assert origin and origin != base.rsplit("/rest", 1)[0]
+        assert response.status == 403
+    finally:
+        attacker.shutdown()
+        attacker.server_close()
+    time.sleep(1.0)
+    assert get_settings(base) == before
+    assert get_settings(base)["rest_log_level"]["runtime"] is None
