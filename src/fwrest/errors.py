@@ -19,6 +19,7 @@ __all__ = [
     "ConfigError",
     "HTTPError",
     "error_body",
+    "store_unavailable",
 ]
 
 STATUS_PHRASES: dict[int, str] = {
@@ -147,3 +148,13 @@ class HTTPError(Exception):
 
     def body(self) -> bytes:
         return error_body(self.status, self.message, self.detailed)
+
+
+def store_unavailable() -> HTTPError:
+    """503 with ``Retry-After``: the state store cannot be reached (SPEC 7, fail closed)."""
+    return HTTPError(
+        503,
+        "Service Unavailable",
+        detailed="the state store is unavailable",
+        headers=(("retry-after", "1"),),
+    )

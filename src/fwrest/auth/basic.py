@@ -15,9 +15,17 @@ from fwrest.errors import HTTPError
 if TYPE_CHECKING:
     from fwrest.context.request import RequestContext
 
-__all__ = ["BasicGuard"]
+__all__ = ["BasicGuard", "authorization_header", "parse_basic"]
 
 CHALLENGE = ("www-authenticate", 'Basic realm="Access to REST", charset="ISO-8859-1"')
+
+
+def authorization_header(headers: list[tuple[str, str]]) -> str | None:
+    """The request's ``Authorization`` value (the HTTP layer refuses a repeated one)."""
+    for name, value in headers:
+        if name == "authorization":
+            return value
+    return None
 
 
 def parse_basic(header: str | None) -> tuple[str, str] | None:
@@ -68,11 +76,7 @@ class BasicGuard:
         self.throttle = throttle
 
     async def __call__(self, req: Any, ctx: RequestContext) -> None:
-        header = None
-        for name, value in req.headers:
-            if name == "authorization":
-                header = value
-                break
+        header = authorization_header(req.headers)
         creds = parse_basic(header)
         if creds is None:
             raise HTTPError(401, headers=(CHALLENGE,))

@@ -20,7 +20,7 @@ import orjson
 from fwrest import log
 from fwrest.config.tunables import SETTINGS, SettingsError, validate
 from fwrest.context.request import RequestContext, Response, current
-from fwrest.errors import HTTPError
+from fwrest.errors import HTTPError, store_unavailable
 from fwrest.store import StoreError
 
 __all__ = ["config_change", "config_page"]
@@ -179,12 +179,7 @@ async def config_change() -> Response:
     try:
         await worker.settings.change(valid)
     except (StoreError, TimeoutError):
-        raise HTTPError(
-            503,
-            "Service Unavailable",
-            detailed="the state store is unavailable",
-            headers=(("retry-after", "1"),),
-        ) from None
+        raise store_unavailable() from None
     log.server_log.warning(
         "run-time settings changed by %r: %s", log.escape(ctx.auth_user or "-"), valid
     )

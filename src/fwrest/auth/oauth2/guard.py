@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from fwrest import log
+from fwrest.auth.basic import authorization_header
 from fwrest.auth.oauth2.tokens import InvalidToken, TokenService, bearer_token
 from fwrest.errors import HTTPError
 
@@ -92,12 +93,7 @@ class BearerGuard:
             return  # the token route is never protected
         if self._nocheck.matches(rel) or self._nocheck.matches(path):
             return
-        header = None
-        for name, value in req.headers:
-            if name == "authorization":
-                header = value
-                break
-        token = bearer_token(header)
+        token = bearer_token(authorization_header(req.headers))
         if token is None:
             raise HTTPError(
                 401, detailed="an access token is required", headers=(("www-authenticate", REALM),)

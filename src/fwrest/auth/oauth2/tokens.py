@@ -30,7 +30,7 @@ from fwrest.auth.oauth2.params import (
     request_params,
 )
 from fwrest.auth.oauth2.passwords import dummy_check, same_secret, verify_password
-from fwrest.errors import HTTPError
+from fwrest.errors import HTTPError, store_unavailable
 from fwrest.store import RefreshRecord, StateStore, StoreError
 
 __all__ = ["InvalidToken", "TokenService"]
@@ -155,12 +155,7 @@ class TokenService:
                 self.port_name,
                 exc or "no answer within 1.4 s",
             )
-            raise HTTPError(
-                503,
-                "Service Unavailable",
-                detailed="the state store is unavailable",
-                headers=(("retry-after", "1"),),
-            ) from None
+            raise store_unavailable() from None
 
     async def _params(self, request: dict[str, str]) -> AuthParams:
         try:
