@@ -12,6 +12,7 @@ from typing import Any
 
 __all__ = [
     "case_markdown",
+    "ceiling_check",
     "chart",
     "markdown",
     "median_row",
@@ -67,6 +68,21 @@ def ratio(
     }
 
 
+def ceiling_check(row: dict[str, Any], name: str, field: str, limit: float) -> dict[str, Any]:
+    """A figure of one row that must stay at or under ``limit`` MiB (the memory case)."""
+    value = None if row.get("error") else row.get(field)
+    return {
+        "name": name,
+        "numerator": row["server"],
+        "denominator": "",
+        "value": value,
+        "unit": "MiB",
+        "limit": limit,
+        "target": None,
+        "met": None if value is None else value <= limit,
+    }
+
+
 # -- markdown ---------------------------------------------------------------------------------
 def _num(value: float | None, digits: int = 0, unit: str = "") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -104,9 +120,9 @@ def _throughput_table(case: dict[str, Any]) -> list[str]:
 
 def _memory_table(case: dict[str, Any]) -> list[str]:
     lines = [
-        "| server | RSS idle MiB | RSS after 1st batch MiB | RSS after 2nd batch MiB "
-        "| requests per batch | growth 1st to 2nd MiB | notes |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| server | RSS idle MiB | after 1st batch MiB | after 2nd batch MiB "
+        "| requests (1st + 2nd) | growth idle to 1st MiB | growth 1st to 2nd MiB | notes |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in case["rows"]:
         notes = [row["detail"]] if row.get("detail") else []
@@ -114,10 +130,12 @@ def _memory_table(case: dict[str, Any]) -> list[str]:
             notes.append(f"FAILED: {row['error']}")
         elif row.get("errors"):
             notes.append(f"{row['errors']} errors/non-2xx")
+        sent = row.get("requests") or []
         lines.append(
             f"| {row['server']} | {_num(row.get('rss_idle_mib'), 1)} "
             f"| {_num(row.get('rss_after_1_mib'), 1)} | {_num(row.get('rss_after_2_mib'), 1)} "
-            f"| {_num(row.get('batch_requests'))} | {_num(row.get('growth_mib'), 2)} "
+            f"| {' + '.join(_num(n) for n in sent) or '-'} "
+            f"| {_num(row.get('growth_from_idle_mib'), 1)} | {_num(row.get('growth_mib'), 2)} "
             f"| {_cell('; '.join(notes))} |"
         )
     return lines
@@ -128,8 +146,13 @@ def _ratio_lines(ratios: list[dict[str, Any]]) -> list[str]:
         return []
     lines = ["", "| ratio | value | target | met |", "|---|---:|---:|---|"]
     for r in ratios:
-        value = "-" if r["value"] is None else f"{r['value']:.2f}x"
-        target = "-" if r["target"] is None else f">= {r['target']:g}x"
+        unit = r.get("unit", "x")
+        sep = " " if unit != "x" else ""
+        value = "-" if r["value"] is None else f"{r['value']:.2f}{sep}{unit}"
+        if r.get("limit") is not None:
+            target = f"<= {r['limit']:g}{sep}{unit}"
+        else:
+            target = "-" if r["target"] is None else f">= {r['target']:g}x"
         met = {True: "yes", False: "**no**", None: "-"}[r["met"]]
         lines.append(f"| {r['name']} | {value} | {target} | {met} |")
     return lines

@@ -16,9 +16,7 @@ connection asks the public ``/pid`` route, then sends its token requests on that
 from __future__ import annotations
 
 import json
-import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -29,7 +27,6 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 import trustme
 
 from tests.auth.oauth2_support import (
@@ -41,6 +38,7 @@ from tests.auth.oauth2_support import (
     wait_for,
 )
 from tests.conftest import APP_SOURCE, ServerProcess, free_config, run_cli
+from tests.redis_support import RedisServer, redis_binary
 
 ADA = ("ada", "Ada-Pw-7731")
 HANG_GUARD_503 = 2.5  # seconds; SPEC 7: 503 within 1.5 s while the store is unreachable
@@ -285,65 +283,6 @@ def test_fifty_simultaneous_refreshes_give_one_new_pair(workers: Workers) -> Non
 
 
 # -- two services sharing one Redis -------------------------------------------------------------
-
-
-def redis_binary() -> str:
-    found = shutil.which("redis-server") or "/usr/bin/redis-server"
-    assert Path(found).is_file(), "redis-server is required for these tests (apt install redis)"
-    return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class RedisServer:
-    """A throwaway ``redis-server`` on a free loopback port, no persistence."""
-
-    def __init__(self, folder: Path) -> None:
-        self.binary = redis_binary()
-        self.folder = folder
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> RedisServer:
-        self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.folder)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        client = redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1)
-
-        def answers() -> bool:
-            assert self.proc is not None and self.proc.poll() is None, "redis-server exited"
-            try:
-                return bool(client.ping())
-            except redis.RedisError:
-                return False
-
-        try:
-            wait_for(answers, 15, f"redis-server on port {self.port} answers")
-        finally:
-            client.close()
-        return self
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=2, socket_connect_timeout=2)
 
 
 @pytest.fixture

@@ -174,12 +174,20 @@ def _results() -> dict[str, object]:
                 "rss_after_1_mib": 72.0,
                 "rss_after_2_mib": 72.25,
                 "batch_requests": 100_000,
+                "requests": [100_512, 101_003],
+                "growth_from_idle_mib": 2.0,
                 "growth_mib": 0.25,
                 "errors": 0,
             }
         ],
         "ratios": [],
     }
+    memory["ratios"] = [
+        report.ceiling_check(memory["rows"][0], "open: growth 1st to 2nd", "growth_mib", 1.0),
+        report.ceiling_check(
+            memory["rows"][0], "open: growth idle to 1st", "growth_from_idle_mib", 1.5
+        ),
+    ]
     return {
         "meta": {
             "date": "2026-11-22 18:00 UTC",
@@ -252,7 +260,7 @@ def test_markdown_has_a_table_per_case_versions_and_caveats() -> None:
     assert "| FastAPI / ceiling | 0.25x | >= 0.5x | **no** |" in text
     assert "FAILED: uvicorn did not start" in text
     assert "17085 errors/non-2xx" in text
-    assert "| fwrest open JSON | 70.0 | 72.0 | 72.2 | 100,000 | 0.25 |  |" in text
+    assert "| fwrest open JSON | 70.0 | 72.0 | 72.2 | 100,512 + 101,003 | 2.0 | 0.25 |  |" in text
     assert (
         "Python 3.11.7" in text and "wrk debian/4.1.0-3+b2" in text and "AMD EPYC, 2 cores" in text
     )

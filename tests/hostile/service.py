@@ -155,12 +155,12 @@ def smuggled_post(name):
 )
 
 
-def _servers(certs: dict[str, Path]) -> dict[str, dict[str, Any]]:
-    deadlines = {"HeaderTimeout": DEADLINE_MS, "BodyTimeout": DEADLINE_MS}
+def _servers(certs: dict[str, Path], deadline_ms: int) -> dict[str, dict[str, Any]]:
+    deadlines = {"HeaderTimeout": deadline_ms, "BodyTimeout": deadline_ms}
     oauth = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.nocheck")
     oauth["FwData"]["Authorization"]["maxFailures"] = NO_THROTTLE
     oauth["FwData"]["NativeRoutes"] = {"public": ["healthcheck"]}
-    oauth.update(deadlines, MaxBodySize=BODY_LIMIT)
+    oauth.update(deadlines, MaxBodySize=BODY_LIMIT, TlsHandshakeTimeout=deadline_ms)
     basic = {
         "HostName": "127.0.0.1",
         "Port": 0,
@@ -233,11 +233,16 @@ class HostileService:
         return sorted(out)
 
 
-def start_service(folder: Path, ca: trustme.CA, general: dict[str, Any] | None = None) -> HostileService:
+def start_service(
+    folder: Path,
+    ca: trustme.CA,
+    general: dict[str, Any] | None = None,
+    deadline_ms: int = DEADLINE_MS,
+) -> HostileService:
     certs = issue_certs(ca, folder / "certs")
     config = free_config(
         folder,
-        servers=_servers(certs),
+        servers=_servers(certs, deadline_ms),
         app=HOSTILE_APP,
         general=general,
         extra={

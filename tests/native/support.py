@@ -86,10 +86,6 @@ def change(base: str, changes: dict[str, Any], **kw: Any) -> float:
     return time.monotonic()
 
 
-def clear_all(base: str, **kw: Any) -> None:
-    change(base, dict.fromkeys(SETTING_NAMES), **kw)
-
-
 def settle(since: float) -> None:
     """Wait until SPEC 5's bound (1 s) has passed since a change was answered."""
     left = since + SETTLE_S - time.monotonic()

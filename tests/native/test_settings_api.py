@@ -5,8 +5,10 @@ and ``onAdmin``.
 One service for the module: ``fwrest serve --workers 2`` with the sqlite state store, an open
 port ``HTTP_REST`` and a Basic port ``HTTP_BASIC`` whose ``onAdmin`` lets only ``ada`` change
 settings. Its ``[GENERAL]`` sets ``rest_log_level=3``, ``rest_log_stringsize=60`` and
-``rest_reload_time=1``. Every test starts with no run-time value set (an autouse fixture
-clears them and waits the 1 s the change needs to reach both workers).
+``rest_reload_time=1``. Every test leaves no run-time value behind (an autouse fixture clears
+them and, after a test that changed something, waits the 1 s a change needs to reach both
+workers). A worker that has not synced yet may show the old values for up to that second, so a
+test reads across workers only after waiting for it.
 """
 
 from __future__ import annotations

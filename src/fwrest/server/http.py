@@ -27,6 +27,10 @@ __all__ = ["ConnectionSet", "HttpProtocol"]
 _IDLE, _HEADERS, _BODY, _DONE = 0, 1, 2, 3
 _TOKEN_PATH = b"oauth2/token"
 TOKEN_BODY_LIMIT = 16384
+# Chunk extensions are framing the parser skips, never handed to the body: bounded on their
+# own, else a client streams an unlimited body past MaxBodySize (as in CVE-2024-22019).
+CHUNK_EXTENSIONS_LIMIT = 16384
+_CHUNK_FRAMING = 20  # per chunk: up to 16 hex digits and two CRLFs
 
 _STATUS_LINES: dict[int, bytes] = {
     code: f"HTTP/1.1 {code} {phrase}\r\n".encode() for code, phrase in STATUS_PHRASES.items()
@@ -80,6 +84,8 @@ class HttpProtocol(asyncio.Protocol):
         "_body_limit",
         "_body_size",
         "_busy",
+        "_chunked",
+        "_chunks",
         "_client",
         "_completed",
         "_conns",
@@ -94,6 +100,7 @@ class HttpProtocol(asyncio.Protocol):
         "_timer",
         "_transport",
         "_url",
+        "_wire_body",
         "app",
         "cfg",
     )
@@ -116,6 +123,9 @@ class HttpProtocol(asyncio.Protocol):
         self._body: list[bytes] = []
         self._body_size = 0
         self._body_limit = cfg.max_body_size
+        self._chunked = False  # the current body is chunked
+        self._chunks = 0  # chunks of the current body
+        self._wire_body = 0  # raw bytes received while the current body was being read
         self._busy = False
         self._keep_alive = True
         self._queue: list[tuple[Request, bool]] = []
@@ -220,6 +230,16 @@ class HttpProtocol(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(HTTPError(400, detailed=_parser_detail(exc), close=True))
             return
+        if self._phase == _BODY and self._chunked:
+            # what a chunked body sent beyond its data and framing: chunk extensions
+            if entry_phase == _BODY:
+                self._wire_body += len(data)
+            elif entry_phase == _IDLE and self._completed == completed:
+                self._wire_body = max(0, len(data) - self._head_size)  # after the head
+            extra = self._wire_body - self._body_size - _CHUNK_FRAMING * (self._chunks + 1)
+            if extra > CHUNK_EXTENSIONS_LIMIT:
+                self._fail(HTTPError(413, detailed="the chunk extensions are too long", close=True))
+            return
         if self._phase == _HEADERS:
             # The head is still incomplete: count its raw bytes too, so that a header line
             # that never ends (which the parser does not report) is caught as well.
@@ -241,6 +261,9 @@ class HttpProtocol(asyncio.Protocol):
         self._head_size = 0
         self._body = []
         self._body_size = 0
+        self._chunked = False
+        self._chunks = 0
+        self._wire_body = 0
         self._set_timer(self.cfg.header_timeout_ms, self._on_header_timeout)
 
     def on_url(self, url: bytes) -> None:
@@ -253,6 +276,16 @@ class HttpProtocol(asyncio.Protocol):
             raise HTTPError(431, close=True)
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self._phase == _BODY:
+            # A trailer field of a chunked body: part of the body (RFC 9112 7.1), counted
+            # against its limit and discarded (RFC 9112 7.1.2), never merged into the
+            # headers: an ``Authorization`` trailer must not authorise the request.
+            self._body_size += len(name) + len(value) + 4
+            if self._body_size > self._body_limit:
+                raise HTTPError(
+                    413, detailed=f"the body may be at most {self._body_limit} bytes", close=True
+                )
+            return
         self._head_size += len(name) + len(value) + 4  # "name: value\r\n"
         if self._head_size > self.cfg.max_header_size:
             raise HTTPError(431, close=True)
@@ -306,12 +339,16 @@ class HttpProtocol(asyncio.Protocol):
             raise HTTPError(
                 413, detailed=f"the body may be at most {self._body_limit} bytes", close=True
             )
+        self._chunked = chunked
         if length > 0 or chunked:
             self._set_timer(self.cfg.body_timeout_ms, self._on_body_timeout)
             if expect and self._transport is not None:
                 self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         else:
             self._cancel_timer()
+
+    def on_chunk_header(self) -> None:
+        self._chunks += 1
 
     def on_body(self, body: bytes) -> None:
         self._body_size += len(body)

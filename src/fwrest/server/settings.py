@@ -95,8 +95,11 @@ class SettingsManager:
             self._task = None
 
     async def _sync(self) -> None:
+        first = True
         while True:
-            await asyncio.sleep(_SYNC_S)
+            if not first:  # the first sync runs at once: a new worker adopts run-time values
+                await asyncio.sleep(_SYNC_S)
+            first = False
             if self.store is not None:
                 try:
                     changes = self._changes

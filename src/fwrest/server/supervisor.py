@@ -78,6 +78,7 @@ class _Supervisor:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the supervisor; it decides
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # until the loop handles it (usage reset)
         log.worker_label = f"w{slot + 1}"
         worker = Worker(
             self.plan,
@@ -93,6 +94,7 @@ class _Supervisor:
 
         def ready() -> None:
             loop.add_signal_handler(signal.SIGTERM, worker.request_stop)
+            loop.add_signal_handler(signal.SIGUSR1, worker.on_reset_signal)
             os.write(self.ready_w, bytes([slot]))
             log.server_log.info("worker %d ready (pid %d)", slot + 1, os.getpid())
 

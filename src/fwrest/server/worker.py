@@ -8,12 +8,14 @@ import asyncio
 import contextlib
 import os
 import secrets
+import signal
 import socket
 import time
 from collections.abc import Callable
 from typing import Any
 
 import orjson
+import psutil
 
 from fwrest import log
 from fwrest.auth import BasicGuard
@@ -53,6 +55,18 @@ def _locator(port: PortPlan) -> Callable[[str], tuple[str, str]]:
         return found if found is not None else ("", path)
 
     return locate
+
+
+_USAGE_STALE_S = 5.0
+
+
+def _siblings(parent_pid: int) -> list[int]:
+    """The other workers of this host's supervisor."""
+    try:
+        children = psutil.Process(parent_pid).children()
+    except psutil.Error:
+        return []
+    return [child.pid for child in children if child.pid != os.getpid()]
 
 
 def new_loop() -> asyncio.AbstractEventLoop:
@@ -156,7 +170,7 @@ class Worker:
         return sum(1 for beat in beats if now - beat <= limit), len(beats)
 
     async def usage_figures(self) -> dict[str, Any]:
-        """Usage figures of every worker of the service (published through the store)."""
+        """Usage figures of every live worker of the service (published through the store)."""
         self.identity = f"{socket.gethostname()}:{os.getpid()}"
         per_worker: dict[str, list[list[Any]]] = {}
         store = self.plan.store
@@ -164,12 +178,18 @@ class Worker:
             with contextlib.suppress(StoreError, TimeoutError):
                 await self._publish_once()
                 blobs = await asyncio.wait_for(asyncio.to_thread(store.blobs, "usage:"), 1.4)
+                now = time.time()
                 for name, blob in blobs.items():
-                    per_worker[name[len("usage:") :]] = orjson.loads(blob)
+                    data = orjson.loads(blob)
+                    # a worker that stopped publishing (gone, or a previous run) is left out
+                    if isinstance(data, dict) and now - float(data.get("t", 0)) < _USAGE_STALE_S:
+                        per_worker[name[len("usage:") :]] = data.get("rows", [])
         per_worker[self.identity] = [row for app in self.apps for row in app.usage.export()]
         return merge(per_worker)
 
     async def reset_usage(self) -> None:
+        """Start the figures from zero in every worker: at once on this host (SIGUSR1 to the
+        other workers), within a second on other hosts (the epoch in the store)."""
         store = self.plan.store
         epoch = secrets.token_hex(8).encode()
         for app in self.apps:
@@ -178,6 +198,25 @@ class Worker:
             await asyncio.wait_for(asyncio.to_thread(store.delete_blobs, "usage:"), 1.4)
             await asyncio.wait_for(asyncio.to_thread(store.put_blob, "epoch:usage", epoch), 1.4)
         self._usage_epoch = epoch
+        if self.parent_pid is not None:
+            for pid in _siblings(self.parent_pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGUSR1)
+
+    def on_reset_signal(self) -> None:
+        """SIGUSR1 from a sibling that reset the usage figures."""
+        for app in self.apps:
+            app.usage.reset()
+        assert self.loop is not None
+        self.loop.create_task(self._adopt_epoch())
+
+    async def _adopt_epoch(self) -> None:
+        store = self.plan.store
+        if store is None:
+            return
+        with contextlib.suppress(StoreError, TimeoutError):
+            epochs = await asyncio.wait_for(asyncio.to_thread(store.blobs, "epoch:usage"), 1.4)
+            self._usage_epoch = epochs.get("epoch:usage", self._usage_epoch)
 
     async def _publish_once(self) -> None:
         store = self.plan.store
@@ -191,8 +230,9 @@ class Worker:
                     app.usage.reset()
             self._usage_epoch = epoch
         rows = [row for app in self.apps for row in app.usage.export()]
+        blob = orjson.dumps({"t": time.time(), "rows": rows})
         await asyncio.wait_for(
-            asyncio.to_thread(store.put_blob, f"usage:{self.identity}", orjson.dumps(rows)), 1.4
+            asyncio.to_thread(store.put_blob, f"usage:{self.identity}", blob), 1.4
         )
 
     async def _publish_usage(self) -> None:

@@ -1,0 +1,295 @@
+"""Helpers of the fault tests: the processes of a service, ports, timed outcomes, figures.
+
+Nothing here mocks anything: the tests drive a real ``fwrest serve`` over real sockets.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from tests.conftest import APP_SOURCE
+
+__all__ = [
+    "FAULT_APP",
+    "app_with",
+    "Outcome",
+    "Pinned",
+    "Recorder",
+    "figures",
+    "port_is_free",
+    "service_rss",
+    "source_client",
+    "wait_workers",
+]
+
+# Extra routes of the fault tests, appended to the shared test app of tests/conftest.py.
+FAULT_APP = (
+    APP_SOURCE
+    + '''
+
+import json as _json
+
+_started_lock = threading.Lock()
+
+
+def _mark_started(kind):
+    """Append one line per request started to the file UserData names (shared by workers)."""
+    path = (rest.getServerUserData() or {}).get("started_file")
+    if path:
+        with _started_lock, open(path, "a") as fh:
+            fh.write(f"{kind} {os.getpid()}\\n")
+
+
+@get("/slow/:ms")
+def slow(ms):
+    _mark_started("def")
+    time.sleep(int(ms) / 1000)
+    return {"slept": int(ms), "pid": os.getpid()}
+
+
+@get("/aslow/:ms")
+async def aslow(ms):
+    _mark_started("async")
+    await asyncio.sleep(int(ms) / 1000)
+    return {"slept": int(ms), "pid": os.getpid()}
+
+
+@get("/pid")
+def pid():
+    return {"pid": os.getpid()}
+
+
+@get("/apid")
+async def apid():
+    return {"pid": os.getpid()}
+
+
+@post("/login-json")
+def login_json():
+    """A JSON body with a password field; the answer never repeats it."""
+    body = _json.loads(rest.getBodyRequest() or "{}")
+    return {"user": body.get("username"), "fields": sorted(body)}
+
+
+@get("/raise-auth")
+def raise_auth():
+    """A handler that puts the request's Authorization header into its exception."""
+    raise RuntimeError("cannot serve: Authorization was " + rest.getHeaderRequest()["authorization"])
+
+
+def public():
+    return ["/pid", "/apid"]
+'''
+)
+
+
+def app_with(params: dict[str, Any] | None = None, basic: dict[str, str] | None = None) -> str:
+    """:data:`FAULT_APP` plus ``params()`` (what ``onAuthparams`` returns) and
+    ``basic_check(user, password)`` (an ``OnAuth`` accepting the users of ``basic``)."""
+    return (
+        FAULT_APP
+        + f"\n\n_PARAMS = {params or {}!r}\n_BASIC = {basic or {}!r}\n\n\n"
+        + "def params():\n    return _PARAMS\n\n\n"
+        + "def basic_check(user, password):\n"
+        + "    return user in _BASIC and _BASIC[user] == password\n"
+    )
+
+
+def service_rss(pid: int) -> tuple[int, dict[int, int]]:
+    """Resident bytes of a supervisor and all its descendants: (total, per pid)."""
+    root = psutil.Process(pid)
+    per: dict[int, int] = {}
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            per[proc.pid] = proc.memory_info().rss
+        except psutil.NoSuchProcess:
+            continue
+    return sum(per.values()), per
+
+
+def live_children(pid: int) -> set[int]:
+    found = set()
+    try:
+        kids = psutil.Process(pid).children()
+    except psutil.NoSuchProcess:
+        return found
+    for kid in kids:
+        try:
+            if kid.status() != psutil.STATUS_ZOMBIE:
+                found.add(kid.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def wait_workers(pid: int, count: int, timeout: float = 15) -> set[int]:
+    """The ``count`` live worker pids of a supervisor (hang guard ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kids = live_children(pid)
+        if len(kids) == count:
+            return kids
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} never had {count} live workers: {live_children(pid)}")
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when nothing listens on ``port`` (a bind without SO_REUSEPORT succeeds)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1)
+        return True
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return False
+        raise
+    finally:
+        sock.close()
+
+
+@dataclass(slots=True)
+class Outcome:
+    """One request of a load thread: when it ran and how it ended."""
+
+    kind: str
+    started: float  # time.monotonic()
+    ended: float
+    status: int | None  # None: a transport error
+    error: str = ""
+    pid: int | None = None
+    body: Any = None
+
+    @property
+    def took(self) -> float:
+        return self.ended - self.started
+
+
+class Recorder:
+    """Runs ``call`` in ``threads`` threads until stopped, recording each :class:`Outcome`."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[Outcome] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.crashed: list[BaseException] = []
+
+    def add(self, outcome: Outcome) -> None:
+        with self._lock:
+            self.outcomes.append(outcome)
+
+    def run(self, name: str, threads: int, call: Callable[[int], Outcome | None]) -> None:
+        def loop(index: int) -> None:
+            try:
+                while not self._stop.is_set():
+                    outcome = call(index)
+                    if outcome is not None:
+                        self.add(outcome)
+            except BaseException as exc:  # reported by stop(); a load thread must not die quietly
+                self.crashed.append(exc)
+
+        for i in range(threads):
+            thread = threading.Thread(target=loop, args=(i,), name=f"{name}-{i}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def stop(self, timeout: float = 30) -> list[Outcome]:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout)
+        alive = [t.name for t in self._threads if t.is_alive()]
+        assert not alive, f"load threads still running after {timeout} s: {alive}"
+        assert not self.crashed, self.crashed
+        with self._lock:
+            return list(self.outcomes)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+
+def timed_get(client: httpx.Client, kind: str, url: str, **kw: Any) -> Outcome:
+    started = time.monotonic()
+    try:
+        response = client.get(url, **kw)
+    except httpx.HTTPError as exc:
+        return Outcome(kind, started, time.monotonic(), None, f"{type(exc).__name__}: {exc}")
+    return Outcome(kind, started, time.monotonic(), response.status_code, body=response)
+
+
+def figures(values: Iterable[float], unit: str = "ms", scale: float = 1000.0) -> str:
+    """``n=…, min/median/p99/max`` of durations in seconds, shown in ``unit``."""
+    data = sorted(values)
+    if not data:
+        return "n=0"
+    p99 = data[min(len(data) - 1, int(len(data) * 0.99))]
+    return (
+        f"n={len(data)} min={data[0] * scale:.1f}{unit} "
+        f"median={statistics.median(data) * scale:.1f}{unit} "
+        f"p99={p99 * scale:.1f}{unit} max={data[-1] * scale:.1f}{unit}"
+    )
+
+
+def source_client(address: str, **kw: Any) -> httpx.Client:
+    """An HTTP client whose connections leave from ``address`` (any of 127.0.0.0/8), so that
+    the server sees distinct client addresses from one test process."""
+    verify = kw.pop("verify", True)
+    transport = httpx.HTTPTransport(local_address=address, verify=verify)
+    return httpx.Client(transport=transport, timeout=kw.pop("timeout", 15), **kw)
+
+
+class Pinned:
+    """A client with one keep-alive connection, hence one worker; ``pid`` is that worker's."""
+
+    def __init__(self, base: str, *, address: str | None = None, verify: Any = True) -> None:
+        self.base = base
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        transport = httpx.HTTPTransport(local_address=address, verify=verify, limits=limits)
+        self.http = httpx.Client(transport=transport, timeout=15)
+        self.pid = self.ask_pid()
+
+    def ask_pid(self) -> int:
+        return int(self.http.get(self.base + "/pid").json()["pid"])
+
+    def still_pinned(self) -> bool:
+        return self.ask_pid() == self.pid
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def pinned_per_worker(
+    base: str, count: int = 2, *, address: str | None = None, verify: Any = True, timeout=15.0
+) -> list[Pinned]:
+    """One :class:`Pinned` client on each of ``count`` distinct workers."""
+    found: dict[int, Pinned] = {}
+    deadline = time.monotonic() + timeout
+    while len(found) < count and time.monotonic() < deadline:
+        client = Pinned(base, address=address, verify=verify)
+        if client.pid in found:
+            client.close()
+        else:
+            found[client.pid] = client
+    if len(found) < count:
+        for client in found.values():
+            client.close()
+        raise AssertionError(f"connections never reached {count} workers")
+    return list(found.values())
+
+
+def write_text(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

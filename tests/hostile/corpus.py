@@ -1,0 +1,1064 @@
+"""The hostile corpus: hand-written bad requests, and unusual but valid ones, as data.
+
+Each :class:`Case` holds the raw request text (or a builder of it), the port kinds it targets
+and, per kind, the exact answers expected in order: a status code, or ``CLOSED`` (the server
+closes the connection without an answer). ``close`` says whether the server must close the
+connection after the last answer; when it must not, the runner proves the connection still
+serves by sending one more request.
+
+Request text is a ``str`` encoded as latin-1 (so ``\\xff`` is the byte 0xFF), with
+placeholders the runner fills in per port kind and case:
+
+* ``{T}``: a protected GET target answered 200 with credentials (``/rest/hello``, or the
+  monitor's ``/api/server/metrics?uptime``); ``{R}`` the location (``/rest`` or ``/api``);
+* ``{ECHO}``: ``/rest/echo`` (POST echoes the body; the monitor answers POST with 405);
+* ``{AUTH}\\r\\n``: the credentials line of the kind (Basic, Bearer, nothing on the monitor);
+  ``{CRED}`` its value alone, ``{B64}`` the Basic credentials, ``{TOKEN}`` the access token;
+* ``{SMUG}``: a complete, authorised request to ``{R}/smuggled/<case id>``; that route writes
+  its name to a file, so a smuggled request the server executes is seen even when its answer
+  is not.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.hostile.service import (
+    BASIC_PASSWORD,
+    BASIC_USER,
+    CLIENT_ID,
+    CLIENT_SECRET,
+    OAUTH_PASSWORD,
+    OAUTH_USER,
+    RAISER_PASSWORD,
+    WRONG_PASSWORD,
+)
+
+__all__ = ["BAD", "CLOSED", "CONTINUE", "VALID", "Case", "Ctx", "render"]
+
+CLOSED = None  # the server closes the connection without an answer
+CONTINUE = object()  # a step: read the interim "100 Continue" before sending on
+ALL = ("basic", "oauth", "monitor")
+APP = ("basic", "oauth")
+BASIC = ("basic",)
+OAUTH = ("oauth",)
+MONITOR = ("monitor",)
+TOKEN_ROUTE = "/rest/fw/oauth2/token"
+FORM = "Content-Type: application/x-www-form-urlencoded"
+ECHO_OK = {"basic": 200, "oauth": 200, "monitor": 405}
+
+Expect = int | None | tuple[int | None, ...] | dict[str, Any]
+Raw = str | Callable[["Ctx"], str] | tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One request (or a few pipelined ones) and what each port kind must answer."""
+
+    name: str
+    family: str
+    kinds: tuple[str, ...]
+    raw: Raw
+    expect: Expect
+    close: bool | dict[str, bool] = True
+    valid: bool = False
+    body: bytes | dict[str, bytes] | None = None  # the last answer's body holds this
+    error: str | None = None  # the token route's RFC 6749 error code
+    challenge: str | None = None  # "invalid_token" or "missing" (a Bearer 401)
+    head: bool = False  # the answers are to HEAD requests (no body)
+    split: int = 0  # send the request in pieces of this many bytes
+    transport: str = "tls"  # "raw": no TLS even on the TLS port
+    slow: bool = False  # waits for a server deadline
+    extra: Callable[[list[Any]], None] | None = field(default=None, compare=False)
+
+    def expected(self, kind: str) -> tuple[int | None, ...]:
+        value = self.expect[kind] if isinstance(self.expect, dict) else self.expect
+        return value if isinstance(value, tuple) else (value,)
+
+    def closes(self, kind: str) -> bool:
+        return self.close[kind] if isinstance(self.close, dict) else self.close
+
+    def body_for(self, kind: str) -> bytes | None:
+        return self.body.get(kind) if isinstance(self.body, dict) else self.body
+
+
+# ---------------------------------------------------------------------------------------------
+# context: what a builder may use
+
+
+def b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def basic(user: str, password: str, encoding: str = "utf-8") -> str:
+    return base64.b64encode(f"{user}:{password}".encode(encoding)).decode("ascii")
+
+
+def basic_raw(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+OTHER_KEY = bytes(range(32))  # another service's signing key
+_DIGESTS = {"256": hashlib.sha256, "384": hashlib.sha384, "512": hashlib.sha512}
+
+
+@dataclass
+class Ctx:
+    """Per case and port kind: the credentials and keys a builder needs."""
+
+    kind: str
+    case_id: str
+    token: str
+    refresh: str
+    key: bytes
+    fresh_refresh: Callable[[], str] = field(default=lambda: "")
+
+    @property
+    def cred(self) -> str:
+        if self.kind == "oauth":
+            return f"Bearer {self.token}"
+        return f"Basic {basic(BASIC_USER, BASIC_PASSWORD)}"
+
+    def claims(self, **over: Any) -> dict[str, Any]:
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "iss": "fwrest",
+            "sub": OAUTH_USER,
+            "client_id": CLIENT_ID,
+            "iat": now,
+            "exp": now + 600,
+            "jti": "f" * 32,
+            "scope": "default",
+        }
+        for name, value in over.items():
+            if value is DROP:
+                claims.pop(name, None)
+            else:
+                claims[name] = value
+        return claims
+
+    def jwt(
+        self,
+        header: dict[str, Any] | None = None,
+        claims: Any = None,
+        key: bytes | None = None,
+        digest: str = "256",
+        signature: str | None = None,
+    ) -> str:
+        """A JWT built by hand (any header, any algorithm name), HMAC-signed with ``key``."""
+        head = {"alg": "HS256", "typ": "at+jwt"}
+        for name, value in (header or {}).items():
+            if value is DROP:
+                head.pop(name, None)
+            else:
+                head[name] = value
+        body = self.claims() if claims is None else claims
+        signing_input = f"{b64url(json.dumps(head).encode())}.{b64url(json.dumps(body).encode())}"
+        if signature is None:
+            mac = hmac.new(self.key if key is None else key, signing_input.encode(), _DIGESTS[digest])
+            signature = b64url(mac.digest())
+        return f"{signing_input}.{signature}"
+
+
+DROP = object()
+
+
+def render(template: str, ctx: Ctx) -> bytes:
+    """Fill the placeholders of ``template`` for ``ctx`` and encode it as latin-1."""
+    root = "/api" if ctx.kind == "monitor" else "/rest"
+    auth_line = "" if ctx.kind == "monitor" else f"Authorization: {ctx.cred}\r\n"
+    smuggled = (
+        f"GET {root}/smuggled/{ctx.case_id} HTTP/1.1\r\nHost: h\r\n{{AUTH}}\r\n\r\n"
+        if "{SMUG}" in template
+        else ""
+    )
+    text = template.replace("{SMUG}", smuggled)
+    text = text.replace("{AUTH}\r\n", auth_line)
+    values = {
+        "{T}": "/api/server/metrics?uptime" if ctx.kind == "monitor" else "/rest/hello",
+        "{ECHO}": "/api/server/metrics" if ctx.kind == "monitor" else "/rest/echo",
+        "{R}": root,
+        "{CRED}": ctx.cred,
+        "{B64}": basic(BASIC_USER, BASIC_PASSWORD),
+        "{TOKEN}": ctx.token,
+    }
+    for name, value in values.items():
+        text = text.replace(name, value)
+    return text.encode("latin-1")
+
+
+def req(
+    start: str, *headers: str, body: str = "", host: str | None = "Host: h", auth: bool = True
+) -> str:
+    """A request's text: start line, ``Host``, credentials, ``headers``, blank line, body."""
+    lines = [start]
+    if host is not None:
+        lines.append(host)
+    text = "\r\n".join([*lines, *headers]) + "\r\n"
+    if auth:
+        text = "\r\n".join(lines) + "\r\n{AUTH}\r\n" + "".join(h + "\r\n" for h in headers)
+    return text + "\r\n" + body
+
+
+def post(target: str, body: str, *headers: str, auth: bool = True) -> str:
+    return req(f"POST {target} HTTP/1.1", *headers, f"Content-Length: {len(body)}", body=body, auth=auth)
+
+
+def chunked(target: str, chunks: str, *headers: str, auth: bool = True) -> str:
+    return req(f"POST {target} HTTP/1.1", *headers, "Transfer-Encoding: chunked", body=chunks, auth=auth)
+
+
+BAD: list[Case] = []
+VALID: list[Case] = []
+
+
+def proto(name: str, family: str, kinds: tuple[str, ...], raw: Raw, expect: Expect, **kw: Any) -> None:
+    """A request refused at the protocol level: the connection closes by default."""
+    kw.setdefault("close", True)
+    BAD.append(Case(name, family, kinds, raw, expect, **kw))
+
+
+def app(name: str, family: str, kinds: tuple[str, ...], raw: Raw, expect: Expect, **kw: Any) -> None:
+    """A request answered by the application layer: the connection stays open by default."""
+    kw.setdefault("close", False)
+    BAD.append(Case(name, family, kinds, raw, expect, **kw))
+
+
+def valid(name: str, kinds: tuple[str, ...], raw: Raw, expect: Expect = 200, **kw: Any) -> None:
+    kw.setdefault("close", False)
+    VALID.append(Case(name, "valid", kinds, raw, expect, valid=True, **kw))
+
+
+GET_T = req("GET {T} HTTP/1.1")
+
+# ---------------------------------------------------------------------------------------------
+# malformed request lines (every port kind: the HTTP layer is the same)
+
+F = "request-line"
+for name, raw in [
+    ("no-target", "GET HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("only-method", "GET\r\n\r\n"),
+    ("extra-token", "GET {T} HTTP/1.1 extra\r\nHost: h\r\n\r\n"),
+    ("two-spaces-before-target", "GET  {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("two-spaces-before-version", "GET {T}  HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("leading-space", " GET {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("tabs-as-separators", "GET\t{T}\tHTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("trailing-space", "GET {T} HTTP/1.1 \r\nHost: h\r\n\r\n"),
+    ("lowercase-method", "get {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("unknown-method", "FOO {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("digit-in-method", "G3T {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("nul-in-method", "G\x00ET {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("long-method", "GET" * 40 + " {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("version-1.2", "GET {T} HTTP/1.2\r\nHost: h\r\n\r\n"),
+    ("version-3.0", "GET {T} HTTP/3.0\r\nHost: h\r\n\r\n"),
+    ("version-1.10", "GET {T} HTTP/1.10\r\nHost: h\r\n\r\n"),
+    ("version-lowercase", "GET {T} http/1.1\r\nHost: h\r\n\r\n"),
+    ("version-https", "GET {T} HTTPS/1.1\r\nHost: h\r\n\r\n"),
+    ("version-no-minor", "GET {T} HTTP/1\r\nHost: h\r\n\r\n"),
+    ("version-letters", "GET {T} HTTP/a.b\r\nHost: h\r\n\r\n"),
+    ("cr-without-lf", "GET {T} HTTP/1.1\rHost: h\r\n\r\n"),
+    ("bare-lf", "GET {T} HTTP/1.1\nHost: h\r\n\r\n"),
+    ("bare-lf-everywhere", "GET {T} HTTP/1.1\nHost: h\n\n"),
+    ("cr-cr-lf", "GET {T} HTTP/1.1\r\r\nHost: h\r\n\r\n"),
+    ("space-in-target", "GET /rest/he llo HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("ctl-in-target", "GET /rest/\x01hello HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("del-in-target", "GET /rest/\x7fhello HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("tab-in-target", "GET /rest/\thello HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("nul-in-target", "GET /rest/\x00hello HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("esc-in-target", "GET /rest/\x1b[31mhello HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("high-byte-in-target", "GET /rest/caf\xe9 HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("raw-utf8-in-target", "GET /rest/p/\xe2\x9c\x93 HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("target-without-slash", "GET rest/hello HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("h2-preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+    ("status-line-as-request", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
+    ("tls-client-hello", "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + "\x00" * 32),
+    ("binary-garbage", "\x00\xff\xfe\x01\x02\x80\x81 \r\n\r\n"),
+    ("json-instead-of-http", '{"method": "GET", "path": "/rest/hello"}\r\n\r\n'),
+    ("absolute-fragment-authority", "GET http://h#/rest/public/info HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("absolute-bad-authority", "GET http://h h/rest/hello HTTP/1.1\r\nHost: h\r\n\r\n"),
+]:
+    proto(f"rl-{name}", F, ALL, raw, 400)
+
+proto("rl-target-17k", F, ALL, "GET /rest/" + "a" * 17000 + " HTTP/1.1\r\nHost: h\r\n\r\n", 431)
+proto("rl-query-17k", F, ALL, "GET {T}&" + "q" * 17000 + " HTTP/1.1\r\nHost: h\r\n\r\n", 431)
+proto("rl-never-ending-line", F, ALL, "GET /rest/" + "a" * 20000, 431)
+for name, target in [
+    ("asterisk-get", "*"),
+    ("ftp-absolute", "ftp://h/rest/hello"),
+    ("fragment", "/rest/items/1#/../owner"),
+]:
+    app(f"rl-{name}", F, ALL, f"GET {target} HTTP/1.1\r\nHost: h\r\n\r\n", 400)
+app("rl-options-asterisk", F, ALL, "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n", 400)
+proto("rl-connect-authority", F, ALL, "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: h\r\n\r\n", 400)
+proto("rl-blank-lines-only", F, APP, "\r\n\r\n\r\n", CLOSED, slow=True)
+proto("rl-head-never-completes", F, APP, "GET {T} HTTP/1.1\r\nHost: h\r\n", 408, slow=True)
+proto("rl-name-never-completes", F, APP, "GET {T} HTTP/1.1\r\nHost: h\r\nX-Slow", 408, slow=True)
+
+# ---------------------------------------------------------------------------------------------
+# malformed headers
+
+F = "header"
+for name, line in [
+    ("no-colon", "X-Thing"),
+    ("space-before-colon", "X-Thing : v"),
+    ("tab-before-colon", "X-Thing\t: v"),
+    ("empty-name", ": v"),
+    ("colon-only", ":"),
+    ("space-in-name", "X Thing: v"),
+    ("paren-in-name", "X(Thing): v"),
+    ("quote-in-name", 'X"Thing: v'),
+    ("at-in-name", "X@Thing: v"),
+    ("slash-in-name", "X/Thing: v"),
+    ("bracket-in-name", "[X]: v"),
+    ("brace-in-name", "X{}: v"),
+    ("comma-in-name", "X,Thing: v"),
+    ("equals-in-name", "X=Thing: v"),
+    ("high-byte-in-name", "X-Th\xefng: v"),
+    ("nul-in-name", "X-\x00Thing: v"),
+    ("ctl-in-name", "X-\x01Thing: v"),
+    ("obs-fold-space", "X-Thing: a\r\n folded"),
+    ("obs-fold-tab", "X-Thing: a\r\n\tfolded"),
+    ("cr-in-value", "X-Thing: a\rb"),
+    ("lf-in-value", "X-Thing: a\nb"),
+    ("nul-in-value", "X-Thing: a\x00b"),
+    ("ctl-in-value", "X-Thing: a\x01b"),
+    ("del-in-value", "X-Thing: a\x7fb"),
+    ("esc-in-value", "X-Thing: \x1b[2J"),
+    ("vtab-in-value", "X-Thing: a\x0bb"),
+    ("formfeed-in-value", "X-Thing: a\x0cb"),
+    ("line-of-spaces", "   "),
+    ("bare-lf-after-header", "X-Thing: v\nX-Other: w"),
+    ("content-length-letters", "Content-Length: abc"),
+    ("content-length-empty", "Content-Length:"),
+]:
+    proto(f"hd-{name}", F, ALL, req("GET {T} HTTP/1.1", line), 400)
+proto("hd-leading-space-first-line", F, ALL, "GET {T} HTTP/1.1\r\n Host: h\r\n\r\n", 400)
+proto("hd-missing-host", F, ALL, req("GET {T} HTTP/1.1", host=None), 400)
+proto("hd-two-hosts", F, ALL, req("GET {T} HTTP/1.1", "Host: other"), 400)
+proto("hd-host-any-case-twice", F, ALL, req("GET {T} HTTP/1.1", "HOST: h"), 400)
+proto("hd-repeated-authorization", F, ALL, req("GET {T} HTTP/1.1", "Authorization: {CRED}", auth=False, host="Host: h\r\nAuthorization: {CRED}"), 400)
+proto("hd-repeated-authorization-case", F, ALL, req("GET {T} HTTP/1.1", "AUTHORIZATION: x"), 400)
+proto("hd-repeated-authorization-empty-first", F, ALL, req("GET {T} HTTP/1.1", "Authorization:", "Authorization: {CRED}", auth=False), 400)
+proto("hd-expect-unknown", F, ALL, req("GET {T} HTTP/1.1", "Expect: something-else"), 417)
+proto("hd-expect-102", F, ALL, req("GET {T} HTTP/1.1", "Expect: 102-processing"), 417)
+proto("hd-expect-empty", F, ALL, req("GET {T} HTTP/1.1", "Expect:"), 417)
+proto("hd-upgrade-websocket", F, ALL, req("GET {T} HTTP/1.1", "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"), 200)
+proto("hd-upgrade-h2c", F, ALL, req("GET {T} HTTP/1.1", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"), 200)
+proto("hd-name-17k", F, ALL, req("GET {T} HTTP/1.1", "X" * 17000 + ": v"), 431)
+proto("hd-value-17k", F, ALL, req("GET {T} HTTP/1.1", "X-Big: " + "v" * 17000), 431)
+proto("hd-cookie-17k", F, ALL, req("GET {T} HTTP/1.1", "Cookie: a=" + "c" * 17000), 431)
+proto("hd-2000-headers", F, ALL, req("GET {T} HTTP/1.1", *[f"X-H{i}: {i}" for i in range(2000)]), 431)
+proto("hd-17-headers-of-1k", F, ALL, req("GET {T} HTTP/1.1", *[f"X-K{i}: " + "k" * 1000 for i in range(17)]), 431)
+proto("hd-value-never-ends", F, ALL, "GET {T} HTTP/1.1\r\nHost: h\r\nX-Endless: " + "e" * 20000, 431)
+proto("hd-many-tiny-packets-17k", F, APP, req("GET {T} HTTP/1.1", "X-Big: " + "v" * 17000), 431, split=4096)
+
+# ---------------------------------------------------------------------------------------------
+# oversized and framing of bodies
+
+F = "body"
+proto("bd-cl-over-limit", F, APP, req("POST {ECHO} HTTP/1.1", "Content-Length: 65537"), 413)
+proto("bd-cl-over-monitor-limit", F, MONITOR, req("POST {ECHO} HTTP/1.1", "Content-Length: 1048577"), 413)
+proto("bd-cl-terabyte", F, ALL, req("POST {ECHO} HTTP/1.1", "Content-Length: 1000000000000"), 413)
+proto("bd-get-cl-gigabyte", F, ALL, req("GET {T} HTTP/1.1", "Content-Length: 1000000000"), 413)
+proto("bd-cl-overflow-u64", F, ALL, req("POST {ECHO} HTTP/1.1", "Content-Length: 18446744073709551616"), 400)
+proto("bd-cl-overflow-30-digits", F, ALL, req("POST {ECHO} HTTP/1.1", "Content-Length: " + "9" * 30), 400)
+proto("bd-cl-short-then-garbage", F, ALL, req("POST {ECHO} HTTP/1.1", "Content-Length: 2", body="abXYZ\r\n\r\n"), {**ECHO_OK, "basic": (200, 400), "oauth": (200, 400), "monitor": (405, 400)})
+proto("bd-cl-zero-then-garbage", F, ALL, req("GET {T} HTTP/1.1", "Content-Length: 0", body="hello\r\n\r\n"), (200, 400))
+proto("bd-cl-longer-than-sent", F, APP, req("POST {ECHO} HTTP/1.1", "Content-Length: 100", body="short"), 408, slow=True)
+proto("bd-chunked-over-limit", F, APP, chunked("{ECHO}", ("4000\r\n" + "x" * 0x4000 + "\r\n") * 5 + "0\r\n\r\n"), 413)
+proto("bd-one-chunk-over-limit", F, APP, chunked("{ECHO}", "10001\r\n" + "y" * 0x10001 + "\r\n0\r\n\r\n"), 413)
+proto("bd-chunk-declared-huge-then-stops", F, APP, chunked("{ECHO}", "ffffffff\r\nabc"), 408, slow=True)
+proto("bd-trailers-over-limit", F, APP, chunked("{ECHO}", "1\r\na\r\n0\r\n" + "".join(f"X-T{i}: " + "t" * 1000 + "\r\n" for i in range(70)) + "\r\n"), 413)
+proto("bd-chunk-extension-200k", F, APP, chunked("{ECHO}", "5;" + "e" * 200000 + "\r\nhello\r\n0\r\n\r\n"), 413)
+proto("bd-chunk-extension-never-ends", F, APP, chunked("{ECHO}", "5;ext=" + "e" * 100000), 413)
+proto("bd-chunk-extensions-many-chunks", F, APP, chunked("{ECHO}", ("1;" + "e" * 1000 + "\r\nz\r\n") * 40 + "0\r\n\r\n"), 413)
+proto("bd-chunk-extension-trickled", F, APP, chunked("{ECHO}", "5;" + "e" * 40000 + "\r\nhello\r\n0\r\n\r\n"), 413, split=1000)
+proto("bd-monitor-chunked-bad-size", F, MONITOR, chunked("{ECHO}", "zz\r\nhello\r\n0\r\n\r\n"), 400)
+app("bd-trailer-authorization-only", F, APP, chunked("{ECHO}", "5\r\nhello\r\n0\r\nAuthorization: {CRED}\r\n\r\n", auth=False), 401, challenge="missing")
+app("bd-trailer-second-authorization", F, APP, chunked("{ECHO}", "5\r\nhello\r\n0\r\nAuthorization: Basic eDp5\r\n\r\n"), 200, body=b'"body":"hello"')
+app("bd-trailer-content-length", F, APP, chunked("{ECHO}", "5\r\nhello\r\n0\r\nContent-Length: 50\r\n\r\n"), 200, body=b'"body":"hello"')
+app("bd-trailer-host", F, APP, chunked("{ECHO}", "5\r\nhello\r\n0\r\nHost: evil\r\n\r\n"), 200, body=b'"body":"hello"')
+app("bd-trailer-not-a-header", F, APP, chunked("/rest/hdr/x-trailer", "0\r\nX-Trailer: seen\r\n\r\n"), 405)
+app("bd-token-route-cl-over-route-check", F, OAUTH, post("/rest/fw/oauth2/x/../token", "grant_type=password&pad=" + "p" * 20000, FORM, auth=False), 413, error="invalid_request")
+proto("bd-token-route-cl-over", F, OAUTH, req(f"POST {TOKEN_ROUTE} HTTP/1.1", FORM, "Content-Length: 16385", auth=False), 413)
+proto("bd-token-route-chunked-over", F, OAUTH, chunked(TOKEN_ROUTE, "4001\r\n" + "g" * 0x4001 + "\r\n0\r\n\r\n", FORM, auth=False), 413)
+
+# ---------------------------------------------------------------------------------------------
+# bad chunking
+
+F = "chunking"
+for name, chunks in [
+    ("size-not-hex", "zz\r\nhello\r\n0\r\n\r\n"),
+    ("size-negative", "-5\r\nhello\r\n0\r\n\r\n"),
+    ("size-plus", "+5\r\nhello\r\n0\r\n\r\n"),
+    ("size-leading-space", " 5\r\nhello\r\n0\r\n\r\n"),
+    ("size-trailing-space", "5 \r\nhello\r\n0\r\n\r\n"),
+    ("size-space-before-extension", "5 ;a=b\r\nhello\r\n0\r\n\r\n"),
+    ("size-0x-prefix", "0x5\r\nhello\r\n0\r\n\r\n"),
+    ("size-empty", "\r\nhello\r\n0\r\n\r\n"),
+    ("size-overflow-17-digits", "fffffffffffffffff\r\nhello\r\n0\r\n\r\n"),
+    ("size-overflow-2-64", "10000000000000000\r\nhello\r\n0\r\n\r\n"),
+    ("data-longer-than-size", "3\r\nhello\r\n0\r\n\r\n"),
+    ("data-shorter-than-size", "7\r\nhello\r\n0\r\n\r\n"),
+    ("no-crlf-after-data", "5\r\nhelloX0\r\n\r\n"),
+    ("bare-lf-after-size", "5\nhello\r\n0\r\n\r\n"),
+    ("bare-lf-after-data", "5\r\nhello\n0\r\n\r\n"),
+    ("bare-lf-last-chunk", "5\r\nhello\r\n0\n\n"),
+    ("bare-lf-final-line", "5\r\nhello\r\n0\r\n\n"),
+    ("cr-only-after-size", "5\rhello\r\n0\r\n\r\n"),
+    ("extension-nul", "5;\x00\r\nhello\r\n0\r\n\r\n"),
+    ("extension-unterminated-quote", '5;a="b\r\nhello\r\n0\r\n\r\n'),
+    ("extension-space-in-name", "5;a b\r\nhello\r\n0\r\n\r\n"),
+    ("extension-bare-lf", "5;a\nhello\r\n0\r\n\r\n"),
+    ("extension-ctl", "5;a=\x01\r\nhello\r\n0\r\n\r\n"),
+    ("trailer-without-colon", "5\r\nhello\r\n0\r\nbad trailer\r\n\r\n"),
+    ("trailer-obs-fold", "5\r\nhello\r\n0\r\nX-T: a\r\n folded\r\n\r\n"),
+    ("trailer-nul", "5\r\nhello\r\n0\r\nX-T: a\x00b\r\n\r\n"),
+    ("trailer-bare-lf", "5\r\nhello\r\n0\r\nX-T: a\n\r\n"),
+]:
+    proto(f"ck-{name}", F, APP, chunked("{ECHO}", chunks), 400)
+proto("ck-no-last-chunk", F, APP, chunked("{ECHO}", "5\r\nhello\r\n"), 408, slow=True)
+proto("ck-last-chunk-without-blank-line", F, APP, chunked("{ECHO}", "5\r\nhello\r\n0\r\n"), 408, slow=True)
+proto("ck-monitor-bare-lf", F, MONITOR, chunked("{ECHO}", "5\nhello\r\n0\r\n\r\n"), 400)
+
+# ---------------------------------------------------------------------------------------------
+# request smuggling: every shape refused, or the hidden request never run as its own request
+
+F = "smuggling"
+SM = APP
+CL_TE = "Content-Length: 6"
+
+
+def _sm(name: str, raw: str, expect: Expect = 400, **kw: Any) -> None:
+    proto(f"sm-{name}", F, SM, raw, expect, **kw)
+
+
+_sm("cl-te", req("POST {ECHO} HTTP/1.1", CL_TE, "Transfer-Encoding: chunked", body="0\r\n\r\n{SMUG}"))
+_sm("te-cl", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: chunked", "Content-Length: 3", body="8\r\nSMUGGLED\r\n0\r\n\r\n{SMUG}"))
+for name, te in [
+    ("xchunked", "Transfer-Encoding: xchunked"),
+    ("space-before-value", "Transfer-Encoding:  chunked"),
+    ("tab-value", "Transfer-Encoding:\tchunked"),
+    ("trailing-space", "Transfer-Encoding: chunked "),
+    ("space-before-colon", "Transfer-Encoding : chunked"),
+    ("tab-before-colon", "Transfer-Encoding\t: chunked"),
+    ("name-then-newline", "Transfer-Encoding\r\n: chunked"),
+    ("obs-fold-line", "X-Pad: 1\r\n Transfer-Encoding: chunked"),
+    ("obs-fold-value", "Transfer-Encoding:\r\n chunked"),
+    ("vtab", "Transfer-Encoding: chunked\x0b"),
+    ("formfeed", "Transfer-Encoding: \x0cchunked"),
+    ("cr-inside", "Transfer-Encoding: chun\rked"),
+    ("bare-lf-before", "X-Pad: 1\nTransfer-Encoding: chunked"),
+    ("uppercase", "Transfer-Encoding: CHUNKED"),
+    ("chunked-comma-identity", "Transfer-Encoding: chunked, identity"),
+]:
+    _sm(f"cl-te-{name}", req("POST {ECHO} HTTP/1.1", CL_TE, te, body="0\r\n\r\n{SMUG}"))
+_sm("te-quoted", chunked("{ECHO}", "0\r\n\r\n{SMUG}").replace("Transfer-Encoding: chunked", 'Transfer-Encoding: "chunked"'))
+_sm("te-xchunked-alone", chunked("{ECHO}", "0\r\n\r\n{SMUG}").replace("chunked\r\n", "xchunked\r\n"))
+_sm("te-chunked-twice-in-list", chunked("{ECHO}", "0\r\n\r\n{SMUG}").replace("chunked\r\n", "chunked, chunked\r\n"))
+_sm("te-two-chunked-headers", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: chunked", "Transfer-Encoding: chunked", body="0\r\n\r\n{SMUG}"))
+_sm("te-chunked-then-identity", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: chunked", "Transfer-Encoding: identity", body="0\r\n\r\n{SMUG}"))
+_sm("te-identity-then-chunked", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: identity", "Transfer-Encoding: chunked", body="0\r\n\r\n{SMUG}"), 501)
+_sm("te-gzip-chunked", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: gzip, chunked", body="0\r\n\r\n{SMUG}"), 501)
+_sm("te-chunked-gzip", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: chunked, gzip", body="0\r\n\r\n{SMUG}"))
+_sm("te-identity", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: identity", body="0\r\n\r\n{SMUG}"), 501)
+_sm("te-http10-with-cl", req("POST {ECHO} HTTP/1.0", CL_TE, "Transfer-Encoding: chunked", body="0\r\n\r\n{SMUG}", host=None))
+for name, cl in [
+    ("cl-duplicate-same", "Content-Length: 6\r\nContent-Length: 6"),
+    ("cl-duplicate-different", "Content-Length: 6\r\nContent-Length: 60"),
+    ("cl-duplicate-case", "content-length: 6\r\nCONTENT-LENGTH: 60"),
+    ("cl-list", "Content-Length: 6, 6"),
+    ("cl-plus", "Content-Length: +6"),
+    ("cl-minus", "Content-Length: -6"),
+    ("cl-hex", "Content-Length: 0x6"),
+    ("cl-space-inside", "Content-Length: 6 0"),
+    ("cl-underscore", "Content-Length: 6_0"),
+    ("cl-decimal", "Content-Length: 6.0"),
+    ("cl-nul", "Content-Length: 6\x00"),
+    ("cl-wraps-u64", "Content-Length: 18446744073709551622"),
+    ("cl-space-before-colon", "Content-Length : 6"),
+    ("cl-obs-fold", "Content-Length:\r\n 6"),
+]:
+    _sm(name, req("POST {ECHO} HTTP/1.1", cl, body="hello!{SMUG}"))
+_sm("chunk-size-wraps-u64", chunked("{ECHO}", "10000000000000005\r\nhello\r\n0\r\n\r\n{SMUG}"))
+_sm("chunk-size-huge-hex", chunked("{ECHO}", "ffffffffffffffff5\r\nhello\r\n0\r\n\r\n{SMUG}"))
+_sm("chunk-extension-bare-lf", chunked("{ECHO}", "0;ext\n\r\n{SMUG}"))
+_sm("chunk-bare-lf-terminator", chunked("{ECHO}", "0\n\n{SMUG}"))
+_sm("chunk-bare-lf-after-data", chunked("{ECHO}", "5\r\nhello\n0\r\n\r\n{SMUG}"))
+_sm("chunk-size-semicolon-crlf", chunked("{ECHO}", "0;\r\n\r\n{SMUG}").replace("0;\r\n", "0; \r\n"))
+_sm("after-413", req("POST {ECHO} HTTP/1.1", "Content-Length: 70000", body="{SMUG}"), 413)
+_sm("after-400-request-line", "GET {T} HTTP/1.1 x\r\nHost: h\r\n\r\n{SMUG}")
+_sm("after-431", req("GET {T} HTTP/1.1", "X-Big: " + "b" * 17000, body="{SMUG}"), 431)
+_sm("after-417", req("GET {T} HTTP/1.1", "Expect: tea", body="{SMUG}"), 417)
+_sm("after-501", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: gzip, chunked", body="0\r\n\r\n{SMUG}"), 501)
+_sm("after-repeated-authorization", req("GET {T} HTTP/1.1", "Authorization: {CRED}", body="{SMUG}"))
+_sm("after-connection-close", req("GET {T} HTTP/1.1", "Connection: close", body="{SMUG}"), 200)
+_sm("after-http10", req("GET {T} HTTP/1.0", body="{SMUG}", host=None), 200)
+_sm("after-upgrade-websocket", req("GET {T} HTTP/1.1", "Connection: Upgrade", "Upgrade: websocket", body="{SMUG}"), 200)
+_sm("after-upgrade-h2c", req("GET {T} HTTP/1.1", "Connection: Upgrade", "Upgrade: h2c", body="{SMUG}"), 200)
+_sm("te-http10-alone", req("POST {ECHO} HTTP/1.0", "Transfer-Encoding: chunked", body="0\r\n\r\n{SMUG}", host=None), 200)
+
+
+def _inside(name: str, build: Callable[[str], str], **kw: Any) -> None:
+    """The hidden request lies inside a body framed correctly: it is data, never a request."""
+    app(f"sm-{name}", F, SM, lambda ctx: build(render("{SMUG}", ctx).decode("latin-1")), 200, **kw)
+
+
+_inside("body-holds-request-cl", lambda s: post("{ECHO}", s), body=b"smuggled/")
+_inside("body-holds-request-chunked", lambda s: chunked("{ECHO}", f"{len(s):x}\r\n{s}\r\n0\r\n\r\n"), body=b"smuggled/")
+_inside("body-holds-request-te-uppercase", lambda s: chunked("{ECHO}", f"{len(s):x}\r\n{s}\r\n0\r\n\r\n").replace("chunked", "CHUNKED"), body=b"smuggled/")
+_inside("body-holds-request-cl-leading-zeros", lambda s: post("{ECHO}", s).replace("Content-Length: ", "Content-Length: 000"), body=b"smuggled/")
+_inside("te-underscore-is-not-te", lambda s: post("{ECHO}", "0\r\n\r\n" + s, "Transfer_Encoding: chunked"), body=b"smuggled/")
+_inside("te-no-hyphen-is-not-te", lambda s: post("{ECHO}", "0\r\n\r\n" + s, "TransferEncoding: chunked"), body=b"smuggled/")
+_inside("get-with-body-holding-request", lambda s: req("GET {T} HTTP/1.1", f"Content-Length: {len(s)}", body=s))
+_inside("head-with-body-holding-request", lambda s: req("HEAD {T} HTTP/1.1", f"Content-Length: {len(s)}", body=s), head=True)
+app("sm-trailer-authorization", F, SM, chunked("{ECHO}", "0\r\nAuthorization: {CRED}\r\n\r\n", auth=False), 401, challenge="missing")
+app("sm-expect-continue-body-is-request", F, SM, lambda ctx: post("{ECHO}", render("{SMUG}", ctx).decode("latin-1"), "Expect: 100-continue"), 200, body=b"smuggled/")
+
+# ---------------------------------------------------------------------------------------------
+# NUL and control bytes that reach the path (raw ones are refused by the parser above)
+
+F = "control"
+for name, target in [
+    ("pct00", "/rest/hello%00"),
+    ("pct00-segment", "/rest/%00/../hello"),
+    ("crlf", "/rest/p/%0d%0aX-Injected:%20yes"),
+    ("esc", "/rest/p/%1b%5b2J"),
+    ("del", "/rest/p/%7f"),
+    ("tab", "/rest/p/a%09b"),
+    ("bell", "/rest/p/%07"),
+    ("c1-control", "/rest/p/%c2%85"),
+]:
+    app(f"ct-{name}", F, ALL, req(f"GET {target} HTTP/1.1"), {"basic": 400, "oauth": 400, "monitor": 400} if "c1" not in name else {"basic": 200, "oauth": 200, "monitor": 404})
+app("ct-crlf-in-query", F, APP, req("GET /rest/q?x=%0d%0aSet-Cookie:%20evil=1 HTTP/1.1"), 200, body=b"\\r\\nSet-Cookie", extra=lambda answers: _no_header(answers, "set-cookie"))
+app("ct-nul-in-query", F, APP, req("GET /rest/q?x=%00 HTTP/1.1"), 200, body=b"\\u0000")
+app("ct-monitor-nul-metric", F, MONITOR, req("GET /api/server/metrics?%00 HTTP/1.1"), 200, body=b"unknown metric")
+proto("ct-nul-between-requests", F, ALL, GET_T + "\x00" + GET_T, (200, 400))
+proto("ct-ctl-between-requests", F, ALL, GET_T + "\x01" + GET_T, (200, 400))
+proto("ct-nul-in-query-raw", F, ALL, "GET {T}\x00 HTTP/1.1\r\nHost: h\r\n\r\n", 400)
+
+
+def _no_header(answers: list[Any], name: str) -> None:
+    for answer in answers:
+        assert answer.header(name) is None, (name, answer.headers)
+
+
+# ---------------------------------------------------------------------------------------------
+# invalid UTF-8
+
+F = "utf8"
+for name, target in [
+    ("ff", "/rest/%ff"),
+    ("lone-continuation", "/rest/%80"),
+    ("c3-28", "/rest/%c3%28"),
+    ("surrogate", "/rest/%ed%a0%80"),
+    ("overlong-slash", "/rest/%c0%afadmin"),
+    ("overlong-dots", "/rest/public/%c0%ae%c0%ae/admin/secret"),
+    ("truncated", "/rest/%e2%9c"),
+    ("five-byte", "/rest/%f8%88%80%80%80"),
+    ("above-u10ffff", "/rest/%f4%90%80%80"),
+]:
+    app(f"u8-path-{name}", F, ALL, req(f"GET {target} HTTP/1.1"), 400)
+app("u8-query-ff", F, APP, req("GET /rest/q?a=%ff HTTP/1.1"), 200, body=b'"a":"\xef\xbf\xbd"')
+app("u8-monitor-query-ff", F, MONITOR, req("GET /api/server/metrics?%ff HTTP/1.1"), 200, body=b"unknown metric")
+app("u8-header-obs-text", F, APP, req("GET /rest/hdr/x-name HTTP/1.1", "X-Name: \xff\xfe\xc3("), 200)
+app("u8-basic-invalid-utf8", F, BASIC, req("GET /rest/admin/secret HTTP/1.1", "Authorization: Basic " + basic_raw(b"ada:\xff\xfe"), auth=False), 403)
+app("u8-basic-latin1", F, BASIC, req("GET /rest/admin/secret HTTP/1.1", "Authorization: Basic " + basic("ad\xe4", "p\xe4ss", "latin-1"), auth=False), 403)
+app("u8-bearer-high-bytes", F, OAUTH, req("GET /rest/admin/secret HTTP/1.1", "Authorization: Bearer \xff\xfe.\xc3(.x", auth=False), 401, challenge="invalid_token")
+app("u8-token-body-raw", F, OAUTH, post(TOKEN_ROUTE, f"grant_type=password&username=ada&password=\xff{WRONG_PASSWORD}", FORM, auth=False), 400, error="invalid_request")
+app("u8-token-body-pct-ff", F, OAUTH, post(TOKEN_ROUTE, f"grant_type=password&username=ada&password=%ff{WRONG_PASSWORD}", FORM, auth=False), 400, error="invalid_request")
+app("u8-token-query-pct-ff", F, OAUTH, req(f"GET {TOKEN_ROUTE}?grant_type=password&username=%ff&password={WRONG_PASSWORD} HTTP/1.1", auth=False), 400, error="invalid_request")
+
+# ---------------------------------------------------------------------------------------------
+# huge numbers of headers, fields and parameters
+
+F = "many"
+app("mn-500-small-headers", F, ALL, req("GET {T} HTTP/1.1", *[f"X-{i}: {i}" for i in range(500)]), 200)
+app("mn-5000-query-params", F, APP, req("GET /rest/q?" + "&".join(f"k{i}=v" for i in range(1500)) + " HTTP/1.1"), 200, body=b'"k1499":"v"')
+app("mn-monitor-3000-metric-names", F, MONITOR, req("GET /api/server/metrics?" + "&".join(f"m{i}" for i in range(3000)) + " HTTP/1.1"), 200, body=b"unknown metric")
+app("mn-token-33-fields", F, OAUTH, post(TOKEN_ROUTE, "grant_type=password&" + "&".join(f"f{i}=v" for i in range(32)), FORM, auth=False), 400, error="invalid_request")
+app("mn-token-1000-ampersands", F, OAUTH, post(TOKEN_ROUTE, "grant_type=password" + "&" * 1000, FORM, auth=False), 400, error="invalid_request")
+app("mn-token-40-query-fields", F, OAUTH, req(f"GET {TOKEN_ROUTE}?" + "&".join(f"q{i}=v" for i in range(40)) + " HTTP/1.1", auth=False), 400, error="invalid_request")
+app("mn-token-fields-query-and-body", F, OAUTH, lambda ctx: post(TOKEN_ROUTE + "?" + "&".join(f"a{i}=1" for i in range(30)), "&".join(f"b{i}=1" for i in range(30)), FORM, auth=False), 400, error="unsupported_grant_type" if False else "invalid_request")
+
+# ---------------------------------------------------------------------------------------------
+# path tricks against onAuthNoCheckUri (oauth: /public/*, /items/:id), NativeRoutes.public
+# (oauth: healthcheck; basic: healthcheck/ok) and the router. Without credentials: a protected
+# route is 401 whatever the spelling; a spelling that resolves to a public path may be served.
+
+F = "path"
+PATHS: list[tuple[str, str, int, int]] = [
+    ("dotdot-from-public", "/rest/public/../admin/secret", 401, 401),
+    ("pct-dotdot", "/rest/public/%2e%2e/admin/secret", 401, 401),
+    ("pct-dotdot-upper", "/rest/public/%2E%2E/admin/secret", 401, 401),
+    ("pct-dot-then-dot", "/rest/public/%2e./admin/secret", 401, 401),
+    ("dot-then-pct-dot", "/rest/public/.%2e/admin/secret", 401, 401),
+    ("pct-single-dot", "/rest/public/%2e/../admin/secret", 401, 401),
+    ("encoded-slash-dotdot", "/rest/public/..%2fadmin%2fsecret", 400, 400),
+    ("encoded-slash-upper", "/rest/public%2F..%2Fadmin/secret", 400, 400),
+    ("encoded-backslash", "/rest/public/..%5cadmin/secret", 400, 400),
+    ("encoded-backslash-upper", "/rest/public/..%5Cadmin%5Csecret", 400, 400),
+    ("raw-backslash", "/rest/public/..\\admin\\secret", 401, 404),
+    ("raw-backslash-protected", "/rest/admin\\secret", 401, 401),
+    ("semicolon-dotdot", "/rest/public;/../admin/secret", 401, 401),
+    ("dotdot-semicolon-segment", "/rest/public/..;/admin/secret", 401, 404),
+    ("semicolon-suffix", "/rest/admin/secret;/public", 401, 401),
+    ("semicolon-in-public", "/rest/public;x/info", 401, 401),
+    ("semicolon-encoded", "/rest/public%3b/../admin/secret", 401, 401),
+    ("double-slash-dotdot", "/rest//public/../admin/secret", 401, 401),
+    ("public-double-slash-dotdot", "/rest/public//../admin/secret", 401, 401),
+    ("dot-segment", "/rest/./admin/secret", 401, 401),
+    ("items-dotdot", "/rest/items/1/../../admin/secret", 401, 401),
+    ("items-two-segments", "/rest/items/1/owner", 401, 401),
+    ("items-encoded-slash", "/rest/items/1%2fowner", 400, 400),
+    ("items-encoded-dotdot-slash", "/rest/items/..%2fadmin", 400, 400),
+    ("items-pct-dotdot", "/rest/items/%2e%2e", 401, 401),
+    ("items-dotdot-id", "/rest/items/..", 401, 401),
+    ("items-semicolon-owner", "/rest/items/1;/owner", 401, 401),
+    ("items-query-trick", "/rest/items/1?/../owner", 401, 200),
+    ("items-empty-id", "/rest/items/", 401, 401),
+    ("items-param-literal", "/rest/items/:id", 401, 200),
+    ("items-trailing-dot", "/rest/items/1/owner/.", 401, 401),
+    ("publicity-prefix", "/rest/publicity", 401, 401),
+    ("public-case", "/rest/PUBLIC/info", 401, 401),
+    ("public-case-dotdot", "/rest/Public/../admin/secret", 401, 401),
+    ("public-root", "/rest/public", 401, 404),
+    ("public-info-dotdot", "/rest/public/info/..", 401, 404),
+    ("public-double-encoded", "/rest/public/%252e%252e/admin/secret", 401, 404),
+    ("public-u-escape", "/rest/public/%u002e%u002e/admin/secret", 400, 400),
+    ("public-bad-escape", "/rest/public/%zz/../admin/secret", 400, 400),
+    ("public-truncated-escape", "/rest/public/%2", 400, 400),
+    ("public-overlong-slash", "/rest/public/..%c0%af/admin/secret", 400, 400),
+    ("public-above-root", "/rest/public/../../../../admin/secret", 400, 400),
+    ("public-x-dotdot-twice", "/rest/public/x/../../admin/secret", 401, 401),
+    ("public-pct-letter-dotdot", "/rest/%70ublic/../admin/secret", 401, 401),
+    ("public-pct-letter", "/rest/%70ublic/info", 401, 200),
+    ("public-nul", "/rest/public/%00/../../admin/secret", 400, 400),
+    ("public-space", "/rest/public%20/../admin/secret", 401, 401),
+    ("public-star-literal", "/rest/public/*", 401, 404),
+    ("admin-encoded-slash", "/rest/admin%2Fsecret", 400, 400),
+    ("admin-encoded-backslash", "/rest/admin%5Csecret", 400, 400),
+    ("admin-trailing-dotdot", "/rest/admin/secret/x/..", 401, 401),
+    ("root-dotdot", "/rest/../rest/admin/secret", 401, 401),
+    ("above-root", "/../rest/admin/secret", 400, 400),
+    ("above-root-deep", "/rest/../../admin", 400, 400),
+    ("above-root-encoded", "/%2e%2e/rest/admin/secret", 400, 400),
+    ("scheme-relative", "//evil/rest/public/info", 401, 401),
+    ("absolute-dotdot", "http://evil/rest/public/../admin/secret", 401, 401),
+    ("absolute-https-pct-dotdot", "https://h/rest/public/%2e%2e/admin/secret", 401, 401),
+    ("absolute-userinfo", "http://u:p@h/rest/admin/secret", 401, 401),
+    ("absolute-no-path", "http://h", 401, 401),
+    ("absolute-query-only", "http://h?/rest/public/info", 401, 401),
+    ("absolute-public", "http://h/rest/public/info", 401, 200),
+    ("healthcheck-dotdot-config", "/rest/fw/healthcheck/../rest/config", 401, 401),
+    ("healthcheck-pct-dotdot", "/rest/fw/healthcheck/%2e%2e/rest/config", 401, 401),
+    ("healthcheck-encoded-slash", "/rest/fw/healthcheck%2f..%2frest%2fconfig", 400, 400),
+    ("healthcheck-semicolon", "/rest/fw/healthcheck;/../rest/config", 401, 401),
+    ("healthcheck-ok", "/rest/fw/healthcheck/ok", 200, 401),
+    ("healthcheck-case", "/rest/fw/HealthCheck", 401, 401),
+    ("healthcheck-space", "/rest/fw/healthcheck%20", 401, 401),
+    ("healthcheck-nul", "/rest/fw/healthcheck%00", 400, 400),
+    ("healthcheck-suffix", "/rest/fw/healthcheckx", 401, 401),
+    ("healthcheck-datetime", "/rest/fw/healthcheck/datetime", 401, 401),
+    ("healthcheck-ok-dotdot", "/rest/fw/healthcheck/ok/../../rest/config", 401, 401),
+    ("healthcheck-ok-semicolon", "/rest/fw/healthcheck/ok;/../../rest/config", 401, 401),
+    ("healthcheck-ok-case", "/rest/fw/healthcheck/OK", 401, 401),
+    ("healthcheck-ok-encoded-slash", "/rest/fw/healthcheck/ok%2f..", 400, 400),
+    ("healthcheck-ok-pct-o", "/rest/fw/healthcheck/%6fk", 200, 401),
+    ("token-dotdot-config", "/rest/fw/oauth2/token/../../rest/config", 401, 401),
+    ("token-encoded-slash", "/rest/fw/oauth2/token/..%2f..%2frest%2fconfig", 400, 400),
+    ("token-semicolon", "/rest/fw/oauth2/token;x", 401, 401),
+    ("token-case", "/rest/fw/OAUTH2/token", 401, 401),
+    ("config", "/rest/fw/rest/config", 401, 401),
+    ("list-service", "/rest/fw/rest/list/service", 401, 401),
+    ("settings-via-public", "/rest/public/../fw/rest/config", 401, 401),
+    ("location-case", "/REST/fw/healthcheck", 401, 401),
+    ("no-location", "/other/admin/secret", 401, 401),
+    ("root", "/", 401, 401),
+    ("unknown-path", "/rest/nope", 401, 401),
+]
+for name, target, on_basic, on_oauth in PATHS:
+    app(f"pt-{name}", F, APP, req(f"GET {target} HTTP/1.1", auth=False), {"basic": on_basic, "oauth": on_oauth}, challenge="missing")
+for name, target, status in [
+    ("monitor-dotdot", "/api/server/metrics/../metrics?uptime", 200),
+    ("monitor-pct-dotdot", "/api/server/metrics/%2e%2e", 404),
+    ("monitor-encoded-slash", "/api/server/metrics%2fall", 400),
+    ("monitor-above-root", "/api/../../etc/passwd", 400),
+    ("monitor-deep-metric", "/api/server/metrics/uptime/x", 404),
+    ("monitor-semicolon", "/api/server/metrics;/uptime", 404),
+    ("monitor-case", "/API/server/metrics", 404),
+    ("monitor-absolute", "http://h/api/server/metrics/../metrics/uptime", 200),
+    ("monitor-nul", "/api/server/metrics/%00", 400),
+    ("monitor-backslash", "/api/server/metrics\\uptime", 404),
+]:
+    app(f"pt-{name}", F, MONITOR, req(f"GET {target} HTTP/1.1", auth=False), status)
+
+# ---------------------------------------------------------------------------------------------
+# malformed Basic credentials (the basic port; the validator is never called for a 401)
+
+F = "basic"
+ADMIN = "GET /rest/admin/secret HTTP/1.1"
+
+
+def _ba(name: str, value: str | None, expect: int, **kw: Any) -> None:
+    headers = [] if value is None else [f"Authorization: {value}"]
+    app(f"ba-{name}", F, BASIC, req(ADMIN, *headers, auth=False), expect, **kw)
+
+
+GOOD_B64 = basic(BASIC_USER, BASIC_PASSWORD)
+for name, value in [
+    ("missing", None),
+    ("empty", ""),
+    ("scheme-only", "Basic"),
+    ("scheme-and-spaces", "Basic     "),
+    ("not-base64", "Basic !!!!"),
+    ("no-colon", "Basic " + base64.b64encode(b"ada").decode()),
+    ("missing-padding", "Basic " + GOOD_B64.rstrip("=") + ("" if GOOD_B64.endswith("=") else "A")),
+    ("extra-padding", "Basic " + GOOD_B64 + "=="),
+    ("space-inside", "Basic " + GOOD_B64[:6] + " " + GOOD_B64[6:]),
+    ("urlsafe-alphabet", "Basic YWRhOv___g=="),
+    ("tab-separator", "Basic\t" + GOOD_B64),
+    ("no-separator", "Basic" + GOOD_B64),
+    ("trailing-garbage", "Basic " + GOOD_B64 + " extra"),
+    ("bearer-scheme", "Bearer " + GOOD_B64),
+    ("digest-scheme", 'Digest username="ada", realm="x", response="00"'),
+    ("negotiate-scheme", "Negotiate " + GOOD_B64),
+    ("cyrillic-scheme", "B\xd0\xb0sic " + GOOD_B64),
+    ("scheme-with-colon", "Basic: " + GOOD_B64),
+    ("base64-of-nothing", "Basic ="),
+]:
+    _ba(name, value, 401)
+app("ba-proxy-authorization-only", F, BASIC, req(ADMIN, "Proxy-Authorization: Basic " + GOOD_B64, auth=False), 401)
+app("ba-cookie-only", F, BASIC, req(ADMIN, "Cookie: Authorization=Basic " + GOOD_B64, auth=False), 401)
+for name, user, password in [
+    ("empty-user-and-password", "", ""),
+    ("empty-user", "", BASIC_PASSWORD),
+    ("wrong-password", BASIC_USER, WRONG_PASSWORD),
+    ("unknown-user", "nobody", BASIC_PASSWORD),
+    ("user-case", BASIC_USER.upper(), BASIC_PASSWORD),
+    ("password-nul", BASIC_USER, BASIC_PASSWORD + "\x00"),
+    ("password-trailing-space", BASIC_USER, BASIC_PASSWORD + " "),
+    ("password-prefix", BASIC_USER, BASIC_PASSWORD[:-1]),
+    ("colon-in-user-side", BASIC_USER + ":x", BASIC_PASSWORD),
+    ("password-12k", BASIC_USER, "p" * 12000),
+]:
+    _ba(name, f"Basic {basic(user, password)}", 403)
+_ba("validator-raises", f"Basic {basic('raiser', RAISER_PASSWORD)}", 500)
+_ba("b64-17k", "Basic " + "QUFB" * 4300, 431, close=True)
+proto("ba-repeated", F, BASIC, req(ADMIN, "Authorization: Basic " + GOOD_B64, "Authorization: Basic " + GOOD_B64, auth=False), 400)
+proto("ba-repeated-other-user", F, BASIC, req(ADMIN, "Authorization: Basic " + basic("x", "y"), "Authorization: Basic " + GOOD_B64, auth=False), 400)
+proto("ba-ctl-in-value", F, BASIC, req(ADMIN, "Authorization: Basic " + GOOD_B64 + "\x01", auth=False), 400)
+proto("ba-nul-in-value", F, BASIC, req(ADMIN, "Authorization: Basic \x00" + GOOD_B64, auth=False), 400)
+app("ba-basic-on-oauth-port", F, OAUTH, req(ADMIN, "Authorization: Basic " + GOOD_B64, auth=False), 401, challenge="missing")
+app("ba-garbage-on-monitor", F, MONITOR, req("GET /api/server/metrics?uptime HTTP/1.1", "Authorization: Basic !!!", auth=False), 200)
+
+# ---------------------------------------------------------------------------------------------
+# malformed and forged access tokens (the oauth port)
+
+F = "token"
+
+
+def _tok(name: str, build: Callable[[Ctx], str], challenge: str = "invalid_token") -> None:
+    app(f"tok-{name}", F, OAUTH, lambda ctx: req(ADMIN, f"Authorization: Bearer {build(ctx)}", auth=False), 401, challenge=challenge)
+
+
+def _sig_of(token: str) -> str:
+    return token.rsplit(".", 1)[1]
+
+
+def _tamper(token: str) -> str:
+    head, body, sig = token.split(".")
+    middle = len(sig) // 2
+    sig = sig[:middle] + ("A" if sig[middle] != "A" else "B") + sig[middle + 1 :]
+    return f"{head}.{body}.{sig}"
+
+
+def _swap_payload(ctx: Ctx) -> str:
+    head, _body, sig = ctx.token.split(".")
+    return f"{head}.{b64url(json.dumps(ctx.claims(sub='root')).encode())}.{sig}"
+
+
+def _swap_header(ctx: Ctx) -> str:
+    _head, body, sig = ctx.token.split(".")
+    return f"{b64url(json.dumps({'alg': 'HS256', 'typ': 'at+jwt', 'kid': 'x'}).encode())}.{body}.{sig}"
+
+
+_tok("alg-none", lambda c: c.jwt({"alg": "none"}, signature=""))
+_tok("alg-None", lambda c: c.jwt({"alg": "None"}, signature=""))
+_tok("alg-NONE", lambda c: c.jwt({"alg": "NONE"}, signature=""))
+_tok("alg-none-with-signature", lambda c: c.jwt({"alg": "none"}))
+_tok("alg-missing", lambda c: c.jwt({"alg": DROP}))
+_tok("alg-empty", lambda c: c.jwt({"alg": ""}))
+_tok("alg-lowercase", lambda c: c.jwt({"alg": "hs256"}))
+_tok("alg-hs384-real-key", lambda c: c.jwt({"alg": "HS384"}, digest="384"))
+_tok("alg-hs512-real-key", lambda c: c.jwt({"alg": "HS512"}, digest="512"))
+_tok("alg-rs256-hmac", lambda c: c.jwt({"alg": "RS256"}))
+_tok("alg-es256-hmac", lambda c: c.jwt({"alg": "ES256"}))
+_tok("alg-ps256-hmac", lambda c: c.jwt({"alg": "PS256"}))
+_tok("alg-eddsa-hmac", lambda c: c.jwt({"alg": "EdDSA"}))
+_tok("alg-list", lambda c: c.jwt({"alg": ["HS256"]}))
+_tok("typ-missing", lambda c: c.jwt({"typ": DROP}))
+_tok("typ-jwt", lambda c: c.jwt({"typ": "JWT"}))
+_tok("typ-empty", lambda c: c.jwt({"typ": ""}))
+_tok("typ-refresh", lambda c: c.jwt({"typ": "rt+jwt"}))
+_tok("typ-list", lambda c: c.jwt({"typ": ["at+jwt"]}))
+_tok("crit-exp", lambda c: c.jwt({"crit": ["exp"]}))
+_tok("crit-empty", lambda c: c.jwt({"crit": []}))
+_tok("crit-unknown", lambda c: c.jwt({"crit": ["x-fw"], "x-fw": 1}))
+_tok("expired", lambda c: c.jwt(claims=c.claims(exp=int(time.time()) - 30)))
+_tok("expired-just-now", lambda c: c.jwt(claims=c.claims(exp=int(time.time()) - 2)))
+_tok("exp-string", lambda c: c.jwt(claims=c.claims(exp="9999999999")))
+_tok("exp-missing", lambda c: c.jwt(claims=c.claims(exp=DROP)))
+_tok("sub-missing", lambda c: c.jwt(claims=c.claims(sub=DROP)))
+_tok("jti-missing", lambda c: c.jwt(claims=c.claims(jti=DROP)))
+_tok("iat-missing", lambda c: c.jwt(claims=c.claims(iat=DROP)))
+_tok("nbf-future", lambda c: c.jwt(claims=c.claims(nbf=int(time.time()) + 3600)))
+_tok("tampered-signature", lambda c: _tamper(c.token))
+_tok("tampered-payload", _swap_payload)
+_tok("tampered-header", _swap_header)
+_tok("signature-stripped", lambda c: c.token.rsplit(".", 1)[0] + ".")
+_tok("signature-missing", lambda c: c.token.rsplit(".", 1)[0])
+_tok("signature-of-other-token", lambda c: c.jwt(signature=_sig_of(c.token)))
+_tok("other-service-key", lambda c: c.jwt(key=OTHER_KEY))
+_tok("empty-key", lambda c: c.jwt(key=b""))
+_tok("key-file-text-as-key", lambda c: c.jwt(key=b64url(c.key).encode()))
+_tok("kid-path-injection", lambda c: c.jwt({"kid": "../../../../../../dev/null"}, key=b""))
+_tok("kid-sql-injection", lambda c: c.jwt({"kid": "x' UNION SELECT 'k"}, key=b"k"))
+_tok("jku-injection", lambda c: c.jwt({"jku": "https://attacker.invalid/jwks.json", "kid": "a"}, key=OTHER_KEY))
+_tok("jwk-embedded", lambda c: c.jwt({"jwk": {"kty": "oct", "k": b64url(OTHER_KEY)}}, key=OTHER_KEY))
+_tok("x5u-injection", lambda c: c.jwt({"x5u": "https://attacker.invalid/cert.pem"}, key=OTHER_KEY))
+_tok("refresh-token-as-bearer", lambda c: c.refresh)
+_tok("garbage", lambda c: "garbage")
+_tok("only-dots", lambda c: "..")
+_tok("three-letters", lambda c: "a.b.c")
+_tok("header-not-json", lambda c: f"{b64url(b'nope')}.{c.token.split('.')[1]}.{_sig_of(c.token)}")
+_tok("payload-not-json", lambda c: c.jwt(claims=None).split(".")[0] + "." + b64url(b"{not json") + "." + _sig_of(c.token))
+_tok("payload-array", lambda c: c.jwt(claims=[1, 2, 3]))
+_tok("five-segments", lambda c: c.token + ".x.y")
+_tok("huge-12k", lambda c: "h" * 12000)
+_tok("bearer-only", lambda c: "", challenge="missing")
+_tok("two-tokens", lambda c: f"{c.token} {c.token}", challenge="missing")
+for name, value in [
+    ("scheme-basic", "Basic {TOKEN}"),
+    ("scheme-token", "Token {TOKEN}"),
+    ("scheme-colon", "Bearer: {TOKEN}"),
+    ("scheme-no-space", "Bearer{TOKEN}"),
+    ("scheme-tab", "Bearer\t{TOKEN}"),
+]:
+    app(f"tok-{name}", F, OAUTH, req(ADMIN, f"Authorization: {value}", auth=False), 401, challenge="missing")
+app("tok-in-query", F, OAUTH, req("GET /rest/admin/secret?access_token={TOKEN} HTTP/1.1", auth=False), 401, challenge="missing")
+app("tok-in-cookie", F, OAUTH, req(ADMIN, "Cookie: access_token={TOKEN}", auth=False), 401, challenge="missing")
+proto("tok-repeated", F, OAUTH, req(ADMIN, "Authorization: Bearer {TOKEN}", "Authorization: Bearer {TOKEN}", auth=False), 400)
+
+# ---------------------------------------------------------------------------------------------
+# malformed token requests (the oauth port's token route)
+
+F = "token-request"
+GRANT = f"grant_type=password&username={OAUTH_USER}&password={WRONG_PASSWORD}"
+
+
+def _tr(name: str, raw: Raw, expect: int, error: str | None, **kw: Any) -> None:
+    app(f"tr-{name}", F, OAUTH, raw, expect, error=error, **kw)
+
+
+def _form(body: str, *headers: str) -> str:
+    return post(TOKEN_ROUTE, body, FORM, *headers, auth=False)
+
+
+_tr("post-empty", req(f"POST {TOKEN_ROUTE} HTTP/1.1", "Content-Length: 0", auth=False), 400, "invalid_request")
+_tr("get-empty", req(f"GET {TOKEN_ROUTE} HTTP/1.1", auth=False), 400, "invalid_request")
+_tr("grant-missing", _form(f"username={OAUTH_USER}&password={OAUTH_PASSWORD}"), 400, "invalid_request")
+_tr("grant-empty", _form(f"grant_type=&username={OAUTH_USER}&password={OAUTH_PASSWORD}"), 400, "invalid_request")
+_tr("grant-unknown", _form("grant_type=foo"), 400, "unsupported_grant_type")
+_tr("grant-client-credentials", _form(f"grant_type=client_credentials&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}"), 400, "unsupported_grant_type")
+_tr("grant-uppercase", _form(f"grant_type=PASSWORD&username={OAUTH_USER}&password={OAUTH_PASSWORD}"), 400, "unsupported_grant_type")
+_tr("grant-semicolon-separated", _form(f"grant_type=password;username={OAUTH_USER};password={OAUTH_PASSWORD}"), 400, "unsupported_grant_type")
+_tr("grant-name-case", _form(f"Grant_Type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}"), 400, "invalid_request")
+_tr("grant-twice-in-body", _form(f"grant_type=password&grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}"), 400, "invalid_request")
+_tr("grant-in-query-and-body", post(f"{TOKEN_ROUTE}?grant_type=password", f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", FORM, auth=False), 400, "invalid_request")
+_tr("username-twice", _form(f"grant_type=password&username={OAUTH_USER}&username=bob&password={OAUTH_PASSWORD}"), 400, "invalid_request")
+_tr("password-twice", _form(f"grant_type=password&username={OAUTH_USER}&password={WRONG_PASSWORD}&password={OAUTH_PASSWORD}"), 400, "invalid_request")
+_tr("client-id-twice", _form(f"{GRANT}&client_id={CLIENT_ID}&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}"), 400, "invalid_request")
+_tr("client-secret-twice", _form(f"{GRANT}&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}&client_secret=x"), 400, "invalid_request")
+_tr("scope-twice", _form(f"{GRANT}&scope=default&scope=default"), 400, "invalid_request")
+_tr("username-missing", _form(f"grant_type=password&password={OAUTH_PASSWORD}"), 400, "invalid_request")
+_tr("password-missing", _form(f"grant_type=password&username={OAUTH_USER}"), 400, "invalid_request")
+_tr("username-empty", _form(f"grant_type=password&username=&password={OAUTH_PASSWORD}"), 400, "invalid_request")
+_tr("password-wrong", _form(GRANT), 400, "invalid_grant")
+_tr("user-unknown", _form(f"grant_type=password&username=nobody&password={OAUTH_PASSWORD}"), 400, "invalid_grant")
+_tr("user-case", _form(f"grant_type=password&username=ADA&password={OAUTH_PASSWORD}"), 400, "invalid_grant")
+_tr("user-plus-is-space", _form(f"grant_type=password&username=a+da&password={OAUTH_PASSWORD}"), 400, "invalid_grant")
+_tr("password-nul", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}%00"), 400, "invalid_grant")
+_tr("password-4000", _form(f"grant_type=password&username={OAUTH_USER}&password={'p' * 4000}"), 400, "invalid_grant")
+_tr("password-4097", _form(f"grant_type=password&username={OAUTH_USER}&password={'p' * 4097}"), 400, "invalid_request")
+_tr("name-4097", _form(f"{GRANT}&{'n' * 4097}=1"), 400, "invalid_request")
+_tr("query-value-4097", req(f"GET {TOKEN_ROUTE}?grant_type={'g' * 4097} HTTP/1.1", auth=False), 400, "invalid_request")
+_tr("scope-admin", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&scope=admin"), 400, "invalid_scope")
+_tr("json-body", post(TOKEN_ROUTE, json.dumps({"grant_type": "password", "username": OAUTH_USER, "password": OAUTH_PASSWORD}), "Content-Type: application/json", auth=False), 400, "invalid_request")
+_tr("json-body-as-form", _form(json.dumps({"grant_type": "password", "username": OAUTH_USER, "password": WRONG_PASSWORD})), 400, "invalid_request")
+_tr("text-plain", post(TOKEN_ROUTE, GRANT, "Content-Type: text/plain", auth=False), 400, "invalid_request")
+_tr("no-content-type", post(TOKEN_ROUTE, GRANT, auth=False), 400, "invalid_request")
+_tr("multipart", post(TOKEN_ROUTE, '--x\r\nContent-Disposition: form-data; name="grant_type"\r\n\r\npassword\r\n--x--\r\n', "Content-Type: multipart/form-data; boundary=x", auth=False), 400, "invalid_request")
+_tr("content-type-prefix", post(TOKEN_ROUTE, GRANT, "Content-Type: application/x-www-form-urlencodedX", auth=False), 400, "invalid_request")
+_tr("only-ampersands", _form("&&&&"), 400, "invalid_request")
+_tr("name-without-value", _form("grant_type"), 400, "invalid_request")
+_tr("value-without-name", _form("=password"), 400, "invalid_request")
+_tr("client-secret-wrong", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&client_id={CLIENT_ID}&client_secret={WRONG_PASSWORD}"), 401, "invalid_client")
+_tr("client-unknown", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&client_id=other&client_secret={CLIENT_SECRET}"), 401, "invalid_client")
+_tr("client-secret-in-query-wrong", post(f"{TOKEN_ROUTE}?client_id={CLIENT_ID}&client_secret={WRONG_PASSWORD}", f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", FORM, auth=False), 401, "invalid_client")
+_tr("client-in-header-and-params", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&client_id={CLIENT_ID}", f"Authorization: Basic {basic(CLIENT_ID, CLIENT_SECRET)}"), 400, "invalid_request")
+_tr("client-basic-malformed", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", "Authorization: Basic !!!"), 401, "invalid_client")
+_tr("client-basic-no-colon", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", "Authorization: Basic " + base64.b64encode(CLIENT_ID.encode()).decode()), 401, "invalid_client")
+_tr("client-basic-wrong-secret", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", f"Authorization: Basic {basic(CLIENT_ID, WRONG_PASSWORD)}"), 401, "invalid_client")
+_tr("bearer-header-wrong-password", _form(GRANT, "Authorization: Bearer {TOKEN}"), 400, "invalid_grant")
+_tr("refresh-missing", _form("grant_type=refresh_token"), 400, "invalid_request")
+_tr("refresh-garbage", _form("grant_type=refresh_token&refresh_token=not-a-refresh-token"), 400, "invalid_grant")
+_tr("refresh-is-access-token", _form("grant_type=refresh_token&refresh_token={TOKEN}"), 400, "invalid_grant")
+_tr("refresh-twice", lambda c: _form(f"grant_type=refresh_token&refresh_token={c.refresh}&refresh_token={c.refresh}"), 400, "invalid_request")
+_tr("get-wrong-password-in-query", req(f"GET {TOKEN_ROUTE}?{GRANT} HTTP/1.1", auth=False), 400, "invalid_grant")
+_tr("get-body-ignored", req(f"GET {TOKEN_ROUTE} HTTP/1.1", FORM, f"Content-Length: {len(GRANT)}", body=GRANT, auth=False), 400, "invalid_request")
+_tr("put", post(TOKEN_ROUTE, GRANT, FORM, auth=False).replace("POST", "PUT", 1), 405, None)
+_tr("delete", req(f"DELETE {TOKEN_ROUTE} HTTP/1.1", auth=False), 405, None)
+_tr("patch", post(TOKEN_ROUTE, GRANT, FORM, auth=False).replace("POST", "PATCH", 1), 405, None)
+_tr("head", req(f"HEAD {TOKEN_ROUTE} HTTP/1.1", auth=False), 400, None, head=True)
+proto("tr-repeated-authorization", F, OAUTH, _form(GRANT, "Authorization: Basic " + basic(CLIENT_ID, CLIENT_SECRET), "Authorization: Basic " + basic(CLIENT_ID, CLIENT_SECRET)), 400)
+proto("tr-expect-unknown", F, OAUTH, _form(GRANT, "Expect: 200-ok"), 417)
+
+# ---------------------------------------------------------------------------------------------
+# TLS port spoken to without TLS, or with a broken handshake: closed, never an HTTP answer
+
+F = "tls"
+for name, raw in [
+    ("plain-http", "GET /rest/fw/healthcheck HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("garbage", "\x00\x01\x02\x03 hello \xff\xfe\r\n\r\n"),
+    ("sslv2-hello", "\x80\x2e\x01\x00\x02\x00\x15\x00\x00\x00\x10" + "\x00" * 37),
+    ("record-bad-version", "\x16\x09\x09\x00\x05hello"),
+    ("alert-first", "\x15\x03\x03\x00\x02\x02\x28"),
+]:
+    proto(f"tls-{name}", F, OAUTH, raw, CLOSED, transport="raw")
+proto("tls-truncated-hello", F, OAUTH, "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", CLOSED, transport="raw", slow=True)
+proto("tls-silent-client", F, OAUTH, "", CLOSED, transport="raw", slow=True)
+
+# =============================================================================================
+# unusual but valid requests: each must succeed
+
+OK_BODY = {"basic": b'"hello":"world"', "oauth": b'"hello":"world"', "monitor": b'"uptime"'}
+valid("header-name-uppercase", ALL, "GET {T} HTTP/1.1\r\nHOST: h\r\n{AUTH}\r\n\r\n".replace("{AUTH}\r\n", "{AUTH}\r\n"), body=OK_BODY)
+valid("header-names-mixed-case", ALL, lambda c: "GET {T} HTTP/1.1\r\nhOsT: h\r\n" + ("" if c.kind == "monitor" else "aUtHoRiZaTiOn: {CRED}\r\n") + "X-mIxEd: 1\r\n\r\n", body=OK_BODY)
+valid("value-surrounded-by-spaces", ALL, lambda c: "GET {T} HTTP/1.1\r\nHost:    h   \r\n" + ("" if c.kind == "monitor" else "Authorization:    {CRED}   \r\n") + "\r\n", body=OK_BODY)
+valid("no-space-after-colon", ALL, lambda c: "GET {T} HTTP/1.1\r\nHost:h\r\n" + ("" if c.kind == "monitor" else "Authorization:{CRED}\r\n") + "\r\n", body=OK_BODY)
+valid("tab-after-colon", ALL, lambda c: "GET {T} HTTP/1.1\r\nHost:\th\r\n" + ("" if c.kind == "monitor" else "Authorization:\t{CRED}\r\n") + "\r\n", body=OK_BODY)
+valid("empty-header-value", ALL, req("GET {T} HTTP/1.1", "X-Empty:"), body=OK_BODY)
+valid("leading-empty-line", ALL, "\r\n" + GET_T, body=OK_BODY)
+valid("pipeline-three", ALL, GET_T * 3, (200, 200, 200), body=OK_BODY)
+valid("pipeline-keep-alive-header", ALL, req("GET {T} HTTP/1.1", "Connection: keep-alive") * 2, (200, 200), body=OK_BODY)
+valid("pipeline-ten-in-order", APP, "".join(req(f"GET /rest/p/n{i} HTTP/1.1") for i in range(10)), tuple([200] * 10), body=b'"value":"n9"')
+valid("pipeline-mixed-methods", APP, req("GET /rest/p/a HTTP/1.1") + post("/rest/echo", "b=1") + req("HEAD /rest/p/c HTTP/1.1") + req("GET /rest/p/d HTTP/1.1"), (200, 200, 200, 200), body=b'"value":"d"', extra=None)
+valid("http10-no-host", ALL, req("GET {T} HTTP/1.0", host=None), close=True, body=OK_BODY)
+valid("http10-keep-alive", ALL, req("GET {T} HTTP/1.0", "Connection: keep-alive", host=None), body=OK_BODY)
+valid("connection-close", ALL, req("GET {T} HTTP/1.1", "Connection: close"), close=True, body=OK_BODY)
+valid("connection-close-uppercase", ALL, req("GET {T} HTTP/1.1", "Connection: CLOSE"), close=True, body=OK_BODY)
+valid("absolute-form", APP, req("GET http://127.0.0.1/rest/hello HTTP/1.1"), body=OK_BODY["basic"])
+valid("absolute-form-https-port", APP, req("GET https://localhost:1/rest/p/x?y=1 HTTP/1.1"), body=b'"value":"x"')
+valid("absolute-form-monitor", MONITOR, req("GET http://h/api/server/metrics?uptime HTTP/1.1"), body=b'"uptime"')
+valid("host-with-port", ALL, req("GET {T} HTTP/1.1", host="Host: 127.0.0.1:8080"), body=OK_BODY)
+valid("host-ipv6", ALL, req("GET {T} HTTP/1.1", host="Host: [::1]:443"), body=OK_BODY)
+valid("host-empty", ALL, req("GET {T} HTTP/1.1", host="Host:"), body=OK_BODY)
+valid("path-param-space", APP, req("GET /rest/p/a%20b HTTP/1.1"), body=b'"value":"a b"')
+valid("path-param-utf8", APP, req("GET /rest/p/%E2%9C%93 HTTP/1.1"), body='"value":"\u2713"'.encode())
+valid("path-param-latin-word", APP, req("GET /rest/p/caf%C3%A9 HTTP/1.1"), body='"value":"caf\u00e9"'.encode())
+valid("path-param-semicolon", APP, req("GET /rest/p/a;b HTTP/1.1"), body=b'"value":"a;b"')
+valid("path-param-encoded-semicolon", APP, req("GET /rest/p/a%3Bb HTTP/1.1"), body=b'"value":"a;b"')
+valid("path-param-encoded-question", APP, req("GET /rest/p/%3F HTTP/1.1"), body=b'"value":"?"')
+valid("path-param-encoded-hash", APP, req("GET /rest/p/%23 HTTP/1.1"), body=b'"value":"#"')
+valid("path-param-plus-is-plus", APP, req("GET /rest/p/a+b HTTP/1.1"), body=b'"value":"a+b"')
+valid("path-param-percent", APP, req("GET /rest/p/100%25 HTTP/1.1"), body=b'"value":"100%"')
+valid("path-pct-letters", APP, req("GET /rest/%68%65llo HTTP/1.1"), body=OK_BODY["basic"])
+valid("path-trailing-slash", APP, req("GET /rest/hello/ HTTP/1.1"), body=OK_BODY["basic"])
+valid("path-double-slashes", APP, req("GET /rest//hello HTTP/1.1"), body=OK_BODY["basic"])
+valid("path-dot-segments", APP, req("GET /rest/./x/../hello HTTP/1.1"), body=OK_BODY["basic"])
+valid("query-empty-values", APP, req("GET /rest/q?a=&b HTTP/1.1"), body=b'"query":{"a":"","b":""}')
+valid("query-only-question-mark", APP, req("GET /rest/q? HTTP/1.1"), body=b'"query":{}')
+valid("query-utf8", APP, req("GET /rest/q?name=%E2%9C%93&w=caf%C3%A9 HTTP/1.1"), body='"name":"\u2713","w":"caf\u00e9"'.encode())
+valid("query-repeated-last-wins", APP, req("GET /rest/q?a=1&a=2 HTTP/1.1"), body=b'"a":"2"')
+valid("query-plus-is-space", APP, req("GET /rest/q?a=x+y HTTP/1.1"), body=b'"a":"x y"')
+valid("query-semicolon-kept", APP, req("GET /rest/q?a=1;b=2 HTTP/1.1"), body=b'"a":"1;b=2"')
+valid("url-8000-chars", APP, req("GET /rest/p/" + "u" * 8000 + " HTTP/1.1"), body=b'"value":"uuuu')
+valid("header-12000-chars", APP, req("GET /rest/hdr/x-long HTTP/1.1", "X-Long: " + "l" * 12000), body=b'"value":"llll')
+valid("head-and-headers-near-limit", APP, req("GET /rest/hdr/x-near HTTP/1.1", "X-Near: " + "n" * 15500), body=b'"value":"nnnn')
+valid("repeated-header-joined", APP, req("GET /rest/hdr/x-rep HTTP/1.1", "X-Rep: 1", "X-Rep: 2"), body=b'"value":"1, 2"')
+valid("header-obs-text-value", APP, req("GET /rest/hdr/x-name HTTP/1.1", "X-Name: caf\xe9"), body='"value":"caf\u00e9"'.encode())
+valid("chunked-with-extensions", APP, chunked("/rest/echo", '5;a=b\r\nhello\r\n6;x;y="q"\r\n world\r\n0;end\r\n\r\n'), body=b'"body":"hello world"')
+valid("chunked-with-trailer", APP, chunked("/rest/echo", "5\r\nhello\r\n0\r\nX-Checksum: 1\r\n\r\n"), body=b'"body":"hello"')
+valid("chunked-uppercase-hex", APP, chunked("/rest/echo", "A\r\n0123456789\r\n0\r\n\r\n"), body=b'"body":"0123456789"')
+valid("chunked-leading-zeros", APP, chunked("/rest/echo", "0005\r\nhello\r\n000\r\n\r\n"), body=b'"body":"hello"')
+valid("chunked-one-byte-chunks", APP, chunked("/rest/echo", "".join(f"1\r\n{ch}\r\n" for ch in "abcdefghij") + "0\r\n\r\n"), body=b'"body":"abcdefghij"')
+valid("chunked-te-uppercase", APP, chunked("/rest/echo", "2\r\nok\r\n0\r\n\r\n").replace("chunked", "Chunked"), body=b'"body":"ok"')
+valid("chunked-get", APP, req("GET /rest/hello HTTP/1.1", "Transfer-Encoding: chunked", body="3\r\nabc\r\n0\r\n\r\n"), body=OK_BODY["basic"])
+valid("expect-100-continue", APP, (req("POST /rest/echo HTTP/1.1", "Expect: 100-continue", "Content-Length: 5"), CONTINUE, "hello"), body=b'"body":"hello"')
+valid("expect-100-continue-case", APP, (req("POST /rest/echo HTTP/1.1", "Expect: 100-Continue", "Content-Length: 2"), CONTINUE, "hi"), body=b'"body":"hi"')
+valid("expect-100-continue-chunked", APP, (req("POST /rest/echo HTTP/1.1", "Expect: 100-continue", "Transfer-Encoding: chunked"), CONTINUE, "2\r\nhi\r\n0\r\n\r\n"), body=b'"body":"hi"')
+valid("expect-without-body", ALL, req("GET {T} HTTP/1.1", "Expect: 100-continue"), body=OK_BODY)
+valid("head", ALL, req("HEAD {T} HTTP/1.1"), head=True)
+valid("head-pipelined", ALL, req("HEAD {T} HTTP/1.1") * 2, (200, 200), head=True)
+valid("get-with-body", APP, req("GET /rest/hello HTTP/1.1", "Content-Length: 5", body="hello"), body=OK_BODY["basic"])
+valid("post-empty-body", APP, req("POST /rest/echo HTTP/1.1", "Content-Length: 0"), body=b'"body":""')
+valid("post-utf8-json", APP, post("/rest/echo", '{"name":"caf\xc3\xa9 \xe2\x9c\x93"}', "Content-Type: application/json; charset=utf-8"), body="caf\u00e9".encode())
+valid("byte-by-byte", ALL, GET_T, split=1, body=OK_BODY)
+valid("small-packets-pipeline", APP, GET_T + post("/rest/echo", "x" * 3000), (200, 200), split=7, body=b'"body":"xxx')
+valid("scheme-lowercase-basic", BASIC, req("GET /rest/admin/secret HTTP/1.1", "Authorization: basic {B64}", auth=False), body=b'"user":"ada"')
+valid("scheme-uppercase-basic", BASIC, req("GET /rest/admin/secret HTTP/1.1", "Authorization: BASIC {B64}", auth=False), body=b'"user":"ada"')
+valid("scheme-mixed-basic", BASIC, req("GET /rest/admin/secret HTTP/1.1", "Authorization: bAsIc {B64}", auth=False), body=b'"user":"ada"')
+valid("basic-double-space", BASIC, req("GET /rest/admin/secret HTTP/1.1", "Authorization: Basic  {B64}", auth=False), body=b'"user":"ada"')
+valid("scheme-lowercase-bearer", OAUTH, req("GET /rest/admin/secret HTTP/1.1", "Authorization: bearer {TOKEN}", auth=False), body=b'"user":"ada"')
+valid("scheme-uppercase-bearer", OAUTH, req("GET /rest/admin/secret HTTP/1.1", "Authorization: BEARER {TOKEN}", auth=False), body=b'"user":"ada"')
+valid("bearer-extra-spaces", OAUTH, req("GET /rest/admin/secret HTTP/1.1", "Authorization: Bearer   {TOKEN}  ", auth=False), body=b'"user":"ada"')
+valid("bearer-typ-uppercase", OAUTH, lambda c: req("GET /rest/admin/secret HTTP/1.1", f"Authorization: Bearer {c.jwt({'typ': 'AT+JWT'}, claims=c.claims())}", auth=False), body=b'"user":"ada"')
+valid("public-without-token", OAUTH, req("GET /rest/public/info HTTP/1.1", auth=False), body=b'"public":"info"')
+valid("public-deep-without-token", OAUTH, req("GET /rest/public/a/b HTTP/1.1", auth=False), body=b'"public":"deep"')
+valid("public-param-without-token", OAUTH, req("GET /rest/items/7 HTTP/1.1", auth=False), body=b'"id":"7"')
+valid("public-param-trailing-slash", OAUTH, req("GET /rest/items/7/ HTTP/1.1", auth=False), body=b'"id":"7"')
+valid("public-native-healthcheck", OAUTH, req("GET /rest/fw/healthcheck HTTP/1.1", auth=False), body=b'"status":"UP"')
+valid("public-native-double-slash", OAUTH, req("GET /rest/fw//healthcheck/ HTTP/1.1", auth=False), body=b'"status":"UP"')
+valid("public-native-ok-basic", BASIC, req("GET /rest/fw/healthcheck/ok HTTP/1.1", auth=False), body=b"ok")
+valid("public-with-bad-token", OAUTH, req("GET /rest/public/info HTTP/1.1", "Authorization: Bearer garbage", auth=False), body=b'"public":"info"')
+valid("token-form-charset", OAUTH, post(TOKEN_ROUTE, f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", "Content-Type: application/x-www-form-urlencoded; charset=UTF-8", auth=False), body=b'"token_type":"Bearer"')
+valid("token-form-uppercase-type", OAUTH, post(TOKEN_ROUTE, f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", "Content-Type: APPLICATION/X-WWW-FORM-URLENCODED", auth=False), body=b'"token_type":"Bearer"')
+valid("token-client-basic-header", OAUTH, _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", f"Authorization: Basic {basic(CLIENT_ID, CLIENT_SECRET)}"), body=b'"token_type":"Bearer"')
+valid("token-client-in-body", OAUTH, _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}"), body=b'"token_type":"Bearer"')
+valid("token-split-query-and-body", OAUTH, post(f"{TOKEN_ROUTE}?grant_type=password", f"username={OAUTH_USER}&password={OAUTH_PASSWORD}", FORM, auth=False), body=b'"token_type":"Bearer"')
+valid("token-get-password-grant", OAUTH, req(f"GET {TOKEN_ROUTE}?grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD} HTTP/1.1", auth=False), body=b'"token_type":"Bearer"')
+valid("token-chunked-form", OAUTH, lambda c: chunked(TOKEN_ROUTE, _chunks(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}"), FORM, auth=False), body=b'"token_type":"Bearer"')
+valid("token-expect-continue", OAUTH, (req(f"POST {TOKEN_ROUTE} HTTP/1.1", FORM, "Expect: 100-continue", f"Content-Length: {len(GRANT) - len(WRONG_PASSWORD) + len(OAUTH_PASSWORD)}", auth=False), CONTINUE, GRANT.replace(WRONG_PASSWORD, OAUTH_PASSWORD)), body=b'"token_type":"Bearer"')
+valid("token-scope-default", OAUTH, _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&scope=default"), body=b'"scope":"default"')
+valid("token-refresh-grant", OAUTH, lambda c: _form(f"grant_type=refresh_token&refresh_token={c.fresh_refresh()}"), body=b'"token_type":"Bearer"')
+valid("monitor-index", MONITOR, req("GET /api/server/metrics HTTP/1.1", auth=False), body=b'"option1"')
+valid("monitor-all", MONITOR, req("GET /api/server/metrics?all HTTP/1.1", auth=False), body=b'"memory_resident"')
+valid("monitor-path-metric", MONITOR, req("GET /api/server/metrics/uptime HTTP/1.1", auth=False), body=b'"uptime"')
+valid("monitor-prometheus", MONITOR, req("GET /api/server/metrics?format=prometheus HTTP/1.1", auth=False), body=b"fwrest_")
+valid("monitor-accept-text", MONITOR, req("GET /api/server/metrics HTTP/1.1", "Accept: text/plain", auth=False), body=b"fwrest_")
+valid("monitor-slashes", MONITOR, req("GET /api//server/metrics/ HTTP/1.1", auth=False), body=b'"option1"')
+valid("monitor-unknown-metric", MONITOR, req("GET /api/server/metrics?nope HTTP/1.1", auth=False), body=b'"unknown metric"')
+valid("monitor-two-metrics", MONITOR, req("GET /api/server/metrics?uptime&threads HTTP/1.1", auth=False), body=b'"threads"')
+
+
+def _chunks(text: str) -> str:
+    """``text`` as chunks of 7 bytes, with an extension on each."""
+    parts = [text[i : i + 7] for i in range(0, len(text), 7)]
+    return "".join(f"{len(p):x};n={i}\r\n{p}\r\n" for i, p in enumerate(parts)) + "0\r\n\r\n"
+
+
+def _check_unique() -> None:
+    names = [case.name for case in BAD + VALID]
+    dupes = {n for n in names if names.count(n) > 1}
+    assert not dupes, dupes
+
+
+_check_unique()
