@@ -72,7 +72,7 @@ class Case:
     body: bytes | dict[str, bytes] | None = None  # the last answer's body holds this
     error: str | None = None  # the token route's RFC 6749 error code
     challenge: str | None = None  # "invalid_token" or "missing" (a Bearer 401)
-    head: bool = False  # the answers are to HEAD requests (no body)
+    head: bool | tuple[bool, ...] = False  # the answers are to HEAD requests (no body)
     split: int = 0  # send the request in pieces of this many bytes
     transport: str = "tls"  # "raw": no TLS even on the TLS port
     slow: bool = False  # waits for a server deadline
@@ -162,7 +162,9 @@ class Ctx:
         body = self.claims() if claims is None else claims
         signing_input = f"{b64url(json.dumps(head).encode())}.{b64url(json.dumps(body).encode())}"
         if signature is None:
-            mac = hmac.new(self.key if key is None else key, signing_input.encode(), _DIGESTS[digest])
+            mac = hmac.new(
+                self.key if key is None else key, signing_input.encode(), _DIGESTS[digest]
+            )
             signature = b64url(mac.digest())
         return f"{signing_input}.{signature}"
 
@@ -198,34 +200,42 @@ def req(
     start: str, *headers: str, body: str = "", host: str | None = "Host: h", auth: bool = True
 ) -> str:
     """A request's text: start line, ``Host``, credentials, ``headers``, blank line, body."""
-    lines = [start]
-    if host is not None:
-        lines.append(host)
-    text = "\r\n".join([*lines, *headers]) + "\r\n"
+    lines = [start] if host is None else [start, host]
+    text = "\r\n".join(lines) + "\r\n"
     if auth:
-        text = "\r\n".join(lines) + "\r\n{AUTH}\r\n" + "".join(h + "\r\n" for h in headers)
-    return text + "\r\n" + body
+        text += "{AUTH}\r\n"
+    return text + "".join(h + "\r\n" for h in headers) + "\r\n" + body
 
 
 def post(target: str, body: str, *headers: str, auth: bool = True) -> str:
-    return req(f"POST {target} HTTP/1.1", *headers, f"Content-Length: {len(body)}", body=body, auth=auth)
+    # the length is counted here: a placeholder in the body would change it when rendered
+    assert not any(p in body for p in ("{T}", "{TOKEN}", "{CRED}", "{B64}", "{SMUG}")), body
+    return req(
+        f"POST {target} HTTP/1.1", *headers, f"Content-Length: {len(body)}", body=body, auth=auth
+    )
 
 
 def chunked(target: str, chunks: str, *headers: str, auth: bool = True) -> str:
-    return req(f"POST {target} HTTP/1.1", *headers, "Transfer-Encoding: chunked", body=chunks, auth=auth)
+    return req(
+        f"POST {target} HTTP/1.1", *headers, "Transfer-Encoding: chunked", body=chunks, auth=auth
+    )
 
 
 BAD: list[Case] = []
 VALID: list[Case] = []
 
 
-def proto(name: str, family: str, kinds: tuple[str, ...], raw: Raw, expect: Expect, **kw: Any) -> None:
+def proto(
+    name: str, family: str, kinds: tuple[str, ...], raw: Raw, expect: Expect, **kw: Any
+) -> None:
     """A request refused at the protocol level: the connection closes by default."""
     kw.setdefault("close", True)
     BAD.append(Case(name, family, kinds, raw, expect, **kw))
 
 
-def app(name: str, family: str, kinds: tuple[str, ...], raw: Raw, expect: Expect, **kw: Any) -> None:
+def app(
+    name: str, family: str, kinds: tuple[str, ...], raw: Raw, expect: Expect, **kw: Any
+) -> None:
     """A request answered by the application layer: the connection stays open by default."""
     kw.setdefault("close", False)
     BAD.append(Case(name, family, kinds, raw, expect, **kw))
@@ -246,8 +256,6 @@ for name, raw in [
     ("no-target", "GET HTTP/1.1\r\nHost: h\r\n\r\n"),
     ("only-method", "GET\r\n\r\n"),
     ("extra-token", "GET {T} HTTP/1.1 extra\r\nHost: h\r\n\r\n"),
-    ("two-spaces-before-target", "GET  {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
-    ("two-spaces-before-version", "GET {T}  HTTP/1.1\r\nHost: h\r\n\r\n"),
     ("leading-space", " GET {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
     ("tabs-as-separators", "GET\t{T}\tHTTP/1.1\r\nHost: h\r\n\r\n"),
     ("trailing-space", "GET {T} HTTP/1.1 \r\nHost: h\r\n\r\n"),
@@ -286,6 +294,12 @@ for name, raw in [
 ]:
     proto(f"rl-{name}", F, ALL, raw, 400)
 
+# llhttp takes runs of spaces as one separator (RFC 9112 3 allows it): served as usual
+for name, raw in [
+    ("two-spaces-before-target", "GET  {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
+    ("two-spaces-before-version", "GET {T}  HTTP/1.1\r\nHost: h\r\n\r\n"),
+]:
+    app(f"rl-{name}", F, ALL, raw, {"basic": 401, "oauth": 401, "monitor": 200})
 proto("rl-target-17k", F, ALL, "GET /rest/" + "a" * 17000 + " HTTP/1.1\r\nHost: h\r\n\r\n", 431)
 proto("rl-query-17k", F, ALL, "GET {T}&" + "q" * 17000 + " HTTP/1.1\r\nHost: h\r\n\r\n", 431)
 proto("rl-never-ending-line", F, ALL, "GET /rest/" + "a" * 20000, 431)
@@ -343,52 +357,251 @@ proto("hd-leading-space-first-line", F, ALL, "GET {T} HTTP/1.1\r\n Host: h\r\n\r
 proto("hd-missing-host", F, ALL, req("GET {T} HTTP/1.1", host=None), 400)
 proto("hd-two-hosts", F, ALL, req("GET {T} HTTP/1.1", "Host: other"), 400)
 proto("hd-host-any-case-twice", F, ALL, req("GET {T} HTTP/1.1", "HOST: h"), 400)
-proto("hd-repeated-authorization", F, ALL, req("GET {T} HTTP/1.1", "Authorization: {CRED}", auth=False, host="Host: h\r\nAuthorization: {CRED}"), 400)
-proto("hd-repeated-authorization-case", F, ALL, req("GET {T} HTTP/1.1", "AUTHORIZATION: x"), 400)
-proto("hd-repeated-authorization-empty-first", F, ALL, req("GET {T} HTTP/1.1", "Authorization:", "Authorization: {CRED}", auth=False), 400)
+proto(
+    "hd-repeated-authorization",
+    F,
+    ALL,
+    req("GET {T} HTTP/1.1", "Authorization: {CRED}", "Authorization: {CRED}", auth=False),
+    400,
+)
+proto(
+    "hd-repeated-authorization-case",
+    F,
+    ALL,
+    req("GET {T} HTTP/1.1", "Authorization: {CRED}", "AUTHORIZATION: x", auth=False),
+    400,
+)
+proto(
+    "hd-repeated-authorization-empty-first",
+    F,
+    ALL,
+    req("GET {T} HTTP/1.1", "Authorization:", "Authorization: {CRED}", auth=False),
+    400,
+)
 proto("hd-expect-unknown", F, ALL, req("GET {T} HTTP/1.1", "Expect: something-else"), 417)
 proto("hd-expect-102", F, ALL, req("GET {T} HTTP/1.1", "Expect: 102-processing"), 417)
 proto("hd-expect-empty", F, ALL, req("GET {T} HTTP/1.1", "Expect:"), 417)
-proto("hd-upgrade-websocket", F, ALL, req("GET {T} HTTP/1.1", "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"), 200)
-proto("hd-upgrade-h2c", F, ALL, req("GET {T} HTTP/1.1", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"), 200)
+proto(
+    "hd-upgrade-websocket",
+    F,
+    ALL,
+    req(
+        "GET {T} HTTP/1.1",
+        "Connection: Upgrade",
+        "Upgrade: websocket",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+    ),
+    200,
+)
+proto(
+    "hd-upgrade-h2c",
+    F,
+    ALL,
+    req(
+        "GET {T} HTTP/1.1",
+        "Connection: Upgrade, HTTP2-Settings",
+        "Upgrade: h2c",
+        "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA",
+    ),
+    200,
+)
 proto("hd-name-17k", F, ALL, req("GET {T} HTTP/1.1", "X" * 17000 + ": v"), 431)
 proto("hd-value-17k", F, ALL, req("GET {T} HTTP/1.1", "X-Big: " + "v" * 17000), 431)
 proto("hd-cookie-17k", F, ALL, req("GET {T} HTTP/1.1", "Cookie: a=" + "c" * 17000), 431)
-proto("hd-2000-headers", F, ALL, req("GET {T} HTTP/1.1", *[f"X-H{i}: {i}" for i in range(2000)]), 431)
-proto("hd-17-headers-of-1k", F, ALL, req("GET {T} HTTP/1.1", *[f"X-K{i}: " + "k" * 1000 for i in range(17)]), 431)
-proto("hd-value-never-ends", F, ALL, "GET {T} HTTP/1.1\r\nHost: h\r\nX-Endless: " + "e" * 20000, 431)
-proto("hd-many-tiny-packets-17k", F, APP, req("GET {T} HTTP/1.1", "X-Big: " + "v" * 17000), 431, split=4096)
+proto(
+    "hd-2000-headers", F, ALL, req("GET {T} HTTP/1.1", *[f"X-H{i}: {i}" for i in range(2000)]), 431
+)
+proto(
+    "hd-17-headers-of-1k",
+    F,
+    ALL,
+    req("GET {T} HTTP/1.1", *[f"X-K{i}: " + "k" * 1000 for i in range(17)]),
+    431,
+)
+proto(
+    "hd-value-never-ends", F, ALL, "GET {T} HTTP/1.1\r\nHost: h\r\nX-Endless: " + "e" * 20000, 431
+)
+proto(
+    "hd-many-tiny-packets-17k",
+    F,
+    APP,
+    req("GET {T} HTTP/1.1", "X-Big: " + "v" * 17000),
+    431,
+    split=4096,
+)
 
 # ---------------------------------------------------------------------------------------------
 # oversized and framing of bodies
 
 F = "body"
 proto("bd-cl-over-limit", F, APP, req("POST {ECHO} HTTP/1.1", "Content-Length: 65537"), 413)
-proto("bd-cl-over-monitor-limit", F, MONITOR, req("POST {ECHO} HTTP/1.1", "Content-Length: 1048577"), 413)
+proto(
+    "bd-cl-over-monitor-limit",
+    F,
+    MONITOR,
+    req("POST {ECHO} HTTP/1.1", "Content-Length: 1048577"),
+    413,
+)
 proto("bd-cl-terabyte", F, ALL, req("POST {ECHO} HTTP/1.1", "Content-Length: 1000000000000"), 413)
 proto("bd-get-cl-gigabyte", F, ALL, req("GET {T} HTTP/1.1", "Content-Length: 1000000000"), 413)
-proto("bd-cl-overflow-u64", F, ALL, req("POST {ECHO} HTTP/1.1", "Content-Length: 18446744073709551616"), 400)
-proto("bd-cl-overflow-30-digits", F, ALL, req("POST {ECHO} HTTP/1.1", "Content-Length: " + "9" * 30), 400)
-proto("bd-cl-short-then-garbage", F, ALL, req("POST {ECHO} HTTP/1.1", "Content-Length: 2", body="abXYZ\r\n\r\n"), {**ECHO_OK, "basic": (200, 400), "oauth": (200, 400), "monitor": (405, 400)})
-proto("bd-cl-zero-then-garbage", F, ALL, req("GET {T} HTTP/1.1", "Content-Length: 0", body="hello\r\n\r\n"), (200, 400))
-proto("bd-cl-longer-than-sent", F, APP, req("POST {ECHO} HTTP/1.1", "Content-Length: 100", body="short"), 408, slow=True)
-proto("bd-chunked-over-limit", F, APP, chunked("{ECHO}", ("4000\r\n" + "x" * 0x4000 + "\r\n") * 5 + "0\r\n\r\n"), 413)
-proto("bd-one-chunk-over-limit", F, APP, chunked("{ECHO}", "10001\r\n" + "y" * 0x10001 + "\r\n0\r\n\r\n"), 413)
-proto("bd-chunk-declared-huge-then-stops", F, APP, chunked("{ECHO}", "ffffffff\r\nabc"), 408, slow=True)
-proto("bd-trailers-over-limit", F, APP, chunked("{ECHO}", "1\r\na\r\n0\r\n" + "".join(f"X-T{i}: " + "t" * 1000 + "\r\n" for i in range(70)) + "\r\n"), 413)
-proto("bd-chunk-extension-200k", F, APP, chunked("{ECHO}", "5;" + "e" * 200000 + "\r\nhello\r\n0\r\n\r\n"), 413)
+proto(
+    "bd-cl-overflow-u64",
+    F,
+    ALL,
+    req("POST {ECHO} HTTP/1.1", "Content-Length: 18446744073709551616"),
+    400,
+)
+proto(
+    "bd-cl-overflow-30-digits",
+    F,
+    ALL,
+    req("POST {ECHO} HTTP/1.1", "Content-Length: " + "9" * 30),
+    400,
+)
+proto(
+    "bd-cl-short-then-garbage",
+    F,
+    ALL,
+    req("POST {ECHO} HTTP/1.1", "Content-Length: 2", body="abXYZ\r\n\r\n"),
+    {"basic": (200, CLOSED), "oauth": (200, CLOSED), "monitor": (405, CLOSED)},
+)
+proto(
+    "bd-cl-zero-then-garbage",
+    F,
+    ALL,
+    req("GET {T} HTTP/1.1", "Content-Length: 0", body="hello\r\n\r\n"),
+    (200, CLOSED),
+)
+proto(
+    "bd-cl-longer-than-sent",
+    F,
+    APP,
+    req("POST {ECHO} HTTP/1.1", "Content-Length: 100", body="short"),
+    408,
+    slow=True,
+)
+proto(
+    "bd-chunked-over-limit",
+    F,
+    APP,
+    chunked("{ECHO}", ("4000\r\n" + "x" * 0x4000 + "\r\n") * 5 + "0\r\n\r\n"),
+    413,
+)
+proto(
+    "bd-one-chunk-over-limit",
+    F,
+    APP,
+    chunked("{ECHO}", "10001\r\n" + "y" * 0x10001 + "\r\n0\r\n\r\n"),
+    413,
+)
+proto(
+    "bd-chunk-declared-huge-then-stops",
+    F,
+    APP,
+    chunked("{ECHO}", "ffffffff\r\nabc"),
+    408,
+    slow=True,
+)
+proto(
+    "bd-trailers-over-limit",
+    F,
+    APP,
+    chunked(
+        "{ECHO}",
+        "1\r\na\r\n0\r\n" + "".join(f"X-T{i}: " + "t" * 1000 + "\r\n" for i in range(70)) + "\r\n",
+    ),
+    413,
+)
+proto(
+    "bd-chunk-extension-200k",
+    F,
+    APP,
+    chunked("{ECHO}", "5;" + "e" * 200000 + "\r\nhello\r\n0\r\n\r\n"),
+    413,
+)
 proto("bd-chunk-extension-never-ends", F, APP, chunked("{ECHO}", "5;ext=" + "e" * 100000), 413)
-proto("bd-chunk-extensions-many-chunks", F, APP, chunked("{ECHO}", ("1;" + "e" * 1000 + "\r\nz\r\n") * 40 + "0\r\n\r\n"), 413)
-proto("bd-chunk-extension-trickled", F, APP, chunked("{ECHO}", "5;" + "e" * 40000 + "\r\nhello\r\n0\r\n\r\n"), 413, split=1000)
+proto(
+    "bd-chunk-extensions-many-chunks",
+    F,
+    APP,
+    chunked("{ECHO}", ("1;" + "e" * 1000 + "\r\nz\r\n") * 40 + "0\r\n\r\n"),
+    413,
+)
+proto(
+    "bd-chunk-extension-trickled",
+    F,
+    APP,
+    chunked("{ECHO}", "5;" + "e" * 40000 + "\r\nhello\r\n0\r\n\r\n"),
+    413,
+    split=1000,
+)
 proto("bd-monitor-chunked-bad-size", F, MONITOR, chunked("{ECHO}", "zz\r\nhello\r\n0\r\n\r\n"), 400)
-app("bd-trailer-authorization-only", F, APP, chunked("{ECHO}", "5\r\nhello\r\n0\r\nAuthorization: {CRED}\r\n\r\n", auth=False), 401, challenge="missing")
-app("bd-trailer-second-authorization", F, APP, chunked("{ECHO}", "5\r\nhello\r\n0\r\nAuthorization: Basic eDp5\r\n\r\n"), 200, body=b'"body":"hello"')
-app("bd-trailer-content-length", F, APP, chunked("{ECHO}", "5\r\nhello\r\n0\r\nContent-Length: 50\r\n\r\n"), 200, body=b'"body":"hello"')
-app("bd-trailer-host", F, APP, chunked("{ECHO}", "5\r\nhello\r\n0\r\nHost: evil\r\n\r\n"), 200, body=b'"body":"hello"')
-app("bd-trailer-not-a-header", F, APP, chunked("/rest/hdr/x-trailer", "0\r\nX-Trailer: seen\r\n\r\n"), 405)
-app("bd-token-route-cl-over-route-check", F, OAUTH, post("/rest/fw/oauth2/x/../token", "grant_type=password&pad=" + "p" * 20000, FORM, auth=False), 413, error="invalid_request")
-proto("bd-token-route-cl-over", F, OAUTH, req(f"POST {TOKEN_ROUTE} HTTP/1.1", FORM, "Content-Length: 16385", auth=False), 413)
-proto("bd-token-route-chunked-over", F, OAUTH, chunked(TOKEN_ROUTE, "4001\r\n" + "g" * 0x4001 + "\r\n0\r\n\r\n", FORM, auth=False), 413)
+app(
+    "bd-trailer-authorization-only",
+    F,
+    APP,
+    chunked("{ECHO}", "5\r\nhello\r\n0\r\nAuthorization: {CRED}\r\n\r\n", auth=False),
+    401,
+    challenge="missing",
+)
+app(
+    "bd-trailer-second-authorization",
+    F,
+    APP,
+    chunked("{ECHO}", "5\r\nhello\r\n0\r\nAuthorization: Basic eDp5\r\n\r\n"),
+    200,
+    body=b'"body":"hello"',
+)
+proto(
+    "bd-trailer-content-length",
+    F,
+    APP,
+    chunked("{ECHO}", "5\r\nhello\r\n0\r\nContent-Length: 50\r\n\r\n"),
+    400,
+)
+app(
+    "bd-trailer-host",
+    F,
+    APP,
+    chunked("{ECHO}", "5\r\nhello\r\n0\r\nHost: evil\r\n\r\n"),
+    200,
+    body=b'"body":"hello"',
+)
+app(
+    "bd-trailer-not-a-header",
+    F,
+    APP,
+    req(
+        "GET /rest/hdr/x-trailer HTTP/1.1",
+        "Transfer-Encoding: chunked",
+        body="0\r\nX-Trailer: seen\r\n\r\n",
+    ),
+    200,
+    body=b'"value":null',
+)
+app(
+    "bd-token-route-cl-over-route-check",
+    F,
+    OAUTH,
+    post("/rest/fw/oauth2/x/../token", "grant_type=password&pad=" + "p" * 20000, FORM, auth=False),
+    413,
+    error="invalid_request",
+)
+proto(
+    "bd-token-route-cl-over",
+    F,
+    OAUTH,
+    req(f"POST {TOKEN_ROUTE} HTTP/1.1", FORM, "Content-Length: 16385", auth=False),
+    413,
+)
+proto(
+    "bd-token-route-chunked-over",
+    F,
+    OAUTH,
+    chunked(TOKEN_ROUTE, "4001\r\n" + "g" * 0x4001 + "\r\n0\r\n\r\n", FORM, auth=False),
+    413,
+)
 
 # ---------------------------------------------------------------------------------------------
 # bad chunking
@@ -425,7 +638,14 @@ for name, chunks in [
 ]:
     proto(f"ck-{name}", F, APP, chunked("{ECHO}", chunks), 400)
 proto("ck-no-last-chunk", F, APP, chunked("{ECHO}", "5\r\nhello\r\n"), 408, slow=True)
-proto("ck-last-chunk-without-blank-line", F, APP, chunked("{ECHO}", "5\r\nhello\r\n0\r\n"), 408, slow=True)
+proto(
+    "ck-last-chunk-without-blank-line",
+    F,
+    APP,
+    chunked("{ECHO}", "5\r\nhello\r\n0\r\n"),
+    408,
+    slow=True,
+)
 proto("ck-monitor-bare-lf", F, MONITOR, chunked("{ECHO}", "5\nhello\r\n0\r\n\r\n"), 400)
 
 # ---------------------------------------------------------------------------------------------
@@ -440,8 +660,19 @@ def _sm(name: str, raw: str, expect: Expect = 400, **kw: Any) -> None:
     proto(f"sm-{name}", F, SM, raw, expect, **kw)
 
 
-_sm("cl-te", req("POST {ECHO} HTTP/1.1", CL_TE, "Transfer-Encoding: chunked", body="0\r\n\r\n{SMUG}"))
-_sm("te-cl", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: chunked", "Content-Length: 3", body="8\r\nSMUGGLED\r\n0\r\n\r\n{SMUG}"))
+_sm(
+    "cl-te",
+    req("POST {ECHO} HTTP/1.1", CL_TE, "Transfer-Encoding: chunked", body="0\r\n\r\n{SMUG}"),
+)
+_sm(
+    "te-cl",
+    req(
+        "POST {ECHO} HTTP/1.1",
+        "Transfer-Encoding: chunked",
+        "Content-Length: 3",
+        body="8\r\nSMUGGLED\r\n0\r\n\r\n{SMUG}",
+    ),
+)
 for name, te in [
     ("xchunked", "Transfer-Encoding: xchunked"),
     ("space-before-value", "Transfer-Encoding:  chunked"),
@@ -460,16 +691,74 @@ for name, te in [
     ("chunked-comma-identity", "Transfer-Encoding: chunked, identity"),
 ]:
     _sm(f"cl-te-{name}", req("POST {ECHO} HTTP/1.1", CL_TE, te, body="0\r\n\r\n{SMUG}"))
-_sm("te-quoted", chunked("{ECHO}", "0\r\n\r\n{SMUG}").replace("Transfer-Encoding: chunked", 'Transfer-Encoding: "chunked"'))
-_sm("te-xchunked-alone", chunked("{ECHO}", "0\r\n\r\n{SMUG}").replace("chunked\r\n", "xchunked\r\n"))
-_sm("te-chunked-twice-in-list", chunked("{ECHO}", "0\r\n\r\n{SMUG}").replace("chunked\r\n", "chunked, chunked\r\n"))
-_sm("te-two-chunked-headers", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: chunked", "Transfer-Encoding: chunked", body="0\r\n\r\n{SMUG}"))
-_sm("te-chunked-then-identity", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: chunked", "Transfer-Encoding: identity", body="0\r\n\r\n{SMUG}"))
-_sm("te-identity-then-chunked", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: identity", "Transfer-Encoding: chunked", body="0\r\n\r\n{SMUG}"), 501)
-_sm("te-gzip-chunked", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: gzip, chunked", body="0\r\n\r\n{SMUG}"), 501)
-_sm("te-chunked-gzip", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: chunked, gzip", body="0\r\n\r\n{SMUG}"))
-_sm("te-identity", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: identity", body="0\r\n\r\n{SMUG}"), 501)
-_sm("te-http10-with-cl", req("POST {ECHO} HTTP/1.0", CL_TE, "Transfer-Encoding: chunked", body="0\r\n\r\n{SMUG}", host=None))
+_sm(
+    "te-quoted",
+    chunked("{ECHO}", "0\r\n\r\n{SMUG}").replace(
+        "Transfer-Encoding: chunked", 'Transfer-Encoding: "chunked"'
+    ),
+    501,
+)
+_sm(
+    "te-xchunked-alone",
+    chunked("{ECHO}", "0\r\n\r\n{SMUG}").replace("chunked\r\n", "xchunked\r\n"),
+    501,
+)
+_sm(
+    "te-chunked-twice-in-list",
+    chunked("{ECHO}", "0\r\n\r\n{SMUG}").replace("chunked\r\n", "chunked, chunked\r\n"),
+)
+_sm(
+    "te-two-chunked-headers",
+    req(
+        "POST {ECHO} HTTP/1.1",
+        "Transfer-Encoding: chunked",
+        "Transfer-Encoding: chunked",
+        body="0\r\n\r\n{SMUG}",
+    ),
+)
+_sm(
+    "te-chunked-then-identity",
+    req(
+        "POST {ECHO} HTTP/1.1",
+        "Transfer-Encoding: chunked",
+        "Transfer-Encoding: identity",
+        body="0\r\n\r\n{SMUG}",
+    ),
+)
+_sm(
+    "te-identity-then-chunked",
+    req(
+        "POST {ECHO} HTTP/1.1",
+        "Transfer-Encoding: identity",
+        "Transfer-Encoding: chunked",
+        body="0\r\n\r\n{SMUG}",
+    ),
+    501,
+)
+_sm(
+    "te-gzip-chunked",
+    req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: gzip, chunked", body="0\r\n\r\n{SMUG}"),
+    501,
+)
+_sm(
+    "te-chunked-gzip",
+    req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: chunked, gzip", body="0\r\n\r\n{SMUG}"),
+)
+_sm(
+    "te-identity",
+    req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: identity", body="0\r\n\r\n{SMUG}"),
+    501,
+)
+_sm(
+    "te-http10-with-cl",
+    req(
+        "POST {ECHO} HTTP/1.0",
+        CL_TE,
+        "Transfer-Encoding: chunked",
+        body="0\r\n\r\n{SMUG}",
+        host=None,
+    ),
+)
 for name, cl in [
     ("cl-duplicate-same", "Content-Length: 6\r\nContent-Length: 6"),
     ("cl-duplicate-different", "Content-Length: 6\r\nContent-Length: 60"),
@@ -497,13 +786,29 @@ _sm("after-413", req("POST {ECHO} HTTP/1.1", "Content-Length: 70000", body="{SMU
 _sm("after-400-request-line", "GET {T} HTTP/1.1 x\r\nHost: h\r\n\r\n{SMUG}")
 _sm("after-431", req("GET {T} HTTP/1.1", "X-Big: " + "b" * 17000, body="{SMUG}"), 431)
 _sm("after-417", req("GET {T} HTTP/1.1", "Expect: tea", body="{SMUG}"), 417)
-_sm("after-501", req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: gzip, chunked", body="0\r\n\r\n{SMUG}"), 501)
+_sm(
+    "after-501",
+    req("POST {ECHO} HTTP/1.1", "Transfer-Encoding: gzip, chunked", body="0\r\n\r\n{SMUG}"),
+    501,
+)
 _sm("after-repeated-authorization", req("GET {T} HTTP/1.1", "Authorization: {CRED}", body="{SMUG}"))
 _sm("after-connection-close", req("GET {T} HTTP/1.1", "Connection: close", body="{SMUG}"), 200)
 _sm("after-http10", req("GET {T} HTTP/1.0", body="{SMUG}", host=None), 200)
-_sm("after-upgrade-websocket", req("GET {T} HTTP/1.1", "Connection: Upgrade", "Upgrade: websocket", body="{SMUG}"), 200)
-_sm("after-upgrade-h2c", req("GET {T} HTTP/1.1", "Connection: Upgrade", "Upgrade: h2c", body="{SMUG}"), 200)
-_sm("te-http10-alone", req("POST {ECHO} HTTP/1.0", "Transfer-Encoding: chunked", body="0\r\n\r\n{SMUG}", host=None), 200)
+_sm(
+    "after-upgrade-websocket",
+    req("GET {T} HTTP/1.1", "Connection: Upgrade", "Upgrade: websocket", body="{SMUG}"),
+    200,
+)
+_sm(
+    "after-upgrade-h2c",
+    req("GET {T} HTTP/1.1", "Connection: Upgrade", "Upgrade: h2c", body="{SMUG}"),
+    200,
+)
+_sm(
+    "te-http10-alone",
+    req("POST {ECHO} HTTP/1.0", "Transfer-Encoding: chunked", body="0\r\n\r\n{SMUG}", host=None),
+    200,
+)
 
 
 def _inside(name: str, build: Callable[[str], str], **kw: Any) -> None:
@@ -512,15 +817,56 @@ def _inside(name: str, build: Callable[[str], str], **kw: Any) -> None:
 
 
 _inside("body-holds-request-cl", lambda s: post("{ECHO}", s), body=b"smuggled/")
-_inside("body-holds-request-chunked", lambda s: chunked("{ECHO}", f"{len(s):x}\r\n{s}\r\n0\r\n\r\n"), body=b"smuggled/")
-_inside("body-holds-request-te-uppercase", lambda s: chunked("{ECHO}", f"{len(s):x}\r\n{s}\r\n0\r\n\r\n").replace("chunked", "CHUNKED"), body=b"smuggled/")
-_inside("body-holds-request-cl-leading-zeros", lambda s: post("{ECHO}", s).replace("Content-Length: ", "Content-Length: 000"), body=b"smuggled/")
-_inside("te-underscore-is-not-te", lambda s: post("{ECHO}", "0\r\n\r\n" + s, "Transfer_Encoding: chunked"), body=b"smuggled/")
-_inside("te-no-hyphen-is-not-te", lambda s: post("{ECHO}", "0\r\n\r\n" + s, "TransferEncoding: chunked"), body=b"smuggled/")
-_inside("get-with-body-holding-request", lambda s: req("GET {T} HTTP/1.1", f"Content-Length: {len(s)}", body=s))
-_inside("head-with-body-holding-request", lambda s: req("HEAD {T} HTTP/1.1", f"Content-Length: {len(s)}", body=s), head=True)
-app("sm-trailer-authorization", F, SM, chunked("{ECHO}", "0\r\nAuthorization: {CRED}\r\n\r\n", auth=False), 401, challenge="missing")
-app("sm-expect-continue-body-is-request", F, SM, lambda ctx: post("{ECHO}", render("{SMUG}", ctx).decode("latin-1"), "Expect: 100-continue"), 200, body=b"smuggled/")
+_inside(
+    "body-holds-request-chunked",
+    lambda s: chunked("{ECHO}", f"{len(s):x}\r\n{s}\r\n0\r\n\r\n"),
+    body=b"smuggled/",
+)
+_inside(
+    "body-holds-request-te-uppercase",
+    lambda s: chunked("{ECHO}", f"{len(s):x}\r\n{s}\r\n0\r\n\r\n").replace("chunked", "CHUNKED"),
+    body=b"smuggled/",
+)
+_inside(
+    "body-holds-request-cl-leading-zeros",
+    lambda s: post("{ECHO}", s).replace("Content-Length: ", "Content-Length: 000"),
+    body=b"smuggled/",
+)
+_inside(
+    "te-underscore-is-not-te",
+    lambda s: post("{ECHO}", "0\r\n\r\n" + s, "Transfer_Encoding: chunked"),
+    body=b"smuggled/",
+)
+_inside(
+    "te-no-hyphen-is-not-te",
+    lambda s: post("{ECHO}", "0\r\n\r\n" + s, "TransferEncoding: chunked"),
+    body=b"smuggled/",
+)
+_inside(
+    "get-with-body-holding-request",
+    lambda s: req("GET {T} HTTP/1.1", f"Content-Length: {len(s)}", body=s),
+)
+_inside(
+    "head-with-body-holding-request",
+    lambda s: req("HEAD {T} HTTP/1.1", f"Content-Length: {len(s)}", body=s),
+    head=True,
+)
+app(
+    "sm-trailer-authorization",
+    F,
+    SM,
+    chunked("{ECHO}", "0\r\nAuthorization: {CRED}\r\n\r\n", auth=False),
+    401,
+    challenge="missing",
+)
+app(
+    "sm-expect-continue-body-is-request",
+    F,
+    SM,
+    lambda ctx: post("{ECHO}", render("{SMUG}", ctx).decode("latin-1"), "Expect: 100-continue"),
+    200,
+    body=b"smuggled/",
+)
 
 # ---------------------------------------------------------------------------------------------
 # NUL and control bytes that reach the path (raw ones are refused by the parser above)
@@ -534,14 +880,35 @@ for name, target in [
     ("del", "/rest/p/%7f"),
     ("tab", "/rest/p/a%09b"),
     ("bell", "/rest/p/%07"),
-    ("c1-control", "/rest/p/%c2%85"),
 ]:
-    app(f"ct-{name}", F, ALL, req(f"GET {target} HTTP/1.1"), {"basic": 400, "oauth": 400, "monitor": 400} if "c1" not in name else {"basic": 200, "oauth": 200, "monitor": 404})
-app("ct-crlf-in-query", F, APP, req("GET /rest/q?x=%0d%0aSet-Cookie:%20evil=1 HTTP/1.1"), 200, body=b"\\r\\nSet-Cookie", extra=lambda answers: _no_header(answers, "set-cookie"))
+    app(f"ct-{name}", F, ALL, req(f"GET {target} HTTP/1.1"), 400)
+app(
+    "ct-c1-control-is-text",
+    F,
+    ALL,
+    req("GET /rest/p/%c2%85 HTTP/1.1"),
+    {"basic": 200, "oauth": 200, "monitor": 404},
+)
+app(
+    "ct-crlf-in-query",
+    F,
+    APP,
+    req("GET /rest/q?x=%0d%0aSet-Cookie:%20evil=1 HTTP/1.1"),
+    200,
+    body=b"\\r\\nSet-Cookie",
+    extra=lambda answers: _no_header(answers, "set-cookie"),
+)
 app("ct-nul-in-query", F, APP, req("GET /rest/q?x=%00 HTTP/1.1"), 200, body=b"\\u0000")
-app("ct-monitor-nul-metric", F, MONITOR, req("GET /api/server/metrics?%00 HTTP/1.1"), 200, body=b"unknown metric")
-proto("ct-nul-between-requests", F, ALL, GET_T + "\x00" + GET_T, (200, 400))
-proto("ct-ctl-between-requests", F, ALL, GET_T + "\x01" + GET_T, (200, 400))
+app(
+    "ct-monitor-nul-metric",
+    F,
+    MONITOR,
+    req("GET /api/server/metrics?%00 HTTP/1.1"),
+    200,
+    body=b"unknown metric",
+)
+proto("ct-nul-between-requests", F, ALL, GET_T + "\x00" + GET_T, (200, CLOSED))
+proto("ct-ctl-between-requests", F, ALL, GET_T + "\x01" + GET_T, (200, CLOSED))
 proto("ct-nul-in-query-raw", F, ALL, "GET {T}\x00 HTTP/1.1\r\nHost: h\r\n\r\n", 400)
 
 
@@ -567,26 +934,154 @@ for name, target in [
 ]:
     app(f"u8-path-{name}", F, ALL, req(f"GET {target} HTTP/1.1"), 400)
 app("u8-query-ff", F, APP, req("GET /rest/q?a=%ff HTTP/1.1"), 200, body=b'"a":"\xef\xbf\xbd"')
-app("u8-monitor-query-ff", F, MONITOR, req("GET /api/server/metrics?%ff HTTP/1.1"), 200, body=b"unknown metric")
-app("u8-header-obs-text", F, APP, req("GET /rest/hdr/x-name HTTP/1.1", "X-Name: \xff\xfe\xc3("), 200)
-app("u8-basic-invalid-utf8", F, BASIC, req("GET /rest/admin/secret HTTP/1.1", "Authorization: Basic " + basic_raw(b"ada:\xff\xfe"), auth=False), 403)
-app("u8-basic-latin1", F, BASIC, req("GET /rest/admin/secret HTTP/1.1", "Authorization: Basic " + basic("ad\xe4", "p\xe4ss", "latin-1"), auth=False), 403)
-app("u8-bearer-high-bytes", F, OAUTH, req("GET /rest/admin/secret HTTP/1.1", "Authorization: Bearer \xff\xfe.\xc3(.x", auth=False), 401, challenge="invalid_token")
-app("u8-token-body-raw", F, OAUTH, post(TOKEN_ROUTE, f"grant_type=password&username=ada&password=\xff{WRONG_PASSWORD}", FORM, auth=False), 400, error="invalid_request")
-app("u8-token-body-pct-ff", F, OAUTH, post(TOKEN_ROUTE, f"grant_type=password&username=ada&password=%ff{WRONG_PASSWORD}", FORM, auth=False), 400, error="invalid_request")
-app("u8-token-query-pct-ff", F, OAUTH, req(f"GET {TOKEN_ROUTE}?grant_type=password&username=%ff&password={WRONG_PASSWORD} HTTP/1.1", auth=False), 400, error="invalid_request")
+app(
+    "u8-monitor-query-ff",
+    F,
+    MONITOR,
+    req("GET /api/server/metrics?%ff HTTP/1.1"),
+    200,
+    body=b"unknown metric",
+)
+app(
+    "u8-header-obs-text", F, APP, req("GET /rest/hdr/x-name HTTP/1.1", "X-Name: \xff\xfe\xc3("), 200
+)
+app(
+    "u8-basic-invalid-utf8",
+    F,
+    BASIC,
+    req(
+        "GET /rest/admin/secret HTTP/1.1",
+        "Authorization: Basic " + basic_raw(b"ada:\xff\xfe"),
+        auth=False,
+    ),
+    403,
+)
+app(
+    "u8-basic-latin1",
+    F,
+    BASIC,
+    req(
+        "GET /rest/admin/secret HTTP/1.1",
+        "Authorization: Basic " + basic("ad\xe4", "p\xe4ss", "latin-1"),
+        auth=False,
+    ),
+    403,
+)
+app(
+    "u8-bearer-high-bytes",
+    F,
+    OAUTH,
+    req("GET /rest/admin/secret HTTP/1.1", "Authorization: Bearer \xff\xfe.\xc3(.x", auth=False),
+    401,
+    challenge="invalid_token",
+)
+app(
+    "u8-token-body-raw",
+    F,
+    OAUTH,
+    post(
+        TOKEN_ROUTE,
+        f"grant_type=password&username=ada&password=\xff{WRONG_PASSWORD}",
+        FORM,
+        auth=False,
+    ),
+    400,
+    error="invalid_request",
+)
+app(
+    "u8-token-body-pct-ff",
+    F,
+    OAUTH,
+    post(
+        TOKEN_ROUTE,
+        f"grant_type=password&username=ada&password=%ff{WRONG_PASSWORD}",
+        FORM,
+        auth=False,
+    ),
+    400,
+    error="invalid_request",
+)
+app(
+    "u8-token-query-pct-ff",
+    F,
+    OAUTH,
+    req(
+        f"GET {TOKEN_ROUTE}?grant_type=password&username=%ff&password={WRONG_PASSWORD} HTTP/1.1",
+        auth=False,
+    ),
+    400,
+    error="invalid_request",
+)
 
 # ---------------------------------------------------------------------------------------------
 # huge numbers of headers, fields and parameters
 
 F = "many"
-app("mn-500-small-headers", F, ALL, req("GET {T} HTTP/1.1", *[f"X-{i}: {i}" for i in range(500)]), 200)
-app("mn-5000-query-params", F, APP, req("GET /rest/q?" + "&".join(f"k{i}=v" for i in range(1500)) + " HTTP/1.1"), 200, body=b'"k1499":"v"')
-app("mn-monitor-3000-metric-names", F, MONITOR, req("GET /api/server/metrics?" + "&".join(f"m{i}" for i in range(3000)) + " HTTP/1.1"), 200, body=b"unknown metric")
-app("mn-token-33-fields", F, OAUTH, post(TOKEN_ROUTE, "grant_type=password&" + "&".join(f"f{i}=v" for i in range(32)), FORM, auth=False), 400, error="invalid_request")
-app("mn-token-1000-ampersands", F, OAUTH, post(TOKEN_ROUTE, "grant_type=password" + "&" * 1000, FORM, auth=False), 400, error="invalid_request")
-app("mn-token-40-query-fields", F, OAUTH, req(f"GET {TOKEN_ROUTE}?" + "&".join(f"q{i}=v" for i in range(40)) + " HTTP/1.1", auth=False), 400, error="invalid_request")
-app("mn-token-fields-query-and-body", F, OAUTH, lambda ctx: post(TOKEN_ROUTE + "?" + "&".join(f"a{i}=1" for i in range(30)), "&".join(f"b{i}=1" for i in range(30)), FORM, auth=False), 400, error="unsupported_grant_type" if False else "invalid_request")
+app(
+    "mn-500-small-headers",
+    F,
+    ALL,
+    req("GET {T} HTTP/1.1", *[f"X-{i}: {i}" for i in range(500)]),
+    200,
+)
+app(
+    "mn-5000-query-params",
+    F,
+    APP,
+    req("GET /rest/q?" + "&".join(f"k{i}=v" for i in range(1500)) + " HTTP/1.1"),
+    200,
+    body=b'"k1499":"v"',
+)
+app(
+    "mn-monitor-3000-metric-names",
+    F,
+    MONITOR,
+    req("GET /api/server/metrics?" + "&".join(f"m{i}" for i in range(2000)) + " HTTP/1.1"),
+    200,
+    body=b"unknown metric",
+)
+app(
+    "mn-token-33-fields",
+    F,
+    OAUTH,
+    post(
+        TOKEN_ROUTE,
+        "grant_type=password&" + "&".join(f"f{i}=v" for i in range(32)),
+        FORM,
+        auth=False,
+    ),
+    400,
+    error="invalid_request",
+)
+app(
+    "mn-token-1000-ampersands",
+    F,
+    OAUTH,
+    post(TOKEN_ROUTE, "grant_type=password" + "&" * 1000, FORM, auth=False),
+    400,
+    error="invalid_request",
+)
+app(
+    "mn-token-40-query-fields",
+    F,
+    OAUTH,
+    req(f"GET {TOKEN_ROUTE}?" + "&".join(f"q{i}=v" for i in range(40)) + " HTTP/1.1", auth=False),
+    400,
+    error="invalid_request",
+)
+app(
+    "mn-token-fields-query-and-body",
+    F,
+    OAUTH,
+    post(
+        TOKEN_ROUTE + "?" + "&".join(f"a{i}=1" for i in range(30)),
+        "&".join(f"b{i}=1" for i in range(30)),
+        FORM,
+        auth=False,
+    ),
+    400,
+    error="invalid_request",
+)
 
 # ---------------------------------------------------------------------------------------------
 # path tricks against onAuthNoCheckUri (oauth: /public/*, /items/:id), NativeRoutes.public
@@ -685,7 +1180,14 @@ PATHS: list[tuple[str, str, int, int]] = [
     ("unknown-path", "/rest/nope", 401, 401),
 ]
 for name, target, on_basic, on_oauth in PATHS:
-    app(f"pt-{name}", F, APP, req(f"GET {target} HTTP/1.1", auth=False), {"basic": on_basic, "oauth": on_oauth}, challenge="missing")
+    app(
+        f"pt-{name}",
+        F,
+        APP,
+        req(f"GET {target} HTTP/1.1", auth=False),
+        {"basic": on_basic, "oauth": on_oauth},
+        challenge="missing",
+    )
 for name, target, status in [
     ("monitor-dotdot", "/api/server/metrics/../metrics?uptime", 200),
     ("monitor-pct-dotdot", "/api/server/metrics/%2e%2e", 404),
@@ -735,8 +1237,20 @@ for name, value in [
     ("base64-of-nothing", "Basic ="),
 ]:
     _ba(name, value, 401)
-app("ba-proxy-authorization-only", F, BASIC, req(ADMIN, "Proxy-Authorization: Basic " + GOOD_B64, auth=False), 401)
-app("ba-cookie-only", F, BASIC, req(ADMIN, "Cookie: Authorization=Basic " + GOOD_B64, auth=False), 401)
+app(
+    "ba-proxy-authorization-only",
+    F,
+    BASIC,
+    req(ADMIN, "Proxy-Authorization: Basic " + GOOD_B64, auth=False),
+    401,
+)
+app(
+    "ba-cookie-only",
+    F,
+    BASIC,
+    req(ADMIN, "Cookie: Authorization=Basic " + GOOD_B64, auth=False),
+    401,
+)
 for name, user, password in [
     ("empty-user-and-password", "", ""),
     ("empty-user", "", BASIC_PASSWORD),
@@ -752,12 +1266,50 @@ for name, user, password in [
     _ba(name, f"Basic {basic(user, password)}", 403)
 _ba("validator-raises", f"Basic {basic('raiser', RAISER_PASSWORD)}", 500)
 _ba("b64-17k", "Basic " + "QUFB" * 4300, 431, close=True)
-proto("ba-repeated", F, BASIC, req(ADMIN, "Authorization: Basic " + GOOD_B64, "Authorization: Basic " + GOOD_B64, auth=False), 400)
-proto("ba-repeated-other-user", F, BASIC, req(ADMIN, "Authorization: Basic " + basic("x", "y"), "Authorization: Basic " + GOOD_B64, auth=False), 400)
-proto("ba-ctl-in-value", F, BASIC, req(ADMIN, "Authorization: Basic " + GOOD_B64 + "\x01", auth=False), 400)
-proto("ba-nul-in-value", F, BASIC, req(ADMIN, "Authorization: Basic \x00" + GOOD_B64, auth=False), 400)
-app("ba-basic-on-oauth-port", F, OAUTH, req(ADMIN, "Authorization: Basic " + GOOD_B64, auth=False), 401, challenge="missing")
-app("ba-garbage-on-monitor", F, MONITOR, req("GET /api/server/metrics?uptime HTTP/1.1", "Authorization: Basic !!!", auth=False), 200)
+proto(
+    "ba-repeated",
+    F,
+    BASIC,
+    req(ADMIN, "Authorization: Basic " + GOOD_B64, "Authorization: Basic " + GOOD_B64, auth=False),
+    400,
+)
+proto(
+    "ba-repeated-other-user",
+    F,
+    BASIC,
+    req(
+        ADMIN,
+        "Authorization: Basic " + basic("x", "y"),
+        "Authorization: Basic " + GOOD_B64,
+        auth=False,
+    ),
+    400,
+)
+proto(
+    "ba-ctl-in-value",
+    F,
+    BASIC,
+    req(ADMIN, "Authorization: Basic " + GOOD_B64 + "\x01", auth=False),
+    400,
+)
+proto(
+    "ba-nul-in-value", F, BASIC, req(ADMIN, "Authorization: Basic \x00" + GOOD_B64, auth=False), 400
+)
+app(
+    "ba-basic-on-oauth-port",
+    F,
+    OAUTH,
+    req(ADMIN, "Authorization: Basic " + GOOD_B64, auth=False),
+    401,
+    challenge="missing",
+)
+app(
+    "ba-garbage-on-monitor",
+    F,
+    MONITOR,
+    req("GET /api/server/metrics?uptime HTTP/1.1", "Authorization: Basic !!!", auth=False),
+    200,
+)
 
 # ---------------------------------------------------------------------------------------------
 # malformed and forged access tokens (the oauth port)
@@ -766,7 +1318,14 @@ F = "token"
 
 
 def _tok(name: str, build: Callable[[Ctx], str], challenge: str = "invalid_token") -> None:
-    app(f"tok-{name}", F, OAUTH, lambda ctx: req(ADMIN, f"Authorization: Bearer {build(ctx)}", auth=False), 401, challenge=challenge)
+    app(
+        f"tok-{name}",
+        F,
+        OAUTH,
+        lambda ctx: req(ADMIN, f"Authorization: Bearer {build(ctx)}", auth=False),
+        401,
+        challenge=challenge,
+    )
 
 
 def _sig_of(token: str) -> str:
@@ -787,7 +1346,9 @@ def _swap_payload(ctx: Ctx) -> str:
 
 def _swap_header(ctx: Ctx) -> str:
     _head, body, sig = ctx.token.split(".")
-    return f"{b64url(json.dumps({'alg': 'HS256', 'typ': 'at+jwt', 'kid': 'x'}).encode())}.{body}.{sig}"
+    return (
+        f"{b64url(json.dumps({'alg': 'HS256', 'typ': 'at+jwt', 'kid': 'x'}).encode())}.{body}.{sig}"
+    )
 
 
 _tok("alg-none", lambda c: c.jwt({"alg": "none"}, signature=""))
@@ -814,7 +1375,9 @@ _tok("crit-empty", lambda c: c.jwt({"crit": []}))
 _tok("crit-unknown", lambda c: c.jwt({"crit": ["x-fw"], "x-fw": 1}))
 _tok("expired", lambda c: c.jwt(claims=c.claims(exp=int(time.time()) - 30)))
 _tok("expired-just-now", lambda c: c.jwt(claims=c.claims(exp=int(time.time()) - 2)))
-_tok("exp-string", lambda c: c.jwt(claims=c.claims(exp="9999999999")))
+_tok("exp-string-past", lambda c: c.jwt(claims=c.claims(exp=str(int(time.time()) - 30))))
+_tok("exp-float-past", lambda c: c.jwt(claims=c.claims(exp=time.time() - 30.5)))
+_tok("exp-null", lambda c: c.jwt(claims=c.claims(exp=None)))
 _tok("exp-missing", lambda c: c.jwt(claims=c.claims(exp=DROP)))
 _tok("sub-missing", lambda c: c.jwt(claims=c.claims(sub=DROP)))
 _tok("jti-missing", lambda c: c.jwt(claims=c.claims(jti=DROP)))
@@ -831,15 +1394,25 @@ _tok("empty-key", lambda c: c.jwt(key=b""))
 _tok("key-file-text-as-key", lambda c: c.jwt(key=b64url(c.key).encode()))
 _tok("kid-path-injection", lambda c: c.jwt({"kid": "../../../../../../dev/null"}, key=b""))
 _tok("kid-sql-injection", lambda c: c.jwt({"kid": "x' UNION SELECT 'k"}, key=b"k"))
-_tok("jku-injection", lambda c: c.jwt({"jku": "https://attacker.invalid/jwks.json", "kid": "a"}, key=OTHER_KEY))
-_tok("jwk-embedded", lambda c: c.jwt({"jwk": {"kty": "oct", "k": b64url(OTHER_KEY)}}, key=OTHER_KEY))
+_tok(
+    "jku-injection",
+    lambda c: c.jwt({"jku": "https://attacker.invalid/jwks.json", "kid": "a"}, key=OTHER_KEY),
+)
+_tok(
+    "jwk-embedded", lambda c: c.jwt({"jwk": {"kty": "oct", "k": b64url(OTHER_KEY)}}, key=OTHER_KEY)
+)
 _tok("x5u-injection", lambda c: c.jwt({"x5u": "https://attacker.invalid/cert.pem"}, key=OTHER_KEY))
 _tok("refresh-token-as-bearer", lambda c: c.refresh)
 _tok("garbage", lambda c: "garbage")
 _tok("only-dots", lambda c: "..")
 _tok("three-letters", lambda c: "a.b.c")
 _tok("header-not-json", lambda c: f"{b64url(b'nope')}.{c.token.split('.')[1]}.{_sig_of(c.token)}")
-_tok("payload-not-json", lambda c: c.jwt(claims=None).split(".")[0] + "." + b64url(b"{not json") + "." + _sig_of(c.token))
+_tok(
+    "payload-not-json",
+    lambda c: (
+        c.jwt(claims=None).split(".")[0] + "." + b64url(b"{not json") + "." + _sig_of(c.token)
+    ),
+)
 _tok("payload-array", lambda c: c.jwt(claims=[1, 2, 3]))
 _tok("five-segments", lambda c: c.token + ".x.y")
 _tok("huge-12k", lambda c: "h" * 12000)
@@ -852,16 +1425,44 @@ for name, value in [
     ("scheme-no-space", "Bearer{TOKEN}"),
     ("scheme-tab", "Bearer\t{TOKEN}"),
 ]:
-    app(f"tok-{name}", F, OAUTH, req(ADMIN, f"Authorization: {value}", auth=False), 401, challenge="missing")
-app("tok-in-query", F, OAUTH, req("GET /rest/admin/secret?access_token={TOKEN} HTTP/1.1", auth=False), 401, challenge="missing")
-app("tok-in-cookie", F, OAUTH, req(ADMIN, "Cookie: access_token={TOKEN}", auth=False), 401, challenge="missing")
-proto("tok-repeated", F, OAUTH, req(ADMIN, "Authorization: Bearer {TOKEN}", "Authorization: Bearer {TOKEN}", auth=False), 400)
+    app(
+        f"tok-{name}",
+        F,
+        OAUTH,
+        req(ADMIN, f"Authorization: {value}", auth=False),
+        401,
+        challenge="missing",
+    )
+app(
+    "tok-in-query",
+    F,
+    OAUTH,
+    req("GET /rest/admin/secret?access_token={TOKEN} HTTP/1.1", auth=False),
+    401,
+    challenge="missing",
+)
+app(
+    "tok-in-cookie",
+    F,
+    OAUTH,
+    req(ADMIN, "Cookie: access_token={TOKEN}", auth=False),
+    401,
+    challenge="missing",
+)
+proto(
+    "tok-repeated",
+    F,
+    OAUTH,
+    req(ADMIN, "Authorization: Bearer {TOKEN}", "Authorization: Bearer {TOKEN}", auth=False),
+    400,
+)
 
 # ---------------------------------------------------------------------------------------------
 # malformed token requests (the oauth port's token route)
 
 F = "token-request"
 GRANT = f"grant_type=password&username={OAUTH_USER}&password={WRONG_PASSWORD}"
+GOOD_GRANT = f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}"
 
 
 def _tr(name: str, raw: Raw, expect: int, error: str | None, **kw: Any) -> None:
@@ -872,63 +1473,324 @@ def _form(body: str, *headers: str) -> str:
     return post(TOKEN_ROUTE, body, FORM, *headers, auth=False)
 
 
-_tr("post-empty", req(f"POST {TOKEN_ROUTE} HTTP/1.1", "Content-Length: 0", auth=False), 400, "invalid_request")
+_tr(
+    "post-empty",
+    req(f"POST {TOKEN_ROUTE} HTTP/1.1", "Content-Length: 0", auth=False),
+    400,
+    "invalid_request",
+)
 _tr("get-empty", req(f"GET {TOKEN_ROUTE} HTTP/1.1", auth=False), 400, "invalid_request")
-_tr("grant-missing", _form(f"username={OAUTH_USER}&password={OAUTH_PASSWORD}"), 400, "invalid_request")
-_tr("grant-empty", _form(f"grant_type=&username={OAUTH_USER}&password={OAUTH_PASSWORD}"), 400, "invalid_request")
+_tr(
+    "grant-missing",
+    _form(f"username={OAUTH_USER}&password={OAUTH_PASSWORD}"),
+    400,
+    "invalid_request",
+)
+_tr(
+    "grant-empty",
+    _form(f"grant_type=&username={OAUTH_USER}&password={OAUTH_PASSWORD}"),
+    400,
+    "invalid_request",
+)
 _tr("grant-unknown", _form("grant_type=foo"), 400, "unsupported_grant_type")
-_tr("grant-client-credentials", _form(f"grant_type=client_credentials&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}"), 400, "unsupported_grant_type")
-_tr("grant-uppercase", _form(f"grant_type=PASSWORD&username={OAUTH_USER}&password={OAUTH_PASSWORD}"), 400, "unsupported_grant_type")
-_tr("grant-semicolon-separated", _form(f"grant_type=password;username={OAUTH_USER};password={OAUTH_PASSWORD}"), 400, "unsupported_grant_type")
-_tr("grant-name-case", _form(f"Grant_Type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}"), 400, "invalid_request")
-_tr("grant-twice-in-body", _form(f"grant_type=password&grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}"), 400, "invalid_request")
-_tr("grant-in-query-and-body", post(f"{TOKEN_ROUTE}?grant_type=password", f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", FORM, auth=False), 400, "invalid_request")
-_tr("username-twice", _form(f"grant_type=password&username={OAUTH_USER}&username=bob&password={OAUTH_PASSWORD}"), 400, "invalid_request")
-_tr("password-twice", _form(f"grant_type=password&username={OAUTH_USER}&password={WRONG_PASSWORD}&password={OAUTH_PASSWORD}"), 400, "invalid_request")
-_tr("client-id-twice", _form(f"{GRANT}&client_id={CLIENT_ID}&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}"), 400, "invalid_request")
-_tr("client-secret-twice", _form(f"{GRANT}&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}&client_secret=x"), 400, "invalid_request")
+_tr(
+    "grant-client-credentials",
+    _form(f"grant_type=client_credentials&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}"),
+    400,
+    "unsupported_grant_type",
+)
+_tr(
+    "grant-uppercase",
+    _form(f"grant_type=PASSWORD&username={OAUTH_USER}&password={OAUTH_PASSWORD}"),
+    400,
+    "unsupported_grant_type",
+)
+_tr(
+    "grant-semicolon-separated",
+    _form(f"grant_type=password;username={OAUTH_USER};password={OAUTH_PASSWORD}"),
+    400,
+    "unsupported_grant_type",
+)
+_tr(
+    "grant-name-case",
+    _form(f"Grant_Type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}"),
+    400,
+    "invalid_request",
+)
+_tr(
+    "grant-twice-in-body",
+    _form(
+        f"grant_type=password&grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}"
+    ),
+    400,
+    "invalid_request",
+)
+_tr(
+    "grant-in-query-and-body",
+    post(
+        f"{TOKEN_ROUTE}?grant_type=password",
+        f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}",
+        FORM,
+        auth=False,
+    ),
+    400,
+    "invalid_request",
+)
+_tr(
+    "username-twice",
+    _form(f"grant_type=password&username={OAUTH_USER}&username=bob&password={OAUTH_PASSWORD}"),
+    400,
+    "invalid_request",
+)
+_tr(
+    "password-twice",
+    _form(
+        f"grant_type=password&username={OAUTH_USER}&password={WRONG_PASSWORD}&password={OAUTH_PASSWORD}"
+    ),
+    400,
+    "invalid_request",
+)
+_tr(
+    "client-id-twice",
+    _form(f"{GRANT}&client_id={CLIENT_ID}&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}"),
+    400,
+    "invalid_request",
+)
+_tr(
+    "client-secret-twice",
+    _form(f"{GRANT}&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}&client_secret=x"),
+    400,
+    "invalid_request",
+)
 _tr("scope-twice", _form(f"{GRANT}&scope=default&scope=default"), 400, "invalid_request")
-_tr("username-missing", _form(f"grant_type=password&password={OAUTH_PASSWORD}"), 400, "invalid_request")
+_tr(
+    "username-missing",
+    _form(f"grant_type=password&password={OAUTH_PASSWORD}"),
+    400,
+    "invalid_request",
+)
 _tr("password-missing", _form(f"grant_type=password&username={OAUTH_USER}"), 400, "invalid_request")
-_tr("username-empty", _form(f"grant_type=password&username=&password={OAUTH_PASSWORD}"), 400, "invalid_request")
+_tr(
+    "username-empty",
+    _form(f"grant_type=password&username=&password={OAUTH_PASSWORD}"),
+    400,
+    "invalid_request",
+)
 _tr("password-wrong", _form(GRANT), 400, "invalid_grant")
-_tr("user-unknown", _form(f"grant_type=password&username=nobody&password={OAUTH_PASSWORD}"), 400, "invalid_grant")
-_tr("user-case", _form(f"grant_type=password&username=ADA&password={OAUTH_PASSWORD}"), 400, "invalid_grant")
-_tr("user-plus-is-space", _form(f"grant_type=password&username=a+da&password={OAUTH_PASSWORD}"), 400, "invalid_grant")
-_tr("password-nul", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}%00"), 400, "invalid_grant")
-_tr("password-4000", _form(f"grant_type=password&username={OAUTH_USER}&password={'p' * 4000}"), 400, "invalid_grant")
-_tr("password-4097", _form(f"grant_type=password&username={OAUTH_USER}&password={'p' * 4097}"), 400, "invalid_request")
+_tr(
+    "user-unknown",
+    _form(f"grant_type=password&username=nobody&password={OAUTH_PASSWORD}"),
+    400,
+    "invalid_grant",
+)
+_tr(
+    "user-case",
+    _form(f"grant_type=password&username=ADA&password={OAUTH_PASSWORD}"),
+    400,
+    "invalid_grant",
+)
+_tr(
+    "user-plus-is-space",
+    _form(f"grant_type=password&username=a+da&password={OAUTH_PASSWORD}"),
+    400,
+    "invalid_grant",
+)
+_tr(
+    "password-nul",
+    _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}%00"),
+    400,
+    "invalid_grant",
+)
+_tr(
+    "password-4000",
+    _form(f"grant_type=password&username={OAUTH_USER}&password={'p' * 4000}"),
+    400,
+    "invalid_grant",
+)
+_tr(
+    "password-4097",
+    _form(f"grant_type=password&username={OAUTH_USER}&password={'p' * 4097}"),
+    400,
+    "invalid_request",
+)
 _tr("name-4097", _form(f"{GRANT}&{'n' * 4097}=1"), 400, "invalid_request")
-_tr("query-value-4097", req(f"GET {TOKEN_ROUTE}?grant_type={'g' * 4097} HTTP/1.1", auth=False), 400, "invalid_request")
-_tr("scope-admin", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&scope=admin"), 400, "invalid_scope")
-_tr("json-body", post(TOKEN_ROUTE, json.dumps({"grant_type": "password", "username": OAUTH_USER, "password": OAUTH_PASSWORD}), "Content-Type: application/json", auth=False), 400, "invalid_request")
-_tr("json-body-as-form", _form(json.dumps({"grant_type": "password", "username": OAUTH_USER, "password": WRONG_PASSWORD})), 400, "invalid_request")
-_tr("text-plain", post(TOKEN_ROUTE, GRANT, "Content-Type: text/plain", auth=False), 400, "invalid_request")
+_tr(
+    "query-value-4097",
+    req(f"GET {TOKEN_ROUTE}?grant_type={'g' * 4097} HTTP/1.1", auth=False),
+    400,
+    "invalid_request",
+)
+_tr(
+    "scope-admin",
+    _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&scope=admin"),
+    400,
+    "invalid_scope",
+)
+_tr(
+    "json-body",
+    post(
+        TOKEN_ROUTE,
+        json.dumps({"grant_type": "password", "username": OAUTH_USER, "password": OAUTH_PASSWORD}),
+        "Content-Type: application/json",
+        auth=False,
+    ),
+    400,
+    "invalid_request",
+)
+_tr(
+    "json-body-as-form",
+    _form(
+        json.dumps({"grant_type": "password", "username": OAUTH_USER, "password": WRONG_PASSWORD})
+    ),
+    400,
+    "invalid_request",
+)
+_tr(
+    "text-plain",
+    post(TOKEN_ROUTE, GRANT, "Content-Type: text/plain", auth=False),
+    400,
+    "invalid_request",
+)
 _tr("no-content-type", post(TOKEN_ROUTE, GRANT, auth=False), 400, "invalid_request")
-_tr("multipart", post(TOKEN_ROUTE, '--x\r\nContent-Disposition: form-data; name="grant_type"\r\n\r\npassword\r\n--x--\r\n', "Content-Type: multipart/form-data; boundary=x", auth=False), 400, "invalid_request")
-_tr("content-type-prefix", post(TOKEN_ROUTE, GRANT, "Content-Type: application/x-www-form-urlencodedX", auth=False), 400, "invalid_request")
+_tr(
+    "multipart",
+    post(
+        TOKEN_ROUTE,
+        '--x\r\nContent-Disposition: form-data; name="grant_type"\r\n\r\npassword\r\n--x--\r\n',
+        "Content-Type: multipart/form-data; boundary=x",
+        auth=False,
+    ),
+    400,
+    "invalid_request",
+)
+_tr(
+    "content-type-prefix",
+    post(TOKEN_ROUTE, GRANT, "Content-Type: application/x-www-form-urlencodedX", auth=False),
+    400,
+    "invalid_request",
+)
 _tr("only-ampersands", _form("&&&&"), 400, "invalid_request")
 _tr("name-without-value", _form("grant_type"), 400, "invalid_request")
 _tr("value-without-name", _form("=password"), 400, "invalid_request")
-_tr("client-secret-wrong", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&client_id={CLIENT_ID}&client_secret={WRONG_PASSWORD}"), 401, "invalid_client")
-_tr("client-unknown", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&client_id=other&client_secret={CLIENT_SECRET}"), 401, "invalid_client")
-_tr("client-secret-in-query-wrong", post(f"{TOKEN_ROUTE}?client_id={CLIENT_ID}&client_secret={WRONG_PASSWORD}", f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", FORM, auth=False), 401, "invalid_client")
-_tr("client-in-header-and-params", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&client_id={CLIENT_ID}", f"Authorization: Basic {basic(CLIENT_ID, CLIENT_SECRET)}"), 400, "invalid_request")
-_tr("client-basic-malformed", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", "Authorization: Basic !!!"), 401, "invalid_client")
-_tr("client-basic-no-colon", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", "Authorization: Basic " + base64.b64encode(CLIENT_ID.encode()).decode()), 401, "invalid_client")
-_tr("client-basic-wrong-secret", _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", f"Authorization: Basic {basic(CLIENT_ID, WRONG_PASSWORD)}"), 401, "invalid_client")
-_tr("bearer-header-wrong-password", _form(GRANT, "Authorization: Bearer {TOKEN}"), 400, "invalid_grant")
+_tr(
+    "client-secret-wrong",
+    _form(
+        f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&client_id={CLIENT_ID}&client_secret={WRONG_PASSWORD}"
+    ),
+    401,
+    "invalid_client",
+)
+_tr(
+    "client-unknown",
+    _form(
+        f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&client_id=other&client_secret={CLIENT_SECRET}"
+    ),
+    401,
+    "invalid_client",
+)
+_tr(
+    "client-secret-in-query-wrong",
+    post(
+        f"{TOKEN_ROUTE}?client_id={CLIENT_ID}&client_secret={WRONG_PASSWORD}",
+        f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}",
+        FORM,
+        auth=False,
+    ),
+    401,
+    "invalid_client",
+)
+_tr(
+    "client-in-header-and-params",
+    _form(
+        f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&client_id={CLIENT_ID}",
+        f"Authorization: Basic {basic(CLIENT_ID, CLIENT_SECRET)}",
+    ),
+    400,
+    "invalid_request",
+)
+_tr(
+    "client-basic-malformed",
+    _form(
+        f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}",
+        "Authorization: Basic !!!",
+    ),
+    401,
+    "invalid_client",
+)
+_tr(
+    "client-basic-no-colon",
+    _form(
+        f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}",
+        "Authorization: Basic " + base64.b64encode(CLIENT_ID.encode()).decode(),
+    ),
+    401,
+    "invalid_client",
+)
+_tr(
+    "client-basic-wrong-secret",
+    _form(
+        f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}",
+        f"Authorization: Basic {basic(CLIENT_ID, WRONG_PASSWORD)}",
+    ),
+    401,
+    "invalid_client",
+)
+_tr(
+    "bearer-header-wrong-password",
+    _form(GRANT, "Authorization: Bearer {TOKEN}"),
+    400,
+    "invalid_grant",
+)
 _tr("refresh-missing", _form("grant_type=refresh_token"), 400, "invalid_request")
-_tr("refresh-garbage", _form("grant_type=refresh_token&refresh_token=not-a-refresh-token"), 400, "invalid_grant")
-_tr("refresh-is-access-token", _form("grant_type=refresh_token&refresh_token={TOKEN}"), 400, "invalid_grant")
-_tr("refresh-twice", lambda c: _form(f"grant_type=refresh_token&refresh_token={c.refresh}&refresh_token={c.refresh}"), 400, "invalid_request")
-_tr("get-wrong-password-in-query", req(f"GET {TOKEN_ROUTE}?{GRANT} HTTP/1.1", auth=False), 400, "invalid_grant")
-_tr("get-body-ignored", req(f"GET {TOKEN_ROUTE} HTTP/1.1", FORM, f"Content-Length: {len(GRANT)}", body=GRANT, auth=False), 400, "invalid_request")
+_tr(
+    "refresh-garbage",
+    _form("grant_type=refresh_token&refresh_token=not-a-refresh-token"),
+    400,
+    "invalid_grant",
+)
+_tr(
+    "refresh-is-access-token",
+    lambda c: _form(f"grant_type=refresh_token&refresh_token={c.token}"),
+    400,
+    "invalid_grant",
+)
+_tr(
+    "refresh-twice",
+    lambda c: _form(
+        f"grant_type=refresh_token&refresh_token={c.refresh}&refresh_token={c.refresh}"
+    ),
+    400,
+    "invalid_request",
+)
+_tr(
+    "get-wrong-password-in-query",
+    req(f"GET {TOKEN_ROUTE}?{GRANT} HTTP/1.1", auth=False),
+    400,
+    "invalid_grant",
+)
+_tr(
+    "get-body-ignored",
+    req(
+        f"GET {TOKEN_ROUTE} HTTP/1.1", FORM, f"Content-Length: {len(GRANT)}", body=GRANT, auth=False
+    ),
+    400,
+    "invalid_request",
+)
 _tr("put", post(TOKEN_ROUTE, GRANT, FORM, auth=False).replace("POST", "PUT", 1), 405, None)
 _tr("delete", req(f"DELETE {TOKEN_ROUTE} HTTP/1.1", auth=False), 405, None)
 _tr("patch", post(TOKEN_ROUTE, GRANT, FORM, auth=False).replace("POST", "PATCH", 1), 405, None)
 _tr("head", req(f"HEAD {TOKEN_ROUTE} HTTP/1.1", auth=False), 400, None, head=True)
-proto("tr-repeated-authorization", F, OAUTH, _form(GRANT, "Authorization: Basic " + basic(CLIENT_ID, CLIENT_SECRET), "Authorization: Basic " + basic(CLIENT_ID, CLIENT_SECRET)), 400)
+proto(
+    "tr-repeated-authorization",
+    F,
+    OAUTH,
+    _form(
+        GRANT,
+        "Authorization: Basic " + basic(CLIENT_ID, CLIENT_SECRET),
+        "Authorization: Basic " + basic(CLIENT_ID, CLIENT_SECRET),
+    ),
+    400,
+)
 proto("tr-expect-unknown", F, OAUTH, _form(GRANT, "Expect: 200-ok"), 417)
 
 # ---------------------------------------------------------------------------------------------
@@ -943,37 +1805,133 @@ for name, raw in [
     ("alert-first", "\x15\x03\x03\x00\x02\x02\x28"),
 ]:
     proto(f"tls-{name}", F, OAUTH, raw, CLOSED, transport="raw")
-proto("tls-truncated-hello", F, OAUTH, "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", CLOSED, transport="raw", slow=True)
+proto(
+    "tls-truncated-hello",
+    F,
+    OAUTH,
+    "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+    CLOSED,
+    transport="raw",
+    slow=True,
+)
 proto("tls-silent-client", F, OAUTH, "", CLOSED, transport="raw", slow=True)
 
 # =============================================================================================
 # unusual but valid requests: each must succeed
 
 OK_BODY = {"basic": b'"hello":"world"', "oauth": b'"hello":"world"', "monitor": b'"uptime"'}
-valid("header-name-uppercase", ALL, "GET {T} HTTP/1.1\r\nHOST: h\r\n{AUTH}\r\n\r\n".replace("{AUTH}\r\n", "{AUTH}\r\n"), body=OK_BODY)
-valid("header-names-mixed-case", ALL, lambda c: "GET {T} HTTP/1.1\r\nhOsT: h\r\n" + ("" if c.kind == "monitor" else "aUtHoRiZaTiOn: {CRED}\r\n") + "X-mIxEd: 1\r\n\r\n", body=OK_BODY)
-valid("value-surrounded-by-spaces", ALL, lambda c: "GET {T} HTTP/1.1\r\nHost:    h   \r\n" + ("" if c.kind == "monitor" else "Authorization:    {CRED}   \r\n") + "\r\n", body=OK_BODY)
-valid("no-space-after-colon", ALL, lambda c: "GET {T} HTTP/1.1\r\nHost:h\r\n" + ("" if c.kind == "monitor" else "Authorization:{CRED}\r\n") + "\r\n", body=OK_BODY)
-valid("tab-after-colon", ALL, lambda c: "GET {T} HTTP/1.1\r\nHost:\th\r\n" + ("" if c.kind == "monitor" else "Authorization:\t{CRED}\r\n") + "\r\n", body=OK_BODY)
+valid("header-name-uppercase", ALL, "GET {T} HTTP/1.1\r\nHOST: h\r\n{AUTH}\r\n\r\n", body=OK_BODY)
+valid(
+    "header-names-mixed-case",
+    ALL,
+    lambda c: (
+        "GET {T} HTTP/1.1\r\nhOsT: h\r\n"
+        + ("" if c.kind == "monitor" else "aUtHoRiZaTiOn: {CRED}\r\n")
+        + "X-mIxEd: 1\r\n\r\n"
+    ),
+    body=OK_BODY,
+)
+valid(
+    "value-surrounded-by-spaces",
+    ALL,
+    lambda c: (
+        "GET {T} HTTP/1.1\r\nHost:    h   \r\n"
+        + ("" if c.kind == "monitor" else "Authorization:    {CRED}   \r\n")
+        + "\r\n"
+    ),
+    body=OK_BODY,
+)
+valid(
+    "no-space-after-colon",
+    ALL,
+    lambda c: (
+        "GET {T} HTTP/1.1\r\nHost:h\r\n"
+        + ("" if c.kind == "monitor" else "Authorization:{CRED}\r\n")
+        + "\r\n"
+    ),
+    body=OK_BODY,
+)
+valid(
+    "tab-after-colon",
+    ALL,
+    lambda c: (
+        "GET {T} HTTP/1.1\r\nHost:\th\r\n"
+        + ("" if c.kind == "monitor" else "Authorization:\t{CRED}\r\n")
+        + "\r\n"
+    ),
+    body=OK_BODY,
+)
 valid("empty-header-value", ALL, req("GET {T} HTTP/1.1", "X-Empty:"), body=OK_BODY)
 valid("leading-empty-line", ALL, "\r\n" + GET_T, body=OK_BODY)
 valid("pipeline-three", ALL, GET_T * 3, (200, 200, 200), body=OK_BODY)
-valid("pipeline-keep-alive-header", ALL, req("GET {T} HTTP/1.1", "Connection: keep-alive") * 2, (200, 200), body=OK_BODY)
-valid("pipeline-ten-in-order", APP, "".join(req(f"GET /rest/p/n{i} HTTP/1.1") for i in range(10)), tuple([200] * 10), body=b'"value":"n9"')
-valid("pipeline-mixed-methods", APP, req("GET /rest/p/a HTTP/1.1") + post("/rest/echo", "b=1") + req("HEAD /rest/p/c HTTP/1.1") + req("GET /rest/p/d HTTP/1.1"), (200, 200, 200, 200), body=b'"value":"d"', extra=None)
+valid(
+    "pipeline-keep-alive-header",
+    ALL,
+    req("GET {T} HTTP/1.1", "Connection: keep-alive") * 2,
+    (200, 200),
+    body=OK_BODY,
+)
+valid(
+    "pipeline-ten-in-order",
+    APP,
+    "".join(req(f"GET /rest/p/n{i} HTTP/1.1") for i in range(10)),
+    tuple([200] * 10),
+    body=b'"value":"n9"',
+)
+valid(
+    "pipeline-mixed-methods",
+    APP,
+    req("GET /rest/p/a HTTP/1.1")
+    + post("/rest/echo", "b=1")
+    + req("HEAD /rest/p/c HTTP/1.1")
+    + req("GET /rest/p/d HTTP/1.1"),
+    (200, 200, 200, 200),
+    body=b'"value":"d"',
+    head=(False, False, True, False),
+)
 valid("http10-no-host", ALL, req("GET {T} HTTP/1.0", host=None), close=True, body=OK_BODY)
-valid("http10-keep-alive", ALL, req("GET {T} HTTP/1.0", "Connection: keep-alive", host=None), body=OK_BODY)
-valid("connection-close", ALL, req("GET {T} HTTP/1.1", "Connection: close"), close=True, body=OK_BODY)
-valid("connection-close-uppercase", ALL, req("GET {T} HTTP/1.1", "Connection: CLOSE"), close=True, body=OK_BODY)
+valid(
+    "http10-keep-alive",
+    ALL,
+    req("GET {T} HTTP/1.0", "Connection: keep-alive", host=None),
+    body=OK_BODY,
+)
+valid(
+    "connection-close", ALL, req("GET {T} HTTP/1.1", "Connection: close"), close=True, body=OK_BODY
+)
+valid(
+    "connection-close-uppercase",
+    ALL,
+    req("GET {T} HTTP/1.1", "Connection: CLOSE"),
+    close=True,
+    body=OK_BODY,
+)
 valid("absolute-form", APP, req("GET http://127.0.0.1/rest/hello HTTP/1.1"), body=OK_BODY["basic"])
-valid("absolute-form-https-port", APP, req("GET https://localhost:1/rest/p/x?y=1 HTTP/1.1"), body=b'"value":"x"')
-valid("absolute-form-monitor", MONITOR, req("GET http://h/api/server/metrics?uptime HTTP/1.1"), body=b'"uptime"')
+valid(
+    "absolute-form-https-port",
+    APP,
+    req("GET https://localhost:1/rest/p/x?y=1 HTTP/1.1"),
+    body=b'"value":"x"',
+)
+valid(
+    "absolute-form-monitor",
+    MONITOR,
+    req("GET http://h/api/server/metrics?uptime HTTP/1.1"),
+    body=b'"uptime"',
+)
 valid("host-with-port", ALL, req("GET {T} HTTP/1.1", host="Host: 127.0.0.1:8080"), body=OK_BODY)
 valid("host-ipv6", ALL, req("GET {T} HTTP/1.1", host="Host: [::1]:443"), body=OK_BODY)
 valid("host-empty", ALL, req("GET {T} HTTP/1.1", host="Host:"), body=OK_BODY)
 valid("path-param-space", APP, req("GET /rest/p/a%20b HTTP/1.1"), body=b'"value":"a b"')
-valid("path-param-utf8", APP, req("GET /rest/p/%E2%9C%93 HTTP/1.1"), body='"value":"\u2713"'.encode())
-valid("path-param-latin-word", APP, req("GET /rest/p/caf%C3%A9 HTTP/1.1"), body='"value":"caf\u00e9"'.encode())
+valid(
+    "path-param-utf8", APP, req("GET /rest/p/%E2%9C%93 HTTP/1.1"), body='"value":"\u2713"'.encode()
+)
+valid(
+    "path-param-latin-word",
+    APP,
+    req("GET /rest/p/caf%C3%A9 HTTP/1.1"),
+    body='"value":"caf\u00e9"'.encode(),
+)
 valid("path-param-semicolon", APP, req("GET /rest/p/a;b HTTP/1.1"), body=b'"value":"a;b"')
 valid("path-param-encoded-semicolon", APP, req("GET /rest/p/a%3Bb HTTP/1.1"), body=b'"value":"a;b"')
 valid("path-param-encoded-question", APP, req("GET /rest/p/%3F HTTP/1.1"), body=b'"value":"?"')
@@ -986,67 +1944,390 @@ valid("path-double-slashes", APP, req("GET /rest//hello HTTP/1.1"), body=OK_BODY
 valid("path-dot-segments", APP, req("GET /rest/./x/../hello HTTP/1.1"), body=OK_BODY["basic"])
 valid("query-empty-values", APP, req("GET /rest/q?a=&b HTTP/1.1"), body=b'"query":{"a":"","b":""}')
 valid("query-only-question-mark", APP, req("GET /rest/q? HTTP/1.1"), body=b'"query":{}')
-valid("query-utf8", APP, req("GET /rest/q?name=%E2%9C%93&w=caf%C3%A9 HTTP/1.1"), body='"name":"\u2713","w":"caf\u00e9"'.encode())
+valid(
+    "query-utf8",
+    APP,
+    req("GET /rest/q?name=%E2%9C%93&w=caf%C3%A9 HTTP/1.1"),
+    body='"name":"\u2713","w":"caf\u00e9"'.encode(),
+)
 valid("query-repeated-last-wins", APP, req("GET /rest/q?a=1&a=2 HTTP/1.1"), body=b'"a":"2"')
 valid("query-plus-is-space", APP, req("GET /rest/q?a=x+y HTTP/1.1"), body=b'"a":"x y"')
 valid("query-semicolon-kept", APP, req("GET /rest/q?a=1;b=2 HTTP/1.1"), body=b'"a":"1;b=2"')
 valid("url-8000-chars", APP, req("GET /rest/p/" + "u" * 8000 + " HTTP/1.1"), body=b'"value":"uuuu')
-valid("header-12000-chars", APP, req("GET /rest/hdr/x-long HTTP/1.1", "X-Long: " + "l" * 12000), body=b'"value":"llll')
-valid("head-and-headers-near-limit", APP, req("GET /rest/hdr/x-near HTTP/1.1", "X-Near: " + "n" * 15500), body=b'"value":"nnnn')
-valid("repeated-header-joined", APP, req("GET /rest/hdr/x-rep HTTP/1.1", "X-Rep: 1", "X-Rep: 2"), body=b'"value":"1, 2"')
-valid("header-obs-text-value", APP, req("GET /rest/hdr/x-name HTTP/1.1", "X-Name: caf\xe9"), body='"value":"caf\u00e9"'.encode())
-valid("chunked-with-extensions", APP, chunked("/rest/echo", '5;a=b\r\nhello\r\n6;x;y="q"\r\n world\r\n0;end\r\n\r\n'), body=b'"body":"hello world"')
-valid("chunked-with-trailer", APP, chunked("/rest/echo", "5\r\nhello\r\n0\r\nX-Checksum: 1\r\n\r\n"), body=b'"body":"hello"')
-valid("chunked-uppercase-hex", APP, chunked("/rest/echo", "A\r\n0123456789\r\n0\r\n\r\n"), body=b'"body":"0123456789"')
-valid("chunked-leading-zeros", APP, chunked("/rest/echo", "0005\r\nhello\r\n000\r\n\r\n"), body=b'"body":"hello"')
-valid("chunked-one-byte-chunks", APP, chunked("/rest/echo", "".join(f"1\r\n{ch}\r\n" for ch in "abcdefghij") + "0\r\n\r\n"), body=b'"body":"abcdefghij"')
-valid("chunked-te-uppercase", APP, chunked("/rest/echo", "2\r\nok\r\n0\r\n\r\n").replace("chunked", "Chunked"), body=b'"body":"ok"')
-valid("chunked-get", APP, req("GET /rest/hello HTTP/1.1", "Transfer-Encoding: chunked", body="3\r\nabc\r\n0\r\n\r\n"), body=OK_BODY["basic"])
-valid("expect-100-continue", APP, (req("POST /rest/echo HTTP/1.1", "Expect: 100-continue", "Content-Length: 5"), CONTINUE, "hello"), body=b'"body":"hello"')
-valid("expect-100-continue-case", APP, (req("POST /rest/echo HTTP/1.1", "Expect: 100-Continue", "Content-Length: 2"), CONTINUE, "hi"), body=b'"body":"hi"')
-valid("expect-100-continue-chunked", APP, (req("POST /rest/echo HTTP/1.1", "Expect: 100-continue", "Transfer-Encoding: chunked"), CONTINUE, "2\r\nhi\r\n0\r\n\r\n"), body=b'"body":"hi"')
+valid(
+    "header-12000-chars",
+    APP,
+    req("GET /rest/hdr/x-long HTTP/1.1", "X-Long: " + "l" * 12000),
+    body=b'"value":"llll',
+)
+valid(
+    "head-and-headers-near-limit",
+    APP,
+    req("GET /rest/hdr/x-near HTTP/1.1", "X-Near: " + "n" * 15500),
+    body=b'"value":"nnnn',
+)
+valid(
+    "repeated-header-joined",
+    APP,
+    req("GET /rest/hdr/x-rep HTTP/1.1", "X-Rep: 1", "X-Rep: 2"),
+    body=b'"value":"1, 2"',
+)
+valid(
+    "header-obs-text-value",
+    APP,
+    req("GET /rest/hdr/x-name HTTP/1.1", "X-Name: caf\xe9"),
+    body='"value":"caf\u00e9"'.encode(),
+)
+valid(
+    "chunked-with-extensions",
+    APP,
+    chunked("/rest/echo", '5;a=b\r\nhello\r\n6;x;y="q"\r\n world\r\n0;end\r\n\r\n'),
+    body=b'"body":"hello world"',
+)
+valid(
+    "chunked-with-trailer",
+    APP,
+    chunked("/rest/echo", "5\r\nhello\r\n0\r\nX-Checksum: 1\r\n\r\n"),
+    body=b'"body":"hello"',
+)
+valid(
+    "chunked-uppercase-hex",
+    APP,
+    chunked("/rest/echo", "A\r\n0123456789\r\n0\r\n\r\n"),
+    body=b'"body":"0123456789"',
+)
+valid(
+    "chunked-leading-zeros",
+    APP,
+    chunked("/rest/echo", "0005\r\nhello\r\n000\r\n\r\n"),
+    body=b'"body":"hello"',
+)
+valid(
+    "chunked-one-byte-chunks",
+    APP,
+    chunked("/rest/echo", "".join(f"1\r\n{ch}\r\n" for ch in "abcdefghij") + "0\r\n\r\n"),
+    body=b'"body":"abcdefghij"',
+)
+valid(
+    "chunked-te-uppercase",
+    APP,
+    chunked("/rest/echo", "2\r\nok\r\n0\r\n\r\n").replace("chunked", "Chunked"),
+    body=b'"body":"ok"',
+)
+valid(
+    "chunked-get",
+    APP,
+    req("GET /rest/hello HTTP/1.1", "Transfer-Encoding: chunked", body="3\r\nabc\r\n0\r\n\r\n"),
+    body=OK_BODY["basic"],
+)
+valid(
+    "expect-100-continue",
+    APP,
+    (
+        req("POST /rest/echo HTTP/1.1", "Expect: 100-continue", "Content-Length: 5"),
+        CONTINUE,
+        "hello",
+    ),
+    body=b'"body":"hello"',
+)
+valid(
+    "expect-100-continue-case",
+    APP,
+    (req("POST /rest/echo HTTP/1.1", "Expect: 100-Continue", "Content-Length: 2"), CONTINUE, "hi"),
+    body=b'"body":"hi"',
+)
+valid(
+    "expect-100-continue-chunked",
+    APP,
+    (
+        req("POST /rest/echo HTTP/1.1", "Expect: 100-continue", "Transfer-Encoding: chunked"),
+        CONTINUE,
+        "2\r\nhi\r\n0\r\n\r\n",
+    ),
+    body=b'"body":"hi"',
+)
 valid("expect-without-body", ALL, req("GET {T} HTTP/1.1", "Expect: 100-continue"), body=OK_BODY)
 valid("head", ALL, req("HEAD {T} HTTP/1.1"), head=True)
+valid(
+    "head-then-get",
+    ALL,
+    req("HEAD {T} HTTP/1.1") + GET_T + req("HEAD {T} HTTP/1.1") + GET_T,
+    (200, 200, 200, 200),
+    head=(True, False, True, False),
+    body=OK_BODY,
+)
 valid("head-pipelined", ALL, req("HEAD {T} HTTP/1.1") * 2, (200, 200), head=True)
-valid("get-with-body", APP, req("GET /rest/hello HTTP/1.1", "Content-Length: 5", body="hello"), body=OK_BODY["basic"])
-valid("post-empty-body", APP, req("POST /rest/echo HTTP/1.1", "Content-Length: 0"), body=b'"body":""')
-valid("post-utf8-json", APP, post("/rest/echo", '{"name":"caf\xc3\xa9 \xe2\x9c\x93"}', "Content-Type: application/json; charset=utf-8"), body="caf\u00e9".encode())
+valid(
+    "get-with-body",
+    APP,
+    req("GET /rest/hello HTTP/1.1", "Content-Length: 5", body="hello"),
+    body=OK_BODY["basic"],
+)
+valid(
+    "post-empty-body", APP, req("POST /rest/echo HTTP/1.1", "Content-Length: 0"), body=b'"body":""'
+)
+valid(
+    "post-utf8-json",
+    APP,
+    post(
+        "/rest/echo",
+        '{"name":"caf\xc3\xa9 \xe2\x9c\x93"}',
+        "Content-Type: application/json; charset=utf-8",
+    ),
+    body="caf\u00e9".encode(),
+)
 valid("byte-by-byte", ALL, GET_T, split=1, body=OK_BODY)
-valid("small-packets-pipeline", APP, GET_T + post("/rest/echo", "x" * 3000), (200, 200), split=7, body=b'"body":"xxx')
-valid("scheme-lowercase-basic", BASIC, req("GET /rest/admin/secret HTTP/1.1", "Authorization: basic {B64}", auth=False), body=b'"user":"ada"')
-valid("scheme-uppercase-basic", BASIC, req("GET /rest/admin/secret HTTP/1.1", "Authorization: BASIC {B64}", auth=False), body=b'"user":"ada"')
-valid("scheme-mixed-basic", BASIC, req("GET /rest/admin/secret HTTP/1.1", "Authorization: bAsIc {B64}", auth=False), body=b'"user":"ada"')
-valid("basic-double-space", BASIC, req("GET /rest/admin/secret HTTP/1.1", "Authorization: Basic  {B64}", auth=False), body=b'"user":"ada"')
-valid("scheme-lowercase-bearer", OAUTH, req("GET /rest/admin/secret HTTP/1.1", "Authorization: bearer {TOKEN}", auth=False), body=b'"user":"ada"')
-valid("scheme-uppercase-bearer", OAUTH, req("GET /rest/admin/secret HTTP/1.1", "Authorization: BEARER {TOKEN}", auth=False), body=b'"user":"ada"')
-valid("bearer-extra-spaces", OAUTH, req("GET /rest/admin/secret HTTP/1.1", "Authorization: Bearer   {TOKEN}  ", auth=False), body=b'"user":"ada"')
-valid("bearer-typ-uppercase", OAUTH, lambda c: req("GET /rest/admin/secret HTTP/1.1", f"Authorization: Bearer {c.jwt({'typ': 'AT+JWT'}, claims=c.claims())}", auth=False), body=b'"user":"ada"')
-valid("public-without-token", OAUTH, req("GET /rest/public/info HTTP/1.1", auth=False), body=b'"public":"info"')
-valid("public-deep-without-token", OAUTH, req("GET /rest/public/a/b HTTP/1.1", auth=False), body=b'"public":"deep"')
-valid("public-param-without-token", OAUTH, req("GET /rest/items/7 HTTP/1.1", auth=False), body=b'"id":"7"')
-valid("public-param-trailing-slash", OAUTH, req("GET /rest/items/7/ HTTP/1.1", auth=False), body=b'"id":"7"')
-valid("public-native-healthcheck", OAUTH, req("GET /rest/fw/healthcheck HTTP/1.1", auth=False), body=b'"status":"UP"')
-valid("public-native-double-slash", OAUTH, req("GET /rest/fw//healthcheck/ HTTP/1.1", auth=False), body=b'"status":"UP"')
-valid("public-native-ok-basic", BASIC, req("GET /rest/fw/healthcheck/ok HTTP/1.1", auth=False), body=b"ok")
-valid("public-with-bad-token", OAUTH, req("GET /rest/public/info HTTP/1.1", "Authorization: Bearer garbage", auth=False), body=b'"public":"info"')
-valid("token-form-charset", OAUTH, post(TOKEN_ROUTE, f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", "Content-Type: application/x-www-form-urlencoded; charset=UTF-8", auth=False), body=b'"token_type":"Bearer"')
-valid("token-form-uppercase-type", OAUTH, post(TOKEN_ROUTE, f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", "Content-Type: APPLICATION/X-WWW-FORM-URLENCODED", auth=False), body=b'"token_type":"Bearer"')
-valid("token-client-basic-header", OAUTH, _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}", f"Authorization: Basic {basic(CLIENT_ID, CLIENT_SECRET)}"), body=b'"token_type":"Bearer"')
-valid("token-client-in-body", OAUTH, _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}"), body=b'"token_type":"Bearer"')
-valid("token-split-query-and-body", OAUTH, post(f"{TOKEN_ROUTE}?grant_type=password", f"username={OAUTH_USER}&password={OAUTH_PASSWORD}", FORM, auth=False), body=b'"token_type":"Bearer"')
-valid("token-get-password-grant", OAUTH, req(f"GET {TOKEN_ROUTE}?grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD} HTTP/1.1", auth=False), body=b'"token_type":"Bearer"')
-valid("token-chunked-form", OAUTH, lambda c: chunked(TOKEN_ROUTE, _chunks(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}"), FORM, auth=False), body=b'"token_type":"Bearer"')
-valid("token-expect-continue", OAUTH, (req(f"POST {TOKEN_ROUTE} HTTP/1.1", FORM, "Expect: 100-continue", f"Content-Length: {len(GRANT) - len(WRONG_PASSWORD) + len(OAUTH_PASSWORD)}", auth=False), CONTINUE, GRANT.replace(WRONG_PASSWORD, OAUTH_PASSWORD)), body=b'"token_type":"Bearer"')
-valid("token-scope-default", OAUTH, _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&scope=default"), body=b'"scope":"default"')
-valid("token-refresh-grant", OAUTH, lambda c: _form(f"grant_type=refresh_token&refresh_token={c.fresh_refresh()}"), body=b'"token_type":"Bearer"')
-valid("monitor-index", MONITOR, req("GET /api/server/metrics HTTP/1.1", auth=False), body=b'"option1"')
-valid("monitor-all", MONITOR, req("GET /api/server/metrics?all HTTP/1.1", auth=False), body=b'"memory_resident"')
-valid("monitor-path-metric", MONITOR, req("GET /api/server/metrics/uptime HTTP/1.1", auth=False), body=b'"uptime"')
-valid("monitor-prometheus", MONITOR, req("GET /api/server/metrics?format=prometheus HTTP/1.1", auth=False), body=b"fwrest_")
-valid("monitor-accept-text", MONITOR, req("GET /api/server/metrics HTTP/1.1", "Accept: text/plain", auth=False), body=b"fwrest_")
-valid("monitor-slashes", MONITOR, req("GET /api//server/metrics/ HTTP/1.1", auth=False), body=b'"option1"')
-valid("monitor-unknown-metric", MONITOR, req("GET /api/server/metrics?nope HTTP/1.1", auth=False), body=b'"unknown metric"')
-valid("monitor-two-metrics", MONITOR, req("GET /api/server/metrics?uptime&threads HTTP/1.1", auth=False), body=b'"threads"')
+valid(
+    "small-packets-pipeline",
+    APP,
+    GET_T + post("/rest/echo", "x" * 3000),
+    (200, 200),
+    split=7,
+    body=b'"body":"xxx',
+)
+valid(
+    "scheme-lowercase-basic",
+    BASIC,
+    req("GET /rest/admin/secret HTTP/1.1", "Authorization: basic {B64}", auth=False),
+    body=b'"user":"ada"',
+)
+valid(
+    "scheme-uppercase-basic",
+    BASIC,
+    req("GET /rest/admin/secret HTTP/1.1", "Authorization: BASIC {B64}", auth=False),
+    body=b'"user":"ada"',
+)
+valid(
+    "scheme-mixed-basic",
+    BASIC,
+    req("GET /rest/admin/secret HTTP/1.1", "Authorization: bAsIc {B64}", auth=False),
+    body=b'"user":"ada"',
+)
+valid(
+    "basic-double-space",
+    BASIC,
+    req("GET /rest/admin/secret HTTP/1.1", "Authorization: Basic  {B64}", auth=False),
+    body=b'"user":"ada"',
+)
+valid(
+    "scheme-lowercase-bearer",
+    OAUTH,
+    req("GET /rest/admin/secret HTTP/1.1", "Authorization: bearer {TOKEN}", auth=False),
+    body=b'"user":"ada"',
+)
+valid(
+    "scheme-uppercase-bearer",
+    OAUTH,
+    req("GET /rest/admin/secret HTTP/1.1", "Authorization: BEARER {TOKEN}", auth=False),
+    body=b'"user":"ada"',
+)
+valid(
+    "bearer-extra-spaces",
+    OAUTH,
+    req("GET /rest/admin/secret HTTP/1.1", "Authorization: Bearer   {TOKEN}  ", auth=False),
+    body=b'"user":"ada"',
+)
+valid(
+    "bearer-typ-uppercase",
+    OAUTH,
+    lambda c: req(
+        "GET /rest/admin/secret HTTP/1.1",
+        f"Authorization: Bearer {c.jwt({'typ': 'AT+JWT'}, claims=c.claims())}",
+        auth=False,
+    ),
+    body=b'"user":"ada"',
+)
+valid(
+    "public-without-token",
+    OAUTH,
+    req("GET /rest/public/info HTTP/1.1", auth=False),
+    body=b'"public":"info"',
+)
+valid(
+    "public-deep-without-token",
+    OAUTH,
+    req("GET /rest/public/a/b HTTP/1.1", auth=False),
+    body=b'"public":"deep"',
+)
+valid(
+    "public-param-without-token",
+    OAUTH,
+    req("GET /rest/items/7 HTTP/1.1", auth=False),
+    body=b'"id":"7"',
+)
+valid(
+    "public-param-trailing-slash",
+    OAUTH,
+    req("GET /rest/items/7/ HTTP/1.1", auth=False),
+    body=b'"id":"7"',
+)
+valid(
+    "public-native-healthcheck",
+    OAUTH,
+    req("GET /rest/fw/healthcheck HTTP/1.1", auth=False),
+    body=b'"status":"UP"',
+)
+valid(
+    "public-native-double-slash",
+    OAUTH,
+    req("GET /rest/fw//healthcheck/ HTTP/1.1", auth=False),
+    body=b'"status":"UP"',
+)
+valid(
+    "public-native-ok-basic",
+    BASIC,
+    req("GET /rest/fw/healthcheck/ok HTTP/1.1", auth=False),
+    body=b"ok",
+)
+valid(
+    "public-with-bad-token",
+    OAUTH,
+    req("GET /rest/public/info HTTP/1.1", "Authorization: Bearer garbage", auth=False),
+    body=b'"public":"info"',
+)
+valid(
+    "token-form-charset",
+    OAUTH,
+    post(
+        TOKEN_ROUTE,
+        f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}",
+        "Content-Type: application/x-www-form-urlencoded; charset=UTF-8",
+        auth=False,
+    ),
+    body=b'"token_type":"Bearer"',
+)
+valid(
+    "token-form-uppercase-type",
+    OAUTH,
+    post(
+        TOKEN_ROUTE,
+        f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}",
+        "Content-Type: APPLICATION/X-WWW-FORM-URLENCODED",
+        auth=False,
+    ),
+    body=b'"token_type":"Bearer"',
+)
+valid(
+    "token-client-basic-header",
+    OAUTH,
+    _form(
+        f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}",
+        f"Authorization: Basic {basic(CLIENT_ID, CLIENT_SECRET)}",
+    ),
+    body=b'"token_type":"Bearer"',
+)
+valid(
+    "token-client-in-body",
+    OAUTH,
+    _form(
+        f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}"
+    ),
+    body=b'"token_type":"Bearer"',
+)
+valid(
+    "token-split-query-and-body",
+    OAUTH,
+    post(
+        f"{TOKEN_ROUTE}?grant_type=password",
+        f"username={OAUTH_USER}&password={OAUTH_PASSWORD}",
+        FORM,
+        auth=False,
+    ),
+    body=b'"token_type":"Bearer"',
+)
+valid(
+    "token-get-password-grant",
+    OAUTH,
+    req(
+        f"GET {TOKEN_ROUTE}?grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD} HTTP/1.1",
+        auth=False,
+    ),
+    body=b'"token_type":"Bearer"',
+)
+valid(
+    "token-chunked-form",
+    OAUTH,
+    lambda c: chunked(
+        TOKEN_ROUTE,
+        _chunks(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}"),
+        FORM,
+        auth=False,
+    ),
+    body=b'"token_type":"Bearer"',
+)
+valid(
+    "token-expect-continue",
+    OAUTH,
+    (
+        req(
+            f"POST {TOKEN_ROUTE} HTTP/1.1",
+            FORM,
+            "Expect: 100-continue",
+            f"Content-Length: {len(GOOD_GRANT)}",
+            auth=False,
+        ),
+        CONTINUE,
+        GOOD_GRANT,
+    ),
+    body=b'"token_type":"Bearer"',
+)
+valid(
+    "token-scope-default",
+    OAUTH,
+    _form(f"grant_type=password&username={OAUTH_USER}&password={OAUTH_PASSWORD}&scope=default"),
+    body=b'"scope":"default"',
+)
+valid(
+    "token-refresh-grant",
+    OAUTH,
+    lambda c: _form(f"grant_type=refresh_token&refresh_token={c.fresh_refresh()}"),
+    body=b'"token_type":"Bearer"',
+)
+valid(
+    "monitor-index", MONITOR, req("GET /api/server/metrics HTTP/1.1", auth=False), body=b'"option1"'
+)
+valid(
+    "monitor-all",
+    MONITOR,
+    req("GET /api/server/metrics?all HTTP/1.1", auth=False),
+    body=b'"memory_resident"',
+)
+valid(
+    "monitor-path-metric",
+    MONITOR,
+    req("GET /api/server/metrics/uptime HTTP/1.1", auth=False),
+    body=b'"uptime"',
+)
+valid(
+    "monitor-prometheus",
+    MONITOR,
+    req("GET /api/server/metrics?format=prometheus HTTP/1.1", auth=False),
+    body=b"fwrest_",
+)
+valid(
+    "monitor-accept-text",
+    MONITOR,
+    req("GET /api/server/metrics HTTP/1.1", "Accept: text/plain", auth=False),
+    body=b"fwrest_",
+)
+valid(
+    "monitor-slashes",
+    MONITOR,
+    req("GET /api//server/metrics/ HTTP/1.1", auth=False),
+    body=b'"option1"',
+)
+valid(
+    "monitor-unknown-metric",
+    MONITOR,
+    req("GET /api/server/metrics?nope HTTP/1.1", auth=False),
+    body=b'"unknown metric"',
+)
+valid(
+    "monitor-two-metrics",
+    MONITOR,
+    req("GET /api/server/metrics?uptime&threads HTTP/1.1", auth=False),
+    body=b'"threads"',
+)
 
 
 def _chunks(text: str) -> str:

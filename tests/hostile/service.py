@@ -69,7 +69,7 @@ WIRE_TIMEOUT = 5.0  # the hang guard of every read (seconds)
 
 HOSTILE_APP = (
     APP_SOURCE
-    + '''
+    + """
 
 from pathlib import Path as _Path
 
@@ -151,7 +151,7 @@ def smuggled_get(name):
 @post("/smuggled/:name")
 def smuggled_post(name):
     return _smuggled(name)
-'''
+"""
 )
 
 
@@ -188,6 +188,7 @@ class HostileService:
     refresh_token: str = ""
     signing_key: bytes = b""
     workers: set[int] = field(default_factory=set)
+    issued: list[str] = field(default_factory=list)  # tokens issued while the corpus ran
 
     @property
     def folder(self) -> Path:
@@ -207,6 +208,21 @@ class HostileService:
     def wire(self, kind: str, timeout: float = WIRE_TIMEOUT) -> Wire:
         return Wire(self.port(kind), tls=self.tls if kind == "oauth" else None, timeout=timeout)
 
+    def grant(self) -> dict[str, Any]:
+        """A password grant over HTTPS; its tokens join the secrets searched for in the logs."""
+        with httpx.Client(verify=self.tls, timeout=10) as http:
+            response = http.post(
+                self.proc.url("HTTPS_OAUTH") + "/fw/oauth2/token",
+                data={"grant_type": "password", "username": OAUTH_USER, "password": OAUTH_PASSWORD},
+            )
+        assert response.status_code == 200, response.text
+        tokens: dict[str, Any] = response.json()
+        self.issued += [tokens["access_token"], tokens["refresh_token"]]
+        return tokens
+
+    def fresh_refresh(self) -> str:
+        return str(self.grant()["refresh_token"])
+
     def smuggled(self) -> list[str]:
         path = self.folder / "smuggled.log"
         return path.read_text(encoding="utf-8").split() if path.exists() else []
@@ -217,7 +233,7 @@ class HostileService:
     def secrets(self) -> list[str]:
         """Every secret the corpus used, in each form a log line could carry it."""
         out: set[str] = set()
-        plain = [*SECRETS, self.access_token, self.refresh_token]
+        plain = [*SECRETS, self.access_token, self.refresh_token, *self.issued]
         basic = [
             f"{BASIC_USER}:{BASIC_PASSWORD}",
             f"raiser:{RAISER_PASSWORD}",
@@ -257,15 +273,8 @@ def start_service(
         time.sleep(0.05)
     service.workers = service.worker_pids()
     assert len(service.workers) == 2, service.workers
-    base = proc.url("HTTPS_OAUTH")
-    with httpx.Client(verify=service.tls, timeout=10) as http:
-        response = http.post(
-            base + "/fw/oauth2/token",
-            data={"grant_type": "password", "username": OAUTH_USER, "password": OAUTH_PASSWORD},
-        )
-        assert response.status_code == 200, response.text
-        service.access_token = response.json()["access_token"]
-        service.refresh_token = response.json()["refresh_token"]
+    tokens = service.grant()
+    service.access_token, service.refresh_token = tokens["access_token"], tokens["refresh_token"]
     key_text = (folder / ".fwrest" / "signing.key").read_text().strip()
     service.signing_key = base64.urlsafe_b64decode(key_text + "=" * (-len(key_text) % 4))
     return service
@@ -367,7 +376,9 @@ class Wire:
         while b"\r\n\r\n" not in self.buffer:
             if not self._fill():
                 if self.buffer:
-                    raise Malformed(f"the connection closed inside a response: {self.buffer[:300]!r}")
+                    raise Malformed(
+                        f"the connection closed inside a response: {self.buffer[:300]!r}"
+                    )
                 return None
         head, rest = self.buffer.split(b"\r\n\r\n", 1)
         lines = head.decode("latin-1").split("\r\n")

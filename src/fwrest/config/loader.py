@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import configparser
 import difflib
+import ipaddress
 import json
 import re
 import ssl
@@ -92,6 +93,14 @@ def parse_json_text(
             fix='write strict JSON: double-quoted "key":"value" pairs, no trailing commas.',
             source=source,
         ) from None
+    except RecursionError:
+        raise ConfigError(
+            f"{what} is not usable JSON: it is nested too deeply.",
+            section=section,
+            key=key,
+            fix="write the value with fewer nested arrays and objects.",
+            source=source,
+        ) from None
 
 
 _INLINE_COMMENT = re.compile(r"(?:^|\s);.*$", re.MULTILINE)
@@ -108,7 +117,7 @@ def _strip_inline_comment(value: str) -> str:
     if body[:1] in ("{", "["):
         try:
             _obj, end = json.JSONDecoder().raw_decode(body)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             pass  # reported, with line and column, when the value is parsed
         else:
             keep, rest = body[:end], body[end:]
@@ -576,6 +585,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         seen_servers.add(sec.name.lower())
         values = _values(raw, sec, "server")
         _tls(raw, sec, values)
+        values["trusted_proxies"] = _proxies(raw, sec, values.get("trusted_proxies"))
         fw_data = _fw_data(raw, sec, values.pop("fw_data"))
         load_urns = values.pop("load_urns") or {}
         if not isinstance(load_urns, dict):
@@ -672,6 +682,22 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         worker_timeout_ms=top["worker_timeout_ms"],
         warnings=tuple(_warnings(servers, monitor, tunables)),
     )
+
+
+def _proxies(raw: _Raw, sec: _Section, value: tuple[str, ...] | None) -> tuple[str, ...]:
+    out = []
+    for item in value or ():
+        try:
+            out.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            written = sec.values.get("trustedproxies", ("TrustedProxies", None))[0]
+            raise raw.error(
+                f"{item!r} is not an IP address or network.",
+                sec.name,
+                written,
+                "list the load balancers' addresses, e.g. 10.0.0.5, 10.0.1.0/24.",
+            ) from None
+    return tuple(out)
 
 
 def _check_ports(raw: _Raw, servers: list[ServerConfig]) -> None:

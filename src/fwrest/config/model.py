@@ -76,6 +76,7 @@ class ServerConfig:
     body_timeout_ms: int = 30000
     keep_alive_timeout_ms: int = 5000
     tls_handshake_timeout_ms: int = 10000
+    trusted_proxies: tuple[str, ...] = ()
 
     @property
     def is_tls(self) -> bool:

@@ -269,6 +269,15 @@ KEYS: tuple[Key, ...] = (
         doc="routes mapped to functions without annotations (inline JSON or a file)",
     ),
     *_limits("server"),
+    Key(
+        "server",
+        "TrustedProxies",
+        "trusted_proxies",
+        "list",
+        None,
+        doc="addresses or networks of load balancers whose X-Forwarded-For names the client "
+        "(for logs and the per-address brute-force count)",
+    ),
     # location sections
     Key(
         "location",

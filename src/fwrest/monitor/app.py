@@ -16,7 +16,9 @@ from fwrest.monitor.metrics import Collector
 __all__ = ["MonitorApp"]
 
 Answer = tuple[int, list[tuple[str, str]], bytes]
-_JSON = [("content-type", "application/json")]
+# Copied into every answer: the port appends to an answer's headers (HEAD's content-length),
+# and a shared list would carry that into every later answer.
+_JSON = (("content-type", "application/json"),)
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -77,7 +79,7 @@ class MonitorApp:
             if prometheus:
                 names = ["all"]
             else:
-                return 200, _JSON, orjson.dumps(self.index())
+                return 200, [*_JSON], orjson.dumps(self.index())
         seen: list[str] = []
         for name in names:
             if name not in seen:
@@ -92,7 +94,7 @@ class MonitorApp:
             registry = CollectorRegistry(auto_describe=False)
             registry.register(_Export(entries))
             return 200, [("content-type", PROMETHEUS)], generate_latest(registry)
-        return 200, _JSON, orjson.dumps([{"version": 0, "metrics": entries}])
+        return 200, [*_JSON], orjson.dumps([{"version": 0, "metrics": entries}])
 
 
 def _error(status: int, message: str, extra: list[tuple[str, str]] | None = None) -> Answer:

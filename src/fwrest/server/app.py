@@ -7,6 +7,7 @@ one guard, one call and one serialisation.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -47,6 +48,14 @@ class _Location:
     active_s: float | None
 
 
+def _trusted(address: str, networks: tuple[Any, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in networks)
+
+
 def error_reply(exc: HTTPError) -> Reply:
     headers = [("content-type", JSON), *exc.headers]
     return Reply(exc.status, headers, exc.body(), exc.close)
@@ -77,9 +86,27 @@ class PortApp:
         self.worker: Any = None  # the Worker serving this port (native routes read it)
         self.public_paths: frozenset[str] = frozenset(plan.public_paths)
         self.usage: UsageTable = UsageTable()
+        self.proxies = tuple(ipaddress.ip_network(n) for n in plan.config.trusted_proxies)
+
+    def _client(self, req: Request) -> str:
+        """The client behind trusted proxies: the rightmost X-Forwarded-For address that is
+        not a trusted proxy (entries further left can be forged by the client)."""
+        if not _trusted(req.client, self.proxies):
+            return req.client
+        forwarded = [v for n, v in req.headers if n == "x-forwarded-for"]
+        hops = [h.strip() for h in ",".join(forwarded).split(",") if h.strip()]
+        for hop in reversed(hops):
+            if not _trusted(hop, self.proxies):
+                try:
+                    return str(ipaddress.ip_address(hop))
+                except ValueError:
+                    return req.client
+        return req.client
 
     async def handle(self, req: Request) -> Reply:
         started = time.perf_counter_ns()
+        if self.proxies:
+            req.client = self._client(req)
         self.in_flight += 1
         self.total += 1
         path = query = ""

@@ -31,6 +31,7 @@ TOKEN_BODY_LIMIT = 16384
 # own, else a client streams an unlimited body past MaxBodySize (as in CVE-2024-22019).
 CHUNK_EXTENSIONS_LIMIT = 16384
 _CHUNK_FRAMING = 20  # per chunk: up to 16 hex digits and two CRLFs
+_SLICE = 8192  # bytes parsed at a time
 
 _STATUS_LINES: dict[int, bytes] = {
     code: f"HTTP/1.1 {code} {phrase}\r\n".encode() for code, phrase in STATUS_PHRASES.items()
@@ -208,8 +209,19 @@ class HttpProtocol(asyncio.Protocol):
 
     # -- input --------------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
-        if self._transport is None or self._transport.is_closing():
+        if len(data) <= _SLICE:
+            self._feed(data)
             return
+        # A large read is parsed in slices, so that the checks between them (chunk
+        # extensions, an endless head) also see a message that arrived whole in one read.
+        for start in range(0, len(data), _SLICE):
+            if not self._feed(data[start : start + _SLICE]):
+                return
+
+    def _feed(self, data: bytes) -> bool:
+        """Parse ``data``; False when the connection takes no more input."""
+        if self._transport is None or self._transport.is_closing():
+            return False
         entry_phase, completed = self._phase, self._completed
         try:
             self._parser.feed_data(data)
@@ -220,16 +232,16 @@ class HttpProtocol(asyncio.Protocol):
             else:
                 log.server_log.error("connection from %s failed: %r", self._client, cause)
                 self._fail(HTTPError(400, close=True))
-            return
+            return False
         except httptools.HttpParserUpgrade:
             # An upgrade we do not speak (h2c, websocket): the request was complete; answer it
             # over HTTP/1.1 and close afterwards.
             self._keep_alive = False
             self._transport.pause_reading()
-            return
+            return False
         except httptools.HttpParserError as exc:
             self._fail(HTTPError(400, detailed=_parser_detail(exc), close=True))
-            return
+            return False
         if self._phase == _BODY and self._chunked:
             # what a chunked body sent beyond its data and framing: chunk extensions
             if entry_phase == _BODY:
@@ -239,7 +251,8 @@ class HttpProtocol(asyncio.Protocol):
             extra = self._wire_body - self._body_size - _CHUNK_FRAMING * (self._chunks + 1)
             if extra > CHUNK_EXTENSIONS_LIMIT:
                 self._fail(HTTPError(413, detailed="the chunk extensions are too long", close=True))
-            return
+                return False
+            return True
         if self._phase == _HEADERS:
             # The head is still incomplete: count its raw bytes too, so that a header line
             # that never ends (which the parser does not report) is caught as well.
@@ -252,6 +265,8 @@ class HttpProtocol(asyncio.Protocol):
                 self._header_bytes = len(data)  # this head began at the chunk's start
             if max(self._header_bytes, self._head_size) > self.cfg.max_header_size:
                 self._fail(HTTPError(431, close=True))
+                return False
+        return True
 
     def on_message_begin(self) -> None:
         self._phase = _HEADERS

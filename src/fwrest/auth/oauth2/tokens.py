@@ -325,6 +325,10 @@ class TokenService:
         token = params.get("refresh_token")
         if not token:
             raise OAuthError("invalid_request", "refresh_token is missing")
+        # Revocations are read BEFORE the spend: the replays that lose the race to this spend
+        # revoke the family after it, and must not cancel the one new pair (SPEC 7: 500
+        # simultaneous refreshes give one new pair, then refused with the rest of its family).
+        revoked = await self._store(self.store.revoked_families)
         status, record = await self._store(self.store.spend_refresh, _hash(token))
         if status == "missing" or record is None:
             raise OAuthError("invalid_grant", "the refresh token is invalid")
@@ -341,7 +345,6 @@ class TokenService:
             raise OAuthError(
                 "invalid_grant", "the refresh token was already used; its token family is revoked"
             )
-        revoked = await self._store(self.store.revoked_families)
         if record.family in revoked:
             raise OAuthError("invalid_grant", "the refresh token was revoked")
         if record.expires_at <= time.time():

@@ -1,0 +1,649 @@
+"""Scale-out (issue 10): two hosts sharing one Redis behind an nginx round-robin balancer.
+
+One set-up for the module, all real processes. The two configurations are read from
+``docs/deploy.md`` (its ``ini`` block of a host and its ``nginx`` block), with the test's
+addresses, ports and files put in place of the placeholders, so the page describes exactly what
+runs here:
+
+* a ``redis-server`` on 127.0.0.1 (the state store of both hosts);
+* host A (``fwrest serve`` on 127.0.0.2) and host B (``fwrest serve`` on 127.0.0.3): two
+  configs in two folders, the same app module and endpoints, one OAuth2 port with TLS each,
+  ``onAuthparams`` from the app, ``StateStore=redis://...`` and no ``SigningKeyFile`` (the key
+  is created once in Redis), ``NativeRoutes.public = ["healthcheck"]`` and a host label in
+  ``UserData``;
+* Debian's ``nginx`` on 127.0.0.1, terminating TLS and proxying round-robin with
+  ``proxy_pass https://fwrest`` (verifying the hosts' certificates with the CA), retrying on
+  the other host when one cannot be reached (``proxy_next_upstream``, ``max_fails``), and saying
+  which host answered in an ``X-Upstream`` header.
+
+Every request of a scenario goes through the balancer; the hosts are asked directly (from
+127.0.0.4, an address that no scenario counts failures for) only to prove that BOTH hosts see
+the effect. The tests run in file order: the lock-out scenario locks the balancer's own address
+out of password grants for the 5-minute window (fwrest counts failures per user and per client
+address, and behind nginx every client address is nginx's), so it comes after the scenarios
+that grant tokens through the balancer, and stopping host B comes last.
+
+nginx or redis-server missing is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import ssl
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+
+from tests.conftest import ROOT, ServerProcess
+from tests.redis_support import RedisServer, free_port, redis_binary
+
+HOST_ADDRESSES = {"A": "127.0.0.2", "B": "127.0.0.3"}
+BALANCER_ADDRESS = "127.0.0.1"
+DIRECT_CLIENT_ADDRESS = "127.0.0.4"  # direct checks of one host come from here
+UPSTREAM_NAME = "fwrest.internal"  # the name nginx checks the hosts' certificates against
+SECTION = "HTTPS_REST"  # the server section of the docs' host config
+TOKEN = "/fw/oauth2/token"
+PROBE = "/rest/fw/healthcheck"  # what the balancer probes (public through NativeRoutes)
+MAX_FAILURES = 4
+SPEC_BOUND_S = 1.0  # SPEC 5 and 7: revocations and settings reach every host within 1 s
+POLL_SLACK_S = 0.5  # what polling over HTTPS may add to the moment we see it
+HANG_GUARD_S = 15.0
+LOAD_THREADS = 4
+WORKERS = 2  # per host
+
+USERS = {"ada": "Ada-Pw-7731", "bob": "Bob-Pw-2207", "eve": "Eve-Pw-3141", "max": "Max-Pw-5190"}
+
+APP = f'''
+"""The application of both hosts: the same module, the same endpoints."""
+
+import os
+import time
+
+from fwrest import get, rest
+
+USERS = {USERS!r}
+
+
+def params():
+    return {{
+        "client_id": "web",
+        "users": [{{"username": u, "password": p}} for u, p in USERS.items()],
+        "access_expires": "1h",
+        "refresh_expires": "Date()+1",
+    }}
+
+
+@get("/host", description="which host answered (its UserData label)")
+def host():
+    return {{"host": rest.getServerUserData()["host"], "pid": os.getpid()}}
+
+
+@get("/slow/:ms", description="answers after ms milliseconds")
+def slow(ms):
+    time.sleep(int(ms) / 1000)
+    return {{"host": rest.getServerUserData()["host"], "slept": int(ms)}}
+'''
+
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
+
+# nginx's main file around the docs' block (conf.d/fwrest.conf on a real balancer): in the
+# foreground, everything it writes under the test's folder.
+NGINX_MAIN = """\
+{user}daemon off;
+worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log info;
+
+events {{
+    worker_connections 512;
+}}
+
+http {{
+    access_log {tmp}/access.log;
+    client_body_temp_path {tmp}/client_body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    include {tmp}/fwrest.conf;
+}}
+"""
+
+
+def doc_block(lang: str, containing: str) -> str:
+    """The one fenced ``lang`` block of docs/deploy.md that contains ``containing``."""
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```", DEPLOY_DOC.read_text(), re.M | re.S)
+    found = [body for kind, body in blocks if kind == lang and containing in body]
+    assert len(found) == 1, f"docs/deploy.md: expected one {lang} block with {containing!r}"
+    return str(found[0])
+
+
+def substitute(text: str, replacements: dict[str, str]) -> str:
+    """Put the test's values in place of the docs' placeholders, each found exactly once."""
+    for placeholder, value in replacements.items():
+        assert text.count(placeholder) == 1, f"docs/deploy.md: {placeholder!r} not found once"
+        text = text.replace(placeholder, value)
+    return text
+
+
+def nginx_binary() -> str:
+    found = shutil.which("nginx") or "/usr/sbin/nginx"
+    assert Path(found).is_file(), (
+        "nginx is required for the scale-out test (Debian: apt-get install -y nginx; "
+        ".ci/run installs it)"
+    )
+    return found
+
+
+def write_cert(ca: trustme.CA, folder: Path, *names: str) -> dict[str, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    cert = ca.issue_cert(*names)
+    paths = {"cert": folder / "server.crt", "key": folder / "server.key", "ca": folder / "ca.pem"}
+    with paths["cert"].open("wb") as fh:
+        for pem in cert.cert_chain_pems:
+            fh.write(pem.bytes())
+    cert.private_key_pem.write_to_path(str(paths["key"]))
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    return paths
+
+
+def host_config(folder: Path, label: str, store: str) -> Path:
+    """Host ``label``'s config: the docs' INI with this host's address, a free port and the
+    test's Redis; ``app.py`` beside it."""
+    (folder / "app.py").write_text(APP)
+    text = substitute(
+        doc_block("ini", "StateStore=redis://"),
+        {
+            "HostName=10.0.0.11": f"HostName={HOST_ADDRESSES[label]}",
+            "Port=8443": "Port=0",
+            "StateStore=redis://10.0.0.5:6379/0": f"StateStore={store}",
+            '"maxFailures":10': f'"maxFailures":{MAX_FAILURES}',
+            'UserData={"host":"A"}': f'UserData={{"host":"{label}"}}',
+            "TrustedProxies=10.0.0.2": "TrustedProxies=127.0.0.1",
+        },
+    )
+    path = folder / "service.ini"
+    path.write_text(text)
+    return path
+
+
+class Nginx:
+    """Debian's nginx in the foreground, everything it writes under ``folder``."""
+
+    def __init__(self, folder: Path, main: str, site: str) -> None:
+        self.folder = folder
+        self.conf_path = folder / "nginx.conf"
+        self.conf_path.write_text(main)
+        (folder / "fwrest.conf").write_text(site)
+        self.error_log = folder / "error.log"
+        self._stderr = (folder / "stderr.log").open("wb")
+        self.proc = subprocess.Popen(
+            [nginx_binary(), "-p", str(folder), "-e", str(self.error_log), "-c",
+             str(self.conf_path)],
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+        )  # fmt: skip
+
+    def log(self) -> str:
+        parts = [p.read_text(errors="replace") for p in (self.error_log, self.folder / "stderr.log")
+                 if p.exists()]  # fmt: skip
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._stderr.close()
+
+
+@dataclass
+class Host:
+    label: str
+    proc: ServerProcess
+    base: str  # https://127.0.0.x:port/rest
+    direct: httpx.Client  # from DIRECT_CLIENT_ADDRESS
+
+
+@dataclass
+class Cluster:
+    redis: RedisServer
+    hosts: dict[str, Host]
+    nginx: Nginx
+    lb_origin: str  # https://127.0.0.1:port
+    ctx: ssl.SSLContext
+    lb: httpx.Client = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lb = httpx.Client(base_url=self.lb_origin + "/rest", verify=self.ctx, timeout=15)
+
+    def by_upstream(self) -> dict[str, str]:
+        return {f"{HOST_ADDRESSES[h.label]}:{h.proc.ports[SECTION]}": h.label
+                for h in self.hosts.values()}  # fmt: skip
+
+    def answered_by(self, response: httpx.Response) -> str:
+        """The host nginx's ``X-Upstream`` names (the last one tried)."""
+        upstream = response.headers.get("x-upstream", "")
+        last = upstream.split(",")[-1].strip()
+        assert last in self.by_upstream(), f"X-Upstream {upstream!r} names no host"
+        return self.by_upstream()[last]
+
+    def grant(self, user: str, password: str, client: httpx.Client | None = None,
+              base: str = "") -> httpx.Response:  # fmt: skip
+        data = {"grant_type": "password", "username": user, "password": password}
+        return (client or self.lb).post(base + TOKEN, data=data)
+
+    def refresh(self, token: str) -> httpx.Response:
+        return self.lb.post(TOKEN, data={"grant_type": "refresh_token", "refresh_token": token})
+
+    def close(self) -> None:
+        self.lb.close()
+        for host in self.hosts.values():
+            host.direct.close()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str) -> float:
+    started = time.monotonic()
+    while not check():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+def poll_hosts(
+    cluster: Cluster, check: Callable[[Host], bool], since: float, what: str
+) -> dict[str, float]:
+    """Seconds after ``since`` at which ``check`` first held on each host (asked directly)."""
+    seen: dict[str, float] = {}
+    while len(seen) < len(cluster.hosts):
+        for label, host in cluster.hosts.items():
+            if label not in seen and check(host):
+                seen[label] = time.monotonic() - since
+        if time.monotonic() - since > HANG_GUARD_S:
+            raise AssertionError(f"{what}: only on {sorted(seen)} after {HANG_GUARD_S} s")
+        time.sleep(0.01)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def cluster(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("scale_out")
+    nginx_binary()  # fail before starting anything when it is missing
+    redis = RedisServer(root).start()
+    procs: list[ServerProcess] = []
+    nginx: Nginx | None = None
+    built: Cluster | None = None
+    try:
+        hosts: dict[str, Host] = {}
+        for label, address in HOST_ADDRESSES.items():
+            folder = root / f"host_{label}"
+            folder.mkdir()
+            certs = write_cert(ca, folder / "certs", UPSTREAM_NAME, address)
+            proc = ServerProcess(host_config(folder, label, redis.url), workers=WORKERS)
+            procs.append(proc)
+            proc.wait_ready()
+            ctx = ssl.create_default_context(cafile=str(certs["ca"]))
+            transport = httpx.HTTPTransport(verify=ctx, local_address=DIRECT_CLIENT_ADDRESS)
+            direct = httpx.Client(transport=transport, timeout=15)
+            hosts[label] = Host(label, proc, proc.url(SECTION).rstrip("/"), direct)
+            print(f"host {label}: {proc.url(SECTION)} (pid {proc.pid})")
+        lb_folder = root / "nginx"
+        lb_folder.mkdir()
+        lb_certs = write_cert(ca, lb_folder / "certs", BALANCER_ADDRESS, "localhost")
+        port = free_port()
+        user = ""
+        if os.geteuid() == 0:  # nginx would run its worker as nobody; keep the current user
+            user = (f"user {pwd.getpwuid(os.geteuid()).pw_name} "
+                    f"{grp.getgrgid(os.getegid()).gr_name};\n")  # fmt: skip
+        main = NGINX_MAIN.format(user=user, tmp=lb_folder)
+        site = substitute(
+            doc_block("nginx", "upstream fwrest"),
+            {
+                "10.0.0.11:8443": f"{HOST_ADDRESSES['A']}:{hosts['A'].proc.ports[SECTION]}",
+                "10.0.0.12:8443": f"{HOST_ADDRESSES['B']}:{hosts['B'].proc.ports[SECTION]}",
+                "listen 443 ssl;": f"listen {BALANCER_ADDRESS}:{port} ssl;",
+                "/etc/nginx/tls/balancer.crt": str(lb_certs["cert"]),
+                "/etc/nginx/tls/balancer.key": str(lb_certs["key"]),
+                "/etc/nginx/tls/fwrest-ca.pem": str(lb_certs["ca"]),
+            },
+        )
+        nginx = Nginx(lb_folder, main, site)
+        ctx = ssl.create_default_context(cafile=str(lb_certs["ca"]))
+        built = Cluster(redis, hosts, nginx, f"https://{BALANCER_ADDRESS}:{port}", ctx)
+
+        def balancer_up() -> bool:
+            assert nginx is not None and nginx.proc.poll() is None, f"nginx exited:\n{nginx.log()}"
+            try:
+                return built is not None and built.lb.get("/fw/healthcheck").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        took = wait_for(balancer_up, HANG_GUARD_S, "nginx answering on its port")
+        print(f"nginx: {built.lb_origin} ready in {took:.3f} s")
+        yield built
+    finally:
+        if built is not None:
+            built.close()
+        if nginx is not None:
+            nginx.stop()
+            print(f"nginx log:\n{nginx.log()[-2000:]}")
+        for proc in procs:
+            proc.stop()
+        redis.stop()
+
+
+def test_nginx_and_redis_server_are_installed() -> None:
+    """The scenarios below fail, never skip, without them (.ci/run installs both)."""
+    nginx = subprocess.run([nginx_binary(), "-v"], capture_output=True, text=True, timeout=10,
+                           check=False)  # fmt: skip
+    redis_version = subprocess.run([redis_binary(), "--version"], capture_output=True,
+                                   text=True, timeout=10, check=False)  # fmt: skip
+    print(f"{nginx.stderr.strip()}; {redis_version.stdout.strip()}")
+    assert nginx.returncode == 0 and "nginx/" in nginx.stderr, nginx.stderr
+    assert redis_version.returncode == 0 and "Redis server" in redis_version.stdout
+
+
+# -- 1. a token issued by one host is accepted and refreshed by the other -----------------------
+
+
+def test_a_token_issued_by_one_host_is_accepted_and_refreshed_by_the_other(
+    cluster: Cluster,
+) -> None:
+    issued = cluster.grant("ada", USERS["ada"])
+    assert issued.status_code == 200, issued.text
+    issuer = cluster.answered_by(issued)
+    tokens = issued.json()
+    answers: list[str] = []
+    for _ in range(10):  # round robin: the next request goes to the other host
+        response = cluster.lb.get("/host", headers=bearer(tokens["access_token"]))
+        assert response.status_code == 200, response.text
+        label = response.json()["host"]
+        assert label == cluster.answered_by(response)  # UserData and nginx agree
+        answers.append(label)
+        if label != issuer:
+            break
+    print(f"token issued by host {issuer}; /host through the balancer answered by {answers}")
+    assert answers[-1] != issuer, "no request reached the other host"
+
+    refresh_token, holder, chain = tokens["refresh_token"], issuer, [issuer]
+    for _ in range(10):
+        renewed = cluster.refresh(refresh_token)
+        assert renewed.status_code == 200, renewed.text
+        by = cluster.answered_by(renewed)
+        chain.append(by)
+        refresh_token, access = renewed.json()["refresh_token"], renewed.json()["access_token"]
+        if by != holder:
+            break
+        holder = by
+    print(f"issuers along the refresh chain: {' -> '.join(chain)}")
+    assert chain[-1] != chain[-2], "no refresh token was refreshed by the other host"
+    for label, host in cluster.hosts.items():
+        on_host = host.direct.get(host.base + "/host", headers=bearer(access))
+        assert on_host.status_code == 200 and on_host.json()["host"] == label, on_host.text
+
+
+# -- 2. a refresh replay on one host revokes the family on both ---------------------------------
+
+
+def test_a_refresh_replay_on_one_host_revokes_the_family_on_both(cluster: Cluster) -> None:
+    first = cluster.grant("bob", USERS["bob"])
+    assert first.status_code == 200, first.text
+    spent = first.json()["refresh_token"]
+    renewed = cluster.refresh(spent)
+    assert renewed.status_code == 200, renewed.text
+    newest = renewed.json()["access_token"]
+    for host in cluster.hosts.values():
+        assert host.direct.get(host.base + "/host", headers=bearer(newest)).status_code == 200
+
+    replay = cluster.refresh(spent)
+    replayed_at = time.monotonic()
+    assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant", replay.text
+    replayed_on = cluster.answered_by(replay)
+
+    def refused(host: Host) -> bool:
+        response = host.direct.get(host.base + "/host", headers=bearer(newest))
+        assert response.status_code in (200, 401), response.text
+        if response.status_code == 401:
+            assert 'error="invalid_token"' in response.headers["www-authenticate"]
+        return response.status_code == 401
+
+    took = poll_hosts(cluster, refused, replayed_at, "the revoked family refused")
+    print(f"replay answered by host {replayed_on}; access token refused after "
+          + ", ".join(f"{label} {s:.3f} s" for label, s in sorted(took.items())))  # fmt: skip
+    for label, seconds in took.items():
+        assert seconds <= SPEC_BOUND_S + POLL_SLACK_S, (label, seconds)
+    # the newest refresh token belongs to the revoked family too, on either host
+    for host in cluster.hosts.values():
+        again = host.direct.post(
+            host.base + TOKEN,
+            data={"grant_type": "refresh_token", "refresh_token": renewed.json()["refresh_token"]},
+        )
+        assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
+
+
+# -- 3. a settings change on one host reaches the other within 1 s ------------------------------
+
+
+def settings_of(host: Host, token: str) -> dict[str, Any]:
+    response = host.direct.get(
+        host.base + "/fw/rest/config", headers={**bearer(token), "Accept": "application/json"}
+    )
+    assert response.status_code == 200, response.text
+    settings: dict[str, Any] = response.json()["settings"]
+    return settings
+
+
+def post_settings(cluster: Cluster, token: str, changes: dict[str, Any]) -> httpx.Response:
+    """A JSON POST through the balancer, with the Origin a browser on the balancer's page
+    sends: it is same-origin only because nginx passes the client's ``Host`` on."""
+    headers = {**bearer(token), "Content-Type": "application/json",
+               "Accept": "application/json", "Origin": cluster.lb_origin}  # fmt: skip
+    return cluster.lb.post("/fw/rest/config", content=json.dumps(changes), headers=headers)
+
+
+def test_a_settings_change_on_one_host_reaches_the_other_within_1_s(cluster: Cluster) -> None:
+    granted = cluster.grant("ada", USERS["ada"])
+    assert granted.status_code == 200, granted.text
+    token = granted.json()["access_token"]
+    before = {label: settings_of(h, token)["rest_log_stringsize"]
+              for label, h in cluster.hosts.items()}  # fmt: skip
+    print(f"rest_log_stringsize before: {before}")
+    value = int(before["A"]["effective"]) + 37
+    try:
+        changed = post_settings(cluster, token, {"rest_log_stringsize": value})
+        changed_at = time.monotonic()
+        assert changed.status_code == 200, changed.text
+        assert changed.json()["settings"]["rest_log_stringsize"]["runtime"] == value
+        changed_on = cluster.answered_by(changed)
+
+        def in_force(host: Host) -> bool:
+            setting = settings_of(host, token)["rest_log_stringsize"]
+            return bool(setting["runtime"] == value and setting["effective"] == value)
+
+        took = poll_hosts(cluster, in_force, changed_at, "the new setting")
+        print(f"rest_log_stringsize={value} posted through the balancer to host {changed_on}; "
+              "in force on " + ", ".join(f"{k} after {s:.3f} s" for k, s in sorted(took.items())))  # fmt: skip
+        for label, seconds in took.items():
+            assert seconds <= SPEC_BOUND_S + POLL_SLACK_S, (label, seconds)
+    finally:
+        cleared = post_settings(cluster, token, {"rest_log_stringsize": None})
+        assert cleared.status_code == 200, cleared.text
+        poll_hosts(
+            cluster,
+            lambda h: settings_of(h, token)["rest_log_stringsize"]["runtime"] is None,
+            time.monotonic(),
+            "the run-time value cleared",
+        )
+
+
+# -- 6. the balancer's probe: /rest/fw/healthcheck, public, UP ----------------------------------
+
+
+def test_the_health_probe_target_is_public_and_up_through_the_balancer(cluster: Cluster) -> None:
+    answered: Counter[str] = Counter()
+    for _ in range(4):
+        response = httpx.get(cluster.lb_origin + PROBE, verify=cluster.ctx, timeout=15)
+        assert response.status_code == 200, response.text  # no credentials: it is public
+        body = response.json()
+        assert body["status"] == "UP", body
+        assert body["checks"]["store"]["status"] == "UP", body
+        assert body["checks"]["store"]["kind"] == "redis", body
+        answered[cluster.answered_by(response)] += 1
+    print(f"probe {PROBE} through the balancer answered by {dict(answered)}")
+    assert set(answered) == set(cluster.hosts)
+    # only the health route is public: its sibling still needs a token
+    sibling = httpx.get(cluster.lb_origin + PROBE + "/datetime", verify=cluster.ctx, timeout=15)
+    assert sibling.status_code == 401, sibling.text
+    for host in cluster.hosts.values():
+        direct = host.direct.get(host.base + "/fw/healthcheck")
+        assert direct.status_code == 200 and direct.json()["status"] == "UP", direct.text
+
+
+# -- 4. the brute-force count is shared ---------------------------------------------------------
+
+
+def test_failures_spread_over_both_hosts_lock_the_user_on_both(cluster: Cluster) -> None:
+    """maxFailures=4: wrong passwords for eve through the balancer land on A and B in turn;
+    then eve is locked out on both hosts, asked directly from an address with no failures."""
+    landed: list[str] = []
+    for _ in range(MAX_FAILURES):
+        wrong = cluster.grant("eve", "guess")
+        assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant", wrong.text
+        landed.append(cluster.answered_by(wrong))
+    print(f"{MAX_FAILURES} failed grants for eve answered by {landed}")
+    assert set(landed) == set(cluster.hosts), "the failures did not spread over both hosts"
+    locked = cluster.grant("eve", USERS["eve"])
+    assert locked.status_code == 429, locked.text
+    assert int(locked.headers["retry-after"]) >= 1
+    for label, host in cluster.hosts.items():
+        direct = cluster.grant("eve", USERS["eve"], host.direct, host.base)
+        print(f"eve's right password on host {label} directly: {direct.status_code}, "
+              f"Retry-After {direct.headers.get('retry-after')}")  # fmt: skip
+        assert direct.status_code == 429, direct.text
+        assert int(direct.headers["retry-after"]) >= 1
+    # the lock is eve's, not the direct client's address: max still gets a token there
+    other = cluster.grant("max", USERS["max"], cluster.hosts["B"].direct, cluster.hosts["B"].base)
+    assert other.status_code == 200, other.text
+    # behind nginx every client has nginx's address, so that address is locked out too
+    through = cluster.grant("max", USERS["max"])
+    print(f"max's right password through the balancer after the lock-out: {through.status_code}"
+          " (fwrest counts failures per client address, and that address is nginx's)")  # fmt: skip
+
+
+# -- 5. stopping one host mid-load --------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    started: float
+    ended: float
+    path: str
+    status: int | str
+    host: str = ""
+    upstream: str = ""
+
+
+def test_stopping_one_host_mid_load_keeps_the_balancer_serving(cluster: Cluster) -> None:
+    a, b = cluster.hosts["A"], cluster.hosts["B"]
+    granted = cluster.grant("ada", USERS["ada"], a.direct, a.base)  # 127.0.0.4 is not locked
+    assert granted.status_code == 200, granted.text
+    token = granted.json()["access_token"]
+    outcomes: list[Outcome] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def load(worker: int) -> None:
+        with httpx.Client(base_url=cluster.lb_origin + "/rest", verify=cluster.ctx,
+                          timeout=HANG_GUARD_S) as client:  # fmt: skip
+            n = 0
+            while not stop.is_set():
+                path = "/slow/200" if (n + worker) % 2 else "/host"
+                n += 1
+                started = time.monotonic()
+                try:
+                    response = client.get(path, headers=bearer(token))
+                    result = Outcome(
+                        started,
+                        time.monotonic(),
+                        path,
+                        response.status_code,
+                        upstream=response.headers.get("x-upstream", ""),
+                    )
+                    if response.status_code == 200:
+                        result.host = response.json()["host"]
+                except httpx.HTTPError as exc:
+                    result = Outcome(started, time.monotonic(), path, type(exc).__name__)
+                with lock:
+                    outcomes.append(result)
+
+    threads = [threading.Thread(target=load, args=(i,), daemon=True) for i in range(LOAD_THREADS)]
+    for thread in threads:
+        thread.start()
+    try:
+
+        def served_by(label: str) -> int:
+            with lock:
+                return sum(1 for o in outcomes if o.host == label)
+
+        wait_for(lambda: served_by("A") >= 10 and served_by("B") >= 10, HANG_GUARD_S,
+                 "the load reaching both hosts")  # fmt: skip
+        stopped_at = time.monotonic()
+        b.proc.signal(signal.SIGTERM)
+        code = b.proc.proc.wait(40)
+        exited_at = time.monotonic()
+        wait_for(lambda: sum(1 for o in list(outcomes) if o.started > exited_at) >= 20,
+                 HANG_GUARD_S, "20 requests through the balancer after host B exited")  # fmt: skip
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(HANG_GUARD_S + 5)
+    assert not any(t.is_alive() for t in threads), "a load thread hung"
+    assert code == 0, b.proc.log()[-3000:]
+
+    failures = [o for o in outcomes if o.status != 200]
+    before = Counter(o.host for o in outcomes if o.ended < stopped_at)
+    after = Counter(o.host or str(o.status) for o in outcomes if o.started > exited_at)
+    drained = [o for o in outcomes if o.host == "B" and o.started < stopped_at < o.ended]
+    print(f"{len(outcomes)} requests through the balancer by {LOAD_THREADS} threads; before the "
+          f"stop {dict(before)}; host B drained in {exited_at - stopped_at:.3f} s, finishing "
+          f"{len(drained)} requests in flight at SIGTERM; after B exited {dict(after)}")  # fmt: skip
+    retried = [o for o in outcomes if "," in o.upstream]
+    print(f"nginx passed {len(retried)} requests on to the next host: "
+          f"{[o.upstream for o in retried]}")  # fmt: skip
+    print(f"failures: {len(failures)}: "
+          f"{[(o.path, o.status, round(o.started - stopped_at, 3)) for o in failures]}")  # fmt: skip
+    # each load thread has at most one request in flight, so at most that many could be lost,
+    # and only around the stop
+    assert len(failures) <= LOAD_THREADS, failures
+    for o in failures:  # only around the stop, and only requests that went to host B
+        assert o.ended >= stopped_at and o.started <= exited_at, o
+        assert not o.upstream or HOST_ADDRESSES["B"] in o.upstream, o
+    assert after and set(after) == {"A"}, after
+    for _ in range(10):  # and the balancer goes on serving, from host A
+        response = cluster.lb.get("/host", headers=bearer(token))
+        assert response.status_code == 200 and response.json()["host"] == "A", response.text
+    probe = httpx.get(cluster.lb_origin + PROBE, verify=cluster.ctx, timeout=15)
+    assert probe.status_code == 200 and probe.json()["status"] == "UP", probe.text

@@ -1,0 +1,536 @@
+"""Broken configurations (SPEC 1, 2, issue 9): every kind of mistake the loader, the repository
+and the start know about, written as INI and as JSON, makes ``fwrest serve`` exit 2 with one
+clear message on standard error, no Python traceback, and no port left bound (the configured
+port is free right after the exit).
+
+Each case starts from a valid service (checked first with ``fwrest check``, in both formats)
+and breaks one thing. The message must name what is wrong (a fragment of it is expected), so a
+case cannot pass by failing for another reason.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trustme
+
+from tests.auth.oauth2_support import issue_certs
+from tests.conftest import FWREST, run_cli
+from tests.faults.support import port_is_free
+from tests.redis_support import free_port
+
+Sections = dict[str, dict[str, Any]]
+
+APP = """
+from fwrest import get
+
+
+@get("/hello")
+def hello():
+    return {"hello": "world"}
+
+
+def check_user(user, password):
+    return user == "ada" and password == "pw"
+
+
+def params():
+    return {"client_id": "web", "username": "ada", "password": "pw"}
+
+
+def nocheck_raises():
+    raise ValueError("no list today")
+
+
+def nocheck_number():
+    return 42
+"""
+
+APP2 = """
+def check_user(user, password):  # the same bare name as app.check_user: ambiguous
+    return False
+"""
+
+BAD_MODULES = {
+    "syntax_error.py": "def broken(:\n    pass\n",
+    "raises_at_import.py": "raise RuntimeError('this module refuses to load')\n",
+    "exits_at_import.py": "import sys\nsys.exit(3)\n",
+    "duplicate_route.py": "from fwrest import get\n\n\n@get('/hello')\ndef hello_again():\n"
+    "    return {}\n",
+}
+
+
+@dataclass
+class Case:
+    name: str
+    fmt: str  # "ini", "json", or another suffix
+    expect: str  # a fragment of the message on standard error
+    mutate: Callable[[Sections, dict[str, Any]], Any] | None = None  # may return raw content
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}[{self.fmt}]"
+
+
+def base(port: int) -> Sections:
+    return {
+        "HTTPSERVER": {"Enable": 1, "Servers": "HTTP_REST", "StateStore": "memory"},
+        "HTTP_REST": {"HostName": "127.0.0.1", "Port": port, "Locations": "ROOT"},
+        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
+        "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 4},
+        "ENV": {"Repository": "app"},
+    }
+
+
+def render(sections: Sections, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(sections, indent=2)
+    lines = []
+    for name, body in sections.items():
+        lines.append(f"[{name}]")
+        for key, value in body.items():
+            if isinstance(value, dict | list):
+                value = json.dumps(value)
+            lines.append(f"{key}={value}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+# -- the mutations --------------------------------------------------------------------------
+
+
+def setting(section: str, key: str, value: Any) -> Callable[[Sections, dict[str, Any]], None]:
+    def mutate(s: Sections, _ctx: dict[str, Any]) -> None:
+        s.setdefault(section, {})[key] = value
+
+    return mutate
+
+
+def dropping(section: str, key: str | None = None) -> Callable[[Sections, dict[str, Any]], None]:
+    def mutate(s: Sections, _ctx: dict[str, Any]) -> None:
+        if key is None:
+            del s[section]
+        else:
+            del s[section][key]
+
+    return mutate
+
+
+def auth(**authorization: Any) -> Callable[[Sections, dict[str, Any]], None]:
+    def mutate(s: Sections, _ctx: dict[str, Any]) -> None:
+        s["HTTP_REST"]["FwData"] = {"Authorization": authorization}
+
+    return mutate
+
+
+def tls_auth(**authorization: Any) -> Callable[[Sections, dict[str, Any]], None]:
+    """A TLS port with an oAuth2 ``Authorization`` (valid unless ``authorization`` breaks it)."""
+
+    def mutate(s: Sections, ctx: dict[str, Any]) -> None:
+        s["HTTP_REST"]["SslCertificate"] = str(ctx["certs"]["cert"])
+        s["HTTP_REST"]["SslCertificateKey"] = str(ctx["certs"]["key"])
+        s["HTTP_REST"]["FwData"] = {
+            "Authorization": {"scheme": "oAuth2", "onAuthparams": "app.params", **authorization}
+        }
+
+    return mutate
+
+
+def both(*steps: Callable[[Sections, dict[str, Any]], Any]) -> Callable[..., Any]:
+    def mutate(s: Sections, ctx: dict[str, Any]) -> Any:
+        out = None
+        for step in steps:
+            out = step(s, ctx) or out
+        return out
+
+    return mutate
+
+
+def raw(text: str | bytes) -> Callable[[Sections, dict[str, Any]], Any]:
+    return lambda _s, _ctx: text
+
+
+def second_server(**overrides: Any) -> Callable[[Sections, dict[str, Any]], None]:
+    def mutate(s: Sections, ctx: dict[str, Any]) -> None:
+        s["HTTPSERVER"]["Servers"] = "HTTP_REST, OTHER"
+        s["OTHER"] = {"HostName": "127.0.0.1", "Port": ctx["port2"], "Locations": "ROOT"}
+        s["OTHER"].update(overrides)
+
+    return mutate
+
+
+def json_text(mutator: Callable[[str], str]) -> Callable[[Sections, dict[str, Any]], str]:
+    return lambda s, _ctx: mutator(json.dumps(s, indent=2))
+
+
+def ini_text(mutator: Callable[[str], str]) -> Callable[[Sections, dict[str, Any]], str]:
+    return lambda s, _ctx: mutator(render(s, "ini"))
+
+
+def corrupt_key(s: Sections, ctx: dict[str, Any]) -> None:
+    key = ctx["folder"] / "broken.key"
+    key.write_text("c2hvcnQ\n")
+    s["HTTPSERVER"]["SigningKeyFile"] = str(key)
+
+
+def corrupt_data_path_key(s: Sections, ctx: dict[str, Any]) -> None:
+    data = ctx["folder"] / ".fwrest"
+    data.mkdir(exist_ok=True)
+    (data / "signing.key").write_text("!!! not base64 !!!\n")
+    s["HTTPSERVER"]["StateStore"] = "sqlite"
+
+
+def data_path_is_a_file(s: Sections, ctx: dict[str, Any]) -> None:
+    (ctx["folder"] / "not-a-folder").write_text("a file where a folder should be\n")
+    s["HTTPSERVER"]["StateStore"] = "sqlite"
+    s["HTTPSERVER"]["DataPath"] = "not-a-folder"
+
+
+def garbage_cert(s: Sections, ctx: dict[str, Any]) -> None:
+    (ctx["folder"] / "garbage.pem").write_text("-----BEGIN CERTIFICATE-----\nnope\n")
+    s["HTTP_REST"]["SslCertificate"] = "garbage.pem"
+    s["HTTP_REST"]["SslCertificateKey"] = str(ctx["certs"]["key"])
+
+
+def monitor(**keys: Any) -> Callable[[Sections, dict[str, Any]], None]:
+    def mutate(s: Sections, ctx: dict[str, Any]) -> None:
+        s["APP_MONITOR"] = {"Enable": 1, "Port": ctx["port2"], **keys}
+
+    return mutate
+
+
+def oauth2_monitor(s: Sections, ctx: dict[str, Any]) -> None:
+    s["APP_MONITOR"] = {
+        "Enable": 1,
+        "Port": ctx["port2"],
+        "SslCertificate": str(ctx["certs"]["cert"]),
+        "SslCertificateKey": str(ctx["certs"]["key"]),
+        "FwData": {"Authorization": {"scheme": "oAuth2", "onAuthparams": "app.params"}},
+    }
+
+
+def section_as_text(s: Sections, _ctx: dict[str, Any]) -> None:
+    s["ROOT"] = "Path=/rest"  # type: ignore[assignment]
+
+
+def redis_nowhere(s: Sections, ctx: dict[str, Any]) -> None:
+    s["HTTPSERVER"]["StateStore"] = f"redis://127.0.0.1:{ctx['port2']}/0"  # nothing listens
+
+
+def two_locations_same_path(s: Sections, _ctx: dict[str, Any]) -> None:
+    s["HTTP_REST"]["Locations"] = "ROOT, ROOT2"
+    s["ROOT2"] = {"Path": "/rest/", "ThreadPool": "POOL"}
+
+
+def case_twins(folded: str) -> Callable[[str], str]:
+    def mutate(text: str) -> str:
+        return text + f"\n[{folded}]\nPath=/other\nThreadPool=POOL\n"
+
+    return mutate
+
+
+def json_duplicate_key_case(s: Sections, _ctx: dict[str, Any]) -> None:
+    s["HTTP_REST"]["PORT"] = 8080
+
+
+def json_duplicate_section_case(s: Sections, _ctx: dict[str, Any]) -> None:
+    s["root"] = {"Path": "/x", "ThreadPool": "POOL"}
+
+
+def ini_duplicate_key(text: str) -> str:
+    return text.replace("[HTTP_REST]\n", "[HTTP_REST]\nPort=1\n", 1)
+
+
+NO_SECTION_INI = "Servers=HTTP_REST\nPort=8080\n"
+CASES: list[Case] = [
+    # the file itself
+    Case("trailing comma", "json", "not valid JSON", json_text(lambda t: t[:-2] + ",}")),
+    Case("a JSON array", "json", "must hold an object", raw("[]")),
+    Case("section not an object", "json", "must be an object of keys", section_as_text),
+    Case("not UTF-8", "json", "not UTF-8", raw(b'{"HTTPSERVER": {"Servers": "\xff"}}')),
+    Case("not UTF-8", "ini", "not UTF-8", raw(b"[HTTPSERVER]\nServers=\xff\n")),
+    Case("no section header", "ini", "not a valid INI file", raw(NO_SECTION_INI)),
+    Case("section twice", "ini", "appears twice", ini_text(lambda t: t + "\n[ROOT]\nPath=/x\n")),
+    Case("key twice", "ini", "appears twice", ini_text(ini_duplicate_key)),
+    Case("key twice in two cases", "json", "given twice", json_duplicate_key_case),
+    Case("section in two cases", "json", "same section", json_duplicate_section_case),
+    Case("section in two cases", "ini", "same section", ini_text(case_twins("root"))),
+    Case("an empty file", "ini", "[HTTPSERVER] is missing", raw("")),
+    Case("a .yaml file", "yaml", "neither .ini nor .json", raw("HTTPSERVER: {}\n")),
+    # [HTTPSERVER] and [GENERAL]
+    Case("no HTTPSERVER", "json", "[HTTPSERVER] is missing", dropping("HTTPSERVER")),
+    Case("no Servers", "ini", "required key Servers is missing", dropping("HTTPSERVER", "Servers")),
+    Case("empty Servers", "json", "lists no server", setting("HTTPSERVER", "Servers", "")),
+    Case("unknown server", "ini", "not a section", setting("HTTPSERVER", "Servers", "HTTP_RST")),
+    Case("server twice", "json", "twice", setting("HTTPSERVER", "Servers", "HTTP_REST,http_rest")),
+    Case("unknown key", "ini", "unknown key", setting("HTTPSERVER", "Workers", 2)),
+    Case("bad StateStore", "json", "not a state store", setting("HTTPSERVER", "StateStore", "pg")),
+    Case("Enable=2", "ini", "must be 0 or 1", setting("HTTPSERVER", "Enable", 2)),
+    Case("nothing to serve", "json", "nothing to serve", setting("HTTPSERVER", "Enable", 0)),
+    Case("negative ms", "ini", "out of range", setting("HTTPSERVER", "GracefulTimeout", -5)),
+    Case("tiny WorkerTimeout", "json", "out of range", setting("HTTPSERVER", "WorkerTimeout", 500)),
+    Case("ms with a unit", "ini", "whole number", setting("HTTPSERVER", "GracefulTimeout", "30s")),
+    Case(
+        "FwData on HTTPSERVER",
+        "json",
+        "configured per port",
+        setting("HTTPSERVER", "FwData", {"Authorization": {"scheme": "basic"}}),
+    ),
+    Case("Redis unreachable", "ini", "signing key cannot be read", both(redis_nowhere, tls_auth())),
+    Case("short SigningKeyFile", "json", "corrupt or shorter", both(corrupt_key, tls_auth())),
+    Case("corrupt signing.key", "ini", "corrupt or shorter", both(corrupt_data_path_key, tls_auth())),
+    Case("DataPath is a file", "json", "cannot be opened", data_path_is_a_file),
+    Case("log level 9", "ini", "out of range", setting("GENERAL", "rest_log_level", 9)),
+    Case("error_full=yes", "json", "whole number", setting("GENERAL", "rest_error_full", "yes")),
+    Case("unknown GENERAL key", "ini", "unknown key", setting("GENERAL", "rest_log_levle", 3)),
+    # server sections
+    Case("no HostName", "json", "required key HostName", dropping("HTTP_REST", "HostName")),
+    Case("no Port", "ini", "required key Port", dropping("HTTP_REST", "Port")),
+    Case("Port 70000", "json", "out of range", setting("HTTP_REST", "Port", 70000)),
+    Case("Port http", "ini", "whole number", setting("HTTP_REST", "Port", "http")),
+    Case("no Locations", "json", "required key Locations", dropping("HTTP_REST", "Locations")),
+    Case("unknown location", "ini", "not a section", setting("HTTP_REST", "Locations", "ROOTS")),
+    Case("empty Locations", "json", "lists no location", setting("HTTP_REST", "Locations", " ")),
+    Case("two servers one port", "ini", "also the port of", second_server(Port="{port}")),
+    Case(
+        "certificate without key",
+        "json",
+        "SslCertificateKey is missing",
+        setting("HTTP_REST", "SslCertificate", "server.crt"),
+    ),
+    Case(
+        "certificate file missing",
+        "ini",
+        "does not exist",
+        both(
+            setting("HTTP_REST", "SslCertificate", "missing.crt"),
+            setting("HTTP_REST", "SslCertificateKey", "missing.key"),
+        ),
+    ),
+    Case("garbage certificate", "json", "cannot be loaded", garbage_cert),
+    Case("MaxHeaderSize 10", "ini", "out of range", setting("HTTP_REST", "MaxHeaderSize", 10)),
+    Case("HeaderTimeout 0", "json", "out of range", setting("HTTP_REST", "HeaderTimeout", 0)),
+    Case("FwData bad JSON", "ini", "line 1, column", setting("HTTP_REST", "FwData", '{"a":}')),
+    Case("FwData a list", "json", "must be a JSON object", setting("HTTP_REST", "FwData", [1])),
+    Case("FwData unknown key", "ini", "reserved", setting("HTTP_REST", "FwData", {"Auth": {}})),
+    Case("FwData file missing", "json", "cannot be read", setting("HTTP_REST", "FwData", "no.json")),
+    Case(
+        "Authorization outside FwData",
+        "ini",
+        "belongs inside FwData",
+        setting("HTTP_REST", "Authorization", {"scheme": "basic"}),
+    ),
+    Case("scheme Basic", "json", "not a scheme", auth(scheme="Basic", OnAuth="app.check_user")),
+    Case("no scheme", "ini", "has no scheme", auth(OnAuth="app.check_user")),
+    Case("basic without OnAuth", "json", "needs OnAuth", auth(scheme="basic")),
+    Case("OnAuth missing", "ini", "not in the repository", auth(scheme="basic", OnAuth="nope")),
+    Case(
+        "OnAuth ambiguous",
+        "json",
+        "ambiguous",
+        both(setting("ENV", "Repository", "app, app2"), auth(scheme="basic", OnAuth="check_user")),
+    ),
+    Case(
+        "Authorization unknown key",
+        "ini",
+        "unknown key",
+        auth(scheme="basic", OnAuth="app.check_user", onAuthparams="app.params"),
+    ),
+    Case(
+        "maxFailures 0",
+        "json",
+        "maxFailures must be",
+        auth(scheme="basic", OnAuth="app.check_user", maxFailures=0),
+    ),
+    Case("oAuth2 without TLS", "ini", "needs TLS", auth(scheme="oAuth2", onAuthparams="app.params")),
+    Case("no onAuthparams", "json", "needs onAuthparams", tls_auth(onAuthparams="")),
+    Case("onAuthparams file", "ini", "does not exist", tls_auth(onAuthparams="file:nope.json")),
+    Case("allowGetToken no", "json", "true or false", tls_auth(allowGetToken="no")),
+    Case("NoCheckUri raises", "ini", "raised ValueError", tls_auth(onAuthNoCheckUri="nocheck_raises")),
+    Case("NoCheckUri 42", "json", "must return a list", tls_auth(onAuthNoCheckUri="nocheck_number")),
+    Case(
+        "monitor with oAuth2",
+        "ini",
+        "Basic authorization only",
+        oauth2_monitor,
+    ),
+    Case(
+        "NativeRoutes unknown key",
+        "json",
+        "unknown key",
+        setting("HTTP_REST", "FwData", {"NativeRoutes": {"show": ["healthcheck"]}}),
+    ),
+    Case(
+        "NativeRoutes unknown route",
+        "ini",
+        "not a native route",
+        setting("HTTP_REST", "FwData", {"NativeRoutes": {"public": ["healthcheck/all"]}}),
+    ),
+    Case("UserData bad JSON", "json", "not valid JSON", setting("HTTP_REST", "UserData", "{'a': 1}")),
+    Case("LoadURNs a list", "ini", "JSON object of paths", setting("HTTP_REST", "LoadURNs", ["/x"])),
+    Case(
+        "LoadURNs method",
+        "json",
+        "not a method",
+        setting("HTTP_REST", "LoadURNs", {"/x": {"FETCH": {"Function": "app.hello"}}}),
+    ),
+    Case(
+        "LoadURNs no Function",
+        "ini",
+        "names no Function",
+        setting("HTTP_REST", "LoadURNs", {"/x": {"GET": {"Description": "x"}}}),
+    ),
+    Case(
+        "LoadURNs unknown function",
+        "json",
+        "not in the repository",
+        setting("HTTP_REST", "LoadURNs", {"/x": {"GET": {"Function": "app.nope"}}}),
+    ),
+    Case(
+        "LoadURNs duplicates a route",
+        "ini",
+        "registered twice",
+        setting("HTTP_REST", "LoadURNs", {"/hello": {"GET": {"Function": "app.check_user"}}}),
+    ),
+    # locations, thread pools, environments
+    Case("no Path", "json", "required key Path", dropping("ROOT", "Path")),
+    Case("Path without slash", "ini", "not a URL path prefix", setting("ROOT", "Path", "rest")),
+    Case("unknown pool", "json", "not a section", setting("ROOT", "ThreadPool", "POOLS")),
+    Case("two locations one Path", "ini", "same Path", two_locations_same_path),
+    Case("FwData on a location", "json", "per port, not per location", setting("ROOT", "FwData", {})),
+    Case("Min above Max", "ini", "above MaxThreads", setting("POOL", "MinThreads", 9)),
+    Case("MaxThreads 0", "json", "out of range", setting("POOL", "MaxThreads", 0)),
+    Case("unknown environment", "ini", "not a section", setting("POOL", "Environment", "ENVS")),
+    Case(
+        "Authorization on a pool",
+        "json",
+        "per port, not per thread pool",
+        setting("POOL", "Authorization", {"scheme": "basic"}),
+    ),
+    Case("module not found", "ini", "was not found", setting("ENV", "Repository", "no_such_mod")),
+    Case("syntax error", "json", "failed", setting("ENV", "Repository", "syntax_error")),
+    Case("raises at import", "ini", "refuses to load", setting("ENV", "Repository", "raises_at_import")),
+    Case("exits at import", "json", "sys.exit", setting("ENV", "Repository", "exits_at_import")),
+    Case("missing .py file", "ini", "does not exist", setting("ENV", "Repository", "gone.py")),
+    Case(
+        "route registered twice",
+        "json",
+        "registered twice",
+        setting("ENV", "Repository", "app, duplicate_route"),
+    ),
+    # the monitor
+    Case("monitor without Port", "ini", "has no Port", setting("APP_MONITOR", "Enable", 1)),
+    Case("monitor on the server's port", "json", "also the port of", monitor(Port="{port}")),
+    Case("monitor ApiPath", "ini", "not a URL path prefix", monitor(ApiPath="api")),
+    Case("monitor unknown key", "json", "unknown key", monitor(Path="/x")),
+    # binding: the first port binds, the second cannot; the first must be released
+    Case("address of no interface", "ini", "cannot be bound", second_server(HostName="192.0.2.1")),
+    Case("host unresolvable", "json", "cannot be resolved", second_server(HostName="no.invalid")),
+]
+
+
+def _fill_ports(sections: Sections, port: int) -> None:
+    for body in sections.values():
+        if not isinstance(body, dict):
+            continue
+        for key, value in body.items():
+            if value == "{port}":
+                body[key] = port
+
+
+def prepare(case: Case, index: int, root: Path, certs: dict[str, Path]) -> tuple[Path, int]:
+    folder = root / f"{index:02d}"
+    folder.mkdir()
+    (folder / "app.py").write_text(APP)
+    (folder / "app2.py").write_text(APP2)
+    for name, text in BAD_MODULES.items():
+        (folder / name).write_text(text)
+    port = free_port()
+    sections = copy.deepcopy(base(port))
+    ctx = {"certs": certs, "folder": folder, "port2": free_port()}
+    content = case.mutate(sections, ctx) if case.mutate else None
+    _fill_ports(sections, port)
+    if content is None:
+        content = render(sections, case.fmt)
+    path = folder / f"service.{case.fmt}"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    return path, port
+
+
+def serve_once(path: Path, port: int) -> tuple[subprocess.CompletedProcess[str], bool, float]:
+    """``fwrest serve PATH --workers 2``; a service that starts anyway is stopped after 20 s
+    (and reported: exit code -1)."""
+    started = time.monotonic()
+    args = [*FWREST, "serve", str(path), "--workers", "2"]
+    try:
+        result = subprocess.run(
+            args, capture_output=True, text=True, cwd=path.parent, timeout=20, check=False
+        )
+    except subprocess.TimeoutExpired as exc:  # run() killed it; its workers follow it
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        result = subprocess.CompletedProcess(args, -1, out, err)
+        time.sleep(2)  # the workers notice the supervisor is gone
+    return result, port_is_free(port), time.monotonic() - started
+
+
+def test_the_base_configuration_is_valid_in_both_formats(tmp_path: Path) -> None:
+    for fmt in ("ini", "json"):
+        folder = tmp_path / fmt
+        folder.mkdir()
+        (folder / "app.py").write_text(APP)
+        path = folder / f"service.{fmt}"
+        path.write_text(render(base(free_port()), fmt))
+        result = run_cli("check", str(path), cwd=folder)
+        assert result.returncode == 0, result.stderr
+
+
+def test_60_broken_configs_exit_2_without_traceback_or_bound_port(
+    ca: trustme.CA, tmp_path: Path
+) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    jobs = [(case, *prepare(case, i, tmp_path, certs)) for i, case in enumerate(CASES)]
+    formats = Counter(case.fmt for case in CASES)
+    started = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda job: serve_once(job[1], job[2]), jobs))
+    took = time.monotonic() - started
+    problems = []
+    for (case, _path, port), (result, free, _took) in zip(jobs, results, strict=True):
+        out = result.stdout + result.stderr
+        if result.returncode != 2:
+            problems.append(f"{case.id}: exit {result.returncode}")
+        if "Traceback" in out:
+            problems.append(f"{case.id}: a traceback:\n{out}")
+        if "fwrest: configuration error:" not in result.stderr:
+            problems.append(f"{case.id}: no configuration error line: {result.stderr!r}")
+        if case.expect not in result.stderr:
+            problems.append(f"{case.id}: expected {case.expect!r} in {result.stderr!r}")
+        if "fwrest: ready" in result.stdout or "serving" in result.stdout:
+            problems.append(f"{case.id}: it started serving: {result.stdout!r}")
+        if not free:
+            problems.append(f"{case.id}: port {port} still bound after the exit")
+    durations = [r[2] for r in results]
+    print(
+        f"{len(CASES)} broken configs ({dict(formats)}) served with --workers 2 in {took:.1f} s "
+        f"(each {min(durations):.2f}-{max(durations):.2f} s): exit codes "
+        f"{dict(Counter(r[0].returncode for r in results))}; "
+        f"{sum(1 for r in results if r[1])} ports free right after the exit"
+    )
+    for (case, _path, _port), (result, _free, _t) in list(zip(jobs, results, strict=True))[:3]:
+        print(f"  e.g. {case.id}: {result.stderr.strip().splitlines()[0]}")
+    assert len(CASES) >= 60
+    assert formats["ini"] >= 25 and formats["json"] >= 25
+    assert not problems, "\n".join(problems)

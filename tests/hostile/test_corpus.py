@@ -1,0 +1,249 @@
+"""The hostile corpus (``corpus.py``) sent as raw bytes over real sockets to each port kind of
+one ``fwrest serve --workers 2`` (see ``service.py``), at ``rest_log_level=5`` with
+``rest_error_full=1`` so that every log line the server can write is written.
+
+For every case and port kind: the exact answers in order (or a close without an answer),
+whether the connection closed (or, when it must stay open, that it still serves), the error
+body's shape, the challenge of a 401, no smuggled request executed, no worker died, nothing
+hung (every read has a 5 s guard, every test a 30 s one). At the end of the module: the
+workers are the ones that started, the logs hold no traceback and none of the secrets the
+corpus used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+from tests.hostile.corpus import BAD, CONTINUE, VALID, Case, Ctx, render
+from tests.hostile.service import WIRE_TIMEOUT, Answer, HostileService, Wire, start_service
+
+BASIC_CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
+BEARER_REALM = 'Bearer realm="Access to REST"'
+TOKEN_ROUTE = "/fw/oauth2/token"
+# 5xx the SPEC allows: 500 from a raising application function (the Basic validator case
+# says so itself), 501 for a transfer coding fwrest does not speak, 503 from the store.
+ALLOWED_5XX = {501, 503}
+PROBES = {
+    "basic": (b"GET /rest/fw/healthcheck/ok HTTP/1.1\r\nHost: h\r\n\r\n", b"ok"),
+    "oauth": (b"GET /rest/fw/healthcheck HTTP/1.1\r\nHost: h\r\n\r\n", b'"status":"UP"'),
+    "monitor": (b"GET /api/server/metrics?uptime HTTP/1.1\r\nHost: h\r\n\r\n", b'"uptime"'),
+}
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterator[HostileService]:
+    folder: Path = tmp_path_factory.mktemp("hostile")
+    svc = start_service(folder, ca, general={"rest_log_level": 5, "rest_error_full": 1})
+    yield svc
+    svc.proc.stop()
+
+
+def _params(cases: list[Case]) -> list[Any]:
+    return [
+        pytest.param(case, kind, id=f"{case.family}:{case.name}[{kind}]")
+        for case in cases
+        for kind in case.kinds
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# sending and reading
+
+
+def _send(wire: Wire, data: bytes, split: int) -> None:
+    if not split:
+        wire.send(data)
+        return
+    for start in range(0, len(data), split):
+        if not wire.send(data[start : start + split]):
+            return
+        time.sleep(0.0005)
+
+
+def _raw_exchange(svc: HostileService, kind: str, data: bytes) -> bytes:
+    """TCP without TLS, even to the TLS port: everything the server sends until it closes."""
+    with socket.create_connection(("127.0.0.1", svc.port(kind)), timeout=WIRE_TIMEOUT) as sock:
+        with contextlib.suppress(OSError):
+            sock.sendall(data)
+        received = b""
+        started = time.monotonic()
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            except TimeoutError:
+                raise AssertionError(
+                    f"the server kept the connection open for {WIRE_TIMEOUT} s (hang guard)"
+                ) from None
+            if not chunk:
+                break
+            received += chunk
+            assert time.monotonic() - started < WIRE_TIMEOUT + 1, "hang guard"
+        return received
+
+
+def run_case(svc: HostileService, case: Case, kind: str) -> list[Answer | None]:
+    """Send the case, read the answers it expects, check the connection's fate."""
+    case_id = f"{case.name}--{kind}"
+    ctx = Ctx(
+        kind, case_id, svc.access_token, svc.refresh_token, svc.signing_key, svc.fresh_refresh
+    )
+    steps = case.raw if isinstance(case.raw, tuple) else (case.raw,)
+    expected = case.expected(kind)
+    if case.transport == "raw" and kind == "oauth":
+        data = b"".join(render(s(ctx) if callable(s) else s, ctx) for s in steps)
+        received = _raw_exchange(svc, kind, data)
+        assert b"HTTP/" not in received, f"an HTTP answer without TLS: {received[:200]!r}"
+        assert expected == (None,), expected
+        return [None]
+    answers: list[Answer | None] = []
+    with svc.wire(kind) as wire:
+        for step in steps:
+            if step is CONTINUE:
+                interim = wire._read_one(head_only=False)
+                assert interim is not None and interim.status == 100, interim
+                continue
+            text = step(ctx) if callable(step) else step
+            _send(wire, render(text, ctx), case.split)
+        for index in range(len(expected)):
+            head = case.head[index] if isinstance(case.head, tuple) else case.head
+            answer = wire.read(head_only=head)
+            answers.append(answer)
+            if answer is None:
+                break
+        got = [a.status if a is not None else None for a in answers]
+        assert got == list(expected), _explain(got, expected, answers)
+        if case.closes(kind):
+            assert wire.closed(), "the server kept the connection open"
+        else:
+            probe, marker = PROBES[kind]
+            assert wire.send(probe), "the server closed a connection it should keep"
+            answer = wire.read()
+            assert answer is not None, "the server closed a connection it should keep"
+            assert answer.status == 200 and marker in answer.body, (answer.status, answer.body)
+    return answers
+
+
+def _explain(got: list[Any], expected: tuple[Any, ...], answers: list[Answer | None]) -> str:
+    bodies = [a.body[:300] if a is not None else None for a in answers]
+    return f"expected {list(expected)}, got {got}: {bodies}"
+
+
+def check_answers(svc: HostileService, case: Case, kind: str, answers: list[Answer | None]) -> None:
+    present = [a for a in answers if a is not None]
+    for answer in present:
+        lengths = [v for k, v in answer.headers if k.lower() == "content-length"]
+        assert len(lengths) <= 1, f"content-length repeated: {answer.headers}"
+        if answer.status >= 500:
+            allowed = answer.status in ALLOWED_5XX or case.name == "ba-validator-raises"
+            assert allowed, f"a framework {answer.status}: {answer.body[:300]!r}"
+        content_type = answer.header("content-type") or ""
+        if answer.status >= 400 and answer.body and content_type.startswith("application/json"):
+            body = json.loads(answer.body)
+            if "error" in body:
+                assert set(body) == {"error", "error_description"}, body
+                assert answer.header("cache-control") == "no-store", answer.headers
+            else:
+                assert set(body) == {"code", "detailedMessage", "message"}, body
+                assert body["code"] == answer.status, body
+        if answer.status == 401 and case.error is None:
+            challenge = answer.header("www-authenticate")
+            if kind == "basic":
+                assert challenge == BASIC_CHALLENGE, challenge
+            elif kind == "oauth":
+                assert challenge is not None and challenge.startswith(BEARER_REALM), challenge
+                if case.challenge == "missing":
+                    assert challenge == BEARER_REALM, challenge
+                elif case.challenge == "invalid_token":
+                    assert 'error="invalid_token"' in challenge, challenge
+        if b'"access_token"' in answer.body:
+            issued = json.loads(answer.body)
+            svc.issued += [issued["access_token"], issued["refresh_token"]]
+    if present and case.closes(kind):
+        last = present[-1]
+        assert (last.header("connection") or "").lower() == "close", last.headers
+    if case.error is not None:
+        assert present, "no answer"
+        assert json.loads(present[-1].body)["error"] == case.error, present[-1].body
+        if case.error == "invalid_client":
+            assert (present[-1].header("www-authenticate") or "").startswith("Basic"), present[-1]
+    expected_body = case.body_for(kind)
+    if expected_body is not None:
+        assert present, "no answer"
+        assert expected_body in present[-1].body, (expected_body, present[-1].body[:400])
+    if case.extra is not None:
+        case.extra(present)
+
+
+def check_service(svc: HostileService, case: Case, kind: str) -> None:
+    assert svc.alive(), "the supervisor died"
+    assert svc.worker_pids() == svc.workers, "a worker died or was replaced"
+    assert f"{case.name}--{kind}" not in svc.smuggled(), "the smuggled request was executed"
+
+
+# ---------------------------------------------------------------------------------------------
+# the tests
+
+
+def test_corpus_size() -> None:
+    families = Counter(case.family for case in BAD)
+    print(f"\nhostile corpus: {len(BAD)} bad cases, {len(VALID)} valid ones; by family:")
+    for family, count in sorted(families.items()):
+        print(f"  {family:14} {count}")
+    print(
+        f"  sent as {sum(len(c.kinds) for c in BAD)} + {sum(len(c.kinds) for c in VALID)} "
+        "requests (cases x port kinds)"
+    )
+    assert len(BAD) >= 300
+    assert families["smuggling"] >= 30
+    assert len(VALID) >= 50
+    for kind in ("basic", "oauth", "monitor"):
+        assert any(kind in case.kinds for case in BAD), kind
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("case", "kind"), _params(BAD))
+def test_bad_request(service: HostileService, case: Case, kind: str) -> None:
+    answers = run_case(service, case, kind)
+    check_answers(service, case, kind, answers)
+    check_service(service, case, kind)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("case", "kind"), _params(VALID))
+def test_valid_request(service: HostileService, case: Case, kind: str) -> None:
+    answers = run_case(service, case, kind)
+    assert answers and all(a is not None and 200 <= a.status < 300 for a in answers), answers
+    check_answers(service, case, kind, answers)
+    check_service(service, case, kind)
+
+
+def test_service_intact_after_corpus(service: HostileService) -> None:
+    """Runs after the corpus (file order): same workers, no traceback, no secret in the logs."""
+    assert service.alive()
+    assert service.worker_pids() == service.workers, "a worker died during the corpus"
+    logs = service.logs()
+    assert "protocol error" in logs, "the corpus did not run against this service"
+    for marker in ("Traceback", "request pipeline failed", "monitor request failed"):
+        assert marker not in logs, f"{marker!r} in the log:\n{_around(logs, marker)}"
+    assert not re.search(r"connection from \S+ failed", logs), _around(logs, "failed:")
+    leaks = [secret for secret in service.secrets() if secret in logs]
+    assert not leaks, f"secrets in the log: {leaks}\n{_around(logs, leaks[0])}"
+    print(f"\nlog checked: {len(logs.splitlines())} lines, {len(service.secrets())} secret forms")
+
+
+def _around(text: str, needle: str) -> str:
+    at = text.find(needle)
+    return text[max(0, at - 600) : at + 600] if at >= 0 else ""
