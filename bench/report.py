@@ -245,8 +245,10 @@ def chart(results: dict[str, Any], path: Path) -> None:
         ax.set_xlabel(xlabel, fontsize=8)
         ax.tick_params(axis="x", labelsize=8)
         top = max(values) if values and max(values) > 0 else 1
-        for i, v in enumerate(values):
-            if v:
+        for i, (v, r) in enumerate(zip(values, case["rows"], strict=True)):
+            if r.get("error"):
+                ax.text(top * 0.01, i, "failed", va="center", fontsize=7, color="red")
+            elif v:
                 ax.text(v + top * 0.01, i, f"{v:,.0f}", va="center", fontsize=7)
         ax.set_xlim(0, top * 1.18)
     for ax in list(axes.flat)[len(cases) :]:
@@ -257,7 +259,7 @@ def chart(results: dict[str, Any], path: Path) -> None:
         "(blue fwrest, grey ceiling, orange peers)",
         fontsize=10,
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(path, dpi=90)
     plt.close(fig)
 

@@ -254,15 +254,26 @@ def source_client(address: str, **kw: Any) -> httpx.Client:
 class Pinned:
     """A client with one keep-alive connection, hence one worker; ``pid`` is that worker's."""
 
-    def __init__(self, base: str, *, address: str | None = None, verify: Any = True) -> None:
+    def __init__(
+        self,
+        base: str,
+        *,
+        address: str | None = None,
+        verify: Any = True,
+        auth: tuple[str, str] | None = None,
+    ) -> None:
         self.base = base
+        self.address = address
+        self.auth = auth  # credentials for asking /pid on a Basic port
         limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
         transport = httpx.HTTPTransport(local_address=address, verify=verify, limits=limits)
         self.http = httpx.Client(transport=transport, timeout=15)
         self.pid = self.ask_pid()
 
     def ask_pid(self) -> int:
-        return int(self.http.get(self.base + "/pid").json()["pid"])
+        response = self.http.get(self.base + "/pid", auth=self.auth)
+        assert response.status_code == 200, response.text
+        return int(response.json()["pid"])
 
     def still_pinned(self) -> bool:
         return self.ask_pid() == self.pid
@@ -272,13 +283,22 @@ class Pinned:
 
 
 def pinned_per_worker(
-    base: str, count: int = 2, *, address: str | None = None, verify: Any = True, timeout=15.0
+    base: str,
+    count: int = 2,
+    *,
+    address: str | None = None,
+    addresses: list[str] | None = None,
+    verify: Any = True,
+    auth: tuple[str, str] | None = None,
+    timeout: float = 15.0,
 ) -> list[Pinned]:
-    """One :class:`Pinned` client on each of ``count`` distinct workers."""
+    """One :class:`Pinned` client on each of ``count`` distinct workers; the n-th leaves from
+    ``addresses[n]`` when given (else all from ``address``)."""
     found: dict[int, Pinned] = {}
     deadline = time.monotonic() + timeout
     while len(found) < count and time.monotonic() < deadline:
-        client = Pinned(base, address=address, verify=verify)
+        source = addresses[len(found)] if addresses else address
+        client = Pinned(base, address=source, verify=verify, auth=auth)
         if client.pid in found:
             client.close()
         else:

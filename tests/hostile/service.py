@@ -155,8 +155,12 @@ def smuggled_post(name):
 )
 
 
-def _servers(certs: dict[str, Path], deadline_ms: int) -> dict[str, dict[str, Any]]:
+def _servers(
+    certs: dict[str, Path], deadline_ms: int, keep_alive_ms: int | None
+) -> dict[str, dict[str, Any]]:
     deadlines = {"HeaderTimeout": deadline_ms, "BodyTimeout": deadline_ms}
+    if keep_alive_ms is not None:
+        deadlines["KeepAliveTimeout"] = keep_alive_ms
     oauth = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.nocheck")
     oauth["FwData"]["Authorization"]["maxFailures"] = NO_THROTTLE
     oauth["FwData"]["NativeRoutes"] = {"public": ["healthcheck"]}
@@ -254,11 +258,12 @@ def start_service(
     ca: trustme.CA,
     general: dict[str, Any] | None = None,
     deadline_ms: int = DEADLINE_MS,
+    keep_alive_ms: int | None = None,
 ) -> HostileService:
     certs = issue_certs(ca, folder / "certs")
     config = free_config(
         folder,
-        servers=_servers(certs, deadline_ms),
+        servers=_servers(certs, deadline_ms, keep_alive_ms),
         app=HOSTILE_APP,
         general=general,
         extra={

@@ -80,7 +80,9 @@ class Throttle:
                 return
             if count >= self.max_failures:
                 until = time.time() + remaining
-                if key not in self.locked or self.locked[key] < time.time():
+                if count == self.max_failures:
+                    # once per lock-out: the store's count crosses the threshold once, whereas
+                    # a worker that has not yet refreshed its lock list would log it again
                     log.auth_log.warning(
                         "[%s] %d failed attempts for %s within %.0f s: locked out for %.0f s",
                         self.port_name,

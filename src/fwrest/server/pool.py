@@ -26,7 +26,7 @@ _QUEUED, _RUNNING, _EXPIRED = 0, 1, 2
 
 
 class _Item:
-    __slots__ = ("args", "ctx", "fn", "future", "kwargs", "state")
+    __slots__ = ("args", "ctx", "fn", "future", "kwargs", "state", "timer")
 
     def __init__(
         self,
@@ -39,8 +39,18 @@ class _Item:
         self.args = args
         self.kwargs = kwargs
         self.future = future
+        self.timer: asyncio.TimerHandle | None = None
         self.ctx = contextvars.copy_context()
         self.state = _QUEUED
+
+
+def _finish(item: _Item, ok: bool, value: Any) -> None:
+    """On the loop: cancel the AcceptTimeout timer (it would keep the request alive) and
+    hand the result over."""
+    if item.timer is not None:
+        item.timer.cancel()
+        item.timer = None
+    _deliver(item.future, ok, value)
 
 
 def _deliver(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -103,7 +113,7 @@ class ThreadPool:
             if self._idle < len(self._queue):
                 self._grow(self._growth)
             self._cond.notify()
-        self._loop.call_later(self._accept_s, self._expire, item)
+        item.timer = self._loop.call_later(self._accept_s, self._expire, item)
         return future
 
     def _expire(self, item: _Item) -> None:
@@ -148,11 +158,12 @@ class ThreadPool:
                 ok = True
             except BaseException as exc:
                 value, ok = exc, False
+            item.args, item.kwargs = (), {}
             with self._cond:
                 self._busy -= 1
                 self._idle += 1
             try:
-                self._loop.call_soon_threadsafe(_deliver, item.future, ok, value)
+                self._loop.call_soon_threadsafe(_finish, item, ok, value)
             except RuntimeError:
                 return  # the loop is closed: the worker is going away
 

@@ -22,15 +22,18 @@ class MemoryStore:
         self._settings: dict[str, int] = {}
         self._locks: dict[str, float] = {}
         self._blobs: dict[str, bytes] = {}
+        self._inserts = 0
 
     def ping(self) -> None:
         return None
 
     def add_refresh(self, record: RefreshRecord) -> None:
         with self._lock:
-            now = time.time()
-            if len(self._refresh) > 10000:
-                self._refresh = {k: v for k, v in self._refresh.items() if v[0].expires_at > now}
+            self._inserts += 1
+            if self._inserts % 1000 == 0 and len(self._refresh) > 10000:
+                # now and then (not on every insert): forget tokens expired a day ago
+                cutoff = time.time() - 86400
+                self._refresh = {k: v for k, v in self._refresh.items() if v[0].expires_at > cutoff}
             self._refresh[record.token_hash] = (record, False)
 
     def spend_refresh(self, token_hash: str) -> tuple[str, RefreshRecord | None]:

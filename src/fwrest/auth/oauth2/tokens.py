@@ -44,6 +44,7 @@ WINDOW_S = 300.0  # brute-force window: maxFailures in 5 minutes
 STORE_THREADS = 4  # store calls run on threads of their own (see TokenService._in_store)
 _NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
 _WRONG = "invalid username or password"
+_VERIFIED_MAX = 10000  # verified access tokens remembered per worker
 
 
 class InvalidToken(Exception):
@@ -75,6 +76,7 @@ class TokenService:
         self.allow_get = allow_get
         self._warned_get = False
         self.revoked: dict[str, float] = {}
+        self._verified: dict[str, tuple[float, dict[str, Any]]] = {}
         self._refresher: asyncio.Task[None] | None = None
         # A store that hangs holds a thread for its whole timeout and retries (~3 s); on the
         # loop's default executor those threads would starve onAuthparams and password checks,
@@ -114,6 +116,13 @@ class TokenService:
             InvalidToken: bad signature, another algorithm, wrong ``typ``, unknown ``crit``,
                 expired, or revoked.
         """
+        cached = self._verified.get(token)
+        if cached is not None and time.time() < cached[0]:
+            # the same token string was verified before: only expiry and revocation can change
+            family = cached[1].get("fam")
+            if family is not None and family in self.revoked:
+                raise InvalidToken("the access token was revoked")
+            return cached[1]
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -143,6 +152,9 @@ class TokenService:
         family = claims.get("fam")
         if family is not None and family in self.revoked:
             raise InvalidToken("the access token was revoked")
+        if len(self._verified) >= _VERIFIED_MAX:
+            self._verified.clear()
+        self._verified[token] = (float(claims["exp"]), claims)
         return claims
 
     # -- token route ---------------------------------------------------------------------------

@@ -1,0 +1,215 @@
+"""Canary sweep (SPEC 4.2, 7 "Logs"; issue 9): a full run at ``rest_log_level=5`` (debug: every
+request's headers and bodies) with ``rest_error_full=1`` (whole tracebacks), ``--workers 2``,
+a Basic port and an oAuth2 port, using distinctive passwords, client secrets and tokens.
+
+Traffic: Basic requests with the right and a wrong password (also echoed in an unmasked header
+and in the query string), a cookie, a JSON body with a password field, a handler that raises
+with the request's ``Authorization`` header in its message (on both ports); password grants by
+POST (client secret in the form, then in a Basic header) and by GET (password and client
+secret in the query), a wrong password by GET, refreshes by POST and by GET, a replay, bearer
+requests (the token also in the query string), a revoked, a tampered and a malformed token
+request.
+
+Then every line the service wrote, to standard error, to its ``LogFile`` (and the lifecycle lines
+of standard output), is searched for
+every canary in its plain, URL-encoded (``%XX`` and form ``+``) and base64 forms (standard and
+URL-safe, padded or not), and for every token issued (a JWT by its signature, a refresh token
+whole and by a 16-character prefix): zero hits. The log is checked to be the verbose one (debug
+lines, a traceback, masks in place), so the sweep cannot pass on an empty log.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+from urllib.parse import quote, quote_plus, urlencode
+
+import httpx
+import trustme
+
+from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
+from tests.conftest import ServerProcess, free_config
+from tests.faults.support import app_with
+
+# Each canary has a slash, a plus and a space, so that its encodings differ from it.
+BASIC_PW = "Cn4ry-basicPW/7+x y"
+BASIC_WRONG = "Cn4ry-wrongPW/8+w v"
+OAUTH_PW = "Cn4ry-oauthPW/9+z u"
+OAUTH_WRONG = "Cn4ry-owrongPW/1+q t"
+CLIENT_SECRET = "Cn4ry-clientSEC/2+r s"
+JSON_PW = "Cn4ry-jsonPW/3+s p"
+COOKIE = "Cn4ry-cookie/4+c o"
+API_KEY = "Cn4ry-apikey/5+k n"
+CANARIES = {
+    "basic password": BASIC_PW,
+    "wrong basic password": BASIC_WRONG,
+    "oauth password": OAUTH_PW,
+    "wrong oauth password": OAUTH_WRONG,
+    "client secret": CLIENT_SECRET,
+    "JSON password": JSON_PW,
+    "cookie": COOKIE,
+    "api key": API_KEY,
+    "basic credentials": f"basil:{BASIC_PW}",
+    "wrong basic credentials": f"basil:{BASIC_WRONG}",
+    "client credentials": f"web:{CLIENT_SECRET}",
+    "client credentials, form-encoded": f"web:{quote_plus(CLIENT_SECRET)}",
+}
+PARAMS = {
+    "client": [{"client_id": "web", "client_secret": CLIENT_SECRET}],
+    "users": [{"username": "ada", "password": OAUTH_PW}],
+    "access_expires": "1h",
+    "refresh_expires": "Date()+1",
+}
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def forms(secret: str) -> set[str]:
+    """Every form a secret could take in a log line."""
+    raw = secret.encode()
+    out = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret)}
+    for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+        out |= {encoded.decode(), encoded.decode().rstrip("=")}
+    return out
+
+
+def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    basic = {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "ROOT",
+        "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}},
+    }
+    oauth = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
+    config = free_config(
+        tmp_path,
+        app=app_with(PARAMS, {"basil": BASIC_PW}),
+        servers={"BASIC": basic, "OAUTH": oauth},
+        general={"rest_log_level": 5, "rest_error_full": 1, "rest_log_stringsize": 100000},
+        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+    )
+    proc = ServerProcess(config, workers=2).wait_ready()
+    tokens: list[str] = []
+    seen: list[tuple[str, int]] = []
+    try:
+        ctx = client_context(certs)
+        with (
+            httpx.Client(timeout=15) as http,
+            httpx.Client(verify=ctx, timeout=15) as https,
+        ):
+            b = proc.url("BASIC")
+
+            def basic(method: str, path: str, password: str = BASIC_PW, **kw: object) -> int:
+                status = http.request(method, b + path, auth=("basil", password), **kw).status_code  # type: ignore[arg-type]
+                seen.append((f"basic {method} {path[:20]}", status))
+                return status
+
+            assert basic("GET", "/hello") == 200
+            assert basic("GET", "/hello", BASIC_WRONG) == 403
+            assert basic("GET", "/hello", headers={"X-Debug": BASIC_PW}) == 200
+            assert basic("GET", "/hello?" + urlencode({"password": BASIC_PW})) == 200
+            assert basic("GET", "/hello?" + urlencode({"api_key": API_KEY})) == 200
+            assert basic("GET", "/hello", headers={"Cookie": f"session={quote(COOKIE)}"}) == 200
+            login = json.dumps({"username": "basil", "password": JSON_PW})
+            headers = {"Content-Type": "application/json"}
+            assert basic("POST", "/login-json", content=login, headers=headers) == 200
+            assert basic("GET", "/raise-auth") == 500
+
+            o = proc.url("OAUTH")
+            token_url = o + TOKEN
+
+            def token(response: httpx.Response, expect: int) -> dict[str, str]:
+                seen.append((f"token {response.request.method}", response.status_code))
+                assert response.status_code == expect, response.text
+                body = response.json()
+                tokens.extend(v for k, v in body.items() if k.endswith("_token"))
+                return dict(body)
+
+            grant = {"grant_type": "password", "username": "ada", "password": OAUTH_PW}
+            first = token(https.post(token_url, data={**grant, "client_id": "web",
+                                                       "client_secret": CLIENT_SECRET}), 200)  # fmt: skip
+            # RFC 6749 2.3.1: the client id and secret are form-encoded, then base64 in the header
+            header_auth = ("web", quote_plus(CLIENT_SECRET))
+            second = token(https.post(token_url, data=grant, auth=header_auth), 200)
+            query = {**grant, "client_id": "web", "client_secret": CLIENT_SECRET}
+            third = token(https.get(token_url + "?" + urlencode(query)), 200)
+            wrong = urlencode({**query, "password": OAUTH_WRONG})
+            token(https.get(token_url + "?" + wrong), 400)
+            refreshed = token(https.post(token_url, data={"grant_type": "refresh_token",
+                                                          "refresh_token": first["refresh_token"]}), 200)  # fmt: skip
+            by_get = urlencode({"grant_type": "refresh_token", "refresh_token": second["refresh_token"]})
+            token(https.get(token_url + "?" + by_get), 200)
+            replay = {"grant_type": "refresh_token", "refresh_token": first["refresh_token"]}
+            token(https.post(token_url, data=replay), 400)  # revokes first's family
+            token(https.post(token_url, content=json.dumps(grant).encode(),
+                             headers={"Content-Type": "application/json"}), 400)  # fmt: skip
+            token(https.post(token_url, content=(urlencode(grant) + "&password=" + quote(OAUTH_PW)).encode(),
+                             headers={"Content-Type": "application/x-www-form-urlencoded"}), 400)  # fmt: skip
+
+            def bearer(path: str, access: str, expect: int, **kw: object) -> None:
+                headers = {"Authorization": f"Bearer {access}", **kw.pop("headers", {})}  # type: ignore[dict-item]
+                response = https.request(kw.pop("method", "GET"), o + path, headers=headers, **kw)  # type: ignore[arg-type]
+                seen.append((f"bearer {path[:20]}", response.status_code))
+                assert response.status_code == expect, response.text
+
+            bearer("/hello", third["access_token"], 200)
+            bearer("/hello?" + urlencode({"access_token": third["access_token"]}), third["access_token"], 200)
+            bearer("/raise-auth", third["access_token"], 500)
+            bearer("/login-json", third["access_token"], 200, method="POST", content=login,
+                   headers={"Content-Type": "application/json"})  # fmt: skip
+            tampered = third["access_token"][:-4] + ("AAAA" if not third["access_token"].endswith("AAAA") else "BBBB")
+            bearer("/hello", tampered, 401)
+            deadline = time.monotonic() + 5  # the replayed family is refused within 1 s
+            while True:
+                status = https.get(o + "/hello", headers={"Authorization": f"Bearer {refreshed['access_token']}"}).status_code
+                if status == 401 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            seen.append(("bearer revoked", status))
+            assert status == 401
+    finally:
+        code = proc.stop()
+    assert code == 0
+
+    logs = {
+        "stderr": proc.log(),
+        "LogFile": proc.file_log(),
+        "stdout": "\n".join(proc.stdout_lines) + "\n",
+    }
+    lines = sum(text.count("\n") for text in logs.values())
+    needles: dict[str, set[str]] = {name: forms(value) for name, value in CANARIES.items()}
+    for i, value in enumerate(tokens):
+        if value.count(".") == 2:  # a JWT: its signature is the secret part
+            needles[f"token {i} signature"] = {value.rsplit(".", 1)[1]}
+        needles[f"token {i}"] = {value, quote(value, safe=""), value[:16]}
+    hits = [
+        (where, name, form, text[max(0, text.find(form) - 80) : text.find(form) + 80])
+        for where, text in logs.items()
+        for name, variants in needles.items()
+        for form in variants
+        if form in text
+    ]
+    print(
+        f"canary sweep: {len(seen)} requests {sorted(set(seen))}; {len(CANARIES)} canaries and "
+        f"{len(tokens)} tokens in {sum(len(v) for v in needles.values())} forms searched in "
+        f"{lines} log lines ({', '.join(f'{k} {len(v)} bytes' for k, v in logs.items())}): "
+        f"{len(hits)} hits"
+    )
+    for hit in hits:
+        print("  HIT", hit)
+    assert hits == []
+    # the log is the verbose one, so the sweep searched something
+    text = logs["LogFile"]
+    assert "request headers {" in text and "response 200 body" in text  # level 5
+    assert "Traceback (most recent call last)" in text  # rest_error_full=1
+    assert "Authorization was Basic ***" in text and "Authorization was Bearer ***" in text
+    assert "authorization: ***" in text and "cookie: ***" in text
+    assert "password=***" in text and "client_secret=***" in text and "api_key=***" in text
+    assert '"password": "***"' in text
+    assert "its whole token family is revoked" in text
+    assert lines > 100

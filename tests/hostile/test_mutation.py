@@ -1,0 +1,288 @@
+"""A mutation run: the valid requests of the corpus, mutated byte by byte with a seeded RNG
+(flip, insert, delete, duplicate or swap lines, splice two requests, change a number), sent
+to a running ``fwrest serve --workers 2`` over many connections at bounded concurrency,
+several requests per connection while the server keeps it open.
+
+Every connection must end with well-formed HTTP/1.1 answers (status < 500, or a 5xx the SPEC
+allows) or a close, within a per-read hang guard; no worker may die. The counts by status are
+printed. ``FWREST_MUTATIONS`` sets how many mutated requests are sent (default 20,000; the
+soak runs 200,000), ``FWREST_MUTATION_SEED`` the seed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import ssl
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import trustme
+import uvloop
+
+from tests.hostile.corpus import CONTINUE, VALID, Ctx, render
+from tests.hostile.service import HostileService, start_service
+
+MUTATIONS = int(os.environ.get("FWREST_MUTATIONS", "20000"))
+SEED = int(os.environ.get("FWREST_MUTATION_SEED", "20261122"))
+CONCURRENCY = 48
+READ_GUARD = 5.0  # seconds a read may wait: far above the service's 500 ms deadlines
+MONITOR_GUARD = 12.0  # the monitor keeps the default deadlines (10 s for headers)
+DEADLINE_MS = 500
+ALLOWED_5XX = {501, 503}  # an unsupported transfer coding; the state store unavailable
+STATUS_LINE = re.compile(rb"HTTP/1\.1 ([1-5][0-9][0-9]) [^\r\n]*")
+INTERESTING = [
+    b"\r", b"\n", b"\r\n", b"\r\n\r\n", b" ", b"\t", b"\x00", b"\x7f", b"\xff", b"\xc3(",
+    b":", b";", b",", b"%", b"%00", b"%2f", b"%2e%2e", b"/", b"/..", b"//", b"\\", b"?", b"#",
+    b"0", b"9", b"-1", b"ffffffffffffffff", b"chunked", b"Content-Length: 5\r\n",
+    b"Transfer-Encoding: chunked\r\n", b"Authorization: Basic eDp5\r\n", b"Expect: 100-continue\r\n",
+    b"Connection: close\r\n", b"Host: x\r\n", b"0\r\n\r\n", b"GET / HTTP/1.1\r\n",
+]  # fmt: skip
+
+
+@dataclass
+class Tally:
+    statuses: Counter[int] = field(default_factory=Counter)
+    closed_without_answer: int = 0
+    interim: int = 0
+    connections: int = 0
+    sent: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def problem(self, text: str) -> None:
+        if len(self.problems) < 20:
+            self.problems.append(text)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterator[HostileService]:
+    folder: Path = tmp_path_factory.mktemp("mutation")
+    svc = start_service(
+        folder, ca, general={"rest_log_level": 2}, deadline_ms=DEADLINE_MS, keep_alive_ms=1000
+    )
+    yield svc
+    svc.proc.stop()
+
+
+def seeds(svc: HostileService) -> list[tuple[str, bytes]]:
+    """The valid corpus requests, rendered for their port kinds (HEAD left out: its answer has
+    no body, which a mutated request would make ambiguous to read)."""
+    out = []
+    for case in VALID:
+        for kind in case.kinds:
+            ctx = Ctx(kind, "seed", svc.access_token, svc.refresh_token, svc.signing_key)
+            ctx.fresh_refresh = lambda: svc.refresh_token
+            steps = case.raw if isinstance(case.raw, tuple) else (case.raw,)
+            data = b"".join(
+                render(step(ctx) if callable(step) else step, ctx)
+                for step in steps
+                if step is not CONTINUE
+            )
+            if b"HEAD " not in data:
+                out.append((kind, data))
+    return out
+
+
+def mutate(rng: random.Random, data: bytes, others: list[bytes]) -> bytes:
+    out = bytearray(data)
+    for _ in range(rng.choice((1, 1, 1, 2, 3))):
+        op = rng.randrange(8)
+        at = rng.randrange(len(out) + 1)
+        if op == 0 and out:  # flip bits of one byte
+            at = min(at, len(out) - 1)
+            out[at] ^= 1 << rng.randrange(8)
+        elif op == 1 and out:  # replace one byte
+            out[min(at, len(out) - 1)] = rng.randrange(256)
+        elif op == 2:  # insert something interesting
+            out[at:at] = rng.choice(INTERESTING)
+        elif op == 3:  # delete a few bytes
+            del out[at : at + rng.randint(1, 8)]
+        elif op == 4:  # duplicate a line
+            lines = bytes(out).split(b"\r\n")
+            i = rng.randrange(len(lines))
+            lines.insert(i, lines[i])
+            out = bytearray(b"\r\n".join(lines))
+        elif op == 5:  # swap two lines
+            lines = bytes(out).split(b"\r\n")
+            i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+            out = bytearray(b"\r\n".join(lines))
+        elif op == 6:  # splice with another request
+            other = rng.choice(others)
+            out = out[:at] + other[rng.randrange(len(other) + 1) :]
+        else:  # change a number
+            digits = [m.span() for m in re.finditer(rb"[0-9]+", bytes(out))]
+            if digits:
+                start, end = rng.choice(digits)
+                out[start:end] = str(
+                    rng.choice((0, 1, 2**31, 2**64 + 5, rng.randrange(99999)))
+                ).encode()
+    return bytes(out)
+
+
+async def read_answer(
+    reader: asyncio.StreamReader, buffer: bytearray, tally: Tally, guard: float
+) -> int | None:
+    """One final answer (interim 1xx skipped): its status, or None when the server closed.
+    Raises AssertionError on bytes that are not HTTP/1.1 or past the hang guard."""
+    while True:
+        while b"\r\n\r\n" not in buffer:
+            chunk = await _read(reader, guard)
+            if not chunk:
+                assert not buffer, f"closed inside an answer: {bytes(buffer[:200])!r}"
+                return None
+            buffer += chunk
+        head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        match = STATUS_LINE.fullmatch(lines[0])
+        assert match, f"not a status line: {lines[0][:200]!r}"
+        status = int(match.group(1))
+        headers = {}
+        for line in lines[1:]:
+            name, colon, value = line.partition(b":")
+            assert colon and name and name == name.strip(), f"bad header line {line!r}"
+            assert name.lower() not in headers, f"repeated header {name!r}"
+            headers[name.lower()] = value.strip()
+        buffer[:] = rest
+        if status < 200:
+            tally.interim += 1
+            continue
+        length = headers.get(b"content-length")
+        assert length is not None and length.isdigit(), f"no content-length: {head[:300]!r}"
+        while len(buffer) < int(length):
+            chunk = await _read(reader, guard)
+            assert chunk, "closed inside a body"
+            buffer += chunk
+        body = bytes(buffer[: int(length)])
+        del buffer[: int(length)]
+        if status >= 400 and headers.get(b"content-type", b"").startswith(b"application/json"):
+            shape = set(json.loads(body))
+            assert shape in (
+                {"code", "detailedMessage", "message"},
+                {"error", "error_description"},
+            ), body
+        if status >= 500:
+            allowed = status in ALLOWED_5XX and (status != 503 or b"retry-after" in headers)
+            assert allowed, f"a framework {status}: {body[:300]!r}"
+        return status
+
+
+async def _read(reader: asyncio.StreamReader, guard: float) -> bytes:
+    try:
+        return await asyncio.wait_for(reader.read(65536), guard)
+    except TimeoutError:
+        raise AssertionError(f"hang: nothing sent and not closed for {guard} s") from None
+    except (ConnectionResetError, ssl.SSLError, BrokenPipeError):
+        return b""
+
+
+async def connection(
+    svc: HostileService, kind: str, requests: list[bytes], pipelined: bool, tally: Tally
+) -> None:
+    tls = svc.tls if kind == "oauth" else None
+    reader, writer = await asyncio.wait_for(
+        asyncio.open_connection(
+            "127.0.0.1", svc.port(kind), ssl=tls, server_hostname="127.0.0.1" if tls else None
+        ),
+        READ_GUARD,
+    )
+    tally.connections += 1
+    guard = MONITOR_GUARD if kind == "monitor" else READ_GUARD
+    buffer = bytearray()
+    try:
+        if pipelined:
+            writer.write(b"".join(requests))
+            tally.sent += len(requests)
+            for _ in requests:
+                status = await read_answer(reader, buffer, tally, guard)
+                if status is None:
+                    tally.closed_without_answer += 1
+                    return
+                tally.statuses[status] += 1
+            return
+        for data in requests:
+            try:
+                writer.write(data)
+                await writer.drain()
+            except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
+                tally.closed_without_answer += 1
+                return
+            tally.sent += 1
+            status = await read_answer(reader, buffer, tally, guard)
+            if status is None:
+                tally.closed_without_answer += 1
+                return
+            tally.statuses[status] += 1
+    except AssertionError as exc:
+        tally.problem(f"{kind}: {exc} after {requests[:2]!r}"[:600])
+    finally:
+        writer.close()
+        try:
+            await asyncio.wait_for(writer.wait_closed(), 1)
+        except (TimeoutError, OSError, ssl.SSLError):
+            pass
+
+
+async def campaign(svc: HostileService, total: int, seed: int) -> Tally:
+    rng = random.Random(seed)
+    pool = seeds(svc)
+    others = [data for _kind, data in pool]
+    tally = Tally()
+    gate = asyncio.Semaphore(CONCURRENCY)
+    tasks: set[asyncio.Task[None]] = set()
+    planned = 0
+
+    async def run(kind: str, batch: list[bytes], pipelined: bool) -> None:
+        async with gate:
+            try:
+                await asyncio.wait_for(connection(svc, kind, batch, pipelined, tally), 30)
+            except TimeoutError:
+                tally.problem(f"{kind}: the connection took over 30 s: {batch[:1]!r}"[:600])
+            except OSError as exc:
+                tally.problem(f"{kind}: could not connect: {exc!r}")
+
+    while planned < total:
+        kind, _ = rng.choice(pool)
+        same_kind = [data for k, data in pool if k == kind]
+        batch = [
+            mutate(rng, rng.choice(same_kind), others)
+            for _ in range(min(rng.randint(1, 6), total - planned))
+        ]
+        planned += len(batch)
+        while len(tasks) >= CONCURRENCY * 2:
+            _done, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        tasks.add(asyncio.ensure_future(run(kind, batch, rng.random() < 0.2)))
+    if tasks:
+        await asyncio.wait(tasks)
+    return tally
+
+
+def test_mutated_requests(service: HostileService) -> None:
+    started = time.monotonic()
+    tally = uvloop.run(campaign(service, MUTATIONS, SEED))
+    elapsed = time.monotonic() - started
+    answered = sum(tally.statuses.values())
+    print(
+        f"\nmutation run: {MUTATIONS} mutated requests (seed {SEED}) on {tally.connections} "
+        f"connections in {elapsed:.1f} s; {answered} answered, "
+        f"{tally.closed_without_answer} connections closed without an answer, "
+        f"{tally.interim} interim 100"
+    )
+    for status, count in sorted(tally.statuses.items()):
+        print(f"  {status}: {count}")
+    assert not tally.problems, "\n".join(tally.problems)
+    assert service.alive(), "the supervisor died"
+    assert service.worker_pids() == service.workers, "a worker died or was replaced"
+    assert tally.sent >= MUTATIONS * 0.9, tally.sent  # requests were not cut short en masse
+    assert answered >= MUTATIONS // 4, "too few answers: the mutation run did not reach the server"
+    assert tally.statuses[200] > 0 and tally.statuses[400] > 0, tally.statuses
+    assert len(tally.statuses) >= 5, tally.statuses
+    logs = service.logs()
+    assert "Traceback" not in logs and "request pipeline failed" not in logs, logs[-3000:]
