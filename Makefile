@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint fmt check bench clean
+.PHONY: help run test lint fmt check bench soak docs clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t12
@@ -42,6 +42,10 @@ bench: $(STAMP)  ## side-by-side benchmark vs uvicorn/Starlette/FastAPI (< 15 mi
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq wrk; \
 		else sudo apt-get update -qq && sudo apt-get install -y -qq wrk; fi; }
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+soak: $(STAMP)  ## long soak (30 min, tests/faults) and the 200,000-request mutation run (SPEC 9)
+	$(BIN)/python -m bench.soak
+	FWREST_MUTATIONS=200000 $(BIN)/pytest tests/hostile/test_mutation.py --timeout=0
 
 docs: $(STAMP)  ## build the user guide (MkDocs) into site/, failing on any warning
 	$(BIN)/python -m fwrest.config.reference > docs/configuration.md

@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,14 +21,14 @@ from tests.conftest import APP_SOURCE
 
 __all__ = [
     "FAULT_APP",
-    "app_with",
     "Outcome",
     "Pinned",
     "Recorder",
+    "app_with",
     "figures",
+    "pinned_per_worker",
     "port_is_free",
     "service_rss",
-    "source_client",
     "wait_workers",
 ]
 
@@ -221,15 +220,6 @@ class Recorder:
         return self._stop.is_set()
 
 
-def timed_get(client: httpx.Client, kind: str, url: str, **kw: Any) -> Outcome:
-    started = time.monotonic()
-    try:
-        response = client.get(url, **kw)
-    except httpx.HTTPError as exc:
-        return Outcome(kind, started, time.monotonic(), None, f"{type(exc).__name__}: {exc}")
-    return Outcome(kind, started, time.monotonic(), response.status_code, body=response)
-
-
 def figures(values: Iterable[float], unit: str = "ms", scale: float = 1000.0) -> str:
     """``n=…, min/median/p99/max`` of durations in seconds, shown in ``unit``."""
     data = sorted(values)
@@ -241,14 +231,6 @@ def figures(values: Iterable[float], unit: str = "ms", scale: float = 1000.0) ->
         f"median={statistics.median(data) * scale:.1f}{unit} "
         f"p99={p99 * scale:.1f}{unit} max={data[-1] * scale:.1f}{unit}"
     )
-
-
-def source_client(address: str, **kw: Any) -> httpx.Client:
-    """An HTTP client whose connections leave from ``address`` (any of 127.0.0.0/8), so that
-    the server sees distinct client addresses from one test process."""
-    verify = kw.pop("verify", True)
-    transport = httpx.HTTPTransport(local_address=address, verify=verify)
-    return httpx.Client(transport=transport, timeout=kw.pop("timeout", 15), **kw)
 
 
 class Pinned:
@@ -308,8 +290,3 @@ def pinned_per_worker(
             client.close()
         raise AssertionError(f"connections never reached {count} workers")
     return list(found.values())
-
-
-def write_text(path: Path, text: str) -> Path:
-    path.write_text(text)
-    return path

@@ -284,7 +284,9 @@ CASES: list[Case] = [
     ),
     Case("Redis unreachable", "ini", "signing key cannot be read", both(redis_nowhere, tls_auth())),
     Case("short SigningKeyFile", "json", "corrupt or shorter", both(corrupt_key, tls_auth())),
-    Case("corrupt signing.key", "ini", "corrupt or shorter", both(corrupt_data_path_key, tls_auth())),
+    Case(
+        "corrupt signing.key", "ini", "corrupt or shorter", both(corrupt_data_path_key, tls_auth())
+    ),
     Case("DataPath is a file", "json", "cannot be opened", data_path_is_a_file),
     Case("log level 9", "ini", "out of range", setting("GENERAL", "rest_log_level", 9)),
     # server sections
@@ -313,7 +315,9 @@ CASES: list[Case] = [
     Case("FwData bad JSON", "ini", "line 1, column", setting("HTTP_REST", "FwData", '{"a":}')),
     Case("FwData a list", "json", "must be a JSON object", setting("HTTP_REST", "FwData", [1])),
     Case("FwData unknown key", "ini", "reserved", setting("HTTP_REST", "FwData", {"Auth": {}})),
-    Case("FwData file missing", "json", "cannot be read", setting("HTTP_REST", "FwData", "no.json")),
+    Case(
+        "FwData file missing", "json", "cannot be read", setting("HTTP_REST", "FwData", "no.json")
+    ),
     Case(
         "Authorization outside FwData",
         "ini",
@@ -342,11 +346,15 @@ CASES: list[Case] = [
         "maxFailures must be",
         auth(scheme="basic", OnAuth="app.check_user", maxFailures=0),
     ),
-    Case("oAuth2 without TLS", "ini", "needs TLS", auth(scheme="oAuth2", onAuthparams="app.params")),
+    Case(
+        "oAuth2 without TLS", "ini", "needs TLS", auth(scheme="oAuth2", onAuthparams="app.params")
+    ),
     Case("no onAuthparams", "json", "needs onAuthparams", tls_auth(onAuthparams="")),
     Case("onAuthparams file", "ini", "does not exist", tls_auth(onAuthparams="file:nope.json")),
     Case("allowGetToken no", "json", "true or false", tls_auth(allowGetToken="no")),
-    Case("NoCheckUri raises", "ini", "raised ValueError", tls_auth(onAuthNoCheckUri="nocheck_raises")),
+    Case(
+        "NoCheckUri raises", "ini", "raised ValueError", tls_auth(onAuthNoCheckUri="nocheck_raises")
+    ),
     Case(
         "monitor with oAuth2",
         "ini",
@@ -365,7 +373,9 @@ CASES: list[Case] = [
         "not a native route",
         setting("HTTP_REST", "FwData", {"NativeRoutes": {"public": ["healthcheck/all"]}}),
     ),
-    Case("LoadURNs a list", "ini", "JSON object of paths", setting("HTTP_REST", "LoadURNs", ["/x"])),
+    Case(
+        "LoadURNs a list", "ini", "JSON object of paths", setting("HTTP_REST", "LoadURNs", ["/x"])
+    ),
     Case(
         "LoadURNs method",
         "json",
@@ -381,7 +391,9 @@ CASES: list[Case] = [
     # locations, thread pools, environments
     Case("Path without slash", "ini", "not a URL path prefix", setting("ROOT", "Path", "rest")),
     Case("two locations one Path", "ini", "same Path", two_locations_same_path),
-    Case("FwData on a location", "json", "per port, not per location", setting("ROOT", "FwData", {})),
+    Case(
+        "FwData on a location", "json", "per port, not per location", setting("ROOT", "FwData", {})
+    ),
     Case("Min above Max", "ini", "above MaxThreads", setting("POOL", "MinThreads", 9)),
     Case(
         "Authorization on a pool",
@@ -391,7 +403,12 @@ CASES: list[Case] = [
     ),
     Case("module not found", "ini", "was not found", setting("ENV", "Repository", "no_such_mod")),
     Case("syntax error", "json", "failed", setting("ENV", "Repository", "syntax_error")),
-    Case("raises at import", "ini", "refuses to load", setting("ENV", "Repository", "raises_at_import")),
+    Case(
+        "raises at import",
+        "ini",
+        "refuses to load",
+        setting("ENV", "Repository", "raises_at_import"),
+    ),
     Case("exits at import", "json", "sys.exit", setting("ENV", "Repository", "exits_at_import")),
     Case(
         "route registered twice",

@@ -195,7 +195,9 @@ def test_basic_port_locks_a_user_across_workers_and_does_not_leak_the_right_pass
         )
         assert through <= 1
         for client in (a, b, c):
-            same_as_a_wrong_one(lambda pw, cl=client: basic_get(cl, BASIC_VICTIM[0], pw), BASIC_VICTIM[1])
+            same_as_a_wrong_one(
+                lambda pw, cl=client: basic_get(cl, BASIC_VICTIM[0], pw), BASIC_VICTIM[1]
+            )
         locked = basic_get(c, *BASIC_VICTIM)
         print(
             f"Basic port: after {MAX_FAILURES} failures (workers {a.pid}, {b.pid}) the right "

@@ -142,7 +142,9 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
             token(https.get(token_url + "?" + wrong), 400)
             refreshed = token(https.post(token_url, data={"grant_type": "refresh_token",
                                                           "refresh_token": first["refresh_token"]}), 200)  # fmt: skip
-            by_get = urlencode({"grant_type": "refresh_token", "refresh_token": second["refresh_token"]})
+            by_get = urlencode(
+                {"grant_type": "refresh_token", "refresh_token": second["refresh_token"]}
+            )
             token(https.get(token_url + "?" + by_get), 200)
             replay = {"grant_type": "refresh_token", "refresh_token": first["refresh_token"]}
             token(https.post(token_url, data=replay), 400)  # revokes first's family
@@ -158,15 +160,23 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
                 assert response.status_code == expect, response.text
 
             bearer("/hello", third["access_token"], 200)
-            bearer("/hello?" + urlencode({"access_token": third["access_token"]}), third["access_token"], 200)
+            bearer(
+                "/hello?" + urlencode({"access_token": third["access_token"]}),
+                third["access_token"],
+                200,
+            )
             bearer("/raise-auth", third["access_token"], 500)
             bearer("/login-json", third["access_token"], 200, method="POST", content=login,
                    headers={"Content-Type": "application/json"})  # fmt: skip
-            tampered = third["access_token"][:-4] + ("AAAA" if not third["access_token"].endswith("AAAA") else "BBBB")
+            tampered = third["access_token"][:-4] + (
+                "AAAA" if not third["access_token"].endswith("AAAA") else "BBBB"
+            )
             bearer("/hello", tampered, 401)
             deadline = time.monotonic() + 5  # the replayed family is refused within 1 s
             while True:
-                status = https.get(o + "/hello", headers={"Authorization": f"Bearer {refreshed['access_token']}"}).status_code
+                status = https.get(
+                    o + "/hello", headers={"Authorization": f"Bearer {refreshed['access_token']}"}
+                ).status_code
                 if status == 401 or time.monotonic() > deadline:
                     break
                 time.sleep(0.05)

@@ -146,7 +146,9 @@ def test_redis_stopped_and_frozen_under_load(
             f"{len(grants)} token requests {dict(Counter(o.status for o in grants))}, "
             f"{len(bearers)} bearer checks {dict(Counter(o.status for o in bearers))}"
         )
-        assert {o.status for o in grants} <= {200, 503}, Counter((o.status, o.error) for o in grants)
+        assert {o.status for o in grants} <= {200, 503}, Counter(
+            (o.status, o.error) for o in grants
+        )
         unavailable = [o for o in grants if o.status == 503]
         for o in unavailable:
             assert o.body["code"] == 503 and int(o.body["retry-after"]) >= 1, o.body

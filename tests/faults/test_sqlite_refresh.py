@@ -3,7 +3,8 @@
 * 40 families refreshed concurrently, 10 times each, by 40 threads: every refresh is 200
   (``BEGIN IMMEDIATE`` and ``busy_timeout`` serialise the writers of both workers; no 503).
 * 500 simultaneous refreshes of ONE refresh token (500 TLS connections opened first, then the
-  500 requests written at once): exactly one new pair; the other 499 are ``invalid_grant``.
+  500 requests written at once): exactly one new pair; the other 499 are ``invalid_grant``,
+  replays that revoke the family, the new pair included (no grace period, SPEC 7).
 * 1,000 refresh replays (the spent first refresh tokens of 50 families, 20 times each): every
   one is detected (400 ``invalid_grant``), every family is revoked, and its access tokens are
   refused by both workers within 1 s of the replay's answer.
@@ -185,6 +186,20 @@ def test_500_simultaneous_refreshes_of_one_token_give_exactly_one_pair(service: 
     assert len(pairs) == 1, outcome
     assert outcome[(400, "invalid_grant")] == count - 1, outcome
     assert pairs[0]["refresh_token"] != tokens["refresh_token"]
+    # no grace period (SPEC 7): the 499 losers were replays, so the new pair's family is
+    # revoked too, on both workers
+    workers = pinned_per_worker(service.base, verify=service.ctx)
+    try:
+        for client in workers:
+            deadline = time.monotonic() + 10
+            while not _refused(client, service.base, pairs[0]["access_token"]):
+                assert time.monotonic() < deadline, "the new pair was never revoked"
+                time.sleep(0.01)
+    finally:
+        for client in workers:
+            client.close()
+    again = service.refresh(pairs[0]["refresh_token"])
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
 
 
 def _refused(client: Pinned, base: str, token: str) -> bool:
@@ -259,7 +274,10 @@ def test_1000_refresh_replays_are_detected_and_revoke_every_family(service: Serv
         accepted = [
             (f, which, client.pid)
             for f, (first, second) in enumerate(families)
-            for which, access in (("first", first["access_token"]), ("latest", second["access_token"]))
+            for which, access in (
+                ("first", first["access_token"]),
+                ("latest", second["access_token"]),
+            )
             for client in workers
             if not _refused(client, service.base, access)
         ]

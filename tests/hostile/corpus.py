@@ -76,6 +76,8 @@ class Case:
     split: int = 0  # send the request in pieces of this many bytes
     transport: str = "tls"  # "raw": no TLS even on the TLS port
     slow: bool = False  # waits for a server deadline
+    interim: tuple[int, ...] | None = None  # the interim answers expected (None: not checked)
+    raises: bool = False  # the application function raises: the SPEC's 500
     extra: Callable[[list[Any]], None] | None = field(default=None, compare=False)
 
     def expected(self, kind: str) -> tuple[int | None, ...]:
@@ -443,6 +445,22 @@ proto(
     req("POST {ECHO} HTTP/1.1", "Content-Length: 1048577"),
     413,
 )
+proto(
+    "bd-expect-continue-over-limit",
+    F,
+    ALL,
+    req("POST {ECHO} HTTP/1.1", "Expect: 100-continue", "Content-Length: 2000000"),
+    413,
+    interim=(),
+)
+proto(
+    "bd-expect-continue-unknown-expectation",
+    F,
+    ALL,
+    req("POST {ECHO} HTTP/1.1", "Expect: 100-continue, x-more", "Content-Length: 5"),
+    417,
+    interim=(),
+)
 proto("bd-cl-terabyte", F, ALL, req("POST {ECHO} HTTP/1.1", "Content-Length: 1000000000000"), 413)
 proto("bd-get-cl-gigabyte", F, ALL, req("GET {T} HTTP/1.1", "Content-Length: 1000000000"), 413)
 proto(
@@ -601,6 +619,52 @@ proto(
     OAUTH,
     chunked(TOKEN_ROUTE, "4001\r\n" + "g" * 0x4001 + "\r\n0\r\n\r\n", FORM, auth=False),
     413,
+)
+
+# ---------------------------------------------------------------------------------------------
+# HEAD answered with an error: never a body (a keep-alive client would read it as the next
+# answer; the runner's next request on the connection would then see garbage)
+
+F = "head"
+app("hd-head-unauthorised", F, APP, req("HEAD {T} HTTP/1.1", auth=False), 401, head=True)
+app("hd-head-not-found", F, ALL, req("HEAD {R}/nope HTTP/1.1"), 404, head=True)
+app("hd-head-wrong-method", F, APP, req("HEAD /rest/echo HTTP/1.1"), 405, head=True)
+app("hd-head-bad-path", F, ALL, req("HEAD {R}/a%2fb HTTP/1.1"), 400, head=True)
+app(
+    "hd-head-bad-token",
+    F,
+    OAUTH,
+    req("HEAD /rest/admin/secret HTTP/1.1", "Authorization: Bearer x.y.z", auth=False),
+    401,
+    head=True,
+    challenge="invalid_token",
+)
+app(
+    "hd-head-forbidden",
+    F,
+    BASIC,
+    req("HEAD /rest/hello HTTP/1.1", "Authorization: Basic " + basic("ada", "nope"), auth=False),
+    403,
+    head=True,
+)
+app("hd-head-app-raises", F, APP, req("HEAD /rest/boom HTTP/1.1"), 500, head=True, raises=True)
+app(
+    "hd-head-pipelined-errors",
+    F,
+    APP,
+    req("HEAD {T} HTTP/1.1", auth=False) + req("HEAD /rest/nope HTTP/1.1") + GET_T,
+    (401, 404, 200),
+    head=(True, True, False),
+    body=b'"hello":"world"',
+)
+app(
+    "hd-get-app-raises",
+    F,
+    APP,
+    req("GET /rest/boom HTTP/1.1"),
+    500,
+    raises=True,
+    body=b'{"code":500,"detailedMessage":"","message":"Internal Server Error"}',
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -1264,7 +1328,7 @@ for name, user, password in [
     ("password-12k", BASIC_USER, "p" * 12000),
 ]:
     _ba(name, f"Basic {basic(user, password)}", 403)
-_ba("validator-raises", f"Basic {basic('raiser', RAISER_PASSWORD)}", 500)
+_ba("validator-raises", f"Basic {basic('raiser', RAISER_PASSWORD)}", 500, raises=True)
 _ba("b64-17k", "Basic " + "QUFB" * 4300, 431, close=True)
 proto(
     "ba-repeated",
@@ -2268,6 +2332,29 @@ valid(
         ),
         CONTINUE,
         GOOD_GRANT,
+    ),
+    body=b'"token_type":"Bearer"',
+)
+valid(
+    "token-route-encoded-path",
+    OAUTH,
+    post("/rest/fw/oauth2/%74oken", GOOD_GRANT, FORM, auth=False),
+    body=b'"token_type":"Bearer"',
+)
+valid(
+    "token-route-dot-segments",
+    OAUTH,
+    post("/rest/fw/x/../oauth2/./token", GOOD_GRANT, FORM, auth=False),
+    body=b'"token_type":"Bearer"',
+)
+valid(
+    "token-refresh-encoded-path",
+    OAUTH,
+    lambda c: post(
+        "/rest//fw/oauth2/%74oken/",
+        f"grant_type=refresh_token&refresh_token={c.fresh_refresh()}",
+        FORM,
+        auth=False,
     ),
     body=b'"token_type":"Bearer"',
 )

@@ -372,12 +372,12 @@ class Wire:
 
     def read(self, head_only: bool = False) -> Answer | None:
         while True:
-            answer = self._read_one(head_only)
+            answer = self.read_one(head_only)
             if answer is None or answer.status >= 200:
                 return answer
             self.interim.append(answer.status)
 
-    def _read_one(self, head_only: bool) -> Answer | None:
+    def read_one(self, head_only: bool) -> Answer | None:
         while b"\r\n\r\n" not in self.buffer:
             if not self._fill():
                 if self.buffer:

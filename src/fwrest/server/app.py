@@ -140,6 +140,11 @@ class PortApp:
             reply = Reply(500, [("content-type", JSON)], error_body(500))
         finally:
             self.in_flight -= 1
+        if req.method == "HEAD" and reply.body:
+            # An error answer to HEAD too: no content (RFC 9110 9.3.2), else a keep-alive
+            # client reads the body as the start of the next response.
+            reply.headers.append(("content-length", str(len(reply.body))))
+            reply.body = b""
         ended = time.perf_counter_ns()
         duration_us = (ended - started) // 1000
         self.usage.record(route_key, duration_us)

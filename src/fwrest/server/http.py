@@ -147,6 +147,12 @@ class HttpProtocol(asyncio.Protocol):
         # A new connection has HeaderTimeout to send its first request line and headers.
         self._set_timer(self.cfg.header_timeout_ms, self._on_header_timeout)
 
+    def eof_received(self) -> bool:
+        """The client shut its write side: answer what it sent, then close (half-close)."""
+        self._keep_alive = False
+        # True keeps the transport open to write the answer of a request in progress
+        return bool(self._busy or self._queue)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._conns.items.discard(self)
         self._cancel_timer()

@@ -35,9 +35,9 @@ class NoCheckPaths:
         self.literal: set[str] = set()
         regexes: list[str] = []
         for raw in patterns:
-            pattern = raw.strip()
-            if not pattern:
+            if not raw.strip():
                 continue
+            pattern = raw  # taken as written: "/ " must not become "/" (the whole port)
             if not pattern.startswith("/"):
                 pattern = "/" + pattern
             star = pattern.endswith("*")

@@ -81,6 +81,8 @@ def request_params(
         except UnicodeDecodeError:
             raise OAuthError("invalid_request", "the body is not UTF-8") from None
         pairs += _pairs(text, "body")
+    if len(pairs) > MAX_FIELDS:  # SPEC 7: 32 fields in all, query and body together
+        raise OAuthError("invalid_request", f"more than {MAX_FIELDS} parameters")
     params: dict[str, str] = {}
     for name, value in pairs:
         if name in params:
