@@ -294,7 +294,6 @@ def test_update_readme_replaces_only_the_marked_part(tmp_path: Path) -> None:
 
 
 def test_chart_is_a_png(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     path = tmp_path / "results.png"
     report.chart(_results(), path)  # type: ignore[arg-type]
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
