@@ -49,8 +49,8 @@ from tests.server.rawhttp import RawConnection
 
 MIB = 1024 * 1024
 SOAK_SECONDS = float(os.environ.get("FWREST_SOAK_SECONDS", "60"))
-WARMUP_SECONDS = 20.0  # at least; then until RSS settles (see run_soak)
-WARMUP_MAX_SECONDS = 45.0
+WARMUP_SECONDS = 30.0  # at least; then until RSS settles (see run_soak)
+WARMUP_MAX_SECONDS = 60.0
 WARM_EVERY = 5.0
 WARM_STEP = 128 * 1024
 # glibc gives every thread that allocates an arena of its own (up to 8 per core); their slow
