@@ -231,13 +231,6 @@ def two_locations_same_path(s: Sections, _ctx: dict[str, Any]) -> None:
     s["ROOT2"] = {"Path": "/rest/", "ThreadPool": "POOL"}
 
 
-def case_twins(folded: str) -> Callable[[str], str]:
-    def mutate(text: str) -> str:
-        return text + f"\n[{folded}]\nPath=/other\nThreadPool=POOL\n"
-
-    return mutate
-
-
 def json_duplicate_key_case(s: Sections, _ctx: dict[str, Any]) -> None:
     s["HTTP_REST"]["PORT"] = 8080
 

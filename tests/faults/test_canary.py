@@ -64,10 +64,6 @@ PARAMS = {
 }
 
 
-def b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
 def forms(secret: str) -> set[str]:
     """Every form a secret could take in a log line."""
     raw = secret.encode()

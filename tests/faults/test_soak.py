@@ -245,8 +245,9 @@ def run_soak(
     crashed: list[BaseException] = []
 
     def load(index: int) -> None:
-        traffic = Traffic(proc.urls, proc.ports, ctx, seed=index)
+        traffic = None
         try:
+            traffic = Traffic(proc.urls, proc.ports, ctx, seed=index)
             while not stop.is_set():
                 name, expect, got = traffic.step()
                 if not measuring.is_set():
@@ -260,10 +261,11 @@ def run_soak(
                         unexpected[f"{name}: expected {expect}, got {str(got)[:80]}"] += 1
                         if len(examples) < 20:
                             examples.append(f"{name}: {got}")
-        except BaseException as exc:
+        except BaseException as exc:  # reported by run_soak's caller
             crashed.append(exc)
         finally:
-            traffic.close()
+            if traffic is not None:
+                traffic.close()
 
     threads = [threading.Thread(target=load, args=(i,), daemon=True) for i in range(LOAD_THREADS)]
     try:
