@@ -48,9 +48,9 @@ class RedisServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> RedisServer:
-        durability = ["--appendonly", "yes", "--appendfsync", "always"] if self.persist else [
-            "--appendonly", "no"
-        ]  # fmt: skip
+        durability = ["--appendonly", "yes", "--appendfsync", "always"]
+        if not self.persist:
+            durability = ["--appendonly", "no"]
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              *durability, "--dir", str(self.folder)],

@@ -477,7 +477,7 @@ def test_the_base_configuration_is_valid_in_both_formats(tmp_path: Path) -> None
         assert result.returncode == 0, result.stderr
 
 
-def test_60_broken_configs_exit_2_without_traceback_or_bound_port(
+def test_every_broken_config_exits_2_without_traceback_or_bound_port(
     ca: trustme.CA, tmp_path: Path
 ) -> None:
     certs = issue_certs(ca, tmp_path / "certs")

@@ -150,8 +150,10 @@ def test_token_route_locks_an_address_across_workers(service: Service) -> None:
         for client in (d1, d2):
             same_as_a_wrong_one(lambda pw, cl=client: grant(cl, OTHER[0], pw), OTHER[1])
         assert grant(e, *OTHER).status_code == 200
-        print(f"token route: address 127.0.0.14 locked on workers {d1.pid} and {d2.pid}; "
-              "127.0.0.15 still served")  # fmt: skip
+        print(
+            f"token route: address 127.0.0.14 locked on workers {d1.pid} and {d2.pid}; "
+            "127.0.0.15 still served"
+        )
     finally:
         for client in (d1, d2, e):
             client.close()

@@ -127,8 +127,12 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
                 return dict(body)
 
             grant = {"grant_type": "password", "username": "ada", "password": OAUTH_PW}
-            first = token(https.post(token_url, data={**grant, "client_id": "web",
-                                                       "client_secret": CLIENT_SECRET}), 200)  # fmt: skip
+            first = token(
+                https.post(
+                    token_url, data={**grant, "client_id": "web", "client_secret": CLIENT_SECRET}
+                ),
+                200,
+            )
             # RFC 6749 2.3.1: the client id and secret are form-encoded, then base64 in the header
             header_auth = ("web", quote_plus(CLIENT_SECRET))
             second = token(https.post(token_url, data=grant, auth=header_auth), 200)
@@ -136,18 +140,35 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
             third = token(https.get(token_url + "?" + urlencode(query)), 200)
             wrong = urlencode({**query, "password": OAUTH_WRONG})
             token(https.get(token_url + "?" + wrong), 400)
-            refreshed = token(https.post(token_url, data={"grant_type": "refresh_token",
-                                                          "refresh_token": first["refresh_token"]}), 200)  # fmt: skip
+            refreshed = token(
+                https.post(
+                    token_url,
+                    data={"grant_type": "refresh_token", "refresh_token": first["refresh_token"]},
+                ),
+                200,
+            )
             by_get = urlencode(
                 {"grant_type": "refresh_token", "refresh_token": second["refresh_token"]}
             )
             token(https.get(token_url + "?" + by_get), 200)
             replay = {"grant_type": "refresh_token", "refresh_token": first["refresh_token"]}
             token(https.post(token_url, data=replay), 400)  # revokes first's family
-            token(https.post(token_url, content=json.dumps(grant).encode(),
-                             headers={"Content-Type": "application/json"}), 400)  # fmt: skip
-            token(https.post(token_url, content=(urlencode(grant) + "&password=" + quote(OAUTH_PW)).encode(),
-                             headers={"Content-Type": "application/x-www-form-urlencoded"}), 400)  # fmt: skip
+            token(
+                https.post(
+                    token_url,
+                    content=json.dumps(grant).encode(),
+                    headers={"Content-Type": "application/json"},
+                ),
+                400,
+            )
+            token(
+                https.post(
+                    token_url,
+                    content=(urlencode(grant) + "&password=" + quote(OAUTH_PW)).encode(),
+                    headers={"Content-Type": "application/x-www-form-urlencoded"},
+                ),
+                400,
+            )
 
             def bearer(path: str, access: str, expect: int, **kw: object) -> None:
                 headers = {"Authorization": f"Bearer {access}", **kw.pop("headers", {})}  # type: ignore[dict-item]
@@ -162,8 +183,14 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
                 200,
             )
             bearer("/raise-auth", third["access_token"], 500)
-            bearer("/login-json", third["access_token"], 200, method="POST", content=login,
-                   headers={"Content-Type": "application/json"})  # fmt: skip
+            bearer(
+                "/login-json",
+                third["access_token"],
+                200,
+                method="POST",
+                content=login,
+                headers={"Content-Type": "application/json"},
+            )
             tampered = third["access_token"][:-4] + (
                 "AAAA" if not third["access_token"].endswith("AAAA") else "BBBB"
             )
@@ -191,8 +218,9 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
     needles: dict[str, set[str]] = {name: forms(value) for name, value in CANARIES.items()}
     for i, value in enumerate(tokens):
         if value.count(".") == 2:  # a JWT: its signature is the secret part
-            needles[f"token {i} signature"] = {value.rsplit(".", 1)[1]}
-        needles[f"token {i}"] = {value, quote(value, safe=""), value[:16]}
+            needles[f"access token {i}"] = {value, value.rsplit(".", 1)[1]}
+        else:  # a refresh token: random throughout
+            needles[f"refresh token {i}"] = {value, quote(value, safe=""), value[:16]}
     hits = [
         (where, name, form, text[max(0, text.find(form) - 80) : text.find(form) + 80])
         for where, text in logs.items()

@@ -125,14 +125,14 @@ def test_redis_stopped_and_frozen_under_load(
         windows: list[tuple[str, float, float]] = []
         try:
             time.sleep(1.5)
-            fault = time.monotonic()
-            redis_store.stop()
+            redis_store.stop()  # SIGTERM: Redis answers until its graceful shutdown ends
+            fault = time.monotonic()  # gone now: the process has exited
             time.sleep(STOPPED_S)
             redis_store.start()  # same port, same folder: the data comes back
             windows.append(("stopped", fault, time.monotonic()))
             time.sleep(2.5)
-            fault = time.monotonic()
             redis_store.freeze()
+            fault = time.monotonic()
             time.sleep(FROZEN_S)
             redis_store.thaw()
             windows.append(("frozen", fault, time.monotonic()))
