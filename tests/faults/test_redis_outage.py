@@ -122,20 +122,23 @@ def test_redis_stopped_and_frozen_under_load(
         load = Recorder()
         load.run("grant", GRANT_THREADS, grant)
         load.run("bearer", BEARER_THREADS, bearer)
-        windows: list[tuple[str, float, float]] = []
+        # (name, Redis gone, Redis about to come back, Redis answering again)
+        windows: list[tuple[str, float, float, float]] = []
         try:
             time.sleep(1.5)
             redis_store.stop()  # SIGTERM: Redis answers until its graceful shutdown ends
             fault = time.monotonic()  # gone now: the process has exited
             time.sleep(STOPPED_S)
+            relaunch = time.monotonic()
             redis_store.start()  # same port, same folder: the data comes back
-            windows.append(("stopped", fault, time.monotonic()))
+            windows.append(("stopped", fault, relaunch, time.monotonic()))
             time.sleep(2.5)
             redis_store.freeze()
             fault = time.monotonic()
             time.sleep(FROZEN_S)
+            thaw = time.monotonic()
             redis_store.thaw()
-            windows.append(("frozen", fault, time.monotonic()))
+            windows.append(("frozen", fault, thaw, time.monotonic()))
             time.sleep(3.0)
         finally:
             outcomes = load.stop()
@@ -152,8 +155,9 @@ def test_redis_stopped_and_frozen_under_load(
         unavailable = [o for o in grants if o.status == 503]
         for o in unavailable:
             assert o.body["code"] == 503 and int(o.body["retry-after"]) >= 1, o.body
-        for name, fault, back in windows:
-            inside = [o for o in grants if o.started >= fault + 0.05 and o.ended <= back]
+        for name, fault, returning, back in windows:
+            # inside: started after Redis was gone, answered before it could answer again
+            inside = [o for o in grants if o.started >= fault + 0.05 and o.ended <= returning]
             straddling = [
                 o for o in grants if o.ended > fault and o.started < back and o not in inside
             ]
