@@ -164,7 +164,19 @@ def uvicorn(
     return start
 
 
+def granian(
+    scratch: Scratch, factory: str, *, tls: bool = False
+) -> Callable[[Path], servers.Running]:
+    def start(folder: Path) -> servers.Running:
+        return servers.start_granian(
+            folder, f"bench.apps.{factory}", certs=scratch.certs if tls else None
+        )
+
+    return start
+
+
 # -- the cases ----------------------------------------------------------------------------------
+GRAN = "granian raw ASGI"
 FW, CEIL, ASGI, STAR, FAPI = (
     "fwrest",
     "ceiling (fwrest engine)",
@@ -185,6 +197,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 Target(FW, "fwrest", fw(sc)),
                 Target(CEIL, "ceiling", ceiling(sc, "open")),
                 Target(ASGI, "peer", uvicorn(sc, "asgi_raw:open_app")),
+                Target(GRAN, "peer", granian(sc, "asgi_raw:open_app")),
                 Target(STAR, "peer", uvicorn(sc, "starlette_app:open_app")),
                 Target(FAPI, "peer", uvicorn(sc, "fastapi_app:open_app")),
             ],
@@ -194,21 +207,25 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 ("fwrest / Starlette", FW, STAR, None),
                 ("fwrest / uvicorn raw ASGI", FW, ASGI, None),
                 ("ceiling / uvicorn raw ASGI (engine vs engine)", CEIL, ASGI, None),
+                ("ceiling / granian raw ASGI (engine vs engine)", CEIL, GRAN, None),
             ],
         )
     )
-    fw_async = "fwrest (async OnAuth)"
+    fw_def = "fwrest (def OnAuth)"
     cases.append(
         Case(
             "2",
             "Basic-protected JSON endpoint",
             "The same endpoint behind HTTP Basic with a trivial validator (constant-time compare "
-            "of one user and password). fwrest: a `def` OnAuth (as in examples/app/auth.py, "
-            "which fwrest runs with `asyncio.to_thread`) and an `async def` one; Starlette: "
-            "`AuthenticationMiddleware` + `@requires`; FastAPI: an `HTTPBasic` dependency.",
+            "of one user and password), checked on the event loop as the peers do: fwrest with "
+            "an `async def` OnAuth, the ceiling inline, Starlette with "
+            "`AuthenticationMiddleware` + `@requires`, FastAPI with an `HTTPBasic` dependency "
+            "(an `async def`). The extra row runs a `def` OnAuth (as in "
+            "examples/app/auth.py), which fwrest calls in the port's thread pool: the same "
+            "check plus a thread hop per request, which none of the other rows pays.",
             [
-                Target(FW, "fwrest", fw(sc, fw_data=BASIC_FW), auth="basic", detail="def OnAuth"),
-                Target(fw_async, "fwrest", fw(sc, fw_data=BASIC_FW_ASYNC), auth="basic"),
+                Target(FW, "fwrest", fw(sc, fw_data=BASIC_FW_ASYNC), auth="basic"),
+                Target(fw_def, "fwrest", fw(sc, fw_data=BASIC_FW), auth="basic"),
                 Target(CEIL, "ceiling", ceiling(sc, "basic"), auth="basic"),
                 Target(ASGI, "peer", uvicorn(sc, "asgi_raw:basic_app"), auth="basic"),
                 Target(STAR, "peer", uvicorn(sc, "starlette_app:basic_app"), auth="basic"),
@@ -217,8 +234,8 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             [
                 ("fwrest / ceiling", FW, CEIL, 0.8),
                 ("fwrest / FastAPI", FW, FAPI, 3.0),
-                ("fwrest (async OnAuth) / ceiling", fw_async, CEIL, 0.8),
-                ("fwrest (async OnAuth) / FastAPI", fw_async, FAPI, 3.0),
+                ("fwrest (def OnAuth) / ceiling", fw_def, CEIL, 0.8),
+                ("fwrest (def OnAuth) / FastAPI", fw_def, FAPI, 3.0),
             ],
         )
     )
@@ -401,7 +418,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
     rows7: list[Target] = []
     ratios7: list[tuple[str, str, str, float | None]] = []
     for kind, data, tls, auth in (
-        ("Basic", BASIC_FW, False, "basic"),
+        ("Basic", BASIC_FW_ASYNC, False, "basic"),
         ("Bearer TLS", OAUTH_FW, True, "bearer-fwrest"),
     ):
         for level in (1, 3):
@@ -434,7 +451,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
         Case(
             "7",
             "usage/time collection: rest_trace_time 0 vs 2",
-            "Cases 2 (def OnAuth) and 3 again, with `rest_trace_time=0` and `=2`, at "
+            "Cases 2 (async OnAuth) and 3 again, with `rest_trace_time=0` and `=2`, at "
             "`rest_log_level=1` (fwrest writes trace lines only when the access log is on, so "
             "here the per-phase timing and usage figures are collected but not written) and at "
             "`rest_log_level=3` (access log and trace lines written to standard error, "

@@ -243,8 +243,6 @@ def start_uvicorn(
     workers: int = 1,
     cpus: str | None = "0",
 ) -> Running:
-    folder.mkdir(parents=True, exist_ok=True)
-    stderr_path = folder / "stderr.log"
     port = free_port()
     cmd = [
         PYTHON,
@@ -270,8 +268,61 @@ def start_uvicorn(
     ]
     if certs is not None:
         cmd += ["--ssl-certfile", str(certs[0]), "--ssl-keyfile", str(certs[1])]
+    return _start_asgi("uvicorn", folder, cmd, port, certs is not None, cpus, factory)
+
+
+def start_granian(
+    folder: Path,
+    factory: str,
+    *,
+    certs: tuple[Path, Path] | None = None,
+    workers: int = 1,
+    cpus: str | None = "0",
+) -> Running:
+    """The same ASGI app on granian (Rust HTTP, one runtime thread, uvloop)."""
+    port = free_port()
+    cmd = [
+        PYTHON,
+        "-m",
+        "granian",
+        "--interface",
+        "asgi",
+        "--factory",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--http",
+        "1",
+        "--no-ws",
+        "--loop",
+        "uvloop",
+        "--runtime-threads",
+        "1",
+        "--log-level",
+        "warning",
+        "--workers",
+        str(workers),
+    ]
+    if certs is not None:
+        cmd += ["--ssl-certificate", str(certs[0]), "--ssl-keyfile", str(certs[1])]
+    cmd.append(factory)
+    return _start_asgi("granian", folder, cmd, port, certs is not None, cpus, factory)
+
+
+def _start_asgi(
+    engine: str,
+    folder: Path,
+    cmd: list[str],
+    port: int,
+    tls: bool,
+    cpus: str | None,
+    factory: str,
+) -> Running:
+    folder.mkdir(parents=True, exist_ok=True)
+    stderr_path = folder / "stderr.log"
     proc = _spawn(cmd, ROOT, stderr_path, cpus)
-    scheme = "https" if certs is not None else "http"
+    scheme = "https" if tls else "http"
     running = Running(proc, f"{scheme}://127.0.0.1:{port}", stderr_path)
     threading.Thread(target=lambda: proc.stdout and proc.stdout.read(), daemon=True).start()
     deadline = time.monotonic() + START_DEADLINE_S
@@ -284,7 +335,7 @@ def start_uvicorn(
         except OSError:
             time.sleep(0.1)
     running.stop()
-    raise ServerError(f"uvicorn {factory} did not start: {running.log_tail()}")
+    raise ServerError(f"{engine} {factory} did not start: {running.log_tail()}")
 
 
 def request(

@@ -3,21 +3,26 @@
 * ``make_service(tmp_path)`` writes an app module and a config, returns its path;
 * ``ServerProcess`` runs ``fwrest serve`` as a subprocess, waits for its readiness line (with
   a deadline, never a sleep), exposes the bound ports and the log;
-* ``certs`` issues a CA and a server certificate with trustme.
+* ``certs`` issues a CA and a server certificate with trustme (``issue_certs`` in any folder);
+* config sections (``base_sections``), their text (``ini_text``, ``config_text``) and
+  changes (``set_values``, ``drop_key``);
+* ports (``free_port``, ``port_is_free``) and child processes (``children``).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +101,61 @@ APP_SOURCE = textwrap.dedent(
 )
 
 
+Sections = dict[str, dict[str, Any]]
+
+
+def base_sections(port: int) -> Sections:
+    """A small valid service: one server on ``127.0.0.1:port``, ``/rest`` serving ``app``."""
+    return {
+        "HTTPSERVER": {"Enable": 1, "Servers": "HTTP_REST", "StateStore": "memory"},
+        "HTTP_REST": {"HostName": "127.0.0.1", "Port": port, "Locations": "ROOT"},
+        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
+        "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 4},
+        "ENV": {"Repository": "app"},
+    }
+
+
+def ini_text(sections: Sections) -> str:
+    """``sections`` as INI text: a ``[NAME]`` block each, a dict or list value written as JSON."""
+    lines = []
+    for name, body in sections.items():
+        lines.append(f"[{name}]")
+        for key, value in body.items():
+            if isinstance(value, dict | list):
+                value = json.dumps(value)
+            lines.append(f"{key}={value}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def config_text(sections: Sections, fmt: str) -> str:
+    """``sections`` as the text of a config file: indented JSON for ``"json"``, else INI."""
+    return json.dumps(sections, indent=2) if fmt == "json" else ini_text(sections)
+
+
+def set_values(section: str, **values: Any) -> Callable[[Sections], None]:
+    """A change of a config's sections: set ``values`` in ``section`` (added if missing)."""
+
+    def change(sections: Sections) -> None:
+        sections.setdefault(section, {}).update(values)
+
+    return change
+
+
+def drop_key(section: str, key: str) -> Callable[[Sections], None]:
+    """A change of a config's sections: remove ``key`` from ``section``."""
+
+    def change(sections: Sections) -> None:
+        del sections[section][key]
+
+    return change
+
+
 def free_config(
     tmp_path: Path,
     *,
-    servers: dict[str, dict[str, Any]] | None = None,
-    extra: dict[str, dict[str, Any]] | None = None,
+    servers: Sections | None = None,
+    extra: Sections | None = None,
     app: str = APP_SOURCE,
     fmt: str = "json",
     general: dict[str, Any] | None = None,
@@ -108,7 +163,7 @@ def free_config(
     """Write ``app.py`` and a config serving it on port 0 (the system picks)."""
     (tmp_path / "app.py").write_text(app)
     servers = servers or {"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}}
-    sections: dict[str, dict[str, Any]] = {
+    sections: Sections = {
         "HTTPSERVER": {
             "Enable": 1,
             "Servers": ",".join(servers),
@@ -125,20 +180,8 @@ def free_config(
         sections["GENERAL"] = general
     for name, body in (extra or {}).items():
         sections.setdefault(name, {}).update(body)
-    if fmt == "json":
-        path = tmp_path / "service.json"
-        path.write_text(json.dumps(sections, indent=2))
-    else:
-        lines = []
-        for name, body in sections.items():
-            lines.append(f"[{name}]")
-            for key, value in body.items():
-                if isinstance(value, dict | list):
-                    value = json.dumps(value)
-                lines.append(f"{key}={value}")
-            lines.append("")
-        path = tmp_path / "service.ini"
-        path.write_text("\n".join(lines))
+    path = tmp_path / ("service.json" if fmt == "json" else "service.ini")
+    path.write_text(config_text(sections, fmt))
     return path
 
 
@@ -245,17 +288,23 @@ def ca() -> trustme.CA:
     return trustme.CA()
 
 
-@pytest.fixture
-def certs(ca: trustme.CA, tmp_path: Path) -> dict[str, Path]:
-    """A server certificate for 127.0.0.1/localhost: paths of cert, key and the CA bundle."""
+def issue_certs(ca: trustme.CA, folder: Path) -> dict[str, Path]:
+    """A server certificate for 127.0.0.1/localhost in ``folder``: cert, key, CA bundle."""
+    folder.mkdir(parents=True, exist_ok=True)
     cert = ca.issue_cert("127.0.0.1", "localhost")
-    crt, key, ca_pem = tmp_path / "server.crt", tmp_path / "server.key", tmp_path / "ca.pem"
+    crt, key, ca_pem = folder / "server.crt", folder / "server.key", folder / "ca.pem"
     with crt.open("wb") as fh:
         for pem in cert.cert_chain_pems:
             fh.write(pem.bytes())
     cert.private_key_pem.write_to_path(str(key))
     ca.cert_pem.write_to_path(str(ca_pem))
     return {"cert": crt, "key": key, "ca": ca_pem}
+
+
+@pytest.fixture
+def certs(ca: trustme.CA, tmp_path: Path) -> dict[str, Path]:
+    """A server certificate for 127.0.0.1/localhost: paths of cert, key and the CA bundle."""
+    return issue_certs(ca, tmp_path)
 
 
 def run_cli(
@@ -265,3 +314,37 @@ def run_cli(
     return subprocess.run(
         [*FWREST, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, check=False
     )
+
+
+def free_port() -> int:
+    """A port nobody listens on now (bound to 0, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when nothing listens on ``port`` (a bind without SO_REUSEPORT succeeds)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1)
+        return True
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return False
+        raise
+    finally:
+        sock.close()
+
+
+def children(pid: int) -> set[int]:
+    """The child processes of ``pid`` (a supervisor's workers), read from ``/proc``."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found |= {int(c) for c in (task / "children").read_text().split()}
+        except FileNotFoundError:
+            continue
+    return found

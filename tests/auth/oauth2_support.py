@@ -1,5 +1,6 @@
-"""Helpers shared by the OAuth2 tests: certificates in a folder of the test's choosing, oAuth2
-server sections, an HTTPS client of the token route, and JWT helpers.
+"""Helpers shared by the OAuth2 tests: certificates in a folder of the test's choosing
+(``issue_certs``, from tests/conftest.py), oAuth2 server sections, an HTTPS client of the token
+route, and JWT helpers.
 
 Everything here talks real TLS over loopback to a real ``fwrest serve``; nothing is mocked.
 """
@@ -10,7 +11,7 @@ import base64
 import json
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -20,24 +21,12 @@ import jwt
 import trustme
 
 from tests.conftest import ServerProcess
+from tests.conftest import issue_certs as issue_certs
 
 TOKEN = "/fw/oauth2/token"
 BEARER_REALM = 'Bearer realm="Access to REST"'
 TOKEN_KEYS = {"access_token", "refresh_token", "scope", "token_type", "expires_in"}
 NO_THROTTLE = 1_000_000  # many failed grants from one address must not turn into 429s here
-
-
-def issue_certs(ca: trustme.CA, folder: Path) -> dict[str, Path]:
-    """A server certificate for 127.0.0.1/localhost in ``folder``: cert, key, CA bundle."""
-    folder.mkdir(parents=True, exist_ok=True)
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    crt, key, ca_pem = folder / "server.crt", folder / "server.key", folder / "ca.pem"
-    with crt.open("wb") as fh:
-        for pem in cert.cert_chain_pems:
-            fh.write(pem.bytes())
-    cert.private_key_pem.write_to_path(str(key))
-    ca.cert_pem.write_to_path(str(ca_pem))
-    return {"cert": crt, "key": key, "ca": ca_pem}
 
 
 def oauth_section(certs: dict[str, Path], locations: str = "ROOT", **auth: Any) -> dict[str, Any]:
@@ -100,6 +89,42 @@ class OAuth:
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         return self.http.get(self.base + path, headers=headers, **kw)
+
+
+class OAuthService:
+    """A running service of oAuth2 ports: its process, its folder, and an :class:`OAuth`
+    client of each port, made on first use (``svc["NAME"]``) and closed by :meth:`close`."""
+
+    def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
+        self.proc = proc
+        self.certs = certs
+        self.folder = proc.config.parent
+        self._ports: dict[str, OAuth] = {}
+
+    def __getitem__(self, name: str) -> OAuth:
+        if name not in self._ports:
+            self._ports[name] = OAuth(self.proc, name, self.certs)
+        return self._ports[name]
+
+    def close(self) -> None:
+        for port in self._ports.values():
+            port.close()
+
+
+def serve_oauth(
+    ca: trustme.CA, folder: Path, write_service: Callable[[Path, dict[str, Path]], Path]
+) -> Iterator[OAuthService]:
+    """Certificates in ``folder/certs``, then ``fwrest serve`` of the config that
+    ``write_service(folder, certs)`` writes; yields the :class:`OAuthService`, then closes its
+    clients and stops it. A module fixture: ``yield from serve_oauth(...)``."""
+    certs = issue_certs(ca, folder / "certs")
+    proc = ServerProcess(write_service(folder, certs)).wait_ready()
+    service = OAuthService(proc, certs)
+    try:
+        yield service
+    finally:
+        service.close()
+        proc.stop()
 
 
 def signing_key(config_dir: Path) -> bytes:

@@ -36,6 +36,7 @@ from jwt.warnings import InsecureKeyLengthWarning
 from tests.auth.oauth2_support import (
     TOKEN_KEYS,
     OAuth,
+    OAuthService,
     assert_invalid_token,
     assert_missing_token,
     encoded_forms,
@@ -43,6 +44,7 @@ from tests.auth.oauth2_support import (
     fresh_claims,
     issue_certs,
     oauth_section,
+    serve_oauth,
     sign,
     signing_key,
     unsigned_jwt,
@@ -127,8 +129,6 @@ def whoami():
     }
 """
 
-PORTS = ("OAUTH", "PWONLY", "SHORT", "NOGET", "CUSTOM", "ALIAS")
-
 
 def write_service(folder: Path, certs: dict[str, Path], **kw: Any) -> Path:
     servers = {
@@ -142,39 +142,17 @@ def write_service(folder: Path, certs: dict[str, Path], **kw: Any) -> Path:
     return free_config(folder, servers=servers, app=APP_SOURCE + OAUTH_APP, **kw)
 
 
-class Service:
-    def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
-        self.proc = proc
-        self.folder = proc.config.parent
-        self.ports = {name: OAuth(proc, name, certs) for name in PORTS}
-
-    def __getitem__(self, name: str) -> OAuth:
-        return self.ports[name]
-
-    def close(self) -> None:
-        for port in self.ports.values():
-            port.close()
-
-
 @pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    folder = tmp_path_factory.mktemp("oauth2")
-    certs = issue_certs(ca, folder / "certs")
-    proc = ServerProcess(write_service(folder, certs)).wait_ready()
-    service = Service(proc, certs)
-    try:
-        yield service
-    finally:
-        service.close()
-        proc.stop()
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+    yield from serve_oauth(ca, tmp_path_factory.mktemp("oauth2"), write_service)
 
 
 @pytest.fixture
-def oauth(svc: Service) -> OAuth:
+def oauth(svc: OAuthService) -> OAuth:
     return svc["OAUTH"]
 
 
-def claims_of(svc: Service, access_token: str) -> dict[str, Any]:
+def claims_of(svc: OAuthService, access_token: str) -> dict[str, Any]:
     return jwt.decode(
         access_token,
         signing_key(svc.folder),
@@ -301,7 +279,7 @@ def test_form_content_type_with_charset_is_accepted(oauth: OAuth) -> None:
     assert_token_response(response)
 
 
-def test_client_credentials_by_basic_header(svc: Service, oauth: OAuth) -> None:
+def test_client_credentials_by_basic_header(svc: OAuthService, oauth: OAuth) -> None:
     for client_id, secret in (WEB, MOBILE):
         response = oauth.post(
             {"grant_type": "password", "username": ADA[0], "password": ADA[1]},
@@ -311,12 +289,14 @@ def test_client_credentials_by_basic_header(svc: Service, oauth: OAuth) -> None:
         assert claims_of(svc, body["access_token"])["client_id"] == client_id
 
 
-def test_client_credentials_as_parameters(svc: Service, oauth: OAuth) -> None:
+def test_client_credentials_as_parameters(svc: OAuthService, oauth: OAuth) -> None:
     body = assert_token_response(oauth.grant(*ADA, client_id=MOBILE[0], client_secret=MOBILE[1]))
     assert claims_of(svc, body["access_token"])["client_id"] == "mobile"
 
 
-def test_without_client_credentials_the_first_client_is_used(svc: Service, oauth: OAuth) -> None:
+def test_without_client_credentials_the_first_client_is_used(
+    svc: OAuthService, oauth: OAuth
+) -> None:
     body = assert_token_response(oauth.grant(*ADA))
     assert claims_of(svc, body["access_token"])["client_id"] == "web"
 
@@ -355,7 +335,7 @@ def test_an_unknown_grant_type_is_unsupported(oauth: OAuth, grant: str) -> None:
     assert error_of(response) == "unsupported_grant_type"
 
 
-def test_a_grant_not_listed_in_types_is_unauthorized_client(svc: Service) -> None:
+def test_a_grant_not_listed_in_types_is_unauthorized_client(svc: OAuthService) -> None:
     port = svc["PWONLY"]
     tokens = port.tokens(*ADA)  # password is listed
     response = port.refresh(tokens["refresh_token"])
@@ -413,7 +393,7 @@ def test_wrong_password_and_unknown_user_get_the_same_answer(oauth: OAuth) -> No
     assert oauth.grant("bob", ADA[1]).content == wrong.content
 
 
-def test_allow_get_token_false_refuses_the_password_grant_over_get(svc: Service) -> None:
+def test_allow_get_token_false_refuses_the_password_grant_over_get(svc: OAuthService) -> None:
     port = svc["NOGET"]
     response = port.http.get(
         port.token_url, params={"grant_type": "password", "username": ADA[0], "password": ADA[1]}
@@ -424,7 +404,7 @@ def test_allow_get_token_false_refuses_the_password_grant_over_get(svc: Service)
     assert_token_response(port.grant(*ADA))  # POST still works
 
 
-def test_the_first_get_grant_logs_a_warning_that_post_is_safer(svc: Service) -> None:
+def test_the_first_get_grant_logs_a_warning_that_post_is_safer(svc: OAuthService) -> None:
     port = svc["OAUTH"]
     for _ in range(2):
         response = port.http.get(
@@ -445,7 +425,7 @@ def test_the_first_get_grant_logs_a_warning_that_post_is_safer(svc: Service) -> 
     assert len(get_warnings()) == 1, svc.proc.log()
 
 
-def test_the_access_token_is_a_signed_jwt(svc: Service, oauth: OAuth) -> None:
+def test_the_access_token_is_a_signed_jwt(svc: OAuthService, oauth: OAuth) -> None:
     first = assert_token_response(oauth.grant(*ADA))
     second = assert_token_response(oauth.grant(*BOB))
     header = jwt.get_unverified_header(first["access_token"])
@@ -461,7 +441,7 @@ def test_the_access_token_is_a_signed_jwt(svc: Service, oauth: OAuth) -> None:
     assert first["refresh_token"].count(".") == 0 and len(first["refresh_token"]) >= 43
 
 
-def test_the_signing_key_file_is_private(svc: Service) -> None:
+def test_the_signing_key_file_is_private(svc: OAuthService) -> None:
     path = svc.folder / ".fwrest" / "signing.key"
     assert path.stat().st_mode & 0o777 == 0o600
     assert len(signing_key(svc.folder)) >= 32
@@ -513,7 +493,7 @@ def test_an_access_token_is_not_a_refresh_token(oauth: OAuth) -> None:
     assert response.status_code == 400 and error_of(response) == "invalid_grant"
 
 
-def test_an_expired_access_token_is_refused(svc: Service) -> None:
+def test_an_expired_access_token_is_refused(svc: OAuthService) -> None:
     port = svc["SHORT"]
     tokens = assert_token_response(port.grant(*ADA), expires_in=1)
     assert port.get("/hello", tokens["access_token"]).status_code == 200
@@ -554,7 +534,7 @@ def test_the_bearer_scheme_name_is_case_insensitive(oauth: OAuth) -> None:
     assert response.status_code == 200
 
 
-def forged(kind: str, svc: Service, real: str) -> str:
+def forged(kind: str, svc: OAuthService, real: str) -> str:
     key = signing_key(svc.folder)
     claims = fresh_claims()
     if kind == "tampered-signature":
@@ -611,7 +591,7 @@ FORGERIES = [
 
 
 def test_a_token_forged_with_the_real_key_and_right_header_passes(
-    svc: Service, oauth: OAuth
+    svc: OAuthService, oauth: OAuth
 ) -> None:
     """The contrast that makes the refusals below meaningful: the forging helpers work."""
     token = sign(fresh_claims("carol"), signing_key(svc.folder))
@@ -621,7 +601,7 @@ def test_a_token_forged_with_the_real_key_and_right_header_passes(
 
 
 @pytest.mark.parametrize("kind", FORGERIES)
-def test_invalid_tokens_are_401_invalid_token(svc: Service, oauth: OAuth, kind: str) -> None:
+def test_invalid_tokens_are_401_invalid_token(svc: OAuthService, oauth: OAuth, kind: str) -> None:
     real = oauth.tokens(*ADA)["access_token"]
     token = forged(kind, svc, real)
     assert token != real
@@ -666,14 +646,14 @@ def test_on_auth_no_check_uri(oauth: OAuth, path: str, status: int) -> None:
         assert_missing_token(response)
 
 
-def test_the_token_route_is_never_protected(svc: Service) -> None:
+def test_the_token_route_is_never_protected(svc: OAuthService) -> None:
     """A port with no ``onAuthNoCheckUri`` still answers its token route without a token."""
     port = svc["PWONLY"]
     assert_missing_token(port.get("/hello"))
     assert_token_response(port.grant(*ADA))
 
 
-def test_a_named_on_auth_replaces_the_native_check(svc: Service) -> None:
+def test_a_named_on_auth_replaces_the_native_check(svc: OAuthService) -> None:
     port = svc["CUSTOM"]
     calls = svc.folder / "token_check.jsonl"
     before = len(calls.read_text().splitlines()) if calls.exists() else 0
@@ -691,7 +671,7 @@ def test_a_named_on_auth_replaces_the_native_check(svc: Service) -> None:
     assert {c["path"] for c in seen} == {"/rest/hello"}
 
 
-def test_rest_object_on_an_oauth2_port(svc: Service) -> None:
+def test_rest_object_on_an_oauth2_port(svc: OAuthService) -> None:
     port = svc["OAUTH"]
     token = port.tokens(*BOB)["access_token"]
     info = port.get("/whoami", token).json()
@@ -701,7 +681,7 @@ def test_rest_object_on_an_oauth2_port(svc: Service) -> None:
     assert info["on_auth"] == ""
 
 
-def test_rest_object_with_the_alias_scheme_o_auth(svc: Service) -> None:
+def test_rest_object_with_the_alias_scheme_o_auth(svc: OAuthService) -> None:
     port = svc["ALIAS"]
     token = port.tokens(*ADA)["access_token"]
     info = port.get("/whoami", token).json()
@@ -710,14 +690,14 @@ def test_rest_object_with_the_alias_scheme_o_auth(svc: Service) -> None:
     assert_missing_token(port.get("/whoami"))
 
 
-def test_rest_object_with_a_named_on_auth(svc: Service) -> None:
+def test_rest_object_with_a_named_on_auth(svc: OAuthService) -> None:
     info = svc["CUSTOM"].get("/whoami", "open-sesame").json()
     assert info["scheme"] == "oAuth2"
     assert info["on_auth"] == "app.token_check"
     assert info["has_callback"] is True
 
 
-def test_a_token_of_one_port_works_on_another_port_of_the_service(svc: Service) -> None:
+def test_a_token_of_one_port_works_on_another_port_of_the_service(svc: OAuthService) -> None:
     """One signing key per service: ports share it (SPEC 4.2)."""
     token = svc["ALIAS"].tokens(*ADA)["access_token"]
     assert svc["OAUTH"].get("/hello", token).status_code == 200

@@ -34,9 +34,11 @@ from requests_oauthlib import OAuth2Session as RequestsOAuthSession
 from tests.auth.oauth2_support import (
     TOKEN_KEYS,
     OAuth,
+    OAuthService,
     error_of,
     issue_certs,
     oauth_section,
+    serve_oauth,
     signing_key,
     wait_for,
 )
@@ -197,44 +199,19 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
     return free_config(folder, servers=servers, app=APP_SOURCE + CLIENTS_APP)
 
 
-class Service:
-    def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
-        self.proc = proc
-        self.certs = certs
-        self.folder = proc.config.parent
-        self._ports: dict[str, OAuth] = {}
-
-    def __getitem__(self, name: str) -> OAuth:
-        if name not in self._ports:
-            self._ports[name] = OAuth(self.proc, name, self.certs)
-        return self._ports[name]
-
-    def close(self) -> None:
-        for port in self._ports.values():
-            port.close()
-
-
 @pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    folder = tmp_path_factory.mktemp("oauth2_clients")
-    certs = issue_certs(ca, folder / "certs")
-    proc = ServerProcess(write_service(folder, certs)).wait_ready()
-    service = Service(proc, certs)
-    try:
-        yield service
-    finally:
-        service.close()
-        proc.stop()
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+    yield from serve_oauth(ca, tmp_path_factory.mktemp("oauth2_clients"), write_service)
 
 
-def claims(svc: Service, token: str) -> dict[str, Any]:
+def claims(svc: OAuthService, token: str) -> dict[str, Any]:
     return jwt.decode(token, signing_key(svc.folder), algorithms=["HS256"])
 
 
 # -- real client libraries ----------------------------------------------------------------------
 
 
-def test_authlib_requests_session_password_grant_call_and_refresh(svc: Service) -> None:
+def test_authlib_requests_session_password_grant_call_and_refresh(svc: OAuthService) -> None:
     port = svc["SINGLE"]
     ca = str(svc.certs["ca"])
     with AuthlibSession(client_id=CLIENT[0], client_secret=CLIENT[1]) as session:
@@ -250,7 +227,7 @@ def test_authlib_requests_session_password_grant_call_and_refresh(svc: Service) 
         assert second.request.headers["Authorization"] == f"Bearer {renewed['access_token']}"
 
 
-def test_requests_oauthlib_legacy_application_client(svc: Service) -> None:
+def test_requests_oauthlib_legacy_application_client(svc: OAuthService) -> None:
     port = svc["SINGLE"]
     ca = str(svc.certs["ca"])
     with RequestsOAuthSession(client=LegacyApplicationClient(client_id=CLIENT[0])) as session:
@@ -284,7 +261,7 @@ def curl(*args: str) -> dict[str, Any]:
     return json.loads(result.stdout)
 
 
-def test_curl_password_grant_call_and_refresh(svc: Service) -> None:
+def test_curl_password_grant_call_and_refresh(svc: OAuthService) -> None:
     port = svc["SINGLE"]
     ca = str(svc.certs["ca"])
     token = curl(
@@ -339,7 +316,7 @@ def test_curl_password_grant_call_and_refresh(svc: Service) -> None:
 # -- onAuthparams forms -------------------------------------------------------------------------
 
 
-def test_single_keys_of_the_original_documentation(svc: Service) -> None:
+def test_single_keys_of_the_original_documentation(svc: OAuthService) -> None:
     """``grant_type: "password"`` as the original product writes it: the refresh grant, which
     its token lifecycle documents, keeps working."""
     port = svc["SINGLE"]
@@ -355,7 +332,7 @@ def test_single_keys_of_the_original_documentation(svc: Service) -> None:
     ("user", "password"),
     [("ada", "Ada-Pw-7731"), ("bob", "Bob-Pw-2207"), ("cy", "Cy-Pw-1188")],
 )
-def test_arrays_users_mixed_with_single_keys(svc: Service, user: str, password: str) -> None:
+def test_arrays_users_mixed_with_single_keys(svc: OAuthService, user: str, password: str) -> None:
     port = svc["ARRAYS"]
     tokens = port.tokens(user, password)
     assert tokens["expires_in"] == 90  # "90s" from the expires array
@@ -368,7 +345,9 @@ def test_arrays_users_mixed_with_single_keys(svc: Service, user: str, password: 
     ("client_id", "secret"),
     [("web", "Web-Secret-9q"), ("mobile", "Mob-Secret-4x"), ("cli", "Cli-Secret-3z")],
 )
-def test_arrays_clients_mixed_with_single_keys(svc: Service, client_id: str, secret: str) -> None:
+def test_arrays_clients_mixed_with_single_keys(
+    svc: OAuthService, client_id: str, secret: str
+) -> None:
     port = svc["ARRAYS"]
     response = port.post(
         {"grant_type": "password", "username": "bob", "password": "Bob-Pw-2207"},
@@ -383,7 +362,7 @@ def test_arrays_clients_mixed_with_single_keys(svc: Service, client_id: str, sec
     assert crossed.status_code == 401 and error_of(crossed) == "invalid_client"
 
 
-def test_arrays_types_mixed_with_the_single_grant_type(svc: Service) -> None:
+def test_arrays_types_mixed_with_the_single_grant_type(svc: OAuthService) -> None:
     """The single ``grant_type`` (password) and the ``types`` array (refresh_token) are both
     allowed: the single key is one more entry of the array."""
     port = svc["ARRAYS"]
@@ -393,14 +372,14 @@ def test_arrays_types_mixed_with_the_single_grant_type(svc: Service) -> None:
     assert claims(svc, renewed.json()["access_token"])["sub"] == "cy"
 
 
-def test_a_password_grant_not_in_types_is_unauthorized_client(svc: Service) -> None:
+def test_a_password_grant_not_in_types_is_unauthorized_client(svc: OAuthService) -> None:
     port = svc["REFRESH_ONLY"]
     response = port.grant(*ADA)
     assert response.status_code == 400, response.text
     assert error_of(response) == "unauthorized_client"
 
 
-def test_legacy_function_fills_the_request_dict_by_reference(svc: Service) -> None:
+def test_legacy_function_fills_the_request_dict_by_reference(svc: OAuthService) -> None:
     port = svc["LEGACY"]
     calls = svc.folder / "legacy.jsonl"
     tokens = port.tokens("ada", "Legacy-Pw-33")
@@ -427,7 +406,7 @@ def test_legacy_function_fills_the_request_dict_by_reference(svc: Service) -> No
     assert all("password" not in keys for keys in seen), seen
 
 
-def test_legacy_function_that_looks_up_the_requested_user(svc: Service) -> None:
+def test_legacy_function_that_looks_up_the_requested_user(svc: OAuthService) -> None:
     port = svc["LEGACY_LOOKUP"]
     assert port.tokens("ada", "Lookup-Pw-55")["expires_in"] == 3600
     assert error_of(port.grant("ada", "wrong")) == "invalid_grant"
@@ -439,7 +418,7 @@ def test_legacy_function_that_looks_up_the_requested_user(svc: Service) -> None:
 
 @pytest.mark.parametrize("secret", ["", "anything"])
 def test_legacy_function_does_not_allow_the_client_the_request_names(
-    svc: Service, secret: str
+    svc: OAuthService, secret: str
 ) -> None:
     """The request's own ``client_id`` is handed to the legacy function; left there untouched,
     it is not a client the application allows (the function configured none)."""
@@ -454,13 +433,13 @@ def test_legacy_function_does_not_allow_the_client_the_request_names(
     assert by_header.status_code == 401, by_header.text
 
 
-def test_async_on_auth_params(svc: Service) -> None:
+def test_async_on_auth_params(svc: OAuthService) -> None:
     port = svc["ASYNC"]
     assert port.tokens("ada", "Async-Pw-44")["expires_in"] == 3600
     assert error_of(port.grant(*ADA)) == "invalid_grant"
 
 
-def test_on_auth_params_from_a_json_file_reread_when_it_changes(svc: Service) -> None:
+def test_on_auth_params_from_a_json_file_reread_when_it_changes(svc: OAuthService) -> None:
     port = svc["FILE"]
     tokens = port.tokens("ada", "File-Pw-1111")
     assert tokens["expires_in"] == 900  # "15m"
@@ -483,7 +462,7 @@ def test_on_auth_params_from_a_json_file_reread_when_it_changes(svc: Service) ->
 @pytest.mark.parametrize(
     "user", [ARGON_USER, BCRYPT_USER, LONG_USER], ids=["argon2id", "bcrypt", "bcrypt-72"]
 )
-def test_hashed_passwords(svc: Service, user: tuple[str, str]) -> None:
+def test_hashed_passwords(svc: OAuthService, user: tuple[str, str]) -> None:
     port = svc["HASHED"]
     assert port.tokens(*user)["token_type"] == "Bearer"
     wrong = port.grant(user[0], user[1] + "!")
@@ -497,7 +476,9 @@ def test_the_hashes_are_what_the_test_claims() -> None:
 
 
 @pytest.mark.parametrize("extra", ["x", "L" * 100, "é"])
-def test_a_password_over_72_bytes_against_bcrypt_is_invalid_grant(svc: Service, extra: str) -> None:
+def test_a_password_over_72_bytes_against_bcrypt_is_invalid_grant(
+    svc: OAuthService, extra: str
+) -> None:
     """The first 72 bytes match the bcrypt hash; the rest must not be ignored, nor fail."""
     port = svc["HASHED"]
     response = port.grant(LONG_USER[0], LONG_USER[1] + extra)
@@ -507,7 +488,7 @@ def test_a_password_over_72_bytes_against_bcrypt_is_invalid_grant(svc: Service, 
     assert over.status_code == 400 and error_of(over) == "invalid_grant"
 
 
-def test_unknown_user_among_hashed_users_is_invalid_grant(svc: Service) -> None:
+def test_unknown_user_among_hashed_users_is_invalid_grant(svc: OAuthService) -> None:
     port = svc["HASHED"]
     response = port.grant("nobody", "whatever")
     assert response.status_code == 400 and error_of(response) == "invalid_grant"
@@ -515,7 +496,7 @@ def test_unknown_user_among_hashed_users_is_invalid_grant(svc: Service) -> None:
 
 
 @pytest.mark.parametrize("name", list(REFRESH_FORMS))
-def test_refresh_expires_forms(svc: Service, name: str) -> None:
+def test_refresh_expires_forms(svc: OAuthService, name: str) -> None:
     value, works = REFRESH_FORMS[name]
     port = svc[name]
     tokens = port.tokens(*ADA)

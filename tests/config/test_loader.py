@@ -16,37 +16,20 @@ import trustme
 
 from fwrest import ConfigError
 from fwrest.config import ServiceConfig, load_config
-
-Sections = dict[str, dict[str, Any]]
+from tests.conftest import Sections, base_sections, ini_text
+from tests.conftest import drop_key as _drop
+from tests.conftest import set_values as _set
 
 
 def base() -> Sections:
     """A small valid service; the bad cases below each break one thing of it."""
-    return {
-        "HTTPSERVER": {"Enable": 1, "Servers": "HTTP_REST", "StateStore": "memory"},
-        "HTTP_REST": {"HostName": "127.0.0.1", "Port": 8080, "Locations": "ROOT"},
-        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
-        "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 4},
-        "ENV": {"Repository": "app"},
-    }
+    return base_sections(8080)
 
 
 def write_json(folder: Path, sections: Sections, name: str = "service.json") -> Path:
     path = folder / name
     path.write_text(json.dumps(sections, indent=2))
     return path
-
-
-def ini_text(sections: Sections) -> str:
-    lines = []
-    for section, body in sections.items():
-        lines.append(f"[{section}]")
-        for key, value in body.items():
-            if isinstance(value, dict | list):
-                value = json.dumps(value)
-            lines.append(f"{key}={value}")
-        lines.append("")
-    return "\n".join(lines)
 
 
 def write_ini(folder: Path, sections: Sections, name: str = "service.ini") -> Path:
@@ -188,6 +171,19 @@ def test_json_values_inline_quoted_or_file(
     assert server.load_urns == LOAD_URNS
 
 
+@pytest.mark.parametrize("fmt", ["json", "ini"])
+@pytest.mark.parametrize(
+    "value", ["", "{}", {}], ids=["empty", "empty-object-text", "empty-object"]
+)
+def test_an_empty_loadurns_maps_nothing(tmp_path: Path, fmt: str, value: Any) -> None:
+    """An empty value is the key left out (as for FwData and UserData); an empty *list* is
+    refused (see BAD, ``loadurns-empty-list``)."""
+    sections = base()
+    sections["HTTP_REST"]["LoadURNs"] = value
+    (server,) = load_config(write(tmp_path, sections, fmt)).servers
+    assert server.load_urns == {}
+
+
 def test_ini_inline_comments_and_semicolons_inside_json(tmp_path: Path) -> None:
     """``; comment`` after a value is dropped (SPEC 2's example writes them); a `` ; `` inside
     a JSON string of FwData/UserData/LoadURNs is data and stays."""
@@ -256,20 +252,6 @@ def test_the_base_config_is_valid(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # one clear error per bad configuration
-
-
-def _set(section: str, **values: Any) -> Callable[[Sections], None]:
-    def mutate(s: Sections) -> None:
-        s.setdefault(section, {}).update(values)
-
-    return mutate
-
-
-def _drop(section: str, key: str) -> Callable[[Sections], None]:
-    def mutate(s: Sections) -> None:
-        del s[section][key]
-
-    return mutate
 
 
 def _second_location(s: Sections) -> None:
@@ -474,6 +456,21 @@ BAD: list[tuple[str, Callable[[Sections], None], str | None, str | None, tuple[s
         ("'rest'", "not a URL path prefix", "starts with /"),
     ),
     ("bad-enable", _set("HTTPSERVER", Enable="maybe"), "HTTPSERVER", "Enable", ("0 or 1",)),
+    (
+        # an empty list maps nothing; it used to be taken silently for "no LoadURNs"
+        "loadurns-empty-list",
+        _set("HTTP_REST", LoadURNs=[]),
+        "HTTP_REST",
+        "LoadURNs",
+        ("must be a JSON object of paths, got a JSON array", '{"/path/:p": {"GET"'),
+    ),
+    (
+        "loadurns-list-of-mappings",
+        _set("HTTP_REST", LoadURNs=[{"/x": {"GET": {"Function": "app.fn"}}}]),
+        "HTTP_REST",
+        "LoadURNs",
+        ("must be a JSON object of paths, got a JSON array",),
+    ),
 ]
 
 

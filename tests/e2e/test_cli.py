@@ -12,51 +12,35 @@ import uuid
 from collections.abc import Callable, Iterator
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import fwrest
 from fwrest import ConfigError
-from tests.conftest import APP_SOURCE, free_config, run_cli
-
-Sections = dict[str, dict[str, Any]]
+from tests.conftest import (
+    APP_SOURCE,
+    Sections,
+    base_sections,
+    config_text,
+    free_config,
+    free_port,
+    ini_text,
+    run_cli,
+)
+from tests.conftest import drop_key as _drop
+from tests.conftest import set_values as _set
 
 
 def sections(port: int = 18080) -> Sections:
-    return {
-        "HTTPSERVER": {"Enable": 1, "Servers": "HTTP_REST", "StateStore": "memory"},
-        "HTTP_REST": {"HostName": "127.0.0.1", "Port": port, "Locations": "ROOT"},
-        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
-        "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 4},
-        "ENV": {"Repository": "app"},
-    }
-
-
-def ini_text(data: Sections) -> str:
-    lines = []
-    for name, body in data.items():
-        lines.append(f"[{name}]")
-        for key, value in body.items():
-            if isinstance(value, dict | list):
-                value = json.dumps(value)
-            lines.append(f"{key}={value}")
-        lines.append("")
-    return "\n".join(lines)
+    return base_sections(port)
 
 
 def write_config(folder: Path, data: Sections, fmt: str = "json") -> Path:
     """``app.py`` (the shared test app) and a config serving it."""
     (folder / "app.py").write_text(APP_SOURCE)
     path = folder / f"service.{fmt}"
-    path.write_text(json.dumps(data, indent=2) if fmt == "json" else ini_text(data))
+    path.write_text(config_text(data, fmt))
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def can_bind(port: int) -> bool:
@@ -120,20 +104,6 @@ def test_check_binds_no_port(tmp_path: Path) -> None:
         result = run_cli("check", str(write_config(tmp_path, sections(port))))
     assert result.returncode == 0, result.stderr
     assert f"127.0.0.1:{port}/rest" in result.stdout
-
-
-def _set(section: str, **values: Any) -> Callable[[Sections], None]:
-    def change(data: Sections) -> None:
-        data.setdefault(section, {}).update(values)
-
-    return change
-
-
-def _drop(section: str, key: str) -> Callable[[Sections], None]:
-    def change(data: Sections) -> None:
-        del data[section][key]
-
-    return change
 
 
 def _second_server(data: Sections) -> None:

@@ -32,7 +32,6 @@ import grp
 import json
 import os
 import pwd
-import re
 import shutil
 import signal
 import ssl
@@ -49,7 +48,8 @@ import httpx
 import pytest
 import trustme
 
-from tests.conftest import ROOT, ServerProcess
+from tests.conftest import ServerProcess
+from tests.docs.blocks import example, substitute
 from tests.redis_support import RedisServer, free_port, redis_binary
 
 HOST_ADDRESSES = {"A": "127.0.0.2", "B": "127.0.0.3"}
@@ -99,7 +99,9 @@ def slow(ms):
     return {{"host": rest.getServerUserData()["host"], "slept": int(ms)}}
 '''
 
-DEPLOY_DOC = ROOT / "docs" / "deploy.md"
+# docs/deploy.md's configurations, marked <!-- example: ... --> there (tests/docs/blocks.py)
+DOC_HOST = example("deploy-host")
+DOC_NGINX = example("deploy-nginx")
 
 # nginx's main file around the docs' block (conf.d/fwrest.conf on a real balancer): in the
 # foreground, everything it writes under the test's folder.
@@ -123,22 +125,6 @@ http {{
     include {tmp}/fwrest.conf;
 }}
 """
-
-
-def doc_block(lang: str, containing: str) -> str:
-    """The one fenced ``lang`` block of docs/deploy.md that contains ``containing``."""
-    blocks = re.findall(r"^```(\w*)\n(.*?)^```", DEPLOY_DOC.read_text(), re.M | re.S)
-    found = [body for kind, body in blocks if kind == lang and containing in body]
-    assert len(found) == 1, f"docs/deploy.md: expected one {lang} block with {containing!r}"
-    return str(found[0])
-
-
-def substitute(text: str, replacements: dict[str, str]) -> str:
-    """Put the test's values in place of the docs' placeholders, each found exactly once."""
-    for placeholder, value in replacements.items():
-        assert text.count(placeholder) == 1, f"docs/deploy.md: {placeholder!r} not found once"
-        text = text.replace(placeholder, value)
-    return text
 
 
 def nginx_binary() -> str:
@@ -167,7 +153,7 @@ def host_config(folder: Path, label: str, store: str) -> Path:
     test's Redis; ``app.py`` beside it."""
     (folder / "app.py").write_text(APP)
     text = substitute(
-        doc_block("ini", "StateStore=redis://"),
+        DOC_HOST,
         {
             "HostName=10.0.0.11": f"HostName={HOST_ADDRESSES[label]}",
             "Port=8443": "Port=0",
@@ -320,7 +306,7 @@ def cluster(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                     f"{grp.getgrgid(os.getegid()).gr_name};\n")  # fmt: skip
         main = NGINX_MAIN.format(user=user, tmp=lb_folder)
         site = substitute(
-            doc_block("nginx", "upstream fwrest"),
+            DOC_NGINX,
             {
                 "10.0.0.11:8443": f"{HOST_ADDRESSES['A']}:{hosts['A'].proc.ports[SECTION]}",
                 "10.0.0.12:8443": f"{HOST_ADDRESSES['B']}:{hosts['B'].proc.ports[SECTION]}",

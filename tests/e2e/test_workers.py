@@ -8,10 +8,8 @@ the figures observed are printed.
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.conftest import APP_SOURCE, ServerProcess, children, free_config, port_is_free
 
 EXTRA = """
 
@@ -60,17 +58,6 @@ def config(tmp_path: Path, **http: object) -> Path:
     )
 
 
-def children(pid: int) -> set[int]:
-    """The child processes of ``pid`` (its workers)."""
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found |= {int(c) for c in (task / "children").read_text().split()}
-        except FileNotFoundError:
-            continue
-    return found
-
-
 def alive(pid: int) -> bool:
     """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
     try:
@@ -89,21 +76,6 @@ def wait_children(pid: int, count: int, timeout: float = 10) -> set[int]:
             return kids
         time.sleep(0.02)
     raise AssertionError(f"process {pid} never had {count} live children: {children(pid)}")
-
-
-def port_is_free(port: int) -> bool:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", port))
-        sock.listen(1)
-        return True
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            return False
-        raise
-    finally:
-        sock.close()
 
 
 def wait_running(base: str, count: int, timeout: float = 10) -> None:

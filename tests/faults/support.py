@@ -5,8 +5,6 @@ Nothing here mocks anything: the tests drive a real ``fwrest serve`` over real s
 
 from __future__ import annotations
 
-import errno
-import socket
 import statistics
 import threading
 import time
@@ -17,7 +15,7 @@ from typing import Any
 import httpx
 import psutil
 
-from tests.conftest import APP_SOURCE
+from tests.conftest import APP_SOURCE, port_is_free
 
 __all__ = [
     "FAULT_APP",
@@ -141,22 +139,6 @@ def wait_workers(pid: int, count: int, timeout: float = 15) -> set[int]:
             return kids
         time.sleep(0.02)
     raise AssertionError(f"process {pid} never had {count} live workers: {live_children(pid)}")
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when nothing listens on ``port`` (a bind without SO_REUSEPORT succeeds)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(1)
-        return True
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            return False
-        raise
-    finally:
-        sock.close()
 
 
 @dataclass(slots=True)

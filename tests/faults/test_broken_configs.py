@@ -23,12 +23,16 @@ from typing import Any
 
 import trustme
 
-from tests.auth.oauth2_support import issue_certs
-from tests.conftest import FWREST, run_cli
-from tests.faults.support import port_is_free
-from tests.redis_support import free_port
-
-Sections = dict[str, dict[str, Any]]
+from tests.conftest import (
+    FWREST,
+    Sections,
+    config_text,
+    free_port,
+    issue_certs,
+    port_is_free,
+    run_cli,
+)
+from tests.conftest import base_sections as base
 
 APP = """
 from fwrest import get
@@ -79,30 +83,6 @@ class Case:
     @property
     def id(self) -> str:
         return f"{self.name}[{self.fmt}]"
-
-
-def base(port: int) -> Sections:
-    return {
-        "HTTPSERVER": {"Enable": 1, "Servers": "HTTP_REST", "StateStore": "memory"},
-        "HTTP_REST": {"HostName": "127.0.0.1", "Port": port, "Locations": "ROOT"},
-        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
-        "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 4},
-        "ENV": {"Repository": "app"},
-    }
-
-
-def render(sections: Sections, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(sections, indent=2)
-    lines = []
-    for name, body in sections.items():
-        lines.append(f"[{name}]")
-        for key, value in body.items():
-            if isinstance(value, dict | list):
-                value = json.dumps(value)
-            lines.append(f"{key}={value}")
-        lines.append("")
-    return "\n".join(lines)
 
 
 # -- the mutations --------------------------------------------------------------------------
@@ -173,7 +153,7 @@ def json_text(mutator: Callable[[str], str]) -> Callable[[Sections, dict[str, An
 
 
 def ini_text(mutator: Callable[[str], str]) -> Callable[[Sections, dict[str, Any]], str]:
-    return lambda s, _ctx: mutator(render(s, "ini"))
+    return lambda s, _ctx: mutator(config_text(s, "ini"))
 
 
 def corrupt_key(s: Sections, ctx: dict[str, Any]) -> None:
@@ -440,7 +420,7 @@ def prepare(case: Case, index: int, root: Path, certs: dict[str, Path]) -> tuple
     content = case.mutate(sections, ctx) if case.mutate else None
     _fill_ports(sections, port)
     if content is None:
-        content = render(sections, case.fmt)
+        content = config_text(sections, case.fmt)
     path = folder / f"service.{case.fmt}"
     if isinstance(content, bytes):
         path.write_bytes(content)
@@ -472,7 +452,7 @@ def test_the_base_configuration_is_valid_in_both_formats(tmp_path: Path) -> None
         folder.mkdir()
         (folder / "app.py").write_text(APP)
         path = folder / f"service.{fmt}"
-        path.write_text(render(base(free_port()), fmt))
+        path.write_text(config_text(base(free_port()), fmt))
         result = run_cli("check", str(path), cwd=folder)
         assert result.returncode == 0, result.stderr
 

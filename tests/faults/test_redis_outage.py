@@ -43,7 +43,7 @@ PARAMS = {
 FAIL_CLOSED_S = 1.5  # SPEC 7: 503 within 1.5 s
 RECOVERY_S = 5.0  # issue 9: recovery within 5 s of Redis returning
 STOPPED_S = 3.0  # a 503 comes at once: the connection is refused
-FROZEN_S = 4.0  # each 503 takes the store deadline (1.4 s): room for whole requests inside
+FROZEN_S = 4.0  # each 503 takes the store deadline (1.0 s): room for whole requests inside
 GRANT_THREADS = 3
 BEARER_THREADS = 2
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import socket
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ import trustme
 
 from tests.auth.oauth2_support import client_context, issue_certs, oauth_section
 from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.server.rawhttp import RawSocket
 
 __all__ = [
     "BASIC_PASSWORD",
@@ -311,7 +311,7 @@ class Hang(AssertionError):
     """The server neither answered nor closed within the hang guard."""
 
 
-class Wire:
+class Wire(RawSocket):
     """A TCP or TLS connection that sends raw bytes and reads well-formed responses.
 
     ``read()`` returns the next final response (interim ``100 Continue`` answers are collected
@@ -320,55 +320,20 @@ class Wire:
     not HTTP. A TLS handshake the server refuses counts as closed.
     """
 
+    # a reset, any TLS error while reading, any error while sending: the server closed
+    closed_on_send: tuple[type[OSError], ...] = (OSError,)
+    closed_on_recv: tuple[type[OSError], ...] = (ConnectionResetError, ssl.SSLError)
+
     def __init__(self, port: int, tls: ssl.SSLContext | None = None, timeout: float = 5.0):
         self.timeout = timeout
-        self.buffer = b""
-        self.eof = False
         self.interim: list[int] = []
-        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        if tls is not None:
-            sock = tls.wrap_socket(sock, server_hostname="127.0.0.1")
-        self.sock = sock
+        super().__init__(port, timeout=timeout, tls=tls)
 
-    def __enter__(self) -> Wire:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-    def send(self, data: bytes) -> bool:
-        """Send all of ``data``; False when the server already closed."""
-        try:
-            self.sock.sendall(data)
-        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
-            return False
-        except OSError:
-            return False
-        return True
-
-    def _fill(self) -> bool:
-        if self.eof:
-            return False
-        try:
-            chunk = self.sock.recv(65536)
-        except (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
-            chunk = b""
-        except ssl.SSLError:
-            chunk = b""
-        except TimeoutError:
-            raise Hang(
-                f"the server sent nothing for {self.timeout} s and kept the connection open; "
-                f"buffered: {self.buffer[:200]!r}"
-            ) from None
-        if not chunk:
-            self.eof = True
-            return False
-        self.buffer += chunk
-        return True
+    def hang(self) -> Hang:
+        return Hang(
+            f"the server sent nothing for {self.timeout} s and kept the connection open; "
+            f"buffered: {self.buffer[:200]!r}"
+        )
 
     def read(self, head_only: bool = False) -> Answer | None:
         while True:

@@ -1,13 +1,19 @@
-"""Helpers of the memory-monitor tests: free ports, the monitor's URL, /proc readings."""
+"""Helpers of the memory-monitor tests: free ports, the monitor's URL, /proc readings.
+
+``free_port``, ``port_is_free`` and ``children`` live in tests/conftest.py; they are named
+here too for the tests that import them from this module.
+"""
 
 from __future__ import annotations
 
-import errno
-import socket
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.conftest import children as children
+from tests.conftest import free_port as free_port
+from tests.conftest import port_is_free as port_is_free
 
 # The names SPEC 5 lists for the memory monitor.
 SPEC_NAMES = [
@@ -32,28 +38,6 @@ EXTRA_NAMES = [
 ]
 ENTRY_KEYS = {"name", "description", "collected_in", "unit", "value"}
 ISO_WITH_OFFSET = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)$"
-
-
-def free_port() -> int:
-    """A port nobody listens on now (bound to 0, then closed)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(1)
-        return True
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            return False
-        raise
-    finally:
-        sock.close()
 
 
 def monitor_section(port: int, **more: Any) -> dict[str, Any]:
@@ -91,16 +75,6 @@ def meminfo() -> dict[str, int]:
         key, _, rest = line.partition(":")
         out[key] = int(rest.split()[0])
     return out
-
-
-def children(pid: int) -> set[int]:
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found |= {int(c) for c in (task / "children").read_text().split()}
-        except FileNotFoundError:
-            continue
-    return found
 
 
 def status_kb(pid: int, key: str) -> int:

@@ -15,9 +15,9 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
-__all__ = ["HANG_GUARD", "RawConnection", "RawResponse", "request_bytes"]
+__all__ = ["HANG_GUARD", "RawConnection", "RawResponse", "RawSocket", "request_bytes"]
 
 HANG_GUARD = 5.0  # seconds any single read may wait before the test fails
 
@@ -70,8 +70,16 @@ def request_bytes(
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-class RawConnection:
-    """One TCP (or TLS) connection to the server under test."""
+class RawSocket:
+    """One TCP (or TLS) connection: sends bytes, buffers what comes back (``_fill``).
+
+    What counts as "the server closed" is ``closed_on_send`` / ``closed_on_recv`` (errors of
+    ``sendall`` / ``recv``); a read that waits past the socket timeout raises :meth:`hang`.
+    A subclass with another policy (the hostile tests' ``Wire``) changes only those.
+    """
+
+    closed_on_send: tuple[type[OSError], ...] = (BrokenPipeError, ConnectionResetError)
+    closed_on_recv: tuple[type[OSError], ...] = (ConnectionResetError,)
 
     def __init__(
         self,
@@ -87,7 +95,7 @@ class RawConnection:
         self.buffer = b""
         self.eof = False
 
-    def __enter__(self) -> RawConnection:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -97,40 +105,48 @@ class RawConnection:
         with contextlib.suppress(OSError):
             self.sock.close()
 
-    # -- sending ------------------------------------------------------------------------------
     def send(self, data: bytes) -> bool:
         """Send all of ``data``; False when the server already closed (reset or broken pipe)."""
         try:
             self.sock.sendall(data)
-        except (BrokenPipeError, ConnectionResetError):
+        except self.closed_on_send:
             return False
         return True
 
-    def request(self, method: str = "GET", target: str = "/", **kw: Any) -> RawResponse:
-        """Send one well-formed request and read its response."""
-        self.send(request_bytes(method, target, **kw))
-        return self.read_response(head_only=method == "HEAD")
+    def hang(self) -> AssertionError:
+        """What a read raises when the server sent nothing within the timeout."""
+        return AssertionError(
+            f"the server sent nothing for {self.sock.gettimeout()} s (hang guard); "
+            f"buffered: {self.buffer[:200]!r}"
+        )
 
-    # -- receiving ----------------------------------------------------------------------------
     def _fill(self) -> bool:
         """Read more bytes into the buffer; False at end of stream (or a reset)."""
         if self.eof:
             return False
         try:
             chunk = self.sock.recv(65536)
-        except ConnectionResetError:
+        except self.closed_on_recv:
             chunk = b""
         except TimeoutError:
-            raise AssertionError(
-                f"the server sent nothing for {self.sock.gettimeout()} s (hang guard); "
-                f"buffered: {self.buffer[:200]!r}"
-            ) from None
+            raise self.hang() from None
         if not chunk:
             self.eof = True
             return False
         self.buffer += chunk
         return True
 
+
+class RawConnection(RawSocket):
+    """One TCP (or TLS) connection to the server under test, read as HTTP/1.1 responses."""
+
+    # -- sending ------------------------------------------------------------------------------
+    def request(self, method: str = "GET", target: str = "/", **kw: Any) -> RawResponse:
+        """Send one well-formed request and read its response."""
+        self.send(request_bytes(method, target, **kw))
+        return self.read_response(head_only=method == "HEAD")
+
+    # -- receiving ----------------------------------------------------------------------------
     def read_response(self, head_only: bool = False) -> RawResponse:
         """Read one response (an interim 1xx one included) and leave what follows buffered."""
         while b"\r\n\r\n" not in self.buffer:

@@ -8,7 +8,6 @@ a child Python process, where the calling program's endpoints are exactly the sc
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
@@ -27,28 +26,7 @@ import httpx
 import pytest
 
 import fwrest
-from tests.conftest import ROOT, free_config
-
-
-def port_is_free(port: int) -> bool:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", port))
-        sock.listen(1)
-        return True
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            return False
-        raise
-    finally:
-        sock.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.conftest import ROOT, free_config, free_port, port_is_free
 
 
 def unique_module(tmp_path: Path) -> tuple[str, Path]:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import trustme
 
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, issue_certs
 from tests.server.rawhttp import HANG_GUARD, RawConnection, request_bytes
 
 HANDSHAKE_MS = 400
@@ -20,15 +20,7 @@ HANDSHAKE_MS = 400
 
 @pytest.fixture(scope="module")
 def tls_files(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    tmp = tmp_path_factory.mktemp("tls-certs")
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    crt, key, ca_pem = tmp / "server.crt", tmp / "server.key", tmp / "ca.pem"
-    with crt.open("wb") as fh:
-        for pem in cert.cert_chain_pems:
-            fh.write(pem.bytes())
-    cert.private_key_pem.write_to_path(str(key))
-    ca.cert_pem.write_to_path(str(ca_pem))
-    return {"cert": crt, "key": key, "ca": ca_pem}
+    return issue_certs(ca, tmp_path_factory.mktemp("tls-certs"))
 
 
 @pytest.fixture(scope="module")

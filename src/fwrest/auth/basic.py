@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import binascii
-from base64 import b64decode
+from binascii import a2b_base64
 from typing import TYPE_CHECKING, Any
 
 from fwrest import log
@@ -14,6 +14,7 @@ from fwrest.errors import HTTPError
 
 if TYPE_CHECKING:
     from fwrest.context.request import RequestContext
+    from fwrest.server.pool import ThreadPool
 
 __all__ = ["BasicGuard", "authorization_header", "parse_basic"]
 
@@ -37,6 +38,12 @@ def parse_basic(header: str | None) -> tuple[str, str] | None:
     >>> parse_basic("basic dXNlcjpwOnc=")
     ('user', 'p:w')
     """
+    parsed = _parse(header)
+    return None if parsed is None else (parsed[0], parsed[1])
+
+
+def _parse(header: str | None) -> tuple[str, str, str] | None:
+    """``(user, password, base64 credentials)`` of a Basic header, or None."""
     if not header:
         return None
     scheme, _, credentials = header.strip().partition(" ")
@@ -46,7 +53,9 @@ def parse_basic(header: str | None) -> tuple[str, str] | None:
     if not credentials:
         return None
     try:
-        raw = b64decode(credentials, validate=True)
+        # strict: only the base64 alphabet with correct padding (binascii.Error otherwise);
+        # a non-ASCII str is a ValueError
+        raw = a2b_base64(credentials, strict_mode=True)
     except (binascii.Error, ValueError):
         return None
     try:
@@ -56,14 +65,14 @@ def parse_basic(header: str | None) -> tuple[str, str] | None:
     user, colon, password = text.partition(":")
     if not colon:
         return None
-    return user, password
+    return user, password, credentials
 
 
 class BasicGuard:
     """Runs before routing on a Basic port: 401 without valid Basic credentials, then
     ``OnAuth``: exactly ``True`` passes, anything else is 403, an exception is 500."""
 
-    __slots__ = ("_func", "_is_async", "_name", "_port", "throttle")
+    __slots__ = ("_func", "_is_async", "_name", "_port", "pool", "throttle")
 
     def __init__(
         self, settings: AuthSettings, port_name: str, throttle: Throttle | None = None
@@ -74,23 +83,28 @@ class BasicGuard:
         self._name = settings.on_auth_name
         self._port = port_name
         self.throttle = throttle
+        # where a ``def`` OnAuth runs: the worker gives the port's thread pool (as the
+        # original product runs OnAuth in the request's thread); else asyncio's default one
+        self.pool: ThreadPool | None = None
 
     async def __call__(self, req: Any, ctx: RequestContext) -> None:
-        header = authorization_header(req.headers)
-        creds = parse_basic(header)
-        if creds is None:
+        parsed = _parse(authorization_header(req.headers))
+        if parsed is None:
             raise HTTPError(401, headers=(CHALLENGE,))
-        user, password = creds
-        secrets = (password, header.strip().partition(" ")[2].strip()) if header else (password,)
-        log.request_secrets.set(secrets)
+        user, password, credentials = parsed
+        log.request_secrets.set((password, credentials))
         throttle = self.throttle
         if throttle is not None:
             throttle.check(user, req.client)
         try:
             if self._is_async:
                 verdict = await self._func(user, password)
+            elif self.pool is not None:
+                verdict = await self.pool.submit(self._func, user, password)
             else:
                 verdict = await asyncio.to_thread(self._func, user, password)
+        except HTTPError:
+            raise  # the pool's 503 Server Busy
         except Exception as exc:
             text = str(exc)
             if password:

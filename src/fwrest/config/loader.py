@@ -587,13 +587,18 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         _tls(raw, sec, values)
         values["trusted_proxies"] = _proxies(raw, sec, values.get("trusted_proxies"))
         fw_data = _fw_data(raw, sec, values.pop("fw_data"))
-        load_urns = values.pop("load_urns") or {}
-        if not isinstance(load_urns, dict):
+        load_urns = values.pop("load_urns")
+        if load_urns is None:  # absent or empty: nothing mapped, as for FwData and UserData
+            load_urns = {}
+        elif not isinstance(load_urns, dict):
+            # an empty list too: `[]` is no mapping, and silently mapping nothing would hide
+            # the mistake (SPEC 2: LoadURNs is an object, or a string naming a JSON file)
+            got = "a JSON array" if isinstance(load_urns, list) else repr(load_urns)
             raise raw.error(
-                "must be a JSON object of paths.",
+                f"must be a JSON object of paths, got {got}.",
                 sec.name,
-                "LoadURNs",
-                'write {"/path/:p": {"GET": {"Function": "module.function"}}}.',
+                sec.values["loadurns"][0],
+                'write {"/path/:p": {"GET": {"Function": "module.function"}}}, or leave it out.',
             )
         locs: list[LocationConfig] = []
         prefixes: dict[str, str] = {}
@@ -660,11 +665,13 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         store = store.lower()
     elif not store.lower().startswith(("redis://", "rediss://")):
         raise raw.error(
-            f"{store!r} is not a state store.",
+            f"{store.rpartition('@')[2]!r} is not a state store.",  # never a password
             http.name,
             "StateStore",
             "write sqlite, memory or redis://host:port/db.",
         )
+    else:
+        _check_redis_url(raw, http.name, store)
     return ServiceConfig(
         source=Path(raw.source).resolve() if raw.source else None,
         base_dir=raw.base_dir,
@@ -698,6 +705,36 @@ def _proxies(raw: _Raw, sec: _Section, value: tuple[str, ...] | None) -> tuple[s
                 "list the load balancers' addresses, e.g. 10.0.0.5, 10.0.1.0/24.",
             ) from None
     return tuple(out)
+
+
+def _check_redis_url(raw: _Raw, section: str, url: str) -> None:
+    """A Redis URL that redis-py takes, with a host and a numeric database (a password in it
+    is never shown)."""
+    from urllib.parse import urlsplit
+
+    from redis.connection import parse_url
+
+    parts = urlsplit(url)
+    shown = f"{parts.scheme}://{parts.hostname or ''}" + (
+        f":{parts.netloc.rpartition(':')[2]}" if ":" in parts.netloc.rpartition("@")[2] else ""
+    )
+    db = parts.path.strip("/")
+    try:
+        parse_url(url)  # type: ignore[no-untyped-call]
+        problem = ""
+        if not parts.hostname:
+            problem = "names no host"
+        elif db and not db.isdigit():
+            problem = f"names the database {db!r}, which is not a number"
+    except ValueError as exc:
+        problem = f"is not a Redis URL ({exc})"
+    if problem:
+        raise raw.error(
+            f"the Redis state store {shown} {problem}.",
+            section,
+            "StateStore",
+            "write redis://host:port/db (or rediss:// for TLS), e.g. redis://127.0.0.1:6379/0.",
+        )
 
 
 def _check_ports(raw: _Raw, servers: list[ServerConfig]) -> None:

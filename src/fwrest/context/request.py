@@ -90,8 +90,16 @@ class Response:
         self.media_type = media_type
 
 
+_NO_PARAMS: Mapping[str, str] = MappingProxyType({})
+
+
 class RequestContext:
-    """Everything about one request a handler may read, and the answer it builds."""
+    """Everything about one request a handler may read, and the answer it builds.
+
+    Built once per request, so it holds references and derives the rest on demand: where the
+    request was routed comes from its :class:`~fwrest.server.handler.Handler`'s usage key
+    ``(location path, method, route, thread pool)``.
+    """
 
     __slots__ = (
         "_headers",
@@ -101,19 +109,16 @@ class RequestContext:
         "auth_user",
         "body",
         "client",
-        "location_path",
+        "handler",
         "method",
         "path",
-        "pool_name",
         "port",
         "query_string",
         "raw_headers",
         "resp_body",
         "resp_headers",
         "resp_status",
-        "route",
         "server_name",
-        "usage_key",
         "user_data",
     )
 
@@ -140,17 +145,32 @@ class RequestContext:
         self.user_data = user_data
         self.auth = auth
         self.auth_user = ""
-        self._params: Mapping[str, str] = MappingProxyType({})
-        self.route = ""
-        self.location_path = ""
-        self.pool_name = ""
+        self._params = _NO_PARAMS
         self.port: Any = None  # the PortApp serving the request (native routes read it)
-        self.usage_key: Any = None
+        self.handler: Any = None  # the Handler the request was routed to
         self.resp_status = 200
         self.resp_body: list[str | bytes] | None = None
         self.resp_headers: dict[str, str] | None = None
         self._headers: Headers | None = None
         self._query: Mapping[str, str] | None = None
+
+    @property
+    def usage_key(self) -> tuple[str, ...] | None:
+        """``(location path, method, route, thread pool)``, None before routing."""
+        return self.handler.usage_key if self.handler is not None else None
+
+    @property
+    def route(self) -> str:
+        """The matched route's pattern relative to its location, e.g. ``/users/:id``."""
+        return self.handler.usage_key[2] if self.handler is not None else ""
+
+    @property
+    def location_path(self) -> str:
+        return self.handler.usage_key[0] if self.handler is not None else ""
+
+    @property
+    def pool_name(self) -> str:
+        return self.handler.usage_key[3] if self.handler is not None else ""
 
     @property
     def params(self) -> Mapping[str, str]:

@@ -7,8 +7,9 @@ in the same way).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Generic, TypeVar
 
 from fwrest.errors import HTTPError
@@ -16,12 +17,13 @@ from fwrest.errors import HTTPError
 __all__ = ["LocationTable", "Match", "Router"]
 
 T = TypeVar("T")
+_NO_PARAMS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
 class Match(Generic[T]):
     payload: T
-    params: dict[str, str]
+    params: Mapping[str, str]  # read-only for a static route (one Match shared by requests)
     pattern: str  # the route's path, e.g. "/users/:id"
 
 
@@ -30,6 +32,7 @@ class _Route(Generic[T]):
     pattern: str
     names: tuple[str, ...]
     payload: T
+    match: Match[T] | None = None  # built once for a static route
 
 
 @dataclass(slots=True)
@@ -53,6 +56,7 @@ class Router(Generic[T]):
         names = tuple(s[1:] for s in segments if s.startswith(":"))
         route = _Route(pattern, names, payload)
         if not names:
+            route.match = Match(payload, _NO_PARAMS, pattern)
             table = self._static.setdefault(pattern, {})
         else:
             node = self._root
@@ -87,13 +91,13 @@ class Router(Generic[T]):
         table = self._static.get(path)
         if table is not None:
             route = table.get(method)
-            if route is not None:
-                return Match(route.payload, {}, route.pattern)
+            if route is not None and route.match is not None:
+                return route.match
         segments = path.split("/")[1:] if path != "/" else []
         values: list[str] = []
         found = _walk(self._root, segments, 0, values, method)
         if found is not None:
-            params = dict(zip(found.names, values, strict=True)) if found.names else {}
+            params = dict(zip(found.names, values, strict=True))
             return Match(found.payload, params, found.pattern)
         tables = [table] if table is not None else []
         _collect(self._root, segments, 0, tables)

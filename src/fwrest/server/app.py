@@ -27,6 +27,8 @@ from fwrest.server.usage import UNMATCHED, UsageTable
 __all__ = ["Guard", "PortApp", "Request"]
 
 Guard = Callable[["Request", RequestContext], Awaitable[None]]
+_PATH_CACHE_SIZE = 4096  # distinct request paths remembered per port and worker
+_PATH_KEY_MAX = 512  # longer targets are resolved every time, not remembered
 
 
 @dataclass(slots=True)
@@ -87,6 +89,7 @@ class PortApp:
         self.public_paths: frozenset[str] = frozenset(plan.public_paths)
         self.usage: UsageTable = UsageTable()
         self.proxies = tuple(ipaddress.ip_network(n) for n in plan.config.trusted_proxies)
+        self._paths: dict[bytes, tuple[str, _Location | None, str]] = {}
 
     def _client(self, req: Request) -> str:
         """The client behind trusted proxies: the rightmost X-Forwarded-For address that is
@@ -103,24 +106,51 @@ class PortApp:
                     return req.client
         return req.client
 
+    def _locate(self, raw: bytes) -> tuple[str, _Location | None, str]:
+        """The normalised path of a request target's path part, its location and the path
+        relative to that location; remembered per distinct path (most traffic asks for a few).
+
+        Raises:
+            BadPath: the target is refused (400); such targets are not remembered.
+        """
+        found = self._paths.get(raw)
+        if found is not None:
+            return found
+        raw_path, _ = split_target(raw)
+        path = normalise_path(raw_path)
+        located = self.locations.find(path)
+        found = (path, None, "") if located is None else (path, located[0], located[1])
+        if len(raw) <= _PATH_KEY_MAX:
+            if len(self._paths) >= _PATH_CACHE_SIZE:
+                self._paths.clear()
+            self._paths[raw] = found
+        return found
+
     async def handle(self, req: Request) -> Reply:
         started = time.perf_counter_ns()
         if self.proxies:
             req.client = self._client(req)
         self.in_flight += 1
         self.total += 1
+        method = req.method
         path = query = ""
-        phases: list[int] = [started, 0, 0]  # start, after guard, after handler
-        route_key = UNMATCHED
+        guarded = handled = 0  # phase times for rest_trace_time=2
+        route_key: tuple[str, ...] = UNMATCHED
         try:
+            target = req.target
+            mark = target.find(b"?")
             try:
-                raw_path, query = split_target(req.target)
-                path = normalise_path(raw_path)
-            except BadPath as exc:
+                if mark < 0:
+                    path, loc, rel = self._locate(target)
+                else:
+                    path, loc, rel = self._locate(target[:mark])
+                    query = target[mark + 1 :].decode("ascii")
+            except (BadPath, UnicodeDecodeError) as exc:
                 path = "?"
-                raise HTTPError(400, detailed=str(exc)) from None
+                why = str(exc) if isinstance(exc, BadPath) else "the request target is not ASCII"
+                raise HTTPError(400, detailed=why) from None
             ctx = RequestContext(
-                method=req.method,
+                method=method,
                 path=path,
                 query_string=query,
                 raw_headers=req.headers,
@@ -131,86 +161,77 @@ class PortApp:
                 auth=self.auth,
             )
             ctx.port = self
-            reply = await self._dispatch(req, ctx, phases)
-            route_key = ctx.usage_key or UNMATCHED
+            if self.guard is not None and path not in self.public_paths:
+                # SPEC 7: on a protected port authorization runs before routing.
+                await self.guard(req, ctx)
+            guarded = time.perf_counter_ns()
+            if loc is None:
+                raise HTTPError(404)
+            match = loc.plan.router.match(method, rel)
+            handler = match.payload
+            ctx.params = match.params
+            ctx.handler = handler
+            route_key = handler.usage_key
+            token = current.set(ctx)
+            try:
+                kwargs = handler.kwargs(match.params)
+                if handler.is_async:
+                    call: Awaitable[Any] = handler.func(**kwargs)
+                else:
+                    call = loc.pool.submit(handler.func, **kwargs)
+                if loc.active_s is not None:
+                    result = await self._bounded(call, loc, method, path)
+                else:
+                    result = await call
+                handled = time.perf_counter_ns()
+                try:
+                    reply = result_reply(result, ctx)
+                except ResultError as exc:
+                    log.app_log.error("%s %s: %s", method, log.escape(path), exc)
+                    reply = Reply(500, [("content-type", JSON)], error_body(500))
+            finally:
+                current.reset(token)
         except HTTPError as exc:
             reply = error_reply(exc)
         except Exception:
-            self._log_failure(req.method, path)
+            self._log_failure(method, path)
             reply = Reply(500, [("content-type", JSON)], error_body(500))
         finally:
             self.in_flight -= 1
-        if req.method == "HEAD" and reply.body:
-            # An error answer to HEAD too: no content (RFC 9110 9.3.2), else a keep-alive
-            # client reads the body as the start of the next response.
+        if method == "HEAD":
+            # No content (RFC 9110 9.3.2), an error answer too, else a keep-alive client
+            # reads the body as the start of the next response.
             reply.headers.append(("content-length", str(len(reply.body))))
             reply.body = b""
         ended = time.perf_counter_ns()
         duration_us = (ended - started) // 1000
         self.usage.record(route_key, duration_us)
-        level = logging.ERROR if reply.status >= 500 else logging.INFO
-        if log.access_log.isEnabledFor(level):
+        access = log.access_log
+        if access.isEnabledFor(logging.ERROR if reply.status >= 500 else logging.INFO):
             self._log_access(req, path, query, reply, duration_us)
             trace = tunables.current.rest_trace_time
             if trace:
-                self._log_trace(req.method, path, trace, phases, ended, reply.status)
-        if log.access_log.isEnabledFor(logging.DEBUG):
-            self._log_debug(req, reply)
+                self._log_trace(method, path, trace, (started, guarded, handled), ended, reply)
+            if access.isEnabledFor(logging.DEBUG):
+                self._log_debug(req, reply)
         return reply
 
-    async def _dispatch(self, req: Request, ctx: RequestContext, phases: list[int]) -> Reply:
-        path = ctx.path
-        if self.guard is not None and path not in self.public_paths:
-            # SPEC 7: on a protected port authorization runs before routing.
-            await self.guard(req, ctx)
-        phases[1] = time.perf_counter_ns()
-        found = self.locations.find(path)
-        if found is None:
-            raise HTTPError(404)
-        loc, rel = found
-        method = req.method
-        match = loc.plan.router.match(method, rel)
-        handler = match.payload
-        ctx.params = match.params
-        ctx.route = match.pattern
-        ctx.location_path = loc.plan.prefix
-        ctx.pool_name = loc.plan.pool_name
-        ctx.usage_key = handler.usage_key
-        token = current.set(ctx)
+    @staticmethod
+    async def _bounded(call: Awaitable[Any], loc: _Location, method: str, path: str) -> Any:
+        """Await a handler under its pool's ``ActiveTimeout`` (503 past it)."""
         try:
-            kwargs = handler.kwargs(match.params)
-            if handler.is_async:
-                call: Awaitable[Any] = handler.func(**kwargs)
-            else:
-                call = loc.pool.submit(handler.func, **kwargs)
-            if loc.active_s is not None:
-                try:
-                    result = await asyncio.wait_for(call, loc.active_s)
-                except TimeoutError:
-                    log.server_log.error(
-                        "%s %s ran longer than ActiveTimeout=%d ms of [%s]; answered 503",
-                        method,
-                        log.escape(path),
-                        int(loc.active_s * 1000),
-                        loc.plan.pool_name,
-                    )
-                    raise HTTPError(
-                        503, "Server Busy", detailed="the request ran longer than allowed"
-                    ) from None
-            else:
-                result = await call
-            phases[2] = time.perf_counter_ns()
-            try:
-                reply = result_reply(result, ctx)
-            except ResultError as exc:
-                log.app_log.error("%s %s: %s", method, log.escape(path), exc)
-                return Reply(500, [("content-type", JSON)], error_body(500))
-        finally:
-            current.reset(token)
-        if method == "HEAD":
-            reply.headers.append(("content-length", str(len(reply.body))))
-            reply.body = b""
-        return reply
+            return await asyncio.wait_for(call, loc.active_s)
+        except TimeoutError:
+            log.server_log.error(
+                "%s %s ran longer than ActiveTimeout=%d ms of [%s]; answered 503",
+                method,
+                log.escape(path),
+                int((loc.active_s or 0) * 1000),
+                loc.plan.pool_name,
+            )
+            raise HTTPError(
+                503, "Server Busy", detailed="the request ran longer than allowed"
+            ) from None
 
     def _log_failure(self, method: str, path: str) -> None:
         full = tunables.current.rest_error_full == 1
@@ -255,10 +276,17 @@ class PortApp:
         )
 
     def _log_trace(
-        self, method: str, path: str, level: int, phases: list[int], ended: int, status: int
+        self,
+        method: str,
+        path: str,
+        level: int,
+        phases: tuple[int, int, int],
+        ended: int,
+        reply: Reply,
     ) -> None:
         """``rest_trace_time``: 1 the total time, 2 also authorization, handler, serialization."""
         start, guarded, handled = phases
+        status = reply.status
         total = (ended - start) // 1000
         if level == 1 or not guarded:
             log.trace_log.info("%s %s %d total=%dus", method, log.escape(path), status, total)

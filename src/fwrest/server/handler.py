@@ -15,6 +15,7 @@ from fwrest.repository import Endpoint
 __all__ = ["Handler", "Reply", "result_reply"]
 
 JSON = "application/json"
+_JSON_TYPE = ("content-type", JSON)
 TEXT = "text/plain; charset=utf-8"
 OCTETS = "application/octet-stream"
 
@@ -27,6 +28,9 @@ class Reply:
     headers: list[tuple[str, str]]
     body: bytes
     close: bool = False
+
+
+_NO_KWARGS: dict[str, str] = {}  # passed as **_NO_KWARGS: Python copies it
 
 
 class ResultError(TypeError):
@@ -67,10 +71,10 @@ class Handler:
         self.passed = frozenset(names & route_names)
 
     def kwargs(self, params: Mapping[str, str]) -> dict[str, str]:
+        if not self.passed:
+            return dict(params) if self.pass_all else _NO_KWARGS
         if self.pass_all:
             return dict(params)
-        if not self.passed:
-            return {}
         return {k: v for k, v in params.items() if k in self.passed}
 
 
@@ -93,6 +97,12 @@ def result_reply(result: Any, ctx: RequestContext) -> Reply:
         ResultError: the value cannot be sent (the caller answers 500 and logs it).
     """
     status = ctx.resp_status
+    if type(result) is dict and ctx.resp_headers is None:
+        # the common case, a dict sent as JSON: no header merging to do
+        try:
+            return Reply(status, [_JSON_TYPE], orjson.dumps(result))
+        except orjson.JSONEncodeError as exc:
+            raise ResultError(f"a handler returned data that is not JSON: {exc}") from None
     headers: dict[str, str] = {}
     if result is not None:
         if isinstance(result, Response):

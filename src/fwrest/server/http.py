@@ -47,14 +47,37 @@ def _date_header() -> bytes:
     return _date_cache[1]  # type: ignore[no-any-return]
 
 
+# Encoded header lines that fwrest sends over and over (content types, challenges): only
+# these names are remembered, never an application's own headers (cookies, ids).
+_LINES: dict[tuple[str, str], bytes] = {}
+_LINES_SIZE = 256
+_LINE_MAX = 128
+_REMEMBERED = frozenset(
+    ("content-type", "cache-control", "pragma", "www-authenticate", "allow", "vary")
+)
+
+
+def _line(name: str, value: str) -> bytes:
+    line = f"{name}: {value}\r\n".encode("latin-1", "replace")
+    if name in _REMEMBERED and len(line) <= _LINE_MAX:
+        if len(_LINES) >= _LINES_SIZE:
+            _LINES.clear()
+        _LINES[name, value] = line
+    return line
+
+
 def encode_reply(reply: Reply, keep_alive: bool) -> bytes:
     status_line = _STATUS_LINES.get(reply.status) or f"HTTP/1.1 {reply.status} Status\r\n".encode()
     parts = [status_line, _date_header()]
     has_length = False
-    for name, value in reply.headers:
-        if name == "content-length":
-            has_length = True
-        parts.append(f"{name}: {value}\r\n".encode("latin-1", "replace"))
+    lines = _LINES
+    for pair in reply.headers:
+        line = lines.get(pair)
+        if line is None:
+            if pair[0] == "content-length":
+                has_length = True
+            line = _line(*pair)
+        parts.append(line)
     if not has_length and reply.status not in (204, 304) and reply.status >= 200:
         parts.append(b"content-length: %d\r\n" % len(reply.body))
     if not keep_alive:

@@ -21,6 +21,7 @@ from multiprocessing.sharedctypes import RawArray
 from typing import Any
 
 from fwrest import log
+from fwrest.auth.throttle import LockBoard
 from fwrest.server.build import ServicePlan
 from fwrest.server.worker import GuardFactory, Worker, new_loop
 
@@ -51,6 +52,7 @@ class _Supervisor:
         self.guard_factory = guard_factory
         self.heartbeat: Any = RawArray("d", workers)
         self.counters: Any = RawArray("q", 2 * workers)  # in flight, total per worker
+        self.lock_board = LockBoard(workers)  # Basic lock-outs, seen by every worker at once
         self.started_at = time.time()
         self.pids: dict[int, int] = {}  # pid -> slot
         self.started: dict[int, float] = {}  # slot -> monotonic start
@@ -89,6 +91,7 @@ class _Supervisor:
             guard_factory=self.guard_factory,
             counters=self.counters,
             started=self.started_at,
+            lock_board=self.lock_board,
         )
         loop = new_loop()
 

@@ -20,7 +20,7 @@ import psutil
 from fwrest import log
 from fwrest.auth import BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
-from fwrest.auth.throttle import Throttle
+from fwrest.auth.throttle import LockBoard, Throttle
 from fwrest.monitor import Collector
 from fwrest.routing import LocationTable
 from fwrest.server.app import Guard, PortApp
@@ -93,6 +93,7 @@ class Worker:
         guard_factory: GuardFactory | None = None,
         counters: Any = None,
         started: float | None = None,
+        lock_board: LockBoard | None = None,
     ) -> None:
         self.plan = plan
         self.sockets = sockets
@@ -111,6 +112,7 @@ class Worker:
         self.exit_code = 0
         self.identity = f"{socket.gethostname()}:{os.getpid()}"
         self.counters = counters
+        self.lock_board = lock_board  # the supervisor's: lock-outs its workers share at once
         self.started = started if started is not None else time.time()
         self.settings = SettingsManager(
             plan.config.source, plan.config.tunables_in_file, plan.store
@@ -128,7 +130,13 @@ class Worker:
         collector = Collector(root, self.request_counts, self.started)
         app = MonitorPort(cfg, mon.api_path, collector, self.plan.monitor_auth)
         if isinstance(app.guard, BasicGuard) and self.plan.store is not None:
-            throttle = Throttle(self.plan.store, app.guard_max_failures(), "APP_MONITOR")
+            throttle = Throttle(
+                self.plan.store,
+                app.guard_max_failures(),
+                "APP_MONITOR",
+                board=self.lock_board,
+                region=self.index,
+            )
             throttle.start()
             self.throttles.append(throttle)
             app.guard.throttle = throttle
@@ -277,10 +285,19 @@ class Worker:
                     settings.on_auth_name,
                 )
             if isinstance(guard, BasicGuard) and self.plan.store is not None and settings:
-                throttle = Throttle(self.plan.store, settings.max_failures, port.config.name)
+                throttle = Throttle(
+                    self.plan.store,
+                    settings.max_failures,
+                    port.config.name,
+                    board=self.lock_board,
+                    region=self.index,
+                )
                 throttle.start()
                 self.throttles.append(throttle)
                 guard.throttle = throttle
+            if isinstance(guard, BasicGuard | BearerGuard) and port.locations:
+                # a def OnAuth/onAuth runs in the thread pool of the port's first location
+                guard.pool = self.pools[port.locations[0].pool_name.lower()]
             app = PortApp(port, self.pools, guard)
             app.token_service = service
             app.worker = self

@@ -33,9 +33,17 @@ class StateStore(Protocol):
 
     def add_refresh(self, record: RefreshRecord) -> None: ...
 
-    def spend_refresh(self, token_hash: str) -> tuple[str, RefreshRecord | None]:
-        """Atomically mark a refresh token spent: ``("ok", rec)`` the first time,
-        ``("spent", rec)`` on a replay, ``("missing", None)`` when unknown."""
+    def spend_refresh(self, token_hash: str, claim: str) -> tuple[str, RefreshRecord | None]:
+        """Atomically mark a refresh token spent by ``claim`` (a random id of one token
+        request): ``("ok", rec)`` the first time, and again for the same ``claim`` (a client
+        retrying the same call after a lost answer must not take its own spend for a replay);
+        ``("spent", rec)`` when another claim spent it (a replay); ``("missing", None)`` when
+        unknown."""
+        ...
+
+    def restore_refresh(self, token_hash: str, claim: str) -> None:
+        """Undo the spend of ``claim`` when no new pair reached the client (the request
+        answered 503): the token is unspent again unless another claim spent it meanwhile."""
         ...
 
     def revoke_family(self, family: str, until: float) -> None: ...

@@ -12,10 +12,11 @@ __all__ = ["MemoryStore"]
 
 class MemoryStore:
     kind = "memory"
+    in_process = True  # answers at once, without I/O: callers may call it on the event loop
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._refresh: dict[str, tuple[RefreshRecord, bool]] = {}
+        self._refresh: dict[str, tuple[RefreshRecord, str]] = {}  # hash -> (record, spent by)
         self._revoked: dict[str, float] = {}
         self._failures: dict[str, tuple[float, int]] = {}
         self._key: bytes | None = None
@@ -34,18 +35,24 @@ class MemoryStore:
                 # now and then (not on every insert): forget tokens expired a day ago
                 cutoff = time.time() - 86400
                 self._refresh = {k: v for k, v in self._refresh.items() if v[0].expires_at > cutoff}
-            self._refresh[record.token_hash] = (record, False)
+            self._refresh[record.token_hash] = (record, "")
 
-    def spend_refresh(self, token_hash: str) -> tuple[str, RefreshRecord | None]:
+    def spend_refresh(self, token_hash: str, claim: str) -> tuple[str, RefreshRecord | None]:
         with self._lock:
             found = self._refresh.get(token_hash)
             if found is None:
                 return "missing", None
-            record, spent = found
-            if spent:
-                return "spent", record
-            self._refresh[token_hash] = (record, True)
+            record, spent_by = found
+            if spent_by:
+                return ("ok" if spent_by == claim else "spent"), record
+            self._refresh[token_hash] = (record, claim)
             return "ok", record
+
+    def restore_refresh(self, token_hash: str, claim: str) -> None:
+        with self._lock:
+            found = self._refresh.get(token_hash)
+            if found is not None and found[1] == claim:
+                self._refresh[token_hash] = (found[0], "")
 
     def revoke_family(self, family: str, until: float) -> None:
         with self._lock:

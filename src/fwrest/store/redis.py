@@ -2,6 +2,14 @@
 
 Timeouts of about 1 s and at most 2 retries (SPEC 7): a store that does not answer makes the
 callers fail closed quickly; the client reconnects by itself when Redis returns.
+
+Only a connection error is retried (a refused connect, or a pooled connection that a Redis
+restart closed): the command never reached Redis, so sending it again is safe. A timeout is
+not retried: the command may sit in a frozen Redis and run when it thaws, so a retry would
+run it twice (a failure counted twice, a refresh token spent and then seen as a replay), and
+a frozen Redis would hold the caller for three timeouts instead of one. The one write that
+must not run twice to the caller's harm, spending a refresh token, carries the claim of its
+request and is idempotent for it anyway.
 """
 
 from __future__ import annotations
@@ -18,13 +26,22 @@ from fwrest.store.base import RefreshRecord, StoreError
 __all__ = ["RedisStore"]
 
 _P = "fwrest:"
+# A frozen Redis holds a call for this long, once: the token route gives its store calls 1 s
+# in all (auth/oauth2/tokens.py), so a thread is not held much past the request's 503.
+SOCKET_TIMEOUT_S = 1.0
+# 'spent' is '0' (unspent) or the claim that spent it ('1' in stores of an earlier fwrest)
 _SPEND = """
 local spent = redis.call('HGET', KEYS[1], 'spent')
 if not spent then return {0} end
 local rec = redis.call('HMGET', KEYS[1], 'family', 'client_id', 'subject', 'expires_at')
-if spent == '1' then return {2, rec[1], rec[2], rec[3], rec[4]} end
-redis.call('HSET', KEYS[1], 'spent', '1')
+if spent == ARGV[1] then return {1, rec[1], rec[2], rec[3], rec[4]} end
+if spent ~= '0' then return {2, rec[1], rec[2], rec[3], rec[4]} end
+redis.call('HSET', KEYS[1], 'spent', ARGV[1])
 return {1, rec[1], rec[2], rec[3], rec[4]}
+"""
+_RESTORE = """
+if redis.call('HGET', KEYS[1], 'spent') == ARGV[1] then redis.call('HSET', KEYS[1], 'spent', '0') end
+return 0
 """
 _HIT = """
 local n = redis.call('INCR', KEYS[1])
@@ -41,13 +58,15 @@ class RedisStore:
         self.url = url
         self._r: Any = redis.Redis.from_url(
             url,
-            socket_timeout=1.0,
-            socket_connect_timeout=1.0,
-            retry=Retry(ConstantBackoff(0.05), 2),
-            retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+            socket_timeout=SOCKET_TIMEOUT_S,
+            socket_connect_timeout=SOCKET_TIMEOUT_S,
+            # connection errors only (see the module's docstring); redis-py's default list
+            # would add timeouts
+            retry=Retry(ConstantBackoff(0.05), 2, supported_errors=(redis.ConnectionError,)),
             health_check_interval=10,
         )
         self._spend = self._r.register_script(_SPEND)
+        self._restore = self._r.register_script(_RESTORE)
         self._hit = self._r.register_script(_HIT)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -80,8 +99,10 @@ class RedisStore:
         pipe.pexpire(key, ttl_ms)
         self._call(pipe.execute)
 
-    def spend_refresh(self, token_hash: str) -> tuple[str, RefreshRecord | None]:
-        out = self._call(self._spend, keys=[f"{_P}rt:{token_hash}"])
+    def spend_refresh(self, token_hash: str, claim: str) -> tuple[str, RefreshRecord | None]:
+        if not claim or claim in ("0", "1"):
+            raise ValueError("a claim is a request's random id")
+        out = self._call(self._spend, keys=[f"{_P}rt:{token_hash}"], args=[claim])
         if int(out[0]) == 0:
             return "missing", None
         family, client_id, subject, expires = (
@@ -89,6 +110,9 @@ class RedisStore:
         )
         record = RefreshRecord(token_hash, family, client_id, subject, float(expires))
         return ("ok" if int(out[0]) == 1 else "spent"), record
+
+    def restore_refresh(self, token_hash: str, claim: str) -> None:
+        self._call(self._restore, keys=[f"{_P}rt:{token_hash}"], args=[claim])
 
     def revoke_family(self, family: str, until: float) -> None:
         self._call(self._r.zadd, f"{_P}revoked", {family: until}, gt=True)

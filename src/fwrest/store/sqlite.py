@@ -6,6 +6,7 @@ thread, opened after fork (a connection never crosses a fork).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -21,7 +22,8 @@ __all__ = ["SqliteStore"]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS refresh (
     token_hash TEXT PRIMARY KEY, family TEXT NOT NULL, client_id TEXT NOT NULL,
-    subject TEXT NOT NULL, expires_at REAL NOT NULL, spent INTEGER NOT NULL DEFAULT 0);
+    subject TEXT NOT NULL, expires_at REAL NOT NULL, spent INTEGER NOT NULL DEFAULT 0,
+    spent_by TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS refresh_expiry ON refresh(expires_at);
 CREATE TABLE IF NOT EXISTS revoked (family TEXT PRIMARY KEY, until REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, start REAL NOT NULL,
@@ -41,7 +43,12 @@ class SqliteStore:
         self._local = threading.local()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn().executescript(_SCHEMA)
+            db = self._conn()
+            db.executescript(_SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(refresh)")}
+            if "spent_by" not in columns:  # a store written by an earlier fwrest
+                with contextlib.suppress(sqlite3.OperationalError):  # another process did it
+                    db.execute("ALTER TABLE refresh ADD COLUMN spent_by TEXT NOT NULL DEFAULT ''")
             path.chmod(0o600)  # token hashes and counters: the service's eyes only
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"the sqlite store {path} cannot be opened: {exc}") from None
@@ -80,7 +87,8 @@ class SqliteStore:
     def add_refresh(self, record: RefreshRecord) -> None:
         with self._tx() as db:
             db.execute(
-                "INSERT INTO refresh VALUES (?, ?, ?, ?, ?, 0)",
+                "INSERT INTO refresh (token_hash, family, client_id, subject, expires_at) "
+                "VALUES (?, ?, ?, ?, ?)",
                 (
                     record.token_hash,
                     record.family,
@@ -92,19 +100,28 @@ class SqliteStore:
             if int(record.expires_at) % 50 == 0:  # now and then, forget long-expired tokens
                 db.execute("DELETE FROM refresh WHERE expires_at < ?", (time.time() - 86400,))
 
-    def spend_refresh(self, token_hash: str) -> tuple[str, RefreshRecord | None]:
+    def spend_refresh(self, token_hash: str, claim: str) -> tuple[str, RefreshRecord | None]:
         with self._tx() as db:
-            changed = db.execute(
-                "UPDATE refresh SET spent = 1 WHERE token_hash = ? AND spent = 0", (token_hash,)
-            ).rowcount
+            db.execute(
+                "UPDATE refresh SET spent = 1, spent_by = ? WHERE token_hash = ? AND spent = 0",
+                (claim, token_hash),
+            )
             row = db.execute(
-                "SELECT token_hash, family, client_id, subject, expires_at FROM refresh "
-                "WHERE token_hash = ?",
+                "SELECT token_hash, family, client_id, subject, expires_at, spent_by "
+                "FROM refresh WHERE token_hash = ?",
                 (token_hash,),
             ).fetchone()
         if row is None:
             return "missing", None
-        return ("ok" if changed == 1 else "spent"), RefreshRecord(*row)
+        return ("ok" if claim and row[5] == claim else "spent"), RefreshRecord(*row[:5])
+
+    def restore_refresh(self, token_hash: str, claim: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE refresh SET spent = 0, spent_by = '' "
+                "WHERE token_hash = ? AND spent = 1 AND spent_by = ?",
+                (token_hash, claim),
+            )
 
     def revoke_family(self, family: str, until: float) -> None:
         with self._tx() as db:

@@ -14,6 +14,7 @@ from fwrest.errors import HTTPError
 
 if TYPE_CHECKING:
     from fwrest.context.request import RequestContext
+    from fwrest.server.pool import ThreadPool
 
 __all__ = ["TOKEN_ROUTE", "BearerGuard", "NoCheckPaths"]
 
@@ -69,7 +70,15 @@ class NoCheckPaths:
 class BearerGuard:
     """Runs before routing on an oAuth2 port (SPEC 4.2)."""
 
-    __slots__ = ("_custom", "_custom_async", "_custom_name", "_locate", "_nocheck", "_service")
+    __slots__ = (
+        "_custom",
+        "_custom_async",
+        "_custom_name",
+        "_locate",
+        "_nocheck",
+        "_service",
+        "pool",
+    )
 
     def __init__(
         self,
@@ -85,6 +94,7 @@ class BearerGuard:
         self._custom = custom
         self._custom_async = asyncio.iscoroutinefunction(custom) if custom else False
         self._custom_name = custom_name
+        self.pool: ThreadPool | None = None  # where a def onAuth runs (see BasicGuard.pool)
 
     async def __call__(self, req: Any, ctx: RequestContext) -> None:
         path = ctx.path
@@ -103,8 +113,12 @@ class BearerGuard:
             try:
                 if self._custom_async:
                     verdict = await self._custom(token, path)
+                elif self.pool is not None:
+                    verdict = await self.pool.submit(self._custom, token, path)
                 else:
                     verdict = await asyncio.to_thread(self._custom, token, path)
+            except HTTPError:
+                raise  # the pool's 503 Server Busy
             except Exception as exc:
                 log.auth_log.error(
                     "onAuth %s raised %s; answered 500", self._custom_name, type(exc).__name__

@@ -15,7 +15,7 @@ import bcrypt
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-__all__ = ["dummy_check", "same_secret", "verify_password"]
+__all__ = ["dummy_check", "is_hashed", "same_secret", "verify_password"]
 
 _argon2 = PasswordHasher()
 
@@ -31,6 +31,11 @@ def _kind(stored: str) -> str:
     if stored.startswith(("$2b$", "$2a$", "$2y$")):
         return "bcrypt"
     return "plain"
+
+
+def is_hashed(stored: str) -> bool:
+    """True for an argon2 or bcrypt hash (slow to check), False for a plain-text password."""
+    return _kind(stored) != "plain"
 
 
 def verify_password(given: str, stored: str) -> bool:

@@ -1,0 +1,84 @@
+"""The lock board of the brute-force throttle (SPEC 4.2, issue 9): Basic lock-outs that every
+worker of a host sees at once, without a store round trip on the request path.
+
+Unit tests; ``tests/faults/test_brute_force.py`` shows the same through ``fwrest serve
+--workers 2`` over real sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from fwrest.auth.throttle import LockBoard, Throttle
+from fwrest.errors import HTTPError
+from fwrest.store.memory import MemoryStore
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def test_a_lock_written_by_a_forked_worker_is_seen_by_its_sibling() -> None:
+    board = LockBoard(2)
+    assert board.quiet(now_ms())
+    until = now_ms() + 60_000
+    pid = os.fork()
+    if pid == 0:  # the other worker
+        code = 1
+        try:
+            board.publish(1, "user:victim", until)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert not board.quiet(now_ms())
+    assert board.until("user:victim", now_ms()) == until
+    assert board.until("user:other", now_ms()) == 0
+    assert board.until("ip:127.0.0.1", now_ms()) == 0
+
+
+def test_expired_locks_leave_the_board_quiet() -> None:
+    board = LockBoard(2)
+    board.publish(0, "user:a", now_ms() - 1)
+    assert board.quiet(now_ms())
+    assert board.until("user:a", now_ms()) == 0
+
+
+def test_a_full_probe_window_evicts_the_lock_that_ends_first_never_mixes_keys() -> None:
+    board = LockBoard(1, slots=1)  # every key probes the same single entry
+    soon, later = now_ms() + 10_000, now_ms() + 20_000
+    board.publish(0, "user:a", later)
+    board.publish(0, "user:b", soon)
+    assert board.until("user:a", now_ms()) == 0  # evicted (the store's list still has it)
+    assert board.until("user:b", now_ms()) == soon  # never a's end under b's name
+    board.publish(0, "user:b", later)  # the same key again: extended in place
+    assert board.until("user:b", now_ms()) == later
+
+
+def test_the_worker_that_did_not_count_the_failures_refuses_the_next_attempt() -> None:
+    """Two throttles of one board (two workers): the failures all land on one of them."""
+
+    async def scenario() -> None:
+        store = MemoryStore()
+        board = LockBoard(2)
+        counting = Throttle(store, 3, "BASIC", board=board, region=0)
+        other = Throttle(store, 3, "BASIC", board=board, region=1)
+        for _ in range(3):
+            counting.check("bob", "127.0.0.5")
+            other.check("bob", "127.0.0.5")
+            await counting.failed("bob", "127.0.0.5")
+        assert not other.locked  # its copy of the store's list was not refreshed
+        with pytest.raises(HTTPError) as info:
+            other.check("bob", "127.0.0.9")  # another address: the user is locked
+        assert info.value.status == 429
+        assert 1 <= int(dict(info.value.headers)["retry-after"]) <= 300
+        with pytest.raises(HTTPError):
+            other.check("eve", "127.0.0.5")  # another user from that address: locked too
+        other.check("eve", "127.0.0.6")  # neither: served
+
+    asyncio.run(scenario())

@@ -1,0 +1,276 @@
+"""A refresh whose answer is lost must not turn the client's retry into a replay (issue 9), and
+the store calls of one token request share one deadline (SPEC 7: 503 within 1.5 s).
+
+* The store contract, on every store (memory, sqlite, a real ``redis-server``): a refresh token
+  is spent by a *claim* (one token request's random id); the same claim spending it again is
+  not a replay (a Redis call sent twice), another claim is; ``restore_refresh`` undoes only its
+  own claim's spend. A sqlite file of an earlier fwrest gains the new column.
+* The token service, on a store that can be frozen call by call (``threading.Event``, no
+  sleeps): a spend that completes after its request answered 503, or a spend whose request
+  fails to write the new pair, is undone, so the client's retry gets a new pair; a store that
+  answers every call slowly gets a 503 when the calls of one request together pass the
+  deadline, where each call alone would have been in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import orjson
+import pytest
+
+from fwrest.auth.oauth2.params import ParamsSource
+from fwrest.auth.oauth2.tokens import STORE_CALL_MIN_S, STORE_DEADLINE_S, TokenService
+from fwrest.errors import HTTPError
+from fwrest.store import RefreshRecord, StateStore, StoreError
+from fwrest.store.memory import MemoryStore
+from fwrest.store.redis import RedisStore
+from fwrest.store.sqlite import SqliteStore
+from tests.redis_support import RedisServer
+
+FORM = {"content-type": "application/x-www-form-urlencoded"}
+SPEC_503_S = 1.5  # SPEC 7
+
+
+def record(token_hash: str = "h1") -> RefreshRecord:
+    return RefreshRecord(token_hash, "fam", "web", "ada", time.time() + 3600)
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
+    if request.param == "memory":
+        yield MemoryStore()
+        return
+    if request.param == "sqlite":
+        sqlite_store = SqliteStore(tmp_path / "state.sqlite3")
+        yield sqlite_store
+        sqlite_store.close()
+        return
+    server = RedisServer(tmp_path).start()
+    redis_store = RedisStore(server.url)
+    try:
+        yield redis_store
+    finally:
+        redis_store.close()
+        server.stop()
+
+
+def test_a_spend_belongs_to_its_claim(store: StateStore) -> None:
+    store.add_refresh(record())
+    assert store.spend_refresh("nope", "claim-a") == ("missing", None)
+    status, rec = store.spend_refresh("h1", "claim-a")
+    assert status == "ok" and rec is not None and (rec.family, rec.subject) == ("fam", "ada")
+    assert store.spend_refresh("h1", "claim-a")[0] == "ok"  # the same request, sent again
+    assert store.spend_refresh("h1", "claim-b")[0] == "spent"  # anyone else: a replay
+    store.restore_refresh("h1", "claim-b")  # not b's spend: nothing changes
+    assert store.spend_refresh("h1", "claim-c")[0] == "spent"
+    store.restore_refresh("h1", "claim-a")  # a's request gave no pair to its client
+    assert store.spend_refresh("h1", "claim-c")[0] == "ok"
+    store.restore_refresh("h1", "claim-a")  # a late, repeated restore cannot undo c's spend
+    assert store.spend_refresh("h1", "claim-a")[0] == "spent"
+
+
+def test_a_sqlite_store_of_an_earlier_fwrest_gains_the_claim_column(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE refresh (token_hash TEXT PRIMARY KEY, family TEXT NOT NULL, "
+            "client_id TEXT NOT NULL, subject TEXT NOT NULL, expires_at REAL NOT NULL, "
+            "spent INTEGER NOT NULL DEFAULT 0)"
+        )
+        db.execute("INSERT INTO refresh VALUES ('old-spent', 'f', 'web', 'ada', 9e9, 1)")
+        db.execute("INSERT INTO refresh VALUES ('old-fresh', 'f', 'web', 'ada', 9e9, 0)")
+    db.close()
+    store = SqliteStore(path)
+    try:
+        assert store.spend_refresh("old-spent", "claim-a")[0] == "spent"
+        assert store.spend_refresh("old-fresh", "claim-a")[0] == "ok"
+        store.add_refresh(record("new"))
+        assert store.spend_refresh("new", "claim-b")[0] == "ok"
+    finally:
+        store.close()
+    assert SqliteStore(path).spend_refresh("new", "claim-b")[0] == "ok"  # opened again: fine
+
+
+# -- the token service -------------------------------------------------------------------------
+
+
+class GatedStore(MemoryStore):
+    """A memory store whose named calls hang while ``gate`` is clear (a frozen store), or take
+    ``slow_s`` each (a slow one); ``fail_add`` makes writing a new refresh token fail."""
+
+    in_process = False  # it stands for a remote store: the service calls it on its threads
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.gated: set[str] = set()
+        self.slow_s = 0.0
+        self.fail_add = False
+        self.late_spend_done = threading.Event()
+        self.restored = threading.Event()
+
+    def _enter(self, name: str) -> None:
+        if name in self.gated:
+            assert self.gate.wait(30), "the test never thawed the store"
+        if self.slow_s:
+            time.sleep(self.slow_s)  # the store's speed under test, not a synchronisation
+
+    def failures(self, key: str, window_s: float) -> tuple[int, float]:
+        self._enter("failures")
+        return super().failures(key, window_s)
+
+    def add_refresh(self, rec: RefreshRecord) -> None:
+        if self.fail_add:
+            raise StoreError("the store failed")
+        self._enter("add_refresh")
+        super().add_refresh(rec)
+
+    def spend_refresh(self, token_hash: str, claim: str) -> tuple[str, RefreshRecord | None]:
+        self._enter("spend_refresh")
+        try:
+            return super().spend_refresh(token_hash, claim)
+        finally:
+            if "spend_refresh" in self.gated:
+                self.late_spend_done.set()
+
+    def restore_refresh(self, token_hash: str, claim: str) -> None:
+        super().restore_refresh(token_hash, claim)
+        self.restored.set()
+
+
+def params() -> dict[str, Any]:
+    return {"client_id": "web", "username": "ada", "password": "Ada-Pw-1"}
+
+
+class Client:
+    def __init__(self, store: GatedStore) -> None:
+        self.service = TokenService(
+            port_name="OAUTH",
+            key=b"k" * 32,
+            store=store,
+            source=ParamsSource(params, None),
+            max_failures=10,
+            allow_get=False,
+        )
+
+    async def post(self, **form: str) -> tuple[int, dict[str, Any], float]:
+        """(status, body, seconds); a 503 comes as an HTTPError, as the port renders it."""
+        started = time.monotonic()
+        try:
+            status, _headers, body = await self.service.token_endpoint(
+                "POST", "", urlencode(form).encode(), FORM, "127.0.0.1"
+            )
+        except HTTPError as exc:
+            return exc.status, {"detailedMessage": exc.detailed}, time.monotonic() - started
+        return status, orjson.loads(body), time.monotonic() - started
+
+    async def password(self) -> str:
+        status, body, _ = await self.post(
+            grant_type="password", username="ada", password="Ada-Pw-1"
+        )
+        assert status == 200, body
+        return str(body["refresh_token"])
+
+    async def refresh(self, token: str) -> tuple[int, dict[str, Any], float]:
+        return await self.post(grant_type="refresh_token", refresh_token=token)
+
+
+async def wait_event(event: threading.Event, timeout: float = 10) -> None:
+    assert await asyncio.to_thread(event.wait, timeout), "hang guard"
+
+
+def test_a_spend_that_completes_after_the_503_is_undone() -> None:
+    async def scenario() -> None:
+        store = GatedStore()
+        client = Client(store)
+        try:
+            token = await client.password()
+            store.gated = {"spend_refresh"}
+            store.gate.clear()  # the spend reaches the store, which stops answering
+            status, body, took = await client.refresh(token)
+            print(f"refresh with the spend frozen: {status} after {took:.3f} s")
+            assert status == 503, body
+            assert took < SPEC_503_S
+            store.gate.set()  # the store answers: the spend happens now, for nobody
+            await wait_event(store.late_spend_done)
+            await wait_event(store.restored)
+            status, body, _ = await client.refresh(token)  # the client's retry
+            assert status == 200, body
+            status, body, _ = await client.refresh(token)  # now it is a replay
+            assert (status, body["error"]) == (400, "invalid_grant"), body
+        finally:
+            client.service.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_spend_whose_new_pair_cannot_be_written_is_undone() -> None:
+    async def scenario() -> None:
+        store = GatedStore()
+        client = Client(store)
+        try:
+            token = await client.password()
+            store.fail_add = True
+            status, body, _ = await client.refresh(token)
+            assert status == 503, body
+            await wait_event(store.restored)
+            store.fail_add = False
+            status, body, _ = await client.refresh(token)
+            assert status == 200, body
+        finally:
+            client.service.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_store_calls_of_one_request_share_one_deadline() -> None:
+    """Each call of a slow store answers well within the deadline, but the three calls of a
+    password grant together do not: 503 when the shared deadline (plus the last call's
+    minimum) has passed, not after the sum of the calls."""
+    slow = 0.45
+    assert slow < STORE_DEADLINE_S < 3 * slow
+
+    async def scenario() -> None:
+        store = GatedStore()
+        client = Client(store)
+        try:
+            store.slow_s = slow
+            status, body, took = await client.post(
+                grant_type="password", username="ada", password="Ada-Pw-1"
+            )
+            print(f"three store calls of {slow} s each: {status} after {took:.3f} s")
+            assert status == 503, body
+            assert STORE_DEADLINE_S <= took < STORE_DEADLINE_S + STORE_CALL_MIN_S + 0.25
+        finally:
+            client.service.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_frozen_store_gets_503_after_the_deadline() -> None:
+    async def scenario() -> None:
+        store = GatedStore()
+        client = Client(store)
+        try:
+            store.gated = {"failures"}
+            store.gate.clear()
+            status, body, took = await client.post(
+                grant_type="password", username="ada", password="Ada-Pw-1"
+            )
+            print(f"store frozen: {status} after {took:.3f} s")
+            assert status == 503, body
+            assert STORE_DEADLINE_S <= took < SPEC_503_S
+        finally:
+            store.gate.set()
+            client.service.stop()
+
+    asyncio.run(scenario())

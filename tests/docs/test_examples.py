@@ -1,0 +1,653 @@
+"""Every code and config example of the user guide runs (issue 10), against real servers.
+
+The guide is README.md and docs/*.md (docs/configuration.md is generated and checked by
+``test_reference.py``). :mod:`tests.docs.blocks` reads each fenced block and its marker
+(``<!-- example: ID -->`` or ``<!-- output: ID -->``); the first test below fails on a block
+without a marker, on a marker that no test asks for and on a test asking for a block that is
+gone. The others run the blocks, as written, with these substitutions only (each is asserted
+to be found, so the guide cannot drift from what runs):
+
+* ports: a documented ``Port=8080`` becomes ``Port=0`` (the system picks) and the test reads the
+  real port from the server's ``serving`` lines; ``sh`` blocks reach it through ``curl
+  --connect-to`` (see :mod:`tests.docs.shell`); in Python blocks ``127.0.0.1:8081`` is replaced
+  by the real address;
+* placeholders: the ``$argon2id$...`` hashes of the Authorization page become real hashes of
+  the passwords the page uses (``lovelace``, ``hopper``); deploy.md's ``/srv/myservice`` is a
+  temporary folder and its ``fwrest`` this virtual environment's;
+* certificates: the example's CA is made by ``examples/make_certs.py`` in a copy of examples/,
+  others by trustme; commands run in a folder where the documented ``ca.pem`` exists.
+
+Servers (real ``fwrest serve`` processes, real HTTP and TLS over loopback):
+
+* the example service of the README (examples/ copied, as ``make run`` serves it): the
+  README's and the Quickstart's curl walk-throughs and the settings commands of
+  operations.md;
+* the README's module and configuration; the same configuration serving endpoints.md's module
+  and its ``LoadURNs`` line;
+* the "guide service": authorization.md's Basic validator and ``FwData`` line on one port, its
+  oAuth2 ``FwData`` JSON and ``params()`` module on a TLS port, operations.md's ``NativeRoutes``
+  on a third and its ``[APP_MONITOR]`` block, scraped as its Prometheus block says;
+* deploy.md's systemd unit: its ``ExecStart`` run in its ``WorkingDirectory``, stopped with its
+  ``KillSignal`` within its ``TimeoutStopSec``.
+
+deploy.md's host configuration and nginx block are run by ``tests/e2e/test_scale_out.py``,
+troubleshooting.md by ``tests/docs/test_troubleshooting.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import requests
+import trustme
+import yaml  # type: ignore[import-untyped]
+from argon2 import PasswordHasher
+from prometheus_client.parser import text_string_to_metric_families
+
+from fwrest.config.schema import KEYS
+from tests.conftest import ROOT, ServerProcess, free_config, issue_certs, run_cli
+from tests.docs.blocks import KINDS, Block, all_blocks, example, ids_asked_for, substitute
+from tests.docs.shell import Reply, Step, run_block
+
+EXAMPLES = ROOT / "examples"
+BIN = Path(sys.executable).parent
+
+
+# -- coverage --------------------------------------------------------------------------------
+
+
+def test_every_block_of_the_guide_is_run_or_compared_by_a_test() -> None:
+    blocks = all_blocks()
+    assert blocks, "no fenced blocks found in the guide"
+    problems = [
+        f"{b.where}: a ```{b.lang} block without a marker: add <!-- example: ID --> (a test "
+        "runs it) or <!-- output: ID --> (a test compares it with real output) above it"
+        for b in blocks
+        if not b.kind
+    ]
+    problems += [
+        f"{b.where}: unknown marker kind {b.kind!r}"
+        for b in blocks
+        if b.kind and b.kind not in KINDS
+    ]
+    ids = [b.id for b in blocks if b.id]
+    problems += [
+        f"the ID {i!r} marks more than one block" for i in sorted(set(ids)) if ids.count(i) > 1
+    ]
+    asked = ids_asked_for()
+    problems += [
+        f"{b.where}: no test asks for example({b.id!r})"
+        for b in blocks
+        if b.id and b.id not in asked
+    ]
+    problems += [
+        f"{', '.join(where)}: example({i!r}) names no block of the guide"
+        for i, where in sorted(asked.items())
+        if i not in ids
+    ]
+    assert not problems, "\n".join(problems)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def doc_ports(ini_text: str) -> dict[str, str]:
+    """The addresses an INI text documents: section -> ``HostName:Port``."""
+    hosts: dict[str, str] = {}
+    ports: dict[str, str] = {}
+    section = ""
+    for line in ini_text.splitlines():
+        if m := re.match(r"^\[(\w+)\]", line):
+            section = m[1]
+        elif m := re.match(r"^HostName=(\S+)$", line):
+            hosts[section] = m[1]
+        elif m := re.match(r"^Port=(\d+)$", line):
+            ports[section] = m[1]
+    return {section: f"{hosts[section]}:{port}" for section, port in ports.items()}
+
+
+def zero_ports(block: Block, text: str) -> str:
+    """The block's text with every ``Port=N`` line set to ``Port=0``."""
+    out, count = re.subn(r"(?m)^Port=\d+$", "Port=0", text)
+    assert count, f"{block.where} ({block.id}): no Port= line to replace"
+    return out
+
+
+def connect_to(proc: ServerProcess, documented: dict[str, str]) -> dict[str, str]:
+    """Documented address -> the real one, for each section that ``proc`` serves."""
+    return {addr: f"127.0.0.1:{proc.ports[section]}" for section, addr in documented.items()}
+
+
+def module_path(block: Block) -> str:
+    """The file a Python block names in its first line: ``# app/users.py`` -> ``app/users.py``."""
+    first = block.text.splitlines()[0]
+    m = re.fullmatch(r"# (\S+\.py)", first.strip())
+    assert m, f"{block.where} ({block.id}): the first line should name the file, e.g. # app/x.py"
+    return m[1]
+
+
+def write_module(block: Block, folder: Path, text: str | None = None) -> Path:
+    path = folder / module_path(block)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(block.text if text is None else text)
+    return path
+
+
+def run_python(block: Block, text: str, cwd: Path) -> tuple[dict[str, Any], Any]:
+    """Execute a client example as a reader would paste it; warnings are errors. Returns the
+    namespace and the value of its last line when that is an expression."""
+    tree = ast.parse(text, filename=block.where)
+    last = tree.body[-1] if tree.body else None
+    if isinstance(last, ast.Expr):
+        tree.body.pop()
+    else:
+        last = None
+    namespace: dict[str, Any] = {"__name__": f"guide_{block.id.replace('-', '_')}"}
+    before = Path.cwd()
+    os.chdir(cwd)
+    try:
+        # recorded rather than raised: a library may install its own filter while importing
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            exec(compile(tree, block.where, "exec"), namespace)
+            value = None
+            if last is not None:
+                value = eval(compile(ast.Expression(last.value), block.where, "eval"), namespace)
+    finally:
+        os.chdir(before)
+    # (a ResourceWarning may come from any object the collector happens to finalise here)
+    warned = [
+        f"{w.category.__name__}: {w.message}" for w in caught if w.category is not ResourceWarning
+    ]
+    if warned:
+        close_all(namespace)
+    assert not warned, f"{block.where} ({block.id}) warns: " + "; ".join(warned)
+    return namespace, value
+
+
+def close_all(namespace: dict[str, Any]) -> None:
+    for value in namespace.values():
+        if isinstance(value, httpx.Client | requests.Session):
+            value.close()
+
+
+def argon2_hash(password: str) -> str:
+    """An argon2id hash with the library's defaults, those the guide shows (m=65536,t=3,p=4)."""
+    return PasswordHasher().hash(password)
+
+
+def by_command(replies: list[tuple[Step, Reply]], fragment: str) -> Reply:
+    found = [reply for step, reply in replies if fragment in step.command]
+    assert len(found) == 1, f"expected one command with {fragment!r}"
+    return found[0]
+
+
+# -- make ------------------------------------------------------------------------------------
+
+# What the comments of the make blocks promise, as commands `make -n -B` prints.
+MAKE_PROMISES = {
+    "run": [
+        "-m venv .venv",
+        "pip install",
+        "examples/make_certs.py",
+        "fwrest serve examples/service.ini",
+    ],
+    "test": ["-m venv .venv", "pip install", "ruff check", "ruff format --check", "mypy", "pytest"],
+}
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md"])
+def test_the_make_targets_do_what_the_quickstart_says(page: str) -> None:
+    block = example("readme-make") if page == "README.md" else example("index-make")
+    targets = [line.split("#")[0].split()[1] for line in block.text.splitlines() if line.strip()]
+    assert targets == list(MAKE_PROMISES), f"{block.where}: update MAKE_PROMISES for {targets}"
+    for target in targets:
+        # -n prints the commands without running them; -B as on a fresh checkout
+        done = subprocess.run(
+            ["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        for command in MAKE_PROMISES[target]:
+            assert command in done.stdout, f"make {target} does not run {command!r}:\n{done.stdout}"
+
+
+# -- the example service ---------------------------------------------------------------------
+
+
+@dataclass
+class Running:
+    proc: ServerProcess
+    folder: Path  # where the commands run
+    connect_to: dict[str, str]
+
+    def url(self, section: str) -> str:
+        return self.proc.url(section).rstrip("/")
+
+
+@pytest.fixture(scope="module")
+def example_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """examples/ copied as it is on a fresh checkout, its certificates made by make_certs.py
+    and its service.ini served with every port set to 0."""
+    work = tmp_path_factory.mktemp("example")
+    target = work / "examples"
+    shutil.copytree(EXAMPLES, target, ignore=shutil.ignore_patterns(".fwrest", "certs"))
+    subprocess.run([sys.executable, str(target / "make_certs.py")], check=True, capture_output=True)
+    ini = target / "service.ini"
+    documented = doc_ports(ini.read_text())
+    assert set(documented) == {"HTTP_REST", "HTTPS_REST", "HTTP_BASIC", "APP_MONITOR"}
+    ini.write_text(re.sub(r"(?m)^Port=\d+$", "Port=0", ini.read_text()))
+    proc = ServerProcess(ini).wait_ready()
+    try:
+        yield Running(proc, work, connect_to(proc, documented))
+    finally:
+        assert proc.stop() == 0, proc.log()
+
+
+def test_readme_walk_through_of_the_example_service(example_service: Running) -> None:
+    replies = run_block(
+        example("readme-example-curls"), example_service.folder, example_service.connect_to
+    )
+    hello = by_command(replies, "/rest/hello?name=Bob").json()
+    assert hello == {"message": "Hello, Bob!", "team": "example"}  # UserData of HTTP_REST
+    created = by_command(replies, "-X POST")
+    assert created.status == 201
+    assert created.json()["name"] == "Kim" and created.json()["id"] not in ("1", "2")
+    assert by_command(replies, "/rest/mapped/Zoe").body == "Hello, Zoe, from a mapped route"
+
+
+def test_readme_oauth2_walk_through(example_service: Running) -> None:
+    replies = run_block(
+        example("readme-oauth2-curls"), example_service.folder, example_service.connect_to
+    )
+    grants = [json.loads(reply.body) for step, reply in replies if "oauth2/token" in step.command]
+    assert len(grants) == 2
+    assert grants[0]["refresh_token"] != grants[1]["refresh_token"], "the refresh gave a new pair"
+    assert by_command(replies, "Bearer $ACCESS_TOKEN").json()["user"] == "grace"
+    log = example_service.proc.log()
+    assert "hopper" not in log and grants[0]["refresh_token"] not in log
+
+
+def test_readme_operating_commands(example_service: Running) -> None:
+    replies = run_block(
+        example("readme-operating-curls"), example_service.folder, example_service.connect_to
+    )
+    routes = by_command(replies, "/fw/rest/list/service").json()
+    assert isinstance(routes, list) and any(r["endpoint"] == "/users/:id" for r in routes)
+    openapi = by_command(replies, "openapi.json").json()
+    assert isinstance(openapi, dict) and openapi["openapi"].startswith("3.1")
+    settings = by_command(replies, "-H 'Accept: application/json'").json()["settings"]
+    assert settings["rest_log_level"]["file"] == 3  # [GENERAL] of examples/service.ini
+    changed = by_command(replies, '{"rest_log_level": 5}').json()["settings"]["rest_log_level"]
+    assert changed["effective"] == 5
+    metrics = by_command(replies, "9090").json()
+    names = {m["name"] for entry in metrics for m in entry["metrics"]}
+    assert names == {"memory_resident", "uptime"}
+    # put back the file's log level the README's change set
+    back = httpx.post(
+        f"{example_service.url('HTTP_REST')}/fw/rest/config", json={"rest_log_level": None}
+    )
+    assert back.status_code == 200, back.text
+
+
+def test_quickstart_commands(example_service: Running) -> None:
+    replies = run_block(example("index-curls"), example_service.folder, example_service.connect_to)
+    assert by_command(replies, "/rest/users/1").json() == {"id": "1", "name": "Ada"}
+    assert by_command(replies, "ada:lovelace").json()["user"] == "ada"
+    assert by_command(replies, "healthcheck").json()["status"] == "UP"
+
+
+def log_level(running: Running) -> Any:
+    """``rest_log_level`` as the settings page's JSON shows it."""
+    page = httpx.get(
+        f"{running.url('HTTP_REST')}/fw/rest/config", headers={"Accept": "application/json"}
+    )
+    return page.json()["settings"]["rest_log_level"]
+
+
+def test_operations_settings_commands(example_service: Running) -> None:
+    block = example("operations-settings-curls")
+    replies = run_block(block, example_service.folder, example_service.connect_to)
+    assert len(replies) == 2
+    changed, back = (reply.json()["settings"]["rest_log_level"] for _step, reply in replies)
+    assert changed["effective"] == 5 and changed["runtime"] == 5
+    assert back["runtime"] is None and back["effective"] == back["file"] == 3  # the file's value
+    assert log_level(example_service) == back
+
+
+# -- the README's own module and configuration, and endpoints.md -----------------------------
+
+
+def serve_folder(folder: Path, config: Path) -> ServerProcess:
+    checked = run_cli("check", str(config), cwd=folder)
+    assert checked.returncode == 0, checked.stderr
+    return ServerProcess(config).wait_ready()
+
+
+def test_readme_module_and_configuration(tmp_path: Path) -> None:
+    module, ini = example("readme-endpoints-module"), example("readme-config")
+    write_module(module, tmp_path)
+    config = tmp_path / "service.ini"
+    config.write_text(zero_ports(ini, ini.text))
+    proc = serve_folder(tmp_path, config)
+    try:
+        base = proc.url("HTTP_REST").rstrip("/")
+        assert httpx.get(f"{base}/users/1").json() == {"id": "1"}
+        created = httpx.post(f"{base}/users", content='{"name":"Kim"}')
+        assert created.status_code == 201
+        assert created.json() == {"created": '{"name":"Kim"}'}
+        routes = run_cli("routes", str(config), cwd=tmp_path).stdout
+        assert re.search(r"GET .*/rest/users/:id .*get_user", routes), routes
+    finally:
+        assert proc.stop() == 0
+
+
+def test_endpoints_page_module_and_loadurns(tmp_path: Path) -> None:
+    module, line, ini = (
+        example("endpoints-annotations"),
+        example("endpoints-loadurns"),
+        example("readme-config"),
+    )
+    assert module_path(module) == "app/users.py"
+    write_module(module, tmp_path)
+    (tmp_path / "app" / "__init__.py").write_text("")
+    shutil.copy(EXAMPLES / "app" / "mapped.py", tmp_path / "app" / "mapped.py")
+    config = tmp_path / "service.ini"
+    text = substitute(
+        ini,
+        {"Locations=HTTP_ROOT\n": "Locations=HTTP_ROOT\n" + line.text},
+        zero_ports(ini, ini.text),
+    )
+    config.write_text(text)
+    proc = serve_folder(tmp_path, config)
+    try:
+        base = proc.url("HTTP_REST").rstrip("/")
+        assert httpx.get(f"{base}/users/7").json() == {"id": "7"}
+        assert httpx.get(f"{base}/users/7/orders").json() == [{"user": "7", "order": 1}]
+        mapped = httpx.get(f"{base}/mapped/Zoe")
+        assert mapped.text == "Hello, Zoe, from a mapped route"
+        listing = httpx.get(f"{base}/fw/rest/list/service").json()
+        described = {(r["endpoint"], m["description"]) for r in listing for m in r["methods"]}
+        assert ("/users/:id", "One user by id") in described
+        assert ("/users/:id/orders", "Orders of a user") in described
+    finally:
+        assert proc.stop() == 0
+
+
+# -- the guide service: authorization.md and operations.md -----------------------------------
+
+GUIDE_INI = """\
+[HTTPSERVER]
+Servers=HTTP_BASIC, HTTPS_REST, HTTP_OPS
+LogFile=server.log
+
+[HTTP_BASIC]
+HostName=127.0.0.1
+Port=0
+Locations=HTTP_ROOT
+{basic_fw_data}
+[HTTPS_REST]
+HostName=127.0.0.1
+Port=0
+Locations=HTTP_ROOT
+SslCertificate=certs/server.crt
+SslCertificateKey=certs/server.key
+FwData=oauth2.json
+UserData={{"greeting": "Hello over TLS", "team": "guide"}}
+
+[HTTP_OPS]
+HostName=127.0.0.1
+Port=0
+Locations=HTTP_ROOT
+FwData={ops_fw_data}
+
+[HTTP_ROOT]
+Path=/rest
+ThreadPool=POOL
+
+[POOL]
+Environment=APP
+MaxThreads=4
+
+[APP]
+Repository=app
+
+{monitor}"""
+
+
+@pytest.fixture(scope="module")
+def guide_service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    folder = tmp_path_factory.mktemp("guide")
+    shutil.copytree(EXAMPLES / "app", folder / "app")
+    certs = issue_certs(ca, folder / "certs")
+    shutil.copy(certs["ca"], folder / "ca.pem")
+    validator, params = (
+        example("authorization-basic-validator"),
+        example("authorization-oauth2-params"),
+    )
+    assert module_path(validator) == "app/auth.py" and module_path(params) == "app/oauth.py"
+    write_module(
+        validator,
+        folder,
+        substitute(validator, {"$argon2id$v=19$m=65536,t=3,p=4$...": argon2_hash("lovelace")}),
+    )
+    write_module(params, folder, substitute(params, {"$argon2id$...": argon2_hash("hopper")}))
+    (folder / "oauth2.json").write_text(example("authorization-oauth2-fwdata").text)
+    basic = example("authorization-basic-fwdata").text
+    assert basic.startswith("FwData=") and basic.count("\n") == 1
+    native = json.loads(example("operations-native-routes").text)
+    ops = {**json.loads(basic.removeprefix("FwData=")), **native}
+    monitor = example("operations-monitor")
+    config = folder / "service.ini"
+    config.write_text(
+        GUIDE_INI.format(
+            basic_fw_data=basic,
+            ops_fw_data=json.dumps(ops),
+            monitor=zero_ports(monitor, monitor.text),
+        )
+    )
+    proc = serve_folder(folder, config)
+    documented = {
+        "HTTP_BASIC": "127.0.0.1:8081",
+        "HTTPS_REST": "127.0.0.1:8443",
+        **doc_ports(monitor.text),
+    }
+    try:
+        yield Running(proc, folder, connect_to(proc, documented))
+    finally:
+        assert proc.stop() == 0, proc.log()
+
+
+def test_basic_validator_with_curl_and_httpx(guide_service: Running) -> None:
+    replies = run_block(
+        example("authorization-basic-curl"), guide_service.folder, guide_service.connect_to
+    )
+    assert replies[0][1].json()["user"] == "ada"
+    block = example("authorization-basic-httpx")
+    real = guide_service.connect_to["127.0.0.1:8081"]
+    _namespace, answer = run_python(
+        block, substitute(block, {"127.0.0.1:8081": real}), guide_service.folder
+    )
+    assert isinstance(answer, httpx.Response) and answer.status_code == 200, answer
+    assert answer.json()["user"] == "ada" and answer.json()["scheme"] == "basic"
+    base = guide_service.url("HTTP_BASIC")
+    assert httpx.get(f"{base}/whoami", auth=("ada", "wrong")).status_code == 403
+    assert httpx.get(f"{base}/whoami", auth=("bob", "lovelace")).status_code == 403
+    unauthorized = httpx.get(f"{base}/whoami")
+    assert unauthorized.status_code == 401
+    assert (
+        unauthorized.headers["www-authenticate"]
+        == 'Basic realm="Access to REST", charset="ISO-8859-1"'
+    )
+
+
+def test_oauth2_token_commands(guide_service: Running) -> None:
+    replies = run_block(
+        example("authorization-oauth2-curls"), guide_service.folder, guide_service.connect_to
+    )
+    first = by_command(replies, "grant_type=password").json()
+    assert isinstance(first, dict) and set(first) == {
+        "access_token",
+        "refresh_token",
+        "scope",
+        "token_type",
+        "expires_in",
+    }
+    assert first["expires_in"] == 900  # "access_expires": "15m"
+    assert by_command(replies, "Bearer $ACCESS_TOKEN").json()["user"] == "grace"
+    again = by_command(replies, "grant_type=refresh_token").json()
+    assert isinstance(again, dict) and again["refresh_token"] != first["refresh_token"]
+
+
+def test_oauth2_client_library(guide_service: Running) -> None:
+    block = example("authorization-oauth2-authlib")
+    real = guide_service.connect_to["127.0.0.1:8443"]
+    text = block.text.replace("127.0.0.1:8443", real)
+    assert text != block.text
+    namespace, answer = run_python(block, text, guide_service.folder)
+    try:
+        assert isinstance(answer, requests.Response) and answer.status_code == 200, answer
+        assert answer.json()["user"] == "grace"
+        assert namespace["client"].token["token_type"] == "Bearer"
+        assert namespace["client"].token["expires_in"] == 900
+    finally:
+        close_all(namespace)
+
+
+def test_oauth2_public_paths_and_params(guide_service: Running) -> None:
+    ctx = ssl.create_default_context(cafile=str(guide_service.folder / "ca.pem"))
+    base = guide_service.url("HTTPS_REST")
+    with httpx.Client(verify=ctx) as client:
+        assert client.get(f"{base}/hello").status_code == 200  # onAuthNoCheckUri
+        assert client.get(f"{base}/users").status_code == 401
+        token_get = client.get(
+            f"{base}/fw/oauth2/token",
+            params={"grant_type": "password", "username": "grace", "password": "hopper"},
+            auth=("example-app", "example-secret"),
+        )
+        assert token_get.status_code == 400, token_get.text  # "allowGetToken": false
+        assert token_get.json()["error"] == "invalid_request"
+
+
+def test_native_routes_options(guide_service: Running) -> None:
+    base = guide_service.url("HTTP_OPS")
+    assert httpx.get(f"{base}/fw/healthcheck").status_code == 200  # public, no credentials
+    assert httpx.get(f"{base}/fw/rest/list/service").status_code == 401  # not public
+    creds = ("ada", "lovelace")
+    assert httpx.get(f"{base}/fw/rest/config", auth=creds).status_code == 404  # disabled
+    listing = httpx.get(f"{base}/fw/rest/list/service", auth=creds).json()
+    endpoints = {r["endpoint"] for r in listing}
+    assert "/fw/rest/usage/time" not in endpoints  # hidden
+    assert "/fw/healthcheck" in endpoints
+    assert httpx.get(f"{base}/fw/rest/usage/time", auth=creds).status_code == 200  # still served
+
+
+def test_monitor_and_prometheus_scrape(guide_service: Running) -> None:
+    scrape = yaml.safe_load(example("operations-prometheus").text)
+    (job,) = scrape["scrape_configs"]
+    (static,) = job["static_configs"]
+    (target,) = static["targets"]
+    address = guide_service.connect_to[target]
+    answer = httpx.get(f"http://{address}{job['metrics_path']}", params=job["params"])
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("text/plain")
+    families = {f.name for f in text_string_to_metric_families(answer.text)}
+    assert "fwrest_memory_resident_kilobytes" in families, answer.text
+    listing = httpx.get(f"http://{address}{job['metrics_path']}")
+    assert listing.status_code == 200 and listing.headers["content-type"].startswith(
+        "application/json"
+    )
+
+
+# -- deploy.md: the systemd unit -------------------------------------------------------------
+
+
+def test_systemd_unit_starts_and_stops_the_service(tmp_path: Path) -> None:
+    block = example("deploy-systemd")
+    unit = configparser.ConfigParser(interpolation=None, strict=True)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]
+    unit.read_string(block.text)
+    service = unit["Service"]
+    folder = tmp_path / "srv"
+    folder.mkdir()
+    exec_start = substitute(
+        block,
+        {service["WorkingDirectory"] + "/.venv/bin/fwrest": str(BIN / "fwrest")},
+        service["ExecStart"],
+    )
+    free_config(folder, fmt="ini")
+    stop_s = int(service["TimeoutStopSec"])
+    graceful = next(k for k in KEYS if k.name == "GracefulTimeout")
+    assert isinstance(graceful.default, int) and stop_s * 1000 > graceful.default, (
+        "TimeoutStopSec must outlast the drain"
+    )
+    stderr = folder / "stderr.log"
+    with stderr.open("wb") as err:
+        proc = subprocess.Popen(
+            shlex.split(exec_start), cwd=folder, stdout=subprocess.PIPE, stderr=err
+        )
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            lines.append(raw.decode())
+            if raw.startswith(b"fwrest: ready"):
+                ready.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert ready.wait(30), "".join(lines) + stderr.read_text()
+        url = next(line.split()[2] for line in lines if line.startswith("fwrest: serving"))
+        assert httpx.get(f"{url.rstrip('/')}/hello").status_code == 200
+        proc.send_signal(signal.Signals[service["KillSignal"]])
+        code = proc.wait(stop_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join(5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    log = stderr.read_text()
+    assert code == 0, log  # 0: Restart=on-failure leaves a stopped service stopped
+    started = re.search(r"starting (\d+) worker", log)
+    assert started and f"--workers {started[1]}" in exec_start, log
+
+
+# -- security.md -----------------------------------------------------------------------------
+
+
+def test_security_fault_suite_command_collects_every_fault_test() -> None:
+    block = example("security-fault-suite")
+    (command,) = [line for line in block.text.splitlines() if line.strip()]
+    done = subprocess.run(
+        [*shlex.split(command), "--collect-only", "-q"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = (ROOT / "docs" / "security.md").read_text()
+    for name in set(re.findall(r"tests/faults/(test_\w+\.py)", page)):
+        assert f"tests/faults/{name}::" in done.stdout, f"{name} is not collected"

@@ -1,0 +1,739 @@
+"""docs/troubleshooting.md lists every start error, each as the server really prints it.
+
+* Each row of the page's tables has a broken configuration here that provokes it: most are the
+  cases of ``tests/faults/test_broken_configs.py`` (named by their id), the others are written
+  the same way. ``fwrest check`` reports it, or ``fwrest serve`` for what only a start finds
+  (the state store, the signing key in Redis or under ``DataPath``, binding); the command must
+  exit 2 without a traceback and print one ``fwrest: configuration error:`` line that the row
+  matches (``<name>`` in a row stands for any value, ``...`` for any text). The rows about
+  ``fwrest.start()`` and ``wsRestfulStart`` call them; the ``fwrest openapi`` row runs it.
+* Every message the source can raise has a row: the problem texts of ``ConfigError(...)`` (and
+  of the helpers that build one, such as the loader's ``raw.error(...)``) and of ``RouteError``
+  (reported at start through an import or ``LoadURNs``) are read from src/ with ``ast``; each
+  must be matched by a row, its ``{...}`` holes standing for any value and the row allowed to
+  stop early (rows are abridged). Texts without words of their own (``f"{exc}"``) forward
+  another error's message and are skipped; the store's own messages are checked as rows.
+* The page's example output is compared with what ``fwrest check`` prints.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import logging
+import os
+import re
+import shlex
+import socket
+import subprocess
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+import fwrest
+from tests.conftest import FWREST, ROOT, Sections, config_text, issue_certs, run_cli
+from tests.conftest import base_sections as base
+from tests.docs.blocks import example
+from tests.faults.test_broken_configs import APP, CASES, Case, auth, prepare, setting, tls_auth
+
+PAGE = ROOT / "docs" / "troubleshooting.md"
+SRC = ROOT / "src" / "fwrest"
+
+
+# -- the page --------------------------------------------------------------------------------
+
+
+def rows() -> list[str]:
+    """The message column of every table row (one code span each)."""
+    found = []
+    for line in PAGE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("| `"):
+            m = re.match(r"^\| `([^`]+)` \|", line)
+            assert m, f"docs/troubleshooting.md: a row whose message is not one code span: {line}"
+            found.append(m[1])
+    return found
+
+
+_WILD = re.compile(r"(<[a-z][a-z ]*>|\.\.\.)")
+
+
+def row_pattern(row: str) -> re.Pattern[str]:
+    """``<name>`` stands for a value, ``...`` for any text; spaces for any white space."""
+    regex = ""
+    for piece in _WILD.split(row):
+        if piece == "...":
+            regex += ".*?"
+        elif _WILD.fullmatch(piece):
+            regex += r"\S.*?"
+        else:
+            regex += r"\s+".join(re.escape(word) for word in piece.split(" "))
+    return re.compile(regex)
+
+
+# -- provoking each row ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Broken:
+    """A broken configuration and the command that reports it: a case of
+    tests/faults/test_broken_configs.py named by its id, or one written here."""
+
+    case: Case | str
+    command: str = "check"  # "serve": the mistake is found when the service opens or binds
+
+    def resolve(self) -> Case:
+        if isinstance(self.case, Case):
+            return self.case
+        found = {case.id: case for case in CASES}
+        assert self.case in found, f"tests/faults/test_broken_configs.py has no case {self.case!r}"
+        return found[self.case]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    failed_as_configured: bool  # exit code 2 (1 for wsRestfulStart), ConfigError for start()
+    text: str
+
+
+Special = Callable[[Path, dict[str, Path]], Outcome]
+
+
+def known(case_id: str, command: str = "check") -> Broken:
+    return Broken(case_id, command)
+
+
+def new(name: str, fmt: str, mutate: Callable[[Sections, dict[str, Any]], Any]) -> Broken:
+    return Broken(Case(name, fmt, "", mutate))
+
+
+def module(name: str, source: str, repository: str | None = None) -> Callable[..., None]:
+    """Write ``name`` beside the config and make it the environment's Repository."""
+
+    def mutate(s: Sections, ctx: dict[str, Any]) -> None:
+        path = ctx["folder"] / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+        s["ENV"]["Repository"] = repository or Path(name).stem
+
+    return mutate
+
+
+def load_urns(mapping: dict[str, Any]) -> Callable[..., None]:
+    return setting("HTTP_REST", "LoadURNs", mapping)
+
+
+def nested_json(_s: Sections, _ctx: dict[str, Any]) -> str:
+    return '{"HTTPSERVER": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+def run_broken(broken: Broken, index: int, root: Path, certs: dict[str, Path]) -> Outcome:
+    path, _port = prepare(broken.resolve(), index, root, certs)
+    args = [*FWREST, broken.command, str(path)]
+    if broken.command == "serve":
+        args += ["--workers", "1"]
+    try:
+        done = subprocess.run(
+            args, capture_output=True, text=True, cwd=path.parent, timeout=30, check=False
+        )
+    except subprocess.TimeoutExpired as exc:  # it started: the row's mistake went unnoticed
+        return Outcome(False, f"it kept running: {exc.stdout!r} {exc.stderr!r}")
+    return cli_outcome(done)
+
+
+def cli_outcome(done: subprocess.CompletedProcess[str]) -> Outcome:
+    text = done.stdout + done.stderr
+    ok = (
+        done.returncode == 2
+        and "Traceback" not in text
+        and "fwrest: configuration error:" in done.stderr
+    )
+    return Outcome(ok, f"exit {done.returncode}: {text}")
+
+
+def missing_file(folder: Path, _certs: dict[str, Path]) -> Outcome:
+    return cli_outcome(run_cli("check", str(folder / "service.ini"), cwd=folder))
+
+
+def unreadable_file(folder: Path, _certs: dict[str, Path]) -> Outcome:
+    path = folder / "service.ini"
+    path.write_text(config_text(base(0), "ini"))
+    path.chmod(0)
+    prefix = []
+    if os.geteuid() == 0:  # root reads any file: drop the capabilities that allow it
+        prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    done = subprocess.run(
+        [*prefix, *FWREST, "check", str(path)], capture_output=True, text=True, timeout=30
+    )
+    return cli_outcome(done)
+
+
+@contextlib.contextmanager
+def occupied_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that another socket listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        yield int(sock.getsockname()[1])
+
+
+def service_on(folder: Path, port: int) -> Path:
+    (folder / "app.py").write_text(APP)
+    path = folder / "service.ini"
+    path.write_text(config_text(base(port), "ini"))
+    return path
+
+
+def address_in_use(folder: Path, _certs: dict[str, Path]) -> Outcome:
+    with occupied_port() as port:
+        path = service_on(folder, port)
+        done = subprocess.run(
+            [*FWREST, "serve", str(path)], capture_output=True, text=True, cwd=folder, timeout=30
+        )
+    return cli_outcome(done)
+
+
+START = """
+import sys
+import fwrest
+try:
+    fwrest.start(sys.argv[1], workers=1)
+except fwrest.ConfigError as exc:
+    print(f"ConfigError: {exc}")
+    sys.exit(2)
+"""
+
+
+def start_with_workers(folder: Path, _certs: dict[str, Path]) -> Outcome:
+    with occupied_port() as port:
+        path = service_on(folder, port)
+        done = subprocess.run(
+            [*FWREST[:1], "-c", START, str(path)],
+            capture_output=True,
+            text=True,
+            cwd=folder,
+            timeout=60,
+        )
+    ok = done.returncode == 2 and "ConfigError: " in done.stdout and "Traceback" not in done.stderr
+    return Outcome(ok, done.stdout + done.stderr)
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@dataclass(frozen=True)
+class Legacy:
+    """``fwrest.rest.wsRestfulStart(jo, path)`` in this process: 1 and the message it logs on
+    ``fwrest.server``."""
+
+    jo: Any
+    path: str = "/legacy"
+
+    def __call__(self, _folder: Path, _certs: dict[str, Path]) -> Outcome:
+        records = _Records()
+        logger = logging.getLogger("fwrest.server")
+        level = logger.level  # an earlier in-process start may have set rest_log_level=0
+        logger.addHandler(records)
+        logger.setLevel(logging.ERROR)
+        try:
+            code = fwrest.rest.wsRestfulStart(copy.deepcopy(self.jo), self.path)
+        finally:
+            logger.removeHandler(records)
+            logger.setLevel(level)
+        return Outcome(code == 1, "\n".join(records.lines))
+
+
+def legacy_base(**changes: Any) -> dict[str, Any]:
+    sections: dict[str, Any] = copy.deepcopy(base(0))
+    for section, body in changes.items():
+        if isinstance(body, dict) and isinstance(sections.get(section), dict):
+            sections[section].update(body)
+        else:
+            sections[section] = body
+    return sections
+
+
+def openapi_server(folder: Path, _certs: dict[str, Path]) -> Outcome:
+    path = service_on(folder, 0)
+    return cli_outcome(run_cli("openapi", str(path), "--server", "NOPE", cwd=folder))
+
+
+ROUTE_TWICE = 'from fwrest import get\n\n\n@get("/a/:id/:id")\ndef a(id):\n    return {}\n'
+ROUTE_NUMBER = "from fwrest import get\n\n\n@get(1)\ndef a():\n    return {}\n"
+GET_X = {"GET": {"Function": "app.hello"}}
+
+PROVOKED: dict[str, Broken | Special] = {
+    # the file
+    "the configuration file <path> does not exist or is not a file": missing_file,
+    "the configuration file <path> cannot be read (Permission denied)": unreadable_file,
+    "the file service.yaml is neither .ini nor .json": known("a .yaml file[yaml]"),
+    "the file is not UTF-8 text": known("not UTF-8[ini]"),
+    "the file is not a valid INI file: ...": known("no section header[ini]"),
+    "the section [ROOT] appears twice (line <n>)": known("section twice[ini]"),
+    "[HTTP_REST] Port: the key appears twice in this section (line <n>)": known("key twice[ini]"),
+    "[HTTP_REST] PORT: the key is given twice (as Port and PORT)": known(
+        "key twice in two cases[json]"
+    ),
+    "the sections [ROOT] and [root] are the same section (section names are case-insensitive)": (
+        known("section in two cases[json]")
+    ),
+    "... is not valid JSON: <error> at line <n>, column <n>": known("trailing comma[json]"),
+    "... is not usable JSON: it is nested too deeply": new("nested", "json", nested_json),
+    "the JSON file must hold an object whose keys are the sections": known("a JSON array[json]"),
+    "the section [ROOT] must be an object of keys, not str": known("section not an object[json]"),
+    # sections and keys
+    "the section [HTTPSERVER] is missing": known("an empty file[ini]"),
+    "[HTTPSERVER] Servers: names [HTTP_RST], which is not a section of this configuration. "
+    "Did you mean [HTTP_REST]?": known("unknown server[ini]"),
+    "[HTTP_REST]: the required key HostName is missing (...)": known("no HostName[json]"),
+    "[HTTPSERVER] Workers: unknown key for a HTTPSERVER section.": known("unknown key[ini]"),
+    "[HTTPSERVER] Enable: must be 0 or 1, got '2'": known("Enable=2[ini]"),
+    "[HTTPSERVER] GracefulTimeout: must be a whole number of milliseconds, got '30s'": known(
+        "ms with a unit[ini]"
+    ),
+    "[HTTP_REST] Port: 70000 is out of range (0-65535)": known("Port 70000[json]"),
+    "[HTTP_REST] HostName: must be text, got ['127.0.0.1']": new(
+        "HostName a list", "json", setting("HTTP_REST", "HostName", ["127.0.0.1"])
+    ),
+    "[HTTPSERVER] Servers: must be a comma-separated list, got 5": new(
+        "Servers a number", "json", setting("HTTPSERVER", "Servers", 5)
+    ),
+    "[ROOT] FwData: authorization is configured per port, not per location": known(
+        "FwData on a location[json]"
+    ),
+    "[HTTP_REST] Authorization: Authorization is not a key of its own: it belongs inside FwData": (
+        known("Authorization outside FwData[ini]")
+    ),
+    # [HTTPSERVER]
+    "[HTTPSERVER] Servers: lists no server": known("empty Servers[json]"),
+    "[HTTPSERVER] Servers: names [<server>] twice": known("server twice[json]"),
+    "[HTTPSERVER] Enable: Enable=0 and no monitor: there is nothing to serve": known(
+        "nothing to serve[json]"
+    ),
+    "[HTTPSERVER] StateStore: 'pg' is not a state store": known("bad StateStore[json]"),
+    "[HTTPSERVER] StateStore: the Redis state store <url> is not a Redis URL (...)": new(
+        "Redis URL with a bad port",
+        "json",
+        setting("HTTPSERVER", "StateStore", "redis://:s3cret@127.0.0.1:notaport/0"),
+    ),
+    "[HTTPSERVER] StateStore: the Redis state store <url> names no host": new(
+        "Redis URL without a host", "ini", setting("HTTPSERVER", "StateStore", "redis://")
+    ),
+    "[HTTPSERVER] StateStore: the Redis state store <url> names the database <db>, which is not "
+    "a number": new(
+        "Redis URL with a named database",
+        "json",
+        setting("HTTPSERVER", "StateStore", "redis://127.0.0.1:6379/sessions"),
+    ),
+    # server sections
+    "[<server>] Port: Port <port> is also the port of [<server>]": known(
+        "two servers one port[ini]"
+    ),
+    "[<server>] SslCertificateKey: SslCertificateKey is missing: TLS needs both a certificate "
+    "and its key": known("certificate without key[json]"),
+    "[<server>] SslCertificate: the file <path> does not exist": known(
+        "certificate file missing[ini]"
+    ),
+    "[<server>] SslCertificate: the certificate <path> and key <path> cannot be loaded (...)": (
+        known("garbage certificate[json]")
+    ),
+    "[<server>] TrustedProxies: '10.0.0.300' is not an IP address or network": new(
+        "TrustedProxies", "ini", setting("HTTP_REST", "TrustedProxies", "10.0.0.300")
+    ),
+    "[<server>] Locations: lists no location": known("empty Locations[json]"),
+    "[<server>] Locations: the locations [<location>] and [<location>] have the same Path /rest": (
+        known("two locations one Path[ini]")
+    ),
+    "[<server>] Locations: GET /rest/hello is registered twice: by ... and by ...": known(
+        "route registered twice[json]"
+    ),
+    "[<server>] FwData: names the file <path>, which cannot be read (No such file or directory)": (
+        known("FwData file missing[json]")
+    ),
+    "[<server>] FwData: must be a JSON object": known("FwData a list[json]"),
+    "[<server>] FwData: FwData holds the unknown key 'Auth'; FwData is reserved for the "
+    "framework": known("FwData unknown key[ini]"),
+    # authorization
+    "[<server>] FwData: FwData Authorization must be a JSON object": new(
+        "Authorization a string", "json", setting("HTTP_REST", "FwData", {"Authorization": "basic"})
+    ),
+    "[<server>] FwData: FwData Authorization has no scheme": known("no scheme[ini]"),
+    "[<server>] FwData: FwData Authorization scheme 'Basic' is not a scheme fwrest knows": known(
+        "scheme Basic[json]"
+    ),
+    "[<server>] FwData: FwData Authorization has the unknown key 'onAuthparams' for the basic "
+    "scheme": known("Authorization unknown key[ini]"),
+    "[<server>] FwData: FwData Authorization maxFailures must be a whole number >= 1, got 0": (
+        known("maxFailures 0[json]")
+    ),
+    "[<server>] FwData: FwData Authorization needs OnAuth for the basic scheme": known(
+        "basic without OnAuth[json]"
+    ),
+    "[<server>] FwData: FwData Authorization OnAuth must name a function, got 1": new(
+        "OnAuth a number", "json", auth(scheme="basic", OnAuth=1)
+    ),
+    "[<server>] FwData OnAuth: the function 'nope' is not in the repository of this server's "
+    "environments": known("OnAuth missing[ini]"),
+    "[<server>] FwData OnAuth: the function name 'check_user' is ambiguous: it matches "
+    "app.check_user, app2.check_user": known("OnAuth ambiguous[json]"),
+    "[<server>] FwData: the oAuth2 scheme needs TLS on the port": known("oAuth2 without TLS[ini]"),
+    "[<server>] FwData: onAuthparams names the file <path>, which does not exist": known(
+        "onAuthparams file[ini]"
+    ),
+    "[<server>] FwData: FwData Authorization allowGetToken must be true or false, got 'no'": (
+        known("allowGetToken no[json]")
+    ),
+    "[<server>] FwData: onAuthNoCheckUri <function> raised ValueError: ...": known(
+        "NoCheckUri raises[ini]"
+    ),
+    "[<server>] FwData: onAuthNoCheckUri <function> must return a list of paths, got 42": new(
+        "NoCheckUri a number", "ini", tls_auth(onAuthNoCheckUri="nocheck_number")
+    ),
+    "[APP_MONITOR] FwData: the monitor supports Basic authorization only": known(
+        "monitor with oAuth2[ini]"
+    ),
+    # native routes
+    "[<server>] FwData: FwData NativeRoutes must be an object": new(
+        "NativeRoutes a list", "json", setting("HTTP_REST", "FwData", {"NativeRoutes": ["x"]})
+    ),
+    "[<server>] FwData: FwData NativeRoutes has the unknown key 'show'": known(
+        "NativeRoutes unknown key[json]"
+    ),
+    "[<server>] FwData: FwData NativeRoutes public must be a list of route names": new(
+        "NativeRoutes public 1",
+        "ini",
+        setting("HTTP_REST", "FwData", {"NativeRoutes": {"public": 1}}),
+    ),
+    "[<server>] FwData: FwData NativeRoutes public names 'healthcheck/all', which is not a "
+    "native route": known("NativeRoutes unknown route[ini]"),
+    # LoadURNs
+    "[<server>] LoadURNs: must be a JSON object of paths": known("LoadURNs a list[ini]"),
+    "[<server>] LoadURNs: the path '/x' must map to an object of methods": new(
+        "LoadURNs path to text", "json", load_urns({"/x": "app.hello"})
+    ),
+    "[<server>] LoadURNs: 'FETCH' under '/x' is not a method fwrest serves": known(
+        "LoadURNs method[json]"
+    ),
+    "[<server>] LoadURNs: GET '/x' names no Function": new(
+        "LoadURNs no Function", "ini", load_urns({"/x": {"GET": {}}})
+    ),
+    "[<server>] LoadURNs: the route path '/x?y' is not a valid path": new(
+        "LoadURNs query", "json", load_urns({"/x?y": GET_X})
+    ),
+    "[<server>] LoadURNs: the route path '/x/:1' has a bad parameter name '1'": new(
+        "LoadURNs parameter name", "ini", load_urns({"/x/:1": GET_X})
+    ),
+    "[<server>] LoadURNs: the route path '/x/:id/:id' repeats the parameter 'id'": new(
+        "LoadURNs parameter twice", "json", load_urns({"/x/:id/:id": GET_X})
+    ),
+    "[<server>] LoadURNs: the route path '/x/../y' has a dot segment": new(
+        "LoadURNs dot segment", "ini", load_urns({"/x/../y": GET_X})
+    ),
+    # locations and thread pools
+    "[ROOT] Path: 'rest' is not a URL path prefix": known("Path without slash[ini]"),
+    "[POOL] MinThreads: MinThreads=9 is above MaxThreads=4": known("Min above Max[ini]"),
+    # your modules
+    "[ENV] Repository: the module 'no_such_mod' was not found (looked in <folder> and the "
+    "Python path)": known("module not found[ini]"),
+    "[ENV] Repository: the file <path> does not exist": new(
+        "Repository file missing", "json", setting("ENV", "Repository", "missing.py")
+    ),
+    "[ENV] Repository: the file <path> would be imported as module 'app', but a module of that "
+    "name is already loaded from <path>": new(
+        "two modules app", "ini", module("lib/app.py", APP, "app, lib/app.py")
+    ),
+    "[ENV] Repository: importing 'needs_a_package' failed: ModuleNotFoundError: No module named "
+    "...": new(
+        "missing package", "json", module("needs_a_package.py", "import no_such_package_here\n")
+    ),
+    "[ENV] Repository: importing 'raises_at_import' failed: RuntimeError: this module refuses to "
+    "load (<file>:<line>)": known("raises at import[ini]"),
+    "[ENV] Repository: importing 'bad_route' failed: the route path '/a/:id/:id' repeats the "
+    "parameter 'id'": new("route twice", "ini", module("bad_route.py", ROUTE_TWICE)),
+    "[ENV] Repository: importing 'route_number' failed: a route path must be text, not int": new(
+        "route a number", "json", module("route_number.py", ROUTE_NUMBER)
+    ),
+    "[ENV] Repository: importing 'exits_at_import' failed: it called sys.exit(3)": known(
+        "exits at import[json]"
+    ),
+    # the monitor
+    "[APP_MONITOR] Port: the monitor is enabled but has no Port": known(
+        "monitor without Port[ini]"
+    ),
+    # starting: the state store, the signing key, the ports
+    "[HTTPSERVER] StateStore: the sqlite store <path> cannot be opened: ...": known(
+        "DataPath is a file[json]", "serve"
+    ),
+    "[HTTPSERVER] StateStore: the signing key cannot be read from the state store: redis "
+    "store ...": known("Redis unreachable[ini]", "serve"),
+    "[HTTPSERVER] SigningKeyFile: the signing key in <file> is corrupt or shorter than 32 bytes": (
+        known("short SigningKeyFile[json]")
+    ),
+    "[<server>] Port: 127.0.0.1:<port> cannot be bound: Address already in use": address_in_use,
+    "[<server>] Port: 192.0.2.1:<port> cannot be bound: Cannot assign requested address": known(
+        "address of no interface[ini]", "serve"
+    ),
+    "[<server>] HostName: the host name 'no.invalid' cannot be resolved (...)": known(
+        "host unresolvable[json]", "serve"
+    ),
+    # starting from Python
+    "the service did not start (exit code 2); see its log above": start_with_workers,
+    "wsRestfulStart: the infrastructure JSON must be an object of sections": Legacy("[]"),
+    "wsRestfulStart: the infrastructure JSON has no HTTPSERVER object": Legacy({}),
+    "wsRestfulStart: [HTTPSERVER] Servers: HTTPSERVER lists no Servers": Legacy({"HTTPSERVER": {}}),
+    "wsRestfulStart: the extra path 'rest' must start with /": Legacy(legacy_base(), "rest"),
+    "wsRestfulStart: the server 'HTTP_REST' is not in the infrastructure JSON": Legacy(
+        {"HTTPSERVER": {"Servers": "HTTP_REST"}}
+    ),
+    "wsRestfulStart: [HTTP_REST] Locations: Locations must name location sections "
+    "(comma-separated, or a list)": Legacy(legacy_base(HTTP_REST={"Locations": 5})),
+    "wsRestfulStart: [ROOT]: the location [ROOT] is not an object of keys": Legacy(
+        legacy_base(ROOT="Path=/rest")
+    ),
+    # a ThreadPool written as a number names the section "5" for the loader, none for the
+    # extra location
+    "wsRestfulStart: no server location names a ThreadPool to serve the extra path": Legacy(
+        legacy_base(ROOT={"ThreadPool": 5}, **{"5": base(0)["POOL"]})
+    ),
+    # fwrest openapi
+    "there is no server 'NOPE'; the servers are HTTP_REST": openapi_server,
+}
+
+
+@pytest.fixture(scope="module")
+def outcomes(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """Every provocation run once: the broken configurations in parallel."""
+    root = tmp_path_factory.mktemp("troubleshooting")
+    certs = issue_certs(ca, root / "certs")
+    found: dict[str, Outcome] = {}
+    (root / "broken").mkdir()
+
+    def run(job: tuple[int, tuple[str, Broken | Special]]) -> Outcome:
+        index, (_row, how) = job
+        if isinstance(how, Broken):
+            return run_broken(how, index, root / "broken", certs)
+        folder = root / f"special-{index:02d}"
+        folder.mkdir()
+        return how(folder, certs)
+
+    # processes in parallel; wsRestfulStart in this process, one at a time
+    jobs = [job for job in enumerate(PROVOKED.items()) if not isinstance(job[1][1], Legacy)]
+    with ThreadPoolExecutor(3) as pool:
+        for (_index, (row, _how)), outcome in zip(jobs, pool.map(run, jobs), strict=True):
+            found[row] = outcome
+    for job in enumerate(PROVOKED.items()):
+        if isinstance(job[1][1], Legacy):
+            found[job[1][0]] = run(job)
+    return found
+
+
+def test_every_row_has_a_broken_configuration() -> None:
+    page = rows()
+    assert len(page) == len(set(page)), "a row appears twice"
+    missing = [row for row in page if row not in PROVOKED]
+    stale = [row for row in PROVOKED if row not in page]
+    assert not missing, "rows of docs/troubleshooting.md without a provocation here:\n" + "\n".join(
+        missing
+    )
+    assert not stale, "provocations of rows docs/troubleshooting.md no longer has:\n" + "\n".join(
+        stale
+    )
+
+
+@pytest.mark.parametrize("row", rows())
+def test_the_row_is_the_real_message(row: str, outcomes: dict[str, Outcome]) -> None:
+    assert row in outcomes, f"no broken configuration provokes {row!r}"
+    outcome = outcomes[row]
+    assert outcome.failed_as_configured, outcome.text
+    assert row_pattern(row).search(outcome.text), (
+        f"docs/troubleshooting.md says {row!r}; the server said:\n{outcome.text}"
+    )
+
+
+# -- the source's messages -------------------------------------------------------------------
+
+Part = str | None  # literal text, or None: a value (a hole in a template, a wildcard in a row)
+
+
+@dataclass(frozen=True)
+class Template:
+    where: str  # file:line
+    parts: tuple[Part, ...]
+    wrapped: bool  # RouteError: shown inside another message, not at its start
+
+    def __str__(self) -> str:
+        return "".join("{}" if p is None else p for p in self.parts)
+
+
+def _parts(node: ast.expr) -> tuple[Part, ...] | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return (node.value,)
+    if isinstance(node, ast.JoinedStr):
+        return tuple(
+            v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else None
+            for v in node.values
+        )
+    return None
+
+
+def _factories(tree: ast.Module) -> dict[str, int]:
+    """Helpers returning ``ConfigError(problem, ...)``: name -> position of ``problem``."""
+    found: dict[str, int] = {}
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        params = [a.arg for a in fn.args.args]
+        skip = 1 if params[:1] == ["self"] else 0
+        for node in ast.walk(fn):
+            if (
+                isinstance(node, ast.Return)
+                and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name)
+                and node.value.func.id == "ConfigError"
+                and node.value.args
+                and isinstance(node.value.args[0], ast.Name)
+                and node.value.args[0].id in params
+            ):
+                found[fn.name] = params.index(node.value.args[0].id) - skip
+    return found
+
+
+@cache
+def templates() -> tuple[Template, ...]:
+    """The problem text of every ``ConfigError`` and ``RouteError`` src/ can raise."""
+    out: list[Template] = []
+    for path in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        factories = _factories(tree)  # private helpers: called in their own module only
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            position = 0 if name in ("ConfigError", "RouteError") else factories.get(name)
+            if position is None or len(node.args) <= position:
+                continue
+            parts = _parts(node.args[position])
+            if parts is None:  # a helper passing its parameter on
+                continue
+            literal = "".join(p for p in parts if p is not None)
+            if not re.search(r"[a-z]{2}", literal):  # f"{exc}": another error's message
+                continue
+            where = f"{path.relative_to(ROOT).as_posix()}:{node.lineno}"
+            out.append(Template(where, parts, wrapped=name == "RouteError"))
+    return tuple(out)
+
+
+def _chars(parts: tuple[Part, ...]) -> tuple[Part, ...]:
+    """Literal text one character at a time (white space folded), values as None."""
+    out: list[Part] = []
+    for part in parts:
+        if part is None:
+            out.append(None)
+        else:
+            out.extend(re.sub(r"\s+", " ", part))
+    return tuple(out)
+
+
+def row_problem(row: str) -> tuple[Part, ...]:
+    """A row without the log prefix and ``[section] key:``, wildcards as None."""
+    text = row.removeprefix("wsRestfulStart: ")
+    text = re.sub(r"^\[[^\]]+\][^:]*: ", "", text)
+    return tuple(None if _WILD.fullmatch(p) else p for p in _WILD.split(text) if p)
+
+
+ENOUGH_LETTERS = 10  # of the message's own words a row must show (all, when it has fewer)
+
+
+def covers(row: tuple[Part, ...], template: tuple[Part, ...]) -> bool:
+    """Whether the row shows the template's message, from its start.
+
+    The template's holes stand for any value (the row may show one, or a wildcard); the
+    row's wildcards (``<name>``, ``...``) stand for values and the punctuation around them,
+    never for the message's own words; the row may stop before the template ends (rows are
+    abridged), though not inside a value that words follow, and must show at least
+    ``ENOUGH_LETTERS`` letters of its words.
+    """
+    letters = sum(1 for t in template if t is not None and t.isalpha())
+    tail_has_words = [
+        any((t or "").isalpha() for t in template[j:]) for j in range(len(template) + 1)
+    ]
+
+    @cache
+    def best(i: int, j: int) -> int:
+        """The most letters of the template's words matched from here; -1: no match."""
+        if i == len(row):
+            return 0
+        if row[i] is None:  # a wildcard: skips holes and punctuation of the template
+            out, k = -1, j
+            while True:
+                out = max(out, best(i + 1, k))
+                if k == len(template) or (template[k] or "").isalpha():
+                    return out
+                k += 1
+        if j == len(template):
+            return -1
+        if template[j] is None:  # a hole: the row shows a value, maybe abridged
+            out = best(len(row), j + 1) if not tail_has_words[j + 1] else -1
+            for k in range(i, len(row)):  # no row ends inside a value that words follow
+                out = max(out, best(k, j + 1))
+            return out
+        if row[i] != template[j]:
+            return -1
+        rest = best(i + 1, j + 1)
+        return rest + int(str(template[j]).isalpha()) if rest >= 0 else -1
+
+    return best(0, 0) >= min(letters, ENOUGH_LETTERS)
+
+
+def test_every_message_of_the_source_has_a_row() -> None:
+    found = templates()
+    assert len(found) > 80, f"only {len(found)} messages found in src/: is the scan broken?"
+    problems = [_chars(row_problem(row)) for row in rows()]
+    missing = []
+    for template in found:
+        wanted = _chars(template.parts)
+        # a wrapped message (RouteError) shows inside another: "importing 'x' failed: ..."
+        if not any(
+            covers(problem[start:], wanted)
+            for problem in problems
+            for start in (range(len(problem)) if template.wrapped else (0,))
+        ):
+            missing.append(f"{template.where}: {template}")
+    assert not missing, (
+        "messages the server can stop a start with and docs/troubleshooting.md does not list "
+        "(add a row and a broken configuration in this file):\n" + "\n".join(missing)
+    )
+
+
+# -- the page's example ----------------------------------------------------------------------
+
+
+def test_the_example_output_is_what_fwrest_check_prints(tmp_path: Path) -> None:
+    block = example("troubleshooting-check")
+    command, *expected = block.text.splitlines()
+    assert command.startswith("$ "), block.where
+    args = shlex.split(command[2:])
+    assert args[:2] == ["fwrest", "check"] and len(args) == 3, block.where
+    sections = base(8080)
+    sections["HTTPSERVER"]["Servers"] = "HTTP_REST, HTTP_ADMIN"
+    sections["HTTP_ADMIN"] = {"HostName": "127.0.0.1", "Port": 8080, "Locations": "ROOT"}
+    (tmp_path / args[2]).write_text(config_text(sections, "ini"))
+    (tmp_path / "app.py").write_text(APP)
+    done = subprocess.run(
+        [*FWREST, *args[1:]], capture_output=True, text=True, cwd=tmp_path, timeout=30
+    )
+    assert done.returncode == 2
+    assert (done.stdout + done.stderr).splitlines() == expected
