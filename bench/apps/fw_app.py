@@ -42,3 +42,8 @@ def oauth_params() -> dict[str, Any]:
         "access_expires": "1h",
         "refresh_expires": "Date()+1",
     }
+
+
+async def aoauth_params() -> dict[str, Any]:
+    """The same ``onAuthparams`` as an ``async def`` (fwrest awaits it on the loop)."""
+    return oauth_params()
