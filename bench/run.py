@@ -109,6 +109,7 @@ class Scratch:
 BASIC_FW = {"Authorization": {"scheme": "basic", "OnAuth": "check_user"}}
 BASIC_FW_ASYNC = {"Authorization": {"scheme": "basic", "OnAuth": "acheck_user"}}
 OAUTH_FW = {"Authorization": {"scheme": "oAuth2", "onAuthparams": "oauth_params"}}
+OAUTH_FW_ASYNC = {"Authorization": {"scheme": "oAuth2", "onAuthparams": "aoauth_params"}}
 
 
 def fw(
@@ -277,6 +278,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
         )
     )
     fw_sqlite = "fwrest (sqlite store)"
+    fw_def_params = "fwrest (def onAuthparams)"
     token = "/rest/fw/oauth2/token"
     cases.append(
         Case(
@@ -284,12 +286,23 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "token issuance (password grant, TLS)",
             "wrk POSTs `grant_type=password` with client id/secret as a form (a Lua script); "
             "each answer is an HS256 JWT and a random refresh token whose SHA-256 is kept. "
-            "fwrest's `onAuthparams` holds the plain-text password; its state store is "
-            "`memory` (and `sqlite`, its default, in the second row); the peers keep the "
-            "refresh hashes in a dict. FastAPI uses `OAuth2PasswordRequestForm`.",
+            "fwrest's `onAuthparams` holds the plain-text password; as the peers build the "
+            "grant on the event loop, fwrest's is an `async def` and its state store is "
+            "`memory`; the extra rows run a `def` onAuthparams (in the port's thread pool: one "
+            "thread hop per request) and the `sqlite` store (fwrest's default; each call on "
+            "the token service's threads). The peers keep the refresh hashes in a dict. "
+            "FastAPI uses `OAuth2PasswordRequestForm`.",
             [
                 Target(
                     FW,
+                    "fwrest",
+                    fw(sc, fw_data=OAUTH_FW_ASYNC, tls=True),
+                    path=token,
+                    token_form=True,
+                    expect_key="access_token",
+                ),
+                Target(
+                    fw_def_params,
                     "fwrest",
                     fw(sc, fw_data=OAUTH_FW, tls=True),
                     path=token,
@@ -299,7 +312,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 Target(
                     fw_sqlite,
                     "fwrest",
-                    fw(sc, fw_data=OAUTH_FW, tls=True, store="sqlite"),
+                    fw(sc, fw_data=OAUTH_FW_ASYNC, tls=True, store="sqlite"),
                     path=token,
                     token_form=True,
                     expect_key="access_token",
@@ -339,6 +352,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             ],
             [
                 ("fwrest / FastAPI", FW, FAPI, 2.0),
+                ("fwrest (def onAuthparams) / FastAPI", fw_def_params, FAPI, 2.0),
                 ("fwrest (sqlite store) / FastAPI", fw_sqlite, FAPI, 2.0),
                 ("fwrest / ceiling", FW, CEIL, None),
             ],

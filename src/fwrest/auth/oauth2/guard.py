@@ -61,6 +61,10 @@ class NoCheckPaths:
             regexes.append(body)
         self._regex = re.compile("(?:" + "|".join(regexes) + r")\Z") if regexes else None
 
+    def any(self) -> bool:
+        """True when some path is exempt."""
+        return bool(self.literal) or self._regex is not None
+
     def matches(self, path: str) -> bool:
         if path in self.literal:
             return True
@@ -71,6 +75,7 @@ class BearerGuard:
     """Runs before routing on an oAuth2 port (SPEC 4.2)."""
 
     __slots__ = (
+        "_any_nocheck",
         "_custom",
         "_custom_async",
         "_custom_name",
@@ -90,6 +95,7 @@ class BearerGuard:
     ) -> None:
         self._service = service
         self._nocheck = nocheck
+        self._any_nocheck = nocheck.any()  # else only the token route skips the check
         self._locate = locate
         self._custom = custom
         self._custom_async = asyncio.iscoroutinefunction(custom) if custom else False
@@ -98,11 +104,12 @@ class BearerGuard:
 
     async def __call__(self, req: Any, ctx: RequestContext) -> None:
         path = ctx.path
-        _prefix, rel = self._locate(path)
-        if rel == TOKEN_ROUTE:
-            return  # the token route is never protected
-        if self._nocheck.matches(rel) or self._nocheck.matches(path):
-            return
+        if self._any_nocheck or path.endswith(TOKEN_ROUTE):
+            _prefix, rel = self._locate(path)
+            if rel == TOKEN_ROUTE:
+                return  # the token route is never protected
+            if self._nocheck.matches(rel) or self._nocheck.matches(path):
+                return
         token = bearer_token(authorization_header(req.headers))
         if token is None:
             raise HTTPError(
