@@ -280,6 +280,11 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
     fw_sqlite = "fwrest (sqlite store)"
     fw_def_params = "fwrest (def onAuthparams)"
     token = "/rest/fw/oauth2/token"
+
+    def grant(label: str, role: str, start: Callable[[Path], servers.Running]) -> Target:
+        """A server of case 4: wrk POSTs the password-grant form to its token route."""
+        return Target(label, role, start, path=token, token_form=True, expect_key="access_token")
+
     cases.append(
         Case(
             "4",
@@ -293,62 +298,15 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "the token service's threads). The peers keep the refresh hashes in a dict. "
             "FastAPI uses `OAuth2PasswordRequestForm`.",
             [
-                Target(
-                    FW,
-                    "fwrest",
-                    fw(sc, fw_data=OAUTH_FW_ASYNC, tls=True),
-                    path=token,
-                    token_form=True,
-                    expect_key="access_token",
+                grant(FW, "fwrest", fw(sc, fw_data=OAUTH_FW_ASYNC, tls=True)),
+                grant(fw_def_params, "fwrest", fw(sc, fw_data=OAUTH_FW, tls=True)),
+                grant(
+                    fw_sqlite, "fwrest", fw(sc, fw_data=OAUTH_FW_ASYNC, tls=True, store="sqlite")
                 ),
-                Target(
-                    fw_def_params,
-                    "fwrest",
-                    fw(sc, fw_data=OAUTH_FW, tls=True),
-                    path=token,
-                    token_form=True,
-                    expect_key="access_token",
-                ),
-                Target(
-                    fw_sqlite,
-                    "fwrest",
-                    fw(sc, fw_data=OAUTH_FW_ASYNC, tls=True, store="sqlite"),
-                    path=token,
-                    token_form=True,
-                    expect_key="access_token",
-                ),
-                Target(
-                    CEIL,
-                    "ceiling",
-                    ceiling(sc, "token", tls=True),
-                    path=token,
-                    token_form=True,
-                    expect_key="access_token",
-                ),
-                Target(
-                    ASGI,
-                    "peer",
-                    uvicorn(sc, "asgi_raw:token_app", tls=True),
-                    path=token,
-                    token_form=True,
-                    expect_key="access_token",
-                ),
-                Target(
-                    STAR,
-                    "peer",
-                    uvicorn(sc, "starlette_app:token_app", tls=True),
-                    path=token,
-                    token_form=True,
-                    expect_key="access_token",
-                ),
-                Target(
-                    FAPI,
-                    "peer",
-                    uvicorn(sc, "fastapi_app:token_app", tls=True),
-                    path=token,
-                    token_form=True,
-                    expect_key="access_token",
-                ),
+                grant(CEIL, "ceiling", ceiling(sc, "token", tls=True)),
+                grant(ASGI, "peer", uvicorn(sc, "asgi_raw:token_app", tls=True)),
+                grant(STAR, "peer", uvicorn(sc, "starlette_app:token_app", tls=True)),
+                grant(FAPI, "peer", uvicorn(sc, "fastapi_app:token_app", tls=True)),
             ],
             [
                 ("fwrest / FastAPI", FW, FAPI, 2.0),
