@@ -21,11 +21,15 @@ __all__ = ["BasicGuard", "authorization_header", "parse_basic"]
 CHALLENGE = ("www-authenticate", 'Basic realm="Access to REST", charset="ISO-8859-1"')
 
 
-def authorization_header(headers: list[tuple[str, str]]) -> str | None:
-    """The request's ``Authorization`` value (the HTTP layer refuses a repeated one)."""
-    for name, value in headers:
+def authorization_header(req: Any) -> str | None:
+    """The request's ``Authorization`` value (the HTTP layer refuses a repeated one and
+    hands over the value it found; a request built elsewhere is searched)."""
+    found: str | None = req.authorization
+    if found is not None:
+        return found
+    for name, value in req.headers:
         if name == "authorization":
-            return value
+            return value  # type: ignore[no-any-return]
     return None
 
 
@@ -88,7 +92,7 @@ class BasicGuard:
         self.pool: ThreadPool | None = None
 
     async def __call__(self, req: Any, ctx: RequestContext) -> None:
-        parsed = _parse(authorization_header(req.headers))
+        parsed = _parse(authorization_header(req))
         if parsed is None:
             raise HTTPError(401, headers=(CHALLENGE,))
         user, password, credentials = parsed

@@ -96,21 +96,21 @@ _NO_PARAMS: Mapping[str, str] = MappingProxyType({})
 class RequestContext:
     """Everything about one request a handler may read, and the answer it builds.
 
-    Built once per request, so it holds references and derives the rest on demand: where the
-    request was routed comes from its :class:`~fwrest.server.handler.Handler`'s usage key
-    ``(location path, method, route, thread pool)``.
+    Built once per request, so it holds references and derives the rest on demand: the port's
+    name, user data and authorization from ``port`` (anything with ``name``, ``user_data`` and
+    ``auth``), where the request was routed from its :class:`~fwrest.server.handler.Handler`'s
+    usage key ``(location path, method, route, thread pool)``.
     """
 
     __slots__ = (
         "_headers",
-        "_params",
         "_query",
-        "auth",
         "auth_user",
         "body",
         "client",
         "handler",
         "method",
+        "params",
         "path",
         "port",
         "query_string",
@@ -118,41 +118,51 @@ class RequestContext:
         "resp_body",
         "resp_headers",
         "resp_status",
-        "server_name",
-        "user_data",
     )
 
     def __init__(
         self,
-        *,
+        port: Any,
         method: str,
         path: str,
         query_string: str,
         raw_headers: list[tuple[str, str]],
         body: bytes,
         client: str,
-        server_name: str,
-        user_data: Any,
-        auth: AuthInfo,
     ) -> None:
+        # positional and few: this runs for every request
+        self.port = port  # what serves the request: its name, user_data and auth
         self.method = method
         self.path = path
         self.query_string = query_string
         self.raw_headers = raw_headers
         self.body = body
         self.client = client
-        self.server_name = server_name
-        self.user_data = user_data
-        self.auth = auth
         self.auth_user = ""
-        self._params = _NO_PARAMS
-        self.port: Any = None  # the PortApp serving the request (native routes read it)
+        # the path parameters, read-only: the router hands out MappingProxyType views (SPEC 3:
+        # nothing a handler does to them can leak)
+        self.params: Mapping[str, str] = _NO_PARAMS
         self.handler: Any = None  # the Handler the request was routed to
         self.resp_status = 200
         self.resp_body: list[str | bytes] | None = None
         self.resp_headers: dict[str, str] | None = None
         self._headers: Headers | None = None
         self._query: Mapping[str, str] | None = None
+
+    @property
+    def server_name(self) -> str:
+        """The name of the server section (port) serving the request."""
+        return self.port.name  # type: ignore[no-any-return]
+
+    @property
+    def user_data(self) -> Any:
+        """The port's ``FwData.UserData`` (as configured; callers copy it)."""
+        return self.port.user_data
+
+    @property
+    def auth(self) -> AuthInfo:
+        """The authorization in force on the port."""
+        return self.port.auth  # type: ignore[no-any-return]
 
     @property
     def usage_key(self) -> tuple[str, ...] | None:
@@ -171,15 +181,6 @@ class RequestContext:
     @property
     def pool_name(self) -> str:
         return self.handler.usage_key[3] if self.handler is not None else ""
-
-    @property
-    def params(self) -> Mapping[str, str]:
-        """The path parameters, read-only (SPEC 3: nothing a handler does to them can leak)."""
-        return self._params
-
-    @params.setter
-    def params(self, value: Mapping[str, str]) -> None:
-        self._params = value if isinstance(value, MappingProxyType) else MappingProxyType(value)
 
     @property
     def headers(self) -> Headers:

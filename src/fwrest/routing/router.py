@@ -23,7 +23,7 @@ _NO_PARAMS: Mapping[str, str] = MappingProxyType({})
 @dataclass(frozen=True, slots=True)
 class Match(Generic[T]):
     payload: T
-    params: Mapping[str, str]  # read-only for a static route (one Match shared by requests)
+    params: Mapping[str, str]  # read-only (a static route's Match is shared by requests)
     pattern: str  # the route's path, e.g. "/users/:id"
 
 
@@ -97,7 +97,7 @@ class Router(Generic[T]):
         values: list[str] = []
         found = _walk(self._root, segments, 0, values, method)
         if found is not None:
-            params = dict(zip(found.names, values, strict=True))
+            params = MappingProxyType(dict(zip(found.names, values, strict=True)))
             return Match(found.payload, params, found.pattern)
         tables = [table] if table is not None else []
         _collect(self._root, segments, 0, tables)

@@ -41,6 +41,9 @@ class Request:
     body: bytes
     client: str
     port: int
+    # the Authorization value, found by the HTTP layer while it checks the headers (None:
+    # not looked for, or absent; guards then look in ``headers``)
+    authorization: str | None = None
 
 
 @dataclass(slots=True)
@@ -149,18 +152,7 @@ class PortApp:
                 path = "?"
                 why = str(exc) if isinstance(exc, BadPath) else "the request target is not ASCII"
                 raise HTTPError(400, detailed=why) from None
-            ctx = RequestContext(
-                method=method,
-                path=path,
-                query_string=query,
-                raw_headers=req.headers,
-                body=req.body,
-                client=req.client,
-                server_name=self.name,
-                user_data=self.user_data,
-                auth=self.auth,
-            )
-            ctx.port = self
+            ctx = RequestContext(self, method, path, query, req.headers, req.body, req.client)
             if self.guard is not None and path not in self.public_paths:
                 # SPEC 7: on a protected port authorization runs before routing.
                 await self.guard(req, ctx)
@@ -174,11 +166,17 @@ class PortApp:
             route_key = handler.usage_key
             token = current.set(ctx)
             try:
-                kwargs = handler.kwargs(match.params)
-                if handler.is_async:
-                    call: Awaitable[Any] = handler.func(**kwargs)
+                call: Awaitable[Any]
+                if handler.takes_params:
+                    kwargs = handler.kwargs(match.params)
+                    if handler.is_async:
+                        call = handler.func(**kwargs)
+                    else:
+                        call = loc.pool.submit(handler.func, **kwargs)
+                elif handler.is_async:
+                    call = handler.func()
                 else:
-                    call = loc.pool.submit(handler.func, **kwargs)
+                    call = loc.pool.submit(handler.func)
                 if loc.active_s is not None:
                     result = await self._bounded(call, loc, method, path)
                 else:

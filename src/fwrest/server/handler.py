@@ -45,7 +45,7 @@ class Handler:
     location's thread pool.
     """
 
-    __slots__ = ("endpoint", "func", "is_async", "pass_all", "passed", "usage_key")
+    __slots__ = ("endpoint", "func", "is_async", "pass_all", "passed", "takes_params", "usage_key")
 
     def __init__(self, endpoint: Endpoint, usage_key: tuple[str, ...] = ()) -> None:
         self.endpoint = endpoint
@@ -69,6 +69,7 @@ class Handler:
                     names.add(param.name)
         route_names = {s[1:] for s in endpoint.path.split("/") if s.startswith(":")}
         self.passed = frozenset(names & route_names)
+        self.takes_params = bool(self.passed) or self.pass_all  # else it is called bare
 
     def kwargs(self, params: Mapping[str, str]) -> dict[str, str]:
         if not self.passed:

@@ -104,6 +104,7 @@ class HttpProtocol(asyncio.Protocol):
     """One client connection."""
 
     __slots__ = (
+        "_authorization",
         "_body",
         "_body_limit",
         "_body_size",
@@ -141,6 +142,7 @@ class HttpProtocol(asyncio.Protocol):
         self._phase = _IDLE
         self._url = b""
         self._headers: list[tuple[str, str]] = []
+        self._authorization: str | None = None  # the current request's Authorization value
         self._header_bytes = 0  # raw bytes of an incomplete head (see data_received)
         self._head_size = 0  # parsed size of the request line and headers so far
         self._completed = 0  # messages parsed on this connection
@@ -342,7 +344,7 @@ class HttpProtocol(asyncio.Protocol):
         self._phase = _BODY
         self._header_bytes = 0
         parser = self._parser
-        auth_seen = False
+        authorization: str | None = None
         length = -1
         expect = False
         chunked = False
@@ -351,9 +353,9 @@ class HttpProtocol(asyncio.Protocol):
             if name == "host":
                 hosts += 1
             elif name == "authorization":
-                if auth_seen:
+                if authorization is not None:
                     raise HTTPError(400, detailed="repeated Authorization header", close=True)
-                auth_seen = True
+                authorization = value
             elif name == "content-length":
                 length = int(value)  # llhttp validated the digits
             elif name == "transfer-encoding":
@@ -384,6 +386,7 @@ class HttpProtocol(asyncio.Protocol):
                 413, detailed=f"the body may be at most {self._body_limit} bytes", close=True
             )
         self._chunked = chunked
+        self._authorization = authorization
         if length > 0 or chunked:
             self._set_timer(self.cfg.body_timeout_ms, self._on_body_timeout)
             if expect and self._transport is not None:
@@ -408,7 +411,15 @@ class HttpProtocol(asyncio.Protocol):
         self._cancel_timer()
         method = self._parser.get_method().decode("ascii", "replace")
         body = b"".join(self._body) if self._body else b""
-        request = Request(method, self._url, self._headers, body, self._client, self.cfg.port)
+        request = Request(
+            method,
+            self._url,
+            self._headers,
+            body,
+            self._client,
+            self.cfg.port,
+            self._authorization,
+        )
         keep = self._keep_alive and self._parser.should_keep_alive()
         if self._busy:
             self._queue.append((request, keep))

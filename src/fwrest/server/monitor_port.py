@@ -4,6 +4,7 @@ Basic guard, and :class:`fwrest.monitor.MonitorApp` behind them."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from fwrest import log
 from fwrest.auth import AuthSettings, BasicGuard
@@ -37,6 +38,8 @@ class MonitorPort:
         self, cfg: ServerConfig, api_path: str, collector: Collector, settings: AuthSettings | None
     ) -> None:
         self.cfg = cfg
+        self.name = "APP_MONITOR"  # what a request context reports as its server
+        self.user_data: Any = None
         self.app = MonitorApp(api_path, collector)
         self.guard = BasicGuard(settings, "APP_MONITOR") if settings is not None else None
         self.auth: AuthInfo = (
@@ -60,15 +63,7 @@ class MonitorPort:
                 raise HTTPError(400, detailed=str(exc)) from None
             if self.guard is not None:
                 ctx = RequestContext(
-                    method=req.method,
-                    path=path,
-                    query_string=query,
-                    raw_headers=req.headers,
-                    body=req.body,
-                    client=req.client,
-                    server_name="APP_MONITOR",
-                    user_data=None,
-                    auth=self.auth,
+                    self, req.method, path, query, req.headers, req.body, req.client
                 )
                 await self.guard(req, ctx)
             accept = next((v for n, v in req.headers if n == "accept"), "")

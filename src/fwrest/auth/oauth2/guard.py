@@ -110,7 +110,7 @@ class BearerGuard:
                 return  # the token route is never protected
             if self._nocheck.matches(rel) or self._nocheck.matches(path):
                 return
-        token = bearer_token(authorization_header(req.headers))
+        token = bearer_token(authorization_header(req))
         if token is None:
             raise HTTPError(
                 401, detailed="an access token is required", headers=(("www-authenticate", REALM),)
