@@ -152,6 +152,21 @@ def test_head_follows_get() -> None:
 
 
 # -- registration ----------------------------------------------------------------------------------
+def test_static_matches_are_the_prebuilt_matches_of_a_static_path() -> None:
+    router = make(("GET", "/a"), ("POST", "/a"), ("GET", "/u/:id"), ("DELETE", "/b"))
+    statics = router.static_matches("/a")
+    assert statics is not None
+    assert sorted(statics) == ["GET", "HEAD", "POST"]
+    for method in ("GET", "HEAD", "POST"):
+        assert statics[method] is router.match(method, "/a")  # the very same Match
+    assert dict(router.static_matches("/b") or {}) == {"DELETE": router.match("DELETE", "/b")}
+    # parameterised and unknown paths have none: the caller asks match() (404 / 405)
+    assert router.static_matches("/u/:id") is None
+    assert router.static_matches("/u/7") is None
+    assert router.static_matches("/nope") is None
+    assert status_of(router, "PUT", "/a").status == 405
+
+
 def test_duplicate_registration_returns_the_first_payload() -> None:
     router: Router[str] = Router()
     assert router.add("GET", "/items/:id", "first") is None

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 __all__ = ["BasicGuard", "authorization_header", "parse_basic"]
 
 CHALLENGE = ("www-authenticate", 'Basic realm="Access to REST", charset="ISO-8859-1"')
+# Decoded headers remembered per guard (a client sends the same header on every request);
+# the verdict is never remembered: OnAuth runs for every request.
+_DECODED_MAX = 256
 
 
 def authorization_header(req: Any) -> str | None:
@@ -76,7 +79,7 @@ class BasicGuard:
     """Runs before routing on a Basic port: 401 without valid Basic credentials, then
     ``OnAuth``: exactly ``True`` passes, anything else is 403, an exception is 500."""
 
-    __slots__ = ("_func", "_is_async", "_name", "_port", "pool", "throttle")
+    __slots__ = ("_decoded", "_func", "_is_async", "_name", "_port", "pool", "throttle")
 
     def __init__(
         self, settings: AuthSettings, port_name: str, throttle: Throttle | None = None
@@ -90,13 +93,25 @@ class BasicGuard:
         # where a ``def`` OnAuth runs: the worker gives the port's thread pool (as the
         # original product runs OnAuth in the request's thread); else asyncio's default one
         self.pool: ThreadPool | None = None
+        # header -> (user, password, the secrets to scrub from the log)
+        self._decoded: dict[str, tuple[str, str, tuple[str, str]]] = {}
 
     async def __call__(self, req: Any, ctx: RequestContext) -> None:
-        parsed = _parse(authorization_header(req))
-        if parsed is None:
-            raise HTTPError(401, headers=(CHALLENGE,))
-        user, password, credentials = parsed
-        log.request_secrets.set((password, credentials))
+        header = req.authorization
+        if header is None:
+            header = authorization_header(req)
+        decoded = self._decoded.get(header) if header is not None else None
+        if decoded is None:
+            parsed = _parse(header)
+            if parsed is None:
+                raise HTTPError(401, headers=(CHALLENGE,))
+            user, password, credentials = parsed
+            decoded = (user, password, (password, credentials))
+            if len(self._decoded) >= _DECODED_MAX:
+                self._decoded.clear()
+            self._decoded[header] = decoded
+        user, password, secrets = decoded
+        log.request_secrets.set(secrets)
         throttle = self.throttle
         if throttle is not None:
             throttle.check(user, req.client)

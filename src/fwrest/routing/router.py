@@ -47,6 +47,8 @@ class Router(Generic[T]):
 
     def __init__(self) -> None:
         self._static: dict[str, dict[str, _Route[T]]] = {}
+        # a static path's matches by method, prebuilt (HEAD included where GET is)
+        self._static_matches: dict[str, dict[str, Match[T]]] = {}
         self._root: _Node[T] = _Node()
         self._allow: dict[tuple[int, ...], str] = {}
 
@@ -76,7 +78,14 @@ class Router(Generic[T]):
         table[method] = route
         if method == "GET" and "HEAD" not in table:
             table["HEAD"] = route
+        if route.match is not None:
+            self._static_matches[pattern] = {m: r.match for m, r in table.items() if r.match}
         return None
+
+    def static_matches(self, path: str) -> Mapping[str, Match[T]] | None:
+        """The prebuilt matches of a static route path by method (None: not a static path);
+        a method missing from it goes through :meth:`match` (a parameterised route, 405)."""
+        return self._static_matches.get(path)
 
     def match(self, method: str, path: str) -> Match[T]:
         """Find the route of ``method`` and the normalised relative ``path``.

@@ -10,16 +10,18 @@ import asyncio
 import ipaddress
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from fwrest import log
 from fwrest.context.request import RequestContext, current
 from fwrest.errors import HTTPError, error_body
-from fwrest.routing import BadPath, LocationTable, normalise_path, split_target
+from fwrest.routing import BadPath, LocationTable, Match, Router, normalise_path, split_target
 from fwrest.server.build import LocationPlan, PortPlan
-from fwrest.server.handler import JSON, Reply, ResultError, result_reply
+from fwrest.server.handler import JSON, JSON_TYPE, Handler, Reply, ResultError, result_reply
 from fwrest.server.pool import ThreadPool
 from fwrest.server.state import tunables
 from fwrest.server.usage import UNMATCHED, UsageTable
@@ -51,6 +53,12 @@ class _Location:
     plan: LocationPlan
     pool: ThreadPool
     active_s: float | None
+    router: Router[Handler]
+
+
+# a request path's normalised form, location, path relative to it, and the prebuilt matches
+# when it is a static route path
+_Located = tuple[str, _Location | None, str, Mapping[str, Match[Handler]] | None]
 
 
 def _trusted(address: str, networks: tuple[Any, ...]) -> bool:
@@ -81,7 +89,12 @@ class PortApp:
             locs.append(
                 (
                     loc.prefix,
-                    _Location(loc, pools[loc.pool_name.lower()], active / 1000 if active else None),
+                    _Location(
+                        loc,
+                        pools[loc.pool_name.lower()],
+                        active / 1000 if active else None,
+                        loc.router,
+                    ),
                 )
             )
         self.locations: LocationTable[_Location] = LocationTable(locs)
@@ -92,7 +105,7 @@ class PortApp:
         self.public_paths: frozenset[str] = frozenset(plan.public_paths)
         self.usage: UsageTable = UsageTable()
         self.proxies = tuple(ipaddress.ip_network(n) for n in plan.config.trusted_proxies)
-        self._paths: dict[bytes, tuple[str, _Location | None, str]] = {}
+        self._paths: dict[bytes, _Located] = {}
 
     def _client(self, req: Request) -> str:
         """The client behind trusted proxies: the rightmost X-Forwarded-For address that is
@@ -109,20 +122,25 @@ class PortApp:
                     return req.client
         return req.client
 
-    def _locate(self, raw: bytes) -> tuple[str, _Location | None, str]:
-        """The normalised path of a request target's path part, its location and the path
-        relative to that location; remembered per distinct path (most traffic asks for a few).
+    def _locate(self, raw: bytes) -> _Located:
+        """The normalised path of a request target's path part, its location, the path
+        relative to that location and the static route's matches; remembered per distinct
+        path (most traffic asks for a few).
 
         Raises:
             BadPath: the target is refused (400); such targets are not remembered.
         """
-        found = self._paths.get(raw)
-        if found is not None:
-            return found
+        cached = self._paths.get(raw)
+        if cached is not None:
+            return cached
         raw_path, _ = split_target(raw)
         path = normalise_path(raw_path)
         located = self.locations.find(path)
-        found = (path, None, "") if located is None else (path, located[0], located[1])
+        if located is None:
+            found: _Located = (path, None, "", None)
+        else:
+            loc, rel = located
+            found = (path, loc, rel, loc.router.static_matches(rel))
         if len(raw) <= _PATH_KEY_MAX:
             if len(self._paths) >= _PATH_CACHE_SIZE:
                 self._paths.clear()
@@ -144,9 +162,9 @@ class PortApp:
             mark = target.find(b"?")
             try:
                 if mark < 0:
-                    path, loc, rel = self._locate(target)
+                    path, loc, rel, statics = self._locate(target)
                 else:
-                    path, loc, rel = self._locate(target[:mark])
+                    path, loc, rel, statics = self._locate(target[:mark])
                     query = target[mark + 1 :].decode("ascii")
             except (BadPath, UnicodeDecodeError) as exc:
                 path = "?"
@@ -159,7 +177,9 @@ class PortApp:
             guarded = time.perf_counter_ns()
             if loc is None:
                 raise HTTPError(404)
-            match = loc.plan.router.match(method, rel)
+            match = statics.get(method) if statics is not None else None
+            if match is None:
+                match = loc.router.match(method, rel)
             handler = match.payload
             ctx.params = match.params
             ctx.handler = handler
@@ -183,17 +203,20 @@ class PortApp:
                     result = await call
                 handled = time.perf_counter_ns()
                 try:
-                    reply = result_reply(result, ctx)
-                except ResultError as exc:
-                    log.app_log.error("%s %s: %s", method, log.escape(path), exc)
-                    reply = Reply(500, [("content-type", JSON)], error_body(500))
+                    if type(result) is dict and ctx.resp_headers is None:
+                        # the common case, a dict sent as JSON: no header merging to do
+                        reply = Reply(ctx.resp_status, [JSON_TYPE], orjson.dumps(result))
+                    else:
+                        reply = result_reply(result, ctx)
+                except (ResultError, orjson.JSONEncodeError) as exc:
+                    reply = self._bad_result(method, path, exc)
             finally:
                 current.reset(token)
         except HTTPError as exc:
             reply = error_reply(exc)
         except Exception:
             self._log_failure(method, path)
-            reply = Reply(500, [("content-type", JSON)], error_body(500))
+            reply = Reply(500, [JSON_TYPE], error_body(500))
         finally:
             self.in_flight -= 1
         if method == "HEAD":
@@ -203,7 +226,14 @@ class PortApp:
             reply.body = b""
         ended = time.perf_counter_ns()
         duration_us = (ended - started) // 1000
-        self.usage.record(route_key, duration_us)
+        row = self.usage.rows.get(route_key)  # UsageTable.record, inlined
+        if row is None:
+            self.usage.record(route_key, duration_us)
+        else:
+            row[0] += 1
+            row[1] += duration_us
+            if duration_us > row[2]:
+                row[2] = duration_us
         access = log.access_log
         if access.isEnabledFor(logging.ERROR if reply.status >= 500 else logging.INFO):
             self._log_access(req, path, query, reply, duration_us)
@@ -213,6 +243,15 @@ class PortApp:
             if access.isEnabledFor(logging.DEBUG):
                 self._log_debug(req, reply)
         return reply
+
+    @staticmethod
+    def _bad_result(method: str, path: str, exc: Exception) -> Reply:
+        """A handler's result fwrest cannot send: 500, and the reason in the log."""
+        why = str(exc)
+        if isinstance(exc, orjson.JSONEncodeError):
+            why = f"a handler returned data that is not JSON: {why}"
+        log.app_log.error("%s %s: %s", method, log.escape(path), why)
+        return Reply(500, [JSON_TYPE], error_body(500))
 
     @staticmethod
     async def _bounded(call: Awaitable[Any], loc: _Location, method: str, path: str) -> Any:

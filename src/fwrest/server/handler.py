@@ -12,10 +12,10 @@ import orjson
 from fwrest.context.request import RequestContext, Response
 from fwrest.repository import Endpoint
 
-__all__ = ["Handler", "Reply", "result_reply"]
+__all__ = ["JSON_TYPE", "Handler", "Reply", "result_reply"]
 
 JSON = "application/json"
-_JSON_TYPE = ("content-type", JSON)
+JSON_TYPE = ("content-type", JSON)  # the header pair of a JSON reply, shared
 TEXT = "text/plain; charset=utf-8"
 OCTETS = "application/octet-stream"
 
@@ -101,7 +101,7 @@ def result_reply(result: Any, ctx: RequestContext) -> Reply:
     if type(result) is dict and ctx.resp_headers is None:
         # the common case, a dict sent as JSON: no header merging to do
         try:
-            return Reply(status, [_JSON_TYPE], orjson.dumps(result))
+            return Reply(status, [JSON_TYPE], orjson.dumps(result))
         except orjson.JSONEncodeError as exc:
             raise ResultError(f"a handler returned data that is not JSON: {exc}") from None
     headers: dict[str, str] = {}
