@@ -11,7 +11,8 @@ import httpx
 
 from tests.conftest import APP_SOURCE, ServerProcess, free_config
 
-ACCESS = re.compile(r"fwrest\.access \[\w+\] (\S+) (\S+) (\d{3}) (\d+)us\b")
+# an access line; with rest_trace_time=1 its time sits between the status and the port
+ACCESS = re.compile(r"fwrest\.access \[\w+\] (\S+) (\S+) (\d{3}) (?:total=(\d+)us )?port=\d+ client=")
 
 
 def access_lines(text: str) -> list[str]:
@@ -22,7 +23,8 @@ def test_one_access_line_per_request_with_method_path_status_and_microseconds(
     tmp_path: Path,
     serve,  # type: ignore[no-untyped-def]
 ) -> None:
-    server: ServerProcess = serve(free_config(tmp_path))
+    # the time per request is rest_trace_time's (SPEC 5.1: 0 off, 1 total time per request)
+    server: ServerProcess = serve(free_config(tmp_path, general={"rest_trace_time": 1}))
     base = server.url()
     assert httpx.get(f"{base}/items/5").status_code == 200
     assert httpx.post(f"{base}/echo", content=b"x").status_code == 200
@@ -39,9 +41,25 @@ def test_one_access_line_per_request_with_method_path_status_and_microseconds(
         ("GET", "/rest/sleep/30", "200"),
         ("GET", "/rest/nowhere", "404"),
     ]
+    assert all(m.group(4) for m in parsed if m), lines
     slept_us = int(next(m.group(4) for m in parsed if m and m.group(2) == "/rest/sleep/30"))
     print(f"/sleep/30 took {slept_us} us by the access log")
     assert slept_us >= 30_000  # the figure is microseconds: 30 ms is at least 30000
+
+
+def test_the_access_line_has_no_time_while_rest_trace_time_is_0(
+    tmp_path: Path,
+    serve,  # type: ignore[no-untyped-def]
+) -> None:
+    server: ServerProcess = serve(free_config(tmp_path))
+    assert httpx.get(f"{server.url()}/items/5").status_code == 200
+    server.stop()
+    lines = access_lines(server.log())
+    assert len(lines) == 1, lines
+    match = ACCESS.search(lines[0])
+    assert match, lines
+    assert match.group(4) is None, lines
+    assert not re.search(r"\d+us\b", lines[0]), lines
 
 
 def test_secret_query_values_are_redacted(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]

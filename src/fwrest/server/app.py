@@ -26,7 +26,7 @@ from fwrest.server.pool import ThreadPool
 from fwrest.server.state import tunables
 from fwrest.server.usage import UNMATCHED, UsageTable
 
-__all__ = ["Guard", "PortApp", "Request"]
+__all__ = ["Guard", "PortApp", "Request", "trace_times"]
 
 Guard = Callable[["Request", RequestContext], Awaitable[None]]
 _PATH_CACHE_SIZE = 4096  # distinct request paths remembered per port and worker
@@ -67,6 +67,34 @@ def _trusted(address: str, networks: tuple[Any, ...]) -> bool:
     except ValueError:
         return False
     return any(ip in net for net in networks)
+
+
+_TOTAL = "total=%dus"
+_PHASES = "authorization=%dus handler=%dus serialization=%dus total=%dus"
+_ACCESS = "%s %s %d port=%s client=%s"
+# the access line with rest_trace_time's times, by the times' format (built once)
+_TIMED_ACCESS = {fmt: f"%s %s %d {fmt} port=%s client=%s" for fmt in (_TOTAL, _PHASES)}
+
+
+def trace_times(
+    level: int, started: int, guarded: int, handled: int, ended: int
+) -> tuple[str, tuple[int, ...]]:
+    """The times ``rest_trace_time`` puts on an access line, from ``perf_counter_ns`` marks,
+    as a format and its numbers: 1 ``total=85us``; 2 also authorization, handler and
+    serialization (``guarded`` 0: the request ended before authorization did, so only the
+    total is known; ``handled`` 0: no handler ran, its phases are 0).
+
+    >>> fmt, numbers = trace_times(2, 0, 3_000, 23_000, 28_000)
+    >>> fmt % numbers
+    'authorization=3us handler=20us serialization=5us total=28us'
+    """
+    total = (ended - started) // 1000
+    if level == 1 or not guarded:
+        return _TOTAL, (total,)
+    auth_us = (guarded - started) // 1000
+    handler_us = (handled - guarded) // 1000 if handled else 0
+    serial_us = (ended - handled) // 1000 if handled else 0
+    return _PHASES, (auth_us, handler_us, serial_us, total)
 
 
 def error_reply(exc: HTTPError) -> Reply:
@@ -236,10 +264,8 @@ class PortApp:
                 row[2] = duration_us
         access = log.access_log
         if access.isEnabledFor(logging.ERROR if reply.status >= 500 else logging.INFO):
-            self._log_access(req, path, query, reply, duration_us)
-            trace = tunables.current.rest_trace_time
-            if trace:
-                self._log_trace(method, path, trace, (started, guarded, handled), ended, reply)
+            marks = (started, guarded, handled, ended)
+            self._log_access(req, path, query, reply, tunables.current.rest_trace_time, marks)
             if access.isEnabledFor(logging.DEBUG):
                 self._log_debug(req, reply)
         return reply
@@ -295,51 +321,44 @@ class PortApp:
                 )
 
     def _log_access(
-        self, req: Request, path: str, query: str, reply: Reply, duration_us: int
+        self,
+        req: Request,
+        path: str,
+        query: str,
+        reply: Reply,
+        trace: int,
+        marks: tuple[int, int, int, int],
     ) -> None:
+        """The request's access line (the caller checked the level is on);
+        ``rest_trace_time`` adds its times to it (one line per request, so that tracing
+        costs a few numbers, not a second log record)."""
         shown = log.escape(path)
         if query:
             shown = f"{shown}?{log.escape(log.redact_query(query))}"
         level = logging.ERROR if reply.status >= 500 else logging.INFO
-        log.access_log.log(
+        if not trace:
+            log.write(
+                log.access_log,
+                level,
+                _ACCESS,
+                req.method,
+                shown,
+                reply.status,
+                req.port,
+                req.client,
+            )
+            return
+        fmt, numbers = trace_times(trace, *marks)
+        log.write(
+            log.access_log,
             level,
-            "%s %s %d %dus port=%s client=%s",
+            _TIMED_ACCESS[fmt],
             req.method,
             shown,
             reply.status,
-            duration_us,
+            *numbers,
             req.port,
             req.client,
-        )
-
-    def _log_trace(
-        self,
-        method: str,
-        path: str,
-        level: int,
-        phases: tuple[int, int, int],
-        ended: int,
-        reply: Reply,
-    ) -> None:
-        """``rest_trace_time``: 1 the total time, 2 also authorization, handler, serialization."""
-        start, guarded, handled = phases
-        status = reply.status
-        total = (ended - start) // 1000
-        if level == 1 or not guarded:
-            log.trace_log.info("%s %s %d total=%dus", method, log.escape(path), status, total)
-            return
-        auth_us = (guarded - start) // 1000
-        handler_us = (handled - guarded) // 1000 if handled else 0
-        serial_us = (ended - handled) // 1000 if handled else 0
-        log.trace_log.info(
-            "%s %s %d authorization=%dus handler=%dus serialization=%dus total=%dus",
-            method,
-            log.escape(path),
-            status,
-            auth_us,
-            handler_us,
-            serial_us,
-            total,
         )
 
     def _log_debug(self, req: Request, reply: Reply) -> None:

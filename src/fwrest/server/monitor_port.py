@@ -13,8 +13,9 @@ from fwrest.context.request import NO_AUTH, AuthInfo, RequestContext
 from fwrest.errors import HTTPError
 from fwrest.monitor import Collector, MonitorApp
 from fwrest.routing import BadPath, normalise_path, split_target
-from fwrest.server.app import Request, error_reply
+from fwrest.server.app import Request, error_reply, trace_times
 from fwrest.server.handler import Reply
+from fwrest.server.state import tunables
 
 __all__ = ["MonitorPort", "monitor_server_config"]
 
@@ -77,13 +78,17 @@ class MonitorPort:
         if req.method == "HEAD":
             reply.headers.append(("content-length", str(len(reply.body))))
             reply.body = b""
-        duration_us = (time.perf_counter_ns() - started) // 1000
+        trace = tunables.current.rest_trace_time
+        timing = ""
+        if trace:
+            fmt, numbers = trace_times(1, started, 0, 0, time.perf_counter_ns())
+            timing = " " + fmt % numbers
         log.access_log.info(
-            "%s %s %d %dus port=%s client=%s (monitor)",
+            "%s %s %d%s port=%s client=%s (monitor)",
             req.method,
             log.escape(path),
             reply.status,
-            duration_us,
+            timing,
             req.port,
             req.client,
         )

@@ -63,6 +63,7 @@ class _Supervisor:
     # -- workers ------------------------------------------------------------------------------
     def spawn(self, slot: int) -> None:
         self.heartbeat[slot] = time.monotonic()
+        log.flush()  # else the worker inherits buffered lines and writes them again
         pid = os.fork()
         if pid == 0:  # the worker
             code = 1
@@ -72,6 +73,7 @@ class _Supervisor:
             except BaseException:
                 log.server_log.exception("worker %d failed", slot + 1)
             finally:
+                log.flush()  # os._exit skips logging's own shutdown
                 os._exit(code)
         self.pids[pid] = slot
         self.started[slot] = time.monotonic()

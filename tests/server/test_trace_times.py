@@ -1,0 +1,29 @@
+"""``rest_trace_time``'s figures on the access line (SPEC 5.1: 1 total, 2 per phase)."""
+
+from __future__ import annotations
+
+from fwrest.server.app import trace_times
+
+
+def text(level: int, *marks: int) -> str:
+    fmt, numbers = trace_times(level, *marks)
+    return fmt % numbers
+
+
+def test_level_1_is_the_total_in_microseconds() -> None:
+    assert text(1, 1_000_000, 1_003_000, 1_023_000, 1_028_999) == "total=28us"
+
+
+def test_level_2_splits_authorization_handler_and_serialization() -> None:
+    got = text(2, 1_000_000, 1_003_000, 1_023_000, 1_028_000)
+    assert got == "authorization=3us handler=20us serialization=5us total=28us"
+
+
+def test_level_2_without_a_handler_has_zero_handler_and_serialization() -> None:
+    # a 404 after authorization: no handler ran
+    got = text(2, 1_000_000, 1_004_000, 0, 1_006_000)
+    assert got == "authorization=4us handler=0us serialization=0us total=6us"
+
+
+def test_level_2_refused_before_authorization_ended_has_the_total_only() -> None:
+    assert text(2, 1_000_000, 0, 0, 1_002_000) == "total=2us"
