@@ -12,7 +12,9 @@ import httpx
 from tests.conftest import APP_SOURCE, ServerProcess, free_config
 
 # an access line; with rest_trace_time=1 its time sits between the status and the port
-ACCESS = re.compile(r"fwrest\.access \[\w+\] (\S+) (\S+) (\d{3}) (?:total=(\d+)us )?port=\d+ client=")
+ACCESS = re.compile(
+    r"fwrest\.access \[\w+\] (\S+) (\S+) (\d{3}) (?:total=(\d+)us )?port=\d+ client="
+)
 
 
 def access_lines(text: str) -> list[str]:
