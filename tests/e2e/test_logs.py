@@ -64,6 +64,28 @@ def test_the_access_line_has_no_time_while_rest_trace_time_is_0(
     assert not re.search(r"\d+us\b", lines[0]), lines
 
 
+def test_every_access_line_once_and_the_last_lines_of_each_worker(
+    tmp_path: Path,
+    serve,  # type: ignore[no-untyped-def]
+) -> None:
+    """Lines are written once per event-loop turn: none is lost when a worker exits, none is
+    written twice by a worker forked with the supervisor's buffer."""
+    server: ServerProcess = serve(free_config(tmp_path), workers=2)
+    base = server.url()
+    sent = 60
+    for i in range(sent):
+        with httpx.Client() as client:  # a new connection each: both workers serve
+            assert client.get(f"{base}/items/{i}").status_code == 200
+    server.stop()
+    for text in (server.log(), (tmp_path / "server.log").read_text()):
+        paths = [m.group(2) for m in map(ACCESS.search, access_lines(text)) if m]
+        assert sorted(paths) == sorted(f"/rest/items/{i}" for i in range(sent)), paths
+        stopped = re.findall(r"worker (\d) stopped after (\d+) request\(s\)", text)
+        assert sorted(w for w, _ in stopped) == ["1", "2"], text[-2000:]
+        assert sum(int(n) for _, n in stopped) == sent
+        assert text.count("worker 1 ready") == 1 and text.count("worker 2 ready") == 1
+
+
 def test_secret_query_values_are_redacted(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
     server: ServerProcess = serve(free_config(tmp_path))
     query = (

@@ -374,3 +374,10 @@ class Worker:
                 task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=2)
+        # from the loop's last turn: its flush runs as the loop stops (and log.flush() before
+        # the worker exits catches what any other way out leaves behind)
+        log.server_log.info(
+            "worker %d stopped after %d request(s)",
+            self.index + 1,
+            sum(app.total for app in self.apps),
+        )
