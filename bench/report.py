@@ -184,7 +184,9 @@ def meta_markdown(meta: dict[str, Any]) -> str:
         f"Method: server pinned to core {s['server_cpus']} and wrk to core {s['wrk_cpus']} "
         f"(`taskset -c`), loopback, keep-alive, {s['connections']} connections, "
         f"{s['threads']} wrk thread(s); {s['warmup_s']:g} s warm-up, then {s['runs']} run(s) "
-        f"of {s['duration_s']:g} s per server; the median of the runs is shown (req/s, p50, "
+        f"of {s['duration_s']:g} s per server, taken in turns across the servers of a case "
+        "(A B C, C B A, ...: a drift of the host falls on all of them); the median of the "
+        "runs is shown (req/s, p50, "
         "p99 from `wrk --latency`; server CPU % from psutil over each run, summed over the "
         "server's processes, 100 % = one core). fwrest runs with `rest_log_level=1` (errors "
         "only; no access log) and the peers with `--no-access-log`, except where a case says.",

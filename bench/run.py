@@ -213,6 +213,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
         )
     )
     fw_def = "fwrest (def OnAuth)"
+    fapi_def = "FastAPI (def dependency)"
     cases.append(
         Case(
             "2",
@@ -221,9 +222,9 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "of one user and password), checked on the event loop as the peers do: fwrest with "
             "an `async def` OnAuth, the ceiling inline, Starlette with "
             "`AuthenticationMiddleware` + `@requires`, FastAPI with an `HTTPBasic` dependency "
-            "(an `async def`). The extra row runs a `def` OnAuth (as in "
-            "examples/app/auth.py), which fwrest calls in the port's thread pool: the same "
-            "check plus a thread hop per request, which none of the other rows pays.",
+            "(an `async def`). The extra rows run the check as a `def`: fwrest's OnAuth (as in "
+            "examples/app/auth.py) in the port's thread pool, FastAPI's dependency in its "
+            "thread pool: the same check plus a thread hop per request.",
             [
                 Target(FW, "fwrest", fw(sc, fw_data=BASIC_FW_ASYNC), auth="basic"),
                 Target(fw_def, "fwrest", fw(sc, fw_data=BASIC_FW), auth="basic"),
@@ -231,12 +232,13 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 Target(ASGI, "peer", uvicorn(sc, "asgi_raw:basic_app"), auth="basic"),
                 Target(STAR, "peer", uvicorn(sc, "starlette_app:basic_app"), auth="basic"),
                 Target(FAPI, "peer", uvicorn(sc, "fastapi_app:basic_app"), auth="basic"),
+                Target(fapi_def, "peer", uvicorn(sc, "fastapi_app:basic_sync_app"), auth="basic"),
             ],
             [
                 ("fwrest / ceiling", FW, CEIL, 0.8),
                 ("fwrest / FastAPI", FW, FAPI, 3.0),
-                ("fwrest (def OnAuth) / ceiling", fw_def, CEIL, 0.8),
-                ("fwrest (def OnAuth) / FastAPI", fw_def, FAPI, 3.0),
+                ("fwrest (def OnAuth) / FastAPI (def dependency)", fw_def, fapi_def, 3.0),
+                ("fwrest (def OnAuth) / ceiling", fw_def, CEIL, None),
             ],
         )
     )
@@ -424,11 +426,11 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "7",
             "usage/time collection: rest_trace_time 0 vs 2",
             "Cases 2 (async OnAuth) and 3 again, with `rest_trace_time=0` and `=2`, at "
-            "`rest_log_level=1` (fwrest writes trace lines only when the access log is on, so "
-            "here the per-phase timing and usage figures are collected but not written) and at "
-            "`rest_log_level=3` (access log and trace lines written to standard error, "
-            "redirected to a file). Usage figures are always collected; they cannot be "
-            "switched off.",
+            "`rest_log_level=1` (no access log: the per-phase times and the usage figures are "
+            "collected but not written) and at `rest_log_level=3` (one access line per "
+            "request, written to standard error, redirected to a file; with trace 2 the line "
+            "also carries the authorization, handler, serialization and total times). Usage "
+            "figures are always collected; they cannot be switched off.",
             rows7,
             ratios7,
         )
@@ -609,39 +611,84 @@ def settle(target: Target, s: Settings, sc: Scratch) -> None:
         running.stop()
 
 
-def measure_throughput(target: Target, s: Settings, sc: Scratch) -> dict[str, Any]:
-    row: dict[str, Any] = {"server": target.label, "role": target.role, "detail": target.detail}
-    folder = sc.folder(target.label)
+@dataclass
+class _Live:
+    """A server of a case that started and answered its check request."""
+
+    target: Target
+    running: servers.Running
+    headers: dict[str, str]
+    url: str
+    row: dict[str, Any]
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)
+
+
+def _fail(row: dict[str, Any], exc: Exception, running: servers.Running | None) -> None:
+    row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    tail = running.log_tail(600).strip() if running is not None else ""
+    if tail:
+        row["error"] += f" | server log: {tail[-200:]}"
+
+
+def measure_throughput(targets: list[Target], s: Settings, sc: Scratch) -> list[dict[str, Any]]:
+    """The rows of a throughput case, its servers measured in turns.
+
+    Every server of the case is started, checked and warmed up first; then each run goes
+    round all of them (A B C, then C B A, ...), so that a drift of the host between minutes
+    (this harness's VM shares its host) falls on every server of the case alike and the
+    ratios the targets read stay fair. Idle servers wait on their own sockets.
+    """
+    rows: list[dict[str, Any]] = []
+    live: list[_Live] = []
     try:
-        running = target.start(folder)
-    except servers.ServerError as exc:
-        row["error"] = str(exc)[:300]
-        return row
-    try:
-        headers = _headers(target, running)
-        _check(target, running, headers)
-        url = running.base_url + target.path
-        # the warm-up may answer nothing (a slow start on a busy core); the runs may not
-        wrk.run(
-            _wrk_cmd(target, s, sc, url, headers, s.warmup_s), s.warmup_s, require_answers=False
-        )
-        runs, cpus = [], []
-        for _ in range(s.runs):
-            result, cpu = _measure(
-                running, _wrk_cmd(target, s, sc, url, headers, s.duration_s), s.duration_s
-            )
-            runs.append({**result.as_dict(), "cpu_pct": cpu})
-            cpus.append(cpu)
-        row["runs"] = runs
-        row.update(report.median_row(runs, cpus))
-    except (servers.ServerError, wrk.WrkError, OSError, ValueError, KeyError) as exc:
-        row["error"] = f"{type(exc).__name__}: {exc}"[:300]
-        tail = running.log_tail(600).strip()
-        if tail:
-            row["error"] += f" | server log: {tail[-200:]}"
+        for target in targets:
+            row: dict[str, Any] = {
+                "server": target.label,
+                "role": target.role,
+                "detail": target.detail,
+            }
+            rows.append(row)
+            try:
+                running = target.start(sc.folder(target.label))
+            except servers.ServerError as exc:
+                row["error"] = str(exc)[:300]
+                continue
+            try:
+                headers = _headers(target, running)
+                _check(target, running, headers)
+                url = running.base_url + target.path
+                # the warm-up may answer nothing (a slow start on a busy core); the runs may not
+                wrk.run(
+                    _wrk_cmd(target, s, sc, url, headers, s.warmup_s),
+                    s.warmup_s,
+                    require_answers=False,
+                )
+            except (servers.ServerError, wrk.WrkError, OSError, ValueError, KeyError) as exc:
+                _fail(row, exc, running)
+                running.stop()
+                continue
+            live.append(_Live(target, running, headers, url, row))
+        for turn in range(s.runs):
+            for one in live if turn % 2 == 0 else live[::-1]:
+                if one.row.get("error"):
+                    continue
+                cmd = _wrk_cmd(one.target, s, sc, one.url, one.headers, s.duration_s)
+                try:
+                    result, cpu = _measure(one.running, cmd, s.duration_s)
+                except (servers.ServerError, wrk.WrkError, OSError, ValueError) as exc:
+                    _fail(one.row, exc, one.running)
+                    continue
+                one.runs.append({**result.as_dict(), "cpu_pct": cpu})
+                one.cpus.append(cpu)
+        for one in live:
+            if not one.row.get("error"):
+                one.row["runs"] = one.runs
+                one.row.update(report.median_row(one.runs, one.cpus))
     finally:
-        running.stop()
-    return row
+        for one in live:
+            one.running.stop()
+    return rows
 
 
 def _drive(
@@ -717,8 +764,8 @@ def run_case(case: Case, s: Settings, sc: Scratch, log: Callable[[str], None]) -
         "kind": case.kind,
         "rows": [],
     }
-    for target in case.targets:
-        if case.kind == "memory":
+    if case.kind == "memory":
+        for target in case.targets:
             row = measure_memory(target, s, sc)
             if row.get("error"):
                 log(f"[case {case.id}] {target.label}: FAILED {row['error']}")
@@ -728,17 +775,18 @@ def run_case(case: Case, s: Settings, sc: Scratch, log: Callable[[str], None]) -
                     f"{row['rss_after_1_mib']:.1f} / {row['rss_after_2_mib']:.1f} MiB after "
                     f"{row['requests'][0]:,} / {row['requests'][1]:,} more requests"
                 )
-        else:
-            row = measure_throughput(target, s, sc)
+            out["rows"].append(row)
+    else:
+        for row in measure_throughput(case.targets, s, sc):
             if row.get("error"):
-                log(f"[case {case.id}] {target.label}: FAILED {row['error']}")
+                log(f"[case {case.id}] {row['server']}: FAILED {row['error']}")
             else:
                 log(
-                    f"[case {case.id}] {target.label}: {row['rps']:,.0f} req/s, p50 "
+                    f"[case {case.id}] {row['server']}: {row['rps']:,.0f} req/s, p50 "
                     f"{row['p50_ms']:.2f} ms, p99 {row['p99_ms']:.2f} ms, CPU {row['cpu_pct']:.0f}%"
                     + (f", {row['errors']} errors" if row["errors"] else "")
                 )
-        out["rows"].append(row)
+            out["rows"].append(row)
     if case.kind == "memory":
         out["ratios"] = []
         for row in out["rows"]:

@@ -36,6 +36,17 @@ async def basic_user(credentials: Annotated[HTTPBasicCredentials, Depends(_basic
     return credentials.username
 
 
+def basic_user_sync(credentials: Annotated[HTTPBasicCredentials, Depends(_basic)]) -> str:
+    """The same check as a ``def`` dependency, which FastAPI runs in its thread pool (the
+    same job as fwrest's ``def`` OnAuth)."""
+    ok = common.same(credentials.username, common.USER) & common.same(
+        credentials.password, common.PASSWORD
+    )
+    if not ok:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, headers={"WWW-Authenticate": "Basic"})
+    return credentials.username
+
+
 async def bearer_user(
     credentials: Annotated[HTTPAuthorizationCredentials, Depends(_bearer)],
 ) -> str:
@@ -65,6 +76,16 @@ def basic_app() -> FastAPI:
 
     @app.get("/rest/hello")
     async def hello(user: Annotated[str, Depends(basic_user)]) -> dict[str, Any]:
+        return common.hello()
+
+    return app
+
+
+def basic_sync_app() -> FastAPI:
+    app = _app()
+
+    @app.get("/rest/hello")
+    async def hello(user: Annotated[str, Depends(basic_user_sync)]) -> dict[str, Any]:
         return common.hello()
 
     return app

@@ -48,6 +48,7 @@ import ssl
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -330,6 +331,43 @@ def test_operations_settings_commands(example_service: Running) -> None:
     assert changed["effective"] == 5 and changed["runtime"] == 5
     assert back["runtime"] is None and back["effective"] == back["file"] == 3  # the file's value
     assert log_level(example_service) == back
+
+
+def _line_shape(line: str) -> str:
+    """An access line with what differs between runs replaced: time, worker, numbers, client."""
+    line = re.sub(r"^\S+Z ", "TS ", line)
+    line = re.sub(r"\[w\d+\]", "[W]", line)
+    line = re.sub(r"=\d+us", "=Nus", line)
+    line = re.sub(r"port=\d+", "port=P", line)
+    return re.sub(r"client=\S+", "client=C", line)
+
+
+def test_operations_access_lines_are_what_the_service_writes(example_service: Running) -> None:
+    documented = [_line_shape(x) for x in example("operations-access-lines").text.splitlines()]
+    base = example_service.url("HTTP_REST")
+    written = []
+    try:
+        for trace in (0, 1, 2):
+            changed = httpx.post(f"{base}/fw/rest/config", json={"rest_trace_time": trace})
+            assert changed.status_code == 200, changed.text
+            time.sleep(1.2)  # every worker has it (within 1 s)
+            mark = len(example_service.proc.log())
+            assert httpx.get(f"{base}/hello").status_code == 200
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                lines = [
+                    x
+                    for x in example_service.proc.log()[mark:].splitlines()
+                    if " fwrest.access " in x and " GET /rest/hello " in x
+                ]
+                if lines:
+                    break
+                time.sleep(0.05)
+            assert len(lines) == 1, example_service.proc.log()[mark:]
+            written.append(_line_shape(lines[0]))
+    finally:
+        httpx.post(f"{base}/fw/rest/config", json={"rest_trace_time": None})
+    assert written == documented
 
 
 # -- the README's own module and configuration, and endpoints.md -----------------------------

@@ -83,6 +83,11 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def _both(fn: Callable[[str, float], T], first: str, second: str, window: float) -> tuple[T, T]:
+    """``fn`` for the user's key and the address's key, in one trip to the store's thread."""
+    return fn(first, window), fn(second, window)
+
+
 class TokenService:
     """Issues and checks tokens for one port; one instance per worker."""
 
@@ -409,8 +414,9 @@ class TokenService:
         if not username or password is None:
             raise OAuthError("invalid_request", "username and password are required")
         user_key, ip_key = f"user:{username}", f"ip:{client_ip}"
-        count_user, wait_user = await self._store(deadline, self.store.failures, user_key, WINDOW_S)
-        count_ip, wait_ip = await self._store(deadline, self.store.failures, ip_key, WINDOW_S)
+        (count_user, wait_user), (count_ip, wait_ip) = await self._store(
+            deadline, _both, self.store.failures, user_key, ip_key, WINDOW_S
+        )
         if count_user >= self.max_failures or count_ip >= self.max_failures:
             wait = max(
                 wait_user if count_user >= self.max_failures else 0,
@@ -435,8 +441,9 @@ class TokenService:
         else:
             ok = verify_password(password, stored)
         if not ok:
-            n_user, _ = await self._store(deadline, self.store.hit_failure, user_key, WINDOW_S)
-            n_ip, _ = await self._store(deadline, self.store.hit_failure, ip_key, WINDOW_S)
+            (n_user, _), (n_ip, _) = await self._store(
+                deadline, _both, self.store.hit_failure, user_key, ip_key, WINDOW_S
+            )
             if self.max_failures in (n_user, n_ip):
                 log.auth_log.warning(
                     "[%s] %d failed password grants within %.0f s for user %r or client %s: "
