@@ -58,6 +58,16 @@ def ratio(
     if valid:
         assert num is not None and den is not None
         value = num[field] / den[field]
+        paired = [
+            (a.get(field), b.get(field))
+            for a, b in zip(num.get("runs") or [], den.get("runs") or [], strict=False)
+        ]
+        # With 3 or more runs each, taken in turns, run i of one row and run i of the other
+        # are minutes apart at most: the median of their ratios leaves the host's drift out
+        # (the ratio of the two medians would mix runs of different minutes).
+        in_turns = len(paired) >= 3 and len(paired) == len(num.get("runs") or [])
+        if field == "rps" and in_turns and all(a and b for a, b in paired):
+            value = statistics.median(a / b for a, b in paired)
     return {
         "name": name,
         "numerator": numerator,
@@ -185,8 +195,8 @@ def meta_markdown(meta: dict[str, Any]) -> str:
         f"(`taskset -c`), loopback, keep-alive, {s['connections']} connections, "
         f"{s['threads']} wrk thread(s); {s['warmup_s']:g} s warm-up, then {s['runs']} run(s) "
         f"of {s['duration_s']:g} s per server, taken in turns across the servers of a case "
-        "(A B C, C B A, ...: a drift of the host falls on all of them); the median of the "
-        "runs is shown (req/s, p50, "
+        "(A B C, C B A, ...: a drift of the host falls on all of them; a ratio is the median "
+        "of the run-by-run ratios); the median of the runs is shown (req/s, p50, "
         "p99 from `wrk --latency`; server CPU % from psutil over each run, summed over the "
         "server's processes, 100 % = one core). fwrest runs with `rest_log_level=1` (errors "
         "only; no access log) and the peers with `--no-access-log`, except where a case says.",

@@ -251,6 +251,24 @@ def test_ratios_name_their_target_and_skip_invalid_rows() -> None:
     assert ratios["fwrest / Missing"]["value"] is None
 
 
+def test_a_ratio_of_rows_run_in_turns_is_the_median_of_the_run_by_run_ratios() -> None:
+    def row(label: str, rps: list[float]) -> dict[str, object]:
+        runs = [{"rps": x} for x in rps]
+        return {"server": label, "rps": sorted(rps)[len(rps) // 2], "errors": 0, "runs": runs}
+
+    # the host slowed down in the middle: each pair of runs agrees, the medians of the rows
+    # (100 vs 60) would not
+    rows = [row("a", [100, 100, 60, 60, 60]), row("b", [99, 101, 59, 61, 60])]
+    paired = report.ratio(rows, "b / a", "b", "a", 0.95)
+    assert paired["value"] == pytest.approx(1.0)
+    assert paired["met"] is True
+    # fewer than 3 runs: the ratio of the medians
+    short = [row("a", [100, 60]), row("b", [60, 100])]
+    assert report.ratio(short, "b / a", "b", "a", None)["value"] == pytest.approx(1.0)
+    uneven = [row("a", [100, 100, 100]), row("b", [50, 50, 50, 50])]
+    assert report.ratio(uneven, "b / a", "b", "a", None)["value"] == pytest.approx(0.5)
+
+
 def test_markdown_has_a_table_per_case_versions_and_caveats() -> None:
     text = report.markdown(_results())  # type: ignore[arg-type]
     assert "### Case 1: open JSON endpoint" in text
