@@ -130,9 +130,10 @@ def _throughput_table(case: dict[str, Any]) -> list[str]:
 
 def _memory_table(case: dict[str, Any]) -> list[str]:
     lines = [
-        "| server | RSS idle MiB | after 1st batch MiB | after 2nd batch MiB "
-        "| requests (1st + 2nd) | growth idle to 1st MiB | growth 1st to 2nd MiB | notes |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| server | RSS idle MiB | after 1st batch MiB | after 2nd MiB | after 3rd MiB "
+        "| requests (1st + 2nd and 3rd) | growth idle to 1st MiB "
+        "| growth 1st to 2nd (64 new connections) MiB | growth 2nd to 3rd MiB | notes |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in case["rows"]:
         notes = [row["detail"]] if row.get("detail") else []
@@ -144,8 +145,11 @@ def _memory_table(case: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {row['server']} | {_num(row.get('rss_idle_mib'), 1)} "
             f"| {_num(row.get('rss_after_1_mib'), 1)} | {_num(row.get('rss_after_2_mib'), 1)} "
+            f"| {_num(row.get('rss_after_3_mib'), 1)} "
             f"| {' + '.join(_num(n) for n in sent) or '-'} "
-            f"| {_num(row.get('growth_from_idle_mib'), 1)} | {_num(row.get('growth_mib'), 2)} "
+            f"| {_num(row.get('growth_from_idle_mib'), 1)} "
+            f"| {_num(row.get('growth_new_connections_mib'), 2)} "
+            f"| {_num(row.get('growth_mib'), 2)} "
             f"| {_cell('; '.join(notes))} |"
         )
     return lines
@@ -239,8 +243,10 @@ def chart(results: dict[str, Any], path: Path) -> None:
     for ax, case in zip(axes.flat, cases, strict=False):
         labels = [r["server"] for r in case["rows"]]
         if case.get("kind") == "memory":
-            values = [r.get("rss_after_2_mib") or 0 for r in case["rows"]]
-            xlabel = "RSS MiB after both batches (idle as a line)"
+            values = [
+                r.get("rss_after_3_mib") or r.get("rss_after_2_mib") or 0 for r in case["rows"]
+            ]
+            xlabel = "RSS MiB after the 3rd batch (idle as a line)"
         else:
             values = [r.get("rps") or 0 for r in case["rows"]]
             xlabel = "requests/s (median)"
