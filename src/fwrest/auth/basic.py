@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import binascii
 from binascii import a2b_base64
 from typing import TYPE_CHECKING, Any
 
 from fwrest import log
+from fwrest.auth.blocking import off_loop
 from fwrest.auth.settings import AuthSettings
 from fwrest.auth.throttle import Throttle
 from fwrest.errors import HTTPError
@@ -118,10 +118,8 @@ class BasicGuard:
         try:
             if self._is_async:
                 verdict = await self._func(user, password)
-            elif self.pool is not None:
-                verdict = await self.pool.submit(self._func, user, password)
             else:
-                verdict = await asyncio.to_thread(self._func, user, password)
+                verdict = await off_loop(self.pool, self._func, user, password)
         except HTTPError:
             raise  # the pool's 503 Server Busy
         except Exception as exc:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from fwrest import log
 from fwrest.auth.basic import authorization_header
+from fwrest.auth.blocking import off_loop
 from fwrest.auth.oauth2.tokens import InvalidToken, TokenService, bearer_token
 from fwrest.errors import HTTPError
 
@@ -120,10 +121,8 @@ class BearerGuard:
             try:
                 if self._custom_async:
                     verdict = await self._custom(token, path)
-                elif self.pool is not None:
-                    verdict = await self.pool.submit(self._custom, token, path)
                 else:
-                    verdict = await asyncio.to_thread(self._custom, token, path)
+                    verdict = await off_loop(self.pool, self._custom, token, path)
             except HTTPError:
                 raise  # the pool's 503 Server Busy
             except Exception as exc:

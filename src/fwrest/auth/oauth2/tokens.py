@@ -19,6 +19,7 @@ import orjson
 
 from fwrest import log
 from fwrest.auth.basic import parse_basic
+from fwrest.auth.blocking import off_loop
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
 from fwrest.auth.oauth2.params import (
     AuthParams,
@@ -296,9 +297,7 @@ class TokenService:
                 from fwrest.auth.oauth2.params import normalise
 
                 return normalise(await awaited)
-            if self.pool is not None:
-                return await self.pool.submit(self.source.call_sync, request)  # type: ignore[no-any-return]
-            return await asyncio.to_thread(self.source.call_sync, request)
+            return await off_loop(self.pool, self.source.call_sync, request)
         except HTTPError:
             raise  # the pool's 503 Server Busy
         except ParamsError as exc:
