@@ -290,6 +290,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
     )
     fw_sqlite = "fwrest (sqlite store)"
     fw_def_params = "fwrest (def onAuthparams)"
+    fapi_def_token = "FastAPI (def endpoint)"
     token = "/rest/fw/oauth2/token"
 
     def grant(label: str, role: str, start: Callable[[Path], servers.Running]) -> Target:
@@ -305,7 +306,8 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "fwrest's `onAuthparams` holds the plain-text password; as the peers build the "
             "grant on the event loop, fwrest's is an `async def` and its state store is "
             "`memory`; the extra rows run a `def` onAuthparams (in the port's thread pool: one "
-            "thread hop per request) and the `sqlite` store (fwrest's default; each call on "
+            "thread hop per request; its same-job peer is FastAPI with a `def` endpoint, run "
+            "in FastAPI's thread pool) and the `sqlite` store (fwrest's default; each call on "
             "the token service's threads). The peers keep the refresh hashes in a dict, as "
             "the `memory` store does: the sqlite row writes every refresh token to a file "
             "that all workers share, a job none of the peers does, so its ratio carries no "
@@ -320,10 +322,17 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 grant(ASGI, "peer", uvicorn(sc, "asgi_raw:token_app", tls=True)),
                 grant(STAR, "peer", uvicorn(sc, "starlette_app:token_app", tls=True)),
                 grant(FAPI, "peer", uvicorn(sc, "fastapi_app:token_app", tls=True)),
+                grant(fapi_def_token, "peer", uvicorn(sc, "fastapi_app:token_sync_app", tls=True)),
             ],
             [
                 ("fwrest / FastAPI", FW, FAPI, 2.0),
-                ("fwrest (def onAuthparams) / FastAPI", fw_def_params, FAPI, 2.0),
+                (
+                    "fwrest (def onAuthparams) / FastAPI (def endpoint)",
+                    fw_def_params,
+                    fapi_def_token,
+                    2.0,
+                ),
+                ("fwrest (def onAuthparams) / FastAPI", fw_def_params, FAPI, None),
                 ("fwrest (sqlite store) / FastAPI", fw_sqlite, FAPI, None),
                 ("fwrest / ceiling", FW, CEIL, None),
             ],

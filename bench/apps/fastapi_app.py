@@ -120,6 +120,27 @@ def token_app() -> FastAPI:
     return app
 
 
+def token_sync_app() -> FastAPI:
+    """The same grant as a ``def`` endpoint, which FastAPI runs in its thread pool (the same
+    job as fwrest's ``def`` onAuthparams)."""
+    app = _app()
+    store = common.RefreshStore()
+
+    @app.post("/rest/fw/oauth2/token")
+    def token(form: Annotated[OAuth2PasswordRequestForm, Depends()]) -> JSONResponse:
+        fields = {
+            "grant_type": form.grant_type or "",
+            "username": form.username,
+            "password": form.password,
+            "client_id": form.client_id or "",
+            "client_secret": form.client_secret or "",
+        }
+        code, body = common.password_grant(fields, store)
+        return JSONResponse(body, status_code=code, headers={"cache-control": "no-store"})
+
+    return app
+
+
 def sync_app() -> FastAPI:
     app = _app()
 

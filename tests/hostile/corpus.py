@@ -296,6 +296,14 @@ for name, raw in [
 ]:
     proto(f"rl-{name}", F, ALL, raw, 400)
 
+# llhttp parses HTTP/0.9 and HTTP/2.0 request lines; fwrest speaks HTTP/1.x only and says so
+# (RFC 9110 15.6.6) rather than answer them as HTTP/1.1
+for name, raw in [
+    ("version-2.0", "GET {T} HTTP/2.0\r\nHost: h\r\n\r\n"),
+    ("version-0.9", "GET {T} HTTP/0.9\r\nHost: h\r\n\r\n"),
+]:
+    proto(f"rl-{name}", F, ALL, raw, 505)
+
 # llhttp takes runs of spaces as one separator (RFC 9112 3 allows it): served as usual
 for name, raw in [
     ("two-spaces-before-target", "GET  {T} HTTP/1.1\r\nHost: h\r\n\r\n"),

@@ -33,7 +33,11 @@ BEARER_REALM = 'Bearer realm="Access to REST"'
 TOKEN_ROUTE = "/fw/oauth2/token"
 # 5xx the SPEC allows: 500 from a raising application function (the Basic validator case
 # says so itself), 501 for a transfer coding fwrest does not speak, 503 from the store.
-ALLOWED_5XX = {501, 503}
+ALLOWED_5XX = {
+    501,
+    503,
+    505,
+}  # an unsupported transfer coding; the store unavailable; HTTP/0.9 or 2.0
 PROBES = {
     "basic": (b"GET /rest/fw/healthcheck/ok HTTP/1.1\r\nHost: h\r\n\r\n", b"ok"),
     "oauth": (b"GET /rest/fw/healthcheck HTTP/1.1\r\nHost: h\r\n\r\n", b'"status":"UP"'),

@@ -39,7 +39,11 @@ READ_GUARD = 5.0  # seconds a read may wait: far above the service's 500 ms dead
 MONITOR_GUARD = 35.0
 CONNECTION_GUARD = {"basic": 30.0, "oauth": 30.0, "monitor": 60.0}
 DEADLINE_MS = 500
-ALLOWED_5XX = {501, 503}  # an unsupported transfer coding; the state store unavailable
+ALLOWED_5XX = {
+    501,
+    503,
+    505,
+}  # an unsupported transfer coding; the store unavailable; HTTP/0.9 or 2.0
 STATUS_LINE = re.compile(rb"HTTP/1\.1 ([1-5][0-9][0-9]) [^\r\n]*")
 INTERESTING = [
     b"\r", b"\n", b"\r\n", b"\r\n\r\n", b" ", b"\t", b"\x00", b"\x7f", b"\xff", b"\xc3(",

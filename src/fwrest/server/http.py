@@ -370,7 +370,13 @@ class HttpProtocol(asyncio.Protocol):
                 if value.strip().lower() != "100-continue":
                     raise HTTPError(417, close=True)
                 expect = True
-        if hosts > 1 or (hosts == 0 and parser.get_http_version() == "1.1"):
+        version = parser.get_http_version()
+        if version != "1.1" and version != "1.0":
+            # llhttp also parses HTTP/0.9 and HTTP/2.0 request lines (RFC 9110 15.6.6)
+            raise HTTPError(
+                505, detailed=f"HTTP/{version} is not supported: send HTTP/1.1", close=True
+            )
+        if hosts > 1 or (hosts == 0 and version == "1.1"):
             # RFC 9112 3.2: an HTTP/1.1 request has exactly one Host
             raise HTTPError(400, detailed="the request needs exactly one Host header", close=True)
         if not self._keep_alive or not parser.should_keep_alive():
