@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from fwrest.server.app import trace_times
+from fwrest.server.app import trace_text
 
 
 def text(level: int, *marks: int) -> str:
-    fmt, numbers = trace_times(level, *marks)
-    return fmt % numbers
+    return trace_text(level, *marks)
 
 
 def test_level_1_is_the_total_in_microseconds() -> None:

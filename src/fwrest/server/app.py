@@ -26,7 +26,7 @@ from fwrest.server.pool import ThreadPool
 from fwrest.server.state import tunables
 from fwrest.server.usage import UNMATCHED, UsageTable
 
-__all__ = ["Guard", "PortApp", "Request", "trace_times"]
+__all__ = ["Guard", "PortApp", "Request", "trace_text"]
 
 Guard = Callable[["Request", RequestContext], Awaitable[None]]
 _PATH_CACHE_SIZE = 4096  # distinct request paths remembered per port and worker
@@ -69,32 +69,25 @@ def _trusted(address: str, networks: tuple[Any, ...]) -> bool:
     return any(ip in net for net in networks)
 
 
-_TOTAL = "total=%dus"
-_PHASES = "authorization=%dus handler=%dus serialization=%dus total=%dus"
-_ACCESS = "%s %s %d port=%s client=%s"
-# the access line with rest_trace_time's times, by the times' format (built once)
-_TIMED_ACCESS = {fmt: f"%s %s %d {fmt} port=%s client=%s" for fmt in (_TOTAL, _PHASES)}
+def trace_text(level: int, started: int, guarded: int, handled: int, ended: int) -> str:
+    """The times ``rest_trace_time`` puts on an access line, from ``perf_counter_ns`` marks:
+    1 ``total=85us``; 2 also authorization, handler and serialization (``guarded`` 0: the
+    request ended before authorization did, so only the total is known; ``handled`` 0: no
+    handler ran, its phases are 0).
 
-
-def trace_times(
-    level: int, started: int, guarded: int, handled: int, ended: int
-) -> tuple[str, tuple[int, ...]]:
-    """The times ``rest_trace_time`` puts on an access line, from ``perf_counter_ns`` marks,
-    as a format and its numbers: 1 ``total=85us``; 2 also authorization, handler and
-    serialization (``guarded`` 0: the request ended before authorization did, so only the
-    total is known; ``handled`` 0: no handler ran, its phases are 0).
-
-    >>> fmt, numbers = trace_times(2, 0, 3_000, 23_000, 28_000)
-    >>> fmt % numbers
+    >>> trace_text(2, 0, 3_000, 23_000, 28_000)
     'authorization=3us handler=20us serialization=5us total=28us'
     """
     total = (ended - started) // 1000
     if level == 1 or not guarded:
-        return _TOTAL, (total,)
+        return f"total={total}us"
     auth_us = (guarded - started) // 1000
     handler_us = (handled - guarded) // 1000 if handled else 0
     serial_us = (ended - handled) // 1000 if handled else 0
-    return _PHASES, (auth_us, handler_us, serial_us, total)
+    return (
+        f"authorization={auth_us}us handler={handler_us}us "
+        f"serialization={serial_us}us total={total}us"
+    )
 
 
 def error_reply(exc: HTTPError) -> Reply:
@@ -336,30 +329,15 @@ class PortApp:
         if query:
             shown = f"{shown}?{log.escape(log.redact_query(query))}"
         level = logging.ERROR if reply.status >= 500 else logging.INFO
-        if not trace:
-            log.write(
-                log.access_log,
-                level,
-                _ACCESS,
-                req.method,
-                shown,
-                reply.status,
-                req.port,
-                req.client,
+        # one text, built here (no %-formatting left for the record to do: it has no args)
+        if trace:
+            text = (
+                f"{req.method} {shown} {reply.status} {trace_text(trace, *marks)} "
+                f"port={req.port} client={req.client}"
             )
-            return
-        fmt, numbers = trace_times(trace, *marks)
-        log.write(
-            log.access_log,
-            level,
-            _TIMED_ACCESS[fmt],
-            req.method,
-            shown,
-            reply.status,
-            *numbers,
-            req.port,
-            req.client,
-        )
+        else:
+            text = f"{req.method} {shown} {reply.status} port={req.port} client={req.client}"
+        log.write(log.access_log, level, text)
 
     def _log_debug(self, req: Request, reply: Reply) -> None:
         """``rest_log_level=5``: headers and bodies, cut to ``rest_log_stringsize``.

@@ -13,7 +13,7 @@ from fwrest.context.request import NO_AUTH, AuthInfo, RequestContext
 from fwrest.errors import HTTPError
 from fwrest.monitor import Collector, MonitorApp
 from fwrest.routing import BadPath, normalise_path, split_target
-from fwrest.server.app import Request, error_reply, trace_times
+from fwrest.server.app import Request, error_reply, trace_text
 from fwrest.server.handler import Reply
 from fwrest.server.state import tunables
 
@@ -79,10 +79,7 @@ class MonitorPort:
             reply.headers.append(("content-length", str(len(reply.body))))
             reply.body = b""
         trace = tunables.current.rest_trace_time
-        timing = ""
-        if trace:
-            fmt, numbers = trace_times(1, started, 0, 0, time.perf_counter_ns())
-            timing = " " + fmt % numbers
+        timing = f" {trace_text(1, started, 0, 0, time.perf_counter_ns())}" if trace else ""
         log.access_log.info(
             "%s %s %d%s port=%s client=%s (monitor)",
             req.method,
