@@ -27,24 +27,23 @@ _basic = HTTPBasic()
 _bearer = HTTPBearer()
 
 
-async def basic_user(credentials: Annotated[HTTPBasicCredentials, Depends(_basic)]) -> str:
+def _basic_check(credentials: HTTPBasicCredentials) -> str:
     ok = common.same(credentials.username, common.USER) & common.same(
         credentials.password, common.PASSWORD
     )
     if not ok:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, headers={"WWW-Authenticate": "Basic"})
     return credentials.username
+
+
+async def basic_user(credentials: Annotated[HTTPBasicCredentials, Depends(_basic)]) -> str:
+    return _basic_check(credentials)
 
 
 def basic_user_sync(credentials: Annotated[HTTPBasicCredentials, Depends(_basic)]) -> str:
     """The same check as a ``def`` dependency, which FastAPI runs in its thread pool (the
     same job as fwrest's ``def`` OnAuth)."""
-    ok = common.same(credentials.username, common.USER) & common.same(
-        credentials.password, common.PASSWORD
-    )
-    if not ok:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, headers={"WWW-Authenticate": "Basic"})
-    return credentials.username
+    return _basic_check(credentials)
 
 
 async def bearer_user(
@@ -101,21 +100,25 @@ def bearer_app() -> FastAPI:
     return app
 
 
+def _grant(form: OAuth2PasswordRequestForm, store: common.RefreshStore) -> JSONResponse:
+    fields = {
+        "grant_type": form.grant_type or "",
+        "username": form.username,
+        "password": form.password,
+        "client_id": form.client_id or "",
+        "client_secret": form.client_secret or "",
+    }
+    code, body = common.password_grant(fields, store)
+    return JSONResponse(body, status_code=code, headers={"cache-control": "no-store"})
+
+
 def token_app() -> FastAPI:
     app = _app()
     store = common.RefreshStore()
 
     @app.post("/rest/fw/oauth2/token")
     async def token(form: Annotated[OAuth2PasswordRequestForm, Depends()]) -> JSONResponse:
-        fields = {
-            "grant_type": form.grant_type or "",
-            "username": form.username,
-            "password": form.password,
-            "client_id": form.client_id or "",
-            "client_secret": form.client_secret or "",
-        }
-        code, body = common.password_grant(fields, store)
-        return JSONResponse(body, status_code=code, headers={"cache-control": "no-store"})
+        return _grant(form, store)
 
     return app
 
@@ -128,15 +131,7 @@ def token_sync_app() -> FastAPI:
 
     @app.post("/rest/fw/oauth2/token")
     def token(form: Annotated[OAuth2PasswordRequestForm, Depends()]) -> JSONResponse:
-        fields = {
-            "grant_type": form.grant_type or "",
-            "username": form.username,
-            "password": form.password,
-            "client_id": form.client_id or "",
-            "client_secret": form.client_secret or "",
-        }
-        code, body = common.password_grant(fields, store)
-        return JSONResponse(body, status_code=code, headers={"cache-control": "no-store"})
+        return _grant(form, store)
 
     return app
 
