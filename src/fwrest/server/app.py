@@ -247,14 +247,7 @@ class PortApp:
             reply.body = b""
         ended = time.perf_counter_ns()
         duration_us = (ended - started) // 1000
-        row = self.usage.rows.get(route_key)  # UsageTable.record, inlined
-        if row is None:
-            self.usage.record(route_key, duration_us)
-        else:
-            row[0] += 1
-            row[1] += duration_us
-            if duration_us > row[2]:
-                row[2] = duration_us
+        self.usage.record(route_key, duration_us)
         access = log.access_log
         if access.isEnabledFor(logging.ERROR if reply.status >= 500 else logging.INFO):
             marks = (started, guarded, handled, ended)
