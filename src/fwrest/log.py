@@ -17,7 +17,6 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -35,6 +34,7 @@ __all__ = [
     "redact_query",
     "request_secrets",
     "scrub",
+    "secret_forms",
     "server_log",
     "set_level",
     "setup_logging",
@@ -72,8 +72,8 @@ _SECRET_PARTS = (
 _ESCAPES = {"\r": "\\r", "\n": "\\n", "\x1b": "\\x1b"}
 _ESCAPE_RE = re.compile("[\r\n\x1b]")
 
-# Secrets of the request being handled (a Basic password, a token): scrubbed from any record
-# logged while it runs, whatever logger wrote it.
+# Secrets of the request being handled (a Basic password, a token) as :func:`secret_forms`
+# gives them: scrubbed from any record logged while it runs, whatever logger wrote it.
 request_secrets: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
     "fwrest_request_secrets", default=()
 )
@@ -142,19 +142,39 @@ _JSON_SECRET = re.compile(
 )
 
 
-def scrub(text: str, secrets: Iterable[str]) -> str:
-    """Remove each secret (and its URL-encoded form) from a text."""
-    return _scrub(text, secrets)
+def secret_forms(*secrets: str) -> tuple[str, ...]:
+    """What to scrub for these secrets, worked out once (the value for :data:`request_secrets`):
+    each secret of 3 characters or more, and its URL-encoded form where that differs. A
+    shorter one would wreck the line if scrubbed; fwrest never logs it directly.
 
-
-def _scrub(text: str, secrets: Iterable[str]) -> str:
+    >>> secret_forms("pa ss", "ab", "tok-1")
+    ('pa ss', 'pa%20ss', 'tok-1')
+    """
+    forms: list[str] = []
     for secret in secrets:
         if len(secret) < 3:
-            continue  # too short to scrub without wrecking the line; never logged directly
-        text = text.replace(secret, MASKED)
-        quoted = quote(secret, safe="")
-        if quoted != secret:
-            text = text.replace(quoted, MASKED)
+            continue
+        forms.append(secret)
+        if _URL_PLAIN.fullmatch(secret) is None:
+            quoted = quote(secret, safe="")
+            if quoted != secret:
+                forms.append(quoted)
+    return tuple(forms)
+
+
+# the characters ``quote(safe="")`` leaves as they are: a secret made of them only (a JWT, a
+# hex token) has no second form to look for
+_URL_PLAIN = re.compile("[A-Za-z0-9_.~-]+")
+
+
+def scrub(text: str, forms: tuple[str, ...]) -> str:
+    """Remove secrets from a text, given as :func:`secret_forms` gives them.
+
+    >>> scrub("user=ann&password=pa%20ss", secret_forms("pa ss"))
+    'user=ann&password=***'
+    """
+    for form in forms:
+        text = text.replace(form, MASKED)
     return text
 
 
@@ -230,7 +250,7 @@ class Formatter(logging.Formatter):
             text = f"{text}\n{record.exc_text}"
         secrets = request_secrets.get()
         if secrets:
-            text = _scrub(text, secrets)
+            text = scrub(text, secrets)
         # A traceback keeps its line breaks (indented); input-derived text was escaped already.
         text = text.replace("\x1b", "\\x1b").replace("\r", "\\r").replace("\n", "\n    ")
         msecs = int(record.msecs)

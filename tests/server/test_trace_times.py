@@ -26,3 +26,14 @@ def test_level_2_without_a_handler_has_zero_handler_and_serialization() -> None:
 
 def test_level_2_refused_before_authorization_ended_has_the_total_only() -> None:
     assert text(2, 1_000_000, 0, 0, 1_002_000) == "total=2us"
+
+
+def test_times_past_the_lookup_table_are_formatted_the_same_way() -> None:
+    # phases under 1,024 us are looked up, longer requests formatted: one text either way
+    got = text(2, 0, 1_023_999, 1_024_000, 1_024_000)
+    assert got == "authorization=1023us handler=0us serialization=0us total=1024us"
+    got = text(2, 0, 5_000, 2_005_000, 2_006_500)
+    assert got == "authorization=5us handler=2000us serialization=1us total=2006us"
+    assert text(2, 0, 1_000, 1_999, 1_023_999) == (
+        "authorization=1us handler=0us serialization=1022us total=1023us"
+    )

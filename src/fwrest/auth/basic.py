@@ -94,7 +94,7 @@ class BasicGuard:
         # original product runs OnAuth in the request's thread); else asyncio's default one
         self.pool: ThreadPool | None = None
         # header -> (user, password, the secrets to scrub from the log)
-        self._decoded: dict[str, tuple[str, str, tuple[str, str]]] = {}
+        self._decoded: dict[str, tuple[str, str, tuple[str, ...]]] = {}
 
     async def __call__(self, req: Any, ctx: RequestContext) -> None:
         header = req.authorization
@@ -106,7 +106,7 @@ class BasicGuard:
             if parsed is None:
                 raise HTTPError(401, headers=(CHALLENGE,))
             user, password, credentials = parsed
-            decoded = (user, password, (password, credentials))
+            decoded = (user, password, log.secret_forms(password, credentials))
             if len(self._decoded) >= _DECODED_MAX:
                 self._decoded.clear()
             self._decoded[header] = decoded

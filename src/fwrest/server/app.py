@@ -69,6 +69,11 @@ def _trusted(address: str, networks: tuple[Any, ...]) -> bool:
     return any(ip in net for net in networks)
 
 
+# "0us" .. "1023us": a request's times are looked up, not formatted (rest_trace_time=2 writes
+# four of them per request); longer times are formatted
+_US = tuple(f"{n}us" for n in range(1024))
+
+
 def trace_text(level: int, started: int, guarded: int, handled: int, ended: int) -> str:
     """The times ``rest_trace_time`` puts on an access line, from ``perf_counter_ns`` marks:
     1 ``total=85us``; 2 also authorization, handler and serialization (``guarded`` 0: the
@@ -77,17 +82,25 @@ def trace_text(level: int, started: int, guarded: int, handled: int, ended: int)
 
     >>> trace_text(2, 0, 3_000, 23_000, 28_000)
     'authorization=3us handler=20us serialization=5us total=28us'
+    >>> trace_text(2, 0, 3_000, 0, 2_500_000)
+    'authorization=3us handler=0us serialization=0us total=2500us'
     """
     total = (ended - started) // 1000
     if level == 1 or not guarded:
         return f"total={total}us"
-    auth_us = (guarded - started) // 1000
-    handler_us = (handled - guarded) // 1000 if handled else 0
-    serial_us = (ended - handled) // 1000 if handled else 0
-    return (
-        f"authorization={auth_us}us handler={handler_us}us "
-        f"serialization={serial_us}us total={total}us"
-    )
+    auth = (guarded - started) // 1000
+    if handled:
+        handler = (handled - guarded) // 1000
+        serial = (ended - handled) // 1000
+    else:
+        handler = serial = 0
+    if total < len(_US):  # each phase is at most the total
+        us = _US
+        return (
+            f"authorization={us[auth]} handler={us[handler]} "
+            f"serialization={us[serial]} total={us[total]}"
+        )
+    return f"authorization={auth}us handler={handler}us serialization={serial}us total={total}us"
 
 
 def error_reply(exc: HTTPError) -> Reply:
@@ -250,8 +263,9 @@ class PortApp:
         self.usage.record(route_key, duration_us)
         access = log.access_log
         if access.isEnabledFor(logging.ERROR if reply.status >= 500 else logging.INFO):
-            marks = (started, guarded, handled, ended)
-            self._log_access(req, path, query, reply, tunables.current.rest_trace_time, marks)
+            trace = tunables.current.rest_trace_time
+            times = trace_text(trace, started, guarded, handled, ended) if trace else ""
+            self._log_access(req, path, query, reply, times)
             if access.isEnabledFor(logging.DEBUG):
                 self._log_debug(req, reply)
         return reply
@@ -306,27 +320,18 @@ class PortApp:
                     where,
                 )
 
-    def _log_access(
-        self,
-        req: Request,
-        path: str,
-        query: str,
-        reply: Reply,
-        trace: int,
-        marks: tuple[int, int, int, int],
-    ) -> None:
-        """The request's access line (the caller checked the level is on);
-        ``rest_trace_time`` adds its times to it (one line per request, so that tracing
-        costs a few numbers, not a second log record)."""
+    def _log_access(self, req: Request, path: str, query: str, reply: Reply, times: str) -> None:
+        """The request's access line (the caller checked the level is on), with the times of
+        ``rest_trace_time`` when on (one line per request, so that tracing costs a few
+        numbers, not a second log record)."""
         shown = log.escape(path)
         if query:
             shown = f"{shown}?{log.escape(log.redact_query(query))}"
         level = logging.ERROR if reply.status >= 500 else logging.INFO
         # one text, built here (no %-formatting left for the record to do: it has no args)
-        if trace:
+        if times:
             text = (
-                f"{req.method} {shown} {reply.status} {trace_text(trace, *marks)} "
-                f"port={req.port} client={req.client}"
+                f"{req.method} {shown} {reply.status} {times} port={req.port} client={req.client}"
             )
         else:
             text = f"{req.method} {shown} {reply.status} port={req.port} client={req.client}"

@@ -116,7 +116,7 @@ class BearerGuard:
             raise HTTPError(
                 401, detailed="an access token is required", headers=(("www-authenticate", REALM),)
             )
-        log.request_secrets.set((token,))
+        log.request_secrets.set(log.secret_forms(token))
         if self._custom is not None:
             try:
                 if self._custom_async:

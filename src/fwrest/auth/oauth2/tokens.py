@@ -321,7 +321,7 @@ class TokenService:
             auth_header = headers.get("authorization")
             if auth_header:
                 secrets_seen += (auth_header.strip().partition(" ")[2],)
-            log.request_secrets.set(secrets_seen)
+            log.request_secrets.set(log.secret_forms(*secrets_seen))
             return await self._grant(method, params, auth_header, client_ip)
         except OAuthError as exc:
             body_out = orjson.dumps({"error": exc.error, "error_description": exc.description})
@@ -535,7 +535,7 @@ class TokenService:
             "scope": "default",
         }
         access = jwt.encode(claims, self._key, algorithm=ALG, headers={"typ": "at+jwt"})
-        log.request_secrets.set((*log.request_secrets.get(), access, refresh))
+        log.request_secrets.set((*log.request_secrets.get(), *log.secret_forms(access, refresh)))
         log.auth_log.info(
             "[%s] tokens issued to %r (client %r)", self.port_name, log.escape(subject), client_id
         )
