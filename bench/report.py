@@ -78,6 +78,39 @@ def ratio(
     }
 
 
+def at_once_ratio(
+    name: str,
+    numerator: str,
+    denominator: str,
+    target: float | None,
+    rounds: list[dict[str, Any]],
+    error: str = "",
+) -> dict[str, Any]:
+    """A ratio of two servers measured at once (``bench.run.measure_at_once``): requests per
+    server CPU second of ``numerator`` over those of ``denominator`` (the inverse of their
+    cost per request), the median over the rounds; None when a round is missing a figure."""
+    values = []
+    for figures in rounds:
+        num, den = figures.get(numerator), figures.get(denominator)
+        if not num or not den or not all((num["cpu_s"], den["cpu_s"], den["requests"])):
+            continue
+        values.append((num["requests"] / num["cpu_s"]) / (den["requests"] / den["cpu_s"]))
+    value = statistics.median(values) if values and len(values) == len(rounds) else None
+    out: dict[str, Any] = {
+        "name": name,
+        "numerator": numerator,
+        "denominator": denominator,
+        "value": value,
+        "target": target,
+        "met": None if value is None or target is None else value >= target,
+        "method": "at once",
+        "rounds": rounds,
+    }
+    if error:
+        out["error"] = error
+    return out
+
+
 def ceiling_check(row: dict[str, Any], name: str, field: str, limit: float) -> dict[str, Any]:
     """A figure of one row that must stay at or under ``limit`` MiB (the memory case)."""
     value = None if row.get("error") else row.get(field)

@@ -85,6 +85,9 @@ class Case:
     note: str = ""
     runs: int | None = None  # more runs than Settings.runs, for targets that read a few %
     duration_s: float | None = None  # their length (default Settings.duration_s)
+    # ratios of two rows measured with both servers under load AT ONCE (see measure_at_once)
+    at_once: list[tuple[str, str, str, float | None]] = field(default_factory=list)
+    at_once_rounds: int = 9
 
 
 class Scratch:
@@ -411,6 +414,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
     )
     rows7: list[Target] = []
     ratios7: list[tuple[str, str, str, float | None]] = []
+    once7: list[tuple[str, str, str, float | None]] = []
     for kind, data, tls, auth in (
         ("Basic", BASIC_FW_ASYNC, False, "basic"),
         ("Bearer TLS", OAUTH_FW, True, "bearer-fwrest"),
@@ -427,12 +431,20 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                     auth=auth,
                 )
             )
-        ratios7.append(
+        once7.append(
             (
-                f"{kind}, log level 3: trace 2 / trace 0",
+                f"{kind}, log level 3: trace 2 / trace 0, requests per CPU second, at once",
                 f"fwrest {kind}, log 3, trace 2",
                 f"fwrest {kind}, log 3, trace 0",
                 0.95,
+            )
+        )
+        ratios7.append(
+            (
+                f"{kind}, log level 3: trace 2 / trace 0, req/s in turns",
+                f"fwrest {kind}, log 3, trace 2",
+                f"fwrest {kind}, log 3, trace 0",
+                None,
             )
         )
         ratios7.append(
@@ -453,12 +465,18 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "serialization and total times), and at `rest_log_level=1` (no access log) for "
             "reference. The usage figures and the phase times are taken on every request, "
             "whatever the settings (at level 1, trace 2 runs the very code of trace 0). The "
-            "target reads a few per cent, so this case takes 11 runs of 2 s per server (in "
-            "turns) and each ratio is the median of the run-by-run ratios.",
+            "target reads a few per cent, finer than the drift of this shared host between "
+            "runs taken in turns (5 runs of 2 s per server here; their req/s ratios are shown "
+            "for reference): it is read from 9 rounds of 2 s in which the trace 0 and the "
+            "trace 2 server run AT ONCE, sharing the server core, each with its own wrk, as "
+            "their requests per server CPU second (the inverse of the cost per request), the "
+            "median over the rounds.",
             rows7,
             ratios7,
-            runs=11,
+            runs=5,
             duration_s=2.0,
+            at_once=once7,
+            at_once_rounds=9,
         )
     )
     both = s.both_cpus
@@ -666,8 +684,12 @@ def measure_throughput(
     sc: Scratch,
     runs: int | None = None,
     duration_s: float | None = None,
-) -> list[dict[str, Any]]:
-    """The rows of a throughput case, its servers measured in turns.
+    at_once: list[tuple[str, str, str, float | None]] | None = None,
+    at_once_rounds: int = 9,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows of a throughput case, its servers measured in turns, and the ratios of the
+    pairs ``at_once`` names (name, numerator, denominator, target) measured by
+    :func:`measure_at_once` once the runs in turns are done.
 
     Every server of the case is started, checked and warmed up first; then each run goes
     round all of them (A B C, then C B A, ...), so that a drift of the host between minutes
@@ -675,6 +697,7 @@ def measure_throughput(
     ratios the targets read stay fair. Idle servers wait on their own sockets.
     """
     rows: list[dict[str, Any]] = []
+    ratios: list[dict[str, Any]] = []
     live: list[_Live] = []
     try:
         for target in targets:
@@ -722,10 +745,51 @@ def measure_throughput(
             if not one.row.get("error"):
                 one.row["runs"] = one.runs
                 one.row.update(report.median_row(one.runs, one.cpus))
+        by_label = {one.target.label: one for one in live if not one.row.get("error")}
+        for name, numerator, denominator, target in at_once or []:
+            pair = (by_label.get(numerator), by_label.get(denominator))
+            rounds: list[dict[str, Any]] = []
+            error = ""
+            if pair[0] is not None and pair[1] is not None:
+                try:
+                    rounds = measure_at_once(pair[0], pair[1], s, sc, at_once_rounds, length)
+                except (wrk.WrkError, OSError, ValueError) as exc:
+                    error = f"{type(exc).__name__}: {exc}"[:300]
+            else:
+                error = "a server of the pair did not start"
+            ratios.append(report.at_once_ratio(name, numerator, denominator, target, rounds, error))
     finally:
         for one in live:
             one.running.stop()
-    return rows
+    return rows, ratios
+
+
+def measure_at_once(
+    first: _Live, second: _Live, s: Settings, sc: Scratch, rounds: int, length: float
+) -> list[dict[str, Any]]:
+    """Both servers of a pair under load AT ONCE, ``rounds`` times: they share the server core
+    (the scheduler gives each about half) and each has its own wrk on the load core. Whatever
+    the host does to the machine during a round falls on both alike, so their cost per
+    request (server CPU seconds / requests answered) compares far more tightly than runs
+    taken one after the other, which on this shared host drift by 10-40 % from one run to
+    the next. The start order alternates. Returns, per round, each server's requests and
+    CPU seconds.
+    """
+    out: list[dict[str, Any]] = []
+    for turn in range(rounds):
+        pair = (first, second) if turn % 2 == 0 else (second, first)
+        cmds = [_wrk_cmd(one.target, s, sc, one.url, one.headers, length) for one in pair]
+        before = [one.running.run_seconds() for one in pair]
+        results = wrk.run_at_once(cmds, length)
+        after = [one.running.run_seconds() for one in pair]
+        figures = {}
+        for one, result, was, now in zip(pair, results, before, after, strict=True):
+            if result.errors:
+                raise ValueError(f"{one.target.label}: {result.errors} errors in a round at once")
+            cpu = sum(sec - was.get(pid, 0.0) for pid, sec in now.items())
+            figures[one.target.label] = {"requests": result.requests, "cpu_s": round(cpu, 6)}
+        out.append(figures)
+    return out
 
 
 def _drive(
@@ -861,7 +925,11 @@ def run_case(case: Case, s: Settings, sc: Scratch, log: Callable[[str], None]) -
                 )
             out["rows"].append(row)
     else:
-        for row in measure_throughput(case.targets, s, sc, case.runs, case.duration_s):
+        at_once_rounds = 1 if s.quick else case.at_once_rounds
+        rows, at_once = measure_throughput(
+            case.targets, s, sc, case.runs, case.duration_s, case.at_once, at_once_rounds
+        )
+        for row in rows:
             if row.get("error"):
                 log(f"[case {case.id}] {row['server']}: FAILED {row['error']}")
             else:
@@ -883,6 +951,10 @@ def run_case(case: Case, s: Settings, sc: Scratch, log: Callable[[str], None]) -
                 )
     else:
         out["ratios"] = [report.ratio(out["rows"], *spec) for spec in case.ratios]
+        out["ratios"] += at_once
+        for r in at_once:
+            shown = "-" if r["value"] is None else f"{r['value']:.3f}"
+            log(f"[case {case.id}] {r['name']}: {shown} {r.get('error', '')}".rstrip())
     return out
 
 
@@ -1036,6 +1108,7 @@ def main(argv: list[str] | None = None) -> int:
             turns = s.runs if s.quick or c.runs is None else max(c.runs, s.runs)
             length = s.duration_s if s.quick or c.duration_s is None else c.duration_s
             estimate += len(c.targets) * (s.warmup_s + turns * length + 1.5)
+            estimate += len(c.at_once) * (1 if s.quick else c.at_once_rounds) * length
         log(
             f"bench: {len(cases)} case(s), {n_rows} throughput row(s), about "
             f"{estimate / 60:.1f} min plus the memory case; load average {_load()}"

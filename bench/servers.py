@@ -113,7 +113,7 @@ class Running:
             return []
 
     def cpu_seconds(self) -> dict[int, float]:
-        """user + system CPU seconds per pid of the tree."""
+        """user + system CPU seconds per pid of the tree (clock ticks: 10 ms steps)."""
         out: dict[int, float] = {}
         for proc in self.processes():
             try:
@@ -121,6 +121,19 @@ class Running:
             except psutil.NoSuchProcess:
                 continue
             out[proc.pid] = times.user + times.system
+        return out
+
+    def run_seconds(self) -> dict[int, float]:
+        """CPU seconds per pid of the tree to the nanosecond: the scheduler's run time of
+        each process's live threads (Linux ``/proc/PID/task/*/schedstat``; a thread that
+        ended takes its time with it, so this is for servers whose threads stay, and
+        :meth:`cpu_seconds` where schedstat is missing)."""
+        out: dict[int, float] = {}
+        for proc in self.processes():
+            ran = _run_time_s(proc.pid)
+            if ran is None:
+                return self.cpu_seconds()
+            out[proc.pid] = ran
         return out
 
     def rss_bytes(self) -> int:
@@ -156,6 +169,21 @@ class Running:
                 proc.kill()
 
 
+def _run_time_s(pid: int) -> float | None:
+    """Seconds a process's threads have run on a CPU (Linux schedstat), or None."""
+    total = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        for task in tasks:
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except FileNotFoundError:
+                continue  # a thread that ended meanwhile
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / 1e9
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
@@ -184,14 +212,15 @@ def _wait_for_line(
 
     def reader() -> None:
         assert proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            lines.append(line)
-            m = re.search(pattern, line)
-            if m and "url" not in found:
-                found["url"] = m.group(1)
-            if "url" in found and (ready_prefix is None or line.startswith(ready_prefix)):
-                ready.set()
+        with proc.stdout:  # closed at the end of the output (the server stopped)
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                lines.append(line)
+                m = re.search(pattern, line)
+                if m and "url" not in found:
+                    found["url"] = m.group(1)
+                if "url" in found and (ready_prefix is None or line.startswith(ready_prefix)):
+                    ready.set()
         ready.set()
 
     threading.Thread(target=reader, daemon=True).start()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WrkError", "WrkResult", "parse", "parse_duration", "wrk_command"]
+__all__ = ["WrkError", "WrkResult", "parse", "parse_duration", "run", "run_at_once", "wrk_command"]
 
 _UNITS_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"^\s*([0-9.]+)\s*(us|ms|s|m|h)\s*$")
@@ -141,3 +142,39 @@ def run(cmd: list[str], duration_s: float, *, require_answers: bool = True) -> W
     if require_answers and result.requests == 0:
         raise WrkError(f"no request was answered: {' '.join(cmd)}")
     return result
+
+
+def run_at_once(cmds: list[list[str]], duration_s: float) -> list[WrkResult]:
+    """Start several wrk runs together and wait for all (bounded as :func:`run`); every run
+    must get answers.
+
+    Raises:
+        WrkError: a run failed, got no answer or did not finish.
+    """
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for cmd in cmds
+    ]
+    outputs: list[tuple[int, str, str]] = []
+    deadline = time.monotonic() + duration_s + 30
+    try:
+        for cmd, proc in zip(cmds, procs, strict=True):
+            try:
+                out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired as exc:
+                raise WrkError(f"wrk did not finish: {' '.join(cmd)}") from exc
+            outputs.append((proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    results = []
+    for cmd, (code, out, err) in zip(cmds, outputs, strict=True):
+        if code != 0:
+            raise WrkError(f"wrk exited {code}: {err.strip() or out}")
+        result = parse(out)
+        if result.requests == 0:
+            raise WrkError(f"no request was answered: {' '.join(cmd)}")
+        results.append(result)
+    return results

@@ -174,7 +174,8 @@ def scrub(text: str, forms: tuple[str, ...]) -> str:
     'user=ann&password=***'
     """
     for form in forms:
-        text = text.replace(form, MASKED)
+        if form in text:
+            text = text.replace(form, MASKED)
     return text
 
 
@@ -252,7 +253,8 @@ class Formatter(logging.Formatter):
         if secrets:
             text = scrub(text, secrets)
         # A traceback keeps its line breaks (indented); input-derived text was escaped already.
-        text = text.replace("\x1b", "\\x1b").replace("\r", "\\r").replace("\n", "\n    ")
+        if "\n" in text or "\r" in text or "\x1b" in text:  # most lines: none to replace
+            text = text.replace("\x1b", "\\x1b").replace("\r", "\\r").replace("\n", "\n    ")
         msecs = int(record.msecs)
         return f"{ts}.{msecs:03d}Z {record.levelname} {record.name} [{worker_label}] {text}"
 

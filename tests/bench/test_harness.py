@@ -318,3 +318,36 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
     path = tmp_path / "results.png"
     report.chart(_results(), path)  # type: ignore[arg-type]
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _round(a: tuple[int, float], b: tuple[int, float]) -> dict[str, dict[str, float]]:
+    return {
+        "a": {"requests": a[0], "cpu_s": a[1]},
+        "b": {"requests": b[0], "cpu_s": b[1]},
+    }
+
+
+def test_a_ratio_at_once_is_requests_per_cpu_second_median_over_rounds() -> None:
+    # b answered fewer requests in a round only because it got less of the shared core:
+    # per CPU second it is as fast as a (first round), then 4 % and 10 % slower
+    rounds = [
+        _round((20_000, 1.0), (18_000, 0.9)),
+        _round((20_000, 1.0), (19_200, 1.0)),
+        _round((20_000, 1.0), (18_000, 1.0)),
+    ]
+    r = report.at_once_ratio("b / a", "b", "a", 0.95, rounds)
+    assert r["value"] == pytest.approx(0.96)
+    assert r["met"] is True
+    assert r["method"] == "at once" and r["rounds"] == rounds
+    assert report.at_once_ratio("b / a", "b", "a", 0.97, rounds)["met"] is False
+
+
+def test_a_ratio_at_once_with_a_missing_figure_or_an_error_has_no_value() -> None:
+    rounds = [_round((20_000, 1.0), (18_000, 0.9)), {"a": {"requests": 1, "cpu_s": 1.0}}]
+    assert report.at_once_ratio("b / a", "b", "a", 0.95, rounds)["value"] is None
+    failed = report.at_once_ratio("b / a", "b", "a", 0.95, [], "WrkError: no answer")
+    assert failed["value"] is None and failed["met"] is None
+    assert failed["error"] == "WrkError: no answer"
+    # the markdown shows it as a ratio without a value, not as met
+    lines = report._ratio_lines([failed])
+    assert lines[-1] == "| b / a | - | >= 0.95x | - |"

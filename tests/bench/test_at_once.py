@@ -1,0 +1,68 @@
+"""The harness's side-by-side-at-once measurement (case 7's target) against real servers:
+two ``fwrest serve`` processes on the server core, a real wrk per server on the load core.
+
+Nothing is timed against a limit: the test checks that both servers answered in every round,
+that each server's CPU time is read to the nanosecond and covers a share of the core, and
+that the ratio comes out of those figures. Needs Debian's ``wrk`` (``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench import report, servers
+from bench.run import BASIC_FW_ASYNC, Scratch, Settings, Target, fw, measure_throughput
+
+
+def test_wrk_is_installed() -> None:
+    assert shutil.which("wrk"), "Debian's wrk is needed (apt-get install wrk)"
+
+
+def test_two_servers_measured_at_once(tmp_path: Path) -> None:
+    if shutil.which("wrk") is None:
+        pytest.fail("Debian's wrk is needed (apt-get install wrk)")
+    cores = sorted(os.sched_getaffinity(0))
+    s = Settings(warmup_s=1.0, duration_s=1.0, runs=1, quick=True)
+    s.server_cpus, s.wrk_cpus = str(cores[0]), str(cores[-1])
+    sc = Scratch(tmp_path)
+    targets = [
+        Target(
+            f"t{trace}",
+            "fwrest",
+            fw(sc, fw_data=BASIC_FW_ASYNC, log_level=3, trace=trace),
+            auth="basic",
+        )
+        for trace in (0, 2)
+    ]
+    rows, ratios = measure_throughput(
+        targets, s, sc, at_once=[("t2 / t0", "t2", "t0", 0.5)], at_once_rounds=3
+    )
+    assert [r.get("error") for r in rows] == [None, None]
+    assert all(r["rps"] > 0 for r in rows)
+    (ratio,) = ratios
+    assert ratio["method"] == "at once" and "error" not in ratio
+    assert len(ratio["rounds"]) == 3
+    for figures in ratio["rounds"]:
+        for label in ("t0", "t2"):
+            cpu = figures[label]["cpu_s"]
+            assert figures[label]["requests"] > 100
+            # one core shared by two busy servers for 1 s: each gets a real share of it,
+            # read from schedstat (not in 10 ms clock ticks)
+            assert 0.05 < cpu < 1.5
+    recomputed = report.at_once_ratio("t2 / t0", "t2", "t0", 0.5, ratio["rounds"])
+    assert ratio["value"] == pytest.approx(recomputed["value"])
+    assert 0.5 < ratio["value"] < 2.0
+
+
+def test_run_seconds_reads_the_scheduler_in_nanoseconds() -> None:
+    ran = servers._run_time_s(os.getpid())
+    assert ran is not None and ran > 0
+    busy = sum(i * i for i in range(200_000))
+    assert busy > 0
+    again = servers._run_time_s(os.getpid())
+    assert again is not None and again > ran
+    assert servers._run_time_s(2**22 + 12345) is None  # no such process
