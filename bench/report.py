@@ -68,6 +68,12 @@ def ratio(
         in_turns = len(paired) >= 3 and len(paired) == len(num.get("runs") or [])
         if field == "rps" and in_turns and all(a and b for a, b in paired):
             value = statistics.median(a / b for a, b in paired)
+    return _ratio_dict(name, numerator, denominator, value, target)
+
+
+def _ratio_dict(
+    name: str, numerator: str, denominator: str, value: float | None, target: float | None
+) -> dict[str, Any]:
     return {
         "name": name,
         "numerator": numerator,
@@ -96,16 +102,8 @@ def at_once_ratio(
             continue
         values.append((num["requests"] / num["cpu_s"]) / (den["requests"] / den["cpu_s"]))
     value = statistics.median(values) if values and len(values) == len(rounds) else None
-    out: dict[str, Any] = {
-        "name": name,
-        "numerator": numerator,
-        "denominator": denominator,
-        "value": value,
-        "target": target,
-        "met": None if value is None or target is None else value >= target,
-        "method": "at once",
-        "rounds": rounds,
-    }
+    out = _ratio_dict(name, numerator, denominator, value, target)
+    out |= {"method": "at once", "rounds": rounds}
     if error:
         out["error"] = error
     return out
