@@ -105,8 +105,13 @@ def escape(text: str) -> str:
 
 
 def truncate(text: str, size: int) -> str:
-    """Cut a logged value to ``size`` characters (``rest_log_stringsize``)."""
-    if size <= 0 or len(text) <= size:
+    """Cut a logged value to ``size`` characters (``rest_log_stringsize``; 0 writes none of
+    it, only its length).
+
+    >>> truncate("abcdef", 3), truncate("abcdef", 0), truncate("", 0)
+    ('abc...(6 chars)', '...(6 chars)', '')
+    """
+    if len(text) <= size:
         return text
     return f"{text[:size]}...({len(text)} chars)"
 

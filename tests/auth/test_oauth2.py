@@ -357,6 +357,21 @@ def test_scope_default_is_accepted(oauth: OAuth) -> None:
     assert_token_response(oauth.grant(*ADA, scope="default"))
 
 
+def test_a_parameter_without_a_value_counts_as_omitted(oauth: OAuth) -> None:
+    # RFC 6749 3.1, as `curl -d scope=` sends it
+    assert_token_response(oauth.grant(*ADA, scope=""))
+    response = oauth.post({"grant_type": "password", "username": "ada", "password": ""})
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "invalid_request"  # the password is missing
+    # given twice is still refused, blank or not
+    response = oauth.post(
+        content=b"grant_type=password&username=ada&password=Ada-Pw-7731&scope=&scope=",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "invalid_request"
+
+
 @pytest.mark.parametrize(
     "form",
     [

@@ -533,7 +533,7 @@ def test_check_warns_about_access_expires_in_seconds(
     output = result.stdout + result.stderr
     print(output)
     assert result.returncode == 0, output
-    assert ("3600 ms is 3.6 seconds" in output) is warned
+    assert ('3600 ms is 3.6 seconds; write 3600000 or "1h"' in output) is warned
 
 
 @pytest.mark.parametrize(

@@ -438,6 +438,13 @@ def test_rest_log_stringsize_cuts_headers_and_bodies_in_the_debug_lines(
     assert text.count("x-long: " + "A" * 60 + "...(300 chars)") == 4
     assert "A" * 61 not in text
 
+    settle(change(base, {"rest_log_stringsize": 0}))  # 0: a value's length only
+    text = send_and_read()
+    assert text.count("x-long: ...(300 chars)") == 4
+    assert "body ...(300 chars)" in text
+    assert "AAA" not in text and "BBB" not in text
+    settle(change(base, {"rest_log_stringsize": None}))
+
 
 # -- anti-forgery, Origin, onAdmin -------------------------------------------------------------
 
@@ -489,7 +496,10 @@ def test_json_post_from_a_foreign_origin_is_403_and_changes_nothing(
     server: ServerProcess, base: str
 ) -> None:
     before = get_settings(base)
-    for origin in ("http://evil.example", "null", "http://127.0.0.1:1"):
+    port = server.ports["HTTP_REST"]
+    # another scheme on the same host and port is another origin (RFC 6454)
+    foreign = ("http://evil.example", "null", "http://127.0.0.1:1", f"https://127.0.0.1:{port}")
+    for origin in foreign:
         r = post_settings(base, {"rest_log_level": 5}, headers={"Origin": origin})
         assert r.status_code == 403, (origin, r.text)
         assert get_settings(base) == before
@@ -502,10 +512,15 @@ def test_json_post_from_a_foreign_origin_is_403_and_changes_nothing(
     assert r.status_code == 403
     assert get_settings(base) == before
     # the page's own origin is accepted (an empty change, so that nothing changes)
-    own = f"http://127.0.0.1:{server.ports['HTTP_REST']}"
+    own = f"http://127.0.0.1:{port}"
     r = post_settings(base, {}, headers={"Origin": own})
     assert r.status_code == 200, r.text
     assert r.json()["settings"] == before
+    # behind a proxy that ends TLS: the scheme it forwards is the page's
+    https = {"Origin": f"https://127.0.0.1:{port}", "X-Forwarded-Proto": "https"}
+    assert post_settings(base, {}, headers=https).status_code == 200
+    https["X-Forwarded-Proto"] = "http"
+    assert post_settings(base, {}, headers=https).status_code == 403
 
 
 def test_on_admin_false_is_403_for_that_user_and_true_lets_another_change(

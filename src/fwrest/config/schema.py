@@ -155,7 +155,7 @@ KEYS: tuple[Key, ...] = (
         200,
         low=0,
         high=1048576,
-        doc="characters of a body or header value written to the log",
+        doc="characters of a body or header value written to the log (0: its length only)",
     ),
     # [HTTPSERVER]
     Key("HTTPSERVER", "Enable", "enable", "bool", True, doc="0 serves no REST port"),

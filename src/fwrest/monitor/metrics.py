@@ -17,8 +17,13 @@ METRICS: dict[str, tuple[str, str]] = {
     "memory_resident": ("resident set size (RSS) of the whole service", "kb"),
     "memory_virtual": ("virtual memory size of the whole service", "kb"),
     "memory_ram_total": ("the machine's RAM (MemTotal)", "kb"),
-    "memory_ram_free": ("the machine's available RAM (MemAvailable)", "kb"),
-    "memory_ram_used": ("the machine's RAM in use (total - available)", "kb"),
+    "memory_ram_free": ("the machine's free RAM (MemFree)", "kb"),
+    "memory_ram_used": ("the machine's RAM not free (MemTotal - MemFree)", "kb"),
+    "memory_ram_available": (
+        "RAM available to new programs without swapping (MemAvailable: free RAM plus "
+        "reclaimable caches)",
+        "kb",
+    ),
     "memory_swap_total": ("the machine's swap (SwapTotal)", "kb"),
     "memory_swap_used": ("the machine's swap in use", "kb"),
     "memory_swap_free": ("the machine's free swap (SwapFree)", "kb"),
@@ -103,8 +108,9 @@ class Collector:
             vm = psutil.virtual_memory()
             values |= {
                 "memory_ram_total": vm.total // 1024,
-                "memory_ram_free": vm.available // 1024,
-                "memory_ram_used": (vm.total - vm.available) // 1024,
+                "memory_ram_free": vm.free // 1024,
+                "memory_ram_used": (vm.total - vm.free) // 1024,
+                "memory_ram_available": vm.available // 1024,
             }
         if wanted & {n for n in METRICS if n.startswith("memory_swap")}:
             sw = psutil.swap_memory()

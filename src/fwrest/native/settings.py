@@ -41,6 +41,7 @@ def _wants_json(ctx: RequestContext) -> bool:
 def _render(ctx: RequestContext, message: str = "", error: bool = False) -> str:
     described = ctx.port.worker.settings.describe()
     rows = []
+    allowed = []  # under the table: SPEC 5 gives it three columns (run time, file, default)
     for name, info in described.items():
         source = (
             "runtime"
@@ -66,8 +67,9 @@ def _render(ctx: RequestContext, message: str = "", error: bool = False) -> str:
             + cell("runtime", field)
             + cell("file", html.escape("" if info["file"] is None else str(info["file"])))
             + cell("default", html.escape(str(info["default"])))
-            + f"<td>{html.escape(info['allowed'])}</td><td>{info['effective']}</td></tr>"
+            + "</tr>"
         )
+        allowed.append(f"<li><code>{name}</code>: {html.escape(info['allowed'])}</li>")
     note = ""
     if message:
         kind = "error" if error else "ok"
@@ -89,13 +91,15 @@ file's value or the default. Changes reach every worker within a second.</p>
 <form method="post" action="{html.escape(ctx.path)}">
 <input type="hidden" name="{_CSRF_FIELD}" value="{token}">
 <table>
-<thead><tr><th>setting</th><th>run time</th><th>config file</th><th>default</th>
-<th>allowed</th><th>effective</th></tr></thead>
+<thead><tr><th>setting</th><th>run time</th><th>config file</th><th>default</th></tr></thead>
 <tbody>
 {"".join(rows)}
 </tbody></table>
 <p><button type="submit" id="save">Save</button></p>
-</form></body></html>"""
+</form>
+<p>Allowed values (whole numbers):</p>
+<ul id="allowed">{"".join(allowed)}</ul>
+</body></html>"""
 
 
 async def config_page() -> Response:
@@ -124,7 +128,13 @@ def _same_origin(ctx: RequestContext) -> bool:
     if origin == "null":
         return False
     host = str(ctx.headers.get("host", ""))
-    return bool(urlsplit(origin).netloc.lower() == host.lower())
+    parts = urlsplit(origin)
+    # An origin is scheme + host + port: https://h:8080 is not the plain-HTTP port's origin.
+    # Behind a proxy that ends TLS, its X-Forwarded-Proto names the scheme the browser used
+    # (a cross-site page cannot send that header: it would need a CORS preflight).
+    forwarded = str(ctx.headers.get("x-forwarded-proto", "")).split(",")[0].strip().lower()
+    scheme = forwarded or ctx.port.plan.config.scheme
+    return bool(parts.scheme == scheme and parts.netloc.lower() == host.lower())
 
 
 async def config_change() -> Response:

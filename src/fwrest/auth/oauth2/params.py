@@ -84,10 +84,13 @@ def request_params(
     if len(pairs) > MAX_FIELDS:  # SPEC 7: 32 fields in all, query and body together
         raise OAuthError("invalid_request", f"more than {MAX_FIELDS} parameters")
     params: dict[str, str] = {}
+    seen: set[str] = set()
     for name, value in pairs:
-        if name in params:
+        if name in seen:
             raise OAuthError("invalid_request", f"the parameter {name!r} is given more than once")
-        params[name] = value
+        seen.add(name)
+        if value:  # RFC 6749 3.1: a parameter sent without a value counts as omitted
+            params[name] = value
     return params
 
 

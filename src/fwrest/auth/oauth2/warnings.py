@@ -44,12 +44,11 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
             out.append(f"[{section}] onAuthparams: {exc}")
         else:
             if ms < 60000:
+                # SPEC 2's wording: "3600 ms is 3.6 seconds; write 3600000 or "1h""
+                unit = f"{ms // 3600}h" if ms >= 3600 and ms % 3600 == 0 else f"{ms}s"
                 out.append(
-                    f"[{section}] onAuthparams access_expires: {_describe_ms(ms)}; access_expires "
-                    f'is in milliseconds: write {ms * 1000} or "{ms // 3600}h"'
-                    if ms >= 3600 and ms % 3600 == 0
-                    else f"[{section}] onAuthparams access_expires: {_describe_ms(ms)}; "
-                    f'access_expires is in milliseconds: write {ms * 1000} or "{ms}s"'
+                    f"[{section}] onAuthparams access_expires: {_describe_ms(ms)}; write "
+                    f'{ms * 1000} or "{unit}" (access_expires is in milliseconds)'
                 )
             elif ms > _DAY_S * 1000:
                 out.append(
