@@ -112,8 +112,12 @@ def test_params_from_query_and_form_body() -> None:
     assert got == {"grant_type": "password", "username": "ada", "password": "p&w"}
 
 
-def test_get_ignores_nothing_in_the_query() -> None:
-    assert request_params("a=1&b=", b"", None, "GET") == {"a": "1", "b": ""}
+def test_a_parameter_without_a_value_counts_as_omitted() -> None:
+    # RFC 6749 3.1
+    assert request_params("a=1&b=", b"", None, "GET") == {"a": "1"}
+    assert request_params("", b"scope=&c=2", FORM, "POST") == {"c": "2"}
+    with pytest.raises(OAuthError):
+        request_params("b=", b"b=x", FORM, "POST")  # still given twice
 
 
 @pytest.mark.parametrize(

@@ -17,12 +17,19 @@ store before ``OnAuth``: the worker that counts the 10th failure writes the lock
 shared by the workers of the host (``LockBoard``) before it answers, so the other worker
 refuses the very next attempt, with the right password too, and no 11th attempt reaches
 ``OnAuth``.
+
+Each port counts its own failures against its own ``maxFailures`` (each port has its own
+``Authorization`` object): on a service whose Basic port and oAuth2 port know the same users
+and have different thresholds, failures on one port never lock the user or the address out
+on the other, and each port locks at its own threshold. A lock-out reached logs its warning
+exactly once, even when concurrent failures push the count past the threshold.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +211,146 @@ def test_basic_port_locks_a_user_across_workers_and_does_not_leak_the_right_pass
         for client in (a, b, c):
             client.close()
     assert service.proc.log().count("locked out for") == 1
+
+
+# -- two ports of one service, each with its own maxFailures ---------------------------------
+
+BASIC_MAX, OAUTH_MAX = 5, 3  # the oAuth2 port is the stricter: shared counts would show at once
+SHARED_USERS = {"ada": "Ada-Pw-1", "bob": "Bob-Pw-2", "carol": "Carol-Pw-3", "dave": "Dave-Pw-4"}
+
+
+@pytest.fixture
+def two_ports(ca: trustme.CA, tmp_path: Path) -> Iterator[Service]:
+    certs = issue_certs(ca, tmp_path / "certs")
+    oauth = oauth_section(
+        certs, onAuthparams="app.params", onAuthNoCheckUri="app.public", maxFailures=OAUTH_MAX
+    )
+    basic = {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "ROOT",
+        "FwData": {
+            "Authorization": {
+                "scheme": "basic",
+                "OnAuth": "app.basic_check",
+                "maxFailures": BASIC_MAX,
+            }
+        },
+    }
+    params = {
+        "client_id": "web",
+        "users": [{"username": u, "password": p} for u, p in SHARED_USERS.items()],
+    }
+    config = free_config(
+        tmp_path,
+        app=app_with(params, SHARED_USERS),
+        servers={"OAUTH": oauth, "BASIC": basic},
+        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+    )
+    proc = ServerProcess(config).wait_ready()
+    try:
+        yield Service(proc, certs)
+    finally:
+        assert proc.stop() == 0
+
+
+def from_address(address: str, verify: Any = True) -> httpx.Client:
+    transport = httpx.HTTPTransport(local_address=address, verify=verify)
+    return httpx.Client(transport=transport, timeout=15)
+
+
+def warnings_about(log_text: str, needle: str) -> list[str]:
+    return [line for line in log_text.splitlines() if "WARNING" in line and needle in line]
+
+
+def test_failures_on_one_port_do_not_lock_the_user_out_on_the_other(two_ports: Service) -> None:
+    svc = two_ports
+    basic = from_address("127.0.0.31")
+    oauth = from_address("127.0.0.31", svc.ctx)
+
+    def basic_get(user: str, password: str) -> int:
+        return basic.get(svc.basic + "/hello", auth=(user, password)).status_code
+
+    def grant(user: str, password: str) -> int:
+        data = {"grant_type": "password", "username": user, "password": password}
+        return oauth.post(svc.oauth + TOKEN, data=data).status_code
+
+    try:
+        # Basic: its own 5 failures, then the lock; the stricter oAuth2 port (3) is untouched,
+        # for the user and for the address
+        assert [basic_get("ada", f"guess-{i}") for i in range(BASIC_MAX)] == [403] * BASIC_MAX
+        assert basic_get("ada", SHARED_USERS["ada"]) == 429
+        assert grant("ada", SHARED_USERS["ada"]) == 200
+        assert grant("bob", SHARED_USERS["bob"]) == 200
+        # oAuth2: its own 3 failures from the same address lock the user there, and the
+        # address; the Basic port still counts bob's failures from zero
+        assert [grant("bob", f"guess-{i}") for i in range(OAUTH_MAX)] == [400] * OAUTH_MAX
+        assert grant("bob", SHARED_USERS["bob"]) == 429
+        other_address = from_address("127.0.0.32")
+        try:
+            statuses = [
+                other_address.get(svc.basic + "/hello", auth=("bob", pw)).status_code
+                for pw in [*(f"guess-{i}" for i in range(BASIC_MAX - 1)), SHARED_USERS["bob"]]
+            ]
+            print(f"Basic port after bob's {OAUTH_MAX} oAuth2 failures: {statuses}")
+            assert statuses == [403] * (BASIC_MAX - 1) + [200]
+        finally:
+            other_address.close()
+    finally:
+        basic.close()
+        oauth.close()
+    log_text = svc.proc.log()
+    assert len(warnings_about(log_text, "user:ada")) == 1, log_text
+    assert len(warnings_about(log_text, "ip:127.0.0.31")) == 1, log_text
+    assert len(warnings_about(log_text, "'bob'")) == 1, log_text
+    assert not warnings_about(log_text, "user:bob"), log_text  # 4 Basic failures: no lock
+
+
+def test_a_lock_out_reached_by_concurrent_failures_is_logged_once(two_ports: Service) -> None:
+    """More concurrent failures than ``maxFailures``: they pass the check before the lock,
+    so the count goes past the threshold; the lock-out is still logged exactly once."""
+    svc = two_ports
+    attempts = 4 * BASIC_MAX
+    basic = from_address("127.0.0.33")
+    oauth = from_address("127.0.0.34", svc.ctx)
+    try:
+        with ThreadPoolExecutor(attempts) as pool:
+            basic_statuses = list(
+                pool.map(
+                    lambda i: basic.get(svc.basic + "/hello", auth=("carol", f"g-{i}")).status_code,
+                    range(attempts),
+                )
+            )
+            oauth_statuses = list(
+                pool.map(
+                    lambda i: (
+                        oauth.post(
+                            svc.oauth + TOKEN,
+                            data={
+                                "grant_type": "password",
+                                "username": "dave",
+                                "password": f"g-{i}",
+                            },
+                        ).status_code
+                    ),
+                    range(attempts),
+                )
+            )
+        print(
+            f"concurrent failures: Basic {sorted(basic_statuses)}, oAuth2 {sorted(oauth_statuses)}"
+        )
+        assert set(basic_statuses) <= {403, 429} and basic_statuses.count(403) >= BASIC_MAX
+        assert set(oauth_statuses) <= {400, 429} and oauth_statuses.count(400) >= OAUTH_MAX
+        assert (
+            basic.get(svc.basic + "/hello", auth=("carol", SHARED_USERS["carol"])).status_code
+            == 429
+        )
+        right = {"grant_type": "password", "username": "dave", "password": SHARED_USERS["dave"]}
+        assert oauth.post(svc.oauth + TOKEN, data=right).status_code == 429
+    finally:
+        basic.close()
+        oauth.close()
+    log_text = svc.proc.log()
+    assert len(warnings_about(log_text, "user:carol")) == 1, log_text
+    assert len(warnings_about(log_text, "ip:127.0.0.33")) == 1, log_text
+    assert len(warnings_about(log_text, "'dave'")) == 1, log_text

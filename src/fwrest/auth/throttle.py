@@ -1,7 +1,9 @@
 """Brute-force throttle shared by all workers and hosts through the state store (SPEC 4.2).
 
-Failures are counted per user name and per client address in the store; past ``maxFailures``
-within the window the key is locked until the window ends. The check on the request path never
+Failures are counted per user name and per client address in the store, under keys of the
+port (:func:`port_keys`: each port has its own ``Authorization`` object and ``maxFailures``, so
+failures on one port never count toward another's); past ``maxFailures`` within the window the
+key is locked until the window ends. The check on the request path never
 waits on the store (a Basic port keeps working, unthrottled, while the store is unreachable),
 so it reads two things in memory:
 
@@ -26,10 +28,29 @@ from fwrest import log
 from fwrest.errors import HTTPError
 from fwrest.store import StateStore, StoreError
 
-__all__ = ["WINDOW_S", "LockBoard", "Throttle"]
+__all__ = ["WINDOW_S", "LockBoard", "Throttle", "crossed", "port_keys"]
 
 WINDOW_S = 300.0
 _DEADLINE_S = 1.4
+
+
+def port_keys(port_name: str) -> tuple[str, str]:
+    """The prefixes of the failure counters and lock keys of one port: ``(user, address)``.
+
+    The port is the server section's name, folded as section names are (hosts sharing a Redis
+    store share the counters of a port of the same name: the same service). The user name and
+    the address follow the prefix: ``"<port>|user:<name>"``, ``"<port>|ip:<address>"``.
+    """
+    namespace = port_name.strip().lower()
+    return f"{namespace}|user:", f"{namespace}|ip:"
+
+
+def crossed(count: int, max_failures: int) -> bool:
+    """Whether the failure that made the window's count ``count`` started a lock-out: the
+    count went from below ``maxFailures`` to ``maxFailures`` or more. Counters are atomic, so
+    exactly one failure of a window does so, on whichever worker or host: the lock-out's
+    warning is logged once, even when concurrent failures push the count past the threshold."""
+    return count - 1 < max_failures <= count
 
 
 def _tag(key: str) -> int:
@@ -129,6 +150,8 @@ class Throttle:
         self.max_failures = max_failures
         self.window_s = window_s
         self.port_name = port_name
+        self._user_key, self._ip_key = port_keys(port_name)
+        self._own = self._user_key.rpartition("|")[0] + "|"  # the prefix of this port's locks
         self.locked: dict[str, float] = {}
         self.board = board
         self.region = region
@@ -147,7 +170,10 @@ class Throttle:
         while True:
             try:
                 fresh = await asyncio.wait_for(asyncio.to_thread(self.store.locks), _DEADLINE_S)
-                self.locked = fresh
+                # this port's locks only: another port's lock-out leaves this port's check on
+                # its fast path
+                own = self._own
+                self.locked = {k: u for k, u in fresh.items() if k.startswith(own)}
             except (StoreError, TimeoutError) as exc:
                 log.auth_log.debug("lock-out list not refreshed: %s", exc)
             await asyncio.sleep(0.5)
@@ -159,7 +185,7 @@ class Throttle:
         if not locked and (board is None or board.latest() <= now_ms):
             return
         now = now_ms / 1000
-        user_key, ip_key = f"user:{user}", f"ip:{client_ip}"
+        user_key, ip_key = self._user_key + user, self._ip_key + client_ip
         until = max(locked.get(user_key, 0.0), locked.get(ip_key, 0.0)) if locked else 0.0
         if board is not None and until <= now:
             until = max(board.until(user_key, now_ms), board.until(ip_key, now_ms)) / 1000
@@ -172,7 +198,10 @@ class Throttle:
 
     async def failed(self, user: str, client_ip: str) -> None:
         """Count a failure; lock the user or address once it reaches ``maxFailures``."""
-        for key in (f"user:{user}", f"ip:{client_ip}"):
+        for key, shown in (
+            (self._user_key + user, "user:" + user),
+            (self._ip_key + client_ip, "ip:" + client_ip),
+        ):
             try:
                 count, remaining = await asyncio.wait_for(
                     asyncio.to_thread(self.store.hit_failure, key, self.window_s), _DEADLINE_S
@@ -186,14 +215,15 @@ class Throttle:
                 return
             if count >= self.max_failures:
                 until = time.time() + remaining
-                if count == self.max_failures:
-                    # once per lock-out: the store's count crosses the threshold once, whereas
-                    # a worker that has not yet refreshed its lock list would log it again
+                if crossed(count, self.max_failures):
+                    # once per lock-out: the store's count crosses the threshold once (a count
+                    # pushed past it by a concurrent failure is not a new lock-out), whereas a
+                    # worker that has not yet refreshed its lock list would log it again
                     log.auth_log.warning(
                         "[%s] %d failed attempts for %s within %.0f s: locked out for %.0f s",
                         self.port_name,
                         count,
-                        log.escape(key),
+                        log.escape(shown),
                         self.window_s,
                         remaining,
                     )

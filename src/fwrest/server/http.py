@@ -143,7 +143,7 @@ class HttpProtocol(asyncio.Protocol):
         self._url = b""
         self._headers: list[tuple[str, str]] = []
         self._authorization: str | None = None  # the current request's Authorization value
-        self._header_bytes = 0  # raw bytes of an incomplete head (see data_received)
+        self._header_bytes = 0  # raw bytes of an incomplete head (see _feed)
         self._head_size = 0  # parsed size of the request line and headers so far
         self._completed = 0  # messages parsed on this connection
         self._body: list[bytes] = []
@@ -169,7 +169,8 @@ class HttpProtocol(asyncio.Protocol):
         if self._conns.draining:
             self._transport.close()
             return
-        # A new connection has HeaderTimeout to send its first request line and headers.
+        # A new connection has HeaderTimeout, from now, to send its first request line and
+        # headers (on_message_begin does not restart it for the first request).
         self._set_timer(self.cfg.header_timeout_ms, self._on_header_timeout)
 
     def eof_received(self) -> bool:
@@ -253,6 +254,13 @@ class HttpProtocol(asyncio.Protocol):
         """Parse ``data``; False when the connection takes no more input."""
         if self._transport is None or self._transport.is_closing():
             return False
+        room = self.cfg.max_header_size - self._header_bytes
+        if len(data) > room > 0 and self._phase != _BODY:
+            # A head in progress may end in this piece past the limit. Parse the bytes it may
+            # still take first: if it is still incomplete after them, its raw count is at the
+            # limit and on_headers_complete refuses it (whitespace, which the parsed size
+            # leaves out, is counted too). Only a long head (or a piece over the limit) gets here.
+            return self._feed(data[:room]) and self._feed(data[room:])
         entry_phase, completed = self._phase, self._completed
         try:
             self._parser.feed_data(data)
@@ -310,7 +318,11 @@ class HttpProtocol(asyncio.Protocol):
         self._chunked = False
         self._chunks = 0
         self._wire_body = 0
-        self._set_timer(self.cfg.header_timeout_ms, self._on_header_timeout)
+        if self._completed:
+            # A later request on a kept-alive connection: its idle wait was KeepAliveTimeout's,
+            # its headers get HeaderTimeout from this first byte. The first request's deadline
+            # runs from connection_made, so a client cannot idle and then take it again.
+            self._set_timer(self.cfg.header_timeout_ms, self._on_header_timeout)
 
     def on_url(self, url: bytes) -> None:
         if not self._url:
@@ -339,7 +351,10 @@ class HttpProtocol(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._head_size += 2  # the blank line
-        if self._head_size > self.cfg.max_header_size:
+        if self._head_size > self.cfg.max_header_size or (
+            self._header_bytes >= self.cfg.max_header_size
+        ):
+            # the second: the raw head was still incomplete at the limit (see _feed)
             raise HTTPError(431, close=True)
         self._phase = _BODY
         self._header_bytes = 0

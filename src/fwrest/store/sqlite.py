@@ -125,6 +125,10 @@ class SqliteStore:
 
     def revoke_family(self, family: str, until: float) -> None:
         with self._tx() as db:
+            # the revocations that have ended are forgotten here (a replay is rare; the reads,
+            # every 0.5 s from every worker, skip them and write nothing): the table holds the
+            # revocations in force and those ended since the last replay
+            db.execute("DELETE FROM revoked WHERE until <= ?", (time.time(),))
             db.execute(
                 "INSERT INTO revoked VALUES (?, ?) ON CONFLICT(family) DO UPDATE SET "
                 "until = max(until, excluded.until)",

@@ -32,6 +32,7 @@ from fwrest.auth.oauth2.params import (
     request_params,
 )
 from fwrest.auth.oauth2.passwords import dummy_check, is_hashed, same_secret, verify_password
+from fwrest.auth.throttle import crossed, port_keys
 from fwrest.errors import HTTPError, store_unavailable
 from fwrest.store import RefreshRecord, StateStore, StoreError
 
@@ -107,6 +108,8 @@ class TokenService:
         self.store = store
         self.source = source
         self.max_failures = max_failures
+        # failures counted under this port's keys: another port's maxFailures is its own
+        self._user_key, self._ip_key = port_keys(port_name)
         self.allow_get = allow_get
         self._warned_get = False
         self.revoked: dict[str, float] = {}
@@ -377,7 +380,7 @@ class TokenService:
             return await self._issue(deadline, subject, client_id, family, ttl_ms, refresh_at)
         claim = uuid.uuid4().hex
         token_hash, subject, family = await self._rotate(
-            deadline, params, allowed, creds, client_id, claim
+            deadline, params, allowed, creds, client_id, claim, ttl_ms, refresh_at
         )
         try:
             return await self._issue(deadline, subject, client_id, family, ttl_ms, refresh_at)
@@ -412,7 +415,7 @@ class TokenService:
         username, password = params.get("username"), params.get("password")
         if not username or password is None:
             raise OAuthError("invalid_request", "username and password are required")
-        user_key, ip_key = f"user:{username}", f"ip:{client_ip}"
+        user_key, ip_key = self._user_key + username, self._ip_key + client_ip
         (count_user, wait_user), (count_ip, wait_ip) = await self._store(
             deadline, _both, self.store.failures, user_key, ip_key, WINDOW_S
         )
@@ -443,15 +446,24 @@ class TokenService:
             (n_user, _), (n_ip, _) = await self._store(
                 deadline, _both, self.store.hit_failure, user_key, ip_key, WINDOW_S
             )
-            if self.max_failures in (n_user, n_ip):
+            # once per lock-out: the increment that takes a count from below maxFailures to it
+            # or past it (counters are atomic: one increment per window does so)
+            locked = [
+                what
+                for what, count in (
+                    (f"user {log.escape(username)!r}", n_user),
+                    (f"client {client_ip}", n_ip),
+                )
+                if crossed(count, self.max_failures)
+            ]
+            if locked:
                 log.auth_log.warning(
-                    "[%s] %d failed password grants within %.0f s for user %r or client %s: "
+                    "[%s] %d failed password grants within %.0f s for %s: "
                     "further attempts get 429 until the window passes",
                     self.port_name,
                     self.max_failures,
                     WINDOW_S,
-                    log.escape(username),
-                    client_ip,
+                    " and ".join(locked),
                 )
             raise OAuthError("invalid_grant", _WRONG)
         return username
@@ -473,8 +485,14 @@ class TokenService:
         creds: tuple[str, str] | None,
         client_id: str,
         claim: str,
+        ttl_ms: int,
+        refresh_at: float,
     ) -> tuple[str, str, str]:
-        """Spend the request's refresh token: (its hash, subject, family)."""
+        """Spend the request's refresh token: (its hash, subject, family).
+
+        ``ttl_ms`` and ``refresh_at`` are the lifetimes this request's tokens would get: a
+        replay's revocation must outlast every token of the family (see :func:`revoked_until`).
+        """
         token = params.get("refresh_token")
         if not token:
             raise OAuthError("invalid_request", "refresh_token is missing")
@@ -487,7 +505,7 @@ class TokenService:
         if status == "missing" or record is None:
             raise OAuthError("invalid_grant", "the refresh token is invalid")
         if status == "spent":
-            until = time.time() + 86400
+            until = revoked_until(record, ttl_ms, refresh_at)
             await self._store(deadline, self.store.revoke_family, record.family, until)
             self.revoked[record.family] = until
             log.auth_log.warning(
@@ -551,6 +569,25 @@ class TokenService:
         return 200, [("content-type", "application/json"), *_NO_STORE], body
 
 
+def revoked_until(replayed: RefreshRecord, ttl_ms: int, refresh_at: float) -> float:
+    """Until when a replay of ``replayed`` keeps its family revoked (SPEC 4.2, 7): until every
+    token of the family has expired, so that no unspent refresh token or access token of it
+    works again once the store forgets the revocation.
+
+    Every rotation gives the new refresh token a fresh expiry (``refresh_expires`` read at
+    that request), so a family's refresh tokens are not bounded by the first one's. Each
+    expiry was computed at or before now, and ``refresh_expires`` gives later deadlines for
+    later issue times (``Date()+N``, a duration) or the same one (a fixed date): none exceeds
+    ``refresh_at``, this request's own deadline, nor the replayed token's own. An access
+    token is issued by a password grant (now or earlier) or by a refresh with a refresh token
+    that had not expired, so it expires at most an access lifetime after the latest refresh
+    token of the family does. Hence: the later of the two refresh deadlines, plus the access
+    lifetime. (Tokens issued under longer lifetimes than the current ``onAuthparams`` gives
+    are not covered: shortening the lifetimes does not shorten tokens already issued.)
+    """
+    return max(replayed.expires_at, refresh_at) + ttl_ms / 1000
+
+
 def bearer_token(header: str | None) -> str | None:
     """``Bearer abc`` -> ``abc`` (scheme case-insensitive); None for anything else."""
     if not header:
@@ -562,4 +599,4 @@ def bearer_token(header: str | None) -> str | None:
     return token
 
 
-__all__ += ["bearer_token", "parse_basic"]
+__all__ += ["bearer_token", "parse_basic", "revoked_until"]

@@ -1,0 +1,218 @@
+"""A replayed family stays revoked as long as any of its tokens can be valid (SPEC 4.2, 7).
+
+"Presenting a spent refresh token revokes its whole family"; "a replay revokes the family and
+every access token of that family". The revocation once lasted 24 h from the replay, while
+``refresh_expires`` ``"Date()+1"`` gives a refresh token up to ~48 h (and every rotation a
+fresh one) and ``access_expires`` may be over a day: the attacker's unspent refresh token and
+the family's access tokens then worked again a day after the replay.
+
+The real :class:`TokenService` on each store (memory, sqlite, a real ``redis-server``), with
+the clock faked where the code reads it (``time.time``; the ``datetime.now`` of PyJWT, which
+checks ``exp``, and of ``refresh_expires``): a family whose refresh token was rotated is
+replayed, and 25 h later (past the former 24 h bound) its refresh token and access token are
+still refused, by the worker that saw the replay and by one that learnt it from the store; the
+store forgets the revocation only after every token of the family has expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, tzinfo
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jwt
+import orjson
+import pytest
+
+from fwrest.auth.oauth2 import expiry
+from fwrest.auth.oauth2.params import ParamsSource
+from fwrest.auth.oauth2.tokens import InvalidToken, TokenService
+from fwrest.store import StateStore
+from fwrest.store.memory import MemoryStore
+from fwrest.store.redis import RedisStore
+from fwrest.store.sqlite import SqliteStore
+from tests.redis_support import RedisServer
+
+FORM = {"content-type": "application/x-www-form-urlencoded"}
+HOUR = 3600.0
+ACCESS_H = 30  # access_expires over a day
+PARAMS = {
+    "client_id": "web",
+    "username": "ada",
+    "password": "Ada-Pw-1",
+    "access_expires": f"{ACCESS_H}h",
+    "refresh_expires": "Date()+1",  # the end of tomorrow: up to ~48 h
+}
+
+
+class Clock:
+    """The one clock of the test: ``time.time`` and ``datetime.now`` read it."""
+
+    def __init__(self, start: float) -> None:
+        self.now = start
+
+    def time(self) -> float:
+        return self.now
+
+    def advance(self, hours: float) -> None:
+        self.now += hours * HOUR
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    # 10:00 local time: "Date()+1" is then 38 h away, and a rotation 20 h later gets 24 h more
+    fake = Clock(datetime(2026, 11, 20, 10, 0).astimezone().timestamp())
+
+    class FakeDatetime(datetime):
+        @classmethod
+        def now(cls, tz: tzinfo | None = None) -> Any:
+            return datetime.fromtimestamp(fake.now, tz)
+
+    monkeypatch.setattr(time, "time", fake.time)
+    monkeypatch.setattr(jwt.api_jwt, "datetime", FakeDatetime)
+    monkeypatch.setattr(expiry, "datetime", FakeDatetime)
+    return fake
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
+    if request.param == "memory":
+        yield MemoryStore()
+        return
+    if request.param == "sqlite":
+        sqlite_store = SqliteStore(tmp_path / "state.sqlite3")
+        yield sqlite_store
+        sqlite_store.close()
+        return
+    server = RedisServer(tmp_path).start()
+    redis_store = RedisStore(server.url)
+    try:
+        yield redis_store
+    finally:
+        redis_store.close()
+        server.stop()
+
+
+def worker(store: StateStore) -> TokenService:
+    return TokenService(
+        port_name="OAUTH",
+        key=b"k" * 32,
+        store=store,
+        source=ParamsSource(lambda: PARAMS, None),
+        max_failures=10,
+        allow_get=False,
+    )
+
+
+async def post(service: TokenService, **form: str) -> tuple[int, dict[str, Any]]:
+    status, _headers, body = await service.token_endpoint(
+        "POST", "", urlencode(form).encode(), FORM, "127.0.0.1"
+    )
+    return status, orjson.loads(body)
+
+
+async def refresh(service: TokenService, token: str) -> tuple[int, dict[str, Any]]:
+    return await post(service, grant_type="refresh_token", refresh_token=token)
+
+
+async def learn(service: TokenService) -> None:
+    """What a worker's revocation cache does every 0.5 s: read the store's revocations."""
+    service.revoked = await asyncio.to_thread(service.store.revoked_families)
+
+
+def refused(service: TokenService, access: str) -> str:
+    with pytest.raises(InvalidToken) as info:
+        service.verify(access)
+    return str(info.value)
+
+
+def test_a_replayed_family_stays_revoked_until_every_token_of_it_has_expired(
+    store: StateStore, clock: Clock
+) -> None:
+    async def scenario() -> None:
+        replaying, other = worker(store), worker(store)
+        try:
+            status, first = await post(
+                replaying, grant_type="password", username="ada", password="Ada-Pw-1"
+            )
+            assert status == 200, first
+            r1 = first["refresh_token"]
+            clock.advance(20)  # the next morning: the rotated token gets a later deadline
+            status, second = await refresh(replaying, r1)
+            assert status == 200, second
+            r2, a2 = second["refresh_token"], second["access_token"]
+            family = jwt.decode(a2, options={"verify_signature": False})["fam"]
+            a2_exp = jwt.decode(a2, options={"verify_signature": False})["exp"]
+            r2_exp = expiry.refresh_deadline("Date()+1")  # what the rotation gave R2
+            assert r2_exp > clock.now + 24 * HOUR  # R2 outlives the former 24 h bound
+            assert other.verify(a2)["sub"] == "ada"  # A2 is good on either worker
+
+            clock.advance(1)
+            status, body = await refresh(replaying, r1)  # the replay (an attacker's copy)
+            assert status == 400 and body["error"] == "invalid_grant", body
+            replayed_at = clock.now
+            until = (await asyncio.to_thread(store.revoked_families))[family]
+            print(
+                f"{store.kind}: replay at +21 h revokes the family for "
+                f"{(until - replayed_at) / HOUR:.1f} h (R2 expires in "
+                f"{(r2_exp - replayed_at) / HOUR:.1f} h, A2 in {(a2_exp - replayed_at) / HOUR:.1f} h)"
+            )
+            assert until >= max(r2_exp, a2_exp)
+
+            clock.advance(25)  # past the former bound (24 h); R2 and A2 not yet expired
+            assert clock.now < min(r2_exp, a2_exp)
+            await learn(other)
+            await learn(replaying)
+            assert "revoked" in refused(other, a2)
+            assert "revoked" in refused(replaying, a2)
+            status, body = await refresh(other, r2)
+            assert status == 400 and body["error"] == "invalid_grant", body
+            assert "revoked" in body["error_description"], body
+            status, body = await refresh(replaying, r2)  # again: now a replay of R2
+            assert status == 400 and body["error"] == "invalid_grant", body
+
+            # every token of the family has expired: the revocation ends, and the store forgets
+            # it (its records stay bounded by the tokens that can still be valid)
+            until = (await asyncio.to_thread(store.revoked_families))[family]
+            clock.now = until + 1
+            await learn(other)
+            await learn(replaying)
+            assert family not in other.revoked and family not in replaying.revoked
+            assert "expired" in refused(other, a2)
+            if isinstance(store, SqliteStore):  # ended rows go at the next replay's write
+                store.revoke_family("another", clock.now + HOUR)
+                with sqlite3.connect(store.path) as db:
+                    rows = db.execute("SELECT family FROM revoked").fetchall()
+                assert rows == [("another",)], rows
+            status, body = await refresh(other, r2)  # spent and expired: refused all the same
+            assert status == 400 and body["error"] == "invalid_grant", body
+        finally:
+            replaying.stop()
+            other.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_bound_covers_the_latest_refresh_deadline_and_an_access_lifetime(
+    clock: Clock,
+) -> None:
+    """The bound itself: the later of the replayed token's deadline and the one a rotation
+    would give now, plus the access lifetime (the last access token of the family can be
+    issued just before its last refresh token expires)."""
+    from fwrest.auth.oauth2.tokens import revoked_until
+    from fwrest.store import RefreshRecord
+
+    now = clock.now
+    old = RefreshRecord("h", "fam", "web", "ada", now + 2 * HOUR)
+    later = now + 40 * HOUR
+    assert revoked_until(old, ACCESS_H * 3_600_000, later) == later + ACCESS_H * HOUR
+    # a deadline in the past (a fixed date) still leaves the replayed token's own
+    far = RefreshRecord("h", "fam", "web", "ada", now + 90 * 86400)
+    got = revoked_until(far, 60_000, now - HOUR)
+    assert got == now + 90 * 86400 + 60
+    assert got < now + timedelta(days=91).total_seconds()

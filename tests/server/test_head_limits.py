@@ -1,0 +1,261 @@
+"""SPEC 7 "request line + headers at most 16 KiB" and "header read deadline", over raw sockets.
+
+Two holes an audit found, and their fixes (``server/http.py``):
+
+* the head limit counts the raw bytes of the request line and headers, whitespace included,
+  whichever read completes the head: a header value padded with spaces (which the parser strips
+  and the parsed size leaves out) is no way past ``MaxHeaderSize``;
+* the header deadline of a connection's first request runs from the connection's start: a
+  client that idles before its first byte does not then get a second full ``HeaderTimeout``.
+  A later request on a kept-alive connection gets the deadline from its own first byte.
+
+One ``fwrest serve`` runs for the module: ``HTTP_REST`` with the default head limit (16 KiB) and
+``HTTP_SLOW`` with ``HeaderTimeout`` shortened to 1500 ms (SPEC 9: deadlines are tested shortened
+by configuration, with a generous hang guard, printing the figure seen).
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ServerProcess, free_config
+from tests.server.rawhttp import HANG_GUARD, RawConnection, RawResponse, request_bytes
+
+HEADER_LIMIT = 16384  # the default MaxHeaderSize
+HEADER_DEADLINE_MS = 1500
+KEEP_ALIVE_MS = 4000  # longer than the idle waits below: only the header deadline may fire
+IDLE_S = 1.0  # what a client waits before its first byte
+SLACK_S = 1.0  # how late a deadline may fire on this shared, noisy machine
+
+SERVERS = {
+    "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+    "HTTP_SLOW": {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "ROOT",
+        "HeaderTimeout": HEADER_DEADLINE_MS,
+        "KeepAliveTimeout": KEEP_ALIVE_MS,
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp: Path = tmp_path_factory.mktemp("head_limits")
+    proc = ServerProcess(free_config(tmp, servers=SERVERS)).wait_ready()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def port(server: ServerProcess) -> int:
+    return server.ports["HTTP_REST"]
+
+
+@pytest.fixture
+def slow_port(server: ServerProcess) -> int:
+    return server.ports["HTTP_SLOW"]
+
+
+def assert_431_and_closed(conn: RawConnection) -> None:
+    response = conn.read_response()
+    assert response.status_line == "HTTP/1.1 431 Request Header Fields Too Large", response.head
+    assert response.json()["code"] == 431
+    assert response.header("connection") == "close", response.head
+    assert conn.closed_by_server(), f"connection left open; then got {conn.buffer[:200]!r}"
+
+
+def assert_hello(response: RawResponse) -> None:
+    assert response.status_line == "HTTP/1.1 200 OK", response.head
+    assert response.json()["hello"] == "world"
+
+
+# -- the head limit counts whitespace, whichever read completes the head ------------------------
+def padded_head(total: int, start: bytes = b"GET /rest/hello", extra: bytes = b"") -> bytes:
+    """A request head of exactly ``total`` bytes (blank line included), nearly all of it the
+    spaces before the value of ``X-Pad`` (``X-Pad:`` + spaces + ``a``), which the parser strips.
+    ``extra``: more header lines (each ending in CRLF) before ``X-Pad``."""
+    base = start + b" HTTP/1.1\r\nHost: x\r\n" + extra + b"X-Pad:a\r\n\r\n"
+    data = base.replace(b"X-Pad:", b"X-Pad:" + b" " * (total - len(base)))
+    assert len(data) == total
+    return data
+
+
+def send_in_writes(conn: RawConnection, data: bytes, cuts: tuple[int, ...]) -> None:
+    """Send ``data`` in separate writes, cut at the offsets ``cuts`` (negative: from the end),
+    with a pause between them so that the server reads them separately."""
+    offsets = sorted(cut % len(data) for cut in cuts)
+    start = 0
+    for offset in [*offsets, len(data)]:
+        assert conn.send(data[start:offset]), "the server closed before the head was sent"
+        start = offset
+        time.sleep(0.05)
+
+
+# Where the head is cut into writes: all in one; the padding with the end of the head in one
+# write after the request line; the padding split, its second half with the end of the head;
+# the padding alone, then only its last byte and the end of the head.
+CUTS = {
+    "one-write": (),
+    "padding-with-the-end": (len(b"GET /rest/hello HTTP/1.1\r\nHost: x\r\n"),),
+    "padding-split": (9000,),
+    "padding-then-end": (40, -len(b" a\r\n\r\n")),
+}
+
+
+@pytest.mark.parametrize("cuts", list(CUTS.values()), ids=list(CUTS))
+def test_head_padded_with_whitespace_far_over_the_limit_gets_431_and_close(
+    port: int, cuts: tuple[int, ...]
+) -> None:
+    """``X-Pad:`` + 22,000 spaces + ``a``: the parsed head is tiny, the raw one 22 KB."""
+    data = b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nX-Pad:" + b" " * 22000 + b"a\r\n\r\n"
+    with RawConnection(port) as conn:
+        send_in_writes(conn, data, cuts)
+        assert_431_and_closed(conn)
+
+
+@pytest.mark.parametrize("cuts", list(CUTS.values()), ids=list(CUTS))
+def test_head_padded_with_whitespace_one_byte_over_the_limit_gets_431_and_close(
+    port: int, cuts: tuple[int, ...]
+) -> None:
+    with RawConnection(port) as conn:
+        send_in_writes(conn, padded_head(HEADER_LIMIT + 1), cuts)
+        assert_431_and_closed(conn)
+
+
+@pytest.mark.parametrize("cuts", list(CUTS.values()), ids=list(CUTS))
+def test_head_padded_with_whitespace_at_the_limit_is_served(
+    port: int, cuts: tuple[int, ...]
+) -> None:
+    with RawConnection(port) as conn:
+        send_in_writes(conn, padded_head(HEADER_LIMIT), cuts)
+        response = conn.read_response()
+        assert_hello(response)
+        assert response.header("connection") is None
+        # and the connection stays usable
+        assert_hello(conn.request("GET", "/rest/hello"))
+
+
+@pytest.mark.parametrize("size", [HEADER_LIMIT - 100, HEADER_LIMIT - 1])
+def test_head_padded_with_whitespace_just_under_the_limit_is_served(port: int, size: int) -> None:
+    with RawConnection(port) as conn:
+        send_in_writes(conn, padded_head(size), (9000,))
+        assert_hello(conn.read_response())
+
+
+def test_padded_head_with_a_body_in_the_same_write_is_measured_without_the_body(
+    port: int,
+) -> None:
+    """A head at the limit followed in the same write by its body: only the head counts."""
+    body = b"b" * 500
+    head = padded_head(HEADER_LIMIT, b"POST /rest/echo", b"Content-Length: 500\r\n")
+    with RawConnection(port) as conn:
+        send_in_writes(conn, head + body, (100,))
+        response = conn.read_response()
+        assert response.status_line == "HTTP/1.1 200 OK", response.head
+        assert response.json()["body"] == "b" * 500
+
+
+# -- the header deadline: from the connection's start, then from each request's first byte -------
+REQUEST_LINE = b"GET /rest/hello HTTP/1.1\r\n"
+REST_OF_HEAD = request_bytes("GET", "/rest/hello", [("X-Slow", "s" * 30)])[len(REQUEST_LINE) :]
+
+
+def _trickle(conn: RawConnection, data: bytes, until: float) -> bool:
+    """Send ``data`` evenly so that its last byte goes at monotonic time ``until``; stop early
+    (False) when the server answers or closes."""
+    pause = max(0.0, until - time.monotonic()) / len(data)
+    for byte in data:
+        if select.select([conn.sock], [], [], pause)[0]:
+            return False
+        if not conn.send(bytes([byte])):
+            return False
+    return True
+
+
+def test_idling_before_the_first_byte_does_not_earn_a_second_header_deadline(
+    slow_port: int,
+) -> None:
+    """Idle 1.0 s, then a head trickled to complete at 2.0 s: 408 at 1.5 s from connecting."""
+    deadline = HEADER_DEADLINE_MS / 1000
+    with RawConnection(slow_port) as conn:
+        connected = time.monotonic()
+        time.sleep(IDLE_S)
+        assert conn.send(REQUEST_LINE[:1])
+        completed = _trickle(conn, REQUEST_LINE[1:] + REST_OF_HEAD, connected + 2 * IDLE_S)
+        response = conn.read_response()
+        elapsed = time.monotonic() - connected
+        print(
+            f"header deadline {HEADER_DEADLINE_MS} ms, first byte after {IDLE_S} s: "
+            f"{response.status} after {elapsed * 1000:.0f} ms from connecting"
+        )
+        assert not completed, "the whole head was sent before the server answered"
+        assert response.status_line == "HTTP/1.1 408 Request Timeout", response.head
+        assert response.json()["detailedMessage"] == "the request headers took too long"
+        assert response.header("connection") == "close"
+        assert conn.closed_by_server()
+        assert elapsed >= deadline * 0.9, "the deadline fired early"
+        assert elapsed <= deadline + SLACK_S, "the deadline ran from the first byte"
+
+
+def test_first_request_completed_within_the_deadline_after_idling_is_served(
+    slow_port: int,
+) -> None:
+    with RawConnection(slow_port) as conn:
+        time.sleep(IDLE_S)
+        assert_hello(conn.request("GET", "/rest/hello"))
+
+
+def test_kept_alive_request_gets_its_own_full_deadline_from_its_first_byte(
+    slow_port: int,
+) -> None:
+    """After a served request and an idle wait, a head trickled over 1.0 s is served, although
+    the connection is by then far older than the header deadline."""
+    with RawConnection(slow_port) as conn:
+        connected = time.monotonic()
+        assert_hello(conn.request("GET", "/rest/hello"))
+        time.sleep(IDLE_S)  # idle under the keep-alive timeout
+        first_byte = time.monotonic()
+        assert conn.send(REQUEST_LINE[:1])
+        assert _trickle(conn, REQUEST_LINE[1:] + REST_OF_HEAD, first_byte + IDLE_S), (
+            "the server answered before the head was complete"
+        )
+        response = conn.read_response()
+        now = time.monotonic()
+        print(
+            f"kept-alive request: head done {now - first_byte:.2f} s after its first byte, "
+            f"{now - connected:.2f} s after connecting: {response.status}"
+        )
+        assert_hello(response)
+        assert response.header("connection") is None
+
+
+def test_kept_alive_request_trickling_headers_gets_408_from_its_first_byte(
+    slow_port: int,
+) -> None:
+    deadline = HEADER_DEADLINE_MS / 1000
+    with RawConnection(slow_port) as conn:
+        assert_hello(conn.request("GET", "/rest/hello"))
+        time.sleep(IDLE_S)
+        first_byte = time.monotonic()
+        assert conn.send(REQUEST_LINE[:1])
+        # the head would complete 3 s after its first byte: the deadline comes first
+        completed = _trickle(conn, REQUEST_LINE[1:] + REST_OF_HEAD, first_byte + 3.0)
+        response = conn.read_response()
+        elapsed = time.monotonic() - first_byte
+        print(
+            f"kept-alive request, header deadline {HEADER_DEADLINE_MS} ms: "
+            f"{response.status} after {elapsed * 1000:.0f} ms from its first byte"
+        )
+        assert not completed, "the whole head was sent before the server answered"
+        assert response.status_line == "HTTP/1.1 408 Request Timeout", response.head
+        assert response.header("connection") == "close"
+        assert conn.closed_by_server()
+        assert elapsed >= deadline * 0.9, "the deadline fired early"
+        assert elapsed <= deadline + SLACK_S
+        assert elapsed < HANG_GUARD
