@@ -18,22 +18,18 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import orjson
-import pytest
 
 from fwrest.auth.oauth2.params import ParamsSource
 from fwrest.auth.oauth2.tokens import STORE_CALL_MIN_S, STORE_DEADLINE_S, TokenService
 from fwrest.errors import HTTPError
 from fwrest.store import RefreshRecord, StateStore, StoreError
 from fwrest.store.memory import MemoryStore
-from fwrest.store.redis import RedisStore
 from fwrest.store.sqlite import SqliteStore
-from tests.redis_support import RedisServer
 
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 SPEC_503_S = 1.5  # SPEC 7
@@ -41,25 +37,6 @@ SPEC_503_S = 1.5  # SPEC 7
 
 def record(token_hash: str = "h1") -> RefreshRecord:
     return RefreshRecord(token_hash, "fam", "web", "ada", time.time() + 3600)
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    if request.param == "sqlite":
-        sqlite_store = SqliteStore(tmp_path / "state.sqlite3")
-        yield sqlite_store
-        sqlite_store.close()
-        return
-    server = RedisServer(tmp_path).start()
-    redis_store = RedisStore(server.url)
-    try:
-        yield redis_store
-    finally:
-        redis_store.close()
-        server.stop()
 
 
 def test_a_spend_belongs_to_its_claim(store: StateStore) -> None:

@@ -19,9 +19,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta, tzinfo
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -33,10 +31,7 @@ from fwrest.auth.oauth2 import expiry
 from fwrest.auth.oauth2.params import ParamsSource
 from fwrest.auth.oauth2.tokens import InvalidToken, TokenService
 from fwrest.store import StateStore
-from fwrest.store.memory import MemoryStore
-from fwrest.store.redis import RedisStore
 from fwrest.store.sqlite import SqliteStore
-from tests.redis_support import RedisServer
 
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 HOUR = 3600.0
@@ -77,25 +72,6 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     monkeypatch.setattr(jwt.api_jwt, "datetime", FakeDatetime)
     monkeypatch.setattr(expiry, "datetime", FakeDatetime)
     return fake
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    if request.param == "sqlite":
-        sqlite_store = SqliteStore(tmp_path / "state.sqlite3")
-        yield sqlite_store
-        sqlite_store.close()
-        return
-    server = RedisServer(tmp_path).start()
-    redis_store = RedisStore(server.url)
-    try:
-        yield redis_store
-    finally:
-        redis_store.close()
-        server.stop()
 
 
 def worker(store: StateStore) -> TokenService:

@@ -61,33 +61,51 @@ class Service:
         self.basic = proc.url("BASIC")
 
 
-@pytest.fixture
-def service(ca: trustme.CA, tmp_path: Path) -> Iterator[Service]:
+def start_service(
+    ca: trustme.CA,
+    tmp_path: Path,
+    *,
+    oauth_max: int,
+    basic_max: int,
+    params: dict[str, Any],
+    users: dict[str, str],
+    workers: int,
+) -> tuple[ServerProcess, Service]:
+    """An oAuth2 port and a Basic port, each with its own ``maxFailures``, on a sqlite store."""
     certs = issue_certs(ca, tmp_path / "certs")
     oauth = oauth_section(
-        certs, onAuthparams="app.params", onAuthNoCheckUri="app.public", maxFailures=MAX_FAILURES
+        certs, onAuthparams="app.params", onAuthNoCheckUri="app.public", maxFailures=oauth_max
     )
+    auth = {"scheme": "basic", "OnAuth": "app.basic_check", "maxFailures": basic_max}
     basic = {
         "HostName": "127.0.0.1",
         "Port": 0,
         "Locations": "ROOT",
-        "FwData": {
-            "Authorization": {
-                "scheme": "basic",
-                "OnAuth": "app.basic_check",
-                "maxFailures": MAX_FAILURES,
-            }
-        },
+        "FwData": {"Authorization": auth},
     }
     config = free_config(
         tmp_path,
-        app=app_with(PARAMS, BASIC_USERS),
+        app=app_with(params, users),
         servers={"OAUTH": oauth, "BASIC": basic},
         extra={"HTTPSERVER": {"StateStore": "sqlite"}},
     )
-    proc = ServerProcess(config, workers=2).wait_ready()
+    proc = ServerProcess(config, workers=workers).wait_ready()
+    return proc, Service(proc, certs)
+
+
+@pytest.fixture
+def service(ca: trustme.CA, tmp_path: Path) -> Iterator[Service]:
+    proc, svc = start_service(
+        ca,
+        tmp_path,
+        oauth_max=MAX_FAILURES,
+        basic_max=MAX_FAILURES,
+        params=PARAMS,
+        users=BASIC_USERS,
+        workers=2,
+    )
     try:
-        yield Service(proc, certs)
+        yield svc
     finally:
         assert proc.stop() == 0
 
@@ -221,35 +239,21 @@ SHARED_USERS = {"ada": "Ada-Pw-1", "bob": "Bob-Pw-2", "carol": "Carol-Pw-3", "da
 
 @pytest.fixture
 def two_ports(ca: trustme.CA, tmp_path: Path) -> Iterator[Service]:
-    certs = issue_certs(ca, tmp_path / "certs")
-    oauth = oauth_section(
-        certs, onAuthparams="app.params", onAuthNoCheckUri="app.public", maxFailures=OAUTH_MAX
-    )
-    basic = {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "FwData": {
-            "Authorization": {
-                "scheme": "basic",
-                "OnAuth": "app.basic_check",
-                "maxFailures": BASIC_MAX,
-            }
-        },
-    }
     params = {
         "client_id": "web",
         "users": [{"username": u, "password": p} for u, p in SHARED_USERS.items()],
     }
-    config = free_config(
+    proc, svc = start_service(
+        ca,
         tmp_path,
-        app=app_with(params, SHARED_USERS),
-        servers={"OAUTH": oauth, "BASIC": basic},
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+        oauth_max=OAUTH_MAX,
+        basic_max=BASIC_MAX,
+        params=params,
+        users=SHARED_USERS,
+        workers=1,
     )
-    proc = ServerProcess(config).wait_ready()
     try:
-        yield Service(proc, certs)
+        yield svc
     finally:
         assert proc.stop() == 0
 
