@@ -9,6 +9,8 @@ from fwrest.store.base import RefreshRecord
 
 __all__ = ["MemoryStore"]
 
+_SWEEP_MIN = 1024
+
 
 class MemoryStore:
     kind = "memory"
@@ -24,6 +26,9 @@ class MemoryStore:
         self._locks: dict[str, float] = {}
         self._blobs: dict[str, bytes] = {}
         self._inserts = 0
+        # failure counts are swept of ended windows when they have doubled since the last
+        # sweep: many user names or addresses that failed once do not pile up
+        self._failures_swept = _SWEEP_MIN
 
     def ping(self) -> None:
         return None
@@ -72,6 +77,9 @@ class MemoryStore:
                 start, count = now, 0
             count += 1
             self._failures[key] = (start, count)
+            if len(self._failures) > self._failures_swept:
+                self._failures = {k: v for k, v in self._failures.items() if now - v[0] < window_s}
+                self._failures_swept = max(_SWEEP_MIN, 2 * len(self._failures))
             return count, start + window_s - now
 
     def failures(self, key: str, window_s: float) -> tuple[int, float]:
@@ -87,8 +95,11 @@ class MemoryStore:
             self._failures.pop(key, None)
 
     def add_lock(self, key: str, until: float) -> None:
+        now = time.time()
         with self._lock:
             self._locks[key] = max(until, self._locks.get(key, 0.0))
+            if len(self._locks) > _SWEEP_MIN:  # ended lock-outs, if no reader swept them
+                self._locks = {k: u for k, u in self._locks.items() if u > now}
 
     def locks(self) -> dict[str, float]:
         now = time.time()

@@ -30,6 +30,8 @@ CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, start REAL NOT NULL,
     count INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, until REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS failures_start ON failures(start);
+CREATE INDEX IF NOT EXISTS locks_until ON locks(until);
 CREATE TABLE IF NOT EXISTS blobs (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 """
@@ -149,6 +151,10 @@ class SqliteStore:
         with self._tx() as db:
             row = db.execute("SELECT start, count FROM failures WHERE key = ?", (key,)).fetchone()
             start, count = (now, 0) if row is None or now - row[0] >= window_s else row
+            if count == 0:
+                # a new window: forget the ended ones (by the index; a failure is the slow
+                # path anyway), so that names or addresses that failed once do not pile up
+                db.execute("DELETE FROM failures WHERE start <= ?", (now - window_s,))
             count += 1
             db.execute("INSERT OR REPLACE INTO failures VALUES (?, ?, ?)", (key, start, count))
         return count, start + window_s - now
@@ -173,6 +179,7 @@ class SqliteStore:
 
     def add_lock(self, key: str, until: float) -> None:
         with self._tx() as db:
+            db.execute("DELETE FROM locks WHERE until <= ?", (time.time(),))  # ended ones
             db.execute(
                 "INSERT INTO locks VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
                 "until = max(until, excluded.until)",

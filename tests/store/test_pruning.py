@@ -1,0 +1,59 @@
+"""Failure counts and lock-outs of ended windows do not pile up in the memory and sqlite stores
+(Redis keys carry their own TTL): a spray of user names or addresses that each fail once
+would otherwise grow the store for as long as the service runs."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from fwrest.store.memory import MemoryStore
+from fwrest.store.sqlite import SqliteStore
+
+WINDOW_S = 0.3
+
+
+def test_memory_store_forgets_ended_failure_windows() -> None:
+    store = MemoryStore()
+    for i in range(3000):
+        assert store.hit_failure(f"x|user:old{i}", WINDOW_S)[0] == 1
+    time.sleep(WINDOW_S + 0.05)
+    for i in range(3000):
+        store.hit_failure(f"x|user:new{i}", WINDOW_S)
+    held = store._failures
+    assert len(held) <= 3000 + 1024, len(held)  # without sweeping: 6000
+    assert not any(key.startswith("x|user:old") for key in held)
+    # the live windows keep counting
+    assert store.hit_failure("x|user:new7", WINDOW_S)[0] == 2
+    assert store.failures("x|user:new7", WINDOW_S)[0] == 2
+
+
+def test_memory_store_forgets_ended_locks_when_adding() -> None:
+    store = MemoryStore()
+    now = time.time()
+    for i in range(1500):
+        store.add_lock(f"x|ip:10.0.{i // 256}.{i % 256}", now - 1)  # already ended
+    store.add_lock("x|ip:192.0.2.1", now + 60)
+    assert len(store._locks) < 1500  # swept as they were added: 1501 without
+    assert store.locks() == {"x|ip:192.0.2.1": now + 60}
+
+
+def test_sqlite_store_forgets_ended_failure_windows_and_locks(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    store = SqliteStore(path)
+    try:
+        for i in range(200):
+            store.hit_failure(f"x|user:old{i}", WINDOW_S)
+        store.add_lock("x|user:old1", time.time() + WINDOW_S)
+        time.sleep(WINDOW_S + 0.05)
+        assert store.hit_failure("x|user:new", WINDOW_S)[0] == 1
+        assert store.hit_failure("x|user:new", WINDOW_S)[0] == 2
+        store.add_lock("x|user:new", time.time() + 60)
+        with sqlite3.connect(path) as db:
+            failures = db.execute("SELECT key FROM failures").fetchall()
+            locks = db.execute("SELECT key FROM locks").fetchall()
+        assert failures == [("x|user:new",)]
+        assert locks == [("x|user:new",)]
+    finally:
+        store.close()
