@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fwrest.errors import ConfigError
-from fwrest.repository import Environment, Repository
+from fwrest.repository import Environment, Repository, is_async
 
 __all__ = ["AuthSettings", "parse_authorization"]
 
@@ -144,7 +143,7 @@ def parse_authorization(
             scheme="basic",
             on_auth_name=name,
             on_auth=on_auth,
-            on_auth_is_async=inspect.iscoroutinefunction(on_auth),
+            on_auth_is_async=is_async(on_auth),
             on_admin=on_admin,
             max_failures=max_failures,
             options={k: v for k, (_w, v) in folded.items()},
@@ -196,7 +195,7 @@ def parse_authorization(
         scheme="oAuth2",
         on_auth_name=on_auth_name,
         on_auth=custom,
-        on_auth_is_async=inspect.iscoroutinefunction(custom),
+        on_auth_is_async=is_async(custom),
         on_admin=on_admin,
         max_failures=max_failures,
         options={k: v for k, (_w, v) in folded.items()},

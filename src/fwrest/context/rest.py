@@ -10,6 +10,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from fwrest.context.jsonbody import to_json
 from fwrest.context.request import Headers, RequestContext, current
 
 __all__ = ["RestObject", "rest"]
@@ -70,16 +71,23 @@ class RestObject:
         return self._ctx().auth_user
 
     # -- response ------------------------------------------------------------------------------
-    def set_response(self, body: str | bytes) -> None:
-        """Append to the response body (repeated calls append)."""
+    def set_response(self, body: Any) -> None:
+        """Append to the response body (repeated calls append): text and bytes as they are, a
+        dict or list as its JSON text, anything else as ``str()`` gives it."""
         ctx = self._ctx()
         if ctx.resp_body is None:
             ctx.resp_body = []
-        ctx.resp_body.append(body if isinstance(body, str | bytes) else str(body))
+        if isinstance(body, str | bytes):
+            ctx.resp_body.append(body)
+        elif isinstance(body, dict | list):
+            ctx.resp_body.append(to_json(body))
+        else:
+            ctx.resp_body.append(str(body))
 
     def set_status_code(self, status: int) -> None:
-        if not isinstance(status, int) or not 100 <= status <= 599:
-            raise ValueError(f"an HTTP status is a number in 100-599, not {status!r}")
+        if not isinstance(status, int) or isinstance(status, bool) or not 200 <= status <= 599:
+            # 1xx are interim answers, never a response of their own
+            raise ValueError(f"an HTTP status is a number in 200-599, not {status!r}")
         self._ctx().resp_status = status
 
     def set_header(self, name: str, value: str) -> None:

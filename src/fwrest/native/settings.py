@@ -21,6 +21,7 @@ from fwrest import log
 from fwrest.config.tunables import SETTINGS, SettingsError, validate
 from fwrest.context.request import RequestContext, Response, current
 from fwrest.errors import HTTPError, store_unavailable
+from fwrest.repository import is_async
 from fwrest.store import StoreError
 
 __all__ = ["config_change", "config_page"]
@@ -147,7 +148,7 @@ async def config_change() -> Response:
         try:
             allowed = (
                 await on_admin(ctx.auth_user)
-                if asyncio.iscoroutinefunction(on_admin)
+                if is_async(on_admin)
                 else await asyncio.to_thread(on_admin, ctx.auth_user)
             )
         except Exception as exc:

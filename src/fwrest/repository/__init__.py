@@ -6,7 +6,7 @@ no authorization and no HTTP.
 """
 
 from fwrest.repository.decorators import Endpoint, delete, get, patch, post, put, registered
-from fwrest.repository.loader import Environment, Repository, endpoint_path
+from fwrest.repository.loader import Environment, Repository, endpoint_path, is_async
 
 __all__ = [
     "Endpoint",
@@ -15,6 +15,7 @@ __all__ = [
     "delete",
     "endpoint_path",
     "get",
+    "is_async",
     "patch",
     "post",
     "put",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -300,3 +301,31 @@ def _short(exc: BaseException) -> str:
     if isinstance(exc, SyntaxError) and exc.filename:
         where = f" ({exc.filename}:{exc.lineno})"
     return f"{type(exc).__name__}: {exc}{where}"
+
+
+def is_async(func: Callable[..., Any] | None) -> bool:
+    """Whether calling ``func`` gives a coroutine to await on the event loop: an ``async def``,
+    also behind decorators that keep ``__wrapped__`` (``functools.wraps``) or a
+    ``functools.partial``.
+
+    >>> import functools
+    >>> async def f() -> None: ...
+    >>> def logged(g):
+    ...     @functools.wraps(g)
+    ...     def wrapper(*a, **k):
+    ...         return g(*a, **k)
+    ...     return wrapper
+    >>> is_async(f), is_async(logged(f)), is_async(functools.partial(f)), is_async(len)
+    (True, True, True, False)
+    """
+    for _ in range(32):  # a bounded walk: a __wrapped__ chain may loop
+        if func is None:
+            return False
+        if inspect.iscoroutinefunction(func):
+            return True
+        if isinstance(func, functools.partial):
+            func = func.func
+        else:
+            wrapped = getattr(func, "__wrapped__", None)
+            func = wrapped if callable(wrapped) else None
+    return False

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from fwrest import log
+from fwrest.context.jsonbody import NotJSON, to_json
 from fwrest.context.request import RequestContext, current
 from fwrest.errors import HTTPError, error_body
 from fwrest.routing import BadPath, LocationTable, Match, Router, normalise_path, split_target
@@ -239,10 +240,14 @@ class PortApp:
                 try:
                     if type(result) is dict and ctx.resp_headers is None:
                         # the common case, a dict sent as JSON: no header merging to do
-                        reply = Reply(ctx.resp_status, [JSON_TYPE], orjson.dumps(result))
+                        try:
+                            body = orjson.dumps(result)
+                        except orjson.JSONEncodeError:
+                            body = to_json(result)  # what orjson refuses, as json takes it
+                        reply = Reply(ctx.resp_status, [JSON_TYPE], body)
                     else:
                         reply = result_reply(result, ctx)
-                except (ResultError, orjson.JSONEncodeError) as exc:
+                except (ResultError, NotJSON) as exc:
                     reply = self._bad_result(method, path, exc)
             finally:
                 current.reset(token)
@@ -274,7 +279,7 @@ class PortApp:
     def _bad_result(method: str, path: str, exc: Exception) -> Reply:
         """A handler's result fwrest cannot send: 500, and the reason in the log."""
         why = str(exc)
-        if isinstance(exc, orjson.JSONEncodeError):
+        if isinstance(exc, NotJSON):
             why = f"a handler returned data that is not JSON: {why}"
         log.app_log.error("%s %s: %s", method, log.escape(path), why)
         return Reply(500, [JSON_TYPE], error_body(500))

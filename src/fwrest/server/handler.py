@@ -7,10 +7,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from fwrest.context.jsonbody import NotJSON, to_json
 from fwrest.context.request import RequestContext, Response
-from fwrest.repository import Endpoint
+from fwrest.repository import Endpoint, is_async
 
 __all__ = ["JSON_TYPE", "Handler", "Reply", "result_reply"]
 
@@ -51,7 +50,7 @@ class Handler:
         self.endpoint = endpoint
         self.usage_key = usage_key  # (location path, method, route, thread pool)
         self.func: Callable[..., Any] = endpoint.func
-        self.is_async = inspect.iscoroutinefunction(endpoint.func)
+        self.is_async = is_async(endpoint.func)
         names: set[str] = set()
         self.pass_all = False
         try:
@@ -81,13 +80,13 @@ class Handler:
 
 def _encode(value: Any) -> tuple[bytes, str]:
     if isinstance(value, dict | list):
-        return orjson.dumps(value), JSON
+        return to_json(value), JSON
     if isinstance(value, str):
         return value.encode("utf-8"), TEXT
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value), OCTETS
     if isinstance(value, bool | int | float):
-        return orjson.dumps(value), JSON
+        return to_json(value), JSON
     raise ResultError(f"a handler returned a {type(value).__name__}, which fwrest cannot send")
 
 
@@ -97,13 +96,17 @@ def result_reply(result: Any, ctx: RequestContext) -> Reply:
     Raises:
         ResultError: the value cannot be sent (the caller answers 500 and logs it).
     """
+    try:
+        return _reply(result, ctx)
+    except NotJSON as exc:
+        raise ResultError(f"a handler returned data that is not JSON: {exc}") from None
+
+
+def _reply(result: Any, ctx: RequestContext) -> Reply:
     status = ctx.resp_status
     if type(result) is dict and ctx.resp_headers is None:
         # the common case, a dict sent as JSON: no header merging to do
-        try:
-            return Reply(status, [JSON_TYPE], orjson.dumps(result))
-        except orjson.JSONEncodeError as exc:
-            raise ResultError(f"a handler returned data that is not JSON: {exc}") from None
+        return Reply(status, [JSON_TYPE], to_json(result))
     headers: dict[str, str] = {}
     if result is not None:
         if isinstance(result, Response):
@@ -115,10 +118,7 @@ def result_reply(result: Any, ctx: RequestContext) -> Reply:
             for name, value in result.headers.items():
                 headers[name.lower()] = str(value)
         else:
-            try:
-                body, media = _encode(result)
-            except orjson.JSONEncodeError as exc:
-                raise ResultError(f"a handler returned data that is not JSON: {exc}") from None
+            body, media = _encode(result)
             headers["content-type"] = media
     elif ctx.resp_body is not None:
         parts = ctx.resp_body

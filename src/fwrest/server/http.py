@@ -78,7 +78,15 @@ def encode_reply(reply: Reply, keep_alive: bool) -> bytes:
                 has_length = True
             line = _line(*pair)
         parts.append(line)
-    if not has_length and reply.status not in (204, 304) and reply.status >= 200:
+    status = reply.status
+    if status == 204 or status == 304 or status < 200:
+        # no content, whatever the handler gave (RFC 9110 15.3.5, 15.4.5): a body here would
+        # be read as the start of the next response on a kept-alive connection
+        if not keep_alive:
+            parts.append(b"connection: close\r\n")
+        parts.append(b"\r\n")
+        return b"".join(parts)
+    if not has_length:
         parts.append(b"content-length: %d\r\n" % len(reply.body))
     if not keep_alive:
         parts.append(b"connection: close\r\n")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -12,6 +11,7 @@ from fwrest.auth.basic import authorization_header
 from fwrest.auth.blocking import off_loop
 from fwrest.auth.oauth2.tokens import InvalidToken, TokenService, bearer_token
 from fwrest.errors import HTTPError
+from fwrest.repository import is_async
 
 if TYPE_CHECKING:
     from fwrest.context.request import RequestContext
@@ -99,7 +99,7 @@ class BearerGuard:
         self._any_nocheck = nocheck.any()  # else only the token route skips the check
         self._locate = locate
         self._custom = custom
-        self._custom_async = asyncio.iscoroutinefunction(custom) if custom else False
+        self._custom_async = is_async(custom) if custom else False
         self._custom_name = custom_name
         self.pool: ThreadPool | None = None  # where a def onAuth runs (see BasicGuard.pool)
 

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote_plus
 
 from fwrest.auth.basic import parse_basic
+from fwrest.repository import is_async
 
 __all__ = ["AuthParams", "OAuthError", "ParamsSource", "client_credentials", "request_params"]
 
@@ -194,7 +195,7 @@ class ParamsSource:
         self.legacy = False
         self.is_async = False
         if func is not None:
-            self.is_async = inspect.iscoroutinefunction(func)
+            self.is_async = is_async(func)
             try:
                 sig = inspect.signature(func)
                 required = [

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
 import time
 from typing import Any
 
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
 from fwrest.auth.oauth2.params import ParamsError, ParamsSource
 from fwrest.auth.settings import AuthSettings
+from fwrest.repository import is_async
 
 __all__ = ["oauth2_warnings"]
 
@@ -27,7 +27,7 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
     try:
         if source.file is not None:
             params = source.read_file()
-        elif source.func is not None and not inspect.iscoroutinefunction(source.func):
+        elif source.func is not None and not is_async(source.func):
             params = source.call_sync({})
         else:
             return []
