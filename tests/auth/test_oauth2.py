@@ -419,6 +419,16 @@ def test_allow_get_token_false_refuses_the_password_grant_over_get(svc: OAuthSer
     assert_token_response(port.grant(*ADA))  # POST still works
 
 
+def test_head_on_the_token_route_is_405_and_spends_nothing(oauth: OAuth) -> None:
+    refresh = oauth.tokens(*ADA)["refresh_token"]
+    query = {"grant_type": "refresh_token", "refresh_token": refresh}
+    response = oauth.http.head(oauth.token_url, params=query)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "GET, POST"
+    # the refresh token was not spent: it still refreshes once
+    assert_token_response(oauth.refresh(refresh))
+
+
 def test_the_first_get_grant_logs_a_warning_that_post_is_safer(svc: OAuthService) -> None:
     port = svc["OAUTH"]
     for _ in range(2):

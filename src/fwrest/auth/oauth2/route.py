@@ -14,6 +14,9 @@ async def token_route() -> Response:
     service = getattr(ctx.port, "token_service", None)
     if service is None:  # pragma: no cover - registered only on oAuth2 ports
         raise HTTPError(404)
+    if ctx.method == "HEAD":
+        # HEAD would run the grant (spend a refresh token) and drop the tokens it issued
+        raise HTTPError(405, headers=(("allow", "GET, POST"),))
     status, headers, body = await service.token_endpoint(
         ctx.method, ctx.query_string, ctx.body, dict(ctx.headers), ctx.client
     )
