@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote_plus
 
 __all__ = [
     "VERBOSE",
@@ -124,15 +124,21 @@ def mask_header(name: str, value: str) -> str:
 def redact_query(query: str) -> str:
     """Replace the values of secret-like parameters in a query string or form body.
 
-    >>> redact_query("user=ann&password=x%20y&page=2")
-    'user=ann&password=***&page=2'
+    Names are judged decoded, as the server reads them (``%70assword`` is ``password``).
+
+    >>> redact_query("user=ann&password=x%20y&page=2&%70wd=z")
+    'user=ann&password=***&page=2&%70wd=***'
     """
     if not query:
         return query
     out = []
     for pair in query.split("&"):
         name, sep, _value = pair.partition("=")
-        out.append(f"{name}={MASKED}" if sep and is_secret_name(name) else pair)
+        secret = sep and (
+            is_secret_name(name)
+            or (("%" in name or "+" in name) and is_secret_name(unquote_plus(name)))
+        )
+        out.append(f"{name}={MASKED}" if secret else pair)
     return "&".join(out)
 
 

@@ -88,16 +88,18 @@ def test_every_access_line_once_and_the_last_lines_of_each_worker(
 
 def test_secret_query_values_are_redacted(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
     server: ServerProcess = serve(free_config(tmp_path))
+    # names also as the server reads them decoded: %70assword is password, client%5Fsecret
+    # client_secret
     query = (
         "password=hunter2pw&client_secret=cs-s3cr3t&access_token=at-t0ken"
-        "&api_key=ak-k3y&page=7&user=ann"
+        "&api_key=ak-k3y&page=7&user=ann&%70assword=enc0dedpw&client%5Fsecret=enc0dedcs"
     )
     assert httpx.get(f"{server.url()}/hello?{query}").status_code == 200
     text = server.wait_log("GET /rest/hello")
-    for secret in ("hunter2pw", "cs-s3cr3t", "at-t0ken", "ak-k3y"):
+    for secret in ("hunter2pw", "cs-s3cr3t", "at-t0ken", "ak-k3y", "enc0dedpw", "enc0dedcs"):
         assert secret not in text, secret
     line = next(line for line in access_lines(text) if "/rest/hello" in line)
-    for name in ("password", "client_secret", "access_token", "api_key"):
+    for name in ("password", "client_secret", "access_token", "api_key", "%70assword"):
         assert f"{name}=***" in line, line
     assert "page=7" in line and "user=ann" in line
 

@@ -175,6 +175,25 @@ def data_path_is_a_file(s: Sections, ctx: dict[str, Any]) -> None:
     s["HTTPSERVER"]["DataPath"] = "not-a-folder"
 
 
+def log_file_is_a_folder(s: Sections, ctx: dict[str, Any]) -> None:
+    (ctx["folder"] / "logs").mkdir()
+    s["HTTPSERVER"]["LogFile"] = "logs"
+
+
+def encrypted_key(s: Sections, ctx: dict[str, Any]) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(ctx["certs"]["key"].read_bytes(), None)
+    locked = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"pass phrase"),
+    )
+    (ctx["folder"] / "locked.key").write_bytes(locked)
+    s["HTTP_REST"]["SslCertificate"] = str(ctx["certs"]["cert"])
+    s["HTTP_REST"]["SslCertificateKey"] = "locked.key"
+
+
 def garbage_cert(s: Sections, ctx: dict[str, Any]) -> None:
     (ctx["folder"] / "garbage.pem").write_text("-----BEGIN CERTIFICATE-----\nnope\n")
     s["HTTP_REST"]["SslCertificate"] = "garbage.pem"
@@ -260,10 +279,28 @@ CASES: list[Case] = [
     Case(
         "corrupt signing.key", "ini", "corrupt or shorter", both(corrupt_data_path_key, tls_auth())
     ),
-    Case("DataPath is a file", "json", "cannot be opened", data_path_is_a_file),
+    Case("DataPath is a file", "json", "it is not a folder", data_path_is_a_file),
+    Case(
+        "DataPath nowhere",
+        "ini",
+        "cannot be written",
+        both(
+            setting("HTTPSERVER", "StateStore", "sqlite"),
+            setting("HTTPSERVER", "DataPath", "/proc/nope"),
+        ),
+    ),
+    Case(
+        "LogFile nowhere",
+        "json",
+        "cannot be written",
+        setting("HTTPSERVER", "LogFile", "/proc/nope/fw.log"),
+    ),
+    Case("LogFile is a folder", "ini", "it is a folder", log_file_is_a_folder),
+    Case("encrypted TLS key", "json", "is encrypted", encrypted_key),
     Case("log level 9", "ini", "out of range", setting("GENERAL", "rest_log_level", 9)),
     # server sections
     Case("no HostName", "json", "required key HostName", dropping("HTTP_REST", "HostName")),
+    Case("empty HostName", "ini", "HostName is empty", setting("HTTP_REST", "HostName", "")),
     Case("Port 70000", "json", "out of range", setting("HTTP_REST", "Port", 70000)),
     Case("unknown location", "ini", "not a section", setting("HTTP_REST", "Locations", "ROOTS")),
     Case("empty Locations", "json", "lists no location", setting("HTTP_REST", "Locations", " ")),
@@ -494,3 +531,44 @@ def test_every_broken_config_exits_2_without_traceback_or_bound_port(
     assert len(CASES) >= 60
     assert formats["ini"] >= 25 and formats["json"] >= 25
     assert not problems, "\n".join(problems)
+
+
+# what `fwrest check` must refuse as `serve` does: everything but what only binding can tell
+CHECKED_TOO = (
+    "short SigningKeyFile",
+    "corrupt signing.key",
+    "DataPath is a file",
+    "DataPath nowhere",
+    "LogFile nowhere",
+    "LogFile is a folder",
+    "encrypted TLS key",
+    "empty HostName",
+)
+
+
+def test_check_refuses_what_serve_refuses_and_leaves_nothing_behind(
+    ca: trustme.CA, tmp_path: Path
+) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    by_name = {case.name: case for case in CASES}
+    for i, name in enumerate(CHECKED_TOO):
+        case = by_name[name]
+        path, _port = prepare(case, i, tmp_path, certs)
+        before = sorted(p.name for p in path.parent.iterdir())
+        result = subprocess.run(
+            [*FWREST, "check", str(path)],
+            capture_output=True,
+            text=True,
+            cwd=path.parent,
+            timeout=60,
+            check=False,
+            stdin=subprocess.DEVNULL,  # an encrypted key must not wait on a pass phrase
+        )
+        assert result.returncode == 2, (case.id, result.stdout, result.stderr)
+        assert case.expect in result.stderr, (case.id, result.stderr)
+        assert "Traceback" not in result.stderr
+        assert "pass phrase" not in result.stdout + result.stderr.replace(
+            "it asks for a pass phrase", ""
+        )
+        # the probe of LogFile and DataPath removes what it made
+        assert sorted(p.name for p in path.parent.iterdir()) == before, case.id

@@ -8,17 +8,21 @@ or binds a socket: names of functions are resolved later, against the imported r
 from __future__ import annotations
 
 import configparser
+import contextlib
 import difflib
 import ipaddress
 import json
+import os
 import re
 import ssl
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fwrest.config.model import (
+    EncryptedKeyError,
     EnvironmentConfig,
     LocationConfig,
     MonitorConfig,
@@ -26,11 +30,12 @@ from fwrest.config.model import (
     ServiceConfig,
     ThreadPoolConfig,
     Tunables,
+    no_key_password,
 )
 from fwrest.config.schema import Key, keys_of
 from fwrest.errors import ConfigError
 
-__all__ = ["load_config", "parse_json_text", "read_general"]
+__all__ = ["load_config", "parse_json_text", "probe_writable", "read_general"]
 
 _FW_DATA_KEYS = {"authorization": "Authorization", "nativeroutes": "NativeRoutes"}
 _TRUE = {"1", "true", "yes", "on"}
@@ -390,13 +395,16 @@ def _values(raw: _Raw, sec: _Section, kind: str) -> dict[str, Any]:
             )
         out[key.attr] = _convert(raw, sec, key, written, value)
     for key in table.values():
-        if key.attr in out and out[key.attr] is not None:
+        given = out.get(key.attr)
+        blank = isinstance(given, str) and not given.strip()
+        if given is not None and not (key.required and blank):
             continue
         if key.required:
+            # an empty value is no value (an empty HostName would bind every interface)
             raise raw.error(
-                f"the required key {key.name} is missing ({key.doc}).",
+                f"the required key {key.name} is {'empty' if blank else 'missing'} ({key.doc}).",
                 sec.name,
-                None,
+                key.name if blank else None,
                 f"add {key.name}=... to [{sec.name}].",
             )
         if key.kind == "path" and isinstance(key.default, str):
@@ -465,7 +473,15 @@ def _tls(raw: _Raw, sec: _Section, values: dict[str, Any]) -> None:
             )
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
-        ctx.load_cert_chain(cert, key)
+        ctx.load_cert_chain(cert, key, password=no_key_password)
+    except EncryptedKeyError:
+        raise raw.error(
+            f"the private key {key} is encrypted (it asks for a pass phrase).",
+            sec.name,
+            "SslCertificateKey",
+            "give the key unencrypted (openssl pkey -in KEY -out KEY.plain), readable by the "
+            "service only.",
+        ) from None
     except (ssl.SSLError, OSError) as exc:
         reason = getattr(exc, "reason", None) or str(exc)
         raise raw.error(
@@ -672,6 +688,25 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         )
     else:
         _check_redis_url(raw, http.name, store)
+    # what a start writes: found out here, so that `fwrest check` says so and no worker dies
+    if top["log_file"] is not None:
+        why = probe_writable(top["log_file"], directory=False)
+        if why:
+            raise raw.error(
+                f"the log file {top['log_file']} cannot be written: {why}.",
+                http.name,
+                "LogFile",
+                "give a file in a folder the service may write to (relative to the config file).",
+            )
+    if store == "sqlite":
+        why = probe_writable(top["data_path"], directory=True)
+        if why:
+            raise raw.error(
+                f"the folder {top['data_path']} (the sqlite state store) cannot be written: {why}.",
+                http.name,
+                "DataPath",
+                "give a folder the service may create and write to, or another StateStore.",
+            )
     return ServiceConfig(
         source=Path(raw.source).resolve() if raw.source else None,
         base_dir=raw.base_dir,
@@ -787,3 +822,42 @@ def read_general(path: Path) -> dict[str, int]:
     if sec is None:
         return {}
     return {k: v for k, v in _values(raw, sec, "GENERAL").items() if k.lower() in sec.values}
+
+
+def probe_writable(path: Path, *, directory: bool) -> str:
+    """Why the service could not write ``path`` (a file, or a folder when ``directory``), or
+    "" when it can. Missing folders are created to find out, then removed with anything else
+    the probe made: `fwrest check` leaves nothing behind."""
+    made: list[Path] = []
+    try:
+        if path.exists():
+            if path.is_dir() != directory:
+                return "it is a folder" if path.is_dir() else "it is not a folder"
+        else:
+            missing = []
+            parent = path if directory else path.parent
+            while not parent.exists():
+                missing.append(parent)
+                parent = parent.parent
+            if not parent.is_dir():
+                return f"{parent} is not a folder"
+            for folder in reversed(missing):
+                folder.mkdir()
+                made.append(folder)
+        if directory:
+            fd, probe = tempfile.mkstemp(dir=path, prefix=".fwrest-probe-")
+            os.close(fd)
+            os.unlink(probe)
+        elif path.exists():
+            with path.open("ab"):
+                pass
+        else:
+            path.open("xb").close()
+            made.append(path)
+        return ""
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        for item in reversed(made):
+            with contextlib.suppress(OSError):
+                item.unlink() if item.is_file() else item.rmdir()

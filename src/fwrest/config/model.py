@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "EncryptedKeyError",
     "EnvironmentConfig",
     "LocationConfig",
     "MonitorConfig",
@@ -16,6 +17,16 @@ __all__ = [
     "ThreadPoolConfig",
     "Tunables",
 ]
+
+
+class EncryptedKeyError(ValueError):
+    """A TLS private key asks for a pass phrase (fwrest takes unencrypted keys)."""
+
+
+def no_key_password() -> bytes:
+    """The pass phrase callback of ``load_cert_chain``: instead of OpenSSL's prompt on the
+    terminal (a service would wait on it), an encrypted key is an error."""
+    raise EncryptedKeyError("the private key is encrypted")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +103,9 @@ class ServerConfig:
             return None
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(self.ssl_certificate, self.ssl_certificate_key)
+        ctx.load_cert_chain(
+            self.ssl_certificate, self.ssl_certificate_key, password=no_key_password
+        )
         ctx.set_alpn_protocols(["http/1.1"])
         return ctx
 

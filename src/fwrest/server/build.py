@@ -152,7 +152,13 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             "[HTTPSERVER] StateStore=memory: tokens live in one worker process only; use "
             "sqlite (the default) with --workers, or redis:// for several hosts."
         )
-    if config.signing_key_file is not None:
+    uses_key_file = config.signing_key_file is not None or (
+        any(p.auth.scheme == "oAuth2" for p in ports)
+        and not config.state_store.startswith(("redis://", "rediss://"))
+    )
+    if uses_key_file:
+        # a corrupt or short key stops the start (SPEC 7): `fwrest check` says so too, for
+        # the default DataPath/signing.key as for a SigningKeyFile (absent: made at start)
         load_signing_key(config.signing_key_file, config.data_path, None, create=False)
     monitor_auth = None
     if config.monitor is not None:

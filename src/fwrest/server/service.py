@@ -44,7 +44,7 @@ def serve(source: str | Path, workers: int = 1) -> int:
     """
     plan = prepare(source)
     config = plan.config
-    log.setup_logging(config.tunables.rest_log_level, config.log_file, own_process=True)
+    _setup_logging(config, own_process=True)
     _log_warnings(config)
     open_runtime(plan)
     for warning in plan.warnings:
@@ -52,6 +52,20 @@ def serve(source: str | Path, workers: int = 1) -> int:
     plan, sockets = bind_all(plan)
     log.server_log.info("starting %d worker(s) for %s", workers, config.source or "a dict")
     return run_supervisor(plan, sockets, workers)
+
+
+def _setup_logging(config: ServiceConfig, *, own_process: bool) -> None:
+    """fwrest's log handlers; a ``LogFile`` that cannot be opened is a configuration error
+    (the loader probed it; this catches what changed since)."""
+    try:
+        log.setup_logging(config.tunables.rest_log_level, config.log_file, own_process=own_process)
+    except OSError as exc:
+        raise ConfigError(
+            f"the log file {config.log_file} cannot be written: {exc.strerror or exc}.",
+            section="HTTPSERVER",
+            key="LogFile",
+            fix="give a file in a folder the service may write to (relative to the config file).",
+        ) from None
 
 
 class Service:
@@ -110,7 +124,7 @@ def start(config: str | Path | Mapping[str, Any], *, workers: int | None = None)
     if workers is not None:
         return _start_supervisor(service, config, workers)
     plan = prepare(config)
-    log.setup_logging(plan.config.tunables.rest_log_level, plan.config.log_file, own_process=False)
+    _setup_logging(plan.config, own_process=False)
     _log_warnings(plan.config)
     open_runtime(plan)
     for warning in plan.warnings:
