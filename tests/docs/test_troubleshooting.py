@@ -105,6 +105,13 @@ class Outcome:
 Special = Callable[[Path, dict[str, Path]], Outcome]
 
 
+def sqlite_file_is_a_folder(s: Sections, ctx: dict[str, Any]) -> None:
+    """A writable DataPath whose store file is a folder: only opening the store tells."""
+    (ctx["folder"] / "data" / "state.sqlite3").mkdir(parents=True)
+    s["HTTPSERVER"]["StateStore"] = "sqlite"
+    s["HTTPSERVER"]["DataPath"] = "data"
+
+
 def known(case_id: str, command: str = "check") -> Broken:
     return Broken(case_id, command)
 
@@ -473,9 +480,17 @@ PROVOKED: dict[str, Broken | Special] = {
         "monitor without Port[ini]"
     ),
     # starting: the state store, the signing key, the ports
-    "[HTTPSERVER] StateStore: the sqlite store <path> cannot be opened: ...": known(
-        "DataPath is a file[json]", "serve"
+    "[HTTPSERVER] StateStore: the sqlite store <path> cannot be opened: ...": Broken(
+        Case("sqlite file is a folder", "json", "", sqlite_file_is_a_folder), "serve"
     ),
+    "[HTTPSERVER] DataPath: the folder <path> (the sqlite state store) cannot be written: ...": (
+        known("DataPath nowhere[ini]")
+    ),
+    "[HTTPSERVER] LogFile: the log file <path> cannot be written: ...": known(
+        "LogFile nowhere[json]"
+    ),
+    "[<server>] SslCertificateKey: the private key <path> is encrypted (it asks for a pass "
+    "phrase)": known("encrypted TLS key[json]"),
     "[HTTPSERVER] StateStore: the signing key cannot be read from the state store: redis "
     "store ...": known("Redis unreachable[ini]", "serve"),
     "[HTTPSERVER] SigningKeyFile: the signing key in <file> is corrupt or shorter than 32 bytes": (
