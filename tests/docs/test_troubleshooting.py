@@ -231,6 +231,65 @@ def start_with_workers(folder: Path, _certs: dict[str, Path]) -> Outcome:
     return Outcome(ok, done.stdout + done.stderr)
 
 
+# start(workers=N) without a Repository: the endpoints of __main__, or of a module the
+# worker processes cannot import (its file is gone after the program imported it)
+START_MAIN = """
+import sys
+import fwrest
+from fwrest import get
+from tests.conftest import base_sections, free_port
+
+
+@get("/mine")
+def mine():
+    return {}
+
+
+sections = base_sections(free_port())
+sections["ENV"] = {}
+try:
+    fwrest.start(sections, workers=1)
+except fwrest.ConfigError as exc:
+    print(f"ConfigError: {exc}")
+    sys.exit(2)
+"""
+
+START_GONE = """
+import pathlib
+import sys
+import fwrest
+from tests.conftest import base_sections, free_port
+
+pathlib.Path("gone_mod.py").write_text("from fwrest import get\\n@get('/gone')\\ndef gone():\\n    return {}\\n")
+sys.path.insert(0, ".")
+import gone_mod  # noqa: E402
+pathlib.Path("gone_mod.py").unlink()
+sections = base_sections(free_port())
+sections["ENV"] = {}
+try:
+    fwrest.start(sections, workers=1)
+except fwrest.ConfigError as exc:
+    print(f"ConfigError: {exc}")
+    sys.exit(2)
+"""
+
+
+def start_script(script: str) -> Callable[[Path, dict[str, Path]], Outcome]:
+    def run(folder: Path, _certs: dict[str, Path]) -> Outcome:
+        done = subprocess.run(
+            [*FWREST[:1], "-c", script],
+            capture_output=True,
+            text=True,
+            cwd=folder,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        ok = done.returncode == 2 and "ConfigError: " in done.stdout
+        return Outcome(ok and "Traceback" not in done.stderr, done.stdout + done.stderr)
+
+    return run
+
+
 class _Records(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.ERROR)
@@ -505,6 +564,10 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     # starting from Python
     "the service did not start (exit code 2); see its log above": start_with_workers,
+    "[ENV] Repository: start(..., workers=N) runs the service in new processes, which cannot "
+    "import the endpoints of the main script": start_script(START_MAIN),
+    "[HTTPSERVER] Repository: the calling program's module 'gone_mod' cannot be imported: "
+    "...": start_script(START_GONE),
     "wsRestfulStart: the infrastructure JSON must be an object of sections": Legacy("[]"),
     "wsRestfulStart: the infrastructure JSON has no HTTPSERVER object": Legacy({}),
     "wsRestfulStart: [HTTPSERVER] Servers: HTTPSERVER lists no Servers": Legacy({"HTTPSERVER": {}}),

@@ -302,3 +302,72 @@ def test_start_with_workers_from_a_dict(tmp_path: Path) -> None:
 def test_start_with_workers_and_a_bad_config_raises(tmp_path: Path) -> None:
     with pytest.raises(fwrest.ConfigError):
         fwrest.start(config_dict("no_such_module_here_xyz"), workers=2)
+
+
+def test_start_with_workers_without_repository_serves_the_programs_modules(
+    tmp_path: Path,
+) -> None:
+    # SPEC 2: without Repository, the calling program's endpoints form the environment; with
+    # workers=N they are served by new processes, which import the program's modules by name
+    (tmp_path / "progmod.py").write_text(
+        textwrap.dedent(
+            """
+            import os
+
+            from fwrest import get
+
+
+            @get("/progmod/who")
+            def who():
+                return {"module": __name__, "pid": os.getpid()}
+            """
+        )
+    )
+    script = tmp_path / "program.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import json
+            import os
+            import sys
+
+            import fwrest
+            import progmod  # noqa: F401  (its endpoints are the program's)
+
+            service = fwrest.start(json.loads(sys.argv[1]), workers=2)
+            print(json.dumps({"urls": service.urls, "pid": os.getpid()}), flush=True)
+            sys.stdin.readline()
+            service.stop()
+            print("stopped", flush=True)
+            """
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script), json.dumps(config_dict(None))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read() if proc.stderr else ""
+        info = json.loads(line)
+        r = httpx.get(f"{info['urls'][0]}/progmod/who", timeout=10)
+        assert r.status_code == 200, r.text
+        assert r.json()["module"] == "progmod"
+        assert r.json()["pid"] != info["pid"]  # a worker process served it
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "stopped"
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()

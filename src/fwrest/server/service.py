@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from urllib.parse import urlsplit
 from fwrest import log
 from fwrest.config import ServiceConfig, load_config
 from fwrest.errors import ConfigError
+from fwrest.repository import registered
 from fwrest.server.binding import bind_all
 from fwrest.server.build import ServicePlan, build_plan, open_runtime
 from fwrest.server.supervisor import run_supervisor
@@ -42,6 +44,7 @@ def serve(source: str | Path, workers: int = 1) -> int:
     Raises:
         ConfigError: before anything binds, or when a port cannot be bound.
     """
+    preload_modules()  # the calling program's endpoints, under start(config, workers=N)
     plan = prepare(source)
     config = plan.config
     _setup_logging(config, own_process=True)
@@ -158,11 +161,58 @@ def start(config: str | Path | Mapping[str, Any], *, workers: int | None = None)
     return service
 
 
+PRELOAD_ENV = "FWREST_PRELOAD"  # modules the supervisor imports first (start(workers=N))
+
+
+def _child_env(plan: ServicePlan) -> dict[str, str] | None:
+    """The environment of ``fwrest serve`` started by ``start(config, workers=N)``.
+
+    An environment without ``Repository`` serves the calling program's endpoints (SPEC 2);
+    the supervisor is a new process, so it imports their modules first (by name, on the
+    caller's ``sys.path``) and its workers inherit them. A ``__main__`` script cannot be
+    imported by name: that is a configuration error, not a service without those routes.
+    """
+    if all(env.repository for env in plan.config.environments):
+        return None
+    modules = sorted({e.module for e in registered() if e.origin != "fwrest"})
+    if "__main__" in modules:
+        raise ConfigError(
+            "start(..., workers=N) runs the service in new processes, which cannot import "
+            "the endpoints of the main script",
+            section=next(e.name for e in plan.config.environments if not e.repository),
+            key="Repository",
+            fix="move the endpoints into a module and name it in Repository=, or call "
+            "start() without workers.",
+        )
+    paths = [p or os.getcwd() for p in sys.path]
+    if os.environ.get("PYTHONPATH"):
+        paths.append(os.environ["PYTHONPATH"])
+    return {**os.environ, PRELOAD_ENV: ",".join(modules), "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def preload_modules() -> None:
+    """Import the modules :func:`_child_env` names (``fwrest serve`` does it first).
+
+    Raises:
+        ConfigError: one of them cannot be imported.
+    """
+    for name in filter(None, os.environ.get(PRELOAD_ENV, "").split(",")):
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            raise ConfigError(
+                f"the calling program's module {name!r} cannot be imported: {exc}",
+                section="HTTPSERVER",
+                key="Repository",
+                fix="name the endpoints' modules in Repository=.",
+            ) from None
+
+
 def _start_supervisor(
     service: Service, config: str | Path | Mapping[str, Any], workers: int
 ) -> Service:
     if isinstance(config, Mapping):
-        prepare(config)  # fail here, with ConfigError, rather than in the child
+        plan = prepare(config)  # fail here, with ConfigError, rather than in the child
         # In the working directory, so that relative paths resolve as they did in prepare().
         fd, name = tempfile.mkstemp(suffix=".json", prefix=".fwrest-start-", dir=Path.cwd())
         with os.fdopen(fd, "w") as fh:
@@ -170,11 +220,12 @@ def _start_supervisor(
         service._tmp = name
         path = name
     else:
-        prepare(config)
+        plan = prepare(config)
         path = str(config)
     proc = subprocess.Popen(
         [sys.executable, "-m", "fwrest", "serve", path, "--workers", str(workers)],
         stdout=subprocess.PIPE,
+        env=_child_env(plan),
     )
     service._process = proc
     assert proc.stdout is not None
