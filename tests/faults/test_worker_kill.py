@@ -14,6 +14,7 @@ The figures (requests, failures, when the replacement first answered) are printe
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -23,7 +24,14 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import ServerProcess, free_config
-from tests.faults.support import FAULT_APP, Outcome, Recorder, figures, wait_workers
+from tests.faults.support import (
+    FAULT_APP,
+    Outcome,
+    Recorder,
+    figures,
+    live_children,
+    wait_workers,
+)
 
 LOAD_THREADS = 8
 BEFORE_S = 1.5  # load before the kill
@@ -91,3 +99,39 @@ def test_kill_9_of_a_worker_under_load_fails_only_its_requests_in_flight(
     finally:
         code = proc.stop()
     assert code == 0
+
+
+def test_a_replacement_worker_reads_the_files_general_as_it_is_now(tmp_path: Path) -> None:
+    # the file's [GENERAL] changed after the start and is not due for a re-read for an hour:
+    # the worker that replaces a killed one reads it at once instead of serving with the
+    # values the service started with
+    config = free_config(tmp_path, general={"rest_reload_time": 3600, "rest_log_stringsize": 60})
+    proc = ServerProcess(config, workers=2).wait_ready()
+    try:
+        base = proc.url()
+        before = wait_workers(proc.proc.pid, 2)
+        doc = json.loads(config.read_text())
+        doc["GENERAL"]["rest_log_stringsize"] = 77
+        config.write_text(json.dumps(doc, indent=2))
+        victim = min(before)
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while victim in live_children(proc.proc.pid) or len(live_children(proc.proc.pid)) < 2:
+            assert time.monotonic() < deadline, "no replacement worker"
+            time.sleep(0.05)
+
+        def file_value() -> int:
+            response = httpx.get(
+                f"{base}/fw/rest/config",
+                headers={"Accept": "application/json", "Connection": "close"},
+                timeout=10,
+            )
+            assert response.status_code == 200, response.text
+            return int(response.json()["settings"]["rest_log_stringsize"]["file"])
+
+        seen = Counter(file_value() for _ in range(40))
+        print("file value of rest_log_stringsize seen over 40 requests:", dict(seen))
+        assert seen[77] > 0  # the replacement: the file as it is now
+        assert set(seen) <= {60, 77}  # the other worker re-reads within the hour only
+    finally:
+        proc.stop()

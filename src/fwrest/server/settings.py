@@ -99,7 +99,9 @@ class SettingsManager:
         while True:
             if not first:  # the first sync runs at once: a new worker adopts run-time values
                 await asyncio.sleep(_SYNC_S)
-            first = False
+            # ... and the file's [GENERAL] as it is now: a worker started to replace one that
+            # died must not serve with the values read when the service started
+            reread_now, first = first, False
             if self.store is not None:
                 try:
                     changes = self._changes
@@ -112,7 +114,7 @@ class SettingsManager:
                     log.server_log.debug("run-time settings not refreshed: %s", exc)
             # The interval in force now counts (one shortened at run time applies at once).
             due = self._last_reload + tunables.current.rest_reload_time
-            if self.config_file is not None and time.monotonic() >= due:
+            if self.config_file is not None and (reread_now or time.monotonic() >= due):
                 self._last_reload = time.monotonic()
                 try:
                     self.file = await asyncio.to_thread(read_general, self.config_file)
