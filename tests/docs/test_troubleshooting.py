@@ -458,6 +458,12 @@ PROVOKED: dict[str, Broken | Special] = {
     "[<server>] FwData: onAuthparams names the file <path>, which does not exist": known(
         "onAuthparams file[ini]"
     ),
+    "[<server>] onAuthparams: the file <path> cannot be used: ...": known(
+        "onAuthparams file unusable[ini]"
+    ),
+    "[<server>] onAuthparams: the file <path> is not valid JSON: ...": known(
+        "onAuthparams file not JSON[json]"
+    ),
     "[<server>] FwData: FwData Authorization allowGetToken must be true or false, got 'no'": (
         known("allowGetToken no[json]")
     ),

@@ -175,6 +175,13 @@ def data_path_is_a_file(s: Sections, ctx: dict[str, Any]) -> None:
     s["HTTPSERVER"]["DataPath"] = "not-a-folder"
 
 
+def raw_file(name: str, text: str) -> Callable[[Sections, dict[str, Any]], None]:
+    def mutate(_s: Sections, ctx: dict[str, Any]) -> None:
+        (ctx["folder"] / name).write_text(text)
+
+    return mutate
+
+
 def log_file_is_a_folder(s: Sections, ctx: dict[str, Any]) -> None:
     (ctx["folder"] / "logs").mkdir()
     s["HTTPSERVER"]["LogFile"] = "logs"
@@ -361,6 +368,21 @@ CASES: list[Case] = [
     ),
     Case("no onAuthparams", "json", "needs onAuthparams", tls_auth(onAuthparams="")),
     Case("onAuthparams file", "ini", "does not exist", tls_auth(onAuthparams="file:nope.json")),
+    Case(
+        "onAuthparams file unusable",
+        "ini",
+        "cannot be used: ",
+        both(raw_file("params.json", '{"users": 5}'), tls_auth(onAuthparams="file:params.json")),
+    ),
+    Case(
+        "onAuthparams file not JSON",
+        "json",
+        "is not valid JSON: Expecting",
+        both(
+            raw_file("params.json", '{"client_id": "web",'),
+            tls_auth(onAuthparams="file:params.json"),
+        ),
+    ),
     Case("allowGetToken no", "json", "true or false", tls_auth(allowGetToken="no")),
     Case(
         "NoCheckUri raises", "ini", "raised ValueError", tls_auth(onAuthNoCheckUri="nocheck_raises")

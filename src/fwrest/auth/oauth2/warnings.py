@@ -8,6 +8,7 @@ from typing import Any
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
 from fwrest.auth.oauth2.params import ParamsError, ParamsSource
 from fwrest.auth.settings import AuthSettings
+from fwrest.errors import ConfigError
 from fwrest.repository import is_async
 
 __all__ = ["oauth2_warnings"]
@@ -32,6 +33,18 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
         else:
             return []
     except ParamsError as exc:
+        if source.file is not None:
+            # SPEC 2: invalid JSON aborts the start, never a failure at request time (every
+            # token request would read this file and fail)
+            text = str(exc)
+            raise ConfigError(
+                f"the file {text}"
+                if text.startswith(str(source.file))
+                else f"the file {source.file} cannot be used: {text}",
+                section=section,
+                key="onAuthparams",
+                fix="correct the file (it is read again when it changes, for every token request).",
+            ) from None
         return [f"[{section}] onAuthparams: {exc}"]
     except Exception as exc:
         return [f"[{section}] onAuthparams raised {type(exc).__name__} when called at start"]
