@@ -233,45 +233,41 @@ def start_with_workers(folder: Path, _certs: dict[str, Path]) -> Outcome:
 
 # start(workers=N) without a Repository: the endpoints of __main__, or of a module the
 # worker processes cannot import (its file is gone after the program imported it)
-START_MAIN = """
+START_TAIL = """
+sections = base_sections(free_port())
+sections["ENV"] = {}
+try:
+    fwrest.start(sections, workers=1)
+except fwrest.ConfigError as exc:
+    print(f"ConfigError: {exc}")
+    sys.exit(2)
+"""
+START_HEAD = """
+import pathlib
 import sys
 import fwrest
 from fwrest import get
 from tests.conftest import base_sections, free_port
-
-
+"""
+START_MAIN = (
+    START_HEAD
+    + """
 @get("/mine")
 def mine():
     return {}
-
-
-sections = base_sections(free_port())
-sections["ENV"] = {}
-try:
-    fwrest.start(sections, workers=1)
-except fwrest.ConfigError as exc:
-    print(f"ConfigError: {exc}")
-    sys.exit(2)
 """
-
-START_GONE = """
-import pathlib
-import sys
-import fwrest
-from tests.conftest import base_sections, free_port
-
+    + START_TAIL
+)
+START_GONE = (
+    START_HEAD
+    + """
 pathlib.Path("gone_mod.py").write_text("from fwrest import get\\n@get('/gone')\\ndef gone():\\n    return {}\\n")
 sys.path.insert(0, ".")
 import gone_mod  # noqa: E402
 pathlib.Path("gone_mod.py").unlink()
-sections = base_sections(free_port())
-sections["ENV"] = {}
-try:
-    fwrest.start(sections, workers=1)
-except fwrest.ConfigError as exc:
-    print(f"ConfigError: {exc}")
-    sys.exit(2)
 """
+    + START_TAIL
+)
 
 
 def start_script(script: str) -> Callable[[Path, dict[str, Path]], Outcome]:

@@ -1851,7 +1851,7 @@ _tr(
 _tr("put", post(TOKEN_ROUTE, GRANT, FORM, auth=False).replace("POST", "PUT", 1), 405, None)
 _tr("delete", req(f"DELETE {TOKEN_ROUTE} HTTP/1.1", auth=False), 405, None)
 _tr("patch", post(TOKEN_ROUTE, GRANT, FORM, auth=False).replace("POST", "PATCH", 1), 405, None)
-_tr("head", req(f"HEAD {TOKEN_ROUTE} HTTP/1.1", auth=False), 400, None, head=True)
+_tr("head", req(f"HEAD {TOKEN_ROUTE} HTTP/1.1", auth=False), 405, None, head=True)  # no grant run
 proto(
     "tr-repeated-authorization",
     F,

@@ -8,6 +8,7 @@ a child Python process, where the calling program's endpoints are exactly the sc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import textwrap
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -227,32 +229,38 @@ def test_without_repository_the_programs_endpoints_are_served(tmp_path: Path) ->
             """
         )
     )
-    config = config_dict(None)
-    proc = subprocess.Popen(
-        [sys.executable, str(script), json.dumps(config)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    try:
-        assert proc.stdout is not None and proc.stdin is not None
-        line = proc.stdout.readline()
-        assert line, proc.stderr.read() if proc.stderr else ""
-        info = json.loads(line)
+    with program(script, config_dict(None)) as info:
         base = info["urls"][0]
         r = httpx.get(f"{base}/prog/hello/ann", timeout=10)
         assert r.status_code == 200
         assert r.json() == {"hello": "ann", "module": "__main__"}
         r = httpx.post(f"{base}/prog/echo", content=b"hi", timeout=10)
         assert r.json() == {"body": "hi"}
+    assert port_is_free(info["ports"]["HTTP_REST"])
+
+
+@contextlib.contextmanager
+def program(script: Path, config: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Run a program that starts a service, prints a JSON line about it, and stops it when a
+    line arrives on its standard input; yields that JSON. It must stop cleanly (exit 0)."""
+    proc = subprocess.Popen(
+        [sys.executable, str(script), json.dumps(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=script.parent,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read() if proc.stderr else ""
+        yield json.loads(line)
         proc.stdin.write("\n")
         proc.stdin.flush()
         assert proc.stdout.readline().strip() == "stopped"
-        assert proc.wait(20) == 0
-        assert port_is_free(info["ports"]["HTTP_REST"])
+        assert proc.wait(30) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -342,32 +350,8 @@ def test_start_with_workers_without_repository_serves_the_programs_modules(
             """
         )
     )
-    proc = subprocess.Popen(
-        [sys.executable, str(script), json.dumps(config_dict(None))],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    try:
-        assert proc.stdout is not None and proc.stdin is not None
-        line = proc.stdout.readline()
-        assert line, proc.stderr.read() if proc.stderr else ""
-        info = json.loads(line)
+    with program(script, config_dict(None)) as info:
         r = httpx.get(f"{info['urls'][0]}/progmod/who", timeout=10)
         assert r.status_code == 200, r.text
         assert r.json()["module"] == "progmod"
         assert r.json()["pid"] != info["pid"]  # a worker process served it
-        proc.stdin.write("\n")
-        proc.stdin.flush()
-        assert proc.stdout.readline().strip() == "stopped"
-        assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
