@@ -139,6 +139,11 @@ def test_a_status_without_content_sends_no_body_and_keeps_the_connection(
         second = conn.read_response()
         assert second.status_line == "HTTP/1.1 200 OK", (first.head, second.head, conn.buffer)
         assert second.json() == {"hello": "world"}
+    # HEAD: no body and no length either (RFC 9110 8.6: none on 204 and 304)
+    with RawConnection(port) as conn:
+        head = conn.request("HEAD", "/rest" + path)
+        assert head.status == status and head.header("content-length") is None, head.head
+        assert conn.request("GET", "/rest/hello").json() == {"hello": "world"}
     # and a client library reusing its connection sees the same
     with httpx.Client() as client:
         assert client.get(f"http://127.0.0.1:{port}/rest{path}").status_code == status

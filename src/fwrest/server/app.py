@@ -260,8 +260,10 @@ class PortApp:
             self.in_flight -= 1
         if method == "HEAD":
             # No content (RFC 9110 9.3.2), an error answer too, else a keep-alive client
-            # reads the body as the start of the next response.
-            reply.headers.append(("content-length", str(len(reply.body))))
+            # reads the body as the start of the next response; the length GET would have
+            # (none for 204 and 304, which have no content at all).
+            if reply.status != 204 and reply.status != 304:
+                reply.headers.append(("content-length", str(len(reply.body))))
             reply.body = b""
         ended = time.perf_counter_ns()
         duration_us = (ended - started) // 1000
