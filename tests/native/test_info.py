@@ -189,8 +189,7 @@ def test_usage_time_is_an_html_page_with_three_tables_and_goes_to_the_log(
     assert int(hello["mean_us"]) == int(hello["total_us"]) // made
     assert len(parser.tables[worker]) - 1 == 2  # one row per worker
     assert any(row[0] == "POOL" for row in parser.tables[pool][1:])
-    text = server.wait_log("usage time:")
-    logged = text[mark:]
+    logged = server.wait_log("  pool POOL: calls=", since=mark)  # the record's last part
     assert re.search(rf"GET +/rest/hello \[POOL\] calls={made} total=\d+us mean=\d+us", logged)
 
 
