@@ -86,9 +86,17 @@ def python_level(rest_log_level: int) -> int:
     return _LEVELS.get(rest_log_level, logging.INFO)
 
 
+# Under the supervisor: a cell shared with the workers (``multiprocessing`` ``RawValue("i")``)
+# holding the ``rest_log_level`` in force, so that the supervisor's own lines (a worker died, a
+# blocked loop) follow a level changed at run time or in the file like the workers' lines do.
+shared_level: Any = None
+
+
 def set_level(rest_log_level: int) -> None:
-    """Apply ``rest_log_level`` to every ``fwrest`` logger."""
+    """Apply ``rest_log_level`` to every ``fwrest`` logger (and tell the supervisor)."""
     _root.setLevel(python_level(rest_log_level))
+    if shared_level is not None:
+        shared_level.value = rest_log_level
 
 
 def is_secret_name(name: str) -> bool:

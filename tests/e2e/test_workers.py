@@ -213,3 +213,49 @@ def test_workers_exit_when_the_supervisor_is_killed(tmp_path: Path, serve) -> No
     assert not orphans, server.log()
     assert "the supervisor is gone" in server.log()
     assert port_is_free(port)
+
+
+def effective_level(base: str, level: int, timeout: float = 10) -> None:
+    """Wait until ten answers in a row (from either worker) report ``rest_log_level=level``."""
+    deadline = time.monotonic() + timeout
+    streak = 0
+    while streak < 10 and time.monotonic() < deadline:
+        r = httpx.get(f"{base}/fw/rest/config", headers={"Accept": "application/json"}, timeout=5)
+        seen = r.json()["settings"]["rest_log_level"]["effective"]
+        streak = streak + 1 if seen == level else 0
+    assert streak >= 10, f"rest_log_level {level} never in force everywhere"
+
+
+def kill_and_wait_replacement(server: ServerProcess, base: str) -> int:
+    before = wait_children(server.proc.pid, 2)
+    victim = min(before)
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if httpx.get(f"{base}/hello", timeout=5).json()["pid"] not in before:
+            return victim
+    raise AssertionError(f"no replacement for {victim} answered")
+
+
+def test_the_supervisor_follows_a_log_level_changed_in_the_file(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    def write(level: int) -> Path:
+        general = {"rest_log_level": level, "rest_reload_time": 1}
+        return free_config(tmp_path, app=APP_SOURCE + EXTRA, general=general)
+
+    server = serve(write(3), workers=2)
+    base = server.url()
+    write(0)  # off: the supervisor's "worker died" line must not be written either
+    effective_level(base, 0)
+    time.sleep(0.5)  # the supervisor looks every 0.1 s
+    mark = len(server.log())
+    victim = kill_and_wait_replacement(server, base)
+    time.sleep(0.5)
+    assert f"(pid {victim}) died" not in server.log()[mark:], server.log()[mark:]
+    write(1)  # errors: now it is
+    effective_level(base, 1)
+    time.sleep(0.5)
+    mark = len(server.log())
+    victim = kill_and_wait_replacement(server, base)
+    text = server.wait_log(f"(pid {victim}) died", since=mark)
+    assert "ERROR" in text and "INFO" not in text, text
+    assert server.stop() == 0

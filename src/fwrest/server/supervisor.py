@@ -17,7 +17,7 @@ import socket
 import sys
 import time
 from collections import deque
-from multiprocessing.sharedctypes import RawArray
+from multiprocessing.sharedctypes import RawArray, RawValue
 from typing import Any
 
 from fwrest import log
@@ -53,6 +53,9 @@ class _Supervisor:
         self.heartbeat: Any = RawArray("d", workers)
         self.counters: Any = RawArray("q", 2 * workers)  # in flight, total per worker
         self.lock_board = LockBoard(workers)  # Basic lock-outs, seen by every worker at once
+        # rest_log_level in force, written by the workers as settings change (log.set_level)
+        self.level = plan.config.tunables.rest_log_level
+        log.shared_level = RawValue("i", self.level)
         self.started_at = time.time()
         self.pids: dict[int, int] = {}  # pid -> slot
         self.started: dict[int, float] = {}  # slot -> monotonic start
@@ -155,6 +158,13 @@ class _Supervisor:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
+    def follow_level(self) -> None:
+        """Take up a ``rest_log_level`` a worker applied (run time or the file's [GENERAL])."""
+        level = int(log.shared_level.value)
+        if level != self.level:
+            self.level = level
+            log.set_level(level)
+
     # -- lifecycle ----------------------------------------------------------------------------
     def on_signal(self, signum: int, _frame: Any) -> None:
         self.signals.append(signum)
@@ -193,6 +203,7 @@ class _Supervisor:
                 _say(f"ready: {len(urls)} URL(s), {self.count} worker(s), pid {os.getpid()}")
             while not self.signals:
                 time.sleep(0.1)
+                self.follow_level()
                 self.reap()
                 self.check_heartbeats()
                 # drain the ready pipe (replacement workers report there too)
