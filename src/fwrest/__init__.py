@@ -10,10 +10,17 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
+import sys as _sys
+
 from fwrest.context import Response, rest
 from fwrest.errors import ConfigError
 from fwrest.repository import delete, get, patch, post, put
 from fwrest.server import Service, start
+
+# ``fwrest.rest`` is the REST object, not a module; registered under that module name too, so
+# that ``from fwrest.rest import wsRestfulStart`` (the original's ``<vendor>.rest`` namespace,
+# SPEC 6) works as ``fwrest.rest.wsRestfulStart`` does.
+_sys.modules.setdefault("fwrest.rest", rest)  # type: ignore[arg-type]
 
 __all__ = [
     "ConfigError",

@@ -49,8 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     openapi = sub.add_parser(
         "openapi",
         help="write the OpenAPI 3.1 document of CONFIG",
-        description="Write the OpenAPI 3.1 document of every port "
-        "(the first port's, or --server NAME's).",
+        description="Write the OpenAPI 3.1 document of one port: the first server's, "
+        "or --server NAME's.",
     )
     openapi.add_argument("config", metavar="CONFIG")
     openapi.add_argument("-o", "--output", metavar="FILE", help="write to FILE, not stdout")
@@ -119,8 +119,18 @@ def _openapi(path: str, output: str | None, server: str | None) -> int:
     doc = build_openapi(ports[0], __version__)
     text = json.dumps(doc, indent=2) + "\n"
     if output:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            # a bad argument, as --workers 0 is: one line and exit 2, never a traceback
+            why = exc.strerror or type(exc).__name__
+            print(
+                f"fwrest: error: cannot write the OpenAPI document to {output} ({why}); "
+                "give -o a file in a folder that exists and that you may write to.",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
         print(f"fwrest openapi: wrote {output} ({len(doc['paths'])} paths)", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -21,12 +21,14 @@ from __future__ import annotations
 import ast
 import contextlib
 import copy
+import json
 import logging
 import os
 import re
 import shlex
 import socket
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -286,6 +288,39 @@ def start_script(script: str) -> Callable[[Path, dict[str, Path]], Outcome]:
     return run
 
 
+def start_workers_zero(folder: Path, _certs: dict[str, Path]) -> Outcome:
+    """``fwrest.start(config, workers=0)``: refused before anything starts."""
+    try:
+        fwrest.start(str(service_on(folder, 0)), workers=0)
+    except fwrest.ConfigError as exc:
+        return Outcome(True, str(exc))
+    return Outcome(False, "start(workers=0) did not raise")
+
+
+def start_not_ready(_folder: Path, _certs: dict[str, Path]) -> Outcome:
+    """``fwrest.start()`` whose service does not report ready in time (the wait shortened to
+    nothing: the worker thread cannot be ready at once); nothing may be left serving."""
+    from fwrest.server import service as service_module
+
+    sections = copy.deepcopy(base(0))
+    sections["ENV"] = {}
+    saved = service_module._READY_TIMEOUT_S
+    service_module._READY_TIMEOUT_S = 0.0
+    try:
+        fwrest.start(sections)
+    except fwrest.ConfigError as exc:
+        left = [t.name for t in threading.enumerate() if t.name == "fwrest-service"]
+        return Outcome(not left, f"{exc} (threads left: {left})")
+    finally:
+        service_module._READY_TIMEOUT_S = saved
+    return Outcome(False, "start() did not raise")
+
+
+def config_as_text(folder: Path, _certs: dict[str, Path]) -> Outcome:
+    """JSON text where the file name belongs."""
+    return cli_outcome(run_cli("check", json.dumps(base(0)), cwd=folder))
+
+
 class _Records(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.ERROR)
@@ -332,6 +367,21 @@ def openapi_server(folder: Path, _certs: dict[str, Path]) -> Outcome:
     return cli_outcome(run_cli("openapi", str(path), "--server", "NOPE", cwd=folder))
 
 
+def openapi_unwritable(folder: Path, _certs: dict[str, Path]) -> Outcome:
+    """``-o`` into a folder that does not exist: one line, exit 2, no traceback, no file."""
+    path = service_on(folder, 0)
+    out = folder / "missing" / "openapi.json"
+    done = run_cli("openapi", str(path), "-o", str(out), cwd=folder)
+    text = done.stdout + done.stderr
+    ok = (
+        done.returncode == 2
+        and "Traceback" not in text
+        and done.stderr.count("fwrest: error:") == 1
+        and not out.parent.exists()
+    )
+    return Outcome(ok, f"exit {done.returncode}: {text}")
+
+
 ROUTE_TWICE = 'from fwrest import get\n\n\n@get("/a/:id/:id")\ndef a(id):\n    return {}\n'
 ROUTE_NUMBER = "from fwrest import get\n\n\n@get(1)\ndef a():\n    return {}\n"
 GET_X = {"GET": {"Function": "app.hello"}}
@@ -340,6 +390,9 @@ PROVOKED: dict[str, Broken | Special] = {
     # the file
     "the configuration file <path> does not exist or is not a file": missing_file,
     "the configuration file <path> cannot be read (Permission denied)": unreadable_file,
+    "the configuration is given as text (JSON or INI), where a file name is expected": (
+        config_as_text
+    ),
     "the file service.yaml is neither .ini nor .json": known("a .yaml file[yaml]"),
     "the file is not UTF-8 text": known("not UTF-8[ini]"),
     "the file is not a valid INI file: ...": known("no section header[ini]"),
@@ -486,6 +539,24 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     "[<server>] FwData: FwData NativeRoutes public names 'healthcheck/all', which is not a "
     "native route": known("NativeRoutes unknown route[ini]"),
+    "[<server>] FwData: FwData NativeRoutes disable names 'REST/CONFIG', which is not a native "
+    "route. Did you mean 'rest/config'? Route names are case-sensitive, as paths are": new(
+        "NativeRoutes name in capitals",
+        "json",
+        setting("HTTP_REST", "FwData", {"NativeRoutes": {"disable": ["REST/CONFIG"]}}),
+    ),
+    "[<server>] FwData: FwData NativeRoutes hide names 'rest/usage/time/reset', which is not a "
+    "native route. That path is a route of 'rest/usage/time'; name 'rest/usage/time'": new(
+        "NativeRoutes the reset path",
+        "ini",
+        setting("HTTP_REST", "FwData", {"NativeRoutes": {"hide": ["rest/usage/time/reset"]}}),
+    ),
+    "[<server>] FwData: FwData NativeRoutes public names '/rest/fw/healthcheck', which is not a "
+    "native route. Names leave out the location and /fw/: write 'healthcheck'": new(
+        "NativeRoutes a URL",
+        "json",
+        setting("HTTP_REST", "FwData", {"NativeRoutes": {"public": ["/rest/fw/healthcheck"]}}),
+    ),
     # LoadURNs
     "[<server>] LoadURNs: must be a JSON object of paths": known("LoadURNs a list[ini]"),
     "[<server>] LoadURNs: the path '/x' must map to an object of methods": new(
@@ -565,6 +636,8 @@ PROVOKED: dict[str, Broken | Special] = {
         "host unresolvable[json]", "serve"
     ),
     # starting from Python
+    "start(): workers must be a whole number of at least 1, got 0": start_workers_zero,
+    "the service did not become ready within <n> s; see the log": start_not_ready,
     "the service did not start (exit code 2); see its log above": start_with_workers,
     "[ENV] Repository: start(..., workers=N) runs the service in new processes, which cannot "
     "import the endpoints of the main script": start_script(START_MAIN),
@@ -589,6 +662,9 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     # fwrest openapi
     "there is no server 'NOPE'; the servers are HTTP_REST": openapi_server,
+    "fwrest: error: cannot write the OpenAPI document to <path> (No such file or directory)": (
+        openapi_unwritable
+    ),
 }
 
 

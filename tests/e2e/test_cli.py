@@ -431,6 +431,20 @@ def test_routes_of_a_bad_config_exits_2(tmp_path: Path) -> None:
     assert_config_error(result, "[ENV] Repository:", "'nowhere'")
 
 
+@pytest.mark.parametrize("target", ["missing/openapi.json", "."])
+def test_openapi_to_an_unwritable_file_exits_2_with_one_line(tmp_path: Path, target: str) -> None:
+    config = free_config(tmp_path)
+    out = tmp_path / target
+    result = run_cli("openapi", str(config), "-o", str(out))
+    print(result.stderr)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr + result.stdout
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"fwrest: error: cannot write the OpenAPI document to {out} (")
+    assert not (tmp_path / "missing").exists()
+    assert result.stdout == ""
+
+
 def test_version_is_the_package_version() -> None:
     result = run_cli("--version")
     assert result.returncode == 0

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ PROGRAM = textwrap.dedent(
     import json
     import sys
     import threading
+    import time
 
     import fwrest
     from fwrest import get
@@ -47,14 +49,24 @@ PROGRAM = textwrap.dedent(
         return {"thread": threading.current_thread().name}
 
 
+    @get("/slow")
+    def slow():
+        time.sleep(1.0)
+        return {"slow": "done"}
+
+
     spec = json.loads(open(sys.argv[1]).read())
     jo = spec["jo"] if spec["as"] == "dict" else json.dumps(spec["jo"])
     if spec["as"] == "raw":
         jo = spec["jo"]  # a string exactly as given (maybe not JSON at all)
+    if spec["as"] == "bytes":
+        jo = json.dumps(spec["jo"]).encode()  # JSON text read from a file in binary
     rc = fwrest.rest.wsRestfulStart(jo, spec["path"])
     print("rc", rc, flush=True)
+    for extra in spec.get("more", []):  # further calls in the same program
+        print("rc", fwrest.rest.wsRestfulStart(extra["jo"], extra["path"]), flush=True)
     sys.stdin.readline()  # the test says when to stop
-    if rc == 0:
+    if rc == 0 and spec.get("stop", True):
         print("stopped", fwrest.rest.wsRestfulStop(), flush=True)
     print("bye", flush=True)
     """
@@ -78,10 +90,12 @@ def infrastructure(*ports: int) -> dict[str, Any]:
 class Program:
     """The legacy program as a subprocess; ``rc`` is the code ``wsRestfulStart`` returned."""
 
-    def __init__(self, tmp_path: Path, jo: Any, mode: str, path: str = "/legacy") -> None:
+    def __init__(
+        self, tmp_path: Path, jo: Any, mode: str, path: str = "/legacy", **more: Any
+    ) -> None:
         (tmp_path / "legacy_prog.py").write_text(PROGRAM)
         spec = tmp_path / "spec.json"
-        spec.write_text(json.dumps({"jo": jo, "as": mode, "path": path}))
+        spec.write_text(json.dumps({"jo": jo, "as": mode, "path": path, **more}))
         self.stderr_path = tmp_path / "prog.stderr"
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
@@ -124,7 +138,7 @@ class Program:
         return self.proc.returncode, out
 
 
-@pytest.mark.parametrize("mode", ["dict", "str"])
+@pytest.mark.parametrize("mode", ["dict", "str", "bytes"])
 def test_legacy_start_serves_under_the_extra_path(tmp_path: Path, mode: str) -> None:
     ports = (free_port(), free_port())
     prog = Program(tmp_path, infrastructure(*ports), mode)
@@ -256,3 +270,72 @@ def test_port_in_use_returns_non_zero_and_binds_nothing(tmp_path: Path) -> None:
         finally:
             code, _ = prog.finish()
     assert code == 0
+
+
+def test_extra_path_with_a_trailing_slash(tmp_path: Path) -> None:
+    """``/legacy/`` is the prefix ``/legacy``, as a location's ``Path`` is."""
+    port = free_port()
+    prog = Program(tmp_path, infrastructure(port), "dict", path="/legacy/")
+    try:
+        assert prog.rc == 0, prog.log()
+        r = httpx.get(f"http://127.0.0.1:{port}/legacy/greet/bob", timeout=10)
+        assert r.status_code == 200, r.text
+        assert r.json() == {"hello": "bob", "path": "/legacy/greet/bob"}
+    finally:
+        code, out = prog.finish()
+    assert code == 0 and "stopped 0" in out
+
+
+def test_called_twice_serves_both_and_stop_ends_both(tmp_path: Path) -> None:
+    """A second call starts a second service (0); one on ports already served gives 2 and
+    leaves the first serving; ``wsRestfulStop()`` stops every service it started."""
+    first, second = free_port(), free_port()
+    more = [
+        {"jo": infrastructure(first), "path": "/again"},  # the first's port: in use
+        {"jo": infrastructure(second), "path": "/other"},
+    ]
+    prog = Program(tmp_path, infrastructure(first), "dict", more=more)
+    assert prog.proc.stdout is not None
+    codes = [prog.rc] + [int(prog.proc.stdout.readline().split()[1]) for _ in more]
+    try:
+        print(f"return codes {codes}; log:\n{prog.log()}")
+        assert codes == [0, 2, 0]
+        for port, prefix in ((first, "/legacy"), (second, "/other"), (second, "/rest")):
+            r = httpx.get(f"http://127.0.0.1:{port}{prefix}/greet/x", timeout=10)
+            assert r.status_code == 200, (port, prefix, r.text)
+        r = httpx.get(f"http://127.0.0.1:{first}/again/greet/x", timeout=10)
+        assert r.status_code == 404
+    finally:
+        code, out = prog.finish()
+    assert code == 0 and "stopped 0" in out
+    assert port_is_free(first) and port_is_free(second)
+
+
+def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
+    """The program ends without ``wsRestfulStop()``: a request in flight still gets its
+    answer, the program exits 0 and the port is free."""
+    port = free_port()
+    prog = Program(tmp_path, infrastructure(port), "dict", stop=False)
+    assert prog.rc == 0, prog.log()
+    with ThreadPoolExecutor(1) as ex:
+        slow = ex.submit(httpx.get, f"http://127.0.0.1:{port}/legacy/slow", timeout=30)
+        time.sleep(0.3)  # the request is in the handler
+        code, out = prog.finish()
+        result = slow.result()
+    print(out, prog.log())
+    assert result.status_code == 200, result.text
+    assert result.json() == {"slow": "done"}
+    assert code == 0 and "bye" in out and "stopped" not in out
+    assert port_is_free(port)
+
+
+def test_the_legacy_functions_import_from_fwrest_rest() -> None:
+    """``fwrest.rest`` is the REST object; ``from fwrest.rest import wsRestfulStart`` works as
+    well, as the original's ``<vendor>.rest`` namespace did."""
+    import fwrest
+    from fwrest.rest import wsRestfulStart, wsRestfulStop
+
+    assert wsRestfulStart.__func__ is fwrest.rest.wsRestfulStart.__func__
+    assert wsRestfulStart("[]", "/legacy") == 1
+    assert wsRestfulStop() == 0
+    assert callable(fwrest.rest.getPathRequest)  # still the REST object

@@ -195,6 +195,19 @@ def test_unknown_mixed_with_known_names(mon: Monitor) -> None:
         assert entry["unit"] == "kb" and entry["value"] > 0
 
 
+@pytest.mark.parametrize("query", ["all&x&nope_2", "x&all&nope_2", "x&all&x&nope_2&all"])
+def test_all_keeps_the_unknown_names_beside_it(mon: Monitor, query: str) -> None:
+    names = httpx.get(mon.base, timeout=10).json()["metrics"][1]["names"]
+    entries = metrics(mon.base, "?" + query)
+    errors = [e for e in entries if "error" in e]
+    print(query, "->", [e["name"] for e in entries])
+    assert errors == [
+        {"name": "x", "error": "unknown metric"},
+        {"name": "nope_2", "error": "unknown metric"},
+    ]
+    assert sorted(e["name"] for e in entries if "error" not in e) == sorted(names)
+
+
 def test_extra_names_have_sane_values(mon: Monitor) -> None:
     got = values(mon.base, *EXTRA_NAMES)
     print("extra metrics:", got)
@@ -345,6 +358,27 @@ def test_prometheus_format_filters(mon: Monitor) -> None:
     assert len(families) == 1 and "memory_resident" in families[0].name, resp.text
 
 
+@pytest.mark.parametrize(
+    ("query", "comments"),
+    [
+        ("x", ["# unknown metric: x"]),
+        ("uptime&x&all&y", ["# unknown metric: x", "# unknown metric: y"]),
+        ("a%0AHELP%20b%5C", ["# unknown metric: a\\nHELP b\\\\"]),
+    ],
+)
+def test_prometheus_format_names_the_unknown_names(
+    mon: Monitor, query: str, comments: list[str]
+) -> None:
+    """Not an empty answer: a comment line per unknown name, which scrapers ignore."""
+    resp = httpx.get(f"{mon.base}?{query}&format=prometheus", timeout=10)
+    print(resp.text[-200:])
+    assert resp.status_code == 200
+    assert resp.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert [line for line in resp.text.splitlines() if "unknown" in line] == comments
+    families = {f.name for f in text_string_to_metric_families(resp.text)}
+    assert ("fwrest_uptime_seconds" in families) == ("uptime" in query), families
+
+
 def test_resident_grows_when_an_endpoint_keeps_a_buffer(mon: Monitor) -> None:
     names = ("memory_resident", "memory_resident_worker_1", "memory_resident_worker_2")
     before = values(mon.base, *names)
@@ -383,7 +417,8 @@ def test_all_keeps_every_worker_with_many_processes() -> None:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(30)
     ]
     try:
-        app = MonitorApp("/api", Collector(os.getpid(), lambda: (0, 0), time.time()))
+        pids = [kid.pid for kid in kids]
+        app = MonitorApp("/api", Collector(os.getpid(), lambda: (0, 0), time.time(), lambda: pids))
         status, _, body = app.respond("GET", "/api/server/metrics", "all", "")
         assert status == 200
         names = [e["name"] for e in json.loads(body)[0]["metrics"]]

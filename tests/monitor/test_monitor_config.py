@@ -13,6 +13,8 @@ import httpx
 import psutil
 import pytest
 
+from fwrest.config.model import MonitorConfig
+from fwrest.server.monitor_port import monitor_url
 from tests.conftest import free_config, run_cli
 from tests.monitor.support import free_port, metrics, monitor_section, port_is_free
 
@@ -133,6 +135,27 @@ def test_public_monitor_is_warned_about_at_start(tmp_path: Path, serve: Any) -> 
     section = monitor_section(port, HostName="0.0.0.0")
     proc = serve(free_config(tmp_path, extra={"APP_MONITOR": section}))
     assert "HostName=0.0.0.0" in proc.wait_log("[APP_MONITOR]")
+    # the announced URL is one to open, as the servers' (not http://0.0.0.0:...)
+    assert proc.urls["APP_MONITOR"] == f"http://127.0.0.1:{port}/api/server/metrics"
     # and it serves on every address, loopback included
     with socket.create_connection(("127.0.0.1", port), timeout=5):
         pass
+
+
+@pytest.mark.parametrize(
+    ("host", "api_path", "tls", "expected"),
+    [
+        ("::1", "/api", False, "http://[::1]:9001/api/server/metrics"),
+        ("0.0.0.0", "/api", False, "http://127.0.0.1:9001/api/server/metrics"),
+        ("127.0.0.1", "/", True, "https://127.0.0.1:9001/server/metrics"),
+        ("fe80::2", "/ops/v1", False, "http://[fe80::2]:9001/ops/v1/server/metrics"),
+    ],
+)
+def test_the_announced_monitor_url_is_one_to_open(
+    host: str, api_path: str, tls: bool, expected: str
+) -> None:
+    # as the servers' URLs: an IPv6 address in brackets, a wildcard address as 127.0.0.1
+    # (the loopback form is checked on a real server above; a CI machine may have no ::1)
+    cert = Path("cert.pem") if tls else None
+    mon = MonitorConfig(enable=True, host=host, api_path=api_path, ssl_certificate=cert)
+    assert monitor_url(mon, 9001) == expected

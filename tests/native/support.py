@@ -38,6 +38,8 @@ NATIVE = (
     ("environment", "GET", "/fw/environment"),
     ("server/environment", "GET", "/server/environment"),
     ("vendor/environment", "GET", "/vendor/environment"),
+    ("server/environment", "GET", "/fw/server/environment"),
+    ("vendor/environment", "GET", "/fw/vendor/environment"),
     ("healthcheck", "GET", "/fw/healthcheck"),
     ("healthcheck/ok", "GET", "/fw/healthcheck/ok"),
     ("healthcheck/datetime", "GET", "/fw/healthcheck/datetime"),

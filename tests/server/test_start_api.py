@@ -355,3 +355,220 @@ def test_start_with_workers_without_repository_serves_the_programs_modules(
         assert r.status_code == 200, r.text
         assert r.json()["module"] == "progmod"
         assert r.json()["pid"] != info["pid"]  # a worker process served it
+
+
+def test_start_rejects_workers_below_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, path = unique_module(tmp_path)
+    monkeypatch.chdir(tmp_path)  # where start(workers=N) would write a temporary config
+    for workers in (0, -1, True, "2"):
+        with pytest.raises(fwrest.ConfigError) as info:
+            fwrest.start(config_dict(str(path)), workers=workers)  # type: ignore[arg-type]
+        print(info.value)
+        assert "workers must be a whole number of at least 1" in str(info.value)
+
+
+def test_start_given_config_text_names_the_mistake(tmp_path: Path) -> None:
+    """JSON text where a path or a dict belongs: the message says so, not 'no such file'."""
+    for text in (json.dumps(config_dict(None)), "[HTTPSERVER]\nServers=HTTP_REST\n"):
+        with pytest.raises(fwrest.ConfigError) as info:
+            fwrest.start(text)
+        print(info.value)
+        assert "given as text" in str(info.value)
+        assert "json.loads" in str(info.value)
+
+
+def fwrest_handlers() -> list[Any]:
+    import logging
+
+    return [h for h in logging.getLogger("fwrest").handlers if getattr(h, "_fwrest", False)]
+
+
+def test_a_failed_start_leaves_no_log_handler_behind(tmp_path: Path) -> None:
+    """The port is taken: start() raises, the LogFile it opened is closed again, and its
+    rest_log_level is not left in force (the caller's own messages about it would be lost)."""
+    import logging
+
+    _, path = unique_module(tmp_path)
+    before = fwrest_handlers()
+    level = logging.getLogger("fwrest").level
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        config = config_dict(str(path), port=busy.getsockname()[1])
+        config["HTTPSERVER"]["LogFile"] = str(tmp_path / "service.log")
+        config["GENERAL"] = {"rest_log_level": 0}
+        for _ in range(3):
+            with pytest.raises(fwrest.ConfigError):
+                fwrest.start(config)
+    assert fwrest_handlers() == before
+    assert logging.getLogger("fwrest").level == level
+
+
+def test_stopping_one_of_two_services_keeps_the_others_log(tmp_path: Path) -> None:
+    """Two services in one process share fwrest's log handlers (the later start's); stopping
+    the first must not silence the second."""
+    name, path = unique_module(tmp_path)
+    log_file = tmp_path / "second.log"
+    first = fwrest.start(config_dict(str(path)))
+    second_config = config_dict(str(path))
+    second_config["HTTPSERVER"]["LogFile"] = str(log_file)
+    second = fwrest.start(second_config)
+    try:
+        first.stop()
+        r = httpx.get(f"{second.urls[0]}/{name}/ping/after-first-stopped", timeout=10)
+        assert r.status_code == 200
+    finally:
+        second.stop()
+        first.stop()
+    text = log_file.read_text()
+    print(text)
+    assert "after-first-stopped" in text
+
+
+END_PROGRAM = textwrap.dedent(
+    """
+    import json
+    import sys
+    import time
+
+    import fwrest
+    from fwrest import get
+
+
+    @get("/prog/slow")
+    def slow():
+        time.sleep(1.0)
+        return {"slow": "done"}
+
+
+    service = fwrest.start(json.loads(sys.argv[1]))
+    print(json.dumps({"urls": service.urls, "ports": service.ports}), flush=True)
+    sys.stdin.readline()
+    print("the program ends without service.stop()", flush=True)
+    """
+)
+
+
+def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
+    """The service runs on a daemon thread; the program's end must not cut a request in
+    flight: the service is stopped gracefully as the program exits."""
+    script = tmp_path / "program.py"
+    script.write_text(END_PROGRAM)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), json.dumps(config_dict(None))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read() if proc.stderr else ""
+        info = json.loads(line)
+        with ThreadPoolExecutor(1) as ex:
+            slow = ex.submit(httpx.get, f"{info['urls'][0]}/prog/slow", timeout=30)
+            time.sleep(0.3)  # the request is in the handler
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            result = slow.result()
+        out, err = proc.communicate(timeout=30)
+        print(out, err)
+        assert result.status_code == 200, result.text
+        assert result.json() == {"slow": "done"}
+        assert proc.returncode == 0
+        assert "stopped after 1 request(s)" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert port_is_free(info["ports"]["HTTP_REST"])
+
+
+KILLED_PROGRAM = textwrap.dedent(
+    """
+    import json
+    import sys
+    import time
+
+    import fwrest
+
+    service = fwrest.start(json.loads(sys.argv[1]), workers=1)
+    supervisor = service._process.pid
+    print(json.dumps({"urls": service.urls, "ports": service.ports, "pid": supervisor}), flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def test_start_with_workers_stops_when_the_program_is_killed(tmp_path: Path) -> None:
+    """The supervisor of start(workers=N) is a child process: killed, the program cannot stop
+    it, so it stops by itself instead of holding the ports for good."""
+    _, path = unique_module(tmp_path)
+    script = tmp_path / "program.py"
+    script.write_text(KILLED_PROGRAM)
+    log = tmp_path / "program.log"  # a file: the supervisor would hold a pipe open
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), json.dumps(config_dict(str(path)))],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line, log.read_text()
+        info = json.loads(line)
+        port = info["ports"]["HTTP_REST"]
+        assert httpx.get(f"{info['urls'][0]}/{path.stem}/ping/1", timeout=10).status_code == 200
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    killed = time.monotonic()
+    while not port_is_free(port) and time.monotonic() < killed + 20:
+        time.sleep(0.1)
+    print(f"the port was free {time.monotonic() - killed:.2f} s after the kill")
+    print(log.read_text())
+    if not port_is_free(port):
+        os.kill(info["pid"], signal.SIGKILL)  # the test's own leftover, not the service's stop
+        raise AssertionError("the supervisor outlived the program")
+
+
+def test_start_with_workers_that_fails_leaves_no_temporary_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From a dict, start(workers=N) writes the config to a temporary file for the child;
+    a start that fails removes it."""
+    _, path = unique_module(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        with pytest.raises(fwrest.ConfigError) as info:
+            fwrest.start(config_dict(str(path), port=busy.getsockname()[1]), workers=1)
+    print(info.value)
+    assert list(work.iterdir()) == []
+
+
+def test_start_and_stop_from_other_threads(tmp_path: Path) -> None:
+    """start() from a thread that is not the main thread serves the same (no signal handler
+    needed or installed), and another thread may stop it."""
+    name, path = unique_module(tmp_path)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    with ThreadPoolExecutor(1) as ex:
+        service = ex.submit(fwrest.start, config_dict(str(path))).result(timeout=30)
+    try:
+        r = httpx.get(f"{service.urls[0]}/{name}/ping/t", timeout=10)
+        assert r.status_code == 200 and r.json()["n"] == "t"
+        assert {s: signal.getsignal(s) for s in before} == before
+    finally:
+        service.stop()
+    assert port_is_free(service.ports["HTTP_REST"])

@@ -230,9 +230,21 @@ def _read(source: str | Path | Mapping[str, Any]) -> _Raw:
     if isinstance(source, Mapping):
         return _Raw(_from_mapping(source, None), None, Path.cwd())
     path = Path(source)
-    if not path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError as exc:  # a name too long, ...
+        is_file, why = False, f" ({exc.strerror})"
+    else:
+        why = ""
+    if not is_file and isinstance(source, str) and source.lstrip().startswith(("{", "[")):
         raise ConfigError(
-            f"the configuration file {path} does not exist or is not a file.",
+            "the configuration is given as text (JSON or INI), where a file name is expected.",
+            fix="pass a dict (json.loads(text) for JSON text) or the path of an .ini or .json "
+            "file.",
+        )
+    if not is_file:
+        raise ConfigError(
+            f"the configuration file {path} does not exist or is not a file{why}.",
             fix="give the path of an .ini or .json file.",
         )
     suffix = path.suffix.lower()

@@ -80,21 +80,38 @@ class MonitorApp:
                 names = ["all"]
             else:
                 return 200, [*_JSON], orjson.dumps(self.index())
-        seen: list[str] = []
-        for name in names:
-            if name not in seen:
-                seen.append(name)
         # The cap bounds what a client asks for; "all" is the server's own list (one entry
-        # per worker as well), never cut.
-        seen = seen[:64]
-        if "all" in seen:
-            seen = self.collector.all_names()
+        # per worker as well), never cut. "all" stands in place for every metric; the other
+        # names keep their places, an unknown one gets its error entry there too.
+        asked = list(dict.fromkeys(names))[:64]
+        every = self.collector.all_names() if "all" in asked else []
+        seen: list[str] = []
+        for name in asked:
+            for one in every if name == "all" else [name]:
+                if one not in seen:
+                    seen.append(one)
         entries = self.collector.collect(seen)
         if prometheus:
             registry = CollectorRegistry(auto_describe=False)
             registry.register(_Export(entries))
-            return 200, [("content-type", PROMETHEUS)], generate_latest(registry)
+            return (
+                200,
+                [("content-type", PROMETHEUS)],
+                generate_latest(registry) + _unknown(entries),
+            )
         return 200, [*_JSON], orjson.dumps([{"version": 0, "metrics": entries}])
+
+
+def _unknown(entries: list[dict[str, Any]]) -> bytes:
+    """The unknown names as comment lines, which Prometheus ignores (JSON has the error entry)."""
+    lines = [
+        "# unknown metric: "
+        + entry["name"].replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+        + "\n"
+        for entry in entries
+        if "error" in entry
+    ]
+    return "".join(lines).encode("utf-8", "backslashreplace")
 
 
 def _error(status: int, message: str, extra: list[tuple[str, str]] | None = None) -> Answer:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -45,31 +45,44 @@ class Collector:
         root_pid: the supervisor (``fwrest serve``) or this process (``fwrest.start``).
         requests: returns (in flight, total) over all workers.
         started: epoch seconds the service started.
+        worker_pids: returns the pid of each worker by slot (0: none yet), so that
+            ``..._worker_N`` is the worker the log calls ``[wN]``, also after a replacement;
+            ``None`` when the service is this one process (``fwrest.start``): then no other
+            process counts, not even the calling program's own children.
     """
 
     def __init__(
-        self, root_pid: int, requests: Callable[[], tuple[int, int]], started: float
+        self,
+        root_pid: int,
+        requests: Callable[[], tuple[int, int]],
+        started: float,
+        worker_pids: Callable[[], Sequence[int]] | None = None,
     ) -> None:
         self.root_pid = root_pid
         self.requests = requests
         self.started = started
+        self.worker_pids = worker_pids
         self._procs: dict[int, psutil.Process] = {}
 
-    def _processes(self) -> tuple[list[psutil.Process], list[psutil.Process]]:
-        """(the root and its workers, the workers alone)."""
+    def _processes(self) -> tuple[list[psutil.Process], dict[int, psutil.Process]]:
+        """(the root and its workers, the workers by number from 1)."""
         try:
             root = self._procs.get(self.root_pid) or psutil.Process(self.root_pid)
-            self._procs[self.root_pid] = root
-            children = root.children()
+            children = {c.pid: c for c in root.children()} if self.worker_pids else {}
         except psutil.Error:
-            root, children = psutil.Process(os.getpid()), []
-        workers = []
-        for child in children:
-            known = self._procs.get(child.pid)
-            if known is None:
-                self._procs[child.pid] = known = child
-            workers.append(known)
-        return [root, *workers], workers
+            root, children = psutil.Process(os.getpid()), {}
+        workers: dict[int, psutil.Process] = {}
+        # a slot's pid counts only while it is a child of the root (a dead worker's pid may
+        # be reused by anything)
+        slots = self.worker_pids() if self.worker_pids else ()
+        for slot, pid in enumerate(slots):
+            child = children.get(pid)
+            if child is not None:
+                known = self._procs.get(pid)  # equal: same pid and same creation time
+                workers[slot + 1] = known if known == child else child
+        # cpu_percent() measures since the last call on the same object: keep the live ones
+        self._procs = {root.pid: root} | {p.pid: p for p in workers.values()}
+        return [root, *workers.values()], workers
 
     def collect(self, names: list[str]) -> list[dict[str, Any]]:
         """One entry per name; an unknown name gets ``{"name", "error"}`` (never raises)."""
@@ -95,9 +108,7 @@ class Collector:
     def all_names(self) -> list[str]:
         _, workers = self._processes()
         per_worker = [
-            f"{base}_worker_{i + 1}"
-            for i in range(len(workers))
-            for base in ("memory_resident", "memory_virtual")
+            f"{base}_worker_{n}" for n in workers for base in ("memory_resident", "memory_virtual")
         ]
         return [*METRICS, *per_worker]
 
@@ -148,13 +159,13 @@ class Collector:
                 "open_files": files,
                 "cpu_this_process": round(cpu, 1),
             }
-            for i, proc in enumerate(workers):
+            for n, proc in workers.items():
                 try:
                     mem = proc.memory_info()
                 except psutil.Error:
                     continue
-                values[f"memory_resident_worker_{i + 1}"] = mem.rss // 1024
-                values[f"memory_virtual_worker_{i + 1}"] = mem.vms // 1024
+                values[f"memory_resident_worker_{n}"] = mem.rss // 1024
+                values[f"memory_virtual_worker_{n}"] = mem.vms // 1024
         if "cpu_all" in wanted:
             values["cpu_all"] = psutil.cpu_percent(None)
         in_flight, total = self.requests()

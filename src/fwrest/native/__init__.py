@@ -3,6 +3,12 @@ them; they read the service's state through the request's port and worker, read-
 the settings and the usage reset.
 """
 
-from fwrest.native.catalog import NATIVE_ROUTES, NativeOptions, native_endpoints, parse_native
+from fwrest.native.catalog import (
+    NATIVE_ROUTES,
+    NativeOptions,
+    native_endpoints,
+    native_warnings,
+    parse_native,
+)
 
-__all__ = ["NATIVE_ROUTES", "NativeOptions", "native_endpoints", "parse_native"]
+__all__ = ["NATIVE_ROUTES", "NativeOptions", "native_endpoints", "native_warnings", "parse_native"]

@@ -9,7 +9,13 @@ from typing import Any
 from fwrest.errors import ConfigError
 from fwrest.repository import Endpoint
 
-__all__ = ["NATIVE_ROUTES", "NativeOptions", "native_endpoints", "parse_native"]
+__all__ = [
+    "NATIVE_ROUTES",
+    "NativeOptions",
+    "native_endpoints",
+    "native_warnings",
+    "parse_native",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +87,23 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
         "info:vendor_environment",
         "Versions of framework and runtime together",
     ),
+    # SPEC 5 names these two "server/environment" and "vendor/environment", a route's name
+    # being its path after /fw/, while the seed serves them at {base_url}/server/... and
+    # /vendor/...: both paths answer, under the one name (disable, hide, public cover both).
+    _Route(
+        "server/environment",
+        "GET",
+        "/fw/server/environment",
+        "info:server_environment",
+        "Version of the server runtime (also at /server/environment)",
+    ),
+    _Route(
+        "vendor/environment",
+        "GET",
+        "/fw/vendor/environment",
+        "info:vendor_environment",
+        "Versions of framework and runtime together (also at /vendor/environment)",
+    ),
     _Route(
         "healthcheck",
         "GET",
@@ -151,10 +174,57 @@ def parse_native(fw_data: dict[str, Any], *, section: str, source: str | None) -
                 names.add(name)
             else:
                 raise fail(
-                    f"FwData NativeRoutes {key} names {item!r}, which is not a native route."
+                    f"FwData NativeRoutes {key} names {item!r}, which is not a native "
+                    f"route.{_hint(name)}"
                 )
         out[kind] = frozenset(names)
     return NativeOptions(**out)
+
+
+def _hint(name: str) -> str:
+    """What the user probably meant by an unknown route name ("" when nothing is close)."""
+    for known in NAMES:
+        if name.lower() == known.lower():
+            return f" Did you mean {known!r}? Route names are case-sensitive, as paths are."
+    for route in NATIVE_ROUTES:
+        if name == route.path.removeprefix("/fw/") or name == route.path.lstrip("/"):
+            return f" That path is a route of {route.name!r}; name {route.name!r}."
+    if "fw/" in name:
+        tail = name.rsplit("fw/", 1)[1]
+        if tail in NAMES:
+            return f" Names leave out the location and /fw/: write {tail!r}."
+    return ""
+
+
+def native_warnings(options: NativeOptions, *, section: str, scheme: str | None) -> list[str]:
+    """Legal but risky ``NativeRoutes`` (SPEC 2: reported by ``fwrest check``, logged at start).
+
+    Args:
+        options: the parsed ``NativeRoutes``.
+        section: the server section, for the message.
+        scheme: the port's authorization scheme (``None`` on an open port).
+    """
+    out: list[str] = []
+    if scheme:
+        opened = [
+            name
+            for name in ("rest/config", "rest/usage/time")
+            if name in options.public and name not in options.disable
+        ]
+        if opened:
+            out.append(
+                f"[{section}] FwData NativeRoutes public opens {' and '.join(opened)} to "
+                "anyone without credentials, POST included (changing the run-time settings, "
+                "resetting the usage figures); make public only the routes a probe reads, "
+                'such as "healthcheck" and "healthcheck/ok".'
+            )
+    if scheme == "oAuth2" and "oauth2/token" in options.disable:
+        out.append(
+            f"[{section}] FwData NativeRoutes disable takes away this port's token route "
+            "(oauth2/token): its clients can only use tokens issued by another oAuth2 port "
+            'of the service; leave oauth2/token out of disable ("*" includes it).'
+        )
+    return out
 
 
 def _resolve(spec: str) -> Callable[..., Any]:

@@ -85,14 +85,13 @@ async def server_environment() -> dict[str, str]:
     return _server()
 
 
-async def vendor_environment() -> dict[str, Any]:
+async def vendor_environment() -> dict[str, str]:
+    # SPEC 5: the same three keys as the other two routes, for clients that read one shape
     fw, server = _fw(), _server()
     return {
         "version": f"{fw['version']}/{server['version']}",
         "build": f"fwrest {fw['build']}; {server['build']}",
         "patch": f"{fw['patch']}/{server['patch']}",
-        "framework": fw,
-        "server": server,
     }
 
 

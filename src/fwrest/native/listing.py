@@ -29,40 +29,55 @@ def _is_public(port: Any, full_path: str, rel: str, name: str | None) -> bool:
 
 
 def service_listing(port: Any) -> list[dict[str, Any]]:
-    """One entry per route path of a port (a :class:`PortPlan`), sorted (SPEC 5)."""
-    entries: dict[str, dict[str, Any]] = {}
+    """One entry per route path of a port (a :class:`PortPlan`), sorted (SPEC 5).
+
+    An entry covers every location where the same relative path has the same methods,
+    functions and exposure; where locations differ (their environments hold other routes
+    for the path), each variant gets its own entry, so that no entry claims a method or a
+    function that one of its ``paths`` does not have.
+    """
     hidden = port.native.hide
+    # (pattern, what the location serves there) -> entry
+    entries: dict[tuple[str, tuple[Any, ...]], dict[str, Any]] = {}
     for loc in port.locations:
+        served: dict[str, dict[str, Any]] = {}
         for method, pattern, handler in loc.router.routes():
             ep = handler.endpoint
             name = route_name(pattern) if ep.source == "native" else None
             if name is not None and name in hidden:
                 continue
-            full = loc.full_path(pattern)
-            entry = entries.get(pattern)
+            entry = served.get(pattern)
             if entry is None:
-                entry = entries[pattern] = {
+                full = loc.full_path(pattern)
+                entry = served[pattern] = {
                     "endpoint": pattern,
                     "type": "fw" if ep.source == "native" else "default",
                     "doc": "false",
                     "source": ep.source,
-                    "paths": [],
+                    "paths": [full],
                     "public": _is_public(port, full, pattern, name),
                     "methods": [],
                 }
-            if full not in entry["paths"]:
-                entry["paths"].append(full)
-            if not any(m["method"] == method for m in entry["methods"]):
-                entry["methods"].append(
-                    {"method": method, "description": ep.description, "function": ep.function}
-                )
+            entry["methods"].append(
+                {"method": method, "description": ep.description, "function": ep.function}
+            )
             if ep.description:
                 entry["doc"] = "true"
-    out = sorted(entries.values(), key=lambda e: e["endpoint"])
-    for entry in out:
+        for pattern, entry in served.items():
+            entry["methods"].sort(key=lambda m: m["method"])
+            signature = (
+                entry["source"],
+                entry["public"],
+                tuple(tuple(m.values()) for m in entry["methods"]),
+            )
+            known = entries.get((pattern, signature))
+            if known is None:
+                entries[(pattern, signature)] = entry
+            elif entry["paths"][0] not in known["paths"]:
+                known["paths"].append(entry["paths"][0])
+    for entry in entries.values():
         entry["paths"].sort()
-        entry["methods"].sort(key=lambda m: m["method"])
-    return out
+    return sorted(entries.values(), key=lambda e: (e["endpoint"], e["paths"]))
 
 
 async def list_service() -> list[dict[str, Any]]:
@@ -109,12 +124,20 @@ def build_openapi(port: Any, version: str) -> dict[str, Any]:
         }
         doc["security"] = [{security_name: ["default"]}]
     used_ids: set[str] = set()
+    # OpenAPI 3.1 (Paths Object): templated paths that differ only in their parameter names
+    # are the same path and must be one key; routes of one shape may name their parameters
+    # differently (SPEC 3), so the first pattern of a shape names the template.
+    templates: dict[str, tuple[str, list[str]]] = {}
     for entry in service_listing(port):
         for full in entry["paths"]:
-            path_item: dict[str, Any] = doc["paths"].setdefault(_PARAM.sub(r"{\1}", full), {})
+            shape = _PARAM.sub(":", full)
+            if shape not in templates:
+                templates[shape] = (_PARAM.sub(r"{\1}", full), _PARAM.findall(full))
+            template, names = templates[shape]
+            path_item: dict[str, Any] = doc["paths"].setdefault(template, {})
             params = [
                 {"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
-                for n in _PARAM.findall(full)
+                for n in names
             ]
             for method in entry["methods"]:
                 op_id = re.sub(r"[^A-Za-z0-9_]", "_", f"{method['method'].lower()}_{full}")

@@ -14,7 +14,13 @@ from fwrest.auth.oauth2.warnings import oauth2_warnings
 from fwrest.config.model import LocationConfig, ServerConfig, ServiceConfig
 from fwrest.context.request import NO_AUTH, AuthInfo
 from fwrest.errors import ConfigError
-from fwrest.native import NATIVE_ROUTES, NativeOptions, native_endpoints, parse_native
+from fwrest.native import (
+    NATIVE_ROUTES,
+    NativeOptions,
+    native_endpoints,
+    native_warnings,
+    parse_native,
+)
 from fwrest.repository import Endpoint, Environment, Repository
 from fwrest.routing import Router
 from fwrest.server.handler import Handler
@@ -127,6 +133,9 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             base_dir=config.base_dir,
         )
         native = parse_native(server.fw_data, section=server.name, source=source)
+        warnings += native_warnings(
+            native, section=server.name, scheme=settings.scheme if settings else None
+        )
         mapped = repo.mapped_endpoints(server.load_urns, envs, section=server.name)
         oauth2 = settings is not None and settings.scheme == "oAuth2"
         mapped += native_endpoints(native, oauth2=oauth2, token_route=token_route)

@@ -73,14 +73,17 @@ def _with_location(jo: Mapping[str, Any], path: str) -> dict[str, Any]:
     return data
 
 
-def ws_restful_start(jo: Mapping[str, Any] | str, path: str) -> int:
+def ws_restful_start(jo: Mapping[str, Any] | str | bytes, path: str) -> int:
     """Start the service of ``jo`` with one extra location ``path`` on every server.
 
-    Returns 0 when it serves, 1 for a bad infrastructure JSON, 2 for a start failure (a port
-    in use); the message is logged.
+    ``jo`` is the infrastructure JSON: a dict, or its JSON text (``str`` or ``bytes``). The
+    service runs on a background thread of this process (as :func:`fwrest.start`); this
+    returns 0 once it serves, 1 for a bad infrastructure JSON, 2 for a start failure (a port
+    in use); the message is logged. :func:`ws_restful_stop` stops it, and so does the
+    program's end.
     """
     try:
-        data = json.loads(jo) if isinstance(jo, str) else jo
+        data = json.loads(jo) if isinstance(jo, str | bytes | bytearray) else jo
         if not isinstance(data, Mapping):
             raise ConfigError("the infrastructure JSON must be an object of sections.")
         service = start(_with_location(data, path))
@@ -89,7 +92,8 @@ def ws_restful_start(jo: Mapping[str, Any] | str, path: str) -> int:
         return 1
     except ConfigError as exc:
         log.server_log.error("wsRestfulStart: %s", exc)
-        return 1 if "cannot be bound" not in str(exc) else 2
+        started = ("cannot be bound", "did not become ready")  # it failed as it started
+        return 2 if any(text in str(exc) for text in started) else 1
     except Exception as exc:  # the old API answers with a code, never an exception (SPEC 6)
         log.server_log.error("wsRestfulStart: the service did not start: %r", exc)
         return 2

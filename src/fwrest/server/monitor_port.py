@@ -17,7 +17,17 @@ from fwrest.server.app import Request, error_reply, trace_text
 from fwrest.server.handler import Reply
 from fwrest.server.state import tunables
 
-__all__ = ["MonitorPort", "monitor_server_config"]
+__all__ = ["MonitorPort", "monitor_server_config", "monitor_url"]
+
+
+def monitor_url(mon: MonitorConfig, port: int) -> str:
+    """The index's URL as the operator can open it (as the servers' URLs: a wildcard address
+    shown as 127.0.0.1, an IPv6 address in brackets)."""
+    scheme = "https" if mon.ssl_certificate else "http"
+    host = "127.0.0.1" if mon.host in ("0.0.0.0", "") else mon.host
+    host = f"[{host}]" if ":" in host else host
+    api = "" if mon.api_path == "/" else mon.api_path
+    return f"{scheme}://{host}:{port}{api}/server/metrics"
 
 
 def monitor_server_config(mon: MonitorConfig, port: int | None = None) -> ServerConfig:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import json
+import logging
 import os
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,8 @@ from fwrest.server.supervisor import run_supervisor
 from fwrest.server.worker import Worker, new_loop
 
 __all__ = ["Service", "prepare", "serve", "start"]
+
+_READY_TIMEOUT_S = 30.0  # start() without workers: the worker binds nothing, so this is ample
 
 
 def prepare(source: str | Path | Mapping[str, Any]) -> ServicePlan:
@@ -71,8 +76,43 @@ def _setup_logging(config: ServiceConfig, *, own_process: bool) -> None:
         ) from None
 
 
+_running: set[Service] = set()  # started by start() and not stopped yet
+_running_lock = threading.Lock()
+
+
+def _stop_at_exit() -> None:
+    """Stop the services the program left running, gracefully, as it exits.
+
+    An in-process service runs on a daemon thread: without this, the program's end would cut
+    the requests in flight. A ``workers=N`` supervisor is a child process that would outlive
+    the program, still holding the ports.
+    """
+    with _running_lock:
+        # not in a forked child of the program: the services are its parent's
+        services = [s for s in _running if s._pid == os.getpid()]
+    for service in services:
+        try:
+            service.stop()
+        except Exception:  # the next one is stopped all the same
+            log.server_log.exception("stopping a service at exit failed")
+
+
+atexit.register(_stop_at_exit)
+
+
+def _release_logging() -> None:
+    """Remove fwrest's log handlers unless another in-process service still logs with them."""
+    with _running_lock:
+        in_process = any(s._thread is not None for s in _running)
+    if not in_process:
+        log.remove_handlers()
+
+
 class Service:
-    """A running service started by :func:`start`; :meth:`stop` ends it."""
+    """A running service started by :func:`start`; :meth:`stop` ends it.
+
+    A service the program has not stopped is stopped gracefully when the program exits.
+    """
 
     def __init__(self) -> None:
         self.plan: ServicePlan | None = None
@@ -82,16 +122,25 @@ class Service:
         self._thread: threading.Thread | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._tmp: str | None = None
+        self._pid = os.getpid()  # the process that started it
 
     def stop(self, timeout: float = 35.0) -> None:
         """Stop gracefully: stop accepting, finish requests in flight, return."""
         worker, thread = self._worker, self._thread
-        if worker is not None and thread is not None and worker.loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop already ended
-                worker.loop.call_soon_threadsafe(worker.request_stop)
+        if worker is not None and thread is not None:
+            deadline = time.monotonic() + timeout
+            while worker.loop is None and thread.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.01)  # stopped at once: the worker's loop is not running yet
+            if worker.loop is not None:
+                with contextlib.suppress(RuntimeError):  # the loop already ended
+                    worker.loop.call_soon_threadsafe(worker.request_stop)
             thread.join(timeout)
             self._worker = self._thread = None
-            log.remove_handlers()
+            with _running_lock:
+                _running.discard(self)
+            if self.plan is not None and self.plan.store is not None:
+                self.plan.store.close()
+            _release_logging()
         if self._process is not None:
             self._process.terminate()
             try:
@@ -105,6 +154,8 @@ class Service:
         if self._tmp is not None:
             Path(self._tmp).unlink(missing_ok=True)
             self._tmp = None
+        with _running_lock:
+            _running.discard(self)
 
     def __enter__(self) -> Service:
         return self
@@ -120,14 +171,35 @@ def start(config: str | Path | Mapping[str, Any], *, workers: int | None = None)
     installs no signal handlers. With ``workers=N`` the supervisor runs as a child process
     (``fwrest serve CONFIG --workers N``).
 
+    A service that is still running when the program exits is stopped gracefully then.
+
     Raises:
-        ConfigError: the configuration is invalid, or a port cannot be bound.
+        ConfigError: the configuration is invalid, a port cannot be bound, ``workers`` is not
+            a whole number of at least 1, or the service did not start.
     """
     service = Service()
     if workers is not None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ConfigError(
+                f"start(): workers must be a whole number of at least 1, got {workers!r}.",
+                fix="pass workers=N with N >= 1, or leave it out to serve in this process.",
+            )
         return _start_supervisor(service, config, workers)
     plan = prepare(config)
+    level = logging.getLogger("fwrest").level  # this start's rest_log_level replaces it
     _setup_logging(plan.config, own_process=False)
+    try:
+        return _start_in_process(service, plan)
+    except BaseException:
+        if plan.store is not None:
+            plan.store.close()
+        _release_logging()
+        logging.getLogger("fwrest").setLevel(level)  # a failed start changes nothing
+        raise
+
+
+def _start_in_process(service: Service, plan: ServicePlan) -> Service:
+    """The rest of :func:`start` without ``workers``: bind, run the worker, wait for it."""
     _log_warnings(plan.config)
     open_runtime(plan)
     for warning in plan.warnings:
@@ -155,13 +227,21 @@ def start(config: str | Path | Mapping[str, Any], *, workers: int | None = None)
     thread = threading.Thread(target=run, name="fwrest-service", daemon=True)
     service._worker, service._thread = worker, thread
     thread.start()
-    ready.wait(30)
+    if not ready.wait(_READY_TIMEOUT_S):
+        service.stop(timeout=5)
+        raise ConfigError(
+            f"the service did not become ready within {_READY_TIMEOUT_S:.0f} s; see the log."
+        )
     if failure:
+        thread.join(5)
         raise failure[0]
+    with _running_lock:
+        _running.add(service)
     return service
 
 
 PRELOAD_ENV = "FWREST_PRELOAD"  # modules the supervisor imports first (start(workers=N))
+PARENT_ENV = "FWREST_PARENT_PID"  # start(workers=N): the program whose end stops the supervisor
 
 
 def _child_env(plan: ServicePlan) -> dict[str, str] | None:
@@ -211,8 +291,9 @@ def preload_modules() -> None:
 def _start_supervisor(
     service: Service, config: str | Path | Mapping[str, Any], workers: int
 ) -> Service:
+    plan = prepare(config)  # fail here, with ConfigError, rather than in the child
+    env = _child_env(plan)
     if isinstance(config, Mapping):
-        plan = prepare(config)  # fail here, with ConfigError, rather than in the child
         # In the working directory, so that relative paths resolve as they did in prepare().
         fd, name = tempfile.mkstemp(suffix=".json", prefix=".fwrest-start-", dir=Path.cwd())
         with os.fdopen(fd, "w") as fh:
@@ -220,14 +301,33 @@ def _start_supervisor(
         service._tmp = name
         path = name
     else:
-        plan = prepare(config)
         path = str(config)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fwrest", "serve", path, "--workers", str(workers)],
-        stdout=subprocess.PIPE,
-        env=_child_env(plan),
-    )
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fwrest", "serve", path, "--workers", str(workers)],
+            stdout=subprocess.PIPE,
+            # the supervisor stops when this program is gone (SIGKILL included)
+            env={**(env or os.environ), PARENT_ENV: str(os.getpid())},
+        )
+    except BaseException:
+        service.stop()  # the temporary config file
+        raise
     service._process = proc
+    try:
+        if _wait_for_supervisor(service, proc):
+            with _running_lock:
+                _running.add(service)
+            return service
+    except BaseException:  # Ctrl-C while it starts: stop it, remove the temporary file
+        service.stop(timeout=5)
+        raise
+    code = proc.wait()
+    service.stop()  # the pipe and the temporary config file
+    raise ConfigError(f"the service did not start (exit code {code}); see its log above.")
+
+
+def _wait_for_supervisor(service: Service, proc: subprocess.Popen[bytes]) -> bool:
+    """Read the supervisor's lifecycle lines until it is ready (True) or gone (False)."""
     assert proc.stdout is not None
     for raw in proc.stdout:
         line = raw.decode("utf-8", "replace").strip()
@@ -240,8 +340,5 @@ def _start_supervisor(
                 if port is not None:
                     service.ports[words[3].strip("[]")] = port
         if line.startswith("fwrest: ready"):
-            return service
-    code = proc.wait()
-    proc.stdout.close()
-    service._process = None
-    raise ConfigError(f"the service did not start (exit code {code}); see its log above.")
+            return True
+    return False

@@ -23,6 +23,7 @@ from typing import Any
 from fwrest import log
 from fwrest.auth.throttle import LockBoard
 from fwrest.server.build import ServicePlan
+from fwrest.server.monitor_port import monitor_url
 from fwrest.server.worker import GuardFactory, Worker, new_loop
 
 __all__ = ["run_supervisor"]
@@ -34,8 +35,10 @@ _READY_TIMEOUT_S = 60.0
 
 def _say(text: str) -> None:
     """Lifecycle lines for the operator, on standard output, whatever the log level."""
-    sys.stdout.write(f"fwrest: {text}\n")
-    sys.stdout.flush()
+    # under start(workers=N) standard output is a pipe to a program that may have ended
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.write(f"fwrest: {text}\n")
+        sys.stdout.flush()
 
 
 class _Supervisor:
@@ -52,6 +55,7 @@ class _Supervisor:
         self.guard_factory = guard_factory
         self.heartbeat: Any = RawArray("d", workers)
         self.counters: Any = RawArray("q", 2 * workers)  # in flight, total per worker
+        self.worker_pids: Any = RawArray("q", workers)  # pid per slot (the monitor's names)
         self.lock_board = LockBoard(workers)  # Basic lock-outs, seen by every worker at once
         # rest_log_level in force, written by the workers as settings change (log.set_level)
         self.level = plan.config.tunables.rest_log_level
@@ -62,6 +66,9 @@ class _Supervisor:
         self.crashes: deque[float] = deque()
         self.signals: list[int] = []
         self.ready_r, self.ready_w = os.pipe()
+        # start(workers=N): the program that started this supervisor; its end stops the service
+        parent = os.environ.pop("FWREST_PARENT_PID", "")
+        self.parent_pid = int(parent) if parent.isdigit() else None
 
     # -- workers ------------------------------------------------------------------------------
     def spawn(self, slot: int) -> None:
@@ -79,6 +86,7 @@ class _Supervisor:
                 log.flush()  # os._exit skips logging's own shutdown
                 os._exit(code)
         self.pids[pid] = slot
+        self.worker_pids[slot] = pid
         self.started[slot] = time.monotonic()
 
     def _worker_main(self, slot: int) -> int:
@@ -95,6 +103,7 @@ class _Supervisor:
             parent_pid=os.getppid(),
             guard_factory=self.guard_factory,
             counters=self.counters,
+            worker_pids=self.worker_pids,
             started=self.started_at,
             lock_board=self.lock_board,
         )
@@ -165,6 +174,15 @@ class _Supervisor:
             self.level = level
             log.set_level(level)
 
+    def check_parent(self) -> None:
+        """Under ``start(workers=N)``: stop, as on SIGTERM, once the starting program is gone."""
+        if self.parent_pid is not None and os.getppid() != self.parent_pid:
+            log.server_log.warning(
+                "the program that started the service (pid %d) is gone; stopping", self.parent_pid
+            )
+            self.parent_pid = None
+            self.signals.append(signal.SIGTERM)
+
     # -- lifecycle ----------------------------------------------------------------------------
     def on_signal(self, signum: int, _frame: Any) -> None:
         self.signals.append(signum)
@@ -196,13 +214,11 @@ class _Supervisor:
                         _say(f"serving {url} [{port.config.name}]")
                 mon = self.plan.config.monitor
                 if mon is not None:
-                    scheme = "https" if mon.ssl_certificate else "http"
-                    api = "" if mon.api_path == "/" else mon.api_path
-                    url = f"{scheme}://{mon.host}:{self.plan.monitor_port}{api}/server/metrics"
-                    _say(f"serving {url} [APP_MONITOR]")
+                    _say(f"serving {monitor_url(mon, self.plan.monitor_port)} [APP_MONITOR]")
                 _say(f"ready: {len(urls)} URL(s), {self.count} worker(s), pid {os.getpid()}")
             while not self.signals:
                 time.sleep(0.1)
+                self.check_parent()
                 self.follow_level()
                 self.reap()
                 self.check_heartbeats()

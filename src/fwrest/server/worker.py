@@ -92,6 +92,7 @@ class Worker:
         parent_pid: int | None = None,
         guard_factory: GuardFactory | None = None,
         counters: Any = None,
+        worker_pids: Any = None,
         started: float | None = None,
         lock_board: LockBoard | None = None,
     ) -> None:
@@ -112,6 +113,7 @@ class Worker:
         self.exit_code = 0
         self.identity = f"{socket.gethostname()}:{os.getpid()}"
         self.counters = counters
+        self.worker_pids = worker_pids  # the supervisor's: pid per slot
         self.lock_board = lock_board  # the supervisor's: lock-outs its workers share at once
         self.started = started if started is not None else time.time()
         self.settings = SettingsManager(
@@ -127,7 +129,9 @@ class Worker:
         assert mon is not None
         cfg = monitor_server_config(mon, self.plan.monitor_port)
         root = self.parent_pid if self.parent_pid is not None else os.getpid()
-        collector = Collector(root, self.request_counts, self.started)
+        pids = self.worker_pids
+        slots = (lambda: list(pids)) if pids is not None else None
+        collector = Collector(root, self.request_counts, self.started, slots)
         app = MonitorPort(cfg, mon.api_path, collector, self.plan.monitor_auth)
         if isinstance(app.guard, BasicGuard) and self.plan.store is not None:
             throttle = Throttle(

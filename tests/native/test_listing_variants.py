@@ -1,0 +1,286 @@
+"""``list/service``, ``openapi.json`` and the environment routes where the routes differ
+(SPEC 3, 5, 9): two locations of one port whose environments hold different routes for the
+same relative path, routes of one shape that name their parameters differently, and the
+``NativeRoutes`` that start with a warning.
+
+One service for the module:
+
+* ``HTTP_SPLIT``: open; ``/rest`` serves ``app`` (``GET /hello``, ``GET /items/:id``,
+  ``DELETE /items/:iid``, ``POST /echo``), ``/side`` serves ``side`` (another ``GET /hello``,
+  ``POST /hello``, ``POST /items/:key``);
+* ``HTTP_NO_VENDOR``: open, ``vendor/environment`` disabled (both of its paths);
+* ``HTTP_OPEN_ALL``: Basic, ``"public": ["*"]`` (a warning at start: settings open to anyone).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from openapi_spec_validator import validate
+
+from tests.conftest import ServerProcess, free_config, run_cli
+from tests.native.support import running
+
+APP = """
+from fwrest import delete, get, post
+
+
+@get("/hello", description="says hello")
+def hello():
+    return {"from": "app"}
+
+
+@get("/items/:id")
+def item(id):
+    return {"id": id}
+
+
+@delete("/items/:iid", description="removes an item")
+def remove(iid):
+    return {"removed": iid}
+
+
+@post("/echo")
+def echo():
+    return {"echo": True}
+"""
+
+SIDE = """
+from fwrest import get, post
+
+
+@get("/hello", description="says hello from the side")
+def side_hello():
+    return {"from": "side"}
+
+
+@post("/hello")
+def side_greet():
+    return {"greeted": True}
+
+
+@post("/items/:key")
+def side_item(key):
+    return {"key": key}
+"""
+
+AUTH = """
+def check(user, password):
+    return (user, password) == ("ada", "Ada-Pw-1")
+"""
+
+PUBLIC_WARNING = "[HTTP_OPEN_ALL] FwData NativeRoutes public opens rest/config and rest/usage/time"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("variants")
+    (tmp / "side.py").write_text(SIDE)
+    (tmp / "auth.py").write_text(AUTH)
+    config = free_config(
+        tmp,
+        app=APP,
+        servers={
+            "HTTP_SPLIT": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT, SIDE"},
+            "HTTP_NO_VENDOR": {
+                "HostName": "127.0.0.1",
+                "Port": 0,
+                "Locations": "ROOT",
+                "FwData": {"NativeRoutes": {"disable": ["fw/vendor/environment"]}},
+            },
+            "HTTP_OPEN_ALL": {
+                "HostName": "127.0.0.1",
+                "Port": 0,
+                "Locations": "ROOT",
+                "FwData": {
+                    "Authorization": {"scheme": "basic", "OnAuth": "auth.check"},
+                    "NativeRoutes": {"public": ["*"]},
+                },
+            },
+        },
+        extra={
+            "ENV": {"Repository": "app, auth"},
+            "SIDE": {"Path": "/side", "ThreadPool": "SIDE_POOL"},
+            "SIDE_POOL": {"Environment": "SIDE_ENV", "MinThreads": 1, "MaxThreads": 2},
+            "SIDE_ENV": {"Repository": "side"},
+        },
+    )
+    with running(config) as proc:
+        yield proc
+
+
+def origin(server: ServerProcess, name: str = "HTTP_SPLIT") -> str:
+    return f"http://127.0.0.1:{server.ports[name]}"
+
+
+def listing(server: ServerProcess) -> list[dict[str, Any]]:
+    r = httpx.get(f"{origin(server)}/rest/fw/rest/list/service", timeout=10)
+    assert r.status_code == 200, r.text
+    body: list[dict[str, Any]] = r.json()
+    return body
+
+
+def concrete(path: str) -> str:
+    """A request path for a route path: every parameter given the value 7."""
+    return re.sub(r"(:[A-Za-z_]\w*|\{[A-Za-z_]\w*\})", "7", path)
+
+
+def test_each_location_is_listed_with_the_functions_it_really_serves(
+    server: ServerProcess,
+) -> None:
+    entries = listing(server)
+    print([(e["endpoint"], e["paths"]) for e in entries])
+    keys = [(e["endpoint"], e["paths"]) for e in entries]
+    assert keys == sorted(keys)
+    hello = [e for e in entries if e["endpoint"] == "/hello"]
+    assert [(e["paths"], [m["function"] for m in e["methods"]]) for e in hello] == [
+        (["/rest/hello"], ["app.hello"]),
+        (["/side/hello"], ["side.side_hello", "side.side_greet"]),  # GET, POST
+    ]
+    by_endpoint = {e["endpoint"]: e for e in entries}
+    assert by_endpoint["/echo"]["paths"] == ["/rest/echo"]  # /side serves no /echo
+    assert by_endpoint["/items/:key"]["paths"] == ["/side/items/:key"]
+    # a native route is the same in both locations: one entry
+    assert by_endpoint["/fw/healthcheck"]["paths"] == [
+        "/rest/fw/healthcheck",
+        "/side/fw/healthcheck",
+    ]
+    # each full path is in one entry only
+    paths = [p for e in entries for p in e["paths"]]
+    assert len(paths) == len(set(paths))
+
+
+def test_every_path_and_method_the_listing_names_answers(server: ServerProcess) -> None:
+    for entry in listing(server):
+        if entry["type"] == "fw":
+            continue
+        for path in entry["paths"]:
+            for method in entry["methods"]:
+                r = httpx.request(method["method"], origin(server) + concrete(path), timeout=10)
+                assert r.status_code == 200, (method, path, r.status_code, r.text)
+
+
+def test_openapi_has_one_path_item_per_shape_and_every_operation_answers(
+    server: ServerProcess,
+) -> None:
+    r = httpx.get(f"{origin(server)}/rest/fw/rest/openapi.json", timeout=10)
+    assert r.status_code == 200
+    doc = r.json()
+    validate(doc)
+    shapes = [re.sub(r"\{[^}]+\}", "{}", path) for path in doc["paths"]]
+    assert len(shapes) == len(set(shapes)), sorted(doc["paths"])  # OpenAPI 3.1, Paths Object
+    items = doc["paths"]["/rest/items/{id}"]
+    assert sorted(items) == ["delete", "get"]
+    for operation in items.values():
+        assert operation["parameters"] == [
+            {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+        ]
+    assert items["delete"]["summary"] == "removes an item"
+    assert "/rest/items/{iid}" not in doc["paths"]
+    assert sorted(doc["paths"]["/side/items/{key}"]) == ["post"]
+    assert doc["paths"]["/side/hello"]["get"]["summary"] == "says hello from the side"
+    assert "/side/echo" not in doc["paths"]
+    for path, item in doc["paths"].items():
+        if "/fw/" in path or path.endswith("/environment"):
+            continue
+        for method in item:
+            answer = httpx.request(method.upper(), origin(server) + concrete(path), timeout=10)
+            assert answer.status_code == 200, (method, path, answer.status_code)
+
+
+ENVIRONMENTS = [
+    "/fw/environment",
+    "/server/environment",
+    "/vendor/environment",
+    "/fw/server/environment",
+    "/fw/vendor/environment",
+]
+
+TWINS = {
+    "/server/environment": "/fw/server/environment",
+    "/vendor/environment": "/fw/vendor/environment",
+}
+
+
+@pytest.mark.parametrize("path", ENVIRONMENTS)
+def test_the_environment_routes_answer_exactly_version_build_patch(
+    server: ServerProcess, path: str
+) -> None:
+    r = httpx.get(f"{origin(server)}/rest{path}", timeout=10)
+    assert r.status_code == 200
+    body = r.json()
+    print(path, body)
+    assert sorted(body) == ["build", "patch", "version"]
+    assert all(isinstance(v, str) and v for v in body.values())
+    # the seed's path and the path under /fw/ are one route
+    twin = TWINS.get(path)
+    if twin is not None:
+        assert httpx.get(f"{origin(server)}/rest{twin}", timeout=10).json() == body
+
+
+def test_a_name_covers_both_paths_of_an_environment_route(server: ServerProcess) -> None:
+    base = f"{origin(server, 'HTTP_NO_VENDOR')}/rest"
+    for path in ("/vendor/environment", "/fw/vendor/environment"):
+        assert httpx.get(base + path, timeout=10).status_code == 404, path
+    for path in ("/server/environment", "/fw/server/environment"):
+        assert httpx.get(base + path, timeout=10).status_code == 200, path
+    listed = [e["endpoint"] for e in httpx.get(f"{base}/fw/rest/list/service").json()]
+    assert "/fw/server/environment" in listed and "/server/environment" in listed
+    assert not any("vendor" in endpoint for endpoint in listed)
+
+
+def test_public_star_on_a_protected_port_is_warned_about(server: ServerProcess) -> None:
+    assert PUBLIC_WARNING in server.log()
+    done = run_cli("check", str(server.config))
+    assert done.returncode == 0, done.stderr
+    assert f"warning: {PUBLIC_WARNING}" in done.stdout
+    assert "HTTP_SPLIT] FwData NativeRoutes" not in done.stdout
+    # and it is what the warning says: the settings answer without credentials
+    r = httpx.get(f"{origin(server, 'HTTP_OPEN_ALL')}/rest/fw/rest/config", timeout=10)
+    assert r.status_code == 200
+    assert httpx.get(f"{origin(server, 'HTTP_OPEN_ALL')}/rest/hello", timeout=10).status_code == 401
+
+
+def test_disabling_the_token_route_of_an_oauth2_port_is_warned_about(
+    tmp_path: Path, certs: dict[str, Path]
+) -> None:
+    (tmp_path / "auth.py").write_text(
+        "def params():\n"
+        '    return {"username": "ada", "password": "Ada-Pw-1", "access_expires": 3600000}\n'
+    )
+    config = free_config(
+        tmp_path,
+        app=APP,
+        servers={
+            "HTTPS_REST": {
+                "HostName": "127.0.0.1",
+                "Port": 0,
+                "Locations": "ROOT",
+                "SslCertificate": str(certs["cert"]),
+                "SslCertificateKey": str(certs["key"]),
+                "FwData": {
+                    "Authorization": {
+                        "scheme": "oAuth2",
+                        "onAuth": "",
+                        "onAuthparams": "auth.params",
+                        "allowGetToken": False,
+                    },
+                    "NativeRoutes": {"disable": ["*"]},
+                },
+            }
+        },
+        extra={"ENV": {"Repository": "app, auth"}},
+    )
+    done = run_cli("check", str(config))
+    print(done.stdout)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "warning: [HTTPS_REST] FwData NativeRoutes disable takes away this port's token route"
+        in (done.stdout)
+    )
+    assert "public opens" not in done.stdout
