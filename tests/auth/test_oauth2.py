@@ -31,6 +31,8 @@ import httpx
 import jwt
 import pytest
 import trustme
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
 from jwt.warnings import InsecureKeyLengthWarning
 
 from tests.auth.oauth2_support import (
@@ -591,6 +593,19 @@ def forged(kind: str, svc: OAuthService, real: str) -> str:
     if kind == "expired-real-key":
         past = {**claims, "iat": int(time.time()) - 7200, "exp": int(time.time()) - 3600}
         return sign(past, key)
+    if kind == "expired-61s-real-key":
+        # SPEC 7: the leeway is at most 60 s (a faked clock: the token says when it expired)
+        now = int(time.time())
+        return sign({**claims, "iat": now - 600, "exp": now - 61}, key)
+    if kind == "rs256-with-jwk":
+        # algorithm confusion: an RSA token carrying its own public key as a key source
+        private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        jwk = json.loads(RSAAlgorithm.to_jwk(private.public_key()))
+        return jwt.encode(claims, private, algorithm="RS256", headers={"typ": "at+jwt", "jwk": jwk})
+    if kind == "family-not-a-string-real-key":
+        return sign({**claims, "fam": ["a", "list"]}, key)
+    if kind == "exp-beyond-a-float-real-key":
+        return sign({**claims, "exp": 10**400}, key)
     if kind == "garbage":
         return "not-a-jwt-at-all"
     if kind == "jwk-in-header":
@@ -610,6 +625,11 @@ FORGERIES = [
     "no-typ-real-key",
     "unknown-crit-real-key",
     "expired-real-key",
+    "expired-61s-real-key",
+    "rs256-with-jwk",
+    # claims that fwrest never writes, in a token signed with its key: 401, not 500
+    "family-not-a-string-real-key",
+    "exp-beyond-a-float-real-key",
     "garbage",
     "jwk-in-header",
 ]

@@ -15,7 +15,9 @@ connection asks the public ``/pid`` route, then sends its token requests on that
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 import trustme
 
@@ -33,6 +36,7 @@ from tests.auth.oauth2_support import (
     OAuth,
     client_context,
     error_of,
+    fresh_claims,
     issue_certs,
     oauth_section,
     wait_for,
@@ -501,3 +505,152 @@ def test_the_client_context_helper_trusts_only_the_test_ca(ca: trustme.CA, tmp_p
             assert client.get(proc.url("OAUTH") + "/pid").status_code == 200
     finally:
         proc.stop()
+
+
+# -- the signing key file: made by one, read whole by the others (SPEC 7) --------------------
+
+
+def _load_key_at_once(path: str, start: Any, out: Any) -> None:
+    """(in a child process) The signing key of ``path``, loaded when every sibling is ready."""
+    from fwrest.auth.oauth2.keys import load_signing_key
+    from fwrest.errors import ConfigError
+
+    start.wait()
+    try:
+        key = load_signing_key(Path(path), Path(path).parent, None)
+        out.put(key.hex() if key else "")
+    except ConfigError as exc:
+        out.put(f"error: {exc}")
+
+
+def test_hosts_creating_the_signing_key_at_the_same_moment_agree(tmp_path: Path) -> None:
+    """Four processes (workers or hosts starting together) create one key file at once, 40
+    times: every one gets the same key. With an exclusive create that wrote the key in place,
+    a process that found the file between its creation and its write read it empty and
+    aborted its start, the key being "corrupt" (about 4 rounds in 10 here)."""
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("fork")
+    for round_no in range(40):
+        path = tmp_path / f"round{round_no}" / "signing.key"
+        start, out = spawn.Barrier(4), spawn.Queue()
+        procs = [
+            spawn.Process(target=_load_key_at_once, args=(str(path), start, out)) for _ in range(4)
+        ]
+        for proc in procs:
+            proc.start()
+        keys = [out.get(timeout=30) for _ in procs]
+        for proc in procs:
+            proc.join(30)
+        assert len(set(keys)) == 1 and not keys[0].startswith("error"), (round_no, keys)
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert [p.name for p in path.parent.iterdir()] == ["signing.key"]  # no temporary left
+
+
+def watch_open(path: Path) -> threading.Event:
+    """An event set when a process opens ``path`` (Linux inotify, through ctypes)."""
+    import ctypes
+    import select
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_CLOEXEC)
+    assert fd >= 0 and libc.inotify_add_watch(fd, str(path).encode(), 0x20) >= 0  # IN_OPEN
+    opened = threading.Event()
+
+    def wait() -> None:
+        try:
+            if select.select([fd], [], [], 60)[0]:
+                opened.set()
+        finally:
+            os.close(fd)
+
+    threading.Thread(target=wait, daemon=True).start()
+    return opened
+
+
+def test_a_start_waits_for_a_signing_key_another_host_is_still_writing(
+    ca: trustme.CA, tmp_path: Path
+) -> None:
+    """A key file that exists but is still empty is being written (by a host whose file system
+    cannot link, or an earlier fwrest): ``fwrest serve`` waits for the key, then serves with
+    it, rather than aborting over a "corrupt" key (which it did, at once)."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = service_config(tmp_path, certs, "sqlite")
+    key_file = tmp_path / ".fwrest" / "signing.key"
+    key_file.parent.mkdir()
+    key_file.touch(mode=0o600)
+    opened = watch_open(key_file)
+    proc = ServerProcess(config)
+    port = OAuth(proc, "OAUTH", certs)
+    try:
+        # once the start has opened the empty key file (an earlier fwrest exited 2 then)
+        assert opened.wait(30), "the start never opened the key file"
+        time.sleep(0.3)
+        key = b"k" * 40
+        key_file.write_text(base64.urlsafe_b64encode(key).decode().rstrip("=") + "\n")
+        proc.wait_ready()
+        forged = jwt.encode(fresh_claims("ada"), key, algorithm="HS256", headers={"typ": "at+jwt"})
+        assert port.get("/hello", forged).status_code == 200
+    finally:
+        port.close()
+        proc.stop()
+
+
+def _key_is_a_folder(folder: Path) -> dict[str, Any]:
+    (folder / ".fwrest" / "signing.key").mkdir(parents=True)
+    return {}
+
+
+def _key_folder_is_a_file(folder: Path) -> dict[str, Any]:
+    (folder / "blocker").write_text("a file, not a folder")
+    return {"SigningKeyFile": "blocker/signing.key"}
+
+
+def _memory_store_data_path_is_a_file(folder: Path) -> dict[str, Any]:
+    (folder / "blocker").write_text("a file, not a folder")
+    return {"StateStore": "memory", "DataPath": "blocker/data"}
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (_key_is_a_folder, "signing.key cannot be read: Is a directory"),
+        (_key_folder_is_a_file, "signing.key cannot be created in"),
+        (_memory_store_data_path_is_a_file, "blocker is not a folder"),
+    ],
+)
+def test_a_signing_key_file_that_cannot_be_read_or_made_is_a_clear_error(
+    ca: trustme.CA, tmp_path: Path, make: Any, expected: str
+) -> None:
+    """``fwrest check`` and ``fwrest serve`` exit 2 with one line naming the file (they
+    crashed with a traceback, exit 1; `check` even passed when the file could not be made)."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = service_config(tmp_path, certs, "sqlite")
+    data = json.loads(config.read_text())
+    data["HTTPSERVER"].update(make(tmp_path))
+    config.write_text(json.dumps(data))
+    for command in ("check", "serve"):
+        result = run_cli(command, str(config), cwd=tmp_path, timeout=30)
+        print(command, result.returncode, result.stderr)
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr and "ready" not in result.stdout
+        assert "[HTTPSERVER] SigningKeyFile: the signing key file" in result.stderr
+        assert expected in result.stderr
+
+
+def test_a_corrupt_signing_key_in_redis_aborts_the_start_naming_the_key(
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """The key kept in Redis (no SigningKeyFile) is checked as a file's is; the message says
+    which Redis key to delete (it told to "remove the file", which there is none of)."""
+    client = redis_server.client()
+    client.set("fwrest:signing_key", b"c2hvcnQ")
+    client.close()
+    certs = issue_certs(ca, tmp_path / "certs")
+    result = run_cli(
+        "serve", str(service_config(tmp_path, certs, redis_server.url)), cwd=tmp_path, timeout=30
+    )
+    print(result.stderr)
+    assert result.returncode == 2 and "ready" not in result.stdout
+    assert "is corrupt or shorter than 32 bytes" in result.stderr
+    assert "fwrest:signing_key" in result.stderr and "remove the file" not in result.stderr

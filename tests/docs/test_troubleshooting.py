@@ -114,6 +114,20 @@ def sqlite_file_is_a_folder(s: Sections, ctx: dict[str, Any]) -> None:
     s["HTTPSERVER"]["DataPath"] = "data"
 
 
+def key_file_is_a_folder(s: Sections, ctx: dict[str, Any]) -> None:
+    """An oAuth2 port whose signing key file is a folder."""
+    tls_auth()(s, ctx)
+    (ctx["folder"] / "keys" / "signing.key").mkdir(parents=True)
+    s["HTTPSERVER"]["SigningKeyFile"] = "keys/signing.key"
+
+
+def key_folder_is_a_file(s: Sections, ctx: dict[str, Any]) -> None:
+    """An oAuth2 port whose signing key would be made in a 'folder' that is a file."""
+    tls_auth()(s, ctx)
+    (ctx["folder"] / "keys").write_text("a file where a folder should be\n")
+    s["HTTPSERVER"]["SigningKeyFile"] = "keys/signing.key"
+
+
 def known(case_id: str, command: str = "check") -> Broken:
     return Broken(case_id, command)
 
@@ -297,13 +311,18 @@ def start_workers_zero(folder: Path, _certs: dict[str, Path]) -> Outcome:
     return Outcome(False, "start(workers=0) did not raise")
 
 
-def start_not_ready(_folder: Path, _certs: dict[str, Path]) -> Outcome:
+def start_not_ready(folder: Path, _certs: dict[str, Path]) -> Outcome:
     """``fwrest.start()`` whose service does not report ready in time (the wait shortened to
     nothing: the worker thread cannot be ready at once); nothing may be left serving."""
     from fwrest.server import service as service_module
 
     sections = copy.deepcopy(base(0))
-    sections["ENV"] = {}
+    # its own module: without a Repository the endpoints already imported into this test
+    # process would form the environment, whatever other tests imported
+    (folder / "not_ready_app.py").write_text(
+        'from fwrest import get\n\n\n@get("/nr")\ndef nr():\n    return {}\n'
+    )
+    sections["ENV"] = {"Repository": str(folder / "not_ready_app.py")}
     saved = service_module._READY_TIMEOUT_S
     service_module._READY_TIMEOUT_S = 0.0
     try:
@@ -406,6 +425,12 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     "... is not valid JSON: <error> at line <n>, column <n>": known("trailing comma[json]"),
     "... is not usable JSON: it is nested too deeply": new("nested", "json", nested_json),
+    "[<server>] LoadURNs: the value gives the key '/x' twice in one object, the second time at "
+    "line <n>, column <n>": new(
+        "LoadURNs path twice",
+        "ini",
+        setting("HTTP_REST", "LoadURNs", '{"/x": {"GET": {"Function": "app.hello"}}, "/x": {}}'),
+    ),
     "the JSON file must hold an object whose keys are the sections": known("a JSON array[json]"),
     "the section [ROOT] must be an object of keys, not str": known("section not an object[json]"),
     # sections and keys
@@ -473,6 +498,10 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     "[<server>] Locations: GET /rest/hello is registered twice: by ... and by ...": known(
         "route registered twice[json]"
+    ),
+    "[<server>] Locations: GET /rest/x/:a and GET /rest/x/:b are one route (the same requests "
+    "match both), registered twice: by ... and by ...": new(
+        "LoadURNs one shape twice", "json", load_urns({"/x/:a": GET_X, "/x/:b": GET_X})
     ),
     "[<server>] FwData: names the file <path>, which cannot be read (No such file or directory)": (
         known("FwData file missing[json]")
@@ -580,8 +609,17 @@ PROVOKED: dict[str, Broken | Special] = {
     "[<server>] LoadURNs: the route path '/x/../y' has a dot segment": new(
         "LoadURNs dot segment", "ini", load_urns({"/x/../y": GET_X})
     ),
+    "[<server>] LoadURNs: GET /rest/x calls app.check_user (...), whose parameter(s) 'user', "
+    "'password' the route does not give: every request would fail": new(
+        "LoadURNs parameters the path lacks",
+        "ini",
+        load_urns({"/x": {"GET": {"Function": "app.check_user"}}}),
+    ),
     # locations and thread pools
     "[ROOT] Path: 'rest' is not a URL path prefix": known("Path without slash[ini]"),
+    "[ROOT] Path: '/a/../rest' holds a . or .. segment, which no request path keeps": new(
+        "Path with a dot segment", "json", setting("ROOT", "Path", "/a/../rest")
+    ),
     "[POOL] MinThreads: MinThreads=9 is above MaxThreads=4": known("Min above Max[ini]"),
     # your modules
     "[ENV] Repository: the module 'no_such_mod' was not found (looked in <folder> and the "
@@ -628,6 +666,11 @@ PROVOKED: dict[str, Broken | Special] = {
     "[HTTPSERVER] SigningKeyFile: the signing key in <file> is corrupt or shorter than 32 bytes": (
         known("short SigningKeyFile[json]")
     ),
+    "[HTTPSERVER] SigningKeyFile: the signing key file <file> cannot be read: Is a directory": new(
+        "signing key file is a folder", "json", key_file_is_a_folder
+    ),
+    "[HTTPSERVER] SigningKeyFile: the signing key file <file> cannot be created in <folder>: "
+    "...": new("signing key folder is a file", "ini", key_folder_is_a_file),
     "[<server>] Port: 127.0.0.1:<port> cannot be bound: Address already in use": address_in_use,
     "[<server>] Port: 192.0.2.1:<port> cannot be bound: Cannot assign requested address": known(
         "address of no interface[ini]", "serve"

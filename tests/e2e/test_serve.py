@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, run_cli
 
 EXTRA = """
 
@@ -366,3 +366,131 @@ def test_the_server_keeps_serving_after_errors(base: str) -> None:
     for _ in range(3):
         assert httpx.get(f"{base}/a/boom").status_code == 500
     assert httpx.get(f"{base}/a/hello").status_code == 200
+
+
+# -- starts that stop before binding: mistakes every request would pay for --------------------
+
+ABORT_APP = """
+from fwrest import get
+
+
+@get("/ok/:id")
+def ok(id):
+    return {"id": id}
+
+
+@get("/some/:a/:b")
+def some(a):  # declares only some of the route's parameters: fine
+    return {"a": a}
+
+
+def mapped(foo):
+    return {"foo": foo}
+
+
+def mapped_default(foo=None):
+    return {"foo": foo}
+"""
+
+
+def serve_fails(config: Path, *fragments: str) -> str:
+    """``fwrest serve CONFIG`` must exit 2 before serving, with one error naming
+    ``fragments``; returns its standard error."""
+    result = run_cli("serve", str(config), cwd=config.parent, timeout=30)
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert "serving" not in result.stdout and "ready" not in result.stdout, result.stdout
+    assert "Traceback" not in result.stderr, result.stderr
+    for fragment in fragments:
+        assert fragment in result.stderr, f"{fragment!r} not in {result.stderr!r}"
+    return result.stderr
+
+
+def _abort_config(tmp: Path, app: str = ABORT_APP, fmt: str = "json", **server: object) -> Path:
+    return free_config(
+        tmp,
+        app=app,
+        fmt=fmt,
+        servers={"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT", **server}},
+    )
+
+
+def test_a_mapped_function_whose_parameter_the_route_lacks_stops_the_start(
+    tmp_path: Path,
+) -> None:
+    """``/bm/:q`` mapped to ``mapped(foo)``: every request would be a 500 (the function is
+    called without ``foo``); the start says so instead."""
+    config = _abort_config(tmp_path, LoadURNs={"/bm/:q": {"GET": {"Function": "app.mapped"}}})
+    serve_fails(
+        config, "[HTTP_REST] LoadURNs:", "GET /rest/bm/:q", "app.mapped", "'foo'", "default"
+    )
+
+
+def test_an_annotated_function_whose_parameter_the_route_lacks_stops_the_start(
+    tmp_path: Path,
+) -> None:
+    app = ABORT_APP + '\n\n@get("/items/:item_id")\ndef item(id):\n    return {}\n'
+    serve_fails(_abort_config(tmp_path, app=app), "GET /rest/items/:item_id", "app.item", "'id'")
+
+
+def test_parameters_with_defaults_or_some_of_them_are_served(
+    tmp_path: Path, serve: Callable[..., ServerProcess]
+) -> None:
+    config = _abort_config(
+        tmp_path, LoadURNs={"/bm/:q": {"GET": {"Function": "app.mapped_default"}}}
+    )
+    server = serve(config)
+    base = f"http://127.0.0.1:{server.ports['HTTP_REST']}/rest"
+    assert httpx.get(f"{base}/bm/1").json() == {"foo": None}
+    assert httpx.get(f"{base}/some/x/y").json() == {"a": "x"}
+
+
+def test_one_shape_with_other_parameter_names_names_both_paths(tmp_path: Path) -> None:
+    load_urns = {
+        "/m/:id": {"GET": {"Function": "app.mapped_default"}},
+        "/m/{other}": {"GET": {"Function": "app.mapped_default"}},
+    }
+    serve_fails(
+        _abort_config(tmp_path, LoadURNs=load_urns),
+        "GET /rest/m/:id and GET /rest/m/:other",
+        "twice",
+        'LoadURNs "/m/:id"',
+        'LoadURNs "/m/{other}"',
+    )
+
+
+@pytest.mark.parametrize("fmt", ["ini", "json"])
+def test_a_load_urns_path_given_twice_stops_the_start(tmp_path: Path, fmt: str) -> None:
+    """JSON keeps the last of two equal keys without a word: the first mapping would vanish.
+    The INI string form and the JSON config file's own object are both refused."""
+    first = '{"GET": {"Function": "app.mapped_default"}}'
+    second = '{"POST": {"Function": "app.mapped_default"}}'
+    config = _abort_config(tmp_path, fmt=fmt, LoadURNs="@LOADURNS@")
+    marker = '"@LOADURNS@"' if fmt == "json" else "@LOADURNS@"
+    text = config.read_text()
+    assert marker in text, text
+    config.write_text(text.replace(marker, f'{{"/twice": {first}, "/twice": {second}}}'))
+    if fmt == "ini":
+        serve_fails(
+            config,
+            "[HTTP_REST] LoadURNs:",
+            "'/twice' twice",
+            "the second time at line 1, column 57",
+        )
+    else:  # the config file's own object: where in the file
+        serve_fails(config, "service.json", "'/twice' twice", "the second time at line")
+
+
+@pytest.mark.parametrize("path", ["/a/../rest", "/rest/.", "/./rest"])
+def test_a_location_path_no_request_can_reach_stops_the_start(tmp_path: Path, path: str) -> None:
+    """Request paths are normalised before they are located: a prefix with a dot segment
+    would never match, so the location would silently serve nothing."""
+    config = _abort_config(tmp_path)
+    data = json.loads(config.read_text())
+    data["ROOT"]["Path"] = path
+    config.write_text(json.dumps(data))
+    serve_fails(config, "[ROOT] Path:", ". or .. segment")
+
+
+def test_a_route_path_with_a_control_character_stops_the_start(tmp_path: Path) -> None:
+    app = ABORT_APP + '\n\n@get("/tab\\x01x")\ndef ctl():\n    return {}\n'
+    serve_fails(_abort_config(tmp_path, app=app), "[ENV] Repository:", "not a valid path")

@@ -13,12 +13,14 @@ test reads across workers only after waiting for it.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -39,7 +41,7 @@ from tests.native.support import (
 )
 
 AUTH_SOURCE = """
-USERS = {"ada": "Ada-Pw-1", "bob": "Bob-Pw-2"}
+USERS = {"ada": "Ada-Pw-1", "bob": "Bob-Pw-2", "carl": "C-1", "dan": "D-1", "eve": "E-1"}
 
 
 def check(user, password):
@@ -47,7 +49,9 @@ def check(user, password):
 
 
 def admin(user):
-    return user == "ada"
+    if user == "eve":
+        raise RuntimeError("the admin list is unreachable")
+    return {"ada": True, "carl": 1, "dan": "yes"}.get(user, False)
 """
 
 ADA = basic("ada", "Ada-Pw-1")
@@ -99,6 +103,8 @@ READ_ONLY = {
     "test_get_json_gives_exactly_the_five_settings_with_their_sources",
     "test_an_invalid_value_is_400_naming_the_key_and_changes_nothing",
     "test_a_body_that_is_not_an_object_is_400_and_changes_nothing",
+    "test_a_body_over_max_body_size_is_413_and_changes_nothing",
+    "test_a_form_value_that_is_not_ascii_digits_is_refused_on_the_page",
     "test_form_with_a_bad_value_is_refused_with_a_message_and_changes_nothing",
     "test_json_post_from_a_foreign_origin_is_403_and_changes_nothing",
 }
@@ -211,6 +217,16 @@ def test_post_changes_a_setting_and_null_clears_it(base: str) -> None:
         ({"no_such_setting": 1}, ("no_such_setting", "rest_log_level")),
         # a valid value beside an invalid one: the whole change is refused
         ({"rest_log_level": 4, "rest_error_full": 6}, ("rest_error_full", "0-1")),
+        ({"rest_log_level": 4, "no_such_setting": 1}, ("no_such_setting", "rest_log_level")),
+        # JSON is typed: a number in a string, an empty string (null clears), other digits
+        ({"rest_log_level": "5"}, ("rest_log_level", "0-5", "null to clear")),
+        ({"rest_log_level": ""}, ("rest_log_level", "0-5", "null to clear")),
+        ({"rest_log_level": "\u0663"}, ("rest_log_level", "0-5")),  # ARABIC-INDIC DIGIT THREE
+        ({"rest_log_level": {"level": 5}}, ("rest_log_level", "0-5")),
+        ({"rest_log_level": [5]}, ("rest_log_level", "0-5")),
+        ({"rest_log_stringsize": 10**30}, ("rest_log_stringsize", "0-1048576")),
+        # past the digits int() converts (4300): was a 500
+        ({"rest_log_stringsize": "9" * 5000}, ("rest_log_stringsize", "0-1048576", "(5002 chars)")),
     ],
 )
 def test_an_invalid_value_is_400_naming_the_key_and_changes_nothing(
@@ -223,16 +239,43 @@ def test_an_invalid_value_is_400_naming_the_key_and_changes_nothing(
     detail = r.json()["detailedMessage"]
     for name in names:
         assert name in detail, detail
+    assert len(detail) < 300, detail  # a huge value is not repeated whole
     assert get_settings(base) == before
 
 
-@pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]", b'"rest_log_level"'])
-def test_a_body_that_is_not_an_object_is_400_and_changes_nothing(base: str, raw: bytes) -> None:
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b"{not json", "line 1 column 2"),
+        (b"[1, 2]", "send an object"),
+        (b'"rest_log_level"', "send an object"),
+        (b"null", "send an object"),
+        (b"", "the body is empty"),  # was 200, as if it were {}
+        (b" \n", "the body is empty"),
+        (b"[" * 100_000 + b"]" * 100_000, "not valid JSON"),
+        (b"\xff\xfe{}", "not valid JSON"),
+    ],
+)
+def test_a_body_that_is_not_an_object_is_400_and_changes_nothing(
+    base: str, raw: bytes, why: str
+) -> None:
     before = get_settings(base)
     r = httpx.post(
         f"{base}/fw/rest/config", content=raw, headers={"Content-Type": "application/json"}
     )
+    print(r.status_code, r.text[:200])
     assert r.status_code == 400, r.text
+    assert why in r.json()["detailedMessage"]
+    assert get_settings(base) == before
+
+
+def test_a_body_over_max_body_size_is_413_and_changes_nothing(base: str) -> None:
+    before = get_settings(base)
+    huge = b'{"rest_log_level": 5, "pad": "' + b"x" * (1024 * 1024) + b'"}'
+    r = httpx.post(
+        f"{base}/fw/rest/config", content=huge, headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 413, r.text
     assert get_settings(base) == before
 
 
@@ -544,3 +587,105 @@ def test_on_admin_false_is_403_for_that_user_and_true_lets_another_change(
     assert r.status_code == 200, r.text
     settle(time.monotonic())
     assert get_settings(base)["rest_log_level"]["runtime"] == 5  # one service, one store
+
+
+CARL, DAN, EVE = basic("carl", "C-1"), basic("dan", "D-1"), basic("eve", "E-1")
+
+
+def test_on_admin_anything_but_true_is_403_and_reading_stays_allowed(
+    server: ServerProcess, base: str, basic_base: str
+) -> None:
+    before = get_settings(base)
+    mark = len(server.log())
+    # onAdmin answers 1, "yes", raises: all are "not True"
+    for who in (CARL, DAN, EVE):
+        assert get_settings(basic_base, headers=who) == before
+        r = post_settings(basic_base, {"rest_log_level": 5}, headers=who)
+        assert r.status_code == 403, r.text
+        assert r.json()["detailedMessage"] == "this user may not change settings"
+    assert get_settings(base) == before
+    server.wait_log("onAdmin raised RuntimeError; answered 403", since=mark)
+    assert "the admin list is unreachable" not in since(server, mark)
+
+
+def test_a_form_refused_by_on_admin_answers_403_with_the_page_saying_why(
+    base: str, basic_base: str
+) -> None:
+    before = get_settings(base)
+    r = post_form(
+        basic_base,
+        {"rest_log_level": "5", "fw_csrf": form_token(basic_base, headers=BOB)},
+        headers=BOB,
+    )
+    assert r.status_code == 403
+    assert r.headers["content-type"].startswith("text/html")  # was the JSON error body
+    message = re.search(r'<p id="message" class="error"[^>]*>([^<]*)</p>', r.text)
+    assert message, r.text
+    print(message.group(1))
+    assert "this user may not change settings" in message.group(1)
+    assert "Refused, nothing changed" in message.group(1)
+    assert get_settings(base) == before
+
+
+def test_a_form_with_a_wrong_token_answers_403_with_the_page_saying_why(base: str) -> None:
+    before = get_settings(base)
+    r = post_form(base, {"rest_log_level": "5", "fw_csrf": "stale"})
+    assert r.status_code == 403
+    assert r.headers["content-type"].startswith("text/html")
+    assert "anti-forgery token is missing or wrong" in r.text
+    assert get_settings(base) == before
+    # the page it answers carries a good token: submitting again works
+    token = re.search(r'name="fw_csrf" value="([^"]+)"', r.text)
+    assert token and token.group(1) == form_token(base)
+
+
+@pytest.mark.parametrize("typed", ["\u0663", "\u00b2", "9" * 4000, "0x3", "3.0", "+3", "-0"])
+def test_a_form_value_that_is_not_ascii_digits_is_refused_on_the_page(
+    base: str, typed: str
+) -> None:
+    before = get_settings(base)
+    r = post_form(base, {"rest_log_level": typed, "fw_csrf": form_token(base)})
+    print(r.status_code, typed[:10])
+    assert r.status_code == 400  # "\u0663" (ARABIC-INDIC THREE) was taken as 3
+    assert r.headers["content-type"].startswith("text/html")
+    message = re.search(r'<p id="message" class="error"[^>]*>([^<]*)</p>', r.text)
+    assert message, r.text[:500]
+    assert "rest_log_level" in message.group(1) and "0-5" in message.group(1)
+    assert len(message.group(1)) < 300  # a huge value is not repeated whole
+    # the field shows what was typed, to correct it (it showed the stored value, losing it)
+    field = re.search(r'<input name="rest_log_level" id="rest_log_level" value="([^"]*)"', r.text)
+    assert field and html.unescape(field.group(1)) == typed
+    assert get_settings(base) == before
+
+
+def test_a_memory_store_with_two_workers_shares_changes_with_both(
+    tmp_path: Path, serve: Any
+) -> None:
+    # StateStore=memory lives in each worker's process: a change reached the answering
+    # worker only, the other one kept the old value
+    config = free_config(tmp_path, extra={"HTTPSERVER": {"StateStore": "memory"}})
+    proc = serve(config, workers=2)
+    base = proc.url()
+    labels = worker_labels(proc.log())
+    settle(change(base, {"rest_log_level": 5, "rest_trace_time": 2}))
+    mark = len(proc.log())
+    pids = hit_both_workers(base)
+    workers = {labels[p] for p in pids}
+    assert workers == {"w1", "w2"}
+
+    def both() -> bool:
+        text = proc.log()[mark:]
+        return all(
+            f"fwrest.access [{w}] request headers {{" in text
+            and re.search(rf"\[{w}\] GET /rest/hello 200 authorization=\d+us", text)
+            for w in workers
+        )
+
+    took = wait_for(both, 5, "debug lines and phase times from both workers")
+    print(f"both workers follow a change in a memory store ({took:.3f} s after the requests)")
+    for _ in range(6):  # GETs on fresh connections reach both workers: all agree
+        assert get_settings(base)["rest_log_level"]["runtime"] == 5
+    settle(change(base, {"rest_log_level": None}))
+    for _ in range(6):
+        assert get_settings(base)["rest_log_level"]["runtime"] is None
+        assert get_settings(base)["rest_trace_time"]["runtime"] == 2

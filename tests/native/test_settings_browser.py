@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import functools
 import html
+import json
+import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -70,12 +73,33 @@ def browser() -> Iterator[Any]:
             chromium.close()
 
 
+AUTH_SOURCE = """
+def check(user, password):
+    return {"ada": "Ada-Pw-1", "bob": "Bob-Pw-2"}.get(user) == password
+
+
+def admin(user):
+    return user == "ada"
+"""
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("settings_browser")
+    (tmp / "auth.py").write_text(AUTH_SOURCE)
+    basic_auth = {"scheme": "basic", "OnAuth": "auth.check", "onAdmin": "auth.admin"}
     config = free_config(
         tmp,
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+        servers={
+            "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+            "HTTP_BASIC": {
+                "HostName": "127.0.0.1",
+                "Port": 0,
+                "Locations": "ROOT",
+                "FwData": {"Authorization": basic_auth},
+            },
+        },
+        extra={"HTTPSERVER": {"StateStore": "sqlite"}, "ENV": {"Repository": "app,auth"}},
         general={"rest_log_level": 3},
     )
     with running(config, workers=2) as proc:
@@ -226,3 +250,175 @@ def test_a_cross_site_post_is_refused(page: Any, base: str, tmp_path: Path) -> N
     time.sleep(1.0)
     assert get_settings(base) == before
     assert get_settings(base)["rest_log_level"]["runtime"] is None
+
+
+def submit(page: Any, base: str, values: dict[str, str]) -> tuple[float, str]:
+    """Load the page, type ``values``, press Save: (monotonic time of the answer, message)."""
+    page.goto(f"{base}/fw/rest/config")
+    for name, value in values.items():
+        page.fill(f"#{name}", value)
+    with page.expect_navigation():
+        page.click("#save")
+    return time.monotonic(), page.locator("#message").inner_text()
+
+
+def per_worker(server: ServerProcess, base: str, send: Any, seen: Any) -> dict[str, str]:
+    """``send()`` on fresh connections until the log shows ``seen(text, w)`` for w1 and w2."""
+    mark = len(server.log())
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        send()
+        text = server.log()[mark:]
+        if all(seen(text, w) for w in ("w1", "w2")):
+            return {w: text for w in ("w1", "w2")}
+        time.sleep(0.05)
+    raise AssertionError(f"not seen from both workers:\n{server.log()[mark:][-3000:]}")
+
+
+def test_each_setting_submitted_in_the_form_shows_in_the_log_of_both_workers(
+    page: Any, server: ServerProcess, base: str
+) -> None:
+    # rest_reload_time: set to 1 s in the form, both workers re-read an edited [GENERAL] at once
+    answered, message = submit(page, base, {"rest_reload_time": "1"})
+    assert "Saved" in message
+    settle(answered)
+    path = server.config
+    original = path.read_text()
+    doc = json.loads(original)
+    doc["GENERAL"]["rest_log_stringsize"] = 33
+    mark = len(server.log())
+    edited = time.monotonic()
+    path.with_suffix(".tmp").write_text(json.dumps(doc))
+    os.replace(path.with_suffix(".tmp"), path)
+    try:
+        took = wait_for(
+            lambda: all(
+                f"[{w}] settings changed (sync): rest_log_stringsize 200 -> 33"
+                in server.log()[mark:]
+                for w in ("w1", "w2")
+            ),
+            6,
+            "both workers re-reading [GENERAL]",
+        )
+        print(f"[GENERAL] re-read by both workers {time.monotonic() - edited:.2f} s after the edit")
+        assert took < 3.0  # 1 s interval + the half-second sync, not the default 60 s
+    finally:
+        path.with_suffix(".tmp").write_text(original)
+        os.replace(path.with_suffix(".tmp"), path)
+    wait_for(lambda: get_settings(base)["rest_log_stringsize"]["file"] is None, 6, "restored")
+
+    # the four others at once, typed in the form: within 1 s both workers log accordingly
+    answered, message = submit(
+        page,
+        base,
+        {
+            "rest_log_level": "5",
+            "rest_error_full": "1",
+            "rest_trace_time": "2",
+            "rest_log_stringsize": "7",
+        },
+    )
+    assert "Saved" in message
+    for name in ("rest_log_level", "rest_error_full", "rest_trace_time", "rest_log_stringsize"):
+        assert in_force(page, name) == ["runtime"], name
+    settle(answered)
+
+    def send() -> None:
+        httpx.post(f"{base}/echo", content="B" * 300, headers={"X-Long": "A" * 300})
+        httpx.get(f"{base}/boom")
+        httpx.get(f"{base}/hello")
+
+    def seen(text: str, w: str) -> bool:
+        lines = [line for line in text.splitlines() if f"[{w}]" in line]
+        joined = "\n".join(lines)
+        return (
+            "x-long: AAAAAAA...(300 chars)" in joined  # rest_log_level 5, rest_log_stringsize 7
+            and "body BBBBBBB...(300 chars)" in joined
+            and bool(  # rest_error_full 1: the record goes on with the whole traceback
+                re.search(
+                    rf"\[{w}\] GET /rest/boom: unhandled exception in the handler; answered 500"
+                    r"\n\s+Traceback \(most recent call last\)",
+                    text,
+                )
+            )
+            and bool(
+                re.search(
+                    rf"\[{w}\] GET /rest/hello 200 authorization=\d+us handler=\d+us "
+                    r"serialization=\d+us total=\d+us",
+                    text,
+                )
+            )  # rest_trace_time 2
+        )
+
+    text = per_worker(server, base, send, seen)["w1"]
+    assert "A" * 8 not in text and "B" * 8 not in text
+
+
+def test_a_page_loaded_before_another_change_does_not_undo_it(page: Any, base: str) -> None:
+    page.goto(f"{base}/fw/rest/config")  # shows no run-time value for rest_trace_time
+    settle(change(base, {"rest_trace_time": 1}))  # changed meanwhile, elsewhere
+    page.fill("#rest_log_level", "4")
+    with page.expect_navigation():
+        page.click("#save")
+    assert "Saved" in page.locator("#message").inner_text()
+    settle(time.monotonic())  # the other worker takes it up within SPEC 5's second
+    settings = get_settings(base)
+    print({k: v["runtime"] for k, v in settings.items()})
+    assert settings["rest_log_level"]["runtime"] == 4
+    assert settings["rest_trace_time"]["runtime"] == 1  # was cleared: the page sent it empty
+    assert page.input_value("#rest_trace_time") == "1"
+    assert in_force(page, "rest_trace_time") == ["runtime"]
+
+
+def test_a_refused_value_stays_in_its_field_beside_the_message(page: Any, base: str) -> None:
+    before = get_settings(base)
+    page.goto(f"{base}/fw/rest/config")
+    page.fill("#rest_log_level", "\u0663")  # ARABIC-INDIC DIGIT THREE: was taken as 3
+    page.fill("#rest_trace_time", "2")
+    with page.expect_navigation():
+        page.click("#save")
+    message = page.locator("#message")
+    print(message.inner_text())
+    assert "error" in (message.get_attribute("class") or "")
+    assert "rest_log_level" in message.inner_text() and "0-5" in message.inner_text()
+    # what was typed is still there to correct (the fields showed the stored values)
+    assert page.input_value("#rest_log_level") == "\u0663"
+    assert page.input_value("#rest_trace_time") == "2"
+    assert get_settings(base) == before
+    page.fill("#rest_log_level", "4")
+    with page.expect_navigation():
+        page.click("#save")
+    assert "Saved" in page.locator("#message").inner_text()
+    settle(time.monotonic())  # the other worker takes it up within SPEC 5's second
+    assert get_settings(base)["rest_log_level"]["runtime"] == 4
+    assert get_settings(base)["rest_trace_time"]["runtime"] == 2
+
+
+def test_a_user_that_on_admin_refuses_sees_why_on_the_page(
+    browser: Any, server: ServerProcess, base: str
+) -> None:
+    before = get_settings(base)
+    basic_base = server.url("HTTP_BASIC")
+    for user, password, allowed in (("bob", "Bob-Pw-2", False), ("ada", "Ada-Pw-1", True)):
+        context = browser.new_context(http_credentials={"username": user, "password": password})
+        try:
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            assert page.goto(f"{basic_base}/fw/rest/config").status == 200  # reading is allowed
+            page.fill("#rest_error_full", "1")
+            with page.expect_navigation() as nav:
+                page.click("#save")
+            status = nav.value.status
+            text = page.locator("#message").inner_text()  # was a JSON error body, no page
+            print(user, status, text)
+            if allowed:
+                assert status == 200 and "Saved" in text
+                settle(time.monotonic())  # in the other worker within SPEC 5's second
+            else:
+                assert status == 403
+                assert "this user may not change settings" in text
+                assert get_settings(base) == before
+        finally:
+            context.close()
+    assert get_settings(base)["rest_error_full"]["runtime"] == 1
+    settle(change(base, {"rest_error_full": None}))

@@ -373,12 +373,12 @@ def test_module_dot_function_resolves_an_ambiguous_name(tmp_path: Path, uid: str
 def test_function_names_are_case_insensitive(tmp_path: Path, uid: str) -> None:
     users, orders, files = _mapping_files(uid)
     load_urns = {
-        "/a": {"GET": {"Function": f"{users.upper()}.GET_USER"}},
+        "/a/:id": {"GET": {"Function": f"{users.upper()}.GET_USER"}},
         "/b": {"GET": {"Function": "List_Orders"}},
     }
     plan = prepare(service(tmp_path, f"{users},{orders}", files, load_urns))
     assert routes(plan) == {
-        ("GET", "/a", f"{users}.get_user", "mapping"),
+        ("GET", "/a/:id", f"{users}.get_user", "mapping"),
         ("GET", "/b", f"{orders}.list_orders", "mapping"),
     }
 

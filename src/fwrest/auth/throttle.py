@@ -175,7 +175,10 @@ class Throttle:
                 own = self._own
                 self.locked = {k: u for k, u in fresh.items() if k.startswith(own)}
             except (StoreError, TimeoutError) as exc:
-                log.auth_log.debug("lock-out list not refreshed: %s", exc)
+                log.auth_log.debug(
+                    "lock-out list not refreshed: %s",
+                    str(exc) or f"no answer within {_DEADLINE_S:g} s",
+                )
             await asyncio.sleep(0.5)
 
     def check(self, user: str, client_ip: str) -> None:
@@ -210,7 +213,7 @@ class Throttle:
                 log.auth_log.warning(
                     "[%s] failure not counted, state store unavailable: %s",
                     self.port_name,
-                    exc or "timeout",
+                    str(exc) or f"no answer within {_DEADLINE_S:g} s",
                 )
                 return
             if count >= self.max_failures:

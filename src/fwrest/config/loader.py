@@ -84,12 +84,51 @@ class _Raw:
 # reading
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in out:
+            raise _DuplicateKey(name)
+        out[name] = value
+    return out
+
+
+def _second_at(text: str, key: str) -> str:
+    """Where ``key`` is written a second time in ``text`` (", the second time at line L,
+    column C"), when a plain search finds it."""
+    needle = json.dumps(key)
+    first = text.find(needle)
+    second = text.find(needle, first + 1) if first >= 0 else -1
+    if second < 0:
+        return ""
+    line = text.count("\n", 0, second) + 1
+    column = second - (text.rfind("\n", 0, second) + 1) + 1
+    return f", the second time at line {line}, column {column}"
+
+
 def parse_json_text(
     text: str, what: str, source: str | None, section: str | None = None, key: str | None = None
 ) -> Any:
-    """Parse JSON, reporting a syntax error with its line and column."""
+    """Parse JSON, reporting a syntax error with its line and column, and a key given twice
+    in one object (``json`` would keep the last silently: a second ``LoadURNs`` entry for one
+    path, or a second ``Port``, would hide the first)."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise ConfigError(
+            f"{what} gives the key {exc.key!r} twice in one object{_second_at(text, exc.key)} "
+            "(JSON would keep only the last).",
+            section=section,
+            key=key,
+            fix="keep one of the two, or merge them.",
+            source=source,
+        ) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{what} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.",
@@ -338,11 +377,24 @@ def _convert(raw: _Raw, sec: _Section, key: Key, key_written: str, value: Any) -
             raise raw.error(f"must be text, got {value!r}.", *where, fix="write a single value.")
         text = str(value).strip()
         if key.kind == "urlpath":
-            if not text.startswith("/") or any(c in text for c in "?#% \t") or "//" in text:
+            if (
+                not text.startswith("/")
+                or any(c in text for c in "?#% \t")
+                or "//" in text
+                or any(ord(c) < 0x20 or c == "\x7f" for c in text)
+            ):
                 raise raw.error(
                     f"{text!r} is not a URL path prefix.",
                     *where,
                     fix="write a path that starts with / (for example /rest, or / alone).",
+                )
+            if any(seg in (".", "..") for seg in text.split("/")):
+                # request paths are normalised before they are located (SPEC 7), so a prefix
+                # with a dot segment would match no request
+                raise raw.error(
+                    f"{text!r} holds a . or .. segment, which no request path keeps.",
+                    *where,
+                    fix="write the prefix without dot segments (for example /rest).",
                 )
             return text.rstrip("/") or "/"
         if key.kind == "path":

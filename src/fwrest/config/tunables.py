@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fwrest.config.schema import KEYS
@@ -9,6 +10,11 @@ from fwrest.config.schema import KEYS
 __all__ = ["SETTINGS", "SettingsError", "validate"]
 
 SETTINGS = {k.name: k for k in KEYS if k.section == "GENERAL"}
+
+# A form field holds text: ASCII digits only (str.isdigit() also takes "٣" and "²"), and few
+# enough of them that int() never meets Python's limit on the digits it converts.
+_FORM_NUMBER = re.compile(r"[0-9]{1,12}")
+_SHOWN = 40  # characters of a refused value repeated in the message
 
 
 class SettingsError(ValueError):
@@ -19,27 +25,45 @@ class SettingsError(ValueError):
         super().__init__(message)
 
 
-def validate(changes: dict[str, Any]) -> dict[str, int | None]:
-    """Check a partial change (``None`` clears); raises :class:`SettingsError`."""
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}...({len(text)} chars)"
+
+
+def validate(changes: dict[str, Any], *, form: bool = False) -> dict[str, int | None]:
+    """Check a partial change; raises :class:`SettingsError`, naming the key and its values.
+
+    JSON (``form=False``): a whole number (``true``, ``5.0`` and ``"5"`` are refused) or
+    ``null``, which clears the run-time value. A form (``form=True``): the field's text, digits
+    only; an empty field clears.
+    """
     out: dict[str, int | None] = {}
     for name, value in changes.items():
         key = SETTINGS.get(name)
         if key is None:
             raise SettingsError(
-                name, f"{name!r} is not a run-time setting; the settings are {', '.join(SETTINGS)}"
+                name,
+                f"{_shown(name)} is not a run-time setting; the settings are {', '.join(SETTINGS)}",
             )
-        if value is None or value == "":
+        number: int | None = None
+        if form:
+            text = str(value).strip()
+            if text == "":
+                out[name] = None
+                continue
+            if _FORM_NUMBER.fullmatch(text):
+                number = int(text)
+        elif value is None:
             out[name] = None
             continue
-        number: int | None = None
-        if isinstance(value, int) and not isinstance(value, bool):
+        elif isinstance(value, int) and not isinstance(value, bool):
             number = value
-        elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            number = int(value.strip())
         assert key.low is not None and key.high is not None
         if number is None or not key.low <= number <= key.high:
+            what = "null to clear" if not form else "empty to clear"
             raise SettingsError(
-                name, f"{name} must be a whole number in {key.allowed}, got {value!r}"
+                name,
+                f"{name} must be a whole number in {key.allowed} ({what}), got {_shown(value)}",
             )
         out[name] = number
     return out

@@ -27,6 +27,9 @@ from fwrest.store import StoreError
 __all__ = ["config_change", "config_page"]
 
 _CSRF_FIELD = "fw_csrf"
+# The run-time values the page showed, "name=value;...": a form POST changes only the fields
+# the user edited, so that a page loaded before another change does not undo it.
+_SHOWN_FIELD = "fw_shown"
 
 
 def _csrf_token(ctx: RequestContext) -> str:
@@ -39,10 +42,17 @@ def _wants_json(ctx: RequestContext) -> bool:
     return "application/json" in ctx.headers.get("accept", "")
 
 
-def _render(ctx: RequestContext, message: str = "", error: bool = False) -> str:
+def _render(
+    ctx: RequestContext,
+    message: str = "",
+    error: bool = False,
+    typed: dict[str, str] | None = None,
+) -> str:
+    """The page; ``typed``: the fields as a refused form sent them, shown again to correct."""
     described = ctx.port.worker.settings.describe()
     rows = []
     allowed = []  # under the table: SPEC 5 gives it three columns (run time, file, default)
+    shown = []  # the run-time values this page shows: a field left as it was changes nothing
     for name, info in described.items():
         source = (
             "runtime"
@@ -59,8 +69,10 @@ def _render(ctx: RequestContext, message: str = "", error: bool = False) -> str:
             return f'<td data-kind="{kind}"{in_force}>{content}</td>'
 
         runtime_value = "" if info["runtime"] is None else str(info["runtime"])
+        shown.append(f"{name}={runtime_value}")
+        value = runtime_value if typed is None else typed.get(name, runtime_value)
         field = (
-            f'<input name="{name}" id="{name}" value="{html.escape(runtime_value)}" '
+            f'<input name="{name}" id="{name}" value="{html.escape(value)}" '
             f'size="8" placeholder="(none)">'
         )
         rows.append(
@@ -91,6 +103,7 @@ file's value or the default. Changes reach every worker within a second.</p>
 {note}
 <form method="post" action="{html.escape(ctx.path)}">
 <input type="hidden" name="{_CSRF_FIELD}" value="{token}">
+<input type="hidden" name="{_SHOWN_FIELD}" value="{html.escape(";".join(shown))}">
 <table>
 <thead><tr><th>setting</th><th>run time</th><th>config file</th><th>default</th></tr></thead>
 <tbody>
@@ -103,21 +116,20 @@ file's value or the default. Changes reach every worker within a second.</p>
 </body></html>"""
 
 
+_PAGE_HEADERS = {
+    "cache-control": "no-store",
+    "x-frame-options": "DENY",
+    "content-security-policy": "default-src 'none'; style-src "
+    "'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+}
+
+
 async def config_page() -> Response:
     ctx = current.get()
     if _wants_json(ctx):
         body = {"settings": ctx.port.worker.settings.describe()}
         return Response(orjson.dumps(body), media_type="application/json")
-    return Response(
-        _render(ctx),
-        media_type="text/html; charset=utf-8",
-        headers={
-            "cache-control": "no-store",
-            "x-frame-options": "DENY",
-            "content-security-policy": "default-src 'none'; style-src "
-            "'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
-        },
-    )
+    return Response(_render(ctx), media_type="text/html; charset=utf-8", headers=_PAGE_HEADERS)
 
 
 def _same_origin(ctx: RequestContext) -> bool:
@@ -143,6 +155,11 @@ async def config_change() -> Response:
     if not _same_origin(ctx):
         raise HTTPError(403, detailed="a settings change from another origin is refused")
     worker = ctx.port.worker
+    media = ctx.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    is_json = media == "application/json"
+    is_form = media == "application/x-www-form-urlencoded"
+    if not is_json and not is_form:
+        raise HTTPError(415, detailed="send application/json or a form")
     on_admin = ctx.port.plan.auth_settings.on_admin if ctx.port.plan.auth_settings else None
     if on_admin is not None:
         try:
@@ -155,17 +172,23 @@ async def config_change() -> Response:
             log.auth_log.error("onAdmin raised %s; answered 403", type(exc).__name__)
             allowed = False
         if allowed is not True:
-            raise HTTPError(403, detailed="this user may not change settings")
-    media = ctx.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    is_json = media == "application/json"
+            refusal = "this user may not change settings"
+            if is_form:  # a person at the page: the answer is the page, saying why
+                return _form_error(ctx, refusal, 403)
+            raise HTTPError(403, detailed=refusal)
+    typed: dict[str, str] | None = None
     if is_json:
+        if not ctx.body.strip():
+            raise HTTPError(
+                400, detailed='the body is empty: send an object such as {"rest_log_level": 5}'
+            )
         try:
-            changes = orjson.loads(ctx.body or b"{}")
-        except orjson.JSONDecodeError:
-            raise HTTPError(400, detailed="the body is not valid JSON") from None
+            changes = orjson.loads(ctx.body)
+        except orjson.JSONDecodeError as exc:
+            raise HTTPError(400, detailed=f"the body is not valid JSON ({exc})") from None
         if not isinstance(changes, dict):
             raise HTTPError(400, detailed='send an object such as {"rest_log_level": 5}')
-    elif media == "application/x-www-form-urlencoded":
+    else:
         try:
             fields = dict(
                 parse_qsl(ctx.body.decode("utf-8"), keep_blank_values=True, max_num_fields=32)
@@ -174,40 +197,63 @@ async def config_change() -> Response:
             raise HTTPError(400, detailed="the form is malformed") from None
         token = fields.pop(_CSRF_FIELD, "")
         if not hmac.compare_digest(token.encode(), _csrf_token(ctx).encode()):
-            raise HTTPError(403, detailed="the form's anti-forgery token is missing or wrong")
-        changes = {k: v for k, v in fields.items() if k in SETTINGS}
+            return _form_error(
+                ctx,
+                "the form's anti-forgery token is missing or wrong; the page is reloaded "
+                "below: enter the values again",
+                403,
+            )
+        shown = _parse_shown(fields.pop(_SHOWN_FIELD, None))
+        typed = fields
         unknown = [k for k in fields if k not in SETTINGS]
         if unknown:
-            return _form_error(ctx, f"{unknown[0]!r} is not a run-time setting")
-    else:
-        raise HTTPError(415, detailed="send application/json or a form")
+            return _form_error(ctx, f"{unknown[0][:40]!r} is not a run-time setting", typed=typed)
+        # a field left as the page showed it changes nothing (another change may be newer)
+        changes = {k: v for k, v in fields.items() if shown is None or shown.get(k) != v.strip()}
     try:
-        valid = validate(changes)
+        valid = validate(changes, form=not is_json)
     except SettingsError as exc:
         if is_json:
             raise HTTPError(400, detailed=str(exc)) from None
-        return _form_error(ctx, str(exc))
-    try:
-        await worker.settings.change(valid)
-    except (StoreError, TimeoutError):
-        raise store_unavailable() from None
-    log.server_log.warning(
-        "run-time settings changed by %r: %s", log.escape(ctx.auth_user or "-"), valid
-    )
+        return _form_error(ctx, str(exc), typed=typed)
+    if valid:
+        try:
+            await worker.settings.change(valid)
+        except (StoreError, TimeoutError):
+            raise store_unavailable() from None
+        log.server_log.warning(
+            "run-time settings changed by %r: %s", log.escape(ctx.auth_user or "-"), valid
+        )
     if is_json:
         return Response(
             orjson.dumps({"settings": worker.settings.describe()}), media_type="application/json"
         )
+    saved = "Saved: the new values are in force." if valid else "Nothing to change."
     return Response(
-        _render(ctx, "Saved: the new values are in force."),
+        _render(ctx, saved),
         media_type="text/html; charset=utf-8",
-        headers={"cache-control": "no-store"},
+        headers=_PAGE_HEADERS,
     )
 
 
-def _form_error(ctx: RequestContext, message: str) -> Response:
+def _parse_shown(value: str | None) -> dict[str, str] | None:
+    """The run-time values a page showed (``name=value;...``); None for a form without them."""
+    if value is None:
+        return None
+    shown = {}
+    for part in value.split(";"):
+        name, sep, text = part.partition("=")
+        if sep:
+            shown[name] = text
+    return shown
+
+
+def _form_error(
+    ctx: RequestContext, message: str, status: int = 400, typed: dict[str, str] | None = None
+) -> Response:
     return Response(
-        _render(ctx, f"Refused, nothing changed: {message}", error=True),
-        status=400,
+        _render(ctx, f"Refused, nothing changed: {message}", error=True, typed=typed),
+        status=status,
         media_type="text/html; charset=utf-8",
+        headers=_PAGE_HEADERS,
     )

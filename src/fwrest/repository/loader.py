@@ -284,7 +284,8 @@ class Repository:
                         source="mapping",
                         module=full.rsplit(".", 1)[0],
                         function=full,
-                        origin=f"[{section}] LoadURNs",
+                        # the path as written: two entries of one mapping can collide
+                        origin=f'[{section}] LoadURNs "{path}" {method}',
                     )
                 )
         return out

@@ -89,18 +89,41 @@ def _location_plan(
     loc: LocationConfig, endpoints: list[Endpoint], server: ServerConfig, source: str | None
 ) -> LocationPlan:
     router: Router[Handler] = Router()
+    prefix = loc.path if loc.path != "/" else ""
     for ep in endpoints:
         key = (loc.path, ep.method, ep.path, loc.thread_pool.name)
-        previous = router.add(ep.method, ep.path, Handler(ep, key))
+        handler = Handler(ep, key)
+        previous = router.add(ep.method, ep.path, handler)
         if previous is not None:
             other = previous.endpoint
+            by = (
+                f"by {other.function} ({other.source}, {other.origin}) and by {ep.function} "
+                f"({ep.source}, {ep.origin})."
+            )
+            if other.path == ep.path:
+                what = f"{ep.method} {prefix}{ep.path} is registered twice: {by}"
+            else:  # one shape, other parameter names: the same requests match both
+                what = (
+                    f"{ep.method} {prefix}{other.path} and {ep.method} {prefix}{ep.path} are "
+                    f"one route (the same requests match both), registered twice: {by}"
+                )
             raise ConfigError(
-                f"{ep.method} {loc.path if loc.path != '/' else ''}{ep.path} is registered "
-                f"twice: by {other.function} ({other.source}, {other.origin}) and by "
-                f"{ep.function} ({ep.source}, {ep.origin}).",
+                what,
                 section=server.name,
                 key="Locations",
                 fix="remove one of the two registrations, or give one another path.",
+                source=source,
+            )
+        if handler.missing:
+            names = ", ".join(repr(n) for n in handler.missing)
+            raise ConfigError(
+                f"{ep.method} {prefix}{ep.path} calls {ep.function} ({ep.source}, "
+                f"{ep.origin}), whose parameter(s) {names} the route does not give: every "
+                "request would fail.",
+                section=server.name,
+                key="LoadURNs" if ep.source == "mapping" else "Locations",
+                fix="name the path parameters as the function names its parameters "
+                "(/items/:id for def f(id)), or give those parameters a default.",
                 source=source,
             )
     return LocationPlan(loc, router, endpoints)

@@ -44,7 +44,16 @@ class Handler:
     location's thread pool.
     """
 
-    __slots__ = ("endpoint", "func", "is_async", "pass_all", "passed", "takes_params", "usage_key")
+    __slots__ = (
+        "endpoint",
+        "func",
+        "is_async",
+        "missing",
+        "pass_all",
+        "passed",
+        "takes_params",
+        "usage_key",
+    )
 
     def __init__(self, endpoint: Endpoint, usage_key: tuple[str, ...] = ()) -> None:
         self.endpoint = endpoint
@@ -52,11 +61,13 @@ class Handler:
         self.func: Callable[..., Any] = endpoint.func
         self.is_async = is_async(endpoint.func)
         names: set[str] = set()
+        required: list[str] = []
         self.pass_all = False
         try:
             sig = inspect.signature(endpoint.func)
         except (TypeError, ValueError):
             sig = None
+        route_names = {s[1:] for s in endpoint.path.split("/") if s.startswith(":")}
         if sig is not None:
             for param in sig.parameters.values():
                 if param.kind is inspect.Parameter.VAR_KEYWORD:
@@ -66,7 +77,15 @@ class Handler:
                     inspect.Parameter.KEYWORD_ONLY,
                 ):
                     names.add(param.name)
-        route_names = {s[1:] for s in endpoint.path.split("/") if s.startswith(":")}
+                    if param.default is param.empty and param.name not in route_names:
+                        required.append(param.name)
+                elif (
+                    param.kind is inspect.Parameter.POSITIONAL_ONLY and param.default is param.empty
+                ):
+                    required.append(param.name)  # fwrest passes parameters by name only
+        # parameters without a default that the route cannot fill: every call would fail, so
+        # the start refuses the route (SPEC 2: a mistake stops the start, not each request)
+        self.missing = tuple(required)
         self.passed = frozenset(names & route_names)
         self.takes_params = bool(self.passed) or self.pass_all  # else it is called bare
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import Any
+from multiprocessing.sharedctypes import RawArray
+from typing import Any, Protocol
 
 from fwrest import log
 from fwrest.config import Tunables, read_general
@@ -17,10 +18,45 @@ from fwrest.errors import ConfigError
 from fwrest.server.state import tunables
 from fwrest.store import StateStore, StoreError
 
-__all__ = ["SETTINGS", "SettingsError", "SettingsManager"]
+__all__ = ["SETTINGS", "SettingsBoard", "SettingsError", "SettingsManager", "shared_board"]
 
 _SYNC_S = 0.5
 _DEADLINE_S = 1.0  # SPEC 7: a settings change answers 503 within 1.5 s when the store hangs
+
+
+class _SettingsStore(Protocol):
+    def get_settings(self) -> dict[str, int]: ...
+
+    def set_settings(self, values: dict[str, int | None]) -> None: ...
+
+
+class SettingsBoard:
+    """Run-time values in memory shared by the workers of one supervisor (inherited at fork).
+
+    The ``memory`` state store lives in each worker's own process: with ``--workers N`` a
+    change stored there would reach one worker only. Such workers keep their run-time settings
+    here instead. One cell per setting, -1 for none (every setting is >= 0); no lock, so that
+    a worker killed while writing cannot block the others: a reader may see a change of
+    several keys half done until its next sync, half a second later.
+    """
+
+    def __init__(self) -> None:
+        self._names = list(SETTINGS)
+        self._cells: Any = RawArray("q", len(self._names))
+        for i in range(len(self._names)):
+            self._cells[i] = -1
+
+    def get_settings(self) -> dict[str, int]:
+        values = {name: int(self._cells[i]) for i, name in enumerate(self._names)}
+        return {name: value for name, value in values.items() if value >= 0}
+
+    def set_settings(self, values: dict[str, int | None]) -> None:
+        for name, value in values.items():
+            self._cells[self._names.index(name)] = -1 if value is None else value
+
+
+# Set by the supervisor before it forks its workers (``fwrest serve``, ``start(workers=N)``).
+shared_board: SettingsBoard | None = None
 
 
 class SettingsManager:
@@ -32,7 +68,9 @@ class SettingsManager:
         self.config_file = config_file
         self.file = dict(file_values)
         self.runtime: dict[str, int] = {}
-        self.store = store
+        self.store: _SettingsStore | None = store
+        if store is not None and getattr(store, "in_process", False) and shared_board is not None:
+            self.store = shared_board  # a memory store is per worker: share through the board
         self._last_reload = time.monotonic()
         self._changes = 0  # local changes made; a store read begun before one is stale
         self._task: asyncio.Task[None] | None = None

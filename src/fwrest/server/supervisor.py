@@ -22,6 +22,7 @@ from typing import Any
 
 from fwrest import log
 from fwrest.auth.throttle import LockBoard
+from fwrest.server import settings
 from fwrest.server.build import ServicePlan
 from fwrest.server.monitor_port import monitor_url
 from fwrest.server.worker import GuardFactory, Worker, new_loop
@@ -60,6 +61,8 @@ class _Supervisor:
         # rest_log_level in force, written by the workers as settings change (log.set_level)
         self.level = plan.config.tunables.rest_log_level
         log.shared_level = RawValue("i", self.level)
+        # run-time settings: every worker's, when the state store is per process (memory)
+        settings.shared_board = settings.SettingsBoard()
         self.started_at = time.time()
         self.pids: dict[int, int] = {}  # pid -> slot
         self.started: dict[int, float] = {}  # slot -> monotonic start

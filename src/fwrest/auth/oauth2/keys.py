@@ -4,59 +4,151 @@ Kept as base64url text in ``[HTTPSERVER] SigningKeyFile`` (default ``signing.key
 ``DataPath``), created with an exclusive create and mode 0600; with a Redis store and no
 ``SigningKeyFile`` it is created once in Redis (set-if-absent). A corrupt or short key
 aborts the start.
+
+The file never appears half written: the key is written to a private temporary file in the
+same folder, then linked to its name (``link`` fails when the name exists: the exclusive
+create), so a service starting while another creates the key reads the whole key, never an
+empty file that it would take for a corrupt one. Where the file system cannot link, the key is
+created with ``O_EXCL`` and written in place; a reader that finds the file empty then waits
+(``EMPTY_WAIT_S``) for its writer.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import os
 import secrets
+import tempfile
+import time
 from pathlib import Path
 
 from fwrest.errors import ConfigError
 from fwrest.store import StateStore, StoreError
 
-__all__ = ["MIN_KEY_BYTES", "load_signing_key"]
+__all__ = ["EMPTY_WAIT_S", "MIN_KEY_BYTES", "REDIS_KEY", "load_signing_key"]
 
 MIN_KEY_BYTES = 32
+REDIS_KEY = "fwrest:signing_key"  # the key's name in a Redis store (fwrest/store/redis.py)
+# An empty key file is a key still being written (by a host without link(), or an earlier
+# fwrest) for this long; then it is a corrupt key.
+EMPTY_WAIT_S = 2.0
+_FILE_FIX = (
+    "remove the file to have a new key created (tokens issued with the old key stop "
+    "working), or write 32+ random bytes as base64url text."
+)
 
 
-def _decode(text: bytes, where: str) -> bytes:
+def _decode(text: bytes, where: str, *, key: str = "SigningKeyFile", fix: str = _FILE_FIX) -> bytes:
     stripped = text.strip()
     try:
-        key = base64.urlsafe_b64decode(stripped + b"=" * (-len(stripped) % 4))
+        raw = base64.urlsafe_b64decode(stripped + b"=" * (-len(stripped) % 4))
     except (binascii.Error, ValueError):
-        key = b""
-    if len(key) < MIN_KEY_BYTES:
+        raw = b""
+    if len(raw) < MIN_KEY_BYTES:
         raise ConfigError(
             f"the signing key in {where} is corrupt or shorter than {MIN_KEY_BYTES} bytes.",
             section="HTTPSERVER",
-            key="SigningKeyFile",
-            fix="remove the file to have a new key created (tokens issued with the old key "
-            "stop working), or write 32+ random bytes as base64url text.",
+            key=key,
+            fix=fix,
         )
-    return key
+    return raw
 
 
 def _encode(key: bytes) -> bytes:
     return base64.urlsafe_b64encode(key).rstrip(b"=")
 
 
-def _from_file(path: Path, create: bool) -> bytes | None:
-    if path.exists():
-        return _decode(path.read_bytes(), str(path))
-    if not create:
+def _file_error(path: Path, doing: str, exc: OSError, key: str) -> ConfigError:
+    return ConfigError(
+        f"the signing key file {path} cannot be {doing}: {exc.strerror or exc}.",
+        section="HTTPSERVER",
+        key=key,
+        fix="give a file in a folder the service may create and write to (the key is made "
+        "there at the first start, mode 0600), or fix the file's permissions.",
+    )
+
+
+def _read(path: Path, key: str) -> bytes:
+    """The key in ``path``; an empty file is waited on for ``EMPTY_WAIT_S`` (see the module)."""
+    deadline = time.monotonic() + EMPTY_WAIT_S
+    while True:
+        try:
+            text = path.read_bytes()
+        except OSError as exc:
+            raise _file_error(path, "read", exc, key) from None
+        if text.strip() or time.monotonic() >= deadline:
+            return _decode(text, str(path), key=key)
+        time.sleep(0.05)
+
+
+def _folder_error(path: Path, key: str) -> ConfigError | None:
+    """Why the key file's folder cannot be made or written (the words of `fwrest check`)."""
+    from fwrest.config.loader import probe_writable
+
+    why = probe_writable(path.parent, directory=True)
+    if not why:
         return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_bytes(MIN_KEY_BYTES)
+    return ConfigError(
+        f"the signing key file {path} cannot be created in {path.parent}: {why}.",
+        section="HTTPSERVER",
+        key=key,
+        fix="give a file in a folder the service may create and write to (or set "
+        "SigningKeyFile to one).",
+    )
+
+
+def _create(path: Path, key: str) -> bytes:
+    """Create the key file once (exclusive, mode 0600); the key in it, whoever made it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _folder_error(path, key) or _file_error(path, "created", exc, key) from None
+    new = secrets.token_bytes(MIN_KEY_BYTES)
+    text = _encode(new) + b"\n"
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".signing-key-")  # mode 0600
+    except OSError as exc:
+        raise _file_error(path, "created", exc, key) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)  # atomic, and fails when the name exists: the exclusive create
+            return new
+        except FileExistsError:  # another worker or host made it first: use its key
+            return _read(path, key)
+        except OSError:
+            pass  # no hard links here: create in place below
+    except OSError as exc:
+        raise _file_error(path, "created", exc, key) from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another worker or host won the race: use its key
-        return _decode(path.read_bytes(), str(path))
+    except FileExistsError:
+        return _read(path, key)
+    except OSError as exc:
+        raise _file_error(path, "created", exc, key) from None
     with os.fdopen(fd, "wb") as fh:
-        fh.write(_encode(key) + b"\n")
-    return key
+        fh.write(text)
+    return new
+
+
+def _from_file(path: Path, create: bool, key: str) -> bytes | None:
+    if path.exists() or path.is_symlink():
+        return _read(path, key)
+    if not create:
+        # `fwrest check`: the start will create the key here; say now if it cannot
+        problem = _folder_error(path, key)
+        if problem is not None:
+            raise problem
+        return None
+    return _create(path, key)
 
 
 def load_signing_key(
@@ -65,10 +157,11 @@ def load_signing_key(
     """The service's signing key (None only when ``create`` is False and none exists yet).
 
     Raises:
-        ConfigError: the key is corrupt or short, or the store holding it cannot be reached.
+        ConfigError: the key is corrupt or short, its file cannot be read or created, or the
+            store holding it cannot be reached.
     """
     if key_file is not None:
-        return _from_file(key_file, create)
+        return _from_file(key_file, create, "SigningKeyFile")
     if store is not None and store.kind == "redis":
         if not create:
             return None
@@ -81,5 +174,11 @@ def load_signing_key(
                 key="StateStore",
                 fix="start the Redis server, or set SigningKeyFile.",
             ) from None
-        return _decode(raw, "the Redis state store")
-    return _from_file(data_path / "signing.key", create)
+        return _decode(
+            raw,
+            f"the Redis state store (key {REDIS_KEY})",
+            key="StateStore",
+            fix=f"delete the key ({REDIS_KEY}) to have a new one created (tokens issued with "
+            "the old key stop working), or set SigningKeyFile.",
+        )
+    return _from_file(data_path / "signing.key", create, "SigningKeyFile")

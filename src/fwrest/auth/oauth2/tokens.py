@@ -138,7 +138,10 @@ class TokenService:
                     self._in_store(self.store.revoked_families), REVOKED_REFRESH_DEADLINE_S
                 )
             except (StoreError, TimeoutError) as exc:
-                log.auth_log.debug("revocation cache not refreshed: %s", exc)
+                log.auth_log.debug(
+                    "revocation cache not refreshed: %s",
+                    str(exc) or f"no answer within {REVOKED_REFRESH_DEADLINE_S:g} s",
+                )
             await asyncio.sleep(0.5)
 
     def stop(self) -> None:
@@ -195,13 +198,21 @@ class TokenService:
         except jwt.PyJWTError:
             raise InvalidToken("the access token signature or claims are invalid") from None
         family = claims.get("fam")
+        if family is not None and not isinstance(family, str):
+            # only a token signed with the service's key gets here (fwrest writes a string):
+            # a 401, not a 500 from an unhashable lookup
+            raise InvalidToken("the access token signature or claims are invalid")
         if family is not None and family in self.revoked:
             raise InvalidToken("the access token was revoked")
+        try:
+            expires = float(claims["exp"])
+        except (OverflowError, TypeError, ValueError):
+            raise InvalidToken("the access token signature or claims are invalid") from None
         if len(self._verified) >= _VERIFIED_MAX:
             # forget the oldest: a steady size (clearing all would swing the memory by the
             # whole cache, which a soak cannot tell from a leak)
             del self._verified[next(iter(self._verified))]
-        self._verified[token] = (float(claims["exp"]), claims)
+        self._verified[token] = (expires, claims)
         return claims
 
     # -- token route ---------------------------------------------------------------------------
@@ -209,7 +220,8 @@ class TokenService:
         log.auth_log.error(
             "[%s] state store unavailable: %s; answered 503",
             self.port_name,
-            exc or f"no answer within the token request's {STORE_DEADLINE_S:g} s",
+            # a deadline's TimeoutError says nothing by itself: name it
+            str(exc) or f"no answer within the token request's {STORE_DEADLINE_S:g} s deadline",
         )
         return store_unavailable()
 
