@@ -1,7 +1,8 @@
 """Loggers, the log line format, and redaction.
 
-Owns: the ``fwrest.*`` loggers (``server``, ``access``, ``auth``, ``app``), the mapping of
-``rest_log_level`` (0 off .. 5 debug) onto them, and the one place that redacts what a log
+Owns: the ``fwrest.*`` loggers (``server``, ``access``, ``auth``, ``app``; under ``fwrest
+serve`` Python's root logger too), the mapping of ``rest_log_level`` (0 off .. 5 debug) onto
+them, and the one place that redacts what a log
 line may show (SPEC 7): ``Authorization``, ``Proxy-Authorization`` and ``Cookie`` masked whole,
 secret-like query and form values replaced, the current request's secrets scrubbed from every
 record (exception text included), CR, LF and ESC escaped. Imports nothing else of fwrest.
@@ -30,6 +31,7 @@ __all__ = [
     "flush",
     "mask_header",
     "python_level",
+    "redact_body",
     "redact_json",
     "redact_query",
     "request_secrets",
@@ -92,9 +94,18 @@ def python_level(rest_log_level: int) -> int:
 shared_level: Any = None
 
 
+# True under ``fwrest serve``: the process is fwrest's, so Python's root logger (the
+# application's own loggers, ``logging.getLogger(__name__)``) writes through fwrest's handlers
+# at fwrest's level, formatted, escaped and scrubbed like fwrest's records.
+_owns_root = False
+
+
 def set_level(rest_log_level: int) -> None:
     """Apply ``rest_log_level`` to every ``fwrest`` logger (and tell the supervisor)."""
-    _root.setLevel(python_level(rest_log_level))
+    level = python_level(rest_log_level)
+    _root.setLevel(level)
+    if _owns_root:
+        logging.getLogger().setLevel(level)
     if shared_level is not None:
         shared_level.value = rest_log_level
 
@@ -151,14 +162,50 @@ def redact_query(query: str) -> str:
 
 
 def redact_json(text: str) -> str:
-    """Replace the values of secret-like keys in a JSON text (``"password": "x"``)."""
+    """Replace the values of secret-like keys in a JSON text (``"password": "x"``; a number,
+    ``true``, ``false`` or ``null`` too: a PIN may be sent as a number).
+
+    >>> redact_json('{"password": 1234, "user": "ann", "api_key": "k"}')
+    '{"password": "***", "user": "ann", "api_key": "***"}'
+    """
     return _JSON_SECRET.sub(lambda m: f'{m.group(1)}"{MASKED}"', text)
 
 
+_SECRET_NAME = r'[^"\\]*(?:' + "|".join(_SECRET_PARTS) + r')[^"\\]*|code'
 _JSON_SECRET = re.compile(
-    r'("(?:[^"\\]*(?:' + "|".join(_SECRET_PARTS) + r')[^"\\]*|code)"\s*:\s*)"(?:[^"\\]|\\.)*"',
+    r'("(?:' + _SECRET_NAME + r')"\s*:\s*)'
+    r'(?:"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null)',
     re.IGNORECASE,
 )
+# a multipart/form-data part of a secret-like name: its headers, then the value (up to the
+# line end: the part's boundary follows it)
+_MULTIPART_SECRET = re.compile(
+    r'(content-disposition:[^\r\n]*\bname="(?:' + _SECRET_NAME + r')"[^\r\n]*\r?\n'
+    r"(?:[^\r\n]+\r?\n)*\r?\n)[^\r\n]*",
+    re.IGNORECASE,
+)
+
+
+def redact_body(text: str) -> str:
+    """A request or response body as the log may show it (``rest_log_level=5``), whatever its
+    type says: the values of secret-like JSON keys, form fields and multipart parts replaced.
+
+    >>> redact_body('password=x&data={"token": "t"}')
+    'password=***&data={"token": "***"}'
+    >>> redact_body(' {"password": "x"}')
+    ' {"password": "***"}'
+    """
+    if not text:
+        return text
+    if '"' in text:
+        text = _JSON_SECRET.sub(lambda m: f'{m.group(1)}"{MASKED}"', text)
+        if "name=" in text:
+            text = _MULTIPART_SECRET.sub(lambda m: f"{m.group(1)}{MASKED}", text)
+    # a form unless it starts as JSON, markup or a multipart boundary does (in those, the text
+    # between two "&" is no form field)
+    if "=" in text and text.lstrip()[:1] not in ("{", "[", "<", "-"):
+        text = redact_query(text)
+    return text
 
 
 def secret_forms(*secrets: str) -> tuple[str, ...]:
@@ -342,7 +389,13 @@ def _stderr_stream() -> Any:
 
 def remove_handlers() -> None:
     """Remove the handlers :func:`setup_logging` installed (``Service.stop()``)."""
+    global _owns_root
     flush()
+    python_root = logging.getLogger()
+    for handler in list(python_root.handlers):
+        if getattr(handler, "_fwrest", False):
+            python_root.removeHandler(handler)
+    _owns_root = False
     for handler in list(_root.handlers):
         if getattr(handler, "_fwrest", False):
             _root.removeHandler(handler)
@@ -355,12 +408,18 @@ def setup_logging(rest_log_level: int, log_file: Path | None, *, own_process: bo
     Args:
         rest_log_level: the level in force.
         log_file: ``[HTTPSERVER] LogFile``, resolved.
-        own_process: True under ``fwrest serve``; under ``fwrest.start()`` a handler is added
-            to standard error only when the host program has configured none.
+        own_process: True under ``fwrest serve``: the application's own loggers (Python's
+            root logger) write through the same handlers, at the same level, so that their
+            records are formatted, escaped and scrubbed of the request's secrets too (without
+            it they reach ``logging``'s last-resort handler, raw). Under ``fwrest.start()``
+            the host program's logging is left as it is, and a handler is added to standard
+            error only when the host program has configured none.
     """
-    set_level(rest_log_level)
+    global _owns_root
     formatter = Formatter()
     remove_handlers()
+    _owns_root = own_process
+    set_level(rest_log_level)
     handlers: list[logging.Handler] = []
     if own_process:
         handlers.append(TurnFlushingHandler(_stderr_stream()))
@@ -369,9 +428,12 @@ def setup_logging(rest_log_level: int, log_file: Path | None, *, own_process: bo
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         handlers.append(_FileHandler(log_file))
+    python_root = logging.getLogger()
     for handler in handlers:
         handler.setFormatter(formatter)
         handler._fwrest = True  # type: ignore[attr-defined]
         _root.addHandler(handler)
+        if own_process:
+            python_root.addHandler(handler)
     if own_process:
         _root.propagate = False

@@ -672,3 +672,84 @@ def test_failed_on_auth_calls_lock_the_user_out(serve: Any, tmp_path: Path) -> N
     assert len(lockouts) == 1, text  # one warning per lock-out
     for secret in [*guesses, "Guess-Pw-4d", ADA_PASSWORD]:
         assert secret not in text
+
+
+def test_failures_on_every_worker_count_toward_one_lock_out(serve: Any, tmp_path: Path) -> None:
+    """``--workers 2`` with ``StateStore=memory`` (one process's store): the failures are
+    counted across the workers, as through sqlite or Redis (SPEC 4.2: all workers share the
+    count), not ``maxFailures`` per worker."""
+    (tmp_path / "auth.py").write_text(AUTH_SOURCE, encoding="utf-8")
+    locked_port = {"Authorization": {"scheme": "basic", "OnAuth": "auth.check", "maxFailures": 3}}
+    config = free_config(
+        tmp_path,
+        servers={"HTTP_BASIC": _server("ROOT", locked_port)},
+        extra={"ENV": {"Repository": "app,auth"}},
+    )
+    server = serve(config, workers=2)
+    url = f"http://127.0.0.1:{server.ports['HTTP_BASIC']}/rest/hello"
+    # one keep-alive connection per worker (told apart by the pid /hello answers with)
+    clients: dict[int, httpx.Client] = {}
+    try:
+        for _ in range(60):
+            client = httpx.Client(timeout=10)
+            pid = client.get(url, auth=("ada", ADA_PASSWORD)).json()["pid"]
+            if pid in clients:
+                client.close()
+            else:
+                clients[pid] = client
+            if len(clients) == 2:
+                break
+        assert len(clients) == 2, "no connection reached the second worker"
+        first, second = clients.values()
+        # three refusals of three user names (only the address's count grows), spread over
+        # both workers: neither worker saw three of them
+        for client, user in ((first, "false"), (second, "none"), (first, "one")):
+            assert_403(client.get(url, auth=(user, "Guess-Pw-5e")))
+        locked = second.get(url, auth=("list", "Guess-Pw-6f"))
+        assert locked.status_code == 429, locked.text
+        assert 1 <= int(locked.headers["retry-after"]) <= 300
+        assert first.get(url, auth=("ada", ADA_PASSWORD)).status_code == 429
+    finally:
+        for client in clients.values():
+            client.close()
+    server.wait_log("locked out")
+    assert server.stop() == 0
+    text = server.log()
+    workers = {m.group(1) for m in re.finditer(r"\[(w\d)\] \[HTTP_BASIC\] OnAuth refused", text)}
+    assert workers == {"w1", "w2"}, text  # the refusals were answered by both workers
+    lockouts = [line for line in text.splitlines() if "locked out" in line]
+    assert len(lockouts) == 1 and "ip:127.0.0.1" in lockouts[0], text
+
+
+def test_verbose_level_and_full_tracebacks_of_on_auth(serve: Any, tmp_path: Path) -> None:
+    """``rest_log_level=4`` adds a line per accepted user (3 has none: the access line only);
+    ``rest_error_full=1`` logs the traceback of an exception in ``OnAuth``, without its
+    password, even one too short for the log's general scrubbing."""
+    server = serve(write_service(tmp_path, general={"rest_log_level": 4, "rest_error_full": 1}))
+    url = f"http://127.0.0.1:{server.ports['HTTP_BASIC']}"
+    ada = ("ada", ADA_PASSWORD)
+    assert httpx.get(f"{url}/rest/hello", auth=ada, timeout=10).status_code == 200
+    assert httpx.get(f"{url}/rest/hello", auth=("raise", "Zq"), timeout=10).status_code == 500
+    text = server.wait_log("ValueError: cannot check password")
+    assert re.search(
+        r" VERBOSE fwrest\.auth \[w1\] \[HTTP_BASIC\] OnAuth accepted user 'ada'", text
+    )
+    assert "Traceback (most recent call last)" in text
+    assert 'raise ValueError(f"cannot check password {password} of {user}")' in text
+    assert "ValueError: cannot check password *** of raise" in text
+    assert "Zq" not in text
+    set_level = httpx.post(
+        f"{url}/rest/fw/rest/config",
+        json={"rest_log_level": 3, "rest_error_full": 0},
+        auth=ada,
+        timeout=10,
+    )
+    assert set_level.status_code == 200, set_level.text
+    since = len(server.log())
+    assert httpx.get(f"{url}/rest/items/3", auth=ada, timeout=10).status_code == 200
+    assert httpx.get(f"{url}/rest/hello", auth=("raise", "Zq"), timeout=10).status_code == 500
+    text = server.wait_log("GET /rest/hello 500", since=since)
+    assert "GET /rest/items/3 200" in text
+    assert "OnAuth accepted" not in text and "Traceback" not in text
+    assert "cannot check password *** of raise" in text and "rest_error_full=1 logs" in text
+    assert server.stop() == 0

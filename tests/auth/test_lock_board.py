@@ -83,3 +83,36 @@ def test_the_worker_that_did_not_count_the_failures_refuses_the_next_attempt() -
         other.check("eve", "127.0.0.6")  # neither: served
 
     asyncio.run(scenario())
+
+
+def test_failures_of_a_memory_store_are_counted_across_the_workers() -> None:
+    """``StateStore=memory`` is one process's: the failures are counted on the board, so two
+    workers refusing one address alternately lock it out at ``maxFailures`` in all."""
+
+    async def scenario() -> None:
+        board = LockBoard(2)
+        # each worker has its own MemoryStore, as each forked worker has
+        first = Throttle(MemoryStore(), 3, "BASIC", board=board, region=0)
+        second = Throttle(MemoryStore(), 3, "BASIC", board=board, region=1)
+        await first.failed("u1", "127.0.0.7")
+        await second.failed("u2", "127.0.0.7")
+        first.check("u3", "127.0.0.7")  # two failures so far: served
+        await first.failed("u3", "127.0.0.7")
+        with pytest.raises(HTTPError) as info:
+            second.check("u4", "127.0.0.7")
+        assert info.value.status == 429
+        second.check("u4", "127.0.0.8")  # another address, another user: served
+
+    asyncio.run(scenario())
+
+
+def test_board_failure_windows_restart_and_count_per_key() -> None:
+    board = LockBoard(2, failure_slots=4)  # few entries: every key probes all of them
+    assert board.hit_failure(0, "ip:a", 300)[0] == 1
+    assert board.hit_failure(1, "ip:a", 300)[0] == 2
+    count, remaining = board.hit_failure(0, "ip:b", 300)
+    assert count == 1 and 299 <= remaining <= 300
+    assert board.hit_failure(1, "ip:a", 300)[0] == 3
+    assert board.hit_failure(0, "ip:c", 0.001)[0] == 1
+    time.sleep(0.01)
+    assert board.hit_failure(0, "ip:c", 0.001)[0] == 1  # its window had passed: a new one

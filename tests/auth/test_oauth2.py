@@ -421,6 +421,19 @@ def test_allow_get_token_false_refuses_the_password_grant_over_get(svc: OAuthSer
     assert_token_response(port.grant(*ADA))  # POST still works
 
 
+def test_allow_get_token_false_refuses_the_refresh_grant_over_get_too(svc: OAuthService) -> None:
+    """A refresh token in the URL is as exposed as a password: refused, and not spent."""
+    port = svc["NOGET"]
+    refresh = assert_token_response(port.grant(*ADA))["refresh_token"]
+    response = port.http.get(
+        port.token_url, params={"grant_type": "refresh_token", "refresh_token": refresh}
+    )
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "invalid_request"
+    assert "POST" in response.json()["error_description"]
+    assert_token_response(port.refresh(refresh))  # still unspent: POST refreshes it once
+
+
 def test_head_on_the_token_route_is_405_and_spends_nothing(oauth: OAuth) -> None:
     refresh = oauth.tokens(*ADA)["refresh_token"]
     query = {"grant_type": "refresh_token", "refresh_token": refresh}

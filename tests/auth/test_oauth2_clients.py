@@ -16,6 +16,7 @@ One service for the module (state store ``memory``, one worker) with one oAuth2 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -133,6 +134,17 @@ def legacy_lookup(params):
     params["access_expires"] = "1h"
 
 
+def mixed_expires():
+    """Each lifetime from the first entry that gives it: access from the single key, refresh
+    from the first ``expires`` entry (a past date); the second entry is ignored (warned)."""
+    data = single()
+    del data["refresh_expires"]
+    data["access_expires"] = "2h"
+    data["expires"] = [{{"refresh_expires": "01/01/2020"}},
+                       {{"access_expires": "90s", "refresh_expires": "Date()+9"}}]
+    return data
+
+
 async def async_params():
     await asyncio.sleep(0)
     return {{**single(), "password": "Async-Pw-44"}}
@@ -193,7 +205,12 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
         "ASYNC": oauth_section(certs, onAuthparams="app.async_params"),
         "FILE": oauth_section(certs, onAuthparams="file:params.json"),
         "HASHED": oauth_section(certs, onAuthparams="app.hashed"),
+        "MIXED_EXPIRES": oauth_section(certs, onAuthparams="app.mixed_expires"),
+        "FILE_KEEP": oauth_section(certs, onAuthparams="file:keep.json"),
+        "FILE_SAME": oauth_section(certs, onAuthparams="file:same.json"),
     }
+    (folder / "keep.json").write_text(json.dumps(params_file("Keep-Pw-1111")))
+    (folder / "same.json").write_text(json.dumps(params_file("Same-Pw-1111")))
     for name in REFRESH_FORMS:
         servers[name] = oauth_section(certs, onAuthparams=f"app.{name.lower()}")
     return free_config(folder, servers=servers, app=APP_SOURCE + CLIENTS_APP)
@@ -459,6 +476,67 @@ def test_on_auth_params_from_a_json_file_reread_when_it_changes(svc: OAuthServic
     assert port.get("/hello", tokens["access_token"]).json()["pid"] == pid
 
 
+def test_each_lifetime_comes_from_the_first_entry_that_gives_it(svc: OAuthService) -> None:
+    """Single ``access_expires`` "2h", no single ``refresh_expires``, ``expires`` entries
+    [{refresh "01/01/2020"}, {access "90s", refresh "Date()+9"}]: the token lives 2 h and its
+    refresh token has already expired (the first refresh_expires given, not the default)."""
+    port = svc["MIXED_EXPIRES"]
+    tokens = port.tokens(*ADA)
+    assert tokens["expires_in"] == 7200
+    response = port.refresh(tokens["refresh_token"])
+    assert response.status_code == 400, response.text
+    assert "expired" in response.json()["error_description"]
+    log = svc.proc.log()
+    for key in ("access_expires", "refresh_expires"):
+        assert f"[MIXED_EXPIRES] onAuthparams gives {key} more than once" in log, log
+    assert "[MIXED_EXPIRES] onAuthparams refresh_expires '01/01/2020' is already past" in log
+
+
+def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(
+    svc: OAuthService,
+) -> None:
+    """Half-written JSON, a settings object fwrest cannot use, or no file at all: the token
+    route keeps the last valid content (no 500), and logs one error per state of the file."""
+    port = svc["FILE_KEEP"]
+    path = svc.folder / "keep.json"
+    assert port.tokens("ada", "Keep-Pw-1111")["expires_in"] == 900
+    since = len(svc.proc.log())
+    for broken in ('{"client_id": "web",', '{"users": 5}', None):
+        if broken is None:
+            path.unlink()
+        else:
+            path.write_text(broken)
+        for _ in range(2):
+            response = port.grant("ada", "Keep-Pw-1111")
+            assert response.status_code == 200, (broken, response.text)
+    errors = [
+        line
+        for line in svc.proc.log()[since:].splitlines()
+        if "ERROR" in line and "[FILE_KEEP] onAuthparams" in line
+    ]
+    print("\n".join(errors))
+    assert len(errors) == 3, errors  # once per state, not per request
+    assert all("last valid content stays in force" in line for line in errors)
+    assert "not valid JSON" in errors[0] and "cannot be used" in errors[1]
+    assert "cannot be read" in errors[2]
+    path.write_text(json.dumps(params_file("Keep-Pw-2222")))  # corrected: read again at once
+    assert port.tokens("ada", "Keep-Pw-2222")["expires_in"] == 900
+    assert error_of(port.grant("ada", "Keep-Pw-1111")) == "invalid_grant"
+
+
+def test_a_params_file_change_of_the_same_size_and_time_is_seen(svc: OAuthService) -> None:
+    """An edit within the file system's timestamp granularity, same size: still read again."""
+    port = svc["FILE_SAME"]
+    path = svc.folder / "same.json"
+    assert port.tokens("ada", "Same-Pw-1111")["token_type"] == "Bearer"
+    before = path.stat()
+    path.write_text(json.dumps(params_file("Same-Pw-2222")))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    assert port.tokens("ada", "Same-Pw-2222")["token_type"] == "Bearer"
+    assert error_of(port.grant("ada", "Same-Pw-1111")) == "invalid_grant"
+
+
 @pytest.mark.parametrize(
     "user", [ARGON_USER, BCRYPT_USER, LONG_USER], ids=["argon2id", "bcrypt", "bcrypt-72"]
 )
@@ -583,3 +661,93 @@ def test_serve_logs_the_access_expires_warning_at_start(ca: trustme.CA, tmp_path
             port.close()
     finally:
         proc.stop()
+
+
+# -- lifetimes no token request could use stop the start -------------------------------------
+
+BAD_LIFETIMES = {
+    "access-abc": ("access_expires", "abc", "access_expires must be milliseconds"),
+    "access-zero": ("access_expires", 0, "access_expires must be positive"),
+    "access-negative": ("access_expires", -5, "access_expires must be positive"),
+    "access-fraction": ("access_expires", 1.5, "access_expires must be milliseconds"),
+    "access-bool": ("access_expires", True, "access_expires must be milliseconds"),
+    "access-digits": ("access_expires", "9" * 5000, "access_expires must be milliseconds"),
+    "access-huge": ("access_expires", 10**30, "more than a century"),
+    "refresh-huge-ms": ("refresh_expires", 10**20, "out of range"),
+    "refresh-date-plus-huge": ("refresh_expires", "Date()+99999999", "out of range"),
+    "refresh-bad-date": ("refresh_expires", "02/30/2027", "is not a date"),
+    "refresh-word": ("refresh_expires", "soon", "is not understood"),
+    "refresh-bool": ("refresh_expires", False, "refresh_expires cannot be False"),
+}
+
+LIFETIME_APP = """
+
+def lifetime():
+    import json
+    from pathlib import Path
+    return json.loads((Path(__file__).parent / "lifetime.json").read_text())
+"""
+
+
+@pytest.mark.parametrize("form", ["file", "function"])
+@pytest.mark.parametrize("case", list(BAD_LIFETIMES))
+def test_a_lifetime_no_token_request_could_use_stops_the_start(
+    ca: trustme.CA, tmp_path: Path, case: str, form: str
+) -> None:
+    """Every token request would be a 500: ``fwrest check`` says so and exits 2 (no
+    traceback, also for values that overflow dates or JSON integers)."""
+    key, value, needle = BAD_LIFETIMES[case]
+    certs = issue_certs(ca, tmp_path / "certs")
+    (tmp_path / "lifetime.json").write_text(json.dumps({**params_file("x"), key: value}))
+    source = "file:lifetime.json" if form == "file" else "app.lifetime"
+    config = free_config(
+        tmp_path,
+        servers={"OAUTH": oauth_section(certs, onAuthparams=source, allowGetToken=False)},
+        app=APP_SOURCE + LIFETIME_APP,
+    )
+    result = run_cli("check", str(config), cwd=tmp_path)
+    print(result.stderr)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert "[OAUTH] onAuthparams:" in result.stderr
+    assert "gives a lifetime no token request could use" in result.stderr
+    assert needle in result.stderr
+    assert len(result.stderr) < 1000  # a 5000-digit value is not repeated whole
+
+
+def test_serve_stops_on_a_lifetime_no_token_request_could_use(
+    ca: trustme.CA, tmp_path: Path
+) -> None:
+    """Before: a warning at start, then a 500 for every token request."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    (tmp_path / "lifetime.json").write_text(json.dumps({**params_file("x"), "access_expires": 0}))
+    config = free_config(
+        tmp_path,
+        servers={"OAUTH": oauth_section(certs, onAuthparams="app.lifetime")},
+        app=APP_SOURCE + LIFETIME_APP,
+    )
+    result = run_cli("serve", str(config), cwd=tmp_path, timeout=30)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "fwrest: configuration error: [OAUTH] onAuthparams: the function app.lifetime" in (
+        result.stderr
+    )
+    assert "fwrest: serving" not in result.stdout
+
+
+def test_a_function_returning_unusable_settings_stops_the_start(
+    ca: trustme.CA, tmp_path: Path
+) -> None:
+    """A user without a password: every token request would be a 500."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    (tmp_path / "lifetime.json").write_text(json.dumps({"username": "ada"}))
+    config = free_config(
+        tmp_path,
+        servers={"OAUTH": oauth_section(certs, onAuthparams="app.lifetime", allowGetToken=False)},
+        app=APP_SOURCE + LIFETIME_APP,
+    )
+    result = run_cli("check", str(config), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert (
+        "[OAUTH] onAuthparams: the function app.lifetime returned settings that cannot be used: "
+        "each user needs username and password" in result.stderr
+    )

@@ -43,7 +43,17 @@ import fwrest
 from tests.conftest import FWREST, ROOT, Sections, config_text, issue_certs, run_cli
 from tests.conftest import base_sections as base
 from tests.docs.blocks import example
-from tests.faults.test_broken_configs import APP, CASES, Case, auth, prepare, setting, tls_auth
+from tests.faults.test_broken_configs import (
+    APP,
+    CASES,
+    Case,
+    auth,
+    both,
+    prepare,
+    raw_file,
+    setting,
+    tls_auth,
+)
 
 PAGE = ROOT / "docs" / "troubleshooting.md"
 SRC = ROOT / "src" / "fwrest"
@@ -403,6 +413,10 @@ def openapi_unwritable(folder: Path, _certs: dict[str, Path]) -> Outcome:
 
 ROUTE_TWICE = 'from fwrest import get\n\n\n@get("/a/:id/:id")\ndef a(id):\n    return {}\n'
 ROUTE_NUMBER = "from fwrest import get\n\n\n@get(1)\ndef a():\n    return {}\n"
+LIFETIMES = (
+    "def half_user():\n    return {'username': 'ada'}\n\n\n"
+    "def zero():\n    return {'username': 'ada', 'password': 'pw', 'access_expires': 0}\n"
+)
 GET_X = {"GET": {"Function": "app.hello"}}
 
 PROVOKED: dict[str, Broken | Special] = {
@@ -444,6 +458,9 @@ PROVOKED: dict[str, Broken | Special] = {
         "ms with a unit[ini]"
     ),
     "[HTTP_REST] Port: 70000 is out of range (0-65535)": known("Port 70000[json]"),
+    "[HTTP_REST] HeaderTimeout: 10000000000 is out of range (1-86400000)": known(
+        "HeaderTimeout in microseconds[ini]"
+    ),
     "[HTTP_REST] HostName: must be text, got ['127.0.0.1']": new(
         "HostName a list", "json", setting("HTTP_REST", "HostName", ["127.0.0.1"])
     ),
@@ -541,6 +558,30 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     "[<server>] onAuthparams: the file <path> is not valid JSON: ...": known(
         "onAuthparams file not JSON[json]"
+    ),
+    "[<server>] onAuthparams: the function <function> returned settings that cannot be used: "
+    "...": new(
+        "onAuthparams returns a user without password",
+        "json",
+        both(
+            module("lifetimes.py", LIFETIMES, "app, lifetimes"), tls_auth(onAuthparams="half_user")
+        ),
+    ),
+    "[<server>] onAuthparams: the function <function> gives a lifetime no token request could "
+    "use: ...": new(
+        "onAuthparams access_expires 0",
+        "ini",
+        both(module("lifetimes.py", LIFETIMES, "app, lifetimes"), tls_auth(onAuthparams="zero")),
+    ),
+    "[<server>] onAuthparams: the file <path> gives a lifetime no token request could use: ...": (
+        new(
+            "onAuthparams file refresh_expires out of range",
+            "json",
+            both(
+                raw_file("params.json", '{"refresh_expires": "Date()+99999999"}'),
+                tls_auth(onAuthparams="file:params.json"),
+            ),
+        )
     ),
     "[<server>] FwData: FwData Authorization allowGetToken must be true or false, got 'no'": (
         known("allowGetToken no[json]")

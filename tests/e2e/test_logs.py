@@ -231,3 +231,90 @@ def test_exception_text_from_input_cannot_forge_a_log_line(tmp_path: Path, serve
             for line in text.splitlines():
                 assert not line.startswith("2030-"), line  # ... but never as a line of its own
             assert "\x1b" not in text and "\r" not in text
+
+
+APP_LOGGERS = """
+
+import logging
+
+
+def check(user, password):
+    return password == "Own-Loggers-Pw-7Hk"
+
+
+@get("/applog")
+def applog():
+    header = rest.getHeaderRequest()["authorization"]
+    note = rest.getQueryRequest().get("note", "")
+    logging.getLogger("myapp.views").warning("myapp saw %s and %s", header, note)
+    logging.getLogger().error("root saw %s", header)
+    return {"ok": True}
+"""
+
+
+def test_the_applications_own_loggers_write_to_the_log_scrubbed(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    """``logging.getLogger(__name__)`` in an endpoint (not under ``fwrest``): its records join
+    fwrest's log (standard error and LogFile, fwrest's line format), with the request's Basic
+    credentials scrubbed and CR/LF escaped, instead of reaching Python's last-resort handler
+    raw."""
+    basic = {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}}
+    servers = {
+        "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT", "FwData": basic}
+    }
+    server: ServerProcess = serve(
+        free_config(tmp_path, servers=servers, app=APP_SOURCE + APP_LOGGERS)
+    )
+    forged = "2030-01-01T00:00:00.000Z INFO fwrest.access [w1] FORGED"
+    r = httpx.get(
+        f"{server.url()}/applog",
+        params={"note": f"x\r\n{forged}"},
+        auth=("ada", "Own-Loggers-Pw-7Hk"),
+    )
+    assert r.status_code == 200, r.text
+    server.stop()
+    credentials = "YWRhOk93bi1Mb2dnZXJzLVB3LTdIaw=="  # base64 of ada:Own-Loggers-Pw-7Hk
+    for text in (server.log(), server.file_log()):
+        assert re.search(r"Z WARNING myapp\.views \[w1\] myapp saw Basic \*\*\* and x", text), text
+        assert re.search(r"Z ERROR root \[w1\] root saw Basic \*\*\*", text), text
+        assert credentials not in text and "Own-Loggers-Pw-7Hk" not in text, text
+        for line in text.splitlines():
+            assert not line.startswith("2030-"), line
+        assert "\r" not in text
+
+
+LOGIN = """
+
+@post("/login")
+def login():
+    return {"user": "ann", "access_token": "Resp-Token-Cn4ry-51", "session_pin": 735198642}
+"""
+
+
+def test_secret_fields_of_any_body_are_redacted_at_level_5(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    """``rest_log_level=5`` writes bodies: secret-like fields are redacted whatever the body's
+    shape (JSON after white space, a number as the value, a form holding a brace, multipart)
+    and in the response too (an endpoint answering with a token)."""
+    general = {"rest_log_level": 5, "rest_log_stringsize": 100000}
+    server: ServerProcess = serve(free_config(tmp_path, app=APP_SOURCE + LOGIN, general=general))
+    url = f"{server.url()}/login"
+    json_type = {"Content-Type": "application/json"}
+    sent = [
+        httpx.post(url, content=' \n{"password": "Space-Json-Pw-41"}', headers=json_type),
+        httpx.post(url, content='{"user": "ann", "password": 918273645501}', headers=json_type),
+        httpx.post(url, data={"password": "Form-Brace-Pw-42", "data": '{"a": 1}'}),
+        httpx.post(url, data={"name": "ann"}, files={"password": (None, "Multi-Part-Pw-43")}),
+        httpx.post(
+            url, data={"name": "ann", "Client_Secret": "Multi-Part-Sec-44"}, files={"f": b"x"}
+        ),
+    ]
+    assert [r.status_code for r in sent] == [200] * 5
+    assert sent[0].json()["access_token"] == "Resp-Token-Cn4ry-51"
+    server.stop()
+    secrets = ["Space-Json-Pw-41", "918273645501", "Form-Brace-Pw-42", "Multi-Part-Pw-43"]
+    secrets += ["Multi-Part-Sec-44", "Resp-Token-Cn4ry-51", "735198642"]
+    for text in (server.log(), server.file_log()):
+        assert text.count("response 200 body") == 5, text  # the bodies were logged ...
+        assert '"access_token":"***","session_pin":"***"' in text, text
+        assert 'name="password"\\r\\n\\r\\n***\\r\\n' in text, text
+        for secret in secrets:
+            assert secret not in text, (secret, text)  # ... without their secrets

@@ -329,6 +329,18 @@ CASES: list[Case] = [
     ),
     Case("garbage certificate", "json", "cannot be loaded", garbage_cert),
     Case("MaxHeaderSize 10", "ini", "out of range", setting("HTTP_REST", "MaxHeaderSize", 10)),
+    Case(
+        "HeaderTimeout in microseconds",
+        "ini",
+        "out of range (1-86400000)",
+        setting("HTTP_REST", "HeaderTimeout", 10_000_000_000),
+    ),
+    Case(
+        "TlsHandshakeTimeout huge",
+        "json",
+        "out of range (1-86400000)",
+        setting("HTTP_REST", "TlsHandshakeTimeout", 99999999999999999999),
+    ),
     Case("FwData bad JSON", "ini", "line 1, column", setting("HTTP_REST", "FwData", '{"a":}')),
     Case("FwData a list", "json", "must be a JSON object", setting("HTTP_REST", "FwData", [1])),
     Case("FwData unknown key", "ini", "reserved", setting("HTTP_REST", "FwData", {"Auth": {}})),

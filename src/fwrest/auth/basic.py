@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import binascii
+import traceback
 from binascii import a2b_base64
 from typing import TYPE_CHECKING, Any
 
@@ -123,23 +124,41 @@ class BasicGuard:
         except HTTPError:
             raise  # the pool's 503 Server Busy
         except Exception as exc:
-            text = str(exc)
-            if password:
-                text = text.replace(password, log.MASKED)
-            log.auth_log.error(
-                "[%s] OnAuth %s raised %s: %s (user %r); answered 500",
-                self._port,
-                self._name,
-                type(exc).__name__,
-                log.escape(text),
-                log.escape(user),
-            )
+            self._log_raised(exc, user, password)
             raise HTTPError(500) from None
         if verdict is not True:
-            log.auth_log.info("[%s] OnAuth refused user %r", self._port, log.escape(user))
+            # %r escapes CR, LF and ESC (and shows an empty name as '')
+            log.auth_log.info("[%s] OnAuth refused user %r", self._port, user)
             if throttle is not None:
                 # Counted now; the attempts after the maxFailures-th get 429 (SPEC 4.2), as
                 # on the token route: this refusal itself is still a 403.
                 await throttle.failed(user, req.client)
             raise HTTPError(403)
         ctx.auth_user = user
+        if log.auth_log.isEnabledFor(log.VERBOSE):  # rest_log_level 4 and 5
+            log.write(log.auth_log, log.VERBOSE, "[%s] OnAuth accepted user %r", self._port, user)
+
+    def _log_raised(self, exc: Exception, user: str, password: str) -> None:
+        """An exception of ``OnAuth``: one error line (the message, without the password),
+        followed by the traceback with ``rest_error_full=1``, as for an endpoint's exception."""
+        from fwrest.server.state import tunables  # here: fwrest.server imports fwrest.auth
+
+        text = log.escape(str(exc))
+        if tunables.current.rest_error_full == 1:
+            # formatted here rather than by the record's exc_info, so that the password is
+            # taken out of the traceback too, even one too short for the log's own scrubbing
+            tail = "\n" + "".join(traceback.format_exception(exc)).rstrip()
+        else:
+            tail = " (rest_error_full=1 logs the whole traceback)"
+        if password:
+            text = text.replace(password, log.MASKED)
+            tail = tail.replace(password, log.MASKED)
+        log.auth_log.error(
+            "[%s] OnAuth %s raised %s: %s (user %r); answered 500%s",
+            self._port,
+            self._name,
+            type(exc).__name__,
+            text,
+            user,
+            tail,
+        )

@@ -13,6 +13,10 @@ so it reads two things in memory:
   workers), without a store round trip on any request;
 * a copy of the store's lock list, refreshed every 0.5 s, for the locks of other hosts
   sharing a Redis store (they arrive within that half second).
+
+With ``StateStore=memory`` the store is one process's, so the failures themselves are counted
+on the lock board too (:meth:`LockBoard.hit_failure`): the workers of ``--workers N`` share
+the count as they would through sqlite or Redis, instead of each allowing ``maxFailures``.
 """
 
 from __future__ import annotations
@@ -76,14 +80,19 @@ class LockBoard:
     """
 
     SLOTS = 512
+    FAILURE_SLOTS = 4096
     PROBE = 8
 
-    def __init__(self, regions: int, slots: int = SLOTS) -> None:
+    def __init__(self, regions: int, slots: int = SLOTS, failure_slots: int = FAILURE_SLOTS):
         self.regions = regions
         self.slots = slots
         self._stride = 2 * slots
         self._mem: Any = RawArray("q", regions + regions * self._stride)
         self._headers = memoryview(self._mem).cast("B").cast("q")[:regions]
+        # failure counts of an in-process (memory) store: per region ``failure_slots``
+        # entries of (tag, window start in epoch ms, count), written by that region's worker
+        self.failure_slots = failure_slots
+        self._fails: Any = RawArray("q", regions * 3 * failure_slots)
 
     def latest(self) -> int:
         """The latest end (epoch ms) of any lock written here; in the past, none is in force
@@ -134,6 +143,51 @@ class LockBoard:
         if until_ms > mem[region]:
             mem[region] = until_ms
 
+    def hit_failure(self, region: int, key: str, window_s: float) -> tuple[int, float]:
+        """Count a failure of ``key`` in this worker's ``region`` (its only writer), as
+        ``StateStore.hit_failure`` does: ``(failures of key within their windows, over every
+        worker; seconds until the latest of those windows ends)``. A window starts at a
+        worker's first failure of the key and the count restarts when it has passed."""
+        tag = _tag(key)
+        mem, slots = self._fails, self.failure_slots
+        probe = min(self.PROBE, slots)  # each entry once (a sum would count one twice)
+        now_ms = time.time_ns() // 1_000_000
+        window_ms = int(window_s * 1000)
+        start = tag % slots
+        base = region * 3 * slots
+        choice, choice_start = -1, 0
+        for i in range(probe):
+            j = base + 3 * ((start + i) % slots)
+            if mem[j] == tag:
+                if mem[j + 1] + window_ms <= now_ms:  # its window has passed: a new one
+                    mem[j + 2] = 0
+                    mem[j + 1] = now_ms
+                mem[j + 2] += 1
+                break
+            began = mem[j + 1]
+            if mem[j] == 0 or began + window_ms <= now_ms:
+                began = 0  # free or ended: the best choice
+            if choice < 0 or began < choice_start:
+                choice, choice_start = j, began
+        else:
+            # a new key: its count cleared before its tag is written, so that a reader
+            # finding the tag reads this key's count, never the one it replaces
+            mem[choice + 2] = 0
+            mem[choice] = tag
+            mem[choice + 1] = now_ms
+            mem[choice + 2] = 1
+        count, end = 0, now_ms
+        for r in range(self.regions):
+            rbase = r * 3 * slots
+            for i in range(probe):
+                j = rbase + 3 * ((start + i) % slots)
+                if mem[j] == tag:
+                    window_end = mem[j + 1] + window_ms
+                    if window_end > now_ms:
+                        count += mem[j + 2]
+                        end = max(end, window_end)
+        return count, (end - now_ms) / 1000
+
 
 class Throttle:
     def __init__(
@@ -155,6 +209,9 @@ class Throttle:
         self.locked: dict[str, float] = {}
         self.board = board
         self.region = region
+        # an in-process (memory) store under a supervisor: failures are counted on the board,
+        # which every worker of the host shares (the store is this worker's only)
+        self._board_counts = board is not None and bool(getattr(store, "in_process", False))
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -206,9 +263,14 @@ class Throttle:
             (self._ip_key + client_ip, "ip:" + client_ip),
         ):
             try:
-                count, remaining = await asyncio.wait_for(
-                    asyncio.to_thread(self.store.hit_failure, key, self.window_s), _DEADLINE_S
-                )
+                if self._board_counts:
+                    assert self.board is not None
+                    count, remaining = self.board.hit_failure(self.region, key, self.window_s)
+                else:
+                    count, remaining = await asyncio.wait_for(
+                        asyncio.to_thread(self.store.hit_failure, key, self.window_s),
+                        _DEADLINE_S,
+                    )
             except (StoreError, TimeoutError) as exc:
                 log.auth_log.warning(
                     "[%s] failure not counted, state store unavailable: %s",

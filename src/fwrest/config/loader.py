@@ -347,9 +347,8 @@ def _convert(raw: _Raw, sec: _Section, key: Key, key_written: str, value: Any) -
             )
         if (low is not None and number < low) or (high is not None and number > high):
             bounds = f"{low}-{high}" if high is not None else f"at least {low}"
-            raise raw.error(
-                f"{number} is out of range ({bounds}).", *where, fix=f"write a value in {bounds}."
-            )
+            fix = f"write a value in {low}-{high}." if high is not None else f"write {bounds}."
+            raise raw.error(f"{number} is out of range ({bounds}).", *where, fix=fix)
         return number
     if key.kind == "bool":
         text = str(value).strip().lower() if not isinstance(value, bool) else str(int(value))

@@ -44,6 +44,11 @@ class Key:
         return ""
 
 
+# The connection deadlines are at most a day: a larger value is a slip (a figure in
+# microseconds, a stray digit) that would leave slow clients unbounded.
+DEADLINE_MAX_MS = 86_400_000
+
+
 def _limits(section: str) -> list[Key]:
     return [
         Key(
@@ -73,6 +78,7 @@ def _limits(section: str) -> list[Key]:
             "ms",
             10000,
             low=1,
+            high=DEADLINE_MAX_MS,
             doc="ms to receive the request line and headers; then 408 and close",
         ),
         Key(
@@ -82,6 +88,7 @@ def _limits(section: str) -> list[Key]:
             "ms",
             30000,
             low=1,
+            high=DEADLINE_MAX_MS,
             doc="ms to receive the whole body; then 408 and close",
         ),
         Key(
@@ -91,6 +98,7 @@ def _limits(section: str) -> list[Key]:
             "ms",
             5000,
             low=1,
+            high=DEADLINE_MAX_MS,
             doc="ms an idle keep-alive connection stays open",
         ),
         Key(
@@ -100,6 +108,7 @@ def _limits(section: str) -> list[Key]:
             "ms",
             10000,
             low=1,
+            high=DEADLINE_MAX_MS,
             doc="ms to complete the TLS handshake",
         ),
     ]

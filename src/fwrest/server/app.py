@@ -32,6 +32,7 @@ __all__ = ["Guard", "PortApp", "Request", "trace_text"]
 Guard = Callable[["Request", RequestContext], Awaitable[None]]
 _PATH_CACHE_SIZE = 4096  # distinct request paths remembered per port and worker
 _PATH_KEY_MAX = 512  # longer targets are resolved every time, not remembered
+_TOKEN_ROUTE = "/fw/oauth2/token"  # noqa: S105 - the token route, relative to its location
 
 
 @dataclass(slots=True)
@@ -141,6 +142,19 @@ class PortApp:
         self.usage: UsageTable = UsageTable()
         self.proxies = tuple(ipaddress.ip_network(n) for n in plan.config.trusted_proxies)
         self._paths: dict[bytes, _Located] = {}
+
+    def is_token_target(self, target: bytes) -> bool:
+        """Whether ``target`` is this port's token route as the router resolves it (any
+        spelling: ``%74oken``, ``x/../token``), so that the HTTP layer applies the route's
+        body limit before reading the body (SPEC 7). Asked only for bodies over that limit."""
+        if self.token_service is None:
+            return False
+        mark = target.find(b"?")
+        try:
+            _, loc, rel, _ = self._locate(target if mark < 0 else target[:mark])
+        except (BadPath, UnicodeDecodeError):
+            return False  # refused with 400 when the request is handled
+        return loc is not None and rel == _TOKEN_ROUTE
 
     def _client(self, req: Request) -> str:
         """The client behind trusted proxies: the rightmost X-Forwarded-For address that is
@@ -363,12 +377,7 @@ class PortApp:
         if b"oauth2/token" in req.target:
             body = out = "(not logged: token route)"
         else:
-            body = req.body.decode("utf-8", "replace")
-            if body and "=" in body and "{" not in body:
-                body = log.redact_query(body)
-            elif body[:1] in ("{", "["):
-                body = log.redact_json(body)
-            body = shown(body)
-            out = shown(reply.body.decode("utf-8", "replace"))
+            body = shown(log.redact_body(req.body.decode("utf-8", "replace")))
+            out = shown(log.redact_body(reply.body.decode("utf-8", "replace")))
         log.access_log.debug("request headers {%s} body %s", headers, body or "-")
         log.access_log.debug("response %d body %s", reply.status, out or "-")

@@ -25,6 +25,9 @@ from fwrest.server.handler import Reply
 __all__ = ["ConnectionSet", "HttpProtocol"]
 
 _IDLE, _HEADERS, _BODY, _DONE = 0, 1, 2, 3
+# what the connection does after an answer: close, stay open, or stay open and say so (an
+# HTTP/1.0 client keeps a connection only when the answer has "Connection: keep-alive")
+_CLOSE, _KEEP, _KEEP_10 = 0, 1, 2
 _TOKEN_PATH = b"oauth2/token"
 TOKEN_BODY_LIMIT = 16384
 # Chunk extensions are framing the parser skips, never handed to the body: bounded on their
@@ -66,7 +69,11 @@ def _line(name: str, value: str) -> bytes:
     return line
 
 
-def encode_reply(reply: Reply, keep_alive: bool) -> bytes:
+_CONNECTION = {_CLOSE: b"connection: close\r\n", _KEEP_10: b"connection: keep-alive\r\n"}
+
+
+def encode_reply(reply: Reply, keep_alive: int) -> bytes:
+    """The answer's bytes; ``keep_alive`` is ``_CLOSE``, ``_KEEP`` or ``_KEEP_10``."""
     status_line = _STATUS_LINES.get(reply.status) or f"HTTP/1.1 {reply.status} Status\r\n".encode()
     parts = [status_line, _date_header()]
     has_length = False
@@ -82,14 +89,14 @@ def encode_reply(reply: Reply, keep_alive: bool) -> bytes:
     if status == 204 or status == 304 or status < 200:
         # no content, whatever the handler gave (RFC 9110 15.3.5, 15.4.5): a body here would
         # be read as the start of the next response on a kept-alive connection
-        if not keep_alive:
-            parts.append(b"connection: close\r\n")
+        if keep_alive != _KEEP:
+            parts.append(_CONNECTION[keep_alive])
         parts.append(b"\r\n")
         return b"".join(parts)
     if not has_length:
         parts.append(b"content-length: %d\r\n" % len(reply.body))
-    if not keep_alive:
-        parts.append(b"connection: close\r\n")
+    if keep_alive != _KEEP:
+        parts.append(_CONNECTION[keep_alive])
     parts.append(b"\r\n")
     parts.append(reply.body)
     return b"".join(parts)
@@ -125,9 +132,11 @@ class HttpProtocol(asyncio.Protocol):
         "_head_size",
         "_header_bytes",
         "_headers",
+        "_http10",
         "_keep_alive",
         "_loop",
         "_parser",
+        "_pending",
         "_phase",
         "_queue",
         "_timer",
@@ -162,7 +171,11 @@ class HttpProtocol(asyncio.Protocol):
         self._wire_body = 0  # raw bytes received while the current body was being read
         self._busy = False
         self._keep_alive = True
-        self._queue: list[tuple[Request, bool]] = []
+        self._http10 = False  # the current request is HTTP/1.0
+        self._queue: list[tuple[Request, int]] = []
+        # a protocol error met while earlier pipelined requests were still being answered:
+        # sent after their answers, then the connection closes
+        self._pending: HTTPError | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._client = "-"
 
@@ -399,18 +412,25 @@ class HttpProtocol(asyncio.Protocol):
             raise HTTPError(
                 505, detailed=f"HTTP/{version} is not supported: send HTTP/1.1", close=True
             )
+        self._http10 = version == "1.0"
         if hosts > 1 or (hosts == 0 and version == "1.1"):
             # RFC 9112 3.2: an HTTP/1.1 request has exactly one Host
             raise HTTPError(400, detailed="the request needs exactly one Host header", close=True)
         if not self._keep_alive or not parser.should_keep_alive():
             self._keep_alive = False
-        # SPEC 7: 16 KiB on the token route, MaxBodySize elsewhere. The target is checked
-        # loosely here (any spelling of the token path gets the small limit); the route itself
-        # checks again after normalisation.
-        self._body_limit = self.cfg.max_body_size
-        if _TOKEN_PATH in self._url:
-            self._body_limit = min(self._body_limit, TOKEN_BODY_LIMIT)
-        if length > self._body_limit:
+        # SPEC 7: 16 KiB on the token route, MaxBodySize elsewhere, before the body is read.
+        # Only a body that may pass 16 KiB asks: loosely first (any target naming the token
+        # path), then as the router resolves the target (percent escapes, dot segments; the
+        # path is remembered for the request's own routing). The route checks again.
+        limit = self.cfg.max_body_size
+        if (
+            limit > TOKEN_BODY_LIMIT
+            and (length > TOKEN_BODY_LIMIT or chunked)
+            and (_TOKEN_PATH in self._url or self.app.is_token_target(self._url))
+        ):
+            limit = TOKEN_BODY_LIMIT
+        self._body_limit = limit
+        if length > limit:
             raise HTTPError(
                 413, detailed=f"the body may be at most {self._body_limit} bytes", close=True
             )
@@ -449,7 +469,9 @@ class HttpProtocol(asyncio.Protocol):
             self.cfg.port,
             self._authorization,
         )
-        keep = self._keep_alive and self._parser.should_keep_alive()
+        keep = _CLOSE
+        if self._keep_alive and self._parser.should_keep_alive():
+            keep = _KEEP_10 if self._http10 else _KEEP
         if self._busy:
             self._queue.append((request, keep))
             if self._transport is not None:
@@ -458,11 +480,11 @@ class HttpProtocol(asyncio.Protocol):
         self._start(request, keep)
 
     # -- output -------------------------------------------------------------------------------
-    def _start(self, request: Request, keep: bool) -> None:
+    def _start(self, request: Request, keep: int) -> None:
         self._busy = True
         self._loop.create_task(self._serve(request, keep))
 
-    async def _serve(self, request: Request, keep: bool) -> None:
+    async def _serve(self, request: Request, keep: int) -> None:
         try:
             reply = await self.app.handle(request)
         except Exception:
@@ -472,7 +494,12 @@ class HttpProtocol(asyncio.Protocol):
         if transport is None or transport.is_closing():
             self._busy = False
             return
-        keep = keep and self._keep_alive and not reply.close and not self._conns.draining
+        if reply.close or self._conns.draining:
+            keep = _CLOSE
+        elif not self._keep_alive and not self._queue and self._pending is None:
+            # nothing follows this answer on a connection that ends (the client half-closed,
+            # an upgrade); pipelined requests read before an end are answered first
+            keep = _CLOSE
         transport.write(encode_reply(reply, keep))
         self._busy = False
         if not keep:
@@ -483,11 +510,22 @@ class HttpProtocol(asyncio.Protocol):
             nxt, nkeep = self._queue.pop(0)
             self._start(nxt, nkeep)
             return
+        if self._pending is not None:
+            # a bad request read behind the ones just answered: its answer, then close
+            pending, self._pending = self._pending, None
+            self._fail(pending)
+            return
         if self._phase == _DONE:
             self._phase = _IDLE
         transport.resume_reading()
         if self._phase == _IDLE:
             self._set_timer(self.cfg.keep_alive_timeout_ms, self._on_keep_alive_timeout)
+        elif self._timer is None:
+            # the next request's header or body deadline passed while this one was served
+            if self._phase == _HEADERS:
+                self._on_header_timeout()
+            else:
+                self._on_body_timeout()
 
     def _fail(self, exc: HTTPError) -> None:
         """Answer a protocol-level error and close."""
@@ -496,20 +534,22 @@ class HttpProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        if not self._busy:
-            reply = error_reply(exc)
-            transport.write(encode_reply(reply, False))
-            log.access_log.info(
-                "- - %d protocol error (%s) client=%s port=%s",
-                exc.status,
-                exc.detailed or exc.message,
-                self._client,
-                self.cfg.port,
-            )
-        self._queue.clear()
         if self._busy:
-            transport.pause_reading()  # answer the request in progress, then close
+            # pipelined requests read before this error are answered first, in order; this
+            # error's answer follows them (see _serve), then the connection closes
+            if self._pending is None:
+                self._pending = exc
+            transport.pause_reading()
             return
+        reply = error_reply(exc)
+        transport.write(encode_reply(reply, _CLOSE))
+        log.access_log.info(
+            "- - %d protocol error (%s) client=%s port=%s",
+            exc.status,
+            exc.detailed or exc.message,
+            self._client,
+            self.cfg.port,
+        )
         transport.close()
 
 

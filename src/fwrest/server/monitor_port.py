@@ -63,6 +63,9 @@ class MonitorPort:
     def guard_max_failures(self) -> int:
         return self._max_failures
 
+    def is_token_target(self, target: bytes) -> bool:
+        return False  # the monitor has no token route
+
     async def handle(self, req: Request) -> Reply:
         started = time.perf_counter_ns()
         path = "?"

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import inspect
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote_plus
 
+from fwrest import log
 from fwrest.auth.basic import parse_basic
 from fwrest.repository import is_async
 
@@ -129,6 +131,8 @@ class AuthParams:
     access_expires: Any
     refresh_expires: Any
     types: tuple[str, ...] | None  # None: not restricted
+    # lifetimes given by more than one entry (single keys and ``expires``): the first applies
+    repeated: tuple[str, ...] = ()
 
 
 class ParamsError(ValueError):
@@ -173,8 +177,17 @@ def normalise(raw: Any) -> AuthParams:
         if not isinstance(name, str) or not isinstance(password, str):
             raise ParamsError("each user needs username and password as text")
         users.append((name, password))
+    # Each lifetime comes from the first entry that gives it (the single keys first): an
+    # entry with only refresh_expires does not reset access_expires to its default. The
+    # original product shows no structure for several entries; the rest are warned about.
     expires = _entries(data, "expires", ("access_expires", "refresh_expires"))
-    access, refresh = expires[0] if expires else (None, None)
+    access = next((e[0] for e in expires if e[0] is not None), None)
+    refresh = next((e[1] for e in expires if e[1] is not None), None)
+    repeated = tuple(
+        name
+        for i, name in enumerate(("access_expires", "refresh_expires"))
+        if sum(e[i] is not None for e in expires) > 1
+    )
     # Grant types are restricted only when the ``types`` array is given (SPEC 4.2); the single
     # ``grant_type`` is then one more entry. Alone, it is the original product's fixed
     # "password", which never stopped its documented refresh grant.
@@ -182,7 +195,7 @@ def normalise(raw: Any) -> AuthParams:
     types = None
     if types_entries:
         types = tuple(str(t[0]) for t in types_entries if t[0] is not None)
-    return AuthParams(tuple(clients), tuple(users), access, refresh, types)
+    return AuthParams(tuple(clients), tuple(users), access, refresh, types, repeated)
 
 
 class ParamsSource:
@@ -207,23 +220,54 @@ class ParamsSource:
                 self.legacy = len(required) == 1
             except (TypeError, ValueError):
                 self.legacy = False
-        self._cache: tuple[float, int, AuthParams] | None = None
+        self.label = ""  # the port's section, for log lines (set by the token service)
+        self._good: AuthParams | None = None  # the file's last valid content
+        self._good_state: tuple[int, ...] | None = None
+        self._bad_state: tuple[int, ...] | None = None  # the state last reported as invalid
 
     def read_file(self) -> AuthParams:
+        """The file's settings, read again when it changed (checked at every call).
+
+        A file that becomes invalid or unreadable while serving (an edit half written, a
+        typo) leaves its last valid content in force, with one error logged per state of
+        the file; the start refuses an invalid file (no content to fall back on).
+        """
         assert self.file is not None
         try:
             stat = self.file.stat()
         except OSError as exc:
-            raise ParamsError(f"{self.file} cannot be read: {exc.strerror}") from None
-        if self._cache and self._cache[:2] == (stat.st_mtime, stat.st_size):
-            return self._cache[2]
+            return self._fall_back(
+                (-1, exc.errno or 0), f"{self.file} cannot be read: {exc.strerror}"
+            )
+        state = (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
+        # Two writes of the same size within the file system's timestamp granularity leave
+        # the same state: a file changed in the last 2 s is read again on every call.
+        racy = time.time_ns() - stat.st_mtime_ns < 2_000_000_000
+        if self._good is not None and state == self._good_state and not racy:
+            return self._good
         try:
             data = json.loads(self.file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ParamsError(f"{self.file} is not valid JSON: {exc}") from None
-        params = normalise(data)
-        self._cache = (stat.st_mtime, stat.st_size, params)
+        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+            return self._fall_back(state, f"{self.file} is not valid JSON: {exc}")
+        try:
+            params = normalise(data)
+        except ParamsError as exc:
+            return self._fall_back(state, f"{self.file} cannot be used: {exc}")
+        self._good, self._good_state, self._bad_state = params, state, None
         return params
+
+    def _fall_back(self, state: tuple[int, ...], problem: str) -> AuthParams:
+        if self._good is None:
+            raise ParamsError(problem)
+        if state != self._bad_state:
+            self._bad_state = state
+            log.auth_log.error(
+                "[%s] onAuthparams: %s; the file's last valid content stays in force until it "
+                "is corrected",
+                self.label,
+                problem,
+            )
+        return self._good
 
     def call_sync(self, request: dict[str, str]) -> AuthParams:
         """Run the function (in a worker thread when it is a ``def``)."""

@@ -107,6 +107,12 @@ class TokenService:
         self._key = key
         self.store = store
         self.source = source
+        source.label = port_name
+        if source.file is not None:
+            # the content the start checked, to fall back on should the file break before
+            # this worker's first token request (see ParamsSource.read_file)
+            with contextlib.suppress(ParamsError):
+                source.read_file()
         self.max_failures = max_failures
         # failures counted under this port's keys: another port's maxFailures is its own
         self._user_key, self._ip_key = port_keys(port_name)
@@ -354,20 +360,20 @@ class TokenService:
         scope = params.get("scope")
         if scope is not None and scope != "default":
             raise OAuthError("invalid_scope", "the only scope is 'default'")
-        if grant == "password" and method == "GET":
-            if not self.allow_get:
-                raise OAuthError(
-                    "invalid_request",
-                    "the password grant must use POST here (allowGetToken is false)",
-                )
-            if not self._warned_get:
-                self._warned_get = True
-                log.auth_log.warning(
-                    "[%s] a password grant arrived over GET: the password travels in the URL, "
-                    "where proxies, browser history and server logs keep it; clients should "
-                    'POST a form body instead (set "allowGetToken": false to refuse GET)',
-                    self.port_name,
-                )
+        if method == "GET" and not self.allow_get:
+            # a refresh token in the URL is as exposed as a password (RFC 6749 3.2: POST)
+            raise OAuthError(
+                "invalid_request",
+                f"the {grant} grant must use POST here (allowGetToken is false)",
+            )
+        if grant == "password" and method == "GET" and not self._warned_get:
+            self._warned_get = True
+            log.auth_log.warning(
+                "[%s] a password grant arrived over GET: the password travels in the URL, "
+                "where proxies, browser history and server logs keep it; clients should "
+                'POST a form body instead (set "allowGetToken": false to refuse GET)',
+                self.port_name,
+            )
         creds = client_credentials(params, auth_header)
         allowed = await self._params(params)
         client_id = self._client(allowed, creds)

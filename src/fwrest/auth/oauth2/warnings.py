@@ -1,4 +1,5 @@
-"""Legal but probably wrong token settings, reported by ``fwrest check`` and at start."""
+"""``onAuthparams`` as a start sees it: settings that cannot work stop the start; legal but
+probably wrong ones are reported by ``fwrest check`` and logged at start (SPEC 2)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import time
 from typing import Any
 
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
-from fwrest.auth.oauth2.params import ParamsError, ParamsSource
+from fwrest.auth.oauth2.params import AuthParams, ParamsError, ParamsSource
 from fwrest.auth.settings import AuthSettings
 from fwrest.errors import ConfigError
 from fwrest.repository import is_async
@@ -14,6 +15,9 @@ from fwrest.repository import is_async
 __all__ = ["oauth2_warnings"]
 
 _DAY_S = 86400
+_FIX = (
+    "correct what the message names (the forms onAuthparams accepts are in docs/authorization.md)."
+)
 
 
 def _describe_ms(ms: int) -> str:
@@ -21,10 +25,17 @@ def _describe_ms(ms: int) -> str:
 
 
 def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
-    """Call ``onAuthparams`` once (as a token request would) and judge the lifetimes."""
+    """Call ``onAuthparams`` once (as a token request would) and judge what it gives.
+
+    Raises:
+        ConfigError: a file that is not valid JSON or not a valid settings object; a function
+            (not the legacy form, which a start calls without a request) that returns such an
+            object; a lifetime that no token request could use (every one would be a 500).
+    """
     if settings.scheme != "oAuth2":
         return []
     source = ParamsSource(settings.params_func, settings.params_file)
+    name = str(settings.options.get("onauthparams", ""))
     try:
         if source.file is not None:
             params = source.read_file()
@@ -45,35 +56,59 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
                 key="onAuthparams",
                 fix="correct the file (it is read again when it changes, for every token request).",
             ) from None
-        return [f"[{section}] onAuthparams: {exc}"]
+        if source.legacy:
+            # called with no request parameters: what it fills may depend on them
+            return [f"[{section}] onAuthparams: {exc}"]
+        raise ConfigError(
+            f"the function {name} returned settings that cannot be used: {exc}",
+            section=section,
+            key="onAuthparams",
+            fix=_FIX,
+        ) from None
     except Exception as exc:
         return [f"[{section}] onAuthparams raised {type(exc).__name__} when called at start"]
+    try:
+        return _judge(params, section)
+    except ExpiryError as exc:
+        where = f"the file {source.file}" if source.file is not None else f"the function {name}"
+        raise ConfigError(
+            f"{where} gives a lifetime no token request could use: {exc}",
+            section=section,
+            key="onAuthparams",
+            fix=_FIX,
+        ) from None
+
+
+def _judge(params: AuthParams, section: str) -> list[str]:
     out: list[str] = []
     value: Any = params.access_expires
     if value is not None:
-        try:
-            ms = access_ms(value)
-        except ExpiryError as exc:
-            out.append(f"[{section}] onAuthparams: {exc}")
-        else:
-            if ms < 60000:
-                # SPEC 2's wording: "3600 ms is 3.6 seconds; write 3600000 or "1h""
-                unit = f"{ms // 3600}h" if ms >= 3600 and ms % 3600 == 0 else f"{ms}s"
-                out.append(
-                    f"[{section}] onAuthparams access_expires: {_describe_ms(ms)}; write "
-                    f'{ms * 1000} or "{unit}" (access_expires is in milliseconds)'
-                )
-            elif ms > _DAY_S * 1000:
-                out.append(
-                    f"[{section}] onAuthparams access_expires is over a day: a stolen "
-                    "access token stays valid that long."
-                )
+        ms = access_ms(value)
+        if ms < 60000:
+            # SPEC 2's wording: "3600 ms is 3.6 seconds; write 3600000 or "1h""
+            unit = f"{ms // 3600}h" if ms >= 3600 and ms % 3600 == 0 else f"{ms}s"
+            out.append(
+                f"[{section}] onAuthparams access_expires: {_describe_ms(ms)}; write "
+                f'{ms * 1000} or "{unit}" (access_expires is in milliseconds)'
+            )
+        elif ms > _DAY_S * 1000:
+            out.append(
+                f"[{section}] onAuthparams access_expires is over a day: a stolen "
+                "access token stays valid that long."
+            )
     if params.refresh_expires is not None:
-        try:
-            deadline = refresh_deadline(params.refresh_expires)
-        except ExpiryError as exc:
-            out.append(f"[{section}] onAuthparams: {exc}")
-        else:
-            if deadline - time.time() > 90 * _DAY_S:
-                out.append(f"[{section}] onAuthparams refresh_expires is more than 90 days away.")
+        left = refresh_deadline(params.refresh_expires) - time.time()
+        if left > 90 * _DAY_S:
+            out.append(f"[{section}] onAuthparams refresh_expires is more than 90 days away.")
+        elif left <= 0:
+            out.append(
+                f"[{section}] onAuthparams refresh_expires {params.refresh_expires!r} is already "
+                "past: every refresh token is expired when issued, so clients must repeat the "
+                "password grant."
+            )
+    for key in params.repeated:
+        out.append(
+            f"[{section}] onAuthparams gives {key} more than once (single key and expires "
+            "entries): the first applies to every token, the others are ignored."
+        )
     return out
