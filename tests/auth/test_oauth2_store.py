@@ -654,3 +654,19 @@ def test_a_corrupt_signing_key_in_redis_aborts_the_start_naming_the_key(
     assert result.returncode == 2 and "ready" not in result.stdout
     assert "is corrupt or shorter than 32 bytes" in result.stderr
     assert "fwrest:signing_key" in result.stderr and "remove the file" not in result.stderr
+
+
+def test_memory_store_with_several_workers_is_warned_about(ca: trustme.CA, tmp_path: Path) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = service_config(tmp_path, certs, "memory")
+    for workers, warned in ((2, True), (1, False)):
+        proc = ServerProcess(config, workers=workers).wait_ready()
+        try:
+            text = proc.log()
+        finally:
+            proc.stop()
+        lines = [line for line in text.splitlines() if "StateStore=memory with --workers" in line]
+        print(workers, lines)
+        assert bool(lines) is warned, text
+        if warned:
+            assert " WARNING " in lines[0] and "--workers 2" in lines[0] and "OAUTH" in lines[0]

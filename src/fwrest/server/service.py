@@ -57,9 +57,24 @@ def serve(source: str | Path, workers: int = 1) -> int:
     open_runtime(plan)
     for warning in plan.warnings:
         log.server_log.warning("%s", warning)
+    for warning in _worker_warnings(plan, workers):
+        log.server_log.warning("%s", warning)
     plan, sockets = bind_all(plan)
     log.server_log.info("starting %d worker(s) for %s", workers, config.source or "a dict")
     return run_supervisor(plan, sockets, workers)
+
+
+def _worker_warnings(plan: ServicePlan, workers: int) -> list[str]:
+    """Legal but probably wrong with several workers (``fwrest check`` does not know N)."""
+    oauth = [p.config.name for p in plan.ports if p.auth.scheme == "oAuth2"]
+    if workers < 2 or not oauth or plan.store is None or plan.store.kind != "memory":
+        return []
+    return [
+        f"[HTTPSERVER] StateStore=memory with --workers {workers}: each worker keeps its own "
+        f"refresh tokens and revocations, so a refresh on {', '.join(oauth)} that reaches "
+        "another worker than the one that issued the token fails (invalid_grant); use "
+        "StateStore=sqlite (the default) or redis:// with several workers."
+    ]
 
 
 def _setup_logging(config: ServiceConfig, *, own_process: bool) -> None:
