@@ -480,3 +480,18 @@ def test_no_command_prints_help_and_fails() -> None:
     result = run_cli()
     assert result.returncode == 2
     assert "serve" in result.stdout + result.stderr
+
+
+def test_check_warns_that_max_body_size_0_refuses_every_body(tmp_path: Path) -> None:
+    def warnings(**server: object) -> list[str]:
+        servers = {"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT", **server}}
+        done = run_cli("check", str(free_config(tmp_path, servers=servers)))
+        assert done.returncode == 0, done.stderr
+        text = done.stdout + done.stderr
+        return [line for line in text.splitlines() if "MaxBodySize" in line]
+
+    (line,) = warnings(MaxBodySize=0)
+    print(line)
+    assert "[HTTP_REST] MaxBodySize=0 refuses every request body with 413" in line
+    assert "does not mean unlimited" in line
+    assert warnings(MaxBodySize=1) == []

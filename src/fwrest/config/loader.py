@@ -870,6 +870,12 @@ def _warnings(
                 f"[{server.name}] Basic authorization without TLS on {server.host}: passwords "
                 "cross the network in clear text; add SslCertificate/SslCertificateKey."
             )
+        if server.max_body_size == 0:
+            out.append(
+                f"[{server.name}] MaxBodySize=0 refuses every request body with 413 (the token "
+                "route's too); it does not mean unlimited, as nginx's client_max_body_size 0 "
+                "does. Leave it out for the default 1 MiB, or give the largest body in bytes."
+            )
     if monitor is not None and not monitor.host.startswith(_LOOPBACK):
         out.append(
             f"[APP_MONITOR] HostName={monitor.host}: the monitor is reachable from the "
