@@ -140,13 +140,16 @@ def mask_header(name: str, value: str) -> str:
     return MASKED if name.lower() in _MASKED_HEADERS else value
 
 
-def redact_query(query: str) -> str:
-    """Replace the values of secret-like parameters in a query string or form body.
+def redact_query(query: str, *, every: bool = False) -> str:
+    """Replace the values of secret-like parameters in a query string or form body (of every
+    parameter with ``every``: the token route's query, SPEC 4.2).
 
     Names are judged decoded, as the server reads them (``%70assword`` is ``password``).
 
     >>> redact_query("user=ann&password=x%20y&page=2&%70wd=z")
     'user=ann&password=***&page=2&%70wd=***'
+    >>> redact_query("grant_type=password&username=ann&password=x", every=True)
+    'grant_type=***&username=***&password=***'
     """
     if not query:
         return query
@@ -154,7 +157,8 @@ def redact_query(query: str) -> str:
     for pair in query.split("&"):
         name, sep, _value = pair.partition("=")
         secret = sep and (
-            is_secret_name(name)
+            every
+            or is_secret_name(name)
             or (("%" in name or "+" in name) and is_secret_name(unquote_plus(name)))
         )
         out.append(f"{name}={MASKED}" if secret else pair)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 import warnings
 from collections.abc import Iterator
@@ -463,6 +464,18 @@ def test_the_first_get_grant_logs_a_warning_that_post_is_safer(svc: OAuthService
     wait_for(lambda: bool(get_warnings()), 10, "the GET warning is logged")
     print(get_warnings())
     assert len(get_warnings()) == 1, svc.proc.log()
+    # the token route's query string is redacted whole in the access line (SPEC 4.2)
+    lines = [
+        line
+        for line in svc.proc.log().splitlines()
+        if "fwrest.access" in line and "GET /rest/fw/oauth2/token?grant_type=***&user" in line
+    ]
+    print(lines[-1])
+    assert len(lines) >= 2
+    for line in lines:
+        assert "?grant_type=***&username=***&password=***" in line, line
+    # and no access line of the module's service shows a value of the token route's query
+    assert not re.search(r"oauth2/token\?\S*=(?!\*\*\*)", svc.proc.log())
 
 
 def test_the_access_token_is_a_signed_jwt(svc: OAuthService, oauth: OAuth) -> None:

@@ -347,7 +347,10 @@ class PortApp:
         numbers, not a second log record)."""
         shown = log.escape(path)
         if query:
-            shown = f"{shown}?{log.escape(log.redact_query(query))}"
+            # the token route's query (a password grant over GET) is redacted whole, user
+            # names included (SPEC 4.2); elsewhere the values of secret-like names
+            every = self.token_service is not None and path.endswith(_TOKEN_ROUTE)
+            shown = f"{shown}?{log.escape(log.redact_query(query, every=every))}"
         level = logging.ERROR if reply.status >= 500 else logging.INFO
         # one text, built here (no %-formatting left for the record to do: it has no args)
         if times:
