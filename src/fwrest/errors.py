@@ -12,6 +12,8 @@ This module imports nothing else of fwrest.
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 
 __all__ = [
@@ -19,6 +21,7 @@ __all__ = [
     "ConfigError",
     "HTTPError",
     "error_body",
+    "is_cancellation",
     "store_unavailable",
 ]
 
@@ -158,3 +161,22 @@ def store_unavailable() -> HTTPError:
         detailed="the state store is unavailable",
         headers=(("retry-after", "1"),),
     )
+
+
+def is_cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` is a cancellation of the running task (a client that went away, a
+    drain, a deadline), which must travel on, rather than something an application raised.
+
+    Everything else an application's function raises, ``BaseException`` subclasses such as
+    ``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit`` and a ``CancelledError`` that
+    nothing asked for included, answers its request with 500 and leaves the worker serving
+    (SPEC 7.1). Asyncio counts the cancellations it was asked for on the task
+    (``Task.cancelling``), which tells the two kinds of ``CancelledError`` apart.
+    """
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop: a pool thread
+        return False
+    return task is not None and task.cancelling() > 0

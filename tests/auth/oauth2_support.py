@@ -153,10 +153,12 @@ def sign(
     return jwt.encode(claims, key, algorithm=algorithm, headers=headers or {"typ": "at+jwt"})
 
 
-def fresh_claims(sub: str = "ada", ttl: int = 600) -> dict[str, Any]:
+def fresh_claims(sub: str = "ada", ttl: int = 600, aud: str = "OAUTH") -> dict[str, Any]:
+    """Claims fwrest would sign for ``sub`` on the server section ``aud`` (SPEC 7.1)."""
     now = int(time.time())
     return {
         "iss": "fwrest",
+        "aud": aud,
         "sub": sub,
         "client_id": "web",
         "iat": now,

@@ -768,10 +768,17 @@ def test_rest_object_with_a_named_on_auth(svc: OAuthService) -> None:
     assert info["has_callback"] is True
 
 
-def test_a_token_of_one_port_works_on_another_port_of_the_service(svc: OAuthService) -> None:
-    """One signing key per service: ports share it (SPEC 4.2)."""
+def test_a_token_of_one_port_is_refused_on_another_port_of_the_service(
+    svc: OAuthService,
+) -> None:
+    """One signing key per service (SPEC 4.2), but a token is valid only on the section that
+    issued it (SPEC 7.1: ``aud``); the signature checks out, the audience does not."""
     token = svc["ALIAS"].tokens(*ADA)["access_token"]
-    assert svc["OAUTH"].get("/hello", token).status_code == 200
+    assert svc["ALIAS"].get("/hello", token).status_code == 200
+    assert_invalid_token(svc["OAUTH"].get("/hello", token))
+    claims = jwt.decode(token, options={"verify_signature": False})
+    resigned = sign({**claims, "aud": "OAUTH"}, signing_key(svc.folder))
+    assert svc["OAUTH"].get("/hello", resigned).status_code == 200
 
 
 # -- configuration errors (fwrest check, exit 2) ------------------------------------------------

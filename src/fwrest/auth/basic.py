@@ -11,7 +11,7 @@ from fwrest import log
 from fwrest.auth.blocking import off_loop
 from fwrest.auth.settings import AuthSettings
 from fwrest.auth.throttle import Throttle
-from fwrest.errors import HTTPError
+from fwrest.errors import HTTPError, is_cancellation
 
 if TYPE_CHECKING:
     from fwrest.context.request import RequestContext
@@ -123,7 +123,9 @@ class BasicGuard:
                 verdict = await off_loop(self.pool, self._func, user, password)
         except HTTPError:
             raise  # the pool's 503 Server Busy
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit too: 500, the worker serves on (SPEC 7.1)
+            if is_cancellation(exc):
+                raise
             self._log_raised(exc, user, password)
             raise HTTPError(500) from None
         if verdict is not True:
@@ -138,7 +140,7 @@ class BasicGuard:
         if log.auth_log.isEnabledFor(log.VERBOSE):  # rest_log_level 4 and 5
             log.write(log.auth_log, log.VERBOSE, "[%s] OnAuth accepted user %r", self._port, user)
 
-    def _log_raised(self, exc: Exception, user: str, password: str) -> None:
+    def _log_raised(self, exc: BaseException, user: str, password: str) -> None:
         """An exception of ``OnAuth``: one error line (the message, without the password),
         followed by the traceback with ``rest_error_full=1``, as for an endpoint's exception."""
         from fwrest.server.state import tunables  # here: fwrest.server imports fwrest.auth

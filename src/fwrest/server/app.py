@@ -19,7 +19,7 @@ import orjson
 from fwrest import log
 from fwrest.context.jsonbody import NotJSON, to_json
 from fwrest.context.request import RequestContext, current
-from fwrest.errors import HTTPError, error_body
+from fwrest.errors import HTTPError, error_body, is_cancellation
 from fwrest.routing import BadPath, LocationTable, Match, Router, normalise_path, split_target
 from fwrest.server.build import LocationPlan, PortPlan
 from fwrest.server.handler import JSON, JSON_TYPE, Handler, Reply, ResultError, result_reply
@@ -103,6 +103,27 @@ def trace_text(level: int, started: int, guarded: int, handled: int, ended: int)
             f"serialization={us[serial]} total={us[total]}"
         )
     return f"authorization={auth}us handler={handler}us serialization={serial}us total={total}us"
+
+
+class _Raised(Exception):
+    """Carries a ``BaseException`` of an application's coroutine out of the task that
+    ``asyncio.wait_for`` runs it in: a task re-raises ``SystemExit`` and
+    ``KeyboardInterrupt`` into the event loop itself, which would end the worker."""
+
+    def __init__(self, inner: BaseException) -> None:
+        super().__init__(type(inner).__name__)
+        self.inner = inner
+
+
+async def _contained(call: Awaitable[Any]) -> Any:
+    try:
+        return await call
+    except Exception:
+        raise
+    except BaseException as exc:
+        if is_cancellation(exc):
+            raise
+        raise _Raised(exc) from None
 
 
 def error_reply(exc: HTTPError) -> Reply:
@@ -267,7 +288,12 @@ class PortApp:
                 current.reset(token)
         except HTTPError as exc:
             reply = error_reply(exc)
-        except Exception:
+        except BaseException as exc:
+            # SystemExit, KeyboardInterrupt, GeneratorExit or a stray CancelledError of the
+            # application's code answer 500 as any exception does, and the worker serves on
+            # (SPEC 7.1); only a cancellation of this request travels on
+            if is_cancellation(exc):
+                raise
             self._log_failure(method, path)
             reply = Reply(500, [JSON_TYPE], error_body(500))
         finally:
@@ -304,7 +330,9 @@ class PortApp:
     async def _bounded(call: Awaitable[Any], loc: _Location, method: str, path: str) -> Any:
         """Await a handler under its pool's ``ActiveTimeout`` (503 past it)."""
         try:
-            return await asyncio.wait_for(call, loc.active_s)
+            return await asyncio.wait_for(_contained(call), loc.active_s)
+        except _Raised as exc:
+            raise exc.inner from None  # handled by the request's own task, as unbounded
         except TimeoutError:
             log.server_log.error(
                 "%s %s ran longer than ActiveTimeout=%d ms of [%s]; answered 503",

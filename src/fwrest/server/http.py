@@ -18,7 +18,7 @@ import httptools
 
 from fwrest import log
 from fwrest.config.model import ServerConfig
-from fwrest.errors import STATUS_PHRASES, HTTPError
+from fwrest.errors import STATUS_PHRASES, HTTPError, is_cancellation
 from fwrest.server.app import PortApp, Request, error_reply
 from fwrest.server.handler import Reply
 
@@ -487,7 +487,9 @@ class HttpProtocol(asyncio.Protocol):
     async def _serve(self, request: Request, keep: int) -> None:
         try:
             reply = await self.app.handle(request)
-        except Exception:
+        except BaseException as exc:  # never out of the task: SystemExit would end the loop
+            if is_cancellation(exc):
+                raise
             log.server_log.exception("request pipeline failed")
             reply = error_reply(HTTPError(500))
         transport = self._transport

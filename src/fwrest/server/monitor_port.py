@@ -10,7 +10,7 @@ from fwrest import log
 from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.config.model import MonitorConfig, ServerConfig
 from fwrest.context.request import NO_AUTH, AuthInfo, RequestContext
-from fwrest.errors import HTTPError
+from fwrest.errors import HTTPError, is_cancellation
 from fwrest.monitor import Collector, MonitorApp
 from fwrest.routing import BadPath, normalise_path, split_target
 from fwrest.server.app import Request, error_reply, trace_text
@@ -85,7 +85,9 @@ class MonitorPort:
             reply = Reply(status, headers, body)
         except HTTPError as exc:
             reply = error_reply(exc)
-        except Exception:
+        except BaseException as exc:  # an OnAuth's SystemExit too (SPEC 7.1)
+            if is_cancellation(exc):
+                raise
             log.server_log.exception("monitor request failed")
             reply = error_reply(HTTPError(500))
         if req.method == "HEAD":

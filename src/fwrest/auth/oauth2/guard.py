@@ -10,7 +10,7 @@ from fwrest import log
 from fwrest.auth.basic import authorization_header
 from fwrest.auth.blocking import off_loop
 from fwrest.auth.oauth2.tokens import InvalidToken, TokenService, bearer_token
-from fwrest.errors import HTTPError
+from fwrest.errors import HTTPError, is_cancellation
 from fwrest.repository import is_async
 
 if TYPE_CHECKING:
@@ -125,7 +125,9 @@ class BearerGuard:
                     verdict = await off_loop(self.pool, self._custom, token, path)
             except HTTPError:
                 raise  # the pool's 503 Server Busy
-            except Exception as exc:
+            except BaseException as exc:  # SystemExit too: 500, the worker serves on
+                if is_cancellation(exc):
+                    raise
                 log.auth_log.error(
                     "onAuth %s raised %s; answered 500", self._custom_name, type(exc).__name__
                 )

@@ -33,7 +33,7 @@ from fwrest.auth.oauth2.params import (
 )
 from fwrest.auth.oauth2.passwords import dummy_check, is_hashed, same_secret, verify_password
 from fwrest.auth.throttle import crossed, port_keys
-from fwrest.errors import HTTPError, store_unavailable
+from fwrest.errors import HTTPError, is_cancellation, store_unavailable
 from fwrest.store import RefreshRecord, StateStore, StoreError
 
 if TYPE_CHECKING:
@@ -81,8 +81,11 @@ class _StoreDeadline:
         return max(self.at - now, STORE_CALL_MIN_S)
 
 
-def _hash(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+def _hash(token: str, section: str) -> str:
+    """The stored form of a refresh token of the server section ``section``: a token is valid
+    only on the section that issued it (SPEC 7.1), so another section's lookup misses it
+    (``invalid_grant``) and never spends it."""
+    return hashlib.sha256(f"{section}\n{token}".encode()).hexdigest()
 
 
 def _both(fn: Callable[[str, float], T], first: str, second: str, window: float) -> tuple[T, T]:
@@ -192,15 +195,18 @@ class TokenService:
                 token,
                 self._key,
                 algorithms=[ALG],
+                # valid only on the section that issued it (SPEC 7.1)
+                audience=self.port_name,
                 options={
-                    "require": ["exp", "iat", "jti", "sub"],
-                    "verify_aud": False,
+                    "require": ["aud", "exp", "iat", "jti", "sub"],
                     "verify_iat": False,
                 },
                 leeway=0,
             )
         except jwt.ExpiredSignatureError:
             raise InvalidToken("the access token has expired") from None
+        except jwt.InvalidAudienceError:
+            raise InvalidToken("the access token was issued for another server") from None
         except jwt.PyJWTError:
             raise InvalidToken("the access token signature or claims are invalid") from None
         family = claims.get("fam")
@@ -324,7 +330,9 @@ class TokenService:
         except ParamsError as exc:
             log.auth_log.error("[%s] onAuthparams: %s; answered 500", self.port_name, exc)
             raise HTTPError(500) from None
-        except Exception as exc:  # the application's function may raise anything
+        except BaseException as exc:  # the application's function may raise anything
+            if is_cancellation(exc):
+                raise
             log.auth_log.error(
                 "[%s] onAuthparams raised %s; answered 500", self.port_name, type(exc).__name__
             )
@@ -518,7 +526,7 @@ class TokenService:
         # revoke the family after it, and must not cancel the one new pair (SPEC 7: 500
         # simultaneous refreshes give one new pair, then refused with the rest of its family).
         revoked = await self._store(deadline, self.store.revoked_families)
-        token_hash = _hash(token)
+        token_hash = _hash(token, self.port_name)
         status, record = await self._spend(deadline, token_hash, claim)
         if status == "missing" or record is None:
             raise OAuthError("invalid_grant", "the refresh token is invalid")
@@ -558,10 +566,13 @@ class TokenService:
     ) -> tuple[int, list[tuple[str, str]], bytes]:
         now = time.time()
         refresh = secrets.token_urlsafe(32)
-        record = RefreshRecord(_hash(refresh), family, client_id, subject, refresh_at)
+        record = RefreshRecord(
+            _hash(refresh, self.port_name), family, client_id, subject, refresh_at
+        )
         await self._store(deadline, self.store.add_refresh, record)
         claims = {
             "iss": ISSUER,
+            "aud": self.port_name,
             "sub": subject,
             "client_id": client_id,
             "iat": int(now),

@@ -65,7 +65,9 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
             key="onAuthparams",
             fix=_FIX,
         ) from None
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise  # Ctrl-C during the start
+    except BaseException as exc:  # sys.exit() too: a warning, as for any exception
         return [f"[{section}] onAuthparams raised {type(exc).__name__} when called at start"]
     try:
         return _judge(params, section)

@@ -1,0 +1,102 @@
+"""SPEC 7.1: an access token is valid only on the server section that issued it.
+
+Two oAuth2 ports of one service share the signing key; ``SHOP`` knows ``ada`` and ``bob``,
+``ADMIN`` knows only ``ada``. A token of one port carries ``aud`` = that section's name and is
+refused on the other (bearer check and refresh alike); a refresh token tried on the wrong port
+is not spent there, so it still works on its own port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import jwt
+import pytest
+import trustme
+
+from tests.auth.oauth2_support import (
+    OAuthService,
+    error_of,
+    fresh_claims,
+    oauth_section,
+    serve_oauth,
+    sign,
+    signing_key,
+)
+from tests.conftest import APP_SOURCE, free_config
+
+APP = (
+    APP_SOURCE
+    + """
+
+def shop_params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [
+            {"username": "ada", "password": "Ada-Pw-7731"},
+            {"username": "bob", "password": "Bob-Pw-2207"},
+        ],
+        "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}],
+    }
+
+
+def admin_params():
+    return {**shop_params(), "users": [{"username": "ada", "password": "Ada-Pw-7731"}]}
+"""
+)
+
+
+def _write(folder: Path, certs: dict[str, Path]) -> Path:
+    servers = {
+        "SHOP": oauth_section(certs, onAuthparams="app.shop_params"),
+        "ADMIN": oauth_section(certs, onAuthparams="app.admin_params"),
+    }
+    return free_config(folder, servers=servers, app=APP)
+
+
+@pytest.fixture(scope="module")
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+    yield from serve_oauth(ca, tmp_path_factory.mktemp("audience"), _write)
+
+
+CREDS = {"client_id": "web", "client_secret": "Web-Secret-9q"}
+
+
+def test_an_access_token_names_its_section_and_works_there_only(svc: OAuthService) -> None:
+    shop, admin = svc["SHOP"], svc["ADMIN"]
+    tokens = shop.tokens("bob", "Bob-Pw-2207", **CREDS)
+    claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
+    assert claims["aud"] == "SHOP"
+    assert shop.get("/hello", tokens["access_token"]).status_code == 200
+    refused = admin.get("/hello", tokens["access_token"])
+    assert refused.status_code == 401, refused.text
+    assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+    assert "another server" in refused.headers["www-authenticate"]
+    # a user both ports know is refused across them as well
+    ada = admin.tokens("ada", "Ada-Pw-7731", **CREDS)
+    assert admin.get("/hello", ada["access_token"]).status_code == 200
+    assert shop.get("/hello", ada["access_token"]).status_code == 401
+
+
+def test_a_refresh_token_of_another_section_is_refused_and_not_spent(svc: OAuthService) -> None:
+    shop, admin = svc["SHOP"], svc["ADMIN"]
+    tokens = shop.tokens("ada", "Ada-Pw-7731", **CREDS)
+    elsewhere = admin.refresh(tokens["refresh_token"], **CREDS)
+    assert elsewhere.status_code == 400, elsewhere.text
+    assert error_of(elsewhere) == "invalid_grant"
+    home = shop.refresh(tokens["refresh_token"], **CREDS)
+    assert home.status_code == 200, home.text  # not spent by the refusal, no replay either
+    fresh = home.json()
+    assert shop.get("/hello", fresh["access_token"]).status_code == 200
+
+
+def test_a_token_without_aud_or_with_a_foreign_one_is_refused(svc: OAuthService) -> None:
+    key = signing_key(svc.folder)
+    shop = svc["SHOP"]
+    assert shop.get("/hello", sign(fresh_claims(aud="SHOP"), key)).status_code == 200
+    missing = {k: v for k, v in fresh_claims(aud="SHOP").items() if k != "aud"}
+    for claims in (missing, fresh_claims(aud="ADMIN"), fresh_claims(aud="shop")):
+        response = shop.get("/hello", sign(claims, key))
+        assert response.status_code == 401, (claims.get("aud"), response.text)

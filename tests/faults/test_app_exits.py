@@ -1,0 +1,145 @@
+"""SPEC 7.1: whatever an application's function raises answers 500 and the worker serves on.
+
+``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit`` and a ``CancelledError`` nothing asked
+for, raised by ``def`` and ``async def`` handlers (with and without ``ActiveTimeout``, which runs
+an async handler in a task of its own), by ``OnAuth`` (``def`` and ``async``) and by
+``onAuthparams``: each request is answered 500 with the standard body, a request in flight on
+the same worker meanwhile is answered 200 by the same process, the worker is never replaced
+(far more of them than the respawn breaker's five in 30 s), and the graceful stop does not wait
+on a connection left open.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.auth.oauth2_support import client_context, oauth_section
+from tests.conftest import ServerProcess, free_config
+from tests.faults.support import FAULT_APP
+
+APP = (
+    FAULT_APP
+    + """
+
+import sys as _sys
+
+_RAISE = {
+    "exit": lambda: _sys.exit(3),
+    "kbd": lambda: (_ for _ in ()).throw(KeyboardInterrupt()),
+    "genexit": lambda: (_ for _ in ()).throw(GeneratorExit()),
+    "cancel": lambda: (_ for _ in ()).throw(asyncio.CancelledError()),
+}
+
+
+@get("/def/:kind")
+def def_raises(kind):
+    _RAISE[kind]()
+
+
+@get("/async/:kind")
+async def async_raises(kind):
+    await asyncio.sleep(0)
+    _RAISE[kind]()
+
+
+def check(user, password):
+    if user in _RAISE:
+        _RAISE[user]()
+    return user == "ok" and password == "pw"
+
+
+async def acheck(user, password):
+    if user in _RAISE:
+        _RAISE[user]()
+    return user == "ok" and password == "pw"
+
+
+def params():
+    _sys.exit(4)
+"""
+)
+
+KINDS = ("exit", "kbd", "genexit", "cancel")
+
+
+def _service(tmp_path: Path, certs: dict[str, Path]) -> Path:
+    def basic(on_auth: str) -> dict[str, Any]:
+        return {
+            "HostName": "127.0.0.1",
+            "Port": 0,
+            "Locations": "ROOT",
+            "FwData": {
+                "Authorization": {"scheme": "basic", "OnAuth": on_auth, "maxFailures": 10**6}
+            },
+        }
+
+    servers = {
+        "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT,BOUND"},
+        "BASIC": basic("app.check"),
+        "ABASIC": basic("app.acheck"),
+        "OAUTH": oauth_section(certs, onAuthparams="app.params"),
+    }
+    extra = {
+        "BOUND": {"Path": "/bound", "ThreadPool": "TIMED"},
+        "TIMED": {"Environment": "ENV", "MaxThreads": 4, "ActiveTimeout": 5000},
+        "POOL": {"MaxThreads": 8},
+    }
+    return free_config(tmp_path, servers=servers, extra=extra, app=APP)
+
+
+def test_base_exceptions_of_the_application_answer_500_and_keep_the_worker(
+    tmp_path: Path, certs: dict[str, Path]
+) -> None:
+    proc = ServerProcess(_service(tmp_path, certs)).wait_ready()
+    http = httpx.Client(timeout=10)
+    tls = httpx.Client(timeout=10, verify=client_context(certs))
+    try:
+        base, bound = proc.url(), proc.url().replace("/rest", "/bound")
+        pid = http.get(base + "/slow/0").json()["pid"]
+        slow: dict[str, Any] = {}
+        in_flight = threading.Thread(
+            target=lambda: slow.update(r=http.get(base + "/slow/1500")), daemon=True
+        )
+        in_flight.start()
+        time.sleep(0.2)
+        answers: dict[str, int] = {}
+        for kind in KINDS:
+            for prefix in (base, bound):
+                for style in ("def", "async"):
+                    with httpx.Client(timeout=10) as one:
+                        response = one.get(f"{prefix}/{style}/{kind}")
+                    answers[f"{prefix.rsplit('/', 1)[1]} {style} {kind}"] = response.status_code
+                    assert response.json()["code"] == 500, response.text
+            for server in ("BASIC", "ABASIC"):
+                response = http.get(proc.url(server) + "/hello", auth=(kind, "pw"))
+                answers[f"{server} OnAuth {kind}"] = response.status_code
+        grant = tls.post(
+            proc.url("OAUTH") + "/fw/oauth2/token",
+            data={"grant_type": "password", "username": "u", "password": "p"},
+        )
+        answers["onAuthparams exit"] = grant.status_code
+        print("answers:", answers)
+        assert set(answers.values()) == {500}, answers
+        in_flight.join(10)
+        assert slow["r"].status_code == 200 and slow["r"].json()["pid"] == pid
+        after = http.get(base + "/slow/0")
+        assert after.status_code == 200 and after.json()["pid"] == pid  # the same worker
+        assert http.get(proc.url("BASIC") + "/hello", auth=("ok", "pw")).status_code == 200
+        log = proc.log()
+        assert "worker died" not in log and "respawn" not in log.lower()
+        assert "SystemExit" in log and "KeyboardInterrupt" in log and "GeneratorExit" in log
+        assert "OnAuth app.check raised SystemExit" in log
+    finally:
+        http.close()
+        tls.close()
+        started = time.monotonic()
+        code = proc.stop()
+        took = time.monotonic() - started
+    print(f"graceful stop took {took:.2f} s")
+    assert code == 0
+    assert took < 4, "the stop waited on a connection a BaseException left open"
