@@ -6,7 +6,11 @@
 * ``certs`` issues a CA and a server certificate with trustme (``issue_certs`` in any folder);
 * config sections (``base_sections``), their text (``ini_text``, ``config_text``) and
   changes (``set_values``, ``drop_key``);
-* ports (``free_port``, ``port_is_free``) and child processes (``children``).
+* ports (``free_port``, ``port_is_free``) and child processes (``children``, ``alive``,
+  ``wait_children``);
+* waiting on a state, never on a sleep: ``wait_for(check, timeout, what)`` polls ``check`` with
+  a deadline; ``wait_ready_workers`` waits for the workers' ``ready`` lines in the log
+  (``ready_workers`` reads them).
 """
 
 from __future__ import annotations
@@ -354,3 +358,83 @@ def children(pid: int) -> set[int]:
         except FileNotFoundError:
             continue
     return found
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    state = next((line for line in status.splitlines() if line.startswith("State:")), "")
+    return "Z" not in state.split()[1:2]
+
+
+def wait_for(
+    check: Callable[[], object], timeout: float, what: str, interval: float = 0.05
+) -> float:
+    """Poll ``check()`` every ``interval`` s until it is truthy; the seconds that took.
+
+    A hang guard, not a speed test: once ``timeout`` s have passed (``check`` is asked once
+    more at the deadline) it raises ``AssertionError`` naming ``what``.
+    """
+    started = time.monotonic()
+    deadline = started + timeout
+    while True:
+        if check():
+            return time.monotonic() - started
+        now = time.monotonic()
+        if now >= deadline:
+            raise AssertionError(f"{what}: not seen within {timeout} s")
+        time.sleep(min(interval, deadline - now))
+
+
+def wait_children(pid: int, count: int, timeout: float = 10) -> set[int]:
+    """The live child processes of ``pid`` (a supervisor's workers), once there are ``count``.
+
+    Zombies are left out: a worker that died is one until the supervisor reaps it.
+    """
+    found: set[int] = set()
+
+    def counted() -> bool:
+        found.clear()
+        found.update(kid for kid in children(pid) if alive(kid))
+        return len(found) == count
+
+    try:
+        wait_for(counted, timeout, f"process {pid} having {count} live children")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; its children: {sorted(children(pid))}") from None
+    return set(found)
+
+
+READY_LINE = re.compile(r"worker (\d+) ready \(pid (\d+)\)")
+
+
+def ready_workers(log: str) -> dict[int, int]:
+    """Worker number -> pid, from the latest ``worker N ready (pid P)`` line of each."""
+    return {int(n): int(pid) for n, pid in READY_LINE.findall(log)}
+
+
+def wait_ready_workers(proc: ServerProcess, count: int, timeout: float = 15) -> dict[int, int]:
+    """Worker number -> pid (:func:`ready_workers`) once the log has the ``ready`` line of each
+    of workers 1 to ``count``.
+
+    ``fwrest: ready`` on standard output does not mean those lines are written: a worker tells
+    the supervisor it is ready (a byte on a pipe) before it logs its ``ready`` line, and a
+    worker's log lines leave at the end of its event loop's turn. Right after the start, on a
+    busy machine, a worker's line may still be missing.
+    """
+    wanted = set(range(1, count + 1))
+    found: dict[int, int] = {}
+
+    def logged() -> bool:
+        found.clear()
+        found.update(ready_workers(proc.log()))
+        return wanted <= set(found)
+
+    try:
+        wait_for(logged, timeout, f"the ready lines of workers {sorted(wanted)} in the log")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; found {found}; the log:\n{proc.log()[-3000:]}") from None
+    return dict(found)

@@ -2,18 +2,20 @@
 
 Shared by ``tests/auth/test_oauth2_store.py`` and ``tests/faults/``. ``redis-server`` must be
 installed (Debian's ``redis-server`` package): the tests fail, never skip, without it.
+``free_port`` is tests/conftest.py's, named here for the tests that import it from this module.
 """
 
 from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import redis
+
+from tests.conftest import free_port
 
 __all__ = ["RedisServer", "free_port", "redis_binary"]
 
@@ -22,12 +24,6 @@ def redis_binary() -> str:
     found = shutil.which("redis-server") or "/usr/bin/redis-server"
     assert Path(found).is_file(), "redis-server is required for these tests (apt install redis)"
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class RedisServer:

@@ -1,6 +1,7 @@
 """Helpers shared by the OAuth2 tests: certificates in a folder of the test's choosing
 (``issue_certs``, from tests/conftest.py), oAuth2 server sections, an HTTPS client of the token
-route, and JWT helpers.
+route, and JWT helpers. ``wait_for`` is tests/conftest.py's too, named here for the tests
+that import it from this module.
 
 Everything here talks real TLS over loopback to a real ``fwrest serve``; nothing is mocked.
 """
@@ -22,6 +23,7 @@ import trustme
 
 from tests.conftest import ServerProcess
 from tests.conftest import issue_certs as issue_certs
+from tests.conftest import wait_for as wait_for
 
 TOKEN = "/fw/oauth2/token"
 BEARER_REALM = 'Bearer realm="Access to REST"'
@@ -189,18 +191,6 @@ def assert_missing_token(response: httpx.Response) -> None:
     assert response.headers.get_list("www-authenticate") == [BEARER_REALM]
     body = response.json()
     assert body["code"] == 401 and body["message"] == "Unauthorized", body
-
-
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll ``check`` until it holds; the seconds it took (a hang guard, not a speed test)."""
-    started = time.monotonic()
-    deadline = started + timeout
-    while True:
-        if check():
-            return time.monotonic() - started
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.02)
 
 
 def encoded_forms(secret: str) -> set[str]:

@@ -48,9 +48,9 @@ import httpx
 import pytest
 import trustme
 
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, free_port, wait_for
 from tests.docs.blocks import example, substitute
-from tests.redis_support import RedisServer, free_port, redis_binary
+from tests.redis_support import RedisServer, redis_binary
 
 HOST_ADDRESSES = {"A": "127.0.0.2", "B": "127.0.0.3"}
 BALANCER_ADDRESS = "127.0.0.1"
@@ -248,15 +248,6 @@ class Cluster:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> float:
-    started = time.monotonic()
-    while not check():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.02)
-    return time.monotonic() - started
 
 
 def poll_hosts(

@@ -17,7 +17,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import APP_SOURCE, ServerProcess, children, free_config, port_is_free
+from tests.conftest import (
+    APP_SOURCE,
+    ServerProcess,
+    alive,
+    free_config,
+    port_is_free,
+    wait_children,
+)
 
 EXTRA = """
 
@@ -56,26 +63,6 @@ def config(tmp_path: Path, **http: object) -> Path:
         app=APP_SOURCE + EXTRA,
         extra={"HTTPSERVER": dict(http), "POOL": {"MaxThreads": 24}},
     )
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    state = next((line for line in status.splitlines() if line.startswith("State:")), "")
-    return "Z" not in state.split()[1:2]
-
-
-def wait_children(pid: int, count: int, timeout: float = 10) -> set[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        kids = {k for k in children(pid) if alive(k)}
-        if len(kids) == count:
-            return kids
-        time.sleep(0.02)
-    raise AssertionError(f"process {pid} never had {count} live children: {children(pid)}")
 
 
 def wait_running(base: str, count: int, timeout: float = 10) -> None:

@@ -1,7 +1,7 @@
 """Helpers of the memory-monitor tests: free ports, the monitor's URL, /proc readings.
 
-``free_port``, ``port_is_free`` and ``children`` live in tests/conftest.py; they are named
-here too for the tests that import them from this module.
+``free_port``, ``port_is_free``, ``children`` and ``wait_children`` live in tests/conftest.py;
+they are named here too for the tests that import them from this module.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import httpx
 from tests.conftest import children as children
 from tests.conftest import free_port as free_port
 from tests.conftest import port_is_free as port_is_free
+from tests.conftest import wait_children as wait_children
 
 # The names SPEC 5 lists for the memory monitor.
 SPEC_NAMES = [

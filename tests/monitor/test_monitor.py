@@ -46,6 +46,7 @@ from tests.monitor.support import (
     monitor_section,
     status_kb,
     values,
+    wait_children,
 )
 
 MEMORY_APP = (
@@ -215,7 +216,7 @@ def test_extra_names_have_sane_values(mon: Monitor) -> None:
     assert isinstance(got["cpu_all"], int | float) and 0 <= got["cpu_all"] <= 100
     # a supervisor and two workers, each with at least its main thread
     assert isinstance(got["threads"], int) and got["threads"] >= 3
-    pids = [mon.proc.pid, *children(mon.proc.pid)]
+    pids = [mon.proc.pid, *wait_children(mon.proc.pid, 2)]
     threads = sum(status_kb(pid, "Threads") for pid in pids)
     fds = sum(len(list(Path(f"/proc/{pid}/fd").iterdir())) for pid in pids)
     print(f"processes {pids}: {threads} threads, {fds} fds per /proc")
@@ -268,7 +269,8 @@ def test_service_rss_sums_supervisor_and_workers(mon: Monitor) -> None:
         "memory_virtual_worker_1",
         "memory_virtual_worker_2",
     )
-    pids = [mon.proc.pid, *sorted(children(mon.proc.pid))]
+    workers = wait_children(mon.proc.pid, 2)  # both live (never a worker being replaced)
+    pids = [mon.proc.pid, *sorted(workers)]
     proc_rss = {pid: status_kb(pid, "VmRSS") for pid in pids}
     print("monitor:", got)
     print("/proc VmRSS:", proc_rss)
@@ -282,6 +284,7 @@ def test_service_rss_sums_supervisor_and_workers(mon: Monitor) -> None:
     assert total >= w1 + w2  # plus the supervisor's own
     assert got["memory_virtual"] >= got["memory_virtual_worker_1"] + got["memory_virtual_worker_2"]
     assert len(pids) == 3
+    assert children(mon.proc.pid) == workers  # no other child (nor a zombie) beside them
     expected = sum(proc_rss.values())
     assert abs(total - expected) <= max(expected // 10, 8 * 1024), (total, expected)
 

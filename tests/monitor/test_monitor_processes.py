@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -25,14 +24,9 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import free_config
+from tests.conftest import free_config, ready_workers, wait_ready_workers
 from tests.monitor.support import free_port, monitor_section, status_kb, values
 from tests.monitor.test_monitor import GROWTH_KB, MEMORY_APP
-
-
-def _worker_pids(log: str) -> dict[int, int]:
-    """Worker number -> pid, from the latest "worker N ready (pid P)" line of each."""
-    return {int(n): int(pid) for n, pid in re.findall(r"worker (\d+) ready \(pid (\d+)\)", log)}
 
 
 def test_worker_names_follow_the_logs_numbers_after_a_replacement(
@@ -42,8 +36,9 @@ def test_worker_names_follow_the_logs_numbers_after_a_replacement(
     config = free_config(tmp_path, app=MEMORY_APP, extra={"APP_MONITOR": monitor_section(port)})
     proc = serve(config, workers=2)
     base = f"http://127.0.0.1:{port}/api/server/metrics"
-    proc.wait_log("worker 2 ready")
-    pids = _worker_pids(proc.log())
+    # both ready lines (worker N -> pid): they may follow "fwrest: ready", and one of worker 2
+    # alone left pids[1] missing
+    pids = wait_ready_workers(proc, 2)
     print("workers:", pids)
     # worker 2 keeps 100 MB (a request lands on either worker: ask until worker 2 answered)
     started = time.monotonic()
@@ -58,7 +53,7 @@ def test_worker_names_follow_the_logs_numbers_after_a_replacement(
     since = len(proc.log())
     os.kill(pids[1], signal.SIGKILL)
     proc.wait_log("worker 1 ready", timeout=30, since=since)
-    pids = _worker_pids(proc.log())
+    pids = ready_workers(proc.log())
     print("workers after the replacement:", pids)
     assert pids[1] > pids[2]
     names = ("memory_resident_worker_1", "memory_resident_worker_2")

@@ -1,21 +1,23 @@
 """Helpers shared by the native-route tests (SPEC 5): servers started once per module, the
-settings JSON API, and spreading requests over both workers of a ``--workers 2`` service.
+settings JSON API, spreading requests over both workers of a ``--workers 2`` service and the
+workers' log labels (waited for, never read before they are written). ``wait_for`` is
+tests/conftest.py's, named here for the tests that import it from this module.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.conftest import ServerProcess
+from tests.conftest import READY_LINE, ServerProcess, wait_ready_workers
+from tests.conftest import wait_for as wait_for
 
 SETTING_NAMES = (
     "rest_log_level",
@@ -97,9 +99,21 @@ def settle(since: float) -> None:
 
 def worker_labels(log: str) -> dict[int, str]:
     """pid -> log label (``w1``, ``w2``) from the workers' ``ready`` lines."""
-    return {
-        int(pid): f"w{slot}" for slot, pid in re.findall(r"worker (\d+) ready \(pid (\d+)\)", log)
-    }
+    return {int(pid): f"w{slot}" for slot, pid in READY_LINE.findall(log)}
+
+
+def wait_worker_labels(proc: ServerProcess, count: int = 2, timeout: float = 15) -> dict[int, str]:
+    """pid -> log label of the workers, once the log has the ``ready`` line of each of ``w1``
+    to ``w{count}`` (``fwrest: ready`` may come before them: see ``wait_ready_workers``)."""
+    wait_ready_workers(proc, count, timeout)
+    return worker_labels(proc.log())
+
+
+def labels_of(labels: dict[int, str], pids: Iterable[int]) -> set[str]:
+    """The log labels of the workers that answered ``pids`` (each must have a ``ready`` line)."""
+    unknown = sorted(set(pids) - set(labels))
+    assert not unknown, f"pids {unknown} answered but have no ready line in the log: {labels}"
+    return {labels[pid] for pid in pids}
 
 
 def hit_both_workers(base: str, path: str = "/hello", rounds: int = 200) -> list[int]:
@@ -112,14 +126,3 @@ def hit_both_workers(base: str, path: str = "/hello", rounds: int = 200) -> list
         if len(set(pids)) >= 2 and len(pids) >= 4:
             return pids
     raise AssertionError(f"{rounds} requests never reached a second worker: {set(pids)}")
-
-
-def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> float:
-    """Poll ``predicate()`` until truthy; returns the seconds it took (hang guard ``timeout``)."""
-    started = time.monotonic()
-    while True:
-        if predicate():
-            return time.monotonic() - started
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"{what}: not seen within {timeout} s")
-        time.sleep(interval)

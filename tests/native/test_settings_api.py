@@ -33,11 +33,12 @@ from tests.native.support import (
     change,
     get_settings,
     hit_both_workers,
+    labels_of,
     post_settings,
     running,
     settle,
     wait_for,
-    worker_labels,
+    wait_worker_labels,
 )
 
 AUTH_SOURCE = """
@@ -283,7 +284,7 @@ def test_a_body_over_max_body_size_is_413_and_changes_nothing(base: str) -> None
 
 
 def test_a_change_reaches_both_workers_within_one_second(server: ServerProcess, base: str) -> None:
-    labels = worker_labels(server.log())
+    labels = wait_worker_labels(server, 2)
     assert len(labels) == 2, labels
 
     answered = change(base, {"rest_log_level": 2})
@@ -292,14 +293,14 @@ def test_a_change_reaches_both_workers_within_one_second(server: ServerProcess, 
     pids = hit_both_workers(base)
     time.sleep(0.3)  # let any (wrong) access line reach the log
     quiet = access_lines(since(server, mark))
-    print(f"level 2: {len(pids)} requests on workers {sorted({labels[p] for p in pids})}")
+    print(f"level 2: {len(pids)} requests on workers {sorted(labels_of(labels, pids))}")
     assert quiet == [], quiet  # neither worker logs successes at level 2
 
     answered = change(base, {"rest_log_level": 3})
     settle(answered)
     mark = len(server.log())
     pids = hit_both_workers(base)
-    wanted = {labels[p] for p in pids}
+    wanted = labels_of(labels, pids)
     assert wanted == {"w1", "w2"}
 
     def both_logged() -> bool:
@@ -666,11 +667,13 @@ def test_a_memory_store_with_two_workers_shares_changes_with_both(
     config = free_config(tmp_path, extra={"HTTPSERVER": {"StateStore": "memory"}})
     proc = serve(config, workers=2)
     base = proc.url()
-    labels = worker_labels(proc.log())
+    # both workers' labels, once their ready lines are in the log (they may follow
+    # "fwrest: ready": reading the log once here raised KeyError on a busy machine)
+    labels = wait_worker_labels(proc, 2)
     settle(change(base, {"rest_log_level": 5, "rest_trace_time": 2}))
     mark = len(proc.log())
     pids = hit_both_workers(base)
-    workers = {labels[p] for p in pids}
+    workers = labels_of(labels, pids)
     assert workers == {"w1", "w2"}
 
     def both() -> bool:

@@ -34,10 +34,11 @@ from tests.native.support import (
     change,
     get_settings,
     hit_both_workers,
+    labels_of,
     running,
     settle,
     wait_for,
-    worker_labels,
+    wait_worker_labels,
 )
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -165,7 +166,7 @@ def test_the_page_shows_three_columns_and_the_value_in_force(page: Any, base: st
 def test_submitting_moves_the_border_and_changes_the_log_of_both_workers(
     page: Any, server: ServerProcess, base: str
 ) -> None:
-    labels = worker_labels(server.log())
+    labels = wait_worker_labels(server, 2)
     page.goto(f"{base}/fw/rest/config")
     assert in_force(page, "rest_log_level") == ["file"]
     page.fill("#rest_log_level", "5")
@@ -187,7 +188,7 @@ def test_submitting_moves_the_border_and_changes_the_log_of_both_workers(
     assert get_settings(base)["rest_log_level"]["runtime"] == 5
     mark = len(server.log())
     pids = hit_both_workers(base)
-    workers = {labels[p] for p in pids}
+    workers = labels_of(labels, pids)
     assert workers == {"w1", "w2"}
 
     def both_debug() -> bool:
