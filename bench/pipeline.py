@@ -62,9 +62,8 @@ def build_app(job: str, folder: Path, loop: asyncio.AbstractEventLoop) -> tuple[
     for loc in port.locations:
         pools.setdefault(loc.pool_name.lower(), ThreadPool(loc.config.thread_pool, loop))
     settings = port.auth_settings
-    guard = BasicGuard(settings, port.config.name) if settings is not None else None
-    if guard is not None:
-        guard.pool = pools[port.locations[0].pool_name.lower()]  # as the worker does
+    pool = pools[port.locations[0].pool_name.lower()]  # as the worker does
+    guard = BasicGuard(settings, port.config.name, None, pool) if settings is not None else None
     app = PortApp(port, pools, guard)
     request = Request("GET", path.encode(), [*_HEADERS, *extra], b"", "127.0.0.1", 8080)
     return app, request

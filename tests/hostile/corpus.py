@@ -132,6 +132,7 @@ class Ctx:
         now = int(time.time())
         claims: dict[str, Any] = {
             "iss": "fwrest",
+            "aud": "HTTPS_OAUTH",  # the issuing section (SPEC 7.1)
             "sub": OAUTH_USER,
             "client_id": CLIENT_ID,
             "iat": now,
@@ -1467,6 +1468,11 @@ _tok("exp-null", lambda c: c.jwt(claims=c.claims(exp=None)))
 _tok("exp-missing", lambda c: c.jwt(claims=c.claims(exp=DROP)))
 _tok("sub-missing", lambda c: c.jwt(claims=c.claims(sub=DROP)))
 _tok("jti-missing", lambda c: c.jwt(claims=c.claims(jti=DROP)))
+# SPEC 7.1: valid only on the section that issued it
+_tok("aud-missing", lambda c: c.jwt(claims=c.claims(aud=DROP)))
+_tok("aud-other-section", lambda c: c.jwt(claims=c.claims(aud="HTTP_BASIC")))
+_tok("aud-case-folded", lambda c: c.jwt(claims=c.claims(aud="https_oauth")))
+_tok("aud-list-of-another", lambda c: c.jwt(claims=c.claims(aud=["HTTP_BASIC"])))
 _tok("iat-missing", lambda c: c.jwt(claims=c.claims(iat=DROP)))
 _tok("nbf-future", lambda c: c.jwt(claims=c.claims(nbf=int(time.time()) + 3600)))
 _tok("tampered-signature", lambda c: _tamper(c.token))

@@ -1,4 +1,5 @@
-"""Authorization: one guard per port (Basic now; oAuth2 in a later step).
+"""Authorization: one guard per port (Basic with ``OnAuth``, or an oAuth2 bearer check with
+its token service).
 
 Owns validating ``FwData.Authorization`` at start, the guards that run before routing, and
 password checks. Never logs a secret: the credentials of the request being checked are

@@ -5,17 +5,17 @@ from __future__ import annotations
 import binascii
 import traceback
 from binascii import a2b_base64
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fwrest import log
-from fwrest.auth.blocking import off_loop
+from fwrest.auth.blocking import Pool, off_loop
 from fwrest.auth.settings import AuthSettings
 from fwrest.auth.throttle import Throttle
 from fwrest.errors import HTTPError, is_cancellation
+from fwrest.wire import Request
 
 if TYPE_CHECKING:
     from fwrest.context.request import RequestContext
-    from fwrest.server.pool import ThreadPool
 
 __all__ = ["BasicGuard", "authorization_header", "parse_basic"]
 
@@ -25,7 +25,7 @@ CHALLENGE = ("www-authenticate", 'Basic realm="Access to REST", charset="ISO-885
 _DECODED_MAX = 256
 
 
-def authorization_header(req: Any) -> str | None:
+def authorization_header(req: Request) -> str | None:
     """The request's ``Authorization`` value (the HTTP layer refuses a repeated one and
     hands over the value it found; a request built elsewhere is searched)."""
     found: str | None = req.authorization
@@ -33,7 +33,7 @@ def authorization_header(req: Any) -> str | None:
         return found
     for name, value in req.headers:
         if name == "authorization":
-            return value  # type: ignore[no-any-return]
+            return value
     return None
 
 
@@ -83,7 +83,11 @@ class BasicGuard:
     __slots__ = ("_decoded", "_func", "_is_async", "_name", "_port", "pool", "throttle")
 
     def __init__(
-        self, settings: AuthSettings, port_name: str, throttle: Throttle | None = None
+        self,
+        settings: AuthSettings,
+        port_name: str,
+        throttle: Throttle | None = None,
+        pool: Pool | None = None,
     ) -> None:
         assert settings.on_auth is not None
         self._func = settings.on_auth
@@ -93,18 +97,18 @@ class BasicGuard:
         self.throttle = throttle
         # where a ``def`` OnAuth runs: the worker gives the port's thread pool (as the
         # original product runs OnAuth in the request's thread); else asyncio's default one
-        self.pool: ThreadPool | None = None
+        self.pool = pool
         # header -> (user, password, the secrets to scrub from the log)
         self._decoded: dict[str, tuple[str, str, tuple[str, ...]]] = {}
 
-    async def __call__(self, req: Any, ctx: RequestContext) -> None:
+    async def __call__(self, req: Request, ctx: RequestContext) -> None:
         header = req.authorization
         if header is None:
             header = authorization_header(req)
         decoded = self._decoded.get(header) if header is not None else None
         if decoded is None:
             parsed = _parse(header)
-            if parsed is None:
+            if parsed is None or header is None:
                 raise HTTPError(401, headers=(CHALLENGE,))
             user, password, credentials = parsed
             decoded = (user, password, log.secret_forms(password, credentials))

@@ -9,8 +9,8 @@ so it reads two things in memory:
 
 * the :class:`LockBoard` of this host: the worker whose failure crosses the threshold writes
   the lock there before it answers, so every worker of the host refuses the very next attempt
-  (the issue 9 demand: after 10 failures the user's further attempts are throttled, across
-  workers), without a store round trip on any request;
+  (after ``maxFailures`` failures the user's further attempts are throttled on every worker),
+  without a store round trip on any request;
 * a copy of the store's lock list, refreshed every 0.5 s, for the locks of other hosts
   sharing a Redis store (they arrive within that half second).
 
@@ -211,7 +211,7 @@ class Throttle:
         self.region = region
         # an in-process (memory) store under a supervisor: failures are counted on the board,
         # which every worker of the host shares (the store is this worker's only)
-        self._board_counts = board is not None and bool(getattr(store, "in_process", False))
+        self._board_counts = board is not None and store.in_process
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:

@@ -6,8 +6,11 @@ import contextvars
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
+
+if TYPE_CHECKING:
+    from fwrest.context.views import PortView, Routed, UsageKey
 
 __all__ = ["AuthInfo", "Headers", "RequestContext", "Response", "current"]
 
@@ -122,7 +125,7 @@ class RequestContext:
 
     def __init__(
         self,
-        port: Any,
+        port: PortView,
         method: str,
         path: str,
         query_string: str,
@@ -142,7 +145,7 @@ class RequestContext:
         # the path parameters, read-only: the router hands out MappingProxyType views (SPEC 3:
         # nothing a handler does to them can leak)
         self.params: Mapping[str, str] = _NO_PARAMS
-        self.handler: Any = None  # the Handler the request was routed to
+        self.handler: Routed | None = None  # the endpoint the request was routed to
         self.resp_status = 200
         self.resp_body: list[str | bytes] | None = None
         self.resp_headers: dict[str, str] | None = None
@@ -152,7 +155,7 @@ class RequestContext:
     @property
     def server_name(self) -> str:
         """The name of the server section (port) serving the request."""
-        return self.port.name  # type: ignore[no-any-return]
+        return self.port.name
 
     @property
     def user_data(self) -> Any:
@@ -162,25 +165,25 @@ class RequestContext:
     @property
     def auth(self) -> AuthInfo:
         """The authorization in force on the port."""
-        return self.port.auth  # type: ignore[no-any-return]
+        return self.port.auth
 
     @property
-    def usage_key(self) -> tuple[str, ...] | None:
-        """``(location path, method, route, thread pool)``, None before routing."""
+    def usage_key(self) -> UsageKey | None:
+        """Where the request was routed, None before routing."""
         return self.handler.usage_key if self.handler is not None else None
 
     @property
     def route(self) -> str:
         """The matched route's pattern relative to its location, e.g. ``/users/:id``."""
-        return self.handler.usage_key[2] if self.handler is not None else ""
+        return self.handler.usage_key.route if self.handler is not None else ""
 
     @property
     def location_path(self) -> str:
-        return self.handler.usage_key[0] if self.handler is not None else ""
+        return self.handler.usage_key.location if self.handler is not None else ""
 
     @property
     def pool_name(self) -> str:
-        return self.handler.usage_key[3] if self.handler is not None else ""
+        return self.handler.usage_key.pool if self.handler is not None else ""
 
     @property
     def headers(self) -> Headers:

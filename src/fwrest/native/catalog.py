@@ -8,6 +8,7 @@ from typing import Any
 
 from fwrest.errors import ConfigError
 from fwrest.repository import Endpoint
+from fwrest.routing.names import TOKEN_ROUTE, TOKEN_ROUTE_NAME
 
 __all__ = [
     "NATIVE_ROUTES",
@@ -119,8 +120,8 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
         "info:healthcheck_datetime",
         "The server's time, ISO 8601",
     ),
-    _Route("oauth2/token", "GET", "/fw/oauth2/token", "", "OAuth2 token endpoint"),
-    _Route("oauth2/token", "POST", "/fw/oauth2/token", "", "OAuth2 token endpoint"),
+    _Route(TOKEN_ROUTE_NAME, "GET", TOKEN_ROUTE, "", "OAuth2 token endpoint"),
+    _Route(TOKEN_ROUTE_NAME, "POST", TOKEN_ROUTE, "", "OAuth2 token endpoint"),
 )
 
 NAMES = sorted({r.name for r in NATIVE_ROUTES})
@@ -218,7 +219,7 @@ def native_warnings(options: NativeOptions, *, section: str, scheme: str | None)
                 "resetting the usage figures); make public only the routes a probe reads, "
                 'such as "healthcheck" and "healthcheck/ok".'
             )
-    if scheme == "oAuth2" and "oauth2/token" in options.disable:
+    if scheme == "oAuth2" and TOKEN_ROUTE_NAME in options.disable:
         out.append(
             f"[{section}] FwData NativeRoutes disable takes away this port's token route "
             "(oauth2/token): its clients can only use tokens issued by another oAuth2 port "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import html
 import platform
 import subprocess
@@ -16,6 +15,8 @@ import orjson
 
 from fwrest import log
 from fwrest.context.request import RequestContext, Response, current
+from fwrest.errors import HTTPError
+from fwrest.store.calls import call_store
 
 __all__ = [
     "fw_environment",
@@ -97,14 +98,14 @@ async def vendor_environment() -> dict[str, str]:
 
 async def healthcheck() -> Response:
     ctx = current.get()
-    worker = ctx.port.worker
+    worker = ctx.port.service
     checks: dict[str, Any] = {}
     up = True
-    store = worker.plan.store if worker is not None else None
+    store = worker.store if worker is not None else None
     if store is not None:
         started = time.perf_counter()
         try:
-            await asyncio.wait_for(asyncio.to_thread(store.ping), 1.4)
+            await call_store(store.ping)
             checks["store"] = {
                 "status": "UP",
                 "kind": store.kind,
@@ -121,7 +122,7 @@ async def healthcheck() -> Response:
             "expected": count,
         }
         up = up and alive > 0
-        if worker.conns.draining:
+        if worker.draining:
             up = False
             checks["shutdown"] = {"status": "DRAINING"}
     body = {"status": "UP" if up else "DOWN", "checks": checks}
@@ -137,8 +138,10 @@ async def healthcheck_datetime() -> str:
 
 
 async def _figures(ctx: RequestContext) -> dict[str, Any]:
-    worker = ctx.port.worker
-    return await worker.usage_figures()  # type: ignore[no-any-return]
+    service = ctx.port.service
+    if service is None:
+        raise HTTPError(503, detailed="no usage figures without a worker")
+    return await service.usage_figures()
 
 
 def _table(title: str, rows: list[dict[str, Any]], keys: list[str]) -> str:
@@ -194,5 +197,8 @@ async def usage_time() -> Response:
 
 async def usage_reset() -> dict[str, Any]:
     ctx = current.get()
-    await ctx.port.worker.reset_usage()
+    service = ctx.port.service
+    if service is None:
+        raise HTTPError(503, detailed="no usage figures without a worker")
+    await service.reset_usage()
     return {"reset": True}

@@ -7,6 +7,7 @@ from typing import Any
 
 from fwrest.context.request import current
 from fwrest.native.catalog import NativeOptions, route_name
+from fwrest.routing.names import TOKEN_ROUTE, TOKEN_ROUTE_NAME
 
 __all__ = ["build_openapi", "list_service", "openapi", "service_listing"]
 
@@ -15,7 +16,7 @@ _PARAM = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)")
 
 def _is_public(port: Any, full_path: str, rel: str, name: str | None) -> bool:
     options: NativeOptions = port.native
-    if name is not None and (name in options.public or name == "oauth2/token"):
+    if name is not None and (name in options.public or name == TOKEN_ROUTE_NAME):
         return True
     settings = port.auth_settings
     if settings is None:
@@ -82,7 +83,7 @@ def service_listing(port: Any) -> list[dict[str, Any]]:
 
 async def list_service() -> list[dict[str, Any]]:
     ctx = current.get()
-    return service_listing(ctx.port.plan)
+    return ctx.port.listing()
 
 
 def build_openapi(port: Any, version: str) -> dict[str, Any]:
@@ -107,7 +108,7 @@ def build_openapi(port: Any, version: str) -> dict[str, Any]:
         doc["security"] = [{security_name: []}]
     elif settings is not None:
         security_name = "oauth2"
-        token_url = port.locations[0].full_path("/fw/oauth2/token")
+        token_url = port.locations[0].full_path(TOKEN_ROUTE)
         doc["components"] = {
             "securitySchemes": {
                 security_name: {
@@ -174,4 +175,4 @@ async def openapi() -> dict[str, Any]:
     from fwrest import __version__
 
     ctx = current.get()
-    return build_openapi(ctx.port.plan, __version__)
+    return ctx.port.openapi(__version__)

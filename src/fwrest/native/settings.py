@@ -20,6 +20,7 @@ import orjson
 from fwrest import log
 from fwrest.config.tunables import SETTINGS, SettingsError, validate
 from fwrest.context.request import RequestContext, Response, current
+from fwrest.context.views import ServiceView
 from fwrest.errors import HTTPError, store_unavailable
 from fwrest.repository import is_async
 from fwrest.store import StoreError
@@ -32,8 +33,15 @@ _CSRF_FIELD = "fw_csrf"
 _SHOWN_FIELD = "fw_shown"
 
 
+def _service(ctx: RequestContext) -> ServiceView:
+    service = ctx.port.service
+    if service is None:  # a bare pipeline (no worker): nothing to show or change
+        raise HTTPError(503, detailed="the run-time settings need a running worker")
+    return service
+
+
 def _csrf_token(ctx: RequestContext) -> str:
-    secret: bytes = ctx.port.worker.service_secret()
+    secret: bytes = _service(ctx).service_secret()
     label = f"fwrest-config-form|{ctx.port.name}|{ctx.auth_user}".encode()
     return hmac.new(secret, label, hashlib.sha256).hexdigest()
 
@@ -49,7 +57,7 @@ def _render(
     typed: dict[str, str] | None = None,
 ) -> str:
     """The page; ``typed``: the fields as a refused form sent them, shown again to correct."""
-    described = ctx.port.worker.settings.describe()
+    described = _service(ctx).settings.describe()
     rows = []
     allowed = []  # under the table: SPEC 5 gives it three columns (run time, file, default)
     shown = []  # the run-time values this page shows: a field left as it was changes nothing
@@ -127,7 +135,7 @@ _PAGE_HEADERS = {
 async def config_page() -> Response:
     ctx = current.get()
     if _wants_json(ctx):
-        body = {"settings": ctx.port.worker.settings.describe()}
+        body = {"settings": _service(ctx).settings.describe()}
         return Response(orjson.dumps(body), media_type="application/json")
     return Response(_render(ctx), media_type="text/html; charset=utf-8", headers=_PAGE_HEADERS)
 
@@ -146,7 +154,7 @@ def _same_origin(ctx: RequestContext) -> bool:
     # Behind a proxy that ends TLS, its X-Forwarded-Proto names the scheme the browser used
     # (a cross-site page cannot send that header: it would need a CORS preflight).
     forwarded = str(ctx.headers.get("x-forwarded-proto", "")).split(",")[0].strip().lower()
-    scheme = forwarded or ctx.port.plan.config.scheme
+    scheme = forwarded or ctx.port.scheme
     return bool(parts.scheme == scheme and parts.netloc.lower() == host.lower())
 
 
@@ -154,13 +162,13 @@ async def config_change() -> Response:
     ctx = current.get()
     if not _same_origin(ctx):
         raise HTTPError(403, detailed="a settings change from another origin is refused")
-    worker = ctx.port.worker
+    worker = _service(ctx)
     media = ctx.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     is_json = media == "application/json"
     is_form = media == "application/x-www-form-urlencoded"
     if not is_json and not is_form:
         raise HTTPError(415, detailed="send application/json or a form")
-    on_admin = ctx.port.plan.auth_settings.on_admin if ctx.port.plan.auth_settings else None
+    on_admin = ctx.port.on_admin
     if on_admin is not None:
         try:
             allowed = (

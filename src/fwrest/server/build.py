@@ -13,6 +13,7 @@ from fwrest.auth.oauth2.route import token_route
 from fwrest.auth.oauth2.warnings import oauth2_warnings
 from fwrest.config.model import LocationConfig, ServerConfig, ServiceConfig
 from fwrest.context.request import NO_AUTH, AuthInfo
+from fwrest.context.views import UsageKey
 from fwrest.errors import ConfigError
 from fwrest.native import (
     NATIVE_ROUTES,
@@ -91,8 +92,7 @@ def _location_plan(
     router: Router[Handler] = Router()
     prefix = loc.path if loc.path != "/" else ""
     for ep in endpoints:
-        key = (loc.path, ep.method, ep.path, loc.thread_pool.name)
-        handler = Handler(ep, key)
+        handler = Handler(ep, UsageKey(loc.path, ep.method, ep.path, loc.thread_pool.name))
         previous = router.add(ep.method, ep.path, handler)
         if previous is not None:
             other = previous.endpoint

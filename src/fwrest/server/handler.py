@@ -1,32 +1,30 @@
-"""Call plans for endpoint functions, fixed at start, and turning results into replies."""
+"""Call plans for endpoint functions, fixed at start, and turning results into replies.
+
+A :class:`Handler` is built per route when the plan is made (which parameters the function
+takes, ``def`` or ``async def``); :func:`bind` turns it, in each worker, into one uniform call
+``invoke(params) -> awaitable result`` that already knows its thread pool and its
+``ActiveTimeout``, so that the request path makes no choice about how to call it (as
+Starlette's ``request_response`` decides at registration).
+"""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 from fwrest.context.jsonbody import NotJSON, to_json
 from fwrest.context.request import RequestContext, Response
+from fwrest.context.views import UsageKey
 from fwrest.repository import Endpoint, is_async
+from fwrest.wire import Reply
 
-__all__ = ["JSON_TYPE", "Handler", "Reply", "result_reply"]
+__all__ = ["JSON_TYPE", "Handler", "Invoke", "Reply", "Submit", "bind", "result_reply"]
 
 JSON = "application/json"
 JSON_TYPE = ("content-type", JSON)  # the header pair of a JSON reply, shared
 TEXT = "text/plain; charset=utf-8"
 OCTETS = "application/octet-stream"
-
-
-@dataclass(slots=True)
-class Reply:
-    """What goes back on the wire: status, headers (lower-case names), body."""
-
-    status: int
-    headers: list[tuple[str, str]]
-    body: bytes
-    close: bool = False
 
 
 _NO_KWARGS: dict[str, str] = {}  # passed as **_NO_KWARGS: Python copies it
@@ -47,6 +45,7 @@ class Handler:
     __slots__ = (
         "endpoint",
         "func",
+        "invoke",
         "is_async",
         "missing",
         "pass_all",
@@ -55,9 +54,11 @@ class Handler:
         "usage_key",
     )
 
-    def __init__(self, endpoint: Endpoint, usage_key: tuple[str, ...] = ()) -> None:
+    def __init__(self, endpoint: Endpoint, usage_key: UsageKey) -> None:
         self.endpoint = endpoint
-        self.usage_key = usage_key  # (location path, method, route, thread pool)
+        self.usage_key = usage_key
+        # the call of the request path, bound to a worker's pool by bind() (unbound: refused)
+        self.invoke: Invoke = _unbound
         self.func: Callable[..., Any] = endpoint.func
         self.is_async = is_async(endpoint.func)
         names: set[str] = set()
@@ -95,6 +96,59 @@ class Handler:
         if self.pass_all:
             return dict(params)
         return {k: v for k, v in params.items() if k in self.passed}
+
+
+Invoke = Callable[[Mapping[str, str]], Awaitable[Any]]
+"""A route's call: its path parameters in, the function's result out (to be awaited)."""
+
+
+class Submit(Protocol):
+    """How a ``def`` function is run off the loop (a location's thread pool)."""
+
+    def __call__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Awaitable[Any]: ...
+
+
+def _unbound(params: Mapping[str, str]) -> Awaitable[Any]:
+    raise RuntimeError("a route was called before its handler was bound to a worker")
+
+
+def bind(
+    handler: Handler,
+    submit: Submit,
+    bounded: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
+) -> Invoke:
+    """The call of ``handler`` in one worker: ``def`` functions through ``submit`` (the
+    location's pool), ``async def`` ones on the loop; path parameters by name only when the
+    function takes them; under ``bounded`` (the pool's ``ActiveTimeout``) when given."""
+    func = handler.func
+    kwargs = handler.kwargs
+    call: Invoke
+    if handler.is_async:
+        if handler.takes_params:
+
+            def call(params: Mapping[str, str]) -> Awaitable[Any]:
+                return func(**kwargs(params))  # type: ignore[no-any-return]
+        else:
+
+            def call(params: Mapping[str, str]) -> Awaitable[Any]:
+                return func()  # type: ignore[no-any-return]
+    elif handler.takes_params:
+
+        def call(params: Mapping[str, str]) -> Awaitable[Any]:
+            return submit(func, **kwargs(params))
+    else:
+
+        def call(params: Mapping[str, str]) -> Awaitable[Any]:
+            return submit(func)
+
+    if bounded is None:
+        return call
+    plain = call
+
+    def limited(params: Mapping[str, str]) -> Awaitable[Any]:
+        return bounded(plain(params))
+
+    return limited
 
 
 def _encode(value: Any) -> tuple[bytes, str]:

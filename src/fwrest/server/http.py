@@ -10,96 +10,34 @@ repeated ``Authorization`` (400), pipelining in order, and a graceful drain.
 from __future__ import annotations
 
 import asyncio
-import time
-from email.utils import formatdate
+import enum
 from typing import Any, cast
 
 import httptools
 
 from fwrest import log
 from fwrest.config.model import ServerConfig
-from fwrest.errors import STATUS_PHRASES, HTTPError, is_cancellation
-from fwrest.server.app import PortApp, Request, error_reply
-from fwrest.server.handler import Reply
+from fwrest.errors import HTTPError, is_cancellation
+from fwrest.wire import Keep, PortHandler, Request, encode_reply, error_reply
 
 __all__ = ["ConnectionSet", "HttpProtocol"]
 
-_IDLE, _HEADERS, _BODY, _DONE = 0, 1, 2, 3
-# what the connection does after an answer: close, stay open, or stay open and say so (an
-# HTTP/1.0 client keeps a connection only when the answer has "Connection: keep-alive")
-_CLOSE, _KEEP, _KEEP_10 = 0, 1, 2
-_TOKEN_PATH = b"oauth2/token"
-TOKEN_BODY_LIMIT = 16384
+
+class _Phase(enum.Enum):
+    """Where the connection is in the current message."""
+
+    IDLE = 0  # between messages
+    HEADERS = 1  # reading the request line and headers
+    BODY = 2  # reading the body
+    DONE = 3  # the message is read; its answer is being made
+
+
+_IDLE, _HEADERS, _BODY, _DONE = _Phase.IDLE, _Phase.HEADERS, _Phase.BODY, _Phase.DONE
 # Chunk extensions are framing the parser skips, never handed to the body: bounded on their
 # own, else a client streams an unlimited body past MaxBodySize (as in CVE-2024-22019).
 CHUNK_EXTENSIONS_LIMIT = 16384
 _CHUNK_FRAMING = 20  # per chunk: up to 16 hex digits and two CRLFs
 _SLICE = 8192  # bytes parsed at a time
-
-_STATUS_LINES: dict[int, bytes] = {
-    code: f"HTTP/1.1 {code} {phrase}\r\n".encode() for code, phrase in STATUS_PHRASES.items()
-}
-_date_cache: list[Any] = [0, b""]
-
-
-def _date_header() -> bytes:
-    now = int(time.time())
-    if _date_cache[0] != now:
-        _date_cache[0] = now
-        _date_cache[1] = f"date: {formatdate(now, usegmt=True)}\r\n".encode()
-    return _date_cache[1]  # type: ignore[no-any-return]
-
-
-# Encoded header lines that fwrest sends over and over (content types, challenges): only
-# these names are remembered, never an application's own headers (cookies, ids).
-_LINES: dict[tuple[str, str], bytes] = {}
-_LINES_SIZE = 256
-_LINE_MAX = 128
-_REMEMBERED = frozenset(
-    ("content-type", "cache-control", "pragma", "www-authenticate", "allow", "vary")
-)
-
-
-def _line(name: str, value: str) -> bytes:
-    line = f"{name}: {value}\r\n".encode("latin-1", "replace")
-    if name in _REMEMBERED and len(line) <= _LINE_MAX:
-        if len(_LINES) >= _LINES_SIZE:
-            _LINES.clear()
-        _LINES[name, value] = line
-    return line
-
-
-_CONNECTION = {_CLOSE: b"connection: close\r\n", _KEEP_10: b"connection: keep-alive\r\n"}
-
-
-def encode_reply(reply: Reply, keep_alive: int) -> bytes:
-    """The answer's bytes; ``keep_alive`` is ``_CLOSE``, ``_KEEP`` or ``_KEEP_10``."""
-    status_line = _STATUS_LINES.get(reply.status) or f"HTTP/1.1 {reply.status} Status\r\n".encode()
-    parts = [status_line, _date_header()]
-    has_length = False
-    lines = _LINES
-    for pair in reply.headers:
-        line = lines.get(pair)
-        if line is None:
-            if pair[0] == "content-length":
-                has_length = True
-            line = _line(*pair)
-        parts.append(line)
-    status = reply.status
-    if status == 204 or status == 304 or status < 200:
-        # no content, whatever the handler gave (RFC 9110 15.3.5, 15.4.5): a body here would
-        # be read as the start of the next response on a kept-alive connection
-        if keep_alive != _KEEP:
-            parts.append(_CONNECTION[keep_alive])
-        parts.append(b"\r\n")
-        return b"".join(parts)
-    if not has_length:
-        parts.append(b"content-length: %d\r\n" % len(reply.body))
-    if keep_alive != _KEEP:
-        parts.append(_CONNECTION[keep_alive])
-    parts.append(b"\r\n")
-    parts.append(reply.body)
-    return b"".join(parts)
 
 
 class ConnectionSet:
@@ -148,7 +86,11 @@ class HttpProtocol(asyncio.Protocol):
     )
 
     def __init__(
-        self, app: PortApp, cfg: ServerConfig, conns: ConnectionSet, loop: asyncio.AbstractEventLoop
+        self,
+        app: PortHandler,
+        cfg: ServerConfig,
+        conns: ConnectionSet,
+        loop: asyncio.AbstractEventLoop,
     ) -> None:
         self.app = app
         self.cfg = cfg
@@ -172,7 +114,7 @@ class HttpProtocol(asyncio.Protocol):
         self._busy = False
         self._keep_alive = True
         self._http10 = False  # the current request is HTTP/1.0
-        self._queue: list[tuple[Request, int]] = []
+        self._queue: list[tuple[Request, Keep]] = []
         # a protocol error met while earlier pipelined requests were still being answered:
         # sent after their answers, then the connection closes
         self._pending: HTTPError | None = None
@@ -219,7 +161,7 @@ class HttpProtocol(asyncio.Protocol):
         self._timer = None
         if self._busy:
             return
-        if self._phase == _IDLE and self._header_bytes == 0:
+        if self._phase is _IDLE and self._header_bytes == 0:
             self._close()  # nothing sent at all: just close
             return
         log.server_log.info(
@@ -242,7 +184,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def _on_keep_alive_timeout(self) -> None:
         self._timer = None
-        if not self._busy and self._phase == _IDLE:
+        if not self._busy and self._phase is _IDLE:
             self._close()
 
     def _close(self) -> None:
@@ -276,7 +218,7 @@ class HttpProtocol(asyncio.Protocol):
         if self._transport is None or self._transport.is_closing():
             return False
         room = self.cfg.max_header_size - self._header_bytes
-        if len(data) > room > 0 and self._phase != _BODY:
+        if len(data) > room > 0 and self._phase is not _BODY:
             # A head in progress may end in this piece past the limit. Parse the bytes it may
             # still take first: if it is still incomplete after them, its raw count is at the
             # limit and on_headers_complete refuses it (whitespace, which the parsed size
@@ -302,24 +244,24 @@ class HttpProtocol(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(HTTPError(400, detailed=_parser_detail(exc), close=True))
             return False
-        if self._phase == _BODY and self._chunked:
+        if self._phase is _BODY and self._chunked:
             # what a chunked body sent beyond its data and framing: chunk extensions
-            if entry_phase == _BODY:
+            if entry_phase is _BODY:
                 self._wire_body += len(data)
-            elif entry_phase == _IDLE and self._completed == completed:
+            elif entry_phase is _IDLE and self._completed == completed:
                 self._wire_body = max(0, len(data) - self._head_size)  # after the head
             extra = self._wire_body - self._body_size - _CHUNK_FRAMING * (self._chunks + 1)
             if extra > CHUNK_EXTENSIONS_LIMIT:
                 self._fail(HTTPError(413, detailed="the chunk extensions are too long", close=True))
                 return False
             return True
-        if self._phase == _HEADERS:
+        if self._phase is _HEADERS:
             # The head is still incomplete: count its raw bytes too, so that a header line
             # that never ends (which the parser does not report) is caught as well.
-            if self._completed != completed or entry_phase == _BODY:
+            if self._completed != completed or entry_phase is _BODY:
                 # another message ended in this chunk: what was parsed of this one
                 self._header_bytes = self._head_size
-            elif entry_phase == _HEADERS:
+            elif entry_phase is _HEADERS:
                 self._header_bytes += len(data)  # the whole chunk belongs to this head
             else:
                 self._header_bytes = len(data)  # this head began at the chunk's start
@@ -355,7 +297,7 @@ class HttpProtocol(asyncio.Protocol):
             raise HTTPError(431, close=True)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if self._phase == _BODY:
+        if self._phase is _BODY:
             # A trailer field of a chunked body: part of the body (RFC 9112 7.1), counted
             # against its limit and discarded (RFC 9112 7.1.2), never merged into the
             # headers: an ``Authorization`` trailer must not authorise the request.
@@ -418,22 +360,10 @@ class HttpProtocol(asyncio.Protocol):
             raise HTTPError(400, detailed="the request needs exactly one Host header", close=True)
         if not self._keep_alive or not parser.should_keep_alive():
             self._keep_alive = False
-        # SPEC 7: 16 KiB on the token route, MaxBodySize elsewhere, before the body is read.
-        # Only a body that may pass 16 KiB asks: loosely first (any target naming the token
-        # path), then as the router resolves the target (percent escapes, dot segments; the
-        # path is remembered for the request's own routing). The route checks again.
-        limit = self.cfg.max_body_size
-        if (
-            limit > TOKEN_BODY_LIMIT
-            and (length > TOKEN_BODY_LIMIT or chunked)
-            and (_TOKEN_PATH in self._url or self.app.is_token_target(self._url))
-        ):
-            limit = TOKEN_BODY_LIMIT
-        self._body_limit = limit
+        # SPEC 7: the route's body limit, before the body is read (the port's policy)
+        limit = self._body_limit = self.app.body_limit(self._url, length, chunked)
         if length > limit:
-            raise HTTPError(
-                413, detailed=f"the body may be at most {self._body_limit} bytes", close=True
-            )
+            raise HTTPError(413, detailed=f"the body may be at most {limit} bytes", close=True)
         self._chunked = chunked
         self._authorization = authorization
         if length > 0 or chunked:
@@ -469,9 +399,9 @@ class HttpProtocol(asyncio.Protocol):
             self.cfg.port,
             self._authorization,
         )
-        keep = _CLOSE
+        keep = Keep.CLOSE
         if self._keep_alive and self._parser.should_keep_alive():
-            keep = _KEEP_10 if self._http10 else _KEEP
+            keep = Keep.OPEN_10 if self._http10 else Keep.OPEN
         if self._busy:
             self._queue.append((request, keep))
             if self._transport is not None:
@@ -480,11 +410,11 @@ class HttpProtocol(asyncio.Protocol):
         self._start(request, keep)
 
     # -- output -------------------------------------------------------------------------------
-    def _start(self, request: Request, keep: int) -> None:
+    def _start(self, request: Request, keep: Keep) -> None:
         self._busy = True
         self._loop.create_task(self._serve(request, keep))
 
-    async def _serve(self, request: Request, keep: int) -> None:
+    async def _serve(self, request: Request, keep: Keep) -> None:
         try:
             reply = await self.app.handle(request)
         except BaseException as exc:  # never out of the task: SystemExit would end the loop
@@ -497,14 +427,14 @@ class HttpProtocol(asyncio.Protocol):
             self._busy = False
             return
         if reply.close or self._conns.draining:
-            keep = _CLOSE
+            keep = Keep.CLOSE
         elif not self._keep_alive and not self._queue and self._pending is None:
             # nothing follows this answer on a connection that ends (the client half-closed,
             # an upgrade); pipelined requests read before an end are answered first
-            keep = _CLOSE
+            keep = Keep.CLOSE
         transport.write(encode_reply(reply, keep))
         self._busy = False
-        if not keep:
+        if keep is Keep.CLOSE:
             self._keep_alive = False
             self._close()
             return
@@ -517,14 +447,14 @@ class HttpProtocol(asyncio.Protocol):
             pending, self._pending = self._pending, None
             self._fail(pending)
             return
-        if self._phase == _DONE:
+        if self._phase is _DONE:
             self._phase = _IDLE
         transport.resume_reading()
-        if self._phase == _IDLE:
+        if self._phase is _IDLE:
             self._set_timer(self.cfg.keep_alive_timeout_ms, self._on_keep_alive_timeout)
         elif self._timer is None:
             # the next request's header or body deadline passed while this one was served
-            if self._phase == _HEADERS:
+            if self._phase is _HEADERS:
                 self._on_header_timeout()
             else:
                 self._on_body_timeout()
@@ -544,7 +474,7 @@ class HttpProtocol(asyncio.Protocol):
             transport.pause_reading()
             return
         reply = error_reply(exc)
-        transport.write(encode_reply(reply, _CLOSE))
+        transport.write(encode_reply(reply, Keep.CLOSE))
         log.access_log.info(
             "- - %d protocol error (%s) client=%s port=%s",
             exc.status,

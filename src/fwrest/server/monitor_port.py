@@ -8,14 +8,15 @@ from typing import Any
 
 from fwrest import log
 from fwrest.auth import AuthSettings, BasicGuard
+from fwrest.auth.throttle import Throttle
 from fwrest.config.model import MonitorConfig, ServerConfig
 from fwrest.context.request import NO_AUTH, AuthInfo, RequestContext
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.monitor import Collector, MonitorApp
 from fwrest.routing import BadPath, normalise_path, split_target
-from fwrest.server.app import Request, error_reply, trace_text
-from fwrest.server.handler import Reply
+from fwrest.server.app import trace_text
 from fwrest.server.state import tunables
+from fwrest.wire import Reply, Request, error_reply
 
 __all__ = ["MonitorPort", "monitor_server_config", "monitor_url"]
 
@@ -43,16 +44,28 @@ def monitor_server_config(mon: MonitorConfig, port: int | None = None) -> Server
 
 
 class MonitorPort:
-    """Duck-types :class:`PortApp` for :class:`HttpProtocol`."""
+    """The monitor's :class:`~fwrest.wire.PortHandler`, and the
+    :class:`~fwrest.context.views.PortView` its Basic guard sees (no routes, no service)."""
+
+    scheme = "http"
+    service = None
+    token_service = None
+    on_admin = None
 
     def __init__(
-        self, cfg: ServerConfig, api_path: str, collector: Collector, settings: AuthSettings | None
+        self,
+        cfg: ServerConfig,
+        api_path: str,
+        collector: Collector,
+        settings: AuthSettings | None,
+        throttle: Throttle | None = None,
     ) -> None:
         self.cfg = cfg
         self.name = "APP_MONITOR"  # what a request context reports as its server
         self.user_data: Any = None
         self.app = MonitorApp(api_path, collector)
-        self.guard = BasicGuard(settings, "APP_MONITOR") if settings is not None else None
+        self.scheme = cfg.scheme
+        self.guard = BasicGuard(settings, "APP_MONITOR", throttle) if settings is not None else None
         self.auth: AuthInfo = (
             AuthInfo(settings.scheme, settings.on_auth_name) if settings is not None else NO_AUTH
         )
@@ -60,11 +73,14 @@ class MonitorPort:
         self.total = 0
         self._max_failures = settings.max_failures if settings is not None else 10
 
-    def guard_max_failures(self) -> int:
-        return self._max_failures
+    def listing(self) -> list[dict[str, Any]]:
+        return []  # no native routes on the monitor's port
 
-    def is_token_target(self, target: bytes) -> bool:
-        return False  # the monitor has no token route
+    def openapi(self, version: str) -> dict[str, Any]:
+        return {}
+
+    def body_limit(self, target: bytes, length: int, chunked: bool) -> int:
+        return self.cfg.max_body_size
 
     async def handle(self, req: Request) -> Reply:
         started = time.perf_counter_ns()

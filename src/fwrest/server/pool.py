@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import enum
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -22,7 +23,16 @@ from fwrest.log import server_log
 
 __all__ = ["ThreadPool"]
 
-_QUEUED, _RUNNING, _EXPIRED = 0, 1, 2
+
+class _State(enum.Enum):
+    """Where a submitted call is: waiting for a thread, running, or given up (503)."""
+
+    QUEUED = 0
+    RUNNING = 1
+    EXPIRED = 2
+
+
+_QUEUED, _RUNNING, _EXPIRED = _State.QUEUED, _State.RUNNING, _State.EXPIRED
 
 
 class _Item:
@@ -118,7 +128,7 @@ class ThreadPool:
 
     def _expire(self, item: _Item) -> None:
         with self._cond:
-            if item.state != _QUEUED:
+            if item.state is not _QUEUED:
                 return
             item.state = _EXPIRED
             with contextlib.suppress(ValueError):
@@ -146,7 +156,7 @@ class ThreadPool:
                     self._idle -= 1
                     return
                 item = self._queue.popleft()
-                if item.state != _QUEUED:
+                if item.state is not _QUEUED:
                     continue
                 item.state = _RUNNING
                 self._idle -= 1

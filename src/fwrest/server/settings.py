@@ -69,7 +69,7 @@ class SettingsManager:
         self.file = dict(file_values)
         self.runtime: dict[str, int] = {}
         self.store: _SettingsStore | None = store
-        if store is not None and getattr(store, "in_process", False) and shared_board is not None:
+        if store is not None and store.in_process and shared_board is not None:
             self.store = shared_board  # a memory store is per worker: share through the board
         self._last_reload = time.monotonic()
         self._changes = 0  # local changes made; a store read begun before one is stale

@@ -25,7 +25,7 @@ from fwrest.auth.throttle import LockBoard
 from fwrest.server import settings
 from fwrest.server.build import ServicePlan
 from fwrest.server.monitor_port import monitor_url
-from fwrest.server.worker import GuardFactory, Worker, new_loop
+from fwrest.server.worker import Worker, new_loop
 
 __all__ = ["run_supervisor"]
 
@@ -48,12 +48,10 @@ class _Supervisor:
         plan: ServicePlan,
         sockets: list[socket.socket],
         workers: int,
-        guard_factory: GuardFactory | None,
     ) -> None:
         self.plan = plan
         self.sockets = sockets
         self.count = workers
-        self.guard_factory = guard_factory
         self.heartbeat: Any = RawArray("d", workers)
         self.counters: Any = RawArray("q", 2 * workers)  # in flight, total per worker
         self.worker_pids: Any = RawArray("q", workers)  # pid per slot (the monitor's names)
@@ -104,7 +102,6 @@ class _Supervisor:
             index=slot,
             heartbeat=self.heartbeat,
             parent_pid=os.getppid(),
-            guard_factory=self.guard_factory,
             counters=self.counters,
             worker_pids=self.worker_pids,
             started=self.started_at,
@@ -292,10 +289,9 @@ def run_supervisor(
     plan: ServicePlan,
     sockets: list[socket.socket],
     workers: int,
-    guard_factory: GuardFactory | None = None,
 ) -> int:
     """Run the service until a signal stops it; the exit code (0 after a graceful stop)."""
-    return _Supervisor(plan, sockets, workers, guard_factory).run()
+    return _Supervisor(plan, sockets, workers).run()
 
 
 __all__ += ["Worker"]

@@ -8,20 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from fwrest.context.views import UsageKey
+
 __all__ = ["UNMATCHED", "UsageTable", "merge"]
 
-UNMATCHED = ("", "-", "(no route)", "-")
+UNMATCHED = UsageKey("", "-", "(no route)", "-")
 
 
 class UsageTable:
-    """(location, method, route, pool) -> [calls, total_us, max_us]."""
+    """:class:`UsageKey` -> [calls, total_us, max_us]."""
 
     __slots__ = ("rows",)
 
     def __init__(self) -> None:
-        self.rows: dict[tuple[str, ...], list[int]] = {}
+        self.rows: dict[UsageKey, list[int]] = {}
 
-    def record(self, key: tuple[str, ...], duration_us: int) -> None:
+    def record(self, key: UsageKey, duration_us: int) -> None:
         row = self.rows.get(key)
         if row is None:
             self.rows[key] = [1, duration_us, duration_us]

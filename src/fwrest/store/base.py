@@ -28,6 +28,9 @@ class StateStore(Protocol):
     """Blocking calls; the server runs them off the event loop."""
 
     kind: str
+    # True when the store answers from this process's memory at once (no I/O): callers may
+    # then call it on the event loop instead of a thread
+    in_process: bool
 
     def ping(self) -> None: ...
 

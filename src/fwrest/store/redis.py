@@ -53,6 +53,7 @@ return {n, ttl}
 
 class RedisStore:
     kind = "redis"
+    in_process = False
 
     def __init__(self, url: str) -> None:
         self.url = url

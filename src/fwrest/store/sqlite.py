@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 
 class SqliteStore:
     kind = "sqlite"
+    in_process = False
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -68,8 +69,8 @@ class SqliteStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        db = self._conn()
         try:
+            db = self._conn()  # inside: a connection that cannot open is a StoreError too (503)
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db

@@ -8,18 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 from fwrest import log
 from fwrest.auth.basic import authorization_header
-from fwrest.auth.blocking import off_loop
+from fwrest.auth.blocking import Pool, off_loop
 from fwrest.auth.oauth2.tokens import InvalidToken, TokenService, bearer_token
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.repository import is_async
+from fwrest.routing.names import TOKEN_ROUTE
+from fwrest.wire import Request
 
 if TYPE_CHECKING:
     from fwrest.context.request import RequestContext
-    from fwrest.server.pool import ThreadPool
 
-__all__ = ["TOKEN_ROUTE", "BearerGuard", "NoCheckPaths"]
+__all__ = ["TOKEN_ROUTE", "BearerGuard", "NoCheckPaths"]  # TOKEN_ROUTE: from routing
 
-TOKEN_ROUTE = "/fw/oauth2/token"  # noqa: S105 - a path, not a secret
 REALM = 'Bearer realm="Access to REST"'
 
 
@@ -93,6 +93,7 @@ class BearerGuard:
         locate: Callable[[str], tuple[str, str]],
         custom: Callable[..., Any] | None,
         custom_name: str,
+        pool: Pool | None = None,
     ) -> None:
         self._service = service
         self._nocheck = nocheck
@@ -101,9 +102,9 @@ class BearerGuard:
         self._custom = custom
         self._custom_async = is_async(custom) if custom else False
         self._custom_name = custom_name
-        self.pool: ThreadPool | None = None  # where a def onAuth runs (see BasicGuard.pool)
+        self.pool = pool  # where a def onAuth runs (see BasicGuard.pool)
 
-    async def __call__(self, req: Any, ctx: RequestContext) -> None:
+    async def __call__(self, req: Request, ctx: RequestContext) -> None:
         path = ctx.path
         if self._any_nocheck or path.endswith(TOKEN_ROUTE):
             _prefix, rel = self._locate(path)

@@ -15,13 +15,14 @@ from urllib.parse import parse_qsl, unquote_plus
 from fwrest import log
 from fwrest.auth.basic import parse_basic
 from fwrest.repository import is_async
+from fwrest.routing.names import TOKEN_BODY_LIMIT
 
 __all__ = ["AuthParams", "OAuthError", "ParamsSource", "client_credentials", "request_params"]
 
 _KEPT_BACK = ("password", "client_secret", "refresh_token")
 MAX_FIELDS = 32
 MAX_FIELD = 4096
-MAX_BODY = 16384
+MAX_BODY = TOKEN_BODY_LIMIT
 _NO_STORE = (("cache-control", "no-store"), ("pragma", "no-cache"))
 
 

@@ -11,7 +11,7 @@ __all__ = ["token_route"]
 async def token_route() -> Response:
     """Issue tokens (password grant) or rotate them (refresh_token grant)."""
     ctx = current.get()
-    service = getattr(ctx.port, "token_service", None)
+    service = ctx.port.token_service
     if service is None:  # pragma: no cover - registered only on oAuth2 ports
         raise HTTPError(404)
     if ctx.method == "HEAD":

@@ -12,14 +12,14 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import jwt
 import orjson
 
 from fwrest import log
 from fwrest.auth.basic import parse_basic
-from fwrest.auth.blocking import off_loop
+from fwrest.auth.blocking import Pool, off_loop
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
 from fwrest.auth.oauth2.params import (
     AuthParams,
@@ -35,9 +35,6 @@ from fwrest.auth.oauth2.passwords import dummy_check, is_hashed, same_secret, ve
 from fwrest.auth.throttle import crossed, port_keys
 from fwrest.errors import HTTPError, is_cancellation, store_unavailable
 from fwrest.store import RefreshRecord, StateStore, StoreError
-
-if TYPE_CHECKING:
-    from fwrest.server.pool import ThreadPool
 
 __all__ = ["InvalidToken", "TokenService"]
 
@@ -105,6 +102,7 @@ class TokenService:
         source: ParamsSource,
         max_failures: int,
         allow_get: bool,
+        pool: Pool | None = None,
     ) -> None:
         self.port_name = port_name
         self._key = key
@@ -132,8 +130,8 @@ class TokenService:
         self._store_pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="fwrest-store")
         # An in-process store (memory) answers from a dict under a lock, at once: calling it
         # on the loop spares the thread hops that sqlite and Redis need.
-        self._inline = bool(getattr(store, "in_process", False))
-        self.pool: ThreadPool | None = None  # where a def onAuthparams runs (the port's pool)
+        self._inline = store.in_process
+        self.pool = pool  # where a def onAuthparams runs (the port's pool)
 
     # -- revocation cache (SPEC 7: at most 1 s stale, never waited on) --------------------------
     def start(self) -> None:

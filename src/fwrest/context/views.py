@@ -1,0 +1,121 @@
+"""What a request may see of what serves it: declared, so that mypy --strict checks every use.
+
+A handler and a native route reach the port through ``RequestContext.port`` (a
+:class:`PortView`) and, through it, the worker's shared services (a :class:`ServiceView`).
+The server implements these Protocols (``fwrest.server.app.PortApp``,
+``fwrest.server.runtime.WorkerServices``); nothing below the server layer imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from fwrest.context.request import AuthInfo
+    from fwrest.store import StateStore
+
+__all__ = [
+    "PortView",
+    "Routed",
+    "ServiceView",
+    "SettingsView",
+    "TokenEndpoint",
+    "UsageKey",
+]
+
+
+class UsageKey(NamedTuple):
+    """Where a request was routed: the row of the usage figures it counts in."""
+
+    location: str  # the location's path, e.g. "/rest"
+    method: str
+    route: str  # the route's pattern relative to the location, e.g. "/users/:id"
+    pool: str  # the location's thread pool
+
+
+class Routed(Protocol):
+    """The endpoint a request was routed to, as the REST object reads it."""
+
+    @property
+    def usage_key(self) -> UsageKey: ...
+
+
+class TokenEndpoint(Protocol):
+    """An oAuth2 port's token service, as the token route calls it."""
+
+    async def token_endpoint(
+        self, method: str, query: str, body: bytes, headers: dict[str, str], client_ip: str
+    ) -> tuple[int, list[tuple[str, str]], bytes]: ...
+
+
+class SettingsView(Protocol):
+    """The run-time settings (``[GENERAL]``) of the service."""
+
+    def describe(self) -> dict[str, dict[str, Any]]: ...
+
+    async def change(self, changes: dict[str, int | None]) -> None: ...
+
+
+class ServiceView(Protocol):
+    """What native routes read and do of the service beyond one port."""
+
+    @property
+    def store(self) -> StateStore | None: ...
+
+    @property
+    def settings(self) -> SettingsView: ...
+
+    @property
+    def draining(self) -> bool: ...
+
+    def service_secret(self) -> bytes:
+        """A key every worker and host of the service shares (anti-forgery tokens)."""
+        ...
+
+    def workers_alive(self) -> tuple[int, int]:
+        """(workers whose heartbeat is fresh, workers expected)."""
+        ...
+
+    async def usage_figures(self) -> dict[str, Any]: ...
+
+    async def reset_usage(self) -> None: ...
+
+
+class PortView(Protocol):
+    """The port (server section) serving a request."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def user_data(self) -> Any: ...
+
+    @property
+    def auth(self) -> AuthInfo: ...
+
+    @property
+    def scheme(self) -> str:
+        """``http`` or ``https``."""
+        ...
+
+    @property
+    def service(self) -> ServiceView | None:
+        """The worker's services; None for a port served without a worker (a bare pipeline)."""
+        ...
+
+    @property
+    def token_service(self) -> TokenEndpoint | None: ...
+
+    @property
+    def on_admin(self) -> Callable[[str], Any] | None:
+        """The port's ``onAdmin`` function, who may change settings."""
+        ...
+
+    def listing(self) -> list[dict[str, Any]]:
+        """The port's routes, as ``list/service`` answers them."""
+        ...
+
+    def openapi(self, version: str) -> dict[str, Any]:
+        """The port's OpenAPI document."""
+        ...

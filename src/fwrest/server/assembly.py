@@ -1,0 +1,171 @@
+"""Assembly of one worker's request pipelines: thread pools, guards, throttles, token
+services and port apps, each built with every collaborator in its constructor.
+
+Owns: what each port's pipeline is made of, decided once per worker. Must not know: sockets,
+signals, the supervisor (``worker``), how the usage figures are shared (``usage_sync``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fwrest.auth import AuthSettings, BasicGuard
+from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
+from fwrest.auth.throttle import LockBoard, Throttle
+from fwrest.context.views import ServiceView
+from fwrest.routing import LocationTable
+from fwrest.server.app import Guard, PortApp
+from fwrest.server.build import PortPlan, ServicePlan
+from fwrest.server.pool import ThreadPool
+
+__all__ = ["Assembly", "assemble", "monitor_throttle"]
+
+
+@dataclass(slots=True)
+class Assembly:
+    """What a worker built for its ports; :meth:`close` stops its background parts."""
+
+    pools: dict[str, ThreadPool] = field(default_factory=dict)
+    apps: list[PortApp] = field(default_factory=list)
+    services: list[TokenService] = field(default_factory=list)
+    throttles: list[Throttle] = field(default_factory=list)
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.shutdown()
+        for service in self.services:
+            service.stop()
+        for throttle in self.throttles:
+            throttle.stop()
+
+
+def _locator(port: PortPlan) -> Callable[[str], tuple[str, str]]:
+    """(location prefix, path relative to it) of a normalised path (the oAuth2 guard's view)."""
+    table: LocationTable[str] = LocationTable((loc.prefix, loc.prefix) for loc in port.locations)
+
+    def locate(path: str) -> tuple[str, str]:
+        found = table.find(path)
+        return found if found is not None else ("", path)
+
+    return locate
+
+
+def _throttle(
+    plan: ServicePlan,
+    built: Assembly,
+    max_failures: int,
+    port_name: str,
+    lock_board: LockBoard | None,
+    region: int,
+) -> Throttle | None:
+    """The brute-force throttle of a Basic guard (None without a store), started."""
+    if plan.store is None:
+        return None
+    throttle = Throttle(plan.store, max_failures, port_name, board=lock_board, region=region)
+    throttle.start()
+    built.throttles.append(throttle)
+    return throttle
+
+
+class _Builder:
+    def __init__(
+        self,
+        plan: ServicePlan,
+        loop: asyncio.AbstractEventLoop,
+        service: ServiceView,
+        lock_board: LockBoard | None,
+        region: int,
+    ) -> None:
+        self.plan = plan
+        self.loop = loop
+        self.service = service
+        self.lock_board = lock_board
+        self.region = region
+        self.built = Assembly()
+
+    def throttle(self, max_failures: int, port_name: str) -> Throttle | None:
+        return _throttle(
+            self.plan, self.built, max_failures, port_name, self.lock_board, self.region
+        )
+
+    def pools(self) -> None:
+        pools = self.built.pools
+        for port in self.plan.ports:
+            for loc in port.locations:
+                config = loc.config.thread_pool
+                if config.name.lower() not in pools:
+                    pools[config.name.lower()] = ThreadPool(config, self.loop)
+
+    def port_app(self, port: PortPlan) -> PortApp:
+        settings = port.auth_settings
+        # a def OnAuth/onAuth/onAuthparams runs in the thread pool of the port's first location
+        pool = self.built.pools[port.locations[0].pool_name.lower()] if port.locations else None
+        guard: Guard | None = None
+        tokens: TokenService | None = None
+        if settings is not None and settings.scheme == "basic":
+            throttle = self.throttle(settings.max_failures, port.config.name)
+            guard = BasicGuard(settings, port.config.name, throttle, pool)
+        elif settings is not None and settings.scheme == "oAuth2":
+            tokens = self.token_service(port, settings, pool)
+            guard = BearerGuard(
+                tokens,
+                NoCheckPaths(settings.nocheck),
+                _locator(port),
+                settings.on_auth,
+                settings.on_auth_name,
+                pool,
+            )
+        return PortApp(port, self.built.pools, guard, token_service=tokens, service=self.service)
+
+    def token_service(
+        self, port: PortPlan, settings: AuthSettings, pool: ThreadPool | None
+    ) -> TokenService:
+        assert self.plan.store is not None and self.plan.signing_key is not None
+        tokens = TokenService(
+            port_name=port.config.name,
+            key=self.plan.signing_key,
+            store=self.plan.store,
+            source=ParamsSource(settings.params_func, settings.params_file),
+            max_failures=settings.max_failures,
+            allow_get=settings.allow_get,
+            pool=pool,
+        )
+        tokens.start()
+        self.built.services.append(tokens)
+        return tokens
+
+
+def assemble(
+    plan: ServicePlan,
+    loop: asyncio.AbstractEventLoop,
+    service: ServiceView,
+    *,
+    lock_board: LockBoard | None = None,
+    region: int = 0,
+) -> Assembly:
+    """Every port's pipeline for one worker (on its running loop).
+
+    Args:
+        plan: the service's plan (the store open, the signing key loaded).
+        loop: the worker's loop (thread pools hand results back to it).
+        service: what native routes may use of the worker.
+        lock_board: the Basic lock-outs the workers of the host share.
+        region: this worker's slot on the lock board.
+    """
+    builder = _Builder(plan, loop, service, lock_board, region)
+    builder.pools()
+    for port in plan.ports:
+        builder.built.apps.append(builder.port_app(port))
+    return builder.built
+
+
+def monitor_throttle(
+    plan: ServicePlan, built: Assembly, lock_board: LockBoard | None, region: int
+) -> Throttle | None:
+    """The monitor port's brute-force throttle, when it has a Basic guard and a store."""
+    auth = plan.monitor_auth
+    if auth is None or auth.scheme != "basic":
+        return None
+    return _throttle(plan, built, auth.max_failures, "APP_MONITOR", lock_board, region)

@@ -1,0 +1,213 @@
+"""Testing a service without sockets (SPEC 14.3): ``fwrest.testing.Client``.
+
+``Client(config, server=NAME)`` is an :class:`httpx.Client` whose transport hands each request
+to the request pipeline of the named server section (port), in this process, as Starlette's
+``TestClient`` does for an ASGI app: the same guard, routing, REST object and answers as over
+a socket, with the checks the HTTP engine makes before the pipeline (one ``Authorization``
+header, the head and body limits). What only a socket shows (deadlines, TLS, pipelining,
+processes) needs a real server (``fwrest.start``).
+
+    >>> from fwrest.testing import Client                      # doctest: +SKIP
+    >>> with Client("service.ini", server="HTTP_REST") as c:   # doctest: +SKIP
+    ...     c.get("/rest/users/1", auth=("u", "p")).json()
+
+The service runs one worker on a background event loop from ``__enter__`` (or the first
+request) to ``__exit__`` (or :meth:`Client.close`). Needs the extra ``fwrest[testing]``
+(httpx).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+try:
+    import httpx
+except ImportError as exc:  # pragma: no cover - the extra is missing
+    raise ImportError("fwrest.testing needs httpx: pip install 'fwrest[testing]'") from exc
+
+from fwrest.errors import HTTPError
+from fwrest.server.app import PortApp
+from fwrest.server.build import ServicePlan, open_runtime
+from fwrest.server.service import _release_logging, _setup_logging, prepare
+from fwrest.server.worker import Worker, new_loop
+from fwrest.wire import Reply, Request, error_reply
+
+__all__ = ["Client"]
+
+_CALL_TIMEOUT_S = 300.0  # a hung handler fails the test instead of hanging it
+
+
+class _Runtime:
+    """One worker of the service on an event loop of its own thread."""
+
+    def __init__(self, config: str | Path | Mapping[str, Any], server: str | None) -> None:
+        self.plan: ServicePlan = prepare(config)
+        names = [port.config.name for port in self.plan.ports]
+        if server is None:
+            self.index = 0
+        else:
+            wanted = server.lower()  # section names are case-insensitive (SPEC 9)
+            found = [i for i, name in enumerate(names) if name.lower() == wanted]
+            if not found:
+                raise ValueError(
+                    f"Client(server={server!r}): the configuration has no such server; "
+                    f"name one of {', '.join(names)}"
+                )
+            self.index = found[0]
+        port = self.plan.ports[self.index].config
+        host = port.host if port.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        host = f"[{host}]" if ":" in host else host
+        self.base_url = f"{port.scheme}://{host}:{port.port or 80}"
+        self.port_number = port.port
+        self.max_header_size = port.max_header_size
+        self.app: PortApp | None = None
+        self._worker: Worker | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def open(self) -> PortApp:
+        with self._lock:
+            if self.app is not None:
+                return self.app
+            _setup_logging(self.plan.config, own_process=False)
+            try:
+                open_runtime(self.plan)
+                loop = new_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="fwrest-testing", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+                worker = Worker(self.plan, [])
+                asyncio.run_coroutine_threadsafe(worker.open(), loop).result(_CALL_TIMEOUT_S)
+            except BaseException:
+                self._shut()
+                raise
+            self._worker = worker
+            self.app = worker.apps[self.index]
+            return self.app
+
+    def call(self, request: Request) -> Reply:
+        app = self.open()
+        assert self._loop is not None
+        future = asyncio.run_coroutine_threadsafe(app.handle(request), self._loop)
+        return future.result(_CALL_TIMEOUT_S)
+
+    def close(self) -> None:
+        with self._lock:
+            worker, loop = self._worker, self._loop
+            if worker is not None and loop is not None:
+                asyncio.run_coroutine_threadsafe(worker.close(), loop).result(_CALL_TIMEOUT_S)
+            self._worker = None
+            self.app = None
+            self._shut()
+
+    def _shut(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(10)
+            loop.close()
+        self._loop = self._thread = None
+        if self.plan.store is not None:
+            self.plan.store.close()
+            self.plan.store = None
+        _release_logging()
+
+
+def head_size(method: str, target: bytes, headers: list[tuple[str, str]]) -> int:
+    """The bytes of a request's line and headers on the wire, as ``MaxHeaderSize`` counts them.
+
+    >>> head_size("GET", b"/rest/hello", [("host", "x")])
+    37
+    """
+    line = len(method) + 1 + len(target) + len(" HTTP/1.1\r\n")
+    return line + sum(len(n) + len(": ") + len(v) + 2 for n, v in headers) + 2
+
+
+class _PipelineTransport(httpx.BaseTransport):
+    """Hands each request to the port's pipeline, as the HTTP engine would."""
+
+    def __init__(self, runtime: _Runtime, client_address: str) -> None:
+        self._runtime = runtime
+        self._client_address = client_address
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        target = request.url.raw_path
+        headers = [
+            (name.decode("latin-1").lower(), value.decode("latin-1"))
+            for name, value in request.headers.raw
+        ]
+        reply = self._refused(request.method, target, headers, body)
+        if reply is None:
+            reply = self._runtime.call(
+                Request(
+                    request.method,
+                    target,
+                    headers,
+                    body,
+                    self._client_address,
+                    self._runtime.port_number,
+                )
+            )
+        return httpx.Response(
+            reply.status, headers=reply.headers, content=reply.body, request=request
+        )
+
+    def _refused(
+        self, method: str, target: bytes, headers: list[tuple[str, str]], body: bytes
+    ) -> Reply | None:
+        """What the engine refuses before the pipeline sees a request (SPEC 7)."""
+        app = self._runtime.open()
+        if head_size(method, target, headers) > self._runtime.max_header_size:
+            return error_reply(HTTPError(431, close=True))
+        if sum(1 for name, _ in headers if name == "authorization") > 1:
+            return error_reply(HTTPError(400, detailed="repeated Authorization header"))
+        limit = app.body_limit(target, len(body), False)
+        if len(body) > limit:
+            return error_reply(HTTPError(413, detailed=f"the body may be at most {limit} bytes"))
+        return None
+
+    def close(self) -> None:
+        self._runtime.close()
+
+
+class Client(httpx.Client):
+    """An ``httpx.Client`` served by one port's pipeline in this process (SPEC 14.3).
+
+    Args:
+        config: the service's configuration, as :func:`fwrest.start` takes it (a file path
+            or a mapping of sections).
+        server: the server section (port) to talk to; the first one of
+            ``[HTTPSERVER] Servers`` when omitted.
+        client_address: the address the service sees the requests come from.
+        **kwargs: passed to :class:`httpx.Client` (``headers``, ``auth``, ``timeout``...).
+
+    Raises:
+        ConfigError: the configuration is invalid.
+        ValueError: it has no server section named ``server``.
+    """
+
+    def __init__(
+        self,
+        config: str | Path | Mapping[str, Any],
+        server: str | None = None,
+        *,
+        client_address: str = "127.0.0.1",
+        **kwargs: Any,
+    ) -> None:
+        self._runtime = _Runtime(config, server)
+        kwargs.setdefault("base_url", self._runtime.base_url)
+        super().__init__(transport=_PipelineTransport(self._runtime, client_address), **kwargs)
+
+    def __enter__(self) -> Client:
+        super().__enter__()
+        self._runtime.open()
+        return self

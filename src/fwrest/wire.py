@@ -1,0 +1,149 @@
+"""The seam between the HTTP engine and what serves a port.
+
+The engine (:mod:`fwrest.server.http`) parses bytes into a :class:`Request`, asks the port's
+:class:`PortHandler` for the body limit of a request before reading its body and for the
+:class:`Reply` once it is read, and writes the reply's bytes (:func:`encode_reply`). It knows
+nothing else of the port: not its routes (the token route's smaller body limit is the port's
+policy, :meth:`PortHandler.body_limit`), not its guard, not its logs.
+
+Owns: the request and reply records, the reply encoder. Must not know: routing, auth, config
+files, the application.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass
+from email.utils import formatdate
+from typing import Protocol
+
+from fwrest.errors import STATUS_PHRASES, HTTPError
+
+__all__ = ["Keep", "PortHandler", "Reply", "Request", "encode_reply", "error_reply"]
+
+JSON = "application/json"
+
+
+@dataclass(slots=True)
+class Request:
+    """One parsed HTTP request, as the connection hands it over."""
+
+    method: str
+    target: bytes
+    headers: list[tuple[str, str]]  # lower-case names, latin-1 values, in order
+    body: bytes
+    client: str
+    port: int
+    # the Authorization value, found by the HTTP layer while it checks the headers (None:
+    # not looked for, or absent; guards then look in ``headers``)
+    authorization: str | None = None
+
+
+@dataclass(slots=True)
+class Reply:
+    """What goes back on the wire: status, headers (lower-case names), body."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    close: bool = False
+
+
+class PortHandler(Protocol):
+    """What serves one port, as the engine sees it."""
+
+    def body_limit(self, target: bytes, length: int, chunked: bool) -> int:
+        """The most body bytes the request for ``target`` may send, asked once its head is
+        read (``length`` -1 when it has none; ``chunked`` for a chunked body)."""
+        ...
+
+    async def handle(self, req: Request) -> Reply:
+        """The answer to a complete request (never raises: errors are replies)."""
+        ...
+
+
+def error_reply(exc: HTTPError) -> Reply:
+    """The reply of a client error (SPEC 3's error body, the error's own headers)."""
+    headers = [("content-type", JSON), *exc.headers]
+    return Reply(exc.status, headers, exc.body(), exc.close)
+
+
+class Keep(enum.IntEnum):
+    """What a connection does after an answer."""
+
+    CLOSE = 0  # close it ("connection: close")
+    OPEN = 1  # keep it open (HTTP/1.1's default: nothing said)
+    OPEN_10 = 2  # keep it open and say so (an HTTP/1.0 client needs "connection: keep-alive")
+
+
+_STATUS_LINES: dict[int, bytes] = {
+    code: f"HTTP/1.1 {code} {phrase}\r\n".encode() for code, phrase in STATUS_PHRASES.items()
+}
+
+
+class _DateLine:
+    """The ``date`` header line, formatted once a second."""
+
+    second = 0
+    line = b""
+
+    @classmethod
+    def get(cls) -> bytes:
+        now = int(time.time())
+        if cls.second != now:
+            cls.second = now
+            cls.line = f"date: {formatdate(now, usegmt=True)}\r\n".encode()
+        return cls.line
+
+
+# Encoded header lines that fwrest sends over and over (content types, challenges): only
+# these names are remembered, never an application's own headers (cookies, ids).
+_LINES: dict[tuple[str, str], bytes] = {}
+_LINES_SIZE = 256
+_LINE_MAX = 128
+_REMEMBERED = frozenset(
+    ("content-type", "cache-control", "pragma", "www-authenticate", "allow", "vary")
+)
+
+
+def _line(name: str, value: str) -> bytes:
+    line = f"{name}: {value}\r\n".encode("latin-1", "replace")
+    if name in _REMEMBERED and len(line) <= _LINE_MAX:
+        if len(_LINES) >= _LINES_SIZE:
+            _LINES.clear()
+        _LINES[name, value] = line
+    return line
+
+
+_CONNECTION = {Keep.CLOSE: b"connection: close\r\n", Keep.OPEN_10: b"connection: keep-alive\r\n"}
+
+
+def encode_reply(reply: Reply, keep: Keep) -> bytes:
+    """The answer's bytes, with the ``connection`` header ``keep`` asks for."""
+    status_line = _STATUS_LINES.get(reply.status) or f"HTTP/1.1 {reply.status} Status\r\n".encode()
+    parts = [status_line, _DateLine.get()]
+    has_length = False
+    lines = _LINES
+    for pair in reply.headers:
+        line = lines.get(pair)
+        if line is None:
+            if pair[0] == "content-length":
+                has_length = True
+            line = _line(*pair)
+        parts.append(line)
+    status = reply.status
+    if status == 204 or status == 304 or status < 200:
+        # no content, whatever the handler gave (RFC 9110 15.3.5, 15.4.5): a body here would
+        # be read as the start of the next response on a kept-alive connection
+        if keep is not Keep.OPEN:
+            parts.append(_CONNECTION[keep])
+        parts.append(b"\r\n")
+        return b"".join(parts)
+    if not has_length:
+        parts.append(b"content-length: %d\r\n" % len(reply.body))
+    if keep is not Keep.OPEN:
+        parts.append(_CONNECTION[keep])
+    parts.append(b"\r\n")
+    parts.append(reply.body)
+    return b"".join(parts)

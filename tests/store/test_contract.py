@@ -1,0 +1,580 @@
+"""The state-store contract, one suite over every store (STYLE "One contract suite over all
+stores"): each test runs on the memory store, a sqlite file under ``tmp_path`` and a real
+``redis-server`` (started once for the module by ``tests/redis_support.py``, emptied before
+each test; without ``redis-server`` the Redis cases fail, never skip), with the same
+assertions. Every member of :class:`fwrest.store.StateStore` is exercised as its callers use
+it (``auth/oauth2/tokens.py``, ``auth/throttle.py``, ``server/settings.py``,
+``server/worker.py``):
+
+* refresh tokens: ``add_refresh`` / ``spend_refresh`` is a compare-and-set owned by the
+  request's claim (the same claim again is "ok", another claim "spent", an unknown hash
+  "missing"); ``restore_refresh`` undoes only its own claim's spend; 50 threads spending one
+  token: exactly one wins;
+* ``revoke_family`` / ``revoked_families`` and ``add_lock`` / ``locks``: only those in force,
+  the latest end kept, ended ones forgotten;
+* ``hit_failure`` / ``failures`` / ``clear_failures``: a window that starts at the first
+  failure, counts atomic under 50 threads;
+* ``signing_key`` set-if-absent (also under a race), ``get_settings`` / ``set_settings``
+  (``None`` clears), ``put_blob`` / ``blobs`` / ``delete_blobs`` by prefix (usage figures);
+* ``ping``, ``close``, ``kind``, ``open_store``; a store out of reach raises ``StoreError``
+  (callers catch only that to answer 503).
+
+Where stores differ by design (the memory store lives in one process, docs/decisions.md), the
+documented behaviour is asserted per store.
+"""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from fwrest.store import RefreshRecord, StateStore, StoreError, open_store
+from fwrest.store.memory import MemoryStore
+from fwrest.store.redis import RedisStore
+from fwrest.store.sqlite import SqliteStore
+from tests.redis_support import RedisServer, free_port
+
+T = TypeVar("T")
+
+KINDS = ["memory", "sqlite", "redis"]
+IMPLEMENTATIONS: dict[str, type[StateStore]] = {
+    "memory": MemoryStore,
+    "sqlite": SqliteStore,
+    "redis": RedisStore,
+}
+WINDOW_S = 0.4  # short failure windows, lock-outs and revocations that end within the test
+PAST_S = WINDOW_S + 0.1  # a wait that outlasts them
+# "start + window - now" computed at an epoch near 1.7e9 s (a float's step there: 2.4e-7 s)
+EPS = 1e-6
+THREADS = 50
+
+# The protocol's members, each exercised below; a member added to the protocol fails
+# test_the_suite_covers_every_protocol_member until a test covers it.
+COVERED = {
+    "kind",
+    "in_process",
+    "ping",
+    "add_refresh",
+    "spend_refresh",
+    "restore_refresh",
+    "revoke_family",
+    "revoked_families",
+    "hit_failure",
+    "failures",
+    "clear_failures",
+    "add_lock",
+    "locks",
+    "signing_key",
+    "get_settings",
+    "set_settings",
+    "put_blob",
+    "blobs",
+    "delete_blobs",
+    "close",
+}
+
+
+@dataclass
+class Backend:
+    """Where one store kind keeps its state: ``open()`` gives another instance on it (another
+    worker's view of the same file or server), closed at the end of the test."""
+
+    kind: str
+    spec: str  # ``[HTTPSERVER] StateStore``
+    data_path: Path  # ``DataPath``
+    opened: list[StateStore] = field(default_factory=list)
+
+    def open(self) -> StateStore:
+        store = open_store(self.spec, self.data_path)
+        self.opened.append(store)
+        return store
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One real ``redis-server`` for the module (fails, never skips, when it is missing)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=KINDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    spec = request.param
+    if spec == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        client = server.client()
+        try:
+            client.flushdb()  # each test starts from an empty store, as with the others
+        finally:
+            client.close()
+        spec = server.url
+    found = Backend(request.param, spec, tmp_path / "data")  # a folder not made yet
+    yield found
+    for store in found.opened:
+        store.close()
+
+
+@pytest.fixture
+def store(backend: Backend) -> StateStore:
+    return backend.open()
+
+
+def record(
+    token_hash: str,
+    *,
+    family: str = "fam-1",
+    client_id: str = "web",
+    subject: str = "ada",
+    expires_in_s: float = 3600.25,
+) -> RefreshRecord:
+    return RefreshRecord(token_hash, family, client_id, subject, time.time() + expires_in_s)
+
+
+def race(count: int, call: Callable[[int], T]) -> list[T]:
+    """``call(i)`` for i in range(count), in ``count`` threads released at once by a barrier;
+    the results in order of i (an exception in a thread is raised here)."""
+    barrier = threading.Barrier(count, timeout=10)
+
+    def run(i: int) -> T:
+        barrier.wait()
+        return call(i)
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(run, range(count)))
+
+
+def in_thread(call: Callable[[], T]) -> T:
+    """``call()`` in a new thread (a store thread of the token service), its result here."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(call).result(timeout=30)
+
+
+# -- the protocol itself --------------------------------------------------------------------
+
+
+def test_the_suite_covers_every_protocol_member() -> None:
+    members = {name for name in vars(StateStore) if not name.startswith("_")}
+    members |= set(StateStore.__annotations__)
+    assert members == COVERED, f"not covered here: {members - COVERED}"
+
+
+def test_open_store_gives_the_named_implementation(backend: Backend, store: StateStore) -> None:
+    assert type(store) is IMPLEMENTATIONS[backend.kind]
+    assert store.kind == backend.kind
+    if backend.kind == "sqlite":
+        # `sqlite` is a file under DataPath, made with its folder
+        assert (backend.data_path / "state.sqlite3").is_file()
+
+
+def test_every_protocol_method_takes_the_protocol_parameters(store: StateStore) -> None:
+    methods = sorted(COVERED - {"kind", "in_process"})  # the attributes are no methods
+    for name in methods:
+        wanted = inspect.signature(getattr(StateStore, name)).parameters
+        got = inspect.signature(getattr(type(store), name)).parameters
+        assert [(p.name, p.kind) for p in got.values()] == [
+            (p.name, p.kind) for p in wanted.values()
+        ], f"{type(store).__name__}.{name}"
+
+
+# -- refresh tokens -------------------------------------------------------------------------
+
+
+def test_a_spend_gives_back_the_record_as_added(store: StateStore) -> None:
+    records = [
+        record("h-web"),
+        # no client (onAuthparams lists none: tokens.py stores ""), a subject beyond ASCII,
+        # an expiry with a fraction of a second and one far ahead
+        record("h-none", family="fam-2", client_id="", subject="zoë ✓", expires_in_s=0.125),
+        record("h-far", family="fam-3", subject="o'brien", expires_in_s=86400 * 365 * 50.5),
+    ]
+    for rec in records:
+        store.add_refresh(rec)
+    for rec in records:
+        assert store.spend_refresh(rec.token_hash, "claim-1") == ("ok", rec)
+    assert store.spend_refresh("h-unknown", "claim-1") == ("missing", None)
+
+
+def test_a_spend_is_a_compare_and_set_owned_by_its_claim(store: StateStore) -> None:
+    rec = record("h1")
+    other = record("h2", family="fam-2")
+    store.add_refresh(rec)
+    store.add_refresh(other)
+    assert store.spend_refresh("h1", "claim-a") == ("ok", rec)
+    # the same request sent again (its answer was lost): still its own spend, not a replay
+    assert store.spend_refresh("h1", "claim-a") == ("ok", rec)
+    # anyone else: a replay; the record comes along (the caller revokes its family)
+    assert store.spend_refresh("h1", "claim-b") == ("spent", rec)
+    assert store.spend_refresh("h1", "claim-b") == ("spent", rec)
+    # spending one token leaves another alone
+    assert store.spend_refresh("h2", "claim-b") == ("ok", other)
+    assert store.spend_refresh("h2", "claim-a") == ("spent", other)
+    assert store.spend_refresh("h3", "claim-a") == ("missing", None)
+
+
+def test_restore_undoes_only_its_own_claims_spend(store: StateStore) -> None:
+    rec = record("h1")
+    store.add_refresh(rec)
+    store.restore_refresh("h1", "claim-a")  # nothing spent yet: nothing changes
+    assert store.spend_refresh("h1", "claim-a") == ("ok", rec)
+    store.restore_refresh("h1", "claim-b")  # not b's spend
+    assert store.spend_refresh("h1", "claim-c") == ("spent", rec)
+    store.restore_refresh("h1", "claim-a")  # a's request gave its client no new pair
+    assert store.spend_refresh("h1", "claim-c") == ("ok", rec)
+    # a late, repeated restore by a cannot undo c's spend
+    store.restore_refresh("h1", "claim-a")
+    assert store.spend_refresh("h1", "claim-a") == ("spent", rec)
+    assert store.spend_refresh("h1", "claim-c") == ("ok", rec)
+    # an unknown token: no error, and it does not appear
+    store.restore_refresh("h-unknown", "claim-a")
+    assert store.spend_refresh("h-unknown", "claim-a") == ("missing", None)
+
+
+def test_an_expired_refresh_token_is_found_for_the_caller_to_judge(store: StateStore) -> None:
+    # tokens.py tells "has expired; repeat the password grant" from the record's expires_at:
+    # every store keeps a token a day past its expiry (memory's sweep and sqlite's DELETE cut
+    # at a day ago, Redis adds a day to the key's TTL)
+    rec = record("h-old", expires_in_s=-60.5)
+    store.add_refresh(rec)
+    status, found = store.spend_refresh("h-old", "claim-a")
+    assert (status, found) == ("ok", rec)
+    assert found is not None and found.expires_at < time.time()
+
+
+def test_one_of_many_simultaneous_spends_wins(store: StateStore) -> None:
+    rec = record("h-race")
+    store.add_refresh(rec)
+    claims = [f"claim-{i}" for i in range(THREADS)]
+    results = race(THREADS, lambda i: store.spend_refresh("h-race", claims[i]))
+    tally = Counter(status for status, _ in results)
+    assert tally == {"ok": 1, "spent": THREADS - 1}, tally
+    assert all(found == rec for _, found in results)
+    winner = claims[[status for status, _ in results].index("ok")]
+    loser = next(claim for claim in claims if claim != winner)
+    assert store.spend_refresh("h-race", winner) == ("ok", rec)
+    assert store.spend_refresh("h-race", loser) == ("spent", rec)
+
+
+# -- revocations and lock-outs --------------------------------------------------------------
+
+
+def test_revoked_families_are_those_in_force_with_their_latest_end(store: StateStore) -> None:
+    now = time.time()
+    store.revoke_family("fam-a", now + 60.5)
+    store.revoke_family("fam-b", now + 120.25)
+    store.revoke_family("fam-ended", now - 1)
+    store.revoke_family("fam-short", now + WINDOW_S)
+    assert store.revoked_families() == {
+        "fam-a": now + 60.5,
+        "fam-b": now + 120.25,
+        "fam-short": now + WINDOW_S,
+    }
+    # a second replay computing an earlier end does not shorten the revocation; a later one
+    # extends it
+    store.revoke_family("fam-a", now + 10)
+    store.revoke_family("fam-b", now + 300.75)
+    listed = store.revoked_families()
+    assert listed["fam-a"] == now + 60.5
+    assert listed["fam-b"] == now + 300.75
+    # the caller adds to its copy (tokens.py: self.revoked[family] = until): not to the store
+    listed["fam-intruder"] = now + 999
+    assert "fam-intruder" not in store.revoked_families()
+    time.sleep(PAST_S)
+    assert store.revoked_families() == {"fam-a": now + 60.5, "fam-b": now + 300.75}
+
+
+def test_locks_are_the_lock_outs_in_force_with_their_latest_end(store: StateStore) -> None:
+    now = time.time()
+    user, address = "basic|user:zoë ?*[\n]", "basic|ip:192.0.2.7"
+    store.add_lock(user, now + 60.5)
+    store.add_lock(address, now + WINDOW_S)
+    store.add_lock("basic|ip:192.0.2.8", now - 1)  # ended already
+    assert store.locks() == {user: now + 60.5, address: now + WINDOW_S}
+    store.add_lock(user, now + 5)  # a lock-out is never shortened
+    assert store.locks()[user] == now + 60.5
+    store.add_lock(user, now + 90.25)  # a later failure extends it
+    listed = store.locks()
+    assert listed[user] == now + 90.25
+    listed["basic|user:intruder"] = now + 999  # the caller's copy
+    assert "basic|user:intruder" not in store.locks()
+    time.sleep(PAST_S)
+    assert store.locks() == {user: now + 90.25}
+
+
+# -- failure counts -------------------------------------------------------------------------
+
+
+def assert_none_counted(store: StateStore, key: str, window_s: float) -> None:
+    """No failure of ``key`` counted. The seconds left are only read once a count reaches
+    maxFailures (tokens.py, throttle.py): for a key never counted (or cleared) sqlite and
+    Redis say 0.0, the memory store the whole window (it starts one at "now" when asked),
+    so only their range is asserted."""
+    count, left = store.failures(key, window_s)
+    assert count == 0 and 0.0 <= left <= window_s + EPS, (count, left)
+
+
+def test_failures_count_in_a_window_that_starts_at_the_first(store: StateStore) -> None:
+    key = "tok|user:zoë ?*[\n]"  # a user name as a client sent it
+    assert_none_counted(store, key, WINDOW_S)
+    count, left = store.hit_failure(key, WINDOW_S)
+    assert count == 1 and 0 < left <= WINDOW_S + EPS, (count, left)
+    count, left_2 = store.hit_failure(key, WINDOW_S)
+    assert count == 2 and 0 < left_2 <= left + EPS, (count, left_2)
+    # the window runs from the first failure: the second did not restart it
+    count, left_3 = store.failures(key, WINDOW_S)
+    assert count == 2 and 0 < left_3 <= left_2 + EPS, (count, left_3)
+    # other keys count apart
+    assert_none_counted(store, "tok|ip:192.0.2.7", WINDOW_S)
+    assert store.hit_failure("tok|ip:192.0.2.7", WINDOW_S)[0] == 1
+    time.sleep(PAST_S)
+    # the window has passed: nothing counted, and the next failure starts a new one
+    assert store.failures(key, WINDOW_S) == (0, 0.0)
+    count, left = store.hit_failure(key, WINDOW_S)
+    assert count == 1 and WINDOW_S - 0.1 < left <= WINDOW_S + EPS, (count, left)
+
+
+def test_clear_failures_forgets_one_key(store: StateStore) -> None:
+    for _ in range(3):
+        store.hit_failure("basic|user:ada", 60)
+        store.hit_failure("basic|user:bob", 60)
+    store.clear_failures("basic|user:ada")
+    assert_none_counted(store, "basic|user:ada", 60)
+    assert store.failures("basic|user:bob", 60)[0] == 3
+    assert store.hit_failure("basic|user:ada", 60)[0] == 1
+    store.clear_failures("basic|user:nobody")  # an unknown key: no error
+    assert_none_counted(store, "basic|user:nobody", 60)
+
+
+def test_simultaneous_failures_are_each_counted_once(store: StateStore) -> None:
+    # tokens.py logs a lock-out once, by the failure whose count crosses maxFailures: each
+    # count must be returned exactly once
+    results = race(THREADS, lambda _i: store.hit_failure("tok|ip:192.0.2.9", 60))
+    assert sorted(count for count, _ in results) == list(range(1, THREADS + 1))
+    # sqlite reads the clock before it waits for the write lock, so under this contention a
+    # window's end can be reported up to that wait (a few ms) later than 60 s from the call
+    assert all(0 < left <= 60 + 1 for _, left in results), sorted(left for _, left in results)
+    assert store.failures("tok|ip:192.0.2.9", 60)[0] == THREADS
+
+
+# -- signing key, settings, blobs -----------------------------------------------------------
+
+
+def test_the_signing_key_is_set_if_absent(store: StateStore) -> None:
+    first, second = b"\x00key-one\xff" * 4, b"key-two" * 5
+    assert store.signing_key(first) == first
+    assert store.signing_key(second) == first
+    assert type(store.signing_key(second)) is bytes
+
+
+def test_the_signing_key_of_racing_workers_is_one(store: StateStore) -> None:
+    candidates = [f"key-{i:02d}".encode() * 4 for i in range(THREADS)]
+    results = race(THREADS, lambda i: store.signing_key(candidates[i]))
+    assert len(set(results)) == 1, Counter(results)
+    assert results[0] in candidates
+    assert store.signing_key(b"late" * 8) == results[0]
+
+
+def test_settings_are_set_and_cleared(store: StateStore) -> None:
+    assert store.get_settings() == {}
+    store.set_settings({"rest_log_level": 4, "accept_timeout_ms": 2000, "big": 2**40})
+    got = store.get_settings()
+    assert got == {"rest_log_level": 4, "accept_timeout_ms": 2000, "big": 2**40}
+    assert all(type(value) is int for value in got.values())
+    got["rest_log_level"] = 1  # the caller's copy
+    assert store.get_settings()["rest_log_level"] == 4
+    # None clears (one unknown too); 0 is a value, not a clear; one call changes several
+    store.set_settings({"rest_log_level": None, "accept_timeout_ms": 0, "unknown": None})
+    assert store.get_settings() == {"accept_timeout_ms": 0, "big": 2**40}
+    store.set_settings({"accept_timeout_ms": 500})
+    assert store.get_settings() == {"accept_timeout_ms": 500, "big": 2**40}
+    store.set_settings({})
+    assert store.get_settings() == {"accept_timeout_ms": 500, "big": 2**40}
+
+
+def test_blobs_are_put_listed_and_deleted_by_prefix(store: StateStore) -> None:
+    assert store.blobs("") == {}
+    figures = {
+        "usage:host-1:101": b'{"t":1,"rows":[]}',
+        "usage:wörker-2": b"\x00\xff binary",
+        "usage:empty": b"",
+    }
+    for name, value in figures.items():
+        store.put_blob(name, value)
+    store.put_blob("epoch:usage", b"e1")
+    store.put_blob("usagex", b"no colon")  # starts as "usage", not as "usage:"
+    store.put_blob("Usage:upper", b"case")
+    store.put_blob("a_b", b"underscore")
+    store.put_blob("axb", b"x")
+    got = store.blobs("usage:")
+    assert got == figures
+    assert all(type(value) is bytes for value in got.values())
+    assert store.blobs("usage:wö") == {"usage:wörker-2": b"\x00\xff binary"}
+    # a prefix is text, not a pattern (no LIKE wildcards)
+    assert store.blobs("a_") == {"a_b": b"underscore"}
+    assert store.blobs("epoch:usage") == {"epoch:usage": b"e1"}
+    assert store.blobs("nothing") == {}
+    assert len(store.blobs("")) == 8
+    store.put_blob("epoch:usage", b"e2")  # replaced
+    assert store.blobs("epoch:") == {"epoch:usage": b"e2"}
+    # reset_usage: every worker's figures go, the epoch stays
+    store.delete_blobs("usage:")
+    assert store.blobs("usage:") == {}
+    assert store.blobs("") == {
+        "epoch:usage": b"e2",
+        "usagex": b"no colon",
+        "Usage:upper": b"case",
+        "a_b": b"underscore",
+        "axb": b"x",
+    }
+    store.delete_blobs("nothing")  # nothing to delete: no error
+    store.delete_blobs("a_")
+    assert set(store.blobs("")) == {"epoch:usage", "usagex", "Usage:upper", "axb"}
+
+
+# -- instances, close, faults ---------------------------------------------------------------
+
+
+def fill(store: StateStore) -> None:
+    store.add_refresh(record("h-shared"))
+    store.revoke_family("fam-x", time.time() + 60)
+    store.hit_failure("basic|user:ada", 60)
+    store.add_lock("basic|user:ada", time.time() + 60)
+    store.signing_key(b"first-key" * 4)
+    store.set_settings({"rest_log_level": 3})
+    store.put_blob("usage:w1", b"figures")
+
+
+def test_instances_share_the_state_of_a_shared_store(backend: Backend) -> None:
+    first = backend.open()
+    second = backend.open()  # another worker: the same file, the same Redis
+    fill(first)
+    if backend.kind == "memory":
+        # by design: "StateStore=memory lives in one process" (docs/decisions.md; with
+        # --workers the supervisor's shared-memory board carries settings, failures and
+        # lock-outs instead); docs/security.md: with --workers or hosts use sqlite or Redis
+        assert second.spend_refresh("h-shared", "claim-b") == ("missing", None)
+        assert second.revoked_families() == {}
+        assert_none_counted(second, "basic|user:ada", 60)
+        assert second.locks() == {}
+        assert second.signing_key(b"other-key" * 4) == b"other-key" * 4
+        assert second.get_settings() == {}
+        assert second.blobs("") == {}
+        assert first.spend_refresh("h-shared", "claim-a")[0] == "ok"
+        first.close()
+        first.close()  # a second close is harmless
+        assert backend.open().get_settings() == {}  # a new memory store starts empty
+        return
+    assert second.spend_refresh("h-shared", "claim-b")[0] == "ok"
+    assert first.spend_refresh("h-shared", "claim-a")[0] == "spent"  # one spend for all
+    assert set(second.revoked_families()) == {"fam-x"}
+    assert second.hit_failure("basic|user:ada", 60)[0] == 2  # one count for all
+    assert set(second.locks()) == {"basic|user:ada"}
+    assert second.signing_key(b"other-key" * 4) == b"first-key" * 4
+    assert second.get_settings() == {"rest_log_level": 3}
+    second.set_settings({"rest_log_level": None, "accept_timeout_ms": 900})
+    assert first.get_settings() == {"accept_timeout_ms": 900}
+    assert second.blobs("usage:") == {"usage:w1": b"figures"}
+    first.close()
+    first.close()  # a second close is harmless
+    second.close()
+    # the state outlives the instances (a restarted worker finds it)
+    third = backend.open()
+    assert third.spend_refresh("h-shared", "claim-c")[0] == "spent"
+    assert third.failures("basic|user:ada", 60)[0] == 2
+    assert third.signing_key(b"third-key" * 4) == b"first-key" * 4
+    assert third.get_settings() == {"accept_timeout_ms": 900}
+    assert third.blobs("") == {"usage:w1": b"figures"}
+
+
+def every_call(store: StateStore) -> dict[str, Callable[[], Any]]:
+    """One call of each protocol method but ``close``."""
+    return {
+        "ping": store.ping,
+        "add_refresh": lambda: store.add_refresh(record("h-down")),
+        "spend_refresh": lambda: store.spend_refresh("h-down", "claim-a"),
+        "restore_refresh": lambda: store.restore_refresh("h-down", "claim-a"),
+        "revoke_family": lambda: store.revoke_family("fam-down", time.time() + 60),
+        "revoked_families": store.revoked_families,
+        "hit_failure": lambda: store.hit_failure("basic|user:ada", 60),
+        "failures": lambda: store.failures("basic|user:ada", 60),
+        "clear_failures": lambda: store.clear_failures("basic|user:ada"),
+        "add_lock": lambda: store.add_lock("basic|user:ada", time.time() + 60),
+        "locks": store.locks,
+        "signing_key": lambda: store.signing_key(b"key" * 11),
+        "get_settings": store.get_settings,
+        "set_settings": lambda: store.set_settings({"rest_log_level": 4}),
+        "put_blob": lambda: store.put_blob("usage:w1", b"x"),
+        "blobs": lambda: store.blobs("usage:"),
+        "delete_blobs": lambda: store.delete_blobs("usage:"),
+    }
+
+
+def outcomes(store: StateStore) -> dict[str, str]:
+    """What each method does on ``store``: ``StoreError`` or what else it raised or returned."""
+    found = {}
+    for name, call in every_call(store).items():
+        try:
+            found[name] = f"returned {call()!r}"
+        except StoreError:
+            found[name] = "StoreError"
+        except Exception as exc:
+            found[name] = f"raised {type(exc).__module__}.{type(exc).__name__}: {exc}"
+    return found
+
+
+def test_ping_answers_then_a_store_out_of_reach_raises_store_error(
+    backend: Backend, store: StateStore, tmp_path: Path
+) -> None:
+    store.ping()  # reachable: no exception, the health check says UP
+    # callers catch StoreError only (tokens.py, throttle.py, settings.py): 503 with
+    # Retry-After, a failure not counted; any other exception is a 500, or escapes a Basic
+    # guard that must not depend on the store (docs/security.md "store faults")
+    if backend.kind == "memory":
+        # a dict in the process: nothing to reach, so it never fails; it says so, and the
+        # token route calls it on the event loop (docs/decisions.md, "Where application
+        # callbacks run")
+        assert store.in_process is True
+        raised = {k: v for k, v in outcomes(store).items() if not v.startswith("returned")}
+        assert not raised, raised
+        return
+    # I/O: the callers run it off the event loop, under a deadline
+    assert store.in_process is False
+    if backend.kind == "sqlite":
+        blocker = tmp_path / "a-file"
+        blocker.write_text("")
+        with pytest.raises(StoreError):
+            open_store("sqlite", blocker)  # DataPath is a file: no store can be made there
+        # the data folder goes away while serving: the store's threads that already hold a
+        # connection keep it, a new thread (the token service's store pool) cannot open one
+        shutil.rmtree(backend.data_path)
+        found = in_thread(lambda: outcomes(store))
+        cause = (
+            " Cause: SqliteStore._tx calls self._conn() before its `try`, so a connection that"
+            " cannot be opened escapes every write as a raw sqlite3 error (the reads wrap it)."
+        )
+    else:
+        down = open_store(f"redis://127.0.0.1:{free_port()}/0", tmp_path)  # nobody listens
+        try:
+            found = in_thread(lambda: outcomes(down))
+        finally:
+            down.close()
+        cause = ""
+    wrong = {name: text for name, text in found.items() if text != "StoreError"}
+    assert not wrong, (
+        f"STORE BUG ({backend.kind}): methods that did not raise StoreError when the store "
+        f"cannot be reached: {wrong}. A driver exception escapes the callers' "
+        f"`except StoreError` (a 500 instead of the 503 SPEC 7 asks for; a Basic guard's "
+        f"failure count raising into the request).{cause}"
+    )

@@ -1,0 +1,200 @@
+"""``fwrest.testing.Client`` (SPEC 14.3): the port's pipeline in this process, through httpx.
+
+Each test writes a service whose module has a name of its own (the in-process client imports
+it into the test process, where ``app`` may already be another test's module).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from fwrest import ConfigError
+from fwrest.testing import Client
+from tests.auth.oauth2_support import oauth_section
+from tests.conftest import free_config
+
+APP = """
+import asyncio
+import os
+import threading
+
+from fwrest import Response, get, post, rest
+
+
+@get("/hello")
+def hello():
+    return {"hello": "world", "pid": os.getpid(), "thread": threading.current_thread().name}
+
+
+@get("/items/:id")
+async def item(id):
+    return {"id": id, "query": dict(rest.getQueryRequest())}
+
+
+@post("/echo")
+def echo():
+    rest.setKeyHeaderResponse("X-Echo", "yes")
+    return {"body": rest.getBodyRequest(), "user": rest.getAuthUser()}
+
+
+@get("/boom")
+def boom():
+    raise RuntimeError("kaboom")
+
+
+@get("/exit")
+async def leave():
+    raise SystemExit(2)
+
+
+@get("/text")
+def text():
+    return Response("made", status=201, headers={"X-Made": "1"}, media_type="text/plain")
+
+
+def check(user, password):
+    return user == "ada" and password == "Ada-Pw-7731"
+
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
+        "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}],
+    }
+"""
+
+
+def _service(tmp_path: Path, module: str, servers: dict[str, Any] | None = None) -> Path:
+    """``free_config``'s service, its module named ``module`` (see the module docstring)."""
+    config = free_config(
+        tmp_path,
+        app=APP.replace("check", f"{module}_check").replace("params", f"{module}_params"),
+        servers=servers,
+        extra={"ENV": {"Repository": module}},
+    )
+    (tmp_path / "app.py").rename(tmp_path / f"{module}.py")
+    return config
+
+
+def test_an_open_port_is_served_in_this_process(tmp_path: Path) -> None:
+    with Client(_service(tmp_path, "inproc_open")) as client:
+        hello = client.get("/rest/hello")
+        assert hello.status_code == 200
+        assert hello.json()["hello"] == "world"
+        assert hello.json()["pid"] == os.getpid()  # no server process: this one
+        assert hello.json()["thread"].startswith("fwrest-POOL")  # a def runs in its pool
+        item = client.get("/rest/items/7", params={"q": "a b"})
+        assert item.json() == {"id": "7", "query": {"q": "a b"}}
+        echo = client.post("/rest/echo", content=b"payload")
+        assert echo.json()["body"] == "payload" and echo.headers["x-echo"] == "yes"
+        made = client.get("/rest/text")
+        assert (made.status_code, made.text, made.headers["x-made"]) == (201, "made", "1")
+        head = client.head("/rest/hello")
+        assert head.status_code == 200 and head.content == b""
+        assert int(head.headers["content-length"]) == len(hello.content)
+        missing = client.get("/rest/nowhere")
+        assert missing.status_code == 404 and missing.json()["code"] == 404
+        wrong = client.delete("/rest/hello")
+        assert wrong.status_code == 405 and "GET" in wrong.headers["allow"]
+        boom = client.get("/rest/boom")
+        assert boom.status_code == 500 and "kaboom" not in boom.text
+        assert client.get("/rest/exit").status_code == 500  # SPEC 7.1, and the test goes on
+        listing = client.get("/rest/fw/rest/list/service")
+        assert any(e["endpoint"] == "/items/:id" for e in listing.json())
+        settings = client.get("/rest/fw/rest/config", headers={"Accept": "application/json"})
+        assert "rest_log_level" in settings.json()["settings"]
+        usage = client.get("/rest/fw/rest/usage/time", headers={"Accept": "application/json"})
+        assert any(r["endpoint"] == "/hello" for r in usage.json()["entry_points"])
+
+
+def test_a_basic_port_runs_its_guard(tmp_path: Path) -> None:
+    servers = {
+        "BASIC": {
+            "HostName": "127.0.0.1",
+            "Port": 0,
+            "Locations": "ROOT",
+            "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "inproc_basic_check"}},
+        }
+    }
+    with Client(_service(tmp_path, "inproc_basic", servers), server="basic") as client:
+        ok = client.post("/rest/echo", auth=("ada", "Ada-Pw-7731"), content=b"x")
+        assert ok.status_code == 200 and ok.json()["user"] == "ada"
+        assert client.get("/rest/hello", auth=("ada", "wrong")).status_code == 403
+        anonymous = client.get("/rest/nowhere")  # authorization before routing (SPEC 7)
+        assert anonymous.status_code == 401
+        assert anonymous.headers["www-authenticate"].startswith("Basic")
+        twice = client.get(
+            "/rest/hello",
+            headers=[("Authorization", "Basic eDp5"), ("Authorization", "Basic eDp5")],
+        )
+        assert twice.status_code == 400  # a repeated Authorization, as the engine refuses it
+
+
+def test_an_oauth2_port_issues_and_checks_its_tokens(
+    tmp_path: Path, certs: dict[str, Path]
+) -> None:
+    servers = {
+        "SHOP": oauth_section(certs, onAuthparams="inproc_oauth_params"),
+        "ADMIN": oauth_section(certs, onAuthparams="inproc_oauth_params"),
+    }
+    config = _service(tmp_path, "inproc_oauth", servers)
+    form = {
+        "grant_type": "password",
+        "username": "ada",
+        "password": "Ada-Pw-7731",
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+    }
+    with Client(config, server="SHOP") as shop, Client(config, server="ADMIN") as admin:
+        assert str(shop.base_url).startswith("https://")
+        tokens = shop.post("/rest/fw/oauth2/token", data=form)
+        assert tokens.status_code == 200, tokens.text
+        access = tokens.json()["access_token"]
+        bearer = {"Authorization": f"Bearer {access}"}
+        assert shop.get("/rest/hello", headers=bearer).status_code == 200
+        assert shop.get("/rest/hello").status_code == 401
+        assert admin.get("/rest/hello", headers=bearer).status_code == 401  # aud (SPEC 7.1)
+        big = shop.post("/rest/fw/oauth2/token", content=b"a=" + b"x" * 17000)
+        assert big.status_code == 413  # the token route's 16 KiB, before the pipeline
+
+
+def test_the_body_limit_and_an_unknown_server(tmp_path: Path) -> None:
+    config = _service(tmp_path, "inproc_limits")
+    with pytest.raises(ValueError, match="HTTP_REST"):
+        Client(config, server="NOPE")
+    with pytest.raises(ConfigError, match="Servers"):
+        Client({"HTTPSERVER": {"Enable": 1}})
+    client = Client(config)  # without "with": the first request starts it
+    try:
+        assert client.post("/rest/echo", content=b"x" * (1024 * 1024 + 1)).status_code == 413
+        assert client.post("/rest/echo", content=b"x" * 1024).status_code == 200
+    finally:
+        client.close()
+    assert not [t for t in threading.enumerate() if t.name == "fwrest-testing"]
+
+
+def test_requests_from_many_threads_are_answered_each_its_own(tmp_path: Path) -> None:
+    answers: dict[int, Any] = {}
+    with Client(_service(tmp_path, "inproc_threads")) as client:
+
+        def ask(n: int) -> None:
+            answers[n] = client.get(f"/rest/items/{n}").json()["id"]
+
+        threads = [threading.Thread(target=ask, args=(n,)) for n in range(40)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    assert answers == {n: str(n) for n in range(40)}
+
+
+def test_the_client_is_an_httpx_client() -> None:
+    assert issubclass(Client, httpx.Client)
