@@ -80,18 +80,18 @@ request_secrets: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVa
     "fwrest_request_secrets", default=()
 )
 
-worker_label = "main"
+worker_label = "main"  # this process's name in every line: set_worker_label()
+
+
+def set_worker_label(label: str) -> None:
+    """Name this process in the log's lines (``w1``, ``w2``: a worker of the supervisor)."""
+    global worker_label
+    worker_label = label
 
 
 def python_level(rest_log_level: int) -> int:
     """The ``logging`` level for a ``rest_log_level`` value (0 off .. 5 debug)."""
     return _LEVELS.get(rest_log_level, logging.INFO)
-
-
-# Under the supervisor: a cell shared with the workers (``multiprocessing`` ``RawValue("i")``)
-# holding the ``rest_log_level`` in force, so that the supervisor's own lines (a worker died, a
-# blocked loop) follow a level changed at run time or in the file like the workers' lines do.
-shared_level: Any = None
 
 
 # True under ``fwrest serve``: the process is fwrest's, so Python's root logger (the
@@ -101,13 +101,11 @@ _owns_root = False
 
 
 def set_level(rest_log_level: int) -> None:
-    """Apply ``rest_log_level`` to every ``fwrest`` logger (and tell the supervisor)."""
+    """Apply ``rest_log_level`` to every ``fwrest`` logger of this process."""
     level = python_level(rest_log_level)
     _root.setLevel(level)
     if _owns_root:
         logging.getLogger().setLevel(level)
-    if shared_level is not None:
-        shared_level.value = rest_log_level
 
 
 def is_secret_name(name: str) -> bool:

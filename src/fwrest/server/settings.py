@@ -18,7 +18,7 @@ from fwrest.errors import ConfigError
 from fwrest.server.state import tunables
 from fwrest.store import StateStore, StoreError
 
-__all__ = ["SETTINGS", "SettingsBoard", "SettingsError", "SettingsManager", "shared_board"]
+__all__ = ["SETTINGS", "SettingsBoard", "SettingsError", "SettingsManager"]
 
 _SYNC_S = 0.5
 _DEADLINE_S = 1.0  # SPEC 7: a settings change answers 503 within 1.5 s when the store hangs
@@ -55,22 +55,34 @@ class SettingsBoard:
             self._cells[self._names.index(name)] = -1 if value is None else value
 
 
-# Set by the supervisor before it forks its workers (``fwrest serve``, ``start(workers=N)``).
-shared_board: SettingsBoard | None = None
-
-
 class SettingsManager:
-    """One per worker: keeps :data:`fwrest.server.state.tunables` up to date."""
+    """One per worker: keeps :data:`fwrest.server.state.tunables` up to date.
+
+    Args:
+        config_file: the configuration file, whose ``[GENERAL]`` is read again every
+            ``rest_reload_time``.
+        file_values: its ``[GENERAL]`` values at start.
+        store: the state store, where run-time changes are kept for every worker and host.
+        board: the supervisor's settings board, used instead of a per-process (memory) store.
+        level_cell: the supervisor's ``rest_log_level`` cell, written when the level changes.
+    """
 
     def __init__(
-        self, config_file: Any, file_values: dict[str, int], store: StateStore | None
+        self,
+        config_file: Any,
+        file_values: dict[str, int],
+        store: StateStore | None,
+        *,
+        board: SettingsBoard | None = None,
+        level_cell: Any = None,
     ) -> None:
         self.config_file = config_file
         self.file = dict(file_values)
         self.runtime: dict[str, int] = {}
         self.store: _SettingsStore | None = store
-        if store is not None and store.in_process and shared_board is not None:
-            self.store = shared_board  # a memory store is per worker: share through the board
+        if store is not None and store.in_process and board is not None:
+            self.store = board  # a memory store is per worker: share through the board
+        self._level_cell = level_cell
         self._last_reload = time.monotonic()
         self._changes = 0  # local changes made; a store read begun before one is stale
         self._task: asyncio.Task[None] | None = None
@@ -101,6 +113,8 @@ class SettingsManager:
         tunables.swap(new)
         if new.rest_log_level != old.rest_log_level:
             log.set_level(new.rest_log_level)
+            if self._level_cell is not None:  # the supervisor's own lines follow it
+                self._level_cell.value = new.rest_log_level
         changes = ", ".join(
             f"{f.name} {getattr(old, f.name)} -> {getattr(new, f.name)}"
             for f in dataclasses.fields(new)

@@ -17,14 +17,12 @@ import socket
 import sys
 import time
 from collections import deque
-from multiprocessing.sharedctypes import RawArray, RawValue
 from typing import Any
 
 from fwrest import log
-from fwrest.auth.throttle import LockBoard
-from fwrest.server import settings
 from fwrest.server.build import ServicePlan
 from fwrest.server.monitor_port import monitor_url
+from fwrest.server.shared import HostShared
 from fwrest.server.worker import Worker, new_loop
 
 __all__ = ["run_supervisor"]
@@ -52,15 +50,11 @@ class _Supervisor:
         self.plan = plan
         self.sockets = sockets
         self.count = workers
-        self.heartbeat: Any = RawArray("d", workers)
-        self.counters: Any = RawArray("q", 2 * workers)  # in flight, total per worker
-        self.worker_pids: Any = RawArray("q", workers)  # pid per slot (the monitor's names)
-        self.lock_board = LockBoard(workers)  # Basic lock-outs, seen by every worker at once
-        # rest_log_level in force, written by the workers as settings change (log.set_level)
+        # rest_log_level in force; the workers write a change into the shared cell
         self.level = plan.config.tunables.rest_log_level
-        log.shared_level = RawValue("i", self.level)
-        # run-time settings: every worker's, when the state store is per process (memory)
-        settings.shared_board = settings.SettingsBoard()
+        self.shared = HostShared.create(workers, self.level)
+        self.heartbeat = self.shared.heartbeat
+        self.worker_pids = self.shared.worker_pids
         self.started_at = time.time()
         self.pids: dict[int, int] = {}  # pid -> slot
         self.started: dict[int, float] = {}  # slot -> monotonic start
@@ -95,17 +89,14 @@ class _Supervisor:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # until the loop handles it (usage reset)
-        log.worker_label = f"w{slot + 1}"
+        log.set_worker_label(f"w{slot + 1}")
         worker = Worker(
             self.plan,
             self.sockets,
             index=slot,
-            heartbeat=self.heartbeat,
             parent_pid=os.getppid(),
-            counters=self.counters,
-            worker_pids=self.worker_pids,
             started=self.started_at,
-            lock_board=self.lock_board,
+            shared=self.shared,
         )
         loop = new_loop()
 
@@ -169,7 +160,7 @@ class _Supervisor:
 
     def follow_level(self) -> None:
         """Take up a ``rest_log_level`` a worker applied (run time or the file's [GENERAL])."""
-        level = int(log.shared_level.value)
+        level = int(self.shared.level.value)
         if level != self.level:
             self.level = level
             log.set_level(level)

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 from fwrest import log
-from fwrest.auth.throttle import LockBoard
 from fwrest.monitor import Collector
 from fwrest.server.app import PortApp
 from fwrest.server.assembly import Assembly, assemble, monitor_throttle
@@ -25,6 +24,7 @@ from fwrest.server.build import ServicePlan
 from fwrest.server.http import ConnectionSet, HttpProtocol
 from fwrest.server.monitor_port import MonitorPort, monitor_server_config
 from fwrest.server.settings import SettingsManager
+from fwrest.server.shared import HostShared
 from fwrest.server.state import tunables
 from fwrest.server.usage_sync import UsageSync
 from fwrest.store import StateStore, StoreError
@@ -55,34 +55,36 @@ class Worker:
         sockets: list[socket.socket],
         *,
         index: int = 0,
-        heartbeat: Any = None,
         parent_pid: int | None = None,
-        counters: Any = None,
-        worker_pids: Any = None,
         started: float | None = None,
-        lock_board: LockBoard | None = None,
+        shared: HostShared | None = None,
     ) -> None:
         self.plan = plan
         self.sockets = sockets
         self.index = index
-        self.heartbeat = heartbeat
         self.parent_pid = parent_pid
+        # what the workers of the host share (None: a worker alone, start() or a test client)
+        self.heartbeat = shared.heartbeat if shared is not None else None
+        self.counters = shared.counters if shared is not None else None
+        self.worker_pids = shared.worker_pids if shared is not None else None
+        self.lock_board = shared.lock_board if shared is not None else None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.conns = ConnectionSet()
         self.built = Assembly()
         self._servers: list[asyncio.base_events.Server] = []
         self._stop: asyncio.Event | None = None
         self.exit_code = 0
-        self.counters = counters
-        self.worker_pids = worker_pids  # the supervisor's: pid per slot
-        self.lock_board = lock_board  # the supervisor's: lock-outs its workers share at once
         self.started = started if started is not None else time.time()
         self._settings = SettingsManager(
-            plan.config.source, plan.config.tunables_in_file, plan.store
+            plan.config.source,
+            plan.config.tunables_in_file,
+            plan.store,
+            board=shared.settings_board if shared is not None else None,
+            level_cell=shared.level if shared is not None else None,
         )
         self.usage = UsageSync(plan.store, self._usage_tables, parent_pid)
         self._secret: bytes | None = None
-        self._total_base = int(counters[2 * index + 1]) if counters is not None else 0
+        self._total_base = int(self.counters[2 * index + 1]) if self.counters is not None else 0
 
     @property
     def apps(self) -> list[PortApp]:

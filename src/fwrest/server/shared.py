@@ -1,0 +1,53 @@
+"""What the workers of one host share in memory: made once by the supervisor before it forks,
+inherited by every worker, handed to each :class:`~fwrest.server.worker.Worker` in its
+constructor (nothing assigns another module's globals).
+
+Owns: the shared-memory cells (``multiprocessing`` raw arrays, no locks: a worker killed while
+writing must not block the others). Must not know: what a worker does with them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from multiprocessing.sharedctypes import RawArray, RawValue
+from typing import Any
+
+from fwrest.auth.throttle import LockBoard
+from fwrest.server.settings import SettingsBoard
+
+__all__ = ["HostShared"]
+
+
+@dataclass(frozen=True, slots=True)
+class HostShared:
+    """The supervisor's cells, one slot per worker where per worker.
+
+    Attributes:
+        heartbeat: monotonic time of each worker's last beat (a blocked loop stops beating).
+        counters: requests in flight and answered, two cells per worker.
+        worker_pids: the pid in each slot (the monitor names workers by slot).
+        lock_board: Basic lock-outs, seen by every worker at once.
+        level: the ``rest_log_level`` in force, written by the worker that applies a change,
+            so that the supervisor's own lines follow it.
+        settings_board: run-time settings, when the state store is per process (memory).
+    """
+
+    workers: int
+    heartbeat: Any
+    counters: Any
+    worker_pids: Any
+    lock_board: LockBoard
+    level: Any
+    settings_board: SettingsBoard
+
+    @classmethod
+    def create(cls, workers: int, level: int) -> HostShared:
+        return cls(
+            workers=workers,
+            heartbeat=RawArray("d", workers),
+            counters=RawArray("q", 2 * workers),
+            worker_pids=RawArray("q", workers),
+            lock_board=LockBoard(workers),
+            level=RawValue("i", level),
+            settings_board=SettingsBoard(),
+        )
