@@ -189,6 +189,17 @@ def free_config(
     return path
 
 
+def module_config(tmp_path: Path, module: str, **kwargs: Any) -> Path:
+    """:func:`free_config`'s service with its app module named ``module``: for
+    ``fwrest.testing.Client``, which imports the module into the test process, where ``app``
+    may already be another test's module."""
+    config = free_config(tmp_path, **kwargs)
+    text = config.read_text().replace('"Repository": "app"', f'"Repository": "{module}"')
+    config.write_text(text)
+    (tmp_path / "app.py").rename(tmp_path / f"{module}.py")
+    return config
+
+
 class ServerProcess:
     """``fwrest serve CONFIG`` in a subprocess; ``urls`` maps server section -> base URL."""
 

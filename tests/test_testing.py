@@ -17,7 +17,7 @@ import pytest
 from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
-from tests.conftest import free_config
+from tests.conftest import module_config
 
 APP = """
 import asyncio
@@ -73,15 +73,10 @@ def params():
 
 
 def _service(tmp_path: Path, module: str, servers: dict[str, Any] | None = None) -> Path:
-    """``free_config``'s service, its module named ``module`` (see the module docstring)."""
-    config = free_config(
-        tmp_path,
-        app=APP.replace("check", f"{module}_check").replace("params", f"{module}_params"),
-        servers=servers,
-        extra={"ENV": {"Repository": module}},
-    )
-    (tmp_path / "app.py").rename(tmp_path / f"{module}.py")
-    return config
+    """The service of ``APP`` in a module named ``module``, its OnAuth and onAuthparams
+    functions named after it (bare names must be unique across the tests' modules)."""
+    app = APP.replace("check", f"{module}_check").replace("params", f"{module}_params")
+    return module_config(tmp_path, module, app=app, servers=servers)
 
 
 def test_an_open_port_is_served_in_this_process(tmp_path: Path) -> None:

@@ -1,18 +1,20 @@
-"""The REST object ``rest`` (SPEC 3), seen from handlers of a real server over loopback:
-every named method, read-only request views, and per-request isolation under concurrency.
+"""The REST object ``rest`` (SPEC 3), seen from handlers through the port's pipeline in process
+(``fwrest.testing.Client``; no socket behaviour is under test here): every named method,
+read-only request views, and per-request isolation under concurrency.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess, free_config
+from fwrest.testing import Client
+from tests.conftest import module_config
 
 APP = """
 import asyncio
@@ -135,10 +137,11 @@ USER_DATA = {"tenant": "acme", "limits": [1, 2]}
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     tmp: Path = tmp_path_factory.mktemp("rest")
-    config = free_config(
+    config = module_config(
         tmp,
+        "rest_object_app",
         app=APP,
         servers={
             "HTTP_REST": {
@@ -150,17 +153,16 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         },
         extra={"POOL": {"MaxThreads": 16}},
     )
-    proc = ServerProcess(config).wait_ready()
-    yield f"http://127.0.0.1:{proc.ports['HTTP_REST']}/rest"
-    proc.stop()
+    with Client(config, base_url="http://127.0.0.1/rest") as client:
+        yield client
 
 
 @pytest.mark.parametrize("method", ["GET", "POST", "PUT", "PATCH", "DELETE"])
-def test_every_request_method_of_the_rest_object(base: str, method: str) -> None:
+def test_every_request_method_of_the_rest_object(client: Client, method: str) -> None:
     body = b"" if method == "GET" else b"payload \xc3\xa9"
-    r = httpx.request(
+    r = client.request(
         method,
-        f"{base}/ctx/one/t%C3%A9?q=1&name=a%20b&empty=",
+        "/ctx/one/t%C3%A9?q=1&name=a%20b&empty=",
         headers={"X-Probe": "probe-value"},
         content=body,
     )
@@ -177,9 +179,9 @@ def test_every_request_method_of_the_rest_object(base: str, method: str) -> None
     assert got["user_data"] == USER_DATA
 
 
-def test_authorization_introspection_on_an_open_port(base: str) -> None:
+def test_authorization_introspection_on_an_open_port(client: Client) -> None:
     for route in ("ctx", "actx"):
-        got = httpx.post(f"{base}/{route}/x/y", headers={"X-Probe": "p"}).json()
+        got = client.post(f"/{route}/x/y", headers={"X-Probe": "p"}).json()
         assert got["user"] == ""
         assert got["scheme"] == ""
         assert got["on_auth"] == ""
@@ -188,8 +190,8 @@ def test_authorization_introspection_on_an_open_port(base: str) -> None:
         assert got["pool_on_auth"] == ""
 
 
-def test_async_handler_sees_the_same_rest_object(base: str) -> None:
-    r = httpx.post(f"{base}/actx/x/y?k=v", headers={"X-Probe": "async"}, content=b"hi")
+def test_async_handler_sees_the_same_rest_object(client: Client) -> None:
+    r = client.post("/actx/x/y?k=v", headers={"X-Probe": "async"}, content=b"hi")
     got = r.json()
     assert got["params"] == {"a": "x", "b": "y"}
     assert got["query"] == {"k": "v"}
@@ -224,8 +226,8 @@ def test_set_methods_exist_on_the_rest_object() -> None:
 
 
 @pytest.mark.parametrize("route", ["mutate", "amutate"])
-def test_request_views_are_read_only(base: str, route: str) -> None:
-    r = httpx.get(f"{base}/{route}/orig-p?q=orig-q", headers={"X-Probe": "orig-h"})
+def test_request_views_are_read_only(client: Client, route: str) -> None:
+    r = client.get(f"/{route}/orig-p?q=orig-q", headers={"X-Probe": "orig-h"})
     assert r.status_code == 200, r.text
     assert r.json() == {
         "header": ["TypeError", "TypeError", "orig-h"],
@@ -233,36 +235,32 @@ def test_request_views_are_read_only(base: str, route: str) -> None:
         "params": ["TypeError", "TypeError", "orig-p"],
     }
     # nothing leaked into the next request
-    got = httpx.post(f"{base}/ctx/x/y?q=next", headers={"X-Probe": "next-h"}).json()
+    got = client.post("/ctx/x/y?q=next", headers={"X-Probe": "next-h"}).json()
     assert got["query"] == {"q": "next"}
     assert got["header"] == "next-h"
     assert got["params"] == {"a": "x", "b": "y"}
 
 
-def test_user_data_changes_do_not_leak(base: str) -> None:
-    changed = httpx.get(f"{base}/userdata/mutate").json()
+def test_user_data_changes_do_not_leak(client: Client) -> None:
+    changed = client.get("/userdata/mutate").json()
     assert changed == {"tenant": "evil", "limits": [1, 2, 99]}
-    assert httpx.get(f"{base}/userdata").json() == USER_DATA
+    assert client.get("/userdata").json() == USER_DATA
 
 
-def test_isolation_under_200_concurrent_requests(base: str) -> None:
-    async def one(client: httpx.AsyncClient, n: int) -> tuple[int, httpx.Response]:
+def test_isolation_under_200_concurrent_requests(client: Client) -> None:
+    def one(n: int) -> tuple[int, httpx.Response]:
         kind = "sync" if n % 2 else "async"
-        r = await client.post(
-            f"{base}/iso/{kind}/{n}?q=query-{n}",
+        r = client.post(
+            f"/iso/{kind}/{n}?q=query-{n}",
             headers={"X-N": f"header-{n}"},
             content=f"body-{n}".encode(),
         )
         return n, r
 
-    async def run() -> list[tuple[int, httpx.Response]]:
-        limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
-        async with httpx.AsyncClient(limits=limits, timeout=30) as client:
-            order = list(range(200))
-            random.shuffle(order)
-            return await asyncio.gather(*(one(client, n) for n in order))
-
-    results = asyncio.run(run())
+    order = list(range(200))
+    random.shuffle(order)
+    with ThreadPoolExecutor(max_workers=64) as pool:  # 64 requests in flight at a time
+        results = list(pool.map(one, order))
     assert len(results) == 200
     mixed_up = []
     for n, r in results:

@@ -34,7 +34,7 @@ import orjson
 from fwrest import log
 from fwrest.context.jsonbody import NotJSON, to_json
 from fwrest.context.request import RequestContext, current
-from fwrest.context.views import ServiceView, TokenEndpoint
+from fwrest.context.views import ServiceView, TokenEndpoint, UsageKey
 from fwrest.errors import HTTPError, error_body, is_cancellation
 from fwrest.routing import (
     TOKEN_BODY_LIMIT,
@@ -83,7 +83,9 @@ class _Located:
     statics: Mapping[str, Match[Handler]] | None
 
 
-def _trusted(address: str, networks: tuple[Any, ...]) -> bool:
+def _trusted(
+    address: str, networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+) -> bool:
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
@@ -410,7 +412,7 @@ class PortApp:
         reply: Reply,
         path: str,
         query: str,
-        route_key: Any,
+        route_key: UsageKey,
         started: int,
         guarded: int,
         handled: int,
