@@ -9,25 +9,19 @@ import asyncio
 import dataclasses
 import time
 from multiprocessing.sharedctypes import RawArray
-from typing import Any, Protocol
+from typing import Any
 
 from fwrest import log
 from fwrest.config import Tunables, read_general
 from fwrest.config.tunables import SETTINGS, SettingsError
 from fwrest.errors import ConfigError
 from fwrest.server.state import tunables
-from fwrest.store import StateStore, StoreError
+from fwrest.store import SettingsStore, StateStore, StoreError
 
 __all__ = ["SETTINGS", "SettingsBoard", "SettingsError", "SettingsManager"]
 
 _SYNC_S = 0.5
 _DEADLINE_S = 1.0  # SPEC 7: a settings change answers 503 within 1.5 s when the store hangs
-
-
-class _SettingsStore(Protocol):
-    def get_settings(self) -> dict[str, int]: ...
-
-    def set_settings(self, values: dict[str, int | None]) -> None: ...
 
 
 class SettingsBoard:
@@ -79,7 +73,7 @@ class SettingsManager:
         self.config_file = config_file
         self.file = dict(file_values)
         self.runtime: dict[str, int] = {}
-        self.store: _SettingsStore | None = store
+        self.store: SettingsStore | None = store
         if store is not None and store.in_process and board is not None:
             self.store = board  # a memory store is per worker: share through the board
         self._level_cell = level_cell

@@ -22,7 +22,7 @@ import psutil
 
 from fwrest import log
 from fwrest.server.usage import UsageTable, merge
-from fwrest.store import StateStore, StoreError
+from fwrest.store import BlobStore, StoreError
 from fwrest.store.calls import call_store
 
 __all__ = ["UsageSync"]
@@ -53,7 +53,7 @@ class UsageSync:
 
     def __init__(
         self,
-        store: StateStore | None,
+        store: BlobStore | None,
         tables: Callable[[], Iterable[UsageTable]],
         parent_pid: int | None,
     ) -> None:

@@ -1,8 +1,45 @@
 """State that workers (and hosts) share: refresh-token families, revocations, failure counts,
-run-time settings, the signing key. One :class:`StateStore` protocol; memory, sqlite and
-Redis implementations. No HTTP.
+run-time settings, the signing key, usage figures. Role Protocols (:class:`TokenStore`,
+:class:`FailureStore`, :class:`SettingsStore`, :class:`BlobStore`) that :class:`StateStore`
+combines; memory, sqlite and Redis implementations, chosen by :func:`open_store`. No HTTP.
 """
 
-from fwrest.store.base import RefreshRecord, StateStore, StoreError, open_store
+from pathlib import Path
 
-__all__ = ["RefreshRecord", "StateStore", "StoreError", "open_store"]
+from fwrest.store.base import (
+    BlobStore,
+    FailureStore,
+    RefreshRecord,
+    SettingsStore,
+    StateStore,
+    StoreBase,
+    StoreError,
+    TokenStore,
+)
+
+__all__ = [
+    "BlobStore",
+    "FailureStore",
+    "RefreshRecord",
+    "SettingsStore",
+    "StateStore",
+    "StoreBase",
+    "StoreError",
+    "TokenStore",
+    "open_store",
+]
+
+
+def open_store(spec: str, data_path: Path) -> StateStore:
+    """The store named by ``[HTTPSERVER] StateStore``: ``sqlite``, ``memory``, ``redis://...``."""
+    if spec == "memory":
+        from fwrest.store.memory import MemoryStore
+
+        return MemoryStore()
+    if spec == "sqlite":
+        from fwrest.store.sqlite import SqliteStore
+
+        return SqliteStore(data_path / "state.sqlite3")
+    from fwrest.store.redis import RedisStore
+
+    return RedisStore(spec)

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
-__all__ = ["RefreshRecord", "StateStore", "StoreError", "open_store"]
+__all__ = [
+    "BlobStore",
+    "FailureStore",
+    "RefreshRecord",
+    "SettingsStore",
+    "StateStore",
+    "StoreBase",
+    "StoreError",
+    "TokenStore",
+]
 
 
 class StoreError(Exception):
@@ -24,8 +32,8 @@ class RefreshRecord:
     expires_at: float  # epoch seconds
 
 
-class StateStore(Protocol):
-    """Blocking calls; the server runs them off the event loop."""
+class StoreBase(Protocol):
+    """What every store is: blocking calls, which the server runs off the event loop."""
 
     kind: str
     # True when the store answers from this process's memory at once (no I/O): callers may
@@ -33,6 +41,12 @@ class StateStore(Protocol):
     in_process: bool
 
     def ping(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class TokenStore(StoreBase, Protocol):
+    """Refresh tokens and revoked token families (the token service)."""
 
     def add_refresh(self, record: RefreshRecord) -> None: ...
 
@@ -53,6 +67,10 @@ class StateStore(Protocol):
 
     def revoked_families(self) -> dict[str, float]: ...
 
+
+class FailureStore(StoreBase, Protocol):
+    """Failed attempts and lock-outs (the brute-force throttle)."""
+
     def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
         """Count one failure; returns (failures in the window, seconds until it ends)."""
         ...
@@ -69,14 +87,22 @@ class StateStore(Protocol):
         """Lock-outs in force: key -> epoch second they end."""
         ...
 
-    def signing_key(self, candidate: bytes) -> bytes:
-        """The shared key: ``candidate`` stored if none exists yet (set-if-absent)."""
-        ...
+
+class SettingsStore(Protocol):
+    """Run-time settings every worker and host applies (the settings manager)."""
 
     def get_settings(self) -> dict[str, int]: ...
 
     def set_settings(self, values: dict[str, int | None]) -> None:
         """Set run-time settings; ``None`` clears one."""
+        ...
+
+
+class BlobStore(StoreBase, Protocol):
+    """Small named values (usage figures, their epoch) and the shared signing key."""
+
+    def signing_key(self, candidate: bytes) -> bytes:
+        """The shared key: ``candidate`` stored if none exists yet (set-if-absent)."""
         ...
 
     def put_blob(self, name: str, value: bytes) -> None:
@@ -89,19 +115,6 @@ class StateStore(Protocol):
 
     def delete_blobs(self, prefix: str) -> None: ...
 
-    def close(self) -> None: ...
 
-
-def open_store(spec: str, data_path: Path) -> StateStore:
-    """The store named by ``[HTTPSERVER] StateStore``: ``sqlite``, ``memory``, ``redis://...``."""
-    if spec == "memory":
-        from fwrest.store.memory import MemoryStore
-
-        return MemoryStore()
-    if spec == "sqlite":
-        from fwrest.store.sqlite import SqliteStore
-
-        return SqliteStore(data_path / "state.sqlite3")
-    from fwrest.store.redis import RedisStore
-
-    return RedisStore(spec)
+class StateStore(TokenStore, FailureStore, SettingsStore, BlobStore, Protocol):
+    """The whole store: every role. Each implementation (memory, sqlite, Redis) is one."""
