@@ -854,9 +854,15 @@ def _factories(tree: ast.Module) -> dict[str, int]:
 def templates() -> tuple[Template, ...]:
     """The problem text of every ``ConfigError`` and ``RouteError`` src/ can raise."""
     out: list[Template] = []
-    for path in sorted(SRC.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        factories = _factories(tree)  # private helpers: called in their own module only
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in SRC.rglob("*.py")}
+    # helpers are called in their own package only (the config loader's raw.error(...) in
+    # every module of config/)
+    package_factories: dict[Path, dict[str, int]] = {}
+    for path, tree in trees.items():
+        package_factories.setdefault(path.parent, {}).update(_factories(tree))
+    for path in sorted(trees):
+        tree = trees[path]
+        factories = package_factories[path.parent]
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue

@@ -1,0 +1,47 @@
+"""Warnings about legal but risky settings (SPEC 7: ``fwrest check`` prints them, a start logs
+them): Basic without TLS off loopback, a public monitor, the GET token route, full error
+bodies, long token lifetimes."""
+
+from __future__ import annotations
+
+from fwrest.config.model import (
+    MonitorConfig,
+    ServerConfig,
+    Tunables,
+)
+
+__all__ = ["risky_settings"]
+
+
+_LOOPBACK = ("127.", "localhost", "::1")
+
+
+def risky_settings(
+    servers: list[ServerConfig], monitor: MonitorConfig | None, tunables: Tunables
+) -> list[str]:
+    out = []
+    if tunables.rest_error_full == 1:
+        out.append(
+            "[GENERAL] rest_error_full=1: full tracebacks go to the log (local variables of "
+            "handlers may appear there); use it while diagnosing, then set it back to 0."
+        )
+    for server in servers:
+        auth = server.fw_data.get("authorization")
+        scheme = str(auth.get("scheme", "")) if isinstance(auth, dict) else ""
+        if scheme == "basic" and not server.is_tls and not server.host.startswith(_LOOPBACK):
+            out.append(
+                f"[{server.name}] Basic authorization without TLS on {server.host}: passwords "
+                "cross the network in clear text; add SslCertificate/SslCertificateKey."
+            )
+        if server.max_body_size == 0:
+            out.append(
+                f"[{server.name}] MaxBodySize=0 refuses every request body with 413 (the token "
+                "route's too); it does not mean unlimited, as nginx's client_max_body_size 0 "
+                "does. Leave it out for the default 1 MiB, or give the largest body in bytes."
+            )
+    if monitor is not None and not monitor.host.startswith(_LOOPBACK):
+        out.append(
+            f"[APP_MONITOR] HostName={monitor.host}: the monitor is reachable from the "
+            "network; bind it to 127.0.0.1 or protect it with FwData Basic authorization."
+        )
+    return out

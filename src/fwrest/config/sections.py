@@ -1,0 +1,210 @@
+"""Resolving the sections a service names into typed configs: environments, thread pools,
+locations, TLS files, trusted proxies, the Redis URL, ports used twice."""
+
+from __future__ import annotations
+
+import ipaddress
+import ssl
+from pathlib import Path
+from typing import Any
+
+from fwrest.config.convert import section_values
+from fwrest.config.model import (
+    EncryptedKeyError,
+    EnvironmentConfig,
+    LocationConfig,
+    ServerConfig,
+    ThreadPoolConfig,
+    no_key_password,
+)
+from fwrest.config.reading import RawConfig, RawSection
+
+__all__ = [
+    "check_ports",
+    "check_redis_url",
+    "check_tls",
+    "environment_config",
+    "location_config",
+    "refuse_authorization",
+    "thread_pool_config",
+    "trusted_proxies",
+]
+
+
+def refuse_authorization(raw: RawConfig, sec: RawSection, kind: str, belongs: str) -> None:
+    for folded, (written, _value) in sec.values.items():
+        if folded in ("fwdata", "authorization"):
+            raise raw.error(
+                f"authorization is configured per port, not per {kind}.",
+                sec.name,
+                written,
+                f"move it to FwData of the server section ({belongs}).",
+            )
+
+
+def check_tls(raw: RawConfig, sec: RawSection, values: dict[str, Any]) -> None:
+    cert, key = values["ssl_certificate"], values["ssl_certificate_key"]
+    if (cert is None) != (key is None):
+        missing = "SslCertificateKey" if key is None else "SslCertificate"
+        raise raw.error(
+            f"{missing} is missing: TLS needs both a certificate and its key.",
+            sec.name,
+            missing,
+            "give both SslCertificate and SslCertificateKey, or neither for plain HTTP.",
+        )
+    if cert is None:
+        return
+    for written, path in (("SslCertificate", cert), ("SslCertificateKey", key)):
+        if not Path(path).is_file():
+            raise raw.error(
+                f"the file {path} does not exist.",
+                sec.name,
+                written,
+                "give the path of a PEM file (relative to the config file).",
+            )
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_cert_chain(cert, key, password=no_key_password)
+    except EncryptedKeyError:
+        raise raw.error(
+            f"the private key {key} is encrypted (it asks for a pass phrase).",
+            sec.name,
+            "SslCertificateKey",
+            "give the key unencrypted (openssl pkey -in KEY -out KEY.plain), readable by the "
+            "service only.",
+        ) from None
+    except (ssl.SSLError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or str(exc)
+        raise raw.error(
+            f"the certificate {cert} and key {key} cannot be loaded ({reason}).",
+            sec.name,
+            "SslCertificate",
+            "give a PEM certificate and the unencrypted PEM private key that belongs to it.",
+        ) from None
+
+
+def environment_config(
+    raw: RawConfig, name: str, by: tuple[str, str], cache: dict[str, EnvironmentConfig]
+) -> EnvironmentConfig:
+    sec = raw.section(name, by)
+    folded = sec.name.lower()
+    if folded not in cache:
+        refuse_authorization(raw, sec, "environment", "the server that serves it")
+        values = section_values(raw, sec, "environment")
+        cache[folded] = EnvironmentConfig(sec.name, values["repository"] or ())
+    return cache[folded]
+
+
+def thread_pool_config(
+    raw: RawConfig,
+    name: str,
+    by: tuple[str, str],
+    cache: dict[str, ThreadPoolConfig],
+    envs: dict[str, EnvironmentConfig],
+) -> ThreadPoolConfig:
+    sec = raw.section(name, by)
+    folded = sec.name.lower()
+    if folded in cache:
+        return cache[folded]
+    refuse_authorization(raw, sec, "thread pool", "the server whose locations use it")
+    values = section_values(raw, sec, "thread pool")
+    env_name = values.pop("environment")
+    if env_name:
+        written = sec.values["environment"][0]
+        env = environment_config(raw, env_name, (sec.name, written), envs)
+    else:
+        env = envs.setdefault("", EnvironmentConfig("", ()))
+    if values["min_threads"] > values["max_threads"]:
+        raise raw.error(
+            f"MinThreads={values['min_threads']} is above MaxThreads={values['max_threads']}.",
+            sec.name,
+            "MinThreads",
+            "make MinThreads at most MaxThreads.",
+        )
+    pool = ThreadPoolConfig(name=sec.name, environment=env, **values)
+    cache[folded] = pool
+    return pool
+
+
+def location_config(
+    raw: RawConfig,
+    name: str,
+    by: tuple[str, str],
+    cache: dict[str, LocationConfig],
+    pools: dict[str, ThreadPoolConfig],
+    envs: dict[str, EnvironmentConfig],
+) -> LocationConfig:
+    sec = raw.section(name, by)
+    folded = sec.name.lower()
+    if folded in cache:
+        return cache[folded]
+    refuse_authorization(raw, sec, "location", "the server whose Locations list it")
+    values = section_values(raw, sec, "location")
+    written = sec.values["threadpool"][0]
+    pool = thread_pool_config(raw, values["thread_pool"], (sec.name, written), pools, envs)
+    loc = LocationConfig(sec.name, values["path"], pool)
+    cache[folded] = loc
+    return loc
+
+
+def trusted_proxies(
+    raw: RawConfig, sec: RawSection, value: tuple[str, ...] | None
+) -> tuple[str, ...]:
+    out = []
+    for item in value or ():
+        try:
+            out.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            written = sec.values.get("trustedproxies", ("TrustedProxies", None))[0]
+            raise raw.error(
+                f"{item!r} is not an IP address or network.",
+                sec.name,
+                written,
+                "list the load balancers' addresses, e.g. 10.0.0.5, 10.0.1.0/24.",
+            ) from None
+    return tuple(out)
+
+
+def check_redis_url(raw: RawConfig, section: str, url: str) -> None:
+    """A Redis URL that redis-py takes, with a host and a numeric database (a password in it
+    is never shown)."""
+    from urllib.parse import urlsplit
+
+    from redis.connection import parse_url
+
+    parts = urlsplit(url)
+    shown = f"{parts.scheme}://{parts.hostname or ''}" + (
+        f":{parts.netloc.rpartition(':')[2]}" if ":" in parts.netloc.rpartition("@")[2] else ""
+    )
+    db = parts.path.strip("/")
+    try:
+        parse_url(url)  # type: ignore[no-untyped-call]
+        problem = ""
+        if not parts.hostname:
+            problem = "names no host"
+        elif db and not db.isdigit():
+            problem = f"names the database {db!r}, which is not a number"
+    except ValueError as exc:
+        problem = f"is not a Redis URL ({exc})"
+    if problem:
+        raise raw.error(
+            f"the Redis state store {shown} {problem}.",
+            section,
+            "StateStore",
+            "write redis://host:port/db (or rediss:// for TLS), e.g. redis://127.0.0.1:6379/0.",
+        )
+
+
+def check_ports(raw: RawConfig, servers: list[ServerConfig]) -> None:
+    seen: dict[int, str] = {}
+    for server in servers:
+        if server.port == 0:
+            continue
+        if server.port in seen:
+            raise raw.error(
+                f"Port {server.port} is also the port of [{seen[server.port]}].",
+                server.name,
+                "Port",
+                "give each server its own port.",
+            )
+        seen[server.port] = server.name
