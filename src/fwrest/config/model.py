@@ -16,6 +16,7 @@ __all__ = [
     "ServiceConfig",
     "ThreadPoolConfig",
     "Tunables",
+    "server_tls_context",
 ]
 
 
@@ -27,6 +28,21 @@ def no_key_password() -> bytes:
     """The pass phrase callback of ``load_cert_chain``: instead of OpenSSL's prompt on the
     terminal (a service would wait on it), an encrypted key is an error."""
     raise EncryptedKeyError("the private key is encrypted")
+
+
+def server_tls_context(certificate: Path, key: Path) -> ssl.SSLContext:
+    """The TLS context of a port, built in this one place: by the loader to check the files
+    (``fwrest check``) and by each worker to serve.
+
+    Raises:
+        EncryptedKeyError: the key asks for a pass phrase.
+        ssl.SSLError, OSError: the files cannot be loaded.
+    """
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(certificate, key, password=no_key_password)
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +117,7 @@ class ServerConfig:
         """A server TLS context from the configured files (validated at load)."""
         if self.ssl_certificate is None or self.ssl_certificate_key is None:
             return None
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(
-            self.ssl_certificate, self.ssl_certificate_key, password=no_key_password
-        )
-        ctx.set_alpn_protocols(["http/1.1"])
-        return ctx
+        return server_tls_context(self.ssl_certificate, self.ssl_certificate_key)
 
 
 @dataclass(frozen=True, slots=True)

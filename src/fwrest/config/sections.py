@@ -15,7 +15,7 @@ from fwrest.config.model import (
     LocationConfig,
     ServerConfig,
     ThreadPoolConfig,
-    no_key_password,
+    server_tls_context,
 )
 from fwrest.config.reading import RawConfig, RawSection
 
@@ -62,9 +62,8 @@ def check_tls(raw: RawConfig, sec: RawSection, values: dict[str, Any]) -> None:
                 written,
                 "give the path of a PEM file (relative to the config file).",
             )
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
-        ctx.load_cert_chain(cert, key, password=no_key_password)
+        server_tls_context(Path(cert), Path(key))
     except EncryptedKeyError:
         raise raw.error(
             f"the private key {key} is encrypted (it asks for a pass phrase).",
