@@ -77,6 +77,18 @@ def result_fault():
     rest.setFault("the ledger is locked")
 
 
+@get("/result/fault-409")
+def result_fault_409():
+    rest.setStatusCode(409)
+    rest.setFault("the ledger is locked")
+
+
+@get("/result/fault-after-201")
+def result_fault_after_201():
+    rest.setStatusCode(201)
+    rest.setFault("not created")
+
+
 @get("/result/return-wins")
 def result_return_wins():
     rest.setResponse("collected text")
@@ -244,10 +256,19 @@ def test_set_status_code_and_headers(base: str) -> None:
     assert r.text == "queued"
 
 
-def test_set_fault_is_500_with_the_message(base: str) -> None:
+def test_set_fault_is_500_with_the_error_body(base: str) -> None:
+    """SPEC 3: the framework's error body as JSON, with the status set before it when that is
+    4xx or 5xx, else 500."""
     r = httpx.get(f"{base}/a/result/fault")
     assert r.status_code == 500
-    assert r.text == "the ledger is locked"
+    assert r.headers["content-type"] == "application/json"
+    assert r.json() == {"code": 500, "detailedMessage": "", "message": "the ledger is locked"}
+    r = httpx.get(f"{base}/a/result/fault-409")
+    assert r.status_code == 409
+    assert r.json() == {"code": 409, "detailedMessage": "", "message": "the ledger is locked"}
+    r = httpx.get(f"{base}/a/result/fault-after-201")
+    assert r.status_code == 500
+    assert r.json() == {"code": 500, "detailedMessage": "", "message": "not created"}
 
 
 def test_return_value_wins_over_set_response(base: str) -> None:

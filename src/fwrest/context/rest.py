@@ -12,6 +12,7 @@ from typing import Any
 
 from fwrest.context.jsonbody import to_json
 from fwrest.context.request import Headers, RequestContext, current
+from fwrest.errors import error_body
 
 __all__ = ["RestObject", "rest"]
 
@@ -100,10 +101,16 @@ class RestObject:
         ctx.resp_headers[name] = str(value)
 
     def set_fault(self, message: str) -> None:
-        """Answer 500 with ``message`` as the body."""
+        """Answer with the framework's error body carrying ``message`` (SPEC 3): status 500, or
+        the 4xx/5xx status set before it with ``setStatusCode``.
+
+        The body is JSON, ``{"code": status, "detailedMessage": "", "message": message}``, as
+        every error of the framework, so that a client handles all errors alike.
+        """
         ctx = self._ctx()
-        ctx.resp_status = 500
-        ctx.resp_body = [message]
+        status = ctx.resp_status if 400 <= ctx.resp_status <= 599 else 500
+        ctx.resp_status = status
+        ctx.resp_body = [error_body(status, str(message))]
 
     # -- authorization (SPEC 3 table) -----------------------------------------------------------
     def auth_scheme(self) -> str:
