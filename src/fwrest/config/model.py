@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fwrest.config.schema import default_int
+
 __all__ = [
     "EncryptedKeyError",
     "EnvironmentConfig",
@@ -49,11 +51,11 @@ def server_tls_context(certificate: Path, key: Path) -> ssl.SSLContext:
 class Tunables:
     """The ``[GENERAL]`` settings that can change at run time (SPEC 5.1)."""
 
-    rest_log_level: int = 3
-    rest_error_full: int = 0
-    rest_trace_time: int = 0
-    rest_reload_time: int = 60
-    rest_log_stringsize: int = 200
+    rest_log_level: int = default_int("GENERAL", "rest_log_level")
+    rest_error_full: int = default_int("GENERAL", "rest_error_full")
+    rest_trace_time: int = default_int("GENERAL", "rest_trace_time")
+    rest_reload_time: int = default_int("GENERAL", "rest_reload_time")
+    rest_log_stringsize: int = default_int("GENERAL", "rest_log_stringsize")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +70,13 @@ class EnvironmentConfig:
 class ThreadPoolConfig:
     name: str
     environment: EnvironmentConfig
-    min_threads: int = 1
-    max_threads: int = 8
-    min_free_threads: int = 0
-    growth_factor: int = 1
-    inactive_timeout_ms: int = 30000
-    accept_timeout_ms: int = 10000
-    active_timeout_ms: int = 0  # 0: no limit
+    min_threads: int = default_int("thread pool", "min_threads")
+    max_threads: int = default_int("thread pool", "max_threads")
+    min_free_threads: int = default_int("thread pool", "min_free_threads")
+    growth_factor: int = default_int("thread pool", "growth_factor")
+    inactive_timeout_ms: int = default_int("thread pool", "inactive_timeout_ms")
+    accept_timeout_ms: int = default_int("thread pool", "accept_timeout_ms")
+    active_timeout_ms: int = default_int("thread pool", "active_timeout_ms")  # 0: no limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +149,6 @@ class ServiceConfig:
     data_path: Path = Path(".fwrest")
     log_file: Path | None = None
     signing_key_file: Path | None = None
-    graceful_timeout_ms: int = 30000
-    worker_timeout_ms: int = 30000
+    graceful_timeout_ms: int = default_int("HTTPSERVER", "graceful_timeout_ms")
+    worker_timeout_ms: int = default_int("HTTPSERVER", "worker_timeout_ms")
     warnings: tuple[str, ...] = ()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["KEYS", "SECTION_KINDS", "Key", "keys_of"]
+__all__ = ["KEYS", "SECTION_KINDS", "Key", "default_int", "keys_of"]
 
 SECTION_KINDS: tuple[str, ...] = ("GENERAL", "HTTPSERVER", "server", "location")
 SECTION_KINDS += ("thread pool", "environment", "APP_MONITOR")
@@ -417,3 +417,18 @@ KEYS: tuple[Key, ...] = (
 def keys_of(section_kind: str) -> dict[str, Key]:
     """The keys of one section kind, by lower-cased name."""
     return {k.name.lower(): k for k in KEYS if k.section == section_kind}
+
+
+def default_int(section: str, attr: str) -> int:
+    """The default of a whole-number key, from this table (the frozen settings of ``model``
+    take their defaults from here, so that each default is written once).
+
+    >>> default_int("GENERAL", "rest_log_level")
+    3
+    """
+    for key in KEYS:
+        if key.section == section and key.attr == attr:
+            if isinstance(key.default, bool) or not isinstance(key.default, int):
+                raise TypeError(f"[{section}] {key.name} has no whole-number default")
+            return key.default
+    raise KeyError(f"no key {attr!r} in [{section}]")
