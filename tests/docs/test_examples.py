@@ -397,6 +397,24 @@ def test_readme_module_and_configuration(tmp_path: Path) -> None:
         assert proc.stop() == 0
 
 
+def test_endpoints_page_testing_example_passes_with_pytest(tmp_path: Path) -> None:
+    """The guide's in-process test, run by pytest as a reader would, against the README's
+    module and configuration."""
+    write_module(example("readme-endpoints-module"), tmp_path)
+    ini = example("readme-config")
+    (tmp_path / "service.ini").write_text(zero_ports(ini, ini.text))
+    write_module(example("endpoints-testing"), tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_users.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout, done.stdout
+
+
 def test_endpoints_page_module_and_loadurns(tmp_path: Path) -> None:
     module, line, ini = (
         example("endpoints-annotations"),
