@@ -64,6 +64,7 @@ class _Runtime:
         self.base_url = f"{port.scheme}://{host}:{port.port or 80}"
         self.port_number = port.port
         self.max_header_size = port.max_header_size
+        self.max_headers = port.max_headers
         self.app: PortApp | None = None
         self._worker: Worker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -168,6 +169,9 @@ class _PipelineTransport(httpx.BaseTransport):
         app = self._runtime.open()
         if head_size(method, target, headers) > self._runtime.max_header_size:
             return error_reply(HTTPError(431, close=True))
+        if len(headers) > self._runtime.max_headers:
+            limit = self._runtime.max_headers
+            return error_reply(HTTPError(431, detailed=f"at most {limit} header fields"))
         if sum(1 for name, _ in headers if name == "authorization") > 1:
             return error_reply(HTTPError(400, detailed="repeated Authorization header"))
         limit = app.body_limit(target, len(body), False)

@@ -2,9 +2,11 @@
 
 The engine (:mod:`fwrest.server.http`) parses bytes into a :class:`Request`, asks the port's
 :class:`PortHandler` for the body limit of a request before reading its body and for the
-:class:`Reply` once it is read, and writes the reply's bytes (:func:`encode_reply`). It knows
-nothing else of the port: not its routes (the token route's smaller body limit is the port's
-policy, :meth:`PortHandler.body_limit`), not its guard, not its logs.
+:class:`Reply` once it is read, and writes the reply's bytes (:func:`encode_reply`). A request
+that expects ``100 Continue`` is first shown to :meth:`PortHandler.admit` without its body.
+The engine knows nothing else of the port: not its routes (the token route's smaller body
+limit is the port's policy, :meth:`PortHandler.body_limit`), not its guard (``admit`` runs it),
+not its logs.
 
 Owns: the request and reply records, the reply encoder. Must not know: routing, auth, config
 files, the application.
@@ -56,6 +58,14 @@ class PortHandler(Protocol):
     def body_limit(self, target: bytes, length: int, chunked: bool) -> int:
         """The most body bytes the request for ``target`` may send, asked once its head is
         read (``length`` -1 when it has none; ``chunked`` for a chunked body)."""
+        ...
+
+    async def admit(self, head: Request) -> Reply | None:
+        """Whether a request that expects ``100 Continue`` may send its body: None lets it
+        (the engine sends ``100 Continue`` and reads the body), a reply refuses it (the engine
+        sends it and closes, the body unread). ``head`` has no body. Asked only of such
+        requests, so the common path pays nothing; ``handle`` still authorizes the whole
+        request afterwards (never raises: errors are replies)."""
         ...
 
     async def handle(self, req: Request) -> Reply:

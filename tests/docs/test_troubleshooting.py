@@ -461,6 +461,9 @@ PROVOKED: dict[str, Broken | Special] = {
     "[HTTP_REST] HeaderTimeout: 10000000000 is out of range (1-86400000)": known(
         "HeaderTimeout in microseconds[ini]"
     ),
+    "[HTTP_REST] MaxHeaders: 0 is out of range (1-10000)": new(
+        "MaxHeaders 0", "ini", setting("HTTP_REST", "MaxHeaders", 0)
+    ),
     "[HTTP_REST] HostName: must be text, got ['127.0.0.1']": new(
         "HostName a list", "json", setting("HTTP_REST", "HostName", ["127.0.0.1"])
     ),

@@ -423,6 +423,9 @@ proto("hd-cookie-17k", F, ALL, req("GET {T} HTTP/1.1", "Cookie: a=" + "c" * 1700
 proto(
     "hd-2000-headers", F, ALL, req("GET {T} HTTP/1.1", *[f"X-H{i}: {i}" for i in range(2000)]), 431
 )
+# SPEC 7.1: at most MaxHeaders (100) header fields, Host and the credentials included
+proto("hd-101-fields", F, APP, req("GET {T} HTTP/1.1", *[f"X-F{i}: f" for i in range(99)]), 431)
+proto("hd-5000-tiny-fields", F, ALL, req("GET {T} HTTP/1.1", *["a:"] * 5000), 431)
 proto(
     "hd-17-headers-of-1k",
     F,
@@ -469,6 +472,61 @@ proto(
     req("POST {ECHO} HTTP/1.1", "Expect: 100-continue, x-more", "Content-Length: 5"),
     417,
     interim=(),
+)
+# SPEC 7.1: 100 Continue only after authorization passed; a refusal comes first and alone,
+# and the body is never read
+proto(
+    "bd-expect-continue-no-credentials",
+    F,
+    APP,
+    req("POST {ECHO} HTTP/1.1", "Expect: 100-continue", "Content-Length: 5", auth=False),
+    401,
+    interim=(),
+    challenge="missing",
+)
+proto(
+    "bd-expect-continue-no-credentials-body-sent",
+    F,
+    APP,
+    req(
+        "POST {ECHO} HTTP/1.1",
+        "Expect: 100-continue",
+        "Content-Length: 5",
+        body="hello",
+        auth=False,
+    ),
+    401,
+    interim=(),
+    challenge="missing",
+)
+proto(
+    "bd-expect-continue-wrong-password",
+    F,
+    BASIC,
+    req(
+        "POST {ECHO} HTTP/1.1",
+        f"Authorization: Basic {basic(BASIC_USER, WRONG_PASSWORD)}",
+        "Expect: 100-continue",
+        "Content-Length: 5",
+        auth=False,
+    ),
+    403,
+    interim=(),
+)
+proto(
+    "bd-expect-continue-bad-token",
+    F,
+    OAUTH,
+    req(
+        "POST {ECHO} HTTP/1.1",
+        "Authorization: Bearer not.a.token",
+        "Expect: 100-continue",
+        "Transfer-Encoding: chunked",
+        auth=False,
+    ),
+    401,
+    interim=(),
+    challenge="invalid_token",
 )
 proto("bd-cl-terabyte", F, ALL, req("POST {ECHO} HTTP/1.1", "Content-Length: 1000000000000"), 413)
 proto("bd-get-cl-gigabyte", F, ALL, req("GET {T} HTTP/1.1", "Content-Length: 1000000000"), 413)
@@ -891,10 +949,48 @@ _sm(
     req("GET {T} HTTP/1.1", "Connection: Upgrade", "Upgrade: h2c", body="{SMUG}"),
     200,
 )
+# RFC 9112 6.1: Transfer-Encoding in an HTTP/1.0 request is faulty framing (SPEC 7.1)
 _sm(
     "te-http10-alone",
     req("POST {ECHO} HTTP/1.0", "Transfer-Encoding: chunked", body="0\r\n\r\n{SMUG}", host=None),
+)
+_sm(
+    "te-http10-keep-alive",
+    req(
+        "POST {ECHO} HTTP/1.0",
+        "Connection: keep-alive",
+        "Transfer-Encoding: chunked",
+        body="5\r\nhello\r\n0\r\n\r\n{SMUG}",
+        host=None,
+    ),
+)
+_sm(
+    "te-http10-host-gzip",
+    req("POST {ECHO} HTTP/1.0", "Transfer-Encoding: gzip, chunked", body="0\r\n\r\n{SMUG}"),
+)
+# a request asking for an upgrade keeps its body (SPEC 7.1); what follows it is never read
+_sm(
+    "after-upgrade-with-body",
+    post("{ECHO}", "hello", "Connection: Upgrade", "Upgrade: websocket") + "{SMUG}",
     200,
+    body=b'"body":"hello"',
+)
+_sm(
+    "after-upgrade-with-chunked-body",
+    chunked("{ECHO}", "5\r\nhello\r\n0\r\n\r\n{SMUG}", "Connection: Upgrade", "Upgrade: h2c"),
+    200,
+    body=b'"body":"hello"',
+)
+_sm(
+    "upgrade-body-holds-request",
+    lambda ctx: post(
+        "{ECHO}",
+        render("{SMUG}", ctx).decode("latin-1"),
+        "Connection: Upgrade",
+        "Upgrade: websocket",
+    ),
+    200,
+    body=b"smuggled/",
 )
 
 
@@ -1105,11 +1201,18 @@ app(
 
 F = "many"
 app(
-    "mn-500-small-headers",
+    "mn-98-small-headers",  # 100 fields with Host and the credentials: MaxHeaders' default
+    F,
+    ALL,
+    req("GET {T} HTTP/1.1", *[f"X-{i}: {i}" for i in range(98)]),
+    200,
+)
+proto(
+    "mn-500-small-headers",  # over MaxHeaders (SPEC 7.1), within MaxHeaderSize
     F,
     ALL,
     req("GET {T} HTTP/1.1", *[f"X-{i}: {i}" for i in range(500)]),
-    200,
+    431,
 )
 app(
     "mn-5000-query-params",
@@ -2154,6 +2257,36 @@ valid(
         CONTINUE,
         "2\r\nhi\r\n0\r\n\r\n",
     ),
+    body=b'"body":"hi"',
+)
+valid(
+    "100-header-fields",
+    APP,
+    req("GET {T} HTTP/1.1", *[f"X-F{i}: f" for i in range(98)]),
+    body=OK_BODY,
+)
+valid(
+    "upgrade-with-body",
+    APP,
+    post("/rest/echo", "hello", "Connection: Upgrade", "Upgrade: websocket"),
+    close=True,
+    body=b'"body":"hello"',
+)
+valid(
+    "upgrade-expect-continue",
+    APP,
+    (
+        req(
+            "POST /rest/echo HTTP/1.1",
+            "Connection: Upgrade",
+            "Upgrade: websocket",
+            "Expect: 100-continue",
+            "Content-Length: 2",
+        ),
+        CONTINUE,
+        "hi",
+    ),
+    close=True,
     body=b'"body":"hi"',
 )
 valid("expect-without-body", ALL, req("GET {T} HTTP/1.1", "Expect: 100-continue"), body=OK_BODY)

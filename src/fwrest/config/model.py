@@ -100,6 +100,7 @@ class ServerConfig:
     user_data: Any = None
     load_urns: dict[str, Any] = field(default_factory=dict)
     max_header_size: int = 16384
+    max_headers: int = 100
     max_body_size: int = 1048576
     header_timeout_ms: int = 10000
     body_timeout_ms: int = 30000

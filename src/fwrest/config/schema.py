@@ -63,6 +63,17 @@ def _limits(section: str) -> list[Key]:
         ),
         Key(
             section,
+            "MaxHeaders",
+            "max_headers",
+            "int",
+            100,
+            low=1,
+            high=10000,
+            doc="header fields of a request (trailers not counted); more gets 431 and the "
+            "connection closes",
+        ),
+        Key(
+            section,
             "MaxBodySize",
             "max_body_size",
             "int",

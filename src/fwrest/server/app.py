@@ -16,7 +16,8 @@ not configured is not in the sequence, so it costs nothing):
 9. **finish**: HEAD, usage figures, the access line.
 
 Everything an application's function raises ends as an error reply here (SPEC 7.1); the
-engine sees only :class:`~fwrest.wire.PortHandler`.
+engine sees only :class:`~fwrest.wire.PortHandler`. A request that expects ``100 Continue``
+meets stages 1 and 3 once more before its body is read (:meth:`PortApp.admit`).
 """
 
 from __future__ import annotations
@@ -269,6 +270,42 @@ class PortApp:
         except (BadPath, UnicodeDecodeError):
             return False  # refused with 400 when the request is handled
         return found.location is not None and found.rel == TOKEN_ROUTE
+
+    async def admit(self, head: Request) -> Reply | None:
+        """SPEC 7.1: ``100 Continue`` only after authorization passed. Stages 1 and 3 on the
+        head of a request that expects it: None on an open port, a public path, or a target
+        the router refuses (``handle`` answers its 400); else the guard's verdict, a refusal
+        answered (and logged) as ``handle`` answers it. Early stages do not run here: they
+        run once, in ``handle``."""
+        guard = self.guard
+        if guard is None:
+            return None
+        started = time.perf_counter_ns()
+        if self.proxies:
+            head.client = self._client(head)
+        target = head.target
+        mark = target.find(b"?")
+        try:
+            found = self._locate(target if mark < 0 else target[:mark])
+            query = "" if mark < 0 else target[mark + 1 :].decode("ascii")
+        except (BadPath, UnicodeDecodeError):
+            return None
+        path = found.path
+        if path in self.public_paths:
+            return None
+        ctx = RequestContext(self, head.method, path, query, head.headers, b"", head.client)
+        try:
+            await guard(head, ctx)
+            return None
+        except HTTPError as exc:
+            reply = error_reply(exc)
+        except BaseException as exc:  # an OnAuth's SystemExit too (SPEC 7.1)
+            if is_cancellation(exc):
+                raise
+            self._log_failure(head.method, path)
+            reply = Reply(500, [JSON_TYPE], error_body(500))
+        self.total += 1
+        return self._finish(head, reply, path, query, UNMATCHED, started, 0, 0)
 
     def _client(self, req: Request) -> str:
         """The client behind trusted proxies: the rightmost X-Forwarded-For address that is

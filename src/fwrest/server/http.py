@@ -2,9 +2,13 @@
 
 llhttp already refuses a bare LF, ``Content-Length`` with ``Transfer-Encoding``, a duplicate
 ``Content-Length``, bad chunking, obsolete line folding and invalid header tokens (400 and
-close). This layer adds what no engine gives together: the header-size limit (431), the
-header, body and keep-alive deadlines, the body limit before and while reading (413), a
-repeated ``Authorization`` (400), pipelining in order, and a graceful drain.
+close). This layer adds what no engine gives together: the header-size and header-count
+limits (431), the header, body and keep-alive deadlines, the body limit before and while
+reading (413), a repeated ``Authorization`` and HTTP/1.0 with ``Transfer-Encoding`` (400),
+``100 Continue`` only once the port admitted the request (:meth:`PortHandler.admit`), the body
+of a request that asks for an ``Upgrade`` (fwrest does not upgrade), pipelining in order with
+at most :data:`WRITE_BUFFER_HIGH` bytes of answers held for a client that does not read
+(SPEC 7.1), and a graceful drain.
 """
 
 from __future__ import annotations
@@ -38,6 +42,50 @@ _IDLE, _HEADERS, _BODY, _DONE = _Phase.IDLE, _Phase.HEADERS, _Phase.BODY, _Phase
 CHUNK_EXTENSIONS_LIMIT = 16384
 _CHUNK_FRAMING = 20  # per chunk: up to 16 hex digits and two CRLFs
 _SLICE = 8192  # bytes parsed at a time
+# SPEC 7.1: answers held for a client that does not read them. Above this the connection stops
+# reading (and answering) until the client has taken all but a quarter of it; a connection
+# whose answers make no progress for BodyTimeout is closed.
+WRITE_BUFFER_HIGH = 65536
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+class _Stop(Exception):
+    """Raised from a parser callback: parse nothing more on this connection."""
+
+
+class _BodyReader:
+    """The parser callbacks that read the body of a request that asked for an ``Upgrade``.
+
+    httptools tells llhttp to skip the body of such a request (it expects the bytes after the
+    head to be another protocol), so fwrest, which does not upgrade, reads that body with a
+    parser of its own: fed a head of the same framing (length or chunked), then the client's
+    bytes. Its body, chunk and trailer callbacks are the connection's; when the body is
+    complete the request is handed over and nothing after it is parsed (the connection closes
+    after the answer, as for any request that asked for an upgrade).
+    """
+
+    __slots__ = ("conn", "started")
+
+    def __init__(self, conn: HttpProtocol) -> None:
+        self.conn = conn
+        self.started = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.started:  # a trailer field (the head's are the made-up ones)
+            self.conn.on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self.started = True
+
+    def on_chunk_header(self) -> None:
+        self.conn.on_chunk_header()
+
+    def on_body(self, body: bytes) -> None:
+        self.conn.on_body(body)
+
+    def on_message_complete(self) -> None:
+        self.conn.on_message_complete()
+        raise _Stop
 
 
 class ConnectionSet:
@@ -57,6 +105,7 @@ class HttpProtocol(asyncio.Protocol):
     """One client connection."""
 
     __slots__ = (
+        "_admission",
         "_authorization",
         "_body",
         "_body_limit",
@@ -73,14 +122,20 @@ class HttpProtocol(asyncio.Protocol):
         "_http10",
         "_keep_alive",
         "_loop",
+        "_method",
         "_parser",
         "_pending",
         "_phase",
         "_queue",
         "_timer",
         "_transport",
+        "_unparsed",
+        "_upgrade_body",
         "_url",
         "_wire_body",
+        "_write_held",
+        "_write_timer",
+        "_writing_paused",
         "app",
         "cfg",
     )
@@ -100,6 +155,7 @@ class HttpProtocol(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._phase = _IDLE
         self._url = b""
+        self._method = ""
         self._headers: list[tuple[str, str]] = []
         self._authorization: str | None = None  # the current request's Authorization value
         self._header_bytes = 0  # raw bytes of an incomplete head (see _feed)
@@ -120,11 +176,23 @@ class HttpProtocol(asyncio.Protocol):
         self._pending: HTTPError | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._client = "-"
+        # the head of a request that expects 100 Continue, waiting for the answers before it
+        # to be written; then the port is asked to admit it (see _expect_continue)
+        self._admission: Request | None = None
+        # the framing of an upgrade request's body, read by a _BodyReader (see _feed)
+        self._upgrade_body: bytes | None = None
+        # bytes read behind queued requests, not parsed yet (data_received)
+        self._unparsed = b""
+        # write flow control (SPEC 7.1): paused above WRITE_BUFFER_HIGH bytes of answers
+        self._writing_paused = False
+        self._write_timer: asyncio.TimerHandle | None = None
+        self._write_held = 0  # answer bytes held when the write deadline was last armed
 
     # -- connection ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses; they have its methods.
         self._transport = cast(asyncio.Transport, transport)
+        self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         peer = self._transport.get_extra_info("peername")
         if isinstance(peer, tuple) and peer:
             self._client = str(peer[0])
@@ -140,12 +208,67 @@ class HttpProtocol(asyncio.Protocol):
         """The client shut its write side: answer what it sent, then close (half-close)."""
         self._keep_alive = False
         # True keeps the transport open to write the answer of a request in progress
-        return bool(self._busy or self._queue)
+        return bool(self._busy or self._queue or self._unparsed)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._conns.items.discard(self)
         self._cancel_timer()
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
         self._transport = None
+
+    # -- write flow control (SPEC 7.1) --------------------------------------------------------
+    def pause_writing(self) -> None:
+        """The transport holds more than WRITE_BUFFER_HIGH bytes the client has not taken:
+        read nothing more and start no further answer until it has; close the connection if
+        it takes nothing for BodyTimeout."""
+        self._writing_paused = True
+        transport = self._transport
+        if transport is None:
+            return
+        if not transport.is_closing():
+            transport.pause_reading()
+        self._write_held = transport.get_write_buffer_size()
+        self._arm_write_timer()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+        transport = self._transport
+        if not self._busy and transport is not None and not transport.is_closing():
+            self._next()  # what waited for the client to read
+
+    def _arm_write_timer(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+        self._write_timer = self._loop.call_later(
+            self.cfg.body_timeout_ms / 1000, self._on_write_timeout
+        )
+
+    def _on_write_timeout(self) -> None:
+        self._write_timer = None
+        transport = self._transport
+        if transport is None:
+            return
+        held = transport.get_write_buffer_size()
+        if held < self._write_held:
+            # the client took some: a slow reader, not a stuck one; another BodyTimeout
+            self._write_held = held
+            self._arm_write_timer()
+            return
+        log.server_log.info(
+            "client %s read none of %d answer bytes within %d ms; closing",
+            self._client,
+            held,
+            self.cfg.body_timeout_ms,
+        )
+        self._keep_alive = False
+        self._queue.clear()
+        self._cancel_timer()
+        transport.abort()  # close() would wait for the client to read the answers
 
     def _set_timer(self, ms: int, callback: Any) -> None:
         if self._timer is not None:
@@ -199,19 +322,37 @@ class HttpProtocol(asyncio.Protocol):
             # Idle: nothing to flush. abort() does not wait for a TLS peer's close_notify,
             # which an idle keep-alive client never sends.
             self._cancel_timer()
-            if self._transport is not None and not self._transport.is_closing():
-                self._transport.abort()
+            transport = self._transport
+            if transport is not None and not transport.is_closing():
+                if self._writing_paused:
+                    transport.close()  # answers still to take: the write deadline applies
+                else:
+                    transport.abort()
 
     # -- input --------------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
+        if self._queue or self._unparsed:
+            self._hold(data)
+            return
         if len(data) <= _SLICE:
             self._feed(data)
             return
         # A large read is parsed in slices, so that the checks between them (chunk
         # extensions, an endless head) also see a message that arrived whole in one read.
         for start in range(0, len(data), _SLICE):
+            if self._queue:
+                # pipelined requests wait behind the one being answered: keep the rest as
+                # bytes, parsed when they are answered (a slice of requests at most is held
+                # parsed, not a whole read of them)
+                self._hold(data[start:])
+                return
             if not self._feed(data[start : start + _SLICE]):
                 return
+
+    def _hold(self, data: bytes) -> None:
+        self._unparsed += data
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.pause_reading()
 
     def _feed(self, data: bytes) -> bool:
         """Parse ``data``; False when the connection takes no more input."""
@@ -225,25 +366,33 @@ class HttpProtocol(asyncio.Protocol):
             # leaves out, is counted too). Only a long head (or a piece over the limit) gets here.
             return self._feed(data[:room]) and self._feed(data[room:])
         entry_phase, completed = self._phase, self._completed
+        rest: bytes | None = None  # what follows an upgrade request's head
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
             cause = exc.__context__
-            if isinstance(cause, HTTPError):
+            if isinstance(cause, _Stop):  # an upgrade request's body is read: nothing more
+                self._transport.pause_reading()
+            elif isinstance(cause, HTTPError):
                 self._fail(cause)
             else:
                 log.server_log.error("connection from %s failed: %r", self._client, cause)
                 self._fail(HTTPError(400, close=True))
             return False
-        except httptools.HttpParserUpgrade:
-            # An upgrade we do not speak (h2c, websocket): the request was complete; answer it
-            # over HTTP/1.1 and close afterwards.
-            self._keep_alive = False
-            self._transport.pause_reading()
-            return False
+        except httptools.HttpParserUpgrade as exc:
+            # An upgrade we do not speak (h2c, websocket): the request is answered over
+            # HTTP/1.1 and the connection closes afterwards (on_headers_complete). llhttp
+            # stopped right after the head, skipping the body: read it (SPEC 7.1).
+            if self._upgrade_body is None:  # no body: the request was complete
+                self._transport.pause_reading()
+                return False
+            rest = data[exc.args[0] :]
         except httptools.HttpParserError as exc:
             self._fail(HTTPError(400, detailed=_parser_detail(exc), close=True))
             return False
+        if rest is not None:  # outside the except clause: the body's errors are its own
+            self._read_upgrade_body()
+            return self._feed(rest) if rest else True
         if self._phase is _BODY and self._chunked:
             # what a chunked body sent beyond its data and framing: chunk extensions
             if entry_phase is _BODY:
@@ -269,6 +418,14 @@ class HttpProtocol(asyncio.Protocol):
                 self._fail(HTTPError(431, close=True))
                 return False
         return True
+
+    def _read_upgrade_body(self) -> None:
+        """Parse what follows an upgrade request's head as its body (see _BodyReader)."""
+        framing = self._upgrade_body
+        assert framing is not None
+        self._upgrade_body = None
+        self._parser = httptools.HttpRequestParser(_BodyReader(self))
+        self._parser.feed_data(b"POST / HTTP/1.1\r\nHost: h\r\n" + framing + b"\r\n\r\n")
 
     def on_message_begin(self) -> None:
         self._phase = _HEADERS
@@ -310,6 +467,11 @@ class HttpProtocol(asyncio.Protocol):
         self._head_size += len(name) + len(value) + 4  # "name: value\r\n"
         if self._head_size > self.cfg.max_header_size:
             raise HTTPError(431, close=True)
+        if len(self._headers) >= self.cfg.max_headers:
+            # SPEC 7.1: thousands of tiny fields fit in 16 KiB, each a callback and a tuple
+            raise HTTPError(
+                431, detailed=f"at most {self.cfg.max_headers} header fields", close=True
+            )
         self._headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
@@ -326,6 +488,7 @@ class HttpProtocol(asyncio.Protocol):
         length = -1
         expect = False
         chunked = False
+        coding = ""  # a transfer coding other than chunked
         hosts = 0
         for name, value in self._headers:
             if name == "host":
@@ -337,13 +500,9 @@ class HttpProtocol(asyncio.Protocol):
             elif name == "content-length":
                 length = int(value)  # llhttp validated the digits
             elif name == "transfer-encoding":
-                # llhttp insists on chunked last; a coding before it (gzip, chunked) would
-                # reach the handler still encoded: refuse it (RFC 9112 6.1).
-                if value.strip().lower() != "chunked":
-                    raise HTTPError(
-                        501, detailed="only Transfer-Encoding: chunked is supported", close=True
-                    )
                 chunked = True
+                if value.strip().lower() != "chunked":
+                    coding = value
             elif name == "expect":
                 if value.strip().lower() != "100-continue":
                     raise HTTPError(417, close=True)
@@ -355,11 +514,35 @@ class HttpProtocol(asyncio.Protocol):
                 505, detailed=f"HTTP/{version} is not supported: send HTTP/1.1", close=True
             )
         self._http10 = version == "1.0"
+        if chunked:
+            if self._http10:
+                # RFC 9112 6.1: Transfer-Encoding in an HTTP/1.0 request is faulty framing
+                # (an HTTP/1.0 hop would read the body differently)
+                raise HTTPError(
+                    400, detailed="HTTP/1.0 requests cannot use Transfer-Encoding", close=True
+                )
+            if coding:
+                # llhttp insists on chunked last; a coding before it (gzip, chunked) would
+                # reach the handler still encoded: refuse it (RFC 9112 6.1).
+                raise HTTPError(
+                    501, detailed="only Transfer-Encoding: chunked is supported", close=True
+                )
         if hosts > 1 or (hosts == 0 and version == "1.1"):
             # RFC 9112 3.2: an HTTP/1.1 request has exactly one Host
             raise HTTPError(400, detailed="the request needs exactly one Host header", close=True)
         if not self._keep_alive or not parser.should_keep_alive():
             self._keep_alive = False
+        method = self._method = parser.get_method().decode("ascii", "replace")
+        if parser.should_upgrade():
+            # fwrest does not upgrade: the request is answered over HTTP/1.1, then the
+            # connection closes (nothing after it is read: a proxy may take it as a tunnel).
+            # httptools makes llhttp skip the body; _feed reads it (SPEC 7.1). CONNECT's bytes
+            # after the head are a tunnel's, never a body (RFC 9110 9.3.6).
+            self._keep_alive = False
+            if method != "CONNECT" and (length > 0 or chunked):
+                self._upgrade_body = (
+                    b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % length
+                )
         # SPEC 7: the route's body limit, before the body is read (the port's policy)
         limit = self._body_limit = self.app.body_limit(self._url, length, chunked)
         if length > limit:
@@ -368,10 +551,63 @@ class HttpProtocol(asyncio.Protocol):
         self._authorization = authorization
         if length > 0 or chunked:
             self._set_timer(self.cfg.body_timeout_ms, self._on_body_timeout)
-            if expect and self._transport is not None:
-                self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            if expect:
+                self._expect_continue()
         else:
             self._cancel_timer()
+
+    def _expect_continue(self) -> None:
+        """The client waits for ``100 Continue`` before it sends the body: read nothing more
+        until the port admitted the request (its guard passed). It is asked once the answers
+        before this request are written; until then the request is held like a pipelined one
+        (on_message_complete: a client that does not wait sends the body anyway)."""
+        transport = self._transport
+        if transport is None:
+            return
+        transport.pause_reading()
+        head = Request(
+            self._method,
+            self._url,
+            self._headers,
+            b"",
+            self._client,
+            self.cfg.port,
+            self._authorization,
+        )
+        if self._busy or self._queue or self._writing_paused or self._pending is not None:
+            self._admission = head
+        else:
+            self._admit(head)
+
+    def _admit(self, head: Request) -> None:
+        self._busy = True
+        self._loop.create_task(self._admitted(head))
+
+    async def _admitted(self, head: Request) -> None:
+        try:
+            reply = await self.app.admit(head)
+        except BaseException as exc:  # never out of the task, as in _serve
+            if is_cancellation(exc):
+                raise
+            log.server_log.exception("request admission failed")
+            reply = error_reply(HTTPError(500, close=True))
+        self._busy = False
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if reply is not None:
+            # refused before its body was read (401, 403...): that answer, then close; the
+            # body is never read (RFC 9110 10.1.1)
+            self._keep_alive = False
+            self._queue.clear()
+            self._pending = None
+            self._cancel_timer()
+            transport.write(encode_reply(reply, Keep.CLOSE))
+            self._close()
+            return
+        if self._phase is _BODY and self._pending is None:
+            transport.write(_CONTINUE)
+        self._next()
 
     def on_chunk_header(self) -> None:
         self._chunks += 1
@@ -385,13 +621,17 @@ class HttpProtocol(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        if self._upgrade_body is not None:
+            return  # llhttp skipped an upgrade request's body: the _BodyReader completes it
         self._phase = _DONE
         self._completed += 1
         self._cancel_timer()
-        method = self._parser.get_method().decode("ascii", "replace")
+        # the body came without waiting for 100 Continue: no admission to ask (RFC 9110
+        # 10.1.1); the port's pipeline authorizes it as any request
+        self._admission = None
         body = b"".join(self._body) if self._body else b""
         request = Request(
-            method,
+            self._method,
             self._url,
             self._headers,
             body,
@@ -402,7 +642,7 @@ class HttpProtocol(asyncio.Protocol):
         keep = Keep.CLOSE
         if self._keep_alive and self._parser.should_keep_alive():
             keep = Keep.OPEN_10 if self._http10 else Keep.OPEN
-        if self._busy:
+        if self._busy or self._writing_paused:
             self._queue.append((request, keep))
             if self._transport is not None:
                 self._transport.pause_reading()
@@ -428,7 +668,12 @@ class HttpProtocol(asyncio.Protocol):
             return
         if reply.close or self._conns.draining:
             keep = Keep.CLOSE
-        elif not self._keep_alive and not self._queue and self._pending is None:
+        elif (
+            not self._keep_alive
+            and not self._queue
+            and not self._unparsed
+            and self._pending is None
+        ):
             # nothing follows this answer on a connection that ends (the client half-closed,
             # an upgrade); pipelined requests read before an end are answered first
             keep = Keep.CLOSE
@@ -438,6 +683,14 @@ class HttpProtocol(asyncio.Protocol):
             self._keep_alive = False
             self._close()
             return
+        self._next()
+
+    def _next(self) -> None:
+        """After an answer (or an admission): start what waits, else read on. Nothing while
+        the client has not taken the answers written so far (resume_writing calls again)."""
+        transport = self._transport
+        if self._busy or self._writing_paused or transport is None:
+            return  # (busy: resume_writing ran inside a write; the writer calls again)
         if self._queue:
             nxt, nkeep = self._queue.pop(0)
             self._start(nxt, nkeep)
@@ -447,6 +700,16 @@ class HttpProtocol(asyncio.Protocol):
             pending, self._pending = self._pending, None
             self._fail(pending)
             return
+        if self._admission is not None:
+            # the request behind the ones just answered expects 100 Continue
+            head, self._admission = self._admission, None
+            self._admit(head)
+            return
+        if self._unparsed:
+            data, self._unparsed = self._unparsed, b""
+            self.data_received(data)
+            if self._busy or self._unparsed or transport.is_closing():
+                return  # a request started (its answer comes back here), or more wait
         if self._phase is _DONE:
             self._phase = _IDLE
         transport.resume_reading()
@@ -466,9 +729,10 @@ class HttpProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        if self._busy:
-            # pipelined requests read before this error are answered first, in order; this
-            # error's answer follows them (see _serve), then the connection closes
+        if self._busy or self._queue:
+            # pipelined requests read before this error are answered first, in order (they
+            # may wait for the client to read: _next); this error's answer follows them
+            # (see _serve), then the connection closes
             if self._pending is None:
                 self._pending = exc
             transport.pause_reading()

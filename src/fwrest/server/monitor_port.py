@@ -82,6 +82,30 @@ class MonitorPort:
     def body_limit(self, target: bytes, length: int, chunked: bool) -> int:
         return self.cfg.max_body_size
 
+    async def admit(self, head: Request) -> Reply | None:
+        """``100 Continue`` only after the Basic guard passed (SPEC 7.1); None without one."""
+        if self.guard is None:
+            return None
+        started = time.perf_counter_ns()
+        try:
+            raw, query = split_target(head.target)
+            path = normalise_path(raw)
+        except BadPath:
+            return None  # handle answers its 400
+        ctx = RequestContext(self, head.method, path, query, head.headers, b"", head.client)
+        try:
+            await self.guard(head, ctx)
+            return None
+        except HTTPError as exc:
+            reply = error_reply(exc)
+        except BaseException as exc:  # an OnAuth's SystemExit too (SPEC 7.1)
+            if is_cancellation(exc):
+                raise
+            log.server_log.exception("monitor request failed")
+            reply = error_reply(HTTPError(500))
+        self._log_access(head, path, reply, started)
+        return reply
+
     async def handle(self, req: Request) -> Reply:
         started = time.perf_counter_ns()
         path = "?"
@@ -109,6 +133,11 @@ class MonitorPort:
         if req.method == "HEAD":
             reply.headers.append(("content-length", str(len(reply.body))))
             reply.body = b""
+        self._log_access(req, path, reply, started)
+        return reply
+
+    @staticmethod
+    def _log_access(req: Request, path: str, reply: Reply, started: int) -> None:
         trace = tunables.current.rest_trace_time
         timing = f" {trace_text(1, started, 0, 0, time.perf_counter_ns())}" if trace else ""
         log.access_log.info(
@@ -120,4 +149,3 @@ class MonitorPort:
             req.port,
             req.client,
         )
-        return reply

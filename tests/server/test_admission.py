@@ -1,0 +1,177 @@
+"""SPEC 7.1: ``100 Continue`` is sent only after authorization passed.
+
+One ``fwrest serve`` with a Basic port (``OnAuth`` accepts ``ada``/``pw``; the healthcheck is
+public) and the monitor behind Basic too. A request that expects ``100 Continue`` without
+credentials, or with wrong ones, gets its 401 or 403 as its first answer, never a
+``100 Continue`` before it, and the connection closes without its body being read; with good
+credentials or on a public path it gets ``100 Continue``, then its answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import select
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, free_port
+from tests.server.rawhttp import RawConnection, request_bytes
+
+APP = (
+    APP_SOURCE
+    + """
+
+def on_auth(user, password):
+    return user == "ada" and password == "pw"
+"""
+)
+GOOD = [("Authorization", "Basic " + base64.b64encode(b"ada:pw").decode())]
+WRONG = [("Authorization", "Basic " + base64.b64encode(b"ada:nope").decode())]
+EXPECT = [("Expect", "100-continue"), ("Content-Length", "5")]
+BASIC = {"Authorization": {"scheme": "basic", "OnAuth": "app.on_auth", "maxFailures": 1000}}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp: Path = tmp_path_factory.mktemp("admission")
+    servers = {
+        "HTTP_BASIC": {
+            "HostName": "127.0.0.1",
+            "Port": 0,
+            "Locations": "ROOT",
+            "FwData": {**BASIC, "NativeRoutes": {"public": ["healthcheck/ok"]}},
+        }
+    }
+    monitor = {
+        "Enable": 1,
+        "HostName": "127.0.0.1",
+        "Port": free_port(),
+        "ApiPath": "/api",
+        "FwData": BASIC,
+    }
+    config = free_config(tmp, servers=servers, app=APP, extra={"APP_MONITOR": monitor})
+    proc = ServerProcess(config).wait_ready()
+    proc.ports["APP_MONITOR"] = monitor["Port"]
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def port(server: ServerProcess) -> int:
+    return server.ports["HTTP_BASIC"]
+
+
+def assert_refused_before_the_body(conn: RawConnection, status: int) -> None:
+    """The first answer is the final refusal (no interim 100), then the connection closes;
+    the body the client sends after it is never read (it meets a closed connection)."""
+    response = conn.read_response()
+    assert response.status == status, response.head
+    assert response.header("connection") == "close"
+    if status == 401:
+        assert (response.header("www-authenticate") or "").startswith("Basic")
+    assert conn.closed_by_server(), f"open after the refusal: {conn.buffer[:200]!r}"
+    conn.send(b"hello")  # too late: nothing answers it
+    assert conn.read_all() == b""
+
+
+@pytest.mark.parametrize(
+    ("credentials", "status"), [([], 401), (WRONG, 403)], ids=["none", "wrong"]
+)
+def test_no_continue_before_a_refusal(
+    port: int, credentials: list[tuple[str, str]], status: int
+) -> None:
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("POST", "/rest/echo", [*credentials, *EXPECT]))
+        assert_refused_before_the_body(conn, status)
+
+
+def test_unknown_path_is_refused_before_continue(port: int) -> None:
+    """Authorization runs before routing here too: 401, not 404, and no 100 Continue."""
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("POST", "/rest/no/such/route", EXPECT))
+        assert_refused_before_the_body(conn, 401)
+
+
+def test_continue_after_good_credentials(port: int) -> None:
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("POST", "/rest/echo", [*GOOD, *EXPECT]))
+        interim = conn.read_response()
+        assert interim.head == b"HTTP/1.1 100 Continue\r\n\r\n"
+        conn.send(b"hello")
+        response = conn.read_response()
+        assert response.status == 200, response.head
+        assert response.json()["body"] == "hello"
+        assert response.header("connection") is None
+        assert conn.request("GET", "/rest/hello", headers=GOOD).status == 200  # serves on
+
+
+def test_continue_on_a_public_path(port: int) -> None:
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("GET", "/rest/fw/healthcheck/ok", EXPECT))
+        assert conn.read_response().head == b"HTTP/1.1 100 Continue\r\n\r\n"
+        conn.send(b"hello")
+        response = conn.read_response()
+        assert response.status == 200, response.head
+
+
+def test_a_body_sent_without_waiting_is_refused_the_same(port: int) -> None:
+    """A client that does not wait for 100 Continue (RFC 9110 allows it): the same 401."""
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("POST", "/rest/echo", EXPECT) + b"hello")
+        response = conn.read_response()
+        assert response.status == 401, response.head
+        assert conn.closed_by_server()
+
+
+def test_expect_without_a_body_is_an_ordinary_request(port: int) -> None:
+    """No body to hold back: no admission, the ordinary 401, and the connection serves on."""
+    with RawConnection(port) as conn:
+        response = conn.request("GET", "/rest/hello", headers=[("Expect", "100-continue")])
+        assert response.status == 401
+        assert response.header("connection") is None
+        assert conn.request("GET", "/rest/hello", headers=GOOD).status == 200
+
+
+def test_continue_comes_after_the_answers_before_it(port: int) -> None:
+    """A pipelined request that expects 100 Continue behind a slow one: its interim answer
+    comes after the slow one's answer, never in the middle of the pipeline."""
+    with RawConnection(port) as conn:
+        conn.send(
+            request_bytes("GET", "/rest/asleep/150", GOOD)
+            + request_bytes("POST", "/rest/echo", [*GOOD, *EXPECT])
+        )
+        first = conn.read_response()
+        assert first.status == 200 and first.json() == {"slept": 150}
+        assert conn.read_response().head == b"HTTP/1.1 100 Continue\r\n\r\n"
+        conn.send(b"hello")
+        assert conn.read_response().json()["body"] == "hello"
+
+
+def test_the_body_waits_for_the_verdict(port: int) -> None:
+    """Nothing is answered while the client waits with its body, until it sends it."""
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("POST", "/rest/echo", [*GOOD, *EXPECT]))
+        assert conn.read_response().status == 100
+        time.sleep(0.1)
+        assert not select.select([conn.sock], [], [], 0)[0]
+        conn.send(b"hello")
+        assert conn.read_response().json()["body"] == "hello"
+
+
+@pytest.mark.parametrize(
+    ("credentials", "status"), [([], 401), (WRONG, 403), (GOOD, 100)], ids=["none", "wrong", "good"]
+)
+def test_monitor_port(
+    server: ServerProcess, credentials: list[tuple[str, str]], status: int
+) -> None:
+    with RawConnection(server.ports["APP_MONITOR"]) as conn:
+        conn.send(request_bytes("POST", "/api/server/metrics", [*credentials, *EXPECT]))
+        if status != 100:
+            assert_refused_before_the_body(conn, status)
+            return
+        assert conn.read_response().head == b"HTTP/1.1 100 Continue\r\n\r\n"
+        conn.send(b"hello")
+        assert conn.read_response().status == 405  # the monitor answers GET only

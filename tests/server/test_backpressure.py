@@ -1,0 +1,286 @@
+"""SPEC 7.1: a client that pipelines and does not read holds at most 64 KiB of answers in the
+worker, and a connection whose answers cannot be written for ``BodyTimeout`` is closed.
+
+One ``fwrest serve`` (one worker), a plain and a TLS port, with ``BodyTimeout`` shortened to
+1 s (SPEC 9: deadlines are tested shortened by configuration, printing the figure seen). The clients are raw sockets with
+a small receive buffer, so that the kernel holds few answers for them and what the worker
+holds shows: its RSS, and the answer bytes it reports when it gives up on a connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import select
+import socket
+import ssl
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import psutil
+import pytest
+import trustme
+
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, issue_certs
+from tests.server.rawhttp import HANG_GUARD, RawConnection, request_bytes
+
+WRITE_TIMEOUT_MS = 1000  # BodyTimeout: also the deadline of answers nobody reads
+HELD_LIMIT = 65536  # the answers a worker holds for one connection (SPEC 7.1)
+PAD = 2000  # each answer carries this many bytes, about 2.1 KB on the wire
+TOTAL = 50_000  # requests the client that never reads tries to send
+APP = (
+    APP_SOURCE
+    + f"""
+
+@get("/big/:i")
+def big(i):
+    return {{"i": i, "pad": "x" * {PAD}}}
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> dict[str, Path]:
+    return issue_certs(ca, tmp_path_factory.mktemp("backpressure-certs"))
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, certs: dict[str, Path]
+) -> Iterator[ServerProcess]:
+    tmp: Path = tmp_path_factory.mktemp("backpressure")
+    port = {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "ROOT",
+        "BodyTimeout": WRITE_TIMEOUT_MS,
+    }
+    tls = {**port, "SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
+    servers = {"HTTP_REST": port, "HTTPS_REST": tls}
+    proc = ServerProcess(free_config(tmp, servers=servers, app=APP)).wait_ready()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def port(server: ServerProcess) -> int:
+    return server.ports["HTTP_REST"]
+
+
+@pytest.fixture(scope="module")
+def worker(port: int) -> psutil.Process:
+    with RawConnection(port) as conn:
+        return psutil.Process(conn.request("GET", "/rest/hello").json()["pid"])
+
+
+def small_window_socket(port: int) -> socket.socket:
+    """A client socket whose kernel receive buffer is small (set before connecting, so the
+    window it announces stays small): answers pile up in the server, not in the kernel."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(HANG_GUARD)
+    sock.connect(("127.0.0.1", port))
+    sock.setblocking(False)
+    return sock
+
+
+def _seconds(stamp: str) -> float:
+    """A log line's time (``2026-11-25T19:40:49.630Z``) in seconds."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def _kernel_send_buffer_max() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2])
+    except (OSError, ValueError, IndexError):
+        return 4 * 2**20  # Linux's usual maximum
+
+
+def pipeline(count: int, start: int = 0) -> bytes:
+    return b"".join(request_bytes("GET", f"/rest/big/{i}") for i in range(start, start + count))
+
+
+def test_a_pipelining_client_that_never_reads_is_bounded_then_closed(
+    server: ServerProcess, port: int, worker: psutil.Process
+) -> None:
+    """50,000 pipelined requests (105 MB of answers) from a client that reads nothing: the
+    worker stops reading once 64 KiB of answers wait, and closes the connection after
+    ``BodyTimeout`` without progress. Before, it read them all and held every answer. (The
+    kernel takes all the requests here and a few MB of answers: its socket buffers grow to
+    their maximum, outside the worker.)"""
+    with RawConnection(port) as conn:  # warm the route, then measure
+        for i in range(50):
+            response = conn.request("GET", f"/rest/big/{i}")
+            assert response.status == 200
+    answer_size = len(response.head) + len(response.body)
+    rss_before = worker.memory_info().rss
+    since = len(server.log())
+    data = pipeline(TOTAL)
+    sock = small_window_socket(port)
+    sent = 0
+    started = time.monotonic()
+    try:
+        while sent < len(data):
+            if not select.select([], [sock], [], 0.3)[1]:
+                break  # the server stopped reading
+            try:
+                sent += sock.send(data[sent : sent + 65536])
+            except BlockingIOError:
+                continue
+            assert time.monotonic() - started < HANG_GUARD, "hang guard while sending"
+        stalled = time.monotonic()
+        peak = rss_before
+        line = None
+        while line is None and time.monotonic() - stalled < WRITE_TIMEOUT_MS / 1000 + HANG_GUARD:
+            peak = max(peak, worker.memory_info().rss)
+            line = re.search(
+                r"read none of (\d+) answer bytes within (\d+) ms; closing", server.log()[since:]
+            )
+            time.sleep(0.05)
+        assert line is not None, f"the connection was not closed:\n{server.log()[since:][-2000:]}"
+        held = int(line[1])
+        # the client's side: the answers the kernel kept for it, then the end of the stream
+        received = b""
+        sock.setblocking(True)
+        sock.settimeout(HANG_GUARD)
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            received += chunk
+    finally:
+        sock.close()
+    answers = received.count(b"HTTP/1.1 200 OK")
+    log = server.log()[since:]
+    answered = len(re.findall(r"GET /rest/big/\d+ 200", log))
+    # the time without progress, by the log's clock: the last answer made, then the close
+    last_answer = re.findall(r"^(\S+) INFO fwrest.access .*GET /rest/big/\d+ 200", log, re.M)[-1]
+    closing = re.search(r"^(\S+) INFO fwrest.server .*read none of", log, re.M)
+    assert closing is not None
+    closed_after = _seconds(closing[1]) - _seconds(last_answer)
+    growth = peak - rss_before
+    print(
+        f"\nthe client sent {sent} bytes of {len(data)} ({TOTAL} requests) before its sends "
+        f"stalled; the worker answered {answered} requests and held {held} answer bytes "
+        f"when it closed the connection, {closed_after:.3f} s after its last answer "
+        f"(BodyTimeout {WRITE_TIMEOUT_MS} ms); the client's kernel had {answers} answers for it; worker "
+        f"RSS {rss_before / 2**20:.1f} MiB, peak +{growth / 2**10:.0f} KiB"
+    )
+    assert HELD_LIMIT <= held < HELD_LIMIT + PAD + 1024  # paused above 64 KiB: one answer over
+    # (the log's clock counts milliseconds, and the access line precedes the answer's write)
+    assert WRITE_TIMEOUT_MS / 1000 - 0.01 <= closed_after < WRITE_TIMEOUT_MS / 1000 + HANG_GUARD
+    # what the kernel may take beyond the worker's 64 KiB: the server's send buffer at its
+    # largest and the client's small receive buffer
+    kernel = _kernel_send_buffer_max() + 65536
+    assert answered <= (kernel + held) // answer_size + 1, f"{answered} answers made"
+    assert growth < 8 * 2**20, f"the worker grew {growth} bytes"
+    with RawConnection(port) as conn:  # the worker serves on
+        assert conn.request("GET", "/rest/hello").status == 200
+
+
+def test_a_tls_client_that_never_reads_is_bounded_then_closed(
+    server: ServerProcess, certs: dict[str, Path]
+) -> None:
+    """The same over TLS: the TLS transport's own buffer of answers is what is bounded."""
+    since = len(server.log())
+    context = ssl.create_default_context(cafile=str(certs["ca"]))
+    raw = small_window_socket(server.ports["HTTPS_REST"])
+    raw.setblocking(True)
+    sock = context.wrap_socket(raw, server_hostname="127.0.0.1")
+    sock.setblocking(False)
+    data = pipeline(20_000)
+    sent = 0
+    started = time.monotonic()
+    try:
+        while sent < len(data) and select.select([], [sock], [], 0.3)[1]:
+            assert time.monotonic() - started < HANG_GUARD, "hang guard while sending"
+            try:
+                sent += sock.send(data[sent : sent + 16384])
+            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                time.sleep(0.01)
+        line = server.wait_log("answer bytes within", timeout=HANG_GUARD, since=since)
+    finally:
+        sock.close()
+    found = re.search(r"read none of (\d+) answer bytes within", line)
+    assert found is not None
+    held = int(found[1])
+    answered = len(re.findall(r"GET /rest/big/\d+ 200", line))
+    print(f"\nTLS: the worker answered {answered} requests and held {held} answer bytes")
+    assert HELD_LIMIT <= held < HELD_LIMIT + 2 * (PAD + 1024)  # plus one TLS record's framing
+
+
+def test_a_client_that_stops_reading_for_less_than_body_timeout_is_served(port: int) -> None:
+    """A client that sends all it can, reads nothing for most of ``BodyTimeout``, then reads
+    everything: the worker paused (its answers are more than the kernel takes), resumed, and
+    every answer comes, in order; the connection stays open."""
+    count = 3000  # about 6.3 MB of answers: more than the kernel's buffers take
+    data = pipeline(count)
+    sock = small_window_socket(port)
+    sent = 0
+    while sent < len(data) and select.select([], [sock], [], 0.3)[1]:
+        with contextlib.suppress(BlockingIOError):
+            sent += sock.send(data[sent : sent + 65536])
+    time.sleep(WRITE_TIMEOUT_MS / 1000 * 0.7)  # the worker is paused by now, and waits
+    received = bytearray()
+    started = time.monotonic()
+    try:
+        while received.count(b"HTTP/1.1 200 OK") < count or not received.endswith(b'"}'):
+            assert time.monotonic() - started < 60, "hang guard"
+            writers = [sock] if sent < len(data) else []
+            readable, writable, _ = select.select([sock], writers, [], HANG_GUARD)
+            assert readable or writable, "hang guard"
+            if readable:
+                chunk = sock.recv(65536)
+                assert chunk, f"closed after {received.count(b'HTTP/1.1 200 OK')} answers"
+                received += chunk
+            if writable:
+                with contextlib.suppress(BlockingIOError):
+                    sent += sock.send(data[sent : sent + 65536])
+        sock.setblocking(True)
+        sock.sendall(request_bytes("GET", "/rest/big/last"))  # and the connection serves on
+        sock.settimeout(HANG_GUARD)
+        tail = b""
+        while not tail.endswith(b'"}'):
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed the connection"
+            tail += chunk
+    finally:
+        sock.close()
+    ids = re.findall(rb'"i":"(\d+)"', bytes(received))
+    assert ids == [str(i).encode() for i in range(count)]
+    assert b'"i":"last"' in tail
+    print(f"\n{count} answers after a pause of {WRITE_TIMEOUT_MS * 0.7:.0f} ms, all in order")
+
+
+def test_pipelined_answers_stay_whole_and_in_order_through_pauses(port: int) -> None:
+    """3,000 pipelined requests from a client that reads only when it cannot send: reading
+    and answering pause and resume many times; every answer comes, once, in order."""
+    count = 3000
+    data = pipeline(count)
+    sock = small_window_socket(port)
+    sent = 0
+    received = bytearray()
+    started = time.monotonic()
+    try:
+        while received.count(b"HTTP/1.1 200 OK") < count or not received.endswith(b'"}'):
+            assert time.monotonic() - started < 60, "hang guard"
+            writers = [sock] if sent < len(data) else []
+            readable, writable, _ = select.select([sock], writers, [], HANG_GUARD)
+            assert readable or writable, "hang guard"
+            if writable:
+                with contextlib.suppress(BlockingIOError):
+                    sent += sock.send(data[sent : sent + 65536])
+                continue  # read only when sending is not possible
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed the connection"
+            received += chunk
+    finally:
+        sock.close()
+    ids = re.findall(rb'"i":"(\d+)"', bytes(received))
+    assert ids == [str(i).encode() for i in range(count)]
+    print(f"\n{count} pipelined answers in order in {time.monotonic() - started:.1f} s")
