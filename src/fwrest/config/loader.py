@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fwrest.config.hosts import canonical_host
 from fwrest.config.model import (
     EncryptedKeyError,
     EnvironmentConfig,
@@ -665,6 +666,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         values = _values(raw, sec, "server")
         _tls(raw, sec, values)
         values["trusted_proxies"] = _proxies(raw, sec, values.get("trusted_proxies"))
+        values["allowed_hosts"] = _allowed_hosts(raw, sec, values.get("allowed_hosts"))
         fw_data = _fw_data(raw, sec, values.pop("fw_data"))
         load_urns = values.pop("load_urns")
         if load_urns is None:  # absent or empty: nothing mapped, as for FwData and UserData
@@ -802,6 +804,26 @@ def _proxies(raw: _Raw, sec: _Section, value: tuple[str, ...] | None) -> tuple[s
                 written,
                 "list the load balancers' addresses, e.g. 10.0.0.5, 10.0.1.0/24.",
             ) from None
+    return tuple(out)
+
+
+def _allowed_hosts(raw: _Raw, sec: _Section, value: tuple[str, ...] | None) -> tuple[str, ...]:
+    """``AllowedHosts``: host names or IP addresses, canonical; ``*.name`` for any name under
+    ``name``. A scheme, port, path or user is a mistake (the Host header's port is ignored)."""
+    out: list[str] = []
+    for item in value or ():
+        host = canonical_host(item, wildcard=True)
+        if host is None:
+            written = sec.values.get("allowedhosts", ("AllowedHosts", None))[0]
+            raise raw.error(
+                f"{item[:80]!r} is not a host name or IP address.",
+                sec.name,
+                written,
+                "list the names clients reach this server by, without scheme, port or path, "
+                "e.g. api.example.com, 10.0.0.5, *.example.com.",
+            )
+        if host not in out:
+            out.append(host)
     return tuple(out)
 
 
