@@ -36,6 +36,62 @@ def test_non_ascii_secret_is_scrubbed_in_its_utf8_percent_form() -> None:
     assert log.scrub("q=p%C3%A4sswort", forms) == "q=***"
 
 
+# -- SPEC 7.1: what a log line may show ---------------------------------------------------------
+
+
+def test_header_names_that_carry_secrets_are_masked_whole() -> None:
+    for name in ("Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Api-Key",
+                 "X-Auth-Token", "X-Session-Id", "X-Client-Secret", "X-Password", "Api_Key"):  # fmt: skip
+        assert log.mask_header(name, "v-123") == "***", name
+    for name in ("Accept", "Content-Type", "User-Agent", "Host", "X-Request-Id"):
+        assert log.mask_header(name, "v-123") == "v-123", name
+    assert log.mask_header("Accept", "text/html;q=0.9,*/*;q=0.8") == "text/html;q=0.9,*/*;q=0.8"
+
+
+def test_json_bodies_are_redacted_after_parsing() -> None:
+    escaped = '{"p\\u0061ssword": "pw-1", "n": [{"api\\u005Fkey": 7}], "ok": "x"}'
+    assert log.redact_body(escaped) == '{"password":"***","n":[{"api_key":"***"}],"ok":"x"}'
+    # no secret: shown as sent
+    assert log.redact_body(' {"a": 1} ') == ' {"a": 1} '
+    # a key given twice, a JSON text inside a string, a form inside a string
+    assert log.redact_body('{"password": "a", "password": "b"}') == '{"password":"***"}'
+    nested = '{"cfg": "{\\"secret\\": \\"s-1\\"}", "q": "a=1&token=t-1"}'
+    assert log.redact_body(nested) == '{"cfg":"{\\"secret\\":\\"***\\"}","q":"a=1&token=***"}'
+    # starts like JSON, is none: its length only, whatever the type says
+    for text in ('{"password": "x"', "{user=ann&password=x", "[1, 2"):
+        assert log.redact_body(text, "application/x-www-form-urlencoded") is None, text
+    # nested past any limit: its length only, never a crash
+    assert log.redact_body("[" * 100_000 + "]" * 100_000) is None
+    # a lone surrogate written as an escape: a character a log file can hold
+    assert log.redact_body('{"a": "\\ud800", "token": 1}') == '{"a":"\\ud800","token":"***"}'
+
+
+def test_forms_are_redacted_with_either_separator_and_others_are_not_logged() -> None:
+    form = "application/x-www-form-urlencoded; charset=utf-8"
+    assert log.redact_body("user=ann;password=a;b&page=2", form) == "user=ann;password=***&page=2"
+    assert log.redact_body("a=1&%70wd=x;y=2", form) == "a=1&%70wd=***"
+    for text, media in (
+        ("<a><password>x</password></a>", "application/xml"),
+        ("password x", form),  # a blank: no URL-encoded form
+        ("password=x", "text/plain"),
+        ("password=x", ""),
+        ('--b\r\nContent-Disposition: form-data; name="password"\r\n\r\nx', "multipart/form-data"),
+    ):
+        assert log.redact_body(text, media) is None, (text, media)
+
+
+def test_urls_lose_their_userinfo_and_the_secrets_of_their_query() -> None:
+    assert log.redact_value("https://ann:p@ss/w@h.example/x") == "https://***@h.example/x"
+    assert log.redact_query("next=https%3A%2F%2Fann%3Apw%40h%2Fcb") == "next=https://***@h/cb"
+    assert log.redact_query("back=%2Fcb%3Fpassword%3Dpw") == "back=/cb?password=***"
+    assert log.redact_query("f=%7B%22token%22%3A%22t%22%7D") == "f=%7B%22token%22:%22***%22%7D"
+    line = "calling redis://:s3cret@10.0.0.5:6379/0 and https://h/x?api_key=k&a=1"
+    assert (
+        log.redact_urls(line)
+        == "calling redis://***@10.0.0.5:6379/0 and https://h/x?api_key=***&a=1"
+    )
+
+
 def _with_examples() -> list[str]:
     """The fwrest modules that hold doctest examples."""
     finder = doctest.DocTestFinder()

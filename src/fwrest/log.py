@@ -2,9 +2,11 @@
 
 Owns: the ``fwrest.*`` loggers (``server``, ``access``, ``auth``, ``app``; under ``fwrest
 serve`` Python's root logger too), the mapping of ``rest_log_level`` (0 off .. 5 debug) onto
-them, and the one place that redacts what a log
-line may show (SPEC 7): ``Authorization``, ``Proxy-Authorization`` and ``Cookie`` masked whole,
-secret-like query and form values replaced, the current request's secrets scrubbed from every
+them, ``LogFile`` (created with mode 0600), and the one place that redacts what a log line
+may show (SPEC 7, 7.1): headers whose names may carry secrets masked whole (``Authorization``,
+``Cookie``, ``X-Api-Key``...), secret-like query and form values replaced, bodies redacted
+after parsing (JSON, URL-encoded forms; any other body is described by its length only),
+URLs' userinfo masked in every record, the current request's secrets scrubbed from every
 record (exception text included), CR, LF and ESC escaped. Imports nothing else of fwrest.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import logging
 import os
 import re
@@ -29,11 +32,13 @@ __all__ = [
     "auth_log",
     "escape",
     "flush",
+    "is_secret_header",
     "mask_header",
     "python_level",
     "redact_body",
-    "redact_json",
     "redact_query",
+    "redact_urls",
+    "redact_value",
     "request_secrets",
     "scrub",
     "secret_forms",
@@ -133,81 +138,249 @@ def truncate(text: str, size: int) -> str:
     return f"{text[:size]}...({len(text)} chars)"
 
 
+def is_secret_header(name: str) -> bool:
+    """True when a header of this name may carry a secret, masked whole in the log (SPEC 7.1):
+    ``Authorization``, ``Proxy-Authorization``, ``Cookie``, ``Set-Cookie``, and any name
+    holding a secret-like part (``X-Api-Key``, ``X-Auth-Token``, ``X-Session-Id``).
+
+    >>> [is_secret_header(n) for n in ("X-Api-Key", "x-auth-token", "Cookie2", "Accept")]
+    [True, True, True, False]
+    """
+    lowered = name.lower()
+    return (
+        lowered in _MASKED_HEADERS
+        or "cookie" in lowered
+        or any(part in lowered for part in _SECRET_PARTS)
+    )
+
+
 def mask_header(name: str, value: str) -> str:
-    """The loggable form of a header value: credentials and cookies are masked whole."""
-    return MASKED if name.lower() in _MASKED_HEADERS else value
+    """The loggable form of a header value: masked whole when the name may carry a secret;
+    otherwise a URL, form or JSON in it redacted as :func:`redact_value` does.
+
+    >>> mask_header("X-Api-Key", "k-123"), mask_header("Referer", "http://u:pw@h/p?token=t")
+    ('***', 'http://***@h/p?token=***')
+    """
+    return MASKED if is_secret_header(name) else redact_value(value)
+
+
+def _secret_param(name: str) -> bool:
+    """A query or form field name, judged also decoded as the server reads it."""
+    return is_secret_name(name) or (
+        ("%" in name or "+" in name) and is_secret_name(unquote_plus(name))
+    )
 
 
 def redact_query(query: str, *, every: bool = False) -> str:
     """Replace the values of secret-like parameters in a query string or form body (of every
     parameter with ``every``: the token route's query, SPEC 4.2).
 
-    Names are judged decoded, as the server reads them (``%70assword`` is ``password``).
+    Fields are separated by ``&`` or ``;`` (servers differ, so both readings are covered: a
+    secret's value is hidden up to the next ``&``, a ``;`` in it included). Names are judged
+    decoded, as the server reads them (``%70assword`` is ``password``). The value of any other
+    field is redacted inside too when it holds a URL, a query or JSON (a password in a
+    ``next=`` URL, SPEC 7.1).
 
     >>> redact_query("user=ann&password=x%20y&page=2&%70wd=z")
     'user=ann&password=***&page=2&%70wd=***'
+    >>> redact_query("user=ann;password=a;b&page=2")
+    'user=ann;password=***&page=2'
+    >>> redact_query("next=https%3A%2F%2Fann%3Apw%40h%2Fx%3Ftoken%3Dt&n=1")
+    'next=https://***@h/x?token=***&n=1'
     >>> redact_query("grant_type=password&username=ann&password=x", every=True)
     'grant_type=***&username=***&password=***'
     """
-    if not query:
-        return query
-    out = []
-    for pair in query.split("&"):
-        name, sep, _value = pair.partition("=")
-        secret = sep and (
-            every
-            or is_secret_name(name)
-            or (("%" in name or "+" in name) and is_secret_name(unquote_plus(name)))
-        )
-        out.append(f"{name}={MASKED}" if secret else pair)
-    return "&".join(out)
+    return _redact_pairs(query, every, 0)
 
 
-def redact_json(text: str) -> str:
-    """Replace the values of secret-like keys in a JSON text (``"password": "x"``; a number,
-    ``true``, ``false`` or ``null`` too: a PIN may be sent as a number).
-
-    >>> redact_json('{"password": 1234, "user": "ann", "api_key": "k"}')
-    '{"password": "***", "user": "ann", "api_key": "***"}'
-    """
-    return _JSON_SECRET.sub(lambda m: f'{m.group(1)}"{MASKED}"', text)
+_MAX_DEPTH = 6  # values inside values inside values...: deeper ones are masked whole
+_SEPARATORS = re.compile("([&;])")
 
 
-_SECRET_NAME = r'[^"\\]*(?:' + "|".join(_SECRET_PARTS) + r')[^"\\]*|code'
-_JSON_SECRET = re.compile(
-    r'("(?:' + _SECRET_NAME + r')"\s*:\s*)'
-    r'(?:"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null)',
-    re.IGNORECASE,
-)
-# a multipart/form-data part of a secret-like name: its headers, then the value (up to the
-# line end: the part's boundary follows it)
-_MULTIPART_SECRET = re.compile(
-    r'(content-disposition:[^\r\n]*\bname="(?:' + _SECRET_NAME + r')"[^\r\n]*\r?\n'
-    r"(?:[^\r\n]+\r?\n)*\r?\n)[^\r\n]*",
-    re.IGNORECASE,
-)
+def _redact_pairs(text: str, every: bool, depth: int) -> str:
+    if not text:
+        return text
+    parts = _SEPARATORS.split(text)  # [field, sep, field, sep, ..., field]
+    count = len(parts)
+    out: list[str] = []
+    i = 0
+    while i < count:
+        pair = parts[i]
+        sep = parts[i + 1] if i + 1 < count else ""
+        name, eq, value = pair.partition("=")
+        if eq and (every or _secret_param(name)):
+            out.append(f"{name}={MASKED}")
+            while sep == ";":  # the value may go on up to the next "&"
+                i += 2
+                sep = parts[i + 1] if i + 1 < count else ""
+        elif eq and value:
+            out.append(f"{name}={_redact_param_value(value, depth)}")
+        else:
+            out.append(pair)
+        out.append(sep)
+        i += 2
+    return "".join(out)
 
 
-def redact_body(text: str) -> str:
-    """A request or response body as the log may show it (``rest_log_level=5``), whatever its
-    type says: the values of secret-like JSON keys, form fields and multipart parts replaced.
+# what a redacted value keeps unencoded, so that the line stays readable
+_SAFE = "/:@?=;,*!$'()[]"
 
-    >>> redact_body('password=x&data={"token": "t"}')
-    'password=***&data={"token": "***"}'
-    >>> redact_body(' {"password": "x"}')
-    ' {"password": "***"}'
+
+def _redact_param_value(value: str, depth: int) -> str:
+    """A query or form value, redacted inside when it holds a URL, a query or JSON."""
+    if depth >= _MAX_DEPTH:
+        return MASKED if any(c in value for c in "=%:{[") else value
+    decoded = unquote_plus(value) if ("%" in value or "+" in value) else value
+    redacted = redact_value(decoded, depth + 1)
+    if redacted == decoded:
+        return value
+    return quote(redacted, safe=_SAFE, errors="backslashreplace")
+
+
+# a URL's userinfo: from the scheme's "//" to the last "@" before the path's query or a blank
+# (greedy: a password holding "/" or "@" is hidden whole; a path with "@" hides more)
+_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://)[^\s?#\"'<>]*@")
+# a URL's query, in any text
+_URL_QUERY = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://[^\s?#\"'<>]*\?)([^\s#\"'<>]+)")
+
+
+def redact_value(text: str, depth: int = 0) -> str:
+    """A text as the log may show it: a URL's userinfo masked, and the values of secret-like
+    fields of a query, a form or JSON in it replaced (at any depth: a URL inside a query
+    value, JSON inside a JSON string).
+
+    >>> redact_value("redis://:s3cret@10.0.0.5:6379/0")
+    'redis://***@10.0.0.5:6379/0'
+    >>> redact_value('{"user": "ann", "auth": {"pin": 1234, "password": "x"}}')
+    '{"user":"ann","auth":"***"}'
+    >>> redact_value("/login?next=%2Fa%3Fpassword%3Dx")
+    '/login?next=/a?password=***'
     """
     if not text:
         return text
-    if '"' in text:
-        text = _JSON_SECRET.sub(lambda m: f'{m.group(1)}"{MASKED}"', text)
-        if "name=" in text:
-            text = _MULTIPART_SECRET.sub(lambda m: f"{m.group(1)}{MASKED}", text)
-    # a form unless it starts as JSON, markup or a multipart boundary does (in those, the text
-    # between two "&" is no form field)
-    if "=" in text and text.lstrip()[:1] not in ("{", "[", "<", "-"):
-        text = redact_query(text)
+    if depth > _MAX_DEPTH:  # nested deeper than a log line should follow
+        return MASKED if any(c in text for c in "=%:@{[") else text
+    out = text
+    if "://" in out and "@" in out:
+        out = _USERINFO.sub(rf"\1{MASKED}@", out)
+    head = out.lstrip()[:1]
+    if head == "{" or head == "[":
+        tree = _parse_json(out)
+        # JSON that does not parse cannot be told apart safely (as a body of that kind)
+        return MASKED if tree is None else _redacted_json(tree, out, depth)
+    if "?" in out:
+        base, _, query = out.partition("?")
+        return f"{base}?{_redact_pairs(query, False, depth + 1)}"
+    if "=" in out:
+        return _redact_pairs(out, False, depth + 1)
+    return out
+
+
+def redact_urls(text: str) -> str:
+    """Every URL in a log line with its userinfo masked and its query redacted.
+
+    >>> redact_urls("GET https://ann:pw@api.example/x?api_key=k&a=1 failed")
+    'GET https://***@api.example/x?api_key=***&a=1 failed'
+    """
+    if "@" in text:
+        text = _USERINFO.sub(rf"\1{MASKED}@", text)
+    if "?" in text:
+        text = _URL_QUERY.sub(lambda m: m.group(1) + _redact_pairs(m.group(2), False, 1), text)
     return text
+
+
+def _parse_json(text: str) -> dict[str, Any] | list[Any] | None:
+    """An object or array parsed from ``text``; None when it is no JSON of that shape."""
+    try:
+        tree = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return tree if isinstance(tree, dict | list) else None
+
+
+def _dump(tree: Any) -> str:
+    text = json.dumps(tree, ensure_ascii=False, separators=(",", ":"))
+    if text.isascii():
+        return text
+    # a lone surrogate ("\\ud800" in the JSON) is no character a log file can hold
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _redact_tree(node: Any, depth: int) -> tuple[Any, bool]:
+    """A parsed JSON value with the values of secret-like keys replaced (keys as parsed, so
+    a ``\\u``-escaped key is judged by its letters), and whether anything was; strings are
+    redacted as :func:`redact_value` does, one level deeper than ``depth``."""
+    if isinstance(node, dict):
+        changed = False
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if is_secret_name(key):
+                out[key] = MASKED
+                changed = True
+            else:
+                out[key], inner = _redact_tree(value, depth)
+                changed = changed or inner
+        return out, changed
+    if isinstance(node, list):
+        changed = False
+        items = []
+        for value in node:
+            item, inner = _redact_tree(value, depth)
+            items.append(item)
+            changed = changed or inner
+        return items, changed
+    if isinstance(node, str):
+        redacted = redact_value(node, depth + 1)
+        return redacted, redacted != node
+    return node, False
+
+
+def _redacted_json(tree: dict[str, Any] | list[Any], text: str, depth: int) -> str:
+    """``text``, parsed as ``tree``, redacted: as it is when nothing in it is secret."""
+    try:
+        redacted, changed = _redact_tree(tree, depth)
+        return _dump(redacted) if changed else text
+    except RecursionError:  # nested deeper than a log line should follow
+        return MASKED
+
+
+FORM_TYPE = "application/x-www-form-urlencoded"
+# what a form body may hold: URL-encoded fields (a brace, a quote, a blank or a non-ASCII
+# letter says it is something else, and its fields could not be told apart safely)
+_FORM = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/?%\[\]]*")
+
+
+def redact_body(text: str, media_type: str = "") -> str | None:
+    """A request or response body as the log may show it (``rest_log_level=5``), or None
+    when it may only be described by its length (SPEC 7.1).
+
+    It is redacted after parsing: JSON (an object or an array, whatever ``media_type`` says)
+    with the values of secret-like keys replaced at any depth, and a form
+    (``application/x-www-form-urlencoded``, fields separated by ``&`` or ``;``) as
+    :func:`redact_query` does. Anything else (text, XML, multipart, a form that is not
+    URL-encoded, a ``{`` that starts no JSON) is None.
+
+    >>> redact_body('{"us\\\\u0065r": "ann", "p\\\\u0061ssword": "x"}')
+    '{"user":"ann","password":"***"}'
+    >>> redact_body("user=ann;password=x", FORM_TYPE)
+    'user=ann;password=***'
+    >>> redact_body("{user=ann&password=x", FORM_TYPE) is None
+    True
+    >>> redact_body("<p>password=x</p>", "application/xml") is None
+    True
+    """
+    if not text:
+        return text
+    head = text.lstrip()[:1]
+    if head == "{" or head == "[":
+        tree = _parse_json(text)
+        if tree is None:
+            return None
+        return _redacted_json(tree, text, 0)
+    media = media_type.split(";", 1)[0].strip().lower()
+    if media == FORM_TYPE and _FORM.fullmatch(text) is not None:
+        return _redact_pairs(text, False, 0)
+    return None
 
 
 def secret_forms(*secrets: str) -> tuple[str, ...]:
@@ -320,6 +493,8 @@ class Formatter(logging.Formatter):
         secrets = request_secrets.get()
         if secrets:
             text = scrub(text, secrets)
+        if "://" in text:  # a URL's userinfo and its query's secrets, in any record
+            text = redact_urls(text)
         # A traceback keeps its line breaks (indented); input-derived text was escaped already.
         if "\n" in text or "\r" in text or "\x1b" in text:  # most lines: none to replace
             text = text.replace("\x1b", "\\x1b").replace("\r", "\\r").replace("\n", "\n    ")
@@ -361,11 +536,20 @@ class TurnFlushingHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 class _FileHandler(logging.FileHandler, TurnFlushingHandler):
-    """``LogFile``: a file handler that flushes as :class:`TurnFlushingHandler` does."""
+    """``LogFile``: a file handler that flushes as :class:`TurnFlushingHandler` does.
+
+    The file is created with mode 0600 (SPEC 7.1: a log at level 5 shows requests, however
+    redacted, and only the service's user should read it); a file that exists keeps its mode
+    (an operator may have given a log group read access).
+    """
 
     def __init__(self, path: Path) -> None:
-        logging.FileHandler.__init__(self, path, encoding="utf-8")
+        logging.FileHandler.__init__(self, path, encoding="utf-8", errors="backslashreplace")
         self._pending = False
+
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
 
 def flush() -> None:

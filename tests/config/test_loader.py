@@ -250,6 +250,25 @@ def test_the_base_config_is_valid(tmp_path: Path) -> None:
         assert server.port == 8080
 
 
+@pytest.mark.parametrize("fmt", ["json", "ini"])
+def test_allowed_hosts_are_kept_canonical(tmp_path: Path, fmt: str) -> None:
+    """``AllowedHosts`` (SPEC 7.1): names and addresses as a Host header is compared, once
+    each; absent, none."""
+    sections = base()
+    (server,) = load_config(write(tmp_path, sections, fmt)).servers
+    assert server.allowed_hosts == ()
+    given = "API.Example.com., [0:0::1], 10.0.0.5, *.Corp.Example, api.example.com, bücher.de"
+    sections["HTTP_REST"]["AllowedHosts"] = given
+    (server,) = load_config(write(tmp_path, sections, fmt)).servers
+    assert server.allowed_hosts == (
+        "api.example.com",
+        "::1",
+        "10.0.0.5",
+        "*.corp.example",
+        "xn--bcher-kva.de",
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # one clear error per bad configuration
 
@@ -464,6 +483,24 @@ BAD: list[tuple[str, Callable[[Sections], None], str | None, str | None, tuple[s
         "LoadURNs",
         ("must be a JSON object of paths, got a JSON array", '{"/path/:p": {"GET"'),
     ),
+    *[
+        (
+            f"allowedhosts-{name}",
+            _set("HTTP_REST", AllowedHosts=f"api.example.com, {value}"),
+            "HTTP_REST",
+            "AllowedHosts",
+            (f"{value!r} is not a host name or IP address", "without scheme, port or path"),
+        )
+        for name, value in (
+            ("scheme", "https://api.example.com"),
+            ("port", "api.example.com:443"),
+            ("path", "api.example.com/rest"),
+            ("user", "ann@api.example.com"),
+            ("blank", "api example.com"),
+            ("star-alone", "*"),
+            ("star-inside", "api.*.example.com"),
+        )
+    ],
     (
         "loadurns-list-of-mappings",
         _set("HTTP_REST", LoadURNs=[{"/x": {"GET": {"Function": "app.fn"}}}]),

@@ -333,6 +333,15 @@ def test_operations_settings_commands(example_service: Running) -> None:
     assert log_level(example_service) == back
 
 
+def test_operations_usage_reset_command(example_service: Running) -> None:
+    """The reset is a state change (SPEC 7.1): JSON, sent to a name of the server."""
+    block = example("operations-usage-reset")
+    replies = run_block(block, example_service.folder, example_service.connect_to)
+    assert [reply.json() for _step, reply in replies] == [{"reset": True}]
+    plain = httpx.post(f"{example_service.url('HTTP_REST')}/fw/rest/usage/time/reset")
+    assert plain.status_code == 415, plain.text  # neither JSON nor the page's form
+
+
 def _line_shape(line: str) -> str:
     """An access line with what differs between runs replaced: time, worker, numbers, client."""
     line = re.sub(r"^\S+Z ", "TS ", line)

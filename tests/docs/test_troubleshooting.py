@@ -512,6 +512,11 @@ PROVOKED: dict[str, Broken | Special] = {
     "[<server>] TrustedProxies: '10.0.0.300' is not an IP address or network": new(
         "TrustedProxies", "ini", setting("HTTP_REST", "TrustedProxies", "10.0.0.300")
     ),
+    "[<server>] AllowedHosts: 'https://api.example.com' is not a host name or IP address": new(
+        "AllowedHosts",
+        "json",
+        setting("HTTP_REST", "AllowedHosts", "api.internal, https://api.example.com"),
+    ),
     "[<server>] Locations: lists no location": known("empty Locations[json]"),
     "[<server>] Locations: the locations [<location>] and [<location>] have the same Path /rest": (
         known("two locations one Path[ini]")

@@ -4,12 +4,15 @@ line per request, redaction of secrets, levels, the ``LogFile`` copy, no forged 
 
 from __future__ import annotations
 
+import json
 import re
+import stat
 from pathlib import Path
 
 import httpx
 
 from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.server.rawhttp import RawConnection
 
 # an access line; with rest_trace_time=1 its time sits between the status and the port
 ACCESS = re.compile(
@@ -291,9 +294,10 @@ def login():
 
 
 def test_secret_fields_of_any_body_are_redacted_at_level_5(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    """``rest_log_level=5`` writes bodies: secret-like fields are redacted whatever the body's
-    shape (JSON after white space, a number as the value, a form holding a brace, multipart)
-    and in the response too (an endpoint answering with a token)."""
+    """``rest_log_level=5`` writes bodies: secret-like fields are redacted after parsing (JSON
+    after white space, a number as the value, a form holding a brace), in the response too
+    (an endpoint answering with a token); multipart is neither JSON nor a URL-encoded form,
+    so it is described by its length only (SPEC 7.1)."""
     general = {"rest_log_level": 5, "rest_log_stringsize": 100000}
     server: ServerProcess = serve(free_config(tmp_path, app=APP_SOURCE + LOGIN, general=general))
     url = f"{server.url()}/login"
@@ -315,6 +319,156 @@ def test_secret_fields_of_any_body_are_redacted_at_level_5(tmp_path: Path, serve
     for text in (server.log(), server.file_log()):
         assert text.count("response 200 body") == 5, text  # the bodies were logged ...
         assert '"access_token":"***","session_pin":"***"' in text, text
-        assert 'name="password"\\r\\n\\r\\n***\\r\\n' in text, text
+        assert "password=***&data=%7B%22a%22%3A+1%7D" in text, text
+        assert text.count("bytes, not logged: neither JSON nor a URL-encoded form)") == 2, text
         for secret in secrets:
             assert secret not in text, (secret, text)  # ... without their secrets
+
+
+SHAPES_APP = """
+
+import logging
+
+
+@post("/login")
+def login():
+    return {"user": "ann", "access_token": "Resp-Tok-C4n-61"}
+
+
+@post("/sink")
+def sink():
+    # takes a body, answers its length (an echo would put it in a JSON string: free text
+    # inside a string is data, which the log shows)
+    return {"length": len(rest.getBodyRequest())}
+
+
+@get("/fetch")
+def fetch():
+    logging.getLogger("myapp.client").warning("fetching %s", rest.getQueryRequest()["url"])
+    return {"ok": True}
+"""
+
+
+def test_every_shape_of_secret_of_spec_7_1_stays_out_of_the_log(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+    """SPEC 7.1 "Logs", at ``rest_log_level=5``: headers named like secrets masked whole,
+    bodies redacted after parsing (JSON keys written with ``\\u`` escapes, forms split by
+    ``;``), any other body (XML, a form starting with ``{``, text, multipart) logged by its
+    length only, a URL's userinfo and a password inside a URL-valued parameter masked (in
+    the access line, a header and an application's own record), and ``LogFile`` created
+    with mode 0600."""
+    general = {"rest_log_level": 5, "rest_log_stringsize": 100000}
+    server: ServerProcess = serve(
+        free_config(tmp_path, app=APP_SOURCE + SHAPES_APP, general=general)
+    )
+    base = server.url()
+    secrets: list[str] = []
+
+    def secret(n: int) -> str:
+        value = f"Shape-Cn4ry-{n:02d}"
+        secrets.append(value)
+        return value
+
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    json_type = {"Content-Type": "application/json"}
+    answers = [
+        # header names that carry secrets
+        httpx.get(
+            f"{base}/hello",
+            headers={
+                "X-Api-Key": secret(1),
+                "X-Auth-Token": secret(2),
+                "Set-Cookie": f"sid={secret(3)}",
+                "X-Session-Id": secret(4),
+                "X-Client-Secret": secret(5),
+                "X-Password": secret(6),
+                "Referer": f"https://ann:{secret(7)}@app.example/p?password={secret(8)}",
+                "X-Note": f"next=/login?token={secret(9)}",
+            },
+        ),
+        # JSON whose keys are written with \\u escapes, nested, a secret in a nested form
+        httpx.post(
+            f"{base}/echo",
+            content=json.dumps(
+                {
+                    "x": {"api_key": secret(11)},
+                    "data": f"a=1&token={secret(12)}",
+                    "cfg": json.dumps({"secret": secret(13)}),
+                }
+            )
+            .replace('"api_key"', '"api\\u005fkey"')
+            .replace("{", '{"p\\u0061ssword": "' + secret(10) + '", ', 1),
+            headers=json_type,
+        ),
+        # JSON sent as text: parsed all the same; a key given twice
+        httpx.post(
+            f"{base}/echo",
+            content='{"password": "' + secret(14) + '", "password": "x"}',
+            headers={"Content-Type": "text/plain"},
+        ),
+        # forms with ";" separators
+        httpx.post(f"{base}/echo", content=f"user=ann;password={secret(15)};x=1&p=2", headers=form),
+        httpx.post(f"{base}/echo", content=f"a=1&pwd={secret(16)};b=2", headers=form),
+        # bodies of other types: their length only
+        httpx.post(
+            f"{base}/sink",
+            content=f"<login><password>{secret(17)}</password></login>",
+            headers={"Content-Type": "application/xml"},
+        ),
+        httpx.post(f"{base}/sink", content="{user=ann&password=" + secret(18), headers=form),
+        httpx.post(f"{base}/sink", content=f"password {secret(19)}", headers=form),
+        httpx.post(f"{base}/sink", content=secret(20), headers={"Content-Type": "text/plain"}),
+        httpx.post(f"{base}/sink", files={"password": (None, secret(21))}),
+        # URLs in the query: userinfo, a password in a URL-valued parameter, encoded or not
+        httpx.get(
+            f"{base}/hello",
+            params={
+                "next": f"https://ann:{secret(22)}@app.example/cb",
+                "back": f"https://app.example/cb?password={secret(23)}&x=1",
+            },
+        ),
+        httpx.get(f"{base}/hello?redirect=/login?token={secret(24)}"),
+        httpx.get(f"{base}/hello?a=1;password={secret(25)}"),
+        # an application's own record holding a URL with userinfo and a key in its query
+        httpx.get(
+            f"{base}/fetch",
+            params={"url": f"https://svc:{secret(26)}@api.example/v1?api_key={secret(27)}"},
+        ),
+        # the response of an endpoint answering JSON with a token
+        httpx.post(f"{base}/login", json={"user": "ann"}),
+    ]
+    assert [r.status_code for r in answers] == [200] * len(answers), [
+        (r.request.url, r.status_code) for r in answers
+    ]
+    # an absolute-form target with userinfo: the path alone is logged
+    with RawConnection(server.ports["HTTP_REST"]) as conn:
+        target = f"http://ann:{secret(28)}@127.0.0.1/rest/hello"
+        assert conn.request("GET", target).status == 200
+    assert len(secrets) == 28
+    server.stop()
+    texts = {"stderr": server.log(), "LogFile": server.file_log()}
+    for where, text in texts.items():
+        hits = [(value, line) for value in secrets for line in text.splitlines() if value in line]
+        assert hits == [], (where, hits)
+        # the log is the verbose one, with the redactions in place
+        for masked in (
+            "x-api-key: ***",
+            "x-auth-token: ***",
+            "set-cookie: ***",
+            "x-session-id: ***",
+            "referer: https://***@app.example/p?password=***",
+            "x-note: next=/login?token=***",
+            '"password":"***"',
+            '"api_key":"***"',
+            "user=ann;password=***&p=2",
+            "a=1&pwd=***",
+            "next=https://***@app.example/cb",
+            "back=https://app.example/cb?password=***",
+            "redirect=/login?token=***",
+            "a=1;password=***",
+            "fetching https://***@api.example/v1?api_key=***",
+            '"access_token":"***"',
+        ):
+            assert masked in text, (where, masked, text)
+        assert text.count("bytes, not logged: neither JSON nor a URL-encoded form)") >= 5, text
+    mode = stat.S_IMODE((tmp_path / "server.log").stat().st_mode)
+    assert mode == 0o600, oct(mode)

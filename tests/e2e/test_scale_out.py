@@ -161,6 +161,8 @@ def host_config(folder: Path, label: str, store: str) -> Path:
             '"maxFailures":10': f'"maxFailures":{MAX_FAILURES}',
             'UserData={"host":"A"}': f'UserData={{"host":"{label}"}}',
             "TrustedProxies=10.0.0.2": "TrustedProxies=127.0.0.1",
+            # the balancer's name, as its clients send it in Host (here its address)
+            "AllowedHosts=api.example.com": f"AllowedHosts={BALANCER_ADDRESS}",
         },
     )
     path = folder / "service.ini"

@@ -79,6 +79,12 @@ def login_json():
     return {"user": body.get("username"), "fields": sorted(body)}
 
 
+@post("/sink")
+def sink():
+    """Takes any body and answers its length only (never repeats it)."""
+    return {"length": len(rest.getBodyRequest())}
+
+
 @get("/raise-auth")
 def raise_auth():
     """A handler that puts the request's Authorization header into its exception."""

@@ -8,12 +8,17 @@ with the request's ``Authorization`` header in its message (on both ports); pass
 POST (client secret in the form, then in a Basic header) and by GET (password and client
 secret in the query), a wrong password by GET, refreshes by POST and by GET, a replay, bearer
 requests (the token also in the query string), a revoked, a tampered and a malformed token
-request.
+request. And each shape of SPEC 7.1 "Logs": headers whose names carry secrets (``X-Api-Key``,
+``X-Auth-Token``, ``Set-Cookie``, ``X-Session-Id``), a ``Referer`` with userinfo, JSON keys
+written with ``\\u`` escapes, forms split by ``;``, bodies of other types (XML, a form that
+starts with ``{``, text, multipart), a URL's userinfo and a password inside a URL-valued
+parameter, and the token route spelled ``%74oken`` (its user name is logged only where
+tokens are issued to it).
 
 Then every line the service wrote, to standard error, to its ``LogFile`` (and the lifecycle lines
 of standard output), is searched for
-every canary in its plain, URL-encoded (``%XX`` and form ``+``) and base64 forms (standard and
-URL-safe, padded or not), and for every token issued (a JWT by its signature, a refresh token
+every canary in its plain, URL-encoded (``%XX`` and form ``+``, once or twice) and base64 forms
+(standard and URL-safe, padded or not), and for every token issued (a JWT by its signature, a refresh token
 whole and by a 16-character prefix): zero hits. The log is checked to be the verbose one (debug
 lines, a traceback, masks in place), so the sweep cannot pass on an empty log.
 """
@@ -42,6 +47,21 @@ CLIENT_SECRET = "Cn4ry-clientSEC/2+r s"
 JSON_PW = "Cn4ry-jsonPW/3+s p"
 COOKIE = "Cn4ry-cookie/4+c o"
 API_KEY = "Cn4ry-apikey/5+k n"
+# SPEC 7.1 "Logs"
+HEADER_KEY = "Cn4ry-hdrkey/6+h m"
+HEADER_TOKEN = "Cn4ry-hdrtok/7+g l"
+SET_COOKIE = "Cn4ry-setck/8+f k"
+SESSION_ID = "Cn4ry-sessid/9+e j"
+REFERER_PW = "Cn4ry-refpw/1+d i"
+ESCAPED_PW = "Cn4ry-escpw/2+c h"
+SEMICOLON_PW = "Cn4ry-semipw/3+b g"
+XML_PW = "Cn4ry-xmlpw/4+a f"
+BRACE_PW = "Cn4ry-bracepw/5+z e"
+TEXT_SECRET = "Cn4ry-text/6+y d"
+MULTIPART_PW = "Cn4ry-multipw/7+x c"
+USERINFO_PW = "Cn4ry-userinfo/8+w b"
+URL_PARAM_PW = "Cn4ry-urlparam/9+v a"
+TOKEN_USER = "Cn4ryTokUser"  # a user name: logged only where tokens are issued to it
 CANARIES = {
     "basic password": BASIC_PW,
     "wrong basic password": BASIC_WRONG,
@@ -51,6 +71,19 @@ CANARIES = {
     "JSON password": JSON_PW,
     "cookie": COOKIE,
     "api key": API_KEY,
+    "X-Api-Key header": HEADER_KEY,
+    "X-Auth-Token header": HEADER_TOKEN,
+    "Set-Cookie header": SET_COOKIE,
+    "X-Session-Id header": SESSION_ID,
+    "Referer userinfo": REFERER_PW,
+    "JSON key with \\u escapes": ESCAPED_PW,
+    "form with ;": SEMICOLON_PW,
+    "XML body": XML_PW,
+    "form starting with {": BRACE_PW,
+    "text body": TEXT_SECRET,
+    "multipart body": MULTIPART_PW,
+    "URL userinfo in a parameter": USERINFO_PW,
+    "password in a URL-valued parameter": URL_PARAM_PW,
     "basic credentials": f"basil:{BASIC_PW}",
     "wrong basic credentials": f"basil:{BASIC_WRONG}",
     "client credentials": f"web:{CLIENT_SECRET}",
@@ -58,7 +91,10 @@ CANARIES = {
 }
 PARAMS = {
     "client": [{"client_id": "web", "client_secret": CLIENT_SECRET}],
-    "users": [{"username": "ada", "password": OAUTH_PW}],
+    "users": [
+        {"username": "ada", "password": OAUTH_PW},
+        {"username": TOKEN_USER, "password": OAUTH_PW},
+    ],
     "access_expires": "1h",
     "refresh_expires": "Date()+1",
 }
@@ -68,6 +104,9 @@ def forms(secret: str) -> set[str]:
     """Every form a secret could take in a log line."""
     raw = secret.encode()
     out = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret)}
+    # encoded twice: a URL inside a query value (a password in its userinfo or its own query)
+    once = quote(secret, safe="")
+    out |= {quote(once, safe=""), quote_plus(once), quote_plus(quote_plus(secret))}
     for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
         out |= {encoded.decode(), encoded.decode().rstrip("=")}
     return out
@@ -115,6 +154,34 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
             headers = {"Content-Type": "application/json"}
             assert basic("POST", "/login-json", content=login, headers=headers) == 200
             assert basic("GET", "/raise-auth") == 500
+            # SPEC 7.1 "Logs": header names, bodies after parsing, URLs
+            named = {
+                "X-Api-Key": HEADER_KEY,
+                "X-Auth-Token": HEADER_TOKEN,
+                "Set-Cookie": f"sid={quote(SET_COOKIE)}",
+                "X-Session-Id": SESSION_ID,
+                "Referer": f"https://basil:{quote(REFERER_PW, safe='')}@app.example/p",
+            }
+            assert basic("GET", "/hello", headers=named) == 200
+            escaped = '{"p\\u0061ssword": ' + json.dumps(ESCAPED_PW) + ', "user": "basil"}'
+            assert basic("POST", "/login-json", content=escaped, headers=headers) == 200
+            form_type = {"Content-Type": "application/x-www-form-urlencoded"}
+            semicolon = f"user=basil;password={quote_plus(SEMICOLON_PW)};x=1&page=2"
+            assert basic("POST", "/sink", content=semicolon, headers=form_type) == 200
+            xml = f"<login><password>{XML_PW}</password></login>"
+            xml_type = {"Content-Type": "application/xml"}
+            assert basic("POST", "/sink", content=xml, headers=xml_type) == 200
+            brace = "{user=basil&password=" + quote_plus(BRACE_PW)
+            assert basic("POST", "/sink", content=brace, headers=form_type) == 200
+            text_type = {"Content-Type": "text/plain"}
+            assert basic("POST", "/sink", content=TEXT_SECRET, headers=text_type) == 200
+            multipart = {"password": (None, MULTIPART_PW)}
+            assert basic("POST", "/sink", files=multipart) == 200  # type: ignore[arg-type]
+            urls = {
+                "next": f"https://basil:{quote(USERINFO_PW, safe='')}@app.example/cb",
+                "back": f"https://app.example/cb?password={quote_plus(URL_PARAM_PW)}&x=1",
+            }
+            assert basic("GET", "/hello?" + urlencode(urls)) == 200
 
             o = proc.url("OAUTH")
             token_url = o + TOKEN
@@ -169,6 +236,13 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
                 ),
                 400,
             )
+            # the token route spelled otherwise: known by the normalised path (SPEC 7.1)
+            spelled = o + TOKEN.replace("/token", "/%74oken")
+            by_name = {**grant, "username": TOKEN_USER, "client_id": "web"}
+            by_name["client_secret"] = CLIENT_SECRET
+            token(https.post(spelled, data=by_name), 200)
+            wrong_user = urlencode({**by_name, "password": OAUTH_WRONG})
+            token(https.get(spelled + "?" + wrong_user), 400)
 
             def bearer(path: str, access: str, expect: int, **kw: object) -> None:
                 headers = {"Authorization": f"Bearer {access}", **kw.pop("headers", {})}  # type: ignore[dict-item]
@@ -244,6 +318,18 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
     assert "Authorization was Basic ***" in text and "Authorization was Bearer ***" in text
     assert "authorization: ***" in text and "cookie: ***" in text
     assert "password=***" in text and "client_secret=***" in text and "api_key=***" in text
-    assert '"password": "***"' in text
+    assert '"password":"***"' in text
+    for masked in ("x-api-key: ***", "x-auth-token: ***", "set-cookie: ***", "x-session-id: ***"):
+        assert masked in text, masked
+    assert "referer: https://***@app.example/p" in text
+    assert "user=basil;password=***&page=2" in text
+    assert text.count("not logged: neither JSON nor a URL-encoded form") >= 4
+    assert "next=https://***@app.example/cb" in text
+    assert "(not logged: token route)" in text
+    # the user of the token route's requests: only where tokens are issued to it
+    for where, logged in logs.items():
+        for line in logged.splitlines():
+            assert TOKEN_USER not in line or "tokens issued to" in line, (where, line)
+    assert f"tokens issued to '{TOKEN_USER}'" in text
     assert "its whole token family is revoked" in text
     assert lines > 100

@@ -63,7 +63,7 @@ def calls_of(fig: dict[str, Any], endpoint: str) -> int:
 
 
 def reset(base: str) -> None:
-    r = httpx.post(f"{base}/fw/rest/usage/time/reset")
+    r = httpx.post(f"{base}/fw/rest/usage/time/reset", json={})
     assert r.status_code == 200, r.text
     wait_for(lambda: calls_of(figures(base), "/hello") == 0, 6, "the reset reaching every worker")
     # A worker learns of a reset when it next publishes (every second) and then zeroes its
@@ -196,7 +196,7 @@ def test_usage_time_is_an_html_page_with_three_tables_and_goes_to_the_log(
 def test_usage_reset_starts_from_zero_in_every_worker(base: str) -> None:
     spread_calls(base, 6)
     wait_for(lambda: calls_of(figures(base), "/hello") >= 6, 6, "calls counted", 0.1)
-    r = httpx.post(f"{base}/fw/rest/usage/time/reset")
+    r = httpx.post(f"{base}/fw/rest/usage/time/reset", json={})
     assert r.status_code == 200
     took = wait_for(lambda: calls_of(figures(base), "/hello") == 0, 6, "zero after reset", 0.1)
     print(f"zero {took:.3f} s after the reset")

@@ -5,12 +5,16 @@ wire matter."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
 
+from fwrest.testing import Client
 from tests.conftest import ServerProcess, free_config
 from tests.server.rawhttp import RawConnection, request_bytes
 
@@ -80,6 +84,39 @@ async def wrapped(id):
 @get("/hello")
 def hello():
     return {"hello": "world"}
+
+
+@get("/reflect")
+def reflect():
+    # an open redirect's mistake: the Location taken from the query as it is
+    return Response(b"", status=302, headers={"Location": rest.getQueryRequest()["to"]})
+
+
+@get("/reflect-rest")
+def reflect_rest():
+    rest.setStatusCode(302)
+    rest.setKeyHeaderResponse("Location", rest.getQueryRequest()["to"])
+    return ""
+
+
+@get("/status/:n")
+async def status(n):
+    return Response({"n": n}, status=int(n))
+
+
+@get("/status-text/:n")
+def status_text(n):
+    return Response("x", status=n)
+
+
+@get("/header-name")
+def header_name():
+    return Response(b"x", headers={rest.getQueryRequest()["name"]: "1"})
+
+
+@get("/media")
+def media():
+    return Response(b"x", media_type=rest.getQueryRequest()["type"])
 """
 
 
@@ -154,6 +191,91 @@ def test_an_interim_status_is_refused_as_a_handler_error(base: str) -> None:
     r = httpx.get(f"{base}/interim")
     assert r.status_code == 500
     assert r.json()["code"] == 500
+
+
+# -- what a handler's Response may not write (SPEC 7.1) --------------------------------------
+
+INJECTED = "/ok\r\nSet-Cookie: evil=1"
+# (path, query) of answers that cannot be written as the handler gave them: each a 500
+REFUSED = [
+    ("/reflect", {"to": INJECTED}),
+    ("/reflect", {"to": "/ok\nSet-Cookie: evil=1"}),
+    ("/reflect", {"to": "/ok\rSet-Cookie: evil=1"}),
+    ("/reflect", {"to": "/ok\x00Set-Cookie: evil=1"}),
+    ("/reflect-rest", {"to": INJECTED}),
+    ("/status/100", {}),
+    ("/status/101", {}),
+    ("/status/99", {}),
+    ("/status/199", {}),
+    ("/status/600", {}),
+    ("/status/0", {}),
+    ("/status-text/200", {}),  # a status given as text
+    ("/header-name", {"name": "Set-Cookie: evil=1; x"}),  # a name that writes another header
+    ("/header-name", {"name": "X-A\r\nSet-Cookie"}),
+    ("/header-name", {"name": ""}),
+    ("/media", {"type": "text/plain\r\nSet-Cookie: evil=1"}),
+]
+
+
+def _target(path: str, query: dict[str, str]) -> str:
+    return "/rest" + path + (("?" + urlencode(query)) if query else "")
+
+
+def test_a_response_that_would_inject_a_header_or_break_the_next_answer_is_500(
+    server: ServerProcess,
+) -> None:
+    """Pipelined on one connection, each refused answer followed by a normal one: the 500
+    carries no injected header line, and the answer after it is read as its own (a 1xx
+    status written as it was would have been taken for an interim answer)."""
+    port = server.ports["HTTP_REST"]
+    mark = len(server.log())
+    with RawConnection(port) as conn:
+        sent = b"".join(
+            request_bytes("GET", _target(path, query)) + request_bytes("GET", "/rest/hello")
+            for path, query in REFUSED
+        )
+        conn.send(sent)
+        for path, query in REFUSED:
+            refused = conn.read_response()
+            assert refused.status == 500, (path, query, refused.head)
+            assert refused.json()["code"] == 500
+            assert b"evil" not in refused.head.lower(), refused.head
+            assert refused.header("set-cookie") is None and refused.header("location") is None
+            after = conn.read_response()
+            assert after.status_line == "HTTP/1.1 200 OK", (path, after.head, conn.buffer)
+            assert after.json() == {"hello": "world"}
+        assert conn.buffer == b""
+    # a good redirect still is one
+    with RawConnection(port) as conn:
+        moved = conn.request("GET", _target("/reflect", {"to": "/ok?a=1"}))
+        assert moved.status == 302 and moved.header("location") == "/ok?a=1", moved.head
+        assert conn.request("GET", "/rest/status/299").json() == {"n": "299"}
+    text = server.wait_log("GET /rest/media", since=mark)
+    for path, _query in REFUSED:
+        assert re.search(rf"GET /rest{re.escape(path)}(\?\S*)? 500 ", text), path
+    assert text.count("a handler returned a Response that cannot be sent") >= 14, text
+    assert "HTTP status is a number in 200-599, not 100" in text
+    assert "holds CR, LF, NUL or another control character" in text
+    assert "a header name is a token" in text
+    assert "evil=1" not in text.replace("evil=1; x'", "")  # only the refused name, quoted
+    assert "\r" not in text
+
+
+def test_the_in_process_client_refuses_the_same_answers(tmp_path: Path) -> None:
+    config = free_config(tmp_path, app=APP)
+    (tmp_path / "app.py").rename(tmp_path / "results_inproc.py")
+    sections = json.loads(config.read_text())
+    sections["ENV"]["Repository"] = "results_inproc"
+    config.write_text(json.dumps(sections))
+    with Client(config) as client:
+        for path, query in REFUSED:
+            r = client.get("/rest" + path, params=query)
+            assert r.status_code == 500, (path, query, r.headers)
+            assert "set-cookie" not in r.headers and "location" not in r.headers
+            assert all("evil" not in f"{n}{v}" for n, v in r.headers.items()), r.headers
+        moved = client.get("/rest/reflect", params={"to": "/ok"})
+        assert moved.status_code == 302 and moved.headers["location"] == "/ok"
+        assert client.get("/rest/status/201").status_code == 201
 
 
 def test_set_response_with_a_dict_sends_its_json(base: str) -> None:

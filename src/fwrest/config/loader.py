@@ -26,6 +26,7 @@ from fwrest.config.probes import probe_writable
 from fwrest.config.reading import parse_json_text, read_source
 from fwrest.config.risky import risky_settings
 from fwrest.config.sections import (
+    allowed_hosts,
     check_ports,
     check_redis_url,
     check_tls,
@@ -83,6 +84,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         values = section_values(raw, sec, "server")
         check_tls(raw, sec, values)
         values["trusted_proxies"] = trusted_proxies(raw, sec, values.get("trusted_proxies"))
+        values["allowed_hosts"] = allowed_hosts(raw, sec, values.get("allowed_hosts"))
         fw_data = parse_fw_data(raw, sec, values.pop("fw_data"))
         load_urns = values.pop("load_urns")
         if load_urns is None:  # absent or empty: nothing mapped, as for FwData and UserData

@@ -107,6 +107,7 @@ class ServerConfig:
     keep_alive_timeout_ms: int = 5000
     tls_handshake_timeout_ms: int = 10000
     trusted_proxies: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()  # canonical (fwrest.config.hosts)
 
     @property
     def is_tls(self) -> bool:

@@ -298,6 +298,16 @@ KEYS: tuple[Key, ...] = (
         doc="addresses or networks of load balancers whose X-Forwarded-For names the client "
         "(for logs and the per-address brute-force count)",
     ),
+    Key(
+        "server",
+        "AllowedHosts",
+        "allowed_hosts",
+        "list",
+        None,
+        doc="more names the Host header of a state-changing native route may give besides "
+        "HostName, the bound address and localhost on loopback (a balancer's name; "
+        "*.example.com for any name under it)",
+    ),
     # location sections
     Key(
         "location",

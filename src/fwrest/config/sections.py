@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fwrest.config.convert import section_values
+from fwrest.config.hosts import canonical_host
 from fwrest.config.model import (
     EncryptedKeyError,
     EnvironmentConfig,
@@ -20,6 +21,7 @@ from fwrest.config.model import (
 from fwrest.config.reading import RawConfig, RawSection
 
 __all__ = [
+    "allowed_hosts",
     "check_ports",
     "check_redis_url",
     "check_tls",
@@ -207,3 +209,25 @@ def check_ports(raw: RawConfig, servers: list[ServerConfig]) -> None:
                 "give each server its own port.",
             )
         seen[server.port] = server.name
+
+
+def allowed_hosts(
+    raw: RawConfig, sec: RawSection, value: tuple[str, ...] | None
+) -> tuple[str, ...]:
+    """``AllowedHosts``: host names or IP addresses, canonical; ``*.name`` for any name under
+    ``name``. A scheme, port, path or user is a mistake (the Host header's port is ignored)."""
+    out: list[str] = []
+    for item in value or ():
+        host = canonical_host(item, wildcard=True)
+        if host is None:
+            written = sec.values.get("allowedhosts", ("AllowedHosts", None))[0]
+            raise raw.error(
+                f"{item[:80]!r} is not a host name or IP address.",
+                sec.name,
+                written,
+                "list the names clients reach this server by, without scheme, port or path, "
+                "e.g. api.example.com, 10.0.0.5, *.example.com.",
+            )
+        if host not in out:
+            out.append(host)
+    return tuple(out)

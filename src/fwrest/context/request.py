@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -12,7 +13,67 @@ from urllib.parse import parse_qsl
 if TYPE_CHECKING:
     from fwrest.context.views import PortView, Routed, UsageKey
 
-__all__ = ["AuthInfo", "Headers", "RequestContext", "Response", "current"]
+__all__ = [
+    "AuthInfo",
+    "Headers",
+    "RequestContext",
+    "Response",
+    "check_header",
+    "check_status",
+    "current",
+]
+
+# A header name is an RFC 9110 token: nothing that could end it early (":", white space) or
+# start another line. A value is any text but the control characters (RFC 9110 5.5: HTAB
+# only): CR, LF and NUL would split the answer, the others confuse clients.
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def check_status(status: object) -> int:
+    """``status`` as an answer's status: a whole number in 200-599 (a 1xx is an interim
+    answer, never a response of its own; anything else no HTTP status).
+
+    >>> check_status(201)
+    201
+    >>> check_status(100)
+    Traceback (most recent call last):
+    ...
+    ValueError: an HTTP status is a number in 200-599, not 100
+
+    Raises:
+        ValueError: it is not.
+    """
+    if not isinstance(status, int) or isinstance(status, bool) or not 200 <= status <= 599:
+        raise ValueError(f"an HTTP status is a number in 200-599, not {status!r:.40}")
+    return status
+
+
+def check_header(name: object, value: object) -> tuple[str, str]:
+    r"""A response header as it may be written: the name a token, the value (``str()`` of
+    it) without CR, LF, NUL or another control character but HTAB.
+
+    >>> check_header("X-Id", 7)
+    ('X-Id', '7')
+    >>> check_header("Location", "/a\r\nSet-Cookie: x=1")
+    Traceback (most recent call last):
+    ...
+    ValueError: the value of the header 'Location' holds CR, LF, NUL or another control character
+
+    Raises:
+        ValueError: the name or the value cannot be written as they are.
+    """
+    if not isinstance(name, str) or _TOKEN.fullmatch(name) is None:
+        shown = repr(name)[:40] if isinstance(name, str) else f"a {type(name).__name__}"
+        raise ValueError(
+            f"a header name is a token (letters, digits and !#$%&'*+.^_`|~-), not {shown}"
+        )
+    text = value if isinstance(value, str) else str(value)
+    if _BAD_VALUE.search(text) is not None:
+        raise ValueError(
+            f"the value of the header {name!r} holds CR, LF, NUL or another control character"
+        )
+    return name, text
 
 
 @dataclass(frozen=True, slots=True)

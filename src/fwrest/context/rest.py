@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fwrest.context.jsonbody import to_json
-from fwrest.context.request import Headers, RequestContext, current
+from fwrest.context.request import Headers, RequestContext, check_header, check_status, current
 from fwrest.errors import error_body
 
 __all__ = ["RestObject", "rest"]
@@ -86,19 +86,19 @@ class RestObject:
             ctx.resp_body.append(str(body))
 
     def set_status_code(self, status: int) -> None:
-        if not isinstance(status, int) or isinstance(status, bool) or not 200 <= status <= 599:
-            # 1xx are interim answers, never a response of their own
-            raise ValueError(f"an HTTP status is a number in 200-599, not {status!r}")
-        self._ctx().resp_status = status
+        """Set the answer's status, a number in 200-599 (1xx are interim answers, never a
+        response of their own): anything else raises ``ValueError``, a 500 (SPEC 7.1)."""
+        self._ctx().resp_status = check_status(status)
 
     def set_header(self, name: str, value: str) -> None:
-        """Set a response header."""
-        if any(c in f"{name}{value}" for c in "\r\n\x00"):
-            raise ValueError("a header name or value cannot hold CR, LF or NUL")
+        """Set a response header. The name must be a token, the value free of CR, LF, NUL
+        and other control characters (HTAB allowed): anything else raises ``ValueError``,
+        a 500, so that a reflected value can never add a header (SPEC 7.1)."""
+        name, text = check_header(name, value)
         ctx = self._ctx()
         if ctx.resp_headers is None:
             ctx.resp_headers = {}
-        ctx.resp_headers[name] = str(value)
+        ctx.resp_headers[name] = text
 
     def set_fault(self, message: str) -> None:
         """Answer with the framework's error body carrying ``message`` (SPEC 3): status 500, or

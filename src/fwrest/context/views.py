@@ -112,6 +112,11 @@ class PortView(Protocol):
         """The port's ``onAdmin`` function, who may change settings."""
         ...
 
+    def names_host(self, host: str) -> bool:
+        """Whether a request's ``Host`` header value names this server: its ``HostName``, its
+        bound address, ``localhost`` on loopback, or its ``AllowedHosts`` (SPEC 7.1)."""
+        ...
+
     def listing(self) -> list[dict[str, Any]]:
         """The port's routes, as ``list/service`` answers them."""
         ...

@@ -10,12 +10,23 @@ from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, quote
 
 import orjson
 
 from fwrest import log
 from fwrest.context.request import RequestContext, Response, current
 from fwrest.errors import HTTPError
+from fwrest.native.guard import (
+    FORM_FIELD,
+    FORM_TYPE,
+    JSON_TYPE,
+    form_token,
+    is_admin,
+    media_type,
+    refuse_foreign,
+    token_matches,
+)
 from fwrest.store.calls import call_store
 
 __all__ = [
@@ -153,12 +164,14 @@ def _table(title: str, rows: list[dict[str, Any]], keys: list[str]) -> str:
     return f"<h2>{html.escape(title)}</h2><table border=1><tr>{head}</tr>{body}</table>"
 
 
-def render_usage_html(figures: dict[str, Any]) -> str:
+def render_usage_html(figures: dict[str, Any], reset_form: str = "") -> str:
+    """The usage page; ``reset_form``: the HTML of its reset button (none when empty)."""
     nums = ["calls", "total_us", "mean_us", "max_us", "percent"]
     return (
         "<!doctype html><html><head><meta charset=utf-8><title>fwrest usage time</title>"
         "</head><body><h1>Usage time (microseconds)</h1>"
         f"<p>Total: {figures['total_us']} us over all workers</p>"
+        + reset_form
         + _table(
             "Per entry point",
             figures["entry_points"],
@@ -192,13 +205,56 @@ async def usage_time() -> Response:
     accept = ctx.headers.get("accept", "")
     if "application/json" in accept:
         return Response(orjson.dumps(figures), media_type="application/json")
-    return Response(render_usage_html(figures), media_type="text/html; charset=utf-8")
+    form = (
+        f'<form method="post" action="{html.escape(quote(ctx.path + _RESET))}">'
+        f'<input type="hidden" name="{FORM_FIELD}" value="{form_token(ctx, _PURPOSE)}">'
+        '<button type="submit" id="reset">Start from zero</button></form>'
+    )
+    return Response(
+        render_usage_html(figures, form),
+        media_type="text/html; charset=utf-8",
+        headers=_PAGE_HEADERS,
+    )
 
 
-async def usage_reset() -> dict[str, Any]:
+_RESET = "/reset"
+_PURPOSE = "usage-reset"  # the reset form's anti-forgery tokens are its own
+_PAGE_HEADERS = {
+    "cache-control": "no-store",
+    "x-frame-options": "DENY",
+    "content-security-policy": "default-src 'none'; form-action 'self'; frame-ancestors 'none'",
+}
+
+
+async def usage_reset() -> Response:
+    """``POST .../usage/time/reset``: a state change, so it needs what the settings POST
+    needs (SPEC 7.1, :mod:`fwrest.native.guard`): a ``Host`` naming the server, no foreign
+    ``Origin``, JSON or the usage page's form with its token, and ``onAdmin``'s consent."""
     ctx = current.get()
+    refuse_foreign(ctx, "a usage reset")
     service = ctx.port.service
     if service is None:
         raise HTTPError(503, detailed="no usage figures without a worker")
+    media = media_type(ctx)
+    is_form = media == FORM_TYPE
+    if media != JSON_TYPE and not is_form:
+        raise HTTPError(
+            415, detailed="send Content-Type: application/json (any body), or the usage page's form"
+        )
+    if is_form:
+        try:
+            fields = dict(parse_qsl(ctx.body.decode("utf-8"), max_num_fields=32))
+        except (UnicodeDecodeError, ValueError):
+            raise HTTPError(400, detailed="the form is malformed") from None
+        if not token_matches(ctx, _PURPOSE, fields.get(FORM_FIELD, "")):
+            raise HTTPError(403, detailed="the form's anti-forgery token is missing or wrong")
+    if not await is_admin(ctx):
+        raise HTTPError(403, detailed="this user may not reset the usage figures")
     await service.reset_usage()
-    return {"reset": True}
+    log.server_log.info(
+        "[%s] usage figures reset by %r", ctx.port.name, log.escape(ctx.auth_user or "-")
+    )
+    if is_form:  # a person at the page: back to it (the figures are zero within a second)
+        page = ctx.path.removesuffix(_RESET) or "/"
+        return Response(b"", status=303, headers={"Location": quote(page)})
+    return Response({"reset": True})

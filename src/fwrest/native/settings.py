@@ -2,18 +2,16 @@
 
 GET shows one row per setting: the value typed in at run time, the value from the config
 file, the default; the value in force has an orange border. POST changes settings in every
-worker (and every host sharing a Redis store) within a second. A form POST must carry the
-anti-forgery token of the page; a POST from a foreign ``Origin`` is refused; a JSON POST
-needs no token (a browser cannot send it cross-site without a preflight, never granted).
+worker (and every host sharing a Redis store) within a second. A POST needs what every
+state-changing native route needs (:mod:`fwrest.native.guard`): a ``Host`` that names the
+server, no foreign ``Origin``, JSON or a form carrying the anti-forgery token of the page,
+and ``onAdmin``'s consent.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import hmac
 import html
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 import orjson
 
@@ -22,12 +20,22 @@ from fwrest.config.tunables import SETTINGS, SettingsError, validate
 from fwrest.context.request import RequestContext, Response, current
 from fwrest.context.views import ServiceView
 from fwrest.errors import HTTPError, store_unavailable
-from fwrest.repository import is_async
+from fwrest.native.guard import (
+    FORM_FIELD,
+    FORM_TYPE,
+    JSON_TYPE,
+    form_token,
+    is_admin,
+    media_type,
+    refuse_foreign,
+    token_matches,
+)
 from fwrest.store import StoreError
 
 __all__ = ["config_change", "config_page"]
 
-_CSRF_FIELD = "fw_csrf"
+_CSRF_FIELD = FORM_FIELD
+_PURPOSE = "config"  # the page's anti-forgery tokens are its own
 # The run-time values the page showed, "name=value;...": a form POST changes only the fields
 # the user edited, so that a page loaded before another change does not undo it.
 _SHOWN_FIELD = "fw_shown"
@@ -41,9 +49,8 @@ def _service(ctx: RequestContext) -> ServiceView:
 
 
 def _csrf_token(ctx: RequestContext) -> str:
-    secret: bytes = _service(ctx).service_secret()
-    label = f"fwrest-config-form|{ctx.port.name}|{ctx.auth_user}".encode()
-    return hmac.new(secret, label, hashlib.sha256).hexdigest()
+    _service(ctx)
+    return form_token(ctx, _PURPOSE)
 
 
 def _wants_json(ctx: RequestContext) -> bool:
@@ -140,50 +147,20 @@ async def config_page() -> Response:
     return Response(_render(ctx), media_type="text/html; charset=utf-8", headers=_PAGE_HEADERS)
 
 
-def _same_origin(ctx: RequestContext) -> bool:
-    origin = ctx.headers.get("origin")
-    if ctx.headers.get("sec-fetch-site", "") in ("cross-site",):
-        return False
-    if origin is None:
-        return True
-    if origin == "null":
-        return False
-    host = str(ctx.headers.get("host", ""))
-    parts = urlsplit(origin)
-    # An origin is scheme + host + port: https://h:8080 is not the plain-HTTP port's origin.
-    # Behind a proxy that ends TLS, its X-Forwarded-Proto names the scheme the browser used
-    # (a cross-site page cannot send that header: it would need a CORS preflight).
-    forwarded = str(ctx.headers.get("x-forwarded-proto", "")).split(",")[0].strip().lower()
-    scheme = forwarded or ctx.port.scheme
-    return bool(parts.scheme == scheme and parts.netloc.lower() == host.lower())
-
-
 async def config_change() -> Response:
     ctx = current.get()
-    if not _same_origin(ctx):
-        raise HTTPError(403, detailed="a settings change from another origin is refused")
+    refuse_foreign(ctx, "a settings change")
     worker = _service(ctx)
-    media = ctx.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    is_json = media == "application/json"
-    is_form = media == "application/x-www-form-urlencoded"
+    media = media_type(ctx)
+    is_json = media == JSON_TYPE
+    is_form = media == FORM_TYPE
     if not is_json and not is_form:
         raise HTTPError(415, detailed="send application/json or a form")
-    on_admin = ctx.port.on_admin
-    if on_admin is not None:
-        try:
-            allowed = (
-                await on_admin(ctx.auth_user)
-                if is_async(on_admin)
-                else await asyncio.to_thread(on_admin, ctx.auth_user)
-            )
-        except Exception as exc:
-            log.auth_log.error("onAdmin raised %s; answered 403", type(exc).__name__)
-            allowed = False
-        if allowed is not True:
-            refusal = "this user may not change settings"
-            if is_form:  # a person at the page: the answer is the page, saying why
-                return _form_error(ctx, refusal, 403)
-            raise HTTPError(403, detailed=refusal)
+    if not await is_admin(ctx):
+        refusal = "this user may not change settings"
+        if is_form:  # a person at the page: the answer is the page, saying why
+            return _form_error(ctx, refusal, 403)
+        raise HTTPError(403, detailed=refusal)
     typed: dict[str, str] | None = None
     if is_json:
         if not ctx.body.strip():
@@ -204,7 +181,7 @@ async def config_change() -> Response:
         except (UnicodeDecodeError, ValueError):
             raise HTTPError(400, detailed="the form is malformed") from None
         token = fields.pop(_CSRF_FIELD, "")
-        if not hmac.compare_digest(token.encode(), _csrf_token(ctx).encode()):
+        if not token_matches(ctx, _PURPOSE, token):
             return _form_error(
                 ctx,
                 "the form's anti-forgery token is missing or wrong; the page is reloaded "

@@ -49,6 +49,7 @@ from fwrest.routing import (
 )
 from fwrest.server.build import LocationPlan, PortPlan
 from fwrest.server.handler import JSON_TYPE, Handler, ResultError, bind, result_reply
+from fwrest.server.hosts import HostCheck
 from fwrest.server.pool import ThreadPool
 from fwrest.server.state import tunables
 from fwrest.server.usage import UNMATCHED, UsageTable
@@ -76,12 +77,15 @@ class _Location:
 @dataclass(frozen=True, slots=True)
 class _Located:
     """A request path resolved: its normalised form, its location (None: outside every
-    location), the path relative to it, and the prebuilt matches of a static route path."""
+    location), the path relative to it, the prebuilt matches of a static route path, and
+    whether it is the token route (its query and bodies are never logged, however the
+    target spells it: SPEC 7.1)."""
 
     path: str
     location: _Location | None
     rel: str
     statics: Mapping[str, Match[Handler]] | None
+    is_token: bool = False
 
 
 def _trusted(
@@ -224,6 +228,7 @@ class PortApp:
         self.usage: UsageTable = UsageTable()
         self.proxies = tuple(ipaddress.ip_network(n) for n in plan.config.trusted_proxies)
         self.max_body_size = plan.config.max_body_size
+        self.host_check = HostCheck(plan.config.host, plan.config.allowed_hosts, plan.bound_address)
         # the token route's own limit applies only where it is smaller (SPEC 7)
         self._token_limit = token_service is not None and self.max_body_size > TOKEN_BODY_LIMIT
         self._paths: dict[bytes, _Located] = {}
@@ -233,6 +238,9 @@ class PortApp:
     def on_admin(self) -> Callable[[str], Any] | None:
         settings = self.plan.auth_settings
         return settings.on_admin if settings is not None else None
+
+    def names_host(self, host: str) -> bool:
+        return self.host_check(host)
 
     def listing(self) -> list[dict[str, Any]]:
         from fwrest.native.listing import service_listing
@@ -305,7 +313,7 @@ class PortApp:
             self._log_failure(head.method, path)
             reply = Reply(500, [JSON_TYPE], error_body(500))
         self.total += 1
-        return self._finish(head, reply, path, query, UNMATCHED, started, 0, 0)
+        return self._finish(head, reply, found, query, UNMATCHED, started, 0, 0)
 
     def _client(self, req: Request) -> str:
         """The client behind trusted proxies: the rightmost X-Forwarded-For address that is
@@ -338,7 +346,9 @@ class PortApp:
             found = _Located(path, None, "", None)
         else:
             loc, rel = located
-            found = _Located(path, loc, rel, loc.router.static_matches(rel))
+            found = _Located(
+                path, loc, rel, loc.router.static_matches(rel), is_token=rel == TOKEN_ROUTE
+            )
         if len(raw) <= _PATH_KEY_MAX:
             if len(self._paths) >= _PATH_CACHE_SIZE:
                 self._paths.clear()
@@ -356,6 +366,7 @@ class PortApp:
         guarded = handled = 0  # phase times for rest_trace_time=2
         route_key = UNMATCHED
         ctx: RequestContext | None = None
+        found: _Located | None = None
         try:
             target = req.target
             mark = target.find(b"?")
@@ -411,7 +422,7 @@ class PortApp:
         if self.outgoing and ctx is not None:
             for stage in self.outgoing:
                 reply = stage(req, ctx, reply)
-        return self._finish(req, reply, path, query, route_key, started, guarded, handled)
+        return self._finish(req, reply, found, query, route_key, started, guarded, handled)
 
     async def _admit(self, req: Request, ctx: RequestContext, found: _Located) -> Reply | None:
         """Stages 2-4 when extra stages are configured: the early ones, authorization, the
@@ -447,14 +458,15 @@ class PortApp:
         self,
         req: Request,
         reply: Reply,
-        path: str,
+        found: _Located | None,
         query: str,
         route_key: UsageKey,
         started: int,
         guarded: int,
         handled: int,
     ) -> Reply:
-        """Stage 9: HEAD's empty body, the usage figures, the access line."""
+        """Stage 9: HEAD's empty body, the usage figures, the access line (``found``: the
+        request's path resolved, None for a target refused as it is)."""
         if req.method == "HEAD":
             # No content (RFC 9110 9.3.2), an error answer too, else a keep-alive client
             # reads the body as the start of the next response; the length GET would have
@@ -468,9 +480,9 @@ class PortApp:
         if access.isEnabledFor(logging.ERROR if reply.status >= 500 else logging.INFO):
             trace = tunables.current.rest_trace_time
             times = trace_text(trace, started, guarded, handled, ended) if trace else ""
-            self._log_access(req, path, query, reply, times)
+            self._log_access(req, found, query, reply, times)
             if access.isEnabledFor(logging.DEBUG):
-                self._log_debug(req, reply)
+                self._log_debug(req, reply, found)
         return reply
 
     @staticmethod
@@ -479,7 +491,7 @@ class PortApp:
         why = str(exc)
         if isinstance(exc, NotJSON):
             why = f"a handler returned data that is not JSON: {why}"
-        log.app_log.error("%s %s: %s", method, log.escape(path), why)
+        log.app_log.error("%s %s: %s", method, log.escape(path), log.escape(why))
         return Reply(500, [JSON_TYPE], error_body(500))
 
     def _log_failure(self, method: str, path: str) -> None:
@@ -506,16 +518,18 @@ class PortApp:
                     where,
                 )
 
-    def _log_access(self, req: Request, path: str, query: str, reply: Reply, times: str) -> None:
+    def _log_access(
+        self, req: Request, found: _Located | None, query: str, reply: Reply, times: str
+    ) -> None:
         """The request's access line (the caller checked the level is on), with the times of
         ``rest_trace_time`` when on (one line per request, so that tracing costs a few
         numbers, not a second log record)."""
-        shown = log.escape(path)
-        if query:
+        shown = log.escape(found.path) if found is not None else "?"
+        if query and found is not None:
             # the token route's query (a password grant over GET) is redacted whole, user
-            # names included (SPEC 4.2); elsewhere the values of secret-like names
-            every = self.token_service is not None and path.endswith(TOKEN_ROUTE)
-            shown = f"{shown}?{log.escape(log.redact_query(query, every=every))}"
+            # names included (SPEC 4.2), known by the normalised path (%74oken is token);
+            # elsewhere the values of secret-like names
+            shown = f"{shown}?{log.escape(log.redact_query(query, every=found.is_token))}"
         level = logging.ERROR if reply.status >= 500 else logging.INFO
         # one text, built here (no %-formatting left for the record to do: it has no args)
         if times:
@@ -526,12 +540,14 @@ class PortApp:
             text = f"{req.method} {shown} {reply.status} port={req.port} client={req.client}"
         log.write(log.access_log, level, text)
 
-    def _log_debug(self, req: Request, reply: Reply) -> None:
+    def _log_debug(self, req: Request, reply: Reply, found: _Located | None) -> None:
         """``rest_log_level=5``: headers and bodies, cut to ``rest_log_stringsize``.
 
-        The request's secrets are scrubbed BEFORE cutting (a cut could split a secret and
-        defeat the scrub); the token route's bodies carry passwords and tokens and are never
-        written.
+        Bodies are redacted after parsing (JSON, URL-encoded forms); any other body is
+        described by its length only (SPEC 7.1). The request's secrets are scrubbed BEFORE
+        cutting (a cut could split a secret and defeat the scrub); the token route's bodies
+        carry passwords and tokens and are never written (the route known by the normalised
+        path, and a target that could not be resolved counted as it).
         """
         size = tunables.current.rest_log_stringsize
         secrets = log.request_secrets.get()
@@ -539,13 +555,22 @@ class PortApp:
         def shown(text: str) -> str:
             return log.escape(log.truncate(log.scrub(text, secrets), size))
 
+        def body_of(data: bytes, headers: list[tuple[str, str]]) -> str:
+            if not data:
+                return "-"
+            media = next((v for n, v in headers if n == "content-type"), "")
+            text = log.redact_body(data.decode("utf-8", "replace"), media)
+            if text is None:
+                return f"({len(data)} bytes, not logged: neither JSON nor a URL-encoded form)"
+            return shown(text) or "-"
+
         headers = ", ".join(
             f"{name}: {shown(log.mask_header(name, value))}" for name, value in req.headers
         )
-        if _TOKEN_TARGET[3:] in req.target:  # any spelling close to it
-            body = out = "(not logged: token route)"
+        if found is None or found.is_token or _TOKEN_TARGET[3:] in req.target:
+            body = out = "(not logged: token route)" if found is not None else "(not logged)"
         else:
-            body = shown(log.redact_body(req.body.decode("utf-8", "replace")))
-            out = shown(log.redact_body(reply.body.decode("utf-8", "replace")))
-        log.access_log.debug("request headers {%s} body %s", headers, body or "-")
-        log.access_log.debug("response %d body %s", reply.status, out or "-")
+            body = body_of(req.body, req.headers)
+            out = body_of(reply.body, reply.headers)
+        log.access_log.debug("request headers {%s} body %s", headers, body)
+        log.access_log.debug("response %d body %s", reply.status, out)

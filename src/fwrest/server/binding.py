@@ -72,10 +72,10 @@ def bind_all(plan: ServicePlan) -> tuple[ServicePlan, list[socket.socket]]:
             cfg = port.config
             sock = bind_socket(cfg.host, cfg.port, section=cfg.name, source=source)
             sockets.append(sock)
-            real = sock.getsockname()[1]
+            bound, real = sock.getsockname()[:2]
             if real != cfg.port:
                 port = dataclasses.replace(port, config=dataclasses.replace(cfg, port=real))
-            ports.append(port)
+            ports.append(dataclasses.replace(port, bound_address=bound))
         monitor = plan.config.monitor
         if monitor is not None:
             sock = bind_socket(monitor.host, monitor.port, section="APP_MONITOR", source=source)

@@ -59,6 +59,7 @@ class PortPlan:
     native: NativeOptions = field(default_factory=NativeOptions)
     public_paths: frozenset[str] = frozenset()
     extras: dict[str, Any] = field(default_factory=dict)
+    bound_address: str = ""  # the address the port's socket is bound to, set by bind_all
 
     def urls(self, port: int | None = None) -> list[str]:
         host = self.config.host

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from fwrest.context.jsonbody import NotJSON, to_json
-from fwrest.context.request import RequestContext, Response
+from fwrest.context.request import RequestContext, Response, check_header, check_status
 from fwrest.context.views import UsageKey
 from fwrest.repository import Endpoint, is_async
 from fwrest.wire import Reply
@@ -175,6 +175,28 @@ def result_reply(result: Any, ctx: RequestContext) -> Reply:
         raise ResultError(f"a handler returned data that is not JSON: {exc}") from None
 
 
+def _checked(result: Response) -> tuple[int, str | None, list[tuple[str, str]]]:
+    """A ``Response``'s status, media type and headers, checked as ``setStatusCode`` and
+    ``setKeyHeaderResponse`` check theirs (SPEC 7.1): a reflected value with CR or LF can
+    never add a header, a 1xx status never break the next answer of the connection.
+
+    Raises:
+        ResultError: one of them cannot be written (the caller answers 500 and logs why).
+    """
+    try:
+        status = check_status(result.status)
+        media = None
+        if result.media_type:
+            media = check_header("Content-Type", result.media_type)[1]
+        headers = result.headers
+        if not isinstance(headers, dict):  # Response copies it into a dict, unless replaced
+            raise ValueError(f"its headers are a {type(headers).__name__}, not a dict")
+        extra = [check_header(name, value) for name, value in headers.items()]
+    except ValueError as exc:
+        raise ResultError(f"a handler returned a Response that cannot be sent: {exc}") from None
+    return status, media, extra
+
+
 def _reply(result: Any, ctx: RequestContext) -> Reply:
     status = ctx.resp_status
     if type(result) is dict and ctx.resp_headers is None:
@@ -183,13 +205,11 @@ def _reply(result: Any, ctx: RequestContext) -> Reply:
     headers: dict[str, str] = {}
     if result is not None:
         if isinstance(result, Response):
-            status = result.status
-            body, media = _encode(result.body)
-            if result.media_type:
-                media = result.media_type
-            headers["content-type"] = media
-            for name, value in result.headers.items():
-                headers[name.lower()] = str(value)
+            status, media, extra = _checked(result)
+            body, encoded_media = _encode(result.body)
+            headers["content-type"] = media or encoded_media
+            for name, value in extra:
+                headers[name.lower()] = value
         else:
             body, media = _encode(result)
             headers["content-type"] = media

@@ -15,6 +15,7 @@ from fwrest.errors import HTTPError, is_cancellation
 from fwrest.monitor import Collector, MonitorApp
 from fwrest.routing import BadPath, normalise_path, split_target
 from fwrest.server.app import trace_text
+from fwrest.server.hosts import HostCheck
 from fwrest.server.state import tunables
 from fwrest.wire import Reply, Request, error_reply
 
@@ -69,9 +70,13 @@ class MonitorPort:
         self.auth: AuthInfo = (
             AuthInfo(settings.scheme, settings.on_auth_name) if settings is not None else NO_AUTH
         )
+        self._hosts = HostCheck(cfg.host, cfg.allowed_hosts)
         self.in_flight = 0
         self.total = 0
         self._max_failures = settings.max_failures if settings is not None else 10
+
+    def names_host(self, host: str) -> bool:
+        return self._hosts(host)
 
     def listing(self) -> list[dict[str, Any]]:
         return []  # no native routes on the monitor's port

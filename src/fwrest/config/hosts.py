@@ -1,0 +1,89 @@
+"""Host names as a server compares them: ``HostName``, ``AllowedHosts`` and a request's
+``Host`` header (SPEC 7.1, against DNS rebinding).
+
+One canonical form for all three: lower case, without a final dot, an IP address in the
+form :mod:`ipaddress` writes it (``::1``, never ``0:0::1`` or ``[::1]``), a non-ASCII name
+in its IDNA (punycode) form, which is what a browser sends.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+__all__ = ["WILDCARD_ADDRESSES", "canonical_host", "host_of_header", "is_ip"]
+
+# the addresses that bind every interface
+WILDCARD_ADDRESSES = frozenset({"", "0.0.0.0", "::", "*"})
+
+# letters, digits, "-" and "_" (container and service names use it), 1-63 per label
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+
+
+def canonical_host(text: str, *, wildcard: bool = False) -> str | None:
+    """The canonical form of a host name or IP address; None when it is neither.
+
+    With ``wildcard``, ``*.example.com`` (any name under ``example.com``) is taken too.
+
+    >>> canonical_host("API.Example.com."), canonical_host("[0:0::1]"), canonical_host("a b")
+    ('api.example.com', '::1', None)
+    >>> canonical_host("*.example.com", wildcard=True), canonical_host("*.example.com")
+    ('*.example.com', None)
+    """
+    name = text.strip().lower()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+        try:
+            return str(ipaddress.IPv6Address(name))
+        except ValueError:
+            return None
+    if name.endswith(".") and not name.endswith(".."):
+        name = name[:-1]
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        pass
+    prefix = ""
+    if wildcard and name.startswith("*."):
+        prefix, name = "*.", name[2:]
+    if not name.isascii():
+        try:
+            name = name.encode("idna").decode("ascii")
+        except UnicodeError:
+            return None
+    if len(name) > 253 or _NAME.fullmatch(name) is None:
+        return None
+    return prefix + name
+
+
+def host_of_header(value: str) -> str | None:
+    """The canonical host a ``Host`` header names (its port left out); None when the value
+    is no ``host[:port]``.
+
+    >>> host_of_header("Example.com:8080"), host_of_header("[::1]:80"), host_of_header("a@b")
+    ('example.com', '::1', None)
+    """
+    value = value.strip()
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return None
+        host, rest = value[: end + 1], value[end + 1 :]
+        port = rest[1:] if rest.startswith(":") else rest
+        if rest and not rest.startswith(":"):
+            return None
+    else:
+        host, _, port = value.partition(":")
+    if port and not port.isdigit():
+        return None
+    return canonical_host(host)
+
+
+def is_ip(host: str) -> bool:
+    """Whether a canonical host is an IP address."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,299 @@
+"""The state-changing native routes, the settings POST and the usage reset (SPEC 7.1): JSON
+or the page's form token, no foreign ``Origin``, ``onAdmin``, and a ``Host`` that names the
+server (its ``HostName``, its address, ``localhost`` on loopback, ``AllowedHosts``), against
+DNS rebinding: a page of a name the attacker owns, rebound to the server's address, sends
+its own name as ``Host`` and is same-origin for the browser (its ``Origin`` matches).
+
+One service for the module (one worker, memory store): ``HTTP_REST`` on 127.0.0.1 with
+``AllowedHosts=api.example.com, *.corp.example``, ``HTTP_BASIC`` on 127.0.0.1 whose ``onAdmin``
+lets only ``ada`` change state, ``HTTP_ANY`` on 0.0.0.0. Also the in-process client.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from fwrest.testing import Client
+from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.native.support import JSON_ACCEPT, basic, get_settings, post_settings, running, wait_for
+
+AUTH_SOURCE = """
+USERS = {"ada": "Ada-Pw-1", "bob": "Bob-Pw-2"}
+
+
+def check(user, password):
+    return USERS.get(user) == password
+
+
+def admin(user):
+    return user == "ada"
+"""
+
+ADA = basic("ada", "Ada-Pw-1")
+BOB = basic("bob", "Bob-Pw-2")
+RESET = "/fw/rest/usage/time/reset"
+
+
+def sections() -> dict[str, Any]:
+    return {
+        "HTTP_REST": {
+            "HostName": "127.0.0.1",
+            "Port": 0,
+            "Locations": "ROOT",
+            "AllowedHosts": "api.example.com, *.corp.example",
+        },
+        "HTTP_BASIC": {
+            "HostName": "127.0.0.1",
+            "Port": 0,
+            "Locations": "ROOT",
+            "FwData": {
+                "Authorization": {
+                    "scheme": "basic",
+                    "OnAuth": "auth.check",
+                    "onAdmin": "auth.admin",
+                    "maxFailures": 1_000_000,
+                }
+            },
+        },
+        "HTTP_ANY": {"HostName": "0.0.0.0", "Port": 0, "Locations": "ROOT"},
+    }
+
+
+def write_service(folder: Path, app_module: str = "app") -> Path:
+    (folder / "auth.py").write_text(AUTH_SOURCE)
+    config = free_config(
+        folder,
+        servers=sections(),
+        extra={"ENV": {"Repository": f"{app_module},auth"}},
+        app=APP_SOURCE,
+    )
+    if app_module != "app":  # the in-process client imports it: a name of its own
+        (folder / "app.py").rename(folder / f"{app_module}.py")
+    return config
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with running(write_service(tmp_path_factory.mktemp("state_changes"))) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def base(server: ServerProcess) -> str:
+    return server.url()
+
+
+def port_of(server: ServerProcess, name: str = "HTTP_REST") -> int:
+    return server.ports[name]
+
+
+def reset(base: str, **kw: Any) -> httpx.Response:
+    return httpx.post(f"{base}{RESET}", timeout=10, **kw)
+
+
+def calls(base: str, endpoint: str = "/hello", **kw: Any) -> int:
+    r = httpx.get(f"{base}/fw/rest/usage/time", headers={**JSON_ACCEPT, **kw.pop("headers", {})})
+    assert r.status_code == 200, r.text
+    return sum(row["calls"] for row in r.json()["entry_points"] if row["endpoint"] == endpoint)
+
+
+def count_calls(base: str, n: int = 3, **kw: Any) -> None:
+    for _ in range(n):
+        assert httpx.get(f"{base}/hello", **kw).status_code == 200
+    wait_for(lambda: calls(base, **kw) >= n, 5, "the calls counted")
+
+
+# -- Host: DNS rebinding ---------------------------------------------------------------------
+
+
+def test_a_rebound_page_can_neither_change_settings_nor_reset_the_figures(
+    server: ServerProcess, base: str
+) -> None:
+    """The attacker's page at http://rebind.attacker.example:PORT, its name rebound to
+    127.0.0.1: the browser sends its own name as Host, and an Origin that matches it."""
+    port = port_of(server)
+    foreign = f"rebind.attacker.example:{port}"
+    headers = {"Host": foreign, "Origin": f"http://{foreign}"}
+    before = get_settings(base)
+    mark = len(server.log())
+    changed = post_settings(base, {"rest_log_level": 5}, headers=headers)
+    assert changed.status_code == 403, changed.text
+    assert "name of this server" in changed.json()["detailedMessage"]
+    count_calls(base)
+    reset_attempt = reset(base, json={}, headers=headers)
+    assert reset_attempt.status_code == 403, reset_attempt.text
+    assert get_settings(base) == before
+    assert calls(base) >= 3  # not reset
+    log = server.wait_log("a usage reset refused", since=mark)
+    assert "a settings change refused: the Host 'rebind.attacker.example:" in log
+    # the same requests sent to the server's own name pass
+    own = {"Host": f"127.0.0.1:{port}", "Origin": f"http://127.0.0.1:{port}"}
+    assert post_settings(base, {}, headers=own).status_code == 200
+    assert reset(base, json={}, headers=own).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1",  # its address, with or without the port
+        "127.0.0.1:{port}",
+        "localhost:{port}",  # bound to loopback
+        "LOCALHOST.",
+        "api.example.com",  # AllowedHosts
+        "API.Example.com:8443",
+        "a.corp.example",  # *.corp.example
+        "x.y.corp.example:443",
+    ],
+)
+def test_a_name_of_the_server_may_change_state(server: ServerProcess, base: str, host: str) -> None:
+    headers = {"Host": host.format(port=port_of(server))}
+    r = post_settings(base, {}, headers=headers)
+    assert r.status_code == 200, (host, r.text)
+    assert reset(base, json={}, headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example",
+        "corp.example",  # *.corp.example names what is under it only
+        "evilcorp.example",
+        "api.example.com.evil.example",
+        "evil-api.example.com",
+        "127.0.0.2",  # a loopback address, not the bound one
+        "[::1]",
+        "0.0.0.0",
+        "2130706433",  # 127.0.0.1 as one number: no name fwrest compares
+        "127.0.0.1:x",
+        "ann@127.0.0.1",
+        "",
+    ],
+)
+def test_a_host_that_does_not_name_the_server_is_refused(
+    server: ServerProcess, base: str, host: str
+) -> None:
+    before = get_settings(base)
+    headers = {"Host": host}
+    r = post_settings(base, {"rest_log_level": 5}, headers=headers)
+    assert r.status_code == 403, (host, r.text)
+    assert reset(base, json={}, headers=headers).status_code == 403
+    # reading stays allowed (the GET routes change nothing)
+    assert httpx.get(f"{base}/fw/rest/config", headers=headers).status_code == 200
+    assert get_settings(base) == before
+
+
+def test_bound_to_every_interface_each_address_of_the_machine_names_it(
+    server: ServerProcess,
+) -> None:
+    port = port_of(server, "HTTP_ANY")
+    base = f"http://127.0.0.1:{port}/rest"
+    own = sorted(
+        {
+            entry.address
+            for entries in psutil.net_if_addrs().values()
+            for entry in entries
+            if entry.family.name == "AF_INET"
+        }
+    )
+    print(f"the machine's IPv4 addresses: {own}")
+    for host in ("127.0.0.1", f"localhost:{port}", *own):
+        assert post_settings(base, {}, headers={"Host": host}).status_code == 200, host
+    elsewhere = next(a for a in ("198.51.100.77", "203.0.113.9", "192.0.2.201") if a not in own)
+    for host in ("evil.example", elsewhere, "0.0.0.0", f"0.0.0.0:{port}"):
+        r = post_settings(base, {}, headers={"Host": host})
+        assert r.status_code == 403, (host, r.text)
+
+
+# -- the usage reset: what the settings POST needs -------------------------------------------
+
+
+def test_the_usage_reset_needs_json_or_the_page_form(server: ServerProcess, base: str) -> None:
+    port = port_of(server)
+    count_calls(base)
+    # what a cross-site page can send without a preflight: a "simple" request
+    for kw in (
+        {},
+        {"content": b"x", "headers": {"Content-Type": "text/plain"}},
+        {"data": {"a": "1"}},  # a form without the page's token
+        {"data": {"fw_csrf": "0" * 64}},
+        {"content": b"{}", "headers": {"Content-Type": "text/plain", "Origin": "http://evil"}},
+        {"json": {}, "headers": {"Origin": "http://evil.example"}},
+        {"json": {}, "headers": {"Origin": "null"}},
+        {"json": {}, "headers": {"Origin": f"https://127.0.0.1:{port}"}},  # another scheme
+        {"json": {}, "headers": {"Sec-Fetch-Site": "cross-site"}},
+    ):
+        r = reset(base, **kw)
+        assert r.status_code in (403, 415), (kw, r.status_code, r.text)
+    assert reset(base).status_code == 415
+    assert reset(base, data={"a": "1"}).status_code == 403
+    assert calls(base) >= 3  # nothing reset
+    # the settings page's token is not the reset form's
+    page = httpx.get(f"{base}/fw/rest/config").text
+    config_token = re.search(r'name="fw_csrf" value="([^"]+)"', page)
+    assert config_token
+    assert reset(base, data={"fw_csrf": config_token.group(1)}).status_code == 403
+    # the usage page's own form: its button resets and goes back to the page
+    usage = httpx.get(f"{base}/fw/rest/usage/time")
+    assert usage.status_code == 200 and usage.headers["content-type"].startswith("text/html")
+    form = re.search(
+        r'<form method="post" action="([^"]+)"><input type="hidden" name="fw_csrf" '
+        r'value="([^"]+)">',
+        usage.text,
+    )
+    assert form, usage.text
+    action, token = form.groups()
+    assert action == "/rest/fw/rest/usage/time/reset"
+    done = httpx.post(
+        f"http://127.0.0.1:{port}{action}",
+        data={"fw_csrf": token},
+        headers={"Origin": f"http://127.0.0.1:{port}"},
+    )
+    assert done.status_code == 303, done.text
+    assert done.headers["location"] == "/rest/fw/rest/usage/time"
+    wait_for(lambda: calls(base) == 0, 5, "the figures reset")
+    # JSON, any body, from the page's origin or none
+    count_calls(base)
+    r = reset(base, content=b"", headers={"Content-Type": "application/json"})
+    assert r.status_code == 200 and r.json() == {"reset": True}, r.text
+    wait_for(lambda: calls(base) == 0, 5, "the figures reset")
+
+
+def test_on_admin_decides_who_may_reset_the_figures(server: ServerProcess) -> None:
+    base = server.url("HTTP_BASIC")
+    count_calls(base, headers=ADA)
+    assert reset(base, json={}).status_code == 401
+    refused = reset(base, json={}, headers=BOB)
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["detailedMessage"] == "this user may not reset the usage figures"
+    assert calls(base, headers=ADA) >= 3
+    assert reset(base, json={}, headers=ADA).status_code == 200
+    wait_for(lambda: calls(base, headers=ADA) == 0, 5, "the figures reset")
+
+
+# -- the in-process client --------------------------------------------------------------------
+
+
+def test_the_in_process_client_checks_the_host_too(tmp_path: Path) -> None:
+    config = write_service(tmp_path, "state_changes_inproc")
+    with Client(config, server="HTTP_REST") as client:
+        assert client.base_url.host == "127.0.0.1"
+        assert client.post("/rest/fw/rest/config", json={}).status_code == 200
+        assert client.post("/rest" + RESET, json={}).status_code == 200
+        evil = {"Host": "rebind.attacker.example"}
+        r = client.post("/rest/fw/rest/config", json={"rest_log_level": 5}, headers=evil)
+        assert r.status_code == 403, r.text
+        assert client.post("/rest" + RESET, json={}, headers=evil).status_code == 403
+        assert client.post("/rest" + RESET).status_code == 415
+        allowed = {"Host": "api.example.com"}
+        assert client.post("/rest" + RESET, json={}, headers=allowed).status_code == 200
+        settings = client.get("/rest/fw/rest/config", headers=JSON_ACCEPT).json()["settings"]
+        assert settings["rest_log_level"]["runtime"] is None
+    assert json.loads(config.read_text())["HTTP_REST"]["AllowedHosts"]
