@@ -55,7 +55,8 @@ class _Supervisor:
         self.heartbeat: Any = RawArray("d", workers)
         self.counters: Any = RawArray("q", 2 * workers)  # in flight, total per worker
         self.worker_pids: Any = RawArray("q", workers)  # pid per slot (the monitor's names)
-        self.lock_board = LockBoard(workers)  # Basic lock-outs, seen by every worker at once
+        # brute-force counts and lock-outs (both schemes), seen by every worker at once
+        self.lock_board = LockBoard(workers)
         # rest_log_level in force, written by the workers as settings change (log.set_level)
         self.level = plan.config.tunables.rest_log_level
         log.shared_level = RawValue("i", self.level)
