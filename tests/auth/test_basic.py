@@ -393,6 +393,32 @@ def test_unknown_path_with_valid_credentials_is_404(svc: Service, path: str) -> 
     assert response.content == BODY_404
 
 
+# native routes' paths outside every location (SPEC 7.1): no route there, but authorization
+# runs first all the same, on every method
+OUTSIDE_NATIVE = [
+    ("GET", "/fw/oauth2/token"),
+    ("POST", "/fw/oauth2/token"),
+    ("GET", "/fw/rest/config"),
+    ("POST", "/fw/rest/config"),
+    ("GET", "/fw/healthcheck/ok"),
+    ("GET", "/fw/rest/openapi.json"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), OUTSIDE_NATIVE)
+@pytest.mark.parametrize("server", ["HTTP_BASIC", "HTTP_ASYNC"])
+def test_a_native_path_outside_every_location_is_401_not_404(
+    svc: Service, server: str, method: str, path: str
+) -> None:
+    """``HTTP_ASYNC`` makes ``healthcheck/ok`` public: under its location only."""
+    base = svc.base(server)
+    assert_401(httpx.request(method, base + path, timeout=10))
+    response = httpx.request(method, base + path, auth=("ada", ADA_PASSWORD), timeout=10)
+    assert response.status_code == 404, response.text  # authorized: then the router speaks
+    if server == "HTTP_ASYNC" and path == "/fw/healthcheck/ok":
+        assert httpx.get(base + "/rest" + path, timeout=10).status_code == 200
+
+
 def test_unknown_path_with_a_wrong_password_is_403_not_404(svc: Service) -> None:
     assert_403(svc.get("/rest/no/such/route", auth=("ada", "wrong")))
 

@@ -72,7 +72,7 @@ def test_the_worker_that_did_not_count_the_failures_refuses_the_next_attempt() -
         for _ in range(3):
             counting.check("bob", "127.0.0.5")
             other.check("bob", "127.0.0.5")
-            await counting.failed("bob", "127.0.0.5")
+            await counting.failed(await counting.admit("bob", "127.0.0.5"))
         assert not other.locked  # its copy of the store's list was not refreshed
         with pytest.raises(HTTPError) as info:
             other.check("bob", "127.0.0.9")  # another address: the user is locked
@@ -94,10 +94,10 @@ def test_failures_of_a_memory_store_are_counted_across_the_workers() -> None:
         # each worker has its own MemoryStore, as each forked worker has
         first = Throttle(MemoryStore(), 3, "BASIC", board=board, region=0)
         second = Throttle(MemoryStore(), 3, "BASIC", board=board, region=1)
-        await first.failed("u1", "127.0.0.7")
-        await second.failed("u2", "127.0.0.7")
+        await first.failed(await first.admit("u1", "127.0.0.7"))
+        await second.failed(await second.admit("u2", "127.0.0.7"))
         first.check("u3", "127.0.0.7")  # two failures so far: served
-        await first.failed("u3", "127.0.0.7")
+        await first.failed(await first.admit("u3", "127.0.0.7"))
         with pytest.raises(HTTPError) as info:
             second.check("u4", "127.0.0.7")
         assert info.value.status == 429

@@ -535,6 +535,50 @@ def test_refresh_rotates_and_a_replay_revokes_the_whole_family(oauth: OAuth) -> 
     assert oauth.refresh(bystander["refresh_token"]).status_code == 200
 
 
+def test_a_refresh_keeps_the_tokens_own_client_and_a_refused_one_spends_nothing(
+    svc: OAuthService, oauth: OAuth
+) -> None:
+    """SPEC 7.1: credentials that name another client, or none where the token's client is
+    not the one a request without credentials gets (the first, ``web``), are
+    ``invalid_grant`` and leave the refresh token unspent (before, the new pair carried the
+    other client's ``client_id``, and a refused refresh had spent the token)."""
+    mobile = oauth.tokens(*ADA, client_id=MOBILE[0], client_secret=MOBILE[1])
+    refused = {
+        "another client (Basic header)": oauth.post(
+            {"grant_type": "refresh_token", "refresh_token": mobile["refresh_token"]},
+            auth=WEB,
+        ),
+        "another client (form)": oauth.refresh(
+            mobile["refresh_token"], client_id=WEB[0], client_secret=WEB[1]
+        ),
+        "no credentials": oauth.refresh(mobile["refresh_token"]),
+    }
+    for how, response in refused.items():
+        assert response.status_code == 400, (how, response.text)
+        assert error_of(response) == "invalid_grant", (how, response.text)
+        assert "another client" in response.json()["error_description"], response.text
+    # none of them spent it: its own client refreshes it (no replay, the family lives)
+    renewed = assert_token_response(
+        oauth.refresh(mobile["refresh_token"], client_id=MOBILE[0], client_secret=MOBILE[1])
+    )
+    assert claims_of(svc, renewed["access_token"])["client_id"] == "mobile"
+    assert oauth.get("/hello", renewed["access_token"]).status_code == 200
+    assert oauth.get("/hello", mobile["access_token"]).status_code == 200  # not revoked
+    print(f"refresh of a mobile token: {[r.status_code for r in refused.values()]}, then 200")
+    # a token of the first client (issued without credentials) is refused to another client,
+    # and refreshed without credentials or with its own
+    web = oauth.tokens(*ADA)
+    wrong = oauth.refresh(web["refresh_token"], client_id=MOBILE[0], client_secret=MOBILE[1])
+    assert (wrong.status_code, error_of(wrong)) == (400, "invalid_grant"), wrong.text
+    again = assert_token_response(oauth.refresh(web["refresh_token"]))
+    assert claims_of(svc, again["access_token"])["client_id"] == "web"
+    assert_token_response(
+        oauth.post(
+            {"grant_type": "refresh_token", "refresh_token": again["refresh_token"]}, auth=WEB
+        )
+    )
+
+
 def test_an_unknown_refresh_token_is_invalid_grant(oauth: OAuth) -> None:
     response = oauth.refresh("x" * 43)
     assert response.status_code == 400 and error_of(response) == "invalid_grant"
@@ -684,6 +728,37 @@ def test_an_unknown_path_without_a_token_is_401_not_404(oauth: OAuth) -> None:
     assert_missing_token(oauth.get("/fw/no/such/native/route"))
     token = oauth.tokens(*ADA)["access_token"]
     assert oauth.get("/no/such/route", token).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/fw/oauth2/token"),
+        ("GET", "/fw/oauth2/token"),
+        ("GET", "/fw/oauth2/token/"),
+        ("GET", "/x/../fw/oauth2/token"),
+        ("GET", "/fw/rest/config"),
+        ("POST", "/fw/rest/config"),
+        ("GET", "/fw/healthcheck/ok"),
+    ],
+)
+def test_a_native_path_outside_every_location_is_401_not_404(
+    oauth: OAuth, method: str, path: str
+) -> None:
+    """SPEC 7.1: the token route exists under each location only (here ``/rest``); its path
+    outside every location is checked like any other path: 401 without a token (it was 404,
+    the token route's exemption applied to a route that is not there)."""
+    origin = f"https://127.0.0.1:{oauth.proc.ports[oauth.server]}"
+    form = {"grant_type": "password", "username": ADA[0], "password": ADA[1]}
+    data = form if method == "POST" else None
+    response = oauth.http.request(method, origin + path, data=data)
+    assert_missing_token(response)
+    token = oauth.tokens(*ADA)["access_token"]
+    authorized = oauth.http.request(
+        method, origin + path, data=data, headers={"Authorization": f"Bearer {token}"}
+    )
+    assert authorized.status_code == 404, authorized.text  # then the router speaks
+    assert_token_response(oauth.post(form))  # the location's own token route is open
 
 
 @pytest.mark.parametrize(

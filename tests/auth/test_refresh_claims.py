@@ -105,16 +105,28 @@ class GatedStore(MemoryStore):
         self._enter("failures")
         return super().failures(key, window_s)
 
+    # the failure counters: an attempt is counted before its check, and taken back when its
+    # password was right (SPEC 7.1); gated and slowed as "failures"
+    def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
+        self._enter("failures")
+        return super().hit_failure(key, window_s)
+
+    def release_failure(self, key: str, window_s: float) -> None:
+        self._enter("failures")
+        super().release_failure(key, window_s)
+
     def add_refresh(self, rec: RefreshRecord) -> None:
         if self.fail_add:
             raise StoreError("the store failed")
         self._enter("add_refresh")
         super().add_refresh(rec)
 
-    def spend_refresh(self, token_hash: str, claim: str) -> tuple[str, RefreshRecord | None]:
+    def spend_refresh(
+        self, token_hash: str, claim: str, client_id: str | None = None
+    ) -> tuple[str, RefreshRecord | None]:
         self._enter("spend_refresh")
         try:
-            return super().spend_refresh(token_hash, claim)
+            return super().spend_refresh(token_hash, claim, client_id)
         finally:
             if "spend_refresh" in self.gated:
                 self.late_spend_done.set()

@@ -23,11 +23,22 @@ Each port counts its own failures against its own ``maxFailures`` (each port has
 and have different thresholds, failures on one port never lock the user or the address out
 on the other, and each port locks at its own threshold. A lock-out reached logs its warning
 exactly once, even when concurrent failures push the count past the threshold.
+
+The limit is exact under concurrency (SPEC 7.1): every attempt is counted before its password
+is checked, so 200 simultaneous wrong attempts (200 connections, 20 client addresses, both
+workers, released at once by a barrier) check at most ``maxFailures`` passwords: counted as
+``OnAuth`` calls (the validator records each call to a file and takes 50 ms, as a password
+hash would) on a Basic port, as ``invalid_grant`` answers and refusal lines in the log on the
+token route (an argon2 hash, so that each check takes milliseconds). A right password is not
+locked out by its own count: after ``maxFailures - 1`` failures it still passes, as do 30
+simultaneous requests with it (they wait for each other's checks, not a 429).
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,6 +47,7 @@ from typing import Any
 import httpx
 import pytest
 import trustme
+from argon2 import PasswordHasher
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import ServerProcess, free_config
@@ -70,13 +82,15 @@ def start_service(
     params: dict[str, Any],
     users: dict[str, str],
     workers: int,
+    on_auth: str = "app.basic_check",
+    app_extra: str = "",
 ) -> tuple[ServerProcess, Service]:
     """An oAuth2 port and a Basic port, each with its own ``maxFailures``, on a sqlite store."""
     certs = issue_certs(ca, tmp_path / "certs")
     oauth = oauth_section(
         certs, onAuthparams="app.params", onAuthNoCheckUri="app.public", maxFailures=oauth_max
     )
-    auth = {"scheme": "basic", "OnAuth": "app.basic_check", "maxFailures": basic_max}
+    auth = {"scheme": "basic", "OnAuth": on_auth, "maxFailures": basic_max}
     basic = {
         "HostName": "127.0.0.1",
         "Port": 0,
@@ -85,7 +99,7 @@ def start_service(
     }
     config = free_config(
         tmp_path,
-        app=app_with(params, users),
+        app=app_with(params, users) + app_extra,
         servers={"OAUTH": oauth, "BASIC": basic},
         extra={"HTTPSERVER": {"StateStore": "sqlite"}},
     )
@@ -358,3 +372,198 @@ def test_a_lock_out_reached_by_concurrent_failures_is_logged_once(two_ports: Ser
     assert len(warnings_about(log_text, "user:carol")) == 1, log_text
     assert len(warnings_about(log_text, "ip:127.0.0.33")) == 1, log_text
     assert len(warnings_about(log_text, "'dave'")) == 1, log_text
+
+
+# -- exact under concurrency (SPEC 7.1) -------------------------------------------------------
+
+SIMULTANEOUS = 200
+ADDRESSES = [f"127.0.0.{100 + i}" for i in range(20)]  # 10 attempts from each: only the user
+HASHED = ("hashed", "Hashed-Pw-7")  # counts reach maxFailures
+HASHED_PARAMS = {
+    "client_id": "web",
+    "users": [
+        {
+            "username": HASHED[0],
+            "password": PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash(
+                HASHED[1]
+            ),
+        },
+        {"username": OTHER[0], "password": OTHER[1]},
+    ],
+}
+COUNTED_APP = """
+
+
+from pathlib import Path as _Path
+
+_CALLS = _Path(__file__).resolve().parent / "onauth_calls.log"
+
+
+async def counted_check(user, password):
+    \"\"\"OnAuth that records every call (one line, appended: the workers share the file)
+    and takes as long as a password hash check.\"\"\"
+    with _CALLS.open("a") as fh:
+        fh.write(f"{user} {os.getpid()}\\n")
+    await asyncio.sleep(0.05)
+    return user in _BASIC and _BASIC[user] == password
+"""
+
+
+@pytest.fixture
+def counted(ca: trustme.CA, tmp_path: Path) -> Iterator[Service]:
+    proc, svc = start_service(
+        ca,
+        tmp_path,
+        oauth_max=MAX_FAILURES,
+        basic_max=MAX_FAILURES,
+        params=HASHED_PARAMS,
+        users=BASIC_USERS,
+        workers=2,
+        on_auth="app.counted_check",
+        app_extra=COUNTED_APP,
+    )
+    try:
+        yield svc
+    finally:
+        assert proc.stop() == 0
+
+
+def on_auth_calls(svc: Service, user: str) -> list[str]:
+    path = svc.proc.config.parent / "onauth_calls.log"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [line for line in lines if line.split(" ")[0] == user]
+
+
+def simultaneous(
+    count: int,
+    connect: Callable[[httpx.Client], object],
+    send: Callable[[httpx.Client, int], httpx.Response],
+    verify: Any = True,
+) -> tuple[list[httpx.Response], float]:
+    """``count`` clients, each connected first (``connect``), then all released at once by a
+    barrier to ``send`` one request; their answers, and the seconds from release to the last
+    answer."""
+    clients = [
+        httpx.Client(
+            transport=httpx.HTTPTransport(
+                local_address=ADDRESSES[i % len(ADDRESSES)], verify=verify
+            ),
+            timeout=60,
+        )
+        for i in range(count)
+    ]
+    barrier = threading.Barrier(count + 1, timeout=60)
+    answers: list[Any] = [None] * count
+
+    def run(i: int) -> None:
+        try:
+            connect(clients[i])
+            barrier.wait()
+            answers[i] = send(clients[i], i)
+        except Exception as exc:  # shown by the assertion below
+            answers[i] = exc
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    released = time.monotonic()
+    for thread in threads:
+        thread.join(120)
+    took = time.monotonic() - released
+    for client in clients:
+        client.close()
+    failed = [a for a in answers if not isinstance(a, httpx.Response)]
+    assert not failed, failed[:3]
+    return answers, took
+
+
+def test_simultaneous_wrong_basic_attempts_check_at_most_max_failures(counted: Service) -> None:
+    url = counted.basic + "/hello"
+    answers, took = simultaneous(
+        SIMULTANEOUS,
+        lambda client: client.get(url),  # 401: connected, nothing counted
+        lambda client, i: client.get(url, auth=(BASIC_VICTIM[0], f"guess-{i}")),
+    )
+    statuses = Counter(a.status_code for a in answers)
+    calls = on_auth_calls(counted, BASIC_VICTIM[0])
+    workers = Counter(line.split(" ")[1] for line in calls)
+    print(
+        f"Basic port: {SIMULTANEOUS} simultaneous wrong attempts ({len(ADDRESSES)} addresses, "
+        f"2 workers): {len(calls)} OnAuth calls (maxFailures {MAX_FAILURES}; per worker "
+        f"{dict(workers)}); answers {dict(statuses)} in {took:.2f} s"
+    )
+    assert len(calls) <= MAX_FAILURES
+    assert statuses[403] == len(calls) and statuses[429] == SIMULTANEOUS - len(calls)
+    with httpx.Client(timeout=15) as client:  # the right password: 429 until the window ends
+        right = client.get(url, auth=BASIC_VICTIM)
+    assert right.status_code == 429, right.text
+    assert len(on_auth_calls(counted, BASIC_VICTIM[0])) == len(calls)
+    assert counted.proc.log().count("locked out for") == 1
+
+
+def test_simultaneous_wrong_password_grants_check_at_most_max_failures(counted: Service) -> None:
+    url = counted.oauth + TOKEN
+    answers, took = simultaneous(
+        SIMULTANEOUS,
+        lambda client: client.get(counted.oauth + "/pid"),  # public: the TLS handshake
+        lambda client, i: client.post(
+            url, data={"grant_type": "password", "username": HASHED[0], "password": f"g-{i}"}
+        ),
+        verify=counted.ctx,
+    )
+    statuses = Counter(a.status_code for a in answers)
+    log_text = counted.proc.log()
+    checked = log_text.count(f"password grant refused for user {HASHED[0]!r}")
+    print(
+        f"token route: {SIMULTANEOUS} simultaneous wrong password grants ({len(ADDRESSES)} "
+        f"addresses, 2 workers, argon2): {statuses[400]} passwords checked (maxFailures "
+        f"{MAX_FAILURES}); answers {dict(statuses)} in {took:.2f} s"
+    )
+    assert statuses[400] <= MAX_FAILURES and checked == statuses[400]
+    assert statuses[429] == SIMULTANEOUS - statuses[400]
+    assert all(a.json()["error"] == "invalid_grant" for a in answers if a.status_code == 400)
+    with httpx.Client(verify=counted.ctx, timeout=15) as client:
+        data = {"grant_type": "password", "username": HASHED[0], "password": HASHED[1]}
+        assert client.post(url, data=data).status_code == 429
+    assert log_text.count("further attempts get 429") == 1
+
+
+def test_a_right_password_is_not_locked_out_by_its_own_count(counted: Service) -> None:
+    """``maxFailures - 1`` failures, then the right password: counted before its check it
+    makes ``maxFailures``, taken back it passes. Then simultaneous requests with it (30 on
+    the Basic port, 5 password grants): they wait for each other's checks, no 429. Then the
+    last failure, and the lock."""
+    basic_url, token_url = counted.basic + "/hello", counted.oauth + TOKEN
+    form = {"grant_type": "password", "username": HASHED[0]}
+    with httpx.Client(timeout=15) as basic, httpx.Client(verify=counted.ctx, timeout=15) as tls:
+        for i in range(MAX_FAILURES - 1):
+            assert basic.get(basic_url, auth=(BASIC_VICTIM[0], f"guess-{i}")).status_code == 403
+            assert tls.post(token_url, data={**form, "password": f"g-{i}"}).status_code == 400
+        assert basic.get(basic_url, auth=BASIC_VICTIM).status_code == 200
+        assert tls.post(token_url, data={**form, "password": HASHED[1]}).status_code == 200
+    answers, took = simultaneous(
+        30,
+        lambda client: client.get(basic_url),
+        lambda client, _i: client.get(basic_url, auth=BASIC_VICTIM),
+    )
+    basic_statuses = Counter(a.status_code for a in answers)
+    grants, grant_took = simultaneous(
+        5,
+        lambda client: client.get(counted.oauth + "/pid"),
+        lambda client, _i: client.post(token_url, data={**form, "password": HASHED[1]}),
+        verify=counted.ctx,
+    )
+    grant_statuses = Counter(a.status_code for a in grants)
+    print(
+        f"after {MAX_FAILURES - 1} failures the right password: 200; then 30 simultaneous "
+        f"Basic requests with it {dict(basic_statuses)} in {took:.2f} s, 5 simultaneous "
+        f"password grants {dict(grant_statuses)} in {grant_took:.2f} s"
+    )
+    assert basic_statuses == {200: 30} and grant_statuses == {200: 5}
+    with httpx.Client(timeout=15) as basic, httpx.Client(verify=counted.ctx, timeout=15) as tls:
+        assert basic.get(basic_url, auth=(BASIC_VICTIM[0], "last")).status_code == 403
+        assert basic.get(basic_url, auth=BASIC_VICTIM).status_code == 429
+        assert tls.post(token_url, data={**form, "password": "last"}).status_code == 400
+        assert tls.post(token_url, data={**form, "password": HASHED[1]}).status_code == 429

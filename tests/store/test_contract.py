@@ -8,12 +8,15 @@ it (``auth/oauth2/tokens.py``, ``auth/throttle.py``, ``server/settings.py``,
 
 * refresh tokens: ``add_refresh`` / ``spend_refresh`` is a compare-and-set owned by the
   request's claim (the same claim again is "ok", another claim "spent", an unknown hash
-  "missing"); ``restore_refresh`` undoes only its own claim's spend; 50 threads spending one
+  "missing"), and, given the request's client, leaves another client's token unspent
+  ("client"); ``restore_refresh`` undoes only its own claim's spend; 50 threads spending one
   token: exactly one wins;
 * ``revoke_family`` / ``revoked_families`` and ``add_lock`` / ``locks``: only those in force,
   the latest end kept, ended ones forgotten;
-* ``hit_failure`` / ``failures`` / ``clear_failures``: a window that starts at the first
-  failure, counts atomic under 50 threads;
+* ``hit_failure`` / ``failures`` / ``clear_failures`` / ``release_failure``: a window that
+  starts at the first failure, counts atomic under 50 threads; a count taken back (an attempt
+  counted before its check whose password was right) never goes below zero, never starts a
+  window, and a count back at zero is no window;
 * ``signing_key`` set-if-absent (also under a race), ``get_settings`` / ``set_settings``
   (``None`` clears), ``put_blob`` / ``blobs`` / ``delete_blobs`` by prefix (usage figures);
 * ``ping``, ``close``, ``kind``, ``open_store``; a store out of reach raises ``StoreError``
@@ -71,6 +74,7 @@ COVERED = {
     "revoked_families",
     "hit_failure",
     "failures",
+    "release_failure",
     "clear_failures",
     "add_lock",
     "locks",
@@ -245,6 +249,26 @@ def test_restore_undoes_only_its_own_claims_spend(store: StateStore) -> None:
     assert store.spend_refresh("h-unknown", "claim-a") == ("missing", None)
 
 
+def test_a_spend_for_another_client_leaves_the_token_unspent(store: StateStore) -> None:
+    # tokens.py passes the client the refresh request authenticated as (SPEC 7.1: a refresh
+    # keeps the token's own client, and a refused one does not spend it)
+    rec = record("h1")  # issued to "web"
+    store.add_refresh(rec)
+    assert store.spend_refresh("h1", "claim-a", "mobile") == ("client", rec)
+    assert store.spend_refresh("h1", "claim-b", "") == ("client", rec)
+    assert store.spend_refresh("h1", "claim-c", "web") == ("ok", rec)  # still unspent
+    assert store.spend_refresh("h1", "claim-c", "web") == ("ok", rec)  # its retry
+    # a replay is a replay, whichever client presents it (the caller revokes the family)
+    assert store.spend_refresh("h1", "claim-d", "mobile") == ("spent", rec)
+    assert store.spend_refresh("h-unknown", "claim-a", "web") == ("missing", None)
+    # a token issued without a client (onAuthparams listed none) is refreshed without one
+    none = record("h-none", family="fam-2", client_id="")
+    store.add_refresh(none)
+    assert store.spend_refresh("h-none", "claim-a", "web") == ("client", none)
+    assert store.spend_refresh("h-none", "claim-a", "") == ("ok", none)
+    assert store.spend_refresh("h-none", "claim-b", "") == ("spent", none)
+
+
 def test_an_expired_refresh_token_is_found_for_the_caller_to_judge(store: StateStore) -> None:
     # tokens.py tells "has expired; repeat the password grant" from the record's expires_at:
     # every store keeps a token a day past its expiry (memory's sweep and sqlite's DELETE cut
@@ -369,6 +393,47 @@ def test_simultaneous_failures_are_each_counted_once(store: StateStore) -> None:
     # window's end can be reported up to that wait (a few ms) later than 60 s from the call
     assert all(0 < left <= 60 + 1 for _, left in results), sorted(left for _, left in results)
     assert store.failures("tok|ip:192.0.2.9", 60)[0] == THREADS
+
+
+def test_a_failure_taken_back_leaves_the_window(store: StateStore) -> None:
+    key = "tok|user:ada"
+    store.hit_failure(key, WINDOW_S)
+    count, left = store.hit_failure(key, WINDOW_S)
+    assert count == 2
+    store.release_failure(key, WINDOW_S)  # the second attempt's password was right
+    count, left_2 = store.failures(key, WINDOW_S)
+    assert count == 1 and 0 < left_2 <= left + EPS, (count, left_2)  # the same window
+    assert store.hit_failure(key, WINDOW_S)[0] == 2
+    store.release_failure(key, WINDOW_S)
+    store.release_failure(key, WINDOW_S)
+    assert_none_counted(store, key, WINDOW_S)
+    store.release_failure(key, WINDOW_S)  # never below zero
+    assert_none_counted(store, key, WINDOW_S)
+    # back at zero, there was no window: the next failure starts one
+    count, left = store.hit_failure(key, WINDOW_S)
+    assert count == 1 and WINDOW_S - 0.1 < left <= WINDOW_S + EPS, (count, left)
+    store.release_failure("tok|user:nobody", WINDOW_S)  # an unknown key: no error
+    assert_none_counted(store, "tok|user:nobody", WINDOW_S)
+    time.sleep(PAST_S)
+    store.release_failure(key, WINDOW_S)  # its window has passed: nothing to take back
+    assert store.failures(key, WINDOW_S) == (0, 0.0)
+    assert store.hit_failure(key, WINDOW_S)[0] == 1
+
+
+def test_simultaneous_attempts_and_take_backs_leave_the_failures(store: StateStore) -> None:
+    # throttle.py counts every attempt before its check and takes back those whose password
+    # was right: 50 at once, every second one right, leave 25 failures
+    key = "tok|ip:192.0.2.11"
+
+    def attempt(i: int) -> int:
+        count, _ = store.hit_failure(key, 60)
+        if i % 2:
+            store.release_failure(key, 60)
+        return count
+
+    counts = race(THREADS, attempt)
+    assert all(1 <= count <= THREADS for count in counts), counts
+    assert store.failures(key, 60)[0] == THREADS // 2
 
 
 # -- signing key, settings, blobs -----------------------------------------------------------

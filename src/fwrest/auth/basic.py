@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import binascii
+import time
 import traceback
 from binascii import a2b_base64
+from functools import partial
 from typing import TYPE_CHECKING
 
 from fwrest import log
@@ -23,6 +25,9 @@ CHALLENGE = ("www-authenticate", 'Basic realm="Access to REST", charset="ISO-885
 # Decoded headers remembered per guard (a client sends the same header on every request);
 # the verdict is never remembered: OnAuth runs for every request.
 _DECODED_MAX = 256
+# How long a header OnAuth accepted is taken for no guess by the throttle (it is not counted
+# before OnAuth checks it again: see Throttle.known), from its latest acceptance.
+_KNOWN_S = 300.0
 
 
 def authorization_header(req: Request) -> str | None:
@@ -80,7 +85,16 @@ class BasicGuard:
     """Runs before routing on a Basic port: 401 without valid Basic credentials, then
     ``OnAuth``: exactly ``True`` passes, anything else is 403, an exception is 500."""
 
-    __slots__ = ("_decoded", "_func", "_is_async", "_name", "_port", "pool", "throttle")
+    __slots__ = (
+        "_decoded",
+        "_func",
+        "_is_async",
+        "_known",
+        "_name",
+        "_port",
+        "pool",
+        "throttle",
+    )
 
     def __init__(
         self,
@@ -100,6 +114,12 @@ class BasicGuard:
         self.pool = pool
         # header -> (user, password, the secrets to scrub from the log)
         self._decoded: dict[str, tuple[str, str, tuple[str, ...]]] = {}
+        # header -> until when (monotonic) OnAuth's latest acceptance of it counts: the
+        # throttle counts it only should OnAuth refuse it (its client may send many at once)
+        self._known: dict[str, float] = {}
+
+    def _is_known(self, header: str) -> bool:
+        return self._known.get(header, 0.0) > time.monotonic()
 
     async def __call__(self, req: Request, ctx: RequestContext) -> None:
         header = req.authorization
@@ -118,16 +138,27 @@ class BasicGuard:
         user, password, secrets = decoded
         log.request_secrets.set(secrets)
         throttle = self.throttle
-        if throttle is not None:
-            throttle.check(user, req.client)
+        attempt = None
+        if throttle is not None and header is not None:
+            if self._known.get(header, 0.0) > time.monotonic():
+                attempt = throttle.known(user, req.client)
+            else:
+                # counted before OnAuth is asked (SPEC 7.1): past maxFailures, no OnAuth call
+                attempt = await throttle.admit(
+                    user, req.client, known=partial(self._is_known, header)
+                )
         try:
             if self._is_async:
                 verdict = await self._func(user, password)
             else:
                 verdict = await off_loop(self.pool, self._func, user, password)
         except HTTPError:
+            if throttle is not None and attempt is not None:
+                throttle.abandon(attempt)
             raise  # the pool's 503 Server Busy
         except BaseException as exc:  # SystemExit too: 500, the worker serves on (SPEC 7.1)
+            if throttle is not None and attempt is not None:
+                throttle.abandon(attempt)
             if is_cancellation(exc):
                 raise
             self._log_raised(exc, user, password)
@@ -135,11 +166,19 @@ class BasicGuard:
         if verdict is not True:
             # %r escapes CR, LF and ESC (and shows an empty name as '')
             log.auth_log.info("[%s] OnAuth refused user %r", self._port, user)
-            if throttle is not None:
-                # Counted now; the attempts after the maxFailures-th get 429 (SPEC 4.2), as
-                # on the token route: this refusal itself is still a 403.
-                await throttle.failed(user, req.client)
+            if header is not None:
+                self._known.pop(header, None)
+            if throttle is not None and attempt is not None:
+                # stays counted; the attempts after the maxFailures-th get 429 (SPEC 4.2), as
+                # on the token route: this refusal itself is still a 403
+                await throttle.failed(attempt)
             raise HTTPError(403)
+        if throttle is not None and attempt is not None and header is not None:
+            if attempt.counted:
+                await throttle.succeeded(attempt)
+            if len(self._known) >= _DECODED_MAX and header not in self._known:
+                self._known.clear()
+            self._known[header] = time.monotonic() + _KNOWN_S
         ctx.auth_user = user
         if log.auth_log.isEnabledFor(log.VERBOSE):  # rest_log_level 4 and 5
             log.write(log.auth_log, log.VERBOSE, "[%s] OnAuth accepted user %r", self._port, user)

@@ -1,41 +1,88 @@
-"""Brute-force throttle shared by all workers and hosts through the state store (SPEC 4.2).
+"""The brute-force throttle of both schemes (SPEC 4.1, 4.2, 7.1): Basic's ``OnAuth`` and the
+token route's password grant use this one implementation, with one window (:data:`WINDOW_S`),
+the keys of their port (:func:`port_keys`: each port has its own ``Authorization`` object and
+``maxFailures``), one lock-out, one 429 with ``Retry-After`` and one warning per lock-out.
 
-Failures are counted per user name and per client address in the store, under keys of the
-port (:func:`port_keys`: each port has its own ``Authorization`` object and ``maxFailures``, so
-failures on one port never count toward another's); past ``maxFailures`` within the window the
-key is locked until the window ends. The check on the request path never
-waits on the store (a Basic port keeps working, unthrottled, while the store is unreachable),
-so it reads two things in memory:
+**Exact under concurrency.** An attempt is counted *before* its password is checked
+(:meth:`Throttle.admit`): an attempt whose count passes ``maxFailures`` is refused with 429
+and its password is never checked, so however many attempts arrive at once, at most
+``maxFailures`` wrong passwords are checked in a window. What becomes of that count:
 
-* the :class:`LockBoard` of this host: the worker whose failure crosses the threshold writes
-  the lock there before it answers, so every worker of the host refuses the very next attempt
-  (after ``maxFailures`` failures the user's further attempts are throttled on every worker),
-  without a store round trip on any request;
-* a copy of the store's lock list, refreshed every 0.5 s, for the locks of other hosts
-  sharing a Redis store (they arrive within that half second).
+* the password was wrong: it stays, a failure (:meth:`Throttle.failed`), and the failure that
+  takes the count to ``maxFailures`` locks the key until its window ends;
+* the password was right, or it was never checked (refused over the limit, an exception in
+  the validator, a full pool, a client gone): it is taken back (:meth:`Throttle.succeeded`,
+  :meth:`Throttle.abandon`). So the count is the failures plus the checks in progress, and a
+  right password is never locked out by its own count (docs/decisions.md, "Brute force").
 
-With ``StateStore=memory`` the store is one process's, so the failures themselves are counted
-on the lock board too (:meth:`LockBoard.hit_failure`): the workers of ``--workers N`` share
-the count as they would through sqlite or Redis, instead of each allowing ``maxFailures``.
+**Keys.** User names are counted case-folded and NFKC-normalised (``Alice``, ``ALICE`` and
+their fullwidth forms are one user: :func:`user_key`); IPv6 addresses per /64 (one host
+usually holds a whole /64), an IPv4-mapped address as the IPv4 address (:func:`address_key`).
+
+**Where an attempt is counted** depends on what the port may wait on:
+
+* the token route (``strict``) counts in the state store, under the request's store
+  deadline: every worker and host shares the count at once, and a store that does not answer
+  is a 503 (token issuance fails closed, SPEC 7);
+* a Basic port never waits on the store before ``OnAuth`` (Basic keeps working, throttled,
+  while the store is away): it counts on the host's :class:`LockBoard`, memory the supervisor
+  shares with its workers (no I/O), and each failure also in the store, whose count (every
+  host's) decides the lock-out and its warning; when the store does not answer, the host's
+  count does;
+* with ``StateStore=memory`` the store is one process's: attempts are counted on the board
+  when there is one (``--workers N`` share it), else in the store itself.
+
+**The check before counting** never waits on the store either; it reads two things in memory:
+the :class:`LockBoard` of this host (the worker whose failure locks a key writes the lock
+there before it answers, so every worker of the host refuses the very next attempt) and a
+copy of the store's lock list, refreshed every 0.5 s, for the locks of other hosts sharing a
+Redis store.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import hashlib
+import ipaddress
 import time
+import unicodedata
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from multiprocessing.sharedctypes import RawArray
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from fwrest import log
-from fwrest.errors import HTTPError
+from fwrest.errors import HTTPError, store_unavailable
 from fwrest.store import StateStore, StoreError
 
-__all__ = ["WINDOW_S", "LockBoard", "Throttle", "crossed", "port_keys"]
+__all__ = [
+    "BASIC_WORDING",
+    "TOKEN_WORDING",
+    "WAIT_S",
+    "WINDOW_S",
+    "Attempt",
+    "LockBoard",
+    "StoreRun",
+    "Throttle",
+    "Wording",
+    "address_key",
+    "crossed",
+    "port_keys",
+    "user_key",
+]
 
-WINDOW_S = 300.0
+T = TypeVar("T")
+
+WINDOW_S = 300.0  # maxFailures within 5 minutes (SPEC 4.2)
 _DEADLINE_S = 1.4
+# An attempt that finds the count full of checks in progress waits this long at most for one
+# of them to end without a failure, polling at growing steps (see Throttle.admit).
+WAIT_S = 1.0
+_FIRST_STEP_S = 0.005
+_LAST_STEP_S = 0.1
+_ADDRESS_KEYS_MAX = 4096  # address keys remembered per process (parsing costs microseconds)
 
 
 def port_keys(port_name: str) -> tuple[str, str]:
@@ -49,12 +96,58 @@ def port_keys(port_name: str) -> tuple[str, str]:
     return f"{namespace}|user:", f"{namespace}|ip:"
 
 
+def user_key(name: str) -> str:
+    """A user name as the throttle counts it: NFKC-normalised and case-folded (NFKC again
+    after folding, which can undo it), so that spellings of one name count as one.
+
+    >>> {user_key(n) for n in ("Alice", "ALICE", "\uff21\uff4c\uff49\uff43\uff45")}
+    {'alice'}
+    """
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
+
+_address_keys: dict[str, str] = {}
+
+
+def address_key(address: str) -> str:
+    """A client address as the throttle counts it: IPv4 as is, IPv6 per /64, an IPv4-mapped
+    IPv6 address (a dual-stack socket's IPv4 client) as its IPv4 address.
+
+    >>> address_key("2001:db8:1:2::a"), address_key("::ffff:192.0.2.7")
+    ('2001:db8:1:2::/64', '192.0.2.7')
+    """
+    if ":" not in address:
+        return address  # IPv4 (or not an address at all): itself
+    found = _address_keys.get(address)
+    if found is not None:
+        return found
+    try:
+        ip = ipaddress.IPv6Address(address)
+    except ValueError:
+        found = address
+    else:
+        mapped = ip.ipv4_mapped
+        if mapped is not None:
+            found = str(mapped)
+        else:
+            found = str(ipaddress.IPv6Network(((int(ip) >> 64) << 64, 64)))
+    if len(_address_keys) >= _ADDRESS_KEYS_MAX:
+        _address_keys.clear()
+    _address_keys[address] = found
+    return found
+
+
 def crossed(count: int, max_failures: int) -> bool:
     """Whether the failure that made the window's count ``count`` started a lock-out: the
     count went from below ``maxFailures`` to ``maxFailures`` or more. Counters are atomic, so
     exactly one failure of a window does so, on whichever worker or host: the lock-out's
     warning is logged once, even when concurrent failures push the count past the threshold."""
     return count - 1 < max_failures <= count
+
+
+def _both(fn: Callable[[str, float], T], first: str, second: str, window: float) -> tuple[T, T]:
+    """``fn`` for the user's key and the address's key, in one trip to the store's thread."""
+    return fn(first, window), fn(second, window)
 
 
 def _tag(key: str) -> int:
@@ -64,15 +157,16 @@ def _tag(key: str) -> int:
 
 
 class LockBoard:
-    """Lock-outs that every worker of one host sees at once: memory the supervisor maps
-    before it forks the workers, which inherit it (as they inherit the heartbeat array).
+    """Lock-outs that every worker of one host sees at once, and the attempt counts of a
+    Basic port (or of any port on a memory store): memory the supervisor maps before it forks
+    the workers, which inherit it (as they inherit the heartbeat array).
 
     One region per worker slot, written only by that worker's event loop, so no lock is
     shared between processes (a worker killed mid-write cannot leave one held). The array
     starts with one header per region, the latest end of any lock written in it (together,
     so that the check of every request reads them in one slice); then each region's ``slots``
-    entries of (tag, end), ends in epoch milliseconds. A key lives in one of the ``PROBE`` entries after
-    ``tag % slots``: the one holding its tag, else a free or expired one, else the one that
+    entries of (tag, end), ends in epoch milliseconds. A key lives in one of the ``PROBE``
+    entries after ``tag % slots``: the one holding its tag, else a free or expired one, else the one that
     ends first (that lock is then known to its own worker and to the store's list only).
     A writer clears an entry's end before it changes the tag, so a reader that finds a tag
     reads that key's end or 0, never another key's. A replacement worker takes over its
@@ -89,10 +183,14 @@ class LockBoard:
         self._stride = 2 * slots
         self._mem: Any = RawArray("q", regions + regions * self._stride)
         self._headers = memoryview(self._mem).cast("B").cast("q")[:regions]
-        # failure counts of an in-process (memory) store: per region ``failure_slots``
-        # entries of (tag, window start in epoch ms, count), written by that region's worker
+        # attempt counts (Basic ports; every port on a memory store): per region
+        # ``failure_slots`` entries of (tag, window start in epoch ms, count), written by that
+        # region's worker; an entry whose count is taken back to 0 is free again
         self.failure_slots = failure_slots
         self._fails: Any = RawArray("q", regions * 3 * failure_slots)
+        # read and written through a memoryview: every attempt is counted here before its
+        # check (SPEC 7.1), and a memoryview's item costs a fraction of a ctypes item
+        self._fv = memoryview(self._fails).cast("B").cast("q")
 
     def latest(self) -> int:
         """The latest end (epoch ms) of any lock written here; in the past, none is in force
@@ -149,7 +247,7 @@ class LockBoard:
         worker; seconds until the latest of those windows ends)``. A window starts at a
         worker's first failure of the key and the count restarts when it has passed."""
         tag = _tag(key)
-        mem, slots = self._fails, self.failure_slots
+        mem, slots = self._fv, self.failure_slots
         probe = min(self.PROBE, slots)  # each entry once (a sum would count one twice)
         now_ms = time.time_ns() // 1_000_000
         window_ms = int(window_s * 1000)
@@ -188,8 +286,84 @@ class LockBoard:
                         end = max(end, window_end)
         return count, (end - now_ms) / 1000
 
+    def release_failure(self, region: int, key: str, window_s: float) -> None:
+        """Take back one count of ``key`` in this worker's ``region`` (an attempt counted by
+        :meth:`hit_failure` before its check, whose password was right or never checked),
+        within its window, never below zero; an entry back at zero is free again."""
+        tag = _tag(key)
+        mem, slots = self._fv, self.failure_slots
+        probe = min(self.PROBE, slots)
+        now_ms = time.time_ns() // 1_000_000
+        start = tag % slots
+        base = region * 3 * slots
+        for i in range(probe):
+            j = base + 3 * ((start + i) % slots)
+            if mem[j] == tag:
+                if mem[j + 1] + int(window_s * 1000) > now_ms and mem[j + 2] > 0:
+                    mem[j + 2] -= 1
+                    if mem[j + 2] == 0:
+                        mem[j] = 0  # after its count: a reader finding the tag reads 0
+                return
+
+
+@dataclass(frozen=True, slots=True)
+class Wording:
+    """How one scheme's lock-out warning names what failed and the keys it locked."""
+
+    attempts: str  # "failed attempts", "failed password grants"
+    user: str  # a format of the user name
+    address: str  # a format of the address
+
+
+BASIC_WORDING = Wording("failed attempts", "user:{}", "ip:{}")
+TOKEN_WORDING = Wording("failed password grants", "user {!r}", "client {}")
+
+
+class StoreRun(Protocol):
+    """How a strict caller runs a store call: under its request's deadline, a store that does
+    not answer raising the 503 (the token service's ``_store``)."""
+
+    def __call__(self, fn: Callable[..., T], /, *args: Any) -> Awaitable[T]: ...
+
+
+class _Where(enum.Enum):
+    """Where a port's attempts are counted (see the module's docstring)."""
+
+    STORE = "the state store, before the check"
+    INLINE = "an in-process store, before the check"
+    BOARD = "the host's lock board (a memory store's workers)"
+    BOARD_THEN_STORE = "the host's lock board, failures also in the store"
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One attempt admitted by :meth:`Throttle.admit`, counted under both its keys (or by
+    :meth:`Throttle.known`, not counted); settled once by :meth:`Throttle.failed`,
+    :meth:`Throttle.succeeded` or :meth:`Throttle.abandon`."""
+
+    user: str  # the user's key
+    address: str  # the address's key
+    counts: tuple[int, int]  # the counts with this attempt in them
+    remaining: tuple[float, float]  # seconds until each key's window ends
+    counted: bool = True
+    settled: bool = False
+
 
 class Throttle:
+    """The brute-force throttle of one port in one worker (see the module's docstring).
+
+    Args:
+        store: the state store.
+        max_failures: the port's ``maxFailures``.
+        port_name: the server section's name (the keys' prefix).
+        window_s: the window.
+        board: the lock board the workers of the host share (None: this worker's own).
+        region: this worker's region on the board.
+        strict: count in the store before the check and fail closed (the token route);
+            else never wait on the store before the check (Basic).
+        wording: how the lock-out warning reads.
+    """
+
     def __init__(
         self,
         store: StateStore,
@@ -199,20 +373,32 @@ class Throttle:
         *,
         board: LockBoard | None = None,
         region: int = 0,
+        strict: bool = False,
+        wording: Wording = BASIC_WORDING,
     ) -> None:
         self.store = store
         self.max_failures = max_failures
         self.window_s = window_s
         self.port_name = port_name
+        self.wording = wording
         self._user_key, self._ip_key = port_keys(port_name)
         self._own = self._user_key.rpartition("|")[0] + "|"  # the prefix of this port's locks
         self.locked: dict[str, float] = {}
+        if store.in_process:
+            # a memory store is this process's: under a supervisor, the board is what the
+            # workers share
+            where = _Where.BOARD if board is not None else _Where.INLINE
+        elif strict:
+            where = _Where.STORE
+        else:
+            where = _Where.BOARD_THEN_STORE
+            if board is None:  # no supervisor (fwrest.start): this worker's own board
+                board, region = LockBoard(1), 0
+        self._where = where
         self.board = board
         self.region = region
-        # an in-process (memory) store under a supervisor: failures are counted on the board,
-        # which every worker of the host shares (the store is this worker's only)
-        self._board_counts = board is not None and store.in_process
         self._task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         if self._task is None:
@@ -222,6 +408,8 @@ class Throttle:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        for task in list(self._background):
+            task.cancel()
 
     async def _refresh(self) -> None:
         while True:
@@ -238,66 +426,258 @@ class Throttle:
                 )
             await asyncio.sleep(0.5)
 
+    # -- the check before counting (in memory only) ----------------------------------------------
+    def keys(self, user: str, client_ip: str) -> tuple[str, str]:
+        """The counter keys of a user name and a client address on this port."""
+        return self._user_key + user_key(user), self._ip_key + address_key(client_ip)
+
     def check(self, user: str, client_ip: str) -> None:
         """Raise 429 with ``Retry-After`` while the user or the address is locked out."""
+        self._check(*self.keys(user, client_ip))
+
+    def _check(self, user_key: str, ip_key: str) -> None:
         locked, board = self.locked, self.board
         now_ms = time.time_ns() // 1_000_000
         if not locked and (board is None or board.latest() <= now_ms):
             return
         now = now_ms / 1000
-        user_key, ip_key = self._user_key + user, self._ip_key + client_ip
         until = max(locked.get(user_key, 0.0), locked.get(ip_key, 0.0)) if locked else 0.0
         if board is not None and until <= now:
             until = max(board.until(user_key, now_ms), board.until(ip_key, now_ms)) / 1000
         if until > now:
-            raise HTTPError(
-                429,
-                detailed="too many failed attempts",
-                headers=(("retry-after", str(max(int(until - now + 0.999), 1))),),
-            )
+            raise _refusal(until - now)
 
-    async def failed(self, user: str, client_ip: str) -> None:
-        """Count a failure; lock the user or address once it reaches ``maxFailures``."""
-        for key, shown in (
-            (self._user_key + user, "user:" + user),
-            (self._ip_key + client_ip, "ip:" + client_ip),
-        ):
+    # -- counting -----------------------------------------------------------------------------
+    async def admit(
+        self,
+        user: str,
+        client_ip: str,
+        run: StoreRun | None = None,
+        known: Callable[[], bool] | None = None,
+    ) -> Attempt:
+        """Count an attempt before its password is checked.
+
+        An attempt whose count would pass ``maxFailures`` is not checked. When the key is
+        locked (``maxFailures`` failures) that is a 429 at once. Otherwise the count is full
+        of checks still in progress, whose passwords may well be right (a client sending
+        several requests at once, many users behind one address): the attempt waits for them,
+        up to :data:`WAIT_S`, and is counted as soon as one of them ends without a failure;
+        the failure that fills the count locks the key, and the waiting attempts get their
+        429. Past :data:`WAIT_S`, a 429 with ``Retry-After: 1``. ``known`` tells whether the
+        attempt's credentials have meanwhile been found right (by a request sent with it):
+        it then goes on as :meth:`known` admits it.
+
+        Raises:
+            HTTPError: 429 with ``Retry-After`` (see above); 503 when a strict throttle's
+                store does not answer.
+        """
+        user_key, ip_key = self.keys(user, client_ip)
+        limit = self.max_failures
+        waited, step = 0.0, _FIRST_STEP_S
+        while True:
+            self._check(user_key, ip_key)  # locked: 429
+            attempt = await self._count(user_key, ip_key, run)
+            if attempt.counts[0] <= limit and attempt.counts[1] <= limit:
+                return attempt
+            # full: this attempt is not checked, so it is not a failure either
+            await self._take_back(attempt, run, quiet=True)
+            while True:
+                if waited >= WAIT_S:
+                    raise _refusal(1.0)
+                await asyncio.sleep(step)
+                waited += step
+                step = min(2 * step, _LAST_STEP_S)
+                self._check(user_key, ip_key)
+                if known is not None and known():
+                    return Attempt(user_key, ip_key, (0, 0), (0.0, 0.0), counted=False)
+                if self._where is not _Where.STORE:
+                    break  # counting again costs nothing
+                # in the store, a read tells whether counting again may succeed (a write)
+                (n_user, _), (n_ip, _) = await self._strict(
+                    run, _both, self.store.failures, user_key, ip_key, self.window_s
+                )
+                if n_user < limit and n_ip < limit:
+                    break
+
+    def known(self, user: str, client_ip: str) -> Attempt:
+        """Admit, without counting it before its check, an attempt whose credentials were
+        right when last checked (a Basic client repeats its header on every request): it is
+        no guess, and its client may send many at once. Should it be wrong now (the password
+        changed), :meth:`failed` counts it then.
+
+        Raises:
+            HTTPError: 429 while the user or the address is locked out (the right password
+                too, as for any attempt).
+        """
+        user_key, ip_key = self.keys(user, client_ip)
+        self._check(user_key, ip_key)
+        return Attempt(user_key, ip_key, (0, 0), (0.0, 0.0), counted=False)
+
+    async def _count(self, user_key: str, ip_key: str, run: StoreRun | None) -> Attempt:
+        """One attempt counted under both keys, where this port counts (see the module's
+        docstring)."""
+        where, window = self._where, self.window_s
+        if where is _Where.STORE:
+            (n_user, w_user), (n_ip, w_ip) = await self._strict(
+                run, _both, self.store.hit_failure, user_key, ip_key, window
+            )
+        elif where is _Where.INLINE:
+            (n_user, w_user), (n_ip, w_ip) = _both(self.store.hit_failure, user_key, ip_key, window)
+        else:
+            board = self.board
+            assert board is not None
+            n_user, w_user = board.hit_failure(self.region, user_key, window)
+            n_ip, w_ip = board.hit_failure(self.region, ip_key, window)
+        return Attempt(user_key, ip_key, (n_user, n_ip), (w_user, w_ip))
+
+    async def succeeded(self, attempt: Attempt, run: StoreRun | None = None) -> None:
+        """The password was right: its count is taken back (a strict throttle's store that
+        does not answer raises the 503)."""
+        await self._take_back(attempt, run, quiet=False)
+
+    def abandon(self, attempt: Attempt) -> None:
+        """The check did not finish (an exception, a full pool, a client gone): its count is
+        taken back, without waiting (in the background where the count is in the store)."""
+        if attempt.settled or not attempt.counted:
+            attempt.settled = True
+            return
+        if self._where is not _Where.STORE:
+            self._release_here(attempt)
+            return
+        attempt.settled = True
+        self._in_background(
+            _both, self.store.release_failure, attempt.user, attempt.address, self.window_s
+        )
+
+    async def failed(self, attempt: Attempt, run: StoreRun | None = None) -> None:
+        """The password was wrong: the attempt stays counted (one admitted by :meth:`known`
+        is counted now); the failure that takes a key's count to ``maxFailures`` locks it
+        until its window ends and logs the warning."""
+        attempt.settled = True
+        if not attempt.counted:
+            now_counted = await self._count(attempt.user, attempt.address, run)
+            attempt.counts, attempt.remaining = now_counted.counts, now_counted.remaining
+        counts, remaining = attempt.counts, attempt.remaining
+        if self._where is _Where.BOARD_THEN_STORE:
+            # the store's count (every host's) decides; the host's when the store is away
             try:
-                if self._board_counts:
-                    assert self.board is not None
-                    count, remaining = self.board.hit_failure(self.region, key, self.window_s)
-                else:
-                    count, remaining = await asyncio.wait_for(
-                        asyncio.to_thread(self.store.hit_failure, key, self.window_s),
-                        _DEADLINE_S,
-                    )
+                (n_user, w_user), (n_ip, w_ip) = await self._lenient(
+                    _both, self.store.hit_failure, attempt.user, attempt.address, self.window_s
+                )
+                counts, remaining = (n_user, n_ip), (w_user, w_ip)
             except (StoreError, TimeoutError) as exc:
                 log.auth_log.warning(
-                    "[%s] failure not counted, state store unavailable: %s",
+                    "[%s] failure not counted in the state store, unavailable: %s; this "
+                    "host's count decides",
                     self.port_name,
                     str(exc) or f"no answer within {_DEADLINE_S:g} s",
                 )
-                return
-            if count >= self.max_failures:
-                until = time.time() + remaining
-                if crossed(count, self.max_failures):
-                    # once per lock-out: the store's count crosses the threshold once (a count
-                    # pushed past it by a concurrent failure is not a new lock-out), whereas a
-                    # worker that has not yet refreshed its lock list would log it again
-                    log.auth_log.warning(
-                        "[%s] %d failed attempts for %s within %.0f s: locked out for %.0f s",
-                        self.port_name,
-                        count,
-                        log.escape(shown),
-                        self.window_s,
-                        remaining,
-                    )
-                self.locked[key] = until
-                if self.board is not None:
-                    # before this refusal is answered: the next attempt, on any worker of this
-                    # host, finds the lock
-                    self.board.publish(self.region, key, int(until * 1000))
-                with contextlib.suppress(StoreError, TimeoutError):
-                    await asyncio.wait_for(
-                        asyncio.to_thread(self.store.add_lock, key, until), _DEADLINE_S
-                    )
+        limit = self.max_failures
+        now = time.time()
+        labels = []
+        for key, count, left, prefix, form in (
+            (attempt.user, counts[0], remaining[0], self._user_key, self.wording.user),
+            (attempt.address, counts[1], remaining[1], self._ip_key, self.wording.address),
+        ):
+            if count < limit:
+                continue
+            if crossed(count, limit):
+                labels.append((form.format(log.escape(key[len(prefix) :])), count, left))
+            self._lock(key, now + left)
+        if labels:
+            # once per lock-out: the failure whose count crosses maxFailures (counters are
+            # atomic: one per window does so), one line for every key it locked
+            log.auth_log.warning(
+                "[%s] %d %s within %.0f s for %s: locked out for %.0f s, further attempts get 429",
+                self.port_name,
+                max(count for _, count, _ in labels),
+                self.wording.attempts,
+                self.window_s,
+                " and ".join(label for label, _, _ in labels),
+                max(left for _, _, left in labels),
+            )
+
+    def _lock(self, key: str, until: float) -> None:
+        """Lock ``key``: in this worker at once, on the host's board before the refusal is
+        answered (the next attempt on any worker of the host finds it), and in the store's
+        list for other hosts (in the background: nothing on a host waits for it)."""
+        self.locked[key] = until
+        if self.board is not None:
+            self.board.publish(self.region, key, int(until * 1000))
+        if self.store.in_process:
+            self.store.add_lock(key, until)
+        else:
+            self._in_background(self.store.add_lock, key, until)
+
+    # -- taking a count back ----------------------------------------------------------------------
+    async def _take_back(self, attempt: Attempt, run: StoreRun | None, *, quiet: bool) -> None:
+        if attempt.settled or not attempt.counted:
+            attempt.settled = True
+            return
+        if self._where is not _Where.STORE:
+            self._release_here(attempt)
+            return
+        attempt.settled = True
+        try:
+            await self._strict(
+                run,
+                _both,
+                self.store.release_failure,
+                attempt.user,
+                attempt.address,
+                self.window_s,
+            )
+        except HTTPError:
+            if not quiet:
+                raise
+            # the store is away: this window's count stays one higher (the 429 stands)
+
+    def _release_here(self, attempt: Attempt) -> None:
+        attempt.settled = True
+        if self._where is _Where.INLINE:
+            _both(self.store.release_failure, attempt.user, attempt.address, self.window_s)
+            return
+        board = self.board
+        assert board is not None
+        board.release_failure(self.region, attempt.user, self.window_s)
+        board.release_failure(self.region, attempt.address, self.window_s)
+
+    # -- store calls --------------------------------------------------------------------------
+    async def _strict(self, run: StoreRun | None, fn: Callable[..., T], *args: Any) -> T:
+        """A store call that fails closed: the caller's (its deadline, its 503), else 503
+        after ``_DEADLINE_S``."""
+        if run is not None:
+            return await run(fn, *args)
+        try:
+            return await self._lenient(fn, *args)
+        except (StoreError, TimeoutError) as exc:
+            log.auth_log.error(
+                "[%s] state store unavailable: %s; answered 503",
+                self.port_name,
+                str(exc) or f"no answer within {_DEADLINE_S:g} s",
+            )
+            raise store_unavailable() from None
+
+    async def _lenient(self, fn: Callable[..., T], *args: Any) -> T:
+        """A store call off the loop under ``_DEADLINE_S`` (StoreError, TimeoutError)."""
+        return await asyncio.wait_for(asyncio.to_thread(fn, *args), _DEADLINE_S)
+
+    def _in_background(self, fn: Callable[..., Any], *args: Any) -> None:
+        """A store write nothing waits for (a failure of it only costs exactness)."""
+
+        async def write() -> None:
+            with contextlib.suppress(StoreError, TimeoutError):
+                await self._lenient(fn, *args)
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+def _refusal(wait: float) -> HTTPError:
+    """The 429 of both schemes: ``Retry-After`` in whole seconds, at least 1."""
+    return HTTPError(
+        429,
+        detailed="too many failed attempts",
+        headers=(("retry-after", str(max(int(wait + 0.999), 1))),),
+    )

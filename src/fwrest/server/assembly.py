@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
-from fwrest.auth.throttle import LockBoard, Throttle
+from fwrest.auth.throttle import BASIC_WORDING, TOKEN_WORDING, LockBoard, Throttle
 from fwrest.context.views import ServiceView
 from fwrest.routing import LocationTable
 from fwrest.server.app import Guard, PortApp
@@ -41,15 +41,11 @@ class Assembly:
             throttle.stop()
 
 
-def _locator(port: PortPlan) -> Callable[[str], tuple[str, str]]:
-    """(location prefix, path relative to it) of a normalised path (the oAuth2 guard's view)."""
+def _locator(port: PortPlan) -> Callable[[str], tuple[str, str] | None]:
+    """(location prefix, path relative to it) of a normalised path, None outside every
+    location (the oAuth2 guard's view)."""
     table: LocationTable[str] = LocationTable((loc.prefix, loc.prefix) for loc in port.locations)
-
-    def locate(path: str) -> tuple[str, str]:
-        found = table.find(path)
-        return found if found is not None else ("", path)
-
-    return locate
+    return table.find
 
 
 def _throttle(
@@ -59,11 +55,23 @@ def _throttle(
     port_name: str,
     lock_board: LockBoard | None,
     region: int,
+    *,
+    token_route: bool = False,
 ) -> Throttle | None:
-    """The brute-force throttle of a Basic guard (None without a store), started."""
+    """The brute-force throttle of a Basic guard or a token service (None without a store),
+    started: one implementation for both (the token route's counts in the store before each
+    check and fails closed; Basic's never waits on the store before ``OnAuth``)."""
     if plan.store is None:
         return None
-    throttle = Throttle(plan.store, max_failures, port_name, board=lock_board, region=region)
+    throttle = Throttle(
+        plan.store,
+        max_failures,
+        port_name,
+        board=lock_board,
+        region=region,
+        strict=token_route,
+        wording=TOKEN_WORDING if token_route else BASIC_WORDING,
+    )
     throttle.start()
     built.throttles.append(throttle)
     return throttle
@@ -85,9 +93,17 @@ class _Builder:
         self.region = region
         self.built = Assembly()
 
-    def throttle(self, max_failures: int, port_name: str) -> Throttle | None:
+    def throttle(
+        self, max_failures: int, port_name: str, *, token_route: bool = False
+    ) -> Throttle | None:
         return _throttle(
-            self.plan, self.built, max_failures, port_name, self.lock_board, self.region
+            self.plan,
+            self.built,
+            max_failures,
+            port_name,
+            self.lock_board,
+            self.region,
+            token_route=token_route,
         )
 
     def pools(self) -> None:
@@ -123,6 +139,7 @@ class _Builder:
         self, port: PortPlan, settings: AuthSettings, pool: ThreadPool | None
     ) -> TokenService:
         assert self.plan.store is not None and self.plan.signing_key is not None
+        throttle = self.throttle(settings.max_failures, port.config.name, token_route=True)
         tokens = TokenService(
             port_name=port.config.name,
             key=self.plan.signing_key,
@@ -131,6 +148,7 @@ class _Builder:
             max_failures=settings.max_failures,
             allow_get=settings.allow_get,
             pool=pool,
+            throttle=throttle,
         )
         tokens.start()
         self.built.services.append(tokens)
@@ -151,7 +169,7 @@ def assemble(
         plan: the service's plan (the store open, the signing key loaded).
         loop: the worker's loop (thread pools hand results back to it).
         service: what native routes may use of the worker.
-        lock_board: the Basic lock-outs the workers of the host share.
+        lock_board: the brute-force counts and lock-outs the workers of the host share.
         region: this worker's slot on the lock board.
     """
     builder = _Builder(plan, loop, service, lock_board, region)

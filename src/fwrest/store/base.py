@@ -50,12 +50,17 @@ class TokenStore(StoreBase, Protocol):
 
     def add_refresh(self, record: RefreshRecord) -> None: ...
 
-    def spend_refresh(self, token_hash: str, claim: str) -> tuple[str, RefreshRecord | None]:
+    def spend_refresh(
+        self, token_hash: str, claim: str, client_id: str | None = None
+    ) -> tuple[str, RefreshRecord | None]:
         """Atomically mark a refresh token spent by ``claim`` (a random id of one token
         request): ``("ok", rec)`` the first time, and again for the same ``claim`` (a client
         retrying the same call after a lost answer must not take its own spend for a replay);
         ``("spent", rec)`` when another claim spent it (a replay); ``("missing", None)`` when
-        unknown."""
+        unknown. With ``client_id`` (the client the request authenticated as), an unspent token
+        of another client is left unspent: ``("client", rec)`` (SPEC 7.1: a refresh keeps the
+        token's own client, and a refused one does not spend it). A replay is a replay
+        whichever client presents it."""
         ...
 
     def restore_refresh(self, token_hash: str, claim: str) -> None:
@@ -76,6 +81,13 @@ class FailureStore(StoreBase, Protocol):
         ...
 
     def failures(self, key: str, window_s: float) -> tuple[int, float]: ...
+
+    def release_failure(self, key: str, window_s: float) -> None:
+        """Take back one failure counted by :meth:`hit_failure` in the window in force (an
+        attempt counted before its password was checked, whose password was right or was
+        never checked): never below zero, never a new window; a count back at zero is no
+        window at all."""
+        ...
 
     def clear_failures(self, key: str) -> None: ...
 

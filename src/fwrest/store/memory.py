@@ -42,7 +42,9 @@ class MemoryStore:
                 self._refresh = {k: v for k, v in self._refresh.items() if v[0].expires_at > cutoff}
             self._refresh[record.token_hash] = (record, "")
 
-    def spend_refresh(self, token_hash: str, claim: str) -> tuple[str, RefreshRecord | None]:
+    def spend_refresh(
+        self, token_hash: str, claim: str, client_id: str | None = None
+    ) -> tuple[str, RefreshRecord | None]:
         with self._lock:
             found = self._refresh.get(token_hash)
             if found is None:
@@ -50,6 +52,8 @@ class MemoryStore:
             record, spent_by = found
             if spent_by:
                 return ("ok" if spent_by == claim else "spent"), record
+            if client_id is not None and record.client_id != client_id:
+                return "client", record
             self._refresh[token_hash] = (record, claim)
             return "ok", record
 
@@ -89,6 +93,17 @@ class MemoryStore:
             if now - start >= window_s:
                 return 0, 0.0
             return count, start + window_s - now
+
+    def release_failure(self, key: str, window_s: float) -> None:
+        now = time.time()
+        with self._lock:
+            found = self._failures.get(key)
+            if found is None or now - found[0] >= window_s:
+                return
+            if found[1] <= 1:
+                del self._failures[key]
+            else:
+                self._failures[key] = (found[0], found[1] - 1)
 
     def clear_failures(self, key: str) -> None:
         with self._lock:

@@ -36,6 +36,7 @@ if not spent then return {0} end
 local rec = redis.call('HMGET', KEYS[1], 'family', 'client_id', 'subject', 'expires_at')
 if spent == ARGV[1] then return {1, rec[1], rec[2], rec[3], rec[4]} end
 if spent ~= '0' then return {2, rec[1], rec[2], rec[3], rec[4]} end
+if ARGV[3] == '1' and rec[2] ~= ARGV[2] then return {3, rec[1], rec[2], rec[3], rec[4]} end
 redis.call('HSET', KEYS[1], 'spent', ARGV[1])
 return {1, rec[1], rec[2], rec[3], rec[4]}
 """
@@ -48,6 +49,16 @@ local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 return {n, ttl}
+"""
+# a count back at zero is no window: the key goes (the next failure starts a new window)
+_RELEASE = """
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n <= 1 then
+  if n == 1 then redis.call('DEL', KEYS[1]) end
+  return 0
+end
+redis.call('DECR', KEYS[1])
+return 0
 """
 
 
@@ -69,6 +80,7 @@ class RedisStore:
         self._spend = self._r.register_script(_SPEND)
         self._restore = self._r.register_script(_RESTORE)
         self._hit = self._r.register_script(_HIT)
+        self._release = self._r.register_script(_RELEASE)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -100,17 +112,20 @@ class RedisStore:
         pipe.pexpire(key, ttl_ms)
         self._call(pipe.execute)
 
-    def spend_refresh(self, token_hash: str, claim: str) -> tuple[str, RefreshRecord | None]:
+    def spend_refresh(
+        self, token_hash: str, claim: str, client_id: str | None = None
+    ) -> tuple[str, RefreshRecord | None]:
         if not claim or claim in ("0", "1"):
             raise ValueError("a claim is a request's random id")
-        out = self._call(self._spend, keys=[f"{_P}rt:{token_hash}"], args=[claim])
+        check = ("", "0") if client_id is None else (client_id, "1")
+        out = self._call(self._spend, keys=[f"{_P}rt:{token_hash}"], args=[claim, *check])
         if int(out[0]) == 0:
             return "missing", None
-        family, client_id, subject, expires = (
+        family, owner, subject, expires = (
             v.decode() if isinstance(v, bytes) else str(v) for v in out[1:5]
         )
-        record = RefreshRecord(token_hash, family, client_id, subject, float(expires))
-        return ("ok" if int(out[0]) == 1 else "spent"), record
+        record = RefreshRecord(token_hash, family, owner, subject, float(expires))
+        return {1: "ok", 2: "spent"}.get(int(out[0]), "client"), record
 
     def restore_refresh(self, token_hash: str, claim: str) -> None:
         self._call(self._restore, keys=[f"{_P}rt:{token_hash}"], args=[claim])
@@ -139,6 +154,10 @@ class RedisStore:
         if count is None:
             return 0, 0.0
         return int(count), max(int(ttl), 0) / 1000
+
+    def release_failure(self, key: str, window_s: float) -> None:
+        # a count whose window has passed has expired with its key: nothing to take back
+        self._call(self._release, keys=[f"{_P}fail:{key}"])
 
     def clear_failures(self, key: str) -> None:
         self._call(self._r.delete, f"{_P}fail:{key}")

@@ -103,20 +103,28 @@ class SqliteStore:
             if int(record.expires_at) % 50 == 0:  # now and then, forget long-expired tokens
                 db.execute("DELETE FROM refresh WHERE expires_at < ?", (time.time() - 86400,))
 
-    def spend_refresh(self, token_hash: str, claim: str) -> tuple[str, RefreshRecord | None]:
+    def spend_refresh(
+        self, token_hash: str, claim: str, client_id: str | None = None
+    ) -> tuple[str, RefreshRecord | None]:
         with self._tx() as db:
-            db.execute(
-                "UPDATE refresh SET spent = 1, spent_by = ? WHERE token_hash = ? AND spent = 0",
-                (claim, token_hash),
-            )
             row = db.execute(
-                "SELECT token_hash, family, client_id, subject, expires_at, spent_by "
+                "SELECT token_hash, family, client_id, subject, expires_at, spent, spent_by "
                 "FROM refresh WHERE token_hash = ?",
                 (token_hash,),
             ).fetchone()
-        if row is None:
-            return "missing", None
-        return ("ok" if claim and row[5] == claim else "spent"), RefreshRecord(*row[:5])
+            if row is None:
+                return "missing", None
+            record = RefreshRecord(*row[:5])
+            if row[5]:
+                # spent (by an earlier fwrest: spent_by '', never a claim)
+                return ("ok" if claim and row[6] == claim else "spent"), record
+            if client_id is not None and record.client_id != client_id:
+                return "client", record
+            db.execute(
+                "UPDATE refresh SET spent = 1, spent_by = ? WHERE token_hash = ?",
+                (claim, token_hash),
+            )
+        return "ok", record
 
     def restore_refresh(self, token_hash: str, claim: str) -> None:
         with self._tx() as db:
@@ -173,6 +181,15 @@ class SqliteStore:
         if row is None or now - row[0] >= window_s:
             return 0, 0.0
         return int(row[1]), float(row[0]) + window_s - now
+
+    def release_failure(self, key: str, window_s: float) -> None:
+        now = time.time()
+        with self._tx() as db:
+            db.execute(
+                "UPDATE failures SET count = count - 1 WHERE key = ? AND count > 0 AND start > ?",
+                (key, now - window_s),
+            )
+            db.execute("DELETE FROM failures WHERE key = ? AND count <= 0", (key,))
 
     def clear_failures(self, key: str) -> None:
         with self._tx() as db:

@@ -90,7 +90,7 @@ class BearerGuard:
         self,
         service: TokenService,
         nocheck: NoCheckPaths,
-        locate: Callable[[str], tuple[str, str]],
+        locate: Callable[[str], tuple[str, str] | None],
         custom: Callable[..., Any] | None,
         custom_name: str,
         pool: Pool | None = None,
@@ -107,9 +107,12 @@ class BearerGuard:
     async def __call__(self, req: Request, ctx: RequestContext) -> None:
         path = ctx.path
         if self._any_nocheck or path.endswith(TOKEN_ROUTE):
-            _prefix, rel = self._locate(path)
-            if rel == TOKEN_ROUTE:
-                return  # the token route is never protected
+            located = self._locate(path)
+            if located is not None and located[1] == TOKEN_ROUTE:
+                return  # the token route (of a location) is never protected
+            # outside every location there is no token route: /fw/oauth2/token there is
+            # checked like any path (401 without a token, not 404: SPEC 7.1)
+            rel = located[1] if located is not None else path
             if self._nocheck.matches(rel) or self._nocheck.matches(path):
                 return
         token = bearer_token(authorization_header(req))

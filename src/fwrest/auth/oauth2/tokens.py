@@ -31,8 +31,8 @@ from fwrest.auth.oauth2.params import (
     legacy_view,
     request_params,
 )
-from fwrest.auth.oauth2.passwords import dummy_check, is_hashed, same_secret, verify_password
-from fwrest.auth.throttle import crossed, port_keys
+from fwrest.auth.oauth2.passwords import check_user, costly, same_secret
+from fwrest.auth.throttle import TOKEN_WORDING, Throttle
 from fwrest.errors import HTTPError, is_cancellation, store_unavailable
 from fwrest.store import RefreshRecord, StateStore, StoreError
 
@@ -51,7 +51,6 @@ STORE_DEADLINE_S = 1.0
 STORE_CALL_MIN_S = 0.2
 REVOKED_REFRESH_DEADLINE_S = 1.4  # the revocation cache's refresh (retried every 0.5 s)
 RESTORE_ATTEMPTS = 30  # one a second: undoing a spend that reached no client (see _spend)
-WINDOW_S = 300.0  # brute-force window: maxFailures in 5 minutes
 STORE_THREADS = 4  # store calls run on threads of their own (see TokenService._in_store)
 _NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
 _WRONG = "invalid username or password"
@@ -85,13 +84,13 @@ def _hash(token: str, section: str) -> str:
     return hashlib.sha256(f"{section}\n{token}".encode()).hexdigest()
 
 
-def _both(fn: Callable[[str, float], T], first: str, second: str, window: float) -> tuple[T, T]:
-    """``fn`` for the user's key and the address's key, in one trip to the store's thread."""
-    return fn(first, window), fn(second, window)
-
-
 class TokenService:
-    """Issues and checks tokens for one port; one instance per worker."""
+    """Issues and checks tokens for one port; one instance per worker.
+
+    ``throttle`` is the port's brute-force throttle (``auth/throttle.py``, the one Basic
+    ports use, strict: it counts in the store under the request's deadline); without one,
+    the service makes its own of ``max_failures``.
+    """
 
     def __init__(
         self,
@@ -103,6 +102,7 @@ class TokenService:
         max_failures: int,
         allow_get: bool,
         pool: Pool | None = None,
+        throttle: Throttle | None = None,
     ) -> None:
         self.port_name = port_name
         self._key = key
@@ -115,8 +115,9 @@ class TokenService:
             with contextlib.suppress(ParamsError):
                 source.read_file()
         self.max_failures = max_failures
-        # failures counted under this port's keys: another port's maxFailures is its own
-        self._user_key, self._ip_key = port_keys(port_name)
+        if throttle is None:
+            throttle = Throttle(store, max_failures, port_name, strict=True, wording=TOKEN_WORDING)
+        self.throttle = throttle
         self.allow_get = allow_get
         self._warned_get = False
         self.revoked: dict[str, float] = {}
@@ -244,7 +245,7 @@ class TokenService:
             raise self._unavailable(exc) from None
 
     async def _spend(
-        self, deadline: _StoreDeadline, token_hash: str, claim: str
+        self, deadline: _StoreDeadline, token_hash: str, claim: str, client_id: str
     ) -> tuple[str, RefreshRecord | None]:
         """Spend a refresh token for this request (``claim``), as :meth:`_store` would.
 
@@ -254,9 +255,9 @@ class TokenService:
         fails before its new pair is written.
         """
         if self._inline:
-            return self.store.spend_refresh(token_hash, claim)
+            return self.store.spend_refresh(token_hash, claim, client_id)
         loop = asyncio.get_running_loop()
-        job = self._store_pool.submit(self.store.spend_refresh, token_hash, claim)
+        job = self._store_pool.submit(self.store.spend_refresh, token_hash, claim, client_id)
         try:
             return await asyncio.wait_for(asyncio.wrap_future(job), deadline.timeout())
         except (TimeoutError, asyncio.CancelledError) as exc:
@@ -404,7 +405,7 @@ class TokenService:
             return await self._issue(deadline, subject, client_id, family, ttl_ms, refresh_at)
         claim = uuid.uuid4().hex
         token_hash, subject, family = await self._rotate(
-            deadline, params, allowed, creds, client_id, claim, ttl_ms, refresh_at
+            deadline, params, allowed, client_id, claim, ttl_ms, refresh_at
         )
         try:
             return await self._issue(deadline, subject, client_id, family, ttl_ms, refresh_at)
@@ -439,80 +440,48 @@ class TokenService:
         username, password = params.get("username"), params.get("password")
         if not username or password is None:
             raise OAuthError("invalid_request", "username and password are required")
-        user_key, ip_key = self._user_key + username, self._ip_key + client_ip
-        (count_user, wait_user), (count_ip, wait_ip) = await self._store(
-            deadline, _both, self.store.failures, user_key, ip_key, WINDOW_S
-        )
-        if count_user >= self.max_failures or count_ip >= self.max_failures:
-            wait = max(
-                wait_user if count_user >= self.max_failures else 0,
-                wait_ip if count_ip >= self.max_failures else 0,
-            )
-            raise self._throttled(wait)
-        stored = None
-        for known, known_password in allowed.users:
-            if same_secret(username, known) and stored is None:
-                stored = known_password
-        # a plain-text comparison is a few microseconds: done here; a hash costs milliseconds
-        # of CPU (argon2, bcrypt): done in a thread, the event loop serving others meanwhile
-        if stored is None:
-            like = allowed.users[0][1] if allowed.users else ""
-            if is_hashed(like):
-                await asyncio.to_thread(dummy_check, password, like)
-            else:
-                dummy_check(password, like)
-            ok = False
-        elif is_hashed(stored):
-            ok = await asyncio.to_thread(verify_password, password, stored)
-        else:
-            ok = verify_password(password, stored)
-        if not ok:
-            (n_user, _), (n_ip, _) = await self._store(
-                deadline, _both, self.store.hit_failure, user_key, ip_key, WINDOW_S
-            )
-            # once per lock-out: the increment that takes a count from below maxFailures to it
-            # or past it (counters are atomic: one increment per window does so)
-            locked = [
-                what
-                for what, count in (
-                    (f"user {log.escape(username)!r}", n_user),
-                    (f"client {client_ip}", n_ip),
-                )
-                if crossed(count, self.max_failures)
-            ]
-            if locked:
-                log.auth_log.warning(
-                    "[%s] %d failed password grants within %.0f s for %s: "
-                    "further attempts get 429 until the window passes",
-                    self.port_name,
-                    self.max_failures,
-                    WINDOW_S,
-                    " and ".join(locked),
-                )
-            raise OAuthError("invalid_grant", _WRONG)
-        return username
 
-    def _throttled(self, wait: float) -> HTTPError:
-        seconds = max(int(wait + 0.999), 1)
-        return HTTPError(
-            429,
-            "Too Many Requests",
-            detailed="too many failed attempts",
-            headers=(("retry-after", str(seconds)),),
-        )
+        def run(fn: Callable[..., T], /, *args: Any) -> Awaitable[T]:
+            return self._store(deadline, fn, *args)
+
+        throttle = self.throttle
+        # counted before the check (SPEC 7.1): past maxFailures, 429 and no check
+        attempt = await throttle.admit(username, client_ip, run)
+        try:
+            # a plain-text comparison is a few microseconds: done here; a hash costs
+            # milliseconds of CPU (argon2, bcrypt): done in a thread, the event loop serving
+            # others meanwhile. Every check costs the same (check_user).
+            if costly(allowed.users):
+                ok = await asyncio.to_thread(check_user, allowed.users, username, password)
+            else:
+                ok = check_user(allowed.users, username, password)
+        except BaseException:
+            throttle.abandon(attempt)  # a client gone: not a failure
+            raise
+        if not ok:
+            # %r escapes CR, LF and ESC, as for Basic's refusals
+            log.auth_log.info("[%s] password grant refused for user %r", self.port_name, username)
+            await throttle.failed(attempt, run)
+            raise OAuthError("invalid_grant", _WRONG)
+        await throttle.succeeded(attempt, run)
+        return username
 
     async def _rotate(
         self,
         deadline: _StoreDeadline,
         params: dict[str, str],
         allowed: AuthParams,
-        creds: tuple[str, str] | None,
         client_id: str,
         claim: str,
         ttl_ms: int,
         refresh_at: float,
     ) -> tuple[str, str, str]:
         """Spend the request's refresh token: (its hash, subject, family).
+
+        ``client_id`` is the client the request authenticated as (the first client when it
+        sent no credentials): a refresh keeps the token's own client (SPEC 7.1), so a token
+        of another client is ``invalid_grant`` and the store leaves it unspent (the check is
+        part of the spend's compare-and-set).
 
         ``ttl_ms`` and ``refresh_at`` are the lifetimes this request's tokens would get: a
         replay's revocation must outlast every token of the family (see :func:`revoked_until`).
@@ -525,9 +494,11 @@ class TokenService:
         # simultaneous refreshes give one new pair, then refused with the rest of its family).
         revoked = await self._store(deadline, self.store.revoked_families)
         token_hash = _hash(token, self.port_name)
-        status, record = await self._spend(deadline, token_hash, claim)
+        status, record = await self._spend(deadline, token_hash, claim, client_id)
         if status == "missing" or record is None:
             raise OAuthError("invalid_grant", "the refresh token is invalid")
+        if status == "client":
+            raise OAuthError("invalid_grant", "the refresh token was issued to another client")
         if status == "spent":
             until = revoked_until(record, ttl_ms, refresh_at)
             await self._store(deadline, self.store.revoke_family, record.family, until)
@@ -547,8 +518,6 @@ class TokenService:
             raise OAuthError(
                 "invalid_grant", "the refresh token has expired; repeat the password grant"
             )
-        if creds is not None and record.client_id and record.client_id != client_id:
-            raise OAuthError("invalid_grant", "the refresh token was issued to another client")
         if not any(same_secret(record.subject, name) for name, _ in allowed.users):
             raise OAuthError("invalid_grant", "the user of this refresh token is no longer allowed")
         return token_hash, record.subject, record.family

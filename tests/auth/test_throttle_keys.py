@@ -1,0 +1,233 @@
+"""What the brute-force throttle counts as one user and as one address (SPEC 7.1), on both
+schemes, through a real ``fwrest serve``.
+
+* User names are counted case-folded and NFKC-normalised: failures as ``Alice``, ``ALICE``
+  and ``Alice`` in fullwidth letters (U+FF21 ...) are three failures of one user, who is then
+  locked out under any spelling (the validator gets the name as sent: only the count folds).
+* IPv6 client addresses are counted per /64: failures from three addresses of one /64 lock
+  the whole /64, not the next one. The addresses come through ``X-Forwarded-For`` from a
+  trusted proxy (``TrustedProxies=127.0.0.1``), the way a service behind a load balancer sees
+  its clients (loopback has one IPv6 address only).
+* An IPv4 client of a dual-stack port (``HostName=::``, so the client is
+  ``::ffff:127.0.0.x``) is counted as its IPv4 address: counted per /64, every IPv4 client
+  would share the one key ``::/64``.
+
+One service for the module: a Basic port and an oAuth2 port behind the trusted proxy, and a
+dual-stack Basic port; ``maxFailures`` 3 on each, the memory store, one worker. Each test uses
+user names and addresses of its own.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import trustme
+
+from fwrest.auth.throttle import address_key, port_keys, user_key
+from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
+from tests.conftest import APP_SOURCE, ServerProcess, free_config
+
+MAX = 3
+USERS = {
+    "alice": "Alice-Pw-1",
+    "bob": "Bob-Pw-2",
+    "carol": "Carol-Pw-3",
+    **{f"u{i}": f"U{i}-Pw" for i in range(1, 9)},
+    **{f"v{i}": f"V{i}-Pw" for i in range(1, 9)},
+}
+APP = (
+    APP_SOURCE
+    + f"""
+
+_USERS = {USERS!r}
+
+
+def check(user, password):
+    return _USERS.get(user) == password
+
+
+def params():
+    return {{
+        "client_id": "web",
+        "users": [{{"username": u, "password": p}} for u, p in _USERS.items()],
+    }}
+"""
+)
+
+
+class Ports:
+    def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
+        self.proc = proc
+        self.basic = f"http://127.0.0.1:{proc.ports['BASIC']}/rest"
+        self.dual = proc.ports["DUAL"]
+        self.oauth = f"https://127.0.0.1:{proc.ports['OAUTH']}/rest"
+        self.http = httpx.Client(timeout=15)
+        self.https = httpx.Client(verify=client_context(certs), timeout=15)
+
+    def basic_get(self, user: str, password: str, client: str) -> int:
+        """A Basic request of ``client`` (X-Forwarded-For); the name sent as UTF-8."""
+        header = base64.b64encode(f"{user}:{password}".encode()).decode()
+        response = self.http.get(
+            self.basic + "/hello",
+            headers={"Authorization": f"Basic {header}", "X-Forwarded-For": client},
+        )
+        return response.status_code
+
+    def grant(self, user: str, password: str, client: str) -> int:
+        response = self.https.post(
+            self.oauth + TOKEN,
+            data={"grant_type": "password", "username": user, "password": password},
+            headers={"X-Forwarded-For": client},
+        )
+        return response.status_code
+
+    def close(self) -> None:
+        self.http.close()
+        self.https.close()
+
+
+@pytest.fixture(scope="module")
+def ports(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ports]:
+    folder = tmp_path_factory.mktemp("throttle_keys")
+    certs = issue_certs(ca, folder / "certs")
+    basic_auth = {"Authorization": {"scheme": "basic", "OnAuth": "app.check", "maxFailures": MAX}}
+    oauth = oauth_section(certs, onAuthparams="app.params", maxFailures=MAX)
+    oauth["TrustedProxies"] = "127.0.0.1"
+    servers = {
+        "BASIC": {
+            "HostName": "127.0.0.1",
+            "Port": 0,
+            "Locations": "ROOT",
+            "TrustedProxies": "127.0.0.1",
+            "FwData": basic_auth,
+        },
+        "OAUTH": oauth,
+        "DUAL": {"HostName": "::", "Port": 0, "Locations": "ROOT", "FwData": basic_auth},
+    }
+    proc = ServerProcess(free_config(folder, servers=servers, app=APP)).wait_ready()
+    found = Ports(proc, certs)
+    try:
+        yield found
+    finally:
+        found.close()
+        proc.stop()
+
+
+def lockout_warnings(proc: ServerProcess, needle: str) -> list[str]:
+    return [line for line in proc.log().splitlines() if "WARNING" in line and needle in line]
+
+
+# -- one user, however spelled ----------------------------------------------------------------
+
+
+SPELLINGS = ["Alice", "ALICE", "\uff21\uff4c\uff49\uff43\uff45"]  # the last: fullwidth
+
+
+def test_spellings_of_one_user_name_count_as_one_on_a_basic_port(ports: Ports) -> None:
+    statuses = [
+        ports.basic_get(name, "guess", f"192.0.2.{i + 1}") for i, name in enumerate(SPELLINGS)
+    ]
+    assert statuses == [403] * MAX  # three addresses: only the user's count reaches 3
+    locked = ports.basic_get("alice", USERS["alice"], "192.0.2.9")  # the right password
+    print(f"Basic: {SPELLINGS} wrong from 3 addresses: {statuses}; 'alice' right: {locked}")
+    assert locked == 429
+    assert ports.basic_get("carol", USERS["carol"], "192.0.2.1") == 200  # not the addresses
+    assert len(lockout_warnings(ports.proc, "user:alice")) == 1
+
+
+def test_spellings_of_one_user_name_count_as_one_on_the_token_route(ports: Ports) -> None:
+    names = ["Bob", "BOB", "\uff42\uff4f\uff42"]  # the last: fullwidth "bob"
+    statuses = [ports.grant(name, "guess", f"198.51.100.{i + 1}") for i, name in enumerate(names)]
+    assert statuses == [400] * MAX
+    locked = ports.grant("bob", USERS["bob"], "198.51.100.9")
+    print(f"token route: {names} wrong from 3 addresses: {statuses}; 'bob' right: {locked}")
+    assert locked == 429
+    assert ports.grant("carol", USERS["carol"], "198.51.100.1") == 200
+    assert len(lockout_warnings(ports.proc, "user 'bob'")) == 1
+
+
+# -- IPv6 per /64 ---------------------------------------------------------------------------
+
+
+SAME_64 = ["2001:db8:1:2::a", "2001:db8:1:2::b", "2001:db8:1:2:ffff:ffff:ffff:ffff"]
+
+
+def test_ipv6_clients_count_per_64_on_a_basic_port(ports: Ports) -> None:
+    statuses = [ports.basic_get(f"u{i + 1}", "guess", address) for i, address in enumerate(SAME_64)]
+    assert statuses == [403] * MAX  # three users: only the /64's count reaches 3
+    in_64 = ports.basic_get("u4", USERS["u4"], "2001:db8:1:2::1234")
+    next_64 = ports.basic_get("u5", USERS["u5"], "2001:db8:1:3::1")
+    print(
+        f"Basic: 3 failures from {SAME_64}: another address of that /64 {in_64}, next /64 {next_64}"
+    )
+    assert (in_64, next_64) == (429, 200)
+    assert len(lockout_warnings(ports.proc, "ip:2001:db8:1:2::/64")) == 1
+
+
+def test_ipv6_clients_count_per_64_on_the_token_route(ports: Ports) -> None:
+    addresses = [a.replace(":1:2:", ":5:6:") for a in SAME_64]
+    statuses = [ports.grant(f"u{i + 1}", "guess", address) for i, address in enumerate(addresses)]
+    assert statuses == [400] * MAX
+    in_64 = ports.grant("u4", USERS["u4"], "2001:db8:5:6::1234")
+    next_64 = ports.grant("u5", USERS["u5"], "2001:db8:5:7::1")
+    print(f"token route: 3 failures in 2001:db8:5:6::/64: {in_64} there, {next_64} in the next")
+    assert (in_64, next_64) == (429, 200)
+    assert len(lockout_warnings(ports.proc, "client 2001:db8:5:6::/64")) == 1
+
+
+def test_ipv4_clients_of_a_dual_stack_port_count_apart(ports: Ports) -> None:
+    def get(local: str, user: str, password: str) -> int:
+        transport = httpx.HTTPTransport(local_address=local)
+        with httpx.Client(transport=transport, timeout=15) as client:
+            url = f"http://127.0.0.1:{ports.dual}/rest/hello"
+            return client.get(url, auth=(user, password)).status_code
+
+    statuses = [get("127.0.0.71", f"v{i}", "guess") for i in range(1, MAX + 1)]
+    assert statuses == [403] * MAX
+    assert get("127.0.0.71", "v4", USERS["v4"]) == 429  # that address is locked
+    other = get("127.0.0.72", "v5", USERS["v5"])
+    print(f"dual-stack port: 127.0.0.71 locked after {statuses}; 127.0.0.72: {other}")
+    assert other == 200  # ::ffff:127.0.0.72 is not ::ffff:127.0.0.71's /64
+    assert len(lockout_warnings(ports.proc, "ip:127.0.0.71")) == 1
+
+
+# -- the keys themselves ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("names", "key"),
+    [
+        (["Alice", "ALICE", "alice", "\uff21\uff4c\uff49\uff43\uff45"], "alice"),
+        (["Stra\u00dfe", "STRASSE", "strasse"], "strasse"),  # full case folding
+        (["\u01c5", "\u01c4", "d\u017e"], "d\u017e"),  # the titlecase digraph
+        (["\ufb01le", "FILE"], "file"),  # a compatibility ligature
+        (["Zo\u00eb", "ZOE\u0308"], "zo\u00eb"),  # composed or not
+    ],
+)
+def test_user_keys_fold_case_and_compatibility_forms(names: list[str], key: str) -> None:
+    assert {user_key(name) for name in names} == {key}
+
+
+@pytest.mark.parametrize(
+    ("address", "key"),
+    [
+        ("192.0.2.7", "192.0.2.7"),
+        ("2001:db8:1:2::a", "2001:db8:1:2::/64"),
+        ("2001:DB8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+        ("2001:db8:1:3::", "2001:db8:1:3::/64"),
+        ("::1", "::/64"),
+        ("::ffff:127.0.0.71", "127.0.0.71"),
+        ("fe80::1%eth0", "fe80::/64"),
+        ("not an address", "not an address"),
+    ],
+)
+def test_address_keys_are_ipv4_or_an_ipv6_64(address: str, key: str) -> None:
+    assert address_key(address) == key
+
+
+def test_keys_are_per_port() -> None:
+    assert port_keys("OAuth") == ("oauth|user:", "oauth|ip:")
