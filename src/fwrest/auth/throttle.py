@@ -56,6 +56,7 @@ from typing import Any, Protocol, TypeVar
 from fwrest import log
 from fwrest.errors import HTTPError, store_unavailable
 from fwrest.store import StateStore, StoreError
+from fwrest.store.calls import BACKGROUND_DEADLINE_S, StoreClient
 
 __all__ = [
     "BASIC_WORDING",
@@ -76,7 +77,7 @@ __all__ = [
 T = TypeVar("T")
 
 WINDOW_S = 300.0  # maxFailures within 5 minutes (SPEC 4.2)
-_DEADLINE_S = 1.4
+_DEADLINE_S = BACKGROUND_DEADLINE_S
 # An attempt that finds the count full of checks in progress waits this long at most for one
 # of them to end without a failure, polling at growing steps (see Throttle.admit).
 WAIT_S = 1.0
@@ -362,6 +363,7 @@ class Throttle:
         strict: count in the store before the check and fail closed (the token route);
             else never wait on the store before the check (Basic).
         wording: how the lock-out warning reads.
+        client: how the store is called (the worker's; else one of its own).
     """
 
     def __init__(
@@ -375,8 +377,11 @@ class Throttle:
         region: int = 0,
         strict: bool = False,
         wording: Wording = BASIC_WORDING,
+        client: StoreClient | None = None,
     ) -> None:
         self.store = store
+        self._own_client = client is None
+        self._client = client if client is not None else StoreClient(store)
         self.max_failures = max_failures
         self.window_s = window_s
         self.port_name = port_name
@@ -410,11 +415,13 @@ class Throttle:
             self._task = None
         for task in list(self._background):
             task.cancel()
+        if self._own_client:
+            self._client.close()
 
     async def _refresh(self) -> None:
         while True:
             try:
-                fresh = await asyncio.wait_for(asyncio.to_thread(self.store.locks), _DEADLINE_S)
+                fresh = await self._client.call(self.store.locks, deadline=_DEADLINE_S)
                 # this port's locks only: another port's lock-out leaves this port's check on
                 # its fast path
                 own = self._own
@@ -660,7 +667,7 @@ class Throttle:
 
     async def _lenient(self, fn: Callable[..., T], *args: Any) -> T:
         """A store call off the loop under ``_DEADLINE_S`` (StoreError, TimeoutError)."""
-        return await asyncio.wait_for(asyncio.to_thread(fn, *args), _DEADLINE_S)
+        return await self._client.call(fn, *args, deadline=_DEADLINE_S)
 
     def _in_background(self, fn: Callable[..., Any], *args: Any) -> None:
         """A store write nothing waits for (a failure of it only costs exactness)."""

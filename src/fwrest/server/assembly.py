@@ -19,6 +19,7 @@ from fwrest.routing import LocationTable
 from fwrest.server.app import Guard, PortApp
 from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.pool import ThreadPool
+from fwrest.store.calls import StoreClient
 
 __all__ = ["Assembly", "assemble", "monitor_throttle"]
 
@@ -31,6 +32,8 @@ class Assembly:
     apps: list[PortApp] = field(default_factory=list)
     services: list[TokenService] = field(default_factory=list)
     throttles: list[Throttle] = field(default_factory=list)
+    # how everything here calls the store (the worker's; closed by the worker)
+    client: StoreClient | None = None
 
     def close(self) -> None:
         for pool in self.pools.values():
@@ -71,6 +74,7 @@ def _throttle(
         region=region,
         strict=token_route,
         wording=TOKEN_WORDING if token_route else BASIC_WORDING,
+        client=built.client,
     )
     throttle.start()
     built.throttles.append(throttle)
@@ -144,6 +148,7 @@ class _Builder:
             port_name=port.config.name,
             key=self.plan.signing_key,
             store=self.plan.store,
+            client=self.built.client,
             source=ParamsSource(settings.params_func, settings.params_file),
             max_failures=settings.max_failures,
             allow_get=settings.allow_get,
@@ -162,6 +167,7 @@ def assemble(
     *,
     lock_board: LockBoard | None = None,
     region: int = 0,
+    client: StoreClient | None = None,
 ) -> Assembly:
     """Every port's pipeline for one worker (on its running loop).
 
@@ -171,8 +177,10 @@ def assemble(
         service: what native routes may use of the worker.
         lock_board: the brute-force counts and lock-outs the workers of the host share.
         region: this worker's slot on the lock board.
+        client: how the throttles and token services call the store (one per worker).
     """
     builder = _Builder(plan, loop, service, lock_board, region)
+    builder.built.client = client
     builder.pools()
     for port in plan.ports:
         builder.built.apps.append(builder.port_app(port))

@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Callable
 from multiprocessing.sharedctypes import RawArray
-from typing import Any
+from typing import Any, TypeVar
 
 from fwrest import log
 from fwrest.config import Tunables, read_general
@@ -17,9 +18,11 @@ from fwrest.config.tunables import SETTINGS, SettingsError
 from fwrest.errors import ConfigError
 from fwrest.server.state import tunables
 from fwrest.store import SettingsStore, StateStore, StoreError
-from fwrest.store.calls import REQUEST_DEADLINE_S, call_store
+from fwrest.store.calls import REQUEST_DEADLINE_S, StoreClient, call_store
 
 __all__ = ["SETTINGS", "SettingsBoard", "SettingsError", "SettingsManager"]
+
+T = TypeVar("T")
 
 _SYNC_S = 0.5
 
@@ -69,6 +72,7 @@ class SettingsManager:
         *,
         board: SettingsBoard | None = None,
         level_cell: Any = None,
+        client: StoreClient | None = None,
     ) -> None:
         self.config_file = config_file
         self.file = dict(file_values)
@@ -77,9 +81,16 @@ class SettingsManager:
         if store is not None and store.in_process and board is not None:
             self.store = board  # a memory store is per worker: share through the board
         self._level_cell = level_cell
+        self._client = client
         self._last_reload = time.monotonic()
         self._changes = 0  # local changes made; a store read begun before one is stale
         self._task: asyncio.Task[None] | None = None
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """A store call under the request deadline (SPEC 7: 503 within 1.5 s)."""
+        if self._client is not None:
+            return await self._client.call(fn, *args, deadline=REQUEST_DEADLINE_S)
+        return await call_store(fn, *args, deadline=REQUEST_DEADLINE_S)
 
     def effective(self) -> Tunables:
         values = {**self.file, **self.runtime}
@@ -121,7 +132,7 @@ class SettingsManager:
         if self.store is None:
             raise StoreError("no state store")
         # SPEC 7: a settings change answers 503 within 1.5 s when the store hangs
-        await call_store(self.store.set_settings, changes, deadline=REQUEST_DEADLINE_S)
+        await self._call(self.store.set_settings, changes)
         self._changes += 1
         for name, value in changes.items():
             if value is None:
@@ -152,7 +163,7 @@ class SettingsManager:
             if self.store is not None:
                 try:
                     changes = self._changes
-                    fresh = await call_store(self.store.get_settings, deadline=REQUEST_DEADLINE_S)
+                    fresh = await self._call(self.store.get_settings)
                     if changes == self._changes:  # else a change here was newer than the read
                         self.runtime = {k: v for k, v in fresh.items() if k in SETTINGS}
                 except (StoreError, TimeoutError) as exc:

@@ -15,7 +15,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import psutil
@@ -23,9 +23,11 @@ import psutil
 from fwrest import log
 from fwrest.server.usage import UsageTable, merge
 from fwrest.store import BlobStore, StoreError
-from fwrest.store.calls import call_store
+from fwrest.store.calls import StoreClient, call_store
 
 __all__ = ["UsageSync"]
+
+T = TypeVar("T")
 
 _STALE_S = 5.0  # a worker that has not published for this long is gone
 _PUBLISH_EVERY_S = 1.0
@@ -49,6 +51,7 @@ class UsageSync:
         store: the state store (None: this worker's figures only).
         tables: this worker's usage tables (one per port), read when needed.
         parent_pid: the supervisor, whose other children are told of a reset.
+        client: how the store is called (the worker's; else asyncio's executor).
     """
 
     def __init__(
@@ -56,13 +59,20 @@ class UsageSync:
         store: BlobStore | None,
         tables: Callable[[], Iterable[UsageTable]],
         parent_pid: int | None,
+        client: StoreClient | None = None,
     ) -> None:
         self.store = store
+        self._client = client
         self.tables = tables
         self.parent_pid = parent_pid
         self.identity = f"{socket.gethostname()}:{os.getpid()}"
         self._epoch = b""
         self._task: asyncio.Task[None] | None = None
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._client is not None:
+            return await self._client.call(fn, *args)
+        return await call_store(fn, *args)
 
     def _rows(self) -> list[list[Any]]:
         return [row for table in self.tables() for row in table.export()]
@@ -79,7 +89,7 @@ class UsageSync:
         if store is not None:
             with contextlib.suppress(StoreError, TimeoutError):
                 await self._publish_once()
-                blobs = await call_store(store.blobs, _PREFIX)
+                blobs = await self._call(store.blobs, _PREFIX)
                 now = time.time()
                 for name, blob in blobs.items():
                     data = orjson.loads(blob)
@@ -96,8 +106,8 @@ class UsageSync:
         epoch = secrets.token_hex(8).encode()
         self._reset_tables()
         if store is not None:
-            await call_store(store.delete_blobs, _PREFIX)
-            await call_store(store.put_blob, _EPOCH, epoch)
+            await self._call(store.delete_blobs, _PREFIX)
+            await self._call(store.put_blob, _EPOCH, epoch)
         self._epoch = epoch
         if self.parent_pid is not None:
             for pid in _siblings(self.parent_pid):
@@ -113,21 +123,21 @@ class UsageSync:
         if self.store is None:
             return
         with contextlib.suppress(StoreError, TimeoutError):
-            epochs = await call_store(self.store.blobs, _EPOCH)
+            epochs = await self._call(self.store.blobs, _EPOCH)
             self._epoch = epochs.get(_EPOCH, self._epoch)
 
     async def _publish_once(self) -> None:
         store = self.store
         if store is None:
             return
-        epochs = await call_store(store.blobs, _EPOCH)
+        epochs = await self._call(store.blobs, _EPOCH)
         epoch = epochs.get(_EPOCH, b"")
         if epoch != self._epoch:
             if self._epoch or epoch:
                 self._reset_tables()
             self._epoch = epoch
         blob = orjson.dumps({"t": time.time(), "rows": self._rows()})
-        await call_store(store.put_blob, f"{_PREFIX}{self.identity}", blob)
+        await self._call(store.put_blob, f"{_PREFIX}{self.identity}", blob)
 
     async def _publish(self) -> None:
         while True:

@@ -28,6 +28,7 @@ from fwrest.server.shared import HostShared
 from fwrest.server.state import tunables
 from fwrest.server.usage_sync import UsageSync
 from fwrest.store import StateStore, StoreError
+from fwrest.store.calls import StoreClient
 
 __all__ = ["Worker", "new_loop"]
 
@@ -75,14 +76,17 @@ class Worker:
         self._stop: asyncio.Event | None = None
         self.exit_code = 0
         self.started = started if started is not None else time.time()
+        # how this worker calls the state store: its own threads, one deadline policy
+        self.store_client = StoreClient(plan.store) if plan.store is not None else None
         self._settings = SettingsManager(
             plan.config.source,
             plan.config.tunables_in_file,
             plan.store,
             board=shared.settings_board if shared is not None else None,
             level_cell=shared.level if shared is not None else None,
+            client=self.store_client,
         )
-        self.usage = UsageSync(plan.store, self._usage_tables, parent_pid)
+        self.usage = UsageSync(plan.store, self._usage_tables, parent_pid, self.store_client)
         self._secret: bytes | None = None
         self._total_base = int(self.counters[2 * index + 1]) if self.counters is not None else 0
 
@@ -169,7 +173,14 @@ class Worker:
         loop = asyncio.get_running_loop()
         self.loop = loop
         tunables.swap(self.plan.config.tunables)
-        self.built = assemble(self.plan, loop, self, lock_board=self.lock_board, region=self.index)
+        self.built = assemble(
+            self.plan,
+            loop,
+            self,
+            lock_board=self.lock_board,
+            region=self.index,
+            client=self.store_client,
+        )
         self._settings.start()
         self.usage.start()
 
@@ -178,6 +189,8 @@ class Worker:
         self.built.close()
         self._settings.stop()
         self.usage.stop()
+        if self.store_client is not None:
+            self.store_client.close()
 
     async def run(self, on_ready: Callable[[], None] | None = None) -> int:
         loop = asyncio.get_running_loop()

@@ -11,7 +11,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import jwt
@@ -35,6 +35,7 @@ from fwrest.auth.oauth2.passwords import check_user, costly, same_secret
 from fwrest.auth.throttle import TOKEN_WORDING, Throttle
 from fwrest.errors import HTTPError, is_cancellation, store_unavailable
 from fwrest.store import RefreshRecord, StateStore, StoreError
+from fwrest.store.calls import StoreClient
 
 __all__ = ["InvalidToken", "TokenService"]
 
@@ -51,7 +52,6 @@ STORE_DEADLINE_S = 1.0
 STORE_CALL_MIN_S = 0.2
 REVOKED_REFRESH_DEADLINE_S = 1.4  # the revocation cache's refresh (retried every 0.5 s)
 RESTORE_ATTEMPTS = 30  # one a second: undoing a spend that reached no client (see _spend)
-STORE_THREADS = 4  # store calls run on threads of their own (see TokenService._in_store)
 _NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
 _WRONG = "invalid username or password"
 _VERIFIED_MAX = 1024  # verified access tokens remembered per worker (about 1.5 KiB each)
@@ -103,6 +103,7 @@ class TokenService:
         allow_get: bool,
         pool: Pool | None = None,
         throttle: Throttle | None = None,
+        client: StoreClient | None = None,
     ) -> None:
         self.port_name = port_name
         self._key = key
@@ -124,14 +125,11 @@ class TokenService:
         self._verified: dict[str, tuple[float, dict[str, Any]]] = {}
         self._refresher: asyncio.Task[None] | None = None
         self._restoring: set[asyncio.Task[None]] = set()
-        # A store that hangs holds a thread for its whole client timeout (about 1 s, which
-        # can outlast the request's deadline); on the loop's default executor those threads
-        # would starve onAuthparams and password checks, delaying the 503 past 1.5 s (SPEC 7).
-        # Threads start lazily, in the worker.
-        self._store_pool = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="fwrest-store")
-        # An in-process store (memory) answers from a dict under a lock, at once: calling it
-        # on the loop spares the thread hops that sqlite and Redis need.
-        self._inline = store.in_process
+        # the store's own threads (a hung store must not starve onAuthparams and password
+        # checks of asyncio's executor, SPEC 7), inline for an in-process store (memory)
+        self._own_client = client is None
+        self._calls = client if client is not None else StoreClient(store)
+        self._inline = self._calls.inline
         self.pool = pool  # where a def onAuthparams runs (the port's pool)
 
     # -- revocation cache (SPEC 7: at most 1 s stale, never waited on) --------------------------
@@ -142,8 +140,8 @@ class TokenService:
     async def _refresh_revoked(self) -> None:
         while True:
             try:
-                self.revoked = await asyncio.wait_for(
-                    self._in_store(self.store.revoked_families), REVOKED_REFRESH_DEADLINE_S
+                self.revoked = await self._calls.call(
+                    self.store.revoked_families, deadline=REVOKED_REFRESH_DEADLINE_S
                 )
             except (StoreError, TimeoutError) as exc:
                 log.auth_log.debug(
@@ -158,11 +156,8 @@ class TokenService:
             self._refresher = None
         for task in list(self._restoring):
             task.cancel()
-        self._store_pool.shutdown(wait=False, cancel_futures=True)
-
-    def _in_store(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        loop = asyncio.get_running_loop()
-        return loop.run_in_executor(self._store_pool, functools.partial(fn, *args))
+        if self._own_client:
+            self._calls.close()
 
     # -- bearer check --------------------------------------------------------------------------
     def verify(self, token: str) -> dict[str, Any]:
@@ -231,8 +226,10 @@ class TokenService:
         log.auth_log.error(
             "[%s] state store unavailable: %s; answered 503",
             self.port_name,
-            # a deadline's TimeoutError says nothing by itself: name it
-            str(exc) or f"no answer within the token request's {STORE_DEADLINE_S:g} s deadline",
+            # a deadline passed: name the request's (the call's own is only what was left of it)
+            f"no answer within the token request's {STORE_DEADLINE_S:g} s deadline"
+            if isinstance(exc, TimeoutError)
+            else str(exc),
         )
         return store_unavailable()
 
@@ -240,8 +237,8 @@ class TokenService:
         if self._inline:
             return fn(*args)
         try:
-            return await asyncio.wait_for(self._in_store(fn, *args), deadline.timeout())
-        except (StoreError, TimeoutError) as exc:
+            return await self._calls.call(fn, *args, deadline=deadline.timeout())
+        except StoreError as exc:
             raise self._unavailable(exc) from None
 
     async def _spend(
@@ -257,9 +254,9 @@ class TokenService:
         if self._inline:
             return self.store.spend_refresh(token_hash, claim, client_id)
         loop = asyncio.get_running_loop()
-        job = self._store_pool.submit(self.store.spend_refresh, token_hash, claim, client_id)
+        job = self._calls.submit(self.store.spend_refresh, token_hash, claim, client_id)
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(job), deadline.timeout())
+            return await self._calls.wait(job, deadline.timeout())
         except (TimeoutError, asyncio.CancelledError) as exc:
             if not job.cancel():  # already running: its outcome arrives later, or never
                 job.add_done_callback(functools.partial(self._late_spend, loop, token_hash, claim))
@@ -292,7 +289,7 @@ class TokenService:
         503 within 1.5 s, not that the spend did not happen); the store may still be down."""
         for _ in range(RESTORE_ATTEMPTS):
             try:
-                await self._in_store(self.store.restore_refresh, token_hash, claim)
+                await self._calls.call(self.store.restore_refresh, token_hash, claim)
             except StoreError as exc:
                 log.auth_log.debug("refresh token not restored yet: %s", exc)
                 await asyncio.sleep(1.0)
