@@ -97,19 +97,27 @@ class MonitorPort:
             path = normalise_path(raw)
         except BadPath:
             return None  # handle answers its 400
-        ctx = RequestContext(self, head.method, path, query, head.headers, b"", head.client)
+        reply = await self._refusal(head, path, query)
+        if reply is not None:
+            self._log_access(head, path, reply, started)
+        return reply
+
+    async def _refusal(self, req: Request, path: str, query: str) -> Reply | None:
+        """The Basic guard's answer when it refuses the request (a 500 when ``OnAuth`` raised,
+        its ``SystemExit`` too: SPEC 7.1); None when it lets it through or there is none."""
+        if self.guard is None:
+            return None
+        ctx = RequestContext(self, req.method, path, query, req.headers, req.body, req.client)
         try:
-            await self.guard(head, ctx)
+            await self.guard(req, ctx)
             return None
         except HTTPError as exc:
-            reply = error_reply(exc)
-        except BaseException as exc:  # an OnAuth's SystemExit too (SPEC 7.1)
+            return error_reply(exc)
+        except BaseException as exc:
             if is_cancellation(exc):
                 raise
             log.server_log.exception("monitor request failed")
-            reply = error_reply(HTTPError(500))
-        self._log_access(head, path, reply, started)
-        return reply
+            return error_reply(HTTPError(500))
 
     async def handle(self, req: Request) -> Reply:
         started = time.perf_counter_ns()
@@ -120,19 +128,16 @@ class MonitorPort:
                 path = normalise_path(raw)
             except BadPath as exc:
                 raise HTTPError(400, detailed=str(exc)) from None
-            if self.guard is not None:
-                ctx = RequestContext(
-                    self, req.method, path, query, req.headers, req.body, req.client
-                )
-                await self.guard(req, ctx)
-            accept = next((v for n, v in req.headers if n == "accept"), "")
-            status, headers, body = self.app.respond(req.method, path, query, accept)
-            reply = Reply(status, headers, body)
+            refused = await self._refusal(req, path, query)
+            if refused is not None:
+                reply = refused
+            else:
+                accept = next((v for n, v in req.headers if n == "accept"), "")
+                status, headers, body = self.app.respond(req.method, path, query, accept)
+                reply = Reply(status, headers, body)
         except HTTPError as exc:
             reply = error_reply(exc)
-        except BaseException as exc:  # an OnAuth's SystemExit too (SPEC 7.1)
-            if is_cancellation(exc):
-                raise
+        except Exception:
             log.server_log.exception("monitor request failed")
             reply = error_reply(HTTPError(500))
         if req.method == "HEAD":
