@@ -404,7 +404,16 @@ class PortApp:
                 try:
                     result = await handler.invoke(match.params)
                     handled = time.perf_counter_ns()
-                    reply = self._encode(result, ctx, method, path)
+                    if type(result) is dict and ctx.resp_headers is None:
+                        # stage 7's common case inline (a call less per request): a dict
+                        # sent as JSON, no header merging to do
+                        try:
+                            body = orjson.dumps(result)
+                        except orjson.JSONEncodeError:
+                            body = to_json(result)  # what orjson refuses, as json takes it
+                        reply = Reply(ctx.resp_status, [JSON_TYPE], body)
+                    else:
+                        reply = self._encode(result, ctx, method, path)
                 finally:
                     current.reset(token)
         except HTTPError as exc:
@@ -441,15 +450,8 @@ class PortApp:
         return None
 
     def _encode(self, result: Any, ctx: RequestContext, method: str, path: str) -> Reply:
-        """Stage 7: the reply of a handler's result (SPEC 9)."""
+        """Stage 7: the reply of a handler's result (SPEC 9; ``handle`` sends a dict itself)."""
         try:
-            if type(result) is dict and ctx.resp_headers is None:
-                # the common case, a dict sent as JSON: no header merging to do
-                try:
-                    body = orjson.dumps(result)
-                except orjson.JSONEncodeError:
-                    body = to_json(result)  # what orjson refuses, as json takes it
-                return Reply(ctx.resp_status, [JSON_TYPE], body)
             return result_reply(result, ctx)
         except (ResultError, NotJSON) as exc:
             return self._bad_result(method, path, exc)
