@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from fwrest import log
-from fwrest.context.jsonbody import NotJSON, to_json
+from fwrest.context.jsonbody import NotJSON
 from fwrest.context.request import RequestContext, current
 from fwrest.context.views import ServiceView, TokenEndpoint, UsageKey
 from fwrest.errors import HTTPError, error_body, is_cancellation
@@ -408,10 +408,10 @@ class PortApp:
                         # stage 7's common case inline (a call less per request): a dict
                         # sent as JSON, no header merging to do
                         try:
-                            body = orjson.dumps(result)
+                            reply = Reply(ctx.resp_status, [JSON_TYPE], orjson.dumps(result))
                         except orjson.JSONEncodeError:
-                            body = to_json(result)  # what orjson refuses, as json takes it
-                        reply = Reply(ctx.resp_status, [JSON_TYPE], body)
+                            # what orjson refuses, as json takes it, or a 500 (_encode)
+                            reply = self._encode(result, ctx, method, path)
                     else:
                         reply = self._encode(result, ctx, method, path)
                 finally:
