@@ -151,7 +151,10 @@ class HttpProtocol(asyncio.Protocol):
         self.cfg = cfg
         self._conns = conns
         self._loop = loop
-        self._parser = httptools.HttpRequestParser(self)
+        # made in connection_made: on a TLS port the protocol is made when the connection is
+        # accepted, before its handshake, and the parser holds the protocol's bound methods (a
+        # cycle only the cyclic GC frees); a handshake that never completes makes none
+        self._parser: httptools.HttpRequestParser
         self._transport: asyncio.Transport | None = None
         self._phase = _IDLE
         self._url = b""
@@ -192,6 +195,7 @@ class HttpProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses; they have its methods.
         self._transport = cast(asyncio.Transport, transport)
+        self._parser = httptools.HttpRequestParser(self)
         self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         peer = self._transport.get_extra_info("peername")
         if isinstance(peer, tuple) and peer:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fwrest import log
+from fwrest.config.model import ServerConfig
 from fwrest.monitor import Collector
 from fwrest.server.app import PortApp
 from fwrest.server.assembly import Assembly, assemble, monitor_throttle
@@ -26,6 +27,7 @@ from fwrest.server.monitor_port import MonitorPort, monitor_server_config
 from fwrest.server.settings import SettingsManager
 from fwrest.server.shared import HostShared
 from fwrest.server.state import tunables
+from fwrest.server.tls_accept import HandshakeGate, TlsListener
 from fwrest.server.usage_sync import UsageSync
 from fwrest.store import StateStore, StoreError
 from fwrest.store.calls import StoreClient
@@ -72,7 +74,9 @@ class Worker:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.conns = ConnectionSet()
         self.built = Assembly()
-        self._servers: list[asyncio.base_events.Server] = []
+        self._servers: list[asyncio.base_events.Server | TlsListener] = []
+        # TLS handshakes in progress over every TLS port of this worker (SPEC 7.1)
+        self.handshakes = HandshakeGate()
         self._stop: asyncio.Event | None = None
         self.exit_code = 0
         self.started = started if started is not None else time.time()
@@ -107,13 +111,22 @@ class Worker:
         collector = Collector(root, self.request_counts, self.started, slots)
         throttle = monitor_throttle(self.plan, self.built, self.lock_board, self.index)
         app = MonitorPort(cfg, mon.api_path, collector, self.plan.monitor_auth, throttle)
+        sock = self.sockets[len(self.plan.ports)]
+        context = cfg.ssl_context()
+        if context is not None:  # under the worker's handshake cap, as the ports
+            self._servers.append(
+                TlsListener(
+                    loop,
+                    sock,
+                    lambda: HttpProtocol(app, cfg, self.conns, loop),
+                    context,
+                    cfg.tls_handshake_timeout_ms / 1000,
+                    self.handshakes,
+                )
+            )
+            return
         server = await loop.create_server(
-            lambda: HttpProtocol(app, cfg, self.conns, loop),
-            sock=self.sockets[len(self.plan.ports)],
-            ssl=cfg.ssl_context(),
-            ssl_handshake_timeout=cfg.tls_handshake_timeout_ms / 1000 if cfg.is_tls else None,
-            ssl_shutdown_timeout=2.0 if cfg.is_tls else None,
-            backlog=256,
+            lambda: HttpProtocol(app, cfg, self.conns, loop), sock=sock, backlog=256
         )
         self._servers.append(server)
 
@@ -199,14 +212,21 @@ class Worker:
         ports = zip(self.plan.ports, self.sockets[: len(self.plan.ports)], strict=True)
         for app, (port, sock) in zip(self.apps, ports, strict=True):
             cfg = port.config
-            server = await loop.create_server(
-                lambda app=app, cfg=cfg: HttpProtocol(app, cfg, self.conns, loop),
-                sock=sock,
-                ssl=cfg.ssl_context(),
-                ssl_handshake_timeout=cfg.tls_handshake_timeout_ms / 1000 if cfg.is_tls else None,
-                ssl_shutdown_timeout=2.0 if cfg.is_tls else None,
-                backlog=2048,
-            )
+            factory = self._factory(app, cfg, loop)
+            context = cfg.ssl_context()
+            if context is not None:  # accepted under the worker's handshake cap
+                self._servers.append(
+                    TlsListener(
+                        loop,
+                        sock,
+                        factory,
+                        context,
+                        cfg.tls_handshake_timeout_ms / 1000,
+                        self.handshakes,
+                    )
+                )
+                continue
+            server = await loop.create_server(factory, sock=sock, backlog=2048)
             self._servers.append(server)
         if self.plan.config.monitor is not None:
             await self._serve_monitor(loop)
@@ -216,6 +236,11 @@ class Worker:
         await self._stop.wait()
         await self._drain()
         return self.exit_code
+
+    def _factory(
+        self, app: PortApp, cfg: ServerConfig, loop: asyncio.AbstractEventLoop
+    ) -> Callable[[], HttpProtocol]:
+        return lambda: HttpProtocol(app, cfg, self.conns, loop)
 
     def _beat(self) -> None:
         """Heartbeat from inside the loop: a blocked loop stops beating (SPEC 7)."""
