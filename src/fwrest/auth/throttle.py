@@ -545,13 +545,8 @@ class Throttle:
     def abandon(self, attempt: Attempt) -> None:
         """The check did not finish (an exception, a full pool, a client gone): its count is
         taken back, without waiting (in the background where the count is in the store)."""
-        if attempt.settled or not attempt.counted:
-            attempt.settled = True
+        if self._settled_here(attempt):
             return
-        if self._where is not _Where.STORE:
-            self._release_here(attempt)
-            return
-        attempt.settled = True
         self._in_background(
             _both, self.store.release_failure, attempt.user, attempt.address, self.window_s
         )
@@ -617,14 +612,20 @@ class Throttle:
             self._in_background(self.store.add_lock, key, until)
 
     # -- taking a count back ----------------------------------------------------------------------
-    async def _take_back(self, attempt: Attempt, run: StoreRun | None, *, quiet: bool) -> None:
+    def _settled_here(self, attempt: Attempt) -> bool:
+        """Settle ``attempt``; False when its count, in the store, is still to be released."""
         if attempt.settled or not attempt.counted:
             attempt.settled = True
-            return
+            return True
         if self._where is not _Where.STORE:
             self._release_here(attempt)
-            return
+            return True
         attempt.settled = True
+        return False
+
+    async def _take_back(self, attempt: Attempt, run: StoreRun | None, *, quiet: bool) -> None:
+        if self._settled_here(attempt):
+            return
         try:
             await self._strict(
                 run,
