@@ -126,7 +126,10 @@ def _line(name: str, value: str) -> bytes:
     return line
 
 
-_CONNECTION = {Keep.CLOSE: b"connection: close\r\n", Keep.OPEN_10: b"connection: keep-alive\r\n"}
+# per request: members through module names and a tuple indexed by the int (an enum's class
+# attribute and its Python-level hash each cost more than the encoding of a small answer)
+_OPEN = Keep.OPEN
+_CONNECTION = (b"connection: close\r\n", b"", b"connection: keep-alive\r\n")
 
 
 def encode_reply(reply: Reply, keep: Keep) -> bytes:
@@ -146,13 +149,13 @@ def encode_reply(reply: Reply, keep: Keep) -> bytes:
     if status == 204 or status == 304 or status < 200:
         # no content, whatever the handler gave (RFC 9110 15.3.5, 15.4.5): a body here would
         # be read as the start of the next response on a kept-alive connection
-        if keep is not Keep.OPEN:
+        if keep is not _OPEN:
             parts.append(_CONNECTION[keep])
         parts.append(b"\r\n")
         return b"".join(parts)
     if not has_length:
         parts.append(b"content-length: %d\r\n" % len(reply.body))
-    if keep is not Keep.OPEN:
+    if keep is not _OPEN:
         parts.append(_CONNECTION[keep])
     parts.append(b"\r\n")
     parts.append(reply.body)

@@ -139,9 +139,11 @@ class BasicGuard:
         log.request_secrets.set(secrets)
         throttle = self.throttle
         attempt = None
+        now = 0.0
         if throttle is not None and header is not None:
-            if self._known.get(header, 0.0) > time.monotonic():
-                attempt = throttle.known(user, req.client)
+            now = time.monotonic()
+            if self._known.get(header, 0.0) > now:
+                throttle.known(user, req.client)  # not counted unless OnAuth refuses it
             else:
                 # counted before OnAuth is asked (SPEC 7.1): past maxFailures, no OnAuth call
                 attempt = await throttle.admit(
@@ -168,17 +170,21 @@ class BasicGuard:
             log.auth_log.info("[%s] OnAuth refused user %r", self._port, user)
             if header is not None:
                 self._known.pop(header, None)
-            if throttle is not None and attempt is not None:
-                # stays counted; the attempts after the maxFailures-th get 429 (SPEC 4.2), as
-                # on the token route: this refusal itself is still a 403
+            if throttle is not None:
+                # stays counted (one admitted as known is counted now); the attempts after
+                # the maxFailures-th get 429 (SPEC 4.2), as on the token route: this refusal
+                # itself is still a 403
+                if attempt is None:
+                    attempt = throttle.uncounted(user, req.client)
                 await throttle.failed(attempt)
             raise HTTPError(403)
-        if throttle is not None and attempt is not None and header is not None:
-            if attempt.counted:
+        if throttle is not None and header is not None:
+            if attempt is not None and attempt.counted:
                 await throttle.succeeded(attempt)
+                now = time.monotonic()  # OnAuth took its time: from this acceptance
             if len(self._known) >= _DECODED_MAX and header not in self._known:
                 self._known.clear()
-            self._known[header] = time.monotonic() + _KNOWN_S
+            self._known[header] = now + _KNOWN_S
         ctx.auth_user = user
         if log.auth_log.isEnabledFor(log.VERBOSE):  # rest_log_level 4 and 5
             log.write(log.auth_log, log.VERBOSE, "[%s] OnAuth accepted user %r", self._port, user)

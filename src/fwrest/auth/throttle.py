@@ -496,7 +496,7 @@ class Throttle:
                 step = min(2 * step, _LAST_STEP_S)
                 self._check(user_key, ip_key)
                 if known is not None and known():
-                    return Attempt(user_key, ip_key, (0, 0), (0.0, 0.0), counted=False)
+                    return self.uncounted(user, client_ip)
                 if self._where is not _Where.STORE:
                     break  # counting again costs nothing
                 # in the store, a read tells whether counting again may succeed (a write)
@@ -506,18 +506,26 @@ class Throttle:
                 if n_user < limit and n_ip < limit:
                     break
 
-    def known(self, user: str, client_ip: str) -> Attempt:
+    def known(self, user: str, client_ip: str) -> None:
         """Admit, without counting it before its check, an attempt whose credentials were
         right when last checked (a Basic client repeats its header on every request): it is
         no guess, and its client may send many at once. Should it be wrong now (the password
-        changed), :meth:`failed` counts it then.
+        changed), :meth:`failed` counts it then (with :meth:`uncounted`'s attempt). While no
+        lock-out is in force anywhere (the common case) the user's and address's keys are not
+        even made.
 
         Raises:
             HTTPError: 429 while the user or the address is locked out (the right password
                 too, as for any attempt).
         """
+        board = self.board
+        if not self.locked and (board is None or board.latest() <= time.time_ns() // 1_000_000):
+            return
+        self._check(*self.keys(user, client_ip))
+
+    def uncounted(self, user: str, client_ip: str) -> Attempt:
+        """An attempt of ``user`` from ``client_ip`` that is not counted (yet)."""
         user_key, ip_key = self.keys(user, client_ip)
-        self._check(user_key, ip_key)
         return Attempt(user_key, ip_key, (0, 0), (0.0, 0.0), counted=False)
 
     async def _count(self, user_key: str, ip_key: str, run: StoreRun | None) -> Attempt:

@@ -37,6 +37,8 @@ class _Phase(enum.Enum):
 
 
 _IDLE, _HEADERS, _BODY, _DONE = _Phase.IDLE, _Phase.HEADERS, _Phase.BODY, _Phase.DONE
+# module names of the members: an enum class attribute costs a slow lookup per request
+_CLOSE, _OPEN, _OPEN_10 = Keep.CLOSE, Keep.OPEN, Keep.OPEN_10
 # Chunk extensions are framing the parser skips, never handed to the body: bounded on their
 # own, else a client streams an unlimited body past MaxBodySize (as in CVE-2024-22019).
 CHUNK_EXTENSIONS_LIMIT = 16384
@@ -606,7 +608,7 @@ class HttpProtocol(asyncio.Protocol):
             self._queue.clear()
             self._pending = None
             self._cancel_timer()
-            transport.write(encode_reply(reply, Keep.CLOSE))
+            transport.write(encode_reply(reply, _CLOSE))
             self._close()
             return
         if self._phase is _BODY and self._pending is None:
@@ -643,9 +645,9 @@ class HttpProtocol(asyncio.Protocol):
             self.cfg.port,
             self._authorization,
         )
-        keep = Keep.CLOSE
+        keep = _CLOSE
         if self._keep_alive and self._parser.should_keep_alive():
-            keep = Keep.OPEN_10 if self._http10 else Keep.OPEN
+            keep = _OPEN_10 if self._http10 else _OPEN
         if self._busy or self._writing_paused:
             self._queue.append((request, keep))
             if self._transport is not None:
@@ -671,7 +673,7 @@ class HttpProtocol(asyncio.Protocol):
             self._busy = False
             return
         if reply.close or self._conns.draining:
-            keep = Keep.CLOSE
+            keep = _CLOSE
         elif (
             not self._keep_alive
             and not self._queue
@@ -680,10 +682,10 @@ class HttpProtocol(asyncio.Protocol):
         ):
             # nothing follows this answer on a connection that ends (the client half-closed,
             # an upgrade); pipelined requests read before an end are answered first
-            keep = Keep.CLOSE
+            keep = _CLOSE
         transport.write(encode_reply(reply, keep))
         self._busy = False
-        if keep is Keep.CLOSE:
+        if keep is _CLOSE:
             self._keep_alive = False
             self._close()
             return
@@ -742,7 +744,7 @@ class HttpProtocol(asyncio.Protocol):
             transport.pause_reading()
             return
         reply = error_reply(exc)
-        transport.write(encode_reply(reply, Keep.CLOSE))
+        transport.write(encode_reply(reply, _CLOSE))
         log.access_log.info(
             "- - %d protocol error (%s) client=%s port=%s",
             exc.status,
