@@ -1,6 +1,6 @@
 """Writing the results: ``results.md`` (a table per case and the ratios the targets name),
 ``results.json`` (everything, each run included) and ``results.png`` (req/s per case and
-server), and the latest table into ``bench/README.md``."""
+server), and the ratios that carry a target into ``bench/README.md``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ __all__ = [
     "markdown",
     "median_row",
     "ratio",
+    "summary_markdown",
     "update_readme",
     "write",
 ]
@@ -186,20 +187,24 @@ def _memory_table(case: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _ratio_cells(r: dict[str, Any]) -> str:
+    """``name | value | target | met`` of one ratio (or memory check)."""
+    unit = r.get("unit", "x")
+    sep = " " if unit != "x" else ""
+    value = "-" if r["value"] is None else f"{r['value']:.2f}{sep}{unit}"
+    if r.get("limit") is not None:
+        target = f"<= {r['limit']:g}{sep}{unit}"
+    else:
+        target = "-" if r["target"] is None else f">= {r['target']:g}x"
+    met = {True: "yes", False: "**no**", None: "-"}[r["met"]]
+    return f"{r['name']} | {value} | {target} | {met}"
+
+
 def _ratio_lines(ratios: list[dict[str, Any]]) -> list[str]:
     if not ratios:
         return []
     lines = ["", "| ratio | value | target | met |", "|---|---:|---:|---|"]
-    for r in ratios:
-        unit = r.get("unit", "x")
-        sep = " " if unit != "x" else ""
-        value = "-" if r["value"] is None else f"{r['value']:.2f}{sep}{unit}"
-        if r.get("limit") is not None:
-            target = f"<= {r['limit']:g}{sep}{unit}"
-        else:
-            target = "-" if r["target"] is None else f">= {r['target']:g}x"
-        met = {True: "yes", False: "**no**", None: "-"}[r["met"]]
-        lines.append(f"| {r['name']} | {value} | {target} | {met} |")
+    lines += [f"| {_ratio_cells(r)} |" for r in ratios]
     return lines
 
 
@@ -216,15 +221,30 @@ def case_markdown(case: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def meta_markdown(meta: dict[str, Any]) -> str:
+def _taken(meta: dict[str, Any]) -> list[str]:
     versions = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
     machine = meta["machine"]
-    s = meta["settings"]
-    lines = [
+    return [
         f"Taken {meta['date']} on {machine['cpu_model']}, {machine['cores']} cores, "
         f"{machine['memory_gib']:.0f} GiB, {machine['platform']}.",
         "",
         f"Versions: {versions}.",
+    ]
+
+
+def _caveats(meta: dict[str, Any]) -> list[str]:
+    lines = []
+    if meta.get("quick"):
+        lines += ["", "**Quick run** (`--quick`): 1 short run per server, not a measurement."]
+    if meta.get("note"):
+        lines += ["", meta["note"]]
+    return lines
+
+
+def meta_markdown(meta: dict[str, Any]) -> str:
+    s = meta["settings"]
+    lines = [
+        *_taken(meta),
         "",
         f"Method: server pinned to core {s['server_cpus']} and wrk to core {s['wrk_cpus']} "
         f"(`taskset -c`), loopback, keep-alive, {s['connections']} connections, "
@@ -238,11 +258,8 @@ def meta_markdown(meta: dict[str, Any]) -> str:
         "",
         f"Load average when the run started / ended: {meta['load_start']} / "
         f"{meta.get('load_end', '-')}.",
+        *_caveats(meta),
     ]
-    if meta.get("quick"):
-        lines += ["", "**Quick run** (`--quick`): 1 short run per server, not a measurement."]
-    if meta.get("note"):
-        lines += ["", meta["note"]]
     return "\n".join(lines) + "\n"
 
 
@@ -327,21 +344,31 @@ def write(results: dict[str, Any], out: Path, *, with_chart: bool = True) -> dic
     return paths
 
 
+def summary_markdown(results: dict[str, Any]) -> str:
+    """The README's part: when, where and with what, and every ratio that carries a target
+    (the tables of every server are in ``results.md``)."""
+    lines = [*_taken(results["meta"]), *_caveats(results["meta"])]
+    lines += ["", "| case | ratio | value | target | met |", "|---|---|---:|---:|---|"]
+    for case in results["cases"]:
+        for r in case.get("ratios", []):
+            if r["target"] is not None or r.get("limit") is not None:
+                lines.append(f"| {case['id']} | {_ratio_cells(r)} |")
+    lines += [
+        "",
+        "Every server's req/s, latency and CPU, and every ratio: [results.md](results.md).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def update_readme(readme: Path, results: dict[str, Any]) -> bool:
-    """Replace the text between the results markers of ``readme`` with the latest tables."""
+    """Replace the text between the results markers of ``readme`` with the latest summary."""
     if not readme.is_file():
         return False
     text = readme.read_text()
     start, end = text.find(README_START), text.find(README_END)
     if start < 0 or end < start:
         return False
-    body = markdown(results).split("\n", 2)[2]  # without the title
-    new = (
-        text[: start + len(README_START)]
-        + "\n\n"
-        + body.strip()
-        + "\n\n![req/s per case and server](results.png)\n\n"
-        + text[end:]
-    )
+    body = summary_markdown(results)
+    new = text[: start + len(README_START)] + "\n\n" + body.strip() + "\n\n" + text[end:]
     readme.write_text(new)
     return True

@@ -308,7 +308,10 @@ def test_update_readme_replaces_only_the_marked_part(tmp_path: Path) -> None:
     text = readme.read_text()
     assert "old table" not in text
     assert text.startswith("# Bench\n\nintro\n") and text.endswith("after\n")
-    assert "### Case 1: open JSON endpoint" in text and "(results.png)" in text
+    # the ratios that carry a target (a memory check by its limit), the tables left to results.md
+    assert "| 1 | fwrest / ceiling | 1.00x | >= 0.8x | yes |" in text
+    assert "| 9 | open: growth 2nd to 3rd | 0.25 MiB | <= 1 MiB | yes |" in text
+    assert "fwrest / Missing" not in text and "### Case" not in text and "(results.md)" in text
     plain = tmp_path / "plain.md"
     plain.write_text("no markers\n")
     assert not report.update_readme(plain, _results())  # type: ignore[arg-type]
