@@ -449,3 +449,37 @@ def wait_ready_workers(proc: ServerProcess, count: int, timeout: float = 15) -> 
     except AssertionError as exc:
         raise AssertionError(f"{exc}; found {found}; the log:\n{proc.log()[-3000:]}") from None
     return dict(found)
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium driven by Playwright (the pages and CORS are tested in a real browser;
+    without it the tests FAIL, never skip)."""
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's Chromium (apt-get install -y chromium); "
+            "the HTML pages and CORS are tested in a real browser, never skipped"
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        pytest.fail(f"Playwright for Python is missing ({exc}): pip install -e '.[dev]'")
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()

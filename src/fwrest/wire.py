@@ -92,8 +92,14 @@ _STATUS_LINES: dict[int, bytes] = {
 }
 
 
+# SPEC 10.2: on every answer of every port (the only value there is: an application's own
+# is dropped rather than sent twice)
+_NOSNIFF = b"x-content-type-options: nosniff\r\n"
+
+
 class _DateLine:
-    """The ``date`` header line, formatted once a second."""
+    """The ``date`` header line, formatted once a second, with the ``nosniff`` line that every
+    answer carries too."""
 
     second = 0
     line = b""
@@ -103,7 +109,7 @@ class _DateLine:
         now = int(time.time())
         if cls.second != now:
             cls.second = now
-            cls.line = f"date: {formatdate(now, usegmt=True)}\r\n".encode()
+            cls.line = f"date: {formatdate(now, usegmt=True)}\r\n".encode() + _NOSNIFF
         return cls.line
 
 
@@ -141,8 +147,11 @@ def encode_reply(reply: Reply, keep: Keep) -> bytes:
     for pair in reply.headers:
         line = lines.get(pair)
         if line is None:
-            if pair[0] == "content-length":
+            name = pair[0]
+            if name == "content-length":
                 has_length = True
+            elif name == "x-content-type-options":
+                continue  # sent with the date line
             line = _line(*pair)
         parts.append(line)
     status = reply.status

@@ -14,6 +14,7 @@ from typing import Any
 
 from fwrest.config.convert import parse_fw_data, section_values
 from fwrest.config.model import (
+    CorsConfig,
     EnvironmentConfig,
     LocationConfig,
     MonitorConfig,
@@ -27,6 +28,7 @@ from fwrest.config.reading import parse_json_text, read_source
 from fwrest.config.risky import risky_settings
 from fwrest.config.sections import (
     allowed_hosts,
+    check_hsts,
     check_ports,
     check_redis_url,
     check_tls,
@@ -64,6 +66,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
     envs: dict[str, EnvironmentConfig] = {}
     pools: dict[str, ThreadPoolConfig] = {}
     locations: dict[str, LocationConfig] = {}
+    cors: dict[str, CorsConfig] = {}
     servers: list[ServerConfig] = []
     servers_written = http.values["servers"][0]
     if not top["servers"]:
@@ -103,7 +106,9 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         prefixes: dict[str, str] = {}
         loc_written = sec.values["locations"][0]
         for loc_name in values.pop("locations"):
-            loc = location_config(raw, loc_name, (sec.name, loc_written), locations, pools, envs)
+            loc = location_config(
+                raw, loc_name, (sec.name, loc_written), locations, pools, envs, cors
+            )
             if loc.path in prefixes:
                 raise raw.error(
                     f"the locations [{prefixes[loc.path]}] and [{loc.name}] have the same "
@@ -118,6 +123,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
             raise raw.error(
                 "lists no location.", sec.name, loc_written, "name at least one location section."
             )
+        check_hsts(raw, sec, values["ssl_certificate"] is not None, locs)
         servers.append(
             ServerConfig(
                 name=sec.name,

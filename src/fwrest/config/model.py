@@ -10,6 +10,7 @@ from typing import Any
 from fwrest.config.schema import default_int
 
 __all__ = [
+    "CorsConfig",
     "EncryptedKeyError",
     "EnvironmentConfig",
     "LocationConfig",
@@ -80,10 +81,27 @@ class ThreadPoolConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class CorsConfig:
+    """A CORS section (SPEC 10.1), validated: origins in canonical form or ``*``."""
+
+    name: str
+    allow_origins: tuple[str, ...]
+    allow_methods: tuple[str, ...] = ()  # empty: the route's methods
+    allow_headers: tuple[str, ...] = ("Authorization", "Content-Type")
+    expose_headers: tuple[str, ...] = ()
+    allow_credentials: bool = False
+    max_age: int = 600
+
+
+@dataclass(frozen=True, slots=True)
 class LocationConfig:
     name: str
     path: str  # "/" or "/prefix" without a trailing slash
     thread_pool: ThreadPoolConfig
+    cors: CorsConfig | None = None
+    hsts: str | None = None  # Strict-Transport-Security, TLS ports only
+    x_frame_options: str | None = None  # DENY or SAMEORIGIN
+    content_security_policy: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 __all__ = ["KEYS", "SECTION_KINDS", "Key", "default_int", "keys_of"]
 
 SECTION_KINDS: tuple[str, ...] = ("GENERAL", "HTTPSERVER", "server", "location")
-SECTION_KINDS += ("thread pool", "environment", "APP_MONITOR")
+SECTION_KINDS += ("thread pool", "environment", "APP_MONITOR", "CORS")
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +325,40 @@ KEYS: tuple[Key, ...] = (
         required=True,
         doc="the thread pool section that runs this location's def handlers",
     ),
+    Key(
+        "location",
+        "CORS",
+        "cors",
+        "str",
+        None,
+        doc="the CORS section whose origins may call this location's routes and token route "
+        "from a browser (SPEC 10.1); none: no cross-origin access",
+    ),
+    Key(
+        "location",
+        "HSTS",
+        "hsts",
+        "str",
+        None,
+        doc="Strict-Transport-Security value sent on every answer (TLS ports only), e.g. "
+        "max-age=31536000; includeSubDomains",
+    ),
+    Key(
+        "location",
+        "XFrameOptions",
+        "x_frame_options",
+        "str",
+        None,
+        doc="X-Frame-Options sent on every answer: DENY or SAMEORIGIN",
+    ),
+    Key(
+        "location",
+        "ContentSecurityPolicy",
+        "content_security_policy",
+        "str",
+        None,
+        doc="Content-Security-Policy sent on every answer, as written",
+    ),
     # thread pool sections
     Key(
         "thread pool",
@@ -431,6 +465,58 @@ KEYS: tuple[Key, ...] = (
         "json",
         None,
         doc="optional Basic Authorization of the monitor port",
+    ),
+    # CORS sections (named by a location's CORS key)
+    Key(
+        "CORS",
+        "AllowOrigins",
+        "allow_origins",
+        "list",
+        required=True,
+        doc="origins (scheme://host[:port]) allowed to call; https://*.example.com for any "
+        "name under example.com; * for any origin (not with AllowCredentials=1)",
+    ),
+    Key(
+        "CORS",
+        "AllowMethods",
+        "allow_methods",
+        "list",
+        None,
+        doc="methods a preflight may grant; none: the methods of the route asked for",
+    ),
+    Key(
+        "CORS",
+        "AllowHeaders",
+        "allow_headers",
+        "list",
+        ["Authorization", "Content-Type"],
+        doc="request headers a preflight may grant",
+    ),
+    Key(
+        "CORS",
+        "ExposeHeaders",
+        "expose_headers",
+        "list",
+        None,
+        doc="answer headers the browser lets the front-end read",
+    ),
+    Key(
+        "CORS",
+        "AllowCredentials",
+        "allow_credentials",
+        "bool",
+        False,
+        doc="1: the browser may send credentials (Authorization, cookies) and read the answer",
+    ),
+    Key(
+        "CORS",
+        "MaxAge",
+        "max_age",
+        "int",
+        600,
+        low=0,
+        high=86400,
+        doc="seconds a browser may remember a preflight's answer",
     ),
 )
 

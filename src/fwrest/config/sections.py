@@ -4,13 +4,16 @@ locations, TLS files, trusted proxies, the Redis URL, ports used twice."""
 from __future__ import annotations
 
 import ipaddress
+import re
 import ssl
 from pathlib import Path
 from typing import Any
 
 from fwrest.config.convert import section_values
+from fwrest.config.cors import cors_config
 from fwrest.config.hosts import canonical_host
 from fwrest.config.model import (
+    CorsConfig,
     EncryptedKeyError,
     EnvironmentConfig,
     LocationConfig,
@@ -22,6 +25,7 @@ from fwrest.config.reading import RawConfig, RawSection
 
 __all__ = [
     "allowed_hosts",
+    "check_hsts",
     "check_ports",
     "check_redis_url",
     "check_tls",
@@ -134,6 +138,7 @@ def location_config(
     cache: dict[str, LocationConfig],
     pools: dict[str, ThreadPoolConfig],
     envs: dict[str, EnvironmentConfig],
+    cors: dict[str, CorsConfig],
 ) -> LocationConfig:
     sec = raw.section(name, by)
     folded = sec.name.lower()
@@ -143,9 +148,72 @@ def location_config(
     values = section_values(raw, sec, "location")
     written = sec.values["threadpool"][0]
     pool = thread_pool_config(raw, values["thread_pool"], (sec.name, written), pools, envs)
-    loc = LocationConfig(sec.name, values["path"], pool)
+    policy = None
+    if values["cors"]:
+        by_key = (sec.name, sec.values["cors"][0])
+        policy = cors_config(raw, values["cors"], by_key, cors)
+    headers = _security_headers(raw, sec, values)
+    loc = LocationConfig(sec.name, values["path"], pool, policy, *headers)
     cache[folded] = loc
     return loc
+
+
+def _security_headers(
+    raw: RawConfig, sec: RawSection, values: dict[str, Any]
+) -> tuple[str | None, str | None, str | None]:
+    """A location's HSTS, XFrameOptions and ContentSecurityPolicy values (SPEC 10.2)."""
+    out: list[str | None] = []
+    for attr, folded in (
+        ("hsts", "hsts"),
+        ("x_frame_options", "xframeoptions"),
+        ("content_security_policy", "contentsecuritypolicy"),
+    ):
+        value = values[attr]
+        if value is None or not value.strip():
+            out.append(None)
+            continue
+        value = value.strip()
+        written = sec.values[folded][0]
+        if any(ord(c) < 32 or ord(c) > 126 for c in value):
+            raise raw.error(
+                "holds a control or non-ASCII character, which a header value cannot carry.",
+                sec.name,
+                written,
+                "write the header's value on one line, in ASCII.",
+            )
+        if attr == "x_frame_options":
+            value = value.upper()
+            if value not in ("DENY", "SAMEORIGIN"):
+                raise raw.error(
+                    f"must be DENY or SAMEORIGIN, got {values[attr]!r}.",
+                    sec.name,
+                    written,
+                    "write XFrameOptions=DENY (or SAMEORIGIN to allow frames of the same site).",
+                )
+        if attr == "hsts" and not re.match(r"(?i)max-age=\d+(\s*;|\s*$)", value):
+            raise raw.error(
+                f"must start with max-age=SECONDS, got {value!r}.",
+                sec.name,
+                written,
+                "write HSTS=max-age=31536000; includeSubDomains.",
+            )
+        out.append(value)
+    return out[0], out[1], out[2]
+
+
+def check_hsts(raw: RawConfig, server: RawSection, tls: bool, locs: list[LocationConfig]) -> None:
+    """HSTS is sent over TLS only: on a plain HTTP port it is a start error (SPEC 10.2)."""
+    if tls:
+        return
+    for loc in locs:
+        if loc.hsts is not None:
+            raise raw.error(
+                f"the location [{loc.name}] sets HSTS, which only a TLS port can send.",
+                server.name,
+                "Locations",
+                f"give [{server.name}] SslCertificate and SslCertificateKey, or remove HSTS "
+                f"from [{loc.name}].",
+            )
 
 
 def trusted_proxies(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from fwrest.context.request import AuthInfo
+    from fwrest.repository import Endpoint
     from fwrest.store import StateStore
 
 __all__ = [
@@ -39,6 +40,9 @@ class Routed(Protocol):
 
     @property
     def usage_key(self) -> UsageKey: ...
+
+    @property
+    def endpoint(self) -> Endpoint: ...
 
 
 class TokenEndpoint(Protocol):

@@ -114,6 +114,15 @@ class Router(Generic[T]):
             raise HTTPError(404)
         raise HTTPError(405, headers=(("allow", self._allow_header(tables)),))
 
+    def methods(self, path: str) -> list[str]:
+        """Every method some route of the normalised relative ``path`` takes, sorted (HEAD
+        where GET is); empty when no route has this path."""
+        table = self._static.get(path)
+        segments = path.split("/")[1:] if path != "/" else []
+        tables = [table] if table is not None else []
+        _collect(self._root, segments, 0, tables)
+        return sorted({method for table in tables for method in table})
+
     def _allow_header(self, tables: list[dict[str, _Route[T]]]) -> str:
         key = tuple(id(table) for table in tables)
         text = self._allow.get(key)

@@ -15,13 +15,16 @@ from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
 from fwrest.auth.throttle import BASIC_WORDING, TOKEN_WORDING, LockBoard, Throttle
 from fwrest.context.views import ServiceView
+from fwrest.features.cors import CorsStages
+from fwrest.features.headers import SecurityHeaders
+from fwrest.features.headers import configured as security_headers
 from fwrest.routing import LocationTable
-from fwrest.server.app import Guard, PortApp
+from fwrest.server.app import Admit, Guard, Outgoing, PortApp
 from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.pool import ThreadPool
 from fwrest.store.calls import StoreClient
 
-__all__ = ["Assembly", "assemble", "monitor_throttle"]
+__all__ = ["Assembly", "assemble", "location_stages", "monitor_throttle"]
 
 
 @dataclass(slots=True)
@@ -49,6 +52,21 @@ def _locator(port: PortPlan) -> Callable[[str], tuple[str, str] | None]:
     location (the oAuth2 guard's view)."""
     table: LocationTable[str] = LocationTable((loc.prefix, loc.prefix) for loc in port.locations)
     return table.find
+
+
+def location_stages(port: PortPlan) -> tuple[tuple[Admit, ...], tuple[Outgoing, ...]]:
+    """The stages of the location features the port's locations configure (SPEC 10): none,
+    and so no cost on the request path, where none is configured."""
+    early: list[Admit] = []
+    outgoing: list[Outgoing] = []
+    locations = port.locations
+    if any(loc.config.cors is not None for loc in locations):
+        cors = CorsStages((loc.prefix, loc.config.cors, loc.router) for loc in locations)
+        early.append(cors.preflight)
+        outgoing.append(cors.outgoing)
+    if any(security_headers(loc.config) for loc in locations):
+        outgoing.append(SecurityHeaders((loc.prefix, loc.config) for loc in locations))
+    return tuple(early), tuple(outgoing)
 
 
 def _throttle(
@@ -137,7 +155,16 @@ class _Builder:
                 settings.on_auth_name,
                 pool,
             )
-        return PortApp(port, self.built.pools, guard, token_service=tokens, service=self.service)
+        early, outgoing = location_stages(port)
+        return PortApp(
+            port,
+            self.built.pools,
+            guard,
+            token_service=tokens,
+            service=self.service,
+            early=early,
+            outgoing=outgoing,
+        )
 
     def token_service(
         self, port: PortPlan, settings: AuthSettings, pool: ThreadPool | None

@@ -1,0 +1,223 @@
+"""CORS (SPEC 10.1): a location's ``CORS`` section, as an early and an outgoing stage.
+
+* **Preflight** (early, before authorization: a browser sends no credentials on it): an
+  ``OPTIONS`` request with ``Origin`` and ``Access-Control-Request-Method`` to a location with
+  CORS. Granted (204 with the ``Access-Control-*`` headers) when the origin is allowed, the
+  method has a route on the path (one of ``AllowMethods`` when given) and every header asked
+  for is in ``AllowHeaders``; anything else is 403 with the error body and no
+  ``Access-Control-*`` header. Only application routes and the token route are granted; the
+  other native routes never are (the settings change relies on it, SPEC 5). A plain
+  ``OPTIONS`` (without those headers) goes on as before.
+* **Every other answer** (outgoing) to a request from an allowed origin, errors included,
+  carries ``Access-Control-Allow-Origin`` (the request's origin), ``Vary: Origin`` and, as
+  configured, ``-Allow-Credentials`` and ``-Expose-Headers``, so the front-end can read it;
+  again never on the native routes other than the token route.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Generic, Protocol, TypeVar
+
+from fwrest.config.model import CorsConfig
+from fwrest.context.request import RequestContext
+from fwrest.errors import HTTPError
+from fwrest.repository import Endpoint
+from fwrest.routing import TOKEN_ROUTE, LocationTable, Router
+from fwrest.wire import Reply, Request, error_reply
+
+__all__ = ["CorsPolicy", "CorsStages"]
+
+_ORIGINS_REMEMBERED = 256  # verdicts per origin remembered per location
+
+
+class _Routed(Protocol):
+    @property
+    def endpoint(self) -> Endpoint: ...
+
+
+R = TypeVar("R", bound=_Routed)
+
+
+def granted(endpoint: Endpoint) -> bool:
+    """Whether CORS applies to a route: application routes and the token route only."""
+    return endpoint.source != "native" or endpoint.path == TOKEN_ROUTE
+
+
+class CorsPolicy:
+    """One CORS section, compiled: the origin check and the header values, made once."""
+
+    def __init__(self, config: CorsConfig) -> None:
+        origins = config.allow_origins
+        self.any_origin = "*" in origins
+        self._exact = frozenset(o for o in origins if "*" not in o)
+        # "https://*.example.com:8443" -> ("https://", ".example.com:8443")
+        self._patterns = tuple(
+            (o[: o.index("*")], o[o.index("*") + 1 :]) for o in origins if "*" in o and o != "*"
+        )
+        self.methods = config.allow_methods
+        self.allow_headers = frozenset(h.lower() for h in config.allow_headers)
+        self.allow_headers_text = ", ".join(config.allow_headers)
+        self.expose_text = ", ".join(config.expose_headers)
+        self.credentials = config.allow_credentials
+        self.max_age = str(config.max_age)
+        self._verdicts: dict[str, bool] = {}
+
+    def allows(self, origin: str) -> bool:
+        """Whether a request's ``Origin`` may read the answers. A pattern ``*.domain``
+        matches one or more labels under ``domain``, over the scheme and port it is written
+        with; never ``domain`` itself.
+
+        >>> policy = CorsPolicy(CorsConfig("C", ("https://*.example.com",)))
+        >>> [policy.allows(o) for o in ("https://a.b.example.com", "https://example.com",
+        ...  "http://a.example.com", "https://a.example.com:8443")]
+        [True, False, False, False]
+        """
+        verdict = self._verdicts.get(origin)
+        if verdict is None:
+            verdict = self._decide(origin)
+            if len(self._verdicts) >= _ORIGINS_REMEMBERED:
+                self._verdicts.clear()
+            self._verdicts[origin] = verdict
+        return verdict
+
+    def _decide(self, origin: str) -> bool:
+        if self.any_origin:
+            return origin != "null"
+        folded = origin.lower()
+        if folded in self._exact:
+            return True
+        for start, end in self._patterns:
+            if folded.startswith(start) and folded.endswith(end):
+                labels = folded[len(start) : len(folded) - len(end)]
+                if labels and all(
+                    label and all(c.isalnum() or c == "-" for c in label)
+                    for label in labels.split(".")
+                ):
+                    return True
+        return False
+
+
+class _Place(Generic[R]):
+    """A location of the port, with its CORS policy (None: no CORS on it)."""
+
+    __slots__ = ("policy", "router")
+
+    def __init__(self, policy: CorsPolicy | None, router: Router[R]) -> None:
+        self.policy = policy
+        self.router = router
+
+
+def _closed(router: Router[R], rel: str) -> bool:
+    """Whether a route of the path is one CORS never applies to (a native route other than
+    the token route), for an answer made before routing."""
+    return any(not granted(router.match(m, rel).payload.endpoint) for m in router.methods(rel))
+
+
+def _refused(why: str) -> Reply:
+    return error_reply(HTTPError(403, detailed=f"CORS preflight refused: {why}"))
+
+
+class CorsStages(Generic[R]):
+    """The CORS stages of one port: :meth:`preflight` (early) and :meth:`outgoing`.
+
+    Args:
+        locations: every location of the port as ``(prefix, CORS section or None, router)``
+            (all of them, so that the longest prefix is the request's own location).
+    """
+
+    def __init__(self, locations: Iterable[tuple[str, CorsConfig | None, Router[R]]]) -> None:
+        policies: dict[int, CorsPolicy] = {}
+        places: list[tuple[str, _Place[R]]] = []
+        for prefix, config, router in locations:
+            policy = None
+            if config is not None:
+                policy = policies.setdefault(id(config), CorsPolicy(config))
+            places.append((prefix, _Place(policy, router)))
+        self._table: LocationTable[_Place[R]] = LocationTable(places)
+
+    async def preflight(self, req: Request, ctx: RequestContext) -> Reply | None:
+        """The early stage: a preflight's answer, or None for any other request."""
+        if req.method != "OPTIONS":
+            return None
+        origin = method = asked = None
+        for name, value in req.headers:
+            if name == "origin":
+                origin = value
+            elif name == "access-control-request-method":
+                method = value.strip()
+            elif name == "access-control-request-headers":
+                asked = value if asked is None else f"{asked},{value}"
+        if origin is None or method is None:
+            return None  # a plain OPTIONS: what it was
+        found = self._table.find(ctx.path)
+        if found is None or found[0].policy is None:
+            return None  # no CORS here: a plain OPTIONS
+        place, rel = found
+        policy = place.policy
+        assert policy is not None
+        if not policy.allows(origin):
+            return _refused("the origin is not allowed")
+        try:
+            match = place.router.match(method, rel)
+        except HTTPError:
+            return _refused(f"no route takes {method} here")
+        if not granted(match.payload.endpoint):
+            return _refused("this route is not open to other origins")
+        methods = policy.methods or tuple(place.router.methods(rel))
+        if method not in methods:
+            return _refused(f"{method} is not an allowed method")
+        if asked is not None:
+            for header in asked.split(","):
+                header = header.strip().lower()
+                if header and header not in policy.allow_headers:
+                    return _refused(f"the header {header} is not allowed")
+        headers = [
+            ("access-control-allow-origin", origin),
+            ("access-control-allow-methods", ", ".join(methods)),
+            ("access-control-allow-headers", policy.allow_headers_text),
+            ("access-control-max-age", policy.max_age),
+            ("vary", "Origin"),
+        ]
+        if policy.credentials:
+            headers.append(("access-control-allow-credentials", "true"))
+        return Reply(204, headers, b"")
+
+    def outgoing(self, req: Request, ctx: RequestContext, reply: Reply) -> Reply:
+        """The outgoing stage: the CORS headers on any answer to an allowed origin."""
+        origin = None
+        for name, value in req.headers:
+            if name == "origin":
+                origin = value
+            elif name == "access-control-request-method" and req.method == "OPTIONS":
+                return reply  # a preflight: answered (or refused) as it is
+        if origin is None:
+            return reply
+        found = self._table.find(ctx.path)
+        if found is None or found[0].policy is None:
+            return reply
+        place, rel = found
+        policy = place.policy
+        assert policy is not None
+        if not policy.allows(origin):
+            return reply
+        handler = ctx.handler
+        if handler is not None:
+            if not granted(handler.endpoint):
+                return reply
+        elif _closed(place.router, rel):
+            return reply  # answered before routing (401, 405): a native route's path
+        headers = reply.headers
+        headers.append(("access-control-allow-origin", origin))
+        if policy.credentials:
+            headers.append(("access-control-allow-credentials", "true"))
+        if policy.expose_text:
+            headers.append(("access-control-expose-headers", policy.expose_text))
+        for i, (name, value) in enumerate(headers):
+            if name == "vary":
+                if "origin" not in value.lower():
+                    headers[i] = ("vary", f"{value}, Origin")
+                break
+        else:
+            headers.append(("vary", "Origin"))
+        return reply

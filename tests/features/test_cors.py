@@ -1,0 +1,337 @@
+"""CORS (SPEC 10.1) through the port's pipeline, in process (``fwrest.testing.Client``):
+preflights granted and refused (every refusal row), the headers on every other answer to an
+allowed origin (errors included), never on the native routes other than the token route, and
+the start errors of a CORS section. The browser and the wire: tests/features/test_cors_browser.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+
+from fwrest import ConfigError
+from fwrest.testing import Client
+from tests.auth.oauth2_support import TOKEN, oauth_section
+from tests.conftest import issue_certs, module_config
+
+APP = """
+from fwrest import Response, get, post, put, rest
+
+
+@get("/hello")
+def hello():
+    return {"message": "hi"}
+
+
+@post("/items")
+async def add():
+    return {"added": rest.getBodyRequest()}
+
+
+@put("/items/:id")
+async def change(id):
+    return {"id": id}
+
+
+@get("/boom")
+def boom():
+    raise RuntimeError("kaboom")
+
+
+@get("/varied")
+def varied():
+    return Response({"v": 1}, headers={"Vary": "Accept-Language"})
+
+
+def check(user, password):
+    return (user, password) == ("ada", "Ada-Pw-1")
+
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [{"username": "ada", "password": "Ada-Pw-1"}],
+        "types": [{"grant_type": "password"}],
+    }
+"""
+
+WEB = "https://app.example.com"
+CORS = {
+    "AllowOrigins": f"{WEB}, https://*.example.org",
+    "AllowCredentials": 1,
+    "ExposeHeaders": "X-Total-Count, X-Page",
+}
+
+
+def _service(tmp_path: Path, module: str, cors: dict[str, Any], **extra: Any) -> Path:
+    basic = {"scheme": "basic", "OnAuth": f"{module}.check", "maxFailures": 2}
+    sections = {
+        "HTTP_BASIC": {
+            "HostName": "127.0.0.1",
+            "Port": 0,
+            "Locations": "ROOT, PLAIN",
+            "FwData": {"Authorization": basic},
+        },
+        "HTTP_OPEN": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+    }
+    sections.update(extra.pop("servers", {}))
+    return module_config(
+        tmp_path,
+        module,
+        app=APP,
+        servers=sections,
+        extra={
+            "ROOT": {"CORS": "CORS_WEB"},
+            "PLAIN": {"Path": "/plain", "ThreadPool": "POOL"},
+            "CORS_WEB": cors,
+            **extra.pop("sections", {}),
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _service(tmp_path_factory.mktemp("cors"), "cors_app_main", CORS)
+
+
+@pytest.fixture(scope="module")
+def basic(config: Path) -> Iterator[Client]:
+    with Client(config, server="HTTP_BASIC") as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def open_port(config: Path) -> Iterator[Client]:
+    with Client(config, server="HTTP_OPEN") as client:
+        yield client
+
+
+def preflight(
+    client: Client, path: str, method: str, origin: str = WEB, headers: str | None = None
+) -> httpx.Response:
+    asked = {"Origin": origin, "Access-Control-Request-Method": method}
+    if headers is not None:
+        asked["Access-Control-Request-Headers"] = headers
+    return client.options(path, headers=asked)
+
+
+def cors_headers(response: httpx.Response) -> dict[str, str]:
+    return {k: v for k, v in response.headers.items() if k.startswith("access-control-")}
+
+
+def test_a_preflight_is_granted_before_authorization(basic: Client) -> None:
+    response = preflight(basic, "/rest/hello", "GET", headers="authorization")
+    assert response.status_code == 204, response.text
+    assert response.content == b""
+    assert cors_headers(response) == {
+        "access-control-allow-origin": WEB,
+        "access-control-allow-methods": "GET, HEAD",  # the route's methods
+        "access-control-allow-headers": "Authorization, Content-Type",
+        "access-control-max-age": "600",
+        "access-control-allow-credentials": "true",
+    }
+    assert response.headers["vary"] == "Origin"
+    assert "www-authenticate" not in response.headers  # no guard ran
+
+
+def test_a_preflight_for_a_json_post_with_credentials(basic: Client) -> None:
+    response = preflight(basic, "/rest/items", "POST", headers="content-type, Authorization")
+    assert response.status_code == 204
+    assert response.headers["access-control-allow-methods"] == "POST"
+
+
+def test_a_pattern_origin_is_echoed(basic: Client) -> None:
+    response = preflight(basic, "/rest/items/7", "PUT", origin="https://a.b.example.org")
+    assert response.status_code == 204
+    assert response.headers["access-control-allow-origin"] == "https://a.b.example.org"
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "origin", "asked", "why"),
+    [
+        ("/rest/hello", "GET", "https://evil.example.net", None, "the origin is not allowed"),
+        ("/rest/hello", "GET", "https://example.org", None, "the origin is not allowed"),
+        ("/rest/hello", "GET", "http://a.example.org", None, "the origin is not allowed"),
+        ("/rest/hello", "GET", "https://a.example.org:8443", None, "the origin is not allowed"),
+        ("/rest/hello", "GET", "https://app.example.com.evil.net", None, "not allowed"),
+        ("/rest/hello", "GET", "null", None, "the origin is not allowed"),
+        ("/rest/hello", "DELETE", WEB, None, "no route takes DELETE here"),
+        ("/rest/nowhere", "GET", WEB, None, "no route takes GET here"),
+        ("/rest/hello", "GET", WEB, "x-secret", "the header x-secret is not allowed"),
+        ("/rest/hello", "GET", WEB, "authorization, cookie", "the header cookie"),
+        ("/rest/fw/rest/config", "POST", WEB, None, "this route is not open to other origins"),
+        ("/rest/fw/rest/config", "GET", WEB, None, "this route is not open to other origins"),
+        ("/rest/fw/rest/usage/time/reset", "POST", WEB, None, "not open to other origins"),
+    ],
+)
+def test_a_preflight_refused_is_403_without_cors_headers(
+    basic: Client, path: str, method: str, origin: str, asked: str | None, why: str
+) -> None:
+    response = preflight(basic, path, method, origin=origin, headers=asked)
+    assert response.status_code == 403, response.text
+    assert response.json()["code"] == 403
+    assert why in response.json()["detailedMessage"]
+    assert cors_headers(response) == {}
+
+
+def test_allow_methods_narrows_what_a_preflight_grants(tmp_path: Path) -> None:
+    config = _service(tmp_path, "cors_app_methods", {"AllowOrigins": WEB, "AllowMethods": "GET"})
+    with Client(config, server="HTTP_OPEN") as client:
+        granted = preflight(client, "/rest/hello", "GET")
+        assert granted.status_code == 204
+        assert granted.headers["access-control-allow-methods"] == "GET"
+        assert "access-control-allow-credentials" not in granted.headers
+        refused = preflight(client, "/rest/items", "POST")
+        assert refused.status_code == 403
+        assert "POST is not an allowed method" in refused.json()["detailedMessage"]
+
+
+def test_a_plain_options_is_what_it_was(basic: Client, open_port: Client) -> None:
+    # no Access-Control-Request-Method: no preflight
+    assert basic.options("/rest/hello", headers={"Origin": WEB}).status_code == 401
+    answer = open_port.options("/rest/hello", headers={"Origin": WEB})
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == "GET, HEAD"
+
+
+def test_a_preflight_outside_a_cors_location_is_a_plain_options(basic: Client) -> None:
+    response = preflight(basic, "/plain/hello", "GET")
+    assert response.status_code == 401
+    assert cors_headers(response) == {}
+
+
+def _assert_cors(response: httpx.Response, origin: str = WEB) -> None:
+    assert cors_headers(response) == {
+        "access-control-allow-origin": origin,
+        "access-control-allow-credentials": "true",
+        "access-control-expose-headers": "X-Total-Count, X-Page",
+    }
+    assert "Origin" in response.headers["vary"]
+
+
+def test_every_answer_to_an_allowed_origin_carries_the_headers(basic: Client) -> None:
+    ada = ("ada", "Ada-Pw-1")
+    ok = basic.get("/rest/hello", headers={"Origin": WEB}, auth=ada)
+    assert ok.status_code == 200
+    _assert_cors(ok)
+    unauthorized = basic.get("/rest/hello", headers={"Origin": WEB})
+    assert unauthorized.status_code == 401
+    _assert_cors(unauthorized)
+    missing = basic.get("/rest/nowhere", headers={"Origin": WEB}, auth=ada)
+    assert missing.status_code == 404
+    _assert_cors(missing)
+    failed = basic.get("/rest/boom", headers={"Origin": WEB}, auth=ada)
+    assert failed.status_code == 500
+    _assert_cors(failed)
+    not_allowed = basic.delete("/rest/hello", headers={"Origin": WEB}, auth=ada)
+    assert not_allowed.status_code == 405
+    _assert_cors(not_allowed)
+
+
+def test_forbidden_and_locked_out_answers_carry_them_too(tmp_path: Path) -> None:
+    config = _service(tmp_path, "cors_app_lockout", CORS)
+    with Client(config, server="HTTP_BASIC", client_address="192.0.2.9") as client:
+        codes = []
+        for _ in range(3):
+            answer = client.get("/rest/hello", headers={"Origin": WEB}, auth=("ada", "wrong"))
+            codes.append(answer.status_code)
+            _assert_cors(answer)
+        assert codes == [403, 403, 429]
+
+
+def test_the_vary_of_the_application_is_kept(open_port: Client) -> None:
+    response = open_port.get("/rest/varied", headers={"Origin": WEB})
+    assert response.headers["vary"] == "Accept-Language, Origin"
+
+
+def test_no_headers_for_another_origin_or_none(basic: Client) -> None:
+    ada = ("ada", "Ada-Pw-1")
+    other = basic.get("/rest/hello", headers={"Origin": "https://evil.example.net"}, auth=ada)
+    assert other.status_code == 200
+    assert cors_headers(other) == {}
+    assert "vary" not in other.headers
+    assert cors_headers(basic.get("/rest/hello", auth=ada)) == {}
+
+
+def test_native_routes_other_than_the_token_route_never_send_them(basic: Client) -> None:
+    ada = ("ada", "Ada-Pw-1")
+    for path in ("/rest/fw/rest/config", "/rest/fw/rest/list/service"):
+        answer = basic.get(path, headers={"Origin": WEB}, auth=ada)
+        assert answer.status_code == 200, path
+        assert cors_headers(answer) == {}, path
+        refused = basic.get(path, headers={"Origin": WEB})
+        assert refused.status_code == 401
+        assert cors_headers(refused) == {}, path
+
+
+def test_the_token_route_is_open_to_an_allowed_origin(tmp_path: Path, ca: trustme.CA) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    section = oauth_section(certs, onAuthparams="cors_app_token.params")
+    config = _service(tmp_path, "cors_app_token", CORS, servers={"HTTPS_OAUTH": section})
+    with Client(config, server="HTTPS_OAUTH") as client:
+        asked = preflight(client, f"/rest{TOKEN}", "POST", headers="content-type")
+        assert asked.status_code == 204, asked.text
+        assert asked.headers["access-control-allow-origin"] == WEB
+        assert "POST" in asked.headers["access-control-allow-methods"]
+        grant = client.post(
+            f"/rest{TOKEN}",
+            headers={"Origin": WEB},
+            data={
+                "grant_type": "password",
+                "username": "ada",
+                "password": "Ada-Pw-1",
+                "client_id": "web",
+                "client_secret": "Web-Secret-9q",
+            },
+        )
+        assert grant.status_code == 200, grant.text
+        _assert_cors(grant)
+        token = grant.json()["access_token"]
+        hello = client.get(
+            "/rest/hello", headers={"Origin": WEB, "Authorization": f"Bearer {token}"}
+        )
+        assert hello.status_code == 200
+        _assert_cors(hello)
+
+
+@pytest.mark.parametrize(
+    ("cors", "message"),
+    [
+        (
+            {"AllowOrigins": "*", "AllowCredentials": 1},
+            "[CORS_WEB] AllowOrigins: AllowOrigins=* cannot be used with AllowCredentials=1",
+        ),
+        (
+            {"AllowOrigins": "https://app.example.com/"},
+            "[CORS_WEB] AllowOrigins: 'https://app.example.com/' is not an origin",
+        ),
+        ({"AllowOrigins": "app.example.com"}, "'app.example.com' is not an origin"),
+        ({"AllowOrigins": "ftp://app.example.com"}, "'ftp://app.example.com' is not an origin"),
+        ({"AllowOrigins": "https://*"}, "'https://*' is not an origin"),
+        ({"AllowOrigins": "https://a.*.com"}, "'https://a.*.com' is not an origin"),
+        ({"AllowOrigins": "https://u@app.example.com"}, "is not an origin"),
+        ({"AllowOrigins": WEB, "Origins": WEB}, "[CORS_WEB] Origins: unknown key"),
+        ({"AllowCredentials": 1}, "[CORS_WEB]: the required key AllowOrigins is missing"),
+        ({"AllowOrigins": WEB, "MaxAge": 86401}, "[CORS_WEB] MaxAge"),
+        ({"AllowOrigins": WEB, "AllowCredentials": 2}, "[CORS_WEB] AllowCredentials"),
+    ],
+)
+def test_a_bad_cors_section_stops_the_start(
+    tmp_path: Path, cors: dict[str, Any], message: str
+) -> None:
+    config = _service(tmp_path, "cors_app_bad", cors)
+    with pytest.raises(ConfigError) as caught:
+        Client(config)
+    assert message in str(caught.value)
+
+
+def test_a_cors_key_naming_no_section_stops_the_start(tmp_path: Path) -> None:
+    config = _service(tmp_path, "cors_app_missing", CORS, sections={"ROOT": {"CORS": "NOPE"}})
+    with pytest.raises(ConfigError, match=r"\[ROOT\] CORS: names \[NOPE\]"):
+        Client(config)

@@ -1,0 +1,229 @@
+"""CORS (SPEC 10.1) as a browser and the wire see it: Debian's Chromium (Playwright) and curl
+against ``fwrest serve``.
+
+A page served from one origin (a plain HTTP server of the test) calls the API of a Basic port
+on another origin with ``fetch`` (credentials included: the browser sends a preflight first,
+for the ``Authorization`` header) and reads the JSON; the same page served from an origin the
+service does not list is blocked by the browser; the settings route stays closed to the allowed
+origin too. curl sends raw preflights to the real server: granted, refused.
+
+Chromium is a Debian package (``apt-get install -y chromium``); without it these tests FAIL
+(they never skip).
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from tests.conftest import ServerProcess, free_config
+
+APP = """
+from fwrest import get, rest
+
+
+@get("/hello")
+def hello():
+    return {"message": "hi", "user": rest.getAuthUser()}
+
+
+def check(user, password):
+    return (user, password) == ("ada", "Ada-Pw-1")
+"""
+
+PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>front-end</title></head>
+<body><p id="state">loaded</p></body></html>
+"""
+
+CALL = """async ([url, auth]) => {
+    try {
+        const response = await fetch(url, {
+            credentials: "include",
+            headers: auth ? {"Authorization": auth} : {},
+        });
+        return {status: response.status, body: await response.json(),
+                exposed: response.headers.get("X-Total-Count")};
+    } catch (error) {
+        return {blocked: String(error)};
+    }
+}"""
+
+ADA = "Basic YWRhOkFkYS1Qdy0x"  # ada:Ada-Pw-1
+
+
+@pytest.fixture(scope="module")
+def front_end(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A static server for the page, on a port of its own (the front-end's origin)."""
+    folder = tmp_path_factory.mktemp("front_end")
+    (folder / "index.html").write_text(PAGE)
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(folder))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(httpd.server_address[1])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory, front_end: int) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("cors_api")
+    basic = {"scheme": "basic", "OnAuth": "app.check"}
+    config = free_config(
+        tmp,
+        app=APP,
+        servers={
+            "HTTP_API": {
+                "HostName": "127.0.0.1",
+                "Port": 0,
+                "Locations": "ROOT",
+                "FwData": {"Authorization": basic},
+            }
+        },
+        extra={
+            "ROOT": {"CORS": "CORS_WEB"},
+            "CORS_WEB": {
+                "AllowOrigins": f"http://127.0.0.1:{front_end}",
+                "AllowCredentials": 1,
+                "ExposeHeaders": "X-Total-Count",
+            },
+        },
+    )
+    proc = ServerProcess(config)
+    try:
+        proc.wait_ready()
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _call(browser: Any, page_url: str, api_url: str, auth: str | None) -> dict[str, Any]:
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(page_url)
+        result: dict[str, Any] = page.evaluate(CALL, [api_url, auth])
+        return result
+    finally:
+        context.close()
+
+
+def test_a_page_of_an_allowed_origin_reads_the_api(
+    browser: Any,
+    front_end: int,
+    api: ServerProcess,
+) -> None:
+    result = _call(
+        browser, f"http://127.0.0.1:{front_end}/index.html", api.url("HTTP_API") + "/hello", ADA
+    )
+    assert result == {"status": 200, "body": {"message": "hi", "user": "ada"}, "exposed": None}
+    # the browser's preflight reached the service, before authorization
+    log = (api.config.parent / "server.log").read_text()
+    assert "OPTIONS /rest/hello 204" in log
+
+
+def test_an_error_is_readable_by_the_allowed_origin(
+    browser: Any,
+    front_end: int,
+    api: ServerProcess,
+) -> None:
+    result = _call(
+        browser,
+        f"http://127.0.0.1:{front_end}/index.html",
+        api.url("HTTP_API") + "/hello",
+        "Basic " + "eDp5",  # x:y, refused by OnAuth
+    )
+    assert result["status"] == 403
+    assert result["body"]["code"] == 403
+
+
+def test_a_page_of_another_origin_is_blocked(
+    browser: Any,
+    front_end: int,
+    api: ServerProcess,
+) -> None:
+    # localhost is another origin than 127.0.0.1, although the same server
+    result = _call(
+        browser, f"http://localhost:{front_end}/index.html", api.url("HTTP_API") + "/hello", ADA
+    )
+    assert "blocked" in result, result
+    assert "Failed to fetch" in result["blocked"]
+
+
+def test_the_settings_route_stays_closed_to_the_allowed_origin(
+    browser: Any,
+    front_end: int,
+    api: ServerProcess,
+) -> None:
+    result = _call(
+        browser,
+        f"http://127.0.0.1:{front_end}/index.html",
+        api.url("HTTP_API") + "/fw/rest/config",
+        ADA,
+    )
+    assert "blocked" in result, result
+
+
+def _curl(*args: str) -> tuple[int, dict[str, str]]:
+    out = subprocess.run(
+        ["curl", "-sS", "-i", "--max-time", "10", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.replace("\r\n", "\n")
+    head = out.split("\n\n", 1)[0].split("\n")
+    status = int(head[0].split()[1])
+    headers = {}
+    for line in head[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return status, headers
+
+
+def test_curl_preflights_granted_and_refused(front_end: int, api: ServerProcess) -> None:
+    url = api.url("HTTP_API") + "/hello"
+    origin = f"http://127.0.0.1:{front_end}"
+    status, headers = _curl(
+        "-X",
+        "OPTIONS",
+        "-H",
+        f"Origin: {origin}",
+        "-H",
+        "Access-Control-Request-Method: GET",
+        "-H",
+        "Access-Control-Request-Headers: authorization",
+        url,
+    )
+    assert status == 204
+    assert headers["access-control-allow-origin"] == origin
+    assert headers["access-control-allow-credentials"] == "true"
+    assert headers["access-control-allow-headers"] == "Authorization, Content-Type"
+    assert headers["vary"] == "Origin"
+    assert headers["x-content-type-options"] == "nosniff"
+    for refused in (
+        ["-H", "Origin: http://evil.example", "-H", "Access-Control-Request-Method: GET"],
+        ["-H", f"Origin: {origin}", "-H", "Access-Control-Request-Method: PATCH"],
+        [
+            "-H",
+            f"Origin: {origin}",
+            "-H",
+            "Access-Control-Request-Method: GET",
+            "-H",
+            "Access-Control-Request-Headers: x-token",
+        ],
+    ):
+        status, headers = _curl("-X", "OPTIONS", *refused, url)
+        assert status == 403, refused
+        assert not [h for h in headers if h.startswith("access-control-")], refused
+    status, headers = _curl("-H", f"Origin: {origin}", url)
+    assert status == 401
+    assert headers["access-control-allow-origin"] == origin
+    assert headers["access-control-expose-headers"] == "X-Total-Count"

@@ -1,0 +1,153 @@
+"""Security headers (SPEC 10.2): ``HSTS``, ``XFrameOptions`` and ``ContentSecurityPolicy`` of a
+location on every answer of its requests (in process), ``X-Content-Type-Options: nosniff`` on
+every answer of every port, protocol errors and the monitor included (real sockets), the
+settings page's own frame and CSP headers kept, and the start errors of the keys."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+
+from fwrest import ConfigError
+from fwrest.testing import Client
+from tests.conftest import ServerProcess, free_config, issue_certs, module_config
+
+APP = """
+from fwrest import Response, get
+
+
+@get("/hello")
+def hello():
+    return {"message": "hi"}
+
+
+@get("/framed")
+def framed():
+    return Response({"v": 1}, headers={"X-Frame-Options": "SAMEORIGIN", "X-Content-Type-Options": "x"})
+"""
+
+CSP = "default-src 'self'; frame-ancestors 'none'"
+HSTS = "max-age=31536000; includeSubDomains"
+
+
+def _config(tmp_path: Path, module: str, certs: dict[str, Path] | None, **root: Any) -> Path:
+    server: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT, OTHER"}
+    if certs is not None:
+        server |= {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
+    return module_config(
+        tmp_path,
+        module,
+        app=APP,
+        servers={"HTTP_REST": server},
+        extra={"ROOT": root, "OTHER": {"Path": "/other", "ThreadPool": "POOL"}},
+    )
+
+
+def test_a_locations_headers_are_on_every_answer_of_its_requests(
+    tmp_path: Path, ca: trustme.CA
+) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = _config(
+        tmp_path,
+        "headers_app_tls",
+        certs,
+        HSTS=HSTS,
+        XFrameOptions="sameorigin",
+        ContentSecurityPolicy=CSP,
+    )
+    with Client(config) as client:
+        for path, status in (("/rest/hello", 200), ("/rest/nowhere", 404)):
+            answer = client.get(path)
+            assert answer.status_code == status
+            assert answer.headers["strict-transport-security"] == HSTS
+            assert answer.headers["x-frame-options"] == "SAMEORIGIN"
+            assert answer.headers["content-security-policy"] == CSP
+        assert client.delete("/rest/hello").headers["x-frame-options"] == "SAMEORIGIN"  # 405
+        other = client.get("/other/hello")
+        assert other.status_code == 200
+        for name in ("strict-transport-security", "x-frame-options", "content-security-policy"):
+            assert name not in other.headers
+        # an answer that sets a header itself keeps its own (once)
+        framed = client.get("/rest/framed")
+        assert framed.headers.get_list("x-frame-options") == ["SAMEORIGIN"]
+
+
+def test_the_settings_page_keeps_its_own_frame_and_csp_headers(tmp_path: Path) -> None:
+    config = _config(tmp_path, "headers_app_page", None, XFrameOptions="SAMEORIGIN")
+    with Client(config) as client:
+        page = client.get("/rest/fw/rest/config")
+        assert page.status_code == 200
+        assert page.headers.get_list("x-frame-options") == ["DENY"]
+        assert "default-src 'none'" in page.headers["content-security-policy"]
+
+
+def test_nosniff_on_every_answer_of_every_port(tmp_path: Path) -> None:
+    config = free_config(
+        tmp_path,
+        extra={"APP_MONITOR": {"Enable": 1, "HostName": "127.0.0.1", "Port": 0}},
+    )
+    proc = ServerProcess(config)
+    try:
+        proc.wait_ready()
+        base = proc.url("HTTP_REST")
+        for url in (base + "/hello", base + "/nowhere", base + "/fw/rest/config"):
+            answer = httpx.get(url, timeout=10)
+            assert answer.headers.get_list("x-content-type-options") == ["nosniff"], url
+        # a protocol error, answered by the HTTP engine itself
+        with socket.create_connection(("127.0.0.1", proc.ports["HTTP_REST"]), timeout=10) as s:
+            s.sendall(b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
+            raw = s.recv(65536).decode("latin-1")
+        assert raw.startswith("HTTP/1.1 400"), raw
+        assert "\r\nx-content-type-options: nosniff\r\n" in raw
+        monitor = httpx.get(proc.url("APP_MONITOR") + "/metrics", timeout=10)
+        assert monitor.headers["x-content-type-options"] == "nosniff"
+    finally:
+        proc.stop()
+
+
+def test_hsts_over_real_tls(tmp_path: Path, ca: trustme.CA) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = _config(tmp_path, "headers_app_wire", certs, HSTS=HSTS)
+    proc = ServerProcess(config)
+    try:
+        proc.wait_ready()
+        context = ssl.create_default_context(cafile=str(certs["ca"]))
+        answer = httpx.get(proc.url("HTTP_REST") + "/hello", verify=context, timeout=10)
+        assert answer.status_code == 200
+        assert answer.headers["strict-transport-security"] == HSTS
+    finally:
+        proc.stop()
+
+
+@pytest.mark.parametrize(
+    ("root", "message"),
+    [
+        ({"HSTS": HSTS}, "[HTTP_REST] Locations: the location [ROOT] sets HSTS, which only a TLS"),
+        ({"XFrameOptions": "ALLOW-FROM x"}, "[ROOT] XFrameOptions: must be DENY or SAMEORIGIN"),
+        (
+            {"ContentSecurityPolicy": "default-src 'self'\r\nSet-Cookie: a=b"},
+            "[ROOT] ContentSecurityPolicy: holds a control or non-ASCII character",
+        ),
+        ({"XFrameOptions": "DENY\u00e9"}, "[ROOT] XFrameOptions: holds a control or non-ASCII"),
+    ],
+)
+def test_a_bad_header_key_stops_the_start(
+    tmp_path: Path, root: dict[str, str], message: str
+) -> None:
+    config = _config(tmp_path, "headers_app_bad", None, **root)
+    with pytest.raises(ConfigError) as caught:
+        Client(config)
+    assert message in str(caught.value)
+
+
+def test_hsts_must_start_with_max_age(tmp_path: Path, ca: trustme.CA) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = _config(tmp_path, "headers_app_hsts", certs, HSTS="includeSubDomains")
+    with pytest.raises(ConfigError, match=r"\[ROOT\] HSTS: must start with max-age=SECONDS"):
+        Client(config)
