@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fwrest.config.fwdata import FwData
 from fwrest.config.schema import default_int
 
 __all__ = [
@@ -96,7 +97,7 @@ class ServerConfig:
     locations: tuple[LocationConfig, ...]
     ssl_certificate: Path | None = None
     ssl_certificate_key: Path | None = None
-    fw_data: dict[str, Any] = field(default_factory=dict)  # top-level keys folded to lower case
+    fw_data: FwData = field(default_factory=FwData)
     user_data: Any = None
     load_urns: dict[str, Any] = field(default_factory=dict)
     max_header_size: int = 16384
@@ -132,7 +133,7 @@ class MonitorConfig:
     api_path: str = "/api"
     ssl_certificate: Path | None = None
     ssl_certificate_key: Path | None = None
-    fw_data: dict[str, Any] = field(default_factory=dict)
+    fw_data: FwData = field(default_factory=FwData)
 
 
 @dataclass(frozen=True, slots=True)
