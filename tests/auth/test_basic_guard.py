@@ -32,7 +32,6 @@ def guard_with(on_auth: Any) -> BasicGuard:
         on_auth_is_async=asyncio.iscoroutinefunction(on_auth),
         on_admin=None,
         max_failures=10,
-        options={},
     )
     return BasicGuard(settings, "TEST")
 

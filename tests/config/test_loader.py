@@ -16,6 +16,7 @@ import trustme
 
 from fwrest import ConfigError
 from fwrest.config import ServiceConfig, load_config
+from fwrest.config.fwdata import AuthorizationData, FwData, NativeRoutesData, RouteList
 from tests.conftest import Sections, base_sections, ini_text
 from tests.conftest import drop_key as _drop
 from tests.conftest import set_values as _set
@@ -88,7 +89,7 @@ def test_ini_and_json_give_the_same_config(tmp_path: Path) -> None:
     # and the values are the typed ones, not text
     rest, admin = from_ini.servers
     assert (rest.name, rest.port, rest.max_body_size) == ("HTTP_REST", 8080, 2048)
-    assert rest.fw_data == {"authorization": {"scheme": "basic", "OnAuth": "app.check"}}
+    assert rest.fw_data == FwData(AuthorizationData("basic", on_auth="app.check"))
     assert rest.user_data == {"greeting": "hi", "list": [1, 2, 3]}
     assert rest.load_urns == {
         "/mapped/:id": {"GET": {"Function": "app.fn", "Description": "mapped"}}
@@ -121,7 +122,7 @@ def test_section_names_and_keys_are_case_insensitive(tmp_path: Path, fmt: str) -
     config = load_config(write(tmp_path, sections, fmt))
     (server,) = config.servers
     assert (server.name, server.host, server.port) == ("Http_Rest", "127.0.0.1", 8080)
-    assert set(server.fw_data) == {"authorization"}
+    assert server.fw_data == FwData(AuthorizationData("basic", on_auth="app.check"))
     (location,) = server.locations
     assert location.path == "/rest"
     assert (location.thread_pool.min_threads, location.thread_pool.max_threads) == (2, 3)
@@ -166,7 +167,7 @@ def test_json_values_inline_quoted_or_file(
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # a relative file name is relative to the config, not the cwd
     (server,) = load_config(config_path).servers
-    assert server.fw_data == {"authorization": FW_DATA["Authorization"]}
+    assert server.fw_data == FwData(AuthorizationData("basic", on_auth="app.check"))
     assert server.user_data == USER_DATA  # UserData keeps its case
     assert server.load_urns == LOAD_URNS
 
@@ -218,7 +219,8 @@ def test_ini_inline_comments_and_semicolons_inside_json(tmp_path: Path) -> None:
     assert config.state_store == "memory"
     assert server.port == 8080
     assert server.user_data == {"sql": "select 1 ; select 2", "x": "a;b"}
-    assert server.fw_data == {"nativeroutes": {"hide": ["x ; y"]}}
+    hide = RouteList("hide", "hide", ("x ; y",))
+    assert server.fw_data == FwData(native_routes=NativeRoutesData((hide,)))
     assert server.load_urns == {"/a": {"GET": {"Function": "app.a"}}}
 
 

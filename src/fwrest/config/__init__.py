@@ -4,6 +4,7 @@ Owns reading, case folding and validating every key (from the one table in ``sch
 Never imports application code and never binds a socket.
 """
 
+from fwrest.config.fwdata import AuthorizationData, FwData, NativeRoutesData
 from fwrest.config.loader import load_config, parse_json_text, read_general
 from fwrest.config.model import (
     EnvironmentConfig,
@@ -16,9 +17,12 @@ from fwrest.config.model import (
 )
 
 __all__ = [
+    "AuthorizationData",
     "EnvironmentConfig",
+    "FwData",
     "LocationConfig",
     "MonitorConfig",
+    "NativeRoutesData",
     "ServerConfig",
     "ServiceConfig",
     "ThreadPoolConfig",

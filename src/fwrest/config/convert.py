@@ -1,6 +1,6 @@
 """Converting a section's raw values to their types, from the one key table (``schema``):
-numbers, booleans, lists, JSON values, ``FwData``; every failure a ``ConfigError`` naming the
-section, the key as written, what was expected and what was found."""
+numbers, booleans, lists, JSON values (``fwdata`` types ``FwData``'s); every failure a
+``ConfigError`` naming the section, the key as written, what was expected and what was found."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import difflib
 from pathlib import Path
 from typing import Any
 
+from fwrest.config.fwdata import FW_DATA_KEYS
 from fwrest.config.reading import RawConfig, RawSection, parse_json_text
 from fwrest.config.schema import Key, keys_of
 
-__all__ = ["FW_DATA_KEYS", "parse_fw_data", "section_values"]
+__all__ = ["section_values"]
 
-FW_DATA_KEYS = {"authorization": "Authorization", "nativeroutes": "NativeRoutes"}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -134,7 +134,7 @@ def section_values(raw: RawConfig, sec: RawSection, kind: str) -> dict[str, Any]
     out: dict[str, Any] = {}
     for folded, (written, value) in sec.values.items():
         key = table.get(folded)
-        if key is None and folded in ("authorization", "nativeroutes") and "fwdata" in table:
+        if key is None and folded in FW_DATA_KEYS and "fwdata" in table:
             raise raw.error(
                 f"{written} is not a key of its own: it belongs inside FwData.",
                 sec.name,
@@ -169,30 +169,4 @@ def section_values(raw: RawConfig, sec: RawSection, kind: str) -> dict[str, Any]
             out[key.attr] = raw.base_dir / key.default
         else:
             out[key.attr] = key.default
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# sections
-
-
-def parse_fw_data(raw: RawConfig, sec: RawSection, value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    written = sec.values.get("fwdata", ("FwData", None))[0]
-    if not isinstance(value, dict):
-        raise raw.error(
-            "must be a JSON object.", sec.name, written, 'write {"Authorization": {...}}.'
-        )
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        known = FW_DATA_KEYS.get(str(key).lower())
-        if known is None:
-            raise raw.error(
-                f"FwData holds the unknown key {key!r}; FwData is reserved for the framework.",
-                sec.name,
-                written,
-                "use only Authorization and NativeRoutes; put application data in UserData.",
-            )
-        out[known.lower()] = item
     return out

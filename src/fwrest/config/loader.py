@@ -1,6 +1,6 @@
 """INI/JSON -> validated, frozen :class:`ServiceConfig`: the one entry point, which reads
-(``reading``), converts (``convert``), resolves the sections (``sections``), probes the file
-system (``probes``) and collects the warnings (``risky``).
+(``reading``), converts (``convert``), types ``FwData`` (``fwdata``), resolves the sections
+(``sections``), probes the file system (``probes``) and collects the warnings (``risky``).
 
 ``fwrest check`` and ``fwrest serve`` share this loader. Section names and keys are folded to
 lower case once, at reading. Nothing here imports application code or binds a socket: names of
@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fwrest.config.convert import parse_fw_data, section_values
+from fwrest.config.convert import section_values
+from fwrest.config.fwdata import parse_fw_data
 from fwrest.config.model import (
     CorsConfig,
     EnvironmentConfig,
@@ -88,7 +89,13 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         check_tls(raw, sec, values)
         values["trusted_proxies"] = trusted_proxies(raw, sec, values.get("trusted_proxies"))
         values["allowed_hosts"] = allowed_hosts(raw, sec, values.get("allowed_hosts"))
-        fw_data = parse_fw_data(raw, sec, values.pop("fw_data"))
+        fw_data = parse_fw_data(
+            raw,
+            sec,
+            values.pop("fw_data"),
+            section=sec.name,
+            is_tls=values["ssl_certificate"] is not None,
+        )
         load_urns = values.pop("load_urns")
         if load_urns is None:  # absent or empty: nothing mapped, as for FwData and UserData
             load_urns = {}
@@ -148,7 +155,14 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
                     "add Port=... (a port no server uses).",
                 )
             check_tls(raw, mon_sec, mvalues)
-            mvalues["fw_data"] = parse_fw_data(raw, mon_sec, mvalues["fw_data"])
+            mvalues["fw_data"] = parse_fw_data(
+                raw,
+                mon_sec,
+                mvalues["fw_data"],
+                section="APP_MONITOR",
+                is_tls=mvalues["ssl_certificate"] is not None,
+                native_routes=False,
+            )
             monitor = MonitorConfig(**mvalues)
             for server in servers:
                 if server.port == monitor.port and monitor.port != 0:

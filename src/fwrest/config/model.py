@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fwrest.config.schema import default_int
+from fwrest.config.fwdata import FwData
+from fwrest.config.schema import default_int, default_str
 
 __all__ = [
     "CorsConfig",
@@ -114,16 +115,16 @@ class ServerConfig:
     locations: tuple[LocationConfig, ...]
     ssl_certificate: Path | None = None
     ssl_certificate_key: Path | None = None
-    fw_data: dict[str, Any] = field(default_factory=dict)  # top-level keys folded to lower case
+    fw_data: FwData = field(default_factory=FwData)
     user_data: Any = None
     load_urns: dict[str, Any] = field(default_factory=dict)
-    max_header_size: int = 16384
-    max_headers: int = 100
-    max_body_size: int = 1048576
-    header_timeout_ms: int = 10000
-    body_timeout_ms: int = 30000
-    keep_alive_timeout_ms: int = 5000
-    tls_handshake_timeout_ms: int = 10000
+    max_header_size: int = default_int("server", "max_header_size")
+    max_headers: int = default_int("server", "max_headers")
+    max_body_size: int = default_int("server", "max_body_size")
+    header_timeout_ms: int = default_int("server", "header_timeout_ms")
+    body_timeout_ms: int = default_int("server", "body_timeout_ms")
+    keep_alive_timeout_ms: int = default_int("server", "keep_alive_timeout_ms")
+    tls_handshake_timeout_ms: int = default_int("server", "tls_handshake_timeout_ms")
     trusted_proxies: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()  # canonical (fwrest.config.hosts)
 
@@ -145,12 +146,12 @@ class ServerConfig:
 @dataclass(frozen=True, slots=True)
 class MonitorConfig:
     enable: bool
-    host: str = "127.0.0.1"
+    host: str = default_str("APP_MONITOR", "host")
     port: int = 0
-    api_path: str = "/api"
+    api_path: str = default_str("APP_MONITOR", "api_path")
     ssl_certificate: Path | None = None
     ssl_certificate_key: Path | None = None
-    fw_data: dict[str, Any] = field(default_factory=dict)
+    fw_data: FwData = field(default_factory=FwData)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +166,8 @@ class ServiceConfig:
     tunables_in_file: dict[str, int]
     monitor: MonitorConfig | None = None
     enable: bool = True
-    state_store: str = "sqlite"
-    data_path: Path = Path(".fwrest")
+    state_store: str = default_str("HTTPSERVER", "state_store")
+    data_path: Path = Path(default_str("HTTPSERVER", "data_path"))
     log_file: Path | None = None
     signing_key_file: Path | None = None
     graceful_timeout_ms: int = default_int("HTTPSERVER", "graceful_timeout_ms")

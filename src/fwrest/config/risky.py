@@ -26,9 +26,13 @@ def risky_settings(
             "handlers may appear there); use it while diagnosing, then set it back to 0."
         )
     for server in servers:
-        auth = server.fw_data.get("authorization")
-        scheme = str(auth.get("scheme", "")) if isinstance(auth, dict) else ""
-        if scheme == "basic" and not server.is_tls and not server.host.startswith(_LOOPBACK):
+        auth = server.fw_data.authorization
+        if (
+            auth is not None
+            and auth.scheme == "basic"
+            and not server.is_tls
+            and not server.host.startswith(_LOOPBACK)
+        ):
             out.append(
                 f"[{server.name}] Basic authorization without TLS on {server.host}: passwords "
                 "cross the network in clear text; add SslCertificate/SslCertificateKey."

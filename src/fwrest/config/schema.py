@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["KEYS", "SECTION_KINDS", "Key", "default_int", "keys_of"]
+__all__ = ["KEYS", "SECTION_KINDS", "Key", "default_int", "default_str", "keys_of"]
 
 SECTION_KINDS: tuple[str, ...] = ("GENERAL", "HTTPSERVER", "server", "location")
 SECTION_KINDS += ("thread pool", "environment", "APP_MONITOR", "CORS")
@@ -526,6 +526,13 @@ def keys_of(section_kind: str) -> dict[str, Key]:
     return {k.name.lower(): k for k in KEYS if k.section == section_kind}
 
 
+def _key(section: str, attr: str) -> Key:
+    for key in KEYS:
+        if key.section == section and key.attr == attr:
+            return key
+    raise KeyError(f"no key {attr!r} in [{section}]")
+
+
 def default_int(section: str, attr: str) -> int:
     """The default of a whole-number key, from this table (the frozen settings of ``model``
     take their defaults from here, so that each default is written once).
@@ -533,9 +540,19 @@ def default_int(section: str, attr: str) -> int:
     >>> default_int("GENERAL", "rest_log_level")
     3
     """
-    for key in KEYS:
-        if key.section == section and key.attr == attr:
-            if isinstance(key.default, bool) or not isinstance(key.default, int):
-                raise TypeError(f"[{section}] {key.name} has no whole-number default")
-            return key.default
-    raise KeyError(f"no key {attr!r} in [{section}]")
+    key = _key(section, attr)
+    if isinstance(key.default, bool) or not isinstance(key.default, int):
+        raise TypeError(f"[{section}] {key.name} has no whole-number default")
+    return key.default
+
+
+def default_str(section: str, attr: str) -> str:
+    """The default of a text key, from this table (as :func:`default_int`).
+
+    >>> default_str("APP_MONITOR", "api_path")
+    '/api'
+    """
+    key = _key(section, attr)
+    if not isinstance(key.default, str):
+        raise TypeError(f"[{section}] {key.name} has no text default")
+    return key.default

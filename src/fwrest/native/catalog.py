@@ -1,4 +1,6 @@
-"""Which native routes exist, their paths, and ``FwData.NativeRoutes`` (disable/hide/public)."""
+"""Which native routes exist, their paths, and ``FwData.NativeRoutes`` (disable/hide/public):
+the loader validated its form (:class:`~fwrest.config.fwdata.NativeRoutesData`); the route
+names are checked here, against the catalog."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fwrest.config.fwdata import NATIVE_ROUTE_NAMES, NATIVE_ROUTES_FIX, NativeRoutesData
 from fwrest.errors import ConfigError
 from fwrest.repository import Endpoint
 from fwrest.routing.names import TOKEN_ROUTE, TOKEN_ROUTE_NAME
@@ -124,7 +127,7 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
     _Route(TOKEN_ROUTE_NAME, "POST", TOKEN_ROUTE, "", "OAuth2 token endpoint"),
 )
 
-NAMES = sorted({r.name for r in NATIVE_ROUTES})
+NAMES = list(NATIVE_ROUTE_NAMES)  # each the name of at least one route above
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,39 +137,16 @@ class NativeOptions:
     public: frozenset[str] = frozenset()
 
 
-def parse_native(fw_data: dict[str, Any], *, section: str, source: str | None) -> NativeOptions:
-    """Validate ``FwData.NativeRoutes``; ``"*"`` stands for every route.
+def parse_native(data: NativeRoutesData, *, section: str, source: str | None) -> NativeOptions:
+    """Check the route names of ``FwData.NativeRoutes``; ``"*"`` stands for every route.
 
     Raises:
-        ConfigError: not an object, an unknown key, or an unknown route name.
+        ConfigError: a name that is not a native route's.
     """
-    raw = fw_data.get("nativeroutes")
-    if raw is None:
-        return NativeOptions()
-
-    def fail(problem: str) -> ConfigError:
-        return ConfigError(
-            problem,
-            section=section,
-            key="FwData",
-            source=source,
-            fix=f'write "NativeRoutes": {{"disable": [...], "hide": [...], '
-            f'"public": [...]}} with names among {", ".join(NAMES)} or "*".',
-        )
-
-    if not isinstance(raw, dict):
-        raise fail("FwData NativeRoutes must be an object.")
     out: dict[str, frozenset[str]] = {}
-    for key, value in raw.items():
-        kind = str(key).lower()
-        if kind not in ("disable", "hide", "public"):
-            raise fail(f"FwData NativeRoutes has the unknown key {key!r}.")
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise fail(f"FwData NativeRoutes {key} must be a list of route names.")
+    for listed in data.lists:
         names: set[str] = set()
-        for item in value:
+        for item in listed.names:
             name = item.strip().strip("/")
             name = name[3:] if name.startswith("fw/") else name
             if name == "*":
@@ -174,11 +154,15 @@ def parse_native(fw_data: dict[str, Any], *, section: str, source: str | None) -
             elif name in NAMES:
                 names.add(name)
             else:
-                raise fail(
-                    f"FwData NativeRoutes {key} names {item!r}, which is not a native "
-                    f"route.{_hint(name)}"
+                raise ConfigError(
+                    f"FwData NativeRoutes {listed.key} names {item!r}, which is not a native "
+                    f"route.{_hint(name)}",
+                    section=section,
+                    key="FwData",
+                    source=source,
+                    fix=NATIVE_ROUTES_FIX,
                 )
-        out[kind] = frozenset(names)
+        out[listed.kind] = frozenset(names)
     return NativeOptions(**out)
 
 

@@ -148,15 +148,13 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             if env not in envs:
                 envs.append(env)
         settings = parse_authorization(
-            server.fw_data,
+            server.fw_data.authorization,
             section=server.name,
-            is_tls=server.is_tls,
             repo=repo,
             envs=envs,
             source=source,
-            base_dir=config.base_dir,
         )
-        native = parse_native(server.fw_data, section=server.name, source=source)
+        native = parse_native(server.fw_data.native_routes, section=server.name, source=source)
         warnings += native_warnings(
             native, section=server.name, scheme=settings.scheme if settings else None
         )
@@ -197,13 +195,11 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
     if config.monitor is not None:
         all_envs = [repo.load(env) for env in config.environments]
         monitor_auth = parse_authorization(
-            config.monitor.fw_data,
+            config.monitor.fw_data.authorization,
             section="APP_MONITOR",
-            is_tls=config.monitor.ssl_certificate is not None,
             repo=repo,
             envs=all_envs,
             source=source,
-            base_dir=config.base_dir,
         )
         if monitor_auth is not None and monitor_auth.scheme != "basic":
             raise ConfigError(

@@ -35,7 +35,7 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
     if settings.scheme != "oAuth2":
         return []
     source = ParamsSource(settings.params_func, settings.params_file)
-    name = str(settings.options.get("onauthparams", ""))
+    name = settings.params_name
     try:
         if source.file is not None:
             params = source.read_file()

@@ -1,0 +1,326 @@
+"""``FwData``, the framework's settings of a port (SPEC 2, 4, 5), parsed at load into typed
+records: :class:`FwData` holds an :class:`AuthorizationData` and a :class:`NativeRoutesData`.
+
+Everything that can be checked without the application is checked here: the keys, the
+scheme, the types, the form of ``onAuthparams``, TLS on an ``oAuth2`` port. Function names
+stay names: ``auth/`` resolves them against the imported repository at start, and
+``native/`` checks route names against its catalog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from fwrest.config.reading import RawConfig, RawSection
+from fwrest.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_ALLOW_GET_TOKEN",
+    "DEFAULT_MAX_FAILURES",
+    "FW_DATA_KEYS",
+    "NATIVE_ROUTES_FIX",
+    "NATIVE_ROUTE_NAMES",
+    "SCHEMES",
+    "AuthorizationData",
+    "FwData",
+    "NativeRoutesData",
+    "RouteList",
+    "parse_fw_data",
+]
+
+FW_DATA_KEYS = {"authorization": "Authorization", "nativeroutes": "NativeRoutes"}
+
+# SPEC 4: exactly these values (case-sensitive); oAuth is the original product's alias
+SCHEMES: dict[str, Literal["basic", "oAuth2"]] = {
+    "basic": "basic",
+    "oAuth2": "oAuth2",
+    "oAuth": "oAuth2",
+}
+_VALID = "basic or oAuth2 (oAuth is accepted as an alias of oAuth2)"
+
+DEFAULT_MAX_FAILURES = 10  # failed attempts in the throttle's window (SPEC 4.2)
+DEFAULT_ALLOW_GET_TOKEN = True  # the password grant over GET (SPEC 4.2)
+
+# Allowed keys of Authorization per scheme, folded -> as the SPEC writes them.
+_COMMON = {"scheme": "scheme", "maxfailures": "maxFailures", "onadmin": "onAdmin"}
+_BASIC = {**_COMMON, "onauth": "OnAuth"}
+_OAUTH2 = {
+    **_COMMON,
+    "onauth": "onAuth",
+    "onauthparams": "onAuthparams",
+    "onauthnocheckuri": "onAuthNoCheckUri",
+    "allowgettoken": "allowGetToken",
+}
+
+# The names NativeRoutes may give (SPEC 5: a route's path after /fw/); native/catalog.py
+# serves a route under each.
+NATIVE_ROUTE_NAMES: tuple[str, ...] = (
+    "environment",
+    "healthcheck",
+    "healthcheck/datetime",
+    "healthcheck/ok",
+    "oauth2/token",
+    "rest/config",
+    "rest/list/service",
+    "rest/openapi.json",
+    "rest/usage/time",
+    "server/environment",
+    "vendor/environment",
+)
+_ROUTE_LISTS: dict[str, Literal["disable", "hide", "public"]] = {
+    "disable": "disable",
+    "hide": "hide",
+    "public": "public",
+}
+NATIVE_ROUTES_FIX = (
+    f'write "NativeRoutes": {{"disable": [...], "hide": [...], "public": [...]}} with names '
+    f'among {", ".join(NATIVE_ROUTE_NAMES)} or "*".'
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizationData:
+    """``FwData.Authorization`` as written, validated; function names not yet resolved.
+
+    A name is "" when the key is absent or empty.
+    """
+
+    scheme: Literal["basic", "oAuth2"]  # the oAuth alias is oAuth2
+    on_auth: str = ""  # OnAuth (basic, required) or onAuth (oAuth2: "" is the native check)
+    on_admin: str = ""
+    max_failures: int = DEFAULT_MAX_FAILURES
+    # oAuth2 only: onAuthparams names a function, or a file ("file:NAME.json")
+    on_auth_params: str = ""
+    on_auth_params_file: Path | None = None  # absolute; it exists at load
+    on_auth_no_check_uri: str = ""
+    allow_get_token: bool = DEFAULT_ALLOW_GET_TOKEN
+
+
+@dataclass(frozen=True, slots=True)
+class RouteList:
+    """One list of ``FwData.NativeRoutes``: ``"disable": ["healthcheck", ...]``."""
+
+    kind: Literal["disable", "hide", "public"]
+    key: str  # as written, for messages
+    names: tuple[str, ...]  # as written (checked against the catalog at start)
+
+
+@dataclass(frozen=True, slots=True)
+class NativeRoutesData:
+    """``FwData.NativeRoutes``: its lists in the order written."""
+
+    lists: tuple[RouteList, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FwData:
+    """The ``FwData`` of a server section or ``[APP_MONITOR]``."""
+
+    authorization: AuthorizationData | None = None
+    native_routes: NativeRoutesData = NativeRoutesData()
+
+
+def parse_fw_data(
+    raw: RawConfig,
+    sec: RawSection,
+    value: Any,
+    *,
+    section: str,
+    is_tls: bool,
+    native_routes: bool = True,
+) -> FwData:
+    """Validate a section's ``FwData`` (the JSON value read by ``convert``).
+
+    Args:
+        raw: the configuration being loaded.
+        sec: the section holding ``FwData``.
+        value: the JSON value; None when absent or empty.
+        section: the section that Authorization's messages name.
+        is_tls: whether the port speaks TLS (``oAuth2`` needs it).
+        native_routes: False on ``[APP_MONITOR]``, which serves no native route and leaves
+            ``NativeRoutes`` unread.
+
+    Raises:
+        ConfigError: not an object, an unknown key, or an ``Authorization`` or
+            ``NativeRoutes`` that cannot work.
+    """
+    if value is None:
+        return FwData()
+    written = sec.values.get("fwdata", ("FwData", None))[0]
+    if not isinstance(value, dict):
+        raise raw.error(
+            "must be a JSON object.", sec.name, written, 'write {"Authorization": {...}}.'
+        )
+    items: dict[str, Any] = {}
+    for key, item in value.items():
+        known = FW_DATA_KEYS.get(str(key).lower())
+        if known is None:
+            raise raw.error(
+                f"FwData holds the unknown key {key!r}; FwData is reserved for the framework.",
+                sec.name,
+                written,
+                "use only Authorization and NativeRoutes; put application data in UserData.",
+            )
+        items[known.lower()] = item
+    # the messages name the resolved file, as the start's do
+    source = str(Path(raw.source).resolve()) if raw.source else None
+    authorization = _authorization(
+        items.get("authorization"), section, is_tls, raw.base_dir, source
+    )
+    routes = NativeRoutesData()
+    if native_routes:
+        routes = _native_routes(items.get("nativeroutes"), sec.name, source)
+    return FwData(authorization, routes)
+
+
+def _err(problem: str, section: str, fix: str, source: str | None) -> ConfigError:
+    return ConfigError(problem, section=section, key="FwData", fix=fix, source=source)
+
+
+def _authorization(
+    auth: Any, section: str, is_tls: bool, base_dir: Path, source: str | None
+) -> AuthorizationData | None:
+    if auth is None:
+        return None
+    if not isinstance(auth, dict):
+        raise _err(
+            "FwData Authorization must be a JSON object.",
+            section,
+            'write {"Authorization": {"scheme": "basic", "OnAuth": "module.function"}}.',
+            source,
+        )
+    folded: dict[str, tuple[str, Any]] = {}
+    for key, value in auth.items():
+        folded[str(key).lower()] = (str(key), value)
+    scheme_written = folded.get("scheme", ("scheme", None))[1]
+    if scheme_written is None:
+        raise _err(
+            "FwData Authorization has no scheme.",
+            section,
+            f'add "scheme": one of {_VALID}.',
+            source,
+        )
+    scheme = SCHEMES.get(scheme_written) if isinstance(scheme_written, str) else None
+    if scheme is None:
+        raise _err(
+            f"FwData Authorization scheme {scheme_written!r} is not a scheme fwrest "
+            "knows (the value is case-sensitive).",
+            section,
+            f"write exactly {_VALID}.",
+            source,
+        )
+    allowed = _BASIC if scheme == "basic" else _OAUTH2
+    for key, (written, _value) in folded.items():
+        if key not in allowed:
+            raise _err(
+                f"FwData Authorization has the unknown key {written!r} for the {scheme} scheme.",
+                section,
+                f"use only {', '.join(allowed.values())}.",
+                source,
+            )
+    max_failures = folded.get("maxfailures", ("maxFailures", DEFAULT_MAX_FAILURES))[1]
+    if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 1:
+        raise _err(
+            f"FwData Authorization maxFailures must be a whole number >= 1, got {max_failures!r}.",
+            section,
+            'write for example "maxFailures": 10.',
+            source,
+        )
+
+    def function(key: str, required: bool) -> str:
+        """The function name a key gives ("" when absent or empty)."""
+        written, value = folded.get(key, (allowed.get(key, key), None))
+        if value is None or value == "":
+            if required:
+                raise _err(
+                    f"FwData Authorization needs {written} for the {scheme} scheme.",
+                    section,
+                    f'add "{allowed[key]}": "module.function".',
+                    source,
+                )
+            return ""
+        if not isinstance(value, str):
+            raise _err(
+                f"FwData Authorization {written} must name a function, got {value!r}.",
+                section,
+                f'write "{allowed[key]}": "module.function".',
+                source,
+            )
+        return value
+
+    on_admin = function("onadmin", False)
+    if scheme == "basic":
+        on_auth = function("onauth", True)
+        return AuthorizationData(
+            "basic", on_auth=on_auth, on_admin=on_admin, max_failures=max_failures
+        )
+    if not is_tls:
+        raise _err(
+            "the oAuth2 scheme needs TLS on the port: tokens and passwords must not "
+            "cross the network in clear text.",
+            section,
+            "add SslCertificate and SslCertificateKey to this server.",
+            source,
+        )
+    _pw, params_value = folded.get("onauthparams", ("onAuthparams", None))
+    params_name = ""
+    params_file = None
+    if isinstance(params_value, str) and params_value.strip().lower().startswith("file:"):
+        params_file = Path(params_value.strip()[5:].strip())
+        if not params_file.is_absolute():
+            params_file = base_dir / params_file
+        if not params_file.is_file():
+            raise _err(
+                f"onAuthparams names the file {params_file}, which does not exist.",
+                section,
+                "create it, or name a function as module.function.",
+                source,
+            )
+    else:
+        params_name = function("onauthparams", True)
+    on_auth = function("onauth", False)
+    no_check_uri = function("onauthnocheckuri", False)
+    allow_get = folded.get("allowgettoken", ("allowGetToken", DEFAULT_ALLOW_GET_TOKEN))[1]
+    if not isinstance(allow_get, bool):
+        raise _err(
+            f"FwData Authorization allowGetToken must be true or false, got {allow_get!r}.",
+            section,
+            'write "allowGetToken": false.',
+            source,
+        )
+    return AuthorizationData(
+        "oAuth2",
+        on_auth=on_auth,
+        on_admin=on_admin,
+        max_failures=max_failures,
+        on_auth_params=params_name,
+        on_auth_params_file=params_file,
+        on_auth_no_check_uri=no_check_uri,
+        allow_get_token=allow_get,
+    )
+
+
+def _native_routes(value: Any, section: str, source: str | None) -> NativeRoutesData:
+    if value is None:
+        return NativeRoutesData()
+
+    def fail(problem: str) -> ConfigError:
+        return ConfigError(
+            problem, section=section, key="FwData", source=source, fix=NATIVE_ROUTES_FIX
+        )
+
+    if not isinstance(value, dict):
+        raise fail("FwData NativeRoutes must be an object.")
+    lists: list[RouteList] = []
+    for key, names in value.items():
+        kind = _ROUTE_LISTS.get(str(key).lower())
+        if kind is None:
+            raise fail(f"FwData NativeRoutes has the unknown key {key!r}.")
+        if isinstance(names, str):
+            names = [names]
+        if not isinstance(names, list) or not all(isinstance(v, str) for v in names):
+            raise fail(f"FwData NativeRoutes {key} must be a list of route names.")
+        lists.append(RouteList(kind, str(key), tuple(names)))
+    return NativeRoutesData(tuple(lists))

@@ -1,0 +1,105 @@
+"""``FwData`` typed at load (``fwrest.config.fwdata``): what the loader makes of Authorization
+and NativeRoutes without the application, and what it leaves to the start (function names,
+route names)."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+from fwrest.config import load_config
+from fwrest.config.fwdata import AuthorizationData, FwData, NativeRoutesData, RouteList
+from tests.conftest import ROOT, Sections, base_sections
+
+
+def write(folder: Path, sections: Sections) -> Path:
+    path = folder / "service.json"
+    path.write_text(json.dumps(sections))
+    return path
+
+
+def test_basic_authorization_is_a_typed_record_with_names_unresolved(tmp_path: Path) -> None:
+    sections = base_sections(8080)
+    sections["HTTP_REST"]["FwData"] = {
+        "authorization": {
+            "SCHEME": "basic",
+            "onauth": "no_such_module.check",  # resolved at start, not at load
+            "onAdmin": "",
+            "MaxFailures": 3,
+        }
+    }
+    (server,) = load_config(write(tmp_path, sections)).servers
+    assert server.fw_data == FwData(
+        AuthorizationData("basic", on_auth="no_such_module.check", max_failures=3)
+    )
+
+
+def test_oauth_alias_file_params_and_defaults(tmp_path: Path, certs: dict[str, Path]) -> None:
+    (tmp_path / "params.json").write_text("{}")
+    sections = base_sections(8443)
+    sections["HTTP_REST"].update(
+        SslCertificate=str(certs["cert"]),
+        SslCertificateKey=str(certs["key"]),
+        FwData={
+            "Authorization": {
+                "scheme": "oAuth",
+                "onAuthparams": " file: params.json",
+                "onAuthNoCheckUri": "app.public",
+            }
+        },
+    )
+    (server,) = load_config(write(tmp_path, sections)).servers
+    auth = server.fw_data.authorization
+    assert auth == AuthorizationData(
+        "oAuth2",
+        on_auth_params_file=tmp_path / "params.json",
+        on_auth_no_check_uri="app.public",
+    )
+    assert (auth.max_failures, auth.allow_get_token, auth.on_auth) == (10, True, "")
+
+
+def test_native_routes_keep_their_lists_as_written(tmp_path: Path) -> None:
+    sections = base_sections(8080)
+    sections["HTTP_REST"]["FwData"] = {
+        "NativeRoutes": {"Public": "healthcheck", "hide": ["*", "no/such/route"]}
+    }
+    (server,) = load_config(write(tmp_path, sections)).servers
+    assert server.fw_data == FwData(
+        native_routes=NativeRoutesData(
+            (
+                RouteList("public", "Public", ("healthcheck",)),
+                RouteList("hide", "hide", ("*", "no/such/route")),  # checked at start
+            )
+        )
+    )
+
+
+def test_the_monitor_reads_authorization_only(tmp_path: Path) -> None:
+    sections = base_sections(8080)
+    sections["APP_MONITOR"] = {
+        "Enable": 1,
+        "Port": 9099,
+        "FwData": {
+            "Authorization": {"scheme": "basic", "OnAuth": "app.check"},
+            "NativeRoutes": {"hide": ["healthcheck"]},
+        },
+    }
+    monitor = load_config(write(tmp_path, sections)).monitor
+    assert monitor is not None
+    assert monitor.fw_data == FwData(AuthorizationData("basic", on_auth="app.check"))
+
+
+def test_config_imports_nothing_above_it() -> None:
+    """docs/architecture.md: config/ sits below auth/, native/ and the rest."""
+    allowed = ("fwrest.config", "fwrest.errors", "fwrest.log")
+    for path in sorted((ROOT / "src" / "fwrest" / "config").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                if name == "fwrest" or name.startswith("fwrest."):
+                    assert name.startswith(allowed), f"{path.name} imports {name}"
