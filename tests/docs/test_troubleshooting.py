@@ -146,6 +146,16 @@ def new(name: str, fmt: str, mutate: Callable[[Sections, dict[str, Any]], Any]) 
     return Broken(Case(name, fmt, "", mutate))
 
 
+def cors(values: dict[str, Any]) -> Callable[[Sections, dict[str, Any]], None]:
+    """The location ROOT names a CORS section CORS_WEB of ``values``."""
+
+    def mutate(s: Sections, _ctx: dict[str, Any]) -> None:
+        s["ROOT"]["CORS"] = "CORS_WEB"
+        s["CORS_WEB"] = dict(values)
+
+    return mutate
+
+
 def module(name: str, source: str, repository: str | None = None) -> Callable[..., None]:
     """Write ``name`` beside the config and make it the environment's Repository."""
 
@@ -670,6 +680,34 @@ PROVOKED: dict[str, Broken | Special] = {
         "Path with a dot segment", "json", setting("ROOT", "Path", "/a/../rest")
     ),
     "[POOL] MinThreads: MinThreads=9 is above MaxThreads=4": known("Min above Max[ini]"),
+    # location features
+    "[CORS_WEB] AllowOrigins: 'https://app.example.com/' is not an origin "
+    "(scheme://host[:port], http or https, no path)": new(
+        "CORS origin with a path", "ini", cors({"AllowOrigins": "https://app.example.com/"})
+    ),
+    "[CORS_WEB] AllowOrigins: AllowOrigins=* cannot be used with AllowCredentials=1 (any site "
+    "could then act with the user's credentials)": new(
+        "CORS any origin with credentials",
+        "ini",
+        cors({"AllowOrigins": "*", "AllowCredentials": 1}),
+    ),
+    "[ROOT] XFrameOptions: must be DENY or SAMEORIGIN, got 'ALLOW-FROM https://x.example'": new(
+        "XFrameOptions ALLOW-FROM",
+        "ini",
+        setting("ROOT", "XFrameOptions", "ALLOW-FROM https://x.example"),
+    ),
+    "[ROOT] HSTS: must start with max-age=SECONDS, got 'includeSubDomains'": new(
+        "HSTS without max-age", "ini", setting("ROOT", "HSTS", "includeSubDomains")
+    ),
+    "[ROOT] ContentSecurityPolicy: holds a control or non-ASCII character, which a header value "
+    "cannot carry": new(
+        "CSP with a line break",
+        "json",
+        setting("ROOT", "ContentSecurityPolicy", "default-src 'self'\nSet-Cookie: a=b"),
+    ),
+    "[HTTP_REST] Locations: the location [ROOT] sets HSTS, which only a TLS port can send": new(
+        "HSTS on a plain port", "ini", setting("ROOT", "HSTS", "max-age=31536000")
+    ),
     # your modules
     "[ENV] Repository: the module 'no_such_mod' was not found (looked in <folder> and the "
     "Python path)": known("module not found[ini]"),

@@ -6,6 +6,7 @@ the start errors of a CORS section. The browser and the wire: tests/features/tes
 
 from __future__ import annotations
 
+import configparser
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import TOKEN, oauth_section
 from tests.conftest import issue_certs, module_config
+from tests.docs.blocks import example
 
 APP = """
 from fwrest import Response, get, post, put, rest
@@ -335,3 +337,30 @@ def test_a_cors_key_naming_no_section_stops_the_start(tmp_path: Path) -> None:
     config = _service(tmp_path, "cors_app_missing", CORS, sections={"ROOT": {"CORS": "NOPE"}})
     with pytest.raises(ConfigError, match=r"\[ROOT\] CORS: names \[NOPE\]"):
         Client(config)
+
+
+def test_the_guides_cors_example(tmp_path: Path) -> None:
+    """docs/locations.md's CORS section, on a location of a real configuration."""
+    parser = configparser.ConfigParser(inline_comment_prefixes=(";",))
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(example("locations-cors").text)
+    sections = {name: dict(parser[name]) for name in parser.sections()}
+    location = sections.pop("HTTP_ROOT")
+    location["ThreadPool"] = "POOL"
+    config = module_config(
+        tmp_path,
+        "cors_app_guide",
+        app=APP,
+        servers={"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "HTTP_ROOT"}},
+        extra={"HTTP_ROOT": location, **sections},
+    )
+    with Client(config) as client:
+        for origin in (WEB, "https://eu.example.com"):
+            granted = preflight(client, "/rest/hello", "GET", origin=origin)
+            assert granted.status_code == 204
+            assert granted.headers["access-control-allow-credentials"] == "true"
+        answer = client.get("/rest/hello", headers={"Origin": WEB})
+        assert answer.headers["access-control-expose-headers"] == "X-Total-Count"
+        assert (
+            preflight(client, "/rest/hello", "GET", origin="https://example.com").status_code == 403
+        )

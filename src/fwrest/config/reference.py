@@ -21,7 +21,10 @@ _INTRO = {
     "environment": "The compiled repository: the modules imported at start. Named in a "
     "thread pool's `Environment`.",
     "APP_MONITOR": "The memory monitor on its own port (optional).",
+    "CORS": "Which browser origins may call a location's routes and token route (SPEC 10.1). "
+    "Named in a location's `CORS`.",
 }
+_NAMED = ("GENERAL", "HTTPSERVER", "APP_MONITOR")  # sections of a fixed name
 
 
 def _default(value: object) -> str:
@@ -31,6 +34,8 @@ def _default(value: object) -> str:
         return "1"
     if value is False:
         return "0"
+    if isinstance(value, list):
+        return f"`{', '.join(str(v) for v in value)}`"
     return f"`{value}`"
 
 
@@ -51,7 +56,7 @@ def render() -> str:
     ]
     for kind in SECTION_KINDS:
         keys = [k for k in KEYS if k.section == kind]
-        title = f"[{kind}]" if kind.isupper() else f"{kind} sections"
+        title = f"[{kind}]" if kind in _NAMED else f"{kind} sections"
         out += [f"## {title}", "", _INTRO[kind], ""]
         out += [
             "| key | type | required | default | allowed | meaning |",
