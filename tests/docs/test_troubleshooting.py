@@ -705,6 +705,9 @@ PROVOKED: dict[str, Broken | Special] = {
         "json",
         setting("ROOT", "ContentSecurityPolicy", "default-src 'self'\nSet-Cookie: a=b"),
     ),
+    "[HTTP_REST] Compression: 'deflate' is not a coding fwrest compresses with (gzip, br)": new(
+        "Compression deflate", "ini", setting("HTTP_REST", "Compression", "gzip, deflate")
+    ),
     "[HTTP_REST] Locations: the location [ROOT] sets HSTS, which only a TLS port can send": new(
         "HSTS on a plain port", "ini", setting("ROOT", "HSTS", "max-age=31536000")
     ),

@@ -33,6 +33,7 @@ from fwrest.config.sections import (
     check_ports,
     check_redis_url,
     check_tls,
+    compression,
     location_config,
     refuse_authorization,
     trusted_proxies,
@@ -89,6 +90,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         check_tls(raw, sec, values)
         values["trusted_proxies"] = trusted_proxies(raw, sec, values.get("trusted_proxies"))
         values["allowed_hosts"] = allowed_hosts(raw, sec, values.get("allowed_hosts"))
+        values["compression"] = compression(raw, sec, values.get("compression"))
         fw_data = parse_fw_data(
             raw,
             sec,

@@ -127,6 +127,8 @@ class ServerConfig:
     tls_handshake_timeout_ms: int = default_int("server", "tls_handshake_timeout_ms")
     trusted_proxies: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()  # canonical (fwrest.config.hosts)
+    compression: tuple[str, ...] = ()  # "gzip", "br" (SPEC 10.4); empty: off
+    compression_min_size: int = default_int("server", "compression_min_size")
 
     @property
     def is_tls(self) -> bool:

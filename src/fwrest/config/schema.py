@@ -308,6 +308,25 @@ KEYS: tuple[Key, ...] = (
         "HostName, the bound address and localhost on loopback (a balancer's name; "
         "*.example.com for any name under it)",
     ),
+    Key(
+        "server",
+        "Compression",
+        "compression",
+        "list",
+        None,
+        doc="gzip, or gzip, br: compress answers of compressible types for clients that "
+        "accept it (never the token route, the settings page or no-store answers); none: off",
+    ),
+    Key(
+        "server",
+        "CompressionMinSize",
+        "compression_min_size",
+        "int",
+        1024,
+        low=0,
+        high=1073741824,
+        doc="bytes an answer needs to be compressed",
+    ),
     # location sections
     Key(
         "location",

@@ -29,6 +29,7 @@ __all__ = [
     "check_ports",
     "check_redis_url",
     "check_tls",
+    "compression",
     "environment_config",
     "location_config",
     "refuse_authorization",
@@ -298,4 +299,21 @@ def allowed_hosts(
             )
         if host not in out:
             out.append(host)
+    return tuple(out)
+
+
+def compression(raw: RawConfig, sec: RawSection, value: list[str] | None) -> tuple[str, ...]:
+    """A server's ``Compression`` codings (SPEC 10.4): gzip and br, each once."""
+    out: list[str] = []
+    for item in value or ():
+        coding = item.lower()
+        if coding not in ("gzip", "br"):
+            raise raw.error(
+                f"{item!r} is not a coding fwrest compresses with (gzip, br).",
+                sec.name,
+                sec.values["compression"][0],
+                "write Compression=gzip, or Compression=gzip, br.",
+            )
+        if coding not in out:
+            out.append(coding)
     return tuple(out)

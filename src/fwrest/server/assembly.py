@@ -15,6 +15,7 @@ from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
 from fwrest.auth.throttle import BASIC_WORDING, TOKEN_WORDING, LockBoard, Throttle
 from fwrest.context.views import ServiceView
+from fwrest.features.compression import Compression
 from fwrest.features.cors import CorsStages
 from fwrest.features.headers import SecurityHeaders
 from fwrest.features.headers import configured as security_headers
@@ -66,6 +67,10 @@ def location_stages(port: PortPlan) -> tuple[tuple[Admit, ...], tuple[Outgoing, 
         outgoing.append(cors.outgoing)
     if any(security_headers(loc.config) for loc in locations):
         outgoing.append(SecurityHeaders((loc.prefix, loc.config) for loc in locations))
+    config = port.config
+    if config.compression:
+        # last: the headers of the stages before it are sent, its body is what goes out
+        outgoing.append(Compression(config.compression, config.compression_min_size))
     return tuple(early), tuple(outgoing)
 
 

@@ -1,0 +1,113 @@
+"""Compression (SPEC 10.4): a server's ``Compression=gzip`` or ``gzip, br``, an outgoing stage.
+
+An answer is compressed when its body has at least ``CompressionMinSize`` bytes, its media type
+is compressible (text, JSON, XML, JavaScript, SVG), it has no ``Content-Encoding`` yet, and the
+request's ``Accept-Encoding`` accepts a configured coding (q-values honoured; ``br`` preferred at
+equal q). Compressible answers carry ``Vary: Accept-Encoding`` whether compressed or not, so a
+cache keeps the two apart. A request that refuses the uncompressed form (``identity;q=0``) gets
+a compressed answer below the minimum size too.
+
+Never compressed, whatever the config (BREACH, a secret and an attacker's text in one compressed
+answer): the token route's answers, the settings page and any answer with
+``Cache-Control: no-store``.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Callable
+
+import brotli
+
+from fwrest.context.codings import choose_coding
+from fwrest.context.request import RequestContext
+from fwrest.routing import TOKEN_ROUTE
+from fwrest.wire import Reply, Request
+
+__all__ = ["Compression", "compressible"]
+
+# the levels: fast ones, as the request waits for them (gzip 6 and brotli 11 cost several
+# times more for a few per cent less)
+_GZIP_LEVEL = 5
+_BROTLI_QUALITY = 4
+_SETTINGS_ROUTE = "/fw/rest/config"
+
+_COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
+    "gzip": lambda body: gzip.compress(body, _GZIP_LEVEL, mtime=0),
+    "br": lambda body: bytes(brotli.compress(body, quality=_BROTLI_QUALITY)),
+}
+_PREFERENCE = ("br", "gzip")  # at equal q
+
+
+def compressible(media_type: str) -> bool:
+    """Whether a ``Content-Type`` value names a type worth compressing.
+
+    >>> [compressible(t) for t in ("text/html; charset=utf-8", "application/problem+json",
+    ...  "image/svg+xml", "image/png", "application/octet-stream")]
+    [True, True, True, False, False]
+    """
+    kind = media_type.partition(";")[0].strip().lower()
+    main, _, sub = kind.partition("/")
+    if main == "text":
+        return True
+    return sub in ("json", "xml", "javascript", "ecmascript", "svg+xml") or sub.endswith(
+        ("+json", "+xml")
+    )
+
+
+class Compression:
+    """The compression stage of one port: ``codings`` among ``gzip`` and ``br``."""
+
+    def __init__(self, codings: tuple[str, ...], min_size: int) -> None:
+        self.offered = tuple(c for c in _PREFERENCE if c in codings)
+        self.min_size = min_size
+        self._types: dict[str, bool] = {}
+
+    def _compressible(self, media_type: str) -> bool:
+        found = self._types.get(media_type)
+        if found is None:
+            found = compressible(media_type)
+            if len(self._types) >= 64:
+                self._types.clear()
+            self._types[media_type] = found
+        return found
+
+    def __call__(self, req: Request, ctx: RequestContext, reply: Reply) -> Reply:
+        body = reply.body
+        status = reply.status
+        if not body or status < 200 or status == 204 or status == 304:
+            return reply
+        handler = ctx.handler
+        if handler is not None and handler.endpoint.source == "native":
+            path = handler.endpoint.path
+            if path in (TOKEN_ROUTE, _SETTINGS_ROUTE):
+                return reply
+        media = None
+        vary_at = -1
+        for i, (name, value) in enumerate(reply.headers):
+            if name == "content-type":
+                media = value
+            elif name == "content-encoding" or (
+                name == "cache-control" and "no-store" in value.lower()
+            ):
+                return reply
+            elif name == "vary":
+                vary_at = i
+        if media is None or not self._compressible(media):
+            return reply
+        headers = reply.headers
+        if vary_at < 0:
+            headers.append(("vary", "Accept-Encoding"))
+        elif "accept-encoding" not in headers[vary_at][1].lower():
+            headers[vary_at] = ("vary", f"{headers[vary_at][1]}, Accept-Encoding")
+        accepted = None
+        for name, value in req.headers:
+            if name == "accept-encoding":
+                accepted = value if accepted is None else f"{accepted},{value}"
+        coding, identity_refused = choose_coding(accepted, self.offered)
+        if coding is None or (len(body) < self.min_size and not identity_refused):
+            return reply
+        reply.body = _COMPRESSORS[coding](body)
+        reply.headers = [(n, v) for n, v in headers if n != "content-length"]
+        reply.headers.append(("content-encoding", coding))
+        return reply
