@@ -705,6 +705,8 @@ PROVOKED: dict[str, Broken | Special] = {
         "json",
         setting("ROOT", "ContentSecurityPolicy", "default-src 'self'\nSet-Cookie: a=b"),
     ),
+    "[HTTP_REST] Charset: 'UTF-16' is not a charset fwrest answers in (UTF-8, CP1252, "
+    "ISO-8859-1)": new("Charset UTF-16", "ini", setting("HTTP_REST", "Charset", "UTF-16")),
     "[HTTP_REST] Compression: 'deflate' is not a coding fwrest compresses with (gzip, br)": new(
         "Compression deflate", "ini", setting("HTTP_REST", "Compression", "gzip, deflate")
     ),

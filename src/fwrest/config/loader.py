@@ -29,6 +29,7 @@ from fwrest.config.reading import parse_json_text, read_source
 from fwrest.config.risky import risky_settings
 from fwrest.config.sections import (
     allowed_hosts,
+    charset,
     check_hsts,
     check_ports,
     check_redis_url,
@@ -91,6 +92,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         values["trusted_proxies"] = trusted_proxies(raw, sec, values.get("trusted_proxies"))
         values["allowed_hosts"] = allowed_hosts(raw, sec, values.get("allowed_hosts"))
         values["compression"] = compression(raw, sec, values.get("compression"))
+        values["charset"] = charset(raw, sec, values["charset"])
         fw_data = parse_fw_data(
             raw,
             sec,

@@ -129,6 +129,7 @@ class ServerConfig:
     allowed_hosts: tuple[str, ...] = ()  # canonical (fwrest.config.hosts)
     compression: tuple[str, ...] = ()  # "gzip", "br" (SPEC 10.4); empty: off
     compression_min_size: int = default_int("server", "compression_min_size")
+    charset: str = "UTF-8"  # UTF-8, CP1252 or ISO-8859-1 (SPEC 10.6)
 
     @property
     def is_tls(self) -> bool:

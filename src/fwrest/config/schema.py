@@ -327,6 +327,15 @@ KEYS: tuple[Key, ...] = (
         high=1073741824,
         doc="bytes an answer needs to be compressed",
     ),
+    Key(
+        "server",
+        "Charset",
+        "charset",
+        "str",
+        "UTF-8",
+        doc="UTF-8, CP1252 or ISO-8859-1: how text answers are encoded and text bodies "
+        "without a declared charset decoded (JSON stays UTF-8)",
+    ),
     # location sections
     Key(
         "location",

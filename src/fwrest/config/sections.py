@@ -25,6 +25,7 @@ from fwrest.config.reading import RawConfig, RawSection
 
 __all__ = [
     "allowed_hosts",
+    "charset",
     "check_hsts",
     "check_ports",
     "check_redis_url",
@@ -317,3 +318,19 @@ def compression(raw: RawConfig, sec: RawSection, value: list[str] | None) -> tup
         if coding not in out:
             out.append(coding)
     return tuple(out)
+
+
+_CHARSETS = {"utf-8": "UTF-8", "cp1252": "CP1252", "iso-8859-1": "ISO-8859-1"}
+
+
+def charset(raw: RawConfig, sec: RawSection, value: str) -> str:
+    """A server's ``Charset`` (SPEC 10.6), as the SPEC writes it."""
+    found = _CHARSETS.get(value.strip().lower())
+    if found is None:
+        raise raw.error(
+            f"{value!r} is not a charset fwrest answers in (UTF-8, CP1252, ISO-8859-1).",
+            sec.name,
+            sec.values["charset"][0],
+            "write Charset=UTF-8 (the default), CP1252 or ISO-8859-1.",
+        )
+    return found

@@ -11,6 +11,7 @@ import gzip
 from collections.abc import Mapping
 from typing import Any
 
+from fwrest.context.charsets import body_text
 from fwrest.context.codings import choose_coding
 from fwrest.context.jsonbody import to_json
 from fwrest.context.request import Headers, RequestContext, check_header, check_status, current
@@ -51,8 +52,15 @@ class RestObject:
         return self._ctx().headers
 
     def body(self) -> str:
-        """The request body as text (UTF-8; undecodable bytes replaced)."""
-        return self._ctx().body.decode("utf-8", "replace")
+        """The request body as text: in the charset its ``Content-Type`` declares, else the
+        server's ``Charset`` (UTF-8 by default); undecodable bytes replaced (SPEC 10.6)."""
+        ctx = self._ctx()
+        declared = None
+        for name, value in ctx.raw_headers:
+            if name == "content-type":
+                declared = value
+                break
+        return body_text(ctx.body, declared, ctx.port.charset)
 
     def body_bytes(self) -> bytes:
         """The request body as received."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from fwrest.context.charsets import Charset
+
 if TYPE_CHECKING:
     from fwrest.context.request import AuthInfo
     from fwrest.repository import Endpoint
@@ -110,6 +112,11 @@ class PortView(Protocol):
 
     @property
     def token_service(self) -> TokenEndpoint | None: ...
+
+    @property
+    def charset(self) -> Charset:
+        """How ``str`` answers are encoded and undeclared text bodies decoded (SPEC 10.6)."""
+        ...
 
     @property
     def on_admin(self) -> Callable[[str], Any] | None:

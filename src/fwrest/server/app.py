@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from fwrest import log
+from fwrest.context.charsets import CHARSETS
 from fwrest.context.jsonbody import NotJSON
 from fwrest.context.request import RequestContext, current
 from fwrest.context.views import ServiceView, TokenEndpoint, UsageKey
@@ -207,6 +208,7 @@ class PortApp:
         self.user_data = plan.config.user_data
         self.auth = plan.auth
         self.scheme = plan.config.scheme
+        self.charset = CHARSETS[plan.config.charset.lower()]
         self.guard = guard
         self.token_service = token_service
         self.service = service

@@ -13,6 +13,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from fwrest.context.charsets import UTF8, Charset
 from fwrest.context.jsonbody import NotJSON, to_json
 from fwrest.context.request import RequestContext, Response, check_header, check_status
 from fwrest.context.views import UsageKey
@@ -151,11 +152,13 @@ def bind(
     return limited
 
 
-def _encode(value: Any) -> tuple[bytes, str]:
+def _encode(value: Any, charset: Charset) -> tuple[bytes, str]:
     if isinstance(value, dict | list):
         return to_json(value), JSON
     if isinstance(value, str):
-        return value.encode("utf-8"), TEXT
+        if charset is UTF8:
+            return value.encode("utf-8"), TEXT
+        return _text(value, charset), charset.text_type
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value), OCTETS
     if isinstance(value, bool | int | float):
@@ -197,6 +200,29 @@ def _checked(result: Response) -> tuple[int, str | None, list[tuple[str, str]]]:
     return status, media, extra
 
 
+def _text(value: str, charset: Charset) -> bytes:
+    """``value`` in the server's ``Charset`` (SPEC 10.6).
+
+    Raises:
+        ResultError: a character the charset has no byte for (a 500, and why in the log).
+    """
+    try:
+        return value.encode(charset.codec)
+    except UnicodeEncodeError as exc:
+        char = value[exc.start : exc.start + 1]
+        raise ResultError(
+            f"a handler returned text that Charset={charset.name} cannot encode "
+            f"({char!r} at {exc.start})"
+        ) from None
+
+
+def _with_charset(media: str, charset: Charset) -> str:
+    """A text media type of a ``str`` body with the server's charset, unless it names one."""
+    if charset is UTF8 or "charset=" in media.lower() or not media.lower().startswith("text/"):
+        return media
+    return f"{media}; charset={charset.label}"
+
+
 def _reply(result: Any, ctx: RequestContext) -> Reply:
     status = ctx.resp_status
     if type(result) is dict and ctx.resp_headers is None:
@@ -204,20 +230,29 @@ def _reply(result: Any, ctx: RequestContext) -> Reply:
         return Reply(status, [JSON_TYPE], to_json(result))
     headers: dict[str, str] = {}
     if result is not None:
+        charset = ctx.port.charset
         if isinstance(result, Response):
             status, media, extra = _checked(result)
-            body, encoded_media = _encode(result.body)
+            body, encoded_media = _encode(result.body, charset)
+            if media and isinstance(result.body, str):
+                media = _with_charset(media, charset)
             headers["content-type"] = media or encoded_media
             for name, value in extra:
                 headers[name.lower()] = value
         else:
-            body, media = _encode(result)
+            body, media = _encode(result, charset)
             headers["content-type"] = media
     elif ctx.resp_body is not None:
         parts = ctx.resp_body
         body = b"".join(p.encode("utf-8") if isinstance(p, str) else p for p in parts)
         stripped = body.lstrip()[:1]
-        headers["content-type"] = JSON if stripped in (b"{", b"[") else TEXT
+        if stripped in (b"{", b"["):
+            headers["content-type"] = JSON  # JSON stays UTF-8 (RFC 8259)
+        else:
+            charset = ctx.port.charset
+            if charset is not UTF8:
+                body = b"".join(_text(p, charset) if isinstance(p, str) else p for p in parts)
+            headers["content-type"] = charset.text_type
     else:
         body = b""
     if ctx.resp_headers:

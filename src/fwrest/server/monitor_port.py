@@ -10,6 +10,7 @@ from fwrest import log
 from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.throttle import Throttle
 from fwrest.config.model import MonitorConfig, ServerConfig
+from fwrest.context.charsets import UTF8
 from fwrest.context.request import NO_AUTH, AuthInfo, RequestContext
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.monitor import Collector, MonitorApp
@@ -66,6 +67,7 @@ class MonitorPort:
         self.user_data: Any = None
         self.app = MonitorApp(api_path, collector)
         self.scheme = cfg.scheme
+        self.charset = UTF8
         self.guard = BasicGuard(settings, "APP_MONITOR", throttle) if settings is not None else None
         self.auth: AuthInfo = (
             AuthInfo(settings.scheme, settings.on_auth_name) if settings is not None else NO_AUTH

@@ -1,0 +1,123 @@
+"""Charset (SPEC 10.6): ``str`` answers encoded in the server's ``Charset`` with ``charset=`` in
+``Content-Type``, JSON always UTF-8, request bodies decoded by their declared charset else the
+server's, and the start error of an unknown charset; in process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fwrest import ConfigError
+from fwrest.testing import Client
+from tests.conftest import module_config
+from tests.docs.blocks import example
+
+APP = """
+from fwrest import Response, get, post, rest
+
+
+@get("/text")
+def text():
+    return "caf\\u00e9 \\u20ac"
+
+
+@get("/html")
+def html():
+    return Response("<p>caf\\u00e9</p>", media_type="text/html")
+
+
+@get("/json")
+def data():
+    return {"word": "caf\\u00e9 \\u20ac"}
+
+
+@get("/gathered")
+def gathered():
+    rest.setResponse("caf\\u00e9")
+    rest.setResponse(" \\u20ac")
+
+
+@get("/check")
+def check():
+    return "\\u2713"
+
+
+@post("/echo")
+def echo():
+    return {"body": rest.getBodyRequest()}
+"""
+
+
+def _client(tmp_path: Path, module: str, charset: str | None) -> Client:
+    server = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+    if charset is not None:
+        server["Charset"] = charset
+    return Client(module_config(tmp_path, module, app=APP, servers={"HTTP_REST": server}))
+
+
+def test_cp1252_answers(tmp_path: Path) -> None:
+    with _client(tmp_path, "charset_app_cp", "cp1252") as client:
+        text = client.get("/rest/text")
+        assert text.headers["content-type"] == "text/plain; charset=windows-1252"
+        assert text.content == "café €".encode("cp1252")
+        assert text.text == "café €"
+        html = client.get("/rest/html")
+        assert html.headers["content-type"] == "text/html; charset=windows-1252"
+        assert html.content == "<p>café</p>".encode("cp1252")
+        gathered = client.get("/rest/gathered")
+        assert gathered.headers["content-type"] == "text/plain; charset=windows-1252"
+        assert gathered.content == "café €".encode("cp1252")
+        data = client.get("/rest/json")  # JSON stays UTF-8
+        assert data.headers["content-type"] == "application/json"
+        assert data.content == '{"word":"café €"}'.encode()
+        unencodable = client.get("/rest/check")
+        assert unencodable.status_code == 500
+        assert unencodable.json()["code"] == 500
+        body = "é€".encode("cp1252")
+        assert client.post("/rest/echo", content=body).json() == {"body": "é€"}
+        declared = client.post(
+            "/rest/echo",
+            content="é".encode(),
+            headers={"Content-Type": "text/plain; charset=UTF-8"},
+        )
+        assert declared.json() == {"body": "é"}
+
+
+def test_iso_8859_1_and_the_default(tmp_path: Path) -> None:
+    with _client(tmp_path, "charset_app_latin", "ISO-8859-1") as client:
+        html = client.get("/rest/html")
+        assert html.headers["content-type"] == "text/html; charset=iso-8859-1"
+        assert html.content == "<p>café</p>".encode("latin-1")
+        assert client.get("/rest/text").status_code == 500  # no euro sign in ISO-8859-1
+    with _client(tmp_path, "charset_app_default", None) as client:
+        text = client.get("/rest/text")
+        assert text.headers["content-type"] == "text/plain; charset=utf-8"
+        assert text.content == "café €".encode()
+        assert client.get("/rest/html").headers["content-type"] == "text/html"  # as before
+        latin = client.post(
+            "/rest/echo",
+            content="é".encode("latin-1"),
+            headers={"Content-Type": "text/plain; charset=ISO-8859-1"},
+        )
+        assert latin.json() == {"body": "é"}
+        for label in ("rot13", "no-such-charset", '"base64"'):
+            fallback = client.post(
+                "/rest/echo",
+                content="é".encode(),
+                headers={"Content-Type": f"text/plain; charset={label}"},
+            )
+            assert fallback.json() == {"body": "é"}, label
+
+
+def test_the_guides_charset_example(tmp_path: Path) -> None:
+    lines = example("locations-charset").text.splitlines()
+    assert lines[0] == "[HTTP_REST]"
+    charset = lines[1].split("=", 1)[1]
+    with _client(tmp_path, "charset_app_guide", charset) as client:
+        assert client.get("/rest/text").content == "café €".encode("cp1252")
+
+
+def test_an_unknown_charset_stops_the_start(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"\[HTTP_REST\] Charset: 'UTF-16' is not a charset"):
+        _client(tmp_path, "charset_app_bad", "UTF-16")
