@@ -41,6 +41,16 @@ __all__ = ["Client"]
 _CALL_TIMEOUT_S = 300.0  # a hung handler fails the test instead of hanging it
 
 
+async def _complete(app: PortApp, request: Request) -> Reply:
+    """The port's reply, a streamed one read whole (as a client reading to its end would)."""
+    reply = await app.handle(request)
+    stream = reply.stream
+    if stream is not None:
+        reply.stream = None
+        reply.body = b"".join([piece async for piece in stream])
+    return reply
+
+
 class _Runtime:
     """One worker of the service on an event loop of its own thread."""
 
@@ -96,7 +106,7 @@ class _Runtime:
     def call(self, request: Request) -> Reply:
         app = self.open()
         assert self._loop is not None
-        future = asyncio.run_coroutine_threadsafe(app.handle(request), self._loop)
+        future = asyncio.run_coroutine_threadsafe(_complete(app, request), self._loop)
         return future.result(_CALL_TIMEOUT_S)
 
     def close(self) -> None:

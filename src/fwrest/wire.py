@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Protocol
@@ -44,12 +45,20 @@ class Request:
 
 @dataclass(slots=True)
 class Reply:
-    """What goes back on the wire: status, headers (lower-case names), body."""
+    """What goes back on the wire: status, headers (lower-case names), body.
+
+    A streamed reply (``stream``, SPEC 10.3, 10.5) has no ``body``: the engine writes the head,
+    then each piece as it comes, waiting while the client does not read, with
+    ``Content-Length: length`` when the length is known (a file), else chunked; it closes the
+    stream (``aclose``) when it ends early (the client went away).
+    """
 
     status: int
     headers: list[tuple[str, str]]
     body: bytes
     close: bool = False
+    stream: AsyncIterator[bytes] | None = None
+    length: int = -1  # a stream's length in bytes (-1: unknown, sent chunked)
 
 
 class PortHandler(Protocol):
@@ -138,8 +147,10 @@ _OPEN = Keep.OPEN
 _CONNECTION = (b"connection: close\r\n", b"", b"connection: keep-alive\r\n")
 
 
-def encode_reply(reply: Reply, keep: Keep) -> bytes:
-    """The answer's bytes, with the ``connection`` header ``keep`` asks for."""
+def encode_reply(reply: Reply, keep: Keep, chunked: bool = True) -> bytes:
+    """The answer's bytes, with the ``connection`` header ``keep`` asks for; of a streamed
+    reply, the head (``chunked`` False: an HTTP/1.0 client, the stream ends with the
+    connection)."""
     status_line = _STATUS_LINES.get(reply.status) or f"HTTP/1.1 {reply.status} Status\r\n".encode()
     parts = [status_line, _DateLine.get()]
     has_length = False
@@ -155,6 +166,16 @@ def encode_reply(reply: Reply, keep: Keep) -> bytes:
             line = _line(*pair)
         parts.append(line)
     status = reply.status
+    if reply.stream is not None:
+        # the head only: the engine writes the pieces (chunked unless the length is known)
+        if reply.length >= 0:
+            parts.append(b"content-length: %d\r\n" % reply.length)
+        elif chunked:
+            parts.append(b"transfer-encoding: chunked\r\n")
+        if keep is not _OPEN:
+            parts.append(_CONNECTION[keep])
+        parts.append(b"\r\n")
+        return b"".join(parts)
     if status == 204 or status == 304 or status < 200:
         # no content, whatever the handler gave (RFC 9110 15.3.5, 15.4.5): a body here would
         # be read as the start of the next response on a kept-alive connection

@@ -146,6 +146,27 @@ def new(name: str, fmt: str, mutate: Callable[[Sections, dict[str, Any]], Any]) 
     return Broken(Case(name, fmt, "", mutate))
 
 
+def root_files(page: str) -> Callable[[Sections, dict[str, Any]], None]:
+    """The location ROOT serves the folder www (made) with ``DefaultPage=page``."""
+
+    def mutate(s: Sections, ctx: dict[str, Any]) -> None:
+        (ctx["folder"] / "www").mkdir(exist_ok=True)
+        s["ROOT"]["RootPath"] = "www"
+        s["ROOT"]["DefaultPage"] = page
+
+    return mutate
+
+
+def content_types(types: dict[str, str]) -> Callable[[Sections, dict[str, Any]], None]:
+    """The server HTTP_REST names a ContentTypes section TYPES of ``types``."""
+
+    def mutate(s: Sections, _ctx: dict[str, Any]) -> None:
+        s["HTTP_REST"]["ContentTypes"] = "TYPES"
+        s["TYPES"] = dict(types)
+
+    return mutate
+
+
 def cors(values: dict[str, Any]) -> Callable[[Sections, dict[str, Any]], None]:
     """The location ROOT names a CORS section CORS_WEB of ``values``."""
 
@@ -704,6 +725,18 @@ PROVOKED: dict[str, Broken | Special] = {
         "CSP with a line break",
         "json",
         setting("ROOT", "ContentSecurityPolicy", "default-src 'self'\nSet-Cookie: a=b"),
+    ),
+    "[ROOT] RootPath: the folder <path> does not exist (or is not a folder)": new(
+        "RootPath missing", "ini", setting("ROOT", "RootPath", "www")
+    ),
+    "[ROOT] DefaultPage: must be a file name, got 'pages/index.html'": new(
+        "DefaultPage with a folder", "json", root_files("pages/index.html")
+    ),
+    "[ROOT] DefaultPage: a DefaultPage needs a RootPath": new(
+        "DefaultPage without RootPath", "ini", setting("ROOT", "DefaultPage", "index.html")
+    ),
+    "[TYPES] .xlsx: 'spreadsheet' is not a media type (type/subtype)": new(
+        "ContentTypes without a slash", "ini", content_types({".xlsx": "spreadsheet"})
     ),
     "[HTTP_REST] Charset: 'UTF-16' is not a charset fwrest answers in (UTF-8, CP1252, "
     "ISO-8859-1)": new("Charset UTF-16", "ini", setting("HTTP_REST", "Charset", "UTF-16")),

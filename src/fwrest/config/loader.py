@@ -35,6 +35,7 @@ from fwrest.config.sections import (
     check_redis_url,
     check_tls,
     compression,
+    content_types,
     location_config,
     refuse_authorization,
     trusted_proxies,
@@ -93,6 +94,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         values["allowed_hosts"] = allowed_hosts(raw, sec, values.get("allowed_hosts"))
         values["compression"] = compression(raw, sec, values.get("compression"))
         values["charset"] = charset(raw, sec, values["charset"])
+        values["content_types"] = content_types(raw, sec, values["content_types"])
         fw_data = parse_fw_data(
             raw,
             sec,

@@ -103,6 +103,8 @@ class LocationConfig:
     hsts: str | None = None  # Strict-Transport-Security, TLS ports only
     x_frame_options: str | None = None  # DENY or SAMEORIGIN
     content_security_policy: str | None = None
+    root_path: Path | None = None  # static files (SPEC 10.3), an existing folder
+    default_page: str | None = None  # the file that answers a folder's path
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +132,8 @@ class ServerConfig:
     compression: tuple[str, ...] = ()  # "gzip", "br" (SPEC 10.4); empty: off
     compression_min_size: int = default_int("server", "compression_min_size")
     charset: str = "UTF-8"  # UTF-8, CP1252 or ISO-8859-1 (SPEC 10.6)
+    # extension (".xlsx", lower case) -> media type, from the ContentTypes section (SPEC 10.3)
+    content_types: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_tls(self) -> bool:

@@ -336,6 +336,16 @@ KEYS: tuple[Key, ...] = (
         doc="UTF-8, CP1252 or ISO-8859-1: how text answers are encoded and text bodies "
         "without a declared charset decoded (JSON stays UTF-8)",
     ),
+    Key(
+        "server",
+        "ContentTypes",
+        "content_types",
+        "str",
+        None,
+        doc="a section mapping file extensions to media types for static files "
+        "(.xlsx=application/vnd.openxmlformats-officedocument.spreadsheetml.sheet), over "
+        "Python's mimetypes",
+    ),
     # location sections
     Key(
         "location",
@@ -386,6 +396,23 @@ KEYS: tuple[Key, ...] = (
         "str",
         None,
         doc="Content-Security-Policy sent on every answer, as written",
+    ),
+    Key(
+        "location",
+        "RootPath",
+        "root_path",
+        "path",
+        None,
+        doc="a folder (relative to the config file) whose files are served at the location's "
+        "paths no route takes (GET, HEAD; SPEC 10.3); none: no files",
+    ),
+    Key(
+        "location",
+        "DefaultPage",
+        "default_page",
+        "str",
+        None,
+        doc="the file of a folder that answers the folder's path, e.g. index.html",
     ),
     # thread pool sections
     Key(

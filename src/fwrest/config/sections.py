@@ -31,6 +31,7 @@ __all__ = [
     "check_redis_url",
     "check_tls",
     "compression",
+    "content_types",
     "environment_config",
     "location_config",
     "refuse_authorization",
@@ -155,7 +156,8 @@ def location_config(
         by_key = (sec.name, sec.values["cors"][0])
         policy = cors_config(raw, values["cors"], by_key, cors)
     headers = _security_headers(raw, sec, values)
-    loc = LocationConfig(sec.name, values["path"], pool, policy, *headers)
+    root, page = _static_files(raw, sec, values)
+    loc = LocationConfig(sec.name, values["path"], pool, policy, *headers, root, page)
     cache[folded] = loc
     return loc
 
@@ -201,6 +203,61 @@ def _security_headers(
             )
         out.append(value)
     return out[0], out[1], out[2]
+
+
+def _static_files(
+    raw: RawConfig, sec: RawSection, values: dict[str, Any]
+) -> tuple[Path | None, str | None]:
+    """A location's ``RootPath`` (an existing folder) and ``DefaultPage`` (a file name)."""
+    root: Path | None = values["root_path"]
+    page: str | None = values["default_page"]
+    if root is not None and not root.is_dir():
+        raise raw.error(
+            f"the folder {root} does not exist (or is not a folder).",
+            sec.name,
+            sec.values["rootpath"][0],
+            "give the folder of the files to serve, relative to the config file.",
+        )
+    if page is not None:
+        page = page.strip()
+        if not page or "/" in page or "\\" in page or page.startswith("."):
+            raise raw.error(
+                f"must be a file name, got {values['default_page']!r}.",
+                sec.name,
+                sec.values["defaultpage"][0],
+                "write the name of a file in each folder, e.g. DefaultPage=index.html.",
+            )
+        if root is None:
+            raise raw.error(
+                "a DefaultPage needs a RootPath.",
+                sec.name,
+                sec.values["defaultpage"][0],
+                "give the location RootPath=FOLDER, or remove DefaultPage.",
+            )
+    return root, page
+
+
+def content_types(
+    raw: RawConfig, server: RawSection, name: str | None
+) -> tuple[tuple[str, str], ...]:
+    """The ``ContentTypes`` section a server names: extension -> media type (SPEC 10.3)."""
+    if not name:
+        return ()
+    sec = raw.section(name, (server.name, server.values["contenttypes"][0]))
+    out: dict[str, str] = {}
+    for folded, (written, value) in sec.values.items():
+        media = str(value).strip()
+        main, slash, sub = media.partition("/")
+        if not slash or not main or not sub or any(c in media for c in " \t\r\n,;"):
+            raise raw.error(
+                f"{media!r} is not a media type (type/subtype).",
+                sec.name,
+                written,
+                "write the extension and its media type, e.g. .xlsx=application/"
+                "vnd.openxmlformats-officedocument.spreadsheetml.sheet.",
+            )
+        out["." + folded.lstrip(".")] = media
+    return tuple(out.items())
 
 
 def check_hsts(raw: RawConfig, server: RawSection, tls: bool, locs: list[LocationConfig]) -> None:

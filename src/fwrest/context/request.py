@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -133,7 +133,8 @@ class Response:
     """A complete answer a handler returns as it is.
 
     Args:
-        body: ``bytes``, ``str`` (UTF-8), or a dict/list sent as JSON.
+        body: ``bytes``, ``str`` (in the server's ``Charset``), a dict/list sent as JSON, or an
+            iterator or async iterator of ``bytes``/``str`` sent as it comes (SPEC 10.5).
         status: the HTTP status.
         headers: extra headers.
         media_type: the ``Content-Type``; chosen from ``body`` when omitted.
@@ -143,7 +144,7 @@ class Response:
 
     def __init__(
         self,
-        body: bytes | str | dict[str, Any] | list[Any] = b"",
+        body: bytes | str | dict[str, Any] | list[Any] | Iterator[Any] | AsyncIterator[Any] = b"",
         status: int = 200,
         headers: Mapping[str, str] | None = None,
         media_type: str | None = None,

@@ -15,7 +15,8 @@ answer): the token route's answers, the settings page and any answer with
 from __future__ import annotations
 
 import gzip
-from collections.abc import Callable
+import zlib
+from collections.abc import AsyncIterator, Callable
 
 import brotli
 
@@ -37,6 +38,29 @@ _COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
     "br": lambda body: bytes(brotli.compress(body, quality=_BROTLI_QUALITY)),
 }
 _PREFERENCE = ("br", "gzip")  # at equal q
+
+
+async def _compressed(stream: AsyncIterator[bytes], coding: str) -> AsyncIterator[bytes]:
+    """``stream`` compressed with ``coding``, each piece flushed as it comes."""
+    compress: Callable[[bytes], bytes]
+    flush: Callable[[], bytes]
+    finish: Callable[[], bytes]
+    if coding == "gzip":
+        gz = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, 31)  # 31: the gzip wrapper
+        compress, flush, finish = gz.compress, lambda: gz.flush(zlib.Z_SYNC_FLUSH), gz.flush
+    else:
+        br = brotli.Compressor(quality=_BROTLI_QUALITY)
+        compress, flush, finish = br.process, br.flush, br.finish
+    try:
+        async for piece in stream:
+            out = compress(piece) + flush()
+            if out:
+                yield out
+        yield finish()
+    finally:
+        closer = getattr(stream, "aclose", None)
+        if closer is not None:
+            await closer()
 
 
 def compressible(media_type: str) -> bool:
@@ -75,7 +99,8 @@ class Compression:
     def __call__(self, req: Request, ctx: RequestContext, reply: Reply) -> Reply:
         body = reply.body
         status = reply.status
-        if not body or status < 200 or status == 204 or status == 304:
+        streamed = reply.stream is not None
+        if (not body and not streamed) or status < 200 or status in (204, 206, 304):
             return reply
         handler = ctx.handler
         if handler is not None and handler.endpoint.source == "native":
@@ -105,9 +130,18 @@ class Compression:
             if name == "accept-encoding":
                 accepted = value if accepted is None else f"{accepted},{value}"
         coding, identity_refused = choose_coding(accepted, self.offered)
-        if coding is None or (len(body) < self.min_size and not identity_refused):
+        if coding is None:
             return reply
-        reply.body = _COMPRESSORS[coding](body)
+        if reply.stream is not None:
+            if 0 <= reply.length < self.min_size and not identity_refused:
+                return reply
+            # piece by piece, each flushed: a stream's reader gets each item as it comes
+            reply.stream = _compressed(reply.stream, coding)
+            reply.length = -1
+        elif len(body) < self.min_size and not identity_refused:
+            return reply
+        else:
+            reply.body = _COMPRESSORS[coding](body)
         reply.headers = [(n, v) for n, v in headers if n != "content-length"]
         reply.headers.append(("content-encoding", coding))
         return reply

@@ -76,9 +76,28 @@ def service_listing(port: Any) -> list[dict[str, Any]]:
                 entries[(pattern, signature)] = entry
             elif entry["paths"][0] not in known["paths"]:
                 known["paths"].append(entry["paths"][0])
-    for entry in entries.values():
+    out = list(entries.values())
+    for loc in port.locations:
+        if loc.config.root_path is not None:
+            # the location's static files (SPEC 10.3): one entry, behind the port's scheme
+            full = loc.full_path("/*")
+            out.append(
+                {
+                    "endpoint": "/*",
+                    "type": "default",
+                    "doc": "false",
+                    "source": "static",
+                    "paths": [full],
+                    "public": _is_public(port, full, "/*", None),
+                    "methods": [
+                        {"method": m, "description": "static files", "function": ""}
+                        for m in ("GET", "HEAD")
+                    ],
+                }
+            )
+    for entry in out:
         entry["paths"].sort()
-    return sorted(entries.values(), key=lambda e: (e["endpoint"], e["paths"]))
+    return sorted(out, key=lambda e: (e["endpoint"], e["paths"]))
 
 
 async def list_service() -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ import asyncio
 import ipaddress
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from fwrest.context.jsonbody import NotJSON
 from fwrest.context.request import RequestContext, current
 from fwrest.context.views import ServiceView, TokenEndpoint, UsageKey
 from fwrest.errors import HTTPError, error_body, is_cancellation
+from fwrest.features.static import StaticFiles
 from fwrest.routing import (
     TOKEN_BODY_LIMIT,
     TOKEN_ROUTE,
@@ -64,6 +65,7 @@ Admit = Callable[[Request, RequestContext], Awaitable[Reply | None]]
 Outgoing = Callable[[Request, RequestContext, Reply], Reply]
 """An outgoing stage: the reply to send instead (or the same)."""
 
+_READS = ("GET", "HEAD")  # the methods static files answer
 _PATH_CACHE_SIZE = 4096  # distinct request paths remembered per port and worker
 _PATH_KEY_MAX = 512  # longer targets are resolved every time, not remembered
 _TOKEN_TARGET = TOKEN_ROUTE.encode()[1:]  # b"fw/oauth2/token": a target that may name it
@@ -73,6 +75,7 @@ _TOKEN_TARGET = TOKEN_ROUTE.encode()[1:]  # b"fw/oauth2/token": a target that ma
 class _Location:
     plan: LocationPlan
     router: Router[Handler]
+    files: StaticFiles | None = None  # RootPath: answers GET/HEAD where no route does
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +181,18 @@ def _bounder(active_s: float, pool_name: str) -> Callable[[Awaitable[Any]], Awai
     return bounded
 
 
+_closing: set[asyncio.Task[None]] = set()
+
+
+def _close_later(stream: AsyncIterator[bytes]) -> None:
+    """Close a stream that is not sent (a HEAD request's), on the loop."""
+    closer = getattr(stream, "aclose", None)
+    if closer is not None:
+        task = asyncio.get_running_loop().create_task(closer())
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
+
+
 class PortApp:
     """Serves one port (one server section) in one worker: the engine's
     :class:`~fwrest.wire.PortHandler` and the requests' :class:`~fwrest.context.views.PortView`.
@@ -189,6 +204,7 @@ class PortApp:
         token_service: an oAuth2 port's token service.
         service: the worker's services native routes use (None: a bare pipeline).
         early, admitted, outgoing: extra stages (see the module's docstring).
+        files: the static files of locations with a ``RootPath``, by location prefix.
     """
 
     def __init__(
@@ -202,6 +218,7 @@ class PortApp:
         early: tuple[Admit, ...] = (),
         admitted: tuple[Admit, ...] = (),
         outgoing: tuple[Outgoing, ...] = (),
+        files: Mapping[str, StaticFiles] | None = None,
     ) -> None:
         self.plan = plan
         self.name = plan.config.name
@@ -222,7 +239,8 @@ class PortApp:
             bounded = _bounder(active / 1000, loc.pool_name) if active else None
             for _, _, handler in loc.router.routes():
                 handler.invoke = bind(handler, pool.submit, bounded)
-            locs.append((loc.prefix, _Location(loc, loc.router)))
+            found = files.get(loc.prefix) if files else None
+            locs.append((loc.prefix, _Location(loc, loc.router, found)))
         self.locations: LocationTable[_Location] = LocationTable(locs)
         self.in_flight = 0
         self.total = 0
@@ -397,7 +415,15 @@ class PortApp:
                 statics = found.statics
                 match = statics.get(method) if statics is not None else None
                 if match is None:
-                    match = loc.router.match(method, found.rel)
+                    try:
+                        match = loc.router.match(method, found.rel)
+                    except HTTPError as exc:
+                        # no route: a file of the location's RootPath, for GET and HEAD
+                        if exc.status != 404 or loc.files is None or method not in _READS:
+                            raise
+                        match = None
+                        reply = await loc.files.serve(req, found.rel)
+            if reply is None and match is not None:
                 handler = match.payload
                 ctx.params = match.params
                 ctx.handler = handler
@@ -413,9 +439,9 @@ class PortApp:
                             reply = Reply(ctx.resp_status, [JSON_TYPE], orjson.dumps(result))
                         except orjson.JSONEncodeError:
                             # what orjson refuses, as json takes it, or a 500 (_encode)
-                            reply = self._encode(result, ctx, method, path)
+                            reply = self._encode(result, ctx, method, path, handler)
                     else:
-                        reply = self._encode(result, ctx, method, path)
+                        reply = self._encode(result, ctx, method, path, handler)
                 finally:
                     current.reset(token)
         except HTTPError as exc:
@@ -430,6 +456,7 @@ class PortApp:
             reply = Reply(500, [JSON_TYPE], error_body(500))
         finally:
             self.in_flight -= 1
+        assert reply is not None  # every path above made one
         if self.outgoing and ctx is not None:
             for stage in self.outgoing:
                 reply = stage(req, ctx, reply)
@@ -451,10 +478,12 @@ class PortApp:
                 return reply
         return None
 
-    def _encode(self, result: Any, ctx: RequestContext, method: str, path: str) -> Reply:
+    def _encode(
+        self, result: Any, ctx: RequestContext, method: str, path: str, handler: Handler
+    ) -> Reply:
         """Stage 7: the reply of a handler's result (SPEC 9; ``handle`` sends a dict itself)."""
         try:
-            return result_reply(result, ctx)
+            return result_reply(result, ctx, None if handler.is_async else handler.submit)
         except (ResultError, NotJSON) as exc:
             return self._bad_result(method, path, exc)
 
@@ -474,8 +503,14 @@ class PortApp:
         if req.method == "HEAD":
             # No content (RFC 9110 9.3.2), an error answer too, else a keep-alive client
             # reads the body as the start of the next response; the length GET would have
-            # (none for 204 and 304, which have no content at all).
-            if reply.status != 204 and reply.status != 304:
+            # (none for 204 and 304, which have no content at all; a stream's when known).
+            stream = reply.stream
+            if stream is not None:
+                reply.stream = None
+                _close_later(stream)
+                if reply.length >= 0:
+                    reply.headers.append(("content-length", str(reply.length)))
+            elif reply.status != 204 and reply.status != 304:
                 reply.headers.append(("content-length", str(len(reply.body))))
             reply.body = b""
         ended = time.perf_counter_ns()

@@ -19,13 +19,14 @@ from fwrest.features.compression import Compression
 from fwrest.features.cors import CorsStages
 from fwrest.features.headers import SecurityHeaders
 from fwrest.features.headers import configured as security_headers
+from fwrest.features.static import StaticFiles
 from fwrest.routing import LocationTable
 from fwrest.server.app import Admit, Guard, Outgoing, PortApp
 from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.pool import ThreadPool
 from fwrest.store.calls import StoreClient
 
-__all__ = ["Assembly", "assemble", "location_stages", "monitor_throttle"]
+__all__ = ["Assembly", "assemble", "location_stages", "monitor_throttle", "static_files"]
 
 
 @dataclass(slots=True)
@@ -72,6 +73,16 @@ def location_stages(port: PortPlan) -> tuple[tuple[Admit, ...], tuple[Outgoing, 
         # last: the headers of the stages before it are sent, its body is what goes out
         outgoing.append(Compression(config.compression, config.compression_min_size))
     return tuple(early), tuple(outgoing)
+
+
+def static_files(port: PortPlan) -> dict[str, StaticFiles]:
+    """The static files of the port's locations with a ``RootPath`` (SPEC 10.3)."""
+    types = port.config.content_types
+    return {
+        loc.prefix: StaticFiles(loc.config.root_path, loc.config.default_page, types)
+        for loc in port.locations
+        if loc.config.root_path is not None
+    }
 
 
 def _throttle(
@@ -169,6 +180,7 @@ class _Builder:
             service=self.service,
             early=early,
             outgoing=outgoing,
+            files=static_files(port),
         )
 
     def token_service(

@@ -18,6 +18,7 @@ from fwrest.context.jsonbody import NotJSON, to_json
 from fwrest.context.request import RequestContext, Response, check_header, check_status
 from fwrest.context.views import UsageKey
 from fwrest.repository import Endpoint, is_async
+from fwrest.server.streams import is_stream, pieces
 from fwrest.wire import Reply
 
 __all__ = ["JSON_TYPE", "Handler", "Invoke", "Reply", "Submit", "bind", "result_reply"]
@@ -51,6 +52,7 @@ class Handler:
         "missing",
         "pass_all",
         "passed",
+        "submit",
         "takes_params",
         "usage_key",
     )
@@ -60,6 +62,7 @@ class Handler:
         self.usage_key = usage_key
         # the call of the request path, bound to a worker's pool by bind() (unbound: refused)
         self.invoke: Invoke = _unbound
+        self.submit: Submit | None = None  # the worker's pool, set by bind (streams use it)
         self.func: Callable[..., Any] = endpoint.func
         self.is_async = is_async(endpoint.func)
         names: set[str] = set()
@@ -123,6 +126,7 @@ def bind(
     function takes them; under ``bounded`` (the pool's ``ActiveTimeout``) when given."""
     func = handler.func
     kwargs = handler.kwargs
+    handler.submit = submit
     call: Invoke
     if handler.is_async:
         if handler.takes_params:
@@ -166,14 +170,15 @@ def _encode(value: Any, charset: Charset) -> tuple[bytes, str]:
     raise ResultError(f"a handler returned a {type(value).__name__}, which fwrest cannot send")
 
 
-def result_reply(result: Any, ctx: RequestContext) -> Reply:
-    """The reply for a handler's return value and what it set on the REST object (SPEC 9).
+def result_reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Reply:
+    """The reply for a handler's return value and what it set on the REST object (SPEC 9);
+    ``submit`` advances a ``def`` generator's stream in the location's pool.
 
     Raises:
         ResultError: the value cannot be sent (the caller answers 500 and logs it).
     """
     try:
-        return _reply(result, ctx)
+        return _reply(result, ctx, submit)
     except NotJSON as exc:
         raise ResultError(f"a handler returned data that is not JSON: {exc}") from None
 
@@ -223,11 +228,34 @@ def _with_charset(media: str, charset: Charset) -> str:
     return f"{media}; charset={charset.label}"
 
 
-def _reply(result: Any, ctx: RequestContext) -> Reply:
+def _stream_reply(result: Any, ctx: RequestContext, submit: Submit | None) -> Reply:
+    """A streamed answer (SPEC 10.5): the iterator, or a ``Response`` whose body is one."""
+    charset = ctx.port.charset
+    headers: dict[str, str] = {"content-type": charset.text_type}
+    status = ctx.resp_status
+    source = result
+    if isinstance(result, Response):
+        status, media, extra = _checked(result)
+        source = result.body
+        if media:
+            headers["content-type"] = _with_charset(media, charset)
+        for name, value in extra:
+            headers[name.lower()] = value
+    if ctx.resp_headers:
+        for name, value in ctx.resp_headers.items():
+            headers[name.lower()] = value
+    for name in ("content-length", "transfer-encoding", "connection"):
+        headers.pop(name, None)
+    return Reply(status, list(headers.items()), b"", stream=pieces(source, submit, charset))
+
+
+def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Reply:
     status = ctx.resp_status
     if type(result) is dict and ctx.resp_headers is None:
         # the common case, a dict sent as JSON: no header merging to do
         return Reply(status, [JSON_TYPE], to_json(result))
+    if is_stream(result) or (isinstance(result, Response) and is_stream(result.body)):
+        return _stream_reply(result, ctx, submit)
     headers: dict[str, str] = {}
     if result is not None:
         charset = ctx.port.charset

@@ -22,7 +22,7 @@ import httptools
 from fwrest import log
 from fwrest.config.model import ServerConfig
 from fwrest.errors import HTTPError, is_cancellation
-from fwrest.wire import Keep, PortHandler, Request, encode_reply, error_reply
+from fwrest.wire import Keep, PortHandler, Reply, Request, encode_reply, error_reply
 
 __all__ = ["ConnectionSet", "HttpProtocol"]
 
@@ -118,6 +118,7 @@ class HttpProtocol(asyncio.Protocol):
         "_client",
         "_completed",
         "_conns",
+        "_drain",
         "_head_size",
         "_header_bytes",
         "_headers",
@@ -129,6 +130,8 @@ class HttpProtocol(asyncio.Protocol):
         "_pending",
         "_phase",
         "_queue",
+        "_streaming",
+        "_task",
         "_timer",
         "_transport",
         "_unparsed",
@@ -192,6 +195,11 @@ class HttpProtocol(asyncio.Protocol):
         self._writing_paused = False
         self._write_timer: asyncio.TimerHandle | None = None
         self._write_held = 0  # answer bytes held when the write deadline was last armed
+        # a streamed answer (SPEC 10.3, 10.5): the task writing it, and what it waits on while
+        # the client does not read (resume_writing or connection_lost ends the wait)
+        self._task: asyncio.Task[None] | None = None
+        self._streaming = False
+        self._drain: asyncio.Future[None] | None = None
 
     # -- connection ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -219,6 +227,11 @@ class HttpProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._conns.items.discard(self)
         self._cancel_timer()
+        self._wake_writer()
+        if self._streaming and self._task is not None:
+            # the client went away during a stream: stop waiting for its next piece, so
+            # that the stream is closed now (SPEC 10.5: within 1 s)
+            self._task.cancel()
         if self._write_timer is not None:
             self._write_timer.cancel()
             self._write_timer = None
@@ -238,8 +251,14 @@ class HttpProtocol(asyncio.Protocol):
         self._write_held = transport.get_write_buffer_size()
         self._arm_write_timer()
 
+    def _wake_writer(self) -> None:
+        drain = self._drain
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
     def resume_writing(self) -> None:
         self._writing_paused = False
+        self._wake_writer()
         if self._write_timer is not None:
             self._write_timer.cancel()
             self._write_timer = None
@@ -658,7 +677,7 @@ class HttpProtocol(asyncio.Protocol):
     # -- output -------------------------------------------------------------------------------
     def _start(self, request: Request, keep: Keep) -> None:
         self._busy = True
-        self._loop.create_task(self._serve(request, keep))
+        self._task = self._loop.create_task(self._serve(request, keep))
 
     async def _serve(self, request: Request, keep: Keep) -> None:
         try:
@@ -683,13 +702,65 @@ class HttpProtocol(asyncio.Protocol):
             # nothing follows this answer on a connection that ends (the client half-closed,
             # an upgrade); pipelined requests read before an end are answered first
             keep = _CLOSE
-        transport.write(encode_reply(reply, keep))
+        if reply.stream is not None:
+            keep = await self._stream(reply, keep, transport)
+        else:
+            transport.write(encode_reply(reply, keep))
         self._busy = False
         if keep is _CLOSE:
             self._keep_alive = False
             self._close()
             return
         self._next()
+
+    async def _stream(self, reply: Reply, keep: Keep, transport: asyncio.Transport) -> Keep:
+        """Write a streamed reply: its head, then each piece as it comes, waiting while the
+        client does not read (the transport's high-water mark: the worker never holds more
+        than that of a stream), chunked unless its length is known. The stream is closed
+        when it ends, early too (an error, the client gone); the connection then closes."""
+        stream = reply.stream
+        assert stream is not None
+        chunked = reply.length < 0 and not self._http10
+        if reply.length < 0 and self._http10:
+            keep = _CLOSE  # HTTP/1.0 has no chunks: the stream ends with the connection
+        transport.write(encode_reply(reply, keep, chunked))
+        complete = False
+        self._streaming = True
+        try:
+            async for piece in stream:
+                if transport.is_closing():
+                    break
+                if not piece:
+                    continue
+                if chunked:
+                    transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
+                else:
+                    transport.write(piece)
+                if self._writing_paused:
+                    self._drain = self._loop.create_future()
+                    await self._drain
+                    self._drain = None
+            else:
+                complete = True
+        except BaseException as exc:  # the stream's own error: the answer is cut short
+            if not isinstance(exc, asyncio.CancelledError) or self._transport is not None:
+                if is_cancellation(exc):
+                    raise
+                log.app_log.error("a streamed answer failed: %s", log.escape(repr(exc)))
+        finally:
+            self._streaming = False
+            self._drain = None
+            closer = getattr(stream, "aclose", None)
+            if closer is not None:
+                try:
+                    await closer()
+                except Exception as exc:  # the application's cleanup
+                    log.app_log.error("closing a streamed answer failed: %r", exc)
+        if not complete or transport.is_closing():
+            return _CLOSE  # the client cannot tell a cut stream from a whole one otherwise
+        if chunked:
+            transport.write(b"0\r\n\r\n")
+        return keep
 
     def _next(self) -> None:
         """After an answer (or an admission): start what waits, else read on. Nothing while

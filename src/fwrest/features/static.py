@@ -1,0 +1,224 @@
+"""Static files (SPEC 10.3): a location's ``RootPath``, served at its paths that no route takes.
+
+The request path is the one the normaliser made (``..`` resolved, encoded separators refused
+before this), relative to the location. A file is served only when each segment is a plain
+name (none starts with ``.``, none holds a backslash), and the file, its symbolic links
+resolved, lies inside ``RootPath`` and is a regular file; a folder is answered by its
+``DefaultPage`` or not at all (never a listing). Anything else is 404, whatever the reason, so
+that nothing tells what exists outside.
+
+Every file answer has ``ETag`` and ``Last-Modified`` (``If-None-Match`` / ``If-Modified-Since``
+give 304) and ``Accept-Ranges``; one ``Range: bytes=`` range gives 206 (416 when it starts past
+the end; several ranges: the whole file). The file is read in bounded pieces off the loop and
+streamed (``Reply.stream`` with its length): never read whole into memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import mimetypes
+import os
+import stat
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from email.utils import formatdate, parsedate_to_datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from fwrest.errors import HTTPError
+from fwrest.wire import Reply, Request
+
+__all__ = ["StaticFiles"]
+
+PIECE = 262144  # bytes read at a time (the engine writes each before the next is read)
+_TEXT_CHARSET = "; charset=utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    path: str
+    size: int
+    mtime: float
+    etag: str
+
+
+def _header(req: Request, name: str) -> str | None:
+    for key, value in req.headers:
+        if key == name:
+            return value
+    return None
+
+
+class StaticFiles:
+    """The files of one location.
+
+    Args:
+        root: the location's ``RootPath`` (an existing folder).
+        default_page: the file that answers a folder's path (None: a folder is 404).
+        types: extension (``.xlsx``) -> media type, over :mod:`mimetypes`.
+    """
+
+    def __init__(
+        self, root: Path, default_page: str | None, types: Iterable[tuple[str, str]]
+    ) -> None:
+        self.root = os.path.realpath(root)
+        self._inside = self.root.rstrip(os.sep) + os.sep
+        self.default_page = default_page
+        self._types = {ext.lower(): media for ext, media in types}
+
+    # -- finding the file (off the loop: file system calls) -----------------------------------
+    def _find(self, rel: str) -> _File | None:
+        segments = [s for s in rel.split("/") if s]
+        for seg in segments:
+            if seg.startswith(".") or "\\" in seg or "\0" in seg:
+                return None
+        candidate = os.path.join(self.root, *segments)
+        found = self._regular(candidate)
+        page = self.default_page
+        if found is None and page is not None and os.path.isdir(os.path.realpath(candidate)):
+            found = self._regular(os.path.join(candidate, page))
+        return found
+
+    def _regular(self, candidate: str) -> _File | None:
+        real = os.path.realpath(candidate)
+        if real != self.root and not real.startswith(self._inside):
+            return None  # a symbolic link (or a name) that leads outside RootPath
+        if any(part.startswith(".") for part in real[len(self._inside) :].split(os.sep)):
+            return None  # a link to a hidden file inside the root
+        try:
+            info = os.stat(real)
+        except OSError:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        etag = f'"{info.st_mtime_ns:x}-{info.st_size:x}"'
+        return _File(real, info.st_size, info.st_mtime, etag)
+
+    def media_type(self, path: str) -> str:
+        ext = os.path.splitext(path)[1].lower()
+        media = self._types.get(ext) or mimetypes.guess_type(path)[0]
+        if media is None:
+            return "application/octet-stream"
+        if media.startswith("text/") and "charset=" not in media:
+            media += _TEXT_CHARSET
+        return media
+
+    # -- the answer ---------------------------------------------------------------------------
+    async def serve(self, req: Request, rel: str) -> Reply:
+        """The answer for a GET or HEAD of ``rel`` (the path relative to the location).
+
+        Raises:
+            HTTPError: 404 (no such file here), 416 (a range past the end).
+        """
+        found = await asyncio.to_thread(self._find, rel)
+        if found is None:
+            raise HTTPError(404)
+        headers = [
+            ("content-type", self.media_type(found.path)),
+            ("etag", found.etag),
+            ("last-modified", formatdate(found.mtime, usegmt=True)),
+            ("accept-ranges", "bytes"),
+        ]
+        if _not_modified(req, found):
+            return Reply(304, headers[1:3], b"")
+        start, end = 0, found.size - 1
+        status = 200
+        wanted = _header(req, "range")
+        if wanted is not None and _if_range_holds(req, found):
+            span = _range(wanted, found.size)
+            if span == "unsatisfiable":
+                raise HTTPError(
+                    416,
+                    detailed=f"the file has {found.size} bytes",
+                    headers=(("content-range", f"bytes */{found.size}"),),
+                )
+            if isinstance(span, tuple):
+                start, end = span
+                status = 206
+                headers.append(("content-range", f"bytes {start}-{end}/{found.size}"))
+        length = max(end - start + 1, 0)
+        if length == 0:
+            return Reply(status, headers, b"")
+        handle = await asyncio.to_thread(open, found.path, "rb")
+        return Reply(status, headers, b"", stream=_pieces(handle, start, length), length=length)
+
+
+async def _pieces(handle: BinaryIO, start: int, length: int) -> AsyncIterator[bytes]:
+    """``length`` bytes of the file from ``start``, a piece at a time, read off the loop."""
+    try:
+        if start:
+            await asyncio.to_thread(handle.seek, start)
+        left = length
+        while left > 0:
+            piece = await asyncio.to_thread(handle.read, min(PIECE, left))
+            if not piece:
+                break  # the file shrank meanwhile: the client sees a short answer
+            left -= len(piece)
+            yield piece
+    finally:
+        handle.close()
+
+
+def _not_modified(req: Request, found: _File) -> bool:
+    """RFC 9110 13.1.2, 13.1.3: If-None-Match first; If-Modified-Since only without it."""
+    match = _header(req, "if-none-match")
+    if match is not None:
+        tags = {t.strip().removeprefix("W/") for t in match.split(",")}
+        return "*" in tags or found.etag in tags
+    since = _header(req, "if-modified-since")
+    if since is None:
+        return False
+    try:
+        when = parsedate_to_datetime(since).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return False
+    return int(found.mtime) <= when
+
+
+def _if_range_holds(req: Request, found: _File) -> bool:
+    """A ``Range`` applies unless ``If-Range`` names another version of the file."""
+    condition = _header(req, "if-range")
+    if condition is None:
+        return True
+    condition = condition.strip()
+    if condition.startswith('"'):
+        return condition == found.etag
+    try:
+        return int(found.mtime) <= parsedate_to_datetime(condition).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return False
+
+
+def _range(value: str, size: int) -> tuple[int, int] | str | None:
+    """One ``bytes=`` range of a file of ``size`` bytes as (first, last); ``"unsatisfiable"``;
+    None to send the whole file (not bytes, several ranges, unreadable).
+
+    >>> _range("bytes=0-99", 1000), _range("bytes=-100", 1000), _range("bytes=900-", 1000)
+    ((0, 99), (900, 999), (900, 999))
+    >>> _range("bytes=1000-", 1000), _range("bytes=0-1,5-9", 1000), _range("items=1-2", 1000)
+    ('unsatisfiable', None, None)
+    """
+    unit, _, spec = value.partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None
+    first, dash, last = spec.strip().partition("-")
+    if not dash:
+        return None
+    first, last = first.strip(), last.strip()
+    if not (first.isdigit() or not first) or not (last.isdigit() or not last) or not first + last:
+        return None
+    try:
+        if not first:  # the last N bytes
+            suffix = int(last)
+            if suffix <= 0:
+                return "unsatisfiable"
+            return max(size - suffix, 0), size - 1
+        begin = int(first)
+        finish = int(last) if last else size - 1
+    except ValueError:
+        return None
+    if begin >= size:
+        return "unsatisfiable"
+    if finish < begin:
+        return None
+    return begin, min(finish, size - 1)

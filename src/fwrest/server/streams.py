@@ -1,0 +1,66 @@
+"""Streamed answers (SPEC 10.5): a handler's iterator or async iterator of ``bytes``/``str``
+(or a ``Response`` with one as its body) sent as its items come, chunked.
+
+An async iterator is advanced on the loop; a plain iterator (a ``def`` generator) in the
+location's thread pool, one item per call, so that a generator that waits for its data never
+holds the loop. The engine closes the stream when it ends early (``aclose``: the client went
+away, see ``server/http.py``); closing here closes the application's iterator (``aclose()`` /
+``close()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from fwrest.context.charsets import Charset
+
+__all__ = ["is_stream", "pieces"]
+
+_END = object()
+
+
+def is_stream(value: Any) -> bool:
+    """Whether a handler's result is to be streamed: an iterator or async iterator (a
+    ``str``, ``bytes``, dict or list is an answer of its own, never a stream).
+
+    >>> is_stream(iter([b"a"])), is_stream((x for x in "ab")), is_stream("ab"), is_stream([1])
+    (True, True, False, False)
+    """
+    return isinstance(value, AsyncIterator | Iterator) and not isinstance(value, str | bytes)
+
+
+def _bytes(item: Any, charset: Charset) -> bytes:
+    if isinstance(item, bytes):
+        return item
+    if isinstance(item, str):
+        return item.encode(charset.codec)
+    if isinstance(item, bytearray | memoryview):
+        return bytes(item)
+    raise TypeError(f"a streamed answer's item is a {type(item).__name__}, not bytes or str")
+
+
+async def pieces(source: Any, submit: Any, charset: Charset) -> AsyncIterator[bytes]:
+    """The items of ``source`` as bytes; ``submit`` runs a plain iterator's steps in the pool
+    (None: on the loop)."""
+    try:
+        if isinstance(source, AsyncIterator):
+            async for item in source:
+                yield _bytes(item, charset)
+        else:
+            while True:
+                if submit is None:
+                    item = next(source, _END)
+                else:
+                    item = await submit(next, source, _END)
+                if item is _END:
+                    break
+                yield _bytes(item, charset)
+    finally:
+        closer = getattr(source, "aclose", None)
+        if closer is not None:
+            await closer()
+        else:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()

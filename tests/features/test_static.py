@@ -1,0 +1,438 @@
+"""Static files (SPEC 10.3) from ``fwrest serve``: files at the paths no route takes, the
+default page, ETag/Last-Modified/304, single ranges (206/416), content types, a 1 GiB file
+streamed with the worker's memory bounded, a corpus of hostile paths (raw sockets and curl)
+that never reaches outside ``RootPath``, the port's scheme in front, the listing, and the
+start errors of the keys."""
+
+from __future__ import annotations
+
+import configparser
+import os
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+import trustme
+
+from fwrest import ConfigError
+from fwrest.testing import Client
+from tests.auth.oauth2_support import oauth_section
+from tests.conftest import ServerProcess, free_config, issue_certs, module_config
+from tests.docs.blocks import example
+
+CANARY = "CANARY-outside-the-root-7f3a"
+INDEX = "<!doctype html><title>home</title>"
+
+APP = """
+from fwrest import get
+
+
+@get("/api/hello")
+def hello():
+    return {"from": "the route"}
+
+
+def check(user, password):
+    return (user, password) == ("ada", "Ada-Pw-1")
+
+
+def public():
+    return ["/sub/*"]
+
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [{"username": "ada", "password": "Ada-Pw-1"}],
+        "types": [{"grant_type": "password"}],
+    }
+"""
+
+
+def make_tree(folder: Path) -> Path:
+    """``folder/www`` with files, a hidden file, links inside and out, a FIFO, and a secret
+    beside it (outside the root)."""
+    (folder / "secret.txt").write_text(CANARY)
+    www = folder / "www"
+    (www / "sub").mkdir(parents=True)
+    (www / "docs").mkdir()
+    (www / "api").mkdir()
+    (www / "index.html").write_text(INDEX)
+    (www / "app.js").write_text("console.log('hi');\n" * 10)
+    (www / "data.xlsx").write_bytes(b"PK\x03\x04" + b"\0" * 100)
+    (www / "digits.txt").write_text("0123456789" * 100)
+    (www / "sub" / "page.html").write_text("<p>sub</p>")
+    (www / "api" / "hello").write_text("the file, not the route")
+    (www / ".env").write_text(CANARY)
+    (www / "sub" / ".hidden").write_text(CANARY)
+    (www / ".git").mkdir()
+    (www / ".git" / "config").write_text(CANARY)
+    os.symlink(folder / "secret.txt", www / "link-out")
+    os.symlink("../secret.txt", www / "relative-link-out")
+    os.symlink(folder, www / "dir-link-out")
+    os.symlink("/etc/passwd", www / "absolute-link")
+    os.symlink(www / ".env", www / "link-to-hidden")
+    os.symlink(www / "index.html", www / "link-inside.html")
+    os.mkfifo(www / "fifo")
+    return www
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Path]]:
+    tmp = tmp_path_factory.mktemp("static")
+    www = make_tree(tmp)
+    big = www / "big.bin"
+    with big.open("wb") as fh:
+        fh.truncate(1 << 30)  # 1 GiB, sparse
+    config = free_config(
+        tmp,
+        app=APP,
+        servers={
+            "HTTP_REST": {
+                "HostName": "127.0.0.1",
+                "Port": 0,
+                "Locations": "ROOT, WWW",
+                "ContentTypes": "TYPES",
+            },
+        },
+        extra={
+            "WWW": {
+                "Path": "/www",
+                "ThreadPool": "POOL",
+                "RootPath": "www",
+                "DefaultPage": "index.html",
+            },
+            "TYPES": {".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"},
+        },
+    )
+    proc = ServerProcess(config)
+    try:
+        proc.wait_ready()
+        yield proc, tmp
+    finally:
+        proc.stop()
+
+
+def base(proc: ServerProcess) -> str:
+    return f"http://127.0.0.1:{proc.ports['HTTP_REST']}"
+
+
+def test_files_and_the_default_page(served: tuple[ServerProcess, Path]) -> None:
+    proc, _ = served
+    url = base(proc)
+    index = httpx.get(url + "/www/index.html", timeout=10)
+    assert index.status_code == 200
+    assert index.text == INDEX
+    assert index.headers["content-type"] == "text/html; charset=utf-8"
+    assert index.headers["accept-ranges"] == "bytes"
+    assert index.headers["etag"].startswith('"')
+    assert index.headers["last-modified"].endswith("GMT")
+    assert index.headers["content-length"] == str(len(INDEX))
+    assert httpx.get(url + "/www", timeout=10).text == INDEX  # the location's own folder
+    assert httpx.get(url + "/www/", timeout=10).text == INDEX
+    assert httpx.get(url + "/www/link-inside.html", timeout=10).text == INDEX
+    assert httpx.get(url + "/www/sub/page.html", timeout=10).text == "<p>sub</p>"
+    assert httpx.get(url + "/www/sub", timeout=10).status_code == 404  # no index, no listing
+    js = httpx.get(url + "/www/app.js", timeout=10)
+    assert js.headers["content-type"].startswith(("text/javascript", "application/javascript"))
+    xlsx = httpx.get(url + "/www/data.xlsx", timeout=10)
+    assert xlsx.headers["content-type"] == (
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+    )
+    # routes win over files
+    assert httpx.get(url + "/www/api/hello", timeout=10).json() == {"from": "the route"}
+    # not for other methods
+    assert httpx.post(url + "/www/index.html", timeout=10).status_code == 404
+    head = httpx.head(url + "/www/index.html", timeout=10)
+    assert head.status_code == 200
+    assert head.content == b""
+    assert head.headers["content-length"] == str(len(INDEX))
+
+
+def test_conditional_requests(served: tuple[ServerProcess, Path]) -> None:
+    proc, _ = served
+    url = base(proc) + "/www/index.html"
+    first = httpx.get(url, timeout=10)
+    etag, modified = first.headers["etag"], first.headers["last-modified"]
+    same = httpx.get(url, headers={"If-None-Match": etag}, timeout=10)
+    assert same.status_code == 304
+    assert same.content == b""
+    assert same.headers["etag"] == etag
+    assert httpx.get(url, headers={"If-None-Match": '"other"'}, timeout=10).status_code == 200
+    assert httpx.get(url, headers={"If-None-Match": "*"}, timeout=10).status_code == 304
+    assert httpx.get(url, headers={"If-Modified-Since": modified}, timeout=10).status_code == 304
+    old = "Mon, 01 Jan 2001 00:00:00 GMT"
+    assert httpx.get(url, headers={"If-Modified-Since": old}, timeout=10).status_code == 200
+    bad = httpx.get(url, headers={"If-Modified-Since": "yesterday"}, timeout=10)
+    assert bad.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("wanted", "status", "content_range", "body"),
+    [
+        ("bytes=0-9", 206, "bytes 0-9/1000", "0123456789"),
+        ("bytes=995-", 206, "bytes 995-999/1000", "56789"),
+        ("bytes=-3", 206, "bytes 997-999/1000", "789"),
+        ("bytes=990-5000", 206, "bytes 990-999/1000", "0123456789"),
+        ("bytes=1000-", 416, "bytes */1000", None),
+        ("bytes=0-1,5-6", 200, None, "0123456789" * 100),
+        ("items=0-1", 200, None, "0123456789" * 100),
+        ("bytes=9-2", 200, None, "0123456789" * 100),
+    ],
+)
+def test_ranges(
+    served: tuple[ServerProcess, Path],
+    wanted: str,
+    status: int,
+    content_range: str | None,
+    body: str | None,
+) -> None:
+    proc, _ = served
+    answer = httpx.get(base(proc) + "/www/digits.txt", headers={"Range": wanted}, timeout=10)
+    assert answer.status_code == status
+    assert answer.headers.get("content-range") == content_range
+    if body is not None:
+        assert answer.text == body
+
+
+def test_if_range_with_another_version_sends_the_whole_file(
+    served: tuple[ServerProcess, Path],
+) -> None:
+    proc, _ = served
+    url = base(proc) + "/www/digits.txt"
+    etag = httpx.get(url, timeout=10).headers["etag"]
+    same = httpx.get(url, headers={"Range": "bytes=0-1", "If-Range": etag}, timeout=10)
+    assert same.status_code == 206
+    other = httpx.get(url, headers={"Range": "bytes=0-1", "If-Range": '"x"'}, timeout=10)
+    assert other.status_code == 200
+
+
+def _worker(proc: ServerProcess) -> psutil.Process:
+    children = psutil.Process(proc.pid).children()
+    assert len(children) == 1, children
+    return children[0]
+
+
+def test_a_1_gib_file_is_streamed_in_bounded_memory(served: tuple[ServerProcess, Path]) -> None:
+    proc, _ = served
+    worker = _worker(proc)
+    before = worker.memory_info().rss
+    peak = before
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not stop.wait(0.05):
+            peak = max(peak, worker.memory_info().rss)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    got = 0
+    try:
+        with socket.create_connection(("127.0.0.1", proc.ports["HTTP_REST"]), timeout=30) as s:
+            s.sendall(b"GET /www/big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            while True:
+                data = s.recv(1 << 20)
+                if not data:
+                    break
+                got += len(data)
+    finally:
+        stop.set()
+        sampler.join()
+    growth = (peak - before) / (1 << 20)
+    print(f"1 GiB file: {got} bytes received, worker RSS grew by {growth:.1f} MiB at most")
+    assert got > 1 << 30  # the head and the whole file
+    assert growth < 32
+
+
+HOSTILE = [
+    "/www/../secret.txt",
+    "/www/%2e%2e/secret.txt",
+    "/www/%2E%2E/%2E%2E/etc/passwd",
+    "/www/..%2fsecret.txt",
+    "/www/%2e%2e%2fsecret.txt",
+    "/www/sub%2f..%2f..%2fsecret.txt",
+    "/www/..\\secret.txt",
+    "/www/%5c..%5csecret.txt",
+    "/www/sub/..%5c..%5csecret.txt",
+    "/www/%252e%252e/secret.txt",
+    "/www/%c0%ae%c0%ae/secret.txt",
+    "/www/....//secret.txt",
+    "/www/link-out",
+    "/www/relative-link-out",
+    "/www/dir-link-out/secret.txt",
+    "/www/absolute-link",
+    "/www/link-to-hidden",
+    "/www/.env",
+    "/www/%2eenv",
+    "/www/sub/.hidden",
+    "/www/.git/config",
+    "/www/.git/",
+    "/www/fifo",
+    "/www/%00",
+    "/www/index.html%00.txt",
+    "/www/sub/",
+    "/www/docs",
+    "/www/nonexistent.html",
+    "/www//etc/passwd",
+    "/www/%2fetc%2fpasswd",
+    "/www/~",
+    "/www/sub/../../secret.txt",
+    "/www/./../secret.txt",
+    "/www/\u2025/secret.txt".encode().decode("latin-1"),
+]
+
+
+def _raw_get(port: int, target: str) -> tuple[int, bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(
+            f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode("latin-1")
+        )
+        data = b""
+        while True:
+            piece = s.recv(65536)
+            if not piece:
+                break
+            data += piece
+    return int(data.split(b" ", 2)[1]), data
+
+
+@pytest.mark.parametrize("target", HOSTILE)
+def test_a_hostile_path_never_leaves_the_root(
+    served: tuple[ServerProcess, Path], target: str
+) -> None:
+    proc, _ = served
+    status, data = _raw_get(proc.ports["HTTP_REST"], target)
+    assert status in (400, 404), (target, data[:200])
+    assert CANARY.encode() not in data
+    assert b"root:" not in data  # /etc/passwd
+
+
+def test_hostile_paths_with_curl(served: tuple[ServerProcess, Path]) -> None:
+    proc, _ = served
+    for target in HOSTILE[:24]:
+        if "\\" in target or not target.isascii():
+            continue
+        out = subprocess.run(
+            [
+                "curl",
+                "-sS",
+                "--path-as-is",
+                "--max-time",
+                "10",
+                "-w",
+                "\n%{http_code}",
+                base(proc) + target,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        body, _, code = out.rpartition("\n")
+        assert code in ("400", "404"), (target, code)
+        assert CANARY not in body
+    assert len(HOSTILE) >= 30
+
+
+def test_the_listing_has_one_static_entry(served: tuple[ServerProcess, Path]) -> None:
+    proc, _ = served
+    listing = httpx.get(base(proc) + "/rest/fw/rest/list/service", timeout=10).json()
+    static = [e for e in listing if e["source"] == "static"]
+    assert len(static) == 1
+    assert static[0]["endpoint"] == "/*"
+    assert static[0]["paths"] == ["/www/*"]
+    assert [m["method"] for m in static[0]["methods"]] == ["GET", "HEAD"]
+
+
+def test_files_are_behind_the_ports_scheme(tmp_path: Path, ca: trustme.CA) -> None:
+    make_tree(tmp_path)
+    www = {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www", "DefaultPage": "index.html"}
+    basic = {"scheme": "basic", "OnAuth": "static_app_basic.check"}
+    certs = issue_certs(ca, tmp_path / "certs")
+    oauth = oauth_section(
+        certs,
+        locations="WWW",
+        onAuthparams="static_app_basic.params",
+        onAuthNoCheckUri="static_app_basic.public",
+    )
+    config = module_config(
+        tmp_path,
+        "static_app_basic",
+        app=APP,
+        servers={
+            "HTTP_BASIC": {
+                "HostName": "127.0.0.1",
+                "Port": 0,
+                "Locations": "WWW",
+                "FwData": {"Authorization": basic},
+            },
+            "HTTPS_OAUTH": oauth,
+        },
+        extra={"WWW": www},
+    )
+    with Client(config, server="HTTP_BASIC") as client:
+        assert client.get("/www/index.html").status_code == 401
+        assert client.get("/www/index.html", auth=("ada", "Ada-Pw-1")).text == INDEX
+    with Client(config, server="HTTPS_OAUTH") as client:
+        assert client.get("/www/index.html").status_code == 401
+        assert client.get("/www/sub/page.html").text == "<p>sub</p>"  # onAuthNoCheckUri
+
+
+@pytest.mark.parametrize(
+    ("www", "types", "message"),
+    [
+        ({"RootPath": "nowhere"}, None, "[WWW] RootPath: the folder"),
+        ({"RootPath": "www", "DefaultPage": "a/index.html"}, None, "[WWW] DefaultPage: must be"),
+        ({"RootPath": "www", "DefaultPage": ".index"}, None, "[WWW] DefaultPage: must be a file"),
+        ({"DefaultPage": "index.html"}, None, "[WWW] DefaultPage: a DefaultPage needs a RootPath"),
+        ({"RootPath": "www"}, {".x": "nonsense"}, "[TYPES] .x: 'nonsense' is not a media type"),
+    ],
+)
+def test_a_bad_static_key_stops_the_start(
+    tmp_path: Path, www: dict[str, Any], types: dict[str, str] | None, message: str
+) -> None:
+    make_tree(tmp_path)
+    server: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "WWW"}
+    extra: dict[str, Any] = {"WWW": {"Path": "/www", "ThreadPool": "POOL", **www}}
+    if types is not None:
+        server["ContentTypes"] = "TYPES"
+        extra["TYPES"] = types
+    config = module_config(
+        tmp_path, "static_app_bad", app=APP, servers={"HTTP_REST": server}, extra=extra
+    )
+    with pytest.raises(ConfigError) as caught:
+        Client(config)
+    assert message in str(caught.value)
+
+
+def test_the_guides_static_files_example(tmp_path: Path) -> None:
+    make_tree(tmp_path)
+    parser = configparser.ConfigParser()
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(example("locations-static").text)
+    sections = {name: dict(parser[name]) for name in parser.sections()}
+    server = {"HostName": "127.0.0.1", "Port": 0, "Locations": "HTTP_WWW"}
+    server |= sections.pop("HTTP_REST")
+    config = module_config(
+        tmp_path, "static_app_guide", app=APP, servers={"HTTP_REST": server}, extra=sections
+    )
+    with Client(config) as client:
+        assert client.get("/app/").text == INDEX
+        xlsx = client.get("/app/data.xlsx")
+        assert xlsx.headers["content-type"].endswith("spreadsheetml.sheet")
+
+
+def test_the_guides_streaming_example(tmp_path: Path) -> None:
+    config = module_config(tmp_path, "static_app_streams", app=example("locations-streaming").text)
+    with Client(config) as client:
+        assert client.get("/rest/report").text == "line 0\nline 1\nline 2\n"
+        feed = client.get("/rest/feed")
+        assert feed.headers["content-type"] == "application/x-ndjson"
+        assert feed.text == '{"n": 0}\n{"n": 1}\n{"n": 2}\n'
