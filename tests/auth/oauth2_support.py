@@ -1,9 +1,11 @@
 """Helpers shared by the OAuth2 tests: certificates in a folder of the test's choosing
-(``issue_certs``, from tests/conftest.py), oAuth2 server sections, an HTTPS client of the token
-route, and JWT helpers. ``wait_for`` is tests/conftest.py's too, named here for the tests
-that import it from this module.
+(``issue_certs``, from tests/conftest.py), oAuth2 server sections, a client of a port's token
+route and routes, and JWT helpers. ``wait_for`` is tests/conftest.py's too, named here for the
+tests that import it from this module.
 
-Everything here talks real TLS over loopback to a real ``fwrest serve``; nothing is mocked.
+A port is reached either over real TLS on loopback, served by a real ``fwrest serve``
+(:func:`serve_oauth`), or in this process through ``fwrest.testing.Client``, the same pipeline
+without a socket or a TLS handshake (:func:`local_oauth`); nothing is mocked.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import httpx
 import jwt
 import trustme
 
+from fwrest.testing import Client
 from tests.conftest import ServerProcess
 from tests.conftest import issue_certs as issue_certs
 from tests.conftest import wait_for as wait_for
@@ -48,19 +51,13 @@ def client_context(certs: dict[str, Path]) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=str(certs["ca"]))
 
 
-class OAuth:
-    """An HTTPS client of one oAuth2 port of a running service."""
+class OAuthPort:
+    """A client of one oAuth2 port: ``http`` reaches it, ``base`` is its location (``/rest``)."""
 
-    def __init__(self, proc: ServerProcess, server: str, certs: dict[str, Path]) -> None:
-        self.proc = proc
+    def __init__(self, server: str, http: httpx.Client, base: str) -> None:
         self.server = server
-        self.certs = certs
-        self.ctx = client_context(certs)
-        self.http = httpx.Client(verify=self.ctx, timeout=15)
-
-    @property
-    def base(self) -> str:
-        return self.proc.url(self.server)
+        self.http = http
+        self.base = base
 
     @property
     def token_url(self) -> str:
@@ -91,6 +88,65 @@ class OAuth:
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         return self.http.get(self.base + path, headers=headers, **kw)
+
+
+class OAuth(OAuthPort):
+    """An HTTPS client of one oAuth2 port of a running service."""
+
+    def __init__(self, proc: ServerProcess, server: str, certs: dict[str, Path]) -> None:
+        self.proc = proc
+        self.certs = certs
+        self.ctx = client_context(certs)
+        super().__init__(server, httpx.Client(verify=self.ctx, timeout=15), proc.url(server))
+
+
+class LocalOAuth(OAuthPort):
+    """A client of one oAuth2 port of a service in this process (``fwrest.testing.Client``:
+    its base URL is ``https://``, but no TLS is involved); paths are relative to it."""
+
+    def __init__(self, config: Path, server: str, location: str = "/rest") -> None:
+        super().__init__(server, Client(config, server=server), location)
+
+
+class LocalService:
+    """A service of oAuth2 ports in this process: its config, its folder, and a
+    :class:`LocalOAuth` client of each port, made on first use (``svc["NAME"]``: each runs the
+    port's pipeline, one worker of its own, the signing key file shared) and closed by
+    :meth:`close`. Its log is its ``LogFile`` (``server.log`` beside the config)."""
+
+    def __init__(self, config: Path, certs: dict[str, Path]) -> None:
+        self.config = config
+        self.certs = certs
+        self.folder = config.parent
+        self._ports: dict[str, LocalOAuth] = {}
+
+    def __getitem__(self, name: str) -> LocalOAuth:
+        if name not in self._ports:
+            self._ports[name] = LocalOAuth(self.config, name)
+        return self._ports[name]
+
+    def log(self) -> str:
+        path = self.folder / "server.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def close(self) -> None:
+        for port in self._ports.values():
+            port.close()
+
+
+def local_oauth(
+    ca: trustme.CA, folder: Path, write_service: Callable[[Path, dict[str, Path]], Path]
+) -> Iterator[LocalService]:
+    """Certificates in ``folder/certs`` (an oAuth2 port needs TLS files to be valid), then the
+    service of the config that ``write_service(folder, certs)`` writes, in this process (its
+    modules need names unique in the test session); yields the :class:`LocalService`, then
+    closes its clients. A module fixture: ``yield from local_oauth(...)``."""
+    certs = issue_certs(ca, folder / "certs")
+    service = LocalService(write_service(folder, certs), certs)
+    try:
+        yield service
+    finally:
+        service.close()
 
 
 class OAuthService:

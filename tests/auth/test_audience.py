@@ -4,6 +4,11 @@ Two oAuth2 ports of one service share the signing key; ``SHOP`` knows ``ada`` an
 ``ADMIN`` knows only ``ada``. A token of one port carries ``aud`` = that section's name and is
 refused on the other (bearer check and refresh alike); a refresh token tried on the wrong port
 is not spent there, so it still works on its own port.
+
+The service runs in this process (``fwrest.testing.Client``, one worker per port), its module
+named ``tauth_audience_app``. Its state store is a sqlite file, shared by both ports' workers
+as the workers of one service share it, so a refresh token tried on the wrong port is looked
+for in the very store that holds it; they share the signing key file too.
 """
 
 from __future__ import annotations
@@ -16,15 +21,15 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import (
-    OAuthService,
+    LocalService,
     error_of,
     fresh_claims,
+    local_oauth,
     oauth_section,
-    serve_oauth,
     sign,
     signing_key,
 )
-from tests.conftest import APP_SOURCE, free_config
+from tests.conftest import APP_SOURCE, module_config
 
 APP = (
     APP_SOURCE
@@ -48,23 +53,27 @@ def admin_params():
 )
 
 
+MODULE = "tauth_audience_app"
+
+
 def _write(folder: Path, certs: dict[str, Path]) -> Path:
     servers = {
-        "SHOP": oauth_section(certs, onAuthparams="app.shop_params"),
-        "ADMIN": oauth_section(certs, onAuthparams="app.admin_params"),
+        "SHOP": oauth_section(certs, onAuthparams=f"{MODULE}.shop_params"),
+        "ADMIN": oauth_section(certs, onAuthparams=f"{MODULE}.admin_params"),
     }
-    return free_config(folder, servers=servers, app=APP)
+    extra = {"HTTPSERVER": {"StateStore": "sqlite"}}  # one store for both ports' workers
+    return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
 
 
 @pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
-    yield from serve_oauth(ca, tmp_path_factory.mktemp("audience"), _write)
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
+    yield from local_oauth(ca, tmp_path_factory.mktemp("audience"), _write)
 
 
 CREDS = {"client_id": "web", "client_secret": "Web-Secret-9q"}
 
 
-def test_an_access_token_names_its_section_and_works_there_only(svc: OAuthService) -> None:
+def test_an_access_token_names_its_section_and_works_there_only(svc: LocalService) -> None:
     shop, admin = svc["SHOP"], svc["ADMIN"]
     tokens = shop.tokens("bob", "Bob-Pw-2207", **CREDS)
     claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
@@ -80,7 +89,7 @@ def test_an_access_token_names_its_section_and_works_there_only(svc: OAuthServic
     assert shop.get("/hello", ada["access_token"]).status_code == 401
 
 
-def test_a_refresh_token_of_another_section_is_refused_and_not_spent(svc: OAuthService) -> None:
+def test_a_refresh_token_of_another_section_is_refused_and_not_spent(svc: LocalService) -> None:
     shop, admin = svc["SHOP"], svc["ADMIN"]
     tokens = shop.tokens("ada", "Ada-Pw-7731", **CREDS)
     elsewhere = admin.refresh(tokens["refresh_token"], **CREDS)
@@ -92,7 +101,7 @@ def test_a_refresh_token_of_another_section_is_refused_and_not_spent(svc: OAuthS
     assert shop.get("/hello", fresh["access_token"]).status_code == 200
 
 
-def test_a_token_without_aud_or_with_a_foreign_one_is_refused(svc: OAuthService) -> None:
+def test_a_token_without_aud_or_with_a_foreign_one_is_refused(svc: LocalService) -> None:
     key = signing_key(svc.folder)
     shop = svc["SHOP"]
     assert shop.get("/hello", sign(fresh_claims(aud="SHOP"), key)).status_code == 200

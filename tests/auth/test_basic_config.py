@@ -4,9 +4,11 @@ Every mistake makes ``fwrest check`` (and ``fwrest serve``, before binding) exit
 message naming the section, the key and what to do; ``fwrest.server.prepare`` raises
 ``ConfigError`` with the same fields and text.
 
-Variants are checked in process with ``prepare`` (fast); each point also runs the real
-``fwrest check`` once. The repository of each test is one module with a unique name, because
-imported modules stay in ``sys.modules`` (see ``tests/repository/test_repository.py``).
+Variants are checked in process with ``prepare`` (fast); each point also runs ``fwrest check``
+once: its code (``fwrest.cli.main``) in this process, and the command itself for one refusal,
+one pass and one warning (``tests/auth/conftest.py``'s ``check``); ``fwrest serve`` refuses
+for real. The repository of each test is one module with a unique name, because imported
+modules stay in ``sys.modules`` (see ``tests/repository/test_repository.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pytest
 from fwrest.errors import ConfigError
 from fwrest.server import prepare
 from fwrest.server.build import ServicePlan
+from tests.auth.conftest import check
 from tests.conftest import free_config, run_cli
 
 AUTH_SOURCE = """
@@ -87,17 +90,18 @@ class Case:
             prepare(self.write(fw_data, **kw))
         return info.value
 
-    def check_fails(self, fw_data: Any = None, **kw: Any) -> str:
-        """``fwrest check``: exit 2, one error on stderr and nothing else; returns it."""
-        done = run_cli("check", str(self.write(fw_data, **kw)))
+    def check_fails(self, fw_data: Any = None, *, real: bool = False, **kw: Any) -> str:
+        """``fwrest check`` (the command itself when ``real``, else its code in this process):
+        exit 2, one error on stderr and nothing else; returns it."""
+        done = check(self.write(fw_data, **kw), real=real)
         assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
         assert done.stderr.startswith(CLI_PREFIX), done.stderr
         assert done.stderr.count("\n") == 1, done.stderr  # one line, no traceback
         assert done.stdout == ""
         return done.stderr[len(CLI_PREFIX) :].strip()
 
-    def check_passes(self, fw_data: Any = None, **kw: Any) -> str:
-        done = run_cli("check", str(self.write(fw_data, **kw)))
+    def check_passes(self, fw_data: Any = None, *, real: bool = False, **kw: Any) -> str:
+        done = check(self.write(fw_data, **kw), real=real)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -114,7 +118,7 @@ def case(tmp_path: Path) -> Iterator[Case]:
 
 @pytest.mark.parametrize("fmt", ["json", "ini"])
 def test_valid_basic_authorization_passes_check(case: Case, fmt: str) -> None:
-    out = case.check_passes(case.basic(), fmt=fmt)
+    out = case.check_passes(case.basic(), fmt=fmt, real=fmt == "ini")
     assert "[HTTP_REST] 127.0.0.1:0 (plain HTTP, authorization: basic)" in out
 
 
@@ -183,7 +187,7 @@ def test_on_auth_ambiguous_bare_name(case: Case) -> None:
 
 
 def test_missing_on_auth_fails_check(case: Case) -> None:
-    message = case.check_fails({"Authorization": {"scheme": "basic"}})
+    message = case.check_fails({"Authorization": {"scheme": "basic"}}, real=True)
     assert message.endswith(
         "[HTTP_REST] FwData: FwData Authorization needs OnAuth for the basic scheme. "
         'Fix: add "OnAuth": "module.function".'
@@ -370,7 +374,7 @@ def test_oauth_alias_without_tls_is_refused_as_oauth2(case: Case) -> None:
 def test_oauth_alias_is_accepted_as_oauth2(case: Case, certs: dict[str, Path]) -> None:
     fw_data = {"Authorization": {"scheme": "oAuth", "onAuthparams": f"{case.mod}.params"}}
     tls = {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
-    done = run_cli("check", str(case.write(fw_data, server=tls)))
+    done = check(case.write(fw_data, server=tls), real=False)
     assert done.returncode == 0, done.stderr
     assert "[HTTP_REST] 127.0.0.1:0 (TLS, authorization: oAuth2)" in done.stdout
     assert "not a scheme" not in done.stdout + done.stderr
@@ -392,7 +396,7 @@ def test_oauth2_keys_are_not_basic_keys(case: Case) -> None:
 
 
 def test_basic_without_tls_on_a_public_address_is_warned(case: Case) -> None:
-    out = case.check_passes(case.basic(), server={"HostName": "0.0.0.0"})
+    out = case.check_passes(case.basic(), server={"HostName": "0.0.0.0"}, real=True)
     warnings = [line for line in out.splitlines() if line.startswith("warning:")]
     assert any("[HTTP_REST]" in w and "Basic" in w and "TLS" in w for w in warnings), out
 

@@ -2,19 +2,22 @@
 family revocation, the bearer check, ``onAuthNoCheckUri``, a named ``onAuth``, the REST
 object, configuration errors, the brute-force throttle and secrets kept out of the logs.
 
-One service, started once for the module (state store ``memory``, one worker), serves six
-oAuth2 ports, each with its own ``FwData.Authorization``:
+One service for the module (state store ``memory``), run in this process with
+``fwrest.testing.Client`` (a client, one worker, per port; its module is
+``tauth_oauth2_app``), serves seven oAuth2 ports, each with its own ``FwData.Authorization``:
 
-* ``OAUTH``: ``onAuthparams`` = ``app.params`` (single keys mixed with the arrays ``client``,
-  ``users`` and ``types``), ``onAuthNoCheckUri`` = ``app.public``;
+* ``OAUTH``: ``onAuthparams`` = ``tauth_oauth2_app.params`` (single keys mixed with the arrays
+  ``client``, ``users`` and ``types``), ``onAuthNoCheckUri`` = ``tauth_oauth2_app.public``;
 * ``PWONLY``: ``types`` lists only ``password``;
 * ``SHORT``: ``access_expires`` is ``"1s"``;
 * ``NOGET``: ``"allowGetToken": false``;
-* ``CUSTOM``: ``onAuth`` = ``app.token_check`` replaces the native validator;
-* ``ALIAS``: ``"scheme": "oAuth"``.
+* ``CUSTOM``: ``onAuth`` = ``tauth_oauth2_app.token_check`` replaces the native validator;
+* ``ALIAS``: ``"scheme": "oAuth"``;
+* ``LOCKED``: ``maxFailures`` 3, for the brute-force test.
 
-The brute-force and the log tests start services of their own, since they need their own
-throttle threshold and their own log.
+The log test starts a real service of its own (``fwrest serve``), since it reads everything
+the process writes. The configuration errors are ``fwrest check``'s: the first runs the
+command, the others its code in this process.
 """
 
 from __future__ import annotations
@@ -36,24 +39,26 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 from jwt.warnings import InsecureKeyLengthWarning
 
+from tests.auth.conftest import check
 from tests.auth.oauth2_support import (
     TOKEN_KEYS,
+    LocalService,
     OAuth,
-    OAuthService,
+    OAuthPort,
     assert_invalid_token,
     assert_missing_token,
     encoded_forms,
     error_of,
     fresh_claims,
     issue_certs,
+    local_oauth,
     oauth_section,
-    serve_oauth,
     sign,
     signing_key,
     unsigned_jwt,
     wait_for,
 )
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, run_cli
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, module_config
 
 WEB = ("web", "Web-Secret-9q")
 MOBILE = ("mobile", "Mob-Secret-4x")
@@ -133,29 +138,34 @@ def whoami():
 """
 
 
-def write_service(folder: Path, certs: dict[str, Path], **kw: Any) -> Path:
+MODULE = "tauth_oauth2_app"  # the module's service runs in this process: a name of its own
+
+
+def write_service(folder: Path, certs: dict[str, Path]) -> Path:
+    m = MODULE
     servers = {
-        "OAUTH": oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public"),
-        "PWONLY": oauth_section(certs, onAuthparams="app.params_password_only"),
-        "SHORT": oauth_section(certs, onAuthparams="app.params_short"),
-        "NOGET": oauth_section(certs, onAuthparams="app.params", allowGetToken=False),
-        "CUSTOM": oauth_section(certs, onAuthparams="app.params", onAuth="app.token_check"),
-        "ALIAS": oauth_section(certs, onAuthparams="app.params", scheme="oAuth"),
+        "OAUTH": oauth_section(certs, onAuthparams=f"{m}.params", onAuthNoCheckUri=f"{m}.public"),
+        "PWONLY": oauth_section(certs, onAuthparams=f"{m}.params_password_only"),
+        "SHORT": oauth_section(certs, onAuthparams=f"{m}.params_short"),
+        "NOGET": oauth_section(certs, onAuthparams=f"{m}.params", allowGetToken=False),
+        "CUSTOM": oauth_section(certs, onAuthparams=f"{m}.params", onAuth=f"{m}.token_check"),
+        "ALIAS": oauth_section(certs, onAuthparams=f"{m}.params", scheme="oAuth"),
+        "LOCKED": oauth_section(certs, onAuthparams=f"{m}.params", maxFailures=3),
     }
-    return free_config(folder, servers=servers, app=APP_SOURCE + OAUTH_APP, **kw)
+    return module_config(folder, m, servers=servers, app=APP_SOURCE + OAUTH_APP)
 
 
 @pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
-    yield from serve_oauth(ca, tmp_path_factory.mktemp("oauth2"), write_service)
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
+    yield from local_oauth(ca, tmp_path_factory.mktemp("oauth2"), write_service)
 
 
 @pytest.fixture
-def oauth(svc: OAuthService) -> OAuth:
+def oauth(svc: LocalService) -> OAuthPort:
     return svc["OAUTH"]
 
 
-def claims_of(svc: OAuthService, access_token: str) -> dict[str, Any]:
+def claims_of(svc: LocalService, access_token: str) -> dict[str, Any]:
     return jwt.decode(
         access_token,
         signing_key(svc.folder),
@@ -181,13 +191,13 @@ def assert_token_response(response: httpx.Response, expires_in: int = 7200) -> d
     return body
 
 
-def test_password_grant_by_post_form_body(oauth: OAuth) -> None:
+def test_password_grant_by_post_form_body(oauth: OAuthPort) -> None:
     body = assert_token_response(oauth.grant(*ADA))
     hello = oauth.get("/hello", body["access_token"])
     assert hello.status_code == 200 and hello.json()["hello"] == "world"
 
 
-def test_password_grant_by_get_query_string(oauth: OAuth) -> None:
+def test_password_grant_by_get_query_string(oauth: OAuthPort) -> None:
     response = oauth.http.get(
         oauth.token_url,
         params={"grant_type": "password", "username": BOB[0], "password": BOB[1]},
@@ -196,7 +206,7 @@ def test_password_grant_by_get_query_string(oauth: OAuth) -> None:
     assert oauth.get("/whoami", body["access_token"]).json()["user"] == "bob"
 
 
-def test_post_takes_parameters_from_the_query_string_and_the_body(oauth: OAuth) -> None:
+def test_post_takes_parameters_from_the_query_string_and_the_body(oauth: OAuthPort) -> None:
     only_query = oauth.http.post(
         oauth.token_url,
         params={"grant_type": "password", "username": ADA[0], "password": ADA[1]},
@@ -220,7 +230,9 @@ def test_post_takes_parameters_from_the_query_string_and_the_body(oauth: OAuth) 
     ],
     ids=["query-and-body", "body-twice", "query-twice", "different-values"],
 )
-def test_a_parameter_given_twice_is_invalid_request(oauth: OAuth, query: str, body: str) -> None:
+def test_a_parameter_given_twice_is_invalid_request(
+    oauth: OAuthPort, query: str, body: str
+) -> None:
     response = oauth.http.post(
         f"{oauth.token_url}?{query}",
         content=body.encode(),
@@ -246,7 +258,9 @@ def test_a_parameter_given_twice_is_invalid_request(oauth: OAuth, query: str, bo
         ),
     ],
 )
-def test_a_body_that_is_not_a_form_is_refused(oauth: OAuth, content_type: str, body: bytes) -> None:
+def test_a_body_that_is_not_a_form_is_refused(
+    oauth: OAuthPort, content_type: str, body: bytes
+) -> None:
     response = oauth.http.post(
         oauth.token_url, content=body, headers={"Content-Type": content_type}
     )
@@ -254,7 +268,7 @@ def test_a_body_that_is_not_a_form_is_refused(oauth: OAuth, content_type: str, b
     assert error_of(response) == "invalid_request"
 
 
-def test_the_token_route_body_limit_is_16_kib(oauth: OAuth) -> None:
+def test_the_token_route_body_limit_is_16_kib(oauth: OAuthPort) -> None:
     filler = "x" * (17 * 1024)
     response = oauth.http.post(
         oauth.token_url,
@@ -262,10 +276,10 @@ def test_the_token_route_body_limit_is_16_kib(oauth: OAuth) -> None:
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     )
     assert response.status_code == 413, response.text
-    assert_token_response(oauth.grant(*ADA))  # a normal request on a new connection still works
+    assert_token_response(oauth.grant(*ADA))  # a normal request afterwards still works
 
 
-def test_form_fields_are_capped(oauth: OAuth) -> None:
+def test_form_fields_are_capped(oauth: OAuthPort) -> None:
     long_value = oauth.grant(*ADA, pad="y" * 5000)  # 4 KiB per field
     assert long_value.status_code == 400 and error_of(long_value) == "invalid_request"
     many = oauth.grant(*ADA, **{f"f{i}": "1" for i in range(40)})  # 32 fields
@@ -273,7 +287,7 @@ def test_form_fields_are_capped(oauth: OAuth) -> None:
     assert_token_response(oauth.grant(*ADA, pad="y" * 4000))  # under the caps
 
 
-def test_form_content_type_with_charset_is_accepted(oauth: OAuth) -> None:
+def test_form_content_type_with_charset_is_accepted(oauth: OAuthPort) -> None:
     response = oauth.http.post(
         oauth.token_url,
         content=f"grant_type=password&username={ADA[0]}&password={ADA[1]}".encode(),
@@ -282,7 +296,7 @@ def test_form_content_type_with_charset_is_accepted(oauth: OAuth) -> None:
     assert_token_response(response)
 
 
-def test_client_credentials_by_basic_header(svc: OAuthService, oauth: OAuth) -> None:
+def test_client_credentials_by_basic_header(svc: LocalService, oauth: OAuthPort) -> None:
     for client_id, secret in (WEB, MOBILE):
         response = oauth.post(
             {"grant_type": "password", "username": ADA[0], "password": ADA[1]},
@@ -292,13 +306,13 @@ def test_client_credentials_by_basic_header(svc: OAuthService, oauth: OAuth) -> 
         assert claims_of(svc, body["access_token"])["client_id"] == client_id
 
 
-def test_client_credentials_as_parameters(svc: OAuthService, oauth: OAuth) -> None:
+def test_client_credentials_as_parameters(svc: LocalService, oauth: OAuthPort) -> None:
     body = assert_token_response(oauth.grant(*ADA, client_id=MOBILE[0], client_secret=MOBILE[1]))
     assert claims_of(svc, body["access_token"])["client_id"] == "mobile"
 
 
 def test_without_client_credentials_the_first_client_is_used(
-    svc: OAuthService, oauth: OAuth
+    svc: LocalService, oauth: OAuthPort
 ) -> None:
     body = assert_token_response(oauth.grant(*ADA))
     assert claims_of(svc, body["access_token"])["client_id"] == "web"
@@ -315,7 +329,7 @@ def test_without_client_credentials_the_first_client_is_used(
     ],
 )
 def test_a_wrong_client_is_401_invalid_client(
-    oauth: OAuth, how: str, client_id: str, secret: str
+    oauth: OAuthPort, how: str, client_id: str, secret: str
 ) -> None:
     if how == "header":
         response = oauth.post(
@@ -332,13 +346,13 @@ def test_a_wrong_client_is_401_invalid_client(
 @pytest.mark.parametrize(
     "grant", ["client_credentials", "authorization_code", "implicit", "PASSWORD"]
 )
-def test_an_unknown_grant_type_is_unsupported(oauth: OAuth, grant: str) -> None:
+def test_an_unknown_grant_type_is_unsupported(oauth: OAuthPort, grant: str) -> None:
     response = oauth.post({"grant_type": grant, "username": ADA[0], "password": ADA[1]})
     assert response.status_code == 400, response.text
     assert error_of(response) == "unsupported_grant_type"
 
 
-def test_a_grant_not_listed_in_types_is_unauthorized_client(svc: OAuthService) -> None:
+def test_a_grant_not_listed_in_types_is_unauthorized_client(svc: LocalService) -> None:
     port = svc["PWONLY"]
     tokens = port.tokens(*ADA)  # password is listed
     response = port.refresh(tokens["refresh_token"])
@@ -350,17 +364,17 @@ def test_a_grant_not_listed_in_types_is_unauthorized_client(svc: OAuthService) -
 
 
 @pytest.mark.parametrize("scope", ["admin", "default admin", "DEFAULT"])
-def test_a_scope_other_than_default_is_invalid_scope(oauth: OAuth, scope: str) -> None:
+def test_a_scope_other_than_default_is_invalid_scope(oauth: OAuthPort, scope: str) -> None:
     response = oauth.grant(*ADA, scope=scope)
     assert response.status_code == 400, response.text
     assert error_of(response) == "invalid_scope"
 
 
-def test_scope_default_is_accepted(oauth: OAuth) -> None:
+def test_scope_default_is_accepted(oauth: OAuthPort) -> None:
     assert_token_response(oauth.grant(*ADA, scope="default"))
 
 
-def test_a_parameter_without_a_value_counts_as_omitted(oauth: OAuth) -> None:
+def test_a_parameter_without_a_value_counts_as_omitted(oauth: OAuthPort) -> None:
     # RFC 6749 3.1, as `curl -d scope=` sends it
     assert_token_response(oauth.grant(*ADA, scope=""))
     response = oauth.post({"grant_type": "password", "username": "ada", "password": ""})
@@ -386,13 +400,13 @@ def test_a_parameter_without_a_value_counts_as_omitted(oauth: OAuth) -> None:
     ],
     ids=["no-username", "no-password", "neither", "no-grant-type", "no-refresh-token"],
 )
-def test_missing_parameters_are_invalid_request(oauth: OAuth, form: dict[str, str]) -> None:
+def test_missing_parameters_are_invalid_request(oauth: OAuthPort, form: dict[str, str]) -> None:
     response = oauth.post(form)
     assert response.status_code == 400, response.text
     assert error_of(response) == "invalid_request"
 
 
-def test_wrong_password_and_unknown_user_get_the_same_answer(oauth: OAuth) -> None:
+def test_wrong_password_and_unknown_user_get_the_same_answer(oauth: OAuthPort) -> None:
     timings: dict[str, float] = {}
     answers: dict[str, httpx.Response] = {}
     for label, user, password in (
@@ -411,7 +425,7 @@ def test_wrong_password_and_unknown_user_get_the_same_answer(oauth: OAuth) -> No
     assert oauth.grant("bob", ADA[1]).content == wrong.content
 
 
-def test_allow_get_token_false_refuses_the_password_grant_over_get(svc: OAuthService) -> None:
+def test_allow_get_token_false_refuses_the_password_grant_over_get(svc: LocalService) -> None:
     port = svc["NOGET"]
     response = port.http.get(
         port.token_url, params={"grant_type": "password", "username": ADA[0], "password": ADA[1]}
@@ -422,7 +436,7 @@ def test_allow_get_token_false_refuses_the_password_grant_over_get(svc: OAuthSer
     assert_token_response(port.grant(*ADA))  # POST still works
 
 
-def test_allow_get_token_false_refuses_the_refresh_grant_over_get_too(svc: OAuthService) -> None:
+def test_allow_get_token_false_refuses_the_refresh_grant_over_get_too(svc: LocalService) -> None:
     """A refresh token in the URL is as exposed as a password: refused, and not spent."""
     port = svc["NOGET"]
     refresh = assert_token_response(port.grant(*ADA))["refresh_token"]
@@ -435,7 +449,7 @@ def test_allow_get_token_false_refuses_the_refresh_grant_over_get_too(svc: OAuth
     assert_token_response(port.refresh(refresh))  # still unspent: POST refreshes it once
 
 
-def test_head_on_the_token_route_is_405_and_spends_nothing(oauth: OAuth) -> None:
+def test_head_on_the_token_route_is_405_and_spends_nothing(oauth: OAuthPort) -> None:
     refresh = oauth.tokens(*ADA)["refresh_token"]
     query = {"grant_type": "refresh_token", "refresh_token": refresh}
     response = oauth.http.head(oauth.token_url, params=query)
@@ -445,8 +459,9 @@ def test_head_on_the_token_route_is_405_and_spends_nothing(oauth: OAuth) -> None
     assert_token_response(oauth.refresh(refresh))
 
 
-def test_the_first_get_grant_logs_a_warning_that_post_is_safer(svc: OAuthService) -> None:
+def test_the_first_get_grant_logs_a_warning_that_post_is_safer(svc: LocalService) -> None:
     port = svc["OAUTH"]
+    since = len(svc.log())
     for _ in range(2):
         response = port.http.get(
             port.token_url,
@@ -457,28 +472,33 @@ def test_the_first_get_grant_logs_a_warning_that_post_is_safer(svc: OAuthService
     def get_warnings() -> list[str]:
         return [
             line
-            for line in svc.proc.log().splitlines()
+            for line in svc.log().splitlines()
             if "WARNING" in line and "[OAUTH]" in line and "GET" in line and "POST" in line
         ]
 
+    def access_lines(text: str) -> list[str]:
+        return [
+            line
+            for line in text.splitlines()
+            if "fwrest.access" in line and "GET /rest/fw/oauth2/token?grant_type=***&user" in line
+        ]
+
     wait_for(lambda: bool(get_warnings()), 10, "the GET warning is logged")
+    # the worker's lines leave at the end of its loop's turn, maybe after the answer
+    wait_for(lambda: len(access_lines(svc.log()[since:])) == 2, 10, "both access lines")
     print(get_warnings())
-    assert len(get_warnings()) == 1, svc.proc.log()
+    assert len(get_warnings()) == 1, svc.log()
     # the token route's query string is redacted whole in the access line (SPEC 4.2)
-    lines = [
-        line
-        for line in svc.proc.log().splitlines()
-        if "fwrest.access" in line and "GET /rest/fw/oauth2/token?grant_type=***&user" in line
-    ]
+    lines = access_lines(svc.log())
     print(lines[-1])
     assert len(lines) >= 2
     for line in lines:
         assert "?grant_type=***&username=***&password=***" in line, line
     # and no access line of the module's service shows a value of the token route's query
-    assert not re.search(r"oauth2/token\?\S*=(?!\*\*\*)", svc.proc.log())
+    assert not re.search(r"oauth2/token\?\S*=(?!\*\*\*)", svc.log())
 
 
-def test_the_access_token_is_a_signed_jwt(svc: OAuthService, oauth: OAuth) -> None:
+def test_the_access_token_is_a_signed_jwt(svc: LocalService, oauth: OAuthPort) -> None:
     first = assert_token_response(oauth.grant(*ADA))
     second = assert_token_response(oauth.grant(*BOB))
     header = jwt.get_unverified_header(first["access_token"])
@@ -494,7 +514,7 @@ def test_the_access_token_is_a_signed_jwt(svc: OAuthService, oauth: OAuth) -> No
     assert first["refresh_token"].count(".") == 0 and len(first["refresh_token"]) >= 43
 
 
-def test_the_signing_key_file_is_private(svc: OAuthService) -> None:
+def test_the_signing_key_file_is_private(svc: LocalService) -> None:
     path = svc.folder / ".fwrest" / "signing.key"
     assert path.stat().st_mode & 0o777 == 0o600
     assert len(signing_key(svc.folder)) >= 32
@@ -503,7 +523,7 @@ def test_the_signing_key_file_is_private(svc: OAuthService) -> None:
 # -- refresh rotation and family revocation ----------------------------------------------------
 
 
-def test_refresh_rotates_and_a_replay_revokes_the_whole_family(oauth: OAuth) -> None:
+def test_refresh_rotates_and_a_replay_revokes_the_whole_family(oauth: OAuthPort) -> None:
     first = oauth.tokens(*ADA)
     bystander = oauth.tokens(*ADA)  # another family of the same user
     second_response = oauth.refresh(first["refresh_token"])
@@ -536,7 +556,7 @@ def test_refresh_rotates_and_a_replay_revokes_the_whole_family(oauth: OAuth) -> 
 
 
 def test_a_refresh_keeps_the_tokens_own_client_and_a_refused_one_spends_nothing(
-    svc: OAuthService, oauth: OAuth
+    svc: LocalService, oauth: OAuthPort
 ) -> None:
     """SPEC 7.1: credentials that name another client, or none where the token's client is
     not the one a request without credentials gets (the first, ``web``), are
@@ -579,18 +599,18 @@ def test_a_refresh_keeps_the_tokens_own_client_and_a_refused_one_spends_nothing(
     )
 
 
-def test_an_unknown_refresh_token_is_invalid_grant(oauth: OAuth) -> None:
+def test_an_unknown_refresh_token_is_invalid_grant(oauth: OAuthPort) -> None:
     response = oauth.refresh("x" * 43)
     assert response.status_code == 400 and error_of(response) == "invalid_grant"
 
 
-def test_an_access_token_is_not_a_refresh_token(oauth: OAuth) -> None:
+def test_an_access_token_is_not_a_refresh_token(oauth: OAuthPort) -> None:
     tokens = oauth.tokens(*ADA)
     response = oauth.refresh(tokens["access_token"])
     assert response.status_code == 400 and error_of(response) == "invalid_grant"
 
 
-def test_an_expired_access_token_is_refused(svc: OAuthService) -> None:
+def test_an_expired_access_token_is_refused(svc: LocalService) -> None:
     port = svc["SHORT"]
     tokens = assert_token_response(port.grant(*ADA), expires_in=1)
     assert port.get("/hello", tokens["access_token"]).status_code == 200
@@ -611,7 +631,7 @@ def test_an_expired_access_token_is_refused(svc: OAuthService) -> None:
 # -- the bearer check --------------------------------------------------------------------------
 
 
-def test_a_missing_token_is_401_with_the_bearer_challenge(oauth: OAuth) -> None:
+def test_a_missing_token_is_401_with_the_bearer_challenge(oauth: OAuthPort) -> None:
     response = oauth.get("/hello")
     assert_missing_token(response)
     assert response.json()["detailedMessage"]
@@ -621,17 +641,17 @@ def test_a_missing_token_is_401_with_the_bearer_challenge(oauth: OAuth) -> None:
     "header",
     ["Basic YWRhOkFkYS1Qdy03NzMx", "Bearer", "Token abc", "Bearer a b"],
 )
-def test_a_header_that_is_not_bearer_counts_as_missing(oauth: OAuth, header: str) -> None:
+def test_a_header_that_is_not_bearer_counts_as_missing(oauth: OAuthPort, header: str) -> None:
     assert_missing_token(oauth.get("/hello", headers={"Authorization": header}))
 
 
-def test_the_bearer_scheme_name_is_case_insensitive(oauth: OAuth) -> None:
+def test_the_bearer_scheme_name_is_case_insensitive(oauth: OAuthPort) -> None:
     token = oauth.tokens(*ADA)["access_token"]
     response = oauth.get("/hello", headers={"Authorization": f"bearer {token}"})
     assert response.status_code == 200
 
 
-def forged(kind: str, svc: OAuthService, real: str) -> str:
+def forged(kind: str, svc: LocalService, real: str) -> str:
     key = signing_key(svc.folder)
     claims = fresh_claims()
     if kind == "tampered-signature":
@@ -706,7 +726,7 @@ FORGERIES = [
 
 
 def test_a_token_forged_with_the_real_key_and_right_header_passes(
-    svc: OAuthService, oauth: OAuth
+    svc: LocalService, oauth: OAuthPort
 ) -> None:
     """The contrast that makes the refusals below meaningful: the forging helpers work."""
     token = sign(fresh_claims("carol"), signing_key(svc.folder))
@@ -716,14 +736,16 @@ def test_a_token_forged_with_the_real_key_and_right_header_passes(
 
 
 @pytest.mark.parametrize("kind", FORGERIES)
-def test_invalid_tokens_are_401_invalid_token(svc: OAuthService, oauth: OAuth, kind: str) -> None:
+def test_invalid_tokens_are_401_invalid_token(
+    svc: LocalService, oauth: OAuthPort, kind: str
+) -> None:
     real = oauth.tokens(*ADA)["access_token"]
     token = forged(kind, svc, real)
     assert token != real
     assert_invalid_token(oauth.get("/hello", token))
 
 
-def test_an_unknown_path_without_a_token_is_401_not_404(oauth: OAuth) -> None:
+def test_an_unknown_path_without_a_token_is_401_not_404(oauth: OAuthPort) -> None:
     assert_missing_token(oauth.get("/no/such/route"))
     assert_missing_token(oauth.get("/fw/no/such/native/route"))
     token = oauth.tokens(*ADA)["access_token"]
@@ -743,19 +765,18 @@ def test_an_unknown_path_without_a_token_is_401_not_404(oauth: OAuth) -> None:
     ],
 )
 def test_a_native_path_outside_every_location_is_401_not_404(
-    oauth: OAuth, method: str, path: str
+    oauth: OAuthPort, method: str, path: str
 ) -> None:
     """SPEC 7.1: the token route exists under each location only (here ``/rest``); its path
     outside every location is checked like any other path: 401 without a token (it was 404,
     the token route's exemption applied to a route that is not there)."""
-    origin = f"https://127.0.0.1:{oauth.proc.ports[oauth.server]}"
     form = {"grant_type": "password", "username": ADA[0], "password": ADA[1]}
     data = form if method == "POST" else None
-    response = oauth.http.request(method, origin + path, data=data)
+    response = oauth.http.request(method, path, data=data)  # the client's origin, then path
     assert_missing_token(response)
     token = oauth.tokens(*ADA)["access_token"]
     authorized = oauth.http.request(
-        method, origin + path, data=data, headers={"Authorization": f"Bearer {token}"}
+        method, path, data=data, headers={"Authorization": f"Bearer {token}"}
     )
     assert authorized.status_code == 404, authorized.text  # then the router speaks
     assert_token_response(oauth.post(form))  # the location's own token route is open
@@ -785,21 +806,21 @@ def test_a_native_path_outside_every_location_is_401_not_404(
         ("/hello?x=/public", 401),  # a query cannot make a path public
     ],
 )
-def test_on_auth_no_check_uri(oauth: OAuth, path: str, status: int) -> None:
+def test_on_auth_no_check_uri(oauth: OAuthPort, path: str, status: int) -> None:
     response = oauth.get(path)
     assert response.status_code == status, (path, response.text)
     if status == 401:
         assert_missing_token(response)
 
 
-def test_the_token_route_is_never_protected(svc: OAuthService) -> None:
+def test_the_token_route_is_never_protected(svc: LocalService) -> None:
     """A port with no ``onAuthNoCheckUri`` still answers its token route without a token."""
     port = svc["PWONLY"]
     assert_missing_token(port.get("/hello"))
     assert_token_response(port.grant(*ADA))
 
 
-def test_a_named_on_auth_replaces_the_native_check(svc: OAuthService) -> None:
+def test_a_named_on_auth_replaces_the_native_check(svc: LocalService) -> None:
     port = svc["CUSTOM"]
     calls = svc.folder / "token_check.jsonl"
     before = len(calls.read_text().splitlines()) if calls.exists() else 0
@@ -817,7 +838,7 @@ def test_a_named_on_auth_replaces_the_native_check(svc: OAuthService) -> None:
     assert {c["path"] for c in seen} == {"/rest/hello"}
 
 
-def test_rest_object_on_an_oauth2_port(svc: OAuthService) -> None:
+def test_rest_object_on_an_oauth2_port(svc: LocalService) -> None:
     port = svc["OAUTH"]
     token = port.tokens(*BOB)["access_token"]
     info = port.get("/whoami", token).json()
@@ -827,7 +848,7 @@ def test_rest_object_on_an_oauth2_port(svc: OAuthService) -> None:
     assert info["on_auth"] == ""
 
 
-def test_rest_object_with_the_alias_scheme_o_auth(svc: OAuthService) -> None:
+def test_rest_object_with_the_alias_scheme_o_auth(svc: LocalService) -> None:
     port = svc["ALIAS"]
     token = port.tokens(*ADA)["access_token"]
     info = port.get("/whoami", token).json()
@@ -836,15 +857,15 @@ def test_rest_object_with_the_alias_scheme_o_auth(svc: OAuthService) -> None:
     assert_missing_token(port.get("/whoami"))
 
 
-def test_rest_object_with_a_named_on_auth(svc: OAuthService) -> None:
+def test_rest_object_with_a_named_on_auth(svc: LocalService) -> None:
     info = svc["CUSTOM"].get("/whoami", "open-sesame").json()
     assert info["scheme"] == "oAuth2"
-    assert info["on_auth"] == "app.token_check"
+    assert info["on_auth"] == f"{MODULE}.token_check"
     assert info["has_callback"] is True
 
 
 def test_a_token_of_one_port_is_refused_on_another_port_of_the_service(
-    svc: OAuthService,
+    svc: LocalService,
 ) -> None:
     """One signing key per service (SPEC 4.2), but a token is valid only on the section that
     issued it (SPEC 7.1: ``aud``); the signature checks out, the audience does not."""
@@ -860,17 +881,18 @@ def test_a_token_of_one_port_is_refused_on_another_port_of_the_service(
 
 
 def _broken(folder: Path, certs: dict[str, Path], change: str) -> Path:
-    section = oauth_section(certs, onAuthparams="app.params")
+    module = f"tauth_oauth2_check_{change.replace('-', '_')}"  # checked in this process too
+    section = oauth_section(certs, onAuthparams=f"{module}.params")
     auth = section["FwData"]["Authorization"]
     if change == "no-tls":
         del section["SslCertificate"], section["SslCertificateKey"]
     elif change == "no-onauthparams":
         del auth["onAuthparams"]
     elif change == "missing-function":
-        auth["onAuthparams"] = "app.no_such_params"
+        auth["onAuthparams"] = f"{module}.no_such_params"
     elif change == "missing-file":
         auth["onAuthparams"] = "file:no-such-params.json"
-    return free_config(folder, servers={"OAUTH": section}, app=APP_SOURCE + OAUTH_APP)
+    return module_config(folder, module, servers={"OAUTH": section}, app=APP_SOURCE + OAUTH_APP)
 
 
 @pytest.mark.parametrize(
@@ -886,7 +908,7 @@ def test_config_errors_abort_check(
     ca: trustme.CA, tmp_path: Path, change: str, needles: tuple[str, ...]
 ) -> None:
     config = _broken(tmp_path, issue_certs(ca, tmp_path / "certs"), change)
-    result = run_cli("check", str(config), cwd=tmp_path)
+    result = check(config, real=change == "no-tls")
     print(result.stdout, result.stderr)
     assert result.returncode == 2, (result.stdout, result.stderr)
     for needle in needles:
@@ -896,7 +918,7 @@ def test_config_errors_abort_check(
 def test_a_valid_oauth2_config_passes_check(ca: trustme.CA, tmp_path: Path) -> None:
     """The contrast of the errors above."""
     config = _broken(tmp_path, issue_certs(ca, tmp_path / "certs"), "none")
-    result = run_cli("check", str(config), cwd=tmp_path)
+    result = check(config, real=True)
     assert result.returncode == 0, result.stderr
     assert "oAuth2" in result.stdout
 
@@ -904,32 +926,27 @@ def test_a_valid_oauth2_config_passes_check(ca: trustme.CA, tmp_path: Path) -> N
 # -- brute force -------------------------------------------------------------------------------
 
 
-def test_brute_force_locks_the_user_out(ca: trustme.CA, tmp_path: Path) -> None:
-    certs = issue_certs(ca, tmp_path / "certs")
-    section = oauth_section(certs, onAuthparams="app.params", maxFailures=3)
-    config = free_config(tmp_path, servers={"OAUTH": section}, app=APP_SOURCE + OAUTH_APP)
-    proc = ServerProcess(config).wait_ready()
-    port = OAuth(proc, "OAUTH", certs)
-    try:
-        for _ in range(3):
-            response = port.grant(ADA[0], "guess")
-            assert response.status_code == 400 and error_of(response) == "invalid_grant"
-        locked = port.grant(ADA[0], "guess")
-        assert locked.status_code == 429, locked.text
-        retry_after = int(locked.headers["retry-after"])
-        print(f"Retry-After: {retry_after} s")
-        assert 1 <= retry_after <= 300
-        correct = port.grant(*ADA)  # the right password during the lock-out
-        assert correct.status_code == 429, correct.text
-        assert "retry-after" in correct.headers
-        assert port.grant(ADA[0], "guess").status_code == 429
-        text = proc.wait_log("429")
-        warnings = [line for line in text.splitlines() if "WARNING" in line and "429" in line]
-        print(warnings)
-        assert len(warnings) == 1, text
-    finally:
-        port.close()
-        proc.stop()
+def test_brute_force_locks_the_user_out(svc: LocalService) -> None:
+    port = svc["LOCKED"]  # maxFailures 3
+    since = len(svc.log())
+    for _ in range(3):
+        response = port.grant(ADA[0], "guess")
+        assert response.status_code == 400 and error_of(response) == "invalid_grant"
+    locked = port.grant(ADA[0], "guess")
+    assert locked.status_code == 429, locked.text
+    retry_after = int(locked.headers["retry-after"])
+    print(f"Retry-After: {retry_after} s")
+    assert 1 <= retry_after <= 300
+    correct = port.grant(*ADA)  # the right password during the lock-out
+    assert correct.status_code == 429, correct.text
+    assert "retry-after" in correct.headers
+    assert port.grant(ADA[0], "guess").status_code == 429
+    # the worker's lines leave at the end of its loop's turn, maybe after the answer
+    wait_for(lambda: svc.log()[since:].count("token 429") == 3, 10, "the 429s' access lines")
+    text = svc.log()[since:]  # this test's lines
+    warnings = [line for line in text.splitlines() if "WARNING" in line and "429" in line]
+    print(warnings)
+    assert len(warnings) == 1, text
 
 
 # -- secrets never reach the logs ---------------------------------------------------------------

@@ -9,8 +9,11 @@
   changes), argon2 and bcrypt hashes, ``access_expires`` and ``refresh_expires`` forms, and the
   ``fwrest check`` warning about an ``access_expires`` that looks like seconds.
 
-One service for the module (state store ``memory``, one worker) with one oAuth2 port per
-``onAuthparams`` form.
+One service for the module (state store ``memory``) with one oAuth2 port per ``onAuthparams``
+form, run in this process with ``fwrest.testing.Client`` (a client, one worker, per port; its
+module is ``tauth_oauth2_clients_app``). The real clients talk TLS to a real ``fwrest serve``
+of the ``SINGLE`` port. Of the ``fwrest check`` tests, one case of each kind runs the command;
+the others run its code in this process.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,18 +36,22 @@ from authlib.integrations.requests_client import OAuth2Session as AuthlibSession
 from oauthlib.oauth2 import LegacyApplicationClient
 from requests_oauthlib import OAuth2Session as RequestsOAuthSession
 
+from fwrest.server import prepare
+from tests.auth.conftest import check
 from tests.auth.oauth2_support import (
     TOKEN_KEYS,
+    LocalService,
     OAuth,
     OAuthService,
     error_of,
     issue_certs,
+    local_oauth,
     oauth_section,
     serve_oauth,
     signing_key,
     wait_for,
 )
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, run_cli
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, module_config, run_cli
 
 CLIENT = ("web", "Web-Secret-9q")
 ADA = ("ada", "Ada-Pw-7731")
@@ -194,34 +202,50 @@ def params_file(password: str) -> dict[str, Any]:
     }
 
 
+MODULE = "tauth_oauth2_clients_app"  # the module's service runs in this process
+
+
 def write_service(folder: Path, certs: dict[str, Path]) -> Path:
+    m = MODULE
     (folder / "params.json").write_text(json.dumps(params_file("File-Pw-1111")))
     servers = {
-        "SINGLE": oauth_section(certs, onAuthparams="app.single"),
-        "ARRAYS": oauth_section(certs, onAuthparams="app.arrays"),
-        "REFRESH_ONLY": oauth_section(certs, onAuthparams="app.refresh_only_types"),
-        "LEGACY": oauth_section(certs, onAuthparams="app.legacy"),
-        "LEGACY_LOOKUP": oauth_section(certs, onAuthparams="app.legacy_lookup"),
-        "ASYNC": oauth_section(certs, onAuthparams="app.async_params"),
+        "SINGLE": oauth_section(certs, onAuthparams=f"{m}.single"),
+        "ARRAYS": oauth_section(certs, onAuthparams=f"{m}.arrays"),
+        "REFRESH_ONLY": oauth_section(certs, onAuthparams=f"{m}.refresh_only_types"),
+        "LEGACY": oauth_section(certs, onAuthparams=f"{m}.legacy"),
+        "LEGACY_LOOKUP": oauth_section(certs, onAuthparams=f"{m}.legacy_lookup"),
+        "ASYNC": oauth_section(certs, onAuthparams=f"{m}.async_params"),
         "FILE": oauth_section(certs, onAuthparams="file:params.json"),
-        "HASHED": oauth_section(certs, onAuthparams="app.hashed"),
-        "MIXED_EXPIRES": oauth_section(certs, onAuthparams="app.mixed_expires"),
+        "HASHED": oauth_section(certs, onAuthparams=f"{m}.hashed"),
+        "MIXED_EXPIRES": oauth_section(certs, onAuthparams=f"{m}.mixed_expires"),
         "FILE_KEEP": oauth_section(certs, onAuthparams="file:keep.json"),
         "FILE_SAME": oauth_section(certs, onAuthparams="file:same.json"),
     }
     (folder / "keep.json").write_text(json.dumps(params_file("Keep-Pw-1111")))
     (folder / "same.json").write_text(json.dumps(params_file("Same-Pw-1111")))
     for name in REFRESH_FORMS:
-        servers[name] = oauth_section(certs, onAuthparams=f"app.{name.lower()}")
+        servers[name] = oauth_section(certs, onAuthparams=f"{m}.{name.lower()}")
+    return module_config(folder, m, servers=servers, app=APP_SOURCE + CLIENTS_APP)
+
+
+def write_single(folder: Path, certs: dict[str, Path]) -> Path:
+    """The ``SINGLE`` port alone, for ``fwrest serve``."""
+    servers = {"SINGLE": oauth_section(certs, onAuthparams="app.single")}
     return free_config(folder, servers=servers, app=APP_SOURCE + CLIENTS_APP)
 
 
 @pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
-    yield from serve_oauth(ca, tmp_path_factory.mktemp("oauth2_clients"), write_service)
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
+    yield from local_oauth(ca, tmp_path_factory.mktemp("oauth2_clients"), write_service)
 
 
-def claims(svc: OAuthService, token: str) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def served(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+    """A real ``fwrest serve`` of the ``SINGLE`` port, over TLS, for the real clients."""
+    yield from serve_oauth(ca, tmp_path_factory.mktemp("oauth2_clients_served"), write_single)
+
+
+def claims(svc: LocalService, token: str) -> dict[str, Any]:
     # the audience (the issuing section) is checked by tests/auth/test_audience.py
     return jwt.decode(
         token, signing_key(svc.folder), algorithms=["HS256"], options={"verify_aud": False}
@@ -231,9 +255,9 @@ def claims(svc: OAuthService, token: str) -> dict[str, Any]:
 # -- real client libraries ----------------------------------------------------------------------
 
 
-def test_authlib_requests_session_password_grant_call_and_refresh(svc: OAuthService) -> None:
-    port = svc["SINGLE"]
-    ca = str(svc.certs["ca"])
+def test_authlib_requests_session_password_grant_call_and_refresh(served: OAuthService) -> None:
+    port = served["SINGLE"]
+    ca = str(served.certs["ca"])
     with AuthlibSession(client_id=CLIENT[0], client_secret=CLIENT[1]) as session:
         token = session.fetch_token(port.token_url, username=ADA[0], password=ADA[1], verify=ca)
         assert token["token_type"] == "Bearer" and token["expires_in"] == 3600
@@ -247,9 +271,9 @@ def test_authlib_requests_session_password_grant_call_and_refresh(svc: OAuthServ
         assert second.request.headers["Authorization"] == f"Bearer {renewed['access_token']}"
 
 
-def test_requests_oauthlib_legacy_application_client(svc: OAuthService) -> None:
-    port = svc["SINGLE"]
-    ca = str(svc.certs["ca"])
+def test_requests_oauthlib_legacy_application_client(served: OAuthService) -> None:
+    port = served["SINGLE"]
+    ca = str(served.certs["ca"])
     with RequestsOAuthSession(client=LegacyApplicationClient(client_id=CLIENT[0])) as session:
         token = session.fetch_token(
             token_url=port.token_url,
@@ -281,9 +305,9 @@ def curl(*args: str) -> dict[str, Any]:
     return json.loads(result.stdout)
 
 
-def test_curl_password_grant_call_and_refresh(svc: OAuthService) -> None:
-    port = svc["SINGLE"]
-    ca = str(svc.certs["ca"])
+def test_curl_password_grant_call_and_refresh(served: OAuthService) -> None:
+    port = served["SINGLE"]
+    ca = str(served.certs["ca"])
     token = curl(
         "--cacert",
         ca,
@@ -336,7 +360,7 @@ def test_curl_password_grant_call_and_refresh(svc: OAuthService) -> None:
 # -- onAuthparams forms -------------------------------------------------------------------------
 
 
-def test_single_keys_of_the_original_documentation(svc: OAuthService) -> None:
+def test_single_keys_of_the_original_documentation(svc: LocalService) -> None:
     """``grant_type: "password"`` as the original product writes it: the refresh grant, which
     its token lifecycle documents, keeps working."""
     port = svc["SINGLE"]
@@ -352,7 +376,7 @@ def test_single_keys_of_the_original_documentation(svc: OAuthService) -> None:
     ("user", "password"),
     [("ada", "Ada-Pw-7731"), ("bob", "Bob-Pw-2207"), ("cy", "Cy-Pw-1188")],
 )
-def test_arrays_users_mixed_with_single_keys(svc: OAuthService, user: str, password: str) -> None:
+def test_arrays_users_mixed_with_single_keys(svc: LocalService, user: str, password: str) -> None:
     port = svc["ARRAYS"]
     tokens = port.tokens(user, password)
     assert tokens["expires_in"] == 90  # "90s" from the expires array
@@ -366,7 +390,7 @@ def test_arrays_users_mixed_with_single_keys(svc: OAuthService, user: str, passw
     [("web", "Web-Secret-9q"), ("mobile", "Mob-Secret-4x"), ("cli", "Cli-Secret-3z")],
 )
 def test_arrays_clients_mixed_with_single_keys(
-    svc: OAuthService, client_id: str, secret: str
+    svc: LocalService, client_id: str, secret: str
 ) -> None:
     port = svc["ARRAYS"]
     response = port.post(
@@ -382,7 +406,7 @@ def test_arrays_clients_mixed_with_single_keys(
     assert crossed.status_code == 401 and error_of(crossed) == "invalid_client"
 
 
-def test_arrays_types_mixed_with_the_single_grant_type(svc: OAuthService) -> None:
+def test_arrays_types_mixed_with_the_single_grant_type(svc: LocalService) -> None:
     """The single ``grant_type`` (password) and the ``types`` array (refresh_token) are both
     allowed: the single key is one more entry of the array."""
     port = svc["ARRAYS"]
@@ -392,14 +416,14 @@ def test_arrays_types_mixed_with_the_single_grant_type(svc: OAuthService) -> Non
     assert claims(svc, renewed.json()["access_token"])["sub"] == "cy"
 
 
-def test_a_password_grant_not_in_types_is_unauthorized_client(svc: OAuthService) -> None:
+def test_a_password_grant_not_in_types_is_unauthorized_client(svc: LocalService) -> None:
     port = svc["REFRESH_ONLY"]
     response = port.grant(*ADA)
     assert response.status_code == 400, response.text
     assert error_of(response) == "unauthorized_client"
 
 
-def test_legacy_function_fills_the_request_dict_by_reference(svc: OAuthService) -> None:
+def test_legacy_function_fills_the_request_dict_by_reference(svc: LocalService) -> None:
     port = svc["LEGACY"]
     calls = svc.folder / "legacy.jsonl"
     tokens = port.tokens("ada", "Legacy-Pw-33")
@@ -426,7 +450,7 @@ def test_legacy_function_fills_the_request_dict_by_reference(svc: OAuthService) 
     assert all("password" not in keys for keys in seen), seen
 
 
-def test_legacy_function_that_looks_up_the_requested_user(svc: OAuthService) -> None:
+def test_legacy_function_that_looks_up_the_requested_user(svc: LocalService) -> None:
     port = svc["LEGACY_LOOKUP"]
     assert port.tokens("ada", "Lookup-Pw-55")["expires_in"] == 3600
     assert error_of(port.grant("ada", "wrong")) == "invalid_grant"
@@ -438,7 +462,7 @@ def test_legacy_function_that_looks_up_the_requested_user(svc: OAuthService) -> 
 
 @pytest.mark.parametrize("secret", ["", "anything"])
 def test_legacy_function_does_not_allow_the_client_the_request_names(
-    svc: OAuthService, secret: str
+    svc: LocalService, secret: str
 ) -> None:
     """The request's own ``client_id`` is handed to the legacy function; left there untouched,
     it is not a client the application allows (the function configured none)."""
@@ -453,13 +477,13 @@ def test_legacy_function_does_not_allow_the_client_the_request_names(
     assert by_header.status_code == 401, by_header.text
 
 
-def test_async_on_auth_params(svc: OAuthService) -> None:
+def test_async_on_auth_params(svc: LocalService) -> None:
     port = svc["ASYNC"]
     assert port.tokens("ada", "Async-Pw-44")["expires_in"] == 3600
     assert error_of(port.grant(*ADA)) == "invalid_grant"
 
 
-def test_on_auth_params_from_a_json_file_reread_when_it_changes(svc: OAuthService) -> None:
+def test_on_auth_params_from_a_json_file_reread_when_it_changes(svc: LocalService) -> None:
     port = svc["FILE"]
     tokens = port.tokens("ada", "File-Pw-1111")
     assert tokens["expires_in"] == 900  # "15m"
@@ -479,7 +503,7 @@ def test_on_auth_params_from_a_json_file_reread_when_it_changes(svc: OAuthServic
     assert port.get("/hello", tokens["access_token"]).json()["pid"] == pid
 
 
-def test_each_lifetime_comes_from_the_first_entry_that_gives_it(svc: OAuthService) -> None:
+def test_each_lifetime_comes_from_the_first_entry_that_gives_it(svc: LocalService) -> None:
     """Single ``access_expires`` "2h", no single ``refresh_expires``, ``expires`` entries
     [{refresh "01/01/2020"}, {access "90s", refresh "Date()+9"}]: the token lives 2 h and its
     refresh token has already expired (the first refresh_expires given, not the default)."""
@@ -489,21 +513,23 @@ def test_each_lifetime_comes_from_the_first_entry_that_gives_it(svc: OAuthServic
     response = port.refresh(tokens["refresh_token"])
     assert response.status_code == 400, response.text
     assert "expired" in response.json()["error_description"]
-    log = svc.proc.log()
+    # the start's warnings, as `fwrest serve` logs them when it starts (see
+    # test_serve_logs_the_access_expires_warning_at_start) and `fwrest check` prints them
+    log = "\n".join(prepare(svc.config).warnings)
     for key in ("access_expires", "refresh_expires"):
         assert f"[MIXED_EXPIRES] onAuthparams gives {key} more than once" in log, log
     assert "[MIXED_EXPIRES] onAuthparams refresh_expires '01/01/2020' is already past" in log
 
 
 def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(
-    svc: OAuthService,
+    svc: LocalService,
 ) -> None:
     """Half-written JSON, a settings object fwrest cannot use, or no file at all: the token
     route keeps the last valid content (no 500), and logs one error per state of the file."""
     port = svc["FILE_KEEP"]
     path = svc.folder / "keep.json"
     assert port.tokens("ada", "Keep-Pw-1111")["expires_in"] == 900
-    since = len(svc.proc.log())
+    since = len(svc.log())
     for broken in ('{"client_id": "web",', '{"users": 5}', None):
         if broken is None:
             path.unlink()
@@ -512,9 +538,11 @@ def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(
         for _ in range(2):
             response = port.grant("ada", "Keep-Pw-1111")
             assert response.status_code == 200, (broken, response.text)
+    # the worker's lines leave at the end of its loop's turn, maybe after the answer
+    wait_for(lambda: svc.log()[since:].count("token 200") == 6, 10, "the 6 access lines")
     errors = [
         line
-        for line in svc.proc.log()[since:].splitlines()
+        for line in svc.log()[since:].splitlines()
         if "ERROR" in line and "[FILE_KEEP] onAuthparams" in line
     ]
     print("\n".join(errors))
@@ -527,7 +555,7 @@ def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(
     assert error_of(port.grant("ada", "Keep-Pw-1111")) == "invalid_grant"
 
 
-def test_a_params_file_change_of_the_same_size_and_time_is_seen(svc: OAuthService) -> None:
+def test_a_params_file_change_of_the_same_size_and_time_is_seen(svc: LocalService) -> None:
     """An edit within the file system's timestamp granularity, same size: still read again."""
     port = svc["FILE_SAME"]
     path = svc.folder / "same.json"
@@ -543,7 +571,7 @@ def test_a_params_file_change_of_the_same_size_and_time_is_seen(svc: OAuthServic
 @pytest.mark.parametrize(
     "user", [ARGON_USER, BCRYPT_USER, LONG_USER], ids=["argon2id", "bcrypt", "bcrypt-72"]
 )
-def test_hashed_passwords(svc: OAuthService, user: tuple[str, str]) -> None:
+def test_hashed_passwords(svc: LocalService, user: tuple[str, str]) -> None:
     port = svc["HASHED"]
     assert port.tokens(*user)["token_type"] == "Bearer"
     wrong = port.grant(user[0], user[1] + "!")
@@ -558,7 +586,7 @@ def test_the_hashes_are_what_the_test_claims() -> None:
 
 @pytest.mark.parametrize("extra", ["x", "L" * 100, "é"])
 def test_a_password_over_72_bytes_against_bcrypt_is_invalid_grant(
-    svc: OAuthService, extra: str
+    svc: LocalService, extra: str
 ) -> None:
     """The first 72 bytes match the bcrypt hash; the rest must not be ignored, nor fail."""
     port = svc["HASHED"]
@@ -569,7 +597,7 @@ def test_a_password_over_72_bytes_against_bcrypt_is_invalid_grant(
     assert over.status_code == 400 and error_of(over) == "invalid_grant"
 
 
-def test_unknown_user_among_hashed_users_is_invalid_grant(svc: OAuthService) -> None:
+def test_unknown_user_among_hashed_users_is_invalid_grant(svc: LocalService) -> None:
     port = svc["HASHED"]
     response = port.grant("nobody", "whatever")
     assert response.status_code == 400 and error_of(response) == "invalid_grant"
@@ -577,7 +605,7 @@ def test_unknown_user_among_hashed_users_is_invalid_grant(svc: OAuthService) -> 
 
 
 @pytest.mark.parametrize("name", list(REFRESH_FORMS))
-def test_refresh_expires_forms(svc: OAuthService, name: str) -> None:
+def test_refresh_expires_forms(svc: LocalService, name: str) -> None:
     value, works = REFRESH_FORMS[name]
     port = svc[name]
     tokens = port.tokens(*ADA)
@@ -595,6 +623,11 @@ def test_refresh_expires_forms(svc: OAuthService, name: str) -> None:
 # -- fwrest check warns about an access_expires that reads like seconds -------------------------
 
 
+def unique_module() -> str:
+    """A module name of its own: ``check(real=False)`` imports the config's module here."""
+    return f"tauth_check_{uuid.uuid4().hex[:12]}"
+
+
 @pytest.mark.parametrize(
     ("value", "warned"),
     [(3600, True), ("3600", True), (3600000, False), ("1h", False)],
@@ -604,13 +637,14 @@ def test_check_warns_about_access_expires_in_seconds(
 ) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
     (tmp_path / "params.json").write_text(json.dumps({**params_file("x"), "access_expires": value}))
-    config = free_config(
+    config = module_config(
         tmp_path,
+        unique_module(),
         servers={
             "OAUTH": oauth_section(certs, onAuthparams="file:params.json", allowGetToken=False)
         },
     )
-    result = run_cli("check", str(config), cwd=tmp_path)
+    result = check(config, real=(value, warned) == (3600, True))
     output = result.stdout + result.stderr
     print(output)
     assert result.returncode == 0, output
@@ -631,19 +665,21 @@ def test_check_warns_about_long_token_lifetimes(
 ) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
     (tmp_path / "params.json").write_text(json.dumps({**params_file("x"), key: value}))
-    config = free_config(
+    config = module_config(
         tmp_path,
+        unique_module(),
         servers={
             "OAUTH": oauth_section(certs, onAuthparams="file:params.json", allowGetToken=False)
         },
     )
-    result = run_cli("check", str(config), cwd=tmp_path)
+    real = value == "2d"
+    result = check(config, real=real)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert needle in output, output
     # the contrast: the lifetimes of params_file() itself draw no such warning
     (tmp_path / "params.json").write_text(json.dumps(params_file("x")))
-    calm = run_cli("check", str(config), cwd=tmp_path)
+    calm = check(config, real=real)
     assert needle not in calm.stdout + calm.stderr
 
 
@@ -692,6 +728,10 @@ def lifetime():
 """
 
 
+# the cases that run the real `fwrest check` (the others run its code in this process)
+REAL_CHECKS = {("access-digits", "file"), ("refresh-bool", "function")}
+
+
 @pytest.mark.parametrize("form", ["file", "function"])
 @pytest.mark.parametrize("case", list(BAD_LIFETIMES))
 def test_a_lifetime_no_token_request_could_use_stops_the_start(
@@ -702,13 +742,15 @@ def test_a_lifetime_no_token_request_could_use_stops_the_start(
     key, value, needle = BAD_LIFETIMES[case]
     certs = issue_certs(ca, tmp_path / "certs")
     (tmp_path / "lifetime.json").write_text(json.dumps({**params_file("x"), key: value}))
-    source = "file:lifetime.json" if form == "file" else "app.lifetime"
-    config = free_config(
+    module = unique_module()
+    source = "file:lifetime.json" if form == "file" else f"{module}.lifetime"
+    config = module_config(
         tmp_path,
+        module,
         servers={"OAUTH": oauth_section(certs, onAuthparams=source, allowGetToken=False)},
         app=APP_SOURCE + LIFETIME_APP,
     )
-    result = run_cli("check", str(config), cwd=tmp_path)
+    result = check(config, real=(case, form) in REAL_CHECKS)
     print(result.stderr)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
