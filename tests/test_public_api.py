@@ -1,4 +1,5 @@
-"""The public surface of ``fwrest`` is exactly what SPEC 1-3 name, no more and no less."""
+"""The public surface of ``fwrest`` is exactly what the SPEC names (1-3, and 10.5's
+``EventStream`` and ``Event``), no more and no less."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ EXPECTED = {
     "delete",
     "rest",
     "Response",
+    "EventStream",
+    "Event",
     "__version__",
 }
 

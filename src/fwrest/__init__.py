@@ -12,7 +12,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 import sys as _sys
 
-from fwrest.context import Response, rest
+from fwrest.context import Event, EventStream, Response, rest
 from fwrest.errors import ConfigError
 from fwrest.repository import delete, get, patch, post, put
 from fwrest.server import Service, start
@@ -24,6 +24,8 @@ _sys.modules.setdefault("fwrest.rest", rest)  # type: ignore[arg-type]
 
 __all__ = [
     "ConfigError",
+    "Event",
+    "EventStream",
     "Response",
     "Service",
     "__version__",

@@ -29,6 +29,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError("fwrest.testing needs httpx: pip install 'fwrest[testing]'") from exc
 
+from fwrest import log
 from fwrest.errors import HTTPError
 from fwrest.server.app import PortApp
 from fwrest.server.build import ServicePlan, open_runtime
@@ -47,7 +48,13 @@ async def _complete(app: PortApp, request: Request) -> Reply:
     stream = reply.stream
     if stream is not None:
         reply.stream = None
-        reply.body = b"".join([piece async for piece in stream])
+        pieces: list[bytes] = []
+        try:
+            async for piece in stream:
+                pieces.append(piece)
+        except Exception as exc:  # cut short, as the engine cuts it (and logs why)
+            log.app_log.error("a streamed answer failed: %s", log.escape(repr(exc)))
+        reply.body = b"".join(pieces)
     return reply
 
 

@@ -4,6 +4,7 @@ Owns the request/response state a handler reads and writes. No I/O. (Named ``con
 not ``rest`` because ``fwrest.rest`` is the object itself.)
 """
 
+from fwrest.context.events import Event, EventStream
 from fwrest.context.request import (
     AuthInfo,
     Headers,
@@ -15,6 +16,8 @@ from fwrest.context.rest import RestObject, rest
 
 __all__ = [
     "AuthInfo",
+    "Event",
+    "EventStream",
     "Headers",
     "RequestContext",
     "Response",

@@ -113,7 +113,8 @@ class Compression:
             if name == "content-type":
                 media = value
             elif name == "content-encoding" or (
-                name == "cache-control" and "no-store" in value.lower()
+                # no-transform: an event stream's, which must never be held back
+                name == "cache-control" and ("no-store" in value.lower() or "no-transform" in value)
             ):
                 return reply
             elif name == "vary":

@@ -14,11 +14,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from fwrest.context.charsets import UTF8, Charset
+from fwrest.context.events import EventStream
 from fwrest.context.jsonbody import NotJSON, to_json
 from fwrest.context.request import RequestContext, Response, check_header, check_status
 from fwrest.context.views import UsageKey
 from fwrest.repository import Endpoint, is_async
-from fwrest.server.streams import is_stream, pieces
+from fwrest.server.streams import events, is_stream, pieces
 from fwrest.wire import Reply
 
 __all__ = ["JSON_TYPE", "Handler", "Invoke", "Reply", "Submit", "bind", "result_reply"]
@@ -249,6 +250,25 @@ def _stream_reply(result: Any, ctx: RequestContext, submit: Submit | None) -> Re
     return Reply(status, list(headers.items()), b"", stream=pieces(source, submit, charset))
 
 
+def _event_reply(result: EventStream, ctx: RequestContext, submit: Submit | None) -> Reply:
+    """Server-Sent Events (SPEC 10.5): never buffered, never compressed (``no-transform``)."""
+    headers: dict[str, str] = {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-cache, no-transform",
+        "x-accel-buffering": "no",  # nginx: pass each event on at once
+    }
+    try:
+        extra = [check_header(name, value) for name, value in result.headers.items()]
+    except ValueError as exc:
+        raise ResultError(f"an EventStream's headers cannot be sent: {exc}") from None
+    for name, value in [*extra, *(ctx.resp_headers or {}).items()]:
+        headers[name.lower()] = value
+    for name in ("content-length", "transfer-encoding", "connection"):
+        headers.pop(name, None)
+    stream = events(result.items, submit)
+    return Reply(ctx.resp_status, list(headers.items()), b"", stream=stream)
+
+
 def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Reply:
     status = ctx.resp_status
     if type(result) is dict and ctx.resp_headers is None:
@@ -256,6 +276,8 @@ def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Re
         return Reply(status, [JSON_TYPE], to_json(result))
     if is_stream(result) or (isinstance(result, Response) and is_stream(result.body)):
         return _stream_reply(result, ctx, submit)
+    if isinstance(result, EventStream):
+        return _event_reply(result, ctx, submit)
     headers: dict[str, str] = {}
     if result is not None:
         charset = ctx.port.charset

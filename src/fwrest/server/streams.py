@@ -10,12 +10,14 @@ away, see ``server/http.py``); closing here closes the application's iterator (`
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
 from fwrest.context.charsets import Charset
+from fwrest.context.events import IDLE_S, KEEP_ALIVE, encode_event
 
-__all__ = ["is_stream", "pieces"]
+__all__ = ["events", "is_stream", "pieces", "pieces_of"]
 
 _END = object()
 
@@ -43,19 +45,50 @@ def _bytes(item: Any, charset: Charset) -> bytes:
 async def pieces(source: Any, submit: Any, charset: Charset) -> AsyncIterator[bytes]:
     """The items of ``source`` as bytes; ``submit`` runs a plain iterator's steps in the pool
     (None: on the loop)."""
+    items = pieces_of(source, submit)
+    try:
+        async for item in items:
+            yield _bytes(item, charset)
+    finally:
+        await items.aclose()
+
+
+async def events(source: Any, submit: Any) -> AsyncIterator[bytes]:
+    """An :class:`~fwrest.EventStream`'s items as events, a comment line while none comes for
+    ``IDLE_S`` seconds (the next item is awaited meanwhile, never given up)."""
+    items = pieces_of(source, submit)
+    waiting: asyncio.Task[Any] | None = None
+    try:
+        while True:
+            if waiting is None:
+                waiting = asyncio.ensure_future(anext(items, _END))
+            done, _ = await asyncio.wait({waiting}, timeout=IDLE_S)
+            if not done:
+                yield KEEP_ALIVE
+                continue
+            item = waiting.result()
+            waiting = None
+            if item is _END:
+                return
+            yield encode_event(item)
+    finally:
+        if waiting is not None:
+            waiting.cancel()
+        await items.aclose()
+
+
+async def pieces_of(source: Any, submit: Any) -> AsyncGenerator[Any, None]:
+    """The items of an iterator (a plain one's steps through ``submit``) or async iterator."""
     try:
         if isinstance(source, AsyncIterator):
             async for item in source:
-                yield _bytes(item, charset)
+                yield item
         else:
             while True:
-                if submit is None:
-                    item = next(source, _END)
-                else:
-                    item = await submit(next, source, _END)
+                item = next(source, _END) if submit is None else await submit(next, source, _END)
                 if item is _END:
                     break
-                yield _bytes(item, charset)
+                yield item
     finally:
         closer = getattr(source, "aclose", None)
         if closer is not None:

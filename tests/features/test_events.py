@@ -1,0 +1,147 @@
+"""Server-Sent Events (SPEC 10.5): ``fwrest.EventStream`` read by the browser's ``EventSource``
+(Chromium through Playwright, the page served by the same service as a static file) and by
+httpx streaming from ``fwrest serve``; the event fields, the comment while idle, never
+compressed; in process for the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from fwrest.testing import Client
+from tests.conftest import ServerProcess, free_config, module_config
+from tests.docs.blocks import example
+
+APP = """
+import asyncio
+
+from fwrest import Event, EventStream, get
+
+
+@get("/events")
+async def events():
+    async def items():
+        yield "hello"
+        yield Event("two\\nlines", event="note", id="2")
+        yield Event("bye", event="done", id="3", retry=1000)
+    return EventStream(items())
+
+
+@get("/slow")
+def slow():
+    def items():
+        import time
+        for n in range(2):
+            time.sleep(0.35)
+            yield f"tick {n}"
+    return EventStream(items())
+
+
+@get("/bad")
+async def bad():
+    async def items():
+        yield "fine"
+        yield 42
+    return EventStream(items())
+"""
+
+PAGE = """<!doctype html><html><body><script>
+window.received = [];
+const source = new EventSource("/rest/events");
+source.onmessage = (e) => window.received.push(["message", e.data, e.lastEventId]);
+source.addEventListener("note", (e) => window.received.push(["note", e.data, e.lastEventId]));
+source.addEventListener("done", (e) => {
+  window.received.push(["done", e.data, e.lastEventId]);
+  source.close();
+});
+</script></body></html>
+"""
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("events")
+    (tmp / "www").mkdir()
+    (tmp / "www" / "index.html").write_text(PAGE)
+    config = free_config(
+        tmp,
+        app=APP,
+        servers={
+            "HTTP_REST": {
+                "HostName": "127.0.0.1",
+                "Port": 0,
+                "Locations": "ROOT, WWW",
+                "Compression": "gzip",
+                "CompressionMinSize": 0,
+            }
+        },
+        extra={"WWW": {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www"}},
+    )
+    proc = ServerProcess(config)
+    try:
+        proc.wait_ready()
+        yield proc
+    finally:
+        proc.stop()
+
+
+def test_the_browsers_event_source_reads_the_events(browser: Any, served: ServerProcess) -> None:
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{served.ports['HTTP_REST']}/www/index.html")
+        page.wait_for_function("window.received.length >= 3", timeout=10000)
+        received = page.evaluate("window.received")
+    finally:
+        context.close()
+    assert received == [
+        ["message", "hello", ""],
+        ["note", "two\nlines", "2"],
+        ["done", "bye", "3"],
+    ]
+
+
+def test_httpx_streams_the_events_uncompressed(served: ServerProcess) -> None:
+    url = served.url() + "/events"
+    with httpx.stream("GET", url, headers={"Accept-Encoding": "gzip"}, timeout=10) as response:
+        assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
+        assert "content-encoding" not in response.headers
+        assert response.headers["cache-control"] == "no-cache, no-transform"
+        text = "".join(response.iter_text())
+    assert text == (
+        "data: hello\n\n"
+        "event: note\nid: 2\ndata: two\ndata: lines\n\n"
+        "event: done\nid: 3\nretry: 1000\ndata: bye\n\n"
+    )
+
+
+def test_a_comment_keeps_an_idle_stream_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("fwrest.server.streams.IDLE_S", 0.1)
+    with Client(module_config(tmp_path, "events_app_idle", app=APP)) as client:
+        text = client.get("/rest/slow").text
+    assert text.count(": keep-alive\n\n") >= 2
+    assert "data: tick 0\n\n" in text
+    assert text.endswith("data: tick 1\n\n")
+
+
+def test_an_item_that_is_no_event_cuts_the_stream(tmp_path: Path) -> None:
+    with Client(module_config(tmp_path, "events_app_bad", app=APP)) as client:
+        text = client.get("/rest/bad").text
+    assert text == "data: fine\n\n"
+
+
+def test_the_guides_event_stream_example(tmp_path: Path) -> None:
+    app = example("locations-events").text
+    with Client(module_config(tmp_path, "events_app_guide", app=app)) as client:
+        text = client.get("/rest/prices").text
+    assert text == (
+        "data: open\n\n"
+        "event: price\nid: 0\ndata: price 100\n\n"
+        "event: price\nid: 1\ndata: price 101\n\n"
+    )
