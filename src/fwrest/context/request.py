@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 if TYPE_CHECKING:
+    from fwrest.context.chunks import ChunkFeed
     from fwrest.context.views import PortView, Routed, UsageKey
 
 __all__ = [
@@ -172,6 +173,7 @@ class RequestContext:
         "_query",
         "auth_user",
         "body",
+        "chunks",
         "client",
         "handler",
         "method",
@@ -211,6 +213,7 @@ class RequestContext:
         self.resp_status = 200
         self.resp_body: list[str | bytes] | None = None
         self.resp_headers: dict[str, str] | None = None
+        self.chunks: ChunkFeed | None = None  # a chunked answer in progress (setChunkedResponse)
         self._headers: Headers | None = None
         self._query: Mapping[str, str] | None = None
 

@@ -11,6 +11,7 @@ import gzip
 from collections.abc import Mapping
 from typing import Any
 
+from fwrest.context import chunks
 from fwrest.context.charsets import body_text
 from fwrest.context.codings import choose_coding
 from fwrest.context.jsonbody import to_json
@@ -138,6 +139,31 @@ class RestObject:
             raw = gzip.compress(raw, mtime=0)
         ctx.resp_body = [raw]
 
+    def send_chunk(self, data: str | bytes, last: bool = False) -> None:
+        """Send ``data`` as the next piece of a chunked answer, from a ``def`` handler, while
+        it runs (SPEC 10.5); ``last`` ends the answer. The first piece sends the status and
+        headers set so far; a piece waits while the client is far behind.
+
+        Raises:
+            RuntimeError: not in a ``def`` handler (an ``async def`` one returns an async
+                iterator instead), or after the last piece.
+        """
+        ctx = self._ctx()
+        piece = data.encode(ctx.port.charset.codec) if isinstance(data, str) else bytes(data)
+        feed = ctx.chunks
+        if feed is None:
+            caller = getattr(chunks.running, "caller", None)
+            if caller is None:
+                raise RuntimeError(
+                    "setChunkedResponse works in a def handler; an async def handler returns "
+                    "an async iterator of its pieces instead"
+                )
+            feed = ctx.chunks = chunks.ChunkFeed(caller.loop)
+            caller.answer_early(chunks.ChunkedAnswer(feed))
+        feed.put(piece)
+        if last:
+            feed.end()
+
     # -- authorization (SPEC 3 table) -----------------------------------------------------------
     def auth_scheme(self) -> str:
         return self._ctx().auth.scheme
@@ -181,6 +207,12 @@ class RestObject:
 
     def sendZipped(self, data: str | bytes) -> None:
         self.send_zipped(data)
+
+    def setChunkedResponse(self, data: str | bytes) -> None:
+        self.send_chunk(data)
+
+    def setLastChunkedResponse(self, data: str | bytes) -> None:
+        self.send_chunk(data, last=True)
 
     def getServerUserData(self) -> Any:
         return self.server_user_data()

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from fwrest.context.charsets import UTF8, Charset
+from fwrest.context.chunks import ChunkedAnswer
 from fwrest.context.events import EventStream
 from fwrest.context.jsonbody import NotJSON, to_json
 from fwrest.context.request import RequestContext, Response, check_header, check_status
@@ -269,6 +270,18 @@ def _event_reply(result: EventStream, ctx: RequestContext, submit: Submit | None
     return Reply(ctx.resp_status, list(headers.items()), b"", stream=stream)
 
 
+def _chunked_reply(result: ChunkedAnswer, ctx: RequestContext) -> Reply:
+    """``setChunkedResponse``'s first piece: the status and headers set so far, then the
+    pieces as the handler sends them."""
+    headers = {"content-type": ctx.port.charset.text_type}
+    for name, value in (ctx.resp_headers or {}).items():
+        headers[name.lower()] = value
+    for name in ("content-length", "transfer-encoding", "connection"):
+        headers.pop(name, None)
+    stream = result.feed.pieces()
+    return Reply(ctx.resp_status, list(headers.items()), b"", stream=stream)
+
+
 def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Reply:
     status = ctx.resp_status
     if type(result) is dict and ctx.resp_headers is None:
@@ -278,6 +291,9 @@ def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Re
         return _stream_reply(result, ctx, submit)
     if isinstance(result, EventStream):
         return _event_reply(result, ctx, submit)
+    if isinstance(result, ChunkedAnswer):
+        # setChunkedResponse's first piece: the status and headers set so far, then pieces
+        return _chunked_reply(result, ctx)
     headers: dict[str, str] = {}
     if result is not None:
         charset = ctx.port.charset

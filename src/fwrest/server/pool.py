@@ -18,6 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from fwrest.config.model import ThreadPoolConfig
+from fwrest.context import chunks
+from fwrest.context.chunks import ChunkedAnswer
 from fwrest.errors import HTTPError
 from fwrest.log import server_log
 
@@ -36,7 +38,7 @@ _QUEUED, _RUNNING, _EXPIRED = _State.QUEUED, _State.RUNNING, _State.EXPIRED
 
 
 class _Item:
-    __slots__ = ("args", "ctx", "fn", "future", "kwargs", "state", "timer")
+    __slots__ = ("args", "ctx", "early", "fn", "future", "kwargs", "state", "timer")
 
     def __init__(
         self,
@@ -52,6 +54,9 @@ class _Item:
         self.timer: asyncio.TimerHandle | None = None
         self.ctx = contextvars.copy_context()
         self.state = _QUEUED
+        # the result handed over before the call returned (a chunked answer's first piece):
+        # the call's own result then ends it (context/chunks.py)
+        self.early: ChunkedAnswer | None = None
 
 
 def _finish(item: _Item, ok: bool, value: Any) -> None:
@@ -70,6 +75,20 @@ def _deliver(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         future.set_result(value)
     else:
         future.set_exception(value)
+
+
+class _Caller:
+    """The call running on a pool thread, as ``setChunkedResponse`` sees it."""
+
+    __slots__ = ("item", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, item: _Item) -> None:
+        self.loop = loop
+        self.item = item
+
+    def answer_early(self, value: Any) -> None:
+        self.item.early = value
+        self.loop.call_soon_threadsafe(_finish, self.item, True, value)
 
 
 class ThreadPool:
@@ -163,15 +182,20 @@ class ThreadPool:
                 self._busy += 1
                 if self._idle < self._min_free:
                     self._grow(self._growth)
+            chunks.running.caller = _Caller(self._loop, item)
             try:
                 value = item.ctx.run(item.fn, *item.args, **item.kwargs)
                 ok = True
             except BaseException as exc:
                 value, ok = exc, False
+            chunks.running.caller = None
             item.args, item.kwargs = (), {}
             with self._cond:
                 self._busy -= 1
                 self._idle += 1
+            if item.early is not None:
+                item.early.end(ok, value)  # the request has its answer: end what it streams
+                continue
             try:
                 self._loop.call_soon_threadsafe(_finish, item, ok, value)
             except RuntimeError:
