@@ -1,21 +1,26 @@
 """Helpers shared by the native-route tests (SPEC 5): servers started once per module, the
-settings JSON API, spreading requests over both workers of a ``--workers 2`` service and the
-workers' log labels (waited for, never read before they are written). ``wait_for`` is
-tests/conftest.py's, named here for the tests that import it from this module.
+in-process client of one port (``fwrest.testing.Client``) and its log file, the settings JSON
+API (over a real server's URL or a client), spreading requests over both workers of a
+``--workers 2`` service, the workers' log labels (waited for, never read before they are
+written) and the moment each worker shows a settings change (read from its own log lines).
+``wait_for`` is tests/conftest.py's, named here for the tests that import it from this module.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from fwrest.testing import Client
 from tests.conftest import READY_LINE, ServerProcess, wait_ready_workers
 from tests.conftest import wait_for as wait_for
 
@@ -50,6 +55,10 @@ NATIVE_PATHS = sorted({path for _, _, path in NATIVE})
 
 JSON_ACCEPT = {"Accept": "application/json"}
 
+# What the settings helpers talk to: a real server's base URL (``http://127.0.0.1:PORT/rest``)
+# or an in-process client whose base URL ends with the location (``in_process``).
+Base = str | httpx.Client
+
 
 @contextmanager
 def running(config: Path, workers: int = 1) -> Iterator[ServerProcess]:
@@ -61,27 +70,71 @@ def running(config: Path, workers: int = 1) -> Iterator[ServerProcess]:
         proc.stop()
 
 
+@contextmanager
+def in_process(config: Path, server: str, location: str = "/rest") -> Iterator[Client]:
+    """``fwrest.testing.Client`` of ``server`` (one worker, in this process) for the length of
+    the ``with`` block, its base URL ending with ``location``: ``client.get("/hello")`` asks
+    ``/rest/hello``. Its service's ``Repository`` modules need names no other test uses."""
+    client = Client(config, server=server)
+    client.base_url = str(client.base_url).rstrip("/") + location
+    with client:
+        yield client
+
+
+class FileLog:
+    """A service's ``LogFile``, as the in-process client writes it (the test process's log
+    handlers; a worker's lines leave at the end of its event loop's turn, so a line is waited
+    for, never read at once). ``log()`` and ``wait_log()`` as :class:`ServerProcess` has them."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def log(self) -> str:
+        return self.path.read_text(errors="replace") if self.path.exists() else ""
+
+    def wait_log(self, needle: str, timeout: float = 10, since: int = 0) -> str:
+        """The log from offset ``since`` on, once ``needle`` is in it."""
+        found: list[str] = []
+
+        def logged() -> bool:
+            found[:] = [self.log()[since:]]
+            return needle in found[0]
+
+        try:
+            wait_for(logged, timeout, f"{needle!r} in the log")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}:\n{found[0][-3000:]}") from None
+        return found[0]
+
+
+def send(base: Base, method: str, path: str, **kw: Any) -> httpx.Response:
+    """``method path`` (under the location) to a real server's base URL or a client."""
+    if isinstance(base, httpx.Client):
+        return base.request(method, path, **kw)
+    return httpx.request(method, f"{base}{path}", **kw)
+
+
 def basic(user: str, password: str) -> dict[str, str]:
     token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
     return {"Authorization": f"Basic {token}"}
 
 
-def get_settings(base: str, **kw: Any) -> dict[str, dict[str, Any]]:
-    r = httpx.get(f"{base}/fw/rest/config", headers={**JSON_ACCEPT, **kw.pop("headers", {})}, **kw)
+def get_settings(base: Base, **kw: Any) -> dict[str, dict[str, Any]]:
+    headers = {**JSON_ACCEPT, **kw.pop("headers", {})}
+    r = send(base, "GET", "/fw/rest/config", headers=headers, **kw)
     assert r.status_code == 200, (r.status_code, r.text)
     assert r.headers["content-type"].startswith("application/json"), r.headers
     settings: dict[str, dict[str, Any]] = r.json()["settings"]
     return settings
 
 
-def post_settings(base: str, changes: Any, **kw: Any) -> httpx.Response:
+def post_settings(base: Base, changes: Any, **kw: Any) -> httpx.Response:
     headers = {"Content-Type": "application/json", **JSON_ACCEPT, **kw.pop("headers", {})}
-    return httpx.post(
-        f"{base}/fw/rest/config", content=json.dumps(changes), headers=headers, timeout=10, **kw
-    )
+    content = json.dumps(changes)
+    return send(base, "POST", "/fw/rest/config", content=content, headers=headers, timeout=10, **kw)
 
 
-def change(base: str, changes: dict[str, Any], **kw: Any) -> float:
+def change(base: Base, changes: dict[str, Any], **kw: Any) -> float:
     """POST a change that must succeed; returns the monotonic time of the answer."""
     r = post_settings(base, changes, **kw)
     assert r.status_code == 200, (r.status_code, r.text)
@@ -95,6 +148,79 @@ def settle(since: float) -> None:
     left = since + SETTLE_S - time.monotonic()
     if left > 0:
         time.sleep(left)
+
+
+# A worker's line when it applies a change: "(run time)" in the worker that answered the
+# change, as it applies it (just before it answers), "(sync)" in the others, "(start)".
+SETTINGS_LINE = re.compile(
+    r"^(\S+)Z \w+ fwrest\.server \[(w\d+)\] settings changed \(([^)]+)\): (.*)$", re.M
+)
+LOG_TICK_S = 0.001  # a log line's time is whole milliseconds
+
+
+def _stamp(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f")
+
+
+def wait_shown(
+    proc: ServerProcess, mark: int, *transitions: str, count: int = 2, timeout: float = 10
+) -> dict[str, dict[str, datetime]]:
+    """Worker label -> transition -> when that worker applied it, once each of ``w1`` to
+    ``w{count}`` has logged, after offset ``mark``, its ``settings changed`` line naming each of
+    ``transitions`` (``"rest_log_level 3 -> 2"``, as the line writes them). A hang guard of
+    ``timeout`` s: the lines are waited for, the times are the workers' own."""
+    wanted = [f"w{n}" for n in range(1, count + 1)]
+    shown: dict[str, dict[str, datetime]] = {}
+
+    def logged() -> bool:
+        shown.clear()
+        for stamp, label, _why, text in SETTINGS_LINE.findall(proc.log()[mark:]):
+            for name in set(text.split(", ")) & set(transitions):
+                shown.setdefault(label, {}).setdefault(name, _stamp(stamp))
+        return all(len(shown.get(w, {})) == len(transitions) for w in wanted)
+
+    try:
+        wait_for(logged, timeout, f"{transitions} applied by workers {wanted}")
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc}; seen {shown}; the log:\n{proc.log()[mark:][-3000:]}"
+        ) from None
+    return shown
+
+
+def change_lag(
+    proc: ServerProcess, mark: int, *transitions: str, count: int = 2, timeout: float = 10
+) -> float:
+    """Seconds from a change's answer to the moment every worker shows it (SPEC 5: within
+    1 s), for the change(s) answered after offset ``mark`` that made ``transitions``.
+
+    Both moments are the workers' own log times, waited for (:func:`wait_shown`): the answer's
+    is the answering worker's ``(run time)`` line, the other's its ``(sync)`` line. The test's
+    own pace (its polls, the machine's scheduling of it) does not count; the worst transition
+    of the slowest worker does.
+    """
+    shown = wait_shown(proc, mark, *transitions, count=count, timeout=timeout)
+    answered: dict[str, datetime] = {}
+    for stamp, _label, why, text in SETTINGS_LINE.findall(proc.log()[mark:]):
+        for name in set(text.split(", ")) & set(transitions):
+            if why == "run time":
+                answered.setdefault(name, _stamp(stamp))
+    assert set(answered) == set(transitions), f"no (run time) line for some of {transitions}"
+    return max(
+        (when - answered[name]).total_seconds()
+        for applied in shown.values()
+        for name, when in applied.items()
+    )
+
+
+def settled(proc: ServerProcess, mark: int, *transitions: str, count: int = 2) -> float:
+    """Wait until every worker shows the change(s) answered after ``mark`` and assert that
+    each did within 1 s of the answer (SPEC 5); the seconds the slowest took."""
+    lag = change_lag(proc, mark, *transitions, count=count)
+    print(f"{', '.join(transitions)}: every worker {lag:.3f} s after the answer")
+    # the log's times are whole milliseconds: one tick either way is the clock, not a worker
+    assert lag < SETTLE_S + LOG_TICK_S, f"{transitions}: the last worker {lag:.3f} s after"
+    return lag
 
 
 def worker_labels(log: str) -> dict[int, str]:

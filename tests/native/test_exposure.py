@@ -1,19 +1,24 @@
 """Native routes are protected by the port's scheme (SPEC 4, 5) unless ``NativeRoutes.public``
 opens them: ``HTTP_BASIC`` protects all of them; ``HTTP_PUBLIC`` (Basic too) opens exactly
-``healthcheck`` for load-balancer probes.
+``healthcheck`` for load-balancer probes. The ports are served by the in-process client
+(``fwrest.testing.Client``), the modules named ``exposure_app`` and ``exposure_auth`` (it
+imports them into the test process); ``fwrest routes`` reads the same configuration.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess, free_config, run_cli
-from tests.native.support import NATIVE, basic, running
+from fwrest.testing import Client
+from tests.conftest import module_config, run_cli
+from tests.native.support import NATIVE, basic, in_process
 
 AUTH_SOURCE = """
 def check(user, password):
@@ -21,6 +26,7 @@ def check(user, password):
 """
 ADA = basic("ada", "Ada-Pw-1")
 CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
+PORTS = ("HTTP_BASIC", "HTTP_PUBLIC")
 
 
 def _basic_port(**fw_data: Any) -> dict[str, Any]:
@@ -29,68 +35,79 @@ def _basic_port(**fw_data: Any) -> dict[str, Any]:
         "Port": 0,
         "Locations": "ROOT",
         "FwData": {
-            "Authorization": {"scheme": "basic", "OnAuth": "auth.check", "maxFailures": 1_000_000},
+            "Authorization": {
+                "scheme": "basic",
+                "OnAuth": "exposure_auth.check",
+                "maxFailures": 1_000_000,
+            },
             **fw_data,
         },
     }
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("exposure")
-    (tmp / "auth.py").write_text(AUTH_SOURCE)
-    config = free_config(
+    (tmp / "exposure_auth.py").write_text(AUTH_SOURCE)
+    return module_config(
         tmp,
+        "exposure_app",
         servers={
             "HTTP_BASIC": _basic_port(),
             "HTTP_PUBLIC": _basic_port(NativeRoutes={"public": ["healthcheck"]}),
         },
-        extra={"ENV": {"Repository": "app,auth"}},
+        extra={"ENV": {"Repository": "exposure_app,exposure_auth"}},
     )
-    with running(config) as proc:
-        yield proc
 
 
-def call(server: ServerProcess, name: str, method: str, path: str, **kw: Any) -> httpx.Response:
-    url = f"http://127.0.0.1:{server.ports[name]}/rest{path}"
+@pytest.fixture(scope="module")
+def clients(config: Path) -> Iterator[dict[str, Client]]:
+    """Server section -> its in-process client (base URL ending in ``/rest``)."""
+    with ExitStack() as stack:
+        yield {name: stack.enter_context(in_process(config, name)) for name in PORTS}
+
+
+def call(
+    clients: dict[str, Client], name: str, method: str, path: str, **kw: Any
+) -> httpx.Response:
     if method == "POST":  # a state change: JSON (SPEC 7.1)
         kw["json"] = {}  # an empty settings change: allowed, changes nothing
         kw["headers"] = {**kw.get("headers", {}), "Accept": "application/json"}
-    return httpx.request(method, url, timeout=10, **kw)
+    return clients[name].request(method, path, timeout=10, **kw)
 
 
 @pytest.mark.parametrize(("method", "path"), [(m, p) for _, m, p in NATIVE])
 def test_every_native_route_needs_credentials_on_a_basic_port(
-    server: ServerProcess, method: str, path: str
+    clients: dict[str, Client], method: str, path: str
 ) -> None:
-    r = call(server, "HTTP_BASIC", method, path)
+    r = call(clients, "HTTP_BASIC", method, path)
     assert r.status_code == 401, r.text
     assert r.headers["www-authenticate"] == CHALLENGE
-    r = call(server, "HTTP_BASIC", method, path, headers=basic("ada", "wrong"))
+    r = call(clients, "HTTP_BASIC", method, path, headers=basic("ada", "wrong"))
     assert r.status_code == 403, r.text
-    r = call(server, "HTTP_BASIC", method, path, headers=ADA)
+    r = call(clients, "HTTP_BASIC", method, path, headers=ADA)
     assert r.status_code == 200, r.text
 
 
-def test_public_opens_just_the_healthcheck(server: ServerProcess) -> None:
-    r = call(server, "HTTP_PUBLIC", "GET", "/fw/healthcheck")
+def test_public_opens_just_the_healthcheck(clients: dict[str, Client]) -> None:
+    r = call(clients, "HTTP_PUBLIC", "GET", "/fw/healthcheck")
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "UP"
     closed = []
     for _name, method, path in NATIVE:
         if path == "/fw/healthcheck":
             continue
-        r = call(server, "HTTP_PUBLIC", method, path)
+        r = call(clients, "HTTP_PUBLIC", method, path)
         closed.append((method, path, r.status_code))
     print(closed)
     assert all(status == 401 for _, _, status in closed), closed
-    assert call(server, "HTTP_PUBLIC", "GET", "/hello").status_code == 401
+    assert call(clients, "HTTP_PUBLIC", "GET", "/hello").status_code == 401
     # ... and only on the port that says so
-    assert call(server, "HTTP_BASIC", "GET", "/fw/healthcheck").status_code == 401
+    assert call(clients, "HTTP_BASIC", "GET", "/fw/healthcheck").status_code == 401
 
 
-def test_the_listing_marks_only_the_public_route_public(server: ServerProcess) -> None:
-    r = call(server, "HTTP_PUBLIC", "GET", "/fw/rest/list/service", headers=ADA)
+def test_the_listing_marks_only_the_public_route_public(clients: dict[str, Client]) -> None:
+    r = call(clients, "HTTP_PUBLIC", "GET", "/fw/rest/list/service", headers=ADA)
     assert r.status_code == 200
     public = {e["endpoint"]: e["public"] for e in r.json()}
     assert public["/fw/healthcheck"] is True
@@ -99,8 +116,8 @@ def test_the_listing_marks_only_the_public_route_public(server: ServerProcess) -
     assert public["/hello"] is False
 
 
-def test_fwrest_routes_lists_every_native_route_of_both_ports(server: ServerProcess) -> None:
-    done = run_cli("routes", str(server.config))
+def test_fwrest_routes_lists_every_native_route_of_both_ports(config: Path) -> None:
+    done = run_cli("routes", str(config))
     assert done.returncode == 0, done.stderr
     rows: Counter[tuple[str, str, str]] = Counter()
     for line in done.stdout.splitlines()[1:]:

@@ -1,7 +1,9 @@
 """Usage time, environment and health routes (SPEC 5).
 
-The usage, environment and health tests share one ``fwrest serve --workers 2`` (sqlite store);
-the graceful-stop test starts its own one-worker service.
+The usage tests and the health check that counts the workers share one ``fwrest serve
+--workers 2`` (sqlite store); the environment routes and the plain health answers go through
+the in-process client (``fwrest.testing.Client``, one worker); the graceful-stop test starts
+its own one-worker service.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess, free_config
-from tests.native.support import JSON_ACCEPT, running, wait_for
+from fwrest.testing import Client
+from tests.conftest import ServerProcess, free_config, module_config
+from tests.native.support import JSON_ACCEPT, Base, in_process, running, send, wait_for
 from tests.server.rawhttp import RawConnection, request_bytes
 
 NUMBERS = ["calls", "total_us", "mean_us", "max_us", "percent"]
@@ -41,6 +44,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 @pytest.fixture(scope="module")
 def base(server: ServerProcess) -> str:
     return server.url()
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    """The in-process client of the same service (one worker), base URL ending in ``/rest``."""
+    config = module_config(
+        tmp_path_factory.mktemp("info_inproc"),
+        "info_app",
+        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+    )
+    with in_process(config, "HTTP_REST") as client:
+        yield client
 
 
 # -- usage time ---------------------------------------------------------------------------------
@@ -209,8 +224,8 @@ def test_usage_reset_starts_from_zero_in_every_worker(base: str) -> None:
 # -- environment -------------------------------------------------------------------------------
 
 
-def env(base: str, path: str) -> dict[str, Any]:
-    r = httpx.get(f"{base}{path}")
+def env(base: Base, path: str) -> dict[str, Any]:
+    r = send(base, "GET", path)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("application/json")
     body: dict[str, Any] = r.json()
@@ -219,15 +234,15 @@ def env(base: str, path: str) -> dict[str, Any]:
     return body
 
 
-def test_fw_environment_is_the_installed_fwrest_version(base: str) -> None:
-    body = env(base, "/fw/environment")
+def test_fw_environment_is_the_installed_fwrest_version(client: Client) -> None:
+    body = env(client, "/fw/environment")
     print(body)
     installed = importlib.metadata.version("fwrest")
     assert f"{body['version']}.{body['patch']}" == installed
 
 
-def test_server_environment_is_the_python_runtime(base: str) -> None:
-    body = env(base, "/server/environment")
+def test_server_environment_is_the_python_runtime(client: Client) -> None:
+    body = env(client, "/server/environment")
     print(body)
     assert body["version"] == f"{sys.version_info.major}.{sys.version_info.minor}"
     assert body["patch"] == str(sys.version_info.micro)
@@ -235,9 +250,9 @@ def test_server_environment_is_the_python_runtime(base: str) -> None:
     assert "httptools" in body["build"]
 
 
-def test_vendor_environment_gives_both(base: str) -> None:
-    body = env(base, "/vendor/environment")
-    fw, server = env(base, "/fw/environment"), env(base, "/server/environment")
+def test_vendor_environment_gives_both(client: Client) -> None:
+    body = env(client, "/vendor/environment")
+    fw, server = env(client, "/fw/environment"), env(client, "/server/environment")
     assert fw["version"] in body["version"] and server["version"] in body["version"]
     assert fw["patch"] in body["patch"] and server["patch"] in body["patch"]
     assert fw["build"] in body["build"] and platform.python_version() in body["build"]
@@ -258,15 +273,15 @@ def test_healthcheck_is_up_with_its_checks(base: str) -> None:
     assert checks["workers"]["alive"] == checks["workers"]["expected"] == 2
 
 
-def test_healthcheck_ok_is_the_text_ok(base: str) -> None:
-    r = httpx.get(f"{base}/fw/healthcheck/ok")
+def test_healthcheck_ok_is_the_text_ok(client: Client) -> None:
+    r = client.get("/fw/healthcheck/ok")
     assert r.status_code == 200
     assert r.text == "ok"
     assert r.headers["content-type"].startswith("text/plain")
 
 
-def test_healthcheck_datetime_is_iso_8601_with_an_offset(base: str) -> None:
-    r = httpx.get(f"{base}/fw/healthcheck/datetime")
+def test_healthcheck_datetime_is_iso_8601_with_an_offset(client: Client) -> None:
+    r = client.get("/fw/healthcheck/datetime")
     assert r.status_code == 200
     print(r.text)
     when = datetime.fromisoformat(r.text.strip())

@@ -1,29 +1,34 @@
 """``/fw/rest/list/service``, ``/fw/rest/openapi.json`` and ``fwrest routes/openapi`` (SPEC 5).
 
-One service for the module, four ports:
+One service for the module, served by the in-process client (``fwrest.testing.Client``, one per
+port; ``fwrest routes`` and ``fwrest openapi`` read its configuration), four ports:
 
 * ``HTTP_REST``: open, two locations (``/rest`` and ``/other``), a ``LoadURNs`` route, and
   ``NativeRoutes`` hiding ``healthcheck/datetime`` and disabling ``vendor/environment``;
 * ``HTTP_PLAIN``: open, one location, no ``NativeRoutes`` (every native route listed);
 * ``HTTP_BASIC``: Basic;
 * ``HTTPS_OAUTH``: oAuth2 on TLS.
+
+Its modules are ``listing_app`` and ``listing_auth`` (the client imports them into the test
+process, where each module needs a name of its own).
 """
 
 from __future__ import annotations
 
 import json
-import ssl
 from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import trustme
 from openapi_spec_validator import validate
 
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, run_cli
-from tests.native.support import NATIVE, NATIVE_PATHS, basic, running
+from fwrest.testing import Client
+from tests.conftest import APP_SOURCE, free_port, module_config, run_cli
+from tests.native.support import NATIVE, NATIVE_PATHS, basic, in_process
 
 APP = (
     APP_SOURCE
@@ -54,27 +59,40 @@ def params():
 ADA = basic("ada", "Ada-Pw-1")
 HIDDEN, DISABLED = "/fw/healthcheck/datetime", "/vendor/environment"
 ENTRY_KEYS = ["doc", "endpoint", "methods", "paths", "public", "source", "type"]
+NAMES = ("HTTP_REST", "HTTP_PLAIN", "HTTP_BASIC", "HTTPS_OAUTH")
+
+
+@dataclass
+class Service:
+    """The module's service: its configuration, and an in-process client per port whose base
+    URL ends with the location (``/rest``); each port has a number of its own in its URL and
+    its OpenAPI document, as a bound one would (nothing binds it)."""
+
+    config: Path
+    clients: dict[str, Client]
 
 
 @pytest.fixture(scope="module")
-def service(
-    tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA
-) -> Iterator[tuple[ServerProcess, Path]]:
+def service(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterator[Service]:
     tmp = tmp_path_factory.mktemp("listing")
     cert = ca.issue_cert("127.0.0.1", "localhost")
     cert.cert_chain_pems[0].write_to_path(str(tmp / "server.crt"))
     cert.private_key_pem.write_to_path(str(tmp / "server.key"))
-    ca.cert_pem.write_to_path(str(tmp / "ca.pem"))
-    (tmp / "auth.py").write_text(AUTH_SOURCE)
-    server = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
-    config = free_config(
+    (tmp / "listing_auth.py").write_text(AUTH_SOURCE)
+    server = {"HostName": "127.0.0.1", "Locations": "ROOT"}
+    ports = {name: free_port() for name in NAMES}
+    config = module_config(
         tmp,
+        "listing_app",
         servers={
             "HTTP_REST": {
                 **server,
+                "Port": ports["HTTP_REST"],
                 "Locations": "ROOT, OTHER",
                 "LoadURNs": {
-                    "/mapped/:x": {"GET": {"Function": "app.mapped", "Description": "mapped"}}
+                    "/mapped/:x": {
+                        "GET": {"Function": "listing_app.mapped", "Description": "mapped"}
+                    }
                 },
                 "FwData": {
                     "NativeRoutes": {
@@ -83,46 +101,45 @@ def service(
                     }
                 },
             },
-            "HTTP_PLAIN": dict(server),
+            "HTTP_PLAIN": {**server, "Port": ports["HTTP_PLAIN"]},
             "HTTP_BASIC": {
                 **server,
-                "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "auth.check"}},
+                "Port": ports["HTTP_BASIC"],
+                "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "listing_auth.check"}},
             },
             "HTTPS_OAUTH": {
                 **server,
+                "Port": ports["HTTPS_OAUTH"],
                 "SslCertificate": "server.crt",
                 "SslCertificateKey": "server.key",
                 "FwData": {
                     "Authorization": {
                         "scheme": "oAuth2",
                         "onAuth": "",
-                        "onAuthparams": "auth.params",
+                        "onAuthparams": "listing_auth.params",
                     }
                 },
             },
         },
         extra={
-            "ENV": {"Repository": "app,auth"},
+            "ENV": {"Repository": "listing_app,listing_auth"},
             "OTHER": {"Path": "/other", "ThreadPool": "POOL"},
         },
         app=APP,
     )
-    with running(config) as proc:
-        yield proc, tmp
+    with ExitStack() as stack:
+        clients = {name: stack.enter_context(in_process(config, name)) for name in NAMES}
+        yield Service(config, clients)
 
 
 @pytest.fixture(scope="module")
-def server(service: tuple[ServerProcess, Path]) -> ServerProcess:
-    return service[0]
+def clients(service: Service) -> dict[str, Client]:
+    """Server section -> its in-process client."""
+    return service.clients
 
 
-def base(server: ServerProcess, name: str = "HTTP_REST") -> str:
-    scheme = "https" if name.startswith("HTTPS") else "http"
-    return f"{scheme}://127.0.0.1:{server.ports[name]}/rest"
-
-
-def listing(server: ServerProcess, name: str = "HTTP_REST", **kw: Any) -> list[dict[str, Any]]:
-    r = httpx.get(f"{base(server, name)}/fw/rest/list/service", **kw)
+def listing(clients: dict[str, Client], name: str = "HTTP_REST", **kw: Any) -> list[dict[str, Any]]:
+    r = clients[name].get("/fw/rest/list/service", **kw)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("application/json")
     body: list[dict[str, Any]] = r.json()
@@ -135,16 +152,10 @@ def by_endpoint(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def tls(service: tuple[ServerProcess, Path]) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=str(service[1] / "ca.pem"))
-
-
-@pytest.fixture(scope="module")
-def bearer(server: ServerProcess, tls: ssl.SSLContext) -> dict[str, str]:
-    r = httpx.post(
-        f"{base(server, 'HTTPS_OAUTH')}/fw/oauth2/token",
+def bearer(clients: dict[str, Client]) -> dict[str, str]:
+    r = clients["HTTPS_OAUTH"].post(
+        "/fw/oauth2/token",
         data={"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"},
-        verify=tls,
     )
     assert r.status_code == 200, r.text
     return {"Authorization": f"Bearer {r.json()['access_token']}"}
@@ -154,9 +165,9 @@ def bearer(server: ServerProcess, tls: ssl.SSLContext) -> dict[str, str]:
 
 
 def test_list_service_is_sorted_one_entry_per_path_in_the_documented_shape(
-    server: ServerProcess,
+    clients: dict[str, Client],
 ) -> None:
-    entries = listing(server)
+    entries = listing(clients)
     endpoints = [e["endpoint"] for e in entries]
     print(endpoints)
     assert endpoints == sorted(endpoints)
@@ -182,9 +193,9 @@ def test_list_service_is_sorted_one_entry_per_path_in_the_documented_shape(
 
 
 def test_list_service_entries_of_annotations_mappings_and_native_routes(
-    server: ServerProcess,
+    clients: dict[str, Client],
 ) -> None:
-    entries = by_endpoint(listing(server))
+    entries = by_endpoint(listing(clients))
     assert entries["/hello"] == {
         "endpoint": "/hello",
         "type": "default",
@@ -192,11 +203,13 @@ def test_list_service_entries_of_annotations_mappings_and_native_routes(
         "source": "annotation",
         "paths": ["/other/hello", "/rest/hello"],
         "public": True,  # an open port
-        "methods": [{"method": "GET", "description": "says hello", "function": "app.hello"}],
+        "methods": [
+            {"method": "GET", "description": "says hello", "function": "listing_app.hello"}
+        ],
     }
     items = entries["/items/:id"]
     assert (items["doc"], items["source"], items["type"]) == ("false", "annotation", "default")
-    assert items["methods"][0]["function"] == "app.item"
+    assert items["methods"][0]["function"] == "listing_app.item"
     assert not items["methods"][0]["description"]
     assert entries["/echo"]["methods"][0]["method"] == "POST"
     mapped = entries["/mapped/:x"]
@@ -204,7 +217,7 @@ def test_list_service_entries_of_annotations_mappings_and_native_routes(
     assert mapped["type"] == "default"
     assert mapped["doc"] == "true"
     assert mapped["methods"] == [
-        {"method": "GET", "description": "mapped", "function": "app.mapped"}
+        {"method": "GET", "description": "mapped", "function": "listing_app.mapped"}
     ]
     config = entries["/fw/rest/config"]
     assert (config["type"], config["source"]) == ("fw", "native")
@@ -212,14 +225,13 @@ def test_list_service_entries_of_annotations_mappings_and_native_routes(
     assert all(m["function"].startswith("fwrest.") for m in config["methods"])
     assert config["doc"] == "true"
     # the mapped route answers where the listing says
-    assert httpx.get(f"{base(server)}/mapped/7").json() == {"mapped": "7"}
-    assert httpx.get(f"http://127.0.0.1:{server.ports['HTTP_REST']}/other/mapped/8").json() == {
-        "mapped": "8"
-    }
+    assert clients["HTTP_REST"].get("/mapped/7").json() == {"mapped": "7"}
+    other = f"http://127.0.0.1:{clients['HTTP_REST'].base_url.port}/other/mapped/8"
+    assert clients["HTTP_REST"].get(other).json() == {"mapped": "8"}
 
 
-def test_every_native_route_lists_itself(server: ServerProcess) -> None:
-    plain = by_endpoint(listing(server, "HTTP_PLAIN"))
+def test_every_native_route_lists_itself(clients: dict[str, Client]) -> None:
+    plain = by_endpoint(listing(clients, "HTTP_PLAIN"))
     for _name, method, path in NATIVE:
         assert path in plain, path
         assert method in [m["method"] for m in plain[path]["methods"]], (method, path)
@@ -227,29 +239,31 @@ def test_every_native_route_lists_itself(server: ServerProcess) -> None:
     assert "/fw/oauth2/token" not in plain  # only on oAuth2 ports
 
 
-def test_hide_leaves_a_route_out_of_the_list_but_it_still_answers(server: ServerProcess) -> None:
-    assert HIDDEN not in by_endpoint(listing(server))
-    assert HIDDEN in by_endpoint(listing(server, "HTTP_PLAIN"))  # only where it is hidden
-    r = httpx.get(f"{base(server)}{HIDDEN}")
+def test_hide_leaves_a_route_out_of_the_list_but_it_still_answers(
+    clients: dict[str, Client],
+) -> None:
+    assert HIDDEN not in by_endpoint(listing(clients))
+    assert HIDDEN in by_endpoint(listing(clients, "HTTP_PLAIN"))  # only where it is hidden
+    r = clients["HTTP_REST"].get(HIDDEN)
     assert r.status_code == 200, r.text
 
 
-def test_disable_gives_404_and_leaves_the_route_out(server: ServerProcess) -> None:
-    assert DISABLED not in by_endpoint(listing(server))
-    r = httpx.get(f"{base(server)}{DISABLED}")
+def test_disable_gives_404_and_leaves_the_route_out(clients: dict[str, Client]) -> None:
+    assert DISABLED not in by_endpoint(listing(clients))
+    r = clients["HTTP_REST"].get(DISABLED)
     assert r.status_code == 404
     assert r.json() == {"code": 404, "detailedMessage": "", "message": "Not Found"}
-    assert httpx.get(f"{base(server, 'HTTP_PLAIN')}{DISABLED}").status_code == 200
-    assert DISABLED in by_endpoint(listing(server, "HTTP_PLAIN"))
+    assert clients["HTTP_PLAIN"].get(DISABLED).status_code == 200
+    assert DISABLED in by_endpoint(listing(clients, "HTTP_PLAIN"))
 
 
 def test_public_flag_follows_the_port_scheme(
-    server: ServerProcess, tls: ssl.SSLContext, bearer: dict[str, str]
+    clients: dict[str, Client], bearer: dict[str, str]
 ) -> None:
-    basic_entries = by_endpoint(listing(server, "HTTP_BASIC", headers=ADA))
+    basic_entries = by_endpoint(listing(clients, "HTTP_BASIC", headers=ADA))
     assert basic_entries["/hello"]["public"] is False
     assert basic_entries["/fw/healthcheck"]["public"] is False
-    oauth = by_endpoint(listing(server, "HTTPS_OAUTH", headers=bearer, verify=tls))
+    oauth = by_endpoint(listing(clients, "HTTPS_OAUTH", headers=bearer))
     token = oauth["/fw/oauth2/token"]
     assert token["public"] is True  # the token route is never protected
     assert [m["method"] for m in token["methods"]] == ["GET", "POST"]
@@ -257,8 +271,8 @@ def test_public_flag_follows_the_port_scheme(
     assert oauth["/hello"]["public"] is False
 
 
-def test_fwrest_routes_lists_every_native_route(service: tuple[ServerProcess, Path]) -> None:
-    config = service[0].config
+def test_fwrest_routes_lists_every_native_route(service: Service) -> None:
+    config = service.config
     done = run_cli("routes", str(config))
     assert done.returncode == 0, done.stderr
     rows = set()
@@ -293,19 +307,19 @@ def check_openapi(doc: dict[str, Any]) -> None:
         assert "/rest" + path in doc["paths"], path
 
 
-def test_openapi_of_an_open_port_validates(server: ServerProcess) -> None:
-    r = httpx.get(f"{base(server, 'HTTP_PLAIN')}/fw/rest/openapi.json")
+def test_openapi_of_an_open_port_validates(clients: dict[str, Client]) -> None:
+    r = clients["HTTP_PLAIN"].get("/fw/rest/openapi.json")
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("application/json")
     doc = r.json()
     check_openapi(doc)
     assert "security" not in doc
-    assert doc["servers"] == [{"url": f"http://127.0.0.1:{server.ports['HTTP_PLAIN']}"}]
+    assert doc["servers"] == [{"url": f"http://127.0.0.1:{clients['HTTP_PLAIN'].base_url.port}"}]
 
 
-def test_openapi_of_a_basic_port_has_the_http_basic_scheme(server: ServerProcess) -> None:
-    assert httpx.get(f"{base(server, 'HTTP_BASIC')}/fw/rest/openapi.json").status_code == 401
-    r = httpx.get(f"{base(server, 'HTTP_BASIC')}/fw/rest/openapi.json", headers=ADA)
+def test_openapi_of_a_basic_port_has_the_http_basic_scheme(clients: dict[str, Client]) -> None:
+    assert clients["HTTP_BASIC"].get("/fw/rest/openapi.json").status_code == 401
+    r = clients["HTTP_BASIC"].get("/fw/rest/openapi.json", headers=ADA)
     assert r.status_code == 200
     doc = r.json()
     check_openapi(doc)
@@ -315,9 +329,9 @@ def test_openapi_of_a_basic_port_has_the_http_basic_scheme(server: ServerProcess
 
 
 def test_openapi_of_an_oauth2_port_has_the_password_flow(
-    server: ServerProcess, tls: ssl.SSLContext, bearer: dict[str, str]
+    clients: dict[str, Client], bearer: dict[str, str]
 ) -> None:
-    r = httpx.get(f"{base(server, 'HTTPS_OAUTH')}/fw/rest/openapi.json", headers=bearer, verify=tls)
+    r = clients["HTTPS_OAUTH"].get("/fw/rest/openapi.json", headers=bearer)
     assert r.status_code == 200, r.text
     doc = r.json()
     check_openapi(doc)
@@ -332,21 +346,14 @@ def test_openapi_of_an_oauth2_port_has_the_password_flow(
 
 @pytest.mark.parametrize("name", ["HTTP_PLAIN", "HTTP_BASIC", "HTTPS_OAUTH"])
 def test_fwrest_openapi_writes_a_valid_document(
-    service: tuple[ServerProcess, Path],
-    tls: ssl.SSLContext,
-    bearer: dict[str, str],
-    tmp_path: Path,
-    name: str,
+    service: Service, bearer: dict[str, str], tmp_path: Path, name: str
 ) -> None:
-    server, _ = service
     out = tmp_path / f"{name}.json"
-    done = run_cli("openapi", str(server.config), "-o", str(out), "--server", name)
+    done = run_cli("openapi", str(service.config), "-o", str(out), "--server", name)
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     check_openapi(doc)
     headers = {"HTTP_BASIC": ADA, "HTTPS_OAUTH": bearer}.get(name, {})
-    served = httpx.get(
-        f"{base(server, name)}/fw/rest/openapi.json", headers=headers, verify=tls
-    ).json()
+    served = service.clients[name].get("/fw/rest/openapi.json", headers=headers).json()
     assert doc["paths"] == served["paths"]
     assert doc.get("components") == served.get("components")

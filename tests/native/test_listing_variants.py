@@ -3,19 +3,23 @@
 same relative path, routes of one shape that name their parameters differently, and the
 ``NativeRoutes`` that start with a warning.
 
-One service for the module:
+One service for the module, served by the in-process client (``fwrest.testing.Client``, one per
+port), and by ``fwrest serve`` for the warning it logs at start:
 
-* ``HTTP_SPLIT``: open; ``/rest`` serves ``app`` (``GET /hello``, ``GET /items/:id``,
-  ``DELETE /items/:iid``, ``POST /echo``), ``/side`` serves ``side`` (another ``GET /hello``,
-  ``POST /hello``, ``POST /items/:key``);
+* ``HTTP_SPLIT``: open; ``/rest`` serves ``variants_app`` (``GET /hello``, ``GET /items/:id``,
+  ``DELETE /items/:iid``, ``POST /echo``), ``/side`` serves ``variants_side`` (another
+  ``GET /hello``, ``POST /hello``, ``POST /items/:key``);
 * ``HTTP_NO_VENDOR``: open, ``vendor/environment`` disabled (both of its paths);
 * ``HTTP_OPEN_ALL``: Basic, ``"public": ["*"]`` (a warning at start: settings open to anyone).
+
+The modules have names of their own: the client imports them into the test process.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +27,9 @@ import httpx
 import pytest
 from openapi_spec_validator import validate
 
-from tests.conftest import ServerProcess, free_config, run_cli
-from tests.native.support import running
+from fwrest.testing import Client
+from tests.conftest import free_config, module_config, run_cli
+from tests.native.support import in_process
 
 APP = """
 from fwrest import delete, get, post
@@ -77,13 +82,17 @@ def check(user, password):
 PUBLIC_WARNING = "[HTTP_OPEN_ALL] FwData NativeRoutes public opens rest/config and rest/usage/time"
 
 
+NAMES = ("HTTP_SPLIT", "HTTP_NO_VENDOR", "HTTP_OPEN_ALL")
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("variants")
-    (tmp / "side.py").write_text(SIDE)
-    (tmp / "auth.py").write_text(AUTH)
-    config = free_config(
+    (tmp / "variants_side.py").write_text(SIDE)
+    (tmp / "variants_auth.py").write_text(AUTH)
+    return module_config(
         tmp,
+        "variants_app",
         app=APP,
         servers={
             "HTTP_SPLIT": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT, SIDE"},
@@ -98,28 +107,29 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
                 "Port": 0,
                 "Locations": "ROOT",
                 "FwData": {
-                    "Authorization": {"scheme": "basic", "OnAuth": "auth.check"},
+                    "Authorization": {"scheme": "basic", "OnAuth": "variants_auth.check"},
                     "NativeRoutes": {"public": ["*"]},
                 },
             },
         },
         extra={
-            "ENV": {"Repository": "app, auth"},
+            "ENV": {"Repository": "variants_app, variants_auth"},
             "SIDE": {"Path": "/side", "ThreadPool": "SIDE_POOL"},
             "SIDE_POOL": {"Environment": "SIDE_ENV", "MinThreads": 1, "MaxThreads": 2},
-            "SIDE_ENV": {"Repository": "side"},
+            "SIDE_ENV": {"Repository": "variants_side"},
         },
     )
-    with running(config) as proc:
-        yield proc
 
 
-def origin(server: ServerProcess, name: str = "HTTP_SPLIT") -> str:
-    return f"http://127.0.0.1:{server.ports[name]}"
+@pytest.fixture(scope="module")
+def clients(config: Path) -> Iterator[dict[str, Client]]:
+    """Server section -> its in-process client; paths are full (``/rest/...``)."""
+    with ExitStack() as stack:
+        yield {name: stack.enter_context(in_process(config, name, "")) for name in NAMES}
 
 
-def listing(server: ServerProcess) -> list[dict[str, Any]]:
-    r = httpx.get(f"{origin(server)}/rest/fw/rest/list/service", timeout=10)
+def listing(clients: dict[str, Client]) -> list[dict[str, Any]]:
+    r = clients["HTTP_SPLIT"].get("/rest/fw/rest/list/service", timeout=10)
     assert r.status_code == 200, r.text
     body: list[dict[str, Any]] = r.json()
     return body
@@ -131,16 +141,16 @@ def concrete(path: str) -> str:
 
 
 def test_each_location_is_listed_with_the_functions_it_really_serves(
-    server: ServerProcess,
+    clients: dict[str, Client],
 ) -> None:
-    entries = listing(server)
+    entries = listing(clients)
     print([(e["endpoint"], e["paths"]) for e in entries])
     keys = [(e["endpoint"], e["paths"]) for e in entries]
     assert keys == sorted(keys)
     hello = [e for e in entries if e["endpoint"] == "/hello"]
     assert [(e["paths"], [m["function"] for m in e["methods"]]) for e in hello] == [
-        (["/rest/hello"], ["app.hello"]),
-        (["/side/hello"], ["side.side_hello", "side.side_greet"]),  # GET, POST
+        (["/rest/hello"], ["variants_app.hello"]),
+        (["/side/hello"], ["variants_side.side_hello", "variants_side.side_greet"]),  # GET, POST
     ]
     by_endpoint = {e["endpoint"]: e for e in entries}
     assert by_endpoint["/echo"]["paths"] == ["/rest/echo"]  # /side serves no /echo
@@ -155,20 +165,20 @@ def test_each_location_is_listed_with_the_functions_it_really_serves(
     assert len(paths) == len(set(paths))
 
 
-def test_every_path_and_method_the_listing_names_answers(server: ServerProcess) -> None:
-    for entry in listing(server):
+def test_every_path_and_method_the_listing_names_answers(clients: dict[str, Client]) -> None:
+    for entry in listing(clients):
         if entry["type"] == "fw":
             continue
         for path in entry["paths"]:
             for method in entry["methods"]:
-                r = httpx.request(method["method"], origin(server) + concrete(path), timeout=10)
+                r = clients["HTTP_SPLIT"].request(method["method"], concrete(path), timeout=10)
                 assert r.status_code == 200, (method, path, r.status_code, r.text)
 
 
 def test_openapi_has_one_path_item_per_shape_and_every_operation_answers(
-    server: ServerProcess,
+    clients: dict[str, Client],
 ) -> None:
-    r = httpx.get(f"{origin(server)}/rest/fw/rest/openapi.json", timeout=10)
+    r = clients["HTTP_SPLIT"].get("/rest/fw/rest/openapi.json", timeout=10)
     assert r.status_code == 200
     doc = r.json()
     validate(doc)
@@ -189,7 +199,7 @@ def test_openapi_has_one_path_item_per_shape_and_every_operation_answers(
         if "/fw/" in path or path.endswith("/environment"):
             continue
         for method in item:
-            answer = httpx.request(method.upper(), origin(server) + concrete(path), timeout=10)
+            answer = clients["HTTP_SPLIT"].request(method.upper(), concrete(path), timeout=10)
             assert answer.status_code == 200, (method, path, answer.status_code)
 
 
@@ -209,9 +219,9 @@ TWINS = {
 
 @pytest.mark.parametrize("path", ENVIRONMENTS)
 def test_the_environment_routes_answer_exactly_version_build_patch(
-    server: ServerProcess, path: str
+    clients: dict[str, Client], path: str
 ) -> None:
-    r = httpx.get(f"{origin(server)}/rest{path}", timeout=10)
+    r = clients["HTTP_SPLIT"].get(f"/rest{path}", timeout=10)
     assert r.status_code == 200
     body = r.json()
     print(path, body)
@@ -220,30 +230,33 @@ def test_the_environment_routes_answer_exactly_version_build_patch(
     # the seed's path and the path under /fw/ are one route
     twin = TWINS.get(path)
     if twin is not None:
-        assert httpx.get(f"{origin(server)}/rest{twin}", timeout=10).json() == body
+        assert clients["HTTP_SPLIT"].get(f"/rest{twin}", timeout=10).json() == body
 
 
-def test_a_name_covers_both_paths_of_an_environment_route(server: ServerProcess) -> None:
-    base = f"{origin(server, 'HTTP_NO_VENDOR')}/rest"
+def test_a_name_covers_both_paths_of_an_environment_route(clients: dict[str, Client]) -> None:
+    client = clients["HTTP_NO_VENDOR"]
     for path in ("/vendor/environment", "/fw/vendor/environment"):
-        assert httpx.get(base + path, timeout=10).status_code == 404, path
+        assert client.get("/rest" + path, timeout=10).status_code == 404, path
     for path in ("/server/environment", "/fw/server/environment"):
-        assert httpx.get(base + path, timeout=10).status_code == 200, path
-    listed = [e["endpoint"] for e in httpx.get(f"{base}/fw/rest/list/service").json()]
+        assert client.get("/rest" + path, timeout=10).status_code == 200, path
+    listed = [e["endpoint"] for e in client.get("/rest/fw/rest/list/service").json()]
     assert "/fw/server/environment" in listed and "/server/environment" in listed
     assert not any("vendor" in endpoint for endpoint in listed)
 
 
-def test_public_star_on_a_protected_port_is_warned_about(server: ServerProcess) -> None:
+def test_public_star_on_a_protected_port_is_warned_about(config: Path, serve: Any) -> None:
+    # the warning of a start is in its log: a real fwrest serve (the client logs none)
+    server = serve(config)
     assert PUBLIC_WARNING in server.log()
     done = run_cli("check", str(server.config))
     assert done.returncode == 0, done.stderr
     assert f"warning: {PUBLIC_WARNING}" in done.stdout
     assert "HTTP_SPLIT] FwData NativeRoutes" not in done.stdout
     # and it is what the warning says: the settings answer without credentials
-    r = httpx.get(f"{origin(server, 'HTTP_OPEN_ALL')}/rest/fw/rest/config", timeout=10)
+    origin = f"http://127.0.0.1:{server.ports['HTTP_OPEN_ALL']}"
+    r = httpx.get(f"{origin}/rest/fw/rest/config", timeout=10)
     assert r.status_code == 200
-    assert httpx.get(f"{origin(server, 'HTTP_OPEN_ALL')}/rest/hello", timeout=10).status_code == 401
+    assert httpx.get(f"{origin}/rest/hello", timeout=10).status_code == 401
 
 
 def test_disabling_the_token_route_of_an_oauth2_port_is_warned_about(

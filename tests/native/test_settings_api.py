@@ -2,13 +2,21 @@
 ``[GENERAL]`` re-read after ``rest_reload_time``, the anti-forgery token, the ``Origin`` check
 and ``onAdmin``.
 
-One service for the module: ``fwrest serve --workers 2`` with the sqlite state store, an open
-port ``HTTP_REST`` and a Basic port ``HTTP_BASIC`` whose ``onAdmin`` lets only ``ada`` change
-settings. Its ``[GENERAL]`` sets ``rest_log_level=3``, ``rest_log_stringsize=60`` and
-``rest_reload_time=1``. Every test leaves no run-time value behind (an autouse fixture clears
-them and, after a test that changed something, waits the 1 s a change needs to reach both
-workers). A worker that has not synced yet may show the old values for up to that second, so a
-test reads across workers only after waiting for it.
+Two services for the module, the same ``[GENERAL]`` (``rest_log_level=3``,
+``rest_log_stringsize=60``, ``rest_reload_time=1``) and the sqlite state store:
+
+* ``client``: the in-process client (``fwrest.testing.Client``, one worker) of an open port
+  ``HTTP_REST``, for what one worker answers and logs: the JSON API, the form and its token,
+  the ``Origin`` check, ``rest_log_stringsize``;
+* ``server``: ``fwrest serve --workers 2``, an open port ``HTTP_REST`` and a Basic port
+  ``HTTP_BASIC`` whose ``onAdmin`` lets only ``ada`` change settings, for what reaches every
+  worker (within 1 s, measured from the workers' own log lines: ``settled``), the config
+  file's ``[GENERAL]`` re-read, and ``onAdmin`` (two ports of one service).
+
+Every test leaves no run-time value behind: an autouse fixture clears them and, after a test
+that changed something on ``server``, waits the 1 s a change needs to reach both workers. A
+worker that has not synced yet may show the old values for up to that second, so a test reads
+across workers only once each has logged the change.
 """
 
 from __future__ import annotations
@@ -26,18 +34,25 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from fwrest.testing import Client
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, free_port, module_config
 from tests.native.support import (
     SETTING_NAMES,
+    Base,
+    FileLog,
     basic,
     change,
     get_settings,
     hit_both_workers,
+    in_process,
     labels_of,
     post_settings,
     running,
+    send,
     settle,
+    settled,
     wait_for,
+    wait_shown,
     wait_worker_labels,
 )
 
@@ -100,27 +115,55 @@ def basic_base(server: ServerProcess) -> str:
     return server.url("HTTP_BASIC")
 
 
+@pytest.fixture(scope="module")
+def client_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The in-process service: ``HTTP_REST`` only, its module named for this test module."""
+    tmp = tmp_path_factory.mktemp("settings_api_inproc")
+    return module_config(
+        tmp,
+        "settings_api_app",
+        # a port of its own in the client's URL and Host (nothing binds it), as a server's
+        servers={"HTTP_REST": {"HostName": "127.0.0.1", "Port": free_port(), "Locations": "ROOT"}},
+        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+        general=dict(FILE_GENERAL),
+        app=APP_SOURCE,
+    )
+
+
+@pytest.fixture(scope="module")
+def client(client_config: Path) -> Iterator[Client]:
+    """The in-process client of ``HTTP_REST`` (base URL ``http://127.0.0.1:PORT/rest``)."""
+    with in_process(client_config, "HTTP_REST") as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def client_log(client_config: Path) -> FileLog:
+    return FileLog(client_config.parent / "server.log")
+
+
+# the tests of ``server`` that change none of its settings
 READ_ONLY = {
-    "test_get_json_gives_exactly_the_five_settings_with_their_sources",
-    "test_an_invalid_value_is_400_naming_the_key_and_changes_nothing",
-    "test_a_body_that_is_not_an_object_is_400_and_changes_nothing",
-    "test_a_body_over_max_body_size_is_413_and_changes_nothing",
-    "test_a_form_value_that_is_not_ascii_digits_is_refused_on_the_page",
-    "test_form_with_a_bad_value_is_refused_with_a_message_and_changes_nothing",
-    "test_json_post_from_a_foreign_origin_is_403_and_changes_nothing",
+    "test_on_admin_anything_but_true_is_403_and_reading_stays_allowed",
+    "test_a_form_refused_by_on_admin_answers_403_with_the_page_saying_why",
 }
 
 
 @pytest.fixture(autouse=True)
-def no_runtime_values(request: pytest.FixtureRequest, base: str) -> Iterator[None]:
-    """Each test leaves no run-time value behind, in force in both workers (1 s, SPEC 5)."""
+def no_runtime_values(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test leaves no run-time value behind: in the client's one worker at once (its
+    answer shows it), in both workers of ``server`` within 1 s (SPEC 5), waited for after a
+    test that changed something there."""
     yield
-    answered = change(base, dict.fromkeys(SETTING_NAMES))
-    if request.function.__name__ not in READ_ONLY:
-        settle(answered)
+    if "client" in request.fixturenames:
+        change(request.getfixturevalue("client"), dict.fromkeys(SETTING_NAMES))
+    if "base" in request.fixturenames:
+        answered = change(request.getfixturevalue("base"), dict.fromkeys(SETTING_NAMES))
+        if request.function.__name__ not in READ_ONLY:
+            settle(answered)
 
 
-def since(server: ServerProcess, mark: int) -> str:
+def since(server: ServerProcess | FileLog, mark: int) -> str:
     return server.log()[mark:]
 
 
@@ -131,8 +174,8 @@ def access_lines(text: str, path: str = "") -> list[str]:
 # -- the JSON API ----------------------------------------------------------------------------------
 
 
-def test_get_json_gives_exactly_the_five_settings_with_their_sources(base: str) -> None:
-    r = httpx.get(f"{base}/fw/rest/config", headers={"Accept": "application/json"})
+def test_get_json_gives_exactly_the_five_settings_with_their_sources(client: Client) -> None:
+    r = client.get("/fw/rest/config", headers={"Accept": "application/json"})
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("application/json")
     body = r.json()
@@ -176,7 +219,8 @@ def test_get_json_gives_exactly_the_five_settings_with_their_sources(base: str) 
     )
 
 
-def test_post_changes_a_setting_and_null_clears_it(base: str) -> None:
+def test_post_changes_a_setting_and_null_clears_it(server: ServerProcess, base: str) -> None:
+    mark = len(server.log())
     r = post_settings(base, {"rest_log_level": 5})
     assert r.status_code == 200, r.text
     assert r.json()["settings"]["rest_log_level"] == {
@@ -187,17 +231,19 @@ def test_post_changes_a_setting_and_null_clears_it(base: str) -> None:
         "allowed": "0-5",
     }
     # a second, partial change leaves the first alone
-    settle(change(base, {"rest_trace_time": 1}))
+    change(base, {"rest_trace_time": 1})
     # within 1 s every worker shows both: GETs on fresh connections (both workers) agree
+    settled(server, mark, "rest_log_level 3 -> 5", "rest_trace_time 0 -> 1")
     for _ in range(6):
         settings = get_settings(base)
         assert settings["rest_log_level"]["effective"] == 5
         assert settings["rest_trace_time"]["runtime"] == 1
+    mark = len(server.log())
     r = post_settings(base, {"rest_log_level": None})
     assert r.status_code == 200, r.text
     level = r.json()["settings"]["rest_log_level"]
     assert (level["runtime"], level["effective"]) == (None, 3)
-    settle(time.monotonic())
+    settled(server, mark, "rest_log_level 5 -> 3")
     for _ in range(6):
         settings = get_settings(base)
         level = settings["rest_log_level"]
@@ -231,17 +277,17 @@ def test_post_changes_a_setting_and_null_clears_it(base: str) -> None:
     ],
 )
 def test_an_invalid_value_is_400_naming_the_key_and_changes_nothing(
-    base: str, body: dict[str, Any], names: tuple[str, ...]
+    client: Client, body: dict[str, Any], names: tuple[str, ...]
 ) -> None:
-    before = get_settings(base)
-    r = post_settings(base, body)
+    before = get_settings(client)
+    r = post_settings(client, body)
     print(r.status_code, r.text)
     assert r.status_code == 400
     detail = r.json()["detailedMessage"]
     for name in names:
         assert name in detail, detail
     assert len(detail) < 300, detail  # a huge value is not repeated whole
-    assert get_settings(base) == before
+    assert get_settings(client) == before
 
 
 @pytest.mark.parametrize(
@@ -258,26 +304,22 @@ def test_an_invalid_value_is_400_naming_the_key_and_changes_nothing(
     ],
 )
 def test_a_body_that_is_not_an_object_is_400_and_changes_nothing(
-    base: str, raw: bytes, why: str
+    client: Client, raw: bytes, why: str
 ) -> None:
-    before = get_settings(base)
-    r = httpx.post(
-        f"{base}/fw/rest/config", content=raw, headers={"Content-Type": "application/json"}
-    )
+    before = get_settings(client)
+    r = client.post("/fw/rest/config", content=raw, headers={"Content-Type": "application/json"})
     print(r.status_code, r.text[:200])
     assert r.status_code == 400, r.text
     assert why in r.json()["detailedMessage"]
-    assert get_settings(base) == before
+    assert get_settings(client) == before
 
 
-def test_a_body_over_max_body_size_is_413_and_changes_nothing(base: str) -> None:
-    before = get_settings(base)
+def test_a_body_over_max_body_size_is_413_and_changes_nothing(client: Client) -> None:
+    before = get_settings(client)
     huge = b'{"rest_log_level": 5, "pad": "' + b"x" * (1024 * 1024) + b'"}'
-    r = httpx.post(
-        f"{base}/fw/rest/config", content=huge, headers={"Content-Type": "application/json"}
-    )
+    r = client.post("/fw/rest/config", content=huge, headers={"Content-Type": "application/json"})
     assert r.status_code == 413, r.text
-    assert get_settings(base) == before
+    assert get_settings(client) == before
 
 
 # -- every worker, within 1 s ----------------------------------------------------------------------
@@ -287,35 +329,47 @@ def test_a_change_reaches_both_workers_within_one_second(server: ServerProcess, 
     labels = wait_worker_labels(server, 2)
     assert len(labels) == 2, labels
 
-    answered = change(base, {"rest_log_level": 2})
-    settle(answered)
+    # SPEC 5's second runs from the change's answer to each worker's own line saying it applied
+    # the change (``settled``): not from when this test read the answer, nor from when its
+    # requests reached a worker
+    mark = len(server.log())
+    change(base, {"rest_log_level": 2})
+    settled(server, mark, "rest_log_level 3 -> 2")
     mark = len(server.log())
     pids = hit_both_workers(base)
-    time.sleep(0.3)  # let any (wrong) access line reach the log
-    quiet = access_lines(since(server, mark))
     print(f"level 2: {len(pids)} requests on workers {sorted(labels_of(labels, pids))}")
+    # a worker writes its lines in order: once each has logged the next change, a (wrong)
+    # access line of these requests would be in the log before it
+    change(base, {"rest_log_level": 3})
+    settled(server, mark, "rest_log_level 2 -> 3")
+    lines = access_lines(since(server, mark))
+    quiet = [line for line in lines if "POST /rest/fw/rest/config 200" not in line]  # but 2 -> 3
     assert quiet == [], quiet  # neither worker logs successes at level 2
 
-    answered = change(base, {"rest_log_level": 3})
-    settle(answered)
     mark = len(server.log())
     pids = hit_both_workers(base)
     wanted = labels_of(labels, pids)
     assert wanted == {"w1", "w2"}
+    answered = {w: sum(1 for p in pids if labels[p] == w) for w in wanted}
 
-    def both_logged() -> bool:
-        text = since(server, mark)
-        return all(f"fwrest.access [{w}] GET /rest/hello 200" in text for w in wanted)
+    def per_worker() -> dict[str, int]:
+        return {w: len(access_lines(since(server, mark), f"[{w}]")) for w in wanted}
 
-    took = wait_for(both_logged, 5, "access lines of both workers at level 3")
+    # a worker writes a request's line at the end of its loop's turn, after the answer: wait
+    # for as many lines as each answered (one worker's first line is not all of them)
+    took = wait_for(
+        lambda: all(n >= answered[w] for w, n in per_worker().items()),
+        5,
+        "access lines of both workers at level 3",
+    )
     print(f"level 3: both workers logged again ({took:.3f} s after the requests)")
-    per_worker = {w: len(access_lines(since(server, mark), f"[{w}]")) for w in wanted}
-    assert per_worker == {w: sum(1 for p in pids if labels[p] == w) for w in wanted}, per_worker
+    assert per_worker() == answered, per_worker()
 
 
 @contextmanager
 def general_edited(server: ServerProcess, base: str, **values: int) -> Iterator[None]:
-    """Rewrite the config file's [GENERAL] (atomically); restore it afterwards."""
+    """Rewrite the config file's [GENERAL] (atomically); restore it afterwards, until both
+    workers have read it back (the ``with`` block waits for both to read the edit)."""
     path = server.config
     original = path.read_text()
     doc = json.loads(original)
@@ -326,18 +380,15 @@ def general_edited(server: ServerProcess, base: str, **values: int) -> Iterator[
     try:
         yield
     finally:
+        mark = len(server.log())
         tmp.write_text(original)
         os.replace(tmp, path)
-        restored = dict(FILE_GENERAL)
-        wait_for(
-            lambda: all(
-                get_settings(base)[k]["file"] == restored[k] for k in values if k in restored
-            ),
-            8,
-            "the restored file read back",
-            0.1,
-        )
-        settle(time.monotonic())  # the other worker too
+        # each worker re-reads the file on its own clock (rest_reload_time): a second after
+        # one of them shows it, the other may not have read it yet
+        back = [f"{k} {v} -> {FILE_GENERAL[k]}" for k, v in values.items()]
+        wait_shown(server, mark, *back)
+        restored = get_settings(base)
+        assert all(restored[k]["file"] == FILE_GENERAL[k] for k in values), restored
 
 
 def both_reloaded(server: ServerProcess, mark: int, change_text: str) -> bool:
@@ -369,7 +420,9 @@ def test_a_shorter_rest_reload_time_set_at_run_time_applies_at_once(
     change(base, {"rest_reload_time": 30})
     time.sleep(2.0)
     # ... until the interval is shortened again at run time
-    settle(change(base, {"rest_reload_time": 1}))
+    mark = len(server.log())
+    change(base, {"rest_reload_time": 1})
+    settled(server, mark, "rest_reload_time 30 -> 1")
     mark = len(server.log())
     with general_edited(server, base, rest_log_stringsize=74):
         took = wait_for(
@@ -407,7 +460,9 @@ def test_rest_error_full_0_short_and_1_full_traceback(server: ServerProcess, bas
     assert "rest_error_full=1 logs the whole traceback" in short
     assert "Traceback (most recent call last)" not in short
 
-    settle(change(base, {"rest_error_full": 1}))
+    mark = len(server.log())
+    change(base, {"rest_error_full": 1})
+    settled(server, mark, "rest_error_full 0 -> 1")
     mark = len(server.log())
     for _ in range(4):
         assert httpx.get(f"{base}/boom").status_code == 500
@@ -431,7 +486,9 @@ def test_rest_trace_time_1_total_and_2_per_phase(server: ServerProcess, base: st
     assert ACCESS.findall(since(server, mark)) == [], since(server, mark)
     assert not re.search(r"\d+us\b", since(server, mark)), since(server, mark)
 
-    settle(change(base, {"rest_trace_time": 1}))
+    mark = len(server.log())
+    change(base, {"rest_trace_time": 1})
+    settled(server, mark, "rest_trace_time 0 -> 1")
     mark = len(server.log())
     pids = hit_both_workers(base)
     wait_for(lambda: len(ACCESS.findall(since(server, mark))) == len(pids), 5, "access lines")
@@ -439,7 +496,9 @@ def test_rest_trace_time_1_total_and_2_per_phase(server: ServerProcess, base: st
     print(lines[:2])
     assert all(re.fullmatch(r"total=\d+us", line) for line in lines), lines
 
-    settle(change(base, {"rest_trace_time": 2}))
+    mark = len(server.log())
+    change(base, {"rest_trace_time": 2})
+    settled(server, mark, "rest_trace_time 1 -> 2")
     mark = len(server.log())
     pids = hit_both_workers(base)
     wait_for(lambda: len(ACCESS.findall(since(server, mark))) == len(pids), 5, "access lines")
@@ -456,7 +515,7 @@ def test_rest_trace_time_1_total_and_2_per_phase(server: ServerProcess, base: st
 
 
 def test_rest_log_stringsize_cuts_headers_and_bodies_in_the_debug_lines(
-    server: ServerProcess, base: str
+    client: Client, client_log: FileLog
 ) -> None:
     # a form body (300 characters): a body that is neither JSON nor a form is logged by its
     # length only (SPEC 7.1), so there would be nothing to cut
@@ -464,14 +523,15 @@ def test_rest_log_stringsize_cuts_headers_and_bodies_in_the_debug_lines(
     form = {"X-Long": long_header, "Content-Type": "application/x-www-form-urlencoded"}
 
     def send_and_read() -> str:
-        mark = len(server.log())
+        mark = len(client_log.log())
         for _ in range(4):
-            r = httpx.post(f"{base}/echo", data=long_body, headers=form)
+            r = client.post("/echo", data=long_body, headers=form)
             assert r.status_code == 200
-        wait_for(lambda: since(server, mark).count("response 200 body") >= 4, 5, "debug lines")
-        return since(server, mark)
+        wait_for(lambda: since(client_log, mark).count("response 200 body") >= 4, 5, "debug lines")
+        return since(client_log, mark)
 
-    settle(change(base, {"rest_log_level": 5, "rest_log_stringsize": 40}))
+    # one worker: a change is in force once it is answered
+    change(client, {"rest_log_level": 5, "rest_log_stringsize": 40})
     text = send_and_read()
     print(next(line for line in text.splitlines() if "x-long" in line))
     assert text.count("x-long: " + "A" * 40 + "...(300 chars)") == 4
@@ -479,25 +539,25 @@ def test_rest_log_stringsize_cuts_headers_and_bodies_in_the_debug_lines(
     assert "body b=" + "B" * 38 + "...(300 chars)" in text
     assert "A" * 41 not in text and "B" * 41 not in text
 
-    settle(change(base, {"rest_log_stringsize": None}))  # back to the file's 60
+    change(client, {"rest_log_stringsize": None})  # back to the file's 60
     text = send_and_read()
     print(next(line for line in text.splitlines() if "x-long" in line))
     assert text.count("x-long: " + "A" * 60 + "...(300 chars)") == 4
     assert "A" * 61 not in text
 
-    settle(change(base, {"rest_log_stringsize": 0}))  # 0: a value's length only
+    change(client, {"rest_log_stringsize": 0})  # 0: a value's length only
     text = send_and_read()
     assert text.count("x-long: ...(300 chars)") == 4
     assert "body ...(300 chars)" in text
     assert "AAA" not in text and "BBB" not in text
-    settle(change(base, {"rest_log_stringsize": None}))
+    change(client, {"rest_log_stringsize": None})
 
 
 # -- anti-forgery, Origin, onAdmin -------------------------------------------------------------
 
 
-def form_token(base: str, **kw: Any) -> str:
-    page = httpx.get(f"{base}/fw/rest/config", **kw)
+def form_token(base: Base, **kw: Any) -> str:
+    page = send(base, "GET", "/fw/rest/config", **kw)
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
     m = re.search(r'name="fw_csrf" value="([^"]+)"', page.text)
@@ -505,13 +565,13 @@ def form_token(base: str, **kw: Any) -> str:
     return m.group(1)
 
 
-def post_form(base: str, fields: dict[str, str], **kw: Any) -> httpx.Response:
-    return httpx.post(f"{base}/fw/rest/config", data=fields, timeout=10, **kw)
+def post_form(base: Base, fields: dict[str, str], **kw: Any) -> httpx.Response:
+    return send(base, "POST", "/fw/rest/config", data=fields, timeout=10, **kw)
 
 
-def test_form_post_without_or_with_a_wrong_token_is_403_and_changes_nothing(base: str) -> None:
-    before = get_settings(base)
-    token = form_token(base)
+def test_form_post_without_or_with_a_wrong_token_is_403_and_changes_nothing(client: Client) -> None:
+    before = get_settings(client)
+    token = form_token(client)
     wrong = ("0" if token[0] != "0" else "1") + token[1:]
     for fields in (
         {"rest_log_stringsize": "77"},
@@ -519,59 +579,60 @@ def test_form_post_without_or_with_a_wrong_token_is_403_and_changes_nothing(base
         {"rest_log_stringsize": "77", "fw_csrf": wrong},
         {"rest_log_stringsize": "77", "fw_csrf": "not-a-token"},
     ):
-        r = post_form(base, fields)
+        r = post_form(client, fields)
         assert r.status_code == 403, (fields, r.text)
-        assert get_settings(base) == before
+        assert get_settings(client) == before
     # the page's own token is accepted
-    r = post_form(base, {"rest_log_stringsize": "77", "fw_csrf": token})
+    r = post_form(client, {"rest_log_stringsize": "77", "fw_csrf": token})
     assert r.status_code == 200, r.text
     assert "text/html" in r.headers["content-type"]
     assert "Saved" in r.text
-    settle(time.monotonic())
-    assert get_settings(base)["rest_log_stringsize"]["runtime"] == 77
+    assert get_settings(client)["rest_log_stringsize"]["runtime"] == 77  # one worker: at once
 
 
-def test_form_with_a_bad_value_is_refused_with_a_message_and_changes_nothing(base: str) -> None:
-    before = get_settings(base)
-    r = post_form(base, {"rest_log_level": "9", "fw_csrf": form_token(base)})
+def test_form_with_a_bad_value_is_refused_with_a_message_and_changes_nothing(
+    client: Client,
+) -> None:
+    before = get_settings(client)
+    r = post_form(client, {"rest_log_level": "9", "fw_csrf": form_token(client)})
     assert r.status_code == 400
     assert "rest_log_level" in r.text and "0-5" in r.text
-    assert get_settings(base) == before
+    assert get_settings(client) == before
 
 
 def test_json_post_from_a_foreign_origin_is_403_and_changes_nothing(
-    server: ServerProcess, base: str
+    client: Client,
 ) -> None:
-    before = get_settings(base)
-    port = server.ports["HTTP_REST"]
+    before = get_settings(client)
+    port = client.base_url.port
     # another scheme on the same host and port is another origin (RFC 6454)
     foreign = ("http://evil.example", "null", "http://127.0.0.1:1", f"https://127.0.0.1:{port}")
     for origin in foreign:
-        r = post_settings(base, {"rest_log_level": 5}, headers={"Origin": origin})
+        r = post_settings(client, {"rest_log_level": 5}, headers={"Origin": origin})
         assert r.status_code == 403, (origin, r.text)
-        assert get_settings(base) == before
+        assert get_settings(client) == before
     # a form with the right token does not help a foreign origin either
     r = post_form(
-        base,
-        {"rest_log_level": "5", "fw_csrf": form_token(base)},
+        client,
+        {"rest_log_level": "5", "fw_csrf": form_token(client)},
         headers={"Origin": "http://evil.example"},
     )
     assert r.status_code == 403
-    assert get_settings(base) == before
+    assert get_settings(client) == before
     # the page's own origin is accepted (an empty change, so that nothing changes)
     own = f"http://127.0.0.1:{port}"
-    r = post_settings(base, {}, headers={"Origin": own})
+    r = post_settings(client, {}, headers={"Origin": own})
     assert r.status_code == 200, r.text
     assert r.json()["settings"] == before
     # behind a proxy that ends TLS: the scheme it forwards is the page's
     https = {"Origin": f"https://127.0.0.1:{port}", "X-Forwarded-Proto": "https"}
-    assert post_settings(base, {}, headers=https).status_code == 200
+    assert post_settings(client, {}, headers=https).status_code == 200
     https["X-Forwarded-Proto"] = "http"
-    assert post_settings(base, {}, headers=https).status_code == 403
+    assert post_settings(client, {}, headers=https).status_code == 403
 
 
 def test_on_admin_false_is_403_for_that_user_and_true_lets_another_change(
-    base: str, basic_base: str
+    server: ServerProcess, base: str, basic_base: str
 ) -> None:
     before = get_settings(base)
     assert httpx.post(f"{basic_base}/fw/rest/config", json={"rest_log_level": 5}).status_code == 401
@@ -587,9 +648,10 @@ def test_on_admin_false_is_403_for_that_user_and_true_lets_another_change(
     assert r.status_code == 403, r.text
     assert get_settings(base) == before
     # ada may
+    mark = len(server.log())
     r = post_settings(basic_base, {"rest_log_level": 5}, headers=ADA)
     assert r.status_code == 200, r.text
-    settle(time.monotonic())
+    settled(server, mark, "rest_log_level 3 -> 5")
     assert get_settings(base)["rest_log_level"]["runtime"] == 5  # one service, one store
 
 
@@ -631,24 +693,24 @@ def test_a_form_refused_by_on_admin_answers_403_with_the_page_saying_why(
     assert get_settings(base) == before
 
 
-def test_a_form_with_a_wrong_token_answers_403_with_the_page_saying_why(base: str) -> None:
-    before = get_settings(base)
-    r = post_form(base, {"rest_log_level": "5", "fw_csrf": "stale"})
+def test_a_form_with_a_wrong_token_answers_403_with_the_page_saying_why(client: Client) -> None:
+    before = get_settings(client)
+    r = post_form(client, {"rest_log_level": "5", "fw_csrf": "stale"})
     assert r.status_code == 403
     assert r.headers["content-type"].startswith("text/html")
     assert "anti-forgery token is missing or wrong" in r.text
-    assert get_settings(base) == before
+    assert get_settings(client) == before
     # the page it answers carries a good token: submitting again works
     token = re.search(r'name="fw_csrf" value="([^"]+)"', r.text)
-    assert token and token.group(1) == form_token(base)
+    assert token and token.group(1) == form_token(client)
 
 
 @pytest.mark.parametrize("typed", ["\u0663", "\u00b2", "9" * 4000, "0x3", "3.0", "+3", "-0"])
 def test_a_form_value_that_is_not_ascii_digits_is_refused_on_the_page(
-    base: str, typed: str
+    client: Client, typed: str
 ) -> None:
-    before = get_settings(base)
-    r = post_form(base, {"rest_log_level": typed, "fw_csrf": form_token(base)})
+    before = get_settings(client)
+    r = post_form(client, {"rest_log_level": typed, "fw_csrf": form_token(client)})
     print(r.status_code, typed[:10])
     assert r.status_code == 400  # "\u0663" (ARABIC-INDIC THREE) was taken as 3
     assert r.headers["content-type"].startswith("text/html")
@@ -659,7 +721,7 @@ def test_a_form_value_that_is_not_ascii_digits_is_refused_on_the_page(
     # the field shows what was typed, to correct it (it showed the stored value, losing it)
     field = re.search(r'<input name="rest_log_level" id="rest_log_level" value="([^"]*)"', r.text)
     assert field and html.unescape(field.group(1)) == typed
-    assert get_settings(base) == before
+    assert get_settings(client) == before
 
 
 def test_a_memory_store_with_two_workers_shares_changes_with_both(
@@ -673,7 +735,9 @@ def test_a_memory_store_with_two_workers_shares_changes_with_both(
     # both workers' labels, once their ready lines are in the log (they may follow
     # "fwrest: ready": reading the log once here raised KeyError on a busy machine)
     labels = wait_worker_labels(proc, 2)
-    settle(change(base, {"rest_log_level": 5, "rest_trace_time": 2}))
+    mark = len(proc.log())
+    change(base, {"rest_log_level": 5, "rest_trace_time": 2})
+    settled(proc, mark, "rest_log_level 3 -> 5", "rest_trace_time 0 -> 2")
     mark = len(proc.log())
     pids = hit_both_workers(base)
     workers = labels_of(labels, pids)
@@ -691,7 +755,9 @@ def test_a_memory_store_with_two_workers_shares_changes_with_both(
     print(f"both workers follow a change in a memory store ({took:.3f} s after the requests)")
     for _ in range(6):  # GETs on fresh connections reach both workers: all agree
         assert get_settings(base)["rest_log_level"]["runtime"] == 5
-    settle(change(base, {"rest_log_level": None}))
+    mark = len(proc.log())
+    change(base, {"rest_log_level": None})
+    settled(proc, mark, "rest_log_level 5 -> 3")
     for _ in range(6):
         assert get_settings(base)["rest_log_level"]["runtime"] is None
         assert get_settings(base)["rest_trace_time"]["runtime"] == 2

@@ -4,9 +4,12 @@ server (its ``HostName``, its address, ``localhost`` on loopback, ``AllowedHosts
 DNS rebinding: a page of a name the attacker owns, rebound to the server's address, sends
 its own name as ``Host`` and is same-origin for the browser (its ``Origin`` matches).
 
-One service for the module (one worker, memory store): ``HTTP_REST`` on 127.0.0.1 with
+One service for the module, served by the in-process client (``fwrest.testing.Client``, one
+worker per port, memory store): ``HTTP_REST`` on 127.0.0.1 with
 ``AllowedHosts=api.example.com, *.corp.example``, ``HTTP_BASIC`` on 127.0.0.1 whose ``onAdmin``
-lets only ``ada`` change state, ``HTTP_ANY`` on 0.0.0.0. Also the in-process client.
+lets only ``ada`` change state, ``HTTP_ANY`` on 0.0.0.0. Each port has a number of its own in
+the client's URL and ``Host`` (nothing binds it); the modules are named ``state_changes_app``
+and ``state_changes_auth`` (the client imports them into the test process).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +26,16 @@ import psutil
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, ServerProcess, free_config
-from tests.native.support import JSON_ACCEPT, basic, get_settings, post_settings, running, wait_for
+from tests.conftest import APP_SOURCE, free_port, module_config
+from tests.native.support import (
+    JSON_ACCEPT,
+    FileLog,
+    basic,
+    get_settings,
+    in_process,
+    post_settings,
+    wait_for,
+)
 
 AUTH_SOURCE = """
 USERS = {"ada": "Ada-Pw-1", "bob": "Bob-Pw-2"}
@@ -46,68 +58,80 @@ def sections() -> dict[str, Any]:
     return {
         "HTTP_REST": {
             "HostName": "127.0.0.1",
-            "Port": 0,
+            "Port": free_port(),
             "Locations": "ROOT",
             "AllowedHosts": "api.example.com, *.corp.example",
         },
         "HTTP_BASIC": {
             "HostName": "127.0.0.1",
-            "Port": 0,
+            "Port": free_port(),
             "Locations": "ROOT",
             "FwData": {
                 "Authorization": {
                     "scheme": "basic",
-                    "OnAuth": "auth.check",
-                    "onAdmin": "auth.admin",
+                    "OnAuth": "state_changes_auth.check",
+                    "onAdmin": "state_changes_auth.admin",
                     "maxFailures": 1_000_000,
                 }
             },
         },
-        "HTTP_ANY": {"HostName": "0.0.0.0", "Port": 0, "Locations": "ROOT"},
+        "HTTP_ANY": {"HostName": "0.0.0.0", "Port": free_port(), "Locations": "ROOT"},
     }
 
 
-def write_service(folder: Path, app_module: str = "app") -> Path:
-    (folder / "auth.py").write_text(AUTH_SOURCE)
-    config = free_config(
+PORTS = ("HTTP_REST", "HTTP_BASIC", "HTTP_ANY")
+
+
+def write_service(folder: Path) -> Path:
+    (folder / "state_changes_auth.py").write_text(AUTH_SOURCE)
+    return module_config(
         folder,
+        "state_changes_app",
         servers=sections(),
-        extra={"ENV": {"Repository": f"{app_module},auth"}},
+        extra={"ENV": {"Repository": "state_changes_app,state_changes_auth"}},
         app=APP_SOURCE,
     )
-    if app_module != "app":  # the in-process client imports it: a name of its own
-        (folder / "app.py").rename(folder / f"{app_module}.py")
-    return config
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with running(write_service(tmp_path_factory.mktemp("state_changes"))) as proc:
-        yield proc
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_service(tmp_path_factory.mktemp("state_changes"))
 
 
 @pytest.fixture(scope="module")
-def base(server: ServerProcess) -> str:
-    return server.url()
+def clients(config: Path) -> Iterator[dict[str, Client]]:
+    """Server section -> its in-process client (base URL ending in ``/rest``)."""
+    with ExitStack() as stack:
+        yield {name: stack.enter_context(in_process(config, name)) for name in PORTS}
 
 
-def port_of(server: ServerProcess, name: str = "HTTP_REST") -> int:
-    return server.ports[name]
+@pytest.fixture(scope="module")
+def base(clients: dict[str, Client]) -> Client:
+    return clients["HTTP_REST"]
 
 
-def reset(base: str, **kw: Any) -> httpx.Response:
-    return httpx.post(f"{base}{RESET}", timeout=10, **kw)
+@pytest.fixture(scope="module")
+def log(config: Path) -> FileLog:
+    return FileLog(config.parent / "server.log")
 
 
-def calls(base: str, endpoint: str = "/hello", **kw: Any) -> int:
-    r = httpx.get(f"{base}/fw/rest/usage/time", headers={**JSON_ACCEPT, **kw.pop("headers", {})})
+def port_of(clients: dict[str, Client], name: str = "HTTP_REST") -> int | None:
+    return clients[name].base_url.port
+
+
+def reset(base: Client, **kw: Any) -> httpx.Response:
+    return base.post(RESET, timeout=10, **kw)
+
+
+def calls(base: Client, endpoint: str = "/hello", **kw: Any) -> int:
+    r = base.get("/fw/rest/usage/time", headers={**JSON_ACCEPT, **kw.pop("headers", {})})
     assert r.status_code == 200, r.text
     return sum(row["calls"] for row in r.json()["entry_points"] if row["endpoint"] == endpoint)
 
 
-def count_calls(base: str, n: int = 3, **kw: Any) -> None:
+def count_calls(base: Client, n: int = 3, **kw: Any) -> None:
     for _ in range(n):
-        assert httpx.get(f"{base}/hello", **kw).status_code == 200
+        assert base.get("/hello", **kw).status_code == 200
     wait_for(lambda: calls(base, **kw) >= n, 5, "the calls counted")
 
 
@@ -115,15 +139,15 @@ def count_calls(base: str, n: int = 3, **kw: Any) -> None:
 
 
 def test_a_rebound_page_can_neither_change_settings_nor_reset_the_figures(
-    server: ServerProcess, base: str
+    clients: dict[str, Client], base: Client, log: FileLog
 ) -> None:
     """The attacker's page at http://rebind.attacker.example:PORT, its name rebound to
     127.0.0.1: the browser sends its own name as Host, and an Origin that matches it."""
-    port = port_of(server)
+    port = port_of(clients)
     foreign = f"rebind.attacker.example:{port}"
     headers = {"Host": foreign, "Origin": f"http://{foreign}"}
     before = get_settings(base)
-    mark = len(server.log())
+    mark = len(log.log())
     changed = post_settings(base, {"rest_log_level": 5}, headers=headers)
     assert changed.status_code == 403, changed.text
     assert "name of this server" in changed.json()["detailedMessage"]
@@ -132,8 +156,8 @@ def test_a_rebound_page_can_neither_change_settings_nor_reset_the_figures(
     assert reset_attempt.status_code == 403, reset_attempt.text
     assert get_settings(base) == before
     assert calls(base) >= 3  # not reset
-    log = server.wait_log("a usage reset refused", since=mark)
-    assert "a settings change refused: the Host 'rebind.attacker.example:" in log
+    logged = log.wait_log("a usage reset refused", since=mark)
+    assert "a settings change refused: the Host 'rebind.attacker.example:" in logged
     # the same requests sent to the server's own name pass
     own = {"Host": f"127.0.0.1:{port}", "Origin": f"http://127.0.0.1:{port}"}
     assert post_settings(base, {}, headers=own).status_code == 200
@@ -153,8 +177,10 @@ def test_a_rebound_page_can_neither_change_settings_nor_reset_the_figures(
         "x.y.corp.example:443",
     ],
 )
-def test_a_name_of_the_server_may_change_state(server: ServerProcess, base: str, host: str) -> None:
-    headers = {"Host": host.format(port=port_of(server))}
+def test_a_name_of_the_server_may_change_state(
+    clients: dict[str, Client], base: Client, host: str
+) -> None:
+    headers = {"Host": host.format(port=port_of(clients))}
     r = post_settings(base, {}, headers=headers)
     assert r.status_code == 200, (host, r.text)
     assert reset(base, json={}, headers=headers).status_code == 200
@@ -178,7 +204,7 @@ def test_a_name_of_the_server_may_change_state(server: ServerProcess, base: str,
     ],
 )
 def test_a_host_that_does_not_name_the_server_is_refused(
-    server: ServerProcess, base: str, host: str
+    clients: dict[str, Client], base: Client, host: str
 ) -> None:
     before = get_settings(base)
     headers = {"Host": host}
@@ -186,15 +212,15 @@ def test_a_host_that_does_not_name_the_server_is_refused(
     assert r.status_code == 403, (host, r.text)
     assert reset(base, json={}, headers=headers).status_code == 403
     # reading stays allowed (the GET routes change nothing)
-    assert httpx.get(f"{base}/fw/rest/config", headers=headers).status_code == 200
+    assert base.get("/fw/rest/config", headers=headers).status_code == 200
     assert get_settings(base) == before
 
 
 def test_bound_to_every_interface_each_address_of_the_machine_names_it(
-    server: ServerProcess,
+    clients: dict[str, Client],
 ) -> None:
-    port = port_of(server, "HTTP_ANY")
-    base = f"http://127.0.0.1:{port}/rest"
+    port = port_of(clients, "HTTP_ANY")
+    base = clients["HTTP_ANY"]
     own = sorted(
         {
             entry.address
@@ -215,8 +241,10 @@ def test_bound_to_every_interface_each_address_of_the_machine_names_it(
 # -- the usage reset: what the settings POST needs -------------------------------------------
 
 
-def test_the_usage_reset_needs_json_or_the_page_form(server: ServerProcess, base: str) -> None:
-    port = port_of(server)
+def test_the_usage_reset_needs_json_or_the_page_form(
+    clients: dict[str, Client], base: Client
+) -> None:
+    port = port_of(clients)
     count_calls(base)
     # what a cross-site page can send without a preflight: a "simple" request
     for kw in (
@@ -236,12 +264,12 @@ def test_the_usage_reset_needs_json_or_the_page_form(server: ServerProcess, base
     assert reset(base, data={"a": "1"}).status_code == 403
     assert calls(base) >= 3  # nothing reset
     # the settings page's token is not the reset form's
-    page = httpx.get(f"{base}/fw/rest/config").text
+    page = base.get("/fw/rest/config").text
     config_token = re.search(r'name="fw_csrf" value="([^"]+)"', page)
     assert config_token
     assert reset(base, data={"fw_csrf": config_token.group(1)}).status_code == 403
     # the usage page's own form: its button resets and goes back to the page
-    usage = httpx.get(f"{base}/fw/rest/usage/time")
+    usage = base.get("/fw/rest/usage/time")
     assert usage.status_code == 200 and usage.headers["content-type"].startswith("text/html")
     form = re.search(
         r'<form method="post" action="([^"]+)"><input type="hidden" name="fw_csrf" '
@@ -251,7 +279,7 @@ def test_the_usage_reset_needs_json_or_the_page_form(server: ServerProcess, base
     assert form, usage.text
     action, token = form.groups()
     assert action == "/rest/fw/rest/usage/time/reset"
-    done = httpx.post(
+    done = base.post(
         f"http://127.0.0.1:{port}{action}",
         data={"fw_csrf": token},
         headers={"Origin": f"http://127.0.0.1:{port}"},
@@ -266,8 +294,8 @@ def test_the_usage_reset_needs_json_or_the_page_form(server: ServerProcess, base
     wait_for(lambda: calls(base) == 0, 5, "the figures reset")
 
 
-def test_on_admin_decides_who_may_reset_the_figures(server: ServerProcess) -> None:
-    base = server.url("HTTP_BASIC")
+def test_on_admin_decides_who_may_reset_the_figures(clients: dict[str, Client]) -> None:
+    base = clients["HTTP_BASIC"]
     count_calls(base, headers=ADA)
     assert reset(base, json={}).status_code == 401
     refused = reset(base, json={}, headers=BOB)
@@ -281,19 +309,18 @@ def test_on_admin_decides_who_may_reset_the_figures(server: ServerProcess) -> No
 # -- the in-process client --------------------------------------------------------------------
 
 
-def test_the_in_process_client_checks_the_host_too(tmp_path: Path) -> None:
-    config = write_service(tmp_path, "state_changes_inproc")
-    with Client(config, server="HTTP_REST") as client:
-        assert client.base_url.host == "127.0.0.1"
-        assert client.post("/rest/fw/rest/config", json={}).status_code == 200
-        assert client.post("/rest" + RESET, json={}).status_code == 200
-        evil = {"Host": "rebind.attacker.example"}
-        r = client.post("/rest/fw/rest/config", json={"rest_log_level": 5}, headers=evil)
-        assert r.status_code == 403, r.text
-        assert client.post("/rest" + RESET, json={}, headers=evil).status_code == 403
-        assert client.post("/rest" + RESET).status_code == 415
-        allowed = {"Host": "api.example.com"}
-        assert client.post("/rest" + RESET, json={}, headers=allowed).status_code == 200
-        settings = client.get("/rest/fw/rest/config", headers=JSON_ACCEPT).json()["settings"]
-        assert settings["rest_log_level"]["runtime"] is None
+def test_the_in_process_client_checks_the_host_too(config: Path, base: Client) -> None:
+    client = base  # the Host it sends is its base URL's: 127.0.0.1 and the port's number
+    assert client.base_url.host == "127.0.0.1"
+    assert client.post("/fw/rest/config", json={}).status_code == 200
+    assert client.post(RESET, json={}).status_code == 200
+    evil = {"Host": "rebind.attacker.example"}
+    r = client.post("/fw/rest/config", json={"rest_log_level": 5}, headers=evil)
+    assert r.status_code == 403, r.text
+    assert client.post(RESET, json={}, headers=evil).status_code == 403
+    assert client.post(RESET).status_code == 415
+    allowed = {"Host": "api.example.com"}
+    assert client.post(RESET, json={}, headers=allowed).status_code == 200
+    settings = client.get("/fw/rest/config", headers=JSON_ACCEPT).json()["settings"]
+    assert settings["rest_log_level"]["runtime"] is None
     assert json.loads(config.read_text())["HTTP_REST"]["AllowedHosts"]

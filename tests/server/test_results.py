@@ -1,11 +1,11 @@
 """What a handler returns, as a client receives it (SPEC 3, 9): ordinary Python data that
 orjson alone refuses, statuses without content, ``setResponse`` of a dict, and ``async def``
-handlers behind decorators. A real server over loopback; raw sockets where the bytes on the
-wire matter."""
+handlers behind decorators. The answers through the in-process client (``fwrest.testing.Client``,
+its module named ``results_app``); a real server over loopback and raw sockets where the bytes
+on the wire matter (no body after a 204 or 304, a refused answer pipelined before the next)."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, module_config, wait_for
 from tests.server.rawhttp import RawConnection, request_bytes
 
 APP = """
@@ -129,13 +129,26 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc.stop()
 
 
-@pytest.fixture
-def base(server: ServerProcess) -> str:
-    return f"http://127.0.0.1:{server.ports['HTTP_REST']}/rest"
+@pytest.fixture(scope="module")
+def client_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return module_config(tmp_path_factory.mktemp("results_inproc"), "results_app", app=APP)
 
 
-def test_a_dict_with_number_keys_is_json_with_string_keys(base: str) -> None:
-    r = httpx.get(f"{base}/intkeys")
+@pytest.fixture(scope="module")
+def client(client_config: Path) -> Iterator[Client]:
+    """The in-process client of the same service; paths are full (``/rest/...``)."""
+    with Client(client_config) as client:
+        yield client
+
+
+def client_log(config: Path) -> str:
+    """The in-process service's ``LogFile`` (the client logs in the test process)."""
+    path = config.parent / "server.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def test_a_dict_with_number_keys_is_json_with_string_keys(client: Client) -> None:
+    r = client.get("/rest/intkeys")
     assert r.status_code == 200, r.text
     assert r.headers["content-type"] == "application/json"
     assert r.json() == {"1": "a", "2": "b"}
@@ -148,18 +161,25 @@ def test_a_dict_with_number_keys_is_json_with_string_keys(base: str) -> None:
         ("/bigint-list", [2**70]),
     ],
 )
-def test_integers_beyond_64_bits_are_sent_exactly(base: str, path: str, expected: object) -> None:
-    r = httpx.get(base + path)
+def test_integers_beyond_64_bits_are_sent_exactly(
+    client: Client, path: str, expected: object
+) -> None:
+    r = client.get("/rest" + path)
     assert r.status_code == 200, r.text
     assert r.json() == expected  # Python's json reads big integers exactly
 
 
-def test_data_that_is_not_json_is_500_and_logged(server: ServerProcess, base: str) -> None:
-    r = httpx.get(f"{base}/notjson")
+def test_data_that_is_not_json_is_500_and_logged(client: Client, client_config: Path) -> None:
+    r = client.get("/rest/notjson")
     assert r.status_code == 500
     assert r.json()["code"] == 500
     assert "object" not in r.text  # the reason goes to the log, not to the client
-    server.wait_log("a handler returned data that is not JSON")
+    # a worker's lines leave at the end of its loop's turn, after the answer
+    wait_for(
+        lambda: "a handler returned data that is not JSON" in client_log(client_config),
+        10,
+        "the reason in the log",
+    )
 
 
 @pytest.mark.parametrize(("path", "status"), [("/nocontent", 204), ("/notmodified", 304)])
@@ -187,8 +207,8 @@ def test_a_status_without_content_sends_no_body_and_keeps_the_connection(
         assert client.get(f"http://127.0.0.1:{port}/rest/hello").json() == {"hello": "world"}
 
 
-def test_an_interim_status_is_refused_as_a_handler_error(base: str) -> None:
-    r = httpx.get(f"{base}/interim")
+def test_an_interim_status_is_refused_as_a_handler_error(client: Client) -> None:
+    r = client.get("/rest/interim")
     assert r.status_code == 500
     assert r.json()["code"] == 500
 
@@ -261,31 +281,25 @@ def test_a_response_that_would_inject_a_header_or_break_the_next_answer_is_500(
     assert "\r" not in text
 
 
-def test_the_in_process_client_refuses_the_same_answers(tmp_path: Path) -> None:
-    config = free_config(tmp_path, app=APP)
-    (tmp_path / "app.py").rename(tmp_path / "results_inproc.py")
-    sections = json.loads(config.read_text())
-    sections["ENV"]["Repository"] = "results_inproc"
-    config.write_text(json.dumps(sections))
-    with Client(config) as client:
-        for path, query in REFUSED:
-            r = client.get("/rest" + path, params=query)
-            assert r.status_code == 500, (path, query, r.headers)
-            assert "set-cookie" not in r.headers and "location" not in r.headers
-            assert all("evil" not in f"{n}{v}" for n, v in r.headers.items()), r.headers
-        moved = client.get("/rest/reflect", params={"to": "/ok"})
-        assert moved.status_code == 302 and moved.headers["location"] == "/ok"
-        assert client.get("/rest/status/201").status_code == 201
+def test_the_in_process_client_refuses_the_same_answers(client: Client) -> None:
+    for path, query in REFUSED:
+        r = client.get("/rest" + path, params=query)
+        assert r.status_code == 500, (path, query, r.headers)
+        assert "set-cookie" not in r.headers and "location" not in r.headers
+        assert all("evil" not in f"{n}{v}" for n, v in r.headers.items()), r.headers
+    moved = client.get("/rest/reflect", params={"to": "/ok"})
+    assert moved.status_code == 302 and moved.headers["location"] == "/ok"
+    assert client.get("/rest/status/201").status_code == 201
 
 
-def test_set_response_with_a_dict_sends_its_json(base: str) -> None:
-    r = httpx.get(f"{base}/setresponse")
+def test_set_response_with_a_dict_sends_its_json(client: Client) -> None:
+    r = client.get("/rest/setresponse")
     assert r.status_code == 200, r.text
     assert r.headers["content-type"] == "application/json"
     assert r.json() == {"a": 1, "b": [True, None]}
 
 
-def test_an_async_handler_behind_a_decorator_runs_on_the_loop(base: str) -> None:
-    r = httpx.get(f"{base}/wrapped/42")
+def test_an_async_handler_behind_a_decorator_runs_on_the_loop(client: Client) -> None:
+    r = client.get("/rest/wrapped/42")
     assert r.status_code == 200, r.text
     assert r.json() == {"id": "42", "loop": True}
