@@ -8,6 +8,7 @@ import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -125,3 +126,33 @@ def test_example_json_config_is_valid() -> None:
         [*FWREST, "check", str(EXAMPLES / "service.json")], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_static_page_calls_the_api_in_a_browser(
+    example: ServerProcess,
+    browser: Any,
+) -> None:
+    page_url = f"http://127.0.0.1:{example.ports['HTTP_REST']}/app/"
+    page_answer = httpx.get(page_url)
+    assert page_answer.status_code == 200
+    assert page_answer.headers["content-type"] == "text/html; charset=utf-8"
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(page_url)
+        page.wait_for_selector("#users li", timeout=10000)
+        names = page.locator("#users li").all_inner_texts()
+    finally:
+        context.close()
+    assert "1: Ada" in names
+
+
+def test_the_example_grants_its_front_end_origin(example: ServerProcess) -> None:
+    base = example.url("HTTP_REST")
+    asked = {"Origin": "http://localhost:3000", "Access-Control-Request-Method": "GET"}
+    granted = httpx.options(f"{base}/users", headers=asked)
+    assert granted.status_code == 204
+    assert granted.headers["access-control-allow-origin"] == "http://localhost:3000"
+    assert granted.headers["access-control-allow-credentials"] == "true"
+    other = httpx.options(f"{base}/users", headers={**asked, "Origin": "http://evil.example"})
+    assert other.status_code == 403
