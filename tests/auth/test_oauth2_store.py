@@ -581,18 +581,22 @@ def test_a_start_waits_for_a_signing_key_another_host_is_still_writing(
     key_file.touch(mode=0o600)
     opened = watch_open(key_file)
     proc = ServerProcess(config)
-    port = OAuth(proc, "OAUTH", certs)
     try:
         # once the start has opened the empty key file (an earlier fwrest exited 2 then)
         assert opened.wait(30), "the start never opened the key file"
         time.sleep(0.3)
         key = b"k" * 40
         key_file.write_text(base64.urlsafe_b64encode(key).decode().rstrip("=") + "\n")
-        proc.wait_ready()
-        forged = jwt.encode(fresh_claims("ada"), key, algorithm="HS256", headers={"typ": "at+jwt"})
-        assert port.get("/hello", forged).status_code == 200
+        proc.wait_ready()  # (its port's URL is known once it serves)
+        port = OAuth(proc, "OAUTH", certs)
+        try:
+            forged = jwt.encode(
+                fresh_claims("ada"), key, algorithm="HS256", headers={"typ": "at+jwt"}
+            )
+            assert port.get("/hello", forged).status_code == 200
+        finally:
+            port.close()
     finally:
-        port.close()
         proc.stop()
 
 

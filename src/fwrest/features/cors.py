@@ -29,6 +29,7 @@ from fwrest.wire import Reply, Request, error_reply
 __all__ = ["CorsPolicy", "CorsStages"]
 
 _ORIGINS_REMEMBERED = 256  # verdicts per origin remembered per location
+_LABEL_MAX, _NAME_MAX = 63, 253  # DNS: a label, a whole name
 
 
 class _Routed(Protocol):
@@ -90,8 +91,9 @@ class CorsPolicy:
         for start, end in self._patterns:
             if folded.startswith(start) and folded.endswith(end):
                 labels = folded[len(start) : len(folded) - len(end)]
-                if labels and all(
-                    label and all(c.isalnum() or c == "-" for c in label)
+                if 0 < len(labels) <= _NAME_MAX and all(
+                    0 < len(label) <= _LABEL_MAX
+                    and all(c.isascii() and (c.isalnum() or c == "-") for c in label)
                     for label in labels.split(".")
                 ):
                     return True
