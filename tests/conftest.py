@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -326,6 +327,29 @@ def issue_certs(ca: trustme.CA, folder: Path) -> dict[str, Path]:
 def certs(ca: trustme.CA, tmp_path: Path) -> dict[str, Path]:
     """A server certificate for 127.0.0.1/localhost: paths of cert, key and the CA bundle."""
     return issue_certs(ca, tmp_path)
+
+
+@contextlib.contextmanager
+def serving(config: Path, **kwargs: Any) -> Iterator[ServerProcess]:
+    """``fwrest serve CONFIG`` ready for the block, stopped after it."""
+    proc = ServerProcess(config, **kwargs)
+    try:
+        proc.wait_ready()
+        yield proc
+    finally:
+        proc.stop()
+
+
+def exchange(port: int, request: bytes, timeout: float = 10) -> bytes:
+    """Send raw request bytes to ``127.0.0.1:port``; all the server sends until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(request)
+        data = b""
+        while True:
+            piece = sock.recv(65536)
+            if not piece:
+                return data
+            data += piece
 
 
 def run_cli(

@@ -19,7 +19,7 @@ import trustme
 from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import TOKEN, oauth_section
-from tests.conftest import ServerProcess, free_config, issue_certs, module_config
+from tests.conftest import ServerProcess, free_config, issue_certs, module_config, serving
 from tests.docs.blocks import example
 
 APP = """
@@ -238,12 +238,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
             }
         },
     )
-    proc = ServerProcess(config)
-    try:
-        proc.wait_ready()
+    with serving(config) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def test_curl_compressed(served: ServerProcess) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, serving
 
 APP = """
 from fwrest import get, rest
@@ -97,12 +97,8 @@ def api(tmp_path_factory: pytest.TempPathFactory, front_end: int) -> Iterator[Se
             },
         },
     )
-    proc = ServerProcess(config)
-    try:
-        proc.wait_ready()
+    with serving(config) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def _call(browser: Any, page_url: str, api_url: str, auth: str | None) -> dict[str, Any]:

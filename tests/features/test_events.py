@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, module_config
+from tests.conftest import ServerProcess, free_config, module_config, serving
 from tests.docs.blocks import example
 
 APP = """
@@ -81,12 +81,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         },
         extra={"WWW": {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www"}},
     )
-    proc = ServerProcess(config)
-    try:
-        proc.wait_ready()
+    with serving(config) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def test_the_browsers_event_source_reads_the_events(browser: Any, served: ServerProcess) -> None:

@@ -16,7 +16,7 @@ import trustme
 
 from fwrest import ConfigError
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, issue_certs, module_config
+from tests.conftest import free_config, issue_certs, module_config, serving
 
 APP = """
 from fwrest import Response, get
@@ -92,9 +92,7 @@ def test_nosniff_on_every_answer_of_every_port(tmp_path: Path) -> None:
         tmp_path,
         extra={"APP_MONITOR": {"Enable": 1, "HostName": "127.0.0.1", "Port": 0}},
     )
-    proc = ServerProcess(config)
-    try:
-        proc.wait_ready()
+    with serving(config) as proc:
         base = proc.url("HTTP_REST")
         for url in (base + "/hello", base + "/nowhere", base + "/fw/rest/config"):
             answer = httpx.get(url, timeout=10)
@@ -107,22 +105,16 @@ def test_nosniff_on_every_answer_of_every_port(tmp_path: Path) -> None:
         assert "\r\nx-content-type-options: nosniff\r\n" in raw
         monitor = httpx.get(proc.url("APP_MONITOR") + "/metrics", timeout=10)
         assert monitor.headers["x-content-type-options"] == "nosniff"
-    finally:
-        proc.stop()
 
 
 def test_hsts_over_real_tls(tmp_path: Path, ca: trustme.CA) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
     config = _config(tmp_path, "headers_app_wire", certs, HSTS=HSTS)
-    proc = ServerProcess(config)
-    try:
-        proc.wait_ready()
+    with serving(config) as proc:
         context = ssl.create_default_context(cafile=str(certs["ca"]))
         answer = httpx.get(proc.url("HTTP_REST") + "/hello", verify=context, timeout=10)
         assert answer.status_code == 200
         assert answer.headers["strict-transport-security"] == HSTS
-    finally:
-        proc.stop()
 
 
 @pytest.mark.parametrize(

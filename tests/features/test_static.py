@@ -23,7 +23,14 @@ import trustme
 from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
-from tests.conftest import ServerProcess, free_config, issue_certs, module_config
+from tests.conftest import (
+    ServerProcess,
+    exchange,
+    free_config,
+    issue_certs,
+    module_config,
+    serving,
+)
 from tests.docs.blocks import example
 
 CANARY = "CANARY-outside-the-root-7f3a"
@@ -112,12 +119,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
             "TYPES": {".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"},
         },
     )
-    proc = ServerProcess(config)
-    try:
-        proc.wait_ready()
+    with serving(config) as proc:
         yield proc, tmp
-    finally:
-        proc.stop()
 
 
 def base(proc: ServerProcess) -> str:
@@ -291,16 +294,8 @@ HOSTILE = [
 
 
 def _raw_get(port: int, target: str) -> tuple[int, bytes]:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(
-            f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode("latin-1")
-        )
-        data = b""
-        while True:
-            piece = s.recv(65536)
-            if not piece:
-                break
-            data += piece
+    request = f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    data = exchange(port, request.encode("latin-1"))
     return int(data.split(b" ", 2)[1]), data
 
 

@@ -16,7 +16,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.conftest import ServerProcess, free_config, wait_for
+from tests.conftest import ServerProcess, exchange, free_config, serving, wait_for
 
 APP = """
 import asyncio
@@ -141,12 +141,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
             }
         },
     )
-    proc = ServerProcess(config, env={"STREAM_MARKS": str(marks)})
-    try:
-        proc.wait_ready()
+    with serving(config, env={"STREAM_MARKS": str(marks)}) as proc:
         yield proc, marks
-    finally:
-        proc.stop()
 
 
 def test_a_def_generator_is_sent_chunked_from_the_pool(
@@ -235,14 +231,7 @@ def test_a_slow_reader_holds_the_generator_back(served: tuple[ServerProcess, Pat
 
 def test_a_stream_that_fails_is_cut_short(served: tuple[ServerProcess, Path]) -> None:
     proc, _ = served
-    with socket.create_connection(("127.0.0.1", proc.ports["HTTP_REST"]), timeout=10) as sock:
-        sock.sendall(b"GET /rest/broken HTTP/1.1\r\nHost: x\r\n\r\n")
-        data = b""
-        while True:
-            piece = sock.recv(65536)
-            if not piece:
-                break
-            data += piece
+    data = exchange(proc.ports["HTTP_REST"], b"GET /rest/broken HTTP/1.1\r\nHost: x\r\n\r\n")
     assert b"part\n" in data
     assert not data.endswith(b"0\r\n\r\n")  # no last chunk: the client knows it was cut
     wait_for(lambda: "the feed broke" in proc.log(), 5, "the stream's error in the log")
@@ -252,14 +241,7 @@ def test_http_1_0_gets_the_stream_until_the_connection_ends(
     served: tuple[ServerProcess, Path],
 ) -> None:
     proc, _ = served
-    with socket.create_connection(("127.0.0.1", proc.ports["HTTP_REST"]), timeout=10) as sock:
-        sock.sendall(b"GET /rest/ndjson HTTP/1.0\r\n\r\n")
-        data = b""
-        while True:
-            piece = sock.recv(65536)
-            if not piece:
-                break
-            data += piece
+    data = exchange(proc.ports["HTTP_REST"], b"GET /rest/ndjson HTTP/1.0\r\n\r\n")
     head, _, body = data.partition(b"\r\n\r\n")
     assert b"transfer-encoding" not in head.lower()
     assert body == b'{"n": 0}\n{"n": 1}\n{"n": 2}\n'
