@@ -16,7 +16,8 @@ import httpx
 import psutil
 import pytest
 
-from tests.conftest import ServerProcess, exchange, free_config, serving, wait_for
+from fwrest.testing import Client
+from tests.conftest import ServerProcess, exchange, free_config, module_config, serving, wait_for
 
 APP = """
 import asyncio
@@ -277,3 +278,59 @@ def test_set_chunked_response_sends_pieces_while_the_handler_runs(
     refused = httpx.get(proc.url() + "/chunked-async", timeout=10)
     assert refused.status_code == 500
     wait_for(lambda: "setChunkedResponse works in a def handler" in proc.log(), 5, "the reason")
+
+
+TIMED_APP = """
+import asyncio
+
+from fwrest import get
+
+
+@get("/late")
+async def late():
+    async def items():
+        await asyncio.sleep(2)
+        yield b"too late"
+    return items()
+
+
+@get("/early-failure")
+async def early_failure():
+    async def items():
+        raise RuntimeError("nothing to send")
+        yield b""
+    return items()
+
+
+@get("/slow-stream")
+async def slow_stream():
+    async def items():
+        for _ in range(3):
+            await asyncio.sleep(0.15)
+            yield b"piece\\n"
+    return items()
+"""
+
+
+def test_active_timeout_bounds_the_first_piece_and_usage_counts_to_the_last(
+    tmp_path: Path,
+) -> None:
+    config = module_config(
+        tmp_path,
+        "streams_app_timed",
+        app=TIMED_APP,
+        extra={"POOL": {"ActiveTimeout": 500}},
+    )
+    with Client(config) as client:
+        late = client.get("/rest/late")
+        assert late.status_code == 503
+        assert late.json()["message"] == "Server Busy"
+        failed = client.get("/rest/early-failure")
+        assert failed.status_code == 500
+        slow = client.get("/rest/slow-stream")  # 3 pieces, each in time
+        assert slow.status_code == 200
+        assert slow.text == "piece\n" * 3
+        usage = client.get("/rest/fw/rest/usage/time", headers={"Accept": "application/json"})
+        rows = [r for r in usage.json()["entry_points"] if r["endpoint"] == "/slow-stream"]
+        assert rows[0]["calls"] == 1
+        assert rows[0]["total_us"] >= 400_000  # until the last piece, not the head

@@ -76,6 +76,7 @@ class _Location:
     plan: LocationPlan
     router: Router[Handler]
     files: StaticFiles | None = None  # RootPath: answers GET/HEAD where no route does
+    active_s: float = 0.0  # ActiveTimeout: also bounds a stream's first piece (0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +182,24 @@ def _bounder(active_s: float, pool_name: str) -> Callable[[Awaitable[Any]], Awai
     return bounded
 
 
+async def _aclose(stream: AsyncIterator[bytes]) -> None:
+    closer = getattr(stream, "aclose", None)
+    if closer is not None:
+        await closer()
+
+
+async def _prepend(first: bytes | None, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """A stream whose first piece was read ahead."""
+    try:
+        if first is None:
+            return
+        yield first
+        async for piece in rest:
+            yield piece
+    finally:
+        await _aclose(rest)
+
+
 _closing: set[asyncio.Task[None]] = set()
 
 
@@ -240,7 +259,7 @@ class PortApp:
             for _, _, handler in loc.router.routes():
                 handler.invoke = bind(handler, pool.submit, bounded)
             found = files.get(loc.prefix) if files else None
-            locs.append((loc.prefix, _Location(loc, loc.router, found)))
+            locs.append((loc.prefix, _Location(loc, loc.router, found, active / 1000)))
         self.locations: LocationTable[_Location] = LocationTable(locs)
         self.in_flight = 0
         self.total = 0
@@ -442,6 +461,10 @@ class PortApp:
                             reply = self._encode(result, ctx, method, path, handler)
                     else:
                         reply = self._encode(result, ctx, method, path, handler)
+                        if reply.stream is not None:
+                            where = found.location
+                            if where is not None and where.active_s:
+                                reply = await self._first_piece(reply, where, method, path)
                 finally:
                     current.reset(token)
         except HTTPError as exc:
@@ -461,6 +484,45 @@ class PortApp:
             for stage in self.outgoing:
                 reply = stage(req, ctx, reply)
         return self._finish(req, reply, found, query, route_key, started, guarded, handled)
+
+    async def _timed(
+        self, stream: AsyncIterator[bytes], route_key: UsageKey, started: int
+    ) -> AsyncIterator[bytes]:
+        """``stream``, its request's usage figures recorded when it ends."""
+        try:
+            async for piece in stream:
+                yield piece
+        finally:
+            closer = getattr(stream, "aclose", None)
+            if closer is not None:
+                await closer()
+            self.usage.record(route_key, (time.perf_counter_ns() - started) // 1000)
+
+    async def _first_piece(self, reply: Reply, loc: _Location, method: str, path: str) -> Reply:
+        """``ActiveTimeout`` bounds the time to a stream's first piece (SPEC 10.5): it is
+        awaited before the head is sent, so that a stream that gives nothing in time is a 503,
+        and one that fails before its first piece a 500, as any handler."""
+        stream = reply.stream
+        assert stream is not None
+        try:
+            first = await asyncio.wait_for(anext(stream, None), loc.active_s)
+        except TimeoutError:
+            await _aclose(stream)
+            log.server_log.error(
+                "%s %s gave no first piece within ActiveTimeout=%d ms of [%s]; answered 503",
+                method,
+                log.escape(path),
+                int(loc.active_s * 1000),
+                loc.plan.pool_name,
+            )
+            raise HTTPError(
+                503, "Server Busy", detailed="the request ran longer than allowed"
+            ) from None
+        except Exception as exc:
+            await _aclose(stream)
+            return self._bad_result(method, path, exc)
+        reply.stream = _prepend(first, stream)
+        return reply
 
     async def _admit(self, req: Request, ctx: RequestContext, found: _Located) -> Reply | None:
         """Stages 2-4 when extra stages are configured: the early ones, authorization, the
@@ -514,7 +576,11 @@ class PortApp:
                 reply.headers.append(("content-length", str(len(reply.body))))
             reply.body = b""
         ended = time.perf_counter_ns()
-        self.usage.record(route_key, (ended - started) // 1000)
+        if reply.stream is not None:
+            # a stream's time counts until its last piece is written (SPEC 10.5)
+            reply.stream = self._timed(reply.stream, route_key, started)
+        else:
+            self.usage.record(route_key, (ended - started) // 1000)
         access = log.access_log
         if access.isEnabledFor(logging.ERROR if reply.status >= 500 else logging.INFO):
             trace = tunables.current.rest_trace_time
