@@ -23,7 +23,15 @@ from typing import Protocol
 
 from fwrest.errors import STATUS_PHRASES, HTTPError
 
-__all__ = ["Keep", "PortHandler", "Reply", "Request", "encode_reply", "error_reply"]
+__all__ = [
+    "Keep",
+    "PortHandler",
+    "Reply",
+    "Request",
+    "close_stream",
+    "encode_reply",
+    "error_reply",
+]
 
 JSON = "application/json"
 
@@ -80,6 +88,18 @@ class PortHandler(Protocol):
     async def handle(self, req: Request) -> Reply:
         """The answer to a complete request (never raises: errors are replies)."""
         ...
+
+
+async def close_stream(stream: object) -> None:
+    """Close a stream: an async iterator's ``aclose()``, else an iterator's ``close()`` (an
+    application's generator runs its ``finally``); nothing for an object with neither."""
+    closer = getattr(stream, "aclose", None)
+    if closer is not None:
+        await closer()
+        return
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()
 
 
 def error_reply(exc: HTTPError) -> Reply:

@@ -29,7 +29,7 @@ class Caller(Protocol):
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
 
-    def answer_early(self, value: Any) -> None:
+    def answer_early(self, value: ChunkedAnswer) -> None:
         """Hand ``value`` to the request as the call's result now; the call's own result (or
         exception) then goes to ``value.end``."""
         ...

@@ -23,7 +23,7 @@ import brotli
 from fwrest.context.codings import choose_coding
 from fwrest.context.request import RequestContext
 from fwrest.routing import TOKEN_ROUTE
-from fwrest.wire import Reply, Request
+from fwrest.wire import Reply, Request, close_stream
 
 __all__ = ["Compression", "compressible"]
 
@@ -58,9 +58,7 @@ async def _compressed(stream: AsyncIterator[bytes], coding: str) -> AsyncIterato
                 yield out
         yield finish()
     finally:
-        closer = getattr(stream, "aclose", None)
-        if closer is not None:
-            await closer()
+        await close_stream(stream)
 
 
 def compressible(media_type: str) -> bool:

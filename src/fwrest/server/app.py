@@ -55,7 +55,7 @@ from fwrest.server.hosts import HostCheck
 from fwrest.server.pool import ThreadPool
 from fwrest.server.state import tunables
 from fwrest.server.usage import UNMATCHED, UsageTable
-from fwrest.wire import Reply, Request, error_reply
+from fwrest.wire import Reply, Request, close_stream, error_reply
 
 __all__ = ["Admit", "Guard", "Outgoing", "PortApp", "Request", "error_reply", "trace_text"]
 
@@ -182,12 +182,6 @@ def _bounder(active_s: float, pool_name: str) -> Callable[[Awaitable[Any]], Awai
     return bounded
 
 
-async def _aclose(stream: AsyncIterator[bytes]) -> None:
-    closer = getattr(stream, "aclose", None)
-    if closer is not None:
-        await closer()
-
-
 async def _prepend(first: bytes | None, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """A stream whose first piece was read ahead."""
     try:
@@ -197,7 +191,7 @@ async def _prepend(first: bytes | None, rest: AsyncIterator[bytes]) -> AsyncIter
         async for piece in rest:
             yield piece
     finally:
-        await _aclose(rest)
+        await close_stream(rest)
 
 
 _closing: set[asyncio.Task[None]] = set()
@@ -205,11 +199,9 @@ _closing: set[asyncio.Task[None]] = set()
 
 def _close_later(stream: AsyncIterator[bytes]) -> None:
     """Close a stream that is not sent (a HEAD request's), on the loop."""
-    closer = getattr(stream, "aclose", None)
-    if closer is not None:
-        task = asyncio.get_running_loop().create_task(closer())
-        _closing.add(task)
-        task.add_done_callback(_closing.discard)
+    task = asyncio.get_running_loop().create_task(close_stream(stream))
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
 
 
 class PortApp:
@@ -493,9 +485,7 @@ class PortApp:
             async for piece in stream:
                 yield piece
         finally:
-            closer = getattr(stream, "aclose", None)
-            if closer is not None:
-                await closer()
+            await close_stream(stream)
             self.usage.record(route_key, (time.perf_counter_ns() - started) // 1000)
 
     async def _first_piece(self, reply: Reply, loc: _Location, method: str, path: str) -> Reply:
@@ -507,7 +497,7 @@ class PortApp:
         try:
             first = await asyncio.wait_for(anext(stream, None), loc.active_s)
         except TimeoutError:
-            await _aclose(stream)
+            await close_stream(stream)
             log.server_log.error(
                 "%s %s gave no first piece within ActiveTimeout=%d ms of [%s]; answered 503",
                 method,
@@ -519,7 +509,7 @@ class PortApp:
                 503, "Server Busy", detailed="the request ran longer than allowed"
             ) from None
         except Exception as exc:
-            await _aclose(stream)
+            await close_stream(stream)
             return self._bad_result(method, path, exc)
         reply.stream = _prepend(first, stream)
         return reply

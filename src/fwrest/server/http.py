@@ -22,7 +22,15 @@ import httptools
 from fwrest import log
 from fwrest.config.model import ServerConfig
 from fwrest.errors import HTTPError, is_cancellation
-from fwrest.wire import Keep, PortHandler, Reply, Request, encode_reply, error_reply
+from fwrest.wire import (
+    Keep,
+    PortHandler,
+    Reply,
+    Request,
+    close_stream,
+    encode_reply,
+    error_reply,
+)
 
 __all__ = ["ConnectionSet", "HttpProtocol"]
 
@@ -750,12 +758,10 @@ class HttpProtocol(asyncio.Protocol):
         finally:
             self._streaming = False
             self._drain = None
-            closer = getattr(stream, "aclose", None)
-            if closer is not None:
-                try:
-                    await closer()
-                except Exception as exc:  # the application's cleanup
-                    log.app_log.error("closing a streamed answer failed: %r", exc)
+            try:
+                await close_stream(stream)
+            except Exception as exc:  # the application's cleanup
+                log.app_log.error("closing a streamed answer failed: %r", exc)
         if not complete or transport.is_closing():
             return _CLOSE  # the client cannot tell a cut stream from a whole one otherwise
         if chunked:

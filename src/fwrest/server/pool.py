@@ -38,7 +38,10 @@ _QUEUED, _RUNNING, _EXPIRED = _State.QUEUED, _State.RUNNING, _State.EXPIRED
 
 
 class _Item:
-    __slots__ = ("args", "ctx", "early", "fn", "future", "kwargs", "state", "timer")
+    """A submitted call; on its thread also the ``chunks.Caller`` that ``setChunkedResponse``
+    answers the request early through."""
+
+    __slots__ = ("args", "ctx", "early", "fn", "future", "kwargs", "loop", "state", "timer")
 
     def __init__(
         self,
@@ -57,6 +60,12 @@ class _Item:
         # the result handed over before the call returned (a chunked answer's first piece):
         # the call's own result then ends it (context/chunks.py)
         self.early: ChunkedAnswer | None = None
+        self.loop = future.get_loop()
+
+    def answer_early(self, value: ChunkedAnswer) -> None:
+        """From the call's thread: ``value`` is the request's result now (its first piece)."""
+        self.early = value
+        self.loop.call_soon_threadsafe(_finish, self, True, value)
 
 
 def _finish(item: _Item, ok: bool, value: Any) -> None:
@@ -75,20 +84,6 @@ def _deliver(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         future.set_result(value)
     else:
         future.set_exception(value)
-
-
-class _Caller:
-    """The call running on a pool thread, as ``setChunkedResponse`` sees it."""
-
-    __slots__ = ("item", "loop")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, item: _Item) -> None:
-        self.loop = loop
-        self.item = item
-
-    def answer_early(self, value: Any) -> None:
-        self.item.early = value
-        self.loop.call_soon_threadsafe(_finish, self.item, True, value)
 
 
 class ThreadPool:
@@ -182,7 +177,7 @@ class ThreadPool:
                 self._busy += 1
                 if self._idle < self._min_free:
                     self._grow(self._growth)
-            chunks.running.caller = _Caller(self._loop, item)
+            chunks.running.caller = item
             try:
                 value = item.ctx.run(item.fn, *item.args, **item.kwargs)
                 ok = True

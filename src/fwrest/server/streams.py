@@ -16,6 +16,7 @@ from typing import Any
 
 from fwrest.context.charsets import Charset
 from fwrest.context.events import IDLE_S, KEEP_ALIVE, encode_event
+from fwrest.wire import close_stream
 
 __all__ = ["events", "is_stream", "pieces", "pieces_of"]
 
@@ -90,10 +91,4 @@ async def pieces_of(source: Any, submit: Any) -> AsyncGenerator[Any, None]:
                     break
                 yield item
     finally:
-        closer = getattr(source, "aclose", None)
-        if closer is not None:
-            await closer()
-        else:
-            close = getattr(source, "close", None)
-            if close is not None:
-                close()
+        await close_stream(source)
