@@ -27,10 +27,12 @@ from typing import Any
 import uvloop
 
 from bench.apps import common
+from bench.run import features_config
 from bench.servers import fwrest_config
 from fwrest.auth.basic import BasicGuard
 from fwrest.config import load_config
 from fwrest.server.app import PortApp, Request
+from fwrest.server.assembly import location_stages, static_files
 from fwrest.server.build import build_plan
 from fwrest.server.pool import ThreadPool
 
@@ -49,13 +51,17 @@ JOBS: dict[str, tuple[dict[str, Any] | None, str, list[tuple[str, str]]]] = {
         [("authorization", _BASIC)],
     ),
     "def-handler": (None, "/rest/hello-sync", []),
+    # case 10: the open endpoint with SPEC 10's location features configured, not triggered
+    "features": (None, "/rest/hello", [("accept-encoding", "gzip, deflate, br")]),
+    "no-features": (None, "/rest/hello", [("accept-encoding", "gzip, deflate, br")]),
 }
 _HEADERS = [("host", "127.0.0.1"), ("user-agent", "bench"), ("accept", "*/*")]
 
 
 def build_app(job: str, folder: Path, loop: asyncio.AbstractEventLoop) -> tuple[PortApp, Request]:
     fw_data, path, extra = JOBS[job]
-    config = load_config(fwrest_config(folder, fw_data=fw_data))
+    keys = features_config(folder) if job == "features" else {}
+    config = load_config(fwrest_config(folder, fw_data=fw_data, **keys))
     plan = build_plan(config)
     port = plan.ports[0]
     pools: dict[str, ThreadPool] = {}
@@ -64,7 +70,8 @@ def build_app(job: str, folder: Path, loop: asyncio.AbstractEventLoop) -> tuple[
     settings = port.auth_settings
     pool = pools[port.locations[0].pool_name.lower()]  # as the worker does
     guard = BasicGuard(settings, port.config.name, None, pool) if settings is not None else None
-    app = PortApp(port, pools, guard)
+    early, outgoing = location_stages(port)
+    app = PortApp(port, pools, guard, early=early, outgoing=outgoing, files=static_files(port))
     request = Request("GET", path.encode(), [*_HEADERS, *extra], b"", "127.0.0.1", 8080)
     return app, request
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gzip
 import importlib.metadata
 import json
 import math
@@ -36,9 +37,10 @@ import psutil
 from bench import report, servers, wrk
 from bench.apps import common
 from bench.apps.fw_routes import route_path, routes_source
+from fwrest.features.compression import GZIP_LEVEL
 
 BENCH = Path(__file__).resolve().parent
-ALL_CASES = ("1", "2", "3", "4", "5", "6", "7", "8", "9")
+ALL_CASES = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11")
 MIB = 1024 * 1024
 
 
@@ -69,6 +71,8 @@ class Target:
     token_form: bool = False  # POST the password-grant form (case 4)
     expect_key: str = "message"
     expect_value: str | None = None
+    expect: str = "json"  # "json" (expect_key in it), "gzip" (gzip of JSON), or "static"
+    headers: dict[str, str] = field(default_factory=dict)  # sent on every request
     server_cpus: str | None = None  # default: Settings.server_cpus
     wrk_cpus: str | None = None  # default: Settings.wrk_cpus; "" leaves wrk unpinned
     wrk_threads: int | None = None
@@ -129,8 +133,12 @@ def fw(
     trace: int = 0,
     store: str = "memory",
     routes: int | None = None,
+    features: bool = False,
 ) -> Callable[[Path], servers.Running]:
     def start(folder: Path) -> servers.Running:
+        extra: dict[str, Any] = {}
+        if features:
+            extra = features_config(folder)
         repository = "bench.apps.fw_app"
         if routes is not None:
             (folder / "routes_app.py").write_text(routes_source(routes))
@@ -143,8 +151,46 @@ def fw(
             log_level=log_level,
             trace=trace,
             store=store,
+            **extra,
         )
         return servers.start_fwrest(config, workers=workers, cpus=cpus)
+
+    return start
+
+
+def features_config(folder: Path) -> dict[str, Any]:
+    """The location features of SPEC 10 on the bench's port and its location ``/rest`` (case
+    10 and 11): CORS, security headers (HSTS needs TLS: the other two), static files (the
+    1 MiB file of case 11 beside an index page), compression and a charset; streaming needs
+    no key. Returns the keyword arguments of :func:`servers.fwrest_config`."""
+    www = folder / "www"
+    www.mkdir(parents=True, exist_ok=True)
+    (www / "index.html").write_text("<!doctype html><title>bench</title>\n")
+    (www / common.STATIC_NAME).write_bytes(common.static_bytes())
+    return {
+        "server_keys": {"Compression": "gzip, br", "Charset": "CP1252"},
+        "location_keys": {
+            "CORS": "BENCH_CORS",
+            "XFrameOptions": "DENY",
+            "ContentSecurityPolicy": "default-src 'self'",
+            "RootPath": "www",
+            "DefaultPage": "index.html",
+        },
+        "sections": {"BENCH_CORS": {"AllowOrigins": "https://app.example.com"}},
+    }
+
+
+def nginx(scratch: Scratch) -> Callable[[Path], servers.Running]:
+    """nginx serving case 11's JSON and file under /rest, gzip at fwrest's level."""
+
+    def start(folder: Path) -> servers.Running:
+        root = folder / "root"
+        (root / "rest").mkdir(parents=True)
+        (root / "rest" / "big.json").write_bytes(
+            json.dumps(common.BIG, separators=(",", ":")).encode()
+        )
+        (root / "rest" / common.STATIC_NAME).write_bytes(common.static_bytes())
+        return servers.start_nginx(folder, root, gzip_level=GZIP_LEVEL)
 
     return start
 
@@ -572,11 +618,85 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             kind="memory",
         )
     )
+    plain, featured = "fwrest, no location feature", "fwrest, six features configured"
+    cases.append(
+        Case(
+            "10",
+            "location features configured but not triggered",
+            "Case 1's request (wrk's: no `Origin`, no `Accept-Encoding`) to a port without "
+            "location features and to one with all of SPEC 10's configured on its location "
+            "and server: CORS (not triggered: no `Origin`), `XFrameOptions` and "
+            "`ContentSecurityPolicy` (sent on every answer: their whole cost is in the "
+            "figure), `RootPath` + `DefaultPage` (the request names a route), "
+            "`Compression=gzip, br` (the answer is under `CompressionMinSize`) and "
+            "`Charset=CP1252` (a JSON answer stays UTF-8); streaming needs no key. The target "
+            "(within 5 %) is read with both servers at once (requests per server CPU second, "
+            "as case 7).",
+            [Target(plain, "fwrest", fw(sc)), Target(featured, "fwrest", fw(sc, features=True))],
+            [(f"{featured} / none, req/s in turns", featured, plain, None)],
+            runs=5,
+            duration_s=2.0,
+            at_once=[
+                (
+                    f"{featured} / none, requests per CPU second, at once",
+                    featured,
+                    plain,
+                    0.95,
+                )
+            ],
+            at_once_rounds=9,
+        )
+    )
+    gz = {"Accept-Encoding": "gzip"}
+    fw_gzip, nginx_gzip = "fwrest gzip, 64 KiB JSON", "nginx gzip, 64 KiB JSON"
+    fw_file, nginx_file = "fwrest static, 1 MiB file", "nginx sendfile, 1 MiB file"
+    file_path = f"/rest/{common.STATIC_NAME}"
+    cases.append(
+        Case(
+            "11",
+            "compression and static files beside nginx",
+            f"A 64 KiB JSON answer gzip-compressed (level {GZIP_LEVEL}: fwrest encodes the "
+            "handler's dict and compresses it on every request; nginx compresses the same bytes "
+            "read from a file, `gzip on` at the same level), and a 1 MiB file (fwrest's "
+            "`RootPath`, read in pieces; nginx `sendfile on`). nginx runs one worker process, "
+            "pinned like the others. No target: one run, to show where fwrest stands.",
+            [
+                Target(
+                    fw_gzip,
+                    "fwrest",
+                    fw(sc, features=True),
+                    path="/rest/big",
+                    headers=gz,
+                    expect="gzip",
+                    expect_key="items",
+                ),
+                Target(
+                    nginx_gzip,
+                    "peer",
+                    nginx(sc),
+                    path="/rest/big.json",
+                    headers=gz,
+                    expect="gzip",
+                    expect_key="items",
+                ),
+                Target(fw_file, "fwrest", fw(sc, features=True), path=file_path, expect="static"),
+                Target(nginx_file, "peer", nginx(sc), path=file_path, expect="static"),
+            ],
+            [
+                ("fwrest / nginx, gzip of 64 KiB JSON", fw_gzip, nginx_gzip, None),
+                ("fwrest / nginx, static 1 MiB file", fw_file, nginx_file, None),
+            ],
+        )
+    )
     return cases
 
 
 # -- measuring ----------------------------------------------------------------------------------
 def _headers(target: Target, running: servers.Running) -> dict[str, str]:
+    return {**_auth_headers(target, running), **target.headers}
+
+
+def _auth_headers(target: Target, running: servers.Running) -> dict[str, str]:
     if target.auth == "basic":
         return {"Authorization": common.BASIC_HEADER}
     if target.auth == "bearer-peer":
@@ -607,6 +727,15 @@ def _check(target: Target, running: servers.Running, headers: dict[str, str]) ->
         )
     else:
         status, body = servers.request(running.base_url, target.path, headers=headers)
+    if target.expect == "static":
+        if status != 200 or body != common.static_bytes():
+            raise servers.ServerError(f"check request got {status}, {len(body)} bytes")
+        return
+    if target.expect == "gzip":
+        try:
+            body = gzip.decompress(body)
+        except (OSError, EOFError) as exc:
+            raise servers.ServerError(f"check request got {status}, not gzip: {exc}") from exc
     try:
         data = json.loads(body)
     except ValueError:

@@ -4,7 +4,8 @@
   read from its ``fwrest: serving URL [SECTION]`` line);
 * the ceiling: ``python -m bench.apps.ceiling`` (port 0; ``ceiling: serving URL``);
 * the peers: ``uvicorn --factory ... --http httptools --loop uvloop --no-access-log`` on a
-  free port picked here.
+  free port picked here;
+* nginx (case 11): Debian's binary in the foreground on a free port, serving files.
 
 Every wait has a deadline; every process started here is stopped here, by its own pid.
 """
@@ -12,10 +13,13 @@ Every wait has a deadline; every process started here is stopped here, by its ow
 from __future__ import annotations
 
 import contextlib
+import grp
 import http.client
 import json
 import os
+import pwd
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -68,15 +72,19 @@ def fwrest_config(
     log_level: int = 1,
     trace: int = 0,
     store: str = "memory",
+    server_keys: dict[str, Any] | None = None,
+    location_keys: dict[str, Any] | None = None,
+    sections: dict[str, dict[str, Any]] | None = None,
 ) -> Path:
-    """Write a one-port fwrest config (JSON) into ``folder``; return its path."""
+    """Write a one-port fwrest config (JSON) into ``folder``; return its path. The ``*_keys``
+    add keys to the server and to its location ``/rest``; ``sections`` adds sections."""
     folder.mkdir(parents=True, exist_ok=True)
     server: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
     if certs is not None:
         server["SslCertificate"], server["SslCertificateKey"] = str(certs[0]), str(certs[1])
     if fw_data:
         server["FwData"] = fw_data
-    sections = {
+    all_sections = {
         "GENERAL": {"rest_log_level": log_level, "rest_trace_time": trace},
         "HTTPSERVER": {
             "Enable": 1,
@@ -85,13 +93,14 @@ def fwrest_config(
             "DataPath": ".fwrest",
             "GracefulTimeout": 2000,
         },
-        "BENCH": server,
-        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
+        "BENCH": {**server, **(server_keys or {})},
+        "ROOT": {"Path": "/rest", "ThreadPool": "POOL", **(location_keys or {})},
         "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 8},
         "ENV": {"Repository": repository},
+        **(sections or {}),
     }
     path = folder / "service.json"
-    path.write_text(json.dumps(sections, indent=2))
+    path.write_text(json.dumps(all_sections, indent=2))
     return path
 
 
@@ -339,6 +348,62 @@ def start_granian(
     return _start_asgi("granian", folder, cmd, port, certs is not None, cpus, factory)
 
 
+NGINX_CONF = """\
+{user}daemon off;
+worker_processes 1;
+pid {folder}/nginx.pid;
+error_log {folder}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {folder}/tmp;
+    proxy_temp_path {folder}/tmp;
+    fastcgi_temp_path {folder}/tmp;
+    uwsgi_temp_path {folder}/tmp;
+    scgi_temp_path {folder}/tmp;
+    types {{ application/json json; application/octet-stream bin; }}
+    sendfile on;
+    tcp_nopush on;
+    gzip on;
+    gzip_comp_level {gzip_level};
+    gzip_min_length 1024;
+    gzip_types application/json;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+    }}
+}}
+"""
+
+
+def start_nginx(folder: Path, root: Path, *, gzip_level: int, cpus: str | None = "0") -> Running:
+    """Debian's nginx (one worker process, in the foreground) serving the files of ``root``
+    with ``sendfile on`` and ``gzip on`` at ``gzip_level`` for JSON."""
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(binary).exists():
+        raise ServerError("nginx is missing (apt-get install nginx)")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tmp").mkdir(exist_ok=True)
+    port = free_port()
+    conf = folder / "nginx.conf"
+    # as root, nginx's worker would run as nobody, who cannot read the bench's private folder
+    user = ""
+    if os.geteuid() == 0:
+        user = f"user {pwd.getpwuid(0).pw_name} {grp.getgrgid(os.getegid()).gr_name};\n"
+    conf.write_text(
+        NGINX_CONF.format(user=user, folder=folder, port=port, root=root, gzip_level=gzip_level)
+    )
+    cmd = [binary, "-p", str(folder), "-e", str(folder / "error.log"), "-c", str(conf)]
+    return _start_asgi("nginx", folder, cmd, port, False, cpus, str(root))
+
+
+def _drain(proc: subprocess.Popen[bytes]) -> None:
+    """Read a server's stdout to its end (it must never block on a full pipe), then close it."""
+    if proc.stdout is not None:
+        with proc.stdout:
+            proc.stdout.read()
+
+
 def _start_asgi(
     engine: str,
     folder: Path,
@@ -353,7 +418,7 @@ def _start_asgi(
     proc = _spawn(cmd, ROOT, stderr_path, cpus)
     scheme = "https" if tls else "http"
     running = Running(proc, f"{scheme}://127.0.0.1:{port}", stderr_path)
-    threading.Thread(target=lambda: proc.stdout and proc.stdout.read(), daemon=True).start()
+    threading.Thread(target=_drain, args=(proc,), daemon=True).start()
     deadline = time.monotonic() + START_DEADLINE_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:

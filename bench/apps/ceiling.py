@@ -79,10 +79,18 @@ JOBS: dict[str, Callable[[Request], Awaitable[Reply]]] = {
 
 
 class CeilingApp:
-    """The minimal object HttpProtocol serves: ``async def handle(req) -> Reply``."""
+    """The minimal :class:`fwrest.wire.PortHandler` HttpProtocol serves: the job as
+    ``handle``, fwrest's default body limit, every ``100 Continue`` admitted."""
 
-    def __init__(self, job: Callable[[Request], Awaitable[Reply]]) -> None:
+    def __init__(self, job: Callable[[Request], Awaitable[Reply]], body_limit: int) -> None:
         self.handle = job
+        self._body_limit = body_limit
+
+    def body_limit(self, target: bytes, length: int, chunked: bool) -> int:
+        return self._body_limit
+
+    async def admit(self, head: Request) -> Reply | None:
+        return None
 
 
 async def serve(job: str, cert: Path | None, key: Path | None) -> None:
@@ -95,10 +103,10 @@ async def serve(job: str, cert: Path | None, key: Path | None) -> None:
         ssl_certificate=cert,
         ssl_certificate_key=key,
     )
-    app = CeilingApp(JOBS[job])
+    app = CeilingApp(JOBS[job], cfg.max_body_size)
     conns = ConnectionSet()
     server = await loop.create_server(
-        lambda: HttpProtocol(app, cfg, conns, loop),  # type: ignore[arg-type]
+        lambda: HttpProtocol(app, cfg, conns, loop),
         host=cfg.host,
         port=0,
         ssl=cfg.ssl_context(),

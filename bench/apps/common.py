@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import secrets
 import threading
 import time
@@ -29,6 +30,29 @@ TOKEN_FORM = (
 ROUTE_COUNT_SMALL = 10
 ROUTE_COUNT_LARGE = 1000
 HELLO = {"message": "Hello, world!"}
+STATIC_NAME = "file.bin"  # case 11: the static file under the location /rest
+STATIC_SIZE = 1024 * 1024
+
+
+def _big(size: int = 64 * 1024) -> dict[str, Any]:
+    """Case 11's JSON answer: about ``size`` bytes once encoded, text that compresses as an
+    API's lists do (repeated keys, varied values)."""
+    items: list[dict[str, Any]] = []
+    length = 12
+    while length < size:
+        i = len(items)
+        item = {"id": i, "name": f"item {i}", "price": round(i * 1.37, 2), "tag": str(i % 7)}
+        items.append(item)
+        length += len(json.dumps(item, separators=(",", ":"))) + 1
+    return {"items": items}
+
+
+BIG = _big()
+
+
+def static_bytes() -> bytes:
+    """Case 11's file: 1 MiB that does not compress (served as application/octet-stream)."""
+    return hashlib.shake_256(b"fwrest-bench").digest(STATIC_SIZE)
 
 
 def hello() -> dict[str, Any]:

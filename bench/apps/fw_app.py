@@ -47,3 +47,8 @@ def oauth_params() -> dict[str, Any]:
 async def aoauth_params() -> dict[str, Any]:
     """The same ``onAuthparams`` as an ``async def`` (fwrest awaits it on the loop)."""
     return oauth_params()
+
+
+@get("/big", description="case 11: a 64 KiB JSON answer (compressed when the server is told)")
+async def big() -> dict[str, Any]:
+    return common.BIG

@@ -146,9 +146,23 @@ class _DateLine:
 # these names are remembered, never an application's own headers (cookies, ids).
 _LINES: dict[tuple[str, str], bytes] = {}
 _LINES_SIZE = 256
-_LINE_MAX = 128
+_LINE_MAX = 512
 _REMEMBERED = frozenset(
-    ("content-type", "cache-control", "pragma", "www-authenticate", "allow", "vary")
+    (
+        "content-type",
+        "cache-control",
+        "pragma",
+        "www-authenticate",
+        "allow",
+        "vary",
+        "content-encoding",
+        # a location's security headers and CORS constants (SPEC 10): the same on every answer
+        "strict-transport-security",
+        "x-frame-options",
+        "content-security-policy",
+        "access-control-allow-credentials",
+        "access-control-expose-headers",
+    )
 )
 
 

@@ -3,9 +3,11 @@
 An answer is compressed when its body has at least ``CompressionMinSize`` bytes, its media type
 is compressible (text, JSON, XML, JavaScript, SVG), it has no ``Content-Encoding`` yet, and the
 request's ``Accept-Encoding`` accepts a configured coding (q-values honoured; ``br`` preferred at
-equal q). Compressible answers carry ``Vary: Accept-Encoding`` whether compressed or not, so a
-cache keeps the two apart. A request that refuses the uncompressed form (``identity;q=0``) gets
-a compressed answer below the minimum size too.
+equal q). Compressible answers of at least the minimum size carry ``Vary: Accept-Encoding``
+whether compressed or not, so a cache keeps the two apart; a smaller answer is the same for
+every client, so it has none (as nginx's ``gzip_vary``), and costs the stage a look at the
+request's ``Accept-Encoding`` only. A request that refuses the uncompressed form
+(``identity;q=0``) gets a compressed answer below the minimum size too.
 
 Never compressed, whatever the config (BREACH, a secret and an attacker's text in one compressed
 answer): the token route's answers, the settings page and any answer with
@@ -25,19 +27,22 @@ from fwrest.context.request import RequestContext
 from fwrest.routing import TOKEN_ROUTE
 from fwrest.wire import Reply, Request, close_stream
 
-__all__ = ["Compression", "compressible"]
+__all__ = ["GZIP_LEVEL", "Compression", "compressible"]
 
 # the levels: fast ones, as the request waits for them (gzip 6 and brotli 11 cost several
 # times more for a few per cent less)
-_GZIP_LEVEL = 5
+GZIP_LEVEL = 5
 _BROTLI_QUALITY = 4
 _SETTINGS_ROUTE = "/fw/rest/config"
 
 _COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
-    "gzip": lambda body: gzip.compress(body, _GZIP_LEVEL, mtime=0),
+    "gzip": lambda body: gzip.compress(body, GZIP_LEVEL, mtime=0),
     "br": lambda body: bytes(brotli.compress(body, quality=_BROTLI_QUALITY)),
 }
 _PREFERENCE = ("br", "gzip")  # at equal q
+_VARY = ("vary", "Accept-Encoding")
+# statuses whose answers are never compressed: interim, no content, a range, not modified
+_BARE = frozenset((*range(100, 200), 204, 206, 304))
 
 
 async def _compressed(stream: AsyncIterator[bytes], coding: str) -> AsyncIterator[bytes]:
@@ -46,7 +51,7 @@ async def _compressed(stream: AsyncIterator[bytes], coding: str) -> AsyncIterato
     flush: Callable[[], bytes]
     finish: Callable[[], bytes]
     if coding == "gzip":
-        gz = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, 31)  # 31: the gzip wrapper
+        gz = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)  # 31: the gzip wrapper
         compress, flush, finish = gz.compress, lambda: gz.flush(zlib.Z_SYNC_FLUSH), gz.flush
     else:
         br = brotli.Compressor(quality=_BROTLI_QUALITY)
@@ -95,52 +100,71 @@ class Compression:
         return found
 
     def __call__(self, req: Request, ctx: RequestContext, reply: Reply) -> Reply:
-        body = reply.body
-        status = reply.status
-        streamed = reply.stream is not None
-        if (not body and not streamed) or status < 200 or status in (204, 206, 304):
+        if reply.status in _BARE:
             return reply
-        handler = ctx.handler
-        if handler is not None and handler.endpoint.source == "native":
-            path = handler.endpoint.path
-            if path in (TOKEN_ROUTE, _SETTINGS_ROUTE):
-                return reply
-        media = None
-        vary_at = -1
-        for i, (name, value) in enumerate(reply.headers):
-            if name == "content-type":
-                media = value
-            elif name == "content-encoding" or (
-                # no-transform: an event stream's, which must never be held back
-                name == "cache-control" and ("no-store" in value.lower() or "no-transform" in value)
-            ):
-                return reply
-            elif name == "vary":
-                vary_at = i
-        if media is None or not self._compressible(media):
+        stream = reply.stream
+        size = len(reply.body) if stream is None else reply.length  # -1: not known
+        if not size:
             return reply
-        headers = reply.headers
-        if vary_at < 0:
-            headers.append(("vary", "Accept-Encoding"))
-        elif "accept-encoding" not in headers[vary_at][1].lower():
-            headers[vary_at] = ("vary", f"{headers[vary_at][1]}, Accept-Encoding")
         accepted = None
         for name, value in req.headers:
             if name == "accept-encoding":
                 accepted = value if accepted is None else f"{accepted},{value}"
-        coding, identity_refused = choose_coding(accepted, self.offered)
-        if coding is None:
-            return reply
-        if reply.stream is not None:
-            if 0 <= reply.length < self.min_size and not identity_refused:
+        coding: str | None = None
+        small = 0 <= size < self.min_size
+        if small:
+            # the same for every client: compressed only for one that refuses it uncompressed
+            if accepted is None:
                 return reply
-            # piece by piece, each flushed: a stream's reader gets each item as it comes
-            reply.stream = _compressed(reply.stream, coding)
-            reply.length = -1
-        elif len(body) < self.min_size and not identity_refused:
-            return reply
+            coding, identity_refused = choose_coding(accepted, self.offered)
+            if coding is None or not identity_refused:
+                return reply
+        headers = reply.headers
+        vary_at = -1
+        if len(headers) == 1:  # the common answer: a handler's JSON or text, its type alone
+            name, media = headers[0]
+            worth = self._types.get(media)
+            if worth is None:
+                worth = self._compressible(media)
+            if not worth or name != "content-type":
+                return reply
         else:
-            reply.body = _COMPRESSORS[coding](body)
+            found = None
+            for i, (name, value) in enumerate(headers):
+                if name == "content-type":
+                    found = value
+                elif name == "content-encoding" or (
+                    # no-transform: an event stream's, which must never be held back
+                    name == "cache-control"
+                    and ("no-store" in value.lower() or "no-transform" in value)
+                ):
+                    return reply
+                elif name == "vary":
+                    vary_at = i
+            if found is None or not self._compressible(found):
+                return reply
+        handler = ctx.handler
+        if (
+            handler is not None
+            and handler.endpoint.source == "native"
+            and handler.endpoint.path in (TOKEN_ROUTE, _SETTINGS_ROUTE)
+        ):
+            return reply
+        if vary_at < 0:
+            headers.append(_VARY)
+        elif "accept-encoding" not in headers[vary_at][1].lower():
+            headers[vary_at] = ("vary", f"{headers[vary_at][1]}, Accept-Encoding")
+        if not small:
+            coding = choose_coding(accepted, self.offered)[0]
+            if coding is None:
+                return reply
+        assert coding is not None
+        if stream is not None:
+            # piece by piece, each flushed: a stream's reader gets each item as it comes
+            reply.stream = _compressed(stream, coding)
+            reply.length = -1
+        else:
+            reply.body = _COMPRESSORS[coding](reply.body)
         reply.headers = [(n, v) for n, v in headers if n != "content-length"]
         reply.headers.append(("content-encoding", coding))
         return reply

@@ -26,7 +26,7 @@ from fwrest.repository import Endpoint
 from fwrest.routing import TOKEN_ROUTE, LocationTable, Router
 from fwrest.wire import Reply, Request, error_reply
 
-__all__ = ["CorsPolicy", "CorsStages"]
+__all__ = ["CorsHeaders", "CorsPolicy", "CorsStages"]
 
 _ORIGINS_REMEMBERED = 256  # verdicts per origin remembered per location
 _LABEL_MAX, _NAME_MAX = 63, 253  # DNS: a label, a whole name
@@ -121,7 +121,8 @@ def _refused(why: str) -> Reply:
 
 
 class CorsStages(Generic[R]):
-    """The CORS stages of one port: :meth:`preflight` (early) and :meth:`outgoing`.
+    """The CORS stages of one port: :meth:`preflight` (early, ``OPTIONS`` only) and one
+    outgoing stage per location with a CORS section (:meth:`outgoing_of`).
 
     Args:
         locations: every location of the port as ``(prefix, CORS section or None, router)``
@@ -136,7 +137,15 @@ class CorsStages(Generic[R]):
             if config is not None:
                 policy = policies.setdefault(id(config), CorsPolicy(config))
             places.append((prefix, _Place(policy, router)))
+        self._places = dict(places)
         self._table: LocationTable[_Place[R]] = LocationTable(places)
+
+    def outgoing_of(self, prefix: str) -> CorsHeaders[R] | None:
+        """The outgoing stage of the location at ``prefix`` (None: no CORS there)."""
+        place = self._places[prefix]
+        if place.policy is None:
+            return None
+        return CorsHeaders(place.policy, place.router, prefix)
 
     async def preflight(self, req: Request, ctx: RequestContext) -> Reply | None:
         """The early stage: a preflight's answer, or None for any other request."""
@@ -185,29 +194,43 @@ class CorsStages(Generic[R]):
             headers.append(("access-control-allow-credentials", "true"))
         return Reply(204, headers, b"")
 
-    def outgoing(self, req: Request, ctx: RequestContext, reply: Reply) -> Reply:
-        """The outgoing stage: the CORS headers on any answer to an allowed origin."""
+
+class CorsHeaders(Generic[R]):
+    """The outgoing stage of one location with CORS: its headers on any answer to an allowed
+    origin (errors too), never on a native route other than the token route."""
+
+    __slots__ = ("policy", "prefix", "router")
+
+    def __init__(self, policy: CorsPolicy, router: Router[R], prefix: str) -> None:
+        self.policy = policy
+        self.router = router
+        self.prefix = prefix
+
+    def _relative(self, path: str) -> str:
+        """The request's path relative to the location (as ``LocationTable.find`` gives)."""
+        if self.prefix == "/":
+            return path
+        return path[len(self.prefix) :] or "/"
+
+    def __call__(self, req: Request, ctx: RequestContext, reply: Reply) -> Reply:
         origin = None
         for name, value in req.headers:
             if name == "origin":
                 origin = value
-            elif name == "access-control-request-method" and req.method == "OPTIONS":
-                return reply  # a preflight: answered (or refused) as it is
         if origin is None:
             return reply
-        found = self._table.find(ctx.path)
-        if found is None or found[0].policy is None:
-            return reply
-        place, rel = found
-        policy = place.policy
-        assert policy is not None
+        if req.method == "OPTIONS" and any(
+            name == "access-control-request-method" for name, _ in req.headers
+        ):
+            return reply  # a preflight: answered (or refused) as it is
+        policy = self.policy
         if not policy.allows(origin):
             return reply
         handler = ctx.handler
         if handler is not None:
             if not granted(handler.endpoint):
                 return reply
-        elif _closed(place.router, rel):
+        elif _closed(self.router, self._relative(ctx.path)):
             return reply  # answered before routing (401, 405): a native route's path
         headers = reply.headers
         headers.append(("access-control-allow-origin", origin))

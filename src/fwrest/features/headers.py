@@ -1,5 +1,5 @@
 """Security headers (SPEC 10.2): a location's ``HSTS``, ``XFrameOptions`` and
-``ContentSecurityPolicy``, as an outgoing stage.
+``ContentSecurityPolicy``, as an outgoing stage of each location that configures them.
 
 Each is added to every answer of a request in the location, unless the answer carries that
 header already (the settings page sends its own ``X-Frame-Options: DENY`` and policy). ``HSTS``
@@ -10,11 +10,8 @@ is configured on TLS ports only (the loader refuses it on a plain one).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from fwrest.config.model import LocationConfig
 from fwrest.context.request import RequestContext
-from fwrest.routing import LocationTable
 from fwrest.wire import Reply, Request
 
 __all__ = ["SecurityHeaders", "configured"]
@@ -35,19 +32,22 @@ def configured(config: LocationConfig) -> _Lines:
 
 
 class SecurityHeaders:
-    """The outgoing stage of one port; ``locations`` are all of them, ``(prefix, config)``."""
+    """The outgoing stage of one location that configures security headers: ``lines``
+    (from :func:`configured`), each sent unless the answer set it itself."""
 
-    def __init__(self, locations: Iterable[tuple[str, LocationConfig]]) -> None:
-        self._table: LocationTable[_Lines] = LocationTable(
-            (prefix, configured(config)) for prefix, config in locations
-        )
+    __slots__ = ("lines", "names")
+
+    def __init__(self, lines: _Lines) -> None:
+        self.lines = lines
+        self.names = frozenset(name for name, _ in lines)
 
     def __call__(self, req: Request, ctx: RequestContext, reply: Reply) -> Reply:
-        found = self._table.find(ctx.path)
-        if found is None or not found[0]:
-            return reply
-        present = {name for name, _ in reply.headers}
-        for name, value in found[0]:
-            if name not in present:
-                reply.headers.append((name, value))
+        headers = reply.headers
+        names = self.names
+        for name, _ in headers:
+            if name in names:  # the answer set one itself: keep its own
+                present = {n for n, _ in headers}
+                headers.extend([line for line in self.lines if line[0] not in present])
+                return reply
+        headers.extend(self.lines)
         return reply

@@ -36,10 +36,11 @@ _TEXT_CHARSET = "; charset=utf-8"
 
 @dataclass(frozen=True, slots=True)
 class _File:
-    path: str
+    handle: BinaryIO  # open, unbuffered; closed by whoever ends the answer (or its collection)
     size: int
     mtime: float
     etag: str
+    media: str
 
 
 def _header(req: Request, name: str) -> str | None:
@@ -65,9 +66,11 @@ class StaticFiles:
         self._inside = self.root.rstrip(os.sep) + os.sep
         self.default_page = default_page
         self._types = {ext.lower(): media for ext, media in types}
+        mimetypes.init()  # once, here: media_type runs on the executor's threads
 
     # -- finding the file (off the loop: file system calls) -----------------------------------
-    def _find(self, rel: str) -> _File | None:
+    def _open(self, rel: str) -> _File | None:
+        """The file that answers ``rel``, open, or None (404)."""
         segments = [s for s in rel.split("/") if s]
         for seg in segments:
             if seg.startswith(".") or "\\" in seg or "\0" in seg:
@@ -86,13 +89,21 @@ class StaticFiles:
         if any(part.startswith(".") for part in real[len(self._inside) :].split(os.sep)):
             return None  # a link to a hidden file inside the root
         try:
-            info = os.stat(real)
+            # the resolved name, no link followed now (one swapped in meanwhile is refused);
+            # non-blocking: a FIFO swapped in cannot hold the thread (fstat refuses it next)
+            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return None
-        if not stat.S_ISREG(info.st_mode):
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            info = None
+        if info is None or not stat.S_ISREG(info.st_mode):
+            os.close(fd)
             return None
+        handle = open(fd, "rb", buffering=0)  # noqa: SIM115 (closed with the answer)
         etag = f'"{info.st_mtime_ns:x}-{info.st_size:x}"'
-        return _File(real, info.st_size, info.st_mtime, etag)
+        return _File(handle, info.st_size, info.st_mtime, etag, self.media_type(real))
 
     def media_type(self, path: str) -> str:
         ext = os.path.splitext(path)[1].lower()
@@ -110,16 +121,24 @@ class StaticFiles:
         Raises:
             HTTPError: 404 (no such file here), 416 (a range past the end).
         """
-        found = await asyncio.to_thread(self._find, rel)
+        found = await asyncio.get_running_loop().run_in_executor(None, self._open, rel)
         if found is None:
             raise HTTPError(404)
+        try:
+            return self._answer(req, found)
+        except BaseException:
+            found.handle.close()
+            raise
+
+    def _answer(self, req: Request, found: _File) -> Reply:
         headers = [
-            ("content-type", self.media_type(found.path)),
+            ("content-type", found.media),
             ("etag", found.etag),
             ("last-modified", formatdate(found.mtime, usegmt=True)),
             ("accept-ranges", "bytes"),
         ]
         if _not_modified(req, found):
+            found.handle.close()
             return Reply(304, headers[1:3], b"")
         start, end = 0, found.size - 1
         status = 200
@@ -138,22 +157,24 @@ class StaticFiles:
                 headers.append(("content-range", f"bytes {start}-{end}/{found.size}"))
         length = max(end - start + 1, 0)
         if length == 0:
+            found.handle.close()
             return Reply(status, headers, b"")
-        handle = await asyncio.to_thread(open, found.path, "rb")
-        return Reply(status, headers, b"", stream=_pieces(handle, start, length), length=length)
+        stream = _pieces(found.handle, start, length)
+        return Reply(status, headers, b"", stream=stream, length=length)
 
 
 async def _pieces(handle: BinaryIO, start: int, length: int) -> AsyncIterator[bytes]:
-    """``length`` bytes of the file from ``start``, a piece at a time, read off the loop."""
+    """``length`` bytes of the file from ``start``, a piece at a time, read off the loop
+    (``pread``: no seek; the default executor, as the file system calls before)."""
+    read = asyncio.get_running_loop().run_in_executor
+    fd = handle.fileno()
     try:
-        if start:
-            await asyncio.to_thread(handle.seek, start)
-        left = length
-        while left > 0:
-            piece = await asyncio.to_thread(handle.read, min(PIECE, left))
+        offset, end = start, start + length
+        while offset < end:
+            piece = await read(None, os.pread, fd, min(PIECE, end - offset), offset)
             if not piece:
                 break  # the file shrank meanwhile: the client sees a short answer
-            left -= len(piece)
+            offset += len(piece)
             yield piece
     finally:
         handle.close()

@@ -12,7 +12,7 @@ not configured is not in the sequence, so it costs nothing):
 5. **route**: one match (404, 405 + ``Allow``);
 6. **invoke**: the route's bound call (its pool, its ``ActiveTimeout``: ``handler.bind``);
 7. **encode**: the result as a :class:`~fwrest.wire.Reply` (SPEC 9's result rules);
-8. **outgoing** stages, each may change the reply;
+8. **outgoing** stages of the request's location, each may change the reply;
 9. **finish**: HEAD, usage figures, the access line.
 
 Everything an application's function raises ends as an error reply here (SPEC 7.1); the
@@ -57,11 +57,21 @@ from fwrest.server.state import tunables
 from fwrest.server.usage import UNMATCHED, UsageTable
 from fwrest.wire import Reply, Request, close_stream, error_reply
 
-__all__ = ["Admit", "Guard", "Outgoing", "PortApp", "Request", "error_reply", "trace_text"]
+__all__ = ["Admit", "Early", "Guard", "Outgoing", "PortApp", "Request", "error_reply", "trace_text"]
 
 Guard = Callable[[Request, RequestContext], Awaitable[None]]
 Admit = Callable[[Request, RequestContext], Awaitable[Reply | None]]
 """An early or admitted stage: None lets the request go on, a reply answers it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Early:
+    """An early stage and the methods it is for (None: every request)."""
+
+    stage: Admit
+    methods: frozenset[str] | None = None
+
+
 Outgoing = Callable[[Request, RequestContext, Reply], Reply]
 """An outgoing stage: the reply to send instead (or the same)."""
 
@@ -77,6 +87,7 @@ class _Location:
     router: Router[Handler]
     files: StaticFiles | None = None  # RootPath: answers GET/HEAD where no route does
     active_s: float = 0.0  # ActiveTimeout: also bounds a stream's first piece (0: none)
+    outgoing: tuple[Outgoing, ...] = ()  # the location's outgoing stages, in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +225,9 @@ class PortApp:
         guard: the port's authorization (None: an open port).
         token_service: an oAuth2 port's token service.
         service: the worker's services native routes use (None: a bare pipeline).
-        early, admitted, outgoing: extra stages (see the module's docstring).
+        early: stages before authorization, each for the methods it names (or all).
+        admitted: stages after authorization, before routing.
+        outgoing: each location's outgoing stages, by location prefix.
         files: the static files of locations with a ``RootPath``, by location prefix.
     """
 
@@ -226,9 +239,9 @@ class PortApp:
         *,
         token_service: TokenEndpoint | None = None,
         service: ServiceView | None = None,
-        early: tuple[Admit, ...] = (),
+        early: tuple[Early, ...] = (),
         admitted: tuple[Admit, ...] = (),
-        outgoing: tuple[Outgoing, ...] = (),
+        outgoing: Mapping[str, tuple[Outgoing, ...]] | None = None,
         files: Mapping[str, StaticFiles] | None = None,
     ) -> None:
         self.plan = plan
@@ -240,9 +253,15 @@ class PortApp:
         self.guard = guard
         self.token_service = token_service
         self.service = service
-        self.early = early
+        # the early stages of each method named by one, and of every other method
+        self._early_all = tuple(e.stage for e in early if e.methods is None)
+        self._early: dict[str, tuple[Admit, ...]] = {
+            method: tuple(e.stage for e in early if e.methods is None or method in e.methods)
+            for e in early
+            for method in e.methods or ()
+        }
+        self._staged = bool(early)
         self.admitted = admitted
-        self.outgoing = outgoing
         locs = []
         for loc in plan.locations:
             pool = pools[loc.pool_name.lower()]
@@ -251,7 +270,8 @@ class PortApp:
             for _, _, handler in loc.router.routes():
                 handler.invoke = bind(handler, pool.submit, bounded)
             found = files.get(loc.prefix) if files else None
-            locs.append((loc.prefix, _Location(loc, loc.router, found, active / 1000)))
+            stages = outgoing.get(loc.prefix, ()) if outgoing else ()
+            locs.append((loc.prefix, _Location(loc, loc.router, found, active / 1000, stages)))
         self.locations: LocationTable[_Location] = LocationTable(locs)
         self.in_flight = 0
         self.total = 0
@@ -414,8 +434,9 @@ class PortApp:
             path = found.path
             ctx = RequestContext(self, method, path, query, req.headers, req.body, req.client)
             reply = None
-            if self.early or self.admitted:
-                reply = await self._admit(req, ctx, found)
+            early = self._early.get(method, self._early_all) if self._staged else ()
+            if early or self.admitted:
+                reply = await self._admit(req, ctx, found, early)
             elif self.guard is not None and path not in self.public_paths:
                 await self.guard(req, ctx)
             if reply is None:
@@ -472,9 +493,11 @@ class PortApp:
         finally:
             self.in_flight -= 1
         assert reply is not None  # every path above made one
-        if self.outgoing and ctx is not None:
-            for stage in self.outgoing:
-                reply = stage(req, ctx, reply)
+        if ctx is not None and found is not None:
+            where = found.location
+            if where is not None and where.outgoing:
+                for stage in where.outgoing:
+                    reply = stage(req, ctx, reply)
         return self._finish(req, reply, found, query, route_key, started, guarded, handled)
 
     async def _timed(
@@ -514,11 +537,13 @@ class PortApp:
         reply.stream = _prepend(first, stream)
         return reply
 
-    async def _admit(self, req: Request, ctx: RequestContext, found: _Located) -> Reply | None:
-        """Stages 2-4 when extra stages are configured: the early ones, authorization, the
-        admitted ones; a reply from any of them answers the request. (Without extra stages
-        ``handle`` authorizes inline: one coroutine less per request.)"""
-        for stage in self.early:
+    async def _admit(
+        self, req: Request, ctx: RequestContext, found: _Located, early: tuple[Admit, ...]
+    ) -> Reply | None:
+        """Stages 2-4 when extra stages apply: the early ones of the request's method,
+        authorization, the admitted ones; a reply from any of them answers the request.
+        (Without them ``handle`` authorizes inline: one coroutine less per request.)"""
+        for stage in early:
             reply = await stage(req, ctx)
             if reply is not None:
                 return reply

@@ -21,7 +21,7 @@ from fwrest.features.headers import SecurityHeaders
 from fwrest.features.headers import configured as security_headers
 from fwrest.features.static import StaticFiles
 from fwrest.routing import LocationTable
-from fwrest.server.app import Admit, Guard, Outgoing, PortApp
+from fwrest.server.app import Early, Guard, Outgoing, PortApp
 from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.pool import ThreadPool
 from fwrest.store.calls import StoreClient
@@ -56,23 +56,35 @@ def _locator(port: PortPlan) -> Callable[[str], tuple[str, str] | None]:
     return table.find
 
 
-def location_stages(port: PortPlan) -> tuple[tuple[Admit, ...], tuple[Outgoing, ...]]:
-    """The stages of the location features the port's locations configure (SPEC 10): none,
-    and so no cost on the request path, where none is configured."""
-    early: list[Admit] = []
-    outgoing: list[Outgoing] = []
+def location_stages(port: PortPlan) -> tuple[tuple[Early, ...], dict[str, tuple[Outgoing, ...]]]:
+    """The stages of the location features the port's locations configure (SPEC 10): the
+    early ones, and each location's outgoing ones by prefix. None, and so no cost on the
+    request path, where none is configured; a location's own stages are decided here, so
+    that none of them looks its location up per request."""
+    early: list[Early] = []
+    outgoing: dict[str, tuple[Outgoing, ...]] = {}
     locations = port.locations
+    cors = None
     if any(loc.config.cors is not None for loc in locations):
         cors = CorsStages((loc.prefix, loc.config.cors, loc.router) for loc in locations)
-        early.append(cors.preflight)
-        outgoing.append(cors.outgoing)
-    if any(security_headers(loc.config) for loc in locations):
-        outgoing.append(SecurityHeaders((loc.prefix, loc.config) for loc in locations))
+        early.append(Early(cors.preflight, frozenset({"OPTIONS"})))
     config = port.config
+    compression = None
     if config.compression:
-        # last: the headers of the stages before it are sent, its body is what goes out
-        outgoing.append(Compression(config.compression, config.compression_min_size))
-    return tuple(early), tuple(outgoing)
+        compression = Compression(config.compression, config.compression_min_size)
+    for loc in locations:
+        # compression first: it reads only the answer's own headers (the next stages add
+        # theirs to what it made, a Vary merged, none that would change its choice)
+        stages: list[Outgoing] = [compression] if compression is not None else []
+        lines = security_headers(loc.config)
+        if lines:
+            stages.append(SecurityHeaders(lines))
+        headers = cors.outgoing_of(loc.prefix) if cors is not None else None
+        if headers is not None:
+            stages.append(headers)
+        if stages:
+            outgoing[loc.prefix] = tuple(stages)
+    return tuple(early), outgoing
 
 
 def static_files(port: PortPlan) -> dict[str, StaticFiles]:
