@@ -175,9 +175,11 @@ class _PipelineTransport(httpx.BaseTransport):
                     self._runtime.port_number,
                 )
             )
-        return httpx.Response(
-            reply.status, headers=reply.headers, content=reply.body, request=request
-        )
+        headers = reply.headers
+        if reply.close:
+            # what the engine says before it closes (setCloseAfterSend, a refusal)
+            headers = [*headers, ("connection", "close")]
+        return httpx.Response(reply.status, headers=headers, content=reply.body, request=request)
 
     def _refused(
         self, method: str, target: bytes, headers: list[tuple[str, str]], body: bytes

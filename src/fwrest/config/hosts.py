@@ -11,7 +11,14 @@ from __future__ import annotations
 import ipaddress
 import re
 
-__all__ = ["WILDCARD_ADDRESSES", "canonical_host", "host_of_header", "is_ip"]
+__all__ = [
+    "WILDCARD_ADDRESSES",
+    "authority",
+    "canonical_host",
+    "host_and_port",
+    "host_of_header",
+    "is_ip",
+]
 
 # the addresses that bind every interface
 WILDCARD_ADDRESSES = frozenset({"", "0.0.0.0", "::", "*"})
@@ -57,12 +64,12 @@ def canonical_host(text: str, *, wildcard: bool = False) -> str | None:
     return prefix + name
 
 
-def host_of_header(value: str) -> str | None:
-    """The canonical host a ``Host`` header names (its port left out); None when the value
-    is no ``host[:port]``.
+def host_and_port(value: str) -> tuple[str, str] | None:
+    """The canonical host a ``Host`` header names and its port as written ("" when none);
+    None when the value is no ``host[:port]``.
 
-    >>> host_of_header("Example.com:8080"), host_of_header("[::1]:80"), host_of_header("a@b")
-    ('example.com', '::1', None)
+    >>> host_and_port("Example.com:8080"), host_and_port("[::1]"), host_and_port("a@b")
+    (('example.com', '8080'), ('::1', ''), None)
     """
     value = value.strip()
     if value.startswith("["):
@@ -77,7 +84,35 @@ def host_of_header(value: str) -> str | None:
         host, _, port = value.partition(":")
     if port and not port.isdigit():
         return None
-    return canonical_host(host)
+    canonical = canonical_host(host)
+    return None if canonical is None else (canonical, port)
+
+
+def host_of_header(value: str) -> str | None:
+    """The canonical host a ``Host`` header names (its port left out); None when the value
+    is no ``host[:port]``.
+
+    >>> host_of_header("Example.com:8080"), host_of_header("[::1]:80"), host_of_header("a@b")
+    ('example.com', '::1', None)
+    """
+    found = host_and_port(value)
+    return None if found is None else found[0]
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def authority(host: str, port: int | None, scheme: str) -> str:
+    """``host[:port]`` as a URL writes it: an IPv6 address in brackets, the scheme's default
+    port left out.
+
+    >>> authority("::1", 8443, "https"), authority("example.com", 443, "https")
+    ('[::1]:8443', 'example.com')
+    """
+    shown = f"[{host}]" if ":" in host else host
+    if port is None or port == _DEFAULT_PORTS.get(scheme):
+        return shown
+    return f"{shown}:{port}"
 
 
 def is_ip(host: str) -> bool:

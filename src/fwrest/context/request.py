@@ -175,6 +175,7 @@ class RequestContext:
         "body",
         "chunks",
         "client",
+        "close_after",
         "handler",
         "method",
         "params",
@@ -182,9 +183,11 @@ class RequestContext:
         "port",
         "query_string",
         "raw_headers",
+        "request_id",
         "resp_body",
         "resp_headers",
         "resp_status",
+        "scope",
     )
 
     def __init__(
@@ -214,6 +217,9 @@ class RequestContext:
         self.resp_body: list[str | bytes] | None = None
         self.resp_headers: dict[str, str] | None = None
         self.chunks: ChunkFeed | None = None  # a chunked answer in progress (setChunkedResponse)
+        self.close_after = False  # setCloseAfterSend: the connection ends with this answer
+        self.request_id: str | None = None  # SPEC 13.4, made when first asked for
+        self.scope = ""  # the access token's granted scopes, space-separated (SPEC 12.4)
         self._headers: Headers | None = None
         self._query: Mapping[str, str] | None = None
 

@@ -9,14 +9,20 @@ from __future__ import annotations
 import copy
 import gzip
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
+from fwrest.config.hosts import authority, host_and_port
 from fwrest.context import chunks
 from fwrest.context.charsets import body_text
 from fwrest.context.codings import choose_coding
 from fwrest.context.jsonbody import to_json
 from fwrest.context.request import Headers, RequestContext, check_header, check_status, current
+from fwrest.context.request_id import carried_request_id, new_request_id
 from fwrest.errors import error_body
+
+if TYPE_CHECKING:
+    from fwrest.config.model import ThreadPoolConfig
 
 __all__ = ["RestObject", "rest"]
 
@@ -116,12 +122,19 @@ class RestObject:
         the 4xx/5xx status set before it with ``setStatusCode``.
 
         The body is JSON, ``{"code": status, "detailedMessage": "", "message": message}``, as
-        every error of the framework, so that a client handles all errors alike.
+        every error of the framework, so that a client handles all errors alike: it replaces
+        what ``setResponse`` gathered, and a ``Content-Type`` or ``Content-Encoding`` set
+        before it is dropped (other headers stay).
         """
         ctx = self._ctx()
         status = ctx.resp_status if 400 <= ctx.resp_status <= 599 else 500
         ctx.resp_status = status
         ctx.resp_body = [error_body(status, str(message))]
+        headers = ctx.resp_headers
+        if headers:
+            # the body is JSON as it is, whatever the handler meant to send before
+            _drop_header(headers, "content-type")
+            _drop_header(headers, "content-encoding")
 
     def send_zipped(self, data: str | bytes) -> None:
         """Answer with ``data`` (text as UTF-8) gzip-compressed, with ``Content-Encoding:
@@ -249,6 +262,200 @@ class RestObject:
         from fwrest.server.legacy import ws_restful_stop
 
         return ws_restful_stop()
+
+    # -- more of the request and the answer (SPEC 11.3) -----------------------------------------
+    def client_ip(self) -> str:
+        """The client's address: the connection's peer, or, for a request that comes from a
+        ``TrustedProxies`` balancer, the rightmost ``X-Forwarded-For`` address that is not a
+        trusted proxy (the one the access line and the brute-force count use)."""
+        return self._ctx().client
+
+    def full_url(self) -> str:
+        """The URL the client asked for, ``scheme://host[:port]/path?query``.
+
+        The host is the request's ``Host`` when it names this server (the check of SPEC 7.1:
+        ``HostName``, the bound address, ``localhost`` on loopback, ``AllowedHosts``), with
+        the port it gives; else the server's own ``HostName`` and port, so that a forged
+        ``Host`` never gets into a URL the application hands out. The scheme is the port's;
+        the path is the normalised one (``getPathRequest()``'s, percent-encoded again), the
+        query as received. A default port (80, 443) is left out: a ``GET
+        /rest/./users/1?fields=name`` with ``Host: api.example.com`` to an ``https`` port
+        that ``AllowedHosts`` lets that name gives ``https://api.example.com/rest/users/1?fields=name``.
+        """
+        ctx = self._ctx()
+        port = ctx.port
+        scheme = port.scheme
+        where = port.authority
+        hosts = [value for name, value in ctx.raw_headers if name == "host"]
+        if len(hosts) == 1 and port.names_host(hosts[0]):
+            found = host_and_port(hosts[0])
+            if found is not None:
+                host, given = found
+                if not given:
+                    where = authority(host, None, scheme)
+                elif given.isascii() and 0 < int(given) <= 65535:
+                    where = authority(host, int(given), scheme)
+        query = f"?{ctx.query_string}" if ctx.query_string else ""
+        return f"{scheme}://{where}{quote(ctx.path, safe=_PATH_SAFE)}{query}"
+
+    def request_id(self) -> str:
+        """The request's id (SPEC 13.4): its ``X-Request-ID`` when that is 1-128 characters of
+        ``[A-Za-z0-9._:-]``, else a new random one, made when first asked for and the same
+        for the rest of the request."""
+        ctx = self._ctx()
+        found = ctx.request_id
+        if found is None:
+            found = ctx.request_id = carried_request_id(ctx.raw_headers) or new_request_id()
+        return found
+
+    def close_after_send(self) -> None:
+        """Close the connection once this answer is sent: it says ``Connection: close``, and
+        a client's next request on it is not read."""
+        self._ctx().close_after = True
+
+    def update_header(self, name: str, value: str) -> bool:
+        """Replace the value of a response header set on the REST object (the name compared
+        without case); a header not set yet is set, as ``setKeyHeaderResponse`` does. True
+        when one was replaced. Checked as ``setKeyHeaderResponse`` checks (``ValueError``,
+        a 500: SPEC 7.1)."""
+        name, text = check_header(name, value)
+        ctx = self._ctx()
+        headers = ctx.resp_headers
+        if headers is None:
+            headers = ctx.resp_headers = {}
+        replaced = _drop_header(headers, name)
+        headers[name] = text
+        return replaced
+
+    def delete_header(self, name: str) -> bool:
+        """Remove a response header set on the REST object (the name compared without case);
+        True when there was one. The headers fwrest adds while encoding the answer
+        (``Content-Type``, ``Content-Length``) are not among them. A name that is no header
+        name raises ``ValueError``, a 500."""
+        name, _ = check_header(name, "")
+        headers = self._ctx().resp_headers
+        return headers is not None and _drop_header(headers, name)
+
+    def reset_response(self) -> None:
+        """Drop the body gathered so far (``setResponse``, ``setFault``, ``sendZipped``); the
+        status and headers stay."""
+        self._ctx().resp_body = None
+
+    def reset_headers(self) -> None:
+        """Drop every response header set on the REST object so far."""
+        self._ctx().resp_headers = None
+
+    def auth_scopes(self) -> list[str]:
+        """The scopes granted to the request's access token (SPEC 12.4): every token fwrest
+        issues is granted ``default``; empty on a Basic or open port, on an oAuth2 port's
+        public paths, and where a custom ``onAuth`` checks the token (a new list each
+        call)."""
+        return self._ctx().scope.split()
+
+    def _pool(self) -> ThreadPoolConfig | None:
+        ctx = self._ctx()
+        return ctx.port.thread_pool(ctx.path)
+
+    def pool_name(self) -> str:
+        """The thread pool of the request's location, as its section is named; "" outside
+        every location (as the other pool getters' 0)."""
+        pool = self._pool()
+        return pool.name if pool is not None else ""
+
+    def pool_min_threads(self) -> int:
+        pool = self._pool()
+        return pool.min_threads if pool is not None else 0
+
+    def pool_max_threads(self) -> int:
+        pool = self._pool()
+        return pool.max_threads if pool is not None else 0
+
+    def pool_accept_timeout(self) -> int:
+        """``AcceptTimeout`` of the request's pool, in ms."""
+        pool = self._pool()
+        return pool.accept_timeout_ms if pool is not None else 0
+
+    def pool_inactive_timeout(self) -> int:
+        """``InactiveTimeout`` of the request's pool, in ms."""
+        pool = self._pool()
+        return pool.inactive_timeout_ms if pool is not None else 0
+
+    def pool_active_timeout(self) -> int:
+        """``ActiveTimeout`` of the request's pool, in ms (0: none)."""
+        pool = self._pool()
+        return pool.active_timeout_ms if pool is not None else 0
+
+    def pool_port(self) -> int:
+        """The TCP port the request came in on."""
+        return self._ctx().port.port_number
+
+    def pool_ssl(self) -> bool:
+        """Whether the request came in over TLS (the server's ``SslCertificate``)."""
+        return self._ctx().port.scheme == "https"
+
+    def getClientIP(self) -> str:
+        return self.client_ip()
+
+    def getFullURLRequest(self) -> str:
+        return self.full_url()
+
+    def getRequestId(self) -> str:
+        return self.request_id()
+
+    def setCloseAfterSend(self) -> None:
+        self.close_after_send()
+
+    def updateKeyHeaderResponse(self, name: str, value: str) -> bool:
+        return self.update_header(name, value)
+
+    def deleteKeyHeaderResponse(self, name: str) -> bool:
+        return self.delete_header(name)
+
+    def resetResponse(self) -> None:
+        self.reset_response()
+
+    def resetKeyHeaderResponse(self) -> None:
+        self.reset_headers()
+
+    def getAuthScopes(self) -> list[str]:
+        return self.auth_scopes()
+
+    def getThreadPoolName(self) -> str:
+        return self.pool_name()
+
+    def getThreadPoolMinThreads(self) -> int:
+        return self.pool_min_threads()
+
+    def getThreadPoolMaxThreads(self) -> int:
+        return self.pool_max_threads()
+
+    def getThreadPoolAcceptTimeout(self) -> int:
+        return self.pool_accept_timeout()
+
+    def getThreadPoolInactiveTimeout(self) -> int:
+        return self.pool_inactive_timeout()
+
+    def getThreadPoolActiveTimeout(self) -> int:
+        return self.pool_active_timeout()
+
+    def getThreadPoolPort(self) -> int:
+        return self.pool_port()
+
+    def getThreadPoolSsl(self) -> bool:
+        return self.pool_ssl()
+
+
+# RFC 3986 3.3: what a path segment may hold as it is, besides unreserved characters
+_PATH_SAFE = "/!$&'()*+,;=:@~"
+
+
+def _drop_header(headers: dict[str, str], name: str) -> bool:
+    """Remove every spelling of ``name`` from ``headers``; whether there was one."""
+    lowered = name.lower()
+    found = [key for key in headers if key.lower() == lowered]
+    for key in found:
+        del headers[key]
+    return bool(found)
 
 
 rest = RestObject()

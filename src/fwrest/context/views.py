@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from fwrest.context.charsets import Charset
 
 if TYPE_CHECKING:
+    from fwrest.config.model import ThreadPoolConfig
     from fwrest.context.request import AuthInfo
     from fwrest.repository import Endpoint
     from fwrest.store import StateStore
@@ -106,6 +107,17 @@ class PortView(Protocol):
         ...
 
     @property
+    def port_number(self) -> int:
+        """The TCP port the server listens on."""
+        ...
+
+    @property
+    def authority(self) -> str:
+        """``host[:port]`` as the server names itself: its ``HostName`` (the machine's name
+        when it binds every interface) and its port, left out when the scheme's default."""
+        ...
+
+    @property
     def service(self) -> ServiceView | None:
         """The worker's services; None for a port served without a worker (a bare pipeline)."""
         ...
@@ -126,6 +138,11 @@ class PortView(Protocol):
     def names_host(self, host: str) -> bool:
         """Whether a request's ``Host`` header value names this server: its ``HostName``, its
         bound address, ``localhost`` on loopback, or its ``AllowedHosts`` (SPEC 7.1)."""
+        ...
+
+    def thread_pool(self, path: str) -> ThreadPoolConfig | None:
+        """The thread pool of the location that serves ``path`` (normalised), as configured;
+        None outside every location."""
         ...
 
     def listing(self) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from fwrest import log
+from fwrest.config.model import ThreadPoolConfig
 from fwrest.context.charsets import CHARSETS
 from fwrest.context.jsonbody import NotJSON
 from fwrest.context.request import RequestContext, current
@@ -51,7 +52,7 @@ from fwrest.routing import (
 )
 from fwrest.server.build import LocationPlan, PortPlan
 from fwrest.server.handler import JSON_TYPE, Handler, ResultError, bind, result_reply
-from fwrest.server.hosts import HostCheck
+from fwrest.server.hosts import HostCheck, own_authority
 from fwrest.server.pool import ThreadPool
 from fwrest.server.state import tunables
 from fwrest.server.usage import UNMATCHED, UsageTable
@@ -249,6 +250,8 @@ class PortApp:
         self.user_data = plan.config.user_data
         self.auth = plan.auth
         self.scheme = plan.config.scheme
+        self.port_number = plan.config.port
+        self.authority = own_authority(plan.config.host, plan.config.port, self.scheme)
         self.charset = CHARSETS[plan.config.charset.lower()]
         self.guard = guard
         self.token_service = token_service
@@ -292,6 +295,10 @@ class PortApp:
 
     def names_host(self, host: str) -> bool:
         return self.host_check(host)
+
+    def thread_pool(self, path: str) -> ThreadPoolConfig | None:
+        found = self.locations.find(path)
+        return found[0].plan.config.thread_pool if found is not None else None
 
     def listing(self) -> list[dict[str, Any]]:
         from fwrest.native.listing import service_listing
@@ -498,6 +505,8 @@ class PortApp:
             if where is not None and where.outgoing:
                 for stage in where.outgoing:
                     reply = stage(req, ctx, reply)
+            if ctx.close_after:
+                reply.close = True  # setCloseAfterSend: the engine says so and closes
         return self._finish(req, reply, found, query, route_key, started, guarded, handled)
 
     async def _timed(

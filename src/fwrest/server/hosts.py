@@ -11,13 +11,20 @@ never comes from DNS rebinding), and ``localhost``.
 from __future__ import annotations
 
 import ipaddress
+import socket
 import time
 
 import psutil
 
-from fwrest.config.hosts import WILDCARD_ADDRESSES, canonical_host, host_of_header, is_ip
+from fwrest.config.hosts import (
+    WILDCARD_ADDRESSES,
+    authority,
+    canonical_host,
+    host_of_header,
+    is_ip,
+)
 
-__all__ = ["HostCheck"]
+__all__ = ["HostCheck", "own_authority"]
 
 _ADDRESSES_TTL_S = 10.0  # the machine's addresses are read again at most this often on a miss
 
@@ -84,3 +91,16 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return host == "localhost"
+
+
+def own_authority(host: str, port: int, scheme: str) -> str:
+    """``host[:port]`` as a server names itself in a URL: its ``HostName``, or the machine's
+    name when it binds every interface (no address of it is the one every client reaches).
+
+    >>> own_authority("127.0.0.1", 8080, "http"), own_authority("::1", 443, "https")
+    ('127.0.0.1:8080', '[::1]')
+    """
+    name = None if host in WILDCARD_ADDRESSES else canonical_host(host)
+    if name is None:
+        name = canonical_host(socket.gethostname()) or "localhost"
+    return authority(name, port, scheme)

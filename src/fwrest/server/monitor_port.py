@@ -9,14 +9,14 @@ from typing import Any
 from fwrest import log
 from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.throttle import Throttle
-from fwrest.config.model import MonitorConfig, ServerConfig
+from fwrest.config.model import MonitorConfig, ServerConfig, ThreadPoolConfig
 from fwrest.context.charsets import UTF8
 from fwrest.context.request import NO_AUTH, AuthInfo, RequestContext
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.monitor import Collector, MonitorApp
 from fwrest.routing import BadPath, normalise_path, split_target
 from fwrest.server.app import trace_text
-from fwrest.server.hosts import HostCheck
+from fwrest.server.hosts import HostCheck, own_authority
 from fwrest.server.state import tunables
 from fwrest.wire import Reply, Request, error_reply
 
@@ -67,6 +67,8 @@ class MonitorPort:
         self.user_data: Any = None
         self.app = MonitorApp(api_path, collector)
         self.scheme = cfg.scheme
+        self.port_number = cfg.port
+        self.authority = own_authority(cfg.host, cfg.port, cfg.scheme)
         self.charset = UTF8
         self.guard = BasicGuard(settings, "APP_MONITOR", throttle) if settings is not None else None
         self.auth: AuthInfo = (
@@ -79,6 +81,9 @@ class MonitorPort:
 
     def names_host(self, host: str) -> bool:
         return self._hosts(host)
+
+    def thread_pool(self, path: str) -> ThreadPoolConfig | None:
+        return None  # the monitor answers on the event loop, in no location
 
     def listing(self) -> list[dict[str, Any]]:
         return []  # no native routes on the monitor's port

@@ -144,6 +144,9 @@ class BearerGuard:
         except InvalidToken as exc:
             raise _invalid(str(exc)) from None
         ctx.auth_user = str(claims.get("sub", ""))
+        scope = claims.get("scope")
+        if isinstance(scope, str):
+            ctx.scope = scope  # split only when rest.getAuthScopes() asks
 
 
 def _invalid(why: str) -> HTTPError:
