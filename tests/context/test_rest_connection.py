@@ -1,0 +1,206 @@
+"""The REST object's methods of SPEC 11.3 whose effect only a socket shows, over a real
+``fwrest serve``: ``setCloseAfterSend`` (the answer says ``Connection: close`` and the
+connection ends after it; raw sockets), ``getClientIP`` behind a trusted proxy (httpx sending
+``X-Forwarded-For``), ``getThreadPoolSsl``/``getThreadPoolPort`` on a TLS port (trustme
+certificates), and a hostile header update read as the bytes on the wire.
+
+Three ports: ``HTTP_REST`` trusts 127.0.0.1 as a proxy, ``PLAIN`` trusts none, ``HTTPS_REST``
+speaks TLS.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import trustme
+
+from tests.conftest import ServerProcess, exchange, free_config, issue_certs, serving
+
+APP = """
+from fwrest import get, rest
+
+
+@get("/hello")
+def hello():
+    return {"hello": "world"}
+
+
+@get("/ip")
+async def ip():
+    return {"ip": rest.getClientIP()}
+
+
+@get("/close")
+def close():
+    rest.setCloseAfterSend()
+    return {"closing": True}
+
+
+@get("/close/boom")
+async def close_boom():
+    rest.setCloseAfterSend()
+    raise RuntimeError("after asking to close")
+
+
+@get("/close/stream")
+def close_stream():
+    rest.setCloseAfterSend()
+
+    def pieces():
+        yield "one,"
+        yield "two"
+
+    return pieces()
+
+
+@get("/pool")
+def pool():
+    return {
+        "ssl": rest.getThreadPoolSsl(),
+        "port": rest.getThreadPoolPort(),
+        "name": rest.getThreadPoolName(),
+        "url": rest.getFullURLRequest(),
+    }
+
+
+@get("/hostile")
+def hostile():
+    rest.setKeyHeaderResponse("X-Before", "1")
+    rest.updateKeyHeaderResponse("X-Before", "a\\r\\nSet-Cookie: evil=1")
+    return {"reached": True}
+"""
+
+
+@pytest.fixture(scope="module")
+def service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("rest_connection")
+    certs = issue_certs(ca, folder / "certs")
+    servers = {
+        "HTTP_REST": {
+            "HostName": "127.0.0.1",
+            "Port": 0,
+            "Locations": "ROOT",
+            "TrustedProxies": "127.0.0.1",
+        },
+        "PLAIN": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+        "HTTPS_REST": {
+            "HostName": "127.0.0.1",
+            "Port": 0,
+            "Locations": "ROOT",
+            "SslCertificate": str(certs["cert"]),
+            "SslCertificateKey": str(certs["key"]),
+        },
+    }
+    config = free_config(folder, app=APP, servers=servers)
+    with serving(config) as proc:
+        yield proc
+
+
+def _split(raw: bytes) -> list[bytes]:
+    """The answers in ``raw``, each from its status line on."""
+    return [b"HTTP/1.1 " + part for part in raw.split(b"HTTP/1.1 ")[1:]]
+
+
+def test_close_after_send_ends_the_connection_after_its_answer(service: ServerProcess) -> None:
+    port = service.ports["HTTP_REST"]
+    get = b"GET /rest/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    # two requests pipelined: the first asks to close, the second is never answered; the
+    # socket ends (exchange reads until the server closes, or fails on its timeout)
+    answers = _split(exchange(port, get % b"close" + get % b"hello"))
+    assert len(answers) == 1, answers
+    head, _, body = answers[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert b"\r\nconnection: close" in head.lower()
+    assert body == b'{"closing":true}'
+    # the control: without it, both are answered on the one connection
+    last = b"GET /rest/hello HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    answers = _split(exchange(port, get % b"hello" + last))
+    assert len(answers) == 2, answers
+    assert b"connection:" not in answers[0].lower()
+
+
+def test_close_after_send_on_an_http10_keep_alive_connection(service: ServerProcess) -> None:
+    raw = exchange(
+        service.ports["HTTP_REST"],
+        b"GET /rest/close HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+        b"GET /rest/hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    )
+    answers = _split(raw)
+    assert len(answers) == 1, answers
+    assert b"\r\nconnection: close" in answers[0].lower()
+    assert b"keep-alive" not in answers[0].lower()
+
+
+def test_close_after_send_holds_for_the_error_answer_and_a_stream(service: ServerProcess) -> None:
+    port = service.ports["HTTP_REST"]
+    get = b"GET /rest/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    answers = _split(exchange(port, get % b"close/boom" + get % b"hello"))
+    assert len(answers) == 1, answers
+    assert answers[0].startswith(b"HTTP/1.1 500 ")
+    assert b"\r\nconnection: close" in answers[0].lower()
+    assert answers[0].endswith(
+        b'{"code":500,"detailedMessage":"","message":"Internal Server Error"}'
+    )
+    answers = _split(exchange(port, get % b"close/stream" + get % b"hello"))
+    assert len(answers) == 1, answers
+    head, _, body = answers[0].partition(b"\r\n\r\n")
+    assert b"\r\nconnection: close" in head.lower()
+    assert b"transfer-encoding: chunked" in head.lower()
+    assert body == b"4\r\none,\r\n3\r\ntwo\r\n0\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("forwarded", "client"),
+    [
+        (None, "127.0.0.1"),  # from the proxy itself
+        ("203.0.113.9", "203.0.113.9"),
+        ("198.51.100.7, 203.0.113.9", "203.0.113.9"),  # the left one could be forged
+        ("203.0.113.9, 127.0.0.1", "203.0.113.9"),  # a chain of trusted proxies
+        ("2001:db8::1", "2001:db8::1"),
+        ("not-an-address", "127.0.0.1"),
+    ],
+)
+def test_client_ip_behind_a_trusted_proxy(
+    service: ServerProcess, forwarded: str | None, client: str
+) -> None:
+    headers = {"X-Forwarded-For": forwarded} if forwarded is not None else {}
+    r = httpx.get(f"{service.url('HTTP_REST')}/ip", headers=headers, timeout=10)
+    assert r.json() == {"ip": client}
+    # a port that trusts no proxy takes the peer's address, whatever the header says
+    r = httpx.get(f"{service.url('PLAIN')}/ip", headers=headers, timeout=10)
+    assert r.json() == {"ip": "127.0.0.1"}
+
+
+def test_pool_ssl_and_port_of_a_tls_port(service: ServerProcess, ca: trustme.CA) -> None:
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    tls_port = service.ports["HTTPS_REST"]
+    r = httpx.get(f"{service.url('HTTPS_REST')}/pool", verify=context, timeout=10)
+    assert r.json() == {
+        "ssl": True,
+        "port": tls_port,
+        "name": "POOL",
+        "url": f"https://127.0.0.1:{tls_port}/rest/pool",
+    }
+    plain_port = service.ports["PLAIN"]
+    r = httpx.get(f"{service.url('PLAIN')}/pool", timeout=10)
+    assert r.json() == {
+        "ssl": False,
+        "port": plain_port,
+        "name": "POOL",
+        "url": f"http://127.0.0.1:{plain_port}/rest/pool",
+    }
+
+
+def test_a_hostile_header_update_never_reaches_the_wire(service: ServerProcess) -> None:
+    raw = exchange(
+        service.ports["PLAIN"],
+        b"GET /rest/hostile HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    )
+    assert raw.startswith(b"HTTP/1.1 500 ")
+    assert b"set-cookie" not in raw.lower()
+    assert b"evil" not in raw
+    assert b"x-before" not in raw.lower()
