@@ -323,6 +323,19 @@ def issue_certs(ca: trustme.CA, folder: Path) -> dict[str, Path]:
     return {"cert": crt, "key": key, "ca": ca_pem}
 
 
+def tls_server(certs: dict[str, Path], **keys: Any) -> dict[str, Any]:
+    """A server section on ``127.0.0.1``, port 0, serving ``ROOT`` over TLS with ``certs``
+    (:func:`issue_certs`'); ``keys`` add to it or replace its keys."""
+    return {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "ROOT",
+        "SslCertificate": str(certs["cert"]),
+        "SslCertificateKey": str(certs["key"]),
+        **keys,
+    }
+
+
 @pytest.fixture
 def certs(ca: trustme.CA, tmp_path: Path) -> dict[str, Path]:
     """A server certificate for 127.0.0.1/localhost: paths of cert, key and the CA bundle."""

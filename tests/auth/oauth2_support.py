@@ -24,7 +24,7 @@ import jwt
 import trustme
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, tls_server
 from tests.conftest import issue_certs as issue_certs
 from tests.conftest import wait_for as wait_for
 
@@ -37,14 +37,7 @@ NO_THROTTLE = 1_000_000  # many failed grants from one address must not turn int
 def oauth_section(certs: dict[str, Path], locations: str = "ROOT", **auth: Any) -> dict[str, Any]:
     """An oAuth2 server section on a free port; ``auth`` goes into ``FwData.Authorization``."""
     authorization = {"scheme": "oAuth2", "onAuth": "", "maxFailures": NO_THROTTLE, **auth}
-    return {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": locations,
-        "SslCertificate": str(certs["cert"]),
-        "SslCertificateKey": str(certs["key"]),
-        "FwData": {"Authorization": authorization},
-    }
+    return tls_server(certs, Locations=locations, FwData={"Authorization": authorization})
 
 
 def client_context(certs: dict[str, Path]) -> ssl.SSLContext:

@@ -17,7 +17,14 @@ import httpx
 import pytest
 import trustme
 
-from tests.conftest import ServerProcess, exchange, free_config, issue_certs, serving
+from tests.conftest import (
+    ServerProcess,
+    exchange,
+    free_config,
+    issue_certs,
+    serving,
+    tls_server,
+)
 
 APP = """
 from fwrest import get, rest
@@ -86,13 +93,7 @@ def service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             "TrustedProxies": "127.0.0.1",
         },
         "PLAIN": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
-        "HTTPS_REST": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "SslCertificate": str(certs["cert"]),
-            "SslCertificateKey": str(certs["key"]),
-        },
+        "HTTPS_REST": tls_server(certs),
     }
     config = free_config(folder, app=APP, servers=servers)
     with serving(config) as proc:

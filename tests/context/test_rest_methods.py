@@ -23,6 +23,7 @@ import pytest
 import trustme
 
 from fwrest.testing import Client
+from tests.auth.oauth2_support import oauth_section
 from tests.conftest import issue_certs, module_config
 
 MODULE = "rest_methods_app"
@@ -219,21 +220,7 @@ def _config(folder: Path, certs: dict[str, Path]) -> Path:
                 }
             },
         },
-        "OAUTH": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "SslCertificate": str(certs["cert"]),
-            "SslCertificateKey": str(certs["key"]),
-            "FwData": {
-                "Authorization": {
-                    "scheme": "oAuth2",
-                    "onAuth": "",
-                    "onAuthparams": f"{MODULE}.oauth_params",
-                    "maxFailures": 1000,
-                }
-            },
-        },
+        "OAUTH": oauth_section(certs, onAuthparams=f"{MODULE}.oauth_params"),
     }
     extra = {
         "POOL": {
