@@ -3,14 +3,11 @@
 The public API and ``__all__`` only.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("fwrest")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
-
 import sys as _sys
+
+# the one place of the version: pyproject.toml reads it from here (setuptools' dynamic
+# version), so no start of fwrest pays for importlib.metadata (a tenth of a second)
+__version__ = "0.1.0"
 
 from fwrest.context import Event, EventStream, Response, rest
 from fwrest.errors import ConfigError

@@ -6,10 +6,6 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
-from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
-from prometheus_client.exposition import generate_latest
-from prometheus_client.registry import Collector as PromCollector
-from prometheus_client.registry import CollectorRegistry
 
 from fwrest.monitor.metrics import Collector
 
@@ -20,23 +16,6 @@ Answer = tuple[int, list[tuple[str, str]], bytes]
 # and a shared list would carry that into every later answer.
 _JSON = (("content-type", "application/json"),)
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
-
-
-class _Export(PromCollector):
-    def __init__(self, entries: list[dict[str, Any]]) -> None:
-        self.entries = entries
-
-    def collect(self) -> Any:
-        for entry in self.entries:
-            if "error" in entry:
-                continue
-            name = f"fwrest_{entry['name']}"
-            if isinstance(entry["value"], str):
-                yield InfoMetricFamily(name, entry["description"], value={"value": entry["value"]})
-                continue
-            unit = entry["unit"]
-            suffix = {"kb": "_kilobytes", "s": "_seconds", "%": "_percent"}.get(unit, "")
-            yield GaugeMetricFamily(name + suffix, entry["description"], value=entry["value"])
 
 
 class MonitorApp:
@@ -92,13 +71,10 @@ class MonitorApp:
                     seen.append(one)
         entries = self.collector.collect(seen)
         if prometheus:
-            registry = CollectorRegistry(auto_describe=False)
-            registry.register(_Export(entries))
-            return (
-                200,
-                [("content-type", PROMETHEUS)],
-                generate_latest(registry) + _unknown(entries),
-            )
+            # imported when first asked: every start of fwrest would pay for it otherwise
+            from fwrest.monitor.exposition import exposition
+
+            return 200, [("content-type", PROMETHEUS)], exposition(entries) + _unknown(entries)
         return 200, [*_JSON], orjson.dumps([{"version": 0, "metrics": entries}])
 
 

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-import jwt
 import orjson
 
 from fwrest import log
@@ -174,6 +173,8 @@ class TokenService:
             if family is not None and family in self.revoked:
                 raise InvalidToken("the access token was revoked")
             return cached[1]
+        import jwt  # here, not at the top: a start of fwrest without oAuth2 never loads it
+
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -545,6 +546,8 @@ class TokenService:
             "fam": family,
             "scope": "default",
         }
+        import jwt
+
         access = jwt.encode(claims, self._key, algorithm=ALG, headers={"typ": "at+jwt"})
         log.request_secrets.set((*log.request_secrets.get(), *log.secret_forms(access, refresh)))
         log.auth_log.info(
