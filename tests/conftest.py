@@ -18,12 +18,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import multiprocessing
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -372,6 +374,32 @@ def run_cli(
     return subprocess.run(
         [*FWREST, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, check=False
     )
+
+
+_FORKS = multiprocessing.get_context("forkserver")
+_FORKS.set_forkserver_preload(["fwrest.cli", "tests.forked"])
+
+
+def run_forked(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``fwrest ARGS`` as :func:`run_cli` gives it, in a process forked from one that imported
+    fwrest once (tests/forked.py): for tests that run hundreds of commands. A command still
+    running after ``timeout`` is killed: exit code -1 with what it wrote."""
+    from tests import forked
+
+    with tempfile.TemporaryDirectory(prefix="fwrest-forked-") as tmp:
+        out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
+        child = _FORKS.Process(target=forked.run, args=(list(args), str(cwd), out, err))
+        child.start()
+        child.join(timeout)
+        if child.is_alive():
+            child.kill()
+            child.join()
+            code = -1
+        else:
+            code = child.exitcode if child.exitcode is not None else -1
+        texts = [Path(name).read_text(errors="replace") if os.path.exists(name) else ""
+                 for name in (out, err)]  # fmt: skip
+    return subprocess.CompletedProcess(["fwrest", *args], code, texts[0], texts[1])
 
 
 def free_port() -> int:

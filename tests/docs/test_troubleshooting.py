@@ -40,7 +40,15 @@ import pytest
 import trustme
 
 import fwrest
-from tests.conftest import FWREST, ROOT, Sections, config_text, issue_certs, run_cli
+from tests.conftest import (
+    FWREST,
+    ROOT,
+    Sections,
+    config_text,
+    issue_certs,
+    run_cli,
+    run_forked,
+)
 from tests.conftest import base_sections as base
 from tests.docs.blocks import example
 from tests.faults.test_broken_configs import (
@@ -199,15 +207,12 @@ def nested_json(_s: Sections, _ctx: dict[str, Any]) -> str:
 
 def run_broken(broken: Broken, index: int, root: Path, certs: dict[str, Path]) -> Outcome:
     path, _port = prepare(broken.resolve(), index, root, certs)
-    args = [*FWREST, broken.command, str(path)]
+    args = [broken.command, str(path)]
     if broken.command == "serve":
         args += ["--workers", "1"]
-    try:
-        done = subprocess.run(
-            args, capture_output=True, text=True, cwd=path.parent, timeout=30, check=False
-        )
-    except subprocess.TimeoutExpired as exc:  # it started: the row's mistake went unnoticed
-        return Outcome(False, f"it kept running: {exc.stdout!r} {exc.stderr!r}")
+    done = run_forked(*args, cwd=path.parent, timeout=30)
+    if done.returncode == -1:  # it started: the row's mistake went unnoticed
+        return Outcome(False, f"it kept running: {done.stdout!r} {done.stderr!r}")
     return cli_outcome(done)
 
 

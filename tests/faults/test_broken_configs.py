@@ -24,13 +24,13 @@ from typing import Any
 import trustme
 
 from tests.conftest import (
-    FWREST,
     Sections,
     config_text,
     free_port,
     issue_certs,
     port_is_free,
     run_cli,
+    run_forked,
 )
 from tests.conftest import base_sections as base
 
@@ -504,15 +504,8 @@ def serve_once(path: Path, port: int) -> tuple[subprocess.CompletedProcess[str],
     """``fwrest serve PATH --workers 2``; a service that starts anyway is stopped after 20 s
     (and reported: exit code -1)."""
     started = time.monotonic()
-    args = [*FWREST, "serve", str(path), "--workers", "2"]
-    try:
-        result = subprocess.run(
-            args, capture_output=True, text=True, cwd=path.parent, timeout=20, check=False
-        )
-    except subprocess.TimeoutExpired as exc:  # run() killed it; its workers follow it
-        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
-        result = subprocess.CompletedProcess(args, -1, out, err)
+    result = run_forked("serve", str(path), "--workers", "2", cwd=path.parent, timeout=20)
+    if result.returncode == -1:  # it was killed; its workers follow it
         time.sleep(2)  # the workers notice the supervisor is gone
     return result, port_is_free(port), time.monotonic() - started
 
@@ -589,15 +582,9 @@ def test_check_refuses_what_serve_refuses_and_leaves_nothing_behind(
         case = by_name[name]
         path, _port = prepare(case, i, tmp_path, certs)
         before = sorted(p.name for p in path.parent.iterdir())
-        result = subprocess.run(
-            [*FWREST, "check", str(path)],
-            capture_output=True,
-            text=True,
-            cwd=path.parent,
-            timeout=60,
-            check=False,
-            stdin=subprocess.DEVNULL,  # an encrypted key must not wait on a pass phrase
-        )
+        # (a forked child's standard input is /dev/null: an encrypted key cannot wait on a
+        # pass phrase)
+        result = run_forked("check", str(path), cwd=path.parent)
         assert result.returncode == 2, (case.id, result.stdout, result.stderr)
         assert case.expect in result.stderr, (case.id, result.stderr)
         assert "Traceback" not in result.stderr
