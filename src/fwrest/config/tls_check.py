@@ -206,8 +206,7 @@ def _build(raw: RawConfig, sec: RawSection, cert: Path, key: Path, options: TlsO
             f"the private key {key} is encrypted (it asks for a pass phrase).",
             sec.name,
             "SslCertificateKey",
-            "give its pass phrase: SslCertificatePass=env:NAME (or file:PATH); fwrest never "
-            "prompts.",
+            "give SslCertificatePass=env:NAME (or file:PATH) to open it; fwrest never prompts.",
         )
     if step is TlsStep.PASS_PHRASE:
         raise raw.error(
