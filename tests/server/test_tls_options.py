@@ -19,6 +19,7 @@ docs/troubleshooting.md each); here, that none of their messages shows the pass 
 
 from __future__ import annotations
 
+import configparser
 import json
 import os
 import re
@@ -37,7 +38,9 @@ import trustme
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from tests.conftest import FWREST, ServerProcess, free_config, wait_for
+from tests.conftest import FWREST, ServerProcess, free_config, ini_text, serving, wait_for
+from tests.docs.blocks import example
+from tests.docs.shell import run_block
 from tests.server.rawhttp import HANG_GUARD, request_bytes
 
 PASS = "tls-options-pass-7Qz4"  # the key's pass phrase: grep-able in any output
@@ -563,3 +566,69 @@ def test_the_pass_phrase_is_in_no_output_of_the_run(service: ServerProcess, pki:
     assert len(outputs["LogFile"]) > 1000, "the log holds too little to tell"
     for name, text in outputs.items():
         assert PASS not in text, f"the pass phrase is in the service's {name}"
+
+
+# -- the user guide's examples -----------------------------------------------------------------
+
+
+def _ini_block(block_id: str) -> dict[str, dict[str, str]]:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(example(block_id).text)
+    return {name: dict(parser[name]) for name in parser.sections()}
+
+
+def test_the_guides_tls_and_mutual_tls_examples(tmp_path: Path) -> None:
+    """docs/deploy.md's TLS section as written, but for the addresses (loopback, free ports):
+    its files made here, its curl command run as the page shows it."""
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    root = trustme.CA()
+    intermediate = root.create_child_ca()
+    server = intermediate.issue_cert("api.example.com", "127.0.0.1")
+    server.cert_chain_pems[0].write_to_path(str(certs / "server.crt"))
+    server.cert_chain_pems[1].write_to_path(str(certs / "intermediate.pem"))
+    key = serialization.load_pem_private_key(server.private_key_pem.bytes(), None)
+    (certs / "server.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(PASS.encode()),
+        )
+    )
+    root.cert_pem.write_to_path(str(certs / "ca.pem"))
+    partners = trustme.CA(organization_name="Partners")
+    partners.cert_pem.write_to_path(str(certs / "partners-ca.pem"))
+    partner = partners.issue_cert(
+        "ops@partner.example",
+        common_name="partner-1",
+        organization_name="Example Partner",
+        organization_unit_name="Orders",
+    )
+    partner.cert_chain_pems[0].write_to_path(str(tmp_path / "partner.crt"))
+    partner.private_key_pem.write_to_path(str(tmp_path / "partner.key"))
+    (tmp_path / "guide_tls.py").write_text(example("deploy-mtls-handler").text)
+
+    sections: dict[str, dict[str, Any]] = {
+        "HTTPSERVER": {"Servers": "HTTPS_REST, HTTPS_PARTNERS", "StateStore": "memory"},
+        **_ini_block("deploy-tls"),
+        **_ini_block("deploy-mtls"),
+        "REST": {"Path": "/rest", "ThreadPool": "POOL"},
+        "POOL": {"Environment": "ENV"},
+        "ENV": {"Repository": "guide_tls"},
+        "GENERAL": {"rest_log_level": 5},
+    }
+    for name in ("HTTPS_REST", "HTTPS_PARTNERS"):
+        sections[name].update(HostName="127.0.0.1", Port=0)
+    config = tmp_path / "service.ini"
+    config.write_text(ini_text(sections))
+    with serving(config, env={"FWREST_KEY_PASS": PASS}) as proc:
+        port = proc.ports["HTTPS_PARTNERS"]
+        run_block(
+            example("deploy-mtls-curl"), tmp_path, {"api.example.com:9443": f"127.0.0.1:{port}"}
+        )
+        trusting_root = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+        assert get(f"{proc.url('HTTPS_REST')}/me", trusting_root).json() == {"subject": None}
+        with pytest.raises(httpx.TransportError):
+            get(f"{proc.url('HTTPS_PARTNERS')}/me", trusting_root)
+        assert PASS not in proc.log()
