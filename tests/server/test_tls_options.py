@@ -39,7 +39,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from tests.conftest import FWREST, ServerProcess, free_config, ini_text, serving, wait_for
-from tests.docs.blocks import example
+from tests.docs.blocks import Block, example
 from tests.docs.shell import run_block
 from tests.server.rawhttp import HANG_GUARD, request_bytes
 
@@ -571,10 +571,10 @@ def test_the_pass_phrase_is_in_no_output_of_the_run(service: ServerProcess, pki:
 # -- the user guide's examples -----------------------------------------------------------------
 
 
-def _ini_block(block_id: str) -> dict[str, dict[str, str]]:
+def _ini_block(block: Block) -> dict[str, dict[str, str]]:
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(example(block_id).text)
+    parser.read_string(block.text)
     return {name: dict(parser[name]) for name in parser.sections()}
 
 
@@ -611,8 +611,8 @@ def test_the_guides_tls_and_mutual_tls_examples(tmp_path: Path) -> None:
 
     sections: dict[str, dict[str, Any]] = {
         "HTTPSERVER": {"Servers": "HTTPS_REST, HTTPS_PARTNERS", "StateStore": "memory"},
-        **_ini_block("deploy-tls"),
-        **_ini_block("deploy-mtls"),
+        **_ini_block(example("deploy-tls")),
+        **_ini_block(example("deploy-mtls")),
         "REST": {"Path": "/rest", "ThreadPool": "POOL"},
         "POOL": {"Environment": "ENV"},
         "ENV": {"Repository": "guide_tls"},

@@ -28,7 +28,9 @@ _SHORT = {
     "domainComponent": "DC",
     "userId": "UID",
 }
-_SPECIAL = set(',+"\\<>;=')
+# RFC 4514 2.4: escaped wherever they are in a value ("=" may be and is not, as cryptography
+# writes it)
+_SPECIAL = set(',+"\\<>;')
 
 
 def _escape(value: str) -> str:
