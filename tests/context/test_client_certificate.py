@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from fwrest.config.tls import handshake_in_memory
 from fwrest.context.certs import certificate_fields
 
 NOT_AFTER = datetime.datetime(2031, 2, 3, 4, 5, 6, tzinfo=datetime.UTC)
@@ -82,27 +83,12 @@ def presented(tmp_path: Path, issuer: Issuer, cert_pem: bytes, key_pem: bytes) -
         cadata=issuer.cert.public_bytes(serialization.Encoding.PEM).decode()
     )
     client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.check_hostname = False  # the server's certificate is still verified
     server_ca.configure_trust(client)
     (tmp_path / "c.pem").write_bytes(cert_pem)
     (tmp_path / "c.key").write_bytes(key_pem)
     client.load_cert_chain(tmp_path / "c.pem", tmp_path / "c.key")
-    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
-    server_in, server_out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    c = client.wrap_bio(to_client, to_server, server_hostname="localhost")
-    s = server.wrap_bio(server_in, server_out, server_side=True)
-    for _ in range(8):
-        done = 0
-        for side in (c, s):
-            try:
-                side.do_handshake()
-                done += 1
-            except ssl.SSLWantReadError:
-                pass
-        server_in.write(to_server.read())
-        to_client.write(server_out.read())
-        if done == 2:
-            return s.getpeercert()
-    raise AssertionError("the handshake did not complete")
+    return handshake_in_memory(server, client).getpeercert()
 
 
 def name(*attributes: tuple[x509.ObjectIdentifier, str]) -> x509.Name:

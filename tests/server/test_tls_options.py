@@ -104,6 +104,16 @@ class Pki:
     stranger: tuple[Path, Path]  # a client certificate of a CA the service does not know
 
 
+def locked(key_pem: bytes) -> bytes:
+    """A PEM private key encrypted with ``PASS`` (PKCS#8, the best encryption available)."""
+    key = serialization.load_pem_private_key(key_pem, None)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(PASS.encode()),
+    )
+
+
 def _client(ca: trustme.CA, folder: Path, name: str) -> tuple[Path, Path]:
     issued = ca.issue_cert(f"{name}@example.org", common_name=name)
     cert, key = folder / f"{name}.pem", folder / f"{name}.key"
@@ -123,14 +133,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     intermediate_pem = server.cert_chain_pems[1].bytes()
     (folder / "chain.pem").write_bytes(intermediate_pem)
     server.private_key_pem.write_to_path(str(folder / "plain.key"))
-    key = serialization.load_pem_private_key(server.private_key_pem.bytes(), None)
-    (folder / "locked.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.BestAvailableEncryption(PASS.encode()),
-        )
-    )
+    (folder / "locked.key").write_bytes(locked(server.private_key_pem.bytes()))
     (folder / "pass.txt").write_text(PASS + "\n")
     clients = trustme.CA(organization_name="Clients")
     clients.cert_pem.write_to_path(str(folder / "clients.pem"))
@@ -588,14 +591,7 @@ def test_the_guides_tls_and_mutual_tls_examples(tmp_path: Path) -> None:
     server = intermediate.issue_cert("api.example.com", "127.0.0.1")
     server.cert_chain_pems[0].write_to_path(str(certs / "server.crt"))
     server.cert_chain_pems[1].write_to_path(str(certs / "intermediate.pem"))
-    key = serialization.load_pem_private_key(server.private_key_pem.bytes(), None)
-    (certs / "server.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.BestAvailableEncryption(PASS.encode()),
-        )
-    )
+    (certs / "server.key").write_bytes(locked(server.private_key_pem.bytes()))
     root.cert_pem.write_to_path(str(certs / "ca.pem"))
     partners = trustme.CA(organization_name="Partners")
     partners.cert_pem.write_to_path(str(certs / "partners-ca.pem"))

@@ -20,6 +20,7 @@ __all__ = [
     "TlsOptions",
     "TlsSetupError",
     "TlsStep",
+    "handshake_in_memory",
     "server_tls_context",
 ]
 
@@ -172,3 +173,30 @@ def server_tls_context(
         ctx.verify_mode = ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL
     ctx.set_alpn_protocols(["http/1.1"])
     return ctx
+
+
+def handshake_in_memory(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> ssl.SSLObject:
+    """A TLS handshake between two contexts, in memory (the loader's checks of a chain and
+    of ciphers): the server's side once it completed.
+
+    Raises:
+        ssl.SSLError: the handshake failed (``SSLCertVerificationError``: the client refused
+            the server's certificate).
+    """
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = client_ctx.wrap_bio(to_client, to_server)
+    server_in, server_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    server = server_ctx.wrap_bio(server_in, server_out, server_side=True)
+    for _ in range(8):  # a TLS 1.2 handshake takes two round trips, 1.3 one
+        done = 0
+        for side in (client, server):
+            try:
+                side.do_handshake()
+                done += 1
+            except ssl.SSLWantReadError:
+                pass
+        server_in.write(to_server.read())
+        to_client.write(server_out.read())
+        if done == 2:
+            return server
+    raise ssl.SSLError("the handshake did not complete")

@@ -22,6 +22,7 @@ from fwrest.config.tls import (
     TlsOptions,
     TlsSetupError,
     TlsStep,
+    handshake_in_memory,
     server_tls_context,
 )
 
@@ -239,32 +240,6 @@ def _build(raw: RawConfig, sec: RawSection, cert: Path, key: Path, options: TlsO
     )
 
 
-def _handshake(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> None:
-    """A TLS handshake between two contexts, in memory.
-
-    Raises:
-        ssl.SSLError: the handshake failed (``SSLCertVerificationError``: the client refused
-            the server's certificate).
-    """
-    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
-    client = client_ctx.wrap_bio(to_client, to_server)
-    server_in, server_out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    server = server_ctx.wrap_bio(server_in, server_out, server_side=True)
-    for _ in range(8):  # a TLS 1.2 handshake takes two round trips, 1.3 one
-        done = 0
-        for side in (client, server):
-            try:
-                side.do_handshake()
-                done += 1
-            except ssl.SSLWantReadError:
-                pass
-        server_in.write(to_server.read())
-        to_client.write(server_out.read())
-        if done == 2:
-            return
-    raise ssl.SSLError("the handshake did not complete")
-
-
 def _check_chain(
     raw: RawConfig, sec: RawSection, cert: Path, key: Path, options: TlsOptions
 ) -> None:
@@ -279,7 +254,7 @@ def _check_chain(
     client.load_verify_locations(cafile=options.chain)
     client.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN | _X509_V_FLAG_NO_CHECK_TIME
     try:
-        _handshake(server, client)
+        handshake_in_memory(server, client)
     except ssl.SSLCertVerificationError as exc:
         raise raw.error(
             f"the chain {options.chain} does not issue the certificate {cert} "
@@ -305,7 +280,7 @@ def _check_ciphers(
     client.maximum_version = ssl.TLSVersion.TLSv1_2
     client.set_ciphers("ALL:@SECLEVEL=0")
     try:
-        _handshake(server, client)
+        handshake_in_memory(server, client)
     except ssl.SSLError as exc:
         reason = exc.reason or str(exc)
         raise raw.error(
