@@ -170,7 +170,7 @@ def _servers(pki: Pki) -> dict[str, dict[str, Any]]:
         },
         "HTTPS_FILE": {
             **tls,
-            "SslCertificatePass": f"file:{pki.pass_file}",
+            "SslCertificatePass": "file:secrets/pass.txt",  # relative to the config file
             "SslMinVersion": "TLSv1.3",
             "SslClientCert": 2,
             "SslClientCA": str(pki.client_ca),
@@ -204,8 +204,11 @@ def _monitor(pki: Pki) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("tls-options")
+    (folder / "secrets").mkdir()
+    shutil.copy(pki.pass_file, folder / "secrets" / "pass.txt")
     config = free_config(
-        tmp_path_factory.mktemp("tls-options"),
+        folder,
         servers=_servers(pki),
         extra={"APP_MONITOR": _monitor(pki)},
         app=APP,
