@@ -66,7 +66,7 @@ def _check(path: str) -> int:
     print(f"fwrest check: {config.source}: OK")
     for port in plan.ports:
         cfg = port.config
-        tls = "TLS" if cfg.is_tls else "plain HTTP"
+        tls = cfg.tls.describe() if cfg.is_tls else "plain HTTP"
         auth = port.auth.scheme or "open"
         print(f"  [{cfg.name}] {cfg.host}:{cfg.port} ({tls}, authorization: {auth})")
         for loc in port.locations:
@@ -77,7 +77,8 @@ def _check(path: str) -> int:
             )
     if config.monitor is not None:
         mon = config.monitor
-        print(f"  [APP_MONITOR] {mon.host}:{mon.port}{mon.api_path}")
+        tls = f" ({mon.tls.describe()})" if mon.ssl_certificate is not None else ""
+        print(f"  [APP_MONITOR] {mon.host}:{mon.port}{mon.api_path}{tls}")
     print(f"  state store: {config.state_store}; data path: {config.data_path}")
     for warning in (*config.warnings, *plan.warnings):
         print(f"warning: {warning}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Protocol
@@ -49,6 +49,10 @@ class Request:
     # the Authorization value, found by the HTTP layer while it checks the headers (None:
     # not looked for, or absent; guards then look in ``headers``)
     authorization: str | None = None
+    # the client's certificate as the TLS layer decoded it at the connection's handshake
+    # (``SSLSocket.getpeercert()``'s mapping), on a port that asks for one (SPEC 11.2);
+    # None: none sent, none asked for, or plain HTTP
+    peer_cert: Mapping[str, object] | None = None
 
 
 @dataclass(slots=True)

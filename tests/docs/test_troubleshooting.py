@@ -791,6 +791,46 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     "[<server>] SslCertificateKey: the private key <path> is encrypted (it asks for a pass "
     "phrase)": known("encrypted TLS key[json]"),
+    "[<server>] SslCertificatePass: the pass phrase does not open the private key <path>": known(
+        "wrong pass phrase[ini]"
+    ),
+    "[<server>] SslCertificatePass: the environment variable <name> is not set": known(
+        "pass phrase variable unset[json]"
+    ),
+    "[<server>] SslCertificatePass: env: names no environment variable": known(
+        "pass phrase env: without a name[ini]"
+    ),
+    "[<server>] SslCertificatePass: the file <path> cannot be read (No such file or directory)": (
+        known("pass phrase file missing[ini]")
+    ),
+    "[<server>] SslCertificatePass: the pass phrase is empty": known(
+        "pass phrase file empty[json]"
+    ),
+    "[<server>] SslCertificatePass: must be text": known("pass phrase a number[json]"),
+    "[<server>] SslCertificateCA: the chain <path> does not issue the certificate <path> (...)": (
+        known("chain of another CA[json]")
+    ),
+    "[<server>] SslCertificateCA: the file <path> holds no PEM certificate": known(
+        "chain not PEM[ini]"
+    ),
+    "[<server>] SslMinVersion: 'TLSv1.1' is not a TLS version fwrest accepts (TLSv1.2, "
+    "TLSv1.3)": known("TLSv1.1[ini]"),
+    "[<server>] SslCiphers: OpenSSL selects no cipher from <ciphers> (...)": known(
+        "ciphers refused[json]"
+    ),
+    "[<server>] SslCiphers: no cipher of <ciphers> can be used with the key <path> (...)": known(
+        "ciphers of another key type[ini]"
+    ),
+    "[<server>] SslClientCA: SslClientCA is missing: SslClientCert=<n> asks clients for "
+    "certificates, which must chain to the CAs it names": known(
+        "client certificates without CA[ini]"
+    ),
+    "[<server>] SslClientCA: the CA file <path> cannot be loaded (...)": known(
+        "client CA garbage[json]"
+    ),
+    "[<server>] SslMinVersion: SslMinVersion is a TLS option, and the port speaks plain HTTP": (
+        known("TLS option on plain HTTP[ini]")
+    ),
     "[HTTPSERVER] StateStore: the signing key cannot be read from the state store: redis "
     "store ...": known("Redis unreachable[ini]", "serve"),
     "[HTTPSERVER] SigningKeyFile: the signing key in <file> is corrupt or shorter than 32 bytes": (
@@ -881,6 +921,9 @@ def test_every_row_has_a_broken_configuration() -> None:
     )
 
 
+# the first row's setup runs every provocation (about 150 processes, three at a time): over a
+# minute on 2 cores, over two while other suites load them
+@pytest.mark.timeout(400)
 @pytest.mark.parametrize("row", rows())
 def test_the_row_is_the_real_message(row: str, outcomes: dict[str, Outcome]) -> None:
     assert row in outcomes, f"no broken configuration provokes {row!r}"

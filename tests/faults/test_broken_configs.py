@@ -187,18 +187,51 @@ def log_file_is_a_folder(s: Sections, ctx: dict[str, Any]) -> None:
     s["HTTPSERVER"]["LogFile"] = "logs"
 
 
-def encrypted_key(s: Sections, ctx: dict[str, Any]) -> None:
+LOCKED_PASS = "the-locked-key-pass-phrase"
+
+
+def locked_key(ctx: dict[str, Any]) -> str:
+    """The test certificate's key, encrypted with ``LOCKED_PASS``, beside the config."""
     from cryptography.hazmat.primitives import serialization
 
     key = serialization.load_pem_private_key(ctx["certs"]["key"].read_bytes(), None)
     locked = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
-        serialization.BestAvailableEncryption(b"pass phrase"),
+        serialization.BestAvailableEncryption(LOCKED_PASS.encode()),
     )
     (ctx["folder"] / "locked.key").write_bytes(locked)
+    return "locked.key"
+
+
+def encrypted_key(s: Sections, ctx: dict[str, Any]) -> None:
     s["HTTP_REST"]["SslCertificate"] = str(ctx["certs"]["cert"])
-    s["HTTP_REST"]["SslCertificateKey"] = "locked.key"
+    s["HTTP_REST"]["SslCertificateKey"] = locked_key(ctx)
+
+
+def tls_options(
+    section: str = "HTTP_REST", locked: bool = False, **keys: Any
+) -> Callable[[Sections, dict[str, Any]], None]:
+    """A TLS server (or the monitor) with the TLS options ``keys`` (SPEC 11.2); ``locked``:
+    its key encrypted with ``LOCKED_PASS``."""
+
+    def mutate(s: Sections, ctx: dict[str, Any]) -> None:
+        if section == "APP_MONITOR":
+            s["APP_MONITOR"] = {"Enable": 1, "Port": ctx["port2"]}
+        s[section]["SslCertificate"] = str(ctx["certs"]["cert"])
+        s[section]["SslCertificateKey"] = locked_key(ctx) if locked else str(ctx["certs"]["key"])
+        s[section].update(keys)
+
+    return mutate
+
+
+def another_ca(name: str) -> Callable[[Sections, dict[str, Any]], None]:
+    """The certificate of a CA that issued nothing of the test's, as ``name``."""
+
+    def mutate(_s: Sections, ctx: dict[str, Any]) -> None:
+        trustme.CA().cert_pem.write_to_path(str(ctx["folder"] / name))
+
+    return mutate
 
 
 def garbage_cert(s: Sections, ctx: dict[str, Any]) -> None:
@@ -328,6 +361,102 @@ CASES: list[Case] = [
         ),
     ),
     Case("garbage certificate", "json", "cannot be loaded", garbage_cert),
+    # the TLS options (SPEC 11.2)
+    Case(
+        "wrong pass phrase",
+        "ini",
+        "does not open the private key",
+        tls_options(locked=True, SslCertificatePass="not-the-pass-phrase"),
+    ),
+    Case(
+        "pass phrase variable unset",
+        "json",
+        "FWREST_NO_SUCH_VARIABLE is not set",
+        tls_options(locked=True, SslCertificatePass="env:FWREST_NO_SUCH_VARIABLE"),
+    ),
+    Case(
+        "pass phrase env: without a name",
+        "ini",
+        "names no environment variable",
+        tls_options(locked=True, SslCertificatePass="env:"),
+    ),
+    Case(
+        "pass phrase file missing",
+        "ini",
+        "cannot be read (No such file or directory)",
+        tls_options(locked=True, SslCertificatePass="file:no-pass.txt"),
+    ),
+    Case(
+        "pass phrase file empty",
+        "json",
+        "the pass phrase is empty",
+        both(
+            raw_file("pass.txt", ""), tls_options(locked=True, SslCertificatePass="file:pass.txt")
+        ),
+    ),
+    Case(
+        "pass phrase a number",
+        "json",
+        "SslCertificatePass: must be text",
+        tls_options(locked=True, SslCertificatePass=1234),
+    ),
+    Case(
+        "chain of another CA",
+        "json",
+        "does not issue the certificate",
+        both(another_ca("other-ca.pem"), tls_options(SslCertificateCA="other-ca.pem")),
+    ),
+    Case(
+        "chain not PEM",
+        "ini",
+        "holds no PEM certificate",
+        both(
+            raw_file("chain.txt", "no certificate here\n"),
+            tls_options(SslCertificateCA="chain.txt"),
+        ),
+    ),
+    Case(
+        "chain file missing",
+        "json",
+        "does not exist",
+        tls_options(SslCertificateCA="no-chain.pem"),
+    ),
+    Case("TLSv1.1", "ini", "not a TLS version", tls_options(SslMinVersion="TLSv1.1")),
+    Case("ciphers refused", "json", "selects no cipher", tls_options(SslCiphers="NO-SUCH-CIPHER")),
+    Case(
+        "ciphers of another key type",
+        "ini",
+        "can be used with the key",
+        tls_options(SslCiphers="ECDHE-RSA-AES128-GCM-SHA256"),
+    ),
+    Case("SslClientCert 3", "json", "out of range (0-2)", tls_options(SslClientCert=3)),
+    Case(
+        "client certificates without CA",
+        "ini",
+        "SslClientCA is missing",
+        tls_options(SslClientCert=2),
+    ),
+    Case(
+        "client CA garbage",
+        "json",
+        "cannot be loaded",
+        both(
+            raw_file("clients.pem", "-----BEGIN CERTIFICATE-----\nnope\n"),
+            tls_options(SslClientCert=1, SslClientCA="clients.pem"),
+        ),
+    ),
+    Case(
+        "TLS option on plain HTTP",
+        "ini",
+        "is a TLS option",
+        setting("HTTP_REST", "SslMinVersion", "TLSv1.3"),
+    ),
+    Case(
+        "monitor client certificates without CA",
+        "json",
+        "[APP_MONITOR] SslClientCA: SslClientCA is missing",
+        tls_options("APP_MONITOR", SslClientCert=2, SslMinVersion="TLSv1.3"),
+    ),
     Case("MaxHeaderSize 10", "ini", "out of range", setting("HTTP_REST", "MaxHeaderSize", 10)),
     Case(
         "HeaderTimeout in microseconds",

@@ -13,6 +13,7 @@ from fwrest import log
 from fwrest.auth.blocking import Pool, off_loop
 from fwrest.auth.settings import AuthSettings
 from fwrest.auth.throttle import Throttle
+from fwrest.context.request import current
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.wire import Request
 
@@ -149,6 +150,9 @@ class BasicGuard:
                 attempt = await throttle.admit(
                     user, req.client, known=partial(self._is_known, header)
                 )
+        # OnAuth reads the request through the REST object (SPEC 11.2: the client's
+        # certificate); a def one in a copy of this context (the pool's submit copies it)
+        token = current.set(ctx)
         try:
             if self._is_async:
                 verdict = await self._func(user, password)
@@ -165,6 +169,8 @@ class BasicGuard:
                 raise
             self._log_raised(exc, user, password)
             raise HTTPError(500) from None
+        finally:
+            current.reset(token)
         if verdict is not True:
             # %r escapes CR, LF and ESC (and shows an empty name as '')
             log.auth_log.info("[%s] OnAuth refused user %r", self._port, user)

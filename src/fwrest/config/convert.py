@@ -66,6 +66,11 @@ def _convert(raw: RawConfig, sec: RawSection, key: Key, key_written: str, value:
             )
         out = [str(item).strip() for item in items if str(item).strip()]
         return tuple(out)
+    if key.kind == "secret":
+        if not isinstance(value, str):
+            # the value itself is never shown: it may be the secret
+            raise raw.error("must be text.", *where, fix="write the value as text.")
+        return value.strip()
     if key.kind in ("str", "urlpath", "path"):
         if not isinstance(value, str | int) or isinstance(value, bool):
             raise raw.error(f"must be text, got {value!r}.", *where, fix="write a single value.")

@@ -1,6 +1,6 @@
 """INI/JSON -> validated, frozen :class:`ServiceConfig`: the one entry point, which reads
 (``reading``), converts (``convert``), types ``FwData`` (``fwdata``), resolves the sections
-(``sections``), probes the file system (``probes``) and collects the warnings (``risky``).
+(``sections``; TLS: ``tls_check``), probes the file system (``probes``) and collects the warnings (``risky``).
 
 ``fwrest check`` and ``fwrest serve`` share this loader. Section names and keys are folded to
 lower case once, at reading. Nothing here imports application code or binds a socket: names of
@@ -33,13 +33,13 @@ from fwrest.config.sections import (
     check_hsts,
     check_ports,
     check_redis_url,
-    check_tls,
     compression,
     content_types,
     location_config,
     refuse_authorization,
     trusted_proxies,
 )
+from fwrest.config.tls_check import tls_options
 
 __all__ = ["load_config", "parse_json_text", "probe_writable", "read_general"]
 
@@ -89,7 +89,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
             )
         seen_servers.add(sec.name.lower())
         values = section_values(raw, sec, "server")
-        check_tls(raw, sec, values)
+        values["tls"] = tls_options(raw, sec, values)
         values["trusted_proxies"] = trusted_proxies(raw, sec, values.get("trusted_proxies"))
         values["allowed_hosts"] = allowed_hosts(raw, sec, values.get("allowed_hosts"))
         values["compression"] = compression(raw, sec, values.get("compression"))
@@ -160,7 +160,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
                     "Port",
                     "add Port=... (a port no server uses).",
                 )
-            check_tls(raw, mon_sec, mvalues)
+            mvalues["tls"] = tls_options(raw, mon_sec, mvalues)
             mvalues["fw_data"] = parse_fw_data(
                 raw,
                 mon_sec,

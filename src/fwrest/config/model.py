@@ -9,10 +9,10 @@ from typing import Any
 
 from fwrest.config.fwdata import FwData
 from fwrest.config.schema import default_int, default_str
+from fwrest.config.tls import TlsOptions, server_tls_context
 
 __all__ = [
     "CorsConfig",
-    "EncryptedKeyError",
     "EnvironmentConfig",
     "LocationConfig",
     "MonitorConfig",
@@ -20,33 +20,7 @@ __all__ = [
     "ServiceConfig",
     "ThreadPoolConfig",
     "Tunables",
-    "server_tls_context",
 ]
-
-
-class EncryptedKeyError(ValueError):
-    """A TLS private key asks for a pass phrase (fwrest takes unencrypted keys)."""
-
-
-def no_key_password() -> bytes:
-    """The pass phrase callback of ``load_cert_chain``: instead of OpenSSL's prompt on the
-    terminal (a service would wait on it), an encrypted key is an error."""
-    raise EncryptedKeyError("the private key is encrypted")
-
-
-def server_tls_context(certificate: Path, key: Path) -> ssl.SSLContext:
-    """The TLS context of a port, built in this one place: by the loader to check the files
-    (``fwrest check``) and by each worker to serve.
-
-    Raises:
-        EncryptedKeyError: the key asks for a pass phrase.
-        ssl.SSLError, OSError: the files cannot be loaded.
-    """
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(certificate, key, password=no_key_password)
-    ctx.set_alpn_protocols(["http/1.1"])
-    return ctx
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +91,7 @@ class ServerConfig:
     locations: tuple[LocationConfig, ...]
     ssl_certificate: Path | None = None
     ssl_certificate_key: Path | None = None
+    tls: TlsOptions = field(default_factory=TlsOptions)  # SPEC 11.2, on a TLS port
     fw_data: FwData = field(default_factory=FwData)
     user_data: Any = None
     load_urns: dict[str, Any] = field(default_factory=dict)
@@ -144,10 +119,10 @@ class ServerConfig:
         return "https" if self.is_tls else "http"
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """A server TLS context from the configured files (validated at load)."""
+        """A server TLS context from the configured files and options (validated at load)."""
         if self.ssl_certificate is None or self.ssl_certificate_key is None:
             return None
-        return server_tls_context(self.ssl_certificate, self.ssl_certificate_key)
+        return server_tls_context(self.ssl_certificate, self.ssl_certificate_key, self.tls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +133,7 @@ class MonitorConfig:
     api_path: str = default_str("APP_MONITOR", "api_path")
     ssl_certificate: Path | None = None
     ssl_certificate_key: Path | None = None
+    tls: TlsOptions = field(default_factory=TlsOptions)
     fw_data: FwData = field(default_factory=FwData)
 
 

@@ -1,6 +1,6 @@
 """Warnings about legal but risky settings (SPEC 7: ``fwrest check`` prints them, a start logs
 them): Basic without TLS off loopback, a public monitor, the GET token route, full error
-bodies, long token lifetimes."""
+bodies, long token lifetimes, client CAs that no client certificate is asked against."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from fwrest.config.model import (
     ServerConfig,
     Tunables,
 )
+from fwrest.config.tls import ClientCert, TlsOptions
 
 __all__ = ["risky_settings"]
 
@@ -42,6 +43,16 @@ def risky_settings(
                 f"[{server.name}] MaxBodySize=0 refuses every request body with 413 (the token "
                 "route's too); it does not mean unlimited, as nginx's client_max_body_size 0 "
                 "does. Leave it out for the default 1 MiB, or give the largest body in bytes."
+            )
+    sections: list[tuple[str, TlsOptions]] = [(server.name, server.tls) for server in servers]
+    if monitor is not None:
+        sections.append(("APP_MONITOR", monitor.tls))
+    for name, tls in sections:
+        if tls.client_ca is not None and tls.client_cert is ClientCert.NONE:
+            out.append(
+                f"[{name}] SslClientCA is set and SslClientCert=0: no client certificate is "
+                "asked for; set SslClientCert=1 (optional) or 2 (required), or remove "
+                "SslClientCA."
             )
     if monitor is not None and not monitor.host.startswith(_LOOPBACK):
         out.append(

@@ -22,7 +22,8 @@ class Key:
     ``kind`` is one of: ``int`` (whole number within ``low``..``high``), ``ms`` (milliseconds,
     a whole number >= 0), ``bool`` (0/1), ``str``, ``list`` (comma-separated or a JSON array),
     ``path`` (relative to the config file's folder), ``port`` (0..65535, 0 picks a free one),
-    ``json`` (an object inline, or a file name), ``urlpath`` (starts with ``/``).
+    ``json`` (an object inline, or a file name), ``urlpath`` (starts with ``/``), ``secret``
+    (text never shown in a message).
     """
 
     section: str
@@ -121,6 +122,69 @@ def _limits(section: str) -> list[Key]:
             low=1,
             high=DEADLINE_MAX_MS,
             doc="ms to complete the TLS handshake",
+        ),
+    ]
+
+
+def _tls(section: str) -> list[Key]:
+    """The TLS options of a port (SPEC 11.2), beside SslCertificate and SslCertificateKey."""
+    return [
+        Key(
+            section,
+            "SslCertificatePass",
+            "ssl_certificate_pass",
+            "secret",
+            None,
+            doc="pass phrase of an encrypted SslCertificateKey: env:NAME reads it from the "
+            "environment variable NAME, file:PATH from the first line of a file (relative to "
+            "the config file), anything else is the pass phrase itself; never logged",
+        ),
+        Key(
+            section,
+            "SslCertificateCA",
+            "ssl_certificate_ca",
+            "path",
+            None,
+            doc="PEM file of the intermediate CA certificates sent after SslCertificate (the "
+            "chain); checked to issue it",
+        ),
+        Key(
+            section,
+            "SslMinVersion",
+            "ssl_min_version",
+            "str",
+            "TLSv1.2",
+            doc="oldest TLS version accepted: TLSv1.2 or TLSv1.3",
+        ),
+        Key(
+            section,
+            "SslCiphers",
+            "ssl_ciphers",
+            "str",
+            None,
+            doc="OpenSSL cipher string for TLS 1.2, e.g. ECDHE+AESGCM:ECDHE+CHACHA20 (TLS 1.3 "
+            "keeps OpenSSL's suites); none: Python's defaults",
+        ),
+        Key(
+            section,
+            "SslClientCert",
+            "ssl_client_cert",
+            "int",
+            0,
+            low=0,
+            high=2,
+            doc="client certificates: 0 none asked for, 1 optional (one that is sent must "
+            "chain to SslClientCA), 2 required (mutual TLS: a client without one fails the "
+            "handshake)",
+        ),
+        Key(
+            section,
+            "SslClientCA",
+            "ssl_client_ca",
+            "path",
+            None,
+            doc="PEM file of the CAs client certificates must chain to (needed when "
+            "SslClientCert is 1 or 2)",
         ),
     ]
 
@@ -264,6 +328,7 @@ KEYS: tuple[Key, ...] = (
         None,
         doc="PEM private key of SslCertificate",
     ),
+    *_tls("server"),
     Key(
         "server",
         "FwData",
@@ -513,6 +578,7 @@ KEYS: tuple[Key, ...] = (
         None,
         doc="PEM private key",
     ),
+    *_tls("APP_MONITOR"),
     Key(
         "APP_MONITOR",
         "FwData",

@@ -1,11 +1,10 @@
 """Resolving the sections a service names into typed configs: environments, thread pools,
-locations, TLS files, trusted proxies, the Redis URL, ports used twice."""
+locations, trusted proxies, the Redis URL, ports used twice."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
-import ssl
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +13,10 @@ from fwrest.config.cors import cors_config
 from fwrest.config.hosts import canonical_host
 from fwrest.config.model import (
     CorsConfig,
-    EncryptedKeyError,
     EnvironmentConfig,
     LocationConfig,
     ServerConfig,
     ThreadPoolConfig,
-    server_tls_context,
 )
 from fwrest.config.reading import RawConfig, RawSection
 
@@ -29,7 +26,6 @@ __all__ = [
     "check_hsts",
     "check_ports",
     "check_redis_url",
-    "check_tls",
     "compression",
     "content_types",
     "environment_config",
@@ -49,46 +45,6 @@ def refuse_authorization(raw: RawConfig, sec: RawSection, kind: str, belongs: st
                 written,
                 f"move it to FwData of the server section ({belongs}).",
             )
-
-
-def check_tls(raw: RawConfig, sec: RawSection, values: dict[str, Any]) -> None:
-    cert, key = values["ssl_certificate"], values["ssl_certificate_key"]
-    if (cert is None) != (key is None):
-        missing = "SslCertificateKey" if key is None else "SslCertificate"
-        raise raw.error(
-            f"{missing} is missing: TLS needs both a certificate and its key.",
-            sec.name,
-            missing,
-            "give both SslCertificate and SslCertificateKey, or neither for plain HTTP.",
-        )
-    if cert is None:
-        return
-    for written, path in (("SslCertificate", cert), ("SslCertificateKey", key)):
-        if not Path(path).is_file():
-            raise raw.error(
-                f"the file {path} does not exist.",
-                sec.name,
-                written,
-                "give the path of a PEM file (relative to the config file).",
-            )
-    try:
-        server_tls_context(Path(cert), Path(key))
-    except EncryptedKeyError:
-        raise raw.error(
-            f"the private key {key} is encrypted (it asks for a pass phrase).",
-            sec.name,
-            "SslCertificateKey",
-            "give the key unencrypted (openssl pkey -in KEY -out KEY.plain), readable by the "
-            "service only.",
-        ) from None
-    except (ssl.SSLError, OSError) as exc:
-        reason = getattr(exc, "reason", None) or str(exc)
-        raise raw.error(
-            f"the certificate {cert} and key {key} cannot be loaded ({reason}).",
-            sec.name,
-            "SslCertificate",
-            "give a PEM certificate and the unencrypted PEM private key that belongs to it.",
-        ) from None
 
 
 def environment_config(

@@ -180,6 +180,7 @@ class RequestContext:
         "method",
         "params",
         "path",
+        "peer_cert",
         "port",
         "query_string",
         "raw_headers",
@@ -199,6 +200,7 @@ class RequestContext:
         raw_headers: list[tuple[str, str]],
         body: bytes,
         client: str,
+        peer_cert: Mapping[str, object] | None = None,
     ) -> None:
         # positional and few: this runs for every request
         self.port = port  # what serves the request: its name, user_data and auth
@@ -208,6 +210,7 @@ class RequestContext:
         self.raw_headers = raw_headers
         self.body = body
         self.client = client
+        self.peer_cert = peer_cert  # the client's certificate, decoded (SPEC 11.2)
         self.auth_user = ""
         # the path parameters, read-only: the router hands out MappingProxyType views (SPEC 3:
         # nothing a handler does to them can leak)

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from fwrest.config.hosts import authority, host_and_port
 from fwrest.context import chunks
+from fwrest.context.certs import certificate_fields
 from fwrest.context.charsets import body_text
 from fwrest.context.codings import choose_coding
 from fwrest.context.jsonbody import to_json
@@ -87,6 +88,13 @@ class RestObject:
     def auth_user(self) -> str:
         """The authenticated user's name ("" on an open port)."""
         return self._ctx().auth_user
+
+    def client_certificate(self) -> dict[str, Any] | None:
+        """The certificate the client presented on a port with ``SslClientCert`` 1 or 2, as
+        ``{"subject", "issuer", "serial", "not_after", "sans"}`` (SPEC 11.2; a new dict each
+        call); None when it sent none, or the port asks for none."""
+        cert = self._ctx().peer_cert
+        return certificate_fields(cert) if cert else None
 
     # -- response ------------------------------------------------------------------------------
     def set_response(self, body: Any) -> None:
@@ -232,6 +240,9 @@ class RestObject:
 
     def getAuthUser(self) -> str:
         return self.auth_user()
+
+    def getClientCertificate(self) -> dict[str, Any] | None:
+        return self.client_certificate()
 
     def getCEntryPointAuthorizationScheme(self) -> str:
         return self.auth_scheme()

@@ -359,7 +359,9 @@ class PortApp:
         path = found.path
         if path in self.public_paths:
             return None
-        ctx = RequestContext(self, head.method, path, query, head.headers, b"", head.client)
+        ctx = RequestContext(
+            self, head.method, path, query, head.headers, b"", head.client, head.peer_cert
+        )
         try:
             await guard(head, ctx)
             return None
@@ -439,7 +441,9 @@ class PortApp:
                 why = str(exc) if isinstance(exc, BadPath) else "the request target is not ASCII"
                 raise HTTPError(400, detailed=why) from None
             path = found.path
-            ctx = RequestContext(self, method, path, query, req.headers, req.body, req.client)
+            ctx = RequestContext(
+                self, method, path, query, req.headers, req.body, req.client, req.peer_cert
+            )
             reply = None
             early = self._early.get(method, self._early_all) if self._staged else ()
             if early or self.admitted:

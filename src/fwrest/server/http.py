@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from collections.abc import Mapping
 from typing import Any, cast
 
 import httptools
@@ -135,6 +136,7 @@ class HttpProtocol(asyncio.Protocol):
         "_loop",
         "_method",
         "_parser",
+        "_peer_cert",
         "_pending",
         "_phase",
         "_queue",
@@ -192,6 +194,8 @@ class HttpProtocol(asyncio.Protocol):
         self._pending: HTTPError | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._client = "-"
+        # the client's certificate, taken once per connection (SPEC 11.2; connection_made)
+        self._peer_cert: Mapping[str, object] | None = None
         # the head of a request that expects 100 Continue, waiting for the answers before it
         # to be written; then the port is asked to admit it (see _expect_continue)
         self._admission: Request | None = None
@@ -218,6 +222,10 @@ class HttpProtocol(asyncio.Protocol):
         peer = self._transport.get_extra_info("peername")
         if isinstance(peer, tuple) and peer:
             self._client = str(peer[0])
+        if self.cfg.tls.client_cert:
+            # decoded by the TLS layer when the handshake completed: {} when it was not
+            # verified, None when the client sent none (ClientCert.OPTIONAL)
+            self._peer_cert = self._transport.get_extra_info("peercert") or None
         self._conns.items.add(self)
         if self._conns.draining:
             self._transport.close()
@@ -606,6 +614,7 @@ class HttpProtocol(asyncio.Protocol):
             self._client,
             self.cfg.port,
             self._authorization,
+            self._peer_cert,
         )
         if self._busy or self._queue or self._writing_paused or self._pending is not None:
             self._admission = head
@@ -671,6 +680,7 @@ class HttpProtocol(asyncio.Protocol):
             self._client,
             self.cfg.port,
             self._authorization,
+            self._peer_cert,
         )
         keep = _CLOSE
         if self._keep_alive and self._parser.should_keep_alive():

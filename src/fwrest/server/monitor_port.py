@@ -42,6 +42,7 @@ def monitor_server_config(mon: MonitorConfig, port: int | None = None) -> Server
         locations=(),
         ssl_certificate=mon.ssl_certificate,
         ssl_certificate_key=mon.ssl_certificate_key,
+        tls=mon.tls,
     )
 
 

@@ -108,6 +108,7 @@ class TlsListener:
         self.context = context
         self.handshake_timeout_s = handshake_timeout_s
         self.gate = gate
+        self.port = sock.getsockname()[1]
         self.tasks: set[asyncio.Task[Any]] = set()
         self._reading = False
         self._closed = False
@@ -129,7 +130,7 @@ class TlsListener:
     def _accept(self) -> None:
         for _ in range(_ACCEPT_BATCH):
             try:
-                conn, _ = self.sock.accept()
+                conn, peer = self.sock.accept()
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                 return
             except OSError as exc:  # out of descriptors or memory: wait, as asyncio does
@@ -138,12 +139,12 @@ class TlsListener:
                 self._retry = self.loop.call_later(_ACCEPT_RETRY_S, self._resume)
                 return
             conn.setblocking(False)
-            task = self.loop.create_task(self._handshake(conn))
+            task = self.loop.create_task(self._handshake(conn, peer))
             self.gate.enter(task, conn)
             self.tasks.add(task)
             task.add_done_callback(self._done)
 
-    async def _handshake(self, conn: socket.socket) -> None:
+    async def _handshake(self, conn: socket.socket, peer: Any) -> None:
         try:
             await self.loop.connect_accepted_socket(
                 self.factory,
@@ -152,10 +153,23 @@ class TlsListener:
                 ssl_handshake_timeout=self.handshake_timeout_s,
                 ssl_shutdown_timeout=2.0,
             )
-        except Exception:  # any failure ends this connection only
-            # the deadline passed, the client left, spoke no TLS or was evicted: the loop closed
-            # it (a closed socket object has no descriptor left: this closes nothing twice)
+        except Exception as exc:  # any failure ends this connection only
+            # the deadline passed, the client left, spoke no TLS, sent no certificate or one
+            # of an unknown CA (SPEC 11.2), or was evicted: the loop closed it (a closed socket
+            # object has no descriptor left: this closes nothing twice). The loop's TLS layer
+            # sends no alert then: the client sees the connection end.
             conn.close()
+            if log.server_log.isEnabledFor(log.VERBOSE):  # rest_log_level 4 and 5
+                where = peer[0] if isinstance(peer, tuple) and peer else "?"
+                reason = getattr(exc, "reason", None) or type(exc).__name__
+                log.write(
+                    log.server_log,
+                    log.VERBOSE,
+                    "TLS handshake with %s failed: %s port=%d",
+                    where,
+                    reason,
+                    self.port,
+                )
 
     def _done(self, task: asyncio.Task[Any]) -> None:
         self.tasks.discard(task)

@@ -1,0 +1,633 @@
+"""The TLS options of SPEC 11.2 on a real ``fwrest serve``, with trustme certificates made here
+(a root CA, an intermediate that issues the server's certificate, a CA of client
+certificates) and real clients: Debian's ``openssl s_client`` and ``curl``, httpx, and Python's
+``ssl`` on raw sockets.
+
+One service serves every case (its log is checked last for the pass phrase):
+
+* ``HTTPS_ENV``: the key encrypted, its pass phrase ``env:``; the chain; client certificates
+  optional (``SslClientCert=1``);
+* ``HTTPS_FILE``: the pass phrase ``file:``; TLS 1.3 only; client certificates required;
+* ``HTTPS_CIPHERS``: the pass phrase written in the configuration; one TLS 1.2 cipher;
+* ``HTTPS_BASIC``: client certificates required, and an ``OnAuth`` that reads the client's
+  certificate through the REST object;
+* ``HTTP_REST``: plain HTTP; ``[APP_MONITOR]``: client certificates required, TLS 1.3 only.
+
+Broken TLS options are cases of tests/faults/test_broken_configs.py (exit 2, a row of
+docs/troubleshooting.md each); here, that none of their messages shows the pass phrase.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from tests.conftest import FWREST, ServerProcess, free_config, ini_text, serving, wait_for
+from tests.docs.blocks import Block, example
+from tests.docs.shell import run_block
+from tests.server.rawhttp import HANG_GUARD, request_bytes
+
+PASS = "tls-options-pass-7Qz4"  # the key's pass phrase: grep-able in any output
+ENV_NAME = "FWREST_TEST_KEY_PASS"
+ONLY_CIPHER = "ECDHE-ECDSA-AES256-GCM-SHA384"  # trustme's keys are ECDSA
+OTHER_CIPHER = "ECDHE-ECDSA-AES128-GCM-SHA256"
+
+APP = """
+from fwrest import get, rest
+
+
+@get("/cert")
+def cert():
+    return {"cert": rest.getClientCertificate()}
+
+
+@get("/acert")
+async def acert():
+    return {"cert": rest.getClientCertificate()}
+
+
+@get("/whoami")
+def whoami():
+    return {"user": rest.getAuthUser(), "cert": rest.getClientCertificate()}
+
+
+def check(user, password):
+    # OnAuth sees the client's certificate through the REST object (SPEC 11.2)
+    cert = rest.getClientCertificate()
+    return (
+        user == "ada"
+        and password == "pw"
+        and cert is not None
+        and cert["subject"].startswith("CN=ada,")
+    )
+"""
+
+
+def need(tool: str) -> str:
+    found = shutil.which(tool)
+    if found is None:
+        pytest.fail(
+            f"{tool} is missing: install Debian's (apt-get install -y {tool}); the TLS options "
+            "are tested with it, never skipped"
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class Pki:
+    root: Path  # the root CA: all a client trusts
+    leaf: Path  # the server's certificate alone
+    chain: Path  # the intermediate CA that issued it
+    intermediate_pem: str
+    locked_key: Path  # the server's key, encrypted with PASS
+    plain_key: Path
+    pass_file: Path
+    client_ca: Path
+    ada: tuple[Path, Path]  # a client certificate of client_ca (CN=ada) and its key
+    bob: tuple[Path, Path]  # another one (CN=bob)
+    stranger: tuple[Path, Path]  # a client certificate of a CA the service does not know
+
+
+def locked(key_pem: bytes) -> bytes:
+    """A PEM private key encrypted with ``PASS`` (PKCS#8, the best encryption available)."""
+    key = serialization.load_pem_private_key(key_pem, None)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(PASS.encode()),
+    )
+
+
+def _client(ca: trustme.CA, folder: Path, name: str) -> tuple[Path, Path]:
+    issued = ca.issue_cert(f"{name}@example.org", common_name=name)
+    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    folder = tmp_path_factory.mktemp("tls-options-pki")
+    root = trustme.CA()
+    intermediate = root.create_child_ca()
+    server = intermediate.issue_cert("127.0.0.1", "localhost")
+    root.cert_pem.write_to_path(str(folder / "root.pem"))
+    server.cert_chain_pems[0].write_to_path(str(folder / "leaf.pem"))
+    intermediate_pem = server.cert_chain_pems[1].bytes()
+    (folder / "chain.pem").write_bytes(intermediate_pem)
+    server.private_key_pem.write_to_path(str(folder / "plain.key"))
+    (folder / "locked.key").write_bytes(locked(server.private_key_pem.bytes()))
+    (folder / "pass.txt").write_text(PASS + "\n")
+    clients = trustme.CA(organization_name="Clients")
+    clients.cert_pem.write_to_path(str(folder / "clients.pem"))
+    return Pki(
+        root=folder / "root.pem",
+        leaf=folder / "leaf.pem",
+        chain=folder / "chain.pem",
+        intermediate_pem=intermediate_pem.decode(),
+        locked_key=folder / "locked.key",
+        plain_key=folder / "plain.key",
+        pass_file=folder / "pass.txt",
+        client_ca=folder / "clients.pem",
+        ada=_client(clients, folder, "ada"),
+        bob=_client(clients, folder, "bob"),
+        stranger=_client(trustme.CA(), folder, "stranger"),
+    )
+
+
+def _servers(pki: Pki) -> dict[str, dict[str, Any]]:
+    tls = {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "ROOT",
+        "SslCertificate": str(pki.leaf),
+        "SslCertificateKey": str(pki.locked_key),
+        "SslCertificateCA": str(pki.chain),
+    }
+    return {
+        "HTTPS_ENV": {
+            **tls,
+            "SslCertificatePass": f"env:{ENV_NAME}",
+            "SslClientCert": 1,
+            "SslClientCA": str(pki.client_ca),
+        },
+        "HTTPS_FILE": {
+            **tls,
+            "SslCertificatePass": "file:secrets/pass.txt",  # relative to the config file
+            "SslMinVersion": "TLSv1.3",
+            "SslClientCert": 2,
+            "SslClientCA": str(pki.client_ca),
+        },
+        "HTTPS_CIPHERS": {**tls, "SslCertificatePass": PASS, "SslCiphers": ONLY_CIPHER},
+        "HTTPS_BASIC": {
+            **tls,
+            "SslCertificateKey": str(pki.plain_key),
+            "SslClientCert": 2,
+            "SslClientCA": str(pki.client_ca),
+            "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}},
+        },
+        "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+    }
+
+
+def _monitor(pki: Pki) -> dict[str, Any]:
+    return {
+        "Enable": 1,
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "SslCertificate": str(pki.leaf),
+        "SslCertificateKey": str(pki.locked_key),
+        "SslCertificatePass": f"env:{ENV_NAME}",
+        "SslCertificateCA": str(pki.chain),
+        "SslMinVersion": "TLSv1.3",
+        "SslClientCert": 2,
+        "SslClientCA": str(pki.client_ca),
+    }
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("tls-options")
+    (folder / "secrets").mkdir()
+    shutil.copy(pki.pass_file, folder / "secrets" / "pass.txt")
+    config = free_config(
+        folder,
+        servers=_servers(pki),
+        extra={"APP_MONITOR": _monitor(pki)},
+        app=APP,
+        general={"rest_log_level": 5},  # everything the service logs, for the last test
+    )
+    proc = ServerProcess(config, env={ENV_NAME: PASS})
+    proc.wait_ready()
+    yield proc
+    proc.stop()
+
+
+def client_ctx(
+    pki: Pki,
+    cert: tuple[Path, Path] | None = None,
+    maximum: ssl.TLSVersion | None = None,
+) -> ssl.SSLContext:
+    """A client that trusts only the root CA (so the chain must come from the server)."""
+    ctx = ssl.create_default_context(cafile=str(pki.root))
+    if cert is not None:
+        ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+    if maximum is not None:
+        ctx.maximum_version = maximum
+    return ctx
+
+
+def get(url: str, ctx: ssl.SSLContext, **kw: Any) -> httpx.Response:
+    with httpx.Client(verify=ctx, timeout=10) as client:
+        return client.get(url, **kw)
+
+
+def s_client(port: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """``openssl s_client`` to the port, nothing sent: the handshake and what it printed."""
+    return subprocess.run(
+        [need("openssl"), "s_client", "-connect", f"127.0.0.1:{port}", *args],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def curl(url: str, pki: Pki, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [need("curl"), "-sS", "--max-time", "10", "--cacert", str(pki.root), *args, url],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def refused(port: int, ctx: ssl.SSLContext) -> str:
+    """Connect with ``ctx`` and ask for ``/rest/cert``: how the connection ended, without an
+    HTTP answer. The server sends no TLS alert (the loop's TLS layer closes the connection
+    when a handshake fails): with TLS 1.2 the client's handshake fails; with TLS 1.3 the
+    client's side of the handshake completes before the server has judged its certificate,
+    and the connection ends at the first read."""
+    with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as raw:
+        try:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                tls.sendall(request_bytes("GET", "/rest/cert"))
+                data = tls.recv(4096)
+        except ssl.SSLError as exc:
+            return f"{type(exc).__name__}: {exc.reason}"
+        except ConnectionResetError:
+            return "reset"
+        except TimeoutError:
+            raise AssertionError(f"still open after the {HANG_GUARD} s hang guard") from None
+    assert data == b"", f"the server answered: {data[:80]!r}"
+    return "closed"
+
+
+def handshake_failures(service: ServerProcess, port: int, since: int, count: int) -> list[str]:
+    """The reasons of the service's last ``count`` failed handshakes on ``port`` (logged at
+    rest_log_level 4 and above), once they are in the log."""
+    pattern = re.compile(rf"TLS handshake with 127\.0\.0\.1 failed: (\S+) port={port}$", re.M)
+    found: list[str] = []
+
+    def logged() -> bool:
+        found[:] = pattern.findall(service.log()[since:])
+        return len(found) >= count
+
+    wait_for(logged, 10, f"{count} failed handshake(s) on port {port} in the log")
+    return found
+
+
+def no_handshake(done: subprocess.CompletedProcess[str]) -> bool:
+    """``openssl s_client`` negotiated nothing."""
+    return done.returncode != 0 and "Cipher is (NONE)" in done.stdout
+
+
+def expected_fields(cert_path: Path) -> dict[str, Any]:
+    """What ``getClientCertificate()`` must give for a certificate, read with cryptography."""
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    serial = f"{cert.serial_number:X}"
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    return {
+        "subject": cert.subject.rfc4514_string(),
+        "issuer": cert.issuer.rfc4514_string(),
+        "serial": "0" * (len(serial) % 2) + serial,  # whole bytes, as OpenSSL prints it
+        "not_after": cert.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "sans": [f"email:{e}" for e in san.get_values_for_type(x509.RFC822Name)],
+    }
+
+
+# -- the pass phrase, the chain ----------------------------------------------------------------
+
+
+def test_an_encrypted_key_serves_with_its_pass_phrase_from_env_file_or_config(
+    service: ServerProcess, pki: Pki
+) -> None:
+    for name in ("HTTPS_ENV", "HTTPS_FILE", "HTTPS_CIPHERS"):
+        answer = get(f"{service.url(name)}/cert", client_ctx(pki, pki.ada))
+        assert answer.status_code == 200, (name, answer.text)
+        print(f"{name}: {answer.http_version} over TLS, {answer.json()['cert'] is not None}")
+
+
+def test_the_chain_is_sent_after_the_certificate(service: ServerProcess, pki: Pki) -> None:
+    """The server's certificate file holds no chain: what openssl shows comes from
+    SslCertificateCA; a client that trusts only the root verifies through it."""
+    assert "BEGIN CERTIFICATE" in pki.leaf.read_text()
+    assert pki.leaf.read_text().count("BEGIN CERTIFICATE") == 1
+    done = s_client(
+        service.ports["HTTPS_CIPHERS"],
+        "-showcerts",
+        "-CAfile",
+        str(pki.root),
+        "-verify_return_error",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("-----BEGIN CERTIFICATE-----") == 2, done.stdout
+    assert pki.intermediate_pem.strip() in done.stdout
+    assert "Verify return code: 0 (ok)" in done.stdout
+    print(next(line for line in done.stdout.splitlines() if line.startswith(" 1 s:")))
+
+
+# -- SslMinVersion, SslCiphers -----------------------------------------------------------------
+
+
+def test_tls13_only_refuses_tls12(service: ServerProcess, pki: Pki) -> None:
+    port = service.ports["HTTPS_FILE"]
+    ada = ("-cert", str(pki.ada[0]), "-key", str(pki.ada[1]), "-CAfile", str(pki.root))
+    since = len(service.log())
+    old = s_client(port, "-tls1_2", *ada)
+    assert no_handshake(old), (old.stdout, old.stderr)
+    assert handshake_failures(service, port, since, 1) == ["UNSUPPORTED_PROTOCOL"]
+    new = s_client(port, "-tls1_3", *ada)
+    assert new.returncode == 0, new.stderr
+    assert "New, TLSv1.3" in new.stdout
+    # the default (TLSv1.2) takes both
+    both = s_client(service.ports["HTTPS_ENV"], "-tls1_2", "-CAfile", str(pki.root))
+    assert both.returncode == 0 and "New, TLSv1.2" in both.stdout, both.stderr
+    python = refused(port, client_ctx(pki, pki.ada, ssl.TLSVersion.TLSv1_2))
+    print(f"TLS 1.2 to a TLS 1.3 port: openssl {old.stderr.strip()[-60:]!r}; Python {python}")
+
+
+def test_ciphers_restrict_tls12(service: ServerProcess, pki: Pki) -> None:
+    port = service.ports["HTTPS_CIPHERS"]
+    since = len(service.log())
+    excluded = s_client(port, "-tls1_2", "-cipher", OTHER_CIPHER)
+    assert no_handshake(excluded), (excluded.stdout, excluded.stderr)
+    assert handshake_failures(service, port, since, 1) == ["NO_SHARED_CIPHER"]
+    allowed = s_client(port, "-tls1_2", "-cipher", ONLY_CIPHER)
+    assert allowed.returncode == 0, allowed.stderr
+    assert f"Cipher is {ONLY_CIPHER}" in allowed.stdout
+    # the cipher refused here is served by a port without SslCiphers
+    elsewhere = s_client(service.ports["HTTPS_ENV"], "-tls1_2", "-cipher", OTHER_CIPHER)
+    assert elsewhere.returncode == 0 and f"Cipher is {OTHER_CIPHER}" in elsewhere.stdout
+    # TLS 1.3 keeps OpenSSL's suites
+    assert "New, TLSv1.3" in s_client(port, "-tls1_3").stdout
+
+
+# -- client certificates -----------------------------------------------------------------------
+
+
+def test_required_client_certificate_refuses_a_client_without_one(
+    service: ServerProcess, pki: Pki
+) -> None:
+    basic, strict = service.ports["HTTPS_BASIC"], service.ports["HTTPS_FILE"]
+    since = len(service.log())
+    # TLS 1.2: the client's handshake fails
+    tls12 = refused(basic, client_ctx(pki, None, ssl.TLSVersion.TLSv1_2))
+    assert tls12.startswith("SSL"), tls12
+    # TLS 1.3: the connection ends before any answer
+    tls13 = refused(strict, client_ctx(pki))
+    with pytest.raises(httpx.TransportError) as caught:
+        get(f"{service.url('HTTPS_FILE')}/cert", client_ctx(pki))
+    bare = curl(f"{service.url('HTTPS_FILE')}/cert", pki)
+    assert bare.returncode != 0 and bare.stdout == "", bare
+    # the server refused each at its handshake, for want of a certificate
+    assert handshake_failures(service, basic, since, 1) == ["PEER_DID_NOT_RETURN_A_CERTIFICATE"]
+    assert (
+        handshake_failures(service, strict, since, 3) == ["PEER_DID_NOT_RETURN_A_CERTIFICATE"] * 3
+    )
+    print(f"TLS 1.2: {tls12}; TLS 1.3: {tls13}; httpx: {caught.value!r}; curl: {bare.stderr}")
+
+
+def test_required_client_certificate_admits_one_of_the_client_ca(
+    service: ServerProcess, pki: Pki
+) -> None:
+    url = f"{service.url('HTTPS_FILE')}/cert"
+    by_curl = curl(url, pki, "--cert", str(pki.ada[0]), "--key", str(pki.ada[1]))
+    assert by_curl.returncode == 0, by_curl.stderr
+    assert json.loads(by_curl.stdout)["cert"]["subject"].startswith("CN=ada,")
+    by_httpx = get(url, client_ctx(pki, pki.ada))
+    assert by_httpx.status_code == 200
+    assert by_httpx.json() == json.loads(by_curl.stdout)
+
+
+def test_a_client_certificate_of_another_ca_is_refused(service: ServerProcess, pki: Pki) -> None:
+    for name in ("HTTPS_FILE", "HTTPS_ENV"):  # required, and optional: one sent is verified
+        port = service.ports[name]
+        since = len(service.log())
+        refused(port, client_ctx(pki, pki.stranger))
+        assert handshake_failures(service, port, since, 1) == ["CERTIFICATE_VERIFY_FAILED"]
+
+
+def test_optional_client_certificate_admits_clients_with_and_without(
+    service: ServerProcess, pki: Pki
+) -> None:
+    url = f"{service.url('HTTPS_ENV')}/cert"
+    without = get(url, client_ctx(pki))
+    assert without.status_code == 200
+    assert without.json() == {"cert": None}
+    with_one = get(url, client_ctx(pki, pki.ada))
+    assert with_one.status_code == 200
+    assert with_one.json()["cert"]["subject"].startswith("CN=ada,")
+    plain = httpx.get(f"{service.url('HTTP_REST')}/cert", timeout=10)
+    assert plain.json() == {"cert": None}
+
+
+def test_get_client_certificate_gives_the_certificates_fields(
+    service: ServerProcess, pki: Pki
+) -> None:
+    want = expected_fields(pki.ada[0])
+    assert want["subject"].startswith("CN=ada,") and "O=Clients" in want["issuer"]
+    with httpx.Client(verify=client_ctx(pki, pki.ada), timeout=10) as client:
+        # one connection, several requests, def and async def handlers: the same fields
+        answers = [
+            client.get(f"{service.url('HTTPS_ENV')}/{path}").json()["cert"]
+            for path in ("cert", "acert", "cert")
+        ]
+    assert answers == [want, want, want]
+    bob = get(f"{service.url('HTTPS_ENV')}/cert", client_ctx(pki, pki.bob)).json()["cert"]
+    assert bob == expected_fields(pki.bob[0])
+    print(json.dumps(want))
+
+
+def test_on_auth_reads_the_client_certificate(service: ServerProcess, pki: Pki) -> None:
+    url = f"{service.url('HTTPS_BASIC')}/whoami"
+    ada = get(url, client_ctx(pki, pki.ada), auth=("ada", "pw"))
+    assert ada.status_code == 200, ada.text
+    assert ada.json()["user"] == "ada"
+    assert ada.json()["cert"]["subject"].startswith("CN=ada,")
+    # the right password over bob's certificate: OnAuth refuses it
+    bob = get(url, client_ctx(pki, pki.bob), auth=("ada", "pw"))
+    assert bob.status_code == 403
+
+
+# -- the monitor -------------------------------------------------------------------------------
+
+
+def test_the_monitor_takes_the_same_keys(service: ServerProcess, pki: Pki) -> None:
+    port = service.ports["APP_MONITOR"]
+    url = f"https://127.0.0.1:{port}/api/server/metrics"
+    answer = get(url, client_ctx(pki, pki.ada))  # the chain sent: the root alone verifies
+    assert answer.status_code == 200
+    assert answer.json()["option1"] == "/api/server/metrics/{metric}"
+    since = len(service.log())
+    without = refused(port, client_ctx(pki))
+    ada = ("-cert", str(pki.ada[0]), "-key", str(pki.ada[1]))
+    old = s_client(port, "-tls1_2", *ada)
+    assert no_handshake(old), (old.stdout, old.stderr)
+    assert handshake_failures(service, port, since, 2) == [
+        "PEER_DID_NOT_RETURN_A_CERTIFICATE",
+        "UNSUPPORTED_PROTOCOL",
+    ]
+    print(f"monitor without a certificate: {without}")
+
+
+# -- the pass phrase is never shown ------------------------------------------------------------
+
+
+def check(config: Path) -> subprocess.CompletedProcess[str]:
+    """``fwrest check CONFIG`` with the pass phrase in the environment."""
+    return subprocess.run(
+        [*FWREST, "check", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=config.parent,
+        env={**os.environ, ENV_NAME: PASS},
+        timeout=60,
+        check=False,
+    )
+
+
+def test_fwrest_check_summarises_the_tls_options_without_the_pass_phrase(
+    service: ServerProcess,
+) -> None:
+    done = check(service.config)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout + done.stderr
+    assert PASS not in out
+    assert "[HTTPS_FILE] 127.0.0.1:0 (TLS, TLSv1.3 only, client certificate required," in out
+    assert "[HTTPS_ENV] 127.0.0.1:0 (TLS, client certificate optional," in out
+    assert "[HTTPS_CIPHERS] 127.0.0.1:0 (TLS, authorization: open)" in out
+    assert "/api (TLS, TLSv1.3 only, client certificate required)" in out
+
+
+BROKEN: dict[str, tuple[dict[str, Any], str]] = {
+    # what is changed in HTTPS_CIPHERS (whose pass phrase is written in the configuration),
+    # and what the message says
+    "a wrong pass phrase": (
+        {"SslCertificatePass": f"not-{PASS}"},
+        "SslCertificatePass: the pass phrase does not open the private key",
+    ),
+    "a pass phrase that is no text": ({"SslCertificatePass": [PASS]}, "must be text"),
+    "a chain of another CA": ({"SslCertificateCA": "root.pem"}, "does not issue the certificate"),
+    "an unknown TLS version": ({"SslMinVersion": "TLSv1.0"}, "is not a TLS version"),
+    "ciphers OpenSSL refuses": ({"SslCiphers": "NOPE"}, "selects no cipher"),
+    "ciphers of RSA keys": ({"SslCiphers": "ECDHE-RSA-AES128-GCM-SHA256"}, "with the key"),
+    "SslClientCert out of range": ({"SslClientCert": 3}, "3 is out of range (0-2)"),
+    "client certificates without SslClientCA": ({"SslClientCert": 1}, "SslClientCA is missing"),
+    "an SslClientCA that is no CA file": (
+        {"SslClientCert": 2, "SslClientCA": "pass.txt"},
+        "SslClientCA: the CA file",
+    ),
+    "an SslClientCA that does not exist": (
+        {"SslClientCert": 2, "SslClientCA": "nope.pem"},
+        "SslClientCA: the file",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_no_message_shows_the_pass_phrase(case: str, pki: Pki, tmp_path: Path) -> None:
+    change, message = BROKEN[case]
+    servers = {"HTTPS_CIPHERS": {**_servers(pki)["HTTPS_CIPHERS"], **change}}
+    for key in ("SslCertificateCA", "SslClientCA"):
+        if key in change:
+            servers["HTTPS_CIPHERS"][key] = str(pki.root.parent / change[key])
+    done = check(free_config(tmp_path, servers=servers, app=APP))
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out
+    assert "fwrest: configuration error:" in done.stderr and "Traceback" not in out
+    assert "[HTTPS_CIPHERS] Ssl" in done.stderr and message in done.stderr, out
+    assert PASS not in out
+    print(done.stderr.strip())
+
+
+def test_the_pass_phrase_is_in_no_output_of_the_run(service: ServerProcess, pki: Pki) -> None:
+    """Last: every test above has run on this service (and this one asks once more)."""
+    assert get(f"{service.url('HTTPS_CIPHERS')}/cert", client_ctx(pki)).status_code == 200
+    service.wait_log(f"GET /rest/cert 200 port={service.ports['HTTPS_CIPHERS']}")
+    outputs = {
+        "stderr": service.log(),
+        "stdout": "\n".join(service.stdout_lines),
+        "LogFile": service.file_log(),
+    }
+    assert len(outputs["LogFile"]) > 1000, "the log holds too little to tell"
+    for name, text in outputs.items():
+        assert PASS not in text, f"the pass phrase is in the service's {name}"
+
+
+# -- the user guide's examples -----------------------------------------------------------------
+
+
+def _ini_block(block: Block) -> dict[str, dict[str, str]]:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(block.text)
+    return {name: dict(parser[name]) for name in parser.sections()}
+
+
+def test_the_guides_tls_and_mutual_tls_examples(tmp_path: Path) -> None:
+    """docs/deploy.md's TLS section as written, but for the addresses (loopback, free ports):
+    its files made here, its curl command run as the page shows it."""
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    root = trustme.CA()
+    intermediate = root.create_child_ca()
+    server = intermediate.issue_cert("api.example.com", "127.0.0.1")
+    server.cert_chain_pems[0].write_to_path(str(certs / "server.crt"))
+    server.cert_chain_pems[1].write_to_path(str(certs / "intermediate.pem"))
+    (certs / "server.key").write_bytes(locked(server.private_key_pem.bytes()))
+    root.cert_pem.write_to_path(str(certs / "ca.pem"))
+    partners = trustme.CA(organization_name="Partners")
+    partners.cert_pem.write_to_path(str(certs / "partners-ca.pem"))
+    partner = partners.issue_cert(
+        "ops@partner.example",
+        common_name="partner-1",
+        organization_name="Example Partner",
+        organization_unit_name="Orders",
+    )
+    partner.cert_chain_pems[0].write_to_path(str(tmp_path / "partner.crt"))
+    partner.private_key_pem.write_to_path(str(tmp_path / "partner.key"))
+    (tmp_path / "guide_tls.py").write_text(example("deploy-mtls-handler").text)
+
+    sections: dict[str, dict[str, Any]] = {
+        "HTTPSERVER": {"Servers": "HTTPS_REST, HTTPS_PARTNERS", "StateStore": "memory"},
+        **_ini_block(example("deploy-tls")),
+        **_ini_block(example("deploy-mtls")),
+        "REST": {"Path": "/rest", "ThreadPool": "POOL"},
+        "POOL": {"Environment": "ENV"},
+        "ENV": {"Repository": "guide_tls"},
+        "GENERAL": {"rest_log_level": 5},
+    }
+    for name in ("HTTPS_REST", "HTTPS_PARTNERS"):
+        sections[name].update(HostName="127.0.0.1", Port=0)
+    config = tmp_path / "service.ini"
+    config.write_text(ini_text(sections))
+    with serving(config, env={"FWREST_KEY_PASS": PASS}) as proc:
+        port = proc.ports["HTTPS_PARTNERS"]
+        run_block(
+            example("deploy-mtls-curl"), tmp_path, {"api.example.com:9443": f"127.0.0.1:{port}"}
+        )
+        trusting_root = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+        assert get(f"{proc.url('HTTPS_REST')}/me", trusting_root).json() == {"subject": None}
+        with pytest.raises(httpx.TransportError):
+            get(f"{proc.url('HTTPS_PARTNERS')}/me", trusting_root)
+        assert PASS not in proc.log()
