@@ -387,15 +387,17 @@ def run_forked(*args: str, cwd: Path, timeout: float = 60) -> subprocess.Complet
     from tests import forked
 
     with tempfile.TemporaryDirectory(prefix="fwrest-forked-") as tmp:
-        out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
-        child = _FORKS.Process(target=forked.run, args=(list(args), str(cwd), out, err))
+        out, err, written = (os.path.join(tmp, name) for name in ("out", "err", "code"))
+        child = _FORKS.Process(target=forked.run, args=(list(args), str(cwd), out, err, written))
         child.start()
         child.join(timeout)
         if child.is_alive():
             child.kill()
             child.join()
             code = -1
-        else:
+        elif os.path.exists(written):
+            code = int(Path(written).read_text())
+        else:  # it died before it could say (a signal, a crash)
             code = child.exitcode if child.exitcode is not None else -1
         texts = [Path(name).read_text(errors="replace") if os.path.exists(name) else ""
                  for name in (out, err)]  # fmt: skip

@@ -14,8 +14,10 @@ import os
 import sys
 
 
-def run(args: list[str], cwd: str, out: str, err: str) -> None:
-    """The child's whole life: ``fwrest ARGS`` in ``cwd``, its output into ``out``/``err``."""
+def run(args: list[str], cwd: str, out: str, err: str, code_path: str) -> None:
+    """The child's whole life: ``fwrest ARGS`` in ``cwd``, its output into ``out``/``err``,
+    its exit code into ``code_path`` too (the forkserver's own report of a child's status is
+    255 when several children end at once: read it from here)."""
     os.chdir(cwd)
     for fd, name in ((1, out), (2, err)):
         target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -29,4 +31,6 @@ def run(args: list[str], cwd: str, out: str, err: str) -> None:
         code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     sys.stdout.flush()
     sys.stderr.flush()
+    with open(code_path, "w") as written:
+        written.write(str(code))
     os._exit(code)
