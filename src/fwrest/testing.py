@@ -175,6 +175,10 @@ class _PipelineTransport(httpx.BaseTransport):
                     self._runtime.port_number,
                 )
             )
+        if reply.drop:  # closed without an answer (OnSelect's -3), as httpx reports it
+            raise httpx.RemoteProtocolError(
+                "Server disconnected without sending a response.", request=request
+            )
         return httpx.Response(
             reply.status, headers=reply.headers, content=reply.body, request=request
         )

@@ -185,6 +185,7 @@ class RequestContext:
         "resp_body",
         "resp_headers",
         "resp_status",
+        "selected",
     )
 
     def __init__(
@@ -216,6 +217,10 @@ class RequestContext:
         self.chunks: ChunkFeed | None = None  # a chunked answer in progress (setChunkedResponse)
         self._headers: Headers | None = None
         self._query: Mapping[str, str] | None = None
+        # ``selected``: the lower-case name of the pool OnSelect picked (None: the location's
+        # own), set by that stage on the ports that have one, and read only there (unset
+        # elsewhere: a port without OnSelect pays nothing for it)
+        self.selected: str | None
 
     @property
     def server_name(self) -> str:

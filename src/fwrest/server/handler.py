@@ -20,6 +20,8 @@ from fwrest.context.jsonbody import NotJSON, to_json
 from fwrest.context.request import RequestContext, Response, check_header, check_status
 from fwrest.context.views import UsageKey
 from fwrest.repository import Endpoint, is_async
+from fwrest.server.hooked import compose
+from fwrest.server.hooks import NO_HOOKS, PoolHooks
 from fwrest.server.streams import events, is_stream, pieces
 from fwrest.wire import Reply
 
@@ -50,6 +52,7 @@ class Handler:
         "endpoint",
         "func",
         "invoke",
+        "invokes",
         "is_async",
         "missing",
         "pass_all",
@@ -64,6 +67,8 @@ class Handler:
         self.usage_key = usage_key
         # the call of the request path, bound to a worker's pool by bind() (unbound: refused)
         self.invoke: Invoke = _unbound
+        # on a port with OnSelect: the call in each pool it may pick, by lower-case pool name
+        self.invokes: dict[str, Invoke] = {}
         self.submit: Submit | None = None  # the worker's pool, set by bind (streams use it)
         self.func: Callable[..., Any] = endpoint.func
         self.is_async = is_async(endpoint.func)
@@ -122,15 +127,24 @@ def bind(
     handler: Handler,
     submit: Submit,
     bounded: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
+    hooks: PoolHooks = NO_HOOKS,
+    *,
+    primary: bool = True,
 ) -> Invoke:
     """The call of ``handler`` in one worker: ``def`` functions through ``submit`` (the
     location's pool), ``async def`` ones on the loop; path parameters by name only when the
-    function takes them; under ``bounded`` (the pool's ``ActiveTimeout``) when given."""
+    function takes them; with the pool's ``OnSend``/``OnError`` around an application route's
+    call (:mod:`fwrest.server.hooked`); under ``bounded`` (the pool's ``ActiveTimeout``) when
+    given, hooks included. ``primary``: the call of the route's own pool (not one ``OnSelect``
+    may pick), whose ``submit`` also advances the route's ``def`` streams."""
     func = handler.func
     kwargs = handler.kwargs
-    handler.submit = submit
+    if primary:
+        handler.submit = submit
     call: Invoke
-    if handler.is_async:
+    if hooks.per_request and handler.endpoint.source != "native":
+        call = compose(func, kwargs, handler.is_async, submit, hooks.on_send, hooks.on_error)
+    elif handler.is_async:
         if handler.takes_params:
 
             def call(params: Mapping[str, str]) -> Awaitable[Any]:
