@@ -107,6 +107,12 @@ async def error_async(exc):
 
 def _select():
     what = _what("x-select")
+    if what == "raise":
+        raise ValueError("select-secret-detail")
+    if what == "exit":
+        sys.exit(5)
+    if what == "sees":
+        SEEN.append((rest.getMethodRequest(), rest.getPathRequest(), _what("x-probe")))
     if what.startswith("pool:"):
         return what[5:]
     return {
@@ -120,28 +126,14 @@ def _select():
 
 
 def select_def():
-    what = _what("x-select")
-    if what == "raise":
-        raise ValueError("select-secret-detail")
-    if what == "exit":
-        sys.exit(5)
-    if what == "hang":
+    if _what("x-select") == "hang":
         time.sleep(2)
-    if what == "sees":
-        SEEN.append((rest.getMethodRequest(), rest.getPathRequest(), _what("x-probe")))
     return _select()
 
 
 async def select_async():
-    what = _what("x-select")
-    if what == "raise":
-        raise ValueError("select-secret-detail")
-    if what == "exit":
-        sys.exit(5)
-    if what == "hang":
+    if _what("x-select") == "hang":
         await asyncio.sleep(2)
-    if what == "sees":
-        SEEN.append((rest.getMethodRequest(), rest.getPathRequest(), _what("x-probe")))
     return _select()
 
 

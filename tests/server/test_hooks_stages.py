@@ -55,7 +55,6 @@ async def events():
         tmp_path,
         "hooks_one_job_app",
         app=app,
-        servers={"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}},
         extra={
             "HTTP_REST": {"OnSelect": "select"},
             "POOL": {"MinThreads": 1, "MaxThreads": 1, "OnSend": "send"},
@@ -95,7 +94,6 @@ def hello():
         tmp_path,
         "hooks_select_auth_app",
         app=app,
-        servers={"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}},
         extra={
             "HTTP_REST": {
                 "OnSelect": "select",

@@ -52,7 +52,7 @@ from fwrest.routing import (
     split_target,
 )
 from fwrest.server.build import LocationPlan, PortPlan
-from fwrest.server.failures import Failed, log_failure
+from fwrest.server.failures import Failed, Raised, contained, log_failure
 from fwrest.server.handler import JSON_TYPE, Handler, ResultError, bind, result_reply
 from fwrest.server.hooks import NO_HOOKS, PoolHooks
 from fwrest.server.hosts import HostCheck
@@ -162,34 +162,13 @@ def trace_text(level: int, started: int, guarded: int, handled: int, ended: int)
     return f"authorization={auth}us handler={handler}us serialization={serial}us total={total}us"
 
 
-class _Raised(Exception):
-    """Carries a ``BaseException`` of an application's coroutine out of the task that
-    ``asyncio.wait_for`` runs it in: a task re-raises ``SystemExit`` and
-    ``KeyboardInterrupt`` into the event loop itself, which would end the worker."""
-
-    def __init__(self, inner: BaseException) -> None:
-        super().__init__(type(inner).__name__)
-        self.inner = inner
-
-
-async def _contained(call: Awaitable[Any]) -> Any:
-    try:
-        return await call
-    except Exception:
-        raise
-    except BaseException as exc:
-        if is_cancellation(exc):
-            raise
-        raise _Raised(exc) from None
-
-
 def bounder(active_s: float, pool_name: str) -> Callable[[Awaitable[Any]], Awaitable[Any]]:
     """A pool's ``ActiveTimeout``: its calls answered 503 past ``active_s``."""
 
     async def bounded(call: Awaitable[Any]) -> Any:
         try:
-            return await asyncio.wait_for(_contained(call), active_s)
-        except _Raised as exc:
+            return await asyncio.wait_for(contained(call), active_s)
+        except Raised as exc:
             raise exc.inner from None  # handled by the request's own task, as unbounded
         except TimeoutError:
             ctx = current.get(None)

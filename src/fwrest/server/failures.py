@@ -8,11 +8,14 @@ Owns: the wording of those lines (SPEC 3: the traceback in the log, whole when
 from __future__ import annotations
 
 import traceback
+from collections.abc import Awaitable
+from typing import Any
 
 from fwrest import log
+from fwrest.errors import is_cancellation
 from fwrest.server.state import tunables
 
-__all__ = ["Failed", "log_failure"]
+__all__ = ["Failed", "Raised", "contained", "log_failure"]
 
 
 class Failed(Exception):
@@ -22,6 +25,28 @@ class Failed(Exception):
     nothing to send) so that the pipeline neither logs the failure twice nor mistakes it for
     the handler's own exception.
     """
+
+
+class Raised(Exception):
+    """Carries a ``BaseException`` of an application's coroutine out of the task it runs in
+    (``asyncio.wait_for``'s, a hook's): a task re-raises ``SystemExit`` and
+    ``KeyboardInterrupt`` into the event loop itself, which would end the worker."""
+
+    def __init__(self, inner: BaseException) -> None:
+        super().__init__(type(inner).__name__)
+        self.inner = inner
+
+
+async def contained(call: Awaitable[Any]) -> Any:
+    """``await call``, its ``BaseException`` (a cancellation aside) carried as :class:`Raised`."""
+    try:
+        return await call
+    except Exception:
+        raise
+    except BaseException as exc:
+        if is_cancellation(exc):
+            raise
+        raise Raised(exc) from None
 
 
 def log_failure(

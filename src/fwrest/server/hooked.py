@@ -63,14 +63,21 @@ def _after_send(result: Any, ctx: RequestContext, before: int) -> Any:
     return result
 
 
+def _failed(hook: Hook, ctx: RequestContext, exc: BaseException) -> Failed:
+    """A hook raised ``exc`` (a cancellation passes): logged, the request's 500 to raise."""
+    if is_cancellation(exc):
+        raise exc
+    log_failure(ctx.method, ctx.path, exc, f"{hook.label} raised")
+    return Failed()
+
+
 def _send_sync(hook: Hook, result: Any) -> Any:
     ctx = current.get()
     before = ctx.resp_status
     try:
         hook.func()
-    except BaseException as exc:  # a pool thread: nothing here is a cancellation
-        log_failure(ctx.method, ctx.path, exc, f"{hook.label} raised")
-        raise Failed from None
+    except BaseException as exc:
+        raise _failed(hook, ctx, exc) from None
     return _after_send(result, ctx, before)
 
 
@@ -80,10 +87,7 @@ async def _send_async(hook: Hook, result: Any) -> Any:
     try:
         await hook.func()
     except BaseException as exc:
-        if is_cancellation(exc):
-            raise
-        log_failure(ctx.method, ctx.path, exc, f"{hook.label} raised")
-        raise Failed from None
+        raise _failed(hook, ctx, exc) from None
     return _after_send(result, ctx, before)
 
 
@@ -133,9 +137,8 @@ def _recover_sync(hook: Hook, exc: BaseException) -> Any:
     _before_error(hook, exc, ctx)
     try:
         result = hook.func(exc)
-    except BaseException as second:  # a pool thread: nothing here is a cancellation
-        log_failure(ctx.method, ctx.path, second, f"{hook.label} raised")
-        raise Failed from None
+    except BaseException as second:
+        raise _failed(hook, ctx, second) from None
     return _error_answer(hook, result, ctx)
 
 
@@ -145,10 +148,7 @@ async def _recover_async(hook: Hook, exc: BaseException) -> Any:
     try:
         result = await hook.func(exc)
     except BaseException as second:
-        if is_cancellation(second):
-            raise
-        log_failure(ctx.method, ctx.path, second, f"{hook.label} raised")
-        raise Failed from None
+        raise _failed(hook, ctx, second) from None
     return _error_answer(hook, result, ctx)
 
 

@@ -24,8 +24,9 @@ from typing import Any
 
 from fwrest import log
 from fwrest.config.model import ServerConfig, ThreadPoolConfig
-from fwrest.errors import ConfigError, is_cancellation
+from fwrest.errors import ConfigError
 from fwrest.repository import Environment, Repository, is_async
+from fwrest.server.failures import Raised, contained
 from fwrest.server.pool import ThreadPool
 
 __all__ = [
@@ -170,28 +171,10 @@ def select_hook(repo: Repository, server: ServerConfig, envs: list[Environment])
     return _resolve(repo, server.on_select, envs, key="OnSelect", section=server.name)
 
 
-class _Raised(Exception):
-    """Carries a ``BaseException`` of a hook out of its task: a task re-raises ``SystemExit``
-    and ``KeyboardInterrupt`` into the event loop itself, which would end the worker."""
-
-    def __init__(self, inner: BaseException) -> None:
-        super().__init__(type(inner).__name__)
-        self.inner = inner
-
-
 async def _call(hook: Hook, pool: ThreadPool) -> None:
-    """A worker's hook with no request: ``def`` in the pool's threads, ``async def`` here."""
-    try:
-        if hook.is_async:
-            await hook.func()
-        else:
-            await pool.submit(hook.func)
-    except Exception:
-        raise
-    except BaseException as exc:
-        if is_cancellation(exc):
-            raise
-        raise _Raised(exc) from None
+    """A worker's hook with no request: ``def`` in the pool's threads, ``async def`` here
+    (its ``SystemExit`` carried as ``Raised``, never into the loop)."""
+    await contained(hook.func() if hook.is_async else pool.submit(hook.func))
 
 
 async def run_on_start(
@@ -208,8 +191,8 @@ async def run_on_start(
             continue
         try:
             await _call(hook, pools[folded])
-        except Exception as caught:  # SystemExit too (_Raised): the start fails, saying why
-            exc = caught.inner if isinstance(caught, _Raised) else caught
+        except Exception as caught:  # SystemExit too (Raised): the start fails, saying why
+            exc = caught.inner if isinstance(caught, Raised) else caught
             log.server_log.error(
                 "worker %d: %s raised %s; the worker does not start",
                 worker,
@@ -248,7 +231,7 @@ async def run_on_stop(
             )
             return
         exc = task.exception() if not task.cancelled() else None
-        if isinstance(exc, _Raised):
+        if isinstance(exc, Raised):
             exc = exc.inner
         if exc is not None:
             log.server_log.error(
