@@ -296,18 +296,23 @@ def _chunked_reply(result: ChunkedAnswer, ctx: RequestContext) -> Reply:
     return Reply(ctx.resp_status, list(headers.items()), b"", stream=stream)
 
 
+_PLAIN = frozenset((dict, list, str, bytes, type(None)))  # results that are answers as they are
+
+
 def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Reply:
     status = ctx.resp_status
-    if type(result) is dict and ctx.resp_headers is None:
+    kind = type(result)
+    if kind is dict and ctx.resp_headers is None:
         # the common case, a dict sent as JSON: no header merging to do
         return Reply(status, [JSON_TYPE], to_json(result))
-    if is_stream(result) or (isinstance(result, Response) and is_stream(result.body)):
-        return _stream_reply(result, ctx, submit)
-    if isinstance(result, EventStream):
-        return _event_reply(result, ctx, submit)
-    if isinstance(result, ChunkedAnswer):
-        # setChunkedResponse's first piece: the status and headers set so far, then pieces
-        return _chunked_reply(result, ctx)
+    if kind not in _PLAIN:  # a dict, list or text is never a stream (the ABC checks cost)
+        if is_stream(result) or (isinstance(result, Response) and is_stream(result.body)):
+            return _stream_reply(result, ctx, submit)
+        if isinstance(result, EventStream):
+            return _event_reply(result, ctx, submit)
+        if isinstance(result, ChunkedAnswer):
+            # setChunkedResponse's first piece: the status and headers set so far, then pieces
+            return _chunked_reply(result, ctx)
     headers: dict[str, str] = {}
     if result is not None:
         charset = ctx.port.charset

@@ -155,6 +155,26 @@ async def _recover_async(hook: Hook, exc: BaseException) -> Any:
 # -- the composition -------------------------------------------------------------------------
 
 
+def _then_send(first: Call, hook: Hook) -> Call:
+    """``first``, then an ``async def`` ``OnSend`` on the loop (what ``_send_async`` does,
+    inline: the shape an ``OnSend`` that sets a header usually has)."""
+    send = hook.func
+
+    async def call(params: Mapping[str, str]) -> Any:
+        result = await first(params)
+        if type(result) is _Recovered:
+            return result.value
+        ctx = current.get()
+        before = ctx.resp_status
+        try:
+            await send()
+        except BaseException as exc:
+            raise _failed(hook, ctx, exc) from None
+        return _after_send(result, ctx, before)
+
+    return call
+
+
 def compose(
     func: Callable[..., Any],
     kwargs: Callable[[Mapping[str, str]], dict[str, str]],
@@ -205,6 +225,8 @@ def compose(
 
     if loop_send is None and loop_error is None:
         return first  # the pool job does it all
+    if loop_error is None and loop_send is not None and loop_send.is_async:
+        return _then_send(first, loop_send)  # the common shape, one coroutine less
 
     async def call(params: Mapping[str, str]) -> Any:
         try:
