@@ -57,11 +57,10 @@ def log_failure(
     outcome: str = "answered 500",
 ) -> None:
     """Log that ``what`` failed with ``exc`` while serving ``method path``: its traceback
-    when ``rest_error_full=1``, else its type, message and where it was raised.
+    when ``rest_error_full=1``, else its type, message and where it was raised, e.g.::
 
-    >>> log_failure("GET", "/rest/x", RuntimeError("no"))  # doctest: +SKIP
-    GET /rest/x: unhandled exception in the handler; answered 500
-      RuntimeError: no at app.py:12 (rest_error_full=1 logs the whole traceback)
+        GET /rest/x: unhandled exception in the handler; answered 500
+          RuntimeError: no at app.py:12 (rest_error_full=1 logs the whole traceback)
     """
     full = tunables.current.rest_error_full == 1
     log.app_log.error(
