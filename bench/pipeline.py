@@ -54,13 +54,25 @@ JOBS: dict[str, tuple[dict[str, Any] | None, str, list[tuple[str, str]]]] = {
     # case 10: the open endpoint with SPEC 10's location features configured, not triggered
     "features": (None, "/rest/hello", [("accept-encoding", "gzip, deflate, br")]),
     "no-features": (None, "/rest/hello", [("accept-encoding", "gzip, deflate, br")]),
+    # the open endpoint with an async OnSend that sets one header (SPEC 11.1), beside "open"
+    "on-send": (None, "/rest/hello", []),
+}
+_ON_SEND = {
+    "sections": {
+        "POOL": {
+            "Environment": "ENV",
+            "MinThreads": 1,
+            "MaxThreads": 8,
+            "OnSend": "bench.apps.fw_app.stamp",
+        }
+    }
 }
 _HEADERS = [("host", "127.0.0.1"), ("user-agent", "bench"), ("accept", "*/*")]
 
 
 def build_app(job: str, folder: Path, loop: asyncio.AbstractEventLoop) -> tuple[PortApp, Request]:
     fw_data, path, extra = JOBS[job]
-    keys = features_config(folder) if job == "features" else {}
+    keys = features_config(folder) if job == "features" else _ON_SEND if job == "on-send" else {}
     config = load_config(fwrest_config(folder, fw_data=fw_data, **keys))
     plan = build_plan(config)
     port = plan.ports[0]
@@ -71,7 +83,15 @@ def build_app(job: str, folder: Path, loop: asyncio.AbstractEventLoop) -> tuple[
     pool = pools[port.locations[0].pool_name.lower()]  # as the worker does
     guard = BasicGuard(settings, port.config.name, None, pool) if settings is not None else None
     early, outgoing = location_stages(port)
-    app = PortApp(port, pools, guard, early=early, outgoing=outgoing, files=static_files(port))
+    app = PortApp(
+        port,
+        pools,
+        guard,
+        early=early,
+        outgoing=outgoing,
+        files=static_files(port),
+        hooks=plan.hooks,
+    )
     request = Request("GET", path.encode(), [*_HEADERS, *extra], b"", "127.0.0.1", 8080)
     return app, request
 

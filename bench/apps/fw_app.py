@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.apps import common
-from fwrest import get
+from fwrest import get, rest
 
 
 @get("/hello", description="case 1, 2, 3, 7, 8, 9: an async JSON endpoint")
@@ -20,6 +20,12 @@ async def hello() -> dict[str, Any]:
 @get("/hello-sync", description="case 5: a def endpoint, run in the location's thread pool")
 def hello_sync() -> dict[str, Any]:
     return common.blocking_work()
+
+
+async def stamp() -> None:
+    """An ``async def`` ``OnSend`` (SPEC 11.1) that sets one header (``bench.pipeline``'s
+    ``on-send`` job)."""
+    rest.setKeyHeaderResponse("X-Served-By", "bench")
 
 
 def check_user(user: str, password: str) -> bool:

@@ -175,6 +175,10 @@ class _PipelineTransport(httpx.BaseTransport):
                     self._runtime.port_number,
                 )
             )
+        if reply.drop:  # closed without an answer (OnSelect's -3), as httpx reports it
+            raise httpx.RemoteProtocolError(
+                "Server disconnected without sending a response.", request=request
+            )
         headers = reply.headers
         if reply.close:
             # what the engine says before it closes (setCloseAfterSend, a refusal)

@@ -59,6 +59,8 @@ class Request:
 class Reply:
     """What goes back on the wire: status, headers (lower-case names), body.
 
+    A reply with ``drop`` (and ``close``) is not written: the connection is closed instead.
+
     A streamed reply (``stream``, SPEC 10.3, 10.5) has no ``body``: the engine writes the head,
     then each piece as it comes, waiting while the client does not read, with
     ``Content-Length: length`` when the length is known (a file), else chunked; it closes the
@@ -71,6 +73,9 @@ class Reply:
     close: bool = False
     stream: AsyncIterator[bytes] | None = None
     length: int = -1  # a stream's length in bytes (-1: unknown, sent chunked)
+    # no answer at all: the engine closes the connection without writing (OnSelect's -3,
+    # SPEC 11.1); such a reply also has ``close``, so the common path never looks at it
+    drop: bool = False
 
 
 class PortHandler(Protocol):

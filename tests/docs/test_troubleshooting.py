@@ -381,6 +381,22 @@ def start_not_ready(folder: Path, _certs: dict[str, Path]) -> Outcome:
     return Outcome(False, "start() did not raise")
 
 
+def start_on_start_fails(folder: Path, _certs: dict[str, Path]) -> Outcome:
+    """``fwrest.start()`` of a service whose pool's ``OnStart`` raises: nothing left serving."""
+    sections = copy.deepcopy(base(0))
+    (folder / "on_start_fails_app.py").write_text(
+        "def boot():\n    raise RuntimeError('no database')\n"
+    )
+    sections["ENV"] = {"Repository": str(folder / "on_start_fails_app.py")}
+    sections["POOL"]["OnStart"] = "boot"
+    try:
+        fwrest.start(sections)
+    except fwrest.ConfigError as exc:
+        left = [t.name for t in threading.enumerate() if t.name == "fwrest-service"]
+        return Outcome(not left, f"{exc} (threads left: {left})")
+    return Outcome(False, "start() did not raise")
+
+
 def config_as_text(folder: Path, _certs: dict[str, Path]) -> Outcome:
     """JSON text where the file name belongs."""
     return cli_outcome(run_cli("check", json.dumps(base(0)), cwd=folder))
@@ -751,6 +767,15 @@ PROVOKED: dict[str, Broken | Special] = {
     "[HTTP_REST] Locations: the location [ROOT] sets HSTS, which only a TLS port can send": new(
         "HSTS on a plain port", "ini", setting("ROOT", "HSTS", "max-age=31536000")
     ),
+    # application hooks
+    "[POOL] OnSend: the function 'nope' is not in the repository of this server's "
+    "environments": new("OnSend missing", "ini", setting("POOL", "OnSend", "nope")),
+    "[POOL] OnError: the function app.hello() cannot be called as OnError(exc): too many "
+    "positional arguments": new(
+        "OnError without a parameter", "json", setting("POOL", "OnError", "hello")
+    ),
+    "[POOL] OnStart: the service did not start: OnStart <function> of [POOL] raised "
+    "RuntimeError: ...": start_on_start_fails,
     # your modules
     "[ENV] Repository: the module 'no_such_mod' was not found (looked in <folder> and the "
     "Python path)": known("module not found[ini]"),

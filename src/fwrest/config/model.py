@@ -53,6 +53,11 @@ class ThreadPoolConfig:
     inactive_timeout_ms: int = default_int("thread pool", "inactive_timeout_ms")
     accept_timeout_ms: int = default_int("thread pool", "accept_timeout_ms")
     active_timeout_ms: int = default_int("thread pool", "active_timeout_ms")  # 0: no limit
+    # the application hooks (SPEC 11.1): function names, resolved at start (server/hooks.py)
+    on_start: str | None = None
+    on_stop: str | None = None
+    on_send: str | None = None
+    on_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +114,7 @@ class ServerConfig:
     charset: str = "UTF-8"  # UTF-8, CP1252 or ISO-8859-1 (SPEC 10.6)
     # extension (".xlsx", lower case) -> media type, from the ContentTypes section (SPEC 10.3)
     content_types: tuple[tuple[str, str], ...] = ()
+    on_select: str | None = None  # OnSelect's function name (SPEC 11.1), resolved at start
 
     @property
     def is_tls(self) -> bool:

@@ -411,6 +411,16 @@ KEYS: tuple[Key, ...] = (
         "(.xlsx=application/vnd.openxmlformats-officedocument.spreadsheetml.sheet), over "
         "Python's mimetypes",
     ),
+    Key(
+        "server",
+        "OnSelect",
+        "on_select",
+        "str",
+        None,
+        doc="a function of the server's environments run for each request after authorization, "
+        "before routing: it returns a thread pool's name (the request runs there), None (the "
+        "location's pool), -2 (503 Server Busy) or -3 (the connection closes unanswered)",
+    ),
     # location sections
     Key(
         "location",
@@ -554,6 +564,42 @@ KEYS: tuple[Key, ...] = (
         0,
         low=0,
         doc="ms a request may run before the client gets 503 (0: no limit)",
+    ),
+    Key(
+        "thread pool",
+        "OnStart",
+        "on_start",
+        "str",
+        None,
+        doc="a function of the pool's environment run once in every worker before it accepts "
+        "a request; an exception stops that worker's start",
+    ),
+    Key(
+        "thread pool",
+        "OnStop",
+        "on_stop",
+        "str",
+        None,
+        doc="a function of the pool's environment run once in every worker after its last "
+        "request, for at most 10 s",
+    ),
+    Key(
+        "thread pool",
+        "OnSend",
+        "on_send",
+        "str",
+        None,
+        doc="a function of the pool's environment run before each answer of its application "
+        "routes is encoded; it may change the answer's headers and status",
+    ),
+    Key(
+        "thread pool",
+        "OnError",
+        "on_error",
+        "str",
+        None,
+        doc="a function of the pool's environment called as OnError(exc) when a handler "
+        "raises; what it returns is the answer (status 500 unless it sets one)",
     ),
     # environment sections
     Key(

@@ -189,6 +189,7 @@ class RequestContext:
         "resp_headers",
         "resp_status",
         "scope",
+        "selected",
     )
 
     def __init__(
@@ -225,6 +226,10 @@ class RequestContext:
         self.scope = ""  # the access token's granted scopes, space-separated (SPEC 12.4)
         self._headers: Headers | None = None
         self._query: Mapping[str, str] | None = None
+        # ``selected``: the lower-case name of the pool OnSelect picked (None: the location's
+        # own), set by that stage on the ports that have one, and read only there (unset
+        # elsewhere: a port without OnSelect pays nothing for it)
+        self.selected: str | None
 
     @property
     def server_name(self) -> str:

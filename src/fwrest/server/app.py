@@ -8,9 +8,11 @@ not configured is not in the sequence, so it costs nothing):
 2. **early** stages, before authorization (each may answer the request itself);
 3. **authorize**: the port's guard, unless the path is one of the port's public paths
    (on a protected port this runs before routing: an unknown path is 401, not 404);
-4. **admitted** stages, after authorization and before routing (each may answer);
+4. **admitted** stages, after authorization and before routing (each may answer; the
+   server's ``OnSelect`` is one: it may also pick the pool the route's call runs in);
 5. **route**: one match (404, 405 + ``Allow``);
-6. **invoke**: the route's bound call (its pool, its ``ActiveTimeout``: ``handler.bind``);
+6. **invoke**: the route's bound call (its pool, its ``ActiveTimeout``, its pool's ``OnSend``
+   and ``OnError``: ``handler.bind``);
 7. **encode**: the result as a :class:`~fwrest.wire.Reply` (SPEC 9's result rules);
 8. **outgoing** stages of the request's location, each may change the reply;
 9. **finish**: HEAD, usage figures, the access line.
@@ -51,14 +53,26 @@ from fwrest.routing import (
     split_target,
 )
 from fwrest.server.build import LocationPlan, PortPlan
+from fwrest.server.failures import Failed, Raised, contained, log_failure
 from fwrest.server.handler import JSON_TYPE, Handler, ResultError, bind, result_reply
+from fwrest.server.hooks import NO_HOOKS, PoolHooks
 from fwrest.server.hosts import HostCheck, own_authority
 from fwrest.server.pool import ThreadPool
 from fwrest.server.state import tunables
 from fwrest.server.usage import UNMATCHED, UsageTable
 from fwrest.wire import Reply, Request, close_stream, error_reply
 
-__all__ = ["Admit", "Early", "Guard", "Outgoing", "PortApp", "Request", "error_reply", "trace_text"]
+__all__ = [
+    "Admit",
+    "Early",
+    "Guard",
+    "Outgoing",
+    "PortApp",
+    "Request",
+    "bounder",
+    "error_reply",
+    "trace_text",
+]
 
 Guard = Callable[[Request, RequestContext], Awaitable[None]]
 Admit = Callable[[Request, RequestContext], Awaitable[Reply | None]]
@@ -149,34 +163,13 @@ def trace_text(level: int, started: int, guarded: int, handled: int, ended: int)
     return f"authorization={auth}us handler={handler}us serialization={serial}us total={total}us"
 
 
-class _Raised(Exception):
-    """Carries a ``BaseException`` of an application's coroutine out of the task that
-    ``asyncio.wait_for`` runs it in: a task re-raises ``SystemExit`` and
-    ``KeyboardInterrupt`` into the event loop itself, which would end the worker."""
-
-    def __init__(self, inner: BaseException) -> None:
-        super().__init__(type(inner).__name__)
-        self.inner = inner
-
-
-async def _contained(call: Awaitable[Any]) -> Any:
-    try:
-        return await call
-    except Exception:
-        raise
-    except BaseException as exc:
-        if is_cancellation(exc):
-            raise
-        raise _Raised(exc) from None
-
-
-def _bounder(active_s: float, pool_name: str) -> Callable[[Awaitable[Any]], Awaitable[Any]]:
-    """A location's ``ActiveTimeout``: its calls answered 503 past ``active_s``."""
+def bounder(active_s: float, pool_name: str) -> Callable[[Awaitable[Any]], Awaitable[Any]]:
+    """A pool's ``ActiveTimeout``: its calls answered 503 past ``active_s``."""
 
     async def bounded(call: Awaitable[Any]) -> Any:
         try:
-            return await asyncio.wait_for(_contained(call), active_s)
-        except _Raised as exc:
+            return await asyncio.wait_for(contained(call), active_s)
+        except Raised as exc:
             raise exc.inner from None  # handled by the request's own task, as unbounded
         except TimeoutError:
             ctx = current.get(None)
@@ -230,6 +223,7 @@ class PortApp:
         admitted: stages after authorization, before routing.
         outgoing: each location's outgoing stages, by location prefix.
         files: the static files of locations with a ``RootPath``, by location prefix.
+        hooks: the ``OnSend``/``OnError`` of the pools that have them, by lower-case name.
     """
 
     def __init__(
@@ -244,6 +238,7 @@ class PortApp:
         admitted: tuple[Admit, ...] = (),
         outgoing: Mapping[str, tuple[Outgoing, ...]] | None = None,
         files: Mapping[str, StaticFiles] | None = None,
+        hooks: Mapping[str, PoolHooks] | None = None,
     ) -> None:
         self.plan = plan
         self.name = plan.config.name
@@ -265,13 +260,33 @@ class PortApp:
         }
         self._staged = bool(early)
         self.admitted = admitted
+        hooks = hooks or {}
+        # OnSelect may send a request to any pool: each route is bound for each, at start
+        self._selecting = plan.on_select is not None
+        alternates = pools if self._selecting else {}
+        bounders = {
+            name: bounder(p.active_timeout_ms / 1000, p.name) if p.active_timeout_ms else None
+            for name, p in ((n, pool.config) for n, pool in pools.items())
+        }
         locs = []
         for loc in plan.locations:
-            pool = pools[loc.pool_name.lower()]
+            folded = loc.pool_name.lower()
+            pool = pools[folded]
             active = loc.config.thread_pool.active_timeout_ms
-            bounded = _bounder(active / 1000, loc.pool_name) if active else None
             for _, _, handler in loc.router.routes():
-                handler.invoke = bind(handler, pool.submit, bounded)
+                handler.invoke = bind(
+                    handler, pool.submit, bounders[folded], hooks.get(folded, NO_HOOKS)
+                )
+                handler.invokes = {
+                    name: bind(
+                        handler,
+                        other.submit,
+                        bounders[name],
+                        hooks.get(name, NO_HOOKS),
+                        primary=False,
+                    )
+                    for name, other in alternates.items()
+                }
             found = files.get(loc.prefix) if files else None
             stages = outgoing.get(loc.prefix, ()) if outgoing else ()
             locs.append((loc.prefix, _Location(loc, loc.router, found, active / 1000, stages)))
@@ -370,7 +385,7 @@ class PortApp:
         except BaseException as exc:  # an OnAuth's SystemExit too (SPEC 7.1)
             if is_cancellation(exc):
                 raise
-            self._log_failure(head.method, path)
+            log_failure(head.method, path, exc)
             reply = Reply(500, [JSON_TYPE], error_body(500))
         self.total += 1
         return self._finish(head, reply, found, query, UNMATCHED, started, 0, 0)
@@ -471,9 +486,12 @@ class PortApp:
                 ctx.params = match.params
                 ctx.handler = handler
                 route_key = handler.usage_key
+                invoke = handler.invoke
+                if self._selecting and ctx.selected is not None:
+                    invoke = handler.invokes[ctx.selected]  # the pool OnSelect picked
                 token = current.set(ctx)
                 try:
-                    result = await handler.invoke(match.params)
+                    result = await invoke(match.params)
                     handled = time.perf_counter_ns()
                     if type(result) is dict and ctx.resp_headers is None:
                         # stage 7's common case inline (a call less per request): a dict
@@ -493,13 +511,15 @@ class PortApp:
                     current.reset(token)
         except HTTPError as exc:
             reply = error_reply(exc)
+        except Failed:  # a hook failed, or OnError answered nothing: logged where it happened
+            reply = Reply(500, [JSON_TYPE], error_body(500))
         except BaseException as exc:
             # SystemExit, KeyboardInterrupt, GeneratorExit or a stray CancelledError of the
             # application's code answer 500 as any exception does, and the worker serves on
             # (SPEC 7.1); only a cancellation of this request travels on
             if is_cancellation(exc):
                 raise
-            self._log_failure(method, path)
+            log_failure(method, path, exc)
             reply = Reply(500, [JSON_TYPE], error_body(500))
         finally:
             self.in_flight -= 1
@@ -626,30 +646,6 @@ class PortApp:
             why = f"a handler returned data that is not JSON: {why}"
         log.app_log.error("%s %s: %s", method, log.escape(path), log.escape(why))
         return Reply(500, [JSON_TYPE], error_body(500))
-
-    def _log_failure(self, method: str, path: str) -> None:
-        full = tunables.current.rest_error_full == 1
-        log.app_log.error(
-            "%s %s: unhandled exception in the handler; answered 500",
-            method,
-            log.escape(path),
-            exc_info=True if full else None,
-            stack_info=False,
-        )
-        if not full:
-            import sys
-            import traceback
-
-            exc = sys.exc_info()[1]
-            if exc is not None:
-                frames = traceback.extract_tb(exc.__traceback__)
-                where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-                log.app_log.error(
-                    "  %s: %s%s (rest_error_full=1 logs the whole traceback)",
-                    type(exc).__name__,
-                    log.escape(str(exc)),
-                    where,
-                )
 
     def _log_access(
         self, req: Request, found: _Located | None, query: str, reply: Reply, times: str

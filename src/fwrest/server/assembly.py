@@ -21,12 +21,20 @@ from fwrest.features.headers import SecurityHeaders
 from fwrest.features.headers import configured as security_headers
 from fwrest.features.static import StaticFiles
 from fwrest.routing import LocationTable
-from fwrest.server.app import Early, Guard, Outgoing, PortApp
+from fwrest.server.app import Admit, Early, Guard, Outgoing, PortApp, bounder
 from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.pool import ThreadPool
+from fwrest.server.select import Selector
 from fwrest.store.calls import StoreClient
 
-__all__ = ["Assembly", "assemble", "location_stages", "monitor_throttle", "static_files"]
+__all__ = [
+    "Assembly",
+    "admitted_stages",
+    "assemble",
+    "location_stages",
+    "monitor_throttle",
+    "static_files",
+]
 
 
 @dataclass(slots=True)
@@ -85,6 +93,19 @@ def location_stages(port: PortPlan) -> tuple[tuple[Early, ...], dict[str, tuple[
         if stages:
             outgoing[loc.prefix] = tuple(stages)
     return tuple(early), outgoing
+
+
+def admitted_stages(port: PortPlan, pools: dict[str, ThreadPool]) -> tuple[Admit, ...]:
+    """The port's stages after authorization and before routing: its ``OnSelect`` (SPEC
+    11.1), a ``def`` one run in the pool of the port's first location (as ``OnAuth``), under
+    that pool's ``ActiveTimeout``. None where the server names none."""
+    hook = port.on_select
+    if hook is None or not port.locations:
+        return ()
+    pool = pools[port.locations[0].pool_name.lower()]
+    active = pool.config.active_timeout_ms
+    bounded = bounder(active / 1000, pool.name) if active else None
+    return (Selector(hook, pools, pool.submit, bounded),)
 
 
 def static_files(port: PortPlan) -> dict[str, StaticFiles]:
@@ -191,8 +212,10 @@ class _Builder:
             token_service=tokens,
             service=self.service,
             early=early,
+            admitted=admitted_stages(port, self.built.pools),
             outgoing=outgoing,
             files=static_files(port),
+            hooks=self.plan.hooks,
         )
 
     def token_service(

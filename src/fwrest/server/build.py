@@ -25,6 +25,7 @@ from fwrest.native import (
 from fwrest.repository import Endpoint, Environment, Repository
 from fwrest.routing import Router
 from fwrest.server.handler import Handler
+from fwrest.server.hooks import Hook, PoolHooks, pool_hooks, select_hook
 from fwrest.store import StateStore, StoreError, open_store
 
 __all__ = ["LocationPlan", "PortPlan", "ServicePlan", "build_plan"]
@@ -60,6 +61,7 @@ class PortPlan:
     public_paths: frozenset[str] = frozenset()
     extras: dict[str, Any] = field(default_factory=dict)
     bound_address: str = ""  # the address the port's socket is bound to, set by bind_all
+    on_select: Hook | None = None  # OnSelect (SPEC 11.1): an admitted stage of the port
 
     def urls(self, port: int | None = None) -> list[str]:
         host = self.config.host
@@ -82,6 +84,8 @@ class ServicePlan:
     monitor_port: int = 0  # the bound port, set by bind_all
     store: StateStore | None = None  # opened by open_runtime(), not by check
     signing_key: bytes | None = None
+    # the hooks of the pools that name some (SPEC 11.1), by lower-case pool name
+    hooks: dict[str, PoolHooks] = field(default_factory=dict)
 
     def route_count(self) -> int:
         return sum(len(loc.endpoints) for port in self.ports for loc in port.locations)
@@ -177,7 +181,10 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             for route in NATIVE_ROUTES
             if route.name in native.public and route.name not in native.disable
         )
-        ports.append(PortPlan(server, locations, auth, settings, native, public))
+        port = PortPlan(server, locations, auth, settings, native, public)
+        port.on_select = select_hook(repo, server, envs)
+        ports.append(port)
+    hooks = pool_hooks(repo, (loc.thread_pool for s in config.servers for loc in s.locations))
     if config.state_store == "memory" and any(p.auth.scheme == "oAuth2" for p in ports):
         warnings.append(
             "[HTTPSERVER] StateStore=memory: tokens live in one worker process only; use "
@@ -209,7 +216,7 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
                 source=source,
                 fix='use "scheme": "basic" with an OnAuth function.',
             )
-    return ServicePlan(config, repo, ports, warnings, monitor_auth)
+    return ServicePlan(config, repo, ports, warnings, monitor_auth, hooks=hooks)
 
 
 def open_runtime(plan: ServicePlan) -> None:

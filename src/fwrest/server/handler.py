@@ -20,6 +20,8 @@ from fwrest.context.jsonbody import NotJSON, to_json
 from fwrest.context.request import RequestContext, Response, check_header, check_status
 from fwrest.context.views import UsageKey
 from fwrest.repository import Endpoint, is_async
+from fwrest.server.hooked import compose
+from fwrest.server.hooks import NO_HOOKS, PoolHooks
 from fwrest.server.streams import events, is_stream, pieces
 from fwrest.wire import Reply
 
@@ -50,6 +52,7 @@ class Handler:
         "endpoint",
         "func",
         "invoke",
+        "invokes",
         "is_async",
         "missing",
         "pass_all",
@@ -64,6 +67,8 @@ class Handler:
         self.usage_key = usage_key
         # the call of the request path, bound to a worker's pool by bind() (unbound: refused)
         self.invoke: Invoke = _unbound
+        # on a port with OnSelect: the call in each pool it may pick, by lower-case pool name
+        self.invokes: dict[str, Invoke] = {}
         self.submit: Submit | None = None  # the worker's pool, set by bind (streams use it)
         self.func: Callable[..., Any] = endpoint.func
         self.is_async = is_async(endpoint.func)
@@ -122,15 +127,24 @@ def bind(
     handler: Handler,
     submit: Submit,
     bounded: Callable[[Awaitable[Any]], Awaitable[Any]] | None = None,
+    hooks: PoolHooks = NO_HOOKS,
+    *,
+    primary: bool = True,
 ) -> Invoke:
     """The call of ``handler`` in one worker: ``def`` functions through ``submit`` (the
     location's pool), ``async def`` ones on the loop; path parameters by name only when the
-    function takes them; under ``bounded`` (the pool's ``ActiveTimeout``) when given."""
+    function takes them; with the pool's ``OnSend``/``OnError`` around an application route's
+    call (:mod:`fwrest.server.hooked`); under ``bounded`` (the pool's ``ActiveTimeout``) when
+    given, hooks included. ``primary``: the call of the route's own pool (not one ``OnSelect``
+    may pick), whose ``submit`` also advances the route's ``def`` streams."""
     func = handler.func
     kwargs = handler.kwargs
-    handler.submit = submit
+    if primary:
+        handler.submit = submit
     call: Invoke
-    if handler.is_async:
+    if hooks.per_request and handler.endpoint.source != "native":
+        call = compose(func, kwargs, handler.is_async, submit, hooks.on_send, hooks.on_error)
+    elif handler.is_async:
         if handler.takes_params:
 
             def call(params: Mapping[str, str]) -> Awaitable[Any]:
@@ -282,18 +296,23 @@ def _chunked_reply(result: ChunkedAnswer, ctx: RequestContext) -> Reply:
     return Reply(ctx.resp_status, list(headers.items()), b"", stream=stream)
 
 
+_PLAIN = frozenset((dict, list, str, bytes, type(None)))  # results that are answers as they are
+
+
 def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Reply:
     status = ctx.resp_status
-    if type(result) is dict and ctx.resp_headers is None:
+    kind = type(result)
+    if kind is dict and ctx.resp_headers is None:
         # the common case, a dict sent as JSON: no header merging to do
         return Reply(status, [JSON_TYPE], to_json(result))
-    if is_stream(result) or (isinstance(result, Response) and is_stream(result.body)):
-        return _stream_reply(result, ctx, submit)
-    if isinstance(result, EventStream):
-        return _event_reply(result, ctx, submit)
-    if isinstance(result, ChunkedAnswer):
-        # setChunkedResponse's first piece: the status and headers set so far, then pieces
-        return _chunked_reply(result, ctx)
+    if kind not in _PLAIN:  # a dict, list or text is never a stream (the ABC checks cost)
+        if is_stream(result) or (isinstance(result, Response) and is_stream(result.body)):
+            return _stream_reply(result, ctx, submit)
+        if isinstance(result, EventStream):
+            return _event_reply(result, ctx, submit)
+        if isinstance(result, ChunkedAnswer):
+            # setChunkedResponse's first piece: the status and headers set so far, then pieces
+            return _chunked_reply(result, ctx)
     headers: dict[str, str] = {}
     if result is not None:
         charset = ctx.port.charset

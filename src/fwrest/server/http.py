@@ -710,6 +710,14 @@ class HttpProtocol(asyncio.Protocol):
             self._busy = False
             return
         if reply.close or self._conns.draining:
+            if reply.drop:
+                # no answer at all (OnSelect's -3): close, the requests queued behind it too
+                self._busy = False
+                self._keep_alive = False
+                self._queue.clear()
+                self._pending = None
+                self._close()
+                return
             keep = _CLOSE
         elif (
             not self._keep_alive

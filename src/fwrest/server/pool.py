@@ -91,6 +91,7 @@ class ThreadPool:
 
     def __init__(self, config: ThreadPoolConfig, loop: asyncio.AbstractEventLoop) -> None:
         self.name = config.name
+        self.config = config
         self._loop = loop
         self._min = config.min_threads
         self._max = config.max_threads

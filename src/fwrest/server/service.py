@@ -24,6 +24,7 @@ from fwrest.errors import ConfigError
 from fwrest.repository import registered
 from fwrest.server.binding import bind_all
 from fwrest.server.build import ServicePlan, build_plan, open_runtime
+from fwrest.server.hooks import StartFailed
 from fwrest.server.supervisor import run_supervisor
 from fwrest.server.worker import Worker, new_loop
 
@@ -190,7 +191,8 @@ def start(config: str | Path | Mapping[str, Any], *, workers: int | None = None)
 
     Raises:
         ConfigError: the configuration is invalid, a port cannot be bound, ``workers`` is not
-            a whole number of at least 1, or the service did not start.
+            a whole number of at least 1, or the service did not start (an ``OnStart``
+            raised, for one).
     """
     service = Service()
     if workers is not None:
@@ -249,7 +251,15 @@ def _start_in_process(service: Service, plan: ServicePlan) -> Service:
         )
     if failure:
         thread.join(5)
-        raise failure[0]
+        failed = failure[0]
+        if isinstance(failed, StartFailed):
+            raise ConfigError(
+                f"the service did not start: {failed}.",
+                section=failed.hook.section,
+                key=failed.hook.key,
+                fix="the log holds its traceback; the worker serves once every OnStart returns.",
+            ) from None
+        raise failed
     with _running_lock:
         _running.add(service)
     return service

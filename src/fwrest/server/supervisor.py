@@ -21,6 +21,7 @@ from typing import Any
 
 from fwrest import log
 from fwrest.server.build import ServicePlan
+from fwrest.server.hooks import ON_STOP_LIMIT_S, StartFailed
 from fwrest.server.monitor_port import monitor_url
 from fwrest.server.shared import HostShared
 from fwrest.server.worker import Worker, new_loop
@@ -30,6 +31,7 @@ __all__ = ["run_supervisor"]
 _CRASH_WINDOW_S = 30.0
 _CRASH_LIMIT = 5
 _READY_TIMEOUT_S = 60.0
+_START_FAILED = 3  # a worker's exit code when an OnStart raised (SPEC 11.1)
 
 
 def _say(text: str) -> None:
@@ -61,6 +63,7 @@ class _Supervisor:
         self.crashes: deque[float] = deque()
         self.signals: list[int] = []
         self.ready_r, self.ready_w = os.pipe()
+        self.serving = False  # every worker was ready once: the service started
         # start(workers=N): the program that started this supervisor; its end stops the service
         parent = os.environ.pop("FWREST_PARENT_PID", "")
         self.parent_pid = int(parent) if parent.isdigit() else None
@@ -75,6 +78,8 @@ class _Supervisor:
             try:
                 os.close(self.ready_r)
                 code = self._worker_main(slot)
+            except StartFailed:
+                code = _START_FAILED  # its OnStart's traceback is logged
             except BaseException:
                 log.server_log.exception("worker %d failed", slot + 1)
             finally:
@@ -124,6 +129,9 @@ class _Supervisor:
                 continue
             if self.signals:
                 continue  # stopping: no replacements
+            start_failed = os.WIFEXITED(status) and os.WEXITSTATUS(status) == _START_FAILED
+            if start_failed and not self.serving:
+                raise _StartFailed(slot)
             how = (
                 f"signal {os.WTERMSIG(status)}"
                 if os.WIFSIGNALED(status)
@@ -199,6 +207,7 @@ class _Supervisor:
                     self.stop(force=True)
                     return 1
             else:
+                self.serving = True
                 urls = [u for port in self.plan.ports for u in port.urls()]
                 for port in self.plan.ports:
                     for url in port.urls():
@@ -217,6 +226,14 @@ class _Supervisor:
                 if select.select([self.ready_r], [], [], 0)[0]:
                     os.read(self.ready_r, 64)
             return self.stop(force=False)
+        except _StartFailed as failed:
+            log.server_log.critical(
+                "worker %d did not start (its OnStart failed: see above); the service does "
+                "not start",
+                failed.slot + 1,
+            )
+            self.stop(force=True)
+            return 1
         except _CrashLoop:
             log.server_log.critical(
                 "workers died %d times within %.0f s: stopping the service instead of "
@@ -246,6 +263,8 @@ class _Supervisor:
                 os.kill(pid, signal.SIGKILL if force else signal.SIGTERM)
         handled = len(self.signals)
         deadline = time.monotonic() + timeout + 5
+        if any(hooks.on_stop is not None for hooks in self.plan.hooks.values()):
+            deadline += ON_STOP_LIMIT_S  # the workers' OnStop runs after their drain
         while self.pids and time.monotonic() < deadline:
             if len(self.signals) > max(handled, 1):
                 _say("second signal: forcing the stop")
@@ -274,6 +293,14 @@ class _Supervisor:
 
 class _CrashLoop(Exception):
     pass
+
+
+class _StartFailed(Exception):
+    """A worker's ``OnStart`` failed before the service served: the start fails."""
+
+    def __init__(self, slot: int) -> None:
+        super().__init__(f"worker {slot + 1} did not start")
+        self.slot = slot
 
 
 def run_supervisor(

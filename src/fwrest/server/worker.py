@@ -22,6 +22,7 @@ from fwrest.monitor import Collector
 from fwrest.server.app import PortApp
 from fwrest.server.assembly import Assembly, assemble, monitor_throttle
 from fwrest.server.build import ServicePlan
+from fwrest.server.hooks import run_on_start, run_on_stop
 from fwrest.server.http import ConnectionSet, HttpProtocol
 from fwrest.server.monitor_port import MonitorPort, monitor_server_config
 from fwrest.server.settings import SettingsManager
@@ -182,7 +183,12 @@ class Worker:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def open(self) -> None:
-        """Build every port's pipeline and start the background work, on the running loop."""
+        """Build every port's pipeline, start the background work and run the pools'
+        ``OnStart`` hooks (SPEC 11.1), on the running loop.
+
+        Raises:
+            StartFailed: an ``OnStart`` raised (logged); what was started is stopped again.
+        """
         loop = asyncio.get_running_loop()
         self.loop = loop
         tunables.swap(self.plan.config.tunables)
@@ -196,9 +202,19 @@ class Worker:
         )
         self._settings.start()
         self.usage.start()
+        try:
+            await run_on_start(self.plan.hooks, self.built.pools, self.index + 1)
+        except BaseException:
+            await self._shut()
+            raise
 
     async def close(self) -> None:
-        """Stop what :meth:`open` started (the thread pools let their calls finish)."""
+        """Run the pools' ``OnStop`` hooks (at most 10 s in all: SPEC 11.1), then stop what
+        :meth:`open` started (the thread pools let their calls finish)."""
+        await run_on_stop(self.plan.hooks, self.built.pools, self.index + 1)
+        await self._shut()
+
+    async def _shut(self) -> None:
         self.built.close()
         self._settings.stop()
         self.usage.stop()

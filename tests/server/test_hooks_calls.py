@@ -1,0 +1,482 @@
+"""``OnSend``, ``OnError`` and ``OnSelect`` (SPEC 11.1) through the port's pipeline, in
+process (``fwrest.testing.Client``: the same stages as over a socket, see
+``Worker.open``; what only a socket shows, OnSelect's dropped connection on the wire and the
+worker processes, is in test_hooks_wire.py and test_hooks_workers.py).
+
+One service: pool ``PDEF`` has ``def`` hooks, ``PASYNC`` ``async def`` ones, ``PLAIN`` none;
+each pool serves a location (``/d``, ``/a``, ``/p``) of the module's routes (``def`` and
+``async def`` handlers alike). Server ``HTTP_DEF`` has a ``def`` ``OnSelect``, ``HTTP_ASYNC``
+an ``async def`` one. What a hook does is chosen by the request's ``x-send``, ``x-error`` and
+``x-select`` headers (hooks read the request through the REST object). Every bad case (a hook
+that raises, hangs past ``ActiveTimeout``, returns nonsense) is answered with the standard
+error body, no traceback, and the next request is served.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from fwrest import log
+from fwrest.testing import Client
+from tests.conftest import module_config
+
+APP = """
+import asyncio
+import sys
+import threading
+import time
+
+from fwrest import Response, get, rest
+
+SEEN = []  # (hook, thread name) as hooks run
+
+
+def _what(name):
+    return rest.getHeaderRequest().get(name, "")
+
+
+def _send():
+    what = _what("x-send")
+    rest.setKeyHeaderResponse("X-Sent", rest.getPathRequest())
+    rest.setKeyHeaderResponse("X-Send-Thread", threading.current_thread().name)
+    if what == "status":
+        rest.setStatusCode(202)
+    elif what == "raise":
+        raise RuntimeError("send-secret-detail")
+    elif what == "exit":
+        sys.exit(4)
+    elif what == "badstatus":
+        rest.setStatusCode(99)
+    elif what == "badheader":
+        rest.setKeyHeaderResponse("X-Bad", "a\\r\\nSet-Cookie: x=1")
+    return "nonsense the answer ignores"
+
+
+def send_def():
+    if _what("x-send") == "hang":
+        time.sleep(2)
+    _send()
+
+
+async def send_async():
+    if _what("x-send") == "hang":
+        await asyncio.sleep(2)
+    _send()
+
+
+def _error(exc):
+    what = _what("x-error")
+    if what == "status":
+        rest.setStatusCode(418)
+        return "teapot: " + type(exc).__name__
+    if what == "none":
+        rest.setKeyHeaderResponse("X-Dropped", "1")
+        return None
+    if what == "fault":
+        rest.setStatusCode(503)
+        rest.setFault("the database is down")
+        return None
+    if what == "raise":
+        raise KeyError("error-secret-detail")
+    if what == "nonsense":
+        return object()
+    if what == "response":
+        return Response("plain", media_type="text/plain", headers={"X-From": "OnError"})
+    if what == "response503":
+        return Response({"busy": True}, status=503)
+    return {"error": type(exc).__name__, "thread": threading.current_thread().name}
+
+
+def error_def(exc):
+    if _what("x-error") == "hang":
+        time.sleep(2)
+    return _error(exc)
+
+
+async def error_async(exc):
+    if _what("x-error") == "hang":
+        await asyncio.sleep(2)
+    return _error(exc)
+
+
+def _select():
+    what = _what("x-select")
+    if what == "raise":
+        raise ValueError("select-secret-detail")
+    if what == "exit":
+        sys.exit(5)
+    if what == "sees":
+        SEEN.append((rest.getMethodRequest(), rest.getPathRequest(), _what("x-probe")))
+    if what.startswith("pool:"):
+        return what[5:]
+    return {
+        "busy": -2,
+        "drop": -3,
+        "true": True,
+        "minus1": -1,
+        "float": -2.0,
+        "list": ["PDEF"],
+    }.get(what)
+
+
+def select_def():
+    if _what("x-select") == "hang":
+        time.sleep(2)
+    return _select()
+
+
+async def select_async():
+    if _what("x-select") == "hang":
+        await asyncio.sleep(2)
+    return _select()
+
+
+@get("/hello")
+def hello():
+    rest.setKeyHeaderResponse("X-Handler", "def")
+    return {"thread": threading.current_thread().name}
+
+
+@get("/ahello")
+async def ahello():
+    return {"thread": threading.current_thread().name}
+
+
+@get("/resp")
+def resp():
+    return Response({"r": 1}, status=201, headers={"X-Handler": "1"})
+
+
+@get("/boom")
+def boom():
+    rest.setKeyHeaderResponse("X-Handler", "before-the-raise")
+    raise ValueError("boom-secret-detail")
+
+
+@get("/aboom")
+async def aboom():
+    raise ValueError("aboom-secret-detail")
+
+
+@get("/exit")
+def exits():
+    sys.exit(3)
+"""
+
+SERVERS = {
+    "HTTP_DEF": {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "D, A, P",
+        "OnSelect": "select_def",
+    },
+    "HTTP_ASYNC": {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "D, A, P",
+        "OnSelect": "select_async",
+    },
+}
+POOLS: dict[str, dict[str, Any]] = {
+    "D": {"Path": "/d", "ThreadPool": "PDEF"},
+    "A": {"Path": "/a", "ThreadPool": "PASYNC"},
+    "P": {"Path": "/p", "ThreadPool": "PLAIN"},
+    "PDEF": {
+        "Environment": "ENV",
+        "MaxThreads": 4,
+        "ActiveTimeout": 500,
+        "OnSend": "send_def",
+        "OnError": "error_def",
+    },
+    "PASYNC": {
+        "Environment": "ENV",
+        "MaxThreads": 4,
+        "ActiveTimeout": 500,
+        "OnSend": "send_async",
+        "OnError": "error_async",
+    },
+    "PLAIN": {"Environment": "ENV", "MaxThreads": 2},
+}
+STANDARD_500 = {"code": 500, "detailedMessage": "", "message": "Internal Server Error"}
+HANDLERS = ("/hello", "/ahello")
+LOOP = "fwrest-testing"  # the thread of the in-process client's event loop
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("hooks")
+    return module_config(folder, "hooks_calls_app", app=APP, servers=SERVERS, extra=POOLS)
+
+
+@pytest.fixture(scope="module", params=["HTTP_DEF", "HTTP_ASYNC"])
+def client(request: pytest.FixtureRequest, service: Path) -> Iterator[Client]:
+    with Client(service, server=request.param) as c:
+        yield c
+
+
+def log_text(service: Path) -> str:
+    log.flush()
+    return (service.parent / "server.log").read_text()
+
+
+def served(client: Client) -> None:
+    """The worker still serves, after whatever the test did."""
+    r = client.get("/p/hello")
+    assert r.status_code == 200, r.text
+
+
+def assert_standard(r: httpx.Response, status: int = 500) -> None:
+    assert r.status_code == status, r.text
+    if status == 500:
+        assert r.json() == STANDARD_500
+    assert "secret-detail" not in r.text and "Traceback" not in r.text
+
+
+# -- OnSend ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loc", ["/d", "/a"])
+@pytest.mark.parametrize("route", HANDLERS)
+def test_on_send_sets_headers_and_status_of_every_handler(
+    client: Client, loc: str, route: str
+) -> None:
+    r = client.get(f"{loc}{route}")
+    assert r.status_code == 200
+    assert r.headers["x-sent"] == f"{loc}{route}"  # it read the request through the REST object
+    r = client.get(f"{loc}{route}", headers={"x-send": "status"})
+    assert r.status_code == 202
+    assert r.headers["x-sent"] == f"{loc}{route}"
+
+
+def test_a_def_on_send_runs_in_the_pool_and_an_async_one_on_the_loop(client: Client) -> None:
+    r = client.get("/d/hello")
+    assert r.headers["x-send-thread"] == r.json()["thread"]  # one job: the handler's thread
+    assert r.json()["thread"].startswith("fwrest-PDEF-")
+    r = client.get("/d/ahello")  # an async handler: the def OnSend in the pool after it
+    assert r.headers["x-send-thread"].startswith("fwrest-PDEF-")
+    assert r.json()["thread"] == LOOP
+    r = client.get("/a/hello")
+    assert r.json()["thread"].startswith("fwrest-PASYNC-")
+    assert r.headers["x-send-thread"] == LOOP
+
+
+@pytest.mark.parametrize("loc", ["/d", "/a"])
+def test_on_send_changes_the_status_of_a_returned_response(client: Client, loc: str) -> None:
+    r = client.get(f"{loc}/resp")
+    assert r.status_code == 201 and r.headers["x-handler"] == "1"
+    r = client.get(f"{loc}/resp", headers={"x-send": "status"})
+    assert r.status_code == 202
+    assert r.headers["x-handler"] == "1" and r.headers["x-sent"] == f"{loc}/resp"
+    assert client.get(f"{loc}/resp").status_code == 201  # the handler's object unchanged
+
+
+def test_on_send_does_not_run_for_native_routes_nor_other_pools(client: Client) -> None:
+    r = client.get("/d/fw/healthcheck")
+    assert r.status_code == 200
+    assert "x-sent" not in r.headers
+    r = client.get("/p/hello")
+    assert r.status_code == 200
+    assert "x-sent" not in r.headers
+
+
+@pytest.mark.parametrize("loc", ["/d", "/a"])
+@pytest.mark.parametrize("route", HANDLERS)
+@pytest.mark.parametrize("what", ["raise", "exit", "badstatus", "badheader"])
+def test_an_on_send_that_fails_is_a_500_logged(
+    client: Client, service: Path, loc: str, route: str, what: str
+) -> None:
+    r = client.get(f"{loc}{route}", headers={"x-send": what})
+    assert_standard(r)
+    assert "x-sent" not in r.headers
+    served(client)
+    pool = "PDEF" if loc == "/d" else "PASYNC"
+    name = "send_def" if loc == "/d" else "send_async"
+    text = log_text(service)
+    assert f"GET {loc}{route}: OnSend hooks_calls_app.{name} of [{pool}] raised; answered 500" in (
+        text
+    )
+
+
+@pytest.mark.parametrize("loc", ["/d", "/a"])
+def test_an_on_send_that_hangs_is_bounded_by_active_timeout(client: Client, loc: str) -> None:
+    started = time.monotonic()
+    r = client.get(f"{loc}/hello", headers={"x-send": "hang"})
+    took = time.monotonic() - started
+    print(f"OnSend hanging 2 s under ActiveTimeout=500 ms: {r.status_code} after {took:.3f} s")
+    assert r.status_code == 503
+    assert r.json()["message"] == "Server Busy"
+    assert took < 1.9
+    served(client)
+
+
+# -- OnError ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loc", ["/d", "/a"])
+@pytest.mark.parametrize("route", ["/boom", "/aboom", "/exit"])
+def test_on_error_answers_with_status_500(
+    client: Client, service: Path, loc: str, route: str
+) -> None:
+    r = client.get(f"{loc}{route}")
+    assert r.status_code == 500
+    body = r.json()
+    assert body["error"] == ("SystemExit" if route == "/exit" else "ValueError")
+    if loc == "/d":
+        assert body["thread"].startswith("fwrest-PDEF-")  # a def OnError: in the pool
+    if loc == "/a":
+        assert body["thread"] == LOOP
+    assert "secret-detail" not in r.text
+    assert "x-handler" not in r.headers  # what the handler set before it raised is dropped
+    assert "x-sent" not in r.headers  # OnSend is for the handler's answers
+    served(client)
+    pool = "PDEF" if loc == "/d" else "PASYNC"
+    name = "error_def" if loc == "/d" else "error_async"
+    text = log_text(service)
+    # the handler's failure is logged as before, and who answers it
+    assert (
+        f"GET {loc}{route}: unhandled exception in the handler; OnError hooks_calls_app.{name} "
+        f"of [{pool}] answers it" in text
+    )
+
+
+@pytest.mark.parametrize("loc", ["/d", "/a"])
+def test_on_error_sets_its_own_status_and_body(client: Client, loc: str) -> None:
+    r = client.get(f"{loc}/boom", headers={"x-error": "status"})
+    assert r.status_code == 418
+    assert r.text == "teapot: ValueError"
+    assert r.headers["content-type"].startswith("text/plain")
+    r = client.get(f"{loc}/boom", headers={"x-error": "fault"})
+    assert r.status_code == 503
+    assert r.json() == {"code": 503, "detailedMessage": "", "message": "the database is down"}
+    r = client.get(f"{loc}/aboom", headers={"x-error": "response"})
+    assert r.status_code == 500  # a Response of the default status: 500
+    assert r.text == "plain" and r.headers["x-from"] == "OnError"
+    r = client.get(f"{loc}/aboom", headers={"x-error": "response503"})
+    assert r.status_code == 503 and r.json() == {"busy": True}
+
+
+@pytest.mark.parametrize("loc", ["/d", "/a"])
+def test_on_error_returning_none_keeps_the_standard_body(client: Client, loc: str) -> None:
+    r = client.get(f"{loc}/boom", headers={"x-error": "none"})
+    assert_standard(r)
+    assert "x-dropped" not in r.headers
+
+
+@pytest.mark.parametrize("loc", ["/d", "/a"])
+@pytest.mark.parametrize("route", ["/boom", "/aboom"])
+def test_an_on_error_that_raises_is_the_standard_500_both_logged(
+    client: Client, service: Path, loc: str, route: str
+) -> None:
+    r = client.get(f"{loc}{route}", headers={"x-error": "raise"})
+    assert_standard(r)
+    served(client)
+    pool = "PDEF" if loc == "/d" else "PASYNC"
+    name = "error_def" if loc == "/d" else "error_async"
+    text = log_text(service)
+    assert f"GET {loc}{route}: unhandled exception in the handler; OnError" in text
+    assert f"ValueError: {route[1:]}-secret-detail" in text  # the handler's
+    assert f"GET {loc}{route}: OnError hooks_calls_app.{name} of [{pool}] raised" in text
+    assert "KeyError: 'error-secret-detail'" in text  # OnError's own
+
+
+@pytest.mark.parametrize("loc", ["/d", "/a"])
+def test_an_on_error_returning_nonsense_is_the_standard_500(
+    client: Client, service: Path, loc: str
+) -> None:
+    r = client.get(f"{loc}/boom", headers={"x-error": "nonsense"})
+    assert_standard(r)
+    served(client)
+    assert "returned a object, which fwrest cannot send; answered 500" in log_text(service)
+
+
+@pytest.mark.parametrize("loc", ["/d", "/a"])
+def test_an_on_error_that_hangs_is_bounded_by_active_timeout(client: Client, loc: str) -> None:
+    started = time.monotonic()
+    r = client.get(f"{loc}/boom", headers={"x-error": "hang"})
+    print(
+        f"OnError hanging 2 s, ActiveTimeout=500 ms: {r.status_code} after "
+        f"{time.monotonic() - started:.3f} s"
+    )
+    assert r.status_code == 503
+    served(client)
+
+
+def test_a_pool_without_on_error_answers_the_standard_500(client: Client) -> None:
+    assert_standard(client.get("/p/boom"))
+    assert_standard(client.get("/p/exit"))
+
+
+# -- OnSelect --------------------------------------------------------------------------------
+
+
+def test_on_select_picks_the_pool_the_call_runs_in(client: Client) -> None:
+    r = client.get("/p/hello", headers={"x-select": "pool:PDEF"})
+    assert r.status_code == 200
+    assert r.json()["thread"].startswith("fwrest-PDEF-")
+    # the picked pool's hooks come with it
+    assert r.headers["x-sent"] == "/p/hello"
+    r = client.get("/d/hello", headers={"x-select": "pool:plain"})  # names: any case
+    assert r.json()["thread"].startswith("fwrest-PLAIN-")
+    assert "x-sent" not in r.headers
+    r = client.get("/d/hello", headers={"x-select": "none"})
+    assert r.json()["thread"].startswith("fwrest-PDEF-")
+    r = client.get("/p/boom", headers={"x-select": "pool:PASYNC"})
+    assert r.status_code == 500 and r.json()["error"] == "ValueError"  # PASYNC's OnError
+
+
+def test_on_select_sees_the_request_through_the_rest_object(client: Client) -> None:
+    import hooks_calls_app  # type: ignore[import-not-found]
+
+    hooks_calls_app.SEEN.clear()
+    r = client.delete("/d/hello", headers={"x-select": "sees", "x-probe": "p-1"})
+    assert r.status_code == 405  # it ran before routing: a wrong method is still the router's
+    assert hooks_calls_app.SEEN == [("DELETE", "/d/hello", "p-1")]
+
+
+def test_on_select_minus_2_is_503_server_busy(client: Client) -> None:
+    r = client.get("/d/hello", headers={"x-select": "busy"})
+    assert r.status_code == 503
+    assert r.json() == {"code": 503, "detailedMessage": "", "message": "Server Busy"}
+    served(client)
+
+
+def test_on_select_minus_3_closes_without_an_answer(client: Client, service: Path) -> None:
+    with pytest.raises(httpx.RemoteProtocolError):
+        client.get("/d/hello", headers={"x-select": "drop"})
+    served(client)
+    assert "GET /d/hello 444" in log_text(service)
+
+
+@pytest.mark.parametrize("what", ["unknown", "true", "minus1", "float", "list", "raise", "exit"])
+def test_on_select_returning_nonsense_or_raising_is_a_500_logged(
+    client: Client, service: Path, what: str
+) -> None:
+    headers = {"x-select": "pool:NO_SUCH_POOL" if what == "unknown" else what}
+    r = client.get("/d/hello", headers=headers)
+    assert_standard(r)
+    served(client)
+    text = log_text(service)
+    if what == "unknown":
+        assert "returned the thread pool 'NO_SUCH_POOL', which no location of the service " in text
+    elif what in ("raise", "exit"):
+        assert "GET /d/hello: OnSelect hooks_calls_app.select_" in text
+    else:
+        assert "which is neither a thread pool's name, None, -2 nor -3; answered 500" in text
+
+
+def test_an_on_select_that_hangs_is_bounded_by_active_timeout(client: Client) -> None:
+    started = time.monotonic()
+    r = client.get("/d/hello", headers={"x-select": "hang"})
+    took = time.monotonic() - started
+    print(
+        f"OnSelect hanging 2 s, ActiveTimeout=500 ms of [PDEF]: {r.status_code} after {took:.3f} s"
+    )
+    assert r.status_code == 503
+    assert took < 1.9
+    served(client)

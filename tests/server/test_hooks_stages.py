@@ -1,0 +1,111 @@
+"""Where the hooks sit in a request (SPEC 11.1), in process: a ``def`` handler and a ``def``
+``OnSend`` are one job of the pool (no second thread hop), and ``OnSelect`` runs after
+authorization (a request that is refused never reaches it).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from fwrest.testing import Client
+from tests.conftest import module_config
+
+
+def test_a_def_handler_and_def_on_send_are_one_pool_job(tmp_path: Path) -> None:
+    """With one thread, a request queued while a handler runs would run between the handler
+    and its OnSend if OnSend were a second job; it runs after both."""
+    app = """
+import threading
+
+from fwrest import get, rest
+
+EVENTS = []
+a_running = threading.Event()
+b_arrived = threading.Event()
+
+
+async def select():
+    if rest.getPathRequest().endswith("/b"):
+        b_arrived.set()  # B's job is queued before the loop turns again
+
+
+def send():
+    if rest.getPathRequest() in ("/rest/a", "/rest/b"):
+        EVENTS.append("send " + rest.getPathRequest()[-1])
+
+
+@get("/a")
+def a():
+    a_running.set()
+    assert b_arrived.wait(10)
+    EVENTS.append("handler a")
+
+
+@get("/b")
+def b():
+    EVENTS.append("handler b")
+
+
+@get("/events")
+async def events():
+    return EVENTS
+"""
+    config = module_config(
+        tmp_path,
+        "hooks_one_job_app",
+        app=app,
+        extra={
+            "HTTP_REST": {"OnSelect": "select"},
+            "POOL": {"MinThreads": 1, "MaxThreads": 1, "OnSend": "send"},
+        },
+    )
+    with Client(config) as client, ThreadPoolExecutor(1) as ex:
+        import hooks_one_job_app as mod  # type: ignore[import-not-found]
+
+        first = ex.submit(client.get, "/rest/a")
+        assert mod.a_running.wait(10)
+        assert client.get("/rest/b").status_code == 200
+        assert first.result().status_code == 200
+        assert client.get("/rest/events").json() == ["handler a", "send a", "handler b", "send b"]
+
+
+def test_on_select_runs_after_authorization(tmp_path: Path) -> None:
+    app = """
+from fwrest import get
+
+CALLS = []
+
+
+def check(user, password):
+    return (user, password) == ("ada", "Ada-Pw-1")
+
+
+def select():
+    CALLS.append(1)
+    return -2
+
+
+@get("/hello")
+def hello():
+    return {}
+"""
+    config = module_config(
+        tmp_path,
+        "hooks_select_auth_app",
+        app=app,
+        extra={
+            "HTTP_REST": {
+                "OnSelect": "select",
+                "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "check"}},
+            }
+        },
+    )
+    with Client(config) as client:
+        import hooks_select_auth_app as mod  # type: ignore[import-not-found]
+
+        assert client.get("/rest/hello").status_code == 401
+        assert client.get("/rest/nowhere").status_code == 401
+        assert mod.CALLS == []
+        assert client.get("/rest/hello", auth=("ada", "Ada-Pw-1")).status_code == 503
+        assert mod.CALLS == [1]

@@ -1,0 +1,141 @@
+"""``OnSelect``'s answers on the wire (SPEC 11.1), on a real ``fwrest serve`` read with raw
+sockets: ``-3`` closes the connection with zero bytes answered (also behind a pipelined
+request, whose answer comes first), ``-2`` is 503 "Server Busy" with the standard body; and a
+hook that raises ``SystemExit`` in a real worker answers 500 while the same worker serves on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import ServerProcess, exchange, free_config, serving
+from tests.server.rawhttp import request_bytes
+
+APP = """
+import os
+import sys
+
+from fwrest import get, rest
+
+
+def _choice():
+    path = rest.getPathRequest()
+    if path.endswith("/drop"):
+        return -3
+    if path.endswith("/busy"):
+        return -2
+    if path.endswith("/exit"):
+        sys.exit(7)
+    return None
+
+
+def select_def():
+    return _choice()
+
+
+async def select_async():
+    return _choice()
+
+
+def send():
+    if rest.getPathRequest().endswith("/send-exit"):
+        raise SystemExit(8)
+
+
+async def on_error(exc):
+    raise SystemExit(9)
+
+
+@get("/pid")
+def pid():
+    return {"pid": os.getpid()}
+
+
+@get("/drop")
+def drop():
+    return {"never": "sent"}
+
+
+@get("/busy")
+def busy():
+    return {"never": "sent"}
+
+
+@get("/send-exit")
+def send_exit():
+    return {}
+
+
+@get("/boom")
+def boom():
+    raise RuntimeError("boom")
+"""
+
+
+@pytest.fixture(scope="module", params=["select_def", "select_async"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    folder = tmp_path_factory.mktemp("hooks-wire")
+    config = free_config(
+        folder,
+        app=APP,
+        extra={
+            "HTTP_REST": {"OnSelect": request.param},
+            "POOL": {"OnSend": "send", "OnError": "on_error"},
+        },
+    )
+    with serving(config) as proc:
+        yield proc
+
+
+def get(path: str, **headers: str) -> bytes:
+    return request_bytes("GET", path, list(headers.items()))
+
+
+def test_minus_3_closes_the_connection_without_a_byte(server: ServerProcess) -> None:
+    port = server.ports["HTTP_REST"]
+    assert exchange(port, get("/rest/drop")) == b""
+    before = len(server.log())
+    # behind a pipelined request: that one is answered, then the connection closes
+    data = exchange(port, get("/rest/pid") + get("/rest/drop") + get("/rest/pid"))
+    assert data.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert data.count(b"HTTP/1.1") == 1, data
+    assert b'"pid":' in data
+    server.wait_log("GET /rest/drop 444", since=before)
+
+
+def test_minus_2_is_503_server_busy(server: ServerProcess) -> None:
+    port = server.ports["HTTP_REST"]
+    data = exchange(port, get("/rest/busy", Connection="close"))
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+    assert b"content-type: application/json" in head
+    assert json.loads(body) == {"code": 503, "detailedMessage": "", "message": "Server Busy"}
+
+
+@pytest.mark.parametrize("path", ["/exit", "/send-exit", "/boom"])
+def test_a_hook_raising_system_exit_is_a_500_and_the_worker_serves_on(
+    server: ServerProcess, path: str
+) -> None:
+    base = server.url()
+    pid = httpx.get(f"{base}/pid", timeout=10).json()["pid"]
+    r = httpx.get(f"{base}{path}", timeout=10)  # OnSelect, OnSend, OnError raise it
+    assert r.status_code == 500
+    assert r.json() == {"code": 500, "detailedMessage": "", "message": "Internal Server Error"}
+    assert httpx.get(f"{base}/pid", timeout=10).json()["pid"] == pid  # the same worker
+    assert "died" not in server.log()
+
+
+def test_a_port_without_on_select_is_unchanged(tmp_path: Path) -> None:
+    config = free_config(tmp_path, app=APP)
+    with serving(config) as proc:
+        port = proc.ports["HTTP_REST"]
+        data = exchange(port, get("/rest/drop", Connection="close"))
+        assert data.startswith(b"HTTP/1.1 200 OK\r\n")
+        assert data.endswith(b'{"never":"sent"}')

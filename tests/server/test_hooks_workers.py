@@ -1,0 +1,231 @@
+"""``OnStart`` and ``OnStop`` (SPEC 11.1) in real worker processes (``fwrest serve``).
+
+The hooks append a line (what, pid, thread) to the file ``HOOK_MARKS`` names in the server's
+environment, so the test sees which process ran which hook, and when. Pool ``POOL`` has
+``def`` hooks (run in its threads), ``APOOL`` ``async def`` ones (run on the loop).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+import fwrest
+from fwrest import ConfigError
+from tests.conftest import (
+    ServerProcess,
+    free_config,
+    module_config,
+    wait_for,
+    wait_ready_workers,
+)
+
+APP = """
+import asyncio
+import os
+import threading
+import time
+
+from fwrest import get
+
+STARTED = {}
+
+
+def _mark(what):
+    with open(os.environ["HOOK_MARKS"], "a") as fh:
+        fh.write(f"{what} {os.getpid()} {threading.current_thread().name}\\n")
+
+
+def start_def():
+    time.sleep(0.3)  # a slow start: no request may come before it ends
+    _mark("start-def")
+    STARTED["def"] = True
+
+
+async def start_async():
+    await asyncio.sleep(0.3)
+    _mark("start-async")
+    STARTED["async"] = True
+
+
+def stop_def():
+    _mark("stop-def")
+    raise RuntimeError("an OnStop that fails does not stop the others")
+
+
+async def stop_async():
+    _mark("stop-async")
+
+
+def start_fails():
+    raise RuntimeError("no database")
+
+
+async def start_fails_async():
+    raise RuntimeError("no database")
+
+
+def stop_hangs():
+    _mark("stop-hang")
+    time.sleep(60)
+
+
+async def stop_stubborn():
+    _mark("stop-hang")
+    while True:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            pass  # a hook that swallows its cancellation
+
+
+@get("/started")
+def started():
+    return {"pid": os.getpid(), **STARTED}
+
+
+@get("/slow")
+def slow():
+    _mark("slow-begins")
+    time.sleep(1)
+    _mark("slow-answered")
+    return {"pid": os.getpid()}
+"""
+
+
+def config(tmp_path: Path, pool: dict[str, str], apool: dict[str, str] | None = None) -> Path:
+    return free_config(
+        tmp_path,
+        app=APP,
+        servers={"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT, AROOT"}},
+        extra={
+            "HTTPSERVER": {"GracefulTimeout": 5000},
+            "POOL": pool,
+            "AROOT": {"Path": "/arest", "ThreadPool": "APOOL"},
+            "APOOL": {"Environment": "ENV", **(apool or {})},
+        },
+    )
+
+
+def marks(path: Path) -> list[tuple[str, int, str]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        what, pid, thread = line.split(" ", 2)
+        out.append((what, int(pid), thread))
+    return out
+
+
+def test_each_worker_runs_on_start_before_serving_and_on_stop_after_its_last_request(
+    tmp_path: Path,
+) -> None:
+    marks_file = tmp_path / "marks.txt"
+    cfg = config(
+        tmp_path,
+        {"OnStart": "start_def", "OnStop": "stop_def"},
+        {"OnStart": "start_async", "OnStop": "stop_async"},
+    )
+    server = ServerProcess(cfg, workers=2, env={"HOOK_MARKS": str(marks_file)}).wait_ready()
+    try:
+        pids = set(wait_ready_workers(server, 2).values())
+        seen = marks(marks_file)
+        print(f"worker pids {sorted(pids)}; marks after the start: {seen}")
+        for what in ("start-def", "start-async"):
+            ran = [pid for w, pid, _ in seen if w == what]
+            assert sorted(ran) == sorted(pids), f"{what} once in each worker: {seen}"
+        # a def hook in the pool's threads, an async one on the worker's loop
+        assert all(t.startswith("fwrest-POOL-") for w, _, t in seen if w == "start-def")
+        assert all(t == "MainThread" for w, _, t in seen if w == "start-async")
+        # no request is served before the worker's OnStart hooks returned
+        answered: set[int] = set()
+        deadline = time.monotonic() + 15
+        while answered != pids and time.monotonic() < deadline:
+            body = httpx.get(f"{server.url()}/started", timeout=10).json()
+            assert body["def"] is True and body["async"] is True, body
+            answered.add(body["pid"])
+        assert answered == pids
+        # OnStop after the drain: a request in flight at SIGTERM is answered first
+        with ThreadPoolExecutor(1) as ex:
+            slow = ex.submit(httpx.get, f"{server.url()}/slow", timeout=30)
+            wait_for(
+                lambda: any(w == "slow-begins" for w, _, _ in marks(marks_file)),
+                10,
+                "the slow request running",
+            )
+            server.signal(signal.SIGTERM)
+            assert slow.result().status_code == 200
+        assert server.proc.wait(30) == 0
+    finally:
+        server.stop()
+    seen = marks(marks_file)
+    print(f"marks after the stop: {seen}")
+    for what in ("stop-def", "stop-async"):
+        ran = [pid for w, pid, _ in seen if w == what]
+        assert sorted(ran) == sorted(pids), f"{what} once in each worker: {seen}"
+    handled = next(pid for w, pid, _ in seen if w == "slow-answered")
+    order = [w for w, pid, _ in seen if pid == handled]
+    assert order.index("slow-answered") < order.index("stop-def") < order.index("stop-async")
+    log = server.log()
+    assert "OnStop app.stop_def of [POOL] raised RuntimeError" in log
+    assert "an OnStop that fails does not stop the others" in log
+
+
+@pytest.mark.parametrize("hook", ["start_fails", "start_fails_async"])
+def test_an_on_start_that_raises_fails_the_service_start(tmp_path: Path, hook: str) -> None:
+    cfg = config(tmp_path, {"OnStart": hook})
+    server = ServerProcess(cfg, workers=2, env={"HOOK_MARKS": str(tmp_path / "marks")})
+    try:
+        code = server.proc.wait(60)
+    finally:
+        server.stop()
+    log = server.log()
+    print(log[-1500:])
+    assert code == 1
+    assert not any(line.startswith("fwrest: ready") for line in server.stdout_lines)
+    assert f"OnStart app.{hook} of [POOL] raised RuntimeError; the worker does not start" in log
+    assert "RuntimeError: no database" in log  # its traceback
+    assert "(its OnStart failed: see above); the service does not start" in log
+    assert "starting a replacement" not in log
+
+
+def test_an_on_start_that_raises_fails_start_in_process(tmp_path: Path) -> None:
+    cfg = module_config(
+        tmp_path,
+        "hooks_start_fails_app",
+        app=APP,
+        extra={"POOL": {"OnStart": "start_fails"}},
+    )
+    with pytest.raises(ConfigError) as caught:
+        fwrest.start(cfg)
+    message = str(caught.value)
+    assert "[POOL] OnStart: the service did not start: OnStart hooks_start_fails_app." in message
+    assert "raised RuntimeError: no database" in message
+
+
+@pytest.mark.parametrize("hook", ["stop_hangs", "stop_stubborn"])
+def test_a_hung_on_stop_keeps_the_worker_at_most_10_s(tmp_path: Path, hook: str) -> None:
+    marks_file = tmp_path / "marks.txt"
+    cfg = config(tmp_path, {"OnStop": hook})
+    server = ServerProcess(cfg, workers=1, env={"HOOK_MARKS": str(marks_file)}).wait_ready()
+    try:
+        assert httpx.get(f"{server.url()}/started", timeout=10).status_code == 200
+        signalled = time.monotonic()
+        server.signal(signal.SIGTERM)
+        code = server.proc.wait(40)
+        took = time.monotonic() - signalled
+    finally:
+        server.stop()
+    print(f"{hook}: the service stopped {took:.1f} s after SIGTERM, exit code {code}")
+    assert code == 0
+    assert any(w == "stop-hang" for w, _, _ in marks(marks_file))
+    assert 9.5 <= took < 30
+    log = server.log()
+    assert f"OnStop app.{hook} of [POOL] did not return within 10 s; the worker stops" in log
+    assert "worker 1 stopped after" in log
+    assert "SIGKILL" not in log and "forcing" not in "\n".join(server.stdout_lines)
