@@ -40,7 +40,7 @@ from bench.apps.fw_routes import route_path, routes_source
 from fwrest.features.compression import GZIP_LEVEL
 
 BENCH = Path(__file__).resolve().parent
-ALL_CASES = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11")
+ALL_CASES = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12")
 MIB = 1024 * 1024
 
 
@@ -134,11 +134,12 @@ def fw(
     store: str = "memory",
     routes: int | None = None,
     features: bool = False,
+    pool_keys: dict[str, Any] | None = None,
 ) -> Callable[[Path], servers.Running]:
     def start(folder: Path) -> servers.Running:
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"pool_keys": pool_keys}
         if features:
-            extra = features_config(folder)
+            extra.update(features_config(folder))
         repository = "bench.apps.fw_app"
         if routes is not None:
             (folder / "routes_app.py").write_text(routes_source(routes))
@@ -689,7 +690,27 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             ],
         )
     )
+    hooked, bare = "fwrest, async OnSend", "fwrest, no hook"
+    cases.append(
+        Case(
+            "12",
+            "an OnSend hook",
+            "Case 1's endpoint with an `async def` `OnSend` (SPEC 11.1) in its thread pool that "
+            "sets one header (`rest.setKeyHeaderResponse`, bench/apps/fw_app.py `stamp`), "
+            "beside the same server without it. One run; the ratio at once shows what the "
+            "hook costs the server's CPU.",
+            [Target(bare, "fwrest", fw(sc)), Target(hooked, "fwrest", fw(sc, pool_keys=STAMP))],
+            [(f"{hooked} / {bare}, req/s in turns", hooked, bare, None)],
+            runs=5,
+            duration_s=2.0,
+            at_once=[(f"{hooked} / {bare}, requests per CPU second, at once", hooked, bare, None)],
+            at_once_rounds=9,
+        )
+    )
     return cases
+
+
+STAMP = {"OnSend": "stamp"}
 
 
 # -- measuring ----------------------------------------------------------------------------------

@@ -75,9 +75,11 @@ def fwrest_config(
     server_keys: dict[str, Any] | None = None,
     location_keys: dict[str, Any] | None = None,
     sections: dict[str, dict[str, Any]] | None = None,
+    pool_keys: dict[str, Any] | None = None,
 ) -> Path:
     """Write a one-port fwrest config (JSON) into ``folder``; return its path. The ``*_keys``
-    add keys to the server and to its location ``/rest``; ``sections`` adds sections."""
+    add keys to the server, its location ``/rest`` and its thread pool; ``sections`` adds
+    sections."""
     folder.mkdir(parents=True, exist_ok=True)
     server: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
     if certs is not None:
@@ -95,7 +97,7 @@ def fwrest_config(
         },
         "BENCH": {**server, **(server_keys or {})},
         "ROOT": {"Path": "/rest", "ThreadPool": "POOL", **(location_keys or {})},
-        "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 8},
+        "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 8, **(pool_keys or {})},
         "ENV": {"Repository": repository},
         **(sections or {}),
     }

@@ -112,7 +112,9 @@ def _select():
     if what == "exit":
         sys.exit(5)
     if what == "sees":
-        SEEN.append((rest.getMethodRequest(), rest.getPathRequest(), _what("x-probe")))
+        SEEN.append(
+            (rest.getMethodRequest(), rest.getPathRequest(), _what("x-probe"), rest.getClientIP())
+        )
     if what.startswith("pool:"):
         return what[5:]
     return {
@@ -436,7 +438,8 @@ def test_on_select_sees_the_request_through_the_rest_object(client: Client) -> N
     hooks_calls_app.SEEN.clear()
     r = client.delete("/d/hello", headers={"x-select": "sees", "x-probe": "p-1"})
     assert r.status_code == 405  # it ran before routing: a wrong method is still the router's
-    assert hooks_calls_app.SEEN == [("DELETE", "/d/hello", "p-1")]
+    # method, path, a header and the client's address (the test client's, 127.0.0.1)
+    assert hooks_calls_app.SEEN == [("DELETE", "/d/hello", "p-1", "127.0.0.1")]
 
 
 def test_on_select_minus_2_is_503_server_busy(client: Client) -> None:

@@ -50,6 +50,10 @@ def check_status(status: object) -> int:
     return status
 
 
+_NAMES_CHECKED: set[str] = set()  # header names that passed the check below
+_NAMES_REMEMBERED = 256
+
+
 def check_header(name: object, value: object) -> tuple[str, str]:
     r"""A response header as it may be written: the name a token, the value (``str()`` of
     it) without CR, LF, NUL or another control character but HTAB.
@@ -64,11 +68,21 @@ def check_header(name: object, value: object) -> tuple[str, str]:
     Raises:
         ValueError: the name or the value cannot be written as they are.
     """
-    if not isinstance(name, str) or _TOKEN.fullmatch(name) is None:
-        shown = repr(name)[:40] if isinstance(name, str) else f"a {type(name).__name__}"
+    if not isinstance(name, str):
         raise ValueError(
-            f"a header name is a token (letters, digits and !#$%&'*+.^_`|~-), not {shown}"
+            f"a header name is a token (letters, digits and !#$%&'*+.^_`|~-), "
+            f"not a {type(name).__name__}"
         )
+    # an application sets the same few names, request after request: a plain str checked
+    # before is not checked again (a subclass always is: it could compare equal to one)
+    if type(name) is not str or name not in _NAMES_CHECKED:
+        if _TOKEN.fullmatch(name) is None:
+            raise ValueError(
+                f"a header name is a token (letters, digits and !#$%&'*+.^_`|~-), "
+                f"not {repr(name)[:40]}"
+            )
+        if type(name) is str and len(_NAMES_CHECKED) < _NAMES_REMEMBERED:
+            _NAMES_CHECKED.add(name)
     text = value if isinstance(value, str) else str(value)
     if _BAD_VALUE.search(text) is not None:
         raise ValueError(

@@ -297,14 +297,29 @@ def _chunked_reply(result: ChunkedAnswer, ctx: RequestContext) -> Reply:
 
 
 _PLAIN = frozenset((dict, list, str, bytes, type(None)))  # results that are answers as they are
+_FRAMING = frozenset(("content-length", "transfer-encoding", "connection"))  # the engine's own
+
+
+def _with_set(media: tuple[str, str], set_headers: dict[str, str]) -> list[tuple[str, str]]:
+    """A result's content type and the headers the request set (they win, the framing ones
+    excepted: the engine writes those)."""
+    headers = {media[0]: media[1]}
+    for name, value in set_headers.items():
+        headers[name.lower()] = value
+    for name in _FRAMING.intersection(headers):
+        del headers[name]
+    return list(headers.items())
 
 
 def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Reply:
     status = ctx.resp_status
     kind = type(result)
-    if kind is dict and ctx.resp_headers is None:
-        # the common case, a dict sent as JSON: no header merging to do
-        return Reply(status, [JSON_TYPE], to_json(result))
+    if kind is dict:
+        set_headers = ctx.resp_headers
+        if set_headers is None:
+            # the common case, a dict sent as JSON: no header merging to do
+            return Reply(status, [JSON_TYPE], to_json(result))
+        return Reply(status, _with_set(JSON_TYPE, set_headers), to_json(result))
     if kind not in _PLAIN:  # a dict, list or text is never a stream (the ABC checks cost)
         if is_stream(result) or (isinstance(result, Response) and is_stream(result.body)):
             return _stream_reply(result, ctx, submit)
