@@ -376,6 +376,42 @@ def run_cli(
     )
 
 
+# Modules whose tests measure time, deadlines or CPU shares, or put the machine under load:
+# `make test` runs them alone, after the rest has run two processes at once (pytest-xdist),
+# so that neither disturbs the other.
+SERIAL = frozenset(
+    (
+        "tests/auth/test_password_timing.py",
+        "tests/bench",
+        "tests/e2e/test_scale_out.py",
+        "tests/e2e/test_workers.py",
+        "tests/faults/test_brute_force.py",
+        "tests/faults/test_redis_outage.py",
+        "tests/faults/test_sigterm_drain.py",
+        "tests/faults/test_slowloris.py",
+        "tests/faults/test_soak.py",
+        "tests/faults/test_sqlite_refresh.py",
+        "tests/faults/test_tls_handshakes.py",
+        "tests/faults/test_worker_kill.py",
+        "tests/hostile/test_corpus.py",
+        "tests/hostile/test_mutation.py",
+        "tests/native/test_settings_api.py",
+        "tests/native/test_settings_browser.py",
+        "tests/server/test_backpressure.py",
+        "tests/server/test_head_limits.py",
+        "tests/server/test_pool.py",
+        "tests/store/test_sqlite_locked.py",
+    )
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        where = Path(str(item.path)).relative_to(ROOT).as_posix()
+        if where in SERIAL or where.rsplit("/", 1)[0] in SERIAL:
+            item.add_marker(pytest.mark.serial)
+
+
 _FORKS = multiprocessing.get_context("forkserver")
 _FORKS.set_forkserver_preload(["fwrest.cli", "tests.forked"])
 
