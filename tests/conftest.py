@@ -376,9 +376,8 @@ def run_cli(
     )
 
 
-# Modules whose tests measure time, deadlines or CPU shares, or put the machine under load:
-# `make test` runs them alone, after the rest has run two processes at once (pytest-xdist),
-# so that neither disturbs the other.
+# Modules whose tests measure time, deadlines or CPU shares: `make test` runs them alone, after
+# the rest has run two processes at once (pytest-xdist), so that nothing disturbs them.
 SERIAL = frozenset(
     (
         "tests/auth/test_password_timing.py",
@@ -389,11 +388,9 @@ SERIAL = frozenset(
         "tests/faults/test_redis_outage.py",
         "tests/faults/test_sigterm_drain.py",
         "tests/faults/test_slowloris.py",
-        "tests/faults/test_soak.py",
         "tests/faults/test_sqlite_refresh.py",
         "tests/faults/test_tls_handshakes.py",
         "tests/faults/test_worker_kill.py",
-        "tests/hostile/test_corpus.py",
         "tests/hostile/test_mutation.py",
         "tests/native/test_settings_api.py",
         "tests/native/test_settings_browser.py",
@@ -403,13 +400,24 @@ SERIAL = frozenset(
         "tests/store/test_sqlite_locked.py",
     )
 )
+# Modules that load the machine for minutes but assert no time: in the parallel part, first (the
+# longest), beside the light modules (pytest-xdist's --dist loadfile keeps a module on one process).
+HEAVY = ("tests/faults/test_soak.py", "tests/hostile/test_corpus.py")
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Marks each test as it is collected, before any hook reads the marks."""
+    where = Path(str(item.path)).relative_to(ROOT).as_posix()
+    if where in SERIAL or where.rsplit("/", 1)[0] in SERIAL:
+        item.add_marker(pytest.mark.serial)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
+    def rank(item: pytest.Item) -> int:
         where = Path(str(item.path)).relative_to(ROOT).as_posix()
-        if where in SERIAL or where.rsplit("/", 1)[0] in SERIAL:
-            item.add_marker(pytest.mark.serial)
+        return HEAVY.index(where) if where in HEAVY else len(HEAVY)
+
+    items.sort(key=rank)  # stable: each module's tests keep their order
 
 
 _FORKS = multiprocessing.get_context("forkserver")

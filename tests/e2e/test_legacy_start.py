@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import wait_for
 from tests.monitor.support import free_port, port_is_free
 
 HANG_GUARD = 30.0  # seconds the program may take to print its return code
@@ -51,6 +52,7 @@ PROGRAM = textwrap.dedent(
 
     @get("/slow")
     def slow():
+        open("in-slow", "w").close()  # the test waits for this, not for a moment
         time.sleep(1.0)
         return {"slow": "done"}
 
@@ -319,7 +321,7 @@ def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
     assert prog.rc == 0, prog.log()
     with ThreadPoolExecutor(1) as ex:
         slow = ex.submit(httpx.get, f"http://127.0.0.1:{port}/legacy/slow", timeout=30)
-        time.sleep(0.3)  # the request is in the handler
+        wait_for(lambda: (tmp_path / "in-slow").exists(), HANG_GUARD, "the request in the handler")
         code, out = prog.finish()
         result = slow.result()
     print(out, prog.log())
