@@ -27,6 +27,9 @@ Real clients over real TLS, several workers and hosts: tests/e2e/test_revocation
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +39,7 @@ import jwt
 import pytest
 import trustme
 
+from fwrest import cli
 from tests.auth.oauth2_support import (
     LocalOAuth,
     LocalService,
@@ -376,6 +380,36 @@ def test_revoke_user_is_for_onadmin_users_only(svc: LocalService) -> None:
     foreign = port.http.post(url, json=body, headers={**ada, "Origin": "https://evil.example"})
     assert foreign.status_code == 403
     assert_valid(port, victim)
+
+
+def command(*args: str) -> tuple[int, str, str]:
+    """``fwrest ARGS`` run by ``fwrest.cli.main`` in this process (the real command runs in
+    tests/e2e/test_revocation_e2e.py, against Redis): exit code, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_command_revokes_every_family_of_a_user(port: LocalOAuth, svc: LocalService) -> None:
+    logins = [login(port, "cy"), login(port, "cy", MOBILE)]
+    code, out, err = command("tokens", "revoke", str(svc.config), "--user", "cy")
+    assert code == 0, err
+    # these two and those of cy's logins in earlier tests (revoked again: harmless)
+    found = re.fullmatch(r"fwrest tokens: revoked (\d+) token families of user 'cy'\n", out)
+    assert found is not None and int(found.group(1)) >= 2, out
+    for tokens, client in ((logins[0], WEB), (logins[1], MOBILE)):
+        refused = port.refresh(tokens["refresh_token"], **client)  # the store, at once
+        assert refused.status_code == 400 and error_of(refused) == "invalid_grant"
+    code, out, _ = command("tokens", "revoke", str(svc.config), "--user", "nobody")
+    assert (code, out.strip()) == (0, "fwrest tokens: revoked 0 token families of user 'nobody'")
+
+
+def test_the_command_refuses_a_memory_store(tmp_path: Path) -> None:
+    config = module_config(tmp_path, "tauth_revocation_memory_app")  # StateStore=memory
+    code, out, err = command("tokens", "revoke", str(config), "--user", "ada")
+    assert code == 2 and not out
+    assert "the state store is memory" in err and "revoke-user" in err, err
 
 
 # -- routes, names, logs -----------------------------------------------------------------------

@@ -581,6 +581,47 @@ def test_oauth2_token_commands(guide_service: Running) -> None:
     assert isinstance(again, dict) and again["refresh_token"] != first["refresh_token"]
 
 
+def test_oauth2_revocation_and_introspection_commands(guide_service: Running) -> None:
+    replies = run_block(
+        example("authorization-oauth2-revoke-curls"),
+        guide_service.folder,
+        guide_service.connect_to,
+    )
+    revoked = by_command(replies, "/fw/oauth2/revoke")
+    assert revoked.status == 200 and revoked.body == "", revoked.body
+    issued = by_command(replies, "grant_type=password").json()
+    ctx = ssl.create_default_context(cafile=str(guide_service.folder / "ca.pem"))
+    base = guide_service.url("HTTPS_REST")
+    with httpx.Client(verify=ctx, auth=("example-app", "example-secret")) as client:
+        again = client.post(
+            f"{base}/fw/oauth2/token",
+            data={"grant_type": "refresh_token", "refresh_token": issued["refresh_token"]},
+        )
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
+
+
+def test_operations_logout_command(guide_service: Running) -> None:
+    """operations.md's runbook: the command as written, on the guide's service (sqlite)."""
+    ctx = ssl.create_default_context(cafile=str(guide_service.folder / "ca.pem"))
+    base = guide_service.url("HTTPS_REST")
+    with httpx.Client(verify=ctx, auth=("example-app", "example-secret")) as client:
+        grant = {"grant_type": "password", "username": "grace", "password": "hopper"}
+        tokens = client.post(f"{base}/fw/oauth2/token", data=grant).json()
+        block = example("operations-tokens-revoke")
+        words = shlex.split(block.text)
+        assert words[:3] == ["fwrest", "tokens", "revoke"], block.text
+        done = run_cli(*words[1:], cwd=guide_service.folder)
+        assert done.returncode == 0, done.stderr
+        assert re.fullmatch(
+            r"fwrest tokens: revoked \d+ token families of user 'grace'\n", done.stdout
+        )
+        again = client.post(
+            f"{base}/fw/oauth2/token",
+            data={"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]},
+        )
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
+
+
 def test_oauth2_client_library(guide_service: Running) -> None:
     block = example("authorization-oauth2-authlib")
     real = guide_service.connect_to["127.0.0.1:8443"]
