@@ -165,7 +165,7 @@ async def _revoke(service: TokenService, token: str, client_id: str, access_s: f
     await service._store(deadline, store.revoke_family, family, until)
     service.revoked[family] = max(until, service.revoked.get(family, 0.0))
     log.auth_log.warning(
-        "[%s] token family of user %r revoked by client %r (an %s token was presented)",
+        "[%s] token family of user %r revoked by client %r (by its %s token)",
         service.port_name,
         log.escape(subject),
         log.escape(client_id),
