@@ -284,6 +284,15 @@ def test_readme_oauth2_walk_through(example_service: Running) -> None:
     assert by_command(replies, "Bearer $ACCESS_TOKEN").json()["user"] == "grace"
     log = example_service.proc.log()
     assert "hopper" not in log and grants[0]["refresh_token"] not in log
+    assert by_command(replies, "oauth2/revoke").body == ""  # logged out: the family is revoked
+    ctx = ssl.create_default_context(cafile=str(example_service.folder / "examples/certs/ca.pem"))
+    again = httpx.post(
+        f"{example_service.url('HTTPS_REST')}/fw/oauth2/token",
+        data={"grant_type": "refresh_token", "refresh_token": grants[1]["refresh_token"]},
+        auth=("example-app", "example-secret"),
+        verify=ctx,
+    )
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
 
 
 def test_readme_operating_commands(example_service: Running) -> None:
