@@ -81,6 +81,10 @@ def revocation_params():
 
 def revocation_admin(user):
     return user == "ada"
+
+
+def revocation_anyone(user):
+    return True
 """
 )
 
@@ -90,7 +94,10 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     servers = {
         "OAUTH": oauth_section(certs, onAuthparams=params, onAdmin=f"{MODULE}.revocation_admin"),
         "OTHER": oauth_section(certs, onAuthparams=params),
+        "OPENED": oauth_section(certs, onAuthparams=params, onAdmin=f"{MODULE}.revocation_anyone"),
     }
+    # revoke-user opened to requests without a token, and an onAdmin that says yes to all
+    servers["OPENED"]["FwData"]["NativeRoutes"] = {"public": ["oauth2/revoke-user"]}
     extra = {
         "HTTPSERVER": {"StateStore": "sqlite", "LogFile": "server.log"},
         "GENERAL": {"rest_log_level": 5},  # bodies and headers in the log: none may leak
@@ -379,6 +386,10 @@ def test_revoke_user_is_for_onadmin_users_only(svc: LocalService) -> None:
         assert answer.status_code == 400, (bad, answer.text)
     foreign = port.http.post(url, json=body, headers={**ada, "Origin": "https://evil.example"})
     assert foreign.status_code == 403
+    # opened by NativeRoutes.public: without a user, onAdmin has no one to allow
+    opened = svc["OPENED"]
+    anonymous = opened.http.post(opened.base + REVOKE_USER, json=body)
+    assert anonymous.status_code == 403, anonymous.text
     assert_valid(port, victim)
 
 

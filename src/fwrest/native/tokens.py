@@ -25,7 +25,8 @@ async def revoke_user() -> Response:
     """Revoke every token family of a user (JSON ``{"username": "..."}``; onAdmin only)."""
     ctx = current.get()
     refuse_foreign(ctx, _WHAT)
-    if ctx.port.on_admin is None or not await is_admin(ctx):
+    # no user (the route opened by NativeRoutes.public): no one onAdmin could allow
+    if not ctx.auth_user or ctx.port.on_admin is None or not await is_admin(ctx):
         raise HTTPError(
             403,
             detailed=f"{_WHAT} is allowed only to users onAdmin allows"
