@@ -264,7 +264,7 @@ def native_endpoints(
             continue
         if not route.handler:
             found = (oauth2_routes or {}).get(route.name)
-            if not oauth2 or found is None:
+            if found is None:
                 continue
             func = found
             function = f"{found.__module__}.{found.__qualname__}"
