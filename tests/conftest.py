@@ -383,6 +383,7 @@ SERIAL = frozenset(
         "tests/auth/test_password_timing.py",
         "tests/bench",
         "tests/e2e/test_scale_out.py",
+        "tests/e2e/test_revocation_e2e.py",
         "tests/e2e/test_workers.py",
         "tests/faults/test_brute_force.py",
         "tests/faults/test_redis_outage.py",

@@ -55,7 +55,52 @@ def _parser() -> argparse.ArgumentParser:
     openapi.add_argument("config", metavar="CONFIG")
     openapi.add_argument("-o", "--output", metavar="FILE", help="write to FILE, not stdout")
     openapi.add_argument("--server", metavar="NAME", help="the server section to describe")
+    tokens = sub.add_parser(
+        "tokens",
+        help="act on the tokens of CONFIG's service (revoke a user's tokens)",
+        description="Act on the tokens kept in the service's state store (sqlite or Redis).",
+    )
+    tokens_sub = tokens.add_subparsers(dest="tokens_command", metavar="ACTION", required=True)
+    revoke = tokens_sub.add_parser(
+        "revoke",
+        help="revoke every token of a user (logout everywhere)",
+        description="Revoke every token family of a user: their refresh tokens stop working "
+        "at once, their access tokens on every worker and host within a second.",
+    )
+    revoke.add_argument("config", metavar="CONFIG")
+    revoke.add_argument("--user", required=True, metavar="NAME", help="the user name (exact)")
     return parser
+
+
+def _revoke_user(path: str, user: str) -> int:
+    from fwrest.config.loader import load_config
+    from fwrest.store import StoreError, open_store
+    from fwrest.store.families import revoke_user
+
+    config = load_config(path)
+    if config.state_store == "memory":
+        print(
+            "fwrest: error: the state store is memory: the service keeps its tokens in its "
+            "own process, out of this command's reach (and loses them when it stops); revoke "
+            "through the running service's oauth2/revoke-user route, or set [HTTPSERVER] "
+            "StateStore=sqlite or redis://...",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    if not user:
+        print("fwrest: error: --user needs a user name", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        store = open_store(config.state_store, config.data_path)
+        try:
+            count = revoke_user(store, user)
+        finally:
+            store.close()
+    except StoreError as exc:
+        print(f"fwrest: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"fwrest tokens: revoked {count} token families of user {user!r}")
+    return EXIT_OK
 
 
 def _check(path: str) -> int:
@@ -150,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _routes(args.config)
         if args.command == "openapi":
             return _openapi(args.config, args.output, args.server)
+        if args.command == "tokens":
+            return _revoke_user(args.config, args.user)
         if args.command == "serve":
             if args.workers < 1:
                 print("fwrest: error: --workers must be at least 1", file=sys.stderr)

@@ -284,6 +284,15 @@ def test_readme_oauth2_walk_through(example_service: Running) -> None:
     assert by_command(replies, "Bearer $ACCESS_TOKEN").json()["user"] == "grace"
     log = example_service.proc.log()
     assert "hopper" not in log and grants[0]["refresh_token"] not in log
+    assert by_command(replies, "oauth2/revoke").body == ""  # logged out: the family is revoked
+    ctx = ssl.create_default_context(cafile=str(example_service.folder / "examples/certs/ca.pem"))
+    again = httpx.post(
+        f"{example_service.url('HTTPS_REST')}/fw/oauth2/token",
+        data={"grant_type": "refresh_token", "refresh_token": grants[1]["refresh_token"]},
+        auth=("example-app", "example-secret"),
+        verify=ctx,
+    )
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
 
 
 def test_readme_operating_commands(example_service: Running) -> None:
@@ -579,6 +588,47 @@ def test_oauth2_token_commands(guide_service: Running) -> None:
     assert by_command(replies, "Bearer $ACCESS_TOKEN").json()["user"] == "grace"
     again = by_command(replies, "grant_type=refresh_token").json()
     assert isinstance(again, dict) and again["refresh_token"] != first["refresh_token"]
+
+
+def test_oauth2_revocation_and_introspection_commands(guide_service: Running) -> None:
+    replies = run_block(
+        example("authorization-oauth2-revoke-curls"),
+        guide_service.folder,
+        guide_service.connect_to,
+    )
+    revoked = by_command(replies, "/fw/oauth2/revoke")
+    assert revoked.status == 200 and revoked.body == "", revoked.body
+    issued = by_command(replies, "grant_type=password").json()
+    ctx = ssl.create_default_context(cafile=str(guide_service.folder / "ca.pem"))
+    base = guide_service.url("HTTPS_REST")
+    with httpx.Client(verify=ctx, auth=("example-app", "example-secret")) as client:
+        again = client.post(
+            f"{base}/fw/oauth2/token",
+            data={"grant_type": "refresh_token", "refresh_token": issued["refresh_token"]},
+        )
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
+
+
+def test_operations_logout_command(guide_service: Running) -> None:
+    """operations.md's runbook: the command as written, on the guide's service (sqlite)."""
+    ctx = ssl.create_default_context(cafile=str(guide_service.folder / "ca.pem"))
+    base = guide_service.url("HTTPS_REST")
+    with httpx.Client(verify=ctx, auth=("example-app", "example-secret")) as client:
+        grant = {"grant_type": "password", "username": "grace", "password": "hopper"}
+        tokens = client.post(f"{base}/fw/oauth2/token", data=grant).json()
+        block = example("operations-tokens-revoke")
+        words = shlex.split(block.text)
+        assert words[:3] == ["fwrest", "tokens", "revoke"], block.text
+        done = run_cli(*words[1:], cwd=guide_service.folder)
+        assert done.returncode == 0, done.stderr
+        assert re.fullmatch(
+            r"fwrest tokens: revoked \d+ token families of user 'grace'\n", done.stdout
+        )
+        again = client.post(
+            f"{base}/fw/oauth2/token",
+            data={"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]},
+        )
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
 
 
 def test_oauth2_client_library(guide_service: Running) -> None:

@@ -13,7 +13,8 @@ request. And each shape of SPEC 7.1 "Logs": headers whose names carry secrets (`
 written with ``\\u`` escapes, forms split by ``;``, bodies of other types (XML, a form that
 starts with ``{``, text, multipart), a URL's userinfo and a password inside a URL-valued
 parameter, and the token route spelled ``%74oken`` (its user name is logged only where
-tokens are issued to it).
+tokens are issued to it). Introspection (tokens in the form and in the query, the client
+secret in the form and in a Basic header) and revocation (spelled ``%72evoke``), SPEC 12.3.
 
 Then every line the service wrote, to standard error, to its ``LogFile`` (and the lifecycle lines
 of standard output), is searched for
@@ -240,7 +241,7 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
             spelled = o + TOKEN.replace("/token", "/%74oken")
             by_name = {**grant, "username": TOKEN_USER, "client_id": "web"}
             by_name["client_secret"] = CLIENT_SECRET
-            token(https.post(spelled, data=by_name), 200)
+            named = token(https.post(spelled, data=by_name), 200)
             wrong_user = urlencode({**by_name, "password": OAUTH_WRONG})
             token(https.get(spelled + "?" + wrong_user), 400)
 
@@ -279,6 +280,35 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
                 time.sleep(0.05)
             seen.append(("bearer revoked", status))
             assert status == 401
+            # SPEC 12.3: introspection and revocation carry tokens in bodies and queries too
+            # (the revocation route spelled otherwise: known by the normalised path)
+            introspect_url = o + "/fw/oauth2/introspect"
+            for response in (
+                https.post(
+                    introspect_url,
+                    data={
+                        "token": third["access_token"],
+                        "client_id": "web",
+                        "client_secret": CLIENT_SECRET,
+                    },
+                ),
+                https.post(
+                    introspect_url + "?" + urlencode({"token": named["refresh_token"]}),
+                    auth=header_auth,
+                ),
+            ):
+                seen.append(("introspect", response.status_code))
+                assert response.json()["active"] is True, response.text
+            revoked = https.post(
+                o + "/fw/oauth2/%72evoke",
+                data={
+                    "token": named["refresh_token"],
+                    "client_id": "web",
+                    "client_secret": CLIENT_SECRET,
+                },
+            )
+            seen.append(("revoke", revoked.status_code))
+            assert revoked.status_code == 200, revoked.text
     finally:
         code = proc.stop()
     assert code == 0
@@ -328,10 +358,12 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
     assert "(not logged: token route)" in text
     # the user of the token route's requests: only on the auth log's own lines naming the
     # user of a grant (issued or refused), never on an access or debug line
-    named = ("tokens issued to", "password grant refused for user")
+    # and where a family of theirs is revoked (SPEC 12.3)
+    named = ("tokens issued to", "password grant refused for user", "token family of user")
     for where, logged in logs.items():
         for line in logged.splitlines():
             assert TOKEN_USER not in line or any(n in line for n in named), (where, line)
     assert f"tokens issued to '{TOKEN_USER}'" in text
     assert "its whole token family is revoked" in text
+    assert f"token family of user '{TOKEN_USER}' revoked by client 'web'" in text
     assert lines > 100

@@ -300,6 +300,28 @@ def test_the_token_route_is_open_to_an_allowed_origin(tmp_path: Path, ca: trustm
         )
         assert hello.status_code == 200
         _assert_cors(hello)
+        # revocation too (a browser client revokes its tokens at logout: RFC 7009 5);
+        # introspection, server to server, does not
+        revoke = f"/rest{TOKEN.replace('/token', '/revoke')}"
+        assert preflight(client, revoke, "POST", headers="content-type").status_code == 204
+        revoked = client.post(
+            revoke, headers={"Origin": WEB}, data={"token": token, "client_id": "web"}
+        )
+        assert revoked.status_code == 401, revoked.text  # no secret: a wrong client
+        revoked = client.post(
+            revoke,
+            headers={"Origin": WEB},
+            data={"token": token, "client_id": "web", "client_secret": "Web-Secret-9q"},
+        )
+        assert revoked.status_code == 200, revoked.text
+        _assert_cors(revoked)
+        introspect = client.post(
+            f"/rest{TOKEN.replace('/token', '/introspect')}",
+            headers={"Origin": WEB},
+            data={"token": token, "client_id": "web", "client_secret": "Web-Secret-9q"},
+        )
+        assert introspect.json() == {"active": False}  # revoked
+        assert cors_headers(introspect) == {}
 
 
 @pytest.mark.parametrize(

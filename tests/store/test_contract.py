@@ -11,6 +11,9 @@ it (``auth/oauth2/tokens.py``, ``auth/throttle.py``, ``server/settings.py``,
   "missing"), and, given the request's client, leaves another client's token unspent
   ("client"); ``restore_refresh`` undoes only its own claim's spend; 50 threads spending one
   token: exactly one wins;
+* ``refresh_record`` reads a token's record and spent flag without spending it;
+  ``user_families`` gives a user's families with the latest expiry of each (revocation by
+  user, SPEC 12.3), the user's name matched exactly;
 * ``revoke_family`` / ``revoked_families`` and ``add_lock`` / ``locks``: only those in force,
   the latest end kept, ended ones forgotten;
 * ``hit_failure`` / ``failures`` / ``clear_failures`` / ``release_failure``: a window that
@@ -72,6 +75,8 @@ COVERED = {
     "restore_refresh",
     "revoke_family",
     "revoked_families",
+    "refresh_record",
+    "user_families",
     "hit_failure",
     "failures",
     "release_failure",
@@ -292,6 +297,39 @@ def test_one_of_many_simultaneous_spends_wins(store: StateStore) -> None:
     loser = next(claim for claim in claims if claim != winner)
     assert store.spend_refresh("h-race", winner) == ("ok", rec)
     assert store.spend_refresh("h-race", loser) == ("spent", rec)
+
+
+def test_a_refresh_record_is_read_without_spending_it(store: StateStore) -> None:
+    rec = record("h1")
+    store.add_refresh(rec)
+    assert store.refresh_record("h1") == (rec, False)
+    assert store.refresh_record("h1") == (rec, False)  # reading spends nothing
+    assert store.spend_refresh("h1", "claim-a") == ("ok", rec)
+    assert store.refresh_record("h1") == (rec, True)
+    store.restore_refresh("h1", "claim-a")
+    assert store.refresh_record("h1") == (rec, False)
+    assert store.refresh_record("h-unknown") is None
+
+
+def test_user_families_give_each_family_its_latest_expiry(store: StateStore) -> None:
+    first = record("h1", family="fam-a", expires_in_s=600.5)
+    rotated = record("h2", family="fam-a", expires_in_s=7200.25)  # the family's newest
+    other = record("h3", family="fam-b", expires_in_s=60)
+    store.add_refresh(rotated)
+    store.add_refresh(first)  # an older token added later: the latest expiry still wins
+    store.add_refresh(other)
+    store.add_refresh(record("h4", family="fam-c", subject="Ada"))  # another user (case)
+    store.add_refresh(record("h5", family="fam-d", subject="ada2"))
+    store.add_refresh(record("h6", family="fam-e", subject="zoë ✓"))
+    store.add_refresh(record("h7", family="fam-old", expires_in_s=-2 * 86400))  # long gone
+    assert store.spend_refresh("h1", "claim-a")[0] == "ok"  # spent tokens count as well
+    families = store.user_families("ada")
+    assert set(families) == {"fam-a", "fam-b"}, families
+    assert families["fam-a"] == pytest.approx(rotated.expires_at, abs=EPS)
+    assert families["fam-b"] == pytest.approx(other.expires_at, abs=EPS)
+    assert set(store.user_families("zoë ✓")) == {"fam-e"}
+    assert store.user_families("nobody") == {}
+    assert store.user_families("") == {}
 
 
 # -- revocations and lock-outs --------------------------------------------------------------
@@ -575,6 +613,8 @@ def every_call(store: StateStore) -> dict[str, Callable[[], Any]]:
         "restore_refresh": lambda: store.restore_refresh("h-down", "claim-a"),
         "revoke_family": lambda: store.revoke_family("fam-down", time.time() + 60),
         "revoked_families": store.revoked_families,
+        "refresh_record": lambda: store.refresh_record("h-down"),
+        "user_families": lambda: store.user_families("ada"),
         "hit_failure": lambda: store.hit_failure("basic|user:ada", 60),
         "failures": lambda: store.failures("basic|user:ada", 60),
         "clear_failures": lambda: store.clear_failures("basic|user:ada"),

@@ -24,6 +24,7 @@ from fwrest.context.request import RequestContext
 from fwrest.errors import HTTPError
 from fwrest.repository import Endpoint
 from fwrest.routing import TOKEN_ROUTE, LocationTable, Router
+from fwrest.routing.names import REVOKE_ROUTE
 from fwrest.wire import Reply, Request, error_reply
 
 __all__ = ["CorsHeaders", "CorsPolicy", "CorsStages"]
@@ -41,8 +42,9 @@ R = TypeVar("R", bound=_Routed)
 
 
 def granted(endpoint: Endpoint) -> bool:
-    """Whether CORS applies to a route: application routes and the token route only."""
-    return endpoint.source != "native" or endpoint.path == TOKEN_ROUTE
+    """Whether CORS applies to a route: application routes, the token route and revocation
+    only (a browser client revokes its tokens at logout: RFC 7009 5)."""
+    return endpoint.source != "native" or endpoint.path in (TOKEN_ROUTE, REVOKE_ROUTE)
 
 
 class CorsPolicy:

@@ -4,14 +4,23 @@ names are checked here, against the catalog."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fwrest.config.fwdata import NATIVE_ROUTE_NAMES, NATIVE_ROUTES_FIX, NativeRoutesData
 from fwrest.errors import ConfigError
 from fwrest.repository import Endpoint
-from fwrest.routing.names import TOKEN_ROUTE, TOKEN_ROUTE_NAME
+from fwrest.routing.names import (
+    INTROSPECT_ROUTE,
+    INTROSPECT_ROUTE_NAME,
+    REVOKE_ROUTE,
+    REVOKE_ROUTE_NAME,
+    REVOKE_USER_ROUTE,
+    REVOKE_USER_ROUTE_NAME,
+    TOKEN_ROUTE,
+    TOKEN_ROUTE_NAME,
+)
 
 __all__ = [
     "NATIVE_ROUTES",
@@ -27,7 +36,7 @@ class _Route:
     name: str
     method: str
     path: str
-    handler: str  # "module:function" inside fwrest.native / fwrest.auth.oauth2
+    handler: str  # "module:function" inside fwrest.native; "" for an oAuth2 port's own
     description: str
 
 
@@ -125,6 +134,21 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
     ),
     _Route(TOKEN_ROUTE_NAME, "GET", TOKEN_ROUTE, "", "OAuth2 token endpoint"),
     _Route(TOKEN_ROUTE_NAME, "POST", TOKEN_ROUTE, "", "OAuth2 token endpoint"),
+    _Route(REVOKE_ROUTE_NAME, "POST", REVOKE_ROUTE, "", "OAuth2 token revocation (RFC 7009)"),
+    _Route(
+        INTROSPECT_ROUTE_NAME,
+        "POST",
+        INTROSPECT_ROUTE,
+        "",
+        "OAuth2 token introspection (RFC 7662)",
+    ),
+    _Route(
+        REVOKE_USER_ROUTE_NAME,
+        "POST",
+        REVOKE_USER_ROUTE,
+        "tokens:revoke_user",
+        'Revoke every token family of a user (JSON {"username"}; onAdmin only)',
+    ),
 )
 
 NAMES = list(NATIVE_ROUTE_NAMES)  # each the name of at least one route above
@@ -222,18 +246,28 @@ def _resolve(spec: str) -> Callable[..., Any]:
 
 
 def native_endpoints(
-    options: NativeOptions, *, oauth2: bool, token_route: Callable[..., Any] | None
+    options: NativeOptions,
+    *,
+    oauth2: bool,
+    oauth2_routes: Mapping[str, Callable[..., Any]] | None = None,
 ) -> list[Endpoint]:
-    """The native endpoints of one port, without the disabled ones."""
+    """The native endpoints of one port, without the disabled ones.
+
+    Args:
+        oauth2: whether the port's scheme is oAuth2 (its token service's routes exist).
+        oauth2_routes: the functions of those routes by route name (``oauth2/token``, ...),
+            given by the server (``native/`` does not import ``auth/``).
+    """
     out = []
     for route in NATIVE_ROUTES:
-        if route.name in options.disable:
+        if route.name in options.disable or (route.name.startswith("oauth2/") and not oauth2):
             continue
-        if route.name == "oauth2/token":
-            if not oauth2 or token_route is None:
+        if not route.handler:
+            found = (oauth2_routes or {}).get(route.name)
+            if found is None:
                 continue
-            func = token_route
-            function = "fwrest.auth.oauth2.route.token_route"
+            func = found
+            function = f"{found.__module__}.{found.__qualname__}"
         else:
             func = _resolve(route.handler)
             function = f"fwrest.native.{route.handler.replace(':', '.')}"

@@ -2,8 +2,33 @@
 
 from __future__ import annotations
 
-__all__ = ["TOKEN_BODY_LIMIT", "TOKEN_ROUTE", "TOKEN_ROUTE_NAME"]
+__all__ = [
+    "INTROSPECT_ROUTE",
+    "INTROSPECT_ROUTE_NAME",
+    "OPEN_OAUTH2_ROUTES",
+    "REVOKE_ROUTE",
+    "REVOKE_ROUTE_NAME",
+    "REVOKE_USER_ROUTE",
+    "REVOKE_USER_ROUTE_NAME",
+    "TOKEN_BODY_LIMIT",
+    "TOKEN_BODY_ROUTES",
+    "TOKEN_ROUTE",
+    "TOKEN_ROUTE_NAME",
+]
 
 TOKEN_ROUTE_NAME = "oauth2/token"  # noqa: S105 - its name in NativeRoutes (the path after /fw/)
 TOKEN_ROUTE = f"/fw/{TOKEN_ROUTE_NAME}"  # relative to its location
 TOKEN_BODY_LIMIT = 16384  # SPEC 7: the token route's body limit, whatever MaxBodySize says
+# SPEC 12.3: revocation (RFC 7009) and introspection (RFC 7662)
+REVOKE_ROUTE_NAME = "oauth2/revoke"
+REVOKE_ROUTE = f"/fw/{REVOKE_ROUTE_NAME}"
+INTROSPECT_ROUTE_NAME = "oauth2/introspect"
+INTROSPECT_ROUTE = f"/fw/{INTROSPECT_ROUTE_NAME}"
+REVOKE_USER_ROUTE_NAME = "oauth2/revoke-user"  # behind the port's scheme and onAdmin
+REVOKE_USER_ROUTE = f"/fw/{REVOKE_USER_ROUTE_NAME}"
+# The routes whose queries and bodies carry passwords and tokens: never logged, and held to
+# the token route's body limit (SPEC 7, 12.3); each a path relative to its location.
+TOKEN_BODY_ROUTES = frozenset({TOKEN_ROUTE, REVOKE_ROUTE, INTROSPECT_ROUTE})
+# The routes of an oAuth2 port that are never behind its scheme (SPEC 4.2, 12.2-12.3): they
+# authenticate their callers themselves.
+OPEN_OAUTH2_ROUTES = TOKEN_BODY_ROUTES

@@ -44,7 +44,6 @@ from fwrest.errors import HTTPError, error_body, is_cancellation
 from fwrest.features.static import StaticFiles
 from fwrest.routing import (
     TOKEN_BODY_LIMIT,
-    TOKEN_ROUTE,
     BadPath,
     LocationTable,
     Match,
@@ -52,6 +51,7 @@ from fwrest.routing import (
     normalise_path,
     split_target,
 )
+from fwrest.routing.names import TOKEN_BODY_ROUTES
 from fwrest.server.build import LocationPlan, PortPlan
 from fwrest.server.failures import Failed, Raised, contained, log_failure
 from fwrest.server.handler import JSON_TYPE, Handler, ResultError, bind, result_reply
@@ -93,7 +93,9 @@ Outgoing = Callable[[Request, RequestContext, Reply], Reply]
 _READS = ("GET", "HEAD")  # the methods static files answer
 _PATH_CACHE_SIZE = 4096  # distinct request paths remembered per port and worker
 _PATH_KEY_MAX = 512  # longer targets are resolved every time, not remembered
-_TOKEN_TARGET = TOKEN_ROUTE.encode()[1:]  # b"fw/oauth2/token": a target that may name it
+# b"fw/oauth2/": a target that may name a route of TOKEN_BODY_ROUTES (the token route,
+# revocation, introspection: SPEC 7, 12.3)
+_TOKEN_TARGET = b"fw/oauth2/"
 
 
 @dataclass(slots=True)
@@ -109,8 +111,8 @@ class _Location:
 class _Located:
     """A request path resolved: its normalised form, its location (None: outside every
     location), the path relative to it, the prebuilt matches of a static route path, and
-    whether it is the token route (its query and bodies are never logged, however the
-    target spells it: SPEC 7.1)."""
+    whether it is the token route or another route of ``TOKEN_BODY_ROUTES`` (their queries
+    and bodies are never logged, however the target spells it: SPEC 7.1, 12.3)."""
 
     path: str
     location: _Location | None
@@ -327,8 +329,9 @@ class PortApp:
 
     # -- PortHandler: what the engine asks ----------------------------------------------------
     def body_limit(self, target: bytes, length: int, chunked: bool) -> int:
-        """``MaxBodySize``, or 16 KiB on the token route (SPEC 7). Only a body that may pass
-        16 KiB asks which route it is: loosely first (a target naming the token path), then
+        """``MaxBodySize``, or 16 KiB on the token route, revocation and introspection (SPEC
+        7, 12.3). Only a body that may pass 16 KiB asks which route it is: loosely first (a
+        target naming a path under ``fw/oauth2/``), then
         as the router resolves it (percent escapes, dot segments; remembered for the
         request's own routing). The route checks again."""
         if (
@@ -340,8 +343,8 @@ class PortApp:
         return self.max_body_size
 
     def is_token_target(self, target: bytes) -> bool:
-        """Whether ``target`` is this port's token route as the router resolves it (any
-        spelling: ``%74oken``, ``x/../token``)."""
+        """Whether ``target`` is this port's token route (or revocation, introspection) as
+        the router resolves it (any spelling: ``%74oken``, ``x/../token``)."""
         return self.token_service is not None and self._is_token_target(target)
 
     def _is_token_target(self, target: bytes) -> bool:
@@ -350,7 +353,7 @@ class PortApp:
             found = self._locate(target if mark < 0 else target[:mark])
         except (BadPath, UnicodeDecodeError):
             return False  # refused with 400 when the request is handled
-        return found.location is not None and found.rel == TOKEN_ROUTE
+        return found.is_token
 
     async def admit(self, head: Request) -> Reply | None:
         """SPEC 7.1: ``100 Continue`` only after authorization passed. Stages 1 and 3 on the
@@ -422,7 +425,7 @@ class PortApp:
         else:
             loc, rel = located
             found = _Located(
-                path, loc, rel, loc.router.static_matches(rel), is_token=rel == TOKEN_ROUTE
+                path, loc, rel, loc.router.static_matches(rel), is_token=rel in TOKEN_BODY_ROUTES
             )
         if len(raw) <= _PATH_KEY_MAX:
             if len(self._paths) >= _PATH_CACHE_SIZE:

@@ -9,7 +9,7 @@ from typing import Any
 
 from fwrest.auth import AuthSettings, parse_authorization
 from fwrest.auth.oauth2 import load_signing_key
-from fwrest.auth.oauth2.route import token_route
+from fwrest.auth.oauth2.route import OAUTH2_ROUTES
 from fwrest.auth.oauth2.warnings import oauth2_warnings
 from fwrest.config.model import LocationConfig, ServerConfig, ServiceConfig
 from fwrest.context.request import NO_AUTH, AuthInfo
@@ -164,7 +164,7 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
         )
         mapped = repo.mapped_endpoints(server.load_urns, envs, section=server.name)
         oauth2 = settings is not None and settings.scheme == "oAuth2"
-        mapped += native_endpoints(native, oauth2=oauth2, token_route=token_route)
+        mapped += native_endpoints(native, oauth2=oauth2, oauth2_routes=OAUTH2_ROUTES)
         locations = []
         for loc in server.locations:
             env = repo.load(loc.thread_pool.environment)

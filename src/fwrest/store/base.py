@@ -72,6 +72,17 @@ class TokenStore(StoreBase, Protocol):
 
     def revoked_families(self) -> dict[str, float]: ...
 
+    def refresh_record(self, token_hash: str) -> tuple[RefreshRecord, bool] | None:
+        """A refresh token's record and whether it is spent, without spending it (SPEC 12.3:
+        revocation and introspection); None when unknown."""
+        ...
+
+    def user_families(self, subject: str) -> dict[str, float]:
+        """The token families of a user (``subject``, exact): family -> the latest expiry of
+        its refresh tokens (SPEC 12.3: ``fwrest tokens revoke --user``). Families whose
+        refresh tokens all expired more than a day ago may be left out."""
+        ...
+
 
 class FailureStore(StoreBase, Protocol):
     """Failed attempts and lock-outs (the brute-force throttle)."""

@@ -73,6 +73,20 @@ class MemoryStore:
             self._revoked = {f: u for f, u in self._revoked.items() if u > now}
             return dict(self._revoked)
 
+    def refresh_record(self, token_hash: str) -> tuple[RefreshRecord, bool] | None:
+        with self._lock:
+            found = self._refresh.get(token_hash)
+        return None if found is None else (found[0], bool(found[1]))
+
+    def user_families(self, subject: str) -> dict[str, float]:
+        cutoff = time.time() - 86400
+        out: dict[str, float] = {}
+        with self._lock:
+            for record, _spent in self._refresh.values():
+                if record.subject == subject and record.expires_at > cutoff:
+                    out[record.family] = max(record.expires_at, out.get(record.family, 0.0))
+        return out
+
     def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
         now = time.time()
         with self._lock:

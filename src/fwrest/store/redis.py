@@ -14,6 +14,7 @@ request and is idempotent for it anyway.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
@@ -60,6 +61,11 @@ end
 redis.call('DECR', KEYS[1])
 return 0
 """
+
+
+def _families_key(subject: str) -> str:
+    """The key of a user's families: the name hashed (any length, any characters)."""
+    return f"{_P}user:{hashlib.sha256(subject.encode()).hexdigest()}"
 
 
 class RedisStore:
@@ -110,6 +116,10 @@ class RedisStore:
             },
         )
         pipe.pexpire(key, ttl_ms)
+        # the user's families (SPEC 12.3, revocation by user): family -> latest expiry
+        families = _families_key(record.subject)
+        pipe.zadd(families, {record.family: record.expires_at}, gt=True)
+        pipe.pexpire(families, ttl_ms)
         self._call(pipe.execute)
 
     def spend_refresh(
@@ -138,6 +148,24 @@ class RedisStore:
         key = f"{_P}revoked"
         pipe = self._r.pipeline(transaction=False)
         pipe.zremrangebyscore(key, "-inf", now)
+        pipe.zrange(key, 0, -1, withscores=True)
+        _, rows = self._call(pipe.execute)
+        return {(m.decode() if isinstance(m, bytes) else m): float(s) for m, s in rows}
+
+    def refresh_record(self, token_hash: str) -> tuple[RefreshRecord, bool] | None:
+        fields = ("family", "client_id", "subject", "expires_at", "spent")
+        values = self._call(self._r.hmget, f"{_P}rt:{token_hash}", fields)
+        if values[4] is None:
+            return None
+        family, owner, subject, expires, spent = (
+            v.decode() if isinstance(v, bytes) else str(v) for v in values
+        )
+        return RefreshRecord(token_hash, family, owner, subject, float(expires)), spent != "0"
+
+    def user_families(self, subject: str) -> dict[str, float]:
+        key = _families_key(subject)
+        pipe = self._r.pipeline(transaction=False)
+        pipe.zremrangebyscore(key, "-inf", time.time() - 86400)
         pipe.zrange(key, 0, -1, withscores=True)
         _, rows = self._call(pipe.execute)
         return {(m.decode() if isinstance(m, bytes) else m): float(s) for m, s in rows}

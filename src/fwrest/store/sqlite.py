@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS refresh (
     subject TEXT NOT NULL, expires_at REAL NOT NULL, spent INTEGER NOT NULL DEFAULT 0,
     spent_by TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS refresh_expiry ON refresh(expires_at);
+CREATE INDEX IF NOT EXISTS refresh_subject ON refresh(subject);
 CREATE TABLE IF NOT EXISTS revoked (family TEXT PRIMARY KEY, until REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, start REAL NOT NULL,
     count INTEGER NOT NULL);
@@ -152,6 +153,32 @@ class SqliteStore:
                 "SELECT family, until FROM revoked WHERE until > ?", (time.time(),)
             )
             return dict(rows.fetchall())
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store: {exc}") from None
+
+    def refresh_record(self, token_hash: str) -> tuple[RefreshRecord, bool] | None:
+        try:
+            row = (
+                self._conn()
+                .execute(
+                    "SELECT token_hash, family, client_id, subject, expires_at, spent "
+                    "FROM refresh WHERE token_hash = ?",
+                    (token_hash,),
+                )
+                .fetchone()
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store: {exc}") from None
+        return None if row is None else (RefreshRecord(*row[:5]), bool(row[5]))
+
+    def user_families(self, subject: str) -> dict[str, float]:
+        try:
+            rows = self._conn().execute(
+                "SELECT family, max(expires_at) FROM refresh WHERE subject = ? "
+                "GROUP BY family HAVING max(expires_at) > ?",
+                (subject, time.time() - 86400),
+            )
+            return {family: float(until) for family, until in rows.fetchall()}
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store: {exc}") from None
 

@@ -1,11 +1,18 @@
-"""``{base_url}/fw/oauth2/token``: a native route of every location of an oAuth2 port."""
+"""The routes an oAuth2 port's token service answers, native routes of every location:
+``{base_url}/fw/oauth2/token`` (SPEC 4.2), ``/fw/oauth2/revoke`` and
+``/fw/oauth2/introspect`` (SPEC 12.3)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from fwrest.auth.oauth2.tokens import TokenService
 from fwrest.context.request import Response, current
 from fwrest.errors import HTTPError
+from fwrest.routing.names import INTROSPECT_ROUTE_NAME, REVOKE_ROUTE_NAME, TOKEN_ROUTE_NAME
 
-__all__ = ["token_route"]
+__all__ = ["OAUTH2_ROUTES", "introspect_route", "revoke_route", "token_route"]
 
 
 async def token_route() -> Response:
@@ -21,3 +28,40 @@ async def token_route() -> Response:
         ctx.method, ctx.query_string, ctx.body, dict(ctx.headers), ctx.client
     )
     return Response(body, status, dict(headers), media_type="application/json")
+
+
+def _service() -> TokenService:
+    service = current.get().port.token_service
+    if not isinstance(service, TokenService):  # pragma: no cover - only on oAuth2 ports
+        raise HTTPError(404)
+    return service
+
+
+async def revoke_route() -> Response:
+    """Revoke a token and its family (RFC 7009)."""
+    from fwrest.auth.oauth2.revocation import revoke_endpoint
+
+    ctx = current.get()
+    status, headers, body = await revoke_endpoint(
+        _service(), ctx.method, ctx.query_string, ctx.body, dict(ctx.headers)
+    )
+    return Response(body, status, dict(headers), media_type="application/json" if body else None)
+
+
+async def introspect_route() -> Response:
+    """Describe a token (RFC 7662)."""
+    from fwrest.auth.oauth2.revocation import introspect_endpoint
+
+    ctx = current.get()
+    status, headers, body = await introspect_endpoint(
+        _service(), ctx.method, ctx.query_string, ctx.body, dict(ctx.headers)
+    )
+    return Response(body, status, dict(headers), media_type="application/json")
+
+
+# by route name (native/catalog.py lists their paths and methods)
+OAUTH2_ROUTES: dict[str, Callable[..., Any]] = {
+    TOKEN_ROUTE_NAME: token_route,
+    REVOKE_ROUTE_NAME: revoke_route,
+    INTROSPECT_ROUTE_NAME: introspect_route,
+}

@@ -1,0 +1,281 @@
+"""Revocation (RFC 7009) and introspection (RFC 7662) of an oAuth2 port's tokens (SPEC 12.3).
+
+``{base}/fw/oauth2/revoke`` and ``{base}/fw/oauth2/introspect`` are served by the port's
+:class:`~fwrest.auth.oauth2.tokens.TokenService`, whose parsing, client authentication,
+store deadline and revocation cache they share with the token route:
+
+* a token is told by its shape: an access token is a JWT (two dots), a refresh token is
+  random text; ``token_type_hint`` is accepted and not needed;
+* revoking either revokes its whole family (the refresh token and every access token issued
+  from it: access tokens carry the family, claim ``fam``), through the mechanism a refresh
+  replay uses: the store's revoked families, which every worker and host reads every 0.5 s,
+  and this worker's cache at once;
+* a token of another client is neither revoked nor described (RFC 7009 2.1, RFC 7662 2.2);
+  an unknown, expired, revoked, malformed or foreign one (another port: another audience,
+  another hash) is 200 with an empty body, or ``{"active": false}``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from fwrest import log
+from fwrest.auth.oauth2.expiry import ExpiryError, access_ms
+from fwrest.auth.oauth2.params import (
+    AuthParams,
+    OAuthError,
+    client_credentials,
+    request_params,
+)
+from fwrest.auth.oauth2.tokens import (
+    ISSUER,
+    InvalidToken,
+    TokenService,
+    _hash,
+    _StoreDeadline,
+    bearer_token,
+)
+from fwrest.errors import HTTPError
+from fwrest.store.families import family_until
+
+__all__ = ["INTROSPECT_SCOPE", "introspect_endpoint", "revoke_endpoint"]
+
+INTROSPECT_SCOPE = "introspect"  # SPEC 12.3: an access token with it may introspect
+_JSON_NO_STORE = [
+    ("content-type", "application/json"),
+    ("cache-control", "no-store"),
+    ("pragma", "no-cache"),
+]
+_INACTIVE = orjson.dumps({"active": False})
+_DEFAULT_ACCESS_MS = 3_600_000  # as the token route's default
+_BASIC_CHALLENGE = (("www-authenticate", 'Basic realm="Access to REST"'),)
+_BEARER_REALM = 'Bearer realm="Access to REST"'
+
+Answer = tuple[int, list[tuple[str, str]], bytes]
+
+
+def _parse(
+    method: str, query: str, body: bytes, headers: dict[str, str]
+) -> tuple[dict[str, str], str | None]:
+    """The request's parameters and ``Authorization`` header, its secrets registered for the
+    log's scrub before anything can log (SPEC 7)."""
+    params = request_params(query, body, headers.get("content-type"), method)
+    seen = tuple(params[k] for k in ("token", "client_secret") if params.get(k))
+    auth_header = headers.get("authorization")
+    if auth_header:
+        seen += (auth_header.strip().partition(" ")[2],)
+    log.request_secrets.set(log.secret_forms(*seen))
+    return params, auth_header
+
+
+def _error(exc: OAuthError) -> Answer:
+    body = orjson.dumps({"error": exc.error, "error_description": exc.description})
+    return exc.status, [("content-type", "application/json"), *exc.headers], body
+
+
+def _access_s(service: TokenService, allowed: AuthParams) -> float:
+    expires = allowed.access_expires
+    try:
+        return access_ms(expires if expires is not None else _DEFAULT_ACCESS_MS) / 1000
+    except ExpiryError as exc:
+        log.auth_log.error("[%s] onAuthparams: %s; answered 500", service.port_name, exc)
+        raise HTTPError(500) from None
+
+
+def _token(params: dict[str, str]) -> str:
+    token = params.get("token")
+    if not token:
+        raise OAuthError("invalid_request", "token is missing")
+    return token
+
+
+def _is_jwt(token: str) -> bool:
+    return token.count(".") == 2
+
+
+def _access_claims(service: TokenService, token: str) -> dict[str, Any] | None:
+    """The claims of a valid access token of this port, None for anything else."""
+    if not _is_jwt(token):
+        return None
+    try:
+        return service.verify(token)
+    except InvalidToken:
+        return None
+
+
+# -- revocation (RFC 7009) -------------------------------------------------------------------
+async def revoke_endpoint(
+    service: TokenService, method: str, query: str, body: bytes, headers: dict[str, str]
+) -> Answer:
+    """Answer one request of ``/fw/oauth2/revoke``: (status, headers, body)."""
+    try:
+        params, auth_header = _parse(method, query, body, headers)
+        # the client as the token route authenticates it (none sent: the first client)
+        creds = client_credentials(params, auth_header)
+        allowed = await service._params(params)
+        client_id = service._client(allowed, creds)
+        token = _token(params)
+        await _revoke(service, token, client_id, _access_s(service, allowed))
+    except OAuthError as exc:
+        return _error(exc)
+    # RFC 7009 2.2: 200 whether or not there was anything to revoke
+    return 200, [("cache-control", "no-store"), ("pragma", "no-cache")], b""
+
+
+async def _revoke(service: TokenService, token: str, client_id: str, access_s: float) -> None:
+    deadline = _StoreDeadline()
+    store = service.store
+    claims = _access_claims(service, token)
+    if claims is not None:
+        family, owner, subject = claims.get("fam"), claims.get("client_id"), claims.get("sub")
+        kind = "access"
+        if not isinstance(family, str) or not isinstance(subject, str):
+            return  # a token without a family (none fwrest issues) cannot be revoked
+        latest = float(claims["exp"])
+    elif _is_jwt(token):
+        return  # not a valid access token of this port: nothing to revoke
+    else:
+        found = await service._store(
+            deadline, store.refresh_record, _hash(token, service.port_name)
+        )
+        if found is None:
+            return
+        record = found[0]
+        family, owner, subject, latest = (
+            record.family,
+            record.client_id,
+            record.subject,
+            record.expires_at,
+        )
+        kind = "refresh"
+    if owner != client_id:
+        # RFC 7009 2.1: the client must own the token; another client's is not revoked
+        log.auth_log.info(
+            "[%s] revocation of a token of client %r asked by client %r: not revoked",
+            service.port_name,
+            log.escape(str(owner)),
+            log.escape(client_id),
+        )
+        return
+    families = await service._store(deadline, store.user_families, subject)
+    until = family_until(max(families.get(family, 0.0), latest), access_s)
+    await service._store(deadline, store.revoke_family, family, until)
+    service.revoked[family] = max(until, service.revoked.get(family, 0.0))
+    log.auth_log.warning(
+        "[%s] token family of user %r revoked by client %r (by its %s token)",
+        service.port_name,
+        log.escape(subject),
+        log.escape(client_id),
+        kind,
+    )
+
+
+# -- introspection (RFC 7662) ----------------------------------------------------------------
+async def introspect_endpoint(
+    service: TokenService, method: str, query: str, body: bytes, headers: dict[str, str]
+) -> Answer:
+    """Answer one request of ``/fw/oauth2/introspect``: (status, headers, body)."""
+    try:
+        params, auth_header = _parse(method, query, body, headers)
+        client_id = await _introspector(service, params, auth_header)
+        token = _token(params)
+        described = await _describe(service, token, client_id)
+    except OAuthError as exc:
+        return _error(exc)
+    out = _INACTIVE if described is None else orjson.dumps(described)
+    return 200, list(_JSON_NO_STORE), out
+
+
+async def _introspector(
+    service: TokenService, params: dict[str, str], auth_header: str | None
+) -> str | None:
+    """Who asks: the client it authenticated as (it may see its own tokens only), or None for
+    a valid access token with the scope ``introspect`` (it may see every token of the port).
+
+    Raises:
+        OAuthError: 401 ``invalid_client`` without valid client credentials, 401
+            ``invalid_token`` for a bearer token that is not valid, 403
+            ``insufficient_scope`` for one without ``introspect``.
+    """
+    bearer = bearer_token(auth_header)
+    if bearer is not None:
+        try:
+            caller = service.verify(bearer)
+        except InvalidToken as exc:
+            challenge = f'{_BEARER_REALM}, error="invalid_token", error_description="{exc}"'
+            raise OAuthError(
+                "invalid_token", str(exc), status=401, headers=(("www-authenticate", challenge),)
+            ) from None
+        scope = caller.get("scope")
+        if not isinstance(scope, str) or INTROSPECT_SCOPE not in scope.split(" "):
+            challenge = f'{_BEARER_REALM}, error="insufficient_scope", scope="{INTROSPECT_SCOPE}"'
+            raise OAuthError(
+                "insufficient_scope",
+                f"introspection needs an access token with the scope {INTROSPECT_SCOPE!r}",
+                status=403,
+                headers=(("www-authenticate", challenge),),
+            )
+        return None
+    creds = client_credentials(params, auth_header)
+    if creds is None:
+        raise OAuthError(
+            "invalid_client",
+            "introspection needs client authentication or an access token with the scope "
+            f"{INTROSPECT_SCOPE!r}",
+            status=401,
+            headers=_BASIC_CHALLENGE,
+        )
+    allowed = await service._params(params)
+    return service._client(allowed, creds)
+
+
+async def _describe(
+    service: TokenService, token: str, client_id: str | None
+) -> dict[str, Any] | None:
+    """RFC 7662 2.2's answer for an active token the caller may see, else None."""
+    claims = _access_claims(service, token)
+    if claims is not None:
+        if client_id is not None and claims.get("client_id") != client_id:
+            return None
+        return {
+            "active": True,
+            "scope": claims.get("scope", "default"),
+            "client_id": claims.get("client_id"),
+            "username": claims.get("sub"),
+            "token_type": "access_token",
+            "exp": claims.get("exp"),
+            "iat": claims.get("iat"),
+            "sub": claims.get("sub"),
+            "iss": claims.get("iss"),
+            "jti": claims.get("jti"),
+        }
+    if _is_jwt(token):
+        return None
+    deadline = _StoreDeadline()
+    found = await service._store(
+        deadline, service.store.refresh_record, _hash(token, service.port_name)
+    )
+    if found is None:
+        return None
+    record, spent = found
+    if spent or record.expires_at <= time.time():
+        return None
+    if client_id is not None and record.client_id != client_id:
+        return None
+    # the store's revocations, not the cache's (as a refresh reads them: SPEC 7)
+    revoked = await service._store(deadline, service.store.revoked_families)
+    if record.family in revoked:
+        return None
+    return {
+        "active": True,
+        "scope": "default",
+        "client_id": record.client_id,
+        "username": record.subject,
+        "token_type": "refresh_token",
+        "exp": int(record.expires_at),
+        "sub": record.subject,
+        "iss": ISSUER,
+    }

@@ -1,0 +1,35 @@
+"""Revoking every token family of a user (SPEC 12.3): one function over the token store,
+shared by ``fwrest tokens revoke --user`` and the ``oauth2/revoke-user`` route."""
+
+from __future__ import annotations
+
+import time
+
+from fwrest.store.base import TokenStore
+
+__all__ = ["USER_ACCESS_BOUND_S", "family_until", "revoke_user"]
+
+# A revocation by user knows no access lifetime (the command reads no onAuthparams): it
+# outlasts the family's refresh tokens by a day, the longest access lifetime `fwrest check`
+# accepts without a warning (SPEC 7; docs/decisions.md).
+USER_ACCESS_BOUND_S = 86400.0
+
+
+def family_until(latest_refresh: float, access_s: float) -> float:
+    """Until when a revoked family stays revoked: past its latest refresh token's expiry (or
+    now, when that has passed) by an access lifetime, so that no token of it works again when
+    the store forgets the revocation (as ``tokens.revoked_until`` for a replay)."""
+    return max(latest_refresh, time.time()) + access_s
+
+
+def revoke_user(store: TokenStore, subject: str, access_s: float = USER_ACCESS_BOUND_S) -> int:
+    """Revoke every token family of ``subject`` (blocking: a store thread or the command);
+    the number of families revoked.
+
+    Raises:
+        StoreError: the store cannot be reached.
+    """
+    families = store.user_families(subject)
+    for family, latest in families.items():
+        store.revoke_family(family, family_until(latest, access_s))
+    return len(families)

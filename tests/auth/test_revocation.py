@@ -1,0 +1,450 @@
+"""SPEC 12.3: revocation (RFC 7009), introspection (RFC 7662) and revocation by user.
+
+One service in this process (``fwrest.testing.Client``, module ``tauth_revocation_app``), its
+state store a sqlite file that both ports' workers share: ``OAUTH`` with the clients ``web``
+and ``mobile``, users ``ada``, ``bob`` and ``cy``, and ``onAdmin`` letting only ``ada``
+revoke by user; ``OTHER``, a second oAuth2 port of the same service, for tokens of another
+port. Tested here, with no socket:
+
+* revoking a refresh or an access token revokes the whole family: the refresh token (a
+  refresh is ``invalid_grant``), every access token issued from it (401 on a bearer call);
+  another family of the same user is untouched;
+* 200 with an empty body for unknown, malformed and already revoked tokens, and for a token
+  of another client, which stays valid; a missing ``token`` is 400 ``invalid_request``;
+  wrong client credentials 401 ``invalid_client``;
+* introspection: client authentication or a bearer token with the scope ``introspect``
+  (signed here with the service's key: the scopes of SPEC 12.4 grant it); the answer's
+  fields for both kinds of token; ``{"active": false}`` for unknown, expired, revoked,
+  foreign (another port, another client) and malformed tokens; ``Cache-Control: no-store``;
+  401 without authentication, 403 for a bearer token without the scope;
+* ``oauth2/revoke-user``: onAdmin only (403 for others, 403 on a port without onAdmin),
+  JSON only, every family of the user revoked;
+* the routes are never behind the port's scheme, are listed, and ``NativeRoutes`` names
+  them; their bodies and queries never reach the log; the 16 KiB body limit applies.
+
+Real clients over real TLS, several workers and hosts: tests/e2e/test_revocation_e2e.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+import trustme
+
+from fwrest import cli
+from tests.auth.oauth2_support import (
+    LocalOAuth,
+    LocalService,
+    error_of,
+    fresh_claims,
+    local_oauth,
+    oauth_section,
+    sign,
+    signing_key,
+)
+from tests.conftest import APP_SOURCE, module_config
+
+MODULE = "tauth_revocation_app"
+REVOKE = "/fw/oauth2/revoke"
+INTROSPECT = "/fw/oauth2/introspect"
+REVOKE_USER = "/fw/oauth2/revoke-user"
+WEB = {"client_id": "web", "client_secret": "Web-Secret-9q"}
+MOBILE = {"client_id": "mobile", "client_secret": "Mob-Secret-4x"}
+USERS = {"ada": "Ada-Pw-7731", "bob": "Bob-Pw-2207", "cy": "Cy-Pw-1188"}
+
+APP = (
+    APP_SOURCE
+    + """
+
+def revocation_params():
+    return {
+        "client": [
+            {"client_id": "web", "client_secret": "Web-Secret-9q"},
+            {"client_id": "mobile", "client_secret": "Mob-Secret-4x"},
+        ],
+        "users": [
+            {"username": "ada", "password": "Ada-Pw-7731"},
+            {"username": "bob", "password": "Bob-Pw-2207"},
+            {"username": "cy", "password": "Cy-Pw-1188"},
+        ],
+        "access_expires": "1h",
+    }
+
+
+def revocation_admin(user):
+    return user == "ada"
+
+
+def revocation_anyone(user):
+    return True
+"""
+)
+
+
+def _write(folder: Path, certs: dict[str, Path]) -> Path:
+    params = f"{MODULE}.revocation_params"
+    servers = {
+        "OAUTH": oauth_section(certs, onAuthparams=params, onAdmin=f"{MODULE}.revocation_admin"),
+        "OTHER": oauth_section(certs, onAuthparams=params),
+        "OPENED": oauth_section(certs, onAuthparams=params, onAdmin=f"{MODULE}.revocation_anyone"),
+    }
+    # revoke-user opened to requests without a token, and an onAdmin that says yes to all
+    servers["OPENED"]["FwData"]["NativeRoutes"] = {"public": ["oauth2/revoke-user"]}
+    extra = {
+        "HTTPSERVER": {"StateStore": "sqlite", "LogFile": "server.log"},
+        "GENERAL": {"rest_log_level": 5},  # bodies and headers in the log: none may leak
+    }
+    return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
+
+
+@pytest.fixture(scope="module")
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
+    yield from local_oauth(ca, tmp_path_factory.mktemp("revocation"), _write)
+
+
+@pytest.fixture
+def port(svc: LocalService) -> LocalOAuth:
+    return svc["OAUTH"]
+
+
+def login(port: LocalOAuth, user: str = "bob", client: dict[str, str] = WEB) -> dict[str, Any]:
+    return port.tokens(user, USERS[user], **client)
+
+
+def revoke(port: LocalOAuth, data: dict[str, str], **kw: Any) -> Any:
+    return port.http.post(port.base + REVOKE, data=data, **kw)
+
+
+def introspect(port: LocalOAuth, data: dict[str, str], **kw: Any) -> Any:
+    return port.http.post(port.base + INTROSPECT, data=data, **kw)
+
+
+def assert_revoked(port: LocalOAuth, tokens: dict[str, Any]) -> None:
+    refused = port.get("/hello", tokens["access_token"])
+    assert refused.status_code == 401, refused.text
+    assert "revoked" in refused.headers["www-authenticate"]
+    spent = port.refresh(tokens["refresh_token"], **WEB)
+    assert spent.status_code == 400 and error_of(spent) == "invalid_grant", spent.text
+
+
+def assert_valid(port: LocalOAuth, tokens: dict[str, Any]) -> None:
+    assert port.get("/hello", tokens["access_token"]).status_code == 200
+    answer = introspect(port, {"token": tokens["refresh_token"], **WEB})
+    assert answer.json()["active"] is True, answer.text
+
+
+def assert_empty_200(response: Any) -> None:
+    assert response.status_code == 200, response.text
+    assert response.content == b""
+    assert response.headers["cache-control"] == "no-store"
+
+
+# -- revocation --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["refresh_token", "access_token"])
+def test_revoking_either_token_revokes_its_whole_family(port: LocalOAuth, which: str) -> None:
+    first = login(port)
+    rotated = port.refresh(first["refresh_token"], **WEB).json()  # the family's second pair
+    other_family = login(port)  # the same user, another login
+    assert port.get("/hello", first["access_token"]).status_code == 200
+    hint = {"token_type_hint": which} if which == "access_token" else {}
+    assert_empty_200(revoke(port, {"token": rotated[which], **hint, **WEB}))
+    assert_revoked(port, rotated)
+    # the family's earlier access token too (issued from the first refresh token)
+    assert port.get("/hello", first["access_token"]).status_code == 401
+    assert_valid(port, other_family)
+    # revoked again: still 200, nothing else changes
+    assert_empty_200(revoke(port, {"token": rotated[which], **WEB}))
+    assert_valid(port, other_family)
+
+
+def test_a_token_of_another_client_is_answered_200_and_not_revoked(
+    port: LocalOAuth, svc: LocalService
+) -> None:
+    tokens = login(port, client=MOBILE)
+    for which in ("refresh_token", "access_token"):
+        assert_empty_200(revoke(port, {"token": tokens[which], **WEB}))
+        # no credentials: the first client, web, as on the token route
+        assert_empty_200(revoke(port, {"token": tokens[which]}))
+    assert port.get("/hello", tokens["access_token"]).status_code == 200
+    again = port.refresh(tokens["refresh_token"], **MOBILE)
+    assert again.status_code == 200, again.text
+    assert "not revoked" in svc.log()
+    # its own client revokes it
+    assert_empty_200(revoke(port, {"token": again.json()["refresh_token"], **MOBILE}))
+    assert port.get("/hello", again.json()["access_token"]).status_code == 401
+
+
+def test_unknown_and_malformed_tokens_are_answered_200(port: LocalOAuth, svc: LocalService) -> None:
+    tokens = login(port)
+    key = signing_key(svc.folder)
+    for token in (
+        "no-such-token",
+        "a.b.c",
+        "x" * 4000,
+        "é\u2028",
+        sign(fresh_claims(sub="bob", aud="OAUTH"), b"another key of 32 bytes or more!"),
+        sign({**fresh_claims(sub="bob", aud="OAUTH"), "exp": int(time.time()) - 5}, key),
+    ):
+        assert_empty_200(revoke(port, {"token": token, **WEB}))
+    assert_valid(port, tokens)
+
+
+def test_a_token_of_another_port_is_not_revoked_there(svc: LocalService) -> None:
+    other, port = svc["OTHER"], svc["OAUTH"]
+    tokens = login(port)
+    for which in ("refresh_token", "access_token"):
+        assert_empty_200(revoke(other, {"token": tokens[which], **WEB}))
+    assert_valid(port, tokens)
+
+
+def test_revocation_errors_are_the_token_routes(port: LocalOAuth) -> None:
+    missing = revoke(port, WEB)
+    assert missing.status_code == 400 and error_of(missing) == "invalid_request", missing.text
+    assert set(missing.json()) == {"error", "error_description"}
+    wrong = revoke(port, {"token": "x", "client_id": "web", "client_secret": "nope"})
+    assert wrong.status_code == 401 and error_of(wrong) == "invalid_client", wrong.text
+    assert wrong.headers["www-authenticate"].startswith("Basic")
+    twice = port.http.post(port.base + REVOKE + "?token=a", data={"token": "b", **WEB})
+    assert twice.status_code == 400 and error_of(twice) == "invalid_request"
+    json_body = port.http.post(port.base + REVOKE, json={"token": "a"})
+    assert json_body.status_code == 400 and error_of(json_body) == "invalid_request"
+    get = port.http.get(port.base + REVOKE, params={"token": "a"})
+    assert get.status_code == 405, get.text
+    large = revoke(port, {"token": "t" * 20_000, **WEB})
+    assert large.status_code == 413, large.text
+
+
+def test_basic_client_authentication_works_as_on_the_token_route(port: LocalOAuth) -> None:
+    tokens = login(port, client=MOBILE)
+    auth = (MOBILE["client_id"], MOBILE["client_secret"])
+    assert_empty_200(revoke(port, {"token": tokens["refresh_token"]}, auth=auth))
+    assert_revoked(port, tokens)
+
+
+# -- introspection -----------------------------------------------------------------------------
+
+
+def test_introspection_describes_both_kinds_of_token(port: LocalOAuth) -> None:
+    tokens = login(port, "cy")
+    before = int(time.time())
+    access = introspect(port, {"token": tokens["access_token"], **WEB})
+    assert access.status_code == 200, access.text
+    assert access.headers["cache-control"] == "no-store"
+    assert access.headers["content-type"].startswith("application/json")
+    body = access.json()
+    claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
+    assert body == {
+        "active": True,
+        "scope": "default",
+        "client_id": "web",
+        "username": "cy",
+        "token_type": "access_token",
+        "exp": claims["exp"],
+        "iat": claims["iat"],
+        "sub": "cy",
+        "iss": claims["iss"],
+        "jti": claims["jti"],
+    }
+    refresh = introspect(
+        port, {"token": tokens["refresh_token"]}, auth=("web", WEB["client_secret"])
+    )
+    found = refresh.json()
+    assert found["active"] is True and found["token_type"] == "refresh_token", found
+    assert (found["client_id"], found["username"], found["sub"]) == ("web", "cy", "cy")
+    assert found["scope"] == "default" and found["iss"] == claims["iss"]
+    assert found["exp"] >= before + 3600  # refresh_expires: the end of tomorrow
+
+
+def test_inactive_tokens_are_answered_active_false(port: LocalOAuth, svc: LocalService) -> None:
+    key = signing_key(svc.folder)
+    spent = login(port)
+    port.refresh(spent["refresh_token"], **WEB)
+    revoked = login(port)
+    revoke(port, {"token": revoked["refresh_token"], **WEB})
+    mobile = login(port, client=MOBILE)
+    elsewhere = login(svc["OTHER"])
+    expired = sign({**fresh_claims(sub="bob", aud="OAUTH"), "exp": int(time.time()) - 5}, key)
+    inactive = {
+        "unknown": "no-such-token",
+        "malformed": "a.b.c",
+        "not a JWT of ours": sign(fresh_claims(sub="bob", aud="OAUTH"), b"k" * 32),
+        "expired": expired,
+        "spent refresh": spent["refresh_token"],
+        "revoked access": revoked["access_token"],
+        "revoked refresh": revoked["refresh_token"],
+        "another client's access": mobile["access_token"],
+        "another client's refresh": mobile["refresh_token"],
+        "another port's access": elsewhere["access_token"],
+        "another port's refresh": elsewhere["refresh_token"],
+        "control characters": "\x00\x1b[31m",
+    }
+    for why, token in inactive.items():
+        answer = introspect(port, {"token": token, **WEB})
+        assert answer.status_code == 200, (why, answer.text)
+        assert answer.json() == {"active": False}, why
+        assert answer.headers["cache-control"] == "no-store"
+
+
+def test_introspection_needs_client_authentication(port: LocalOAuth) -> None:
+    tokens = login(port)
+    for data, kw in (
+        ({"token": tokens["access_token"]}, {}),
+        ({"token": tokens["access_token"], "client_id": "web", "client_secret": "wrong"}, {}),
+        ({"token": tokens["access_token"]}, {"auth": ("nobody", "x")}),
+    ):
+        refused = introspect(port, data, **kw)
+        assert refused.status_code == 401, refused.text
+        assert error_of(refused) == "invalid_client"
+        assert "active" not in refused.json()
+    missing = introspect(port, WEB)
+    assert missing.status_code == 400 and error_of(missing) == "invalid_request"
+
+
+def test_a_bearer_token_with_the_scope_introspect_may_introspect(
+    port: LocalOAuth, svc: LocalService
+) -> None:
+    key = signing_key(svc.folder)
+    tokens = login(port, client=MOBILE)
+    resource = {**fresh_claims(sub="orders-api", aud="OAUTH"), "scope": "default introspect"}
+    headers = {"Authorization": f"Bearer {sign(resource, key)}"}
+    answer = introspect(port, {"token": tokens["access_token"]}, headers=headers)
+    assert answer.status_code == 200, answer.text
+    # every token of the port: this one is mobile's, the caller is no client of it
+    assert answer.json()["active"] is True and answer.json()["client_id"] == "mobile"
+    plain = {"Authorization": f"Bearer {tokens['access_token']}"}  # scope default only
+    refused = introspect(port, {"token": tokens["access_token"]}, headers=plain)
+    assert refused.status_code == 403 and error_of(refused) == "insufficient_scope"
+    assert 'scope="introspect"' in refused.headers["www-authenticate"]
+    foreign = {**resource, "aud": "OTHER"}
+    bad = introspect(
+        port, {"token": "x"}, headers={"Authorization": f"Bearer {sign(foreign, key)}"}
+    )
+    assert bad.status_code == 401 and error_of(bad) == "invalid_token", bad.text
+    assert 'error="invalid_token"' in bad.headers["www-authenticate"]
+
+
+# -- revocation by user ------------------------------------------------------------------------
+
+
+def admin_headers(port: LocalOAuth, user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {login(port, user)['access_token']}"}
+
+
+def test_revoke_user_revokes_every_family_of_the_user(port: LocalOAuth, svc: LocalService) -> None:
+    logins = [login(port, "bob"), login(port, "bob", MOBILE)]
+    logins.append(port.refresh(logins[0]["refresh_token"], **WEB).json())
+    keep = login(port, "cy")
+    answer = port.http.post(
+        port.base + REVOKE_USER, json={"username": "bob"}, headers=admin_headers(port, "ada")
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["username"] == "bob" and answer.json()["revoked_families"] >= 2
+    deadline = time.monotonic() + 2  # this worker's cache is read every 0.5 s
+    while port.get("/hello", logins[1]["access_token"]).status_code == 200:
+        assert time.monotonic() < deadline, "the revocation did not reach the worker in 2 s"
+        time.sleep(0.05)
+    for tokens in (logins[0], logins[2]):
+        assert port.get("/hello", tokens["access_token"]).status_code == 401
+    for tokens, client in ((logins[1], MOBILE), (logins[2], WEB)):
+        refused = port.refresh(tokens["refresh_token"], **client)
+        assert refused.status_code == 400 and error_of(refused) == "invalid_grant"
+    assert_valid(port, keep)
+    assert "every token family of user 'bob' revoked by 'ada'" in svc.log()
+
+
+def test_revoke_user_is_for_onadmin_users_only(svc: LocalService) -> None:
+    port = svc["OAUTH"]
+    victim = login(port, "cy")
+    url = port.base + REVOKE_USER
+    body = {"username": "cy"}
+    refused = port.http.post(url, json=body, headers=admin_headers(port, "bob"))
+    assert refused.status_code == 403, refused.text
+    assert port.http.post(url, json=body).status_code == 401  # behind the port's scheme
+    # OTHER names no onAdmin: no one may
+    other = svc["OTHER"]
+    nobody = other.http.post(
+        other.base + REVOKE_USER, json=body, headers=admin_headers(other, "ada")
+    )
+    assert nobody.status_code == 403 and "names no onAdmin" in nobody.text, nobody.text
+    ada = admin_headers(port, "ada")
+    form = port.http.post(url, data=body, headers=ada)
+    assert form.status_code == 415, form.text
+    for bad in (b"{", b'{"username": ""}', b'{"username": 7}', b"[]"):
+        answer = port.http.post(
+            url, content=bad, headers={**ada, "Content-Type": "application/json"}
+        )
+        assert answer.status_code == 400, (bad, answer.text)
+    foreign = port.http.post(url, json=body, headers={**ada, "Origin": "https://evil.example"})
+    assert foreign.status_code == 403
+    # opened by NativeRoutes.public: without a user, onAdmin has no one to allow
+    opened = svc["OPENED"]
+    anonymous = opened.http.post(opened.base + REVOKE_USER, json=body)
+    assert anonymous.status_code == 403, anonymous.text
+    assert_valid(port, victim)
+
+
+def command(*args: str) -> tuple[int, str, str]:
+    """``fwrest ARGS`` run by ``fwrest.cli.main`` in this process (the real command runs in
+    tests/e2e/test_revocation_e2e.py, against Redis): exit code, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_command_revokes_every_family_of_a_user(port: LocalOAuth, svc: LocalService) -> None:
+    logins = [login(port, "cy"), login(port, "cy", MOBILE)]
+    code, out, err = command("tokens", "revoke", str(svc.config), "--user", "cy")
+    assert code == 0, err
+    # these two and those of cy's logins in earlier tests (revoked again: harmless)
+    found = re.fullmatch(r"fwrest tokens: revoked (\d+) token families of user 'cy'\n", out)
+    assert found is not None and int(found.group(1)) >= 2, out
+    for tokens, client in ((logins[0], WEB), (logins[1], MOBILE)):
+        refused = port.refresh(tokens["refresh_token"], **client)  # the store, at once
+        assert refused.status_code == 400 and error_of(refused) == "invalid_grant"
+    code, out, _ = command("tokens", "revoke", str(svc.config), "--user", "nobody")
+    assert (code, out.strip()) == (0, "fwrest tokens: revoked 0 token families of user 'nobody'")
+
+
+def test_the_command_refuses_a_memory_store(tmp_path: Path) -> None:
+    config = module_config(tmp_path, "tauth_revocation_memory_app")  # StateStore=memory
+    code, out, err = command("tokens", "revoke", str(config), "--user", "ada")
+    assert code == 2 and not out
+    assert "the state store is memory" in err and "revoke-user" in err, err
+
+
+# -- routes, names, logs -----------------------------------------------------------------------
+
+
+def test_the_routes_are_listed_and_open(port: LocalOAuth) -> None:
+    token = login(port)["access_token"]
+    listing = port.get("/fw/rest/list/service", token).json()
+    entries = {e["endpoint"]: e for e in listing}
+    for path, public in ((REVOKE, True), (INTROSPECT, True), (REVOKE_USER, False)):
+        assert entries[path]["type"] == "fw"
+        assert entries[path]["public"] is public, entries[path]
+        assert [m["method"] for m in entries[path]["methods"]] == ["POST"]
+
+
+def test_tokens_and_secrets_never_reach_the_log(port: LocalOAuth, svc: LocalService) -> None:
+    tokens = login(port)
+    introspect(port, {"token": tokens["access_token"], **WEB})
+    port.http.post(
+        port.base + INTROSPECT + f"?token={tokens['refresh_token']}",
+        auth=("web", WEB["client_secret"]),
+    )
+    revoke(port, {"token": tokens["refresh_token"], **WEB})
+    text = svc.log()
+    assert "/fw/oauth2/revoke" in text and "/fw/oauth2/introspect" in text
+    for secret in (tokens["access_token"], tokens["refresh_token"], WEB["client_secret"]):
+        assert secret not in text

@@ -1,0 +1,220 @@
+"""SPEC 12.3 over real sockets: Authlib's ``OAuth2Session.revoke_token`` and
+``introspect_token`` over TLS, and a revocation that reaches every worker of two hosts
+sharing one real Redis within a second (the route's and ``fwrest tokens revoke --user``'s).
+
+One set-up for the module: a ``redis-server``, and two hosts (``fwrest serve --workers 2``
+each, two configs in two folders, the same app and the same server section ``OAUTH`` on
+two ports, TLS, ``StateStore=redis://...``: the signing key is made once in Redis). Which
+worker a connection reaches is the kernel's choice: a connection is kept per worker, each
+found by the pid that ``/hello`` answers on it with a token that stays valid.
+redis-server missing is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+from authlib.integrations.requests_client import OAuth2Session
+
+from tests.auth.oauth2_support import oauth_section
+from tests.conftest import (
+    ServerProcess,
+    issue_certs,
+    module_config,
+    run_cli,
+    wait_ready_workers,
+)
+from tests.redis_support import RedisServer
+
+WORKERS = 2
+SPEC_BOUND_S = 1.0  # SPEC 12.3: every worker and host within 1 s
+USERS = {"ada": "Ada-Pw-7731", "bob": "Bob-Pw-2207", "cy": "Cy-Pw-1188", "dee": "Dee-Pw-4620"}
+WEB = ("web", "Web-Secret-9q")
+
+APP = f"""
+import os
+
+from fwrest import get
+
+USERS = {USERS!r}
+
+
+@get("/hello", description="which worker answered")
+def hello():
+    return {{"pid": os.getpid()}}
+
+
+def params():
+    return {{
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [{{"username": u, "password": p}} for u, p in USERS.items()],
+        "access_expires": "1h",
+    }}
+"""
+
+
+class Host:
+    def __init__(self, proc: ServerProcess, ca_file: Path) -> None:
+        self.proc = proc
+        self.ca_file = ca_file
+        self.base = proc.url("OAUTH")
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(verify=ssl.create_default_context(cafile=self.ca_file), timeout=15)
+
+    def tokens(self, user: str) -> dict[str, Any]:
+        with self.client() as http:
+            answer = http.post(
+                self.base + "/fw/oauth2/token",
+                data={"grant_type": "password", "username": user, "password": USERS[user]},
+                auth=WEB,
+            )
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    def per_worker(self, probe: str) -> dict[int, httpx.Client]:
+        """A client whose one kept-alive connection reaches each worker, by pid."""
+        found: dict[int, httpx.Client] = {}
+        for _ in range(60):
+            http = self.client()
+            pid = http.get(self.base + "/hello", headers=bearer(probe)).json()["pid"]
+            if pid in found:
+                http.close()
+            else:
+                found[pid] = http
+            if len(found) == WORKERS:
+                return found
+        raise AssertionError(f"60 connections reached only the workers {sorted(found)}")
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module")
+def hosts(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Host]]:
+    root = tmp_path_factory.mktemp("revocation-e2e")
+    redis = RedisServer(root).start()
+    certs = issue_certs(ca, root / "certs")
+    started: list[ServerProcess] = []
+    try:
+        for name in ("a", "b"):
+            folder = root / name
+            folder.mkdir()
+            config = module_config(
+                folder,
+                "revoke_e2e_app",
+                servers={"OAUTH": oauth_section(certs, onAuthparams="revoke_e2e_app.params")},
+                extra={"HTTPSERVER": {"StateStore": redis.url}},
+                app=APP,
+            )
+            proc = ServerProcess(config, workers=WORKERS)
+            started.append(proc)
+        for proc in started:
+            proc.wait_ready()
+            wait_ready_workers(proc, WORKERS)
+        yield [Host(proc, certs["ca"]) for proc in started]
+    finally:
+        for proc in started:
+            proc.stop()
+        redis.stop()
+
+
+def assert_refused_everywhere(
+    hosts: list[Host], token: str, workers: list[dict[int, httpx.Client]], since: float
+) -> None:
+    """``token`` refused by every worker of every host, within SPEC_BOUND_S of ``since``."""
+    time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
+    for host, clients in zip(hosts, workers, strict=True):
+        for pid, http in clients.items():
+            answer = http.get(host.base + "/hello", headers=bearer(token))
+            assert answer.status_code == 401, (host.base, pid, answer.text)
+            assert "revoked" in answer.headers["www-authenticate"]
+
+
+def test_authlib_revokes_and_introspects_over_tls(hosts: list[Host]) -> None:
+    a, b = hosts
+    session = OAuth2Session(
+        client_id=WEB[0], client_secret=WEB[1], token_endpoint_auth_method="client_secret_basic"
+    )
+    ca = str(a.ca_file)
+    token = session.fetch_token(
+        a.base + "/fw/oauth2/token", username="cy", password=USERS["cy"], verify=ca
+    )
+    seen = session.introspect_token(
+        b.base + "/fw/oauth2/introspect", token=token["access_token"], verify=ca
+    )
+    assert seen.status_code == 200 and seen.headers["cache-control"] == "no-store"
+    assert seen.json()["active"] is True and seen.json()["username"] == "cy"
+    refresh = session.introspect_token(
+        a.base + "/fw/oauth2/introspect",
+        token=token["refresh_token"],
+        token_type_hint="refresh_token",
+        verify=ca,
+    )
+    assert refresh.json()["token_type"] == "refresh_token", refresh.text
+    revoked = session.revoke_token(
+        a.base + "/fw/oauth2/revoke",
+        token=token["refresh_token"],
+        token_type_hint="refresh_token",
+        verify=ca,
+    )
+    assert revoked.status_code == 200 and revoked.content == b""
+    for host in (a, b):  # the refresh token is read from the store: at once
+        gone = session.introspect_token(
+            host.base + "/fw/oauth2/introspect", token=token["refresh_token"], verify=ca
+        )
+        assert gone.json() == {"active": False}
+    # without client authentication: 401, nothing said about the token
+    anonymous = OAuth2Session(client_id="nobody", token_endpoint_auth_method="none")
+    refused = anonymous.introspect_token(a.base + "/fw/oauth2/introspect", token="x", verify=ca)
+    assert refused.status_code == 401 and refused.json()["error"] == "invalid_client"
+
+
+def test_a_revocation_reaches_every_worker_and_host_within_a_second(hosts: list[Host]) -> None:
+    a, b = hosts
+    probe, victim = a.tokens("ada"), b.tokens("bob")
+    workers = [host.per_worker(probe["access_token"]) for host in hosts]
+    try:
+        for host, clients in zip(hosts, workers, strict=True):
+            for http in clients.values():
+                assert http.get(host.base + "/hello", headers=bearer(victim["access_token"]))
+        with a.client() as http:
+            answer = http.post(
+                a.base + "/fw/oauth2/revoke", data={"token": victim["access_token"]}, auth=WEB
+            )
+        since = time.monotonic()
+        assert answer.status_code == 200, answer.text
+        assert_refused_everywhere(hosts, victim["access_token"], workers, since)
+        with b.client() as http:
+            spent = http.post(
+                b.base + "/fw/oauth2/token",
+                data={"grant_type": "refresh_token", "refresh_token": victim["refresh_token"]},
+                auth=WEB,
+            )
+        assert spent.status_code == 400 and spent.json()["error"] == "invalid_grant"
+        # the command: every family of a user, from another process, through Redis
+        family_one, family_two = a.tokens("dee"), b.tokens("dee")
+        done = run_cli("tokens", "revoke", str(a.proc.config), "--user", "dee")
+        since = time.monotonic()
+        assert done.returncode == 0, done.stderr
+        assert "revoked 2 token families of user 'dee'" in done.stdout
+        for family in (family_one, family_two):
+            assert_refused_everywhere(hosts, family["access_token"], workers, since)
+        # the probe's family is another user's: untouched
+        for host, clients in zip(hosts, workers, strict=True):
+            for http in clients.values():
+                answer = http.get(host.base + "/hello", headers=bearer(probe["access_token"]))
+                assert answer.status_code == 200
+    finally:
+        for clients in workers:
+            for http in clients.values():
+                http.close()
