@@ -47,6 +47,7 @@ from tests.auth.oauth2_support import (
     OAuthPort,
     assert_invalid_token,
     assert_missing_token,
+    claims_of,
     encoded_forms,
     error_of,
     fresh_claims,
@@ -163,15 +164,6 @@ def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
 @pytest.fixture
 def oauth(svc: LocalService) -> OAuthPort:
     return svc["OAUTH"]
-
-
-def claims_of(svc: LocalService, access_token: str) -> dict[str, Any]:
-    return jwt.decode(
-        access_token,
-        signing_key(svc.folder),
-        algorithms=["HS256"],
-        options={"verify_aud": False},
-    )
 
 
 # -- the token route --------------------------------------------------------------------------
