@@ -17,11 +17,13 @@
 One service for the module (``memory`` store), run in this process by ``fwrest.testing.Client``
 (its module ``tauth_scopes_app``); the real clients (requests-oauthlib's
 ``BackendApplicationClient``, Authlib's ``OAuth2Session``) talk TLS to one real ``fwrest
-serve`` of the ``SCOPED`` port.
+serve`` of the authorization guide's scopes example (``docs/authorization.md``), whose
+client credentials example runs against it as written.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +31,7 @@ import httpx
 import pytest
 import requests
 import trustme
+from argon2 import PasswordHasher
 from authlib.integrations.base_client.errors import OAuthError
 from authlib.integrations.requests_client import OAuth2Session as AuthlibSession
 from oauthlib.oauth2 import BackendApplicationClient
@@ -47,6 +50,8 @@ from tests.auth.oauth2_support import (
     serve_oauth,
 )
 from tests.conftest import APP_SOURCE, free_config, module_config
+from tests.docs.blocks import example, substitute
+from tests.docs.test_examples import close_all, run_python
 
 WEB = ("web", "Web-Secret-9q")  # orders:read orders:write reports
 SVC = ("svc", "Svc-Secret-5k")  # orders:read introspect
@@ -54,6 +59,11 @@ PLAIN = ("plain", "Plain-Secret-2m")  # no scopes: default only
 ADA = ("ada", "Ada-Pw-7731")  # orders:read orders:write admin
 BOB = ("bob", "Bob-Pw-2207")  # no scopes
 BASIC_USER = ("u", "Basic-Pw-1")
+# the authorization guide's example service (docs/authorization.md, Scopes)
+SHOP_WEB = ("shop-web", "web-secret")
+REPORTING = ("reporting", "report-secret")
+GRACE = ("grace", "hopper")
+CHEAP_ARGON = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1)
 
 SCOPES_APP = '''
 
@@ -150,11 +160,20 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, m, servers=servers, app=APP_SOURCE + SCOPES_APP)
 
 
-def write_scoped(folder: Path, certs: dict[str, Path]) -> Path:
-    """The ``SCOPED`` port alone, for ``fwrest serve``."""
-    urns = {"/reports": {"GET": {"Function": "app.report", "Scopes": ["reports"]}}}
-    servers = {"SCOPED": {**oauth_section(certs, onAuthparams="app.params"), "LoadURNs": urns}}
-    return free_config(folder, servers=servers, app=APP_SOURCE + SCOPES_APP)
+def write_guide(folder: Path, certs: dict[str, Path]) -> Path:
+    """The authorization guide's scopes example (``app/orders.py``, its password hash made),
+    as module ``orders`` beside the test app, served by one oAuth2 port ``SCOPED``."""
+    block = example("authorization-scopes")
+    assert block.text.startswith("# app/orders.py\n")
+    (folder / "orders.py").write_text(
+        # cheap cost factors: tests, not storage
+        substitute(block, {"$argon2id$...": CHEAP_ARGON.hash(GRACE[1])})
+    )
+    servers = {"SCOPED": oauth_section(certs, onAuthparams="orders.params")}
+    config = free_config(folder, servers=servers)
+    text = config.read_text().replace('"Repository": "app"', '"Repository": "app, orders"')
+    config.write_text(text)
+    return config
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +183,7 @@ def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
 
 @pytest.fixture(scope="module")
 def served(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
-    yield from serve_oauth(ca, tmp_path_factory.mktemp("scopes_served"), write_scoped)
+    yield from serve_oauth(ca, tmp_path_factory.mktemp("scopes_served"), write_guide)
 
 
 @pytest.fixture
@@ -517,35 +536,55 @@ def test_a_client_credentials_token_cannot_be_refreshed(port: OAuthPort) -> None
 def test_requests_oauthlib_backend_application_client(served: OAuthService) -> None:
     port = served["SCOPED"]
     ca = str(served.certs["ca"])
-    client = BackendApplicationClient(client_id=SVC[0], scope=["orders:read"])
+    client = BackendApplicationClient(client_id=REPORTING[0], scope=["orders:read"])
     with RequestsOAuthSession(client=client) as session:
         token = session.fetch_token(
-            token_url=port.token_url, client_id=SVC[0], client_secret=SVC[1], verify=ca
+            token_url=port.token_url,
+            client_id=REPORTING[0],
+            client_secret=REPORTING[1],
+            verify=ca,
         )
         assert token["scope"] == ["orders:read"] and "refresh_token" not in token
         orders = session.get(port.base + "/orders", verify=ca)
-        assert orders.status_code == 200 and orders.json()["user"] == "svc"
+        assert orders.status_code == 200, orders.text
+        assert orders.json() == {"for": "reporting", "scopes": ["orders:read"]}
         # a route this client's token lacks a scope for: RFC 6750's answer, parsed
-        refused = session.post(port.base + "/orders", verify=ca)
-        assert_insufficient(refused, "orders:read orders:write")
+        assert_insufficient(session.post(port.base + "/orders", verify=ca), "orders:write")
+
+
+def test_the_guides_client_credentials_example(served: OAuthService) -> None:
+    block = example("authorization-client-credentials")
+    real = served.proc.url("SCOPED").split("//", 1)[1].split("/", 1)[0]
+    text = block.text.replace("127.0.0.1:8443", real)
+    assert text.count(real) == 2
+    shutil.copy(served.certs["ca"], served.folder / "ca.pem")
+    namespace, answer = run_python(block, text, served.folder)
+    try:
+        assert answer == {"for": "reporting", "scopes": ["orders:read"]}
+    finally:
+        close_all(namespace)
 
 
 def test_authlib_password_grant_with_scope_and_refresh(served: OAuthService) -> None:
     port = served["SCOPED"]
     ca = str(served.certs["ca"])
-    with AuthlibSession(WEB[0], WEB[1], scope="orders:read orders:write") as session:
-        token = session.fetch_token(port.token_url, username=ADA[0], password=ADA[1], verify=ca)
+    with AuthlibSession(*SHOP_WEB, scope="orders:read orders:write") as session:
+        token = session.fetch_token(port.token_url, username=GRACE[0], password=GRACE[1], verify=ca)
         assert token["scope"] == "orders:read orders:write"
         added = session.post(port.base + "/orders", verify=ca)
         assert added.status_code == 200 and added.json() == {"added": True}
         renewed = session.refresh_token(port.token_url, verify=ca)
         assert renewed["scope"] == "orders:read orders:write"
-        assert session.get(port.base + "/orders", verify=ca).json()["scopes"] == [
-            "orders:read",
-            "orders:write",
-        ]
-    # a scope ada has but the client web does not: the library reports invalid_scope
-    with AuthlibSession(WEB[0], WEB[1], scope="admin") as session:
+        assert session.get(port.base + "/orders", verify=ca).json() == {
+            "for": "grace",
+            "scopes": ["orders:read", "orders:write"],
+        }
+    # a scope grace has but the client shop-web does not: the library reports invalid_scope
+    with AuthlibSession(*SHOP_WEB, scope="refunds") as session:
         with pytest.raises(OAuthError) as refused:
-            session.fetch_token(port.token_url, username=ADA[0], password=ADA[1], verify=ca)
+            session.fetch_token(port.token_url, username=GRACE[0], password=GRACE[1], verify=ca)
         assert refused.value.error == "invalid_scope"
+    # reporting's token cannot write, whoever asks
+    with AuthlibSession(*REPORTING, scope="orders:read") as session:
+        session.fetch_token(port.token_url, username=GRACE[0], password=GRACE[1], verify=ca)
+        assert_insufficient(session.post(port.base + "/orders", verify=ca), "orders:write")
