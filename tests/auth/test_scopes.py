@@ -26,6 +26,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -37,6 +38,11 @@ from authlib.integrations.requests_client import OAuth2Session as AuthlibSession
 from oauthlib.oauth2 import BackendApplicationClient
 from requests_oauthlib import OAuth2Session as RequestsOAuthSession
 
+from fwrest import get
+from fwrest.auth.oauth2.params import OAuthError as AuthOAuthError
+from fwrest.auth.oauth2.params import ParamsError, legacy_view, normalise
+from fwrest.auth.oauth2.scopes import allowed_scopes, requested
+from fwrest.repository.decorators import RouteError, registered
 from fwrest.server import prepare
 from fwrest.testing import Client
 from tests.auth.oauth2_support import (
@@ -588,3 +594,120 @@ def test_authlib_password_grant_with_scope_and_refresh(served: OAuthService) -> 
     with AuthlibSession(*REPORTING, scope="orders:read") as session:
         session.fetch_token(port.token_url, username=GRACE[0], password=GRACE[1], verify=ca)
         assert_insufficient(session.post(port.base + "/orders", verify=ca), "orders:write")
+
+
+# -- units: onAuthparams' scopes, the scope parameter, routes ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        ({"scopes": "orders:read"}, "must be a list"),
+        ({"scopes": [""]}, "is not a scope name"),
+        ({"scopes": ["orders read"]}, "is not a scope name"),
+        ({"scopes": ['a"b']}, "is not a scope name"),
+        ({"scopes": ["a\\b"]}, "is not a scope name"),
+        ({"scopes": ["x\n"]}, "is not a scope name"),
+        ({"scopes": ["é"]}, "is not a scope name"),
+        ({"scopes": [1]}, "is not a scope name"),
+        ({"scopes": ["a" * 129]}, "is not a scope name"),
+        ({"scopes": [f"s{i}" for i in range(65)]}, "more than 64"),
+    ],
+)
+def test_unusable_scopes_in_on_auth_params_are_refused(entry: dict[str, Any], why: str) -> None:
+    for data in (
+        {"users": [{"username": "ada", "password": "pw", **entry}]},
+        {"client": [{"client_id": "web", "client_secret": "s", **entry}]},
+        {"username": "ada", "password": "pw", **entry},  # top-level: the single entries'
+    ):
+        with pytest.raises(ParamsError, match=why):
+            normalise(data)
+
+
+def test_on_auth_params_scopes_by_user_and_client() -> None:
+    params = normalise(
+        {
+            "client_id": "web",
+            "client_secret": "s",
+            "username": "ada",
+            "password": "pw",
+            "Scopes": ["orders:read"],  # keys are case-insensitive
+            "users": [
+                {"username": "bob", "password": "pw", "SCOPES": ["b", "b", "a"]},
+                {"username": "ada", "password": "other", "scopes": ["ignored"]},
+            ],
+            "client": [{"client_id": "cli", "client_secret": "s"}],
+        }
+    )
+    # the first entry of a name decides; repeats are dropped; an entry without none
+    assert params.user_scopes == {"ada": ("orders:read",), "bob": ("b", "a")}
+    assert params.client_scopes == {"web": ("orders:read",)}
+    assert allowed_scopes(params, "web", "bob") == {"default"}  # nothing both allow
+    assert allowed_scopes(params, "cli", "bob") == {"default", "a", "b"}
+    assert allowed_scopes(params, "cli", None) == {"default"}
+    assert allowed_scopes(params, "web", None) == {"default", "orders:read"}
+    with pytest.raises(ParamsError, match="top-level scopes"):
+        normalise({"users": [{"username": "ada", "password": "pw"}], "scopes": ["a"]})
+
+
+def test_a_legacy_on_auth_params_never_sees_a_requested_scopes() -> None:
+    request = {"grant_type": "password", "username": "ada", "scopes": "x", "scope": "a b"}
+    assert legacy_view(request) == {"grant_type": "password", "username": "ada", "scope": "a b"}
+
+
+@pytest.mark.parametrize(
+    ("param", "asked"),
+    [
+        (None, ("default",)),
+        ("a", ("a",)),
+        ("b a b", ("b", "a")),
+        ("  a  ", ("a",)),
+        ("   ", ("default",)),
+        ("x" * 1024, ("x" * 1024,)),
+    ],
+)
+def test_the_scope_parameter(param: str | None, asked: tuple[str, ...]) -> None:
+    assert requested(param) == asked
+
+
+@pytest.mark.parametrize("param", ["x" * 1025, "a\tb", "a\x7f", 'a"', "a\\b", "é", "a\r\nb"])
+def test_a_malformed_scope_parameter(param: str) -> None:
+    with pytest.raises(AuthOAuthError) as refused:
+        requested(param)
+    assert refused.value.error == "invalid_scope" and refused.value.status == 400
+
+
+def test_a_route_decorator_refuses_unusable_scopes() -> None:
+    with pytest.raises(RouteError, match="is not a scope name"):
+        get("/x", scopes=["a b"])
+    with pytest.raises(RouteError, match="must be a list"):
+        get("/x", scopes="orders:read")  # type: ignore[arg-type]  # the mistake under test
+
+
+def test_a_route_carries_its_scopes(port: OAuthPort) -> None:
+    assert port.get("/hello", port.tokens(*ADA)["access_token"]).status_code == 200
+    ours = {e.function: e.scopes for e in registered() if e.module == MODULE}
+    assert ours[f"{MODULE}.add_order"] == ("orders:read", "orders:write")
+    assert ours[f"{MODULE}.list_orders"] == ("orders:read",)
+    scoped = {f"{MODULE}.add_order", f"{MODULE}.list_orders"}
+    assert ours[f"{MODULE}.hello"] == ()  # APP_SOURCE's routes require none
+    assert all(not scopes for name, scopes in ours.items() if name not in scoped)
+
+
+def test_a_route_without_scopes_keeps_its_bare_call(port: OAuthPort) -> None:
+    token = port.tokens(*ADA)["access_token"]
+    assert port.get("/hello", token).status_code == 200  # the worker runs
+    app = port.http._runtime.app  # type: ignore[attr-defined]  # the in-process worker's port
+    calls_of = {
+        (method, pattern): handler.invoke.__qualname__
+        for loc in app.plan.locations
+        for method, pattern, handler in loc.router.routes()
+    }
+    assert calls_of[("GET", "/orders")].startswith("requiring.")
+    assert calls_of[("GET", "/reports")].startswith("requiring.")
+    assert not calls_of[("GET", "/hello")].startswith("requiring.")
+    assert not any(
+        q.startswith("requiring.")
+        for k, q in calls_of.items()
+        if k[1] != "/orders" and k[1] != "/reports"
+    )
