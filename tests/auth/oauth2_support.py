@@ -184,6 +184,15 @@ def signing_key(config_dir: Path) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def claims_of(svc: LocalService, access_token: str) -> dict[str, Any]:
+    """The claims of an access token of ``svc``, its signature checked (not its audience:
+    tests/auth/test_audience.py checks that)."""
+    claims: dict[str, Any] = jwt.decode(
+        access_token, signing_key(svc.folder), algorithms=["HS256"], options={"verify_aud": False}
+    )
+    return claims
+
+
 def b64url(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 

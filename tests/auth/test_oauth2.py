@@ -47,6 +47,7 @@ from tests.auth.oauth2_support import (
     OAuthPort,
     assert_invalid_token,
     assert_missing_token,
+    claims_of,
     encoded_forms,
     error_of,
     fresh_claims,
@@ -163,15 +164,6 @@ def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
 @pytest.fixture
 def oauth(svc: LocalService) -> OAuthPort:
     return svc["OAUTH"]
-
-
-def claims_of(svc: LocalService, access_token: str) -> dict[str, Any]:
-    return jwt.decode(
-        access_token,
-        signing_key(svc.folder),
-        algorithms=["HS256"],
-        options={"verify_aud": False},
-    )
 
 
 # -- the token route --------------------------------------------------------------------------
@@ -343,9 +335,7 @@ def test_a_wrong_client_is_401_invalid_client(
     assert response.headers["www-authenticate"].startswith("Basic"), response.headers
 
 
-@pytest.mark.parametrize(
-    "grant", ["client_credentials", "authorization_code", "implicit", "PASSWORD"]
-)
+@pytest.mark.parametrize("grant", ["authorization_code", "implicit", "PASSWORD"])
 def test_an_unknown_grant_type_is_unsupported(oauth: OAuthPort, grant: str) -> None:
     response = oauth.post({"grant_type": grant, "username": ADA[0], "password": ADA[1]})
     assert response.status_code == 400, response.text
@@ -361,6 +351,15 @@ def test_a_grant_not_listed_in_types_is_unauthorized_client(svc: LocalService) -
     # the same refresh on a port whose types list refresh_token works (contrast)
     other = svc["OAUTH"]
     assert other.refresh(other.tokens(*ADA)["refresh_token"]).status_code == 200
+
+
+def test_client_credentials_unless_types_lists_it_is_unauthorized_client(
+    oauth: OAuthPort,
+) -> None:
+    # a known grant (SPEC 12.4) this port's onAuthparams gives no types for: never allowed
+    response = oauth.post({"grant_type": "client_credentials"}, auth=WEB)
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "unauthorized_client"
 
 
 @pytest.mark.parametrize("scope", ["admin", "default admin", "DEFAULT"])

@@ -470,6 +470,16 @@ LIFETIMES = (
     "def zero():\n    return {'username': 'ada', 'password': 'pw', 'access_expires': 0}\n"
 )
 GET_X = {"GET": {"Function": "app.hello"}}
+BAD_SCOPE = (
+    'from fwrest import get\n\n\n@get("/a", scopes=["orders read"])\ndef a():\n    return {}\n'
+)
+SCOPES = (
+    "def bad_scope():\n"
+    "    return {'username': 'ada', 'password': 'pw', 'users': [\n"
+    "        {'username': 'ada', 'password': 'pw', 'scopes': ['orders read']}]}\n\n\n"
+    "def stray_scopes():\n"
+    "    return {'users': [{'username': 'ada', 'password': 'pw'}], 'scopes': ['a']}\n"
+)
 
 PROVOKED: dict[str, Broken | Special] = {
     # the file
@@ -627,6 +637,18 @@ PROVOKED: dict[str, Broken | Special] = {
             module("lifetimes.py", LIFETIMES, "app, lifetimes"), tls_auth(onAuthparams="half_user")
         ),
     ),
+    "[<server>] onAuthparams: the function <function> returned settings that cannot be used: "
+    "the scopes of the user 'ada': 'orders read' is not a scope name ...": new(
+        "onAuthparams scope with a space",
+        "json",
+        both(module("scopes.py", SCOPES, "app, scopes"), tls_auth(onAuthparams="bad_scope")),
+    ),
+    "[<server>] onAuthparams: the function <function> returned settings that cannot be used: "
+    "a top-level scopes belongs to the single username or client_id, and there is none": new(
+        "onAuthparams stray scopes",
+        "ini",
+        both(module("scopes.py", SCOPES, "app, scopes"), tls_auth(onAuthparams="stray_scopes")),
+    ),
     "[<server>] onAuthparams: the function <function> gives a lifetime no token request could "
     "use: ...": new(
         "onAuthparams access_expires 0",
@@ -709,6 +731,17 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     "[<server>] LoadURNs: the route path '/x/../y' has a dot segment": new(
         "LoadURNs dot segment", "ini", load_urns({"/x/../y": GET_X})
+    ),
+    "[<server>] LoadURNs: GET '/x' Scopes: 'orders read' is not a scope name (1 to 128 "
+    'printable ASCII characters, no space, no " or \\, RFC 6749 3.3)': new(
+        "LoadURNs scope with a space",
+        "json",
+        load_urns({"/x": {"GET": {"Function": "app.hello", "Scopes": ["orders read"]}}}),
+    ),
+    "[<server>] LoadURNs: GET '/x' Scopes must be a list of scope names, got 'orders:read'": new(
+        "LoadURNs Scopes as text",
+        "ini",
+        load_urns({"/x": {"GET": {"Function": "app.hello", "Scopes": "orders:read"}}}),
     ),
     "[<server>] LoadURNs: GET /rest/x calls app.check_user (...), whose parameter(s) 'user', "
     "'password' the route does not give: every request would fail": new(
@@ -796,6 +829,10 @@ PROVOKED: dict[str, Broken | Special] = {
     "parameter 'id'": new("route twice", "ini", module("bad_route.py", ROUTE_TWICE)),
     "[ENV] Repository: importing 'route_number' failed: a route path must be text, not int": new(
         "route a number", "json", module("route_number.py", ROUTE_NUMBER)
+    ),
+    "[ENV] Repository: importing 'bad_scope' failed: the scopes of @get('/a'): 'orders read' is "
+    "not a scope name ...": new(
+        "route scope with a space", "ini", module("bad_scope.py", BAD_SCOPE)
     ),
     "[ENV] Repository: importing 'exits_at_import' failed: it called sys.exit(3)": known(
         "exits at import[json]"

@@ -148,8 +148,9 @@ def record(
     client_id: str = "web",
     subject: str = "ada",
     expires_in_s: float = 3600.25,
+    scope: str = "default",
 ) -> RefreshRecord:
-    return RefreshRecord(token_hash, family, client_id, subject, time.time() + expires_in_s)
+    return RefreshRecord(token_hash, family, client_id, subject, time.time() + expires_in_s, scope)
 
 
 def race(count: int, call: Callable[[int], T]) -> list[T]:
@@ -211,12 +212,65 @@ def test_a_spend_gives_back_the_record_as_added(store: StateStore) -> None:
         # an expiry with a fraction of a second and one far ahead
         record("h-none", family="fam-2", client_id="", subject="zoë ✓", expires_in_s=0.125),
         record("h-far", family="fam-3", subject="o'brien", expires_in_s=86400 * 365 * 50.5),
+        # the family's scopes (SPEC 12.4) travel with it
+        record("h-scoped", family="fam-4", scope="orders:read orders:write"),
     ]
     for rec in records:
         store.add_refresh(rec)
     for rec in records:
         assert store.spend_refresh(rec.token_hash, "claim-1") == ("ok", rec)
     assert store.spend_refresh("h-unknown", "claim-1") == ("missing", None)
+
+
+def test_a_record_an_earlier_fwrest_stored_has_the_scope_default(
+    backend: Backend, store: StateStore
+) -> None:
+    """A refresh token issued before scopes existed (no scope stored) keeps working, its
+    family granted ``default``, all an earlier fwrest could grant."""
+    expires = time.time() + 3600.5
+    if backend.kind == "sqlite":
+        import sqlite3
+
+        store.close()
+        backend.opened.remove(store)
+        path = backend.data_path / "state.sqlite3"
+        path.unlink()
+        for extra in ("-wal", "-shm"):
+            Path(f"{path}{extra}").unlink(missing_ok=True)
+        db = sqlite3.connect(path)  # the table as an earlier fwrest made it
+        db.execute(
+            "CREATE TABLE refresh (token_hash TEXT PRIMARY KEY, family TEXT NOT NULL, "
+            "client_id TEXT NOT NULL, subject TEXT NOT NULL, expires_at REAL NOT NULL, "
+            "spent INTEGER NOT NULL DEFAULT 0, spent_by TEXT NOT NULL DEFAULT '')"
+        )
+        db.execute(
+            "INSERT INTO refresh VALUES ('h-old', 'fam', 'web', 'ada', ?, 0, '')", (expires,)
+        )
+        db.commit()
+        db.close()
+        store = backend.open()
+    elif backend.kind == "redis":
+        raw = RedisStore(backend.spec)._r
+        raw.hset(
+            "fwrest:rt:h-old",
+            mapping={
+                "family": "fam",
+                "client_id": "web",
+                "subject": "ada",
+                "expires_at": repr(expires),
+                "spent": "0",
+            },
+        )
+        raw.close()
+    else:  # in one process's memory: nothing of an earlier fwrest survives; the default
+        store.add_refresh(RefreshRecord("h-old", "fam", "web", "ada", expires))
+    status, found = store.spend_refresh("h-old", "claim-a", "web")
+    assert status == "ok" and found is not None
+    assert found == RefreshRecord("h-old", "fam", "web", "ada", expires, "default")
+    # and a record written now beside it keeps its own
+    new = record("h-new", scope="orders:read")
+    store.add_refresh(new)
+    assert store.spend_refresh("h-new", "claim-a") == ("ok", new)
 
 
 def test_a_spend_is_a_compare_and_set_owned_by_its_claim(store: StateStore) -> None:
@@ -300,7 +354,7 @@ def test_one_of_many_simultaneous_spends_wins(store: StateStore) -> None:
 
 
 def test_a_refresh_record_is_read_without_spending_it(store: StateStore) -> None:
-    rec = record("h1")
+    rec = record("h1", scope="default orders:read")  # every field read back
     store.add_refresh(rec)
     assert store.refresh_record("h1") == (rec, False)
     assert store.refresh_record("h1") == (rec, False)  # reading spends nothing

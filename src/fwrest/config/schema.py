@@ -351,7 +351,8 @@ KEYS: tuple[Key, ...] = (
         "load_urns",
         "json",
         None,
-        doc="routes mapped to functions without annotations (inline JSON or a file)",
+        doc="routes mapped to functions without annotations (inline JSON or a file); a "
+        'method entry may add the scopes the route requires, `"Scopes": ["orders:read"]`',
     ),
     *_limits("server"),
     Key(

@@ -357,10 +357,10 @@ class RestObject:
         self._ctx().resp_headers = None
 
     def auth_scopes(self) -> list[str]:
-        """The scopes granted to the request's access token (SPEC 12.4): every token fwrest
-        issues is granted ``default``; empty on a Basic or open port, on an oAuth2 port's
-        public paths, and where a custom ``onAuth`` checks the token (a new list each
-        call)."""
+        """The scopes granted to the request's access token (SPEC 12.4): ``default`` for a
+        token issued without ``scope``, else those the token request was granted; empty on a
+        Basic or open port, on an oAuth2 port's public paths, and where a custom ``onAuth``
+        checks the token (a new list each call)."""
         return self._ctx().scope.split()
 
     def _pool(self) -> ThreadPoolConfig | None:

@@ -40,6 +40,9 @@ def service_listing(port: Any) -> list[dict[str, Any]]:
     function that one of its ``paths`` does not have.
     """
     hidden = port.native.hide
+    settings = port.auth_settings
+    # a route's scopes are shown where they are checked (SPEC 12.4: oAuth2 ports)
+    scoping = settings is not None and settings.scheme == "oAuth2"
     # (pattern, what the location serves there) -> entry
     entries: dict[tuple[str, tuple[Any, ...]], dict[str, Any]] = {}
     for loc in port.locations:
@@ -61,9 +64,14 @@ def service_listing(port: Any) -> list[dict[str, Any]]:
                     "public": _is_public(port, full, pattern, name),
                     "methods": [],
                 }
-            entry["methods"].append(
-                {"method": method, "description": ep.description, "function": ep.function}
-            )
+            shown: dict[str, Any] = {
+                "method": method,
+                "description": ep.description,
+                "function": ep.function,
+            }
+            if scoping and ep.scopes:
+                shown["scopes"] = list(ep.scopes)
+            entry["methods"].append(shown)
             if ep.description:
                 entry["doc"] = "true"
         for pattern, entry in served.items():
@@ -71,7 +79,10 @@ def service_listing(port: Any) -> list[dict[str, Any]]:
             signature = (
                 entry["source"],
                 entry["public"],
-                tuple(tuple(m.values()) for m in entry["methods"]),
+                tuple(
+                    tuple(tuple(v) if isinstance(v, list) else v for v in m.values())
+                    for m in entry["methods"]
+                ),
             )
             known = entries.get((pattern, signature))
             if known is None:
@@ -130,6 +141,11 @@ def build_openapi(port: Any, version: str) -> dict[str, Any]:
     elif settings is not None:
         security_name = "oauth2"
         token_url = port.locations[0].full_path(TOKEN_ROUTE)
+        scopes = {"default": "granted to every token"}
+        for loc in port.locations:
+            for ep in loc.endpoints:
+                for name in ep.scopes:
+                    scopes.setdefault(name, f"required by {ep.method} {loc.full_path(ep.path)}")
         doc["components"] = {
             "securitySchemes": {
                 security_name: {
@@ -138,7 +154,7 @@ def build_openapi(port: Any, version: str) -> dict[str, Any]:
                         "password": {
                             "tokenUrl": token_url,
                             "refreshUrl": token_url,
-                            "scopes": {"default": "the only scope"},
+                            "scopes": dict(sorted(scopes.items())),
                         }
                     },
                 }
@@ -180,6 +196,8 @@ def build_openapi(port: Any, version: str) -> dict[str, Any]:
                     operation["tags"] = ["fwrest native routes"]
                 if security_name and entry["public"]:
                     operation["security"] = []
+                elif security_name and "scopes" in method:
+                    operation["security"] = [{security_name: method["scopes"]}]
                 if method["method"] in ("POST", "PUT", "PATCH"):
                     operation["requestBody"] = {
                         "required": False,

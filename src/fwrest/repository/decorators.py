@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from fwrest.repository.scopes import scope_list
+
 __all__ = ["Endpoint", "delete", "get", "patch", "post", "put", "registered"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -28,6 +30,8 @@ class Endpoint:
     module: str
     function: str  # "app.users.get_user"
     origin: str  # "app/users.py:12", for messages
+    # the scopes an access token must carry (SPEC 12.4; oAuth2 ports only)
+    scopes: tuple[str, ...] = ()
 
     @property
     def shape(self) -> str:
@@ -88,12 +92,20 @@ def _origin(func: Callable[..., Any]) -> str:
 
 def _decorator(method: str) -> Callable[..., Callable[[F], F]]:
     def annotate(
-        path: str | None = None, *, endpoint: str | None = None, description: str = ""
+        path: str | None = None,
+        *,
+        endpoint: str | None = None,
+        description: str = "",
+        scopes: list[str] | tuple[str, ...] = (),
     ) -> Callable[[F], F]:
         route = endpoint if endpoint is not None else path
         if route is None:
             raise TypeError(f"@{method.lower()}() needs a path, e.g. @{method.lower()}('/items')")
         normalised = normalise_route(route)
+        try:
+            required = scope_list(scopes, f"the scopes of @{method.lower()}({route!r})")
+        except ValueError as exc:
+            raise RouteError(str(exc)) from None
 
         def register(func: F) -> F:
             if not callable(func):
@@ -109,6 +121,7 @@ def _decorator(method: str) -> Callable[..., Callable[[F], F]]:
                 module=module,
                 function=f"{module}.{name}",
                 origin=_origin(func),
+                scopes=required,
             )
             key = (endpoint.function, method, normalised)
             _REGISTERED.pop(key, None)  # keep import order: the new one goes last

@@ -17,6 +17,7 @@ from typing import Any
 from fwrest.config.model import EnvironmentConfig
 from fwrest.errors import ConfigError
 from fwrest.repository.decorators import Endpoint, RouteError, normalise_route, registered
+from fwrest.repository.scopes import scope_list
 
 __all__ = ["Environment", "Repository", "endpoint_path"]
 
@@ -228,6 +229,9 @@ class Repository:
             source=self.source,
         )
 
+    def _urns_error(self, section: str, problem: str, fix: str) -> ConfigError:
+        return ConfigError(problem, section=section, key="LoadURNs", fix=fix, source=self.source)
+
     def mapped_endpoints(
         self, load_urns: dict[str, Any], envs: list[Environment], *, section: str
     ) -> list[Endpoint]:
@@ -237,44 +241,42 @@ class Repository:
             try:
                 normalised = normalise_route(path)
             except RouteError as exc:
-                raise ConfigError(
-                    f"{exc}.",
-                    section=section,
-                    key="LoadURNs",
-                    fix="write paths such as /items/:id.",
-                    source=self.source,
+                raise self._urns_error(
+                    section, f"{exc}.", "write paths such as /items/:id."
                 ) from None
             if not isinstance(methods, dict):
-                raise ConfigError(
+                raise self._urns_error(
+                    section,
                     f"the path {path!r} must map to an object of methods.",
-                    section=section,
-                    key="LoadURNs",
-                    fix='write {"GET": {"Function": "module.function"}}.',
-                    source=self.source,
+                    'write {"GET": {"Function": "module.function"}}.',
                 )
             for method, spec in methods.items():
                 verb = str(method).upper()
                 if verb not in _METHODS:
-                    raise ConfigError(
+                    raise self._urns_error(
+                        section,
                         f"{method!r} under {path!r} is not a method fwrest serves.",
-                        section=section,
-                        key="LoadURNs",
-                        fix=f"use one of {', '.join(_METHODS)}.",
-                        source=self.source,
+                        f"use one of {', '.join(_METHODS)}.",
                     )
                 fields = (
                     {str(k).lower(): v for k, v in spec.items()} if isinstance(spec, dict) else {}
                 )
                 fn_name = fields.get("function")
                 if not isinstance(fn_name, str) or not fn_name.strip():
-                    raise ConfigError(
+                    raise self._urns_error(
+                        section,
                         f"{verb} {path!r} names no Function.",
-                        section=section,
-                        key="LoadURNs",
-                        fix='write {"Function": "module.function"}.',
-                        source=self.source,
+                        'write {"Function": "module.function"}.',
                     )
                 full, func = self.resolve(fn_name, envs, section=section, key="LoadURNs")
+                try:
+                    scopes = scope_list(fields.get("scopes", []), f"{verb} {path!r} Scopes")
+                except ValueError as exc:
+                    raise self._urns_error(
+                        section,
+                        f"{exc}.",
+                        'write "Scopes": ["orders:read"], names without spaces or quotes.',
+                    ) from None
                 out.append(
                     Endpoint(
                         method=verb,
@@ -286,6 +288,7 @@ class Repository:
                         function=full,
                         # the path as written: two entries of one mapping can collide
                         origin=f'[{section}] LoadURNs "{path}" {method}',
+                        scopes=scopes,
                     )
                 )
         return out

@@ -54,7 +54,7 @@ from fwrest.routing import (
 from fwrest.routing.names import TOKEN_BODY_ROUTES
 from fwrest.server.build import LocationPlan, PortPlan
 from fwrest.server.failures import Failed, Raised, contained, log_failure
-from fwrest.server.handler import JSON_TYPE, Handler, ResultError, bind, result_reply
+from fwrest.server.handler import JSON_TYPE, Handler, Invoke, ResultError, bind, result_reply
 from fwrest.server.hooks import NO_HOOKS, PoolHooks
 from fwrest.server.hosts import HostCheck, own_authority
 from fwrest.server.pool import ThreadPool
@@ -69,6 +69,7 @@ __all__ = [
     "Outgoing",
     "PortApp",
     "Request",
+    "Scoped",
     "bounder",
     "error_reply",
     "trace_text",
@@ -89,6 +90,9 @@ class Early:
 
 Outgoing = Callable[[Request, RequestContext, Reply], Reply]
 """An outgoing stage: the reply to send instead (or the same)."""
+
+Scoped = Callable[[tuple[str, ...], Invoke], Invoke]
+"""The stage of the routes that require scopes (SPEC 12.4): their call behind the check."""
 
 _READS = ("GET", "HEAD")  # the methods static files answer
 _PATH_CACHE_SIZE = 4096  # distinct request paths remembered per port and worker
@@ -226,6 +230,9 @@ class PortApp:
         outgoing: each location's outgoing stages, by location prefix.
         files: the static files of locations with a ``RootPath``, by location prefix.
         hooks: the ``OnSend``/``OnError`` of the pools that have them, by lower-case name.
+        scoped: on an oAuth2 port, the stage composed into the call of each route that
+            requires scopes (after the route match, before the call and its hooks); None
+            elsewhere, and routes without scopes never meet it.
     """
 
     def __init__(
@@ -241,6 +248,7 @@ class PortApp:
         outgoing: Mapping[str, tuple[Outgoing, ...]] | None = None,
         files: Mapping[str, StaticFiles] | None = None,
         hooks: Mapping[str, PoolHooks] | None = None,
+        scoped: Scoped | None = None,
     ) -> None:
         self.plan = plan
         self.name = plan.config.name
@@ -289,6 +297,10 @@ class PortApp:
                     )
                     for name, other in alternates.items()
                 }
+                scopes = handler.endpoint.scopes
+                if scoped is not None and scopes:
+                    handler.invoke = scoped(scopes, handler.invoke)
+                    handler.invokes = {n: scoped(scopes, i) for n, i in handler.invokes.items()}
             found = files.get(loc.prefix) if files else None
             stages = outgoing.get(loc.prefix, ()) if outgoing else ()
             locs.append((loc.prefix, _Location(loc, loc.router, found, active / 1000, stages)))

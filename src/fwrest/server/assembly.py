@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
+from fwrest.auth.oauth2.scopes import requiring
 from fwrest.auth.throttle import BASIC_WORDING, TOKEN_WORDING, LockBoard, Throttle
 from fwrest.context.views import ServiceView
 from fwrest.features.compression import Compression
@@ -21,7 +22,7 @@ from fwrest.features.headers import SecurityHeaders
 from fwrest.features.headers import configured as security_headers
 from fwrest.features.static import StaticFiles
 from fwrest.routing import LocationTable
-from fwrest.server.app import Admit, Early, Guard, Outgoing, PortApp, bounder
+from fwrest.server.app import Admit, Early, Guard, Outgoing, PortApp, Scoped, bounder
 from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.pool import ThreadPool
 from fwrest.server.select import Selector
@@ -191,6 +192,7 @@ class _Builder:
         pool = self.built.pools[port.locations[0].pool_name.lower()] if port.locations else None
         guard: Guard | None = None
         tokens: TokenService | None = None
+        scoped: Scoped | None = None
         if settings is not None and settings.scheme == "basic":
             throttle = self.throttle(settings.max_failures, port.config.name)
             guard = BasicGuard(settings, port.config.name, throttle, pool)
@@ -204,6 +206,7 @@ class _Builder:
                 settings.on_auth_name,
                 pool,
             )
+            scoped = requiring  # the routes' scopes are checked on oAuth2 ports only
         early, outgoing = location_stages(port)
         return PortApp(
             port,
@@ -216,6 +219,7 @@ class _Builder:
             outgoing=outgoing,
             files=static_files(port),
             hooks=self.plan.hooks,
+            scoped=scoped,
         )
 
     def token_service(

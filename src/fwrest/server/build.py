@@ -10,6 +10,7 @@ from typing import Any
 from fwrest.auth import AuthSettings, parse_authorization
 from fwrest.auth.oauth2 import load_signing_key
 from fwrest.auth.oauth2.route import OAUTH2_ROUTES
+from fwrest.auth.oauth2.scopes import scope_warnings
 from fwrest.auth.oauth2.warnings import oauth2_warnings
 from fwrest.config.model import LocationConfig, ServerConfig, ServiceConfig
 from fwrest.context.request import NO_AUTH, AuthInfo
@@ -170,6 +171,17 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             env = repo.load(loc.thread_pool.environment)
             endpoints = list(env.endpoints) + mapped
             locations.append(_location_plan(loc, endpoints, server, source))
+        warnings += scope_warnings(
+            server.name,
+            settings.scheme if settings is not None else None,
+            settings is not None and settings.on_auth is not None,
+            (
+                f"{ep.method} {loc.full_path(ep.path)}"
+                for loc in locations
+                for ep in loc.endpoints
+                if ep.scopes
+            ),
+        )
         auth = NO_AUTH
         if settings is not None:
             auth = AuthInfo(settings.scheme, settings.on_auth_name)

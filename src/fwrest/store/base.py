@@ -30,6 +30,9 @@ class RefreshRecord:
     client_id: str
     subject: str
     expires_at: float  # epoch seconds
+    # the scopes the family was granted, space-separated (SPEC 12.4); a record an earlier
+    # fwrest stored has none: "default", all it could grant
+    scope: str = "default"
 
 
 class StoreBase(Protocol):

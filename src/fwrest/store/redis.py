@@ -30,16 +30,18 @@ _P = "fwrest:"
 # A frozen Redis holds a call for this long, once: the token route gives its store calls 1 s
 # in all (auth/oauth2/tokens.py), so a thread is not held much past the request's 503.
 SOCKET_TIMEOUT_S = 1.0
-# 'spent' is '0' (unspent) or the claim that spent it ('1' in stores of an earlier fwrest)
+# 'spent' is '0' (unspent) or the claim that spent it ('1' in stores of an earlier fwrest);
+# 'scope' is missing in records of an earlier fwrest (then 'default')
 _SPEND = """
 local spent = redis.call('HGET', KEYS[1], 'spent')
 if not spent then return {0} end
-local rec = redis.call('HMGET', KEYS[1], 'family', 'client_id', 'subject', 'expires_at')
-if spent == ARGV[1] then return {1, rec[1], rec[2], rec[3], rec[4]} end
-if spent ~= '0' then return {2, rec[1], rec[2], rec[3], rec[4]} end
-if ARGV[3] == '1' and rec[2] ~= ARGV[2] then return {3, rec[1], rec[2], rec[3], rec[4]} end
+local rec = redis.call('HMGET', KEYS[1], 'family', 'client_id', 'subject', 'expires_at', 'scope')
+local scope = rec[5] or 'default'
+if spent == ARGV[1] then return {1, rec[1], rec[2], rec[3], rec[4], scope} end
+if spent ~= '0' then return {2, rec[1], rec[2], rec[3], rec[4], scope} end
+if ARGV[3] == '1' and rec[2] ~= ARGV[2] then return {3, rec[1], rec[2], rec[3], rec[4], scope} end
 redis.call('HSET', KEYS[1], 'spent', ARGV[1])
-return {1, rec[1], rec[2], rec[3], rec[4]}
+return {1, rec[1], rec[2], rec[3], rec[4], scope}
 """
 _RESTORE = """
 if redis.call('HGET', KEYS[1], 'spent') == ARGV[1] then redis.call('HSET', KEYS[1], 'spent', '0') end
@@ -112,6 +114,7 @@ class RedisStore:
                 "client_id": record.client_id,
                 "subject": record.subject,
                 "expires_at": repr(record.expires_at),
+                "scope": record.scope,
                 "spent": "0",
             },
         )
@@ -131,10 +134,10 @@ class RedisStore:
         out = self._call(self._spend, keys=[f"{_P}rt:{token_hash}"], args=[claim, *check])
         if int(out[0]) == 0:
             return "missing", None
-        family, owner, subject, expires = (
-            v.decode() if isinstance(v, bytes) else str(v) for v in out[1:5]
+        family, owner, subject, expires, scope = (
+            v.decode() if isinstance(v, bytes) else str(v) for v in out[1:6]
         )
-        record = RefreshRecord(token_hash, family, owner, subject, float(expires))
+        record = RefreshRecord(token_hash, family, owner, subject, float(expires), scope)
         return {1: "ok", 2: "spent"}.get(int(out[0]), "client"), record
 
     def restore_refresh(self, token_hash: str, claim: str) -> None:
@@ -153,14 +156,18 @@ class RedisStore:
         return {(m.decode() if isinstance(m, bytes) else m): float(s) for m, s in rows}
 
     def refresh_record(self, token_hash: str) -> tuple[RefreshRecord, bool] | None:
-        fields = ("family", "client_id", "subject", "expires_at", "spent")
+        fields = ("family", "client_id", "subject", "expires_at", "spent", "scope")
         values = self._call(self._r.hmget, f"{_P}rt:{token_hash}", fields)
         if values[4] is None:
             return None
-        family, owner, subject, expires, spent = (
-            v.decode() if isinstance(v, bytes) else str(v) for v in values
+        family, owner, subject, expires, spent, scope = (
+            v.decode() if isinstance(v, bytes) else v for v in values
         )
-        return RefreshRecord(token_hash, family, owner, subject, float(expires)), spent != "0"
+        # a record of an earlier fwrest has no scope: "default", all it could grant
+        record = RefreshRecord(
+            token_hash, family, owner, subject, float(expires), scope or "default"
+        )
+        return record, spent != "0"
 
     def user_families(self, subject: str) -> dict[str, float]:
         key = _families_key(subject)

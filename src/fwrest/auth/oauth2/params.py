@@ -6,8 +6,8 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote_plus
@@ -15,11 +15,14 @@ from urllib.parse import parse_qsl, unquote_plus
 from fwrest import log
 from fwrest.auth.basic import parse_basic
 from fwrest.repository import is_async
+from fwrest.repository.scopes import scope_list
 from fwrest.routing.names import TOKEN_BODY_LIMIT
 
 __all__ = ["AuthParams", "OAuthError", "ParamsSource", "client_credentials", "request_params"]
 
 _KEPT_BACK = ("password", "client_secret", "refresh_token")
+# not handed to a legacy onAuthparams either: a request must not name its own scopes (SPEC 12.4)
+_NOT_SHOWN = (*_KEPT_BACK, "scopes")
 MAX_FIELDS = 32
 MAX_FIELD = 4096
 MAX_BODY = TOKEN_BODY_LIMIT
@@ -134,6 +137,10 @@ class AuthParams:
     types: tuple[str, ...] | None  # None: not restricted
     # lifetimes given by more than one entry (single keys and ``expires``): the first applies
     repeated: tuple[str, ...] = ()
+    # the scopes each user and client entry may be granted (SPEC 12.4), by user name and by
+    # client id; an entry without ``scopes`` is not here (it may be granted ``default`` only)
+    user_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    client_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class ParamsError(ValueError):
@@ -144,10 +151,15 @@ def _fold(obj: dict[str, Any]) -> dict[str, Any]:
     return {str(k).lower(): v for k, v in obj.items()}
 
 
-def _entries(data: dict[str, Any], array: str, keys: tuple[str, ...]) -> list[tuple[Any, ...]]:
+def _entries(
+    data: dict[str, Any], array: str, keys: tuple[str, ...], extra: tuple[str, ...] = ()
+) -> list[tuple[Any, ...]]:
+    """The entries of ``array`` (their ``keys`` then ``extra``), after the one the single keys
+    make when ``data`` has any of ``keys`` (``extra`` alone makes no entry)."""
     out: list[tuple[Any, ...]] = []
+    keys_extra = (*keys, *extra)
     if any(k in data for k in keys):
-        out.append(tuple(data.get(k) for k in keys))
+        out.append(tuple(data.get(k) for k in keys_extra))
     items = data.get(array)
     if items is None:
         return out
@@ -159,8 +171,19 @@ def _entries(data: dict[str, Any], array: str, keys: tuple[str, ...]) -> list[tu
         if not isinstance(item, dict):
             raise ParamsError(f"each entry of {array!r} must be an object, got {item!r}")
         folded = _fold(item)
-        out.append(tuple(folded.get(k) for k in keys))
+        out.append(tuple(folded.get(k) for k in keys_extra))
     return out
+
+
+def _scopes(found: dict[str, tuple[str, ...]], ident: str, value: Any, what: str) -> None:
+    """Record an entry's ``scopes`` (the first entry of a name decides, as for passwords)."""
+    if value is None:
+        return
+    try:
+        names = scope_list(value, f"the scopes of {what}")
+    except ValueError as exc:
+        raise ParamsError(str(exc)) from None
+    found.setdefault(ident, names)
 
 
 def normalise(raw: Any) -> AuthParams:
@@ -168,16 +191,27 @@ def normalise(raw: Any) -> AuthParams:
     if not isinstance(raw, dict):
         raise ParamsError(f"onAuthparams must return an object, got {type(raw).__name__}")
     data = _fold(raw)
+    # a top-level ``scopes`` belongs to the single keys' entries (user and client alike)
     clients = []
-    for cid, secret in _entries(data, "client", ("client_id", "client_secret")):
+    client_scopes: dict[str, tuple[str, ...]] = {}
+    for cid, secret, scopes in _entries(
+        data, "client", ("client_id", "client_secret"), ("scopes",)
+    ):
         if not isinstance(cid, str) or not cid:
             raise ParamsError("a client_id must be non-empty text")
         clients.append((cid, "" if secret is None else str(secret)))
+        _scopes(client_scopes, cid, scopes, f"the client {cid!r}")
     users = []
-    for name, password in _entries(data, "users", ("username", "password")):
+    user_scopes: dict[str, tuple[str, ...]] = {}
+    for name, password, scopes in _entries(data, "users", ("username", "password"), ("scopes",)):
         if not isinstance(name, str) or not isinstance(password, str):
             raise ParamsError("each user needs username and password as text")
         users.append((name, password))
+        _scopes(user_scopes, name, scopes, f"the user {name!r}")
+    if "scopes" in data and not any(k in data for k in ("client_id", "username")):
+        raise ParamsError(
+            "a top-level scopes belongs to the single username or client_id, and there is none"
+        )
     # Each lifetime comes from the first entry that gives it (the single keys first): an
     # entry with only refresh_expires does not reset access_expires to its default. The
     # original product shows no structure for several entries; the rest are warned about.
@@ -196,7 +230,9 @@ def normalise(raw: Any) -> AuthParams:
     types = None
     if types_entries:
         types = tuple(str(t[0]) for t in types_entries if t[0] is not None)
-    return AuthParams(tuple(clients), tuple(users), access, refresh, types, repeated)
+    return AuthParams(
+        tuple(clients), tuple(users), access, refresh, types, repeated, user_scopes, client_scopes
+    )
 
 
 class ParamsSource:
@@ -282,7 +318,7 @@ class ParamsSource:
 
 def legacy_view(request: dict[str, str]) -> dict[str, Any]:
     """The request's parameters as a legacy ``onAuthparams`` receives them: no secrets."""
-    return {k: v for k, v in request.items() if k not in _KEPT_BACK}
+    return {k: v for k, v in request.items() if k not in _NOT_SHOWN}
 
 
 def from_legacy(request: dict[str, str], filled: dict[str, Any], result: Any) -> AuthParams:

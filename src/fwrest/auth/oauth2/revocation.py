@@ -271,7 +271,7 @@ async def _describe(
         return None
     return {
         "active": True,
-        "scope": "default",
+        "scope": record.scope,
         "client_id": record.client_id,
         "username": record.subject,
         "token_type": "refresh_token",

@@ -31,6 +31,7 @@ from fwrest.auth.oauth2.params import (
     request_params,
 )
 from fwrest.auth.oauth2.passwords import check_user, costly, same_secret
+from fwrest.auth.oauth2.scopes import DEFAULT, allowed_scopes, grant, requested
 from fwrest.auth.throttle import TOKEN_WORDING, Throttle
 from fwrest.errors import HTTPError, is_cancellation, store_unavailable
 from fwrest.store import RefreshRecord, StateStore, StoreError
@@ -54,6 +55,7 @@ RESTORE_ATTEMPTS = 30  # one a second: undoing a spend that reached no client (s
 _NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
 _WRONG = "invalid username or password"
 _VERIFIED_MAX = 1024  # verified access tokens remembered per worker (about 1.5 KiB each)
+GRANTS = ("password", "refresh_token", "client_credentials")
 
 
 class InvalidToken(Exception):
@@ -357,21 +359,23 @@ class TokenService:
     async def _grant(
         self, method: str, params: dict[str, str], auth_header: str | None, client_ip: str
     ) -> tuple[int, list[tuple[str, str]], bytes]:
-        grant = params.get("grant_type")
-        if not grant:
+        grant_type = params.get("grant_type")
+        if not grant_type:
             raise OAuthError("invalid_request", "grant_type is missing")
-        if grant not in ("password", "refresh_token"):
-            raise OAuthError("unsupported_grant_type", f"the grant type {grant!r} is not supported")
-        scope = params.get("scope")
-        if scope is not None and scope != "default":
-            raise OAuthError("invalid_scope", "the only scope is 'default'")
+        if grant_type not in GRANTS:
+            raise OAuthError(
+                "unsupported_grant_type", f"the grant type {grant_type!r} is not supported"
+            )
+        # a malformed scope is refused before anything is called; whether the scopes are
+        # allowed is known only once the user and client are (never told before that)
+        asked = requested(params.get("scope"))
         if method == "GET" and not self.allow_get:
             # a refresh token in the URL is as exposed as a password (RFC 6749 3.2: POST)
             raise OAuthError(
                 "invalid_request",
-                f"the {grant} grant must use POST here (allowGetToken is false)",
+                f"the {grant_type} grant must use POST here (allowGetToken is false)",
             )
-        if grant == "password" and method == "GET" and not self._warned_get:
+        if grant_type == "password" and method == "GET" and not self._warned_get:
             self._warned_get = True
             log.auth_log.warning(
                 "[%s] a password grant arrived over GET: the password travels in the URL, "
@@ -382,9 +386,23 @@ class TokenService:
         creds = client_credentials(params, auth_header)
         allowed = await self._params(params)
         client_id = self._client(allowed, creds)
-        if allowed.types is not None and grant not in allowed.types:
+        # client_credentials only where ``types`` lists it (SPEC 12.4); the others unless
+        # ``types`` is given without them
+        listed = allowed.types
+        if listed is None and grant_type == "client_credentials":
+            listed = ()
+        if listed is not None and grant_type not in listed:
             raise OAuthError(
-                "unauthorized_client", f"the grant type {grant!r} is not allowed for this client"
+                "unauthorized_client",
+                f"the grant type {grant_type!r} is not allowed for this client",
+            )
+        if grant_type == "client_credentials" and creds is None:
+            # RFC 6749 4.4.2: the client authenticates (no first client stands in for it)
+            raise OAuthError(
+                "invalid_client",
+                "the client_credentials grant needs client authentication",
+                status=401,
+                headers=(("www-authenticate", 'Basic realm="Access to REST"'),),
             )
         try:
             ttl_ms = access_ms(
@@ -397,16 +415,49 @@ class TokenService:
             log.auth_log.error("[%s] onAuthparams: %s; answered 500", self.port_name, exc)
             raise HTTPError(500) from None
         deadline = _StoreDeadline()
-        if grant == "password":
+        if grant_type == "client_credentials":
+            scope = grant(asked, allowed_scopes(allowed, client_id, None))
+            return await self._issue(
+                deadline, client_id, client_id, uuid.uuid4().hex, ttl_ms, None, scope, scope
+            )
+        if grant_type == "password":
             subject = await self._password(deadline, params, allowed, client_ip)
+            scope = grant(asked, allowed_scopes(allowed, client_id, subject))
             family = uuid.uuid4().hex
-            return await self._issue(deadline, subject, client_id, family, ttl_ms, refresh_at)
+            return await self._issue(
+                deadline, subject, client_id, family, ttl_ms, refresh_at, scope, scope
+            )
         claim = uuid.uuid4().hex
-        token_hash, subject, family = await self._rotate(
+        token_hash, record = await self._rotate(
             deadline, params, allowed, client_id, claim, ttl_ms, refresh_at
         )
+        # the family keeps its scopes, less those its user or client may no longer have; a
+        # ``scope`` on the refresh narrows this access token only (RFC 6749 6)
+        kept = allowed_scopes(allowed, client_id, record.subject)
+        family_scope = " ".join(n for n in record.scope.split() if n in kept) or DEFAULT
         try:
-            return await self._issue(deadline, subject, client_id, family, ttl_ms, refresh_at)
+            if params.get("scope") is None:
+                scope = family_scope
+            else:
+                try:
+                    scope = grant(asked, frozenset(family_scope.split()))
+                except OAuthError:
+                    # refused: the token stays valid for a corrected request, before it
+                    # hears of the refusal (a retry must not be taken for a replay)
+                    await self._store(deadline, self.store.restore_refresh, token_hash, claim)
+                    raise
+            return await self._issue(
+                deadline,
+                record.subject,
+                client_id,
+                record.family,
+                ttl_ms,
+                refresh_at,
+                scope,
+                family_scope,
+            )
+        except OAuthError:
+            raise  # restored above
         except BaseException:
             # spent, but no new pair reaches the client (the store failed, or the request was
             # cancelled): the client may retry with the same token, which must not be a replay
@@ -473,8 +524,8 @@ class TokenService:
         claim: str,
         ttl_ms: int,
         refresh_at: float,
-    ) -> tuple[str, str, str]:
-        """Spend the request's refresh token: (its hash, subject, family).
+    ) -> tuple[str, RefreshRecord]:
+        """Spend the request's refresh token: (its hash, its record).
 
         ``client_id`` is the client the request authenticated as (the first client when it
         sent no credentials): a refresh keeps the token's own client (SPEC 7.1), so a token
@@ -518,7 +569,7 @@ class TokenService:
             )
         if not any(same_secret(record.subject, name) for name, _ in allowed.users):
             raise OAuthError("invalid_grant", "the user of this refresh token is no longer allowed")
-        return token_hash, record.subject, record.family
+        return token_hash, record
 
     async def _issue(
         self,
@@ -527,14 +578,26 @@ class TokenService:
         client_id: str,
         family: str,
         ttl_ms: int,
-        refresh_at: float,
+        refresh_at: float | None,
+        scope: str,
+        family_scope: str,
     ) -> tuple[int, list[tuple[str, str]], bytes]:
+        """The answer of a grant: an access token of ``scope``, and unless ``refresh_at`` is
+        None (the client credentials grant, RFC 6749 4.4.3) a refresh token of the family,
+        which keeps ``family_scope``."""
         now = time.time()
-        refresh = secrets.token_urlsafe(32)
-        record = RefreshRecord(
-            _hash(refresh, self.port_name), family, client_id, subject, refresh_at
-        )
-        await self._store(deadline, self.store.add_refresh, record)
+        refresh = None
+        if refresh_at is not None:
+            refresh = secrets.token_urlsafe(32)
+            record = RefreshRecord(
+                _hash(refresh, self.port_name),
+                family,
+                client_id,
+                subject,
+                refresh_at,
+                family_scope,
+            )
+            await self._store(deadline, self.store.add_refresh, record)
         claims = {
             "iss": ISSUER,
             "aud": self.port_name,
@@ -544,24 +607,30 @@ class TokenService:
             "exp": int(now + ttl_ms / 1000),
             "jti": uuid.uuid4().hex,
             "fam": family,
-            "scope": "default",
+            "scope": scope,
         }
         import jwt
 
         access = jwt.encode(claims, self._key, algorithm=ALG, headers={"typ": "at+jwt"})
-        log.request_secrets.set((*log.request_secrets.get(), *log.secret_forms(access, refresh)))
+        issued = (access,) if refresh is None else (access, refresh)
+        log.request_secrets.set((*log.request_secrets.get(), *log.secret_forms(*issued)))
         log.auth_log.info(
-            "[%s] tokens issued to %r (client %r)", self.port_name, log.escape(subject), client_id
+            "[%s] tokens issued to %r (client %r, scope %r)",
+            self.port_name,
+            log.escape(subject),
+            client_id,
+            scope,
         )
-        body = orjson.dumps(
-            {
-                "access_token": access,
-                "refresh_token": refresh,
-                "scope": "default",
-                "token_type": "Bearer",
-                "expires_in": max(ttl_ms // 1000, 1),
-            }
-        )
+        answer: dict[str, str | int] = {
+            "access_token": access,
+            "refresh_token": refresh or "",
+            "scope": scope,
+            "token_type": "Bearer",
+            "expires_in": max(ttl_ms // 1000, 1),
+        }
+        if refresh is None:
+            del answer["refresh_token"]  # RFC 6749 4.4.3
+        body = orjson.dumps(answer)
         return 200, [("content-type", "application/json"), *_NO_STORE], body
 
 

@@ -1,0 +1,134 @@
+"""Scopes (SPEC 12.4): what a token request asks for, what it is granted, and the check of
+the routes that require some.
+
+A token request's ``scope`` must be a subset of what its user and client entries allow, plus
+``default``, which is always allowed; no ``scope`` is ``default``. A route that requires
+scopes is checked by a stage composed into that route's call at start (:func:`requiring`),
+so a route without scopes pays nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from fwrest.auth.oauth2.params import AuthParams, OAuthError
+from fwrest.context.request import current
+from fwrest.errors import HTTPError
+
+__all__ = [
+    "DEFAULT",
+    "MAX_SCOPE_PARAM",
+    "allowed_scopes",
+    "grant",
+    "insufficient",
+    "requested",
+    "requiring",
+    "scope_warnings",
+]
+
+DEFAULT = "default"
+# A ``scope`` parameter longer than this is refused as malformed (400 invalid_scope), well
+# before the token route's 4 KiB field cap (invalid_request) could apply.
+MAX_SCOPE_PARAM = 1024
+# the parameter: scope-tokens separated by spaces (RFC 6749 3.3)
+_SCOPE_PARAM = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]*\Z")
+
+Invoke = Callable[[Mapping[str, str]], Awaitable[Any]]
+
+
+def requested(scope: str | None) -> tuple[str, ...]:
+    """The scopes a token request asks for, in its order, each once (None: ``default``).
+
+    Raises:
+        OAuthError: ``invalid_scope`` for a malformed parameter (too long, control or
+            non-ASCII characters, quotes, backslashes).
+
+    >>> requested("orders:read  default orders:read")
+    ('orders:read', 'default')
+    """
+    if scope is None:
+        return (DEFAULT,)
+    if len(scope) > MAX_SCOPE_PARAM:
+        raise OAuthError("invalid_scope", f"the scope is longer than {MAX_SCOPE_PARAM} characters")
+    if _SCOPE_PARAM.match(scope) is None:
+        raise OAuthError(
+            "invalid_scope",
+            "the scope holds characters a scope cannot have (RFC 6749 3.3: printable ASCII, "
+            'no " or \\, separated by spaces)',
+        )
+    names = tuple(dict.fromkeys(scope.split()))
+    return names or (DEFAULT,)
+
+
+def allowed_scopes(params: AuthParams, client_id: str, username: str | None) -> frozenset[str]:
+    """What a grant to ``client_id`` (and ``username``, for a password or refresh grant) may
+    carry: ``default``, and what the entries allow (both entries' when both list scopes)."""
+    client = params.client_scopes.get(client_id)
+    user = params.user_scopes.get(username) if username is not None else None
+    if client is not None and user is not None:
+        listed = frozenset(client) & frozenset(user)
+    else:
+        listed = frozenset(client or user or ())
+    return listed | {DEFAULT}
+
+
+def grant(asked: Iterable[str], allowed: frozenset[str]) -> str:
+    """The granted ``scope`` (space-separated, in the request's order).
+
+    Raises:
+        OAuthError: ``invalid_scope`` naming no more than a few of the scopes refused.
+    """
+    names = tuple(asked)
+    refused = [name for name in names if name not in allowed]
+    if refused:
+        shown = " ".join(refused[:5])
+        raise OAuthError("invalid_scope", f"not allowed for this grant: {shown}")
+    return " ".join(names)
+
+
+def insufficient(scopes: Iterable[str]) -> HTTPError:
+    """The 403 of RFC 6750 3.1 for a route that requires ``scopes``."""
+    wanted = " ".join(scopes)
+    return HTTPError(
+        403,
+        detailed=f"the access token lacks a scope this route requires: {wanted}",
+        headers=(("www-authenticate", f'Bearer error="insufficient_scope", scope="{wanted}"'),),
+    )
+
+
+def requiring(scopes: tuple[str, ...], invoke: Invoke) -> Invoke:
+    """``invoke`` behind the check that the request's token carries every one of ``scopes``
+    (the bearer guard put the token's ``scope`` claim on the request's context); 403 else.
+    Composed at start into the call of the routes that require scopes only."""
+    needed = frozenset(scopes)
+    refusal = insufficient(scopes)
+
+    async def checked(params: Mapping[str, str]) -> Any:
+        if not needed.issubset(current.get().scope.split()):
+            raise HTTPError(refusal.status, detailed=refusal.detailed, headers=refusal.headers)
+        return await invoke(params)
+
+    return checked
+
+
+def scope_warnings(
+    section: str, scheme: str | None, custom_on_auth: bool, routes: Iterable[str]
+) -> list[str]:
+    """The start's warning about the routes of a port (``"GET /rest/orders"``) that require
+    scopes where no scope can be checked: ignored on a Basic or open port; refused (403)
+    behind a named ``onAuth``, which gives the request no token scopes."""
+    scoped = sorted(routes)
+    if not scoped:
+        return []
+    shown = ", ".join(scoped[:5]) + (f" and {len(scoped) - 5} more" if len(scoped) > 5 else "")
+    if scheme != "oAuth2":
+        where = "a Basic port" if scheme == "basic" else "a port without authorization"
+        return [f"[{section}] route scopes are ignored on {where}: {shown}"]
+    if custom_on_auth:
+        return [
+            f"[{section}] a named onAuth checks the tokens, so no token carries scopes here: "
+            f"the routes that require scopes answer 403 insufficient_scope: {shown}"
+        ]
+    return []

@@ -1,0 +1,713 @@
+"""Scopes and the client credentials grant (SPEC 12.4).
+
+* ``onAuthparams`` entries with ``scopes``: a token request's ``scope`` must be a subset of
+  what its user and client entries allow (both, when both list scopes), plus ``default``;
+  no ``scope`` is ``default``; the answer's ``scope`` and the token's ``scope`` claim say
+  what was granted; a refresh keeps the family's scopes (narrowed by a ``scope`` of its own,
+  never widened). Hostile ``scope`` values: 4 KiB, control characters, quotes, unknown
+  scopes, a scope only one of user and client allows: 400, nothing issued.
+* Routes that require scopes (``@get(..., scopes=[...])`` and ``LoadURNs`` ``Scopes``): a
+  valid token without them gets 403 with ``WWW-Authenticate: Bearer
+  error="insufficient_scope", scope="..."`` and the error body, the function not called; a
+  Basic port ignores them (a start warning), a named ``onAuth`` refuses them (a start
+  warning); ``list/service`` and the OpenAPI document show them.
+* ``grant_type=client_credentials`` when ``types`` lists it: client authentication, an access
+  token only, ``sub`` = the client id, the client entry's scopes.
+
+One service for the module (``memory`` store), run in this process by ``fwrest.testing.Client``
+(its module ``tauth_scopes_app``); the real clients (requests-oauthlib's
+``BackendApplicationClient``, Authlib's ``OAuth2Session``) talk TLS to one real ``fwrest
+serve`` of the authorization guide's scopes example (``docs/authorization.md``), whose
+client credentials example runs against it as written.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import requests
+import trustme
+from argon2 import PasswordHasher
+from authlib.integrations.base_client.errors import OAuthError
+from authlib.integrations.requests_client import OAuth2Session as AuthlibSession
+from oauthlib.oauth2 import BackendApplicationClient
+from requests_oauthlib import OAuth2Session as RequestsOAuthSession
+
+from fwrest import get
+from fwrest.auth.oauth2.params import OAuthError as AuthOAuthError
+from fwrest.auth.oauth2.params import ParamsError, legacy_view, normalise
+from fwrest.auth.oauth2.scopes import allowed_scopes, requested
+from fwrest.repository.decorators import RouteError, registered
+from fwrest.server import prepare
+from fwrest.testing import Client
+from tests.auth.oauth2_support import (
+    LocalService,
+    OAuthPort,
+    OAuthService,
+    claims_of,
+    error_of,
+    local_oauth,
+    oauth_section,
+    serve_oauth,
+)
+from tests.conftest import APP_SOURCE, free_config, module_config
+from tests.docs.blocks import example, substitute
+from tests.docs.test_examples import close_all, run_python
+
+WEB = ("web", "Web-Secret-9q")  # orders:read orders:write reports
+SVC = ("svc", "Svc-Secret-5k")  # orders:read introspect
+PLAIN = ("plain", "Plain-Secret-2m")  # no scopes: default only
+ADA = ("ada", "Ada-Pw-7731")  # orders:read orders:write admin
+BOB = ("bob", "Bob-Pw-2207")  # no scopes
+BASIC_USER = ("u", "Basic-Pw-1")
+# the authorization guide's example service (docs/authorization.md, Scopes)
+SHOP_WEB = ("shop-web", "web-secret")
+REPORTING = ("reporting", "report-secret")
+GRACE = ("grace", "hopper")
+CHEAP_ARGON = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1)
+
+SCOPES_APP = '''
+
+def params():
+    return {
+        "client": [
+            {"client_id": "web", "client_secret": "Web-Secret-9q",
+             "scopes": ["orders:read", "orders:write", "reports"]},
+            {"client_id": "svc", "client_secret": "Svc-Secret-5k",
+             "scopes": ["orders:read", "introspect"]},
+            {"client_id": "plain", "client_secret": "Plain-Secret-2m"},
+        ],
+        "users": [
+            {"username": "ada", "password": "Ada-Pw-7731",
+             "scopes": ["orders:read", "orders:write", "admin"]},
+            {"username": "bob", "password": "Bob-Pw-2207"},
+        ],
+        "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"},
+                  {"grant_type": "client_credentials"}],
+        "access_expires": "1h",
+        "refresh_expires": "Date()+1",
+    }
+
+
+def params_no_cc():
+    data = params()
+    data["types"] = [{"grant_type": "password"}]
+    return data
+
+
+def params_single():
+    """The single keys with a top-level scopes: the single user's and client's."""
+    return {"client_id": "web", "client_secret": "Web-Secret-9q", "username": "ada",
+            "password": "Ada-Pw-7731", "scopes": ["orders:read"]}
+
+
+_CALLS = []
+
+
+@get("/orders", scopes=["orders:read"])
+def list_orders():
+    _CALLS.append("list")
+    return {"user": rest.getAuthUser(), "scopes": rest.getAuthScopes()}
+
+
+@post("/orders", scopes=["orders:read", "orders:write"])
+async def add_order():
+    _CALLS.append("add")
+    return {"added": True}
+
+
+def report():
+    _CALLS.append("report")
+    return {"report": True}
+
+
+def calls():
+    return list(_CALLS)
+
+
+def basic_check(user, password):
+    return (user, password) == ("u", "Basic-Pw-1")
+
+
+def any_token(token, path):
+    return True
+'''
+
+MODULE = "tauth_scopes_app"
+
+
+def write_service(folder: Path, certs: dict[str, Path]) -> Path:
+    m = MODULE
+    urns = {"/reports": {"GET": {"Function": f"{m}.report", "Scopes": ["reports"]}}}
+    servers = {
+        "SCOPED": {**oauth_section(certs, onAuthparams=f"{m}.params"), "LoadURNs": urns},
+        "NO_CC": oauth_section(certs, onAuthparams=f"{m}.params_no_cc"),
+        "SINGLE": oauth_section(certs, onAuthparams=f"{m}.params_single"),
+        "CUSTOM": oauth_section(certs, onAuthparams=f"{m}.params", onAuth=f"{m}.any_token"),
+        "BASIC": {
+            "HostName": "127.0.0.1",
+            "Port": 0,
+            "Locations": "ROOT",
+            "LoadURNs": urns,
+            "FwData": {
+                "Authorization": {
+                    "scheme": "basic",
+                    "OnAuth": f"{m}.basic_check",
+                    "maxFailures": 1_000_000,
+                }
+            },
+        },
+    }
+    return module_config(folder, m, servers=servers, app=APP_SOURCE + SCOPES_APP)
+
+
+def write_guide(folder: Path, certs: dict[str, Path]) -> Path:
+    """The authorization guide's scopes example (``app/orders.py``, its password hash made),
+    as module ``orders`` beside the test app, served by one oAuth2 port ``SCOPED``."""
+    block = example("authorization-scopes")
+    assert block.text.startswith("# app/orders.py\n")
+    (folder / "orders.py").write_text(
+        # cheap cost factors: tests, not storage
+        substitute(block, {"$argon2id$...": CHEAP_ARGON.hash(GRACE[1])})
+    )
+    servers = {"SCOPED": oauth_section(certs, onAuthparams="orders.params")}
+    config = free_config(folder, servers=servers)
+    text = config.read_text().replace('"Repository": "app"', '"Repository": "app, orders"')
+    config.write_text(text)
+    return config
+
+
+@pytest.fixture(scope="module")
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
+    yield from local_oauth(ca, tmp_path_factory.mktemp("scopes"), write_service)
+
+
+@pytest.fixture(scope="module")
+def served(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+    yield from serve_oauth(ca, tmp_path_factory.mktemp("scopes_served"), write_guide)
+
+
+@pytest.fixture
+def port(svc: LocalService) -> OAuthPort:
+    return svc["SCOPED"]
+
+
+def calls(port: OAuthPort) -> list[str]:
+    """What the routes' functions recorded (the module is this process's)."""
+    import tauth_scopes_app  # type: ignore[import-not-found]  # written by the fixture
+
+    return list(tauth_scopes_app.calls())
+
+
+def challenge_of(response: httpx.Response | requests.Response) -> dict[str, str | None]:
+    """A Bearer challenge's parameters, parsed by requests' own header parser."""
+    scheme, _, rest = response.headers["www-authenticate"].partition(" ")
+    assert scheme == "Bearer", response.headers
+    return requests.utils.parse_dict_header(rest)
+
+
+def assert_insufficient(response: httpx.Response | requests.Response, scope: str) -> None:
+    assert response.status_code == 403, response.text
+    assert challenge_of(response) == {"error": "insufficient_scope", "scope": scope}
+    body = response.json()
+    assert body["code"] == 403 and body["message"] == "Forbidden", body
+    assert scope in body["detailedMessage"], body
+
+
+def assert_invalid_scope(response: httpx.Response) -> None:
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "invalid_scope", response.text
+    assert "access_token" not in response.text
+    assert response.headers["cache-control"] == "no-store"
+
+
+# -- the password grant with scope --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("user", "client", "scope", "granted"),
+    [
+        # no scope: default, whatever the entries allow
+        (ADA, WEB, None, "default"),
+        # both list scopes: what both allow, in the request's order, each once
+        (ADA, WEB, "orders:write orders:read orders:write", "orders:write orders:read"),
+        (ADA, WEB, "default orders:read", "default orders:read"),
+        # only the user lists scopes (the client plain lists none)
+        (ADA, PLAIN, "admin", "admin"),
+        # only the client lists scopes
+        (BOB, WEB, "reports", "reports"),
+        # neither: default only
+        (BOB, PLAIN, "default", "default"),
+    ],
+)
+def test_a_password_grant_gets_the_scopes_it_asks_for_within_its_entries(
+    svc: LocalService,
+    port: OAuthPort,
+    user: tuple[str, str],
+    client: tuple[str, str],
+    scope: str | None,
+    granted: str,
+) -> None:
+    extra = {} if scope is None else {"scope": scope}
+    answer = port.tokens(*user, client_id=client[0], client_secret=client[1], **extra)
+    assert answer["scope"] == granted
+    claims = claims_of(svc, answer["access_token"])
+    assert claims["scope"] == granted and claims["sub"] == user[0]
+    assert claims["client_id"] == client[0]
+
+
+@pytest.mark.parametrize(
+    ("user", "client", "scope"),
+    [
+        (ADA, WEB, "admin"),  # the user's, not the client's
+        (ADA, WEB, "reports"),  # the client's, not the user's
+        (ADA, WEB, "orders:read unknown"),  # one unknown spoils the request
+        (ADA, PLAIN, "reports"),  # another client's
+        (BOB, PLAIN, "orders:read"),  # neither lists scopes
+        (ADA, WEB, "ORDERS:READ"),  # scopes are case-sensitive (RFC 6749 3.3)
+    ],
+)
+def test_a_scope_the_entries_do_not_both_allow_is_invalid_scope(
+    port: OAuthPort, user: tuple[str, str], client: tuple[str, str], scope: str
+) -> None:
+    response = port.grant(*user, client_id=client[0], client_secret=client[1], scope=scope)
+    assert_invalid_scope(response)
+
+
+def test_without_client_credentials_the_first_clients_scopes_apply(port: OAuthPort) -> None:
+    # the request is issued for the first client (web): ada may then have what both allow
+    assert port.tokens(*ADA, scope="orders:write")["scope"] == "orders:write"
+    assert_invalid_scope(port.grant(*ADA, scope="admin"))
+
+
+def test_invalid_scope_is_told_only_after_the_password_is_checked(port: OAuthPort) -> None:
+    # a wrong password with an unknown scope is the wrong password: the scopes a user may
+    # have are not told to whoever does not know the password
+    response = port.grant(ADA[0], "not-her-password", scope="admin")
+    assert response.status_code == 400 and error_of(response) == "invalid_grant"
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [
+        "a" * 4096,  # 4 KiB: within the 4 KiB field cap, over the scope's 1 KiB
+        "orders:read " * 100,  # 1.2 KiB of a scope that would be allowed
+        "orders:read\r\nX-Injected: 1",
+        "orders:read\x00",
+        "orders:read\tdefault",
+        "\x1b[31mdefault",
+        'orders:read" error="x',
+        "orders\\read",
+        "ordérs:read",
+    ],
+    ids=[
+        "4KiB",
+        "long-allowed",
+        "crlf",
+        "nul",
+        "tab",
+        "escape",
+        "quote",
+        "backslash",
+        "non-ascii",
+    ],
+)
+def test_a_hostile_scope_is_invalid_scope(svc: LocalService, port: OAuthPort, scope: str) -> None:
+    response = port.grant(*ADA, client_id=WEB[0], client_secret=WEB[1], scope=scope)
+    assert_invalid_scope(response)
+    assert "\x1b" not in svc.log() and "X-Injected: 1\n" not in svc.log()
+
+
+def test_a_scope_over_the_field_cap_is_invalid_request(port: OAuthPort) -> None:
+    # the token route's 4 KiB cap on any field (SPEC 7) comes first
+    response = port.grant(*ADA, scope="a" * 4097)
+    assert response.status_code == 400 and error_of(response) == "invalid_request"
+
+
+def test_the_single_keys_with_a_top_level_scopes(svc: LocalService) -> None:
+    port = svc["SINGLE"]
+    assert port.tokens(*ADA, scope="orders:read")["scope"] == "orders:read"
+    assert_invalid_scope(port.grant(*ADA, scope="orders:write"))
+
+
+# -- refresh keeps the family's scopes -----------------------------------------------------------
+
+
+def test_a_refresh_keeps_the_familys_scopes(svc: LocalService, port: OAuthPort) -> None:
+    first = port.tokens(*ADA, client_id=WEB[0], client_secret=WEB[1], scope="orders:read")
+    renewed = port.refresh(first["refresh_token"], client_id=WEB[0], client_secret=WEB[1])
+    assert renewed.status_code == 200, renewed.text
+    body = renewed.json()
+    assert body["scope"] == "orders:read"
+    assert claims_of(svc, body["access_token"])["scope"] == "orders:read"
+    # and again, from the new refresh token
+    again = port.refresh(body["refresh_token"], client_id=WEB[0], client_secret=WEB[1]).json()
+    assert again["scope"] == "orders:read"
+
+
+def test_a_refresh_may_narrow_but_never_widen(svc: LocalService, port: OAuthPort) -> None:
+    first = port.tokens(
+        *ADA, client_id=WEB[0], client_secret=WEB[1], scope="orders:read orders:write"
+    )
+    wider = port.refresh(
+        first["refresh_token"], client_id=WEB[0], client_secret=WEB[1], scope="orders:read admin"
+    )
+    assert_invalid_scope(wider)
+    # the refused refresh spent nothing: the same token, narrowed, works at once
+    narrow = port.refresh(
+        first["refresh_token"], client_id=WEB[0], client_secret=WEB[1], scope="orders:read"
+    )
+    assert narrow.status_code == 200, narrow.text
+    assert narrow.json()["scope"] == "orders:read"
+    assert claims_of(svc, narrow.json()["access_token"])["scope"] == "orders:read"
+    # the family keeps both: the next refresh without scope has them again
+    later = port.refresh(narrow.json()["refresh_token"], client_id=WEB[0], client_secret=WEB[1])
+    assert later.json()["scope"] == "orders:read orders:write"
+
+
+def test_a_password_grant_without_scope_makes_a_default_family(port: OAuthPort) -> None:
+    first = port.tokens(*ADA, client_id=WEB[0], client_secret=WEB[1])
+    response = port.refresh(
+        first["refresh_token"], client_id=WEB[0], client_secret=WEB[1], scope="orders:read"
+    )
+    assert_invalid_scope(response)
+
+
+# -- routes that require scopes -----------------------------------------------------------------
+
+
+def test_a_route_answers_a_token_with_its_scopes(port: OAuthPort) -> None:
+    token = port.tokens(*ADA, client_id=WEB[0], client_secret=WEB[1], scope="orders:read")
+    response = port.get("/orders", token["access_token"])
+    assert response.status_code == 200, response.text
+    assert response.json() == {"user": "ada", "scopes": ["orders:read"]}
+
+
+def test_a_token_without_the_routes_scopes_gets_403_insufficient_scope(port: OAuthPort) -> None:
+    before = calls(port)
+    default = port.tokens(*ADA, client_id=WEB[0], client_secret=WEB[1])["access_token"]
+    assert_insufficient(port.get("/orders", default), "orders:read")
+    reader = port.tokens(*ADA, client_id=WEB[0], client_secret=WEB[1], scope="orders:read")
+    # every scope of the route is needed (an async def route too)
+    response = port.http.post(
+        port.base + "/orders", headers={"Authorization": f"Bearer {reader['access_token']}"}
+    )
+    assert_insufficient(response, "orders:read orders:write")
+    assert calls(port) == before  # no function ran
+    # a LoadURNs route's Scopes
+    assert_insufficient(port.get("/reports", default), "reports")
+    # a route without scopes takes any valid token
+    assert port.get("/hello", default).status_code == 200
+
+
+def test_a_token_with_every_scope_reaches_each_route(port: OAuthPort) -> None:
+    both = port.tokens(
+        *BOB, client_id=WEB[0], client_secret=WEB[1], scope="orders:read orders:write reports"
+    )["access_token"]
+    headers = {"Authorization": f"Bearer {both}"}
+    assert port.http.post(port.base + "/orders", headers=headers).json() == {"added": True}
+    assert port.get("/reports", both).json() == {"report": True}
+
+
+def test_without_a_token_a_scoped_route_is_still_401(port: OAuthPort) -> None:
+    response = port.get("/orders")
+    assert response.status_code == 401  # authorization first: no token, no scope talk
+
+
+def test_a_named_on_auth_gives_no_scopes_so_scoped_routes_refuse(svc: LocalService) -> None:
+    port = svc["CUSTOM"]
+    assert port.get("/hello", "anything").status_code == 200
+    assert_insufficient(port.get("/orders", "anything"), "orders:read")
+
+
+def test_a_basic_port_ignores_route_scopes(svc: LocalService) -> None:
+    with Client(svc.config, server="BASIC") as basic:
+        response = basic.get("/rest/orders", auth=BASIC_USER)
+        assert response.status_code == 200, response.text
+        assert response.json() == {"user": "u", "scopes": []}
+        assert basic.get("/rest/reports", auth=BASIC_USER).json() == {"report": True}
+
+
+def test_the_start_warns_where_route_scopes_cannot_be_checked(svc: LocalService) -> None:
+    warnings = prepare(svc.config).warnings
+    basic = [w for w in warnings if w.startswith("[BASIC]") and "scopes" in w]
+    assert basic == [
+        "[BASIC] route scopes are ignored on a Basic port: GET /rest/orders, "
+        "GET /rest/reports, POST /rest/orders"
+    ]
+    custom = [w for w in warnings if w.startswith("[CUSTOM]") and "scopes" in w]
+    assert len(custom) == 1 and "403 insufficient_scope" in custom[0], custom
+    assert not [w for w in warnings if w.startswith("[SCOPED]") and "scopes" in w]
+
+
+# -- list/service and OpenAPI --------------------------------------------------------------------
+
+
+def test_the_listing_shows_a_routes_scopes(port: OAuthPort) -> None:
+    token = port.tokens(*ADA)["access_token"]
+    listing = port.get("/fw/rest/list/service", token).json()
+    by_path = {e["endpoint"]: e for e in listing}
+    methods = {m["method"]: m for m in by_path["/orders"]["methods"]}
+    assert methods["GET"]["scopes"] == ["orders:read"]
+    assert methods["POST"]["scopes"] == ["orders:read", "orders:write"]
+    assert by_path["/reports"]["methods"][0]["scopes"] == ["reports"]
+    assert "scopes" not in by_path["/hello"]["methods"][0]
+
+
+def test_the_openapi_document_shows_a_routes_scopes(port: OAuthPort) -> None:
+    token = port.tokens(*ADA)["access_token"]
+    doc = port.get("/fw/rest/openapi.json", token).json()
+    flow = doc["components"]["securitySchemes"]["oauth2"]["flows"]["password"]
+    assert set(flow["scopes"]) == {"default", "orders:read", "orders:write", "reports"}
+    paths = doc["paths"]
+    assert paths["/rest/orders"]["get"]["security"] == [{"oauth2": ["orders:read"]}]
+    assert paths["/rest/orders"]["post"]["security"] == [
+        {"oauth2": ["orders:read", "orders:write"]}
+    ]
+    assert paths["/rest/reports"]["get"]["security"] == [{"oauth2": ["reports"]}]
+    assert "security" not in paths["/rest/hello"]["get"]  # the document's default applies
+    assert doc["security"] == [{"oauth2": ["default"]}]
+
+
+def test_a_basic_ports_listing_shows_no_scopes(svc: LocalService) -> None:
+    with Client(svc.config, server="BASIC") as basic:
+        listing = basic.get("/rest/fw/rest/list/service", auth=BASIC_USER).json()
+        assert not any("scopes" in m for e in listing for m in e["methods"])
+
+
+# -- client credentials ------------------------------------------------------------------------
+
+
+def test_client_credentials_issue_an_access_token_only(svc: LocalService, port: OAuthPort) -> None:
+    response = port.post({"grant_type": "client_credentials", "scope": "orders:read"}, auth=SVC)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert set(body) == {"access_token", "scope", "token_type", "expires_in"}
+    assert body["scope"] == "orders:read" and body["token_type"] == "Bearer"
+    assert response.headers["cache-control"] == "no-store"
+    claims = claims_of(svc, body["access_token"])
+    assert claims["sub"] == "svc" and claims["client_id"] == "svc"
+    assert claims["scope"] == "orders:read"
+    assert port.get("/orders", body["access_token"]).json()["user"] == "svc"
+
+
+def test_client_credentials_by_form_fields_and_default_scope(port: OAuthPort) -> None:
+    response = port.post(
+        {"grant_type": "client_credentials", "client_id": PLAIN[0], "client_secret": PLAIN[1]}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["scope"] == "default"
+
+
+@pytest.mark.parametrize(
+    ("client", "scope"),
+    [(SVC, "orders:write"), (PLAIN, "orders:read"), (SVC, "orders:read admin")],
+)
+def test_client_credentials_scopes_are_the_client_entrys(
+    port: OAuthPort, client: tuple[str, str], scope: str
+) -> None:
+    response = port.post({"grant_type": "client_credentials", "scope": scope}, auth=client)
+    assert_invalid_scope(response)
+
+
+def test_client_credentials_need_client_authentication(port: OAuthPort) -> None:
+    # no credentials: no first client stands in (RFC 6749 4.4.2)
+    response = port.post({"grant_type": "client_credentials"})
+    assert response.status_code == 401 and error_of(response) == "invalid_client"
+    assert response.headers["www-authenticate"].startswith("Basic")
+    wrong = port.post({"grant_type": "client_credentials"}, auth=(SVC[0], "not-its-secret"))
+    assert wrong.status_code == 401 and error_of(wrong) == "invalid_client"
+
+
+def test_client_credentials_where_types_does_not_list_it(svc: LocalService) -> None:
+    response = svc["NO_CC"].post({"grant_type": "client_credentials"}, auth=SVC)
+    assert response.status_code == 400 and error_of(response) == "unauthorized_client"
+
+
+def test_a_client_credentials_token_cannot_be_refreshed(port: OAuthPort) -> None:
+    # there is no refresh token; a refresh_token parameter sent with the grant is ignored,
+    # and a made-up one is invalid_grant
+    response = port.refresh("made-up-refresh-token", client_id=SVC[0], client_secret=SVC[1])
+    assert response.status_code == 400 and error_of(response) == "invalid_grant"
+
+
+# -- real client libraries over TLS ------------------------------------------------------------
+
+
+def test_requests_oauthlib_backend_application_client(served: OAuthService) -> None:
+    port = served["SCOPED"]
+    ca = str(served.certs["ca"])
+    client = BackendApplicationClient(client_id=REPORTING[0], scope=["orders:read"])
+    with RequestsOAuthSession(client=client) as session:
+        token = session.fetch_token(
+            token_url=port.token_url,
+            client_id=REPORTING[0],
+            client_secret=REPORTING[1],
+            verify=ca,
+        )
+        assert token["scope"] == ["orders:read"] and "refresh_token" not in token
+        orders = session.get(port.base + "/orders", verify=ca)
+        assert orders.status_code == 200, orders.text
+        assert orders.json() == {"for": "reporting", "scopes": ["orders:read"]}
+        # a route this client's token lacks a scope for: RFC 6750's answer, parsed
+        assert_insufficient(session.post(port.base + "/orders", verify=ca), "orders:write")
+
+
+def test_the_guides_client_credentials_example(served: OAuthService) -> None:
+    block = example("authorization-client-credentials")
+    real = served.proc.url("SCOPED").split("//", 1)[1].split("/", 1)[0]
+    text = block.text.replace("127.0.0.1:8443", real)
+    assert text.count(real) == 2
+    shutil.copy(served.certs["ca"], served.folder / "ca.pem")
+    namespace, answer = run_python(block, text, served.folder)
+    try:
+        assert answer == {"for": "reporting", "scopes": ["orders:read"]}
+    finally:
+        close_all(namespace)
+
+
+def test_authlib_password_grant_with_scope_and_refresh(served: OAuthService) -> None:
+    port = served["SCOPED"]
+    ca = str(served.certs["ca"])
+    with AuthlibSession(*SHOP_WEB, scope="orders:read orders:write") as session:
+        token = session.fetch_token(port.token_url, username=GRACE[0], password=GRACE[1], verify=ca)
+        assert token["scope"] == "orders:read orders:write"
+        added = session.post(port.base + "/orders", verify=ca)
+        assert added.status_code == 200 and added.json() == {"added": True}
+        renewed = session.refresh_token(port.token_url, verify=ca)
+        assert renewed["scope"] == "orders:read orders:write"
+        assert session.get(port.base + "/orders", verify=ca).json() == {
+            "for": "grace",
+            "scopes": ["orders:read", "orders:write"],
+        }
+    # a scope grace has but the client shop-web does not: the library reports invalid_scope
+    with AuthlibSession(*SHOP_WEB, scope="refunds") as session:
+        with pytest.raises(OAuthError) as refused:
+            session.fetch_token(port.token_url, username=GRACE[0], password=GRACE[1], verify=ca)
+        assert refused.value.error == "invalid_scope"
+    # reporting's token cannot write, whoever asks
+    with AuthlibSession(*REPORTING, scope="orders:read") as session:
+        session.fetch_token(port.token_url, username=GRACE[0], password=GRACE[1], verify=ca)
+        assert_insufficient(session.post(port.base + "/orders", verify=ca), "orders:write")
+
+
+# -- units: onAuthparams' scopes, the scope parameter, routes ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        ({"scopes": "orders:read"}, "must be a list"),
+        ({"scopes": [""]}, "is not a scope name"),
+        ({"scopes": ["orders read"]}, "is not a scope name"),
+        ({"scopes": ['a"b']}, "is not a scope name"),
+        ({"scopes": ["a\\b"]}, "is not a scope name"),
+        ({"scopes": ["x\n"]}, "is not a scope name"),
+        ({"scopes": ["é"]}, "is not a scope name"),
+        ({"scopes": [1]}, "is not a scope name"),
+        ({"scopes": ["a" * 129]}, "is not a scope name"),
+        ({"scopes": [f"s{i}" for i in range(65)]}, "more than 64"),
+    ],
+)
+def test_unusable_scopes_in_on_auth_params_are_refused(entry: dict[str, Any], why: str) -> None:
+    for data in (
+        {"users": [{"username": "ada", "password": "pw", **entry}]},
+        {"client": [{"client_id": "web", "client_secret": "s", **entry}]},
+        {"username": "ada", "password": "pw", **entry},  # top-level: the single entries'
+    ):
+        with pytest.raises(ParamsError, match=why):
+            normalise(data)
+
+
+def test_on_auth_params_scopes_by_user_and_client() -> None:
+    params = normalise(
+        {
+            "client_id": "web",
+            "client_secret": "s",
+            "username": "ada",
+            "password": "pw",
+            "Scopes": ["orders:read"],  # keys are case-insensitive
+            "users": [
+                {"username": "bob", "password": "pw", "SCOPES": ["b", "b", "a"]},
+                {"username": "ada", "password": "other", "scopes": ["ignored"]},
+            ],
+            "client": [{"client_id": "cli", "client_secret": "s"}],
+        }
+    )
+    # the first entry of a name decides; repeats are dropped; an entry without none
+    assert params.user_scopes == {"ada": ("orders:read",), "bob": ("b", "a")}
+    assert params.client_scopes == {"web": ("orders:read",)}
+    assert allowed_scopes(params, "web", "bob") == {"default"}  # nothing both allow
+    assert allowed_scopes(params, "cli", "bob") == {"default", "a", "b"}
+    assert allowed_scopes(params, "cli", None) == {"default"}
+    assert allowed_scopes(params, "web", None) == {"default", "orders:read"}
+    with pytest.raises(ParamsError, match="top-level scopes"):
+        normalise({"users": [{"username": "ada", "password": "pw"}], "scopes": ["a"]})
+
+
+def test_a_legacy_on_auth_params_never_sees_a_requested_scopes() -> None:
+    request = {"grant_type": "password", "username": "ada", "scopes": "x", "scope": "a b"}
+    assert legacy_view(request) == {"grant_type": "password", "username": "ada", "scope": "a b"}
+
+
+@pytest.mark.parametrize(
+    ("param", "asked"),
+    [
+        (None, ("default",)),
+        ("a", ("a",)),
+        ("b a b", ("b", "a")),
+        ("  a  ", ("a",)),
+        ("   ", ("default",)),
+        ("x" * 1024, ("x" * 1024,)),
+    ],
+)
+def test_the_scope_parameter(param: str | None, asked: tuple[str, ...]) -> None:
+    assert requested(param) == asked
+
+
+@pytest.mark.parametrize("param", ["x" * 1025, "a\tb", "a\x7f", 'a"', "a\\b", "é", "a\r\nb"])
+def test_a_malformed_scope_parameter(param: str) -> None:
+    with pytest.raises(AuthOAuthError) as refused:
+        requested(param)
+    assert refused.value.error == "invalid_scope" and refused.value.status == 400
+
+
+def test_a_route_decorator_refuses_unusable_scopes() -> None:
+    with pytest.raises(RouteError, match="is not a scope name"):
+        get("/x", scopes=["a b"])
+    with pytest.raises(RouteError, match="must be a list"):
+        get("/x", scopes="orders:read")  # type: ignore[arg-type]  # the mistake under test
+
+
+def test_a_route_carries_its_scopes(port: OAuthPort) -> None:
+    assert port.get("/hello", port.tokens(*ADA)["access_token"]).status_code == 200
+    ours = {e.function: e.scopes for e in registered() if e.module == MODULE}
+    assert ours[f"{MODULE}.add_order"] == ("orders:read", "orders:write")
+    assert ours[f"{MODULE}.list_orders"] == ("orders:read",)
+    scoped = {f"{MODULE}.add_order", f"{MODULE}.list_orders"}
+    assert ours[f"{MODULE}.hello"] == ()  # APP_SOURCE's routes require none
+    assert all(not scopes for name, scopes in ours.items() if name not in scoped)
+
+
+def test_a_route_without_scopes_keeps_its_bare_call(port: OAuthPort) -> None:
+    token = port.tokens(*ADA)["access_token"]
+    assert port.get("/hello", token).status_code == 200  # the worker runs
+    app = port.http._runtime.app  # type: ignore[attr-defined]  # the in-process worker's port
+    calls_of = {
+        (method, pattern): handler.invoke.__qualname__
+        for loc in app.plan.locations
+        for method, pattern, handler in loc.router.routes()
+    }
+    assert calls_of[("GET", "/orders")].startswith("requiring.")
+    assert calls_of[("GET", "/reports")].startswith("requiring.")
+    assert not calls_of[("GET", "/hello")].startswith("requiring.")
+    assert not any(
+        q.startswith("requiring.")
+        for k, q in calls_of.items()
+        if k[1] != "/orders" and k[1] != "/reports"
+    )
