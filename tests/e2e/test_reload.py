@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -30,6 +31,7 @@ from tests.conftest import (
     tls_server,
     wait_for,
 )
+from tests.docs.blocks import example
 
 APP = """\
 import os
@@ -147,6 +149,8 @@ def test_three_reloads_under_load_fail_no_request(tmp_path: Path) -> None:
             assert f"pid {proc.proc.pid}" in sent.stdout
             wait_line(proc, "reloaded: generation 2")
             assert version_now(url) == 2
+            ready = [x.startswith("fwrest: ready") for x in proc.stdout_lines].index(True)
+            lines = proc.stdout_lines[ready + 1 :]
             seen = load.outcomes["v2"]
             wait_for(lambda: load.outcomes["v2"] > seen + 20, 20, "the load gets the new code")
 
@@ -181,6 +185,10 @@ def test_three_reloads_under_load_fail_no_request(tmp_path: Path) -> None:
         assert httpx.get(proc.url("HTTP_TWO") + "/v", timeout=10).json()["v"] == 2
         print(f"outcomes across three reloads: {dict(load.outcomes)}")
         assert load.failures == [], load.failures[:10]
+        shown = example("operations-reload-lines").text.splitlines()
+        assert [re.sub(r":\d+/", ":PORT/", x) for x in lines[:3]] == [
+            re.sub(r":\d+/", ":PORT/", x) for x in shown
+        ]
         assert load.outcomes["v1"] and load.outcomes["v2"] > 60
         assert proc.stop() == 0
         assert not pid_file.exists()
