@@ -28,6 +28,7 @@ from tests.conftest import (
     free_config,
     issue_certs,
     run_cli,
+    run_forked,
     tls_server,
     wait_for,
 )
@@ -223,18 +224,18 @@ def test_renewed_certificate_is_served_after_a_reload(ca: trustme.CA, tmp_path: 
 
 
 def test_reload_without_a_running_service_exits_2(tmp_path: Path) -> None:
-    missing = run_cli("reload", str(tmp_path / "none.pid"))
+    missing = run_forked("reload", str(tmp_path / "none.pid"), cwd=tmp_path)
     assert missing.returncode == 2
     assert "does not exist" in missing.stderr and "--pid-file" in missing.stderr
     gone = tmp_path / "gone.pid"
     with os.popen("sh -c 'echo $$'") as shell:  # a process that has ended since
         gone.write_text(shell.read())
-    stale = run_cli("reload", str(gone))
+    stale = run_forked("reload", str(gone), cwd=tmp_path)
     assert stale.returncode == 2
     assert "stale" in stale.stderr and "Traceback" not in stale.stderr
     other = tmp_path / "other.pid"
     other.write_text(f"{os.getpid()}\n")  # a live process that is not `fwrest serve`
-    foreign = run_cli("reload", str(other))
+    foreign = run_forked("reload", str(other), cwd=tmp_path)
     assert foreign.returncode == 2
     assert "is not `fwrest serve`" in foreign.stderr
 
@@ -261,6 +262,31 @@ def test_reload_flag_takes_an_edit_within_2_s_and_keeps_serving_through_a_syntax
             assert version_now(url) == 2
             time.sleep(0.1)
         assert "generation 3" not in "\n".join(proc.stdout_lines)
+    finally:
+        proc.stop()
+
+
+def test_a_new_generation_that_does_not_start_leaves_the_old_one_serving(tmp_path: Path) -> None:
+    config = free_config(tmp_path)
+    write_app(tmp_path, 1)
+    proc = ServerProcess(config, workers=1).wait_ready()
+    try:
+        url = proc.url() + "/v"
+        before = children(proc.proc.pid)
+        write_app(tmp_path, 2)
+        with (tmp_path / "app.py").open("a") as fh:
+            fh.write("\n\ndef refuse():\n    raise RuntimeError('no database')\n")
+        edit_config(config, {"POOL": {"OnStart": "refuse"}})
+        proc.signal(signal.SIGHUP)
+        wait_line(proc, "reload failed")
+        assert "the new workers did not start" in proc.wait_log("did not start")
+        assert "no database" in proc.log()
+        assert version_now(url) == 1
+        wait_for(lambda: children(proc.proc.pid) == before, 10, "the new worker gone")
+        edit_config(config, {"POOL": {"OnStart": ""}})  # fixed: the next reload takes
+        proc.signal(signal.SIGHUP)
+        wait_line(proc, "reloaded: generation 3")
+        assert version_now(url) == 2
     finally:
         proc.stop()
 

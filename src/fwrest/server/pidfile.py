@@ -51,15 +51,17 @@ def send_reload(path: Path) -> int:
         raise PidFileError(f"the pid file {path} holds no pid ({text[:40]!r}).")
     pid = int(text)
     try:
-        cmdline = " ".join(psutil.Process(pid).cmdline())
+        args = psutil.Process(pid).cmdline()
     except psutil.Error:
         raise PidFileError(
             f"the pid file {path} is stale: no process has pid {pid} (the service stopped "
             "without removing it); start the service again."
         ) from None
-    if "fwrest" not in cmdline or "serve" not in cmdline:
+    # `fwrest serve ...` or `python -m fwrest serve ...`
+    if "serve" not in args or not any(a == "fwrest" or a.endswith("/fwrest") for a in args):
+        shown = " ".join(args)[:80]
         raise PidFileError(
-            f"the pid file {path} is stale: pid {pid} is not `fwrest serve` but {cmdline[:80]!r}; "
+            f"the pid file {path} is stale: pid {pid} is not `fwrest serve` but {shown!r}; "
             "nothing was signalled."
         )
     os.kill(pid, signal.SIGHUP)

@@ -91,6 +91,7 @@ class _Supervisor:
         self.worker_pids = self.shared.worker_pids
         self.current = _Generation(1, plan, sockets, range(workers))
         self.gens = [self.current]  # the current one, and one that drains or starts
+        self.made = 1  # generations made
         self.started_at = time.time()
         self.pids: dict[int, int] = {}  # pid -> slot
         self.ready_pids: set[int] = set()
@@ -305,7 +306,8 @@ class _Supervisor:
             say("reload failed: the service goes on unchanged (see the log)")
             return
         first = self.count if old.slots.start == 0 else 0
-        new = _Generation(old.number + 1, plan, sockets, range(first, first + self.count))
+        self.made += 1  # a failed generation's number is not used again
+        new = _Generation(self.made, plan, sockets, range(first, first + self.count))
         self.gens.append(new)
         for slot in new.slots:
             self.spawn(new, slot)
@@ -370,7 +372,10 @@ class _Supervisor:
                         sock.close()
                 for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
                     signal.signal(signum, signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                # Ctrl-C is the supervisor's; SIGUSR1 the workers' (a usage reset signals
+                # every child of the supervisor)
+                for signum in (signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+                    signal.signal(signum, signal.SIG_IGN)
                 watch_files(files, os.getppid(), say)
             except BaseException:
                 log.server_log.exception("watching the files for --reload failed")
