@@ -29,6 +29,7 @@ from tests.conftest import (
     issue_certs,
     run_cli,
     run_forked,
+    serving,
     tls_server,
     wait_for,
 )
@@ -51,6 +52,13 @@ LOAD_LIMIT_S = 90.0  # the loop's hang guard: it ends when the test says, or the
 
 def write_app(folder: Path, version: int | str) -> None:
     (folder / "app.py").write_text(APP.format(version=version))
+
+
+def versioned(tmp_path: Path) -> Path:
+    """:func:`free_config`'s service serving :data:`APP` at version 1."""
+    config = free_config(tmp_path)
+    write_app(tmp_path, 1)
+    return config
 
 
 def edit_config(config: Path, change: dict[str, dict[str, object]]) -> None:
@@ -243,10 +251,7 @@ def test_reload_without_a_running_service_exits_2(tmp_path: Path) -> None:
 def test_reload_flag_takes_an_edit_within_2_s_and_keeps_serving_through_a_syntax_error(
     tmp_path: Path,
 ) -> None:
-    config = free_config(tmp_path)
-    write_app(tmp_path, 1)
-    proc = ServerProcess(config, workers=1, args=("--reload",)).wait_ready()
-    try:
+    with serving(versioned(tmp_path), workers=1, args=("--reload",)) as proc:
         url = proc.url() + "/v"
         wait_line(proc, "watching")
         time.sleep(0.3)  # the watcher's first turn sets its watches up
@@ -262,15 +267,11 @@ def test_reload_flag_takes_an_edit_within_2_s_and_keeps_serving_through_a_syntax
             assert version_now(url) == 2
             time.sleep(0.1)
         assert "generation 3" not in "\n".join(proc.stdout_lines)
-    finally:
-        proc.stop()
 
 
 def test_a_new_generation_that_does_not_start_leaves_the_old_one_serving(tmp_path: Path) -> None:
-    config = free_config(tmp_path)
-    write_app(tmp_path, 1)
-    proc = ServerProcess(config, workers=1).wait_ready()
-    try:
+    config = versioned(tmp_path)
+    with serving(config, workers=1) as proc:
         url = proc.url() + "/v"
         before = children(proc.proc.pid)
         write_app(tmp_path, 2)
@@ -287,18 +288,11 @@ def test_a_new_generation_that_does_not_start_leaves_the_old_one_serving(tmp_pat
         proc.signal(signal.SIGHUP)
         wait_line(proc, "reloaded: generation 3")
         assert version_now(url) == 2
-    finally:
-        proc.stop()
 
 
 def test_workers_0_runs_the_handler_in_the_serve_process(tmp_path: Path) -> None:
-    config = free_config(tmp_path)
-    write_app(tmp_path, 1)
-    proc = ServerProcess(config, workers=0).wait_ready()
-    try:
+    with serving(versioned(tmp_path), workers=0) as proc:
         answer = httpx.get(proc.url() + "/v", timeout=10).json()
         assert answer["pid"] == proc.proc.pid
         assert children(proc.proc.pid) == set()
         assert proc.stop() == 0
-    finally:
-        proc.stop()
