@@ -37,6 +37,8 @@ from tests.docs.blocks import example
 
 APP = """\
 import os
+import time
+
 from fwrest import get
 
 VERSION = {version}
@@ -45,6 +47,14 @@ VERSION = {version}
 @get("/v")
 def version():
     return {{"v": VERSION, "pid": os.getpid()}}
+
+
+@get("/slow")
+def slow():  # until the test creates the file "release" (in the service's folder)
+    deadline = time.monotonic() + 20
+    while not os.path.exists("release") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return {{"v": VERSION}}
 """
 
 LOAD_LIMIT_S = 90.0  # the loop's hang guard: it ends when the test says, or then
@@ -151,13 +161,22 @@ def test_three_reloads_under_load_fail_no_request(tmp_path: Path) -> None:
         with Load(url) as load:
             wait_for(lambda: load.outcomes["v1"] > 20, 20, "the load runs")
 
-            # 1. new code: `fwrest reload PIDFILE`
+            # 1. new code: `fwrest reload PIDFILE`, a request in flight meanwhile
+            slow: list[httpx.Response] = []
+            in_flight = threading.Thread(
+                target=lambda: slow.append(httpx.get(proc.url() + "/slow", timeout=20))
+            )
+            in_flight.start()
             write_app(tmp_path, 2)
             sent = run_cli("reload", str(pid_file))
             assert sent.returncode == 0, sent.stderr
             assert f"pid {proc.proc.pid}" in sent.stdout
             wait_line(proc, "reloaded: generation 2")
             assert version_now(url) == 2
+            assert in_flight.is_alive()
+            (tmp_path / "release").touch()
+            in_flight.join(20)
+            assert [(a.status_code, a.json()["v"]) for a in slow] == [(200, 1)]
             ready = [x.startswith("fwrest: ready") for x in proc.stdout_lines].index(True)
             lines = proc.stdout_lines[ready + 1 :]
             seen = load.outcomes["v2"]
