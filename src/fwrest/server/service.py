@@ -97,6 +97,7 @@ class _Reloader:
         self.watch = watch
         # the modules in sys.modules now: the next reload imports them afresh
         self.modules = plan.repository.own_modules()
+        self.config = plan.config  # the configuration the log is set up for
 
     def load(self, kept: Listening) -> tuple[ServicePlan, list[socket.socket]]:
         restore = purge_modules(self.modules)
@@ -107,13 +108,20 @@ class _Reloader:
             raise
         self.modules = plan.repository.own_modules()
         open_runtime(plan)
+        sockets: list[socket.socket] = []
         try:
             plan, sockets = bind_all(plan, kept)
+            _setup_logging(plan.config, own_process=True)
         except BaseException:
+            for sock in sockets:
+                if all(sock is not k for k in kept.values()):
+                    sock.close()
             if plan.store is not None:
                 plan.store.close()
+            with contextlib.suppress(ConfigError):  # the log as it was, for the error
+                _setup_logging(self.config, own_process=True)
             raise
-        _setup_logging(plan.config, own_process=True)
+        self.config = plan.config
         _log_warnings(plan.config)
         for warning in (*plan.warnings, *_worker_warnings(plan, self.workers)):
             log.server_log.warning("%s", warning)
