@@ -81,8 +81,9 @@ def edit_config(config: Path, change: dict[str, dict[str, object]]) -> None:
 class Load:
     """Requests to ``url`` from a few threads until :meth:`stop`: every outcome recorded."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, verify: ssl.SSLContext | bool = True) -> None:
         self.url = url
+        self.verify = verify
         self.outcomes: Counter[str] = Counter()
         self.failures: list[str] = []
         self._stop = threading.Event()
@@ -110,14 +111,19 @@ class Load:
 
     def _run(self, keep_alive: bool) -> None:
         deadline = time.monotonic() + LOAD_LIMIT_S
-        client = httpx.Client(timeout=10) if keep_alive else None
+        client = httpx.Client(timeout=10, verify=self.verify) if keep_alive else None
         try:
             while not self._stop.is_set() and time.monotonic() < deadline:
                 try:
                     if client is not None:
                         answer = client.get(self.url)
                     else:
-                        answer = httpx.get(self.url, timeout=10, headers={"Connection": "close"})
+                        answer = httpx.get(
+                            self.url,
+                            timeout=10,
+                            headers={"Connection": "close"},
+                            verify=self.verify,
+                        )
                     if answer.status_code == 200:
                         self._record(f"v{answer.json()['v']}")
                     else:
@@ -224,8 +230,12 @@ def test_three_reloads_under_load_fail_no_request(tmp_path: Path) -> None:
         proc.stop()
 
 
+def trusting(ca_file: Path) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(ca_file))
+
+
 def serial_of(port: int, ca_file: Path) -> int:
-    context = ssl.create_default_context(cafile=str(ca_file))
+    context = trusting(ca_file)
     with (
         socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
         context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
@@ -236,18 +246,23 @@ def serial_of(port: int, ca_file: Path) -> int:
 def test_renewed_certificate_is_served_after_a_reload(ca: trustme.CA, tmp_path: Path) -> None:
     certs = issue_certs(ca, tmp_path / "tls")
     config = free_config(tmp_path, servers={"HTTPS_REST": tls_server(certs)})
-    proc = ServerProcess(config, workers=1).wait_ready()
-    try:
+    write_app(tmp_path, 1)
+    with (
+        serving(config, workers=2) as proc,
+        Load(proc.url("HTTPS_REST") + "/v", trusting(certs["ca"])) as load,
+    ):
         port = proc.ports["HTTPS_REST"]
         before = serial_of(port, certs["ca"])
+        wait_for(lambda: load.outcomes["v1"] > 20, 20, "the load runs")
         issue_certs(ca, tmp_path / "tls")  # renewed on disk, under the same names
         renewed = x509.load_pem_x509_certificate(certs["cert"].read_bytes()).serial_number
         assert renewed != before
         proc.signal(signal.SIGHUP)
         wait_line(proc, "reloaded: generation 2")
         assert serial_of(port, certs["ca"]) == renewed
-    finally:
-        proc.stop()
+        seen = load.outcomes["v1"]
+        wait_for(lambda: load.outcomes["v1"] > seen + 20, 20, "the load goes on")
+    assert load.failures == [], load.failures[:10]
 
 
 def test_reload_without_a_running_service_exits_2(tmp_path: Path) -> None:

@@ -287,10 +287,13 @@ class Worker:
 
     async def _drain(self) -> None:
         for server in self._servers:
-            server.close()
+            if isinstance(server, TlsListener):
+                server.close(handshakes=self._close_idle)
+            else:
+                server.close()
         self.conns.drain(close_idle=self._close_idle)
         deadline = time.monotonic() + self.plan.config.graceful_timeout_ms / 1000
-        while self.conns.items and time.monotonic() < deadline:
+        while (self.conns.items or self.handshakes.pending) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         if self.conns.items:
             log.server_log.warning(
