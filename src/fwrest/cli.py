@@ -189,10 +189,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 return EXIT_CONFIG
             from fwrest.server import serve
+            from fwrest.server.pidfile import PidFileError
 
-            return serve(
-                args.config, workers=args.workers, pid_file=args.pid_file, reload=args.reload
-            )
+            try:
+                return serve(
+                    args.config, workers=args.workers, pid_file=args.pid_file, reload=args.reload
+                )
+            except PidFileError as exc:
+                print(f"fwrest: error: {exc}", file=sys.stderr)
+                return EXIT_CONFIG
         if args.command == "reload":
             return _reload(args.pid_file)
     except ConfigError as exc:

@@ -280,6 +280,10 @@ def test_reload_without_a_running_service_exits_2(tmp_path: Path) -> None:
     foreign = run_forked("reload", str(other), cwd=tmp_path)
     assert foreign.returncode == 2
     assert "is not `fwrest serve`" in foreign.stderr
+    nowhere = str(tmp_path / "no-such-folder" / "fwrest.pid")
+    unwritable = run_forked("serve", str(versioned(tmp_path)), "--pid-file", nowhere, cwd=tmp_path)
+    assert unwritable.returncode == 2
+    assert f"cannot write the pid file {nowhere}" in unwritable.stderr
 
 
 def test_reload_flag_takes_an_edit_within_2_s_and_keeps_serving_through_a_syntax_error(

@@ -18,10 +18,21 @@ class PidFileError(Exception):
 
 
 def write_pid_file(path: Path) -> None:
-    """Write this process's pid, whole or not at all (a temporary file renamed over it)."""
+    """Write this process's pid, whole or not at all (a temporary file renamed over it).
+
+    Raises:
+        PidFileError: the file cannot be written.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(f"{os.getpid()}\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(f"{os.getpid()}\n")
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise PidFileError(
+            f"cannot write the pid file {path} ({exc.strerror or exc}); give --pid-file a file "
+            "in a folder that exists and that the service may write to."
+        ) from None
 
 
 def remove_pid_file(path: Path) -> None:

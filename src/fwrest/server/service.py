@@ -28,7 +28,7 @@ from fwrest.server.binding import Listening, bind_all
 from fwrest.server.build import ServicePlan, build_plan, open_runtime
 from fwrest.server.hooks import StartFailed
 from fwrest.server.monitor_port import monitor_url
-from fwrest.server.pidfile import remove_pid_file, write_pid_file
+from fwrest.server.pidfile import PidFileError, remove_pid_file, write_pid_file
 from fwrest.server.supervisor import run_supervisor, say
 from fwrest.server.worker import Worker, new_loop
 
@@ -63,6 +63,7 @@ def serve(
 
     Raises:
         ConfigError: before anything binds, or when a port cannot be bound.
+        PidFileError: ``pid_file`` cannot be written (nothing is left bound).
     """
     preload_modules()  # the calling program's endpoints, under start(config, workers=N)
     plan = prepare(source)
@@ -76,6 +77,14 @@ def serve(
         log.server_log.warning("%s", warning)
     plan, sockets = bind_all(plan)
     pid_path = Path(pid_file).resolve() if pid_file is not None else None
+    if pid_path is not None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a reload before the start ends: none
+        try:
+            write_pid_file(pid_path)
+        except PidFileError:
+            for sock in sockets:
+                sock.close()
+            raise
     if workers == 0:
         log.server_log.info("serving in this process for %s", config.source or "a dict")
         return _serve_here(plan, sockets, pid_path)
@@ -167,8 +176,6 @@ def _serve_here(plan: ServicePlan, sockets: list[socket.socket], pid_file: Path 
         say(f"ready: {urls} URL(s), in this process (--workers 0), pid {os.getpid()}")
 
     try:
-        if pid_file is not None:
-            write_pid_file(pid_file)
         code = loop.run_until_complete(worker.run(ready))
         say("stopped")
         return code

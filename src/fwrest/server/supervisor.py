@@ -35,7 +35,7 @@ from fwrest.server.binding import Listening, listening
 from fwrest.server.build import ServicePlan
 from fwrest.server.hooks import ON_STOP_LIMIT_S, StartFailed
 from fwrest.server.monitor_port import monitor_url
-from fwrest.server.pidfile import remove_pid_file, write_pid_file
+from fwrest.server.pidfile import remove_pid_file
 from fwrest.server.shared import HostShared
 from fwrest.server.watch import watch_files
 from fwrest.server.worker import Worker, new_loop
@@ -409,8 +409,6 @@ class _Supervisor:
         previous = {s: signal.signal(s, self.on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self.on_reload)
         try:
-            if self.pid_file is not None:
-                write_pid_file(self.pid_file)
             for slot in self.current.slots:
                 self.spawn(self.current, slot)
             if not self.wait_ready():
