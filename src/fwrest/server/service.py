@@ -27,9 +27,8 @@ from fwrest.repository import purge_modules, registered
 from fwrest.server.binding import Listening, bind_all
 from fwrest.server.build import ServicePlan, build_plan, open_runtime
 from fwrest.server.hooks import StartFailed
-from fwrest.server.monitor_port import monitor_url
 from fwrest.server.pidfile import PidFileError, remove_pid_file, write_pid_file
-from fwrest.server.supervisor import run_supervisor, say
+from fwrest.server.supervisor import announce, run_supervisor, say
 from fwrest.server.worker import Worker, new_loop
 
 __all__ = ["Service", "prepare", "serve", "start"]
@@ -166,12 +165,7 @@ def _serve_here(plan: ServicePlan, sockets: list[socket.socket], pid_file: Path 
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, worker.request_stop)
         loop.add_signal_handler(signal.SIGHUP, _no_reload)
-        for port in plan.ports:
-            for url in port.urls():
-                say(f"serving {url} [{port.config.name}]")
-        mon = plan.config.monitor
-        if mon is not None:
-            say(f"serving {monitor_url(mon, plan.monitor_port)} [APP_MONITOR]")
+        announce(plan)
         urls = sum(len(port.urls()) for port in plan.ports)
         say(f"ready: {urls} URL(s), in this process (--workers 0), pid {os.getpid()}")
 

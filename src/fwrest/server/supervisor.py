@@ -40,7 +40,7 @@ from fwrest.server.shared import HostShared
 from fwrest.server.watch import watch_files
 from fwrest.server.worker import Worker, new_loop
 
-__all__ = ["Reload", "run_supervisor", "say"]
+__all__ = ["Reload", "announce", "run_supervisor", "say"]
 
 _CRASH_WINDOW_S = 30.0
 _CRASH_LIMIT = 5
@@ -54,6 +54,16 @@ def say(text: str) -> None:
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.write(f"fwrest: {text}\n")
         sys.stdout.flush()
+
+
+def announce(plan: ServicePlan) -> None:
+    """The ``serving URL [SECTION]`` lines of a plan (``start(workers=N)`` reads them)."""
+    for port in plan.ports:
+        for url in port.urls():
+            say(f"serving {url} [{port.config.name}]")
+    mon = plan.config.monitor
+    if mon is not None:
+        say(f"serving {monitor_url(mon, plan.monitor_port)} [APP_MONITOR]")
 
 
 class _Generation:
@@ -329,7 +339,7 @@ class _Supervisor:
         self.retire(old, drain=True)
         self.level = plan.config.tunables.rest_log_level
         self.shared.level.value = self.level
-        self.announce(new)
+        announce(new.plan)
         say(
             f"reloaded: generation {new.number}, {self.count} worker(s); the previous workers drain"
         )
@@ -385,14 +395,6 @@ class _Supervisor:
                 os._exit(code)
         self.watcher = pid
 
-    def announce(self, gen: _Generation) -> None:
-        for port in gen.plan.ports:
-            for url in port.urls():
-                say(f"serving {url} [{port.config.name}]")
-        mon = gen.plan.config.monitor
-        if mon is not None:
-            say(f"serving {monitor_url(mon, gen.plan.monitor_port)} [APP_MONITOR]")
-
     # -- lifecycle ----------------------------------------------------------------------------
     def on_signal(self, signum: int, _frame: Any) -> None:
         self.signals.append(signum)
@@ -417,7 +419,7 @@ class _Supervisor:
                     self.stop(force=True)
                     return 1
             else:
-                self.announce(self.current)
+                announce(self.plan)
                 urls = [u for port in self.plan.ports for u in port.urls()]
                 say(f"ready: {len(urls)} URL(s), {self.count} worker(s), pid {os.getpid()}")
                 self.watch()
