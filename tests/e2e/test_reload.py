@@ -27,6 +27,7 @@ from tests.conftest import (
     children,
     free_config,
     issue_certs,
+    port_is_free,
     run_cli,
     run_forked,
     serving,
@@ -326,6 +327,20 @@ def test_a_new_generation_that_does_not_start_leaves_the_old_one_serving(tmp_pat
         proc.signal(signal.SIGHUP)
         wait_line(proc, "reloaded: generation 3")
         assert version_now(url) == 2
+
+
+def test_a_port_removed_is_closed_once_the_old_workers_drained(tmp_path: Path) -> None:
+    two = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+    config = free_config(tmp_path, servers={"HTTP_REST": dict(two), "HTTP_TWO": two})
+    write_app(tmp_path, 1)
+    with serving(config, workers=1) as proc:
+        removed = proc.ports["HTTP_TWO"]
+        assert not port_is_free(removed)
+        edit_config(config, {"HTTPSERVER": {"Servers": "HTTP_REST"}})
+        proc.signal(signal.SIGHUP)
+        proc.wait_log("the workers of generation 1 have drained")
+        assert port_is_free(removed)
+        assert version_now(proc.url() + "/v") == 1
 
 
 def test_workers_0_runs_the_handler_in_the_serve_process(tmp_path: Path) -> None:
