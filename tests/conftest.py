@@ -206,7 +206,13 @@ def module_config(tmp_path: Path, module: str, **kwargs: Any) -> Path:
 class ServerProcess:
     """``fwrest serve CONFIG`` in a subprocess; ``urls`` maps server section -> base URL."""
 
-    def __init__(self, config: Path, workers: int = 1, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        config: Path,
+        workers: int = 1,
+        env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+    ):
         self.config = config
         self.stderr_path = config.parent / "stderr.log"
         self.stdout_lines: list[str] = []
@@ -215,7 +221,7 @@ class ServerProcess:
         self.pid = 0
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
-            [*FWREST, "serve", str(config), "--workers", str(workers)],
+            [*FWREST, "serve", str(config), "--workers", str(workers), *args],
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             cwd=config.parent,
@@ -382,6 +388,7 @@ SERIAL = frozenset(
     (
         "tests/auth/test_password_timing.py",
         "tests/bench",
+        "tests/e2e/test_reload.py",
         "tests/e2e/test_scale_out.py",
         "tests/e2e/test_revocation_e2e.py",
         "tests/e2e/test_workers.py",

@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
         "serve",
         help="start the service described by CONFIG",
         description="Start the service. Ctrl-C or SIGTERM stop it "
-        "gracefully; a second signal forces.",
+        "gracefully; a second signal forces; SIGHUP reloads it.",
     )
     serve.add_argument("config", metavar="CONFIG", help="an .ini or .json file")
     serve.add_argument(
@@ -35,8 +35,24 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="N",
-        help="worker processes, each serving every port (default 1)",
+        help="worker processes, each serving every port (default 1); 0: serve in this "
+        "process, without a supervisor (a debugger's breakpoints are hit)",
     )
+    serve.add_argument(
+        "--pid-file", metavar="PIDFILE", help="write the pid here while serving (fwrest reload)"
+    )
+    serve.add_argument(
+        "--reload",
+        action="store_true",
+        help="reload when CONFIG, the repository's files or a certificate change (development)",
+    )
+    reload = sub.add_parser(
+        "reload",
+        help="reload the service whose pid PIDFILE holds (SIGHUP)",
+        description="New workers start with the new code, configuration and certificates; "
+        "the old ones drain. A configuration that fails is logged; the service goes on.",
+    )
+    reload.add_argument("pid_file", metavar="PIDFILE", help="the file of serve --pid-file")
     check = sub.add_parser(
         "check",
         help="validate CONFIG as a start would, bind nothing",
@@ -183,6 +199,20 @@ def _openapi(path: str, output: str | None, server: str | None) -> int:
     return EXIT_OK
 
 
+def _reload(pid_file: str) -> int:
+    from pathlib import Path
+
+    from fwrest.server.pidfile import PidFileError, send_reload
+
+    try:
+        pid = send_reload(Path(pid_file))
+    except PidFileError as exc:
+        print(f"fwrest: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(f"fwrest reload: sent SIGHUP to pid {pid}; its log tells how the reload went")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command is None:
@@ -198,12 +228,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "tokens":
             return _revoke_user(args.config, args.user)
         if args.command == "serve":
-            if args.workers < 1:
-                print("fwrest: error: --workers must be at least 1", file=sys.stderr)
+            if args.workers < 0 or (args.reload and args.workers == 0):
+                print(
+                    "fwrest: error: --workers must be at least 1 (0 serves in this process, "
+                    "without --reload)",
+                    file=sys.stderr,
+                )
                 return EXIT_CONFIG
             from fwrest.server import serve
+            from fwrest.server.pidfile import PidFileError
 
-            return serve(args.config, workers=args.workers)
+            try:
+                return serve(
+                    args.config, workers=args.workers, pid_file=args.pid_file, reload=args.reload
+                )
+            except PidFileError as exc:
+                print(f"fwrest: error: {exc}", file=sys.stderr)
+                return EXIT_CONFIG
+        if args.command == "reload":
+            return _reload(args.pid_file)
     except ConfigError as exc:
         print(f"fwrest: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

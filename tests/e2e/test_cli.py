@@ -391,8 +391,9 @@ def test_start_on_a_port_in_use_releases_the_other_port(tmp_path: Path, busy_por
     assert can_bind(other), "the other configured port was left bound"
 
 
-def test_serve_workers_must_be_positive(tmp_path: Path) -> None:
-    result = run_cli("serve", str(write_config(tmp_path, sections())), "--workers", "0")
+@pytest.mark.parametrize("args", [("--workers", "-1"), ("--workers", "0", "--reload")])
+def test_serve_workers_must_be_positive(tmp_path: Path, args: tuple[str, ...]) -> None:
+    result = run_cli("serve", str(write_config(tmp_path, sections())), *args)
     assert result.returncode == 2
     assert "--workers" in result.stderr
     assert "Traceback" not in result.stderr

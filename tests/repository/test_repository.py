@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from fwrest import ConfigError
-from fwrest.repository import Endpoint
+from fwrest.repository import Endpoint, purge_modules
 from fwrest.server import prepare
 from fwrest.server.build import ServicePlan
 
@@ -460,3 +460,47 @@ def test_reloaded_module_replaces_its_endpoints(tmp_path: Path, uid: str) -> Non
     assert routes(second) == {("GET", "/r", f"{mod}.f0", "annotation")}
     assert new.func is not old.func
     assert new.func is sys.modules[mod].f0
+
+
+# ---------------------------------------------------------------------------------------------
+# a reload's fresh import (SPEC 13.1)
+
+
+def test_a_reload_imports_the_handlers_and_their_helpers_afresh_not_installed_packages(
+    tmp_path: Path, uid: str
+) -> None:
+    handlers, helper = f"h_{uid}", f"helper_{uid}"
+    write_files(tmp_path, {f"{helper}.py": "ANSWER = 1\n"})
+    source = f"import httpx\nfrom fwrest import get\nfrom {helper} import ANSWER\n\n"
+    old = (
+        source + "@get('/a')\ndef a():\n    return ANSWER\n\n@get('/gone')\ndef gone():\n    pass\n"
+    )
+    config = service(tmp_path, handlers, {f"{handlers}.py": old})
+    plan = prepare(config)
+    own = plan.repository.own_modules()
+    assert set(own) == {handlers, helper}  # httpx: an installed package, never re-imported
+    write_files(tmp_path, {f"{helper}.py": "ANSWER = 2\n", f"{handlers}.py": source + (
+        "@get('/a')\ndef a():\n    return ANSWER\n"
+    )})  # fmt: skip
+    purge_modules(own)
+    fresh = prepare(config)
+    assert {path for _, path, _, _ in routes(fresh)} == {"/a"}  # /gone's registration went
+    old_a = app_endpoints(plan)[0].func
+    new_a = app_endpoints(fresh)[0].func
+    assert (old_a(), new_a()) == (1, 2)  # the running generation keeps its own code
+    assert new_a.__globals__ is vars(sys.modules[handlers]) is not old_a.__globals__
+
+
+def test_a_reload_that_fails_puts_the_previous_modules_back(tmp_path: Path, uid: str) -> None:
+    handlers, helper = f"h_{uid}", f"helper_{uid}"
+    good = "from fwrest import get\n\n@get('/a')\ndef a():\n    return 1\n"
+    config = service(tmp_path, handlers, {f"{handlers}.py": good})
+    plan = prepare(config)
+    before = sys.modules[handlers]
+    write_files(tmp_path, {f"{helper}.py": "X = 1\n", f"{handlers}.py": f"import {helper}\n(\n"})
+    restore = purge_modules(plan.repository.own_modules())
+    prepare_error(config)
+    restore()
+    assert sys.modules[handlers] is before
+    assert helper not in sys.modules  # what the failed import brought in went too
+    assert {path for _, path, _, _ in routes(prepare(config))} == {"/a"}

@@ -6,7 +6,13 @@ no authorization and no HTTP.
 """
 
 from fwrest.repository.decorators import Endpoint, delete, get, patch, post, put, registered
-from fwrest.repository.loader import Environment, Repository, endpoint_path, is_async
+from fwrest.repository.loader import (
+    Environment,
+    Repository,
+    endpoint_path,
+    is_async,
+    purge_modules,
+)
 
 __all__ = [
     "Endpoint",
@@ -18,6 +24,7 @@ __all__ = [
     "is_async",
     "patch",
     "post",
+    "purge_modules",
     "put",
     "registered",
 ]

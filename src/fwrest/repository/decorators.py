@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from fwrest.repository.scopes import scope_list
 
-__all__ = ["Endpoint", "delete", "get", "patch", "post", "put", "registered"]
+__all__ = ["Endpoint", "delete", "forget", "get", "patch", "post", "put", "registered"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -81,6 +81,21 @@ _REGISTERED: dict[tuple[str, str, str], Endpoint] = {}
 def registered() -> tuple[Endpoint, ...]:
     """Every endpoint annotated so far, in import order."""
     return tuple(_REGISTERED.values())
+
+
+def forget(modules: frozenset[str]) -> Callable[[], None]:
+    """Drop the registrations of ``modules`` (imported afresh by a reload: a function removed
+    from the file must not stay a route); returns what puts them back (a reload that failed).
+    """
+    saved = dict(_REGISTERED)
+    for key in [k for k, e in _REGISTERED.items() if e.module in modules]:
+        del _REGISTERED[key]
+
+    def restore() -> None:
+        _REGISTERED.clear()
+        _REGISTERED.update(saved)
+
+    return restore
 
 
 def _origin(func: Callable[..., Any]) -> str:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
+import os
 import pkgutil
+import site
 import sys
+import sysconfig
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -16,10 +21,16 @@ from typing import Any
 
 from fwrest.config.model import EnvironmentConfig
 from fwrest.errors import ConfigError
-from fwrest.repository.decorators import Endpoint, RouteError, normalise_route, registered
+from fwrest.repository.decorators import (
+    Endpoint,
+    RouteError,
+    forget,
+    normalise_route,
+    registered,
+)
 from fwrest.repository.scopes import scope_list
 
-__all__ = ["Environment", "Repository", "endpoint_path"]
+__all__ = ["Environment", "Repository", "endpoint_path", "purge_modules"]
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
@@ -47,6 +58,7 @@ class Repository:
     source: str | None = None
     environments: dict[str, Environment] = field(default_factory=dict)
     _entry_modules: dict[str, frozenset[str]] = field(default_factory=dict)
+    _named: set[str] = field(default_factory=set)  # the modules the entries name themselves
 
     def load(self, env: EnvironmentConfig) -> Environment:
         """Import the environment's modules (once per service) and collect its endpoints."""
@@ -91,6 +103,7 @@ class Repository:
         else:
             names = self._import_module(env, key)
         new = {n for n in set(sys.modules) - before}
+        self._named.update(names)
         result = frozenset(new | set(names))
         self._entry_modules[key] = result
         return result
@@ -164,6 +177,25 @@ class Repository:
         return ConfigError(
             problem, section=env.name or None, key="Repository", fix=fix, source=self.source
         )
+
+    def own_modules(self) -> dict[str, Path]:
+        """The repository's own modules and their source files: what a reload imports afresh
+        and ``--reload`` watches (SPEC 13.1, 13.2).
+
+        The modules the entries name, and the modules their import brought in from outside
+        the interpreter's and the installed packages' folders (helpers beside the handlers);
+        not a compiled extension (it cannot be imported twice), not a module without a file.
+        """
+        out: dict[str, Path] = {}
+        installed = _installed_folders()
+        for env in self.environments.values():
+            for name in env.modules:
+                file = getattr(sys.modules.get(name), "__file__", None)
+                if not file or file.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
+                    continue
+                if name in self._named or not _within(Path(file), installed):
+                    out[name] = Path(file).resolve()
+        return out
 
     # -- names --------------------------------------------------------------------------------
 
@@ -292,6 +324,52 @@ class Repository:
                     )
                 )
         return out
+
+
+def purge_modules(modules: dict[str, Path]) -> Callable[[], None]:
+    """Remove ``modules`` from ``sys.modules`` (and their routes and cached bytecode), so that
+    the next :meth:`Repository.load` imports them afresh; returns what puts them back.
+
+    The bytecode goes because Python trusts a ``.pyc`` whose source kept its size and the
+    second of its modification time: an edit within that second would import the old code.
+    """
+    saved = {name: sys.modules.pop(name) for name in modules if name in sys.modules}
+    before = set(sys.modules)
+    restore_routes = forget(frozenset(modules))
+    for path in modules.values():
+        if path.suffix == ".py":
+            with contextlib.suppress(OSError, ValueError):
+                os.unlink(importlib.util.cache_from_source(str(path)))
+    importlib.invalidate_caches()  # a file added since the last import is found
+
+    def restore() -> None:
+        # what the failed import brought in of the repository's goes too (not installed ones)
+        installed = _installed_folders()
+        for name in set(sys.modules) - before:
+            file = getattr(sys.modules[name], "__file__", None)
+            if name in modules or not file or _within(Path(file), installed):
+                continue
+            del sys.modules[name]
+        for name in modules:
+            sys.modules.pop(name, None)
+        sys.modules.update(saved)
+        restore_routes()
+
+    return restore
+
+
+def _installed_folders() -> list[Path]:
+    """The interpreter's library and the installed packages' folders."""
+    paths = sysconfig.get_paths()
+    folders = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    folders.update(site.getsitepackages())
+    folders.add(site.getusersitepackages())
+    return [Path(f).resolve() for f in folders]
+
+
+def _within(file: Path, folders: list[Path]) -> bool:
+    path = file.resolve()
+    return any(path.is_relative_to(folder) for folder in folders)
 
 
 def _program_modules() -> set[str]:

@@ -9,7 +9,7 @@ import socket
 from fwrest.errors import ConfigError
 from fwrest.server.build import PortPlan, ServicePlan
 
-__all__ = ["bind_all", "bind_socket"]
+__all__ = ["Listening", "bind_all", "bind_socket", "listening"]
 
 
 def bind_socket(host: str, port: int, *, section: str, source: str | None) -> socket.socket:
@@ -58,31 +58,60 @@ def bind_socket(host: str, port: int, *, section: str, source: str | None) -> so
     return sock
 
 
-def bind_all(plan: ServicePlan) -> tuple[ServicePlan, list[socket.socket]]:
+# (HostName, Port) -> its listening socket; a section of ``Port=0`` also as ("HOST [NAME]", 0)
+Listening = dict[tuple[str, int], socket.socket]
+
+
+def bind_all(
+    plan: ServicePlan, kept: Listening | None = None
+) -> tuple[ServicePlan, list[socket.socket]]:
     """Bind each server's port; on any failure close what was bound and raise.
 
     Returns the plan with port 0 replaced by the port the system picked, and the sockets in
-    the order of ``plan.ports``.
+    the order of ``plan.ports`` (the monitor's last). A reload passes the sockets in use as
+    ``kept``: a port they hold keeps its socket (no connection refused), only the others are
+    bound, and only those are closed on a failure.
     """
+    kept = kept or {}
     source = str(plan.config.source) if plan.config.source else None
     sockets: list[socket.socket] = []
+    bound_here: list[socket.socket] = []
+
+    def bind(host: str, port: int, section: str) -> socket.socket:
+        sock = kept.get((host, port) if port else (f"{host} [{section}]", 0))
+        if sock is None:
+            sock = bind_socket(host, port, section=section, source=source)
+            bound_here.append(sock)
+        sockets.append(sock)
+        return sock
+
     ports: list[PortPlan] = []
     try:
         for port in plan.ports:
             cfg = port.config
-            sock = bind_socket(cfg.host, cfg.port, section=cfg.name, source=source)
-            sockets.append(sock)
+            sock = bind(cfg.host, cfg.port, cfg.name)
             bound, real = sock.getsockname()[:2]
             if real != cfg.port:
                 port = dataclasses.replace(port, config=dataclasses.replace(cfg, port=real))
             ports.append(dataclasses.replace(port, bound_address=bound))
         monitor = plan.config.monitor
         if monitor is not None:
-            sock = bind_socket(monitor.host, monitor.port, section="APP_MONITOR", source=source)
-            sockets.append(sock)
+            sock = bind(monitor.host, monitor.port, "APP_MONITOR")
             plan = dataclasses.replace(plan, monitor_port=sock.getsockname()[1])
     except BaseException:
-        for sock in sockets:
+        for sock in bound_here:
             sock.close()
         raise
     return dataclasses.replace(plan, ports=ports), sockets
+
+
+def listening(plan: ServicePlan, sockets: list[socket.socket]) -> Listening:
+    """The sockets of a bound plan by the ``(HostName, Port)`` a later config may name again;
+    by section too, so that a section of ``Port=0`` keeps the port the system picked."""
+    names = [(p.config.host, p.config.name, p.config.port) for p in plan.ports]
+    if plan.config.monitor is not None:
+        names.append((plan.config.monitor.host, "APP_MONITOR", plan.monitor_port))
+    out: Listening = {}
+    for (host, name, port), sock in zip(names, sockets, strict=True):
+        out[(host, port)] = out[(f"{host} [{name}]", 0)] = sock
+    return out

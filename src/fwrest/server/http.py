@@ -105,11 +105,18 @@ class ConnectionSet:
     def __init__(self) -> None:
         self.items: set[HttpProtocol] = set()
         self.draining = False
+        self.close_idle = True
 
-    def drain(self) -> None:
+    def drain(self, *, close_idle: bool = True) -> None:
+        """Close each connection after its answer in progress; an idle one at once, or, for a
+        reload (``close_idle=False``), after the answer to its next request (or when its
+        ``KeepAliveTimeout`` ends): the client of a kept-alive connection never sends a
+        request on a connection closed under it, and the service serves on (SPEC 13.1)."""
         self.draining = True
-        for conn in list(self.items):
-            conn.shutdown()
+        self.close_idle = close_idle
+        if close_idle:
+            for conn in list(self.items):
+                conn.shutdown()
 
 
 class HttpProtocol(asyncio.Protocol):
@@ -227,7 +234,7 @@ class HttpProtocol(asyncio.Protocol):
             # verified, None when the client sent none (ClientCert.OPTIONAL)
             self._peer_cert = self._transport.get_extra_info("peercert") or None
         self._conns.items.add(self)
-        if self._conns.draining:
+        if self._conns.draining and self._conns.close_idle:
             self._transport.close()
             return
         # A new connection has HeaderTimeout, from now, to send its first request line and

@@ -8,6 +8,8 @@ import importlib
 import json
 import logging
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,11 +23,12 @@ from urllib.parse import urlsplit
 from fwrest import log
 from fwrest.config import ServiceConfig, load_config
 from fwrest.errors import ConfigError
-from fwrest.repository import registered
-from fwrest.server.binding import bind_all
+from fwrest.repository import purge_modules, registered
+from fwrest.server.binding import Listening, bind_all
 from fwrest.server.build import ServicePlan, build_plan, open_runtime
 from fwrest.server.hooks import StartFailed
-from fwrest.server.supervisor import run_supervisor
+from fwrest.server.pidfile import PidFileError, remove_pid_file, write_pid_file
+from fwrest.server.supervisor import announce, run_supervisor, say
 from fwrest.server.worker import Worker, new_loop
 
 __all__ = ["Service", "prepare", "serve", "start"]
@@ -44,11 +47,22 @@ def _log_warnings(config: ServiceConfig) -> None:
         log.server_log.warning("%s", warning)
 
 
-def serve(source: str | Path, workers: int = 1) -> int:
-    """Run a service in this process as the supervisor of ``workers`` workers.
+def serve(
+    source: str | Path,
+    workers: int = 1,
+    *,
+    pid_file: str | Path | None = None,
+    reload: bool = False,
+) -> int:
+    """Run a service in this process as the supervisor of ``workers`` workers; with 0, serve
+    in this process (SPEC 13.2: a debugger's breakpoints in handlers are hit).
+
+    ``pid_file``: this process's pid is written there while it runs (``fwrest reload``).
+    ``reload``: reload when the configuration, the repository or a certificate changes.
 
     Raises:
         ConfigError: before anything binds, or when a port cannot be bound.
+        PidFileError: ``pid_file`` cannot be written (nothing is left bound).
     """
     preload_modules()  # the calling program's endpoints, under start(config, workers=N)
     plan = prepare(source)
@@ -61,8 +75,119 @@ def serve(source: str | Path, workers: int = 1) -> int:
     for warning in _worker_warnings(plan, workers):
         log.server_log.warning("%s", warning)
     plan, sockets = bind_all(plan)
+    pid_path = Path(pid_file).resolve() if pid_file is not None else None
+    if pid_path is not None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a reload before the start ends: none
+        try:
+            write_pid_file(pid_path)
+        except PidFileError:
+            for sock in sockets:
+                sock.close()
+            raise
+    if workers == 0:
+        log.server_log.info("serving in this process for %s", config.source or "a dict")
+        return _serve_here(plan, sockets, pid_path)
     log.server_log.info("starting %d worker(s) for %s", workers, config.source or "a dict")
-    return run_supervisor(plan, sockets, workers)
+    return run_supervisor(
+        plan, sockets, workers, _Reloader(source, plan, workers, reload), pid_path
+    )
+
+
+class _Reloader:
+    """What a reload of ``fwrest serve`` does before it forks (SPEC 13.1): the repository's
+    modules out of ``sys.modules``, the configuration loaded and checked as ``fwrest check``
+    does, the state store opened, the ports bound (those kept keep their sockets), the
+    logging set up as at start. A failure puts the modules back and changes nothing."""
+
+    def __init__(self, source: str | Path, plan: ServicePlan, workers: int, watch: bool) -> None:
+        self.source = source
+        self.workers = workers
+        self.watch = watch
+        # the modules in sys.modules now: the next reload imports them afresh
+        self.modules = plan.repository.own_modules()
+        self.config = plan.config  # the configuration the log is set up for
+
+    def load(self, kept: Listening) -> tuple[ServicePlan, list[socket.socket]]:
+        restore = purge_modules(self.modules)
+        try:
+            plan = prepare(self.source)
+        except BaseException:
+            restore()
+            raise
+        self.modules = plan.repository.own_modules()
+        open_runtime(plan)
+        sockets: list[socket.socket] = []
+        try:
+            plan, sockets = bind_all(plan, kept)
+            _setup_logging(plan.config, own_process=True)
+        except BaseException:
+            for sock in sockets:
+                if all(sock is not k for k in kept.values()):
+                    sock.close()
+            if plan.store is not None:
+                plan.store.close()
+            with contextlib.suppress(ConfigError):  # the log as it was, for the error
+                _setup_logging(self.config, own_process=True)
+            raise
+        self.config = plan.config
+        _log_warnings(plan.config)
+        for warning in (*plan.warnings, *_worker_warnings(plan, self.workers)):
+            log.server_log.warning("%s", warning)
+        return plan, sockets
+
+    def watched(self, plan: ServicePlan) -> list[Path]:
+        config = plan.config
+        files = {Path(str(config.source)).resolve()} if config.source else set()
+        files.update(plan.repository.own_modules().values())
+        servers: list[Any] = [*config.servers]
+        if config.monitor is not None:
+            servers.append(config.monitor)
+        for server in servers:
+            tls = server.tls
+            for path in (
+                server.ssl_certificate,
+                server.ssl_certificate_key,
+                tls.chain,
+                tls.client_ca,
+            ):
+                if path is not None:
+                    files.add(Path(path).parent.resolve() / Path(path).name)
+        return sorted(files)
+
+
+def _serve_here(plan: ServicePlan, sockets: list[socket.socket], pid_file: Path | None) -> int:
+    """``serve --workers 0``: one worker on this process's main thread, SIGTERM and Ctrl-C
+    drain it; no supervisor, so no reload and no replacement."""
+    worker = Worker(plan, sockets)
+    loop = new_loop()
+
+    def ready() -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, worker.request_stop)
+        loop.add_signal_handler(signal.SIGHUP, _no_reload)
+        announce(plan)
+        urls = sum(len(port.urls()) for port in plan.ports)
+        say(f"ready: {urls} URL(s), in this process (--workers 0), pid {os.getpid()}")
+
+    try:
+        code = loop.run_until_complete(worker.run(ready))
+        say("stopped")
+        return code
+    finally:
+        loop.close()
+        for sock in sockets:
+            sock.close()
+        if plan.store is not None:
+            plan.store.close()
+        if pid_file is not None:
+            remove_pid_file(pid_file)
+
+
+def _no_reload() -> None:
+    log.server_log.warning(
+        "SIGHUP: a service started with --workers 0 does not reload; restart it, or serve "
+        "with --workers 1 or more"
+    )
 
 
 def _worker_warnings(plan: ServicePlan, workers: int) -> list[str]:

@@ -22,6 +22,10 @@ __all__ = ["HostShared"]
 class HostShared:
     """The supervisor's cells, one slot per worker where per worker.
 
+    ``fwrest serve`` makes two slots per worker of ``--workers``: a reload's new generation
+    takes the half the running one does not use (SPEC 13.1); a slot whose pid is 0 holds no
+    worker.
+
     Attributes:
         heartbeat: monotonic time of each worker's last beat (a blocked loop stops beating).
         counters: requests in flight and answered, two cells per worker.

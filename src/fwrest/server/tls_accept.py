@@ -175,12 +175,14 @@ class TlsListener:
         self.tasks.discard(task)
         self.gate.leave(task)
 
-    def close(self) -> None:
-        """Stop accepting and end the handshakes in progress (graceful drain)."""
+    def close(self, *, handshakes: bool = True) -> None:
+        """Stop accepting and end the handshakes in progress (graceful drain); for a reload
+        (``handshakes=False``) let them finish: their connections are served."""
         self._closed = True
         self._pause()
         if self._retry is not None:
             self._retry.cancel()
             self._retry = None
-        for task in list(self.tasks):
-            task.cancel()
+        if handshakes:
+            for task in list(self.tasks):
+                task.cancel()

@@ -79,6 +79,7 @@ class Worker:
         # TLS handshakes in progress over every TLS port of this worker (SPEC 7.1)
         self.handshakes = HandshakeGate()
         self._stop: asyncio.Event | None = None
+        self._close_idle = True  # False: a reload's drain (request_stop(reload=True))
         self.exit_code = 0
         self.started = started if started is not None else time.time()
         # how this worker calls the state store: its own threads, one deadline policy
@@ -163,11 +164,12 @@ class Worker:
         return self._secret
 
     def workers_alive(self) -> tuple[int, int]:
-        if self.heartbeat is None:
+        if self.heartbeat is None or self.worker_pids is None:
             return 1, 1
         limit = self.plan.config.worker_timeout_ms / 1000
         now = time.monotonic()
-        beats = list(self.heartbeat)
+        # the slots that hold a worker (two generations of slots: SPEC 13.1's reload)
+        beats = [b for b, pid in zip(self.heartbeat, self.worker_pids, strict=True) if pid]
         return sum(1 for beat in beats if now - beat <= limit), len(beats)
 
     async def usage_figures(self) -> dict[str, Any]:
@@ -272,17 +274,26 @@ class Worker:
         assert self.loop is not None
         self.loop.call_later(0.5, self._beat)
 
-    def request_stop(self) -> None:
-        """Stop accepting and drain (thread-safe through ``call_soon_threadsafe``)."""
+    def request_stop(self, *, reload: bool = False) -> None:
+        """Stop accepting and drain (thread-safe through ``call_soon_threadsafe``); for a
+        reload, kept-alive connections are closed after their next answer, not at once."""
         if self._stop is not None and not self._stop.is_set():
+            self._close_idle = not reload
             self._stop.set()
+
+    def request_retire(self) -> None:
+        """SIGUSR2 from the supervisor: a new generation serves; drain as for a reload."""
+        self.request_stop(reload=True)
 
     async def _drain(self) -> None:
         for server in self._servers:
-            server.close()
-        self.conns.drain()
+            if isinstance(server, TlsListener):
+                server.close(handshakes=self._close_idle)
+            else:
+                server.close()
+        self.conns.drain(close_idle=self._close_idle)
         deadline = time.monotonic() + self.plan.config.graceful_timeout_ms / 1000
-        while self.conns.items and time.monotonic() < deadline:
+        while (self.conns.items or self.handshakes.pending) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         if self.conns.items:
             log.server_log.warning(
