@@ -40,7 +40,7 @@ from bench.apps.fw_routes import route_path, routes_source
 from fwrest.features.compression import GZIP_LEVEL
 
 BENCH = Path(__file__).resolve().parent
-ALL_CASES = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12")
+ALL_CASES = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14")
 MIB = 1024 * 1024
 
 
@@ -135,9 +135,10 @@ def fw(
     routes: int | None = None,
     features: bool = False,
     pool_keys: dict[str, Any] | None = None,
+    httpserver_keys: dict[str, Any] | None = None,
 ) -> Callable[[Path], servers.Running]:
     def start(folder: Path) -> servers.Running:
-        extra: dict[str, Any] = {"pool_keys": pool_keys}
+        extra: dict[str, Any] = {"pool_keys": pool_keys, "httpserver_keys": httpserver_keys}
         if features:
             extra.update(features_config(folder))
         repository = "bench.apps.fw_app"
@@ -707,7 +708,58 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             at_once_rounds=9,
         )
     )
+    cases.append(signing_case(sc, grant))
+    text, json_ = "fwrest, level 3, LogFormat=text", "fwrest, level 3, LogFormat=json"
+    cases.append(
+        Case(
+            "14",
+            "an access line per request, text or JSON",
+            "Case 1's endpoint at `rest_log_level=3` (an access line for every request, to "
+            "stderr, which the bench writes to a file), with `[HTTPSERVER] LogFormat=text` "
+            "beside `LogFormat=json` (SPEC 13.4). One run.",
+            [
+                Target(text, "fwrest", fw(sc, log_level=3, httpserver_keys={"LogFormat": "text"})),
+                Target(json_, "fwrest", fw(sc, log_level=3, httpserver_keys={"LogFormat": "json"})),
+            ],
+            [(f"{json_} / {text}, req/s in turns", json_, text, None)],
+            runs=5,
+            duration_s=2.0,
+            at_once=[(f"{json_} / {text}, requests per CPU second, at once", json_, text, None)],
+            at_once_rounds=5,
+        )
+    )
     return cases
+
+
+SIGNING_ALGS = ("HS256", "EdDSA", "ES256", "RS256")
+
+
+def signing_case(
+    sc: Scratch, grant: Callable[[str, str, Callable[[Path], servers.Running]], Target]
+) -> Case:
+    """Case 13: case 3's Bearer request and case 4's grant, with tokens of each ``signingAlg``
+    (SPEC 12.1), one fwrest server per algorithm and request."""
+    targets: list[Target] = []
+    ratios: list[tuple[str, str, str, float | None]] = []
+    for alg in SIGNING_ALGS:
+        fw_data = {"Authorization": {**OAUTH_FW_ASYNC["Authorization"], "signingAlg": alg}}
+        start = fw(sc, fw_data=fw_data, tls=True)
+        targets.append(Target(f"Bearer, {alg}", "fwrest", start, auth="bearer-fwrest"))
+        targets.append(grant(f"grant, {alg}", "fwrest", start))
+        if alg != "HS256":
+            for kind in ("Bearer", "grant"):
+                ratios.append((f"{kind}: {alg} / HS256", f"{kind}, {alg}", f"{kind}, HS256", None))
+    return Case(
+        "13",
+        "token signing algorithms (TLS)",
+        "Case 3's Bearer endpoint and case 4's password grant (an `async def` onAuthparams, "
+        "the memory store), with the port's tokens signed by each `signingAlg`: HS256 (the "
+        "default), EdDSA (Ed25519), ES256 and RS256 (3072-bit). A Bearer request verifies "
+        "the token once per worker (verified tokens are remembered), so its figure shows the "
+        "remembered path; a grant signs one token each time.",
+        targets,
+        ratios,
+    )
 
 
 STAMP = {"OnSend": "stamp"}

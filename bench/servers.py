@@ -76,10 +76,11 @@ def fwrest_config(
     location_keys: dict[str, Any] | None = None,
     sections: dict[str, dict[str, Any]] | None = None,
     pool_keys: dict[str, Any] | None = None,
+    httpserver_keys: dict[str, Any] | None = None,
 ) -> Path:
     """Write a one-port fwrest config (JSON) into ``folder``; return its path. The ``*_keys``
-    add keys to the server, its location ``/rest`` and its thread pool; ``sections`` adds
-    sections."""
+    add keys to the server, its location ``/rest``, its thread pool and ``[HTTPSERVER]``;
+    ``sections`` adds sections."""
     folder.mkdir(parents=True, exist_ok=True)
     server: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
     if certs is not None:
@@ -94,6 +95,7 @@ def fwrest_config(
             "StateStore": store,
             "DataPath": ".fwrest",
             "GracefulTimeout": 2000,
+            **(httpserver_keys or {}),
         },
         "BENCH": {**server, **(server_keys or {})},
         "ROOT": {"Path": "/rest", "ThreadPool": "POOL", **(location_keys or {})},
