@@ -204,11 +204,14 @@ def sign(
     return jwt.encode(claims, key, algorithm=algorithm, headers=headers or {"typ": "at+jwt"})
 
 
-def fresh_claims(sub: str = "ada", ttl: int = 600, aud: str = "OAUTH") -> dict[str, Any]:
-    """Claims fwrest would sign for ``sub`` on the server section ``aud`` (SPEC 7.1)."""
+def fresh_claims(
+    sub: str = "ada", ttl: int = 600, aud: str = "OAUTH", iss: str = "https://unknown.invalid"
+) -> dict[str, Any]:
+    """Claims fwrest would sign for ``sub`` on the server section ``aud`` (SPEC 7.1) as the
+    issuer ``iss`` (:func:`issuer_of` a port: SPEC 12.2)."""
     now = int(time.time())
     return {
-        "iss": "fwrest",
+        "iss": iss,
         "aud": aud,
         "sub": sub,
         "client_id": "web",
@@ -217,6 +220,13 @@ def fresh_claims(sub: str = "ada", ttl: int = 600, aud: str = "OAUTH") -> dict[s
         "jti": "j" * 32,
         "scope": "default",
     }
+
+
+def issuer_of(port: OAuthPort) -> str:
+    """The issuer of a port's location, as its metadata route names it (SPEC 12.2)."""
+    response = port.http.get(port.base + "/fw/oauth2/metadata")
+    assert response.status_code == 200, response.text
+    return str(response.json()["issuer"])
 
 
 def error_of(response: httpx.Response) -> str:

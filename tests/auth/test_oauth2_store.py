@@ -38,6 +38,7 @@ from tests.auth.oauth2_support import (
     error_of,
     fresh_claims,
     issue_certs,
+    issuer_of,
     oauth_section,
     wait_for,
 )
@@ -591,7 +592,10 @@ def test_a_start_waits_for_a_signing_key_another_host_is_still_writing(
         port = OAuth(proc, "OAUTH", certs)
         try:
             forged = jwt.encode(
-                fresh_claims("ada"), key, algorithm="HS256", headers={"typ": "at+jwt"}
+                fresh_claims("ada", iss=issuer_of(port)),
+                key,
+                algorithm="HS256",
+                headers={"typ": "at+jwt"},
             )
             assert port.get("/hello", forged).status_code == 200
         finally:

@@ -125,6 +125,8 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
     ),
     _Route(TOKEN_ROUTE_NAME, "GET", TOKEN_ROUTE, "", "OAuth2 token endpoint"),
     _Route(TOKEN_ROUTE_NAME, "POST", TOKEN_ROUTE, "", "OAuth2 token endpoint"),
+    _Route("oauth2/jwks", "GET", "/fw/oauth2/jwks", "", "Public keys of the token signatures"),
+    _Route("oauth2/metadata", "GET", "/fw/oauth2/metadata", "", "Authorization server metadata"),
 )
 
 NAMES = list(NATIVE_ROUTE_NAMES)  # each the name of at least one route above
@@ -222,18 +224,32 @@ def _resolve(spec: str) -> Callable[..., Any]:
 
 
 def native_endpoints(
-    options: NativeOptions, *, oauth2: bool, token_route: Callable[..., Any] | None
+    options: NativeOptions,
+    *,
+    oauth2: bool,
+    token_route: Callable[..., Any] | None,
+    oauth2_routes: dict[str, Callable[..., Any]] | None = None,
 ) -> list[Endpoint]:
-    """The native endpoints of one port, without the disabled ones."""
+    """The native endpoints of one port, without the disabled ones.
+
+    Args:
+        options: the port's ``NativeRoutes``.
+        oauth2: whether the port is an oAuth2 port (the ``oauth2/...`` routes are its only).
+        token_route: the token route's function.
+        oauth2_routes: the other ``oauth2/...`` routes' functions, by route name (given by
+            the server: ``native`` does not import ``auth``).
+    """
+    functions = {TOKEN_ROUTE_NAME: token_route, **(oauth2_routes or {})}
     out = []
     for route in NATIVE_ROUTES:
         if route.name in options.disable:
             continue
-        if route.name == "oauth2/token":
-            if not oauth2 or token_route is None:
+        if route.name.startswith("oauth2/"):
+            found = functions.get(route.name)
+            if not oauth2 or found is None:
                 continue
-            func = token_route
-            function = "fwrest.auth.oauth2.route.token_route"
+            func = found
+            function = f"{found.__module__}.{found.__qualname__}"
         else:
             func = _resolve(route.handler)
             function = f"fwrest.native.{route.handler.replace(':', '.')}"

@@ -9,6 +9,9 @@ from typing import Any
 
 from fwrest.auth import AuthSettings, parse_authorization
 from fwrest.auth.oauth2 import load_signing_key
+from fwrest.auth.oauth2.discovery import jwks_route, metadata_route
+from fwrest.auth.oauth2.keys import key_set_source, load_key_set
+from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, KeyEntry, KeySource
 from fwrest.auth.oauth2.route import token_route
 from fwrest.auth.oauth2.warnings import oauth2_warnings
 from fwrest.config.model import LocationConfig, ServerConfig, ServiceConfig
@@ -84,11 +87,29 @@ class ServicePlan:
     monitor_port: int = 0  # the bound port, set by bind_all
     store: StateStore | None = None  # opened by open_runtime(), not by check
     signing_key: bytes | None = None
+    # the asymmetric key set (SPEC 12.1), when a port signs with EdDSA, ES256 or RS256
+    key_source: KeySource | None = None
+    key_entries: list[KeyEntry] = field(default_factory=list)
     # the hooks of the pools that name some (SPEC 11.1), by lower-case pool name
     hooks: dict[str, PoolHooks] = field(default_factory=dict)
 
+    def key_algs(self) -> set[str]:
+        """The asymmetric algorithms the oAuth2 ports sign with."""
+        return key_algs(self.ports)
+
     def route_count(self) -> int:
         return sum(len(loc.endpoints) for port in self.ports for loc in port.locations)
+
+
+def key_algs(ports: list[PortPlan]) -> set[str]:
+    """The asymmetric algorithms the oAuth2 ports of ``ports`` sign with (SPEC 12.1)."""
+    return {
+        p.auth_settings.signing_alg
+        for p in ports
+        if p.auth_settings is not None
+        and p.auth_settings.scheme == "oAuth2"
+        and p.auth_settings.signing_alg in ASYMMETRIC_ALGS
+    }
 
 
 def _location_plan(
@@ -164,7 +185,12 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
         )
         mapped = repo.mapped_endpoints(server.load_urns, envs, section=server.name)
         oauth2 = settings is not None and settings.scheme == "oAuth2"
-        mapped += native_endpoints(native, oauth2=oauth2, token_route=token_route)
+        mapped += native_endpoints(
+            native,
+            oauth2=oauth2,
+            token_route=token_route,
+            oauth2_routes={"oauth2/jwks": jwks_route, "oauth2/metadata": metadata_route},
+        )
         locations = []
         for loc in server.locations:
             env = repo.load(loc.thread_pool.environment)
@@ -198,6 +224,11 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
         # a corrupt or short key stops the start (SPEC 7): `fwrest check` says so too, for
         # the default DataPath/signing.key as for a SigningKeyFile (absent: made at start)
         load_signing_key(config.signing_key_file, config.data_path, None, create=False)
+    if key_algs(ports) and uses_key_file:
+        # a damaged key set stops the start: `fwrest check` says so too
+        load_key_set(
+            key_set_source(config.signing_key_file, config.data_path, None), set(), create=False
+        )
     monitor_auth = None
     if config.monitor is not None:
         all_envs = [repo.load(env) for env in config.environments]
@@ -239,3 +270,7 @@ def open_runtime(plan: ServicePlan) -> None:
         plan.signing_key = load_signing_key(
             config.signing_key_file, config.data_path, plan.store, create=True
         )
+    algs = plan.key_algs()
+    if algs:
+        plan.key_source = key_set_source(config.signing_key_file, config.data_path, plan.store)
+        plan.key_entries = load_key_set(plan.key_source, algs)

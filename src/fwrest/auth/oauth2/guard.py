@@ -12,7 +12,7 @@ from fwrest.auth.blocking import Pool, off_loop
 from fwrest.auth.oauth2.tokens import InvalidToken, TokenService, bearer_token
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.repository import is_async
-from fwrest.routing.names import TOKEN_ROUTE
+from fwrest.routing.names import OPEN_OAUTH2_ROUTES, TOKEN_ROUTE
 from fwrest.wire import Request
 
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["TOKEN_ROUTE", "BearerGuard", "NoCheckPaths"]  # TOKEN_ROUTE: from routing
 
 REALM = 'Bearer realm="Access to REST"'
+_OPEN_TAILS = tuple(OPEN_OAUTH2_ROUTES)  # str.endswith takes a tuple
 
 
 class NoCheckPaths:
@@ -106,10 +107,10 @@ class BearerGuard:
 
     async def __call__(self, req: Request, ctx: RequestContext) -> None:
         path = ctx.path
-        if self._any_nocheck or path.endswith(TOKEN_ROUTE):
+        if self._any_nocheck or path.endswith(_OPEN_TAILS):
             located = self._locate(path)
-            if located is not None and located[1] == TOKEN_ROUTE:
-                return  # the token route (of a location) is never protected
+            if located is not None and located[1] in OPEN_OAUTH2_ROUTES:
+                return  # the token and discovery routes (of a location) are never protected
             # outside every location there is no token route: /fw/oauth2/token there is
             # checked like any path (401 without a token, not 404: SPEC 7.1)
             rel = located[1] if located is not None else path
