@@ -381,6 +381,7 @@ def run_cli(
 # so that neither disturbs the other.
 SERIAL = frozenset(
     (
+        "tests/auth/test_jwks_clients.py",
         "tests/auth/test_password_timing.py",
         "tests/bench",
         "tests/e2e/test_scale_out.py",
