@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import jwt
@@ -25,6 +26,7 @@ import trustme
 
 from tests.auth.oauth2_support import OAuth, client_context, issue_certs, oauth_section
 from tests.conftest import APP_SOURCE, ServerProcess, free_config, free_port, run_cli, wait_for
+from tests.docs.blocks import example
 
 APP = (
     APP_SOURCE
@@ -195,6 +197,24 @@ def test_a_separate_resource_server_accepts_eddsa_tokens_through_the_jwks_alone(
         resource_server + "/orders", headers={"Authorization": f"Bearer {tampered}"}
     )
     assert refused.status_code == 401
+
+
+def test_the_guide_s_pyjwt_example_verifies_tokens(svc: Service) -> None:
+    """docs/verifying-tokens.md's example, run as written against this service (its URL,
+    CA file and section name put in place of the page's)."""
+    token = svc.ports["ED"].tokens(*ADA)["access_token"]
+    code = (
+        example("verifying-pyjwt")
+        .text.replace("https://api.example.com/rest", svc.issuer("ED"))
+        .replace('"ca.pem"', repr(str(svc.certs["ca"])))
+        .replace('"HTTPS_REST"', '"ED"')
+    )
+    scope: dict[str, Any] = {"token": token}
+    exec(compile(code, "verifying-tokens.md", "exec"), scope)
+    assert scope["claims"]["sub"] == "ada"
+    other = svc.ports["EC"].tokens(*ADA)["access_token"]  # ES256, another section
+    with pytest.raises(jwt.PyJWTError):
+        scope["verify"](other)
 
 
 def test_rotation_under_load_refuses_no_valid_token(svc: Service, resource_server: str) -> None:

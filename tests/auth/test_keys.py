@@ -43,6 +43,7 @@ from tests.auth.oauth2_support import (
     wait_for,
 )
 from tests.conftest import APP_SOURCE, module_config
+from tests.docs.blocks import example
 
 MODULE = "tauth_keys_app"
 APP = (
@@ -67,6 +68,10 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
         name: oauth_section(certs, onAuthparams=f"{MODULE}.params", signingAlg=alg)
         for name, alg in ALGS.items()
     }
+    # docs/verifying-tokens.md's Authorization object, on a port of its own
+    guide = json.loads(example("verifying-fwdata").text)["Authorization"]
+    guide["onAuthparams"] = f"{MODULE}.params"
+    servers["GUIDE"] = oauth_section(certs, **guide)
     servers["HS"] = oauth_section(certs, onAuthparams=f"{MODULE}.params")
     extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
     return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
@@ -143,6 +148,22 @@ def test_an_hs256_port_publishes_no_key_and_its_metadata_no_jwks_uri(svc: LocalS
     meta = hs.http.get(hs.base + "/fw/oauth2/metadata").json()
     assert "jwks_uri" not in meta
     assert "kid" not in header_of(hs.tokens(*ADA)["access_token"])
+
+
+def test_the_guide_s_authorization_object_signs_with_eddsa_as_its_issuer(
+    svc: LocalService,
+) -> None:
+    guide = svc["GUIDE"]
+    token = guide.tokens(*ADA)["access_token"]
+    assert header_of(token)["alg"] == "EdDSA"
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert claims["iss"] == "https://api.example.com/rest" == issuer_of(guide)
+    assert guide.get("/hello", token).status_code == 200
+    # its metadata derives every URL from the issuer; the well-known path from its path
+    meta = guide.http.get("/.well-known/oauth-authorization-server/rest").json()
+    assert meta["jwks_uri"] == "https://api.example.com/rest/fw/oauth2/jwks"
+    # the ED port signs with the same key set: its token is refused for its audience
+    assert_invalid_token(guide.get("/hello", svc["ED"].tokens(*ADA)["access_token"]))
 
 
 def test_the_metadata_under_the_location_and_at_the_well_known_path(svc: LocalService) -> None:
@@ -281,7 +302,9 @@ def test_a_dropped_key_no_longer_verifies_nor_is_published(svc: LocalService) ->
     victim = retired[-1]
     # time passes: its tokens' lifetime is over (written as `fwrest keys rotate` would see it)
     victim["retired"] = time.time() - 3600
-    path.write_text(json.dumps(doc))
+    edited = path.with_name("keyset.edited")
+    edited.write_text(json.dumps(doc))
+    edited.replace(path)  # whole, as fwrest writes it
     forged = jwt.encode(
         fresh_claims(aud="ED", iss=issuer_of(ed)),
         victim["pem"],
@@ -293,7 +316,7 @@ def test_a_dropped_key_no_longer_verifies_nor_is_published(svc: LocalService) ->
         kids = [k["kid"] for k in ed.http.get(ed.base + "/fw/oauth2/jwks").json()["keys"]]
         return victim["kid"] not in kids
 
-    wait_for(dropped, 3, "the dropped key gone from the JWKS")
+    wait_for(dropped, 10, "the dropped key gone from the JWKS")
     response = ed.get("/hello", forged)
     assert_invalid_token(response)
     assert "key set" in response.json()["detailedMessage"]
