@@ -27,6 +27,7 @@ import trustme
 from tests.auth.oauth2_support import OAuth, client_context, issue_certs, oauth_section
 from tests.conftest import APP_SOURCE, ServerProcess, free_config, free_port, run_cli, wait_for
 from tests.docs.blocks import example
+from tests.redis_support import RedisServer
 
 APP = (
     APP_SOURCE
@@ -285,3 +286,79 @@ def test_rotation_under_load_refuses_no_valid_token(svc: Service, resource_serve
     line = next(x for x in listed.stdout.splitlines() if x.startswith(old_kid))
     assert "verifies until" in line
     assert any(after[0] in x and x.rstrip().endswith("yes") for x in listed.stdout.splitlines())
+
+
+def test_two_hosts_sharing_redis_share_the_key_set_across_a_rotation(
+    ca: trustme.CA, tmp_path: Path
+) -> None:
+    """Two hosts (two `fwrest serve`, one config each, the same sections) on one real Redis,
+    their issuer set as behind a balancer: the key set lives in Redis (no keyset.json); a
+    token of one host verifies on the other, before, across and after a rotation run against
+    host A's config, and host B signs with the new key within 1 s."""
+    redis_server = RedisServer(tmp_path).start()
+    hosts: list[ServerProcess] = []
+    try:
+        certs = issue_certs(ca, tmp_path / "certs")
+        for label in ("a", "b"):
+            folder = tmp_path / label
+            folder.mkdir()
+            servers = {
+                "ED": oauth_section(
+                    certs,
+                    onAuthparams="app.params",
+                    signingAlg="EdDSA",
+                    issuer="https://api.example.test/rest",
+                )
+            }
+            extra = {"HTTPSERVER": {"StateStore": redis_server.url}}
+            hosts.append(ServerProcess(free_config(folder, servers=servers, app=APP, extra=extra)))
+        for proc in hosts:
+            proc.wait_ready()
+        a, b = (OAuth(proc, "ED", certs) for proc in hosts)
+        try:
+            assert not list(tmp_path.rglob("keyset.json")), "the key set belongs in Redis"
+            old_kid = kid_of(a.tokens(*ADA)["access_token"])
+            assert kid_of(b.tokens(*ADA)["access_token"]) == old_kid
+            failures: list[str] = []
+            issued: list[tuple[float, str, str]] = []  # (started, host, kid)
+            stop = threading.Event()
+
+            def load() -> None:
+                while not stop.is_set():
+                    for name, issuer_host, other in (("a", a, b), ("b", b, a)):
+                        started = time.monotonic()
+                        token = issuer_host.tokens(*ADA)["access_token"]
+                        issued.append((started, name, kid_of(token)))
+                        for host in (issuer_host, other):
+                            used = host.get("/hello", token)
+                            if used.status_code != 200:
+                                failures.append(f"{name} -> {used.status_code} {used.text}")
+
+            thread = threading.Thread(target=load)
+            thread.start()
+            try:
+                time.sleep(0.5)
+                done = run_cli("keys", "rotate", str(hosts[0].config), cwd=hosts[0].config.parent)
+                rotated = time.monotonic()
+                assert done.returncode == 0, done.stderr
+                assert "the redis state store" in done.stdout
+                wait_for(
+                    lambda: sum(t > rotated + 1.0 for t, _, _ in issued) >= 4,
+                    15,
+                    "tokens of both hosts after the rotation",
+                )
+            finally:
+                stop.set()
+                thread.join(30)
+            assert not failures, failures[:5]
+            late = [(name, kid) for t, name, kid in issued if t > rotated + 1.0]
+            assert {name for name, _ in late} == {"a", "b"}
+            assert all(kid != old_kid for _, kid in late), late
+            assert len({kid for _, kid in late}) == 1
+        finally:
+            a.close()
+            b.close()
+    finally:
+        for proc in hosts:
+            proc.stop()
+        redis_server.stop()
