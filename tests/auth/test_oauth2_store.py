@@ -74,6 +74,9 @@ def pid():
 """
 
 
+SHARED_ISSUER = "https://api.example.test/rest"
+
+
 def service_config(
     folder: Path, certs: dict[str, Path], store: str, max_failures: int = 1_000_000
 ) -> Path:
@@ -83,7 +86,13 @@ def service_config(
     servers = {}
     for name, limit in (("OAUTH", 1_000_000), ("THROTTLED", max_failures)):
         servers[name] = oauth_section(
-            certs, onAuthparams="app.params", onAuthNoCheckUri="app.public", maxFailures=limit
+            certs,
+            onAuthparams="app.params",
+            onAuthNoCheckUri="app.public",
+            maxFailures=limit,
+            # services that share tokens name one issuer, as hosts behind a balancer do
+            # (SPEC 12.2: each would otherwise be https://127.0.0.1:{its own port}/rest)
+            issuer=SHARED_ISSUER,
         )
     return free_config(
         folder,
