@@ -193,6 +193,12 @@ def test_the_metadata_under_the_location_and_at_the_well_known_path(svc: LocalSe
     # the token's iss is the issuer
     token = ed.tokens(*ADA)["access_token"]
     assert jwt.decode(token, options={"verify_signature": False})["iss"] == issuer
+    # the route listing shows both routes as public (no token needed)
+    listing = ed.get("/fw/rest/list/service", token).json()
+    rows = listing if isinstance(listing, list) else next(iter(listing.values()))
+    public = {row["endpoint"]: row["public"] for row in rows if row["type"] == "fw"}
+    assert public["/fw/oauth2/jwks"] is True and public["/fw/oauth2/metadata"] is True
+    assert public["/fw/rest/config"] is False
 
 
 def _public_pem(svc: LocalService, port: str) -> bytes:

@@ -7,7 +7,7 @@ from typing import Any
 
 from fwrest.context.request import current
 from fwrest.native.catalog import NativeOptions, route_name
-from fwrest.routing.names import TOKEN_ROUTE, TOKEN_ROUTE_NAME
+from fwrest.routing.names import OPEN_OAUTH2_ROUTES, TOKEN_ROUTE
 
 __all__ = ["build_openapi", "list_service", "openapi", "service_listing"]
 
@@ -16,7 +16,8 @@ _PARAM = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)")
 
 def _is_public(port: Any, full_path: str, rel: str, name: str | None) -> bool:
     options: NativeOptions = port.native
-    if name is not None and (name in options.public or name == TOKEN_ROUTE_NAME):
+    # the token and discovery routes are never behind the scheme (SPEC 4.2, 12.2)
+    if name is not None and (name in options.public or f"/fw/{name}" in OPEN_OAUTH2_ROUTES):
         return True
     settings = port.auth_settings
     if settings is None:
