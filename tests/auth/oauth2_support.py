@@ -24,13 +24,30 @@ import jwt
 import trustme
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, tls_server
+from tests.conftest import APP_SOURCE, ServerProcess, tls_server
 from tests.conftest import issue_certs as issue_certs
 from tests.conftest import wait_for as wait_for
 
 TOKEN = "/fw/oauth2/token"
 BEARER_REALM = 'Bearer realm="Access to REST"'
 TOKEN_KEYS = {"access_token", "refresh_token", "scope", "token_type", "expires_in"}
+# the key set tests (test_keys.py, test_jwks_clients.py): one user, ten-minute tokens, a port
+# per asymmetric algorithm
+KEYS_APP = (
+    APP_SOURCE
+    + """
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
+        "access_expires": "10m",
+    }
+"""
+)
+KEYS_ALGS = {"ED": "EdDSA", "EC": "ES256", "RSA": "RS256"}
+KEYS_ADA = ("ada", "Ada-Pw-7731")
 NO_THROTTLE = 1_000_000  # many failed grants from one address must not turn into 429s here
 
 

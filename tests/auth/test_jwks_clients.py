@@ -24,26 +24,13 @@ import jwt
 import pytest
 import trustme
 
+from tests.auth.oauth2_support import KEYS_ADA as ADA
+from tests.auth.oauth2_support import KEYS_ALGS as ALGS
+from tests.auth.oauth2_support import KEYS_APP as APP
 from tests.auth.oauth2_support import OAuth, client_context, issue_certs, oauth_section
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, free_port, run_cli, wait_for
+from tests.conftest import ServerProcess, free_config, free_port, run_cli, wait_for
 from tests.docs.blocks import example
 from tests.redis_support import RedisServer
-
-APP = (
-    APP_SOURCE
-    + """
-
-def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
-        "access_expires": "10m",
-    }
-"""
-)
-ALGS = {"ED": "EdDSA", "EC": "ES256", "RSA": "RS256"}
-ADA = ("ada", "Ada-Pw-7731")
 
 RESOURCE_SERVER = textwrap.dedent(
     """

@@ -32,6 +32,15 @@ from joserfc.jwk import KeySet
 
 from fwrest import cli
 from tests.auth.oauth2_support import (
+    KEYS_ADA as ADA,
+)
+from tests.auth.oauth2_support import (
+    KEYS_ALGS as ALGS,
+)
+from tests.auth.oauth2_support import (
+    KEYS_APP as APP,
+)
+from tests.auth.oauth2_support import (
     LocalService,
     assert_invalid_token,
     b64url,
@@ -42,25 +51,10 @@ from tests.auth.oauth2_support import (
     unsigned_jwt,
     wait_for,
 )
-from tests.conftest import APP_SOURCE, module_config
+from tests.conftest import module_config
 from tests.docs.blocks import example
 
 MODULE = "tauth_keys_app"
-APP = (
-    APP_SOURCE
-    + """
-
-def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
-        "access_expires": "10m",
-    }
-"""
-)
-ALGS = {"ED": "EdDSA", "EC": "ES256", "RSA": "RS256"}
-ADA = ("ada", "Ada-Pw-7731")
 
 
 def _write(folder: Path, certs: dict[str, Path]) -> Path:
