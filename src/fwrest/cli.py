@@ -77,6 +77,9 @@ def _check(path: str) -> int:
         cfg = port.config
         tls = cfg.tls.describe() if cfg.is_tls else "plain HTTP"
         auth = port.auth.scheme or "open"
+        settings = port.auth_settings
+        if settings is not None and settings.scheme == "oAuth2" and settings.signing_alg != "HS256":
+            auth += f", tokens {settings.signing_alg}"  # SPEC 12.1
         print(f"  [{cfg.name}] {cfg.host}:{cfg.port} ({tls}, authorization: {auth})")
         for loc in port.locations:
             url = port.urls()[port.locations.index(loc)]

@@ -325,6 +325,24 @@ def test_a_dropped_key_no_longer_verifies_nor_is_published(svc: LocalService) ->
     assert victim["kid"] not in keyset_file(svc).read_text()
 
 
+def test_check_names_the_algorithm_and_warns_of_a_wildcard_issuer(
+    svc: LocalService, tmp_path: Path
+) -> None:
+    code, out, err = cli_run("check", str(svc.config))
+    assert code == 0, err
+    assert "authorization: oAuth2, tokens EdDSA)" in out
+    assert "[HS] 127.0.0.1:0 (TLS, authorization: oAuth2)" in out
+    assert "issuer" not in out  # 127.0.0.1 everywhere, GUIDE names its issuer
+    data = json.loads(svc.config.read_text())
+    data["ED"]["HostName"] = data["GUIDE"]["HostName"] = "0.0.0.0"
+    wild = svc.config.with_name("wildcard.json")
+    wild.write_text(json.dumps(data))
+    code, out, err = cli_run("check", str(wild))
+    assert code == 0, err
+    assert "warning: [ED] HostName=0.0.0.0: the tokens' issuer is https://0.0.0.0:0/..." in out
+    assert "[GUIDE] HostName" not in out  # its issuer is set
+
+
 def test_keys_on_a_config_without_a_key_set_says_why(tmp_path: Path, ca: trustme.CA) -> None:
     from tests.conftest import issue_certs
 

@@ -155,6 +155,21 @@ def _location_plan(
     return LocationPlan(loc, router, endpoints)
 
 
+def _issuer_warnings(settings: AuthSettings, server: ServerConfig) -> list[str]:
+    """An asymmetric port on a wildcard address without ``issuer``: its tokens name an
+    issuer (SPEC 12.2) that no other service can reach or trust."""
+    if settings.signing_alg not in ASYMMETRIC_ALGS or settings.issuer:
+        return []
+    if server.host not in ("0.0.0.0", "::", ""):
+        return []
+    return [
+        f"[{server.name}] HostName={server.host}: the tokens' issuer is "
+        f"https://{server.host}:{server.port}/..., a URL other services cannot use to find "
+        'the JWKS; set "issuer" in the Authorization object to the public URL of the '
+        "location (as clients reach it)."
+    ]
+
+
 def build_plan(config: ServiceConfig) -> ServicePlan:
     """Import the repository and compile every port's routes; bind nothing.
 
@@ -201,6 +216,7 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             auth = AuthInfo(settings.scheme, settings.on_auth_name)
             warnings += settings.warnings
             warnings += oauth2_warnings(settings, server.name)
+            warnings += _issuer_warnings(settings, server)
         public = frozenset(
             loc.full_path(route.path)
             for loc in locations
