@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
 from fwrest.auth.oauth2.discovery import WellKnown, issuers, metadata_documents
-from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, PortKeys
+from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS
 from fwrest.auth.oauth2.params import ParamsError
+from fwrest.auth.oauth2.portkeys import PortKeys
 from fwrest.auth.throttle import BASIC_WORDING, TOKEN_WORDING, LockBoard, Throttle
 from fwrest.context.views import ServiceView
 from fwrest.features.compression import Compression

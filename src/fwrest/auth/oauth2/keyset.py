@@ -10,10 +10,10 @@ key lives in Redis, in the store (:class:`~fwrest.store.BlobStore`'s compare-and
 change is a compare-and-set of the whole document (:func:`update`), so a rotation and a
 worker's ``ttl`` note never undo each other.
 
-A worker's view of it (:class:`PortKeys`, one per oAuth2 port) is rebuilt when the document
-changes: a background task looks at it every ``POLL_S`` (a ``stat`` of the file, or one store
+A worker's view of it (``portkeys.PortKeys``, one per oAuth2 port) is rebuilt when the document
+changes: a background task looks at it every ``portkeys.POLL_S`` (0.5 s) (a ``stat`` of the file, or one store
 read), off the request path, so every worker and host signs with a new current key within
-``POLL_S`` plus one store call (SPEC 12.1: 1 s). A retired key verifies until every token
+the poll plus one store call (SPEC 12.1: 1 s). A retired key verifies until every token
 signed with it has expired: ``retired + SWITCH_S + MARGIN_S + ttl``; then it is dropped (no
 longer verifies, no longer published) and the next change of the document removes it.
 
@@ -23,7 +23,6 @@ and PyJWT (signatures); nothing here computes a signature or a digest itself.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import os
@@ -36,7 +35,6 @@ from typing import Any, Protocol
 
 import orjson
 
-from fwrest import log
 from fwrest.store import BlobStore, StoreError
 
 __all__ = [
@@ -48,10 +46,10 @@ __all__ = [
     "KeyEntry",
     "KeySetError",
     "KeySource",
-    "PortKeys",
     "StoreKeySet",
     "check_entries",
     "ensure",
+    "import_key",
     "read_entries",
     "rotate",
 ]
@@ -60,7 +58,6 @@ ASYMMETRIC_ALGS = ("EdDSA", "ES256", "RS256")
 SIGNING_ALGS = ("HS256", *ASYMMETRIC_ALGS)
 KEYSET_FILE = "keyset.json"
 KEYSET_BLOB = "fwrest-keyset"  # its name in a Redis store's blobs
-POLL_S = 0.5  # how often a worker looks for a changed key set
 SWITCH_S = 1.0  # every worker signs with a new current key within this (SPEC 12.1)
 MARGIN_S = 2.0  # a ttl note reaches the set at most one poll after the token was signed
 RSA_BITS = 3072
@@ -329,26 +326,7 @@ def rotate(source: KeySource, algs: set[str]) -> list[KeyEntry]:
     return update(source, change)
 
 
-def _note_ttl(kid: str, ttl: float) -> Callable[[list[KeyEntry]], list[KeyEntry] | None]:
-    def change(entries: list[KeyEntry]) -> list[KeyEntry] | None:
-        if not any(e.kid == kid and e.ttl < ttl for e in entries):
-            return None
-        return [replace(e, ttl=ttl) if e.kid == kid and e.ttl < ttl else e for e in entries]
-
-    return change
-
-
-@dataclass(frozen=True, slots=True)
-class _View:
-    """What one port signs and verifies with, built from one document."""
-
-    kid: str
-    signing: Any  # the current private key (a cryptography object)
-    verifying: dict[str, tuple[Any, float | None]]  # kid -> (public key, drop_at)
-    jwks: bytes
-
-
-def _import(e: KeyEntry, where: str) -> Any:
+def import_key(e: KeyEntry, where: str) -> Any:
     try:
         return _joserfc_key(e.alg).import_key(e.pem)
     except KeySetError:
@@ -366,130 +344,5 @@ def check_entries(entries: list[KeyEntry], where: str) -> None:
         KeySetError: a key that does not load or whose kid is not its own.
     """
     for e in entries:
-        if str(_import(e, where).thumbprint()) != e.kid:
+        if str(import_key(e, where).thumbprint()) != e.kid:
             raise KeySetError(f"the key {e.kid} in {where} is not the key its kid names")
-
-
-def _view(alg: str, entries: list[KeyEntry], where: str) -> _View:
-    kid, signing = "", None
-    verifying: dict[str, tuple[Any, float | None]] = {}
-    published = []
-    now = time.time()
-    for e in entries:
-        if e.alg != alg:
-            continue
-        drop = e.drop_at()
-        if drop is not None and drop <= now:
-            continue
-        key = _import(e, where)
-        verifying[e.kid] = (key.public_key, drop)
-        published.append({**key.as_dict(private=False), "use": "sig", "alg": alg, "kid": e.kid})
-        if e.current:
-            kid, signing = e.kid, key.private_key
-    if signing is None:
-        raise KeySetError(f"the key set in {where} has no current {alg} key")
-    return _View(kid, signing, verifying, orjson.dumps({"keys": published}))
-
-
-class PortKeys:
-    """One port's keys in one worker: signs with the current key of its algorithm, verifies
-    with the keys of the set (never with a key a token names or carries, SPEC 7), and keeps
-    itself current (:meth:`start`)."""
-
-    def __init__(
-        self,
-        alg: str,
-        source: KeySource,
-        entries: list[KeyEntry],
-        *,
-        read: Callable[[Callable[[], Any]], Any] | None = None,
-    ) -> None:
-        self.alg = alg
-        self.source = source
-        # the set as it is now (a worker that replaces one started later than the plan's
-        # entries were read), else the plan's until the first poll
-        self._stamp: object = None
-        with contextlib.suppress(KeySetError, StoreError):
-            stamp = source.stamp()
-            entries = read_entries(source) or entries
-            self._stamp = stamp
-        self._view = _view(alg, entries, source.where)
-        self._ttl_noted: dict[str, float] = {e.kid: e.ttl for e in entries}
-        self._ttl_signed: dict[str, float] = {}
-        self._task: asyncio.Task[None] | None = None
-        # how a blocking call of the source is made off the loop (the worker's store client)
-        self._read = read
-
-    @property
-    def kid(self) -> str:
-        return self._view.kid
-
-    @property
-    def jwks(self) -> bytes:
-        """The JWK Set document (RFC 7517): public keys of the port's algorithm only."""
-        return self._view.jwks
-
-    def sign(self, claims: dict[str, Any], ttl_s: float) -> str:
-        import jwt
-
-        view = self._view
-        if ttl_s > self._ttl_signed.get(view.kid, 0.0):
-            self._ttl_signed[view.kid] = ttl_s  # written to the set by the poller
-        headers = {"typ": "at+jwt", "kid": view.kid}
-        return jwt.encode(claims, view.signing, algorithm=self.alg, headers=headers)
-
-    def key_of(self, kid: object) -> Any | None:
-        """The public key of ``kid`` if the set holds it and it is not dropped, else None."""
-        if not isinstance(kid, str):
-            return None
-        found = self._view.verifying.get(kid)
-        if found is None:
-            return None
-        key, drop = found
-        if drop is not None and drop <= time.time():
-            return None
-        return key
-
-    # -- keeping current ---------------------------------------------------------------------
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._poll())
-
-    def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-
-    async def _off_loop(self, fn: Callable[[], Any]) -> Any:
-        if self._read is not None:
-            return await self._read(fn)
-        return await asyncio.to_thread(fn)
-
-    async def _poll(self) -> None:
-        while True:
-            await asyncio.sleep(POLL_S)
-            try:
-                await self._off_loop(self.refresh)
-            except (KeySetError, StoreError, TimeoutError) as exc:
-                log.auth_log.warning("the key set was not reloaded: %s", exc)
-
-    def refresh(self) -> None:
-        """(blocking) Reload the set when it changed; write down longer ttls signed here."""
-        for kid, ttl in list(self._ttl_signed.items()):
-            if ttl > self._ttl_noted.get(kid, 0.0):
-                update(self.source, _note_ttl(kid, ttl))
-                self._ttl_noted[kid] = ttl
-        stamp = self.source.stamp()
-        if stamp == self._stamp:
-            return
-        doc = self.source.read()
-        if doc is None:
-            raise KeySetError(f"the key set in {self.source.where} is gone")
-        entries = parse(doc, self.source.where)
-        view = _view(self.alg, entries, self.source.where)
-        if view.kid != self._view.kid:
-            log.auth_log.info("signing %s tokens with the key %s from now on", self.alg, view.kid)
-        self._view = view
-        self._stamp = stamp
-        for e in entries:
-            self._ttl_noted[e.kid] = max(e.ttl, self._ttl_noted.get(e.kid, 0.0))

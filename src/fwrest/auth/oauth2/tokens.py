@@ -38,7 +38,7 @@ from fwrest.store import RefreshRecord, StateStore, StoreError
 from fwrest.store.calls import StoreClient
 
 if TYPE_CHECKING:
-    from fwrest.auth.oauth2.keyset import PortKeys
+    from fwrest.auth.oauth2.portkeys import PortKeys
 
 __all__ = ["InvalidToken", "TokenService"]
 
