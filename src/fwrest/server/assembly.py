@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
 from fwrest.auth.oauth2.discovery import WellKnown, issuers, metadata_documents
-from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS
+from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, StoreKeySet
 from fwrest.auth.oauth2.params import ParamsError
 from fwrest.auth.oauth2.portkeys import PortKeys
 from fwrest.auth.throttle import BASIC_WORDING, TOKEN_WORDING, LockBoard, Throttle
@@ -275,7 +275,7 @@ class _Builder:
         assert source is not None
         client = self.built.client
         read = None
-        if client is not None and not client.inline:
+        if isinstance(source, StoreKeySet) and client is not None and not client.inline:
             # a store's key set is read by the worker's store threads, not asyncio's
             def read(fn: Callable[[], object]) -> Awaitable[object]:
                 return client.call(fn, deadline=KEYSET_READ_DEADLINE_S)
