@@ -386,6 +386,7 @@ def run_cli(
 # the rest has run two processes at once (pytest-xdist), so that nothing disturbs them.
 SERIAL = frozenset(
     (
+        "tests/auth/test_jwks_clients.py",
         "tests/auth/test_password_timing.py",
         "tests/bench",
         "tests/e2e/test_reload.py",

@@ -85,6 +85,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     revoke.add_argument("config", metavar="CONFIG")
     revoke.add_argument("--user", required=True, metavar="NAME", help="the user name (exact)")
+    keys = sub.add_parser(
+        "keys",
+        help="rotate or list the token signing keys of CONFIG (SPEC 12.1)",
+        description="The key set of the oAuth2 ports that sign with EdDSA, ES256 or RS256. "
+        "rotate makes a new current key (every worker and host signs with it within 1 s; "
+        "the former key verifies until its tokens expired); list shows the keys.",
+    )
+    keys.add_argument("action", choices=["rotate", "list"], metavar="{rotate,list}")
+    keys.add_argument("config", metavar="CONFIG")
     return parser
 
 
@@ -129,6 +138,9 @@ def _check(path: str) -> int:
         cfg = port.config
         tls = cfg.tls.describe() if cfg.is_tls else "plain HTTP"
         auth = port.auth.scheme or "open"
+        settings = port.auth_settings
+        if settings is not None and settings.scheme == "oAuth2" and settings.signing_alg != "HS256":
+            auth += f", tokens {settings.signing_alg}"  # SPEC 12.1
         print(f"  [{cfg.name}] {cfg.host}:{cfg.port} ({tls}, authorization: {auth})")
         for loc in port.locations:
             url = port.urls()[port.locations.index(loc)]
@@ -213,6 +225,42 @@ def _reload(pid_file: str) -> int:
     return EXIT_OK
 
 
+def _keys(action: str, path: str) -> int:
+    import time
+
+    from fwrest.server.keys import open_key_set
+
+    keyset = open_key_set(path)
+    try:
+        if action == "rotate":
+            entries = keyset.rotate()
+            for e in entries:
+                if e.current and e.alg in keyset.algs:
+                    print(f"fwrest keys: new current {e.alg} key {e.kid} ({keyset.source.where})")
+        else:
+            entries = keyset.entries()
+        print(f"{'KID':<44}  {'ALG':<5}  {'CREATED':<20}  CURRENT")
+        now = time.time()
+        for e in entries:
+            created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.created))
+            drop = e.drop_at()
+            state = (
+                "yes"
+                if e.current
+                else (
+                    f"no (verifies until {time.strftime('%H:%M:%SZ', time.gmtime(drop))})"
+                    if drop is not None and drop > now
+                    else "no (dropped)"
+                )
+            )
+            print(f"{e.kid:<44}  {e.alg:<5}  {created:<20}  {state}")
+        for name in keyset.hs256_ports():
+            print(f"note: [{name}] signs with HS256 (one secret key, never listed or rotated)")
+    finally:
+        keyset.close()
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command is None:
@@ -227,6 +275,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _openapi(args.config, args.output, args.server)
         if args.command == "tokens":
             return _revoke_user(args.config, args.user)
+        if args.command == "keys":
+            return _keys(args.action, args.config)
         if args.command == "serve":
             if args.workers < 0 or (args.reload and args.workers == 0):
                 print(

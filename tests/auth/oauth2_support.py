@@ -24,13 +24,30 @@ import jwt
 import trustme
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, tls_server
+from tests.conftest import APP_SOURCE, ServerProcess, tls_server
 from tests.conftest import issue_certs as issue_certs
 from tests.conftest import wait_for as wait_for
 
 TOKEN = "/fw/oauth2/token"
 BEARER_REALM = 'Bearer realm="Access to REST"'
 TOKEN_KEYS = {"access_token", "refresh_token", "scope", "token_type", "expires_in"}
+# the key set tests (test_keys.py, test_jwks_clients.py): one user, ten-minute tokens, a port
+# per asymmetric algorithm
+KEYS_APP = (
+    APP_SOURCE
+    + """
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
+        "access_expires": "10m",
+    }
+"""
+)
+KEYS_ALGS = {"ED": "EdDSA", "EC": "ES256", "RSA": "RS256"}
+KEYS_ADA = ("ada", "Ada-Pw-7731")
 NO_THROTTLE = 1_000_000  # many failed grants from one address must not turn into 429s here
 
 
@@ -213,11 +230,14 @@ def sign(
     return jwt.encode(claims, key, algorithm=algorithm, headers=headers or {"typ": "at+jwt"})
 
 
-def fresh_claims(sub: str = "ada", ttl: int = 600, aud: str = "OAUTH") -> dict[str, Any]:
-    """Claims fwrest would sign for ``sub`` on the server section ``aud`` (SPEC 7.1)."""
+def fresh_claims(
+    sub: str = "ada", ttl: int = 600, aud: str = "OAUTH", iss: str = "https://unknown.invalid"
+) -> dict[str, Any]:
+    """Claims fwrest would sign for ``sub`` on the server section ``aud`` (SPEC 7.1) as the
+    issuer ``iss`` (:func:`issuer_of` a port: SPEC 12.2)."""
     now = int(time.time())
     return {
-        "iss": "fwrest",
+        "iss": iss,
         "aud": aud,
         "sub": sub,
         "client_id": "web",
@@ -226,6 +246,13 @@ def fresh_claims(sub: str = "ada", ttl: int = 600, aud: str = "OAUTH") -> dict[s
         "jti": "j" * 32,
         "scope": "default",
     }
+
+
+def issuer_of(port: OAuthPort) -> str:
+    """The issuer of a port's location, as its metadata route names it (SPEC 12.2)."""
+    response = port.http.get(port.base + "/fw/oauth2/metadata")
+    assert response.status_code == 200, response.text
+    return str(response.json()["issuer"])
 
 
 def error_of(response: httpx.Response) -> str:

@@ -24,6 +24,7 @@ from tests.auth.oauth2_support import (
     LocalService,
     error_of,
     fresh_claims,
+    issuer_of,
     local_oauth,
     oauth_section,
     sign,
@@ -104,8 +105,9 @@ def test_a_refresh_token_of_another_section_is_refused_and_not_spent(svc: LocalS
 def test_a_token_without_aud_or_with_a_foreign_one_is_refused(svc: LocalService) -> None:
     key = signing_key(svc.folder)
     shop = svc["SHOP"]
-    assert shop.get("/hello", sign(fresh_claims(aud="SHOP"), key)).status_code == 200
-    missing = {k: v for k, v in fresh_claims(aud="SHOP").items() if k != "aud"}
-    for claims in (missing, fresh_claims(aud="ADMIN"), fresh_claims(aud="shop")):
+    iss = issuer_of(shop)
+    assert shop.get("/hello", sign(fresh_claims(aud="SHOP", iss=iss), key)).status_code == 200
+    missing = {k: v for k, v in fresh_claims(aud="SHOP", iss=iss).items() if k != "aud"}
+    for claims in (missing, fresh_claims(aud="ADMIN", iss=iss), fresh_claims(aud="shop", iss=iss)):
         response = shop.get("/hello", sign(claims, key))
         assert response.status_code == 401, (claims.get("aud"), response.text)

@@ -52,6 +52,7 @@ from tests.auth.oauth2_support import (
     error_of,
     fresh_claims,
     issue_certs,
+    issuer_of,
     local_oauth,
     oauth_section,
     sign,
@@ -652,7 +653,8 @@ def test_the_bearer_scheme_name_is_case_insensitive(oauth: OAuthPort) -> None:
 
 def forged(kind: str, svc: LocalService, real: str) -> str:
     key = signing_key(svc.folder)
-    claims = fresh_claims()
+    # the issuer of the real token: each forgery is refused for its own fault only
+    claims = fresh_claims(iss=jwt.decode(real, options={"verify_signature": False})["iss"])
     if kind == "tampered-signature":
         head, body, sig = real.split(".")
         flipped = ("A" if sig[10] != "A" else "B").join((sig[:10], sig[11:]))
@@ -728,7 +730,7 @@ def test_a_token_forged_with_the_real_key_and_right_header_passes(
     svc: LocalService, oauth: OAuthPort
 ) -> None:
     """The contrast that makes the refusals below meaningful: the forging helpers work."""
-    token = sign(fresh_claims("carol"), signing_key(svc.folder))
+    token = sign(fresh_claims("carol", iss=issuer_of(oauth)), signing_key(svc.folder))
     response = oauth.get("/whoami", token)
     assert response.status_code == 200, response.text
     assert response.json()["user"] == "carol"

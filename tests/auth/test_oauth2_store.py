@@ -38,6 +38,7 @@ from tests.auth.oauth2_support import (
     error_of,
     fresh_claims,
     issue_certs,
+    issuer_of,
     oauth_section,
     wait_for,
 )
@@ -73,6 +74,9 @@ def pid():
 """
 
 
+SHARED_ISSUER = "https://api.example.test/rest"
+
+
 def service_config(
     folder: Path, certs: dict[str, Path], store: str, max_failures: int = 1_000_000
 ) -> Path:
@@ -82,7 +86,13 @@ def service_config(
     servers = {}
     for name, limit in (("OAUTH", 1_000_000), ("THROTTLED", max_failures)):
         servers[name] = oauth_section(
-            certs, onAuthparams="app.params", onAuthNoCheckUri="app.public", maxFailures=limit
+            certs,
+            onAuthparams="app.params",
+            onAuthNoCheckUri="app.public",
+            maxFailures=limit,
+            # services that share tokens name one issuer, as hosts behind a balancer do
+            # (SPEC 12.2: each would otherwise be https://127.0.0.1:{its own port}/rest)
+            issuer=SHARED_ISSUER,
         )
     return free_config(
         folder,
@@ -591,7 +601,10 @@ def test_a_start_waits_for_a_signing_key_another_host_is_still_writing(
         port = OAuth(proc, "OAUTH", certs)
         try:
             forged = jwt.encode(
-                fresh_claims("ada"), key, algorithm="HS256", headers={"typ": "at+jwt"}
+                fresh_claims("ada", iss=issuer_of(port)),
+                key,
+                algorithm="HS256",
+                headers={"typ": "at+jwt"},
             )
             assert port.get("/hello", forged).status_code == 200
         finally:

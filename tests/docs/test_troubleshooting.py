@@ -146,6 +146,34 @@ def key_folder_is_a_file(s: Sections, ctx: dict[str, Any]) -> None:
     s["HTTPSERVER"]["SigningKeyFile"] = "keys/signing.key"
 
 
+def key_set(content: str | None) -> Callable[[Sections, dict[str, Any]], None]:
+    """An EdDSA port whose key set (``keys/keyset.json``, beside ``SigningKeyFile``) holds
+    ``content``, or is a folder (None)."""
+
+    def mutate(s: Sections, ctx: dict[str, Any]) -> None:
+        tls_auth(signingAlg="EdDSA")(s, ctx)
+        folder = ctx["folder"] / "keys"
+        folder.mkdir(exist_ok=True)
+        s["HTTPSERVER"]["SigningKeyFile"] = "keys/signing.key"
+        if content is None:
+            (folder / "keyset.json").mkdir()
+        else:
+            (folder / "keyset.json").write_text(content)
+
+    return mutate
+
+
+BAD_PEM_KEY_SET = json.dumps(
+    {"keys": [{"kid": "k1", "alg": "EdDSA", "created": 1.0, "current": True, "pem": "x"}]}
+)
+
+
+def keys_on_hs256(folder: Path, certs: dict[str, Path]) -> Outcome:
+    """``fwrest keys list`` of a service whose one oAuth2 port signs with HS256."""
+    path, _port = prepare(Case("keys on HS256", "json", "", tls_auth()), 0, folder, certs)
+    return cli_outcome(run_cli("keys", "list", str(path), cwd=path.parent))
+
+
 def known(case_id: str, command: str = "check") -> Broken:
     return Broken(case_id, command)
 
@@ -609,6 +637,14 @@ PROVOKED: dict[str, Broken | Special] = {
     "[<server>] FwData: FwData Authorization maxFailures must be a whole number >= 1, got 0": (
         known("maxFailures 0[json]")
     ),
+    "[<server>] FwData: FwData Authorization signingAlg 'eddsa' is not an algorithm fwrest "
+    "signs tokens with (the value is case-sensitive)": new(
+        "signingAlg lower case", "json", tls_auth(signingAlg="eddsa")
+    ),
+    "[<server>] FwData: FwData Authorization issuer must be an https URL without query or "
+    "fragment, got 'http://auth.example.com'": new(
+        "issuer over http", "ini", tls_auth(issuer="http://auth.example.com")
+    ),
     "[<server>] FwData: FwData Authorization needs OnAuth for the basic scheme": known(
         "basic without OnAuth[json]"
     ),
@@ -903,6 +939,15 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     "[HTTPSERVER] SigningKeyFile: the signing key file <file> cannot be created in <folder>: "
     "...": new("signing key folder is a file", "ini", key_folder_is_a_file),
+    "[HTTPSERVER] SigningKeyFile: the key set in <file> is not JSON": new(
+        "key set not JSON", "json", key_set("{broken")
+    ),
+    "[HTTPSERVER] SigningKeyFile: the key set file <file> cannot be read: Is a directory": new(
+        "key set is a folder", "json", key_set(None)
+    ),
+    "[HTTPSERVER] SigningKeyFile: the key <kid> in <file> cannot be loaded (...)": new(
+        "key set entry damaged", "json", key_set(BAD_PEM_KEY_SET)
+    ),
     "[<server>] Port: 127.0.0.1:<port> cannot be bound: Address already in use": address_in_use,
     "[<server>] Port: 192.0.2.1:<port> cannot be bound: Cannot assign requested address": known(
         "address of no interface[ini]", "serve"
@@ -935,6 +980,10 @@ PROVOKED: dict[str, Broken | Special] = {
     "wsRestfulStart: no server location names a ThreadPool to serve the extra path": Legacy(
         legacy_base(ROOT={"ThreadPool": 5}, **{"5": base(0)["POOL"]})
     ),
+    # fwrest keys
+    "[<server>] FwData: the oAuth2 port(s) <name> sign with HS256: there is no key set (HS256 "
+    "signs with one secret key, SigningKeyFile, which is never published nor rotated by this "
+    "command)": keys_on_hs256,
     # fwrest openapi
     "there is no server 'NOPE'; the servers are HTTP_REST": openapi_server,
     "fwrest: error: cannot write the OpenAPI document to <path> (No such file or directory)": (

@@ -128,10 +128,18 @@ class Ctx:
             return f"Bearer {self.token}"
         return f"Basic {basic(BASIC_USER, BASIC_PASSWORD)}"
 
+    def issuer(self) -> str:
+        """The ``iss`` of the service's real access token (its location's issuer)."""
+        if self.kind != "oauth" or self.token.count(".") != 2:
+            return "fwrest"
+        body = self.token.split(".")[1]
+        payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        return str(payload.get("iss", "fwrest"))
+
     def claims(self, **over: Any) -> dict[str, Any]:
         now = int(time.time())
         claims: dict[str, Any] = {
-            "iss": "fwrest",
+            "iss": self.issuer(),  # the port's own (SPEC 12.2): a forgery fails for its fault
             "aud": "HTTPS_OAUTH",  # the issuing section (SPEC 7.1)
             "sub": OAUTH_USER,
             "client_id": CLIENT_ID,

@@ -22,6 +22,8 @@ it (``auth/oauth2/tokens.py``, ``auth/throttle.py``, ``server/settings.py``,
   window, and a count back at zero is no window;
 * ``signing_key`` set-if-absent (also under a race), ``get_settings`` / ``set_settings``
   (``None`` clears), ``put_blob`` / ``blobs`` / ``delete_blobs`` by prefix (usage figures);
+  ``get_blob`` and ``swap_blob``, a compare-and-set of one value (the key set), one winner of
+  a race;
 * ``ping``, ``close``, ``kind``, ``open_store``; a store out of reach raises ``StoreError``
   (callers catch only that to answer 503).
 
@@ -89,6 +91,8 @@ COVERED = {
     "put_blob",
     "blobs",
     "delete_blobs",
+    "get_blob",
+    "swap_blob",
     "close",
 }
 
@@ -561,6 +565,24 @@ def test_settings_are_set_and_cleared(store: StateStore) -> None:
     assert store.get_settings() == {"accept_timeout_ms": 500, "big": 2**40}
     store.set_settings({})
     assert store.get_settings() == {"accept_timeout_ms": 500, "big": 2**40}
+
+
+def test_swap_blob_is_a_compare_and_set_with_one_winner(
+    backend: Backend, store: StateStore
+) -> None:
+    assert store.get_blob("fwrest-keyset") is None
+    assert store.swap_blob("fwrest-keyset", b"stale", b"x") is None  # absent: not "stale"
+    assert store.swap_blob("fwrest-keyset", None, b"v1") == b"v1"  # created
+    assert store.swap_blob("fwrest-keyset", None, b"other") == b"v1"  # exists: not replaced
+    # another worker's or host's view (the memory store has no other: one process)
+    other = store if backend.kind == "memory" else backend.open()
+    assert other.get_blob("fwrest-keyset") == b"v1"
+    assert other.swap_blob("fwrest-keyset", b"v1", b"\x00v2") == b"\x00v2"
+    assert store.swap_blob("fwrest-keyset", b"v1", b"v3") == b"\x00v2"  # lost: sees the winner
+    outcomes = race(20, lambda i: store.swap_blob("fwrest-keyset", b"\x00v2", f"w{i}".encode()))
+    winners = [o for i, o in enumerate(outcomes) if o == f"w{i}".encode()]
+    assert len(winners) == 1 and store.get_blob("fwrest-keyset") == winners[0]
+    assert store.blobs("fwrest-keyset") == {"fwrest-keyset": winners[0]}
 
 
 def test_blobs_are_put_listed_and_deleted_by_prefix(store: StateStore) -> None:

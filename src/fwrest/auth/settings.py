@@ -32,6 +32,8 @@ class AuthSettings:
     params_file: Path | None = None
     nocheck: tuple[str, ...] = ()
     allow_get: bool = DEFAULT_ALLOW_GET_TOKEN
+    signing_alg: str = "HS256"  # SPEC 12.1
+    issuer: str = ""  # SPEC 12.2: "" for https://{HostName}:{Port}{location}
     warnings: list[str] = field(default_factory=list)
 
 
@@ -97,6 +99,8 @@ def parse_authorization(
         params_file=data.on_auth_params_file,
         nocheck=nocheck,
         allow_get=data.allow_get_token,
+        signing_alg=data.signing_alg,
+        issuer=data.issuer,
         warnings=warnings,
     )
 

@@ -42,6 +42,8 @@ _VALID = "basic or oAuth2 (oAuth is accepted as an alias of oAuth2)"
 
 DEFAULT_MAX_FAILURES = 10  # failed attempts in the throttle's window (SPEC 4.2)
 DEFAULT_ALLOW_GET_TOKEN = True  # the password grant over GET (SPEC 4.2)
+DEFAULT_SIGNING_ALG = "HS256"  # SPEC 7, 12.1
+SIGNING_ALGS = ("HS256", "EdDSA", "ES256", "RS256")  # exactly these (as JWA names them)
 
 # Allowed keys of Authorization per scheme, folded -> as the SPEC writes them.
 _COMMON = {"scheme": "scheme", "maxfailures": "maxFailures", "onadmin": "onAdmin"}
@@ -52,6 +54,8 @@ _OAUTH2 = {
     "onauthparams": "onAuthparams",
     "onauthnocheckuri": "onAuthNoCheckUri",
     "allowgettoken": "allowGetToken",
+    "signingalg": "signingAlg",
+    "issuer": "issuer",
 }
 
 # The names NativeRoutes may give (SPEC 5: a route's path after /fw/); native/catalog.py
@@ -62,6 +66,8 @@ NATIVE_ROUTE_NAMES: tuple[str, ...] = (
     "healthcheck/datetime",
     "healthcheck/ok",
     "oauth2/introspect",
+    "oauth2/jwks",
+    "oauth2/metadata",
     "oauth2/revoke",
     "oauth2/revoke-user",
     "oauth2/token",
@@ -99,6 +105,8 @@ class AuthorizationData:
     on_auth_params_file: Path | None = None  # absolute; it exists at load
     on_auth_no_check_uri: str = ""
     allow_get_token: bool = DEFAULT_ALLOW_GET_TOKEN
+    signing_alg: str = DEFAULT_SIGNING_ALG  # SPEC 12.1: one of SIGNING_ALGS
+    issuer: str = ""  # SPEC 12.2: the tokens' iss when set (an https URL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +301,16 @@ def _authorization(
             'write "allowGetToken": false.',
             source,
         )
+    signing_alg = folded.get("signingalg", ("signingAlg", DEFAULT_SIGNING_ALG))[1]
+    if signing_alg not in SIGNING_ALGS:
+        raise _err(
+            f"FwData Authorization signingAlg {signing_alg!r} is not an algorithm fwrest "
+            "signs tokens with (the value is case-sensitive).",
+            section,
+            f"write one of {', '.join(SIGNING_ALGS)} (HS256 when absent).",
+            source,
+        )
+    issuer = _issuer(folded.get("issuer", ("issuer", ""))[1], section, source)
     return AuthorizationData(
         "oAuth2",
         on_auth=on_auth,
@@ -302,7 +320,33 @@ def _authorization(
         on_auth_params_file=params_file,
         on_auth_no_check_uri=no_check_uri,
         allow_get_token=allow_get,
+        signing_alg=str(signing_alg),
+        issuer=issuer,
     )
+
+
+def _issuer(value: Any, section: str, source: str | None) -> str:
+    """``issuer``: "" when absent; else an https URL without query or fragment (RFC 8414 2)."""
+    if value is None or value == "":
+        return ""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value) if isinstance(value, str) else None
+    if (
+        parts is None
+        or parts.scheme != "https"
+        or not parts.netloc
+        or parts.query
+        or parts.fragment
+    ):
+        raise _err(
+            f"FwData Authorization issuer must be an https URL without query or fragment, "
+            f"got {value!r}.",
+            section,
+            'write the public URL of the location, e.g. "issuer": "https://auth.example.com/rest".',
+            source,
+        )
+    return str(value).rstrip("/")
 
 
 def _native_routes(value: Any, section: str, source: str | None) -> NativeRoutesData:

@@ -281,7 +281,8 @@ KEYS: tuple[Key, ...] = (
         "signing_key_file",
         "path",
         None,
-        doc="file holding the token signing key (default signing.key under DataPath)",
+        doc="file holding the HS256 token signing key (default signing.key under DataPath); "
+        "the key set of EdDSA, ES256 and RS256 ports is keyset.json beside it",
     ),
     Key(
         "HTTPSERVER",

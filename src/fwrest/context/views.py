@@ -51,9 +51,22 @@ class Routed(Protocol):
 class TokenEndpoint(Protocol):
     """An oAuth2 port's token service, as the token route calls it."""
 
+    # the metadata document (RFC 8414) of each location, by prefix (SPEC 12.2)
+    metadata: dict[str, bytes]
+
     async def token_endpoint(
-        self, method: str, query: str, body: bytes, headers: dict[str, str], client_ip: str
+        self,
+        method: str,
+        query: str,
+        body: bytes,
+        headers: dict[str, str],
+        client_ip: str,
+        location: str = "",
     ) -> tuple[int, list[tuple[str, str]], bytes]: ...
+
+    def jwks(self) -> bytes | None:
+        """The port's JWK Set document; None on an HS256 port (nothing to publish)."""
+        ...
 
 
 class SettingsView(Protocol):

@@ -14,6 +14,8 @@ from fwrest.repository import Endpoint
 from fwrest.routing.names import (
     INTROSPECT_ROUTE,
     INTROSPECT_ROUTE_NAME,
+    JWKS_ROUTE,
+    METADATA_ROUTE,
     REVOKE_ROUTE,
     REVOKE_ROUTE_NAME,
     REVOKE_USER_ROUTE,
@@ -149,6 +151,8 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
         "tokens:revoke_user",
         'Revoke every token family of a user (JSON {"username"}; onAdmin only)',
     ),
+    _Route("oauth2/jwks", "GET", JWKS_ROUTE, "", "Public keys of the token signatures"),
+    _Route("oauth2/metadata", "GET", METADATA_ROUTE, "", "Authorization server metadata"),
 )
 
 NAMES = list(NATIVE_ROUTE_NAMES)  # each the name of at least one route above

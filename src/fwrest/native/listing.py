@@ -18,6 +18,8 @@ _PARAM = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)")
 
 def _is_public(port: Any, full_path: str, rel: str, name: str | None) -> bool:
     options: NativeOptions = port.native
+    # the token, revocation, introspection and discovery routes are never behind the scheme
+    # (SPEC 4.2, 12.2, 12.3)
     if name is not None and (name in options.public or name in _OPEN_NAMES):
         return True
     settings = port.auth_settings

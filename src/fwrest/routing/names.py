@@ -5,6 +5,8 @@ from __future__ import annotations
 __all__ = [
     "INTROSPECT_ROUTE",
     "INTROSPECT_ROUTE_NAME",
+    "JWKS_ROUTE",
+    "METADATA_ROUTE",
     "OPEN_OAUTH2_ROUTES",
     "REVOKE_ROUTE",
     "REVOKE_ROUTE_NAME",
@@ -26,9 +28,12 @@ INTROSPECT_ROUTE_NAME = "oauth2/introspect"
 INTROSPECT_ROUTE = f"/fw/{INTROSPECT_ROUTE_NAME}"
 REVOKE_USER_ROUTE_NAME = "oauth2/revoke-user"  # behind the port's scheme and onAdmin
 REVOKE_USER_ROUTE = f"/fw/{REVOKE_USER_ROUTE_NAME}"
+# SPEC 12.2: discovery
+JWKS_ROUTE = "/fw/oauth2/jwks"
+METADATA_ROUTE = "/fw/oauth2/metadata"
 # The routes whose queries and bodies carry passwords and tokens: never logged, and held to
 # the token route's body limit (SPEC 7, 12.3); each a path relative to its location.
 TOKEN_BODY_ROUTES = frozenset({TOKEN_ROUTE, REVOKE_ROUTE, INTROSPECT_ROUTE})
-# The routes of an oAuth2 port that are never behind its scheme (SPEC 4.2, 12.2-12.3): they
-# authenticate their callers themselves.
-OPEN_OAUTH2_ROUTES = TOKEN_BODY_ROUTES
+# The routes of an oAuth2 location that are never behind the port's scheme (SPEC 4.2,
+# 12.2-12.3): they authenticate their callers themselves, or publish only public data.
+OPEN_OAUTH2_ROUTES = TOKEN_BODY_ROUTES | {JWKS_ROUTE, METADATA_ROUTE}

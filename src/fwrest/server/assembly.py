@@ -8,11 +8,15 @@ signals, the supervisor (``worker``), how the usage figures are shared (``usage_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
+from fwrest.auth.oauth2.discovery import WellKnown, issuers, metadata_documents
+from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, StoreKeySet
+from fwrest.auth.oauth2.params import ParamsError
+from fwrest.auth.oauth2.portkeys import PortKeys
 from fwrest.auth.oauth2.scopes import requiring
 from fwrest.auth.throttle import BASIC_WORDING, TOKEN_WORDING, LockBoard, Throttle
 from fwrest.context.views import ServiceView
@@ -27,6 +31,8 @@ from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.pool import ThreadPool
 from fwrest.server.select import Selector
 from fwrest.store.calls import StoreClient
+
+KEYSET_READ_DEADLINE_S = 1.4  # a poll of the key set in the store (every 0.5 s)
 
 __all__ = [
     "Assembly",
@@ -208,6 +214,10 @@ class _Builder:
             )
             scoped = requiring  # the routes' scopes are checked on oAuth2 ports only
         early, outgoing = location_stages(port)
+        if tokens is not None:
+            # SPEC 12.2: the metadata at the port's root, before the guard
+            well_known = WellKnown(tokens.issuers, tokens.metadata)
+            early = (*early, Early(well_known, frozenset({"GET", "HEAD"})))
         return PortApp(
             port,
             self.built.pools,
@@ -237,10 +247,44 @@ class _Builder:
             allow_get=settings.allow_get,
             pool=pool,
             throttle=throttle,
+            keys=self.port_keys(settings),
+            issuers=issuers(
+                port.config.host,
+                port.config.port,
+                [loc.prefix for loc in port.locations],
+                settings.issuer,
+            ),
+        )
+        types = None
+        if settings.params_file is not None:
+            try:
+                types = tokens.source.read_file().types
+            except ParamsError:
+                types = None  # the start checked it; a file broken since says so per request
+        tokens.metadata = metadata_documents(
+            tokens.issuers,
+            asymmetric=tokens.keys is not None,
+            grant_types=types,
+            params_file=settings.params_file,
         )
         tokens.start()
         self.built.services.append(tokens)
         return tokens
+
+    def port_keys(self, settings: AuthSettings) -> PortKeys | None:
+        """The key set view of an asymmetric port (SPEC 12.1); None for HS256."""
+        if settings.signing_alg not in ASYMMETRIC_ALGS:
+            return None
+        source = self.plan.key_source
+        assert source is not None
+        client = self.built.client
+        read = None
+        if isinstance(source, StoreKeySet) and client is not None and not client.inline:
+            # a store's key set is read by the worker's store threads, not asyncio's
+            def read(fn: Callable[[], object]) -> Awaitable[object]:
+                return client.call(fn, deadline=KEYSET_READ_DEADLINE_S)
+
+        return PortKeys(settings.signing_alg, source, self.plan.key_entries, read=read)
 
 
 def assemble(

@@ -9,6 +9,8 @@ from typing import Any
 
 from fwrest.auth import AuthSettings, parse_authorization
 from fwrest.auth.oauth2 import load_signing_key
+from fwrest.auth.oauth2.keys import key_set_source, load_key_set
+from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, KeyEntry, KeySource
 from fwrest.auth.oauth2.route import OAUTH2_ROUTES
 from fwrest.auth.oauth2.scopes import scope_warnings
 from fwrest.auth.oauth2.warnings import oauth2_warnings
@@ -85,11 +87,29 @@ class ServicePlan:
     monitor_port: int = 0  # the bound port, set by bind_all
     store: StateStore | None = None  # opened by open_runtime(), not by check
     signing_key: bytes | None = None
+    # the asymmetric key set (SPEC 12.1), when a port signs with EdDSA, ES256 or RS256
+    key_source: KeySource | None = None
+    key_entries: list[KeyEntry] = field(default_factory=list)
     # the hooks of the pools that name some (SPEC 11.1), by lower-case pool name
     hooks: dict[str, PoolHooks] = field(default_factory=dict)
 
+    def key_algs(self) -> set[str]:
+        """The asymmetric algorithms the oAuth2 ports sign with."""
+        return key_algs(self.ports)
+
     def route_count(self) -> int:
         return sum(len(loc.endpoints) for port in self.ports for loc in port.locations)
+
+
+def key_algs(ports: list[PortPlan]) -> set[str]:
+    """The asymmetric algorithms the oAuth2 ports of ``ports`` sign with (SPEC 12.1)."""
+    return {
+        p.auth_settings.signing_alg
+        for p in ports
+        if p.auth_settings is not None
+        and p.auth_settings.scheme == "oAuth2"
+        and p.auth_settings.signing_alg in ASYMMETRIC_ALGS
+    }
 
 
 def _location_plan(
@@ -133,6 +153,21 @@ def _location_plan(
                 source=source,
             )
     return LocationPlan(loc, router, endpoints)
+
+
+def _issuer_warnings(settings: AuthSettings, server: ServerConfig) -> list[str]:
+    """An asymmetric port on a wildcard address without ``issuer``: its tokens name an
+    issuer (SPEC 12.2) that no other service can reach or trust."""
+    if settings.signing_alg not in ASYMMETRIC_ALGS or settings.issuer:
+        return []
+    if server.host not in ("0.0.0.0", "::", ""):
+        return []
+    return [
+        f"[{server.name}] HostName={server.host}: the tokens' issuer is "
+        f"https://{server.host}:{server.port}/..., a URL other services cannot use to find "
+        'the JWKS; set "issuer" in the Authorization object to the public URL of the '
+        "location (as clients reach it)."
+    ]
 
 
 def build_plan(config: ServiceConfig) -> ServicePlan:
@@ -187,6 +222,7 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             auth = AuthInfo(settings.scheme, settings.on_auth_name)
             warnings += settings.warnings
             warnings += oauth2_warnings(settings, server.name)
+            warnings += _issuer_warnings(settings, server)
         public = frozenset(
             loc.full_path(route.path)
             for loc in locations
@@ -210,6 +246,11 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
         # a corrupt or short key stops the start (SPEC 7): `fwrest check` says so too, for
         # the default DataPath/signing.key as for a SigningKeyFile (absent: made at start)
         load_signing_key(config.signing_key_file, config.data_path, None, create=False)
+    if key_algs(ports) and uses_key_file:
+        # a damaged key set stops the start: `fwrest check` says so too
+        load_key_set(
+            key_set_source(config.signing_key_file, config.data_path, None), set(), create=False
+        )
     monitor_auth = None
     if config.monitor is not None:
         all_envs = [repo.load(env) for env in config.environments]
@@ -251,3 +292,7 @@ def open_runtime(plan: ServicePlan) -> None:
         plan.signing_key = load_signing_key(
             config.signing_key_file, config.data_path, plan.store, create=True
         )
+    algs = plan.key_algs()
+    if algs:
+        plan.key_source = key_set_source(config.signing_key_file, config.data_path, plan.store)
+        plan.key_entries = load_key_set(plan.key_source, algs)

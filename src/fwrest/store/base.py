@@ -141,6 +141,15 @@ class BlobStore(StoreBase, Protocol):
 
     def delete_blobs(self, prefix: str) -> None: ...
 
+    def get_blob(self, name: str) -> bytes | None:
+        """The value under ``name``; None when there is none."""
+        ...
+
+    def swap_blob(self, name: str, old: bytes | None, new: bytes) -> bytes | None:
+        """Compare-and-set: store ``new`` if the value is still ``old`` (None: absent);
+        returns the value now (``new`` when it was stored). The key set's one write."""
+        ...
+
 
 class StateStore(TokenStore, FailureStore, SettingsStore, BlobStore, Protocol):
     """The whole store: every role. Each implementation (memory, sqlite, Redis) is one."""

@@ -166,5 +166,15 @@ class MemoryStore:
         with self._lock:
             self._blobs = {k: v for k, v in self._blobs.items() if not k.startswith(prefix)}
 
+    def get_blob(self, name: str) -> bytes | None:
+        with self._lock:
+            return self._blobs.get(name)
+
+    def swap_blob(self, name: str, old: bytes | None, new: bytes) -> bytes | None:
+        with self._lock:
+            if self._blobs.get(name) == old:
+                self._blobs[name] = new
+            return self._blobs.get(name)
+
     def close(self) -> None:
         return None

@@ -70,6 +70,17 @@ def _families_key(subject: str) -> str:
     return f"{_P}user:{hashlib.sha256(subject.encode()).hexdigest()}"
 
 
+# compare-and-set of one blob (the key set): ARGV name, old, whether old exists, new
+_SWAP_BLOB = """
+local now = redis.call('HGET', KEYS[1], ARGV[1])
+if (now == false and ARGV[3] == '0') or (now ~= false and ARGV[3] == '1' and now == ARGV[2]) then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
+  return ARGV[4]
+end
+return now
+"""
+
+
 class RedisStore:
     kind = "redis"
     in_process = False
@@ -243,6 +254,23 @@ class RedisStore:
         names = list(self.blobs(prefix))
         if names:
             self._call(self._r.hdel, f"{_P}blobs", *names)
+
+    def get_blob(self, name: str) -> bytes | None:
+        value = self._call(self._r.hget, f"{_P}blobs", name)
+        return None if value is None else bytes(value)
+
+    def swap_blob(self, name: str, old: bytes | None, new: bytes) -> bytes | None:
+        value = self._call(
+            self._r.eval,
+            _SWAP_BLOB,
+            1,
+            f"{_P}blobs",
+            name,
+            b"" if old is None else old,
+            b"0" if old is None else b"1",
+            new,
+        )
+        return None if value is None else bytes(value)
 
     def close(self) -> None:
         self._r.close()

@@ -282,6 +282,22 @@ class SqliteStore:
         with self._tx() as db:
             db.execute("DELETE FROM blobs WHERE substr(name, 1, ?) = ?", (len(prefix), prefix))
 
+    def get_blob(self, name: str) -> bytes | None:
+        try:
+            row = self._conn().execute("SELECT value FROM blobs WHERE name = ?", (name,)).fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store: {exc}") from None
+        return None if row is None else bytes(row[0])
+
+    def swap_blob(self, name: str, old: bytes | None, new: bytes) -> bytes | None:
+        with self._tx() as db:  # BEGIN IMMEDIATE: the read and the write are one step
+            row = db.execute("SELECT value FROM blobs WHERE name = ?", (name,)).fetchone()
+            now = None if row is None else bytes(row[0])
+            if now == old:
+                db.execute("INSERT OR REPLACE INTO blobs VALUES (?, ?)", (name, new))
+                now = new
+        return now
+
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None and getattr(self._local, "pid", None) == os.getpid():

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["TOKEN_ROUTE", "BearerGuard", "NoCheckPaths"]  # TOKEN_ROUTE: from routing
 
 REALM = 'Bearer realm="Access to REST"'
+_OPEN_TAILS = tuple(OPEN_OAUTH2_ROUTES)  # str.endswith takes a tuple
 
 
 class NoCheckPaths:
@@ -106,11 +107,12 @@ class BearerGuard:
 
     async def __call__(self, req: Request, ctx: RequestContext) -> None:
         path = ctx.path
-        if self._any_nocheck or "/fw/oauth2/" in path:
+        if self._any_nocheck or path.endswith(_OPEN_TAILS):
             located = self._locate(path)
             if located is not None and located[1] in OPEN_OAUTH2_ROUTES:
-                # the token route, revocation and introspection (of a location) are never
-                # protected: they authenticate their clients themselves (SPEC 4.2, 12.3)
+                # the token, revocation, introspection and discovery routes (of a location)
+                # are never protected: they authenticate their callers themselves, or publish
+                # only public data (SPEC 4.2, 12.2, 12.3)
                 return
             # outside every location there is no token route: /fw/oauth2/token there is
             # checked like any path (401 without a token, not 404: SPEC 7.1)

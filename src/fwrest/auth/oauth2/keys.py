@@ -24,10 +24,28 @@ import tempfile
 import time
 from pathlib import Path
 
+from fwrest.auth.oauth2.keyset import (
+    KEYSET_FILE,
+    FileKeySet,
+    KeyEntry,
+    KeySetError,
+    KeySource,
+    StoreKeySet,
+    check_entries,
+    ensure,
+    read_entries,
+)
 from fwrest.errors import ConfigError
 from fwrest.store import StateStore, StoreError
 
-__all__ = ["EMPTY_WAIT_S", "MIN_KEY_BYTES", "REDIS_KEY", "load_signing_key"]
+__all__ = [
+    "EMPTY_WAIT_S",
+    "MIN_KEY_BYTES",
+    "REDIS_KEY",
+    "key_set_source",
+    "load_key_set",
+    "load_signing_key",
+]
 
 MIN_KEY_BYTES = 32
 REDIS_KEY = "fwrest:signing_key"  # the key's name in a Redis store (fwrest/store/redis.py)
@@ -182,3 +200,42 @@ def load_signing_key(
             "the old key stop working), or set SigningKeyFile.",
         )
     return _from_file(data_path / "signing.key", create, "SigningKeyFile")
+
+
+def key_set_source(key_file: Path | None, data_path: Path, store: StateStore | None) -> KeySource:
+    """Where the asymmetric key set lives (SPEC 12.1): beside the signing key, so in
+    ``keyset.json`` in the folder of ``SigningKeyFile`` (or ``DataPath``), or in the Redis
+    store when the signing key is there."""
+    if key_file is None and store is not None and store.kind == "redis":
+        return StoreKeySet(store)
+    folder = key_file.parent if key_file is not None else data_path
+    return FileKeySet(folder / KEYSET_FILE)
+
+
+def load_key_set(source: KeySource, algs: set[str], *, create: bool = True) -> list[KeyEntry]:
+    """The key set, with a current key for each of ``algs`` made when missing (``create``);
+    without ``create`` (``fwrest check``) only read and checked.
+
+    Raises:
+        ConfigError: the key set cannot be read, parsed or written.
+    """
+    try:
+        entries = ensure(source, algs) if create else read_entries(source)
+        check_entries(entries, source.where)
+    except KeySetError as exc:
+        redis = isinstance(source, StoreKeySet)
+        raise ConfigError(
+            f"{exc}.",
+            section="HTTPSERVER",
+            key="StateStore" if redis else "SigningKeyFile",
+            fix=(
+                "start the Redis server; if the key set is damaged, delete the blob "
+                "fwrest-keyset of the store's fwrest:blobs hash (a new key is made; tokens "
+                "signed with the old keys stop working)."
+                if redis
+                else f"make {KEYSET_FILE} readable by the service, or move the damaged file "
+                "away to have a new key set made at the next start (tokens signed with the "
+                "old keys stop working)."
+            ),
+        ) from None
+    return entries

@@ -31,7 +31,6 @@ from fwrest.auth.oauth2.params import (
     request_params,
 )
 from fwrest.auth.oauth2.tokens import (
-    ISSUER,
     InvalidToken,
     TokenService,
     _hash,
@@ -175,14 +174,20 @@ async def _revoke(service: TokenService, token: str, client_id: str, access_s: f
 
 # -- introspection (RFC 7662) ----------------------------------------------------------------
 async def introspect_endpoint(
-    service: TokenService, method: str, query: str, body: bytes, headers: dict[str, str]
+    service: TokenService,
+    method: str,
+    query: str,
+    body: bytes,
+    headers: dict[str, str],
+    location: str = "",
 ) -> Answer:
-    """Answer one request of ``/fw/oauth2/introspect``: (status, headers, body)."""
+    """Answer one request of ``/fw/oauth2/introspect`` of the location ``location``:
+    (status, headers, body)."""
     try:
         params, auth_header = _parse(method, query, body, headers)
         client_id = await _introspector(service, params, auth_header)
         token = _token(params)
-        described = await _describe(service, token, client_id)
+        described = await _describe(service, token, client_id, location)
     except OAuthError as exc:
         return _error(exc)
     out = _INACTIVE if described is None else orjson.dumps(described)
@@ -233,9 +238,10 @@ async def _introspector(
 
 
 async def _describe(
-    service: TokenService, token: str, client_id: str | None
+    service: TokenService, token: str, client_id: str | None, location: str
 ) -> dict[str, Any] | None:
-    """RFC 7662 2.2's answer for an active token the caller may see, else None."""
+    """RFC 7662 2.2's answer for an active token the caller may see, else None. A refresh
+    token's issuer is the asking location's: the store keeps none (SPEC 12.2)."""
     claims = _access_claims(service, token)
     if claims is not None:
         if client_id is not None and claims.get("client_id") != client_id:
@@ -277,5 +283,5 @@ async def _describe(
         "token_type": "refresh_token",
         "exp": int(record.expires_at),
         "sub": record.subject,
-        "iss": ISSUER,
+        "iss": service.issuers.get(location) or next(iter(service.issuers.values())),
     }

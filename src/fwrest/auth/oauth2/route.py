@@ -1,12 +1,14 @@
 """The routes an oAuth2 port's token service answers, native routes of every location:
 ``{base_url}/fw/oauth2/token`` (SPEC 4.2), ``/fw/oauth2/revoke`` and
-``/fw/oauth2/introspect`` (SPEC 12.3)."""
+``/fw/oauth2/introspect`` (SPEC 12.3), ``/fw/oauth2/jwks`` and ``/fw/oauth2/metadata``
+(SPEC 12.2, in ``discovery.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from fwrest.auth.oauth2.discovery import jwks_route, metadata_route
 from fwrest.auth.oauth2.tokens import TokenService
 from fwrest.context.request import Response, current
 from fwrest.errors import HTTPError
@@ -25,7 +27,7 @@ async def token_route() -> Response:
         # HEAD would run the grant (spend a refresh token) and drop the tokens it issued
         raise HTTPError(405, headers=(("allow", "GET, POST"),))
     status, headers, body = await service.token_endpoint(
-        ctx.method, ctx.query_string, ctx.body, dict(ctx.headers), ctx.client
+        ctx.method, ctx.query_string, ctx.body, dict(ctx.headers), ctx.client, ctx.location_path
     )
     return Response(body, status, dict(headers), media_type="application/json")
 
@@ -54,7 +56,7 @@ async def introspect_route() -> Response:
 
     ctx = current.get()
     status, headers, body = await introspect_endpoint(
-        _service(), ctx.method, ctx.query_string, ctx.body, dict(ctx.headers)
+        _service(), ctx.method, ctx.query_string, ctx.body, dict(ctx.headers), ctx.location_path
     )
     return Response(body, status, dict(headers), media_type="application/json")
 
@@ -64,4 +66,6 @@ OAUTH2_ROUTES: dict[str, Callable[..., Any]] = {
     TOKEN_ROUTE_NAME: token_route,
     REVOKE_ROUTE_NAME: revoke_route,
     INTROSPECT_ROUTE_NAME: introspect_route,
+    "oauth2/jwks": jwks_route,
+    "oauth2/metadata": metadata_route,
 }

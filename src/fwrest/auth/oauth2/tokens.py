@@ -12,7 +12,8 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -37,12 +38,16 @@ from fwrest.errors import HTTPError, is_cancellation, store_unavailable
 from fwrest.store import RefreshRecord, StateStore, StoreError
 from fwrest.store.calls import StoreClient
 
+if TYPE_CHECKING:
+    from fwrest.auth.oauth2.portkeys import PortKeys
+
 __all__ = ["InvalidToken", "TokenService"]
 
 T = TypeVar("T")
 
 ALG = "HS256"
-ISSUER = "fwrest"
+# the issuer of the token request being answered: its location's (SPEC 12.2)
+_issuer: ContextVar[str] = ContextVar("fwrest_token_issuer", default="")
 # SPEC 7: while the store does not answer, the token route answers 503 within 1.5 s. The store
 # calls of one token request (up to four) share one deadline, this long after the first of them
 # starts; a call that starts later than that still gets STORE_CALL_MIN_S, so that a healthy
@@ -105,9 +110,17 @@ class TokenService:
         pool: Pool | None = None,
         throttle: Throttle | None = None,
         client: StoreClient | None = None,
+        keys: PortKeys | None = None,
+        issuers: dict[str, str] | None = None,
     ) -> None:
         self.port_name = port_name
         self._key = key
+        # SPEC 12.1: an asymmetric port signs and verifies with its key set, HS256 with _key
+        self.keys = keys
+        # SPEC 12.2: location prefix -> issuer; the bearer check accepts any of them
+        self.issuers = issuers or {"": "fwrest"}
+        self._accepted_issuers = frozenset(self.issuers.values())
+        self.metadata: dict[str, bytes] = {}  # set by the assembly (auth/oauth2/discovery.py)
         self.store = store
         self.source = source
         source.label = port_name
@@ -137,6 +150,8 @@ class TokenService:
     def start(self) -> None:
         if self._refresher is None:
             self._refresher = asyncio.get_running_loop().create_task(self._refresh_revoked())
+        if self.keys is not None:
+            self.keys.start()
 
     async def _refresh_revoked(self) -> None:
         while True:
@@ -155,6 +170,8 @@ class TokenService:
         if self._refresher is not None:
             self._refresher.cancel()
             self._refresher = None
+        if self.keys is not None:
+            self.keys.stop()
         for task in list(self._restoring):
             task.cancel()
         if self._own_client:
@@ -181,7 +198,8 @@ class TokenService:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
             raise InvalidToken("the access token is malformed") from None
-        if header.get("alg") != ALG:
+        alg, key = self._verifying_key(header)
+        if header.get("alg") != alg:
             raise InvalidToken("the access token is not signed with the server's algorithm")
         if str(header.get("typ", "")).lower() != "at+jwt":
             raise InvalidToken("the token is not an access token (typ at+jwt)")
@@ -190,12 +208,14 @@ class TokenService:
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
-                self._key,
-                algorithms=[ALG],
-                # valid only on the section that issued it (SPEC 7.1)
+                key,
+                algorithms=[alg],
+                # valid only on the section that issued it (SPEC 7.1), by any of its
+                # locations (SPEC 12.2)
                 audience=self.port_name,
+                issuer=self._accepted_issuers,
                 options={
-                    "require": ["aud", "exp", "iat", "jti", "sub"],
+                    "require": ["aud", "exp", "iat", "iss", "jti", "sub"],
                     "verify_iat": False,
                 },
                 leeway=0,
@@ -204,6 +224,8 @@ class TokenService:
             raise InvalidToken("the access token has expired") from None
         except jwt.InvalidAudienceError:
             raise InvalidToken("the access token was issued for another server") from None
+        except jwt.InvalidIssuerError:
+            raise InvalidToken("the access token was issued by another issuer") from None
         except jwt.PyJWTError:
             raise InvalidToken("the access token signature or claims are invalid") from None
         family = claims.get("fam")
@@ -223,6 +245,29 @@ class TokenService:
             del self._verified[next(iter(self._verified))]
         self._verified[token] = (expires, claims)
         return claims
+
+    def _verifying_key(self, header: dict[str, Any]) -> tuple[str, Any]:
+        """The algorithm and key a token must verify with: the server's own, never one the
+        token names or carries (SPEC 7); on an asymmetric port, the key of the set that its
+        ``kid`` names."""
+        if self.keys is None:
+            return ALG, self._key
+        key = self.keys.key_of(header.get("kid"))
+        if key is None:
+            raise InvalidToken("the access token names no key of the server's key set")
+        return self.keys.alg, key
+
+    def jwks(self) -> bytes | None:
+        """The JWK Set of the port's keys; None on an HS256 port (SPEC 12.2)."""
+        return None if self.keys is None else self.keys.jwks
+
+    def _sign(self, claims: dict[str, Any], ttl_ms: int) -> str:
+        import jwt
+
+        claims["iss"] = _issuer.get() or next(iter(self.issuers.values()))
+        if self.keys is not None:
+            return self.keys.sign(claims, ttl_ms / 1000)
+        return jwt.encode(claims, self._key, algorithm=ALG, headers={"typ": "at+jwt"})
 
     # -- token route ---------------------------------------------------------------------------
     def _unavailable(self, exc: Exception) -> HTTPError:
@@ -338,9 +383,17 @@ class TokenService:
             raise HTTPError(500) from None
 
     async def token_endpoint(
-        self, method: str, query: str, body: bytes, headers: dict[str, str], client_ip: str
+        self,
+        method: str,
+        query: str,
+        body: bytes,
+        headers: dict[str, str],
+        client_ip: str,
+        location: str = "",
     ) -> tuple[int, list[tuple[str, str]], bytes]:
-        """Answer one request of ``/fw/oauth2/token``: (status, headers, body)."""
+        """Answer one request of ``/fw/oauth2/token`` of the location ``location`` (its
+        prefix): (status, headers, body)."""
+        _issuer.set(self.issuers.get(location, ""))
         try:
             params = request_params(query, body, headers.get("content-type"), method)
             secrets_seen = tuple(
@@ -599,7 +652,6 @@ class TokenService:
             )
             await self._store(deadline, self.store.add_refresh, record)
         claims = {
-            "iss": ISSUER,
             "aud": self.port_name,
             "sub": subject,
             "client_id": client_id,
@@ -609,9 +661,7 @@ class TokenService:
             "fam": family,
             "scope": scope,
         }
-        import jwt
-
-        access = jwt.encode(claims, self._key, algorithm=ALG, headers={"typ": "at+jwt"})
+        access = self._sign(claims, ttl_ms)
         issued = (access,) if refresh is None else (access, refresh)
         log.request_secrets.set((*log.request_secrets.get(), *log.secret_forms(*issued)))
         log.auth_log.info(

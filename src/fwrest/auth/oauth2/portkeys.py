@@ -1,0 +1,174 @@
+"""One oAuth2 port's keys in one worker (SPEC 12.1): the current key it signs with, the keys
+of the set it verifies with, its JWK Set, and the poller that keeps them current (see
+``keyset.py`` for the key set itself and its theory of operation)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+from fwrest import log
+from fwrest.auth.oauth2.keyset import (
+    KeyEntry,
+    KeySetError,
+    KeySource,
+    import_key,
+    parse,
+    read_entries,
+    update,
+)
+from fwrest.store import StoreError
+
+__all__ = ["POLL_S", "PortKeys"]
+
+POLL_S = 0.5  # how often a worker looks for a changed key set
+
+
+def _note_ttl(kid: str, ttl: float) -> Callable[[list[KeyEntry]], list[KeyEntry] | None]:
+    def change(entries: list[KeyEntry]) -> list[KeyEntry] | None:
+        if not any(e.kid == kid and e.ttl < ttl for e in entries):
+            return None
+        return [replace(e, ttl=ttl) if e.kid == kid and e.ttl < ttl else e for e in entries]
+
+    return change
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """What one port signs and verifies with, built from one document."""
+
+    kid: str
+    signing: Any  # the current private key (a cryptography object)
+    verifying: dict[str, tuple[Any, float | None]]  # kid -> (public key, drop_at)
+    jwks: bytes
+
+
+def _view(alg: str, entries: list[KeyEntry], where: str) -> _View:
+    kid, signing = "", None
+    verifying: dict[str, tuple[Any, float | None]] = {}
+    published = []
+    now = time.time()
+    for e in entries:
+        if e.alg != alg:
+            continue
+        drop = e.drop_at()
+        if drop is not None and drop <= now:
+            continue
+        key = import_key(e, where)
+        verifying[e.kid] = (key.public_key, drop)
+        published.append({**key.as_dict(private=False), "use": "sig", "alg": alg, "kid": e.kid})
+        if e.current:
+            kid, signing = e.kid, key.private_key
+    if signing is None:
+        raise KeySetError(f"the key set in {where} has no current {alg} key")
+    return _View(kid, signing, verifying, orjson.dumps({"keys": published}))
+
+
+class PortKeys:
+    """One port's keys in one worker: signs with the current key of its algorithm, verifies
+    with the keys of the set (never with a key a token names or carries, SPEC 7), and keeps
+    itself current (:meth:`start`)."""
+
+    def __init__(
+        self,
+        alg: str,
+        source: KeySource,
+        entries: list[KeyEntry],
+        *,
+        read: Callable[[Callable[[], Any]], Any] | None = None,
+    ) -> None:
+        self.alg = alg
+        self.source = source
+        # the set as it is now (a worker that replaces one started later than the plan's
+        # entries were read), else the plan's until the first poll
+        self._stamp: object = None
+        with contextlib.suppress(KeySetError, StoreError):
+            stamp = source.stamp()
+            entries = read_entries(source) or entries
+            self._stamp = stamp
+        self._view = _view(alg, entries, source.where)
+        self._ttl_noted: dict[str, float] = {e.kid: e.ttl for e in entries}
+        self._ttl_signed: dict[str, float] = {}
+        self._task: asyncio.Task[None] | None = None
+        # how a blocking call of the source is made off the loop (the worker's store client)
+        self._read = read
+
+    @property
+    def kid(self) -> str:
+        return self._view.kid
+
+    @property
+    def jwks(self) -> bytes:
+        """The JWK Set document (RFC 7517): public keys of the port's algorithm only."""
+        return self._view.jwks
+
+    def sign(self, claims: dict[str, Any], ttl_s: float) -> str:
+        import jwt
+
+        view = self._view
+        if ttl_s > self._ttl_signed.get(view.kid, 0.0):
+            self._ttl_signed[view.kid] = ttl_s  # written to the set by the poller
+        headers = {"typ": "at+jwt", "kid": view.kid}
+        return jwt.encode(claims, view.signing, algorithm=self.alg, headers=headers)
+
+    def key_of(self, kid: object) -> Any | None:
+        """The public key of ``kid`` if the set holds it and it is not dropped, else None."""
+        if not isinstance(kid, str):
+            return None
+        found = self._view.verifying.get(kid)
+        if found is None:
+            return None
+        key, drop = found
+        if drop is not None and drop <= time.time():
+            return None
+        return key
+
+    # -- keeping current ---------------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._poll())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _off_loop(self, fn: Callable[[], Any]) -> Any:
+        if self._read is not None:
+            return await self._read(fn)
+        return await asyncio.to_thread(fn)
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(POLL_S)
+            try:
+                await self._off_loop(self.refresh)
+            except (KeySetError, StoreError, TimeoutError) as exc:
+                log.auth_log.warning("the key set was not reloaded: %s", exc)
+
+    def refresh(self) -> None:
+        """(blocking) Reload the set when it changed; write down longer ttls signed here."""
+        for kid, ttl in list(self._ttl_signed.items()):
+            if ttl > self._ttl_noted.get(kid, 0.0):
+                update(self.source, _note_ttl(kid, ttl))
+                self._ttl_noted[kid] = ttl
+        stamp = self.source.stamp()
+        if stamp == self._stamp:
+            return
+        doc = self.source.read()
+        if doc is None:
+            raise KeySetError(f"the key set in {self.source.where} is gone")
+        entries = parse(doc, self.source.where)
+        view = _view(self.alg, entries, self.source.where)
+        if view.kid != self._view.kid:
+            log.auth_log.info("signing %s tokens with the key %s from now on", self.alg, view.kid)
+        self._view = view
+        self._stamp = stamp
+        for e in entries:
+            self._ttl_noted[e.kid] = max(e.ttl, self._ttl_noted.get(e.kid, 0.0))

@@ -1,0 +1,94 @@
+"""``fwrest keys rotate|list CONFIG`` (SPEC 12.1): the service's key set, read and changed
+where the service keeps it, while the service runs (its workers follow within 1 s)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fwrest.auth.oauth2.keys import key_set_source, load_key_set
+from fwrest.auth.oauth2.keyset import KeyEntry, KeySetError, KeySource, rotate
+from fwrest.errors import ConfigError
+from fwrest.server.build import ServicePlan, key_algs
+from fwrest.server.service import prepare
+from fwrest.store import StateStore, StoreError, open_store
+
+__all__ = ["KeySet", "open_key_set"]
+
+
+class KeySet:
+    """The key set of one configuration, open (:meth:`close` closes its store)."""
+
+    def __init__(self, plan: ServicePlan, source: KeySource, store: StateStore | None) -> None:
+        self.plan = plan
+        self.source = source
+        self.algs = key_algs(plan.ports)
+        self._store = store
+
+    def entries(self) -> list[KeyEntry]:
+        return load_key_set(self.source, self.algs, create=False)
+
+    def rotate(self) -> list[KeyEntry]:
+        """A new current key per algorithm in use; the former ones retire.
+
+        Raises:
+            ConfigError: the set cannot be read or written.
+        """
+        load_key_set(self.source, self.algs, create=False)  # a damaged set: the same words
+        try:
+            return rotate(self.source, self.algs)
+        except KeySetError as exc:
+            raise ConfigError(
+                f"{exc}.",
+                section="HTTPSERVER",
+                key="SigningKeyFile",
+                fix="run the command as the user the service runs as, or fix the folder's "
+                "permissions.",
+            ) from None
+
+    def hs256_ports(self) -> list[str]:
+        return [
+            p.config.name
+            for p in self.plan.ports
+            if p.auth_settings is not None
+            and p.auth_settings.scheme == "oAuth2"
+            and p.auth_settings.signing_alg == "HS256"
+        ]
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+def open_key_set(path: str | Path) -> KeySet:
+    """The key set of the service ``path`` describes.
+
+    Raises:
+        ConfigError: the configuration is invalid, no port signs with an asymmetric
+            algorithm (HS256 has no key set), or the store cannot be opened.
+    """
+    plan = prepare(path)
+    config = plan.config
+    if not key_algs(plan.ports):
+        oauth = [p.config.name for p in plan.ports if p.auth.scheme == "oAuth2"]
+        where = (
+            f"the oAuth2 port(s) {', '.join(oauth)} sign with HS256"
+            if oauth
+            else "no port uses the oAuth2 scheme"
+        )
+        raise ConfigError(
+            f"{where}: there is no key set (HS256 signs with one secret key, "
+            "SigningKeyFile, which is never published nor rotated by this command).",
+            section=oauth[0] if oauth else "HTTPSERVER",
+            key="FwData",
+            fix='set "signingAlg": "EdDSA" (or ES256, RS256) in the Authorization object to '
+            "sign with a key set that can be rotated and published.",
+        )
+    store = None
+    if config.signing_key_file is None and config.state_store not in ("memory", "sqlite"):
+        try:
+            store = open_store(config.state_store, config.data_path)
+        except StoreError as exc:
+            raise ConfigError(
+                f"{exc}", section="HTTPSERVER", key="StateStore", fix="start the Redis server."
+            ) from None
+    return KeySet(plan, key_set_source(config.signing_key_file, config.data_path, store), store)

@@ -1,0 +1,351 @@
+"""SPEC 12.1-12.2 through other people's code, over real TLS: PyJWT's ``PyJWKClient`` fetching
+each port's JWK Set, a separate resource server (a Starlette app under uvicorn, a process of
+its own) trusting fwrest's EdDSA tokens through the JWKS alone, and a rotation while clients
+issue and use tokens on a service of two workers (``fwrest serve --workers 2``), the command
+run as a process of its own as an operator runs it.
+
+One service for the module: ports ``ED`` (EdDSA), ``EC`` (ES256) and ``RSA`` (RS256), a
+sqlite store, the key set in ``.fwrest/keyset.json``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+import trustme
+
+from tests.auth.oauth2_support import KEYS_ADA as ADA
+from tests.auth.oauth2_support import KEYS_ALGS as ALGS
+from tests.auth.oauth2_support import KEYS_APP as APP
+from tests.auth.oauth2_support import OAuth, client_context, issue_certs, oauth_section
+from tests.conftest import ServerProcess, free_config, free_port, run_cli, wait_for
+from tests.docs.blocks import example
+from tests.redis_support import RedisServer
+
+RESOURCE_SERVER = textwrap.dedent(
+    """
+    import os
+    import ssl
+
+    import jwt
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    context = ssl.create_default_context(cafile=os.environ["RS_CA"])
+    # the JWKS URL and the issuer are all this service knows of fwrest
+    keys = jwt.PyJWKClient(os.environ["RS_JWKS"], ssl_context=context, cooldown_duration=0)
+
+
+    async def orders(request):
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return JSONResponse({"error": "no token"}, 401)
+        try:
+            key = keys.get_signing_key_from_jwt(token)
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=["EdDSA"],
+                audience="ED",
+                issuer=os.environ["RS_ISSUER"],
+            )
+        except jwt.PyJWTError as exc:
+            return JSONResponse({"error": type(exc).__name__}, 401)
+        return JSONResponse({"user": claims["sub"], "kid": key.key_id})
+
+
+    app = Starlette(routes=[Route("/orders", orders)])
+    """
+)
+
+
+def _write(folder: Path, certs: dict[str, Path]) -> Path:
+    servers = {
+        name: oauth_section(certs, onAuthparams="app.params", signingAlg=alg)
+        for name, alg in ALGS.items()
+    }
+    return free_config(
+        folder, servers=servers, app=APP, extra={"HTTPSERVER": {"StateStore": "sqlite"}}
+    )
+
+
+class Service:
+    def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
+        self.proc = proc
+        self.certs = certs
+        self.ports = {name: OAuth(proc, name, certs) for name in ALGS}
+
+    def issuer(self, port: str) -> str:
+        oauth = self.ports[port]
+        return str(oauth.http.get(oauth.base + "/fw/oauth2/metadata").json()["issuer"])
+
+    def close(self) -> None:
+        for port in self.ports.values():
+            port.close()
+
+
+@pytest.fixture(scope="module")
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    folder = tmp_path_factory.mktemp("jwks")
+    certs = issue_certs(ca, folder / "certs")
+    proc = ServerProcess(_write(folder, certs), workers=2).wait_ready()
+    service = Service(proc, certs)
+    try:
+        yield service
+    finally:
+        service.close()
+        proc.stop()
+
+
+def kid_of(token: str) -> str:
+    return str(jwt.get_unverified_header(token)["kid"])
+
+
+@pytest.mark.parametrize("port", sorted(ALGS))
+def test_pyjwkclient_fetches_the_jwks_over_tls_and_verifies_each_algorithm(
+    svc: Service, port: str
+) -> None:
+    oauth = svc.ports[port]
+    token = oauth.tokens(*ADA)["access_token"]
+    issuer = svc.issuer(port)
+    assert issuer == oauth.base  # https://127.0.0.1:{the bound port}/rest
+    client = jwt.PyJWKClient(issuer + "/fw/oauth2/jwks", ssl_context=client_context(svc.certs))
+    key = client.get_signing_key_from_jwt(token)
+    assert key.key_id == kid_of(token)
+    claims = jwt.decode(token, key, algorithms=[ALGS[port]], audience=port, issuer=issuer)
+    assert claims["sub"] == "ada"
+    # the metadata names the same JWKS (RFC 8414), at the well-known path of the port's root
+    root = issuer.rsplit("/rest", 1)[0]
+    meta = oauth.http.get(root + "/.well-known/oauth-authorization-server/rest").json()
+    assert meta["jwks_uri"] == issuer + "/fw/oauth2/jwks"
+
+
+@pytest.fixture(scope="module")
+def resource_server(svc: Service, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The Starlette app under uvicorn, a process of its own; its base URL (plain HTTP)."""
+    folder = tmp_path_factory.mktemp("resource")
+    (folder / "rs_app.py").write_text(RESOURCE_SERVER)
+    port = free_port()
+    issuer = svc.issuer("ED")
+    env = {
+        "RS_CA": str(svc.certs["ca"]),
+        "RS_JWKS": issuer + "/fw/oauth2/jwks",
+        "RS_ISSUER": issuer,
+        "PATH": "/usr/bin:/bin",
+    }
+    with (folder / "stderr.log").open("wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "rs_app:app", "--port", str(port)],
+            cwd=folder,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/orders", timeout=1).status_code == 401
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, 20, "the resource server")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_separate_resource_server_accepts_eddsa_tokens_through_the_jwks_alone(
+    svc: Service, resource_server: str
+) -> None:
+    token = svc.ports["ED"].tokens(*ADA)["access_token"]
+    answer = httpx.get(resource_server + "/orders", headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"user": "ada", "kid": kid_of(token)}
+    # an ES256 token of another port of the same service: not what it trusts
+    other = svc.ports["EC"].tokens(*ADA)["access_token"]
+    refused = httpx.get(resource_server + "/orders", headers={"Authorization": f"Bearer {other}"})
+    assert refused.status_code == 401
+    head, body, sig = token.split(".")
+    tampered = f"{head}.{body}.{'A' if sig[5] != 'A' else 'B'}{sig[1:]}"
+    refused = httpx.get(
+        resource_server + "/orders", headers={"Authorization": f"Bearer {tampered}"}
+    )
+    assert refused.status_code == 401
+
+
+def test_the_guide_s_pyjwt_example_verifies_tokens(svc: Service) -> None:
+    """docs/verifying-tokens.md's example, run as written against this service (its URL,
+    CA file and section name put in place of the page's)."""
+    token = svc.ports["ED"].tokens(*ADA)["access_token"]
+    code = (
+        example("verifying-pyjwt")
+        .text.replace("https://api.example.com/rest", svc.issuer("ED"))
+        .replace('"ca.pem"', repr(str(svc.certs["ca"])))
+        .replace('"HTTPS_REST"', '"ED"')
+    )
+    scope: dict[str, Any] = {"token": token}
+    exec(compile(code, "verifying-tokens.md", "exec"), scope)
+    assert scope["claims"]["sub"] == "ada"
+    other = svc.ports["EC"].tokens(*ADA)["access_token"]  # ES256, another section
+    with pytest.raises(jwt.PyJWTError):
+        scope["verify"](other)
+
+
+def test_rotation_under_load_refuses_no_valid_token(svc: Service, resource_server: str) -> None:
+    """Clients issue and use tokens on both workers while `fwrest keys rotate` runs: every
+    request with a valid token passes (fwrest and the resource server), and every token issued
+    from 1 s after the command returned carries the new kid (SPEC 12.1)."""
+    ed = svc.ports["ED"]
+    old_kid = kid_of(ed.tokens(*ADA)["access_token"])
+    stop = threading.Event()
+    issued: list[tuple[float, str]] = []  # (when its request started, kid)
+    failures: list[str] = []
+    seen_tokens: list[str] = []
+
+    def client() -> None:
+        # a connection of its own per client: the kernel spreads them over the two workers
+        http = httpx.Client(verify=client_context(svc.certs), timeout=15)
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                r = http.post(
+                    ed.token_url,
+                    data={"grant_type": "password", "username": ADA[0], "password": ADA[1]},
+                )
+                if r.status_code != 200:
+                    failures.append(f"token {r.status_code} {r.text}")
+                    continue
+                token = r.json()["access_token"]
+                issued.append((started, kid_of(token)))
+                seen_tokens.append(token)
+                auth = {"Authorization": f"Bearer {token}"}
+                used = http.get(ed.base + "/hello", headers=auth)
+                if used.status_code != 200:
+                    failures.append(f"fwrest refused {kid_of(token)}: {used.text}")
+                elsewhere = httpx.get(resource_server + "/orders", headers=auth, timeout=15)
+                if elsewhere.status_code != 200:
+                    failures.append(f"resource server refused {kid_of(token)}: {elsewhere.text}")
+        finally:
+            http.close()
+
+    threads = [threading.Thread(target=client) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(1.0)
+        done = run_cli("keys", "rotate", str(svc.proc.config), cwd=svc.proc.config.parent)
+        rotated = time.monotonic()
+        assert done.returncode == 0, done.stderr
+        wait_for(
+            lambda: any(t > rotated + 1.0 for t, _ in issued), 10, "tokens issued after rotation"
+        )
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not failures, failures[:5]
+    after = [kid for t, kid in issued if t > rotated + 1.0]
+    assert after and all(kid != old_kid for kid in after), set(after)
+    assert len(set(after)) == 1
+    assert old_kid in {kid for _, kid in issued}  # the load did span the rotation
+    # every token issued before still works on both workers (several connections)
+    for token in seen_tokens[:3]:
+        for _ in range(4):
+            assert ed.get("/hello", token).status_code == 200
+    # `fwrest keys list` shows the old key as verifying, the new as current
+    listed = run_cli("keys", "list", str(svc.proc.config), cwd=svc.proc.config.parent)
+    assert listed.returncode == 0, listed.stderr
+    line = next(x for x in listed.stdout.splitlines() if x.startswith(old_kid))
+    assert "verifies until" in line
+    assert any(after[0] in x and x.rstrip().endswith("yes") for x in listed.stdout.splitlines())
+
+
+def test_two_hosts_sharing_redis_share_the_key_set_across_a_rotation(
+    ca: trustme.CA, tmp_path: Path
+) -> None:
+    """Two hosts (two `fwrest serve`, one config each, the same sections) on one real Redis,
+    their issuer set as behind a balancer: the key set lives in Redis (no keyset.json); a
+    token of one host verifies on the other, before, across and after a rotation run against
+    host A's config, and host B signs with the new key within 1 s."""
+    redis_server = RedisServer(tmp_path).start()
+    hosts: list[ServerProcess] = []
+    try:
+        certs = issue_certs(ca, tmp_path / "certs")
+        for label in ("a", "b"):
+            folder = tmp_path / label
+            folder.mkdir()
+            servers = {
+                "ED": oauth_section(
+                    certs,
+                    onAuthparams="app.params",
+                    signingAlg="EdDSA",
+                    issuer="https://api.example.test/rest",
+                )
+            }
+            extra = {"HTTPSERVER": {"StateStore": redis_server.url}}
+            hosts.append(ServerProcess(free_config(folder, servers=servers, app=APP, extra=extra)))
+        for proc in hosts:
+            proc.wait_ready()
+        a, b = (OAuth(proc, "ED", certs) for proc in hosts)
+        try:
+            assert not list(tmp_path.rglob("keyset.json")), "the key set belongs in Redis"
+            old_kid = kid_of(a.tokens(*ADA)["access_token"])
+            assert kid_of(b.tokens(*ADA)["access_token"]) == old_kid
+            failures: list[str] = []
+            issued: list[tuple[float, str, str]] = []  # (started, host, kid)
+            stop = threading.Event()
+
+            def load() -> None:
+                while not stop.is_set():
+                    for name, issuer_host, other in (("a", a, b), ("b", b, a)):
+                        started = time.monotonic()
+                        token = issuer_host.tokens(*ADA)["access_token"]
+                        issued.append((started, name, kid_of(token)))
+                        for host in (issuer_host, other):
+                            used = host.get("/hello", token)
+                            if used.status_code != 200:
+                                failures.append(f"{name} -> {used.status_code} {used.text}")
+
+            thread = threading.Thread(target=load)
+            thread.start()
+            try:
+                time.sleep(0.5)
+                done = run_cli("keys", "rotate", str(hosts[0].config), cwd=hosts[0].config.parent)
+                rotated = time.monotonic()
+                assert done.returncode == 0, done.stderr
+                assert "the redis state store" in done.stdout
+                wait_for(
+                    lambda: sum(t > rotated + 1.0 for t, _, _ in issued) >= 4,
+                    15,
+                    "tokens of both hosts after the rotation",
+                )
+            finally:
+                stop.set()
+                thread.join(30)
+            assert not failures, failures[:5]
+            late = [(name, kid) for t, name, kid in issued if t > rotated + 1.0]
+            assert {name for name, _ in late} == {"a", "b"}
+            assert all(kid != old_kid for _, kid in late), late
+            assert len({kid for _, kid in late}) == 1
+        finally:
+            a.close()
+            b.close()
+    finally:
+        for proc in hosts:
+            proc.stop()
+        redis_server.stop()
