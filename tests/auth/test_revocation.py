@@ -45,6 +45,7 @@ from tests.auth.oauth2_support import (
     LocalService,
     error_of,
     fresh_claims,
+    issuer_of,
     local_oauth,
     oauth_section,
     sign,
@@ -315,7 +316,8 @@ def test_a_bearer_token_with_the_scope_introspect_may_introspect(
 ) -> None:
     key = signing_key(svc.folder)
     tokens = login(port, client=MOBILE)
-    resource = {**fresh_claims(sub="orders-api", aud="OAUTH"), "scope": "default introspect"}
+    claims = fresh_claims(sub="orders-api", aud="OAUTH", iss=issuer_of(port))
+    resource = {**claims, "scope": "default introspect"}
     headers = {"Authorization": f"Bearer {sign(resource, key)}"}
     answer = introspect(port, {"token": tokens["access_token"]}, headers=headers)
     assert answer.status_code == 200, answer.text
