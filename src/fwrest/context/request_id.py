@@ -5,14 +5,20 @@ One definition of "acceptable" for everything that reads the header (``rest.getR
 the echo header and the log records of the request): 1-128 characters of ``[A-Za-z0-9._:-]``,
 so that an id a client chose can never split a header line or a log line, nor pass for
 another field in either.
+
+A new id is made for every request that carries none (it goes on the answer and on every log
+record of the request), so it is made cheaply: a random prefix drawn once per process (again
+in a forked child) and a counter, 32 hexadecimal digits in all. It names a request; it is no
+secret and guards nothing (docs/decisions.md).
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
-import secrets
 
-__all__ = ["carried_request_id", "is_request_id", "new_request_id"]
+__all__ = ["carried_request_id", "is_request_id", "new_request_id", "request_id_of"]
 
 _ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _NAME = "x-request-id"
@@ -51,7 +57,36 @@ def carried_request_id(raw_headers: list[tuple[str, str]]) -> str | None:
     return found if found is not None and is_request_id(found) else None
 
 
+class _Ids:
+    """This process's prefix and counter (a forked child draws its own prefix: two workers
+    never share an id, nor do two runs)."""
+
+    def __init__(self) -> None:
+        self.prefix = ""
+        self.counter: itertools.count[int] = itertools.count(1)
+        self.reseed()
+
+    def reseed(self) -> None:
+        self.prefix = os.urandom(8).hex()
+        self.counter = itertools.count(1)
+
+
+_ids = _Ids()
+os.register_at_fork(after_in_child=_ids.reseed)
+
+
 def new_request_id() -> str:
-    """A new random id: 32 hexadecimal digits (128 bits), acceptable as a carried one, so a
-    service can pass it on to the next."""
-    return secrets.token_hex(16)
+    """A new id: 32 hexadecimal digits, 16 of a random prefix of this process and 16 of a
+    counter (about 0.5 us; a random 128-bit id costs three times as much), acceptable as a
+    carried one, so a service can pass it on to the next.
+
+    >>> a, b = new_request_id(), new_request_id()
+    >>> len(a), a[:16] == b[:16], int(b[16:], 16) - int(a[16:], 16)
+    (32, True, 1)
+    """
+    return f"{_ids.prefix}{next(_ids.counter):016x}"
+
+
+def request_id_of(raw_headers: list[tuple[str, str]]) -> str:
+    """The id of a request: its own (:func:`carried_request_id`) or a new one."""
+    return carried_request_id(raw_headers) or new_request_id()
