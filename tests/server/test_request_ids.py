@@ -51,6 +51,12 @@ def raises():
     raise RuntimeError("no luck")
 
 
+@get("/own-id")
+def own_id():
+    rest.setKeyHeaderResponse("X-Request-Id", "handler-chose")
+    return {"id": rest.getRequestId()}
+
+
 def on_error(exc):
     app_log.warning("OnError saw %s", type(exc).__name__)
     return None
@@ -272,3 +278,8 @@ def test_a_bad_log_format_is_a_config_error(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="'xml' is not a log format"):
         load_config(config)
+
+
+def test_an_id_the_handler_set_is_sent_alone(client: Client) -> None:
+    r = client.get("/rest/own-id", headers={"X-Request-ID": "from-client"})
+    assert r.headers.get_list("x-request-id") == ["handler-chose"]

@@ -188,6 +188,10 @@ def bounder(active_s: float, pool_name: str) -> Callable[[Awaitable[Any]], Await
     return bounded
 
 
+def _has_request_id(headers: list[tuple[str, str]]) -> bool:
+    return any(name.lower() == "x-request-id" for name, _ in headers)
+
+
 async def _prepend(first: bytes | None, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """A stream whose first piece was read ahead."""
     try:
@@ -632,7 +636,11 @@ class PortApp:
     ) -> Reply:
         """Stage 9: HEAD's empty body, the request's id, the usage figures, the access line
         (``found``: the request's path resolved, None for a target refused as it is)."""
-        reply.headers.append(("x-request-id", rid))
+        headers = reply.headers
+        # the id on the answer, unless the application set one itself (a handler passing on
+        # an upstream id its own way): most answers have their media type alone
+        if len(headers) == 1 or not _has_request_id(headers):
+            headers.append(("x-request-id", rid))
         if req.method == "HEAD":
             # No content (RFC 9110 9.3.2), an error answer too, else a keep-alive client
             # reads the body as the start of the next response; the length GET would have
