@@ -383,6 +383,7 @@ SERIAL = frozenset(
     (
         "tests/auth/test_password_timing.py",
         "tests/bench",
+        "tests/e2e/test_json_logs.py",
         "tests/e2e/test_scale_out.py",
         "tests/e2e/test_workers.py",
         "tests/faults/test_brute_force.py",
@@ -395,6 +396,7 @@ SERIAL = frozenset(
         "tests/faults/test_worker_kill.py",
         "tests/hostile/test_corpus.py",
         "tests/hostile/test_mutation.py",
+        "tests/native/test_probes.py",
         "tests/native/test_settings_api.py",
         "tests/native/test_settings_browser.py",
         "tests/server/test_backpressure.py",

@@ -144,7 +144,18 @@ def test_a_carried_id_is_echoed_and_is_the_handlers(client: Client) -> None:
     assert made.json()["id"] == made.headers["x-request-id"]
 
 
-@pytest.mark.parametrize(
+@pytest.fixture
+def debug_level(client: Client) -> Iterator[None]:
+    """``rest_log_level=5`` for one test: each request's headers are written too."""
+    r = client.post("/rest/fw/rest/config", json={"rest_log_level": 5})
+    assert r.status_code == 200, r.text
+    try:
+        yield
+    finally:
+        client.post("/rest/fw/rest/config", json={"rest_log_level": None})
+
+
+HOSTILE = pytest.mark.parametrize(
     "hostile",
     [
         b"evil\x01id",
@@ -156,6 +167,9 @@ def test_a_carried_id_is_echoed_and_is_the_handlers(client: Client) -> None:
     ],
     ids=["control", "escape", "4KiB", "non-ascii", "space", "equals"],
 )
+
+
+@HOSTILE
 def test_a_hostile_id_is_replaced_and_never_logged(
     client: Client, lines: Lines, hostile: bytes
 ) -> None:
@@ -283,3 +297,19 @@ def test_a_bad_log_format_is_a_config_error(tmp_path: Path) -> None:
 def test_an_id_the_handler_set_is_sent_alone(client: Client) -> None:
     r = client.get("/rest/own-id", headers={"X-Request-ID": "from-client"})
     assert r.headers.get_list("x-request-id") == ["handler-chose"]
+
+
+@HOSTILE
+@pytest.mark.usefixtures("debug_level")
+def test_a_hostile_id_is_not_in_the_header_lines_of_level_5(
+    client: Client, lines: Lines, hostile: bytes
+) -> None:
+    rid = client.get("/rest/def-logs", headers=[(b"X-Request-ID", hostile)]).headers["x-request-id"]
+    (headers,) = [t for t in records_of(lines, rid) if "request headers {" in t]
+    assert "x-request-id: (not a request id, replaced)" in headers
+    text = hostile.decode("latin-1")
+    assert all(text[:64] not in line for line in lines.text)
+    # an acceptable one is shown as it is
+    lines.clear()
+    client.get("/rest/def-logs", headers={"X-Request-ID": "fine-1"})
+    assert any("x-request-id: fine-1" in t for t in records_of(lines, "fine-1"))

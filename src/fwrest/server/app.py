@@ -39,7 +39,12 @@ from fwrest.config.model import ThreadPoolConfig
 from fwrest.context.charsets import CHARSETS
 from fwrest.context.jsonbody import NotJSON
 from fwrest.context.request import RequestContext, current
-from fwrest.context.request_id import carried_request_id, new_request_id, request_id_of
+from fwrest.context.request_id import (
+    carried_request_id,
+    is_request_id,
+    new_request_id,
+    request_id_of,
+)
 from fwrest.context.views import ServiceView, TokenEndpoint, UsageKey
 from fwrest.errors import HTTPError, error_body, is_cancellation
 from fwrest.features.static import StaticFiles
@@ -742,7 +747,10 @@ class PortApp:
             return shown(text) or "-"
 
         headers = ", ".join(
-            f"{name}: {shown(log.mask_header(name, value))}" for name, value in req.headers
+            f"{name}: {shown(log.mask_header(name, value))}"
+            if name != "x-request-id" or is_request_id(value)
+            else f"{name}: (not a request id, replaced)"  # never logged raw (SPEC 13.4)
+            for name, value in req.headers
         )
         if found is None or found.is_token or _TOKEN_TARGET[3:] in req.target:
             body = out = "(not logged: token route)" if found is not None else "(not logged)"
