@@ -7,7 +7,9 @@ may show (SPEC 7, 7.1): headers whose names may carry secrets masked whole (``Au
 ``Cookie``, ``X-Api-Key``...), secret-like query and form values replaced, bodies redacted
 after parsing (JSON, URL-encoded forms; any other body is described by its length only),
 URLs' userinfo masked in every record, the current request's secrets scrubbed from every
-record (exception text included), CR, LF and ESC escaped. Imports nothing else of fwrest.
+record (exception text included), CR, LF and ESC escaped; the lines as text or as JSON
+(``LogFormat``, SPEC 13.4), each record of a request with the request's id
+(:data:`request_id`). Imports nothing else of fwrest.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote_plus
 
+import orjson
+
 __all__ = [
     "VERBOSE",
     "access_log",
@@ -39,6 +43,7 @@ __all__ = [
     "redact_query",
     "redact_urls",
     "redact_value",
+    "request_id",
     "request_secrets",
     "scrub",
     "secret_forms",
@@ -83,6 +88,15 @@ _ESCAPE_RE = re.compile("[\r\n\x1b]")
 # gives them: scrubbed from any record logged while it runs, whatever logger wrote it.
 request_secrets: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
     "fwrest_request_secrets", default=()
+)
+
+# The id of the request being handled (SPEC 13.4): set by the port for the whole request, so
+# that every record logged while it runs carries it (the access line, the application's own
+# ``logging`` calls, on the loop or in a pool thread, which runs in a copy of the request's
+# context, tracebacks, hooks' records). Only ids of ``context/request_id.py``'s alphabet are
+# set, so a line never shows one raw.
+request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "fwrest_request_id", default=None
 )
 
 worker_label = "main"  # this process's name in every line: set_worker_label()
@@ -437,8 +451,20 @@ def _template(key: tuple[int, int]) -> dict[str, object]:
     return shared
 
 
-def write(logger: logging.Logger, level: int, msg: str, *args: object) -> None:
-    """``logger.log(level, msg, *args)`` for the lines written per request, made cheaply.
+RequestFields = tuple[int, str, str, str, int, int, str, str]
+"""What an access record carries for the JSON lines (:data:`REQUEST_FIELDS`, in order)."""
+REQUEST_FIELDS = ("port", "method", "route", "path", "status", "duration_us", "user", "client")
+
+
+def write(
+    logger: logging.Logger,
+    level: int,
+    msg: str,
+    *args: object,
+    request: RequestFields | None = None,
+) -> None:
+    """``logger.log(level, msg, *args)`` for the lines written per request, made cheaply;
+    ``request``: an access record's fields (:data:`REQUEST_FIELDS`), for the JSON lines.
 
     The caller has checked ``logger.isEnabledFor(level)``. The record is the standard
     ``LogRecord`` (every handler, filter and formatter sees what ``logger.log`` gives) except
@@ -463,6 +489,7 @@ def write(logger: logging.Logger, level: int, msg: str, *args: object) -> None:
     attrs["created"] = created
     attrs["msecs"] = int((created - int(created)) * 1000) + 0.0
     attrs["relativeCreated"] = (created - _START) * 1000
+    attrs["fwrest_request"] = request
     logger.handle(record)
 
 
@@ -480,26 +507,97 @@ def _timestamp(created: float) -> str:
     return stamp[1]
 
 
+def _message(record: logging.LogRecord, formatter: logging.Formatter) -> tuple[str, str]:
+    """A record's message and its exception text (a traceback, ``""`` when none), with the
+    request's secrets scrubbed and URLs redacted in both (the text and the JSON lines show
+    the same)."""
+    text = record.getMessage()
+    if record.exc_info and not record.exc_text:
+        record.exc_text = formatter.formatException(record.exc_info)
+    trace = record.exc_text or ""
+    secrets = request_secrets.get()
+    if secrets:
+        text = scrub(text, secrets)
+        if trace:
+            trace = scrub(trace, secrets)
+    if "://" in text:  # a URL's userinfo and its query's secrets, in any record
+        text = redact_urls(text)
+    if trace and "://" in trace:
+        trace = redact_urls(trace)
+    return text, trace
+
+
 class Formatter(logging.Formatter):
-    """``2026-11-22T17:40:01.123Z INFO fwrest.access [w1] message``, one event per line."""
+    """``2026-11-22T17:40:01.123Z INFO fwrest.access [w1] message``, one event per line; a
+    request's records end their first line with `` request_id=...``."""
 
     def format(self, record: logging.LogRecord) -> str:
         ts = _timestamp(record.created)
-        text = record.getMessage()
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self.formatException(record.exc_info)
-        if record.exc_text:
-            text = f"{text}\n{record.exc_text}"
-        secrets = request_secrets.get()
-        if secrets:
-            text = scrub(text, secrets)
-        if "://" in text:  # a URL's userinfo and its query's secrets, in any record
-            text = redact_urls(text)
+        text, trace = _message(record, self)
+        if trace:
+            text = f"{text}\n{trace}"
         # A traceback keeps its line breaks (indented); input-derived text was escaped already.
         if "\n" in text or "\r" in text or "\x1b" in text:  # most lines: none to replace
             text = text.replace("\x1b", "\\x1b").replace("\r", "\\r").replace("\n", "\n    ")
+        rid = request_id.get()
+        if rid is not None:
+            cut = text.find("\n")
+            if cut < 0:
+                text = f"{text} request_id={rid}"
+            else:
+                text = f"{text[:cut]} request_id={rid}{text[cut:]}"
         msecs = int(record.msecs)
         return f"{ts}.{msecs:03d}Z {record.levelname} {record.name} [{worker_label}] {text}"
+
+
+class JsonFormatter(logging.Formatter):
+    """``LogFormat=json`` (SPEC 13.4): one JSON object per line, ``ts`` (ISO 8601, UTC),
+    ``level``, ``logger``, ``worker``, ``message``, ``exception`` (a traceback), and, in a
+    request's records, ``request_id``; an access record also has ``port``, ``method``,
+    ``route``, ``path`` (without the query), ``status``, ``duration_us``, ``user`` and
+    ``client``. Redacted as the text lines are; a control character cannot end a line, as
+    JSON escapes it.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        text, trace = _message(record, self)
+        out: dict[str, object] = {
+            "ts": f"{_timestamp(record.created)}.{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "worker": worker_label,
+            "message": text,
+        }
+        if trace:
+            out["exception"] = trace
+        rid = request_id.get()
+        if rid is not None:
+            out["request_id"] = rid
+        fields: RequestFields | None = record.__dict__.get("fwrest_request")
+        if fields is not None:
+            port, method, route, path, status, duration_us, user, client = fields
+            secrets = request_secrets.get()
+            out |= {
+                "port": port,
+                "method": method,
+                "route": route or None,
+                "path": scrub(path, secrets) if secrets else path,
+                "status": status,
+                "duration_us": duration_us,
+                "user": user or None,
+                "client": client,
+            }
+        try:
+            return orjson.dumps(out).decode()
+        except orjson.JSONEncodeError:
+            # a lone surrogate (from a handler's text) is no character a log file can hold
+            return orjson.dumps({k: _printable(v) for k, v in out.items()}).decode()
+
+
+def _printable(value: object) -> object:
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
 
 
 class TurnFlushingHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -588,12 +686,16 @@ def remove_handlers() -> None:
             handler.close()
 
 
-def setup_logging(rest_log_level: int, log_file: Path | None, *, own_process: bool) -> None:
+def setup_logging(
+    rest_log_level: int, log_file: Path | None, *, own_process: bool, log_format: str = "text"
+) -> None:
     """Install fwrest's handlers: standard error, and ``LogFile`` when set.
 
     Args:
         rest_log_level: the level in force.
         log_file: ``[HTTPSERVER] LogFile``, resolved.
+        log_format: ``[HTTPSERVER] LogFormat``: ``text`` (:class:`Formatter`) or ``json``
+            (:class:`JsonFormatter`).
         own_process: True under ``fwrest serve``: the application's own loggers (Python's
             root logger) write through the same handlers, at the same level, so that their
             records are formatted, escaped and scrubbed of the request's secrets too (without
@@ -602,7 +704,7 @@ def setup_logging(rest_log_level: int, log_file: Path | None, *, own_process: bo
             error only when the host program has configured none.
     """
     global _owns_root
-    formatter = Formatter()
+    formatter = JsonFormatter() if log_format == "json" else Formatter()
     remove_handlers()
     _owns_root = own_process
     set_level(rest_log_level)

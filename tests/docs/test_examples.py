@@ -357,6 +357,7 @@ def _line_shape(line: str) -> str:
     line = re.sub(r"\[w\d+\]", "[W]", line)
     line = re.sub(r"=\d+us", "=Nus", line)
     line = re.sub(r"port=\d+", "port=P", line)
+    line = re.sub(r"request_id=\S+", "request_id=R", line)
     return re.sub(r"client=\S+", "client=C", line)
 
 
@@ -389,6 +390,54 @@ def test_operations_access_lines_are_what_the_service_writes(example_service: Ru
 
 
 # -- the README's own module and configuration, and endpoints.md -----------------------------
+
+
+def test_operations_kubernetes_probes_answer(example_service: Running) -> None:
+    """The manifest's probes, on the example service's monitor port as documented."""
+    manifest = yaml.safe_load(example("operations-kubernetes-probes").text)
+    (container,) = manifest["containers"]
+    ports = {p["containerPort"] for p in container["ports"]}
+    assert ports == {8080, 9090}
+    probes = {name: container[name]["httpGet"] for name in container if name.endswith("Probe")}
+    assert set(probes) == {"startupProbe", "livenessProbe", "readinessProbe"}
+    for name, get in probes.items():
+        where = example_service.connect_to[f"127.0.0.1:{get['port']}"]
+        url = f"http://{where}{get['path']}"
+        deadline = time.monotonic() + 10  # ready once the store's first ping answered
+        while (status := httpx.get(url).status_code) != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert status == 200, (name, url)
+        assert httpx.get(url).json()["status"] == "UP"
+    # the same routes of the REST port, as the text says
+    base = example_service.url("HTTP_REST")
+    assert httpx.get(f"{base}/fw/healthcheck/ready").status_code == 200
+
+
+def test_operations_json_lines_have_the_documented_fields(tmp_path: Path) -> None:
+    """The documented JSON lines against the lines of a real run with LogFormat=json (the
+    in-process client writes its LogFile): the same records, with the same fields."""
+    from fwrest.testing import Client
+    from tests.conftest import module_config
+
+    documented = [json.loads(line) for line in example("operations-json-lines").text.splitlines()]
+    config = module_config(
+        tmp_path, "json_lines_doc_app", extra={"HTTPSERVER": {"LogFormat": "json"}}
+    )
+    with Client(config) as http:
+        assert http.get("/rest/hello?password=x").status_code == 200
+        boom = http.get("/rest/boom", headers={"X-Request-ID": "checkout-7f3a:2"})
+        assert boom.status_code == 500
+    lines = (tmp_path / "server.log").read_text().splitlines()
+    real = [json.loads(line) for line in lines]
+    assert len(real) == len(documented) == 4, lines
+    stable = ("level", "logger", "method", "route", "path", "status", "user")
+    for doc, got in zip(documented, real, strict=True):
+        assert set(doc) == set(got), (doc, got)
+        assert {k: doc.get(k) for k in stable} == {k: got.get(k) for k in stable}
+        assert type(doc.get("duration_us")) is type(got.get("duration_us"))
+    assert real[0]["message"].startswith("GET /rest/hello?password=*** 200 port=")
+    assert [r["request_id"] for r in real[1:]] == ["checkout-7f3a:2"] * 3
+    assert re.fullmatch(r"[0-9a-f]{32}", real[0]["request_id"])
 
 
 def serve_folder(folder: Path, config: Path) -> ServerProcess:

@@ -887,6 +887,9 @@ PROVOKED: dict[str, Broken | Special] = {
     "[HTTPSERVER] LogFile: the log file <path> cannot be written: ...": known(
         "LogFile nowhere[json]"
     ),
+    "[HTTPSERVER] LogFormat: 'xml' is not a log format": new(
+        "LogFormat xml", "ini", setting("HTTPSERVER", "LogFormat", "xml")
+    ),
     "[<server>] SslCertificateKey: the private key <path> is encrypted (it asks for a pass "
     "phrase)": known("encrypted TLS key[json]"),
     "[<server>] SslCertificatePass: the pass phrase does not open the private key <path>": known(

@@ -22,6 +22,10 @@ every canary in its plain, URL-encoded (``%XX`` and form ``+``, once or twice) a
 (standard and URL-safe, padded or not), and for every token issued (a JWT by its signature, a refresh token
 whole and by a 16-character prefix): zero hits. The log is checked to be the verbose one (debug
 lines, a traceback, masks in place), so the sweep cannot pass on an empty log.
+
+The run is made twice, with ``LogFormat=text`` and ``LogFormat=json`` (SPEC 13.4: the same
+redaction): in JSON every line parses, and the sweep searches the lines as written and their
+fields as read.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pathlib import Path
 from urllib.parse import quote, quote_plus, urlencode
 
 import httpx
+import pytest
 import trustme
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
@@ -113,7 +118,10 @@ def forms(secret: str) -> set[str]:
     return out
 
 
-def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path) -> None:
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_no_secret_reaches_the_log_at_debug_level(
+    ca: trustme.CA, tmp_path: Path, log_format: str
+) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
     basic = {
         "HostName": "127.0.0.1",
@@ -127,7 +135,7 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
         app=app_with(PARAMS, {"basil": BASIC_PW}),
         servers={"BASIC": basic, "OAUTH": oauth},
         general={"rest_log_level": 5, "rest_error_full": 1, "rest_log_stringsize": 100000},
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+        extra={"HTTPSERVER": {"StateStore": "sqlite", "LogFormat": log_format}},
     )
     proc = ServerProcess(config, workers=2).wait_ready()
     tokens: list[str] = []
@@ -318,6 +326,17 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
         "LogFile": proc.file_log(),
         "stdout": "\n".join(proc.stdout_lines) + "\n",
     }
+    if log_format == "json":
+        # every line is one JSON object; the sweep searches the lines as written and as read
+        # (a JSON string escapes what the text line shows as it is)
+        for where in ("stderr", "LogFile"):
+            records = [json.loads(line) for line in logs[where].splitlines()]
+            assert all({"ts", "level", "logger", "message"} <= set(r) for r in records)
+            logs[f"{where} (read)"] = "".join(
+                f"{r['message']}\n{r.get('exception', '')}\n{r.get('path', '')}\n"
+                f"{r.get('user') or ''}\n"
+                for r in records
+            )
     lines = sum(text.count("\n") for text in logs.values())
     needles: dict[str, set[str]] = {name: forms(value) for name, value in CANARIES.items()}
     for i, value in enumerate(tokens):
@@ -342,7 +361,7 @@ def test_no_secret_reaches_the_log_at_debug_level(ca: trustme.CA, tmp_path: Path
         print("  HIT", hit)
     assert hits == []
     # the log is the verbose one, so the sweep searched something
-    text = logs["LogFile"]
+    text = logs["LogFile (read)" if log_format == "json" else "LogFile"]
     assert "request headers {" in text and "response 200 body" in text  # level 5
     assert "Traceback (most recent call last)" in text  # rest_error_full=1
     assert "Authorization was Basic ***" in text and "Authorization was Bearer ***" in text

@@ -153,7 +153,9 @@ def settle(since: float) -> None:
 # A worker's line when it applies a change: "(run time)" in the worker that answered the
 # change, as it applies it (just before it answers), "(sync)" in the others, "(start)".
 SETTINGS_LINE = re.compile(
-    r"^(\S+)Z \w+ fwrest\.server \[(w\d+)\] settings changed \(([^)]+)\): (.*)$", re.M
+    r"^(\S+)Z \w+ fwrest\.server \[(w\d+)\] settings changed \(([^)]+)\): (.*?)"
+    r"(?: request_id=\S+)?$",
+    re.M,
 )
 LOG_TICK_S = 0.001  # a log line's time is whole milliseconds
 

@@ -474,8 +474,12 @@ def test_rest_error_full_0_short_and_1_full_traceback(server: ServerProcess, bas
     assert "rest_error_full=1 logs the whole traceback" not in full
 
 
-PLAIN = re.compile(r"fwrest\.access \[w\d\] GET /rest/hello 200 port=\d+ client=\S+$", re.M)
-ACCESS = re.compile(r"fwrest\.access \[w\d\] GET /rest/hello 200 (.*) port=\d+ client=\S+$", re.M)
+PLAIN = re.compile(
+    r"fwrest\.access \[w\d\] GET /rest/hello 200 port=\d+ client=\S+ request_id=\w+$", re.M
+)
+ACCESS = re.compile(
+    r"fwrest\.access \[w\d\] GET /rest/hello 200 (.*) port=\d+ client=\S+ request_id=\w+$", re.M
+)
 
 
 def test_rest_trace_time_1_total_and_2_per_phase(server: ServerProcess, base: str) -> None:

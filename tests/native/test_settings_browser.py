@@ -309,7 +309,7 @@ def test_each_setting_submitted_in_the_form_shows_in_the_log_of_both_workers(
             and bool(  # rest_error_full 1: the record goes on with the whole traceback
                 re.search(
                     rf"\[{w}\] GET /rest/boom: unhandled exception in the handler; answered 500"
-                    r"\n\s+Traceback \(most recent call last\)",
+                    r" request_id=\w+\n\s+Traceback \(most recent call last\)",
                     text,
                 )
             )

@@ -197,6 +197,14 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         )
     else:
         check_redis_url(raw, http.name, store)
+    log_format = top["log_format"].strip().lower()
+    if log_format not in ("text", "json"):
+        raise raw.error(
+            f"{top['log_format']!r} is not a log format.",
+            http.name,
+            "LogFormat",
+            "write LogFormat=text (the default) or LogFormat=json.",
+        )
     # what a start writes: found out here, so that `fwrest check` says so and no worker dies
     if top["log_file"] is not None:
         why = probe_writable(top["log_file"], directory=False)
@@ -228,6 +236,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         state_store=store,
         data_path=top["data_path"],
         log_file=top["log_file"],
+        log_format=log_format,
         signing_key_file=top["signing_key_file"],
         graceful_timeout_ms=top["graceful_timeout_ms"],
         worker_timeout_ms=top["worker_timeout_ms"],

@@ -158,6 +158,7 @@ class ServiceConfig:
     state_store: str = default_str("HTTPSERVER", "state_store")
     data_path: Path = Path(default_str("HTTPSERVER", "data_path"))
     log_file: Path | None = None
+    log_format: str = default_str("HTTPSERVER", "log_format")  # text or json (SPEC 13.4)
     signing_key_file: Path | None = None
     graceful_timeout_ms: int = default_int("HTTPSERVER", "graceful_timeout_ms")
     worker_timeout_ms: int = default_int("HTTPSERVER", "worker_timeout_ms")

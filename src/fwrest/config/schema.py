@@ -277,6 +277,14 @@ KEYS: tuple[Key, ...] = (
     ),
     Key(
         "HTTPSERVER",
+        "LogFormat",
+        "log_format",
+        "str",
+        "text",
+        doc="text (one line per event) or json (one JSON object per line: SPEC 13.4)",
+    ),
+    Key(
+        "HTTPSERVER",
         "SigningKeyFile",
         "signing_key_file",
         "path",

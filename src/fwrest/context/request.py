@@ -236,7 +236,7 @@ class RequestContext:
         self.resp_headers: dict[str, str] | None = None
         self.chunks: ChunkFeed | None = None  # a chunked answer in progress (setChunkedResponse)
         self.close_after = False  # setCloseAfterSend: the connection ends with this answer
-        self.request_id: str | None = None  # SPEC 13.4, made when first asked for
+        self.request_id: str | None = None  # SPEC 13.4: the port sets it as the request starts
         self.scope = ""  # the access token's granted scopes, space-separated (SPEC 12.4)
         self._headers: Headers | None = None
         self._query: Mapping[str, str] | None = None

@@ -5,14 +5,21 @@ One definition of "acceptable" for everything that reads the header (``rest.getR
 the echo header and the log records of the request): 1-128 characters of ``[A-Za-z0-9._:-]``,
 so that an id a client chose can never split a header line or a log line, nor pass for
 another field in either.
+
+A new id is made for every request that carries none (it goes on the answer and on every log
+record of the request), so it is made cheaply: a random prefix drawn once per process (again
+in a forked child) and a counter, 32 hexadecimal digits in all. It names a request; it is no
+secret and guards nothing (docs/decisions.md).
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
-import secrets
+from collections.abc import Callable
 
-__all__ = ["carried_request_id", "is_request_id", "new_request_id"]
+__all__ = ["carried_request_id", "is_request_id", "new_request_id", "request_id_of"]
 
 _ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _NAME = "x-request-id"
@@ -51,7 +58,34 @@ def carried_request_id(raw_headers: list[tuple[str, str]]) -> str | None:
     return found if found is not None and is_request_id(found) else None
 
 
+# This process's prefix and counter: a forked child draws its own prefix, so two workers never
+# share an id, nor do two runs. Module globals and a bound ``__next__``: the cheapest to read.
+_prefix = ""
+_next: Callable[[], int] = itertools.count(1).__next__
+
+
+def _reseed() -> None:
+    global _prefix, _next
+    _prefix = os.urandom(8).hex()
+    _next = itertools.count(1).__next__
+
+
+_reseed()
+os.register_at_fork(after_in_child=_reseed)
+
+
 def new_request_id() -> str:
-    """A new random id: 32 hexadecimal digits (128 bits), acceptable as a carried one, so a
-    service can pass it on to the next."""
-    return secrets.token_hex(16)
+    """A new id: 32 hexadecimal digits, 16 of a random prefix of this process and 16 of a
+    counter (about 0.5 us; a random 128-bit id costs three times as much), acceptable as a
+    carried one, so a service can pass it on to the next.
+
+    >>> a, b = new_request_id(), new_request_id()
+    >>> len(a), a[:16] == b[:16], int(b[16:], 16) - int(a[16:], 16)
+    (32, True, 1)
+    """
+    return "%s%016x" % (_prefix, _next())  # noqa: UP031 - the cheapest of the forms
+
+
+def request_id_of(raw_headers: list[tuple[str, str]]) -> str:
+    """The id of a request: its own (:func:`carried_request_id`) or a new one."""
+    return carried_request_id(raw_headers) or new_request_id()

@@ -19,7 +19,7 @@ from fwrest.context.charsets import body_text
 from fwrest.context.codings import choose_coding
 from fwrest.context.jsonbody import to_json
 from fwrest.context.request import Headers, RequestContext, check_header, check_status, current
-from fwrest.context.request_id import carried_request_id, new_request_id
+from fwrest.context.request_id import request_id_of
 from fwrest.errors import error_body
 
 if TYPE_CHECKING:
@@ -311,12 +311,12 @@ class RestObject:
 
     def request_id(self) -> str:
         """The request's id (SPEC 13.4): its ``X-Request-ID`` when that is 1-128 characters of
-        ``[A-Za-z0-9._:-]``, else a new random one, made when first asked for and the same
-        for the rest of the request."""
+        ``[A-Za-z0-9._:-]``, else a new one; the port gives every request its id as it
+        starts, the one its answer and its log records carry."""
         ctx = self._ctx()
         found = ctx.request_id
         if found is None:
-            found = ctx.request_id = carried_request_id(ctx.raw_headers) or new_request_id()
+            found = ctx.request_id = request_id_of(ctx.raw_headers)
         return found
 
     def close_after_send(self) -> None:

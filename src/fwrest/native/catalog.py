@@ -128,6 +128,27 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
     ),
     _Route("healthcheck/ok", "GET", "/fw/healthcheck/ok", "info:healthcheck_ok", "Answers ok"),
     _Route(
+        "healthcheck/live",
+        "GET",
+        "/fw/healthcheck/live",
+        "info:healthcheck_live",
+        "Liveness probe: 200 while the worker's event loop turns",
+    ),
+    _Route(
+        "healthcheck/ready",
+        "GET",
+        "/fw/healthcheck/ready",
+        "info:healthcheck_ready",
+        "Readiness probe: 200, or 503 with the failing checks",
+    ),
+    _Route(
+        "healthcheck/started",
+        "GET",
+        "/fw/healthcheck/started",
+        "info:healthcheck_started",
+        "Startup probe: 200 once the worker's start finished",
+    ),
+    _Route(
         "healthcheck/datetime",
         "GET",
         "/fw/healthcheck/datetime",

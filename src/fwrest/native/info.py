@@ -33,7 +33,10 @@ __all__ = [
     "fw_environment",
     "healthcheck",
     "healthcheck_datetime",
+    "healthcheck_live",
     "healthcheck_ok",
+    "healthcheck_ready",
+    "healthcheck_started",
     "server_environment",
     "usage_reset",
     "usage_time",
@@ -258,3 +261,24 @@ async def usage_reset() -> Response:
         page = ctx.path.removesuffix(_RESET) or "/"
         return Response(b"", status=303, headers={"Location": quote(page)})
     return Response({"reset": True})
+
+
+def _probe(name: str) -> Response:
+    """SPEC 13.3: the worker's answer to a probe (a port without a worker is up)."""
+    service = current.get().port.service
+    if service is None:
+        return Response({"status": "UP"})
+    status, body = service.probe(name)
+    return Response(body, status=status)
+
+
+async def healthcheck_live() -> Response:
+    return _probe("live")
+
+
+async def healthcheck_ready() -> Response:
+    return _probe("ready")
+
+
+async def healthcheck_started() -> Response:
+    return _probe("started")

@@ -39,6 +39,12 @@ from fwrest.config.model import ThreadPoolConfig
 from fwrest.context.charsets import CHARSETS
 from fwrest.context.jsonbody import NotJSON
 from fwrest.context.request import RequestContext, current
+from fwrest.context.request_id import (
+    carried_request_id,
+    is_request_id,
+    new_request_id,
+    request_id_of,
+)
 from fwrest.context.views import ServiceView, TokenEndpoint, UsageKey
 from fwrest.errors import HTTPError, error_body, is_cancellation
 from fwrest.features.static import StaticFiles
@@ -191,6 +197,10 @@ def bounder(active_s: float, pool_name: str) -> Callable[[Awaitable[Any]], Await
             ) from None
 
     return bounded
+
+
+def _has_request_id(headers: list[tuple[str, str]]) -> bool:
+    return any(name.lower() == "x-request-id" for name, _ in headers)
 
 
 async def _prepend(first: bytes | None, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -392,18 +402,25 @@ class PortApp:
         ctx = RequestContext(
             self, head.method, path, query, head.headers, b"", head.client, head.peer_cert
         )
+        rid = ctx.request_id = request_id_of(head.headers)
+        rid_token = log.request_id.set(rid)
         try:
-            await guard(head, ctx)
-            return None
-        except HTTPError as exc:
-            reply = error_reply(exc)
-        except BaseException as exc:  # an OnAuth's SystemExit too (SPEC 7.1)
-            if is_cancellation(exc):
-                raise
-            log_failure(head.method, path, exc)
-            reply = Reply(500, [JSON_TYPE], error_body(500))
-        self.total += 1
-        return self._finish(head, reply, found, query, UNMATCHED, started, 0, 0)
+            try:
+                await guard(head, ctx)
+                return None
+            except HTTPError as exc:
+                reply = error_reply(exc)
+            except BaseException as exc:  # an OnAuth's SystemExit too (SPEC 7.1)
+                if is_cancellation(exc):
+                    raise
+                log_failure(head.method, path, exc)
+                reply = Reply(500, [JSON_TYPE], error_body(500))
+            self.total += 1
+            return self._finish(
+                head, reply, found, query, UNMATCHED, started, 0, 0, rid, ctx.auth_user
+            )
+        finally:
+            log.request_id.reset(rid_token)
 
     def _client(self, req: Request) -> str:
         """The client behind trusted proxies: the rightmost X-Forwarded-For address that is
@@ -447,106 +464,118 @@ class PortApp:
 
     async def handle(self, req: Request) -> Reply:
         started = time.perf_counter_ns()
-        if self.proxies:
-            req.client = self._client(req)
-        self.in_flight += 1
-        self.total += 1
-        method = req.method
-        path = query = ""
-        guarded = handled = 0  # phase times for rest_trace_time=2
-        route_key = UNMATCHED
-        ctx: RequestContext | None = None
-        found: _Located | None = None
-        try:
-            target = req.target
-            mark = target.find(b"?")
+        # SPEC 13.4: the request's id, on its answer and on every record logged while it runs
+        rid = carried_request_id(req.headers) or new_request_id()
+        rid_token = log.request_id.set(rid)
+        try:  # the id is reset whatever ends the request (a cancellation too)
+            if self.proxies:
+                req.client = self._client(req)
+            self.in_flight += 1
+            self.total += 1
+            method = req.method
+            path = query = ""
+            guarded = handled = 0  # phase times for rest_trace_time=2
+            route_key = UNMATCHED
+            ctx: RequestContext | None = None
+            found: _Located | None = None
             try:
-                if mark < 0:
-                    found = self._locate(target)
-                else:
-                    found = self._locate(target[:mark])
-                    query = target[mark + 1 :].decode("ascii")
-            except (BadPath, UnicodeDecodeError) as exc:
-                path = "?"
-                why = str(exc) if isinstance(exc, BadPath) else "the request target is not ASCII"
-                raise HTTPError(400, detailed=why) from None
-            path = found.path
-            ctx = RequestContext(
-                self, method, path, query, req.headers, req.body, req.client, req.peer_cert
-            )
-            reply = None
-            early = self._early.get(method, self._early_all) if self._staged else ()
-            if early or self.admitted:
-                reply = await self._admit(req, ctx, found, early)
-            elif self.guard is not None and path not in self.public_paths:
-                await self.guard(req, ctx)
-            if reply is None:
-                guarded = time.perf_counter_ns()
-                loc = found.location
-                if loc is None:
-                    raise HTTPError(404)
-                statics = found.statics
-                match = statics.get(method) if statics is not None else None
-                if match is None:
-                    try:
-                        match = loc.router.match(method, found.rel)
-                    except HTTPError as exc:
-                        # no route: a file of the location's RootPath, for GET and HEAD
-                        if exc.status != 404 or loc.files is None or method not in _READS:
-                            raise
-                        match = None
-                        reply = await loc.files.serve(req, found.rel)
-            if reply is None and match is not None:
-                handler = match.payload
-                ctx.params = match.params
-                ctx.handler = handler
-                route_key = handler.usage_key
-                invoke = handler.invoke
-                if self._selecting and ctx.selected is not None:
-                    invoke = handler.invokes[ctx.selected]  # the pool OnSelect picked
-                token = current.set(ctx)
+                target = req.target
+                mark = target.find(b"?")
                 try:
-                    result = await invoke(match.params)
-                    handled = time.perf_counter_ns()
-                    if type(result) is dict and ctx.resp_headers is None:
-                        # stage 7's common case inline (a call less per request): a dict
-                        # sent as JSON, no header merging to do
-                        try:
-                            reply = Reply(ctx.resp_status, [JSON_TYPE], orjson.dumps(result))
-                        except orjson.JSONEncodeError:
-                            # what orjson refuses, as json takes it, or a 500 (_encode)
-                            reply = self._encode(result, ctx, method, path, handler)
+                    if mark < 0:
+                        found = self._locate(target)
                     else:
-                        reply = self._encode(result, ctx, method, path, handler)
-                        if reply.stream is not None:
-                            where = found.location
-                            if where is not None and where.active_s:
-                                reply = await self._first_piece(reply, where, method, path)
-                finally:
-                    current.reset(token)
-        except HTTPError as exc:
-            reply = error_reply(exc)
-        except Failed:  # a hook failed, or OnError answered nothing: logged where it happened
-            reply = Reply(500, [JSON_TYPE], error_body(500))
-        except BaseException as exc:
-            # SystemExit, KeyboardInterrupt, GeneratorExit or a stray CancelledError of the
-            # application's code answer 500 as any exception does, and the worker serves on
-            # (SPEC 7.1); only a cancellation of this request travels on
-            if is_cancellation(exc):
-                raise
-            log_failure(method, path, exc)
-            reply = Reply(500, [JSON_TYPE], error_body(500))
+                        found = self._locate(target[:mark])
+                        query = target[mark + 1 :].decode("ascii")
+                except (BadPath, UnicodeDecodeError) as exc:
+                    path = "?"
+                    why = (
+                        str(exc) if isinstance(exc, BadPath) else "the request target is not ASCII"
+                    )
+                    raise HTTPError(400, detailed=why) from None
+                path = found.path
+                ctx = RequestContext(
+                    self, method, path, query, req.headers, req.body, req.client, req.peer_cert
+                )
+                ctx.request_id = rid
+                reply = None
+                early = self._early.get(method, self._early_all) if self._staged else ()
+                if early or self.admitted:
+                    reply = await self._admit(req, ctx, found, early)
+                elif self.guard is not None and path not in self.public_paths:
+                    await self.guard(req, ctx)
+                if reply is None:
+                    guarded = time.perf_counter_ns()
+                    loc = found.location
+                    if loc is None:
+                        raise HTTPError(404)
+                    statics = found.statics
+                    match = statics.get(method) if statics is not None else None
+                    if match is None:
+                        try:
+                            match = loc.router.match(method, found.rel)
+                        except HTTPError as exc:
+                            # no route: a file of the location's RootPath, for GET and HEAD
+                            if exc.status != 404 or loc.files is None or method not in _READS:
+                                raise
+                            match = None
+                            reply = await loc.files.serve(req, found.rel)
+                if reply is None and match is not None:
+                    handler = match.payload
+                    ctx.params = match.params
+                    ctx.handler = handler
+                    route_key = handler.usage_key
+                    invoke = handler.invoke
+                    if self._selecting and ctx.selected is not None:
+                        invoke = handler.invokes[ctx.selected]  # the pool OnSelect picked
+                    token = current.set(ctx)
+                    try:
+                        result = await invoke(match.params)
+                        handled = time.perf_counter_ns()
+                        if type(result) is dict and ctx.resp_headers is None:
+                            # stage 7's common case inline (a call less per request): a dict
+                            # sent as JSON, no header merging to do
+                            try:
+                                reply = Reply(ctx.resp_status, [JSON_TYPE], orjson.dumps(result))
+                            except orjson.JSONEncodeError:
+                                # what orjson refuses, as json takes it, or a 500 (_encode)
+                                reply = self._encode(result, ctx, method, path, handler)
+                        else:
+                            reply = self._encode(result, ctx, method, path, handler)
+                            if reply.stream is not None:
+                                where = found.location
+                                if where is not None and where.active_s:
+                                    reply = await self._first_piece(reply, where, method, path)
+                    finally:
+                        current.reset(token)
+            except HTTPError as exc:
+                reply = error_reply(exc)
+            except Failed:  # a hook failed, or OnError answered nothing: logged where it happened
+                reply = Reply(500, [JSON_TYPE], error_body(500))
+            except BaseException as exc:
+                # SystemExit, KeyboardInterrupt, GeneratorExit or a stray CancelledError of the
+                # application's code answer 500 as any exception does, and the worker serves on
+                # (SPEC 7.1); only a cancellation of this request travels on
+                if is_cancellation(exc):
+                    raise
+                log_failure(method, path, exc)
+                reply = Reply(500, [JSON_TYPE], error_body(500))
+            finally:
+                self.in_flight -= 1
+            assert reply is not None  # every path above made one
+            if ctx is not None and found is not None:
+                where = found.location
+                if where is not None and where.outgoing:
+                    for stage in where.outgoing:
+                        reply = stage(req, ctx, reply)
+                if ctx.close_after:
+                    reply.close = True  # setCloseAfterSend: the engine says so and closes
+            user = ctx.auth_user if ctx is not None else ""
+            return self._finish(
+                req, reply, found, query, route_key, started, guarded, handled, rid, user
+            )
         finally:
-            self.in_flight -= 1
-        assert reply is not None  # every path above made one
-        if ctx is not None and found is not None:
-            where = found.location
-            if where is not None and where.outgoing:
-                for stage in where.outgoing:
-                    reply = stage(req, ctx, reply)
-            if ctx.close_after:
-                reply.close = True  # setCloseAfterSend: the engine says so and closes
-        return self._finish(req, reply, found, query, route_key, started, guarded, handled)
+            log.request_id.reset(rid_token)
 
     async def _timed(
         self, stream: AsyncIterator[bytes], route_key: UsageKey, started: int
@@ -622,9 +651,16 @@ class PortApp:
         started: int,
         guarded: int,
         handled: int,
+        rid: str,
+        user: str,
     ) -> Reply:
-        """Stage 9: HEAD's empty body, the usage figures, the access line (``found``: the
-        request's path resolved, None for a target refused as it is)."""
+        """Stage 9: HEAD's empty body, the request's id, the usage figures, the access line
+        (``found``: the request's path resolved, None for a target refused as it is)."""
+        headers = reply.headers
+        # the id on the answer, unless the application set one itself (a handler passing on
+        # an upstream id its own way): most answers have their media type alone
+        if len(headers) == 1 or not _has_request_id(headers):
+            headers.append(("x-request-id", rid))
         if req.method == "HEAD":
             # No content (RFC 9110 9.3.2), an error answer too, else a keep-alive client
             # reads the body as the start of the next response; the length GET would have
@@ -639,16 +675,27 @@ class PortApp:
                 reply.headers.append(("content-length", str(len(reply.body))))
             reply.body = b""
         ended = time.perf_counter_ns()
+        duration_us = (ended - started) // 1000
         if reply.stream is not None:
             # a stream's time counts until its last piece is written (SPEC 10.5)
             reply.stream = self._timed(reply.stream, route_key, started)
         else:
-            self.usage.record(route_key, (ended - started) // 1000)
+            self.usage.record(route_key, duration_us)
         access = log.access_log
         if access.isEnabledFor(logging.ERROR if reply.status >= 500 else logging.INFO):
             trace = tunables.current.rest_trace_time
             times = trace_text(trace, started, guarded, handled, ended) if trace else ""
-            self._log_access(req, found, query, reply, times)
+            fields = (
+                req.port,
+                req.method,
+                route_key.location + route_key.route if route_key is not UNMATCHED else "",
+                found.path if found is not None else "?",
+                reply.status,
+                duration_us,
+                user,
+                req.client,
+            )
+            self._log_access(req, found, query, reply, times, fields)
             if access.isEnabledFor(logging.DEBUG):
                 self._log_debug(req, reply, found)
         return reply
@@ -663,7 +710,13 @@ class PortApp:
         return Reply(500, [JSON_TYPE], error_body(500))
 
     def _log_access(
-        self, req: Request, found: _Located | None, query: str, reply: Reply, times: str
+        self,
+        req: Request,
+        found: _Located | None,
+        query: str,
+        reply: Reply,
+        times: str,
+        fields: log.RequestFields,
     ) -> None:
         """The request's access line (the caller checked the level is on), with the times of
         ``rest_trace_time`` when on (one line per request, so that tracing costs a few
@@ -682,7 +735,7 @@ class PortApp:
             )
         else:
             text = f"{req.method} {shown} {reply.status} port={req.port} client={req.client}"
-        log.write(log.access_log, level, text)
+        log.write(log.access_log, level, text, request=fields)
 
     def _log_debug(self, req: Request, reply: Reply, found: _Located | None) -> None:
         """``rest_log_level=5``: headers and bodies, cut to ``rest_log_stringsize``.
@@ -709,7 +762,10 @@ class PortApp:
             return shown(text) or "-"
 
         headers = ", ".join(
-            f"{name}: {shown(log.mask_header(name, value))}" for name, value in req.headers
+            f"{name}: {shown(log.mask_header(name, value))}"
+            if name != "x-request-id" or is_request_id(value)
+            else f"{name}: (not a request id, replaced)"  # never logged raw (SPEC 13.4)
+            for name, value in req.headers
         )
         if found is None or found.is_token or _TOKEN_TARGET[3:] in req.target:
             body = out = "(not logged: token route)" if found is not None else "(not logged)"

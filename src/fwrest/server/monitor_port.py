@@ -1,10 +1,16 @@
 """The monitor's port (``[APP_MONITOR]``): the HTTP layer and limits of every port, an optional
-Basic guard, and :class:`fwrest.monitor.MonitorApp` behind them."""
+Basic guard, and :class:`fwrest.monitor.MonitorApp` behind them; the worker's probes (SPEC
+13.3) at ``{ApiPath}/health/live|ready|started``, answered without credentials (a probe
+reads no metric: docs/decisions.md)."""
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 from fwrest import log
 from fwrest.auth import AuthSettings, BasicGuard
@@ -12,11 +18,13 @@ from fwrest.auth.throttle import Throttle
 from fwrest.config.model import MonitorConfig, ServerConfig, ThreadPoolConfig
 from fwrest.context.charsets import UTF8
 from fwrest.context.request import NO_AUTH, AuthInfo, RequestContext
+from fwrest.context.request_id import request_id_of
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.monitor import Collector, MonitorApp
 from fwrest.routing import BadPath, normalise_path, split_target
 from fwrest.server.app import trace_text
 from fwrest.server.hosts import HostCheck, own_authority
+from fwrest.server.readiness import PROBES
 from fwrest.server.state import tunables
 from fwrest.wire import Reply, Request, error_reply
 
@@ -62,8 +70,14 @@ class MonitorPort:
         collector: Collector,
         settings: AuthSettings | None,
         throttle: Throttle | None = None,
+        *,
+        probe: Callable[[str], tuple[int, dict[str, Any]]] | None = None,
     ) -> None:
         self.cfg = cfg
+        self.probe = probe
+        api = "" if api_path == "/" else api_path
+        # the probes' paths -> their names (none without a worker to ask)
+        self._probes = {f"{api}/health/{name}": name for name in PROBES} if probe else {}
         self.name = "APP_MONITOR"  # what a request context reports as its server
         self.user_data: Any = None
         self.app = MonitorApp(api_path, collector)
@@ -105,17 +119,26 @@ class MonitorPort:
             path = normalise_path(raw)
         except BadPath:
             return None  # handle answers its 400
-        reply = await self._refusal(head, path, query)
-        if reply is not None:
-            self._log_access(head, path, reply, started)
-        return reply
+        if path in self._probes:
+            return None
+        rid = request_id_of(head.headers)
+        rid_token = log.request_id.set(rid)
+        try:
+            reply = await self._refusal(head, path, query, rid)
+            if reply is not None:
+                reply.headers.append(("x-request-id", rid))
+                self._log_access(head, path, reply, started)
+            return reply
+        finally:
+            log.request_id.reset(rid_token)
 
-    async def _refusal(self, req: Request, path: str, query: str) -> Reply | None:
+    async def _refusal(self, req: Request, path: str, query: str, rid: str) -> Reply | None:
         """The Basic guard's answer when it refuses the request (a 500 when ``OnAuth`` raised,
         its ``SystemExit`` too: SPEC 7.1); None when it lets it through or there is none."""
         if self.guard is None:
             return None
         ctx = RequestContext(self, req.method, path, query, req.headers, req.body, req.client)
+        ctx.request_id = rid
         try:
             await self.guard(req, ctx)
             return None
@@ -129,41 +152,70 @@ class MonitorPort:
 
     async def handle(self, req: Request) -> Reply:
         started = time.perf_counter_ns()
+        rid = request_id_of(req.headers)  # SPEC 13.4, as on every port
+        rid_token = log.request_id.set(rid)
         path = "?"
         try:
             try:
-                raw, query = split_target(req.target)
-                path = normalise_path(raw)
-            except BadPath as exc:
-                raise HTTPError(400, detailed=str(exc)) from None
-            refused = await self._refusal(req, path, query)
-            if refused is not None:
-                reply = refused
-            else:
-                accept = next((v for n, v in req.headers if n == "accept"), "")
-                status, headers, body = self.app.respond(req.method, path, query, accept)
-                reply = Reply(status, headers, body)
-        except HTTPError as exc:
-            reply = error_reply(exc)
-        except Exception:
-            log.server_log.exception("monitor request failed")
-            reply = error_reply(HTTPError(500))
-        if req.method == "HEAD":
-            reply.headers.append(("content-length", str(len(reply.body))))
-            reply.body = b""
-        self._log_access(req, path, reply, started)
-        return reply
+                try:
+                    raw, query = split_target(req.target)
+                    path = normalise_path(raw)
+                except BadPath as exc:
+                    raise HTTPError(400, detailed=str(exc)) from None
+                probe = self._probes.get(path)
+                if probe is not None:
+                    reply = self._probe(req.method, probe)
+                else:
+                    refused = await self._refusal(req, path, query, rid)
+                    if refused is not None:
+                        reply = refused
+                    else:
+                        accept = next((v for n, v in req.headers if n == "accept"), "")
+                        status, headers, body = self.app.respond(req.method, path, query, accept)
+                        reply = Reply(status, headers, body)
+            except HTTPError as exc:
+                reply = error_reply(exc)
+            except Exception:
+                log.server_log.exception("monitor request failed")
+                reply = error_reply(HTTPError(500))
+            if req.method == "HEAD":
+                reply.headers.append(("content-length", str(len(reply.body))))
+                reply.body = b""
+            reply.headers.append(("x-request-id", rid))
+            self._log_access(req, path, reply, started)
+            return reply
+        finally:
+            log.request_id.reset(rid_token)
+
+    def _probe(self, method: str, name: str) -> Reply:
+        """A probe's answer (SPEC 13.3): the worker's, as ``/fw/healthcheck/...`` gives it."""
+        if method not in ("GET", "HEAD"):
+            raise HTTPError(405, headers=(("allow", "GET, HEAD"),))
+        assert self.probe is not None
+        status, body = self.probe(name)
+        return Reply(status, [("content-type", "application/json")], orjson.dumps(body))
 
     @staticmethod
     def _log_access(req: Request, path: str, reply: Reply, started: int) -> None:
+        ended = time.perf_counter_ns()
         trace = tunables.current.rest_trace_time
-        timing = f" {trace_text(1, started, 0, 0, time.perf_counter_ns())}" if trace else ""
-        log.access_log.info(
-            "%s %s %d%s port=%s client=%s (monitor)",
-            req.method,
-            log.escape(path),
-            reply.status,
-            timing,
+        timing = f" {trace_text(1, started, 0, 0, ended)}" if trace else ""
+        if not log.access_log.isEnabledFor(logging.INFO):
+            return
+        fields = (
             req.port,
+            req.method,
+            "",
+            path,
+            reply.status,
+            (ended - started) // 1000,
+            "",
             req.client,
+        )
+        log.write(
+            log.access_log,
+            logging.INFO,
+            f"{req.method} {log.escape(path)} {reply.status}{timing} port={req.port} "
+            f"client={req.client} (monitor)",
+            request=fields,
         )

@@ -207,7 +207,12 @@ def _setup_logging(config: ServiceConfig, *, own_process: bool) -> None:
     """fwrest's log handlers; a ``LogFile`` that cannot be opened is a configuration error
     (the loader probed it; this catches what changed since)."""
     try:
-        log.setup_logging(config.tunables.rest_log_level, config.log_file, own_process=own_process)
+        log.setup_logging(
+            config.tunables.rest_log_level,
+            config.log_file,
+            own_process=own_process,
+            log_format=config.log_format,
+        )
     except OSError as exc:
         raise ConfigError(
             f"the log file {config.log_file} cannot be written: {exc.strerror or exc}.",

@@ -25,6 +25,7 @@ from fwrest.server.build import ServicePlan
 from fwrest.server.hooks import run_on_start, run_on_stop
 from fwrest.server.http import ConnectionSet, HttpProtocol
 from fwrest.server.monitor_port import MonitorPort, monitor_server_config
+from fwrest.server.readiness import Probes, StoreCheck
 from fwrest.server.settings import SettingsManager
 from fwrest.server.shared import HostShared
 from fwrest.server.state import tunables
@@ -93,6 +94,15 @@ class Worker:
             client=self.store_client,
         )
         self.usage = UsageSync(plan.store, self._usage_tables, parent_pid, self.store_client)
+        # SPEC 13.3's probes; the store's state kept by a background ping, not asked per probe
+        client = self.store_client
+        self._store_check = StoreCheck(client, client.store.kind) if client is not None else None
+        self.probes = Probes(
+            self._store_check,
+            self.workers_alive,
+            lambda: self.built.pools.values(),
+            lambda: self.conns.draining,
+        )
         self._secret: bytes | None = None
         self._total_base = int(self.counters[2 * index + 1]) if self.counters is not None else 0
 
@@ -112,7 +122,9 @@ class Worker:
         slots = (lambda: list(pids)) if pids is not None else None
         collector = Collector(root, self.request_counts, self.started, slots)
         throttle = monitor_throttle(self.plan, self.built, self.lock_board, self.index)
-        app = MonitorPort(cfg, mon.api_path, collector, self.plan.monitor_auth, throttle)
+        app = MonitorPort(
+            cfg, mon.api_path, collector, self.plan.monitor_auth, throttle, probe=self.probe
+        )
         sock = self.sockets[len(self.plan.ports)]
         context = cfg.ssl_context()
         if context is not None:  # under the worker's handshake cap, as the ports
@@ -163,6 +175,9 @@ class Worker:
                 self._secret = candidate
         return self._secret
 
+    def probe(self, name: str) -> tuple[int, dict[str, Any]]:
+        return self.probes.answer(name)
+
     def workers_alive(self) -> tuple[int, int]:
         if self.heartbeat is None or self.worker_pids is None:
             return 1, 1
@@ -204,11 +219,14 @@ class Worker:
         )
         self._settings.start()
         self.usage.start()
+        if self._store_check is not None:
+            self._store_check.start(loop)
         try:
             await run_on_start(self.plan.hooks, self.built.pools, self.index + 1)
         except BaseException:
             await self._shut()
             raise
+        self.probes.started = True
 
     async def close(self) -> None:
         """Run the pools' ``OnStop`` hooks (at most 10 s in all: SPEC 11.1), then stop what
@@ -217,6 +235,8 @@ class Worker:
         await self._shut()
 
     async def _shut(self) -> None:
+        if self._store_check is not None:
+            self._store_check.stop()
         self.built.close()
         self._settings.stop()
         self.usage.stop()

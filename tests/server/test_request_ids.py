@@ -1,0 +1,315 @@
+"""Request ids (SPEC 13.4) through a port's pipeline, in process (``fwrest.testing.Client``):
+every answer carries ``X-Request-ID`` (the request's own when acceptable, else a new one),
+and every record logged while the request runs carries the same id, in the text and in the
+JSON lines: the access line, the application's own ``logging`` calls (an ``async def`` on the
+loop, a ``def`` in a pool thread), a traceback, an ``OnError`` hook's record. A hostile id is
+replaced and never reaches a line.
+
+The records are read by a handler of the test's own on Python's root logger, formatted by
+fwrest's two formatters (``log.Formatter``, ``log.JsonFormatter``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fwrest import log
+from fwrest.testing import Client
+from tests.conftest import module_config
+
+MODULE = "request_ids_app"
+APP = """
+import logging
+
+from fwrest import get, rest
+
+app_log = logging.getLogger("request_ids_app")
+
+
+@get("/def-logs")
+def def_logs():
+    app_log.warning("inside a def handler")
+    return {"id": rest.getRequestId()}
+
+
+@get("/async-logs")
+async def async_logs():
+    app_log.warning("inside an async handler")
+    return {"id": rest.getRequestId()}
+
+
+@get("/raises")
+def raises():
+    raise RuntimeError("no luck")
+
+
+@get("/own-id")
+def own_id():
+    rest.setKeyHeaderResponse("X-Request-Id", "handler-chose")
+    return {"id": rest.getRequestId()}
+
+
+def on_error(exc):
+    app_log.warning("OnError saw %s", type(exc).__name__)
+    return None
+"""
+ID = re.compile(r"[0-9a-f]{32}")
+
+
+class Lines(logging.Handler):
+    """Every record, formatted by both of fwrest's formatters."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.text: list[str] = []
+        self.json: list[dict[str, Any]] = []
+        self._text = log.Formatter()
+        self._json = log.JsonFormatter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.text.append(self._text.format(record))
+        line = self._json.format(record)
+        assert "\n" not in line
+        self.json.append(json.loads(line))
+
+    def clear(self) -> None:
+        self.text.clear()
+        self.json.clear()
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    tmp = tmp_path_factory.mktemp("request_ids")
+    config = module_config(
+        tmp,
+        MODULE,
+        app=APP,
+        extra={
+            "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
+            "HOOKED": {"Path": "/rest/hooked", "ThreadPool": "HOOKPOOL"},
+            "HOOKPOOL": {"Environment": "ENV", "MinThreads": 1, "OnError": "on_error"},
+            "HTTP_REST": {"Locations": "ROOT,HOOKED"},
+        },
+    )
+    with Client(config) as http:
+        yield http
+
+
+@pytest.fixture
+def lines() -> Iterator[Lines]:
+    handler = Lines()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+
+
+def records_of(lines: Lines, rid: str) -> list[str]:
+    """The text lines that carry ``rid``, after checking the JSON records agree."""
+    in_json = [r for r in lines.json if r.get("request_id") == rid]
+    in_text = [t for t in lines.text if f" request_id={rid}" in t]
+    assert len(in_json) == len(in_text), (lines.text, lines.json)
+    return in_text
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [("/rest/def-logs", 200), ("/rest/nothing", 404), ("/rest/raises", 500), ("/x", 404)],
+)
+def test_every_answer_carries_a_new_id(client: Client, path: str, status: int) -> None:
+    seen = set()
+    for _ in range(2):
+        r = client.get(path)
+        assert r.status_code == status
+        assert ID.fullmatch(r.headers["x-request-id"]), r.headers
+        seen.add(r.headers["x-request-id"])
+    assert len(seen) == 2
+
+
+def test_a_carried_id_is_echoed_and_is_the_handlers(client: Client) -> None:
+    r = client.get("/rest/def-logs", headers={"X-Request-ID": "order-7:retry.2_x"})
+    assert r.headers.get_list("x-request-id") == ["order-7:retry.2_x"]
+    assert r.json() == {"id": "order-7:retry.2_x"}
+    made = client.get("/rest/async-logs")
+    assert made.json()["id"] == made.headers["x-request-id"]
+
+
+@pytest.fixture
+def debug_level(client: Client) -> Iterator[None]:
+    """``rest_log_level=5`` for one test: each request's headers are written too."""
+    r = client.post("/rest/fw/rest/config", json={"rest_log_level": 5})
+    assert r.status_code == 200, r.text
+    try:
+        yield
+    finally:
+        client.post("/rest/fw/rest/config", json={"rest_log_level": None})
+
+
+HOSTILE = pytest.mark.parametrize(
+    "hostile",
+    [
+        b"evil\x01id",
+        b"evil\x1b[31mred",
+        b"A" * 4096,
+        "caf\u00e9-\u2603".encode(),
+        b"two words",
+        b"a=b",
+    ],
+    ids=["control", "escape", "4KiB", "non-ascii", "space", "equals"],
+)
+
+
+@HOSTILE
+def test_a_hostile_id_is_replaced_and_never_logged(
+    client: Client, lines: Lines, hostile: bytes
+) -> None:
+    r = client.get("/rest/def-logs", headers=[(b"X-Request-ID", hostile)])
+    assert r.status_code == 200
+    rid = r.headers["x-request-id"]
+    assert ID.fullmatch(rid)
+    assert r.json() == {"id": rid}
+    text = hostile.decode("latin-1")
+    for line in lines.text:
+        assert text not in line and text[:64] not in line, line
+    for record in lines.json:
+        assert text not in json.dumps(record, ensure_ascii=False)
+    got = records_of(lines, rid)
+    assert any("inside a def handler" in t for t in got) and any("fwrest.access" in t for t in got)
+
+
+@pytest.mark.parametrize("path", ["/rest/def-logs", "/rest/async-logs"])
+def test_a_handlers_own_records_and_the_access_line_carry_the_id(
+    client: Client, lines: Lines, path: str
+) -> None:
+    rid = client.get(path).headers["x-request-id"]
+    got = records_of(lines, rid)
+    kind = "def" if path.startswith("/rest/def") else "async"
+    said = "inside an async handler" if kind == "async" else "inside a def handler"
+    assert any(" WARNING request_ids_app " in t and said in t for t in got), got
+    access = [t for t in got if " fwrest.access " in t]
+    assert len(access) == 1 and access[0].endswith(f"request_id={rid}"), access
+    # the JSON access record: its fields (SPEC 13.4)
+    record = next(r for r in lines.json if r.get("request_id") == rid and "status" in r)
+    assert record["logger"] == "fwrest.access" and record["level"] == "INFO"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", record["ts"])
+    assert record["method"] == "GET" and record["path"] == path and record["status"] == 200
+    assert record["route"] == path and record["client"] and record["user"] is None
+    assert isinstance(record["duration_us"], int) and record["duration_us"] >= 0
+    assert isinstance(record["port"], int)
+    # the handler's own record: the id, no request fields
+    own = next(r for r in lines.json if r["logger"] == "request_ids_app")
+    assert own["request_id"] == rid and "status" not in own
+
+
+def test_a_traceback_and_an_on_error_record_carry_the_id(client: Client, lines: Lines) -> None:
+    rid = client.get("/rest/raises").headers["x-request-id"]
+    got = records_of(lines, rid)
+    failure = [t for t in got if "unhandled exception in the handler" in t]
+    assert failure and "RuntimeError: no luck" in "\n".join(got), got
+    record = next(r for r in lines.json if r.get("request_id") == rid and r.get("status"))
+    assert record["status"] == 500
+    lines.clear()
+    # the same route under the location whose pool has an OnError hook
+    r = client.get("/rest/hooked/raises", headers={"X-Request-ID": "hooked-1"})
+    assert r.status_code == 500
+    got = records_of(lines, "hooked-1")
+    assert any("OnError saw RuntimeError" in t for t in got), got
+    assert any("unhandled exception in the handler" in t for t in got), got
+    # no record of the request is without its id
+    assert all(r.get("request_id") == "hooked-1" for r in lines.json), lines.json
+
+
+def test_records_outside_a_request_carry_no_id(lines: Lines) -> None:
+    logging.getLogger("request_ids_app").warning("between requests")
+    assert lines.text[-1].endswith("between requests")
+    assert "request_id" not in lines.json[-1]
+
+
+def test_a_traceback_keeps_the_id_on_its_first_line() -> None:
+    formatter = log.Formatter()
+    token = log.request_id.set("rid-1")
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError:
+            record = logging.LogRecord("x", logging.ERROR, "", 0, "failed", (), sys.exc_info())
+        text = formatter.format(record)
+        json_line = json.loads(log.JsonFormatter().format(record))
+    finally:
+        log.request_id.reset(token)
+    first, *rest = text.split("\n")
+    assert first.endswith("failed request_id=rid-1"), text
+    assert rest and all(line.startswith("    ") for line in rest)
+    assert json_line["message"] == "failed" and "KeyError" in json_line["exception"]
+    assert json_line["request_id"] == "rid-1"
+
+
+def test_json_lines_redact_as_text_lines_do() -> None:
+    record = logging.LogRecord(
+        "x", logging.INFO, "", 0, "calling %s", ("https://u:pw-123@h/x?token=t1&a=1",), None
+    )
+    token = log.request_secrets.set(log.secret_forms("s3cret-value"))
+    try:
+        record2 = logging.LogRecord("x", logging.INFO, "", 0, "got s3cret-value\n", (), None)
+        out = [json.loads(log.JsonFormatter().format(r)) for r in (record, record2)]
+    finally:
+        log.request_secrets.reset(token)
+    assert out[0]["message"] == "calling https://***@h/x?token=***&a=1"
+    assert out[1]["message"] == "got ***\n"
+    # a lone surrogate is written, escaped, not lost with the line
+    odd = logging.LogRecord("x", logging.INFO, "", 0, "bad \ud800 text", (), None)
+    assert json.loads(log.JsonFormatter().format(odd))["message"] == "bad \\ud800 text"
+
+
+def test_the_log_file_gets_json_lines(tmp_path: Path) -> None:
+    config = module_config(
+        tmp_path, "request_ids_json_app", app=APP, extra={"HTTPSERVER": {"LogFormat": "JSON"}}
+    )
+    with Client(config) as http:
+        rid = http.get("/rest/async-logs").headers["x-request-id"]
+    lines = (tmp_path / "server.log").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    access = [r for r in records if r.get("request_id") == rid]
+    assert access and access[0]["path"] == "/rest/async-logs", records
+
+
+def test_a_bad_log_format_is_a_config_error(tmp_path: Path) -> None:
+    from fwrest.config import load_config
+    from fwrest.errors import ConfigError
+
+    config = module_config(
+        tmp_path, "request_ids_bad_app", app=APP, extra={"HTTPSERVER": {"LogFormat": "xml"}}
+    )
+    with pytest.raises(ConfigError, match="'xml' is not a log format"):
+        load_config(config)
+
+
+def test_an_id_the_handler_set_is_sent_alone(client: Client) -> None:
+    r = client.get("/rest/own-id", headers={"X-Request-ID": "from-client"})
+    assert r.headers.get_list("x-request-id") == ["handler-chose"]
+
+
+@HOSTILE
+@pytest.mark.usefixtures("debug_level")
+def test_a_hostile_id_is_not_in_the_header_lines_of_level_5(
+    client: Client, lines: Lines, hostile: bytes
+) -> None:
+    rid = client.get("/rest/def-logs", headers=[(b"X-Request-ID", hostile)]).headers["x-request-id"]
+    (headers,) = [t for t in records_of(lines, rid) if "request headers {" in t]
+    assert "x-request-id: (not a request id, replaced)" in headers
+    text = hostile.decode("latin-1")
+    assert all(text[:64] not in line for line in lines.text)
+    # an acceptable one is shown as it is
+    lines.clear()
+    client.get("/rest/def-logs", headers={"X-Request-ID": "fine-1"})
+    assert any("x-request-id: fine-1" in t for t in records_of(lines, "fine-1"))
