@@ -1696,11 +1696,11 @@ _tr(
     "invalid_request",
 )
 _tr("grant-unknown", _form("grant_type=foo"), 400, "unsupported_grant_type")
-_tr(
+_tr(  # a grant fwrest knows (SPEC 12.4) that this client's types do not list
     "grant-client-credentials",
     _form(f"grant_type=client_credentials&client_id={CLIENT_ID}&client_secret={CLIENT_SECRET}"),
     400,
-    "unsupported_grant_type",
+    "unauthorized_client",
 )
 _tr(
     "grant-uppercase",
