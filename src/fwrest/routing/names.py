@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "INTROSPECT_ROUTE",
     "INTROSPECT_ROUTE_NAME",
+    "NATIVE_PREFIX",
     "OPEN_OAUTH2_ROUTES",
     "REVOKE_ROUTE",
     "REVOKE_ROUTE_NAME",
@@ -16,6 +17,7 @@ __all__ = [
     "TOKEN_ROUTE_NAME",
 ]
 
+NATIVE_PREFIX = "/fw/"  # the native routes' paths, relative to their location (SPEC 5)
 TOKEN_ROUTE_NAME = "oauth2/token"  # noqa: S105 - its name in NativeRoutes (the path after /fw/)
 TOKEN_ROUTE = f"/fw/{TOKEN_ROUTE_NAME}"  # relative to its location
 TOKEN_BODY_LIMIT = 16384  # SPEC 7: the token route's body limit, whatever MaxBodySize says
