@@ -388,6 +388,7 @@ SERIAL = frozenset(
     (
         "tests/auth/test_password_timing.py",
         "tests/bench",
+        "tests/e2e/test_ratelimit_scale.py",
         "tests/e2e/test_reload.py",
         "tests/e2e/test_scale_out.py",
         "tests/e2e/test_revocation_e2e.py",

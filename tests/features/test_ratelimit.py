@@ -8,6 +8,7 @@ one Redis, and with Redis stopped: ``tests/e2e/test_ratelimit_scale.py``."""
 
 from __future__ import annotations
 
+import configparser
 import logging
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from fwrest.store import StoreError
 from fwrest.store.memory import MemoryStore
 from fwrest.testing import Client
 from tests.conftest import module_config
+from tests.docs.blocks import example
 
 APP = """
 from fwrest import get
@@ -213,3 +215,24 @@ def test_the_default_section_and_durations(tmp_path: Path) -> None:
     limit = load_config(config).servers[0].locations[0].rate_limit
     assert limit is not None
     assert (limit.limit, limit.window_s, limit.key, limit.fail_open) == (600, 120, "user", True)
+
+
+def test_the_guides_example(tmp_path: Path) -> None:
+    """docs/locations.md's rate limit, on a location of a real configuration."""
+    parser = configparser.ConfigParser()
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(example("locations-ratelimit").text)
+    sections = {name: dict(parser[name]) for name in parser.sections()}
+    location = sections.pop("HTTP_ROOT")
+    config = module_config(
+        tmp_path,
+        "rl_guide",
+        app=APP,
+        servers={"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "HTTP_ROOT"}},
+        extra={"HTTP_ROOT": location, **sections},
+    )
+    with Client(config) as client:
+        answer = client.get("/rest/hello")
+        assert answer.status_code == 200
+        assert answer.headers["ratelimit-policy"] == '"RL_API";q=600;w=60'
+        assert answer.headers["ratelimit"].startswith('"RL_API";r=599;t=')
