@@ -8,7 +8,6 @@ one Redis, and with Redis stopped: ``tests/e2e/test_ratelimit_scale.py``."""
 
 from __future__ import annotations
 
-import configparser
 import logging
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from fwrest.store import StoreError
 from fwrest.store.memory import MemoryStore
 from fwrest.testing import Client
 from tests.conftest import module_config
-from tests.docs.blocks import example
+from tests.docs.blocks import ini_example
 
 APP = """
 from fwrest import get
@@ -219,18 +218,9 @@ def test_the_default_section_and_durations(tmp_path: Path) -> None:
 
 def test_the_guides_example(tmp_path: Path) -> None:
     """docs/locations.md's rate limit, on a location of a real configuration."""
-    parser = configparser.ConfigParser()
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(example("locations-ratelimit").text)
-    sections = {name: dict(parser[name]) for name in parser.sections()}
-    location = sections.pop("HTTP_ROOT")
-    config = module_config(
-        tmp_path,
-        "rl_guide",
-        app=APP,
-        servers={"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "HTTP_ROOT"}},
-        extra={"HTTP_ROOT": location, **sections},
-    )
+    server = {"HostName": "127.0.0.1", "Port": 0, "Locations": "HTTP_ROOT"}
+    guide = ini_example("locations-ratelimit")  # HTTP_ROOT (Path, ThreadPool) and RL_API
+    config = module_config(tmp_path, "rl_guide", app=APP, servers={"X": server}, extra=guide)
     with Client(config) as client:
         answer = client.get("/rest/hello")
         assert answer.status_code == 200
