@@ -14,9 +14,10 @@ stage of that location (a location without one has neither, and pays nothing).
   policy named after the section). An answer the limit did not count (refused by the guard
   before it; served while the store was out of reach) carries the policy alone; a native
   route's, neither.
-* **Store out of reach**: ``FailOpen=1`` serves, with one warning per worker when the store
-  stops answering (and a line when it answers again), not one per request; ``FailOpen=0``
-  answers the standard 503 (``errors.store_unavailable``), logged as the token route's.
+* **Store out of reach**: ``FailOpen=1`` serves, with one warning (per worker and location)
+  when the store stops answering and a line when it answers again, not one per request;
+  ``FailOpen=0`` answers the standard 503 (``errors.store_unavailable``), logged as the token
+  route's.
 """
 
 from __future__ import annotations
