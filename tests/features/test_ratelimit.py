@@ -2,7 +2,8 @@
 answer of a location with a limit (none elsewhere, none on its native routes, which are not
 counted), 429 with ``Retry-After`` and the error body past the limit, ``Key=address`` and
 ``Key=user`` (a user counted across addresses; no user: the address), a window that ends and
-lets requests through again, a store out of reach (``FailOpen=1`` serves with one warning,
+lets requests through again, the sqlite store (called on the store client's threads), a store
+out of reach (``FailOpen=1`` serves with one warning,
 ``FailOpen=0`` answers 503), and the start errors of the keys. Across workers and hosts on
 one Redis, and with Redis stopped: ``tests/e2e/test_ratelimit_scale.py``."""
 
@@ -128,6 +129,17 @@ def test_key_user_without_a_user_counts_the_address(tmp_path: Path) -> None:
         assert client.get("/rest/hello", headers=_from("192.0.2.1")).status_code == 200
         assert client.get("/rest/hello", headers=_from("192.0.2.1")).status_code == 429
         assert client.get("/rest/hello", headers=_from("192.0.2.2")).status_code == 200
+
+
+def test_the_sqlite_store_counts_through_the_store_client(tmp_path: Path) -> None:
+    # sqlite answers off the event loop (not in_process): the call hops to a store thread
+    config = _service(tmp_path, "rl_sqlite", {"Limit": 2, "Key": "address"})
+    text = config.read_text().replace('"StateStore": "memory"', '"StateStore": "sqlite"')
+    config.write_text(text)
+    with Client(config) as client:
+        answers = [client.get("/rest/hello") for _ in range(3)]
+        assert [a.status_code for a in answers] == [200, 200, 429]
+        assert answers[1].headers["ratelimit"].startswith('"RL_API";r=0;t=')
 
 
 def test_the_window_ends_and_lets_requests_through_again(tmp_path: Path) -> None:
