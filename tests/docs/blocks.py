@@ -15,6 +15,7 @@ loader's key table (``tests/docs/test_reference.py``) and has no blocks to run.
 from __future__ import annotations
 
 import ast
+import configparser
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -97,6 +98,15 @@ def example(block_id: str) -> Block:
     return found[0]
 
 
+def ini_example(block_id: str, *, inline_comments: bool = False) -> dict[str, dict[str, str]]:
+    """The sections of the guide's INI block ``block_id``, keys as written (``; ...`` after a
+    value a comment with ``inline_comments``)."""
+    parser = configparser.ConfigParser(inline_comment_prefixes=(";",) if inline_comments else None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(example(block_id).text)
+    return {name: dict(parser[name]) for name in parser.sections()}
+
+
 def substitute(block: Block, replacements: dict[str, str], text: str | None = None) -> str:
     """The block's text (or ``text`` made from it) with a test's values in place of the
     guide's placeholders, each found exactly once."""
@@ -110,7 +120,8 @@ def substitute(block: Block, replacements: dict[str, str], text: str | None = No
 
 
 def ids_asked_for(tests: Path = ROOT / "tests") -> dict[str, list[str]]:
-    """Block IDs that test modules ask for with ``example("ID")``: ID -> modules."""
+    """Block IDs that test modules ask for with ``example("ID")`` or ``ini_example("ID")``:
+    ID -> modules."""
     asked: dict[str, list[str]] = {}
     for path in sorted(tests.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -118,7 +129,7 @@ def ids_asked_for(tests: Path = ROOT / "tests") -> dict[str, list[str]]:
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name)
-                and node.func.id == "example"
+                and node.func.id in ("example", "ini_example")
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
                 and isinstance(node.args[0].value, str)

@@ -213,6 +213,16 @@ def cors(values: dict[str, Any]) -> Callable[[Sections, dict[str, Any]], None]:
     return mutate
 
 
+def rate_limit(values: dict[str, Any]) -> Callable[[Sections, dict[str, Any]], None]:
+    """The location ROOT names a RateLimit section RL_API of ``values``."""
+
+    def mutate(s: Sections, _ctx: dict[str, Any]) -> None:
+        s["ROOT"]["RateLimit"] = "RL_API"
+        s["RL_API"] = dict(values)
+
+    return mutate
+
+
 def module(name: str, source: str, repository: str | None = None) -> Callable[..., None]:
     """Write ``name`` beside the config and make it the environment's Repository."""
 
@@ -801,6 +811,15 @@ PROVOKED: dict[str, Broken | Special] = {
         "CORS any origin with credentials",
         "ini",
         cors({"AllowOrigins": "*", "AllowCredentials": 1}),
+    ),
+    "[RL_API] Key: 'session' is not what a rate limit counts by (user or address)": new(
+        "RateLimit Key", "ini", rate_limit({"Key": "session"})
+    ),
+    "[RL_API] Window: must be a duration in whole seconds (60, 60s, 1m, 1h), got '1.5s'": new(
+        "RateLimit Window not a duration", "json", rate_limit({"Window": "1.5s"})
+    ),
+    "[RL_API] Window: 0 seconds is out of range (1-86400 seconds)": new(
+        "RateLimit Window zero", "ini", rate_limit({"Window": "0s"})
     ),
     "[ROOT] XFrameOptions: must be DENY or SAMEORIGIN, got 'ALLOW-FROM https://x.example'": new(
         "XFrameOptions ALLOW-FROM",

@@ -6,7 +6,6 @@ the start errors of a CORS section. The browser and the wire: tests/features/tes
 
 from __future__ import annotations
 
-import configparser
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import TOKEN, oauth_section
 from tests.conftest import issue_certs, module_config
-from tests.docs.blocks import example
+from tests.docs.blocks import ini_example
 
 APP = """
 from fwrest import Response, get, post, put, rest
@@ -363,10 +362,7 @@ def test_a_cors_key_naming_no_section_stops_the_start(tmp_path: Path) -> None:
 
 def test_the_guides_cors_example(tmp_path: Path) -> None:
     """docs/locations.md's CORS section, on a location of a real configuration."""
-    parser = configparser.ConfigParser(inline_comment_prefixes=(";",))
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(example("locations-cors").text)
-    sections = {name: dict(parser[name]) for name in parser.sections()}
+    sections = ini_example("locations-cors", inline_comments=True)
     location = sections.pop("HTTP_ROOT")
     location["ThreadPool"] = "POOL"
     config = module_config(

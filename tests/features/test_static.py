@@ -6,7 +6,6 @@ start errors of the keys."""
 
 from __future__ import annotations
 
-import configparser
 import os
 import socket
 import subprocess
@@ -31,7 +30,7 @@ from tests.conftest import (
     module_config,
     serving,
 )
-from tests.docs.blocks import example
+from tests.docs.blocks import example, ini_example
 
 CANARY = "CANARY-outside-the-root-7f3a"
 INDEX = "<!doctype html><title>home</title>"
@@ -409,10 +408,7 @@ def test_a_bad_static_key_stops_the_start(
 
 def test_the_guides_static_files_example(tmp_path: Path) -> None:
     make_tree(tmp_path)
-    parser = configparser.ConfigParser()
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(example("locations-static").text)
-    sections = {name: dict(parser[name]) for name in parser.sections()}
+    sections = ini_example("locations-static")
     server = {"HostName": "127.0.0.1", "Port": 0, "Locations": "HTTP_WWW"}
     server |= sections.pop("HTTP_REST")
     config = module_config(

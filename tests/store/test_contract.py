@@ -20,6 +20,9 @@ it (``auth/oauth2/tokens.py``, ``auth/throttle.py``, ``server/settings.py``,
   starts at the first failure, counts atomic under 50 threads; a count taken back (an attempt
   counted before its check whose password was right) never goes below zero, never starts a
   window, and a count back at zero is no window;
+* ``hit_rate`` (the rate limits, SPEC 13.7): a fixed window from the first request counted,
+  apart from the failure counts (a short rate window never sweeps a failure's longer one),
+  each window its own length, atomic under 50 threads;
 * ``signing_key`` set-if-absent (also under a race), ``get_settings`` / ``set_settings``
   (``None`` clears), ``put_blob`` / ``blobs`` / ``delete_blobs`` by prefix (usage figures);
   ``get_blob`` and ``swap_blob``, a compare-and-set of one value (the key set), one winner of
@@ -80,6 +83,7 @@ COVERED = {
     "refresh_record",
     "user_families",
     "hit_failure",
+    "hit_rate",
     "failures",
     "release_failure",
     "clear_failures",
@@ -489,6 +493,33 @@ def test_simultaneous_failures_are_each_counted_once(store: StateStore) -> None:
     # window's end can be reported up to that wait (a few ms) later than 60 s from the call
     assert all(0 < left <= 60 + 1 for _, left in results), sorted(left for _, left in results)
     assert store.failures("tok|ip:192.0.2.9", 60)[0] == THREADS
+
+
+def test_rates_count_in_a_fixed_window_apart_from_failures(store: StateStore) -> None:
+    key = "rl:RL_API:user:zoë ?*[\n]"
+    count, left = store.hit_rate(key, WINDOW_S)
+    assert count == 1 and WINDOW_S - 0.1 < left <= WINDOW_S + EPS, (count, left)
+    count, left_2 = store.hit_rate(key, WINDOW_S)
+    assert count == 2 and 0 < left_2 <= left + EPS, (count, left_2)  # the same window
+    # another key, a longer window of its own, and the failure counts: all apart
+    assert store.hit_rate("rl:RL_B:address:192.0.2.7", 60)[0] == 1
+    store.hit_failure("tok|user:ada", 60)
+    assert_none_counted(store, key, WINDOW_S)
+    time.sleep(PAST_S)
+    # the window has passed: the next request starts a new one; the longer window and the
+    # failure count are still there
+    count, left = store.hit_rate(key, WINDOW_S)
+    assert count == 1 and WINDOW_S - 0.1 < left <= WINDOW_S + EPS, (count, left)
+    count, left = store.hit_rate("rl:RL_B:address:192.0.2.7", 60)
+    assert count == 2 and 59 < left <= 60 + EPS, (count, left)
+    assert store.failures("tok|user:ada", 60)[0] == 1
+
+
+def test_simultaneous_requests_are_each_counted_once(store: StateStore) -> None:
+    # the rate limit lets exactly Limit requests through: each count returned exactly once
+    results = race(THREADS, lambda _i: store.hit_rate("rl:RL_API:address:192.0.2.9", 60))
+    assert sorted(count for count, _ in results) == list(range(1, THREADS + 1))
+    assert all(0 < left <= 60 + 1 for _, left in results), sorted(left for _, left in results)
 
 
 def test_a_failure_taken_back_leaves_the_window(store: StateStore) -> None:

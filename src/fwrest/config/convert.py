@@ -16,6 +16,24 @@ __all__ = ["section_values"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+_UNITS = {"s": 1, "m": 60, "h": 3600}  # a duration's units (kind "seconds")
+
+
+def _seconds(value: object) -> int | None:
+    """A duration in whole seconds: a number, or one with a unit (``60s``, ``1m``, ``2h``).
+
+    >>> _seconds("60s"), _seconds(" 1m"), _seconds(90), _seconds("1.5s"), _seconds("s")
+    (60, 60, 90, None, None)
+    """
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    if isinstance(value, int):
+        return value
+    text = value.strip().lower()
+    factor = _UNITS.get(text[-1:], 0)
+    digits = text[:-1].strip() if factor else text
+    factor = factor or 1
+    return int(digits) * factor if digits.isdigit() else None
 
 
 def _convert(raw: RawConfig, sec: RawSection, key: Key, key_written: str, value: Any) -> Any:
@@ -45,6 +63,22 @@ def _convert(raw: RawConfig, sec: RawSection, key: Key, key_written: str, value:
             fix = f"write a value in {low}-{high}." if high is not None else f"write {bounds}."
             raise raw.error(f"{number} is out of range ({bounds}).", *where, fix=fix)
         return number
+    if key.kind == "seconds":
+        seconds = _seconds(value)
+        low, high = key.low or 0, key.high
+        if seconds is None:
+            raise raw.error(
+                f"must be a duration in whole seconds (60, 60s, 1m, 1h), got {value!r}.",
+                *where,
+                fix=f"write a duration, e.g. 60s, of {low}-{high} seconds.",
+            )
+        if seconds < low or (high is not None and seconds > high):
+            raise raw.error(
+                f"{seconds} seconds is out of range ({low}-{high} seconds).",
+                *where,
+                fix=f"write a duration of {low}-{high} seconds, e.g. 60s.",
+            )
+        return seconds
     if key.kind == "bool":
         text = str(value).strip().lower() if not isinstance(value, bool) else str(int(value))
         if text in _TRUE:

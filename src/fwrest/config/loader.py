@@ -19,6 +19,7 @@ from fwrest.config.model import (
     EnvironmentConfig,
     LocationConfig,
     MonitorConfig,
+    RateLimitConfig,
     ServerConfig,
     ServiceConfig,
     ThreadPoolConfig,
@@ -71,6 +72,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
     pools: dict[str, ThreadPoolConfig] = {}
     locations: dict[str, LocationConfig] = {}
     cors: dict[str, CorsConfig] = {}
+    limits: dict[str, RateLimitConfig] = {}
     servers: list[ServerConfig] = []
     servers_written = http.values["servers"][0]
     if not top["servers"]:
@@ -120,7 +122,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         loc_written = sec.values["locations"][0]
         for loc_name in values.pop("locations"):
             loc = location_config(
-                raw, loc_name, (sec.name, loc_written), locations, pools, envs, cors
+                raw, loc_name, (sec.name, loc_written), locations, pools, envs, cors, limits
             )
             if loc.path in prefixes:
                 raise raw.error(

@@ -16,6 +16,7 @@ __all__ = [
     "EnvironmentConfig",
     "LocationConfig",
     "MonitorConfig",
+    "RateLimitConfig",
     "ServerConfig",
     "ServiceConfig",
     "ThreadPoolConfig",
@@ -74,6 +75,18 @@ class CorsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RateLimitConfig:
+    """A RateLimit section (SPEC 13.7), validated."""
+
+    name: str
+    limit: int = default_int("RateLimit", "limit")
+    window_s: int = default_int("RateLimit", "window_s")
+    # "user" (the authenticated user, else the address) or "address"
+    key: str = default_str("RateLimit", "key")
+    fail_open: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class LocationConfig:
     name: str
     path: str  # "/" or "/prefix" without a trailing slash
@@ -84,6 +97,7 @@ class LocationConfig:
     content_security_policy: str | None = None
     root_path: Path | None = None  # static files (SPEC 10.3), an existing folder
     default_page: str | None = None  # the file that answers a folder's path
+    rate_limit: RateLimitConfig | None = None  # SPEC 13.7
 
 
 @dataclass(frozen=True, slots=True)

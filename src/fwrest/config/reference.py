@@ -23,6 +23,8 @@ _INTRO = {
     "APP_MONITOR": "The memory monitor on its own port (optional).",
     "CORS": "Which browser origins may call a location's routes and token route (SPEC 10.1). "
     "Named in a location's `CORS`.",
+    "RateLimit": "How many requests of one user or address a location serves in a window "
+    "(SPEC 13.7), counted in the state store. Named in a location's `RateLimit`.",
 }
 _NAMED = ("GENERAL", "HTTPSERVER", "APP_MONITOR")  # sections of a fixed name
 

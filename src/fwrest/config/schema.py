@@ -12,7 +12,7 @@ from dataclasses import dataclass
 __all__ = ["KEYS", "SECTION_KINDS", "Key", "default_int", "default_str", "keys_of"]
 
 SECTION_KINDS: tuple[str, ...] = ("GENERAL", "HTTPSERVER", "server", "location")
-SECTION_KINDS += ("thread pool", "environment", "APP_MONITOR", "CORS")
+SECTION_KINDS += ("thread pool", "environment", "APP_MONITOR", "CORS", "RateLimit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +23,8 @@ class Key:
     a whole number >= 0), ``bool`` (0/1), ``str``, ``list`` (comma-separated or a JSON array),
     ``path`` (relative to the config file's folder), ``port`` (0..65535, 0 picks a free one),
     ``json`` (an object inline, or a file name), ``urlpath`` (starts with ``/``), ``secret``
-    (text never shown in a message).
+    (text never shown in a message), ``seconds`` (a duration: whole seconds, with an optional
+    unit ``s``, ``m`` or ``h``: ``60``, ``60s``, ``1m``; within ``low``..``high`` seconds).
     """
 
     section: str
@@ -459,6 +460,15 @@ KEYS: tuple[Key, ...] = (
     ),
     Key(
         "location",
+        "RateLimit",
+        "rate_limit",
+        "str",
+        None,
+        doc="the RateLimit section that limits this location's requests per user or address "
+        "(SPEC 13.7); none: no limit",
+    ),
+    Key(
+        "location",
         "HSTS",
         "hsts",
         "str",
@@ -694,6 +704,45 @@ KEYS: tuple[Key, ...] = (
         low=0,
         high=86400,
         doc="seconds a browser may remember a preflight's answer",
+    ),
+    # rate-limit sections (named by a location's RateLimit key)
+    Key(
+        "RateLimit",
+        "Limit",
+        "limit",
+        "int",
+        600,
+        low=1,
+        high=2**31,
+        doc="requests of one key (user or address) a window lets through; more get 429 with "
+        "Retry-After",
+    ),
+    Key(
+        "RateLimit",
+        "Window",
+        "window_s",
+        "seconds",
+        60,
+        low=1,
+        high=86400,
+        doc="the fixed window the requests are counted in, from the first one (60, 60s, 1m)",
+    ),
+    Key(
+        "RateLimit",
+        "Key",
+        "key",
+        "str",
+        "user",
+        doc="what is counted: user (the authenticated user, else the client's address) or "
+        "address (the client's address)",
+    ),
+    Key(
+        "RateLimit",
+        "FailOpen",
+        "fail_open",
+        "bool",
+        True,
+        doc="1: serve while the state store cannot be reached (one warning); 0: answer 503",
     ),
 )
 

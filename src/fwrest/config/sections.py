@@ -15,9 +15,11 @@ from fwrest.config.model import (
     CorsConfig,
     EnvironmentConfig,
     LocationConfig,
+    RateLimitConfig,
     ServerConfig,
     ThreadPoolConfig,
 )
+from fwrest.config.ratelimit import rate_limit_config
 from fwrest.config.reading import RawConfig, RawSection
 
 __all__ = [
@@ -98,6 +100,7 @@ def location_config(
     pools: dict[str, ThreadPoolConfig],
     envs: dict[str, EnvironmentConfig],
     cors: dict[str, CorsConfig],
+    limits: dict[str, RateLimitConfig],
 ) -> LocationConfig:
     sec = raw.section(name, by)
     folded = sec.name.lower()
@@ -111,9 +114,13 @@ def location_config(
     if values["cors"]:
         by_key = (sec.name, sec.values["cors"][0])
         policy = cors_config(raw, values["cors"], by_key, cors)
+    limit = None
+    if values["rate_limit"]:
+        by_key = (sec.name, sec.values["ratelimit"][0])
+        limit = rate_limit_config(raw, values["rate_limit"], by_key, limits)
     headers = _security_headers(raw, sec, values)
     root, page = _static_files(raw, sec, values)
-    loc = LocationConfig(sec.name, values["path"], pool, policy, *headers, root, page)
+    loc = LocationConfig(sec.name, values["path"], pool, policy, *headers, root, page, limit)
     cache[folded] = loc
     return loc
 

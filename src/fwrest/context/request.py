@@ -197,6 +197,7 @@ class RequestContext:
         "peer_cert",
         "port",
         "query_string",
+        "rate",
         "raw_headers",
         "request_id",
         "resp_body",
@@ -244,6 +245,9 @@ class RequestContext:
         # own), set by that stage on the ports that have one, and read only there (unset
         # elsewhere: a port without OnSelect pays nothing for it)
         self.selected: str | None
+        # ``rate``: (requests left, seconds until the window ends), set by a location's rate
+        # limit when it counted the request (SPEC 13.7), unset elsewhere
+        self.rate: tuple[int, int]
 
     @property
     def server_name(self) -> str:

@@ -7,6 +7,7 @@ __all__ = [
     "INTROSPECT_ROUTE_NAME",
     "JWKS_ROUTE",
     "METADATA_ROUTE",
+    "NATIVE_PREFIX",
     "OPEN_OAUTH2_ROUTES",
     "REVOKE_ROUTE",
     "REVOKE_ROUTE_NAME",
@@ -18,6 +19,7 @@ __all__ = [
     "TOKEN_ROUTE_NAME",
 ]
 
+NATIVE_PREFIX = "/fw/"  # the native routes' paths, relative to their location (SPEC 5)
 TOKEN_ROUTE_NAME = "oauth2/token"  # noqa: S105 - its name in NativeRoutes (the path after /fw/)
 TOKEN_ROUTE = f"/fw/{TOKEN_ROUTE_NAME}"  # relative to its location
 TOKEN_BODY_LIMIT = 16384  # SPEC 7: the token route's body limit, whatever MaxBodySize says

@@ -9,7 +9,8 @@ not configured is not in the sequence, so it costs nothing):
 3. **authorize**: the port's guard, unless the path is one of the port's public paths
    (on a protected port this runs before routing: an unknown path is 401, not 404);
 4. **admitted** stages, after authorization and before routing (each may answer; the
-   server's ``OnSelect`` is one: it may also pick the pool the route's call runs in);
+   server's ``OnSelect`` is one: it may also pick the pool the route's call runs in), then
+   the request's location's own (its rate limit, SPEC 13.7: not on native routes);
 5. **route**: one match (404, 405 + ``Allow``);
 6. **invoke**: the route's bound call (its pool, its ``ActiveTimeout``, its pool's ``OnSend``
    and ``OnError``: ``handler.bind``);
@@ -57,7 +58,7 @@ from fwrest.routing import (
     normalise_path,
     split_target,
 )
-from fwrest.routing.names import TOKEN_BODY_ROUTES
+from fwrest.routing.names import NATIVE_PREFIX, TOKEN_BODY_ROUTES
 from fwrest.server.build import LocationPlan, PortPlan
 from fwrest.server.failures import Failed, Raised, contained, log_failure
 from fwrest.server.handler import JSON_TYPE, Handler, Invoke, ResultError, bind, result_reply
@@ -115,6 +116,8 @@ class _Location:
     files: StaticFiles | None = None  # RootPath: answers GET/HEAD where no route does
     active_s: float = 0.0  # ActiveTimeout: also bounds a stream's first piece (0: none)
     outgoing: tuple[Outgoing, ...] = ()  # the location's outgoing stages, in order
+    # the port's admitted stages, then the location's own (its rate limit), in order
+    admitted: tuple[Admit, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +132,9 @@ class _Located:
     rel: str
     statics: Mapping[str, Match[Handler]] | None
     is_token: bool = False
+    # the admitted stages of the path: its location's (the port's own on a native route or
+    # outside every location)
+    admitted: tuple[Admit, ...] = ()
 
 
 def _trusted(
@@ -237,6 +243,8 @@ class PortApp:
         service: the worker's services native routes use (None: a bare pipeline).
         early: stages before authorization, each for the methods it names (or all).
         admitted: stages after authorization, before routing.
+        limits: each location's own admitted stages (its rate limit), by location prefix:
+            after the port's, and not on the location's native routes (``/fw/...``).
         outgoing: each location's outgoing stages, by location prefix.
         files: the static files of locations with a ``RootPath``, by location prefix.
         hooks: the ``OnSend``/``OnError`` of the pools that have them, by lower-case name.
@@ -255,6 +263,7 @@ class PortApp:
         service: ServiceView | None = None,
         early: tuple[Early, ...] = (),
         admitted: tuple[Admit, ...] = (),
+        limits: Mapping[str, tuple[Admit, ...]] | None = None,
         outgoing: Mapping[str, tuple[Outgoing, ...]] | None = None,
         files: Mapping[str, StaticFiles] | None = None,
         hooks: Mapping[str, PoolHooks] | None = None,
@@ -313,7 +322,8 @@ class PortApp:
                     handler.invokes = {n: scoped(scopes, i) for n, i in handler.invokes.items()}
             found = files.get(loc.prefix) if files else None
             stages = outgoing.get(loc.prefix, ()) if outgoing else ()
-            locs.append((loc.prefix, _Location(loc, loc.router, found, active / 1000, stages)))
+            own = admitted + (limits.get(loc.prefix, ()) if limits else ())
+            locs.append((loc.prefix, _Location(loc, loc.router, found, active / 1000, stages, own)))
         self.locations: LocationTable[_Location] = LocationTable(locs)
         self.in_flight = 0
         self.total = 0
@@ -450,11 +460,17 @@ class PortApp:
         path = normalise_path(raw_path)
         located = self.locations.find(path)
         if located is None:
-            found = _Located(path, None, "", None)
+            found = _Located(path, None, "", None, admitted=self.admitted)
         else:
             loc, rel = located
             found = _Located(
-                path, loc, rel, loc.router.static_matches(rel), is_token=rel in TOKEN_BODY_ROUTES
+                path,
+                loc,
+                rel,
+                loc.router.static_matches(rel),
+                is_token=rel in TOKEN_BODY_ROUTES,
+                # native routes are not counted by the location's rate limit (SPEC 13.7)
+                admitted=self.admitted if rel.startswith(NATIVE_PREFIX) else loc.admitted,
             )
         if len(raw) <= _PATH_KEY_MAX:
             if len(self._paths) >= _PATH_CACHE_SIZE:
@@ -500,7 +516,7 @@ class PortApp:
                 ctx.request_id = rid
                 reply = None
                 early = self._early.get(method, self._early_all) if self._staged else ()
-                if early or self.admitted:
+                if early or found.admitted:
                     reply = await self._admit(req, ctx, found, early)
                 elif self.guard is not None and path not in self.public_paths:
                     await self.guard(req, ctx)
@@ -626,7 +642,7 @@ class PortApp:
                 return reply
         if self.guard is not None and found.path not in self.public_paths:
             await self.guard(req, ctx)
-        for stage in self.admitted:
+        for stage in found.admitted:
             reply = await stage(req, ctx)
             if reply is not None:
                 return reply

@@ -24,12 +24,14 @@ from fwrest.features.compression import Compression
 from fwrest.features.cors import CorsStages
 from fwrest.features.headers import SecurityHeaders
 from fwrest.features.headers import configured as security_headers
+from fwrest.features.ratelimit import RateLimiter
 from fwrest.features.static import StaticFiles
 from fwrest.routing import LocationTable
 from fwrest.server.app import Admit, Early, Guard, Outgoing, PortApp, Scoped, bounder
 from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.pool import ThreadPool
 from fwrest.server.select import Selector
+from fwrest.store.base import RateStore
 from fwrest.store.calls import StoreClient
 
 KEYSET_READ_DEADLINE_S = 1.4  # a poll of the key set in the store (every 0.5 s)
@@ -40,6 +42,7 @@ __all__ = [
     "assemble",
     "location_stages",
     "monitor_throttle",
+    "rate_limits",
     "static_files",
 ]
 
@@ -71,11 +74,28 @@ def _locator(port: PortPlan) -> Callable[[str], tuple[str, str] | None]:
     return table.find
 
 
-def location_stages(port: PortPlan) -> tuple[tuple[Early, ...], dict[str, tuple[Outgoing, ...]]]:
-    """The stages of the location features the port's locations configure (SPEC 10): the
-    early ones, and each location's outgoing ones by prefix. None, and so no cost on the
-    request path, where none is configured; a location's own stages are decided here, so
-    that none of them looks its location up per request."""
+def rate_limits(
+    port: PortPlan, store: RateStore | None, client: StoreClient | None
+) -> dict[str, RateLimiter]:
+    """The rate limits of the port's locations with a ``RateLimit`` (SPEC 13.7), by prefix
+    (none without a store: ``fwrest check`` builds no pipeline)."""
+    if store is None:
+        return {}
+    return {
+        loc.prefix: RateLimiter(loc.config.rate_limit, loc.prefix, store, client, port.config.name)
+        for loc in port.locations
+        if loc.config.rate_limit is not None
+    }
+
+
+def location_stages(
+    port: PortPlan, limits: dict[str, RateLimiter] | None = None
+) -> tuple[tuple[Early, ...], dict[str, tuple[Outgoing, ...]]]:
+    """The stages of the location features the port's locations configure (SPEC 10, 13.7):
+    the early ones, and each location's outgoing ones by prefix (a rate limit's headers
+    last: they describe the answer as sent). None, and so no cost on the request path, where
+    none is configured; a location's own stages are decided here, so that none of them looks
+    its location up per request."""
     early: list[Early] = []
     outgoing: dict[str, tuple[Outgoing, ...]] = {}
     locations = port.locations
@@ -97,6 +117,9 @@ def location_stages(port: PortPlan) -> tuple[tuple[Early, ...], dict[str, tuple[
         headers = cors.outgoing_of(loc.prefix) if cors is not None else None
         if headers is not None:
             stages.append(headers)
+        limiter = limits.get(loc.prefix) if limits else None
+        if limiter is not None:
+            stages.append(limiter.outgoing)
         if stages:
             outgoing[loc.prefix] = tuple(stages)
     return tuple(early), outgoing
@@ -213,7 +236,8 @@ class _Builder:
                 pool,
             )
             scoped = requiring  # the routes' scopes are checked on oAuth2 ports only
-        early, outgoing = location_stages(port)
+        limits = rate_limits(port, self.plan.store, self.built.client)
+        early, outgoing = location_stages(port, limits)
         if tokens is not None:
             # SPEC 12.2: the metadata at the port's root, before the guard
             well_known = WellKnown(tokens.issuers, tokens.metadata)
@@ -226,6 +250,7 @@ class _Builder:
             service=self.service,
             early=early,
             admitted=admitted_stages(port, self.built.pools),
+            limits={prefix: (limiter.admit,) for prefix, limiter in limits.items()},
             outgoing=outgoing,
             files=static_files(port),
             hooks=self.plan.hooks,

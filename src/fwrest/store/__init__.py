@@ -1,7 +1,8 @@
 """State that workers (and hosts) share: refresh-token families, revocations, failure counts,
-run-time settings, the signing key, usage figures. Role Protocols (:class:`TokenStore`,
-:class:`FailureStore`, :class:`SettingsStore`, :class:`BlobStore`) that :class:`StateStore`
-combines; memory, sqlite and Redis implementations, chosen by :func:`open_store`. No HTTP.
+rate-limit counts, run-time settings, the signing key, usage figures. Role Protocols
+(:class:`TokenStore`, :class:`FailureStore`, :class:`RateStore`, :class:`SettingsStore`,
+:class:`BlobStore`) that :class:`StateStore` combines; memory, sqlite and Redis
+implementations, chosen by :func:`open_store`. No HTTP.
 """
 
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 from fwrest.store.base import (
     BlobStore,
     FailureStore,
+    RateStore,
     RefreshRecord,
     SettingsStore,
     StateStore,
@@ -20,6 +22,7 @@ from fwrest.store.base import (
 __all__ = [
     "BlobStore",
     "FailureStore",
+    "RateStore",
     "RefreshRecord",
     "SettingsStore",
     "StateStore",

@@ -8,6 +8,7 @@ from typing import Protocol
 __all__ = [
     "BlobStore",
     "FailureStore",
+    "RateStore",
     "RefreshRecord",
     "SettingsStore",
     "StateStore",
@@ -114,6 +115,17 @@ class FailureStore(StoreBase, Protocol):
         ...
 
 
+class RateStore(StoreBase, Protocol):
+    """Request counts of the rate limits (SPEC 13.7), apart from the failure counts (their
+    windows differ, and neither sweeps the other's)."""
+
+    def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
+        """Count one request of ``key`` in a fixed window that starts at the first request
+        counted and ends ``window_s`` later: (requests counted in the window, this one
+        included; seconds until it ends). The next request after the end starts a new one."""
+        ...
+
+
 class SettingsStore(Protocol):
     """Run-time settings every worker and host applies (the settings manager)."""
 
@@ -151,5 +163,5 @@ class BlobStore(StoreBase, Protocol):
         ...
 
 
-class StateStore(TokenStore, FailureStore, SettingsStore, BlobStore, Protocol):
+class StateStore(TokenStore, FailureStore, RateStore, SettingsStore, BlobStore, Protocol):
     """The whole store: every role. Each implementation (memory, sqlite, Redis) is one."""

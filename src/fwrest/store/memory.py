@@ -21,6 +21,8 @@ class MemoryStore:
         self._refresh: dict[str, tuple[RefreshRecord, str]] = {}  # hash -> (record, spent by)
         self._revoked: dict[str, float] = {}
         self._failures: dict[str, tuple[float, int]] = {}
+        self._rates: dict[str, tuple[float, int]] = {}  # key -> (window's end, count)
+        self._rates_swept = _SWEEP_MIN
         self._key: bytes | None = None
         self._settings: dict[str, int] = {}
         self._locks: dict[str, float] = {}
@@ -99,6 +101,19 @@ class MemoryStore:
                 self._failures = {k: v for k, v in self._failures.items() if now - v[0] < window_s}
                 self._failures_swept = max(_SWEEP_MIN, 2 * len(self._failures))
             return count, start + window_s - now
+
+    def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
+        now = time.time()
+        with self._lock:
+            end, count = self._rates.get(key, (0.0, 0))
+            if end <= now:
+                end, count = now + window_s, 0
+            count += 1
+            self._rates[key] = (end, count)
+            if len(self._rates) > self._rates_swept:  # ended windows, each its own length
+                self._rates = {k: v for k, v in self._rates.items() if v[0] > now}
+                self._rates_swept = max(_SWEEP_MIN, 2 * len(self._rates))
+            return count, end - now
 
     def failures(self, key: str, window_s: float) -> tuple[int, float]:
         now = time.time()

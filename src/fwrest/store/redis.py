@@ -192,6 +192,11 @@ class RedisStore:
         count, ttl = self._call(self._hit, keys=[f"{_P}fail:{key}"], args=[int(window_s * 1000)])
         return int(count), max(int(ttl), 0) / 1000
 
+    def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
+        # the failures' script (INCR, PEXPIRE at the first): one round trip, atomic
+        count, ttl = self._call(self._hit, keys=[f"{_P}rate:{key}"], args=[int(window_s * 1000)])
+        return int(count), max(int(ttl), 0) / 1000
+
     def failures(self, key: str, window_s: float) -> tuple[int, float]:
         pipe = self._r.pipeline(transaction=False)
         pipe.get(f"{_P}fail:{key}")

@@ -33,6 +33,9 @@ CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value INTEGER NOT NU
 CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, until REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS failures_start ON failures(start);
 CREATE INDEX IF NOT EXISTS locks_until ON locks(until);
+CREATE TABLE IF NOT EXISTS rates (key TEXT PRIMARY KEY, ends REAL NOT NULL,
+    count INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS rates_ends ON rates(ends);
 CREATE TABLE IF NOT EXISTS blobs (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 """
@@ -199,6 +202,20 @@ class SqliteStore:
             count += 1
             db.execute("INSERT OR REPLACE INTO failures VALUES (?, ?, ?)", (key, start, count))
         return count, start + window_s - now
+
+    def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
+        now = time.time()
+        with self._tx() as db:
+            row = db.execute("SELECT ends, count FROM rates WHERE key = ?", (key,)).fetchone()
+            if row is None or row[0] <= now:
+                # a new window: forget the ended ones (each its own length), by the index
+                db.execute("DELETE FROM rates WHERE ends <= ?", (now,))
+                ends, count = now + window_s, 1
+                db.execute("INSERT OR REPLACE INTO rates VALUES (?, ?, 1)", (key, ends))
+            else:
+                ends, count = float(row[0]), int(row[1]) + 1
+                db.execute("UPDATE rates SET count = ? WHERE key = ?", (count, key))
+        return count, ends - now
 
     def failures(self, key: str, window_s: float) -> tuple[int, float]:
         now = time.time()

@@ -1,0 +1,158 @@
+"""Rate limits (SPEC 13.7): a location's ``RateLimit`` section, as an admitted and an outgoing
+stage of that location (a location without one has neither, and pays nothing).
+
+* **Counting** (admitted: after authorization, so that ``Key=user`` counts the authenticated
+  user; before routing, so that a 404 counts too): one ``hit_rate`` of the state store per
+  request, through the worker's :class:`~fwrest.store.calls.StoreClient` under the request
+  deadline, in a fixed window from the key's first request. Every worker and host that shares
+  the store shares the counts. Past ``Limit``: 429 with ``Retry-After`` (the seconds until the
+  window ends) and the error body. The location's native routes (``/fw/...``) are not counted
+  (``PortApp`` leaves the stage out of their path).
+* **Headers** (outgoing, errors included): ``RateLimit-Policy`` and ``RateLimit`` in the
+  structured-field form of the IETF draft ``ratelimit-headers`` (from draft 08):
+  ``RateLimit-Policy: "RL_API";q=600;w=60`` and ``RateLimit: "RL_API";r=599;t=42`` (the
+  policy named after the section). An answer the limit did not count (refused by the guard
+  before it; served while the store was out of reach) carries the policy alone; a native
+  route's, neither.
+* **Store out of reach**: ``FailOpen=1`` serves, with one warning (per worker and location)
+  when the store stops answering and a line when it answers again, not one per request;
+  ``FailOpen=0`` answers the standard 503 (``errors.store_unavailable``), logged as the token
+  route's.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fwrest import log
+from fwrest.config.model import RateLimitConfig
+from fwrest.context.request import RequestContext
+from fwrest.errors import HTTPError, store_unavailable
+from fwrest.routing.names import NATIVE_PREFIX
+from fwrest.store.base import RateStore, StoreError
+from fwrest.store.calls import REQUEST_DEADLINE_S, StoreClient
+from fwrest.wire import Reply, Request, error_reply
+
+__all__ = ["RateLimiter", "policy_name"]
+
+
+def policy_name(section: str) -> str:
+    """The policy's name in the headers: an sf-string of the section's name (printable ASCII;
+    a name that is not: ``default``).
+
+    >>> policy_name("RL_API"), policy_name('odd"name'), policy_name("Zoë")
+    ('"RL_API"', '"odd\\\\"name"', '"default"')
+    """
+    if not section.isascii() or not section.isprintable():
+        return '"default"'
+    return '"' + section.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class RateLimiter:
+    """One location's rate limit: :meth:`admit` counts, :meth:`outgoing` adds the headers.
+
+    Args:
+        config: the location's RateLimit section.
+        prefix: the location's path prefix (its native routes are known by it).
+        store: the state store that keeps the counts.
+        client: the worker's store client (None: the store is called inline).
+        port_name: the port, for the log.
+    """
+
+    def __init__(
+        self,
+        config: RateLimitConfig,
+        prefix: str,
+        store: RateStore,
+        client: StoreClient | None,
+        port_name: str,
+    ) -> None:
+        self.limit = config.limit
+        self.window_s = config.window_s
+        self.by_user = config.key == "user"
+        self.fail_open = config.fail_open
+        self.section = config.name
+        self._prefix_len = 0 if prefix == "/" else len(prefix)
+        self._store = store
+        self._client = client
+        self._port = port_name
+        name = policy_name(config.name)
+        self._policy = ("ratelimit-policy", f"{name};q={self.limit};w={self.window_s}")
+        self._state = f"{name};r="
+        # "rl:SECTION:" + user:NAME or address:IP (a user's name may hold anything; the
+        # prefix keeps it apart from an address)
+        self._key = f"rl:{config.name.lower()}:"
+        self._warned = False  # the store is out of reach and a warning said so
+
+    async def admit(self, req: Request, ctx: RequestContext) -> Reply | None:
+        """Count the request; 429 past the limit, 503 when the store is out of reach and the
+        section fails closed; None lets it go on."""
+        user = ctx.auth_user if self.by_user else ""
+        key = f"{self._key}user:{user}" if user else f"{self._key}address:{ctx.client}"
+        try:
+            if self._client is None:
+                count, left = self._store.hit_rate(key, self.window_s)
+            else:
+                count, left = await self._client.call(
+                    self._store.hit_rate, key, self.window_s, deadline=REQUEST_DEADLINE_S
+                )
+        except StoreError as exc:
+            return self._unreachable(exc)
+        if self._warned:
+            self._warned = False
+            log.server_log.warning(
+                "[%s] rate limit [%s]: the state store answers again; counting",
+                self._port,
+                self.section,
+            )
+        reset = max(1, math.ceil(left))
+        ctx.rate = (max(0, self.limit - count), reset)
+        if count <= self.limit:
+            return None
+        return error_reply(
+            HTTPError(
+                429,
+                detailed=f"more than {self.limit} requests in {self.window_s} s; "
+                f"retry after {reset} s",
+                headers=(("retry-after", str(reset)),),
+            )
+        )
+
+    def _unreachable(self, exc: StoreError) -> Reply | None:
+        why = (
+            f"no answer within the request's {REQUEST_DEADLINE_S:g} s deadline"
+            if isinstance(exc, TimeoutError)
+            else str(exc)
+        )
+        if not self.fail_open:
+            log.server_log.error(
+                "[%s] rate limit [%s]: state store unavailable: %s; answered 503",
+                self._port,
+                self.section,
+                why,
+            )
+            return error_reply(store_unavailable())
+        if not self._warned:
+            self._warned = True
+            log.server_log.warning(
+                "[%s] rate limit [%s]: state store unavailable: %s; serving without "
+                "counting (FailOpen=1) until it answers again",
+                self._port,
+                self.section,
+                why,
+            )
+        return None
+
+    def outgoing(self, req: Request, ctx: RequestContext, reply: Reply) -> Reply:
+        """``RateLimit-Policy`` and ``RateLimit`` on every answer of the location (the policy
+        alone on one the limit did not count; neither on a native route's)."""
+        try:
+            remaining, reset = ctx.rate
+        except AttributeError:  # not counted: refused before, the store out of reach, native
+            if ctx.path[self._prefix_len :].startswith(NATIVE_PREFIX):
+                return reply
+            reply.headers.append(self._policy)
+            return reply
+        reply.headers.append(self._policy)
+        reply.headers.append(("ratelimit", f"{self._state}{remaining};t={reset}"))
+        return reply
