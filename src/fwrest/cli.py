@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from fwrest import __version__
+from fwrest.admin import commands as admin
 from fwrest.errors import ConfigError
 
 __all__ = ["main"]
@@ -85,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     revoke.add_argument("config", metavar="CONFIG")
     revoke.add_argument("--user", required=True, metavar="NAME", help="the user name (exact)")
+    admin.add_parsers(sub)
     return parser
 
 
@@ -214,7 +216,8 @@ def _reload(pid_file: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.command is None:
         _parser().print_help()
         return EXIT_CONFIG
@@ -247,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return EXIT_CONFIG
         if args.command == "reload":
             return _reload(args.pid_file)
+        if args.command in admin.COMMANDS:
+            return admin.run(parser, args)
     except ConfigError as exc:
         print(f"fwrest: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

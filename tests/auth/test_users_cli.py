@@ -1,0 +1,340 @@
+"""``fwrest users``, ``fwrest clients`` and ``fwrest lockouts`` (SPEC 13.6): the edits of an
+``onAuthparams`` file (other keys kept, atomic, mode 0600, bad input leaves it byte for byte),
+a crash before the rename, an interactive run through a pseudo-terminal, and a running
+``fwrest serve`` that uses each change at its next token request; lock-outs listed and lifted
+in the sqlite store of a running service.
+
+Commands run forked (``run_forked``); the pseudo-terminal, the crash and the service are real
+processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import httpx
+import pytest
+import trustme
+from argon2 import PasswordHasher
+
+from fwrest.auth.oauth2.passwords import verify_password
+from tests.auth.oauth2_support import TOKEN, client_context, oauth_section
+from tests.conftest import FWREST, ServerProcess, free_config, issue_certs, run_forked
+
+HANA_HASH = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash("Hana-Pw-3")
+BERT_HASH = bcrypt.hashpw(b"Bert-Pw-4", bcrypt.gensalt(rounds=4)).decode()
+SECRETS = ("Ada-Pw-1", "Web-Secret-9q", "$argon2", "$2b$")
+
+
+def params() -> dict[str, Any]:
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "Username": "ada",  # keys in any case, as the token route reads them
+        "password": "Ada-Pw-1",
+        "users": [
+            {"username": "hana", "password": HANA_HASH, "scopes": ["orders:read"]},
+            {"username": "bert", "password": BERT_HASH},
+        ],
+        "access_expires": "15m",
+        "note": {"kept": ["as", "it", "was"]},
+    }
+
+
+@pytest.fixture(scope="module")
+def certs(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return issue_certs(ca, tmp_path_factory.mktemp("users-certs"))
+
+
+def write_config(folder: Path, certs: dict[str, Path], **http: Any) -> Path:
+    (folder / "params.json").write_text(json.dumps(params(), indent=4))
+    (folder / "params.json").chmod(0o600)
+    servers = {"TOK": oauth_section(certs, onAuthparams="file:params.json", maxFailures=3)}
+    return free_config(folder, servers=servers, extra={"HTTPSERVER": http})
+
+
+@pytest.fixture
+def config(tmp_path: Path, certs: dict[str, Path]) -> Path:
+    return write_config(tmp_path, certs)
+
+
+def fwrest(config: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    command, *rest = args
+    return run_forked(command, str(config), *rest, cwd=config.parent, stdin=stdin)
+
+
+def content(config: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((config.parent / "params.json").read_text())
+    return data
+
+
+def assert_no_secret(text: str, *more: str) -> None:
+    for secret in (*SECRETS, *more):
+        assert secret not in text
+
+
+def test_users_are_added_changed_and_removed_with_the_rest_of_the_file_kept(
+    config: Path,
+) -> None:
+    path = config.parent / "params.json"
+    added = fwrest(config, "users", "add", "carol", "--password-stdin", stdin="Carol-Pw-2\n")
+    assert added.returncode == 0, added.stderr
+    assert "added user 'carol'" in added.stderr and added.stdout == ""
+    data = content(config)
+    assert list(data) == list(params())  # the keys and their order kept
+    assert {k: v for k, v in data.items() if k != "users"} == {
+        k: v for k, v in params().items() if k != "users"
+    }
+    assert data["users"][:2] == params()["users"]
+    carol = data["users"][2]
+    assert carol["username"] == "carol" and carol["password"].startswith("$argon2id$")
+    assert verify_password("Carol-Pw-2", carol["password"])  # what the token route checks
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in path.parent.glob(".params.json.*")] == []
+
+    listed = fwrest(config, "users", "list")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines()]
+    assert rows == [
+        ["USER", "PASSWORD", "SCOPES"],
+        ["ada", "plain", "text", "default"],
+        ["hana", "argon2id", "orders:read"],
+        ["bert", "bcrypt", "default"],
+        ["carol", "argon2id", "default"],
+    ]
+    assert_no_secret(listed.stdout + listed.stderr, "Carol-Pw-2")
+
+    # the single keys' user: its password (key written "password") becomes a hash
+    changed = fwrest(config, "users", "passwd", "ada", "--password-stdin", stdin="Ada-New-3\r\n")
+    assert changed.returncode == 0, changed.stderr
+    assert verify_password("Ada-New-3", content(config)["password"])
+
+    removed = fwrest(config, "users", "remove", "ada")
+    assert removed.returncode == 0, removed.stderr
+    data = content(config)
+    assert "Username" not in data and "password" not in data
+    assert data["client_id"] == "web" and data["note"] == params()["note"]
+    assert fwrest(config, "users", "remove", "carol").returncode == 0
+    assert [u["username"] for u in content(config)["users"]] == ["hana", "bert"]
+
+
+def test_a_client_secret_is_printed_once_and_never_listed(config: Path) -> None:
+    added = fwrest(config, "clients", "add", "mobile")
+    assert added.returncode == 0, added.stderr
+    secret = added.stdout.strip()
+    assert len(secret) >= 40 and "\n" not in secret  # alone on stdout, for scripts
+    assert content(config)["client"] == [{"client_id": "mobile", "client_secret": secret}]
+    rotated = fwrest(config, "clients", "rotate-secret", "mobile")
+    assert rotated.returncode == 0, rotated.stderr
+    new = rotated.stdout.strip()
+    assert new != secret and content(config)["client"][0]["client_secret"] == new
+    listed = fwrest(config, "clients", "list")
+    assert listed.stdout.split() == ["CLIENT", "SECRET", "SCOPES", "web", "set", "default",
+                                     "mobile", "set", "default"]  # fmt: skip
+    assert_no_secret(listed.stdout, secret, new)
+    assert fwrest(config, "clients", "remove", "mobile").returncode == 0
+    assert content(config)["client"] == []
+
+
+BAD = [
+    (("users", "add", ""), None, "must not be empty"),
+    (("users", "add", "car\x07ol"), None, "control characters"),
+    (("users", "add", "hana"), None, "is already in the file"),
+    (("users", "passwd", "nobody"), None, "is not in the file"),
+    (("users", "remove", "nobody"), None, "is not in the file"),
+    (("users", "add", "dora", "--password-stdin"), "\n", "password must not be empty"),
+    (("users", "add", "dora", "--password-stdin"), "", "password must not be empty"),
+    (("clients", "add", "web"), None, "is already in the file"),
+    (("clients", "rotate-secret", "nobody"), None, "is not in the file"),
+    (("users", "add", "\x1b[2J"), None, "control characters"),
+]
+
+
+def test_bad_input_exits_2_and_leaves_the_file_byte_for_byte(config: Path) -> None:
+    path = config.parent / "params.json"
+    before, mtime = path.read_bytes(), path.stat().st_mtime_ns
+    for args, stdin, message in BAD:
+        result = fwrest(config, *args, stdin=stdin)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr, (args, result.stderr)
+        assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime, args
+    broken = b'{"users": [{"username": "hana", "password": "x"},'
+    path.write_bytes(broken)
+    mtime = path.stat().st_mtime_ns
+    for args in (("users", "add", "dora", "--password-stdin"), ("users", "list")):
+        result = fwrest(config, *args, stdin="Dora-Pw-4\n")
+        assert result.returncode == 2 and "is not valid JSON" in result.stderr, result.stderr
+        assert path.read_bytes() == broken and path.stat().st_mtime_ns == mtime
+    assert list(path.parent.glob(".params.json.*")) == []
+
+
+def test_several_files_need_server(tmp_path: Path, certs: dict[str, Path]) -> None:
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(json.dumps(params()))
+    servers = {
+        "ONE": oauth_section(certs, onAuthparams="file:a.json"),
+        "TWO": oauth_section(certs, onAuthparams="file:b.json"),
+    }
+    config = free_config(tmp_path, servers=servers)
+    result = fwrest(config, "clients", "add", "mobile")
+    assert result.returncode == 2 and "ONE, TWO" in result.stderr and "--server" in result.stderr
+    chosen = fwrest(config, "clients", "add", "mobile", "--server", "two")
+    assert chosen.returncode == 0, chosen.stderr
+    assert "client" not in json.loads((tmp_path / "a.json").read_text())
+    assert json.loads((tmp_path / "b.json").read_text())["client"][0]["client_id"] == "mobile"
+
+
+CRASH = """
+import os, signal, sys
+import fwrest.cli
+
+def crash(src, dst):  # the moment between the write of the new file and its rename
+    assert os.path.getsize(src) > 0
+    os.kill(os.getpid(), signal.SIGKILL)
+
+os.replace = crash
+sys.exit(fwrest.cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_crash_before_the_rename_leaves_the_file_whole(config: Path) -> None:
+    path = config.parent / "params.json"
+    before = path.read_bytes()
+    (config.parent / "crash.py").write_text(CRASH)
+    result = subprocess.run(
+        [sys.executable, "crash.py", "users", str(config), "add", "dora", "--password-stdin"],
+        input="Dora-Pw-4\n",
+        capture_output=True,
+        text=True,
+        cwd=config.parent,
+        timeout=60,
+    )
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    assert path.read_bytes() == before
+    # the new file written in full beside it, never readable by others
+    (left,) = path.parent.glob(".params.json.*.tmp")
+    assert stat.S_IMODE(left.stat().st_mode) == 0o600
+    users = json.loads(left.read_text())["users"]
+    assert [u["username"] for u in users] == ["hana", "bert", "dora"]
+
+
+def _read_until(fd: int, marker: bytes, seen: bytearray, timeout: float = 30) -> None:
+    end = time.monotonic() + timeout
+    while marker not in seen:
+        ready, _, _ = select.select([fd], [], [], max(end - time.monotonic(), 0))
+        if not ready:
+            raise AssertionError(f"{marker!r} never came: {bytes(seen)!r}")
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:  # EIO: the child closed the terminal
+            chunk = b""
+        if not chunk:
+            raise AssertionError(f"{marker!r} never came: {bytes(seen)!r}")
+        seen += chunk
+
+
+def test_an_interactive_run_asks_for_the_password_without_echo(config: Path) -> None:
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: fwrest on the pseudo-terminal, its controlling terminal
+        os.chdir(config.parent)
+        os.execv(sys.executable, [*FWREST, "users", str(config), "add", "dora"])
+    seen = bytearray()
+    try:
+        _read_until(fd, b"Password: ", seen)
+        os.write(fd, b"Typed-Pw-55\n")
+        _read_until(fd, b"Repeat it: ", seen)
+        os.write(fd, b"Typed-Pw-55\n")
+        _read_until(fd, b"added user 'dora'", seen)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, bytes(seen)
+    assert b"Typed-Pw-55" not in seen  # the terminal never showed it
+    dora = content(config)["users"][-1]
+    assert dora["username"] == "dora" and verify_password("Typed-Pw-55", dora["password"])
+
+
+def test_memory_store_lockouts_say_why_not(config: Path) -> None:
+    result = fwrest(config, "lockouts", "list")
+    assert result.returncode == 2 and "state store is memory" in result.stderr
+
+
+# -- a running service ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(
+    certs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ServerProcess, Path]]:
+    config = write_config(tmp_path_factory.mktemp("users-served"), certs, StateStore="sqlite")
+    proc = ServerProcess(config).wait_ready()
+    try:
+        yield proc, config
+    finally:
+        proc.stop()
+
+
+def grant(proc: ServerProcess, certs: dict[str, Path], user: str, password: str,
+          source: str = "127.0.0.1") -> httpx.Response:  # fmt: skip
+    transport = httpx.HTTPTransport(verify=client_context(certs), local_address=source)
+    with httpx.Client(transport=transport, timeout=15) as http:
+        form = {"grant_type": "password", "username": user, "password": password}
+        return http.post(proc.url("TOK") + TOKEN, data=form, auth=("web", "Web-Secret-9q"))
+
+
+def test_a_running_service_grants_an_added_user_at_once_and_refuses_a_removed_one(
+    served: tuple[ServerProcess, Path], certs: dict[str, Path]
+) -> None:
+    proc, config = served
+    assert grant(proc, certs, "erin", "Erin-Pw-6").status_code == 400
+    added = fwrest(config, "users", "add", "erin", "--password-stdin", stdin="Erin-Pw-6\n")
+    assert added.returncode == 0, added.stderr
+    first = grant(proc, certs, "erin", "Erin-Pw-6")  # no restart, no wait
+    assert first.status_code == 200, first.text
+    assert fwrest(config, "users", "remove", "erin").returncode == 0
+    gone = grant(proc, certs, "erin", "Erin-Pw-6")
+    assert gone.status_code == 400 and gone.json()["error"] == "invalid_grant", gone.text
+
+
+def test_a_lock_out_is_listed_and_lifted(
+    served: tuple[ServerProcess, Path], certs: dict[str, Path]
+) -> None:
+    proc, config = served
+    # wrong passwords from another loopback address lock the user and that address
+    codes = [grant(proc, certs, "ada", "wrong", source="127.0.0.2").status_code for _ in range(4)]
+    assert codes == [400, 400, 400, 429], codes
+    assert grant(proc, certs, "ada", "Ada-Pw-1").status_code == 429  # the user is locked
+    listed = fwrest(config, "lockouts", "list")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split()[:4] for line in listed.stdout.splitlines()]
+    assert rows[0] == ["PORT", "KIND", "SUBJECT", "FAILURES"]
+    assert sorted(rows[1:]) == [["tok", "ip", "127.0.0.2", "3"], ["tok", "user", "ada", "3"]]
+
+    cleared = fwrest(config, "lockouts", "clear", "ADA")  # counted case-folded
+    assert cleared.returncode == 0, cleared.stderr
+    assert cleared.stdout.strip() == "fwrest lockouts: lifted [tok] user ada"
+    after = fwrest(config, "lockouts", "list").stdout
+    assert "127.0.0.2" in after and " ada " not in after
+    # every worker sees the list without it within its refresh (0.5 s)
+    end = time.monotonic() + 10
+    while (answer := grant(proc, certs, "ada", "Ada-Pw-1")).status_code == 429:
+        assert time.monotonic() < end, "the lock-out was never lifted"
+        time.sleep(0.2)
+    assert answer.status_code == 200, answer.text
+    # the address is still locked
+    assert grant(proc, certs, "ada", "Ada-Pw-1", source="127.0.0.2").status_code == 429
+    assert fwrest(config, "lockouts", "clear").stdout.strip() == (
+        "fwrest lockouts: lifted [tok] ip 127.0.0.2"
+    )
