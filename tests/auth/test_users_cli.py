@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
+import shlex
 import signal
 import stat
 import subprocess
@@ -30,8 +32,11 @@ import trustme
 from argon2 import PasswordHasher
 
 from fwrest.auth.oauth2.passwords import verify_password
+from fwrest.config.loader import load_config
+from fwrest.store import open_store
 from tests.auth.oauth2_support import TOKEN, client_context, oauth_section
 from tests.conftest import FWREST, ServerProcess, free_config, issue_certs, run_forked
+from tests.docs.blocks import Block, example
 
 HANA_HASH = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash("Hana-Pw-3")
 BERT_HASH = bcrypt.hashpw(b"Bert-Pw-4", bcrypt.gensalt(rounds=4)).decode()
@@ -338,3 +343,54 @@ def test_a_lock_out_is_listed_and_lifted(
     assert fwrest(config, "lockouts", "clear").stdout.strip() == (
         "fwrest lockouts: lifted [tok] ip 127.0.0.2"
     )
+
+
+# -- docs/administration.md ----------------------------------------------------------------------
+
+DOC_PATH = "/srv/shop/params.json"
+
+
+def transcript(block: Block, config: Path) -> None:
+    """Run each ``$ fwrest ...`` line of the block in the config's folder (``< FILE`` gives
+    its first line as input) and compare what it prints with the lines below it (``...``
+    stands for any text; the guide's path for the real file)."""
+    text = block.text.replace(DOC_PATH, str(config.parent / "params.json"))
+    commands: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        else:
+            commands[-1][1].append(line)
+    for command, expected in commands:
+        words = shlex.split(command)
+        stdin = None
+        if "<" in words:
+            stdin = "Doc-Pw-" + words[-1] + "\n"
+            words = words[: words.index("<")]
+        assert words[:2] == ["fwrest", words[1]] and words[2] == "service.ini", command
+        result = run_forked(*words[1:], cwd=config.parent, stdin=stdin)
+        assert result.returncode == 0, (command, result.stderr)
+        got = (result.stderr + result.stdout).splitlines()
+        assert len(got) == len(expected), (command, got)
+        for want, line in zip(expected, got, strict=True):
+            pattern = ".*".join(re.escape(part) for part in want.split("..."))
+            assert re.fullmatch(pattern, line), (command, want, line)
+
+
+def test_the_administration_pages_transcripts(tmp_path: Path, certs: dict[str, Path]) -> None:
+    ada = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash("Ada-Pw-1")
+    users = [{"username": "ada", "password": ada, "scopes": ["orders:read"]}]
+    shop = {"client_id": "web", "client_secret": "Web-Secret-9q", "users": users}
+    (tmp_path / "params.json").write_text(json.dumps(shop))
+    servers = {"SHOP": oauth_section(certs, onAuthparams="file:params.json")}
+    config = free_config(tmp_path, servers=servers, extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+                         fmt="ini")  # fmt: skip
+    transcript(example("administration-users"), config)
+    transcript(example("administration-clients"), config)
+    store = open_store("sqlite", load_config(config).data_path)
+    for key in ("shop|user:grace", "shop|ip:203.0.113.9"):
+        for _ in range(5):
+            store.hit_failure(key, 300)
+        store.add_lock(key, time.time() + 300)
+    store.close()
+    transcript(example("administration-lockouts"), config)
