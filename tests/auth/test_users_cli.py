@@ -34,9 +34,11 @@ from argon2 import PasswordHasher
 from fwrest.auth.oauth2.passwords import verify_password
 from fwrest.config.loader import load_config
 from fwrest.store import open_store
+from fwrest.store.redis import RedisStore
 from tests.auth.oauth2_support import TOKEN, client_context, oauth_section
 from tests.conftest import FWREST, ServerProcess, free_config, issue_certs, run_forked
 from tests.docs.blocks import Block, example
+from tests.redis_support import RedisServer
 
 HANA_HASH = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash("Hana-Pw-3")
 BERT_HASH = bcrypt.hashpw(b"Bert-Pw-4", bcrypt.gensalt(rounds=4)).decode()
@@ -276,6 +278,26 @@ def test_memory_store_lockouts_say_why_not(config: Path) -> None:
     assert result.returncode == 2 and "state store is memory" in result.stderr
 
 
+def test_lockouts_in_a_redis_store(tmp_path: Path, certs: dict[str, Path]) -> None:
+    server = RedisServer(tmp_path).start()
+    try:
+        config = write_config(tmp_path, certs, StateStore=server.url)
+        store = RedisStore(server.url)
+        for key in ("tok|user:ada", "tok|user:bob"):
+            store.hit_failure(key, 300)
+            store.add_lock(key, time.time() + 300)
+        listed = fwrest(config, "lockouts", "list")
+        assert listed.returncode == 0, listed.stderr
+        assert [line.split()[2] for line in listed.stdout.splitlines()[1:]] == ["ada", "bob"]
+        cleared = fwrest(config, "lockouts", "clear", "bob")
+        assert cleared.stdout.strip() == "fwrest lockouts: lifted [tok] user bob"
+        assert list(store.locks()) == ["tok|user:ada"]
+        assert store.failures("tok|user:bob", 300)[0] == 0
+        store.close()
+    finally:
+        server.stop()
+
+
 # -- a running service ---------------------------------------------------------------------------
 
 
@@ -311,6 +333,11 @@ def test_a_running_service_grants_an_added_user_at_once_and_refuses_a_removed_on
     assert fwrest(config, "users", "remove", "erin").returncode == 0
     gone = grant(proc, certs, "erin", "Erin-Pw-6")
     assert gone.status_code == 400 and gone.json()["error"] == "invalid_grant", gone.text
+    # nor may the removed user's refresh token renew the session
+    form = {"grant_type": "refresh_token", "refresh_token": first.json()["refresh_token"]}
+    with httpx.Client(verify=client_context(certs), timeout=15) as http:
+        renewed = http.post(proc.url("TOK") + TOKEN, data=form, auth=("web", "Web-Secret-9q"))
+    assert renewed.status_code == 400 and renewed.json()["error"] == "invalid_grant", renewed.text
 
 
 def test_a_lock_out_is_listed_and_lifted(
