@@ -252,7 +252,14 @@ def _read_until(fd: int, marker: bytes, seen: bytearray, timeout: float = 30) ->
         seen += chunk
 
 
-def test_an_interactive_run_asks_for_the_password_without_echo(config: Path) -> None:
+@pytest.mark.parametrize(
+    ("repeat", "code", "last"),
+    [("Typed-Pw-55", 0, b"added user 'dora'"), ("Typed-Pw-56", 2, b"passwords differ")],
+)
+def test_an_interactive_run_asks_for_the_password_without_echo(
+    config: Path, repeat: str, code: int, last: bytes
+) -> None:
+    before = (config.parent / "params.json").read_bytes()
     pid, fd = pty.fork()
     if pid == 0:  # the child: fwrest on the pseudo-terminal, its controlling terminal
         os.chdir(config.parent)
@@ -262,15 +269,35 @@ def test_an_interactive_run_asks_for_the_password_without_echo(config: Path) -> 
         _read_until(fd, b"Password: ", seen)
         os.write(fd, b"Typed-Pw-55\n")
         _read_until(fd, b"Repeat it: ", seen)
-        os.write(fd, b"Typed-Pw-55\n")
-        _read_until(fd, b"added user 'dora'", seen)
+        os.write(fd, repeat.encode() + b"\n")
+        _read_until(fd, last, seen)
     finally:
         _, status = os.waitpid(pid, 0)
         os.close(fd)
-    assert os.waitstatus_to_exitcode(status) == 0, bytes(seen)
-    assert b"Typed-Pw-55" not in seen  # the terminal never showed it
+    assert os.waitstatus_to_exitcode(status) == code, bytes(seen)
+    assert b"Typed-Pw-5" not in seen  # the terminal never showed either
+    if code:
+        assert (config.parent / "params.json").read_bytes() == before
+        return
     dora = content(config)["users"][-1]
     assert dora["username"] == "dora" and verify_password("Typed-Pw-55", dora["password"])
+
+
+def test_without_a_terminal_the_password_must_come_from_stdin(config: Path) -> None:
+    path = config.parent / "params.json"
+    before = path.read_bytes()
+    result = subprocess.run(
+        [*FWREST, "users", str(config), "add", "dora"],
+        input="Dora-Pw-4\n",  # never read: only --password-stdin reads stdin
+        capture_output=True,
+        text=True,
+        cwd=config.parent,
+        start_new_session=True,  # no controlling terminal
+        timeout=60,
+    )
+    assert result.returncode == 2 and "--password-stdin" in result.stderr, result.stderr
+    assert "Dora-Pw-4" not in result.stderr + result.stdout
+    assert path.read_bytes() == before
 
 
 def test_memory_store_lockouts_say_why_not(config: Path) -> None:

@@ -175,9 +175,18 @@ def _password(stdin: bool) -> str:
     else:
         import getpass
 
-        password = getpass.getpass("Password: ")
-        if password and getpass.getpass("Repeat it: ") != password:
-            raise AdminError("the two passwords differ; nothing changed")
+        try:  # getpass falls back to stdin, echoing, without a terminal: refuse instead
+            os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+        except OSError:
+            raise AdminError(
+                "no terminal to ask for the password on; give it with --password-stdin"
+            ) from None
+        try:
+            password = getpass.getpass("Password: ")
+            if password and getpass.getpass("Repeat it: ") != password:
+                raise AdminError("the two passwords differ; nothing changed")
+        except EOFError:
+            raise AdminError("no password given; nothing changed") from None
     if not password:
         raise AdminError("the password must not be empty")
     return password
@@ -290,6 +299,9 @@ def run(kind: Kind, config: str, action: str, name: str | None, server: str | No
     except AdminError as exc:
         print(f"fwrest: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\nfwrest: interrupted; nothing changed", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"fwrest: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 1

@@ -461,10 +461,9 @@ class Throttle:
         listed, so it is not taken for lifted."""
         now = time.time()
         board = self.board
-        for key, until in self._listed.items():
-            if key not in fresh and until > now + 0.5:
-                self.locked.pop(key, None)
-                if board is not None:
+        if board is not None:
+            for key, until in self._listed.items():
+                if key not in fresh and until > now:
                     board.withdraw(self.region, key)
         self._listed = fresh
 
