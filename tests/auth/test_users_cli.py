@@ -36,7 +36,7 @@ from fwrest.config.loader import load_config
 from fwrest.store import open_store
 from fwrest.store.redis import RedisStore
 from tests.auth.oauth2_support import TOKEN, client_context, oauth_section
-from tests.conftest import FWREST, ServerProcess, free_config, issue_certs, run_forked
+from tests.conftest import APP_SOURCE, FWREST, ServerProcess, free_config, issue_certs, run_forked
 from tests.docs.blocks import Block, example
 from tests.redis_support import RedisServer
 
@@ -65,11 +65,25 @@ def certs(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     return issue_certs(ca, tmp_path_factory.mktemp("users-certs"))
 
 
-def write_config(folder: Path, certs: dict[str, Path], **http: Any) -> Path:
+BASIC_APP = """
+
+def basic_check(user, password):
+    return user == "bob" and password == "Bob-Pw-2"
+"""
+
+
+def write_config(folder: Path, certs: dict[str, Path], basic: bool = False, **http: Any) -> Path:
+    """An oAuth2 port ``TOK`` reading ``params.json``; with ``basic``, a Basic port ``BAS``
+    too (``bob`` may pass), each locking out after 3 failures."""
     (folder / "params.json").write_text(json.dumps(params(), indent=4))
     (folder / "params.json").chmod(0o600)
     servers = {"TOK": oauth_section(certs, onAuthparams="file:params.json", maxFailures=3)}
-    return free_config(folder, servers=servers, extra={"HTTPSERVER": http})
+    if basic:
+        auth = {"scheme": "basic", "OnAuth": "app.basic_check", "maxFailures": 3}
+        servers["BAS"] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT",
+                          "FwData": {"Authorization": auth}}  # fmt: skip
+    app = APP_SOURCE + BASIC_APP
+    return free_config(folder, servers=servers, extra={"HTTPSERVER": http}, app=app)
 
 
 @pytest.fixture
@@ -332,8 +346,9 @@ def test_lockouts_in_a_redis_store(tmp_path: Path, certs: dict[str, Path]) -> No
 def served(
     certs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ServerProcess, Path]]:
-    config = write_config(tmp_path_factory.mktemp("users-served"), certs, StateStore="sqlite")
-    proc = ServerProcess(config).wait_ready()
+    folder = tmp_path_factory.mktemp("users-served")
+    config = write_config(folder, certs, basic=True, StateStore="sqlite")
+    proc = ServerProcess(config, workers=2).wait_ready()  # a lift reaches every worker
     try:
         yield proc, config
     finally:
@@ -448,3 +463,24 @@ def test_the_administration_pages_transcripts(tmp_path: Path, certs: dict[str, P
         store.add_lock(key, time.time() + 300)
     store.close()
     transcript(example("administration-lockouts"), config)
+
+
+def test_a_basic_lock_out_is_lifted_on_every_worker(served: tuple[ServerProcess, Path]) -> None:
+    proc, config = served
+    url = proc.url("BAS") + "/hello"
+
+    def status(password: str, source: str = "127.0.0.1") -> int:
+        transport = httpx.HTTPTransport(local_address=source)  # a new connection each time
+        with httpx.Client(transport=transport, timeout=15) as http:
+            return http.get(url, auth=("bob", password)).status_code
+
+    assert [status("wrong", "127.0.0.3") for _ in range(4)][-1] == 429
+    assert status("Bob-Pw-2") == 429
+    cleared = fwrest(config, "lockouts", "clear", "bob")
+    assert cleared.stdout.strip() == "fwrest lockouts: lifted [bas] user bob", cleared.stdout
+    end = time.monotonic() + 10
+    while status("Bob-Pw-2") == 429:
+        assert time.monotonic() < end, "the lock-out was never lifted"
+        time.sleep(0.2)
+    time.sleep(1)  # every worker's refresh has passed: none refuses any more
+    assert [status("Bob-Pw-2") for _ in range(8)] == [200] * 8
