@@ -436,15 +436,24 @@ _FORKS = multiprocessing.get_context("forkserver")
 _FORKS.set_forkserver_preload(["fwrest.cli", "tests.forked"])
 
 
-def run_forked(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_forked(
+    *args: str, cwd: Path, timeout: float = 60, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """``fwrest ARGS`` as :func:`run_cli` gives it, in a process forked from one that imported
     fwrest once (tests/forked.py): for tests that run hundreds of commands. A command still
-    running after ``timeout`` is killed: exit code -1 with what it wrote."""
+    running after ``timeout`` is killed: exit code -1 with what it wrote. ``stdin``: its input
+    (else none)."""
     from tests import forked
 
     with tempfile.TemporaryDirectory(prefix="fwrest-forked-") as tmp:
         out, err, written = (os.path.join(tmp, name) for name in ("out", "err", "code"))
-        child = _FORKS.Process(target=forked.run, args=(list(args), str(cwd), out, err, written))
+        source = None
+        if stdin is not None:
+            source = os.path.join(tmp, "in")
+            Path(source).write_text(stdin)
+        child = _FORKS.Process(
+            target=forked.run, args=(list(args), str(cwd), out, err, written, source)
+        )
         child.start()
         child.join(timeout)
         if child.is_alive():

@@ -14,11 +14,19 @@ import os
 import sys
 
 
-def run(args: list[str], cwd: str, out: str, err: str, code_path: str) -> None:
+def run(
+    args: list[str], cwd: str, out: str, err: str, code_path: str, stdin: str | None = None
+) -> None:
     """The child's whole life: ``fwrest ARGS`` in ``cwd``, its output into ``out``/``err``,
     its exit code into ``code_path`` too (the forkserver's own report of a child's status is
-    255 when several children end at once: read it from here)."""
+    255 when several children end at once: read it from here); its input from the file
+    ``stdin`` (else none)."""
     os.chdir(cwd)
+    if stdin is not None:
+        source = os.open(stdin, os.O_RDONLY)
+        os.dup2(source, 0)
+        os.close(source)
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's
     for fd, name in ((1, out), (2, err)):
         target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)

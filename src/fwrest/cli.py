@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from fwrest import __version__
+from fwrest.admin import commands as admin
 from fwrest.errors import ConfigError
 
 __all__ = ["main"]
@@ -94,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     keys.add_argument("action", choices=["rotate", "list"], metavar="{rotate,list}")
     keys.add_argument("config", metavar="CONFIG")
+    admin.add_parsers(sub)
     return parser
 
 
@@ -262,7 +264,8 @@ def _keys(action: str, path: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.command is None:
         _parser().print_help()
         return EXIT_CONFIG
@@ -297,6 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return EXIT_CONFIG
         if args.command == "reload":
             return _reload(args.pid_file)
+        if args.command in admin.COMMANDS:
+            return admin.run(parser, args)
     except ConfigError as exc:
         print(f"fwrest: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -89,6 +89,7 @@ COVERED = {
     "clear_failures",
     "add_lock",
     "locks",
+    "lift_lock",
     "signing_key",
     "get_settings",
     "set_settings",
@@ -440,6 +441,23 @@ def test_locks_are_the_lock_outs_in_force_with_their_latest_end(store: StateStor
     assert store.locks() == {user: now + 90.25}
 
 
+def test_lift_lock_ends_one_lock_out_and_its_failures(store: StateStore) -> None:
+    now = time.time()
+    for _ in range(3):
+        store.hit_failure("tok|user:ada", 60)
+        store.hit_failure("tok|ip:192.0.2.7", 60)
+    store.add_lock("tok|user:ada", now + 60)
+    store.add_lock("tok|ip:192.0.2.7", now + 60)
+    store.lift_lock("tok|user:ada")
+    assert store.locks() == {"tok|ip:192.0.2.7": now + 60}  # the other key stays locked
+    assert_none_counted(store, "tok|user:ada", 60)
+    assert store.failures("tok|ip:192.0.2.7", 60)[0] == 3
+    assert store.hit_failure("tok|user:ada", 60)[0] == 1  # a new window
+    store.lift_lock("tok|user:nobody")  # an unknown key: no error
+    store.lift_lock("tok|user:ada")  # not locked: its failures go
+    assert_none_counted(store, "tok|user:ada", 60)
+
+
 # -- failure counts -------------------------------------------------------------------------
 
 
@@ -727,6 +745,7 @@ def every_call(store: StateStore) -> dict[str, Callable[[], Any]]:
         "clear_failures": lambda: store.clear_failures("basic|user:ada"),
         "add_lock": lambda: store.add_lock("basic|user:ada", time.time() + 60),
         "locks": store.locks,
+        "lift_lock": lambda: store.lift_lock("basic|user:ada"),
         "signing_key": lambda: store.signing_key(b"key" * 11),
         "get_settings": store.get_settings,
         "set_settings": lambda: store.set_settings({"rest_log_level": 4}),

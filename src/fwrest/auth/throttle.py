@@ -242,6 +242,24 @@ class LockBoard:
         if until_ms > mem[region]:
             mem[region] = until_ms
 
+    def withdraw(self, region: int, key: str) -> None:
+        """End the lock of ``key`` in this worker's ``region`` (its only writer) and forget
+        its count there: a lock-out lifted in the store (``fwrest lockouts clear``)."""
+        tag = _tag(key)
+        mem, slots = self._mem, self.slots
+        base = self.regions + region * self._stride
+        for i in range(self.PROBE):
+            j = base + 2 * ((tag % slots + i) % slots)
+            if mem[j] == tag:
+                mem[j + 1] = 0
+        fv, fslots = self._fv, self.failure_slots
+        fbase = region * 3 * fslots
+        for i in range(min(self.PROBE, fslots)):
+            j = fbase + 3 * ((tag % fslots + i) % fslots)
+            if fv[j] == tag:
+                fv[j + 2] = 0
+                fv[j] = 0
+
     def hit_failure(self, region: int, key: str, window_s: float) -> tuple[int, float]:
         """Count a failure of ``key`` in this worker's ``region`` (its only writer), as
         ``StateStore.hit_failure`` does: ``(failures of key within their windows, over every
@@ -389,6 +407,7 @@ class Throttle:
         self._user_key, self._ip_key = port_keys(port_name)
         self._own = self._user_key.rpartition("|")[0] + "|"  # the prefix of this port's locks
         self.locked: dict[str, float] = {}
+        self._listed: dict[str, float] = {}  # the store's list at the last refresh
         if store.in_process:
             # a memory store is this process's: under a supervisor, the board is what the
             # workers share
@@ -425,13 +444,28 @@ class Throttle:
                 # this port's locks only: another port's lock-out leaves this port's check on
                 # its fast path
                 own = self._own
-                self.locked = {k: u for k, u in fresh.items() if k.startswith(own)}
+                locked = {k: u for k, u in fresh.items() if k.startswith(own)}
+                self._lifted(locked)
+                self.locked = locked
             except (StoreError, TimeoutError) as exc:
                 log.auth_log.debug(
                     "lock-out list not refreshed: %s",
                     str(exc) or f"no answer within {_DEADLINE_S:g} s",
                 )
             await asyncio.sleep(0.5)
+
+    def _lifted(self, fresh: dict[str, float]) -> None:
+        """Withdraw from this worker's region of the board the locks the store listed at the
+        last refresh, still in force, and no longer lists: lifted (``fwrest lockouts clear``,
+        SPEC 13.6). A lock this worker wrote and the store does not list yet was never
+        listed, so it is not taken for lifted."""
+        now = time.time()
+        board = self.board
+        if board is not None:
+            for key, until in self._listed.items():
+                if key not in fresh and until > now:
+                    board.withdraw(self.region, key)
+        self._listed = fresh
 
     # -- the check before counting (in memory only) ----------------------------------------------
     def keys(self, user: str, client_ip: str) -> tuple[str, str]:

@@ -114,6 +114,11 @@ class FailureStore(StoreBase, Protocol):
         """Lock-outs in force: key -> epoch second they end."""
         ...
 
+    def lift_lock(self, key: str) -> None:
+        """End the lock-out of ``key`` now and forget its failures (``fwrest lockouts clear``,
+        SPEC 13.6); a key not locked loses its failures only."""
+        ...
+
 
 class RateStore(StoreBase, Protocol):
     """Request counts of the rate limits (SPEC 13.7), apart from the failure counts (their

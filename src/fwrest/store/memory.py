@@ -145,6 +145,11 @@ class MemoryStore:
             if len(self._locks) > _SWEEP_MIN:  # ended lock-outs, if no reader swept them
                 self._locks = {k: u for k, u in self._locks.items() if u > now}
 
+    def lift_lock(self, key: str) -> None:
+        with self._lock:
+            self._locks.pop(key, None)
+            self._failures.pop(key, None)
+
     def locks(self) -> dict[str, float]:
         now = time.time()
         with self._lock:

@@ -216,6 +216,12 @@ class RedisStore:
     def add_lock(self, key: str, until: float) -> None:
         self._call(self._r.zadd, f"{_P}locks", {key: until}, gt=True)
 
+    def lift_lock(self, key: str) -> None:
+        pipe = self._r.pipeline(transaction=True)
+        pipe.zrem(f"{_P}locks", key)
+        pipe.delete(f"{_P}fail:{key}")
+        self._call(pipe.execute)
+
     def locks(self) -> dict[str, float]:
         key = f"{_P}locks"
         pipe = self._r.pipeline(transaction=False)

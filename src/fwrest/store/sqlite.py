@@ -253,6 +253,11 @@ class SqliteStore:
                 (key, until),
             )
 
+    def lift_lock(self, key: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM locks WHERE key = ?", (key,))
+            db.execute("DELETE FROM failures WHERE key = ?", (key,))
+
     def locks(self) -> dict[str, float]:
         try:
             rows = self._conn().execute(

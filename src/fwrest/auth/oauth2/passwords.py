@@ -28,6 +28,7 @@ __all__ = [
     "check_user",
     "costly",
     "dummy_check",
+    "hash_password",
     "is_hashed",
     "same_secret",
     "signature",
@@ -35,6 +36,12 @@ __all__ = [
 ]
 
 _argon2 = PasswordHasher()
+
+
+def hash_password(password: str) -> str:
+    """An argon2id hash of ``password`` with the library's default costs, as
+    :func:`verify_password` checks it (``fwrest users``, SPEC 13.6)."""
+    return _argon2.hash(password)
 
 
 def same_secret(given: str, expected: str) -> bool:

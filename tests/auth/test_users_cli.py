@@ -1,0 +1,486 @@
+"""``fwrest users``, ``fwrest clients`` and ``fwrest lockouts`` (SPEC 13.6): the edits of an
+``onAuthparams`` file (other keys kept, atomic, mode 0600, bad input leaves it byte for byte),
+a crash before the rename, an interactive run through a pseudo-terminal, and a running
+``fwrest serve`` that uses each change at its next token request; lock-outs listed and lifted
+in the sqlite store of a running service.
+
+Commands run forked (``run_forked``); the pseudo-terminal, the crash and the service are real
+processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import shlex
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import httpx
+import pytest
+import trustme
+from argon2 import PasswordHasher
+
+from fwrest.auth.oauth2.passwords import verify_password
+from fwrest.config.loader import load_config
+from fwrest.store import open_store
+from fwrest.store.redis import RedisStore
+from tests.auth.oauth2_support import TOKEN, client_context, oauth_section
+from tests.conftest import APP_SOURCE, FWREST, ServerProcess, free_config, issue_certs, run_forked
+from tests.docs.blocks import Block, example
+from tests.redis_support import RedisServer
+
+HANA_HASH = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash("Hana-Pw-3")
+BERT_HASH = bcrypt.hashpw(b"Bert-Pw-4", bcrypt.gensalt(rounds=4)).decode()
+SECRETS = ("Ada-Pw-1", "Web-Secret-9q", "$argon2", "$2b$")
+
+
+def params() -> dict[str, Any]:
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "Username": "ada",  # keys in any case, as the token route reads them
+        "password": "Ada-Pw-1",
+        "users": [
+            {"username": "hana", "password": HANA_HASH, "scopes": ["orders:read"]},
+            {"username": "bert", "password": BERT_HASH},
+        ],
+        "access_expires": "15m",
+        "note": {"kept": ["as", "it", "was"]},
+    }
+
+
+@pytest.fixture(scope="module")
+def certs(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return issue_certs(ca, tmp_path_factory.mktemp("users-certs"))
+
+
+BASIC_APP = """
+
+def basic_check(user, password):
+    return user == "bob" and password == "Bob-Pw-2"
+"""
+
+
+def write_config(folder: Path, certs: dict[str, Path], basic: bool = False, **http: Any) -> Path:
+    """An oAuth2 port ``TOK`` reading ``params.json``; with ``basic``, a Basic port ``BAS``
+    too (``bob`` may pass), each locking out after 3 failures."""
+    (folder / "params.json").write_text(json.dumps(params(), indent=4))
+    (folder / "params.json").chmod(0o600)
+    servers = {"TOK": oauth_section(certs, onAuthparams="file:params.json", maxFailures=3)}
+    if basic:
+        auth = {"scheme": "basic", "OnAuth": "app.basic_check", "maxFailures": 3}
+        servers["BAS"] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT",
+                          "FwData": {"Authorization": auth}}  # fmt: skip
+    app = APP_SOURCE + BASIC_APP
+    return free_config(folder, servers=servers, extra={"HTTPSERVER": http}, app=app)
+
+
+@pytest.fixture
+def config(tmp_path: Path, certs: dict[str, Path]) -> Path:
+    return write_config(tmp_path, certs)
+
+
+def fwrest(config: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    command, *rest = args
+    return run_forked(command, str(config), *rest, cwd=config.parent, stdin=stdin)
+
+
+def content(config: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((config.parent / "params.json").read_text())
+    return data
+
+
+def assert_no_secret(text: str, *more: str) -> None:
+    for secret in (*SECRETS, *more):
+        assert secret not in text
+
+
+def test_users_are_added_changed_and_removed_with_the_rest_of_the_file_kept(
+    config: Path,
+) -> None:
+    path = config.parent / "params.json"
+    added = fwrest(config, "users", "add", "carol", "--password-stdin", stdin="Carol-Pw-2\n")
+    assert added.returncode == 0, added.stderr
+    assert "added user 'carol'" in added.stderr and added.stdout == ""
+    data = content(config)
+    assert list(data) == list(params())  # the keys and their order kept
+    assert {k: v for k, v in data.items() if k != "users"} == {
+        k: v for k, v in params().items() if k != "users"
+    }
+    assert data["users"][:2] == params()["users"]
+    carol = data["users"][2]
+    assert carol["username"] == "carol" and carol["password"].startswith("$argon2id$")
+    assert verify_password("Carol-Pw-2", carol["password"])  # what the token route checks
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in path.parent.glob(".params.json.*")] == []
+
+    listed = fwrest(config, "users", "list")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines()]
+    assert rows == [
+        ["USER", "PASSWORD", "SCOPES"],
+        ["ada", "plain", "text", "default"],
+        ["hana", "argon2id", "orders:read"],
+        ["bert", "bcrypt", "default"],
+        ["carol", "argon2id", "default"],
+    ]
+    assert_no_secret(listed.stdout + listed.stderr, "Carol-Pw-2")
+
+    # the single keys' user: its password (key written "password") becomes a hash
+    changed = fwrest(config, "users", "passwd", "ada", "--password-stdin", stdin="Ada-New-3\r\n")
+    assert changed.returncode == 0, changed.stderr
+    assert verify_password("Ada-New-3", content(config)["password"])
+
+    removed = fwrest(config, "users", "remove", "ada")
+    assert removed.returncode == 0, removed.stderr
+    data = content(config)
+    assert "Username" not in data and "password" not in data
+    assert data["client_id"] == "web" and data["note"] == params()["note"]
+    assert fwrest(config, "users", "remove", "carol").returncode == 0
+    assert [u["username"] for u in content(config)["users"]] == ["hana", "bert"]
+
+
+def test_a_client_secret_is_printed_once_and_never_listed(config: Path) -> None:
+    added = fwrest(config, "clients", "add", "mobile")
+    assert added.returncode == 0, added.stderr
+    secret = added.stdout.strip()
+    assert len(secret) >= 40 and "\n" not in secret  # alone on stdout, for scripts
+    assert content(config)["client"] == [{"client_id": "mobile", "client_secret": secret}]
+    rotated = fwrest(config, "clients", "rotate-secret", "mobile")
+    assert rotated.returncode == 0, rotated.stderr
+    new = rotated.stdout.strip()
+    assert new != secret and content(config)["client"][0]["client_secret"] == new
+    listed = fwrest(config, "clients", "list")
+    assert listed.stdout.split() == ["CLIENT", "SECRET", "SCOPES", "web", "set", "default",
+                                     "mobile", "set", "default"]  # fmt: skip
+    assert_no_secret(listed.stdout, secret, new)
+    assert fwrest(config, "clients", "remove", "mobile").returncode == 0
+    assert content(config)["client"] == []
+
+
+BAD = [
+    (("users", "add", ""), None, "must not be empty"),
+    (("users", "add", "car\x07ol"), None, "control characters"),
+    (("users", "add", "hana"), None, "is already in the file"),
+    (("users", "passwd", "nobody"), None, "is not in the file"),
+    (("users", "remove", "nobody"), None, "is not in the file"),
+    (("users", "add", "dora", "--password-stdin"), "\n", "password must not be empty"),
+    (("users", "add", "dora", "--password-stdin"), "", "password must not be empty"),
+    (("clients", "add", "web"), None, "is already in the file"),
+    (("clients", "rotate-secret", "nobody"), None, "is not in the file"),
+    (("users", "add", "\x1b[2J"), None, "control characters"),
+]
+
+
+def test_bad_input_exits_2_and_leaves_the_file_byte_for_byte(config: Path) -> None:
+    path = config.parent / "params.json"
+    before, mtime = path.read_bytes(), path.stat().st_mtime_ns
+    for args, stdin, message in BAD:
+        result = fwrest(config, *args, stdin=stdin)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr, (args, result.stderr)
+        assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime, args
+    broken = b'{"users": [{"username": "hana", "password": "x"},'
+    path.write_bytes(broken)
+    mtime = path.stat().st_mtime_ns
+    for args in (("users", "add", "dora", "--password-stdin"), ("users", "list")):
+        result = fwrest(config, *args, stdin="Dora-Pw-4\n")
+        assert result.returncode == 2 and "is not valid JSON" in result.stderr, result.stderr
+        assert path.read_bytes() == broken and path.stat().st_mtime_ns == mtime
+    assert list(path.parent.glob(".params.json.*")) == []
+
+
+def test_several_files_need_server(tmp_path: Path, certs: dict[str, Path]) -> None:
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(json.dumps(params()))
+    servers = {
+        "ONE": oauth_section(certs, onAuthparams="file:a.json"),
+        "TWO": oauth_section(certs, onAuthparams="file:b.json"),
+    }
+    config = free_config(tmp_path, servers=servers)
+    result = fwrest(config, "clients", "add", "mobile")
+    assert result.returncode == 2 and "ONE, TWO" in result.stderr and "--server" in result.stderr
+    chosen = fwrest(config, "clients", "add", "mobile", "--server", "two")
+    assert chosen.returncode == 0, chosen.stderr
+    assert "client" not in json.loads((tmp_path / "a.json").read_text())
+    assert json.loads((tmp_path / "b.json").read_text())["client"][0]["client_id"] == "mobile"
+
+
+CRASH = """
+import os, signal, sys
+import fwrest.cli
+
+def crash(src, dst):  # the moment between the write of the new file and its rename
+    assert os.path.getsize(src) > 0
+    os.kill(os.getpid(), signal.SIGKILL)
+
+os.replace = crash
+sys.exit(fwrest.cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_crash_before_the_rename_leaves_the_file_whole(config: Path) -> None:
+    path = config.parent / "params.json"
+    before = path.read_bytes()
+    (config.parent / "crash.py").write_text(CRASH)
+    result = subprocess.run(
+        [sys.executable, "crash.py", "users", str(config), "add", "dora", "--password-stdin"],
+        input="Dora-Pw-4\n",
+        capture_output=True,
+        text=True,
+        cwd=config.parent,
+        timeout=60,
+    )
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    assert path.read_bytes() == before
+    # the new file written in full beside it, never readable by others
+    (left,) = path.parent.glob(".params.json.*.tmp")
+    assert stat.S_IMODE(left.stat().st_mode) == 0o600
+    users = json.loads(left.read_text())["users"]
+    assert [u["username"] for u in users] == ["hana", "bert", "dora"]
+
+
+def _read_until(fd: int, marker: bytes, seen: bytearray, timeout: float = 30) -> None:
+    end = time.monotonic() + timeout
+    while marker not in seen:
+        ready, _, _ = select.select([fd], [], [], max(end - time.monotonic(), 0))
+        if not ready:
+            raise AssertionError(f"{marker!r} never came: {bytes(seen)!r}")
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:  # EIO: the child closed the terminal
+            chunk = b""
+        if not chunk:
+            raise AssertionError(f"{marker!r} never came: {bytes(seen)!r}")
+        seen += chunk
+
+
+@pytest.mark.parametrize(
+    ("repeat", "code", "last"),
+    [("Typed-Pw-55", 0, b"added user 'dora'"), ("Typed-Pw-56", 2, b"passwords differ")],
+)
+def test_an_interactive_run_asks_for_the_password_without_echo(
+    config: Path, repeat: str, code: int, last: bytes
+) -> None:
+    before = (config.parent / "params.json").read_bytes()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: fwrest on the pseudo-terminal, its controlling terminal
+        os.chdir(config.parent)
+        os.execv(sys.executable, [*FWREST, "users", str(config), "add", "dora"])
+    seen = bytearray()
+    try:
+        _read_until(fd, b"Password: ", seen)
+        os.write(fd, b"Typed-Pw-55\n")
+        _read_until(fd, b"Repeat it: ", seen)
+        os.write(fd, repeat.encode() + b"\n")
+        _read_until(fd, last, seen)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == code, bytes(seen)
+    assert b"Typed-Pw-5" not in seen  # the terminal never showed either
+    if code:
+        assert (config.parent / "params.json").read_bytes() == before
+        return
+    dora = content(config)["users"][-1]
+    assert dora["username"] == "dora" and verify_password("Typed-Pw-55", dora["password"])
+
+
+def test_without_a_terminal_the_password_must_come_from_stdin(config: Path) -> None:
+    path = config.parent / "params.json"
+    before = path.read_bytes()
+    result = subprocess.run(
+        [*FWREST, "users", str(config), "add", "dora"],
+        input="Dora-Pw-4\n",  # never read: only --password-stdin reads stdin
+        capture_output=True,
+        text=True,
+        cwd=config.parent,
+        start_new_session=True,  # no controlling terminal
+        timeout=60,
+    )
+    assert result.returncode == 2 and "--password-stdin" in result.stderr, result.stderr
+    assert "Dora-Pw-4" not in result.stderr + result.stdout
+    assert path.read_bytes() == before
+
+
+def test_memory_store_lockouts_say_why_not(config: Path) -> None:
+    result = fwrest(config, "lockouts", "list")
+    assert result.returncode == 2 and "state store is memory" in result.stderr
+
+
+def test_lockouts_in_a_redis_store(tmp_path: Path, certs: dict[str, Path]) -> None:
+    server = RedisServer(tmp_path).start()
+    try:
+        config = write_config(tmp_path, certs, StateStore=server.url)
+        store = RedisStore(server.url)
+        for key in ("tok|user:ada", "tok|user:bob"):
+            store.hit_failure(key, 300)
+            store.add_lock(key, time.time() + 300)
+        listed = fwrest(config, "lockouts", "list")
+        assert listed.returncode == 0, listed.stderr
+        assert [line.split()[2] for line in listed.stdout.splitlines()[1:]] == ["ada", "bob"]
+        cleared = fwrest(config, "lockouts", "clear", "bob")
+        assert cleared.stdout.strip() == "fwrest lockouts: lifted [tok] user bob"
+        assert list(store.locks()) == ["tok|user:ada"]
+        assert store.failures("tok|user:bob", 300)[0] == 0
+        store.close()
+    finally:
+        server.stop()
+
+
+# -- a running service ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(
+    certs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ServerProcess, Path]]:
+    folder = tmp_path_factory.mktemp("users-served")
+    config = write_config(folder, certs, basic=True, StateStore="sqlite")
+    proc = ServerProcess(config, workers=2).wait_ready()  # a lift reaches every worker
+    try:
+        yield proc, config
+    finally:
+        proc.stop()
+
+
+def grant(proc: ServerProcess, certs: dict[str, Path], user: str, password: str,
+          source: str = "127.0.0.1") -> httpx.Response:  # fmt: skip
+    transport = httpx.HTTPTransport(verify=client_context(certs), local_address=source)
+    with httpx.Client(transport=transport, timeout=15) as http:
+        form = {"grant_type": "password", "username": user, "password": password}
+        return http.post(proc.url("TOK") + TOKEN, data=form, auth=("web", "Web-Secret-9q"))
+
+
+def test_a_running_service_grants_an_added_user_at_once_and_refuses_a_removed_one(
+    served: tuple[ServerProcess, Path], certs: dict[str, Path]
+) -> None:
+    proc, config = served
+    assert grant(proc, certs, "erin", "Erin-Pw-6").status_code == 400
+    added = fwrest(config, "users", "add", "erin", "--password-stdin", stdin="Erin-Pw-6\n")
+    assert added.returncode == 0, added.stderr
+    first = grant(proc, certs, "erin", "Erin-Pw-6")  # no restart, no wait
+    assert first.status_code == 200, first.text
+    assert fwrest(config, "users", "remove", "erin").returncode == 0
+    gone = grant(proc, certs, "erin", "Erin-Pw-6")
+    assert gone.status_code == 400 and gone.json()["error"] == "invalid_grant", gone.text
+    # nor may the removed user's refresh token renew the session
+    form = {"grant_type": "refresh_token", "refresh_token": first.json()["refresh_token"]}
+    with httpx.Client(verify=client_context(certs), timeout=15) as http:
+        renewed = http.post(proc.url("TOK") + TOKEN, data=form, auth=("web", "Web-Secret-9q"))
+    assert renewed.status_code == 400 and renewed.json()["error"] == "invalid_grant", renewed.text
+
+
+def test_a_lock_out_is_listed_and_lifted(
+    served: tuple[ServerProcess, Path], certs: dict[str, Path]
+) -> None:
+    proc, config = served
+    # wrong passwords from another loopback address lock the user and that address
+    codes = [grant(proc, certs, "ada", "wrong", source="127.0.0.2").status_code for _ in range(4)]
+    assert codes == [400, 400, 400, 429], codes
+    assert grant(proc, certs, "ada", "Ada-Pw-1").status_code == 429  # the user is locked
+    listed = fwrest(config, "lockouts", "list")
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split()[:4] for line in listed.stdout.splitlines()]
+    assert rows[0] == ["PORT", "KIND", "SUBJECT", "FAILURES"]
+    assert sorted(rows[1:]) == [["tok", "ip", "127.0.0.2", "3"], ["tok", "user", "ada", "3"]]
+
+    cleared = fwrest(config, "lockouts", "clear", "ADA")  # counted case-folded
+    assert cleared.returncode == 0, cleared.stderr
+    assert cleared.stdout.strip() == "fwrest lockouts: lifted [tok] user ada"
+    after = fwrest(config, "lockouts", "list").stdout
+    assert "127.0.0.2" in after and " ada " not in after
+    # every worker sees the list without it within its refresh (0.5 s)
+    end = time.monotonic() + 10
+    while (answer := grant(proc, certs, "ada", "Ada-Pw-1")).status_code == 429:
+        assert time.monotonic() < end, "the lock-out was never lifted"
+        time.sleep(0.2)
+    assert answer.status_code == 200, answer.text
+    # the address is still locked
+    assert grant(proc, certs, "ada", "Ada-Pw-1", source="127.0.0.2").status_code == 429
+    assert fwrest(config, "lockouts", "clear").stdout.strip() == (
+        "fwrest lockouts: lifted [tok] ip 127.0.0.2"
+    )
+
+
+# -- docs/administration.md ----------------------------------------------------------------------
+
+DOC_PATH = "/srv/shop/params.json"
+
+
+def transcript(block: Block, config: Path) -> None:
+    """Run each ``$ fwrest ...`` line of the block in the config's folder (``< FILE`` gives
+    its first line as input) and compare what it prints with the lines below it (``...``
+    stands for any text; the guide's path for the real file)."""
+    text = block.text.replace(DOC_PATH, str(config.parent / "params.json"))
+    commands: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        else:
+            commands[-1][1].append(line)
+    for command, expected in commands:
+        words = shlex.split(command)
+        stdin = None
+        if "<" in words:
+            stdin = "Doc-Pw-" + words[-1] + "\n"
+            words = words[: words.index("<")]
+        assert words[:2] == ["fwrest", words[1]] and words[2] == "service.ini", command
+        result = run_forked(*words[1:], cwd=config.parent, stdin=stdin)
+        assert result.returncode == 0, (command, result.stderr)
+        got = (result.stderr + result.stdout).splitlines()
+        assert len(got) == len(expected), (command, got)
+        for want, line in zip(expected, got, strict=True):
+            pattern = ".*".join(re.escape(part) for part in want.split("..."))
+            assert re.fullmatch(pattern, line), (command, want, line)
+
+
+def test_the_administration_pages_transcripts(tmp_path: Path, certs: dict[str, Path]) -> None:
+    ada = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash("Ada-Pw-1")
+    users = [{"username": "ada", "password": ada, "scopes": ["orders:read"]}]
+    shop = {"client_id": "web", "client_secret": "Web-Secret-9q", "users": users}
+    (tmp_path / "params.json").write_text(json.dumps(shop))
+    servers = {"SHOP": oauth_section(certs, onAuthparams="file:params.json")}
+    config = free_config(tmp_path, servers=servers, extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+                         fmt="ini")  # fmt: skip
+    transcript(example("administration-users"), config)
+    transcript(example("administration-clients"), config)
+    store = open_store("sqlite", load_config(config).data_path)
+    for key in ("shop|user:grace", "shop|ip:203.0.113.9"):
+        for _ in range(5):
+            store.hit_failure(key, 300)
+        store.add_lock(key, time.time() + 300)
+    store.close()
+    transcript(example("administration-lockouts"), config)
+
+
+def test_a_basic_lock_out_is_lifted_on_every_worker(served: tuple[ServerProcess, Path]) -> None:
+    proc, config = served
+    url = proc.url("BAS") + "/hello"
+
+    def status(password: str, source: str = "127.0.0.1") -> int:
+        transport = httpx.HTTPTransport(local_address=source)  # a new connection each time
+        with httpx.Client(transport=transport, timeout=15) as http:
+            return http.get(url, auth=("bob", password)).status_code
+
+    assert [status("wrong", "127.0.0.3") for _ in range(4)][-1] == 429
+    assert status("Bob-Pw-2") == 429
+    cleared = fwrest(config, "lockouts", "clear", "bob")
+    assert cleared.stdout.strip() == "fwrest lockouts: lifted [bas] user bob", cleared.stdout
+    end = time.monotonic() + 10
+    while status("Bob-Pw-2") == 429:
+        assert time.monotonic() < end, "the lock-out was never lifted"
+        time.sleep(0.2)
+    time.sleep(1)  # every worker's refresh has passed: none refuses any more
+    assert [status("Bob-Pw-2") for _ in range(8)] == [200] * 8
