@@ -37,7 +37,7 @@ test: lint  ## set up, lint, then run the whole test suite
 	$(BIN)/pytest
 
 test-parallel: lint  ## the same suite, two test files at once, then the serial ones alone (~12.5 min instead of ~15)
-	$(BIN)/pytest -n 2 --dist loadfile -m "not serial"
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not serial"
 	$(BIN)/pytest -m serial
 
 bench: $(STAMP)  ## side-by-side benchmark vs uvicorn/Starlette/FastAPI (< 15 min; bench/README.md)

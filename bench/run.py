@@ -40,7 +40,7 @@ from bench.apps.fw_routes import route_path, routes_source
 from fwrest.features.compression import GZIP_LEVEL
 
 BENCH = Path(__file__).resolve().parent
-ALL_CASES = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14")
+ALL_CASES = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15")
 MIB = 1024 * 1024
 
 
@@ -100,6 +100,7 @@ class Scratch:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._n = 0
+        self._redis: tuple[subprocess.Popen[bytes], str] | None = None
         self.certs = servers.make_certs(root / "certs")
         self.token_script = root / "token.lua"
         self.token_script.write_text(
@@ -107,6 +108,17 @@ class Scratch:
             f'wrk.body = "{common.TOKEN_FORM}"\n'
             'wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"\n'
         )
+
+    def redis_url(self) -> str:
+        """The URL of the run's Redis store, started on first use (cases on a Redis store)."""
+        if self._redis is None:
+            self._redis = servers.start_redis(self.root / "redis")
+        return self._redis[1]
+
+    def close(self) -> None:
+        if self._redis is not None:
+            self._redis[0].terminate()
+            self._redis[0].wait(10)
 
     def folder(self, name: str) -> Path:
         self._n += 1
@@ -136,9 +148,13 @@ def fw(
     features: bool = False,
     pool_keys: dict[str, Any] | None = None,
     httpserver_keys: dict[str, Any] | None = None,
+    location_keys: dict[str, Any] | None = None,
+    sections: dict[str, dict[str, Any]] | None = None,
 ) -> Callable[[Path], servers.Running]:
     def start(folder: Path) -> servers.Running:
         extra: dict[str, Any] = {"pool_keys": pool_keys, "httpserver_keys": httpserver_keys}
+        if location_keys or sections:
+            extra.update(location_keys=location_keys, sections=sections)
         if features:
             extra.update(features_config(folder))
         repository = "bench.apps.fw_app"
@@ -152,7 +168,7 @@ def fw(
             certs=scratch.certs if tls else None,
             log_level=log_level,
             trace=trace,
-            store=store,
+            store=scratch.redis_url() if store == "redis" else store,
             **extra,
         )
         return servers.start_fwrest(config, workers=workers, cpus=cpus)
@@ -728,7 +744,35 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             at_once_rounds=5,
         )
     )
+    cases.append(rate_limit_case(sc))
     return cases
+
+
+def rate_limit_case(sc: Scratch) -> Case:
+    """Case 15: case 2's Basic endpoint on a location with a rate limit never reached, beside
+    the same without one, on the memory and the Redis store (SPEC 13.7)."""
+    limited = {
+        "location_keys": {"RateLimit": "RL_BENCH"},
+        "sections": {"RL_BENCH": {"Limit": 2**31, "Window": "1h", "Key": "user"}},
+    }
+    targets: list[Target] = []
+    ratios: list[tuple[str, str, str, float | None]] = []
+    for store in ("memory", "redis"):
+        plain, with_limit = f"{store} store", f"{store} store, rate limit"
+        for label, extra in ((plain, {}), (with_limit, limited)):
+            start = fw(sc, fw_data=BASIC_FW_ASYNC, store=store, **extra)
+            targets.append(Target(label, "fwrest", start, auth="basic"))
+        ratios.append((f"{with_limit} / {plain}", with_limit, plain, None))
+    return Case(
+        "15",
+        "a rate limit that is never reached",
+        "Case 2's Basic endpoint (an `async def` OnAuth) on a location whose `RateLimit` "
+        "(`Key=user`, a limit no run reaches) counts every request in the state store, beside "
+        "the same location without one: on the memory store, then on a Redis store (a local "
+        "`redis-server`, one round trip per request).",
+        targets,
+        ratios,
+    )
 
 
 SIGNING_ALGS = ("HS256", "EdDSA", "ES256", "RS256")
@@ -1333,8 +1377,11 @@ def main(argv: list[str] | None = None) -> int:
         if first is not None and not s.quick:
             log(f"bench: {SETTLE_S:.0f} s of settling load (not measured)")
             settle(first.targets[0], s, sc)
-        for case in cases:
-            results["cases"].append(run_case(case, s, sc, log))
+        try:
+            for case in cases:
+                results["cases"].append(run_case(case, s, sc, log))
+        finally:
+            sc.close()
     results["meta"]["load_end"] = _load()
     results["meta"]["elapsed_s"] = round(time.monotonic() - started, 1)
     paths = report.write(results, out, with_chart=not args.no_chart)

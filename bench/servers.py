@@ -242,6 +242,29 @@ def _wait_for_line(
     return found["url"]
 
 
+def start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A ``redis-server`` on a free loopback port, without persistence, for the cases on a
+    Redis store; its process and ``redis://`` URL. Unpinned: it is the store, not the server
+    measured."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen(cmd, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"redis://127.0.0.1:{port}/0"
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise ServerError("redis-server did not start (apt install redis-server)") from None
+            time.sleep(0.05)
+
+
 def start_fwrest(config: Path, *, workers: int = 1, cpus: str | None = "0") -> Running:
     stderr_path = config.parent / "stderr.log"
     cmd = [PYTHON, "-m", "fwrest", "serve", str(config), "--workers", str(workers)]

@@ -413,7 +413,8 @@ SERIAL = frozenset(
     )
 )
 # Modules that load the machine for minutes but assert no time: in the parallel part, first (the
-# longest), beside the light modules (pytest-xdist's --dist loadfile keeps a module on one process).
+# longest), beside the light modules (pytest-xdist's --dist loadfile keeps a module on one
+# process; --no-loadscope-reorder keeps this order instead of the most tests first).
 HEAVY = ("tests/faults/test_soak.py", "tests/hostile/test_corpus.py")
 
 

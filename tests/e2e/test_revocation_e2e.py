@@ -112,7 +112,14 @@ def hosts(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             config = module_config(
                 folder,
                 "revoke_e2e_app",
-                servers={"OAUTH": oauth_section(certs, onAuthparams="revoke_e2e_app.params")},
+                servers={
+                    "OAUTH": oauth_section(
+                        certs,
+                        onAuthparams="revoke_e2e_app.params",
+                        # one issuer for both hosts, as behind a balancer (SPEC 12.2)
+                        issuer="https://orders.example/rest",
+                    )
+                },
                 extra={"HTTPSERVER": {"StateStore": redis.url}},
                 app=APP,
             )

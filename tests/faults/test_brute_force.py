@@ -125,8 +125,13 @@ def service(ca: trustme.CA, tmp_path: Path) -> Iterator[Service]:
 
 
 def answer(response: httpx.Response) -> tuple[int, bytes, list[tuple[str, str]]]:
-    """Everything a client sees of an answer except its ``Date``."""
-    headers = [(k.lower(), v) for k, v in response.headers.multi_items() if k.lower() != "date"]
+    """Everything a client sees of an answer except its ``Date`` and its request's own id
+    (SPEC 13.4: new for every request, whatever the password)."""
+    headers = [
+        (k.lower(), v)
+        for k, v in response.headers.multi_items()
+        if k.lower() not in ("date", "x-request-id")
+    ]
     return response.status_code, response.content, headers
 
 
