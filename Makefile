@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help run test test-parallel lint fmt check bench soak docs clean
+.PHONY: help run test test-serial lint fmt check bench soak docs clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t12
@@ -33,12 +33,12 @@ fmt: $(STAMP)  ## format the code with ruff
 	$(BIN)/ruff check --fix src tests examples bench
 	$(BIN)/ruff format src tests examples bench
 
-test: lint  ## set up, lint, then run the whole test suite
-	$(BIN)/pytest
-
-test-parallel: lint  ## the same suite, two test files at once, then the serial ones alone (~12.5 min instead of ~15)
+test: lint  ## set up, lint, then the whole suite: two test files at once, then the serial ones alone
 	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not serial"
 	$(BIN)/pytest -m serial
+
+test-serial: lint  ## the same suite, one test at a time (slower; for a machine with one core)
+	$(BIN)/pytest
 
 bench: $(STAMP)  ## side-by-side benchmark vs uvicorn/Starlette/FastAPI (< 15 min; bench/README.md)
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
