@@ -397,18 +397,21 @@ def start_workers_zero(folder: Path, _certs: dict[str, Path]) -> Outcome:
 
 def start_not_ready(folder: Path, _certs: dict[str, Path]) -> Outcome:
     """``fwrest.start()`` whose service does not report ready in time (the wait shortened to
-    nothing: the worker thread cannot be ready at once); nothing may be left serving."""
+    0.2 s, the pool's ``OnStart`` taking 1 s: never ready in time, however the threads are
+    scheduled); nothing may be left serving."""
     from fwrest.server import service as service_module
 
     sections = copy.deepcopy(base(0))
     # its own module: without a Repository the endpoints already imported into this test
     # process would form the environment, whatever other tests imported
     (folder / "not_ready_app.py").write_text(
-        'from fwrest import get\n\n\n@get("/nr")\ndef nr():\n    return {}\n'
+        "import time\n\nfrom fwrest import get\n\n\n"
+        'def slow_boot():\n    time.sleep(1.0)\n\n\n@get("/nr")\ndef nr():\n    return {}\n'
     )
     sections["ENV"] = {"Repository": str(folder / "not_ready_app.py")}
+    sections["POOL"]["OnStart"] = "slow_boot"
     saved = service_module._READY_TIMEOUT_S
-    service_module._READY_TIMEOUT_S = 0.0
+    service_module._READY_TIMEOUT_S = 0.2
     try:
         fwrest.start(sections)
     except fwrest.ConfigError as exc:
