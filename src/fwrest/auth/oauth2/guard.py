@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from fwrest import log
 from fwrest.auth.basic import authorization_header
 from fwrest.auth.blocking import Pool, off_loop
-from fwrest.auth.oauth2.tokens import InvalidToken, TokenService, bearer_token
+from fwrest.auth.oauth2.tokens import InvalidToken, TokenService, UnknownKey, bearer_token
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.repository import is_async
 from fwrest.routing.names import OPEN_OAUTH2_ROUTES, TOKEN_ROUTE
@@ -145,6 +145,11 @@ class BearerGuard:
             return
         try:
             claims = self._service.verify(token)
+        except UnknownKey:
+            try:  # a key made a moment ago elsewhere: one look at the set, then again
+                claims = await self._service.verify_fresh(token)
+            except InvalidToken as exc:
+                raise _invalid(str(exc)) from None
         except InvalidToken as exc:
             raise _invalid(str(exc)) from None
         ctx.auth_user = str(claims.get("sub", ""))

@@ -96,6 +96,7 @@ class PortKeys:
         self._ttl_noted: dict[str, float] = {e.kid: e.ttl for e in entries}
         self._ttl_signed: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
+        self._look_now: asyncio.Future[None] | None = None  # the one look under way
         # how a blocking call of the source is made off the loop (the worker's store client)
         self._read = read
 
@@ -144,11 +145,42 @@ class PortKeys:
             return await self._read(fn)
         return await asyncio.to_thread(fn)
 
+    def _look(self) -> asyncio.Future[None]:
+        """The look at the set under way, else a new one: one at a time per port and worker,
+        whoever asks (the poller, or requests naming a key not known here)."""
+        look = self._look_now
+        if look is None:
+            look = self._look_now = asyncio.ensure_future(self._off_loop(self.refresh))
+            look.add_done_callback(self._looked)
+        return look
+
+    def _looked(self, look: asyncio.Future[None]) -> None:
+        if self._look_now is look:
+            self._look_now = None
+        if not look.cancelled():
+            look.exception()  # retrieved: whoever awaited it logged it
+
+    async def catch_up(self) -> bool:
+        """Look at the set now rather than at the next poll; True when what this worker
+        signs or verifies with changed. A look already under way may have read the set before
+        the key was made: who joins one waits for it, then for a look of its own."""
+        before = self._view
+        for _ in range(2):
+            joined = self._look_now is not None
+            try:
+                await asyncio.shield(self._look())
+            except (KeySetError, StoreError, TimeoutError) as exc:
+                log.auth_log.debug("the key set was not reloaded: %s", exc)
+                break
+            if not joined or self._view is not before:
+                break
+        return self._view is not before
+
     async def _poll(self) -> None:
         while True:
             await asyncio.sleep(POLL_S)
             try:
-                await self._off_loop(self.refresh)
+                await asyncio.shield(self._look())
             except (KeySetError, StoreError, TimeoutError) as exc:
                 log.auth_log.warning("the key set was not reloaded: %s", exc)
 

@@ -95,12 +95,12 @@ def _is_jwt(token: str) -> bool:
     return token.count(".") == 2
 
 
-def _access_claims(service: TokenService, token: str) -> dict[str, Any] | None:
+async def _access_claims(service: TokenService, token: str) -> dict[str, Any] | None:
     """The claims of a valid access token of this port, None for anything else."""
     if not _is_jwt(token):
         return None
     try:
-        return service.verify(token)
+        return await service.verify_fresh(token)
     except InvalidToken:
         return None
 
@@ -127,7 +127,7 @@ async def revoke_endpoint(
 async def _revoke(service: TokenService, token: str, client_id: str, access_s: float) -> None:
     deadline = _StoreDeadline()
     store = service.store
-    claims = _access_claims(service, token)
+    claims = await _access_claims(service, token)
     if claims is not None:
         family, owner, subject = claims.get("fam"), claims.get("client_id"), claims.get("sub")
         kind = "access"
@@ -208,7 +208,7 @@ async def _introspector(
     bearer = bearer_token(auth_header)
     if bearer is not None:
         try:
-            caller = service.verify(bearer)
+            caller = await service.verify_fresh(bearer)
         except InvalidToken as exc:
             challenge = f'{_BEARER_REALM}, error="invalid_token", error_description="{exc}"'
             raise OAuthError(
@@ -242,7 +242,7 @@ async def _describe(
 ) -> dict[str, Any] | None:
     """RFC 7662 2.2's answer for an active token the caller may see, else None. A refresh
     token's issuer is the asking location's: the store keeps none (SPEC 12.2)."""
-    claims = _access_claims(service, token)
+    claims = await _access_claims(service, token)
     if claims is not None:
         if client_id is not None and claims.get("client_id") != client_id:
             return None

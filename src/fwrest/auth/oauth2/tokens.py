@@ -41,7 +41,7 @@ from fwrest.store.calls import StoreClient
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.portkeys import PortKeys
 
-__all__ = ["InvalidToken", "TokenService"]
+__all__ = ["InvalidToken", "TokenService", "UnknownKey"]
 
 T = TypeVar("T")
 
@@ -65,6 +65,11 @@ GRANTS = ("password", "refresh_token", "client_credentials")
 
 class InvalidToken(Exception):
     """A bearer token that must be refused; the message says why (no secret in it)."""
+
+
+class UnknownKey(InvalidToken):
+    """A token naming a ``kid`` this worker's view of the key set lacks: perhaps a key another
+    host made a moment ago (see :meth:`TokenService.verify_fresh`)."""
 
 
 class _StoreDeadline:
@@ -246,6 +251,17 @@ class TokenService:
         self._verified[token] = (expires, claims)
         return claims
 
+    async def verify_fresh(self, token: str) -> dict[str, Any]:
+        """:meth:`verify`, but a token naming a key this worker does not know yet is checked
+        again after one look at the key set (a rotation on another host or worker is seen
+        before its next poll: SPEC 12.1, no valid token refused across a rotation)."""
+        try:
+            return self.verify(token)
+        except UnknownKey:
+            if self.keys is None or not await self.keys.catch_up():
+                raise
+        return self.verify(token)
+
     def _verifying_key(self, header: dict[str, Any]) -> tuple[str, Any]:
         """The algorithm and key a token must verify with: the server's own, never one the
         token names or carries (SPEC 7); on an asymmetric port, the key of the set that its
@@ -254,7 +270,7 @@ class TokenService:
             return ALG, self._key
         key = self.keys.key_of(header.get("kid"))
         if key is None:
-            raise InvalidToken("the access token names no key of the server's key set")
+            raise UnknownKey("the access token names no key of the server's key set")
         return self.keys.alg, key
 
     def jwks(self) -> bytes | None:

@@ -1,0 +1,70 @@
+"""One port's keys in one worker (``auth/oauth2/portkeys.py``), in process: a key made a moment
+ago by another worker or host verifies here before this worker's next poll (SPEC 12.1: no valid
+token refused across a rotation), and tokens naming unknown keys cost one look at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import jwt
+
+from fwrest.auth.oauth2.keyset import FileKeySet, ensure, rotate
+from fwrest.auth.oauth2.portkeys import PortKeys
+
+
+class _CountingSource(FileKeySet):
+    """The key set file, counting how often a worker looks whether it changed."""
+
+    looks = 0
+
+    def stamp(self) -> object:
+        self.looks += 1
+        time.sleep(0.02)  # a store round trip: concurrent askers overlap
+        return super().stamp()
+
+
+def _pair(tmp_path: Path) -> tuple[PortKeys, PortKeys, FileKeySet]:
+    path = tmp_path / "keyset.json"
+    entries = ensure(FileKeySet(path), {"EdDSA"})
+    a = PortKeys("EdDSA", FileKeySet(path), entries)
+    b = PortKeys("EdDSA", _CountingSource(path), entries)
+    return a, b, FileKeySet(path)
+
+
+def test_a_key_made_elsewhere_verifies_after_one_look_before_the_next_poll(
+    tmp_path: Path,
+) -> None:
+    a, b, shared = _pair(tmp_path)
+    old = a.kid
+    rotate(shared, {"EdDSA"})
+    a.refresh()  # host A saw the rotation, B's poller did not yet
+    assert a.kid != old
+    token = a.sign({"sub": "ada", "exp": time.time() + 60}, 60)
+    kid = jwt.get_unverified_header(token)["kid"]
+    assert b.key_of(kid) is None
+
+    async def run() -> bool:
+        return await b.catch_up()
+
+    assert asyncio.run(run()) is True
+    key = b.key_of(kid)
+    assert key is not None
+    assert jwt.decode(token, key, algorithms=["EdDSA"])["sub"] == "ada"
+    assert b.key_of(old) is not None, "the former key still verifies its tokens"
+
+
+def test_tokens_naming_unknown_keys_share_one_look_at_a_time(tmp_path: Path) -> None:
+    _, b, _ = _pair(tmp_path)
+    source = b.source
+    assert isinstance(source, _CountingSource)
+    source.looks = 0  # the one of the start
+
+    async def run() -> list[bool]:
+        return await asyncio.gather(*(b.catch_up() for _ in range(50)))
+
+    changed = asyncio.run(run())
+    assert changed == [False] * 50, "nothing changed: every asker is told so"
+    # the first asker's look, then one more for those who joined it under way
+    assert 1 <= source.looks <= 2, source.looks
