@@ -304,7 +304,10 @@ def test_a_hostile_path_never_leaves_the_root(
 ) -> None:
     proc, _ = served
     status, data = _raw_get(proc.ports["HTTP_REST"], target)
-    assert status in (400, 404), (target, data[:200])
+    # a `..`, an encoded separator, a link out, a dot-file: 404 (SPEC 10.3); a target the
+    # normaliser refuses for another reason (a NUL, bad UTF-8, not ASCII): 400
+    refused = "%00" in target or "%c0" in target or not target.isascii()
+    assert status == (400 if refused else 404), (target, data[:200])
     assert CANARY.encode() not in data
     assert b"root:" not in data  # /etc/passwd
 
@@ -330,7 +333,7 @@ def test_hostile_paths_with_curl(served: tuple[ServerProcess, Path]) -> None:
             check=True,
         ).stdout
         body, _, code = out.rpartition("\n")
-        assert code in ("400", "404"), (target, code)
+        assert code == ("400" if "%00" in target or "%c0" in target else "404"), (target, code)
         assert CANARY not in body
     assert len(HOSTILE) >= 30
 

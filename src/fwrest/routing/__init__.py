@@ -4,7 +4,7 @@ Calls no handler and checks no credential: a match returns the payload the serve
 """
 
 from fwrest.routing.names import TOKEN_BODY_LIMIT, TOKEN_ROUTE, TOKEN_ROUTE_NAME
-from fwrest.routing.paths import BadPath, normalise_path, split_target
+from fwrest.routing.paths import BadPath, BadSeparator, normalise_path, split_target
 from fwrest.routing.router import LocationTable, Match, Router
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "TOKEN_ROUTE",
     "TOKEN_ROUTE_NAME",
     "BadPath",
+    "BadSeparator",
     "LocationTable",
     "Match",
     "Router",

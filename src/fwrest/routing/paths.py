@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["BadPath", "normalise_path", "split_target"]
+__all__ = ["BadPath", "BadSeparator", "normalise_path", "split_target"]
 
 _HEX = "0123456789abcdefABCDEF"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -23,6 +23,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 class BadPath(ValueError):
     """A request target that fwrest refuses with 400."""
+
+
+class BadSeparator(BadPath):
+    """An encoded separator or a ``..`` above ``/``: 400, but 404 where the path would name a
+    static file (SPEC 10.3: nothing outside ``RootPath`` is served, such paths are 404)."""
 
 
 def split_target(target: bytes) -> tuple[str, str]:
@@ -79,7 +84,7 @@ def normalise_path(path: str) -> str:
             continue
         if seg == "..":
             if not segments:
-                raise BadPath("the path climbs above /")
+                raise BadSeparator("the path climbs above /")
             segments.pop()
             continue
         segments.append(seg)
@@ -100,7 +105,7 @@ def _unquote(path: str) -> str:
             raise BadPath("the path holds a bad percent escape")
         byte = int(pair, 16)
         if byte in (0x2F, 0x5C):
-            raise BadPath("the path holds an encoded slash")
+            raise BadSeparator("the path holds an encoded slash")
         if byte == 0:
             raise BadPath("the path holds an encoded NUL")
         out.append(byte)

@@ -52,6 +52,7 @@ from fwrest.features.static import StaticFiles
 from fwrest.routing import (
     TOKEN_BODY_LIMIT,
     BadPath,
+    BadSeparator,
     LocationTable,
     Match,
     Router,
@@ -325,6 +326,10 @@ class PortApp:
             own = admitted + (limits.get(loc.prefix, ()) if limits else ())
             locs.append((loc.prefix, _Location(loc, loc.router, found, active / 1000, stages, own)))
         self.locations: LocationTable[_Location] = LocationTable(locs)
+        # raw targets under a location with static files: a bad separator there is 404
+        self._static_prefixes = tuple(
+            b"/" if prefix == "/" else prefix.encode() + b"/" for prefix in (files or {})
+        )
         self.in_flight = 0
         self.total = 0
         self.public_paths: frozenset[str] = frozenset(plan.public_paths)
@@ -505,6 +510,12 @@ class PortApp:
                         query = target[mark + 1 :].decode("ascii")
                 except (BadPath, UnicodeDecodeError) as exc:
                     path = "?"
+                    if (
+                        isinstance(exc, BadSeparator)
+                        and method in _READS
+                        and target.startswith(self._static_prefixes)
+                    ):
+                        raise HTTPError(404) from None
                     why = (
                         str(exc) if isinstance(exc, BadPath) else "the request target is not ASCII"
                     )
