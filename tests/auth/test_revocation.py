@@ -325,14 +325,18 @@ def test_a_bearer_token_with_the_scope_introspect_may_introspect(
     assert answer.json()["active"] is True and answer.json()["client_id"] == "mobile"
     plain = {"Authorization": f"Bearer {tokens['access_token']}"}  # scope default only
     refused = introspect(port, {"token": tokens["access_token"]}, headers=plain)
-    assert refused.status_code == 403 and error_of(refused) == "insufficient_scope"
-    assert 'scope="introspect"' in refused.headers["www-authenticate"]
+    # neither a client nor a bearer of the scope: 401 invalid_client (SPEC 12.3), the
+    # Bearer challenge beside Basic's saying which scope it lacks
+    assert refused.status_code == 401 and error_of(refused) == "invalid_client", refused.text
+    challenges = refused.headers["www-authenticate"]
+    assert challenges.startswith('Basic realm="Access to REST", Bearer ')
+    assert 'error="insufficient_scope"' in challenges and 'scope="introspect"' in challenges
     foreign = {**resource, "aud": "OTHER"}
     bad = introspect(
         port, {"token": "x"}, headers={"Authorization": f"Bearer {sign(foreign, key)}"}
     )
-    assert bad.status_code == 401 and error_of(bad) == "invalid_token", bad.text
-    assert 'error="invalid_token"' in bad.headers["www-authenticate"]
+    assert bad.status_code == 401 and error_of(bad) == "invalid_client", bad.text
+    assert 'Bearer realm="Access to REST", error="invalid_token"' in bad.headers["www-authenticate"]
 
 
 # -- revocation by user ------------------------------------------------------------------------

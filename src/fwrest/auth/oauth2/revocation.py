@@ -201,28 +201,21 @@ async def _introspector(
     a valid access token with the scope ``introspect`` (it may see every token of the port).
 
     Raises:
-        OAuthError: 401 ``invalid_client`` without valid client credentials, 401
-            ``invalid_token`` for a bearer token that is not valid, 403
-            ``insufficient_scope`` for one without ``introspect``.
+        OAuthError: 401 ``invalid_client`` without valid client credentials or a valid
+            access token with the scope ``introspect``.
     """
     bearer = bearer_token(auth_header)
     if bearer is not None:
+        # a caller that is neither a client nor a bearer of the scope: 401 invalid_client
+        # (SPEC 12.3, "otherwise"), the Bearer challenge saying what was wrong with its token
         try:
             caller = await service.verify_fresh(bearer)
         except InvalidToken as exc:
-            challenge = f'{_BEARER_REALM}, error="invalid_token", error_description="{exc}"'
-            raise OAuthError(
-                "invalid_token", str(exc), status=401, headers=(("www-authenticate", challenge),)
-            ) from None
+            raise _not_an_introspector("invalid_token", str(exc)) from None
         scope = caller.get("scope")
         if not isinstance(scope, str) or INTROSPECT_SCOPE not in scope.split(" "):
-            challenge = f'{_BEARER_REALM}, error="insufficient_scope", scope="{INTROSPECT_SCOPE}"'
-            raise OAuthError(
-                "insufficient_scope",
-                f"introspection needs an access token with the scope {INTROSPECT_SCOPE!r}",
-                status=403,
-                headers=(("www-authenticate", challenge),),
-            )
+            why = f"introspection needs an access token with the scope {INTROSPECT_SCOPE!r}"
+            raise _not_an_introspector("insufficient_scope", why)
         return None
     creds = client_credentials(params, auth_header)
     if creds is None:
@@ -235,6 +228,15 @@ async def _introspector(
         )
     allowed = await service._params(params)
     return service._client(allowed, creds)
+
+
+def _not_an_introspector(error: str, why: str) -> OAuthError:
+    bearer = f'{_BEARER_REALM}, error="{error}", error_description="{why}"'
+    if error == "insufficient_scope":
+        bearer += f', scope="{INTROSPECT_SCOPE}"'
+    # both challenges in one field (RFC 9110 11.6.1): Basic's first, as the token route's
+    challenges = f"{_BASIC_CHALLENGE[0][1]}, {bearer}"
+    return OAuthError("invalid_client", why, status=401, headers=(("www-authenticate", challenges),))
 
 
 async def _describe(
