@@ -79,6 +79,9 @@ class RateLimiter:
         name = policy_name(config.name)
         self._policy = ("ratelimit-policy", f"{name};q={self.limit};w={self.window_s}")
         self._state = f"{name};r="
+        # an answer the limit did not count (refused by the guard before it, the store out of
+        # reach): the whole quota, as nothing was taken from it
+        self._uncounted = ("ratelimit", f"{name};r={self.limit};t={max(1, self.window_s)}")
         # "rl:SECTION:" + user:NAME or address:IP (a user's name may hold anything; the
         # prefix keeps it apart from an address)
         self._key = f"rl:{config.name.lower()}:"
@@ -144,14 +147,15 @@ class RateLimiter:
         return None
 
     def outgoing(self, req: Request, ctx: RequestContext, reply: Reply) -> Reply:
-        """``RateLimit-Policy`` and ``RateLimit`` on every answer of the location (the policy
-        alone on one the limit did not count; neither on a native route's)."""
+        """``RateLimit-Policy`` and ``RateLimit`` on every answer of the location (SPEC 13.7;
+        the whole quota on one the limit did not count; neither on a native route's)."""
         try:
             remaining, reset = ctx.rate
         except AttributeError:  # not counted: refused before, the store out of reach, native
             if ctx.path[self._prefix_len :].startswith(NATIVE_PREFIX):
                 return reply
             reply.headers.append(self._policy)
+            reply.headers.append(self._uncounted)
             return reply
         reply.headers.append(self._policy)
         reply.headers.append(("ratelimit", f"{self._state}{remaining};t={reset}"))
