@@ -58,11 +58,7 @@ def run(config_path: str, action: str, name: str | None) -> int:
             if name is None:
                 chosen = list(locks)
             else:
-                # the keys NAME has on every port, locked or not (their failures go too)
-                chosen = []
-                for server in config.servers:
-                    users, addresses = port_keys(server.name)
-                    chosen += [users + user_key(name), addresses + address_key(name)]
+                chosen = _keys_of(name, [s.name for s in config.servers], locks)
             for key in chosen:
                 store.lift_lock(key)
         finally:
@@ -75,7 +71,32 @@ def run(config_path: str, action: str, name: str | None) -> int:
         print(f"fwrest lockouts: lifted [{port}] {kind} {subject}")
     if not lifted:
         print("fwrest lockouts: no lock-out in force" + (f" for {name!r}" if name else ""))
+    # an address the user may be failing from, locked by others' failures too: say so
+    ports = {port for port, kind, _ in lifted if kind == "user"}
+    for port, kind, subject in sorted(_split(k) for k in locks if k not in chosen):
+        if kind == "ip" and port in ports:
+            print(f"fwrest lockouts: still in force: [{port}] {kind} {subject}")
     return 0
+
+
+def _keys_of(name: str, ports: list[str], locks: dict[str, float]) -> list[str]:
+    """The keys NAME has on every port, locked or not (their failures go too), and the
+    address lock-outs a user NAME's failures made: the throttle counts a failure by user and
+    by address, so one client failing as one user locks both at the same failure (their
+    ends within a second); lifting the user's alone would leave that user locked out."""
+    chosen: list[str] = []
+    for port in ports:
+        users, addresses = port_keys(port)
+        own = users + user_key(name)
+        chosen += [own, addresses + address_key(name)]
+        until = locks.get(own)
+        if until is not None:
+            chosen += [
+                key
+                for key, ends in locks.items()
+                if key.startswith(addresses) and abs(ends - until) <= 1.0
+            ]
+    return chosen
 
 
 def _print(store: FailureStore, locks: dict[str, float]) -> None:
