@@ -236,7 +236,9 @@ def _not_an_introspector(error: str, why: str) -> OAuthError:
         bearer += f', scope="{INTROSPECT_SCOPE}"'
     # both challenges in one field (RFC 9110 11.6.1): Basic's first, as the token route's
     challenges = f"{_BASIC_CHALLENGE[0][1]}, {bearer}"
-    return OAuthError("invalid_client", why, status=401, headers=(("www-authenticate", challenges),))
+    return OAuthError(
+        "invalid_client", why, status=401, headers=(("www-authenticate", challenges),)
+    )
 
 
 async def _describe(
