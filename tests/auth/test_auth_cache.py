@@ -241,18 +241,48 @@ def test_the_table_keeps_the_latest_ten_thousand_pairs() -> None:
     asyncio.run(run())
 
 
-def test_a_refusal_forgets_a_pair_accepted_meanwhile() -> None:
-    """Two requests with one pair, the first still in OnAuth when the second is accepted: the
-    first's refusal (the password changed between) is what stands."""
+@pytest.mark.parametrize("verdict", [True, False])
+def test_requests_with_a_pair_being_checked_wait_for_that_check(verdict: bool) -> None:
+    """Twenty requests with one pair at once (a client opening its connections): one asks
+    OnAuth, the others wait for its verdict; a refusal is not shared, each asks OnAuth."""
     release = asyncio.Event()
-    verdicts: list[bool] = []
+    calls: list[str] = []
 
     async def on_auth(user: str, password: str) -> bool:
-        if not verdicts:
-            verdicts.append(False)
-            await release.wait()
-            return False
-        return True
+        calls.append(user)
+        await release.wait()
+        return verdict
+
+    guard = _guard(on_auth)
+
+    async def one() -> int:
+        ctx = _Ctx()
+        try:
+            await guard(_request("ada", "pw"), ctx)  # type: ignore[arg-type]
+        except HTTPError as exc:
+            return exc.status
+        assert ctx.auth_user == "ada"
+        return 200
+
+    async def run() -> list[int]:
+        answers = [asyncio.ensure_future(one()) for _ in range(20)]
+        await asyncio.sleep(0.05)
+        assert calls == ["ada"]  # the others wait
+        release.set()
+        return list(await asyncio.gather(*answers))
+
+    answers = asyncio.run(run())
+    assert answers == ([200] * 20 if verdict else [403] * 20)
+    assert len(calls) == (1 if verdict else 20)
+    assert guard._cache is not None and not guard._cache._checking
+
+
+def test_a_refusal_forgets_a_pair_held() -> None:
+    """A request that did not wait for another's check of its pair (one that came after a
+    refusal) and is refused while the other's acceptance is held: the refusal stands."""
+
+    async def on_auth(user: str, password: str) -> bool:
+        return False
 
     guard = _guard(on_auth)
     cache = guard._cache
@@ -260,13 +290,9 @@ def test_a_refusal_forgets_a_pair_accepted_meanwhile() -> None:
     digest = cache.digest("ada", "pw")
 
     async def run() -> None:
-        first = asyncio.ensure_future(guard(_request("ada", "pw"), _Ctx()))  # type: ignore[arg-type]
-        await asyncio.sleep(0.01)
-        await guard(_request("ada", "pw"), _Ctx())  # type: ignore[arg-type]
-        assert cache.holds(digest)
-        release.set()
+        cache.remember(digest)
         with pytest.raises(HTTPError) as refused:
-            await first
+            await guard._ask(_request("ada", "pw"), _Ctx(), None, "ada", "pw", digest)  # type: ignore[arg-type]
         assert refused.value.status == 403
         assert not cache.holds(digest)
 

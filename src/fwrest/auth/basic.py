@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import binascii
 import hashlib
 import secrets
@@ -98,13 +99,15 @@ class AcceptedPairs:
     acceptance is remembered; a pair is forgotten when ``OnAuth`` refuses it.
     """
 
-    __slots__ = ("_key", "_table", "limit", "period")
+    __slots__ = ("_checking", "_key", "_table", "limit", "period")
 
     def __init__(self, period: float, limit: int = CACHE_MAX) -> None:
         self.period = period
         self.limit = limit
         self._key = secrets.token_bytes(32)
         self._table: dict[bytes, float] = {}  # keyed hash -> until when (monotonic)
+        # keyed hash -> the end of the check of that pair in progress (see lead)
+        self._checking: dict[bytes, asyncio.Future[None]] = {}
 
     def digest(self, user: str, password: str) -> bytes:
         """The keyed hash of a pair (the user name holds no colon: split at the first)."""
@@ -127,6 +130,33 @@ class AcceptedPairs:
         if table.pop(digest, None) is None and len(table) >= self.limit:
             del table[next(iter(table))]  # the oldest acceptance
         table[digest] = time.monotonic() + self.period
+
+    async def joined(self, digest: bytes) -> bool:
+        """Whether a check of the pair in progress (another request's) accepted it: waits
+        for it, if there is one. A pair refused meanwhile is checked again by each request
+        (a failure always asks ``OnAuth``)."""
+        pending = self._checking.get(digest)
+        if pending is None:
+            return False
+        await asyncio.wait((pending,))  # not cancelled with this request
+        return self.holds(digest)
+
+    def lead(self, digest: bytes) -> asyncio.Future[None] | None:
+        """This request checks the pair: the requests with the same pair that arrive
+        meanwhile wait for its outcome (:meth:`joined`) instead of asking ``OnAuth`` too
+        (a client opening many connections at once, a period ending under load). None when
+        another request leads already."""
+        if digest in self._checking:
+            return None
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._checking[digest] = future
+        return future
+
+    def settle(self, digest: bytes, future: asyncio.Future[None]) -> None:
+        """The check :meth:`lead` announced has ended (accepted, refused or failed)."""
+        if self._checking.get(digest) is future:
+            del self._checking[digest]
+        future.set_result(None)
 
     def forget(self, digest: bytes) -> None:
         """``OnAuth`` refused the pair (a request that overtook a concurrent acceptance)."""
@@ -206,11 +236,32 @@ class BasicGuard:
         user, password, scrubbed, digest = decoded
         log.request_secrets.set(scrubbed)
         cache = self._cache
-        if cache is not None and cache.holds(digest):
+        if cache is None:
+            await self._ask(req, ctx, header, user, password, b"")
+            return
+        if cache.holds(digest) or await cache.joined(digest):
             if self.throttle is not None:
                 self.throttle.known(user, req.client)  # a lock-out stands: 429
             self._accepted(ctx, user, " (OnAuthCache)")
             return
+        leading = cache.lead(digest)
+        try:
+            await self._ask(req, ctx, header, user, password, digest)
+        finally:
+            if leading is not None:
+                cache.settle(digest, leading)
+
+    async def _ask(
+        self,
+        req: Request,
+        ctx: RequestContext,
+        header: str | None,
+        user: str,
+        password: str,
+        digest: bytes,
+    ) -> None:
+        """``OnAuth`` decides, under the throttle; raises the refusal."""
+        cache = self._cache
         throttle = self.throttle
         attempt = None
         now = 0.0
