@@ -110,8 +110,8 @@ def make(tmp_path: Path) -> Iterator[Any]:
 
 def test_a_pair_accepted_passes_without_on_auth_until_the_period_ends(make: Any) -> None:
     svc = make(OnAuthCache="1s")
-    started = time.monotonic()
     answer = svc.client.get("/rest/whoami", auth=ADA)
+    started = time.monotonic()  # after the acceptance: its period ends within 1 s of this
     assert answer.status_code == 200, answer.text
     assert svc.calls == ["ada"]
     for _ in range(5):
