@@ -396,6 +396,7 @@ SERIAL = frozenset(
         "tests/e2e/test_revocation_e2e.py",
         "tests/e2e/test_workers.py",
         "tests/faults/test_brute_force.py",
+        "tests/faults/test_idle_connections.py",
         "tests/faults/test_redis_outage.py",
         "tests/faults/test_sigterm_drain.py",
         "tests/faults/test_slowloris.py",

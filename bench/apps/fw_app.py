@@ -33,6 +33,26 @@ def check_user(user: str, password: str) -> bool:
     return common.same(user, common.USER) & common.same(password, common.PASSWORD)
 
 
+_argon2: tuple[Any, str] | None = None  # (hasher, hash of the password), made on first use
+
+
+def check_user_argon2(user: str, password: str) -> bool:
+    """Case 2's argon2id validator, as examples/app/auth.py's (a def; the hash is made on
+    first use, so that the servers of other cases do not pay for it)."""
+    global _argon2
+    from argon2 import PasswordHasher
+    from argon2.exceptions import InvalidHashError, VerificationError
+
+    if _argon2 is None:
+        hasher = PasswordHasher()  # the example's parameters (the library's defaults)
+        _argon2 = (hasher, hasher.hash(common.PASSWORD))
+    hasher, stored = _argon2
+    try:  # an unknown user is checked against the hash too, as in the example
+        return bool(hasher.verify(stored, password)) and user == common.USER
+    except (VerificationError, InvalidHashError):
+        return False
+
+
 async def acheck_user(user: str, password: str) -> bool:
     """The same validator as an ``async def`` (fwrest awaits it on the loop)."""
     return common.same(user, common.USER) & common.same(password, common.PASSWORD)

@@ -392,6 +392,52 @@ def test_oauth2_keys_are_not_basic_keys(case: Case) -> None:
     assert "unknown key 'onAuthNoCheckUri' for the basic scheme" in exc.problem
 
 
+# -- OnAuthCache (SPEC 4.1) ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"), [("300s", 300), ("5m", 300), (300, 300), ("1h", 3600), ("0", 0)]
+)
+def test_on_auth_cache_is_a_duration(case: Case, value: Any, seconds: int) -> None:
+    settings = case.plan(case.basic(OnAuthCache=value)).ports[0].auth_settings
+    assert settings is not None
+    assert settings.cache_s == seconds
+
+
+def test_no_on_auth_cache_by_default(case: Case) -> None:
+    settings = case.plan(case.basic()).ports[0].auth_settings
+    assert settings is not None
+    assert settings.cache_s == 0
+
+
+@pytest.mark.parametrize("value", ["5 minutes", "1.5s", -1, True, [300], "²s", "9" * 40])
+def test_a_bad_on_auth_cache_is_refused(case: Case, value: Any) -> None:
+    exc = case.error(case.basic(OnAuthCache=value))
+    assert (exc.section, exc.key) == ("HTTP_REST", "FwData")
+    assert exc.problem.startswith("FwData Authorization OnAuthCache must be a duration"), exc
+    assert repr(value) in exc.problem
+
+
+def test_a_bad_on_auth_cache_fails_check(case: Case) -> None:
+    message = case.check_fails(case.basic(onauthcache="soon"))
+    assert "FwData Authorization onauthcache must be a duration in whole seconds" in message
+    assert 'Fix: write for example "OnAuthCache": "300s"' in message
+
+
+def test_on_auth_cache_is_a_basic_key(case: Case, certs: dict[str, Path]) -> None:
+    tls = {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
+    authorization = {"scheme": "oAuth2", "onAuthparams": f"{case.mod}.params", "OnAuthCache": 60}
+    exc = case.error({"Authorization": authorization}, server=tls)
+    assert "unknown key 'OnAuthCache' for the oAuth2 scheme" in exc.problem
+
+
+def test_an_on_auth_cache_over_an_hour_is_warned(case: Case) -> None:
+    assert case.plan(case.basic(OnAuthCache="1h")).config.warnings == ()
+    out = case.check_passes(case.basic(OnAuthCache="2h"))
+    warnings = [line for line in out.splitlines() if line.startswith("warning:")]
+    assert any("[HTTP_REST] OnAuthCache=7200s" in w for w in warnings), out
+
+
 # -- warnings ------------------------------------------------------------------------------------
 
 

@@ -650,6 +650,12 @@ PROVOKED: dict[str, Broken | Special] = {
     "[<server>] FwData: FwData Authorization maxFailures must be a whole number >= 1, got 0": (
         known("maxFailures 0[json]")
     ),
+    "[<server>] FwData: FwData Authorization OnAuthCache must be a duration in whole seconds "
+    "(300, 300s, 5m, 1h), got '5 minutes'": new(
+        "OnAuthCache in words",
+        "json",
+        auth(scheme="basic", OnAuth="app.check_user", OnAuthCache="5 minutes"),
+    ),
     "[<server>] FwData: FwData Authorization signingAlg 'eddsa' is not an algorithm fwrest "
     "signs tokens with (the value is case-sensitive)": new(
         "signingAlg lower case", "json", tls_auth(signingAlg="eddsa")

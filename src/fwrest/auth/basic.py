@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import binascii
+import hashlib
+import secrets
 import time
 import traceback
 from binascii import a2b_base64
@@ -20,12 +23,14 @@ from fwrest.wire import Request
 if TYPE_CHECKING:
     from fwrest.context.request import RequestContext
 
-__all__ = ["BasicGuard", "authorization_header", "parse_basic"]
+__all__ = ["CACHE_MAX", "AcceptedPairs", "BasicGuard", "authorization_header", "parse_basic"]
 
 CHALLENGE = ("www-authenticate", 'Basic realm="Access to REST", charset="ISO-8859-1"')
 # Decoded headers remembered per guard (a client sends the same header on every request);
-# the verdict is never remembered: OnAuth runs for every request.
+# the verdict is remembered only with OnAuthCache (AcceptedPairs), else OnAuth runs for every
+# request.
 _DECODED_MAX = 256
+CACHE_MAX = 10_000  # OnAuthCache's pairs per worker and port, the oldest dropped (SPEC 4.1)
 # How long a header OnAuth accepted is taken for no guess by the throttle (it is not counted
 # before OnAuth checks it again: see Throttle.known), from its latest acceptance.
 _KNOWN_S = 300.0
@@ -82,11 +87,99 @@ def _parse(header: str | None) -> tuple[str, str, str] | None:
     return user, password, credentials
 
 
+class AcceptedPairs:
+    """The user and password pairs ``OnAuth`` accepted within the last ``period`` seconds, on
+    one port of one worker (SPEC 4.1 ``OnAuthCache``, the idea of Apache's
+    ``mod_authn_socache``).
+
+    A pair is held as its keyed hash only (BLAKE2b keyed with a random key made by this
+    worker, never written anywhere), never the password nor an unkeyed hash of it: the table
+    is no list of passwords to guess at offline. At most ``limit`` pairs, in the order they
+    were last accepted, so the first is the oldest, dropped for a new one when full. Only an
+    acceptance is remembered; a pair is forgotten when ``OnAuth`` refuses it.
+    """
+
+    __slots__ = ("_checking", "_key", "_table", "limit", "period")
+
+    def __init__(self, period: float, limit: int = CACHE_MAX) -> None:
+        self.period = period
+        self.limit = limit
+        self._key = secrets.token_bytes(32)
+        self._table: dict[bytes, float] = {}  # keyed hash -> until when (monotonic)
+        # keyed hash -> the end of the check of that pair in progress (see lead)
+        self._checking: dict[bytes, asyncio.Future[None]] = {}
+
+    def digest(self, user: str, password: str) -> bytes:
+        """The keyed hash of a pair (the user name holds no colon: split at the first)."""
+        pair = f"{user}:{password}".encode("utf-8", "surrogatepass")
+        return hashlib.blake2b(pair, key=self._key, digest_size=16).digest()
+
+    def holds(self, digest: bytes) -> bool:
+        """Whether the pair was accepted within the period (one dict lookup)."""
+        until = self._table.get(digest)
+        if until is None:
+            return False
+        if until > time.monotonic():
+            return True
+        del self._table[digest]
+        return False
+
+    def remember(self, digest: bytes) -> None:
+        """``OnAuth`` accepted the pair now: it passes for the period from now."""
+        table = self._table
+        if table.pop(digest, None) is None and len(table) >= self.limit:
+            del table[next(iter(table))]  # the oldest acceptance
+        table[digest] = time.monotonic() + self.period
+
+    async def joined(self, digest: bytes) -> bool:
+        """Whether a check of the pair in progress (another request's) accepted it: waits
+        for it, if there is one. A pair refused meanwhile is checked again by each request
+        (a failure always asks ``OnAuth``)."""
+        pending = self._checking.get(digest)
+        if pending is None:
+            return False
+        await asyncio.wait((pending,))  # not cancelled with this request
+        return self.holds(digest)
+
+    def lead(self, digest: bytes) -> asyncio.Future[None] | None:
+        """This request checks the pair: the requests with the same pair that arrive
+        meanwhile wait for its outcome (:meth:`joined`) instead of asking ``OnAuth`` too
+        (a client opening many connections at once, a period ending under load). None when
+        another request leads already."""
+        if digest in self._checking:
+            return None
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._checking[digest] = future
+        return future
+
+    def settle(self, digest: bytes, future: asyncio.Future[None]) -> None:
+        """The check :meth:`lead` announced has ended (accepted, refused or failed)."""
+        if self._checking.get(digest) is future:
+            del self._checking[digest]
+        future.set_result(None)
+
+    def forget(self, digest: bytes) -> None:
+        """``OnAuth`` refused the pair (a request that overtook a concurrent acceptance)."""
+        self._table.pop(digest, None)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def __repr__(self) -> str:
+        return f"<AcceptedPairs {len(self._table)} of {self.limit}, {self.period:g} s>"
+
+
 class BasicGuard:
     """Runs before routing on a Basic port: 401 without valid Basic credentials, then
-    ``OnAuth``: exactly ``True`` passes, anything else is 403, an exception is 500."""
+    ``OnAuth``: exactly ``True`` passes, anything else is 403, an exception is 500.
+
+    With ``OnAuthCache`` a pair ``OnAuth`` accepted passes without it for that period
+    (:class:`AcceptedPairs`), unless the throttle has locked its user or address out; the
+    keyed hash of a header's pair is made once, with its decoding, so a request that passes
+    so costs two dict lookups."""
 
     __slots__ = (
+        "_cache",
         "_decoded",
         "_func",
         "_is_async",
@@ -113,8 +206,11 @@ class BasicGuard:
         # where a ``def`` OnAuth runs: the worker gives the port's thread pool (as the
         # original product runs OnAuth in the request's thread); else asyncio's default one
         self.pool = pool
-        # header -> (user, password, the secrets to scrub from the log)
-        self._decoded: dict[str, tuple[str, str, tuple[str, ...]]] = {}
+        # OnAuthCache: None without it (the request path then asks OnAuth every time)
+        self._cache = AcceptedPairs(settings.cache_s) if settings.cache_s > 0 else None
+        # header -> (user, password, the secrets to scrub from the log, the pair's keyed hash
+        # when OnAuthCache is on, else b"")
+        self._decoded: dict[str, tuple[str, str, tuple[str, ...], bytes]] = {}
         # header -> until when (monotonic) OnAuth's latest acceptance of it counts: the
         # throttle counts it only should OnAuth refuse it (its client may send many at once)
         self._known: dict[str, float] = {}
@@ -132,12 +228,40 @@ class BasicGuard:
             if parsed is None or header is None:
                 raise HTTPError(401, headers=(CHALLENGE,))
             user, password, credentials = parsed
-            decoded = (user, password, log.secret_forms(password, credentials))
+            digest = self._cache.digest(user, password) if self._cache is not None else b""
+            decoded = (user, password, log.secret_forms(password, credentials), digest)
             if len(self._decoded) >= _DECODED_MAX:
                 self._decoded.clear()
             self._decoded[header] = decoded
-        user, password, secrets = decoded
-        log.request_secrets.set(secrets)
+        user, password, scrubbed, digest = decoded
+        log.request_secrets.set(scrubbed)
+        cache = self._cache
+        if cache is None:
+            await self._ask(req, ctx, header, user, password, b"")
+            return
+        if cache.holds(digest) or await cache.joined(digest):
+            if self.throttle is not None:
+                self.throttle.known(user, req.client)  # a lock-out stands: 429
+            self._accepted(ctx, user, " (OnAuthCache)")
+            return
+        leading = cache.lead(digest)
+        try:
+            await self._ask(req, ctx, header, user, password, digest)
+        finally:
+            if leading is not None:
+                cache.settle(digest, leading)
+
+    async def _ask(
+        self,
+        req: Request,
+        ctx: RequestContext,
+        header: str | None,
+        user: str,
+        password: str,
+        digest: bytes,
+    ) -> None:
+        """``OnAuth`` decides, under the throttle; raises the refusal."""
+        cache = self._cache
         throttle = self.throttle
         attempt = None
         now = 0.0
@@ -176,6 +300,8 @@ class BasicGuard:
             log.auth_log.info("[%s] OnAuth refused user %r", self._port, user)
             if header is not None:
                 self._known.pop(header, None)
+            if cache is not None:
+                cache.forget(digest)
             if throttle is not None:
                 # stays counted (one admitted as known is counted now); the attempts after
                 # the maxFailures-th get 429 (SPEC 4.2), as on the token route: this refusal
@@ -191,9 +317,16 @@ class BasicGuard:
             if len(self._known) >= _DECODED_MAX and header not in self._known:
                 self._known.clear()
             self._known[header] = now + _KNOWN_S
+        if cache is not None:
+            cache.remember(digest)
+        self._accepted(ctx, user, "")
+
+    def _accepted(self, ctx: RequestContext, user: str, how: str) -> None:
         ctx.auth_user = user
         if log.auth_log.isEnabledFor(log.VERBOSE):  # rest_log_level 4 and 5
-            log.write(log.auth_log, log.VERBOSE, "[%s] OnAuth accepted user %r", self._port, user)
+            log.write(
+                log.auth_log, log.VERBOSE, "[%s] OnAuth accepted user %r%s", self._port, user, how
+            )
 
     def _log_raised(self, exc: BaseException, user: str, password: str) -> None:
         """An exception of ``OnAuth``: one error line (the message, without the password),

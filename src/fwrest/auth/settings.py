@@ -26,6 +26,8 @@ class AuthSettings:
     on_auth_is_async: bool
     on_admin: Callable[..., Any] | None
     max_failures: int
+    # basic only: OnAuthCache, seconds an accepted user and password are remembered (0: none)
+    cache_s: int = 0
     # oAuth2 only
     params_name: str = ""  # onAuthparams as written, when it names a function
     params_func: Callable[..., Any] | None = None
@@ -74,6 +76,7 @@ def parse_authorization(
             on_auth_is_async=is_async(on_auth),
             on_admin=on_admin,
             max_failures=data.max_failures,
+            cache_s=data.on_auth_cache_s,
         )
     params_func = function(data.on_auth_params, "onAuthparams")
     custom = function(data.on_auth, "onAuth")

@@ -9,31 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from fwrest.config.fwdata import FW_DATA_KEYS
-from fwrest.config.reading import RawConfig, RawSection, parse_json_text
+from fwrest.config.reading import RawConfig, RawSection, duration_seconds, parse_json_text
 from fwrest.config.schema import Key, keys_of
 
 __all__ = ["section_values"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
-_UNITS = {"s": 1, "m": 60, "h": 3600}  # a duration's units (kind "seconds")
-
-
-def _seconds(value: object) -> int | None:
-    """A duration in whole seconds: a number, or one with a unit (``60s``, ``1m``, ``2h``).
-
-    >>> _seconds("60s"), _seconds(" 1m"), _seconds(90), _seconds("1.5s"), _seconds("s")
-    (60, 60, 90, None, None)
-    """
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        return None
-    if isinstance(value, int):
-        return value
-    text = value.strip().lower()
-    factor = _UNITS.get(text[-1:], 0)
-    digits = text[:-1].strip() if factor else text
-    factor = factor or 1
-    return int(digits) * factor if digits.isdigit() else None
 
 
 def _convert(raw: RawConfig, sec: RawSection, key: Key, key_written: str, value: Any) -> Any:
@@ -64,7 +46,7 @@ def _convert(raw: RawConfig, sec: RawSection, key: Key, key_written: str, value:
             raise raw.error(f"{number} is out of range ({bounds}).", *where, fix=fix)
         return number
     if key.kind == "seconds":
-        seconds = _seconds(value)
+        seconds = duration_seconds(value)
         low, high = key.low or 0, key.high
         if seconds is None:
             raise raw.error(

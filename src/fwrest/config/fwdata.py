@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from fwrest.config.reading import RawConfig, RawSection
+from fwrest.config.reading import RawConfig, RawSection, duration_seconds
 from fwrest.errors import ConfigError
 
 __all__ = [
     "DEFAULT_ALLOW_GET_TOKEN",
     "DEFAULT_MAX_FAILURES",
     "FW_DATA_KEYS",
+    "LONG_AUTH_CACHE_S",
     "NATIVE_ROUTES_FIX",
     "NATIVE_ROUTE_NAMES",
     "SCHEMES",
@@ -42,12 +43,13 @@ _VALID = "basic or oAuth2 (oAuth is accepted as an alias of oAuth2)"
 
 DEFAULT_MAX_FAILURES = 10  # failed attempts in the throttle's window (SPEC 4.2)
 DEFAULT_ALLOW_GET_TOKEN = True  # the password grant over GET (SPEC 4.2)
+LONG_AUTH_CACHE_S = 3600  # an OnAuthCache longer than this is warned about (SPEC 4.1)
 DEFAULT_SIGNING_ALG = "HS256"  # SPEC 7, 12.1
 SIGNING_ALGS = ("HS256", "EdDSA", "ES256", "RS256")  # exactly these (as JWA names them)
 
 # Allowed keys of Authorization per scheme, folded -> as the SPEC writes them.
 _COMMON = {"scheme": "scheme", "maxfailures": "maxFailures", "onadmin": "onAdmin"}
-_BASIC = {**_COMMON, "onauth": "OnAuth"}
+_BASIC = {**_COMMON, "onauth": "OnAuth", "onauthcache": "OnAuthCache"}
 _OAUTH2 = {
     **_COMMON,
     "onauth": "onAuth",
@@ -103,6 +105,8 @@ class AuthorizationData:
     on_auth: str = ""  # OnAuth (basic, required) or onAuth (oAuth2: "" is the native check)
     on_admin: str = ""
     max_failures: int = DEFAULT_MAX_FAILURES
+    # basic only: OnAuthCache, seconds an accepted user and password are remembered (0: none)
+    on_auth_cache_s: int = 0
     # oAuth2 only: onAuthparams names a function, or a file ("file:NAME.json")
     on_auth_params: str = ""
     on_auth_params_file: Path | None = None  # absolute; it exists at load
@@ -268,7 +272,11 @@ def _authorization(
     if scheme == "basic":
         on_auth = function("onauth", True)
         return AuthorizationData(
-            "basic", on_auth=on_auth, on_admin=on_admin, max_failures=max_failures
+            "basic",
+            on_auth=on_auth,
+            on_admin=on_admin,
+            max_failures=max_failures,
+            on_auth_cache_s=_auth_cache(folded.get("onauthcache"), section, source),
         )
     if not is_tls:
         raise _err(
@@ -326,6 +334,24 @@ def _authorization(
         signing_alg=str(signing_alg),
         issuer=issuer,
     )
+
+
+def _auth_cache(given: tuple[str, Any] | None, section: str, source: str | None) -> int:
+    """``OnAuthCache`` (SPEC 4.1): seconds, a duration as the configuration's others are
+    written (``300``, ``"300s"``, ``"5m"``, ``"1h"``); absent, empty or 0: no cache."""
+    if given is None or given[1] is None or given[1] == "":
+        return 0
+    written, value = given
+    seconds = duration_seconds(value)
+    if seconds is None or seconds < 0:
+        raise _err(
+            f"FwData Authorization {written} must be a duration in whole seconds "
+            f"(300, 300s, 5m, 1h), got {value!r}.",
+            section,
+            'write for example "OnAuthCache": "300s", or leave it out for no cache.',
+            source,
+        )
+    return seconds
 
 
 def _issuer(value: Any, section: str, source: str | None) -> str:

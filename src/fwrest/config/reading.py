@@ -15,7 +15,31 @@ from typing import Any
 
 from fwrest.errors import ConfigError
 
-__all__ = ["RawConfig", "RawSection", "parse_json_text", "read_source"]
+__all__ = ["RawConfig", "RawSection", "duration_seconds", "parse_json_text", "read_source"]
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600}  # a duration's units (kind "seconds")
+_DIGITS_MAX = 15  # more is a typing slip, refused as one (int() refuses thousands of digits)
+
+
+def duration_seconds(value: object) -> int | None:
+    """A duration in whole seconds: a number, or one with a unit (``60s``, ``1m``, ``2h``).
+
+    >>> [duration_seconds(v) for v in ("60s", " 1m", 90, "1.5s", "s")]
+    [60, 60, 90, None, None]
+    """
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    if isinstance(value, int):
+        return value
+    text = value.strip().lower()
+    factor = _UNITS.get(text[-1:], 0)
+    digits = text[:-1].strip() if factor else text
+    factor = factor or 1
+    # ASCII digits only ("²" is a digit to str.isdigit, not to int), and few enough for int
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > _DIGITS_MAX:
+        return None
+    return int(digits) * factor
 
 
 @dataclass(slots=True)

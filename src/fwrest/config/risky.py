@@ -1,9 +1,11 @@
 """Warnings about legal but risky settings (SPEC 7: ``fwrest check`` prints them, a start logs
 them): Basic without TLS off loopback, a public monitor, the GET token route, full error
-bodies, long token lifetimes, client CAs that no client certificate is asked against."""
+bodies, long token lifetimes, a long ``OnAuthCache``, client CAs that no client certificate is
+asked against."""
 
 from __future__ import annotations
 
+from fwrest.config.fwdata import LONG_AUTH_CACHE_S, FwData
 from fwrest.config.model import (
     MonitorConfig,
     ServerConfig,
@@ -43,6 +45,17 @@ def risky_settings(
                 f"[{server.name}] MaxBodySize=0 refuses every request body with 413 (the token "
                 "route's too); it does not mean unlimited, as nginx's client_max_body_size 0 "
                 "does. Leave it out for the default 1 MiB, or give the largest body in bytes."
+            )
+    fw_data: list[tuple[str, FwData]] = [(server.name, server.fw_data) for server in servers]
+    if monitor is not None:
+        fw_data.append(("APP_MONITOR", monitor.fw_data))
+    for name, data in fw_data:
+        auth = data.authorization
+        if auth is not None and auth.on_auth_cache_s > LONG_AUTH_CACHE_S:
+            out.append(
+                f"[{name}] OnAuthCache={auth.on_auth_cache_s}s: for that long a worker keeps "
+                "letting in a password that OnAuth accepted, even after it is changed or its "
+                "user removed; a few minutes (300s) already spare nearly every check."
             )
     sections: list[tuple[str, TlsOptions]] = [(server.name, server.tls) for server in servers]
     if monitor is not None:
