@@ -568,6 +568,29 @@ def test_a_params_file_change_of_the_same_size_and_time_is_seen(svc: LocalServic
     assert error_of(port.grant("ada", "Same-Pw-1111")) == "invalid_grant"
 
 
+def test_the_metadata_follows_an_edit_of_the_params_file(svc: LocalService) -> None:
+    """RFC 8414 metadata (SPEC 12.2) of a ``file:`` port: its grant types and scopes as the
+    file says now, not as it said at the start."""
+    port = svc["FILE_SAME"]
+    path = svc.folder / "same.json"
+    before = path.read_text()
+    meta = port.http.get("/rest/fw/oauth2/metadata").json()
+    assert meta["grant_types_supported"] == ["password", "refresh_token"]
+    assert meta["scopes_supported"] == ["default"]
+    edited = {
+        **params_file("Same-Pw-2222"),
+        "scopes": ["orders:read"],
+        "types": [{"grant_type": "password"}, {"grant_type": "client_credentials"}],
+    }
+    try:
+        path.write_text(json.dumps(edited))
+        meta = port.http.get("/rest/fw/oauth2/metadata").json()
+        assert meta["grant_types_supported"] == ["password", "client_credentials"]
+        assert meta["scopes_supported"] == ["default", "orders:read"]
+    finally:
+        path.write_text(before)
+
+
 @pytest.mark.parametrize(
     "user", [ARGON_USER, BCRYPT_USER, LONG_USER], ids=["argon2id", "bcrypt", "bcrypt-72"]
 )

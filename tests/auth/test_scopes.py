@@ -149,6 +149,7 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
         "NO_CC": oauth_section(certs, onAuthparams=f"{m}.params_no_cc"),
         "SINGLE": oauth_section(certs, onAuthparams=f"{m}.params_single"),
         "CUSTOM": oauth_section(certs, onAuthparams=f"{m}.params", onAuth=f"{m}.any_token"),
+        "NO_META": oauth_section(certs, onAuthparams=f"{m}.params"),
         "BASIC": {
             "HostName": "127.0.0.1",
             "Port": 0,
@@ -163,6 +164,7 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
             },
         },
     }
+    servers["NO_META"]["FwData"]["NativeRoutes"] = {"disable": ["oauth2/metadata"]}
     return module_config(folder, m, servers=servers, app=APP_SOURCE + SCOPES_APP)
 
 
@@ -711,3 +713,30 @@ def test_a_route_without_scopes_keeps_its_bare_call(port: OAuthPort) -> None:
         for k, q in calls_of.items()
         if k[1] != "/orders" and k[1] != "/reports"
     )
+
+
+def test_the_metadata_lists_what_onauthparams_allows(svc: LocalService) -> None:
+    """RFC 8414 metadata (SPEC 12.2) from a function ``onAuthparams``: its ``types`` (with
+    client credentials, or the password grant alone) and every scope an entry lists; the
+    well-known path answers the same document."""
+    scoped = svc["SCOPED"].http.get("/rest/fw/oauth2/metadata").json()
+    assert scoped["grant_types_supported"] == ["password", "refresh_token", "client_credentials"]
+    assert scoped["scopes_supported"] == [
+        "default",
+        "orders:read",
+        "orders:write",
+        "admin",
+        "reports",
+        "introspect",
+    ]
+    known = svc["SCOPED"].http.get("/.well-known/oauth-authorization-server/rest")
+    assert known.status_code == 200 and known.json() == scoped
+    no_cc = svc["NO_CC"].http.get("/rest/fw/oauth2/metadata").json()
+    assert no_cc["grant_types_supported"] == ["password"]
+    single = svc["SINGLE"].http.get("/rest/fw/oauth2/metadata").json()
+    assert single["grant_types_supported"] == ["password", "refresh_token"]
+    assert single["scopes_supported"] == ["default", "orders:read"]
+    # NativeRoutes disabling oauth2/metadata takes the well-known path away with the route
+    no_meta = svc["NO_META"]
+    assert no_meta.http.get("/rest/fw/oauth2/metadata").status_code == 404
+    assert no_meta.http.get("/.well-known/oauth-authorization-server/rest").status_code == 401

@@ -51,8 +51,9 @@ class Routed(Protocol):
 class TokenEndpoint(Protocol):
     """An oAuth2 port's token service, as the token route calls it."""
 
-    # the metadata document (RFC 8414) of each location, by prefix (SPEC 12.2)
-    metadata: dict[str, bytes]
+    async def metadata_document(self, prefix: str) -> bytes | None:
+        """The metadata document (RFC 8414) of the location ``prefix`` (SPEC 12.2)."""
+        ...
 
     async def token_endpoint(
         self,

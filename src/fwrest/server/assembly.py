@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 
 from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
-from fwrest.auth.oauth2.discovery import WellKnown, issuers, metadata_documents
+from fwrest.auth.oauth2.discovery import Metadata, WellKnown, issuers
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, StoreKeySet
-from fwrest.auth.oauth2.params import ParamsError
 from fwrest.auth.oauth2.portkeys import PortKeys
 from fwrest.auth.oauth2.scopes import requiring
 from fwrest.auth.throttle import BASIC_WORDING, TOKEN_WORDING, LockBoard, Throttle
@@ -238,9 +237,10 @@ class _Builder:
             scoped = requiring  # the routes' scopes are checked on oAuth2 ports only
         limits = rate_limits(port, self.plan.store, self.built.client)
         early, outgoing = location_stages(port, limits)
-        if tokens is not None:
-            # SPEC 12.2: the metadata at the port's root, before the guard
-            well_known = WellKnown(tokens.issuers, tokens.metadata)
+        if tokens is not None and "oauth2/metadata" not in port.native.disable:
+            # SPEC 12.2: the metadata at the port's root, before the guard (gone with the
+            # route when NativeRoutes disables oauth2/metadata)
+            well_known = WellKnown(tokens.issuers, tokens.metadata_document)
             early = (*early, Early(well_known, frozenset({"GET", "HEAD"})))
         return PortApp(
             port,
@@ -280,18 +280,7 @@ class _Builder:
                 settings.issuer,
             ),
         )
-        types = None
-        if settings.params_file is not None:
-            try:
-                types = tokens.source.read_file().types
-            except ParamsError:
-                types = None  # the start checked it; a file broken since says so per request
-        tokens.metadata = metadata_documents(
-            tokens.issuers,
-            asymmetric=tokens.keys is not None,
-            grant_types=types,
-            params_file=settings.params_file,
-        )
+        tokens.metadata = Metadata(tokens.issuers, asymmetric=tokens.keys is not None)
         tokens.start()
         self.built.services.append(tokens)
         return tokens

@@ -1,19 +1,19 @@
 """Discovery of an oAuth2 port (SPEC 12.2): issuers, the JWK Set route, the authorization
 server metadata (RFC 8414) under each location and at the port's well-known path.
 
-Everything here is decided at start (:func:`issuers`, :func:`metadata_documents`); the routes
-answer with bytes made then, or with the port's current JWK Set (:class:`PortKeys`).
+The issuers and the documents' endpoints are decided at start (:func:`issuers`,
+:class:`Metadata`); the grant types and scopes a document lists are what ``onAuthparams``
+allows when it is asked, and the JWK Set is the port's current one (:class:`PortKeys`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from fwrest.auth.oauth2.tokens import GRANTS
 from fwrest.context.request import Response, current
 from fwrest.errors import HTTPError
 from fwrest.routing.names import (
@@ -26,16 +26,17 @@ from fwrest.routing.names import (
 from fwrest.wire import Reply, Request
 
 if TYPE_CHECKING:
+    from fwrest.auth.oauth2.params import AuthParams
     from fwrest.context.request import RequestContext
 
 __all__ = [
     "JWKS_ROUTE",
     "METADATA_ROUTE",
     "WELL_KNOWN",
+    "Metadata",
     "WellKnown",
     "issuers",
     "jwks_route",
-    "metadata_documents",
     "metadata_route",
 ]
 
@@ -58,59 +59,68 @@ def issuers(host: str, port: int, prefixes: Iterable[str], configured: str) -> d
     return out
 
 
-def _scopes_of(file: Path | None) -> list[str]:
-    """``default`` and every scope a user or client entry of an ``onAuthparams`` file lists
-    (a function's entries are not known at start: ``default`` only)."""
+def _grants_of(allowed: AuthParams | None) -> list[str]:
+    """The grant types ``onAuthparams`` allows now (its ``types``, in fwrest's order), else
+    the two granted when it lists none."""
+    if allowed is None or allowed.types is None:
+        return list(KNOWN_GRANTS)
+    return [g for g in GRANTS if g in allowed.types]
+
+
+def _scopes_of(allowed: AuthParams | None) -> list[str]:
+    """``default`` and every scope a user or client entry of ``onAuthparams`` lists now."""
     scopes = ["default"]
-    if file is None:
+    if allowed is None:
         return scopes
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return scopes
-    entries: list[Any] = [data] if isinstance(data, dict) else []
-    for array in ("users", "client"):
-        listed = data.get(array) if isinstance(data, dict) else None
-        if isinstance(listed, list):
-            entries += listed
-    for entry in entries:
-        values = entry.get("scopes") if isinstance(entry, dict) else None
-        for scope in values if isinstance(values, list) else ():
-            if isinstance(scope, str) and scope not in scopes:
-                scopes.append(scope)
+    for listed in (*allowed.user_scopes.values(), *allowed.client_scopes.values()):
+        scopes += [scope for scope in listed if scope not in scopes]
     return scopes
 
 
-def metadata_documents(
-    by_location: dict[str, str],
-    *,
-    asymmetric: bool,
-    grant_types: tuple[str, ...] | None,
-    params_file: Path | None,
-) -> dict[str, bytes]:
-    """Location prefix -> its metadata document (RFC 8414 2), as bytes."""
-    scopes = _scopes_of(params_file)
-    out = {}
-    for prefix, issuer in by_location.items():
-        doc: dict[str, Any] = {
-            "issuer": issuer,
-            "token_endpoint": issuer + TOKEN_ROUTE,
-        }
-        if asymmetric:
-            doc["jwks_uri"] = issuer + JWKS_ROUTE
-        doc |= {
-            "revocation_endpoint": issuer + REVOKE_ROUTE,
-            "introspection_endpoint": issuer + INTROSPECT_ROUTE,
-            "grant_types_supported": list(grant_types or KNOWN_GRANTS),
-            "scopes_supported": scopes,
-            "token_endpoint_auth_methods_supported": [
-                "client_secret_basic",
-                "client_secret_post",
-            ],
-            "response_types_supported": [],
-        }
-        out[prefix] = orjson.dumps(doc)
-    return out
+class Metadata:
+    """The metadata document (RFC 8414 2) of each location of an oAuth2 port: its endpoints
+    fixed at start, its grant types and scopes what ``onAuthparams`` allows when asked (a
+    file edited or a function's answer changed since the start shows at once)."""
+
+    __slots__ = ("_heads", "_last")
+
+    def __init__(self, by_location: dict[str, str], *, asymmetric: bool) -> None:
+        self._heads: dict[str, dict[str, Any]] = {}
+        for prefix, issuer in by_location.items():
+            head: dict[str, Any] = {"issuer": issuer, "token_endpoint": issuer + TOKEN_ROUTE}
+            if asymmetric:
+                head["jwks_uri"] = issuer + JWKS_ROUTE
+            head["revocation_endpoint"] = issuer + REVOKE_ROUTE
+            head["introspection_endpoint"] = issuer + INTROSPECT_ROUTE
+            self._heads[prefix] = head
+        # the documents of the last settings seen: a file's stay the same object until it
+        # changes, so most requests are one lookup
+        self._last: tuple[AuthParams | None, dict[str, bytes]] = (None, {})
+
+    def document(self, prefix: str, allowed: AuthParams | None) -> bytes | None:
+        """The document of the location ``prefix``; None for a prefix the port lacks."""
+        head = self._heads.get(prefix)
+        if head is None:
+            return None
+        seen, documents = self._last
+        if seen is not allowed or allowed is None:
+            documents = {}
+            self._last = (allowed, documents)
+        body = documents.get(prefix)
+        if body is None:
+            body = documents[prefix] = orjson.dumps(
+                {
+                    **head,
+                    "grant_types_supported": _grants_of(allowed),
+                    "scopes_supported": _scopes_of(allowed),
+                    "token_endpoint_auth_methods_supported": [
+                        "client_secret_basic",
+                        "client_secret_post",
+                    ],
+                    "response_types_supported": [],
+                }
+            )
+        return body
 
 
 def _json(body: bytes, cache: str) -> Reply:
@@ -122,21 +132,29 @@ class WellKnown:
     ``/.well-known/oauth-authorization-server{issuer's path}``, at the port's root, before
     the port's guard (never behind its scheme). One dict lookup for any other path."""
 
-    __slots__ = ("_paths",)
+    __slots__ = ("_document", "_paths")
 
-    def __init__(self, by_location: dict[str, str], documents: dict[str, bytes]) -> None:
+    def __init__(
+        self,
+        by_location: dict[str, str],
+        document: Callable[[str], Awaitable[bytes | None]],
+    ) -> None:
         from urllib.parse import urlsplit
 
-        self._paths: dict[str, bytes] = {}
+        self._document = document
+        self._paths: dict[str, str] = {}  # well-known path -> location prefix
         for prefix, issuer in by_location.items():
             path = urlsplit(issuer).path.rstrip("/")
-            self._paths.setdefault(WELL_KNOWN + path, documents[prefix])
+            self._paths.setdefault(WELL_KNOWN + path, prefix)
 
     def paths(self) -> list[str]:
         return list(self._paths)
 
     async def __call__(self, req: Request, ctx: RequestContext) -> Reply | None:
-        body = self._paths.get(ctx.path)
+        prefix = self._paths.get(ctx.path)
+        if prefix is None:
+            return None
+        body = await self._document(prefix)
         if body is None:
             return None
         return _json(body, JWKS_MAX_AGE)
@@ -155,7 +173,7 @@ async def metadata_route() -> Response:
     """The authorization server metadata of the request's location (RFC 8414)."""
     ctx = current.get()
     service = ctx.port.token_service
-    body = service.metadata.get(ctx.location_path) if service is not None else None
+    body = await service.metadata_document(ctx.location_path) if service is not None else None
     if body is None:
         raise HTTPError(404)
     return Response(body, 200, {"cache-control": JWKS_MAX_AGE}, "application/json")

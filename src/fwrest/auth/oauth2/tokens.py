@@ -39,6 +39,7 @@ from fwrest.store import RefreshRecord, StateStore, StoreError
 from fwrest.store.calls import StoreClient
 
 if TYPE_CHECKING:
+    from fwrest.auth.oauth2.discovery import Metadata
     from fwrest.auth.oauth2.portkeys import PortKeys
 
 __all__ = ["InvalidToken", "TokenService", "UnknownKey"]
@@ -61,6 +62,7 @@ _NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
 _WRONG = "invalid username or password"
 _VERIFIED_MAX = 1024  # verified access tokens remembered per worker (about 1.5 KiB each)
 GRANTS = ("password", "refresh_token", "client_credentials")
+METADATA_PARAMS_S = 5.0  # how long the metadata keeps what a function onAuthparams answered
 
 
 class InvalidToken(Exception):
@@ -125,7 +127,10 @@ class TokenService:
         # SPEC 12.2: location prefix -> issuer; the bearer check accepts any of them
         self.issuers = issuers or {"": "fwrest"}
         self._accepted_issuers = frozenset(self.issuers.values())
-        self.metadata: dict[str, bytes] = {}  # set by the assembly (auth/oauth2/discovery.py)
+        # the metadata documents (auth/oauth2/discovery.py's Metadata), set by the assembly
+        self.metadata: Metadata | None = None
+        # what a function onAuthparams answered the metadata route last, and when
+        self._asked: tuple[float, AuthParams | None] = (float("-inf"), None)
         self.store = store
         self.source = source
         source.label = port_name
@@ -284,6 +289,29 @@ class TokenService:
         if self.keys is not None:
             return self.keys.sign(claims, ttl_ms / 1000)
         return jwt.encode(claims, self._key, algorithm=ALG, headers={"typ": "at+jwt"})
+
+    async def metadata_document(self, prefix: str) -> bytes | None:
+        """The metadata document (RFC 8414) of the location ``prefix`` with the grant types
+        and scopes ``onAuthparams`` allows now: a file as it is now (one ``stat``), a function's
+        answer of the last 5 s (the route is open to anyone: it must not call the
+        application's function at whatever rate a client likes); None for no such location."""
+        if self.metadata is None:
+            return None
+        allowed: AuthParams | None
+        if self.source.file is not None:
+            try:
+                allowed = await asyncio.to_thread(self.source.read_file)
+            except ParamsError:
+                allowed = None  # the start read it; logged when the token route reads it
+        else:
+            asked, allowed = self._asked
+            if time.monotonic() - asked > METADATA_PARAMS_S:
+                try:
+                    allowed = await self._params({})
+                except HTTPError:
+                    allowed = None  # logged by _params: the document lists the defaults
+                self._asked = (time.monotonic(), allowed)
+        return self.metadata.document(prefix, allowed)
 
     # -- token route ---------------------------------------------------------------------------
     def _unavailable(self, exc: Exception) -> HTTPError:
