@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import re
 import typing
 import uuid
 from collections.abc import Callable
@@ -55,12 +56,16 @@ def _expected(scalar: Any) -> str:
     return _EXPECTED.get(base, getattr(base, "__name__", repr(base)))
 
 
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
 def _text_converter(scalar: Any) -> Callable[[str], Any]:
     """The conversion of one text value to ``scalar``.
 
-    ``int`` without constraints takes the fast way for plain digits (the common path
-    parameter); everything else is msgspec's lax conversion from text (``"12"``, ``"true"``,
-    ``"2024-05-01"``), which checks ``Annotated`` constraints too.
+    An ``int`` is ASCII digits with an optional ``-`` (msgspec's lax conversion would take
+    ``1e3`` and ``1.0``, Python's ``int()`` `` 12``, ``1_000`` and other scripts' digits);
+    everything else is msgspec's lax conversion from text (``"true"``, ``"2024-05-01"``, an
+    Enum's value). ``Annotated`` constraints are checked by msgspec after either.
 
     Raises (the returned function):
         msgspec.ValidationError, ValueError: the text does not convert.
@@ -68,14 +73,20 @@ def _text_converter(scalar: Any) -> Callable[[str], Any]:
     if scalar is str:
         return str
     convert = msgspec.convert
-    if scalar is int:
+    base = scalar
+    while typing.get_origin(base) is typing.Annotated:
+        base = typing.get_args(base)[0]
+    if base is int:
+        match = _INTEGER.fullmatch
 
         def to_int(text: str) -> Any:
-            if text.isdigit() and text.isascii() and len(text) < 19:
-                return int(text)
-            return convert(text, int, strict=False)
+            if match(text) is None:
+                raise ValueError("not an integer")
+            return int(text)
 
-        return to_int
+        if scalar is int:
+            return to_int
+        return lambda text: convert(to_int(text), scalar)
     return lambda text: convert(text, scalar, strict=False)
 
 
@@ -95,9 +106,10 @@ class _Field:
     def __call__(self, text: str) -> Any:
         try:
             return self.convert(text)
-        except (msgspec.ValidationError, ValueError) as exc:
+        except ValueError as exc:  # msgspec.ValidationError too
             got = repr(text[:_SHOWN]) + ("..." if len(text) > _SHOWN else "")
-            if self.constrained:
+            if self.constrained and isinstance(exc, msgspec.ValidationError):
+                # the value converted and broke a constraint: msgspec names it
                 why = f"{self.where}: {exc} (got {got})"
             else:
                 why = f"{self.where}: expected {self.expected}, got {got}"
