@@ -7,6 +7,7 @@ client (``fwrest.testing.Client``), the module named ``typed_app``."""
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ import dataclasses
 import datetime
 import enum
 import uuid
+from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import msgspec
@@ -211,6 +213,13 @@ def nothing() -> Order | None:
 @get("/bad-result")
 def bad_result() -> Order:
     return object()
+
+
+@get("/stream/:n")
+def stream(n: int, word: str = "x") -> Iterator[str]:
+    # a typed handler's iterator is still a stream (SPEC 10.5), not a result to encode
+    for i in range(n):
+        yield f"{word}{i};"
 """
 
 
@@ -533,6 +542,55 @@ def test_an_answer_that_cannot_be_encoded_is_a_500(client: Client) -> None:
     r = client.get("/rest/bad-result")
     assert r.status_code == 500
     assert r.json()["detailedMessage"] == ""
+
+
+def test_a_typed_handler_may_still_stream(client: Client) -> None:
+    assert client.get("/rest/stream/3?word=w").text == "w0;w1;w2;"
+
+
+HOOKED = """
+import msgspec
+
+from fwrest import post, rest
+
+calls = []
+
+
+class Item(msgspec.Struct):
+    name: str
+
+
+@post("/items/:n")
+def create(n: int, item: Item) -> Item:
+    return Item(f"{item.name} x{n}")
+
+
+def stamp():
+    rest.setStatusCode(202)
+    rest.setKeyHeaderResponse("X-Stamped", "1")
+
+
+def recover(exc):
+    calls.append(repr(exc))
+    return {"recovered": True}
+"""
+
+
+def test_typed_handlers_meet_their_pools_hooks(tmp_path: Path) -> None:
+    """OnSend sees the typed answer (its status holds); a 400 of a conversion is fwrest's own
+    answer, which OnError never meets (SPEC 11.1)."""
+    pool = {"POOL": {"OnSend": "typed_hooked.stamp", "OnError": "typed_hooked.recover"}}
+    config = module_config(tmp_path, "typed_hooked", app=HOOKED, extra=pool)
+    with Client(config) as c:
+        r = c.post("/rest/items/2", json={"name": "tea"})
+        assert (r.status_code, r.headers["x-stamped"], r.json()) == (202, "1", {"name": "tea x2"})
+        assert refused(c.post("/rest/items/two", json={"name": "tea"})) == (
+            "the path parameter 'n': expected an integer, got 'two'"
+        )
+        assert refused(c.post("/rest/items/2", json={})) == (
+            "the body ('item'): Object missing required field `name`"
+        )
+    assert sys.modules["typed_hooked"].calls == []  # OnError was never called
 
 
 # -- the start --------------------------------------------------------------------------------

@@ -126,11 +126,20 @@ def body_type(hint: Any) -> bool:
     )
 
 
+# the containers a result encoded as one JSON document may nest body types in (an iterator
+# of them is a stream, SPEC 10.5: sent as it comes, never encoded whole)
+_CONTAINERS = frozenset((list, tuple, set, frozenset, dict, *_UNIONS))
+
+
 def _names_body_type(hint: Any) -> bool:
-    """Whether a return annotation holds a body type anywhere (``list[Item]``, ``Item | None``)."""
-    if body_type(hint):
+    """Whether a return annotation holds a body type as a JSON document does (``Item``,
+    ``list[Item]``, ``Item | None``, ``dict[str, Item]``), not an iterator of them."""
+    base = _unwrap(hint)
+    if body_type(base):
         return True
-    return any(_names_body_type(arg) for arg in typing.get_args(_unwrap(hint)))
+    if typing.get_origin(base) not in _CONTAINERS:
+        return False
+    return any(_names_body_type(arg) for arg in typing.get_args(base))
 
 
 def _resolved(func: Callable[..., Any]) -> dict[str, Any]:

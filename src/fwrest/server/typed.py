@@ -2,8 +2,10 @@
 encoded, by converters and one msgspec decoder and encoder built at start.
 
 :func:`typed_function` wraps a function whose hints ask for more than SPEC 3 gives
-(:mod:`fwrest.repository.hints`) in one of the same kind (``def`` or ``async def``), so that
-:func:`fwrest.server.handler.bind` and the hooks call it as any other: it takes the path
+(:mod:`fwrest.repository.hints`) in one called as the function is (the ``Handler`` keeps the
+function's kind: a ``def`` one's wrapper runs in the pool, an ``async def`` one's returns what
+is awaited), so that :func:`fwrest.server.handler.bind` and the hooks call it as any other:
+it takes the path
 parameters as text, converts them, reads the query and the body from the request's context
 when the function asks for them, and raises a 400 (``HTTPError``) whose ``detailedMessage``
 names the parameter, or the body's field path, and what was expected. A ``def`` function's
@@ -90,30 +92,54 @@ def _text_converter(scalar: Any) -> Callable[[str], Any]:
     return lambda text: convert(text, scalar, strict=False)
 
 
-class _Field:
-    """A path or query parameter's conversion and the words of its refusals."""
+_INT_DIGITS = 4000  # Python's int() refuses text of more than 4300 digits (a ValueError)
 
-    __slots__ = ("constrained", "convert", "expected", "name", "param", "where")
+
+class _Field:
+    """A path or query parameter's conversion and the words of its refusals; ``check`` is
+    the conversion that raises the 400."""
+
+    __slots__ = ("check", "constrained", "expected", "name", "param", "where")
 
     def __init__(self, param: Param) -> None:
         self.param = param
         self.name = param.name
         self.where = f"the {param.source} parameter '{param.name}'"
-        self.convert = _text_converter(param.scalar)
         self.expected = _expected(param.scalar)
         self.constrained = typing.get_origin(param.scalar) is typing.Annotated
+        self.check = self._checked(_text_converter(param.scalar))
 
-    def __call__(self, text: str) -> Any:
-        try:
-            return self.convert(text)
-        except ValueError as exc:  # msgspec.ValidationError too
-            got = repr(text[:_SHOWN]) + ("..." if len(text) > _SHOWN else "")
-            if self.constrained and isinstance(exc, msgspec.ValidationError):
-                # the value converted and broke a constraint: msgspec names it
-                why = f"{self.where}: {exc} (got {got})"
-            else:
-                why = f"{self.where}: expected {self.expected}, got {got}"
-            raise HTTPError(400, detailed=why) from None
+    def _checked(self, convert: Callable[[str], Any]) -> Callable[[str], Any]:
+        refuse = self.refuse
+        if self.param.scalar is int:
+
+            def to_int(text: str) -> Any:
+                # the common path parameter, an id: plain digits go straight to int()
+                if text.isdigit() and text.isascii() and len(text) < _INT_DIGITS:
+                    return int(text)
+                try:
+                    return convert(text)
+                except ValueError as exc:
+                    raise refuse(text, exc) from None
+
+            return to_int
+
+        def checked(text: str) -> Any:
+            try:
+                return convert(text)
+            except ValueError as exc:  # msgspec.ValidationError too
+                raise refuse(text, exc) from None
+
+        return checked
+
+    def refuse(self, text: str, exc: ValueError) -> HTTPError:
+        got = repr(text[:_SHOWN]) + ("..." if len(text) > _SHOWN else "")
+        if self.constrained and isinstance(exc, msgspec.ValidationError):
+            # the value converted and broke a constraint: msgspec names it
+            why = f"{self.where}: {exc} (got {got})"
+        else:
+            why = f"{self.where}: expected {self.expected}, got {got}"
+        return HTTPError(400, detailed=why)
 
     def missing(self) -> HTTPError:
         what = f"a list of {self.expected}" if self.param.many else self.expected
@@ -202,49 +228,78 @@ def typed_function(func: Callable[..., Any], hints: Hints, is_async: bool) -> Ca
         HTTPError: 400 for a value that does not convert or validate, or a required one
             missing; 415 for a body that is not JSON by its ``Content-Type``.
     """
-    path = tuple(_Field(p) for p in hints.params if p.source == "path" and p.scalar is not str)
+    path = tuple(
+        (f.name, f.check)
+        for f in (_Field(p) for p in hints.params if p.source == "path" and p.scalar is not str)
+    )
     query = tuple(_Field(p) for p in hints.params if p.source == "query")
     wanted = frozenset(f.name for f in query)
     body_param = hints.body
     body = _Body(body_param) if body_param is not None else None
-    reads = bool(query) or body is not None
     encode = _encoder(hints.returns) if hints.encodes else None
+    if not query and body is None and encode is None:
+        # path parameters only (an id): the conversions and the call, nothing more; an
+        # ``async def`` function's coroutine is returned as it is, to be awaited by the caller
+        return _path_only(func, path)
 
     def fill(kw: dict[str, Any]) -> dict[str, Any]:
-        for field in path:
-            kw[field.name] = field(kw[field.name])
-        if reads:
-            ctx = current.get()
-            if query:
-                values = _query_values(ctx.query_string, wanted)
-                for field in query:
-                    got = values.get(field.name)
-                    if got is None:
-                        if field.param.required:
-                            raise field.missing()
-                    elif field.param.many:
-                        kw[field.name] = [field(v) for v in got]
-                    else:
-                        kw[field.name] = field(got[-1])  # the last, as getQueryRequest()
-            if body is not None:
-                if ctx.body:
-                    kw[body.name] = body(ctx)
-                elif body.param.required:
-                    raise body.missing()
+        for name, check in path:
+            kw[name] = check(kw[name])
+        ctx = current.get()
+        if query:
+            values = _query_values(ctx.query_string, wanted)
+            for field in query:
+                got = values.get(field.name)
+                if got is None:
+                    if field.param.required:
+                        raise field.missing()
+                elif field.param.many:
+                    kw[field.name] = [field.check(v) for v in got]
+                else:
+                    kw[field.name] = field.check(got[-1])  # the last, as getQueryRequest()
+        if body is not None:
+            if ctx.body:
+                kw[body.name] = body(ctx)
+            elif body.param.required:
+                raise body.missing()
         return kw
 
+    if encode is None:
+
+        def call(**kw: Any) -> Any:
+            return func(**fill(kw))  # an async def's coroutine, awaited by the caller
+
+        return call
+    encoded = encode
     if is_async:
 
         async def call_async(**kw: Any) -> Any:
-            result = await func(**fill(kw))
-            return encode(result) if encode is not None else result
+            return encoded(await func(**fill(kw)))
 
-        call: Callable[..., Any] = call_async
-    else:
+        return call_async
 
-        def call_sync(**kw: Any) -> Any:
-            result = func(**fill(kw))
-            return encode(result) if encode is not None else result
+    def call_sync(**kw: Any) -> Any:
+        return encoded(func(**fill(kw)))
 
-        call = call_sync
-    return call
+    return call_sync
+
+
+def _path_only(
+    func: Callable[..., Any], path: tuple[tuple[str, Callable[[str], Any]], ...]
+) -> Callable[..., Any]:
+    """``func`` behind its path parameters' conversions alone."""
+    if len(path) == 1:
+        ((name, check),) = path
+
+        def one(**kw: Any) -> Any:
+            kw[name] = check(kw[name])
+            return func(**kw)
+
+        return one
+
+    def each(**kw: Any) -> Any:
+        for name, check in path:
+            kw[name] = check(kw[name])
+        return func(**kw)
+
+    return each
