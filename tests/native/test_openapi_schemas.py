@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 from openapi_spec_validator import validate
 
 from fwrest.testing import Client
@@ -259,3 +260,46 @@ def test_fwrest_openapi_writes_the_same_schemas(
     validate(written)
     assert written["components"]["schemas"] == doc["components"]["schemas"]
     assert written["paths"]["/rest/orders"] == doc["paths"]["/rest/orders"]
+
+
+SCOPED_APP = """
+from fwrest import get
+
+
+def params():
+    return {"client_id": "c", "client_secret": "s", "users": [], "types": []}
+
+
+@get("/orders/:id", scopes=["orders:read"])
+def one_order(id: int, full: bool = False):
+    return {"id": id, "full": full}
+"""
+
+
+def test_a_typed_routes_scopes_stand_beside_its_schemas(ca: trustme.CA, tmp_path: Path) -> None:
+    """On an oAuth2 port (SPEC 12.4) a typed route's operation names its scopes and its
+    schemas; the document is built as ``fwrest openapi`` builds it, without serving."""
+    from fwrest import __version__
+    from fwrest.config import load_config
+    from fwrest.native.listing import build_openapi
+    from fwrest.server.build import build_plan
+    from tests.auth.oauth2_support import oauth_section
+    from tests.conftest import issue_certs
+
+    certs = issue_certs(ca, tmp_path / "certs")
+    section = oauth_section(certs, onAuthparams="openapi_scoped_app.params")
+    config = module_config(
+        tmp_path, "openapi_scoped_app", app=SCOPED_APP, servers={"OAUTH": section}
+    )
+    doc = build_openapi(build_plan(load_config(config)).ports[0], __version__)
+    validate(doc)
+    op = doc["paths"]["/rest/orders/{id}"]["get"]
+    assert op["security"] == [{"oauth2": ["orders:read"]}]
+    assert [(p["name"], p["in"], p["schema"]) for p in op["parameters"]] == [
+        ("id", "path", {"type": "integer"}),
+        ("full", "query", {"type": "boolean", "default": False}),
+    ]
+    assert "400" in op["responses"]
+    flow = doc["components"]["securitySchemes"]["oauth2"]["flows"]["password"]
+    assert "orders:read" in flow["scopes"]
+    assert "FwrestError" in doc["components"]["schemas"]
