@@ -215,6 +215,26 @@ def bad_result() -> Order:
     return object()
 
 
+@get("/unhinted-struct")
+def unhinted_struct():
+    return Line("a", 1)
+
+
+@get("/unhinted-list")
+async def unhinted_list():
+    return [Line("a", 1), Point(1, 2)]
+
+
+@get("/unhinted-dict")
+def unhinted_dict():
+    return {"line": Line("b", 2)}
+
+
+@get("/unhinted-set")
+def unhinted_set():
+    rest.setResponse({"point": Point(3, 4)})
+
+
 @get("/stream/:n")
 def stream(n: int, word: str = "x") -> Iterator[str]:
     # a typed handler's iterator is still a stream (SPEC 10.5), not a result to encode
@@ -536,6 +556,18 @@ def test_typed_answers(client: Client) -> None:
     missing = client.get("/rest/order-or-404/0")  # a Response goes on as it is
     assert (missing.status_code, missing.json()) == (404, {"error": "none"})
     assert client.get("/rest/nothing").text == "set"  # None: what setResponse gathered
+
+
+def test_typed_values_without_a_return_hint_are_sent_as_json(client: Client) -> None:
+    line = {"name": "a", "qty": 1}
+    assert client.get("/rest/unhinted-struct").json() == line
+    assert client.get("/rest/unhinted-list").json() == [line, {"x": 1, "y": 2}]
+    assert client.get("/rest/unhinted-dict").json() == {"line": {"name": "b", "qty": 2}}
+    r = client.get("/rest/unhinted-set")
+    assert (r.headers["content-type"], r.json()) == (
+        "application/json",
+        {"point": {"x": 3, "y": 4}},
+    )
 
 
 def test_an_answer_that_cannot_be_encoded_is_a_500(client: Client) -> None:

@@ -9,9 +9,12 @@ Starlette's ``request_response`` decides at registration).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
+
+import msgspec
 
 from fwrest.context.charsets import UTF8, Charset
 from fwrest.context.chunks import ChunkedAnswer
@@ -204,6 +207,10 @@ def _encode(value: Any, charset: Charset) -> tuple[bytes, str]:
         return bytes(value), OCTETS
     if isinstance(value, bool | int | float):
         return to_json(value), JSON
+    if isinstance(value, msgspec.Struct) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    ):
+        return to_json(value), JSON  # a typed value without a return hint (SPEC 14.1)
     raise ResultError(f"a handler returned a {type(value).__name__}, which fwrest cannot send")
 
 
