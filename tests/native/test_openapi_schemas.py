@@ -25,6 +25,7 @@ import dataclasses
 import datetime
 import enum
 import uuid
+from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import msgspec
@@ -80,6 +81,21 @@ def create(order: Order) -> Order | Response:
 @put("/tags")
 def tags(tag: Tag | None = None) -> str:
     return "ok"
+
+
+@get("/stream")
+def stream() -> Iterator[str]:
+    yield "x"
+
+
+@get("/raw")
+def raw() -> bytes:
+    return b"x"
+
+
+@get("/anything")
+def anything() -> Any:
+    return {}
 
 
 @get("/untyped/:id")
@@ -195,6 +211,15 @@ def test_an_optional_typeddict_body_and_a_text_answer(doc: dict[str, Any]) -> No
         "anyOf": [{"$ref": "#/components/schemas/Tag"}, {"type": "null"}]
     }
     assert op["responses"]["200"]["content"] == {"text/plain": {"schema": {"type": "string"}}}
+
+
+def test_answers_msgspec_has_no_schema_for_are_left_undescribed(doc: dict[str, Any]) -> None:
+    assert "content" not in doc["paths"]["/rest/stream"]["get"]["responses"]["200"]
+    assert "content" not in doc["paths"]["/rest/anything"]["get"]["responses"]["200"]
+    raw = doc["paths"]["/rest/raw"]["get"]["responses"]["200"]
+    assert raw["content"] == {"application/octet-stream": {"schema": {}}}
+    # the other routes' schemas were still written, in one call after the one that failed
+    assert doc["paths"]["/rest/orders"]["post"]["requestBody"]["content"]
 
 
 def test_typed_routes_document_the_400_and_415_answers(doc: dict[str, Any]) -> None:

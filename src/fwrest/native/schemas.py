@@ -38,6 +38,12 @@ _ERROR = {
     "required": ["code", "detailedMessage", "message"],
 }
 _UNIONS = (typing.Union, type(int | None))
+_ANYTHING = (Any, object)  # hints that say nothing of the answer
+# answers sent as they are, not as JSON (SPEC 3): their media type and schema
+_RAW: dict[Any, tuple[str, dict[str, Any]]] = {
+    str: ("text/plain", {"type": "string"}),
+    bytes: ("application/octet-stream", {}),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +59,7 @@ class Typed:
 def _answer_type(returns: Any) -> Any:
     """The type of a JSON answer from a return annotation: ``Response`` and ``None`` are not
     (a handler answering otherwise); None when nothing is left."""
-    if returns is None or returns is type(None) or returns is Response:
+    if returns is None or returns is type(None) or returns is Response or returns in _ANYTHING:
         return None
     if typing.get_origin(returns) in _UNIONS:
         kept = [a for a in typing.get_args(returns) if a is not Response and a is not type(None)]
@@ -62,6 +68,10 @@ def _answer_type(returns: Any) -> Any:
         # a Union built at run time: the X | Y operator takes two types, not a tuple
         return kept[0] if len(kept) == 1 else typing.Union[tuple(kept)]  # noqa: UP007
     return returns
+
+
+def _is_raw(answer: Any) -> bool:
+    return answer is str or answer is bytes
 
 
 def _value_hint(param: Param) -> Any:
@@ -110,7 +120,7 @@ def add_schemas(doc: dict[str, Any], typed: list[Typed]) -> None:
     for op in typed:
         wanted += [_value_hint(p) for p in op.hints.params]
         answer = _answer_type(op.hints.returns)
-        if answer is not None and answer is not str:
+        if answer is not None and not _is_raw(answer):
             wanted.append(answer)
     found, components = _schemas(wanted)
     schemas = iter(found)
@@ -139,11 +149,9 @@ def add_schemas(doc: dict[str, Any], typed: list[Typed]) -> None:
             operation["parameters"] = params
         responses = operation["responses"]
         answer = _answer_type(op.hints.returns)
-        if answer is str:
-            responses["200"] = {
-                "description": "OK",
-                "content": {"text/plain": {"schema": {"type": "string"}}},
-            }
+        if _is_raw(answer):
+            media, raw = _RAW[answer]
+            responses["200"] = {"description": "OK", "content": {media: {"schema": raw}}}
         elif answer is not None:
             schema = next(schemas)
             if schema is not None:
