@@ -242,9 +242,13 @@ def typed_function(func: Callable[..., Any], hints: Hints, is_async: bool) -> Ca
         # ``async def`` function's coroutine is returned as it is, to be awaited by the caller
         return _path_only(func, path)
 
+    reads = bool(query) or body is not None  # else only the result is encoded
+
     def fill(kw: dict[str, Any]) -> dict[str, Any]:
         for name, check in path:
             kw[name] = check(kw[name])
+        if not reads:
+            return kw
         ctx = current.get()
         if query:
             values = _query_values(ctx.query_string, wanted)
