@@ -182,6 +182,11 @@ def tag(t: Tag) -> list[Tag]:
     return [t, t]
 
 
+@post("/bulk")
+async def bulk(lines: list[Line]) -> dict[str, Any]:
+    return {"qty": sum(l.qty for l in lines)}
+
+
 @post("/optional")
 def optional(order: Order | None = None) -> dict[str, Any]:
     return {"got": order is not None}
@@ -485,6 +490,13 @@ def test_a_struct_without_forbid_unknown_fields_ignores_extra_fields(client: Cli
 def test_a_body_that_is_not_json_is_a_400(client: Client, body: bytes) -> None:
     r = client.post("/rest/orders", content=body, headers={"content-type": "application/json"})
     assert refused(r).startswith("the body ('order') is not valid JSON: ")
+
+
+def test_a_list_of_structs_is_a_json_array_body(client: Client) -> None:
+    lines = [{"name": "a", "qty": 2}, {"name": "b", "qty": 3}]
+    assert client.post("/rest/bulk", json=lines).json() == {"qty": 5}
+    detail = refused(client.post("/rest/bulk", json=[*lines, {"name": "c"}]))
+    assert detail == "the body ('lines'): Object missing required field `qty` - at `$[2]`"
 
 
 def test_a_missing_body_is_a_400_unless_the_parameter_has_a_default(client: Client) -> None:

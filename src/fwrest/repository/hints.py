@@ -4,7 +4,7 @@
 from: a route's path parameter annotated with a scalar type is converted to it; another
 parameter of a scalar type (``list[...]`` of one, ``X | None``) comes from the query
 string; a parameter annotated with a ``msgspec.Struct``, a dataclass or a ``TypedDict`` is
-the JSON body. A return annotation naming such types asks for the result to be encoded by
+the JSON body (``list[...]`` of one too). A return annotation naming such types asks for the result to be encoded by
 msgspec. Parameters without hints, or with hints of another kind, keep SPEC 3's behaviour.
 
 >>> def item(id: int, verbose: bool = False): ...
@@ -131,6 +131,14 @@ def body_type(hint: Any) -> bool:
 _CONTAINERS = frozenset((list, tuple, set, frozenset, dict, *_UNIONS))
 
 
+def _is_body(hint: Any) -> bool:
+    """A body type, or a list of one (``list[Item]``: a JSON array of objects)."""
+    base = _unwrap(hint)
+    if typing.get_origin(base) is list:
+        return body_type(typing.get_args(base)[0])
+    return body_type(base)
+
+
 def _names_body_type(hint: Any) -> bool:
     """Whether a return annotation holds a body type as a JSON document does (``Item``,
     ``list[Item]``, ``Item | None``, ``dict[str, Item]``), not an iterator of them."""
@@ -204,7 +212,7 @@ def read_hints(func: Callable[..., Any], route_names: set[str]) -> Hints:
                     "datetime.datetime or an Enum"
                 )
             params.append(Param(param.name, "path", hint, scalar))
-        elif body_type(hint) or body_type(_optional(hint)):
+        elif _is_body(hint) or _is_body(_optional(hint)):
             params.append(Param(param.name, "body", hint, required=required, default=default))
         elif (scalar := scalar_of(hint) or scalar_of(_optional(hint))) is not None:
             params.append(Param(param.name, "query", hint, scalar, False, required, default))
