@@ -137,6 +137,7 @@ def search(
     color: Color | None = None,
     since: datetime.date | None = None,
     ids: list[int] = [],
+    days: list[datetime.date] | None = None,
 ):
     return {
         "tag": tag,
@@ -144,6 +145,7 @@ def search(
         "color": color.value if color else None,
         "since": str(since) if since else None,
         "ids": ids,
+        "days": [str(d) for d in days] if days is not None else None,
     }
 
 
@@ -371,15 +373,28 @@ def test_query_parameters_convert_with_lists_defaults_and_optionals(client: Clie
         "color": "red",
         "since": None,
         "ids": [3],
+        "days": None,
     }
-    r = client.get("/rest/search?tag=only&since=2024-01-02&ids=1&ids=2")
+    r = client.get("/rest/search?tag=only&since=2024-01-02&ids=1&ids=2&days=2024-03-01")
     assert r.json() == {
         "tag": ["only"],
         "limit": 10,
         "color": None,
         "since": "2024-01-02",
         "ids": [1, 2],
+        "days": ["2024-03-01"],
     }
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.integers(min_value=-(2**70), max_value=2**70), max_size=8), st.text(max_size=12))
+def test_query_lists_and_text_round_trip(client: Client, ids: list[int], tag: str) -> None:
+    params = [("tag", tag), *(("ids", str(i)) for i in ids)]
+    r = client.get("/rest/search", params=params)
+    assert r.status_code == 200, r.text
+    assert (r.json()["ids"], r.json()["tag"]) == (ids, [tag])
 
 
 def test_a_missing_required_query_parameter_is_a_400(client: Client) -> None:

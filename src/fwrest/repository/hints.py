@@ -139,6 +139,14 @@ def _is_body(hint: Any) -> bool:
     return body_type(base)
 
 
+def _list_of_scalar(hint: Any) -> Any:
+    """``list[int]`` -> ``int`` (its items' scalar type); any other hint -> None."""
+    base = _unwrap(hint)
+    if typing.get_origin(base) is not list:
+        return None
+    return scalar_of(typing.get_args(base)[0])
+
+
 def _names_body_type(hint: Any) -> bool:
     """Whether a return annotation holds a body type as a JSON document does (``Item``,
     ``list[Item]``, ``Item | None``, ``dict[str, Item]``), not an iterator of them."""
@@ -216,9 +224,7 @@ def read_hints(func: Callable[..., Any], route_names: set[str]) -> Hints:
             params.append(Param(param.name, "body", hint, required=required, default=default))
         elif (scalar := scalar_of(hint) or scalar_of(_optional(hint))) is not None:
             params.append(Param(param.name, "query", hint, scalar, False, required, default))
-        elif typing.get_origin(_unwrap(hint)) is list and (
-            (scalar := scalar_of(typing.get_args(_unwrap(hint))[0])) is not None
-        ):
+        elif (scalar := _list_of_scalar(_optional(hint) or hint)) is not None:
             params.append(Param(param.name, "query", hint, scalar, True, required, default))
     bodies = [p.name for p in params if p.source == "body"]
     if len(bodies) > 1:
