@@ -56,7 +56,12 @@ JOBS: dict[str, tuple[dict[str, Any] | None, str, list[tuple[str, str]]]] = {
     "no-features": (None, "/rest/hello", [("accept-encoding", "gzip, deflate, br")]),
     # the open endpoint with an async OnSend that sets one header (SPEC 11.1), beside "open"
     "on-send": (None, "/rest/hello", []),
+    # case 16: a typed int path parameter beside an untyped one, a 1 KiB JSON body (SPEC 14.1)
+    "typed-path": (None, "/rest/items/12345", []),
+    "untyped-path": (None, "/rest/items-text/12345", []),
+    "typed-body": (None, "/rest/orders", [("content-type", "application/json")]),
 }
+_BODIES = {"typed-body": common.ORDER_JSON.encode()}  # POSTed; the other jobs GET
 _ON_SEND = {
     "sections": {
         "POOL": {
@@ -92,7 +97,12 @@ def build_app(job: str, folder: Path, loop: asyncio.AbstractEventLoop) -> tuple[
         files=static_files(port),
         hooks=plan.hooks,
     )
-    request = Request("GET", path.encode(), [*_HEADERS, *extra], b"", "127.0.0.1", 8080)
+    body = _BODIES.get(job, b"")
+    method = "POST" if body else "GET"
+    headers = [*_HEADERS, *extra]
+    if body:
+        headers.append(("content-length", str(len(body))))
+    request = Request(method, path.encode(), headers, body, "127.0.0.1", 8080)
     return app, request
 
 

@@ -60,6 +60,30 @@ def hello() -> dict[str, Any]:
     return {"message": "Hello, world!"}
 
 
+def _order(size: int = 1024) -> str:
+    """Case 16's request body: an order of about ``size`` bytes of JSON (a customer and lines
+    of sku, quantity, unit price and a note), the same text for every server."""
+    lines: list[dict[str, Any]] = []
+    order: dict[str, Any] = {"customer": "Kim Lee", "lines": lines}
+    while len(json.dumps(order)) < size - 90:
+        n = len(lines) + 1
+        lines.append({"sku": f"sku-{n:05d}", "qty": n % 5 + 1, "unit_cents": 250 * n, "note": "ok"})
+    order["note"] = "x" * (size - len(json.dumps(order)) - len(', "note": ""'))
+    return json.dumps(order)
+
+
+ORDER_JSON = _order()
+
+
+def order_summary(customer: str, lines: list[tuple[int, int]]) -> dict[str, Any]:
+    """What case 16's endpoints answer for a decoded order: its lines' count and total."""
+    return {
+        "message": f"order of {customer}",
+        "lines": len(lines),
+        "total_cents": sum(qty * cents for qty, cents in lines),
+    }
+
+
 def same(given: str, expected: str) -> bool:
     return secrets.compare_digest(given.encode(), expected.encode())
 

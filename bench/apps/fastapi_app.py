@@ -20,6 +20,7 @@ from fastapi.security import (
     HTTPBearer,
     OAuth2PasswordRequestForm,
 )
+from pydantic import BaseModel
 
 from bench.apps import common
 
@@ -142,6 +143,32 @@ def sync_app() -> FastAPI:
     @app.get("/rest/hello-sync")
     def hello_sync() -> dict[str, Any]:
         return common.blocking_work()
+
+    return app
+
+
+class Line(BaseModel):
+    """A line of case 16's order (fwrest's twin: a msgspec struct, bench/apps/fw_app.py)."""
+
+    sku: str
+    qty: int
+    unit_cents: int
+    note: str = ""
+
+
+class Order(BaseModel):
+    customer: str
+    lines: list[Line]
+    note: str = ""
+
+
+def order_app() -> FastAPI:
+    """Case 16: the 1 KiB order decoded and validated into the pydantic model."""
+    app = _app()
+
+    @app.post("/rest/orders")
+    async def orders(order: Order) -> dict[str, Any]:
+        return common.order_summary(order.customer, [(li.qty, li.unit_cents) for li in order.lines])
 
     return app
 

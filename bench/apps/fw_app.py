@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from bench.apps import common
-from fwrest import get, rest
+from fwrest import get, post, rest
 
 
 @get("/hello", description="case 1, 2, 3, 7, 8, 9: an async JSON endpoint")
@@ -78,3 +80,33 @@ async def aoauth_params() -> dict[str, Any]:
 @get("/big", description="case 11: a 64 KiB JSON answer (compressed when the server is told)")
 async def big() -> dict[str, Any]:
     return common.BIG
+
+
+class Line(msgspec.Struct):
+    """A line of case 16's order (FastAPI's twin: a pydantic model, bench/apps/fastapi_app.py)."""
+
+    sku: str
+    qty: int
+    unit_cents: int
+    note: str = ""
+
+
+class Order(msgspec.Struct):
+    customer: str
+    lines: list[Line]
+    note: str = ""
+
+
+@post("/orders", description="case 16: a 1 KiB JSON body decoded and validated into a struct")
+async def orders(order: Order) -> dict[str, Any]:
+    return common.order_summary(order.customer, [(li.qty, li.unit_cents) for li in order.lines])
+
+
+@get("/items/:id", description="case 16: case 1's endpoint with a typed int path parameter")
+async def item(id: int) -> dict[str, Any]:
+    return {"message": "Hello, world!", "id": id}
+
+
+@get("/items-text/:id", description="case 16: the same with an untyped path parameter")
+async def item_text(id):  # no hint: the text, as an untyped handler takes it
+    return {"message": "Hello, world!", "id": id}

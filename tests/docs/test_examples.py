@@ -514,6 +514,39 @@ def test_endpoints_page_module_and_loadurns(tmp_path: Path) -> None:
         assert proc.stop() == 0
 
 
+def test_endpoints_page_typed_handlers(tmp_path: Path) -> None:
+    """The typed handlers' module, served in process beside its untyped twin, and the refusals
+    the page shows, as the client receives them."""
+    from fwrest.testing import Client
+    from tests.conftest import module_config
+
+    module = example("endpoints-typed")
+    assert module_path(module) == "app/orders.py"
+    config = module_config(tmp_path, "guide_typed_orders", app=module.text)
+    order = {"customer": "Kim", "lines": [{"sku": "tea", "qty": 2}]}
+    with Client(config) as http:
+        assert http.get("/rest/orders/7?verbose=1").json() == {"id": "7", "verbose": True}
+        assert http.get("/rest/typed/orders/7?verbose=1").json() == {
+            "customer": "Kim",
+            "lines": [{"sku": "tea", "qty": 7}],
+        }
+        created = http.post("/rest/typed/orders", json=order)
+        assert (created.status_code, created.json()) == (201, order)
+        shown = []
+        lines = example("endpoints-typed-refused").text.splitlines()
+        for request, answer in zip(lines[::2], lines[1::2], strict=True):
+            method, target, *body = request.split(" ", 2)
+            content = body[0].encode() if body else None
+            headers = {"content-type": "application/json"} if body else {}
+            r = http.request(method, target, content=content, headers=headers)
+            shown += [request, f"{r.status_code} {r.text}"]
+            assert f"{r.status_code} {r.text}" == answer
+        assert shown == lines
+        doc = http.get("/rest/fw/rest/openapi.json").json()
+    schema = doc["paths"]["/rest/typed/orders"]["post"]["requestBody"]["content"]
+    assert schema["application/json"]["schema"] == {"$ref": "#/components/schemas/Order"}
+
+
 # -- the guide service: authorization.md and operations.md -----------------------------------
 
 GUIDE_INI = """\

@@ -506,6 +506,15 @@ def openapi_unwritable(folder: Path, _certs: dict[str, Path]) -> Outcome:
 
 ROUTE_TWICE = 'from fwrest import get\n\n\n@get("/a/:id/:id")\ndef a(id):\n    return {}\n'
 ROUTE_NUMBER = "from fwrest import get\n\n\n@get(1)\ndef a():\n    return {}\n"
+TYPED_PATH = "from fwrest import get\n\n\n@get('/x/:id')\ndef f(id: list[int]):\n    return {}\n"
+TYPED_TWO_BODIES = (
+    "import msgspec\nfrom fwrest import post\n\n\nclass A(msgspec.Struct):\n    n: int\n\n\n"
+    "@post('/x')\ndef f(a: A, b: A):\n    return {}\n"
+)
+TYPED_UNRESOLVED = (
+    "from __future__ import annotations\n\nfrom fwrest import get\n\n\n"
+    "@get('/x')\ndef f(a: Missing):\n    return {}\n"
+)
 LIFETIMES = (
     "def half_user():\n    return {'username': 'ada'}\n\n\n"
     "def zero():\n    return {'username': 'ada', 'password': 'pw', 'access_expires': 0}\n"
@@ -803,6 +812,20 @@ PROVOKED: dict[str, Broken | Special] = {
         "LoadURNs parameters the path lacks",
         "ini",
         load_urns({"/x": {"GET": {"Function": "app.check_user"}}}),
+    ),
+    "[<server>] Locations: GET /rest/x/:id calls typed_path.f (annotation, ...): its path "
+    "parameter 'id' is annotated list[int]: a path parameter converts to int, float, bool, str, "
+    "uuid.UUID, datetime.date, datetime.datetime or an Enum": new(
+        "typed path parameter a list", "ini", module("typed_path.py", TYPED_PATH)
+    ),
+    "[<server>] Locations: POST /rest/x calls typed_two_bodies.f (annotation, ...): its "
+    "parameters 'a', 'b' are each annotated as the JSON body; a request has one body": new(
+        "typed two bodies", "json", module("typed_two_bodies.py", TYPED_TWO_BODIES)
+    ),
+    "[<server>] Locations: GET /rest/x calls typed_unresolved.f (annotation, ...): the "
+    "annotation of its parameter 'a' ('Missing') cannot be resolved (NameError: name 'Missing' "
+    "is not defined)": new(
+        "typed hint unresolved", "ini", module("typed_unresolved.py", TYPED_UNRESOLVED)
     ),
     # locations and thread pools
     "[ROOT] Path: 'rest' is not a URL path prefix": known("Path without slash[ini]"),

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from openapi_spec_validator import validate
 
 from tests.conftest import FWREST, ROOT, ServerProcess
 
@@ -51,6 +52,39 @@ def test_open_port_endpoints(example: ServerProcess) -> None:
     created = httpx.post(f"{base}/users", content=b'{"name":"Kim"}')
     assert created.status_code == 201
     assert created.json()["name"] == "Kim"
+
+
+def test_the_typed_quote_endpoint(example: ServerProcess) -> None:
+    base = example.url("HTTP_REST")
+    order = {
+        "customer": "Kim",
+        "lines": [
+            {"sku": "tea", "qty": 2, "unit_cents": 350},
+            {"sku": "mug", "qty": 1, "unit_cents": 900},
+        ],
+        "discount_percent": 10,
+    }
+    quote = httpx.post(f"{base}/quotes", json=order)
+    assert quote.status_code == 200
+    assert quote.json() == {
+        "customer": "Kim",
+        "items": 3,
+        "subtotal_cents": 1600,
+        "total_cents": 1440,
+    }
+    order["lines"][1]["qty"] = 0
+    refused = httpx.post(f"{base}/quotes", json=order)
+    assert refused.status_code == 400
+    assert refused.json()["detailedMessage"] == (
+        "the body ('order'): Expected `int` >= 1 - at `$.lines[1].qty`"
+    )
+    demo = httpx.get(f"{base}/quotes/demo/2", params={"customer": "Zoe"}).json()
+    assert demo == {"customer": "Zoe", "items": 3, "subtotal_cents": 750, "total_cents": 750}
+    assert httpx.get(f"{base}/quotes/demo/11").status_code == 400
+    doc = httpx.get(f"{base}/fw/rest/openapi.json").json()
+    body = doc["paths"]["/rest/quotes"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"] == {"$ref": "#/components/schemas/QuoteRequest"}
+    validate(doc)  # the example's document, typed routes included, is valid OpenAPI 3.1
 
 
 def test_basic_port_with_curl(example: ServerProcess) -> None:

@@ -3,7 +3,9 @@
 orjson first: it is fast and turns what Python's ``json`` would also accept into the same
 JSON. What orjson refuses but ``json`` takes — keys that are numbers, booleans or ``None``,
 integers beyond 64 bits — goes through the standard library instead, so that a handler's
-ordinary Python data is sent, not answered with a 500. What neither can encode is refused.
+ordinary Python data is sent, not answered with a 500; data holding ``msgspec.Struct``s
+(SPEC 14.1's typed values, which neither knows) goes through msgspec's encoder. What none of
+them can encode is refused.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import orjson
 
 __all__ = ["NotJSON", "to_json"]
@@ -35,5 +38,10 @@ def to_json(value: Any) -> bytes:
         try:
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError, RecursionError):
+            pass
+        else:
+            return text.encode("utf-8")
+        try:
+            return msgspec.json.encode(value)
+        except (TypeError, ValueError, OverflowError, RecursionError):
             raise NotJSON(str(first)) from None
-        return text.encode("utf-8")

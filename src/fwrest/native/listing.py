@@ -7,6 +7,7 @@ from typing import Any
 
 from fwrest.context.request import current
 from fwrest.native.catalog import NativeOptions, route_name
+from fwrest.native.schemas import Typed, add_schemas
 from fwrest.routing.names import OPEN_OAUTH2_ROUTES, TOKEN_ROUTE
 
 __all__ = ["build_openapi", "list_service", "openapi", "service_listing"]
@@ -168,6 +169,14 @@ def build_openapi(port: Any, version: str) -> dict[str, Any]:
     # are the same path and must be one key; routes of one shape may name their parameters
     # differently (SPEC 3), so the first pattern of a shape names the template.
     templates: dict[str, tuple[str, list[str]]] = {}
+    # the typed handlers' hints (SPEC 14.2), by full path and method
+    hinted = {
+        (loc.full_path(pattern), method): handler.hints
+        for loc in port.locations
+        for method, pattern, handler in loc.router.routes()
+        if handler.hints.params or handler.hints.returns is not None
+    }
+    typed: list[Typed] = []
     for entry in service_listing(port):
         for full in entry["paths"]:
             shape = _PARAM.sub(":", full)
@@ -209,6 +218,11 @@ def build_openapi(port: Any, version: str) -> dict[str, Any]:
                         },
                     }
                 path_item[method["method"].lower()] = operation
+                hints = hinted.get((full, method["method"]))
+                if hints is not None:
+                    own = dict(zip(_PARAM.findall(full), names, strict=True))
+                    typed.append(Typed(operation, hints, own))
+    add_schemas(doc, typed)
     return doc
 
 

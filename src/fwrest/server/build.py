@@ -140,6 +140,16 @@ def _location_plan(
                 fix="remove one of the two registrations, or give one another path.",
                 source=source,
             )
+        if handler.problem:
+            raise ConfigError(
+                f"{ep.method} {prefix}{ep.path} calls {ep.function} ({ep.source}, "
+                f"{ep.origin}): {handler.problem}.",
+                section=server.name,
+                key="LoadURNs" if ep.source == "mapping" else "Locations",
+                fix="change the function's type hints (docs/endpoints.md, typed handlers), "
+                "or remove the hint to take the value as text.",
+                source=source,
+            )
         if handler.missing:
             names = ", ".join(repr(n) for n in handler.missing)
             raise ConfigError(

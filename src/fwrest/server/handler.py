@@ -9,9 +9,12 @@ Starlette's ``request_response`` decides at registration).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
+
+import msgspec
 
 from fwrest.context.charsets import UTF8, Charset
 from fwrest.context.chunks import ChunkedAnswer
@@ -20,9 +23,11 @@ from fwrest.context.jsonbody import NotJSON, to_json
 from fwrest.context.request import RequestContext, Response, check_header, check_status
 from fwrest.context.views import UsageKey
 from fwrest.repository import Endpoint, is_async
+from fwrest.repository.hints import NO_HINTS, HintError, Hints, read_hints
 from fwrest.server.hooked import compose
 from fwrest.server.hooks import NO_HOOKS, PoolHooks
 from fwrest.server.streams import events, is_stream, pieces
+from fwrest.server.typed import typed_function
 from fwrest.wire import Reply
 
 __all__ = ["JSON_TYPE", "Handler", "Invoke", "Reply", "Submit", "bind", "result_reply"]
@@ -45,18 +50,23 @@ class Handler:
 
     Path parameters are passed by name when the function declares them (or takes
     ``**kwargs``); ``async def`` functions run on the event loop, ``def`` ones in the
-    location's thread pool.
+    location's thread pool. A function whose type hints ask for more (SPEC 14.1: converted
+    path parameters, query parameters, a JSON body, an encoded result) is called through
+    :func:`fwrest.server.typed.typed_function`, built here, once; ``hints`` says what they
+    ask (the OpenAPI document reads it), ``problem`` why the start must refuse them.
     """
 
     __slots__ = (
         "endpoint",
         "func",
+        "hints",
         "invoke",
         "invokes",
         "is_async",
         "missing",
         "pass_all",
         "passed",
+        "problem",
         "submit",
         "takes_params",
         "usage_key",
@@ -80,6 +90,14 @@ class Handler:
         except (TypeError, ValueError):
             sig = None
         route_names = {s[1:] for s in endpoint.path.split("/") if s.startswith(":")}
+        self.hints: Hints = NO_HINTS
+        self.problem = ""  # a hint fwrest cannot fill: the start refuses the route
+        if endpoint.source != "native":
+            try:
+                self.hints = read_hints(endpoint.func, route_names)
+            except HintError as exc:
+                self.problem = str(exc)
+        filled = {p.name for p in self.hints.params if p.source != "path"}
         if sig is not None:
             for param in sig.parameters.values():
                 if param.kind is inspect.Parameter.VAR_KEYWORD:
@@ -89,7 +107,11 @@ class Handler:
                     inspect.Parameter.KEYWORD_ONLY,
                 ):
                     names.add(param.name)
-                    if param.default is param.empty and param.name not in route_names:
+                    if (
+                        param.default is param.empty
+                        and param.name not in route_names
+                        and param.name not in filled
+                    ):
                         required.append(param.name)
                 elif (
                     param.kind is inspect.Parameter.POSITIONAL_ONLY and param.default is param.empty
@@ -100,6 +122,8 @@ class Handler:
         self.missing = tuple(required)
         self.passed = frozenset(names & route_names)
         self.takes_params = bool(self.passed) or self.pass_all  # else it is called bare
+        if self.hints.typed:
+            self.func = typed_function(endpoint.func, self.hints, self.is_async)
 
     def kwargs(self, params: Mapping[str, str]) -> dict[str, str]:
         if not self.passed:
@@ -183,6 +207,10 @@ def _encode(value: Any, charset: Charset) -> tuple[bytes, str]:
         return bytes(value), OCTETS
     if isinstance(value, bool | int | float):
         return to_json(value), JSON
+    if isinstance(value, msgspec.Struct) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    ):
+        return to_json(value), JSON  # a typed value without a return hint (SPEC 14.1)
     raise ResultError(f"a handler returned a {type(value).__name__}, which fwrest cannot send")
 
 
