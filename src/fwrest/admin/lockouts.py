@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from fwrest import log
 from fwrest.auth.throttle import WINDOW_S, address_key, port_keys, user_key
+from fwrest.store.audit import NOT_KEPT, AuditLog, command_event
 
 if TYPE_CHECKING:
     from fwrest.store import FailureStore
@@ -65,16 +66,25 @@ def run(config_path: str, action: str, name: str | None) -> int:
                     chosen += [users + user_key(name), addresses + address_key(name)]
             for key in chosen:
                 store.lift_lock(key)
+            lifted = sorted(_split(k) for k in locks if k in chosen)
+            audit = AuditLog(store)
+            kept = True
+            for port, kind, subject in lifted:
+                event = command_event(
+                    "lockout.clear", "fwrest lockouts clear", port, kind=kind, subject=subject
+                )
+                kept = audit.record_now(event) and kept
         finally:
             store.close()
     except StoreError as exc:
         print(f"fwrest: error: {exc}", file=sys.stderr)
         return 1
-    lifted = sorted(_split(k) for k in locks if k in chosen)
     for port, kind, subject in lifted:
         print(f"fwrest lockouts: lifted [{port}] {kind} {subject}")
     if not lifted:
         print("fwrest lockouts: no lock-out in force" + (f" for {name!r}" if name else ""))
+    if not kept:
+        print(NOT_KEPT, file=sys.stderr)
     return 0
 
 
