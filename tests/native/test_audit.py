@@ -21,7 +21,6 @@ import json
 import logging
 import re
 from collections.abc import Iterator
-from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -32,22 +31,19 @@ from fwrest import log
 from fwrest.store.audit import AuditEvent, AuditLog
 from fwrest.testing import Client
 from tests.conftest import APP_SOURCE, module_config
-from tests.native.support import FileLog, basic, in_process, post_settings, wait_for
+from tests.docs.blocks import example
+from tests.native.support import (
+    ADA,
+    ADMIN_AUTH_SOURCE,
+    BOB,
+    FileLog,
+    basic,
+    in_process,
+    in_process_ports,
+    post_settings,
+    wait_for,
+)
 
-AUTH_SOURCE = """
-USERS = {"ada": "Ada-Pw-5521", "bob": "Bob-Pw-8830", "eve": "Eve-Pw-1177"}
-
-
-def check(user, password):
-    return USERS.get(user) == password
-
-
-def admin(user):
-    return user == "ada"
-"""
-
-ADA = basic("ada", "Ada-Pw-5521")
-BOB = basic("bob", "Bob-Pw-8830")
 AUDIT = "/fw/rest/audit"
 PORTS = ("HTTP_ADMIN", "HTTP_USERS", "HTTP_PUBLIC", "HTTP_OPEN")
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
@@ -66,7 +62,7 @@ def _basic(**auth: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("audit_route")
-    (folder / "audit_route_auth.py").write_text(AUTH_SOURCE)
+    (folder / "audit_route_auth.py").write_text(ADMIN_AUTH_SOURCE)
     public = _basic()
     public["FwData"]["NativeRoutes"] = {"public": ["rest/audit"]}
     servers = {
@@ -90,8 +86,8 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def clients(config: Path) -> Iterator[dict[str, Client]]:
-    with ExitStack() as stack:
-        yield {name: stack.enter_context(in_process(config, name)) for name in PORTS}
+    with in_process_ports(config, PORTS) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
@@ -99,9 +95,9 @@ def admin(clients: dict[str, Client]) -> Client:
     return clients["HTTP_ADMIN"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def file_log(config: Path) -> FileLog:
-    return FileLog(config.parent / "server.log")
+    return FileLog(config.parent / "server.log")  # written by every client of the module
 
 
 def trail(client: Client, query: str = "", headers: dict[str, str] = ADA) -> list[dict[str, Any]]:
@@ -182,6 +178,43 @@ def test_a_change_on_the_page_is_an_event_of_the_page(admin: Client) -> None:
         "via": "page",
     }
     assert event["actor"] == "ada"
+
+
+def test_the_documented_answer_and_line_are_what_the_service_gives(
+    admin: Client, file_log: FileLog
+) -> None:
+    """docs/operations.md's answer and log line of a settings change, against real ones."""
+    mark = len(file_log.log())
+    assert post_settings(admin, {"rest_log_level": 5}, headers=ADA).status_code == 200
+    assert post_settings(admin, {"rest_log_level": None}, headers=ADA).status_code == 200
+    found = wait_event(
+        admin,
+        "?event=settings.change&limit=2",
+        lambda e: e["details"]["key"] == "rest_log_level" and e["details"]["new"] == 5,
+        "the level change in the trail",
+    )
+    documented = json.loads(example("operations-audit-answer").text)["events"][0]
+    assert set(documented) == set(found)
+    assert set(documented["details"]) == set(found["details"])
+    shape = {k: type(v) for k, v in documented["details"].items()}
+    assert shape == {k: type(v) for k, v in found["details"].items()}
+    assert (documented["event"], documented["details"]["via"]) == ("settings.change", "api")
+    assert ISO.fullmatch(documented["ts"])
+
+    def line_shape(line: str) -> str:
+        line = re.sub(r"^\S+Z", "TS", line)
+        line = re.sub(r"\[\w+\]", "[W]", line)
+        line = re.sub(r"client=\S+ port=\S+", "client=C port=P", line)
+        line = re.sub(r"request_id=\S+", "request_id=R", line)
+        return re.sub(r"\d+", "N", line)
+
+    text = file_log.wait_log('"key":"rest_log_level","old":1,"new":5', since=mark)
+    written = next(x for x in text.splitlines() if '"old":1,"new":5' in x)
+    documented_line = example("operations-audit-line").text.strip()
+    assert (
+        line_shape(documented_line).replace("request_id=R", "").rstrip()
+        == line_shape(written).replace("request_id=R", "").rstrip()
+    )
 
 
 def test_the_audit_line_is_written_at_every_level_above_0(admin: Client, file_log: FileLog) -> None:
@@ -335,7 +368,7 @@ def test_the_route_is_listed_and_named(admin: Client) -> None:
 def test_disable_takes_the_route_away(tmp_path: Path) -> None:
     server = _basic()
     server["FwData"]["NativeRoutes"] = {"disable": ["rest/audit"]}
-    (tmp_path / "audit_disabled_auth.py").write_text(AUTH_SOURCE)
+    (tmp_path / "audit_disabled_auth.py").write_text(ADMIN_AUTH_SOURCE)
     config = module_config(
         tmp_path,
         "audit_disabled_app",

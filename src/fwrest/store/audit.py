@@ -104,7 +104,9 @@ class AuditEvent:
     client: str | None = None
     port: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
-    ts: float = field(default_factory=time.time)
+    ts: float = field(default_factory=lambda: time.time_ns() // 1000 / 1e6)
+    # whole microseconds, as ``ts`` is written: a ``since`` of an event's own ``ts`` is the
+    # same float (``datetime.timestamp()`` divides the same integer), so the event is listed
 
     def as_dict(self) -> dict[str, Any]:
         return {
