@@ -5,7 +5,7 @@ state store.
 * a settings change through host A's JSON API is listed by host B's route, naming the user,
   the address, the port, the key and its old and new values;
 * a reload of host B (SIGHUP, as ``fwrest reload`` sends) is listed by host A: actor
-  ``signal``, outcome ``done``, the new generation;
+  ``signal``, outcome ``done``, the new generation; a reload of a broken config: ``failed``;
 * host A's config file changed on disk (``[GENERAL]`` re-read every second): one event, not
   one per worker, actor ``file``.
 
@@ -104,6 +104,18 @@ def test_two_hosts_on_one_redis_list_each_other_s_events(tmp_path: Path) -> None
         assert (reload["actor"], reload["client"], reload["port"]) == ("signal", None, None)
         assert reload["details"]["outcome"] == "done" and reload["details"]["generation"] == 2
         assert reload["details"]["workers"] == 1
+        # a reload that fails (B's config broken) is an event too; B goes on serving
+        good = b_config.read_text()
+        b_config.write_text(good.replace('"Servers"', '"Servers": 1, "Broken"', 1)[:-2])
+        b.signal(signal.SIGHUP)
+        failed = _wait(
+            a,
+            "?event=reload",
+            lambda e: e["details"]["outcome"] == "failed",
+            "host B's failed reload on host A",
+        )[0]
+        assert failed["details"]["reason"] == "configuration error"
+        b_config.write_text(good)
 
         # A's file changed: one event for the host, though both workers read the file
         sections = json.loads(a_config.read_text())
