@@ -1,15 +1,15 @@
 """Loggers, the log line format, and redaction.
 
 Owns: the ``fwrest.*`` loggers (``server``, ``access``, ``auth``, ``app``, ``audit``; under
-``fwrest serve`` Python's root logger too), the mapping of ``rest_log_level`` (0 off .. 5 debug)
-onto them (``audit`` writes at every level above 0, SPEC 13.5), ``LogFile`` (created with mode 0600), and the one place that redacts what a log line
-may show (SPEC 7, 7.1): headers whose names may carry secrets masked whole (``Authorization``,
-``Cookie``, ``X-Api-Key``...), secret-like query and form values replaced, bodies redacted
-after parsing (JSON, URL-encoded forms; any other body is described by its length only),
-URLs' userinfo masked in every record, the current request's secrets scrubbed from every
-record (exception text included), CR, LF and ESC escaped; the lines as text or as JSON
-(``LogFormat``, SPEC 13.4), each record of a request with the request's id
-(:data:`request_id`). Imports nothing else of fwrest.
+``fwrest serve`` Python's root logger too), the mapping of ``rest_log_level`` (0 off .. 5
+debug) onto them (``audit`` writes at every level above 0, SPEC 13.5), ``LogFile`` (created
+with mode 0600), and the one place that redacts what a log line may show (SPEC 7, 7.1): headers
+whose names may carry secrets masked whole (``Authorization``, ``Cookie``, ``X-Api-Key``...),
+secret-like query and form values replaced, bodies redacted after parsing (JSON, URL-encoded
+forms; any other body is described by its length only), URLs' userinfo masked in every record,
+the current request's secrets scrubbed from every record (exception text included), CR, LF and
+ESC escaped; the lines as text or as JSON (``LogFormat``, SPEC 13.4), each record of a request
+with the request's id (:data:`request_id`). Imports nothing else of fwrest.
 """
 
 from __future__ import annotations

@@ -623,23 +623,16 @@ class Throttle:
         limit = self.max_failures
         now = time.time()
         labels = []
-        locked = []
-        for kind, key, count, left, prefix, form in (
-            ("user", attempt.user, counts[0], remaining[0], self._user_key, self.wording.user),
-            (
-                "address",
-                attempt.address,
-                counts[1],
-                remaining[1],
-                self._ip_key,
-                self.wording.address,
-            ),
+        locked = []  # "user", "address": what this failure locked out
+        for key, count, left, prefix, form in (
+            (attempt.user, counts[0], remaining[0], self._user_key, self.wording.user),
+            (attempt.address, counts[1], remaining[1], self._ip_key, self.wording.address),
         ):
             if count < limit:
                 continue
             if crossed(count, limit):
                 labels.append((form.format(log.escape(key[len(prefix) :])), count, left))
-                locked.append(kind)
+                locked.append("user" if key is attempt.user else "address")
             self._lock(key, now + left)
         if labels:
             # once per lock-out: the failure whose count crosses maxFailures (counters are
