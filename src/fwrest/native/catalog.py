@@ -62,7 +62,7 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
         "GET",
         "/fw/rest/audit",
         "audit:audit_trail",
-        "Audit trail, newest first (since, event, limit; onAdmin users only)",
+        "Audit trail, newest first (since, event, limit; users onAdmin allows)",
     ),
     _Route(
         "rest/list/service",
