@@ -389,6 +389,7 @@ SERIAL = frozenset(
         "tests/auth/test_jwks_clients.py",
         "tests/auth/test_password_timing.py",
         "tests/bench",
+        "tests/e2e/test_audit_hosts.py",
         "tests/e2e/test_ratelimit_scale.py",
         "tests/e2e/test_reload.py",
         "tests/e2e/test_json_logs.py",

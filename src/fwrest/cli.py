@@ -102,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
 def _revoke_user(path: str, user: str) -> int:
     from fwrest.config.loader import load_config
     from fwrest.store import StoreError, open_store
+    from fwrest.store.audit import NOT_KEPT, AuditLog, command_event
     from fwrest.store.families import revoke_user
 
     config = load_config(path)
@@ -121,12 +122,16 @@ def _revoke_user(path: str, user: str) -> int:
         store = open_store(config.state_store, config.data_path)
         try:
             count = revoke_user(store, user)
+            event = command_event("revocation", "fwrest tokens revoke", user=user, families=count)
+            kept = AuditLog(store).record_now(event)
         finally:
             store.close()
     except StoreError as exc:
         print(f"fwrest: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     print(f"fwrest tokens: revoked {count} token families of user {user!r}")
+    if not kept:
+        print(NOT_KEPT, file=sys.stderr)
     return EXIT_OK
 
 
@@ -231,6 +236,7 @@ def _keys(action: str, path: str) -> int:
     import time
 
     from fwrest.server.keys import open_key_set
+    from fwrest.store.audit import MEMORY_AUDIT, NOT_KEPT
 
     keyset = open_key_set(path)
     try:
@@ -239,6 +245,11 @@ def _keys(action: str, path: str) -> int:
             for e in entries:
                 if e.current and e.alg in keyset.algs:
                     print(f"fwrest keys: new current {e.alg} key {e.kid} ({keyset.source.where})")
+            kept = keyset.record_rotation(entries)
+            if kept is None:
+                print(MEMORY_AUDIT, file=sys.stderr)
+            elif not kept:
+                print(NOT_KEPT, file=sys.stderr)
         else:
             entries = keyset.entries()
         print(f"{'KID':<44}  {'ALG':<5}  {'CREATED':<20}  CURRENT")

@@ -1,15 +1,15 @@
 """Loggers, the log line format, and redaction.
 
-Owns: the ``fwrest.*`` loggers (``server``, ``access``, ``auth``, ``app``; under ``fwrest
-serve`` Python's root logger too), the mapping of ``rest_log_level`` (0 off .. 5 debug) onto
-them, ``LogFile`` (created with mode 0600), and the one place that redacts what a log line
-may show (SPEC 7, 7.1): headers whose names may carry secrets masked whole (``Authorization``,
-``Cookie``, ``X-Api-Key``...), secret-like query and form values replaced, bodies redacted
-after parsing (JSON, URL-encoded forms; any other body is described by its length only),
-URLs' userinfo masked in every record, the current request's secrets scrubbed from every
-record (exception text included), CR, LF and ESC escaped; the lines as text or as JSON
-(``LogFormat``, SPEC 13.4), each record of a request with the request's id
-(:data:`request_id`). Imports nothing else of fwrest.
+Owns: the ``fwrest.*`` loggers (``server``, ``access``, ``auth``, ``app``, ``audit``; under
+``fwrest serve`` Python's root logger too), the mapping of ``rest_log_level`` (0 off .. 5
+debug) onto them (``audit`` writes at every level above 0, SPEC 13.5), ``LogFile`` (created
+with mode 0600), and the one place that redacts what a log line may show (SPEC 7, 7.1): headers
+whose names may carry secrets masked whole (``Authorization``, ``Cookie``, ``X-Api-Key``...),
+secret-like query and form values replaced, bodies redacted after parsing (JSON, URL-encoded
+forms; any other body is described by its length only), URLs' userinfo masked in every record,
+the current request's secrets scrubbed from every record (exception text included), CR, LF and
+ESC escaped; the lines as text or as JSON (``LogFormat``, SPEC 13.4), each record of a request
+with the request's id (:data:`request_id`). Imports nothing else of fwrest.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ __all__ = [
     "VERBOSE",
     "access_log",
     "app_log",
+    "audit_log",
     "auth_log",
     "escape",
     "flush",
@@ -61,6 +62,8 @@ server_log = logging.getLogger("fwrest.server")
 access_log = logging.getLogger("fwrest.access")
 auth_log = logging.getLogger("fwrest.auth")
 app_log = logging.getLogger("fwrest.app")
+# SPEC 13.5: the audit trail's lines, at every rest_log_level above 0 (a level of its own)
+audit_log = logging.getLogger("fwrest.audit")
 _root = logging.getLogger("fwrest")
 
 # rest_log_level (SPEC 5.1) -> logging level; 0 switches the framework's log off.
@@ -123,6 +126,7 @@ def set_level(rest_log_level: int) -> None:
     """Apply ``rest_log_level`` to every ``fwrest`` logger of this process."""
     level = python_level(rest_log_level)
     _root.setLevel(level)
+    audit_log.setLevel(logging.INFO if rest_log_level > 0 else _LEVELS[0])
     if _owns_root:
         logging.getLogger().setLevel(level)
 
@@ -555,8 +559,9 @@ class JsonFormatter(logging.Formatter):
     ``level``, ``logger``, ``worker``, ``message``, ``exception`` (a traceback), and, in a
     request's records, ``request_id``; an access record also has ``port``, ``method``,
     ``route``, ``path`` (without the query), ``status``, ``duration_us``, ``user`` and
-    ``client``. Redacted as the text lines are; a control character cannot end a line, as
-    JSON escapes it.
+    ``client``; an audit record (SPEC 13.5) has the event's ``event``, ``actor``, ``client``,
+    ``port`` and ``details``. Redacted as the text lines are; a control character cannot end a
+    line, as JSON escapes it.
     """
 
     def format(self, record: logging.LogRecord) -> str:
@@ -587,6 +592,9 @@ class JsonFormatter(logging.Formatter):
                 "user": user or None,
                 "client": client,
             }
+        audit: dict[str, object] | None = record.__dict__.get("fwrest_audit")
+        if audit is not None:
+            out |= {k: v for k, v in audit.items() if k != "ts"}
         try:
             return orjson.dumps(out).decode()
         except orjson.JSONEncodeError:

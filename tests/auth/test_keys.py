@@ -276,9 +276,9 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
     assert code == 0, err
     assert old_kid in out and "EdDSA" in out
     assert "note: [HS] signs with HS256" in out
-    code, out, err = rotate(svc)
+    code, rotated, err = rotate(svc)
     assert code == 0, err
-    assert "new current EdDSA key" in out
+    assert "new current EdDSA key" in rotated and "audit" not in err, err
 
     def signs_anew(port: LocalOAuth, old: str) -> bool:
         answer = port.grant(*ADA)
@@ -305,6 +305,23 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
     code, out, _ = cli_run("keys", "list", str(svc.config))
     listed = [line for line in out.splitlines() if line.startswith(old_kid)]
     assert listed and "verifies until" in listed[0], out
+    # SPEC 13.5: the rotation is in the audit trail (the command wrote it to the store the
+    # service reads), naming the new keys by id, never a key
+    # "fwrest keys: new current EdDSA key KID (where)"
+    printed = [line.split() for line in rotated.splitlines() if "new current" in line]
+    new_ids = {words[6]: words[4] for words in printed}
+    trail = ed.get("/fw/rest/audit?event=keys.rotate", ed.tokens(*ADA)["access_token"])
+    assert trail.status_code == 200, trail.text
+    event = trail.json()["events"][0]
+    assert (event["event"], event["actor"], event["client"], event["port"]) == (
+        "keys.rotate",
+        "cli",
+        None,
+        None,
+    )
+    assert {k["kid"]: k["alg"] for k in event["details"]["keys"]} == new_ids
+    assert event["details"]["via"] == "fwrest keys rotate" and event["details"]["os_user"]
+    assert "PRIVATE KEY" not in trail.text and "pem" not in trail.text
 
 
 def test_a_dropped_key_no_longer_verifies_nor_is_published(svc: LocalService) -> None:

@@ -20,7 +20,9 @@ port. Tested here, with no socket:
 * ``oauth2/revoke-user``: onAdmin only (403 for others, 403 on a port without onAdmin),
   JSON only, every family of the user revoked;
 * the routes are never behind the port's scheme, are listed, and ``NativeRoutes`` names
-  them; their bodies and queries never reach the log; the 16 KiB body limit applies.
+  them; their bodies and queries never reach the log; the 16 KiB body limit applies;
+* the audit trail (SPEC 13.5) holds a refresh replay, a revocation (RFC 7009), a revocation
+  by user through the route and through ``fwrest tokens revoke``, with no token or secret.
 
 Real clients over real TLS, several workers and hosts: tests/e2e/test_revocation_e2e.py.
 """
@@ -454,3 +456,91 @@ def test_tokens_and_secrets_never_reach_the_log(port: LocalOAuth, svc: LocalServ
     assert "/fw/oauth2/revoke" in text and "/fw/oauth2/introspect" in text
     for secret in (tokens["access_token"], tokens["refresh_token"], WEB["client_secret"]):
         assert secret not in text
+
+
+# -- the audit trail (SPEC 13.5) ---------------------------------------------------------------
+
+
+def audit_events(port: LocalOAuth, event: str, found: Any) -> list[dict[str, Any]]:
+    """The events named ``event`` of the trail for which ``found(event)`` holds, waited for (a
+    worker keeps an event off the request's way), read by ada (onAdmin)."""
+    headers = admin_headers(port, "ada")
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 5
+    while not seen:
+        assert time.monotonic() < deadline, f"no {event} event: {seen}"
+        answer = port.get(f"/fw/rest/audit?event={event}", headers=headers)
+        assert answer.status_code == 200, answer.text
+        seen = [e for e in answer.json()["events"] if found(e)]
+        time.sleep(0.02)
+    return seen
+
+
+def test_replays_and_revocations_are_in_the_audit_trail(
+    port: LocalOAuth, svc: LocalService
+) -> None:
+    """A refresh replay, an RFC 7009 revocation, a revocation by user through the route and
+    through ``fwrest tokens revoke``: each an event, naming who, from where, and the family
+    or user; never a token or a secret."""
+    replayed = login(port, "bob")
+    assert port.refresh(replayed["refresh_token"], **WEB).status_code == 200
+    spent = port.refresh(replayed["refresh_token"], **WEB)
+    assert error_of(spent) == "invalid_grant"
+    family = claims_family(port, replayed["access_token"])
+    replay = audit_events(port, "refresh.replay", lambda e: e["details"]["family"] == family)[0]
+    assert (replay["actor"], replay["client"], replay["port"]) == ("bob", "127.0.0.1", "OAUTH")
+    assert replay["details"] == {"client_id": "web", "family": family}
+
+    revoked = login(port, "cy", MOBILE)
+    assert_empty_200(revoke(port, {"token": revoked["access_token"], **MOBILE}))
+    family = claims_family(port, revoked["access_token"])
+    event = audit_events(port, "revocation", lambda e: e["details"].get("family") == family)[0]
+    assert (event["actor"], event["client"], event["port"]) == (
+        "client:mobile",
+        "127.0.0.1",
+        "OAUTH",
+    )
+    assert event["details"] == {
+        "user": "cy",
+        "client_id": "mobile",
+        "family": family,
+        "token_type": "access_token",
+        "via": "oauth2/revoke",
+    }
+
+    login(port, "bob")
+    answer = port.http.post(
+        port.base + REVOKE_USER, json={"username": "bob"}, headers=admin_headers(port, "ada")
+    )
+    assert answer.status_code == 200, answer.text
+    by_route = audit_events(
+        port, "revocation", lambda e: e["details"].get("via") == "oauth2/revoke-user"
+    )[0]
+    assert (by_route["actor"], by_route["port"]) == ("ada", "OAUTH")
+    assert by_route["details"]["user"] == "bob"
+    assert by_route["details"]["families"] == answer.json()["revoked_families"]
+
+    code, _out, err = command("tokens", "revoke", str(svc.config), "--user", "bob")
+    assert code == 0 and "audit" not in err, err
+    by_command = audit_events(
+        port, "revocation", lambda e: e["details"].get("via") == "fwrest tokens revoke"
+    )[0]
+    assert (by_command["actor"], by_command["client"], by_command["port"]) == ("cli", None, None)
+    assert by_command["details"]["user"] == "bob" and by_command["details"]["os_user"]
+    # the trail as a whole: no token, no secret, no password
+    everything = port.get("/fw/rest/audit?limit=10000", headers=admin_headers(port, "ada")).text
+    for secret in (
+        replayed["refresh_token"],
+        replayed["access_token"],
+        revoked["access_token"],
+        WEB["client_secret"],
+        MOBILE["client_secret"],
+        *USERS.values(),
+    ):
+        assert secret not in everything
+
+
+def claims_family(port: LocalOAuth, access_token: str) -> str:
+    family = jwt.decode(access_token, options={"verify_signature": False})["fam"]
+    assert isinstance(family, str)
+    return family

@@ -427,6 +427,33 @@ def test_a_lock_out_is_listed_and_lifted(
     assert fwrest(config, "lockouts", "clear").stdout.strip() == (
         "fwrest lockouts: lifted [tok] ip 127.0.0.3"
     )
+    # SPEC 13.5: the lock-out and each lift are in the audit trail the store keeps
+    events = audit_events(config)
+    lockout = next(e for e in events if e["event"] == "lockout")
+    assert (lockout["actor"], lockout["client"], lockout["port"].lower()) == (
+        "ada",
+        "127.0.0.2",
+        "tok",
+    )
+    assert lockout["details"]["locked"] == ["user", "address"]
+    lifted = [e for e in events if e["event"] == "lockout.clear"]
+    assert [
+        (e["actor"], e["port"], e["details"]["kind"], e["details"]["subject"]) for e in lifted
+    ] == [
+        ("cli", "tok", "ip", "127.0.0.2"),
+        ("cli", "tok", "user", "ada"),
+    ]
+    assert all(e["details"]["via"] == "fwrest lockouts clear" for e in lifted)
+
+
+def audit_events(config: Path) -> list[dict[str, Any]]:
+    """The audit trail as the service's state store keeps it, newest first."""
+    loaded = load_config(config)
+    store = open_store(loaded.state_store, loaded.data_path)
+    try:
+        return [json.loads(row) for row in store.audit_events(0.0, None, 100)]
+    finally:
+        store.close()
 
 
 # -- docs/administration.md ----------------------------------------------------------------------

@@ -310,6 +310,21 @@ def test_readme_operating_commands(example_service: Running) -> None:
     metrics = by_command(replies, "9090").json()
     names = {m["name"] for entry in metrics for m in entry["metrics"]}
     assert names == {"memory_resident", "uptime"}
+    audit = by_command(replies, "/fw/rest/audit")
+    assert audit.status == 200 and isinstance(audit.json()["events"], list), audit.body
+    # the README's settings change is in the trail (kept off the request's way: waited for)
+    deadline = time.monotonic() + 10
+    while True:
+        trail = httpx.get(
+            f"{example_service.url('HTTP_BASIC')}/fw/rest/audit?event=settings.change",
+            auth=("ada", "lovelace"),
+        ).json()["events"]
+        mine = [e for e in trail if e["details"]["new"] == 5 and e["port"] == "HTTP_REST"]
+        if mine:
+            break
+        assert time.monotonic() < deadline, trail
+        time.sleep(0.1)
+    assert mine[0]["actor"] == "anonymous" and mine[0]["details"]["key"] == "rest_log_level"
     # put back the file's log level the README's change set
     back = httpx.post(
         f"{example_service.url('HTTP_REST')}/fw/rest/config", json={"rest_log_level": None}

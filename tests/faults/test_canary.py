@@ -15,6 +15,8 @@ starts with ``{``, text, multipart), a URL's userinfo and a password inside a UR
 parameter, and the token route spelled ``%74oken`` (its user name is logged only where
 tokens are issued to it). Introspection (tokens in the form and in the query, the client
 secret in the form and in a Basic header) and revocation (spelled ``%72evoke``), SPEC 12.3.
+A settings change, so that the audit trail (SPEC 13.5) holds it beside the replay and the
+revocation.
 
 Then every line the service wrote, to standard error, to its ``LogFile`` (and the lifecycle lines
 of standard output), is searched for
@@ -22,6 +24,9 @@ every canary in its plain, URL-encoded (``%XX`` and form ``+``, once or twice) a
 (standard and URL-safe, padded or not), and for every token issued (a JWT by its signature, a refresh token
 whole and by a 16-character prefix): zero hits. The log is checked to be the verbose one (debug
 lines, a traceback, masks in place), so the sweep cannot pass on an empty log.
+
+The audit trail is searched the same way, as the route ``rest/audit`` gives it and as the
+state store keeps it.
 
 The run is made twice, with ``LogFormat=text`` and ``LogFormat=json`` (SPEC 13.4: the same
 redaction): in JSON every line parses, and the sweep searches the lines as written and their
@@ -40,6 +45,8 @@ import httpx
 import pytest
 import trustme
 
+from fwrest.config.loader import load_config
+from fwrest.store import open_store
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import ServerProcess, free_config
 from tests.faults.support import app_with
@@ -317,9 +324,30 @@ def test_no_secret_reaches_the_log_at_debug_level(
             )
             seen.append(("revoke", revoked.status_code))
             assert revoked.status_code == 200, revoked.text
+            # SPEC 13.5: a settings change by a Basic user, then the audit trail as the route
+            # gives it (BASIC names no onAdmin: every authenticated user reads it) once it
+            # holds the change, the replay and the revocation
+            assert basic("POST", "/fw/rest/config", json={"rest_log_stringsize": 100001}) == 200
+            wanted = {"settings.change", "refresh.replay", "revocation"}
+            deadline = time.monotonic() + 10
+            while True:
+                trail = http.get(b + "/fw/rest/audit?limit=10000", auth=("basil", BASIC_PW))
+                assert trail.status_code == 200, trail.text
+                if wanted <= {e["event"] for e in trail.json()["events"]}:
+                    break
+                assert time.monotonic() < deadline, trail.text
+                time.sleep(0.05)
+            seen.append(("audit", trail.status_code))
     finally:
         code = proc.stop()
     assert code == 0
+    # the audit trail as the state store keeps it
+    store = open_store("sqlite", load_config(config).data_path)
+    try:
+        kept = b"\n".join(store.audit_events(0.0, None, 10000)).decode()
+    finally:
+        store.close()
+    assert "settings.change" in kept and "refresh.replay" in kept and "revocation" in kept
 
     logs = {
         "stderr": proc.log(),
@@ -337,6 +365,10 @@ def test_no_secret_reaches_the_log_at_debug_level(
                 f"{r.get('user') or ''}\n"
                 for r in records
             )
+    # the audit trail, read by the route and in the store: no secret either
+    logs["audit route"] = trail.text
+    logs["audit route (read)"] = json.dumps(trail.json(), ensure_ascii=False)
+    logs["audit store"] = kept
     lines = sum(text.count("\n") for text in logs.values())
     needles: dict[str, set[str]] = {name: forms(value) for name, value in CANARIES.items()}
     for i, value in enumerate(tokens):
@@ -378,8 +410,19 @@ def test_no_secret_reaches_the_log_at_debug_level(
     # the user of the token route's requests: only on the auth log's own lines naming the
     # user of a grant (issued or refused), never on an access or debug line
     # and where a family of theirs is revoked (SPEC 12.3)
-    named = ("tokens issued to", "password grant refused for user", "token family of user")
+    # and the audit events of such a revocation (their JSON, their log line, the audit
+    # route's answer on a debug line)
+    named = (
+        "tokens issued to",
+        "password grant refused for user",
+        "token family of user",
+        '"event":"revocation"',
+        '\\"event\\":\\"revocation\\"',  # the route's answer in a JSON line
+        "revocation actor=",
+    )
     for where, logged in logs.items():
+        if where.startswith("audit route"):
+            continue  # one line of every event: the store's lines are checked one by one
         for line in logged.splitlines():
             assert TOKEN_USER not in line or any(n in line for n in named), (where, line)
     assert f"tokens issued to '{TOKEN_USER}'" in text

@@ -13,7 +13,7 @@ import json
 import re
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,27 @@ def in_process(config: Path, server: str, location: str = "/rest") -> Iterator[C
         yield client
 
 
+# An OnAuth module (``check``) and an onAdmin (``admin``: ada only) for native routes' tests
+ADMIN_AUTH_SOURCE = """
+USERS = {"ada": "Ada-Pw-1", "bob": "Bob-Pw-2"}
+
+
+def check(user, password):
+    return USERS.get(user) == password
+
+
+def admin(user):
+    return user == "ada"
+"""
+
+
+@contextmanager
+def in_process_ports(config: Path, names: Iterable[str]) -> Iterator[dict[str, Client]]:
+    """Server section -> its in-process client (:func:`in_process`), for the ``with`` block."""
+    with ExitStack() as stack:
+        yield {name: stack.enter_context(in_process(config, name)) for name in names}
+
+
 class FileLog:
     """A service's ``LogFile``, as the in-process client writes it (the test process's log
     handlers; a worker's lines leave at the end of its event loop's turn, so a line is waited
@@ -117,6 +138,10 @@ def send(base: Base, method: str, path: str, **kw: Any) -> httpx.Response:
 def basic(user: str, password: str) -> dict[str, str]:
     token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
     return {"Authorization": f"Basic {token}"}
+
+
+ADA = basic("ada", "Ada-Pw-1")
+BOB = basic("bob", "Bob-Pw-2")
 
 
 def get_settings(base: Base, **kw: Any) -> dict[str, dict[str, Any]]:

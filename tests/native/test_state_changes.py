@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -28,29 +27,18 @@ import pytest
 from fwrest.testing import Client
 from tests.conftest import APP_SOURCE, free_port, module_config
 from tests.native.support import (
+    ADA,
+    ADMIN_AUTH_SOURCE,
+    BOB,
     JSON_ACCEPT,
     FileLog,
-    basic,
     get_settings,
-    in_process,
+    in_process_ports,
     post_settings,
     wait_for,
 )
 
-AUTH_SOURCE = """
-USERS = {"ada": "Ada-Pw-1", "bob": "Bob-Pw-2"}
-
-
-def check(user, password):
-    return USERS.get(user) == password
-
-
-def admin(user):
-    return user == "ada"
-"""
-
-ADA = basic("ada", "Ada-Pw-1")
-BOB = basic("bob", "Bob-Pw-2")
+AUTH_SOURCE = ADMIN_AUTH_SOURCE
 RESET = "/fw/rest/usage/time/reset"
 
 
@@ -101,8 +89,8 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def clients(config: Path) -> Iterator[dict[str, Client]]:
     """Server section -> its in-process client (base URL ending in ``/rest``)."""
-    with ExitStack() as stack:
-        yield {name: stack.enter_context(in_process(config, name)) for name in PORTS}
+    with in_process_ports(config, PORTS) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,8 @@ it (``auth/oauth2/tokens.py``, ``auth/throttle.py``, ``server/settings.py``,
   (``None`` clears), ``put_blob`` / ``blobs`` / ``delete_blobs`` by prefix (usage figures);
   ``get_blob`` and ``swap_blob``, a compare-and-set of one value (the key set), one winner of
   a race;
+* ``add_audit`` / ``audit_events`` (the audit trail, SPEC 13.5): events newest first, by time
+  since, by name and at most a limit, the newest ``AUDIT_KEEP`` (10,000) kept;
 * ``ping``, ``close``, ``kind``, ``open_store``; a store out of reach raises ``StoreError``
   (callers catch only that to answer 503).
 
@@ -49,7 +51,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from fwrest.store import RefreshRecord, StateStore, StoreError, open_store
+from fwrest.store import AUDIT_KEEP, RefreshRecord, StateStore, StoreError, open_store
 from fwrest.store.memory import MemoryStore
 from fwrest.store.redis import RedisStore
 from fwrest.store.sqlite import SqliteStore
@@ -74,6 +76,7 @@ THREADS = 50
 COVERED = {
     "kind",
     "in_process",
+    "audit_keep",
     "ping",
     "add_refresh",
     "spend_refresh",
@@ -98,6 +101,8 @@ COVERED = {
     "delete_blobs",
     "get_blob",
     "swap_blob",
+    "add_audit",
+    "audit_events",
     "close",
 }
 
@@ -202,7 +207,7 @@ def test_open_store_gives_the_named_implementation(backend: Backend, store: Stat
 
 
 def test_every_protocol_method_takes_the_protocol_parameters(store: StateStore) -> None:
-    methods = sorted(COVERED - {"kind", "in_process"})  # the attributes are no methods
+    methods = sorted(COVERED - {"kind", "in_process", "audit_keep"})  # attributes: no methods
     for name in methods:
         wanted = inspect.signature(getattr(StateStore, name)).parameters
         got = inspect.signature(getattr(type(store), name)).parameters
@@ -674,6 +679,56 @@ def test_blobs_are_put_listed_and_deleted_by_prefix(store: StateStore) -> None:
     assert set(store.blobs("")) == {"epoch:usage", "usagex", "Usage:upper", "axb"}
 
 
+# -- the audit trail -------------------------------------------------------------------------
+
+
+def test_audit_events_come_newest_first_by_time_name_and_limit(store: StateStore) -> None:
+    assert store.audit_events(0.0, None, 100) == []
+    t0 = time.time()
+    # appended out of time order (workers' events arrive late): listed by their time
+    added = [
+        (t0 + 2, "lockout", b'{"n":2}'),
+        (t0, "settings.change", b'{"n":0}'),
+        (t0 + 1, "settings.change", '{"n":1,"who":"zoë"}'.encode()),
+        (t0 + 3, "reload", b'{"n":3}'),
+        (t0 + 3, "reload", b'{"n":3}'),  # an equal event: kept twice
+    ]
+    for ts, event, entry in added:
+        store.add_audit(ts, event, entry)
+    listed = store.audit_events(0.0, None, 100)
+    assert listed == [
+        b'{"n":3}',
+        b'{"n":3}',
+        b'{"n":2}',
+        '{"n":1,"who":"zoë"}'.encode(),
+        b'{"n":0}',
+    ]
+    assert all(type(entry) is bytes for entry in listed)
+    assert store.audit_events(0.0, None, 2) == [b'{"n":3}', b'{"n":3}']
+    assert store.audit_events(t0 + 1, None, 100)[-1] == '{"n":1,"who":"zoë"}'.encode()  # >=
+    assert len(store.audit_events(t0 + 1, None, 100)) == 4
+    assert store.audit_events(0.0, "settings.change", 100) == [
+        '{"n":1,"who":"zoë"}'.encode(),
+        b'{"n":0}',
+    ]
+    assert store.audit_events(0.0, "settings.change", 1) == ['{"n":1,"who":"zoë"}'.encode()]
+    assert store.audit_events(t0 + 0.5, "settings.change", 100) == ['{"n":1,"who":"zoë"}'.encode()]
+    assert store.audit_events(0.0, "settings", 100) == []  # a name, not a prefix
+    assert store.audit_events(t0 + 10, None, 100) == []
+
+
+def test_the_audit_trail_keeps_the_newest_events(store: StateStore) -> None:
+    """SPEC 13.5: the newest 10,000; the oldest go as new ones come (shown on a store told to
+    keep 50, the same trimming; 10,000 real appends would take seconds per store)."""
+    assert AUDIT_KEEP == 10_000 and type(store).audit_keep == AUDIT_KEEP
+    store.audit_keep = 50
+    t0 = time.time()
+    for i in range(53):
+        store.add_audit(t0 + i / 1000, "reload", f'{{"i":{i}}}'.encode())
+    listed = store.audit_events(0.0, None, 1000)
+    assert listed == [f'{{"i":{i}}}'.encode() for i in range(52, 2, -1)]
+
+
 # -- instances, close, faults ---------------------------------------------------------------
 
 
@@ -685,6 +740,7 @@ def fill(store: StateStore) -> None:
     store.signing_key(b"first-key" * 4)
     store.set_settings({"rest_log_level": 3})
     store.put_blob("usage:w1", b"figures")
+    store.add_audit(time.time(), "reload", b'{"event":"reload"}')
 
 
 def test_instances_share_the_state_of_a_shared_store(backend: Backend) -> None:
@@ -702,6 +758,7 @@ def test_instances_share_the_state_of_a_shared_store(backend: Backend) -> None:
         assert second.signing_key(b"other-key" * 4) == b"other-key" * 4
         assert second.get_settings() == {}
         assert second.blobs("") == {}
+        assert second.audit_events(0.0, None, 10) == []
         assert first.spend_refresh("h-shared", "claim-a")[0] == "ok"
         first.close()
         first.close()  # a second close is harmless
@@ -717,6 +774,10 @@ def test_instances_share_the_state_of_a_shared_store(backend: Backend) -> None:
     second.set_settings({"rest_log_level": None, "accept_timeout_ms": 900})
     assert first.get_settings() == {"accept_timeout_ms": 900}
     assert second.blobs("usage:") == {"usage:w1": b"figures"}
+    # an event made by one worker or host is listed by the others
+    assert second.audit_events(0.0, None, 10) == [b'{"event":"reload"}']
+    second.add_audit(time.time() + 1, "lockout", b'{"event":"lockout"}')
+    assert first.audit_events(0.0, None, 10)[0] == b'{"event":"lockout"}'
     first.close()
     first.close()  # a second close is harmless
     second.close()
@@ -727,6 +788,7 @@ def test_instances_share_the_state_of_a_shared_store(backend: Backend) -> None:
     assert third.signing_key(b"third-key" * 4) == b"first-key" * 4
     assert third.get_settings() == {"accept_timeout_ms": 900}
     assert third.blobs("") == {"usage:w1": b"figures"}
+    assert len(third.audit_events(0.0, None, 10)) == 2
 
 
 def every_call(store: StateStore) -> dict[str, Callable[[], Any]]:
@@ -752,6 +814,8 @@ def every_call(store: StateStore) -> dict[str, Callable[[], Any]]:
         "put_blob": lambda: store.put_blob("usage:w1", b"x"),
         "blobs": lambda: store.blobs("usage:"),
         "delete_blobs": lambda: store.delete_blobs("usage:"),
+        "add_audit": lambda: store.add_audit(time.time(), "reload", b"{}"),
+        "audit_events": lambda: store.audit_events(0.0, None, 10),
     }
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from fwrest import log
 from fwrest.auth.throttle import WINDOW_S, address_key, port_keys, user_key
+from fwrest.store.audit import NOT_KEPT, AuditLog, command_event
 
 if TYPE_CHECKING:
     from fwrest.store import FailureStore
@@ -61,12 +62,19 @@ def run(config_path: str, action: str, name: str | None) -> int:
                 chosen = _keys_of(name, [s.name for s in config.servers], locks)
             for key in chosen:
                 store.lift_lock(key)
+            lifted = sorted(_split(k) for k in locks if k in chosen)
+            audit = AuditLog(store)
+            kept = True
+            for port, kind, subject in lifted:
+                event = command_event(
+                    "lockout.clear", "fwrest lockouts clear", port, kind=kind, subject=subject
+                )
+                kept = audit.record_now(event) and kept
         finally:
             store.close()
     except StoreError as exc:
         print(f"fwrest: error: {exc}", file=sys.stderr)
         return 1
-    lifted = sorted(_split(k) for k in locks if k in chosen)
     for port, kind, subject in lifted:
         print(f"fwrest lockouts: lifted [{port}] {kind} {subject}")
     if not lifted:
@@ -76,6 +84,8 @@ def run(config_path: str, action: str, name: str | None) -> int:
     for port, kind, subject in sorted(_split(k) for k in locks if k not in chosen):
         if kind == "ip" and port in ports:
             print(f"fwrest lockouts: still in force: [{port}] {kind} {subject}")
+    if not kept:
+        print(NOT_KEPT, file=sys.stderr)
     return 0
 
 

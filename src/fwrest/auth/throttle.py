@@ -56,6 +56,7 @@ from typing import Any, Protocol, TypeVar
 from fwrest import log
 from fwrest.errors import HTTPError, store_unavailable
 from fwrest.store import StateStore, StoreError
+from fwrest.store.audit import AuditEvent, AuditLog
 from fwrest.store.calls import BACKGROUND_DEADLINE_S, StoreClient
 
 __all__ = [
@@ -382,6 +383,7 @@ class Throttle:
             else never wait on the store before the check (Basic).
         wording: how the lock-out warning reads.
         client: how the store is called (the worker's; else one of its own).
+        audit: the audit trail, where each lock-out is recorded (SPEC 13.5).
     """
 
     def __init__(
@@ -396,8 +398,10 @@ class Throttle:
         strict: bool = False,
         wording: Wording = BASIC_WORDING,
         client: StoreClient | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self.store = store
+        self.audit = audit
         self._own_client = client is None
         self._client = client if client is not None else StoreClient(store)
         self.max_failures = max_failures
@@ -619,6 +623,7 @@ class Throttle:
         limit = self.max_failures
         now = time.time()
         labels = []
+        locked = []  # "user", "address": what this failure locked out
         for key, count, left, prefix, form in (
             (attempt.user, counts[0], remaining[0], self._user_key, self.wording.user),
             (attempt.address, counts[1], remaining[1], self._ip_key, self.wording.address),
@@ -627,6 +632,7 @@ class Throttle:
                 continue
             if crossed(count, limit):
                 labels.append((form.format(log.escape(key[len(prefix) :])), count, left))
+                locked.append("user" if key is attempt.user else "address")
             self._lock(key, now + left)
         if labels:
             # once per lock-out: the failure whose count crosses maxFailures (counters are
@@ -640,6 +646,25 @@ class Throttle:
                 " and ".join(label for label, _, _ in labels),
                 max(left for _, _, left in labels),
             )
+            if self.audit is not None:
+                self._record(attempt, locked, labels)
+
+    def _record(
+        self, attempt: Attempt, locked: list[str], labels: list[tuple[str, int, float]]
+    ) -> None:
+        """The lock-out's audit event: the user name the attempts gave (case-folded, as
+        counted) is its actor, the address (an IPv6 one per /64) its client."""
+        assert self.audit is not None
+        user = attempt.user[len(self._user_key) :]
+        address = attempt.address[len(self._ip_key) :]
+        details = {
+            "locked": locked,
+            "user": user,
+            "address": address,
+            "failures": max(count for _, count, _ in labels),
+            "seconds": round(max(left for _, _, left in labels)),
+        }
+        self.audit.record(AuditEvent("lockout", user, address, self.port_name, details))
 
     def _lock(self, key: str, until: float) -> None:
         """Lock ``key``: in this worker at once, on the host's board before the refusal is

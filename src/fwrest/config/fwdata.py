@@ -76,6 +76,7 @@ NATIVE_ROUTE_NAMES: tuple[str, ...] = (
     "oauth2/revoke",
     "oauth2/revoke-user",
     "oauth2/token",
+    "rest/audit",
     "rest/config",
     "rest/list/service",
     "rest/openapi.json",

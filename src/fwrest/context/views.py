@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from fwrest.context.request import AuthInfo
     from fwrest.repository import Endpoint
     from fwrest.store import StateStore
+    from fwrest.store.audit import AuditLog
 
 __all__ = [
     "PortView",
@@ -75,7 +76,9 @@ class SettingsView(Protocol):
 
     def describe(self) -> dict[str, dict[str, Any]]: ...
 
-    async def change(self, changes: dict[str, int | None]) -> None: ...
+    async def change(self, changes: dict[str, int | None]) -> dict[str, tuple[int, int]]:
+        """Change run-time values; each key's value in force before and after."""
+        ...
 
 
 class ServiceView(Protocol):
@@ -89,6 +92,11 @@ class ServiceView(Protocol):
 
     @property
     def draining(self) -> bool: ...
+
+    @property
+    def audit(self) -> AuditLog:
+        """The audit trail (SPEC 13.5): record an event, read those kept."""
+        ...
 
     def service_secret(self) -> bytes:
         """A key every worker and host of the service shares (anti-forgery tokens)."""

@@ -58,6 +58,13 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
         "Change run-time settings (form with anti-forgery token, or JSON)",
     ),
     _Route(
+        "rest/audit",
+        "GET",
+        "/fw/rest/audit",
+        "audit:audit_trail",
+        "Audit trail, newest first (since, event, limit; users onAdmin allows)",
+    ),
+    _Route(
         "rest/list/service",
         "GET",
         "/fw/rest/list/service",

@@ -20,6 +20,7 @@ from fwrest.config.tunables import SETTINGS, SettingsError, validate
 from fwrest.context.request import RequestContext, Response, current
 from fwrest.context.views import ServiceView
 from fwrest.errors import HTTPError, store_unavailable
+from fwrest.native.audit import record
 from fwrest.native.guard import (
     FORM_FIELD,
     FORM_TYPE,
@@ -203,12 +204,15 @@ async def config_change() -> Response:
         return _form_error(ctx, str(exc), typed=typed)
     if valid:
         try:
-            await worker.settings.change(valid)
+            changed = await worker.settings.change(valid)
         except (StoreError, TimeoutError):
             raise store_unavailable() from None
         log.server_log.warning(
             "run-time settings changed by %r: %s", log.escape(ctx.auth_user or "-"), valid
         )
+        for name, (old, new) in changed.items():  # SPEC 13.5: key, old and new value
+            details = {"key": name, "old": old, "new": new, "runtime": valid[name]}
+            record(ctx, "settings.change", {**details, "via": "api" if is_json else "page"})
     if is_json:
         return Response(
             orjson.dumps({"settings": worker.settings.describe()}), media_type="application/json"

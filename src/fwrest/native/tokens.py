@@ -11,6 +11,7 @@ import orjson
 from fwrest import log
 from fwrest.context.request import Response, current
 from fwrest.errors import HTTPError, store_unavailable
+from fwrest.native.audit import record
 from fwrest.native.guard import JSON_TYPE, is_admin, media_type, refuse_foreign
 from fwrest.store import StoreError
 from fwrest.store.calls import call_store
@@ -55,4 +56,5 @@ async def revoke_user() -> Response:
         log.escape(ctx.auth_user or "-"),
         count,
     )
+    record(ctx, "revocation", {"user": name, "families": count, "via": "oauth2/revoke-user"})
     return Response({"username": name, "revoked_families": count})

@@ -30,6 +30,7 @@ from fwrest.server.app import Admit, Early, Guard, Outgoing, PortApp, Scoped, bo
 from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.pool import ThreadPool
 from fwrest.server.select import Selector
+from fwrest.store.audit import AuditLog
 from fwrest.store.base import RateStore
 from fwrest.store.calls import StoreClient
 
@@ -56,6 +57,8 @@ class Assembly:
     throttles: list[Throttle] = field(default_factory=list)
     # how everything here calls the store (the worker's; closed by the worker)
     client: StoreClient | None = None
+    # the worker's audit trail (SPEC 13.5): lock-outs, replays and revocations are recorded
+    audit: AuditLog | None = None
 
     def close(self) -> None:
         for pool in self.pools.values():
@@ -171,6 +174,7 @@ def _throttle(
         strict=token_route,
         wording=TOKEN_WORDING if token_route else BASIC_WORDING,
         client=built.client,
+        audit=built.audit,
     )
     throttle.start()
     built.throttles.append(throttle)
@@ -267,6 +271,7 @@ class _Builder:
             key=self.plan.signing_key,
             store=self.plan.store,
             client=self.built.client,
+            audit=self.built.audit,
             source=ParamsSource(settings.params_func, settings.params_file),
             max_failures=settings.max_failures,
             allow_get=settings.allow_get,
@@ -309,6 +314,7 @@ def assemble(
     lock_board: LockBoard | None = None,
     region: int = 0,
     client: StoreClient | None = None,
+    audit: AuditLog | None = None,
 ) -> Assembly:
     """Every port's pipeline for one worker (on its running loop).
 
@@ -319,9 +325,11 @@ def assemble(
         lock_board: the brute-force counts and lock-outs the workers of the host share.
         region: this worker's slot on the lock board.
         client: how the throttles and token services call the store (one per worker).
+        audit: the worker's audit trail.
     """
     builder = _Builder(plan, loop, service, lock_board, region)
     builder.built.client = client
+    builder.built.audit = audit
     builder.pools()
     for port in plan.ports:
         builder.built.apps.append(builder.port_app(port))

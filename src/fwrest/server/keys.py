@@ -11,6 +11,7 @@ from fwrest.errors import ConfigError
 from fwrest.server.build import ServicePlan, key_algs
 from fwrest.server.service import prepare
 from fwrest.store import StateStore, StoreError, open_store
+from fwrest.store.audit import AuditLog, command_event
 
 __all__ = ["KeySet", "open_key_set"]
 
@@ -44,6 +45,25 @@ class KeySet:
                 fix="run the command as the user the service runs as, or fix the folder's "
                 "permissions.",
             ) from None
+
+    def record_rotation(self, entries: list[KeyEntry]) -> bool | None:
+        """Keep the rotation in the audit trail (SPEC 13.5): the new current keys' ids and
+        algorithms (never a key). Whether the store kept it; None when the store is the
+        service's own memory, out of this command's reach."""
+        config = self.plan.config
+        if config.state_store == "memory":
+            return None
+        keys = [{"kid": e.kid, "alg": e.alg} for e in entries if e.current and e.alg in self.algs]
+        event = command_event("keys.rotate", "fwrest keys rotate", keys=keys)
+        try:
+            store = self._store or open_store(config.state_store, config.data_path)
+        except StoreError:
+            return False
+        try:
+            return AuditLog(store).record_now(event)
+        finally:
+            if store is not self._store:
+                store.close()
 
     def hs256_ports(self) -> list[str]:
         return [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import socket
 import time
 from collections.abc import Callable
 from multiprocessing.sharedctypes import RawArray
@@ -18,6 +19,7 @@ from fwrest.config.tunables import SETTINGS, SettingsError
 from fwrest.errors import ConfigError
 from fwrest.server.state import tunables
 from fwrest.store import SettingsStore, StateStore, StoreError
+from fwrest.store.audit import ACTOR_FILE, AuditEvent, AuditLog
 from fwrest.store.calls import REQUEST_DEADLINE_S, StoreClient, call_store
 
 __all__ = ["SETTINGS", "SettingsBoard", "SettingsError", "SettingsManager"]
@@ -62,6 +64,10 @@ class SettingsManager:
         store: the state store, where run-time changes are kept for every worker and host.
         board: the supervisor's settings board, used instead of a per-process (memory) store.
         level_cell: the supervisor's ``rest_log_level`` cell, written when the level changes.
+        audit: the audit trail (SPEC 13.5), where a re-read of the file that changed values
+            is recorded (a run-time change is recorded by the route that made it).
+        records_file: whether this worker records the file's changes (each worker reads the
+            file; one of a host records them).
     """
 
     def __init__(
@@ -73,6 +79,8 @@ class SettingsManager:
         board: SettingsBoard | None = None,
         level_cell: Any = None,
         client: StoreClient | None = None,
+        audit: AuditLog | None = None,
+        records_file: bool = True,
     ) -> None:
         self.config_file = config_file
         self.file = dict(file_values)
@@ -82,6 +90,7 @@ class SettingsManager:
             self.store = board  # a memory store is per worker: share through the board
         self._level_cell = level_cell
         self._client = client
+        self._audit = audit if records_file else None
         self._last_reload = time.monotonic()
         self._changes = 0  # local changes made; a store read begun before one is stale
         self._task: asyncio.Task[None] | None = None
@@ -127,8 +136,10 @@ class SettingsManager:
         )
         log.server_log.warning("settings changed (%s): %s", reason, changes)
 
-    async def change(self, changes: dict[str, int | None]) -> None:
-        """Store a change for every worker and host, and apply it here at once."""
+    async def change(self, changes: dict[str, int | None]) -> dict[str, tuple[int, int]]:
+        """Store a change for every worker and host, and apply it here at once; each changed
+        key's value in force before and after."""
+        before = self.effective()
         if self.store is None:
             raise StoreError("no state store")
         # SPEC 7: a settings change answers 503 within 1.5 s when the store hangs
@@ -140,6 +151,7 @@ class SettingsManager:
             else:
                 self.runtime[name] = value
         self.apply("run time")
+        return _compare(before, self.effective(), changes)
 
     def start(self) -> None:
         self.apply("start")
@@ -173,9 +185,27 @@ class SettingsManager:
             if self.config_file is not None and (reread_now or time.monotonic() >= due):
                 self._last_reload = time.monotonic()
                 try:
-                    self.file = await asyncio.to_thread(read_general, self.config_file)
+                    fresh_file = await asyncio.to_thread(read_general, self.config_file)
+                    self._file_changed(fresh_file)
                 except ConfigError as exc:
                     log.server_log.error("[GENERAL] not reloaded, the file has an error: %s", exc)
                 except OSError as exc:
                     log.server_log.error("[GENERAL] not reloaded: %s", exc)
             self.apply("sync")
+
+    def _file_changed(self, fresh: dict[str, int]) -> None:
+        """Take the file's values read again; record each one that changed (SPEC 13.5)."""
+        before, old_file = self.effective(), self.file
+        self.file = fresh
+        if self._audit is None:
+            return
+        changed = {k for k in SETTINGS if old_file.get(k) != fresh.get(k)}
+        for name, (old, new) in _compare(before, self.effective(), changed).items():
+            details = {"key": name, "old": old, "new": new, "file": fresh.get(name)}
+            details |= {"via": "file", "host": socket.gethostname()}
+            self._audit.record(AuditEvent("settings.change", ACTOR_FILE, details=details))
+
+
+def _compare(before: Tunables, after: Tunables, keys: Any) -> dict[str, tuple[int, int]]:
+    """Each of ``keys`` (run-time settings) with its value in force before and after."""
+    return {k: (getattr(before, k), getattr(after, k)) for k in keys if k in SETTINGS}

@@ -39,6 +39,7 @@ from fwrest.server.pidfile import remove_pid_file
 from fwrest.server.shared import HostShared
 from fwrest.server.watch import watch_files
 from fwrest.server.worker import Worker, new_loop
+from fwrest.store.audit import ACTOR_SIGNAL, AuditEvent, AuditLog
 
 __all__ = ["Reload", "announce", "run_supervisor", "say"]
 
@@ -46,6 +47,7 @@ _CRASH_WINDOW_S = 30.0
 _CRASH_LIMIT = 5
 _READY_TIMEOUT_S = 60.0
 _START_FAILED = 3  # a worker's exit code when an OnStart raised (SPEC 11.1)
+_HOST = socket.gethostname()  # a reload's audit event names the host it ran on
 
 
 def say(text: str) -> None:
@@ -310,10 +312,12 @@ class _Supervisor:
                 exc,
             )
             say("reload failed: the service goes on unchanged (see the log)")
+            self.audit_reload(old.plan, "failed", reason="configuration error")
             return
         except Exception:
             log.server_log.exception("reload failed, the service goes on unchanged")
             say("reload failed: the service goes on unchanged (see the log)")
+            self.audit_reload(old.plan, "failed", reason="error")
             return
         first = self.count if old.slots.start == 0 else 0
         self.made += 1  # a failed generation's number is not used again
@@ -333,6 +337,7 @@ class _Supervisor:
                     "goes on unchanged"
                 )
                 say("reload failed: the service goes on unchanged (see the log)")
+                self.audit_reload(old.plan, "failed", reason="the new workers did not start")
             self.retire(new, drain=False)
             return
         self.current = new
@@ -343,7 +348,15 @@ class _Supervisor:
         say(
             f"reloaded: generation {new.number}, {self.count} worker(s); the previous workers drain"
         )
+        self.audit_reload(plan, "done", generation=new.number)
         self.watch()
+
+    def audit_reload(self, plan: ServicePlan, outcome: str, **details: object) -> None:
+        """SPEC 13.5: a reload (done or failed) in the audit trail, kept by the plan's store
+        (the supervisor's own connection; with a memory store, the supervisor's own, so the
+        log line only). Blocking: the supervisor has no loop, and a reload is rare."""
+        details = {"outcome": outcome, **details, "workers": self.count, "host": _HOST}
+        AuditLog(plan.store).record_now(AuditEvent("reload", ACTOR_SIGNAL, details=details))
 
     def retire(self, gen: _Generation, *, drain: bool) -> None:
         """Stop a generation's workers (a ready one drains as for a reload), and close the

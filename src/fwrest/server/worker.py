@@ -32,6 +32,7 @@ from fwrest.server.state import tunables
 from fwrest.server.tls_accept import HandshakeGate, TlsListener
 from fwrest.server.usage_sync import UsageSync
 from fwrest.store import StateStore, StoreError
+from fwrest.store.audit import AuditLog
 from fwrest.store.calls import StoreClient
 
 __all__ = ["Worker", "new_loop"]
@@ -85,6 +86,8 @@ class Worker:
         self.started = started if started is not None else time.time()
         # how this worker calls the state store: its own threads, one deadline policy
         self.store_client = StoreClient(plan.store) if plan.store is not None else None
+        # SPEC 13.5: events kept through the same client, off the request's way
+        self._audit = AuditLog(plan.store, self.store_client)
         self._settings = SettingsManager(
             plan.config.source,
             plan.config.tunables_in_file,
@@ -92,6 +95,9 @@ class Worker:
             board=shared.settings_board if shared is not None else None,
             level_cell=shared.level if shared is not None else None,
             client=self.store_client,
+            audit=self._audit,
+            # one worker of a generation records the file's changes (every worker reads them)
+            records_file=shared is None or index % max(shared.workers // 2, 1) == 0,
         )
         self.usage = UsageSync(plan.store, self._usage_tables, parent_pid, self.store_client)
         # SPEC 13.3's probes; the store's state kept by a background ping, not asked per probe
@@ -164,6 +170,10 @@ class Worker:
     def draining(self) -> bool:
         return self.conns.draining
 
+    @property
+    def audit(self) -> AuditLog:
+        return self._audit
+
     def service_secret(self) -> bytes:
         """A key shared by every worker and host of the service (anti-forgery tokens)."""
         if self._secret is None:
@@ -216,6 +226,7 @@ class Worker:
             lock_board=self.lock_board,
             region=self.index,
             client=self.store_client,
+            audit=self._audit,
         )
         self._settings.start()
         self.usage.start()
@@ -240,6 +251,7 @@ class Worker:
         self.built.close()
         self._settings.stop()
         self.usage.stop()
+        await self._audit.drain()
         if self.store_client is not None:
             self.store_client.close()
 

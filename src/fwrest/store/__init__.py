@@ -1,13 +1,15 @@
 """State that workers (and hosts) share: refresh-token families, revocations, failure counts,
-rate-limit counts, run-time settings, the signing key, usage figures. Role Protocols
-(:class:`TokenStore`, :class:`FailureStore`, :class:`RateStore`, :class:`SettingsStore`,
-:class:`BlobStore`) that :class:`StateStore` combines; memory, sqlite and Redis
-implementations, chosen by :func:`open_store`. No HTTP.
+rate-limit counts, run-time settings, the signing key, usage figures, the audit trail. Role
+Protocols (:class:`TokenStore`, :class:`FailureStore`, :class:`RateStore`,
+:class:`SettingsStore`, :class:`BlobStore`, :class:`AuditStore`) that :class:`StateStore`
+combines; memory, sqlite and Redis implementations, chosen by :func:`open_store`. No HTTP.
 """
 
 from pathlib import Path
 
 from fwrest.store.base import (
+    AUDIT_KEEP,
+    AuditStore,
     BlobStore,
     FailureStore,
     RateStore,
@@ -20,6 +22,8 @@ from fwrest.store.base import (
 )
 
 __all__ = [
+    "AUDIT_KEEP",
+    "AuditStore",
     "BlobStore",
     "FailureStore",
     "RateStore",

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = [
+    "AUDIT_KEEP",
+    "AuditStore",
     "BlobStore",
     "FailureStore",
     "RateStore",
@@ -168,5 +170,28 @@ class BlobStore(StoreBase, Protocol):
         ...
 
 
-class StateStore(TokenStore, FailureStore, RateStore, SettingsStore, BlobStore, Protocol):
+AUDIT_KEEP = 10_000  # SPEC 13.5: the store keeps the newest 10,000 audit events
+
+
+class AuditStore(StoreBase, Protocol):
+    """The audit trail (SPEC 13.5): events as their JSON text, the newest ``audit_keep``
+    (:data:`AUDIT_KEEP`) kept, shared by every worker and host of the store."""
+
+    # how many events are kept: AUDIT_KEEP (a test lowers it on an instance)
+    audit_keep: int
+
+    def add_audit(self, ts: float, event: str, entry: bytes) -> None:
+        """Keep one event (``entry``, its JSON) of epoch second ``ts`` named ``event``; the
+        oldest go beyond ``audit_keep``."""
+        ...
+
+    def audit_events(self, since: float, event: str | None, limit: int) -> list[bytes]:
+        """At most ``limit`` events of ``ts >= since`` (named ``event``, when given), newest
+        first."""
+        ...
+
+
+class StateStore(
+    TokenStore, FailureStore, RateStore, SettingsStore, BlobStore, AuditStore, Protocol
+):
     """The whole store: every role. Each implementation (memory, sqlite, Redis) is one."""

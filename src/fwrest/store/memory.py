@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+from collections import deque
 
-from fwrest.store.base import RefreshRecord
+from fwrest.store.base import AUDIT_KEEP, RefreshRecord
 
 __all__ = ["MemoryStore"]
 
@@ -15,6 +17,7 @@ _SWEEP_MIN = 1024
 class MemoryStore:
     kind = "memory"
     in_process = True  # answers at once, without I/O: callers may call it on the event loop
+    audit_keep = AUDIT_KEEP
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -27,6 +30,9 @@ class MemoryStore:
         self._settings: dict[str, int] = {}
         self._locks: dict[str, float] = {}
         self._blobs: dict[str, bytes] = {}
+        # the audit trail: (ts, order of arrival, event, entry), the newest audit_keep
+        self._audit: deque[tuple[float, int, str, bytes]] = deque()
+        self._audit_seq = itertools.count()
         self._inserts = 0
         # failure counts are swept of ended windows when they have doubled since the last
         # sweep: many user names or addresses that failed once do not pile up
@@ -195,6 +201,18 @@ class MemoryStore:
             if self._blobs.get(name) == old:
                 self._blobs[name] = new
             return self._blobs.get(name)
+
+    def add_audit(self, ts: float, event: str, entry: bytes) -> None:
+        with self._lock:
+            self._audit.append((ts, next(self._audit_seq), event, entry))
+            while len(self._audit) > self.audit_keep:
+                self._audit.popleft()
+
+    def audit_events(self, since: float, event: str | None, limit: int) -> list[bytes]:
+        with self._lock:
+            found = [r for r in self._audit if r[0] >= since and (event is None or r[2] == event)]
+        found.sort(key=lambda r: (r[0], r[1]), reverse=True)
+        return [r[3] for r in found[:limit]]
 
     def close(self) -> None:
         return None

@@ -15,6 +15,7 @@ request and is idempotent for it anyway.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from typing import Any
 
@@ -22,7 +23,7 @@ import redis
 from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
-from fwrest.store.base import RefreshRecord, StoreError
+from fwrest.store.base import AUDIT_KEEP, RefreshRecord, StoreError
 
 __all__ = ["RedisStore"]
 
@@ -84,6 +85,7 @@ return now
 class RedisStore:
     kind = "redis"
     in_process = False
+    audit_keep = AUDIT_KEEP
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -282,6 +284,31 @@ class RedisStore:
             new,
         )
         return None if value is None else bytes(value)
+
+    def add_audit(self, ts: float, event: str, entry: bytes) -> None:
+        # one sorted set by time; a member is "event NUL random NUL entry": unique (two equal
+        # events at one microsecond stay two), and filtered by name without parsing the JSON
+        member = event.encode() + b"\0" + os.urandom(6).hex().encode() + b"\0" + entry
+        pipe = self._r.pipeline(transaction=True)
+        pipe.zadd(f"{_P}audit", {member: ts})
+        pipe.zremrangebyrank(f"{_P}audit", 0, -self.audit_keep - 1)
+        self._call(pipe.execute)
+
+    def audit_events(self, since: float, event: str | None, limit: int) -> list[bytes]:
+        key = f"{_P}audit"
+        if event is None:
+            rows = self._call(self._r.zrevrangebyscore, key, "+inf", since, start=0, num=limit)
+            return [bytes(m).split(b"\0", 2)[2] for m in rows]
+        wanted = event.encode() + b"\0"
+        out: list[bytes] = []
+        start, page = 0, 1000
+        while len(out) < limit:
+            rows = self._call(self._r.zrevrangebyscore, key, "+inf", since, start=start, num=page)
+            out += [bytes(m).split(b"\0", 2)[2] for m in rows if bytes(m).startswith(wanted)]
+            if len(rows) < page:
+                break
+            start += page
+        return out[:limit]
 
     def close(self) -> None:
         self._r.close()

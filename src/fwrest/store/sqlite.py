@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from fwrest.store.base import RefreshRecord, StoreError
+from fwrest.store.base import AUDIT_KEEP, RefreshRecord, StoreError
 
 __all__ = ["SqliteStore"]
 
@@ -38,12 +38,16 @@ CREATE TABLE IF NOT EXISTS rates (key TEXT PRIMARY KEY, ends REAL NOT NULL,
 CREATE INDEX IF NOT EXISTS rates_ends ON rates(ends);
 CREATE TABLE IF NOT EXISTS blobs (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS audit (seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL,
+    event TEXT NOT NULL, entry BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_ts ON audit(ts);
 """
 
 
 class SqliteStore:
     kind = "sqlite"
     in_process = False
+    audit_keep = AUDIT_KEEP
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -319,6 +323,28 @@ class SqliteStore:
                 db.execute("INSERT OR REPLACE INTO blobs VALUES (?, ?)", (name, new))
                 now = new
         return now
+
+    def add_audit(self, ts: float, event: str, entry: bytes) -> None:
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO audit (ts, event, entry) VALUES (?, ?, ?)", (ts, event, entry)
+            )
+            # AUTOINCREMENT numbers rows in order of arrival, never reused: the rows more than
+            # audit_keep behind this one are the oldest (one step by the primary key)
+            db.execute(
+                "DELETE FROM audit WHERE seq <= ?", ((cur.lastrowid or 0) - self.audit_keep,)
+            )
+
+    def audit_events(self, since: float, event: str | None, limit: int) -> list[bytes]:
+        try:
+            rows = self._conn().execute(
+                "SELECT entry FROM audit WHERE ts >= ? AND (? IS NULL OR event = ?) "
+                "ORDER BY ts DESC, seq DESC LIMIT ?",
+                (since, event, event, limit),
+            )
+            return [bytes(row[0]) for row in rows.fetchall()]
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store: {exc}") from None
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -38,6 +38,7 @@ from fwrest.auth.oauth2.tokens import (
     bearer_token,
 )
 from fwrest.errors import HTTPError
+from fwrest.store.audit import ANONYMOUS, AuditEvent
 from fwrest.store.families import family_until
 
 __all__ = ["INTROSPECT_SCOPE", "introspect_endpoint", "revoke_endpoint"]
@@ -107,9 +108,15 @@ async def _access_claims(service: TokenService, token: str) -> dict[str, Any] | 
 
 # -- revocation (RFC 7009) -------------------------------------------------------------------
 async def revoke_endpoint(
-    service: TokenService, method: str, query: str, body: bytes, headers: dict[str, str]
+    service: TokenService,
+    method: str,
+    query: str,
+    body: bytes,
+    headers: dict[str, str],
+    client_ip: str = "",
 ) -> Answer:
-    """Answer one request of ``/fw/oauth2/revoke``: (status, headers, body)."""
+    """Answer one request of ``/fw/oauth2/revoke`` from ``client_ip``: (status, headers,
+    body)."""
     try:
         params, auth_header = _parse(method, query, body, headers)
         # the client as the token route authenticates it (none sent: the first client)
@@ -117,14 +124,16 @@ async def revoke_endpoint(
         allowed = await service._params(params)
         client_id = service._client(allowed, creds)
         token = _token(params)
-        await _revoke(service, token, client_id, _access_s(service, allowed))
+        await _revoke(service, token, client_id, _access_s(service, allowed), client_ip)
     except OAuthError as exc:
         return _error(exc)
     # RFC 7009 2.2: 200 whether or not there was anything to revoke
     return 200, [("cache-control", "no-store"), ("pragma", "no-cache")], b""
 
 
-async def _revoke(service: TokenService, token: str, client_id: str, access_s: float) -> None:
+async def _revoke(
+    service: TokenService, token: str, client_id: str, access_s: float, client_ip: str
+) -> None:
     deadline = _StoreDeadline()
     store = service.store
     claims = await _access_claims(service, token)
@@ -170,6 +179,12 @@ async def _revoke(service: TokenService, token: str, client_id: str, access_s: f
         log.escape(client_id),
         kind,
     )
+    if service.audit is not None:
+        # the client revoked (RFC 7009: it authenticates, not a user): "client:<id>"
+        actor = f"client:{client_id}" if client_id else ANONYMOUS
+        details = {"user": subject, "client_id": client_id, "family": family}
+        details |= {"token_type": f"{kind}_token", "via": "oauth2/revoke"}
+        service.audit.record(AuditEvent("revocation", actor, client_ip, service.port_name, details))
 
 
 # -- introspection (RFC 7662) ----------------------------------------------------------------

@@ -45,7 +45,7 @@ async def revoke_route() -> Response:
 
     ctx = current.get()
     status, headers, body = await revoke_endpoint(
-        _service(), ctx.method, ctx.query_string, ctx.body, dict(ctx.headers)
+        _service(), ctx.method, ctx.query_string, ctx.body, dict(ctx.headers), ctx.client
     )
     return Response(body, status, dict(headers), media_type="application/json" if body else None)
 

@@ -36,6 +36,7 @@ from fwrest.auth.oauth2.scopes import DEFAULT, allowed_scopes, grant, requested
 from fwrest.auth.throttle import TOKEN_WORDING, Throttle
 from fwrest.errors import HTTPError, is_cancellation, store_unavailable
 from fwrest.store import RefreshRecord, StateStore, StoreError
+from fwrest.store.audit import AuditEvent, AuditLog
 from fwrest.store.calls import StoreClient
 
 if TYPE_CHECKING:
@@ -119,8 +120,11 @@ class TokenService:
         client: StoreClient | None = None,
         keys: PortKeys | None = None,
         issuers: dict[str, str] | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self.port_name = port_name
+        # SPEC 13.5: refresh-token replays and revocations are recorded
+        self.audit = audit
         self._key = key
         # SPEC 12.1: an asymmetric port signs and verifies with its key set, HS256 with _key
         self.keys = keys
@@ -526,7 +530,7 @@ class TokenService:
             )
         claim = uuid.uuid4().hex
         token_hash, record = await self._rotate(
-            deadline, params, allowed, client_id, claim, ttl_ms, refresh_at
+            deadline, params, allowed, client_id, claim, ttl_ms, refresh_at, client_ip
         )
         # the family keeps its scopes, less those its user or client may no longer have; a
         # ``scope`` on the refresh narrows this access token only (RFC 6749 6)
@@ -621,6 +625,7 @@ class TokenService:
         claim: str,
         ttl_ms: int,
         refresh_at: float,
+        client_ip: str = "",
     ) -> tuple[str, RefreshRecord]:
         """Spend the request's refresh token: (its hash, its record).
 
@@ -655,6 +660,11 @@ class TokenService:
                 self.port_name,
                 log.escape(record.subject),
             )
+            if self.audit is not None:
+                details = {"client_id": record.client_id, "family": record.family}
+                self.audit.record(
+                    AuditEvent("refresh.replay", record.subject, client_ip, self.port_name, details)
+                )
             raise OAuthError(
                 "invalid_grant", "the refresh token was already used; its token family is revoked"
             )

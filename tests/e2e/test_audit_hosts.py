@@ -1,0 +1,142 @@
+"""The audit trail (SPEC 13.5) shared by two hosts on one real ``redis-server``: two ``fwrest
+serve`` (host A with two workers, host B with one), their own configs and folders, one Redis
+state store.
+
+* a settings change through host A's JSON API is listed by host B's route, naming the user,
+  the address, the port, the key and its old and new values;
+* a reload of host B (SIGHUP, as ``fwrest reload`` sends) is listed by host A: actor
+  ``signal``, outcome ``done``, the new generation; a reload of a broken config: ``failed``;
+* host A's config file changed on disk (``[GENERAL]`` re-read every second): one event, not
+  one per worker, actor ``file``.
+
+redis-server missing is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import ServerProcess, free_config, free_port
+from tests.redis_support import RedisServer
+
+AUTH = """
+USERS = {"ada": "Ada-Pw-6402"}
+
+
+def check(user, password):
+    return USERS.get(user) == password
+"""
+ADA = ("ada", "Ada-Pw-6402")
+HANG_GUARD_S = 10.0
+
+
+def _host(folder: Path, redis_url: str) -> Path:
+    folder.mkdir()
+    (folder / "audit_auth.py").write_text(AUTH)
+    authorization = {"scheme": "basic", "OnAuth": "audit_auth.check"}
+    server = {
+        "HostName": "127.0.0.1",
+        "Port": free_port(),
+        "Locations": "ROOT",
+        "FwData": {"Authorization": authorization},
+    }
+    return free_config(
+        folder,
+        servers={"HTTP_REST": server},
+        extra={"HTTPSERVER": {"StateStore": redis_url}, "ENV": {"Repository": "app,audit_auth"}},
+        general={"rest_reload_time": 1},
+    )
+
+
+def _trail(host: ServerProcess, query: str) -> list[dict[str, Any]]:
+    answer = httpx.get(f"{host.url()}/fw/rest/audit{query}", auth=ADA, timeout=10)
+    assert answer.status_code == 200, answer.text
+    events: list[dict[str, Any]] = answer.json()["events"]
+    return events
+
+
+def _wait(host: ServerProcess, query: str, found: Any, what: str) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + HANG_GUARD_S
+    while True:
+        events = [e for e in _trail(host, query) if found(e)]
+        if events:
+            return events
+        assert time.monotonic() < deadline, f"{what}: not listed within {HANG_GUARD_S} s"
+        time.sleep(0.1)
+
+
+def test_two_hosts_on_one_redis_list_each_other_s_events(tmp_path: Path) -> None:
+    redis = RedisServer(tmp_path).start()
+    a_config, b_config = (_host(tmp_path / name, redis.url) for name in ("a", "b"))
+    hosts = [ServerProcess(a_config, workers=2), ServerProcess(b_config, workers=1)]
+    try:
+        a, b = (host.wait_ready() for host in hosts)
+        # a settings change on A, listed by B
+        changed = httpx.post(
+            f"{a.url()}/fw/rest/config", json={"rest_trace_time": 1}, auth=ADA, timeout=10
+        )
+        assert changed.status_code == 200, changed.text
+        change = _wait(
+            b,
+            "?event=settings.change",
+            lambda e: e["details"]["key"] == "rest_trace_time",
+            "host A's settings change on host B",
+        )[0]
+        assert (change["actor"], change["client"], change["port"]) == (
+            "ada",
+            "127.0.0.1",
+            "HTTP_REST",
+        )
+        assert (change["details"]["old"], change["details"]["new"]) == (0, 1)
+        assert change["details"]["via"] == "api"
+
+        # a reload of B, listed by A
+        mark = len(b.stdout_lines)
+        b.signal(signal.SIGHUP)
+        reload = _wait(a, "?event=reload", lambda e: True, "host B's reload on host A")[0]
+        assert any("reloaded: generation 2" in line for line in b.stdout_lines[mark:])
+        assert (reload["actor"], reload["client"], reload["port"]) == ("signal", None, None)
+        assert reload["details"]["outcome"] == "done" and reload["details"]["generation"] == 2
+        assert reload["details"]["workers"] == 1
+        # a reload that fails (B's config broken) is an event too; B goes on serving
+        good = b_config.read_text()
+        b_config.write_text(good.replace('"Servers"', '"Servers": 1, "Broken"', 1)[:-2])
+        b.signal(signal.SIGHUP)
+        failed = _wait(
+            a,
+            "?event=reload",
+            lambda e: e["details"]["outcome"] == "failed",
+            "host B's failed reload on host A",
+        )[0]
+        assert failed["details"]["reason"] == "configuration error"
+        b_config.write_text(good)
+
+        # A's file changed: one event for the host, though both workers read the file
+        sections = json.loads(a_config.read_text())
+        sections["GENERAL"]["rest_log_stringsize"] = 222
+        a_config.write_text(json.dumps(sections))
+        _wait(
+            b,
+            "?event=settings.change",
+            lambda e: e["details"].get("via") == "file",
+            "host A's file change",
+        )
+        time.sleep(2.5)  # both workers re-read the file meanwhile (every second)
+        from_file = [e for e in _trail(a, "?event=settings.change") if e["actor"] == "file"]
+        assert len(from_file) == 1, from_file
+        assert from_file[0]["details"]["key"] == "rest_log_stringsize"
+        assert (from_file[0]["details"]["old"], from_file[0]["details"]["new"]) == (200, 222)
+        assert from_file[0]["details"]["file"] == 222
+        # the audit lines of host A's log, whatever worker wrote them
+        assert "fwrest.audit" in a.log() and "settings.change actor='ada'" in a.log()
+        assert "reload actor='signal'" in b.log()
+    finally:
+        for host in hosts:
+            host.stop()
+        redis.stop()

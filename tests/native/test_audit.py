@@ -1,0 +1,382 @@
+"""The audit trail (SPEC 13.5) through the in-process client (``fwrest.testing.Client``): the
+route ``GET /fw/rest/audit``, who may read it, its filters and bad queries, the events a
+settings change (JSON API and page) and a lock-out make, and the ``fwrest.audit`` log line at
+``rest_log_level=1`` (and none at 0, the event still kept).
+
+One service for the module, its state store a sqlite file that every client's worker shares
+(each client is a worker of its own, as two workers of one host): ``HTTP_ADMIN`` (Basic,
+``onAdmin`` allows ``ada`` only, ``maxFailures`` 3), ``HTTP_USERS`` (Basic without
+``onAdmin``: every authenticated user reads the trail), ``HTTP_PUBLIC`` (Basic without
+``onAdmin``, the route opened by ``NativeRoutes.public``) and ``HTTP_OPEN`` (no scheme: no
+one reads it). The modules are named ``audit_route_app`` and ``audit_route_auth``.
+
+Events of the token service (replays, revocations) and of ``fwrest tokens revoke``:
+tests/auth/test_revocation.py; a reload, ``fwrest keys rotate`` and two hosts on one Redis:
+tests/e2e/test_audit_hosts.py; no secret in any event: tests/faults/test_canary.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fwrest import log
+from fwrest.store.audit import AuditEvent, AuditLog
+from fwrest.testing import Client
+from tests.conftest import APP_SOURCE, module_config
+from tests.docs.blocks import example
+from tests.native.support import (
+    ADA,
+    ADMIN_AUTH_SOURCE,
+    BOB,
+    FileLog,
+    basic,
+    in_process,
+    in_process_ports,
+    post_settings,
+    wait_for,
+)
+
+AUDIT = "/fw/rest/audit"
+PORTS = ("HTTP_ADMIN", "HTTP_USERS", "HTTP_PUBLIC", "HTTP_OPEN")
+ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+
+
+def _basic(**auth: Any) -> dict[str, Any]:
+    authorization = {"scheme": "basic", "OnAuth": "audit_route_auth.check", **auth}
+    return {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "ROOT",
+        "FwData": {"Authorization": authorization},
+    }
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("audit_route")
+    (folder / "audit_route_auth.py").write_text(ADMIN_AUTH_SOURCE)
+    public = _basic()
+    public["FwData"]["NativeRoutes"] = {"public": ["rest/audit"]}
+    servers = {
+        "HTTP_ADMIN": _basic(onAdmin="audit_route_auth.admin", maxFailures=3),
+        "HTTP_USERS": _basic(),
+        "HTTP_PUBLIC": public,
+        "HTTP_OPEN": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+    }
+    return module_config(
+        folder,
+        "audit_route_app",
+        servers=servers,
+        app=APP_SOURCE,
+        extra={
+            "HTTPSERVER": {"StateStore": "sqlite"},
+            "ENV": {"Repository": "audit_route_app,audit_route_auth"},
+        },
+        general={"rest_log_level": 1},  # errors only: the audit lines are written all the same
+    )
+
+
+@pytest.fixture(scope="module")
+def clients(config: Path) -> Iterator[dict[str, Client]]:
+    with in_process_ports(config, PORTS) as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+def admin(clients: dict[str, Client]) -> Client:
+    return clients["HTTP_ADMIN"]
+
+
+@pytest.fixture
+def file_log(config: Path) -> FileLog:
+    return FileLog(config.parent / "server.log")  # written by every client of the module
+
+
+def trail(client: Client, query: str = "", headers: dict[str, str] = ADA) -> list[dict[str, Any]]:
+    answer = client.get(f"{AUDIT}{query}", headers=headers)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["cache-control"] == "no-store"
+    events: list[dict[str, Any]] = answer.json()["events"]
+    return events
+
+
+def wait_event(client: Client, query: str, found: Any, what: str) -> dict[str, Any]:
+    """The newest event of ``query`` for which ``found(event)`` holds, waited for (a worker
+    keeps an event off the request's way)."""
+    seen: list[dict[str, Any]] = []
+
+    def kept() -> bool:
+        seen[:] = [e for e in trail(client, query) if found(e)]
+        return bool(seen)
+
+    wait_for(kept, 5, what)
+    return seen[0]
+
+
+def test_a_settings_change_through_the_json_api_is_an_event(admin: Client) -> None:
+    before = datetime.now(UTC) - timedelta(seconds=1)
+    assert post_settings(admin, {"rest_trace_time": 2}, headers=ADA).status_code == 200
+    event = wait_event(
+        admin,
+        "?event=settings.change",
+        lambda e: e["details"]["key"] == "rest_trace_time" and e["details"]["new"] == 2,
+        "the change in the trail",
+    )
+    assert set(event) == {"ts", "event", "actor", "client", "port", "details"}
+    assert event["event"] == "settings.change"
+    assert (event["actor"], event["client"], event["port"]) == ("ada", "127.0.0.1", "HTTP_ADMIN")
+    assert event["details"] == {
+        "key": "rest_trace_time",
+        "old": 0,
+        "new": 2,
+        "runtime": 2,
+        "via": "api",
+    }
+    assert ISO.fullmatch(event["ts"]), event["ts"]
+    when = datetime.fromisoformat(event["ts"])
+    assert before <= when <= datetime.now(UTC), event["ts"]
+    # null clears the run-time value: the value in force is the file's (here the default)
+    assert post_settings(admin, {"rest_trace_time": None}, headers=ADA).status_code == 200
+    cleared = wait_event(
+        admin,
+        "?event=settings.change",
+        lambda e: e["details"]["key"] == "rest_trace_time" and e["details"]["runtime"] is None,
+        "the cleared value in the trail",
+    )
+    assert (cleared["details"]["old"], cleared["details"]["new"]) == (2, 0)
+
+
+def test_a_change_on_the_page_is_an_event_of_the_page(admin: Client) -> None:
+    page = admin.get("/fw/rest/config", headers=ADA).text
+    token = re.search(r'name="fw_csrf" value="([^"]+)"', page)
+    assert token is not None, page[:500]
+    answer = admin.post(
+        "/fw/rest/config",
+        data={"fw_csrf": token.group(1), "rest_log_stringsize": "321"},
+        headers=ADA,
+    )
+    assert answer.status_code == 200 and "Saved" in answer.text, answer.text[:500]
+    event = wait_event(
+        admin,
+        "?event=settings.change",
+        lambda e: e["details"]["key"] == "rest_log_stringsize",
+        "the page's change in the trail",
+    )
+    assert event["details"] == {
+        "key": "rest_log_stringsize",
+        "old": 200,
+        "new": 321,
+        "runtime": 321,
+        "via": "page",
+    }
+    assert event["actor"] == "ada"
+
+
+def test_the_documented_answer_and_line_are_what_the_service_gives(
+    admin: Client, file_log: FileLog
+) -> None:
+    """docs/operations.md's answer and log line of a settings change, against real ones."""
+    mark = len(file_log.log())
+    assert post_settings(admin, {"rest_log_level": 5}, headers=ADA).status_code == 200
+    assert post_settings(admin, {"rest_log_level": None}, headers=ADA).status_code == 200
+    found = wait_event(
+        admin,
+        "?event=settings.change&limit=2",
+        lambda e: e["details"]["key"] == "rest_log_level" and e["details"]["new"] == 5,
+        "the level change in the trail",
+    )
+    documented = json.loads(example("operations-audit-answer").text)["events"][0]
+    assert set(documented) == set(found)
+    assert set(documented["details"]) == set(found["details"])
+    shape = {k: type(v) for k, v in documented["details"].items()}
+    assert shape == {k: type(v) for k, v in found["details"].items()}
+    assert (documented["event"], documented["details"]["via"]) == ("settings.change", "api")
+    assert ISO.fullmatch(documented["ts"])
+
+    def line_shape(line: str) -> str:
+        line = re.sub(r"^\S+Z", "TS", line)
+        line = re.sub(r"\[\w+\]", "[W]", line)
+        line = re.sub(r"client=\S+ port=\S+", "client=C port=P", line)
+        line = re.sub(r"request_id=\S+", "request_id=R", line)
+        return re.sub(r"\d+", "N", line)
+
+    text = file_log.wait_log('"key":"rest_log_level","old":1,"new":5', since=mark)
+    written = next(x for x in text.splitlines() if '"old":1,"new":5' in x)
+    documented_line = example("operations-audit-line").text.strip()
+    assert (
+        line_shape(documented_line).replace("request_id=R", "").rstrip()
+        == line_shape(written).replace("request_id=R", "").rstrip()
+    )
+
+
+def test_the_audit_line_is_written_at_every_level_above_0(admin: Client, file_log: FileLog) -> None:
+    mark = len(file_log.log())
+    assert admin.get("/hello", headers=ADA).status_code == 200  # an INFO access line: not at 1
+    assert post_settings(admin, {"rest_reload_time": 61}, headers=ADA).status_code == 200
+    text = file_log.wait_log("settings.change actor='ada'", since=mark)
+    line = next(x for x in text.splitlines() if "rest_reload_time" in x and "fwrest.audit" in x)
+    assert " INFO fwrest.audit " in line
+    assert "client=127.0.0.1 port=HTTP_ADMIN" in line
+    assert '"key":"rest_reload_time","old":60,"new":61' in line
+    assert "GET /rest/hello" not in text
+    # at 0 the log is off, the audit line too; the event is kept all the same
+    assert post_settings(admin, {"rest_log_level": 0}, headers=ADA).status_code == 200
+    wait_event(
+        admin,
+        "?event=settings.change",
+        lambda e: e["details"]["key"] == "rest_log_level" and e["details"]["new"] == 0,
+        "the change to level 0 in the trail",
+    )
+    assert post_settings(admin, {"rest_log_level": None}, headers=ADA).status_code == 200
+    text = file_log.wait_log('"key":"rest_log_level","old":0,"new":1', since=mark)
+    assert '"new":0' not in text
+
+
+def test_only_users_onadmin_allows_read_the_trail(clients: dict[str, Client]) -> None:
+    admin = clients["HTTP_ADMIN"]
+    assert admin.get(AUDIT, headers=ADA).status_code == 200
+    refused = admin.get(AUDIT, headers=BOB)
+    assert refused.status_code == 403, refused.text
+    assert "onAdmin" in refused.json()["detailedMessage"]
+    assert admin.get(AUDIT).status_code == 401  # behind the port's scheme
+    # no onAdmin: every authenticated user
+    users = clients["HTTP_USERS"]
+    assert users.get(AUDIT, headers=BOB).status_code == 200
+    assert users.get(AUDIT, headers=basic("bob", "wrong")).status_code == 403  # OnAuth says no
+    # a port without a scheme: no one
+    opened = clients["HTTP_OPEN"].get(AUDIT)
+    assert opened.status_code == 403, opened.text
+    assert "without an authorization scheme" in opened.json()["detailedMessage"]
+    # opened by NativeRoutes.public: no user, no one to allow
+    public = clients["HTTP_PUBLIC"].get(AUDIT)
+    assert public.status_code == 403, public.text
+    assert "authenticated user" in public.json()["detailedMessage"]
+
+
+def test_the_trail_is_newest_first_and_filtered(admin: Client) -> None:
+    for size in (401, 402, 403):
+        assert post_settings(admin, {"rest_log_stringsize": size}, headers=ADA).status_code == 200
+    wait_event(
+        admin,
+        "?event=settings.change",
+        lambda e: e["details"]["new"] == 403,
+        "the third change in the trail",
+    )
+    changes = trail(admin, "?event=settings.change&limit=3")
+    assert [e["details"]["new"] for e in changes] == [403, 402, 401]
+    assert [e["details"]["new"] for e in trail(admin, "?event=settings.change&limit=1")] == [403]
+    stamps = [e["ts"] for e in trail(admin)]
+    assert stamps == sorted(stamps, reverse=True) and len(stamps) >= 3
+    since = changes[1]["ts"]  # an event's own time: it and the newer ones
+    assert [e["details"]["new"] for e in trail(admin, f"?since={since}&event=settings.change")] == [
+        403,
+        402,
+    ]
+    # an offset, its "+" sent raw (a query's blank) or encoded; a date alone; no offset: UTC
+    later = (datetime.now(UTC) + timedelta(hours=1)).astimezone(timezone(timedelta(hours=1)))
+    for form in (later.isoformat(), later.isoformat().replace("+", "%2B")):
+        assert trail(admin, f"?since={form}") == []
+    assert trail(admin, "?since=2000-01-01&limit=1") == trail(admin, "?limit=1")
+    naive = (datetime.now(UTC) + timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%S")
+    assert trail(admin, f"?since={naive}") == []
+    assert trail(admin, "?event=keys.rotate") == []  # a known event none made
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("?since=yesterday", "since must be an ISO 8601 date or date-time"),
+        ("?since=1700000000", "since must be an ISO 8601 date or date-time"),
+        ("?limit=0", "limit must be a whole number in 1-10000"),
+        ("?limit=10001", "limit must be a whole number in 1-10000"),
+        ("?limit=-5", "limit must be a whole number in 1-10000"),
+        ("?limit=ten", "limit must be a whole number in 1-10000"),
+        ("?limit=", "limit must be a whole number in 1-10000"),
+        ("?event=settings", "event must be one of settings.change, reload, lockout"),
+        ("?evnt=reload", "'evnt' is not a parameter of the audit trail"),
+        ("?limit=1&limit=2", "limit is given twice"),
+    ],
+)
+def test_a_bad_query_is_400_saying_what_is_expected(
+    admin: Client, query: str, message: str
+) -> None:
+    answer = admin.get(f"{AUDIT}{query}", headers=ADA)
+    assert answer.status_code == 400, answer.text
+    assert message in answer.json()["detailedMessage"], answer.json()
+
+
+def test_a_lockout_is_an_event(config: Path, admin: Client) -> None:
+    """Three wrong passwords of ``Eve`` from 10.9.8.7 (``maxFailures`` 3) lock the user and
+    the address out; ada, from another address, reads the event."""
+    with Client(config, server="HTTP_ADMIN", client_address="10.9.8.7") as attacker:
+        answers = [
+            attacker.get("/rest/hello", headers=basic("Eve", f"guess-{i}")).status_code
+            for i in range(4)
+        ]
+    assert answers == [403, 403, 403, 429], answers
+    event = wait_event(
+        admin, "?event=lockout", lambda e: e["client"] == "10.9.8.7", "the lock-out in the trail"
+    )
+    assert (event["actor"], event["port"]) == ("eve", "HTTP_ADMIN")
+    assert event["details"]["locked"] == ["user", "address"]
+    assert event["details"]["user"] == "eve" and event["details"]["address"] == "10.9.8.7"
+    assert event["details"]["failures"] == 3 and 0 < event["details"]["seconds"] <= 300
+    assert "guess-" not in json.dumps(trail(admin))  # never a password
+
+
+def test_an_audit_record_in_json_lines_has_the_event_s_fields() -> None:
+    """``LogFormat=json`` (SPEC 13.4): the event's fields beside the log's own."""
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(log.JsonFormatter().format(record))
+
+    handler = Keep()
+    log.audit_log.addHandler(handler)
+    level = log.audit_log.level
+    log.audit_log.setLevel(logging.INFO)
+    try:
+        event = AuditEvent("reload", "signal", details={"outcome": "done", "generation": 2})
+        AuditLog(None).record(event)
+    finally:
+        log.audit_log.removeHandler(handler)
+        log.audit_log.setLevel(level)
+    line = json.loads(records[0])
+    assert line["logger"] == "fwrest.audit" and line["level"] == "INFO"
+    assert line["event"] == "reload" and line["actor"] == "signal"
+    assert line["client"] is None and line["port"] is None
+    assert line["details"] == {"outcome": "done", "generation": 2}
+    assert line["message"].startswith("reload actor='signal' client=- port=-")
+
+
+def test_the_route_is_listed_and_named(admin: Client) -> None:
+    listing = admin.get("/fw/rest/list/service", headers=ADA).json()
+    entry = next(e for e in listing if e["endpoint"] == AUDIT)
+    assert entry["type"] == "fw" and [m["method"] for m in entry["methods"]] == ["GET"]
+    assert "onAdmin" in entry["methods"][0]["description"]
+
+
+def test_disable_takes_the_route_away(tmp_path: Path) -> None:
+    server = _basic()
+    server["FwData"]["NativeRoutes"] = {"disable": ["rest/audit"]}
+    (tmp_path / "audit_disabled_auth.py").write_text(ADMIN_AUTH_SOURCE)
+    config = module_config(
+        tmp_path,
+        "audit_disabled_app",
+        servers={"HTTP_REST": server},
+        app=APP_SOURCE,
+        extra={"ENV": {"Repository": "audit_disabled_app,audit_disabled_auth"}},
+    )
+    text = config.read_text().replace("audit_route_auth.check", "audit_disabled_auth.check")
+    config.write_text(text)
+    with in_process(config, "HTTP_REST") as client:
+        assert client.get(AUDIT, headers=ADA).status_code == 404
