@@ -40,6 +40,7 @@ NATIVE = (
     ("rest/config", "POST", "/fw/rest/config"),
     ("rest/list/service", "GET", "/fw/rest/list/service"),
     ("rest/openapi.json", "GET", "/fw/rest/openapi.json"),
+    ("rest/docs", "GET", "/fw/rest/docs"),
     ("rest/usage/time", "GET", "/fw/rest/usage/time"),
     ("rest/usage/time", "POST", "/fw/rest/usage/time/reset"),
     ("environment", "GET", "/fw/environment"),
@@ -52,6 +53,23 @@ NATIVE = (
     ("healthcheck/datetime", "GET", "/fw/healthcheck/datetime"),
 )
 NATIVE_PATHS = sorted({path for _, _, path in NATIVE})
+
+# A Basic validator (ada, Ada-Pw-1) and an oAuth2 port's onAuthparams (client web, user ada)
+AUTH_SOURCE = """
+def check(user, password):
+    return (user, password) == ("ada", "Ada-Pw-1")
+
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "username": "ada",
+        "password": "Ada-Pw-7731",
+        "grant_type": "password",
+        "access_expires": 3600000,
+    }
+"""
 
 JSON_ACCEPT = {"Accept": "application/json"}
 

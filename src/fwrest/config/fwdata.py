@@ -75,6 +75,7 @@ NATIVE_ROUTE_NAMES: tuple[str, ...] = (
     "oauth2/revoke-user",
     "oauth2/token",
     "rest/config",
+    "rest/docs",
     "rest/list/service",
     "rest/openapi.json",
     "rest/usage/time",

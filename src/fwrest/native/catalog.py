@@ -72,6 +72,20 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
         "OpenAPI 3.1 document of this port",
     ),
     _Route(
+        "rest/docs",
+        "GET",
+        "/fw/rest/docs",
+        "docs:docs_page",
+        "API documentation: Swagger UI over this port's OpenAPI document",
+    ),
+    _Route(
+        "rest/docs",
+        "GET",
+        "/fw/rest/docs/:asset",
+        "docs:docs_asset",
+        "The files of the API documentation page (scripts, style sheet, icons, licences)",
+    ),
+    _Route(
         "rest/usage/time",
         "GET",
         "/fw/rest/usage/time",
