@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import re
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -18,6 +19,7 @@ import trustme
 from fwrest.native.docs import SWAGGER_UI_VERSION
 from fwrest.testing import Client
 from tests.conftest import ROOT, module_config
+from tests.docs.blocks import example
 from tests.native.support import AUTH_SOURCE, basic, in_process
 
 ADA = basic("ada", "Ada-Pw-1")
@@ -60,7 +62,7 @@ def clients(
                         "onAuthparams": "docs_auth.params",
                     },
                     # a browser has no bearer token to load the page and the document with
-                    "NativeRoutes": {"public": ["rest/docs", "rest/openapi.json"]},
+                    **json.loads(example("operations-docs-public").text),
                 },
             },
         },
@@ -221,6 +223,14 @@ def test_an_oauth2_port_can_open_the_page_and_authorize_as_swagger_ui_does(
             data={**form, "client_id": "web", "client_secret": "Web-Secret-9q"},
         ),
     ]
+    # no client: in the body, fine; Swagger UI's default (an empty client in the header), not
+    # (docs/operations.md tells the user to pick the body)
+    answers.append(client.post(flow["tokenUrl"].removeprefix("/rest"), data=form))
+    empty = client.post(
+        flow["tokenUrl"].removeprefix("/rest"), data=form, headers={"Authorization": "Basic Og=="}
+    )
+    assert empty.status_code == 401
+    assert empty.json()["error"] == "invalid_client"
     for answer in answers:
         assert answer.status_code == 200, answer.text
         token = answer.json()["access_token"]
