@@ -11,16 +11,17 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import ExitStack
+from importlib import resources
 from pathlib import Path
 
 import pytest
 import trustme
 
-from fwrest.native.docs import SWAGGER_UI_VERSION
+from fwrest.native.docs import DOCS_FILES, SWAGGER_UI_VERSION
 from fwrest.testing import Client
 from tests.conftest import ROOT, module_config
 from tests.docs.blocks import example
-from tests.native.support import AUTH_SOURCE, basic, in_process
+from tests.native.support import AUTH_SOURCE, basic, in_process, oauth2_port
 
 ADA = basic("ada", "Ada-Pw-1")
 PAGE = "/fw/rest/docs"
@@ -36,9 +37,6 @@ def clients(
     tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA
 ) -> Iterator[dict[str, Client]]:
     tmp = tmp_path_factory.mktemp("docs_page")
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    cert.cert_chain_pems[0].write_to_path(str(tmp / "server.crt"))
-    cert.private_key_pem.write_to_path(str(tmp / "server.key"))
     (tmp / "docs_auth.py").write_text(AUTH_SOURCE)
     server = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
     config = module_config(
@@ -51,20 +49,10 @@ def clients(
                 "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "docs_auth.check"}},
             },
             "HTTP_OFF": {**server, "FwData": {"NativeRoutes": {"disable": ["rest/docs"]}}},
-            "HTTPS_OAUTH": {
-                **server,
-                "SslCertificate": "server.crt",
-                "SslCertificateKey": "server.key",
-                "FwData": {
-                    "Authorization": {
-                        "scheme": "oAuth2",
-                        "onAuth": "",
-                        "onAuthparams": "docs_auth.params",
-                    },
-                    # a browser has no bearer token to load the page and the document with
-                    **json.loads(example("operations-docs-public").text),
-                },
-            },
+            # a browser has no bearer token to load the page and the document with
+            "HTTPS_OAUTH": oauth2_port(
+                tmp, ca, "docs_auth.params", **json.loads(example("operations-docs-public").text)
+            ),
         },
         extra={"ENV": {"Repository": "docs_app,docs_auth"}},
     )
@@ -91,7 +79,6 @@ def test_the_page_links_only_files_of_its_own_route_and_the_document(
     assets = [u for u in urls if u != "/rest/fw/rest/openapi.json"]
     assert {u.split("?")[0].rsplit("/", 1)[1] for u in assets} == {
         "favicon-32x32.png",
-        "favicon-16x16.png",
         "swagger-ui.css",
         "LICENSE",
         "swagger-ui-bundle.js",
@@ -138,10 +125,15 @@ def test_the_bundle_is_swagger_ui_with_its_licence(clients: dict[str, Client]) -
     assert len(bundle) > 1_000_000
     assert b"SwaggerUIBundle" in bundle
     assert b"Apache License" in client.get(f"{PAGE}/LICENSE").content
-    assert b"SmartBear" in client.get(f"{PAGE}/NOTICE").content
+    # the other licence files ship in the package, without a route
+    folder = resources.files("fwrest.native") / "swagger_ui"
+    assert b"SmartBear" in (folder / "NOTICE").read_bytes()
+    assert b"MIT" in (folder / "swagger-ui-bundle.js.LICENSE.txt").read_bytes()
 
 
-@pytest.mark.parametrize("name", ["nothing.js", "..", "docs.py", "__init__.py", "SOURCE.md"])
+@pytest.mark.parametrize(
+    "name", ["nothing.js", "NOTICE", "docs.py", "__init__.py", "SOURCE.md", "favicon-16x16.png"]
+)
 def test_no_other_file_is_served(clients: dict[str, Client], name: str) -> None:
     r = clients["HTTP_PLAIN"].get(f"{PAGE}/{name}")
     assert r.status_code == 404, r.text
@@ -187,10 +179,14 @@ def test_the_listing_and_the_document_show_the_page(clients: dict[str, Client]) 
     page = entries[PAGE]
     assert (page["type"], page["source"]) == ("fw", "native")
     assert page["methods"][0]["function"] == "fwrest.native.docs.docs_page"
-    assert entries[f"{PAGE}/:asset"]["methods"][0]["function"] == "fwrest.native.docs.docs_asset"
+    files = sorted(e for e in entries if e.startswith(PAGE + "/"))
+    assert files == sorted(f"{PAGE}/{name}" for name in DOCS_FILES)
+    assert all(
+        entries[e]["methods"][0]["function"] == "fwrest.native.docs.docs_asset" for e in files
+    )
     paths = clients["HTTP_PLAIN"].get("/fw/rest/openapi.json").json()["paths"]
     assert "get" in paths["/rest/fw/rest/docs"]
-    assert paths["/rest/fw/rest/docs/{asset}"]["get"]["parameters"][0]["name"] == "asset"
+    assert "get" in paths["/rest/fw/rest/docs/swagger-ui-bundle.js"]
 
 
 def test_an_oauth2_port_can_open_the_page_and_authorize_as_swagger_ui_does(
@@ -200,7 +196,8 @@ def test_an_oauth2_port_can_open_the_page_and_authorize_as_swagger_ui_does(
     the password flow, and the token route takes the form Swagger UI's "Authorize" posts
     (client credentials in the Authorization header, or in the body)."""
     client = clients["HTTPS_OAUTH"]
-    assert client.get(PAGE).status_code == 200
+    for path in (PAGE, *(f"{PAGE}/{name}" for name in DOCS_FILES)):
+        assert client.get(path).status_code == 200, path  # no token
     doc = client.get("/fw/rest/openapi.json").json()
     flow = doc["components"]["securitySchemes"]["oauth2"]["flows"]["password"]
     assert flow["tokenUrl"] == "/rest/fw/oauth2/token"

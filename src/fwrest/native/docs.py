@@ -25,23 +25,22 @@ from dataclasses import dataclass
 from importlib import resources
 
 from fwrest.context.request import Response, current
-from fwrest.errors import HTTPError
 
-__all__ = ["SWAGGER_UI_VERSION", "docs_asset", "docs_page"]
+__all__ = ["DOCS_FILES", "SWAGGER_UI_VERSION", "docs_asset", "docs_page"]
 
 SWAGGER_UI_VERSION = "5.35.0"  # the files of native/swagger_ui/ (their SOURCE.md)
 
-# name -> Content-Type: what the page links, and the licences that ship with it
+# name -> Content-Type: the files the page links, each a route of its own (a literal path, so
+# that NativeRoutes public opens it as it opens the page); the other licence files of the
+# folder ship in the package without a route
 _TYPES = {
     "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
     "swagger-ui.css": "text/css; charset=utf-8",
     "fwrest-docs.js": "text/javascript; charset=utf-8",
     "favicon-32x32.png": "image/png",
-    "favicon-16x16.png": "image/png",
     "LICENSE": "text/plain; charset=utf-8",
-    "NOTICE": "text/plain; charset=utf-8",
-    "swagger-ui-bundle.js.LICENSE.txt": "text/plain; charset=utf-8",
 }
+DOCS_FILES = tuple(_TYPES)
 
 # Nothing but the server itself: Swagger UI's scripts set styles through the DOM (allowed
 # without 'unsafe-inline'), its style sheet holds data: images; the page has no inline script
@@ -101,7 +100,6 @@ def _page(path: str, assets: dict[str, _Asset]) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>API documentation [{title}]</title>
 <link rel="icon" type="image/png" sizes="32x32" href="{url("favicon-32x32.png")}">
-<link rel="icon" type="image/png" sizes="16x16" href="{url("favicon-16x16.png")}">
 <link rel="stylesheet" href="{url("swagger-ui.css")}">
 </head><body>
 <p id="fw-docs-source">
@@ -119,11 +117,10 @@ async def docs_page() -> Response:
     return Response(body, media_type="text/html; charset=utf-8", headers=_PAGE_HEADERS)
 
 
-async def docs_asset(asset: str) -> Response:
-    found = _load().get(asset)
-    if found is None:
-        raise HTTPError(404)
+async def docs_asset() -> Response:
+    ctx = current.get()
+    found = _load()[ctx.path.rsplit("/", 1)[1]]  # the route is one of DOCS_FILES
     headers = {"etag": found.etag, "cache-control": _ASSET_CACHE}
-    if current.get().headers.get("if-none-match", "") == found.etag:
+    if ctx.headers.get("if-none-match", "") == found.etag:
         return Response(b"", status=304, headers=headers)
     return Response(found.body, media_type=found.media_type, headers=headers)
