@@ -62,7 +62,11 @@ _ASSET_CACHE = "private, max-age=31536000, immutable"
 class _Asset:
     body: bytes
     media_type: str
-    etag: str  # quoted, as the header carries it
+    tag: str  # the start of the body's SHA-256, in the page's link and the ETag
+
+    @property
+    def etag(self) -> str:
+        return f'"{self.tag}"'
 
 
 _lock = threading.Lock()
@@ -79,22 +83,21 @@ def _load() -> dict[str, _Asset]:
             loaded = {}
             for name, media_type in _TYPES.items():
                 body = (folder / name).read_bytes()
-                tag = hashlib.sha256(body).hexdigest()[:16]
-                loaded[name] = _Asset(body, media_type, f'"{tag}"')
+                loaded[name] = _Asset(body, media_type, hashlib.sha256(body).hexdigest()[:16])
             _assets.update(loaded)
     return _assets
 
 
-def _page(path: str, assets: dict[str, _Asset]) -> str:
+def _page(path: str, port_name: str, assets: dict[str, _Asset]) -> str:
     """The page served at ``path`` (``/rest/fw/rest/docs``): every URL is under its own
     location, so it works under any ``Path``."""
     here = html.escape(path)
     spec = html.escape(path.rsplit("/", 1)[0] + "/openapi.json")
 
     def url(name: str) -> str:
-        return f"{here}/{name}?v={assets[name].etag.strip(chr(34))}"
+        return f"{here}/{name}?v={assets[name].tag}"
 
-    title = html.escape(current.get().port.name)
+    title = html.escape(port_name)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -113,7 +116,7 @@ OpenAPI document: <a href="{spec}">{spec}</a> &middot;
 
 async def docs_page() -> Response:
     ctx = current.get()
-    body = _page(ctx.path, _load())
+    body = _page(ctx.path, ctx.port.name, _load())
     return Response(body, media_type="text/html; charset=utf-8", headers=_PAGE_HEADERS)
 
 
