@@ -405,6 +405,7 @@ SERIAL = frozenset(
         "tests/faults/test_tls_handshakes.py",
         "tests/faults/test_worker_kill.py",
         "tests/hostile/test_mutation.py",
+        "tests/native/test_docs_browser.py",
         "tests/native/test_probes.py",
         "tests/native/test_settings_api.py",
         "tests/native/test_settings_browser.py",

@@ -32,8 +32,13 @@ def get_user(id: str) -> dict[str, Any] | Response:
 
 
 @post("/users", description='Create a user from a JSON body {"name": ...}')
-def create_user() -> dict[str, Any]:
-    data = json.loads(rest.getBodyRequest() or "{}")
+def create_user() -> dict[str, Any] | Response:
+    try:
+        data = json.loads(rest.getBodyRequest() or "{}")
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return Response({"error": 'the body must be a JSON object {"name": ...}'}, status=400)
     with _lock:
         new_id = str(max((int(k) for k in _users), default=0) + 1)
         _users[new_id] = {"id": new_id, "name": str(data.get("name", ""))}

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import trustme
 
 from fwrest.testing import Client
 from tests.conftest import READY_LINE, ServerProcess, wait_ready_workers
@@ -40,6 +41,7 @@ NATIVE = (
     ("rest/config", "POST", "/fw/rest/config"),
     ("rest/list/service", "GET", "/fw/rest/list/service"),
     ("rest/openapi.json", "GET", "/fw/rest/openapi.json"),
+    ("rest/docs", "GET", "/fw/rest/docs"),
     ("rest/usage/time", "GET", "/fw/rest/usage/time"),
     ("rest/usage/time", "POST", "/fw/rest/usage/time/reset"),
     ("environment", "GET", "/fw/environment"),
@@ -53,7 +55,42 @@ NATIVE = (
 )
 NATIVE_PATHS = sorted({path for _, _, path in NATIVE})
 
+# A Basic validator (ada, Ada-Pw-1) and an oAuth2 port's onAuthparams (client web, user ada)
+AUTH_SOURCE = """
+def check(user, password):
+    return (user, password) == ("ada", "Ada-Pw-1")
+
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "username": "ada",
+        "password": "Ada-Pw-7731",
+        "grant_type": "password",
+        "access_expires": 3600000,
+    }
+"""
+
 JSON_ACCEPT = {"Accept": "application/json"}
+
+
+def oauth2_port(tmp: Path, ca: trustme.CA, params: str, **fw_data: Any) -> dict[str, Any]:
+    """A server section of an oAuth2 port on TLS (127.0.0.1, a free port, location ROOT),
+    its certificate and key written to ``tmp``; ``params``: its ``onAuthparams``."""
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    cert.cert_chain_pems[0].write_to_path(str(tmp / "server.crt"))
+    cert.private_key_pem.write_to_path(str(tmp / "server.key"))
+    authorization = {"scheme": "oAuth2", "onAuth": "", "onAuthparams": params}
+    return {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "ROOT",
+        "SslCertificate": "server.crt",
+        "SslCertificateKey": "server.key",
+        "FwData": {"Authorization": authorization, **fw_data},
+    }
+
 
 # What the settings helpers talk to: a real server's base URL (``http://127.0.0.1:PORT/rest``)
 # or an in-process client whose base URL ends with the location (``in_process``).

@@ -28,7 +28,7 @@ from openapi_spec_validator import validate
 
 from fwrest.testing import Client
 from tests.conftest import APP_SOURCE, free_port, module_config, run_cli
-from tests.native.support import NATIVE, NATIVE_PATHS, basic, in_process
+from tests.native.support import AUTH_SOURCE, NATIVE, NATIVE_PATHS, basic, in_process
 
 APP = (
     APP_SOURCE
@@ -40,21 +40,6 @@ def mapped(x):
 '''
 )
 
-AUTH_SOURCE = """
-def check(user, password):
-    return (user, password) == ("ada", "Ada-Pw-1")
-
-
-def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "username": "ada",
-        "password": "Ada-Pw-7731",
-        "grant_type": "password",
-        "access_expires": 3600000,
-    }
-"""
 
 ADA = basic("ada", "Ada-Pw-1")
 HIDDEN, DISABLED = "/fw/healthcheck/datetime", "/vendor/environment"

@@ -78,6 +78,7 @@ NATIVE_ROUTE_NAMES: tuple[str, ...] = (
     "oauth2/token",
     "rest/audit",
     "rest/config",
+    "rest/docs",
     "rest/list/service",
     "rest/openapi.json",
     "rest/usage/time",

@@ -10,6 +10,7 @@ from typing import Any
 
 from fwrest.config.fwdata import NATIVE_ROUTE_NAMES, NATIVE_ROUTES_FIX, NativeRoutesData
 from fwrest.errors import ConfigError
+from fwrest.native.docs import DOCS_FILES
 from fwrest.repository import Endpoint
 from fwrest.routing.names import (
     INTROSPECT_ROUTE,
@@ -77,6 +78,23 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
         "/fw/rest/openapi.json",
         "listing:openapi",
         "OpenAPI 3.1 document of this port",
+    ),
+    _Route(
+        "rest/docs",
+        "GET",
+        "/fw/rest/docs",
+        "docs:docs_page",
+        "API documentation: Swagger UI over this port's OpenAPI document",
+    ),
+    *(
+        _Route(
+            "rest/docs",
+            "GET",
+            f"/fw/rest/docs/{name}",
+            "docs:docs_asset",
+            f"A file of the API documentation page ({name})",
+        )
+        for name in DOCS_FILES
     ),
     _Route(
         "rest/usage/time",

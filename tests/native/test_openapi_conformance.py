@@ -1,0 +1,136 @@
+"""The OpenAPI documents of the example service (SPEC 14.2): valid OpenAPI
+(openapi-spec-validator), and true of the service (schemathesis): every documented operation of
+the open and the oAuth2 port, with generated parameters and bodies, answers without a 5xx,
+with a documented status, content type, headers and schema.
+
+The example service is ``examples/`` copied as ``make run`` serves it, every port set to 0,
+run by ``fwrest serve`` (its ``app`` package cannot share this process with other tests'
+``app`` modules, so the in-process client does not serve it); each case goes over loopback.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from openapi_spec_validator import validate
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from tests.conftest import ROOT, ServerProcess
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+EXAMPLES_PER_OPERATION = 8  # bounded: the whole module runs in seconds
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    work = tmp_path_factory.mktemp("conformance")
+    target = work / "examples"
+    shutil.copytree(
+        ROOT / "examples", target, ignore=shutil.ignore_patterns(".fwrest", "certs", "__pycache__")
+    )
+    subprocess.run([sys.executable, str(target / "make_certs.py")], check=True, capture_output=True)
+    ini = target / "service.ini"
+    ini.write_text(re.sub(r"(?m)^Port=\d+$", "Port=0", ini.read_text()))
+    server = ServerProcess(ini, workers=1).wait_ready()
+    yield server
+    server.stop()
+
+
+def session_of(example: ServerProcess, name: str) -> requests.Session:
+    """A client of the port with its credentials: Basic, or a bearer token of the oAuth2 port
+    (the example's user and client, examples/app/oauth.py)."""
+    session = requests.Session()
+    if name == "HTTP_BASIC":
+        session.auth = ("ada", "lovelace")
+    elif name == "HTTPS_REST":
+        # per request too: a REQUESTS_CA_BUNDLE in the environment overrides the session's
+        session.verify = str(example.config.parent / "certs" / "ca.pem")
+        token = session.post(
+            f"{example.url(name)}/fw/oauth2/token",
+            data={
+                "grant_type": "password",
+                "username": "grace",
+                "password": "hopper",
+                "client_id": "example-app",
+                "client_secret": "example-secret",
+            },
+            timeout=10,
+            verify=session.verify,
+        )
+        assert token.status_code == 200, token.text
+        session.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+    return session
+
+
+def document(example: ServerProcess, name: str, session: requests.Session) -> dict[str, Any]:
+    r = session.get(f"{example.url(name)}/fw/rest/openapi.json", timeout=10, verify=session.verify)
+    assert r.status_code == 200, r.text
+    doc: dict[str, Any] = r.json()
+    return doc
+
+
+@pytest.mark.parametrize("name", ["HTTP_REST", "HTTPS_REST", "HTTP_BASIC"])
+def test_each_ports_document_is_valid_openapi(example: ServerProcess, name: str) -> None:
+    doc = document(example, name, session_of(example, name))
+    validate(doc)  # raises on an invalid document
+    assert doc["openapi"] == "3.1.0"
+    assert "/rest/fw/rest/docs" in doc["paths"]
+    assert "/rest/users/{id}" in doc["paths"]
+
+
+# HTTP_BASIC serves the routes HTTP_REST serves, each request behind an argon2 check of
+# a few hundred milliseconds: its document is validated above, its operations are these.
+@pytest.mark.parametrize("name", ["HTTP_REST", "HTTPS_REST"])
+def test_every_operation_answers_as_documented(example: ServerProcess, name: str) -> None:
+    session = session_of(example, name)
+    doc = document(example, name, session)
+    schema = schemathesis.openapi.from_dict(doc)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) >= 20, [op.label for op in operations]
+    tried: list[str] = []
+
+    for operation in operations:
+
+        @settings(
+            max_examples=EXAMPLES_PER_OPERATION,
+            deadline=None,
+            database=None,
+            derandomize=True,  # the same cases on every run
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(case=operation.as_strategy())
+        def run(case: Any) -> None:
+            response = case.call(
+                base_url=doc["servers"][0]["url"],
+                session=session,
+                timeout=10,
+                verify=session.verify,
+            )
+            case.validate_response(response, checks=CHECKS)
+            tried.append(case.operation.label)
+
+        run()
+    # every operation was called at least once
+    assert {op.label for op in operations} <= set(tried)
