@@ -1,0 +1,229 @@
+"""SPEC 15's forms of a Redis state store, each against a real ``redis-server`` started here:
+TLS (``rediss://`` with ``StateStoreCA``; a Redis that requires a client certificate, given
+by ``StateStoreCert``/``StateStoreKey``), a password from ``StateStorePassword=env:NAME``, and
+a unix socket (``unix:///path/redis.sock?db=N``).
+
+* over each form an oAuth2 port issues tokens, refreshes them and refuses a replay, its state
+  in that Redis (the in-process client, SPEC 14.3: the store is the real one);
+* what only Redis can tell is a start error naming the key, and ``fwrest check`` says the same:
+  a ``StateStoreCA`` that did not issue Redis's certificate, a client certificate missing, a
+  wrong password (never shown, nor in the check's summary).
+
+The Sentinel form runs the store contract (tests/store/test_contract.py) and its failover test
+(tests/faults/test_sentinel_failover.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import trustme
+
+from fwrest.testing import Client
+from tests.auth.oauth2_support import oauth_section
+from tests.conftest import issue_certs, module_config, run_cli
+from tests.redis_support import RedisServer, RedisTls, redis_tls
+
+PASSWORD = "Redis-Pw/7+q z"  # a canary: a slash, a plus and a space
+PASSWORD_ENV = "FWREST_TEST_REDIS_PASSWORD"
+APP = """
+from fwrest import get
+
+
+@get("/hello")
+def hello():
+    return {"hello": "world"}
+
+
+def params():
+    return {
+        "client_id": "web",
+        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
+        "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}],
+    }
+"""
+
+
+@dataclass
+class Redises:
+    tls: RedisTls
+    on_tls: RedisServer  # TLS, a password, no client certificate asked for
+    on_mtls: RedisServer  # TLS, a client certificate required
+    on_socket: RedisServer  # a unix socket, a password
+
+    def stop(self) -> None:
+        for server in (self.on_tls, self.on_mtls, self.on_socket):
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def redises(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redises]:
+    root = tmp_path_factory.mktemp("redis-forms")
+    tls = redis_tls(trustme.CA(), root / "tls")
+    folders = [root / name for name in ("tls", "mtls", "socket")]
+    for folder in folders:
+        folder.mkdir(exist_ok=True)
+    found = Redises(
+        tls,
+        RedisServer(folders[0], tls=tls, password=PASSWORD),
+        RedisServer(folders[1], tls=tls, client_certs=True),
+        RedisServer(folders[2], unix=True, password=PASSWORD),
+    )
+    try:
+        for server in (found.on_tls, found.on_mtls, found.on_socket):
+            server.start()
+        yield found
+    finally:
+        found.stop()
+
+
+def store_keys(redises: Redises, form: str) -> tuple[RedisServer, dict[str, Any]]:
+    """The server of one form and the ``[HTTPSERVER]`` keys that reach it."""
+    tls = redises.tls
+    if form == "rediss":
+        return redises.on_tls, {
+            "StateStore": redises.on_tls.url,
+            "StateStoreCA": str(tls.ca),
+            "StateStorePassword": f"env:{PASSWORD_ENV}",
+        }
+    if form == "rediss with a client certificate":
+        return redises.on_mtls, {
+            "StateStore": redises.on_mtls.url,
+            "StateStoreCA": str(tls.ca),
+            "StateStoreCert": str(tls.client_cert),
+            "StateStoreKey": str(tls.client_key),
+        }
+    return redises.on_socket, {
+        "StateStore": redises.on_socket.url,
+        "StateStorePassword": f"env:{PASSWORD_ENV}",
+    }
+
+
+@pytest.mark.parametrize("form", ["rediss", "rediss with a client certificate", "unix socket"])
+def test_tokens_are_issued_and_refreshed_over_each_form(
+    form: str,
+    redises: Redises,
+    ca: trustme.CA,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
+    server, keys = store_keys(redises, form)
+    module = "redis_form_" + form.replace(" ", "_")
+    config = module_config(
+        tmp_path,
+        module,
+        app=APP.replace("params", f"{module}_params"),
+        servers={
+            "OAUTH": oauth_section(
+                issue_certs(ca, tmp_path / "certs"), onAuthparams=f"{module}_params"
+            )
+        },
+        extra={"HTTPSERVER": keys},
+    )
+    grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
+    with Client(config) as client:
+        issued = client.post("/rest/fw/oauth2/token", data=grant)
+        assert issued.status_code == 200, issued.text
+        refresh = {"grant_type": "refresh_token", "refresh_token": issued.json()["refresh_token"]}
+        renewed = client.post("/rest/fw/oauth2/token", data=refresh)
+        assert renewed.status_code == 200, renewed.text
+        bearer = {"Authorization": f"Bearer {renewed.json()['access_token']}"}
+        assert client.get("/rest/hello", headers=bearer).status_code == 200
+        replay = client.post("/rest/fw/oauth2/token", data=refresh)
+        assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+    direct = server.client()
+    try:
+        # the state is in this Redis: the two refresh tokens, the signing key
+        assert len(direct.keys("fwrest:rt:*")) == 2
+        assert direct.exists("fwrest:signing_key")
+    finally:
+        direct.close()
+
+
+def test_what_only_redis_can_tell_is_a_start_error_naming_the_key(
+    redises: Redises, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tls = redises.tls
+    cases = {
+        # (the keys, the key the error names, a fragment of its message)
+        "wrong CA": (
+            {**store_keys(redises, "rediss")[1], "StateStoreCA": str(tls.other_ca)},
+            "StateStoreCA",
+            "TLS certificate does not verify",
+        ),
+        "no client certificate": (
+            {"StateStore": redises.on_mtls.url, "StateStoreCA": str(tls.ca)},
+            "StateStoreCert",
+            "client certificate",
+        ),
+        "wrong password": (
+            {**store_keys(redises, "rediss")[1], "StateStorePassword": "env:WRONG_REDIS_PW"},
+            "StateStorePassword",
+            "Redis refused the password",
+        ),
+        "password in the URL": (
+            {
+                **store_keys(redises, "unix socket")[1],
+                "StateStore": redises.on_socket.url.replace("unix://", "unix://:Url-Pw-ZZ@"),
+                "StateStorePassword": None,
+            },
+            "StateStore",
+            "Redis refused the password",
+        ),
+    }
+    monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
+    monkeypatch.setenv("WRONG_REDIS_PW", "Wrong-Pw/8+w v")
+    jobs = []
+    for name, (keys, _key, _words) in cases.items():
+        folder = tmp_path / name.replace(" ", "-")
+        folder.mkdir()
+        store = {k: v for k, v in keys.items() if v is not None}
+        (folder / "app.py").write_text(APP)
+        config = folder / "service.ini"
+        lines = ["[HTTPSERVER]", "Servers=HTTP_REST", *(f"{k}={v}" for k, v in store.items()),
+                 "[HTTP_REST]", "HostName=127.0.0.1", "Port=0", "Locations=ROOT",
+                 "[ROOT]", "Path=/rest", "ThreadPool=POOL", "[POOL]", "Environment=ENV",
+                 "[ENV]", "Repository=app"]  # fmt: skip
+        config.write_text("\n".join(lines) + "\n")
+        jobs += [(name, "check", config), (name, "serve", config)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda j: run_cli(j[1], str(j[2]), cwd=j[2].parent), jobs))
+    for (name, command, _config), result in zip(jobs, results, strict=True):
+        _keys, key, words = cases[name]
+        out = result.stdout + result.stderr
+        assert result.returncode == 2, (name, command, out)
+        assert f"[HTTPSERVER] {key}: " in result.stderr and words in result.stderr, (name, out)
+        assert "Traceback" not in out
+        for secret in (PASSWORD, "Wrong-Pw/8+w v", "Url-Pw-ZZ"):
+            assert secret not in out, (name, command)
+
+
+def test_check_summarises_a_redis_store_without_its_password(
+    redises: Redises, tmp_path: Path
+) -> None:
+    (tmp_path / "app.py").write_text(APP)
+    encoded = quote(PASSWORD, safe="")
+    url = redises.on_socket.url.replace("unix://", f"unix://:{encoded}@")
+    config = tmp_path / "service.json"
+    sections = {
+        "HTTPSERVER": {"Servers": "S", "StateStore": url},
+        "S": {"HostName": "127.0.0.1", "Port": 0, "Locations": "R"},
+        "R": {"Path": "/rest", "ThreadPool": "P"},
+        "P": {"Environment": "E"},
+        "E": {"Repository": "app"},
+    }
+    config.write_text(json.dumps(sections))
+    result = run_cli("check", str(config), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"state store: unix://***@{redises.on_socket.socket}?db=0" in result.stdout
+    assert "warning" not in result.stdout  # Redis answered the check's PING
+    for secret in (PASSWORD, encoded, "7+q"):
+        assert secret not in result.stdout + result.stderr
