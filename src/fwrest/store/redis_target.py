@@ -154,9 +154,14 @@ def make_client(url: str, options: RedisOptions, **common: Any) -> Any:
         kwargs["username"] = target.username
     if target.password is not None:
         kwargs["password"] = target.password
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
     # the sentinels are asked without the data nodes' password (they have their own, or
-    # none: docs/decisions.md), under the same timeouts and retries
-    sentinel_kwargs = {k: v for k, v in common.items() if k.startswith("socket_") or k == "retry"}
+    # none: docs/decisions.md), under the same timeouts, once each: redis-py asks the next
+    # sentinel when one fails, and the primary's connection retries the whole discovery
+    sentinel_kwargs = {k: v for k, v in common.items() if k.startswith("socket_")}
+    sentinel_kwargs["retry"] = Retry(NoBackoff(), 0)
     # redis-py's Sentinel module has no type hints
     sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs, **kwargs)  # type: ignore[no-untyped-call]
     return sentinel.master_for(target.primary, db=target.db)  # type: ignore[no-untyped-call]
