@@ -397,6 +397,7 @@ SERIAL = frozenset(
         "tests/e2e/test_workers.py",
         "tests/faults/test_brute_force.py",
         "tests/faults/test_redis_outage.py",
+        "tests/faults/test_sentinel_failover.py",
         "tests/faults/test_sigterm_drain.py",
         "tests/faults/test_slowloris.py",
         "tests/faults/test_sqlite_refresh.py",
