@@ -204,21 +204,25 @@ sentinel monitor {name} 127.0.0.1 {primary} 2
 sentinel down-after-milliseconds {name} {down_ms}
 sentinel failover-timeout {name} 3000
 sentinel parallel-syncs {name} 1
-"""
+{auth}"""
 
 
 class SentinelGroup:
     """A primary, a replica and three sentinels (quorum 2) watching them as ``name``; the
-    sentinels take the primary for down after ``down_ms`` without an answer. ``url`` is the
-    ``redis+sentinel://`` URL of SPEC 15."""
+    sentinels take the primary for down after ``down_ms`` without an answer. ``password``: the
+    primary's and the replica's (``requirepass``, ``masterauth``; the sentinels'
+    ``auth-pass``). ``url`` is the ``redis+sentinel://`` URL of SPEC 15."""
 
-    def __init__(self, folder: Path, name: str = "fwmain", down_ms: int = 500) -> None:
+    def __init__(
+        self, folder: Path, name: str = "fwmain", down_ms: int = 500, password: str | None = None
+    ) -> None:
         self.name = name
         self.down_ms = down_ms
+        self.password = password
         (folder / "primary").mkdir(parents=True)
         (folder / "replica").mkdir()
-        self.primary = RedisServer(folder / "primary")
-        self.replica = RedisServer(folder / "replica", replica_of=self.primary)
+        self.primary = RedisServer(folder / "primary", password=password)
+        self.replica = RedisServer(folder / "replica", replica_of=self.primary, password=password)
         self.ports = [free_port() for _ in range(3)]
         self.folder = folder
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -231,8 +235,10 @@ class SentinelGroup:
         binary = sentinel_binary()
         for port in self.ports:
             conf = self.folder / f"sentinel-{port}.conf"  # a sentinel rewrites its file
+            auth = f"sentinel auth-pass {self.name} {self.password}\n" if self.password else ""
             conf.write_text(SENTINEL_CONF.format(port=port, folder=self.folder, name=self.name,
-                                                 primary=self.primary.port, down_ms=self.down_ms))  # fmt: skip
+                                                 primary=self.primary.port, down_ms=self.down_ms,
+                                                 auth=auth))  # fmt: skip
             self.procs.append(subprocess.Popen([binary, str(conf)], stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL))  # fmt: skip
         # ready: every sentinel knows the replica and the two other sentinels (a failover

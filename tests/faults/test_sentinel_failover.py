@@ -3,7 +3,8 @@
 A real primary, a replica and three sentinels (``redis-sentinel``, quorum 2, the primary taken
 for down after 500 ms); two fwrest hosts (``fwrest serve``, one worker each, two configs in two
 folders) on ``StateStore=redis+sentinel://...``, each with an oAuth2 port (one issuer for both)
-and a Basic port. A bounded load: password grants and refreshes alternating between the
+and a Basic port; their ``[HTTPSERVER]`` lines are docs/deploy.md's (``deploy-redis-sentinel``),
+the primary's password given by ``StateStorePassword=env:NAME``. A bounded load: password grants and refreshes alternating between the
 hosts, bearer calls with a token issued before the fault, Basic calls. Mid-run the primary is
 killed (SIGKILL, a crashed host); the sentinels promote the replica.
 
@@ -20,6 +21,7 @@ killed (SIGKILL, a crashed host); the sentinels promote the replica.
 
 from __future__ import annotations
 
+import configparser
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -32,6 +34,7 @@ import trustme
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import ServerProcess, free_config
+from tests.docs.blocks import example, substitute
 from tests.faults.support import Outcome, Recorder, app_with, figures
 from tests.redis_support import SentinelGroup
 
@@ -51,17 +54,30 @@ PAUSE_S = 0.02  # each load thread's pause between requests: a bounded load
 HOSTS = ("A", "B")
 
 
+REDIS_PASSWORD = "Sentinel-Pw-3141"
+DOC = example("deploy-redis-sentinel")
+
+
 @pytest.fixture
 def sentinels(tmp_path: Path) -> Iterator[SentinelGroup]:
-    group = SentinelGroup(tmp_path / "redis", down_ms=500)
+    group = SentinelGroup(tmp_path / "redis", down_ms=500, password=REDIS_PASSWORD)
     try:
         yield group.start()
     finally:
         group.stop()
 
 
-def host_config(folder: Path, certs: dict[str, Path], store: str) -> Path:
+def host_config(folder: Path, certs: dict[str, Path], group: SentinelGroup) -> Path:
+    """A host's config: docs/deploy.md's ``[HTTPSERVER]`` lines, with the group's sentinels."""
     folder.mkdir()
+    hosts = ",".join(f"127.0.0.1:{port}" for port in group.ports)
+    text = substitute(DOC, {"10.0.0.21:26379,10.0.0.22:26379,10.0.0.23:26379": hosts})
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(text)
+    store = dict(parser["HTTPSERVER"])
+    assert store.pop("Servers") == "HTTPS_REST"
+    assert store["StateStore"].endswith(f"/{group.name}/0")
     basic = {
         "HostName": "127.0.0.1",
         "Port": 0,
@@ -73,14 +89,17 @@ def host_config(folder: Path, certs: dict[str, Path], store: str) -> Path:
         folder,
         app=app_with(PARAMS, dict([BASIC_USER])),
         servers={"OAUTH": oauth, "BASIC": basic},
-        extra={"HTTPSERVER": {"StateStore": store}, "POOL": {"MaxThreads": 8}},
+        extra={"HTTPSERVER": store, "POOL": {"MaxThreads": 8}},
     )
 
 
 def test_a_failover_under_load(ca: trustme.CA, tmp_path: Path, sentinels: SentinelGroup) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
     procs = {
-        name: ServerProcess(host_config(tmp_path / f"host-{name}", certs, sentinels.url))
+        name: ServerProcess(
+            host_config(tmp_path / f"host-{name}", certs, sentinels),
+            env={"FWREST_REDIS_PASSWORD": REDIS_PASSWORD},
+        )
         for name in HOSTS
     }
     for proc in procs.values():

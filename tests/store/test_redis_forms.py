@@ -5,6 +5,8 @@ a unix socket (``unix:///path/redis.sock?db=N``).
 
 * over each form an oAuth2 port issues tokens, refreshes them and refuses a replay, its state
   in that Redis (the in-process client, SPEC 14.3: the store is the real one);
+* docs/deploy.md's lines (``deploy-redis-acl``, ``deploy-redis-tls``) reach a Redis on TLS
+  that requires client certificates, as the ACL user the page creates;
 * what only Redis can tell is a start error naming the key, and ``fwrest check`` says the same:
   a ``StateStoreCA`` that did not issue Redis's certificate, a client certificate missing, a
   wrong password (never shown, nor in the check's summary).
@@ -15,7 +17,9 @@ The Sentinel form runs the store contract (tests/store/test_contract.py) and its
 
 from __future__ import annotations
 
+import configparser
 import json
+import shlex
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,6 +33,7 @@ import trustme
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
 from tests.conftest import issue_certs, module_config, run_cli
+from tests.docs.blocks import example, substitute
 from tests.redis_support import RedisServer, RedisTls, redis_tls
 
 PASSWORD = "Redis-Pw/7+q z"  # a canary: a slash, a plus and a space
@@ -227,3 +232,65 @@ def test_check_summarises_a_redis_store_without_its_password(
     assert "warning" not in result.stdout  # Redis answered the check's PING
     for secret in (PASSWORD, encoded, "7+q"):
         assert secret not in result.stdout + result.stderr
+
+
+ACL_PASSWORD = "Acl-Pw/9+x y"
+
+
+def test_the_deployment_pages_lines_reach_redis_as_its_acl_user(
+    redises: Redises, ca: trustme.CA, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, tls = redises.on_mtls, redises.tls
+    acl = example("deploy-redis-acl").text
+    rule = shlex.split(acl.partition("ACL SETUSER ")[2].replace("PASSWORD", ACL_PASSWORD))
+    admin = server.client()
+    try:
+        admin.flushdb()
+        assert admin.execute_command("ACL", "SETUSER", *rule) in (b"OK", "OK")
+        text = substitute(
+            example("deploy-redis-tls"),
+            {
+                "10.0.0.5:6380": f"127.0.0.1:{server.port}",
+                "/etc/fwrest/redis-ca.pem": str(tls.ca),
+                "/etc/fwrest/redis-client.crt": str(tls.client_cert),
+                "/etc/fwrest/redis-client.key": str(tls.client_key),
+            },
+        )
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.optionxform = str  # type: ignore[assignment,method-assign]
+        parser.read_string(text)
+        keys = dict(parser["HTTPSERVER"])
+        assert keys.pop("Servers") == "HTTPS_REST"
+        monkeypatch.setenv("FWREST_REDIS_PASSWORD", ACL_PASSWORD)
+        module = "redis_form_deploy"
+        config = module_config(
+            tmp_path,
+            module,
+            app=APP.replace("params", f"{module}_params"),
+            servers={
+                "HTTPS_REST": oauth_section(
+                    issue_certs(ca, tmp_path / "certs"), onAuthparams=f"{module}_params"
+                )
+            },
+            extra={"HTTPSERVER": keys},
+        )
+        grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
+        with Client(config) as client:
+            issued = client.post("/rest/fw/oauth2/token", data=grant)
+            assert issued.status_code == 200, issued.text
+            token = issued.json()["refresh_token"]
+            renewed = client.post(
+                "/rest/fw/oauth2/token",
+                data={"grant_type": "refresh_token", "refresh_token": token},
+            )
+            assert renewed.status_code == 200, renewed.text
+        assert len(admin.keys("fwrest:rt:*")) == 2
+        # the commands came from the ACL user: Redis counted no refusal of it
+        assert admin.execute_command("ACL", "LOG") == []
+        checked = run_cli("check", str(config), cwd=tmp_path)
+        assert checked.returncode == 0, checked.stderr
+        assert f"state store: rediss://***@127.0.0.1:{server.port}/0" in checked.stdout
+        assert "warning: [HTTPSERVER] StateStore" not in checked.stdout
+        assert ACL_PASSWORD not in checked.stdout + checked.stderr
+    finally:
+        admin.close()
