@@ -1083,7 +1083,7 @@ PROVOKED: dict[str, Broken | Special] = {
     "[HTTPSERVER] StateStore: the signing key cannot be read from the state store: redis "
     "store ...": known("Redis unreachable[ini]", "serve"),
     "[HTTPSERVER] StateStoreCA: Redis's TLS certificate does not verify: ... "
-    "CERTIFICATE_VERIFY_FAILED ...": asking_redis("serve", ca="other_ca"),
+    "certificate verify failed: ...": asking_redis("serve", ca="other_ca"),
     "[HTTPSERVER] StateStoreCert: the TLS handshake with Redis failed (does Redis ask for a "
     "client certificate? tls-auth-clients): ...": asking_redis("check", cert=False),
     "[HTTPSERVER] StateStore: the TLS handshake with Redis failed: ...": asking_redis(
