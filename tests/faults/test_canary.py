@@ -131,6 +131,17 @@ def forms(secret: str) -> set[str]:
     return out
 
 
+def hits_in(texts: dict[str, str], needles: dict[str, set[str]]) -> list[tuple[str, str, str, str]]:
+    """Every form of every needle found in a text: (where, needle, form, the text around it)."""
+    return [
+        (where, name, form, text[max(0, text.find(form) - 80) : text.find(form) + 80])
+        for where, text in texts.items()
+        for name, variants in needles.items()
+        for form in variants
+        if form in text
+    ]
+
+
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_no_secret_reaches_the_log_at_debug_level(
     ca: trustme.CA, tmp_path: Path, log_format: str
@@ -357,13 +368,7 @@ def test_no_secret_reaches_the_log_at_debug_level(
             needles[f"access token {i}"] = {value, value.rsplit(".", 1)[1]}
         else:  # a refresh token: random throughout
             needles[f"refresh token {i}"] = {value, quote(value, safe=""), value[:16]}
-    hits = [
-        (where, name, form, text[max(0, text.find(form) - 80) : text.find(form) + 80])
-        for where, text in logs.items()
-        for name, variants in needles.items()
-        for form in variants
-        if form in text
-    ]
+    hits = hits_in(logs, needles)
     print(
         f"canary sweep: {len(seen)} requests {sorted(set(seen))}; {len(CANARIES)} canaries and "
         f"{len(tokens)} tokens in {sum(len(v) for v in needles.values())} forms searched in "
@@ -512,13 +517,7 @@ def test_the_redis_password_is_never_shown(tmp_path: Path) -> None:
     assert "the state store is unavailable" in seen["answers"]
     needles = {"StateStorePassword": forms(REDIS_PW), "URL password": forms(REDIS_URL_PW)}
     needles["wrong URL password"] = forms(REDIS_URL_PW.replace("Cn4ry", "Wr0ng"))
-    hits = [
-        (where, name, form)
-        for where, text in seen.items()
-        for name, variants in needles.items()
-        for form in variants
-        if form in text
-    ]
+    hits = hits_in(seen, needles)
     print(
         f"Redis password sweep: {len(answers)} answers, "
         + ", ".join(f"{k} {len(v)} bytes" for k, v in seen.items())

@@ -21,7 +21,6 @@ killed (SIGKILL, a crashed host); the sentinels promote the replica.
 
 from __future__ import annotations
 
-import configparser
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ import trustme
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import ServerProcess, free_config
-from tests.docs.blocks import example, substitute
+from tests.docs.blocks import ini_example
 from tests.faults.support import Outcome, Recorder, app_with, figures
 from tests.redis_support import SentinelGroup
 
@@ -55,7 +54,6 @@ HOSTS = ("A", "B")
 
 
 REDIS_PASSWORD = "Sentinel-Pw-3141"
-DOC = example("deploy-redis-sentinel")
 
 
 @pytest.fixture
@@ -71,11 +69,8 @@ def host_config(folder: Path, certs: dict[str, Path], group: SentinelGroup) -> P
     """A host's config: docs/deploy.md's ``[HTTPSERVER]`` lines, with the group's sentinels."""
     folder.mkdir()
     hosts = ",".join(f"127.0.0.1:{port}" for port in group.ports)
-    text = substitute(DOC, {"10.0.0.21:26379,10.0.0.22:26379,10.0.0.23:26379": hosts})
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(text)
-    store = dict(parser["HTTPSERVER"])
+    sentinels = {"10.0.0.21:26379,10.0.0.22:26379,10.0.0.23:26379": hosts}
+    store = ini_example("deploy-redis-sentinel", replacements=sentinels)["HTTPSERVER"]
     assert store.pop("Servers") == "HTTPS_REST"
     assert store["StateStore"].endswith(f"/{group.name}/0")
     basic = {

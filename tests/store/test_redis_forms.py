@@ -17,7 +17,6 @@ The Sentinel form runs the store contract (tests/store/test_contract.py) and its
 
 from __future__ import annotations
 
-import configparser
 import json
 import shlex
 from collections.abc import Iterator
@@ -33,7 +32,7 @@ import trustme
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
 from tests.conftest import issue_certs, module_config, run_cli
-from tests.docs.blocks import example, substitute
+from tests.docs.blocks import example, ini_example
 from tests.redis_support import RedisServer, RedisTls, redis_tls
 
 PASSWORD = "Redis-Pw/7+q z"  # a canary: a slash, a plus and a space
@@ -111,6 +110,32 @@ def store_keys(redises: Redises, form: str) -> tuple[RedisServer, dict[str, Any]
     }
 
 
+def oauth_service(
+    tmp_path: Path, ca: trustme.CA, module: str, section: str, keys: dict[str, Any]
+) -> Path:
+    """An oAuth2 port ``section`` of ``APP`` (in the module ``module``) on the store ``keys``."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    return module_config(
+        tmp_path,
+        module,
+        app=APP.replace("params", f"{module}_params"),
+        servers={section: oauth_section(certs, onAuthparams=f"{module}_params")},
+        extra={"HTTPSERVER": keys},
+    )
+
+
+def grant_and_refresh(client: Client) -> tuple[dict[str, str], str]:
+    """A password grant, then a refresh of its token: (the refresh's form, the new access
+    token)."""
+    grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
+    issued = client.post("/rest/fw/oauth2/token", data=grant)
+    assert issued.status_code == 200, issued.text
+    refresh = {"grant_type": "refresh_token", "refresh_token": issued.json()["refresh_token"]}
+    renewed = client.post("/rest/fw/oauth2/token", data=refresh)
+    assert renewed.status_code == 200, renewed.text
+    return refresh, str(renewed.json()["access_token"])
+
+
 @pytest.mark.parametrize("form", ["rediss", "rediss with a client certificate", "unix socket"])
 def test_tokens_are_issued_and_refreshed_over_each_form(
     form: str,
@@ -122,25 +147,9 @@ def test_tokens_are_issued_and_refreshed_over_each_form(
     monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
     server, keys = store_keys(redises, form)
     module = "redis_form_" + form.replace(" ", "_")
-    config = module_config(
-        tmp_path,
-        module,
-        app=APP.replace("params", f"{module}_params"),
-        servers={
-            "OAUTH": oauth_section(
-                issue_certs(ca, tmp_path / "certs"), onAuthparams=f"{module}_params"
-            )
-        },
-        extra={"HTTPSERVER": keys},
-    )
-    grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
-    with Client(config) as client:
-        issued = client.post("/rest/fw/oauth2/token", data=grant)
-        assert issued.status_code == 200, issued.text
-        refresh = {"grant_type": "refresh_token", "refresh_token": issued.json()["refresh_token"]}
-        renewed = client.post("/rest/fw/oauth2/token", data=refresh)
-        assert renewed.status_code == 200, renewed.text
-        bearer = {"Authorization": f"Bearer {renewed.json()['access_token']}"}
+    with Client(oauth_service(tmp_path, ca, module, "OAUTH", keys)) as client:
+        refresh, access = grant_and_refresh(client)
+        bearer = {"Authorization": f"Bearer {access}"}
         assert client.get("/rest/hello", headers=bearer).status_code == 200
         replay = client.post("/rest/fw/oauth2/token", data=refresh)
         assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
@@ -247,43 +256,20 @@ def test_the_deployment_pages_lines_reach_redis_as_its_acl_user(
     try:
         admin.flushdb()
         assert admin.execute_command("ACL", "SETUSER", *rule) in (b"OK", "OK")
-        text = substitute(
-            example("deploy-redis-tls"),
-            {
+        keys = ini_example(
+            "deploy-redis-tls",
+            replacements={
                 "10.0.0.5:6380": f"127.0.0.1:{server.port}",
                 "/etc/fwrest/redis-ca.pem": str(tls.ca),
                 "/etc/fwrest/redis-client.crt": str(tls.client_cert),
                 "/etc/fwrest/redis-client.key": str(tls.client_key),
             },
-        )
-        parser = configparser.ConfigParser(interpolation=None)
-        parser.optionxform = str  # type: ignore[assignment,method-assign]
-        parser.read_string(text)
-        keys = dict(parser["HTTPSERVER"])
+        )["HTTPSERVER"]
         assert keys.pop("Servers") == "HTTPS_REST"
         monkeypatch.setenv("FWREST_REDIS_PASSWORD", ACL_PASSWORD)
-        module = "redis_form_deploy"
-        config = module_config(
-            tmp_path,
-            module,
-            app=APP.replace("params", f"{module}_params"),
-            servers={
-                "HTTPS_REST": oauth_section(
-                    issue_certs(ca, tmp_path / "certs"), onAuthparams=f"{module}_params"
-                )
-            },
-            extra={"HTTPSERVER": keys},
-        )
-        grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
+        config = oauth_service(tmp_path, ca, "redis_form_deploy", "HTTPS_REST", keys)
         with Client(config) as client:
-            issued = client.post("/rest/fw/oauth2/token", data=grant)
-            assert issued.status_code == 200, issued.text
-            token = issued.json()["refresh_token"]
-            renewed = client.post(
-                "/rest/fw/oauth2/token",
-                data={"grant_type": "refresh_token", "refresh_token": token},
-            )
-            assert renewed.status_code == 200, renewed.text
+            grant_and_refresh(client)
         assert len(admin.keys("fwrest:rt:*")) == 2
         # the commands came from the ACL user: Redis counted no refusal of it
         assert admin.execute_command("ACL", "LOG") == []
