@@ -410,6 +410,7 @@ SERIAL = frozenset(
         "tests/server/test_backpressure.py",
         "tests/server/test_head_limits.py",
         "tests/server/test_pool.py",
+        "tests/store/test_redis_forms.py",
         "tests/store/test_sqlite_locked.py",
     )
 )

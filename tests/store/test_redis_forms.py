@@ -9,7 +9,8 @@ a unix socket (``unix:///path/redis.sock?db=N``).
   that requires client certificates, as the ACL user the page creates;
 * what only Redis can tell is a start error naming the key, and ``fwrest check`` says the same:
   a ``StateStoreCA`` that did not issue Redis's certificate, a client certificate missing, a
-  wrong password (never shown, nor in the check's summary).
+  wrong password (never shown, nor in the check's summary); a Redis that does not answer is a
+  warning of ``fwrest check`` only.
 
 The Sentinel form runs the store contract (tests/store/test_contract.py) and its failover test
 (tests/faults/test_sentinel_failover.py).
@@ -235,12 +236,19 @@ def test_check_summarises_a_redis_store_without_its_password(
         "E": {"Repository": "app"},
     }
     config.write_text(json.dumps(sections))
-    result = run_cli("check", str(config), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert f"state store: unix://***@{redises.on_socket.socket}?db=0" in result.stdout
-    assert "warning" not in result.stdout  # Redis answered the check's PING
-    for secret in (PASSWORD, encoded, "7+q"):
-        assert secret not in result.stdout + result.stderr
+    answered = run_cli("check", str(config), cwd=tmp_path)
+    assert answered.returncode == 0, answered.stderr
+    assert f"state store: unix://***@{redises.on_socket.socket}?db=0" in answered.stdout
+    assert "warning" not in answered.stdout  # Redis answered the check's PING
+    # a Redis that does not answer is no mistake of the configuration: a warning
+    sections["HTTPSERVER"]["StateStore"] = url.replace("redis.sock", "gone.sock")
+    config.write_text(json.dumps(sections))
+    silent = run_cli("check", str(config), cwd=tmp_path)
+    assert silent.returncode == 0, silent.stderr
+    assert "warning: [HTTPSERVER] StateStore: the state store did not answer: " in silent.stdout
+    for result in (answered, silent):
+        for secret in (PASSWORD, encoded, "7+q"):
+            assert secret not in result.stdout + result.stderr
 
 
 ACL_PASSWORD = "Acl-Pw/9+x y"
