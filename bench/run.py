@@ -41,7 +41,7 @@ from fwrest.features.compression import GZIP_LEVEL
 
 BENCH = Path(__file__).resolve().parent
 ALL_CASES = (
-    "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
+    "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17",
 )  # fmt: skip
 MIB = 1024 * 1024
 
@@ -103,7 +103,7 @@ class Scratch:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._n = 0
-        self._redis: tuple[subprocess.Popen[bytes], str] | None = None
+        self._redis: dict[str, tuple[subprocess.Popen[bytes], str, Path | None]] = {}
         self.certs = servers.make_certs(root / "certs")
         self.token_script = root / "token.lua"
         self.token_script.write_text(
@@ -118,16 +118,18 @@ class Scratch:
             'wrk.headers["Content-Type"] = "application/json"\n'
         )
 
-    def redis_url(self) -> str:
-        """The URL of the run's Redis store, started on first use (cases on a Redis store)."""
-        if self._redis is None:
-            self._redis = servers.start_redis(self.root / "redis")
-        return self._redis[1]
+    def redis_keys(self, store: str) -> dict[str, Any]:
+        """``[HTTPSERVER]``'s keys of the run's Redis store, started on first use: ``redis``
+        (plain TCP) or ``rediss`` (TLS, SPEC 15: its own ``redis-server``)."""
+        if store not in self._redis:
+            self._redis[store] = servers.start_redis(self.root / store, tls=store == "rediss")
+        _proc, url, ca_file = self._redis[store]
+        return {"StateStore": url} | ({"StateStoreCA": str(ca_file)} if ca_file else {})
 
     def close(self) -> None:
-        if self._redis is not None:
-            self._redis[0].terminate()
-            self._redis[0].wait(10)
+        for proc, _url, _ca in self._redis.values():
+            proc.terminate()
+            proc.wait(10)
 
     def folder(self, name: str) -> Path:
         self._n += 1
@@ -170,6 +172,9 @@ def fw(
             extra.update(location_keys=location_keys, sections=sections)
         if features:
             extra.update(features_config(folder))
+        if store in ("redis", "rediss"):  # a local redis-server; rediss: on TLS (SPEC 15)
+            keys = scratch.redis_keys(store)
+            extra["httpserver_keys"] = {**keys, **(httpserver_keys or {})}
         repository = "bench.apps.fw_app"
         if routes is not None:
             (folder / "routes_app.py").write_text(routes_source(routes))
@@ -181,7 +186,7 @@ def fw(
             certs=scratch.certs if tls else None,
             log_level=log_level,
             trace=trace,
-            store=scratch.redis_url() if store == "redis" else store,
+            store=store if store in ("memory", "sqlite") else "memory",
             **extra,
         )
         return servers.start_fwrest(config, workers=workers, cpus=cpus)
@@ -765,6 +770,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
     )
     cases.append(rate_limit_case(sc))
     cases.append(typed_case(sc))
+    cases.append(redis_tls_case(sc, grant))
     return cases
 
 
@@ -842,6 +848,29 @@ def rate_limit_case(sc: Scratch) -> Case:
         "`redis-server`, one round trip per request).",
         targets,
         ratios,
+    )
+
+
+def redis_tls_case(
+    sc: Scratch, grant: Callable[[str, str, Callable[[Path], servers.Running]], Target]
+) -> Case:
+    """Case 17: case 4's password grant on a Redis store reached over plain TCP
+    (``redis://``) beside one reached over TLS (``rediss://``, SPEC 15)."""
+    plain, tls = "redis:// store", "rediss:// store"
+    return Case(
+        "17",
+        "token issuance on a Redis store, plain TCP and TLS",
+        "Case 4's password grant (an `async def` onAuthparams, the port on TLS) with the "
+        "state store on a local `redis-server`: over plain TCP (`redis://`), and over TLS "
+        "(`rediss://` with `StateStoreCA`, a `redis-server` of its own on `--tls-port`). "
+        "Each grant writes its refresh token in Redis (one round trip on the store client's "
+        "threads); the connections are kept, so TLS costs its encryption, not a handshake "
+        "per request.",
+        [
+            grant(plain, "fwrest", fw(sc, fw_data=OAUTH_FW_ASYNC, tls=True, store="redis")),
+            grant(tls, "fwrest", fw(sc, fw_data=OAUTH_FW_ASYNC, tls=True, store="rediss")),
+        ],
+        [(f"{tls} / {plain}", tls, plain, None)],
     )
 
 

@@ -242,22 +242,39 @@ def _wait_for_line(
     return found["url"]
 
 
-def start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_redis(
+    folder: Path, *, tls: bool = False
+) -> tuple[subprocess.Popen[bytes], str, Path | None]:
     """A ``redis-server`` on a free loopback port, without persistence, for the cases on a
-    Redis store; its process and ``redis://`` URL. Unpinned: it is the store, not the server
-    measured."""
+    Redis store; its process, URL and CA file. ``tls``: the port speaks TLS only (``rediss://``,
+    a trustme certificate, no client certificate asked for; the CA file verifies it).
+    Unpinned: it is the store, not the server measured."""
     folder.mkdir(parents=True, exist_ok=True)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     binary = shutil.which("redis-server") or "/usr/bin/redis-server"
     cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    url, ca_file = f"redis://127.0.0.1:{port}/0", None
+    if tls:
+        import trustme
+
+        ca = trustme.CA()
+        cert = ca.issue_cert("127.0.0.1")
+        crt, key, ca_file = folder / "redis.crt", folder / "redis.key", folder / "ca.pem"
+        crt.write_bytes(b"".join(pem.bytes() for pem in cert.cert_chain_pems))
+        cert.private_key_pem.write_to_path(str(key))
+        ca.cert_pem.write_to_path(str(ca_file))
+        cmd[1:3] = ["--port", "0", "--tls-port", str(port), "--tls-cert-file", str(crt),
+                    "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca_file),
+                    "--tls-auth-clients", "no"]  # fmt: skip
+        url = f"rediss://127.0.0.1:{port}/0"
     proc = subprocess.Popen(cmd, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"redis://127.0.0.1:{port}/0"
+            return proc, url, ca_file
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()

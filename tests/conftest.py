@@ -399,6 +399,7 @@ SERIAL = frozenset(
         "tests/faults/test_brute_force.py",
         "tests/faults/test_idle_connections.py",
         "tests/faults/test_redis_outage.py",
+        "tests/faults/test_sentinel_failover.py",
         "tests/faults/test_sigterm_drain.py",
         "tests/faults/test_slowloris.py",
         "tests/faults/test_sqlite_refresh.py",
@@ -412,6 +413,7 @@ SERIAL = frozenset(
         "tests/server/test_backpressure.py",
         "tests/server/test_head_limits.py",
         "tests/server/test_pool.py",
+        "tests/store/test_redis_forms.py",
         "tests/store/test_sqlite_locked.py",
     )
 )

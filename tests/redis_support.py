@@ -1,8 +1,13 @@
 """A throwaway ``redis-server`` for tests that need a real Redis (no mock).
 
-Shared by ``tests/auth/test_oauth2_store.py`` and ``tests/faults/``. ``redis-server`` must be
-installed (Debian's ``redis-server`` package): the tests fail, never skip, without it.
-``free_port`` is tests/conftest.py's, named here for the tests that import it from this module.
+Shared by ``tests/auth/test_oauth2_store.py``, ``tests/store/`` and ``tests/faults/``.
+``redis-server`` must be installed (Debian's ``redis-server`` package; Sentinel: its
+``redis-sentinel`` package): the tests fail, never skip, without it. ``free_port`` is
+tests/conftest.py's, named here for the tests that import it from this module.
+
+The forms of SPEC 15: a server on TLS only (``tls``: trustme files, with or without client
+certificates), with a password (``password``), on a unix socket (``unix``), a replica
+(``replica_of``); :class:`SentinelGroup` is a primary, a replica and three sentinels.
 """
 
 from __future__ import annotations
@@ -11,13 +16,24 @@ import shutil
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
+import trustme
 
 from tests.conftest import free_port
 
-__all__ = ["RedisServer", "free_port", "redis_binary"]
+__all__ = [
+    "RedisServer",
+    "RedisTls",
+    "SentinelGroup",
+    "free_port",
+    "redis_binary",
+    "redis_tls",
+    "sentinel_binary",
+]
 
 
 def redis_binary() -> str:
@@ -26,34 +42,114 @@ def redis_binary() -> str:
     return found
 
 
+def sentinel_binary() -> str:
+    found = shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel"
+    assert Path(found).exists(), (
+        "redis-sentinel is required for the Sentinel tests (apt install redis-sentinel; "
+        ".ci/run installs it)"
+    )
+    return found
+
+
+@dataclass(frozen=True)
+class RedisTls:
+    """trustme files of a Redis on TLS: its certificate, the CA that issued it, a client
+    certificate of that CA, and another CA (the wrong one)."""
+
+    cert: Path
+    key: Path
+    ca: Path
+    client_cert: Path
+    client_key: Path
+    other_ca: Path
+
+
+def redis_tls(ca: trustme.CA, folder: Path) -> RedisTls:
+    folder.mkdir(parents=True, exist_ok=True)
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    client = ca.issue_cert("fwrest-client@example.org")
+    paths = RedisTls(*(folder / n for n in ("redis.crt", "redis.key", "ca.pem", "client.crt",
+                                             "client.key", "other-ca.pem")))  # fmt: skip
+    paths.cert.write_bytes(b"".join(pem.bytes() for pem in server.cert_chain_pems))
+    server.private_key_pem.write_to_path(str(paths.key))
+    ca.cert_pem.write_to_path(str(paths.ca))
+    client.cert_chain_pems[0].write_to_path(str(paths.client_cert))
+    client.private_key_pem.write_to_path(str(paths.client_key))
+    trustme.CA().cert_pem.write_to_path(str(paths.other_ca))
+    return paths
+
+
 class RedisServer:
     """A ``redis-server`` on a free loopback port.
 
     Without ``persist`` nothing is kept across a restart; with it, every write is appended to
     an AOF file and fsynced before Redis answers (``appendfsync always``), so a stop and a
     restart on the same folder keep every key (a Redis that restarts the way a production one
-    does).
+    does). ``tls``: the port speaks TLS only (``client_certs``: Redis requires one);
+    ``password``: ``requirepass``; ``unix``: ``url`` names its socket in ``folder``;
+    ``replica_of``: a replica of that server.
     """
 
-    def __init__(self, folder: Path, *, persist: bool = False) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        persist: bool = False,
+        tls: RedisTls | None = None,
+        client_certs: bool = False,
+        password: str | None = None,
+        unix: bool = False,
+        replica_of: RedisServer | None = None,
+    ) -> None:
         self.binary = redis_binary()
         self.folder = folder
         self.persist = persist
+        self.tls = tls
+        self.client_certs = client_certs
+        self.password = password
+        self.replica_of = replica_of
         self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.socket = folder / "redis.sock" if unix else None
+        scheme = "rediss" if tls else "redis"
+        self.url = f"{scheme}://127.0.0.1:{self.port}/0"
+        if self.socket is not None:
+            self.url = f"unix://{self.socket}?db=0"
         self.proc: subprocess.Popen[bytes] | None = None
+
+    def _options(self) -> list[str]:
+        out = ["--port", str(self.port)]
+        if self.tls is not None:
+            out = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file",
+                   str(self.tls.cert), "--tls-key-file", str(self.tls.key),
+                   "--tls-ca-cert-file", str(self.tls.ca),
+                   "--tls-auth-clients", "yes" if self.client_certs else "no"]  # fmt: skip
+        if self.password is not None:
+            out += ["--requirepass", self.password, "--masterauth", self.password]
+        if self.socket is not None:
+            out += ["--unixsocket", str(self.socket), "--unixsocketperm", "700"]
+        if self.replica_of is not None:
+            out += ["--replicaof", "127.0.0.1", str(self.replica_of.port)]
+        return out
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """How a test's own client reaches this server (as a superuser would)."""
+        out: dict[str, Any] = {"port": self.port, "password": self.password}
+        if self.tls is not None:
+            out.update(ssl=True, ssl_ca_certs=str(self.tls.ca), ssl_certfile=str(self.tls.client_cert),
+                       ssl_keyfile=str(self.tls.client_key))  # fmt: skip
+        return out
 
     def start(self) -> RedisServer:
         durability = ["--appendonly", "yes", "--appendfsync", "always"]
         if not self.persist:
             durability = ["--appendonly", "no"]
         self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            [self.binary, *self._options(), "--bind", "127.0.0.1", "--save", "",
              *durability, "--dir", str(self.folder)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        client = redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1)
+        client = redis.Redis(socket_timeout=1, socket_connect_timeout=1, **self.client_kwargs())
         deadline = time.monotonic() + 15
         try:
             while True:
@@ -89,5 +185,105 @@ class RedisServer:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGCONT)
 
+    def kill(self) -> None:
+        """SIGKILL: the process is gone at once, as a crashed host's is."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+
     def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=2, socket_connect_timeout=2)
+        return redis.Redis(socket_timeout=2, socket_connect_timeout=2, **self.client_kwargs())
+
+
+SENTINEL_CONF = """\
+port {port}
+bind 127.0.0.1
+dir {folder}
+sentinel monitor {name} 127.0.0.1 {primary} 2
+sentinel down-after-milliseconds {name} {down_ms}
+sentinel failover-timeout {name} 3000
+sentinel parallel-syncs {name} 1
+{auth}"""
+
+
+class SentinelGroup:
+    """A primary, a replica and three sentinels (quorum 2) watching them as ``name``; the
+    sentinels take the primary for down after ``down_ms`` without an answer. ``password``: the
+    primary's and the replica's (``requirepass``, ``masterauth``; the sentinels'
+    ``auth-pass``). ``url`` is the ``redis+sentinel://`` URL of SPEC 15."""
+
+    def __init__(
+        self, folder: Path, name: str = "fwmain", down_ms: int = 500, password: str | None = None
+    ) -> None:
+        self.name = name
+        self.down_ms = down_ms
+        self.password = password
+        (folder / "primary").mkdir(parents=True)
+        (folder / "replica").mkdir()
+        self.primary = RedisServer(folder / "primary", password=password)
+        self.replica = RedisServer(folder / "replica", replica_of=self.primary, password=password)
+        self.ports = [free_port() for _ in range(3)]
+        self.folder = folder
+        self.procs: list[subprocess.Popen[bytes]] = []
+        hosts = ",".join(f"127.0.0.1:{p}" for p in self.ports)
+        self.url = f"redis+sentinel://{hosts}/{name}/0"
+
+    def start(self) -> SentinelGroup:
+        self.primary.start()
+        self.replica.start()
+        binary = sentinel_binary()
+        for port in self.ports:
+            conf = self.folder / f"sentinel-{port}.conf"  # a sentinel rewrites its file
+            auth = f"sentinel auth-pass {self.name} {self.password}\n" if self.password else ""
+            conf.write_text(SENTINEL_CONF.format(port=port, folder=self.folder, name=self.name,
+                                                 primary=self.primary.port, down_ms=self.down_ms,
+                                                 auth=auth))  # fmt: skip
+            self.procs.append(subprocess.Popen([binary, str(conf)], stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL))  # fmt: skip
+        # ready: every sentinel knows the replica and the two other sentinels (a failover
+        # needs them), and the replica is in sync
+        deadline = time.monotonic() + 30
+        while not self._ready():
+            assert time.monotonic() < deadline, "the sentinels never saw each other"
+            time.sleep(0.1)
+        return self
+
+    def _ready(self) -> bool:
+        for port in self.ports:
+            client = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
+            try:
+                state = client.sentinel_master(self.name)
+                if int(state["num-slaves"]) < 1 or int(state["num-other-sentinels"]) < 2:
+                    return False
+            except redis.RedisError:
+                return False
+            finally:
+                client.close()
+        replica = self.replica.client()
+        try:
+            return replica.info("replication").get("master_link_status") == "up"
+        finally:
+            replica.close()
+
+    def primary_port(self) -> int:
+        """The port the sentinels name for the primary now."""
+        client = redis.Redis(port=self.ports[0], socket_timeout=1, socket_connect_timeout=1)
+        try:
+            return int(client.sentinel_get_master_addr_by_name(self.name)[1])
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs = []
+        self.replica.stop()
+        self.primary.stop()

@@ -119,7 +119,7 @@ def _revoke_user(path: str, user: str) -> int:
         print("fwrest: error: --user needs a user name", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        store = open_store(config.state_store, config.data_path)
+        store = open_store(config.state_store, config.data_path, config.redis)
         try:
             count = revoke_user(store, user)
             event = command_event("revocation", "fwrest tokens revoke", user=user, families=count)
@@ -137,9 +137,12 @@ def _revoke_user(path: str, user: str) -> int:
 
 def _check(path: str) -> int:
     from fwrest.server import prepare
+    from fwrest.server.build import probe_store
+    from fwrest.store import shown_url
 
     plan = prepare(path)
     config = plan.config
+    unreachable = probe_store(config)
     print(f"fwrest check: {config.source}: OK")
     for port in plan.ports:
         cfg = port.config
@@ -159,7 +162,9 @@ def _check(path: str) -> int:
         mon = config.monitor
         tls = f" ({mon.tls.describe()})" if mon.ssl_certificate is not None else ""
         print(f"  [APP_MONITOR] {mon.host}:{mon.port}{mon.api_path}{tls}")
-    print(f"  state store: {config.state_store}; data path: {config.data_path}")
+    print(f"  state store: {shown_url(config.state_store)}; data path: {config.data_path}")
+    if unreachable is not None:
+        print(f"warning: [HTTPSERVER] StateStore: the state store did not answer: {unreachable}")
     for warning in (*config.warnings, *plan.warnings):
         print(f"warning: {warning}")
     return EXIT_OK

@@ -98,12 +98,15 @@ def example(block_id: str) -> Block:
     return found[0]
 
 
-def ini_example(block_id: str, *, inline_comments: bool = False) -> dict[str, dict[str, str]]:
+def ini_example(
+    block_id: str, *, inline_comments: bool = False, replacements: dict[str, str] | None = None
+) -> dict[str, dict[str, str]]:
     """The sections of the guide's INI block ``block_id``, keys as written (``; ...`` after a
-    value a comment with ``inline_comments``)."""
+    value a comment with ``inline_comments``), a test's values in place of the placeholders of
+    ``replacements`` (:func:`substitute`)."""
     parser = configparser.ConfigParser(inline_comment_prefixes=(";",) if inline_comments else None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(example(block_id).text)
+    parser.read_string(substitute(example(block_id), replacements or {}))
     return {name: dict(parser[name]) for name in parser.sections()}
 
 

@@ -62,6 +62,7 @@ from tests.faults.test_broken_configs import (
     setting,
     tls_auth,
 )
+from tests.redis_support import RedisServer, redis_tls
 
 PAGE = ROOT / "docs" / "troubleshooting.md"
 SRC = ROOT / "src" / "fwrest"
@@ -295,6 +296,80 @@ def service_on(folder: Path, port: int) -> Path:
     path = folder / "service.ini"
     path.write_text(config_text(base(port), "ini"))
     return path
+
+
+def on_rediss(s: Sections, _ctx: dict[str, Any]) -> None:
+    s["HTTPSERVER"]["StateStore"] = "rediss://127.0.0.1:6380/0"
+
+
+def redis_file(
+    key: str, name: str, cert: str | None = None, prefix: str = ""
+) -> Callable[[Sections, dict[str, Any]], None]:
+    """``[HTTPSERVER] key`` names the file ``name``: a copy of the test certificates' ``cert``
+    (``ca``, ``cert``, ``key``), or an empty file."""
+
+    def mutate(s: Sections, ctx: dict[str, Any]) -> None:
+        path = ctx["folder"] / name
+        path.write_bytes(ctx["certs"][cert].read_bytes() if cert else b"")
+        s["HTTPSERVER"][key] = prefix + str(path)
+
+    return mutate
+
+
+PROBE_PASSWORD = "Probe-Pw-7"
+
+
+def asking_redis(
+    command: str,
+    *,
+    ca: str = "ca",
+    cert: bool = True,
+    foreign_cert: bool = False,
+    password: str = PROBE_PASSWORD,
+    url_password: str | None = None,
+) -> Special:
+    """A mistake only Redis can tell (SPEC 15): a real ``redis-server`` on TLS asking for a
+    client certificate and a password, and a service that reaches it with the CA ``ca`` of the
+    files (``other_ca``: the wrong one), a client certificate or not (``foreign_cert``: one of
+    a CA Redis does not trust), the password ``password`` (``StateStorePassword``) or
+    ``url_password`` (in the URL)."""
+
+    def provoke(folder: Path, _certs: dict[str, Path]) -> Outcome:
+        files = redis_tls(trustme.CA(), folder / "tls")
+        server = RedisServer(folder, tls=files, client_certs=True, password=PROBE_PASSWORD)
+        sections = base(0)
+        store: dict[str, Any] = {"StateStore": server.url}
+        store["StateStoreCA"] = str(getattr(files, ca))
+        if cert:
+            store.update(StateStoreCert=str(files.client_cert), StateStoreKey=str(files.client_key))
+        if foreign_cert:
+            foreign = trustme.CA().issue_cert("intruder@example.org")
+            foreign.cert_chain_pems[0].write_to_path(str(folder / "foreign.crt"))
+            foreign.private_key_pem.write_to_path(str(folder / "foreign.key"))
+            store.update(StateStoreCert=str(folder / "foreign.crt"))
+            store.update(StateStoreKey=str(folder / "foreign.key"))
+        if url_password is None:
+            store["StateStorePassword"] = f"file:{folder / 'pw.txt'}"
+            (folder / "pw.txt").write_text(password + "\n")
+        else:
+            store["StateStore"] = store["StateStore"].replace("://", f"://:{url_password}@")
+        sections["HTTPSERVER"].update(store)
+        (folder / "app.py").write_text(APP)
+        path = folder / "service.ini"
+        path.write_text(config_text(sections, "ini"))
+        server.start()
+        try:
+            args = [command, str(path)] + (["--workers", "1"] if command == "serve" else [])
+            done = run_forked(*args, cwd=folder, timeout=30)
+        finally:
+            server.stop()
+        text = done.stdout + done.stderr
+        for secret in (PROBE_PASSWORD, password, url_password or PROBE_PASSWORD):
+            if secret in text:
+                return Outcome(False, f"the password is shown: {text}")
+        return cli_outcome(done)
+
+    return provoke
 
 
 def address_in_use(folder: Path, _certs: dict[str, Path]) -> Outcome:
@@ -602,6 +677,57 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     "[HTTPSERVER] StateStore: the Redis state store <url> names no host": new(
         "Redis URL without a host", "ini", setting("HTTPSERVER", "StateStore", "redis://")
+    ),
+    "[HTTPSERVER] StateStore: the Redis state store <url> names no socket (...)": new(
+        "Redis socket without a path", "ini", setting("HTTPSERVER", "StateStore", "unix://")
+    ),
+    "[HTTPSERVER] StateStore: the Redis state store <url> holds a user or password with a "
+    "character that ends it early (/ ? #; the password is never shown)": new(
+        "Redis password with a slash",
+        "json",
+        setting("HTTPSERVER", "StateStore", "rediss://fw:s3c/ret@127.0.0.1:6380/0"),
+    ),
+    "[HTTPSERVER] StateStoreCA: StateStoreCA is set, but StateStore is not a rediss:// (TLS) "
+    "URL": new(
+        "StateStoreCA on redis://",
+        "ini",
+        both(
+            setting("HTTPSERVER", "StateStore", "redis://127.0.0.1:6379/0"),
+            redis_file("StateStoreCA", "ca.pem", "ca"),
+        ),
+    ),
+    "[HTTPSERVER] StateStoreCA: the file <path> holds no CA certificate (...)": new(
+        "StateStoreCA garbage", "json", both(on_rediss, redis_file("StateStoreCA", "ca.pem"))
+    ),
+    "[HTTPSERVER] StateStoreKey: StateStoreCert is set without StateStoreKey: a client "
+    "certificate needs both": new(
+        "StateStoreCert alone",
+        "ini",
+        both(on_rediss, redis_file("StateStoreCert", "c.pem", "cert")),
+    ),
+    "[HTTPSERVER] StateStoreCert: the client certificate <path> and key <path> cannot be loaded "
+    "(...)": new(
+        "StateStoreCert garbage",
+        "json",
+        both(
+            on_rediss,
+            redis_file("StateStoreCert", "c.pem"),
+            redis_file("StateStoreKey", "k.pem", "key"),
+        ),
+    ),
+    "[HTTPSERVER] StateStorePassword: the environment variable <name> is not set": new(
+        "StateStorePassword variable unset",
+        "ini",
+        both(on_rediss, setting("HTTPSERVER", "StateStorePassword", "env:FWREST_NOT_SET_EVER")),
+    ),
+    "[HTTPSERVER] StateStorePassword: the password is empty": new(
+        "StateStorePassword empty file",
+        "json",
+        both(on_rediss, redis_file("StateStorePassword", "pw.txt", prefix="file:")),
+    ),
+    "[HTTPSERVER] StateStorePassword: StateStorePassword is set, but the state store is "
+    "<store>": new(
+        "StateStorePassword on sqlite", "ini", setting("HTTPSERVER", "StateStorePassword", "pw")
     ),
     "[HTTPSERVER] StateStore: the Redis state store <url> names the database <db>, which is not "
     "a number": new(
@@ -985,6 +1111,19 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     "[HTTPSERVER] StateStore: the signing key cannot be read from the state store: redis "
     "store ...": known("Redis unreachable[ini]", "serve"),
+    "[HTTPSERVER] StateStoreCA: Redis's TLS certificate does not verify: ... "
+    "certificate verify failed: ...": asking_redis("serve", ca="other_ca"),
+    "[HTTPSERVER] StateStoreCert: the TLS handshake with Redis failed (does Redis ask for a "
+    "client certificate? tls-auth-clients): ...": asking_redis("check", cert=False),
+    "[HTTPSERVER] StateStore: the TLS handshake with Redis failed: ...": asking_redis(
+        "check", foreign_cert=True
+    ),
+    "[HTTPSERVER] StateStorePassword: Redis refused the password: ...": asking_redis(
+        "serve", password="Wrong-Pw-1"
+    ),
+    "[HTTPSERVER] StateStore: Redis refused the password: ...": asking_redis(
+        "check", url_password="Wrong-Pw-2"
+    ),
     "[HTTPSERVER] SigningKeyFile: the signing key in <file> is corrupt or shorter than 32 bytes": (
         known("short SigningKeyFile[json]")
     ),

@@ -31,12 +31,22 @@ state store keeps it.
 The run is made twice, with ``LogFormat=text`` and ``LogFormat=json`` (SPEC 13.4: the same
 redaction): in JSON every line parses, and the sweep searches the lines as written and their
 fields as read.
+
+The Redis password (SPEC 15) has a sweep of its own: a service on a real ``redis-server`` with
+``requirepass``, the password given by ``StateStorePassword=env:NAME``, ``--workers 2`` at
+debug level with a monitor; its settings, health, environment and monitor routes are read,
+then Redis stops, so that the store's errors are logged (the background refreshes, a
+settings change refused with 503) and the health routes report it. Then ``fwrest check`` of that
+configuration and of one with the password in the URL, and ``fwrest serve`` of one with a
+wrong password in the URL (a start error). The log, every answer and every output of the
+commands: no form of either password.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 from pathlib import Path
 from urllib.parse import quote, quote_plus, urlencode
@@ -48,8 +58,9 @@ import trustme
 from fwrest.config.loader import load_config
 from fwrest.store import open_store
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, free_port, run_cli
 from tests.faults.support import app_with
+from tests.redis_support import RedisServer
 
 # Each canary has a slash, a plus and a space, so that its encodings differ from it.
 BASIC_PW = "Cn4ry-basicPW/7+x y"
@@ -74,6 +85,8 @@ TEXT_SECRET = "Cn4ry-text/6+y d"
 MULTIPART_PW = "Cn4ry-multipw/7+x c"
 USERINFO_PW = "Cn4ry-userinfo/8+w b"
 URL_PARAM_PW = "Cn4ry-urlparam/9+v a"
+REDIS_PW = "Cn4ry-redisPW/5+r t"  # SPEC 15: StateStorePassword=env:NAME
+REDIS_URL_PW = "Cn4ry-redisURL/6+s u"  # SPEC 15: in the URL
 TOKEN_USER = "Cn4ryTokUser"  # a user name: logged only where tokens are issued to it
 CANARIES = {
     "basic password": BASIC_PW,
@@ -123,6 +136,17 @@ def forms(secret: str) -> set[str]:
     for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
         out |= {encoded.decode(), encoded.decode().rstrip("=")}
     return out
+
+
+def hits_in(texts: dict[str, str], needles: dict[str, set[str]]) -> list[tuple[str, str, str, str]]:
+    """Every form of every needle found in a text: (where, needle, form, the text around it)."""
+    return [
+        (where, name, form, text[max(0, text.find(form) - 80) : text.find(form) + 80])
+        for where, text in texts.items()
+        for name, variants in needles.items()
+        for form in variants
+        if form in text
+    ]
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])
@@ -376,13 +400,7 @@ def test_no_secret_reaches_the_log_at_debug_level(
             needles[f"access token {i}"] = {value, value.rsplit(".", 1)[1]}
         else:  # a refresh token: random throughout
             needles[f"refresh token {i}"] = {value, quote(value, safe=""), value[:16]}
-    hits = [
-        (where, name, form, text[max(0, text.find(form) - 80) : text.find(form) + 80])
-        for where, text in logs.items()
-        for name, variants in needles.items()
-        for form in variants
-        if form in text
-    ]
+    hits = hits_in(logs, needles)
     print(
         f"canary sweep: {len(seen)} requests {sorted(set(seen))}; {len(CANARIES)} canaries and "
         f"{len(tokens)} tokens in {sum(len(v) for v in needles.values())} forms searched in "
@@ -429,3 +447,123 @@ def test_no_secret_reaches_the_log_at_debug_level(
     assert "its whole token family is revoked" in text
     assert f"token family of user '{TOKEN_USER}' revoked by client 'web'" in text
     assert lines > 100
+
+
+def test_the_redis_password_is_never_shown(tmp_path: Path) -> None:
+    (tmp_path / "redis").mkdir()
+    redis = RedisServer(tmp_path / "redis", password=REDIS_PW).start()
+    env = {"FWREST_CANARY_REDIS_PW": REDIS_PW}
+    basic = {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "ROOT",
+        "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}},
+    }
+    monitor_port = free_port()
+    store = {"StateStore": redis.url, "StateStorePassword": "env:FWREST_CANARY_REDIS_PW"}
+    config = free_config(
+        tmp_path,
+        app=app_with(None, {"basil": BASIC_PW}),
+        servers={"BASIC": basic},
+        general={"rest_log_level": 5, "rest_error_full": 1},
+        extra={
+            "HTTPSERVER": store,
+            "APP_MONITOR": {"Enable": 1, "HostName": "127.0.0.1", "Port": monitor_port},
+        },
+    )
+    answers: list[str] = []
+    proc = ServerProcess(config, workers=2, env=env).wait_ready()
+    try:
+        base = proc.url("BASIC")
+        monitor = f"http://127.0.0.1:{monitor_port}"
+        routes = ["/fw/rest/config", "/fw/healthcheck", "/fw/healthcheck/ready",
+                  "/fw/environment", "/fw/server/environment", "/fw/rest/usage/time"]  # fmt: skip
+        probes = ["/server/metrics?all", "/health/ready", "/health/live"]
+        with httpx.Client(timeout=15, auth=("basil", BASIC_PW)) as http:
+
+            def read_all(expect_store: str) -> None:
+                for route in routes:
+                    for accept in ("application/json", "text/html"):
+                        answer = http.get(base + route, headers={"Accept": accept})
+                        answers.append(f"{route} {answer.status_code} {answer.text}")
+                for route in probes:
+                    answers.append(httpx.get(monitor + route, timeout=15).text)
+                health = http.get(base + "/fw/healthcheck/ready").json()
+                assert health["checks"]["store"]["status"] == expect_store, health
+
+            assert http.get(base + "/hello").status_code == 200
+            read_all("UP")
+            redis.stop()  # the store's errors: logged, and reported by the probes
+            time.sleep(1.5)  # the store check runs every second
+            for _ in range(3):
+                wrong = http.get(base + "/hello", auth=("basil", BASIC_WRONG))
+                answers.append(f"{wrong.status_code} {wrong.text}")
+            change = http.post(base + "/fw/rest/config", json={"rest_log_level": 4})
+            answers.append(f"{change.status_code} {change.text}")
+            read_all("DOWN")
+    finally:
+        code = proc.stop()
+    assert code == 0
+    # the commands: a check of this service, of one with the password in the URL, and a
+    # start refused for a wrong password in the URL (Redis runs again for them)
+    redis.start()
+    try:
+        admin = redis.client()  # an ACL user of its own, its password in the URL
+        admin.acl_setuser(
+            "canary", enabled=True, passwords=[f"+{REDIS_URL_PW}"], keys="*", commands=["+@all"]
+        )
+        admin.close()
+        outputs = {}
+        text = config.read_text()
+        in_url = redis.url.replace("redis://", f"redis://canary:{quote(REDIS_URL_PW, safe='')}@")
+        for name, keys in {
+            "check env": store,
+            "check url": {"StateStore": in_url},
+            "serve wrong url": {"StateStore": in_url.replace("Cn4ry", "Wr0ng")},
+        }.items():
+            folder = tmp_path / name.replace(" ", "-")
+            folder.mkdir()
+            (folder / "app.py").write_text((tmp_path / "app.py").read_text())
+            sections = json.loads(text)
+            sections["HTTPSERVER"].pop("StateStorePassword")
+            sections["HTTPSERVER"].update(keys)
+            sections["APP_MONITOR"]["Port"] = free_port()
+            path = folder / "service.json"
+            path.write_text(json.dumps(sections))
+            os.environ.update(env)
+            try:
+                done = run_cli(name.split()[0], str(path), cwd=folder, timeout=60)
+            finally:
+                os.environ.pop("FWREST_CANARY_REDIS_PW")
+            outputs[name] = (done.returncode, done.stdout + done.stderr)
+    finally:
+        redis.stop()
+    assert (
+        outputs["check env"][0] == 0 and "state store: redis://127.0.0.1" in outputs["check env"][1]
+    )
+    assert (
+        outputs["check url"][0] == 0
+        and "state store: redis://***@127.0.0.1" in outputs["check url"][1]
+    )
+    wrong_start = outputs["serve wrong url"]
+    assert (
+        wrong_start[0] == 2
+        and "[HTTPSERVER] StateStore: Redis refused the password" in wrong_start[1]
+    )
+    seen = {
+        "log": proc.log() + proc.file_log() + "\n".join(proc.stdout_lines),
+        "answers": "\n".join(answers),
+        **{name: out for name, (_code, out) in outputs.items()},
+    }
+    # the store's errors were logged, with the URL, and answered
+    assert f"redis store {redis.url}: Error 111" in seen["log"]
+    assert "the state store is unavailable" in seen["answers"]
+    needles = {"StateStorePassword": forms(REDIS_PW), "URL password": forms(REDIS_URL_PW)}
+    needles["wrong URL password"] = forms(REDIS_URL_PW.replace("Cn4ry", "Wr0ng"))
+    hits = hits_in(seen, needles)
+    print(
+        f"Redis password sweep: {len(answers)} answers, "
+        + ", ".join(f"{k} {len(v)} bytes" for k, v in seen.items())
+        + f": {len(hits)} hits"
+    )
+    assert hits == []

@@ -2,7 +2,10 @@
 stores"): each test runs on the memory store, a sqlite file under ``tmp_path`` and a real
 ``redis-server`` (started once for the module by ``tests/redis_support.py``, emptied before
 each test; without ``redis-server`` the Redis cases fail, never skip), with the same
-assertions. Every member of :class:`fwrest.store.StateStore` is exercised as its callers use
+assertions; and Redis again in the forms of SPEC 15 whose client differs: over TLS
+(``rediss://``, a client certificate and a password: ``rediss``) and through Sentinel (a
+primary, a replica and three sentinels: ``sentinel``; a spend there also waits for the
+replica). Every member of :class:`fwrest.store.StateStore` is exercised as its callers use
 it (``auth/oauth2/tokens.py``, ``auth/throttle.py``, ``server/settings.py``,
 ``server/worker.py``):
 
@@ -50,21 +53,27 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import trustme
 
 from fwrest.store import AUDIT_KEEP, RefreshRecord, StateStore, StoreError, open_store
 from fwrest.store.memory import MemoryStore
 from fwrest.store.redis import RedisStore
+from fwrest.store.redis_target import RedisOptions
 from fwrest.store.sqlite import SqliteStore
-from tests.redis_support import RedisServer, free_port
+from tests.redis_support import RedisServer, SentinelGroup, free_port, redis_tls
 
 T = TypeVar("T")
 
-KINDS = ["memory", "sqlite", "redis"]
+KINDS = ["memory", "sqlite", "redis", "rediss", "sentinel"]
 IMPLEMENTATIONS: dict[str, type[StateStore]] = {
     "memory": MemoryStore,
     "sqlite": SqliteStore,
     "redis": RedisStore,
+    "rediss": RedisStore,
+    "sentinel": RedisStore,
 }
+REDIS_FORMS = ("redis", "rediss", "sentinel")
+TLS_PASSWORD = "Contract-Pw/1+a b"
 WINDOW_S = 0.4  # short failure windows, lock-outs and revocations that end within the test
 PAST_S = WINDOW_S + 0.1  # a wait that outlasts them
 # "start + window - now" computed at an epoch near 1.7e9 s (a float's step there: 2.4e-7 s)
@@ -115,10 +124,11 @@ class Backend:
     kind: str
     spec: str  # ``[HTTPSERVER] StateStore``
     data_path: Path  # ``DataPath``
+    options: RedisOptions | None = None  # StateStoreCA, ...
     opened: list[StateStore] = field(default_factory=list)
 
     def open(self) -> StateStore:
-        store = open_store(self.spec, self.data_path)
+        store = open_store(self.spec, self.data_path, self.options)
         self.opened.append(store)
         return store
 
@@ -133,18 +143,49 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
         server.stop()
 
 
+@pytest.fixture(scope="module")
+def tls_redis(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[RedisServer, RedisOptions]]:
+    """A ``redis-server`` on TLS only, asking for a client certificate and a password."""
+    folder = tmp_path_factory.mktemp("rediss")
+    tls = redis_tls(trustme.CA(), folder / "tls")
+    server = RedisServer(folder, tls=tls, client_certs=True, password=TLS_PASSWORD).start()
+    try:
+        yield server, RedisOptions(tls.ca, tls.client_cert, tls.client_key, TLS_PASSWORD)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def sentinels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelGroup]:
+    """A primary, a replica and three sentinels."""
+    group = SentinelGroup(tmp_path_factory.mktemp("sentinel"))
+    try:
+        yield group.start()
+    finally:
+        group.stop()
+
+
 @pytest.fixture(params=KINDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     spec = request.param
+    options = None
+    server: RedisServer | None = None
     if spec == "redis":
-        server: RedisServer = request.getfixturevalue("redis_server")
+        server = request.getfixturevalue("redis_server")
+    elif spec == "rediss":
+        server, options = request.getfixturevalue("tls_redis")
+    elif spec == "sentinel":
+        server = request.getfixturevalue("sentinels").primary
+    if server is not None:
         client = server.client()
         try:
             client.flushdb()  # each test starts from an empty store, as with the others
         finally:
             client.close()
-        spec = server.url
-    found = Backend(request.param, spec, tmp_path / "data")  # a folder not made yet
+        spec = request.getfixturevalue("sentinels").url if spec == "sentinel" else server.url
+    found = Backend(request.param, spec, tmp_path / "data", options)  # a folder not made yet
     yield found
     for store in found.opened:
         store.close()
@@ -153,6 +194,14 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 @pytest.fixture
 def store(backend: Backend) -> StateStore:
     return backend.open()
+
+
+@pytest.fixture
+def threads(backend: Backend) -> int:
+    """The threads of a race: over TLS each makes a connection and a handshake of its own
+    at once, which on a loaded machine can outlast the 1 s socket timeout (a worker has 4
+    store threads): fewer there, still a race."""
+    return 12 if backend.kind == "rediss" else THREADS
 
 
 def record(
@@ -200,7 +249,7 @@ def test_the_suite_covers_every_protocol_member() -> None:
 
 def test_open_store_gives_the_named_implementation(backend: Backend, store: StateStore) -> None:
     assert type(store) is IMPLEMENTATIONS[backend.kind]
-    assert store.kind == backend.kind
+    assert store.kind == ("redis" if backend.kind in REDIS_FORMS else backend.kind)
     if backend.kind == "sqlite":
         # `sqlite` is a file under DataPath, made with its folder
         assert (backend.data_path / "state.sqlite3").is_file()
@@ -263,8 +312,8 @@ def test_a_record_an_earlier_fwrest_stored_has_the_scope_default(
         db.commit()
         db.close()
         store = backend.open()
-    elif backend.kind == "redis":
-        raw = RedisStore(backend.spec)._r
+    elif backend.kind in REDIS_FORMS:
+        raw = RedisStore(backend.spec, backend.options)._r
         raw.hset(
             "fwrest:rt:h-old",
             mapping={
@@ -353,13 +402,13 @@ def test_an_expired_refresh_token_is_found_for_the_caller_to_judge(store: StateS
     assert found is not None and found.expires_at < time.time()
 
 
-def test_one_of_many_simultaneous_spends_wins(store: StateStore) -> None:
+def test_one_of_many_simultaneous_spends_wins(store: StateStore, threads: int) -> None:
     rec = record("h-race")
     store.add_refresh(rec)
-    claims = [f"claim-{i}" for i in range(THREADS)]
-    results = race(THREADS, lambda i: store.spend_refresh("h-race", claims[i]))
+    claims = [f"claim-{i}" for i in range(threads)]
+    results = race(threads, lambda i: store.spend_refresh("h-race", claims[i]))
     tally = Counter(status for status, _ in results)
-    assert tally == {"ok": 1, "spent": THREADS - 1}, tally
+    assert tally == {"ok": 1, "spent": threads - 1}, tally
     assert all(found == rec for _, found in results)
     winner = claims[[status for status, _ in results].index("ok")]
     loser = next(claim for claim in claims if claim != winner)
@@ -507,15 +556,15 @@ def test_clear_failures_forgets_one_key(store: StateStore) -> None:
     assert_none_counted(store, "basic|user:nobody", 60)
 
 
-def test_simultaneous_failures_are_each_counted_once(store: StateStore) -> None:
+def test_simultaneous_failures_are_each_counted_once(store: StateStore, threads: int) -> None:
     # tokens.py logs a lock-out once, by the failure whose count crosses maxFailures: each
     # count must be returned exactly once
-    results = race(THREADS, lambda _i: store.hit_failure("tok|ip:192.0.2.9", 60))
-    assert sorted(count for count, _ in results) == list(range(1, THREADS + 1))
+    results = race(threads, lambda _i: store.hit_failure("tok|ip:192.0.2.9", 60))
+    assert sorted(count for count, _ in results) == list(range(1, threads + 1))
     # sqlite reads the clock before it waits for the write lock, so under this contention a
     # window's end can be reported up to that wait (a few ms) later than 60 s from the call
     assert all(0 < left <= 60 + 1 for _, left in results), sorted(left for _, left in results)
-    assert store.failures("tok|ip:192.0.2.9", 60)[0] == THREADS
+    assert store.failures("tok|ip:192.0.2.9", 60)[0] == threads
 
 
 def test_rates_count_in_a_fixed_window_apart_from_failures(store: StateStore) -> None:
@@ -538,10 +587,10 @@ def test_rates_count_in_a_fixed_window_apart_from_failures(store: StateStore) ->
     assert store.failures("tok|user:ada", 60)[0] == 1
 
 
-def test_simultaneous_requests_are_each_counted_once(store: StateStore) -> None:
+def test_simultaneous_requests_are_each_counted_once(store: StateStore, threads: int) -> None:
     # the rate limit lets exactly Limit requests through: each count returned exactly once
-    results = race(THREADS, lambda _i: store.hit_rate("rl:RL_API:address:192.0.2.9", 60))
-    assert sorted(count for count, _ in results) == list(range(1, THREADS + 1))
+    results = race(threads, lambda _i: store.hit_rate("rl:RL_API:address:192.0.2.9", 60))
+    assert sorted(count for count, _ in results) == list(range(1, threads + 1))
     assert all(0 < left <= 60 + 1 for _, left in results), sorted(left for _, left in results)
 
 
@@ -570,7 +619,9 @@ def test_a_failure_taken_back_leaves_the_window(store: StateStore) -> None:
     assert store.hit_failure(key, WINDOW_S)[0] == 1
 
 
-def test_simultaneous_attempts_and_take_backs_leave_the_failures(store: StateStore) -> None:
+def test_simultaneous_attempts_and_take_backs_leave_the_failures(
+    store: StateStore, threads: int
+) -> None:
     # throttle.py counts every attempt before its check and takes back those whose password
     # was right: 50 at once, every second one right, leave 25 failures
     key = "tok|ip:192.0.2.11"
@@ -581,9 +632,9 @@ def test_simultaneous_attempts_and_take_backs_leave_the_failures(store: StateSto
             store.release_failure(key, 60)
         return count
 
-    counts = race(THREADS, attempt)
-    assert all(1 <= count <= THREADS for count in counts), counts
-    assert store.failures(key, 60)[0] == THREADS // 2
+    counts = race(threads, attempt)
+    assert all(1 <= count <= threads for count in counts), counts
+    assert store.failures(key, 60)[0] == threads // 2
 
 
 # -- signing key, settings, blobs -----------------------------------------------------------
@@ -596,9 +647,9 @@ def test_the_signing_key_is_set_if_absent(store: StateStore) -> None:
     assert type(store.signing_key(second)) is bytes
 
 
-def test_the_signing_key_of_racing_workers_is_one(store: StateStore) -> None:
-    candidates = [f"key-{i:02d}".encode() * 4 for i in range(THREADS)]
-    results = race(THREADS, lambda i: store.signing_key(candidates[i]))
+def test_the_signing_key_of_racing_workers_is_one(store: StateStore, threads: int) -> None:
+    candidates = [f"key-{i:02d}".encode() * 4 for i in range(threads)]
+    results = race(threads, lambda i: store.signing_key(candidates[i]))
     assert len(set(results)) == 1, Counter(results)
     assert results[0] in candidates
     assert store.signing_key(b"late" * 8) == results[0]
@@ -863,7 +914,12 @@ def test_ping_answers_then_a_store_out_of_reach_raises_store_error(
             " cannot be opened escapes every write as a raw sqlite3 error (the reads wrap it)."
         )
     else:
-        down = open_store(f"redis://127.0.0.1:{free_port()}/0", tmp_path)  # nobody listens
+        nowhere = {  # nobody listens
+            "redis": f"redis://127.0.0.1:{free_port()}/0",
+            "rediss": f"rediss://127.0.0.1:{free_port()}/0",
+            "sentinel": f"redis+sentinel://127.0.0.1:{free_port()}/fwmain/0",
+        }
+        down = open_store(nowhere[backend.kind], tmp_path, backend.options)
         try:
             found = in_thread(lambda: outcomes(down))
         finally:

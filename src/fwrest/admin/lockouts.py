@@ -50,7 +50,7 @@ def run(config_path: str, action: str, name: str | None) -> int:
         print("fwrest: error: lockouts clear needs a user name or an address", file=sys.stderr)
         return 2
     try:
-        store = open_store(config.state_store, config.data_path)
+        store = open_store(config.state_store, config.data_path, config.redis)
         try:
             locks = store.locks()
             if action == "list":

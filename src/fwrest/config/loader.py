@@ -33,13 +33,13 @@ from fwrest.config.sections import (
     charset,
     check_hsts,
     check_ports,
-    check_redis_url,
     compression,
     content_types,
     location_config,
     refuse_authorization,
     trusted_proxies,
 )
+from fwrest.config.store_keys import state_store_config
 from fwrest.config.tls_check import tls_options
 
 __all__ = ["load_config", "parse_json_text", "probe_writable", "read_general"]
@@ -187,18 +187,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
             "Enable",
             "set Enable=1.",
         )
-    store = top["state_store"].strip()
-    if store.lower() in ("sqlite", "memory"):
-        store = store.lower()
-    elif not store.lower().startswith(("redis://", "rediss://")):
-        raise raw.error(
-            f"{store.rpartition('@')[2]!r} is not a state store.",  # never a password
-            http.name,
-            "StateStore",
-            "write sqlite, memory or redis://host:port/db.",
-        )
-    else:
-        check_redis_url(raw, http.name, store)
+    store, redis_options = state_store_config(raw, http, top)
     log_format = top["log_format"].strip().lower()
     if log_format not in ("text", "json"):
         raise raw.error(
@@ -236,6 +225,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         monitor=monitor,
         enable=top["enable"],
         state_store=store,
+        redis=redis_options,
         data_path=top["data_path"],
         log_file=top["log_file"],
         log_format=log_format,

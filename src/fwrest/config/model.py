@@ -10,6 +10,7 @@ from typing import Any
 from fwrest.config.fwdata import FwData
 from fwrest.config.schema import default_int, default_str
 from fwrest.config.tls import TlsOptions, server_tls_context
+from fwrest.store.redis_target import RedisOptions
 
 __all__ = [
     "CorsConfig",
@@ -170,6 +171,7 @@ class ServiceConfig:
     monitor: MonitorConfig | None = None
     enable: bool = True
     state_store: str = default_str("HTTPSERVER", "state_store")
+    redis: RedisOptions = field(default_factory=RedisOptions)  # SPEC 15: StateStoreCA, ...
     data_path: Path = Path(default_str("HTTPSERVER", "data_path"))
     log_file: Path | None = None
     log_format: str = default_str("HTTPSERVER", "log_format")  # text or json (SPEC 13.4)

@@ -258,7 +258,46 @@ KEYS: tuple[Key, ...] = (
         "state_store",
         "str",
         "sqlite",
-        doc="sqlite (a file under DataPath), memory, or redis://host:port/db",
+        doc="sqlite (a file under DataPath), memory, or a Redis URL: redis://host:port/db, "
+        "rediss://host:port/db (TLS), unix:///path/redis.sock?db=N, or "
+        "redis+sentinel://h1:26379,h2:26379/PRIMARY/db (Sentinel); a password in the URL is "
+        "never shown",
+    ),
+    Key(
+        "HTTPSERVER",
+        "StateStoreCA",
+        "state_store_ca",
+        "path",
+        None,
+        doc="with StateStore=rediss://: PEM file of the CA certificates that Redis's "
+        "certificate must chain to (default: the system's)",
+    ),
+    Key(
+        "HTTPSERVER",
+        "StateStoreCert",
+        "state_store_cert",
+        "path",
+        None,
+        doc="with StateStore=rediss://: the client certificate (PEM) shown to a Redis that "
+        "asks for one (tls-auth-clients); needs StateStoreKey",
+    ),
+    Key(
+        "HTTPSERVER",
+        "StateStoreKey",
+        "state_store_key",
+        "path",
+        None,
+        doc="the private key (PEM, unencrypted) of StateStoreCert",
+    ),
+    Key(
+        "HTTPSERVER",
+        "StateStorePassword",
+        "state_store_password",
+        "secret",
+        None,
+        doc="the Redis password (of the URL's user, or of the default user): env:NAME reads it "
+        "from the environment variable NAME, file:PATH from the first line of a file, anything "
+        "else is the password itself; a password in the URL wins; never logged nor shown",
     ),
     Key(
         "HTTPSERVER",

@@ -1,5 +1,5 @@
 """Resolving the sections a service names into typed configs: environments, thread pools,
-locations, trusted proxies, the Redis URL, ports used twice."""
+locations, trusted proxies, ports used twice."""
 
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ __all__ = [
     "charset",
     "check_hsts",
     "check_ports",
-    "check_redis_url",
     "compression",
     "content_types",
     "environment_config",
@@ -254,36 +253,6 @@ def trusted_proxies(
                 "list the load balancers' addresses, e.g. 10.0.0.5, 10.0.1.0/24.",
             ) from None
     return tuple(out)
-
-
-def check_redis_url(raw: RawConfig, section: str, url: str) -> None:
-    """A Redis URL that redis-py takes, with a host and a numeric database (a password in it
-    is never shown)."""
-    from urllib.parse import urlsplit
-
-    from redis.connection import parse_url
-
-    parts = urlsplit(url)
-    shown = f"{parts.scheme}://{parts.hostname or ''}" + (
-        f":{parts.netloc.rpartition(':')[2]}" if ":" in parts.netloc.rpartition("@")[2] else ""
-    )
-    db = parts.path.strip("/")
-    try:
-        parse_url(url)  # type: ignore[no-untyped-call]
-        problem = ""
-        if not parts.hostname:
-            problem = "names no host"
-        elif db and not db.isdigit():
-            problem = f"names the database {db!r}, which is not a number"
-    except ValueError as exc:
-        problem = f"is not a Redis URL ({exc})"
-    if problem:
-        raise raw.error(
-            f"the Redis state store {shown} {problem}.",
-            section,
-            "StateStore",
-            "write redis://host:port/db (or rediss:// for TLS), e.g. redis://127.0.0.1:6379/0.",
-        )
 
 
 def check_ports(raw: RawConfig, servers: list[ServerConfig]) -> None:

@@ -129,11 +129,38 @@ def _read(raw: RawConfig, sec: RawSection, path: Path) -> bytes:
 
 
 def _pass_phrase(raw: RawConfig, sec: RawSection, value: str | None) -> bytes | None:
+    """``SslCertificatePass``: see :func:`read_secret`."""
+    return read_secret(
+        raw,
+        sec,
+        value,
+        Secret(
+            "SslCertificatePass",
+            "pass phrase",
+            "the key's pass phrase",
+            "give the pass phrase of SslCertificateKey, or leave SslCertificatePass out for "
+            "an unencrypted key.",
+        ),
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Secret:
+    """A key holding a secret, for its messages: the key, what the secret is called, what
+    the variable or file holds, and the fix of an empty one."""
+
+    key: str
+    noun: str
+    holding: str
+    empty_fix: str
+
+
+def read_secret(raw: RawConfig, sec: RawSection, value: str | None, what: Secret) -> bytes | None:
     """``env:NAME``, ``file:PATH`` (its first line, as OpenSSL's ``-passin file:`` reads it)
-    or the pass phrase itself."""
+    or the secret itself; the secret never shows in a message."""
     if value is None:
         return None
-    written = _written(sec, "SslCertificatePass")
+    written = _written(sec, what.key)
     if value.startswith("env:"):
         name = value[4:].strip()
         if not name:
@@ -141,7 +168,7 @@ def _pass_phrase(raw: RawConfig, sec: RawSection, value: str | None) -> bytes | 
                 "env: names no environment variable.",
                 sec.name,
                 written,
-                "write SslCertificatePass=env:NAME, NAME holding the key's pass phrase.",
+                f"write {what.key}=env:NAME, NAME holding {what.holding}.",
             )
         found = os.environ.get(name)
         if found is None:
@@ -152,7 +179,7 @@ def _pass_phrase(raw: RawConfig, sec: RawSection, value: str | None) -> bytes | 
                 f"set {name} in the service's environment (systemd: Environment= or "
                 "EnvironmentFile=), or give file:PATH.",
             )
-        return _non_empty(raw, sec, os.fsencode(found))
+        return _non_empty(raw, sec, os.fsencode(found), what)
     if value.startswith("file:"):
         path = Path(value[5:].strip())
         path = path if path.is_absolute() else raw.base_dir / path
@@ -163,21 +190,17 @@ def _pass_phrase(raw: RawConfig, sec: RawSection, value: str | None) -> bytes | 
                 f"the file {path} cannot be read ({exc.strerror}).",
                 sec.name,
                 written,
-                "give a file holding the pass phrase on its first line, readable by the "
+                f"give a file holding the {what.noun} on its first line, readable by the "
                 "service's user only.",
             ) from None
-        return _non_empty(raw, sec, content.splitlines()[0] if content else b"")
-    return _non_empty(raw, sec, value.encode("utf-8"))
+        return _non_empty(raw, sec, content.splitlines()[0] if content else b"", what)
+    return _non_empty(raw, sec, value.encode("utf-8"), what)
 
 
-def _non_empty(raw: RawConfig, sec: RawSection, secret: bytes) -> bytes:
+def _non_empty(raw: RawConfig, sec: RawSection, secret: bytes, what: Secret) -> bytes:
     if not secret:
         raise raw.error(
-            "the pass phrase is empty.",
-            sec.name,
-            _written(sec, "SslCertificatePass"),
-            "give the pass phrase of SslCertificateKey, or leave SslCertificatePass out for "
-            "an unencrypted key.",
+            f"the {what.noun} is empty.", sec.name, _written(sec, what.key), what.empty_fix
         )
     return secret
 

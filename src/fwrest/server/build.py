@@ -31,7 +31,7 @@ from fwrest.server.handler import Handler
 from fwrest.server.hooks import Hook, PoolHooks, pool_hooks, select_hook
 from fwrest.store import StateStore, StoreError, open_store
 
-__all__ = ["LocationPlan", "PortPlan", "ServicePlan", "build_plan"]
+__all__ = ["LocationPlan", "PortPlan", "ServicePlan", "build_plan", "probe_store"]
 
 
 @dataclass(slots=True)
@@ -282,6 +282,46 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
     return ServicePlan(config, repo, ports, warnings, monitor_auth, hooks=hooks)
 
 
+# what to do about a Redis store that refused fwrest, by the key at fault
+_PROBE_FIXES = {
+    "StateStoreCA": "give in StateStoreCA the CA that issued Redis's certificate (tls-cert-file), "
+    "and a host in the URL that the certificate names.",
+    "StateStoreCert": "give StateStoreCert and StateStoreKey, a client certificate issued by "
+    "the CA of Redis's tls-ca-cert-file.",
+    "StateStorePassword": "give the password of the URL's ACL user (or of the default user) in "
+    "StateStorePassword=env:NAME; the password itself is never shown.",
+    "StateStore": "check the URL: a rediss:// URL names Redis's tls-port; a password in it is "
+    "the URL's ACL user's (it is never shown).",
+}
+
+
+def probe_store(config: ServiceConfig) -> str | None:
+    """Ask a Redis state store once (``fwrest check`` and the start): what it answers may
+    show a configuration fault (SPEC 15: a wrong ``StateStoreCA``, client certificate or
+    password), raised as the ``ConfigError`` naming the key; a store that cannot be reached
+    is no fault of the configuration (it may come back): its reason is returned, for a
+    warning.
+
+    Raises:
+        ConfigError: Redis refused the TLS handshake or the password.
+    """
+    if config.state_store in ("sqlite", "memory"):
+        return None
+    from fwrest.store.redis import RedisStore
+
+    store = RedisStore(config.state_store, config.redis, retries=0)
+    try:
+        found = store.probe()
+    finally:
+        store.close()
+    if found is None:
+        return None
+    key, problem = found
+    if key is None:
+        return problem
+    raise ConfigError(problem, section="HTTPSERVER", key=key, fix=_PROBE_FIXES[key])
+
+
 def open_runtime(plan: ServicePlan) -> None:
     """Open the state store and load the signing key (``serve``/``start``, not ``check``).
 
@@ -289,8 +329,9 @@ def open_runtime(plan: ServicePlan) -> None:
         ConfigError: the store cannot be opened, or the signing key is corrupt or short.
     """
     config = plan.config
+    probe_store(config)  # a store that cannot be reached yet is no reason not to start
     try:
-        plan.store = open_store(config.state_store, config.data_path)
+        plan.store = open_store(config.state_store, config.data_path, config.redis)
     except StoreError as exc:
         raise ConfigError(
             f"{exc}",

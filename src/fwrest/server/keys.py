@@ -106,7 +106,7 @@ def open_key_set(path: str | Path) -> KeySet:
     store = None
     if config.signing_key_file is None and config.state_store not in ("memory", "sqlite"):
         try:
-            store = open_store(config.state_store, config.data_path)
+            store = open_store(config.state_store, config.data_path, config.redis)
         except StoreError as exc:
             raise ConfigError(
                 f"{exc}", section="HTTPSERVER", key="StateStore", fix="start the Redis server."

@@ -2,7 +2,8 @@
 rate-limit counts, run-time settings, the signing key, usage figures, the audit trail. Role
 Protocols (:class:`TokenStore`, :class:`FailureStore`, :class:`RateStore`,
 :class:`SettingsStore`, :class:`BlobStore`, :class:`AuditStore`) that :class:`StateStore`
-combines; memory, sqlite and Redis implementations, chosen by :func:`open_store`. No HTTP.
+combines; memory, sqlite and Redis implementations, chosen by :func:`open_store` (the Redis
+URL forms of SPEC 15 and their options: ``store/redis_target.py``). No HTTP.
 """
 
 from pathlib import Path
@@ -20,6 +21,7 @@ from fwrest.store.base import (
     StoreError,
     TokenStore,
 )
+from fwrest.store.redis_target import RedisOptions, shown_url
 
 __all__ = [
     "AUDIT_KEEP",
@@ -27,6 +29,7 @@ __all__ = [
     "BlobStore",
     "FailureStore",
     "RateStore",
+    "RedisOptions",
     "RefreshRecord",
     "SettingsStore",
     "StateStore",
@@ -34,11 +37,16 @@ __all__ = [
     "StoreError",
     "TokenStore",
     "open_store",
+    "shown_url",
 ]
 
 
-def open_store(spec: str, data_path: Path) -> StateStore:
-    """The store named by ``[HTTPSERVER] StateStore``: ``sqlite``, ``memory``, ``redis://...``."""
+def open_store(
+    spec: str, data_path: Path, redis: RedisOptions | None = None, *, retries: int = 2
+) -> StateStore:
+    """The store named by ``[HTTPSERVER] StateStore``: ``sqlite``, ``memory``, or a Redis URL
+    (``redis://``, ``rediss://``, ``unix://``, ``redis+sentinel://``) with ``redis``'s TLS
+    files and password; ``retries``: a Redis connection error's (0 for one look)."""
     if spec == "memory":
         from fwrest.store.memory import MemoryStore
 
@@ -49,4 +57,4 @@ def open_store(spec: str, data_path: Path) -> StateStore:
         return SqliteStore(data_path / "state.sqlite3")
     from fwrest.store.redis import RedisStore
 
-    return RedisStore(spec)
+    return RedisStore(spec, redis, retries)

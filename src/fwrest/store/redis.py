@@ -1,4 +1,5 @@
-"""A Redis server shared by every host of a service (``StateStore=redis://host:port/db``).
+"""A Redis server shared by every host of a service (``StateStore=redis://host:port/db``, or
+another form of SPEC 15: ``store/redis_target.py`` makes the client).
 
 Timeouts of about 1 s and at most 2 retries (SPEC 7): a store that does not answer makes the
 callers fail closed quickly; the client reconnects by itself when Redis returns.
@@ -10,12 +11,21 @@ run it twice (a failure counted twice, a refresh token spent and then seen as a 
 a frozen Redis would hold the caller for three timeouts instead of one. The one write that
 must not run twice to the caller's harm, spending a refresh token, carries the claim of its
 request and is idempotent for it anyway.
+
+Behind Sentinel a spend also waits (``WAIT``, at most :data:`REPLICA_WAIT_MS`) until a replica
+has it: Redis replicates asynchronously, and a spend the primary confirmed but took with it
+when it died would let the token be spent again on the promoted replica (SPEC 15: no refresh
+token spent twice across a failover).
+
+A password never reaches a message: the URL is shown by ``shown_url`` and the password is
+scrubbed from the driver's text.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import ssl
 import time
 from typing import Any
 
@@ -24,6 +34,13 @@ from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
 from fwrest.store.base import AUDIT_KEEP, RefreshRecord, StoreError
+from fwrest.store.redis_target import (
+    SENTINEL_SCHEME,
+    RedisOptions,
+    make_client,
+    shown_url,
+    url_password,
+)
 
 __all__ = ["RedisStore"]
 
@@ -31,6 +48,9 @@ _P = "fwrest:"
 # A frozen Redis holds a call for this long, once: the token route gives its store calls 1 s
 # in all (auth/oauth2/tokens.py), so a thread is not held much past the request's 503.
 SOCKET_TIMEOUT_S = 1.0
+# behind Sentinel: how long a spend waits for a replica to have it (within the token route's
+# 1 s); without a replica each refresh takes this long more, and goes on
+REPLICA_WAIT_MS = 200
 # 'spent' is '0' (unspent) or the claim that spent it ('1' in stores of an earlier fwrest);
 # 'scope' is missing in records of an earlier fwrest (then 'default')
 _SPEND = """
@@ -82,22 +102,40 @@ return now
 """
 
 
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 class RedisStore:
     kind = "redis"
     in_process = False
     audit_keep = AUDIT_KEEP
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, options: RedisOptions | None = None, retries: int = 2) -> None:
         self.url = url
-        self._r: Any = redis.Redis.from_url(
+        options = options or RedisOptions()
+        self._secrets = tuple(
+            s
+            for s in (options.password, url_password(url))
+            if s  # an empty one would match everywhere
+        )
+        self._r: Any = make_client(
             url,
+            options,
             socket_timeout=SOCKET_TIMEOUT_S,
             socket_connect_timeout=SOCKET_TIMEOUT_S,
             # connection errors only (see the module's docstring); redis-py's default list
             # would add timeouts
-            retry=Retry(ConstantBackoff(0.05), 2, supported_errors=(redis.ConnectionError,)),
+            retry=Retry(ConstantBackoff(0.05), retries, supported_errors=(redis.ConnectionError,)),
             health_check_interval=10,
         )
+        self._replicated = url.lower().startswith(SENTINEL_SCHEME)
+        self._client_cert = options.cert is not None
         self._spend = self._r.register_script(_SPEND)
         self._restore = self._r.register_script(_RESTORE)
         self._hit = self._r.register_script(_HIT)
@@ -107,11 +145,43 @@ class RedisStore:
         try:
             return fn(*args, **kwargs)
         except redis.RedisError as exc:
-            raise StoreError(f"redis store {self._safe_url()}: {exc}") from None
+            raise StoreError(f"redis store {shown_url(self.url)}: {self._scrub(exc)}") from None
 
-    def _safe_url(self) -> str:
-        _head, at, tail = self.url.rpartition("@")
-        return f"redis://***@{tail}" if at else self.url
+    def _scrub(self, exc: BaseException) -> str:
+        text = str(exc)
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def probe(self) -> tuple[str | None, str] | None:
+        """One ``PING``: None when Redis answered; else ``(key, problem)``, ``key`` naming the
+        configuration key at fault (the certificate of ``StateStoreCA`` does not verify
+        Redis's, Redis asks for a client certificate, the password is wrong or missing), or
+        None when Redis cannot be reached now (no key is at fault: it may come back)."""
+        try:
+            self._r.ping()
+        except redis.AuthenticationError as exc:
+            key = "StateStore" if url_password(self.url) else "StateStorePassword"
+            return key, f"Redis refused the password: {self._scrub(exc)}"
+        except redis.ResponseError as exc:
+            text = self._scrub(exc)
+            if "NOAUTH" in text or "WRONGPASS" in text:
+                return "StateStorePassword", f"Redis refused the password: {text}"
+            return None, text
+        except redis.RedisError as exc:
+            text = self._scrub(exc)
+            if _caused_by(exc, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY" in text:
+                return "StateStoreCA", f"Redis's TLS certificate does not verify: {text}"
+            if _caused_by(exc, ssl.SSLError) or "_ssl.c" in text:
+                if self._client_cert:
+                    return "StateStore", f"the TLS handshake with Redis failed: {text}"
+                # Redis ends the handshake without a word when it wants a client certificate
+                return "StateStoreCert", (
+                    f"the TLS handshake with Redis failed (does Redis ask for a client "
+                    f"certificate? tls-auth-clients): {text}"
+                )
+            return None, f"redis store {shown_url(self.url)}: {text}"
+        return None
 
     def ping(self) -> None:
         self._call(self._r.ping)
@@ -144,7 +214,14 @@ class RedisStore:
         if not claim or claim in ("0", "1"):
             raise ValueError("a claim is a request's random id")
         check = ("", "0") if client_id is None else (client_id, "1")
-        out = self._call(self._spend, keys=[f"{_P}rt:{token_hash}"], args=[claim, *check])
+        keys, args = [f"{_P}rt:{token_hash}"], [claim, *check]
+        if self._replicated:
+            pipe = self._r.pipeline(transaction=False)
+            self._spend(keys=keys, args=args, client=pipe)
+            pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
+            out, _replicas = self._call(pipe.execute)
+        else:
+            out = self._call(self._spend, keys=keys, args=args)
         if int(out[0]) == 0:
             return "missing", None
         family, owner, subject, expires, scope = (

@@ -1,0 +1,167 @@
+"""Where a Redis store is and how to reach it (SPEC 15): the ``StateStore`` URL forms, the TLS
+files and the password, turned into one redis-py client. No command of the store lives here.
+
+* ``redis://host:port/db`` and ``rediss://host:port/db`` (TLS: ``StateStoreCA``, and
+  ``StateStoreCert``/``StateStoreKey`` for a client certificate);
+* ``unix:///path/redis.sock?db=N``;
+* ``redis+sentinel://h1:26379,h2:26379/PRIMARY/db``: redis-py's own Sentinel client finds the
+  primary through the sentinels and follows a failover (its connection pool asks the sentinels
+  again when a connection fails, and drops the connections of a demoted primary).
+
+A password comes from the URL (``redis://user:PASSWORD@...``) or ``StateStorePassword``; it is
+never shown: :func:`shown_url` is the only form of a URL fwrest writes anywhere.
+
+    >>> shown_url("rediss://fwrest:s3cret@cache.example:6380/0")
+    'rediss://***@cache.example:6380/0'
+    >>> parse_sentinel_url("redis+sentinel://10.0.0.5,10.0.0.6:26380/main/2")
+    SentinelTarget(sentinels=(('10.0.0.5', 26379), ('10.0.0.6', 26380)), primary='main', db=2, username=None)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+__all__ = [
+    "REDIS_SCHEMES",
+    "SENTINEL_PORT",
+    "SENTINEL_SCHEME",
+    "RedisOptions",
+    "SentinelTarget",
+    "make_client",
+    "parse_sentinel_url",
+    "shown_url",
+    "split_userinfo",
+    "url_password",
+]
+
+SENTINEL_SCHEME = "redis+sentinel://"
+SENTINEL_PORT = 26379  # a sentinel's port when the URL names none
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://", SENTINEL_SCHEME)
+
+
+@dataclass(frozen=True, slots=True)
+class RedisOptions:
+    """``[HTTPSERVER]``'s keys beside a Redis ``StateStore`` (SPEC 15), read at load.
+
+    ``password`` is the resolved secret (``env:NAME`` already read); it is left out of the
+    record's ``repr`` so that no traceback or debug line carries it.
+    """
+
+    ca: Path | None = None  # StateStoreCA
+    cert: Path | None = None  # StateStoreCert
+    key: Path | None = None  # StateStoreKey
+    password: str | None = field(default=None, repr=False)  # StateStorePassword
+
+
+@dataclass(frozen=True, slots=True)
+class SentinelTarget:
+    """A ``redis+sentinel://`` URL read: the sentinels, the primary's name, the database."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    primary: str
+    db: int
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+
+def split_userinfo(url: str) -> tuple[str, str, str]:
+    """``(scheme, userinfo, the rest)``: the user information ends at the URL's last ``@``
+    (before a query), even where a password was written with an unencoded ``/``, so that
+    no part of it is ever taken for a host or a path."""
+    scheme, _sep, rest = url.partition("://")
+    head, question, query = rest.partition("?")
+    userinfo, at, tail = head.rpartition("@")
+    return scheme, userinfo if at else "", (tail if at else head) + question + query
+
+
+def shown_url(url: str) -> str:
+    """The URL as fwrest writes it: whatever precedes ``@`` (user and password) is ``***``."""
+    if "://" not in url:
+        return url
+    scheme, userinfo, rest = split_userinfo(url)
+    return f"{scheme}://{'***@' if userinfo or '@' in url.partition('?')[0] else ''}{rest}"
+
+
+def url_password(url: str) -> str | None:
+    """The password a URL holds (``scheme://user:PASSWORD@...``), if any."""
+    _user, colon, secret = split_userinfo(url)[1].partition(":")
+    return unquote(secret) if colon else None
+
+
+def parse_sentinel_url(url: str) -> SentinelTarget:
+    """``redis+sentinel://[user:password@]h1[:port],h2[:port]/PRIMARY[/db]``.
+
+    Raises:
+        ValueError: a part is missing or malformed (the message never holds the password).
+    """
+    if not url.lower().startswith(SENTINEL_SCHEME):
+        raise ValueError(f"does not start with {SENTINEL_SCHEME}")
+    _scheme, userinfo, rest = split_userinfo(url)
+    hosts, _slash, path = rest.partition("/")
+    user, colon, secret = userinfo.partition(":")
+    username = unquote(user) or None
+    password = unquote(secret) if colon else None
+    sentinels = []
+    for item in hosts.split(","):
+        item = item.strip()
+        if not item:
+            raise ValueError("names an empty sentinel")
+        if item.startswith("["):  # an IPv6 address: [::1]:26379
+            host, _bracket, tail = item[1:].partition("]")
+            port = tail[1:] if tail.startswith(":") else str(SENTINEL_PORT) * (not tail)
+        else:
+            host, colon, port = item.partition(":")
+            port = port if colon else str(SENTINEL_PORT)
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"names the sentinel {item!r}, not host:port")
+        sentinels.append((host, int(port)))
+    primary, _slash, db = path.strip("/").partition("/")
+    if not primary:
+        raise ValueError("names no primary (redis+sentinel://h1:26379,h2:26379/PRIMARY/db)")
+    if db and not db.isdigit():
+        raise ValueError(f"names the database {db!r}, which is not a number")
+    return SentinelTarget(tuple(sentinels), unquote(primary), int(db or 0), username, password)
+
+
+def _tls_kwargs(options: RedisOptions) -> dict[str, Any]:
+    return {
+        "ssl_ca_certs": None if options.ca is None else str(options.ca),
+        "ssl_certfile": None if options.cert is None else str(options.cert),
+        "ssl_keyfile": None if options.key is None else str(options.key),
+    }
+
+
+def make_client(url: str, options: RedisOptions, **common: Any) -> Any:
+    """The redis-py client of ``url`` with ``options``; ``common`` (timeouts, retry, health
+    checks) goes to every connection it makes, the sentinels' included. Connects to nothing:
+    redis-py connects at the first command."""
+    import redis
+
+    kwargs = dict(common)
+    if options.password is not None:
+        kwargs["password"] = options.password  # a password in the URL wins (redis-py's rule)
+    if url.lower().startswith("rediss://"):
+        kwargs.update(_tls_kwargs(options))
+    if not url.lower().startswith(SENTINEL_SCHEME):
+        return redis.Redis.from_url(url, **kwargs)
+    from redis.sentinel import Sentinel
+
+    target = parse_sentinel_url(url)
+    if target.username is not None:
+        kwargs["username"] = target.username
+    if target.password is not None:
+        kwargs["password"] = target.password
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    # the sentinels are asked without the data nodes' password (they have their own, or
+    # none: docs/decisions.md), under the same timeouts, once each: redis-py asks the next
+    # sentinel when one fails, and the primary's connection retries the whole discovery
+    sentinel_kwargs = {k: v for k, v in common.items() if k.startswith("socket_")}
+    sentinel_kwargs["retry"] = Retry(NoBackoff(), 0)
+    # redis-py's Sentinel module has no type hints
+    sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs, **kwargs)  # type: ignore[no-untyped-call]
+    return sentinel.master_for(target.primary, db=target.db)  # type: ignore[no-untyped-call]
