@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +43,7 @@ import pytest
 import trustme
 
 from fwrest import cli
+from fwrest.auth.oauth2.tokens import _hash
 from tests.auth.oauth2_support import (
     LocalOAuth,
     LocalService,
@@ -266,6 +268,32 @@ def test_introspection_describes_both_kinds_of_token(port: LocalOAuth) -> None:
     assert (found["client_id"], found["username"], found["sub"]) == ("web", "cy", "cy")
     assert found["scope"] == "default" and found["iss"] == claims["iss"]
     assert found["exp"] >= before + 3600  # refresh_expires: the end of tomorrow
+    assert found["iat"] == claims["iat"]  # issued with the access token
+    # jti: a stable identifier of the refresh token that does not give the token away
+    jti = found["jti"]
+    assert re.fullmatch(r"[0-9a-f]{32}", jti) and jti != claims["jti"], jti
+    assert jti not in tokens["refresh_token"]
+    again = introspect(port, {"token": tokens["refresh_token"], **WEB}).json()
+    assert again["jti"] == jti
+    rotated = port.refresh(tokens["refresh_token"], **WEB).json()
+    following = introspect(port, {"token": rotated["refresh_token"], **WEB}).json()
+    assert following["active"] is True and following["jti"] != jti
+
+
+def test_a_refresh_record_of_an_earlier_fwrest_has_no_iat(
+    port: LocalOAuth, svc: LocalService
+) -> None:
+    """A record stored before the issue time was kept (the sqlite column's default, 0): its
+    introspection leaves ``iat`` out rather than guessing it; the rest is as before."""
+    tokens = login(port, "cy")
+    with contextlib.closing(sqlite3.connect(svc.folder / ".fwrest" / "state.sqlite3")) as db:
+        hashed = _hash(tokens["refresh_token"], "OAUTH")
+        changed = db.execute("UPDATE refresh SET issued_at = 0 WHERE token_hash = ?", (hashed,))
+        db.commit()
+        assert changed.rowcount == 1
+    found = introspect(port, {"token": tokens["refresh_token"], **WEB}).json()
+    assert found["active"] is True and "iat" not in found, found
+    assert found["jti"] == hashed[:32]
 
 
 def test_inactive_tokens_are_answered_active_false(port: LocalOAuth, svc: LocalService) -> None:

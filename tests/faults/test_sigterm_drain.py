@@ -4,6 +4,9 @@
 25 on an ``async`` one on the event loop) are in flight when the supervisor gets SIGTERM: every
 one of them completes with 200, the supervisor exits 0, no worker is left, the port is free.
 
+With ``--workers 1`` and the monitor's port: the drain is observable (SPEC 5, 13.3), its
+probes 503 on the monitor's port and on the connections still open, until it ends.
+
 "In flight" is known, not guessed: each handler appends a line to a file (named in
 ``UserData``) when it starts, and the signal is sent once the file has 50 lines.
 """
@@ -18,20 +21,20 @@ from pathlib import Path
 
 import httpx
 import psutil
+import pytest
 
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, free_port, wait_for
 from tests.faults.support import FAULT_APP, port_is_free, wait_workers
+from tests.server.rawhttp import RawConnection, request_bytes
 
 IN_FLIGHT = 50
 SLEEP_MS = 1000
 HANG_GUARD_S = 30.0
 
 
-def test_sigterm_with_50_requests_in_flight_completes_them_all_and_exits_0(
-    tmp_path: Path,
-) -> None:
-    started_file = tmp_path / "started.txt"
-    config = free_config(
+def _config(tmp_path: Path, started_file: Path, extra: dict[str, dict[str, object]]) -> Path:
+    """The fault app on one port, each request started noted in ``started_file``."""
+    return free_config(
         tmp_path,
         app=FAULT_APP,
         servers={
@@ -42,8 +45,15 @@ def test_sigterm_with_50_requests_in_flight_completes_them_all_and_exits_0(
                 "UserData": {"started_file": str(started_file)},
             }
         },
-        extra={"POOL": {"MaxThreads": 64}, "HTTPSERVER": {"GracefulTimeout": 20000}},
+        extra={"HTTPSERVER": {"GracefulTimeout": 20000}, **extra},
     )
+
+
+def test_sigterm_with_50_requests_in_flight_completes_them_all_and_exits_0(
+    tmp_path: Path,
+) -> None:
+    started_file = tmp_path / "started.txt"
+    config = _config(tmp_path, started_file, {"POOL": {"MaxThreads": 64}})
     proc = ServerProcess(config, workers=2).wait_ready()
     try:
         base, port = proc.url(), proc.ports["HTTP_REST"]
@@ -83,4 +93,66 @@ def test_sigterm_with_50_requests_in_flight_completes_them_all_and_exits_0(
         assert port_is_free(port)
         assert "fwrest: stopped" in proc.stdout_lines
     finally:
+        proc.stop()
+
+
+def test_the_drain_is_observable_on_open_connections_and_the_monitor_port(
+    tmp_path: Path,
+) -> None:
+    """``--workers 1``, a request in flight at SIGTERM: until it ends, the monitor's port goes
+    on listening and its ready probe answers 503; a request on a kept-alive connection of the
+    service's port is answered (``/fw/healthcheck`` 503, ``Connection: close``); a request
+    pipelined behind the one in flight is answered after it; new connections to the service's
+    port are refused (SPEC 1: stop accepting); then the process exits 0 as before."""
+    started_file = tmp_path / "started.txt"
+    mon_port = free_port()
+    monitor = {"Enable": 1, "HostName": "127.0.0.1", "Port": mon_port}
+    config = _config(tmp_path, started_file, {"APP_MONITOR": monitor})
+    proc = ServerProcess(config, workers=1).wait_ready()
+    conns: list[RawConnection] = []
+    try:
+        port = proc.ports["HTTP_REST"]
+        service, mon, piped = (RawConnection(p, timeout=10) for p in (port, mon_port, port))
+        conns += (service, mon, piped)
+        # kept-alive connections, idle when the signal comes
+        assert service.request("GET", "/rest/fw/healthcheck").status == 200
+        assert mon.request("GET", "/api/health/ready").status == 200
+        piped.send(request_bytes("GET", "/rest/slow/2000") + request_bytes("GET", "/rest/pid"))
+        wait_for(started_file.exists, HANG_GUARD_S, "the slow request to start")
+        signalled = time.monotonic()
+        proc.signal(signal.SIGTERM)
+
+        def monitor_ready() -> int:  # a new connection: the monitor's port still listens
+            with RawConnection(mon_port, timeout=10) as fresh:
+                return fresh.request("GET", "/api/health/ready").status
+
+        wait_for(lambda: monitor_ready() == 503, 5, "the monitor's ready 503 once draining")
+        health = service.request("GET", "/rest/fw/healthcheck")
+        assert health.status == 503, health.body
+        assert health.json()["status"] == "DOWN"
+        assert health.header("connection") == "close"
+        assert service.closed_by_server()
+        ready = mon.request("GET", "/api/health/ready")
+        assert ready.status == 503, ready.body
+        assert ready.json()["checks"]["draining"] == {"status": "DOWN"}
+        assert mon.request("GET", "/api/health/live").status == 200
+        with pytest.raises(ConnectionRefusedError):
+            RawConnection(port, timeout=10).close()
+
+        slow, behind = piped.read_response(), piped.read_response()
+        drained = time.monotonic() - signalled
+        assert (slow.status, slow.json()["slept"]) == (200, 2000)
+        assert behind.status == 200
+        assert behind.header("connection") == "close"
+        assert piped.closed_by_server()
+        code = proc.proc.wait(HANG_GUARD_S)
+        exited = time.monotonic() - signalled
+        print(f"in flight answered {drained:.3f} s, exit {code} {exited:.3f} s after SIGTERM")
+        assert code == 0
+        assert mon.closed_by_server()
+        assert port_is_free(mon_port)
+        assert exited < 5  # the idle connections did not hold the drain
+    finally:
+        for conn in conns:
+            conn.close()
         proc.stop()

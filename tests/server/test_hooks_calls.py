@@ -145,6 +145,11 @@ def hello():
     return {"thread": threading.current_thread().name}
 
 
+@get("/pool")
+def pool():
+    return [rest.getThreadPoolName(), rest.getThreadPoolMaxThreads(), rest.getThreadPoolActiveTimeout()]
+
+
 @get("/ahello")
 async def ahello():
     return {"thread": threading.current_thread().name}
@@ -430,6 +435,14 @@ def test_on_select_picks_the_pool_the_call_runs_in(client: Client) -> None:
     assert r.json()["thread"].startswith("fwrest-PDEF-")
     r = client.get("/p/boom", headers={"x-select": "pool:PASYNC"})
     assert r.status_code == 500 and r.json()["error"] == "ValueError"  # PASYNC's OnError
+
+
+def test_the_pool_getters_report_the_pool_on_select_picked(client: Client) -> None:
+    """SPEC 11.3's getters describe the pool the request runs in (SPEC 11.1)."""
+    assert client.get("/p/pool").json() == ["PLAIN", 2, 0]
+    assert client.get("/p/pool", headers={"x-select": "pool:PDEF"}).json() == ["PDEF", 4, 500]
+    assert client.get("/d/pool", headers={"x-select": "pool:plain"}).json() == ["PLAIN", 2, 0]
+    assert client.get("/d/pool", headers={"x-select": "none"}).json() == ["PDEF", 4, 500]
 
 
 def test_on_select_sees_the_request_through_the_rest_object(client: Client) -> None:

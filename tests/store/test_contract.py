@@ -212,8 +212,12 @@ def record(
     subject: str = "ada",
     expires_in_s: float = 3600.25,
     scope: str = "default",
+    issued_ago_s: float = 0.375,
 ) -> RefreshRecord:
-    return RefreshRecord(token_hash, family, client_id, subject, time.time() + expires_in_s, scope)
+    now = time.time()
+    return RefreshRecord(
+        token_hash, family, client_id, subject, now + expires_in_s, scope, now - issued_ago_s
+    )
 
 
 def race(count: int, call: Callable[[int], T]) -> list[T]:
@@ -275,8 +279,9 @@ def test_a_spend_gives_back_the_record_as_added(store: StateStore) -> None:
         # an expiry with a fraction of a second and one far ahead
         record("h-none", family="fam-2", client_id="", subject="zoë ✓", expires_in_s=0.125),
         record("h-far", family="fam-3", subject="o'brien", expires_in_s=86400 * 365 * 50.5),
-        # the family's scopes (SPEC 12.4) travel with it
+        # the family's scopes (SPEC 12.4) travel with it, and its issue time (SPEC 12.3's iat)
         record("h-scoped", family="fam-4", scope="orders:read orders:write"),
+        record("h-old-issue", family="fam-5", issued_ago_s=86400 * 30.125),
     ]
     for rec in records:
         store.add_refresh(rec)
@@ -289,7 +294,8 @@ def test_a_record_an_earlier_fwrest_stored_has_the_scope_default(
     backend: Backend, store: StateStore
 ) -> None:
     """A refresh token issued before scopes existed (no scope stored) keeps working, its
-    family granted ``default``, all an earlier fwrest could grant."""
+    family granted ``default``, all an earlier fwrest could grant; nor was its issue time
+    stored: 0 (introspection then gives no ``iat``)."""
     expires = time.time() + 3600.5
     if backend.kind == "sqlite":
         import sqlite3
@@ -327,9 +333,11 @@ def test_a_record_an_earlier_fwrest_stored_has_the_scope_default(
         raw.close()
     else:  # in one process's memory: nothing of an earlier fwrest survives; the default
         store.add_refresh(RefreshRecord("h-old", "fam", "web", "ada", expires))
+    old = RefreshRecord("h-old", "fam", "web", "ada", expires, "default", 0.0)
+    assert store.refresh_record("h-old") == (old, False)
     status, found = store.spend_refresh("h-old", "claim-a", "web")
     assert status == "ok" and found is not None
-    assert found == RefreshRecord("h-old", "fam", "web", "ada", expires, "default")
+    assert found == old
     # and a record written now beside it keeps its own
     new = record("h-new", scope="orders:read")
     store.add_refresh(new)

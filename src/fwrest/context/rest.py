@@ -365,11 +365,13 @@ class RestObject:
 
     def _pool(self) -> ThreadPoolConfig | None:
         ctx = self._ctx()
-        return ctx.port.thread_pool(ctx.path)
+        # the pool OnSelect picked, where the port has one and it picked (SPEC 11.1, 11.3)
+        return ctx.port.thread_pool(ctx.path, getattr(ctx, "selected", None))
 
     def pool_name(self) -> str:
-        """The thread pool of the request's location, as its section is named; "" outside
-        every location (as the other pool getters' 0)."""
+        """The thread pool the request runs in (its location's, or the one the server's
+        ``OnSelect`` picked), as its section is named; "" outside every location (as the
+        other pool getters' 0)."""
         pool = self._pool()
         return pool.name if pool is not None else ""
 

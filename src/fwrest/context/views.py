@@ -166,9 +166,10 @@ class PortView(Protocol):
         bound address, ``localhost`` on loopback, or its ``AllowedHosts`` (SPEC 7.1)."""
         ...
 
-    def thread_pool(self, path: str) -> ThreadPoolConfig | None:
-        """The thread pool of the location that serves ``path`` (normalised), as configured;
-        None outside every location."""
+    def thread_pool(self, path: str, selected: str | None = None) -> ThreadPoolConfig | None:
+        """The thread pool of the location that serves ``path`` (normalised), as configured,
+        or the pool ``selected`` names (lower-case: the one the server's ``OnSelect`` picked,
+        SPEC 11.1); None outside every location."""
         ...
 
     def listing(self) -> list[dict[str, Any]]:

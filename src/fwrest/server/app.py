@@ -294,6 +294,8 @@ class PortApp:
         # OnSelect may send a request to any pool: each route is bound for each, at start
         self._selecting = plan.on_select is not None
         alternates = pools if self._selecting else {}
+        # what the pool getters report for a pick (SPEC 11.3)
+        self._selectable = {name: pool.config for name, pool in alternates.items()}
         bounders = {
             name: bounder(p.active_timeout_ms / 1000, p.name) if p.active_timeout_ms else None
             for name, p in ((n, pool.config) for n, pool in pools.items())
@@ -350,7 +352,9 @@ class PortApp:
     def names_host(self, host: str) -> bool:
         return self.host_check(host)
 
-    def thread_pool(self, path: str) -> ThreadPoolConfig | None:
+    def thread_pool(self, path: str, selected: str | None = None) -> ThreadPoolConfig | None:
+        if selected is not None:
+            return self._selectable[selected]
         found = self.locations.find(path)
         return found[0].plan.config.thread_pool if found is not None else None
 

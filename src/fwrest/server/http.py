@@ -100,23 +100,35 @@ class _BodyReader:
 
 
 class ConnectionSet:
-    """The open connections of one worker, for a graceful drain."""
+    """The open connections of one worker (or of its monitor's port), for a graceful drain.
+
+    A drain (:meth:`drain`) closes no connection by itself: each one closes after an answer
+    that no request of it follows (requests pipelined behind the one in progress are answered
+    first), and a request that comes on a kept-alive connection meanwhile is served, its
+    answer saying ``Connection: close`` (the probes answer 503: SPEC 5, 13.3). The idle ones
+    are closed by :meth:`close_idle` (a stop, once nothing is in progress) or by their
+    ``KeepAliveTimeout`` (a reload: the client never sends a request on a connection closed
+    under it, and the service serves on, SPEC 13.1).
+    """
 
     def __init__(self) -> None:
         self.items: set[HttpProtocol] = set()
         self.draining = False
-        self.close_idle = True
+        self.closing_idle = False  # a connection made now is closed at once
 
-    def drain(self, *, close_idle: bool = True) -> None:
-        """Close each connection after its answer in progress; an idle one at once, or, for a
-        reload (``close_idle=False``), after the answer to its next request (or when its
-        ``KeepAliveTimeout`` ends): the client of a kept-alive connection never sends a
-        request on a connection closed under it, and the service serves on (SPEC 13.1)."""
+    def drain(self) -> None:
         self.draining = True
-        self.close_idle = close_idle
-        if close_idle:
-            for conn in list(self.items):
-                conn.shutdown()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a connection has a request in progress (or one arriving)."""
+        return any(not conn.idle for conn in self.items)
+
+    def close_idle(self) -> None:
+        """Close the idle connections now, the others after their answer in progress."""
+        self.draining = self.closing_idle = True
+        for conn in list(self.items):
+            conn.shutdown()
 
 
 class HttpProtocol(asyncio.Protocol):
@@ -234,7 +246,7 @@ class HttpProtocol(asyncio.Protocol):
             # verified, None when the client sent none (ClientCert.OPTIONAL)
             self._peer_cert = self._transport.get_extra_info("peercert") or None
         self._conns.items.add(self)
-        if self._conns.draining and self._conns.close_idle:
+        if self._conns.closing_idle:
             self._transport.close()
             return
         # A new connection has HeaderTimeout, from now, to send its first request line and
@@ -362,6 +374,18 @@ class HttpProtocol(asyncio.Protocol):
         self._cancel_timer()
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
+
+    @property
+    def idle(self) -> bool:
+        """No request in progress, queued, held or arriving (a drain may close it)."""
+        return (
+            not self._busy
+            and self._phase in (_IDLE, _DONE)
+            and not self._queue
+            and not self._unparsed
+            and self._pending is None
+            and self._admission is None
+        )
 
     def shutdown(self) -> None:
         """Graceful stop: close when idle, else after the response in progress."""
@@ -716,7 +740,7 @@ class HttpProtocol(asyncio.Protocol):
         if transport is None or transport.is_closing():
             self._busy = False
             return
-        if reply.close or self._conns.draining:
+        if reply.close:
             if reply.drop:
                 # no answer at all (OnSelect's -3): close, the requests queued behind it too
                 self._busy = False
@@ -727,13 +751,14 @@ class HttpProtocol(asyncio.Protocol):
                 return
             keep = _CLOSE
         elif (
-            not self._keep_alive
+            (not self._keep_alive or self._conns.draining)
             and not self._queue
             and not self._unparsed
             and self._pending is None
+            and self._admission is None
         ):
             # nothing follows this answer on a connection that ends (the client half-closed,
-            # an upgrade); pipelined requests read before an end are answered first
+            # an upgrade, a drain); pipelined requests read before an end are answered first
             keep = _CLOSE
         if reply.stream is not None:
             keep = await self._stream(reply, keep, transport)

@@ -97,7 +97,7 @@ class MonitorPort:
     def names_host(self, host: str) -> bool:
         return self._hosts(host)
 
-    def thread_pool(self, path: str) -> ThreadPoolConfig | None:
+    def thread_pool(self, path: str, selected: str | None = None) -> ThreadPoolConfig | None:
         return None  # the monitor answers on the event loop, in no location
 
     def listing(self) -> list[dict[str, Any]]:

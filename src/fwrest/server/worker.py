@@ -76,8 +76,12 @@ class Worker:
         self.lock_board = shared.lock_board if shared is not None else None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.conns = ConnectionSet()
+        # the monitor's port: its own connections and listener, which a stop keeps until the
+        # drain of the service's ports ends (its probes answer 503 meanwhile: SPEC 13.3)
+        self.monitor_conns = ConnectionSet()
         self.built = Assembly()
         self._servers: list[asyncio.base_events.Server | TlsListener] = []
+        self._monitor_server: asyncio.base_events.Server | TlsListener | None = None
         # TLS handshakes in progress over every TLS port of this worker (SPEC 7.1)
         self.handshakes = HandshakeGate()
         self._stop: asyncio.Event | None = None
@@ -133,22 +137,20 @@ class Worker:
         )
         sock = self.sockets[len(self.plan.ports)]
         context = cfg.ssl_context()
+        conns = self.monitor_conns
         if context is not None:  # under the worker's handshake cap, as the ports
-            self._servers.append(
-                TlsListener(
-                    loop,
-                    sock,
-                    lambda: HttpProtocol(app, cfg, self.conns, loop),
-                    context,
-                    cfg.tls_handshake_timeout_ms / 1000,
-                    self.handshakes,
-                )
+            self._monitor_server = TlsListener(
+                loop,
+                sock,
+                lambda: HttpProtocol(app, cfg, conns, loop),
+                context,
+                cfg.tls_handshake_timeout_ms / 1000,
+                self.handshakes,
             )
             return
-        server = await loop.create_server(
-            lambda: HttpProtocol(app, cfg, self.conns, loop), sock=sock, backlog=256
+        self._monitor_server = await loop.create_server(
+            lambda: HttpProtocol(app, cfg, conns, loop), sock=sock, backlog=256
         )
-        self._servers.append(server)
 
     def request_counts(self) -> tuple[int, int]:
         """(requests in flight, requests answered) over every worker of the service."""
@@ -306,6 +308,12 @@ class Worker:
         assert self.loop is not None
         self.loop.call_later(0.5, self._beat)
 
+    def _close_listener(self, server: asyncio.base_events.Server | TlsListener) -> None:
+        if isinstance(server, TlsListener):
+            server.close(handshakes=self._close_idle)
+        else:
+            server.close()
+
     def request_stop(self, *, reload: bool = False) -> None:
         """Stop accepting and drain (thread-safe through ``call_soon_threadsafe``); for a
         reload, kept-alive connections are closed after their next answer, not at once."""
@@ -318,22 +326,41 @@ class Worker:
         self.request_stop(reload=True)
 
     async def _drain(self) -> None:
+        """Stop accepting on the service's ports and finish what is in progress, within
+        ``GracefulTimeout`` (SPEC 1, 7). A request that comes on an open connection meanwhile
+        is served, its answer closing the connection (docs/decisions.md, "Drain"). A stop
+        closes the idle connections once no request is in progress, and keeps the monitor's
+        port answering (its ready probe 503) until then; a reload closes it at once and lets
+        idle connections end with their ``KeepAliveTimeout``, as the new generation serves."""
+        stop = self._close_idle
         for server in self._servers:
-            if isinstance(server, TlsListener):
-                server.close(handshakes=self._close_idle)
-            else:
-                server.close()
-        self.conns.drain(close_idle=self._close_idle)
+            self._close_listener(server)
+        self.conns.drain()
+        monitor = self._monitor_server
+        if not stop and monitor is not None:
+            self._close_listener(monitor)
+            self.monitor_conns.drain()
         deadline = time.monotonic() + self.plan.config.graceful_timeout_ms / 1000
-        while (self.conns.items or self.handshakes.pending) and time.monotonic() < deadline:
+        if stop:
+            while (self.conns.busy or self.handshakes.pending) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            self.conns.close_idle()
+            if monitor is not None:
+                self._close_listener(monitor)
+                self.monitor_conns.close_idle()
+        every = (self.conns, self.monitor_conns)
+        while (
+            any(conns.items for conns in every) or self.handshakes.pending
+        ) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
-        if self.conns.items:
+        left = [conn for conns in every for conn in conns.items]
+        if left:
             log.server_log.warning(
                 "worker %d: %d connection(s) still busy after GracefulTimeout; closing them",
                 self.index + 1,
-                len(self.conns.items),
+                len(left),
             )
-            for conn in list(self.conns.items):
+            for conn in left:
                 conn._close()
         await self.close()
         # let the cancelled background tasks finish before the loop closes

@@ -36,6 +36,9 @@ class RefreshRecord:
     # the scopes the family was granted, space-separated (SPEC 12.4); a record an earlier
     # fwrest stored has none: "default", all it could grant
     scope: str = "default"
+    # when it was issued, epoch seconds (SPEC 12.3: introspection's ``iat``); 0 in a record
+    # an earlier fwrest stored, which kept no such time
+    issued_at: float = 0.0
 
 
 class StoreBase(Protocol):

@@ -27,6 +27,7 @@ import hashlib
 import os
 import ssl
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -52,17 +53,18 @@ SOCKET_TIMEOUT_S = 1.0
 # 1 s); without a replica each refresh takes this long more, and goes on
 REPLICA_WAIT_MS = 200
 # 'spent' is '0' (unspent) or the claim that spent it ('1' in stores of an earlier fwrest);
-# 'scope' is missing in records of an earlier fwrest (then 'default')
+# 'scope' and 'issued_at' are missing in records of an earlier fwrest (then 'default', '0')
 _SPEND = """
 local spent = redis.call('HGET', KEYS[1], 'spent')
 if not spent then return {0} end
-local rec = redis.call('HMGET', KEYS[1], 'family', 'client_id', 'subject', 'expires_at', 'scope')
-local scope = rec[5] or 'default'
-if spent == ARGV[1] then return {1, rec[1], rec[2], rec[3], rec[4], scope} end
-if spent ~= '0' then return {2, rec[1], rec[2], rec[3], rec[4], scope} end
-if ARGV[3] == '1' and rec[2] ~= ARGV[2] then return {3, rec[1], rec[2], rec[3], rec[4], scope} end
+local rec = redis.call('HMGET', KEYS[1], 'family', 'client_id', 'subject', 'expires_at', 'scope',
+    'issued_at')
+local out = {1, rec[1], rec[2], rec[3], rec[4], rec[5] or 'default', rec[6] or '0'}
+if spent == ARGV[1] then return out end
+if spent ~= '0' then out[1] = 2; return out end
+if ARGV[3] == '1' and rec[2] ~= ARGV[2] then out[1] = 3; return out end
 redis.call('HSET', KEYS[1], 'spent', ARGV[1])
-return {1, rec[1], rec[2], rec[3], rec[4], scope}
+return out
 """
 _RESTORE = """
 if redis.call('HGET', KEYS[1], 'spent') == ARGV[1] then redis.call('HSET', KEYS[1], 'spent', '0') end
@@ -109,6 +111,19 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _refresh_record(token_hash: str, values: Sequence[bytes | str | None]) -> RefreshRecord:
+    """A record from its stored fields (family, client, subject, expiry, scope, issue time);
+    a record of an earlier fwrest has no scope ("default", all it could grant) and no issue
+    time (0)."""
+    family, owner, subject, expires, scope, issued = (
+        v.decode() if isinstance(v, bytes) else v for v in values
+    )
+    assert family is not None and owner is not None and subject is not None and expires
+    return RefreshRecord(
+        token_hash, family, owner, subject, float(expires), scope or "default", float(issued or 0)
+    )
 
 
 class RedisStore:
@@ -198,6 +213,7 @@ class RedisStore:
                 "subject": record.subject,
                 "expires_at": repr(record.expires_at),
                 "scope": record.scope,
+                "issued_at": repr(record.issued_at),
                 "spent": "0",
             },
         )
@@ -224,10 +240,7 @@ class RedisStore:
             out = self._call(self._spend, keys=keys, args=args)
         if int(out[0]) == 0:
             return "missing", None
-        family, owner, subject, expires, scope = (
-            v.decode() if isinstance(v, bytes) else str(v) for v in out[1:6]
-        )
-        record = RefreshRecord(token_hash, family, owner, subject, float(expires), scope)
+        record = _refresh_record(token_hash, out[1:7])
         return {1: "ok", 2: "spent"}.get(int(out[0]), "client"), record
 
     def restore_refresh(self, token_hash: str, claim: str) -> None:
@@ -246,18 +259,11 @@ class RedisStore:
         return {(m.decode() if isinstance(m, bytes) else m): float(s) for m, s in rows}
 
     def refresh_record(self, token_hash: str) -> tuple[RefreshRecord, bool] | None:
-        fields = ("family", "client_id", "subject", "expires_at", "spent", "scope")
+        fields = ("spent", "family", "client_id", "subject", "expires_at", "scope", "issued_at")
         values = self._call(self._r.hmget, f"{_P}rt:{token_hash}", fields)
-        if values[4] is None:
+        if values[0] is None:
             return None
-        family, owner, subject, expires, spent, scope = (
-            v.decode() if isinstance(v, bytes) else v for v in values
-        )
-        # a record of an earlier fwrest has no scope: "default", all it could grant
-        record = RefreshRecord(
-            token_hash, family, owner, subject, float(expires), scope or "default"
-        )
-        return record, spent != "0"
+        return _refresh_record(token_hash, values[1:]), values[0] not in (b"0", "0")
 
     def user_families(self, subject: str) -> dict[str, float]:
         key = _families_key(subject)

@@ -23,7 +23,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS refresh (
     token_hash TEXT PRIMARY KEY, family TEXT NOT NULL, client_id TEXT NOT NULL,
     subject TEXT NOT NULL, expires_at REAL NOT NULL, spent INTEGER NOT NULL DEFAULT 0,
-    spent_by TEXT NOT NULL DEFAULT '', scope TEXT NOT NULL DEFAULT 'default');
+    spent_by TEXT NOT NULL DEFAULT '', scope TEXT NOT NULL DEFAULT 'default',
+    issued_at REAL NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS refresh_expiry ON refresh(expires_at);
 CREATE INDEX IF NOT EXISTS refresh_subject ON refresh(subject);
 CREATE TABLE IF NOT EXISTS revoked (family TEXT PRIMARY KEY, until REAL NOT NULL);
@@ -57,13 +58,14 @@ class SqliteStore:
             db = self._conn()
             db.executescript(_SCHEMA)
             columns = {row[1] for row in db.execute("PRAGMA table_info(refresh)")}
-            for column, default in (("spent_by", "''"), ("scope", "'default'")):
+            for column, kind in (
+                ("spent_by", "TEXT NOT NULL DEFAULT ''"),
+                ("scope", "TEXT NOT NULL DEFAULT 'default'"),
+                ("issued_at", "REAL NOT NULL DEFAULT 0"),  # 0: not known (SPEC 12.3's iat)
+            ):
                 if column not in columns:  # a store written by an earlier fwrest
                     with contextlib.suppress(sqlite3.OperationalError):  # another process did it
-                        db.execute(
-                            f"ALTER TABLE refresh ADD COLUMN {column} TEXT NOT NULL "
-                            f"DEFAULT {default}"
-                        )
+                        db.execute(f"ALTER TABLE refresh ADD COLUMN {column} {kind}")
             path.chmod(0o600)  # token hashes and counters: the service's eyes only
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"the sqlite store {path} cannot be opened: {exc}") from None
@@ -102,8 +104,8 @@ class SqliteStore:
     def add_refresh(self, record: RefreshRecord) -> None:
         with self._tx() as db:
             db.execute(
-                "INSERT INTO refresh (token_hash, family, client_id, subject, expires_at, scope) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO refresh (token_hash, family, client_id, subject, expires_at, scope, "
+                "issued_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.token_hash,
                     record.family,
@@ -111,6 +113,7 @@ class SqliteStore:
                     record.subject,
                     record.expires_at,
                     record.scope,
+                    record.issued_at,
                 ),
             )
             if int(record.expires_at) % 50 == 0:  # now and then, forget long-expired tokens
@@ -121,16 +124,16 @@ class SqliteStore:
     ) -> tuple[str, RefreshRecord | None]:
         with self._tx() as db:
             row = db.execute(
-                "SELECT token_hash, family, client_id, subject, expires_at, scope, spent, "
-                "spent_by FROM refresh WHERE token_hash = ?",
+                "SELECT token_hash, family, client_id, subject, expires_at, scope, issued_at, "
+                "spent, spent_by FROM refresh WHERE token_hash = ?",
                 (token_hash,),
             ).fetchone()
             if row is None:
                 return "missing", None
-            record = RefreshRecord(*row[:6])
-            if row[6]:
+            record = RefreshRecord(*row[:7])
+            if row[7]:
                 # spent (by an earlier fwrest: spent_by '', never a claim)
-                return ("ok" if claim and row[7] == claim else "spent"), record
+                return ("ok" if claim and row[8] == claim else "spent"), record
             if client_id is not None and record.client_id != client_id:
                 return "client", record
             db.execute(
@@ -173,15 +176,15 @@ class SqliteStore:
             row = (
                 self._conn()
                 .execute(
-                    "SELECT token_hash, family, client_id, subject, expires_at, scope, spent "
-                    "FROM refresh WHERE token_hash = ?",
+                    "SELECT token_hash, family, client_id, subject, expires_at, scope, "
+                    "issued_at, spent FROM refresh WHERE token_hash = ?",
                     (token_hash,),
                 )
                 .fetchone()
             )
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store: {exc}") from None
-        return None if row is None else (RefreshRecord(*row[:6]), bool(row[6]))
+        return None if row is None else (RefreshRecord(*row[:7]), bool(row[7]))
 
     def user_families(self, subject: str) -> dict[str, float]:
         try:

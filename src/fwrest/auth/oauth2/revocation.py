@@ -44,6 +44,7 @@ from fwrest.store.families import family_until
 __all__ = ["INTROSPECT_SCOPE", "introspect_endpoint", "revoke_endpoint"]
 
 INTROSPECT_SCOPE = "introspect"  # SPEC 12.3: an access token with it may introspect
+REFRESH_JTI_CHARS = 32  # a refresh token's jti: 128 bits of its stored SHA-256 hash
 _JSON_NO_STORE = [
     ("content-type", "application/json"),
     ("cache-control", "no-store"),
@@ -294,7 +295,7 @@ async def _describe(
     revoked = await service._store(deadline, service.store.revoked_families)
     if record.family in revoked:
         return None
-    return {
+    answer: dict[str, Any] = {
         "active": True,
         "scope": record.scope,
         "client_id": record.client_id,
@@ -303,4 +304,9 @@ async def _describe(
         "exp": int(record.expires_at),
         "sub": record.subject,
         "iss": service.issuers.get(location) or next(iter(service.issuers.values())),
+        # the token's identifier: the start of its stored hash, stable and not the token
+        "jti": record.token_hash[:REFRESH_JTI_CHARS],
     }
+    if record.issued_at:  # a record an earlier fwrest stored kept no issue time
+        answer["iat"] = int(record.issued_at)
+    return answer

@@ -703,6 +703,7 @@ class TokenService:
                 subject,
                 refresh_at,
                 family_scope,
+                now,
             )
             await self._store(deadline, self.store.add_refresh, record)
         claims = {
