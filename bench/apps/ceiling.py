@@ -82,6 +82,8 @@ class CeilingApp:
     """The minimal :class:`fwrest.wire.PortHandler` HttpProtocol serves: the job as
     ``handle``, fwrest's default body limit, every ``100 Continue`` admitted."""
 
+    engine_headers: tuple[tuple[str, str], ...] = ()
+
     def __init__(self, job: Callable[[Request], Awaitable[Reply]], body_limit: int) -> None:
         self.handle = job
         self._body_limit = body_limit

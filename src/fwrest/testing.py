@@ -30,12 +30,13 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError("fwrest.testing needs httpx: pip install 'fwrest[testing]'") from exc
 
 from fwrest import log
+from fwrest.context.request_id import request_id_of
 from fwrest.errors import HTTPError
 from fwrest.server.app import PortApp
 from fwrest.server.build import ServicePlan, open_runtime
 from fwrest.server.service import _release_logging, _setup_logging, prepare
 from fwrest.server.worker import Worker, new_loop
-from fwrest.wire import Reply, Request, error_reply
+from fwrest.wire import Reply, Request, refusal
 
 __all__ = ["Client"]
 
@@ -190,17 +191,22 @@ class _PipelineTransport(httpx.BaseTransport):
     ) -> Reply | None:
         """What the engine refuses before the pipeline sees a request (SPEC 7)."""
         app = self._runtime.open()
+        refused: HTTPError | None = None
         if head_size(method, target, headers) > self._runtime.max_header_size:
-            return error_reply(HTTPError(431, close=True))
-        if len(headers) > self._runtime.max_headers:
+            refused = HTTPError(431, close=True)
+        elif len(headers) > self._runtime.max_headers:
             limit = self._runtime.max_headers
-            return error_reply(HTTPError(431, detailed=f"at most {limit} header fields"))
-        if sum(1 for name, _ in headers if name == "authorization") > 1:
-            return error_reply(HTTPError(400, detailed="repeated Authorization header"))
-        limit = app.body_limit(target, len(body), False)
-        if len(body) > limit:
-            return error_reply(HTTPError(413, detailed=f"the body may be at most {limit} bytes"))
-        return None
+            refused = HTTPError(431, detailed=f"at most {limit} header fields")
+        elif sum(1 for name, _ in headers if name == "authorization") > 1:
+            refused = HTTPError(400, detailed="repeated Authorization header")
+        else:
+            limit = app.body_limit(target, len(body), False)
+            if len(body) > limit:
+                refused = HTTPError(413, detailed=f"the body may be at most {limit} bytes")
+        if refused is None:
+            return None
+        # as the engine answers: the request's id, the port's headers of every answer
+        return refusal(refused, request_id_of(headers), app.engine_headers)
 
     def close(self) -> None:
         self._runtime.close()

@@ -31,6 +31,7 @@ __all__ = [
     "close_stream",
     "encode_reply",
     "error_reply",
+    "refusal",
 ]
 
 JSON = "application/json"
@@ -81,6 +82,10 @@ class Reply:
 class PortHandler(Protocol):
     """What serves one port, as the engine sees it."""
 
+    # headers the port puts on every answer, which the engine adds to the answers it makes
+    # itself (a TLS port's HSTS, SPEC 10.2); decided at start
+    engine_headers: tuple[tuple[str, str], ...]
+
     def body_limit(self, target: bytes, length: int, chunked: bool) -> int:
         """The most body bytes the request for ``target`` may send, asked once its head is
         read (``length`` -1 when it has none; ``chunked`` for a chunked body)."""
@@ -115,6 +120,16 @@ def error_reply(exc: HTTPError) -> Reply:
     """The reply of a client error (SPEC 3's error body, the error's own headers)."""
     headers = [("content-type", JSON), *exc.headers]
     return Reply(exc.status, headers, exc.body(), exc.close)
+
+
+def refusal(exc: HTTPError, request_id: str, port_headers: tuple[tuple[str, str], ...]) -> Reply:
+    """An answer the engine makes itself (a protocol error, SPEC 7): the error's reply with the
+    request's id (SPEC 13.4) and the headers the port puts on every answer
+    (:attr:`PortHandler.engine_headers`)."""
+    reply = error_reply(exc)
+    reply.headers.append(("x-request-id", request_id))
+    reply.headers.extend(port_headers)
+    return reply
 
 
 class Keep(enum.IntEnum):

@@ -4,7 +4,8 @@ requests with their own ``X-Request-ID``, acceptable and hostile, secret-like qu
 then every line the service wrote, to standard error and to ``LogFile``, parses as one JSON
 object; each request's access record has the listed fields, its id is the one its answer
 carried, and the records the request caused on the way (the handler's own, the traceback's)
-carry the same id.
+carry the same id. The HTTP engine's own refusals (a bare LF, a 20 KB header, ...) carry an id
+on their answer and their record too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.server.rawhttp import ENGINE_REFUSALS, refusal_head
 
 APP = (
     APP_SOURCE
@@ -87,6 +89,13 @@ def test_every_line_is_json_and_request_records_carry_their_fields(tmp_path: Pat
                 else:
                     assert re.fullmatch(r"[0-9a-f]{32}", rid), rid
                 sent.append((method, "/rest" + path.split("?", 1)[0], r.status_code, rid, carried))
+        refused = []  # (status, id) of what the engine answers itself
+        for name, request, status, carried in ENGINE_REFUSALS:
+            got, headers = refusal_head(proc.ports["HTTP_REST"], request)
+            assert got == status, name
+            rid = headers["x-request-id"]
+            assert rid == carried if carried is not None else re.fullmatch(r"[0-9a-f]{32}", rid)
+            refused.append((status, rid))
     finally:
         assert proc.stop() == 0
     statuses = Counter(status for _m, _p, status, _r, _c in sent)
@@ -107,7 +116,11 @@ def test_every_line_is_json_and_request_records_carry_their_fields(tmp_path: Pat
                 records.append(record)
     print(f"{len(records)} records in LogFile: {dict(Counter(r['logger'] for r in records))}")
 
-    access = {r["request_id"]: r for r in records if r["logger"] == "fwrest.access"}
+    access = {r["request_id"]: r for r in records if r["logger"] == "fwrest.access" and "port" in r}
+    for status, rid in refused:  # the engine's record: its id, no request fields
+        (record,) = [r for r in records if r.get("request_id") == rid]
+        assert record["logger"] == "fwrest.access" and not FIELDS & set(record)
+        assert record["message"].startswith(f"- - {status} protocol error ("), record
     by_id: dict[str, list[dict[str, Any]]] = {}
     for record in records:
         if "request_id" in record:

@@ -1,7 +1,8 @@
-"""Security headers (SPEC 10.2): ``HSTS``, ``XFrameOptions`` and ``ContentSecurityPolicy`` of a
-location on every answer of its requests (in process), ``X-Content-Type-Options: nosniff`` on
-every answer of every port, protocol errors and the monitor included (real sockets), the
-settings page's own frame and CSP headers kept, and the start errors of the keys."""
+"""Security headers (SPEC 10.2): ``XFrameOptions`` and ``ContentSecurityPolicy`` of a location
+on every answer of its requests, ``HSTS`` on every answer of its TLS port (in process; the
+engine's own refusals over real TLS), ``X-Content-Type-Options: nosniff`` on every answer of
+every port, protocol errors and the monitor included (real sockets), the settings page's own
+frame and CSP headers kept, and the start errors of the keys."""
 
 from __future__ import annotations
 
@@ -25,6 +26,15 @@ from fwrest import Response, get
 @get("/hello")
 def hello():
     return {"message": "hi"}
+
+
+@get("/hsts")
+def own_hsts():
+    return Response({"v": 1}, headers={"Strict-Transport-Security": "max-age=0"})
+
+
+def check(user, password):
+    return (user, password) == ("ada", "Ada-Pw-1")
 
 
 @get("/framed")
@@ -71,11 +81,60 @@ def test_a_locations_headers_are_on_every_answer_of_its_requests(
         assert client.delete("/rest/hello").headers["x-frame-options"] == "SAMEORIGIN"  # 405
         other = client.get("/other/hello")
         assert other.status_code == 200
-        for name in ("strict-transport-security", "x-frame-options", "content-security-policy"):
+        for name in ("x-frame-options", "content-security-policy"):
             assert name not in other.headers
+        # HSTS is the port's: on every answer, another location's and outside every location
+        assert other.headers["strict-transport-security"] == HSTS
+        assert client.get("/nowhere").headers["strict-transport-security"] == HSTS
         # an answer that sets a header itself keeps its own (once)
         framed = client.get("/rest/framed")
         assert framed.headers.get_list("x-frame-options") == ["SAMEORIGIN"]
+
+
+def test_hsts_is_on_every_answer_of_the_tls_port(tmp_path: Path, ca: trustme.CA) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    server = {
+        "HostName": "127.0.0.1",
+        "Port": 0,
+        "Locations": "OTHER, ROOT, THIRD",
+        "SslCertificate": str(certs["cert"]),
+        "SslCertificateKey": str(certs["key"]),
+        "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "headers_app_port.check"}},
+    }
+    config = module_config(
+        tmp_path,
+        "headers_app_port",
+        app=APP,
+        servers={"HTTP_REST": server},
+        extra={
+            "ROOT": {"HSTS": HSTS},  # /rest: the shortest prefix that sets HSTS
+            "OTHER": {"Path": "/other", "ThreadPool": "POOL", "HSTS": "max-age=60"},
+            "THIRD": {"Path": "/third", "ThreadPool": "POOL"},
+        },
+    )
+    ada = ("ada", "Ada-Pw-1")
+    with Client(config) as client:
+        cases = [
+            ("/rest/hello", None, 401, HSTS),  # the guard's refusal, in the location
+            ("/nowhere", None, 401, HSTS),  # before routing, outside every location
+            ("/nowhere", ada, 404, HSTS),  # outside every location: the port's
+            ("/rest/hello", ada, 200, HSTS),
+            ("/other/hello", None, 401, "max-age=60"),  # the path's own location's value
+            ("/other/hello", ada, 200, "max-age=60"),
+            ("/third/hello", ada, 200, HSTS),  # a location without one: the port's
+            ("/third/hello", ("ada", "wrong"), 403, HSTS),  # the guard refused the pair
+            ("/rest/hsts", ada, 200, "max-age=0"),  # an answer's own is kept, alone
+        ]
+        for path, auth, status, value in cases:
+            answer = client.get(path, auth=auth)
+            assert answer.status_code == status, (path, auth)
+            assert answer.headers.get_list("strict-transport-security") == [value], path
+        # a refusal the engine makes itself: the port's value, and the request's id
+        many = {f"x-h{i}": "1" for i in range(120)}
+        refused = client.get("/other/hello", headers={**many, "x-request-id": "mine-1"})
+        assert refused.status_code == 431
+        assert refused.headers.get_list("strict-transport-security") == [HSTS]
+        assert refused.headers["x-request-id"] == "mine-1"
 
 
 def test_the_settings_page_keeps_its_own_frame_and_csp_headers(tmp_path: Path) -> None:
@@ -115,6 +174,16 @@ def test_hsts_over_real_tls(tmp_path: Path, ca: trustme.CA) -> None:
         answer = httpx.get(proc.url("HTTP_REST") + "/hello", verify=context, timeout=10)
         assert answer.status_code == 200
         assert answer.headers["strict-transport-security"] == HSTS
+        # a protocol error, answered by the HTTP engine itself: the port's HSTS too
+        port = proc.ports["HTTP_REST"]
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
+            tls.sendall(b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
+            head = tls.recv(65536).decode("latin-1")
+        assert head.startswith("HTTP/1.1 400"), head
+        assert f"\r\nstrict-transport-security: {HSTS}\r\n" in head
 
 
 @pytest.mark.parametrize(

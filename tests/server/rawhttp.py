@@ -17,7 +17,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-__all__ = ["HANG_GUARD", "RawConnection", "RawResponse", "RawSocket", "request_bytes"]
+__all__ = [
+    "ENGINE_REFUSALS",
+    "HANG_GUARD",
+    "RawConnection",
+    "RawResponse",
+    "RawSocket",
+    "refusal_head",
+    "request_bytes",
+]
 
 HANG_GUARD = 5.0  # seconds any single read may wait before the test fails
 
@@ -209,3 +217,56 @@ class RawConnection(RawSocket):
             f"expected the server to close the connection; got {self.buffer[:200]!r}"
         )
         return time.monotonic() - started
+
+
+# Requests the HTTP engine refuses itself (SPEC 7), each with the id its answer carries (SPEC
+# 13.4: the client's own when the head was read far enough to find it; None: a new one)
+_PAD = b"X-Pad: " + b"a" * 20000 + b"\r\n"
+ENGINE_REFUSALS: list[tuple[str, bytes, int, str | None]] = [
+    ("bare LF", b"GET /rest/hello HTTP/1.1\nHost: x\nX-Request-ID: lf-1\n\n", 400, None),
+    (
+        "20 KB header",
+        b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nX-Request-ID: big-1\r\n" + _PAD + b"\r\n",
+        431,
+        "big-1",
+    ),
+    (
+        "Content-Length with Transfer-Encoding",
+        b"POST /rest/echo HTTP/1.1\r\nHost: x\r\nX-Request-ID: te-1\r\nContent-Length: 5\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        400,
+        "te-1",
+    ),
+    (
+        "body over MaxBodySize",
+        b"POST /rest/echo HTTP/1.1\r\nHost: x\r\nX-Request-ID: large-1\r\n"
+        b"Content-Length: 999999999\r\n\r\n",
+        413,
+        "large-1",
+    ),
+    (
+        "hostile id",
+        b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nX-Request-ID: bad id\r\n" + _PAD + b"\r\n",
+        431,
+        None,
+    ),
+]
+
+
+def refusal_head(port: int, request: bytes) -> tuple[int, dict[str, str]]:
+    """Send ``request`` on a new connection; the status and headers (lower-case names) of the
+    answer the server sends before it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as sock:
+        sock.sendall(request)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            piece = sock.recv(65536)
+            if not piece:
+                break
+            data += piece
+    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    headers = {}
+    for line in head[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(head[0].split()[1]), headers

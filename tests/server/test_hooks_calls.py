@@ -3,8 +3,9 @@ process (``fwrest.testing.Client``: the same stages as over a socket, see
 ``Worker.open``; what only a socket shows, OnSelect's dropped connection on the wire and the
 worker processes, is in test_hooks_wire.py and test_hooks_workers.py).
 
-One service: pool ``PDEF`` has ``def`` hooks, ``PASYNC`` ``async def`` ones, ``PLAIN`` none;
-each pool serves a location (``/d``, ``/a``, ``/p``) of the module's routes (``def`` and
+One service: pool ``PDEF`` has ``def`` hooks, ``PASYNC`` ``async def`` ones, ``PLAIN`` none,
+``PSDEF`` and ``PSASYNC`` an ``OnSend`` alone (``def``, ``async def``); each pool serves a
+location (``/d``, ``/a``, ``/p``, ``/sd``, ``/sa``) of the module's routes (``def`` and
 ``async def`` handlers alike). Server ``HTTP_DEF`` has a ``def`` ``OnSelect``, ``HTTP_ASYNC``
 an ``async def`` one. What a hook does is chosen by the request's ``x-send``, ``x-error`` and
 ``x-select`` headers (hooks read the request through the REST object). Every bad case (a hook
@@ -35,6 +36,7 @@ import time
 from fwrest import Response, get, rest
 
 SEEN = []  # (hook, thread name) as hooks run
+SENT = []  # the path of each OnSend run
 
 
 def _what(name):
@@ -43,6 +45,7 @@ def _what(name):
 
 def _send():
     what = _what("x-send")
+    SENT.append(rest.getPathRequest())
     rest.setKeyHeaderResponse("X-Sent", rest.getPathRequest())
     rest.setKeyHeaderResponse("X-Send-Thread", threading.current_thread().name)
     if what == "status":
@@ -180,13 +183,13 @@ SERVERS = {
     "HTTP_DEF": {
         "HostName": "127.0.0.1",
         "Port": 0,
-        "Locations": "D, A, P",
+        "Locations": "D, A, P, SD, SA",
         "OnSelect": "select_def",
     },
     "HTTP_ASYNC": {
         "HostName": "127.0.0.1",
         "Port": 0,
-        "Locations": "D, A, P",
+        "Locations": "D, A, P, SD, SA",
         "OnSelect": "select_async",
     },
 }
@@ -194,6 +197,8 @@ POOLS: dict[str, dict[str, Any]] = {
     "D": {"Path": "/d", "ThreadPool": "PDEF"},
     "A": {"Path": "/a", "ThreadPool": "PASYNC"},
     "P": {"Path": "/p", "ThreadPool": "PLAIN"},
+    "SD": {"Path": "/sd", "ThreadPool": "PSDEF"},
+    "SA": {"Path": "/sa", "ThreadPool": "PSASYNC"},
     "PDEF": {
         "Environment": "ENV",
         "MaxThreads": 4,
@@ -209,6 +214,8 @@ POOLS: dict[str, dict[str, Any]] = {
         "OnError": "error_async",
     },
     "PLAIN": {"Environment": "ENV", "MaxThreads": 2},
+    "PSDEF": {"Environment": "ENV", "MaxThreads": 2, "OnSend": "send_def"},
+    "PSASYNC": {"Environment": "ENV", "MaxThreads": 2, "OnSend": "send_async"},
 }
 STANDARD_500 = {"code": 500, "detailedMessage": "", "message": "Internal Server Error"}
 HANDLERS = ("/hello", "/ahello")
@@ -340,7 +347,7 @@ def test_on_error_answers_with_status_500(
         assert body["thread"] == LOOP
     assert "secret-detail" not in r.text
     assert "x-handler" not in r.headers  # what the handler set before it raised is dropped
-    assert "x-sent" not in r.headers  # OnSend is for the handler's answers
+    assert r.headers["x-sent"] == f"{loc}{route}"  # OnSend runs on OnError's answer too
     served(client)
     pool = "PDEF" if loc == "/d" else "PASYNC"
     name = "error_def" if loc == "/d" else "error_async"
@@ -417,6 +424,68 @@ def test_an_on_error_that_hangs_is_bounded_by_active_timeout(client: Client, loc
 def test_a_pool_without_on_error_answers_the_standard_500(client: Client) -> None:
     assert_standard(client.get("/p/boom"))
     assert_standard(client.get("/p/exit"))
+
+
+# -- OnSend on every answer of the route's call (SPEC 11.1) ----------------------------------
+
+
+def sends(client: Client, path: str, **headers: str) -> tuple[httpx.Response, list[str]]:
+    """The answer to ``GET path`` and the OnSend runs it made (the paths OnSend saw)."""
+    import hooks_calls_app  # type: ignore[import-not-found]
+
+    before = len(hooks_calls_app.SENT)
+    r = client.get(path, headers=headers)
+    return r, hooks_calls_app.SENT[before:]
+
+
+@pytest.mark.parametrize("loc", ["/d", "/a"])
+@pytest.mark.parametrize("route", ["/boom", "/aboom"])
+def test_on_send_runs_once_on_the_answer_on_error_builds(
+    client: Client, loc: str, route: str
+) -> None:
+    r, ran = sends(client, f"{loc}{route}", **{"x-error": "status"})
+    assert r.status_code == 418 and r.text == "teapot: ValueError"
+    assert r.headers["x-sent"] == f"{loc}{route}" and ran == [f"{loc}{route}"]
+    # OnSend changes OnError's status, a Response's too
+    r, ran = sends(client, f"{loc}{route}", **{"x-error": "response503", "x-send": "status"})
+    assert r.status_code == 202 and r.json() == {"busy": True}
+    assert ran == [f"{loc}{route}"]
+    # OnError's None and OnError's failure: the standard 500 body, OnSend's headers on it
+    for what in ("none", "raise", "nonsense"):
+        r, ran = sends(client, f"{loc}{route}", **{"x-error": what})
+        assert_standard(r)
+        assert r.headers["x-sent"] == f"{loc}{route}" and ran == [f"{loc}{route}"], what
+        assert "x-dropped" not in r.headers
+
+
+@pytest.mark.parametrize("loc", ["/sd", "/sa"])
+@pytest.mark.parametrize("route", ["/boom", "/aboom", "/exit"])
+def test_on_send_runs_once_on_the_standard_500_of_a_pool_without_on_error(
+    client: Client, service: Path, loc: str, route: str
+) -> None:
+    line = f"GET {loc}{route}: unhandled exception in the handler; answered 500"
+    logged = log_text(service).count(line)
+    r, ran = sends(client, f"{loc}{route}")
+    assert_standard(r)
+    assert r.headers["x-sent"] == f"{loc}{route}" and ran == [f"{loc}{route}"]
+    assert "x-handler" not in r.headers  # what the handler set before it raised is dropped
+    r, ran = sends(client, f"{loc}{route}", **{"x-send": "status"})
+    assert r.status_code == 202 and r.json() == STANDARD_500
+    assert ran == [f"{loc}{route}"]
+    # logged as any handler's failure, once per request
+    assert log_text(service).count(line) == logged + 2
+    served(client)
+
+
+@pytest.mark.parametrize("loc", ["/d", "/a", "/sd", "/sa"])
+def test_an_on_send_that_fails_on_an_error_answer_is_not_asked_again(
+    client: Client, service: Path, loc: str
+) -> None:
+    r, ran = sends(client, f"{loc}/boom", **{"x-send": "raise"})
+    assert_standard(r)
+    assert "x-sent" not in r.headers and ran == [f"{loc}/boom"]
+    assert "send-secret-detail" in log_text(service)
+    served(client)
 
 
 # -- OnSelect --------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ import pytest
 
 from fwrest import log
 from fwrest.testing import Client
-from tests.conftest import module_config
+from tests.conftest import free_config, module_config, serving
+from tests.server.rawhttp import ENGINE_REFUSALS, refusal_head
 
 MODULE = "request_ids_app"
 APP = """
@@ -313,3 +314,35 @@ def test_a_hostile_id_is_not_in_the_header_lines_of_level_5(
     lines.clear()
     client.get("/rest/def-logs", headers={"X-Request-ID": "fine-1"})
     assert any("x-request-id: fine-1" in t for t in records_of(lines, "fine-1"))
+
+
+def test_the_engines_own_refusals_carry_an_id_on_the_answer_and_the_log(tmp_path: Path) -> None:
+    """Over a real ``fwrest serve`` (text lines): what the HTTP engine answers itself (a bare
+    LF, a 20 KB header, ``Content-Length`` with ``Transfer-Encoding``, a body over the limit, a
+    head that never ends) carries ``X-Request-ID``, the client's own when its head was read
+    far enough, a new one for a hostile one, and the engine's lines of it carry the same."""
+    config = free_config(tmp_path, extra={"HTTP_REST": {"HeaderTimeout": 700}})
+    # (a field is read once the next line begins: llhttp looks for a continuation)
+    slow = b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nX-Request-ID: slow-1\r\nX-Next: 1\r\n"
+    cases = [*ENGINE_REFUSALS, ("headers too slow", slow, 408, "slow-1")]
+    with serving(config) as proc:
+        port = proc.ports["HTTP_REST"]
+        sent = []
+        for name, request, status, carried in cases:
+            got, headers = refusal_head(port, request)
+            assert got == status, name
+            rid = headers["x-request-id"]
+            assert rid == carried if carried is not None else ID.fullmatch(rid), (name, rid)
+            sent.append((status, rid))
+        text = proc.wait_log(f"request_id={sent[-1][1]}")
+    for status, rid in sent:
+        assert f" - - {status} protocol error (" in text
+        (line,) = [
+            line
+            for line in text.splitlines()
+            if f"- - {status} protocol error" in line and line.endswith(f" request_id={rid}")
+        ]
+        assert f"port={port}" in line
+    slow_lines = [line for line in text.splitlines() if "request_id=slow-1" in line]
+    assert any("sent no complete headers within 700 ms" in line for line in slow_lines)
+    assert "bad id" not in text

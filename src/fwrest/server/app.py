@@ -16,7 +16,7 @@ not configured is not in the sequence, so it costs nothing):
    and ``OnError``: ``handler.bind``);
 7. **encode**: the result as a :class:`~fwrest.wire.Reply` (SPEC 9's result rules);
 8. **outgoing** stages of the request's location, each may change the reply;
-9. **finish**: HEAD, usage figures, the access line.
+9. **finish**: HEAD, the request id, the port's HSTS, usage figures, the access line.
 
 Everything an application's function raises ends as an error reply here (SPEC 7.1); the
 engine sees only :class:`~fwrest.wire.PortHandler`. A request that expects ``100 Continue``
@@ -48,6 +48,7 @@ from fwrest.context.request_id import (
 )
 from fwrest.context.views import ServiceView, TokenEndpoint, UsageKey
 from fwrest.errors import HTTPError, error_body, is_cancellation
+from fwrest.features.headers import HSTS, port_hsts
 from fwrest.features.static import StaticFiles
 from fwrest.routing import (
     TOKEN_BODY_LIMIT,
@@ -119,6 +120,8 @@ class _Location:
     outgoing: tuple[Outgoing, ...] = ()  # the location's outgoing stages, in order
     # the port's admitted stages, then the location's own (its rate limit), in order
     admitted: tuple[Admit, ...] = ()
+    # its Strict-Transport-Security line (SPEC 10.2: None where its port sends none)
+    hsts: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,8 +209,9 @@ def bounder(active_s: float, pool_name: str) -> Callable[[Awaitable[Any]], Await
     return bounded
 
 
-def _has_request_id(headers: list[tuple[str, str]]) -> bool:
-    return any(name.lower() == "x-request-id" for name, _ in headers)
+def _has(headers: list[tuple[str, str]], name: str) -> bool:
+    """Whether ``headers`` have a field ``name`` (lower case)."""
+    return any(own.lower() == name for own, _ in headers)
 
 
 async def _prepend(first: bytes | None, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -300,6 +304,13 @@ class PortApp:
             name: bounder(p.active_timeout_ms / 1000, p.name) if p.active_timeout_ms else None
             for name, p in ((n, pool.config) for n, pool in pools.items())
         }
+        # SPEC 10.2: HSTS on every answer of a TLS port where a location sets it (the path's
+        # location's value, else the port's: features/headers.py); None: the port sends none
+        self._hsts, hsts_of = port_hsts((loc.prefix, loc.config.hsts) for loc in plan.locations)
+        # what the engine adds to the answers it makes itself (PortHandler)
+        self.engine_headers: tuple[tuple[str, str], ...] = (
+            (self._hsts,) if self._hsts is not None else ()
+        )
         locs = []
         for loc in plan.locations:
             folded = loc.pool_name.lower()
@@ -326,7 +337,9 @@ class PortApp:
             found = files.get(loc.prefix) if files else None
             stages = outgoing.get(loc.prefix, ()) if outgoing else ()
             own = admitted + (limits.get(loc.prefix, ()) if limits else ())
-            locs.append((loc.prefix, _Location(loc, loc.router, found, active / 1000, stages, own)))
+            located = _Location(loc, loc.router, found, active / 1000, stages, own)
+            located.hsts = hsts_of.get(loc.prefix)
+            locs.append((loc.prefix, located))
         self.locations: LocationTable[_Location] = LocationTable(locs)
         # raw targets under a location with static files: a bad separator there is 404
         self._static_prefixes = tuple(
@@ -685,13 +698,22 @@ class PortApp:
         rid: str,
         user: str,
     ) -> Reply:
-        """Stage 9: HEAD's empty body, the request's id, the usage figures, the access line
-        (``found``: the request's path resolved, None for a target refused as it is)."""
+        """Stage 9: HEAD's empty body, the request's id, the port's HSTS, the usage figures,
+        the access line (``found``: the request's path resolved, None for a target refused as it is)."""
         headers = reply.headers
         # the id on the answer, unless the application set one itself (a handler passing on
         # an upstream id its own way): most answers have their media type alone
-        if len(headers) == 1 or not _has_request_id(headers):
+        if len(headers) == 1 or not _has(headers, "x-request-id"):
             headers.append(("x-request-id", rid))
+        hsts = self._hsts
+        if hsts is not None:
+            # SPEC 10.2: every answer of the port (a 404 outside every location, a refusal
+            # before routing), unless the answer set its own
+            where = found.location if found is not None else None
+            if where is not None and where.hsts is not None:
+                hsts = where.hsts
+            if not _has(headers, HSTS):
+                headers.append(hsts)
         if req.method == "HEAD":
             # No content (RFC 9110 9.3.2), an error answer too, else a keep-alive client
             # reads the body as the start of the next response; the length GET would have

@@ -6,11 +6,14 @@ with a ``def`` ``OnSend`` (and a ``def`` ``OnError``) is ONE job of the pool (no
 hop); ``async def`` hooks run on the loop around it, and a ``def`` hook of an ``async def``
 handler is one pool job of its own. Routes of a pool without these hooks keep the bare call.
 
-- ``OnSend()`` runs in the request's context after the handler returned, before its result
-  is encoded; what it sets through the REST object (``setKeyHeaderResponse``,
-  ``setStatusCode``) is the answer's (a returned ``Response`` takes its status too). It
-  raises: the standard 500, logged; it does not run for an answer the handler did not give
-  (an exception, a timeout).
+- ``OnSend()`` runs in the request's context before each answer of the route's call is
+  encoded (SPEC 11.1: "each answer of the pool's application routes"): the handler's result,
+  the answer ``OnError`` builds, and the standard 500 of a handler that raised (without
+  ``OnError``, or when it gave nothing or failed); what it sets through the REST object
+  (``setKeyHeaderResponse``, ``setStatusCode``) is the answer's (a returned ``Response`` takes
+  its status too). It raises: the standard 500, logged, and it is not asked again. It does not
+  run for fwrest's own answers (an ``HTTPError``: a typed parameter's 400, ``ActiveTimeout``'s
+  503), which the call did not give.
 - ``OnError(exc)`` runs when the handler raises (``BaseException`` too, SPEC 7.1; never a
   cancellation, nor fwrest's own ``HTTPError``): the handler's traceback is logged as before
   (SPEC 3), then what the handler set on the REST object is dropped and ``OnError``'s result
@@ -18,6 +21,10 @@ handler is one pool job of its own. Routes of a pool without these hooks keep th
   other than 200); ``None`` with nothing given to ``setResponse``/``setFault`` keeps the
   standard 500 body. It raises, or returns what fwrest cannot send: the standard 500, both
   logged.
+
+A pool with ``OnSend`` answers a handler's failure inside the call (the standard 500 as a
+``Response``, so that ``OnSend`` can change it); a pool without it leaves the standard 500 to
+the pipeline, as a route without hooks does.
 
 Owns: those two compositions. Must not know: routing, the pipeline's stages.
 """
@@ -30,7 +37,7 @@ from typing import Any
 
 from fwrest import log
 from fwrest.context.request import RequestContext, Response, current
-from fwrest.errors import HTTPError, is_cancellation
+from fwrest.errors import HTTPError, error_body, is_cancellation
 from fwrest.server.failures import Failed, log_failure
 from fwrest.server.hooks import Hook
 
@@ -39,17 +46,9 @@ __all__ = ["compose"]
 Call = Callable[[Mapping[str, str]], Awaitable[Any]]
 Run = Callable[..., Awaitable[Any]]  # a pool's submit
 
+_JSON = "application/json"
 # what OnError may return (SPEC 9's results, streams aside)
 _SENDABLE = (dict, list, str, bytes, bytearray, memoryview, bool, int, float, Response)
-
-
-class _Recovered:
-    """OnError's answer coming back from a pool job: the loop's ``OnSend`` skips it."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
 
 
 # -- OnSend ----------------------------------------------------------------------------------
@@ -76,16 +75,6 @@ def _send_sync(hook: Hook, result: Any) -> Any:
     before = ctx.resp_status
     try:
         hook.func()
-    except BaseException as exc:
-        raise _failed(hook, ctx, exc) from None
-    return _after_send(result, ctx, before)
-
-
-async def _send_async(hook: Hook, result: Any) -> Any:
-    ctx = current.get()
-    before = ctx.resp_status
-    try:
-        await hook.func()
     except BaseException as exc:
         raise _failed(hook, ctx, exc) from None
     return _after_send(result, ctx, before)
@@ -132,47 +121,63 @@ def _error_answer(hook: Hook, result: Any, ctx: RequestContext) -> Any:
     return result
 
 
-def _recover_sync(hook: Hook, exc: BaseException) -> Any:
+def _standard_500(ctx: RequestContext) -> Response:
+    """The standard 500 as a result ``OnSend`` may change: a fresh answer (what the handler or
+    ``OnError`` set on the REST object is dropped), the standard body."""
+    ctx.resp_status = 500
+    ctx.resp_headers = None
+    ctx.resp_body = None
+    return Response(error_body(500), 500, media_type=_JSON)
+
+
+def _error_failed(hook: Hook, ctx: RequestContext, exc: BaseException, sending: bool) -> Any:
+    """``OnError`` raised ``exc`` (logged): the standard 500, for ``OnSend`` when there is
+    one (``sending``), else raised for the pipeline's."""
+    failed = _failed(hook, ctx, exc)
+    if not sending:
+        raise failed from None
+    return _standard_500(ctx)
+
+
+def _error_result(hook: Hook, result: Any, ctx: RequestContext, sending: bool) -> Any:
+    """``OnError``'s answer (:func:`_error_answer`); the standard 500 as there."""
+    try:
+        return _error_answer(hook, result, ctx)
+    except Failed:
+        if not sending:
+            raise
+        return _standard_500(ctx)
+
+
+def _recover_sync(hook: Hook | None, exc: BaseException, sending: bool) -> Any:
+    """The answer to the handler's failure ``exc``: ``OnError``'s (``hook``), or, for a pool
+    with ``OnSend`` (``sending``), the standard 500 for ``OnSend`` to see; else raised for
+    the pipeline's standard 500."""
     ctx = current.get()
+    if hook is None:
+        if not sending:
+            raise exc
+        log_failure(ctx.method, ctx.path, exc)
+        return _standard_500(ctx)
     _before_error(hook, exc, ctx)
     try:
         result = hook.func(exc)
     except BaseException as second:
-        raise _failed(hook, ctx, second) from None
-    return _error_answer(hook, result, ctx)
+        return _error_failed(hook, ctx, second, sending)
+    return _error_result(hook, result, ctx, sending)
 
 
-async def _recover_async(hook: Hook, exc: BaseException) -> Any:
+async def _recover_async(hook: Hook, exc: BaseException, sending: bool) -> Any:
     ctx = current.get()
     _before_error(hook, exc, ctx)
     try:
         result = await hook.func(exc)
     except BaseException as second:
-        raise _failed(hook, ctx, second) from None
-    return _error_answer(hook, result, ctx)
+        return _error_failed(hook, ctx, second, sending)
+    return _error_result(hook, result, ctx, sending)
 
 
 # -- the composition -------------------------------------------------------------------------
-
-
-def _then_send(first: Call, hook: Hook) -> Call:
-    """``first``, then an ``async def`` ``OnSend`` on the loop (what ``_send_async`` does,
-    inline: the shape an ``OnSend`` that sets a header usually has)."""
-    send = hook.func
-
-    async def call(params: Mapping[str, str]) -> Any:
-        result = await first(params)
-        if type(result) is _Recovered:
-            return result.value
-        ctx = current.get()
-        before = ctx.resp_status
-        try:
-            await send()
-        except BaseException as exc:
-            raise _failed(hook, ctx, exc) from None
-        return _after_send(result, ctx, before)
-
-    return call
 
 
 def compose(
@@ -192,19 +197,22 @@ def compose(
         send: the pool's ``OnSend``, if any.
         error: the pool's ``OnError``, if any.
     """
+    sending = send is not None
+    # a def handler's job runs its pool's def hooks too (no second thread hop); the rest run
+    # on the loop after it (a def hook there as a pool job of its own)
+    in_job = not func_is_async
+    job_send = send if in_job and send is not None and not send.is_async else None
+    job_error = error if in_job and error is not None and not error.is_async else None
+    # the job answers a failure itself with a def OnError, or, without OnError, with the
+    # standard 500 for a def OnSend; else it raises it to the loop
+    job_answers = job_error is not None or (error is None and job_send is not None)
+    first: Callable[[Mapping[str, str]], Awaitable[Any]]
     if func_is_async:
 
         def first(params: Mapping[str, str]) -> Awaitable[Any]:
             return func(**kwargs(params))  # type: ignore[no-any-return]
 
-        loop_send, loop_error = send, error
     else:
-        # the def hooks run in the handler's own job; the async ones on the loop after it
-        in_thread_send = send if send is not None and not send.is_async else None
-        in_thread_error = error if error is not None and not error.is_async else None
-        loop_send = send if send is not None and send.is_async else None
-        loop_error = error if error is not None and error.is_async else None
-        marked = loop_send is not None  # OnError's answer must not meet the loop's OnSend
 
         def job(kw: dict[str, str]) -> Any:
             try:
@@ -212,21 +220,26 @@ def compose(
             except HTTPError:
                 raise  # fwrest's own answer (a 503...), not the application's failure
             except BaseException as exc:
-                if in_thread_error is None:
-                    raise
-                value = _recover_sync(in_thread_error, exc)
-                return _Recovered(value) if marked else value
-            if in_thread_send is not None:
-                return _send_sync(in_thread_send, result)
+                if not job_answers:
+                    raise  # answered on the loop (an async OnError or OnSend)
+                result = _recover_sync(job_error, exc, sending)
+            if job_send is not None:
+                return _send_sync(job_send, result)
             return result
 
         def first(params: Mapping[str, str]) -> Awaitable[Any]:
             return submit(job, kwargs(params))
 
-    if loop_send is None and loop_error is None:
-        return first  # the pool job does it all
-    if loop_error is None and loop_send is not None and loop_send.is_async:
-        return _then_send(first, loop_send)  # the common shape, one coroutine less
+        if (send is None or job_send is not None) and (error is None or job_error is not None):
+            return first  # the pool job does it all
+
+    async def recovered(exc: BaseException) -> Any:
+        """The answer to a failure the job did not answer."""
+        if error is None:
+            return _recover_sync(None, exc, sending)  # no hook to run: on the loop
+        if error.is_async:
+            return await _recover_async(error, exc, sending)
+        return await submit(_recover_sync, error, exc, sending)
 
     async def call(params: Mapping[str, str]) -> Any:
         try:
@@ -234,17 +247,23 @@ def compose(
         except (HTTPError, Failed):
             raise  # fwrest's own answers, and a hook's failure already logged
         except BaseException as exc:
-            if loop_error is None or is_cancellation(exc):
+            if is_cancellation(exc):
                 raise
-            if loop_error.is_async:
-                return await _recover_async(loop_error, exc)
-            return await submit(_recover_sync, loop_error, exc)
-        if type(result) is _Recovered:
-            return result.value
-        if loop_send is None:
+            result = await recovered(exc)  # then OnSend, whoever it is
+        else:
+            if send is None or job_send is not None:
+                return result  # no OnSend, or the job ran it
+        if send is None:
             return result
-        if loop_send.is_async:
-            return await _send_async(loop_send, result)
-        return await submit(_send_sync, loop_send, result)
+        if not send.is_async:
+            return await submit(_send_sync, send, result)
+        # an async OnSend inline (the shape an OnSend that sets a header usually has)
+        ctx = current.get()
+        before = ctx.resp_status
+        try:
+            await send.func()
+        except BaseException as exc:
+            raise _failed(send, ctx, exc) from None
+        return _after_send(result, ctx, before)
 
     return call

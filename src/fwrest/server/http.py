@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -22,6 +23,7 @@ import httptools
 
 from fwrest import log
 from fwrest.config.model import ServerConfig
+from fwrest.context.request_id import carried_request_id, new_request_id
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.wire import (
     Keep,
@@ -30,7 +32,7 @@ from fwrest.wire import (
     Request,
     close_stream,
     encode_reply,
-    error_reply,
+    refusal,
 )
 
 __all__ = ["ConnectionSet", "HttpProtocol"]
@@ -347,23 +349,21 @@ class HttpProtocol(asyncio.Protocol):
         if self._phase is _IDLE and self._header_bytes == 0:
             self._close()  # nothing sent at all: just close
             return
-        log.server_log.info(
-            "client %s sent no complete headers within %d ms; closing",
-            self._client,
-            self.cfg.header_timeout_ms,
+        self._fail(
+            HTTPError(408, detailed="the request headers took too long", close=True),
+            f"client {self._client} sent no complete headers within "
+            f"{self.cfg.header_timeout_ms} ms; closing",
         )
-        self._fail(HTTPError(408, detailed="the request headers took too long", close=True))
 
     def _on_body_timeout(self) -> None:
         self._timer = None
         if self._busy:
             return
-        log.server_log.info(
-            "client %s sent no complete body within %d ms; closing",
-            self._client,
-            self.cfg.body_timeout_ms,
+        self._fail(
+            HTTPError(408, detailed="the request body took too long", close=True),
+            f"client {self._client} sent no complete body within "
+            f"{self.cfg.body_timeout_ms} ms; closing",
         )
-        self._fail(HTTPError(408, detailed="the request body took too long", close=True))
 
     def _on_keep_alive_timeout(self) -> None:
         self._timer = None
@@ -448,8 +448,8 @@ class HttpProtocol(asyncio.Protocol):
             elif isinstance(cause, HTTPError):
                 self._fail(cause)
             else:
-                log.server_log.error("connection from %s failed: %r", self._client, cause)
-                self._fail(HTTPError(400, close=True))
+                note = f"connection from {self._client} failed: {cause!r}"
+                self._fail(HTTPError(400, close=True), note, logging.ERROR)
             return False
         except httptools.HttpParserUpgrade as exc:
             # An upgrade we do not speak (h2c, websocket): the request is answered over
@@ -663,7 +663,7 @@ class HttpProtocol(asyncio.Protocol):
             if is_cancellation(exc):
                 raise
             log.server_log.exception("request admission failed")
-            reply = error_reply(HTTPError(500, close=True))
+            reply = self._refusal(HTTPError(500, close=True), head.headers)
         self._busy = False
         transport = self._transport
         if transport is None or transport.is_closing():
@@ -735,7 +735,7 @@ class HttpProtocol(asyncio.Protocol):
             if is_cancellation(exc):
                 raise
             log.server_log.exception("request pipeline failed")
-            reply = error_reply(HTTPError(500))
+            reply = self._refusal(HTTPError(500), request.headers)
         transport = self._transport
         if transport is None or transport.is_closing():
             self._busy = False
@@ -855,8 +855,15 @@ class HttpProtocol(asyncio.Protocol):
             else:
                 self._on_body_timeout()
 
-    def _fail(self, exc: HTTPError) -> None:
-        """Answer a protocol-level error and close."""
+    def _refusal(self, exc: HTTPError, headers: list[tuple[str, str]] | None) -> Reply:
+        """The engine's own answer: with the request's id (SPEC 13.4), the client's own when
+        ``headers`` (what was parsed of the head) carry an acceptable one, and the headers the
+        port puts on every answer (a TLS port's HSTS, SPEC 10.2)."""
+        return refusal(exc, _request_id(headers), self.app.engine_headers)
+
+    def _fail(self, exc: HTTPError, note: str = "", level: int = logging.INFO) -> None:
+        """Answer a protocol-level error and close; ``note``: why, for the server log (with
+        the access line, both carrying the refused request's id)."""
         self._keep_alive = False
         self._cancel_timer()
         transport = self._transport
@@ -866,20 +873,37 @@ class HttpProtocol(asyncio.Protocol):
             # pipelined requests read before this error are answered first, in order (they
             # may wait for the client to read: _next); this error's answer follows them
             # (see _serve), then the connection closes
+            if note:
+                log.server_log.log(level, "%s", note)
             if self._pending is None:
                 self._pending = exc
             transport.pause_reading()
             return
-        reply = error_reply(exc)
-        transport.write(encode_reply(reply, _CLOSE))
-        log.access_log.info(
-            "- - %d protocol error (%s) client=%s port=%s",
-            exc.status,
-            exc.detailed or exc.message,
-            self._client,
-            self.cfg.port,
-        )
+        # the head's fields read so far are this request's only while one is being read
+        # (between messages they are the previous request's)
+        phase = self._phase
+        rid = _request_id(self._headers if phase is _HEADERS or phase is _BODY else None)
+        transport.write(encode_reply(refusal(exc, rid, self.app.engine_headers), _CLOSE))
+        rid_token = log.request_id.set(rid)
+        try:
+            if note:
+                log.server_log.log(level, "%s", note)
+            log.access_log.info(
+                "- - %d protocol error (%s) client=%s port=%s",
+                exc.status,
+                exc.detailed or exc.message,
+                self._client,
+                self.cfg.port,
+            )
+        finally:
+            log.request_id.reset(rid_token)
         transport.close()
+
+
+def _request_id(headers: list[tuple[str, str]] | None) -> str:
+    """The id of a request the engine answers itself (SPEC 13.4): the client's acceptable one
+    among ``headers`` (what was parsed of its head; None: nothing of it), else a new one."""
+    return (carried_request_id(headers) if headers else None) or new_request_id()
 
 
 def _parser_detail(exc: Exception) -> str:

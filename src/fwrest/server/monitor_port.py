@@ -62,6 +62,7 @@ class MonitorPort:
     service = None
     token_service = None
     on_admin = None
+    engine_headers: tuple[tuple[str, str], ...] = ()  # no location: no HSTS (SPEC 10.2)
 
     def __init__(
         self,
