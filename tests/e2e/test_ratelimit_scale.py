@@ -103,7 +103,8 @@ def test_redis_stopped_fails_open_with_one_warning_or_closed_with_503(tmp_path: 
             served = [client.get("/rest/hello") for _ in range(20)]
             assert [a.status_code for a in served] == [200] * 20
             assert all(a.headers["ratelimit-policy"] == '"RL_OPEN";q=1000;w=60' for a in served)
-            assert all("ratelimit" not in a.headers for a in served)
+            # not counted: the whole quota (SPEC 13.7, both headers on every answer)
+            assert all(a.headers["ratelimit"] == '"RL_OPEN";r=1000;t=60' for a in served)
             closed = [client.get("/closed/hello") for _ in range(3)]
             assert [a.status_code for a in closed] == [503] * 3
             assert closed[0].json() == {
