@@ -499,7 +499,7 @@ def audit_events(port: LocalOAuth, event: str, found: Any) -> list[dict[str, Any
         assert time.monotonic() < deadline, f"no {event} event: {seen}"
         answer = port.get(f"/fw/rest/audit?event={event}", headers=headers)
         assert answer.status_code == 200, answer.text
-        seen = [e for e in answer.json()["events"] if found(e)]
+        seen = [e for e in answer.json() if found(e)]
         time.sleep(0.02)
     return seen
 

@@ -57,7 +57,7 @@ def _host(folder: Path, redis_url: str) -> Path:
 def _trail(host: ServerProcess, query: str) -> list[dict[str, Any]]:
     answer = httpx.get(f"{host.url()}/fw/rest/audit{query}", auth=ADA, timeout=10)
     assert answer.status_code == 200, answer.text
-    events: list[dict[str, Any]] = answer.json()["events"]
+    events: list[dict[str, Any]] = answer.json()
     return events
 
 

@@ -357,7 +357,7 @@ def test_no_secret_reaches_the_log_at_debug_level(
             while True:
                 trail = http.get(b + "/fw/rest/audit?limit=10000", auth=("basil", BASIC_PW))
                 assert trail.status_code == 200, trail.text
-                if wanted <= {e["event"] for e in trail.json()["events"]}:
+                if wanted <= {e["event"] for e in trail.json()}:
                     break
                 assert time.monotonic() < deadline, trail.text
                 time.sleep(0.05)
@@ -519,6 +519,10 @@ def test_the_redis_password_is_never_shown(tmp_path: Path) -> None:
         for name, keys in {
             "check env": store,
             "check url": {"StateStore": in_url},
+            # redis-py's query form (the usual one for unix:// sockets)
+            "check query": {
+                "StateStore": f"{redis.url}?username=canary&password={quote(REDIS_URL_PW, safe='')}"
+            },
             "serve wrong url": {"StateStore": in_url.replace("Cn4ry", "Wr0ng")},
         }.items():
             folder = tmp_path / name.replace(" ", "-")
@@ -545,6 +549,9 @@ def test_the_redis_password_is_never_shown(tmp_path: Path) -> None:
         outputs["check url"][0] == 0
         and "state store: redis://***@127.0.0.1" in outputs["check url"][1]
     )
+    assert (
+        outputs["check query"][0] == 0 and "username=***&password=***" in outputs["check query"][1]
+    ), outputs["check query"]
     wrong_start = outputs["serve wrong url"]
     assert (
         wrong_start[0] == 2

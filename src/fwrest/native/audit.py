@@ -134,6 +134,4 @@ async def audit_trail() -> Response:
         events = await service.audit.events(since, event, limit)
     except (StoreError, TimeoutError):
         raise store_unavailable() from None
-    return Response(
-        orjson.dumps({"events": events}), media_type="application/json", headers=_NO_STORE
-    )
+    return Response(orjson.dumps(events), media_type="application/json", headers=_NO_STORE)

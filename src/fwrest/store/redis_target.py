@@ -19,10 +19,11 @@ never shown: :func:`shown_url` is the only form of a URL fwrest writes anywhere.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 __all__ = [
     "REDIS_SCHEMES",
@@ -77,18 +78,33 @@ def split_userinfo(url: str) -> tuple[str, str, str]:
     return scheme, userinfo if at else "", (tail if at else head) + question + query
 
 
+_SECRET_QUERY = re.compile(r"(?i)([?&](?:password|username)=)[^&#]*")
+
+
 def shown_url(url: str) -> str:
-    """The URL as fwrest writes it: whatever precedes ``@`` (user and password) is ``***``."""
+    """The URL as fwrest writes it: whatever precedes ``@`` (user and password) is ``***``,
+    and so are the values of a ``password`` or ``username`` query parameter (redis-py's form
+    for ``unix://`` sockets).
+
+    >>> shown_url("unix:///run/redis.sock?db=2&password=s3cret")
+    'unix:///run/redis.sock?db=2&password=***'
+    """
     if "://" not in url:
         return url
     scheme, userinfo, rest = split_userinfo(url)
-    return f"{scheme}://{'***@' if userinfo or '@' in url.partition('?')[0] else ''}{rest}"
+    shown = f"{scheme}://{'***@' if userinfo or '@' in url.partition('?')[0] else ''}{rest}"
+    return _SECRET_QUERY.sub(r"\1***", shown)
 
 
 def url_password(url: str) -> str | None:
-    """The password a URL holds (``scheme://user:PASSWORD@...``), if any."""
+    """The password a URL holds (``scheme://user:PASSWORD@...``, or a ``password`` query
+    parameter), if any."""
     _user, colon, secret = split_userinfo(url)[1].partition(":")
-    return unquote(secret) if colon else None
+    if colon:
+        return unquote(secret)
+    query = parse_qs(url.partition("?")[2])
+    given = query.get("password") or [None]
+    return given[-1]
 
 
 def parse_sentinel_url(url: str) -> SentinelTarget:
