@@ -102,9 +102,8 @@ def url_password(url: str) -> str | None:
     _user, colon, secret = split_userinfo(url)[1].partition(":")
     if colon:
         return unquote(secret)
-    query = parse_qs(url.partition("?")[2])
-    given = query.get("password") or [None]
-    return given[-1]
+    given = parse_qs(url.partition("?")[2]).get("password")
+    return given[-1] if given else None
 
 
 def parse_sentinel_url(url: str) -> SentinelTarget:
