@@ -70,6 +70,10 @@ class TokenEndpoint(Protocol):
         """The port's JWK Set document; None on an HS256 port (nothing to publish)."""
         ...
 
+    async def current_jwks(self) -> bytes | None:
+        """:meth:`jwks` after a look at the key set (a key made elsewhere a moment ago)."""
+        ...
+
 
 class SettingsView(Protocol):
     """The run-time settings (``[GENERAL]``) of the service."""

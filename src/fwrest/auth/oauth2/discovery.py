@@ -163,7 +163,7 @@ class WellKnown:
 async def jwks_route() -> Response:
     """The port's public keys (RFC 7517 JWK Set); 404 on an HS256 port (SPEC 12.2)."""
     service = current.get().port.token_service
-    jwks = service.jwks() if service is not None else None
+    jwks = await service.current_jwks() if service is not None else None
     if jwks is None:
         raise HTTPError(404)
     return Response(jwks, 200, {"cache-control": JWKS_MAX_AGE}, "application/json")
