@@ -115,16 +115,6 @@ class GatedStore(MemoryStore):
         self._enter("failures")
         super().release_failure(key, window_s)
 
-    def hit_failures(
-        self, first: str, second: str, window_s: float
-    ) -> tuple[tuple[int, float], tuple[int, float]]:
-        self._enter("failures")
-        return super().hit_failures(first, second, window_s)
-
-    def release_failures(self, first: str, second: str, window_s: float) -> None:
-        self._enter("failures")
-        super().release_failures(first, second, window_s)
-
     def add_refresh(self, rec: RefreshRecord) -> None:
         if self.fail_add:
             raise StoreError("the store failed")

@@ -98,8 +98,6 @@ COVERED = {
     "hit_rate",
     "failures",
     "release_failure",
-    "hit_failures",
-    "release_failures",
     "clear_failures",
     "add_lock",
     "locks",
@@ -627,25 +625,6 @@ def test_a_failure_taken_back_leaves_the_window(store: StateStore) -> None:
     store.release_failure(key, WINDOW_S)  # its window has passed: nothing to take back
     assert store.failures(key, WINDOW_S) == (0, 0.0)
     assert store.hit_failure(key, WINDOW_S)[0] == 1
-
-
-def test_both_keys_of_an_attempt_are_counted_and_taken_back_in_one_call(store: StateStore) -> None:
-    # hit_failures / release_failures: hit_failure / release_failure of two keys at once (the
-    # throttle's user and address), each in its own window, never below zero
-    user, address = "tok|user:ada", "tok|ip:192.0.2.12"
-    store.hit_failure(user, WINDOW_S)
-    (n_user, w_user), (n_ip, w_ip) = store.hit_failures(user, address, WINDOW_S)
-    assert (n_user, n_ip) == (2, 1)
-    assert 0 < w_user <= WINDOW_S + EPS and WINDOW_S - 0.1 < w_ip <= WINDOW_S + EPS
-    assert store.failures(user, WINDOW_S)[0] == 2 and store.failures(address, WINDOW_S)[0] == 1
-    store.release_failures(user, address, WINDOW_S)
-    assert store.failures(user, WINDOW_S)[0] == 1
-    assert_none_counted(store, address, WINDOW_S)
-    store.release_failures(user, address, WINDOW_S)
-    store.release_failures(user, address, WINDOW_S)  # never below zero
-    assert_none_counted(store, user, WINDOW_S)
-    assert_none_counted(store, address, WINDOW_S)
-    assert store.hit_failures(user, address, WINDOW_S)[0][0] == 1  # a new window
 
 
 def test_simultaneous_attempts_and_take_backs_leave_the_failures(

@@ -572,10 +572,10 @@ class Throttle:
         where, window = self._where, self.window_s
         if where is _Where.STORE:
             (n_user, w_user), (n_ip, w_ip) = await self._strict(
-                run, self.store.hit_failures, user_key, ip_key, window
+                run, _both, self.store.hit_failure, user_key, ip_key, window
             )
         elif where is _Where.INLINE:
-            (n_user, w_user), (n_ip, w_ip) = self.store.hit_failures(user_key, ip_key, window)
+            (n_user, w_user), (n_ip, w_ip) = _both(self.store.hit_failure, user_key, ip_key, window)
         else:
             board = self.board
             assert board is not None
@@ -594,7 +594,7 @@ class Throttle:
         if self._settled_here(attempt):
             return
         self._in_background(
-            self.store.release_failures, attempt.user, attempt.address, self.window_s
+            _both, self.store.release_failure, attempt.user, attempt.address, self.window_s
         )
 
     async def failed(self, attempt: Attempt, run: StoreRun | None = None) -> None:
@@ -610,7 +610,7 @@ class Throttle:
             # the store's count (every host's) decides; the host's when the store is away
             try:
                 (n_user, w_user), (n_ip, w_ip) = await self._lenient(
-                    self.store.hit_failures, attempt.user, attempt.address, self.window_s
+                    _both, self.store.hit_failure, attempt.user, attempt.address, self.window_s
                 )
                 counts, remaining = (n_user, n_ip), (w_user, w_ip)
             except (StoreError, TimeoutError) as exc:
@@ -696,7 +696,8 @@ class Throttle:
         try:
             await self._strict(
                 run,
-                self.store.release_failures,
+                _both,
+                self.store.release_failure,
                 attempt.user,
                 attempt.address,
                 self.window_s,
@@ -709,7 +710,7 @@ class Throttle:
     def _release_here(self, attempt: Attempt) -> None:
         attempt.settled = True
         if self._where is _Where.INLINE:
-            self.store.release_failures(attempt.user, attempt.address, self.window_s)
+            _both(self.store.release_failure, attempt.user, attempt.address, self.window_s)
             return
         board = self.board
         assert board is not None

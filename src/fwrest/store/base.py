@@ -109,17 +109,6 @@ class FailureStore(StoreBase, Protocol):
         window at all."""
         ...
 
-    def hit_failures(
-        self, first: str, second: str, window_s: float
-    ) -> tuple[tuple[int, float], tuple[int, float]]:
-        """:meth:`hit_failure` of ``first`` and of ``second`` (an attempt's user and address)
-        in one call: one round trip, one transaction, one lock."""
-        ...
-
-    def release_failures(self, first: str, second: str, window_s: float) -> None:
-        """:meth:`release_failure` of ``first`` and of ``second`` in one call."""
-        ...
-
     def clear_failures(self, key: str) -> None: ...
 
     def add_lock(self, key: str, until: float) -> None:

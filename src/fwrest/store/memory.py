@@ -98,25 +98,15 @@ class MemoryStore:
     def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
         now = time.time()
         with self._lock:
-            return self._hit_failure(key, window_s, now)
-
-    def hit_failures(
-        self, first: str, second: str, window_s: float
-    ) -> tuple[tuple[int, float], tuple[int, float]]:
-        now = time.time()
-        with self._lock:
-            return self._hit_failure(first, window_s, now), self._hit_failure(second, window_s, now)
-
-    def _hit_failure(self, key: str, window_s: float, now: float) -> tuple[int, float]:
-        start, count = self._failures.get(key, (now, 0))
-        if now - start >= window_s:
-            start, count = now, 0
-        count += 1
-        self._failures[key] = (start, count)
-        if len(self._failures) > self._failures_swept:
-            self._failures = {k: v for k, v in self._failures.items() if now - v[0] < window_s}
-            self._failures_swept = max(_SWEEP_MIN, 2 * len(self._failures))
-        return count, start + window_s - now
+            start, count = self._failures.get(key, (now, 0))
+            if now - start >= window_s:
+                start, count = now, 0
+            count += 1
+            self._failures[key] = (start, count)
+            if len(self._failures) > self._failures_swept:
+                self._failures = {k: v for k, v in self._failures.items() if now - v[0] < window_s}
+                self._failures_swept = max(_SWEEP_MIN, 2 * len(self._failures))
+            return count, start + window_s - now
 
     def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
         now = time.time()
@@ -142,22 +132,13 @@ class MemoryStore:
     def release_failure(self, key: str, window_s: float) -> None:
         now = time.time()
         with self._lock:
-            self._release_failure(key, window_s, now)
-
-    def release_failures(self, first: str, second: str, window_s: float) -> None:
-        now = time.time()
-        with self._lock:
-            self._release_failure(first, window_s, now)
-            self._release_failure(second, window_s, now)
-
-    def _release_failure(self, key: str, window_s: float, now: float) -> None:
-        found = self._failures.get(key)
-        if found is None or now - found[0] >= window_s:
-            return
-        if found[1] <= 1:
-            del self._failures[key]
-        else:
-            self._failures[key] = (found[0], found[1] - 1)
+            found = self._failures.get(key)
+            if found is None or now - found[0] >= window_s:
+                return
+            if found[1] <= 1:
+                del self._failures[key]
+            else:
+                self._failures[key] = (found[0], found[1] - 1)
 
     def clear_failures(self, key: str) -> None:
         with self._lock:

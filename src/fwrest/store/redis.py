@@ -86,25 +86,6 @@ end
 redis.call('DECR', KEYS[1])
 return 0
 """
-# the two scripts above for each of the keys, in one round trip: the user's and the address's
-# counts of one attempt (the throttle's every password grant)
-_HIT_BOTH = """
-local out = {}
-for i, key in ipairs(KEYS) do
-  local n = redis.call('INCR', key)
-  if n == 1 then redis.call('PEXPIRE', key, ARGV[1]) end
-  out[2 * i - 1] = n
-  out[2 * i] = redis.call('PTTL', key)
-end
-return out
-"""
-_RELEASE_BOTH = """
-for _, key in ipairs(KEYS) do
-  local n = tonumber(redis.call('GET', key) or '0')
-  if n == 1 then redis.call('DEL', key) elseif n > 1 then redis.call('DECR', key) end
-end
-return 0
-"""
 
 
 def _families_key(subject: str) -> str:
@@ -174,8 +155,6 @@ class RedisStore:
         self._restore = self._r.register_script(_RESTORE)
         self._hit = self._r.register_script(_HIT)
         self._release = self._r.register_script(_RELEASE)
-        self._hit_both = self._r.register_script(_HIT_BOTH)
-        self._release_both = self._r.register_script(_RELEASE_BOTH)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -315,16 +294,6 @@ class RedisStore:
     def release_failure(self, key: str, window_s: float) -> None:
         # a count whose window has passed has expired with its key: nothing to take back
         self._call(self._release, keys=[f"{_P}fail:{key}"])
-
-    def hit_failures(
-        self, first: str, second: str, window_s: float
-    ) -> tuple[tuple[int, float], tuple[int, float]]:
-        keys = [f"{_P}fail:{first}", f"{_P}fail:{second}"]
-        n1, t1, n2, t2 = self._call(self._hit_both, keys=keys, args=[int(window_s * 1000)])
-        return (int(n1), max(int(t1), 0) / 1000), (int(n2), max(int(t2), 0) / 1000)
-
-    def release_failures(self, first: str, second: str, window_s: float) -> None:
-        self._call(self._release_both, keys=[f"{_P}fail:{first}", f"{_P}fail:{second}"])
 
     def clear_failures(self, key: str) -> None:
         self._call(self._r.delete, f"{_P}fail:{key}")

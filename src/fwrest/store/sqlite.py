@@ -200,14 +200,15 @@ class SqliteStore:
     def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
         now = time.time()
         with self._tx() as db:
-            return _hit_failure(db, key, window_s, now)
-
-    def hit_failures(
-        self, first: str, second: str, window_s: float
-    ) -> tuple[tuple[int, float], tuple[int, float]]:
-        now = time.time()
-        with self._tx() as db:
-            return _hit_failure(db, first, window_s, now), _hit_failure(db, second, window_s, now)
+            row = db.execute("SELECT start, count FROM failures WHERE key = ?", (key,)).fetchone()
+            start, count = (now, 0) if row is None or now - row[0] >= window_s else row
+            if count == 0:
+                # a new window: forget the ended ones (by the index; a failure is the slow
+                # path anyway), so that names or addresses that failed once do not pile up
+                db.execute("DELETE FROM failures WHERE start <= ?", (now - window_s,))
+            count += 1
+            db.execute("INSERT OR REPLACE INTO failures VALUES (?, ?, ?)", (key, start, count))
+        return count, start + window_s - now
 
     def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
         now = time.time()
@@ -240,13 +241,11 @@ class SqliteStore:
     def release_failure(self, key: str, window_s: float) -> None:
         now = time.time()
         with self._tx() as db:
-            _release_failure(db, key, window_s, now)
-
-    def release_failures(self, first: str, second: str, window_s: float) -> None:
-        now = time.time()
-        with self._tx() as db:
-            _release_failure(db, first, window_s, now)
-            _release_failure(db, second, window_s, now)
+            db.execute(
+                "UPDATE failures SET count = count - 1 WHERE key = ? AND count > 0 AND start > ?",
+                (key, now - window_s),
+            )
+            db.execute("DELETE FROM failures WHERE key = ? AND count <= 0", (key,))
 
     def clear_failures(self, key: str) -> None:
         with self._tx() as db:
@@ -355,27 +354,3 @@ class SqliteStore:
         if conn is not None and getattr(self._local, "pid", None) == os.getpid():
             conn.close()
         self._local = threading.local()
-
-
-def _hit_failure(
-    db: sqlite3.Connection, key: str, window_s: float, now: float
-) -> tuple[int, float]:
-    """One failure of ``key`` counted in the transaction ``db``."""
-    row = db.execute("SELECT start, count FROM failures WHERE key = ?", (key,)).fetchone()
-    start, count = (now, 0) if row is None or now - row[0] >= window_s else row
-    if count == 0:
-        # a new window: forget the ended ones (by the index; a failure is the slow
-        # path anyway), so that names or addresses that failed once do not pile up
-        db.execute("DELETE FROM failures WHERE start <= ?", (now - window_s,))
-    count += 1
-    db.execute("INSERT OR REPLACE INTO failures VALUES (?, ?, ?)", (key, start, count))
-    return count, start + window_s - now
-
-
-def _release_failure(db: sqlite3.Connection, key: str, window_s: float, now: float) -> None:
-    """One failure of ``key`` taken back in the transaction ``db``."""
-    db.execute(
-        "UPDATE failures SET count = count - 1 WHERE key = ? AND count > 0 AND start > ?",
-        (key, now - window_s),
-    )
-    db.execute("DELETE FROM failures WHERE key = ? AND count <= 0", (key,))
