@@ -126,7 +126,7 @@ def test_one_worker_holds_ten_thousand_idle_connections_and_closes_them_on_time(
     soft, hard = raise_file_limit(wanted)
     try:
         if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < wanted:
-            pytest.skip(f"the file limit cannot be raised to {wanted} (hard limit {hard})")
+            pytest.fail(f"the file limit cannot be raised to {wanted} (hard limit {hard})")
         deadlines = {"KeepAliveTimeout": KEEP_ALIVE_S * 1000, "HeaderTimeout": HEADER_S * 1000}
         server = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
         config = free_config(
