@@ -4,7 +4,7 @@
   read from its ``fwrest: serving URL [SECTION]`` line);
 * the ceiling: ``python -m bench.apps.ceiling`` (port 0; ``ceiling: serving URL``);
 * the peers: ``uvicorn --factory ... --http httptools --loop uvloop --no-access-log`` on a
-  free port picked here;
+  free port picked here, or ``granian --interface asgi|rsgi --factory ...`` likewise;
 * nginx (case 11): Debian's binary in the foreground on a free port, serving files.
 
 Every wait has a deadline; every process started here is stopped here, by its own pid.
@@ -360,15 +360,18 @@ def start_granian(
     certs: tuple[Path, Path] | None = None,
     workers: int = 1,
     cpus: str | None = "0",
+    interface: str = "asgi",
 ) -> Running:
-    """The same ASGI app on granian (Rust HTTP, one runtime thread, uvloop)."""
+    """An app on granian (Rust HTTP, one runtime thread, uvloop, HTTP/1 only): the same ASGI
+    app as uvicorn's (``interface="asgi"``) or an app on granian's own protocol
+    (``interface="rsgi"``)."""
     port = free_port()
     cmd = [
         PYTHON,
         "-m",
         "granian",
         "--interface",
-        "asgi",
+        interface,
         "--factory",
         "--host",
         "127.0.0.1",
