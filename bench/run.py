@@ -1,5 +1,6 @@
 """The side-by-side benchmark of issue 8: fwrest, the bare ceiling on fwrest's own engine, and
-the peers (raw ASGI, Starlette, FastAPI on uvicorn with httptools + uvloop), in one run.
+the peers (raw ASGI, Starlette, FastAPI on uvicorn with httptools + uvloop; the raw ASGI app
+and a raw RSGI app on granian), in one run.
 
     python -m bench.run                 # every case; writes bench/results.{md,json,png}
     python -m bench.run --quick         # 1 run of 1 s per server: a smoke test
@@ -254,11 +255,14 @@ def uvicorn(
 
 
 def granian(
-    scratch: Scratch, factory: str, *, tls: bool = False
+    scratch: Scratch, factory: str, *, tls: bool = False, interface: str = "asgi"
 ) -> Callable[[Path], servers.Running]:
     def start(folder: Path) -> servers.Running:
         return servers.start_granian(
-            folder, f"bench.apps.{factory}", certs=scratch.certs if tls else None
+            folder,
+            f"bench.apps.{factory}",
+            certs=scratch.certs if tls else None,
+            interface=interface,
         )
 
     return start
@@ -266,6 +270,8 @@ def granian(
 
 # -- the cases ----------------------------------------------------------------------------------
 GRAN = "granian raw ASGI"
+RSGI = "granian RSGI hello"
+RSGI_BASIC = "granian RSGI (Basic inline)"
 FW, CEIL, ASGI, STAR, FAPI = (
     "fwrest",
     "ceiling (fwrest engine)",
@@ -282,13 +288,16 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "1",
             "open JSON endpoint",
             'GET /rest/hello answering `{"message": "Hello, world!"}` from an async handler. '
-            "Its target sits within a few per cent of the host's noise, so this case (and "
+            "The raw app runs on uvicorn and on granian (ASGI); granian's RSGI hello answers "
+            "the same bytes on granian's own protocol (`proto.response_bytes`), no ASGI "
+            "messages. The case's target sits within a few per cent of the host's noise, so this case (and "
             "case 2) takes 7 runs of 2 s per server, in turns.",
             [
                 Target(FW, "fwrest", fw(sc)),
                 Target(CEIL, "ceiling", ceiling(sc, "open")),
                 Target(ASGI, "peer", uvicorn(sc, "asgi_raw:open_app")),
                 Target(GRAN, "peer", granian(sc, "asgi_raw:open_app")),
+                Target(RSGI, "peer", granian(sc, "rsgi_raw:open_app", interface="rsgi")),
                 Target(STAR, "peer", uvicorn(sc, "starlette_app:open_app")),
                 Target(FAPI, "peer", uvicorn(sc, "fastapi_app:open_app")),
             ],
@@ -297,6 +306,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 ("fwrest / FastAPI", FW, FAPI, 3.0),
                 ("fwrest / Starlette", FW, STAR, None),
                 ("fwrest / uvicorn raw ASGI", FW, ASGI, None),
+                ("fwrest / granian RSGI", FW, RSGI, None),
                 ("ceiling / uvicorn raw ASGI (engine vs engine)", CEIL, ASGI, None),
                 ("ceiling / granian raw ASGI (engine vs engine)", CEIL, GRAN, None),
             ],
@@ -313,7 +323,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "Basic-protected JSON endpoint",
             "The same endpoint behind HTTP Basic with a trivial validator (constant-time compare "
             "of one user and password), checked on the event loop as the peers do: fwrest with "
-            "an `async def` OnAuth, the ceiling inline, Starlette with "
+            "an `async def` OnAuth, the ceiling and granian's RSGI app inline, Starlette with "
             "`AuthenticationMiddleware` + `@requires`, FastAPI with an `HTTPBasic` dependency "
             "(an `async def`). The extra rows run the check as a `def`: fwrest's OnAuth (as in "
             "examples/app/auth.py) in the port's thread pool, FastAPI's dependency in its "
@@ -327,6 +337,12 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 Target(fw_argon2, "fwrest", fw(sc, fw_data=BASIC_FW_ARGON2), auth="basic"),
                 Target(CEIL, "ceiling", ceiling(sc, "basic"), auth="basic"),
                 Target(ASGI, "peer", uvicorn(sc, "asgi_raw:basic_app"), auth="basic"),
+                Target(
+                    RSGI_BASIC,
+                    "peer",
+                    granian(sc, "rsgi_raw:basic_app", interface="rsgi"),
+                    auth="basic",
+                ),
                 Target(STAR, "peer", uvicorn(sc, "starlette_app:basic_app"), auth="basic"),
                 Target(FAPI, "peer", uvicorn(sc, "fastapi_app:basic_app"), auth="basic"),
                 Target(fapi_def, "peer", uvicorn(sc, "fastapi_app:basic_sync_app"), auth="basic"),
@@ -337,6 +353,8 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 ("fwrest (def OnAuth) / FastAPI (def dependency)", fw_def, fapi_def, 3.0),
                 ("fwrest (def OnAuth) / ceiling", fw_def, CEIL, None),
                 (f"{fw_argon2} / {fw_def}", fw_argon2, fw_def, 0.9),
+                (f"{fw_def} / granian RSGI", fw_def, RSGI_BASIC, 0.8),
+                ("fwrest / granian RSGI", FW, RSGI_BASIC, None),
             ],
             runs=7,
             duration_s=2.0,
@@ -1369,6 +1387,7 @@ def meta(s: Settings, note: str) -> dict[str, Any]:
             "Python": platform.python_version(),
             "fwrest": _version("fwrest"),
             "uvicorn": _version("uvicorn"),
+            "granian": _version("granian"),
             "starlette": _version("starlette"),
             "fastapi": _version("fastapi"),
             "httptools": _version("httptools"),
