@@ -1,18 +1,21 @@
 """Every kind of server the bench starts answers its check request as the runs send it: the
-ceiling (fwrest's engine behind a bare PortHandler), nginx (case 11) and fwrest with SPEC 10's
-location features (cases 10 and 11). A server that fails its check is a FAILED row in the
+ceiling (fwrest's engine behind a bare PortHandler), nginx (case 11), granian's RSGI apps
+(cases 1 and 2) and fwrest with SPEC 10's location features (cases 10 and 11). A server that fails its check is a FAILED row in the
 results, so this is what keeps ``make bench`` from printing a table of failures. Needs wrk and
 Debian's nginx (``.ci/run`` installs both).
 """
 
 from __future__ import annotations
 
+import http.client
 from pathlib import Path
 
+import orjson
 import pytest
 
+from bench import servers
 from bench.apps import common
-from bench.run import Scratch, Settings, Target, ceiling, fw, measure_throughput, nginx
+from bench.run import Scratch, Settings, Target, ceiling, fw, granian, measure_throughput, nginx
 
 GZ = {"Accept-Encoding": "gzip"}
 
@@ -30,6 +33,9 @@ def test_ceiling_nginx_and_a_featured_fwrest_answer_their_checks(tmp_path: Path)
                expect="gzip", expect_key="items"),
         Target("fw file", "fwrest", fw(sc, features=True), path=file_path, expect="static"),
         Target("nginx file", "peer", nginx(sc), path=file_path, expect="static"),
+        Target("rsgi", "peer", granian(sc, "rsgi_raw:open_app", interface="rsgi")),
+        Target("rsgi basic", "peer", granian(sc, "rsgi_raw:basic_app", interface="rsgi"),
+               auth="basic"),
     ]  # fmt: skip
     rows, _ = measure_throughput(targets, s, sc)
     failed = {row["server"]: row["error"] for row in rows if row.get("error")}
@@ -46,3 +52,30 @@ def test_a_check_that_does_not_hold_fails_the_row(tmp_path: Path, wrong: str) ->
     # the hello answer is neither gzip nor case 11's file
     rows, _ = measure_throughput([Target("plain", "fwrest", fw(sc), expect=wrong)], s, sc)
     assert "check request got 200" in rows[0]["error"]
+
+
+def test_the_rsgi_apps_answer_the_raw_asgi_apps_bytes(tmp_path: Path) -> None:
+    """The RSGI rows compare with the raw ASGI rows only if they answer the same bytes with the
+    same content type; the Basic app refuses a request without the credentials."""
+    hello = orjson.dumps(common.hello())
+    for job, answers in [
+        ("open", [({}, 200, hello)]),
+        ("basic", [({}, 401, b'{"error":"unauthorized"}'),
+                   ({"Authorization": common.BASIC_HEADER}, 200, hello)]),
+    ]:  # fmt: skip
+        running = servers.start_granian(
+            tmp_path / job, f"bench.apps.rsgi_raw:{job}_app", interface="rsgi", cpus=None
+        )
+        try:
+            for headers, status, body in answers:
+                host, port = running.base_url.removeprefix("http://").split(":")
+                conn = http.client.HTTPConnection(host, int(port), timeout=10)
+                try:
+                    conn.request("GET", "/rest/hello", headers=headers)
+                    resp = conn.getresponse()
+                    got = (resp.status, resp.getheader("content-type"), resp.read())
+                finally:
+                    conn.close()
+                assert got == (status, "application/json", body), (job, headers)
+        finally:
+            running.stop()
