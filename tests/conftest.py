@@ -29,7 +29,7 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +212,10 @@ class ServerProcess:
         workers: int = 1,
         env: dict[str, str] | None = None,
         args: tuple[str, ...] = (),
+        command: Sequence[str] = FWREST,
     ):
+        """``command``: how ``fwrest`` is run (another environment's, e.g. an installed
+        wheel's)."""
         self.config = config
         self.stderr_path = config.parent / "stderr.log"
         self.stdout_lines: list[str] = []
@@ -221,7 +224,7 @@ class ServerProcess:
         self.pid = 0
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
-            [*FWREST, "serve", str(config), "--workers", str(workers), *args],
+            [*command, "serve", str(config), "--workers", str(workers), *args],
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             cwd=config.parent,

@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from email.utils import formatdate
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from fwrest.errors import STATUS_PHRASES, HTTPError
 
@@ -154,8 +154,8 @@ class _DateLine:
     """The ``date`` header line, formatted once a second, with the ``nosniff`` line that every
     answer carries too."""
 
-    second = 0
-    line = b""
+    second: ClassVar[int] = 0
+    line: ClassVar[bytes] = b""
 
     @classmethod
     def get(cls) -> bytes:

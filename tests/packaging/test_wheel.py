@@ -1,7 +1,11 @@
-"""fwrest builds as an sdist and a wheel that install into a clean environment (issue 10)."""
+"""fwrest builds as an sdist and a wheel that install into a clean environment (issue 10); the
+wheel's request path is compiled with mypyc where a C compiler is found, and is pure Python
+where none is (issue 24, setup.py)."""
 
 from __future__ import annotations
 
+import ast
+import os
 import subprocess
 import sys
 import tarfile
@@ -11,9 +15,10 @@ from email.parser import Parser
 from importlib.metadata import version
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import APP_SOURCE, ROOT, ServerProcess, free_config
 
 
 @pytest.fixture(scope="module")
@@ -59,21 +64,61 @@ def test_sdist_holds_the_sources(dist: Path) -> None:
     assert any(n.endswith("pyproject.toml") for n in names)
 
 
-def test_wheel_installs_into_a_clean_venv_with_a_working_command(
-    dist: Path, tmp_path: Path
-) -> None:
-    env_dir = tmp_path / "venv"
+def _compiled_modules() -> list[str]:
+    """setup.py's ``COMPILED``, as module names (read from its source: importing setup.py would
+    run the build)."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    paths = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "COMPILED" for t in node.targets)
+    )
+    return [p.removeprefix("src/").removesuffix(".py").replace("/", ".") for p in paths]
+
+
+def test_the_wheel_holds_each_compiled_module_beside_its_source(dist: Path) -> None:
+    with zipfile.ZipFile(_wheel(dist)) as whl:
+        names = whl.namelist()
+    modules = _compiled_modules()
+    assert "fwrest.server.http" in modules
+    for module in modules:
+        stem = module.replace(".", "/")
+        assert any(n.startswith(f"{stem}.cpython-") and n.endswith(".so") for n in names), module
+        assert f"{stem}.py" in names, module  # the source stays: the fallback, and tracebacks
+    assert not _wheel(dist).name.endswith("-none-any.whl")  # a platform wheel
+
+
+# the installed environment's own fwrest, not the one of this checkout's PYTHONPATH
+_CLEAN = {**os.environ, "PYTHONPATH": ""}
+
+
+@pytest.fixture(scope="module")
+def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clean virtual environment with the wheel installed: its ``bin`` folder."""
+    env_dir = tmp_path_factory.mktemp("venv")
     venv.EnvBuilder(with_pip=True).create(env_dir)
-    py = env_dir / "bin" / "python"
     install = subprocess.run(
-        [str(py), "-m", "pip", "install", "--quiet", str(_wheel(dist))],
+        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", str(_wheel(dist))],
         capture_output=True,
         text=True,
         timeout=600,
+        env=_CLEAN,
     )
     assert install.returncode == 0, install.stderr[-3000:]
+    return env_dir / "bin"
+
+
+def test_wheel_installs_into_a_clean_venv_with_a_working_command(
+    installed: Path, tmp_path: Path
+) -> None:
+    py = installed / "python"
     done = subprocess.run(
-        [str(env_dir / "bin" / "fwrest"), "--version"], capture_output=True, text=True, timeout=60
+        [str(installed / "fwrest"), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_CLEAN,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"fwrest {version('fwrest')}"
@@ -83,7 +128,94 @@ def test_wheel_installs_into_a_clean_venv_with_a_working_command(
         text=True,
         timeout=60,
         cwd=tmp_path,
+        env=_CLEAN,
     )
     assert api.returncode == 0, api.stderr
     assert "start" in api.stdout.split(",")
     assert "rest" in api.stdout.split(",")
+
+
+_CHECK = """
+def check(user, password):
+    if user == "raise":
+        raise ValueError("cannot check the password of " + user)
+    return (user, password) == ("ada", "pw-ada")
+"""
+
+
+def test_the_installed_compiled_build_serves_and_logs_the_applications_tracebacks(
+    installed: Path, tmp_path: Path
+) -> None:
+    """The compiled modules are the ones loaded, and the request path works through them:
+    an open port and a Basic port with a ``def`` OnAuth; a handler's and OnAuth's exceptions
+    in a thread keep their own frames in the log (``rest_error_full=1``), which the compiled
+    coroutines lose unless they await a thread through ``fwrest.auth.blocking.settled``."""
+    py = installed / "python"
+    modules = _compiled_modules()
+    where = subprocess.run(
+        [
+            str(py),
+            "-c",
+            f"import importlib; [print(importlib.import_module(m).__file__) for m in {modules!r}]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=_CLEAN,
+    )
+    assert where.returncode == 0, where.stderr
+    files = where.stdout.split()
+    assert len(files) == len(modules) and all(f.endswith(".so") for f in files), files
+    config = free_config(
+        tmp_path,
+        app=APP_SOURCE + _CHECK,
+        general={"rest_error_full": 1},
+        servers={
+            "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+            "HTTP_BASIC": {
+                "HostName": "127.0.0.1",
+                "Port": 0,
+                "Locations": "ROOT",
+                "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "check"}},
+            },
+        },
+    )
+    server = ServerProcess(config, env={"PYTHONPATH": ""}, command=[str(py), "-m", "fwrest"])
+    server.wait_ready()
+    try:
+        open_url, basic_url = server.url("HTTP_REST"), server.url("HTTP_BASIC")
+        assert httpx.get(f"{open_url}/items/5").json() == {"id": "5"}
+        echoed = httpx.post(f"{open_url}/echo", content=b"compiled")
+        assert echoed.status_code == 200 and b"compiled" in echoed.content
+        assert httpx.get(f"{open_url}/nowhere").status_code == 404
+        assert httpx.get(f"{basic_url}/items/7", auth=("ada", "pw-ada")).status_code == 200
+        assert httpx.get(f"{basic_url}/items/7").status_code == 401
+        assert httpx.get(f"{basic_url}/items/7", auth=("ada", "wrong")).status_code == 403
+        assert httpx.get(f"{basic_url}/items/7", auth=("raise", "x")).status_code == 500
+        assert httpx.get(f"{open_url}/boom").status_code == 500
+        text = server.wait_log('raise RuntimeError("kaboom-secret-detail")')
+        text = server.wait_log('raise ValueError("cannot check the password of " + user)')
+        assert "Traceback (most recent call last)" in text
+    finally:
+        server.stop()
+
+
+def test_without_a_c_compiler_the_build_is_pure_python(tmp_path: Path) -> None:
+    """The fallback of a platform without a compiler: the same wheel, pure Python, and a
+    warning that says so."""
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "CC": str(tmp_path / "no-such-compiler")},
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "no C compiler found: building pure Python" in done.stdout + done.stderr
+    wheel = _wheel(tmp_path)
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    with zipfile.ZipFile(wheel) as whl:
+        names = whl.namelist()
+    assert not [n for n in names if n.endswith(".so")]
+    assert "fwrest/server/http.py" in names

@@ -13,7 +13,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from fwrest import log
-from fwrest.auth.blocking import Pool, off_loop
+from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.settings import AuthSettings
 from fwrest.auth.throttle import Throttle
 from fwrest.context.request import current
@@ -281,7 +281,7 @@ class BasicGuard:
             if self._is_async:
                 verdict = await self._func(user, password)
             else:
-                verdict = await off_loop(self.pool, self._func, user, password)
+                verdict = await settled(off_loop(self.pool, self._func, user, password))
         except HTTPError:
             if throttle is not None and attempt is not None:
                 throttle.abandon(attempt)

@@ -7,10 +7,11 @@ in asyncio's default executor (``fwrest.start()`` without a worker pool, tests).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Pool", "off_loop"]
+__all__ = ["Pool", "off_loop", "settled"]
 
 T = TypeVar("T")
 
@@ -27,3 +28,27 @@ def off_loop(pool: Pool | None, fn: Callable[..., T], *args: Any) -> Awaitable[T
     if pool is not None:
         return pool.submit(fn, *args)
     return asyncio.to_thread(fn, *args)
+
+
+async def settled(job: Awaitable[T]) -> T:
+    """``job``'s result, its exception raised here, in a Python frame, with the traceback it
+    was raised with (the frames of the thread that ran the application's function, which
+    ``rest_error_full=1`` logs). Awaited directly, a thread's failed future reaches the
+    coroutines above it through ``throw``, and the compiled build's coroutines (mypyc) drop
+    the exception's traceback there; so they await a thread's result through this, which only
+    ever waits for the future to end. This module is never compiled."""
+    job = asyncio.ensure_future(job)
+    if not job.done():
+        ended = job.get_loop().create_future()
+        job.add_done_callback(functools.partial(_wake, ended))
+        try:
+            await ended
+        except asyncio.CancelledError:
+            job.cancel()  # the request was cancelled: so is the wait for its thread
+            raise
+    return job.result()
+
+
+def _wake(ended: asyncio.Future[None], _job: asyncio.Future[Any]) -> None:
+    if not ended.done():  # cancelled with its request
+        ended.set_result(None)

@@ -8,7 +8,6 @@ in the same way).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
@@ -20,26 +19,39 @@ T = TypeVar("T")
 _NO_PARAMS: Mapping[str, str] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
+# Plain classes rather than dataclasses: the compiled build (mypyc) cannot make a generic
+# dataclass.
 class Match(Generic[T]):
-    payload: T
-    params: Mapping[str, str]  # read-only (a static route's Match is shared by requests)
-    pattern: str  # the route's path, e.g. "/users/:id"
+    """A route found for a request: its payload, its path parameters, its pattern."""
+
+    __slots__ = ("params", "pattern", "payload")
+
+    def __init__(self, payload: T, params: Mapping[str, str], pattern: str) -> None:
+        self.payload = payload
+        self.params = params  # read-only (a static route's Match is shared by requests)
+        self.pattern = pattern  # the route's path, e.g. "/users/:id"
+
+    def __repr__(self) -> str:
+        return f"Match({self.payload!r}, {dict(self.params)!r}, {self.pattern!r})"
 
 
-@dataclass(slots=True)
 class _Route(Generic[T]):
-    pattern: str
-    names: tuple[str, ...]
-    payload: T
-    match: Match[T] | None = None  # built once for a static route
+    __slots__ = ("match", "names", "pattern", "payload")
+
+    def __init__(self, pattern: str, names: tuple[str, ...], payload: T) -> None:
+        self.pattern = pattern
+        self.names = names
+        self.payload = payload
+        self.match: Match[T] | None = None  # built once for a static route
 
 
-@dataclass(slots=True)
 class _Node(Generic[T]):
-    static: dict[str, _Node[T]] = field(default_factory=dict)
-    param: _Node[T] | None = None
-    methods: dict[str, _Route[T]] | None = None
+    __slots__ = ("methods", "param", "static")
+
+    def __init__(self) -> None:
+        self.static: dict[str, _Node[T]] = {}
+        self.param: _Node[T] | None = None
+        self.methods: dict[str, _Route[T]] | None = None
 
 
 class Router(Generic[T]):

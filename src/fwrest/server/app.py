@@ -68,6 +68,7 @@ from fwrest.server.hooks import NO_HOOKS, PoolHooks
 from fwrest.server.hosts import HostCheck, own_authority
 from fwrest.server.pool import ThreadPool
 from fwrest.server.state import tunables
+from fwrest.server.streams import prepend, timed
 from fwrest.server.usage import UNMATCHED, UsageTable
 from fwrest.wire import Reply, Request, close_stream, error_reply
 
@@ -212,18 +213,6 @@ def bounder(active_s: float, pool_name: str) -> Callable[[Awaitable[Any]], Await
 def _has(headers: list[tuple[str, str]], name: str) -> bool:
     """Whether ``headers`` have a field ``name`` (lower case)."""
     return any(own.lower() == name for own, _ in headers)
-
-
-async def _prepend(first: bytes | None, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """A stream whose first piece was read ahead."""
-    try:
-        if first is None:
-            return
-        yield first
-        async for piece in rest:
-            yield piece
-    finally:
-        await close_stream(rest)
 
 
 _closing: set[asyncio.Task[None]] = set()
@@ -621,17 +610,6 @@ class PortApp:
         finally:
             log.request_id.reset(rid_token)
 
-    async def _timed(
-        self, stream: AsyncIterator[bytes], route_key: UsageKey, started: int
-    ) -> AsyncIterator[bytes]:
-        """``stream``, its request's usage figures recorded when it ends."""
-        try:
-            async for piece in stream:
-                yield piece
-        finally:
-            await close_stream(stream)
-            self.usage.record(route_key, (time.perf_counter_ns() - started) // 1000)
-
     async def _first_piece(self, reply: Reply, loc: _Location, method: str, path: str) -> Reply:
         """``ActiveTimeout`` bounds the time to a stream's first piece (SPEC 10.5): it is
         awaited before the head is sent, so that a stream that gives nothing in time is a 503,
@@ -655,7 +633,7 @@ class PortApp:
         except Exception as exc:
             await close_stream(stream)
             return self._bad_result(method, path, exc)
-        reply.stream = _prepend(first, stream)
+        reply.stream = prepend(first, stream)
         return reply
 
     async def _admit(
@@ -731,7 +709,7 @@ class PortApp:
         duration_us = (ended - started) // 1000
         if reply.stream is not None:
             # a stream's time counts until its last piece is written (SPEC 10.5)
-            reply.stream = self._timed(reply.stream, route_key, started)
+            reply.stream = timed(reply.stream, self.usage, route_key, started)
         else:
             self.usage.record(route_key, duration_us)
         access = log.access_log

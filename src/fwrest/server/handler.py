@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from fwrest.auth.blocking import settled
 from fwrest.context.charsets import UTF8, Charset
 from fwrest.context.chunks import ChunkedAnswer
 from fwrest.context.events import EventStream
@@ -180,11 +181,11 @@ def bind(
     elif handler.takes_params:
 
         def call(params: Mapping[str, str]) -> Awaitable[Any]:
-            return submit(func, **kwargs(params))
+            return settled(submit(func, **kwargs(params)))
     else:
 
         def call(params: Mapping[str, str]) -> Awaitable[Any]:
-            return submit(func)
+            return settled(submit(func))
 
     if bounded is None:
         return call

@@ -11,14 +11,17 @@ away, see ``server/http.py``); closing here closes the application's iterator (`
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
 from fwrest.context.charsets import Charset
 from fwrest.context.events import IDLE_S, KEEP_ALIVE, encode_event
+from fwrest.context.views import UsageKey
+from fwrest.server.usage import UsageTable
 from fwrest.wire import close_stream
 
-__all__ = ["events", "is_stream", "pieces", "pieces_of"]
+__all__ = ["events", "is_stream", "pieces", "pieces_of", "prepend", "timed"]
 
 _END = object()
 
@@ -92,3 +95,29 @@ async def pieces_of(source: Any, submit: Any) -> AsyncGenerator[Any, None]:
                 yield item
     finally:
         await close_stream(source)
+
+
+# The pipeline's own stream wrappers live here rather than in server/app.py: async
+# generators stay out of the modules the compiled build turns into C (mypyc cannot build them).
+async def prepend(first: bytes | None, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """A stream whose first piece was read ahead."""
+    try:
+        if first is None:
+            return
+        yield first
+        async for piece in rest:
+            yield piece
+    finally:
+        await close_stream(rest)
+
+
+async def timed(
+    stream: AsyncIterator[bytes], usage: UsageTable, route_key: UsageKey, started: int
+) -> AsyncIterator[bytes]:
+    """``stream``, its request's usage figures recorded in ``usage`` when it ends."""
+    try:
+        async for piece in stream:
+            yield piece
+    finally:
+        await close_stream(stream)
+        usage.record(route_key, (time.perf_counter_ns() - started) // 1000)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from fwrest import log
 from fwrest.auth.basic import authorization_header
-from fwrest.auth.blocking import Pool, off_loop
+from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.oauth2.tokens import InvalidToken, TokenService, UnknownKey, bearer_token
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.repository import is_async
@@ -130,7 +130,7 @@ class BearerGuard:
                 if self._custom_async:
                     verdict = await self._custom(token, path)
                 else:
-                    verdict = await off_loop(self.pool, self._custom, token, path)
+                    verdict = await settled(off_loop(self.pool, self._custom, token, path))
             except HTTPError:
                 raise  # the pool's 503 Server Busy
             except BaseException as exc:  # SystemExit too: 500, the worker serves on

@@ -1,0 +1,87 @@
+"""The build of fwrest: pure Python, plus the request path compiled to C with mypyc where it can be.
+
+pyproject.toml holds the metadata; this file only decides the extension modules:
+
+* a wheel or an install from source (``pip install .``, ``python -m build``) compiles the
+  modules of ``COMPILED`` with mypyc (the code passes mypy --strict; mypyc turns such modules
+  into C extensions, as black and mypy ship). The ``.py`` files ship beside them: Python loads
+  the extension where it is there, the source where it is not.
+* an editable install (``pip install -e .``, ``make``'s development set-up) stays pure Python,
+  so that an edit takes effect at once;
+* ``FWREST_COMPILE=0`` builds pure Python anywhere, ``FWREST_COMPILE=1`` compiles even an
+  editable install (and fails if it cannot, instead of falling back);
+* a machine without a C compiler, or where mypyc is missing, gets the pure-Python package,
+  with a warning: every module works either way (docs/decisions.md, "The compiled build").
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+from setuptools import setup
+
+# The request path: the HTTP engine and its wire records, routing, the port pipeline, the
+# request context, the guards, the usage figures. A module that is here is never one that
+# awaits a thread's future directly (see fwrest.auth.blocking.settled) and holds no async
+# generator (mypyc cannot build one): server/streams.py keeps those.
+COMPILED = [
+    "src/fwrest/wire.py",
+    "src/fwrest/server/http.py",
+    "src/fwrest/routing/paths.py",
+    "src/fwrest/routing/router.py",
+    "src/fwrest/server/app.py",
+    "src/fwrest/context/request.py",
+    "src/fwrest/auth/basic.py",
+    "src/fwrest/auth/oauth2/guard.py",
+    "src/fwrest/server/usage.py",
+]
+
+_BUILDS = {"bdist_wheel", "build", "build_ext", "install", "editable_wheel", "develop"}
+
+
+def _compiler() -> str | None:
+    """The C compiler Python's build would call, if the machine has it."""
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()
+    return shutil.which(cc[0]) if cc else None
+
+
+def ext_modules() -> list[Any]:
+    wanted = os.environ.get("FWREST_COMPILE", "auto").strip().lower()
+    command = set(sys.argv[1:]) & _BUILDS
+    if wanted in ("0", "no", "false") or not command:
+        return []  # metadata only (egg_info, sdist), or pure Python asked for
+    forced = wanted in ("1", "yes", "true")
+    if not forced and command & {"editable_wheel", "develop"}:
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        if forced:
+            raise
+        warnings.warn("fwrest: mypyc is not installed: building pure Python", stacklevel=1)
+        return []
+    if _compiler() is None:
+        if forced:
+            raise SystemExit("fwrest: FWREST_COMPILE=1 but no C compiler was found")
+        warnings.warn("fwrest: no C compiler found: building pure Python", stacklevel=1)
+        return []
+    # The build's own mypy settings (not pyproject.toml's strict ones): the isolated build
+    # environment lacks the libraries fwrest calls (orjson, msgspec, httptools...), whose calls
+    # are then Any; `make lint` checks the whole code strictly with them.
+    config = Path(tempfile.mkdtemp(prefix="fwrest-mypyc-")) / "mypyc.ini"
+    config.write_text("[mypy]\npython_version = 3.11\nignore_missing_imports = True\n")
+    modules = mypycify([f"--config-file={config}", *COMPILED], opt_level="3", debug_level="0")
+    if not forced:
+        for module in modules:
+            module.optional = True  # a failed C build skips the module: the .py is used
+    return modules
+
+
+setup(ext_modules=ext_modules())
