@@ -105,6 +105,7 @@ class Scratch:
         self.root = root
         self._n = 0
         self._redis: dict[str, tuple[subprocess.Popen[bytes], str, Path | None]] = {}
+        self._compiled: Path | None = None
         self.certs = servers.make_certs(root / "certs")
         self.token_script = root / "token.lua"
         self.token_script.write_text(
@@ -126,6 +127,12 @@ class Scratch:
             self._redis[store] = servers.start_redis(self.root / store, tls=store == "rediss")
         _proc, url, ca_file = self._redis[store]
         return {"StateStore": url} | ({"StateStoreCA": str(ca_file)} if ca_file else {})
+
+    def compiled(self) -> Path:
+        """The folder of fwrest's compiled build (mypyc), built on first use (about 1.5 min)."""
+        if self._compiled is None:
+            self._compiled = servers.compiled_build(self.root / "build")
+        return self._compiled
 
     def close(self) -> None:
         for proc, _url, _ca in self._redis.values():
@@ -166,7 +173,11 @@ def fw(
     httpserver_keys: dict[str, Any] | None = None,
     location_keys: dict[str, Any] | None = None,
     sections: dict[str, dict[str, Any]] | None = None,
+    compiled: bool = False,
 ) -> Callable[[Path], servers.Running]:
+    """A fwrest server of a case, on the pure-Python sources, or on the compiled build
+    (``compiled``: issue 24's rows of cases 1-3)."""
+
     def start(folder: Path) -> servers.Running:
         extra: dict[str, Any] = {"pool_keys": pool_keys, "httpserver_keys": httpserver_keys}
         if location_keys or sections:
@@ -190,7 +201,8 @@ def fw(
             store=store if store in ("memory", "sqlite") else "memory",
             **extra,
         )
-        return servers.start_fwrest(config, workers=workers, cpus=cpus)
+        build = scratch.compiled() if compiled else servers.PURE
+        return servers.start_fwrest(config, workers=workers, cpus=cpus, build=build)
 
     return start
 
@@ -272,6 +284,7 @@ def granian(
 GRAN = "granian raw ASGI"
 RSGI = "granian RSGI hello"
 RSGI_BASIC = "granian RSGI (Basic inline)"
+FWC = "fwrest, compiled"  # the same server on the mypyc build (issue 24)
 FW, CEIL, ASGI, STAR, FAPI = (
     "fwrest",
     "ceiling (fwrest engine)",
@@ -294,6 +307,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "case 2) takes 7 runs of 2 s per server, in turns.",
             [
                 Target(FW, "fwrest", fw(sc)),
+                Target(FWC, "fwrest", fw(sc, compiled=True)),
                 Target(CEIL, "ceiling", ceiling(sc, "open")),
                 Target(ASGI, "peer", uvicorn(sc, "asgi_raw:open_app")),
                 Target(GRAN, "peer", granian(sc, "asgi_raw:open_app")),
@@ -307,6 +321,8 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 ("fwrest / Starlette", FW, STAR, None),
                 ("fwrest / uvicorn raw ASGI", FW, ASGI, None),
                 ("fwrest / granian RSGI", FW, RSGI, None),
+                ("fwrest, compiled / fwrest", FWC, FW, 1.5),
+                ("fwrest, compiled / granian RSGI", FWC, RSGI, None),
                 ("ceiling / uvicorn raw ASGI (engine vs engine)", CEIL, ASGI, None),
                 ("ceiling / granian raw ASGI (engine vs engine)", CEIL, GRAN, None),
             ],
@@ -315,6 +331,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
         )
     )
     fw_def = "fwrest (def OnAuth)"
+    fw_def_c = "fwrest (def OnAuth), compiled"
     fw_argon2 = "fwrest (def argon2id OnAuth, OnAuthCache)"
     fapi_def = "FastAPI (def dependency)"
     cases.append(
@@ -334,6 +351,8 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             [
                 Target(FW, "fwrest", fw(sc, fw_data=BASIC_FW_ASYNC), auth="basic"),
                 Target(fw_def, "fwrest", fw(sc, fw_data=BASIC_FW), auth="basic"),
+                Target(FWC, "fwrest", fw(sc, fw_data=BASIC_FW_ASYNC, compiled=True), auth="basic"),
+                Target(fw_def_c, "fwrest", fw(sc, fw_data=BASIC_FW, compiled=True), auth="basic"),
                 Target(fw_argon2, "fwrest", fw(sc, fw_data=BASIC_FW_ARGON2), auth="basic"),
                 Target(CEIL, "ceiling", ceiling(sc, "basic"), auth="basic"),
                 Target(ASGI, "peer", uvicorn(sc, "asgi_raw:basic_app"), auth="basic"),
@@ -353,8 +372,11 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 ("fwrest (def OnAuth) / FastAPI (def dependency)", fw_def, fapi_def, 3.0),
                 ("fwrest (def OnAuth) / ceiling", fw_def, CEIL, None),
                 (f"{fw_argon2} / {fw_def}", fw_argon2, fw_def, 0.9),
-                (f"{fw_def} / granian RSGI", fw_def, RSGI_BASIC, 0.8),
+                (f"{fw_def} / granian RSGI", fw_def, RSGI_BASIC, None),
                 ("fwrest / granian RSGI", FW, RSGI_BASIC, None),
+                ("fwrest, compiled / fwrest", FWC, FW, 1.5),
+                (f"{fw_def_c} / {fw_def}", fw_def_c, fw_def, 1.5),
+                (f"{fw_def_c} / granian RSGI", fw_def_c, RSGI_BASIC, 0.8),
             ],
             runs=7,
             duration_s=2.0,
@@ -372,6 +394,12 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "The row without auth is the TLS hello on the bare engine.",
             [
                 Target(FW, "fwrest", fw(sc, fw_data=OAUTH_FW, tls=True), auth="bearer-fwrest"),
+                Target(
+                    FWC,
+                    "fwrest",
+                    fw(sc, fw_data=OAUTH_FW, tls=True, compiled=True),
+                    auth="bearer-fwrest",
+                ),
                 Target(CEIL, "ceiling", ceiling(sc, "bearer", tls=True), auth="bearer-peer"),
                 Target(ceil_noauth, "ceiling", ceiling(sc, "open", tls=True)),
                 Target(
@@ -394,6 +422,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 ("fwrest / ceiling (same job)", FW, CEIL, 0.7),
                 ("fwrest / ceiling without auth", FW, ceil_noauth, 0.7),
                 ("fwrest / FastAPI", FW, FAPI, 3.0),
+                ("fwrest, compiled / fwrest", FWC, FW, 1.5),
             ],
         )
     )

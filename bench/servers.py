@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -197,21 +198,29 @@ def _run_time_s(pid: int) -> float | None:
     return total / 1e9
 
 
-def _env() -> dict[str, str]:
+def _env(first: Path | None = None) -> dict[str, str]:
+    """The servers' environment: the bench importable, and ``first`` (a folder holding an
+    ``fwrest`` package: a build of its own) before everything else."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    where = [str(first) if first else "", str(ROOT), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, where))
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
 def _spawn(
-    cmd: list[str], cwd: Path, stderr_path: Path, cpus: str | None
+    cmd: list[str], cwd: Path, stderr_path: Path, cpus: str | None, first: Path | None = None
 ) -> subprocess.Popen[bytes]:
     if cpus is not None:
         cmd = ["taskset", "-c", cpus, *cmd]
     with stderr_path.open("wb") as err:
         return subprocess.Popen(
-            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=_env()
+            cmd,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env=_env(first),
         )
 
 
@@ -282,10 +291,14 @@ def start_redis(
             time.sleep(0.05)
 
 
-def start_fwrest(config: Path, *, workers: int = 1, cpus: str | None = "0") -> Running:
+def start_fwrest(
+    config: Path, *, workers: int = 1, cpus: str | None = "0", build: Path | None = None
+) -> Running:
+    """``fwrest serve CONFIG``; ``build``: a folder whose ``fwrest`` package is imported
+    instead of the installed one (the pure sources, or a compiled build: cases 1-3)."""
     stderr_path = config.parent / "stderr.log"
     cmd = [PYTHON, "-m", "fwrest", "serve", str(config), "--workers", str(workers)]
-    proc = _spawn(cmd, config.parent, stderr_path, cpus)
+    proc = _spawn(cmd, config.parent, stderr_path, cpus, build)
     lines: list[str] = []
     try:
         url = _wait_for_line(proc, r"fwrest: serving (\S+) \[", "fwrest: ready", lines)
@@ -298,6 +311,29 @@ def start_fwrest(config: Path, *, workers: int = 1, cpus: str | None = "0") -> R
     return Running(proc, m.group(1), stderr_path, lines)
 
 
+PURE = ROOT / "src"  # fwrest's sources: imported first, they are the pure-Python build
+
+
+def compiled_build(folder: Path) -> Path:
+    """fwrest's wheel built with mypyc (``FWREST_COMPILE=1``: an error if it cannot compile)
+    and unpacked into ``folder``; returns the folder holding its ``fwrest`` package."""
+    wheels = folder / "wheel"
+    done = subprocess.run(
+        [PYTHON, "-m", "build", "--wheel", "--outdir", str(wheels), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "FWREST_COMPILE": "1"},
+    )
+    if done.returncode != 0:
+        raise ServerError(f"the compiled build failed: {done.stdout[-1500:]}{done.stderr[-1500:]}")
+    (wheel,) = wheels.glob("fwrest-*.whl")
+    unpacked = folder / "compiled"
+    with zipfile.ZipFile(wheel) as whl:
+        whl.extractall(unpacked)
+    return unpacked
+
+
 def start_ceiling(
     folder: Path, job: str, *, certs: tuple[Path, Path] | None = None, cpus: str | None = "0"
 ) -> Running:
@@ -306,7 +342,7 @@ def start_ceiling(
     cmd = [PYTHON, "-m", "bench.apps.ceiling", "--job", job]
     if certs is not None:
         cmd += ["--cert", str(certs[0]), "--key", str(certs[1])]
-    proc = _spawn(cmd, ROOT, stderr_path, cpus)
+    proc = _spawn(cmd, ROOT, stderr_path, cpus, PURE)  # the engine as fwrest's pure rows run it
     lines: list[str] = []
     try:
         url = _wait_for_line(proc, r"ceiling: serving (\S+)", None, lines)
