@@ -41,6 +41,11 @@ COMPILED = [
     "src/fwrest/auth/basic.py",
     "src/fwrest/auth/oauth2/guard.py",
     "src/fwrest/server/usage.py",
+    "src/fwrest/server/pool.py",
+    "src/fwrest/server/select.py",
+    "src/fwrest/context/request_id.py",
+    "src/fwrest/auth/oauth2/tokens.py",
+    "src/fwrest/features/headers.py",
 ]
 
 _BUILDS = {"bdist_wheel", "build", "build_ext", "install", "editable_wheel", "develop"}

@@ -18,13 +18,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from fwrest.auth import BasicGuard
 from fwrest.auth.basic import CACHE_MAX, AcceptedPairs
 from fwrest.auth.settings import AuthSettings
+from fwrest.context.request import RequestContext
 from fwrest.errors import HTTPError
 from fwrest.server.app import Request
 from fwrest.testing import Client
@@ -207,8 +208,10 @@ def _guard(on_auth: Any) -> BasicGuard:
     return BasicGuard(settings, "TEST")
 
 
-class _Ctx:
-    auth_user = ""
+def _Ctx() -> RequestContext:
+    """A request's context as the guard gets it (a real one: the compiled guard takes no
+    stand-in)."""
+    return RequestContext(cast(Any, None), "GET", "/rest/x", "", [], b"", "127.0.0.1")
 
 
 def _request(user: str, password: str) -> Request:

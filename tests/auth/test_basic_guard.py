@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from fwrest.auth import BasicGuard
 from fwrest.auth.basic import _DECODED_MAX
 from fwrest.auth.settings import AuthSettings
+from fwrest.context.request import RequestContext
 from fwrest.errors import HTTPError
 from fwrest.server.app import Request
 
@@ -20,8 +21,10 @@ def header(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-class Ctx:
-    auth_user = ""
+def Ctx() -> RequestContext:
+    """A request's context as the guard gets it (a real one: the compiled guard takes no
+    stand-in)."""
+    return RequestContext(cast(Any, None), "GET", "/rest/x", "", [], b"", "127.0.0.1")
 
 
 def guard_with(on_auth: Any) -> BasicGuard:

@@ -171,13 +171,15 @@ class ThreadPool:
                     self._idle -= 1
                     return
                 item = self._queue.popleft()
-                if item.state is not _QUEUED:
-                    continue
-                item.state = _RUNNING
-                self._idle -= 1
-                self._busy += 1
-                if self._idle < self._min_free:
-                    self._grow(self._growth)
+                taken = item.state is _QUEUED  # not: timed out or cancelled while queued
+                if taken:
+                    item.state = _RUNNING
+                    self._idle -= 1
+                    self._busy += 1
+                    if self._idle < self._min_free:
+                        self._grow(self._growth)
+            if not taken:  # (no `continue` inside `with`: the compiled build cannot)
+                continue
             chunks.running.caller = item
             try:
                 value = item.ctx.run(item.fn, *item.args, **item.kwargs)

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fwrest import log
+from fwrest.auth.blocking import settled
 from fwrest.context.request import RequestContext, current
 from fwrest.errors import HTTPError, error_body, is_cancellation
 from fwrest.server.failures import log_failure
@@ -64,7 +65,7 @@ class Selector:
         hook = self.hook
         token = current.set(ctx)
         try:
-            call = hook.func() if hook.is_async else self._submit(hook.func)
+            call = hook.func() if hook.is_async else settled(self._submit(hook.func))
             if self._bounded is not None:
                 call = self._bounded(call)
             choice = await call

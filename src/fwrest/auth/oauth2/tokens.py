@@ -19,7 +19,7 @@ import orjson
 
 from fwrest import log
 from fwrest.auth.basic import parse_basic
-from fwrest.auth.blocking import Pool, off_loop
+from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
 from fwrest.auth.oauth2.params import (
     AuthParams,
@@ -157,7 +157,7 @@ class TokenService:
         # checks of asyncio's executor, SPEC 7), inline for an in-process store (memory)
         self._own_client = client is None
         self._calls = client if client is not None else StoreClient(store)
-        self._inline = self._calls.inline
+        self._calls_inline = self._calls.inline
         self.pool = pool  # where a def onAuthparams runs (the port's pool)
 
     # -- revocation cache (SPEC 7: at most 1 s stale, never waited on) --------------------------
@@ -339,7 +339,7 @@ class TokenService:
         return store_unavailable()
 
     async def _store(self, deadline: _StoreDeadline, fn: Callable[..., T], *args: Any) -> T:
-        if self._inline:
+        if self._calls_inline:
             return fn(*args)
         try:
             return await self._calls.call(fn, *args, deadline=deadline.timeout())
@@ -356,7 +356,7 @@ class TokenService:
         spend that succeeded is undone (:meth:`_restore_later`), as is a spend whose request
         fails before its new pair is written.
         """
-        if self._inline:
+        if self._calls_inline:
             return self.store.spend_refresh(token_hash, claim, client_id)
         loop = asyncio.get_running_loop()
         job = self._calls.submit(self.store.spend_refresh, token_hash, claim, client_id)
@@ -425,7 +425,7 @@ class TokenService:
                 from fwrest.auth.oauth2.params import normalise
 
                 return normalise(await awaited)
-            return await off_loop(self.pool, self.source.call_sync, request)
+            return await settled(off_loop(self.pool, self.source.call_sync, request))
         except HTTPError:
             raise  # the pool's 503 Server Busy
         except ParamsError as exc:
