@@ -764,8 +764,9 @@ def scaling_case(s: Settings, sc: Scratch) -> Case:
         "the server's processes, supervisor included: the req/s of one busy core) show what a "
         "second worker costs per request, whatever wrk takes. The workers table is the accept "
         "distribution, read from outside the same way for both servers: the wrk connections "
-        "each worker holds in the middle of each run (psutil, the established sockets on the "
-        "port in each worker's process), busiest first, and each worker's share of the "
+        "each worker holds in the middle of each run (the port's established sockets from "
+        "`ss -e` found among each worker's file descriptors; a supervisor that keeps the "
+        "listening socket is no worker), busiest first, and each worker's share of the "
         "workers' CPU time over the run.",
         targets,
         ratios,
@@ -1249,10 +1250,12 @@ def _wrk_sampled(
     started = time.monotonic()
     thread.start()
     samples = []
-    for offset in offsets:
-        time.sleep(max(0.0, started + offset - time.monotonic()))
-        samples.append(sample())
-    thread.join(duration + 35)
+    try:
+        for offset in offsets:
+            time.sleep(max(0.0, started + offset - time.monotonic()))
+            samples.append(sample())
+    finally:  # a sample that failed leaves no wrk running into the next run
+        thread.join(duration + 35)
     if "error" in box:
         raise box["error"]
     if "result" not in box:
