@@ -42,9 +42,9 @@ test-serial: lint  ## the same suite, one test at a time (slower; for a machine 
 
 bench: $(STAMP)  ## side-by-side benchmark vs uvicorn/Starlette/FastAPI (< 15 min; bench/README.md)
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
-	@command -v wrk >/dev/null 2>&1 && [ -x /usr/sbin/nginx ] || { \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq wrk nginx; \
-		else sudo apt-get update -qq && sudo apt-get install -y -qq wrk nginx; fi; }
+	@command -v wrk >/dev/null 2>&1 && [ -x /usr/sbin/nginx ] && command -v ss >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq wrk nginx iproute2; \
+		else sudo apt-get update -qq && sudo apt-get install -y -qq wrk nginx iproute2; fi; }
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 soak: $(STAMP)  ## long soak (30 min, bench/soak.py) and the 200,000-request mutation run (SPEC 9)

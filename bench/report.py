@@ -16,6 +16,7 @@ __all__ = [
     "chart",
     "markdown",
     "median_row",
+    "per_cpu_second",
     "ratio",
     "summary_markdown",
     "update_readme",
@@ -26,17 +27,41 @@ README_START = "<!-- results:start -->"
 README_END = "<!-- results:end -->"
 
 
+def per_cpu_second(requests: float, cpu_s: float) -> float | None:
+    """Requests per server CPU second (user + system time of the server's processes): the
+    req/s of one busy core, the inverse of the cost per request; None without CPU time."""
+    return requests / cpu_s if cpu_s > 0 else None
+
+
+def _median(values: list[float | None]) -> float | None:
+    """The median of the figures every run has, or None if one lacks it."""
+    if not values or any(v is None for v in values):
+        return None
+    return statistics.median(v for v in values if v is not None)
+
+
+def busiest_share(connections: list[int]) -> float | None:
+    """The share of the connections that the busiest worker holds (1.0: all of them)."""
+    return max(connections) / sum(connections) if sum(connections) else None
+
+
 def median_row(runs: list[dict[str, Any]], cpu: list[float]) -> dict[str, Any]:
-    """The medians of a row's runs: req/s, p50, p99 and CPU%; errors summed."""
+    """The medians of a row's runs: req/s, p50, p99, CPU% and requests per server CPU second;
+    errors summed; where the runs counted each worker's connections, the busiest worker's
+    share of them."""
     if not runs:
         return {"rps": None, "p50_ms": None, "p99_ms": None, "cpu_pct": None, "errors": 0}
-    return {
+    out = {
         "rps": statistics.median(r["rps"] for r in runs),
         "p50_ms": statistics.median(r["p50_ms"] for r in runs),
         "p99_ms": statistics.median(r["p99_ms"] for r in runs),
         "cpu_pct": statistics.median(cpu) if cpu else None,
+        "per_cpu_s": _median([r.get("per_cpu_s") for r in runs]),
         "errors": sum(int(r.get("errors", 0)) for r in runs),
     }
+    if all(r.get("connections") for r in runs):
+        out["busiest_share"] = _median([busiest_share(r["connections"]) for r in runs])
+    return out
 
 
 def ratio(
@@ -67,7 +92,7 @@ def ratio(
         # are minutes apart at most: the median of their ratios leaves the host's drift out
         # (the ratio of the two medians would mix runs of different minutes).
         in_turns = len(paired) >= 3 and len(paired) == len(num.get("runs") or [])
-        if field == "rps" and in_turns and all(a and b for a, b in paired):
+        if in_turns and all(a and b for a, b in paired):
             value = statistics.median(a / b for a, b in paired)
     return _ratio_dict(name, numerator, denominator, value, target)
 
@@ -99,9 +124,12 @@ def at_once_ratio(
     values = []
     for figures in rounds:
         num, den = figures.get(numerator), figures.get(denominator)
-        if not num or not den or not all((num["cpu_s"], den["cpu_s"], den["requests"])):
+        if not num or not den:
             continue
-        values.append((num["requests"] / num["cpu_s"]) / (den["requests"] / den["cpu_s"]))
+        a = per_cpu_second(num["requests"], num["cpu_s"])
+        b = per_cpu_second(den["requests"], den["cpu_s"])
+        if a is not None and b:
+            values.append(a / b)
     value = statistics.median(values) if values and len(values) == len(rounds) else None
     out = _ratio_dict(name, numerator, denominator, value, target)
     out |= {"method": "at once", "rounds": rounds}
@@ -141,8 +169,8 @@ def _cell(text: str) -> str:
 
 def _throughput_table(case: dict[str, Any]) -> list[str]:
     lines = [
-        "| server | req/s | p50 ms | p99 ms | server CPU % | notes |",
-        "|---|---:|---:|---:|---:|---|",
+        "| server | req/s | p50 ms | p99 ms | server CPU % | requests per server CPU s | notes |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for row in case["rows"]:
         notes = []
@@ -155,7 +183,40 @@ def _throughput_table(case: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {row['server']} | {_num(row.get('rps'))} | {_num(row.get('p50_ms'), 2)} "
             f"| {_num(row.get('p99_ms'), 2)} | {_num(row.get('cpu_pct'))} "
-            f"| {_cell('; '.join(notes))} |"
+            f"| {_num(row.get('per_cpu_s'))} | {_cell('; '.join(notes))} |"
+        )
+    return lines
+
+
+def _shares(values: list[float]) -> str:
+    """``52/48 %``: each value's share of their sum."""
+    total = sum(values)
+    if not total:
+        return "-"
+    return "/".join(f"{100 * v / total:.0f}" for v in values) + " %"
+
+
+def _workers_table(case: dict[str, Any]) -> list[str]:
+    """Per worker, for the rows whose runs counted each worker's connections (case 8): the
+    connections each worker held in the middle of each run, busiest first, the busiest
+    worker's share of them (the median over the runs) and each worker's share of the
+    workers' CPU time over each run."""
+    rows = [r for r in case["rows"] if not r.get("error") and r.get("busiest_share") is not None]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "| server | workers | connections per worker, each run | busiest worker's share "
+        "| CPU per worker, each run |",
+        "|---|---:|---|---:|---|",
+    ]
+    for row in rows:
+        runs = row.get("runs") or []
+        held = ", ".join("/".join(str(n) for n in r["connections"]) for r in runs)
+        cpu = ", ".join(_shares(r.get("worker_cpu_s") or []) for r in runs)
+        lines.append(
+            f"| {row['server']} | {len(runs[0]['connections'])} | {held} "
+            f"| {_num(100 * row['busiest_share'], 0, ' %')} | {cpu} |"
         )
     return lines
 
@@ -216,7 +277,7 @@ def case_markdown(case: dict[str, Any]) -> str:
     if case.get("kind") == "memory":
         lines += _memory_table(case)
     else:
-        lines += _throughput_table(case)
+        lines += _throughput_table(case) + _workers_table(case)
     lines += _ratio_lines(case.get("ratios", []))
     return "\n".join(lines) + "\n"
 
@@ -253,7 +314,8 @@ def meta_markdown(meta: dict[str, Any]) -> str:
         "(A B C, C B A, ...: a drift of the host falls on all of them; a ratio is the median "
         "of the run-by-run ratios); the median of the runs is shown (req/s, p50, "
         "p99 from `wrk --latency`; server CPU % from psutil over each run, summed over the "
-        "server's processes, 100 % = one core). fwrest runs with `rest_log_level=1` (errors "
+        "server's processes, 100 % = one core; requests per server CPU second: the run's requests "
+        "over those CPU seconds, the req/s of one busy core). fwrest runs with `rest_log_level=1` (errors "
         "only; no access log) and the peers with `--no-access-log`, except where a case says.",
         "",
         f"Load average when the run started / ended: {meta['load_start']} / "

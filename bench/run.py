@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
 
@@ -80,6 +80,8 @@ class Target:
     server_cpus: str | None = None  # default: Settings.server_cpus
     wrk_cpus: str | None = None  # default: Settings.wrk_cpus; "" leaves wrk unpinned
     wrk_threads: int | None = None
+    per_worker: bool = False  # count each worker's connections in the middle of each run
+    # (case 8: the accept distribution)
 
 
 @dataclass
@@ -88,7 +90,10 @@ class Case:
     title: str
     measures: str
     targets: list[Target]
-    ratios: list[tuple[str, str, str, float | None]] = field(default_factory=list)
+    # (name, numerator, denominator, target[, field]): field "rps" unless given
+    ratios: list[tuple[str, str, str, float | None] | tuple[str, str, str, float | None, str]] = (
+        field(default_factory=list)
+    )
     kind: str = "throughput"
     note: str = ""
     runs: int | None = None  # more runs than Settings.runs, for targets that read a few %
@@ -627,59 +632,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             at_once_rounds=9,
         )
     )
-    both = s.both_cpus
-    cases.append(
-        Case(
-            "8",
-            "scaling with workers",
-            "Case 1 with `--workers 1` and `--workers 2`. Here the server may use both cores "
-            f"(`taskset -c {both}`) and wrk (2 threads) shares them with it, so the 2-worker "
-            "figure is a lower bound of what two free cores would give.",
-            [
-                Target(
-                    "fwrest, 1 worker",
-                    "fwrest",
-                    fw(sc, cpus=both),
-                    server_cpus=both,
-                    wrk_cpus="",
-                    wrk_threads=2,
-                ),
-                Target(
-                    "fwrest, 2 workers",
-                    "fwrest",
-                    fw(sc, workers=2, cpus=both),
-                    server_cpus=both,
-                    wrk_cpus="",
-                    wrk_threads=2,
-                ),
-                Target(
-                    "uvicorn raw ASGI, 1 worker",
-                    "peer",
-                    uvicorn(sc, "asgi_raw:open_app", cpus=both),
-                    server_cpus=both,
-                    wrk_cpus="",
-                    wrk_threads=2,
-                ),
-                Target(
-                    "uvicorn raw ASGI, 2 workers",
-                    "peer",
-                    uvicorn(sc, "asgi_raw:open_app", workers=2, cpus=both),
-                    server_cpus=both,
-                    wrk_cpus="",
-                    wrk_threads=2,
-                ),
-            ],
-            [
-                ("fwrest 2 workers / 1", "fwrest, 2 workers", "fwrest, 1 worker", None),
-                (
-                    "uvicorn 2 workers / 1",
-                    "uvicorn raw ASGI, 2 workers",
-                    "uvicorn raw ASGI, 1 worker",
-                    None,
-                ),
-            ],
-        )
-    )
+    cases.append(scaling_case(s, sc))
     batch = s.memory_batch
     cases.append(
         Case(
@@ -819,6 +772,52 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
     cases.append(typed_case(sc))
     cases.append(redis_tls_case(sc, grant))
     return cases
+
+
+def scaling_case(s: Settings, sc: Scratch) -> Case:
+    """Case 8: case 1 on 1 and 2 workers, fwrest and uvicorn, the server on both cores: req/s,
+    requests per server CPU second, and how the workers share wrk's connections."""
+    both = s.both_cpus
+    targets: list[Target] = []
+    ratios: list[tuple[str, str, str, float | None, str]] = []
+    for name, label, start in (
+        ("fwrest", "fwrest", lambda n: fw(sc, workers=n, cpus=both)),
+        ("uvicorn", ASGI, lambda n: uvicorn(sc, "asgi_raw:open_app", workers=n, cpus=both)),
+    ):
+        one, two = f"{label}, 1 worker", f"{label}, 2 workers"
+        for row, n in ((one, 1), (two, 2)):
+            targets.append(
+                Target(
+                    row,
+                    "fwrest" if name == "fwrest" else "peer",
+                    start(n),
+                    server_cpus=both,
+                    wrk_cpus="",
+                    wrk_threads=2,
+                    per_worker=True,
+                )
+            )
+        ratios.append((f"{name} 2 workers / 1, req/s", two, one, None, "rps"))
+        ratios.append(
+            (f"{name} 2 workers / 1, requests per server CPU second", two, one, None, "per_cpu_s")
+        )
+    return Case(
+        "8",
+        "scaling with workers",
+        "Case 1 with `--workers 1` and `--workers 2`, fwrest and uvicorn (raw ASGI). Here the "
+        f"server may use both cores (`taskset -c {both}`) and wrk (2 threads) shares them with "
+        "it, so the 2-worker req/s is a lower bound of what two free cores would give; the "
+        "requests per server CPU second (the run's requests over the user + system seconds of "
+        "the server's processes, supervisor included: the req/s of one busy core) show what a "
+        "second worker costs per request, whatever wrk takes. The workers table is the accept "
+        "distribution, read from outside the same way for both servers: the wrk connections "
+        "each worker holds in the middle of each run (the port's established sockets from "
+        "`ss -e` found among each worker's file descriptors; a supervisor that keeps the "
+        "listening socket is no worker), busiest first, and each worker's share of the "
+        "workers' CPU time over the run.",
+        targets,
+        ratios,
+    )
 
 
 def typed_case(sc: Scratch) -> Case:
@@ -1039,16 +1038,36 @@ def _wrk_cmd(
 
 
 def _measure(
-    running: servers.Running, cmd: list[str], duration: float
-) -> tuple[wrk.WrkResult, float]:
-    """One wrk run and the server's CPU % over it (100 % = one core)."""
+    running: servers.Running, cmd: list[str], duration: float, per_worker: bool = False
+) -> tuple[wrk.WrkResult, dict[str, Any]]:
+    """One wrk run and the server's CPU over it (user + system seconds of all its processes,
+    supervisor included): ``cpu_pct`` (100 % = one core), ``cpu_s`` and ``per_cpu_s``
+    (requests per server CPU second). With ``per_worker``, also ``connections``: the wrk
+    connections each worker holds in the middle of the run, busiest first, and
+    ``worker_cpu_s``: each of those workers' CPU seconds over the run."""
     before = running.cpu_seconds()
     t0 = time.monotonic()
-    result = wrk.run(cmd, duration)
+    held: dict[int, int] = {}
+    if per_worker:
+        result, (held,) = _wrk_sampled(
+            cmd, duration, (duration / 2,), running.connections_per_worker
+        )
+    else:
+        result = wrk.run(cmd, duration)
     wall = time.monotonic() - t0
     after = running.cpu_seconds()
-    used = sum(sec - before.get(pid, 0.0) for pid, sec in after.items())
-    return result, 100.0 * used / wall if wall > 0 else 0.0
+    spent = {pid: sec - before.get(pid, 0.0) for pid, sec in after.items()}
+    used = sum(spent.values())
+    figures: dict[str, Any] = {
+        "cpu_pct": 100.0 * used / wall if wall > 0 else 0.0,
+        "cpu_s": round(used, 3),
+        "per_cpu_s": report.per_cpu_second(result.requests, used),
+    }
+    if held:
+        busiest = sorted(held, key=lambda pid: held[pid], reverse=True)
+        figures["connections"] = [held[pid] for pid in busiest]
+        figures["worker_cpu_s"] = [round(spent.get(pid, 0.0), 3) for pid in busiest]
+    return result, figures
 
 
 SETTLE_S = 5.0
@@ -1153,12 +1172,12 @@ def measure_throughput(
                     continue
                 cmd = _wrk_cmd(one.target, s, sc, one.url, one.headers, length)
                 try:
-                    result, cpu = _measure(one.running, cmd, length)
+                    result, figures = _measure(one.running, cmd, length, one.target.per_worker)
                 except (servers.ServerError, wrk.WrkError, OSError, ValueError) as exc:
                     _fail(one.row, exc, one.running)
                     continue
-                one.runs.append({**result.as_dict(), "cpu_pct": cpu})
-                one.cpus.append(cpu)
+                one.runs.append({**result.as_dict(), **figures})
+                one.cpus.append(figures["cpu_pct"])
         for one in live:
             if not one.row.get("error"):
                 one.row["runs"] = one.runs
@@ -1252,6 +1271,20 @@ def _one_run_sampled(
     duration = min(max(math.ceil(2 * count / max(rate, 1.0) * 1.05), 2), 120)
     url = running.base_url + target.path
     cmd = _wrk_cmd(target, s, sc, url, headers, duration)
+    result, (middle, end) = _wrk_sampled(
+        cmd, duration, (duration / 2, duration - 0.4), running.rss_bytes
+    )
+    return result.requests, result.errors, middle, end
+
+
+T = TypeVar("T")
+
+
+def _wrk_sampled(
+    cmd: list[str], duration: float, offsets: tuple[float, ...], sample: Callable[[], T]
+) -> tuple[wrk.WrkResult, list[T]]:
+    """One wrk run (on a thread, bounded as :func:`wrk.run`) and ``sample()`` read at each of
+    ``offsets`` seconds after its start, while its connections are open."""
     box: dict[str, Any] = {}
 
     def drive() -> None:
@@ -1263,17 +1296,18 @@ def _one_run_sampled(
     thread = threading.Thread(target=drive, daemon=True)
     started = time.monotonic()
     thread.start()
-    time.sleep(max(0.0, started + duration / 2 - time.monotonic()))
-    middle = running.rss_bytes()
-    time.sleep(max(0.0, started + duration - 0.4 - time.monotonic()))
-    end = running.rss_bytes()
-    thread.join(duration + 35)
+    samples = []
+    try:
+        for offset in offsets:
+            time.sleep(max(0.0, started + offset - time.monotonic()))
+            samples.append(sample())
+    finally:  # a sample that failed leaves no wrk running into the next run
+        thread.join(duration + 35)
     if "error" in box:
         raise box["error"]
     if "result" not in box:
         raise wrk.WrkError("wrk did not finish")
-    result = box["result"]
-    return result.requests, result.errors, middle, end
+    return box["result"], samples
 
 
 def measure_memory(target: Target, s: Settings, sc: Scratch) -> dict[str, Any]:
@@ -1351,9 +1385,12 @@ def run_case(case: Case, s: Settings, sc: Scratch, log: Callable[[str], None]) -
             if row.get("error"):
                 log(f"[case {case.id}] {row['server']}: FAILED {row['error']}")
             else:
+                held = ", ".join("/".join(map(str, r.get("connections", []))) for r in row["runs"])
                 log(
                     f"[case {case.id}] {row['server']}: {row['rps']:,.0f} req/s, p50 "
                     f"{row['p50_ms']:.2f} ms, p99 {row['p99_ms']:.2f} ms, CPU {row['cpu_pct']:.0f}%"
+                    + (f", {row['per_cpu_s']:,.0f} req per CPU s" if row["per_cpu_s"] else "")
+                    + (f", connections per worker {held}" if "busiest_share" in row else "")
                     + (f", {row['errors']} errors" if row["errors"] else "")
                 )
             out["rows"].append(row)

@@ -150,6 +150,33 @@ class Running:
             out[proc.pid] = ran
         return out
 
+    @property
+    def port(self) -> int:
+        """The TCP port of :attr:`base_url`."""
+        return int(self.base_url.rsplit(":", 1)[1])
+
+    def connections_per_worker(self) -> dict[int, int]:
+        """The established connections on the server's port that each worker holds (pid ->
+        count), read from outside in the same way for every server: the port's sockets from
+        ``ss`` (the kernel filters them: a cheap read beside thousands of other sockets), each
+        process's own from its file descriptors. A worker is a process of the tree that holds
+        the listening socket and none of whose children does: fwrest's and uvicorn's
+        supervisors bind it and keep it, a single-process server is its own worker; a
+        connection not accepted yet counts for no worker."""
+        listening, established = _port_sockets(self.port)
+        holders: dict[int, int] = {}
+        parents: set[int] = set()
+        for proc in self.processes():
+            try:
+                inodes = _socket_inodes(proc.pid)
+                ppid = proc.ppid()
+            except (psutil.NoSuchProcess, OSError):
+                continue
+            if inodes & listening:
+                holders[proc.pid] = len(inodes & established)
+                parents.add(ppid)
+        return {pid: n for pid, n in holders.items() if pid not in parents}
+
     def rss_bytes(self) -> int:
         """Resident memory summed over the tree."""
         total = 0
@@ -181,6 +208,36 @@ class Running:
         for proc in alive:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
+
+
+def _port_sockets(port: int) -> tuple[set[int], set[int]]:
+    """The inodes of the listening and of the established TCP sockets whose local port is
+    ``port`` (``ss -e``, iproute2)."""
+    cmd = ["ss", "-tnHe", "state", "listening", "state", "established", f"( sport = :{port} )"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ServerError(f"ss could not list the port's sockets (iproute2): {exc}") from exc
+    listening: set[int] = set()
+    established: set[int] = set()
+    for line in done.stdout.splitlines():
+        m = re.search(r"\bino:(\d+)", line)
+        if m:
+            (listening if line.startswith("LISTEN") else established).add(int(m.group(1)))
+    return listening, established
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    """The inodes of the sockets a process has open (``/proc/PID/fd``)."""
+    out: set[int] = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            out.add(int(target[8:-1]))
+    return out
 
 
 def _run_time_s(pid: int) -> float | None:

@@ -1,5 +1,6 @@
 """The harness's side-by-side-at-once measurement (case 7's target) against real servers:
-two ``fwrest serve`` processes on the server core, a real wrk per server on the load core.
+two ``fwrest serve`` processes on the server core, a real wrk per server on the load core;
+and case 8's figures per core and per worker, the whole case in a quick run.
 
 Nothing is timed against a limit: the test checks that both servers answered in every round,
 that each server's CPU time is read to the nanosecond and covers a share of the core, and
@@ -15,7 +16,16 @@ from pathlib import Path
 import pytest
 
 from bench import report, servers
-from bench.run import BASIC_FW_ASYNC, Scratch, Settings, Target, fw, measure_throughput
+from bench.run import (
+    BASIC_FW_ASYNC,
+    Scratch,
+    Settings,
+    Target,
+    fw,
+    measure_throughput,
+    run_case,
+    scaling_case,
+)
 
 
 def test_wrk_is_installed() -> None:
@@ -66,3 +76,33 @@ def test_run_seconds_reads_the_scheduler_in_nanoseconds() -> None:
     again = servers._run_time_s(os.getpid())
     assert again is not None and again > ran
     assert servers._run_time_s(2**22 + 12345) is None  # no such process
+
+
+def test_case_8_reads_requests_per_cpu_second_and_each_workers_connections(
+    tmp_path: Path,
+) -> None:
+    s = Settings(warmup_s=1.0, duration_s=1.0, runs=1, quick=True)
+    cores = sorted(os.sched_getaffinity(0))
+    s.both_cpus = ",".join(map(str, cores[:2]))
+    sc = Scratch(tmp_path)
+    case = run_case(scaling_case(s, sc), s, sc, lambda line: None)
+    rows = {row["server"]: row for row in case["rows"]}
+    assert [row.get("error") for row in rows.values()] == [None] * 4
+    for label, row in rows.items():
+        (run,) = row["runs"]
+        assert run["per_cpu_s"] == pytest.approx(run["requests"] / run["cpu_s"], rel=1e-3)
+        assert row["per_cpu_s"] == run["per_cpu_s"] > 0
+        # wrk's connections are held by the workers (a supervisor is no worker): all of them
+        # once accepted, which a loaded machine may not have done for all by mid-run
+        assert s.connections / 2 < sum(run["connections"]) <= s.connections, label
+        assert len(run["connections"]) == len(run["worker_cpu_s"]) == (2 if "2" in label else 1)
+        assert run["connections"] == sorted(run["connections"], reverse=True)
+        assert sum(run["worker_cpu_s"]) <= run["cpu_s"] + 0.02
+        assert row["busiest_share"] == max(run["connections"]) / sum(run["connections"])
+    ratios = {r["name"]: r for r in case["ratios"]}
+    per_core = ratios["fwrest 2 workers / 1, requests per server CPU second"]
+    two, one = rows["fwrest, 2 workers"], rows["fwrest, 1 worker"]
+    assert per_core["value"] == pytest.approx(two["per_cpu_s"] / one["per_cpu_s"])
+    assert ratios["uvicorn 2 workers / 1, req/s"]["value"] > 0
+    text = report.case_markdown(case)
+    assert "| fwrest, 2 workers | 2 | " in text and "| uvicorn raw ASGI, 1 worker | 1 | " in text

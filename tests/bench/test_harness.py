@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -275,7 +276,7 @@ def test_markdown_has_a_table_per_case_versions_and_caveats() -> None:
     text = report.markdown(_results())  # type: ignore[arg-type]
     assert "### Case 1: open JSON endpoint" in text
     assert "### Case 9: resident memory" in text
-    assert "| fwrest | 40,545 | 1.27 | 12.17 | 98 |  |" in text
+    assert "| fwrest | 40,545 | 1.27 | 12.17 | 98 | - |  |" in text
     assert "| fwrest / ceiling | 1.00x | >= 0.8x | yes |" in text
     assert "| FastAPI / ceiling | 0.25x | >= 0.5x | **no** |" in text
     assert "FAILED: uvicorn did not start" in text
@@ -354,3 +355,31 @@ def test_a_ratio_at_once_with_a_missing_figure_or_an_error_has_no_value() -> Non
     # the markdown shows it as a ratio without a value, not as met
     lines = report._ratio_lines([failed])
     assert lines[-1] == "| b / a | - | >= 0.95x | - |"
+
+
+def test_requests_per_cpu_second_and_each_workers_connections() -> None:
+    def run(
+        requests: int, cpu_s: float, held: list[int], worker_cpu: list[float]
+    ) -> dict[str, Any]:
+        per = report.per_cpu_second(requests, cpu_s)
+        return {"rps": requests, "p50_ms": 1.0, "p99_ms": 2.0, "requests": requests,
+                "cpu_s": cpu_s, "per_cpu_s": per, "connections": held,
+                "worker_cpu_s": worker_cpu}  # fmt: skip
+
+    one = [run(n, 1.0, [64], [1.0]) for n in (30_000, 20_000, 30_000)]
+    two = [run(50_000, 2.0, [33, 31], [1.0, 1.0]), run(36_000, 2.0, [48, 16], [1.5, 0.5]),
+           run(57_000, 2.0, [40, 24], [1.2, 0.8])]  # fmt: skip
+    rows = [
+        {"server": label, "role": "fwrest", "runs": runs, **report.median_row(runs, [100.0] * 3)}
+        for label, runs in (("w1", one), ("w2", two))
+    ]
+    assert rows[1]["per_cpu_s"] == pytest.approx(25_000)  # median of 25,000, 18,000, 28,500
+    assert rows[1]["busiest_share"] == pytest.approx(40 / 64)  # median of 33, 48, 40 of 64
+    assert report.per_cpu_second(1, 0.0) is None
+    # run by run (0.83, 0.90, 0.95): the median of the paired ratios, not 25,000 / 30,000
+    per_core = report.ratio(rows, "w2 / w1", "w2", "w1", None, "per_cpu_s")
+    assert per_core["value"] == pytest.approx(0.9)
+    text = report.case_markdown({"id": "8", "title": "workers", "rows": rows, "ratios": [per_core]})
+    assert "| w2 | 50,000 | 1.00 | 2.00 | 100 | 25,000 |  |" in text
+    assert "| w2 | 2 | 33/31, 48/16, 40/24 | 62 % | 50/50 %, 75/25 %, 60/40 % |" in text
+    assert "| w1 | 1 | 64, 64, 64 | 100 % | 100 %, 100 %, 100 % |" in text
