@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tarfile
@@ -15,6 +16,10 @@ import pytest
 
 from tests.conftest import ROOT
 
+# what the commands run here see: not the suite's PYTHONPATH (its ``src`` holds fwrest's
+# egg-info, which pip would take for fwrest installed)
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -24,6 +29,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         text=True,
         timeout=600,
+        env=CLEAN_ENV,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return out
@@ -63,17 +69,24 @@ def test_wheel_installs_into_a_clean_venv_with_a_working_command(
     dist: Path, tmp_path: Path
 ) -> None:
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
+    # a venv without pip of its own (ensurepip takes seconds), installed into by this pip
+    venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
     install = subprocess.run(
-        [str(py), "-m", "pip", "install", "--quiet", str(_wheel(dist))],
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "--quiet",
+         str(_wheel(dist))],
         capture_output=True,
         text=True,
         timeout=600,
-    )
+        env=CLEAN_ENV,
+    )  # fmt: skip
     assert install.returncode == 0, install.stderr[-3000:]
     done = subprocess.run(
-        [str(env_dir / "bin" / "fwrest"), "--version"], capture_output=True, text=True, timeout=60
+        [str(env_dir / "bin" / "fwrest"), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=CLEAN_ENV,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"fwrest {version('fwrest')}"
@@ -83,6 +96,7 @@ def test_wheel_installs_into_a_clean_venv_with_a_working_command(
         text=True,
         timeout=60,
         cwd=tmp_path,
+        env=CLEAN_ENV,
     )
     assert api.returncode == 0, api.stderr
     assert "start" in api.stdout.split(",")
