@@ -456,12 +456,17 @@ _FORKS.set_forkserver_preload(["fwrest.cli", "tests.forked"])
 
 
 def run_forked(
-    *args: str, cwd: Path, timeout: float = 60, stdin: str | None = None
+    *args: str,
+    cwd: Path,
+    timeout: float = 60,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``fwrest ARGS`` as :func:`run_cli` gives it, in a process forked from one that imported
     fwrest once (tests/forked.py): for tests that run hundreds of commands. A command still
     running after ``timeout`` is killed: exit code -1 with what it wrote. ``stdin``: its input
-    (else none)."""
+    (else none); ``env``: variables added to its environment (the test's own changes to
+    ``os.environ`` do not reach it)."""
     from tests import forked
 
     with tempfile.TemporaryDirectory(prefix="fwrest-forked-") as tmp:
@@ -471,7 +476,7 @@ def run_forked(
             source = os.path.join(tmp, "in")
             Path(source).write_text(stdin)
         child = _FORKS.Process(
-            target=forked.run, args=(list(args), str(cwd), out, err, written, source)
+            target=forked.run, args=(list(args), str(cwd), out, err, written, source, env)
         )
         child.start()
         child.join(timeout)
