@@ -391,11 +391,8 @@ SERIAL = frozenset(
     (
         "tests/auth/test_jwks_clients.py",
         "tests/auth/test_password_timing.py",
-        "tests/bench",
-        "tests/e2e/test_audit_hosts.py",
-        "tests/e2e/test_ratelimit_scale.py",
+        "tests/bench/test_at_once.py",
         "tests/e2e/test_reload.py",
-        "tests/e2e/test_json_logs.py",
         "tests/e2e/test_scale_out.py",
         "tests/e2e/test_revocation_e2e.py",
         "tests/e2e/test_workers.py",
@@ -409,7 +406,6 @@ SERIAL = frozenset(
         "tests/faults/test_tls_handshakes.py",
         "tests/faults/test_worker_kill.py",
         "tests/hostile/test_mutation.py",
-        "tests/native/test_docs_browser.py",
         "tests/native/test_probes.py",
         "tests/native/test_settings_api.py",
         "tests/native/test_settings_browser.py",
@@ -426,10 +422,27 @@ SERIAL = frozenset(
 HEAVY = ("tests/faults/test_soak.py", "tests/hostile/test_corpus.py")
 
 
+def _serial(path: Path) -> bool:
+    where = path.relative_to(ROOT).as_posix()
+    return where in SERIAL or where.rsplit("/", 1)[0] in SERIAL
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``-m serial`` and ``-m "not serial"`` (make test's two parts) import only the modules
+    whose tests they run: the others' would all be deselected, after seconds spent importing
+    and collecting them (about 15 s of the serial part's)."""
+    wanted = {"serial": True, "not serial": False}.get(config.getoption("markexpr"))
+    name = collection_path.name
+    if wanted is None or not (name.startswith("test_") and name.endswith(".py")):
+        return None
+    if not collection_path.is_relative_to(ROOT):
+        return None
+    return True if _serial(collection_path) != wanted else None
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
     """Marks each test as it is collected, before any hook reads the marks."""
-    where = Path(str(item.path)).relative_to(ROOT).as_posix()
-    if where in SERIAL or where.rsplit("/", 1)[0] in SERIAL:
+    if _serial(Path(str(item.path))):
         item.add_marker(pytest.mark.serial)
 
 
@@ -446,12 +459,17 @@ _FORKS.set_forkserver_preload(["fwrest.cli", "tests.forked"])
 
 
 def run_forked(
-    *args: str, cwd: Path, timeout: float = 60, stdin: str | None = None
+    *args: str,
+    cwd: Path,
+    timeout: float = 60,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``fwrest ARGS`` as :func:`run_cli` gives it, in a process forked from one that imported
     fwrest once (tests/forked.py): for tests that run hundreds of commands. A command still
     running after ``timeout`` is killed: exit code -1 with what it wrote. ``stdin``: its input
-    (else none)."""
+    (else none); ``env``: variables added to its environment (the test's own changes to
+    ``os.environ`` do not reach it)."""
     from tests import forked
 
     with tempfile.TemporaryDirectory(prefix="fwrest-forked-") as tmp:
@@ -461,7 +479,7 @@ def run_forked(
             source = os.path.join(tmp, "in")
             Path(source).write_text(stdin)
         child = _FORKS.Process(
-            target=forked.run, args=(list(args), str(cwd), out, err, written, source)
+            target=forked.run, args=(list(args), str(cwd), out, err, written, source, env)
         )
         child.start()
         child.join(timeout)

@@ -15,13 +15,21 @@ import sys
 
 
 def run(
-    args: list[str], cwd: str, out: str, err: str, code_path: str, stdin: str | None = None
+    args: list[str],
+    cwd: str,
+    out: str,
+    err: str,
+    code_path: str,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> None:
     """The child's whole life: ``fwrest ARGS`` in ``cwd``, its output into ``out``/``err``,
     its exit code into ``code_path`` too (the forkserver's own report of a child's status is
     255 when several children end at once: read it from here); its input from the file
-    ``stdin`` (else none)."""
+    ``stdin`` (else none); ``env``: variables set in its environment (the forkserver's is
+    the one the suite started with)."""
     os.chdir(cwd)
+    os.environ.update(env or {})
     if stdin is not None:
         source = os.open(stdin, os.O_RDONLY)
         os.dup2(source, 0)

@@ -1339,6 +1339,16 @@ def row_problem(row: str) -> tuple[Part, ...]:
 ENOUGH_LETTERS = 10  # of the message's own words a row must show (all, when it has fewer)
 
 
+@cache
+def _words(template: tuple[Part, ...]) -> tuple[int, tuple[bool, ...]]:
+    """The letters of the template's words, and for each position whether words follow it
+    (worked out once per template: ``covers`` runs for every row at every start)."""
+    tail = [False] * (len(template) + 1)
+    for j in range(len(template) - 1, -1, -1):
+        tail[j] = tail[j + 1] or (template[j] or "").isalpha()
+    return sum(1 for t in template if t is not None and t.isalpha()), tuple(tail)
+
+
 def covers(row: tuple[Part, ...], template: tuple[Part, ...]) -> bool:
     """Whether the row shows the template's message, from its start.
 
@@ -1348,10 +1358,7 @@ def covers(row: tuple[Part, ...], template: tuple[Part, ...]) -> bool:
     abridged), though not inside a value that words follow, and must show at least
     ``ENOUGH_LETTERS`` letters of its words.
     """
-    letters = sum(1 for t in template if t is not None and t.isalpha())
-    tail_has_words = [
-        any((t or "").isalpha() for t in template[j:]) for j in range(len(template) + 1)
-    ]
+    letters, tail_has_words = _words(template)
 
     @cache
     def best(i: int, j: int) -> int:

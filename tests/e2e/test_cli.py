@@ -1,5 +1,10 @@
 """``fwrest check | serve | routes | --version | --help`` as a user runs them: a real
-subprocess, real files, exit codes and what is printed."""
+subprocess, real files, exit codes and what is printed.
+
+``serve``, ``--version`` and ``--help`` start a fresh interpreter (``python -m fwrest``, the
+console script); ``check``, ``routes`` and ``openapi``, run here on some thirty configurations,
+run forked from a process that imported fwrest once (``run_forked``: a process of its own, the
+same exit code and output, without the half second of imports each)."""
 
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from tests.conftest import (
     free_port,
     ini_text,
     run_cli,
+    run_forked,
 )
 from tests.conftest import drop_key as _drop
 from tests.conftest import set_values as _set
@@ -78,7 +84,7 @@ def test_check_prints_a_summary_of_servers_and_urls(tmp_path: Path) -> None:
     config = write_config(tmp_path, data, "ini")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    result = run_cli("check", str(config), cwd=elsewhere)
+    result = run_forked("check", str(config), cwd=elsewhere)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     out = result.stdout
@@ -101,7 +107,7 @@ def test_check_binds_no_port(tmp_path: Path) -> None:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        result = run_cli("check", str(write_config(tmp_path, sections(port))))
+        result = run_forked("check", str(write_config(tmp_path, sections(port))), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert f"127.0.0.1:{port}/rest" in result.stdout
 
@@ -275,13 +281,13 @@ def test_check_bad_config_exits_2_with_one_error(
     tmp_path: Path, writer: Callable[[Path], Path], fragments: tuple[str, ...]
 ) -> None:
     config = writer(tmp_path)
-    result = run_cli("check", str(config), cwd=tmp_path)
+    result = run_forked("check", str(config), cwd=tmp_path)
     assert_config_error(result, str(config), *fragments)
     assert result.stdout == ""
 
 
 def test_check_missing_file(tmp_path: Path) -> None:
-    result = run_cli("check", str(tmp_path / "absent.ini"))
+    result = run_forked("check", str(tmp_path / "absent.ini"), cwd=tmp_path)
     assert_config_error(result, "absent.ini", "does not exist")
 
 
@@ -289,14 +295,14 @@ def test_check_garbage_certificate(tmp_path: Path, certs: dict[str, Path]) -> No
     certs["cert"].write_text("this is not a certificate\n")
     data = sections()
     data["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
-    result = run_cli("check", str(write_config(tmp_path, data)))
+    result = run_forked("check", str(write_config(tmp_path, data)), cwd=tmp_path)
     assert_config_error(result, "[HTTP_REST] SslCertificate:", "cannot be loaded")
 
 
 def test_check_tls_port_shows_https(tmp_path: Path, certs: dict[str, Path]) -> None:
     data = sections()
     data["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
-    result = run_cli("check", str(write_config(tmp_path, data)))
+    result = run_forked("check", str(write_config(tmp_path, data)), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "https://127.0.0.1:18080/rest" in result.stdout
     assert "TLS" in result.stdout
@@ -412,7 +418,7 @@ def test_routes_lists_method_path_function_and_source(tmp_path: Path) -> None:
             }
         },
     )
-    result = run_cli("routes", str(config))
+    result = run_forked("routes", str(config), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines()]
     assert rows[0] == ["METHOD", "PATH", "FUNCTION", "SOURCE"]
@@ -428,7 +434,7 @@ def test_routes_lists_method_path_function_and_source(tmp_path: Path) -> None:
 def test_routes_of_a_bad_config_exits_2(tmp_path: Path) -> None:
     data = sections()
     data["ENV"]["Repository"] = "nowhere"
-    result = run_cli("routes", str(write_config(tmp_path, data)))
+    result = run_forked("routes", str(write_config(tmp_path, data)), cwd=tmp_path)
     assert_config_error(result, "[ENV] Repository:", "'nowhere'")
 
 
@@ -436,7 +442,7 @@ def test_routes_of_a_bad_config_exits_2(tmp_path: Path) -> None:
 def test_openapi_to_an_unwritable_file_exits_2_with_one_line(tmp_path: Path, target: str) -> None:
     config = free_config(tmp_path)
     out = tmp_path / target
-    result = run_cli("openapi", str(config), "-o", str(out))
+    result = run_forked("openapi", str(config), "-o", str(out), cwd=tmp_path)
     print(result.stderr)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr + result.stdout
@@ -486,7 +492,7 @@ def test_no_command_prints_help_and_fails() -> None:
 def test_check_warns_that_max_body_size_0_refuses_every_body(tmp_path: Path) -> None:
     def warnings(**server: object) -> list[str]:
         servers = {"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT", **server}}
-        done = run_cli("check", str(free_config(tmp_path, servers=servers)))
+        done = run_forked("check", str(free_config(tmp_path, servers=servers)), cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         text = done.stdout + done.stderr
         return [line for line in text.splitlines() if "MaxBodySize" in line]

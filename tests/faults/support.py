@@ -231,17 +231,19 @@ class Pinned:
         address: str | None = None,
         verify: Any = True,
         auth: tuple[str, str] | None = None,
+        pid_path: str = "/pid",
     ) -> None:
         self.base = base
         self.address = address
         self.auth = auth  # credentials for asking /pid on a Basic port
+        self.pid_path = pid_path  # a route that answers {"pid": ...}
         limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
         transport = httpx.HTTPTransport(local_address=address, verify=verify, limits=limits)
         self.http = httpx.Client(transport=transport, timeout=15)
         self.pid = self.ask_pid()
 
     def ask_pid(self) -> int:
-        response = self.http.get(self.base + "/pid", auth=self.auth)
+        response = self.http.get(self.base + self.pid_path, auth=self.auth)
         assert response.status_code == 200, response.text
         return int(response.json()["pid"])
 
@@ -261,6 +263,7 @@ def pinned_per_worker(
     verify: Any = True,
     auth: tuple[str, str] | None = None,
     timeout: float = 15.0,
+    pid_path: str = "/pid",
 ) -> list[Pinned]:
     """One :class:`Pinned` client on each of ``count`` distinct workers; the n-th leaves from
     ``addresses[n]`` when given (else all from ``address``)."""
@@ -268,7 +271,7 @@ def pinned_per_worker(
     deadline = time.monotonic() + timeout
     while len(found) < count and time.monotonic() < deadline:
         source = addresses[len(found)] if addresses else address
-        client = Pinned(base, address=source, verify=verify, auth=auth)
+        client = Pinned(base, address=source, verify=verify, auth=auth, pid_path=pid_path)
         if client.pid in found:
             client.close()
         else:

@@ -247,7 +247,9 @@ async def connection(
             try:
                 writer.write(data)
                 await writer.drain()
-            except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
+            # RuntimeError: uvloop's write on a transport it closed as the server closed it (the
+            # keep-alive deadline passed while a loaded machine let this client wait)
+            except (ConnectionResetError, BrokenPipeError, ssl.SSLError, RuntimeError):
                 tally.closed_without_answer += 1
                 return
             finally:

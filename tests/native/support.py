@@ -24,6 +24,7 @@ import trustme
 from fwrest.testing import Client
 from tests.conftest import READY_LINE, ServerProcess, wait_ready_workers
 from tests.conftest import wait_for as wait_for
+from tests.faults.support import Pinned, pinned_per_worker
 
 SETTING_NAMES = (
     "rest_log_level",
@@ -285,6 +286,48 @@ def settled(proc: ServerProcess, mark: int, *transitions: str, count: int = 2) -
     # the log's times are whole milliseconds: one tick either way is the clock, not a worker
     assert lag < SETTLE_S + LOG_TICK_S, f"{transitions}: the last worker {lag:.3f} s after"
     return lag
+
+
+def clear_settings(base: str, count: int = 2) -> None:
+    """Clear every run-time value of the service of ``base`` (an open port of a ``--workers
+    count`` service whose ``/hello`` answers its pid), then wait until each worker has no
+    run-time value and the values in force the answer gives: at the latest SPEC 5's 1 s after
+    the answer, sooner once each worker, asked on a connection of its own, says so."""
+    r = post_settings(base, dict.fromkeys(SETTING_NAMES))
+    answered = time.monotonic()
+    assert r.status_code == 200, (r.status_code, r.text)
+    target = {name: info["effective"] for name, info in r.json()["settings"].items()}
+    assert all(info["runtime"] is None for info in r.json()["settings"].values()), r.text
+    try:
+        workers = pinned_per_worker(base, count, pid_path="/hello", timeout=SETTLE_S)
+    except AssertionError:  # the kernel kept giving one worker the connections: the bound
+        settle(answered)
+        return
+
+    def cleared(worker: Pinned) -> bool:
+        answer = worker.http.get(f"{base}/fw/rest/config", headers=JSON_ACCEPT)
+        settings = answer.json()["settings"] if answer.status_code == 200 else {}
+        return bool(settings) and all(
+            info["runtime"] is None and info["effective"] == target[name]
+            for name, info in settings.items()
+        )
+
+    def all_cleared() -> bool:
+        # each answer from its own worker: the connection was not closed and reopened
+        return all(cleared(w) for w in workers) and all(w.still_pinned() for w in workers)
+
+    try:
+        while time.monotonic() < answered + SETTLE_S:
+            # twice, 0.1 s apart: a worker takes the store's values, then re-reads the file
+            # (in a thread) before it puts them in force; its answer in between shows them
+            if all_cleared():
+                time.sleep(0.1)
+                if all_cleared():
+                    return
+            time.sleep(0.02)
+    finally:
+        for worker in workers:
+            worker.close()
 
 
 def worker_labels(log: str) -> dict[int, str]:

@@ -42,6 +42,7 @@ from tests.native.support import (
     FileLog,
     basic,
     change,
+    clear_settings,
     get_settings,
     hit_both_workers,
     in_process,
@@ -158,9 +159,11 @@ def no_runtime_values(request: pytest.FixtureRequest) -> Iterator[None]:
     if "client" in request.fixturenames:
         change(request.getfixturevalue("client"), dict.fromkeys(SETTING_NAMES))
     if "base" in request.fixturenames:
-        answered = change(request.getfixturevalue("base"), dict.fromkeys(SETTING_NAMES))
-        if request.function.__name__ not in READ_ONLY:
-            settle(answered)
+        base = request.getfixturevalue("base")
+        if request.function.__name__ in READ_ONLY:
+            change(base, dict.fromkeys(SETTING_NAMES))
+        else:
+            clear_settings(base)
 
 
 def since(server: ServerProcess | FileLog, mark: int) -> str:

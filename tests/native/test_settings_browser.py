@@ -32,6 +32,7 @@ from tests.native.support import (
     ORANGE,
     SETTING_NAMES,
     change,
+    clear_settings,
     get_settings,
     hit_both_workers,
     labels_of,
@@ -92,7 +93,7 @@ def page(browser: Any, base: str) -> Iterator[Any]:
     finally:
         context.close()
         # leave no run-time value behind, in force in both workers
-        settle(change(base, dict.fromkeys(SETTING_NAMES)))
+        clear_settings(base)
 
 
 def cell(page: Any, setting: str, kind: str) -> Any:

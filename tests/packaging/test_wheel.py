@@ -20,6 +20,10 @@ import pytest
 
 from tests.conftest import APP_SOURCE, ROOT, ServerProcess, free_config
 
+# what the commands run here see: not the suite's PYTHONPATH (its ``src`` holds fwrest's
+# egg-info, which pip would take for fwrest installed; the installed environment's own fwrest)
+_CLEAN = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -29,6 +33,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         text=True,
         timeout=600,
+        env=_CLEAN,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return out
@@ -89,17 +94,15 @@ def test_the_wheel_holds_each_compiled_module_beside_its_source(dist: Path) -> N
     assert not _wheel(dist).name.endswith("-none-any.whl")  # a platform wheel
 
 
-# the installed environment's own fwrest, not the one of this checkout's PYTHONPATH
-_CLEAN = {**os.environ, "PYTHONPATH": ""}
-
-
 @pytest.fixture(scope="module")
 def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A clean virtual environment with the wheel installed: its ``bin`` folder."""
     env_dir = tmp_path_factory.mktemp("venv")
-    venv.EnvBuilder(with_pip=True).create(env_dir)
+    # a venv without pip of its own (ensurepip takes seconds), installed into by this pip
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = str(env_dir / "bin" / "python")
     install = subprocess.run(
-        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", str(_wheel(dist))],
+        [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", str(_wheel(dist))],
         capture_output=True,
         text=True,
         timeout=600,
@@ -209,7 +212,7 @@ def test_without_a_c_compiler_the_build_is_pure_python(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, "CC": str(tmp_path / "no-such-compiler")},
+        env={**_CLEAN, "CC": str(tmp_path / "no-such-compiler")},
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "no C compiler found: building pure Python" in done.stdout + done.stderr
