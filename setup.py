@@ -41,7 +41,6 @@ COMPILED = [
     "src/fwrest/auth/basic.py",
     "src/fwrest/auth/oauth2/guard.py",
     "src/fwrest/server/usage.py",
-    "src/fwrest/server/pool.py",
     "src/fwrest/server/select.py",
     "src/fwrest/context/request_id.py",
     "src/fwrest/auth/oauth2/tokens.py",
