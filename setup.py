@@ -27,10 +27,16 @@ from typing import Any
 
 from setuptools import setup
 
-# The request path: the HTTP engine and its wire records, routing, the port pipeline, the
-# request context, the guards, the usage figures. A module that is here is never one that
-# awaits a thread's future directly (see fwrest.auth.blocking.settled) and holds no async
-# generator (mypyc cannot build one): server/streams.py keeps those.
+# The request path: the HTTP engine and its wire records, routing, the port pipeline,
+# OnSelect, the request context and request ids, the guards and the token service, the
+# security headers, the usage figures. A module here awaits a thread's future only through
+# fwrest.auth.blocking.settled (a compiled coroutine drops a thrown exception's traceback),
+# and holds no async generator (server/streams.py keeps those), no generic dataclass, no
+# subclass of a built-in exception but Exception, no `continue` inside `with`: mypyc cannot
+# build them. Left out on purpose: server/handler.py and context/rest.py (compiled, some
+# handlers' results and REST calls differed from the pure build's in the suite) and
+# server/pool.py (its threads' loop, compiled, made a `def` OnAuth 0.90x the pure build;
+# 1.12x without it: bench case 2). docs/decisions.md, "The compiled build".
 COMPILED = [
     "src/fwrest/wire.py",
     "src/fwrest/server/http.py",
