@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from fwrest.auth.throttle import LockBoard, Throttle
 from fwrest.errors import HTTPError
 from fwrest.store.memory import MemoryStore
+from fwrest.store.sqlite import SqliteStore
 
 
 def now_ms() -> int:
@@ -116,3 +119,48 @@ def test_board_failure_windows_restart_and_count_per_key() -> None:
     assert board.hit_failure(0, "ip:c", 0.001)[0] == 1
     time.sleep(0.01)
     assert board.hit_failure(0, "ip:c", 0.001)[0] == 1  # its window had passed: a new one
+
+
+class SlowLockWrites(SqliteStore):
+    """A sqlite store whose lock writes arrive late (a store under load): ``add_lock``
+    waits until ``arrive`` is set."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.arrive = threading.Event()
+
+    def add_lock(self, key: str, until: float) -> None:
+        self.arrive.wait(10)
+        super().add_lock(key, until)
+
+
+def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_count(
+    tmp_path: Path,
+) -> None:
+    """The lock-out list is refreshed every 0.5 s; this worker's own lock, not in the store
+    yet, is no lock-out lifted: it stays on the board, and so do the failures that made it
+    (the attempts after them are not checked)."""
+
+    async def scenario() -> None:
+        store = SlowLockWrites(tmp_path / "state.db")
+        board = LockBoard(2)
+        throttle = Throttle(store, 3, "BASIC", board=board, region=0)
+        user_key, _ = throttle.keys("bob", "127.0.0.5")
+        throttle.start()
+        try:
+            await asyncio.sleep(0.1)  # the first refresh: the store lists no lock
+            for _ in range(3):
+                await throttle.failed(await throttle.admit("bob", "127.0.0.5"))
+            assert board.until(user_key, now_ms()) > 0
+            await asyncio.sleep(1.2)  # two refreshes while the lock's write is on its way
+            assert board.until(user_key, now_ms()) > 0
+            assert board.hit_failure(1, user_key, 300)[0] == 4  # the 3 failures, and this
+            with pytest.raises(HTTPError) as info:
+                throttle.check("bob", "127.0.0.9")
+            assert info.value.status == 429
+        finally:
+            store.arrive.set()
+            throttle.stop()
+        assert store.locks().keys() == {user_key}
+
+    asyncio.run(scenario())

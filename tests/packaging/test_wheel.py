@@ -24,6 +24,10 @@ from tests.conftest import APP_SOURCE, ROOT, ServerProcess, free_config
 # egg-info, which pip would take for fwrest installed; the installed environment's own fwrest)
 _CLEAN = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
+# the compiled wheel's build takes about 100 s of one core on a quiet machine: the suite's
+# 120 s per test would fail it on a busy one
+pytestmark = pytest.mark.timeout(900)
+
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:

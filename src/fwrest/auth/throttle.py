@@ -469,7 +469,11 @@ class Throttle:
             for key, until in self._listed.items():
                 if key not in fresh and until > now:
                     board.withdraw(self.region, key)
-        self._listed = fresh
+        # a copy: ``fresh`` becomes ``self.locked``, where :meth:`_lock` adds this worker's
+        # own locks before the store lists them; shared, a lock of this worker's whose write
+        # to the store is still on its way would pass for listed, then for lifted, and its
+        # withdrawal would wipe the count that made it
+        self._listed = dict(fresh)
 
     # -- the check before counting (in memory only) ----------------------------------------------
     def keys(self, user: str, client_ip: str) -> tuple[str, str]:
