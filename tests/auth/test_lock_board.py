@@ -19,6 +19,7 @@ from fwrest.auth.throttle import LockBoard, Throttle
 from fwrest.errors import HTTPError
 from fwrest.store.memory import MemoryStore
 from fwrest.store.sqlite import SqliteStore
+from tests.conftest import wait_for
 
 
 def now_ms() -> int:
@@ -145,7 +146,7 @@ def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_count(
         store = SlowLockWrites(tmp_path / "state.db")
         board = LockBoard(2)
         throttle = Throttle(store, 3, "BASIC", board=board, region=0)
-        user_key, _ = throttle.keys("bob", "127.0.0.5")
+        user_key, ip_key = throttle.keys("bob", "127.0.0.5")
         throttle.start()
         try:
             await asyncio.sleep(0.1)  # the first refresh: the store lists no lock
@@ -161,6 +162,7 @@ def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_count(
         finally:
             store.arrive.set()
             throttle.stop()
-        assert store.locks().keys() == {user_key}
+        # the write arrives at last (its thread finishes on its own)
+        wait_for(lambda: store.locks().keys() == {user_key, ip_key}, 10, "the locks in the store")
 
     asyncio.run(scenario())
