@@ -412,6 +412,9 @@ class Throttle:
         self._own = self._user_key.rpartition("|")[0] + "|"  # the prefix of this port's locks
         self.locked: dict[str, float] = {}
         self._listed: dict[str, float] = {}  # the store's list at the last refresh
+        # this worker's locks written to the store: key -> (until, monotonic time written);
+        # judged by the first list asked for after the write (see _lifted)
+        self._written: dict[str, tuple[float, float]] = {}
         if store.in_process:
             # a memory store is this process's: under a supervisor, the board is what the
             # workers share
@@ -444,12 +447,13 @@ class Throttle:
     async def _refresh(self) -> None:
         while True:
             try:
+                asked = time.monotonic()
                 fresh = await self._client.call(self.store.locks, deadline=_DEADLINE_S)
                 # this port's locks only: another port's lock-out leaves this port's check on
                 # its fast path
                 own = self._own
                 locked = {k: u for k, u in fresh.items() if k.startswith(own)}
-                self._lifted(locked)
+                self._lifted(locked, asked)
                 self.locked = locked
             except (StoreError, TimeoutError) as exc:
                 log.auth_log.debug(
@@ -458,21 +462,28 @@ class Throttle:
                 )
             await asyncio.sleep(0.5)
 
-    def _lifted(self, fresh: dict[str, float]) -> None:
-        """Withdraw from this worker's region of the board the locks the store listed at the
-        last refresh, still in force, and no longer lists: lifted (``fwrest lockouts clear``,
-        SPEC 13.6). A lock this worker wrote and the store does not list yet was never
-        listed, so it is not taken for lifted."""
+    def _lifted(self, fresh: dict[str, float], asked: float) -> None:
+        """Withdraw from this worker's region of the board the locks in force that the store
+        no longer lists: lifted (``fwrest lockouts clear``, SPEC 13.6). Those are the locks
+        it listed at the last refresh, and this worker's own locks written to it before
+        ``fresh`` was asked for (at monotonic time ``asked``), listed or not yet: one lifted
+        before any refresh saw it is lifted too. A lock of this worker's whose write is still
+        on its way is neither: it is no lock-out lifted (and withdrawing it would wipe the
+        count that made it)."""
         now = time.time()
         board = self.board
+        judged = [key for key, (_, written) in self._written.items() if written <= asked]
         if board is not None:
-            for key, until in self._listed.items():
+            candidates = dict(self._listed)
+            for key in judged:
+                candidates.setdefault(key, self._written[key][0])
+            for key, until in candidates.items():
                 if key not in fresh and until > now:
                     board.withdraw(self.region, key)
+        for key in judged:
+            del self._written[key]
         # a copy: ``fresh`` becomes ``self.locked``, where :meth:`_lock` adds this worker's
-        # own locks before the store lists them; shared, a lock of this worker's whose write
-        # to the store is still on its way would pass for listed, then for lifted, and its
-        # withdrawal would wipe the count that made it
+        # own locks before the store lists them
         self._listed = dict(fresh)
 
     # -- the check before counting (in memory only) ----------------------------------------------
@@ -679,8 +690,14 @@ class Throttle:
             self.board.publish(self.region, key, int(until * 1000))
         if self.store.in_process:
             self.store.add_lock(key, until)
+            self._written[key] = (until, time.monotonic())
         else:
-            self._in_background(self.store.add_lock, key, until)
+            self._in_background(
+                self.store.add_lock,
+                key,
+                until,
+                then=lambda: self._written.__setitem__(key, (until, time.monotonic())),
+            )
 
     # -- taking a count back ----------------------------------------------------------------------
     def _settled_here(self, attempt: Attempt) -> bool:
@@ -741,12 +758,17 @@ class Throttle:
         """A store call off the loop under ``_DEADLINE_S`` (StoreError, TimeoutError)."""
         return await self._client.call(fn, *args, deadline=_DEADLINE_S)
 
-    def _in_background(self, fn: Callable[..., Any], *args: Any) -> None:
-        """A store write nothing waits for (a failure of it only costs exactness)."""
+    def _in_background(
+        self, fn: Callable[..., Any], *args: Any, then: Callable[[], None] | None = None
+    ) -> None:
+        """A store write nothing waits for (a failure of it only costs exactness); ``then``
+        runs once it has been written."""
 
         async def write() -> None:
             with contextlib.suppress(StoreError, TimeoutError):
                 await self._lenient(fn, *args)
+                if then is not None:
+                    then()
 
         task = asyncio.get_running_loop().create_task(write())
         self._background.add(task)
