@@ -419,8 +419,9 @@ SERIAL = frozenset(
 )
 # Modules that load the machine for minutes but assert no time: in the parallel part, first (the
 # longest; the wheel's compiled build is two minutes of one process, which at the end of the
-# part would leave the other process idle), beside the light modules (pytest-xdist's --dist loadfile keeps a module on one
-# process; --no-loadscope-reorder keeps this order instead of the most tests first).
+# part would leave the other process idle), beside the light modules (pytest-xdist's --dist
+# loadfile keeps a module on one process; --no-loadscope-reorder keeps this order instead of
+# the most tests first).
 HEAVY = (
     "tests/faults/test_soak.py",
     "tests/packaging/test_wheel.py",
