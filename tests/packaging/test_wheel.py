@@ -29,16 +29,19 @@ _CLEAN = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 pytestmark = pytest.mark.timeout(900)
 
 
+def _run(
+    *argv: str, timeout: float = 60, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A command as an installer or a user runs it: output captured, the clean environment."""
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env or _CLEAN
+    )
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=_CLEAN,
-    )
+    done = _run(sys.executable, "-m", "build", "--outdir", str(out), str(ROOT), timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return out
 
@@ -105,12 +108,10 @@ def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     # a venv without pip of its own (ensurepip takes seconds), installed into by this pip
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = str(env_dir / "bin" / "python")
-    install = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", str(_wheel(dist))],
-        capture_output=True,
-        text=True,
+    wheel = str(_wheel(dist))
+    install = _run(
+        *(sys.executable, "-m", "pip", "--python", python, "install", "--quiet", wheel),
         timeout=600,
-        env=_CLEAN,
     )
     assert install.returncode == 0, install.stderr[-3000:]
     return env_dir / "bin"
@@ -120,23 +121,11 @@ def test_wheel_installs_into_a_clean_venv_with_a_working_command(
     installed: Path, tmp_path: Path
 ) -> None:
     py = installed / "python"
-    done = subprocess.run(
-        [str(installed / "fwrest"), "--version"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_CLEAN,
-    )
+    done = _run(str(installed / "fwrest"), "--version")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"fwrest {version('fwrest')}"
-    api = subprocess.run(
-        [str(py), "-c", "import fwrest, sys; sys.stdout.write(','.join(sorted(fwrest.__all__)))"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env=_CLEAN,
-    )
+    listing = "import fwrest, sys; sys.stdout.write(','.join(sorted(fwrest.__all__)))"
+    api = _run(str(py), "-c", listing, cwd=tmp_path)
     assert api.returncode == 0, api.stderr
     assert "start" in api.stdout.split(",")
     assert "rest" in api.stdout.split(",")
@@ -159,18 +148,8 @@ def test_the_installed_compiled_build_serves_and_logs_the_applications_traceback
     coroutines lose unless they await a thread through ``fwrest.auth.blocking.settled``."""
     py = installed / "python"
     modules = _compiled_modules()
-    where = subprocess.run(
-        [
-            str(py),
-            "-c",
-            f"import importlib; [print(importlib.import_module(m).__file__) for m in {modules!r}]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env=_CLEAN,
-    )
+    show = f"import importlib; [print(importlib.import_module(m).__file__) for m in {modules!r}]"
+    where = _run(str(py), "-c", show, cwd=tmp_path)
     assert where.returncode == 0, where.stderr
     files = where.stdout.split()
     assert len(files) == len(modules) and all(f.endswith(".so") for f in files), files
@@ -211,10 +190,8 @@ def test_the_installed_compiled_build_serves_and_logs_the_applications_traceback
 def test_without_a_c_compiler_the_build_is_pure_python(tmp_path: Path) -> None:
     """The fallback of a platform without a compiler: the same wheel, pure Python, and a
     warning that says so."""
-    done = subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
-        capture_output=True,
-        text=True,
+    done = _run(
+        *(sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)),
         timeout=600,
         env={**_CLEAN, "CC": str(tmp_path / "no-such-compiler")},
     )
