@@ -148,8 +148,11 @@ def test_the_sqlite_store_counts_through_the_store_client(tmp_path: Path) -> Non
 def test_the_window_ends_and_lets_requests_through_again(tmp_path: Path) -> None:
     config = _service(tmp_path, "rl_window", {"Limit": 2, "Window": "1s", "Key": "address"})
     with Client(config) as client:
+        started = time.monotonic()  # the window starts after this
         codes = [client.get("/rest/hello").status_code for _ in range(3)]
-        assert codes == [200, 200, 429]
+        assert codes[0] == 200
+        if time.monotonic() - started < 1.0:  # a loaded machine may take the whole window
+            assert codes == [200, 200, 429]
         time.sleep(1.1)
         again = client.get("/rest/hello")
         assert again.status_code == 200
