@@ -385,9 +385,8 @@ def run_cli(
     )
 
 
-# Modules whose tests measure time, deadlines or CPU shares: `make test` runs them one at a time
-# at normal priority, while the rest runs beside them two processes at once (pytest-xdist) at a
-# low CPU priority (nice 10: the Makefile), so that the rest takes mostly the CPU they leave.
+# Modules whose tests measure time, deadlines or CPU shares: `make test` runs them alone, after
+# the rest has run two processes at once (pytest-xdist), so that nothing disturbs them.
 SERIAL = frozenset(
     (
         "tests/auth/test_jwks_clients.py",
