@@ -385,12 +385,14 @@ def run_cli(
     )
 
 
-# Modules whose tests measure time, deadlines or CPU shares: `make test` runs them alone, after
-# the rest has run two processes at once (pytest-xdist), so that nothing disturbs them.
+# Modules whose tests measure time, deadlines or CPU shares: `make test` runs them one at a time
+# at normal priority, while the rest runs beside them two processes at once (pytest-xdist) at a
+# low CPU priority (nice 10: the Makefile), so that the rest takes mostly the CPU they leave.
 SERIAL = frozenset(
     (
         "tests/auth/test_jwks_clients.py",
         "tests/auth/test_password_timing.py",
+        "tests/auth/test_refresh_claims.py",
         "tests/bench/test_at_once.py",
         "tests/e2e/test_reload.py",
         "tests/e2e/test_scale_out.py",
@@ -405,12 +407,14 @@ SERIAL = frozenset(
         "tests/faults/test_sqlite_refresh.py",
         "tests/faults/test_tls_handshakes.py",
         "tests/faults/test_worker_kill.py",
+        "tests/features/test_streaming.py",
         "tests/hostile/test_mutation.py",
         "tests/native/test_probes.py",
         "tests/native/test_settings_api.py",
         "tests/native/test_settings_browser.py",
         "tests/server/test_backpressure.py",
         "tests/server/test_head_limits.py",
+        "tests/server/test_hooks_calls.py",
         "tests/server/test_pool.py",
         "tests/store/test_redis_forms.py",
         "tests/store/test_sqlite_locked.py",

@@ -292,7 +292,7 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
 
     # (the 1 s of SPEC 12.1 is measured by tests/auth/test_jwks_clients.py, on a service of
     # its own processes: here the workers share the test's process and the suite's load)
-    wait_for(new_kid, 5, "tokens signed with the new key")
+    wait_for(new_kid, 15, "tokens signed with the new key")
     wait_for(
         lambda: signs_anew(ec, old_ec_kid),
         5,

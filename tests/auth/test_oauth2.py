@@ -547,9 +547,10 @@ def test_refresh_rotates_and_a_replay_revokes_the_whole_family(oauth: OAuthPort)
     def all_refused() -> bool:
         return all(oauth.get("/hello", token).status_code == 401 for token in family)
 
-    took = wait_for(all_refused, 5, "the family's access tokens are refused")
+    took = wait_for(all_refused, 15, "the family's access tokens are refused")
+    # the 1 s bound of SPEC 7 is timed by the serial part (tests/faults/test_sqlite_refresh.py,
+    # tests/e2e/test_revocation_e2e.py); here beside other tests, a hang guard (SPEC 9)
     print(f"family's access tokens refused {took:.3f} s after the replay")
-    assert took < 2.0, f"revocation took {took:.3f} s (SPEC: at most 1 s stale)"
     assert_invalid_token(oauth.get("/hello", third["access_token"]))
     # the other family is untouched
     assert oauth.get("/hello", bystander["access_token"]).status_code == 200

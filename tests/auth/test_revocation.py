@@ -385,9 +385,11 @@ def test_revoke_user_revokes_every_family_of_the_user(port: LocalOAuth, svc: Loc
     )
     assert answer.status_code == 200, answer.text
     assert answer.json()["username"] == "bob" and answer.json()["revoked_families"] >= 2
-    deadline = time.monotonic() + 2  # this worker's cache is read every 0.5 s
+    # this worker's cache is read every 0.5 s (the 1 s bound is timed by the serial part's
+    # tests/faults/test_sqlite_refresh.py); here a guard against a hang on a busy machine
+    deadline = time.monotonic() + 15
     while port.get("/hello", logins[1]["access_token"]).status_code == 200:
-        assert time.monotonic() < deadline, "the revocation did not reach the worker in 2 s"
+        assert time.monotonic() < deadline, "the revocation did not reach the worker in 15 s"
         time.sleep(0.05)
     for tokens in (logins[0], logins[2]):
         assert port.get("/hello", tokens["access_token"]).status_code == 401
@@ -494,7 +496,7 @@ def audit_events(port: LocalOAuth, event: str, found: Any) -> list[dict[str, Any
     worker keeps an event off the request's way), read by ada (onAdmin)."""
     headers = admin_headers(port, "ada")
     seen: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 15
     while not seen:
         assert time.monotonic() < deadline, f"no {event} event: {seen}"
         answer = port.get(f"/fw/rest/audit?event={event}", headers=headers)

@@ -54,6 +54,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -376,6 +377,24 @@ def _line_shape(line: str) -> str:
     return re.sub(r"client=\S+", "client=C", line)
 
 
+def _access_line(proc: ServerProcess, url: str) -> str:
+    """The access line written for one GET of ``url`` (a worker writes it after the answer)."""
+    mark = len(proc.log())
+    assert httpx.get(url).status_code == 200
+    deadline = time.monotonic() + 15
+    while True:
+        lines = [
+            x
+            for x in proc.log()[mark:].splitlines()
+            if " fwrest.access " in x and f" GET {urlsplit(url).path} " in x
+        ]
+        if lines or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert len(lines) == 1, proc.log()[mark:]
+    return lines[0]
+
+
 def test_operations_access_lines_are_what_the_service_writes(example_service: Running) -> None:
     documented = [_line_shape(x) for x in example("operations-access-lines").text.splitlines()]
     base = example_service.url("HTTP_REST")
@@ -384,21 +403,16 @@ def test_operations_access_lines_are_what_the_service_writes(example_service: Ru
         for trace in (0, 1, 2):
             changed = httpx.post(f"{base}/fw/rest/config", json={"rest_trace_time": trace})
             assert changed.status_code == 200, changed.text
-            time.sleep(1.2)  # every worker has it (within 1 s)
-            mark = len(example_service.proc.log())
-            assert httpx.get(f"{base}/hello").status_code == 200
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                lines = [
-                    x
-                    for x in example_service.proc.log()[mark:].splitlines()
-                    if " fwrest.access " in x and " GET /rest/hello " in x
-                ]
-                if lines:
+            # every worker has the change within 1 s (SPEC 5.4); on a busy machine a request
+            # may still meet a worker that has not: ask again until the line has this level's
+            # shape (or the guard ends; the comparison below then shows the difference)
+            deadline = time.monotonic() + 15
+            while True:
+                shape = _line_shape(_access_line(example_service.proc, f"{base}/hello"))
+                if shape == documented[trace] or time.monotonic() > deadline:
                     break
-                time.sleep(0.05)
-            assert len(lines) == 1, example_service.proc.log()[mark:]
-            written.append(_line_shape(lines[0]))
+                time.sleep(0.1)
+            written.append(shape)
     finally:
         httpx.post(f"{base}/fw/rest/config", json={"rest_trace_time": None})
     assert written == documented

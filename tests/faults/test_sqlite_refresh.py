@@ -68,6 +68,9 @@ def service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     certs = issue_certs(ca, folder / "certs")
     section = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
     section["HeaderTimeout"] = 60000  # 500 connections wait for their one request
+    # the clients pinned to each worker sit idle while the bulk replays run (longer on a busy
+    # machine than the default 5 s): their connections must stay with their worker
+    section["KeepAliveTimeout"] = 120000
     config = free_config(
         folder,
         app=app_with(PARAMS),

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import hashlib
 import ipaddress
 import time
@@ -690,14 +691,18 @@ class Throttle:
             self.board.publish(self.region, key, int(until * 1000))
         if self.store.in_process:
             self.store.add_lock(key, until)
-            self._written[key] = (until, time.monotonic())
+            self._lock_written(key, until)
         else:
             self._in_background(
                 self.store.add_lock,
                 key,
                 until,
-                then=lambda: self._written.__setitem__(key, (until, time.monotonic())),
+                then=functools.partial(self._lock_written, key, until),
             )
+
+    def _lock_written(self, key: str, until: float) -> None:
+        """The store has this worker's lock of ``key``: the next list asked for judges it."""
+        self._written[key] = (until, time.monotonic())
 
     # -- taking a count back ----------------------------------------------------------------------
     def _settled_here(self, attempt: Attempt) -> bool:
