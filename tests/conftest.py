@@ -158,6 +158,12 @@ def drop_key(section: str, key: str) -> Callable[[Sections], None]:
     return change
 
 
+def local_port(**keys: Any) -> dict[str, Any]:
+    """A server section on 127.0.0.1, on a port the system picks, serving ``ROOT``; ``keys``
+    add to it or replace those."""
+    return {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT", **keys}
+
+
 def free_config(
     tmp_path: Path,
     *,
@@ -169,7 +175,7 @@ def free_config(
 ) -> Path:
     """Write ``app.py`` and a config serving it on port 0 (the system picks)."""
     (tmp_path / "app.py").write_text(app)
-    servers = servers or {"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}}
+    servers = servers or {"HTTP_REST": local_port()}
     sections: Sections = {
         "HTTPSERVER": {
             "Enable": 1,

@@ -17,7 +17,7 @@ import pytest
 from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
-from tests.conftest import module_config
+from tests.conftest import local_port, module_config
 
 APP = """
 import asyncio
@@ -112,12 +112,9 @@ def test_an_open_port_is_served_in_this_process(tmp_path: Path) -> None:
 
 def test_a_basic_port_runs_its_guard(tmp_path: Path) -> None:
     servers = {
-        "BASIC": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "inproc_basic_check"}},
-        }
+        "BASIC": local_port(
+            FwData={"Authorization": {"scheme": "basic", "OnAuth": "inproc_basic_check"}}
+        )
     }
     with Client(_service(tmp_path, "inproc_basic", servers), server="basic") as client:
         ok = client.post("/rest/echo", auth=("ada", "Ada-Pw-7731"), content=b"x")

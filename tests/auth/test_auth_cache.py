@@ -29,7 +29,7 @@ from fwrest.context.request import RequestContext
 from fwrest.errors import HTTPError
 from fwrest.server.app import Request
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, module_config
+from tests.conftest import APP_SOURCE, local_port, module_config
 
 AUTH_SOURCE = """
 CALLS = []
@@ -59,12 +59,7 @@ class Service:
         self.auth_module = f"tcache_auth_{tag}"
         (tmp / f"{self.auth_module}.py").write_text(AUTH_SOURCE)
         authorization = {"scheme": "basic", "OnAuth": f"{self.auth_module}.check", **auth}
-        server = {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "FwData": {"Authorization": authorization},
-        }
+        server = local_port(FwData={"Authorization": authorization})
         app = f"tcache_app_{tag}"
         extra = {"ENV": {"Repository": f"{app},{self.auth_module}"}}
         self.log_file = tmp / "server.log"

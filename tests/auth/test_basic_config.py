@@ -27,7 +27,7 @@ from fwrest.errors import ConfigError
 from fwrest.server import prepare
 from fwrest.server.build import ServicePlan
 from tests.auth.conftest import check
-from tests.conftest import free_config, run_cli
+from tests.conftest import free_config, local_port, run_cli
 
 AUTH_SOURCE = """
 def check(user, password):
@@ -70,7 +70,7 @@ class Case:
         fmt: str = "json",
     ) -> Path:
         """A service with one server ``HTTP_REST`` whose FwData is ``fw_data``."""
-        section: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+        section: dict[str, Any] = local_port()
         if fw_data is not None:
             section["FwData"] = fw_data
         section.update(server or {})

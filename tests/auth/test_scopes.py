@@ -55,7 +55,7 @@ from tests.auth.oauth2_support import (
     oauth_section,
     serve_oauth,
 )
-from tests.conftest import APP_SOURCE, free_config, module_config
+from tests.conftest import APP_SOURCE, free_config, local_port, module_config
 from tests.docs.blocks import example, substitute
 from tests.docs.test_examples import close_all, run_python
 
@@ -150,19 +150,16 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
         "SINGLE": oauth_section(certs, onAuthparams=f"{m}.params_single"),
         "CUSTOM": oauth_section(certs, onAuthparams=f"{m}.params", onAuth=f"{m}.any_token"),
         "NO_META": oauth_section(certs, onAuthparams=f"{m}.params"),
-        "BASIC": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "LoadURNs": urns,
-            "FwData": {
+        "BASIC": local_port(
+            LoadURNs=urns,
+            FwData={
                 "Authorization": {
                     "scheme": "basic",
                     "OnAuth": f"{m}.basic_check",
                     "maxFailures": 1_000_000,
                 }
             },
-        },
+        ),
     }
     servers["NO_META"]["FwData"]["NativeRoutes"] = {"disable": ["oauth2/metadata"]}
     return module_config(folder, m, servers=servers, app=APP_SOURCE + SCOPES_APP)

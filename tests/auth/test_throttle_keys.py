@@ -29,7 +29,7 @@ import trustme
 
 from fwrest.auth.throttle import address_key, port_keys, user_key
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
-from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port
 
 MAX = 3
 USERS = {
@@ -98,13 +98,7 @@ def ports(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     oauth = oauth_section(certs, onAuthparams="app.params", maxFailures=MAX)
     oauth["TrustedProxies"] = "127.0.0.1"
     servers = {
-        "BASIC": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "TrustedProxies": "127.0.0.1",
-            "FwData": basic_auth,
-        },
+        "BASIC": local_port(TrustedProxies="127.0.0.1", FwData=basic_auth),
         "OAUTH": oauth,
         "DUAL": {"HostName": "::", "Port": 0, "Locations": "ROOT", "FwData": basic_auth},
     }

@@ -36,7 +36,15 @@ from fwrest.config.loader import load_config
 from fwrest.store import open_store
 from fwrest.store.redis import RedisStore
 from tests.auth.oauth2_support import TOKEN, client_context, oauth_section
-from tests.conftest import APP_SOURCE, FWREST, ServerProcess, free_config, issue_certs, run_forked
+from tests.conftest import (
+    APP_SOURCE,
+    FWREST,
+    ServerProcess,
+    free_config,
+    issue_certs,
+    local_port,
+    run_forked,
+)
 from tests.docs.blocks import Block, example
 from tests.redis_support import RedisServer
 
@@ -80,8 +88,7 @@ def write_config(folder: Path, certs: dict[str, Path], basic: bool = False, **ht
     servers = {"TOK": oauth_section(certs, onAuthparams="file:params.json", maxFailures=3)}
     if basic:
         auth = {"scheme": "basic", "OnAuth": "app.basic_check", "maxFailures": 3}
-        servers["BAS"] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT",
-                          "FwData": {"Authorization": auth}}  # fmt: skip
+        servers["BAS"] = local_port(FwData={"Authorization": auth})  # fmt: skip
     app = APP_SOURCE + BASIC_APP
     return free_config(folder, servers=servers, extra={"HTTPSERVER": http}, app=app)
 

@@ -22,6 +22,7 @@ from tests.conftest import (
     exchange,
     free_config,
     issue_certs,
+    local_port,
     serving,
     tls_server,
 )
@@ -86,13 +87,8 @@ def service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     folder = tmp_path_factory.mktemp("rest_connection")
     certs = issue_certs(ca, folder / "certs")
     servers = {
-        "HTTP_REST": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "TrustedProxies": "127.0.0.1",
-        },
-        "PLAIN": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+        "HTTP_REST": local_port(TrustedProxies="127.0.0.1"),
+        "PLAIN": local_port(),
         "HTTPS_REST": tls_server(certs),
     }
     config = free_config(folder, app=APP, servers=servers)

@@ -24,7 +24,7 @@ import trustme
 
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
-from tests.conftest import issue_certs, module_config
+from tests.conftest import issue_certs, local_port, module_config
 
 MODULE = "rest_methods_app"
 PORT = 18431  # the OPEN port as configured; nothing binds it in process
@@ -208,18 +208,15 @@ def _config(folder: Path, certs: dict[str, Path]) -> Path:
             "Locations": "ROOT, OTHER",
             "AllowedHosts": "api.example.com",
         },
-        "BASIC": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "FwData": {
+        "BASIC": local_port(
+            FwData={
                 "Authorization": {
                     "scheme": "basic",
                     "OnAuth": f"{MODULE}.check",
                     "maxFailures": 1000,
                 }
-            },
-        },
+            }
+        ),
         "OAUTH": oauth_section(certs, onAuthparams=f"{MODULE}.oauth_params"),
     }
     extra = {

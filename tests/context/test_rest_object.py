@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import module_config
+from tests.conftest import local_port, module_config
 
 APP = """
 import asyncio
@@ -143,14 +143,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
         tmp,
         "rest_object_app",
         app=APP,
-        servers={
-            "HTTP_REST": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "UserData": USER_DATA,
-            }
-        },
+        servers={"HTTP_REST": local_port(UserData=USER_DATA)},
         extra={"POOL": {"MaxThreads": 16}},
     )
     with Client(config, base_url="http://127.0.0.1/rest") as client:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port
 from tests.server.rawhttp import RawConnection
 
 # an access line; with rest_trace_time=1 its time sits between the status and the port
@@ -261,9 +261,7 @@ def test_the_applications_own_loggers_write_to_the_log_scrubbed(tmp_path: Path, 
     credentials scrubbed and CR/LF escaped, instead of reaching Python's last-resort handler
     raw."""
     basic = {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}}
-    servers = {
-        "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT", "FwData": basic}
-    }
+    servers = {"HTTP_REST": local_port(FwData=basic)}
     server: ServerProcess = serve(
         free_config(tmp_path, servers=servers, app=APP_SOURCE + APP_LOGGERS)
     )

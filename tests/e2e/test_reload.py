@@ -27,6 +27,7 @@ from tests.conftest import (
     children,
     free_config,
     issue_certs,
+    local_port,
     port_is_free,
     run_cli,
     run_forked,
@@ -149,14 +150,7 @@ def wait_line(proc: ServerProcess, text: str, timeout: float = 30) -> None:
 def test_three_reloads_under_load_fail_no_request(tmp_path: Path) -> None:
     config = free_config(
         tmp_path,
-        servers={
-            "HTTP_REST": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "KeepAliveTimeout": 1000,
-            }
-        },
+        servers={"HTTP_REST": local_port(KeepAliveTimeout=1000)},
     )
     write_app(tmp_path, 1)
     pid_file = tmp_path / "fwrest.pid"
@@ -194,7 +188,7 @@ def test_three_reloads_under_load_fail_no_request(tmp_path: Path) -> None:
                 config,
                 {
                     "HTTPSERVER": {"Servers": "HTTP_REST,HTTP_TWO"},
-                    "HTTP_TWO": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+                    "HTTP_TWO": local_port(),
                 },
             )
             proc.signal(signal.SIGHUP)
@@ -330,7 +324,7 @@ def test_a_new_generation_that_does_not_start_leaves_the_old_one_serving(tmp_pat
 
 
 def test_a_port_removed_is_closed_once_the_old_workers_drained(tmp_path: Path) -> None:
-    two = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+    two = local_port()
     config = free_config(tmp_path, servers={"HTTP_REST": dict(two), "HTTP_TWO": two})
     write_app(tmp_path, 1)
     with serving(config, workers=1) as proc:

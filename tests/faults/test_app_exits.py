@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from tests.auth.oauth2_support import client_context, oauth_section
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, local_port
 from tests.faults.support import FAULT_APP
 
 APP = (
@@ -69,14 +69,9 @@ KINDS = ("exit", "kbd", "genexit", "cancel")
 
 def _service(tmp_path: Path, certs: dict[str, Path]) -> Path:
     def basic(on_auth: str) -> dict[str, Any]:
-        return {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "FwData": {
-                "Authorization": {"scheme": "basic", "OnAuth": on_auth, "maxFailures": 10**6}
-            },
-        }
+        return local_port(
+            FwData={"Authorization": {"scheme": "basic", "OnAuth": on_auth, "maxFailures": 10**6}}
+        )
 
     servers = {
         "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT,BOUND"},

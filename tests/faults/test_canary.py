@@ -58,7 +58,7 @@ import trustme
 from fwrest.config.loader import load_config
 from fwrest.store import open_store
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
-from tests.conftest import ServerProcess, free_config, free_port, run_cli, wait_for
+from tests.conftest import ServerProcess, free_config, free_port, local_port, run_cli, wait_for
 from tests.faults.support import app_with
 from tests.redis_support import RedisServer
 
@@ -154,12 +154,7 @@ def test_no_secret_reaches_the_log_at_debug_level(
     ca: trustme.CA, tmp_path: Path, log_format: str
 ) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
-    basic = {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}},
-    }
+    basic = local_port(FwData={"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}})
     oauth = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
     config = free_config(
         tmp_path,
@@ -453,12 +448,7 @@ def test_the_redis_password_is_never_shown(tmp_path: Path) -> None:
     (tmp_path / "redis").mkdir()
     redis = RedisServer(tmp_path / "redis", password=REDIS_PW).start()
     env = {"FWREST_CANARY_REDIS_PW": REDIS_PW}
-    basic = {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}},
-    }
+    basic = local_port(FwData={"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}})
     monitor_port = free_port()
     store = {"StateStore": redis.url, "StateStorePassword": "env:FWREST_CANARY_REDIS_PW"}
     config = free_config(

@@ -25,7 +25,7 @@ import pytest
 import uvloop
 
 from bench.idle_connections import Held, closed, hold, raise_file_limit, release
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, local_port
 from tests.faults.support import figures
 
 CONNECTIONS = 10_000
@@ -128,7 +128,7 @@ def test_one_worker_holds_ten_thousand_idle_connections_and_closes_them_on_time(
         if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < wanted:
             pytest.fail(f"the file limit cannot be raised to {wanted} (hard limit {hard})")
         deadlines = {"KeepAliveTimeout": KEEP_ALIVE_S * 1000, "HeaderTimeout": HEADER_S * 1000}
-        server = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+        server = local_port()
         config = free_config(
             tmp_path,
             servers={"HTTP_REST": {**server, **{k: int(v) for k, v in deadlines.items()}}},

@@ -33,7 +33,7 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, local_port
 from tests.docs.blocks import ini_example
 from tests.faults.support import Outcome, Recorder, app_with, figures
 from tests.redis_support import SentinelGroup
@@ -75,12 +75,7 @@ def host_config(folder: Path, certs: dict[str, Path], group: SentinelGroup) -> P
     store = ini_example("deploy-redis-sentinel", replacements=sentinels)["HTTPSERVER"]
     assert store.pop("Servers") == "HTTPS_REST"
     assert store["StateStore"].endswith(f"/{group.name}/0")
-    basic = {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}},
-    }
+    basic = local_port(FwData={"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}})
     oauth = oauth_section(certs, onAuthparams="app.params", issuer=ISSUER)
     return free_config(
         folder,

@@ -23,7 +23,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.conftest import ServerProcess, free_config, free_port, wait_for
+from tests.conftest import ServerProcess, free_config, free_port, local_port, wait_for
 from tests.faults.support import FAULT_APP, port_is_free, wait_workers
 from tests.server.rawhttp import RawConnection, request_bytes
 
@@ -37,14 +37,7 @@ def _config(tmp_path: Path, started_file: Path, extra: dict[str, dict[str, objec
     return free_config(
         tmp_path,
         app=FAULT_APP,
-        servers={
-            "HTTP_REST": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "UserData": {"started_file": str(started_file)},
-            }
-        },
+        servers={"HTTP_REST": local_port(UserData={"started_file": str(started_file)})},
         extra={"HTTPSERVER": {"GracefulTimeout": 20000}, **extra},
     )
 

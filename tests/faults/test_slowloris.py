@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, local_port
 from tests.faults.support import FAULT_APP, figures
 
 CONNECTIONS = 256
@@ -107,14 +107,7 @@ def test_slowloris_connections_close_at_the_deadline_while_others_are_served(
     config = free_config(
         tmp_path,
         app=FAULT_APP,
-        servers={
-            "HTTP_REST": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "HeaderTimeout": DEADLINE_MS,
-            }
-        },
+        servers={"HTTP_REST": local_port(HeaderTimeout=DEADLINE_MS)},
     )
     proc = ServerProcess(config, workers=1).wait_ready()
     try:

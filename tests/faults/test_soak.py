@@ -55,7 +55,7 @@ from tests.auth.oauth2_support import (
     issue_certs,
     oauth_section,
 )
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, local_port
 from tests.faults.support import app_with, service_rss
 from tests.server.rawhttp import RawConnection
 
@@ -227,7 +227,7 @@ def run_soak(
 ) -> SoakResult:
     """Start the service in ``folder``, warm it up, run ``seconds`` of mixed traffic, stop."""
     certs = issue_certs(ca or trustme.CA(), folder / "certs")
-    open_port = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+    open_port = local_port()
     basic = {
         **open_port,
         "FwData": {

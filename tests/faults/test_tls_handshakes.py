@@ -28,7 +28,7 @@ import pytest
 import trustme
 
 from fwrest.server.tls_accept import MAX_HANDSHAKES
-from tests.conftest import ServerProcess, free_config, issue_certs
+from tests.conftest import ServerProcess, free_config, issue_certs, local_port
 from tests.faults.support import figures
 
 HANDSHAKE_MS = 500  # TlsHandshakeTimeout, shortened
@@ -56,14 +56,11 @@ def tls_files(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[
 @pytest.fixture
 def server(tmp_path: Path, tls_files: dict[str, Path]) -> Iterator[ServerProcess]:
     servers = {
-        "HTTPS_REST": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "SslCertificate": str(tls_files["cert"]),
-            "SslCertificateKey": str(tls_files["key"]),
-            "TlsHandshakeTimeout": HANDSHAKE_MS,
-        }
+        "HTTPS_REST": local_port(
+            SslCertificate=str(tls_files["cert"]),
+            SslCertificateKey=str(tls_files["key"]),
+            TlsHandshakeTimeout=HANDSHAKE_MS,
+        )
     }
     proc = ServerProcess(free_config(tmp_path, servers=servers), workers=1).wait_ready()
     yield proc

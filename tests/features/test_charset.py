@@ -10,7 +10,7 @@ import pytest
 
 from fwrest import ConfigError
 from fwrest.testing import Client
-from tests.conftest import module_config
+from tests.conftest import local_port, module_config
 from tests.docs.blocks import example
 
 APP = """
@@ -50,7 +50,7 @@ def echo():
 
 
 def _client(tmp_path: Path, module: str, charset: str | None) -> Client:
-    server = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+    server = local_port()
     if charset is not None:
         server["Charset"] = charset
     return Client(module_config(tmp_path, module, app=APP, servers={"HTTP_REST": server}))

@@ -19,7 +19,14 @@ import trustme
 from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import TOKEN, oauth_section
-from tests.conftest import ServerProcess, free_config, issue_certs, module_config, serving
+from tests.conftest import (
+    ServerProcess,
+    free_config,
+    issue_certs,
+    local_port,
+    module_config,
+    serving,
+)
 from tests.docs.blocks import example
 
 APP = """
@@ -233,14 +240,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     config = free_config(
         tmp,
         app=APP,
-        servers={
-            "HTTP_REST": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "Compression": "gzip, br",
-            }
-        },
+        servers={"HTTP_REST": local_port(Compression="gzip, br")},
     )
     with serving(config) as proc:
         yield proc

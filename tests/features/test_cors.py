@@ -17,7 +17,7 @@ import trustme
 from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import TOKEN, oauth_section
-from tests.conftest import issue_certs, module_config
+from tests.conftest import issue_certs, local_port, module_config
 from tests.docs.blocks import ini_example
 
 APP = """
@@ -79,7 +79,7 @@ def _service(tmp_path: Path, module: str, cors: dict[str, Any], **extra: Any) ->
             "Locations": "ROOT, PLAIN",
             "FwData": {"Authorization": basic},
         },
-        "HTTP_OPEN": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+        "HTTP_OPEN": local_port(),
     }
     sections.update(extra.pop("servers", {}))
     return module_config(

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ServerProcess, free_config, serving
+from tests.conftest import ServerProcess, free_config, local_port, serving
 
 APP = """
 from fwrest import get, rest
@@ -80,14 +80,7 @@ def api(tmp_path_factory: pytest.TempPathFactory, front_end: int) -> Iterator[Se
     config = free_config(
         tmp,
         app=APP,
-        servers={
-            "HTTP_API": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "FwData": {"Authorization": basic},
-            }
-        },
+        servers={"HTTP_API": local_port(FwData={"Authorization": basic})},
         extra={
             "ROOT": {"CORS": "CORS_WEB"},
             "CORS_WEB": {

@@ -17,7 +17,15 @@ import psutil
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, exchange, free_config, module_config, serving, wait_for
+from tests.conftest import (
+    ServerProcess,
+    exchange,
+    free_config,
+    local_port,
+    module_config,
+    serving,
+    wait_for,
+)
 
 APP = """
 import asyncio
@@ -133,14 +141,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     config = free_config(
         tmp,
         app=APP,
-        servers={
-            "HTTP_REST": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "Compression": "gzip",
-            }
-        },
+        servers={"HTTP_REST": local_port(Compression="gzip")},
     )
     with serving(config, env={"STREAM_MARKS": str(marks)}) as proc:
         yield proc, marks

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import module_config
+from tests.conftest import local_port, module_config
 
 APP = """
 from fwrest import get
@@ -81,14 +81,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
         tmp,
         "hostile_features_app",
         app=APP,
-        servers={
-            "HTTP_REST": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "Compression": "gzip, br",
-            }
-        },
+        servers={"HTTP_REST": local_port(Compression="gzip, br")},
         extra={
             "ROOT": {"CORS": "CORS_WEB", "RootPath": "www", "XFrameOptions": "DENY"},
             "CORS_WEB": {"AllowOrigins": "https://*.example.com", "AllowCredentials": 1},

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, module_config
+from tests.conftest import ServerProcess, free_config, local_port, module_config
 
 APP = """
 from __future__ import annotations
@@ -98,14 +98,7 @@ HOSTILE: dict[str, bytes] = {
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp: Path = tmp_path_factory.mktemp("typed_hostile")
-    servers = {
-        "HTTP_REST": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "MaxBodySize": MAX_BODY,
-        }
-    }
+    servers = {"HTTP_REST": local_port(MaxBodySize=MAX_BODY)}
     proc = ServerProcess(free_config(tmp, app=APP, servers=servers), workers=1).wait_ready()
     yield proc
     assert proc.stop() == 0

@@ -22,7 +22,7 @@ import httpx
 import trustme
 
 from fwrest.testing import Client
-from tests.conftest import READY_LINE, ServerProcess, wait_ready_workers
+from tests.conftest import READY_LINE, ServerProcess, local_port, wait_ready_workers
 from tests.conftest import wait_for as wait_for
 from tests.faults.support import Pinned, pinned_per_worker
 
@@ -83,14 +83,11 @@ def oauth2_port(tmp: Path, ca: trustme.CA, params: str, **fw_data: Any) -> dict[
     cert.cert_chain_pems[0].write_to_path(str(tmp / "server.crt"))
     cert.private_key_pem.write_to_path(str(tmp / "server.key"))
     authorization = {"scheme": "oAuth2", "onAuth": "", "onAuthparams": params}
-    return {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "SslCertificate": "server.crt",
-        "SslCertificateKey": "server.key",
-        "FwData": {"Authorization": authorization, **fw_data},
-    }
+    return local_port(
+        SslCertificate="server.crt",
+        SslCertificateKey="server.key",
+        FwData={"Authorization": authorization, **fw_data},
+    )
 
 
 # What the settings helpers talk to: a real server's base URL (``http://127.0.0.1:PORT/rest``)

@@ -30,7 +30,7 @@ import pytest
 from fwrest import log
 from fwrest.store.audit import AuditEvent, AuditLog
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, module_config
+from tests.conftest import APP_SOURCE, local_port, module_config
 from tests.docs.blocks import example
 from tests.native.support import (
     ADA,
@@ -51,12 +51,7 @@ ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 def _basic(**auth: Any) -> dict[str, Any]:
     authorization = {"scheme": "basic", "OnAuth": "audit_route_auth.check", **auth}
-    return {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "FwData": {"Authorization": authorization},
-    }
+    return local_port(FwData={"Authorization": authorization})
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +64,7 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "HTTP_ADMIN": _basic(onAdmin="audit_route_auth.admin", maxFailures=3),
         "HTTP_USERS": _basic(),
         "HTTP_PUBLIC": public,
-        "HTTP_OPEN": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+        "HTTP_OPEN": local_port(),
     }
     return module_config(
         folder,

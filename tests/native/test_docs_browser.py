@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 import trustme
 
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, local_port
 from tests.native.support import AUTH_SOURCE, oauth2_port, running
 
 
@@ -26,7 +26,7 @@ from tests.native.support import AUTH_SOURCE, oauth2_port, running
 def server(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("docs_browser")
     (tmp / "auth.py").write_text(AUTH_SOURCE)
-    port = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+    port = local_port()
     config = free_config(
         tmp,
         servers={

@@ -19,7 +19,7 @@ import trustme
 
 from fwrest.native.docs import DOCS_FILES, SWAGGER_UI_VERSION
 from fwrest.testing import Client
-from tests.conftest import ROOT, module_config
+from tests.conftest import ROOT, local_port, module_config
 from tests.docs.blocks import example
 from tests.native.support import AUTH_SOURCE, basic, in_process, oauth2_port
 
@@ -38,7 +38,7 @@ def clients(
 ) -> Iterator[dict[str, Client]]:
     tmp = tmp_path_factory.mktemp("docs_page")
     (tmp / "docs_auth.py").write_text(AUTH_SOURCE)
-    server = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+    server = local_port()
     config = module_config(
         tmp,
         "docs_app",

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import module_config, run_cli
+from tests.conftest import local_port, module_config, run_cli
 from tests.native.support import NATIVE, basic, in_process
 
 AUTH_SOURCE = """
@@ -30,19 +30,16 @@ PORTS = ("HTTP_BASIC", "HTTP_PUBLIC")
 
 
 def _basic_port(**fw_data: Any) -> dict[str, Any]:
-    return {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "FwData": {
+    return local_port(
+        FwData={
             "Authorization": {
                 "scheme": "basic",
                 "OnAuth": "exposure_auth.check",
                 "maxFailures": 1_000_000,
             },
             **fw_data,
-        },
-    }
+        }
+    )
 
 
 @pytest.fixture(scope="module")

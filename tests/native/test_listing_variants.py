@@ -28,7 +28,7 @@ import pytest
 from openapi_spec_validator import validate
 
 from fwrest.testing import Client
-from tests.conftest import free_config, module_config, run_cli
+from tests.conftest import free_config, local_port, module_config, run_cli
 from tests.native.support import in_process
 
 APP = """
@@ -96,21 +96,15 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
         app=APP,
         servers={
             "HTTP_SPLIT": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT, SIDE"},
-            "HTTP_NO_VENDOR": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "FwData": {"NativeRoutes": {"disable": ["fw/vendor/environment"]}},
-            },
-            "HTTP_OPEN_ALL": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "FwData": {
+            "HTTP_NO_VENDOR": local_port(
+                FwData={"NativeRoutes": {"disable": ["fw/vendor/environment"]}}
+            ),
+            "HTTP_OPEN_ALL": local_port(
+                FwData={
                     "Authorization": {"scheme": "basic", "OnAuth": "variants_auth.check"},
                     "NativeRoutes": {"public": ["*"]},
-                },
-            },
+                }
+            ),
         },
         extra={
             "ENV": {"Repository": "variants_app, variants_auth"},
@@ -270,13 +264,10 @@ def test_disabling_the_token_route_of_an_oauth2_port_is_warned_about(
         tmp_path,
         app=APP,
         servers={
-            "HTTPS_REST": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "SslCertificate": str(certs["cert"]),
-                "SslCertificateKey": str(certs["key"]),
-                "FwData": {
+            "HTTPS_REST": local_port(
+                SslCertificate=str(certs["cert"]),
+                SslCertificateKey=str(certs["key"]),
+                FwData={
                     "Authorization": {
                         "scheme": "oAuth2",
                         "onAuth": "",
@@ -285,7 +276,7 @@ def test_disabling_the_token_route_of_an_oauth2_port_is_warned_about(
                     },
                     "NativeRoutes": {"disable": ["*"]},
                 },
-            }
+            )
         },
         extra={"ENV": {"Repository": "app, auth"}},
     )

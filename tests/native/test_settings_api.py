@@ -35,7 +35,14 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, free_port, module_config
+from tests.conftest import (
+    APP_SOURCE,
+    ServerProcess,
+    free_config,
+    free_port,
+    local_port,
+    module_config,
+)
 from tests.native.support import (
     SETTING_NAMES,
     Base,
@@ -83,20 +90,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     config = free_config(
         tmp,
         servers={
-            "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
-            "HTTP_BASIC": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "FwData": {
+            "HTTP_REST": local_port(),
+            "HTTP_BASIC": local_port(
+                FwData={
                     "Authorization": {
                         "scheme": "basic",
                         "OnAuth": "auth.check",
                         "onAdmin": "auth.admin",
                         "maxFailures": 1_000_000,
                     }
-                },
-            },
+                }
+            ),
         },
         extra={"HTTPSERVER": {"StateStore": "sqlite"}, "ENV": {"Repository": "app,auth"}},
         general=dict(FILE_GENERAL),

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ROOT, ServerProcess, free_config
+from tests.conftest import ROOT, ServerProcess, free_config, local_port
 from tests.native.support import (
     ORANGE,
     SETTING_NAMES,
@@ -63,13 +63,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     config = free_config(
         tmp,
         servers={
-            "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
-            "HTTP_BASIC": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "FwData": {"Authorization": basic_auth},
-            },
+            "HTTP_REST": local_port(),
+            "HTTP_BASIC": local_port(FwData={"Authorization": basic_auth}),
         },
         extra={"HTTPSERVER": {"StateStore": "sqlite"}, "ENV": {"Repository": "app,auth"}},
         general={"rest_log_level": 3},

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import APP_SOURCE, ROOT, ServerProcess, free_config
+from tests.conftest import APP_SOURCE, ROOT, ServerProcess, free_config, local_port
 
 # what the commands run here see: not the suite's PYTHONPATH (its ``src`` holds fwrest's
 # egg-info, which pip would take for fwrest installed; the installed environment's own fwrest)
@@ -158,13 +158,10 @@ def test_the_installed_compiled_build_serves_and_logs_the_applications_traceback
         app=APP_SOURCE + _CHECK,
         general={"rest_error_full": 1},
         servers={
-            "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
-            "HTTP_BASIC": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT",
-                "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "check"}},
-            },
+            "HTTP_REST": local_port(),
+            "HTTP_BASIC": local_port(
+                FwData={"Authorization": {"scheme": "basic", "OnAuth": "check"}}
+            ),
         },
     )
     server = ServerProcess(config, env={"PYTHONPATH": ""}, command=[str(py), "-m", "fwrest"])

@@ -22,6 +22,7 @@ from fwrest import ConfigError
 from fwrest.repository import Endpoint, purge_modules
 from fwrest.server import prepare
 from fwrest.server.build import ServicePlan
+from tests.conftest import local_port
 
 
 @pytest.fixture
@@ -53,7 +54,7 @@ def service(
 ) -> Path:
     """Write ``files`` and a JSON config whose environment's Repository is ``repository``."""
     write_files(tmp_path, files or {})
-    server: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+    server: dict[str, Any] = local_port()
     if load_urns is not None:
         server["LoadURNs"] = load_urns
     server.update(server_extra)

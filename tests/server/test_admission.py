@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, free_port
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, free_port, local_port
 from tests.server.rawhttp import RawConnection, request_bytes
 
 APP = (
@@ -38,12 +38,7 @@ BASIC = {"Authorization": {"scheme": "basic", "OnAuth": "app.on_auth", "maxFailu
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp: Path = tmp_path_factory.mktemp("admission")
     servers = {
-        "HTTP_BASIC": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "FwData": {**BASIC, "NativeRoutes": {"public": ["healthcheck/ok"]}},
-        }
+        "HTTP_BASIC": local_port(FwData={**BASIC, "NativeRoutes": {"public": ["healthcheck/ok"]}})
     }
     monitor = {
         "Enable": 1,

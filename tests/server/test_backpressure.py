@@ -23,7 +23,7 @@ import psutil
 import pytest
 import trustme
 
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, issue_certs
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, issue_certs, local_port
 from tests.server.rawhttp import HANG_GUARD, RawConnection, request_bytes
 
 WRITE_TIMEOUT_MS = 1000  # BodyTimeout: also the deadline of answers nobody reads
@@ -51,12 +51,7 @@ def server(
     tmp_path_factory: pytest.TempPathFactory, certs: dict[str, Path]
 ) -> Iterator[ServerProcess]:
     tmp: Path = tmp_path_factory.mktemp("backpressure")
-    port = {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "BodyTimeout": WRITE_TIMEOUT_MS,
-    }
+    port = local_port(BodyTimeout=WRITE_TIMEOUT_MS)
     tls = {**port, "SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
     servers = {"HTTP_REST": port, "HTTPS_REST": tls}
     proc = ServerProcess(free_config(tmp, servers=servers, app=APP)).wait_ready()

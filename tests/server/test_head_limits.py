@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, local_port
 from tests.server.rawhttp import HANG_GUARD, RawConnection, RawResponse, request_bytes
 
 HEADER_LIMIT = 16384  # the default MaxHeaderSize
@@ -33,14 +33,8 @@ IDLE_S = 1.0  # what a client waits before its first byte
 SLACK_S = 1.0  # how late a deadline may fire on this shared, noisy machine
 
 SERVERS = {
-    "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
-    "HTTP_SLOW": {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "HeaderTimeout": HEADER_DEADLINE_MS,
-        "KeepAliveTimeout": KEEP_ALIVE_MS,
-    },
+    "HTTP_REST": local_port(),
+    "HTTP_SLOW": local_port(HeaderTimeout=HEADER_DEADLINE_MS, KeepAliveTimeout=KEEP_ALIVE_MS),
 }
 
 

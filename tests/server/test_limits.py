@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, local_port
 from tests.server.rawhttp import HANG_GUARD, RawConnection, RawResponse, request_bytes
 
 BODY_LIMIT = 1000
@@ -33,27 +33,11 @@ DEFAULT_HEADER_LIMIT = 16384
 DEADLINE_MS = 400
 
 SERVERS = {
-    "HTTP_REST": {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "MaxBodySize": BODY_LIMIT,
-    },
-    "HTTP_SMALL": {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "MaxHeaderSize": SMALL_HEADER_LIMIT,
-        "MaxHeaders": SMALL_FIELD_LIMIT,
-    },
-    "HTTP_FAST": {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "HeaderTimeout": DEADLINE_MS,
-        "BodyTimeout": DEADLINE_MS,
-        "KeepAliveTimeout": DEADLINE_MS,
-    },
+    "HTTP_REST": local_port(MaxBodySize=BODY_LIMIT),
+    "HTTP_SMALL": local_port(MaxHeaderSize=SMALL_HEADER_LIMIT, MaxHeaders=SMALL_FIELD_LIMIT),
+    "HTTP_FAST": local_port(
+        HeaderTimeout=DEADLINE_MS, BodyTimeout=DEADLINE_MS, KeepAliveTimeout=DEADLINE_MS
+    ),
 }
 
 

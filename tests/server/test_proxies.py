@@ -6,18 +6,13 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import free_config
+from tests.conftest import free_config, local_port
 
 
 def test_forwarded_client_only_from_trusted_proxies(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
     servers = {
-        "TRUSTING": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "TrustedProxies": "127.0.0.1, 10.0.0.0/8",
-        },
-        "PLAIN": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+        "TRUSTING": local_port(TrustedProxies="127.0.0.1, 10.0.0.0/8"),
+        "PLAIN": local_port(),
     }
     server = serve(free_config(tmp_path, servers=servers))
     trusting, plain = server.url("TRUSTING"), server.url("PLAIN")
@@ -41,14 +36,7 @@ def test_a_bad_trusted_proxy_is_a_config_error(tmp_path: Path) -> None:
     from fwrest import ConfigError
     from fwrest.config import load_config
 
-    servers = {
-        "S": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "TrustedProxies": "10.0.0.1, balancer.local",
-        }
-    }
+    servers = {"S": local_port(TrustedProxies="10.0.0.1, balancer.local")}
     try:
         load_config(free_config(tmp_path, servers=servers))
     except ConfigError as exc:

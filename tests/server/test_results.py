@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, module_config, wait_for
+from tests.conftest import ServerProcess, free_config, local_port, module_config, wait_for
 from tests.server.rawhttp import RawConnection, request_bytes
 
 APP = """
@@ -123,7 +123,7 @@ def media():
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp: Path = tmp_path_factory.mktemp("results")
-    servers = {"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}}
+    servers = {"HTTP_REST": local_port()}
     proc = ServerProcess(free_config(tmp, app=APP, servers=servers)).wait_ready()
     yield proc
     proc.stop()

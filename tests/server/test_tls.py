@@ -12,7 +12,7 @@ import httpx
 import pytest
 import trustme
 
-from tests.conftest import ServerProcess, free_config, issue_certs
+from tests.conftest import ServerProcess, free_config, issue_certs, local_port
 from tests.server.rawhttp import HANG_GUARD, RawConnection, request_bytes
 
 HANDSHAKE_MS = 400
@@ -28,15 +28,12 @@ def server(
     tmp_path_factory: pytest.TempPathFactory, tls_files: dict[str, Path]
 ) -> Iterator[ServerProcess]:
     servers = {
-        "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
-        "HTTPS_REST": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "SslCertificate": str(tls_files["cert"]),
-            "SslCertificateKey": str(tls_files["key"]),
-            "TlsHandshakeTimeout": HANDSHAKE_MS,
-        },
+        "HTTP_REST": local_port(),
+        "HTTPS_REST": local_port(
+            SslCertificate=str(tls_files["cert"]),
+            SslCertificateKey=str(tls_files["key"]),
+            TlsHandshakeTimeout=HANDSHAKE_MS,
+        ),
     }
     proc = ServerProcess(free_config(tmp_path_factory.mktemp("tls"), servers=servers))
     proc.wait_ready()

@@ -38,7 +38,15 @@ import trustme
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from tests.conftest import FWREST, ServerProcess, free_config, ini_text, serving, wait_for
+from tests.conftest import (
+    FWREST,
+    ServerProcess,
+    free_config,
+    ini_text,
+    local_port,
+    serving,
+    wait_for,
+)
 from tests.docs.blocks import Block, example
 from tests.docs.shell import run_block
 from tests.server.rawhttp import HANG_GUARD, request_bytes
@@ -153,14 +161,11 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 def _servers(pki: Pki) -> dict[str, dict[str, Any]]:
-    tls = {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "SslCertificate": str(pki.leaf),
-        "SslCertificateKey": str(pki.locked_key),
-        "SslCertificateCA": str(pki.chain),
-    }
+    tls = local_port(
+        SslCertificate=str(pki.leaf),
+        SslCertificateKey=str(pki.locked_key),
+        SslCertificateCA=str(pki.chain),
+    )
     return {
         "HTTPS_ENV": {
             **tls,
@@ -183,7 +188,7 @@ def _servers(pki: Pki) -> dict[str, dict[str, Any]]:
             "SslClientCA": str(pki.client_ca),
             "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}},
         },
-        "HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"},
+        "HTTP_REST": local_port(),
     }
 
 

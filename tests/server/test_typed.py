@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from fwrest.errors import ConfigError
 from fwrest.testing import Client
-from tests.conftest import module_config
+from tests.conftest import local_port, module_config
 
 APP = """
 from __future__ import annotations
@@ -253,14 +253,7 @@ def stream(n: int, word: str = "x") -> Iterator[str]:
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     tmp = tmp_path_factory.mktemp("typed")
-    servers = {
-        "HTTP_REST": {
-            "HostName": "127.0.0.1",
-            "Port": 0,
-            "Locations": "ROOT",
-            "MaxBodySize": 2 * 1024 * 1024,
-        }
-    }
+    servers = {"HTTP_REST": local_port(MaxBodySize=2 * 1024 * 1024)}
     config = module_config(tmp, "typed_app", app=APP, servers=servers)
     with Client(config) as c:
         yield c
