@@ -58,16 +58,18 @@ def carried_request_id(raw_headers: list[tuple[str, str]]) -> str | None:
     return found if found is not None and is_request_id(found) else None
 
 
-# This process's prefix and counter: a forked child draws its own prefix, so two workers never
-# share an id, nor do two runs. Module globals and a bound ``__next__``: the cheapest to read.
-_prefix = ""
+# This process's ids: one counter whose upper 64 bits are a random prefix (its top bit set, so
+# that the hexadecimal form always has 32 digits) and whose lower 64 bits count from 2**60 (16
+# digits from the first id on); a forked child draws its own prefix, so two workers never
+# share an id, nor do two runs. A bound ``__next__`` in a module global and ``hex()``: the
+# cheapest form found (two thirds of the cost of formatting a prefix and a padded counter).
 _next: Callable[[], int] = itertools.count(1).__next__
 
 
 def _reseed() -> None:
-    global _prefix, _next
-    _prefix = os.urandom(8).hex()
-    _next = itertools.count(1).__next__
+    global _next
+    prefix = int.from_bytes(os.urandom(8), "big") | 1 << 63
+    _next = itertools.count(prefix << 64 | 1 << 60).__next__
 
 
 _reseed()
@@ -76,14 +78,13 @@ os.register_at_fork(after_in_child=_reseed)
 
 def new_request_id() -> str:
     """A new id: 32 hexadecimal digits, 16 of a random prefix of this process and 16 of a
-    counter (about 0.5 us; a random 128-bit id costs three times as much), acceptable as a
-    carried one, so a service can pass it on to the next.
+    counter, acceptable as a carried one, so a service can pass it on to the next.
 
     >>> a, b = new_request_id(), new_request_id()
     >>> len(a), a[:16] == b[:16], int(b[16:], 16) - int(a[16:], 16)
     (32, True, 1)
     """
-    return "%s%016x" % (_prefix, _next())  # noqa: UP031 - the cheapest of the forms
+    return hex(_next())[2:]
 
 
 def request_id_of(raw_headers: list[tuple[str, str]]) -> str:
