@@ -65,7 +65,7 @@ from argon2 import PasswordHasher
 from prometheus_client.parser import text_string_to_metric_families
 
 from fwrest.config.schema import KEYS
-from tests.conftest import ROOT, ServerProcess, free_config, issue_certs, run_cli
+from tests.conftest import ROOT, ServerProcess, free_config, issue_certs, run_cli, wait_for
 from tests.docs.blocks import KINDS, Block, all_blocks, example, ids_asked_for, substitute
 from tests.docs.shell import Reply, Step, run_block
 
@@ -381,18 +381,15 @@ def _access_line(proc: ServerProcess, url: str) -> str:
     """The access line written for one GET of ``url`` (a worker writes it after the answer)."""
     mark = len(proc.log())
     assert httpx.get(url).status_code == 200
-    deadline = time.monotonic() + 15
-    while True:
-        lines = [
-            x
-            for x in proc.log()[mark:].splitlines()
-            if " fwrest.access " in x and f" GET {urlsplit(url).path} " in x
-        ]
-        if lines or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert len(lines) == 1, proc.log()[mark:]
-    return lines[0]
+    wanted = f" GET {urlsplit(url).path} "
+
+    def lines() -> list[str]:
+        return [x for x in proc.log()[mark:].splitlines() if " fwrest.access " in x and wanted in x]
+
+    wait_for(lines, 15, f"the access line of{wanted}")
+    found = lines()
+    assert len(found) == 1, proc.log()[mark:]
+    return found[0]
 
 
 def test_operations_access_lines_are_what_the_service_writes(example_service: Running) -> None:
