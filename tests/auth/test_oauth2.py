@@ -746,6 +746,49 @@ def test_a_token_forged_with_the_real_key_and_right_header_passes(
     assert response.json()["user"] == "carol"
 
 
+# SPEC 12.2: without a configured "issuer", the hosts of one service each derive their own
+# https://{HostName}:{Port}{location}: a derived iss is compared by its scheme and path only
+ISSUERS_OF_THE_SERVICE = (
+    "https://10.0.0.7:8443/rest",  # another host of the service, its own address and port
+    "https://api-2.example.test/rest",
+    "https://[fd00::7]:9443/rest",
+)
+ISSUERS_OF_NO_ONE = (
+    "http://127.0.0.1:8443/rest",  # another scheme
+    "https://10.0.0.7:8443/other",  # another location path
+    "https://10.0.0.7:8443/rest/",
+    "https://10.0.0.7:8443/rest/x",
+    "https://10.0.0.7:8443",  # the port's root: no location of this port is "/"
+    "https://ada@10.0.0.7:8443/rest",  # user info
+    "https://10.0.0.7:8443/rest?x=1",
+    "https://10.0.0.7:8443/rest#x",
+    "https:///rest",  # no host
+    "/rest",
+    "",
+)
+
+
+@pytest.mark.parametrize("iss", ISSUERS_OF_THE_SERVICE)
+def test_a_derived_issuer_of_another_host_of_the_service_is_accepted(
+    svc: LocalService, oauth: OAuthPort, iss: str
+) -> None:
+    assert issuer_of(oauth) != iss
+    token = sign(fresh_claims("carol", iss=iss), signing_key(svc.folder))
+    response = oauth.get("/whoami", token)
+    assert response.status_code == 200, response.text
+    assert response.json()["user"] == "carol"
+
+
+@pytest.mark.parametrize("iss", ISSUERS_OF_NO_ONE)
+def test_an_issuer_of_another_scheme_or_path_is_refused(
+    svc: LocalService, oauth: OAuthPort, iss: str
+) -> None:
+    token = sign(fresh_claims("carol", iss=iss), signing_key(svc.folder))
+    response = oauth.get("/whoami", token)
+    assert_invalid_token(response)
+    assert "another issuer" in response.json()["detailedMessage"]
+
+
 @pytest.mark.parametrize("kind", FORGERIES)
 def test_invalid_tokens_are_401_invalid_token(
     svc: LocalService, oauth: OAuthPort, kind: str

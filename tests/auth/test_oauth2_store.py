@@ -78,21 +78,25 @@ SHARED_ISSUER = "https://api.example.test/rest"
 
 
 def service_config(
-    folder: Path, certs: dict[str, Path], store: str, max_failures: int = 1_000_000
+    folder: Path,
+    certs: dict[str, Path],
+    store: str,
+    max_failures: int = 1_000_000,
+    issuer: str | None = None,
 ) -> Path:
     """One oAuth2 port ``OAUTH``; with ``max_failures`` under the default, a second port
     ``THROTTLED`` has that threshold and ``OAUTH`` none (the per-address count is shared by
-    the ports of a service, so one port can lock out 127.0.0.1 without hindering the other)."""
+    the ports of a service, so one port can lock out 127.0.0.1 without hindering the other).
+    Without ``issuer`` (the default configuration) each host derives its own,
+    https://127.0.0.1:{its own port}/rest, and the hosts still accept each other's tokens
+    (SPEC 12.2)."""
     servers = {}
     for name, limit in (("OAUTH", 1_000_000), ("THROTTLED", max_failures)):
+        auth: dict[str, Any] = {"maxFailures": limit}
+        if issuer is not None:
+            auth["issuer"] = issuer  # one issuer for the hosts behind a balancer
         servers[name] = oauth_section(
-            certs,
-            onAuthparams="app.params",
-            onAuthNoCheckUri="app.public",
-            maxFailures=limit,
-            # services that share tokens name one issuer, as hosts behind a balancer do
-            # (SPEC 12.2: each would otherwise be https://127.0.0.1:{its own port}/rest)
-            issuer=SHARED_ISSUER,
+            certs, onAuthparams="app.params", onAuthNoCheckUri="app.public", **auth
         )
     return free_config(
         folder,
@@ -316,14 +320,18 @@ def test_redis_server_is_installed() -> None:
 
 
 class TwoServices:
-    def __init__(self, ca: trustme.CA, root: Path, store: str, max_failures: int) -> None:
+    def __init__(
+        self, ca: trustme.CA, root: Path, store: str, max_failures: int, issuer: str | None
+    ) -> None:
         self.procs: list[ServerProcess] = []
         self.ports: list[OAuth] = []
+        self.issuer = issuer
         for name in ("a", "b"):
             folder = root / name
             folder.mkdir()
             certs = issue_certs(ca, folder / "certs")
-            proc = ServerProcess(service_config(folder, certs, store, max_failures)).wait_ready()
+            config = service_config(folder, certs, store, max_failures, issuer)
+            proc = ServerProcess(config).wait_ready()
             self.procs.append(proc)
             self.ports.append(OAuth(proc, "THROTTLED", certs))
 
@@ -334,11 +342,11 @@ class TwoServices:
             proc.stop()
 
 
-@pytest.fixture
+@pytest.fixture(params=[None, SHARED_ISSUER], ids=["default-issuer", "configured-issuer"])
 def two_services(
-    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer, request: pytest.FixtureRequest
 ) -> Iterator[TwoServices]:
-    both = TwoServices(ca, tmp_path, redis_server.url, max_failures=3)
+    both = TwoServices(ca, tmp_path, redis_server.url, max_failures=3, issuer=request.param)
     try:
         yield both
     finally:
@@ -358,7 +366,21 @@ def test_two_services_share_tokens_through_redis(
         store.close()
     assert a.base != b.base
     tokens = a.tokens(*ADA)
+    claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
+    assert claims["iss"] == (two_services.issuer or a.base)  # A's own, unless configured
     assert b.get("/hello", tokens["access_token"]).status_code == 200  # issued by A
+    # introspection on B of A's access token (RFC 7662), as B's own client
+    seen = b.http.post(b.base + "/fw/oauth2/introspect", data={"token": tokens["access_token"]},
+                       auth=("web", "Web-Secret-9q"))  # fmt: skip
+    assert seen.status_code == 200 and seen.json()["active"] is True, seen.text
+    assert seen.json()["iss"] == claims["iss"]
+    # `fwrest check` warns about a shared store without "issuer" (SPEC 12.2), only then
+    checked = run_cli(
+        "check", str(two_services.procs[0].config), cwd=two_services.procs[0].config.parent
+    )
+    assert checked.returncode == 0, checked.stderr
+    warned = 'sets no "issuer"' in checked.stdout + checked.stderr
+    assert warned == (two_services.issuer is None), checked.stdout + checked.stderr
     renewed = b.refresh(tokens["refresh_token"])  # A's refresh token, on B
     assert renewed.status_code == 200, renewed.text
     assert a.get("/hello", renewed.json()["access_token"]).status_code == 200

@@ -284,6 +284,7 @@ class _Builder:
                 [loc.prefix for loc in port.locations],
                 settings.issuer,
             ),
+            issuer_configured=bool(settings.issuer),
         )
         tokens.metadata = Metadata(tokens.issuers, asymmetric=tokens.keys is not None)
         tokens.start()

@@ -30,6 +30,7 @@ from fwrest.routing import Router
 from fwrest.server.handler import Handler
 from fwrest.server.hooks import Hook, PoolHooks, pool_hooks, select_hook
 from fwrest.store import StateStore, StoreError, open_store
+from fwrest.store.redis_target import shared_store
 
 __all__ = ["LocationPlan", "PortPlan", "ServicePlan", "build_plan", "probe_store"]
 
@@ -165,19 +166,30 @@ def _location_plan(
     return LocationPlan(loc, router, endpoints)
 
 
-def _issuer_warnings(settings: AuthSettings, server: ServerConfig) -> list[str]:
-    """An asymmetric port on a wildcard address without ``issuer``: its tokens name an
-    issuer (SPEC 12.2) that no other service can reach or trust."""
-    if settings.signing_alg not in ASYMMETRIC_ALGS or settings.issuer:
+def _issuer_warnings(settings: AuthSettings, server: ServerConfig, shared: bool) -> list[str]:
+    """An oAuth2 port without ``issuer`` (SPEC 12.2): on a store that several hosts share,
+    each host derives an issuer of its own (the tokens still pass on every host, but the
+    metadata names one host); on a wildcard address with an asymmetric key, the issuer is
+    a URL that no other service can reach or trust."""
+    if settings.scheme != "oAuth2" or settings.issuer:
         return []
-    if server.host not in ("0.0.0.0", "::", ""):
-        return []
-    return [
-        f"[{server.name}] HostName={server.host}: the tokens' issuer is "
-        f"https://{server.host}:{server.port}/..., a URL other services cannot use to find "
-        'the JWKS; set "issuer" in the Authorization object to the public URL of the '
-        "location (as clients reach it)."
-    ]
+    found = []
+    if shared:
+        found.append(
+            f"[{server.name}] the state store is shared by every host of the service, but "
+            'the Authorization object sets no "issuer": each host names itself '
+            f"(https://{{its HostName}}:{server.port}/...) in its tokens' iss and its metadata; "
+            'set "issuer" to the public URL of the location, as clients reach it through the '
+            "balancer (the hosts then issue and accept that one issuer)."
+        )
+    if settings.signing_alg in ASYMMETRIC_ALGS and server.host in ("0.0.0.0", "::", ""):
+        found.append(
+            f"[{server.name}] HostName={server.host}: the tokens' issuer is "
+            f"https://{server.host}:{server.port}/..., a URL other services cannot use to find "
+            'the JWKS; set "issuer" in the Authorization object to the public URL of the '
+            "location (as clients reach it)."
+        )
+    return found
 
 
 def build_plan(config: ServiceConfig) -> ServicePlan:
@@ -232,7 +244,7 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             auth = AuthInfo(settings.scheme, settings.on_auth_name)
             warnings += settings.warnings
             warnings += oauth2_warnings(settings, server.name)
-            warnings += _issuer_warnings(settings, server)
+            warnings += _issuer_warnings(settings, server, shared_store(config.state_store))
         public = frozenset(
             loc.full_path(route.path)
             for loc in locations
@@ -249,8 +261,7 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             "sqlite (the default) with --workers, or redis:// for several hosts."
         )
     uses_key_file = config.signing_key_file is not None or (
-        any(p.auth.scheme == "oAuth2" for p in ports)
-        and not config.state_store.startswith(("redis://", "rediss://"))
+        any(p.auth.scheme == "oAuth2" for p in ports) and not shared_store(config.state_store)
     )
     if uses_key_file:
         # a corrupt or short key stops the start (SPEC 7): `fwrest check` says so too, for

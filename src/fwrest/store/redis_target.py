@@ -33,6 +33,7 @@ __all__ = [
     "SentinelTarget",
     "make_client",
     "parse_sentinel_url",
+    "shared_store",
     "shown_url",
     "split_userinfo",
     "url_password",
@@ -41,6 +42,16 @@ __all__ = [
 SENTINEL_SCHEME = "redis+sentinel://"
 SENTINEL_PORT = 26379  # a sentinel's port when the URL names none
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://", SENTINEL_SCHEME)
+
+
+def shared_store(url: str) -> bool:
+    """Whether ``StateStore`` names a Redis, which several hosts of a service share (sqlite and
+    memory are one host's).
+
+    >>> shared_store("redis+sentinel://h1/main/0"), shared_store("sqlite")
+    (True, False)
+    """
+    return url.lower().startswith(REDIS_SCHEMES)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -120,6 +121,7 @@ class TokenService:
         client: StoreClient | None = None,
         keys: PortKeys | None = None,
         issuers: dict[str, str] | None = None,
+        issuer_configured: bool = False,
         audit: AuditLog | None = None,
     ) -> None:
         self.port_name = port_name
@@ -131,6 +133,15 @@ class TokenService:
         # SPEC 12.2: location prefix -> issuer; the bearer check accepts any of them
         self.issuers = issuers or {"": "fwrest"}
         self._accepted_issuers = frozenset(self.issuers.values())
+        # Without a configured "issuer" every host of the service derives its own
+        # https://{HostName}:{Port}{path}: a derived iss is compared by its scheme and its
+        # location path only, never its host and port (SPEC 12.2: the hosts of one service
+        # are one issuer; the aud check binds a token to its server section).
+        self._issuer_paths: frozenset[str] | None = (
+            None
+            if issuer_configured
+            else frozenset(urlsplit(issuer).path for issuer in self.issuers.values())
+        )
         # the metadata documents (auth/oauth2/discovery.py's Metadata), set by the assembly
         self.metadata: Metadata | None = None
         # what a function onAuthparams answered the metadata route last, and when
@@ -227,7 +238,7 @@ class TokenService:
                 # valid only on the section that issued it (SPEC 7.1), by any of its
                 # locations (SPEC 12.2)
                 audience=self.port_name,
-                issuer=self._accepted_issuers,
+                issuer=self._accepted_issuers if self._issuer_paths is None else None,
                 options={
                     "require": ["aud", "exp", "iat", "iss", "jti", "sub"],
                     "verify_iat": False,
@@ -242,6 +253,8 @@ class TokenService:
             raise InvalidToken("the access token was issued by another issuer") from None
         except jwt.PyJWTError:
             raise InvalidToken("the access token signature or claims are invalid") from None
+        if self._issuer_paths is not None and not self._derived_issuer(claims.get("iss")):
+            raise InvalidToken("the access token was issued by another issuer")
         family = claims.get("fam")
         if family is not None and not isinstance(family, str):
             # only a token signed with the service's key gets here (fwrest writes a string):
@@ -259,6 +272,28 @@ class TokenService:
             del self._verified[next(iter(self._verified))]
         self._verified[token] = (expires, claims)
         return claims
+
+    def _derived_issuer(self, issuer: object) -> bool:
+        """Whether ``issuer`` is one of this section's derived issuers as another host of
+        the service wrote it: ``https://`` any host and port, then the path of one of the
+        section's locations, no query, fragment or user info (SPEC 12.2)."""
+        if issuer in self._accepted_issuers:
+            return True
+        if not isinstance(issuer, str) or self._issuer_paths is None:
+            return False
+        try:
+            parts = urlsplit(issuer)
+        except ValueError:
+            return False
+        return (
+            parts.scheme == "https"
+            and bool(parts.hostname)
+            and "@" not in parts.netloc
+            and not parts.query
+            and not parts.fragment
+            and not issuer.endswith(("?", "#"))
+            and parts.path in self._issuer_paths
+        )
 
     async def verify_fresh(self, token: str) -> dict[str, Any]:
         """:meth:`verify`, but a token naming a key this worker does not know yet is checked
