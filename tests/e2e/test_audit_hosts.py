@@ -140,3 +140,45 @@ def test_two_hosts_on_one_redis_list_each_other_s_events(tmp_path: Path) -> None
         for host in hosts:
             host.stop()
         redis.stop()
+
+
+def test_changes_in_a_row_through_two_hosts_record_the_value_the_store_held(
+    tmp_path: Path,
+) -> None:
+    """SPEC 13.5: a change's ``old`` is the value in force for the service as the store holds
+    it, never the stale copy of the worker or host that took the change: changes sent one right
+    after the other through host A (two workers) and host B, each faster than a worker's sync
+    (0.5 s), form one chain 200 -> 301 -> 302 -> ... in the trail."""
+    redis = RedisServer(tmp_path).start()
+    a_config, b_config = (_host(tmp_path / name, redis.url) for name in ("a", "b"))
+    hosts = [ServerProcess(a_config, workers=2), ServerProcess(b_config, workers=1)]
+    try:
+        a, b = (host.wait_ready() for host in hosts)
+        values = list(range(301, 309))
+        for i, value in enumerate(values):
+            host = (a, b)[i % 2]  # a new connection each: A's two workers take turns too
+            changed = httpx.post(
+                f"{host.url()}/fw/rest/config",
+                json={"rest_log_stringsize": value},
+                auth=ADA,
+                timeout=10,
+            )
+            assert changed.status_code == 200, changed.text
+        events = _wait(
+            a,
+            "?event=settings.change&limit=100",
+            lambda e: (
+                e["details"]["key"] == "rest_log_stringsize" and e["details"]["new"] == values[-1]
+            ),
+            "the last change",
+        )
+        chain = [
+            (e["details"]["old"], e["details"]["new"])
+            for e in reversed(_trail(a, "?event=settings.change&limit=100"))
+            if e["details"]["key"] == "rest_log_stringsize"
+        ]
+        assert events and chain == list(zip([200, *values[:-1]], values, strict=True)), chain
+    finally:
+        for host in hosts:
+            host.stop()
+        redis.stop()

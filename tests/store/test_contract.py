@@ -680,6 +680,25 @@ def test_settings_are_set_and_cleared(store: StateStore) -> None:
     assert store.get_settings() == {"accept_timeout_ms": 500, "big": 2**40}
 
 
+def test_a_settings_change_returns_what_it_replaced_atomically(store: StateStore) -> None:
+    """SPEC 13.5: a change's ``old`` is the value the store held, read in the same atomic
+    step as the write: 16 simultaneous changes of one key each replace a different value,
+    and together they form one chain from the first value to the last."""
+    assert store.set_settings({"rest_log_level": 1}) == {}
+    assert store.set_settings({"rest_log_level": 2, "accept_timeout_ms": 9}) == {
+        "rest_log_level": 1
+    }
+    assert store.set_settings({"rest_log_level": None}) == {
+        "rest_log_level": 2,
+        "accept_timeout_ms": 9,
+    }
+    values = list(range(100, 116))
+    replaced = race(len(values), lambda i: store.set_settings({"accept_timeout_ms": values[i]}))
+    olds = [seen["accept_timeout_ms"] for seen in replaced]
+    # each value was replaced at most once, 9 (the start) once, and the last one never
+    assert sorted([*olds, store.get_settings()["accept_timeout_ms"]]) == sorted([9, *values])
+
+
 def test_swap_blob_is_a_compare_and_set_with_one_winner(
     backend: Backend, store: StateStore
 ) -> None:

@@ -49,9 +49,11 @@ class SettingsBoard:
         values = {name: int(self._cells[i]) for i, name in enumerate(self._names)}
         return {name: value for name, value in values.items() if value >= 0}
 
-    def set_settings(self, values: dict[str, int | None]) -> None:
+    def set_settings(self, values: dict[str, int | None]) -> dict[str, int]:
+        before = self.get_settings()
         for name, value in values.items():
             self._cells[self._names.index(name)] = -1 if value is None else value
+        return before
 
 
 class SettingsManager:
@@ -102,7 +104,10 @@ class SettingsManager:
         return await call_store(fn, *args, deadline=REQUEST_DEADLINE_S)
 
     def effective(self) -> Tunables:
-        values = {**self.file, **self.runtime}
+        return self._effective_of(self.runtime)
+
+    def _effective_of(self, runtime: dict[str, int]) -> Tunables:
+        values = {**self.file, **runtime}
         return Tunables(**{k: v for k, v in values.items() if k in SETTINGS})
 
     def describe(self) -> dict[str, dict[str, Any]]:
@@ -139,11 +144,13 @@ class SettingsManager:
     async def change(self, changes: dict[str, int | None]) -> dict[str, tuple[int, int]]:
         """Store a change for every worker and host, and apply it here at once; each changed
         key's value in force before and after."""
-        before = self.effective()
         if self.store is None:
             raise StoreError("no state store")
-        # SPEC 7: a settings change answers 503 within 1.5 s when the store hangs
-        await self._call(self.store.set_settings, changes)
+        # SPEC 7: a settings change answers 503 within 1.5 s when the store hangs. What the
+        # store held before is the value in force for the service (SPEC 13.5): this worker's
+        # copy may be up to a sync behind a change made through another worker or host.
+        previous = await self._call(self.store.set_settings, changes)
+        before = self._effective_of({k: v for k, v in previous.items() if k in SETTINGS})
         self._changes += 1
         for name, value in changes.items():
             if value is None:

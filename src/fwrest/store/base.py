@@ -141,8 +141,10 @@ class SettingsStore(Protocol):
 
     def get_settings(self) -> dict[str, int]: ...
 
-    def set_settings(self, values: dict[str, int | None]) -> None:
-        """Set run-time settings; ``None`` clears one."""
+    def set_settings(self, values: dict[str, int | None]) -> dict[str, int]:
+        """Set run-time settings (``None`` clears one) in one atomic step, and return the
+        run-time settings as the store held them just before it: the values in force for the
+        service that a change replaced (SPEC 13.5, never a worker's stale copy)."""
         ...
 
 

@@ -172,13 +172,15 @@ class MemoryStore:
         with self._lock:
             return dict(self._settings)
 
-    def set_settings(self, values: dict[str, int | None]) -> None:
+    def set_settings(self, values: dict[str, int | None]) -> dict[str, int]:
         with self._lock:
+            before = dict(self._settings)
             for key, value in values.items():
                 if value is None:
                     self._settings.pop(key, None)
                 else:
                     self._settings[key] = value
+            return before
 
     def put_blob(self, name: str, value: bytes) -> None:
         with self._lock:

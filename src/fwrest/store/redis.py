@@ -325,14 +325,17 @@ class RedisStore:
         raw = self._call(self._r.hgetall, f"{_P}settings")
         return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
 
-    def set_settings(self, values: dict[str, int | None]) -> None:
+    def set_settings(self, values: dict[str, int | None]) -> dict[str, int]:
+        # one MULTI/EXEC: the values read are the ones the writes replace
         pipe = self._r.pipeline(transaction=True)
+        pipe.hgetall(f"{_P}settings")
         for name, value in values.items():
             if value is None:
                 pipe.hdel(f"{_P}settings", name)
             else:
                 pipe.hset(f"{_P}settings", name, value)
-        self._call(pipe.execute)
+        raw = self._call(pipe.execute)[0]
+        return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
 
     def put_blob(self, name: str, value: bytes) -> None:
         self._call(self._r.hset, f"{_P}blobs", name, value)

@@ -286,13 +286,15 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store: {exc}") from None
 
-    def set_settings(self, values: dict[str, int | None]) -> None:
-        with self._tx() as db:
+    def set_settings(self, values: dict[str, int | None]) -> dict[str, int]:
+        with self._tx() as db:  # BEGIN IMMEDIATE: the read and the writes are one step
+            before = dict(db.execute("SELECT name, value FROM settings").fetchall())
             for name, value in values.items():
                 if value is None:
                     db.execute("DELETE FROM settings WHERE name = ?", (name,))
                 else:
                     db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (name, value))
+        return before
 
     def put_blob(self, name: str, value: bytes) -> None:
         with self._tx() as db:
