@@ -412,6 +412,7 @@ SERIAL = frozenset(
         "tests/faults/test_slowloris.py",
         "tests/faults/test_sqlite_refresh.py",
         "tests/faults/test_tls_handshakes.py",
+        "tests/faults/test_token_burst.py",
         "tests/faults/test_worker_kill.py",
         "tests/features/test_streaming.py",
         "tests/hostile/test_mutation.py",

@@ -5,6 +5,7 @@ Nothing here mocks anything: the tests drive a real ``fwrest serve`` over real s
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 import time
@@ -281,3 +282,55 @@ def pinned_per_worker(
             client.close()
         raise AssertionError(f"connections never reached {count} workers")
     return list(found.values())
+
+
+def simultaneous(
+    count: int,
+    connect: Callable[[httpx.Client], object],
+    send: Callable[[httpx.Client, int], httpx.Response],
+    verify: Any = True,
+    addresses: list[str] | None = None,
+) -> tuple[list[httpx.Response], float]:
+    """``count`` clients (from ``addresses`` in turn: loopback addresses, 127.0.0.1 alone by
+    default), each connected first (``connect``), then all released at once by a barrier to
+    ``send`` one request; their answers, and the seconds from release to the last answer."""
+    addresses = addresses or ["127.0.0.1"]
+    clients = [
+        httpx.Client(
+            transport=httpx.HTTPTransport(
+                local_address=addresses[i % len(addresses)], verify=verify
+            ),
+            timeout=60,
+        )
+        for i in range(count)
+    ]
+    barrier = threading.Barrier(count + 1, timeout=60)
+    answers: list[Any] = [None] * count
+
+    def run(i: int) -> None:
+        try:
+            connect(clients[i])
+            barrier.wait()
+            answers[i] = send(clients[i], i)
+        except Exception as exc:  # shown by the assertion below
+            answers[i] = exc
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    try:
+        for thread in threads:
+            thread.start()
+        # a client that failed to connect breaks the barrier: its error is shown below
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait()
+        released = time.monotonic()
+        for thread in threads:
+            thread.join(120)
+        took = time.monotonic() - released
+    finally:
+        for client in clients:
+            client.close()
+    failed = [a for a in answers if not isinstance(a, httpx.Response)]
+    causes = [a for a in failed if not isinstance(a, threading.BrokenBarrierError)]
+    assert not failed, f"{len(failed)} clients failed; the causes: {causes[:3]}"
+    return answers, took

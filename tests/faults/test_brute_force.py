@@ -36,8 +36,6 @@ simultaneous requests with it (they wait for each other's checks, not a 429).
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -52,7 +50,7 @@ from argon2 import PasswordHasher
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import ServerProcess, free_config, local_port
-from tests.faults.support import Pinned, app_with, pinned_per_worker
+from tests.faults.support import Pinned, app_with, pinned_per_worker, simultaneous
 
 MAX_FAILURES = 10
 VICTIM = ("victim", "Victim-Pw-1")
@@ -435,62 +433,13 @@ def on_auth_calls(svc: Service, user: str) -> list[str]:
     return [line for line in lines if line.split(" ")[0] == user]
 
 
-def simultaneous(
-    count: int,
-    connect: Callable[[httpx.Client], object],
-    send: Callable[[httpx.Client, int], httpx.Response],
-    verify: Any = True,
-) -> tuple[list[httpx.Response], float]:
-    """``count`` clients, each connected first (``connect``), then all released at once by a
-    barrier to ``send`` one request; their answers, and the seconds from release to the last
-    answer."""
-    clients = [
-        httpx.Client(
-            transport=httpx.HTTPTransport(
-                local_address=ADDRESSES[i % len(ADDRESSES)], verify=verify
-            ),
-            timeout=60,
-        )
-        for i in range(count)
-    ]
-    barrier = threading.Barrier(count + 1, timeout=60)
-    answers: list[Any] = [None] * count
-
-    def run(i: int) -> None:
-        try:
-            connect(clients[i])
-            barrier.wait()
-            answers[i] = send(clients[i], i)
-        except Exception as exc:  # shown by the assertion below
-            answers[i] = exc
-            barrier.abort()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    try:
-        for thread in threads:
-            thread.start()
-        # a client that failed to connect breaks the barrier: its error is shown below
-        with contextlib.suppress(threading.BrokenBarrierError):
-            barrier.wait()
-        released = time.monotonic()
-        for thread in threads:
-            thread.join(120)
-        took = time.monotonic() - released
-    finally:
-        for client in clients:
-            client.close()
-    failed = [a for a in answers if not isinstance(a, httpx.Response)]
-    causes = [a for a in failed if not isinstance(a, threading.BrokenBarrierError)]
-    assert not failed, f"{len(failed)} clients failed; the causes: {causes[:3]}"
-    return answers, took
-
-
 def test_simultaneous_wrong_basic_attempts_check_at_most_max_failures(counted: Service) -> None:
     url = counted.basic + "/hello"
     answers, took = simultaneous(
         SIMULTANEOUS,
         lambda client: client.get(url),  # 401: connected, nothing counted
         lambda client, i: client.get(url, auth=(BASIC_VICTIM[0], f"guess-{i}")),
+        addresses=ADDRESSES,
     )
     statuses = Counter(a.status_code for a in answers)
     calls = on_auth_calls(counted, BASIC_VICTIM[0])
@@ -518,6 +467,7 @@ def test_simultaneous_wrong_password_grants_check_at_most_max_failures(counted: 
             url, data={"grant_type": "password", "username": HASHED[0], "password": f"g-{i}"}
         ),
         verify=counted.ctx,
+        addresses=ADDRESSES,
     )
     statuses = Counter(a.status_code for a in answers)
     log_text = counted.proc.log()
@@ -553,6 +503,7 @@ def test_a_right_password_is_not_locked_out_by_its_own_count(counted: Service) -
         30,
         lambda client: client.get(basic_url),
         lambda client, _i: client.get(basic_url, auth=BASIC_VICTIM),
+        addresses=ADDRESSES,
     )
     basic_statuses = Counter(a.status_code for a in answers)
     grants, grant_took = simultaneous(
@@ -560,6 +511,7 @@ def test_a_right_password_is_not_locked_out_by_its_own_count(counted: Service) -
         lambda client: client.get(counted.oauth + "/pid"),
         lambda client, _i: client.post(token_url, data={**form, "password": HASHED[1]}),
         verify=counted.ctx,
+        addresses=ADDRESSES,
     )
     grant_statuses = Counter(a.status_code for a in grants)
     print(

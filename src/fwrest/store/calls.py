@@ -10,14 +10,19 @@ store costs a bounded wait (SPEC 7: what needs the store answers 503 within 1.5 
 * :data:`BACKGROUND_DEADLINE_S` for background refreshes and native routes (Redis's own client
   timeout of about 1 s, and a margin for the thread hop).
 
-A deadline that passes is a :class:`StoreTimeout`, a :class:`StoreError` (callers catch one
-type) that names the deadline. A store that answers in this process at once (``in_process``:
-memory) is called inline, without a thread hop.
+A call's deadline measures the store: it runs from the moment a store thread starts the call,
+not from the moment it was asked for, so that a burst of calls queued behind each other on a
+healthy store is not taken for a dead one (issue 34). A call that no thread starts within its
+deadline (every thread is busy: a store that hangs holds them all) is a :class:`StoreBusy`,
+and a call that started late still ends by twice its deadline at most. Both are a
+:class:`StoreError` (callers catch one type); each names what happened. A store that answers
+in this process at once (``in_process``: memory) is called inline, without a thread hop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -28,6 +33,8 @@ __all__ = [
     "BACKGROUND_DEADLINE_S",
     "REQUEST_DEADLINE_S",
     "STORE_THREADS",
+    "Started",
+    "StoreBusy",
     "StoreClient",
     "StoreTimeout",
     "call_store",
@@ -37,11 +44,45 @@ T = TypeVar("T")
 
 REQUEST_DEADLINE_S = 1.0
 BACKGROUND_DEADLINE_S = 1.4
-STORE_THREADS = 4  # per client; threads start lazily, in the worker
+# per client; threads start lazily, in the worker. Enough that a burst of token requests on a
+# healthy store does not queue its calls for long (a store that hangs holds them all: then a
+# call waits at most its queue bound, StoreBusy)
+STORE_THREADS = 16
 
 
 class StoreTimeout(StoreError, TimeoutError):
     """The store gave no answer within the call's deadline."""
+
+
+class StoreBusy(StoreTimeout):
+    """No store thread of this worker was free to start the call within its deadline: the
+    calls before it were still running (a store that hangs holds every thread), so the store
+    may be healthy and this worker overloaded."""
+
+
+class Started:
+    """When a store thread started a call and when it ended (``time.monotonic()``; 0.0 until
+    then): the call's time on the store, without the time it waited for a thread nor the
+    time the event loop took to look at its answer."""
+
+    __slots__ = ("at", "ended")
+
+    def __init__(self) -> None:
+        self.at = 0.0
+        self.ended = 0.0
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        self.at = time.monotonic()
+        try:
+            return fn(*args)
+        finally:
+            self.ended = time.monotonic()
+
+    def took(self) -> float:
+        """Seconds on the store so far (0.0 when no thread started it)."""
+        if not self.at:
+            return 0.0
+        return (self.ended or time.monotonic()) - self.at
 
 
 class StoreClient:
@@ -59,8 +100,14 @@ class StoreClient:
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """``fn(*args)`` on a store thread, for a caller that needs the outcome even after it
-        stopped waiting (a refresh token's spend that may land after its 503)."""
+        stopped waiting (the readiness check's ping)."""
         return self._pool.submit(fn, *args)
+
+    def submit_timed(self, fn: Callable[..., T], *args: Any) -> tuple[Future[T], Started]:
+        """:meth:`submit`, with the moment a thread starts it, for :meth:`wait` (a refresh
+        token's spend, whose outcome matters even after its 503)."""
+        started = Started()
+        return self._pool.submit(started.run, fn, *args), started
 
     async def call(
         self, fn: Callable[..., T], *args: Any, deadline: float = BACKGROUND_DEADLINE_S
@@ -73,15 +120,48 @@ class StoreClient:
         """
         if self.inline:
             return fn(*args)
-        return await self.wait(self._pool.submit(fn, *args), deadline)
+        return await self.wait(*self.submit_timed(fn, *args), deadline)
 
     @staticmethod
-    async def wait(job: Future[T], deadline: float) -> T:
-        """Await a submitted call at most ``deadline`` seconds (:class:`StoreTimeout` past it)."""
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(job), deadline)
-        except TimeoutError:
-            raise StoreTimeout(f"no answer within {deadline:g} s") from None
+    async def wait(
+        job: Future[T], started: Started, deadline: float, queue: float | None = None
+    ) -> T:
+        """Await a call of :meth:`submit_timed` until ``deadline`` seconds after a thread
+        started it (:class:`StoreTimeout` past it), or :class:`StoreBusy` (the call
+        cancelled) when no thread has started it within ``queue`` seconds (``deadline`` when
+        not given)."""
+        queue = deadline if queue is None else queue
+        waiting = asyncio.wrap_future(job)
+        submitted = time.monotonic()
+        end = submitted + min(queue, deadline)
+        while True:
+            try:
+                return await asyncio.wait_for(
+                    asyncio.shield(waiting), max(end - time.monotonic(), 0.0)
+                )
+            except TimeoutError:
+                pass
+            except asyncio.CancelledError:
+                waiting.cancel()  # the caller is gone: so is the call, unless it runs
+                raise
+            if job.done():  # answered; the loop had not yet looked (a busy loop)
+                return await waiting
+            now = time.monotonic()
+            if started.at == 0.0:
+                if now < submitted + queue:
+                    end = submitted + queue
+                    continue
+                if job.cancel():
+                    waiting.cancel()
+                    raise StoreBusy(
+                        f"no store thread of this worker was free within {queue:g} s "
+                        "(the calls before it still running)"
+                    ) from None
+            # started: its own deadline counts from its start
+            end = (started.at or now) + deadline
+            if end <= now:
+                waiting.cancel()
+                raise StoreTimeout(f"no answer within {deadline:g} s") from None
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

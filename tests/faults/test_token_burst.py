@@ -1,0 +1,77 @@
+"""A burst of logins against a healthy store (SPEC 7 "Store faults"; issue 34 defect 13).
+
+200 clients (200 users, each password an argon2id hash of light costs, a few milliseconds
+each) are released at once on the token route of a service of two
+workers on a real ``redis-server``. The store answers every call within a millisecond, so every
+grant must be 200: SPEC 7's deadline is for a store that does not answer, and must measure
+the store, not the time a request spends queued behind the others' password checks or
+behind their store calls. (The review saw 37-47 of 200 answered 503 "state store unavailable"
+here, the log blaming the store.) The figures are printed, never asserted (SPEC 9).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trustme
+from argon2 import PasswordHasher
+
+from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
+from tests.conftest import ServerProcess, free_config
+from tests.faults.support import app_with, simultaneous
+from tests.redis_support import RedisServer
+
+BURST = 200
+PASSWORD = "Burst-Pw-5150"
+
+
+@pytest.fixture
+def service(ca: trustme.CA, tmp_path: Path) -> Iterator[tuple[ServerProcess, dict[str, Path]]]:
+    redis = RedisServer(tmp_path).start()
+    # one hash, each user's entry holds it; light costs (a few ms a check): a burst of 200 of
+    # the default costs (64 MiB each) takes a minute of this machine's two cores
+    hashed = PasswordHasher(time_cost=2, memory_cost=16 * 1024, parallelism=1).hash(PASSWORD)
+    params = {
+        "client_id": "web",
+        "users": [{"username": f"user{i}", "password": hashed} for i in range(BURST)],
+    }
+    certs = issue_certs(ca, tmp_path / "certs")
+    oauth = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
+    oauth["KeepAliveTimeout"] = 120_000  # the clients connect first, then wait for the others
+    config = free_config(
+        tmp_path,
+        app=app_with(params),
+        servers={"OAUTH": oauth},
+        extra={"HTTPSERVER": {"StateStore": redis.url}},
+    )
+    proc = ServerProcess(config, workers=2)
+    try:
+        yield proc.wait_ready(), certs
+    finally:
+        proc.stop()
+        redis.stop()
+
+
+def test_a_burst_of_logins_on_a_healthy_store_is_served_not_503(
+    service: tuple[ServerProcess, dict[str, Path]],
+) -> None:
+    proc, certs = service
+    base = proc.url("OAUTH")
+    answers, took = simultaneous(
+        BURST,
+        lambda client: client.get(base + "/pid"),  # public: the TLS handshake done before
+        lambda client, i: client.post(
+            base + TOKEN,
+            data={"grant_type": "password", "username": f"user{i}", "password": PASSWORD},
+        ),
+        verify=client_context(certs),
+    )
+    statuses = Counter(a.status_code for a in answers)
+    print(f"{BURST} simultaneous logins: {dict(statuses)} in {took:.2f} s")
+    unavailable = [a.text for a in answers if a.status_code == 503][:2]
+    lines = [line for line in proc.log().splitlines() if "503" in line][:3]
+    assert statuses == {200: BURST}, (statuses, unavailable, lines)
+    assert "state store unavailable" not in proc.log()

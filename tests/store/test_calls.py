@@ -1,0 +1,114 @@
+"""``StoreClient`` (store/calls.py): a call's deadline measures the store, not the queue
+(issue 34 defect 13).
+
+A store whose calls block on a ``threading.Event`` (no sleeps): a call that a free thread
+starts has its whole deadline from that start, however long it waited for the thread; a call
+that no thread starts within its queue bound is a ``StoreBusy`` (a ``StoreError``, and a
+``TimeoutError`` like a deadline that passed), cancelled, so it never runs; a call that hangs
+once started is a ``StoreTimeout`` naming the deadline, not a ``StoreBusy``. ``Started``
+counts the call's own time, not its wait for a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from fwrest.store import StoreError
+from fwrest.store.calls import StoreBusy, StoreClient, StoreTimeout
+from fwrest.store.memory import MemoryStore
+
+
+class Threaded(MemoryStore):
+    """A memory store called through threads, as a Redis store is."""
+
+    in_process = False
+
+
+@pytest.fixture
+def client() -> StoreClient:
+    return StoreClient(Threaded(), threads=1)
+
+
+def test_a_call_queued_behind_a_slow_one_gets_its_deadline_from_its_start(
+    client: StoreClient,
+) -> None:
+    release = threading.Event()
+    ran: list[str] = []
+
+    def slow() -> str:
+        release.wait(5)
+        return "slow"
+
+    def quick() -> str:
+        ran.append("quick")
+        return "quick"
+
+    async def main() -> tuple[str, str, float]:
+        first = asyncio.ensure_future(client.call(slow, deadline=2.0))
+        second_job, started = client.submit_timed(quick)
+        asyncio.get_running_loop().call_later(0.3, release.set)
+        # the second call waits 0.3 s for the one thread, longer than its 0.2 s deadline
+        second = await client.wait(second_job, started, deadline=0.2, queue=1.0)
+        return await first, second, started.took()
+
+    try:
+        first, second, took = asyncio.run(main())
+    finally:
+        client.close()
+    assert (first, second, ran) == ("slow", "quick", ["quick"])
+    assert took < 0.2, took  # its own time, not the 0.3 s it waited for the thread
+
+
+def test_a_call_no_thread_starts_within_its_queue_bound_is_busy_and_never_runs(
+    client: StoreClient,
+) -> None:
+    release = threading.Event()
+    ran: list[str] = []
+
+    async def main() -> BaseException:
+        hung = asyncio.ensure_future(client.call(release.wait, 5, deadline=3.0))
+        await asyncio.sleep(0.05)
+        job, started = client.submit_timed(ran.append, "queued")
+        began = time.monotonic()
+        try:
+            await client.wait(job, started, deadline=0.2, queue=0.3)
+        except StoreError as exc:
+            print(f"refused after {time.monotonic() - began:.3f} s (queue bound 0.3 s)")
+            release.set()
+            await hung
+            return exc
+        raise AssertionError("the queued call was answered")
+
+    try:
+        exc = asyncio.run(main())
+    finally:
+        client.close()
+    assert isinstance(exc, StoreBusy) and isinstance(exc, TimeoutError)
+    assert "no store thread of this worker was free within 0.3 s" in str(exc)
+    time.sleep(0.1)
+    assert ran == []  # cancelled before a thread took it
+
+
+def test_a_call_that_hangs_once_started_is_a_timeout_not_busy(client: StoreClient) -> None:
+    release = threading.Event()
+
+    async def main() -> BaseException:
+        began = time.monotonic()
+        try:
+            await client.call(release.wait, 5, deadline=0.2)
+        except StoreError as exc:
+            print(f"gave up after {time.monotonic() - began:.3f} s (deadline 0.2 s)")
+            return exc
+        finally:
+            release.set()
+        raise AssertionError("the hung call was answered")
+
+    try:
+        exc = asyncio.run(main())
+    finally:
+        client.close()
+    assert type(exc) is StoreTimeout and str(exc) == "no answer within 0.2 s"
