@@ -5,11 +5,16 @@ from __future__ import annotations
 import doctest
 import importlib
 import pkgutil
+import re
+from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 import pytest
 
 import fwrest
 from fwrest import log
+from fwrest.testing import Client
+from tests.conftest import APP_SOURCE, module_config
 
 
 def test_a_secret_is_scrubbed_plain_and_url_encoded() -> None:
@@ -90,6 +95,84 @@ def test_urls_lose_their_userinfo_and_the_secrets_of_their_query() -> None:
         log.redact_urls(line)
         == "calling redis://***@10.0.0.5:6379/0 and https://h/x?api_key=***&a=1"
     )
+
+
+SCRUBBED_APP = """
+
+
+def _all_of(query, headers, form):
+    return (
+        f"key={headers.get('x-api-key')} tok={headers.get('x-auth-token')} "
+        f"cookie={headers.get('cookie')} bare={headers.get('authorization')} "
+        f"pw={query.get('password')} secret={query.get('client_secret')} form={form}"
+    )
+
+
+@post("/fail")
+def fail():
+    body = rest.getBodyRequest()
+    raise RuntimeError(
+        "cannot serve " + _all_of(rest.getQueryRequest(), rest.getHeaderRequest(), body)
+    )
+
+
+@post("/fail-async")
+async def fail_async():
+    raise ValueError("cannot serve " + rest.getBodyRequest())
+"""
+
+# each with a slash, a plus and a space: its plain and URL-encoded forms differ
+API_KEY = "Api-Key-Cn4ry/1+a b"
+AUTH_TOKEN = "Hdr-Tok-Cn4ry/2+c d"
+SESSION = "Sess-Cn4ry/3+e f"
+BEARER = "Bearer-Cn4ry/4+g h"
+QUERY_PW = "Query-Pw-Cn4ry/5+i j"
+QUERY_SECRET = "Query-Sec-Cn4ry/6+k l"
+FORM_PW = "Form-Pw-Cn4ry/7+m n"
+JSON_PIN = "Json-Pin-Cn4ry/8+o p"
+
+
+@pytest.mark.parametrize("full", [0, 1])
+def test_the_requests_secret_named_inputs_are_scrubbed_from_a_traceback(
+    tmp_path: Path, full: int
+) -> None:
+    """SPEC 7: the request's secrets are scrubbed from any record. Every value the access
+    and debug lines mask (headers named like secrets, secret-like query and form fields,
+    JSON keys) is also scrubbed from a handler's exception text, short or whole
+    (``rest_error_full``)."""
+    config = module_config(
+        tmp_path,
+        f"scrubbed_app_{full}",
+        app=APP_SOURCE + SCRUBBED_APP,
+        general={"rest_error_full": full},
+    )
+    with Client(config) as client:
+        headers = {
+            "X-Api-Key": API_KEY,
+            "X-Auth-Token": AUTH_TOKEN,
+            "Cookie": f"lang=en; sid={SESSION}",
+            "Authorization": f"Bearer {BEARER}",
+        }
+        query = {"password": QUERY_PW, "client_secret": QUERY_SECRET, "page": "7"}
+        form = client.post(
+            "/rest/fail",
+            params=query,
+            headers=headers,
+            data={"user": "ann", "password": FORM_PW},
+        )
+        assert form.status_code == 500
+        as_json = client.post("/rest/fail-async", json={"user": "ann", "auth": {"pin": JSON_PIN}})
+        assert as_json.status_code == 500
+    text = (tmp_path / "server.log").read_text(errors="replace")
+    assert "cannot serve key=*** tok=*** cookie=*** bare=*** pw=*** secret=*** form=" in text
+    assert re.search(r'cannot serve \{"user": ?"ann", ?"auth": ?\{"pin": ?"\*\*\*"\}\}', text), text
+    assert "page=7" in text  # what is not secret stays
+    if full:
+        assert "Traceback (most recent call last)" in text
+    for secret in (API_KEY, AUTH_TOKEN, SESSION, BEARER, QUERY_PW, QUERY_SECRET, FORM_PW):
+        for form_of in (secret, quote(secret, safe=""), quote_plus(secret)):
+            assert form_of not in text, (form_of, text)
+    assert JSON_PIN not in text
 
 
 def _with_examples() -> list[str]:

@@ -6,6 +6,7 @@ it into the test process, where ``app`` may already be another test's module).
 
 from __future__ import annotations
 
+import gzip
 import os
 import threading
 from pathlib import Path
@@ -171,6 +172,18 @@ def test_the_body_limit_and_an_unknown_server(tmp_path: Path) -> None:
     finally:
         client.close()
     assert not [t for t in threading.enumerate() if t.name == "fwrest-testing"]
+
+
+def test_a_coded_body_is_refused_as_the_engine_refuses_it(tmp_path: Path) -> None:
+    with Client(_service(tmp_path, "inproc_coding")) as client:
+        packed = client.post(
+            "/rest/echo", content=gzip.compress(b"x" * 4096), headers={"Content-Encoding": "gzip"}
+        )
+        assert packed.status_code == 415
+        assert packed.headers["accept-encoding"] == "identity"
+        assert "Content-Encoding" in packed.json()["detailedMessage"]
+        plain = client.post("/rest/echo", content=b"hi", headers={"Content-Encoding": "identity"})
+        assert plain.json()["body"] == "hi"
 
 
 def test_requests_from_many_threads_are_answered_each_its_own(tmp_path: Path) -> None:

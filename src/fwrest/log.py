@@ -15,6 +15,7 @@ with the request's id (:data:`request_id`). Imports nothing else of fwrest.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextvars
 import json
 import logging
@@ -24,7 +25,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, unquote_plus
 
 import orjson
@@ -37,6 +38,7 @@ __all__ = [
     "auth_log",
     "escape",
     "flush",
+    "input_secrets",
     "is_secret_header",
     "mask_header",
     "python_level",
@@ -45,6 +47,7 @@ __all__ = [
     "redact_urls",
     "redact_value",
     "request_id",
+    "request_inputs",
     "request_secrets",
     "scrub",
     "secret_forms",
@@ -91,6 +94,23 @@ _ESCAPE_RE = re.compile("[\r\n\x1b]")
 # gives them: scrubbed from any record logged while it runs, whatever logger wrote it.
 request_secrets: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
     "fwrest_request_secrets", default=()
+)
+
+
+class RequestInputs(Protocol):
+    """What :func:`input_secrets` reads of a request (``context.request.RequestContext``)."""
+
+    raw_headers: list[tuple[str, str]]
+    query_string: str
+    body: bytes
+
+
+# The request being handled: the values the access line and the debug lines mask in it
+# (secret-named headers, query and form fields, JSON keys) are scrubbed from every other
+# record logged while it runs (a traceback holding an X-Api-Key), worked out from it only
+# when such a record is written (:func:`input_secrets`), never per request.
+request_inputs: contextvars.ContextVar[RequestInputs | None] = contextvars.ContextVar(
+    "fwrest_request_inputs", default=None
 )
 
 # The id of the request being handled (SPEC 13.4): set by the port for the whole request, so
@@ -401,6 +421,101 @@ def redact_body(text: str, media_type: str = "") -> str | None:
     return None
 
 
+def _pair_secrets(text: str, found: list[str]) -> None:
+    """The values of secret-like fields of a query or form (``&`` or ``;``), as sent and
+    decoded."""
+    for pair in _SEPARATORS.split(text):
+        name, eq, value = pair.partition("=")
+        if eq and value and _secret_param(name):
+            found.append(value)
+            if "%" in value or "+" in value:
+                found.append(unquote_plus(value))
+
+
+_TREE_DEPTH = 32  # JSON nested deeper is not followed (its secrets are masked whole anyway)
+
+
+def _tree_secrets(node: Any, inside: bool, found: list[str], depth: int = 0) -> None:
+    """The scalars of a parsed JSON value under secret-like keys (``inside``: under one)."""
+    if depth > _TREE_DEPTH:
+        return
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _tree_secrets(value, inside or is_secret_name(key), found, depth + 1)
+    elif isinstance(node, list):
+        for value in node:
+            _tree_secrets(value, inside, found, depth + 1)
+    elif inside and not isinstance(node, bool) and isinstance(node, str | int | float):
+        found.append(str(node))
+
+
+def input_secrets(inputs: RequestInputs) -> tuple[str, ...]:
+    """What to scrub of a request's own input (as :func:`secret_forms` gives it, longest
+    first): every value the access and debug lines mask. The whole value of each header
+    whose name may carry a secret (:func:`is_secret_header`), with an ``Authorization``'s
+    credentials (and a Basic one's decoded password) and each cookie's value; the values of
+    secret-like fields of the query and of a URL-encoded form body; the values under
+    secret-like keys of a JSON body.
+
+    >>> class Req:
+    ...     raw_headers = [("x-api-key", "k-123"), ("cookie", "a=1; sid=s-456")]
+    ...     query_string = "page=2&password=p%20789"
+    ...     body = b'{"user": "ann", "auth": {"pin": 4321}}'
+    >>> input_secrets(Req())[1:]
+    ('a=1; sid=s-456', 'p%2520789', 'p%20789', 'k-123', 's-456', 'p 789', '4321')
+    """
+    found: list[str] = []
+    media = ""
+    for name, value in inputs.raw_headers:
+        if name == "content-type":
+            media = value
+        if not is_secret_header(name):
+            continue
+        value = value.strip()
+        found.append(value)
+        if name == "cookie":
+            found.extend(part.partition("=")[2].strip() for part in value.split(";"))
+            continue
+        scheme, _, credentials = value.partition(" ")
+        credentials = credentials.strip()
+        if credentials:
+            found.append(credentials)
+            if scheme.lower() == "basic":
+                try:
+                    decoded = base64.b64decode(credentials, validate=True).decode("utf-8")
+                except ValueError:  # binascii.Error and UnicodeDecodeError alike
+                    decoded = ""
+                found.append(decoded)
+                found.append(decoded.partition(":")[2])
+    if inputs.query_string:
+        _pair_secrets(inputs.query_string, found)
+    body = inputs.body
+    if body:
+        text = body.decode("utf-8", "replace")
+        head = text.lstrip()[:1]
+        if head == "{" or head == "[":
+            _tree_secrets(_parse_json(text), False, found)
+        elif media.split(";", 1)[0].strip().lower() == FORM_TYPE:
+            _pair_secrets(text, found)
+    forms = dict.fromkeys(secret_forms(*dict.fromkeys(found)))
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+_inputs_seen: tuple[object, tuple[str, ...]] = (None, ())  # the last request's (one tuple)
+
+
+def _input_secrets(inputs: RequestInputs) -> tuple[str, ...]:
+    """:func:`input_secrets`, remembered for the last request asked about (a request that
+    logs several records works them out once)."""
+    global _inputs_seen
+    seen = _inputs_seen
+    if seen[0] is inputs:
+        return seen[1]
+    secrets = input_secrets(inputs)
+    _inputs_seen = (inputs, secrets)
+    return secrets
+
+
 def secret_forms(*secrets: str) -> tuple[str, ...]:
     """What to scrub for these secrets, worked out once (the value for :data:`request_secrets`):
     each secret of 3 characters or more, and its URL-encoded form where that differs. A
@@ -520,6 +635,10 @@ def _message(record: logging.LogRecord, formatter: logging.Formatter) -> tuple[s
         record.exc_text = formatter.formatException(record.exc_info)
     trace = record.exc_text or ""
     secrets = request_secrets.get()
+    inputs = request_inputs.get()
+    if inputs is not None and record.__dict__.get("fwrest_request") is None:
+        # (an access line shows no header, and redacts its query itself)
+        secrets = secrets + _input_secrets(inputs)
     if secrets:
         text = scrub(text, secrets)
         if trace:

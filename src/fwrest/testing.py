@@ -4,8 +4,8 @@
 to the request pipeline of the named server section (port), in this process, as Starlette's
 ``TestClient`` does for an ASGI app: the same guard, routing, REST object and answers as over
 a socket, with the checks the HTTP engine makes before the pipeline (one ``Authorization``
-header, the head and body limits). What only a socket shows (deadlines, TLS, pipelining,
-processes) needs a real server (``fwrest.start``).
+header, the head and body limits, no ``Content-Encoding`` on a body). What only a socket
+shows (deadlines, TLS, pipelining, processes) needs a real server (``fwrest.start``).
 
     >>> from fwrest.testing import Client                      # doctest: +SKIP
     >>> with Client("service.ini", server="HTTP_REST") as c:   # doctest: +SKIP
@@ -36,7 +36,7 @@ from fwrest.server.app import PortApp
 from fwrest.server.build import ServicePlan, open_runtime
 from fwrest.server.service import _release_logging, _setup_logging, prepare
 from fwrest.server.worker import Worker, new_loop
-from fwrest.wire import Reply, Request, refusal
+from fwrest.wire import Reply, Request, coded_body, refusal
 
 __all__ = ["Client"]
 
@@ -200,8 +200,11 @@ class _PipelineTransport(httpx.BaseTransport):
         elif sum(1 for name, _ in headers if name == "authorization") > 1:
             refused = HTTPError(400, detailed="repeated Authorization header")
         else:
+            coding = ",".join(v for n, v in headers if n == "content-encoding")
+            if body and coding:
+                refused = coded_body(coding)  # 415 before the body limit, as the engine
             limit = app.body_limit(target, len(body), False)
-            if len(body) > limit:
+            if refused is None and len(body) > limit:
                 refused = HTTPError(413, detailed=f"the body may be at most {limit} bytes")
         if refused is None:
             return None

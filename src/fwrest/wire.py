@@ -29,6 +29,7 @@ __all__ = [
     "Reply",
     "Request",
     "close_stream",
+    "coded_body",
     "encode_reply",
     "error_reply",
     "refusal",
@@ -130,6 +131,30 @@ def refusal(exc: HTTPError, request_id: str, port_headers: tuple[tuple[str, str]
     reply.headers.append(("x-request-id", request_id))
     reply.headers.extend(port_headers)
     return reply
+
+
+def coded_body(coding: str) -> HTTPError | None:
+    """The refusal of a request body sent with ``Content-Encoding: coding`` (gzip, br...):
+    fwrest takes bodies as they are, never decoded (RFC 9110 8.4: a server that does not
+    accept a coding of the content answers 415, and says what it accepts in
+    ``Accept-Encoding``, 12.5.3); None for ``identity`` or an empty value. The engine
+    refuses it with the request's head, its body unread, and closes the connection.
+
+    >>> coded_body("identity") is None, coded_body("gzip").status
+    (True, 415)
+    """
+    codings = [c.strip().lower() for c in coding.split(",")]
+    if all(c in ("", "identity") for c in codings):
+        return None
+    return HTTPError(
+        415,
+        detailed=(
+            "a request body with Content-Encoding is not accepted: send it uncompressed, "
+            "without Content-Encoding"
+        ),
+        headers=(("accept-encoding", "identity"),),
+        close=True,
+    )
 
 
 class Keep(enum.IntEnum):

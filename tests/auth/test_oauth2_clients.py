@@ -629,18 +629,29 @@ def test_unknown_user_among_hashed_users_is_invalid_grant(svc: LocalService) -> 
 
 @pytest.mark.parametrize("name", list(REFRESH_FORMS))
 def test_refresh_expires_forms(svc: LocalService, name: str) -> None:
+    """A date already past issues refresh tokens expired at birth, as configured (clients
+    repeat the password grant), and says so in the log once per value, naming neither the
+    user nor a token."""
     value, works = REFRESH_FORMS[name]
     port = svc[name]
     tokens = port.tokens(*ADA)
     response = port.refresh(tokens["refresh_token"])
     print(f"refresh_expires {value!r}: {response.status_code}")
+    warned = f"[{name}] onAuthparams refresh_expires {value!r} is already past: the refresh"
     if works:
         assert response.status_code == 200, response.text
+        assert warned not in svc.log()
     else:
         assert response.status_code == 400, response.text
         assert error_of(response) == "invalid_grant"
         assert "expired" in response.json()["error_description"]
-        assert port.tokens(*ADA)["token_type"] == "Bearer"  # the password grant still works
+        again = port.tokens(*ADA)  # the password grant still works
+        assert again["token_type"] == "Bearer"
+        lines = [line for line in svc.log().splitlines() if warned in line]
+        assert len(lines) == 1, lines  # two grants, one line
+        assert "WARNING fwrest.auth" in lines[0]
+        for secret in (ADA[0], tokens["refresh_token"], again["refresh_token"]):
+            assert secret not in lines[0]
 
 
 # -- fwrest check warns about an access_expires that reads like seconds -------------------------

@@ -1,6 +1,7 @@
 """Charset (SPEC 10.6): ``str`` answers encoded in the server's ``Charset`` with ``charset=`` in
-``Content-Type``, JSON always UTF-8, request bodies decoded by their declared charset else the
-server's, and the start error of an unknown charset; in process."""
+``Content-Type``, JSON always UTF-8, request bodies decoded by their declared charset (one a client
+can mean: 415 for the rest of Python's codecs) else the server's, and the start error of an
+unknown charset; in process."""
 
 from __future__ import annotations
 
@@ -101,13 +102,63 @@ def test_iso_8859_1_and_the_default(tmp_path: Path) -> None:
             headers={"Content-Type": "text/plain; charset=ISO-8859-1"},
         )
         assert latin.json() == {"body": "é"}
-        for label in ("rot13", "no-such-charset", '"base64"'):
-            fallback = client.post(
+
+
+def test_a_declared_charset_is_one_a_client_can_mean(tmp_path: Path) -> None:
+    """The IANA charsets a client can mean decode (under their names and aliases); Python's
+    other codecs, a slow one (punycode), a failing one (idna), an escape-decoding one (utf-7,
+    unicode_escape), a transform, and an unknown name are refused with 415 naming the accepted
+    charsets, before any decoding."""
+    with _client(tmp_path, "charset_app_accepted", "CP1252") as client:
+        for label, text in (
+            ("UTF-16", "h\u00e9 \u20ac"),
+            ("utf-16le", "h\u00e9"),
+            ("UTF-32BE", "h\u00e9"),
+            ('"utf8"', "h\u00e9 \u20ac"),
+            ("windows-1251", "\u043f\u0440\u0438"),
+            ("cp1250", "\u0142"),
+            ("ISO-8859-15", "\u20ac"),
+            ("iso_8859-2", "\u0142"),
+            ("latin1", "\u00e9"),
+            ("US-ASCII", "plain"),
+            ("KOI8-R", "\u043f"),
+            ("Shift_JIS", "\u65e5\u672c"),
+            ("GB18030", "\u4e2d"),
+            ("Big5", "\u4e2d"),
+        ):
+            codec = label.strip('"')
+            answer = client.post(
                 "/rest/echo",
-                content="é".encode(),
+                content=text.encode(codec),
                 headers={"Content-Type": f"text/plain; charset={label}"},
             )
-            assert fallback.json() == {"body": "é"}, label
+            assert answer.status_code == 200, label
+            assert answer.json() == {"body": text}, label
+    with _client(tmp_path, "charset_app_refused", None) as client:
+        for label in (
+            "punycode",
+            "idna",
+            "utf-7",
+            "unicode_escape",
+            "raw-unicode-escape",
+            "rot13",
+            '"base64"',
+            "hz",
+            "no-such-charset",
+            "",
+        ):
+            refused = client.post(
+                "/rest/echo",
+                content=b"+ADw-script+AD4-\\u003c",
+                headers={"Content-Type": f"text/plain; charset={label}"},
+            )
+            assert refused.status_code == 415, label
+            error = refused.json()
+            assert error["code"] == 415
+            assert error["message"] == "Unsupported Media Type"
+            assert "UTF-8, UTF-16" in error["detailedMessage"], label
+            assert "windows-1250" in error["detailedMessage"]
+            assert "the server's (UTF-8)" in error["detailedMessage"]
 
 
 def test_the_guides_charset_example(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ there is one, and whether the server closed the connection.
 
 from __future__ import annotations
 
+import gzip
 import json
 import select
 import statistics
@@ -346,6 +347,43 @@ def test_unsupported_transfer_coding_gets_501_and_close(port: int) -> None:
             response, 501, "Not Implemented", "only Transfer-Encoding: chunked is supported"
         )
         assert_closed(conn, response)
+
+
+def test_a_coded_request_body_gets_415_unread_and_close(port: int) -> None:
+    """A body with ``Content-Encoding`` would reach the handler still compressed (and a small
+    gzip body can stand for far more than ``MaxBodySize``): 415 with ``Accept-Encoding:
+    identity`` (RFC 9110 8.4, 12.5.3), before the body is read. ``identity``, and a coding
+    named on a request without a body, are served."""
+    packed = gzip.compress(b"x" * 100_000)
+    for coding in ("gzip", "br", "deflate", "identity, gzip", "x-unknown"):
+        headers = [("Content-Encoding", coding), ("Content-Length", str(len(packed)))]
+        with RawConnection(port) as conn:
+            conn.send(request_bytes("POST", "/rest/echo", headers) + packed)
+            response = conn.read_response()
+            assert_error(
+                response,
+                415,
+                "Unsupported Media Type",
+                "a request body with Content-Encoding is not accepted: send it uncompressed, "
+                "without Content-Encoding",
+            )
+            assert response.header("accept-encoding") == "identity"
+            assert_closed(conn, response)
+    # nor after 100 Continue: refused with the head
+    with RawConnection(port) as conn:
+        headers = [*headers, ("Expect", "100-continue")]
+        conn.send(request_bytes("POST", "/rest/echo", headers))
+        response = conn.read_response()
+        assert response.status_line == "HTTP/1.1 415 Unsupported Media Type", response.head
+        assert_closed(conn, response)
+    with RawConnection(port) as conn:
+        headers = [("Content-Encoding", "identity"), ("Content-Length", "2")]
+        conn.send(request_bytes("POST", "/rest/echo", headers) + b"hi")
+        response = conn.read_response()
+        assert response.status_line == "HTTP/1.1 200 OK", response.head
+        assert response.json()["body"] == "hi"
+        conn.send(request_bytes("GET", "/rest/hello", [("Content-Encoding", "gzip")]))
+        assert_hello(conn.read_response())
 
 
 @pytest.mark.parametrize(

@@ -154,6 +154,15 @@ async def need(n: int):
     return {"n": n}
 
 
+@get("/measure")
+def measure(
+    x: float,
+    scale: Annotated[float, msgspec.Meta(ge=0)] = 1.0,
+    marks: list[float] = [],
+):
+    return {"x": x, "scale": scale, "marks": marks}
+
+
 @get("/mixed/:id")
 def mixed(id: int, verbose: bool = False):
     # the REST object still sees the request as it came
@@ -309,7 +318,7 @@ def test_a_path_parameter_arrives_as_its_annotated_type(
         ("/int/1e3", "the path parameter 'v': expected an integer, got '1e3'"),
         ("/int/+5", "the path parameter 'v': expected an integer, got '+5'"),
         ("/int/%D9%A1", "the path parameter 'v': expected an integer, got '\u0661'"),
-        ("/float/abc", "the path parameter 'v': expected a number, got 'abc'"),
+        ("/float/abc", "the path parameter 'v': expected a finite number, got 'abc'"),
         ("/bool/yes", "the path parameter 'v': expected true or false (or 1 or 0), got 'yes'"),
         ("/uuid/nope", "the path parameter 'v': expected a UUID, got 'nope'"),
         ("/date/2023-02-29", "the path parameter 'v': expected a date (YYYY-MM-DD), got"),
@@ -412,6 +421,27 @@ def test_a_query_parameter_that_does_not_convert_is_a_400(
     client: Client, query: str, expected: str
 ) -> None:
     assert refused(client.get(f"/rest/search?{query}")).startswith(expected)
+
+
+def test_a_float_parameter_is_a_finite_number(client: Client) -> None:
+    """JSON has no NaN or infinity (msgspec refuses them in a body): nor does a typed path or
+    query parameter, written as a word or overflowing."""
+    ok = client.get("/rest/measure?x=-2.5e3&scale=0.5&marks=1&marks=2.25")
+    assert ok.json() == {"x": -2500.0, "scale": 0.5, "marks": [1.0, 2.25]}
+    for text in ("nan", "NaN", "-nan", "inf", "-Infinity", "1e999", "-1e400"):
+        assert refused(client.get(f"/rest/measure?x={text}")) == (
+            f"the query parameter 'x': expected a finite number, got {text!r}"
+        )
+        # a constrained one: msgspec's words where it refuses first ("Number out of range")
+        assert refused(client.get(f"/rest/measure?x=1&scale={text}")).startswith(
+            "the query parameter 'scale': "
+        )
+        assert refused(client.get(f"/rest/measure?x=1&marks=1&marks={text}")).startswith(
+            "the query parameter 'marks': expected a finite number"
+        )
+        assert refused(client.get(f"/rest/float/{text}")) == (
+            f"the path parameter 'v': expected a finite number, got {text!r}"
+        )
 
 
 def test_a_repeated_scalar_takes_the_last_value_as_the_rest_object(client: Client) -> None:

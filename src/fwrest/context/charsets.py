@@ -1,12 +1,25 @@
 """A server's ``Charset`` (SPEC 10.6): how ``str`` answers are encoded, and text bodies that
-declare no charset decoded. JSON stays UTF-8 whatever it says (RFC 8259)."""
+declare no charset decoded. JSON stays UTF-8 whatever it says (RFC 8259).
+
+A body's declared ``charset=`` is honoured only when it names one of the charsets a client
+can mean (:data:`ACCEPTED`: Unicode, the ISO 8859 and windows-125x families, KOI8 and the
+common East Asian ones, under any of their IANA names or Python's aliases). Python's codec
+registry holds much more: transforms, and decoders that are slow (``punycode``), fail
+(``idna``) or turn escapes into other characters (``utf-7``, ``unicode_escape``) after an
+application's input filters saw the bytes. Any other label, known to Python or not, is
+refused with 415 when the body is read as text (docs/decisions.md, "Requests").
+"""
 
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass
+from encodings.aliases import aliases
 
-__all__ = ["CHARSETS", "UTF8", "Charset", "body_text"]
+from fwrest.errors import HTTPError
+
+__all__ = ["ACCEPTED", "CHARSETS", "UTF8", "Charset", "body_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,33 +42,83 @@ CHARSETS: dict[str, Charset] = {
     "iso-8859-1": Charset("ISO-8859-1", "latin-1", "iso-8859-1"),
 }
 
+# The charsets a request body may declare, by their IANA names (what a 415 lists).
+ACCEPTED: tuple[str, ...] = (
+    "UTF-8",
+    "UTF-16",
+    "UTF-16LE",
+    "UTF-16BE",
+    "UTF-32",
+    "UTF-32LE",
+    "UTF-32BE",
+    "US-ASCII",
+    *(f"ISO-8859-{n}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16)),
+    *(f"windows-{n}" for n in range(1250, 1259)),
+    "KOI8-R",
+    "KOI8-U",
+    "Shift_JIS",
+    "EUC-JP",
+    "EUC-KR",
+    "GB2312",
+    "GBK",
+    "GB18030",
+    "Big5",
+)
+_ACCEPTED_TEXT = (
+    "UTF-8, UTF-16, UTF-32, US-ASCII, ISO-8859-1 to -16, windows-1250 to -1258, KOI8-R, "
+    "KOI8-U, Shift_JIS, EUC-JP, EUC-KR, GB2312, GBK, GB18030 or Big5"
+)
+
+
+def _squashed(label: str) -> str:
+    """A charset label without case and separators: ``UTF_8``, ``utf-8`` and ``utf8`` alike."""
+    return re.sub("[^a-z0-9]", "", label.lower())
+
+
+def _accepted_labels() -> dict[str, str]:
+    """squashed label -> Python codec, for every name of an accepted charset: its IANA names
+    and Python's aliases of it (``latin1``, ``cp1252``, ``sjis``). Built once, at import: a
+    request's label is looked up here, never in the codec registry (which imports a module
+    for a name it does not know)."""
+    codecs_of = {codecs.lookup(name).name for name in ACCEPTED}
+    table: dict[str, str] = {}
+    for label in (*aliases, *aliases.values(), *codecs_of, *ACCEPTED):
+        try:
+            codec = codecs.lookup(label).name
+        except LookupError:
+            continue
+        if codec in codecs_of:
+            table.setdefault(_squashed(label), codec)
+    return table
+
+
+_LABELS = _accepted_labels()
+_SHOWN = 40  # characters of a refused label quoted back
+
 _DECLARED_MAX = 64
-_declared: dict[str, str | None] = {}
+# Content-Type value -> (codec, refused label): (None, "") when it declares no charset
+_declared: dict[str, tuple[str | None, str]] = {}
 
 
-def _declared_codec(content_type: str) -> str | None:
-    """The text codec a ``Content-Type`` value declares with ``charset=``, or None (none, or
-    one Python has no text codec for)."""
+def _declared_codec(content_type: str) -> tuple[str | None, str]:
+    """``(codec, "")`` for the accepted charset a ``Content-Type`` value declares with
+    ``charset=``, ``(None, "")`` when it declares none, ``(None, label)`` when it declares
+    one that is not accepted."""
     found = _declared.get(content_type)
-    if found is not None or content_type in _declared:
+    if found is not None:
         return found
-    codec = None
+    found = (None, "")
     for param in content_type.split(";")[1:]:
         key, _, value = param.partition("=")
         if key.strip().lower() == "charset":
-            label = value.strip().strip('"').lower()
-            try:
-                info = codecs.lookup(label)
-            except LookupError:
-                break
-            # only text encodings: codecs also holds transforms (rot13, base64)
-            if getattr(info, "_is_text_encoding", True):
-                codec = info.name
+            label = value.strip().strip('"')
+            codec = _LABELS.get(_squashed(label))
+            found = (codec, "") if codec is not None else (None, label or '""')
             break
     if len(_declared) >= _DECLARED_MAX:
         _declared.clear()
-    _declared[content_type] = codec
-    return codec
+    _declared[content_type] = found
+    return found
 
 
 def body_text(body: bytes, content_type: str | None, charset: Charset) -> str:
@@ -66,6 +129,24 @@ def body_text(body: bytes, content_type: str | None, charset: Charset) -> str:
     'é'
     >>> body_text("é".encode(), None, UTF8)
     'é'
+    >>> body_text(b"+ADw-", "text/plain; charset=utf-7", UTF8)
+    Traceback (most recent call last):
+    fwrest.errors.HTTPError: 415 Unsupported Media Type
+
+    Raises:
+        HTTPError: 415, the body declares a charset that is not accepted (:data:`ACCEPTED`);
+            its ``detailedMessage`` names the accepted ones.
     """
-    codec = _declared_codec(content_type) if content_type else None
+    if not content_type:
+        return body.decode(charset.codec, "replace")
+    codec, refused = _declared_codec(content_type)
+    if refused:
+        shown = refused[:_SHOWN] + ("..." if len(refused) > _SHOWN else "")
+        raise HTTPError(
+            415,
+            detailed=(
+                f"the body's charset {shown!r} is not supported: declare {_ACCEPTED_TEXT}, "
+                f"or no charset for the server's ({charset.name})"
+            ),
+        )
     return body.decode(codec or charset.codec, "replace")

@@ -61,7 +61,13 @@ class RestObject:
 
     def body(self) -> str:
         """The request body as text: in the charset its ``Content-Type`` declares, else the
-        server's ``Charset`` (UTF-8 by default); undecodable bytes replaced (SPEC 10.6)."""
+        server's ``Charset`` (UTF-8 by default); undecodable bytes replaced (SPEC 10.6).
+
+        Raises:
+            HTTPError: 415 when the declared charset is not one a client can mean (UTF-8,
+                UTF-16, UTF-32, ISO 8859, windows-125x...: ``charsets.ACCEPTED``); the
+                request is answered so, unless the handler catches it.
+        """
         ctx = self._ctx()
         declared = None
         for name, value in ctx.raw_headers:

@@ -423,6 +423,7 @@ class PortApp:
         ctx = RequestContext(
             self, head.method, path, query, head.headers, b"", head.client, head.peer_cert
         )
+        log.request_inputs.set(ctx)  # as handle does (the admission's task ends with it)
         rid = ctx.request_id = request_id_of(head.headers)
         rid_token = log.request_id.set(rid)
         try:
@@ -531,6 +532,9 @@ class PortApp:
                     self, method, path, query, req.headers, req.body, req.client, req.peer_cert
                 )
                 ctx.request_id = rid
+                # its secret-named inputs are scrubbed from any record (SPEC 7), worked out
+                # only when one is written; not reset: the request's task ends with it
+                log.request_inputs.set(ctx)
                 reply = None
                 early = self._early.get(method, self._early_all) if self._staged else ()
                 if early or found.admitted:

@@ -31,6 +31,7 @@ from fwrest.wire import (
     Reply,
     Request,
     close_stream,
+    coded_body,
     encode_reply,
     refusal,
 )
@@ -561,6 +562,7 @@ class HttpProtocol(asyncio.Protocol):
         expect = False
         chunked = False
         coding = ""  # a transfer coding other than chunked
+        content_coding = ""
         hosts = 0
         for name, value in self._headers:
             if name == "host":
@@ -579,6 +581,8 @@ class HttpProtocol(asyncio.Protocol):
                 if value.strip().lower() != "100-continue":
                     raise HTTPError(417, close=True)
                 expect = True
+            elif name == "content-encoding":
+                content_coding = f"{content_coding},{value}" if content_coding else value
         version = parser.get_http_version()
         if version != "1.1" and version != "1.0":
             # llhttp also parses HTTP/0.9 and HTTP/2.0 request lines (RFC 9110 15.6.6)
@@ -615,6 +619,11 @@ class HttpProtocol(asyncio.Protocol):
                 self._upgrade_body = (
                     b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % length
                 )
+        if content_coding and (length > 0 or chunked):
+            # a compressed body would reach the handler still compressed: 415, unread
+            refused = coded_body(content_coding)
+            if refused is not None:
+                raise refused
         # SPEC 7: the route's body limit, before the body is read (the port's policy)
         limit = self._body_limit = self.app.body_limit(self._url, length, chunked)
         if length > limit:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import math
 import re
 import typing
 import uuid
@@ -39,7 +40,7 @@ _SHOWN = 40  # characters of a refused value quoted back in the error body
 
 _EXPECTED: dict[Any, str] = {
     int: "an integer",
-    float: "a number",
+    float: "a finite number",
     bool: "true or false (or 1 or 0)",
     str: "text",
     uuid.UUID: "a UUID",
@@ -65,8 +66,8 @@ def _text_converter(scalar: Any) -> Callable[[str], Any]:
     """The conversion of one text value to ``scalar``.
 
     An ``int`` is ASCII digits with an optional ``-`` (msgspec's lax conversion would take
-    ``1e3`` and ``1.0``, Python's ``int()`` `` 12``, ``1_000`` and other scripts' digits);
-    everything else is msgspec's lax conversion from text (``"true"``, ``"2024-05-01"``, an
+    ``1e3`` and ``1.0``, Python's ``int()`` `` 12``, ``1_000`` and other scripts' digits); a
+    ``float`` is finite (no ``nan``, ``inf``, nor ``1e999``, as in a JSON body); everything else is msgspec's lax conversion from text (``"true"``, ``"2024-05-01"``, an
     Enum's value). ``Annotated`` constraints are checked by msgspec after either.
 
     Raises (the returned function):
@@ -89,6 +90,18 @@ def _text_converter(scalar: Any) -> Callable[[str], Any]:
         if scalar is int:
             return to_int
         return lambda text: convert(to_int(text), scalar)
+    if base is float:
+        # msgspec takes "nan", "inf" and "1e999" (infinity) from text; a JSON body has
+        # no such numbers, nor does a typed parameter
+        def to_float(text: str) -> Any:
+            value = convert(text, float, strict=False)
+            if not math.isfinite(value):
+                raise ValueError("not a finite number")
+            return value
+
+        if scalar is float:
+            return to_float
+        return lambda text: convert(to_float(text), scalar)
     return lambda text: convert(text, scalar, strict=False)
 
 

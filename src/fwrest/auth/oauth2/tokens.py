@@ -67,6 +67,7 @@ RESTORE_ATTEMPTS = 30  # one a second: undoing a spend that reached no client (s
 _NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
 _WRONG = "invalid username or password"
 _VERIFIED_MAX = 1024  # verified access tokens remembered per worker (about 1.5 KiB each)
+_PAST_REFRESH_REMEMBERED = 64  # refresh_expires values warned about as past, per worker
 GRANTS = ("password", "refresh_token", "client_credentials")
 METADATA_PARAMS_S = 5.0  # how long the metadata keeps what a function onAuthparams answered
 
@@ -166,6 +167,8 @@ class TokenService:
         self.throttle = throttle
         self.allow_get = allow_get
         self._warned_get = False
+        # refresh_expires values seen already past at a grant (warned once each, per worker)
+        self._past_refresh: set[str] = set()
         self.revoked: dict[str, float] = {}
         self._verified: dict[str, tuple[float, dict[str, Any]]] = {}
         self._refresher: asyncio.Task[None] | None = None
@@ -578,6 +581,8 @@ class TokenService:
         except ExpiryError as exc:
             log.auth_log.error("[%s] onAuthparams: %s; answered 500", self.port_name, exc)
             raise HTTPError(500) from None
+        if refresh_at <= time.time() and grant_type != "client_credentials":
+            self._warn_past_refresh(allowed.refresh_expires)
         deadline = _StoreDeadline()
         if grant_type == "client_credentials":
             scope = grant(asked, allowed_scopes(allowed, client_id, None))
@@ -627,6 +632,28 @@ class TokenService:
             # cancelled): the client may retry with the same token, which must not be a replay
             self._restore_later(token_hash, claim)
             raise
+
+    def _warn_past_refresh(self, value: object) -> None:
+        """A ``refresh_expires`` already past when a grant reads it (a fixed date that has
+        come, ``Date()-1``, a params file changed while serving): the refresh token is issued
+        as configured, expired at birth, so clients repeat the password grant. Warned once
+        per distinct value and worker, without the user or the token (the start warns about
+        the value it saw, docs/decisions.md "Refresh and clients")."""
+        shown = repr(value)
+        if shown in self._past_refresh:
+            return
+        if len(self._past_refresh) >= _PAST_REFRESH_REMEMBERED:
+            self._past_refresh.clear()
+        self._past_refresh.add(shown)
+        if len(shown) > 60:
+            shown = f"{shown[:57]}..."
+        log.auth_log.warning(
+            "[%s] onAuthparams refresh_expires %s is already past: the refresh tokens issued "
+            "are expired when issued, and clients must repeat the password grant (logged once "
+            "per value)",
+            self.port_name,
+            log.escape(shown),
+        )
 
     def _client(self, allowed: AuthParams, creds: tuple[str, str] | None) -> str:
         if creds is None:
