@@ -9,8 +9,11 @@ a unix socket (``unix:///path/redis.sock?db=N``).
   that requires client certificates, as the ACL user the page creates;
 * what only Redis can tell is a start error naming the key, and ``fwrest check`` says the same:
   a ``StateStoreCA`` that did not issue Redis's certificate, a client certificate missing, a
-  wrong password (never shown, nor in the check's summary); a Redis that does not answer is a
-  warning of ``fwrest check`` only.
+  wrong password (never shown, nor in the check's summary); so is a URL that can never answer
+  as written (TLS to a plain-text port and the reverse, a socket folder missing or a path
+  that is no socket, sentinels that know no primary of the URL's name); a Redis that does not
+  answer now is a warning of ``fwrest check`` and of the start's log, which starts with the
+  ready probe DOWN.
 
 The Sentinel form runs the store contract (tests/store/test_contract.py) and its failover test
 (tests/faults/test_sentinel_failover.py).
@@ -20,20 +23,24 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 import pytest
+import redis
 import trustme
 
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
-from tests.conftest import issue_certs, module_config, run_cli, run_forked
+from tests.conftest import ServerProcess, free_port, issue_certs, module_config, run_cli, run_forked
 from tests.docs.blocks import example, ini_example
-from tests.redis_support import RedisServer, RedisTls, redis_tls
+from tests.redis_support import RedisServer, RedisTls, redis_tls, sentinel_binary
 
 PASSWORD = "Redis-Pw/7+q z"  # a canary: a slash, a plus and a space
 PASSWORD_ENV = "FWREST_TEST_REDIS_PASSWORD"
@@ -287,3 +294,120 @@ def test_the_deployment_pages_lines_reach_redis_as_its_acl_user(
         assert ACL_PASSWORD not in checked.stdout + checked.stderr
     finally:
         admin.close()
+
+
+def _sentinel_watching(
+    folder: Path, name: str, primary: RedisServer
+) -> tuple[subprocess.Popen[bytes], int]:
+    """One ``redis-sentinel`` watching ``primary`` as ``name``, answering once it returns."""
+    port = free_port()
+    conf = folder / f"sentinel-{port}.conf"
+    conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {folder}\n"
+                    f"sentinel monitor {name} 127.0.0.1 {primary.port} 1\n")  # fmt: skip
+    proc = subprocess.Popen([sentinel_binary(), str(conf)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    client = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                if client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", name):
+                    break
+            except redis.RedisError:
+                pass
+            assert time.monotonic() < deadline, "the sentinel never answered"
+            time.sleep(0.1)
+    finally:
+        client.close()
+    return proc, port
+
+
+def _store_config(folder: Path, url: str) -> Path:
+    folder.mkdir()
+    (folder / "app.py").write_text(APP)
+    config = folder / "service.json"
+    config.write_text(json.dumps({
+        "HTTPSERVER": {"Servers": "S", "StateStore": url},
+        "S": {"HostName": "127.0.0.1", "Port": 0, "Locations": "R"},
+        "R": {"Path": "/rest", "ThreadPool": "P"}, "P": {"Environment": "E"},
+        "E": {"Repository": "app"},
+    }))  # fmt: skip
+    return config
+
+
+def test_a_store_url_that_can_never_answer_is_a_start_error(
+    redises: Redises, tmp_path: Path
+) -> None:
+    """Issue 34: `fwrest check` and the start look at what a start would meet. A URL whose
+    store cannot answer as written (TLS to a plain-text port and the reverse, a socket whose
+    folder is missing or that is no socket, sentinels that know no primary of the URL's name)
+    is a configuration error naming StateStore, exit 2 before binding; one whose Redis is not
+    running now (a socket not there yet, no sentinel answering) is a warning of both."""
+    (tmp_path / "plain-redis").mkdir()
+    plain = RedisServer(tmp_path / "plain-redis").start()
+    not_a_socket = tmp_path / "a-plain-file"
+    not_a_socket.write_text("")
+    sentinel, sentinel_port = _sentinel_watching(tmp_path, "fwother", plain)
+    try:
+        errors = {
+            "TLS to a plain port": (
+                f"rediss://127.0.0.1:{plain.port}/0",
+                f"127.0.0.1:{plain.port} speaks Redis in plain text, not TLS",
+            ),
+            "plain to a TLS port": (
+                f"redis://127.0.0.1:{redises.on_tls.port}/0",
+                f"127.0.0.1:{redises.on_tls.port} speaks TLS: write rediss://",
+            ),
+            "a missing folder": (
+                f"unix://{tmp_path}/no-such-folder/redis.sock?db=0",
+                "the socket's folder",
+            ),
+            "not a socket": (f"unix://{not_a_socket}?db=0", "is not a socket"),
+            "wrong primary": (
+                f"redis+sentinel://127.0.0.1:{sentinel_port}/fwmain/0",
+                "know no primary named 'fwmain'",
+            ),
+        }
+        jobs = []
+        for name, (url, _words) in errors.items():
+            config = _store_config(tmp_path / name.replace(" ", "-"), url)
+            jobs += [(name, "check", config), (name, "serve", config)]
+        for name, command, config in jobs:
+            result = run_forked(command, str(config), cwd=config.parent)
+            out = result.stdout + result.stderr
+            assert result.returncode == 2, (name, command, out)
+            assert "[HTTPSERVER] StateStore: " in result.stderr, (name, command, out)
+            assert errors[name][1] in result.stderr, (name, command, out)
+            assert "Traceback" not in out and "<redis.client" not in out
+        # what may come back is a warning: check passes, saying so
+        for url in (
+            f"unix://{tmp_path}/redis-not-started.sock?db=0",
+            f"redis+sentinel://127.0.0.1:{free_port()}/fwother/0",
+        ):
+            config = _store_config(tmp_path / f"later-{len(url)}", url)
+            later = run_forked("check", str(config), cwd=config.parent)
+            assert later.returncode == 0, later.stderr
+            warning = "warning: [HTTPSERVER] StateStore: the state store did not answer: "
+            assert warning in later.stdout and "<redis.client" not in later.stdout
+    finally:
+        sentinel.terminate()
+        sentinel.wait(10)
+        plain.stop()
+
+
+def test_a_start_on_a_store_that_does_not_answer_says_so_and_is_not_ready(
+    tmp_path: Path,
+) -> None:
+    """The start goes on (SPEC 7: what does not need the store is served), logging why the
+    store is missing, and the ready probe says DOWN (SPEC 13.3) while the service serves."""
+    config = _store_config(tmp_path / "gone", f"redis://127.0.0.1:{free_port()}/0")
+    proc = ServerProcess(config).wait_ready()
+    try:
+        hello = httpx.get(proc.url("S") + "/hello", timeout=10)
+        assert hello.status_code == 200, hello.text
+        ready = httpx.get(proc.url("S") + "/fw/healthcheck/ready", timeout=10)
+        assert ready.status_code == 503, ready.text
+        assert ready.json()["status"] == "DOWN"
+        assert "StateStore: the state store did not answer" in proc.log()
+    finally:
+        proc.stop()

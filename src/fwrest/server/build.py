@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwrest import log
 from fwrest.auth import AuthSettings, parse_authorization
 from fwrest.auth.oauth2 import load_signing_key
 from fwrest.auth.oauth2.keys import key_set_source, load_key_set
@@ -301,8 +302,9 @@ _PROBE_FIXES = {
     "the CA of Redis's tls-ca-cert-file.",
     "StateStorePassword": "give the password of the URL's ACL user (or of the default user) in "
     "StateStorePassword=env:NAME; the password itself is never shown.",
-    "StateStore": "check the URL: a rediss:// URL names Redis's tls-port; a password in it is "
-    "the URL's ACL user's (it is never shown).",
+    "StateStore": "check the URL: a rediss:// URL names Redis's tls-port, a redis:// URL its "
+    "plain port, a unix:// URL its unixsocket, a redis+sentinel:// URL the name the sentinels "
+    "monitor; a password in it is the URL's ACL user's (it is never shown).",
 }
 
 
@@ -340,7 +342,16 @@ def open_runtime(plan: ServicePlan) -> None:
         ConfigError: the store cannot be opened, or the signing key is corrupt or short.
     """
     config = plan.config
-    probe_store(config)  # a store that cannot be reached yet is no reason not to start
+    unreachable = probe_store(config)
+    if unreachable is not None:
+        # no reason not to start (it may come back; Basic ports and the bearer check of a
+        # valid token do not need it), but no silence either: ready says DOWN meanwhile
+        log.server_log.warning(
+            "[HTTPSERVER] StateStore: the state store did not answer: %s; the service starts, "
+            "what needs the store answers 503 and /fw/healthcheck/ready says DOWN until it "
+            "answers",
+            unreachable,
+        )
     try:
         plan.store = open_store(config.state_store, config.data_path, config.redis)
     except StoreError as exc:

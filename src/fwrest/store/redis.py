@@ -25,10 +25,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import ssl
+import stat
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ConstantBackoff
@@ -38,7 +42,9 @@ from fwrest.store.base import AUDIT_KEEP, RefreshRecord, StoreError
 from fwrest.store.redis_target import (
     SENTINEL_SCHEME,
     RedisOptions,
+    SentinelTarget,
     make_client,
+    parse_sentinel_url,
     shown_url,
     url_password,
 )
@@ -104,6 +110,72 @@ return now
 """
 
 
+def _speaks_plain_redis(host: str, port: int) -> bool:
+    """Whether ``host:port`` answers a plain-text ``PING`` as Redis does (``+PONG``, or an
+    error such as ``-NOAUTH``)."""
+    try:
+        with socket.create_connection((host, port), timeout=SOCKET_TIMEOUT_S) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16)[:1] in (b"+", b"-")
+    except OSError:
+        return False
+
+
+def _speaks_tls(host: str, port: int) -> bool:
+    """Whether ``host:port`` completes a TLS handshake (its certificate is not checked: the
+    question is only which protocol the port speaks)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((host, port), timeout=SOCKET_TIMEOUT_S) as raw,
+            context.wrap_socket(raw, server_hostname=host),
+        ):
+            return True
+    except (OSError, ssl.SSLError):
+        return False
+
+
+def _socket_fault(path: str) -> str | None:
+    """A unix socket path that can never be Redis's: its folder is missing, or the path is
+    not a socket. A missing socket in an existing folder may be a Redis not started yet."""
+    target = Path(path)
+    if not target.parent.is_dir():
+        return f"the socket's folder {target.parent} does not exist (unixsocket in redis.conf)"
+    if target.exists() and not stat.S_ISSOCK(target.stat().st_mode):
+        return f"{target} is not a socket (unixsocket in redis.conf names Redis's)"
+    return None
+
+
+def _sentinel_fault(target: SentinelTarget) -> str | None:
+    """Sentinels that answer but know no primary of the URL's name: a wrong ``PRIMARY``.
+    None when no sentinel answered (they may come back) or one named the primary."""
+    answered = []
+    for host, port in target.sentinels:
+        client = redis.Redis(
+            host=host,
+            port=port,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            socket_connect_timeout=SOCKET_TIMEOUT_S,
+        )
+        try:
+            found = client.sentinel_get_master_addr_by_name(target.primary)
+        except redis.RedisError:
+            continue
+        finally:
+            client.close()
+        if found:
+            return None
+        answered.append(f"{host}:{port}")
+    if not answered:
+        return None
+    return (
+        f"the sentinels {', '.join(answered)} know no primary named {target.primary!r}: write "
+        "the name of `sentinel monitor NAME` (sentinel.conf) as the URL's PRIMARY"
+    )
+
+
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     seen: BaseException | None = exc
     while seen is not None:
@@ -163,7 +235,8 @@ class RedisStore:
             raise StoreError(f"redis store {shown_url(self.url)}: {self._scrub(exc)}") from None
 
     def _scrub(self, exc: BaseException) -> str:
-        text = str(exc)
+        # redis-py's MasterNotFoundError appends the repr of its whole client
+        text = str(exc).split(" : <redis.client", 1)[0]
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
@@ -195,7 +268,31 @@ class RedisStore:
                     f"the TLS handshake with Redis failed (does Redis ask for a client "
                     f"certificate? tls-auth-clients): {text}"
                 )
+            fault = self._diagnose()
+            if fault is not None:
+                return "StateStore", f"redis store {shown_url(self.url)}: {fault}"
             return None, f"redis store {shown_url(self.url)}: {text}"
+        return None
+
+    def _diagnose(self) -> str | None:
+        """Why a Redis that did not answer never will as configured (a configuration fault,
+        which ``fwrest check`` and the start refuse), or None when it may yet answer (Redis
+        or the sentinels not running now). Each look is one short connection (1 s)."""
+        lowered = self.url.lower()
+        if lowered.startswith(SENTINEL_SCHEME):
+            return _sentinel_fault(parse_sentinel_url(self.url))
+        if lowered.startswith("unix://"):
+            return _socket_fault(urlsplit(self.url).path)
+        parts = urlsplit(self.url)
+        host, port = parts.hostname or "localhost", parts.port or 6379
+        tls = lowered.startswith("rediss://")
+        if tls and _speaks_plain_redis(host, port):
+            return (
+                f"{host}:{port} speaks Redis in plain text, not TLS: write redis:// for that "
+                "port, or name Redis's tls-port in the rediss:// URL"
+            )
+        if not tls and _speaks_tls(host, port):
+            return f"{host}:{port} speaks TLS: write rediss:// (and StateStoreCA) for that port"
         return None
 
     def ping(self) -> None:
