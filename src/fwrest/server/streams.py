@@ -32,6 +32,7 @@ from fwrest.wire import close_stream
 __all__ = ["StreamFailed", "events", "is_stream", "pieces", "pieces_of", "prepend", "timed"]
 
 _END = object()
+_STEP_END_S = 5.0  # how long a closed event stream waits for its iterator's cancelled step
 
 
 class StreamFailed(Exception):
@@ -102,14 +103,21 @@ async def events(source: Any, submit: Any) -> AsyncIterator[bytes]:
                 return
             yield encode_event(item)
     finally:
-        if waiting is not None:
-            # the next item is still awaited: that wait ends first (a generator that runs
-            # cannot be closed), and it ends the iterator's step as the step returns
-            waiting.cancel()
-            await asyncio.wait({waiting})
-            if not waiting.cancelled():
-                waiting.exception()  # retrieved: the stream ended for another reason
-        await items.aclose()
+        await _end_events(items, waiting)
+
+
+async def _end_events(items: AsyncGenerator[Any, None], waiting: asyncio.Task[Any] | None) -> None:
+    """Close an event stream's items; the wait for the next one, if any, ends first (a
+    generator that runs cannot be closed), and ends the iterator's running step."""
+    if waiting is not None:
+        waiting.cancel()
+        await asyncio.wait({waiting}, timeout=_STEP_END_S)
+        if not waiting.done():  # an iterator that ignores its cancellation: left to it
+            log.app_log.error("an event stream's iterator did not end when cancelled")
+            return
+        if not waiting.cancelled():
+            waiting.exception()  # retrieved: the stream ended for another reason
+    await items.aclose()
 
 
 async def pieces_of(source: Any, submit: Any) -> AsyncGenerator[Any, None]:
