@@ -31,32 +31,40 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 
 from fwrest import log
 from fwrest.context.request_id import request_id_of
-from fwrest.errors import HTTPError
+from fwrest.errors import HTTPError, is_cancellation
 from fwrest.server.app import PortApp
 from fwrest.server.build import ServicePlan, open_runtime
 from fwrest.server.service import _release_logging, _setup_logging, prepare
 from fwrest.server.worker import Worker, new_loop
-from fwrest.wire import Reply, Request, coded_body, refusal
+from fwrest.wire import Reply, Request, close_stream, coded_body, refusal
 
 __all__ = ["Client"]
 
 _CALL_TIMEOUT_S = 300.0  # a hung handler fails the test instead of hanging it
 
 
-async def _complete(app: PortApp, request: Request) -> Reply:
-    """The port's reply, a streamed one read whole (as a client reading to its end would)."""
+async def _complete(app: PortApp, request: Request) -> tuple[Reply, bool]:
+    """The port's reply, a streamed one read whole (as a client reading to its end would),
+    and whether that stream was cut (it failed: the engine closes such an answer without
+    its last chunk)."""
     reply = await app.handle(request)
     stream = reply.stream
+    cut = False
     if stream is not None:
         reply.stream = None
         pieces: list[bytes] = []
         try:
             async for piece in stream:
                 pieces.append(piece)
-        except Exception as exc:  # cut short, as the engine cuts it (and logs why)
+        except BaseException as exc:  # cut short, as the engine cuts it (and logs why)
+            if is_cancellation(exc):
+                raise
             log.app_log.error("a streamed answer failed: %s", log.escape(repr(exc)))
+            cut = True
+        finally:
+            await close_stream(stream)
         reply.body = b"".join(pieces)
-    return reply
+    return reply, cut
 
 
 class _Runtime:
@@ -111,7 +119,7 @@ class _Runtime:
             self.app = worker.apps[self.index]
             return self.app
 
-    def call(self, request: Request) -> Reply:
+    def call(self, request: Request) -> tuple[Reply, bool]:
         app = self.open()
         assert self._loop is not None
         future = asyncio.run_coroutine_threadsafe(_complete(app, request), self._loop)
@@ -165,8 +173,9 @@ class _PipelineTransport(httpx.BaseTransport):
             for name, value in request.headers.raw
         ]
         reply = self._refused(request.method, target, headers, body)
+        cut = False
         if reply is None:
-            reply = self._runtime.call(
+            reply, cut = self._runtime.call(
                 Request(
                     request.method,
                     target,
@@ -179,6 +188,12 @@ class _PipelineTransport(httpx.BaseTransport):
         if reply.drop:  # closed without an answer (OnSelect's -3), as httpx reports it
             raise httpx.RemoteProtocolError(
                 "Server disconnected without sending a response.", request=request
+            )
+        if cut:  # a stream that failed after its head: the engine closes without the end
+            raise httpx.RemoteProtocolError(
+                "peer closed connection without sending complete message body "
+                "(incomplete chunked read)",
+                request=request,
             )
         headers = reply.headers
         if reply.close:

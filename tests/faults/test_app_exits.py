@@ -7,10 +7,18 @@ an async handler in a task of its own), by ``OnAuth`` (``def`` and ``async``) an
 the same worker meanwhile is answered 200 by the same process, the worker is never replaced
 (far more of them than the respawn breaker's five in 30 s), and the graceful stop does not wait
 on a connection left open.
+
+The same four raised by a streamed answer's iterator (SPEC 10.5: a ``def`` generator, an async
+generator, an ``EventStream`` of each), before its first item and after it, cut the answer:
+a 500 when nothing was sent yet (the first item under ``ActiveTimeout``, read before the head),
+else the connection closed without the last chunk; the worker serves on as above. Through
+``fwrest.testing.Client`` they answer 500 or raise ``httpx.RemoteProtocolError`` (as httpx
+reports a cut answer over a socket), at once.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -18,8 +26,9 @@ from typing import Any
 
 import httpx
 
+from fwrest.testing import Client
 from tests.auth.oauth2_support import client_context, oauth_section
-from tests.conftest import ServerProcess, free_config, local_port
+from tests.conftest import ServerProcess, exchange, free_config, local_port
 from tests.faults.support import FAULT_APP
 
 APP = (
@@ -61,10 +70,51 @@ async def acheck(user, password):
 
 def params():
     _sys.exit(4)
+
+
+from fwrest import EventStream
+
+
+def _gen(kind, when):
+    if when == "mid":
+        yield "one\\n"
+    _RAISE[kind]()
+    yield "never\\n"
+
+
+async def _agen(kind, when):
+    if when == "mid":
+        yield "one\\n"
+    await asyncio.sleep(0)
+    _RAISE[kind]()
+    yield "never\\n"
+
+
+@get("/stream/gen/:kind/:when")
+def stream_gen(kind, when):
+    return _gen(kind, when)
+
+
+@get("/stream/agen/:kind/:when")
+async def stream_agen(kind, when):
+    return _agen(kind, when)
+
+
+@get("/stream/events-gen/:kind/:when")
+def stream_events_gen(kind, when):
+    return EventStream(_gen(kind, when))
+
+
+@get("/stream/events-agen/:kind/:when")
+async def stream_events_agen(kind, when):
+    return EventStream(_agen(kind, when))
 """
 )
 
 KINDS = ("exit", "kbd", "genexit", "cancel")
+# the iterators of a streamed answer: a def generator (advanced in the pool), an async one,
+# and an EventStream of each
+ITERATORS = ("gen", "agen", "events-gen", "events-agen")
 
 
 def _service(tmp_path: Path, certs: dict[str, Path]) -> Path:
@@ -138,3 +188,93 @@ def test_base_exceptions_of_the_application_answer_500_and_keep_the_worker(
     print(f"graceful stop took {took:.2f} s")
     assert code == 0
     assert took < 4, "the stop waited on a connection a BaseException left open"
+
+
+def _streamed(port: int, path: str) -> tuple[int, bytes, bytes]:
+    """The status, head and body of ``GET path``, read until the server closes."""
+    request = f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+    data = exchange(port, request)
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), head, body
+
+
+def test_base_exceptions_of_a_streams_iterator_cut_it_and_keep_the_worker(
+    tmp_path: Path, certs: dict[str, Path]
+) -> None:
+    proc = ServerProcess(_service(tmp_path, certs)).wait_ready()
+    http = httpx.Client(timeout=10)
+    port = proc.ports["HTTP_REST"]
+    try:
+        base = proc.url()
+        pid = http.get(base + "/slow/0").json()["pid"]
+        slow: dict[str, Any] = {}
+        in_flight = threading.Thread(
+            target=lambda: slow.update(r=http.get(base + "/slow/3000")), daemon=True
+        )
+        in_flight.start()
+        time.sleep(0.2)
+        outcomes: dict[str, str] = {}
+        for kind in KINDS:
+            for iterator in ITERATORS:
+                for prefix in ("/rest", "/bound"):  # /bound: ActiveTimeout
+                    for when in ("first", "mid"):
+                        path = f"{prefix}/stream/{iterator}/{kind}/{when}"
+                        status, head, body = _streamed(port, path)
+                        if prefix == "/bound" and when == "first":
+                            # nothing was sent: the first item is read before the head
+                            assert status == 500, (path, head, body)
+                            assert json.loads(body)["code"] == 500
+                            outcomes[path] = "500"
+                            continue
+                        assert status == 200 and b"chunked" in head, (path, head)
+                        assert not body.endswith(b"0\r\n\r\n"), (path, body)  # cut
+                        assert b"never" not in body
+                        if when == "mid":
+                            assert b"one" in body, (path, body)
+                        outcomes[path] = "cut"
+        print("outcomes:", sorted(set(outcomes.values())), len(outcomes), "requests")
+        in_flight.join(10)
+        assert slow["r"].status_code == 200 and slow["r"].json()["pid"] == pid
+        after = http.get(base + "/slow/0")
+        assert after.status_code == 200 and after.json()["pid"] == pid  # the same worker
+        log = proc.log()
+        assert "worker died" not in log and "respawn" not in log.lower()
+        assert "SystemExit" in log and "KeyboardInterrupt" in log and "GeneratorExit" in log
+    finally:
+        http.close()
+        code = proc.stop()
+    assert code == 0
+
+
+def test_base_exceptions_of_a_streams_iterator_in_process(
+    tmp_path: Path, certs: dict[str, Path]
+) -> None:
+    config = _service(tmp_path, certs)
+    outcomes: dict[str, str] = {}
+
+    def ask_all() -> None:
+        with Client(config) as client:
+            for kind in KINDS:
+                for iterator in ITERATORS:
+                    for prefix in ("/rest", "/bound"):
+                        for when in ("first", "mid"):
+                            path = f"{prefix}/stream/{iterator}/{kind}/{when}"
+                            try:
+                                response = client.get(path)
+                            except httpx.RemoteProtocolError:
+                                outcomes[path] = "cut"
+                            else:
+                                assert response.json()["code"] == 500, response.text
+                                outcomes[path] = "500"
+            assert client.get("/rest/slow/0").status_code == 200  # it serves on
+
+    asking = threading.Thread(target=ask_all, daemon=True)
+    started = time.monotonic()
+    asking.start()
+    asking.join(60)  # a hang guard: a stream's SystemExit ended the client's event loop
+    print(f"{len(outcomes)} streams in {time.monotonic() - started:.2f} s")
+    assert not asking.is_alive(), f"hung after {len(outcomes)} answers: {outcomes}"
+    assert len(outcomes) == len(KINDS) * len(ITERATORS) * 4
+    for path, outcome in outcomes.items():
+        expected = "500" if path.startswith("/bound") and path.endswith("/first") else "cut"
+        assert outcome == expected, (path, outcome)

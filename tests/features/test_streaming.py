@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import socket
+import struct
 import time
 import zlib
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ import os
 import threading
 from pathlib import Path
 
-from fwrest import Response, get, rest
+from fwrest import EventStream, Response, get, rest
 
 MARKS = Path(os.environ["STREAM_MARKS"])
 
@@ -124,6 +125,55 @@ async def chunked_async():
     rest.setChunkedResponse("no")
 
 
+HELD = []  # the application keeps its generators (a registry): only close() ends them
+
+
+@get("/def-endless")
+def def_endless():
+    def items():
+        import time
+        try:
+            while True:
+                yield b"tick\\n"
+                time.sleep(0.2)  # the client leaves during this step, in the pool
+        finally:
+            mark("def-closed", str(time.time()))
+    HELD.append(items())
+    return HELD[-1]
+
+
+@get("/events-def-endless")
+def events_def_endless():
+    def items():
+        import time
+        try:
+            while True:
+                yield "tick"
+                time.sleep(0.2)
+        finally:
+            mark("events-closed", str(time.time()))
+    HELD.append(items())
+    return EventStream(HELD[-1])
+
+
+DENSE = {"pieces": 0}
+
+
+@get("/dense")
+async def dense():
+    async def items():
+        piece = b"compressible text, over and over. " * 2000  # 68 KB, about 300:1 gzipped
+        while True:  # never awaits: only the writer's waits give the loop a turn
+            DENSE["pieces"] += 1
+            yield piece
+    return items()
+
+
+@get("/dense-count")
+async def dense_count():
+    return dict(DENSE)
+
+
 @get("/text")
 def text():
     def items():
@@ -201,6 +251,69 @@ def test_the_iterator_is_closed_when_the_client_goes_away(
     closed_at = float((marks / "closed").read_text())
     print(f"stream closed {closed_at - gone:.3f} s after the client left")
     assert closed_at - gone < 1.0
+
+
+@pytest.mark.parametrize(
+    ("path", "name"), [("/def-endless", "def-closed"), ("/events-def-endless", "events-closed")]
+)
+def test_a_def_generator_is_closed_when_its_running_step_returns(
+    served: tuple[ServerProcess, Path], path: str, name: str
+) -> None:
+    """The client leaves while a step of the generator runs in the pool (it sleeps 0.2 s per
+    item): a generator that runs cannot be closed, so the step closes it as it returns."""
+    proc, marks = served
+    (marks / name).unlink(missing_ok=True)
+    with socket.create_connection(("127.0.0.1", proc.ports["HTTP_REST"]), timeout=10) as sock:
+        sock.sendall(f"GET /rest{path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        seen = b""
+        while seen.count(b"tick") < 2:  # the second step ran: the third one is running
+            piece = sock.recv(4096)
+            assert piece, seen
+            seen += piece
+        time.sleep(0.05)
+        # gone at once (a reset): the worker learns it now, while the third step runs
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        gone = time.time()
+    wait_for(lambda: (marks / name).exists() and (marks / name).read_text(), 15, "its finally")
+    closed_at = float((marks / name).read_text())
+    print(f"{path}: the generator's finally ran {closed_at - gone:.3f} s after the client left")
+    assert closed_at - gone < 1.0  # SPEC 10.5; the running step ends within 0.2 s
+
+
+def test_a_compressed_stream_that_never_awaits_leaves_the_loop_to_others(
+    served: tuple[ServerProcess, Path],
+) -> None:
+    """An async iterator that never awaits, of pieces that compress to almost nothing, to a
+    client that reads nothing: other requests are answered meanwhile, and the stream stops
+    once the socket buffers are full (the writer waits for the client)."""
+    proc, _ = served
+    port = proc.ports["HTTP_REST"]
+    base = httpx.get(proc.url() + "/dense-count", timeout=10).json()["pieces"]
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before its window is set
+        sock.settimeout(10)
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(b"GET /rest/dense HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n")
+        waits: list[float] = []
+        counts: list[int] = []
+        with httpx.Client(timeout=10) as other:  # another connection
+            started = time.monotonic()
+            while time.monotonic() - started < 30:
+                asked = time.monotonic()
+                counts.append(other.get(proc.url() + "/dense-count").json()["pieces"] - base)
+                waits.append(time.monotonic() - asked)
+                if len(counts) >= 4 and counts[-1] == counts[-4]:
+                    break  # the stream waits for the client
+                time.sleep(0.25)
+        taken = counts[-1] * 68000
+        print(
+            f"dense stream: {taken / 1048576:.0f} MiB taken in {time.monotonic() - started:.1f}"
+            f" s; longest wait of another request {max(waits) * 1000:.0f} ms"
+        )
+        assert max(waits) < 1.0, waits  # the loop was never held for long
+        assert counts[-1] == counts[-4], counts  # it stopped: the writer waits for the client
+        # what the socket buffers hold, compressed (a few MiB), times the compression ratio
+        assert taken < 4 << 30
 
 
 def test_a_slow_reader_holds_the_generator_back(served: tuple[ServerProcess, Path]) -> None:
@@ -335,3 +448,53 @@ def test_active_timeout_bounds_the_first_piece_and_usage_counts_to_the_last(
         rows = [r for r in usage.json()["entry_points"] if r["endpoint"] == "/slow-stream"]
         assert rows[0]["calls"] == 1
         assert rows[0]["total_us"] >= 400_000  # until the last piece, not the head
+
+
+HOOKED_APP = """
+import sys
+
+from fwrest import get, rest
+
+
+def on_error(exc):
+    return {"recovered": repr(exc)}
+
+
+def on_send():
+    rest.setKeyHeaderResponse("X-Sent", "yes")
+
+
+@get("/chunked-fails/:kind")
+def chunked_fails(kind):
+    rest.setChunkedResponse("a,")
+    if kind == "exit":
+        sys.exit(5)
+    raise RuntimeError("the chunked answer broke")
+"""
+
+
+@pytest.mark.parametrize("kind", ["exit", "error"])
+def test_a_chunked_answer_that_fails_in_a_hooked_pool_is_cut(tmp_path: Path, kind: str) -> None:
+    """``OnError`` and ``OnSend`` (``def``: one pool job with the handler) cannot answer a
+    handler that fails after its chunked answer's head went out: the answer is cut (no last
+    chunk), as without hooks."""
+    config = free_config(
+        tmp_path,
+        app=HOOKED_APP,
+        servers={"HTTP_REST": {**local_port(), "Locations": "ROOT, SENDING"}},
+        extra={
+            "POOL": {"OnError": "on_error", "OnSend": "on_send"},
+            "SENDING": {"Path": "/sending", "ThreadPool": "SENDPOOL"},
+            "SENDPOOL": {"Environment": "ENV", "OnSend": "on_send"},
+        },
+    )
+    with serving(config) as proc:
+        port = proc.ports["HTTP_REST"]
+        for prefix in ("/rest", "/sending"):
+            request = f"GET {prefix}/chunked-fails/{kind} HTTP/1.1\r\nHost: x\r\n\r\n"
+            data = exchange(port, request.encode())
+            head, _, body = data.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 OK") and b"chunked" in head, data
+            assert body.startswith(b"2\r\na,\r\n"), body
+            assert not body.endswith(b"0\r\n\r\n"), body  # cut: the client knows
+            assert b"recovered" not in body

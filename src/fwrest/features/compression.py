@@ -16,6 +16,7 @@ answer): the token route's answers, the settings page and any answer with
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import zlib
 from collections.abc import AsyncIterator, Callable
@@ -27,13 +28,14 @@ from fwrest.context.request import RequestContext
 from fwrest.routing import TOKEN_ROUTE
 from fwrest.wire import Reply, Request, close_stream
 
-__all__ = ["GZIP_LEVEL", "Compression", "compressible"]
+__all__ = ["GZIP_LEVEL", "SLICE", "Compression", "compressible"]
 
 # the levels: fast ones, as the request waits for them (gzip 6 and brotli 11 cost several
 # times more for a few per cent less)
 GZIP_LEVEL = 5
 _BROTLI_QUALITY = 4
 _SETTINGS_ROUTE = "/fw/rest/config"
+SLICE = 1 << 16  # bytes of a stream's input compressed between two turns of the loop
 
 _COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
     "gzip": lambda body: gzip.compress(body, GZIP_LEVEL, mtime=0),
@@ -46,8 +48,13 @@ _BARE = frozenset((*range(100, 200), 204, 206, 304))
 
 
 async def _compressed(stream: AsyncIterator[bytes], coding: str) -> AsyncIterator[bytes]:
-    """``stream`` compressed with ``coding``, each piece flushed as it comes."""
-    compress: Callable[[bytes], bytes]
+    """``stream`` compressed with ``coding``, each piece flushed as it comes.
+
+    The loop gets a turn after every :data:`SLICE` bytes of input (a big piece is compressed
+    a slice at a time): an iterator that never awaits, of pieces that compress to almost
+    nothing, would otherwise hold the loop until the client's socket buffers fill, which for
+    such pieces is gigabytes of input later."""
+    compress: Callable[[bytes | memoryview], bytes]
     flush: Callable[[], bytes]
     finish: Callable[[], bytes]
     if coding == "gzip":
@@ -56,11 +63,30 @@ async def _compressed(stream: AsyncIterator[bytes], coding: str) -> AsyncIterato
     else:
         br = brotli.Compressor(quality=_BROTLI_QUALITY)
         compress, flush, finish = br.process, br.flush, br.finish
+    taken = 0  # input since the loop's last turn
     try:
         async for piece in stream:
-            out = compress(piece) + flush()
+            size = len(piece)
+            if taken + size <= SLICE:
+                out = compress(piece) + flush()
+                taken += size
+            else:
+                view = memoryview(piece)
+                parts = []
+                for start in range(0, size, SLICE):
+                    part = view[start : start + SLICE]
+                    parts.append(compress(part))
+                    taken += len(part)
+                    if taken >= SLICE:
+                        await asyncio.sleep(0)
+                        taken = 0
+                parts.append(flush())
+                out = b"".join(parts)
             if out:
                 yield out
+            if taken >= SLICE:
+                await asyncio.sleep(0)
+                taken = 0
         yield finish()
     finally:
         await close_stream(stream)

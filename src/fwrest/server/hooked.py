@@ -22,6 +22,10 @@ handler is one pool job of its own. Routes of a pool without these hooks keep th
   standard 500 body. It raises, or returns what fwrest cannot send: the standard 500, both
   logged.
 
+A handler that fails after ``setChunkedResponse`` sent its first piece has had its answer's
+head sent: neither hook runs for that failure, and the answer is cut (SPEC 10.5: no last
+chunk), as without hooks.
+
 A pool with ``OnSend`` answers a handler's failure inside the call (the standard 500 as a
 ``Response``, so that ``OnSend`` can change it); a pool without it leaves the standard 500 to
 the pipeline, as a route without hooks does.
@@ -220,8 +224,10 @@ def compose(
             except HTTPError:
                 raise  # fwrest's own answer (a 503...), not the application's failure
             except BaseException as exc:
-                if not job_answers:
-                    raise  # answered on the loop (an async OnError or OnSend)
+                if not job_answers or current.get().chunks is not None:
+                    # answered on the loop (an async OnError or OnSend); or a chunked answer's
+                    # head is out (setChunkedResponse): it can only be cut (SPEC 10.5)
+                    raise
                 result = _recover_sync(job_error, exc, sending)
             if job_send is not None:
                 return _send_sync(job_send, result)

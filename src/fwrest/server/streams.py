@@ -5,25 +5,52 @@ An async iterator is advanced on the loop; a plain iterator (a ``def`` generator
 location's thread pool, one item per call, so that a generator that waits for its data never
 holds the loop. The engine closes the stream when it ends early (``aclose``: the client went
 away, see ``server/http.py``); closing here closes the application's iterator (``aclose()`` /
-``close()``).
+``close()``): a plain iterator in the pool, by the step running then as soon as it returns.
+
+Whatever the application's iterator raises, ``SystemExit`` and the other ``BaseException``s
+included (SPEC 7.1), leaves it as :class:`StreamFailed`, an ``Exception``: the tasks that
+advance a stream (an event stream's, ``ActiveTimeout``'s) would pass those to the event loop,
+which would end the worker. Only a cancellation of the task that advances it travels on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
+from fwrest import log
 from fwrest.context.charsets import Charset
 from fwrest.context.events import IDLE_S, KEEP_ALIVE, encode_event
 from fwrest.context.views import UsageKey
+from fwrest.errors import HTTPError, is_cancellation
 from fwrest.server.usage import UsageTable
 from fwrest.wire import close_stream
 
-__all__ = ["events", "is_stream", "pieces", "pieces_of", "prepend", "timed"]
+__all__ = ["StreamFailed", "events", "is_stream", "pieces", "pieces_of", "prepend", "timed"]
 
 _END = object()
+_STEP_END_S = 5.0  # how long a closed event stream waits for its iterator's cancelled step
+
+
+class StreamFailed(Exception):
+    """A streamed answer's iterator raised ``inner``, a ``BaseException`` that is no
+    ``Exception`` (``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``, a
+    ``CancelledError`` fwrest did not cause): the stream is cut as for any error."""
+
+    def __init__(self, inner: BaseException) -> None:
+        super().__init__(f"the iterator raised {inner!r}")
+        self.inner = inner
+
+
+def _carried(exc: BaseException) -> BaseException:
+    """What leaves a stream when its iterator raised ``exc``: ``exc`` itself when it is an
+    ``Exception`` or a cancellation of this task, else :class:`StreamFailed`."""
+    if isinstance(exc, Exception) or is_cancellation(exc):
+        return exc
+    return StreamFailed(exc)
 
 
 def is_stream(value: Any) -> bool:
@@ -76,25 +103,147 @@ async def events(source: Any, submit: Any) -> AsyncIterator[bytes]:
                 return
             yield encode_event(item)
     finally:
-        if waiting is not None:
-            waiting.cancel()
-        await items.aclose()
+        await _end_events(items, waiting)
+
+
+async def _end_events(items: AsyncGenerator[Any, None], waiting: asyncio.Task[Any] | None) -> None:
+    """Close an event stream's items; the wait for the next one, if any, ends first (a
+    generator that runs cannot be closed), and ends the iterator's running step."""
+    if waiting is not None:
+        waiting.cancel()
+        await asyncio.wait({waiting}, timeout=_STEP_END_S)
+        if not waiting.done():  # an iterator that ignores its cancellation: left to it
+            log.app_log.error("an event stream's iterator did not end when cancelled")
+            return
+        if not waiting.cancelled():
+            waiting.exception()  # retrieved: the stream ended for another reason
+    await items.aclose()
 
 
 async def pieces_of(source: Any, submit: Any) -> AsyncGenerator[Any, None]:
-    """The items of an iterator (a plain one's steps through ``submit``) or async iterator."""
-    try:
-        if isinstance(source, AsyncIterator):
-            async for item in source:
-                yield item
-        else:
+    """The items of an iterator (a plain one's steps through ``submit``) or async iterator;
+    what the iterator raises as :func:`_carried` says."""
+    if isinstance(source, AsyncIterator):
+        try:
             while True:
-                item = next(source, _END) if submit is None else await submit(next, source, _END)
-                if item is _END:
-                    break
+                try:
+                    item = await anext(source)
+                except StopAsyncIteration:
+                    return
+                except BaseException as exc:
+                    raise _carried(exc) from None
                 yield item
-    finally:
+        finally:
+            await _close_async(source)
+    elif submit is None:  # an async def handler's plain iterator: on the loop
+        try:
+            while True:
+                try:
+                    item = next(source, _END)
+                except BaseException as exc:
+                    raise _carried(exc) from None
+                if item is _END:
+                    return
+                yield item
+        finally:
+            _close_plain(source)
+    else:
+        steps = _Steps(source)
+        ended = False
+        try:
+            while True:
+                try:
+                    item = await submit(steps.step)
+                except BaseException as exc:
+                    raise _carried(exc) from None
+                if item is _END:
+                    ended = True
+                    return
+                yield item
+        finally:
+            if ended:
+                _close_plain(source)  # ran out: nothing of the application's runs on close
+            elif not steps.end():  # else the step running closes it as it returns
+                try:
+                    await submit(steps.close)
+                except HTTPError:  # no thread free within AcceptTimeout: here, then
+                    steps.close()
+
+
+class _Steps:
+    """A plain iterator advanced in a pool, one item per job, closed there too (SPEC 10.5):
+    by the step that runs when the stream ends, as soon as that step returns (``close()``
+    of a generator that runs fails), else by a job of its own."""
+
+    __slots__ = ("_closed", "_ending", "_lock", "_running", "source")
+
+    def __init__(self, source: Iterator[Any]) -> None:
+        self.source = source
+        self._lock = threading.Lock()
+        self._running = False
+        self._ending = False
+        self._closed = False
+
+    def step(self) -> Any:
+        """In a pool thread: the next item, or ``_END``."""
+        with self._lock:
+            if self._ending:
+                return _END  # a step queued before the stream ended
+            self._running = True
+        try:
+            return next(self.source, _END)
+        except Exception:
+            raise
+        except BaseException as exc:
+            # never on the pool's future: thrown into the coroutines that await it, a
+            # GeneratorExit would close them instead (and no CancelledError here is fwrest's)
+            raise StreamFailed(exc) from None
+        finally:
+            with self._lock:
+                self._running = False
+                ending = self._ending
+            if ending:
+                self.close()
+
+    def end(self) -> bool:
+        """On the loop: the stream ended early; True when a step runs (it closes the
+        iterator as it returns), False when nothing runs (the caller closes it)."""
+        with self._lock:
+            self._ending = True
+            return self._running
+
+    def close(self) -> None:
+        """Close the iterator, once; what that raises is logged."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        _close_plain(self.source)
+
+
+def _close_plain(source: Any) -> None:
+    """Close a plain iterator (a generator runs its ``finally``); what that raises is logged."""
+    close = getattr(source, "close", None)
+    if close is None:
+        return
+    try:
+        close()
+    except BaseException as exc:
+        _close_failed(exc)
+
+
+async def _close_async(source: Any) -> None:
+    """``aclose()`` an async iterator; what that raises is logged."""
+    try:
         await close_stream(source)
+    except BaseException as exc:
+        _close_failed(exc)
+
+
+def _close_failed(exc: BaseException) -> None:
+    if is_cancellation(exc):
+        raise exc
+    log.app_log.error("closing a streamed answer failed: %s", log.escape(repr(exc)))
 
 
 # The pipeline's own stream wrappers live here rather than in server/app.py: async
