@@ -807,6 +807,32 @@ def test_the_audit_trail_keeps_the_newest_events(store: StateStore) -> None:
     assert listed == [f'{{"i":{i}}}'.encode() for i in range(52, 2, -1)]
 
 
+def test_a_flood_of_lockouts_never_pushes_the_other_events_out(store: StateStore) -> None:
+    """Issue 34: lock-outs, which clients without credentials can cause at will, are kept in a
+    budget of their own (the newest ``audit_keep`` of them): a flood of them leaves every
+    settings change, revocation and key rotation in the trail, and the trail still lists
+    both, newest first, by time."""
+    store.audit_keep = 10
+    t0 = time.time()
+    others = [("settings.change", 0), ("revocation", 1), ("keys.rotate", 2)]
+    for event, i in others:
+        store.add_audit(t0 + i / 1000, event, f'{{"other":{i}}}'.encode())
+    for i in range(40):  # four times the budget, all newer than the others
+        store.add_audit(t0 + 1 + i / 1000, "lockout", f'{{"lock":{i}}}'.encode())
+    kept_others = [f'{{"other":{i}}}'.encode() for i in (2, 1, 0)]
+    newest_locks = [f'{{"lock":{i}}}'.encode() for i in range(39, 29, -1)]
+    assert store.audit_events(0.0, None, 100) == newest_locks + kept_others
+    assert store.audit_events(0.0, "lockout", 100) == newest_locks
+    assert store.audit_events(0.0, "revocation", 100) == [b'{"other":1}']
+    assert store.audit_events(0.0, None, 12) == newest_locks + kept_others[:2]
+    # the other budget trims its own oldest, never a lock-out
+    for i in range(12):
+        store.add_audit(t0 + 2 + i / 1000, "reload", f'{{"reload":{i}}}'.encode())
+    assert store.audit_events(0.0, "lockout", 100) == newest_locks
+    listed = store.audit_events(0.0, None, 100)
+    assert len(listed) == 20 and b'{"other":2}' not in listed and b'{"reload":2}' in listed
+
+
 # -- instances, close, faults ---------------------------------------------------------------
 
 

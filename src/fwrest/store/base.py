@@ -7,6 +7,7 @@ from typing import Protocol
 
 __all__ = [
     "AUDIT_KEEP",
+    "FLOOD_EVENTS",
     "AuditStore",
     "BlobStore",
     "FailureStore",
@@ -176,6 +177,11 @@ class BlobStore(StoreBase, Protocol):
 
 
 AUDIT_KEEP = 10_000  # SPEC 13.5: the store keeps the newest 10,000 audit events
+# Events that a client without credentials can cause at will (a flood of wrong passwords from
+# rotating addresses makes a lock-out per address): kept in a budget of their own, the newest
+# AUDIT_KEEP of them, so that they never push the other events (settings changes, reloads,
+# revocations, key rotations) out of the trail (issue 34).
+FLOOD_EVENTS = frozenset({"lockout"})
 
 
 class AuditStore(StoreBase, Protocol):
@@ -187,7 +193,8 @@ class AuditStore(StoreBase, Protocol):
 
     def add_audit(self, ts: float, event: str, entry: bytes) -> None:
         """Keep one event (``entry``, its JSON) of epoch second ``ts`` named ``event``; the
-        oldest go beyond ``audit_keep``."""
+        oldest go beyond ``audit_keep``, counted apart for :data:`FLOOD_EVENTS` and for the
+        others (each keeps its newest ``audit_keep``)."""
         ...
 
     def audit_events(self, since: float, event: str | None, limit: int) -> list[bytes]:

@@ -7,7 +7,7 @@ import threading
 import time
 from collections import deque
 
-from fwrest.store.base import AUDIT_KEEP, RefreshRecord
+from fwrest.store.base import AUDIT_KEEP, FLOOD_EVENTS, RefreshRecord
 
 __all__ = ["MemoryStore"]
 
@@ -32,6 +32,7 @@ class MemoryStore:
         self._blobs: dict[str, bytes] = {}
         # the audit trail: (ts, order of arrival, event, entry), the newest audit_keep
         self._audit: deque[tuple[float, int, str, bytes]] = deque()
+        self._audit_flood: deque[tuple[float, int, str, bytes]] = deque()  # FLOOD_EVENTS
         self._audit_seq = itertools.count()
         self._inserts = 0
         # failure counts are swept of ended windows when they have doubled since the last
@@ -205,14 +206,19 @@ class MemoryStore:
             return self._blobs.get(name)
 
     def add_audit(self, ts: float, event: str, entry: bytes) -> None:
+        shelf = self._audit_flood if event in FLOOD_EVENTS else self._audit
         with self._lock:
-            self._audit.append((ts, next(self._audit_seq), event, entry))
-            while len(self._audit) > self.audit_keep:
-                self._audit.popleft()
+            shelf.append((ts, next(self._audit_seq), event, entry))
+            while len(shelf) > self.audit_keep:
+                shelf.popleft()
 
     def audit_events(self, since: float, event: str | None, limit: int) -> list[bytes]:
         with self._lock:
-            found = [r for r in self._audit if r[0] >= since and (event is None or r[2] == event)]
+            found = [
+                r
+                for r in (*self._audit, *self._audit_flood)
+                if r[0] >= since and (event is None or r[2] == event)
+            ]
         found.sort(key=lambda r: (r[0], r[1]), reverse=True)
         return [r[3] for r in found[:limit]]
 

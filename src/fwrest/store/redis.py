@@ -38,7 +38,7 @@ import redis
 from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
-from fwrest.store.base import AUDIT_KEEP, RefreshRecord, StoreError
+from fwrest.store.base import AUDIT_KEEP, FLOOD_EVENTS, RefreshRecord, StoreError
 from fwrest.store.redis_target import (
     SENTINEL_SCHEME,
     RedisOptions,
@@ -52,6 +52,8 @@ from fwrest.store.redis_target import (
 __all__ = ["RedisStore"]
 
 _P = "fwrest:"
+_AUDIT = f"{_P}audit"
+_AUDIT_FLOOD = f"{_P}audit:flood"  # FLOOD_EVENTS: a budget of their own
 # A frozen Redis holds a call for this long, once: the token route gives its store calls 1 s
 # in all (auth/oauth2/tokens.py), so a thread is not held much past the request's 503.
 SOCKET_TIMEOUT_S = 1.0
@@ -471,17 +473,31 @@ class RedisStore:
     def add_audit(self, ts: float, event: str, entry: bytes) -> None:
         # one sorted set by time; a member is "event NUL random NUL entry": unique (two equal
         # events at one microsecond stay two), and filtered by name without parsing the JSON
+        # FLOOD_EVENTS have a sorted set of their own: a budget apart from the others'
         member = event.encode() + b"\0" + os.urandom(6).hex().encode() + b"\0" + entry
+        key = _AUDIT_FLOOD if event in FLOOD_EVENTS else _AUDIT
         pipe = self._r.pipeline(transaction=True)
-        pipe.zadd(f"{_P}audit", {member: ts})
-        pipe.zremrangebyrank(f"{_P}audit", 0, -self.audit_keep - 1)
+        pipe.zadd(key, {member: ts})
+        pipe.zremrangebyrank(key, 0, -self.audit_keep - 1)
         self._call(pipe.execute)
 
     def audit_events(self, since: float, event: str | None, limit: int) -> list[bytes]:
-        key = f"{_P}audit"
-        if event is None:
-            rows = self._call(self._r.zrevrangebyscore, key, "+inf", since, start=0, num=limit)
-            return [bytes(m).split(b"\0", 2)[2] for m in rows]
+        if event is None:  # both sets' newest, merged by time
+            rows = []
+            for key in (_AUDIT, _AUDIT_FLOOD):
+                found = self._call(
+                    self._r.zrevrangebyscore,
+                    key,
+                    "+inf",
+                    since,
+                    start=0,
+                    num=limit,
+                    withscores=True,
+                )
+                rows += [(float(score), bytes(m)) for m, score in found]
+            rows.sort(key=lambda row: row[0], reverse=True)
+            return [m.split(b"\0", 2)[2] for _score, m in rows[:limit]]
+        key = _AUDIT_FLOOD if event in FLOOD_EVENTS else _AUDIT
         wanted = event.encode() + b"\0"
         out: list[bytes] = []
         start, page = 0, 1000

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from fwrest.store.base import AUDIT_KEEP, RefreshRecord, StoreError
+from fwrest.store.base import AUDIT_KEEP, FLOOD_EVENTS, RefreshRecord, StoreError
 
 __all__ = ["SqliteStore"]
 
@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS audit (seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL,
     event TEXT NOT NULL, entry BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS audit_ts ON audit(ts);
+CREATE INDEX IF NOT EXISTS audit_event ON audit(event, seq);
 """
 
 
@@ -330,14 +331,20 @@ class SqliteStore:
         return now
 
     def add_audit(self, ts: float, event: str, entry: bytes) -> None:
+        # AUTOINCREMENT numbers rows in order of arrival, never reused: the rows of the new
+        # one's budget (FLOOD_EVENTS, or the others) more than audit_keep behind it go, the
+        # oldest first (a flood's by the index on (event, seq))
+        flood = event in FLOOD_EVENTS
+        shelf = "event IN ({})".format(",".join("?" * len(FLOOD_EVENTS)))
+        if not flood:
+            shelf = f"NOT {shelf}"
+        names = tuple(sorted(FLOOD_EVENTS))
         with self._tx() as db:
-            cur = db.execute(
-                "INSERT INTO audit (ts, event, entry) VALUES (?, ?, ?)", (ts, event, entry)
-            )
-            # AUTOINCREMENT numbers rows in order of arrival, never reused: the rows more than
-            # audit_keep behind this one are the oldest (one step by the primary key)
+            db.execute("INSERT INTO audit (ts, event, entry) VALUES (?, ?, ?)", (ts, event, entry))
             db.execute(
-                "DELETE FROM audit WHERE seq <= ?", ((cur.lastrowid or 0) - self.audit_keep,)
+                f"DELETE FROM audit WHERE {shelf} AND seq <= (SELECT seq FROM audit WHERE "  # noqa: S608
+                f"{shelf} ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+                (*names, *names, self.audit_keep),
             )
 
     def audit_events(self, since: float, event: str | None, limit: int) -> list[bytes]:
