@@ -83,10 +83,8 @@ def _host_ok(value: str) -> bool:
     return True
 
 
-class _Noted:
-    """What the engine logged once per worker."""
-
-    underscore = False
+# what the engine logs once per worker ("underscore": a header name with "_" was dropped)
+_NOTED: set[str] = set()
 
 
 class _Stop(Exception):
@@ -579,8 +577,8 @@ class HttpProtocol(asyncio.Protocol):
             # gateway may take Content_Length for Content-Length, so the application could
             # read a header this server never framed the request by
             self._dropped += 1
-            if not _Noted.underscore:
-                _Noted.underscore = True
+            if "underscore" not in _NOTED:
+                _NOTED.add("underscore")
                 log.server_log.info(
                     "a request header field with '_' in its name was dropped (%s; and any "
                     "later ones, not logged): send it with '-' instead",
