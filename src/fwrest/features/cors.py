@@ -202,7 +202,8 @@ class CorsStages(Generic[R]):
 
 class CorsHeaders(Generic[R]):
     """The outgoing stage of one location with CORS: its headers on any answer to an allowed
-    origin (errors too), never on a native route other than the token route."""
+    origin (errors too), and ``Vary: Origin`` on every answer whatever the origin; never on a
+    native route other than the token route."""
 
     __slots__ = ("policy", "prefix", "router")
 
