@@ -54,6 +54,11 @@ async def leave():
     raise SystemExit(2)
 
 
+@get("/headers")
+def headers():
+    return dict(rest.getHeaderRequest())
+
+
 @get("/text")
 def text():
     return Response("made", status=201, headers={"X-Made": "1"}, media_type="text/plain")
@@ -184,6 +189,21 @@ def test_a_coded_body_is_refused_as_the_engine_refuses_it(tmp_path: Path) -> Non
         assert "Content-Encoding" in packed.json()["detailedMessage"]
         plain = client.post("/rest/echo", content=b"hi", headers={"Content-Encoding": "identity"})
         assert plain.json()["body"] == "hi"
+
+
+def test_the_hosts_and_header_names_the_engine_refuses(tmp_path: Path) -> None:
+    # as over a socket: a Host that is no host[:port] is 400, a name with "_" is dropped
+    with Client(_service(tmp_path, "inproc_fields")) as client:
+        for host in ("user@127.0.0.1", "127.0.0.1/x", "", "a.example, b.example", "h:70000"):
+            refused = client.get("/rest/hello", headers={"Host": host})
+            assert refused.status_code == 400, host
+            assert refused.json()["detailedMessage"] == (
+                "the Host header must be host[:port] and nothing else"
+            )
+        seen = client.get("/rest/headers", headers={"X_Api_Key": "k", "X-Api-Key": "d"}).json()
+        assert seen["x-api-key"] == "d"
+        assert "x_api_key" not in seen
+        assert client.options("/rest/hello").headers["allow"] == "GET, HEAD, OPTIONS"
 
 
 def test_requests_from_many_threads_are_answered_each_its_own(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ This module imports nothing else of fwrest.
 from __future__ import annotations
 
 import asyncio
+from http import HTTPStatus
 
 import orjson
 
@@ -25,35 +26,19 @@ __all__ = [
     "store_unavailable",
 ]
 
-STATUS_PHRASES: dict[int, str] = {
-    100: "Continue",
-    200: "OK",
-    201: "Created",
-    202: "Accepted",
-    204: "No Content",
-    301: "Moved Permanently",
-    302: "Found",
-    304: "Not Modified",
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    409: "Conflict",
-    411: "Length Required",
+# RFC 9110's names where Python 3.11's http.HTTPStatus still has the older ones (3.13 took
+# these up); every other status has HTTPStatus's phrase
+_RFC9110_PHRASES = {
     413: "Content Too Large",
     414: "URI Too Long",
-    415: "Unsupported Media Type",
-    417: "Expectation Failed",
+    416: "Range Not Satisfiable",
     422: "Unprocessable Content",
-    429: "Too Many Requests",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    501: "Not Implemented",
-    503: "Service Unavailable",
-    505: "HTTP Version Not Supported",
 }
+STATUS_PHRASES: dict[int, str] = {
+    status.value: _RFC9110_PHRASES.get(status.value, status.phrase) for status in HTTPStatus
+}
+"""The reason phrase of every status Python knows (``418: "I'm a Teapot"``); a status
+outside it (an application's ``299``) has none."""
 
 
 class ConfigError(Exception):

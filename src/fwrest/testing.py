@@ -30,6 +30,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError("fwrest.testing needs httpx: pip install 'fwrest[testing]'") from exc
 
 from fwrest import log
+from fwrest.config.hosts import valid_host_field
 from fwrest.context.request_id import request_id_of
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.server.app import PortApp
@@ -168,9 +169,11 @@ class _PipelineTransport(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         body = request.read()
         target = request.url.raw_path
+        # a name with "_" is dropped, as the engine drops it (nginx's underscores_in_headers)
         headers = [
             (name.decode("latin-1").lower(), value.decode("latin-1"))
             for name, value in request.headers.raw
+            if b"_" not in name
         ]
         reply = self._refused(request.method, target, headers, body)
         cut = False
@@ -214,6 +217,12 @@ class _PipelineTransport(httpx.BaseTransport):
             refused = HTTPError(431, detailed=f"at most {limit} header fields")
         elif sum(1 for name, _ in headers if name == "authorization") > 1:
             refused = HTTPError(400, detailed="repeated Authorization header")
+        elif len(hosts := [value for name, value in headers if name == "host"]) != 1:
+            refused = HTTPError(400, detailed="the request needs exactly one Host header")
+        elif not valid_host_field(hosts[0].strip(" \t")):
+            refused = HTTPError(
+                400, detailed="the Host header must be host[:port] and nothing else"
+            )
         else:
             coding = ",".join(v for n, v in headers if n == "content-encoding")
             if body and coding:

@@ -165,8 +165,10 @@ class Keep(enum.IntEnum):
     OPEN_10 = 2  # keep it open and say so (an HTTP/1.0 client needs "connection: keep-alive")
 
 
+# every status line fwrest may write, made once: the phrase of http.HTTPStatus (RFC 9110's
+# names), none for a status it does not know (RFC 9112 4: the phrase may be empty)
 _STATUS_LINES: dict[int, bytes] = {
-    code: f"HTTP/1.1 {code} {phrase}\r\n".encode() for code, phrase in STATUS_PHRASES.items()
+    code: f"HTTP/1.1 {code} {STATUS_PHRASES.get(code, '')}\r\n".encode() for code in range(100, 600)
 }
 
 
@@ -234,7 +236,7 @@ def encode_reply(reply: Reply, keep: Keep, chunked: bool = True) -> bytes:
     """The answer's bytes, with the ``connection`` header ``keep`` asks for; of a streamed
     reply, the head (``chunked`` False: an HTTP/1.0 client, the stream ends with the
     connection)."""
-    status_line = _STATUS_LINES.get(reply.status) or f"HTTP/1.1 {reply.status} Status\r\n".encode()
+    status_line = _STATUS_LINES.get(reply.status) or f"HTTP/1.1 {reply.status} \r\n".encode()
     parts = [status_line, _DateLine.get()]
     has_length = False
     lines = _LINES

@@ -281,10 +281,7 @@ def test_the_full_url_has_the_normalised_path_percent_encoded(client: Client) ->
         ("localhost:9000", "localhost:9000"),  # a loopback server is localhost too
         ("evil.example", f"127.0.0.1:{PORT}"),  # a forged Host: the server's own name
         ("evil.example:80", f"127.0.0.1:{PORT}"),
-        ("api.example.com:99999", f"127.0.0.1:{PORT}"),  # no port
-        ("api.example.com:0", f"127.0.0.1:{PORT}"),
-        (b"api.example.com:\xb2", f"127.0.0.1:{PORT}"),  # a digit, but not ASCII
-        ("api.example.com@evil.example", f"127.0.0.1:{PORT}"),
+        ("api.example.com:0", f"127.0.0.1:{PORT}"),  # no port
     ],
 )
 def test_the_full_url_takes_a_host_that_names_the_server(
@@ -293,6 +290,17 @@ def test_the_full_url_takes_a_host_that_names_the_server(
     r = client.get("/rest/facts?q=1", headers={"Host": host})
     assert r.status_code == 200, r.text
     assert r.json()["url"] == f"http://{authority}/rest/facts?q=1"
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["api.example.com:99999", b"api.example.com:\xb2", "api.example.com@evil.example"],
+)
+def test_a_host_that_is_no_host_and_port_never_reaches_the_url(
+    client: Client, host: str | bytes
+) -> None:
+    # refused before the handler runs (RFC 9112 3.2), as the engine refuses it
+    assert client.get("/rest/facts?q=1", headers={"Host": host}).status_code == 400
 
 
 def test_the_full_url_of_an_https_port_leaves_out_443(config: Path) -> None:

@@ -194,11 +194,11 @@ def test_allow_methods_narrows_what_a_preflight_grants(tmp_path: Path) -> None:
 
 
 def test_a_plain_options_is_what_it_was(basic: Client, open_port: Client) -> None:
-    # no Access-Control-Request-Method: no preflight
+    # no Access-Control-Request-Method: no preflight, the route's methods (RFC 9110 9.3.7)
     assert basic.options("/rest/hello", headers={"Origin": WEB}).status_code == 401
     answer = open_port.options("/rest/hello", headers={"Origin": WEB})
-    assert answer.status_code == 405
-    assert answer.headers["allow"] == "GET, HEAD"
+    assert answer.status_code == 200
+    assert answer.headers["allow"] == "GET, HEAD, OPTIONS"
 
 
 def test_a_preflight_outside_a_cors_location_is_a_plain_options(basic: Client) -> None:
@@ -256,8 +256,22 @@ def test_no_headers_for_another_origin_or_none(basic: Client) -> None:
     other = basic.get("/rest/hello", headers={"Origin": "https://evil.example.net"}, auth=ada)
     assert other.status_code == 200
     assert cors_headers(other) == {}
-    assert "vary" not in other.headers
-    assert cors_headers(basic.get("/rest/hello", auth=ada)) == {}
+    none = basic.get("/rest/hello", auth=ada)
+    assert cors_headers(none) == {}
+    # the answer depends on Origin all the same: a shared cache must keep them apart
+    assert other.headers["vary"] == "Origin"
+    assert none.headers["vary"] == "Origin"
+    refused = basic.get("/rest/hello", headers={"Origin": "https://evil.example.net"})
+    assert refused.status_code == 401
+    assert refused.headers["vary"] == "Origin"
+
+
+def test_vary_joins_the_answers_own(basic: Client) -> None:
+    # the application's own Vary keeps its names; Origin joins them
+    ada = ("ada", "Ada-Pw-1")
+    answer = basic.get("/rest/varied", auth=ada)
+    assert answer.status_code == 200
+    assert answer.headers["vary"] == "Accept-Language, Origin"
 
 
 def test_native_routes_other_than_the_token_route_never_send_them(basic: Client) -> None:

@@ -204,6 +204,32 @@ def test_ranges(
         assert answer.text == body
 
 
+def test_ranges_have_their_reason_phrases(served: tuple[ServerProcess, Path]) -> None:
+    proc, _ = served
+    url = base(proc) + "/www/digits.txt"
+    partial = httpx.get(url, headers={"Range": "bytes=0-1"}, timeout=10)
+    assert (partial.status_code, partial.reason_phrase) == (206, "Partial Content")
+    past = httpx.get(url, headers={"Range": "bytes=5000-"}, timeout=10)
+    assert (past.status_code, past.reason_phrase) == (416, "Range Not Satisfiable")
+
+
+def test_options_on_a_file_answers_its_methods(served: tuple[ServerProcess, Path]) -> None:
+    # RFC 9110 9.3.7: a file answers GET and HEAD; nothing is a 404 as for GET
+    proc, _ = served
+    url = base(proc)
+    for path in ("/www/index.html", "/www", "/www/sub/page.html"):
+        answer = httpx.options(url + path, timeout=10)
+        assert answer.status_code == 200, path
+        assert answer.headers["allow"] == "GET, HEAD, OPTIONS", path
+        assert answer.content == b""
+    for path in ("/www/nothing.txt", "/www/.env", "/www/link-out", "/www/sub"):
+        assert httpx.options(url + path, timeout=10).status_code == 404, path
+    # a route wins over a file, as for GET
+    assert httpx.options(url + "/www/api/hello", timeout=10).headers["allow"] == (
+        "GET, HEAD, OPTIONS"
+    )
+
+
 def test_if_range_with_another_version_sends_the_whole_file(
     served: tuple[ServerProcess, Path],
 ) -> None:

@@ -328,7 +328,8 @@ for name, target in [
     ("fragment", "/rest/items/1#/../owner"),
 ]:
     app(f"rl-{name}", F, ALL, f"GET {target} HTTP/1.1\r\nHost: h\r\n\r\n", 400)
-app("rl-options-asterisk", F, ALL, "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n", 400)
+# RFC 9112 3.2.4: the asterisk form is OPTIONS's alone (GET * above is 400)
+app("rl-post-asterisk", F, ALL, "POST * HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n", 400)
 proto("rl-connect-authority", F, ALL, "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: h\r\n\r\n", 400)
 proto("rl-blank-lines-only", F, APP, "\r\n\r\n\r\n", CLOSED, slow=True)
 proto("rl-head-never-completes", F, APP, "GET {T} HTTP/1.1\r\nHost: h\r\n", 408, slow=True)
@@ -376,6 +377,35 @@ proto("hd-leading-space-first-line", F, ALL, "GET {T} HTTP/1.1\r\n Host: h\r\n\r
 proto("hd-missing-host", F, ALL, req("GET {T} HTTP/1.1", host=None), 400)
 proto("hd-two-hosts", F, ALL, req("GET {T} HTTP/1.1", "Host: other"), 400)
 proto("hd-host-any-case-twice", F, ALL, req("GET {T} HTTP/1.1", "HOST: h"), 400)
+# RFC 9112 3.2: a Host that is no host[:port] is 400 (a proxy or the application could take
+# another host from it than the one the request was routed by)
+for name, host in [
+    ("userinfo", "Host: user@h"),
+    ("userinfo-password", "Host: user:pw@h:80"),
+    ("path", "Host: h/rest"),
+    ("query", "Host: h?x=1"),
+    ("empty", "Host:"),
+    ("spaces-only", "Host:    "),
+    ("list", "Host: h, other"),
+    ("list-no-space", "Host: h,other"),
+    ("port-letters", "Host: h:80a"),
+    ("port-too-big", "Host: h:65536"),
+    ("port-only", "Host: :80"),
+    ("ipv6-unclosed", "Host: [::1"),
+    ("ipv6-invalid", "Host: [::1::2]"),
+    ("ipv6-unbracketed-port", "Host: [::1]80"),
+    ("backslash", "Host: h\\evil"),
+    ("high-byte", "Host: caf\xe9"),
+]:
+    proto(f"hd-host-{name}", F, ALL, req("GET {T} HTTP/1.1", host=host), 400)
+proto("hd-host-http10-userinfo", F, ALL, req("GET {T} HTTP/1.0", host="Host: u@h"), 400)
+for name, target in [
+    ("userinfo", "http://user@h/rest/hello"),
+    ("empty", "http:///rest/hello"),
+    ("list", "http://h,other/rest/hello"),
+    ("bad-port", "https://h:99999/rest/hello"),
+]:
+    proto(f"rl-absolute-authority-{name}", F, ALL, req(f"GET {target} HTTP/1.1"), 400)
 proto(
     "hd-repeated-authorization",
     F,
@@ -1346,7 +1376,7 @@ PATHS: list[tuple[str, str, int, int]] = [
     ("scheme-relative", "//evil/rest/public/info", 401, 401),
     ("absolute-dotdot", "http://evil/rest/public/../admin/secret", 401, 401),
     ("absolute-https-pct-dotdot", "https://h/rest/public/%2e%2e/admin/secret", 401, 401),
-    ("absolute-userinfo", "http://u:p@h/rest/admin/secret", 401, 401),
+    # an absolute-form target with a user name: rl-absolute-authority-userinfo (400, closed)
     ("absolute-no-path", "http://h", 401, 401),
     ("absolute-query-only", "http://h?/rest/public/info", 401, 401),
     ("absolute-public", "http://h/rest/public/info", 401, 200),
@@ -2142,7 +2172,16 @@ valid(
 )
 valid("host-with-port", ALL, req("GET {T} HTTP/1.1", host="Host: 127.0.0.1:8080"), body=OK_BODY)
 valid("host-ipv6", ALL, req("GET {T} HTTP/1.1", host="Host: [::1]:443"), body=OK_BODY)
-valid("host-empty", ALL, req("GET {T} HTTP/1.1", host="Host:"), body=OK_BODY)
+valid("host-name-with-port", ALL, req("GET {T} HTTP/1.1", host="Host: api.example.com:443"))
+valid("host-empty-port", ALL, req("GET {T} HTTP/1.1", host="Host: h:"), body=OK_BODY)
+valid("host-ipv4-mapped", ALL, req("GET {T} HTTP/1.1", host="Host: [::ffff:127.0.0.1]"))
+valid("options-asterisk", ALL, "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n")
+valid(
+    "underscore-header-dropped",
+    APP,
+    req("GET /rest/hdr/x_token HTTP/1.1", "X_Token: smuggled"),
+    body=b'"value":null',
+)
 valid("path-param-space", APP, req("GET /rest/p/a%20b HTTP/1.1"), body=b'"value":"a b"')
 valid(
     "path-param-utf8", APP, req("GET /rest/p/%E2%9C%93 HTTP/1.1"), body='"value":"\u2713"'.encode()

@@ -48,6 +48,7 @@ from tests.monitor.support import (
     values,
     wait_children,
 )
+from tests.server.rawhttp import RawConnection
 
 MEMORY_APP = (
     APP_SOURCE
@@ -504,6 +505,21 @@ def _raw(port: int, data: bytes) -> bytes:
     return b"".join(chunks)
 
 
+def test_options_answers_the_monitors_methods(mon: Monitor) -> None:
+    # RFC 9110 9.3.7: a path of the monitor, a probe, and the server in general (OPTIONS *)
+    for url in (mon.base, mon.base + "/uptime", mon.root + "/api/health/live"):
+        answer = httpx.options(url, timeout=10)
+        assert answer.status_code == 200, (url, answer.text)
+        assert answer.headers["allow"] == "GET, HEAD, OPTIONS"
+        assert answer.content == b""
+    assert httpx.options(mon.root + "/api/nothing", timeout=10).status_code == 404
+    with RawConnection(mon.port) as conn:
+        server = conn.request("OPTIONS", "*")
+        assert server.status_line == "HTTP/1.1 200 OK"
+        assert server.header("allow") == "GET, HEAD, OPTIONS"
+        assert server.header("content-length") == "0"
+
+
 def test_bad_requests_get_json_errors_never_5xx(mon: Monitor) -> None:
     cases: list[tuple[str, str, int]] = [
         ("GET", "/", 404),
@@ -525,7 +541,7 @@ def test_bad_requests_get_json_errors_never_5xx(mon: Monitor) -> None:
         body = resp.json()
         assert body["code"] == status and set(body) == {"code", "detailedMessage", "message"}
         if status == 405:
-            assert "GET" in resp.headers["allow"]
+            assert resp.headers["allow"] == "GET, HEAD, OPTIONS"
     # many names, odd bytes, an odd format: answered, never a 5xx
     many = "&".join(f"n{i}" for i in range(300))
     for suffix in (f"?{many}", "?%ff", "?format=xml", "?&&&", "?all=1&all=2", "/%2e%2e"):

@@ -115,11 +115,11 @@ def test_unknown_path_is_404() -> None:
         assert error.body() == b'{"code":404,"detailedMessage":"","message":"Not Found"}'
 
 
-def test_wrong_method_is_405_with_allow_including_head_for_get() -> None:
+def test_wrong_method_is_405_with_allow_including_head_for_get_and_options() -> None:
     router = make(("GET", "/hello"), ("POST", "/hello"))
     error = status_of(router, "DELETE", "/hello")
     assert error.status == 405
-    assert allow_of(error) == "GET, HEAD, POST"
+    assert allow_of(error) == "GET, HEAD, OPTIONS, POST"
     assert error.body() == b'{"code":405,"detailedMessage":"","message":"Method Not Allowed"}'
 
 
@@ -127,13 +127,13 @@ def test_405_on_a_param_route() -> None:
     router = make(("GET", "/items/:id"), ("PUT", "/items/:id"))
     error = status_of(router, "POST", "/items/3")
     assert error.status == 405
-    assert allow_of(error) == "GET, HEAD, PUT"
+    assert allow_of(error) == "GET, HEAD, OPTIONS, PUT"
 
 
 def test_405_allow_without_get_has_no_head() -> None:
     router = make(("POST", "/echo"))
     error = status_of(router, "GET", "/echo")
-    assert allow_of(error) == "POST"
+    assert allow_of(error) == "OPTIONS, POST"
     assert status_of(router, "HEAD", "/echo").status == 405
 
 
@@ -141,7 +141,7 @@ def test_allow_names_every_method_the_path_answers() -> None:
     router = make(("GET", "/users/me"), ("DELETE", "/users/:id"))
     error = status_of(router, "PUT", "/users/me")
     assert error.status == 405
-    assert allow_of(error) == "DELETE, GET, HEAD"
+    assert allow_of(error) == "DELETE, GET, HEAD, OPTIONS"
 
 
 def test_head_follows_get() -> None:
@@ -205,7 +205,7 @@ def test_thousand_routes_still_match_correctly() -> None:
         assert (sub.payload, sub.params) == (20000 + i, {"key": "k"})
     assert status_of(router, "GET", "/static1000/list").status == 404
     assert status_of(router, "GET", "/res5/k/sub6").status == 404  # 5 % 7 is 5
-    assert allow_of(status_of(router, "POST", "/res5/x")) == "GET, HEAD"
+    assert allow_of(status_of(router, "POST", "/res5/x")) == "GET, HEAD, OPTIONS"
     assert len(list(router.routes())) == 3000
 
 

@@ -740,7 +740,7 @@ def test_wrong_method_gets_405_with_allow(port: int) -> None:
         assert response.body == (
             b'{"code":405,"detailedMessage":"","message":"Method Not Allowed"}'
         )
-        assert response.header("allow") == "GET, HEAD"
+        assert response.header("allow") == "GET, HEAD, OPTIONS"
         assert_hello(conn.request("GET", "/rest/hello"))
 
 

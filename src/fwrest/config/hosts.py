@@ -18,6 +18,7 @@ __all__ = [
     "host_and_port",
     "host_of_header",
     "is_ip",
+    "valid_host_field",
 ]
 
 # the addresses that bind every interface
@@ -62,6 +63,38 @@ def canonical_host(text: str, *, wildcard: bool = False) -> str | None:
     if len(name) > 253 or _NAME.fullmatch(name) is None:
         return None
     return prefix + name
+
+
+# RFC 9110 7.2, RFC 9112 3.2: a Host field (or an absolute-form target's authority) is
+# uri-host [":" port]: an IP literal in brackets, or a reg-name. The reg-name is held to RFC
+# 3986's unreserved characters and percent escapes: its sub-delims (!$&'()*+,;=) are in no
+# DNS name, and "," is what joins several values into a list. No userinfo ("user@"), no path.
+_HOST_FIELD = re.compile(
+    r"(?:\[([0-9A-Fa-f:.]+)\]|(?:[A-Za-z0-9._~-]|%[0-9A-Fa-f]{2})+)(?::([0-9]{0,5}))?"
+)
+
+
+def valid_host_field(value: str) -> bool:
+    """Whether ``value`` is a valid ``Host`` field value (RFC 9112 3.2): ``host[:port]``, the
+    host a name, an IPv4 address or an IPv6 address in brackets, the port at most 65535.
+
+    >>> [valid_host_field(v) for v in ("api.example.com:8443", "[::1]", "127.0.0.1:")]
+    [True, True, True]
+    >>> [valid_host_field(v) for v in ("", "u@h", "h/p", "a,b", "h:99999", "[::g]", "h:x")]
+    [False, False, False, False, False, False, False]
+    """
+    found = _HOST_FIELD.fullmatch(value)
+    if found is None:
+        return False
+    literal, port = found.groups()
+    if port and int(port) > 65535:
+        return False
+    if literal is not None:
+        try:
+            ipaddress.IPv6Address(literal)
+        except ValueError:
+            return False
+    return True
 
 
 def host_and_port(value: str) -> tuple[str, str] | None:

@@ -9,9 +9,11 @@
   other native routes never are (the settings change relies on it, SPEC 5). A plain
   ``OPTIONS`` (without those headers) goes on as before.
 * **Every other answer** (outgoing) to a request from an allowed origin, errors included,
-  carries ``Access-Control-Allow-Origin`` (the request's origin), ``Vary: Origin`` and, as
-  configured, ``-Allow-Credentials`` and ``-Expose-Headers``, so the front-end can read it;
-  again never on the native routes other than the token route.
+  carries ``Access-Control-Allow-Origin`` (the request's origin) and, as configured,
+  ``-Allow-Credentials`` and ``-Expose-Headers``, so the front-end can read it; again never on
+  the native routes other than the token route. Every answer of those routes carries
+  ``Vary: Origin``, whatever the ``Origin`` (allowed, another, none): the answer depends on it,
+  so a shared cache must not give one origin's answer to another.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from fwrest.wire import Reply, Request, error_reply
 
 __all__ = ["CorsHeaders", "CorsPolicy", "CorsStages"]
 
+_VARY = ("vary", "Origin")
 _ORIGINS_REMEMBERED = 256  # verdicts per origin remembered per location
 _LABEL_MAX, _NAME_MAX = 63, 253  # DNS: a label, a whole name
 
@@ -199,7 +202,8 @@ class CorsStages(Generic[R]):
 
 class CorsHeaders(Generic[R]):
     """The outgoing stage of one location with CORS: its headers on any answer to an allowed
-    origin (errors too), never on a native route other than the token route."""
+    origin (errors too), and ``Vary: Origin`` on every answer whatever the origin; never on a
+    native route other than the token route."""
 
     __slots__ = ("policy", "prefix", "router")
 
@@ -219,15 +223,12 @@ class CorsHeaders(Generic[R]):
         for name, value in req.headers:
             if name == "origin":
                 origin = value
-        if origin is None:
-            return reply
-        if req.method == "OPTIONS" and any(
-            name == "access-control-request-method" for name, _ in req.headers
+        if (
+            origin is not None
+            and req.method == "OPTIONS"
+            and any(name == "access-control-request-method" for name, _ in req.headers)
         ):
             return reply  # a preflight: answered (or refused) as it is
-        policy = self.policy
-        if not policy.allows(origin):
-            return reply
         handler = ctx.handler
         if handler is not None:
             if not granted(handler.endpoint):
@@ -235,16 +236,24 @@ class CorsHeaders(Generic[R]):
         elif _closed(self.router, self._relative(ctx.path)):
             return reply  # answered before routing (401, 405): a native route's path
         headers = reply.headers
+        # the answer depends on Origin whatever it is (allowed, another, none): a shared
+        # cache keeps one answer per Origin (RFC 9110 12.5.5)
+        for i, (name, value) in enumerate(headers):
+            if name == "vary":
+                folded = value.lower()
+                if "origin" not in folded and value.strip() != "*":
+                    headers[i] = ("vary", f"{value}, Origin")
+                break
+        else:
+            headers.append(_VARY)
+        if origin is None:
+            return reply
+        policy = self.policy
+        if not policy.allows(origin):
+            return reply
         headers.append(("access-control-allow-origin", origin))
         if policy.credentials:
             headers.append(("access-control-allow-credentials", "true"))
         if policy.expose_text:
             headers.append(("access-control-expose-headers", policy.expose_text))
-        for i, (name, value) in enumerate(headers):
-            if name == "vary":
-                if "origin" not in value.lower():
-                    headers[i] = ("vary", f"{value}, Origin")
-                break
-        else:
-            headers.append(("vary", "Origin"))
         return reply

@@ -114,6 +114,14 @@ class StaticFiles:
             media += _TEXT_CHARSET
         return media
 
+    async def exists(self, rel: str) -> bool:
+        """Whether ``rel`` names a file served here (an ``OPTIONS`` request's question)."""
+        found = await asyncio.get_running_loop().run_in_executor(None, self._open, rel)
+        if found is None:
+            return False
+        found.handle.close()
+        return True
+
     # -- the answer ---------------------------------------------------------------------------
     async def serve(self, req: Request, rel: str) -> Reply:
         """The answer for a GET or HEAD of ``rel`` (the path relative to the location).

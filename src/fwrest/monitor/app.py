@@ -16,6 +16,7 @@ Answer = tuple[int, list[tuple[str, str]], bytes]
 # and a shared list would carry that into every later answer.
 _JSON = (("content-type", "application/json"),)
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
+ALLOW = "GET, HEAD, OPTIONS"  # the methods of every path of the monitor (OPTIONS * too)
 
 
 class MonitorApp:
@@ -39,7 +40,9 @@ class MonitorApp:
     def respond(self, method: str, path: str, query: str, accept: str) -> Answer:
         if method not in ("GET", "HEAD"):
             if path == self.base or path.startswith(self.base + "/"):
-                return _error(405, "Method Not Allowed", [("allow", "GET, HEAD")])
+                if method == "OPTIONS":  # RFC 9110 9.3.7
+                    return 200, [("allow", ALLOW)], b""
+                return _error(405, "Method Not Allowed", [("allow", ALLOW)])
             return _error(404, "Not Found")
         names: list[str] = []
         prometheus = "text/plain" in accept and "application/json" not in accept

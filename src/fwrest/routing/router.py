@@ -107,7 +107,8 @@ class Router(Generic[T]):
 
         Raises:
             HTTPError: 404 when no route has this path, 405 with ``Allow`` (every method some
-                route of this path takes) when none of them takes the method.
+                route of this path takes, and ``OPTIONS``) when none of them takes the method
+                (the port answers ``OPTIONS`` itself: the 405's ``Allow``, with 200).
         """
         table = self._static.get(path)
         if table is not None:
@@ -136,10 +137,12 @@ class Router(Generic[T]):
         return sorted({method for table in tables for method in table})
 
     def _allow_header(self, tables: list[dict[str, _Route[T]]]) -> str:
+        """The methods of a path that has routes: theirs and ``OPTIONS``, which the port
+        answers on every such path (RFC 9110 9.3.7)."""
         key = tuple(id(table) for table in tables)
         text = self._allow.get(key)
         if text is None:
-            text = ", ".join(sorted({method for table in tables for method in table}))
+            text = ", ".join(sorted({"OPTIONS"}.union(*(table.keys() for table in tables))))
             self._allow[key] = text
         return text
 

@@ -215,6 +215,25 @@ def _has(headers: list[tuple[str, str]], name: str) -> bool:
     return any(own.lower() == name for own, _ in headers)
 
 
+# RFC 9110 9.3.7: OPTIONS * asks about the server in general: the methods any fwrest port
+# may serve (the same on every port, so that it tells nothing of the application)
+SERVER_ALLOW = ("allow", "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT")
+_FILE_ALLOW = ("allow", "GET, HEAD, OPTIONS")
+
+
+async def _options(refused: HTTPError, loc: _Location, rel: str) -> Reply:
+    """An ``OPTIONS`` request no route takes (RFC 9110 9.3.7): 200 with ``Allow`` on a path
+    that has routes (the 405's methods) or a file of the location's ``RootPath``; the
+    router's 404 elsewhere."""
+    if refused.status == 405:
+        for name, value in refused.headers:
+            if name == "allow":
+                return Reply(200, [("allow", value)], b"")
+    elif loc.files is not None and await loc.files.exists(rel):
+        return Reply(200, [_FILE_ALLOW], b"")
+    raise refused
+
+
 _closing: set[asyncio.Task[None]] = set()
 
 
@@ -517,6 +536,13 @@ class PortApp:
                         query = target[mark + 1 :].decode("ascii")
                 except (BadPath, UnicodeDecodeError) as exc:
                     path = "?"
+                    if target == b"*" and method == "OPTIONS":
+                        # RFC 9110 9.3.7: the server in general, before authorization (it
+                        # names no resource; Allow is what every fwrest port may serve)
+                        server = Reply(200, [SERVER_ALLOW], b"")
+                        return self._finish(
+                            req, server, None, "", UNMATCHED, started, 0, 0, rid, ""
+                        )
                     if (
                         isinstance(exc, BadSeparator)
                         and method in _READS
@@ -552,11 +578,14 @@ class PortApp:
                         try:
                             match = loc.router.match(method, found.rel)
                         except HTTPError as exc:
-                            # no route: a file of the location's RootPath, for GET and HEAD
-                            if exc.status != 404 or loc.files is None or method not in _READS:
-                                raise
                             match = None
-                            reply = await loc.files.serve(req, found.rel)
+                            if method == "OPTIONS":
+                                reply = await _options(exc, loc, found.rel)
+                            # no route: a file of the location's RootPath, for GET and HEAD
+                            elif exc.status != 404 or loc.files is None or method not in _READS:
+                                raise
+                            else:
+                                reply = await loc.files.serve(req, found.rel)
                 if reply is None and match is not None:
                     handler = match.payload
                     ctx.params = match.params

@@ -8,7 +8,10 @@ reading (413), a repeated ``Authorization`` and HTTP/1.0 with ``Transfer-Encodin
 ``100 Continue`` only once the port admitted the request (:meth:`PortHandler.admit`), the body
 of a request that asks for an ``Upgrade`` (fwrest does not upgrade), pipelining in order with
 at most :data:`WRITE_BUFFER_HIGH` bytes of answers held for a client that does not read
-(SPEC 7.1), and a graceful drain.
+(SPEC 7.1), and a graceful drain. It also holds the ``Host`` field to RFC 9112 3.2 (exactly
+one in HTTP/1.1, a valid ``host[:port]``, the authority of an absolute-form target in its
+place) and drops header fields whose names hold ``_`` (as nginx does), which a proxy or a
+CGI-style gateway may take for the ``-`` name (``Content_Length``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any, cast
 import httptools
 
 from fwrest import log
+from fwrest.config.hosts import valid_host_field
 from fwrest.config.model import ServerConfig
 from fwrest.context.request_id import carried_request_id, new_request_id
 from fwrest.errors import HTTPError, is_cancellation
@@ -61,6 +65,27 @@ _SLICE = 8192  # bytes parsed at a time
 # whose answers make no progress for BodyTimeout is closed.
 WRITE_BUFFER_HIGH = 65536
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+# Host values found valid, per worker: most connections send one of a few (bounded)
+_HOSTS_OK: set[str] = set()
+_HOSTS_OK_SIZE = 256
+_ABSOLUTE = (b"http://", b"https://")
+
+
+def _host_ok(value: str) -> bool:
+    """Whether a ``Host`` value (or an absolute-form target's authority) is ``host[:port]``
+    (RFC 9112 3.2; ``config/hosts.py``'s grammar), its surrounding whitespace aside."""
+    if value in _HOSTS_OK:
+        return True
+    if not valid_host_field(value.strip(" \t")):
+        return False
+    if len(_HOSTS_OK) >= _HOSTS_OK_SIZE:
+        _HOSTS_OK.clear()
+    _HOSTS_OK.add(value)
+    return True
+
+
+# what the engine logs once per worker ("underscore": a header name with "_" was dropped)
+_NOTED: set[str] = set()
 
 
 class _Stop(Exception):
@@ -150,6 +175,7 @@ class HttpProtocol(asyncio.Protocol):
         "_completed",
         "_conns",
         "_drain",
+        "_dropped",
         "_head_size",
         "_header_bytes",
         "_headers",
@@ -197,6 +223,7 @@ class HttpProtocol(asyncio.Protocol):
         self._url = b""
         self._method = ""
         self._headers: list[tuple[str, str]] = []
+        self._dropped = 0  # header fields of the current request dropped (a "_" in the name)
         self._authorization: str | None = None  # the current request's Authorization value
         self._header_bytes = 0  # raw bytes of an incomplete head (see _feed)
         self._head_size = 0  # parsed size of the request line and headers so far
@@ -504,6 +531,7 @@ class HttpProtocol(asyncio.Protocol):
         self._phase = _HEADERS
         self._url = b""
         self._headers = []
+        self._dropped = 0
         self._header_bytes = 0
         self._head_size = 0
         self._body = []
@@ -540,11 +568,24 @@ class HttpProtocol(asyncio.Protocol):
         self._head_size += len(name) + len(value) + 4  # "name: value\r\n"
         if self._head_size > self.cfg.max_header_size:
             raise HTTPError(431, close=True)
-        if len(self._headers) >= self.cfg.max_headers:
+        if len(self._headers) + self._dropped >= self.cfg.max_headers:
             # SPEC 7.1: thousands of tiny fields fit in 16 KiB, each a callback and a tuple
             raise HTTPError(
                 431, detailed=f"at most {self.cfg.max_headers} header fields", close=True
             )
+        if b"_" in name:
+            # dropped, as nginx does (underscores_in_headers off): a proxy or a CGI-style
+            # gateway may take Content_Length for Content-Length, so the application could
+            # read a header this server never framed the request by
+            self._dropped += 1
+            if "underscore" not in _NOTED:
+                _NOTED.add("underscore")
+                log.server_log.info(
+                    "a request header field with '_' in its name was dropped (%s; and any "
+                    "later ones, not logged): send it with '-' instead",
+                    log.escape(name.decode("latin-1")[:100]),
+                )
+            return
         self._headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
@@ -564,9 +605,11 @@ class HttpProtocol(asyncio.Protocol):
         coding = ""  # a transfer coding other than chunked
         content_coding = ""
         hosts = 0
+        host = ""
         for name, value in self._headers:
             if name == "host":
                 hosts += 1
+                host = value
             elif name == "authorization":
                 if authorization is not None:
                     raise HTTPError(400, detailed="repeated Authorization header", close=True)
@@ -606,6 +649,14 @@ class HttpProtocol(asyncio.Protocol):
         if hosts > 1 or (hosts == 0 and version == "1.1"):
             # RFC 9112 3.2: an HTTP/1.1 request has exactly one Host
             raise HTTPError(400, detailed="the request needs exactly one Host header", close=True)
+        if hosts and not _host_ok(host):
+            # RFC 9112 3.2: no user name, path, list or empty value; a port up to 65535
+            raise HTTPError(
+                400, detailed="the Host header must be host[:port] and nothing else", close=True
+            )
+        url = self._url
+        if not url.startswith(b"/") and url[:8].lower().startswith(_ABSOLUTE):
+            self._absolute_form()
         if not self._keep_alive or not parser.should_keep_alive():
             self._keep_alive = False
         method = self._method = parser.get_method().decode("ascii", "replace")
@@ -636,6 +687,32 @@ class HttpProtocol(asyncio.Protocol):
                 self._expect_continue()
         else:
             self._cancel_timer()
+
+    def _absolute_form(self) -> None:
+        """An absolute-form target (``GET http://h/p``): its authority is the request's host,
+        whatever ``Host`` said (RFC 9112 3.2.2), so that every reader of ``Host`` (the REST
+        object, the Host check of state-changing routes, URLs) agrees with the target. An
+        authority that is no ``host[:port]`` (a user name, empty) is refused."""
+        url = self._url
+        rest = url[url.index(b"://") + 3 :]
+        end = len(rest)
+        for mark in (b"/", b"?", b"#"):
+            found = rest.find(mark)
+            if 0 <= found < end:
+                end = found
+        target_host = rest[:end].decode("latin-1")
+        if not _host_ok(target_host):
+            raise HTTPError(
+                400,
+                detailed="the request target's authority must be host[:port] and nothing else",
+                close=True,
+            )
+        headers = self._headers
+        for i, (name, _) in enumerate(headers):
+            if name == "host":
+                headers[i] = ("host", target_host)
+                return
+        headers.append(("host", target_host))  # HTTP/1.0 may send no Host
 
     def _expect_continue(self) -> None:
         """The client waits for ``100 Continue`` before it sends the body: read nothing more

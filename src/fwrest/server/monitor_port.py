@@ -21,6 +21,7 @@ from fwrest.context.request import NO_AUTH, AuthInfo, RequestContext
 from fwrest.context.request_id import request_id_of
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.monitor import Collector, MonitorApp
+from fwrest.monitor.app import ALLOW
 from fwrest.routing import BadPath, normalise_path, split_target
 from fwrest.server.app import trace_text
 from fwrest.server.hosts import HostCheck, own_authority
@@ -158,22 +159,29 @@ class MonitorPort:
         path = "?"
         try:
             try:
-                try:
-                    raw, query = split_target(req.target)
-                    path = normalise_path(raw)
-                except BadPath as exc:
-                    raise HTTPError(400, detailed=str(exc)) from None
-                probe = self._probes.get(path)
-                if probe is not None:
-                    reply = self._probe(req.method, probe)
+                if req.target == b"*" and req.method == "OPTIONS":
+                    # RFC 9110 9.3.7: the server in general, before authorization
+                    path = "*"
+                    reply = Reply(200, [("allow", ALLOW)], b"")
                 else:
-                    refused = await self._refusal(req, path, query, rid)
-                    if refused is not None:
-                        reply = refused
+                    try:
+                        raw, query = split_target(req.target)
+                        path = normalise_path(raw)
+                    except BadPath as exc:
+                        raise HTTPError(400, detailed=str(exc)) from None
+                    probe = self._probes.get(path)
+                    if probe is not None:
+                        reply = self._probe(req.method, probe)
                     else:
-                        accept = next((v for n, v in req.headers if n == "accept"), "")
-                        status, headers, body = self.app.respond(req.method, path, query, accept)
-                        reply = Reply(status, headers, body)
+                        refused = await self._refusal(req, path, query, rid)
+                        if refused is not None:
+                            reply = refused
+                        else:
+                            accept = next((v for n, v in req.headers if n == "accept"), "")
+                            status, headers, body = self.app.respond(
+                                req.method, path, query, accept
+                            )
+                            reply = Reply(status, headers, body)
             except HTTPError as exc:
                 reply = error_reply(exc)
             except Exception:
@@ -190,8 +198,10 @@ class MonitorPort:
 
     def _probe(self, method: str, name: str) -> Reply:
         """A probe's answer (SPEC 13.3): the worker's, as ``/fw/healthcheck/...`` gives it."""
+        if method == "OPTIONS":  # RFC 9110 9.3.7
+            return Reply(200, [("allow", ALLOW)], b"")
         if method not in ("GET", "HEAD"):
-            raise HTTPError(405, headers=(("allow", "GET, HEAD"),))
+            raise HTTPError(405, headers=(("allow", ALLOW),))
         assert self.probe is not None
         status, body = self.probe(name)
         return Reply(status, [("content-type", "application/json")], orjson.dumps(body))
