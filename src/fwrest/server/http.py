@@ -17,7 +17,6 @@ CGI-style gateway may take for the ``-`` name (``Content_Length``).
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections.abc import Mapping
 from typing import Any, cast
@@ -29,6 +28,7 @@ from fwrest.config.hosts import valid_host_field
 from fwrest.config.model import ServerConfig
 from fwrest.context.request_id import carried_request_id, new_request_id
 from fwrest.errors import HTTPError, is_cancellation
+from fwrest.server.connstate import DEADLINES, NEXT, Deadline, Event, State
 from fwrest.wire import (
     Keep,
     PortHandler,
@@ -43,16 +43,14 @@ from fwrest.wire import (
 __all__ = ["ConnectionSet", "HttpProtocol"]
 
 
-class _Phase(enum.Enum):
-    """Where the connection is in the current message."""
-
-    IDLE = 0  # between messages
-    HEADERS = 1  # reading the request line and headers
-    BODY = 2  # reading the body
-    DONE = 3  # the message is read; its answer is being made
-
-
-_IDLE, _HEADERS, _BODY, _DONE = _Phase.IDLE, _Phase.HEADERS, _Phase.BODY, _Phase.DONE
+# module names of the states (an enum class attribute costs a slow lookup per request);
+# the states, the events and the table of transitions: server/connstate.py, docs/engine.md
+_IDLE, _HEAD, _BODY, _DONE = State.IDLE, State.HEAD, State.BODY, State.DONE
+_READY, _CLOSED = State.READY, State.CLOSED
+_MESSAGE_BEGIN, _HEAD_COMPLETE = Event.MESSAGE_BEGIN, Event.HEAD_COMPLETE
+_MESSAGE_COMPLETE, _READ_ON = Event.MESSAGE_COMPLETE, Event.READ_ON
+_ADMIT, _ADMITTED, _HANDLE = Event.ADMIT, Event.ADMITTED, Event.HANDLE
+_STREAM, _ANSWERED, _LOST = Event.STREAM, Event.ANSWERED, Event.LOST
 # module names of the members: an enum class attribute costs a slow lookup per request
 _CLOSE, _OPEN, _OPEN_10 = Keep.CLOSE, Keep.OPEN, Keep.OPEN_10
 # Chunk extensions are framing the parser skips, never handed to the body: bounded on their
@@ -127,6 +125,71 @@ class _BodyReader:
         raise _Stop
 
 
+class _Head:
+    """What the head being read has used of its budgets: ``MaxHeaderSize`` (the parsed size
+    and the raw bytes, for a line that never ends) and ``MaxHeaders`` (the dropped fields
+    count too). Reset at each request's first byte."""
+
+    __slots__ = ("dropped", "parsed", "raw")
+
+    def __init__(self) -> None:
+        self.raw = 0  # raw bytes of an incomplete head (see _feed)
+        self.parsed = 0  # parsed size of the request line and headers so far
+        self.dropped = 0  # header fields dropped (a "_" in the name)
+
+
+class _Body:
+    """The body being read and its budgets: the route's limit (``MaxBodySize`` or the port's
+    policy, PortHandler.body_limit) and, for a chunked body, what its framing may add (the
+    chunk extensions' limit). Reset at each request's first byte."""
+
+    __slots__ = ("chunked", "chunks", "limit", "pieces", "size", "wire")
+
+    def __init__(self, limit: int) -> None:
+        self.pieces: list[bytes] = []
+        self.size = 0
+        self.limit = limit
+        self.chunked = False  # the body is chunked
+        self.chunks = 0  # chunks of the body
+        self.wire = 0  # raw bytes received while the body was being read
+
+
+class _WriteFlow:
+    """Write flow control (SPEC 7.1): paused above WRITE_BUFFER_HIGH bytes of answers, with
+    the write deadline while paused; and a streamed answer (SPEC 10.3, 10.5): the task
+    writing it, and what it waits on while the client does not read (resume_writing or
+    connection_lost ends the wait)."""
+
+    __slots__ = ("drain", "held", "paused", "streaming", "task", "timer")
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.timer: asyncio.TimerHandle | None = None  # the write deadline
+        self.held = 0  # answer bytes held when the write deadline was last armed
+        self.task: asyncio.Task[None] | None = None
+        self.streaming = False
+        self.drain: asyncio.Future[None] | None = None
+
+
+class _Pipeline:
+    """What waits behind the request being answered, in order: requests read whole (at most
+    one slice of them), then a protocol error met behind them, then a request that expects
+    100 Continue, then bytes not parsed yet."""
+
+    __slots__ = ("admission", "pending", "queue", "unparsed")
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[Request, Keep]] = []
+        # a protocol error met while earlier pipelined requests were still being answered:
+        # sent after their answers, then the connection closes
+        self.pending: HTTPError | None = None
+        # the head of a request that expects 100 Continue, waiting for the answers before it
+        # to be written; then the port is asked to admit it (see _expect_continue)
+        self.admission: Request | None = None
+        # bytes read behind queued requests, not parsed yet (data_received)
+        self.unparsed = b""
+
+
 class ConnectionSet:
     """The open connections of one worker (or of its monitor's port), for a graceful drain.
 
@@ -163,21 +226,14 @@ class HttpProtocol(asyncio.Protocol):
     """One client connection."""
 
     __slots__ = (
-        "_admission",
+        "_answering",
         "_authorization",
         "_body",
-        "_body_limit",
-        "_body_size",
-        "_busy",
-        "_chunked",
-        "_chunks",
         "_client",
         "_completed",
         "_conns",
-        "_drain",
-        "_dropped",
-        "_head_size",
-        "_header_bytes",
+        "_flow",
+        "_head",
         "_headers",
         "_http10",
         "_keep_alive",
@@ -185,20 +241,12 @@ class HttpProtocol(asyncio.Protocol):
         "_method",
         "_parser",
         "_peer_cert",
-        "_pending",
-        "_phase",
-        "_queue",
-        "_streaming",
-        "_task",
+        "_pipe",
+        "_reading",
         "_timer",
         "_transport",
-        "_unparsed",
         "_upgrade_body",
         "_url",
-        "_wire_body",
-        "_write_held",
-        "_write_timer",
-        "_writing_paused",
         "app",
         "cfg",
     )
@@ -219,48 +267,77 @@ class HttpProtocol(asyncio.Protocol):
         # cycle only the cyclic GC frees); a handshake that never completes makes none
         self._parser: httptools.HttpRequestParser
         self._transport: asyncio.Transport | None = None
-        self._phase = _IDLE
+        # the two sides of the connection (server/connstate.py): the request being read,
+        # and what the server does with the requests read; moved only by _read_to/_answer_to
+        self._reading = _IDLE
+        self._answering = _READY
+        # the request being read
         self._url = b""
         self._method = ""
         self._headers: list[tuple[str, str]] = []
-        self._dropped = 0  # header fields of the current request dropped (a "_" in the name)
         self._authorization: str | None = None  # the current request's Authorization value
-        self._header_bytes = 0  # raw bytes of an incomplete head (see _feed)
-        self._head_size = 0  # parsed size of the request line and headers so far
-        self._completed = 0  # messages parsed on this connection
-        self._body: list[bytes] = []
-        self._body_size = 0
-        self._body_limit = cfg.max_body_size
-        self._chunked = False  # the current body is chunked
-        self._chunks = 0  # chunks of the current body
-        self._wire_body = 0  # raw bytes received while the current body was being read
-        self._busy = False
-        self._keep_alive = True
         self._http10 = False  # the current request is HTTP/1.0
-        self._queue: list[tuple[Request, Keep]] = []
-        # a protocol error met while earlier pipelined requests were still being answered:
-        # sent after their answers, then the connection closes
-        self._pending: HTTPError | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._head = _Head()
+        self._body = _Body(cfg.max_body_size)
+        # the framing of an upgrade request's body, read by a _BodyReader (see _feed)
+        self._upgrade_body: bytes | None = None
+        self._completed = 0  # messages parsed on this connection
+        self._keep_alive = True  # False: the connection closes after its answers
+        self._timer: asyncio.TimerHandle | None = None  # the reading side's deadline
+        self._pipe = _Pipeline()
+        self._flow = _WriteFlow()
         self._client = "-"
         # the client's certificate, taken once per connection (SPEC 11.2; connection_made)
         self._peer_cert: Mapping[str, object] | None = None
-        # the head of a request that expects 100 Continue, waiting for the answers before it
-        # to be written; then the port is asked to admit it (see _expect_continue)
-        self._admission: Request | None = None
-        # the framing of an upgrade request's body, read by a _BodyReader (see _feed)
-        self._upgrade_body: bytes | None = None
-        # bytes read behind queued requests, not parsed yet (data_received)
-        self._unparsed = b""
-        # write flow control (SPEC 7.1): paused above WRITE_BUFFER_HIGH bytes of answers
-        self._writing_paused = False
-        self._write_timer: asyncio.TimerHandle | None = None
-        self._write_held = 0  # answer bytes held when the write deadline was last armed
-        # a streamed answer (SPEC 10.3, 10.5): the task writing it, and what it waits on while
-        # the client does not read (resume_writing or connection_lost ends the wait)
-        self._task: asyncio.Task[None] | None = None
-        self._streaming = False
-        self._drain: asyncio.Future[None] | None = None
+
+    # -- states (server/connstate.py) ---------------------------------------------------------
+    def _read_to(self, event: Event) -> None:
+        """Step the reading side through the table."""
+        nxt = NEXT[self._reading][event]
+        if nxt is None:
+            self._illegal(self._reading, event)
+        else:
+            self._reading = nxt
+
+    def _answer_to(self, event: Event) -> None:
+        """Step the answering side through the table."""
+        nxt = NEXT[self._answering][event]
+        if nxt is None:
+            self._illegal(self._answering, event)
+        else:
+            self._answering = nxt
+
+    def _illegal(self, state: State, event: Event) -> None:
+        """An event the table does not allow in its state: a bug of the engine. The worker
+        serves on; this connection, whose state is unknown, is closed without an answer."""
+        log.server_log.error(
+            "engine state error: event %s in state %s (client %s); closing the connection",
+            event.name,
+            state.name,
+            self._client,
+        )
+        transport = self._transport
+        if transport is not None:
+            transport.abort()
+
+    def _deadline_due(self, deadline: Deadline) -> bool:
+        """Whether ``deadline`` may fire now, checked as it fires: a reading deadline in the
+        reading states of DEADLINES, the write deadline while the write flow is paused. One
+        that may not is a bug (logged, the connection closed)."""
+        if deadline in DEADLINES[self._reading] and (
+            deadline is not Deadline.WRITE or self._flow.paused
+        ):
+            return True
+        log.server_log.error(
+            "engine state error: %s deadline in state %s (client %s); closing the connection",
+            deadline.name,
+            self._reading.name,
+            self._client,
+        )
+        transport = self._transport
+        if transport is not None:
+            transport.abort()
+        return False
 
     # -- connection ---------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -287,66 +364,71 @@ class HttpProtocol(asyncio.Protocol):
         """The client shut its write side: answer what it sent, then close (half-close)."""
         self._keep_alive = False
         # True keeps the transport open to write the answer of a request in progress
-        return bool(self._busy or self._queue or self._unparsed)
+        return bool(self._answering is not _READY or self._pipe.queue or self._pipe.unparsed)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._conns.items.discard(self)
         self._cancel_timer()
         self._wake_writer()
-        if self._streaming and self._task is not None:
+        if self._flow.streaming and self._flow.task is not None:
             # the client went away during a stream: stop waiting for its next piece, so
             # that the stream is closed now (SPEC 10.5: within 1 s)
-            self._task.cancel()
-        if self._write_timer is not None:
-            self._write_timer.cancel()
-            self._write_timer = None
+            self._flow.task.cancel()
+        if self._flow.timer is not None:
+            self._flow.timer.cancel()
+            self._flow.timer = None
         self._transport = None
+        self._read_to(_LOST)
+        self._answer_to(_LOST)
 
     # -- write flow control (SPEC 7.1) --------------------------------------------------------
     def pause_writing(self) -> None:
         """The transport holds more than WRITE_BUFFER_HIGH bytes the client has not taken:
         read nothing more and start no further answer until it has; close the connection if
         it takes nothing for BodyTimeout."""
-        self._writing_paused = True
+        self._flow.paused = True
         transport = self._transport
         if transport is None:
             return
         if not transport.is_closing():
             transport.pause_reading()
-        self._write_held = transport.get_write_buffer_size()
+        self._flow.held = transport.get_write_buffer_size()
         self._arm_write_timer()
 
     def _wake_writer(self) -> None:
-        drain = self._drain
+        drain = self._flow.drain
         if drain is not None and not drain.done():
             drain.set_result(None)
 
     def resume_writing(self) -> None:
-        self._writing_paused = False
+        self._flow.paused = False
         self._wake_writer()
-        if self._write_timer is not None:
-            self._write_timer.cancel()
-            self._write_timer = None
+        if self._flow.timer is not None:
+            self._flow.timer.cancel()
+            self._flow.timer = None
         transport = self._transport
-        if not self._busy and transport is not None and not transport.is_closing():
+        if self._answering is _READY and transport is not None and not transport.is_closing():
             self._next()  # what waited for the client to read
 
     def _arm_write_timer(self) -> None:
-        if self._write_timer is not None:
-            self._write_timer.cancel()
-        self._write_timer = self._loop.call_later(
+        if self._flow.timer is not None:
+            self._flow.timer.cancel()
+        self._flow.timer = self._loop.call_later(
             self.cfg.body_timeout_ms / 1000, self._on_write_timeout
         )
 
     def _on_write_timeout(self) -> None:
-        self._write_timer = None
+        flow = self._flow
+        flow.timer = None
         transport = self._transport
         if transport is None:
             return
+        if not self._deadline_due(Deadline.WRITE):
+            return
         held = transport.get_write_buffer_size()
-        if held < self._write_held:
+        if held < self._flow.held:
             # the client took some: a slow reader, not a stuck one; another BodyTimeout
-            self._write_held = held
+            self._flow.held = held
             self._arm_write_timer()
             return
         log.server_log.info(
@@ -356,7 +438,7 @@ class HttpProtocol(asyncio.Protocol):
             self.cfg.body_timeout_ms,
         )
         self._keep_alive = False
-        self._queue.clear()
+        self._pipe.queue.clear()
         self._cancel_timer()
         transport.abort()  # close() would wait for the client to read the answers
 
@@ -372,9 +454,11 @@ class HttpProtocol(asyncio.Protocol):
 
     def _on_header_timeout(self) -> None:
         self._timer = None
-        if self._busy:
+        if not self._deadline_due(Deadline.HEADER):
             return
-        if self._phase is _IDLE and self._header_bytes == 0:
+        if self._answering is not _READY:
+            return
+        if self._reading is _IDLE and self._head.raw == 0:
             self._close()  # nothing sent at all: just close
             return
         self._fail(
@@ -385,7 +469,9 @@ class HttpProtocol(asyncio.Protocol):
 
     def _on_body_timeout(self) -> None:
         self._timer = None
-        if self._busy:
+        if not self._deadline_due(Deadline.BODY):
+            return
+        if self._answering is not _READY:
             return
         self._fail(
             HTTPError(408, detailed="the request body took too long", close=True),
@@ -395,7 +481,9 @@ class HttpProtocol(asyncio.Protocol):
 
     def _on_keep_alive_timeout(self) -> None:
         self._timer = None
-        if not self._busy and self._phase is _IDLE:
+        if not self._deadline_due(Deadline.KEEP_ALIVE):
+            return
+        if self._answering is _READY and self._reading is _IDLE:
             self._close()
 
     def _close(self) -> None:
@@ -407,31 +495,31 @@ class HttpProtocol(asyncio.Protocol):
     def idle(self) -> bool:
         """No request in progress, queued, held or arriving (a drain may close it)."""
         return (
-            not self._busy
-            and self._phase in (_IDLE, _DONE)
-            and not self._queue
-            and not self._unparsed
-            and self._pending is None
-            and self._admission is None
+            self._answering is _READY
+            and self._reading in (_IDLE, _DONE)
+            and not self._pipe.queue
+            and not self._pipe.unparsed
+            and self._pipe.pending is None
+            and self._pipe.admission is None
         )
 
     def shutdown(self) -> None:
         """Graceful stop: close when idle, else after the response in progress."""
         self._keep_alive = False
-        if not self._busy and self._phase in (_IDLE, _DONE) and not self._queue:
+        if self._answering is _READY and self._reading in (_IDLE, _DONE) and not self._pipe.queue:
             # Idle: nothing to flush. abort() does not wait for a TLS peer's close_notify,
             # which an idle keep-alive client never sends.
             self._cancel_timer()
             transport = self._transport
             if transport is not None and not transport.is_closing():
-                if self._writing_paused:
+                if self._flow.paused:
                     transport.close()  # answers still to take: the write deadline applies
                 else:
                     transport.abort()
 
     # -- input --------------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
-        if self._queue or self._unparsed:
+        if self._pipe.queue or self._pipe.unparsed:
             self._hold(data)
             return
         if len(data) <= _SLICE:
@@ -440,7 +528,7 @@ class HttpProtocol(asyncio.Protocol):
         # A large read is parsed in slices, so that the checks between them (chunk
         # extensions, an endless head) also see a message that arrived whole in one read.
         for start in range(0, len(data), _SLICE):
-            if self._queue:
+            if self._pipe.queue:
                 # pipelined requests wait behind the one being answered: keep the rest as
                 # bytes, parsed when they are answered (a slice of requests at most is held
                 # parsed, not a whole read of them)
@@ -450,7 +538,7 @@ class HttpProtocol(asyncio.Protocol):
                 return
 
     def _hold(self, data: bytes) -> None:
-        self._unparsed += data
+        self._pipe.unparsed += data
         if self._transport is not None and not self._transport.is_closing():
             self._transport.pause_reading()
 
@@ -458,14 +546,14 @@ class HttpProtocol(asyncio.Protocol):
         """Parse ``data``; False when the connection takes no more input."""
         if self._transport is None or self._transport.is_closing():
             return False
-        room = self.cfg.max_header_size - self._header_bytes
-        if len(data) > room > 0 and self._phase is not _BODY:
+        room = self.cfg.max_header_size - self._head.raw
+        if len(data) > room > 0 and self._reading is not _BODY:
             # A head in progress may end in this piece past the limit. Parse the bytes it may
             # still take first: if it is still incomplete after them, its raw count is at the
             # limit and on_headers_complete refuses it (whitespace, which the parsed size
             # leaves out, is counted too). Only a long head (or a piece over the limit) gets here.
             return self._feed(data[:room]) and self._feed(data[room:])
-        entry_phase, completed = self._phase, self._completed
+        entry_state, completed = self._reading, self._completed
         rest: bytes | None = None  # what follows an upgrade request's head
         try:
             self._parser.feed_data(data)
@@ -493,28 +581,28 @@ class HttpProtocol(asyncio.Protocol):
         if rest is not None:  # outside the except clause: the body's errors are its own
             self._read_upgrade_body()
             return self._feed(rest) if rest else True
-        if self._phase is _BODY and self._chunked:
+        if self._reading is _BODY and self._body.chunked:
             # what a chunked body sent beyond its data and framing: chunk extensions
-            if entry_phase is _BODY:
-                self._wire_body += len(data)
-            elif entry_phase is _IDLE and self._completed == completed:
-                self._wire_body = max(0, len(data) - self._head_size)  # after the head
-            extra = self._wire_body - self._body_size - _CHUNK_FRAMING * (self._chunks + 1)
+            if entry_state is _BODY:
+                self._body.wire += len(data)
+            elif entry_state is _IDLE and self._completed == completed:
+                self._body.wire = max(0, len(data) - self._head.parsed)  # after the head
+            extra = self._body.wire - self._body.size - _CHUNK_FRAMING * (self._body.chunks + 1)
             if extra > CHUNK_EXTENSIONS_LIMIT:
                 self._fail(HTTPError(413, detailed="the chunk extensions are too long", close=True))
                 return False
             return True
-        if self._phase is _HEADERS:
+        if self._reading is _HEAD:
             # The head is still incomplete: count its raw bytes too, so that a header line
             # that never ends (which the parser does not report) is caught as well.
-            if self._completed != completed or entry_phase is _BODY:
+            if self._completed != completed or entry_state is _BODY:
                 # another message ended in this chunk: what was parsed of this one
-                self._header_bytes = self._head_size
-            elif entry_phase is _HEADERS:
-                self._header_bytes += len(data)  # the whole chunk belongs to this head
+                self._head.raw = self._head.parsed
+            elif entry_state is _HEAD:
+                self._head.raw += len(data)  # the whole chunk belongs to this head
             else:
-                self._header_bytes = len(data)  # this head began at the chunk's start
-            if max(self._header_bytes, self._head_size) > self.cfg.max_header_size:
+                self._head.raw = len(data)  # this head began at the chunk's start
+            if max(self._head.raw, self._head.parsed) > self.cfg.max_header_size:
                 self._fail(HTTPError(431, close=True))
                 return False
         return True
@@ -528,17 +616,15 @@ class HttpProtocol(asyncio.Protocol):
         self._parser.feed_data(b"POST / HTTP/1.1\r\nHost: h\r\n" + framing + b"\r\n\r\n")
 
     def on_message_begin(self) -> None:
-        self._phase = _HEADERS
+        self._read_to(_MESSAGE_BEGIN)
         self._url = b""
         self._headers = []
-        self._dropped = 0
-        self._header_bytes = 0
-        self._head_size = 0
-        self._body = []
-        self._body_size = 0
-        self._chunked = False
-        self._chunks = 0
-        self._wire_body = 0
+        head = self._head
+        head.dropped = head.raw = head.parsed = 0
+        body = self._body
+        body.pieces = []
+        body.size = body.chunks = body.wire = 0
+        body.chunked = False
         if self._completed:
             # A later request on a kept-alive connection: its idle wait was KeepAliveTimeout's,
             # its headers get HeaderTimeout from this first byte. The first request's deadline
@@ -548,27 +634,27 @@ class HttpProtocol(asyncio.Protocol):
     def on_url(self, url: bytes) -> None:
         if not self._url:
             # the request line around the target: method, two spaces, HTTP/1.1, CRLF
-            self._head_size += len(self._parser.get_method()) + 12
+            self._head.parsed += len(self._parser.get_method()) + 12
         self._url += url
-        self._head_size += len(url)
-        if self._head_size > self.cfg.max_header_size:
+        self._head.parsed += len(url)
+        if self._head.parsed > self.cfg.max_header_size:
             raise HTTPError(431, close=True)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if self._phase is _BODY:
+        if self._reading is _BODY:
             # A trailer field of a chunked body: part of the body (RFC 9112 7.1), counted
             # against its limit and discarded (RFC 9112 7.1.2), never merged into the
             # headers: an ``Authorization`` trailer must not authorise the request.
-            self._body_size += len(name) + len(value) + 4
-            if self._body_size > self._body_limit:
+            self._body.size += len(name) + len(value) + 4
+            if self._body.size > self._body.limit:
                 raise HTTPError(
-                    413, detailed=f"the body may be at most {self._body_limit} bytes", close=True
+                    413, detailed=f"the body may be at most {self._body.limit} bytes", close=True
                 )
             return
-        self._head_size += len(name) + len(value) + 4  # "name: value\r\n"
-        if self._head_size > self.cfg.max_header_size:
+        self._head.parsed += len(name) + len(value) + 4  # "name: value\r\n"
+        if self._head.parsed > self.cfg.max_header_size:
             raise HTTPError(431, close=True)
-        if len(self._headers) + self._dropped >= self.cfg.max_headers:
+        if len(self._headers) + self._head.dropped >= self.cfg.max_headers:
             # SPEC 7.1: thousands of tiny fields fit in 16 KiB, each a callback and a tuple
             raise HTTPError(
                 431, detailed=f"at most {self.cfg.max_headers} header fields", close=True
@@ -577,7 +663,7 @@ class HttpProtocol(asyncio.Protocol):
             # dropped, as nginx does (underscores_in_headers off): a proxy or a CGI-style
             # gateway may take Content_Length for Content-Length, so the application could
             # read a header this server never framed the request by
-            self._dropped += 1
+            self._head.dropped += 1
             if "underscore" not in _NOTED:
                 _NOTED.add("underscore")
                 log.server_log.info(
@@ -589,14 +675,14 @@ class HttpProtocol(asyncio.Protocol):
         self._headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
-        self._head_size += 2  # the blank line
-        if self._head_size > self.cfg.max_header_size or (
-            self._header_bytes >= self.cfg.max_header_size
+        self._head.parsed += 2  # the blank line
+        if self._head.parsed > self.cfg.max_header_size or (
+            self._head.raw >= self.cfg.max_header_size
         ):
             # the second: the raw head was still incomplete at the limit (see _feed)
             raise HTTPError(431, close=True)
-        self._phase = _BODY
-        self._header_bytes = 0
+        self._read_to(_HEAD_COMPLETE)
+        self._head.raw = 0
         parser = self._parser
         authorization: str | None = None
         length = -1
@@ -676,10 +762,10 @@ class HttpProtocol(asyncio.Protocol):
             if refused is not None:
                 raise refused
         # SPEC 7: the route's body limit, before the body is read (the port's policy)
-        limit = self._body_limit = self.app.body_limit(self._url, length, chunked)
+        limit = self._body.limit = self.app.body_limit(self._url, length, chunked)
         if length > limit:
             raise HTTPError(413, detailed=f"the body may be at most {limit} bytes", close=True)
-        self._chunked = chunked
+        self._body.chunked = chunked
         self._authorization = authorization
         if length > 0 or chunked:
             self._set_timer(self.cfg.body_timeout_ms, self._on_body_timeout)
@@ -733,13 +819,18 @@ class HttpProtocol(asyncio.Protocol):
             self._authorization,
             self._peer_cert,
         )
-        if self._busy or self._queue or self._writing_paused or self._pending is not None:
-            self._admission = head
+        if (
+            self._answering is not _READY
+            or self._pipe.queue
+            or self._flow.paused
+            or self._pipe.pending is not None
+        ):
+            self._pipe.admission = head
         else:
             self._admit(head)
 
     def _admit(self, head: Request) -> None:
-        self._busy = True
+        self._answer_to(_ADMIT)
         self._loop.create_task(self._admitted(head))
 
     async def _admitted(self, head: Request) -> None:
@@ -750,7 +841,7 @@ class HttpProtocol(asyncio.Protocol):
                 raise
             log.server_log.exception("request admission failed")
             reply = self._refusal(HTTPError(500, close=True), head.headers)
-        self._busy = False
+        self._answer_to(_ADMITTED)
         transport = self._transport
         if transport is None or transport.is_closing():
             return
@@ -758,37 +849,39 @@ class HttpProtocol(asyncio.Protocol):
             # refused before its body was read (401, 403...): that answer, then close; the
             # body is never read (RFC 9110 10.1.1)
             self._keep_alive = False
-            self._queue.clear()
-            self._pending = None
+            self._pipe.queue.clear()
+            self._pipe.pending = None
             self._cancel_timer()
             transport.write(encode_reply(reply, _CLOSE))
             self._close()
             return
-        if self._phase is _BODY and self._pending is None:
+        if self._reading is _BODY and self._pipe.pending is None:
             transport.write(_CONTINUE)
         self._next()
 
     def on_chunk_header(self) -> None:
-        self._chunks += 1
+        self._body.chunks += 1
 
     def on_body(self, body: bytes) -> None:
-        self._body_size += len(body)
-        if self._body_size > self._body_limit:
+        budget = self._body
+        budget.size += len(body)
+        if budget.size > budget.limit:
             raise HTTPError(
-                413, detailed=f"the body may be at most {self._body_limit} bytes", close=True
+                413, detailed=f"the body may be at most {budget.limit} bytes", close=True
             )
-        self._body.append(body)
+        budget.pieces.append(body)
 
     def on_message_complete(self) -> None:
         if self._upgrade_body is not None:
             return  # llhttp skipped an upgrade request's body: the _BodyReader completes it
-        self._phase = _DONE
+        self._read_to(_MESSAGE_COMPLETE)
         self._completed += 1
         self._cancel_timer()
         # the body came without waiting for 100 Continue: no admission to ask (RFC 9110
         # 10.1.1); the port's pipeline authorizes it as any request
-        self._admission = None
-        body = b"".join(self._body) if self._body else b""
+        self._pipe.admission = None
+        pieces = self._body.pieces
+        body = b"".join(pieces) if pieces else b""
         request = Request(
             self._method,
             self._url,
@@ -802,8 +895,8 @@ class HttpProtocol(asyncio.Protocol):
         keep = _CLOSE
         if self._keep_alive and self._parser.should_keep_alive():
             keep = _OPEN_10 if self._http10 else _OPEN
-        if self._busy or self._writing_paused:
-            self._queue.append((request, keep))
+        if self._answering is not _READY or self._flow.paused:
+            self._pipe.queue.append((request, keep))
             if self._transport is not None:
                 self._transport.pause_reading()
             return
@@ -811,8 +904,8 @@ class HttpProtocol(asyncio.Protocol):
 
     # -- output -------------------------------------------------------------------------------
     def _start(self, request: Request, keep: Keep) -> None:
-        self._busy = True
-        self._task = self._loop.create_task(self._serve(request, keep))
+        self._answer_to(_HANDLE)
+        self._flow.task = self._loop.create_task(self._serve(request, keep))
 
     async def _serve(self, request: Request, keep: Keep) -> None:
         try:
@@ -824,24 +917,24 @@ class HttpProtocol(asyncio.Protocol):
             reply = self._refusal(HTTPError(500), request.headers)
         transport = self._transport
         if transport is None or transport.is_closing():
-            self._busy = False
+            self._answer_to(_ANSWERED)
             return
         if reply.close:
             if reply.drop:
                 # no answer at all (OnSelect's -3): close, the requests queued behind it too
-                self._busy = False
+                self._answer_to(_ANSWERED)
                 self._keep_alive = False
-                self._queue.clear()
-                self._pending = None
+                self._pipe.queue.clear()
+                self._pipe.pending = None
                 self._close()
                 return
             keep = _CLOSE
         elif (
             (not self._keep_alive or self._conns.draining)
-            and not self._queue
-            and not self._unparsed
-            and self._pending is None
-            and self._admission is None
+            and not self._pipe.queue
+            and not self._pipe.unparsed
+            and self._pipe.pending is None
+            and self._pipe.admission is None
         ):
             # nothing follows this answer on a connection that ends (the client half-closed,
             # an upgrade, a drain); pipelined requests read before an end are answered first
@@ -850,7 +943,7 @@ class HttpProtocol(asyncio.Protocol):
             keep = await self._stream(reply, keep, transport)
         else:
             transport.write(encode_reply(reply, keep))
-        self._busy = False
+        self._answer_to(_ANSWERED)
         if keep is _CLOSE:
             self._keep_alive = False
             self._close()
@@ -867,9 +960,10 @@ class HttpProtocol(asyncio.Protocol):
         chunked = reply.length < 0 and not self._http10
         if reply.length < 0 and self._http10:
             keep = _CLOSE  # HTTP/1.0 has no chunks: the stream ends with the connection
+        self._answer_to(_STREAM)
         transport.write(encode_reply(reply, keep, chunked))
         complete = False
-        self._streaming = True
+        self._flow.streaming = True
         try:
             async for piece in stream:
                 if transport.is_closing():
@@ -880,10 +974,10 @@ class HttpProtocol(asyncio.Protocol):
                     transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
                 else:
                     transport.write(piece)
-                if self._writing_paused:
-                    self._drain = self._loop.create_future()
-                    await self._drain
-                    self._drain = None
+                if self._flow.paused:
+                    self._flow.drain = self._loop.create_future()
+                    await self._flow.drain
+                    self._flow.drain = None
             else:
                 complete = True
         except BaseException as exc:  # the stream's own error: the answer is cut short
@@ -892,8 +986,8 @@ class HttpProtocol(asyncio.Protocol):
                     raise
                 log.app_log.error("a streamed answer failed: %s", log.escape(repr(exc)))
         finally:
-            self._streaming = False
-            self._drain = None
+            self._flow.streaming = False
+            self._flow.drain = None
             try:
                 await close_stream(stream)
             except Exception as exc:  # the application's cleanup
@@ -908,35 +1002,35 @@ class HttpProtocol(asyncio.Protocol):
         """After an answer (or an admission): start what waits, else read on. Nothing while
         the client has not taken the answers written so far (resume_writing calls again)."""
         transport = self._transport
-        if self._busy or self._writing_paused or transport is None:
+        if self._answering is not _READY or self._flow.paused or transport is None:
             return  # (busy: resume_writing ran inside a write; the writer calls again)
-        if self._queue:
-            nxt, nkeep = self._queue.pop(0)
+        if self._pipe.queue:
+            nxt, nkeep = self._pipe.queue.pop(0)
             self._start(nxt, nkeep)
             return
-        if self._pending is not None:
+        if self._pipe.pending is not None:
             # a bad request read behind the ones just answered: its answer, then close
-            pending, self._pending = self._pending, None
+            pending, self._pipe.pending = self._pipe.pending, None
             self._fail(pending)
             return
-        if self._admission is not None:
+        if self._pipe.admission is not None:
             # the request behind the ones just answered expects 100 Continue
-            head, self._admission = self._admission, None
+            head, self._pipe.admission = self._pipe.admission, None
             self._admit(head)
             return
-        if self._unparsed:
-            data, self._unparsed = self._unparsed, b""
+        if self._pipe.unparsed:
+            data, self._pipe.unparsed = self._pipe.unparsed, b""
             self.data_received(data)
-            if self._busy or self._unparsed or transport.is_closing():
+            if self._answering is not _READY or self._pipe.unparsed or transport.is_closing():
                 return  # a request started (its answer comes back here), or more wait
-        if self._phase is _DONE:
-            self._phase = _IDLE
+        if self._reading is _DONE:
+            self._read_to(_READ_ON)
         transport.resume_reading()
-        if self._phase is _IDLE:
+        if self._reading is _IDLE:
             self._set_timer(self.cfg.keep_alive_timeout_ms, self._on_keep_alive_timeout)
         elif self._timer is None:
             # the next request's header or body deadline passed while this one was served
-            if self._phase is _HEADERS:
+            if self._reading is _HEAD:
                 self._on_header_timeout()
             else:
                 self._on_body_timeout()
@@ -955,20 +1049,20 @@ class HttpProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        if self._busy or self._queue:
+        if self._answering is not _READY or self._pipe.queue:
             # pipelined requests read before this error are answered first, in order (they
             # may wait for the client to read: _next); this error's answer follows them
             # (see _serve), then the connection closes
             if note:
                 log.server_log.log(level, "%s", note)
-            if self._pending is None:
-                self._pending = exc
+            if self._pipe.pending is None:
+                self._pipe.pending = exc
             transport.pause_reading()
             return
         # the head's fields read so far are this request's only while one is being read
         # (between messages they are the previous request's)
-        phase = self._phase
-        rid = _request_id(self._headers if phase is _HEADERS or phase is _BODY else None)
+        phase = self._reading
+        rid = _request_id(self._headers if phase is _HEAD or phase is _BODY else None)
         transport.write(encode_reply(refusal(exc, rid, self.app.engine_headers), _CLOSE))
         rid_token = log.request_id.set(rid)
         try:
