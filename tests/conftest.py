@@ -420,6 +420,7 @@ SERIAL = frozenset(
         "tests/native/test_settings_api.py",
         "tests/native/test_settings_browser.py",
         "tests/server/test_backpressure.py",
+        "tests/server/test_connstate.py",
         "tests/server/test_head_limits.py",
         "tests/server/test_hooks_calls.py",
         "tests/server/test_pool.py",
