@@ -40,6 +40,7 @@ from setuptools import setup
 COMPILED = [
     "src/fwrest/wire.py",
     "src/fwrest/server/http.py",
+    "src/fwrest/server/connstate.py",
     "src/fwrest/routing/paths.py",
     "src/fwrest/routing/router.py",
     "src/fwrest/server/app.py",
