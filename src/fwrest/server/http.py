@@ -519,7 +519,8 @@ class HttpProtocol(asyncio.Protocol):
 
     # -- input --------------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
-        if self._pipe.queue or self._pipe.unparsed:
+        pipe = self._pipe
+        if pipe.queue or pipe.unparsed:
             self._hold(data)
             return
         if len(data) <= _SLICE:
@@ -1004,24 +1005,25 @@ class HttpProtocol(asyncio.Protocol):
         transport = self._transport
         if self._answering is not _READY or self._flow.paused or transport is None:
             return  # (busy: resume_writing ran inside a write; the writer calls again)
-        if self._pipe.queue:
-            nxt, nkeep = self._pipe.queue.pop(0)
+        pipe = self._pipe
+        if pipe.queue:
+            nxt, nkeep = pipe.queue.pop(0)
             self._start(nxt, nkeep)
             return
-        if self._pipe.pending is not None:
+        if pipe.pending is not None:
             # a bad request read behind the ones just answered: its answer, then close
-            pending, self._pipe.pending = self._pipe.pending, None
+            pending, pipe.pending = pipe.pending, None
             self._fail(pending)
             return
-        if self._pipe.admission is not None:
+        if pipe.admission is not None:
             # the request behind the ones just answered expects 100 Continue
-            head, self._pipe.admission = self._pipe.admission, None
+            head, pipe.admission = pipe.admission, None
             self._admit(head)
             return
-        if self._pipe.unparsed:
-            data, self._pipe.unparsed = self._pipe.unparsed, b""
+        if pipe.unparsed:
+            data, pipe.unparsed = pipe.unparsed, b""
             self.data_received(data)
-            if self._answering is not _READY or self._pipe.unparsed or transport.is_closing():
+            if self._answering is not _READY or pipe.unparsed or transport.is_closing():
                 return  # a request started (its answer comes back here), or more wait
         if self._reading is _DONE:
             self._read_to(_READ_ON)
