@@ -118,7 +118,7 @@ request_inputs: contextvars.ContextVar[RequestInputs | None] = contextvars.Conte
 # ``logging`` calls, on the loop or in a pool thread, which runs in a copy of the request's
 # context, tracebacks, hooks' records). Only ids of ``context/request_id.py``'s alphabet are
 # set, so a line never shows one raw.
-request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+request_id: contextvars.ContextVar[str | int | None] = contextvars.ContextVar(
     "fwrest_request_id", default=None
 )
 
@@ -664,6 +664,8 @@ class Formatter(logging.Formatter):
             text = text.replace("\x1b", "\\x1b").replace("\r", "\\r").replace("\n", "\n    ")
         rid = request_id.get()
         if rid is not None:
+            if not isinstance(rid, str):  # a new id, kept as its integer (32 digits)
+                rid = f"{rid:032x}"
             cut = text.find("\n")
             if cut < 0:
                 text = f"{text} request_id={rid}"
@@ -696,7 +698,7 @@ class JsonFormatter(logging.Formatter):
             out["exception"] = trace
         rid = request_id.get()
         if rid is not None:
-            out["request_id"] = rid
+            out["request_id"] = rid if isinstance(rid, str) else f"{rid:032x}"
         fields: RequestFields | None = record.__dict__.get("fwrest_request")
         if fields is not None:
             port, method, route, path, status, duration_us, user, client = fields

@@ -31,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 
 from fwrest import log
 from fwrest.config.hosts import valid_host_field
-from fwrest.context.request_id import request_id_of
+from fwrest.context.request_id import id_text, request_id_of
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.server.app import PortApp
 from fwrest.server.build import ServicePlan, open_runtime
@@ -199,6 +199,8 @@ class _PipelineTransport(httpx.BaseTransport):
                 request=request,
             )
         headers = reply.headers
+        if reply.request_id:  # written by the engine's encoder
+            headers = [*headers, ("x-request-id", id_text(reply.request_id))]
         if reply.close:
             # what the engine says before it closes (setCloseAfterSend, a refusal)
             headers = [*headers, ("connection", "close")]

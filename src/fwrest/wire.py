@@ -78,6 +78,9 @@ class Reply:
     # no answer at all: the engine closes the connection without writing (OnSelect's -3,
     # SPEC 11.1); such a reply also has ``close``, so the common path never looks at it
     drop: bool = False
+    # a new request id (SPEC 13.4) kept as its integer: the encoder writes its
+    # ``x-request-id`` line (0: none, or the id is among ``headers``)
+    request_id: int = 0
 
 
 class PortHandler(Protocol):
@@ -250,6 +253,8 @@ def encode_reply(reply: Reply, keep: Keep, chunked: bool = True) -> bytes:
                 continue  # sent with the date line
             line = _line(*pair)
         parts.append(line)
+    if reply.request_id:
+        parts.append(b"x-request-id: %032x\r\n" % reply.request_id)
     status = reply.status
     if reply.stream is not None:
         # the head only: the engine writes the pieces (chunked unless the length is known)

@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 
 from fwrest import log
+from fwrest.context.request_id import id_text, new_request_number
 from fwrest.testing import Client
+from fwrest.wire import Keep, Reply, encode_reply
 from tests.conftest import free_config, module_config, serving
 from tests.server.rawhttp import ENGINE_REFUSALS, refusal_head
 
@@ -346,3 +348,21 @@ def test_the_engines_own_refusals_carry_an_id_on_the_answer_and_the_log(tmp_path
     slow_lines = [line for line in text.splitlines() if "request_id=slow-1" in line]
     assert any("sent no complete headers within 700 ms" in line for line in slow_lines)
     assert "bad id" not in text
+
+
+def test_a_new_id_is_kept_as_its_integer_and_its_line_made_by_the_encoder() -> None:
+    """A new id costs the request path one counter step: the encoder writes its line from the
+    integer, in the 32 digits the text form has (getRequestId(), the log records)."""
+    number = new_request_number()
+    text = id_text(number)
+    assert ID.fullmatch(text) and int(text, 16) == number
+    reply = Reply(200, [("content-type", "application/json")], b"{}", request_id=number)
+    head = encode_reply(reply, Keep.OPEN).split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+    assert head.count(f"x-request-id: {text}".encode()) == 1
+    token = log.request_id.set(number)
+    try:
+        record = logging.LogRecord("t", logging.INFO, __file__, 1, "m", None, None)
+        assert log.Formatter().format(record).endswith(f" request_id={text}")
+        assert json.loads(log.JsonFormatter().format(record))["request_id"] == text
+    finally:
+        log.request_id.reset(token)

@@ -237,7 +237,9 @@ class RequestContext:
         self.resp_headers: dict[str, str] | None = None
         self.chunks: ChunkFeed | None = None  # a chunked answer in progress (setChunkedResponse)
         self.close_after = False  # setCloseAfterSend: the connection ends with this answer
-        self.request_id: str | None = None  # SPEC 13.4: the port sets it as the request starts
+        # SPEC 13.4: the port sets it as the request starts; a new id as its integer
+        # (context/request_id.py's new_request_number), the client's own as text
+        self.request_id: str | int | None = None
         self.scope = ""  # the access token's granted scopes, space-separated (SPEC 12.4)
         self._headers: Headers | None = None
         self._query: Mapping[str, str] | None = None

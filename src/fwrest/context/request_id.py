@@ -19,7 +19,14 @@ import os
 import re
 from collections.abc import Callable
 
-__all__ = ["carried_request_id", "is_request_id", "new_request_id", "request_id_of"]
+__all__ = [
+    "carried_request_id",
+    "id_text",
+    "is_request_id",
+    "new_request_id",
+    "new_request_number",
+    "request_id_of",
+]
 
 _ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _NAME = "x-request-id"
@@ -85,6 +92,27 @@ def new_request_id() -> str:
     (32, True, 1)
     """
     return hex(_next())[2:]
+
+
+def new_request_number() -> int:
+    """A new id as its integer (:func:`new_request_id` is its text): the port keeps it so
+    on the request, and it is formatted only where it is read or written (the answer's
+    ``X-Request-ID`` line in the encoder, a log record, ``getRequestId()``), most requests
+    writing it once, as bytes.
+
+    >>> id_text(new_request_number())[:16] == new_request_id()[:16]
+    True
+    """
+    return _next()
+
+
+def id_text(rid: str | int) -> str:
+    """A request id as text: a carried one as it is, a new one's integer in its 32 digits.
+
+    >>> id_text("abc-1"), len(id_text(new_request_number()))
+    ('abc-1', 32)
+    """
+    return rid if isinstance(rid, str) else hex(rid)[2:]
 
 
 def request_id_of(raw_headers: list[tuple[str, str]]) -> str:

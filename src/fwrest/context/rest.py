@@ -19,7 +19,7 @@ from fwrest.context.charsets import body_text
 from fwrest.context.codings import choose_coding
 from fwrest.context.jsonbody import to_json
 from fwrest.context.request import Headers, RequestContext, check_header, check_status, current
-from fwrest.context.request_id import request_id_of
+from fwrest.context.request_id import id_text, request_id_of
 from fwrest.errors import error_body
 
 if TYPE_CHECKING:
@@ -323,6 +323,8 @@ class RestObject:
         found = ctx.request_id
         if found is None:
             found = ctx.request_id = request_id_of(ctx.raw_headers)
+        elif not isinstance(found, str):
+            found = ctx.request_id = id_text(found)  # a new id, formatted once read
         return found
 
     def close_after_send(self) -> None:

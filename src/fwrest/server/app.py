@@ -43,7 +43,7 @@ from fwrest.context.request import RequestContext, current
 from fwrest.context.request_id import (
     carried_request_id,
     is_request_id,
-    new_request_id,
+    new_request_number,
     request_id_of,
 )
 from fwrest.context.views import ServiceView, TokenEndpoint, UsageKey
@@ -512,7 +512,8 @@ class PortApp:
     async def handle(self, req: Request) -> Reply:
         started = time.perf_counter_ns()
         # SPEC 13.4: the request's id, on its answer and on every record logged while it runs
-        rid = carried_request_id(req.headers) or new_request_id()
+        # a new id stays an integer until something reads it (the encoder writes its line)
+        rid: str | int = carried_request_id(req.headers) or new_request_number()
         rid_token = log.request_id.set(rid)
         try:  # the id is reset whatever ends the request (a cancellation too)
             if self.proxies:
@@ -706,7 +707,7 @@ class PortApp:
         started: int,
         guarded: int,
         handled: int,
-        rid: str,
+        rid: str | int,
         user: str,
     ) -> Reply:
         """Stage 9: HEAD's empty body, the request's id, the port's HSTS, the usage figures,
@@ -715,7 +716,10 @@ class PortApp:
         # the id on the answer, unless the application set one itself (a handler passing on
         # an upstream id its own way): most answers have their media type alone
         if len(headers) == 1 or not _has(headers, "x-request-id"):
-            headers.append(("x-request-id", rid))
+            if isinstance(rid, str):
+                headers.append(("x-request-id", rid))
+            else:
+                reply.request_id = rid  # its line made by the encoder, as bytes
         hsts = self._hsts
         if hsts is not None:
             # SPEC 10.2: every answer of the port (a 404 outside every location, a refusal
