@@ -38,7 +38,7 @@ class State(enum.IntEnum):
     # reading: the client's current request
     IDLE = 0  # between requests (before the first one too): nothing of the next one read
     HEAD = 1  # its request line and header fields are being read
-    BODY = 2  # its head is read and checked; its body (if any) is being read
+    BODY = 2  # its head is read (its fields checked as this state begins); its body, if any
     DONE = 3  # it is read whole: answered now or queued behind the requests before it
     # answering: what the server does with the requests read
     READY = 4  # nothing in progress: the next request read may start
@@ -53,7 +53,7 @@ class Event(enum.IntEnum):
     from the engine's tasks; LOST (connection_lost) ends both."""
 
     MESSAGE_BEGIN = 0  # the first byte of a request (llhttp's on_message_begin)
-    HEAD_COMPLETE = 1  # the head is complete and passed the head's checks
+    HEAD_COMPLETE = 1  # the head is complete within MaxHeaderSize (its fields checked next)
     MESSAGE_COMPLETE = 2  # the body is complete (or there was none)
     READ_ON = 3  # the answers before it are written and nothing read waits: read the next
     ADMIT = 4  # a request expecting 100 Continue is handed to PortHandler.admit
