@@ -67,6 +67,13 @@ def names_params():
     }}
 
 
+def names_legacy(params):
+    # the legacy form, filling in the password of whichever user the request names
+    params["client_id"] = "web"
+    params["client_secret"] = "Web-Secret-9q"
+    params["password"] = "Pw-" + params.get("username", "")
+
+
 def names_admin(user):
     return user in ("admin", "client:ops")
 
@@ -90,8 +97,10 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
         onAdmin="app.names_admin",
         onAuthNoCheckUri="app.names_nocheck",
     )
+    legacy = oauth_section(certs, onAuthparams="app.names_legacy")
     extra = {"APP": {"Path": "/app", "ThreadPool": "POOL"}}
-    return free_config(folder, servers={"NAMES": section}, extra=extra, app=APP)
+    servers = {"NAMES": section, "LEGACY": legacy}
+    return free_config(folder, servers=servers, extra=extra, app=APP)
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +170,16 @@ def test_a_hashed_client_secret_is_checked_as_a_password_is(port: OAuth) -> None
     assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client", wrong.text
     as_hash = port.post({"grant_type": "client_credentials"}, auth=(OPS[0], OPS_HASH))
     assert as_hash.status_code == 401, as_hash.text
+
+
+@pytest.mark.parametrize("name", ["client:web", "Client:web", "\uff43lient:web"])
+def test_a_user_name_of_a_client_token_is_invalid_grant_not_a_500(
+    svc: OAuthService, name: str
+) -> None:
+    port = svc["LEGACY"]
+    refused = port.grant(name, "Pw-" + name)
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant", refused.text
+    assert port.grant("someone", "Pw-someone").status_code == 200
 
 
 def test_a_client_token_of_an_earlier_release_is_a_clients_too(svc: OAuthService) -> None:

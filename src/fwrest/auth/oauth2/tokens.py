@@ -34,7 +34,7 @@ from fwrest.auth.oauth2.params import (
 )
 from fwrest.auth.oauth2.passwords import check_user, costly, same_secret
 from fwrest.auth.oauth2.scopes import DEFAULT, allowed_scopes, grant, requested
-from fwrest.auth.throttle import TOKEN_WORDING, Throttle
+from fwrest.auth.throttle import TOKEN_WORDING, Throttle, user_key
 from fwrest.errors import HTTPError, is_cancellation, store_unavailable
 from fwrest.store import RefreshRecord, StateStore, StoreError
 from fwrest.store.audit import AuditEvent, AuditLog
@@ -496,6 +496,11 @@ class TokenService:
                 self.port_name,
             )
         creds = client_credentials(params, auth_header)
+        username = params.get("username")
+        if grant_type == "password" and username and user_key(username).startswith(CLIENT_PREFIX):
+            # no user may have such a name (a client's own tokens carry it): refused before a
+            # legacy onAuthparams echoes it into an object the token route must refuse (500)
+            raise OAuthError("invalid_grant", _WRONG)
         allowed = await self._params(params)
         client_id = await self._client(allowed, creds)
         # client_credentials only where ``types`` lists it (SPEC 12.4); the others unless
