@@ -119,10 +119,10 @@ def _judge(params: AuthParams, section: str) -> list[str]:
     if params.types is None or "password" in params.types:
         # SPEC 12.4: a password grant may have what the client allows when its user lists no
         # scopes: every such user may take the client's introspect (every token of the port)
-        loose = [name for name, _ in params.users if name not in params.user_scopes]
+        loose = list(dict.fromkeys(n for n, _ in params.users if n not in params.user_scopes))
         for cid, scopes in params.client_scopes.items():
             if INTROSPECT_SCOPE in scopes and loose:
-                shown = ", ".join(repr(n) for n in dict.fromkeys(loose[:5]))
+                shown = ", ".join(repr(n) for n in loose[:5])
                 more = f" and {len(loose) - 5} more" if len(loose) > 5 else ""
                 out.append(
                     f"[{section}] onAuthparams: the client {cid!r} may be granted "
