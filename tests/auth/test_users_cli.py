@@ -27,6 +27,7 @@ from typing import Any
 
 import bcrypt
 import httpx
+import jwt
 import pytest
 import trustme
 from argon2 import PasswordHasher
@@ -163,14 +164,19 @@ def test_a_client_secret_is_printed_once_and_never_listed(config: Path) -> None:
     assert added.returncode == 0, added.stderr
     secret = added.stdout.strip()
     assert len(secret) >= 40 and "\n" not in secret  # alone on stdout, for scripts
-    assert content(config)["client"] == [{"client_id": "mobile", "client_secret": secret}]
+    # kept as an argon2id hash, as passwords are
+    [entry] = content(config)["client"]
+    assert entry["client_id"] == "mobile" and entry["client_secret"].startswith("$argon2id$")
+    assert secret not in json.dumps(content(config))
+    assert verify_password(secret, entry["client_secret"])
     rotated = fwrest(config, "clients", "rotate-secret", "mobile")
     assert rotated.returncode == 0, rotated.stderr
     new = rotated.stdout.strip()
-    assert new != secret and content(config)["client"][0]["client_secret"] == new
+    stored = content(config)["client"][0]["client_secret"]
+    assert new != secret and verify_password(new, stored) and not verify_password(secret, stored)
     listed = fwrest(config, "clients", "list")
-    assert listed.stdout.split() == ["CLIENT", "SECRET", "SCOPES", "web", "set", "default",
-                                     "mobile", "set", "default"]  # fmt: skip
+    assert listed.stdout.split() == ["CLIENT", "SECRET", "SCOPES", "web", "plain", "text",
+                                     "default", "mobile", "argon2id", "default"]  # fmt: skip
     assert_no_secret(listed.stdout, secret, new)
     assert fwrest(config, "clients", "remove", "mobile").returncode == 0
     assert content(config)["client"] == []
@@ -187,6 +193,16 @@ BAD = [
     (("clients", "add", "web"), None, "is already in the file"),
     (("clients", "rotate-secret", "nobody"), None, "is not in the file"),
     (("users", "add", "\x1b[2J"), None, "control characters"),
+    # a name that folds to one in the file: one account under two spellings, or a user and
+    # a client the audit trail and onAdmin could not tell apart (issue 34)
+    (("users", "add", "HANA"), None, "would be the user 'hana'"),
+    (("users", "add", "\uff48\uff41\uff4e\uff41"), None, "would be the user 'hana'"),
+    (("users", "add", "Web"), None, "would be the client 'web'"),
+    (("users", "add", "web", "--password-stdin"), "Web-Pw-1\n", "would be the client 'web'"),
+    (("clients", "add", "ADA"), None, "would be the user 'ada'"),
+    (("clients", "add", "bert"), None, "would be the user 'bert'"),
+    (("users", "add", "client:web"), None, "must not begin with 'client:'"),
+    (("users", "add", "Client:ops"), None, "must not begin with 'client:'"),
 ]
 
 
@@ -387,6 +403,39 @@ def test_a_running_service_grants_an_added_user_at_once_and_refuses_a_removed_on
     with httpx.Client(verify=client_context(certs), timeout=15) as http:
         renewed = http.post(proc.url("TOK") + TOKEN, data=form, auth=("web", "Web-Secret-9q"))
     assert renewed.status_code == 400 and renewed.json()["error"] == "invalid_grant", renewed.text
+
+
+def test_a_running_service_takes_the_secret_of_a_client_added_with_its_hash(
+    served: tuple[ServerProcess, Path], certs: dict[str, Path]
+) -> None:
+    proc, config = served
+    added = fwrest(config, "clients", "add", "kiosk")
+    assert added.returncode == 0, added.stderr
+    secret = added.stdout.strip()
+    assert secret not in (config.parent / "params.json").read_text()
+    form = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-1"}
+    try:
+        with httpx.Client(verify=client_context(certs), timeout=15) as http:
+            url = proc.url("TOK") + TOKEN
+            good = http.post(url, data=form, auth=("kiosk", secret))
+            assert good.status_code == 200, good.text
+            assert (
+                jwt.decode(good.json()["access_token"], options={"verify_signature": False})[
+                    "client_id"
+                ]
+                == "kiosk"
+            )
+            wrong = http.post(url, data=form, auth=("kiosk", secret[:-1]))
+            assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
+            # the hash itself is no secret to present
+            stored = content(config)["client"][-1]["client_secret"]
+            as_hash = http.post(url, data=form, auth=("kiosk", stored))
+            assert as_hash.status_code == 401, as_hash.text
+            # the plain secret written by hand still works beside it
+            plain = http.post(url, data=form, auth=("web", "Web-Secret-9q"))
+            assert plain.status_code == 200, plain.text
+    finally:
+        assert fwrest(config, "clients", "remove", "kiosk").returncode == 0
 
 
 def test_a_lock_out_is_listed_and_lifted(

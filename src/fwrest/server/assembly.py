@@ -232,7 +232,7 @@ class _Builder:
             tokens = self.token_service(port, settings, pool)
             guard = BearerGuard(
                 tokens,
-                NoCheckPaths(settings.nocheck),
+                NoCheckPaths(settings.nocheck, (loc.prefix for loc in port.locations)),
                 _locator(port),
                 settings.on_auth,
                 settings.on_auth_name,

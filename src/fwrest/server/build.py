@@ -14,7 +14,7 @@ from fwrest.auth.oauth2.keys import key_set_source, load_key_set
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, KeyEntry, KeySource
 from fwrest.auth.oauth2.route import OAUTH2_ROUTES
 from fwrest.auth.oauth2.scopes import scope_warnings
-from fwrest.auth.oauth2.warnings import oauth2_warnings
+from fwrest.auth.oauth2.warnings import nocheck_warnings, oauth2_warnings
 from fwrest.config.model import LocationConfig, ServerConfig, ServiceConfig
 from fwrest.context.request import NO_AUTH, AuthInfo
 from fwrest.context.views import UsageKey
@@ -245,6 +245,15 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             auth = AuthInfo(settings.scheme, settings.on_auth_name)
             warnings += settings.warnings
             warnings += oauth2_warnings(settings, server.name)
+            if settings.scheme == "oAuth2" and settings.nocheck:
+                served = [
+                    (
+                        loc.prefix,
+                        [(ep.method, ep.path) for ep in loc.endpoints if ep.source != "native"],
+                    )
+                    for loc in locations
+                ]
+                warnings += nocheck_warnings(server.name, settings.nocheck, served)
             warnings += _issuer_warnings(settings, server, shared_store(config.state_store))
         public = frozenset(
             loc.full_path(route.path)
