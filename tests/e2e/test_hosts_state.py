@@ -1,21 +1,25 @@
 """State shared by the workers and hosts of one service with the default configuration
 (SPEC 8: what works on one host works across hosts sharing a store, without extra keys).
 
-One set-up for the module: a ``redis-server`` and two hosts, each ``fwrest serve --workers 2``
-with its own config and folder, the same server sections (``OAUTH``: oAuth2 over TLS, and
-``BASIC``), ``StateStore=redis://...`` and nothing else a user would have to add: no
-``issuer`` (each host derives its own), no ``SigningKeyFile`` (the key is made once in Redis),
-the default ``maxFailures`` (10). Every check is asked of every worker of both hosts, each
-through a kept-alive connection that reached it (:meth:`Host.per_worker`).
+Each test runs on two set-ups, one per module (the ``hosts`` fixture's parameters): one host
+``fwrest serve --workers 2`` with no ``StateStore`` (the default sqlite file), and two hosts,
+each ``fwrest serve --workers 2`` with its own config and folder, the same server sections
+(``OAUTH``: oAuth2 over TLS, and ``BASIC``) and ``StateStore=redis://...`` on one
+``redis-server``. Nothing else a user would have to add: no ``issuer`` (each host derives its
+own), no ``SigningKeyFile`` (the key is made once in the store), the default ``maxFailures``
+(10). Every check is asked of every worker of every host, each through a kept-alive
+connection that reached it (:meth:`Host.per_worker`); host A is the first, B the last (one
+host: A is B, and only the workers differ).
 
-* a token of host A revoked through host B's RFC 7009 route: refused by every worker of both
-  hosts within 1 s, introspected as inactive on A, the revocation listed by A's audit route;
-* a settings change through host A's JSON API: in force on every worker of host B within 1 s,
-  and listed by B's audit route with its old and new values;
-* a rate limit (``Key=user``): one window counted across the four workers;
-* Basic failures spread over both hosts lock the user and the address out on both (one
-  ``lockout`` event, listed by both), and ``fwrest lockouts clear`` run against host A's
-  config lifts them on every worker of both hosts.
+* tokens of host A revoked through host B's RFC 7009 route (an access token, a refresh
+  token): refused by every worker of both hosts within 1 s, introspected as inactive there,
+  the refresh token spent on A, the revocation listed by A's audit route;
+* a settings change through host A's JSON API: in force on every worker of both hosts within
+  1 s, listed by B's audit route with its old and new values; cleared through B, the same;
+* a rate limit (``Key=user``): one window counted across all the workers;
+* Basic failures, and failed password grants, spread over all the workers lock the user and
+  the address out on every worker (one ``lockout`` event, listed by every host), and
+  ``fwrest lockouts clear`` run against one host's config lifts them on every worker.
 
 The other cross-host cases: tokens, refreshes, replays and failed grants
 (tests/auth/test_oauth2_store.py), key rotation (tests/auth/test_jwks_clients.py), audit of
@@ -26,6 +30,7 @@ redis-server missing is a failure, never a skip.
 
 from __future__ import annotations
 
+import json
 import ssl
 import time
 from collections.abc import Callable, Iterator
@@ -148,12 +153,12 @@ def close_all(*groups: dict[int, httpx.Client]) -> None:
             http.close()
 
 
-def host_config(folder: Path, certs: dict[str, Path], redis_url: str) -> Path:
+def host_config(folder: Path, certs: dict[str, Path], redis_url: str | None) -> Path:
     """One host: its own folder and config, the sections every host of the service has; no
-    key beyond what one host needs but the shared store."""
+    key beyond what one host needs but the shared store (none: the default, sqlite)."""
     oauth = {"scheme": "oAuth2", "onAuth": "", "onAuthparams": "app.params"}
     basic = {"scheme": "basic", "OnAuth": "app.check"}
-    return free_config(
+    config = free_config(
         folder,
         app=APP,
         servers={
@@ -161,36 +166,50 @@ def host_config(folder: Path, certs: dict[str, Path], redis_url: str) -> Path:
             "BASIC": local_port(FwData={"Authorization": basic}),
         },
         extra={
-            "HTTPSERVER": {"StateStore": redis_url},
             "LIMITED": {"Path": "/limited", "ThreadPool": "POOL", "RateLimit": "RL_USER"},
             "RL_USER": {"Limit": LIMIT, "Window": "60s", "Key": "user"},
         },
     )
+    sections = json.loads(config.read_text())
+    del sections["HTTPSERVER"]["StateStore"]  # free_config's memory store: no test's choice
+    if redis_url is not None:
+        sections["HTTPSERVER"]["StateStore"] = redis_url
+    config.write_text(json.dumps(sections))
+    return config
 
 
-@pytest.fixture(scope="module")
-def hosts(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Host]]:
+@pytest.fixture(scope="module", params=["one-host-two-workers", "two-hosts-one-redis"])
+def hosts(
+    ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[list[Host]]:
+    """``one-host-two-workers``: one host of two workers, the default store (sqlite);
+    ``two-hosts-one-redis``: two hosts of two workers each on one ``redis-server``. The tests
+    name the first host A and the last B (one host: A is B, and only the workers differ)."""
     root = tmp_path_factory.mktemp("hosts-state")
-    redis = RedisServer(root).start()
+    redis = RedisServer(root).start() if request.param == "two-hosts-one-redis" else None
     started: list[ServerProcess] = []
     try:
-        for name in ("a", "b"):
+        for name in ("a", "b") if redis is not None else ("a",):
             folder = root / name
             folder.mkdir()
             certs = issue_certs(ca, folder / "certs")
-            started.append(ServerProcess(host_config(folder, certs, redis.url), workers=WORKERS))
+            config = host_config(folder, certs, redis.url if redis is not None else None)
+            started.append(ServerProcess(config, workers=WORKERS))
         for proc in started:
             proc.wait_ready()
             wait_ready_workers(proc, WORKERS)
+        if redis is None:
+            assert (root / "a" / ".fwrest" / "state.sqlite3").is_file()
         yield [Host(proc, proc.config.parent / "certs" / "ca.pem") for proc in started]
     finally:
         for proc in started:
             proc.stop()
-        redis.stop()
+        if redis is not None:
+            redis.stop()
 
 
 def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[Host]) -> None:
-    a, b = hosts
+    a, b = hosts[0], hosts[-1]
     probe, victim = a.tokens("ada"), a.tokens("bob")
     workers = [host.oauth_workers(probe["access_token"]) for host in hosts]
     try:
@@ -229,6 +248,21 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
         assert len(mine) == 1, events
         assert (mine[0]["actor"], mine[0]["port"]) == ("client:web", "OAUTH"), mine[0]
         assert mine[0]["details"]["via"] == "oauth2/revoke", mine[0]
+        # a refresh token of A revoked on B: its family's access token refused everywhere
+        family = a.tokens("cy")
+        with b.client() as http:
+            answer = http.post(
+                b.base + "/fw/oauth2/revoke",
+                data={"token": family["refresh_token"], "token_type_hint": "refresh_token"},
+                auth=WEB,
+            )
+        since = time.monotonic()
+        assert answer.status_code == 200, answer.text
+        time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
+        for host, clients in zip(hosts, workers, strict=True):
+            for pid, http in clients.items():
+                used = http.get(host.base + "/hello", headers=bearer(family["access_token"]))
+                assert used.status_code == 401, (host.base, pid, used.text)
         # the probe's family is another user's: untouched everywhere
         for host, clients in zip(hosts, workers, strict=True):
             for http in clients.values():
@@ -251,11 +285,11 @@ def _setting(http: httpx.Client, host: Host, token: str, key: str) -> dict[str, 
 def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
     hosts: list[Host],
 ) -> None:
-    a, b = hosts
+    a, b = hosts[0], hosts[-1]
     token = a.tokens("cy")["access_token"]
     workers = [host.oauth_workers(token) for host in hosts]
     try:
-        before = _setting(next(iter(workers[1].values())), b, token, "rest_log_stringsize")
+        before = _setting(next(iter(workers[-1].values())), b, token, "rest_log_stringsize")
         value = int(before["effective"]) + 41
         with a.client() as http:
             changed = http.post(
@@ -298,7 +332,7 @@ def test_a_rate_limit_window_is_counted_across_workers_and_hosts(hosts: list[Hos
     """``Key=user``, ``Limit=6``: dee's requests spread over the four workers share one
     window; ada, another user, has her own."""
     dee = hosts[0].tokens("dee")["access_token"]
-    ada = hosts[1].tokens("ada")["access_token"]
+    ada = hosts[-1].tokens("ada")["access_token"]
     workers = [host.oauth_workers(dee) for host in hosts]  # /rest: not rate limited
     try:
         rounds = [
@@ -372,5 +406,56 @@ def test_basic_failures_on_both_hosts_lock_out_on_both_until_lockouts_clear(
             cleared = host.trail(token, "?event=lockout.clear")
             subjects = {(e["port"], e["details"]["subject"]) for e in cleared}
             assert subjects == {("BASIC", "bob"), ("BASIC", "127.0.0.1")}, cleared
+    finally:
+        close_all(*workers)
+
+
+def test_failed_grants_on_both_hosts_lock_out_on_both_until_lockouts_clear(
+    hosts: list[Host],
+) -> None:
+    """The token route's count (in the store, before the password is checked): wrong
+    passwords for bob spread over the four workers lock bob and the address out of password
+    grants on every worker of both hosts; ``fwrest lockouts clear`` against host B's config
+    lifts both everywhere; the lock-out is one event, listed by both hosts."""
+    a, b = hosts[0], hosts[-1]
+    token = a.tokens("cy")["access_token"]  # a bearer token: no password, never locked out
+    workers = [host.oauth_workers(token) for host in hosts]
+    rounds = [
+        (host, http) for host, clients in zip(hosts, workers, strict=True)
+        for http in clients.values()
+    ]  # fmt: skip
+
+    def grant(host: Host, http: httpx.Client, password: str) -> httpx.Response:
+        form = {"grant_type": "password", "username": "bob", "password": password}
+        return http.post(host.base + "/fw/oauth2/token", data=form, auth=WEB)
+
+    try:
+        for i in range(MAX_FAILURES):
+            host, http = rounds[i % len(rounds)]
+            wrong = grant(host, http, f"guess-{i}")
+            assert wrong.status_code == 400, (i, wrong.status_code, wrong.text)
+        for host, http in rounds:  # counted in the store: refused at once, on every worker
+            right = grant(host, http, USERS["bob"])
+            assert right.status_code == 429, (host.base, right.status_code, right.text)
+            assert int(right.headers["retry-after"]) >= 1
+        for host in hosts:
+            events = [
+                e
+                for e in host.trail(token, "?event=lockout")
+                if e["port"] == "OAUTH" and e["details"]["user"] == "bob"
+            ]
+            assert len(events) == 1, (host.base, events)
+            assert sorted(events[0]["details"]["locked"]) == ["address", "user"], events[0]
+        done = run_cli("lockouts", str(b.proc.config), "clear", "bob", cwd=b.proc.config.parent)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [
+            "fwrest lockouts: lifted [OAUTH] ip 127.0.0.1",
+            "fwrest lockouts: lifted [OAUTH] user bob",
+        ], done.stdout
+        lifted_at = time.monotonic()
+        time.sleep(max(lifted_at + SPEC_BOUND_S - time.monotonic(), 0))
+        for host, http in rounds:
+            right = grant(host, http, USERS["bob"])
+            assert right.status_code == 200, (host.base, right.status_code, right.text)
     finally:
         close_all(*workers)
