@@ -31,6 +31,7 @@ redis-server missing is a failure, never a skip.
 from __future__ import annotations
 
 import json
+import re
 import ssl
 import time
 from collections.abc import Callable, Iterator
@@ -324,6 +325,26 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
                 now = _setting(http, host, token, "rest_log_stringsize")
                 assert now["runtime"] is None, (host.base, pid, now)
                 assert now["effective"] == before["effective"], (host.base, pid, now)
+        # the run-time page of A (Basic port), its form sent to B: the anti-forgery token
+        # is the service's, not a worker's or a host's
+        cy = ("cy", USERS["cy"])
+        with httpx.Client(timeout=15) as http:
+            page = http.get(a.basic + "/fw/rest/config", auth=cy, headers={"Accept": "text/html"})
+            assert page.status_code == 200, page.text
+            found = re.search(r'name="fw_csrf" value="([^"]+)"', page.text)
+            assert found, page.text
+            for wanted in (value + 1, None):  # set, then cleared (an empty field)
+                form = {"rest_log_stringsize": "" if wanted is None else str(wanted)}
+                sent = http.post(
+                    b.basic + "/fw/rest/config", data={**form, "fw_csrf": found[1]}, auth=cy
+                )
+                since = time.monotonic()
+                assert sent.status_code == 200 and "Saved" in sent.text, sent.text
+                time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
+                for host, clients in zip(hosts, workers, strict=True):
+                    for pid, worker in clients.items():
+                        now = _setting(worker, host, token, "rest_log_stringsize")
+                        assert now["runtime"] == wanted, (host.base, pid, now)
     finally:
         close_all(*workers)
 
