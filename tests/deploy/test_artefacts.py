@@ -296,3 +296,17 @@ def test_systemd_unit_reloads_and_stops_as_fwrest_expects() -> None:
     assert isinstance(graceful.default, int)
     assert int(service["TimeoutStopSec"]) * 1000 > graceful.default
     assert service["ProtectSystem"] == "strict" and service["StateDirectory"] == "fwrest"
+
+
+def test_the_build_context_lets_in_what_the_container_file_copies() -> None:
+    """deploy/Dockerfile.dockerignore keeps the context small (no .venv, no tests); every
+    source the build stage or the runtime stage copies is let in again."""
+    ignore = (ROOT / "deploy" / "Dockerfile.dockerignore").read_text().splitlines()
+    rules = [line.strip() for line in ignore if line.strip() and not line.startswith("#")]
+    assert rules[0] == "*"
+    let_in = {rule[1:].rstrip("/") for rule in rules if rule.startswith("!")}
+    sources = {source.rstrip("/") for stage in stages() for source, _ in stage.copies()}
+    sources.discard("")
+    assert sources and sources <= let_in, sources - let_in
+    for source in sources:
+        assert (ROOT / source).exists(), source
