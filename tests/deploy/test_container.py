@@ -183,6 +183,7 @@ def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
             for name in filenames:
                 (here / name).chmod(0o444)
             here.chmod(0o555)
+    print("as", f"uid {uid}" if as_user else f"the current user (uid {os.geteuid()})")
     before = snapshot(image_root, writable)
     _, health = stage.healthcheck()
     redis.start()
