@@ -127,8 +127,7 @@ def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
     ca.cert_pem.write_to_path(str(ca_file))
     # -- the Redis the configuration names, with the password of the Secret fwrest-redis --
     redis_password = secrets.token_urlsafe(16)
-    redis = RedisServer(writable[1].parent / "redis-data", password=redis_password)
-    (writable[1].parent / "redis-data").mkdir()
+    redis = RedisServer(Path(tempfile.mkdtemp(prefix="fwrest-redis-")), password=redis_password)
     # -- the configuration: image paths under the folder, ports 0 on loopback, the Redis -
     cmd = [*stage.exec_form("ENTRYPOINT"), *stage.exec_form("CMD")]
     config_path = cmd[cmd.index("serve") + 1]
@@ -200,6 +199,7 @@ def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
     except BaseException:
         stderr.close()
         redis.stop()
+        shutil.rmtree(redis.folder, ignore_errors=True)
         raise
     lines: list[str] = []
     ready = threading.Event()
@@ -276,6 +276,7 @@ def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
         if proc.stdout is not None:
             proc.stdout.close()
         redis.stop()
+        shutil.rmtree(redis.folder, ignore_errors=True)
         ca_file.unlink(missing_ok=True)
         output = log()
         stderr.close()
