@@ -24,10 +24,12 @@ run: $(STAMP)  ## set up, then start the example service in examples/
 check: $(STAMP)  ## validate the example service's configuration
 	$(BIN)/fwrest check examples/service.ini
 
-lint: $(STAMP)  ## ruff (lint + format check) and mypy --strict
+lint: $(STAMP)  ## ruff (lint + format check), mypy --strict, hadolint and kubernetes-validate on deploy/
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/ruff format --check src tests examples bench
 	$(BIN)/mypy
+	$(BIN)/hadolint deploy/Dockerfile
+	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
 
 fmt: $(STAMP)  ## format the code with ruff
 	$(BIN)/ruff check --fix src tests examples bench
