@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+import trustme
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -33,7 +34,15 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from fwrest.config import load_config
 from fwrest.errors import ConfigError
-from tests.conftest import APP_SOURCE, ServerProcess, base_sections, free_config, local_port
+from tests.auth.oauth2_support import client_context, oauth_section
+from tests.conftest import (
+    APP_SOURCE,
+    ServerProcess,
+    base_sections,
+    free_config,
+    issue_certs,
+    local_port,
+)
 
 PASSWORD = "Trace-Pw-9Qx-secret"
 QUERY_VALUE = "qv-7f3a-secret"
@@ -52,6 +61,14 @@ _tracer = trace.get_tracer("shop")
 
 def check(user, password):
     return password == "Trace-Pw-9Qx-secret"
+
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-Trace-4k",
+        "users": [{"username": "ada", "password": "Trace-Pw-9Qx-secret"}],
+    }
 
 
 @get("/traced/:id")
@@ -312,6 +329,62 @@ def test_json_log_records_carry_the_span_ids(tmp_path: Path, receiver: _Receiver
         assert (record["trace_id"], record["span_id"]) == (trace_id, span["span_id"]), record
     # records outside a request carry none
     assert not any("trace_id" in r for r in records if "request_id" not in r)
+
+
+def test_token_route_spans_the_memory_stores_calls_and_exports_no_token(
+    tmp_path: Path, receiver: _Receiver, ca: trustme.CA
+) -> None:
+    """An oAuth2 port over TLS with the memory store (called inline, on the loop): a grant's
+    store calls are ``fwrest.store`` spans of the token route's server span, and neither the
+    password, the client's secret nor the tokens issued reach the exported data."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = free_config(
+        tmp_path,
+        app=APP,
+        servers={"OAUTH": oauth_section(certs, onAuthparams="app.params")},
+        extra={"HTTPSERVER": {"Tracing": "otlp", "StateStore": "memory"}},
+    )
+    proc = _serve(config, receiver)
+    try:
+        header, trace_id, parent = _traceparent()
+        with httpx.Client(verify=client_context(certs), timeout=15) as http:
+            r = http.post(
+                f"{proc.url('OAUTH')}/fw/oauth2/token",
+                data={
+                    "grant_type": "password",
+                    "username": "ada",
+                    "password": PASSWORD,
+                    "client_id": "web",
+                    "client_secret": "Web-Secret-Trace-4k",
+                },
+                headers={"traceparent": header},
+            )
+            assert r.status_code == 200, r.text
+            issued = r.json()
+            access = issued["access_token"]
+            header2, trace2, _ = _traceparent()
+            r = http.get(
+                f"{proc.url('OAUTH')}/traced/5",
+                headers={"Authorization": f"Bearer {access}", "traceparent": header2},
+            )
+            assert r.status_code == 200, r.text
+        spans = receiver.wait_spans({trace_id, trace2}, {"fwrest.store", "shop.work"})
+    finally:
+        assert proc.stop() == 0
+    (server,) = [s for s in spans if s["trace_id"] == trace_id and s["kind"] == 2]
+    assert server["name"] == "POST /rest/fw/oauth2/token" and server["parent"] == parent
+    assert server["attributes"]["url.scheme"] == "https"
+    store = [s for s in spans if s["trace_id"] == trace_id and s["name"] == "fwrest.store"]
+    assert store and all(s["parent"] == server["span_id"] for s in store)
+    assert {s["attributes"]["db.system.name"] for s in store} == {"memory"}
+    print("store operations:", sorted(s["attributes"]["fwrest.store.operation"] for s in store))
+    (auth,) = [s for s in spans if s["trace_id"] == trace2 and s["name"] == "fwrest.auth"]
+    assert auth["attributes"]["fwrest.auth.scheme"] == "oAuth2"
+    exported = b"".join(receiver.bodies)
+    for secret in (PASSWORD, "Web-Secret-Trace-4k", access, issued["refresh_token"]):
+        assert secret.encode() not in exported, secret
+        # the tokens' signatures alone neither
+        assert secret.rsplit(".", 1)[-1].encode() not in exported, secret
 
 
 def test_without_tracing_a_worker_imports_nothing_of_opentelemetry(serve: Any) -> None:
