@@ -39,6 +39,7 @@ from tests.conftest import (
     APP_SOURCE,
     ServerProcess,
     base_sections,
+    exchange,
     free_config,
     issue_certs,
     local_port,
@@ -249,9 +250,22 @@ def test_server_span_continues_the_trace_with_its_children_and_no_secret(
             )
             refusal = r.status_code
             assert refusal in (401, 403), r.text
-            trace_ids = {t for t, _, _ in sent.values()} | {refused_trace}
+            # a refusal of a request that waits for 100 Continue: its body is never read; the
+            # admission's answer is the request's, a server span of its own
+            header, waited_trace, waited_parent = _traceparent()
+            wrong = base64.b64encode(f"ada:Wrong-{PASSWORD}".encode()).decode()
+            answer = exchange(
+                proc.ports["HTTP_REST"],
+                (
+                    f"POST /rest/echo?token={QUERY_VALUE} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    f"Authorization: Basic {wrong}\r\ntraceparent: {header}\r\n"
+                    "Expect: 100-continue\r\nContent-Length: 5\r\n\r\n"
+                ).encode(),
+            )
+            assert answer.startswith(f"HTTP/1.1 {refusal} ".encode()), answer[:100]
+            trace_ids = {t for t, _, _ in sent.values()} | {refused_trace, waited_trace}
             names = {"fwrest.auth", "fwrest.handler", "fwrest.store", "shop.work", "shop.awork"}
-            spans = receiver.wait_spans(trace_ids, names | {"GET"})
+            spans = receiver.wait_spans(trace_ids, names | {"GET", "POST"})
     finally:
         assert proc.stop() == 0
     log = proc.log()
@@ -300,6 +314,12 @@ def test_server_span_continues_the_trace_with_its_children_and_no_secret(
     (auth,) = [s for s in spans if s["trace_id"] == refused_trace and s["name"] == "fwrest.auth"]
     assert auth["attributes"]["error.type"] == str(refusal)
     assert auth["status"] == 0  # STATUS_CODE_UNSET: a refusal is no failure of the server
+
+    waited = [s for s in spans if s["trace_id"] == waited_trace]
+    assert [s["kind"] for s in waited] == [2], waited  # the server span alone
+    assert waited[0]["name"] == "POST" and waited[0]["parent"] == waited_parent
+    assert waited[0]["attributes"]["http.response.status_code"] == refusal
+    assert waited[0]["attributes"]["url.path"] == "/rest/echo"
 
     exported = b"".join(receiver.bodies)
     basic = base64.b64encode(f"ada:{PASSWORD}".encode())
