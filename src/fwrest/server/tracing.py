@@ -99,7 +99,15 @@ _serving: ContextVar[_Served | None] = ContextVar("fwrest_tracing_served", defau
 
 def _url_path(target: bytes) -> str:
     """The path of a request target, without its query (an absolute-form target's after
-    its authority; ``*`` as it is)."""
+    its authority; ``*`` as it is).
+
+    >>> _url_path(b"/rest/items/7?token=abc")
+    '/rest/items/7'
+    >>> _url_path(b"http://shop.example:8080/rest/x?a=1")
+    '/rest/x'
+    >>> _url_path(b"http://shop.example?a=1"), _url_path(b"*")
+    ('/', '*')
+    """
     text = target.decode("latin-1")
     if not text.startswith("/") and "://" in text:
         rest = text[text.index("://") + 3 :]
