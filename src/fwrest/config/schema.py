@@ -325,6 +325,15 @@ KEYS: tuple[Key, ...] = (
     ),
     Key(
         "HTTPSERVER",
+        "Tracing",
+        "tracing",
+        "str",
+        None,
+        doc="otlp: a span per request, exported with the OpenTelemetry SDK to "
+        "OTEL_EXPORTER_OTLP_ENDPOINT (SPEC 17.4; needs pip install fwrest[otel]); unset: off",
+    ),
+    Key(
+        "HTTPSERVER",
         "SigningKeyFile",
         "signing_key_file",
         "path",
