@@ -315,22 +315,41 @@ class RedisCluster:
     SPEC 17.1 naming every node; ``password``: ``requirepass``/``masterauth`` of each."""
 
     def __init__(
-        self, folder: Path, node_timeout_ms: int = 1000, password: str | None = None, db: int = 0
+        self,
+        folder: Path,
+        node_timeout_ms: int = 1000,
+        password: str | None = None,
+        db: int = 0,
+        *,
+        replicas: int = 1,
+        tls: RedisTls | None = None,
     ) -> None:
         self.folder = folder
         self.password = password
+        self.replicas = replicas
+        self.tls = tls
         self.nodes: list[RedisServer] = []
-        for i in range(6):
+        for i in range(3 * (1 + replicas)):
             (folder / f"node{i}").mkdir(parents=True)
             port = cluster_port()
             extra = ("--cluster-enabled", "yes", "--cluster-config-file",
                      str(folder / f"node{i}" / "nodes.conf"), "--cluster-node-timeout",
                      str(node_timeout_ms))  # fmt: skip
+            if tls is not None:  # the cluster bus and the replication on TLS too
+                extra += ("--tls-cluster", "yes", "--tls-replication", "yes")
             self.nodes.append(
-                RedisServer(folder / f"node{i}", password=password, port=port, extra=extra)
+                RedisServer(
+                    folder / f"node{i}",
+                    password=password,
+                    port=port,
+                    extra=extra,
+                    tls=tls,
+                    client_certs=tls is not None,
+                )
             )
         hosts = ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
-        self.url = f"redis+cluster://{hosts}/{db}"
+        scheme = "rediss+cluster" if tls is not None else "redis+cluster"
+        self.url = f"{scheme}://{hosts}/{db}"
 
     def start(self) -> RedisCluster:
         for node in self.nodes:
@@ -341,9 +360,12 @@ class RedisCluster:
             ".ci/run installs it)"
         )
         auth = ["-a", self.password, "--no-auth-warning"] if self.password else []
+        if self.tls is not None:
+            auth += ["--tls", "--cacert", str(self.tls.ca), "--cert", str(self.tls.client_cert),
+                     "--key", str(self.tls.client_key)]  # fmt: skip
         subprocess.run(
             [cli, *auth, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
-             "--cluster-replicas", "1", "--cluster-yes"],
+             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
         )  # fmt: skip
         deadline = time.monotonic() + 30
@@ -377,9 +399,11 @@ class RedisCluster:
     def client(self) -> redis.RedisCluster:
         """A test's own cluster client (as a superuser would reach it)."""
         node = next(n for n in self.nodes if n.proc is not None)
+        kwargs = node.client_kwargs()
+        kwargs.pop("port")
         return redis.RedisCluster(
-            host="127.0.0.1", port=node.port, password=self.password, socket_timeout=2,
-            socket_connect_timeout=2,
+            host="127.0.0.1", port=node.port, socket_timeout=2, socket_connect_timeout=2,
+            **kwargs,
         )  # fmt: skip
 
     def flush(self) -> None:

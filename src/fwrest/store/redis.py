@@ -245,9 +245,11 @@ def _sentinel_fault(target: SentinelTarget) -> str | None:
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     seen: BaseException | None = exc
-    while seen is not None:
+    met: set[int] = set()
+    while seen is not None and id(seen) not in met:  # a chain may loop
         if isinstance(seen, kind):
             return True
+        met.add(id(seen))
         seen = seen.__cause__ or seen.__context__
     return False
 
@@ -337,32 +339,28 @@ class RedisStore:
 
     def _classify(self, exc: redis.RedisError) -> tuple[str | None, str]:
         """What a failed first command says about the configuration (see :meth:`probe`)."""
-        try:
-            raise exc
-        except redis.AuthenticationError as exc:
+        if isinstance(exc, redis.AuthenticationError):
             key = "StateStore" if url_password(self.url) else "StateStorePassword"
             return key, f"Redis refused the password: {self._scrub(exc)}"
-        except redis.ResponseError as exc:
-            text = self._scrub(exc)
+        text = self._scrub(exc)
+        if isinstance(exc, redis.ResponseError):
             if "NOAUTH" in text or "WRONGPASS" in text:
                 return "StateStorePassword", f"Redis refused the password: {text}"
             return None, text
-        except redis.RedisError as exc:
-            text = self._scrub(exc)
-            if _caused_by(exc, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY" in text:
-                return "StateStoreCA", f"Redis's TLS certificate does not verify: {text}"
-            if _caused_by(exc, ssl.SSLError) or "_ssl.c" in text:
-                if self._client_cert:
-                    return "StateStore", f"the TLS handshake with Redis failed: {text}"
-                # Redis ends the handshake without a word when it wants a client certificate
-                return "StateStoreCert", (
-                    f"the TLS handshake with Redis failed (does Redis ask for a client "
-                    f"certificate? tls-auth-clients): {text}"
-                )
-            fault = self._diagnose()
-            if fault is not None:
-                return "StateStore", f"redis store {shown_url(self.url)}: {fault}"
-            return None, f"redis store {shown_url(self.url)}: {text}"
+        if _caused_by(exc, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY" in text:
+            return "StateStoreCA", f"Redis's TLS certificate does not verify: {text}"
+        if _caused_by(exc, ssl.SSLError) or "_ssl.c" in text:
+            if self._client_cert:
+                return "StateStore", f"the TLS handshake with Redis failed: {text}"
+            # Redis ends the handshake without a word when it wants a client certificate
+            return "StateStoreCert", (
+                f"the TLS handshake with Redis failed (does Redis ask for a client "
+                f"certificate? tls-auth-clients): {text}"
+            )
+        fault = self._diagnose()
+        if fault is not None:
+            return "StateStore", f"redis store {shown_url(self.url)}: {fault}"
+        return None, f"redis store {shown_url(self.url)}: {text}"
 
     def _diagnose(self) -> str | None:
         """Why a Redis that did not answer never will as configured (a configuration fault,
