@@ -1,5 +1,7 @@
 """A Redis server shared by every host of a service (``StateStore=redis://host:port/db``, or
-another form of SPEC 15: ``store/redis_target.py`` makes the client).
+another form of SPEC 15: ``store/redis_target.py`` makes the client), or a Redis or Valkey
+cluster (``redis+cluster://``, SPEC 17.1: :class:`RedisClusterStore`, its keys named by
+:class:`KeyLayout` so that each operation touches one hash slot).
 
 Timeouts of about 1 s and at most 2 retries (SPEC 7): a store that does not answer makes the
 callers fail closed quickly; the client reconnects by itself when Redis returns.
@@ -12,8 +14,8 @@ a frozen Redis would hold the caller for three timeouts instead of one. The one 
 must not run twice to the caller's harm, spending a refresh token, carries the claim of its
 request and is idempotent for it anyway.
 
-Behind Sentinel a spend also waits (``WAIT``, at most :data:`REPLICA_WAIT_MS`) until a replica
-has it: Redis replicates asynchronously, and a spend the primary confirmed but took with it
+Behind Sentinel and on a cluster a spend also waits (``WAIT``, at most :data:`REPLICA_WAIT_MS`)
+until a replica has it: Redis replicates asynchronously, and a spend the primary confirmed but took with it
 when it died would let the token be spent again on the promoted replica (SPEC 15: no refresh
 token spent twice across a failover).
 
