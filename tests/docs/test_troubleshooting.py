@@ -713,8 +713,8 @@ PROVOKED: dict[str, Broken | Special] = {
         "json",
         setting("HTTPSERVER", "StateStore", "rediss://fw:s3c/ret@127.0.0.1:6380/0"),
     ),
-    "[HTTPSERVER] StateStoreCA: StateStoreCA is set, but StateStore is not a rediss:// (TLS) "
-    "URL": new(
+    "[HTTPSERVER] StateStoreCA: StateStoreCA is set, but StateStore is not a rediss:// or "
+    "rediss+cluster:// (TLS) URL": new(
         "StateStoreCA on redis://",
         "ini",
         both(

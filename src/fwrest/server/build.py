@@ -313,7 +313,8 @@ _PROBE_FIXES = {
     "StateStorePassword=env:NAME; the password itself is never shown.",
     "StateStore": "check the URL: a rediss:// URL names Redis's tls-port, a redis:// URL its "
     "plain port, a unix:// URL its unixsocket, a redis+sentinel:// URL the name the sentinels "
-    "monitor; a password in it is the URL's ACL user's (it is never shown).",
+    "monitor, a redis+cluster:// URL nodes of a cluster (cluster-enabled yes); a password in "
+    "it is the URL's ACL user's (it is never shown).",
 }
 
 
@@ -329,9 +330,13 @@ def probe_store(config: ServiceConfig) -> str | None:
     """
     if config.state_store in ("sqlite", "memory"):
         return None
-    from fwrest.store.redis import RedisStore
+    from fwrest.store.redis import RedisClusterStore, RedisStore
+    from fwrest.store.redis_target import CLUSTER_SCHEMES
 
-    store = RedisStore(config.state_store, config.redis, retries=0)
+    cluster = config.state_store.lower().startswith(CLUSTER_SCHEMES)
+    store = (RedisClusterStore if cluster else RedisStore)(
+        config.state_store, config.redis, retries=0
+    )
     try:
         found = store.probe()
     finally:
