@@ -212,7 +212,19 @@ MAKE_PROMISES = {
         "examples/make_certs.py",
         "fwrest serve examples/service.ini",
     ],
-    "test": ["-m venv .venv", "pip install", "ruff check", "ruff format --check", "mypy", "pytest"],
+    "test": [
+        "-m venv .venv",
+        "pip install",
+        "ruff check",
+        "ruff format --check",
+        "mypy",
+        "tests.tools.mypyc_lint",
+        "FWREST_COMPILE=1 .venv/bin/python -m build --wheel",
+        "FWREST_TEST_BUILD=compiled",
+        ".venv-wheel/bin/pytest",
+        "FWREST_TEST_BUILD=pure",
+        ".venv/bin/pytest",
+    ],
 }
 
 
