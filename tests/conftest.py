@@ -446,7 +446,8 @@ def _serial(path: Path) -> bool:
 def _build_problem(build: str) -> str | None:
     """What is wrong with the fwrest this suite imports, for ``FWREST_TEST_BUILD=build``
     (the Makefile sets it): ``compiled``, the installed wheel's C extensions, never the
-    checkout's sources; ``pure``, the Python sources. None: it is the build asked for."""
+    checkout's sources; ``pure``, the checkout's Python sources (the editable install). None:
+    it is the build asked for."""
     import importlib.machinery
 
     import fwrest
@@ -462,7 +463,11 @@ def _build_problem(build: str) -> str | None:
             return f"fwrest is imported from the checkout's sources ({package})"
         return None
     if build == "pure":
-        return None if wire.suffix == ".py" else f"fwrest.wire is {wire}, not Python source"
+        if wire.suffix != ".py":
+            return f"fwrest.wire is {wire}, not Python source"
+        if not package.is_relative_to(ROOT / "src"):
+            return f"fwrest is imported from {package}, not from the checkout's sources"
+        return None
     return f"FWREST_TEST_BUILD={build!r}: 'compiled' or 'pure'"
 
 
