@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help run wheel test test-compiled test-pure test-compiled-only test-pure-only test-serial lint fmt check bench soak docs clean
+.PHONY: help run wheel test test-compiled test-pure test-compiled-only test-pure-slice test-serial lint fmt check bench soak docs clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t15
@@ -89,7 +89,7 @@ endef
 
 test: lint wheel  ## set up, lint, then the suite on the compiled wheel and (a slice) the pure build
 	@$(MAKE) --no-print-directory test-compiled-only; compiled=$$?; \
-	$(MAKE) --no-print-directory test-pure-only; pure=$$?; \
+	$(MAKE) --no-print-directory test-pure-slice; pure=$$?; \
 	echo "== make test: the compiled build: exit $$compiled; the pure build: exit $$pure"; \
 	[ $$compiled -eq 0 ] && [ $$pure -eq 0 ]
 
@@ -102,7 +102,7 @@ test-pure: lint  ## lint, then the whole suite on the pure build (.venv's editab
 test-compiled-only:
 	$(call suite,$(WHEEL_VENV)/bin,compiled,)
 
-test-pure-only:
+test-pure-slice:
 	$(call suite,$(BIN),pure,$(PURE_SLICE))
 
 test-serial: lint  ## the whole suite on the pure build, one test at a time (for one core)
