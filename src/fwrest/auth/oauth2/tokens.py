@@ -359,7 +359,7 @@ class TokenService:
         allowed: AuthParams | None
         if self.source.file is not None:
             try:
-                allowed = await asyncio.to_thread(self.source.read_file)
+                allowed = await settled(asyncio.to_thread(self.source.read_file))
             except ParamsError:
                 allowed = None  # the start read it; logged when the token route reads it
         else:
@@ -473,7 +473,7 @@ class TokenService:
     async def _params(self, request: dict[str, str]) -> AuthParams:
         try:
             if self.source.file is not None:
-                return await asyncio.to_thread(self.source.read_file)
+                return await settled(asyncio.to_thread(self.source.read_file))
             if self.source.is_async:
                 assert self.source.func is not None
                 if self.source.legacy:
@@ -711,7 +711,7 @@ class TokenService:
             # milliseconds of CPU (argon2, bcrypt): done in a thread, the event loop serving
             # others meanwhile. Every check costs the same (check_user).
             if costly(allowed.users):
-                ok = await asyncio.to_thread(check_user, allowed.users, username, password)
+                ok = await settled(asyncio.to_thread(check_user, allowed.users, username, password))
             else:
                 ok = check_user(allowed.users, username, password)
         except BaseException:
