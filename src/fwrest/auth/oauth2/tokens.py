@@ -681,7 +681,7 @@ class TokenService:
         cid, secret = creds
         clients = allowed.clients
         if costly(clients):
-            ok = await asyncio.to_thread(check_user, clients, cid, secret)
+            ok = await settled(asyncio.to_thread(check_user, clients, cid, secret))
         else:
             ok = check_user(clients, cid, secret)
         if not ok:
