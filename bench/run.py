@@ -43,6 +43,7 @@ from fwrest.features.compression import GZIP_LEVEL
 BENCH = Path(__file__).resolve().parent
 ALL_CASES = (
     "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17",
+    "18",
 )  # fmt: skip
 MIB = 1024 * 1024
 
@@ -72,6 +73,7 @@ class Target:
     detail: str = ""
     auth: str | None = None  # "basic", "bearer-fwrest", "bearer-peer"
     token_form: bool = False  # POST the password-grant form (case 4)
+    refresh_chain: bool = False  # POST refresh grants, each of a token an answer gave (case 18)
     json_body: bool = False  # POST common.ORDER_JSON as application/json (case 16)
     expect_key: str = "message"
     expect_value: str | None = None
@@ -118,6 +120,24 @@ class Scratch:
             f'wrk.body = "{common.TOKEN_FORM}"\n'
             'wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"\n'
         )
+        # case 18: each answer's refresh token is refreshed once by the next request (a
+        # password grant when none is at hand: the first request of each connection)
+        client = common.TOKEN_FORM[common.TOKEN_FORM.index("&client_id=") :]
+        self.refresh_script = root / "refresh.lua"
+        self.refresh_script.write_text(
+            'wrk.method = "POST"\n'
+            'wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"\n'
+            "local tokens = {}\n"
+            "request = function()\n"
+            "  local t = table.remove(tokens)\n"
+            f'  if t then return wrk.format(nil, nil, nil, "grant_type=refresh_token&refresh_token=" .. t .. "{client}") end\n'
+            f'  return wrk.format(nil, nil, nil, "{common.TOKEN_FORM}")\n'
+            "end\n"
+            "response = function(status, headers, body)\n"
+            '  local t = body:match(\'"refresh_token"%s*:%s*"([^"]+)"\')\n'
+            "  if t then table.insert(tokens, t) end\n"
+            "end\n"
+        )
         self.order_script = root / "order.lua"
         self.order_script.write_text(  # a Lua long string: the JSON needs no escaping
             'wrk.method = "POST"\n'
@@ -127,9 +147,13 @@ class Scratch:
 
     def redis_keys(self, store: str) -> dict[str, Any]:
         """``[HTTPSERVER]``'s keys of the run's Redis store, started on first use: ``redis``
-        (plain TCP) or ``rediss`` (TLS, SPEC 15: its own ``redis-server``)."""
+        (plain TCP), ``rediss`` (TLS, SPEC 15: its own ``redis-server``) or ``cluster`` (a
+        Redis Cluster of three masters and three replicas, SPEC 17.1)."""
         if store not in self._redis:
-            self._redis[store] = servers.start_redis(self.root / store, tls=store == "rediss")
+            if store == "cluster":
+                self._redis[store] = servers.start_redis_cluster(self.root / store)
+            else:
+                self._redis[store] = servers.start_redis(self.root / store, tls=store == "rediss")
         _proc, url, ca_file = self._redis[store]
         return {"StateStore": url} | ({"StateStoreCA": str(ca_file)} if ca_file else {})
 
@@ -143,6 +167,7 @@ class Scratch:
         for proc, _url, _ca in self._redis.values():
             proc.terminate()
             proc.wait(10)
+        servers.stop_redis_clusters()
 
     def folder(self, name: str) -> Path:
         self._n += 1
@@ -189,7 +214,7 @@ def fw(
             extra.update(location_keys=location_keys, sections=sections)
         if features:
             extra.update(features_config(folder))
-        if store in ("redis", "rediss"):  # a local redis-server; rediss: on TLS (SPEC 15)
+        if store in ("redis", "rediss", "cluster"):  # local redis-servers; rediss: on TLS
             keys = scratch.redis_keys(store)
             extra["httpserver_keys"] = {**keys, **(httpserver_keys or {})}
         repository = "bench.apps.fw_app"
@@ -771,6 +796,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
     cases.append(rate_limit_case(sc))
     cases.append(typed_case(sc))
     cases.append(redis_tls_case(sc, grant))
+    cases.append(redis_cluster_case(sc, grant))
     return cases
 
 
@@ -920,6 +946,39 @@ def redis_tls_case(
     )
 
 
+def redis_cluster_case(
+    sc: Scratch, grant: Callable[[str, str, Callable[[Path], servers.Running]], Target]
+) -> Case:
+    """Case 18: case 4's password grant, and a refresh, on a single Redis (``redis://``)
+    beside a Redis Cluster (``redis+cluster://``, SPEC 17.1)."""
+    rows = {}
+    targets = []
+    for store, name in (("redis", "redis://"), ("cluster", "redis+cluster://")):
+        start = fw(sc, fw_data=OAUTH_FW_ASYNC, tls=True, store=store)
+        rows[store] = (f"grant, {name}", f"refresh, {name}")
+        targets.append(grant(rows[store][0], "fwrest", start))
+        refresh = grant(rows[store][1], "fwrest", start)
+        refresh.token_form, refresh.refresh_chain = False, True
+        targets.append(refresh)
+    return Case(
+        "18",
+        "token issuance and refresh on a Redis Cluster and on a single Redis",
+        "Case 4's password grant (an `async def` onAuthparams, the port on TLS), and a "
+        "refresh: wrk POSTs `grant_type=refresh_token` with a token an earlier answer gave "
+        "(each token refreshed once; a connection's first request is a grant), with the state "
+        "store on a local `redis-server` (`redis://`) beside a local Redis Cluster of three "
+        "masters and three replicas (`redis+cluster://`). A grant writes its refresh token "
+        "(two keys: on a cluster two transactions, the record's slot and the user's); a "
+        "refresh reads the revocations, spends its token (on a cluster with a `WAIT` for the "
+        "master's replica, as behind Sentinel) and writes the new one.",
+        targets,
+        [
+            ("grant: redis+cluster:// / redis://", rows["cluster"][0], rows["redis"][0], None),
+            ("refresh: redis+cluster:// / redis://", rows["cluster"][1], rows["redis"][1], None),
+        ],
+    )
+
+
 SIGNING_ALGS = ("HS256", "EdDSA", "ES256", "RS256")
 
 
@@ -980,7 +1039,7 @@ def _auth_headers(target: Target, running: servers.Running) -> dict[str, str]:
 
 def _check(target: Target, running: servers.Running, headers: dict[str, str]) -> None:
     """One request as wrk will send it; the answer must be 200 with the expected JSON."""
-    if target.token_form:
+    if target.token_form or target.refresh_chain:
         status, body = servers.request(
             running.base_url,
             target.path,
@@ -1030,6 +1089,8 @@ def _wrk_cmd(
         headers=tuple(f"{k}: {v}" for k, v in headers.items()),
         script=sc.token_script
         if target.token_form
+        else sc.refresh_script
+        if target.refresh_chain
         else sc.order_script
         if target.json_body
         else None,

@@ -348,6 +348,81 @@ def start_redis(
             time.sleep(0.05)
 
 
+_CLUSTER_NODES: list[subprocess.Popen[bytes]] = []
+
+
+def start_redis_cluster(folder: Path) -> tuple[subprocess.Popen[bytes], str, None]:
+    """A Redis Cluster of three masters and three replicas on loopback (``redis-server`` with
+    ``cluster-enabled yes``, made by ``redis-cli --cluster create``), without persistence, for
+    case 18; the first node's process, the ``redis+cluster://`` URL naming every node, no CA.
+    :func:`stop_redis_clusters` stops the other nodes. Unpinned: the store, not the server."""
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+    ports: list[int] = []
+    while len(ports) < 6:  # a node's bus port is its port + 10000: both below 32768
+        port = 12000 + int.from_bytes(os.urandom(2), "big") % 10000
+        if port in ports:
+            continue
+        try:
+            for candidate in (port, port + 10000):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        ports.append(port)
+    procs = []
+    for port in ports:
+        node = folder / str(port)
+        node.mkdir(parents=True, exist_ok=True)
+        cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file",
+               str(node / "nodes.conf"), "--cluster-node-timeout", "5000"]  # fmt: skip
+        procs.append(
+            subprocess.Popen(cmd, cwd=node, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        )
+    _CLUSTER_NODES.extend(procs[1:])
+    deadline = time.monotonic() + 10
+    for port in ports:
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise ServerError(
+                        "redis-server did not start (apt install redis-server)"
+                    ) from None
+                time.sleep(0.05)
+    nodes = [f"127.0.0.1:{port}" for port in ports]
+    subprocess.run([cli, "--cluster", "create", *nodes, "--cluster-replicas", "1",
+                    "--cluster-yes"], check=True, stdout=subprocess.DEVNULL, timeout=60)  # fmt: skip
+    while True:  # every node sees every slot served
+        states = [
+            subprocess.run(
+                [cli, "-p", str(port), "cluster", "info"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout
+            for port in ports
+        ]
+        if all("cluster_state:ok" in state for state in states):
+            break
+        if time.monotonic() > deadline + 30:
+            raise ServerError("the Redis Cluster never came to cluster_state:ok")
+        time.sleep(0.1)
+    return procs[0], f"redis+cluster://{','.join(nodes)}/0", None
+
+
+def stop_redis_clusters() -> None:
+    """Stop the nodes :func:`start_redis_cluster` started (but each cluster's first)."""
+    for proc in _CLUSTER_NODES:
+        proc.terminate()
+    for proc in _CLUSTER_NODES:
+        proc.wait(10)
+    _CLUSTER_NODES.clear()
+
+
 def start_fwrest(
     config: Path, *, workers: int = 1, cpus: str | None = "0", build: Path | None = None
 ) -> Running:

@@ -400,6 +400,7 @@ SERIAL = frozenset(
         "tests/auth/test_password_timing.py",
         "tests/auth/test_refresh_claims.py",
         "tests/bench/test_at_once.py",
+        "tests/e2e/test_hosts_state.py",
         "tests/e2e/test_reload.py",
         "tests/e2e/test_scale_out.py",
         "tests/e2e/test_revocation_e2e.py",
@@ -408,6 +409,7 @@ SERIAL = frozenset(
         "tests/faults/test_idle_connections.py",
         "tests/faults/test_redis_outage.py",
         "tests/faults/test_sentinel_failover.py",
+        "tests/faults/test_cluster_failover.py",
         "tests/faults/test_sigterm_drain.py",
         "tests/faults/test_slowloris.py",
         "tests/faults/test_sqlite_refresh.py",
@@ -443,6 +445,43 @@ HEAVY = (
 def _serial(path: Path) -> bool:
     where = path.relative_to(ROOT).as_posix()
     return where in SERIAL or where.rsplit("/", 1)[0] in SERIAL
+
+
+def _build_problem(build: str) -> str | None:
+    """What is wrong with the fwrest this suite imports, for ``FWREST_TEST_BUILD=build``
+    (the Makefile sets it): ``compiled``, the installed wheel's C extensions, never the
+    checkout's sources; ``pure``, the checkout's Python sources (the editable install). None:
+    it is the build asked for."""
+    import importlib.machinery
+
+    import fwrest
+    import fwrest.wire
+
+    wire = Path(fwrest.wire.__file__ or "")
+    package = Path(fwrest.__file__ or "").resolve().parent
+    extension = any(wire.name.endswith(s) for s in importlib.machinery.EXTENSION_SUFFIXES)
+    if build == "compiled":
+        if not extension:
+            return f"fwrest.wire is {wire}, not a compiled extension"
+        if package.is_relative_to(ROOT / "src"):
+            return f"fwrest is imported from the checkout's sources ({package})"
+        return None
+    if build == "pure":
+        if wire.suffix != ".py":
+            return f"fwrest.wire is {wire}, not Python source"
+        if not package.is_relative_to(ROOT / "src"):
+            return f"fwrest is imported from {package}, not from the checkout's sources"
+        return None
+    return f"FWREST_TEST_BUILD={build!r}: 'compiled' or 'pure'"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``FWREST_TEST_BUILD`` set (``make test``), the suite refuses to run on another
+    build than the one it was asked to test."""
+    build = os.environ.get("FWREST_TEST_BUILD")
+    problem = build and _build_problem(build)
+    if problem:
+        raise pytest.UsageError(f"FWREST_TEST_BUILD={build}: {problem}")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -7,11 +7,14 @@ tests/conftest.py's, named here for the tests that import it from this module.
 
 The forms of SPEC 15: a server on TLS only (``tls``: trustme files, with or without client
 certificates), with a password (``password``), on a unix socket (``unix``), a replica
-(``replica_of``); :class:`SentinelGroup` is a primary, a replica and three sentinels.
+(``replica_of``); :class:`SentinelGroup` is a primary, a replica and three sentinels;
+:class:`RedisCluster` a Redis Cluster of three masters and three replicas (SPEC 17.1; made by
+``redis-cli --cluster create``, Debian's ``redis-tools``).
 """
 
 from __future__ import annotations
 
+import random
 import shutil
 import signal
 import subprocess
@@ -23,9 +26,10 @@ from typing import Any
 import redis
 import trustme
 
-from tests.conftest import free_port
+from tests.conftest import free_port, port_is_free
 
 __all__ = [
+    "RedisCluster",
     "RedisServer",
     "RedisTls",
     "SentinelGroup",
@@ -100,6 +104,8 @@ class RedisServer:
         password: str | None = None,
         unix: bool = False,
         replica_of: RedisServer | None = None,
+        port: int | None = None,
+        extra: tuple[str, ...] = (),
     ) -> None:
         self.binary = redis_binary()
         self.folder = folder
@@ -108,7 +114,8 @@ class RedisServer:
         self.client_certs = client_certs
         self.password = password
         self.replica_of = replica_of
-        self.port = free_port()
+        self.extra = extra
+        self.port = free_port() if port is None else port
         self.socket = folder / "redis.sock" if unix else None
         scheme = "rediss" if tls else "redis"
         self.url = f"{scheme}://127.0.0.1:{self.port}/0"
@@ -129,7 +136,7 @@ class RedisServer:
             out += ["--unixsocket", str(self.socket), "--unixsocketperm", "700"]
         if self.replica_of is not None:
             out += ["--replicaof", "127.0.0.1", str(self.replica_of.port)]
-        return out
+        return out + list(self.extra)
 
     def client_kwargs(self) -> dict[str, Any]:
         """How a test's own client reaches this server (as a superuser would)."""
@@ -287,3 +294,158 @@ class SentinelGroup:
         self.procs = []
         self.replica.stop()
         self.primary.stop()
+
+
+def cluster_port() -> int:
+    """A free port whose cluster bus port (+10000) is free too, both below the kernel's
+    ephemeral range (which starts at 32768 on Linux), so no client socket takes them."""
+    for _ in range(1000):
+        port = random.randrange(12000, 22000)
+        if port_is_free(port) and port_is_free(port + 10000):
+            return port
+    raise AssertionError("no free port pair for a cluster node")
+
+
+class RedisCluster:
+    """Three masters and three replicas (``cluster-enabled yes``, each node's
+    ``cluster-config-file`` in its own folder), made by ``redis-cli --cluster create
+    --cluster-replicas 1``; ready when every node says ``cluster_state:ok`` and every replica
+    is in sync. ``node_timeout_ms``: how long a master may be silent before the others take
+    it for failed and its replica takes over. ``url`` is the ``redis+cluster://`` URL of
+    SPEC 17.1 naming every node; ``password``: ``requirepass``/``masterauth`` of each."""
+
+    def __init__(
+        self,
+        folder: Path,
+        node_timeout_ms: int = 1000,
+        password: str | None = None,
+        db: int = 0,
+        *,
+        replicas: int = 1,
+        tls: RedisTls | None = None,
+    ) -> None:
+        self.folder = folder
+        self.password = password
+        self.replicas = replicas
+        self.tls = tls
+        self.nodes: list[RedisServer] = []
+        for i in range(3 * (1 + replicas)):
+            (folder / f"node{i}").mkdir(parents=True)
+            port = cluster_port()
+            extra = ("--cluster-enabled", "yes", "--cluster-config-file",
+                     str(folder / f"node{i}" / "nodes.conf"), "--cluster-node-timeout",
+                     str(node_timeout_ms))  # fmt: skip
+            if tls is not None:  # the cluster bus and the replication on TLS too
+                extra += ("--tls-cluster", "yes", "--tls-replication", "yes")
+            self.nodes.append(
+                RedisServer(
+                    folder / f"node{i}",
+                    password=password,
+                    port=port,
+                    extra=extra,
+                    tls=tls,
+                    client_certs=tls is not None,
+                )
+            )
+        hosts = ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
+        scheme = "rediss+cluster" if tls is not None else "redis+cluster"
+        self.url = f"{scheme}://{hosts}/{db}"
+
+    def start(self) -> RedisCluster:
+        for node in self.nodes:
+            node.start()
+        cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+        assert Path(cli).is_file(), (
+            "redis-cli is required for the Redis Cluster tests (apt install redis-tools; "
+            ".ci/run installs it)"
+        )
+        auth = ["-a", self.password, "--no-auth-warning"] if self.password else []
+        if self.tls is not None:
+            auth += ["--tls", "--cacert", str(self.tls.ca), "--cert", str(self.tls.client_cert),
+                     "--key", str(self.tls.client_key)]  # fmt: skip
+        subprocess.run(
+            [cli, *auth, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
+             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not self._ready():
+            assert time.monotonic() < deadline, "the cluster never came to cluster_state:ok"
+            time.sleep(0.1)
+        return self
+
+    def _ready(self) -> bool:
+        for node in self.nodes:
+            if node.proc is None:
+                continue
+            client = node.client()
+            try:
+                info = client.execute_command("CLUSTER INFO")
+                if isinstance(info, bytes):
+                    info = info.decode()
+                if isinstance(info, str):
+                    info = dict(line.split(":", 1) for line in info.split() if ":" in line)
+                if info.get("cluster_state") != "ok":
+                    return False
+                info = client.info("replication")
+                if info.get("role") == "slave" and info.get("master_link_status") != "up":
+                    return False
+            except redis.RedisError:
+                return False
+            finally:
+                client.close()
+        return True
+
+    def client(self) -> redis.RedisCluster:
+        """A test's own cluster client (as a superuser would reach it)."""
+        node = next(n for n in self.nodes if n.proc is not None)
+        kwargs = node.client_kwargs()
+        kwargs.pop("port")
+        return redis.RedisCluster(
+            host="127.0.0.1", port=node.port, socket_timeout=2, socket_connect_timeout=2,
+            **kwargs,
+        )  # fmt: skip
+
+    def flush(self) -> None:
+        """Every key gone (FLUSHALL on each master; the replicas follow)."""
+        for node in self.nodes:
+            client = node.client()
+            try:
+                if client.info("replication").get("role") == "master":
+                    client.flushall()
+            finally:
+                client.close()
+
+    def master_of(self, key: str) -> RedisServer:
+        """The node that is master of ``key``'s slot now."""
+        client = self.client()
+        try:
+            port = int(client.get_node_from_key(key).port)
+        finally:
+            client.close()
+        return next(n for n in self.nodes if n.port == port)
+
+    def replica_of(self, master: RedisServer) -> RedisServer:
+        """The node that replicates ``master``."""
+        for node in self.nodes:
+            if node is master or node.proc is None:
+                continue
+            client = node.client()
+            try:
+                info = client.info("replication")
+            finally:
+                client.close()
+            if info.get("role") == "slave" and int(info.get("master_port", 0)) == master.port:
+                return node
+        raise AssertionError(f"no replica of {master.port}")
+
+    def role(self, node: RedisServer) -> str:
+        client = node.client()
+        try:
+            return str(client.info("replication").get("role"))
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()

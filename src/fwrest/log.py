@@ -24,6 +24,7 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, unquote_plus
@@ -723,6 +724,39 @@ class JsonFormatter(logging.Formatter):
             return orjson.dumps({k: _printable(v) for k, v in out.items()}).decode()
 
 
+# SPEC 17.4: the ids of the span current where a record is logged, as hex text (None: no span),
+# when [HTTPSERVER] Tracing is on: set by server/tracing.py in the processes that trace (this
+# module imports nothing of OpenTelemetry). Only the Traced formatters read it.
+trace_ids: Callable[[], tuple[str, str] | None] | None = None
+
+
+class TracedFormatter(Formatter):
+    """:class:`Formatter` with ``Tracing`` on: a record logged under a span ends its first
+    line with `` trace_id=... span_id=...`` (after the request id)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        ids = trace_ids() if trace_ids is not None else None
+        if ids is None:
+            return text
+        tail = f" trace_id={ids[0]} span_id={ids[1]}"
+        cut = text.find("\n")
+        return f"{text}{tail}" if cut < 0 else f"{text[:cut]}{tail}{text[cut:]}"
+
+
+class TracedJsonFormatter(JsonFormatter):
+    """:class:`JsonFormatter` with ``Tracing`` on: a record logged under a span has
+    ``trace_id`` and ``span_id`` (hex, as W3C ``traceparent`` writes them)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        ids = trace_ids() if trace_ids is not None else None
+        if ids is None:
+            return line
+        # (hex digits only: nothing to escape; the object's closing brace replaced)
+        return f'{line[:-1]},"trace_id":"{ids[0]}","span_id":"{ids[1]}"}}'
+
+
 def _printable(value: object) -> object:
     if isinstance(value, str):
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
@@ -816,7 +850,12 @@ def remove_handlers() -> None:
 
 
 def setup_logging(
-    rest_log_level: int, log_file: Path | None, *, own_process: bool, log_format: str = "text"
+    rest_log_level: int,
+    log_file: Path | None,
+    *,
+    own_process: bool,
+    log_format: str = "text",
+    tracing: bool = False,
 ) -> None:
     """Install fwrest's handlers: standard error, and ``LogFile`` when set.
 
@@ -825,6 +864,8 @@ def setup_logging(
         log_file: ``[HTTPSERVER] LogFile``, resolved.
         log_format: ``[HTTPSERVER] LogFormat``: ``text`` (:class:`Formatter`) or ``json``
             (:class:`JsonFormatter`).
+        tracing: ``[HTTPSERVER] Tracing`` is on: the records logged under a span carry its
+            ids (:class:`TracedFormatter`, :class:`TracedJsonFormatter`).
         own_process: True under ``fwrest serve``: the application's own loggers (Python's
             root logger) write through the same handlers, at the same level, so that their
             records are formatted, escaped and scrubbed of the request's secrets too (without
@@ -833,7 +874,11 @@ def setup_logging(
             error only when the host program has configured none.
     """
     global _owns_root
-    formatter = JsonFormatter() if log_format == "json" else Formatter()
+    formatter: logging.Formatter
+    if tracing:
+        formatter = TracedJsonFormatter() if log_format == "json" else TracedFormatter()
+    else:
+        formatter = JsonFormatter() if log_format == "json" else Formatter()
     remove_handlers()
     _owns_root = own_process
     set_level(rest_log_level)

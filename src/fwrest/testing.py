@@ -37,14 +37,14 @@ from fwrest.server.app import PortApp
 from fwrest.server.build import ServicePlan, open_runtime
 from fwrest.server.service import _release_logging, _setup_logging, prepare
 from fwrest.server.worker import Worker, new_loop
-from fwrest.wire import Reply, Request, close_stream, coded_body, refusal
+from fwrest.wire import PortHandler, Reply, Request, close_stream, coded_body, refusal
 
 __all__ = ["Client"]
 
 _CALL_TIMEOUT_S = 300.0  # a hung handler fails the test instead of hanging it
 
 
-async def _complete(app: PortApp, request: Request) -> tuple[Reply, bool]:
+async def _complete(app: PortHandler, request: Request) -> tuple[Reply, bool]:
     """The port's reply, a streamed one read whole (as a client reading to its end would),
     and whether that stream was cut (it failed: the engine closes such an answer without
     its last chunk)."""
@@ -93,6 +93,8 @@ class _Runtime:
         self.max_header_size = port.max_header_size
         self.max_headers = port.max_headers
         self.app: PortApp | None = None
+        # what the engine would serve: the app, or its TracedPort (Tracing: SPEC 17.4)
+        self._handler: PortHandler | None = None
         self._worker: Worker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -118,12 +120,14 @@ class _Runtime:
                 raise
             self._worker = worker
             self.app = worker.apps[self.index]
+            self._handler = worker.built.handlers[self.index]
             return self.app
 
     def call(self, request: Request) -> tuple[Reply, bool]:
-        app = self.open()
-        assert self._loop is not None
-        future = asyncio.run_coroutine_threadsafe(_complete(app, request), self._loop)
+        self.open()
+        handler = self._handler
+        assert self._loop is not None and handler is not None
+        future = asyncio.run_coroutine_threadsafe(_complete(handler, request), self._loop)
         return future.result(_CALL_TIMEOUT_S)
 
     def close(self) -> None:
@@ -133,6 +137,7 @@ class _Runtime:
                 asyncio.run_coroutine_threadsafe(worker.close(), loop).result(_CALL_TIMEOUT_S)
             self._worker = None
             self.app = None
+            self._handler = None
             self._shut()
 
     def _shut(self) -> None:

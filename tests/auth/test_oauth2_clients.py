@@ -555,6 +555,29 @@ def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(
     assert error_of(port.grant("ada", "Keep-Pw-1111")) == "invalid_grant"
 
 
+def test_a_params_file_edited_to_two_spellings_of_a_user_keeps_its_last_valid_content(
+    svc: LocalService,
+) -> None:
+    """``ada`` and ``ADA`` would be two accounts sharing one throttle key (issue 34): the file
+    is refused as a start would refuse it, and its last valid content stays in force."""
+    port = svc["FILE_KEEP"]
+    path = svc.folder / "keep.json"
+    valid = json.loads(path.read_text())
+    password = valid["password"]
+    assert port.grant("ada", password).status_code == 200
+    since = len(svc.log())
+    clashing = {**valid, "users": [{"username": "ADA", "password": "Keep-Pw-Upper-3"}]}
+    path.write_text(json.dumps(clashing))
+    try:
+        refused = port.grant("ADA", "Keep-Pw-Upper-3")
+        assert refused.status_code == 400 and error_of(refused) == "invalid_grant", refused.text
+        assert port.grant("ada", password).status_code == 200
+        wait_for(lambda: "are one name" in svc.log()[since:], 10, "the file's error logged")
+        assert "the user 'ADA' and the user 'ada' are one name" in svc.log()[since:]
+    finally:
+        path.write_text(json.dumps(valid))
+
+
 def test_a_params_file_change_of_the_same_size_and_time_is_seen(svc: LocalService) -> None:
     """An edit within the file system's timestamp granularity, same size: still read again."""
     port = svc["FILE_SAME"]

@@ -104,3 +104,63 @@ def test_known_and_unknown_users_take_the_same_time_with_mixed_password_kinds(
     ratio = max(medians.values()) / min(medians.values())
     print(f"medians of {TRIES} wrong password grants each: {shown}; max/min {ratio:.2f}")
     assert ratio < FACTOR, medians
+
+
+# -- client secrets (issue 34: fwrest clients stores them hashed) --------------------------------
+
+HASHED_CLIENT = ("hashed", "Hashed-Client-Secret-84")
+PLAIN_CLIENT = ("plain", "Plain-Client-Secret-95")
+CLIENT_HASH = PasswordHasher(time_cost=2, memory_cost=16384, parallelism=1).hash(HASHED_CLIENT[1])
+
+CLIENTS_APP = (
+    APP_SOURCE
+    + f"""
+
+def client_params():
+    return {{
+        "client": [
+            {{"client_id": "hashed", "client_secret": {CLIENT_HASH!r}}},
+            {{"client_id": "plain", "client_secret": {PLAIN_CLIENT[1]!r}}},
+        ],
+        "types": [{{"grant_type": "client_credentials"}}],
+    }}
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def clients_port(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuth]:
+    folder = tmp_path_factory.mktemp("client_timing")
+    certs = issue_certs(ca, folder / "certs")
+    servers = {"OAUTH": oauth_section(certs, onAuthparams="app.client_params")}
+    proc = ServerProcess(free_config(folder, servers=servers, app=CLIENTS_APP)).wait_ready()
+    found = OAuth(proc, "OAUTH", certs)
+    try:
+        yield found
+    finally:
+        found.close()
+        proc.stop()
+
+
+def test_known_and_unknown_clients_take_the_same_time_with_a_hashed_secret(
+    clients_port: OAuth,
+) -> None:
+    port = clients_port
+    grant = {"grant_type": "client_credentials"}
+    for client in (HASHED_CLIENT, PLAIN_CLIENT):  # the right secrets work, hashed or not
+        answer = port.post(grant, auth=client)
+        assert answer.status_code == 200, answer.text
+    kinds = {"known, plain text": "plain", "known, argon2": "hashed", "unknown": "nobody"}
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for i in range(TRIES):
+        for kind, client in kinds.items():
+            started = time.perf_counter()
+            response = port.post(grant, auth=(client, f"Wrong-Secret-{i}"))
+            times[kind].append(time.perf_counter() - started)
+            assert response.status_code == 401, response.text
+            assert response.json()["error"] == "invalid_client"
+    medians = {kind: statistics.median(values) for kind, values in times.items()}
+    shown = ", ".join(f"{kind} {m * 1000:.1f} ms" for kind, m in medians.items())
+    ratio = max(medians.values()) / min(medians.values())
+    print(f"medians of {TRIES} wrong client secrets each: {shown}; max/min {ratio:.2f}")
+    assert ratio < FACTOR, medians

@@ -27,6 +27,7 @@ from typing import Any
 
 import bcrypt
 import httpx
+import jwt
 import pytest
 import trustme
 from argon2 import PasswordHasher
@@ -163,14 +164,19 @@ def test_a_client_secret_is_printed_once_and_never_listed(config: Path) -> None:
     assert added.returncode == 0, added.stderr
     secret = added.stdout.strip()
     assert len(secret) >= 40 and "\n" not in secret  # alone on stdout, for scripts
-    assert content(config)["client"] == [{"client_id": "mobile", "client_secret": secret}]
+    # kept as an argon2id hash, as passwords are
+    [entry] = content(config)["client"]
+    assert entry["client_id"] == "mobile" and entry["client_secret"].startswith("$argon2id$")
+    assert secret not in json.dumps(content(config))
+    assert verify_password(secret, entry["client_secret"])
     rotated = fwrest(config, "clients", "rotate-secret", "mobile")
     assert rotated.returncode == 0, rotated.stderr
     new = rotated.stdout.strip()
-    assert new != secret and content(config)["client"][0]["client_secret"] == new
+    stored = content(config)["client"][0]["client_secret"]
+    assert new != secret and verify_password(new, stored) and not verify_password(secret, stored)
     listed = fwrest(config, "clients", "list")
-    assert listed.stdout.split() == ["CLIENT", "SECRET", "SCOPES", "web", "set", "default",
-                                     "mobile", "set", "default"]  # fmt: skip
+    assert listed.stdout.split() == ["CLIENT", "SECRET", "SCOPES", "web", "plain", "text",
+                                     "default", "mobile", "argon2id", "default"]  # fmt: skip
     assert_no_secret(listed.stdout, secret, new)
     assert fwrest(config, "clients", "remove", "mobile").returncode == 0
     assert content(config)["client"] == []
@@ -187,6 +193,16 @@ BAD = [
     (("clients", "add", "web"), None, "is already in the file"),
     (("clients", "rotate-secret", "nobody"), None, "is not in the file"),
     (("users", "add", "\x1b[2J"), None, "control characters"),
+    # a name that folds to one in the file: one account under two spellings, or a user and
+    # a client the audit trail and onAdmin could not tell apart (issue 34)
+    (("users", "add", "HANA"), None, "would be the user 'hana'"),
+    (("users", "add", "\uff48\uff41\uff4e\uff41"), None, "would be the user 'hana'"),
+    (("users", "add", "Web"), None, "would be the client 'web'"),
+    (("users", "add", "web", "--password-stdin"), "Web-Pw-1\n", "would be the client 'web'"),
+    (("clients", "add", "ADA"), None, "would be the user 'ada'"),
+    (("clients", "add", "bert"), None, "would be the user 'bert'"),
+    (("users", "add", "client:web"), None, "must not begin with 'client:'"),
+    (("users", "add", "Client:ops"), None, "must not begin with 'client:'"),
 ]
 
 
@@ -338,7 +354,7 @@ def test_lockouts_in_a_redis_store(tmp_path: Path, certs: dict[str, Path]) -> No
         assert listed.returncode == 0, listed.stderr
         assert [line.split()[2] for line in listed.stdout.splitlines()[1:]] == ["ada", "bob"]
         cleared = fwrest(config, "lockouts", "clear", "bob")
-        assert cleared.stdout.strip() == "fwrest lockouts: lifted [tok] user bob"
+        assert cleared.stdout.strip() == "fwrest lockouts: lifted [TOK] user bob"
         assert list(store.locks()) == ["tok|user:ada"]
         assert store.failures("tok|user:bob", 300)[0] == 0
         store.close()
@@ -389,6 +405,39 @@ def test_a_running_service_grants_an_added_user_at_once_and_refuses_a_removed_on
     assert renewed.status_code == 400 and renewed.json()["error"] == "invalid_grant", renewed.text
 
 
+def test_a_running_service_takes_the_secret_of_a_client_added_with_its_hash(
+    served: tuple[ServerProcess, Path], certs: dict[str, Path]
+) -> None:
+    proc, config = served
+    added = fwrest(config, "clients", "add", "kiosk")
+    assert added.returncode == 0, added.stderr
+    secret = added.stdout.strip()
+    assert secret not in (config.parent / "params.json").read_text()
+    form = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-1"}
+    try:
+        with httpx.Client(verify=client_context(certs), timeout=15) as http:
+            url = proc.url("TOK") + TOKEN
+            good = http.post(url, data=form, auth=("kiosk", secret))
+            assert good.status_code == 200, good.text
+            assert (
+                jwt.decode(good.json()["access_token"], options={"verify_signature": False})[
+                    "client_id"
+                ]
+                == "kiosk"
+            )
+            wrong = http.post(url, data=form, auth=("kiosk", secret[:-1]))
+            assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
+            # the hash itself is no secret to present
+            stored = content(config)["client"][-1]["client_secret"]
+            as_hash = http.post(url, data=form, auth=("kiosk", stored))
+            assert as_hash.status_code == 401, as_hash.text
+            # the plain secret written by hand still works beside it
+            plain = http.post(url, data=form, auth=("web", "Web-Secret-9q"))
+            assert plain.status_code == 200, plain.text
+    finally:
+        assert fwrest(config, "clients", "remove", "kiosk").returncode == 0
+
+
 def test_a_lock_out_is_listed_and_lifted(
     served: tuple[ServerProcess, Path], certs: dict[str, Path]
 ) -> None:
@@ -401,15 +450,15 @@ def test_a_lock_out_is_listed_and_lifted(
     assert listed.returncode == 0, listed.stderr
     rows = [line.split()[:4] for line in listed.stdout.splitlines()]
     assert rows[0] == ["PORT", "KIND", "SUBJECT", "FAILURES"]
-    assert sorted(rows[1:]) == [["tok", "ip", "127.0.0.2", "3"], ["tok", "user", "ada", "3"]]
+    assert sorted(rows[1:]) == [["TOK", "ip", "127.0.0.2", "3"], ["TOK", "user", "ada", "3"]]
 
     cleared = fwrest(config, "lockouts", "clear", "ADA")  # counted case-folded
     assert cleared.returncode == 0, cleared.stderr
     # the address lock-out ada's failures made goes with the user's: else ada, at that
     # address, would still be refused
     assert cleared.stdout.splitlines() == [
-        "fwrest lockouts: lifted [tok] ip 127.0.0.2",
-        "fwrest lockouts: lifted [tok] user ada",
+        "fwrest lockouts: lifted [TOK] ip 127.0.0.2",
+        "fwrest lockouts: lifted [TOK] user ada",
     ]
     assert fwrest(config, "lockouts", "list").stdout.strip() == "no lock-out in force"
     # every worker sees the list without it within its refresh (0.5 s)
@@ -427,31 +476,28 @@ def test_a_lock_out_is_listed_and_lifted(
     assert codes == [400, 400, 400], codes
     partial = fwrest(config, "lockouts", "clear", "bob")
     assert partial.stdout.splitlines() == [
-        "fwrest lockouts: lifted [tok] ip 127.0.0.4",
-        "fwrest lockouts: lifted [tok] user bob",
-        "fwrest lockouts: still in force: [tok] ip 127.0.0.3",
+        "fwrest lockouts: lifted [TOK] ip 127.0.0.4",
+        "fwrest lockouts: lifted [TOK] user bob",
+        "fwrest lockouts: still in force: [TOK] ip 127.0.0.3",
     ], partial.stdout
     assert fwrest(config, "lockouts", "clear").stdout.strip() == (
-        "fwrest lockouts: lifted [tok] ip 127.0.0.3"
+        "fwrest lockouts: lifted [TOK] ip 127.0.0.3"
     )
     # SPEC 13.5: the lock-out and each lift are in the audit trail the store keeps
     events = audit_events(config)
     lockout = next(e for e in events if e["event"] == "lockout" and e["actor"] == "ada")
-    assert (lockout["actor"], lockout["client"], lockout["port"].lower()) == (
-        "ada",
-        "127.0.0.2",
-        "tok",
-    )
+    # the port as the config names it, in the service's events and the command's alike
+    assert (lockout["actor"], lockout["client"], lockout["port"]) == ("ada", "127.0.0.2", "TOK")
     assert lockout["details"]["locked"] == ["user", "address"]
     lifted = [e for e in events if e["event"] == "lockout.clear"]
     assert sorted(
         (e["actor"], e["port"], e["details"]["kind"], e["details"]["subject"]) for e in lifted
     ) == [
-        ("cli", "tok", "ip", "127.0.0.2"),
-        ("cli", "tok", "ip", "127.0.0.3"),
-        ("cli", "tok", "ip", "127.0.0.4"),
-        ("cli", "tok", "user", "ada"),
-        ("cli", "tok", "user", "bob"),
+        ("cli", "TOK", "ip", "127.0.0.2"),
+        ("cli", "TOK", "ip", "127.0.0.3"),
+        ("cli", "TOK", "ip", "127.0.0.4"),
+        ("cli", "TOK", "user", "ada"),
+        ("cli", "TOK", "user", "bob"),
     ]
     assert all(e["details"]["via"] == "fwrest lockouts clear" for e in lifted)
 
@@ -530,8 +576,8 @@ def test_a_basic_lock_out_is_lifted_on_every_worker(served: tuple[ServerProcess,
     assert status("Bob-Pw-2") == 429
     cleared = fwrest(config, "lockouts", "clear", "bob")
     assert cleared.stdout.splitlines() == [
-        "fwrest lockouts: lifted [bas] ip 127.0.0.3",
-        "fwrest lockouts: lifted [bas] user bob",
+        "fwrest lockouts: lifted [BAS] ip 127.0.0.3",
+        "fwrest lockouts: lifted [BAS] user bob",
     ], cleared.stdout
     end = time.monotonic() + 10
     while status("Bob-Pw-2") == 429:

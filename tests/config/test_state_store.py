@@ -1,5 +1,6 @@
 """``StateStore``: sqlite, memory or a Redis URL of SPEC 15 (``redis://``, ``rediss://``,
-``unix://``, ``redis+sentinel://``) that redis-py takes, and the keys beside it
+``unix://``, ``redis+sentinel://``; SPEC 17.1's ``redis+cluster://`` and ``rediss+cluster://``)
+that redis-py takes, and the keys beside it
 (``StateStoreCA``, ``StateStoreCert``/``StateStoreKey``, ``StateStorePassword``), each checked
 at load; a password never shown."""
 
@@ -41,6 +42,8 @@ def _config(store: str) -> dict[str, Any]:
             "redis+sentinel://10.0.0.5:26379,10.0.0.6/main/1",
         ),
         ("redis+sentinel://:pw@[::1]:26379/main", "redis+sentinel://:pw@[::1]:26379/main"),
+        ("redis+cluster://10.0.0.7:7000,10.0.0.8/3", "redis+cluster://10.0.0.7:7000,10.0.0.8/3"),
+        ("rediss+cluster://:pw@[::1]:7000", "rediss+cluster://:pw@[::1]:7000"),
     ],
 )
 def test_good_stores_are_taken(store: str, expected: str) -> None:
@@ -63,6 +66,10 @@ def test_good_stores_are_taken(store: str, expected: str) -> None:
         ("redis+sentinel://:Sup3rS3cret@h1:port/main/0", "not host:port"),
         ("redis+sentinel://:Sup3rS3cret@h1,,h2/main/0", "names an empty sentinel"),
         ("redis+sentinel://:Sup3rS3cret@h1/main/zero", "which is not a number"),
+        ("redis+cluster://:Sup3rS3cret@h1:7000,h2:port/0", "not host:port"),
+        ("redis+cluster://:Sup3rS3cret@h1,,h2/0", "names an empty cluster node"),
+        ("rediss+cluster://:Sup3rS3cret@h1:7000/zero", "which is not a number"),
+        ("redis+cluster://:Sup3rS3cret@/0", "names an empty cluster node"),
     ],
 )
 def test_bad_stores_are_refused_without_showing_a_password(store: str, words: str) -> None:
@@ -82,6 +89,19 @@ def _with(store: str, **keys: Any) -> dict[str, Any]:
     config = _config(store)
     config["HTTPSERVER"].update(keys)
     return config
+
+
+def test_a_cluster_store_takes_the_tls_files(tls_files: Any) -> None:
+    """SPEC 17.1: rediss+cluster:// takes the TLS keys of SPEC 15, as rediss:// does."""
+    config = load_config(
+        _with(
+            "rediss+cluster://h1:7000,h2:7000/0",
+            StateStoreCA=str(tls_files.ca),
+            StateStoreCert=str(tls_files.client_cert),
+            StateStoreKey=str(tls_files.client_key),
+        )
+    )
+    assert config.redis == RedisOptions(tls_files.ca, tls_files.client_cert, tls_files.client_key)
 
 
 def test_the_tls_files_and_the_password_are_read_at_load(
@@ -127,6 +147,10 @@ def test_bad_redis_keys_are_refused_naming_the_key(
          "the password is empty"),
         (_with("sqlite", StateStorePassword="Sup3rS3cret"), "StateStorePassword",
          "but the state store is sqlite"),
+        (_with("redis+cluster://h1:7000/0", StateStoreCA=str(tls_files.ca)), "StateStoreCA",
+         "StateStore is not a rediss:// or rediss+cluster://"),
+        (_with("rediss+cluster://h1:7000/0", StateStoreCert=str(tls_files.client_cert)),
+         "StateStoreKey", "is set without StateStoreKey"),
     ]  # fmt: skip
     for config, key, words in cases:
         with pytest.raises(ConfigError) as info:

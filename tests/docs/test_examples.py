@@ -12,7 +12,7 @@ to be found, so the guide cannot drift from what runs):
   --connect-to`` (see :mod:`tests.docs.shell`); in Python blocks ``127.0.0.1:8081`` is replaced
   by the real address;
 * placeholders: the ``$argon2id$...`` hashes of the Authorization page become real hashes of
-  the passwords the page uses (``lovelace``, ``hopper``); deploy.md's ``/srv/myservice`` is a
+  the passwords the page uses (``lovelace``, ``hopper``); deploy.md's ``/srv/fwrest`` is a
   temporary folder and its ``fwrest`` this virtual environment's;
 * certificates: the example's CA is made by ``examples/make_certs.py`` in a copy of examples/,
   others by trustme; commands run in a folder where the documented ``ca.pem`` exists.
@@ -27,10 +27,11 @@ Servers (real ``fwrest serve`` processes, real HTTP and TLS over loopback):
 * the "guide service": authorization.md's Basic validator and ``FwData`` line on one port, its
   oAuth2 ``FwData`` JSON and ``params()`` module on a TLS port, operations.md's ``NativeRoutes``
   on a third and its ``[APP_MONITOR]`` block, scraped as its Prometheus block says;
-* deploy.md's systemd unit: its ``ExecStart`` run in its ``WorkingDirectory``, stopped with its
-  ``KillSignal`` within its ``TimeoutStopSec``.
+* deploy.md's systemd unit (deploy/fwrest.service as it is): its ``ExecStart`` run in its
+  ``WorkingDirectory``, stopped with its ``KillSignal`` within its ``TimeoutStopSec``.
 
-deploy.md's host configuration and nginx block are run by ``tests/e2e/test_scale_out.py``,
+deploy.md's host configuration and nginx block are run by ``tests/e2e/test_scale_out.py``, its
+container and Kubernetes blocks checked against deploy/ by ``tests/deploy/test_guide.py``,
 troubleshooting.md by ``tests/docs/test_troubleshooting.py``.
 """
 
@@ -212,7 +213,19 @@ MAKE_PROMISES = {
         "examples/make_certs.py",
         "fwrest serve examples/service.ini",
     ],
-    "test": ["-m venv .venv", "pip install", "ruff check", "ruff format --check", "mypy", "pytest"],
+    "test": [
+        "-m venv .venv",
+        "pip install",
+        "ruff check",
+        "ruff format --check",
+        "mypy",
+        "tests.tools.mypyc_lint",
+        "FWREST_COMPILE=1 .venv/bin/python -m build --wheel",
+        "FWREST_TEST_BUILD=compiled",
+        ".venv-wheel/bin/pytest",
+        "FWREST_TEST_BUILD=pure",
+        ".venv/bin/pytest",
+    ],
 }
 
 
@@ -804,6 +817,9 @@ def test_monitor_and_prometheus_scrape(guide_service: Running) -> None:
 
 def test_systemd_unit_starts_and_stops_the_service(tmp_path: Path) -> None:
     block = example("deploy-systemd")
+    assert block.text == (ROOT / "deploy" / "fwrest.service").read_text(), (
+        f"{block.where}: the unit shown is deploy/fwrest.service"
+    )
     unit = configparser.ConfigParser(interpolation=None, strict=True)
     unit.optionxform = str  # type: ignore[assignment,method-assign]
     unit.read_string(block.text)
@@ -863,12 +879,15 @@ def test_systemd_unit_starts_and_stops_the_service(tmp_path: Path) -> None:
 def test_security_fault_suite_command_collects_every_fault_test() -> None:
     block = example("security-fault-suite")
     (command,) = [line for line in block.text.splitlines() if line.strip()]
+    # the command of the development set-up (.venv): not for the build this suite runs on
+    env = {k: v for k, v in os.environ.items() if k != "FWREST_TEST_BUILD"}
     done = subprocess.run(
         [*shlex.split(command), "--collect-only", "-q"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     page = (ROOT / "docs" / "security.md").read_text()

@@ -265,6 +265,32 @@ def cli_outcome(done: subprocess.CompletedProcess[str]) -> Outcome:
     return Outcome(ok, f"exit {done.returncode}: {text}")
 
 
+# `fwrest check` where the extra fwrest[otel] is not installed: its exporter's package is
+# hidden from the process (this environment has it, for the tracing tests)
+WITHOUT_OTEL = """
+import sys
+sys.modules["opentelemetry.exporter.otlp.proto.http"] = None
+from fwrest.cli import main
+sys.exit(main(["check", "service.ini"]))
+"""
+
+
+def tracing_without_the_extra(folder: Path, _certs: dict[str, Path]) -> Outcome:
+    sections = base(0)
+    sections["HTTPSERVER"]["Tracing"] = "otlp"
+    (folder / "app.py").write_text(APP)
+    (folder / "service.ini").write_text(config_text(sections, "ini"))
+    done = subprocess.run(
+        [*FWREST[:1], "-c", WITHOUT_OTEL],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    return cli_outcome(done)
+
+
 def missing_file(folder: Path, _certs: dict[str, Path]) -> Outcome:
     return cli_outcome(run_cli("check", str(folder / "service.ini"), cwd=folder))
 
@@ -687,8 +713,8 @@ PROVOKED: dict[str, Broken | Special] = {
         "json",
         setting("HTTPSERVER", "StateStore", "rediss://fw:s3c/ret@127.0.0.1:6380/0"),
     ),
-    "[HTTPSERVER] StateStoreCA: StateStoreCA is set, but StateStore is not a rediss:// (TLS) "
-    "URL": new(
+    "[HTTPSERVER] StateStoreCA: StateStoreCA is set, but StateStore is not a rediss:// or "
+    "rediss+cluster:// (TLS) URL": new(
         "StateStoreCA on redis://",
         "ini",
         both(
@@ -1067,6 +1093,11 @@ PROVOKED: dict[str, Broken | Special] = {
     "[HTTPSERVER] LogFormat: 'xml' is not a log format": new(
         "LogFormat xml", "ini", setting("HTTPSERVER", "LogFormat", "xml")
     ),
+    "[HTTPSERVER] Tracing: 'jaeger' is not a tracing exporter (allowed: otlp)": new(
+        "Tracing jaeger", "ini", setting("HTTPSERVER", "Tracing", "jaeger")
+    ),
+    "[HTTPSERVER] Tracing: Tracing=otlp needs the OpenTelemetry SDK and its OTLP exporter, "
+    "which are not installed (<module> is missing)": tracing_without_the_extra,
     "[<server>] SslCertificateKey: the private key <path> is encrypted (it asks for a pass "
     "phrase)": known("encrypted TLS key[json]"),
     "[<server>] SslCertificatePass: the pass phrase does not open the private key <path>": known(

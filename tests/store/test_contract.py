@@ -2,10 +2,11 @@
 stores"): each test runs on the memory store, a sqlite file under ``tmp_path`` and a real
 ``redis-server`` (started once for the module by ``tests/redis_support.py``, emptied before
 each test; without ``redis-server`` the Redis cases fail, never skip), with the same
-assertions; and Redis again in the forms of SPEC 15 whose client differs: over TLS
-(``rediss://``, a client certificate and a password: ``rediss``) and through Sentinel (a
+assertions; and Redis again in the forms of SPEC 15 and 17.1 whose client differs: over TLS
+(``rediss://``, a client certificate and a password: ``rediss``), through Sentinel (a
 primary, a replica and three sentinels: ``sentinel``; a spend there also waits for the
-replica). Every member of :class:`fwrest.store.StateStore` is exercised as its callers use
+replica) and on a Redis Cluster (three masters, three replicas: ``cluster``; hash tags keep
+what one operation touches on one slot, a spend waits for its master's replica). Every member of :class:`fwrest.store.StateStore` is exercised as its callers use
 it (``auth/oauth2/tokens.py``, ``auth/throttle.py``, ``server/settings.py``,
 ``server/worker.py``):
 
@@ -57,22 +58,23 @@ import trustme
 
 from fwrest.store import AUDIT_KEEP, RefreshRecord, StateStore, StoreError, open_store
 from fwrest.store.memory import MemoryStore
-from fwrest.store.redis import RedisStore
+from fwrest.store.redis import RedisClusterStore, RedisStore
 from fwrest.store.redis_target import RedisOptions
 from fwrest.store.sqlite import SqliteStore
-from tests.redis_support import RedisServer, SentinelGroup, free_port, redis_tls
+from tests.redis_support import RedisCluster, RedisServer, SentinelGroup, free_port, redis_tls
 
 T = TypeVar("T")
 
-KINDS = ["memory", "sqlite", "redis", "rediss", "sentinel"]
+KINDS = ["memory", "sqlite", "redis", "rediss", "sentinel", "cluster"]
 IMPLEMENTATIONS: dict[str, type[StateStore]] = {
     "memory": MemoryStore,
     "sqlite": SqliteStore,
     "redis": RedisStore,
     "rediss": RedisStore,
     "sentinel": RedisStore,
+    "cluster": RedisClusterStore,
 }
-REDIS_FORMS = ("redis", "rediss", "sentinel")
+REDIS_FORMS = ("redis", "rediss", "sentinel", "cluster")
 TLS_PASSWORD = "Contract-Pw/1+a b"
 WINDOW_S = 0.4  # short failure windows, lock-outs and revocations that end within the test
 PAST_S = WINDOW_S + 0.1  # a wait that outlasts them
@@ -167,6 +169,16 @@ def sentinels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelGrou
         group.stop()
 
 
+@pytest.fixture(scope="module")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """Three masters and three replicas."""
+    cluster = RedisCluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
 @pytest.fixture(params=KINDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     spec = request.param
@@ -178,6 +190,10 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         server, options = request.getfixturevalue("tls_redis")
     elif spec == "sentinel":
         server = request.getfixturevalue("sentinels").primary
+    elif spec == "cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        spec = cluster.url
     if server is not None:
         client = server.client()
         try:
@@ -319,9 +335,11 @@ def test_a_record_an_earlier_fwrest_stored_has_the_scope_default(
         db.close()
         store = backend.open()
     elif backend.kind in REDIS_FORMS:
-        raw = RedisStore(backend.spec, backend.options)._r
+        cluster = backend.kind == "cluster"
+        opened = (RedisClusterStore if cluster else RedisStore)(backend.spec, backend.options)
+        raw = opened._r.made() if cluster else opened._r
         raw.hset(
-            "fwrest:rt:h-old",
+            opened._keys.rt("h-old"),  # the cluster's name is its own (KeyLayout)
             mapping={
                 "family": "fam",
                 "client_id": "web",
@@ -971,6 +989,7 @@ def test_ping_answers_then_a_store_out_of_reach_raises_store_error(
             "redis": f"redis://127.0.0.1:{free_port()}/0",
             "rediss": f"rediss://127.0.0.1:{free_port()}/0",
             "sentinel": f"redis+sentinel://127.0.0.1:{free_port()}/fwmain/0",
+            "cluster": f"redis+cluster://127.0.0.1:{free_port()}/0",
         }
         down = open_store(nowhere[backend.kind], tmp_path, backend.options)
         try:

@@ -30,11 +30,13 @@ MEMORY = (
 )
 
 
-def _split(key: str) -> tuple[str, str, str]:
-    """``(port, "user"|"ip", subject)`` of a throttle key."""
+def _split(key: str, names: dict[str, str]) -> tuple[str, str, str]:
+    """``(port, "user"|"ip", subject)`` of a throttle key; the port as the config spells its
+    server section (``names``: folded name -> name), as the service's own events name it,
+    else as the key has it (folded)."""
     port, _, rest = key.partition("|")
     kind, _, subject = rest.partition(":")
-    return port, kind, log.escape(subject)  # a user name as a client sent it
+    return names.get(port, port), kind, log.escape(subject)  # a user name as a client sent it
 
 
 def run(config_path: str, action: str, name: str | None) -> int:
@@ -49,12 +51,14 @@ def run(config_path: str, action: str, name: str | None) -> int:
     if action == "clear" and name is not None and not name:
         print("fwrest: error: lockouts clear needs a user name or an address", file=sys.stderr)
         return 2
+    # the keys hold a port's name folded (port_keys); the events of the service hold the name
+    names = {port_keys(s.name)[0].partition("|")[0]: s.name for s in config.servers}
     try:
         store = open_store(config.state_store, config.data_path, config.redis)
         try:
             locks = store.locks()
             if action == "list":
-                _print(store, locks)
+                _print(store, locks, names)
                 return 0
             if name is None:
                 chosen = list(locks)
@@ -62,7 +66,7 @@ def run(config_path: str, action: str, name: str | None) -> int:
                 chosen = _keys_of(name, [s.name for s in config.servers], locks)
             for key in chosen:
                 store.lift_lock(key)
-            lifted = sorted(_split(k) for k in locks if k in chosen)
+            lifted = sorted(_split(k, names) for k in locks if k in chosen)
             audit = AuditLog(store)
             kept = True
             for port, kind, subject in lifted:
@@ -81,7 +85,7 @@ def run(config_path: str, action: str, name: str | None) -> int:
         print("fwrest lockouts: no lock-out in force" + (f" for {name!r}" if name else ""))
     # an address the user may be failing from, locked by others' failures too: say so
     ports = {port for port, kind, _ in lifted if kind == "user"}
-    for port, kind, subject in sorted(_split(k) for k in locks if k not in chosen):
+    for port, kind, subject in sorted(_split(k, names) for k in locks if k not in chosen):
         if kind == "ip" and port in ports:
             print(f"fwrest lockouts: still in force: [{port}] {kind} {subject}")
     if not kept:
@@ -109,14 +113,14 @@ def _keys_of(name: str, ports: list[str], locks: dict[str, float]) -> list[str]:
     return chosen
 
 
-def _print(store: FailureStore, locks: dict[str, float]) -> None:
+def _print(store: FailureStore, locks: dict[str, float], names: dict[str, str]) -> None:
     if not locks:
         print("no lock-out in force")
         return
     now = time.time()
     rows = [("PORT", "KIND", "SUBJECT", "FAILURES", "UNTIL (UTC)", "LEFT")]
     for key, until in sorted(locks.items()):
-        port, kind, subject = _split(key)
+        port, kind, subject = _split(key, names)
         ends = datetime.fromtimestamp(until, UTC).strftime("%Y-%m-%d %H:%M:%S")
         count = store.failures(key, WINDOW_S)[0]
         rows.append((port, kind, subject, str(count), ends, f"{max(until - now, 0):.0f} s"))

@@ -8,7 +8,11 @@ object; the other keys and entries, and their order, stay as they are), checked 
 to disk, renamed over the original (the running service's ``ParamsSource.read_file`` sees a new
 file and reads it at the next token request). A crash before the rename leaves the original
 whole; a bad argument or a file that cannot be used leaves it byte for byte as it was.
-Passwords are stored as argon2id hashes; client secrets as the token route compares them.
+Passwords and client secrets are stored as argon2id hashes (a new secret is printed once).
+A new name must not fold (case-folded, NFKC-normalised, as the throttle counts names) to a
+user's or a client's already in the file: the token route tells users from clients, but one
+account under two spellings would share a throttle key, and a reader of the audit trail would
+not tell ``admin`` the user from ``admin`` the client.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fwrest.auth.oauth2.params import ParamsError, normalise
+from fwrest.auth.oauth2.params import CLIENT_PREFIX, ParamsError, normalise
 from fwrest.auth.oauth2.passwords import hash_password, signature
+from fwrest.auth.throttle import user_key
 
 __all__ = ["CLIENTS", "USERS", "AdminError", "Kind", "params_file", "run"]
 
@@ -85,6 +90,11 @@ def check_name(name: str, kind: Kind) -> None:
         raise AdminError(f"{what} must not hold control characters: {name!r}")
     if name != name.strip():
         raise AdminError(f"{what} must not start or end with a space: {name!r}")
+    if kind is USERS and user_key(name).startswith(CLIENT_PREFIX):
+        raise AdminError(
+            f"a user name must not begin with {CLIENT_PREFIX!r}: the service names a client's "
+            f"own tokens so (rest.getAuthUser(), onAdmin): {name!r}"
+        )
 
 
 def _key(obj: dict[str, Any], name: str) -> str | None:
@@ -131,8 +141,25 @@ def _present(data: dict[str, Any], kind: Kind, name: str, wanted: bool) -> None:
         raise AdminError(f"the {kind.noun} {name!r} is {there} in the file; nothing changed")
 
 
+def _clash(data: dict[str, Any], kind: Kind, name: str) -> None:
+    """Refuse an ``add`` of a name that folds to a user's or a client's in the file."""
+    key = user_key(name)
+    for other in (USERS, CLIENTS):
+        for entry in _entries(data, other):
+            known = _ident(entry, other)
+            if other is kind and known == name:
+                continue  # the same entry: _present says so
+            if isinstance(known, str) and user_key(known) == key:
+                raise AdminError(
+                    f"the {kind.noun} {name!r} would be the {other.noun} {known!r} already in "
+                    "the file (names are compared case-folded and NFKC-normalised); nothing "
+                    "changed"
+                )
+
+
 def _add(data: dict[str, Any], kind: Kind, name: str, secret: str) -> None:
     _present(data, kind, name, False)
+    _clash(data, kind, name)
     entry = {kind.ident: name, kind.secret: secret}
     array, items = _array(data, kind)
     if array is None:
@@ -249,6 +276,13 @@ def edit(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
             return
 
 
+def _form(secret: str) -> str:
+    """How a password or client secret is kept: ``plain text``, ``argon2id``, ``bcrypt``."""
+    kind, *cost = signature(secret).split(":")
+    form = {"plain": "plain text", "bcrypt": "bcrypt"}.get(kind, "argon2")
+    return form + (cost[0].lower() if kind == "argon2" and cost else "")
+
+
 def _listing(path: Path, kind: Kind) -> list[str]:
     params = _load(Path(path).read_bytes(), path)
     allowed = normalise(params)
@@ -259,13 +293,8 @@ def _listing(path: Path, kind: Kind) -> list[str]:
     for name, secret in entries:
         first.setdefault(name, secret)  # the first entry of a name decides, as at the route
     for name, secret in first.items():
-        if kind is USERS:
-            # the kind of password, never the password or its hash: argon2id, bcrypt, ...
-            kind_, *cost = signature(secret).split(":")
-            form = {"plain": "plain text", "bcrypt": "bcrypt"}.get(kind_, "argon2")
-            form += cost[0].lower() if kind_ == "argon2" and cost else ""
-        else:
-            form = "set" if secret else "none"
+        # the kind of password or secret, never the value or its hash: argon2id, bcrypt, ...
+        form = _form(secret) if secret or kind is USERS else "none"
         rows.append((name, form, " ".join(scopes.get(name, ("default",)))))
     head = ("USER", "PASSWORD", "SCOPES") if kind is USERS else ("CLIENT", "SECRET", "SCOPES")
     width = [max(len(r[i]) for r in [head, *rows]) for i in range(2)]
@@ -283,19 +312,24 @@ def run(kind: Kind, config: str, action: str, name: str | None, server: str | No
         assert name is not None
         check_name(name, kind)
         # before a password is asked for; checked again under the file's lock
-        _present(_load(path.read_bytes(), path), kind, name, action != "add")
-        secret = ""
+        current = _load(path.read_bytes(), path)
+        _present(current, kind, name, action != "add")
+        if action == "add":
+            _clash(current, kind, name)
+        secret = stored = ""
         if action in ("add", "passwd", "rotate-secret"):
             if kind is USERS:
-                secret = hash_password(_password(password_stdin))
+                stored = hash_password(_password(password_stdin))
             else:
+                # printed once below; the file keeps its argon2id hash, as for passwords
                 secret = secrets.token_urlsafe(32)
+                stored = hash_password(secret)
         if action == "add":
-            edit(path, lambda data: _add(data, kind, name, secret))
+            edit(path, lambda data: _add(data, kind, name, stored))
         elif action == "remove":
             edit(path, lambda data: _remove(data, kind, name))
         else:
-            edit(path, lambda data: _set_secret(data, kind, name, secret))
+            edit(path, lambda data: _set_secret(data, kind, name, stored))
     except AdminError as exc:
         print(f"fwrest: error: {exc}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ functions are resolved later, against the imported repository."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from fwrest.config.model import (
     Tunables,
 )
 from fwrest.config.probes import probe_writable
-from fwrest.config.reading import parse_json_text, read_source
+from fwrest.config.reading import RawConfig, RawSection, parse_json_text, read_source
 from fwrest.config.risky import risky_settings
 from fwrest.config.sections import (
     allowed_hosts,
@@ -196,6 +197,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
             "LogFormat",
             "write LogFormat=text (the default) or LogFormat=json.",
         )
+    tracing = tracing_config(raw, http, top["tracing"])
     # what a start writes: found out here, so that `fwrest check` says so and no worker dies
     if top["log_file"] is not None:
         why = probe_writable(top["log_file"], directory=False)
@@ -229,11 +231,46 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         data_path=top["data_path"],
         log_file=top["log_file"],
         log_format=log_format,
+        tracing=tracing,
         signing_key_file=top["signing_key_file"],
         graceful_timeout_ms=top["graceful_timeout_ms"],
         worker_timeout_ms=top["worker_timeout_ms"],
         warnings=tuple(risky_settings(servers, monitor, tunables)),
     )
+
+
+TRACING = ("otlp",)  # the values of [HTTPSERVER] Tracing (SPEC 17.4); unset: off
+# what Tracing=otlp imports (the extra fwrest[otel])
+_OTEL_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http")
+
+
+def tracing_config(raw: RawConfig, http: RawSection, value: str | None) -> str | None:
+    """``[HTTPSERVER] Tracing``: None (off) or ``otlp``, whose packages must be installed (so
+    that ``fwrest check`` says so, and no worker dies of it). Looked up, not imported."""
+    if value is None or not value.strip():
+        return None
+    tracing = value.strip().lower()
+    if tracing not in TRACING:
+        raise raw.error(
+            f"{value!r} is not a tracing exporter (allowed: {', '.join(TRACING)}).",
+            http.name,
+            "Tracing",
+            "write Tracing=otlp, or leave Tracing out (no tracing).",
+        )
+    for module in _OTEL_MODULES:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:
+            found = False
+        if not found:
+            raise raw.error(
+                f"Tracing=otlp needs the OpenTelemetry SDK and its OTLP exporter, which are "
+                f"not installed ({module} is missing).",
+                http.name,
+                "Tracing",
+                "pip install fwrest[otel], or leave Tracing out.",
+            )
+    return tracing
 
 
 def read_general(path: Path) -> dict[str, int]:

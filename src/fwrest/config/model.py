@@ -175,6 +175,7 @@ class ServiceConfig:
     data_path: Path = Path(default_str("HTTPSERVER", "data_path"))
     log_file: Path | None = None
     log_format: str = default_str("HTTPSERVER", "log_format")  # text or json (SPEC 13.4)
+    tracing: str | None = None  # "otlp": spans exported with OpenTelemetry (SPEC 17.4)
     signing_key_file: Path | None = None
     graceful_timeout_ms: int = default_int("HTTPSERVER", "graceful_timeout_ms")
     worker_timeout_ms: int = default_int("HTTPSERVER", "worker_timeout_ms")

@@ -260,8 +260,9 @@ KEYS: tuple[Key, ...] = (
         "sqlite",
         doc="sqlite (a file under DataPath), memory, or a Redis URL: redis://host:port/db, "
         "rediss://host:port/db (TLS), unix:///path/redis.sock?db=N, or "
-        "redis+sentinel://h1:26379,h2:26379/PRIMARY/db (Sentinel); a password in the URL is "
-        "never shown",
+        "redis+sentinel://h1:26379,h2:26379/PRIMARY/db (Sentinel), or "
+        "redis+cluster://h1:6379,h2:6379/db (a Redis or Valkey cluster; rediss+cluster:// with "
+        "TLS; db is a key prefix); a password in the URL is never shown",
     ),
     Key(
         "HTTPSERVER",
@@ -269,7 +270,7 @@ KEYS: tuple[Key, ...] = (
         "state_store_ca",
         "path",
         None,
-        doc="with StateStore=rediss://: PEM file of the CA certificates that Redis's "
+        doc="with StateStore=rediss:// (or rediss+cluster://): PEM file of the CA certificates that Redis's "
         "certificate must chain to (default: the system's)",
     ),
     Key(
@@ -278,7 +279,7 @@ KEYS: tuple[Key, ...] = (
         "state_store_cert",
         "path",
         None,
-        doc="with StateStore=rediss://: the client certificate (PEM) shown to a Redis that "
+        doc="with StateStore=rediss:// (or rediss+cluster://): the client certificate (PEM) shown to a Redis that "
         "asks for one (tls-auth-clients); needs StateStoreKey",
     ),
     Key(
@@ -322,6 +323,15 @@ KEYS: tuple[Key, ...] = (
         "str",
         "text",
         doc="text (one line per event) or json (one JSON object per line: SPEC 13.4)",
+    ),
+    Key(
+        "HTTPSERVER",
+        "Tracing",
+        "tracing",
+        "str",
+        None,
+        doc="otlp: a span per request, exported with the OpenTelemetry SDK to "
+        "OTEL_EXPORTER_OTLP_ENDPOINT (SPEC 17.4; needs pip install fwrest[otel]); unset: off",
     ),
     Key(
         "HTTPSERVER",

@@ -18,9 +18,11 @@ from urllib.parse import urlsplit
 from fwrest.config.reading import RawConfig, RawSection
 from fwrest.config.tls_check import Secret, read_secret
 from fwrest.store.redis_target import (
+    CLUSTER_SCHEMES,
     REDIS_SCHEMES,
     SENTINEL_SCHEME,
     RedisOptions,
+    parse_cluster_url,
     parse_sentinel_url,
     shown_url,
     split_userinfo,
@@ -29,8 +31,9 @@ from fwrest.store.redis_target import (
 __all__ = ["state_store_config"]
 
 URL_FORMS = (
-    "redis://host:port/db, rediss://host:port/db (TLS), unix:///path/redis.sock?db=N or "
-    "redis+sentinel://h1:26379,h2:26379/PRIMARY/db"
+    "redis://host:port/db, rediss://host:port/db (TLS), unix:///path/redis.sock?db=N, "
+    "redis+sentinel://h1:26379,h2:26379/PRIMARY/db or redis+cluster://h1:6379,h2:6379/db "
+    "(rediss+cluster:// with TLS)"
 )
 _TLS_KEYS = (("ca", "StateStoreCA"), ("cert", "StateStoreCert"), ("key", "StateStoreKey"))
 _PASSWORD = Secret(
@@ -61,11 +64,11 @@ def state_store_config(
         )
     else:
         _check_redis_url(raw, http.name, store)
-    tls = store.lower().startswith("rediss://")
+    tls = store.lower().startswith(("rediss://", "rediss+cluster://"))
     for attr, key in _TLS_KEYS:
         if top[f"state_store_{attr}"] is not None and not tls:
             raise raw.error(
-                f"{key} is set, but StateStore is not a rediss:// (TLS) URL.",
+                f"{key} is set, but StateStore is not a rediss:// or rediss+cluster:// (TLS) URL.",
                 http.name,
                 key,
                 f"write StateStore=rediss://host:port/db for TLS to Redis, or leave {key} out.",
@@ -109,6 +112,8 @@ def _check_redis_url(raw: RawConfig, section: str, url: str) -> None:
     try:
         if url.lower().startswith(SENTINEL_SCHEME):
             parse_sentinel_url(url)
+        elif url.lower().startswith(CLUSTER_SCHEMES):
+            parse_cluster_url(url)
         elif parts.scheme.lower() == "unix":
             parse_url(url)  # type: ignore[no-untyped-call]  # redis-py has no hints here
             if not parts.path.strip("/"):
@@ -133,7 +138,7 @@ def _check_redis_url(raw: RawConfig, section: str, url: str) -> None:
 
 def _shown(url: str) -> str:
     """The URL without its user, password, path and query (what a message may show)."""
-    if url.lower().startswith(("unix://", SENTINEL_SCHEME)):
+    if url.lower().startswith(("unix://", SENTINEL_SCHEME, *CLUSTER_SCHEMES)):
         return shown_url(url).partition("?")[0]
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.hostname or ''}" + (

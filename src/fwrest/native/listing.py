@@ -17,7 +17,7 @@ _OPEN_NAMES = frozenset(path.removeprefix("/fw/") for path in OPEN_OAUTH2_ROUTES
 _PARAM = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def _is_public(port: Any, full_path: str, rel: str, name: str | None) -> bool:
+def _is_public(port: Any, prefix: str, rel: str, name: str | None) -> bool:
     options: NativeOptions = port.native
     # the token, revocation, introspection and discovery routes are never behind the scheme
     # (SPEC 4.2, 12.2, 12.3)
@@ -29,8 +29,8 @@ def _is_public(port: Any, full_path: str, rel: str, name: str | None) -> bool:
     if settings.scheme == "oAuth2" and settings.nocheck:
         from fwrest.auth.oauth2 import NoCheckPaths
 
-        nocheck = NoCheckPaths(settings.nocheck)
-        return nocheck.matches(rel) or nocheck.matches(full_path)
+        nocheck = NoCheckPaths(settings.nocheck, (loc.prefix for loc in port.locations))
+        return nocheck.matches(rel, prefix)
     return False
 
 
@@ -64,7 +64,7 @@ def service_listing(port: Any) -> list[dict[str, Any]]:
                     "doc": "false",
                     "source": ep.source,
                     "paths": [full],
-                    "public": _is_public(port, full, pattern, name),
+                    "public": _is_public(port, loc.prefix, pattern, name),
                     "methods": [],
                 }
             shown: dict[str, Any] = {
@@ -104,7 +104,7 @@ def service_listing(port: Any) -> list[dict[str, Any]]:
                     "doc": "false",
                     "source": "static",
                     "paths": [full],
-                    "public": _is_public(port, full, "/*", None),
+                    "public": _is_public(port, loc.prefix, "/*", None),
                     "methods": [
                         {"method": m, "description": "static files", "function": ""}
                         for m in ("GET", "HEAD")

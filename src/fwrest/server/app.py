@@ -80,6 +80,7 @@ __all__ = [
     "PortApp",
     "Request",
     "Scoped",
+    "Traced",
     "bounder",
     "error_reply",
     "trace_text",
@@ -103,6 +104,9 @@ Outgoing = Callable[[Request, RequestContext, Reply], Reply]
 
 Scoped = Callable[[tuple[str, ...], Invoke], Invoke]
 """The stage of the routes that require scopes (SPEC 12.4): their call behind the check."""
+
+Traced = Callable[[Handler, Invoke], Invoke]
+"""A route's call in its span (SPEC 17.4, ``Tracing``: ``server/tracing.py``)."""
 
 _READS = ("GET", "HEAD")  # the methods static files answer
 _PATH_CACHE_SIZE = 4096  # distinct request paths remembered per port and worker
@@ -264,6 +268,8 @@ class PortApp:
         scoped: on an oAuth2 port, the stage composed into the call of each route that
             requires scopes (after the route match, before the call and its hooks); None
             elsewhere, and routes without scopes never meet it.
+        traced: with ``Tracing`` on, what puts each route's call (its scope check
+            included) in its span; None otherwise, and the calls are bare.
     """
 
     def __init__(
@@ -281,6 +287,7 @@ class PortApp:
         files: Mapping[str, StaticFiles] | None = None,
         hooks: Mapping[str, PoolHooks] | None = None,
         scoped: Scoped | None = None,
+        traced: Traced | None = None,
     ) -> None:
         self.plan = plan
         self.name = plan.config.name
@@ -342,6 +349,9 @@ class PortApp:
                 if scoped is not None and scopes:
                     handler.invoke = scoped(scopes, handler.invoke)
                     handler.invokes = {n: scoped(scopes, i) for n, i in handler.invokes.items()}
+                if traced is not None:
+                    handler.invoke = traced(handler, handler.invoke)
+                    handler.invokes = {n: traced(handler, i) for n, i in handler.invokes.items()}
             found = files.get(loc.prefix) if files else None
             stages = outgoing.get(loc.prefix, ()) if outgoing else ()
             own = admitted + (limits.get(loc.prefix, ()) if limits else ())

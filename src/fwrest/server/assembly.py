@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
@@ -33,6 +34,10 @@ from fwrest.server.select import Selector
 from fwrest.store.audit import AuditLog
 from fwrest.store.base import RateStore
 from fwrest.store.calls import StoreClient
+from fwrest.wire import PortHandler
+
+if TYPE_CHECKING:  # (imported by a worker that traces: SPEC 17.4)
+    from fwrest.server.tracing import Tracing
 
 KEYSET_READ_DEADLINE_S = 1.4  # a poll of the key set in the store (every 0.5 s)
 
@@ -53,6 +58,8 @@ class Assembly:
 
     pools: dict[str, ThreadPool] = field(default_factory=dict)
     apps: list[PortApp] = field(default_factory=list)
+    # what the engine serves for each app: the app, or its TracedPort (SPEC 17.4)
+    handlers: list[PortHandler] = field(default_factory=list)
     services: list[TokenService] = field(default_factory=list)
     throttles: list[Throttle] = field(default_factory=list)
     # how everything here calls the store (the worker's; closed by the worker)
@@ -189,8 +196,10 @@ class _Builder:
         service: ServiceView,
         lock_board: LockBoard | None,
         region: int,
+        tracing: Tracing | None = None,
     ) -> None:
         self.plan = plan
+        self.tracing = tracing
         self.loop = loop
         self.service = service
         self.lock_board = lock_board
@@ -232,13 +241,16 @@ class _Builder:
             tokens = self.token_service(port, settings, pool)
             guard = BearerGuard(
                 tokens,
-                NoCheckPaths(settings.nocheck),
+                NoCheckPaths(settings.nocheck, (loc.prefix for loc in port.locations)),
                 _locator(port),
                 settings.on_auth,
                 settings.on_auth_name,
                 pool,
             )
             scoped = requiring  # the routes' scopes are checked on oAuth2 ports only
+        tracing = self.tracing
+        if tracing is not None and guard is not None and settings is not None:
+            guard = tracing.guard(guard, settings.scheme)
         limits = rate_limits(port, self.plan.store, self.built.client)
         early, outgoing = location_stages(port, limits)
         if tokens is not None and "oauth2/metadata" not in port.native.disable:
@@ -259,6 +271,7 @@ class _Builder:
             files=static_files(port),
             hooks=self.plan.hooks,
             scoped=scoped,
+            traced=tracing.call if tracing is not None else None,
         )
 
     def token_service(
@@ -316,6 +329,7 @@ def assemble(
     region: int = 0,
     client: StoreClient | None = None,
     audit: AuditLog | None = None,
+    tracing: Tracing | None = None,
 ) -> Assembly:
     """Every port's pipeline for one worker (on its running loop).
 
@@ -327,13 +341,16 @@ def assemble(
         region: this worker's slot on the lock board.
         client: how the throttles and token services call the store (one per worker).
         audit: the worker's audit trail.
+        tracing: the worker's tracing (SPEC 17.4: ``Tracing`` set), else None.
     """
-    builder = _Builder(plan, loop, service, lock_board, region)
+    builder = _Builder(plan, loop, service, lock_board, region, tracing)
     builder.built.client = client
     builder.built.audit = audit
     builder.pools()
     for port in plan.ports:
-        builder.built.apps.append(builder.port_app(port))
+        app = builder.port_app(port)
+        builder.built.apps.append(app)
+        builder.built.handlers.append(tracing.port(app) if tracing is not None else app)
     return builder.built
 
 

@@ -14,7 +14,7 @@ from fwrest.auth.oauth2.keys import key_set_source, load_key_set
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, KeyEntry, KeySource
 from fwrest.auth.oauth2.route import OAUTH2_ROUTES
 from fwrest.auth.oauth2.scopes import scope_warnings
-from fwrest.auth.oauth2.warnings import oauth2_warnings
+from fwrest.auth.oauth2.warnings import nocheck_warnings, oauth2_warnings
 from fwrest.config.model import LocationConfig, ServerConfig, ServiceConfig
 from fwrest.context.request import NO_AUTH, AuthInfo
 from fwrest.context.views import UsageKey
@@ -245,6 +245,15 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             auth = AuthInfo(settings.scheme, settings.on_auth_name)
             warnings += settings.warnings
             warnings += oauth2_warnings(settings, server.name)
+            if settings.scheme == "oAuth2" and settings.nocheck:
+                served = [
+                    (
+                        loc.prefix,
+                        [(ep.method, ep.path) for ep in loc.endpoints if ep.source != "native"],
+                    )
+                    for loc in locations
+                ]
+                warnings += nocheck_warnings(server.name, settings.nocheck, served)
             warnings += _issuer_warnings(settings, server, shared_store(config.state_store))
         public = frozenset(
             loc.full_path(route.path)
@@ -304,7 +313,8 @@ _PROBE_FIXES = {
     "StateStorePassword=env:NAME; the password itself is never shown.",
     "StateStore": "check the URL: a rediss:// URL names Redis's tls-port, a redis:// URL its "
     "plain port, a unix:// URL its unixsocket, a redis+sentinel:// URL the name the sentinels "
-    "monitor; a password in it is the URL's ACL user's (it is never shown).",
+    "monitor, a redis+cluster:// URL nodes of a cluster (cluster-enabled yes); a password in "
+    "it is the URL's ACL user's (it is never shown).",
 }
 
 
@@ -320,9 +330,13 @@ def probe_store(config: ServiceConfig) -> str | None:
     """
     if config.state_store in ("sqlite", "memory"):
         return None
-    from fwrest.store.redis import RedisStore
+    from fwrest.store.redis import RedisClusterStore, RedisStore
+    from fwrest.store.redis_target import CLUSTER_SCHEMES
 
-    store = RedisStore(config.state_store, config.redis, retries=0)
+    cluster = config.state_store.lower().startswith(CLUSTER_SCHEMES)
+    store = (RedisClusterStore if cluster else RedisStore)(
+        config.state_store, config.redis, retries=0
+    )
     try:
         found = store.probe()
     finally:

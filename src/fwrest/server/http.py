@@ -987,34 +987,43 @@ class HttpProtocol(asyncio.Protocol):
         transport.write(encode_reply(reply, keep, chunked))
         complete = False
         self._flow.streaming = True
+        # what the `finally` of a try would do, done after it: the stream is closed (awaited)
+        # whatever happened, then a cancellation travels on. Compiled (mypyc), an exception
+        # leaving a `finally` that awaits stays the thread's current exception, and the next
+        # such `finally` to end raises it again (docs/decisions.md, "The compiled build")
+        travels: BaseException | None = None
         try:
-            async for piece in stream:
-                if transport.is_closing():
-                    break
-                if not piece:
-                    continue
-                if chunked:
-                    transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
-                else:
-                    transport.write(piece)
-                if self._flow.paused:
-                    self._flow.drain = self._loop.create_future()
-                    await self._flow.drain
-                    self._flow.drain = None
-            else:
-                complete = True
-        except BaseException as exc:  # the stream's own error: the answer is cut short
-            if not isinstance(exc, asyncio.CancelledError) or self._transport is not None:
-                if is_cancellation(exc):
-                    raise
-                log.app_log.error("a streamed answer failed: %s", log.escape(repr(exc)))
-        finally:
-            self._flow.streaming = False
-            self._flow.drain = None
             try:
-                await close_stream(stream)
-            except Exception as exc:  # the application's cleanup
-                log.app_log.error("closing a streamed answer failed: %r", exc)
+                async for piece in stream:
+                    if transport.is_closing():
+                        break
+                    if not piece:
+                        continue
+                    if chunked:
+                        transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
+                    else:
+                        transport.write(piece)
+                    if self._flow.paused:
+                        self._flow.drain = self._loop.create_future()
+                        await self._flow.drain
+                        self._flow.drain = None
+                else:
+                    complete = True
+            except BaseException as exc:  # the stream's own error: the answer is cut short
+                if not isinstance(exc, asyncio.CancelledError) or self._transport is not None:
+                    if is_cancellation(exc):
+                        raise
+                    log.app_log.error("a streamed answer failed: %s", log.escape(repr(exc)))
+        except BaseException as exc:
+            travels = exc
+        self._flow.streaming = False
+        self._flow.drain = None
+        try:
+            await close_stream(stream)
+        except Exception as exc:  # the application's cleanup
+            log.app_log.error("closing a streamed answer failed: %r", exc)
+        if travels is not None:
+            raise travels
         if not complete or transport.is_closing():
             return _CLOSE  # the client cannot tell a cut stream from a whole one otherwise
         if chunked:

@@ -62,7 +62,7 @@ class StoreCheck:
         self._task: asyncio.Task[None] | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        if not self.client.inline:
+        if not self.client.store.in_process:  # (not client.inline: a traced client's is False)
             self._task = loop.create_task(self._run())
 
     def stop(self) -> None:
@@ -100,7 +100,7 @@ class StoreCheck:
 
     def state(self) -> dict[str, Any]:
         """The check as ``ready`` reports it (``status`` UP or DOWN)."""
-        if self.client.inline:
+        if self.client.store.in_process:
             return {"status": "UP", "kind": self.kind}
         if self.ok is None:
             return {"status": "DOWN", "kind": self.kind, "error": self.error}

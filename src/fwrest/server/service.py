@@ -212,6 +212,7 @@ def _setup_logging(config: ServiceConfig, *, own_process: bool) -> None:
             config.log_file,
             own_process=own_process,
             log_format=config.log_format,
+            tracing=config.tracing is not None,
         )
     except OSError as exc:
         raise ConfigError(

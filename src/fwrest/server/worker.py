@@ -14,7 +14,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fwrest import log
 from fwrest.config.model import ServerConfig
@@ -34,6 +34,10 @@ from fwrest.server.usage_sync import UsageSync
 from fwrest.store import StateStore, StoreError
 from fwrest.store.audit import AuditLog
 from fwrest.store.calls import StoreClient
+from fwrest.wire import PortHandler
+
+if TYPE_CHECKING:
+    from fwrest.server.tracing import Tracing
 
 __all__ = ["Worker", "new_loop"]
 
@@ -88,8 +92,20 @@ class Worker:
         self._close_idle = True  # False: a reload's drain (request_stop(reload=True))
         self.exit_code = 0
         self.started = started if started is not None else time.time()
+        # SPEC 17.4: Tracing set: its module (and OpenTelemetry) imported here, in the worker
+        self.tracing: Tracing | None = None
+        if plan.config.tracing is not None:
+            from fwrest.server.tracing import Tracing
+
+            self.tracing = Tracing()
         # how this worker calls the state store: its own threads, one deadline policy
-        self.store_client = StoreClient(plan.store) if plan.store is not None else None
+        self.store_client: StoreClient | None = None
+        if plan.store is not None:
+            self.store_client = (
+                self.tracing.store_client(plan.store)
+                if self.tracing is not None
+                else StoreClient(plan.store)
+            )
         # SPEC 13.5: events kept through the same client, off the request's way
         self._audit = AuditLog(plan.store, self.store_client)
         self._settings = SettingsManager(
@@ -229,6 +245,7 @@ class Worker:
             region=self.index,
             client=self.store_client,
             audit=self._audit,
+            tracing=self.tracing,
         )
         self._settings.start()
         self.usage.start()
@@ -256,13 +273,15 @@ class Worker:
         await self._audit.drain()
         if self.store_client is not None:
             self.store_client.close()
+        if self.tracing is not None:
+            self.tracing.flush()  # the last spans, before the process goes
 
     async def run(self, on_ready: Callable[[], None] | None = None) -> int:
         loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         await self.open()
         ports = zip(self.plan.ports, self.sockets[: len(self.plan.ports)], strict=True)
-        for app, (port, sock) in zip(self.apps, ports, strict=True):
+        for app, (port, sock) in zip(self.built.handlers, ports, strict=True):
             cfg = port.config
             factory = self._factory(app, cfg, loop)
             context = cfg.ssl_context()
@@ -290,7 +309,7 @@ class Worker:
         return self.exit_code
 
     def _factory(
-        self, app: PortApp, cfg: ServerConfig, loop: asyncio.AbstractEventLoop
+        self, app: PortHandler, cfg: ServerConfig, loop: asyncio.AbstractEventLoop
     ) -> Callable[[], HttpProtocol]:
         return lambda: HttpProtocol(app, cfg, self.conns, loop)
 

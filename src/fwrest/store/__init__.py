@@ -45,7 +45,8 @@ def open_store(
     spec: str, data_path: Path, redis: RedisOptions | None = None, *, retries: int = 2
 ) -> StateStore:
     """The store named by ``[HTTPSERVER] StateStore``: ``sqlite``, ``memory``, or a Redis URL
-    (``redis://``, ``rediss://``, ``unix://``, ``redis+sentinel://``) with ``redis``'s TLS
+    (``redis://``, ``rediss://``, ``unix://``, ``redis+sentinel://``, ``redis+cluster://``,
+    ``rediss+cluster://``) with ``redis``'s TLS
     files and password; ``retries``: a Redis connection error's (0 for one look)."""
     if spec == "memory":
         from fwrest.store.memory import MemoryStore
@@ -55,6 +56,9 @@ def open_store(
         from fwrest.store.sqlite import SqliteStore
 
         return SqliteStore(data_path / "state.sqlite3")
-    from fwrest.store.redis import RedisStore
+    from fwrest.store.redis import RedisClusterStore, RedisStore
+    from fwrest.store.redis_target import CLUSTER_SCHEMES
 
+    if spec.lower().startswith(CLUSTER_SCHEMES):
+        return RedisClusterStore(spec, redis, retries)
     return RedisStore(spec, redis, retries)

@@ -1,5 +1,7 @@
 """A Redis server shared by every host of a service (``StateStore=redis://host:port/db``, or
-another form of SPEC 15: ``store/redis_target.py`` makes the client).
+another form of SPEC 15: ``store/redis_target.py`` makes the client), or a Redis or Valkey
+cluster (``redis+cluster://``, SPEC 17.1: :class:`RedisClusterStore`, its keys named by
+:class:`KeyLayout` so that each operation touches one hash slot).
 
 Timeouts of about 1 s and at most 2 retries (SPEC 7): a store that does not answer makes the
 callers fail closed quickly; the client reconnects by itself when Redis returns.
@@ -12,8 +14,8 @@ a frozen Redis would hold the caller for three timeouts instead of one. The one 
 must not run twice to the caller's harm, spending a refresh token, carries the claim of its
 request and is idempotent for it anyway.
 
-Behind Sentinel a spend also waits (``WAIT``, at most :data:`REPLICA_WAIT_MS`) until a replica
-has it: Redis replicates asynchronously, and a spend the primary confirmed but took with it
+Behind Sentinel and on a cluster a spend also waits (``WAIT``, at most :data:`REPLICA_WAIT_MS`)
+until a replica has it: Redis replicates asynchronously, and a spend the primary confirmed but took with it
 when it died would let the token be spent again on the promoted replica (SPEC 15: no refresh
 token spent twice across a failover).
 
@@ -28,6 +30,7 @@ import os
 import socket
 import ssl
 import stat
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,24 +39,32 @@ from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ConstantBackoff
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    NoScriptError,
+    RedisClusterException,
+    TryAgainError,
+)
 from redis.retry import Retry
 
 from fwrest.store.base import AUDIT_KEEP, FLOOD_EVENTS, RefreshRecord, StoreError
 from fwrest.store.redis_target import (
+    CLUSTER_SCHEMES,
     SENTINEL_SCHEME,
     RedisOptions,
     SentinelTarget,
     make_client,
+    make_cluster_client,
+    parse_cluster_url,
     parse_sentinel_url,
     shown_url,
     url_password,
 )
 
-__all__ = ["RedisStore"]
+__all__ = ["KeyLayout", "RedisClusterStore", "RedisStore"]
 
-_P = "fwrest:"
-_AUDIT = f"{_P}audit"
-_AUDIT_FLOOD = f"{_P}audit:flood"  # FLOOD_EVENTS: a budget of their own
+_P = "fwrest:"  # every key's prefix on a single Redis (a cluster's: KeyLayout.cluster)
 # A frozen Redis holds a call for this long, once: the token route gives its store calls 1 s
 # in all (auth/oauth2/tokens.py), so a thread is not held much past the request's 503.
 SOCKET_TIMEOUT_S = 1.0
@@ -96,9 +107,65 @@ return 0
 """
 
 
-def _families_key(subject: str) -> str:
-    """The key of a user's families: the name hashed (any length, any characters)."""
-    return f"{_P}user:{hashlib.sha256(subject.encode()).hexdigest()}"
+class KeyLayout:
+    """The names of the store's keys.
+
+    On a single Redis (and behind Sentinel) they are those every earlier fwrest wrote, under
+    ``fwrest:`` in the URL's database: a running service's data stays where it is.
+
+    On a cluster (SPEC 17.1) the URL's database is a prefix (``fwrest:<db>:``) and what one
+    operation touches together shares a hash slot through a hash tag (the part between the
+    first ``{`` and ``}``): a failure count and the lock list that a lift clears with it (the
+    brute-force state of the whole service under the tag ``{bf}``, so a user's and an
+    address's counts and the locks live on one slot), a refresh token's record under its own
+    hash, a user's family index under the user's. One key is one slot anyway: the revocation
+    list, the settings, the blobs (the key set among them), the audit sets, the signing key,
+    each rate-limit window. docs/decisions.md, "Production state stores".
+
+    >>> KeyLayout.cluster(3).rt("ab12")
+    'fwrest:3:rt:{ab12}'
+    >>> KeyLayout.single().fail("api|user:ada"), KeyLayout.cluster(0).fail("api|user:ada")
+    ('fwrest:fail:api|user:ada', 'fwrest:0:{bf}:fail:api|user:ada')
+    """
+
+    __slots__ = ("_fail", "_rate", "_rt", "_user", "audit", "blobs", "locks", "revoked",
+                 "settings", "signing_key")  # fmt: skip
+
+    def __init__(self, prefix: str, tagged: bool) -> None:
+        bf = f"{prefix}{{bf}}:" if tagged else prefix
+        self._rt = f"{prefix}rt:{{{{{{}}}}}}" if tagged else f"{prefix}rt:{{}}"
+        self._user = f"{prefix}user:{{{{{{}}}}}}" if tagged else f"{prefix}user:{{}}"
+        self._fail = f"{bf}fail:"
+        self._rate = f"{prefix}rate:"
+        self.locks = f"{bf}locks"
+        self.revoked = f"{prefix}revoked"
+        self.settings = f"{prefix}settings"
+        self.blobs = f"{prefix}blobs"
+        self.signing_key = f"{prefix}signing_key"
+        # FLOOD_EVENTS have a set of their own: a budget apart from the others'
+        self.audit = (f"{prefix}audit", f"{prefix}audit:flood")
+
+    @classmethod
+    def single(cls) -> KeyLayout:
+        return cls(_P, tagged=False)
+
+    @classmethod
+    def cluster(cls, db: int) -> KeyLayout:
+        return cls(f"{_P}{db}:", tagged=True)
+
+    def rt(self, token_hash: str) -> str:
+        """A refresh token's record (its hash: hex)."""
+        return self._rt.format(token_hash)
+
+    def user(self, subject: str) -> str:
+        """A user's families: the name hashed (any length, any characters)."""
+        return self._user.format(hashlib.sha256(subject.encode()).hexdigest())
+
+    def fail(self, key: str) -> str:
+        return self._fail + key
+
+    def rate(self, key: str) -> str:
+        return self._rate + key
 
 
 # compare-and-set of one blob (the key set): ARGV name, old, whether old exists, new
@@ -180,9 +247,11 @@ def _sentinel_fault(target: SentinelTarget) -> str | None:
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     seen: BaseException | None = exc
-    while seen is not None:
+    met: set[int] = set()
+    while seen is not None and id(seen) not in met:  # a chain may loop
         if isinstance(seen, kind):
             return True
+        met.add(id(seen))
         seen = seen.__cause__ or seen.__context__
     return False
 
@@ -213,7 +282,29 @@ class RedisStore:
             for s in (options.password, url_password(url))
             if s  # an empty one would match everywhere
         )
-        self._r: Any = make_client(
+        self._keys = self._layout()
+        self._client_cert = options.cert is not None
+        self._r: Any = self._connect(url, options, retries)
+        self._replicated = url.lower().startswith(SENTINEL_SCHEME)
+        self._spend = self._script(_SPEND)
+        self._restore = self._script(_RESTORE)
+        self._hit = self._script(_HIT)
+        self._release = self._script(_RELEASE)
+
+    def _script(self, text: str) -> Any:
+        """A Lua script, called as ``script(keys=[...], args=[...])``."""
+        return self._r.register_script(text)
+
+    def _layout(self) -> KeyLayout:
+        return KeyLayout.single()
+
+    @property
+    def signing_key_name(self) -> str:
+        """The key that holds the signing key (``auth/oauth2/keys.py`` names it)."""
+        return self._keys.signing_key
+
+    def _connect(self, url: str, options: RedisOptions, retries: int) -> Any:
+        return make_client(
             url,
             options,
             socket_timeout=SOCKET_TIMEOUT_S,
@@ -223,12 +314,6 @@ class RedisStore:
             retry=Retry(ConstantBackoff(0.05), retries, supported_errors=(redis.ConnectionError,)),
             health_check_interval=10,
         )
-        self._replicated = url.lower().startswith(SENTINEL_SCHEME)
-        self._client_cert = options.cert is not None
-        self._spend = self._r.register_script(_SPEND)
-        self._restore = self._r.register_script(_RESTORE)
-        self._hit = self._r.register_script(_HIT)
-        self._release = self._r.register_script(_RELEASE)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -250,31 +335,34 @@ class RedisStore:
         None when Redis cannot be reached now (no key is at fault: it may come back)."""
         try:
             self._r.ping()
-        except redis.AuthenticationError as exc:
+        except redis.RedisError as exc:
+            return self._classify(exc)
+        return None
+
+    def _classify(self, exc: redis.RedisError) -> tuple[str | None, str]:
+        """What a failed first command says about the configuration (see :meth:`probe`)."""
+        if isinstance(exc, redis.AuthenticationError):
             key = "StateStore" if url_password(self.url) else "StateStorePassword"
             return key, f"Redis refused the password: {self._scrub(exc)}"
-        except redis.ResponseError as exc:
-            text = self._scrub(exc)
+        text = self._scrub(exc)
+        if isinstance(exc, redis.ResponseError):
             if "NOAUTH" in text or "WRONGPASS" in text:
                 return "StateStorePassword", f"Redis refused the password: {text}"
             return None, text
-        except redis.RedisError as exc:
-            text = self._scrub(exc)
-            if _caused_by(exc, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY" in text:
-                return "StateStoreCA", f"Redis's TLS certificate does not verify: {text}"
-            if _caused_by(exc, ssl.SSLError) or "_ssl.c" in text:
-                if self._client_cert:
-                    return "StateStore", f"the TLS handshake with Redis failed: {text}"
-                # Redis ends the handshake without a word when it wants a client certificate
-                return "StateStoreCert", (
-                    f"the TLS handshake with Redis failed (does Redis ask for a client "
-                    f"certificate? tls-auth-clients): {text}"
-                )
-            fault = self._diagnose()
-            if fault is not None:
-                return "StateStore", f"redis store {shown_url(self.url)}: {fault}"
-            return None, f"redis store {shown_url(self.url)}: {text}"
-        return None
+        if _caused_by(exc, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY" in text:
+            return "StateStoreCA", f"Redis's TLS certificate does not verify: {text}"
+        if _caused_by(exc, ssl.SSLError) or "_ssl.c" in text:
+            if self._client_cert:
+                return "StateStore", f"the TLS handshake with Redis failed: {text}"
+            # Redis ends the handshake without a word when it wants a client certificate
+            return "StateStoreCert", (
+                f"the TLS handshake with Redis failed (does Redis ask for a client "
+                f"certificate? tls-auth-clients): {text}"
+            )
+        fault = self._diagnose()
+        if fault is not None:
+            return "StateStore", f"redis store {shown_url(self.url)}: {fault}"
+        return None, f"redis store {shown_url(self.url)}: {text}"
 
     def _diagnose(self) -> str | None:
         """Why a Redis that did not answer never will as configured (a configuration fault,
@@ -285,23 +373,32 @@ class RedisStore:
             return _sentinel_fault(parse_sentinel_url(self.url))
         if lowered.startswith("unix://"):
             return _socket_fault(urlsplit(self.url).path)
-        parts = urlsplit(self.url)
-        host, port = parts.hostname or "localhost", parts.port or 6379
-        tls = lowered.startswith("rediss://")
-        if tls and _speaks_plain_redis(host, port):
-            return (
-                f"{host}:{port} speaks Redis in plain text, not TLS: write redis:// for that "
-                "port, or name Redis's tls-port in the rediss:// URL"
-            )
-        if not tls and _speaks_tls(host, port):
-            return f"{host}:{port} speaks TLS: write rediss:// (and StateStoreCA) for that port"
+        if lowered.startswith(CLUSTER_SCHEMES):
+            target = parse_cluster_url(self.url)
+            plain, tls_form = "redis+cluster://", "rediss+cluster://"
+            nodes, tls = target.nodes, target.tls
+        else:
+            parts = urlsplit(self.url)
+            plain, tls_form = "redis://", "rediss://"
+            nodes = ((parts.hostname or "localhost", parts.port or 6379),)
+            tls = lowered.startswith("rediss://")
+        for host, port in nodes:
+            if tls and _speaks_plain_redis(host, port):
+                return (
+                    f"{host}:{port} speaks Redis in plain text, not TLS: write {plain} for "
+                    f"that port, or name Redis's tls-port in the {tls_form} URL"
+                )
+            if not tls and _speaks_tls(host, port):
+                return (
+                    f"{host}:{port} speaks TLS: write {tls_form} (and StateStoreCA) for that port"
+                )
         return None
 
     def ping(self) -> None:
         self._call(self._r.ping)
 
     def add_refresh(self, record: RefreshRecord) -> None:
-        key = f"{_P}rt:{record.token_hash}"
+        key = self._keys.rt(record.token_hash)
         ttl_ms = max(int((record.expires_at - time.time()) * 1000), 1) + 86_400_000
         pipe = self._r.pipeline(transaction=True)
         pipe.hset(
@@ -318,7 +415,7 @@ class RedisStore:
         )
         pipe.pexpire(key, ttl_ms)
         # the user's families (SPEC 12.3, revocation by user): family -> latest expiry
-        families = _families_key(record.subject)
+        families = self._keys.user(record.subject)
         pipe.zadd(families, {record.family: record.expires_at}, gt=True)
         pipe.pexpire(families, ttl_ms)
         self._call(pipe.execute)
@@ -329,7 +426,7 @@ class RedisStore:
         if not claim or claim in ("0", "1"):
             raise ValueError("a claim is a request's random id")
         check = ("", "0") if client_id is None else (client_id, "1")
-        keys, args = [f"{_P}rt:{token_hash}"], [claim, *check]
+        keys, args = [self._keys.rt(token_hash)], [claim, *check]
         if self._replicated:
             pipe = self._r.pipeline(transaction=False)
             self._spend(keys=keys, args=args, client=pipe)
@@ -343,14 +440,14 @@ class RedisStore:
         return {1: "ok", 2: "spent"}.get(int(out[0]), "client"), record
 
     def restore_refresh(self, token_hash: str, claim: str) -> None:
-        self._call(self._restore, keys=[f"{_P}rt:{token_hash}"], args=[claim])
+        self._call(self._restore, keys=[self._keys.rt(token_hash)], args=[claim])
 
     def revoke_family(self, family: str, until: float) -> None:
-        self._call(self._r.zadd, f"{_P}revoked", {family: until}, gt=True)
+        self._call(self._r.zadd, self._keys.revoked, {family: until}, gt=True)
 
     def revoked_families(self) -> dict[str, float]:
         now = time.time()
-        key = f"{_P}revoked"
+        key = self._keys.revoked
         pipe = self._r.pipeline(transaction=False)
         pipe.zremrangebyscore(key, "-inf", now)
         pipe.zrange(key, 0, -1, withscores=True)
@@ -359,13 +456,13 @@ class RedisStore:
 
     def refresh_record(self, token_hash: str) -> tuple[RefreshRecord, bool] | None:
         fields = ("spent", "family", "client_id", "subject", "expires_at", "scope", "issued_at")
-        values = self._call(self._r.hmget, f"{_P}rt:{token_hash}", fields)
+        values = self._call(self._r.hmget, self._keys.rt(token_hash), fields)
         if values[0] is None:
             return None
         return _refresh_record(token_hash, values[1:]), values[0] not in (b"0", "0")
 
     def user_families(self, subject: str) -> dict[str, float]:
-        key = _families_key(subject)
+        key = self._keys.user(subject)
         pipe = self._r.pipeline(transaction=False)
         pipe.zremrangebyscore(key, "-inf", time.time() - 86400)
         pipe.zrange(key, 0, -1, withscores=True)
@@ -373,18 +470,18 @@ class RedisStore:
         return {(m.decode() if isinstance(m, bytes) else m): float(s) for m, s in rows}
 
     def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
-        count, ttl = self._call(self._hit, keys=[f"{_P}fail:{key}"], args=[int(window_s * 1000)])
+        count, ttl = self._call(self._hit, keys=[self._keys.fail(key)], args=[int(window_s * 1000)])
         return int(count), max(int(ttl), 0) / 1000
 
     def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
         # the failures' script (INCR, PEXPIRE at the first): one round trip, atomic
-        count, ttl = self._call(self._hit, keys=[f"{_P}rate:{key}"], args=[int(window_s * 1000)])
+        count, ttl = self._call(self._hit, keys=[self._keys.rate(key)], args=[int(window_s * 1000)])
         return int(count), max(int(ttl), 0) / 1000
 
     def failures(self, key: str, window_s: float) -> tuple[int, float]:
         pipe = self._r.pipeline(transaction=False)
-        pipe.get(f"{_P}fail:{key}")
-        pipe.pttl(f"{_P}fail:{key}")
+        pipe.get(self._keys.fail(key))
+        pipe.pttl(self._keys.fail(key))
         count, ttl = self._call(pipe.execute)
         if count is None:
             return 0, 0.0
@@ -392,22 +489,22 @@ class RedisStore:
 
     def release_failure(self, key: str, window_s: float) -> None:
         # a count whose window has passed has expired with its key: nothing to take back
-        self._call(self._release, keys=[f"{_P}fail:{key}"])
+        self._call(self._release, keys=[self._keys.fail(key)])
 
     def clear_failures(self, key: str) -> None:
-        self._call(self._r.delete, f"{_P}fail:{key}")
+        self._call(self._r.delete, self._keys.fail(key))
 
     def add_lock(self, key: str, until: float) -> None:
-        self._call(self._r.zadd, f"{_P}locks", {key: until}, gt=True)
+        self._call(self._r.zadd, self._keys.locks, {key: until}, gt=True)
 
     def lift_lock(self, key: str) -> None:
         pipe = self._r.pipeline(transaction=True)
-        pipe.zrem(f"{_P}locks", key)
-        pipe.delete(f"{_P}fail:{key}")
+        pipe.zrem(self._keys.locks, key)
+        pipe.delete(self._keys.fail(key))
         self._call(pipe.execute)
 
     def locks(self) -> dict[str, float]:
-        key = f"{_P}locks"
+        key = self._keys.locks
         pipe = self._r.pipeline(transaction=False)
         pipe.zremrangebyscore(key, "-inf", time.time())
         pipe.zrange(key, 0, -1, withscores=True)
@@ -415,32 +512,32 @@ class RedisStore:
         return {(m.decode() if isinstance(m, bytes) else m): float(s) for m, s in rows}
 
     def signing_key(self, candidate: bytes) -> bytes:
-        key = f"{_P}signing_key"
+        key = self._keys.signing_key
         self._call(self._r.set, key, candidate, nx=True)
         value = self._call(self._r.get, key)
         return bytes(value)
 
     def get_settings(self) -> dict[str, int]:
-        raw = self._call(self._r.hgetall, f"{_P}settings")
+        raw = self._call(self._r.hgetall, self._keys.settings)
         return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
 
     def set_settings(self, values: dict[str, int | None]) -> dict[str, int]:
         # one MULTI/EXEC: the values read are the ones the writes replace
         pipe = self._r.pipeline(transaction=True)
-        pipe.hgetall(f"{_P}settings")
+        pipe.hgetall(self._keys.settings)
         for name, value in values.items():
             if value is None:
-                pipe.hdel(f"{_P}settings", name)
+                pipe.hdel(self._keys.settings, name)
             else:
-                pipe.hset(f"{_P}settings", name, value)
+                pipe.hset(self._keys.settings, name, value)
         raw = self._call(pipe.execute)[0]
         return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
 
     def put_blob(self, name: str, value: bytes) -> None:
-        self._call(self._r.hset, f"{_P}blobs", name, value)
+        self._call(self._r.hset, self._keys.blobs, name, value)
 
     def blobs(self, prefix: str) -> dict[str, bytes]:
-        raw = self._call(self._r.hgetall, f"{_P}blobs")
+        raw = self._call(self._r.hgetall, self._keys.blobs)
         out = {}
         for k, v in raw.items():
             name = k.decode() if isinstance(k, bytes) else str(k)
@@ -451,10 +548,10 @@ class RedisStore:
     def delete_blobs(self, prefix: str) -> None:
         names = list(self.blobs(prefix))
         if names:
-            self._call(self._r.hdel, f"{_P}blobs", *names)
+            self._call(self._r.hdel, self._keys.blobs, *names)
 
     def get_blob(self, name: str) -> bytes | None:
-        value = self._call(self._r.hget, f"{_P}blobs", name)
+        value = self._call(self._r.hget, self._keys.blobs, name)
         return None if value is None else bytes(value)
 
     def swap_blob(self, name: str, old: bytes | None, new: bytes) -> bytes | None:
@@ -462,7 +559,7 @@ class RedisStore:
             self._r.eval,
             _SWAP_BLOB,
             1,
-            f"{_P}blobs",
+            self._keys.blobs,
             name,
             b"" if old is None else old,
             b"0" if old is None else b"1",
@@ -475,7 +572,7 @@ class RedisStore:
         # events at one microsecond stay two), and filtered by name without parsing the JSON
         # FLOOD_EVENTS have a sorted set of their own: a budget apart from the others'
         member = event.encode() + b"\0" + os.urandom(6).hex().encode() + b"\0" + entry
-        key = _AUDIT_FLOOD if event in FLOOD_EVENTS else _AUDIT
+        key = self._keys.audit[event in FLOOD_EVENTS]
         pipe = self._r.pipeline(transaction=True)
         pipe.zadd(key, {member: ts})
         pipe.zremrangebyrank(key, 0, -self.audit_keep - 1)
@@ -484,7 +581,7 @@ class RedisStore:
     def audit_events(self, since: float, event: str | None, limit: int) -> list[bytes]:
         if event is None:  # both sets' newest, merged by time
             rows = []
-            for key in (_AUDIT, _AUDIT_FLOOD):
+            for key in self._keys.audit:
                 found = self._call(
                     self._r.zrevrangebyscore,
                     key,
@@ -497,7 +594,7 @@ class RedisStore:
                 rows += [(float(score), bytes(m)) for m, score in found]
             rows.sort(key=lambda row: row[0], reverse=True)
             return [m.split(b"\0", 2)[2] for _score, m in rows[:limit]]
-        key = _AUDIT_FLOOD if event in FLOOD_EVENTS else _AUDIT
+        key = self._keys.audit[event in FLOOD_EVENTS]
         wanted = event.encode() + b"\0"
         out: list[bytes] = []
         start, page = 0, 1000
@@ -511,3 +608,186 @@ class RedisStore:
 
     def close(self) -> None:
         self._r.close()
+
+
+class _LazyCluster:
+    """redis-py's cluster client, made at its first use: it connects as it is made (it asks a
+    node for the slots' owners), and a store opens whether the cluster answers or not (the
+    service starts; what needs the store answers 503 until it does). Until it is made, each
+    use tries again; a failure is the :class:`StoreError` of ``fail``."""
+
+    def __init__(self, make: Any, fail: Any) -> None:
+        self._make = make
+        self._fail = fail
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def made(self) -> Any:
+        """The client (redis-py's errors as they are)."""
+        client = self._client
+        if client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._make()
+                client = self._client
+        return client
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            client = self.made()
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise self._fail(exc) from None
+        return getattr(client, name)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+class _ClusterScript:
+    """A Lua script on a cluster, routed by its one key: ``EVALSHA``, and ``EVAL`` where the
+    node does not know it yet (a replica just promoted has no script cache). redis-py's
+    ``Script`` would load it on every primary at once, which fails while one is down."""
+
+    def __init__(self, client: _LazyCluster, text: str) -> None:
+        self._client = client
+        self.text = text
+        self.sha = hashlib.sha1(
+            text.encode(), usedforsecurity=False
+        ).hexdigest()  # Redis names scripts so
+
+    def __call__(self, keys: list[str], args: list[Any] | tuple[()] = ()) -> Any:
+        try:
+            return self._client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return self._client.eval(self.text, len(keys), *keys, *args)
+
+
+_RETRIED = (redis.ConnectionError, ClusterDownError, AskError, TryAgainError)
+
+
+class RedisClusterStore(RedisStore):
+    """A Redis or Valkey cluster (``redis+cluster://h1:p1,h2:p2/db``, SPEC 17.1): the same
+    store on :class:`KeyLayout`'s cluster names, each operation on one slot, each script on
+    one key. A refresh token's spend waits (``WAIT``) for the replica of its master, as behind
+    Sentinel: a master that dies takes no confirmed spend with it to its promoted replica."""
+
+    def __init__(self, url: str, options: RedisOptions | None = None, retries: int = 2) -> None:
+        self._target = parse_cluster_url(url)
+        self._retries = retries
+        super().__init__(url, options, retries)
+        self._replicated = True
+
+    def _layout(self) -> KeyLayout:
+        return KeyLayout.cluster(self._target.db)
+
+    def _connect(self, url: str, options: RedisOptions, retries: int) -> Any:
+        def make() -> Any:
+            return make_cluster_client(
+                url,
+                options,
+                retries,
+                socket_timeout=SOCKET_TIMEOUT_S,
+                socket_connect_timeout=SOCKET_TIMEOUT_S,
+                health_check_interval=10,
+            )
+
+        return _LazyCluster(make, self._error)
+
+    def _script(self, text: str) -> Any:
+        return _ClusterScript(self._r, text)
+
+    def _error(self, exc: BaseException) -> StoreError:
+        return StoreError(f"redis store {shown_url(self.url)}: {self._scrub(exc)}")
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise self._error(exc) from None
+
+    def probe(self) -> tuple[str | None, str] | None:
+        try:
+            self._r.made().ping()
+        except RedisClusterException as exc:
+            text = self._scrub(exc)
+            if "Cluster mode is not enabled" in text:
+                return "StateStore", (
+                    f"redis store {shown_url(self.url)}: the node answered as a single Redis, "
+                    "not as a cluster node (cluster-enabled no): write redis://host:port/db "
+                    "for it"
+                )
+            cause = exc.__cause__
+            if isinstance(cause, redis.RedisError):
+                return self._classify(cause)
+            return None, f"redis store {shown_url(self.url)}: {text}"
+        except redis.RedisError as exc:
+            return self._classify(exc)
+        return None
+
+    def add_refresh(self, record: RefreshRecord) -> None:
+        # two slots (the record's, the user's index), so two transactions: the index first,
+        # so that no token exists outside it (an index entry without its token is harmless)
+        ttl_ms = max(int((record.expires_at - time.time()) * 1000), 1) + 86_400_000
+        families = self._keys.user(record.subject)
+        pipe = self._r.pipeline(transaction=True)
+        pipe.zadd(families, {record.family: record.expires_at}, gt=True)
+        pipe.pexpire(families, ttl_ms)
+        self._call(pipe.execute)
+        key = self._keys.rt(record.token_hash)
+        pipe = self._r.pipeline(transaction=True)
+        pipe.hset(
+            key,
+            mapping={
+                "family": record.family,
+                "client_id": record.client_id,
+                "subject": record.subject,
+                "expires_at": repr(record.expires_at),
+                "scope": record.scope,
+                "issued_at": repr(record.issued_at),
+                "spent": "0",
+            },
+        )
+        pipe.pexpire(key, ttl_ms)
+        self._call(pipe.execute)
+
+    def spend_refresh(
+        self, token_hash: str, claim: str, client_id: str | None = None
+    ) -> tuple[str, RefreshRecord | None]:
+        if not claim or claim in ("0", "1"):
+            raise ValueError("a claim is a request's random id")
+        check = ("", "0") if client_id is None else (client_id, "1")
+        out = self._call(self._spend_waited, self._keys.rt(token_hash), [claim, *check])
+        if int(out[0]) == 0:
+            return "missing", None
+        record = _refresh_record(token_hash, out[1:7])
+        return {1: "ok", 2: "spent"}.get(int(out[0]), "client"), record
+
+    def _spend_waited(self, key: str, args: list[str]) -> Any:
+        """The spend and its ``WAIT`` on one connection to the master of the key's slot (the
+        cluster client would send ``WAIT`` to another node, or on another connection, where it
+        waits for nothing). A connection error, a redirection or a cluster down asks for the
+        slots' owners again and tries again (the claim makes a spend that did run answer the
+        same); a timeout does not (see the module's docstring)."""
+        cluster = self._r.made()
+        spend: _ClusterScript = self._spend
+        for attempt in range(self._retries + 1):
+            node = cluster.get_node_from_key(key)
+            try:
+                client = cluster.get_redis_connection(node)
+                for _ in range(2):
+                    pipe = client.pipeline(transaction=False)
+                    pipe.evalsha(spend.sha, 1, key, *args)
+                    pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
+                    out, _replicas = pipe.execute(raise_on_error=False)
+                    if not isinstance(out, NoScriptError):
+                        break
+                    client.script_load(spend.text)  # a node new to the script: once
+                if isinstance(out, Exception):
+                    raise out
+                return out
+            except _RETRIED:
+                if attempt == self._retries:
+                    raise
+                cluster.nodes_manager.initialize()
+        raise AssertionError("unreachable")  # pragma: no cover

@@ -6,7 +6,10 @@ files and the password, turned into one redis-py client. No command of the store
 * ``unix:///path/redis.sock?db=N``;
 * ``redis+sentinel://h1:26379,h2:26379/PRIMARY/db``: redis-py's own Sentinel client finds the
   primary through the sentinels and follows a failover (its connection pool asks the sentinels
-  again when a connection fails, and drops the connections of a demoted primary).
+  again when a connection fails, and drops the connections of a demoted primary);
+* ``redis+cluster://h1:6379,h2:6379/db`` and ``rediss+cluster://`` (SPEC 17.1): a Redis or
+  Valkey cluster through redis-py's cluster client, the nodes named being where it starts to
+  look (it learns the others); ``db`` is a key prefix (a cluster has no ``SELECT``).
 
 A password comes from the URL (``redis://user:PASSWORD@...``) or ``StateStorePassword``; it is
 never shown: :func:`shown_url` is the only form of a URL fwrest writes anywhere.
@@ -15,6 +18,8 @@ never shown: :func:`shown_url` is the only form of a URL fwrest writes anywhere.
     'rediss://***@cache.example:6380/0'
     >>> parse_sentinel_url("redis+sentinel://10.0.0.5,10.0.0.6:26380/main/2")
     SentinelTarget(sentinels=(('10.0.0.5', 26379), ('10.0.0.6', 26380)), primary='main', db=2, username=None)
+    >>> parse_cluster_url("redis+cluster://10.0.0.7:7000,[::1]/3")
+    ClusterTarget(nodes=(('10.0.0.7', 7000), ('::1', 6379)), db=3, tls=False, username=None)
 """
 
 from __future__ import annotations
@@ -26,12 +31,16 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 __all__ = [
+    "CLUSTER_SCHEMES",
     "REDIS_SCHEMES",
     "SENTINEL_PORT",
     "SENTINEL_SCHEME",
+    "ClusterTarget",
     "RedisOptions",
     "SentinelTarget",
     "make_client",
+    "make_cluster_client",
+    "parse_cluster_url",
     "parse_sentinel_url",
     "shared_store",
     "shown_url",
@@ -41,7 +50,9 @@ __all__ = [
 
 SENTINEL_SCHEME = "redis+sentinel://"
 SENTINEL_PORT = 26379  # a sentinel's port when the URL names none
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://", SENTINEL_SCHEME)
+CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")  # SPEC 17.1
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://", SENTINEL_SCHEME, *CLUSTER_SCHEMES)
+REDIS_PORT = 6379  # a cluster node's port when the URL names none
 
 
 def shared_store(url: str) -> bool:
@@ -50,6 +61,8 @@ def shared_store(url: str) -> bool:
 
     >>> shared_store("redis+sentinel://h1/main/0"), shared_store("sqlite")
     (True, False)
+    >>> shared_store("rediss+cluster://h1:7000,h2:7000/0")
+    True
     """
     return url.lower().startswith(REDIS_SCHEMES)
 
@@ -75,6 +88,18 @@ class SentinelTarget:
     sentinels: tuple[tuple[str, int], ...]
     primary: str
     db: int
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterTarget:
+    """A ``redis+cluster://`` or ``rediss+cluster://`` URL read: the nodes to start from, the
+    database number (a key prefix), TLS or not."""
+
+    nodes: tuple[tuple[str, int], ...]
+    db: int
+    tls: bool
     username: str | None = None
     password: str | None = field(default=None, repr=False)
 
@@ -130,26 +155,59 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     user, colon, secret = userinfo.partition(":")
     username = unquote(user) or None
     password = unquote(secret) if colon else None
-    sentinels = []
-    for item in hosts.split(","):
-        item = item.strip()
-        if not item:
-            raise ValueError("names an empty sentinel")
-        if item.startswith("["):  # an IPv6 address: [::1]:26379
-            host, _bracket, tail = item[1:].partition("]")
-            port = tail[1:] if tail.startswith(":") else str(SENTINEL_PORT) * (not tail)
-        else:
-            host, colon, port = item.partition(":")
-            port = port if colon else str(SENTINEL_PORT)
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"names the sentinel {item!r}, not host:port")
-        sentinels.append((host, int(port)))
+    sentinels = _host_ports(hosts, SENTINEL_PORT, "sentinel")
     primary, _slash, db = path.strip("/").partition("/")
     if not primary:
         raise ValueError("names no primary (redis+sentinel://h1:26379,h2:26379/PRIMARY/db)")
     if db and not db.isdigit():
         raise ValueError(f"names the database {db!r}, which is not a number")
-    return SentinelTarget(tuple(sentinels), unquote(primary), int(db or 0), username, password)
+    return SentinelTarget(sentinels, unquote(primary), int(db or 0), username, password)
+
+
+def _host_ports(hosts: str, default: int, what: str) -> tuple[tuple[str, int], ...]:
+    """``h1[:port],[::1][:port],...`` as (host, port) pairs."""
+    found = []
+    for item in hosts.split(","):
+        item = item.strip()
+        if not item:
+            raise ValueError(f"names an empty {what}")
+        if item.startswith("["):  # an IPv6 address: [::1]:26379
+            host, _bracket, tail = item[1:].partition("]")
+            port = tail[1:] if tail.startswith(":") else str(default) * (not tail)
+        else:
+            host, colon, port = item.partition(":")
+            port = port if colon else str(default)
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"names the {what} {item!r}, not host:port")
+        found.append((host, int(port)))
+    return tuple(found)
+
+
+def parse_cluster_url(url: str) -> ClusterTarget:
+    """``redis+cluster://[user:password@]h1[:port],h2[:port][/db]`` (``rediss+cluster://``:
+    TLS); the port defaults to 6379, ``db`` to 0.
+
+    Raises:
+        ValueError: a part is missing or malformed (the message never holds the password).
+    """
+    lowered = url.lower()
+    if not lowered.startswith(CLUSTER_SCHEMES):
+        raise ValueError(f"does not start with {' or '.join(CLUSTER_SCHEMES)}")
+    _scheme, userinfo, rest = split_userinfo(url)
+    rest = rest.partition("?")[0]
+    hosts, _slash, path = rest.partition("/")
+    user, colon, secret = userinfo.partition(":")
+    nodes = _host_ports(hosts, REDIS_PORT, "cluster node")
+    db = path.strip("/")
+    if db and not db.isdigit():
+        raise ValueError(f"names the database {db!r}, which is not a number")
+    return ClusterTarget(
+        nodes,
+        int(db or 0),
+        lowered.startswith("rediss+"),
+        unquote(user) or None,
+        unquote(secret) if colon else None,
+    )
 
 
 def _tls_kwargs(options: RedisOptions) -> dict[str, Any]:
@@ -169,6 +227,8 @@ def make_client(url: str, options: RedisOptions, **common: Any) -> Any:
     kwargs = dict(common)
     if options.password is not None:
         kwargs["password"] = options.password  # a password in the URL wins (redis-py's rule)
+    if url.lower().startswith(CLUSTER_SCHEMES):
+        raise ValueError("a cluster's client is make_cluster_client's")
     if url.lower().startswith("rediss://"):
         kwargs.update(_tls_kwargs(options))
     if not url.lower().startswith(SENTINEL_SCHEME):
@@ -191,3 +251,43 @@ def make_client(url: str, options: RedisOptions, **common: Any) -> Any:
     # redis-py's Sentinel module has no type hints
     sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs, **kwargs)  # type: ignore[no-untyped-call]
     return sentinel.master_for(target.primary, db=target.db)  # type: ignore[no-untyped-call]
+
+
+def make_cluster_client(url: str, options: RedisOptions, retries: int, **common: Any) -> Any:
+    """The redis-py cluster client of a ``redis+cluster://`` URL; ``common`` goes to every
+    node's connections. It connects at once (it asks a node for the slots' owners), raising
+    ``RedisClusterException`` (its cause: the node's error) when no node answers.
+
+    A command is retried ``retries`` times after a connection error or a cluster down (the
+    slots' owners are asked again first), never after a timeout: the command may sit in a
+    frozen node and run when it thaws (``store/redis.py``)."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.cluster import ClusterNode, RedisCluster
+    from redis.retry import Retry
+
+    target = parse_cluster_url(url)
+    kwargs = dict(common)
+    kwargs.pop("retry", None)  # the cluster client's own, below
+    if options.password is not None:
+        kwargs["password"] = options.password
+    if target.username is not None:
+        kwargs["username"] = target.username
+    if target.password is not None:
+        kwargs["password"] = target.password  # a password in the URL wins (as above)
+    if target.tls:
+        kwargs["ssl"] = True
+        kwargs.update(_tls_kwargs(options))
+
+    class _Cluster(RedisCluster):
+        ERRORS_ALLOW_RETRY = (  # type: ignore[assignment]  # a timeout left out
+            redis.ConnectionError,
+            redis.exceptions.ClusterDownError,
+            redis.exceptions.SlotNotCoveredError,
+        )
+
+    return _Cluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],  # type: ignore[no-untyped-call]
+        retry=Retry(NoBackoff(), retries),
+        **kwargs,
+    )

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 from fwrest import log
 from fwrest.auth.basic import authorization_header
 from fwrest.auth.blocking import Pool, off_loop, settled
-from fwrest.auth.oauth2.tokens import InvalidToken, TokenService, UnknownKey, bearer_token
+from fwrest.auth.oauth2.tokens import (
+    InvalidToken,
+    TokenService,
+    UnknownKey,
+    bearer_token,
+    token_user,
+)
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.repository import is_async
 from fwrest.routing.names import OPEN_OAUTH2_ROUTES, TOKEN_ROUTE
@@ -18,31 +24,26 @@ from fwrest.wire import Request
 if TYPE_CHECKING:
     from fwrest.context.request import RequestContext
 
-__all__ = ["TOKEN_ROUTE", "BearerGuard", "NoCheckPaths"]  # TOKEN_ROUTE: from routing
+__all__ = [
+    "TOKEN_ROUTE",
+    "BearerGuard",
+    "NoCheckPaths",
+    "pattern_location",
+]  # TOKEN_ROUTE: from routing
 
 REALM = 'Bearer realm="Access to REST"'
 _OPEN_TAILS = tuple(OPEN_OAUTH2_ROUTES)  # str.endswith takes a tuple
 
 
-class NoCheckPaths:
-    """Paths that skip the bearer check: literal, with ``:param`` segments, or ending in ``*``.
+class _Patterns:
+    """Literal paths, ``:param`` segments, a trailing ``*``; one trailing slash ignored."""
 
-    Matched case-sensitively on the normalised path (one trailing slash ignored), relative to
-    the location or with its prefix.
-
-    >>> NoCheckPaths(["/public/*", "/items/:id"]).matches("/items/7")
-    True
-    """
+    __slots__ = ("_regex", "literal")
 
     def __init__(self, patterns: Iterable[str]) -> None:
         self.literal: set[str] = set()
         regexes: list[str] = []
-        for raw in patterns:
-            if not raw.strip():
-                continue
-            pattern = raw  # taken as written: "/ " must not become "/" (the whole port)
-            if not pattern.startswith("/"):
-                pattern = "/" + pattern
+        for pattern in patterns:
             star = pattern.endswith("*")
             if star:
                 pattern = pattern[:-1]
@@ -64,13 +65,87 @@ class NoCheckPaths:
         self._regex = re.compile("(?:" + "|".join(regexes) + r")\Z") if regexes else None
 
     def any(self) -> bool:
-        """True when some path is exempt."""
         return bool(self.literal) or self._regex is not None
 
     def matches(self, path: str) -> bool:
         if path in self.literal:
             return True
         return self._regex is not None and self._regex.match(path) is not None
+
+
+def pattern_location(pattern: str, prefixes: Iterable[str]) -> tuple[str | None, str]:
+    """The location a pattern belongs to and the pattern relative to it: ``(prefix,
+    relative)`` when it begins with a location's prefix at a segment boundary (the longest
+    such; the prefixed form, SPEC 4.2), ``(None, pattern)`` for a relative pattern, which
+    applies to every location of the port.
+
+    >>> pattern_location("/app/*", ["/", "/app"]), pattern_location("/public/*", ["/app"])
+    (('/app', '/*'), (None, '/public/*'))
+    """
+    best: str | None = None
+    for prefix in prefixes:
+        if prefix in ("", "/") or (best is not None and len(prefix) <= len(best)):
+            continue
+        if pattern == prefix or pattern.startswith(prefix + "/"):
+            best = prefix
+    if best is None:
+        return None, pattern
+    return best, pattern[len(best) :] or "/"
+
+
+def _written(raw: str) -> str | None:
+    """A pattern as written, with its leading slash; None for a blank one."""
+    if not raw.strip():
+        return None
+    # taken as written: "/ " must not become "/" (the whole port)
+    return raw if raw.startswith("/") else "/" + raw
+
+
+class NoCheckPaths:
+    """Paths that skip the bearer check: literal, with ``:param`` segments, or ending in ``*``.
+
+    Matched case-sensitively on the normalised path (one trailing slash ignored). A pattern
+    that begins with one of the port's location prefixes (``prefixes``, at a segment
+    boundary) is that location's, in the prefixed form: it is matched against that
+    location's relative paths only. Any other pattern is relative: it is matched against the
+    relative path of every location (and a path outside every location as it is). So each
+    pattern has one reading, decided at start (docs/decisions.md).
+
+    >>> paths = NoCheckPaths(["/public/*", "/items/:id", "/app/open"], ["/", "/app", "/api"])
+    >>> paths.matches("/items/7"), paths.matches("/open", "/app"), paths.matches("/open", "/api")
+    (True, True, False)
+    """
+
+    __slots__ = ("_any", "located", "relative")
+
+    def __init__(self, patterns: Iterable[str], prefixes: Iterable[str] = ()) -> None:
+        known = tuple(prefixes)
+        relative: list[str] = []
+        located: dict[str, list[str]] = {}
+        for raw in patterns:
+            pattern = _written(raw)
+            if pattern is None:
+                continue
+            prefix, rel = pattern_location(pattern, known)
+            if prefix is None:
+                relative.append(rel)
+            else:
+                located.setdefault(prefix, []).append(rel)
+        self.relative = _Patterns(relative)
+        self.located = {prefix: _Patterns(rels) for prefix, rels in located.items()}
+        self._any = self.relative.any() or bool(self.located)
+
+    def any(self) -> bool:
+        """True when some path is exempt."""
+        return self._any
+
+    def matches(self, rel: str, prefix: str | None = None) -> bool:
+        """Whether ``rel``, a path relative to the location ``prefix`` (None: a path outside
+        every location), is exempt."""
+        if self.relative.matches(rel):
+            return True
+        own = self.located.get(prefix) if prefix is not None else None
+        return own is not None and own.matches(rel)
 
 
 class BearerGuard:
@@ -116,8 +191,10 @@ class BearerGuard:
                 return
             # outside every location there is no token route: /fw/oauth2/token there is
             # checked like any path (401 without a token, not 404: SPEC 7.1)
-            rel = located[1] if located is not None else path
-            if self._nocheck.matches(rel) or self._nocheck.matches(path):
+            if located is None:
+                if self._nocheck.matches(path):
+                    return
+            elif self._nocheck.matches(located[1], located[0]):
                 return
         token = bearer_token(authorization_header(req))
         if token is None:
@@ -152,7 +229,7 @@ class BearerGuard:
                 raise _invalid(str(exc)) from None
         except InvalidToken as exc:
             raise _invalid(str(exc)) from None
-        ctx.auth_user = str(claims.get("sub", ""))
+        ctx.auth_user = token_user(claims)  # "client:<id>" for a client's own token
         scope = claims.get("scope")
         if isinstance(scope, str):
             ctx.scope = scope  # split only when rest.getAuthScopes() asks

@@ -192,11 +192,12 @@ def load_signing_key(
                 key="StateStore",
                 fix="start the Redis server, or set SigningKeyFile.",
             ) from None
+        name = getattr(store, "signing_key_name", REDIS_KEY)  # a cluster's has its prefix
         return _decode(
             raw,
-            f"the Redis state store (key {REDIS_KEY})",
+            f"the Redis state store (key {name})",
             key="StateStore",
-            fix=f"delete the key ({REDIS_KEY}) to have a new one created (tokens issued with "
+            fix=f"delete the key ({name}) to have a new one created (tokens issued with "
             "the old key stop working), or set SigningKeyFile.",
         )
     return _from_file(data_path / "signing.key", create, "SigningKeyFile")

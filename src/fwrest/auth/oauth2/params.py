@@ -14,11 +14,24 @@ from urllib.parse import parse_qsl, unquote_plus
 
 from fwrest import log
 from fwrest.auth.basic import parse_basic
+from fwrest.auth.throttle import user_key
 from fwrest.repository import is_async
 from fwrest.repository.scopes import scope_list
 from fwrest.routing.names import TOKEN_BODY_LIMIT
 
-__all__ = ["AuthParams", "OAuthError", "ParamsSource", "client_credentials", "request_params"]
+__all__ = [
+    "CLIENT_PREFIX",
+    "AuthParams",
+    "OAuthError",
+    "ParamsSource",
+    "client_credentials",
+    "name_clashes",
+    "request_params",
+]
+
+# what a client token's bearer is to the application (rest.getAuthUser(), onAdmin, the audit
+# trail's actor): "client:<id>", which no user name may begin with (docs/decisions.md)
+CLIENT_PREFIX = "client:"
 
 _KEPT_BACK = ("password", "client_secret", "refresh_token")
 # not handed to a legacy onAuthparams either: a request must not name its own scopes (SPEC 12.4)
@@ -142,6 +155,10 @@ class AuthParams:
     user_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     client_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
+    @property
+    def client_ids(self) -> tuple[str, ...]:
+        return tuple(cid for cid, _ in self.clients)
+
 
 class ParamsError(ValueError):
     """``onAuthparams`` returned something unusable (the application's fault)."""
@@ -206,6 +223,11 @@ def normalise(raw: Any) -> AuthParams:
     for name, password, scopes in _entries(data, "users", ("username", "password"), ("scopes",)):
         if not isinstance(name, str) or not isinstance(password, str):
             raise ParamsError("each user needs username and password as text")
+        if user_key(name).startswith(CLIENT_PREFIX):
+            raise ParamsError(
+                f"the user name {name!r} begins with {CLIENT_PREFIX!r}, which names client "
+                "tokens (rest.getAuthUser(), onAdmin); rename the user"
+            )
         users.append((name, password))
         _scopes(user_scopes, name, scopes, f"the user {name!r}")
     if "scopes" in data and not any(k in data for k in ("client_id", "username")):
@@ -233,6 +255,24 @@ def normalise(raw: Any) -> AuthParams:
     return AuthParams(
         tuple(clients), tuple(users), access, refresh, types, repeated, user_scopes, client_scopes
     )
+
+
+def name_clashes(params: AuthParams) -> list[str]:
+    """The names that fold to one key (case-folded, NFKC-normalised, as the throttle counts
+    them: SPEC 7.1): two spellings of one user (``NEWUSER`` and ``newuser``), of one client,
+    or a user and a client of one name. Empty when there is none."""
+    out: list[str] = []
+    seen: dict[str, tuple[str, str]] = {}  # key -> (noun, name as written)
+    for noun, names in (("user", (n for n, _ in params.users)), ("client", params.client_ids)):
+        for name in dict.fromkeys(names):  # a name given twice is one entry (the first decides)
+            key = user_key(name)
+            first = seen.setdefault(key, (noun, name))
+            if first != (noun, name):
+                out.append(
+                    f"the {noun} {name!r} and the {first[0]} {first[1]!r} are one name "
+                    "(names are compared case-folded and NFKC-normalised)"
+                )
+    return out
 
 
 class ParamsSource:
@@ -290,6 +330,11 @@ class ParamsSource:
             params = normalise(data)
         except ParamsError as exc:
             return self._fall_back(state, f"{self.file} cannot be used: {exc}")
+        clashes = name_clashes(params)
+        if clashes:
+            # one account under two spellings would share one throttle key; a user and a
+            # client of one name are told apart by fwrest, but rarely by whoever reads them
+            return self._fall_back(state, f"{self.file} cannot be used: {clashes[0]}")
         self._good, self._good_state, self._bad_state = params, state, None
         return params
 

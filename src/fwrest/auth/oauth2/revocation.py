@@ -25,6 +25,7 @@ import orjson
 from fwrest import log
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms
 from fwrest.auth.oauth2.params import (
+    CLIENT_PREFIX,
     AuthParams,
     OAuthError,
     client_credentials,
@@ -36,6 +37,7 @@ from fwrest.auth.oauth2.tokens import (
     _hash,
     _StoreDeadline,
     bearer_token,
+    token_user,
 )
 from fwrest.errors import HTTPError
 from fwrest.store.audit import ANONYMOUS, AuditEvent
@@ -123,7 +125,7 @@ async def revoke_endpoint(
         # the client as the token route authenticates it (none sent: the first client)
         creds = client_credentials(params, auth_header)
         allowed = await service._params(params)
-        client_id = service._client(allowed, creds)
+        client_id = await service._client(allowed, creds)
         token = _token(params)
         await _revoke(service, token, client_id, _access_s(service, allowed), client_ip)
     except OAuthError as exc:
@@ -243,7 +245,7 @@ async def _introspector(
             headers=_BASIC_CHALLENGE,
         )
     allowed = await service._params(params)
-    return service._client(allowed, creds)
+    return await service._client(allowed, creds)
 
 
 def _not_an_introspector(error: str, why: str) -> OAuthError:
@@ -266,7 +268,7 @@ async def _describe(
     if claims is not None:
         if client_id is not None and claims.get("client_id") != client_id:
             return None
-        return {
+        described = {
             "active": True,
             "scope": claims.get("scope", "default"),
             "client_id": claims.get("client_id"),
@@ -278,6 +280,11 @@ async def _describe(
             "iss": claims.get("iss"),
             "jti": claims.get("jti"),
         }
+        if token_user(claims).startswith(CLIENT_PREFIX):
+            # a client's own token has no user (RFC 7662 2.2: username is the resource
+            # owner's); its sub is the client id (SPEC 12.4)
+            del described["username"]
+        return described
     if _is_jwt(token):
         return None
     deadline = _StoreDeadline()

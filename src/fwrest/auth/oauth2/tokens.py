@@ -23,6 +23,7 @@ from fwrest.auth.basic import parse_basic
 from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
 from fwrest.auth.oauth2.params import (
+    CLIENT_PREFIX,
     AuthParams,
     OAuthError,
     ParamsError,
@@ -34,7 +35,7 @@ from fwrest.auth.oauth2.params import (
 )
 from fwrest.auth.oauth2.passwords import check_user, costly, same_secret
 from fwrest.auth.oauth2.scopes import DEFAULT, allowed_scopes, grant, requested
-from fwrest.auth.throttle import TOKEN_WORDING, Throttle
+from fwrest.auth.throttle import TOKEN_WORDING, Throttle, user_key
 from fwrest.errors import HTTPError, is_cancellation, store_unavailable
 from fwrest.store import RefreshRecord, StateStore, StoreError
 from fwrest.store.audit import AuditEvent, AuditLog
@@ -69,6 +70,7 @@ _WRONG = "invalid username or password"
 _VERIFIED_MAX = 1024  # verified access tokens remembered per worker (about 1.5 KiB each)
 _PAST_REFRESH_REMEMBERED = 64  # refresh_expires values warned about as past, per worker
 GRANTS = ("password", "refresh_token", "client_credentials")
+CLIENT_KIND = "client"  # the claim fw_kind of a client credentials token
 METADATA_PARAMS_S = 5.0  # how long the metadata keeps what a function onAuthparams answered
 
 
@@ -357,7 +359,7 @@ class TokenService:
         allowed: AuthParams | None
         if self.source.file is not None:
             try:
-                allowed = await asyncio.to_thread(self.source.read_file)
+                allowed = await settled(asyncio.to_thread(self.source.read_file))
             except ParamsError:
                 allowed = None  # the start read it; logged when the token route reads it
         else:
@@ -471,7 +473,7 @@ class TokenService:
     async def _params(self, request: dict[str, str]) -> AuthParams:
         try:
             if self.source.file is not None:
-                return await asyncio.to_thread(self.source.read_file)
+                return await settled(asyncio.to_thread(self.source.read_file))
             if self.source.is_async:
                 assert self.source.func is not None
                 if self.source.legacy:
@@ -551,8 +553,13 @@ class TokenService:
                 self.port_name,
             )
         creds = client_credentials(params, auth_header)
+        username = params.get("username")
+        if grant_type == "password" and username and user_key(username).startswith(CLIENT_PREFIX):
+            # no user may have such a name (a client's own tokens carry it): refused before a
+            # legacy onAuthparams echoes it into an object the token route must refuse (500)
+            raise OAuthError("invalid_grant", _WRONG)
         allowed = await self._params(params)
-        client_id = self._client(allowed, creds)
+        client_id = await self._client(allowed, creds)
         # client_credentials only where ``types`` lists it (SPEC 12.4); the others unless
         # ``types`` is given without them
         listed = allowed.types
@@ -587,7 +594,15 @@ class TokenService:
         if grant_type == "client_credentials":
             scope = grant(asked, allowed_scopes(allowed, client_id, None))
             return await self._issue(
-                deadline, client_id, client_id, uuid.uuid4().hex, ttl_ms, None, scope, scope
+                deadline,
+                client_id,
+                client_id,
+                uuid.uuid4().hex,
+                ttl_ms,
+                None,
+                scope,
+                scope,
+                client_token=True,
             )
         if grant_type == "password":
             subject = await self._password(deadline, params, allowed, client_ip)
@@ -655,24 +670,28 @@ class TokenService:
             log.escape(shown),
         )
 
-    def _client(self, allowed: AuthParams, creds: tuple[str, str] | None) -> str:
+    async def _client(self, allowed: AuthParams, creds: tuple[str, str] | None) -> str:
+        """The client the request authenticates as (none sent: the first client).
+
+        A client secret is plain text or a hash (``fwrest clients`` writes argon2id), checked
+        as passwords are (:func:`check_user`): the same cost for a known and an unknown
+        client, whatever the kind of its secret; a hash off the event loop."""
         if creds is None:
             return allowed.clients[0][0] if allowed.clients else ""
         cid, secret = creds
-        match = ""
-        for known_id, known_secret in allowed.clients:
-            # every entry is compared, so the time does not depend on which one matches
-            ok = same_secret(cid, known_id) & same_secret(secret, known_secret)
-            if ok and not match:
-                match = known_id
-        if not match:
+        clients = allowed.clients
+        if costly(clients):
+            ok = await settled(asyncio.to_thread(check_user, clients, cid, secret))
+        else:
+            ok = check_user(clients, cid, secret)
+        if not ok:
             raise OAuthError(
                 "invalid_client",
                 "client authentication failed",
                 status=401,
                 headers=(("www-authenticate", 'Basic realm="Access to REST"'),),
             )
-        return match
+        return cid
 
     async def _password(
         self, deadline: _StoreDeadline, params: dict[str, str], allowed: AuthParams, client_ip: str
@@ -692,7 +711,7 @@ class TokenService:
             # milliseconds of CPU (argon2, bcrypt): done in a thread, the event loop serving
             # others meanwhile. Every check costs the same (check_user).
             if costly(allowed.users):
-                ok = await asyncio.to_thread(check_user, allowed.users, username, password)
+                ok = await settled(asyncio.to_thread(check_user, allowed.users, username, password))
             else:
                 ok = check_user(allowed.users, username, password)
         except BaseException:
@@ -778,10 +797,14 @@ class TokenService:
         refresh_at: float | None,
         scope: str,
         family_scope: str,
+        *,
+        client_token: bool = False,
     ) -> tuple[int, list[tuple[str, str]], bytes]:
         """The answer of a grant: an access token of ``scope``, and unless ``refresh_at`` is
         None (the client credentials grant, RFC 6749 4.4.3) a refresh token of the family,
-        which keeps ``family_scope``."""
+        which keeps ``family_scope``. A ``client_token`` (the client credentials grant) has
+        ``sub`` = the client id (SPEC 12.4) and the claim ``fw_kind: "client"``, so that no
+        one takes it for a user's token (:func:`token_user`)."""
         now = time.time()
         refresh = None
         if refresh_at is not None:
@@ -806,6 +829,8 @@ class TokenService:
             "fam": family,
             "scope": scope,
         }
+        if client_token:
+            claims["fw_kind"] = CLIENT_KIND
         access = self._sign(claims, ttl_ms)
         issued = (access,) if refresh is None else (access, refresh)
         log.request_secrets.set((*log.request_secrets.get(), *log.secret_forms(*issued)))
@@ -848,6 +873,17 @@ def revoked_until(replayed: RefreshRecord, ttl_ms: int, refresh_at: float) -> fl
     return max(replayed.expires_at, refresh_at) + ttl_ms / 1000
 
 
+def token_user(claims: dict[str, Any]) -> str:
+    """Who an access token's bearer is to the application (``rest.getAuthUser()``, ``onAdmin``,
+    the audit trail's actor): its user (``sub``), or ``client:<id>`` for a client's own token,
+    a name no user may have (docs/decisions.md). A token without ``fw_kind`` whose ``sub`` is
+    its ``client_id`` (a client credentials token of an earlier release) is a client's too."""
+    sub = str(claims.get("sub", ""))
+    if claims.get("fw_kind") == CLIENT_KIND or (sub and sub == claims.get("client_id")):
+        return CLIENT_PREFIX + sub
+    return sub
+
+
 def bearer_token(header: str | None) -> str | None:
     """``Bearer abc`` -> ``abc`` (scheme case-insensitive); None for anything else."""
     if not header:
@@ -859,4 +895,4 @@ def bearer_token(header: str | None) -> str | None:
     return token
 
 
-__all__ += ["bearer_token", "parse_basic", "revoked_until"]
+__all__ += ["bearer_token", "parse_basic", "revoked_until", "token_user"]

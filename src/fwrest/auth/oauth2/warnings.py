@@ -4,15 +4,18 @@ probably wrong ones are reported by ``fwrest check`` and logged at start (SPEC 2
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
-from fwrest.auth.oauth2.params import AuthParams, ParamsError, ParamsSource
+from fwrest.auth.oauth2.guard import NoCheckPaths, pattern_location
+from fwrest.auth.oauth2.params import AuthParams, ParamsError, ParamsSource, name_clashes
+from fwrest.auth.oauth2.revocation import INTROSPECT_SCOPE
 from fwrest.auth.settings import AuthSettings
 from fwrest.errors import ConfigError
 from fwrest.repository import is_async
 
-__all__ = ["oauth2_warnings"]
+__all__ = ["nocheck_warnings", "oauth2_warnings"]
 
 _DAY_S = 86400
 _FIX = (
@@ -69,8 +72,13 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
         raise  # Ctrl-C during the start
     except BaseException as exc:  # sys.exit() too: a warning, as for any exception
         return [f"[{section}] onAuthparams raised {type(exc).__name__} when called at start"]
+    out: list[str] = []
+    if source.file is None:
+        # a file with such names stops the start (ParamsSource.read_file); a function's
+        # answer may change while serving: said here, not refused
+        out += [f"[{section}] onAuthparams {name}: {clash}" for clash in name_clashes(params)]
     try:
-        return _judge(params, section)
+        return out + _judge(params, section)
     except ExpiryError as exc:
         where = f"the file {source.file}" if source.file is not None else f"the function {name}"
         raise ConfigError(
@@ -108,9 +116,112 @@ def _judge(params: AuthParams, section: str) -> list[str]:
                 "past: every refresh token is expired when issued, so clients must repeat the "
                 "password grant."
             )
+    if params.types is None or "password" in params.types:
+        # SPEC 12.4: a password grant may have what the client allows when its user lists no
+        # scopes: every such user may take the client's introspect (every token of the port)
+        loose = list(dict.fromkeys(n for n, _ in params.users if n not in params.user_scopes))
+        for cid, scopes in params.client_scopes.items():
+            if INTROSPECT_SCOPE in scopes and loose:
+                shown = ", ".join(repr(n) for n in loose[:5])
+                more = f" and {len(loose) - 5} more" if len(loose) > 5 else ""
+                out.append(
+                    f"[{section}] onAuthparams: the client {cid!r} may be granted "
+                    f"{INTROSPECT_SCOPE!r}, and users without scopes ({shown}{more}) get it in "
+                    "a password grant through that client: they can read every token of the "
+                    'port by introspection; give those users "scopes" (an empty list '
+                    "allows default only), or keep introspect to a client of its own."
+                )
     for key in params.repeated:
         out.append(
             f"[{section}] onAuthparams gives {key} more than once (single key and expires "
             "entries): the first applies to every token, the others are ignored."
         )
+    return out
+
+
+Routes = Sequence[tuple[str, Sequence[tuple[str, str]]]]
+
+
+def _full(prefix: str, rel: str) -> str:
+    if prefix in ("", "/"):
+        return rel
+    return prefix if rel == "/" else prefix + rel
+
+
+def _shown(routes: list[str]) -> str:
+    more = f" and {len(routes) - 5} more" if len(routes) > 5 else ""
+    return ", ".join(routes[:5]) + more
+
+
+def nocheck_warnings(section: str, patterns: Sequence[str], routes: Routes) -> list[str]:
+    """``fwrest check``'s warnings about ``onAuthNoCheckUri`` patterns whose reach a reader may
+    mistake (SPEC 4.2; guard.py's ``NoCheckPaths`` says how a pattern is read).
+
+    ``routes`` holds each location's prefix and its application routes (method, path relative
+    to the location). Reported: a relative pattern that opens routes of more than one
+    location; a pattern in the prefixed form of one location that opens routes there while
+    it could have been written relative to another: the port's root location (``/app/*``
+    written for ``/`` opens the routes of the location ``/app``), or one with routes that
+    the pattern, read relative to it, would match (it opens them nowhere but its own
+    location).
+    """
+    prefixes = [prefix for prefix, _ in routes]
+    out: list[str] = []
+    for raw in dict.fromkeys(patterns):
+        if not raw.strip():
+            continue
+        written = raw if raw.startswith("/") else "/" + raw
+        owner, rel = pattern_location(written, prefixes)
+        if owner is None:
+            matcher = NoCheckPaths([rel])
+            opened = [
+                (prefix, f"{method} {_full(prefix, path)}")
+                for prefix, served in routes
+                for method, path in served
+                if matcher.matches(path)
+            ]
+            where = list(dict.fromkeys(prefix for prefix, _ in opened))
+            if len(where) > 1:
+                named = next((p for p in where if p not in ("", "/")), where[0])
+                out.append(
+                    f"[{section}] onAuthNoCheckUri {raw!r} is relative, so it opens the "
+                    f"routes it matches in every location: "
+                    f"{_shown([route for _, route in opened])}; write a location's prefix "
+                    f"before it to open that location's only (e.g. "
+                    f"{_full(named, rel)!r})."
+                )
+            continue
+        own = NoCheckPaths([rel])
+        mine = [
+            f"{method} {_full(prefix, path)}"
+            for prefix, served in routes
+            if prefix == owner
+            for method, path in served
+            if own.matches(path)
+        ]
+        as_relative = NoCheckPaths([written])
+        elsewhere = [
+            f"{method} {_full(prefix, path)}"
+            for prefix, served in routes
+            if prefix != owner
+            for method, path in served
+            if as_relative.matches(path)
+        ]
+        rooted = any(prefix in ("", "/") for prefix in prefixes)
+        if elsewhere or (rooted and mine):
+            if elsewhere:
+                other = (
+                    f", and not {_shown(elsewhere)} of another location (a pattern meant "
+                    "relative to another location is written with that location's prefix)"
+                )
+            else:
+                other = (
+                    f"; it does not open routes of the location / (every path under {owner} "
+                    f"is the location {owner}'s)"
+                )
+            out.append(
+                f"[{section}] onAuthNoCheckUri {raw!r} begins with the prefix of the location "
+                f"{owner}, so it is that location's: it opens "
+                f"{_shown(mine) if mine else 'no route'} there{other}."
+            )
     return out

@@ -1,0 +1,482 @@
+"""State shared by the workers and hosts of one service with the default configuration
+(SPEC 8: what works on one host works across hosts sharing a store, without extra keys).
+
+Each test runs on two set-ups, one per module (the ``hosts`` fixture's parameters): one host
+``fwrest serve --workers 2`` with no ``StateStore`` (the default sqlite file), and two hosts,
+each ``fwrest serve --workers 2`` with its own config and folder, the same server sections
+(``OAUTH``: oAuth2 over TLS, and ``BASIC``) and ``StateStore=redis://...`` on one
+``redis-server``. Nothing else a user would have to add: no ``issuer`` (each host derives its
+own), no ``SigningKeyFile`` (the key is made once in the store), the default ``maxFailures``
+(10). Every check is asked of every worker of every host, each through a kept-alive
+connection that reached it (:meth:`Host.per_worker`); host A is the first, B the last (one
+host: A is B, and only the workers differ).
+
+* tokens of host A revoked through host B's RFC 7009 route (an access token, a refresh
+  token): refused by every worker of both hosts within 1 s, introspected as inactive there,
+  the refresh token spent on A, the revocation listed by A's audit route;
+* a settings change through host A's JSON API: in force on every worker of both hosts within
+  1 s, listed by B's audit route with its old and new values; cleared through B, the same;
+* a rate limit (``Key=user``): one window counted across all the workers;
+* Basic failures, and failed password grants, spread over all the workers lock the user and
+  the address out on every worker (one ``lockout`` event, listed by every host), and
+  ``fwrest lockouts clear`` run against one host's config lifts them on every worker.
+
+The other cross-host cases: tokens, refreshes, replays and failed grants
+(tests/auth/test_oauth2_store.py), key rotation (tests/auth/test_jwks_clients.py), audit of
+reloads and file changes (tests/e2e/test_audit_hosts.py), a rate limit by address
+(tests/e2e/test_ratelimit_scale.py), behind a balancer (tests/e2e/test_scale_out.py).
+redis-server missing is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import ssl
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+
+from tests.conftest import (
+    ServerProcess,
+    free_config,
+    issue_certs,
+    local_port,
+    run_cli,
+    tls_server,
+    wait_ready_workers,
+)
+from tests.redis_support import RedisServer
+
+WORKERS = 2
+SPEC_BOUND_S = 1.0  # SPEC 5 and 12.3: every worker and host within 1 s
+HANG_GUARD_S = 10.0
+MAX_FAILURES = 10  # the default
+LIMIT = 6
+USERS = {"ada": "Ada-Pw-7731", "bob": "Bob-Pw-2207", "cy": "Cy-Pw-1188", "dee": "Dee-Pw-4620"}
+WEB = ("web", "Web-Secret-9q")
+
+APP = f"""
+import os
+
+from fwrest import get
+
+USERS = {USERS!r}
+
+
+@get("/hello")
+def hello():
+    return {{"pid": os.getpid()}}
+
+
+def params():
+    return {{
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [{{"username": u, "password": p}} for u, p in USERS.items()],
+        "access_expires": "1h",
+    }}
+
+
+def check(user, password):
+    return USERS.get(user) == password
+"""
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+class Host:
+    def __init__(self, proc: ServerProcess, ca_file: Path) -> None:
+        self.proc = proc
+        self.ctx = ssl.create_default_context(cafile=ca_file)
+        self.base = proc.url("OAUTH")  # https://127.0.0.1:{port}/rest
+        self.limited = self.base.removesuffix("/rest") + "/limited"
+        self.basic = proc.url("BASIC")
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(verify=self.ctx, timeout=15)
+
+    def tokens(self, user: str) -> dict[str, Any]:
+        with self.client() as http:
+            answer = http.post(
+                self.base + "/fw/oauth2/token",
+                data={"grant_type": "password", "username": user, "password": USERS[user]},
+                auth=WEB,
+            )
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    def per_worker(self, ask: Callable[[httpx.Client], int]) -> dict[int, httpx.Client]:
+        """A client whose one kept-alive connection reaches each worker: pid -> client;
+        ``ask`` sends one request on a new client and returns the pid that answered."""
+        found: dict[int, httpx.Client] = {}
+        for _ in range(60):
+            http = self.client()
+            pid = ask(http)
+            if pid in found:
+                http.close()
+            else:
+                found[pid] = http
+            if len(found) == WORKERS:
+                return found
+        raise AssertionError(f"60 connections reached only the workers {sorted(found)}")
+
+    def oauth_workers(self, token: str) -> dict[int, httpx.Client]:
+        return self.per_worker(
+            lambda http: int(http.get(self.base + "/hello", headers=bearer(token)).json()["pid"])
+        )
+
+    def basic_workers(self) -> dict[int, httpx.Client]:
+        return self.per_worker(
+            lambda http: int(
+                http.get(self.basic + "/hello", auth=("dee", USERS["dee"])).json()["pid"]
+            )
+        )
+
+    def trail(self, token: str, query: str) -> list[dict[str, Any]]:
+        with self.client() as http:
+            answer = http.get(self.base + "/fw/rest/audit" + query, headers=bearer(token))
+        assert answer.status_code == 200, answer.text
+        events: list[dict[str, Any]] = answer.json()
+        return events
+
+
+def close_all(*groups: dict[int, httpx.Client]) -> None:
+    for clients in groups:
+        for http in clients.values():
+            http.close()
+
+
+def host_config(folder: Path, certs: dict[str, Path], redis_url: str | None) -> Path:
+    """One host: its own folder and config, the sections every host of the service has; no
+    key beyond what one host needs but the shared store (none: the default, sqlite)."""
+    oauth = {"scheme": "oAuth2", "onAuth": "", "onAuthparams": "app.params"}
+    basic = {"scheme": "basic", "OnAuth": "app.check"}
+    config = free_config(
+        folder,
+        app=APP,
+        servers={
+            "OAUTH": tls_server(certs, Locations="ROOT, LIMITED", FwData={"Authorization": oauth}),
+            "BASIC": local_port(FwData={"Authorization": basic}),
+        },
+        extra={
+            "LIMITED": {"Path": "/limited", "ThreadPool": "POOL", "RateLimit": "RL_USER"},
+            "RL_USER": {"Limit": LIMIT, "Window": "60s", "Key": "user"},
+        },
+    )
+    sections = json.loads(config.read_text())
+    del sections["HTTPSERVER"]["StateStore"]  # free_config's memory store: no test's choice
+    if redis_url is not None:
+        sections["HTTPSERVER"]["StateStore"] = redis_url
+    config.write_text(json.dumps(sections))
+    return config
+
+
+@pytest.fixture(scope="module", params=["one-host-two-workers", "two-hosts-one-redis"])
+def hosts(
+    ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[list[Host]]:
+    """``one-host-two-workers``: one host of two workers, the default store (sqlite);
+    ``two-hosts-one-redis``: two hosts of two workers each on one ``redis-server``. The tests
+    name the first host A and the last B (one host: A is B, and only the workers differ)."""
+    root = tmp_path_factory.mktemp("hosts-state")
+    redis = RedisServer(root).start() if request.param == "two-hosts-one-redis" else None
+    started: list[ServerProcess] = []
+    try:
+        for name in ("a", "b") if redis is not None else ("a",):
+            folder = root / name
+            folder.mkdir()
+            certs = issue_certs(ca, folder / "certs")
+            config = host_config(folder, certs, redis.url if redis is not None else None)
+            started.append(ServerProcess(config, workers=WORKERS))
+        for proc in started:
+            proc.wait_ready()
+            wait_ready_workers(proc, WORKERS)
+        if redis is None:
+            assert (root / "a" / ".fwrest" / "state.sqlite3").is_file()
+        yield [Host(proc, proc.config.parent / "certs" / "ca.pem") for proc in started]
+    finally:
+        for proc in started:
+            proc.stop()
+        if redis is not None:
+            redis.stop()
+
+
+def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[Host]) -> None:
+    a, b = hosts[0], hosts[-1]
+    probe, victim = a.tokens("ada"), a.tokens("bob")
+    workers = [host.oauth_workers(probe["access_token"]) for host in hosts]
+    try:
+        for host, clients in zip(hosts, workers, strict=True):
+            for http in clients.values():  # A's token, on every worker of both hosts
+                used = http.get(host.base + "/hello", headers=bearer(victim["access_token"]))
+                assert used.status_code == 200, used.text
+        with b.client() as http:  # revoked on B (RFC 7009), as the client that holds it
+            answer = http.post(
+                b.base + "/fw/oauth2/revoke", data={"token": victim["access_token"]}, auth=WEB
+            )
+        since = time.monotonic()
+        assert answer.status_code == 200, answer.text
+        time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
+        for host, clients in zip(hosts, workers, strict=True):
+            for pid, http in clients.items():
+                used = http.get(host.base + "/hello", headers=bearer(victim["access_token"]))
+                assert used.status_code == 401, (host.base, pid, used.text)
+                assert "revoked" in used.headers["www-authenticate"]
+                seen = http.post(
+                    host.base + "/fw/oauth2/introspect",
+                    data={"token": victim["access_token"]},
+                    auth=WEB,
+                )
+                assert seen.status_code == 200 and seen.json() == {"active": False}, seen.text
+        with a.client() as http:  # its refresh token is spent too, on the host that issued it
+            spent = http.post(
+                a.base + "/fw/oauth2/token",
+                data={"grant_type": "refresh_token", "refresh_token": victim["refresh_token"]},
+                auth=WEB,
+            )
+        assert spent.status_code == 400 and spent.json()["error"] == "invalid_grant", spent.text
+        # the revocation of B, listed by A
+        events = a.trail(probe["access_token"], "?event=revocation")
+        mine = [e for e in events if e["details"]["user"] == "bob"]
+        assert len(mine) == 1, events
+        assert (mine[0]["actor"], mine[0]["port"]) == ("client:web", "OAUTH"), mine[0]
+        assert mine[0]["details"]["via"] == "oauth2/revoke", mine[0]
+        # a refresh token of A revoked on B: its family's access token refused everywhere
+        family = a.tokens("cy")
+        with b.client() as http:
+            answer = http.post(
+                b.base + "/fw/oauth2/revoke",
+                data={"token": family["refresh_token"], "token_type_hint": "refresh_token"},
+                auth=WEB,
+            )
+        since = time.monotonic()
+        assert answer.status_code == 200, answer.text
+        time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
+        for host, clients in zip(hosts, workers, strict=True):
+            for pid, http in clients.items():
+                used = http.get(host.base + "/hello", headers=bearer(family["access_token"]))
+                assert used.status_code == 401, (host.base, pid, used.text)
+        # the probe's family is another user's: untouched everywhere
+        for host, clients in zip(hosts, workers, strict=True):
+            for http in clients.values():
+                used = http.get(host.base + "/hello", headers=bearer(probe["access_token"]))
+                assert used.status_code == 200, used.text
+    finally:
+        close_all(*workers)
+
+
+def _setting(http: httpx.Client, host: Host, token: str, key: str) -> dict[str, Any]:
+    answer = http.get(
+        host.base + "/fw/rest/config",
+        headers={**bearer(token), "Accept": "application/json"},
+    )
+    assert answer.status_code == 200, answer.text
+    setting: dict[str, Any] = answer.json()["settings"][key]
+    return setting
+
+
+def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
+    hosts: list[Host],
+) -> None:
+    a, b = hosts[0], hosts[-1]
+    token = a.tokens("cy")["access_token"]
+    workers = [host.oauth_workers(token) for host in hosts]
+    try:
+        before = _setting(next(iter(workers[-1].values())), b, token, "rest_log_stringsize")
+        value = int(before["effective"]) + 41
+        with a.client() as http:
+            changed = http.post(
+                a.base + "/fw/rest/config",
+                json={"rest_log_stringsize": value},
+                headers=bearer(token),
+            )
+        since = time.monotonic()
+        assert changed.status_code == 200, changed.text
+        time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
+        for host, clients in zip(hosts, workers, strict=True):
+            for pid, http in clients.items():
+                now = _setting(http, host, token, "rest_log_stringsize")
+                assert (now["runtime"], now["effective"]) == (value, value), (host.base, pid, now)
+        # listed by B, naming the user, the port and the values
+        events = b.trail(token, "?event=settings.change")
+        change = next(e for e in events if e["details"]["key"] == "rest_log_stringsize")
+        assert (change["actor"], change["port"]) == ("cy", "OAUTH"), change
+        assert (change["details"]["old"], change["details"]["new"]) == (before["effective"], value)
+        # cleared on B, in force on every worker of A
+        with b.client() as http:
+            cleared = http.post(
+                b.base + "/fw/rest/config",
+                json={"rest_log_stringsize": None},
+                headers=bearer(token),
+            )
+        since = time.monotonic()
+        assert cleared.status_code == 200, cleared.text
+        time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
+        for host, clients in zip(hosts, workers, strict=True):
+            for pid, http in clients.items():
+                now = _setting(http, host, token, "rest_log_stringsize")
+                assert now["runtime"] is None, (host.base, pid, now)
+                assert now["effective"] == before["effective"], (host.base, pid, now)
+        # the run-time page of A (Basic port), its form sent to B: the anti-forgery token
+        # is the service's, not a worker's or a host's
+        cy = ("cy", USERS["cy"])
+        with httpx.Client(timeout=15) as http:
+            page = http.get(a.basic + "/fw/rest/config", auth=cy, headers={"Accept": "text/html"})
+            assert page.status_code == 200, page.text
+            found = re.search(r'name="fw_csrf" value="([^"]+)"', page.text)
+            assert found, page.text
+            for wanted in (value + 1, None):  # set, then cleared (an empty field)
+                form = {"rest_log_stringsize": "" if wanted is None else str(wanted)}
+                sent = http.post(
+                    b.basic + "/fw/rest/config", data={**form, "fw_csrf": found[1]}, auth=cy
+                )
+                since = time.monotonic()
+                assert sent.status_code == 200 and "Saved" in sent.text, sent.text
+                time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
+                for host, clients in zip(hosts, workers, strict=True):
+                    for pid, worker in clients.items():
+                        now = _setting(worker, host, token, "rest_log_stringsize")
+                        assert now["runtime"] == wanted, (host.base, pid, now)
+    finally:
+        close_all(*workers)
+
+
+def test_a_rate_limit_window_is_counted_across_workers_and_hosts(hosts: list[Host]) -> None:
+    """``Key=user``, ``Limit=6``: dee's requests spread over the four workers share one
+    window; ada, another user, has her own."""
+    dee = hosts[0].tokens("dee")["access_token"]
+    ada = hosts[-1].tokens("ada")["access_token"]
+    workers = [host.oauth_workers(dee) for host in hosts]  # /rest: not rate limited
+    try:
+        rounds = [
+            (host, http) for host, clients in zip(hosts, workers, strict=True)
+            for http in clients.values()
+        ]  # fmt: skip
+        codes, remaining = [], []
+        for i in range(LIMIT + 4):
+            host, http = rounds[i % len(rounds)]
+            answer = http.get(host.limited + "/hello", headers=bearer(dee))
+            assert "ratelimit" in answer.headers, (answer.status_code, answer.text)
+            codes.append(answer.status_code)
+            remaining.append(answer.headers["ratelimit"])
+        print(f"dee's answers across the four workers: {codes}")
+        assert codes == [200] * LIMIT + [429] * 4, (codes, remaining)
+        assert [r.split(";")[1] for r in remaining[:LIMIT]] == [
+            f"r={LIMIT - 1 - i}" for i in range(LIMIT)
+        ], remaining
+        for host, http in rounds:  # refused on every worker; ada is counted apart
+            assert http.get(host.limited + "/hello", headers=bearer(dee)).status_code == 429
+            assert http.get(host.limited + "/hello", headers=bearer(ada)).status_code == 200
+    finally:
+        close_all(*workers)
+
+
+def test_basic_failures_on_both_hosts_lock_out_on_both_until_lockouts_clear(
+    hosts: list[Host],
+) -> None:
+    """Wrong passwords for bob on Basic port ``BASIC`` alternate over the four workers of
+    the two hosts: the 10th locks bob and the address out on both hosts (one ``lockout``
+    event, listed by both); ``fwrest lockouts clear`` against host A's config lifts both on
+    every worker of both hosts."""
+    a = hosts[0]
+    token = a.tokens("cy")["access_token"]  # the audit route is on OAUTH: not locked out
+    workers = [host.basic_workers() for host in hosts]
+    rounds = [
+        (host, http) for host, clients in zip(hosts, workers, strict=True)
+        for http in clients.values()
+    ]  # fmt: skip
+    try:
+        for i in range(MAX_FAILURES):
+            host, http = rounds[i % len(rounds)]
+            wrong = http.get(host.basic + "/hello", auth=("bob", f"guess-{i}"))
+            assert wrong.status_code == 403, (i, wrong.status_code, wrong.text)
+        locked_at = time.monotonic()
+        time.sleep(max(locked_at + SPEC_BOUND_S - time.monotonic(), 0))
+        for host, http in rounds:
+            right = http.get(host.basic + "/hello", auth=("bob", USERS["bob"]))
+            assert right.status_code == 429, (host.basic, right.status_code, right.text)
+            assert int(right.headers["retry-after"]) >= 1
+        for host in hosts:
+            events = [
+                e for e in host.trail(token, "?event=lockout") if e["details"]["user"] == "bob"
+            ]
+            assert len(events) == 1, (host.base, events)
+            assert events[0]["port"] == "BASIC", events[0]
+            assert sorted(events[0]["details"]["locked"]) == ["address", "user"], events[0]
+        # bob's lift takes the address his failures locked at the same moment (SPEC 13.6)
+        done = run_cli("lockouts", str(a.proc.config), "clear", "bob", cwd=a.proc.config.parent)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [
+            "fwrest lockouts: lifted [BASIC] ip 127.0.0.1",
+            "fwrest lockouts: lifted [BASIC] user bob",
+        ], done.stdout
+        lifted_at = time.monotonic()
+        time.sleep(max(lifted_at + SPEC_BOUND_S - time.monotonic(), 0))
+        for host, http in rounds:
+            right = http.get(host.basic + "/hello", auth=("bob", USERS["bob"]))
+            assert right.status_code == 200, (host.basic, right.status_code, right.text)
+        for host in hosts:  # the command's events, listed by both hosts
+            cleared = host.trail(token, "?event=lockout.clear")
+            subjects = {(e["port"], e["details"]["subject"]) for e in cleared}
+            assert subjects == {("BASIC", "bob"), ("BASIC", "127.0.0.1")}, cleared
+    finally:
+        close_all(*workers)
+
+
+def test_failed_grants_on_both_hosts_lock_out_on_both_until_lockouts_clear(
+    hosts: list[Host],
+) -> None:
+    """The token route's count (in the store, before the password is checked): wrong
+    passwords for bob spread over the four workers lock bob and the address out of password
+    grants on every worker of both hosts; ``fwrest lockouts clear`` against host B's config
+    lifts both everywhere; the lock-out is one event, listed by both hosts."""
+    a, b = hosts[0], hosts[-1]
+    token = a.tokens("cy")["access_token"]  # a bearer token: no password, never locked out
+    workers = [host.oauth_workers(token) for host in hosts]
+    rounds = [
+        (host, http) for host, clients in zip(hosts, workers, strict=True)
+        for http in clients.values()
+    ]  # fmt: skip
+
+    def grant(host: Host, http: httpx.Client, password: str) -> httpx.Response:
+        form = {"grant_type": "password", "username": "bob", "password": password}
+        return http.post(host.base + "/fw/oauth2/token", data=form, auth=WEB)
+
+    try:
+        for i in range(MAX_FAILURES):
+            host, http = rounds[i % len(rounds)]
+            wrong = grant(host, http, f"guess-{i}")
+            assert wrong.status_code == 400, (i, wrong.status_code, wrong.text)
+        for host, http in rounds:  # counted in the store: refused at once, on every worker
+            right = grant(host, http, USERS["bob"])
+            assert right.status_code == 429, (host.base, right.status_code, right.text)
+            assert int(right.headers["retry-after"]) >= 1
+        for host in hosts:
+            events = [
+                e
+                for e in host.trail(token, "?event=lockout")
+                if e["port"] == "OAUTH" and e["details"]["user"] == "bob"
+            ]
+            assert len(events) == 1, (host.base, events)
+            assert sorted(events[0]["details"]["locked"]) == ["address", "user"], events[0]
+        done = run_cli("lockouts", str(b.proc.config), "clear", "bob", cwd=b.proc.config.parent)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [
+            "fwrest lockouts: lifted [OAUTH] ip 127.0.0.1",
+            "fwrest lockouts: lifted [OAUTH] user bob",
+        ], done.stdout
+        lifted_at = time.monotonic()
+        time.sleep(max(lifted_at + SPEC_BOUND_S - time.monotonic(), 0))
+        for host, http in rounds:
+            right = grant(host, http, USERS["bob"])
+            assert right.status_code == 200, (host.base, right.status_code, right.text)
+    finally:
+        close_all(*workers)

@@ -1,0 +1,443 @@
+"""Tracing (SPEC 17.4, ``[HTTPSERVER] Tracing=otlp``) over a real ``fwrest serve``, exporting
+with the OpenTelemetry SDK's OTLP/HTTP exporter to a receiver in this test (an HTTP server
+taking ``POST /v1/traces``, the protobuf decoded with ``opentelemetry-proto``'s
+``ExportTraceServiceRequest``): the server span continues the client's ``traceparent``, has
+the HTTP semantic conventions' attributes and is the parent of ``fwrest.auth``,
+``fwrest.handler``, ``fwrest.store`` and the application's own span (in a ``def`` handler's
+pool thread and in an ``async def`` one); nothing of the credentials, the query or the
+request's secrets reaches the exported data; the log's records carry the span's ids. Without
+``Tracing``, a worker imports nothing of OpenTelemetry. Bad values are start errors.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from fwrest.config import load_config
+from fwrest.errors import ConfigError
+from tests.auth.oauth2_support import client_context, oauth_section
+from tests.conftest import (
+    APP_SOURCE,
+    ServerProcess,
+    base_sections,
+    exchange,
+    free_config,
+    issue_certs,
+    local_port,
+)
+
+PASSWORD = "Trace-Pw-9Qx-secret"
+QUERY_VALUE = "qv-7f3a-secret"
+APP = (
+    APP_SOURCE
+    + """
+
+import logging
+import sys
+
+from opentelemetry import trace
+
+_log = logging.getLogger("shop.traced")
+_tracer = trace.get_tracer("shop")
+
+
+def check(user, password):
+    return password == "Trace-Pw-9Qx-secret"
+
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-Trace-4k",
+        "users": [{"username": "ada", "password": "Trace-Pw-9Qx-secret"}],
+    }
+
+
+@get("/traced/:id")
+def traced(id):
+    _log.warning("working on %s", id)
+    with _tracer.start_as_current_span("shop.work", attributes={"shop.id": id}):
+        _log.warning("inside the application's span")
+    return {"id": id}
+
+
+@get("/atraced/:id")
+async def atraced(id):
+    _log.warning("async work on %s", id)
+    with _tracer.start_as_current_span("shop.awork"):
+        _log.warning("inside the application's span")
+    return {"id": id}
+
+
+@get("/modules")
+def modules():
+    return sorted(name for name in sys.modules if name.startswith("opentelemetry"))
+"""
+)
+NO_TRACING_APP = (
+    APP_SOURCE
+    + """
+
+import sys
+
+
+@get("/modules")
+def modules():
+    return sorted(name for name in sys.modules if name.startswith("opentelemetry"))
+"""
+)
+
+
+class _Receiver:
+    """An OTLP/HTTP receiver: every ``ExportTraceServiceRequest`` posted to ``/v1/traces``,
+    decoded, and the raw bodies."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.spans: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.path != "/v1/traces":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                owner.received(body)
+                answer = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def received(self, body: bytes) -> None:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        found = []
+        for resource_spans in request.resource_spans:
+            resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    found.append(
+                        {
+                            "name": span.name,
+                            "scope": scope_spans.scope.name,
+                            "trace_id": span.trace_id.hex(),
+                            "span_id": span.span_id.hex(),
+                            "parent": span.parent_span_id.hex(),
+                            "kind": span.kind,
+                            "status": span.status.code,
+                            "attributes": {a.key: _value(a.value) for a in span.attributes},
+                            "resource": resource,
+                        }
+                    )
+        with self.lock:
+            self.bodies.append(body)
+            self.spans.extend(found)
+
+    def wait_spans(self, trace_ids: set[str], names: set[str], timeout: float = 20) -> list[Any]:
+        """The spans of ``trace_ids``, once each name of ``names`` is among them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                spans = [s for s in self.spans if s["trace_id"] in trace_ids]
+            if names <= {s["name"] for s in spans}:
+                return spans
+            if time.monotonic() > deadline:
+                raise AssertionError(f"spans never received: {names}; got {spans}")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    return getattr(value, kind) if kind is not None else None
+
+
+@pytest.fixture
+def receiver() -> Iterator[_Receiver]:
+    found = _Receiver()
+    yield found
+    found.close()
+
+
+def _config(tmp_path: Path, log_format: str = "text") -> Path:
+    basic = {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}}
+    return free_config(
+        tmp_path,
+        app=APP,
+        servers={"HTTP_REST": local_port(FwData=basic)},
+        extra={
+            "HTTPSERVER": {"Tracing": "otlp", "StateStore": "sqlite", "LogFormat": log_format},
+            "ROOT": {"RateLimit": "RL_API"},
+            "RL_API": {"Limit": 1000, "Window": "60s", "Key": "user"},
+        },
+    )
+
+
+def _serve(config: Path, receiver: _Receiver) -> ServerProcess:
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+        "OTEL_SERVICE_NAME": "shop-api",
+    }
+    return ServerProcess(config, env=env).wait_ready()
+
+
+def _traceparent() -> tuple[str, str, str]:
+    trace_id, parent = secrets.token_hex(16), secrets.token_hex(8)
+    return f"00-{trace_id}-{parent}-01", trace_id, parent
+
+
+def test_server_span_continues_the_trace_with_its_children_and_no_secret(
+    tmp_path: Path, receiver: _Receiver
+) -> None:
+    proc = _serve(_config(tmp_path), receiver)
+    sent = {}
+    try:
+        with httpx.Client(base_url=proc.url(), auth=("ada", PASSWORD), timeout=15) as http:
+            for path in ("/traced/42", "/atraced/43"):
+                header, trace_id, parent = _traceparent()
+                r = http.get(
+                    path,
+                    params={"token": QUERY_VALUE, "page": "seven-page"},
+                    headers={"traceparent": header, "User-Agent": "trace-test/1.0"},
+                )
+                assert r.status_code == 200, r.text
+                sent[path] = (trace_id, parent, r.headers["x-request-id"])
+            # a refusal: the server span without a handler, its auth child marked with the refusal
+            header, refused_trace, refused_parent = _traceparent()
+            r = httpx.get(
+                f"{proc.url()}/traced/1",
+                auth=("ada", "Wrong-" + PASSWORD),
+                headers={"traceparent": header},
+            )
+            refusal = r.status_code
+            assert refusal in (401, 403), r.text
+            # a refusal of a request that waits for 100 Continue: its body is never read; the
+            # admission's answer is the request's, a server span of its own
+            header, waited_trace, waited_parent = _traceparent()
+            wrong = base64.b64encode(f"ada:Wrong-{PASSWORD}".encode()).decode()
+            answer = exchange(
+                proc.ports["HTTP_REST"],
+                (
+                    f"POST /rest/echo?token={QUERY_VALUE} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    f"Authorization: Basic {wrong}\r\ntraceparent: {header}\r\n"
+                    "Expect: 100-continue\r\nContent-Length: 5\r\n\r\n"
+                ).encode(),
+            )
+            assert answer.startswith(f"HTTP/1.1 {refusal} ".encode()), answer[:100]
+            trace_ids = {t for t, _, _ in sent.values()} | {refused_trace, waited_trace}
+            names = {"fwrest.auth", "fwrest.handler", "fwrest.store", "shop.work", "shop.awork"}
+            spans = receiver.wait_spans(trace_ids, names | {"GET", "POST"})
+    finally:
+        assert proc.stop() == 0
+    log = proc.log()
+
+    for path, fn, app_span in (
+        ("/traced/42", "app.traced", "shop.work"),
+        ("/atraced/43", "app.atraced", "shop.awork"),
+    ):
+        trace_id, parent, rid = sent[path]
+        mine = [s for s in spans if s["trace_id"] == trace_id]
+        (server,) = [s for s in mine if s["kind"] == 2]  # SPAN_KIND_SERVER
+        route = "/rest" + path.rsplit("/", 1)[0] + "/:id"
+        print(f"{path}: {sorted(s['name'] for s in mine)}")
+        assert server["name"] == f"GET {route}"
+        assert server["parent"] == parent
+        assert server["scope"] == "fwrest"
+        assert server["resource"]["service.name"] == "shop-api"
+        attributes = server["attributes"]
+        assert attributes["http.request.method"] == "GET"
+        assert attributes["http.route"] == route
+        assert attributes["http.response.status_code"] == 200
+        assert attributes["url.path"] == "/rest" + path  # without the query
+        assert attributes["url.scheme"] == "http"
+        assert attributes["client.address"] == "127.0.0.1"
+        assert attributes["user_agent.original"] == "trace-test/1.0"
+        children = {s["name"]: s for s in mine if s["parent"] == server["span_id"]}
+        assert {"fwrest.auth", "fwrest.handler", "fwrest.store", app_span} <= set(children)
+        assert children["fwrest.handler"]["attributes"]["code.function.name"] == fn
+        store = children["fwrest.store"]["attributes"]
+        assert store["db.system.name"] == "sqlite"
+        assert store["fwrest.store.operation"] == "hit_rate"  # the location's rate limit
+        assert children["fwrest.auth"]["attributes"]["fwrest.auth.scheme"] == "basic"
+        # the log: the access line and the handler's own record carry the server span's
+        # ids; a record inside the application's span, that span's
+        lines = [line for line in log.splitlines() if f"request_id={rid}" in line]
+        assert len(lines) == 3, lines
+        for line in lines:
+            span = children[app_span] if "inside the application" in line else server
+            ids = f"trace_id={trace_id} span_id={span['span_id']}"
+            assert line.endswith(f"request_id={rid} {ids}"), line
+
+    (refused,) = [s for s in spans if s["trace_id"] == refused_trace and s["kind"] == 2]
+    assert refused["name"] == "GET" and refused["parent"] == refused_parent
+    assert refused["attributes"]["http.response.status_code"] == refusal
+    assert "http.route" not in refused["attributes"]
+    (auth,) = [s for s in spans if s["trace_id"] == refused_trace and s["name"] == "fwrest.auth"]
+    assert auth["attributes"]["error.type"] == str(refusal)
+    assert auth["status"] == 0  # STATUS_CODE_UNSET: a refusal is no failure of the server
+
+    waited = [s for s in spans if s["trace_id"] == waited_trace]
+    assert [s["kind"] for s in waited] == [2], waited  # the server span alone
+    assert waited[0]["name"] == "POST" and waited[0]["parent"] == waited_parent
+    assert waited[0]["attributes"]["http.response.status_code"] == refusal
+    assert waited[0]["attributes"]["url.path"] == "/rest/echo"
+
+    exported = b"".join(receiver.bodies)
+    basic = base64.b64encode(f"ada:{PASSWORD}".encode())
+    for secret in (PASSWORD.encode(), basic, QUERY_VALUE.encode(), b"seven-page", b"token="):
+        assert secret not in exported, secret
+
+
+def test_json_log_records_carry_the_span_ids(tmp_path: Path, receiver: _Receiver) -> None:
+    proc = _serve(_config(tmp_path, "json"), receiver)
+    try:
+        header, trace_id, _parent = _traceparent()
+        r = httpx.get(
+            f"{proc.url()}/traced/7", auth=("ada", PASSWORD), headers={"traceparent": header}
+        )
+        assert r.status_code == 200
+        rid = r.headers["x-request-id"]
+        spans = receiver.wait_spans({trace_id}, {"GET /rest/traced/:id", "shop.work"})
+    finally:
+        assert proc.stop() == 0
+    (server,) = [s for s in spans if s["kind"] == 2]
+    records = [json.loads(line) for line in proc.log().splitlines()]
+    mine = [r for r in records if r.get("request_id") == rid]
+    assert {r["logger"] for r in mine} >= {"fwrest.access", "shop.traced"}, mine
+    (work,) = [s for s in spans if s["name"] == "shop.work"]
+    for record in mine:
+        span = work if "inside the application" in record["message"] else server
+        assert (record["trace_id"], record["span_id"]) == (trace_id, span["span_id"]), record
+    # records outside a request carry none
+    assert not any("trace_id" in r for r in records if "request_id" not in r)
+
+
+def test_token_route_spans_the_memory_stores_calls_and_exports_no_token(
+    tmp_path: Path, receiver: _Receiver, ca: trustme.CA
+) -> None:
+    """An oAuth2 port over TLS with the memory store (called inline, on the loop): a grant's
+    store calls are ``fwrest.store`` spans of the token route's server span, and neither the
+    password, the client's secret nor the tokens issued reach the exported data."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = free_config(
+        tmp_path,
+        app=APP,
+        servers={"OAUTH": oauth_section(certs, onAuthparams="app.params")},
+        extra={"HTTPSERVER": {"Tracing": "otlp", "StateStore": "memory"}},
+    )
+    proc = _serve(config, receiver)
+    try:
+        header, trace_id, parent = _traceparent()
+        with httpx.Client(verify=client_context(certs), timeout=15) as http:
+            r = http.post(
+                f"{proc.url('OAUTH')}/fw/oauth2/token",
+                data={
+                    "grant_type": "password",
+                    "username": "ada",
+                    "password": PASSWORD,
+                    "client_id": "web",
+                    "client_secret": "Web-Secret-Trace-4k",
+                },
+                headers={"traceparent": header},
+            )
+            assert r.status_code == 200, r.text
+            issued = r.json()
+            access = issued["access_token"]
+            header2, trace2, _ = _traceparent()
+            r = http.get(
+                f"{proc.url('OAUTH')}/traced/5",
+                headers={"Authorization": f"Bearer {access}", "traceparent": header2},
+            )
+            assert r.status_code == 200, r.text
+        spans = receiver.wait_spans({trace_id, trace2}, {"fwrest.store", "shop.work"})
+    finally:
+        assert proc.stop() == 0
+    (server,) = [s for s in spans if s["trace_id"] == trace_id and s["kind"] == 2]
+    assert server["name"] == "POST /rest/fw/oauth2/token" and server["parent"] == parent
+    assert server["attributes"]["url.scheme"] == "https"
+    store = [s for s in spans if s["trace_id"] == trace_id and s["name"] == "fwrest.store"]
+    assert store and all(s["parent"] == server["span_id"] for s in store)
+    assert {s["attributes"]["db.system.name"] for s in store} == {"memory"}
+    print("store operations:", sorted(s["attributes"]["fwrest.store.operation"] for s in store))
+    (auth,) = [s for s in spans if s["trace_id"] == trace2 and s["name"] == "fwrest.auth"]
+    assert auth["attributes"]["fwrest.auth.scheme"] == "oAuth2"
+    exported = b"".join(receiver.bodies)
+    for secret in (PASSWORD, "Web-Secret-Trace-4k", access, issued["refresh_token"]):
+        assert secret.encode() not in exported, secret
+        # the tokens' signatures alone neither
+        assert secret.rsplit(".", 1)[-1].encode() not in exported, secret
+
+
+def test_without_tracing_a_worker_imports_nothing_of_opentelemetry(serve: Any) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        proc: ServerProcess = serve(free_config(Path(folder), app=NO_TRACING_APP))
+        r = httpx.get(f"{proc.url()}/modules", timeout=10)
+        assert r.status_code == 200
+        assert r.json() == []
+        assert not re.search(r"trace_id=", proc.log())
+
+
+def test_bad_tracing_values_are_start_errors() -> None:
+    sections = base_sections(0)
+    sections["HTTPSERVER"]["Tracing"] = "jaeger"
+    with pytest.raises(ConfigError) as caught:
+        load_config(sections)
+    text = str(caught.value)
+    assert "[HTTPSERVER] Tracing" in text and "allowed: otlp" in text
+    sections["HTTPSERVER"]["Tracing"] = "OTLP"
+    assert load_config(sections).tracing == "otlp"
+    sections["HTTPSERVER"]["Tracing"] = ""
+    assert load_config(sections).tracing is None
+
+
+def test_otlp_without_the_extra_is_a_start_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sections = base_sections(0)
+    sections["HTTPSERVER"]["Tracing"] = "otlp"
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http", None)
+    with pytest.raises(ConfigError) as caught:
+        load_config(sections)
+    text = str(caught.value)
+    assert "[HTTPSERVER] Tracing" in text and "pip install fwrest[otel]" in text, text

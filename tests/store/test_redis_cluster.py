@@ -1,0 +1,242 @@
+"""SPEC 17.1's Redis Cluster form of the state store, against real clusters started here
+(``tests/redis_support.py``'s :class:`RedisCluster`): three masters and three replicas with a
+password, and three masters on TLS that require a client certificate.
+
+* over ``redis+cluster://`` (``StateStorePassword=env:NAME``) and ``rediss+cluster://``
+  (``StateStoreCA``, ``StateStoreCert``/``StateStoreKey``) an oAuth2 port issues tokens,
+  refreshes them and refuses a replay, its state in the cluster: every key under the URL's
+  database as a prefix (``fwrest:5:``: a cluster has no ``SELECT``), a refresh token's record
+  on the slot of its hash tag, a user's and an address's failure counts on the slot of the
+  lock list that a lift clears with them;
+* what only the cluster can tell is a start error naming the key, and ``fwrest check`` says
+  the same: a node that is a single Redis (not a cluster node), TLS to a plain-text node and
+  the reverse, a wrong password (never shown, nor in the check's summary); a cluster that
+  does not answer now is a warning, and the service starts with the ready probe DOWN.
+
+The store contract runs over a cluster too (tests/store/test_contract.py), and its failover
+test is tests/faults/test_cluster_failover.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+import trustme
+
+from fwrest.testing import Client
+from tests.auth.oauth2_support import oauth_section
+from tests.conftest import ServerProcess, free_port, issue_certs, module_config, run_forked
+from tests.redis_support import RedisCluster, RedisServer, RedisTls, redis_tls
+
+PASSWORD = "Cluster-Pw/5+k q"  # a canary: a slash, a plus and a space
+PASSWORD_ENV = "FWREST_TEST_CLUSTER_PASSWORD"
+DB = 5
+APP = """
+from fwrest import get
+
+
+@get("/hello")
+def hello():
+    return {"hello": "world"}
+
+
+def params():
+    return {
+        "client_id": "web",
+        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
+        "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}],
+    }
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    found = RedisCluster(tmp_path_factory.mktemp("cluster"), password=PASSWORD, db=DB)
+    try:
+        yield found.start()
+    finally:
+        found.stop()
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[RedisCluster, RedisTls]]:
+    root = tmp_path_factory.mktemp("tls-cluster")
+    tls = redis_tls(trustme.CA(), root / "tls")
+    found = RedisCluster(root / "nodes", db=DB, replicas=0, tls=tls)
+    try:
+        yield found.start(), tls
+    finally:
+        found.stop()
+
+
+def oauth_service(tmp_path: Path, ca: trustme.CA, module: str, keys: dict[str, Any]) -> Path:
+    certs = issue_certs(ca, tmp_path / "certs")
+    return module_config(
+        tmp_path,
+        module,
+        app=APP.replace("params", f"{module}_params"),
+        servers={"OAUTH": oauth_section(certs, onAuthparams=f"{module}_params")},
+        extra={"HTTPSERVER": keys},
+    )
+
+
+@pytest.mark.parametrize("form", ["redis+cluster", "rediss+cluster"])
+def test_tokens_are_issued_and_refreshed_on_a_cluster(
+    form: str,
+    request: pytest.FixtureRequest,
+    ca: trustme.CA,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if form == "redis+cluster":
+        nodes: RedisCluster = request.getfixturevalue("cluster")
+        monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
+        keys = {"StateStore": nodes.url, "StateStorePassword": f"env:{PASSWORD_ENV}"}
+    else:
+        nodes, tls = request.getfixturevalue("tls_cluster")
+        keys = {"StateStore": nodes.url, "StateStoreCA": str(tls.ca),
+                "StateStoreCert": str(tls.client_cert), "StateStoreKey": str(tls.client_key)}  # fmt: skip
+    nodes.flush()
+    module = "cluster_form_" + form.replace("+", "_")
+    token = "/rest/fw/oauth2/token"
+    with Client(oauth_service(tmp_path, ca, module, keys)) as client:
+        wrong = {"grant_type": "password", "username": "ada", "password": "not-it"}
+        assert client.post(token, data=wrong).status_code == 400
+        grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
+        issued = client.post(token, data=grant)
+        assert issued.status_code == 200, issued.text
+        refresh = {"grant_type": "refresh_token", "refresh_token": issued.json()["refresh_token"]}
+        renewed = client.post(token, data=refresh)
+        assert renewed.status_code == 200, renewed.text
+        bearer = {"Authorization": f"Bearer {renewed.json()['access_token']}"}
+        assert client.get("/rest/hello", headers=bearer).status_code == 200
+        replay = client.post(token, data=refresh)
+        assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+    direct = nodes.client()
+    try:
+        found = {k.decode() for k in direct.scan_iter("*")}
+        prefix = f"fwrest:{DB}:"
+        # the database is a prefix: every key under it, none elsewhere
+        assert found and all(k.startswith(prefix) for k in found), found
+        assert f"{prefix}signing_key" in found and f"{prefix}revoked" in found
+        records = {k for k in found if k.startswith(f"{prefix}rt:")}
+        assert len(records) == 2, found
+        for key in records:  # each record on the slot of its hash tag: the token's hash
+            tag = key.removeprefix(f"{prefix}rt:")
+            assert tag.startswith("{") and tag.endswith("}"), key
+            assert direct.keyslot(key) == direct.keyslot(tag.strip("{}"))
+        counts = {k for k in found if ":fail:" in k}
+        assert {k.rpartition(":fail:")[2].partition("|")[2].partition(":")[0] for k in counts} == {
+            "user", "ip"}  # fmt: skip
+        # a user's and an address's counts on one slot, the lock list's
+        assert {direct.keyslot(k) for k in counts} == {direct.keyslot(f"{prefix}{{bf}}:locks")}
+    finally:
+        direct.close()
+
+
+def _store_config(folder: Path, url: str, **keys: str) -> Path:
+    folder.mkdir()
+    (folder / "app.py").write_text(APP)
+    config = folder / "service.json"
+    config.write_text(json.dumps({
+        "HTTPSERVER": {"Servers": "S", "StateStore": url, **keys},
+        "S": {"HostName": "127.0.0.1", "Port": 0, "Locations": "R"},
+        "R": {"Path": "/rest", "ThreadPool": "P"}, "P": {"Environment": "E"},
+        "E": {"Repository": "app"},
+    }))  # fmt: skip
+    return config
+
+
+def test_what_only_the_cluster_can_tell_is_a_start_error(
+    cluster: RedisCluster, tls_cluster: tuple[RedisCluster, RedisTls], tmp_path: Path
+) -> None:
+    """A URL whose nodes can never answer as written is a configuration error naming the key
+    at fault, exit 2 before binding, from ``fwrest check`` and the start alike."""
+    (tmp_path / "single").mkdir()
+    single = RedisServer(tmp_path / "single").start()
+    tls_nodes, tls = tls_cluster
+    plain_port, tls_port = cluster.nodes[0].port, tls_nodes.nodes[0].port
+    encoded = quote(PASSWORD, safe="")
+    try:
+        errors = {
+            "a single Redis": (
+                f"redis+cluster://127.0.0.1:{single.port}/0", {}, "StateStore",
+                "not as a cluster node (cluster-enabled no): write redis://",
+            ),
+            "TLS to a plain node": (
+                f"rediss+cluster://:{encoded}@127.0.0.1:{plain_port}/0", {}, "StateStore",
+                f"127.0.0.1:{plain_port} speaks Redis in plain text, not TLS: write "
+                "redis+cluster://",
+            ),
+            "plain to a TLS node": (
+                f"redis+cluster://127.0.0.1:{tls_port}/0", {}, "StateStore",
+                f"127.0.0.1:{tls_port} speaks TLS: write rediss+cluster://",
+            ),
+            "a wrong password": (
+                f"redis+cluster://127.0.0.1:{plain_port}/0",
+                {"StateStorePassword": "Wrong-Pw-1"}, "StateStorePassword",
+                "Redis refused the password",
+            ),
+            "no password": (
+                f"redis+cluster://127.0.0.1:{plain_port}/0", {}, "StateStorePassword",
+                "Redis refused the password",
+            ),
+            "the wrong CA": (
+                f"rediss+cluster://127.0.0.1:{tls_port}/0",
+                {"StateStoreCA": str(tls.other_ca), "StateStoreCert": str(tls.client_cert),
+                 "StateStoreKey": str(tls.client_key)}, "StateStoreCA", "does not verify",
+            ),
+        }  # fmt: skip
+        for name, (url, keys, key, words) in errors.items():
+            config = _store_config(tmp_path / name.replace(" ", "-"), url, **keys)
+            for command in ("check", "serve"):
+                result = run_forked(command, str(config), cwd=config.parent)
+                out = result.stdout + result.stderr
+                assert result.returncode == 2, (name, command, out)
+                assert f"[HTTPSERVER] {key}: " in result.stderr, (name, command, out)
+                assert words in result.stderr, (name, command, out)
+                assert "Traceback" not in out and "<redis." not in out, (name, out)
+                for secret in (PASSWORD, encoded, "Wrong-Pw-1"):
+                    assert secret not in out, (name, command)
+        # the right password: check passes, the summary without it
+        url = f"redis+cluster://:{encoded}@127.0.0.1:{plain_port},127.0.0.1:{free_port()}/{DB}"
+        config = _store_config(tmp_path / "right", url)
+        answered = run_forked("check", str(config), cwd=config.parent)
+        assert answered.returncode == 0, answered.stderr
+        assert f"state store: redis+cluster://***@127.0.0.1:{plain_port}," in answered.stdout
+        assert "warning" not in answered.stdout
+        assert PASSWORD not in answered.stdout + answered.stderr
+        assert encoded not in answered.stdout + answered.stderr
+    finally:
+        single.stop()
+
+
+def test_a_start_on_a_cluster_that_does_not_answer_says_so_and_is_not_ready(
+    tmp_path: Path,
+) -> None:
+    """The store opens without its cluster (redis-py's cluster client connects as it is
+    made: fwrest makes it at the first use): the check warns, the service starts and serves
+    what does not need the store, the ready probe says DOWN."""
+    url = f"redis+cluster://127.0.0.1:{free_port()},127.0.0.1:{free_port()}/0"
+    config = _store_config(tmp_path / "gone", url)
+    checked = run_forked("check", str(config), cwd=config.parent)
+    assert checked.returncode == 0, checked.stderr
+    assert "warning: [HTTPSERVER] StateStore: the state store did not answer: " in checked.stdout
+    proc = ServerProcess(config).wait_ready()
+    try:
+        hello = httpx.get(proc.url("S") + "/hello", timeout=10)
+        assert hello.status_code == 200, hello.text
+        ready = httpx.get(proc.url("S") + "/fw/healthcheck/ready", timeout=10)
+        assert ready.status_code == 503, ready.text
+        assert ready.json()["status"] == "DOWN"
+        assert "StateStore: the state store did not answer" in proc.log()
+    finally:
+        proc.stop()

@@ -1,0 +1,231 @@
+"""What mypyc cannot build, or builds differently, in the modules setup.py compiles.
+
+``python -m tests.tools.mypyc_lint`` (``make lint``) reads setup.py's ``COMPILED`` and checks
+each module's syntax tree for:
+
+* an async generator (an ``async def`` that yields, an async generator expression): mypyc
+  cannot build one;
+* a generic dataclass (``@dataclass`` on a class with ``Generic[...]``, a subscripted base or
+  type parameters): mypyc cannot build one;
+* ``continue`` inside ``with`` (or ``async with``) inside its loop: mypyc builds it wrongly;
+* a ``finally`` that awaits (``await``, ``async for``, ``async with`` in it): compiled, an
+  exception that leaves such a ``finally`` (a cancellation travelling through
+  ``except BaseException: raise`` inside an ``async for``, say) stays the thread's current
+  exception, and the next such ``finally`` to end, in any compiled coroutine, raises it again
+  (docs/decisions.md, "The compiled build");
+* a class deriving from a built-in exception mypyc cannot derive a compiled class from (any
+  but ``BaseException``, ``Exception``, ``ValueError``, ``LookupError``, ``IndexError``,
+  ``Warning`` and ``UserWarning``: ``RuntimeError``, ``KeyError``, ``OSError``...);
+* a thread's future awaited other than through ``fwrest.auth.blocking.settled``
+  (``await loop.run_in_executor(...)``, ``await asyncio.to_thread(...)``,
+  ``await asyncio.wrap_future(...)``): a compiled coroutine drops the traceback of an
+  exception thrown into it.
+
+Each finding is printed as ``path:line: what``; the exit status is 1 if there is any.
+``python -m tests.tools.mypyc_lint FILE...`` checks the files given instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+# the built-in exceptions a compiled class may derive from (mypyc's can_subclass_builtin and
+# its BaseException special case); from any other (RuntimeError, KeyError, OSError...) mypyc
+# refuses the module, which the wheel then ships as Python
+_MYPYC_BASES = frozenset(
+    ("BaseException", "Exception", "LookupError", "IndexError", "ValueError")
+) | {"Warning", "UserWarning"}
+_BUILTIN_ERRORS = frozenset(
+    name
+    for name, value in vars(builtins).items()
+    if isinstance(value, type) and issubclass(value, BaseException) and name not in _MYPYC_BASES
+)
+_THREAD_AWAITS = frozenset(("run_in_executor", "to_thread", "wrap_future"))
+_Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
+
+
+def compiled_modules(setup: Path = ROOT / "setup.py") -> list[Path]:
+    """setup.py's ``COMPILED``, as paths (read from its source: importing it runs the build)."""
+    tree = ast.parse(setup.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "COMPILED" for t in node.targets
+        ):
+            return [setup.parent / p for p in ast.literal_eval(node.value)]
+    raise SystemExit(f"{setup}: no COMPILED list")
+
+
+def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """The nodes of ``body``, not descending into nested functions, lambdas or classes."""
+    todo: list[ast.AST] = [node for node in body if not isinstance(node, _Scope)]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, _Scope))
+
+
+def _is_dataclass(decorator: ast.expr) -> bool:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    if isinstance(target, ast.Name):
+        return target.id == "dataclass"
+    return isinstance(target, ast.Attribute) and target.attr == "dataclass"
+
+
+def _awaits(body: list[ast.stmt]) -> bool:
+    return any(isinstance(n, ast.Await | ast.AsyncFor | ast.AsyncWith) for n in _own_nodes(body))
+
+
+class _Checker(ast.NodeVisitor):
+    def __init__(self, shadowed: frozenset[str]) -> None:
+        self.found: list[tuple[int, str]] = []
+        self._shadowed = shadowed
+        self._withs = 0  # `with` blocks entered since the innermost loop
+
+    def _report(self, node: ast.stmt | ast.expr, what: str) -> None:
+        self.found.append((node.lineno, what))
+
+    def _scope(self, node: _Scope) -> None:
+        saved = self._withs
+        self._withs = 0
+        self.generic_visit(node)
+        self._withs = saved
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._scope(node)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._scope(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        if any(isinstance(n, ast.Yield | ast.YieldFrom) for n in _own_nodes(node.body)):
+            self._report(node, f"async generator {node.name}(): mypyc cannot build it")
+        self._scope(node)
+
+    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> None:
+        if any(comp.is_async for comp in node.generators):
+            self._report(node, "async generator expression: mypyc cannot build it")
+        self.generic_visit(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if any(_is_dataclass(d) for d in node.decorator_list) and (
+            getattr(node, "type_params", None)
+            or any(isinstance(base, ast.Subscript) for base in node.bases)
+        ):
+            self._report(node, f"generic dataclass {node.name}: mypyc cannot build it")
+        for base in node.bases:
+            if (
+                isinstance(base, ast.Name)
+                and base.id in _BUILTIN_ERRORS
+                and base.id not in self._shadowed
+            ):
+                self._report(
+                    node,
+                    f"class {node.name}({base.id}): mypyc cannot derive a compiled class from "
+                    f"{base.id} (derive from Exception or ValueError)",
+                )
+        self._scope(node)
+
+    def _loop(self, node: ast.For | ast.AsyncFor | ast.While) -> None:
+        saved = self._withs
+        self._withs = 0
+        for child in node.body:
+            self.visit(child)
+        self._withs = saved
+        for child in [node.target] if isinstance(node, ast.For | ast.AsyncFor) else []:
+            self.visit(child)
+        self.visit(node.iter if isinstance(node, ast.For | ast.AsyncFor) else node.test)
+        for child in node.orelse:  # the else: not the loop's body (a continue there is outer)
+            self.visit(child)
+
+    def visit_For(self, node: ast.For) -> None:
+        self._loop(node)
+
+    def visit_AsyncFor(self, node: ast.AsyncFor) -> None:
+        self._loop(node)
+
+    def visit_While(self, node: ast.While) -> None:
+        self._loop(node)
+
+    def _with(self, node: ast.With | ast.AsyncWith) -> None:
+        self._withs += 1
+        self.generic_visit(node)
+        self._withs -= 1
+
+    def visit_With(self, node: ast.With) -> None:
+        self._with(node)
+
+    def visit_AsyncWith(self, node: ast.AsyncWith) -> None:
+        self._with(node)
+
+    def visit_Continue(self, node: ast.Continue) -> None:
+        if self._withs:
+            self._report(node, "continue inside with: mypyc builds it wrongly")
+
+    def visit_Try(self, node: ast.Try) -> None:
+        self._try(node)
+
+    def visit_TryStar(self, node: ast.TryStar) -> None:
+        self._try(node)
+
+    def _try(self, node: ast.Try | ast.TryStar) -> None:
+        if node.finalbody and _awaits(node.finalbody):
+            self._report(
+                node,
+                "a finally that awaits: compiled, an exception leaving it stays the thread's "
+                "current exception, which the next such finally raises again (await after "
+                "the try instead)",
+            )
+        self.generic_visit(node)
+
+    def visit_Await(self, node: ast.Await) -> None:
+        call = node.value
+        if isinstance(call, ast.Call):
+            func = call.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in _THREAD_AWAITS:
+                self._report(
+                    node,
+                    f"await {name}(...): a thread's future is awaited through "
+                    "fwrest.auth.blocking.settled (a compiled coroutine loses the traceback)",
+                )
+        self.generic_visit(node)
+
+
+def _shadowed(tree: ast.Module) -> frozenset[str]:
+    """Names of built-in exceptions the module binds itself (imported, or its own class)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom | ast.Import):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ClassDef):
+            names.add(node.name)
+    return frozenset(names & _BUILTIN_ERRORS)
+
+
+def check_source(source: str, filename: str = "<source>") -> list[tuple[int, str]]:
+    """The findings in ``source``: (line, what), in the order of the lines."""
+    tree = ast.parse(source, filename)
+    checker = _Checker(_shadowed(tree))
+    checker.visit(tree)
+    return sorted(checker.found)
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(a) for a in argv] or compiled_modules()
+    failed = False
+    for path in paths:
+        for line, what in check_source(path.read_text(encoding="utf-8"), str(path)):
+            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            print(f"{shown}:{line}: {what}")
+            failed = True
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,290 @@
+"""The lint of the compiled modules (tests/tools/mypyc_lint.py, ``make lint``) finds each
+construct mypyc cannot build or builds differently, in small samples, and nothing in code
+that avoids them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.tools.mypyc_lint import check_source, compiled_modules
+
+
+def _found(source: str) -> list[str]:
+    return [f"{line}: {what}" for line, what in check_source(textwrap.dedent(source))]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param(
+            """
+            async def pieces(items):
+                for item in items:
+                    yield item
+            """,
+            "2: async generator pieces()",
+            id="async-generator",
+        ),
+        pytest.param(
+            """
+            async def pieces(items):
+                yield from_nowhere
+            """,
+            "2: async generator pieces()",
+            id="async-generator-bare-yield",
+        ),
+        pytest.param(
+            """
+            async def copy(source):
+                return (piece async for piece in source)
+            """,
+            "3: async generator expression",
+            id="async-generator-expression",
+        ),
+        pytest.param(
+            """
+            from dataclasses import dataclass
+            from typing import Generic, TypeVar
+
+            T = TypeVar("T")
+
+            @dataclass(frozen=True)
+            class Box(Generic[T]):
+                value: T
+            """,
+            "8: generic dataclass Box",
+            id="generic-dataclass",
+        ),
+        pytest.param(
+            """
+            import dataclasses
+
+            @dataclasses.dataclass
+            class Pair(Base[int, str]):
+                left: int
+            """,
+            "5: generic dataclass Pair",
+            id="dataclass-of-a-subscripted-base",
+        ),
+        pytest.param(
+            """
+            def drain(items, lock):
+                for item in items:
+                    with lock:
+                        if not item:
+                            continue
+                        use(item)
+            """,
+            "6: continue inside with",
+            id="continue-inside-with",
+        ),
+        pytest.param(
+            """
+            async def drain(items, lock):
+                while items:
+                    async with lock:
+                        continue
+            """,
+            "5: continue inside with",
+            id="continue-inside-async-with",
+        ),
+        pytest.param(
+            """
+            async def send(stream, transport):
+                try:
+                    async for piece in stream:
+                        transport.write(piece)
+                except BaseException as exc:
+                    log(exc)
+                finally:
+                    await close(stream)
+            """,
+            "3: a finally that awaits",
+            id="async-for-in-try-except-baseexception-awaiting-finally",
+        ),
+        pytest.param(
+            """
+            async def send(streams):
+                async for stream in streams:
+                    try:
+                        await stream.open()
+                    except:
+                        pass
+                    finally:
+                        async with stream:
+                            pass
+            """,
+            "4: a finally that awaits",
+            id="bare-except-inside-async-for-async-with-in-finally",
+        ),
+        pytest.param(
+            """
+            async def hold(lock, stream):
+                try:
+                    await lock.acquire()
+                finally:
+                    async for _ in stream:
+                        pass
+            """,
+            "3: a finally that awaits",
+            id="async-for-in-a-finally",
+        ),
+        pytest.param(
+            """
+            class Refused(RuntimeError):
+                pass
+            """,
+            "2: class Refused(RuntimeError)",
+            id="runtime-error-subclass",
+        ),
+        pytest.param(
+            """
+            class Missing(KeyError):
+                pass
+            """,
+            "2: class Missing(KeyError)",
+            id="key-error-subclass",
+        ),
+        pytest.param(
+            """
+            import asyncio
+
+            async def check(fn):
+                return await asyncio.to_thread(fn)
+            """,
+            "5: await to_thread(...)",
+            id="to-thread-awaited-directly",
+        ),
+        pytest.param(
+            """
+            async def check(loop, pool, fn):
+                return await loop.run_in_executor(pool, fn)
+            """,
+            "3: await run_in_executor(...)",
+            id="run-in-executor-awaited-directly",
+        ),
+    ],
+)
+def test_the_lint_finds(source: str, expected: str) -> None:
+    found = _found(source)
+    assert len(found) == 1, found
+    assert found[0].startswith(expected), found
+
+
+def test_the_lint_passes_what_mypyc_builds_as_python_runs_it() -> None:
+    """The same shapes, written the way the compiled modules do."""
+    source = """
+        import asyncio
+        from dataclasses import dataclass
+
+        from fwrest.auth.blocking import settled
+
+
+        class Denied(Exception):
+            pass
+
+
+        class Refused(ValueError):  # a base mypyc builds on
+            pass
+
+
+        class Stop(BaseException):  # another
+            pass
+
+
+        class RuntimeError(Exception):  # the module's own name: not the built-in
+            pass
+
+
+        class Stricter(RuntimeError):
+            pass
+
+
+        @dataclass(frozen=True)
+        class Box:
+            value: int
+
+
+        def pieces(items):  # a plain generator
+            yield from items
+
+
+        async def collect(source):
+            return [piece async for piece in source]  # an async comprehension, not a generator
+
+
+        def drain(items, lock):
+            for item in items:
+                if not item:
+                    continue
+                with lock:
+                    for inner in item:  # a loop inside the with: its own continue
+                        if inner:
+                            continue
+                        use(inner)
+                    def later():
+                        for x in item:
+                            continue
+
+
+        async def send(stream, transport):
+            failure = None
+            try:
+                try:
+                    async for piece in stream:
+                        transport.write(piece)
+                except BaseException:
+                    raise
+            except BaseException as exc:
+                failure = exc
+            await close(stream)  # after the try, not in a finally
+            if failure is not None:
+                raise failure
+            try:
+                async for piece in stream:
+                    transport.write(piece)
+            finally:
+                close_now(stream)  # nothing awaited
+
+                async def later():  # a function defined there: not the finally's own await
+                    await close(stream)
+
+
+        async def check(fn):
+            return await settled(asyncio.to_thread(fn))
+    """
+    assert _found(source) == []
+
+
+def test_the_compiled_modules_pass_the_lint() -> None:
+    """``make lint``'s run: setup.py's COMPILED, each of them clean."""
+    modules = compiled_modules()
+    assert ROOT / "src/fwrest/server/http.py" in modules
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.tools.mypyc_lint"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_lint_names_the_file_and_line_and_fails(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("async def f():\n    yield 1\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.tools.mypyc_lint", str(sample)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stdout.startswith(f"{sample}:1: async generator f()")
