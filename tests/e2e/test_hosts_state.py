@@ -352,14 +352,7 @@ def test_basic_failures_on_both_hosts_lock_out_on_both_until_lockouts_clear(
             assert events[0]["port"] == "BASIC", events[0]
             assert sorted(events[0]["details"]["locked"]) == ["address", "user"], events[0]
         # bob's lift takes the address his failures locked at the same moment (SPEC 13.6)
-        done = run_cli("lockouts", str(a.proc.config), "clear", "bob", cwd=a.proc.config.parent)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.splitlines() == [
-            "fwrest lockouts: lifted [BASIC] ip 127.0.0.1",
-            "fwrest lockouts: lifted [BASIC] user bob",
-        ], done.stdout
-        lifted_at = time.monotonic()
-        time.sleep(max(lifted_at + SPEC_BOUND_S - time.monotonic(), 0))
+        _clear_bob(a, "BASIC")
         for host, http in rounds:
             right = http.get(host.basic + "/hello", auth=("bob", USERS["bob"]))
             assert right.status_code == 200, (host.basic, right.status_code, right.text)
@@ -369,6 +362,20 @@ def test_basic_failures_on_both_hosts_lock_out_on_both_until_lockouts_clear(
             assert subjects == {("BASIC", "bob"), ("BASIC", "127.0.0.1")}, cleared
     finally:
         close_all(*workers)
+
+
+def _clear_bob(host: Host, port: str) -> None:
+    """``fwrest lockouts clear bob`` against ``host``'s config lifts bob and his address on
+    ``port``; then the SPEC's bound waited out."""
+    config = host.proc.config
+    done = run_cli("lockouts", str(config), "clear", "bob", cwd=config.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"fwrest lockouts: lifted [{port}] ip 127.0.0.1",
+        f"fwrest lockouts: lifted [{port}] user bob",
+    ], done.stdout
+    lifted_at = time.monotonic()
+    time.sleep(max(lifted_at + SPEC_BOUND_S - time.monotonic(), 0))
 
 
 def test_failed_grants_on_both_hosts_lock_out_on_both_until_lockouts_clear(
@@ -407,14 +414,7 @@ def test_failed_grants_on_both_hosts_lock_out_on_both_until_lockouts_clear(
             ]
             assert len(events) == 1, (host.base, events)
             assert sorted(events[0]["details"]["locked"]) == ["address", "user"], events[0]
-        done = run_cli("lockouts", str(b.proc.config), "clear", "bob", cwd=b.proc.config.parent)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.splitlines() == [
-            "fwrest lockouts: lifted [OAUTH] ip 127.0.0.1",
-            "fwrest lockouts: lifted [OAUTH] user bob",
-        ], done.stdout
-        lifted_at = time.monotonic()
-        time.sleep(max(lifted_at + SPEC_BOUND_S - time.monotonic(), 0))
+        _clear_bob(b, "OAUTH")
         for host, http in rounds:
             right = grant(host, http, USERS["bob"])
             assert right.status_code == 200, (host.base, right.status_code, right.text)
