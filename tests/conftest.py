@@ -635,6 +635,34 @@ def wait_children(pid: int, count: int, timeout: float = 10) -> set[int]:
     return set(found)
 
 
+class ReadyLines:
+    """The stdout lines of a ``fwrest serve`` started by hand (``subprocess.Popen``, stdout a
+    pipe), read in a thread; ``ready`` is set at its ``fwrest: ready`` line."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            self.lines.append(raw.decode())
+            if raw.startswith(b"fwrest: ready"):
+                self.ready.set()
+
+    def close(self) -> None:
+        """Kills the process if it still runs, then ends the reader and closes the pipe."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
 READY_LINE = re.compile(r"worker (\d+) ready \(pid (\d+)\)")
 
 

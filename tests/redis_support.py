@@ -14,6 +14,7 @@ certificates), with a password (``password``), on a unix socket (``unix``), a re
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import signal
@@ -23,12 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import redis
 import trustme
 
-from tests.conftest import free_port, port_is_free
+from tests.conftest import ServerProcess, free_port, port_is_free
 
 __all__ = [
+    "STORE_APP",
     "RedisCluster",
     "RedisServer",
     "RedisTls",
@@ -37,7 +40,55 @@ __all__ = [
     "redis_binary",
     "redis_tls",
     "sentinel_binary",
+    "serves_unready",
+    "store_config",
 ]
+
+STORE_APP = """
+from fwrest import get
+
+
+@get("/hello")
+def hello():
+    return {"hello": "world"}
+
+
+def params():
+    return {
+        "client_id": "web",
+        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
+        "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}],
+    }
+"""
+
+
+def store_config(folder: Path, url: str, **keys: str) -> Path:
+    """A service of :data:`STORE_APP` on one plain port ``S`` and the store ``url``."""
+    folder.mkdir()
+    (folder / "app.py").write_text(STORE_APP)
+    config = folder / "service.json"
+    config.write_text(json.dumps({
+        "HTTPSERVER": {"Servers": "S", "StateStore": url, **keys},
+        "S": {"HostName": "127.0.0.1", "Port": 0, "Locations": "R"},
+        "R": {"Path": "/rest", "ThreadPool": "P"}, "P": {"Environment": "E"},
+        "E": {"Repository": "app"},
+    }))  # fmt: skip
+    return config
+
+
+def serves_unready(config: Path) -> None:
+    """The service of ``config`` (its store out of reach) starts, serves what does not need
+    the store, logs why the store is missing, and its ready probe says DOWN."""
+    proc = ServerProcess(config).wait_ready()
+    try:
+        hello = httpx.get(proc.url("S") + "/hello", timeout=10)
+        assert hello.status_code == 200, hello.text
+        ready = httpx.get(proc.url("S") + "/fw/healthcheck/ready", timeout=10)
+        assert ready.status_code == 503, ready.text
+        assert ready.json()["status"] == "DOWN"
+        assert "StateStore: the state store did not answer" in proc.log()
+    finally:
+        proc.stop()
 
 
 def redis_binary() -> str:

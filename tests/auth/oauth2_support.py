@@ -281,3 +281,87 @@ def assert_missing_token(response: httpx.Response) -> None:
 def encoded_forms(secret: str) -> set[str]:
     """The forms a secret may take in a log line: as is, percent- and form-encoded."""
     return {secret, quote(secret, safe=""), quote_plus(secret), quote(secret)}
+
+
+# the tests of state shared by workers and hosts (tests/e2e/): an app whose /hello answers
+# the worker's pid, its users and its client
+PID_USERS = {"ada": "Ada-Pw-7731", "bob": "Bob-Pw-2207", "cy": "Cy-Pw-1188", "dee": "Dee-Pw-4620"}
+PID_CLIENT = ("web", "Web-Secret-9q")
+PID_APP = f"""
+import os
+
+from fwrest import get
+
+USERS = {PID_USERS!r}
+
+
+@get("/hello", description="which worker answered")
+def hello():
+    return {{"pid": os.getpid()}}
+
+
+def params():
+    return {{
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [{{"username": u, "password": p}} for u, p in USERS.items()],
+        "access_expires": "1h",
+    }}
+"""
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+class WorkersHost:
+    """A ``fwrest serve --workers N`` host of :data:`PID_APP`, its oAuth2 port ``OAUTH`` (TLS,
+    its CA ``ca_file``): password grants of ``users`` as the client ``client``, and a
+    kept-alive connection per worker."""
+
+    def __init__(
+        self,
+        proc: ServerProcess,
+        ca_file: Path,
+        workers: int,
+        users: dict[str, str] = PID_USERS,
+        client: tuple[str, str] = PID_CLIENT,
+    ) -> None:
+        self.proc, self.ca_file = proc, ca_file
+        self.ctx = ssl.create_default_context(cafile=ca_file)
+        self.base = proc.url("OAUTH")  # https://127.0.0.1:{port}/rest
+        self.users, self.client_auth, self.workers = users, client, workers
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(verify=self.ctx, timeout=15)
+
+    def tokens(self, user: str) -> dict[str, Any]:
+        with self.client() as http:
+            answer = http.post(
+                self.base + TOKEN,
+                data={"grant_type": "password", "username": user, "password": self.users[user]},
+                auth=self.client_auth,
+            )
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    def per_worker(self, ask: Callable[[httpx.Client], int]) -> dict[int, httpx.Client]:
+        """A client whose one kept-alive connection reaches each worker: pid -> client;
+        ``ask`` sends one request on a new client and returns the pid that answered."""
+        found: dict[int, httpx.Client] = {}
+        for _ in range(60):
+            http = self.client()
+            pid = ask(http)
+            if pid in found:
+                http.close()
+            else:
+                found[pid] = http
+            if len(found) == self.workers:
+                return found
+        raise AssertionError(f"60 connections reached only the workers {sorted(found)}")
+
+    def oauth_workers(self, token: str) -> dict[int, httpx.Client]:
+        """:meth:`per_worker` by the pid ``/hello`` answers with the bearer ``token``."""
+        return self.per_worker(
+            lambda http: int(http.get(self.base + "/hello", headers=bearer(token)).json()["pid"])
+        )

@@ -22,6 +22,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import bcrypt
 import httpx
@@ -57,19 +58,33 @@ def params():
 )
 
 
-@pytest.fixture(scope="module")
-def port(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuth]:
-    folder = tmp_path_factory.mktemp("password_timing")
+def _serve(ca: trustme.CA, folder: Path, app: str, params: str) -> Iterator[OAuth]:
+    """``fwrest serve`` of ``app`` on one oAuth2 port (``onAuthparams=params``), its client;
+    a module fixture: ``yield from _serve(...)``."""
     certs = issue_certs(ca, folder / "certs")
     # maxFailures: the oauth_section default, far above the failures sent here
-    servers = {"OAUTH": oauth_section(certs, onAuthparams="app.params")}
-    proc = ServerProcess(free_config(folder, servers=servers, app=APP)).wait_ready()
+    servers = {"OAUTH": oauth_section(certs, onAuthparams=params)}
+    proc = ServerProcess(free_config(folder, servers=servers, app=app)).wait_ready()
     found = OAuth(proc, "OAUTH", certs)
     try:
         yield found
     finally:
         found.close()
         proc.stop()
+
+
+def assert_alike(times: dict[str, list[float]], what: str) -> None:
+    """The medians of ``times`` (kind -> seconds) are within ``FACTOR`` of each other."""
+    medians = {kind: statistics.median(values) for kind, values in times.items()}
+    shown = ", ".join(f"{kind} {m * 1000:.1f} ms" for kind, m in medians.items())
+    ratio = max(medians.values()) / min(medians.values())
+    print(f"medians of {TRIES} {what} each: {shown}; max/min {ratio:.2f}")
+    assert ratio < FACTOR, medians
+
+
+@pytest.fixture(scope="module")
+def port(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuth]:
+    yield from _serve(ca, tmp_path_factory.mktemp("password_timing"), APP, "app.params")
 
 
 def timed_grant(port: OAuth, user: str, password: str) -> tuple[float, httpx.Response]:
@@ -99,11 +114,7 @@ def test_known_and_unknown_users_take_the_same_time_with_mixed_password_kinds(
                 "error_description": "invalid username or password",
             }
             times[kind].append(took)
-    medians = {kind: statistics.median(values) for kind, values in times.items()}
-    shown = ", ".join(f"{kind} {m * 1000:.1f} ms" for kind, m in medians.items())
-    ratio = max(medians.values()) / min(medians.values())
-    print(f"medians of {TRIES} wrong password grants each: {shown}; max/min {ratio:.2f}")
-    assert ratio < FACTOR, medians
+    assert_alike(times, "wrong password grants")
 
 
 # -- client secrets (issue 34: fwrest clients stores them hashed) --------------------------------
@@ -131,15 +142,7 @@ def client_params():
 @pytest.fixture(scope="module")
 def clients_port(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuth]:
     folder = tmp_path_factory.mktemp("client_timing")
-    certs = issue_certs(ca, folder / "certs")
-    servers = {"OAUTH": oauth_section(certs, onAuthparams="app.client_params")}
-    proc = ServerProcess(free_config(folder, servers=servers, app=CLIENTS_APP)).wait_ready()
-    found = OAuth(proc, "OAUTH", certs)
-    try:
-        yield found
-    finally:
-        found.close()
-        proc.stop()
+    yield from _serve(ca, folder, CLIENTS_APP, "app.client_params")
 
 
 def test_known_and_unknown_clients_take_the_same_time_with_a_hashed_secret(
@@ -159,8 +162,4 @@ def test_known_and_unknown_clients_take_the_same_time_with_a_hashed_secret(
             times[kind].append(time.perf_counter() - started)
             assert response.status_code == 401, response.text
             assert response.json()["error"] == "invalid_client"
-    medians = {kind: statistics.median(values) for kind, values in times.items()}
-    shown = ", ".join(f"{kind} {m * 1000:.1f} ms" for kind, m in medians.items())
-    ratio = max(medians.values()) / min(medians.values())
-    print(f"medians of {TRIES} wrong client secrets each: {shown}; max/min {ratio:.2f}")
-    assert ratio < FACTOR, medians
+    assert_alike(times, "wrong client secrets")

@@ -27,7 +27,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +35,7 @@ import httpx
 import pytest
 import trustme
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, ReadyLines
 from tests.deploy.artefacts import SERVICE_INI, container, runtime
 from tests.redis_support import RedisServer
 
@@ -201,18 +200,8 @@ def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
         redis.stop()
         shutil.rmtree(redis.folder, ignore_errors=True)
         raise
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            lines.append(raw.decode())
-            if raw.startswith(b"fwrest: ready"):
-                ready.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    out = ReadyLines(proc)
+    lines, ready = out.lines, out.ready
 
     def log() -> str:
         stderr.flush()
@@ -269,12 +258,7 @@ def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
         proc.send_signal(signal.Signals[stage.one("STOPSIGNAL")])
         code = proc.wait(40)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reader.join(5)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        out.close()
         redis.stop()
         shutil.rmtree(redis.folder, ignore_errors=True)
         ca_file.unlink(missing_ok=True)

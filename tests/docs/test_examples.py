@@ -48,7 +48,6 @@ import signal
 import ssl
 import subprocess
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -66,7 +65,15 @@ from argon2 import PasswordHasher
 from prometheus_client.parser import text_string_to_metric_families
 
 from fwrest.config.schema import KEYS
-from tests.conftest import ROOT, ServerProcess, free_config, issue_certs, run_cli, wait_for
+from tests.conftest import (
+    ROOT,
+    ReadyLines,
+    ServerProcess,
+    free_config,
+    issue_certs,
+    run_cli,
+    wait_for,
+)
 from tests.docs.blocks import KINDS, Block, all_blocks, example, ids_asked_for, substitute
 from tests.docs.shell import Reply, Step, run_block
 
@@ -842,18 +849,8 @@ def test_systemd_unit_starts_and_stops_the_service(tmp_path: Path) -> None:
         proc = subprocess.Popen(
             shlex.split(exec_start), cwd=folder, stdout=subprocess.PIPE, stderr=err
         )
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            lines.append(raw.decode())
-            if raw.startswith(b"fwrest: ready"):
-                ready.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    out = ReadyLines(proc)
+    lines, ready = out.lines, out.ready
     try:
         assert ready.wait(30), "".join(lines) + stderr.read_text()
         url = next(line.split()[2] for line in lines if line.startswith("fwrest: serving"))
@@ -861,12 +858,7 @@ def test_systemd_unit_starts_and_stops_the_service(tmp_path: Path) -> None:
         proc.send_signal(signal.Signals[service["KillSignal"]])
         code = proc.wait(stop_s)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        reader.join(5)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        out.close()
     log = stderr.read_text()
     assert code == 0, log  # 0: Restart=on-failure leaves a stopped service stopped
     started = re.search(r"starting (\d+) worker", log)

@@ -32,9 +32,8 @@ from __future__ import annotations
 
 import json
 import re
-import ssl
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ import httpx
 import pytest
 import trustme
 
+from tests.auth.oauth2_support import PID_APP, PID_CLIENT, PID_USERS, WorkersHost, bearer
 from tests.conftest import (
     ServerProcess,
     free_config,
@@ -58,80 +58,22 @@ SPEC_BOUND_S = 1.0  # SPEC 5 and 12.3: every worker and host within 1 s
 HANG_GUARD_S = 10.0
 MAX_FAILURES = 10  # the default
 LIMIT = 6
-USERS = {"ada": "Ada-Pw-7731", "bob": "Bob-Pw-2207", "cy": "Cy-Pw-1188", "dee": "Dee-Pw-4620"}
-WEB = ("web", "Web-Secret-9q")
-
-APP = f"""
-import os
-
-from fwrest import get
-
-USERS = {USERS!r}
-
-
-@get("/hello")
-def hello():
-    return {{"pid": os.getpid()}}
-
-
-def params():
-    return {{
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [{{"username": u, "password": p}} for u, p in USERS.items()],
-        "access_expires": "1h",
-    }}
-
+USERS, WEB = PID_USERS, PID_CLIENT
+APP = (
+    PID_APP
+    + """
 
 def check(user, password):
     return USERS.get(user) == password
 """
+)
 
 
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-class Host:
+class Host(WorkersHost):
     def __init__(self, proc: ServerProcess, ca_file: Path) -> None:
-        self.proc = proc
-        self.ctx = ssl.create_default_context(cafile=ca_file)
-        self.base = proc.url("OAUTH")  # https://127.0.0.1:{port}/rest
+        super().__init__(proc, ca_file, WORKERS)
         self.limited = self.base.removesuffix("/rest") + "/limited"
         self.basic = proc.url("BASIC")
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(verify=self.ctx, timeout=15)
-
-    def tokens(self, user: str) -> dict[str, Any]:
-        with self.client() as http:
-            answer = http.post(
-                self.base + "/fw/oauth2/token",
-                data={"grant_type": "password", "username": user, "password": USERS[user]},
-                auth=WEB,
-            )
-        assert answer.status_code == 200, answer.text
-        return dict(answer.json())
-
-    def per_worker(self, ask: Callable[[httpx.Client], int]) -> dict[int, httpx.Client]:
-        """A client whose one kept-alive connection reaches each worker: pid -> client;
-        ``ask`` sends one request on a new client and returns the pid that answered."""
-        found: dict[int, httpx.Client] = {}
-        for _ in range(60):
-            http = self.client()
-            pid = ask(http)
-            if pid in found:
-                http.close()
-            else:
-                found[pid] = http
-            if len(found) == WORKERS:
-                return found
-        raise AssertionError(f"60 connections reached only the workers {sorted(found)}")
-
-    def oauth_workers(self, token: str) -> dict[int, httpx.Client]:
-        return self.per_worker(
-            lambda http: int(http.get(self.base + "/hello", headers=bearer(token)).json()["pid"])
-        )
 
     def basic_workers(self) -> dict[int, httpx.Client]:
         return self.per_worker(
@@ -283,6 +225,20 @@ def _setting(http: httpx.Client, host: Host, token: str, key: str) -> dict[str, 
     return setting
 
 
+def _change_setting(host: Host, token: str, value: int | None) -> None:
+    """``rest_log_stringsize`` set (``None``: cleared) through ``host``'s JSON API, then the
+    SPEC's bound waited out."""
+    with host.client() as http:
+        answer = http.post(
+            host.base + "/fw/rest/config",
+            json={"rest_log_stringsize": value},
+            headers=bearer(token),
+        )
+    since = time.monotonic()
+    assert answer.status_code == 200, answer.text
+    time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
+
+
 def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
     hosts: list[Host],
 ) -> None:
@@ -292,15 +248,7 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
     try:
         before = _setting(next(iter(workers[-1].values())), b, token, "rest_log_stringsize")
         value = int(before["effective"]) + 41
-        with a.client() as http:
-            changed = http.post(
-                a.base + "/fw/rest/config",
-                json={"rest_log_stringsize": value},
-                headers=bearer(token),
-            )
-        since = time.monotonic()
-        assert changed.status_code == 200, changed.text
-        time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
+        _change_setting(a, token, value)
         for host, clients in zip(hosts, workers, strict=True):
             for pid, http in clients.items():
                 now = _setting(http, host, token, "rest_log_stringsize")
@@ -311,15 +259,7 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
         assert (change["actor"], change["port"]) == ("cy", "OAUTH"), change
         assert (change["details"]["old"], change["details"]["new"]) == (before["effective"], value)
         # cleared on B, in force on every worker of A
-        with b.client() as http:
-            cleared = http.post(
-                b.base + "/fw/rest/config",
-                json={"rest_log_stringsize": None},
-                headers=bearer(token),
-            )
-        since = time.monotonic()
-        assert cleared.status_code == 200, cleared.text
-        time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
+        _change_setting(b, token, None)
         for host, clients in zip(hosts, workers, strict=True):
             for pid, http in clients.items():
                 now = _setting(http, host, token, "rest_log_stringsize")
@@ -412,14 +352,7 @@ def test_basic_failures_on_both_hosts_lock_out_on_both_until_lockouts_clear(
             assert events[0]["port"] == "BASIC", events[0]
             assert sorted(events[0]["details"]["locked"]) == ["address", "user"], events[0]
         # bob's lift takes the address his failures locked at the same moment (SPEC 13.6)
-        done = run_cli("lockouts", str(a.proc.config), "clear", "bob", cwd=a.proc.config.parent)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.splitlines() == [
-            "fwrest lockouts: lifted [BASIC] ip 127.0.0.1",
-            "fwrest lockouts: lifted [BASIC] user bob",
-        ], done.stdout
-        lifted_at = time.monotonic()
-        time.sleep(max(lifted_at + SPEC_BOUND_S - time.monotonic(), 0))
+        _clear_bob(a, "BASIC")
         for host, http in rounds:
             right = http.get(host.basic + "/hello", auth=("bob", USERS["bob"]))
             assert right.status_code == 200, (host.basic, right.status_code, right.text)
@@ -429,6 +362,20 @@ def test_basic_failures_on_both_hosts_lock_out_on_both_until_lockouts_clear(
             assert subjects == {("BASIC", "bob"), ("BASIC", "127.0.0.1")}, cleared
     finally:
         close_all(*workers)
+
+
+def _clear_bob(host: Host, port: str) -> None:
+    """``fwrest lockouts clear bob`` against ``host``'s config lifts bob and his address on
+    ``port``; then the SPEC's bound waited out."""
+    config = host.proc.config
+    done = run_cli("lockouts", str(config), "clear", "bob", cwd=config.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"fwrest lockouts: lifted [{port}] ip 127.0.0.1",
+        f"fwrest lockouts: lifted [{port}] user bob",
+    ], done.stdout
+    lifted_at = time.monotonic()
+    time.sleep(max(lifted_at + SPEC_BOUND_S - time.monotonic(), 0))
 
 
 def test_failed_grants_on_both_hosts_lock_out_on_both_until_lockouts_clear(
@@ -467,14 +414,7 @@ def test_failed_grants_on_both_hosts_lock_out_on_both_until_lockouts_clear(
             ]
             assert len(events) == 1, (host.base, events)
             assert sorted(events[0]["details"]["locked"]) == ["address", "user"], events[0]
-        done = run_cli("lockouts", str(b.proc.config), "clear", "bob", cwd=b.proc.config.parent)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.splitlines() == [
-            "fwrest lockouts: lifted [OAUTH] ip 127.0.0.1",
-            "fwrest lockouts: lifted [OAUTH] user bob",
-        ], done.stdout
-        lifted_at = time.monotonic()
-        time.sleep(max(lifted_at + SPEC_BOUND_S - time.monotonic(), 0))
+        _clear_bob(b, "OAUTH")
         for host, http in rounds:
             right = grant(host, http, USERS["bob"])
             assert right.status_code == 200, (host.base, right.status_code, right.text)

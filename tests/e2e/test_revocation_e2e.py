@@ -12,18 +12,23 @@ redis-server missing is a failure, never a skip.
 
 from __future__ import annotations
 
-import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import trustme
 from authlib.integrations.requests_client import OAuth2Session
 
-from tests.auth.oauth2_support import oauth_section
+from tests.auth.oauth2_support import (
+    PID_APP,
+    PID_CLIENT,
+    PID_USERS,
+    WorkersHost,
+    bearer,
+    oauth_section,
+)
 from tests.conftest import (
     ServerProcess,
     issue_certs,
@@ -35,68 +40,12 @@ from tests.redis_support import RedisServer
 
 WORKERS = 2
 SPEC_BOUND_S = 1.0  # SPEC 12.3: every worker and host within 1 s
-USERS = {"ada": "Ada-Pw-7731", "bob": "Bob-Pw-2207", "cy": "Cy-Pw-1188", "dee": "Dee-Pw-4620"}
-WEB = ("web", "Web-Secret-9q")
-
-APP = f"""
-import os
-
-from fwrest import get
-
-USERS = {USERS!r}
+USERS, WEB, APP = PID_USERS, PID_CLIENT, PID_APP
 
 
-@get("/hello", description="which worker answered")
-def hello():
-    return {{"pid": os.getpid()}}
-
-
-def params():
-    return {{
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [{{"username": u, "password": p}} for u, p in USERS.items()],
-        "access_expires": "1h",
-    }}
-"""
-
-
-class Host:
+class Host(WorkersHost):
     def __init__(self, proc: ServerProcess, ca_file: Path) -> None:
-        self.proc = proc
-        self.ca_file = ca_file
-        self.base = proc.url("OAUTH")
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(verify=ssl.create_default_context(cafile=self.ca_file), timeout=15)
-
-    def tokens(self, user: str) -> dict[str, Any]:
-        with self.client() as http:
-            answer = http.post(
-                self.base + "/fw/oauth2/token",
-                data={"grant_type": "password", "username": user, "password": USERS[user]},
-                auth=WEB,
-            )
-        assert answer.status_code == 200, answer.text
-        return dict(answer.json())
-
-    def per_worker(self, probe: str) -> dict[int, httpx.Client]:
-        """A client whose one kept-alive connection reaches each worker, by pid."""
-        found: dict[int, httpx.Client] = {}
-        for _ in range(60):
-            http = self.client()
-            pid = http.get(self.base + "/hello", headers=bearer(probe)).json()["pid"]
-            if pid in found:
-                http.close()
-            else:
-                found[pid] = http
-            if len(found) == WORKERS:
-                return found
-        raise AssertionError(f"60 connections reached only the workers {sorted(found)}")
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
+        super().__init__(proc, ca_file, WORKERS)
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +138,7 @@ def test_authlib_revokes_and_introspects_over_tls(hosts: list[Host]) -> None:
 def test_a_revocation_reaches_every_worker_and_host_within_a_second(hosts: list[Host]) -> None:
     a, b = hosts
     probe, victim = a.tokens("ada"), b.tokens("bob")
-    workers = [host.per_worker(probe["access_token"]) for host in hosts]
+    workers = [host.oauth_workers(probe["access_token"]) for host in hosts]
     try:
         for host, clients in zip(hosts, workers, strict=True):
             for http in clients.values():

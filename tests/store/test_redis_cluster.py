@@ -19,40 +19,30 @@ test is tests/faults/test_cluster_failover.py.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import httpx
 import pytest
 import trustme
 
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
-from tests.conftest import ServerProcess, free_port, issue_certs, module_config, run_forked
-from tests.redis_support import RedisCluster, RedisServer, RedisTls, redis_tls
+from tests.conftest import free_port, issue_certs, module_config, run_forked
+from tests.redis_support import (
+    STORE_APP,
+    RedisCluster,
+    RedisServer,
+    RedisTls,
+    redis_tls,
+    serves_unready,
+    store_config,
+)
 
 PASSWORD = "Cluster-Pw/5+k q"  # a canary: a slash, a plus and a space
 PASSWORD_ENV = "FWREST_TEST_CLUSTER_PASSWORD"
 DB = 5
-APP = """
-from fwrest import get
-
-
-@get("/hello")
-def hello():
-    return {"hello": "world"}
-
-
-def params():
-    return {
-        "client_id": "web",
-        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
-        "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}],
-    }
-"""
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +72,7 @@ def oauth_service(tmp_path: Path, ca: trustme.CA, module: str, keys: dict[str, A
     return module_config(
         tmp_path,
         module,
-        app=APP.replace("params", f"{module}_params"),
+        app=STORE_APP.replace("params", f"{module}_params"),
         servers={"OAUTH": oauth_section(certs, onAuthparams=f"{module}_params")},
         extra={"HTTPSERVER": keys},
     )
@@ -142,19 +132,6 @@ def test_tokens_are_issued_and_refreshed_on_a_cluster(
         direct.close()
 
 
-def _store_config(folder: Path, url: str, **keys: str) -> Path:
-    folder.mkdir()
-    (folder / "app.py").write_text(APP)
-    config = folder / "service.json"
-    config.write_text(json.dumps({
-        "HTTPSERVER": {"Servers": "S", "StateStore": url, **keys},
-        "S": {"HostName": "127.0.0.1", "Port": 0, "Locations": "R"},
-        "R": {"Path": "/rest", "ThreadPool": "P"}, "P": {"Environment": "E"},
-        "E": {"Repository": "app"},
-    }))  # fmt: skip
-    return config
-
-
 def test_what_only_the_cluster_can_tell_is_a_start_error(
     cluster: RedisCluster, tls_cluster: tuple[RedisCluster, RedisTls], tmp_path: Path
 ) -> None:
@@ -196,7 +173,7 @@ def test_what_only_the_cluster_can_tell_is_a_start_error(
             ),
         }  # fmt: skip
         for name, (url, keys, key, words) in errors.items():
-            config = _store_config(tmp_path / name.replace(" ", "-"), url, **keys)
+            config = store_config(tmp_path / name.replace(" ", "-"), url, **keys)
             for command in ("check", "serve"):
                 result = run_forked(command, str(config), cwd=config.parent)
                 out = result.stdout + result.stderr
@@ -208,7 +185,7 @@ def test_what_only_the_cluster_can_tell_is_a_start_error(
                     assert secret not in out, (name, command)
         # the right password: check passes, the summary without it
         url = f"redis+cluster://:{encoded}@127.0.0.1:{plain_port},127.0.0.1:{free_port()}/{DB}"
-        config = _store_config(tmp_path / "right", url)
+        config = store_config(tmp_path / "right", url)
         answered = run_forked("check", str(config), cwd=config.parent)
         assert answered.returncode == 0, answered.stderr
         assert f"state store: redis+cluster://***@127.0.0.1:{plain_port}," in answered.stdout
@@ -226,17 +203,8 @@ def test_a_start_on_a_cluster_that_does_not_answer_says_so_and_is_not_ready(
     made: fwrest makes it at the first use): the check warns, the service starts and serves
     what does not need the store, the ready probe says DOWN."""
     url = f"redis+cluster://127.0.0.1:{free_port()},127.0.0.1:{free_port()}/0"
-    config = _store_config(tmp_path / "gone", url)
+    config = store_config(tmp_path / "gone", url)
     checked = run_forked("check", str(config), cwd=config.parent)
     assert checked.returncode == 0, checked.stderr
     assert "warning: [HTTPSERVER] StateStore: the state store did not answer: " in checked.stdout
-    proc = ServerProcess(config).wait_ready()
-    try:
-        hello = httpx.get(proc.url("S") + "/hello", timeout=10)
-        assert hello.status_code == 200, hello.text
-        ready = httpx.get(proc.url("S") + "/fw/healthcheck/ready", timeout=10)
-        assert ready.status_code == 503, ready.text
-        assert ready.json()["status"] == "DOWN"
-        assert "StateStore: the state store did not answer" in proc.log()
-    finally:
-        proc.stop()
+    serves_unready(config)

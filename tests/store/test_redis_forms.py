@@ -31,35 +31,26 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import httpx
 import pytest
 import redis
 import trustme
 
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
-from tests.conftest import ServerProcess, free_port, issue_certs, module_config, run_cli, run_forked
+from tests.conftest import free_port, issue_certs, module_config, run_cli, run_forked
 from tests.docs.blocks import example, ini_example
-from tests.redis_support import RedisServer, RedisTls, redis_tls, sentinel_binary
+from tests.redis_support import (
+    STORE_APP,
+    RedisServer,
+    RedisTls,
+    redis_tls,
+    sentinel_binary,
+    serves_unready,
+    store_config,
+)
 
 PASSWORD = "Redis-Pw/7+q z"  # a canary: a slash, a plus and a space
 PASSWORD_ENV = "FWREST_TEST_REDIS_PASSWORD"
-APP = """
-from fwrest import get
-
-
-@get("/hello")
-def hello():
-    return {"hello": "world"}
-
-
-def params():
-    return {
-        "client_id": "web",
-        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
-        "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}],
-    }
-"""
 
 
 @dataclass
@@ -120,12 +111,12 @@ def store_keys(redises: Redises, form: str) -> tuple[RedisServer, dict[str, Any]
 def oauth_service(
     tmp_path: Path, ca: trustme.CA, module: str, section: str, keys: dict[str, Any]
 ) -> Path:
-    """An oAuth2 port ``section`` of ``APP`` (in the module ``module``) on the store ``keys``."""
+    """An oAuth2 port ``section`` of ``STORE_APP`` (in the module ``module``) on the store ``keys``."""
     certs = issue_certs(ca, tmp_path / "certs")
     return module_config(
         tmp_path,
         module,
-        app=APP.replace("params", f"{module}_params"),
+        app=STORE_APP.replace("params", f"{module}_params"),
         servers={section: oauth_section(certs, onAuthparams=f"{module}_params")},
         extra={"HTTPSERVER": keys},
     )
@@ -206,7 +197,7 @@ def test_what_only_redis_can_tell_is_a_start_error_naming_the_key(
         folder = tmp_path / name.replace(" ", "-")
         folder.mkdir()
         store = {k: v for k, v in keys.items() if v is not None}
-        (folder / "app.py").write_text(APP)
+        (folder / "app.py").write_text(STORE_APP)
         config = folder / "service.ini"
         lines = ["[HTTPSERVER]", "Servers=HTTP_REST", *(f"{k}={v}" for k, v in store.items()),
                  "[HTTP_REST]", "HostName=127.0.0.1", "Port=0", "Locations=ROOT",
@@ -230,7 +221,7 @@ def test_what_only_redis_can_tell_is_a_start_error_naming_the_key(
 def test_check_summarises_a_redis_store_without_its_password(
     redises: Redises, tmp_path: Path
 ) -> None:
-    (tmp_path / "app.py").write_text(APP)
+    (tmp_path / "app.py").write_text(STORE_APP)
     encoded = quote(PASSWORD, safe="")
     url = redises.on_socket.url.replace("unix://", f"unix://:{encoded}@")
     config = tmp_path / "service.json"
@@ -322,19 +313,6 @@ def _sentinel_watching(
     return proc, port
 
 
-def _store_config(folder: Path, url: str) -> Path:
-    folder.mkdir()
-    (folder / "app.py").write_text(APP)
-    config = folder / "service.json"
-    config.write_text(json.dumps({
-        "HTTPSERVER": {"Servers": "S", "StateStore": url},
-        "S": {"HostName": "127.0.0.1", "Port": 0, "Locations": "R"},
-        "R": {"Path": "/rest", "ThreadPool": "P"}, "P": {"Environment": "E"},
-        "E": {"Repository": "app"},
-    }))  # fmt: skip
-    return config
-
-
 def test_a_store_url_that_can_never_answer_is_a_start_error(
     redises: Redises, tmp_path: Path
 ) -> None:
@@ -370,7 +348,7 @@ def test_a_store_url_that_can_never_answer_is_a_start_error(
         }
         jobs = []
         for name, (url, _words) in errors.items():
-            config = _store_config(tmp_path / name.replace(" ", "-"), url)
+            config = store_config(tmp_path / name.replace(" ", "-"), url)
             jobs += [(name, "check", config), (name, "serve", config)]
         for name, command, config in jobs:
             result = run_forked(command, str(config), cwd=config.parent)
@@ -384,7 +362,7 @@ def test_a_store_url_that_can_never_answer_is_a_start_error(
             f"unix://{tmp_path}/redis-not-started.sock?db=0",
             f"redis+sentinel://127.0.0.1:{free_port()}/fwother/0",
         ):
-            config = _store_config(tmp_path / f"later-{len(url)}", url)
+            config = store_config(tmp_path / f"later-{len(url)}", url)
             later = run_forked("check", str(config), cwd=config.parent)
             assert later.returncode == 0, later.stderr
             warning = "warning: [HTTPSERVER] StateStore: the state store did not answer: "
@@ -400,14 +378,5 @@ def test_a_start_on_a_store_that_does_not_answer_says_so_and_is_not_ready(
 ) -> None:
     """The start goes on (SPEC 7: what does not need the store is served), logging why the
     store is missing, and the ready probe says DOWN (SPEC 13.3) while the service serves."""
-    config = _store_config(tmp_path / "gone", f"redis://127.0.0.1:{free_port()}/0")
-    proc = ServerProcess(config).wait_ready()
-    try:
-        hello = httpx.get(proc.url("S") + "/hello", timeout=10)
-        assert hello.status_code == 200, hello.text
-        ready = httpx.get(proc.url("S") + "/fw/healthcheck/ready", timeout=10)
-        assert ready.status_code == 503, ready.text
-        assert ready.json()["status"] == "DOWN"
-        assert "StateStore: the state store did not answer" in proc.log()
-    finally:
-        proc.stop()
+    config = store_config(tmp_path / "gone", f"redis://127.0.0.1:{free_port()}/0")
+    serves_unready(config)

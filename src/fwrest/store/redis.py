@@ -269,6 +269,24 @@ def _refresh_record(token_hash: str, values: Sequence[bytes | str | None]) -> Re
     )
 
 
+def _refresh_fields(record: RefreshRecord) -> dict[str, str]:
+    """A refresh token's hash fields, as spend and restore scripts read them."""
+    return {
+        "family": record.family,
+        "client_id": record.client_id,
+        "subject": record.subject,
+        "expires_at": repr(record.expires_at),
+        "scope": record.scope,
+        "issued_at": repr(record.issued_at),
+        "spent": "0",
+    }
+
+
+def _refresh_ttl_ms(record: RefreshRecord) -> int:
+    """How long a refresh token's keys live: its expiry and a day (to answer "spent")."""
+    return max(int((record.expires_at - time.time()) * 1000), 1) + 86_400_000
+
+
 class RedisStore:
     kind = "redis"
     in_process = False
@@ -399,20 +417,9 @@ class RedisStore:
 
     def add_refresh(self, record: RefreshRecord) -> None:
         key = self._keys.rt(record.token_hash)
-        ttl_ms = max(int((record.expires_at - time.time()) * 1000), 1) + 86_400_000
+        ttl_ms = _refresh_ttl_ms(record)
         pipe = self._r.pipeline(transaction=True)
-        pipe.hset(
-            key,
-            mapping={
-                "family": record.family,
-                "client_id": record.client_id,
-                "subject": record.subject,
-                "expires_at": repr(record.expires_at),
-                "scope": record.scope,
-                "issued_at": repr(record.issued_at),
-                "spent": "0",
-            },
-        )
+        pipe.hset(key, mapping=_refresh_fields(record))
         pipe.pexpire(key, ttl_ms)
         # the user's families (SPEC 12.3, revocation by user): family -> latest expiry
         families = self._keys.user(record.subject)
@@ -426,18 +433,21 @@ class RedisStore:
         if not claim or claim in ("0", "1"):
             raise ValueError("a claim is a request's random id")
         check = ("", "0") if client_id is None else (client_id, "1")
-        keys, args = [self._keys.rt(token_hash)], [claim, *check]
-        if self._replicated:
-            pipe = self._r.pipeline(transaction=False)
-            self._spend(keys=keys, args=args, client=pipe)
-            pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
-            out, _replicas = self._call(pipe.execute)
-        else:
-            out = self._call(self._spend, keys=keys, args=args)
+        out = self._spend_out(self._keys.rt(token_hash), [claim, *check])
         if int(out[0]) == 0:
             return "missing", None
         record = _refresh_record(token_hash, out[1:7])
         return {1: "ok", 2: "spent"}.get(int(out[0]), "client"), record
+
+    def _spend_out(self, key: str, args: list[str]) -> Any:
+        """The spend script's answer (with its ``WAIT`` where the store is replicated)."""
+        if self._replicated:
+            pipe = self._r.pipeline(transaction=False)
+            self._spend(keys=[key], args=args, client=pipe)
+            pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
+            out, _replicas = self._call(pipe.execute)
+            return out
+        return self._call(self._spend, keys=[key], args=args)
 
     def restore_refresh(self, token_hash: str, claim: str) -> None:
         self._call(self._restore, keys=[self._keys.rt(token_hash)], args=[claim])
@@ -728,7 +738,7 @@ class RedisClusterStore(RedisStore):
     def add_refresh(self, record: RefreshRecord) -> None:
         # two slots (the record's, the user's index), so two transactions: the index first,
         # so that no token exists outside it (an index entry without its token is harmless)
-        ttl_ms = max(int((record.expires_at - time.time()) * 1000), 1) + 86_400_000
+        ttl_ms = _refresh_ttl_ms(record)
         families = self._keys.user(record.subject)
         pipe = self._r.pipeline(transaction=True)
         pipe.zadd(families, {record.family: record.expires_at}, gt=True)
@@ -736,32 +746,12 @@ class RedisClusterStore(RedisStore):
         self._call(pipe.execute)
         key = self._keys.rt(record.token_hash)
         pipe = self._r.pipeline(transaction=True)
-        pipe.hset(
-            key,
-            mapping={
-                "family": record.family,
-                "client_id": record.client_id,
-                "subject": record.subject,
-                "expires_at": repr(record.expires_at),
-                "scope": record.scope,
-                "issued_at": repr(record.issued_at),
-                "spent": "0",
-            },
-        )
+        pipe.hset(key, mapping=_refresh_fields(record))
         pipe.pexpire(key, ttl_ms)
         self._call(pipe.execute)
 
-    def spend_refresh(
-        self, token_hash: str, claim: str, client_id: str | None = None
-    ) -> tuple[str, RefreshRecord | None]:
-        if not claim or claim in ("0", "1"):
-            raise ValueError("a claim is a request's random id")
-        check = ("", "0") if client_id is None else (client_id, "1")
-        out = self._call(self._spend_waited, self._keys.rt(token_hash), [claim, *check])
-        if int(out[0]) == 0:
-            return "missing", None
-        record = _refresh_record(token_hash, out[1:7])
-        return {1: "ok", 2: "spent"}.get(int(out[0]), "client"), record
+    def _spend_out(self, key: str, args: list[str]) -> Any:
+        return self._call(self._spend_waited, key, args)
 
     def _spend_waited(self, key: str, args: list[str]) -> Any:
         """The spend and its ``WAIT`` on one connection to the master of the key's slot (the
