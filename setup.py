@@ -28,7 +28,8 @@ from typing import Any
 from setuptools import setup
 
 # The request path: the HTTP engine and its wire records, routing, the port pipeline,
-# OnSelect, the request context and request ids, the guards and the token service, the
+# OnSelect, the request context and request ids, the guards and the token service with its
+# grants (their registry, grants/__init__.py, runs at start only: left pure), the
 # security headers, the usage figures. A module here awaits a thread's future only through
 # fwrest.auth.blocking.settled (a compiled coroutine drops a thrown exception's traceback),
 # and holds no async generator (server/streams.py keeps those), no generic dataclass, no
@@ -51,6 +52,10 @@ COMPILED = [
     "src/fwrest/server/select.py",
     "src/fwrest/context/request_id.py",
     "src/fwrest/auth/oauth2/tokens.py",
+    "src/fwrest/auth/oauth2/grants/base.py",
+    "src/fwrest/auth/oauth2/grants/password.py",
+    "src/fwrest/auth/oauth2/grants/refresh.py",
+    "src/fwrest/auth/oauth2/grants/client_credentials.py",
     "src/fwrest/features/headers.py",
 ]
 

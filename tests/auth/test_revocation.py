@@ -43,7 +43,7 @@ import pytest
 import trustme
 
 from fwrest import cli
-from fwrest.auth.oauth2.tokens import _hash
+from fwrest.auth.oauth2.grants import refresh_hash
 from tests.auth.oauth2_support import (
     LocalOAuth,
     LocalService,
@@ -287,7 +287,7 @@ def test_a_refresh_record_of_an_earlier_fwrest_has_no_iat(
     introspection leaves ``iat`` out rather than guessing it; the rest is as before."""
     tokens = login(port, "cy")
     with contextlib.closing(sqlite3.connect(svc.folder / ".fwrest" / "state.sqlite3")) as db:
-        hashed = _hash(tokens["refresh_token"], "OAUTH")
+        hashed = refresh_hash(tokens["refresh_token"], "OAUTH")
         changed = db.execute("UPDATE refresh SET issued_at = 0 WHERE token_hash = ?", (hashed,))
         db.commit()
         assert changed.rowcount == 1

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from fwrest.auth.oauth2.tokens import GRANTS
+from fwrest.auth.oauth2.grants import GRANT_TYPES
 from fwrest.context.request import Response, current
 from fwrest.errors import HTTPError
 from fwrest.routing.names import (
@@ -64,7 +64,7 @@ def _grants_of(allowed: AuthParams | None) -> list[str]:
     the two granted when it lists none."""
     if allowed is None or allowed.types is None:
         return list(KNOWN_GRANTS)
-    return [g for g in GRANTS if g in allowed.types]
+    return [g for g in GRANT_TYPES if g in allowed.types]
 
 
 def _scopes_of(allowed: AuthParams | None) -> list[str]:

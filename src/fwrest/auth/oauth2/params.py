@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, unquote_plus
 
 from fwrest import log
 from fwrest.auth.basic import parse_basic
+from fwrest.auth.oauth2.errors import InvalidClient, InvalidRequest, OAuthError
 from fwrest.auth.throttle import user_key
 from fwrest.repository import is_async
 from fwrest.repository.scopes import scope_list
@@ -39,31 +40,13 @@ _NOT_SHOWN = (*_KEPT_BACK, "scopes")
 MAX_FIELDS = 32
 MAX_FIELD = 4096
 MAX_BODY = TOKEN_BODY_LIMIT
-_NO_STORE = (("cache-control", "no-store"), ("pragma", "no-cache"))
-
-
-class OAuthError(Exception):
-    """An RFC 6749 5.2 error answer of the token route."""
-
-    def __init__(
-        self,
-        error: str,
-        description: str,
-        status: int = 400,
-        headers: tuple[tuple[str, str], ...] = (),
-    ) -> None:
-        self.error = error
-        self.description = description
-        self.status = status
-        self.headers = (*headers, *_NO_STORE)
-        super().__init__(f"{error}: {description}")
 
 
 def _pairs(text: str, where: str) -> list[tuple[str, str]]:
     if not text:
         return []
     if text.count("&") + 1 > MAX_FIELDS * 2:
-        raise OAuthError("invalid_request", f"too many parameters in the {where}")
+        raise InvalidRequest(f"too many parameters in the {where}")
     try:
         pairs = parse_qsl(
             text,
@@ -73,12 +56,10 @@ def _pairs(text: str, where: str) -> list[tuple[str, str]]:
             errors="strict",
         )
     except ValueError:
-        raise OAuthError(
-            "invalid_request", f"too many or malformed parameters in the {where}"
-        ) from None
+        raise InvalidRequest(f"too many or malformed parameters in the {where}") from None
     for name, value in pairs:
         if len(name) > MAX_FIELD or len(value) > MAX_FIELD:
-            raise OAuthError("invalid_request", f"a parameter in the {where} is too long")
+            raise InvalidRequest(f"a parameter in the {where} is too long")
     return pairs
 
 
@@ -90,24 +71,23 @@ def request_params(
     if method == "POST" and body:
         media = (content_type or "").split(";", 1)[0].strip().lower()
         if media != "application/x-www-form-urlencoded":
-            raise OAuthError(
-                "invalid_request",
-                "the body must be application/x-www-form-urlencoded (RFC 6749 4.3.2)",
+            raise InvalidRequest(
+                "the body must be application/x-www-form-urlencoded (RFC 6749 4.3.2)"
             )
         if len(body) > MAX_BODY:
-            raise OAuthError("invalid_request", "the body is too large", status=413)
+            raise InvalidRequest("the body is too large", status=413)
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError:
-            raise OAuthError("invalid_request", "the body is not UTF-8") from None
+            raise InvalidRequest("the body is not UTF-8") from None
         pairs += _pairs(text, "body")
     if len(pairs) > MAX_FIELDS:  # SPEC 7: 32 fields in all, query and body together
-        raise OAuthError("invalid_request", f"more than {MAX_FIELDS} parameters")
+        raise InvalidRequest(f"more than {MAX_FIELDS} parameters")
     params: dict[str, str] = {}
     seen: set[str] = set()
     for name, value in pairs:
         if name in seen:
-            raise OAuthError("invalid_request", f"the parameter {name!r} is given more than once")
+            raise InvalidRequest(f"the parameter {name!r} is given more than once")
         seen.add(name)
         if value:  # RFC 6749 3.1: a parameter sent without a value counts as omitted
             params[name] = value
@@ -120,18 +100,11 @@ def client_credentials(params: dict[str, str], authorization: str | None) -> tup
     if authorization and authorization.strip()[:6].lower() == "basic ":
         creds = parse_basic(authorization)
         if creds is None:
-            raise OAuthError(
-                "invalid_client",
-                "malformed client credentials",
-                status=401,
-                headers=(("www-authenticate", 'Basic realm="Access to REST"'),),
-            )
+            raise InvalidClient("malformed client credentials")
         from_header = (unquote_plus(creds[0]), unquote_plus(creds[1]))
     in_params = "client_id" in params or "client_secret" in params
     if from_header and in_params:
-        raise OAuthError(
-            "invalid_request", "client credentials given both in the header and in the parameters"
-        )
+        raise InvalidRequest("client credentials given both in the header and in the parameters")
     if from_header:
         return from_header
     if in_params:

@@ -23,19 +23,21 @@ from typing import Any
 import orjson
 
 from fwrest import log
-from fwrest.auth.oauth2.expiry import ExpiryError, access_ms
-from fwrest.auth.oauth2.params import (
-    CLIENT_PREFIX,
-    AuthParams,
+from fwrest.auth.oauth2.errors import (
+    BASIC_CHALLENGE,
+    Answer,
+    InvalidClient,
+    InvalidRequest,
     OAuthError,
-    client_credentials,
-    request_params,
+    render,
 )
+from fwrest.auth.oauth2.expiry import ExpiryError, access_ms
+from fwrest.auth.oauth2.grants import refresh_hash
+from fwrest.auth.oauth2.params import CLIENT_PREFIX, AuthParams, client_credentials, request_params
 from fwrest.auth.oauth2.tokens import (
     InvalidToken,
+    StoreDeadline,
     TokenService,
-    _hash,
-    _StoreDeadline,
     bearer_token,
     token_user,
 )
@@ -54,10 +56,7 @@ _JSON_NO_STORE = [
 ]
 _INACTIVE = orjson.dumps({"active": False})
 _DEFAULT_ACCESS_MS = 3_600_000  # as the token route's default
-_BASIC_CHALLENGE = (("www-authenticate", 'Basic realm="Access to REST"'),)
 _BEARER_REALM = 'Bearer realm="Access to REST"'
-
-Answer = tuple[int, list[tuple[str, str]], bytes]
 
 
 def _parse(
@@ -74,11 +73,6 @@ def _parse(
     return params, auth_header
 
 
-def _error(exc: OAuthError) -> Answer:
-    body = orjson.dumps({"error": exc.error, "error_description": exc.description})
-    return exc.status, [("content-type", "application/json"), *exc.headers], body
-
-
 def _access_s(service: TokenService, allowed: AuthParams) -> float:
     expires = allowed.access_expires
     try:
@@ -91,7 +85,7 @@ def _access_s(service: TokenService, allowed: AuthParams) -> float:
 def _token(params: dict[str, str]) -> str:
     token = params.get("token")
     if not token:
-        raise OAuthError("invalid_request", "token is missing")
+        raise InvalidRequest("token is missing")
     return token
 
 
@@ -124,12 +118,12 @@ async def revoke_endpoint(
         params, auth_header = _parse(method, query, body, headers)
         # the client as the token route authenticates it (none sent: the first client)
         creds = client_credentials(params, auth_header)
-        allowed = await service._params(params)
-        client_id = await service._client(allowed, creds)
+        allowed = await service.auth_params(params)
+        client_id = await service.authenticate_client(allowed, creds)
         token = _token(params)
         await _revoke(service, token, client_id, _access_s(service, allowed), client_ip)
     except OAuthError as exc:
-        return _error(exc)
+        return render(exc)
     # RFC 7009 2.2: 200 whether or not there was anything to revoke
     return 200, [("cache-control", "no-store"), ("pragma", "no-cache")], b""
 
@@ -137,7 +131,7 @@ async def revoke_endpoint(
 async def _revoke(
     service: TokenService, token: str, client_id: str, access_s: float, client_ip: str
 ) -> None:
-    deadline = _StoreDeadline()
+    deadline = StoreDeadline()
     store = service.store
     claims = await _access_claims(service, token)
     if claims is not None:
@@ -149,8 +143,8 @@ async def _revoke(
     elif _is_jwt(token):
         return  # not a valid access token of this port: nothing to revoke
     else:
-        found = await service._store(
-            deadline, store.refresh_record, _hash(token, service.port_name)
+        found = await service.store_call(
+            deadline, store.refresh_record, refresh_hash(token, service.port_name)
         )
         if found is None:
             return
@@ -171,9 +165,9 @@ async def _revoke(
             log.escape(client_id),
         )
         return
-    families = await service._store(deadline, store.user_families, subject)
+    families = await service.store_call(deadline, store.user_families, subject)
     until = family_until(max(families.get(family, 0.0), latest), access_s)
-    await service._store(deadline, store.revoke_family, family, until)
+    await service.store_call(deadline, store.revoke_family, family, until)
     service.revoked[family] = max(until, service.revoked.get(family, 0.0))
     log.auth_log.warning(
         "[%s] token family of user %r revoked by client %r (by its %s token)",
@@ -207,7 +201,7 @@ async def introspect_endpoint(
         token = _token(params)
         described = await _describe(service, token, client_id, location)
     except OAuthError as exc:
-        return _error(exc)
+        return render(exc)
     out = _INACTIVE if described is None else orjson.dumps(described)
     return 200, list(_JSON_NO_STORE), out
 
@@ -219,7 +213,7 @@ async def _introspector(
     a valid access token with the scope ``introspect`` (it may see every token of the port).
 
     Raises:
-        OAuthError: 401 ``invalid_client`` without valid client credentials or a valid
+        InvalidClient: 401 without valid client credentials or a valid
             access token with the scope ``introspect``.
     """
     bearer = bearer_token(auth_header)
@@ -237,26 +231,20 @@ async def _introspector(
         return None
     creds = client_credentials(params, auth_header)
     if creds is None:
-        raise OAuthError(
-            "invalid_client",
+        raise InvalidClient(
             "introspection needs client authentication or an access token with the scope "
-            f"{INTROSPECT_SCOPE!r}",
-            status=401,
-            headers=_BASIC_CHALLENGE,
+            f"{INTROSPECT_SCOPE!r}"
         )
-    allowed = await service._params(params)
-    return await service._client(allowed, creds)
+    allowed = await service.auth_params(params)
+    return await service.authenticate_client(allowed, creds)
 
 
-def _not_an_introspector(error: str, why: str) -> OAuthError:
+def _not_an_introspector(error: str, why: str) -> InvalidClient:
     bearer = f'{_BEARER_REALM}, error="{error}", error_description="{why}"'
     if error == "insufficient_scope":
         bearer += f', scope="{INTROSPECT_SCOPE}"'
     # both challenges in one field (RFC 9110 11.6.1): Basic's first, as the token route's
-    challenges = f"{_BASIC_CHALLENGE[0][1]}, {bearer}"
-    return OAuthError(
-        "invalid_client", why, status=401, headers=(("www-authenticate", challenges),)
-    )
+    return InvalidClient(why, challenge=f"{BASIC_CHALLENGE}, {bearer}")
 
 
 async def _describe(
@@ -287,9 +275,9 @@ async def _describe(
         return described
     if _is_jwt(token):
         return None
-    deadline = _StoreDeadline()
-    found = await service._store(
-        deadline, service.store.refresh_record, _hash(token, service.port_name)
+    deadline = StoreDeadline()
+    found = await service.store_call(
+        deadline, service.store.refresh_record, refresh_hash(token, service.port_name)
     )
     if found is None:
         return None
@@ -299,7 +287,7 @@ async def _describe(
     if client_id is not None and record.client_id != client_id:
         return None
     # the store's revocations, not the cache's (as a refresh reads them: SPEC 7)
-    revoked = await service._store(deadline, service.store.revoked_families)
+    revoked = await service.store_call(deadline, service.store.revoked_families)
     if record.family in revoked:
         return None
     answer: dict[str, Any] = {

@@ -13,7 +13,8 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from fwrest.auth.oauth2.params import AuthParams, OAuthError
+from fwrest.auth.oauth2.errors import InvalidScope
+from fwrest.auth.oauth2.params import AuthParams
 from fwrest.context.request import current
 from fwrest.errors import HTTPError
 
@@ -42,7 +43,7 @@ def requested(scope: str | None) -> tuple[str, ...]:
     """The scopes a token request asks for, in its order, each once (None: ``default``).
 
     Raises:
-        OAuthError: ``invalid_scope`` for a malformed parameter (too long, control or
+        InvalidScope: for a malformed parameter (too long, control or
             non-ASCII characters, quotes, backslashes).
 
     >>> requested("orders:read  default orders:read")
@@ -51,10 +52,9 @@ def requested(scope: str | None) -> tuple[str, ...]:
     if scope is None:
         return (DEFAULT,)
     if len(scope) > MAX_SCOPE_PARAM:
-        raise OAuthError("invalid_scope", f"the scope is longer than {MAX_SCOPE_PARAM} characters")
+        raise InvalidScope(f"the scope is longer than {MAX_SCOPE_PARAM} characters")
     if _SCOPE_PARAM.match(scope) is None:
-        raise OAuthError(
-            "invalid_scope",
+        raise InvalidScope(
             "the scope holds characters a scope cannot have (RFC 6749 3.3: printable ASCII, "
             'no " or \\, separated by spaces)',
         )
@@ -78,13 +78,13 @@ def grant(asked: Iterable[str], allowed: frozenset[str]) -> str:
     """The granted ``scope`` (space-separated, in the request's order).
 
     Raises:
-        OAuthError: ``invalid_scope`` naming no more than a few of the scopes refused.
+        InvalidScope: naming no more than a few of the scopes refused.
     """
     names = tuple(asked)
     refused = [name for name in names if name not in allowed]
     if refused:
         shown = " ".join(refused[:5])
-        raise OAuthError("invalid_scope", f"not allowed for this grant: {shown}")
+        raise InvalidScope(f"not allowed for this grant: {shown}")
     return " ".join(names)
 
 

@@ -1,12 +1,13 @@
-"""The token service of one oAuth2 port: the token route, JWT access tokens, refresh rotation
-with family revocation, and the per-worker revocation cache (SPEC 4.2, 7)."""
+"""The token service of one oAuth2 port (SPEC 4.2, 7, 12): the token route's dispatch to its
+grants (``grants/``), what the grants share (client authentication, the store calls under
+one deadline, the throttle, the issuing of tokens), JWT access tokens and their check, and
+the per-worker revocation cache."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import functools
-import hashlib
 import secrets
 import time
 import uuid
@@ -21,11 +22,21 @@ import orjson
 from fwrest import log
 from fwrest.auth.basic import parse_basic
 from fwrest.auth.blocking import Pool, off_loop, settled
+from fwrest.auth.oauth2.errors import (
+    Answer,
+    InvalidClient,
+    InvalidRequest,
+    OAuthError,
+    UnauthorizedClient,
+    UnsupportedGrantType,
+    render,
+)
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
+from fwrest.auth.oauth2.grants import GRANT_TYPES, TokenRequest, refresh_hash, registry
+from fwrest.auth.oauth2.grants.refresh import revoked_until
 from fwrest.auth.oauth2.params import (
     CLIENT_PREFIX,
     AuthParams,
-    OAuthError,
     ParamsError,
     ParamsSource,
     client_credentials,
@@ -33,19 +44,19 @@ from fwrest.auth.oauth2.params import (
     legacy_view,
     request_params,
 )
-from fwrest.auth.oauth2.passwords import check_user, costly, same_secret
-from fwrest.auth.oauth2.scopes import DEFAULT, allowed_scopes, grant, requested
-from fwrest.auth.throttle import TOKEN_WORDING, Throttle, user_key
+from fwrest.auth.oauth2.passwords import check_user, costly
+from fwrest.auth.oauth2.scopes import requested
+from fwrest.auth.throttle import TOKEN_WORDING, Throttle
 from fwrest.errors import HTTPError, is_cancellation, store_unavailable
 from fwrest.store import RefreshRecord, StateStore, StoreError
-from fwrest.store.audit import AuditEvent, AuditLog
+from fwrest.store.audit import AuditLog
 from fwrest.store.calls import Started, StoreBusy, StoreClient
 
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.discovery import Metadata
     from fwrest.auth.oauth2.portkeys import PortKeys
 
-__all__ = ["InvalidToken", "TokenService", "UnknownKey"]
+__all__ = ["GRANTS", "InvalidToken", "StoreDeadline", "TokenService", "UnknownKey"]
 
 T = TypeVar("T")
 
@@ -64,12 +75,11 @@ STORE_CALL_MIN_S = 0.2
 # saying so (StoreBusy) rather than blaming the store
 STORE_QUEUE_S = 1.0
 REVOKED_REFRESH_DEADLINE_S = 1.4  # the revocation cache's refresh (retried every 0.5 s)
-RESTORE_ATTEMPTS = 30  # one a second: undoing a spend that reached no client (see _spend)
+RESTORE_ATTEMPTS = 30  # one a second: undoing a spend that reached no client (see spend)
 _NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
-_WRONG = "invalid username or password"
 _VERIFIED_MAX = 1024  # verified access tokens remembered per worker (about 1.5 KiB each)
 _PAST_REFRESH_REMEMBERED = 64  # refresh_expires values warned about as past, per worker
-GRANTS = ("password", "refresh_token", "client_credentials")
+GRANTS = GRANT_TYPES  # the grant types fwrest knows (grants/__init__.py)
 CLIENT_KIND = "client"  # the claim fw_kind of a client credentials token
 METADATA_PARAMS_S = 5.0  # how long the metadata keeps what a function onAuthparams answered
 
@@ -83,7 +93,7 @@ class UnknownKey(InvalidToken):
     host made a moment ago (see :meth:`TokenService.verify_fresh`)."""
 
 
-class _StoreDeadline:
+class StoreDeadline:
     """The time on the store that the calls of one token request share (see
     STORE_DEADLINE_S): from when a store thread starts each call to its answer."""
 
@@ -99,13 +109,6 @@ class _StoreDeadline:
     def count(self, started: Started) -> None:
         """Add a call's time on the store (none when no thread started it)."""
         self.spent += started.took()
-
-
-def _hash(token: str, section: str) -> str:
-    """The stored form of a refresh token of the server section ``section``: a token is valid
-    only on the section that issued it (SPEC 7.1), so another section's lookup misses it
-    (``invalid_grant``) and never spends it."""
-    return hashlib.sha256(f"{section}\n{token}".encode()).hexdigest()
 
 
 class TokenService:
@@ -168,7 +171,6 @@ class TokenService:
             throttle = Throttle(store, max_failures, port_name, strict=True, wording=TOKEN_WORDING)
         self.throttle = throttle
         self.allow_get = allow_get
-        self._warned_get = False
         # refresh_expires values seen already past at a grant (warned once each, per worker)
         self._past_refresh: set[str] = set()
         self.revoked: dict[str, float] = {}
@@ -181,6 +183,8 @@ class TokenService:
         self._calls = client if client is not None else StoreClient(store)
         self._calls_inline = self._calls.inline
         self.pool = pool  # where a def onAuthparams runs (the port's pool)
+        # grant_type -> its grant (grants/): built once, the request path one dict lookup
+        self.grants = registry()
 
     # -- revocation cache (SPEC 7: at most 1 s stale, never waited on) --------------------------
     def start(self) -> None:
@@ -366,9 +370,9 @@ class TokenService:
             asked, allowed = self._asked
             if time.monotonic() - asked > METADATA_PARAMS_S:
                 try:
-                    allowed = await self._params({})
+                    allowed = await self.auth_params({})
                 except HTTPError:
-                    allowed = None  # logged by _params: the document lists the defaults
+                    allowed = None  # logged by auth_params: the document lists the defaults
                 self._asked = (time.monotonic(), allowed)
         return self.metadata.document(prefix, allowed)
 
@@ -390,7 +394,7 @@ class TokenService:
         )
         return store_unavailable()
 
-    async def _store(self, deadline: _StoreDeadline, fn: Callable[..., T], *args: Any) -> T:
+    async def store_call(self, deadline: StoreDeadline, fn: Callable[..., T], *args: Any) -> T:
         if self._calls_inline:
             return fn(*args)
         job, started = self._calls.submit_timed(fn, *args)
@@ -401,14 +405,14 @@ class TokenService:
         finally:
             deadline.count(started)
 
-    async def _spend(
-        self, deadline: _StoreDeadline, token_hash: str, claim: str, client_id: str
+    async def spend(
+        self, deadline: StoreDeadline, token_hash: str, claim: str, client_id: str
     ) -> tuple[str, RefreshRecord | None]:
-        """Spend a refresh token for this request (``claim``), as :meth:`_store` would.
+        """Spend a refresh token for this request (``claim``), as :meth:`store_call` would.
 
         A spend still running at the deadline may yet happen, after the client got its 503:
         the client's retry would then look like a replay and revoke the family. So a late
-        spend that succeeded is undone (:meth:`_restore_later`), as is a spend whose request
+        spend that succeeded is undone (:meth:`restore_later`), as is a spend whose request
         fails before its new pair is written.
         """
         if self._calls_inline:
@@ -441,9 +445,10 @@ class TokenService:
         if job.cancelled() or job.exception() is not None or job.result()[0] != "ok":
             return
         with contextlib.suppress(RuntimeError):  # the worker is stopping; its loop is closed
-            loop.call_soon_threadsafe(self._restore_later, token_hash, claim)
+            loop.call_soon_threadsafe(self.restore_later, token_hash, claim)
 
-    def _restore_later(self, token_hash: str, claim: str) -> None:
+    def restore_later(self, token_hash: str, claim: str) -> None:
+        """Make a spent refresh token valid again, in the background (:meth:`_restore`)."""
         task = asyncio.get_running_loop().create_task(self._restore(token_hash, claim))
         self._restoring.add(task)
         task.add_done_callback(self._restoring.discard)
@@ -470,7 +475,13 @@ class TokenService:
             RESTORE_ATTEMPTS,
         )
 
-    async def _params(self, request: dict[str, str]) -> AuthParams:
+    async def auth_params(self, request: dict[str, str]) -> AuthParams:
+        """What ``onAuthparams`` allows now (a function called, a file read if changed).
+
+        Raises:
+            HTTPError: 500 (the function raised or answered something unusable), 503 (the
+                port's pool is full).
+        """
         try:
             if self.source.file is not None:
                 return await settled(asyncio.to_thread(self.source.read_file))
@@ -506,7 +517,7 @@ class TokenService:
         headers: dict[str, str],
         client_ip: str,
         location: str = "",
-    ) -> tuple[int, list[tuple[str, str]], bytes]:
+    ) -> Answer:
         """Answer one request of ``/fw/oauth2/token`` of the location ``location`` (its
         prefix): (status, headers, body)."""
         _issuer.set(self.issuers.get(location, ""))
@@ -521,63 +532,41 @@ class TokenService:
             log.request_secrets.set(log.secret_forms(*secrets_seen))
             return await self._grant(method, params, auth_header, client_ip)
         except OAuthError as exc:
-            body_out = orjson.dumps({"error": exc.error, "error_description": exc.description})
-            hdrs = [("content-type", "application/json"), *exc.headers]
-            return exc.status, hdrs, body_out
+            return render(exc)
 
     async def _grant(
         self, method: str, params: dict[str, str], auth_header: str | None, client_ip: str
-    ) -> tuple[int, list[tuple[str, str]], bytes]:
+    ) -> Answer:
+        """Dispatch a token request to its grant, doing what every grant shares in the order
+        RFC 6749 5.2 and SPEC 4.2 imply (grants/base.py draws it)."""
         grant_type = params.get("grant_type")
         if not grant_type:
-            raise OAuthError("invalid_request", "grant_type is missing")
-        if grant_type not in GRANTS:
-            raise OAuthError(
-                "unsupported_grant_type", f"the grant type {grant_type!r} is not supported"
-            )
+            raise InvalidRequest("grant_type is missing")
+        grant = self.grants.get(grant_type)
+        if grant is None:
+            raise UnsupportedGrantType(f"the grant type {grant_type!r} is not supported")
         # a malformed scope is refused before anything is called; whether the scopes are
         # allowed is known only once the user and client are (never told before that)
         asked = requested(params.get("scope"))
         if method == "GET" and not self.allow_get:
             # a refresh token in the URL is as exposed as a password (RFC 6749 3.2: POST)
-            raise OAuthError(
-                "invalid_request",
-                f"the {grant_type} grant must use POST here (allowGetToken is false)",
-            )
-        if grant_type == "password" and method == "GET" and not self._warned_get:
-            self._warned_get = True
-            log.auth_log.warning(
-                "[%s] a password grant arrived over GET: the password travels in the URL, "
-                "where proxies, browser history and server logs keep it; clients should "
-                'POST a form body instead (set "allowGetToken": false to refuse GET)',
-                self.port_name,
+            raise InvalidRequest(
+                f"the {grant_type} grant must use POST here (allowGetToken is false)"
             )
         creds = client_credentials(params, auth_header)
-        username = params.get("username")
-        if grant_type == "password" and username and user_key(username).startswith(CLIENT_PREFIX):
-            # no user may have such a name (a client's own tokens carry it): refused before a
-            # legacy onAuthparams echoes it into an object the token route must refuse (500)
-            raise OAuthError("invalid_grant", _WRONG)
-        allowed = await self._params(params)
-        client_id = await self._client(allowed, creds)
-        # client_credentials only where ``types`` lists it (SPEC 12.4); the others unless
-        # ``types`` is given without them
+        grant.screen(self, method, params)
+        allowed = await self.auth_params(params)
+        client_id = await self.authenticate_client(allowed, creds)
+        # the grants ``types`` lists (SPEC 4.2); without it, those allowed by default
+        # (client_credentials only where ``types`` lists it: SPEC 12.4)
         listed = allowed.types
-        if listed is None and grant_type == "client_credentials":
-            listed = ()
-        if listed is not None and grant_type not in listed:
-            raise OAuthError(
-                "unauthorized_client",
-                f"the grant type {grant_type!r} is not allowed for this client",
+        if not (grant.by_default if listed is None else grant_type in listed):
+            raise UnauthorizedClient(
+                f"the grant type {grant_type!r} is not allowed for this client"
             )
-        if grant_type == "client_credentials" and creds is None:
+        if grant.client_required and creds is None:
             # RFC 6749 4.4.2: the client authenticates (no first client stands in for it)
-            raise OAuthError(
-                "invalid_client",
-                "the client_credentials grant needs client authentication",
-                status=401,
-                headers=(("www-authenticate", 'Basic realm="Access to REST"'),),
-            )
+            raise InvalidClient(f"the {grant_type} grant needs client authentication")
         try:
             ttl_ms = access_ms(
                 allowed.access_expires if allowed.access_expires is not None else 3_600_000
@@ -588,65 +577,22 @@ class TokenService:
         except ExpiryError as exc:
             log.auth_log.error("[%s] onAuthparams: %s; answered 500", self.port_name, exc)
             raise HTTPError(500) from None
-        if refresh_at <= time.time() and grant_type != "client_credentials":
+        if refresh_at <= time.time() and grant.refreshable:
             self._warn_past_refresh(allowed.refresh_expires)
-        deadline = _StoreDeadline()
-        if grant_type == "client_credentials":
-            scope = grant(asked, allowed_scopes(allowed, client_id, None))
-            return await self._issue(
-                deadline,
-                client_id,
-                client_id,
-                uuid.uuid4().hex,
-                ttl_ms,
-                None,
-                scope,
-                scope,
-                client_token=True,
-            )
-        if grant_type == "password":
-            subject = await self._password(deadline, params, allowed, client_ip)
-            scope = grant(asked, allowed_scopes(allowed, client_id, subject))
-            family = uuid.uuid4().hex
-            return await self._issue(
-                deadline, subject, client_id, family, ttl_ms, refresh_at, scope, scope
-            )
-        claim = uuid.uuid4().hex
-        token_hash, record = await self._rotate(
-            deadline, params, allowed, client_id, claim, ttl_ms, refresh_at, client_ip
+        request = TokenRequest(
+            self,
+            method,
+            params,
+            client_ip,
+            asked,
+            allowed,
+            client_id,
+            ttl_ms,
+            refresh_at,
+            StoreDeadline(),
         )
-        # the family keeps its scopes, less those its user or client may no longer have; a
-        # ``scope`` on the refresh narrows this access token only (RFC 6749 6)
-        kept = allowed_scopes(allowed, client_id, record.subject)
-        family_scope = " ".join(n for n in record.scope.split() if n in kept) or DEFAULT
-        try:
-            if params.get("scope") is None:
-                scope = family_scope
-            else:
-                try:
-                    scope = grant(asked, frozenset(family_scope.split()))
-                except OAuthError:
-                    # refused: the token stays valid for a corrected request, before it
-                    # hears of the refusal (a retry must not be taken for a replay)
-                    await self._store(deadline, self.store.restore_refresh, token_hash, claim)
-                    raise
-            return await self._issue(
-                deadline,
-                record.subject,
-                client_id,
-                record.family,
-                ttl_ms,
-                refresh_at,
-                scope,
-                family_scope,
-            )
-        except OAuthError:
-            raise  # restored above
-        except BaseException:
-            # spent, but no new pair reaches the client (the store failed, or the request was
-            # cancelled): the client may retry with the same token, which must not be a replay
-            self._restore_later(token_hash, claim)
-            raise
+        validated = await grant.validate(request)
+        return await grant.issue(request, validated)
 
     def _warn_past_refresh(self, value: object) -> None:
         """A ``refresh_expires`` already past when a grant reads it (a fixed date that has
@@ -670,12 +616,17 @@ class TokenService:
             log.escape(shown),
         )
 
-    async def _client(self, allowed: AuthParams, creds: tuple[str, str] | None) -> str:
+    # -- what the grants share ------------------------------------------------------------------
+    async def authenticate_client(self, allowed: AuthParams, creds: tuple[str, str] | None) -> str:
         """The client the request authenticates as (none sent: the first client).
 
         A client secret is plain text or a hash (``fwrest clients`` writes argon2id), checked
         as passwords are (:func:`check_user`): the same cost for a known and an unknown
-        client, whatever the kind of its secret; a hash off the event loop."""
+        client, whatever the kind of its secret; a hash off the event loop.
+
+        Raises:
+            InvalidClient: credentials that match no client.
+        """
         if creds is None:
             return allowed.clients[0][0] if allowed.clients else ""
         cid, secret = creds
@@ -685,111 +636,12 @@ class TokenService:
         else:
             ok = check_user(clients, cid, secret)
         if not ok:
-            raise OAuthError(
-                "invalid_client",
-                "client authentication failed",
-                status=401,
-                headers=(("www-authenticate", 'Basic realm="Access to REST"'),),
-            )
+            raise InvalidClient("client authentication failed")
         return cid
 
-    async def _password(
-        self, deadline: _StoreDeadline, params: dict[str, str], allowed: AuthParams, client_ip: str
-    ) -> str:
-        username, password = params.get("username"), params.get("password")
-        if not username or password is None:
-            raise OAuthError("invalid_request", "username and password are required")
-
-        def run(fn: Callable[..., T], /, *args: Any) -> Awaitable[T]:
-            return self._store(deadline, fn, *args)
-
-        throttle = self.throttle
-        # counted before the check (SPEC 7.1): past maxFailures, 429 and no check
-        attempt = await throttle.admit(username, client_ip, run)
-        try:
-            # a plain-text comparison is a few microseconds: done here; a hash costs
-            # milliseconds of CPU (argon2, bcrypt): done in a thread, the event loop serving
-            # others meanwhile. Every check costs the same (check_user).
-            if costly(allowed.users):
-                ok = await settled(asyncio.to_thread(check_user, allowed.users, username, password))
-            else:
-                ok = check_user(allowed.users, username, password)
-        except BaseException:
-            throttle.abandon(attempt)  # a client gone: not a failure
-            raise
-        if not ok:
-            # %r escapes CR, LF and ESC, as for Basic's refusals
-            log.auth_log.info("[%s] password grant refused for user %r", self.port_name, username)
-            await throttle.failed(attempt, run)
-            raise OAuthError("invalid_grant", _WRONG)
-        await throttle.succeeded(attempt, run)
-        return username
-
-    async def _rotate(
+    async def issue(
         self,
-        deadline: _StoreDeadline,
-        params: dict[str, str],
-        allowed: AuthParams,
-        client_id: str,
-        claim: str,
-        ttl_ms: int,
-        refresh_at: float,
-        client_ip: str = "",
-    ) -> tuple[str, RefreshRecord]:
-        """Spend the request's refresh token: (its hash, its record).
-
-        ``client_id`` is the client the request authenticated as (the first client when it
-        sent no credentials): a refresh keeps the token's own client (SPEC 7.1), so a token
-        of another client is ``invalid_grant`` and the store leaves it unspent (the check is
-        part of the spend's compare-and-set).
-
-        ``ttl_ms`` and ``refresh_at`` are the lifetimes this request's tokens would get: a
-        replay's revocation must outlast every token of the family (see :func:`revoked_until`).
-        """
-        token = params.get("refresh_token")
-        if not token:
-            raise OAuthError("invalid_request", "refresh_token is missing")
-        # Revocations are read BEFORE the spend: the replays that lose the race to this spend
-        # revoke the family after it, and must not cancel the one new pair (SPEC 7: 500
-        # simultaneous refreshes give one new pair, then refused with the rest of its family).
-        revoked = await self._store(deadline, self.store.revoked_families)
-        token_hash = _hash(token, self.port_name)
-        status, record = await self._spend(deadline, token_hash, claim, client_id)
-        if status == "missing" or record is None:
-            raise OAuthError("invalid_grant", "the refresh token is invalid")
-        if status == "client":
-            raise OAuthError("invalid_grant", "the refresh token was issued to another client")
-        if status == "spent":
-            until = revoked_until(record, ttl_ms, refresh_at)
-            await self._store(deadline, self.store.revoke_family, record.family, until)
-            self.revoked[record.family] = until
-            log.auth_log.warning(
-                "[%s] a spent refresh token was presented again (user %r): its whole token "
-                "family is revoked",
-                self.port_name,
-                log.escape(record.subject),
-            )
-            if self.audit is not None:
-                details = {"client_id": record.client_id, "family": record.family}
-                self.audit.record(
-                    AuditEvent("refresh.replay", record.subject, client_ip, self.port_name, details)
-                )
-            raise OAuthError(
-                "invalid_grant", "the refresh token was already used; its token family is revoked"
-            )
-        if record.family in revoked:
-            raise OAuthError("invalid_grant", "the refresh token was revoked")
-        if record.expires_at <= time.time():
-            raise OAuthError(
-                "invalid_grant", "the refresh token has expired; repeat the password grant"
-            )
-        if not any(same_secret(record.subject, name) for name, _ in allowed.users):
-            raise OAuthError("invalid_grant", "the user of this refresh token is no longer allowed")
-        return token_hash, record
-
-    async def _issue(
-        self,
-        deadline: _StoreDeadline,
+        deadline: StoreDeadline,
         subject: str,
         client_id: str,
         family: str,
@@ -799,7 +651,7 @@ class TokenService:
         family_scope: str,
         *,
         client_token: bool = False,
-    ) -> tuple[int, list[tuple[str, str]], bytes]:
+    ) -> Answer:
         """The answer of a grant: an access token of ``scope``, and unless ``refresh_at`` is
         None (the client credentials grant, RFC 6749 4.4.3) a refresh token of the family,
         which keeps ``family_scope``. A ``client_token`` (the client credentials grant) has
@@ -810,7 +662,7 @@ class TokenService:
         if refresh_at is not None:
             refresh = secrets.token_urlsafe(32)
             record = RefreshRecord(
-                _hash(refresh, self.port_name),
+                refresh_hash(refresh, self.port_name),
                 family,
                 client_id,
                 subject,
@@ -818,7 +670,7 @@ class TokenService:
                 family_scope,
                 now,
             )
-            await self._store(deadline, self.store.add_refresh, record)
+            await self.store_call(deadline, self.store.add_refresh, record)
         claims = {
             "aud": self.port_name,
             "sub": subject,
@@ -852,25 +704,6 @@ class TokenService:
             del answer["refresh_token"]  # RFC 6749 4.4.3
         body = orjson.dumps(answer)
         return 200, [("content-type", "application/json"), *_NO_STORE], body
-
-
-def revoked_until(replayed: RefreshRecord, ttl_ms: int, refresh_at: float) -> float:
-    """Until when a replay of ``replayed`` keeps its family revoked (SPEC 4.2, 7): until every
-    token of the family has expired, so that no unspent refresh token or access token of it
-    works again once the store forgets the revocation.
-
-    Every rotation gives the new refresh token a fresh expiry (``refresh_expires`` read at
-    that request), so a family's refresh tokens are not bounded by the first one's. Each
-    expiry was computed at or before now, and ``refresh_expires`` gives later deadlines for
-    later issue times (``Date()+N``, a duration) or the same one (a fixed date): none exceeds
-    ``refresh_at``, this request's own deadline, nor the replayed token's own. An access
-    token is issued by a password grant (now or earlier) or by a refresh with a refresh token
-    that had not expired, so it expires at most an access lifetime after the latest refresh
-    token of the family does. Hence: the later of the two refresh deadlines, plus the access
-    lifetime. (Tokens issued under longer lifetimes than the current ``onAuthparams`` gives
-    are not covered: shortening the lifetimes does not shorten tokens already issued.)
-    """
-    return max(replayed.expires_at, refresh_at) + ttl_ms / 1000
 
 
 def token_user(claims: dict[str, Any]) -> str:

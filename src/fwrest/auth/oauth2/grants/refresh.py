@@ -1,0 +1,141 @@
+"""The refresh token grant (RFC 6749 6, SPEC 4.2, 7): rotation with family revocation.
+
+A refresh spends its token in one compare-and-set (the store's ``spend_refresh``, by this
+request's claim and the token's own client: SPEC 7.1) and issues a new pair of the same
+family. A spent token presented again revokes its whole family. A spend whose new pair
+reaches no client (a refused scope, the store failing, the client gone) is undone, so that
+the client's retry is not taken for a replay.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import ClassVar
+
+from fwrest import log
+from fwrest.auth.oauth2.errors import Answer, InvalidGrant, InvalidRequest, OAuthError
+from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated, refresh_hash
+from fwrest.auth.oauth2.passwords import same_secret
+from fwrest.auth.oauth2.scopes import DEFAULT, allowed_scopes, grant
+from fwrest.store import RefreshRecord
+from fwrest.store.audit import AuditEvent
+
+__all__ = ["RefreshGrant", "revoked_until"]
+
+
+class RefreshGrant(Grant):
+    """``grant_type=refresh_token``: a new pair for an unspent refresh token."""
+
+    grant_type: ClassVar[str] = "refresh_token"
+
+    async def validate(self, request: TokenRequest) -> Validated:
+        claim = uuid.uuid4().hex
+        token_hash, record = await _rotate(request, claim)
+        service = request.service
+        # the family keeps its scopes, less those its user or client may no longer have; a
+        # ``scope`` on the refresh narrows this access token only (RFC 6749 6)
+        kept = allowed_scopes(request.allowed, request.client_id, record.subject)
+        family_scope = " ".join(n for n in record.scope.split() if n in kept) or DEFAULT
+        try:
+            if request.params.get("scope") is None:
+                scope = family_scope
+            else:
+                try:
+                    scope = grant(request.asked, frozenset(family_scope.split()))
+                except OAuthError:
+                    # refused: the token stays valid for a corrected request, before it
+                    # hears of the refusal (a retry must not be taken for a replay)
+                    await service.store_call(
+                        request.deadline, service.store.restore_refresh, token_hash, claim
+                    )
+                    raise
+        except OAuthError:
+            raise  # restored above
+        except BaseException:
+            service.restore_later(token_hash, claim)
+            raise
+        return Validated(record.subject, record.family, scope, family_scope, (token_hash, claim))
+
+    async def issue(self, request: TokenRequest, validated: Validated) -> Answer:
+        try:
+            return await super().issue(request, validated)
+        except OAuthError:
+            raise
+        except BaseException:
+            # spent, but no new pair reaches the client (the store failed, or the request was
+            # cancelled): the client may retry with the same token, which must not be a replay
+            if validated.spent is not None:
+                request.service.restore_later(*validated.spent)
+            raise
+
+
+async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord]:
+    """Spend the request's refresh token: (its hash, its record).
+
+    ``request.client_id`` is the client the request authenticated as (the first client when
+    it sent no credentials): a refresh keeps the token's own client (SPEC 7.1), so a token of
+    another client is ``invalid_grant`` and the store leaves it unspent (the check is part of
+    the spend's compare-and-set).
+
+    The request's lifetimes are those its tokens would get: a replay's revocation must
+    outlast every token of the family (see :func:`revoked_until`).
+    """
+    service, deadline = request.service, request.deadline
+    token = request.params.get("refresh_token")
+    if not token:
+        raise InvalidRequest("refresh_token is missing")
+    # Revocations are read BEFORE the spend: the replays that lose the race to this spend
+    # revoke the family after it, and must not cancel the one new pair (SPEC 7: 500
+    # simultaneous refreshes give one new pair, then refused with the rest of its family).
+    revoked = await service.store_call(deadline, service.store.revoked_families)
+    token_hash = refresh_hash(token, service.port_name)
+    status, record = await service.spend(deadline, token_hash, claim, request.client_id)
+    if status == "missing" or record is None:
+        raise InvalidGrant("the refresh token is invalid")
+    if status == "client":
+        raise InvalidGrant("the refresh token was issued to another client")
+    if status == "spent":
+        until = revoked_until(record, request.ttl_ms, request.refresh_at)
+        await service.store_call(deadline, service.store.revoke_family, record.family, until)
+        service.revoked[record.family] = until
+        log.auth_log.warning(
+            "[%s] a spent refresh token was presented again (user %r): its whole token "
+            "family is revoked",
+            service.port_name,
+            log.escape(record.subject),
+        )
+        if service.audit is not None:
+            details = {"client_id": record.client_id, "family": record.family}
+            service.audit.record(
+                AuditEvent(
+                    "refresh.replay", record.subject, request.client_ip, service.port_name, details
+                )
+            )
+        raise InvalidGrant("the refresh token was already used; its token family is revoked")
+    if record.family in revoked:
+        raise InvalidGrant("the refresh token was revoked")
+    if record.expires_at <= time.time():
+        raise InvalidGrant("the refresh token has expired; repeat the password grant")
+    if not any(same_secret(record.subject, name) for name, _ in request.allowed.users):
+        raise InvalidGrant("the user of this refresh token is no longer allowed")
+    return token_hash, record
+
+
+def revoked_until(replayed: RefreshRecord, ttl_ms: int, refresh_at: float) -> float:
+    """Until when a replay of ``replayed`` keeps its family revoked (SPEC 4.2, 7): until every
+    token of the family has expired, so that no unspent refresh token or access token of it
+    works again once the store forgets the revocation.
+
+    Every rotation gives the new refresh token a fresh expiry (``refresh_expires`` read at
+    that request), so a family's refresh tokens are not bounded by the first one's. Each
+    expiry was computed at or before now, and ``refresh_expires`` gives later deadlines for
+    later issue times (``Date()+N``, a duration) or the same one (a fixed date): none exceeds
+    ``refresh_at``, this request's own deadline, nor the replayed token's own. An access
+    token is issued by a password grant (now or earlier) or by a refresh with a refresh token
+    that had not expired, so it expires at most an access lifetime after the latest refresh
+    token of the family does. Hence: the later of the two refresh deadlines, plus the access
+    lifetime. (Tokens issued under longer lifetimes than the current ``onAuthparams`` gives
+    are not covered: shortening the lifetimes does not shorten tokens already issued.)
+    """
+    return max(replayed.expires_at, refresh_at) + ttl_ms / 1000
