@@ -42,7 +42,7 @@ from tests.auth.oauth2_support import (
     oauth_section,
     wait_for,
 )
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, run_cli
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, run_cli, run_forked
 from tests.redis_support import RedisServer, redis_binary
 
 ADA = ("ada", "Ada-Pw-7731")
@@ -709,3 +709,51 @@ def test_memory_store_with_several_workers_is_warned_about(ca: trustme.CA, tmp_p
         assert bool(lines) is warned, text
         if warned:
             assert " WARNING " in lines[0] and "--workers 2" in lines[0] and "OAUTH" in lines[0]
+
+
+def test_check_names_what_the_memory_store_keeps_in_each_worker(
+    ca: trustme.CA, tmp_path: Path
+) -> None:
+    """``fwrest check`` does not know ``--workers``: with ``StateStore=memory`` it warns once,
+    naming what each worker would keep alone (the refresh tokens of the oAuth2 ports, the
+    audit trail of a port with a scheme, the rate-limit counts) and where to read more."""
+    certs = issue_certs(ca, tmp_path / "certs")
+
+    def warnings(config: Path) -> list[str]:
+        done = run_forked("check", str(config), cwd=config.parent)
+        assert done.returncode == 0, done.stderr
+        text = done.stdout + done.stderr
+        return [line for line in text.splitlines() if "StateStore=memory" in line]
+
+    for name in ("oauth", "sqlite"):
+        (tmp_path / name).mkdir()
+    (line,) = warnings(service_config(tmp_path / "oauth", certs, "memory"))
+    print(line)
+    assert "): the refresh tokens and revocations of OAUTH, THROTTLED; the audit trail." in line
+    assert "rate-limit" not in line
+    assert "each worker its own; lost at a reload or restart" in line
+    assert "sqlite (the default) for several workers on one host" in line
+    assert "docs/deploy.md#choosing-a-state-store" in line
+    assert warnings(service_config(tmp_path / "sqlite", certs, "sqlite")) == []
+
+    def basic(folder: Path, *, scheme: bool, limit: bool) -> Path:
+        folder.mkdir()
+        server: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}
+        if scheme:
+            auth = {"scheme": "basic", "OnAuth": "app.check"}
+            server["FwData"] = {"Authorization": auth}
+        extra: dict[str, Any] = {}
+        if limit:
+            extra = {"ROOT": {"RateLimit": "RL_API"}, "RL_API": {"Limit": 5, "Window": "1m"}}
+        app = APP_SOURCE + "\n\ndef check(user, password):\n    return False\n"
+        return free_config(folder, servers={"HTTP_REST": server}, app=app, extra=extra)
+
+    (line,) = warnings(basic(tmp_path / "basic", scheme=True, limit=True))
+    print(line)
+    assert "): the audit trail; the rate-limit counts of ROOT." in line
+    assert "refresh tokens" not in line
+    (line,) = warnings(basic(tmp_path / "limit", scheme=False, limit=True))
+    assert "): the rate-limit counts of ROOT." in line
+    assert "audit" not in line
+    # a port without a scheme and without a rate limit keeps nothing of note in the store
+    assert warnings(basic(tmp_path / "plain", scheme=False, limit=False)) == []

@@ -258,7 +258,10 @@ KEYS: tuple[Key, ...] = (
         "state_store",
         "str",
         "sqlite",
-        doc="sqlite (a file under DataPath), memory, or a Redis URL: redis://host:port/db, "
+        doc="sqlite (a file under DataPath; every worker of one host), memory (each worker "
+        "process keeps its own refresh tokens, revocations, audit trail and rate-limit counts, "
+        "lost at a reload or restart; tests and development: see deploy.md, Choosing a state "
+        "store), or a Redis URL (every host): redis://host:port/db, "
         "rediss://host:port/db (TLS), unix:///path/redis.sock?db=N, or "
         "redis+sentinel://h1:26379,h2:26379/PRIMARY/db (Sentinel), or "
         "redis+cluster://h1:6379,h2:6379/db (a Redis or Valkey cluster; rediss+cluster:// with "

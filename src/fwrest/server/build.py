@@ -265,11 +265,7 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
         port.on_select = select_hook(repo, server, envs)
         ports.append(port)
     hooks = pool_hooks(repo, (loc.thread_pool for s in config.servers for loc in s.locations))
-    if config.state_store == "memory" and any(p.auth.scheme == "oAuth2" for p in ports):
-        warnings.append(
-            "[HTTPSERVER] StateStore=memory: tokens live in one worker process only; use "
-            "sqlite (the default) with --workers, or redis:// for several hosts."
-        )
+    warnings += _memory_warnings(config, ports)
     uses_key_file = config.signing_key_file is not None or (
         any(p.auth.scheme == "oAuth2" for p in ports) and not shared_store(config.state_store)
     )
@@ -316,6 +312,34 @@ _PROBE_FIXES = {
     "monitor, a redis+cluster:// URL nodes of a cluster (cluster-enabled yes); a password in "
     "it is the URL's ACL user's (it is never shown).",
 }
+
+
+def _memory_warnings(config: ServiceConfig, ports: list[PortPlan]) -> list[str]:
+    """What ``StateStore=memory`` keeps in each worker's own process, for the ports and
+    locations that use it: one warning (``fwrest check`` does not know ``--workers``, so it
+    is given whatever N; docs/deploy.md, "Choosing a state store")."""
+    if config.state_store != "memory":
+        return []
+    oauth = [p.config.name for p in ports if p.auth.scheme == "oAuth2"]
+    guarded = [p.config.name for p in ports if p.auth.scheme in ("basic", "oAuth2")]
+    limited = sorted(
+        {loc.name for s in config.servers for loc in s.locations if loc.rate_limit is not None}
+    )
+    kept: list[str] = []
+    if oauth:
+        kept.append(f"the refresh tokens and revocations of {', '.join(oauth)}")
+    if guarded:
+        kept.append("the audit trail")
+    if limited:
+        kept.append(f"the rate-limit counts of {', '.join(limited)}")
+    if not kept:
+        return []
+    return [
+        "[HTTPSERVER] StateStore=memory keeps in each worker process (with --workers N, each "
+        "worker its own; lost at a reload or restart; out of the fwrest commands' reach): "
+        f"{'; '.join(kept)}. Use sqlite (the default) for several workers on one host, "
+        "redis:// for several hosts (docs/deploy.md#choosing-a-state-store)."
+    ]
 
 
 def probe_store(config: ServiceConfig) -> str | None:
