@@ -231,7 +231,7 @@ def sign(
 
 
 def fresh_claims(
-    sub: str = "ada", ttl: int = 600, aud: str = "OAUTH", iss: str = "https://unknown.invalid"
+    sub: str = "ada", ttl: int = 600, aud: object = "OAUTH", iss: str = "https://unknown.invalid"
 ) -> dict[str, Any]:
     """Claims fwrest would sign for ``sub`` on the server section ``aud`` (SPEC 7.1) as the
     issuer ``iss`` (:func:`issuer_of` a port: SPEC 12.2)."""

@@ -108,6 +108,23 @@ def test_a_token_without_aud_or_with_a_foreign_one_is_refused(svc: LocalService)
     iss = issuer_of(shop)
     assert shop.get("/hello", sign(fresh_claims(aud="SHOP", iss=iss), key)).status_code == 200
     missing = {k: v for k, v in fresh_claims(aud="SHOP", iss=iss).items() if k != "aud"}
-    for claims in (missing, fresh_claims(aud="ADMIN", iss=iss), fresh_claims(aud="shop", iss=iss)):
+    foreign: list[object] = ["ADMIN", ["ADMIN"], [], "", ["SHOP", 1], {"SHOP": 1}, 7, None]
+    for claims in (missing, *(fresh_claims(aud=aud, iss=iss) for aud in foreign)):
         response = shop.get("/hello", sign(claims, key))
         assert response.status_code == 401, (claims.get("aud"), response.text)
+        assert 'error="invalid_token"' in response.headers["www-authenticate"]
+
+
+def test_the_aud_names_the_section_in_any_case(svc: LocalService) -> None:
+    """SPEC 9: section names are case-insensitive; a host of the service that spells the
+    section ``shop`` (or an earlier release's token) writes ``aud`` as it spells it; a list
+    ``aud`` names it when any of its strings does (as PyJWT's audience check reads one)."""
+    key = signing_key(svc.folder)
+    shop = svc["SHOP"]
+    iss = issuer_of(shop)
+    for aud in ("shop", "Shop", ["ADMIN", "shop"], ["SHOP"]):
+        response = shop.get("/hello", sign(fresh_claims(aud=aud, iss=iss), key))
+        assert response.status_code == 200, (aud, response.text)
+    assert (
+        svc["ADMIN"].get("/hello", sign(fresh_claims(aud="shop", iss=iss), key)).status_code == 401
+    )

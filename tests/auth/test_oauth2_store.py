@@ -32,6 +32,9 @@ import jwt
 import pytest
 import trustme
 
+from fwrest.auth.oauth2.grants import refresh_hash
+from fwrest.store import RefreshRecord
+from fwrest.store.redis import RedisStore
 from tests.auth.oauth2_support import (
     OAuth,
     client_context,
@@ -83,15 +86,16 @@ def service_config(
     store: str,
     max_failures: int = 1_000_000,
     issuer: str | None = None,
+    oauth: str = "OAUTH",
 ) -> Path:
-    """One oAuth2 port ``OAUTH``; with ``max_failures`` under the default, a second port
+    """One oAuth2 port ``OAUTH`` (spelled ``oauth``); with ``max_failures`` under the default, a second port
     ``THROTTLED`` has that threshold and ``OAUTH`` none (the per-address count is shared by
     the ports of a service, so one port can lock out 127.0.0.1 without hindering the other).
     Without ``issuer`` (the default configuration) each host derives its own,
     https://127.0.0.1:{its own port}/rest, and the hosts still accept each other's tokens
     (SPEC 12.2)."""
     servers = {}
-    for name, limit in (("OAUTH", 1_000_000), ("THROTTLED", max_failures)):
+    for name, limit in ((oauth, 1_000_000), ("THROTTLED", max_failures)):
         auth: dict[str, Any] = {"maxFailures": limit}
         if issuer is not None:
             auth["issuer"] = issuer  # one issuer for the hosts behind a balancer
@@ -321,19 +325,27 @@ def test_redis_server_is_installed() -> None:
 
 class TwoServices:
     def __init__(
-        self, ca: trustme.CA, root: Path, store: str, max_failures: int, issuer: str | None
+        self,
+        ca: trustme.CA,
+        root: Path,
+        store: str,
+        max_failures: int,
+        issuer: str | None,
+        spelled: tuple[str, str] | None = None,
     ) -> None:
+        """Hosts A and B of one service; with ``spelled``, ``ports`` are their ``OAUTH``
+        sections, each host spelling its name as ``spelled`` says, else their ``THROTTLED``."""
         self.procs: list[ServerProcess] = []
         self.ports: list[OAuth] = []
         self.issuer = issuer
-        for name in ("a", "b"):
+        for name, oauth in zip(("a", "b"), spelled or ("OAUTH", "OAUTH"), strict=True):
             folder = root / name
             folder.mkdir()
             certs = issue_certs(ca, folder / "certs")
-            config = service_config(folder, certs, store, max_failures, issuer)
+            config = service_config(folder, certs, store, max_failures, issuer, oauth)
             proc = ServerProcess(config).wait_ready()
             self.procs.append(proc)
-            self.ports.append(OAuth(proc, "THROTTLED", certs))
+            self.ports.append(OAuth(proc, oauth if spelled else "THROTTLED", certs))
 
     def close(self) -> None:
         for port in self.ports:
@@ -397,6 +409,75 @@ def test_two_services_share_tokens_through_redis(
     assert error_of(b.grant(*wrong)) == "invalid_grant"
     assert a.grant("bob", "Bob-Pw-2207").status_code == 429
     assert b.grant(*wrong).status_code == 429
+
+
+def test_hosts_spelling_the_section_in_another_case_share_its_tokens(
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """SPEC 9: section names are case-insensitive, so host A's ``[OAUTH]`` and host B's
+    ``[oauth]`` are one server section of one service (SPEC 7.1's aud, 12.2): each host
+    accepts, refreshes, revokes and describes the other's tokens (default configuration)."""
+    both = TwoServices(ca, tmp_path, redis_server.url, 1_000_000, None, ("OAUTH", "oauth"))
+    try:
+        a, b = both.ports
+        tokens = a.tokens(*ADA)
+        claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
+        assert claims["aud"] == "OAUTH"  # written as the issuing host spells it
+        assert b.get("/hello", tokens["access_token"]).status_code == 200
+        seen = b.http.post(b.base + "/fw/oauth2/introspect", auth=("web", "Web-Secret-9q"),
+                           data={"token": tokens["access_token"]})  # fmt: skip
+        assert seen.status_code == 200 and seen.json()["active"] is True, seen.text
+        seen = b.http.post(b.base + "/fw/oauth2/introspect", auth=("web", "Web-Secret-9q"),
+                           data={"token": tokens["refresh_token"]})  # fmt: skip
+        assert seen.status_code == 200 and seen.json()["active"] is True, seen.text
+        renewed = b.refresh(tokens["refresh_token"])  # A's refresh token, on B
+        assert renewed.status_code == 200, renewed.text
+        newest = renewed.json()["access_token"]
+        assert a.get("/hello", newest).status_code == 200  # B's token (aud "oauth") on A
+        again = a.refresh(renewed.json()["refresh_token"])  # B's refresh token, on A
+        assert again.status_code == 200, again.text
+        # a replay on A of a token B spent revokes the family on B
+        replay = a.refresh(tokens["refresh_token"])
+        assert replay.status_code == 400 and error_of(replay) == "invalid_grant", replay.text
+        assert "already used" in replay.json()["error_description"]
+        latest = again.json()["access_token"]
+        wait_for(lambda: b.get("/hello", latest).status_code == 401, 10, "B refuses the family")
+    finally:
+        both.close()
+
+
+def test_a_refresh_record_stored_under_the_spelled_section_name_still_refreshes(
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Records stored before section names were folded are keyed by the name as the host
+    spelled it: after the upgrade they refresh (once: the new record is under the folded
+    name), are described and revoked as before."""
+    both = TwoServices(ca, tmp_path, redis_server.url, 1_000_000, None, ("OAUTH", "oauth"))
+    store = RedisStore(redis_server.url)
+    try:
+        a = both.ports[0]
+        now = time.time()
+        old, revoked = "earlier-release-refresh-token-1", "earlier-release-refresh-token-2"
+        for token, family in ((old, "fam-earlier-1"), (revoked, "fam-earlier-2")):
+            store.add_refresh(RefreshRecord(refresh_hash(token, "OAUTH"), family, "web", "ada",
+                                            now + 3600, "default", now))  # fmt: skip
+        seen = a.http.post(a.base + "/fw/oauth2/introspect", auth=("web", "Web-Secret-9q"),
+                           data={"token": old})  # fmt: skip
+        assert seen.status_code == 200 and seen.json()["active"] is True, seen.text
+        renewed = a.refresh(old)
+        assert renewed.status_code == 200, renewed.text
+        assert a.refresh(old).status_code == 400  # spent: a replay, as before
+        assert store.refresh_record(refresh_hash(old, "OAUTH")) is not None
+        fresh = renewed.json()["refresh_token"]
+        assert store.refresh_record(refresh_hash(fresh, "oauth")) is not None  # folded
+        assert store.refresh_record(refresh_hash(fresh, "OAUTH")) is None
+        gone = a.http.post(a.base + "/fw/oauth2/revoke", auth=("web", "Web-Secret-9q"),
+                           data={"token": revoked})  # fmt: skip
+        assert gone.status_code == 200, gone.text
+        assert "fam-earlier-2" in store.revoked_families()
+    finally:
+        store.close()
+        both.close()
 
 
 def test_a_token_signed_by_a_service_with_its_own_key_is_refused(

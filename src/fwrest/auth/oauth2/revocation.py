@@ -32,7 +32,6 @@ from fwrest.auth.oauth2.errors import (
     render,
 )
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms
-from fwrest.auth.oauth2.grants import refresh_hash
 from fwrest.auth.oauth2.params import CLIENT_PREFIX, AuthParams, client_credentials, request_params
 from fwrest.auth.oauth2.tokens import (
     InvalidToken,
@@ -143,9 +142,7 @@ async def _revoke(
     elif _is_jwt(token):
         return  # not a valid access token of this port: nothing to revoke
     else:
-        found = await service.store_call(
-            deadline, store.refresh_record, refresh_hash(token, service.port_name)
-        )
+        found = await service.refresh_record(deadline, token)
         if found is None:
             return
         record = found[0]
@@ -276,9 +273,7 @@ async def _describe(
     if _is_jwt(token):
         return None
     deadline = StoreDeadline()
-    found = await service.store_call(
-        deadline, service.store.refresh_record, refresh_hash(token, service.port_name)
-    )
+    found = await service.refresh_record(deadline, token)
     if found is None:
         return None
     record, spent = found

@@ -32,7 +32,13 @@ from fwrest.auth.oauth2.errors import (
     render,
 )
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
-from fwrest.auth.oauth2.grants import GRANT_TYPES, TokenRequest, refresh_hash, registry
+from fwrest.auth.oauth2.grants import (
+    GRANT_TYPES,
+    TokenRequest,
+    refresh_hash,
+    registry,
+    section_identity,
+)
 from fwrest.auth.oauth2.grants.refresh import revoked_until
 from fwrest.auth.oauth2.params import (
     CLIENT_PREFIX,
@@ -137,6 +143,15 @@ class TokenService:
         audit: AuditLog | None = None,
     ) -> None:
         self.port_name = port_name
+        # the port's identity for its tokens: the section name folded (SPEC 9), so that hosts
+        # spelling the section in another case share tokens; aud is written as spelled
+        # (docs/decisions.md, "Token audience") and compared folded
+        self.section = section_identity(port_name)
+        # where a refresh token's record may be: under the folded name (this release on), else
+        # under the name as spelled (earlier releases), looked up in that order
+        self._refresh_sections: tuple[str, ...] = (
+            (self.section,) if port_name == self.section else (self.section, port_name)
+        )
         # SPEC 13.5: refresh-token replays and revocations are recorded
         self.audit = audit
         self._key = key
@@ -250,24 +265,27 @@ class TokenService:
                 token,
                 key,
                 algorithms=[alg],
-                # valid only on the section that issued it (SPEC 7.1), by any of its
-                # locations (SPEC 12.2)
-                audience=self.port_name,
+                # aud is checked below, folded (PyJWT compares it exactly); iss by any
+                # location of the section (SPEC 12.2)
                 issuer=self._accepted_issuers if self._issuer_paths is None else None,
                 options={
                     "require": ["aud", "exp", "iat", "iss", "jti", "sub"],
+                    "verify_aud": False,
                     "verify_iat": False,
                 },
                 leeway=0,
             )
         except jwt.ExpiredSignatureError:
             raise InvalidToken("the access token has expired") from None
-        except jwt.InvalidAudienceError:
-            raise InvalidToken("the access token was issued for another server") from None
         except jwt.InvalidIssuerError:
             raise InvalidToken("the access token was issued by another issuer") from None
         except jwt.PyJWTError:
             raise InvalidToken("the access token signature or claims are invalid") from None
+        if not claims["aud"]:  # "" or []: missing, as PyJWT's audience check has it
+            raise InvalidToken("the access token signature or claims are invalid")
+        if not self._own_audience(claims["aud"]):
+            # valid only on the section that issued it (SPEC 7.1), its name in any case (SPEC 9)
+            raise InvalidToken("the access token was issued for another server")
         if self._issuer_paths is not None and not self._derived_issuer(claims.get("iss")):
             raise InvalidToken("the access token was issued by another issuer")
         family = claims.get("fam")
@@ -287,6 +305,22 @@ class TokenService:
             del self._verified[next(iter(self._verified))]
         self._verified[token] = (expires, claims)
         return claims
+
+    def _own_audience(self, audience: object) -> bool:
+        """Whether a token's ``aud`` (a string, or a list of strings, as PyJWT accepts it)
+        names this server section, in any case: hosts may spell the section differently, and
+        tokens issued before the name was folded carry it as their host spelled it."""
+        if isinstance(audience, str):
+            return section_identity(audience) == self.section
+        if not isinstance(audience, list):
+            return False
+        named = False
+        for item in audience:
+            if not isinstance(item, str):
+                return False  # PyJWT refuses a list holding anything but strings
+            if section_identity(item) == self.section:
+                named = True
+        return named
 
     def _derived_issuer(self, issuer: object) -> bool:
         """Whether ``issuer`` is one of this section's derived issuers as another host of
@@ -404,6 +438,21 @@ class TokenService:
             raise self._unavailable(exc) from None
         finally:
             deadline.count(started)
+
+    def refresh_hashes(self, token: str) -> tuple[str, ...]:
+        """The stored forms a refresh token of this section may have, the current first
+        (:attr:`_refresh_sections`)."""
+        return tuple(refresh_hash(token, section) for section in self._refresh_sections)
+
+    async def refresh_record(
+        self, deadline: StoreDeadline, token: str
+    ) -> tuple[RefreshRecord, bool] | None:
+        """The store's record of a refresh token of this section, and whether it was spent."""
+        for token_hash in self.refresh_hashes(token):
+            found = await self.store_call(deadline, self.store.refresh_record, token_hash)
+            if found is not None:
+                return found
+        return None
 
     async def spend(
         self, deadline: StoreDeadline, token_hash: str, claim: str, client_id: str
@@ -662,7 +711,7 @@ class TokenService:
         if refresh_at is not None:
             refresh = secrets.token_urlsafe(32)
             record = RefreshRecord(
-                refresh_hash(refresh, self.port_name),
+                refresh_hash(refresh, self.section),
                 family,
                 client_id,
                 subject,

@@ -9,7 +9,13 @@ To add a grant: a module here with a ``Grant`` subclass, listed in :data:`GRANTS
 
 from __future__ import annotations
 
-from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated, refresh_hash
+from fwrest.auth.oauth2.grants.base import (
+    Grant,
+    TokenRequest,
+    Validated,
+    refresh_hash,
+    section_identity,
+)
 from fwrest.auth.oauth2.grants.client_credentials import ClientCredentialsGrant
 from fwrest.auth.oauth2.grants.password import PasswordGrant
 from fwrest.auth.oauth2.grants.refresh import RefreshGrant
@@ -22,6 +28,7 @@ __all__ = [
     "Validated",
     "refresh_hash",
     "registry",
+    "section_identity",
 ]
 
 # the grants fwrest knows, in the order the metadata lists them (SPEC 12.2)

@@ -29,13 +29,23 @@ if TYPE_CHECKING:
     from fwrest.auth.oauth2.params import AuthParams
     from fwrest.auth.oauth2.tokens import StoreDeadline, TokenService
 
-__all__ = ["Grant", "TokenRequest", "Validated", "refresh_hash"]
+__all__ = ["Grant", "TokenRequest", "Validated", "refresh_hash", "section_identity"]
+
+
+def section_identity(name: str) -> str:
+    """A server section's name as its tokens know it: folded as the configuration folds
+    section names (SPEC 9; ``config/reading.py``), so that hosts spelling one section in
+    another case are one service. ``str.lower``, not ``casefold``: a fold wider than the
+    configuration's would make one port of two sections the configuration tells apart (the
+    brute-force counters of ``auth/throttle.py`` fold the same way)."""
+    return name.strip().lower()
 
 
 def refresh_hash(token: str, section: str) -> str:
     """The stored form of a refresh token of the server section ``section``: a token is valid
     only on the section that issued it (SPEC 7.1), so another section's lookup misses it
-    (``invalid_grant``) and never spends it."""
+    (``invalid_grant``) and never spends it. Records are stored under the folded name
+    (:func:`section_identity`); releases before it stored them under the name as spelled."""
     return hashlib.sha256(f"{section}\n{token}".encode()).hexdigest()
 
 

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from fwrest import log
 from fwrest.auth.oauth2.errors import Answer, InvalidGrant, InvalidRequest, OAuthError
-from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated, refresh_hash
+from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated
 from fwrest.auth.oauth2.passwords import same_secret
 from fwrest.auth.oauth2.scopes import DEFAULT, allowed_scopes, grant
 from fwrest.store import RefreshRecord
@@ -89,8 +89,14 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
     # revoke the family after it, and must not cancel the one new pair (SPEC 7: 500
     # simultaneous refreshes give one new pair, then refused with the rest of its family).
     revoked = await service.store_call(deadline, service.store.revoked_families)
-    token_hash = refresh_hash(token, service.port_name)
-    status, record = await service.spend(deadline, token_hash, claim, request.client_id)
+    # the record is under one of the token's stored forms (the folded section name's, or an
+    # earlier release's spelled name's): each spend is one compare-and-set, and one that
+    # finds the record ends the search (spent, another client's or ours)
+    status, record, token_hash = "missing", None, ""
+    for token_hash in service.refresh_hashes(token):
+        status, record = await service.spend(deadline, token_hash, claim, request.client_id)
+        if status != "missing":
+            break
     if status == "missing" or record is None:
         raise InvalidGrant("the refresh token is invalid")
     if status == "client":
