@@ -158,15 +158,20 @@ def test_sigterm_drains_20_requests_in_flight_and_exits_0(tmp_path: Path, serve)
     server: ServerProcess = serve(config(tmp_path), workers=1)
     base, port = server.url(), server.ports["HTTP_REST"]
     limits = httpx.Limits(max_connections=40)
-    with ThreadPoolExecutor(20) as ex, httpx.Client(limits=limits, timeout=30) as client:
-        futures = [ex.submit(client.get, f"{base}/inflight/1000") for _ in range(20)]
+    # held in flight until the drain has begun: a fixed length raced their arrival under load
+    with ThreadPoolExecutor(20) as ex, httpx.Client(limits=limits, timeout=60) as client:
+        futures = [ex.submit(client.get, f"{base}/held") for _ in range(20)]
         wait_running(base, 20)
         signalled = time.monotonic()
         server.signal(signal.SIGTERM)
+        wait_for(lambda: refused(base), 30, "new connections refused after SIGTERM")
+        assert server.proc.poll() is None, "the server exited with requests in flight"
+        (tmp_path / "release").write_text("")
         answers = [f.result() for f in futures]
     code = server.proc.wait(30)
     print(f"drained 20 requests and exited {time.monotonic() - signalled:.3f} s after SIGTERM")
     assert [a.status_code for a in answers] == [200] * 20
+    assert all(a.json()["released"] for a in answers)
     assert code == 0
     assert port_is_free(port)
     with pytest.raises(httpx.ConnectError):
