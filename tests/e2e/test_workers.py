@@ -24,6 +24,7 @@ from tests.conftest import (
     free_config,
     port_is_free,
     wait_children,
+    wait_for,
 )
 
 EXTRA = """
@@ -40,6 +41,23 @@ def inflight(ms):
     try:
         time.sleep(int(ms) / 1000)
         return {"slept": int(ms), "pid": os.getpid()}
+    finally:
+        with _lock:
+            _running -= 1
+
+
+@get("/held")
+def held():
+    # in flight until the test writes release beside this module (60 s at most)
+    global _running
+    with _lock:
+        _running += 1
+    try:
+        release = os.path.join(os.path.dirname(os.path.abspath(__file__)), "release")
+        deadline = time.monotonic() + 60
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return {"released": os.path.exists(release), "pid": os.getpid()}
     finally:
         with _lock:
             _running -= 1
@@ -65,13 +83,22 @@ def config(tmp_path: Path, **http: object) -> Path:
     )
 
 
-def wait_running(base: str, count: int, timeout: float = 10) -> None:
+def wait_running(base: str, count: int, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if httpx.get(f"{base}/running", timeout=5).json()["running"] >= count:
             return
         time.sleep(0.02)
     raise AssertionError(f"{count} requests were never in flight at once")
+
+
+def refused(base: str) -> bool:
+    """A new connection is refused or closed unanswered (a slow answer is not a refusal)."""
+    try:
+        httpx.get(f"{base}/hello", timeout=10)
+    except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError):
+        return True
+    return False
 
 
 def test_two_workers_answer_from_two_pids(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
@@ -131,15 +158,20 @@ def test_sigterm_drains_20_requests_in_flight_and_exits_0(tmp_path: Path, serve)
     server: ServerProcess = serve(config(tmp_path), workers=1)
     base, port = server.url(), server.ports["HTTP_REST"]
     limits = httpx.Limits(max_connections=40)
-    with ThreadPoolExecutor(20) as ex, httpx.Client(limits=limits, timeout=30) as client:
-        futures = [ex.submit(client.get, f"{base}/inflight/1000") for _ in range(20)]
+    # held in flight until the drain has begun: a fixed length raced their arrival under load
+    with ThreadPoolExecutor(20) as ex, httpx.Client(limits=limits, timeout=60) as client:
+        futures = [ex.submit(client.get, f"{base}/held") for _ in range(20)]
         wait_running(base, 20)
         signalled = time.monotonic()
         server.signal(signal.SIGTERM)
+        wait_for(lambda: refused(base), 30, "new connections refused after SIGTERM")
+        assert server.proc.poll() is None, "the server exited with requests in flight"
+        (tmp_path / "release").write_text("")
         answers = [f.result() for f in futures]
     code = server.proc.wait(30)
     print(f"drained 20 requests and exited {time.monotonic() - signalled:.3f} s after SIGTERM")
     assert [a.status_code for a in answers] == [200] * 20
+    assert all(a.json()["released"] for a in answers)
     assert code == 0
     assert port_is_free(port)
     with pytest.raises(httpx.ConnectError):
@@ -150,13 +182,21 @@ def test_sigint_drains_and_exits_0(tmp_path: Path, serve) -> None:  # type: igno
     server: ServerProcess = serve(config(tmp_path), workers=1)
     base, port = server.url(), server.ports["HTTP_REST"]
     workers = wait_children(server.proc.pid, 1)
+    # the requests stay in flight until the drain has begun (new connections refused), however
+    # late a loaded machine lets them arrive or the signal act
     with ThreadPoolExecutor(3) as ex:
-        futures = [ex.submit(httpx.get, f"{base}/inflight/800", timeout=30) for _ in range(3)]
+        futures = [ex.submit(httpx.get, f"{base}/held", timeout=60) for _ in range(3)]
         wait_running(base, 3)
         server.signal(signal.SIGINT)
+        signalled = time.monotonic()
+        wait_for(lambda: refused(base), 30, "new connections refused after SIGINT")
+        print(f"new connections refused {time.monotonic() - signalled:.3f} s after SIGINT")
+        assert server.proc.poll() is None, "the server exited with requests in flight"
+        (tmp_path / "release").write_text("")
         answers = [f.result() for f in futures]
     code = server.proc.wait(30)
     assert [a.status_code for a in answers] == [200] * 3
+    assert all(a.json()["released"] for a in answers)
     assert code == 0
     assert not any(alive(pid) for pid in workers)
     assert port_is_free(port)

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, module_config
+from tests.conftest import ServerProcess, free_config, local_port, module_config
 from tests.native.support import JSON_ACCEPT, Base, in_process, running, send, wait_for
 from tests.server.rawhttp import RawConnection, request_bytes
 
@@ -292,12 +293,22 @@ def test_healthcheck_datetime_is_iso_8601_with_an_offset(client: Client) -> None
 
 
 def test_healthcheck_during_a_graceful_stop_is_503_or_refused(tmp_path: Path) -> None:
-    config = free_config(tmp_path, extra={"HTTPSERVER": {"GracefulTimeout": 10000}})
+    """A stop with a request in flight: a health check whose head was on its way answers 503
+    DOWN (DRAINING), a new connection is refused, and the idle keep-alive connection is closed
+    by the stop once nothing is in progress. Each step waits on a state, not on a sleep: the
+    keep-alive and header deadlines are far longer than the test, so only the stop can close."""
+    port_config = local_port(KeepAliveTimeout=60000, HeaderTimeout=60000)
+    config = free_config(
+        tmp_path,
+        servers={"HTTP_REST": port_config},
+        extra={"HTTPSERVER": {"GracefulTimeout": 20000}},
+    )
     proc = ServerProcess(config, workers=1).wait_ready()
     try:
         port = proc.ports["HTTP_REST"]
         # an idle keep-alive connection, answered UP before the stop
-        idle = RawConnection(port)
+        idle = RawConnection(port, timeout=30)
+        worker = psutil.Process(idle.request("GET", "/rest/hello").json()["pid"])
         before = idle.request("GET", "/rest/fw/healthcheck")
         assert before.status == 200 and before.json()["status"] == "UP"
         # a slow request in flight
@@ -309,18 +320,28 @@ def test_healthcheck_during_a_graceful_stop_is_503_or_refused(tmp_path: Path) ->
         thread = threading.Thread(target=call_slow)
         thread.start()
         # a health check whose head is on the way when the stop comes
-        partial = RawConnection(port, timeout=10)
+        partial = RawConnection(port, timeout=30)
         whole = request_bytes("GET", "/rest/fw/healthcheck")
         partial.send(whole[:-2])
-        time.sleep(0.5)
+
+        def accepted() -> bool:  # the worker holds all three connections (none in a backlog)
+            conns = worker.net_connections("tcp")
+            return sum(c.laddr.port == port and c.status == "ESTABLISHED" for c in conns) >= 3
+
+        wait_for(accepted, 30, "the worker to accept the three connections")
         proc.signal(signal.SIGTERM)
         signalled = time.monotonic()
-        # the idle keep-alive connection is closed: its next health check cannot be UP
-        closed_after = idle.wait_closed()
-        print(f"idle keep-alive connection closed {closed_after:.3f} s after waiting")
-        assert not idle.send(request_bytes("GET", "/rest/fw/healthcheck")) or (
-            idle.closed_by_server()
-        )
+
+        # a new connection is refused or closed unanswered: the drain has begun
+        def refused() -> bool:
+            try:
+                with RawConnection(port, timeout=30) as fresh:
+                    fresh.send(request_bytes("GET", "/rest/fw/healthcheck"))
+                    return fresh.closed_by_server()  # False: answered (the stop is not seen yet)
+            except OSError:
+                return True  # refused or reset
+
+        wait_for(refused, 30, "new connections refused")
         # the request that was on its way when the stop came: 503 DOWN (draining)
         partial.send(whole[-2:])
         during = partial.read_response()
@@ -329,17 +350,21 @@ def test_healthcheck_during_a_graceful_stop_is_503_or_refused(tmp_path: Path) ->
         body = during.json()
         assert body["status"] == "DOWN"
         assert body["checks"]["shutdown"]["status"] == "DRAINING"
-        # a new connection is refused or closed unanswered
-        try:
-            with RawConnection(port, timeout=3) as fresh:
-                fresh.send(request_bytes("GET", "/rest/fw/healthcheck"))
-                assert fresh.closed_by_server() or fresh.read_all() == b""
-        except OSError:
-            pass  # refused
+        # the idle keep-alive connection is closed by the stop (its KeepAliveTimeout is 60 s):
+        # its next health check cannot be UP
+        idle.wait_closed()
+        print(
+            f"idle keep-alive connection closed {time.monotonic() - signalled:.3f} s after SIGTERM"
+        )
+        assert not idle.send(request_bytes("GET", "/rest/fw/healthcheck")) or (
+            idle.closed_by_server()
+        )
         thread.join(30)
         assert slow["r"].status_code == 200  # the request in flight finished
-        assert proc.proc.wait(30) == 0
+        assert proc.proc.wait(60) == 0
         print(f"exited 0 {time.monotonic() - signalled:.3f} s after SIGTERM")
+        # closed by the stop once the slow request ended, not by GracefulTimeout's end
+        assert "still busy after GracefulTimeout" not in proc.log()
         idle.close()
         partial.close()
     finally:
