@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -137,6 +137,21 @@ def _failed(span: Span, exc: BaseException) -> None:
         span.set_status(Status(StatusCode.ERROR))
 
 
+async def _child(
+    tracer: Tracer, name: str, served: _Served, attributes: dict[str, Any], call: Awaitable[T]
+) -> T:
+    """``call`` awaited in a child span ``name`` of the request's server span, marked when
+    it raises."""
+    span = tracer.start_span(name, served.context, attributes=attributes)
+    try:
+        return await call
+    except BaseException as exc:
+        _failed(span, exc)
+        raise
+    finally:
+        span.end()
+
+
 def _current_ids() -> tuple[str, str] | None:
     """The current span's ids for the log (``log.trace_ids``)."""
     ctx = trace.get_current_span().get_span_context()
@@ -195,14 +210,7 @@ class Tracing:
             if served is None or not served.recording:
                 # an admission (100 Continue), or a request its sampler left out
                 return await guard(req, ctx)
-            span = tracer.start_span("fwrest.auth", served.context, attributes=attributes)
-            try:
-                await guard(req, ctx)
-            except BaseException as exc:
-                _failed(span, exc)
-                raise
-            finally:
-                span.end()
+            await _child(tracer, "fwrest.auth", served, attributes, guard(req, ctx))
 
         return traced
 
@@ -223,14 +231,7 @@ class Tracing:
             served.route = route
             if not served.recording:
                 return await invoke(params)
-            span = tracer.start_span("fwrest.handler", served.context, attributes=attributes)
-            try:
-                return await invoke(params)
-            except BaseException as exc:
-                _failed(span, exc)
-                raise
-            finally:
-                span.end()
+            return await _child(tracer, "fwrest.handler", served, attributes, invoke(params))
 
         return traced
 
