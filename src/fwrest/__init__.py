@@ -7,7 +7,7 @@ import sys as _sys
 
 # the one place of the version: pyproject.toml reads it from here (setuptools' dynamic
 # version), so no start of fwrest pays for importlib.metadata (a tenth of a second)
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from fwrest.context import Event, EventStream, Response, rest
 from fwrest.errors import ConfigError

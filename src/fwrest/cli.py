@@ -95,8 +95,41 @@ def _parser() -> argparse.ArgumentParser:
     )
     keys.add_argument("action", choices=["rotate", "list"], metavar="{rotate,list}")
     keys.add_argument("config", metavar="CONFIG")
+    store = sub.add_parser(
+        "store",
+        help="upgrade CONFIG's state store to this release's schema (SPEC 17.2)",
+        description="migrate brings a sqlite store up to this release's schema in place, "
+        "after copying the file beside itself; a Redis store needs no step. --check changes "
+        "nothing. Exit codes: 0 current (or migrated), 1 a migration is due (--check), "
+        "2 an error (a store written by a newer release among them).",
+    )
+    store_sub = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
+    migrate = store_sub.add_parser(
+        "migrate",
+        help="migrate the state store (a sqlite file: a backup first)",
+        description="Bring the sqlite state store up to this release's schema, a copy of "
+        "the file beside it first; idempotent. --check: exit 0 when current, 1 when a "
+        "migration is due, 2 on an error, changing nothing.",
+    )
+    migrate.add_argument("config", metavar="CONFIG")
+    migrate.add_argument(
+        "--check", action="store_true", help="say whether a migration is due; change nothing"
+    )
     admin.add_parsers(sub)
     return parser
+
+
+def _store_migrate(path: str, check: bool) -> int:
+    from fwrest.config.loader import load_config
+    from fwrest.store.migrate import migrate
+
+    config = load_config(path)
+    outcome = migrate(config.state_store, config.data_path, config.redis, check)
+    for line in outcome.lines:
+        print(line)
+    if outcome.error:
+        print(outcome.error, file=sys.stderr)
+    return outcome.code
 
 
 def _revoke_user(path: str, user: str) -> int:
@@ -137,12 +170,14 @@ def _revoke_user(path: str, user: str) -> int:
 
 def _check(path: str) -> int:
     from fwrest.server import prepare
-    from fwrest.server.build import probe_store
+    from fwrest.server.build import check_schema, probe_store
     from fwrest.store import shown_url
 
     plan = prepare(path)
     config = plan.config
     unreachable = probe_store(config)
+    if unreachable is None:
+        check_schema(config)  # SPEC 17.2: a store of a newer release is the start's error
     print(f"fwrest check: {config.source}: OK")
     for port in plan.ports:
         cfg = port.config
@@ -296,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _revoke_user(args.config, args.user)
         if args.command == "keys":
             return _keys(args.action, args.config)
+        if args.command == "store":
+            return _store_migrate(args.config, args.check)
         if args.command == "serve":
             if args.workers < 0 or (args.reload and args.workers == 0):
                 print(

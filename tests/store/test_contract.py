@@ -49,7 +49,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,6 +60,7 @@ from fwrest.store import AUDIT_KEEP, RefreshRecord, StateStore, StoreError, open
 from fwrest.store.memory import MemoryStore
 from fwrest.store.redis import RedisClusterStore, RedisStore
 from fwrest.store.redis_target import RedisOptions
+from fwrest.store.schema import Marker, current, marker_of
 from fwrest.store.sqlite import SqliteStore
 from tests.redis_support import RedisCluster, RedisServer, SentinelGroup, free_port, redis_tls
 
@@ -115,6 +116,9 @@ COVERED = {
     "add_audit",
     "audit_events",
     "close",
+    "refresh_alias",
+    "schema_marker",
+    "swap_schema_marker",
 }
 
 
@@ -229,11 +233,13 @@ def record(
     expires_in_s: float = 3600.25,
     scope: str = "default",
     issued_ago_s: float = 0.375,
+    alias: str = "",
 ) -> RefreshRecord:
     now = time.time()
     return RefreshRecord(
-        token_hash, family, client_id, subject, now + expires_in_s, scope, now - issued_ago_s
-    )
+        token_hash, family, client_id, subject, now + expires_in_s, scope, now - issued_ago_s,
+        alias,
+    )  # fmt: skip
 
 
 def race(count: int, call: Callable[[int], T]) -> list[T]:
@@ -452,6 +458,42 @@ def test_a_refresh_record_is_read_without_spending_it(store: StateStore) -> None
     store.restore_refresh("h1", "claim-a")
     assert store.refresh_record("h1") == (rec, False)
     assert store.refresh_record("h-unknown") is None
+
+
+def test_a_refresh_record_is_found_through_its_alias(backend: Backend, store: StateStore) -> None:
+    """SPEC 17.2: a record stored under the section name as its host spells it (what fwrest
+    0.1.0 reads) carries the folded name's hash as its alias, through which hosts spelling the
+    section otherwise find it; the record itself is the one spent (one compare-and-set)."""
+    rec = record("h-spelled", alias="h-folded")
+    store.add_refresh(rec)
+    store.add_refresh(record("h-plain"))  # no alias
+    other = store if backend.kind == "memory" else backend.open()
+    assert other.refresh_alias("h-folded") == "h-spelled"
+    assert other.refresh_alias("h-spelled") is None
+    assert other.refresh_alias("h-unknown") is None
+    assert other.refresh_alias("") is None  # the records without one are no one's alias
+    read = replace(rec, alias="")  # the alias is the lookup's, not the record's
+    assert other.spend_refresh("h-spelled", "claim-a") == ("ok", read)
+    assert store.spend_refresh("h-spelled", "claim-b") == ("spent", read)
+
+
+def test_the_schema_marker_is_a_compare_and_set(backend: Backend, store: StateStore) -> None:
+    """SPEC 17.2 (store/schema.py): a sqlite file marks itself with this release's schema as
+    it opens; the other stores start without a marker (the start writes Redis's)."""
+    first = store.schema_marker()
+    if backend.kind == "sqlite":
+        assert first is not None and marker_of(first, "here") == current()
+    else:
+        assert first is None
+    assert store.swap_schema_marker(b"stale", b"x") == first  # not what is there: kept
+    newer = Marker(9, 2, "9.0.0").encode()
+    assert store.swap_schema_marker(first, newer) == newer
+    other = store if backend.kind == "memory" else backend.open()
+    assert other.schema_marker() == newer
+    assert other.swap_schema_marker(first, b"late") == newer  # lost: sees the winner
+    outcomes = race(20, lambda i: store.swap_schema_marker(newer, f"w{i}".encode()))
+    winners = [o for i, o in enumerate(outcomes) if o == f"w{i}".encode()]
+    assert len(winners) == 1 and store.schema_marker() == winners[0]
 
 
 def test_user_families_give_each_family_its_latest_expiry(store: StateStore) -> None:

@@ -30,10 +30,19 @@ from fwrest.repository import Endpoint, Environment, Repository
 from fwrest.routing import Router
 from fwrest.server.handler import Handler
 from fwrest.server.hooks import Hook, PoolHooks, pool_hooks, select_hook
-from fwrest.store import StateStore, StoreError, open_store
+from fwrest.store import StateStore, StoreError, open_store, shown_url
 from fwrest.store.redis_target import shared_store
+from fwrest.store.schema import SchemaError
+from fwrest.store.schema import ensure as ensure_schema
 
-__all__ = ["LocationPlan", "PortPlan", "ServicePlan", "build_plan", "probe_store"]
+__all__ = [
+    "LocationPlan",
+    "PortPlan",
+    "ServicePlan",
+    "build_plan",
+    "check_schema",
+    "probe_store",
+]
 
 
 @dataclass(slots=True)
@@ -342,6 +351,30 @@ def _memory_warnings(config: ServiceConfig, ports: list[PortPlan]) -> list[str]:
     ]
 
 
+# a store written by a newer release: the fix of the start's and fwrest check's error
+SCHEMA_FIX = (
+    "start the release that wrote the store (or a newer one), or point StateStore at a store "
+    "of this release (docs/deploy.md, Upgrading)."
+)
+
+
+def check_schema(config: ServiceConfig) -> None:
+    """``fwrest check``: the store's schema marker read without writing; a store this release
+    cannot read is the start's error.
+
+    Raises:
+        ConfigError: the store was written by a newer release this one cannot follow.
+    """
+    from fwrest.store.migrate import look
+
+    try:
+        look(config.state_store, config.data_path, config.redis)
+    except SchemaError as exc:
+        raise ConfigError(
+            f"{exc}", section="HTTPSERVER", key="StateStore", fix=SCHEMA_FIX
+        ) from None
+
+
 def probe_store(config: ServiceConfig) -> str | None:
     """Ask a Redis state store once (``fwrest check`` and the start): what it answers may
     show a configuration fault (SPEC 15: a wrong ``StateStoreCA``, client certificate or
@@ -377,7 +410,8 @@ def open_runtime(plan: ServicePlan) -> None:
     """Open the state store and load the signing key (``serve``/``start``, not ``check``).
 
     Raises:
-        ConfigError: the store cannot be opened, or the signing key is corrupt or short.
+        ConfigError: the store cannot be opened or was written by a newer release than this
+            one can read (SPEC 17.2), or the signing key is corrupt or short.
     """
     config = plan.config
     unreachable = probe_store(config)
@@ -392,13 +426,28 @@ def open_runtime(plan: ServicePlan) -> None:
         )
     try:
         plan.store = open_store(config.state_store, config.data_path, config.redis)
-    except StoreError as exc:
+        if plan.store.kind == "redis":  # a sqlite file checks and marks itself as it opens
+            ensure_schema(plan.store, shown_url(config.state_store))
+    except SchemaError as exc:
         raise ConfigError(
-            f"{exc}",
-            section="HTTPSERVER",
-            key="StateStore",
-            fix="check the path or the Redis server.",
+            f"{exc}", section="HTTPSERVER", key="StateStore", fix=SCHEMA_FIX
         ) from None
+    except StoreError as exc:
+        if plan.store is not None:
+            # Redis down at start: the marker is read at the next start (the service starts
+            # without the store, as SPEC 7 says)
+            log.server_log.warning(
+                "[HTTPSERVER] StateStore: the store's schema version was not read (the store "
+                "did not answer): %s",
+                exc,
+            )
+        else:
+            raise ConfigError(
+                f"{exc}",
+                section="HTTPSERVER",
+                key="StateStore",
+                fix="check the path or the Redis server.",
+            ) from None
     if any(p.auth.scheme == "oAuth2" for p in plan.ports):
         plan.signing_key = load_signing_key(
             config.signing_key_file, config.data_path, plan.store, create=True

@@ -15,6 +15,7 @@ from fwrest.store.base import (
     FailureStore,
     RateStore,
     RefreshRecord,
+    SchemaStore,
     SettingsStore,
     StateStore,
     StoreBase,
@@ -23,14 +24,18 @@ from fwrest.store.base import (
 )
 from fwrest.store.redis_target import RedisOptions, shown_url
 
+SQLITE_FILE = "state.sqlite3"  # StateStore=sqlite: this file under DataPath
+
 __all__ = [
     "AUDIT_KEEP",
+    "SQLITE_FILE",
     "AuditStore",
     "BlobStore",
     "FailureStore",
     "RateStore",
     "RedisOptions",
     "RefreshRecord",
+    "SchemaStore",
     "SettingsStore",
     "StateStore",
     "StoreBase",
@@ -55,7 +60,7 @@ def open_store(
     if spec == "sqlite":
         from fwrest.store.sqlite import SqliteStore
 
-        return SqliteStore(data_path / "state.sqlite3")
+        return SqliteStore(data_path / SQLITE_FILE)
     from fwrest.store.redis import RedisClusterStore, RedisStore
     from fwrest.store.redis_target import CLUSTER_SCHEMES
 

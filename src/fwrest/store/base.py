@@ -13,6 +13,7 @@ __all__ = [
     "FailureStore",
     "RateStore",
     "RefreshRecord",
+    "SchemaStore",
     "SettingsStore",
     "StateStore",
     "StoreBase",
@@ -40,6 +41,10 @@ class RefreshRecord:
     # when it was issued, epoch seconds (SPEC 12.3: introspection's ``iat``); 0 in a record
     # an earlier fwrest stored, which kept no such time
     issued_at: float = 0.0
+    # the hash under the folded section name when the record is stored under the name as the
+    # host spells it (fwrest 0.1.0's form, which it still reads: SPEC 17.2), else ""; hosts
+    # spelling the section otherwise find the record through it (TokenStore.refresh_alias)
+    alias: str = ""
 
 
 class StoreBase(Protocol):
@@ -85,6 +90,11 @@ class TokenStore(StoreBase, Protocol):
     def refresh_record(self, token_hash: str) -> tuple[RefreshRecord, bool] | None:
         """A refresh token's record and whether it is spent, without spending it (SPEC 12.3:
         revocation and introspection); None when unknown."""
+        ...
+
+    def refresh_alias(self, alias: str) -> str | None:
+        """The hash a refresh record is stored under whose :attr:`RefreshRecord.alias` is
+        ``alias``; None when there is none."""
         ...
 
     def user_families(self, subject: str) -> dict[str, float]:
@@ -203,7 +213,27 @@ class AuditStore(StoreBase, Protocol):
         ...
 
 
+class SchemaStore(StoreBase, Protocol):
+    """The store's schema marker (SPEC 17.2, ``store/schema.py``): read at start, never per
+    request."""
+
+    def schema_marker(self) -> bytes | None:
+        """The marker as stored; None when the store has none (fwrest 0.1.0's)."""
+        ...
+
+    def swap_schema_marker(self, old: bytes | None, new: bytes) -> bytes | None:
+        """Compare-and-set of the marker (``old`` None: absent); returns the marker now."""
+        ...
+
+
 class StateStore(
-    TokenStore, FailureStore, RateStore, SettingsStore, BlobStore, AuditStore, Protocol
+    TokenStore,
+    FailureStore,
+    RateStore,
+    SettingsStore,
+    BlobStore,
+    AuditStore,
+    SchemaStore,
+    Protocol,
 ):
     """The whole store: every role. Each implementation (memory, sqlite, Redis) is one."""

@@ -6,6 +6,7 @@ import itertools
 import threading
 import time
 from collections import deque
+from dataclasses import replace
 
 from fwrest.store.base import AUDIT_KEEP, FLOOD_EVENTS, RefreshRecord
 
@@ -22,6 +23,8 @@ class MemoryStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._refresh: dict[str, tuple[RefreshRecord, str]] = {}  # hash -> (record, spent by)
+        self._aliases: dict[str, str] = {}  # RefreshRecord.alias -> hash
+        self._schema: bytes | None = None
         self._revoked: dict[str, float] = {}
         self._failures: dict[str, tuple[float, int]] = {}
         self._rates: dict[str, tuple[float, int]] = {}  # key -> (window's end, count)
@@ -49,7 +52,24 @@ class MemoryStore:
                 # now and then (not on every insert): forget tokens expired a day ago
                 cutoff = time.time() - 86400
                 self._refresh = {k: v for k, v in self._refresh.items() if v[0].expires_at > cutoff}
+                self._aliases = {a: h for a, h in self._aliases.items() if h in self._refresh}
+            if record.alias:  # the lookup's, not the record's (as the other stores keep it)
+                self._aliases[record.alias] = record.token_hash
+                record = replace(record, alias="")
             self._refresh[record.token_hash] = (record, "")
+
+    def refresh_alias(self, alias: str) -> str | None:
+        with self._lock:
+            return self._aliases.get(alias)
+
+    def schema_marker(self) -> bytes | None:
+        return self._schema
+
+    def swap_schema_marker(self, old: bytes | None, new: bytes) -> bytes | None:
+        with self._lock:
+            if self._schema == old:
+                self._schema = new
+            return self._schema
 
     def spend_refresh(
         self, token_hash: str, claim: str, client_id: str | None = None

@@ -128,13 +128,16 @@ class KeyLayout:
     ('fwrest:fail:api|user:ada', 'fwrest:0:{bf}:fail:api|user:ada')
     """
 
-    __slots__ = ("_fail", "_rate", "_rt", "_user", "audit", "blobs", "locks", "revoked",
-                 "settings", "signing_key")  # fmt: skip
+    __slots__ = ("_alias", "_fail", "_rate", "_rt", "_user", "audit", "blobs", "locks",
+                 "revoked", "schema", "settings", "signing_key")  # fmt: skip
 
     def __init__(self, prefix: str, tagged: bool) -> None:
         bf = f"{prefix}{{bf}}:" if tagged else prefix
         self._rt = f"{prefix}rt:{{{{{{}}}}}}" if tagged else f"{prefix}rt:{{}}"
         self._user = f"{prefix}user:{{{{{{}}}}}}" if tagged else f"{prefix}user:{{}}"
+        # RefreshRecord.alias -> the record's hash (schema 2)
+        self._alias = f"{prefix}rta:{{{{{{}}}}}}" if tagged else f"{prefix}rta:{{}}"
+        self.schema = f"{prefix}schema"  # the schema marker (store/schema.py)
         self._fail = f"{bf}fail:"
         self._rate = f"{prefix}rate:"
         self.locks = f"{bf}locks"
@@ -156,6 +159,10 @@ class KeyLayout:
     def rt(self, token_hash: str) -> str:
         """A refresh token's record (its hash: hex)."""
         return self._rt.format(token_hash)
+
+    def alias(self, alias: str) -> str:
+        """What a refresh record's alias points to (its hash)."""
+        return self._alias.format(alias)
 
     def user(self, subject: str) -> str:
         """A user's families: the name hashed (any length, any characters)."""
@@ -243,6 +250,17 @@ def _sentinel_fault(target: SentinelTarget) -> str | None:
         f"the sentinels {', '.join(answered)} know no primary named {target.primary!r}: write "
         "the name of `sentinel monitor NAME` (sentinel.conf) as the URL's PRIMARY"
     )
+
+
+# compare-and-set of one key (the schema marker): ARGV old, whether old exists, new
+_SWAP_KEY = """
+local now = redis.call('GET', KEYS[1])
+if (now == false and ARGV[2] == '0') or (now ~= false and ARGV[2] == '1' and now == ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[3])
+  return ARGV[3]
+end
+return now
+"""
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
@@ -425,7 +443,29 @@ class RedisStore:
         families = self._keys.user(record.subject)
         pipe.zadd(families, {record.family: record.expires_at}, gt=True)
         pipe.pexpire(families, ttl_ms)
+        if record.alias:
+            pipe.set(self._keys.alias(record.alias), record.token_hash, px=ttl_ms)
         self._call(pipe.execute)
+
+    def refresh_alias(self, alias: str) -> str | None:
+        value = self._call(self._r.get, self._keys.alias(alias))
+        return None if value is None else bytes(value).decode()
+
+    def schema_marker(self) -> bytes | None:
+        value = self._call(self._r.get, self._keys.schema)
+        return None if value is None else bytes(value)
+
+    def swap_schema_marker(self, old: bytes | None, new: bytes) -> bytes | None:
+        now = self._call(
+            self._r.eval,
+            _SWAP_KEY,
+            1,
+            self._keys.schema,
+            b"" if old is None else old,
+            b"0" if old is None else b"1",
+            new,
+        )
+        return None if now is None else bytes(now)
 
     def spend_refresh(
         self, token_hash: str, claim: str, client_id: str | None = None
@@ -749,6 +789,8 @@ class RedisClusterStore(RedisStore):
         pipe.hset(key, mapping=_refresh_fields(record))
         pipe.pexpire(key, ttl_ms)
         self._call(pipe.execute)
+        if record.alias:  # a slot of its own; an alias of no record is harmless
+            self._call(self._r.set, self._keys.alias(record.alias), record.token_hash, px=ttl_ms)
 
     def _spend_out(self, key: str, args: list[str]) -> Any:
         return self._call(self._spend_waited, key, args)

@@ -6,7 +6,6 @@ thread, opened after fork (a connection never crosses a fork).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import threading
@@ -15,9 +14,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from fwrest.store import schema
 from fwrest.store.base import AUDIT_KEEP, FLOOD_EVENTS, RefreshRecord, StoreError
 
-__all__ = ["SqliteStore"]
+__all__ = ["SqliteStore", "stored_marker", "upgrade"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS refresh (
@@ -44,6 +44,54 @@ CREATE TABLE IF NOT EXISTS audit (seq INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL
 CREATE INDEX IF NOT EXISTS audit_ts ON audit(ts);
 CREATE INDEX IF NOT EXISTS audit_event ON audit(event, seq);
 """
+# columns that stores of earlier releases lack (ALTER TABLE ADD COLUMN: additive, the earlier
+# release's statements name their columns); then what needs them
+_COLUMNS = (
+    ("spent_by", "TEXT NOT NULL DEFAULT ''"),
+    ("scope", "TEXT NOT NULL DEFAULT 'default'"),
+    ("issued_at", "REAL NOT NULL DEFAULT 0"),  # 0: not known (SPEC 12.3's iat)
+    ("alias", "TEXT NOT NULL DEFAULT ''"),  # schema 2: RefreshRecord.alias
+)
+_AFTER_COLUMNS = "CREATE INDEX IF NOT EXISTS refresh_alias ON refresh(alias) WHERE alias != ''"
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def stored_marker(db: sqlite3.Connection) -> bytes | None:
+    """The schema marker of the file (``store/schema.py``): None when it has none (a file of
+    fwrest 0.1.0, or a new one)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone():
+        row = db.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
+        if row is not None:
+            return bytes(row[0]) if isinstance(row[0], bytes) else str(row[0]).encode()
+    return None
+
+
+def upgrade(db: sqlite3.Connection, marker: schema.Marker) -> None:
+    """Bring a file of ``marker``'s schema (or a new one) up to this release's, in the
+    caller's transaction: additive steps only (SPEC 17.2: hosts of the previous release go on
+    using the file), then the marker."""
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            db.execute(statement)
+    columns = {row[1] for row in db.execute("PRAGMA table_info(refresh)")}
+    for column, kind in _COLUMNS:
+        if column not in columns:  # a store written by an earlier fwrest
+            db.execute(f"ALTER TABLE refresh ADD COLUMN {column} {kind}")
+    db.execute(_AFTER_COLUMNS)
+    new = schema.Marker(
+        schema.SCHEMA, max(marker.compatible, schema.COMPATIBLE), schema.current().release
+    )
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (new.encode(),))
 
 
 class SqliteStore:
@@ -57,16 +105,13 @@ class SqliteStore:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = self._conn()
-            db.executescript(_SCHEMA)
-            columns = {row[1] for row in db.execute("PRAGMA table_info(refresh)")}
-            for column, kind in (
-                ("spent_by", "TEXT NOT NULL DEFAULT ''"),
-                ("scope", "TEXT NOT NULL DEFAULT 'default'"),
-                ("issued_at", "REAL NOT NULL DEFAULT 0"),  # 0: not known (SPEC 12.3's iat)
-            ):
-                if column not in columns:  # a store written by an earlier fwrest
-                    with contextlib.suppress(sqlite3.OperationalError):  # another process did it
-                        db.execute(f"ALTER TABLE refresh ADD COLUMN {column} {kind}")
+            # one step (BEGIN IMMEDIATE): the marker read, a newer store refused before
+            # anything is written, an older one brought up to this release's schema
+            with _transaction(db):
+                marker = schema.marker_of(stored_marker(db), str(path))
+                schema.refuse_newer(marker, str(path))
+                if marker.schema < schema.SCHEMA:
+                    upgrade(db, marker)
             path.chmod(0o600)  # token hashes and counters: the service's eyes only
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"the sqlite store {path} cannot be opened: {exc}") from None
@@ -106,7 +151,7 @@ class SqliteStore:
         with self._tx() as db:
             db.execute(
                 "INSERT INTO refresh (token_hash, family, client_id, subject, expires_at, scope, "
-                "issued_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "issued_at, alias) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.token_hash,
                     record.family,
@@ -115,6 +160,7 @@ class SqliteStore:
                     record.expires_at,
                     record.scope,
                     record.issued_at,
+                    record.alias,
                 ),
             )
             if int(record.expires_at) % 50 == 0:  # now and then, forget long-expired tokens
@@ -186,6 +232,31 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store: {exc}") from None
         return None if row is None else (RefreshRecord(*row[:7]), bool(row[7]))
+
+    def refresh_alias(self, alias: str) -> str | None:
+        try:
+            row = (
+                self._conn()
+                .execute("SELECT token_hash FROM refresh WHERE alias = ? AND alias != ''", (alias,))
+                .fetchone()
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store: {exc}") from None
+        return None if row is None else str(row[0])
+
+    def schema_marker(self) -> bytes | None:
+        try:
+            return stored_marker(self._conn())
+        except sqlite3.Error as exc:
+            raise StoreError(f"sqlite store: {exc}") from None
+
+    def swap_schema_marker(self, old: bytes | None, new: bytes) -> bytes | None:
+        with self._tx() as db:
+            now = stored_marker(db)
+            if now == old:
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (new,))
+                now = new
+        return now
 
     def user_families(self, subject: str) -> dict[str, float]:
         try:

@@ -147,10 +147,13 @@ class TokenService:
         # spelling the section in another case share tokens; aud is written as spelled
         # (docs/decisions.md, "Token audience") and compared folded
         self.section = section_identity(port_name)
-        # where a refresh token's record may be: under the folded name (this release on), else
-        # under the name as spelled (earlier releases), looked up in that order
+        # where a refresh token's record may be: under the name as this host spells it (what
+        # fwrest 0.1.0 reads and writes: SPEC 17.2's N-1 rule), else under the folded name
+        # (a host spelling it in lower case), else through the folded name's alias, which a
+        # record stored under another spelling carries (docs/decisions.md, "Store schema
+        # versions"); looked up in that order
         self._refresh_sections: tuple[str, ...] = (
-            (self.section,) if port_name == self.section else (self.section, port_name)
+            (port_name,) if port_name == self.section else (port_name, self.section)
         )
         # SPEC 13.5: refresh-token replays and revocations are recorded
         self.audit = audit
@@ -440,9 +443,15 @@ class TokenService:
             deadline.count(started)
 
     def refresh_hashes(self, token: str) -> tuple[str, ...]:
-        """The stored forms a refresh token of this section may have, the current first
+        """The stored forms a refresh token of this section may have, this host's own first
         (:attr:`_refresh_sections`)."""
         return tuple(refresh_hash(token, section) for section in self._refresh_sections)
+
+    async def aliased(self, deadline: StoreDeadline, token: str) -> str | None:
+        """The hash of a refresh token's record stored under another spelling of this section
+        (found through the folded name's alias); None when there is none."""
+        alias = refresh_hash(token, self.section)
+        return await self.store_call(deadline, self.store.refresh_alias, alias)
 
     async def refresh_record(
         self, deadline: StoreDeadline, token: str
@@ -452,7 +461,10 @@ class TokenService:
             found = await self.store_call(deadline, self.store.refresh_record, token_hash)
             if found is not None:
                 return found
-        return None
+        target = await self.aliased(deadline, token)
+        if target is None:
+            return None
+        return await self.store_call(deadline, self.store.refresh_record, target)
 
     async def spend(
         self, deadline: StoreDeadline, token_hash: str, claim: str, client_id: str
@@ -710,14 +722,17 @@ class TokenService:
         refresh = None
         if refresh_at is not None:
             refresh = secrets.token_urlsafe(32)
+            # stored under the name as this host spells it, which fwrest 0.1.0 finds; hosts
+            # spelling it otherwise find it through the folded name's alias (SPEC 17.2)
             record = RefreshRecord(
-                refresh_hash(refresh, self.section),
+                refresh_hash(refresh, self.port_name),
                 family,
                 client_id,
                 subject,
                 refresh_at,
                 family_scope,
                 now,
+                "" if self.port_name == self.section else refresh_hash(refresh, self.section),
             )
             await self.store_call(deadline, self.store.add_refresh, record)
         claims = {

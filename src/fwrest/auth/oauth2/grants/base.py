@@ -44,8 +44,9 @@ def section_identity(name: str) -> str:
 def refresh_hash(token: str, section: str) -> str:
     """The stored form of a refresh token of the server section ``section``: a token is valid
     only on the section that issued it (SPEC 7.1), so another section's lookup misses it
-    (``invalid_grant``) and never spends it. Records are stored under the folded name
-    (:func:`section_identity`); releases before it stored them under the name as spelled."""
+    (``invalid_grant``) and never spends it. Records are stored under the name as the host
+    spells it (fwrest 0.1.0 reads them so), with the folded name's hash
+    (:func:`section_identity`) as their alias where the two differ."""
     return hashlib.sha256(f"{section}\n{token}".encode()).hexdigest()
 
 

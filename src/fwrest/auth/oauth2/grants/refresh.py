@@ -89,14 +89,20 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
     # revoke the family after it, and must not cancel the one new pair (SPEC 7: 500
     # simultaneous refreshes give one new pair, then refused with the rest of its family).
     revoked = await service.store_call(deadline, service.store.revoked_families)
-    # the record is under one of the token's stored forms (the folded section name's, or an
-    # earlier release's spelled name's): each spend is one compare-and-set, and one that
-    # finds the record ends the search (spent, another client's or ours)
+    # the record is under one of the token's stored forms (the section name as this host
+    # spells it, or folded), or found through the folded name's alias (another spelling's):
+    # each spend is one compare-and-set, and one that finds the record ends the search
+    # (spent, another client's or ours)
     status, record, token_hash = "missing", None, ""
     for token_hash in service.refresh_hashes(token):
         status, record = await service.spend(deadline, token_hash, claim, request.client_id)
         if status != "missing":
             break
+    if status == "missing":
+        target = await service.aliased(deadline, token)
+        if target is not None:
+            token_hash = target
+            status, record = await service.spend(deadline, token_hash, claim, request.client_id)
     if status == "missing" or record is None:
         raise InvalidGrant("the refresh token is invalid")
     if status == "client":

@@ -1,0 +1,258 @@
+"""Store schema versions (SPEC 17.2): ``fwrest store migrate CONFIG [--check]``, and a store
+written by a newer release refused by ``fwrest check`` and ``fwrest serve`` with both versions
+named.
+
+* a sqlite file written by the previous release (v0.1.0, run from its git tag:
+  tests/upgrade_support.py): ``--check`` exits 1 and changes nothing; ``migrate`` copies the
+  file beside itself, brings it to this release's schema, exits 0; again, it is current (0, no
+  second copy); the previous release still spends the tokens it stored, and this one too;
+* a file of a newer schema: ``--check`` and ``migrate`` exit 2, ``fwrest check`` and ``fwrest
+  serve`` refuse to start, each naming the store's release and schema and this one's;
+* a marker that is none fwrest wrote: 2; no file yet, and the memory store: 0;
+* Redis: ``migrate`` and ``--check`` say no step is needed (0); the start marks the store with
+  this release's schema; a Redis marked by a newer release is refused as the sqlite file is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import fwrest
+from fwrest.config.loader import load_config
+from fwrest.store.schema import SCHEMA, marker_of
+from tests.conftest import ServerProcess, free_config, run_cli
+from tests.redis_support import RedisServer
+from tests.upgrade_support import PREVIOUS_VERSION, previous_python
+
+NEWER = {"schema": 9, "compatible": 9, "release": "9.1.0"}
+
+# the previous release writes its store: a refresh token and a lock-out (its own code)
+WRITE_PREVIOUS = """
+import sys, time
+from pathlib import Path
+from fwrest.store.sqlite import SqliteStore
+from fwrest.store import RefreshRecord
+store = SqliteStore(Path(sys.argv[1]))
+store.add_refresh(RefreshRecord("h-old", "fam-old", "web", "ada", time.time() + 3600))
+store.add_refresh(RefreshRecord("h-old-2", "fam-old", "web", "ada", time.time() + 3600))
+store.add_lock("OAUTH|user:ada", time.time() + 600)
+store.close()
+"""
+SPEND_PREVIOUS = """
+import sys
+from pathlib import Path
+from fwrest.store.sqlite import SqliteStore
+store = SqliteStore(Path(sys.argv[1]))
+print(store.spend_refresh(sys.argv[2], sys.argv[3])[0])
+"""
+
+
+@pytest.fixture
+def sqlite_config(tmp_path: Path) -> Path:
+    return free_config(tmp_path, extra={"HTTPSERVER": {"StateStore": "sqlite"}})
+
+
+def store_file(config: Path) -> Path:
+    return load_config(str(config)).data_path / "state.sqlite3"
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def stored_marker(path: Path) -> dict[str, object] | None:
+    db = sqlite3.connect(path)
+    try:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
+            return None
+        row = db.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
+    finally:
+        db.close()
+    return None if row is None else json.loads(row[0])
+
+
+def mark(path: Path, marker: dict[str, object] | bytes) -> None:
+    raw = marker if isinstance(marker, bytes) else json.dumps(marker).encode()
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (raw,))
+    db.commit()
+    db.close()
+
+
+def backups(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(path.name + ".*.bak"))
+
+
+def test_a_file_of_the_previous_release_is_migrated_once_with_a_copy_first(
+    sqlite_config: Path,
+) -> None:
+    path = store_file(sqlite_config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    previous_python(WRITE_PREVIOUS, str(path))
+    assert stored_marker(path) is None  # v0.1.0 writes no marker: schema 1
+    before = digest(path)
+
+    check = run_cli("store", "migrate", str(sqlite_config), "--check")
+    print(check.stdout, check.stderr)
+    assert check.returncode == 1, check
+    assert "schema 1" in check.stdout and f"{SCHEMA}" in check.stdout
+    assert digest(path) == before and backups(path) == []  # --check changes nothing
+
+    done = run_cli("store", "migrate", str(sqlite_config))
+    print(done.stdout, done.stderr)
+    assert done.returncode == 0, done
+    [copy] = backups(path)
+    assert str(copy) in done.stdout
+    assert stored_marker(copy) is None  # the file as it was: the previous release's
+    db = sqlite3.connect(copy)
+    assert db.execute("SELECT count(*) FROM refresh").fetchone() == (2,)
+    db.close()
+    marker = stored_marker(path)
+    assert marker == {"schema": SCHEMA, "compatible": 1, "release": fwrest.__version__}
+
+    again = run_cli("store", "migrate", str(sqlite_config))
+    assert again.returncode == 0 and "current" in again.stdout, again
+    assert backups(path) == [copy]  # idempotent: nothing to do, no second copy
+    assert run_cli("store", "migrate", str(sqlite_config), "--check").returncode == 0
+
+    # the previous release still reads and writes the migrated file (SPEC 17.2: additive)
+    assert previous_python(SPEND_PREVIOUS, str(path), "h-old", "claim-1").strip() == "ok"
+    assert previous_python(SPEND_PREVIOUS, str(path), "h-old", "claim-2").strip() == "spent"
+    from fwrest.store.sqlite import SqliteStore
+
+    store = SqliteStore(path)
+    try:
+        assert store.spend_refresh("h-old-2", "claim-now")[0] == "ok"
+        assert store.spend_refresh("h-old", "claim-now")[0] == "spent"
+        assert "OAUTH|user:ada" in store.locks()
+    finally:
+        store.close()
+
+
+def test_no_file_yet_and_the_memory_store_need_nothing(tmp_path: Path, sqlite_config: Path) -> None:
+    for args in ((), ("--check",)):
+        done = run_cli("store", "migrate", str(sqlite_config), *args)
+        assert done.returncode == 0 and "no sqlite store" in done.stdout, done
+    assert not store_file(sqlite_config).exists()  # not created by it
+    (tmp_path / "memory").mkdir()
+    memory = free_config(tmp_path / "memory")  # StateStore=memory
+    done = run_cli("store", "migrate", str(memory), "--check")
+    assert done.returncode == 0 and "nothing to migrate" in done.stdout, done
+
+
+def refused(text: str) -> None:
+    """The refusal names the store's release and schema and this release's."""
+    assert "9.1.0" in text and "schema 9" in text, text
+    assert f"fwrest {fwrest.__version__}" in text and f"schema {SCHEMA}" in text, text
+
+
+def test_a_file_of_a_newer_schema_is_refused_naming_both_versions(sqlite_config: Path) -> None:
+    path = store_file(sqlite_config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mark(path, NEWER)
+    before = digest(path)
+    for args in (("--check",), ()):
+        done = run_cli("store", "migrate", str(sqlite_config), *args)
+        print(done.stdout, done.stderr)
+        assert done.returncode == 2, done
+        refused(done.stderr)
+    assert digest(path) == before and backups(path) == []
+    check = run_cli("check", str(sqlite_config))
+    assert check.returncode == 2, check
+    refused(check.stderr)
+    proc = ServerProcess(sqlite_config)
+    try:
+        assert proc.proc.wait(30) == 2
+        refused(proc.log())
+    finally:
+        proc.stop()
+    # the start wrote nothing to it: no table of this release's, the marker as it was
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall() == [
+        ("meta",)
+    ]
+    db.close()
+    assert stored_marker(path) == NEWER
+
+
+def test_a_newer_marker_that_keeps_this_release_compatible_is_used(sqlite_config: Path) -> None:
+    """A newer release whose change is additive marks the store compatible with this one's
+    schema: this release starts on it and leaves its marker."""
+    path = store_file(sqlite_config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    newer = {"schema": 3, "compatible": SCHEMA, "release": "0.3.0"}
+    mark(path, newer)
+    done = run_cli("store", "migrate", str(sqlite_config), "--check")
+    assert done.returncode == 0 and "current" in done.stdout, done
+    with_server = ServerProcess(sqlite_config).wait_ready()
+    with_server.stop()
+    assert stored_marker(path) == newer
+
+
+def test_a_marker_fwrest_did_not_write_is_an_error(sqlite_config: Path) -> None:
+    path = store_file(sqlite_config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mark(path, b"not json")
+    done = run_cli("store", "migrate", str(sqlite_config), "--check")
+    assert done.returncode == 2 and "schema marker" in done.stderr, done
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_redis_needs_no_step_and_the_start_marks_it(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    url = f"redis://127.0.0.1:{redis_server.port}/0"
+    (tmp_path / "svc").mkdir()
+    config = free_config(tmp_path / "svc", extra={"HTTPSERVER": {"StateStore": url}})
+    for args in ((), ("--check",)):
+        done = run_cli("store", "migrate", str(config), *args)
+        print(done.stdout, done.stderr)
+        assert done.returncode == 0 and "no migration step is needed" in done.stdout, done
+    client = redis_server.client()
+    try:
+        assert client.get("fwrest:schema") is None  # the command wrote nothing
+        proc = ServerProcess(config).wait_ready()
+        proc.stop()
+        marker = marker_of(client.get("fwrest:schema"), "here")
+        assert (marker.schema, marker.compatible, marker.release) == (
+            SCHEMA, 1, fwrest.__version__
+        )  # fmt: skip
+        client.set("fwrest:schema", json.dumps(NEWER))
+        for args in ((), ("--check",)):
+            done = run_cli("store", "migrate", str(config), *args)
+            assert done.returncode == 2, done
+            refused(done.stderr)
+        check = run_cli("check", str(config))
+        assert check.returncode == 2, check
+        refused(check.stderr)
+        proc = ServerProcess(config)
+        try:
+            assert proc.proc.wait(30) == 2
+            refused(proc.log())
+        finally:
+            proc.stop()
+        assert json.loads(client.get("fwrest:schema")) == NEWER  # left as it was
+    finally:
+        client.close()
+
+
+def test_the_previous_release_is_the_tag_below_this_version() -> None:
+    """SPEC 17.2: releases are tags vX.Y.Z matching the package version; this one is 0.2.0
+    and the previous release, v0.1.0, is what the upgrade tests build."""
+    assert fwrest.__version__ == "0.2.0"
+    assert PREVIOUS_VERSION == "0.1.0"

@@ -1,0 +1,103 @@
+"""The previous release (SPEC 17.2), built from its git tag for the upgrade tests.
+
+:func:`previous_release` exports ``v0.1.0`` (the commit ``edbc291`` when the tag is missing)
+with ``git archive`` and installs it, pure Python (``FWREST_COMPILE=0``), into its own
+environment ``.upgrade-venv-<commit>`` under the repository (ignored by git), made once and
+reused by later runs. A clone without that history is a failure that says how to fix it (CI
+unshallows the clone first: .ci/run), never a skip.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PREVIOUS_TAG = "v0.1.0"
+PREVIOUS_COMMIT = "edbc291"  # SPEC 17.2: the first release
+PREVIOUS_VERSION = "0.1.0"
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False, timeout=60
+    )
+
+
+def previous_commit() -> str:
+    """The full id of the previous release's commit: its tag's, else ``edbc291``'s."""
+    for name in (PREVIOUS_TAG, PREVIOUS_COMMIT):
+        found = _git("rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
+        if found.returncode == 0 and found.stdout.strip():
+            return found.stdout.strip()
+    shallow = _git("rev-parse", "--is-shallow-repository").stdout.strip()
+    pytest.fail(
+        f"the previous release is not in this clone's history: neither the tag {PREVIOUS_TAG} "
+        f"nor the commit {PREVIOUS_COMMIT} is there (shallow clone: {shallow or 'unknown'}). "
+        "Fetch it: git fetch --unshallow --tags (or git fetch origin tag v0.1.0)",
+        pytrace=False,
+    )
+
+
+def previous_release() -> Path:
+    """The ``bin`` folder of an environment where ``fwrest`` is the previous release."""
+    commit = previous_commit()
+    venv = REPO / f".upgrade-venv-{commit[:12]}"
+    stamp = venv / ".installed"
+    if stamp.exists():
+        return venv / "bin"
+    with (REPO / f".upgrade-venv-{commit[:12]}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist's workers build it once
+        if not stamp.exists():
+            _build(commit, venv)
+    return venv / "bin"
+
+
+def _build(commit: str, venv: Path) -> None:
+    shutil.rmtree(venv, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="fwrest-previous-") as tmp:
+        tree = Path(tmp) / "src"
+        tree.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", "--format=tar", commit],
+            capture_output=True,
+            check=False,
+            timeout=120,
+        )
+        assert archive.returncode == 0, archive.stderr.decode(errors="replace")
+        subprocess.run(
+            ["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True, timeout=120
+        )
+        steps = (
+            [sys.executable, "-m", "venv", str(venv)],
+            [str(venv / "bin" / "pip"), "install", "--quiet", str(tree)],
+        )
+        env = {**os.environ, "FWREST_COMPILE": "0"}  # the pure build: nothing to compile
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True, env=env, timeout=900)
+            assert done.returncode == 0, f"{' '.join(step)}:\n{done.stdout}\n{done.stderr}"
+    version = subprocess.run(
+        [str(venv / "bin" / "fwrest"), "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert version.stdout.strip() == f"fwrest {PREVIOUS_VERSION}", version
+    (venv / ".installed").write_text(commit + "\n")
+
+
+def previous_python(code: str, *args: str) -> str:
+    """Run ``code`` with the previous release's Python (its fwrest importable); its stdout."""
+    done = subprocess.run(
+        [str(previous_release() / "python"), "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tempfile.gettempdir(),  # not the repository: its src/ must not shadow the release
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
