@@ -1,0 +1,372 @@
+"""A rolling upgrade (SPEC 17.2): a host of the previous release and a host of this one serve
+side by side on one store, requests landing on both.
+
+The previous release is built from its git tag (``v0.1.0``, else the commit ``edbc291``), pure
+Python, into an environment of its own (tests/upgrade_support.py; a clone without that
+history fails, never skips). Each set-up (the ``pair`` fixture's parameters) runs two
+``fwrest serve`` processes, P (v0.1.0) and C (this release), each with its own folder and
+config of the same sections, on one store: one ``redis-server``, or one sqlite file (the two
+configs name one ``DataPath``). The configuration is the default one but for one key: both
+hosts run on one machine, so they listen on two ports, and v0.1.0 derives its issuer from
+``HostName:Port``; ``issuer`` makes it one (hosts of one config on several machines derive
+the same one).
+
+The set-up follows docs/deploy.md's procedure (``deploy-upgrade``): P serves first and writes
+the store; this release's ``fwrest store migrate --check`` (1 on the sqlite file of P, 0 on
+Redis), ``fwrest store migrate`` and ``fwrest check``, as the block says; then C starts beside
+P, which goes on serving on the migrated store. Then, each request on one host and the next on
+the other:
+
+* tokens: a password grant on one, the access token accepted on the other, the refresh token
+  rotated on the other, and the new one again on the first; a replay on one of a token spent
+  on the other revokes the family on both; RFC 7009 revocation on one of the other's tokens;
+* the key set (``signingAlg`` EdDSA): tokens of each verified by the other, a rotation by
+  either release's ``fwrest keys rotate`` followed by both;
+* Basic failures alternating over both lock out on both (the default ``maxFailures``, 10);
+  this release's ``fwrest lockouts clear`` lifts it on both;
+* a setting changed on one in force on the other, both ways; the audit events of both (the
+  settings changes, the replay, the revocation, the lock-out) read on C;
+* a rate limit (``Key=user``) counted in one window over both.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+import trustme
+
+from tests.auth.oauth2_support import PID_APP, PID_CLIENT, PID_USERS, bearer
+from tests.conftest import (
+    ServerProcess,
+    free_config,
+    issue_certs,
+    local_port,
+    run_cli,
+    tls_server,
+    wait_for,
+)
+from tests.docs.blocks import example
+from tests.redis_support import RedisServer
+from tests.upgrade_support import PREVIOUS_VERSION, previous_release
+
+USERS, WEB = PID_USERS, PID_CLIENT
+ISSUER = "https://api.example.test/rest"
+LIMIT = 6
+MAX_FAILURES = 10  # the default
+BOUND_S = 1.0  # SPEC 5, 12.3: every worker and host within 1 s
+HANG_GUARD_S = 10.0
+APP = (
+    PID_APP
+    + """
+
+def check(user, password):
+    return USERS.get(user) == password
+"""
+)
+
+
+def host_config(folder: Path, certs: dict[str, Path], store: str, data: Path | None) -> Path:
+    """One host: the sections every host of the service has; ``store`` shared (with ``data``,
+    the ``DataPath`` the sqlite hosts share)."""
+    oauth = {"scheme": "oAuth2", "onAuth": "", "onAuthparams": "app.params", "issuer": ISSUER}
+    keys = {**oauth, "signingAlg": "EdDSA"}
+    basic = {"scheme": "basic", "OnAuth": "app.check"}
+    config = free_config(
+        folder,
+        app=APP,
+        servers={
+            "OAUTH": tls_server(certs, Locations="ROOT, LIMITED", FwData={"Authorization": oauth}),
+            "KEYS": tls_server(certs, Locations="ROOT", FwData={"Authorization": keys}),
+            "BASIC": local_port(FwData={"Authorization": basic}),
+        },
+        extra={
+            "LIMITED": {"Path": "/limited", "ThreadPool": "POOL", "RateLimit": "RL_USER"},
+            "RL_USER": {"Limit": LIMIT, "Window": "60s", "Key": "user"},
+        },
+    )
+    sections = json.loads(config.read_text())
+    sections["HTTPSERVER"]["StateStore"] = store
+    if data is not None:
+        sections["HTTPSERVER"]["DataPath"] = str(data)
+    config.write_text(json.dumps(sections))
+    return config
+
+
+class Host:
+    """One ``fwrest serve`` of the pair: ``release`` is its version."""
+
+    def __init__(self, proc: ServerProcess, release: str, certs: dict[str, Path]) -> None:
+        self.proc, self.release = proc, release
+        self.http = httpx.Client(verify=ssl.create_default_context(cafile=certs["ca"]), timeout=15)
+        self.base = proc.url("OAUTH")  # https://127.0.0.1:{port}/rest
+        self.keys = proc.url("KEYS")
+        self.limited = self.base.removesuffix("/rest") + "/limited"
+        self.basic = proc.url("BASIC")
+
+    def __repr__(self) -> str:
+        return f"<host {self.release}>"
+
+    def grant(self, user: str, base: str | None = None) -> dict[str, Any]:
+        form = {"grant_type": "password", "username": user, "password": USERS[user]}
+        answer = self.http.post((base or self.base) + "/fw/oauth2/token", data=form, auth=WEB)
+        assert answer.status_code == 200, (self, answer.text)
+        return dict(answer.json())
+
+    def refresh(self, token: str) -> httpx.Response:
+        form = {"grant_type": "refresh_token", "refresh_token": token}
+        return self.http.post(self.base + "/fw/oauth2/token", data=form, auth=WEB)
+
+    def hello(self, token: str, base: str | None = None) -> int:
+        return self.http.get((base or self.base) + "/hello", headers=bearer(token)).status_code
+
+    def revoke(self, token: str) -> None:
+        answer = self.http.post(self.base + "/fw/oauth2/revoke", data={"token": token}, auth=WEB)
+        assert answer.status_code == 200, (self, answer.text)
+
+    def trail(self, token: str, event: str) -> list[dict[str, Any]]:
+        answer = self.http.get(self.base + f"/fw/rest/audit?event={event}", headers=bearer(token))
+        assert answer.status_code == 200, (self, answer.text)
+        events: list[dict[str, Any]] = answer.json()
+        return events
+
+    def setting(self, token: str) -> Any:
+        answer = self.http.get(
+            self.base + "/fw/rest/config", headers={**bearer(token), "Accept": "application/json"}
+        )
+        assert answer.status_code == 200, (self, answer.text)
+        return answer.json()["settings"]["rest_log_stringsize"]["runtime"]
+
+    def change_setting(self, token: str, value: int | None) -> None:
+        answer = self.http.post(
+            self.base + "/fw/rest/config", json={"rest_log_stringsize": value},
+            headers=bearer(token),
+        )  # fmt: skip
+        assert answer.status_code == 200, (self, answer.text)
+
+
+def procedure_steps() -> list[tuple[list[str], set[int]]]:
+    """docs/deploy.md's ``deploy-upgrade`` block: its ``fwrest`` commands, each with the exit
+    codes its comment allows (``# 1 ...; 0 ...``: those numbers; none said: 0)."""
+    out = []
+    for line in example("deploy-upgrade").text.splitlines():
+        code, _, comment = line.partition("#")
+        words = shlex.split(code)
+        if not words or words[0] != "fwrest":
+            continue
+        said = {int(w.rstrip(":,;")) for w in comment.split() if w.rstrip(":,;").isdigit()}
+        out.append((words, said or {0}))
+    return out
+
+
+def follow_procedure(config: Path, sqlite: bool) -> None:
+    """The procedure's commands, with this release, against ``config`` (its ``service.ini``);
+    the sqlite file of the previous release is due a migration, a Redis is not."""
+    steps = procedure_steps()
+    names = [words[1:3] for words, _ in steps]
+    assert ["store", "migrate"] in names and ["check", "service.ini"] in names, steps
+    checked = False
+    for words, allowed in steps:
+        args = [str(config) if w == "service.ini" else w for w in words[1:]]
+        done = run_cli(*args, cwd=config.parent)
+        print(f"$ {shlex.join(words)} -> {done.returncode}\n{done.stdout}{done.stderr}")
+        assert done.returncode in allowed, (words, done.returncode, done.stderr)
+        if "--check" in words and not checked:
+            checked = True  # the first look, before the migration
+            assert done.returncode == (1 if sqlite else 0), done.stdout
+    assert checked
+
+
+@pytest.fixture(scope="module", params=["redis", "sqlite"])
+def pair(
+    ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[tuple[Host, Host]]:
+    """P (the previous release) and C (this one), on one Redis or one sqlite file."""
+    previous = previous_release()
+    root = tmp_path_factory.mktemp(f"upgrade-{request.param}")
+    redis = RedisServer(root).start() if request.param == "redis" else None
+    store, data = (redis.url, None) if redis is not None else ("sqlite", root / "shared-data")
+    started: list[ServerProcess] = []
+    try:
+        configs, certs = [], []
+        for name in ("previous", "current"):
+            folder = root / name
+            folder.mkdir()
+            certs.append(issue_certs(ca, folder / "certs"))
+            configs.append(host_config(folder, certs[-1], store, data))
+        started.append(ServerProcess(configs[0], command=[str(previous / "fwrest")]))
+        started[0].wait_ready()
+        p = Host(started[0], PREVIOUS_VERSION, certs[0])
+        p.grant("ada")  # P writes the store first (its signing key, a refresh record)
+        follow_procedure(configs[1], sqlite=redis is None)
+        started.append(ServerProcess(configs[1]).wait_ready())
+        c = Host(started[1], "current", certs[1])
+        yield p, c
+        p.http.close()
+        c.http.close()
+    finally:
+        for proc in started:
+            proc.stop()
+        if redis is not None:
+            redis.stop()
+
+
+def both(pair: tuple[Host, Host]) -> list[tuple[Host, Host]]:
+    """(one host, the other) both ways."""
+    p, c = pair
+    return [(p, c), (c, p)]
+
+
+def test_the_previous_release_runs_from_its_tag(pair: tuple[Host, Host]) -> None:
+    p, c = pair
+    assert "fwrest 0.1.0" not in c.proc.log()
+    version = run_cli("--version").stdout.strip()
+    assert version == "fwrest 0.2.0", version
+    assert (previous_release() / "fwrest").exists() and p.proc.proc.poll() is None
+
+
+def test_tokens_rotate_across_releases_and_a_replay_revokes_the_family_on_both(
+    pair: tuple[Host, Host],
+) -> None:
+    for one, other in both(pair):
+        first = one.grant("ada")
+        assert other.hello(first["access_token"]) == 200, (one, other)
+        rotated = other.refresh(first["refresh_token"])  # one's refresh token, on the other
+        assert rotated.status_code == 200, (one, other, rotated.text)
+        second = rotated.json()
+        assert one.hello(second["access_token"]) == 200
+        again = one.refresh(second["refresh_token"])  # the other's refresh token, on one
+        assert again.status_code == 200, (one, other, again.text)
+        third = again.json()
+        # a replay on one of the token the other spent: invalid_grant, the family revoked
+        replay = one.refresh(first["refresh_token"])
+        assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant", replay.text
+        for host in (other, one):
+            wait_for(lambda h=host, t=third: h.hello(t["access_token"]) == 401, HANG_GUARD_S,
+                     f"{host} refuses the family {one} revoked")  # fmt: skip
+        assert other.refresh(third["refresh_token"]).status_code == 400
+
+
+def test_a_token_revoked_on_one_release_is_refused_by_the_other(pair: tuple[Host, Host]) -> None:
+    for one, other in both(pair):
+        access, family = one.grant("bob"), one.grant("cy")
+        assert other.hello(access["access_token"]) == 200
+        other.revoke(access["access_token"])  # RFC 7009, on the host that did not issue it
+        other.revoke(family["refresh_token"])
+        since = time.monotonic()
+        for token in (access["access_token"], family["access_token"]):
+            wait_for(lambda h=one, t=token: h.hello(t) == 401, HANG_GUARD_S,
+                     f"{one} refuses what {other} revoked")  # fmt: skip
+        print(f"{other}'s revocations in force on {one} after {time.monotonic() - since:.2f} s")
+        spent = one.refresh(family["refresh_token"])
+        assert spent.status_code == 400 and spent.json()["error"] == "invalid_grant", spent.text
+
+
+def _kid(token: str) -> str:
+    return str(jwt.get_unverified_header(token)["kid"])
+
+
+def test_the_key_set_is_shared_and_followed_across_a_rotation(pair: tuple[Host, Host]) -> None:
+    p, c = pair
+    for one, other in both(pair):
+        token = one.grant("ada", one.keys)["access_token"]
+        assert other.hello(token, other.keys) == 200, (one, other)
+    before = _kid(p.grant("ada", p.keys)["access_token"])
+    assert _kid(c.grant("ada", c.keys)["access_token"]) == before  # one key set
+    # a rotation by each release's own command, the other release's host following
+    for who, command in (("current", None), ("previous", previous_release() / "fwrest")):
+        config = (c if who == "current" else p).proc.config
+        if command is None:
+            done = run_cli("keys", "rotate", str(config), cwd=config.parent)
+            code, out = done.returncode, done.stdout + done.stderr
+        else:
+            ran = subprocess.run([str(command), "keys", "rotate", str(config)], cwd=config.parent,
+                                 capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+            code, out = ran.returncode, ran.stdout + ran.stderr
+        assert code == 0, out
+        rotated = time.monotonic()
+        for host in (p, c):
+            wait_for(lambda h=host, b=before: _kid(h.grant("ada", h.keys)["access_token"]) != b,
+                     HANG_GUARD_S, f"{host} signs with the key {who} rotated in")  # fmt: skip
+        print(f"{who}'s rotation followed by both after {time.monotonic() - rotated:.2f} s")
+        newest = _kid(p.grant("ada", p.keys)["access_token"])
+        assert _kid(c.grant("ada", c.keys)["access_token"]) == newest
+        for one, other in both(pair):
+            token = one.grant("ada", one.keys)["access_token"]
+            assert other.hello(token, other.keys) == 200, (who, one, other)
+        before = newest
+
+
+def test_basic_failures_on_both_releases_lock_out_on_both(pair: tuple[Host, Host]) -> None:
+    p, c = pair
+    token = c.grant("cy")["access_token"]
+    hosts = [p, c]
+    with httpx.Client(timeout=15) as http:
+        for i in range(MAX_FAILURES):
+            host = hosts[i % 2]
+            wrong = http.get(host.basic + "/hello", auth=("bob", f"guess-{i}"))
+            assert wrong.status_code == 403, (host, i, wrong.status_code, wrong.text)
+        for host in hosts:
+            wait_for(
+                lambda h=host: (
+                    http.get(h.basic + "/hello", auth=("bob", USERS["bob"])).status_code == 429
+                ),
+                HANG_GUARD_S,
+                f"{host} honours the lock-out",
+            )
+        events = [e for e in c.trail(token, "lockout") if e["details"]["user"] == "bob"]
+        assert len(events) == 1 and events[0]["port"] == "BASIC", events
+        done = run_cli("lockouts", str(c.proc.config), "clear", "bob", cwd=c.proc.config.parent)
+        assert done.returncode == 0, done.stderr
+        for host in hosts:
+            wait_for(
+                lambda h=host: (
+                    http.get(h.basic + "/hello", auth=("bob", USERS["bob"])).status_code == 200
+                ),
+                HANG_GUARD_S,
+                f"{host} lifts the lock-out",
+            )
+
+
+def test_settings_changed_on_one_release_are_in_force_on_the_other(
+    pair: tuple[Host, Host],
+) -> None:
+    p, c = pair
+    token = c.grant("cy")["access_token"]
+    for n, (one, other) in enumerate(both(pair)):
+        value = 500 + n
+        one.change_setting(token, value)
+        wait_for(lambda o=other, v=value: o.setting(token) == v, HANG_GUARD_S,
+                 f"{other} applies {one}'s setting")  # fmt: skip
+    c.change_setting(token, None)
+    wait_for(lambda: p.setting(token) is None, HANG_GUARD_S, "the previous release clears it")
+    # the audit events of both releases, read on this release's host
+    changes = [e for e in c.trail(token, "settings.change")
+               if e["details"]["key"] == "rest_log_stringsize"]  # fmt: skip
+    olds_news = [(e["details"]["old"], e["details"]["new"]) for e in reversed(changes)]
+    # P's change to 500, C's from 500 to 501, C's clear of 501 (new: the value in force)
+    assert [n for _, n in olds_news[-3:-1]] == [500, 501], changes
+    assert (olds_news[-2][0], olds_news[-1][0]) == (500, 501), changes
+    assert c.trail(token, "refresh.replay"), "the replays of both hosts"
+    assert c.trail(token, "revocation"), "the revocations of both hosts"
+
+
+def test_a_rate_limit_window_is_counted_over_both_releases(pair: tuple[Host, Host]) -> None:
+    p, c = pair
+    dee = p.grant("dee")["access_token"]
+    codes = []
+    for i in range(LIMIT + 2):
+        host = (p, c)[i % 2]
+        answer = host.http.get(host.limited + "/hello", headers=bearer(dee))
+        codes.append(answer.status_code)
+    print(f"dee's answers, P and C in turn: {codes}")
+    assert codes == [200] * LIMIT + [429] * 2, codes
