@@ -287,7 +287,8 @@ def test_a_refresh_record_of_an_earlier_fwrest_has_no_iat(
     introspection leaves ``iat`` out rather than guessing it; the rest is as before."""
     tokens = login(port, "cy")
     with contextlib.closing(sqlite3.connect(svc.folder / ".fwrest" / "state.sqlite3")) as db:
-        hashed = refresh_hash(tokens["refresh_token"], "oauth")  # the folded name
+        # under the name as the section spells it, which fwrest 0.1.0 reads (SPEC 17.2)
+        hashed = refresh_hash(tokens["refresh_token"], "OAUTH")
         changed = db.execute("UPDATE refresh SET issued_at = 0 WHERE token_hash = ?", (hashed,))
         db.commit()
         assert changed.rowcount == 1
