@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import socket
+import sqlite3
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -131,6 +132,21 @@ def sqlite_file_is_a_folder(s: Sections, ctx: dict[str, Any]) -> None:
     (ctx["folder"] / "data" / "state.sqlite3").mkdir(parents=True)
     s["HTTPSERVER"]["StateStore"] = "sqlite"
     s["HTTPSERVER"]["DataPath"] = "data"
+
+
+def sqlite_file_of_a_newer_release(marker: bytes) -> Callable[[Sections, dict[str, Any]], None]:
+    """The sqlite store file carries the schema marker ``marker`` (SPEC 17.2)."""
+
+    def mutate(s: Sections, ctx: dict[str, Any]) -> None:
+        (ctx["folder"] / "data").mkdir(parents=True)
+        with contextlib.closing(sqlite3.connect(ctx["folder"] / "data" / "state.sqlite3")) as db:
+            db.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
+            db.execute("INSERT INTO meta VALUES ('schema', ?)", (marker,))
+            db.commit()
+        s["HTTPSERVER"]["StateStore"] = "sqlite"
+        s["HTTPSERVER"]["DataPath"] = "data"
+
+    return mutate
 
 
 def key_file_is_a_folder(s: Sections, ctx: dict[str, Any]) -> None:
@@ -1083,6 +1099,16 @@ PROVOKED: dict[str, Broken | Special] = {
     # starting: the state store, the signing key, the ports
     "[HTTPSERVER] StateStore: the sqlite store <path> cannot be opened: ...": Broken(
         Case("sqlite file is a folder", "json", "", sqlite_file_is_a_folder), "serve"
+    ),
+    "[HTTPSERVER] StateStore: the state store <path> holds schema <n>, written by fwrest "
+    "<version>, which fwrest <version> (schema <n>) cannot read: ...": new(
+        "sqlite store of a newer release",
+        "json",
+        sqlite_file_of_a_newer_release(b'{"schema": 9, "compatible": 9, "release": "9.1.0"}'),
+    ),
+    "[HTTPSERVER] StateStore: the state store <path> holds a schema marker fwrest cannot read "
+    "(...)": new(
+        "sqlite store marker garbage", "json", sqlite_file_of_a_newer_release(b"not a marker")
     ),
     "[HTTPSERVER] DataPath: the folder <path> (the sqlite state store) cannot be written: ...": (
         known("DataPath nowhere[ini]")

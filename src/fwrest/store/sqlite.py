@@ -105,13 +105,17 @@ class SqliteStore:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = self._conn()
-            # one step (BEGIN IMMEDIATE): the marker read, a newer store refused before
-            # anything is written, an older one brought up to this release's schema
-            with _transaction(db):
-                marker = schema.marker_of(stored_marker(db), str(path))
-                schema.refuse_newer(marker, str(path))
-                if marker.schema < schema.SCHEMA:
-                    upgrade(db, marker)
+            # the marker read (a reader waits for no writer); a newer store refused before
+            # anything is written; an older one brought up to this release's schema in one
+            # step (BEGIN IMMEDIATE), its marker read again under the lock
+            marker = schema.marker_of(stored_marker(db), str(path))
+            schema.refuse_newer(marker, str(path))
+            if marker.schema < schema.SCHEMA:
+                with _transaction(db):
+                    marker = schema.marker_of(stored_marker(db), str(path))
+                    schema.refuse_newer(marker, str(path))
+                    if marker.schema < schema.SCHEMA:
+                        upgrade(db, marker)
             path.chmod(0o600)  # token hashes and counters: the service's eyes only
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"the sqlite store {path} cannot be opened: {exc}") from None
