@@ -1,6 +1,7 @@
 """The previous release (SPEC 17.2), built from its git tag for the upgrade tests.
 
-:func:`previous_release` exports ``v0.1.0`` (the commit ``edbc291`` when the tag is missing)
+:func:`previous_release` exports the newest tag ``vX.Y.Z`` below this version (``v0.1.0`` now;
+its commit ``edbc291`` when the tag is missing)
 with ``git archive`` and installs it, pure Python (``FWREST_COMPILE=0``), into its own
 environment ``.upgrade-venv-<commit>`` under the repository (ignored by git), made once and
 reused by later runs. A clone without that history is a failure that says how to fix it (CI
@@ -19,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+import fwrest
+
 REPO = Path(__file__).resolve().parent.parent
-PREVIOUS_TAG = "v0.1.0"
-PREVIOUS_COMMIT = "edbc291"  # SPEC 17.2: the first release
-PREVIOUS_VERSION = "0.1.0"
+FIRST_TAG, FIRST_COMMIT = "v0.1.0", "edbc291"  # SPEC 17.2: the first release
 
 
 def _git(*args: str) -> subprocess.CompletedProcess[str]:
@@ -31,17 +32,39 @@ def _git(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _version(text: str) -> tuple[int, ...] | None:
+    parts = text.removeprefix("v").split(".")
+    return (
+        tuple(int(p) for p in parts) if len(parts) == 3 and all(map(str.isdigit, parts)) else None
+    )
+
+
+def _previous_tag() -> str:
+    """SPEC 17.2: the newest tag ``vX.Y.Z`` below the version being built (``v0.1.0`` when the
+    clone has no tag: the test then looks for its commit)."""
+    built = _version(fwrest.__version__)
+    assert built is not None, fwrest.__version__
+    tags = [t for t in _git("tag", "--list", "v*").stdout.split() if _version(t) is not None]
+    below = [t for t in tags if (_version(t) or built) < built]
+    return max(below, key=lambda t: _version(t) or ()) if below else FIRST_TAG
+
+
+PREVIOUS_TAG = _previous_tag()
+PREVIOUS_VERSION = PREVIOUS_TAG.removeprefix("v")
+
+
 def previous_commit() -> str:
-    """The full id of the previous release's commit: its tag's, else ``edbc291``'s."""
-    for name in (PREVIOUS_TAG, PREVIOUS_COMMIT):
+    """The full id of the previous release's commit: its tag's, else (v0.1.0) ``edbc291``'s."""
+    names = (PREVIOUS_TAG, FIRST_COMMIT) if PREVIOUS_TAG == FIRST_TAG else (PREVIOUS_TAG,)
+    for name in names:
         found = _git("rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
         if found.returncode == 0 and found.stdout.strip():
             return found.stdout.strip()
     shallow = _git("rev-parse", "--is-shallow-repository").stdout.strip()
     pytest.fail(
-        f"the previous release is not in this clone's history: neither the tag {PREVIOUS_TAG} "
-        f"nor the commit {PREVIOUS_COMMIT} is there (shallow clone: {shallow or 'unknown'}). "
-        "Fetch it: git fetch --unshallow --tags (or git fetch origin tag v0.1.0)",
+        f"the previous release is not in this clone's history: {' nor '.join(names)} is not "
+        f"there (shallow clone: {shallow or 'unknown'}). Fetch it: git fetch --unshallow "
+        f"--tags (or git fetch origin tag {PREVIOUS_TAG})",
         pytrace=False,
     )
 
