@@ -126,4 +126,4 @@ docs: $(STAMP)  ## build the user guide (MkDocs) into site/, failing on any warn
 	$(BIN)/mkdocs build --strict
 
 clean:  ## remove the virtual environment and caches
-	rm -rf $(VENV) $(WHEEL_VENV) $(WHEEL_DIR) $(WHEEL_DIR).log .pytest_cache .mypy_cache .ruff_cache site
+	rm -rf $(VENV) $(WHEEL_VENV) $(WHEEL_DIR) $(WHEEL_DIR).log .pytest_cache .mypy_cache .ruff_cache site .upgrade-venv-*

@@ -176,8 +176,8 @@ def _check(path: str) -> int:
     plan = prepare(path)
     config = plan.config
     unreachable = probe_store(config)
-    if unreachable is None:
-        check_schema(config)  # SPEC 17.2: a store of a newer release is the start's error
+    # SPEC 17.2: a store of a newer release is the start's error; an older sqlite file, a note
+    due = check_schema(config) if unreachable is None else None
     print(f"fwrest check: {config.source}: OK")
     for port in plan.ports:
         cfg = port.config
@@ -200,7 +200,7 @@ def _check(path: str) -> int:
     print(f"  state store: {shown_url(config.state_store)}; data path: {config.data_path}")
     if unreachable is not None:
         print(f"warning: [HTTPSERVER] StateStore: the state store did not answer: {unreachable}")
-    for warning in (*config.warnings, *plan.warnings):
+    for warning in (*config.warnings, *plan.warnings, *([due] if due else [])):
         print(f"warning: {warning}")
     return EXIT_OK
 

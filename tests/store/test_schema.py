@@ -99,6 +99,9 @@ def test_a_file_of_the_previous_release_is_migrated_once_with_a_copy_first(
     assert stored_marker(path) is None  # v0.1.0 writes no marker: schema 1
     before = digest(path)
 
+    looked = run_cli("check", str(sqlite_config))  # a note, no error: a start migrates it
+    assert looked.returncode == 0, looked
+    assert "the sqlite store is schema 1 (fwrest 0.1.0): `fwrest store migrate" in looked.stdout
     check = run_cli("store", "migrate", str(sqlite_config), "--check")
     print(check.stdout, check.stderr)
     assert check.returncode == 1, check
@@ -121,6 +124,8 @@ def test_a_file_of_the_previous_release_is_migrated_once_with_a_copy_first(
     assert again.returncode == 0 and "current" in again.stdout, again
     assert backups(path) == [copy]  # idempotent: nothing to do, no second copy
     assert run_cli("store", "migrate", str(sqlite_config), "--check").returncode == 0
+    looked = run_cli("check", str(sqlite_config))
+    assert looked.returncode == 0 and "store migrate" not in looked.stdout, looked
 
     # the previous release still reads and writes the migrated file (SPEC 17.2: additive)
     assert previous_python(SPEND_PREVIOUS, str(path), "h-old", "claim-1").strip() == "ok"

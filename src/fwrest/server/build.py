@@ -358,17 +358,26 @@ SCHEMA_FIX = (
 )
 
 
-def check_schema(config: ServiceConfig) -> None:
+def check_schema(config: ServiceConfig) -> str | None:
     """``fwrest check``: the store's schema marker read without writing; a store this release
-    cannot read is the start's error.
+    cannot read is the start's error. Returns a warning for a sqlite file of an older schema
+    (``fwrest store migrate`` copies it first; a start takes the steps without a copy).
 
     Raises:
         ConfigError: the store was written by a newer release this one cannot follow.
     """
     from fwrest.store.migrate import look
+    from fwrest.store.schema import SCHEMA
 
     try:
-        look(config.state_store, config.data_path, config.redis)
+        marker = look(config.state_store, config.data_path, config.redis)
+        if config.state_store == "sqlite" and marker is not None and marker.schema < SCHEMA:
+            return (
+                f"[HTTPSERVER] StateStore: the sqlite store is schema {marker.schema} (fwrest "
+                f"{marker.release}): `fwrest store migrate CONFIG` copies it beside itself and "
+                f"brings it to schema {SCHEMA}; a start would migrate it without a copy"
+            )
+        return None
     except SchemaError as exc:
         raise ConfigError(
             f"{exc}", section="HTTPSERVER", key="StateStore", fix=SCHEMA_FIX
