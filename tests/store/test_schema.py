@@ -141,6 +141,31 @@ def test_a_file_of_the_previous_release_is_migrated_once_with_a_copy_first(
         store.close()
 
 
+def test_a_start_on_a_file_of_the_previous_release_takes_the_steps_itself(
+    sqlite_config: Path,
+) -> None:
+    """A host of this release that starts on a file not migrated (a rolling upgrade on one
+    sqlite file) takes the additive steps itself, without a copy; the previous release goes on
+    using the file, and a record it stores is found by this release."""
+    path = store_file(sqlite_config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    previous_python(WRITE_PREVIOUS, str(path))
+    proc = ServerProcess(sqlite_config).wait_ready()
+    proc.stop()
+    assert stored_marker(path) == {"schema": SCHEMA, "compatible": 1, "release": fwrest.__version__}
+    assert backups(path) == []
+    assert previous_python(SPEND_PREVIOUS, str(path), "h-old", "claim-1").strip() == "ok"
+    previous_python(WRITE_PREVIOUS.replace("h-old", "h-later"), str(path))
+    from fwrest.store.sqlite import SqliteStore
+
+    store = SqliteStore(path)
+    try:
+        assert store.spend_refresh("h-later", "claim-now")[0] == "ok"
+        assert store.spend_refresh("h-old", "claim-now")[0] == "spent"
+    finally:
+        store.close()
+
+
 def test_no_file_yet_and_the_memory_store_need_nothing(tmp_path: Path, sqlite_config: Path) -> None:
     for args in ((), ("--check",)):
         done = run_cli("store", "migrate", str(sqlite_config), *args)
