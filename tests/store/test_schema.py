@@ -10,7 +10,9 @@ named.
   serve`` refuse to start, each naming the store's release and schema and this one's;
 * a marker that is none fwrest wrote: 2; no file yet, and the memory store: 0;
 * Redis: ``migrate`` and ``--check`` say no step is needed (0); the start marks the store with
-  this release's schema; a Redis marked by a newer release is refused as the sqlite file is.
+  this release's schema; a Redis marked by a newer release is refused as the sqlite file is;
+  a Redis that does not answer is an error of ``--check`` (2);
+* a start on a file of the previous release takes the additive steps itself, without a copy.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pytest
 import fwrest
 from fwrest.config.loader import load_config
 from fwrest.store.schema import SCHEMA, marker_of
-from tests.conftest import ServerProcess, free_config, run_cli
+from tests.conftest import ServerProcess, free_config, free_port, run_cli
 from tests.redis_support import RedisServer
 from tests.upgrade_support import PREVIOUS_VERSION, previous_python
 
@@ -286,3 +288,11 @@ def test_the_previous_release_is_the_tag_below_this_version() -> None:
     and the previous release, v0.1.0, is what the upgrade tests build."""
     assert fwrest.__version__ == "0.2.0"
     assert PREVIOUS_VERSION == "0.1.0"
+
+
+def test_a_redis_that_does_not_answer_is_an_error_of_the_check(tmp_path: Path) -> None:
+    """``--check`` cannot say a Redis is current without asking it: 2, the reason said."""
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    config = free_config(tmp_path, extra={"HTTPSERVER": {"StateStore": url}})
+    done = run_cli("store", "migrate", str(config), "--check")
+    assert done.returncode == 2 and "fwrest store: error: redis store" in done.stderr, done
