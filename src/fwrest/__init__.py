@@ -13,12 +13,8 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from fwrest.context import (
-        Event,
-        EventStream,
-        Response,
-        rest,  # type: ignore[no-redef]  # mypy: also fwrest/context/rest.py
-    )
+    # (mypy takes the name rest for fwrest/context/rest.py's module too)
+    from fwrest.context import Event, EventStream, Response, rest  # type: ignore[no-redef]
     from fwrest.errors import ConfigError
     from fwrest.repository import delete, get, patch, post, put
     from fwrest.server import Service, start
