@@ -28,7 +28,7 @@ def params():
             {
                 "username": "ada",
                 "password": "Ada-Pw-7731",
-                "scopes": ["orders:read", "orders:write"],
+                "scopes": ["orders:read", "orders:write", "orders:admin"],
             },
         ],
         "access_expires": "10m",

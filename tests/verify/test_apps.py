@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -18,6 +19,7 @@ import trustme
 
 from tests.auth.oauth2_support import OAuthService
 from tests.conftest import free_port, wait_for
+from tests.docs.blocks import example
 from tests.verify.support import (
     ADA,
     CLIENT,
@@ -86,11 +88,10 @@ def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OA
     yield from serve_issuer(ca, tmp_path_factory.mktemp("verify-apps"))
 
 
-@pytest.fixture(scope="module")
-def app(svc: OAuthService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The FastAPI app under uvicorn; its base URL (plain HTTP on loopback)."""
-    folder = tmp_path_factory.mktemp("fastapi")
-    (folder / "rs_fastapi.py").write_text(APP)
+def uvicorn_app(svc: OAuthService, folder: Path, source: str) -> Iterator[str]:
+    """``source`` as the module of a FastAPI app under uvicorn, a process of its own; its base
+    URL (plain HTTP on loopback)."""
+    (folder / "rs_fastapi.py").write_text(source)
     port = free_port()
     env = {
         "RS_ISSUER": issuer(svc, "EC"),
@@ -121,6 +122,24 @@ def app(svc: OAuthService, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         proc.terminate()
         proc.wait(10)
         print((folder / "stderr.log").read_text(errors="replace")[-3000:])
+
+
+@pytest.fixture(scope="module")
+def app(svc: OAuthService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from uvicorn_app(svc, tmp_path_factory.mktemp("fastapi"), APP)
+
+
+@pytest.fixture(scope="module")
+def guide_app(svc: OAuthService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """docs/verifying-tokens.md's FastAPI example as written, with this service's issuer, CA
+    file and section name in place of the page's."""
+    source = (
+        example("verifying-fastapi")
+        .text.replace('"https://api.example.com/rest"', repr(issuer(svc, "EC")))
+        .replace('"ca.pem"', repr(str(svc.certs["ca"])))
+        .replace('"HTTPS_REST"', '"EC"')
+    )
+    yield from uvicorn_app(svc, tmp_path_factory.mktemp("fastapi-guide"), source)
 
 
 def call(url: str, access_token: str | None = None) -> httpx.Response:
@@ -196,3 +215,18 @@ def test_a_revoked_token_is_refused_by_the_introspecting_verifier(
     assert answer.status_code == 401, answer.text
     assert 'error="invalid_token"' in answer.headers["www-authenticate"]
     assert "not active" in answer.json()["detail"]
+
+
+def test_the_guide_s_fastapi_example_verifies_fwrest_s_tokens(
+    svc: OAuthService, guide_app: str
+) -> None:
+    reader = token(svc, scope="orders:read")
+    assert call(guide_app + "/orders", reader).json() == {"user": "ada"}
+    assert call(guide_app + "/orders").status_code == 401
+    refused = call(guide_app + "/admin/whoami", reader)
+    assert refused.status_code == 403, refused.text
+    assert 'scope="orders:admin"' in refused.headers["www-authenticate"]
+    admin = token(svc, scope="orders:admin")
+    assert call(guide_app + "/admin/whoami", admin).json() == {"user": "ada"}
+    # a token of fwrest's other port (another issuer and audience) is refused
+    assert call(guide_app + "/orders", token(svc, "RSA", scope="orders:read")).status_code == 401
