@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jwt
 import pytest
 import trustme
@@ -31,8 +32,8 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from joserfc.jwk import import_key
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
-from fwrest.verify import AsyncVerifier, InvalidToken, Verifier
-from tests.conftest import issue_certs
+from fwrest.verify import AsyncVerifier, InvalidToken, Verifier, VerifyMiddleware
+from tests.conftest import free_port, issue_certs, wait_for
 
 API = "https://api.example.com/orders"
 
@@ -241,3 +242,61 @@ def test_a_certificate_bound_token_needs_that_certificate(
             return await av.verify(access, client_cert=cert)
 
     assert asyncio.run(twin())["sub"] == "ada"
+
+
+# -- the ASGI middleware with DPoP -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def asgi_app(issuer: Issuer) -> Iterator[str]:
+    """A Starlette app behind ``VerifyMiddleware`` (an AsyncVerifier of the test's issuer),
+    under uvicorn on a thread of this process; its base URL."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def orders(request: Request) -> JSONResponse:
+        return JSONResponse({"user": request.scope["fwrest.claims"]["sub"]})
+
+    verifier = AsyncVerifier(issuer.url, audience="API", verify=issuer.ca)  # type: ignore[attr-defined]
+    app = VerifyMiddleware(Starlette(routes=[Route("/orders", orders)]), verifier=verifier)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, 20, "uvicorn")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_the_middleware_takes_dpop_tokens_with_their_proof(issuer: Issuer, asgi_app: str) -> None:
+    holder = Holder()
+    access = issuer.token({"jkt": holder.jkt})
+    url = asgi_app + "/orders"
+
+    def get(scheme: str, token: str, proof: str | None = None) -> httpx.Response:
+        headers = {"Authorization": f"{scheme} {token}"}
+        if proof is not None:
+            headers["DPoP"] = proof
+        return httpx.get(url, headers=headers, timeout=15)
+
+    good = get("DPoP", access, holder.proof(access, url=url))
+    assert good.status_code == 200, good.text
+    assert good.json() == {"user": "ada"}
+    missing = get("DPoP", access)
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"].startswith('DPoP error="invalid_dpop_proof"')
+    elsewhere = get("DPoP", access, holder.proof(access, url=asgi_app + "/other"))
+    assert elsewhere.status_code == 401 and "another URL" in elsewhere.json()["detail"]
+    # RFC 9449 7.1: a DPoP-bound token sent as a bearer token is refused, proof or not
+    as_bearer = get("Bearer", access, holder.proof(access, url=url))
+    assert as_bearer.status_code == 401 and "scheme" in as_bearer.json()["detail"]
+    # an unbound token: as Bearer it passes, as DPoP it is refused
+    plain = issuer.token({})
+    assert get("Bearer", plain).status_code == 200
+    assert get("DPoP", plain, holder.proof(plain, url=url)).status_code == 401
