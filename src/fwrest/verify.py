@@ -58,7 +58,8 @@ DEFAULT_MAX_AGE_S = 300.0  # a key set answered without Cache-Control max-age
 MAX_AGE_CAP_S = 86400.0  # a key set is fetched again at least daily, whatever it says
 HTTP_TIMEOUT_S = 5.0
 DPOP_WINDOW_S = 60.0  # a DPoP proof's iat within this of now (SPEC 16.2)
-DPOP_ALGS = ("ES256", "EdDSA", "RS256")
+SIGNING_ALGS = ("ES256", "EdDSA", "RS256")  # fwrest's public-key algorithms (SPEC 12.1)
+DPOP_ALGS = SIGNING_ALGS  # a DPoP proof's (SPEC 16.2)
 _INTROSPECT_MAX = 10_000  # introspection answers remembered (oldest dropped)
 _JTI_MAX = 10_000  # DPoP proof ids remembered for their window (oldest dropped)
 _MAX_AGE = re.compile(r"(?:^|,)\s*(?:s-)?max-age\s*=\s*\"?(\d+)\"?", re.IGNORECASE)
@@ -237,6 +238,8 @@ class _Core:
         self.introspect_cache_s = INTROSPECT_CACHE_S
         self._active: dict[str, tuple[float, bool]] = {}
         self._jtis: dict[str, float] = {}
+        self._caches = threading.Lock()  # the two above, shared by a Verifier's threads
+        self.no_key: NoPublicKey | None = None  # an issuer without a key set, once found
 
     # -- discovery ----------------------------------------------------------------------------
     def take_metadata(self, status: int, body: bytes) -> None:
@@ -255,10 +258,12 @@ class _Core:
             )
         jwks_uri = meta.get("jwks_uri")
         if not isinstance(jwks_uri, str) or not jwks_uri:
-            raise NoPublicKey(
+            # remembered: a misconfigured service does not ask the issuer on every request
+            self.no_key = NoPublicKey(
                 f"the issuer {self.issuer} publishes no key set (jwks_uri): its tokens are "
                 "signed with a secret key (HS256); set signingAlg to EdDSA, ES256 or RS256"
             )
+            raise self.no_key
         self.jwks_uri = jwks_uri
         endpoint = meta.get("introspection_endpoint")
         self.introspection_endpoint = endpoint if isinstance(endpoint, str) else None
@@ -283,7 +288,7 @@ class _Core:
             if not isinstance(member, dict) or member.get("use", "sig") != "sig":
                 continue
             kid, alg = member.get("kid"), member.get("alg")
-            if not isinstance(kid, str) or alg not in DPOP_ALGS:
+            if not isinstance(kid, str) or alg not in SIGNING_ALGS:
                 continue  # only signing keys of fwrest's algorithms, each with its own alg
             try:
                 key = jwt.PyJWK(member, algorithm=alg).key
@@ -453,14 +458,15 @@ class _Core:
 
     def _seen_jti(self, key: str, now: float) -> None:
         """A proof used twice within its window is a replay (RFC 9449 11.1), in this process."""
-        seen = self._jtis
-        until = seen.get(key)
-        if until is not None and until > now:
-            raise _dpop_error("the DPoP proof was used before")
-        if len(seen) >= _JTI_MAX:
-            for old in [k for k, t in seen.items() if t <= now] or [next(iter(seen))]:
-                del seen[old]
-        seen[key] = now + 2 * DPOP_WINDOW_S
+        with self._caches:
+            seen = self._jtis
+            until = seen.get(key)
+            if until is not None and until > now:
+                raise _dpop_error("the DPoP proof was used before")
+            if len(seen) >= _JTI_MAX:
+                for old in [k for k, t in seen.items() if t <= now] or [next(iter(seen))]:
+                    del seen[old]
+            seen[key] = now + 2 * DPOP_WINDOW_S
 
     # -- introspection ------------------------------------------------------------------------
     @staticmethod
@@ -468,7 +474,8 @@ class _Core:
         return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
 
     def cached_active(self, token: str) -> bool | None:
-        found = self._active.get(self.token_key(token))
+        with self._caches:
+            found = self._active.get(self.token_key(token))
         if found is None or time.monotonic() >= found[0]:
             return None
         return found[1]
@@ -484,9 +491,10 @@ class _Core:
             raise IssuerUnavailable("the issuer's introspection answer is not JSON") from None
         active = isinstance(answer, dict) and answer.get("active") is True
         lifetime = min(self.introspect_cache_s, max(float(claims.get("exp", 0)) - time.time(), 0))
-        if len(self._active) >= _INTROSPECT_MAX:
-            del self._active[next(iter(self._active))]
-        self._active[self.token_key(token)] = (time.monotonic() + lifetime, active)
+        with self._caches:
+            if len(self._active) >= _INTROSPECT_MAX:
+                del self._active[next(iter(self._active))]
+            self._active[self.token_key(token)] = (time.monotonic() + lifetime, active)
         self.refuse_inactive(active)
 
     @staticmethod
@@ -598,6 +606,8 @@ class Verifier:
     def _discover(self) -> None:
         import httpx
 
+        if self._core.no_key is not None:
+            raise self._core.no_key
         if self._core.jwks_uri is not None:
             return
         try:
@@ -752,6 +762,8 @@ class AsyncVerifier:
     async def _discover(self) -> None:
         import httpx
 
+        if self._core.no_key is not None:
+            raise self._core.no_key
         if self._core.jwks_uri is not None:
             return
         try:

@@ -145,6 +145,14 @@ def test_an_hs256_issuer_has_no_public_key(svc: OAuthService) -> None:
     with Verifier(hs, verify=str(svc.certs["ca"])) as v, pytest.raises(NoPublicKey) as caught:
         v.verify(token(svc, "HS"))
     assert isinstance(caught.value, ValueError) and hs in str(caught.value)
+    # found once: the issuer is not asked again on every request
+    asked: list[str] = []
+    with Verifier(hs, verify=str(svc.certs["ca"])) as v:
+        v._client().event_hooks["request"].append(lambda r: asked.append(r.url.path))
+        for _ in range(3):
+            with pytest.raises(NoPublicKey):
+                v.verify(token(svc, "HS"))
+    assert asked == ["/.well-known/oauth-authorization-server/rest"]
     with Verifier(hs, verify=str(svc.certs["ca"])) as v, pytest.raises(NoPublicKey):
         v.discover()  # when asked to at once, as made
 
