@@ -105,5 +105,6 @@ def rotate(svc: OAuthService, port: str = "EC") -> str:
         found[:] = [kid_of(token(svc, port))]
         return found[0] != before
 
-    wait_for(rotated, 15, "tokens signed with the new key")
+    took = wait_for(rotated, 30, "tokens signed with the new key")  # a hang guard
+    print(f"rotated: tokens of the new key {took:.2f} s after the command returned")
     return found[0]
