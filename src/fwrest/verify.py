@@ -889,7 +889,12 @@ def _request_url(scope: MutableMapping[str, Any]) -> str:
     if host is None:
         server = scope.get("server") or ("localhost", None)
         host = server[0] if server[1] is None else f"{server[0]}:{server[1]}"
-    return f"{scheme}://{host}{scope.get('root_path', '')}{scope.get('path', '/')}"
+    # the full path: servers and frameworks now keep root_path in path (uvicorn, a Starlette
+    # Mount); one that does not gets it prepended
+    path, root = scope.get("path", "/"), scope.get("root_path", "")
+    if root and not path.startswith(root):
+        path = root + path
+    return f"{scheme}://{host}{path}"
 
 
 def _peer_cert(scope: MutableMapping[str, Any]) -> object:

@@ -255,13 +255,22 @@ def asgi_app(issuer: Issuer) -> Iterator[str]:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
-    from starlette.routing import Route
+    from starlette.routing import Mount, Route
 
     async def orders(request: Request) -> JSONResponse:
         return JSONResponse({"user": request.scope["fwrest.claims"]["sub"]})
 
     verifier = AsyncVerifier(issuer.url, audience="API", verify=issuer.ca)  # type: ignore[attr-defined]
-    app = VerifyMiddleware(Starlette(routes=[Route("/orders", orders)]), verifier=verifier)
+    sync_verifier = Verifier(issuer.url, audience="API", verify=issuer.ca)  # type: ignore[attr-defined]
+    dependency = sync_verifier.require(scopes=["orders:read"])
+
+    async def plain_starlette(request: Request) -> JSONResponse:
+        # the dependency in a Starlette endpoint: awaited with the request
+        claims = await dependency(request)
+        return JSONResponse({"user": claims["sub"]})
+
+    guarded = VerifyMiddleware(Starlette(routes=[Route("/orders", orders)]), verifier=verifier)
+    app = Starlette(routes=[Mount("/mw", app=guarded), Route("/dep", plain_starlette)])
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -277,7 +286,7 @@ def asgi_app(issuer: Issuer) -> Iterator[str]:
 def test_the_middleware_takes_dpop_tokens_with_their_proof(issuer: Issuer, asgi_app: str) -> None:
     holder = Holder()
     access = issuer.token({"jkt": holder.jkt})
-    url = asgi_app + "/orders"
+    url = asgi_app + "/mw/orders"
 
     def get(scheme: str, token: str, proof: str | None = None) -> httpx.Response:
         headers = {"Authorization": f"{scheme} {token}"}
@@ -291,7 +300,7 @@ def test_the_middleware_takes_dpop_tokens_with_their_proof(issuer: Issuer, asgi_
     missing = get("DPoP", access)
     assert missing.status_code == 401
     assert missing.headers["www-authenticate"].startswith('DPoP error="invalid_dpop_proof"')
-    elsewhere = get("DPoP", access, holder.proof(access, url=asgi_app + "/other"))
+    elsewhere = get("DPoP", access, holder.proof(access, url=asgi_app + "/mw/other"))
     assert elsewhere.status_code == 401 and "another URL" in elsewhere.json()["detail"]
     # RFC 9449 7.1: a DPoP-bound token sent as a bearer token is refused, proof or not
     as_bearer = get("Bearer", access, holder.proof(access, url=url))
@@ -300,3 +309,17 @@ def test_the_middleware_takes_dpop_tokens_with_their_proof(issuer: Issuer, asgi_
     plain = issuer.token({})
     assert get("Bearer", plain).status_code == 200
     assert get("DPoP", plain, holder.proof(plain, url=url)).status_code == 401
+
+
+def test_the_dependency_in_a_starlette_endpoint(issuer: Issuer, asgi_app: str) -> None:
+    url = asgi_app + "/dep"
+    ok = httpx.get(url, headers={"Authorization": f"Bearer {issuer.token({})}"}, timeout=15)
+    assert ok.status_code == 200, ok.text
+    assert ok.json() == {"user": "ada"}
+    missing = httpx.get(url, timeout=15)
+    assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+    expired = httpx.get(
+        url, headers={"Authorization": f"Bearer {issuer.token({}, ttl=-600)}"}, timeout=15
+    )
+    assert expired.status_code == 401
+    assert expired.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
