@@ -323,3 +323,35 @@ def test_the_dependency_in_a_starlette_endpoint(issuer: Issuer, asgi_app: str) -
     )
     assert expired.status_code == 401
     assert expired.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
+
+
+def test_the_middleware_checks_websockets_too(issuer: Issuer) -> None:
+    """A WebSocket handshake (no WebSocket library here to open a real one: the ASGI calls a
+    server makes, in process): refused with close code 1008, or let through with the claims."""
+    seen: list[dict[str, Any]] = []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["fwrest.claims"])
+        await send({"type": "websocket.accept"})
+
+    async def handshake(headers: list[tuple[bytes, bytes]]) -> list[dict[str, Any]]:
+        async with AsyncVerifier(issuer.url, audience="API", verify=issuer.ca) as verifier:  # type: ignore[attr-defined]
+            app = VerifyMiddleware(inner, verifier=verifier)
+            sent: list[dict[str, Any]] = []
+
+            async def receive() -> dict[str, Any]:
+                return {"type": "websocket.connect"}
+
+            async def send(message: Any) -> None:
+                sent.append(message)
+
+            scope = {"type": "websocket", "path": "/ws", "headers": headers, "scheme": "wss"}
+            await app(scope, receive, send)
+            return sent
+
+    refused = asyncio.run(handshake([(b"host", b"api.example.com")]))
+    assert refused == [{"type": "websocket.close", "code": 1008}] and not seen
+    bearer = f"Bearer {issuer.token({})}".encode()
+    accepted = asyncio.run(handshake([(b"host", b"api.example.com"), (b"authorization", bearer)]))
+    assert accepted == [{"type": "websocket.accept"}]
+    assert seen[0]["sub"] == "ada"
