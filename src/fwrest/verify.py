@@ -364,8 +364,8 @@ class _Core:
         return claims
 
     @staticmethod
-    def scopes(claims: dict[str, Any], wanted: Iterable[str]) -> None:
-        wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+    def scopes(claims: dict[str, Any], asked: Iterable[str]) -> None:
+        wanted = _scope_list(asked)
         if not wanted:
             return
         held = claims.get("scope")
@@ -501,6 +501,14 @@ class _Core:
     def refuse_inactive(active: bool) -> None:
         if not active:
             raise InvalidToken("the access token is not active (revoked)")
+
+
+def _scope_list(scopes: Iterable[str]) -> tuple[str, ...]:
+    """Scopes as a list of names, or one space-separated string (``"a b"``, as a token's
+    ``scope`` claim writes them), never a string's characters."""
+    if isinstance(scopes, str):
+        return tuple(scopes.split())
+    return tuple(scopes)
 
 
 def _dpop_error(description: str) -> InvalidToken:
@@ -699,7 +707,7 @@ class Verifier:
         """A FastAPI/Starlette dependency giving a request's claims (401/403 otherwise):
         ``claims: dict = Depends(verifier.require(scopes=["orders:read"]))``; in a Starlette
         endpoint, ``claims = await dependency(request)``. The check runs in a worker thread."""
-        wanted = tuple(scopes)
+        wanted = _scope_list(scopes)
 
         async def check(**kwargs: Any) -> dict[str, Any]:
             import anyio.to_thread
@@ -845,7 +853,7 @@ class AsyncVerifier:
 
     def require(self, scopes: Iterable[str] = ()) -> Callable[..., Awaitable[dict[str, Any]]]:
         """:meth:`Verifier.require`, checked on the event loop."""
-        wanted = tuple(scopes)
+        wanted = _scope_list(scopes)
 
         async def check(**kwargs: Any) -> dict[str, Any]:
             return await self.verify(**kwargs, scopes=wanted)
@@ -967,7 +975,7 @@ class VerifyMiddleware:
         scopes: Iterable[str] = (),
     ) -> None:
         self.app = app
-        wanted = tuple(scopes)
+        wanted = _scope_list(scopes)
         if isinstance(verifier, AsyncVerifier):
 
             async def check(**kwargs: Any) -> dict[str, Any]:

@@ -262,7 +262,7 @@ def asgi_app(issuer: Issuer) -> Iterator[str]:
 
     verifier = AsyncVerifier(issuer.url, audience="API", verify=issuer.ca)  # type: ignore[attr-defined]
     sync_verifier = Verifier(issuer.url, audience="API", verify=issuer.ca)  # type: ignore[attr-defined]
-    dependency = sync_verifier.require(scopes=["orders:read"])
+    dependency = sync_verifier.require(scopes="orders:read")  # one string: space-separated
 
     async def plain_starlette(request: Request) -> JSONResponse:
         # the dependency in a Starlette endpoint: awaited with the request

@@ -124,6 +124,11 @@ def test_expired_foreign_and_forged_tokens_are_refused_with_the_rfc_6750_challen
 
 def test_a_missing_scope_is_403_insufficient_scope(svc: OAuthService) -> None:
     access = token(svc, scope="orders:read")
+    with verifier(svc) as v:
+        # a list, or one space-separated string as a scope claim writes them
+        assert v.verify(access, scopes="orders:read")["sub"] == "ada"
+        with pytest.raises(InsufficientScope):
+            v.verify(access, scopes="orders:read orders:write")
     with verifier(svc) as v, pytest.raises(InsufficientScope) as caught:
         v.verify(access, scopes=["orders:read", "orders:write"])
     exc = caught.value
