@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import ssl
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +31,11 @@ from tests.conftest import wait_for as wait_for
 
 TOKEN = "/fw/oauth2/token"
 BEARER_REALM = 'Bearer realm="Access to REST"'
+# a 401 without a token: the realm and the resource metadata's URL (SPEC 4.2, 16.3)
+MISSING_CHALLENGE = re.compile(
+    re.escape(BEARER_REALM)
+    + r', resource_metadata="https://[^"/]+/\.well-known/oauth-protected-resource(/[^"]*)?"'
+)
 TOKEN_KEYS = {"access_token", "refresh_token", "scope", "token_type", "expires_in"}
 # the key set tests (test_keys.py, test_jwks_clients.py): one user, ten-minute tokens, a port
 # per asymmetric algorithm
@@ -273,7 +279,9 @@ def assert_invalid_token(response: httpx.Response) -> None:
 
 def assert_missing_token(response: httpx.Response) -> None:
     assert response.status_code == 401, response.text
-    assert response.headers.get_list("www-authenticate") == [BEARER_REALM]
+    [challenge] = response.headers.get_list("www-authenticate")
+    # SPEC 16.3: the realm, then the location's protected resource metadata (RFC 9728 5.1)
+    assert MISSING_CHALLENGE.fullmatch(challenge), challenge
     body = response.json()
     assert body["code"] == 401 and body["message"] == "Unauthorized", body
 

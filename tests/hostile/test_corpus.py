@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import trustme
 
+from tests.auth.oauth2_support import MISSING_CHALLENGE
 from tests.hostile.corpus import BAD, CONTINUE, VALID, Case, Ctx, render
 from tests.hostile.service import WIRE_TIMEOUT, Answer, HostileService, Wire, start_service
 
@@ -171,7 +172,7 @@ def check_answers(svc: HostileService, case: Case, kind: str, answers: list[Answ
             elif kind == "oauth":
                 assert challenge is not None and challenge.startswith(BEARER_REALM), challenge
                 if case.challenge == "missing":
-                    assert challenge == BEARER_REALM, challenge
+                    assert MISSING_CHALLENGE.fullmatch(challenge), challenge
                 elif case.challenge == "invalid_token":
                     assert 'error="invalid_token"' in challenge, challenge
         if b'"access_token"' in answer.body:

@@ -73,6 +73,7 @@ NATIVE_ROUTE_NAMES: tuple[str, ...] = (
     "oauth2/introspect",
     "oauth2/jwks",
     "oauth2/metadata",
+    "oauth2/resource",
     "oauth2/revoke",
     "oauth2/revoke-user",
     "oauth2/token",

@@ -56,6 +56,10 @@ class TokenEndpoint(Protocol):
         """The metadata document (RFC 8414) of the location ``prefix`` (SPEC 12.2)."""
         ...
 
+    async def resource_document(self, prefix: str) -> bytes | None:
+        """The protected resource metadata (RFC 9728) of the location ``prefix`` (SPEC 16.3)."""
+        ...
+
     async def token_endpoint(
         self,
         method: str,

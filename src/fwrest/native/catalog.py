@@ -17,6 +17,8 @@ from fwrest.routing.names import (
     INTROSPECT_ROUTE_NAME,
     JWKS_ROUTE,
     METADATA_ROUTE,
+    RESOURCE_ROUTE,
+    RESOURCE_ROUTE_NAME,
     REVOKE_ROUTE,
     REVOKE_ROUTE_NAME,
     REVOKE_USER_ROUTE,
@@ -199,6 +201,7 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
     ),
     _Route("oauth2/jwks", "GET", JWKS_ROUTE, "", "Public keys of the token signatures"),
     _Route("oauth2/metadata", "GET", METADATA_ROUTE, "", "Authorization server metadata"),
+    _Route(RESOURCE_ROUTE_NAME, "GET", RESOURCE_ROUTE, "", "Protected resource metadata"),
 )
 
 NAMES = list(NATIVE_ROUTE_NAMES)  # each the name of at least one route above

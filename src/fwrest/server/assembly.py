@@ -17,6 +17,7 @@ from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenSer
 from fwrest.auth.oauth2.discovery import Metadata, WellKnown, issuers
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, StoreKeySet
 from fwrest.auth.oauth2.portkeys import PortKeys
+from fwrest.auth.oauth2.resource import Resources, ResourceWellKnown
 from fwrest.auth.oauth2.scopes import requiring
 from fwrest.auth.throttle import BASIC_WORDING, TOKEN_WORDING, LockBoard, Throttle
 from fwrest.context.views import ServiceView
@@ -246,6 +247,7 @@ class _Builder:
                 settings.on_auth,
                 settings.on_auth_name,
                 pool,
+                tokens.resources.challenges() if tokens.resources is not None else None,
             )
             scoped = requiring  # the routes' scopes are checked on oAuth2 ports only
         tracing = self.tracing
@@ -253,11 +255,17 @@ class _Builder:
             guard = tracing.guard(guard, settings.scheme)
         limits = rate_limits(port, self.plan.store, self.built.client)
         early, outgoing = location_stages(port, limits)
+        disabled = port.native.disable
         if tokens is not None and "oauth2/metadata" not in port.native.disable:
             # SPEC 12.2: the metadata at the port's root, before the guard (gone with the
             # route when NativeRoutes disables oauth2/metadata)
             well_known = WellKnown(tokens.issuers, tokens.metadata_document)
             early = (*early, Early(well_known, frozenset({"GET", "HEAD"})))
+        resources = tokens.resources if tokens is not None else None
+        if tokens is not None and resources is not None and "oauth2/resource" not in disabled:
+            # SPEC 16.3: the protected resource metadata at the port's root, likewise
+            documents = ResourceWellKnown(resources, tokens.resource_document)
+            early = (*early, Early(documents, frozenset({"GET", "HEAD"})))
         return PortApp(
             port,
             self.built.pools,
@@ -300,6 +308,7 @@ class _Builder:
             issuer_configured=bool(settings.issuer),
         )
         tokens.metadata = Metadata(tokens.issuers, asymmetric=tokens.keys is not None)
+        tokens.resources = Resources(tokens.issuers, configured=bool(settings.issuer))
         tokens.start()
         self.built.services.append(tokens)
         return tokens

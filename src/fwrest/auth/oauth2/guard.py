@@ -32,6 +32,7 @@ __all__ = [
 ]  # TOKEN_ROUTE: from routing
 
 REALM = 'Bearer realm="Access to REST"'
+_MISSING = (("www-authenticate", REALM),)
 _OPEN_TAILS = tuple(OPEN_OAUTH2_ROUTES)  # str.endswith takes a tuple
 
 
@@ -157,7 +158,9 @@ class BearerGuard:
         "_custom_async",
         "_custom_name",
         "_locate",
+        "_missing",
         "_nocheck",
+        "_realm",
         "_service",
         "pool",
     )
@@ -170,8 +173,18 @@ class BearerGuard:
         custom: Callable[..., Any] | None,
         custom_name: str,
         pool: Pool | None = None,
+        challenges: dict[str | None, str] | None = None,
     ) -> None:
         self._service = service
+        # SPEC 16.3: every 401 names the protected resource metadata (RFC 9728 5.1) of the
+        # request's location; the challenges are spelled at start, per location prefix
+        # (None: a path outside every location)
+        self._realm: dict[str | None, str] = {
+            prefix: f"{REALM}, {param}" for prefix, param in (challenges or {}).items()
+        }
+        self._missing = {
+            prefix: (("www-authenticate", realm),) for prefix, realm in self._realm.items()
+        }
         self._nocheck = nocheck
         self._any_nocheck = nocheck.any()  # else only the token route skips the check
         self._locate = locate
@@ -199,7 +212,9 @@ class BearerGuard:
         token = bearer_token(authorization_header(req))
         if token is None:
             raise HTTPError(
-                401, detailed="an access token is required", headers=(("www-authenticate", REALM),)
+                401,
+                detailed="an access token is required",
+                headers=self._missing.get(self._prefix(path), _MISSING),
             )
         log.request_secrets.set(log.secret_forms(token))
         if self._custom is not None:
@@ -218,7 +233,7 @@ class BearerGuard:
                 )
                 raise HTTPError(500) from None
             if verdict is not True:
-                raise _invalid("the access token was refused")
+                raise self._invalid(path, "the access token was refused")
             return
         try:
             claims = self._service.verify(token)
@@ -226,15 +241,23 @@ class BearerGuard:
             try:  # a key made a moment ago elsewhere: one look at the set, then again
                 claims = await self._service.verify_fresh(token)
             except InvalidToken as exc:
-                raise _invalid(str(exc)) from None
+                raise self._invalid(path, str(exc)) from None
         except InvalidToken as exc:
-            raise _invalid(str(exc)) from None
+            raise self._invalid(path, str(exc)) from None
         ctx.auth_user = token_user(claims)  # "client:<id>" for a client's own token
         scope = claims.get("scope")
         if isinstance(scope, str):
             ctx.scope = scope  # split only when rest.getAuthScopes() asks
 
+    def _prefix(self, path: str) -> str | None:
+        """The location prefix of ``path`` for its challenge; None outside every location
+        (looked up only on a 401, and only when the port has challenges)."""
+        if not self._realm:
+            return None
+        located = self._locate(path)
+        return located[0] if located is not None else None
 
-def _invalid(why: str) -> HTTPError:
-    challenge = f'{REALM}, error="invalid_token", error_description="{why}"'
-    return HTTPError(401, detailed=why, headers=(("www-authenticate", challenge),))
+    def _invalid(self, path: str, why: str) -> HTTPError:
+        realm = self._realm.get(self._prefix(path), REALM)
+        challenge = f'{realm}, error="invalid_token", error_description="{why}"'
+        return HTTPError(401, detailed=why, headers=(("www-authenticate", challenge),))

@@ -1,7 +1,7 @@
 """The routes an oAuth2 port's token service answers, native routes of every location:
 ``{base_url}/fw/oauth2/token`` (SPEC 4.2), ``/fw/oauth2/revoke`` and
 ``/fw/oauth2/introspect`` (SPEC 12.3), ``/fw/oauth2/jwks`` and ``/fw/oauth2/metadata``
-(SPEC 12.2, in ``discovery.py``)."""
+(SPEC 12.2, in ``discovery.py``), ``/fw/oauth2/resource`` (SPEC 16.3, in ``resource.py``)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,16 @@ from collections.abc import Callable
 from typing import Any
 
 from fwrest.auth.oauth2.discovery import jwks_route, metadata_route
+from fwrest.auth.oauth2.resource import resource_route
 from fwrest.auth.oauth2.tokens import TokenService
 from fwrest.context.request import Response, current
 from fwrest.errors import HTTPError
-from fwrest.routing.names import INTROSPECT_ROUTE_NAME, REVOKE_ROUTE_NAME, TOKEN_ROUTE_NAME
+from fwrest.routing.names import (
+    INTROSPECT_ROUTE_NAME,
+    RESOURCE_ROUTE_NAME,
+    REVOKE_ROUTE_NAME,
+    TOKEN_ROUTE_NAME,
+)
 
 __all__ = ["OAUTH2_ROUTES", "introspect_route", "revoke_route", "token_route"]
 
@@ -68,4 +74,5 @@ OAUTH2_ROUTES: dict[str, Callable[..., Any]] = {
     INTROSPECT_ROUTE_NAME: introspect_route,
     "oauth2/jwks": jwks_route,
     "oauth2/metadata": metadata_route,
+    RESOURCE_ROUTE_NAME: resource_route,
 }

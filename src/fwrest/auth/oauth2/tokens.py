@@ -61,6 +61,7 @@ from fwrest.store.calls import Started, StoreBusy, StoreClient
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.discovery import Metadata
     from fwrest.auth.oauth2.portkeys import PortKeys
+    from fwrest.auth.oauth2.resource import Resources
 
 __all__ = ["GRANTS", "InvalidToken", "StoreDeadline", "TokenService", "UnknownKey"]
 
@@ -174,6 +175,9 @@ class TokenService:
         )
         # the metadata documents (auth/oauth2/discovery.py's Metadata), set by the assembly
         self.metadata: Metadata | None = None
+        # the protected resources of its locations (auth/oauth2/resource.py), set by the
+        # assembly: their documents, and what a token request's resource= may name (SPEC 16.3)
+        self.resources: Resources | None = None
         # what a function onAuthparams answered the metadata route last, and when
         self._asked: tuple[float, AuthParams | None] = (float("-inf"), None)
         self.store = store
@@ -397,6 +401,17 @@ class TokenService:
         application's function at whatever rate a client likes); None for no such location."""
         if self.metadata is None:
             return None
+        return self.metadata.document(prefix, await self._allowed_now())
+
+    async def resource_document(self, prefix: str) -> bytes | None:
+        """The protected resource metadata (RFC 9728) of the location ``prefix``, its scopes
+        those of :meth:`metadata_document`; None for no such location (SPEC 16.3)."""
+        if self.resources is None:
+            return None
+        return self.resources.document(prefix, await self._allowed_now())
+
+    async def _allowed_now(self) -> AuthParams | None:
+        """What ``onAuthparams`` allows, for the discovery documents (:meth:`metadata_document`)."""
         allowed: AuthParams | None
         if self.source.file is not None:
             try:
@@ -411,7 +426,7 @@ class TokenService:
                 except HTTPError:
                     allowed = None  # logged by auth_params: the document lists the defaults
                 self._asked = (time.monotonic(), allowed)
-        return self.metadata.document(prefix, allowed)
+        return allowed
 
     # -- token route ---------------------------------------------------------------------------
     def _unavailable(self, exc: Exception) -> HTTPError:
@@ -609,6 +624,8 @@ class TokenService:
         # a malformed scope is refused before anything is called; whether the scopes are
         # allowed is known only once the user and client are (never told before that)
         asked = requested(params.get("scope"))
+        if self.resources is not None:
+            self.resources.check(params.get("resource"))  # RFC 8707: invalid_target
         if method == "GET" and not self.allow_get:
             # a refresh token in the URL is as exposed as a password (RFC 6749 3.2: POST)
             raise InvalidRequest(

@@ -1,0 +1,271 @@
+"""SPEC 16.3: protected resource metadata (RFC 9728) and resource indicators (RFC 8707).
+
+In process (``fwrest.testing.Client``, module ``tauth_resource_app``): ``RS`` (ES256, two
+locations ``/rest`` and ``/api``, scopes in ``onAuthparams``), ``ISS`` (a configured
+``issuer``), ``OFF`` (``NativeRoutes`` disables ``oauth2/resource``). Over real TLS, a real
+``fwrest serve`` and httpx: a client that knows nothing but a protected URL follows the 401's
+``resource_metadata`` to the document, then to the authorization server's RFC 8414 metadata,
+gets a token there naming the resource, and is let through.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+import trustme
+
+from tests.auth.oauth2_support import (
+    BEARER_REALM,
+    KEYS_ADA,
+    LocalService,
+    OAuthService,
+    assert_invalid_token,
+    assert_missing_token,
+    error_of,
+    local_oauth,
+    oauth_section,
+    serve_oauth,
+)
+from tests.conftest import APP_SOURCE, free_config, module_config
+
+MODULE = "tauth_resource_app"
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+APP = (
+    APP_SOURCE
+    + """
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [
+            {"username": "ada", "password": "Ada-Pw-7731", "scopes": ["orders:read"]},
+        ],
+        "access_expires": "10m",
+    }
+"""
+)
+LOCATIONS = {"API": {"Path": "/api", "ThreadPool": "POOL"}}
+
+
+def _servers(certs: dict[str, Path], params: str) -> dict[str, Any]:
+    off = oauth_section(certs, onAuthparams=params)
+    off["FwData"]["NativeRoutes"] = {"disable": ["oauth2/resource"]}
+    return {
+        "RS": oauth_section(certs, "ROOT,API", onAuthparams=params, signingAlg="ES256"),
+        "ISS": oauth_section(
+            certs, "ROOT,API", onAuthparams=params, issuer="https://api.example.com/gateway"
+        ),
+        "OFF": off,
+    }
+
+
+def _write(folder: Path, certs: dict[str, Path]) -> Path:
+    extra = {"HTTPSERVER": {"StateStore": "sqlite"}, **LOCATIONS}
+    return module_config(
+        folder, MODULE, servers=_servers(certs, f"{MODULE}.params"), app=APP, extra=extra
+    )
+
+
+@pytest.fixture(scope="module")
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
+    yield from local_oauth(ca, tmp_path_factory.mktemp("resource"), _write)
+
+
+def _origin(svc: LocalService, port: str) -> str:
+    issuer = svc[port].http.get("/rest/fw/oauth2/metadata").json()["issuer"]
+    return str(issuer).removesuffix("/rest")
+
+
+def test_each_location_publishes_its_document_at_the_root_and_under_the_location(
+    svc: LocalService,
+) -> None:
+    rs = svc["RS"]
+    origin = _origin(svc, "RS")
+    assert origin.startswith("https://127.0.0.1:")
+    for path in ("/rest", "/api"):
+        # RFC 9728 3.1: at the port's root, the location's path appended; no credentials
+        answer = rs.http.get(WELL_KNOWN + path)
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.headers["cache-control"] == "max-age=300"
+        assert answer.json() == {
+            "resource": origin + path,
+            "authorization_servers": [origin + path],
+            "scopes_supported": ["default", "orders:read"],
+            "bearer_methods_supported": ["header"],
+        }
+        # the native route of the location answers the same document
+        native = rs.http.get(path + "/fw/oauth2/resource")
+        assert native.status_code == 200, native.text
+        assert native.json() == answer.json()
+        # the authorization server it names publishes its RFC 8414 metadata
+        meta = rs.http.get(path + "/fw/oauth2/metadata").json()
+        assert meta["issuer"] == answer.json()["authorization_servers"][0]
+    assert rs.http.head(WELL_KNOWN + "/rest").status_code == 200
+    # no document for a path that is no location's: behind the scheme like any other path
+    assert_missing_token(rs.http.get(WELL_KNOWN + "/nowhere"))
+    assert_missing_token(rs.http.get(WELL_KNOWN))
+
+
+def test_a_configured_issuer_gives_its_origin_and_the_location_s_path(svc: LocalService) -> None:
+    iss = svc["ISS"]
+    doc = iss.http.get(WELL_KNOWN + "/api").json()
+    assert doc["resource"] == "https://api.example.com/api"
+    assert doc["authorization_servers"] == ["https://api.example.com/gateway"]
+    assert doc["bearer_methods_supported"] == ["header"]
+    answer = iss.get("/hello")
+    assert answer.headers["www-authenticate"] == (
+        f'{BEARER_REALM}, resource_metadata="https://api.example.com{WELL_KNOWN}/rest"'
+    )
+
+
+def test_every_401_of_the_bearer_check_names_the_location_s_document(svc: LocalService) -> None:
+    rs = svc["RS"]
+    origin = _origin(svc, "RS")
+    for path in ("/rest", "/api"):
+        expected = f'resource_metadata="{origin}{WELL_KNOWN}{path}"'
+        missing = rs.http.get(path + "/hello")
+        assert_missing_token(missing)
+        assert missing.headers["www-authenticate"] == f"{BEARER_REALM}, {expected}"
+        invalid = rs.http.get(path + "/hello", headers={"Authorization": "Bearer not.a.token"})
+        assert_invalid_token(invalid)
+        challenge = invalid.headers["www-authenticate"]
+        assert challenge.startswith(f"{BEARER_REALM}, {expected}, "), challenge
+        assert 'error="invalid_token"' in challenge, challenge
+    # a path outside every location: the port's first location's document
+    outside = rs.http.get("/elsewhere")
+    assert_missing_token(outside)
+    assert f'resource_metadata="{origin}{WELL_KNOWN}/rest"' in outside.headers["www-authenticate"]
+
+
+def test_a_token_request_may_name_any_location_of_the_section(svc: LocalService) -> None:
+    rs = svc["RS"]
+    origin = _origin(svc, "RS")
+    for resource in (origin + "/rest", origin + "/api", origin + "/api/"):
+        answer = rs.grant(*KEYS_ADA, resource=resource)
+        assert answer.status_code == 200, (resource, answer.text)
+        token = answer.json()["access_token"]
+        # docs/decisions.md: the audience stays the server section (every location of it)
+        claims = jwt.decode(token, options={"verify_signature": False})
+        assert claims["aud"] == "RS"
+        assert rs.http.get("/api/hello", headers={"Authorization": f"Bearer {token}"}).is_success
+        assert rs.get("/hello", token).status_code == 200
+    # without a configured issuer each host of the service derives its own origin: another
+    # host's URL of a location is the same resource (SPEC 12.2; docs/decisions.md)
+    assert rs.grant(*KEYS_ADA, resource="https://10.0.0.2:8443/api").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        "https://127.0.0.1:1/elsewhere",
+        "https://elsewhere.example/other",
+        "http://127.0.0.1/rest",
+        "https://127.0.0.1/rest#frag",
+        "https://127.0.0.1/rest?x=1",
+        "urn:example:rest",
+        "/rest",
+    ],
+)
+def test_another_resource_is_an_invalid_target(svc: LocalService, resource: str) -> None:
+    answer = svc["RS"].grant(*KEYS_ADA, resource=resource)
+    assert answer.status_code == 400, answer.text
+    assert error_of(answer) == "invalid_target"
+    assert answer.headers["cache-control"] == "no-store"
+
+
+def test_under_a_configured_issuer_the_resource_is_compared_whole(svc: LocalService) -> None:
+    iss = svc["ISS"]
+    assert iss.grant(*KEYS_ADA, resource="https://api.example.com/api").status_code == 200
+    assert iss.grant(*KEYS_ADA, resource="https://API.example.com:443/rest").status_code == 200
+    other_host = iss.grant(*KEYS_ADA, resource="https://127.0.0.1/api")
+    assert other_host.status_code == 400 and error_of(other_host) == "invalid_target"
+
+
+def test_the_refresh_grant_checks_the_resource_too(svc: LocalService) -> None:
+    rs = svc["RS"]
+    pair = rs.tokens(*KEYS_ADA)
+    refused = rs.refresh(pair["refresh_token"], resource="https://elsewhere.example/other")
+    assert refused.status_code == 400 and error_of(refused) == "invalid_target"
+    # refused before anything was spent: the refresh token still works
+    assert rs.refresh(pair["refresh_token"]).status_code == 200
+
+
+def test_native_routes_disable_takes_the_document_away(svc: LocalService) -> None:
+    off = svc["OFF"]
+    assert off.http.get("/rest/fw/oauth2/resource").status_code in (401, 404)
+    assert_missing_token(off.http.get(WELL_KNOWN + "/rest"))
+    # the listing of a port that serves it names the route, public
+    rs = svc["RS"]
+    token = rs.tokens(*KEYS_ADA)["access_token"]
+    rows = rs.get("/fw/rest/list/service", token).json()
+    public = {row["endpoint"]: row["public"] for row in rows if row["type"] == "fw"}
+    assert public["/fw/oauth2/resource"] is True
+
+
+# -- over real TLS: a client that knows only a protected URL --------------------------------
+
+
+def _write_real(folder: Path, certs: dict[str, Path]) -> Path:
+    servers = {
+        "RS": oauth_section(certs, "ROOT,API", onAuthparams="app.params", signingAlg="ES256")
+    }
+    extra = {"HTTPSERVER": {"StateStore": "sqlite"}, **LOCATIONS}
+    return free_config(folder, servers=servers, app=APP, extra=extra)
+
+
+@pytest.fixture(scope="module")
+def real(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+    yield from serve_oauth(ca, tmp_path_factory.mktemp("resource-tls"), _write_real)
+
+
+def test_a_client_discovers_the_authorization_server_from_the_401(real: OAuthService) -> None:
+    port = real["RS"]
+    protected = port.proc.url("RS").removesuffix("/rest") + "/api/hello"
+    with httpx.Client(verify=port.ctx, timeout=15) as http:
+        refused = http.get(protected)
+        assert refused.status_code == 401
+        found = re.search(r'resource_metadata="([^"]+)"', refused.headers["www-authenticate"])
+        assert found is not None, refused.headers
+        document = http.get(found.group(1))
+        assert document.status_code == 200, document.text
+        resource = document.json()
+        assert protected.startswith(resource["resource"] + "/")
+        assert resource["bearer_methods_supported"] == ["header"]
+        issuer = resource["authorization_servers"][0]
+        # RFC 8414 3.1: the well-known path between the issuer's host and its path
+        origin, _, path = issuer.partition("://")[2].partition("/")
+        meta = http.get(f"https://{origin}/.well-known/oauth-authorization-server/{path}")
+        assert meta.status_code == 200, meta.text
+        assert meta.json()["issuer"] == issuer
+        granted = http.post(
+            meta.json()["token_endpoint"],
+            data={
+                "grant_type": "password",
+                "username": KEYS_ADA[0],
+                "password": KEYS_ADA[1],
+                "resource": resource["resource"],
+            },
+        )
+        assert granted.status_code == 200, granted.text
+        token = granted.json()["access_token"]
+        answer = http.get(protected, headers={"Authorization": f"Bearer {token}"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["hello"] == "world"
+        wrong = http.post(
+            meta.json()["token_endpoint"],
+            data={
+                "grant_type": "password",
+                "username": KEYS_ADA[0],
+                "password": KEYS_ADA[1],
+                "resource": resource["resource"] + "/elsewhere",
+            },
+        )
+        assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_target"

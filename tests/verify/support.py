@@ -1,0 +1,110 @@
+"""A running fwrest that issues the tokens the ``fwrest.verify`` tests verify: ``fwrest serve``
+of ports ``EC`` (ES256), ``RSA`` (RS256) and ``HS`` (HS256, nothing to publish), a sqlite
+store, one user with scopes and one client (for introspection and revocation)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jwt
+import trustme
+
+from tests.auth.oauth2_support import OAuthService, oauth_section, serve_oauth
+from tests.conftest import APP_SOURCE, free_config, run_cli, wait_for
+
+APP = (
+    APP_SOURCE
+    + """
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [
+            {
+                "username": "ada",
+                "password": "Ada-Pw-7731",
+                "scopes": ["orders:read", "orders:write", "orders:admin"],
+            },
+        ],
+        "access_expires": "10m",
+    }
+"""
+)
+ADA = ("ada", "Ada-Pw-7731")
+CLIENT = ("web", "Web-Secret-9q")
+ALGS = {"EC": "ES256", "RSA": "RS256"}
+
+
+def _write(folder: Path, certs: dict[str, Path]) -> Path:
+    servers = {
+        name: oauth_section(certs, onAuthparams="app.params", signingAlg=alg)
+        for name, alg in ALGS.items()
+    }
+    servers["HS"] = oauth_section(certs, onAuthparams="app.params")
+    return free_config(
+        folder, servers=servers, app=APP, extra={"HTTPSERVER": {"StateStore": "sqlite"}}
+    )
+
+
+def serve_issuer(ca: trustme.CA, folder: Path) -> Iterator[OAuthService]:
+    """``fwrest serve`` of the module's service (a module fixture: ``yield from``)."""
+    yield from serve_oauth(ca, folder, _write)
+
+
+def issuer(svc: OAuthService, port: str) -> str:
+    """A port's issuer: ``https://127.0.0.1:{port}/rest`` (derived, SPEC 12.2)."""
+    return svc.proc.url(port)
+
+
+def token(svc: OAuthService, port: str = "EC", **extra: str) -> str:
+    return str(svc[port].tokens(*ADA, **extra)["access_token"])
+
+
+def kid_of(access_token: str) -> str:
+    return str(jwt.get_unverified_header(access_token)["kid"])
+
+
+def signed_by_fwrest(svc: OAuthService, alg: str, claims: dict[str, Any]) -> str:
+    """A token signed with fwrest's own current key of ``alg`` (read from its key set file),
+    its kid the key's: what fwrest would sign, with the test's claims."""
+    for key in json.loads((svc.folder / ".fwrest" / "keyset.json").read_text())["keys"]:
+        if key["alg"] == alg and key["current"]:
+            headers = {"typ": "at+jwt", "kid": key["kid"]}
+            return jwt.encode(claims, key["pem"], algorithm=alg, headers=headers)
+    raise AssertionError(f"no current {alg} key")
+
+
+def claims_for(iss: str, aud: str = "EC", ttl: int = 600, **extra: Any) -> dict[str, Any]:
+    now = int(time.time())
+    return {
+        "iss": iss,
+        "aud": aud,
+        "sub": "ada",
+        "client_id": "web",
+        "iat": now,
+        "exp": now + ttl,
+        "jti": "j" * 32,
+        "scope": "default",
+        **extra,
+    }
+
+
+def rotate(svc: OAuthService, port: str = "EC") -> str:
+    """``fwrest keys rotate`` as an operator runs it; the kid the port signs with after it."""
+    before = kid_of(token(svc, port))
+    done = run_cli("keys", "rotate", str(svc.proc.config), cwd=svc.folder)
+    assert done.returncode == 0, done.stderr
+    found: list[str] = []
+
+    def rotated() -> bool:
+        found[:] = [kid_of(token(svc, port))]
+        return found[0] != before
+
+    took = wait_for(rotated, 30, "tokens signed with the new key")  # a hang guard
+    print(f"rotated: tokens of the new key {took:.2f} s after the command returned")
+    return found[0]

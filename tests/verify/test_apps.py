@@ -1,0 +1,232 @@
+"""SPEC 16.4's adapters in real applications: a FastAPI app under uvicorn (a process of its own)
+verifying the tokens of a running fwrest (``fwrest serve``, real TLS) with
+``Verifier.require`` (a sync verifier, its check in a worker thread), ``AsyncVerifier.require``,
+``VerifyMiddleware`` on a mounted app, and an introspecting verifier; across a key rotation
+on fwrest and a revocation, with the RFC 6750 challenges on each refusal.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import trustme
+
+from tests.auth.oauth2_support import OAuthService
+from tests.conftest import free_port, wait_for
+from tests.docs.blocks import example
+from tests.verify.support import (
+    ADA,
+    CLIENT,
+    claims_for,
+    issuer,
+    kid_of,
+    rotate,
+    serve_issuer,
+    signed_by_fwrest,
+    token,
+)
+
+APP = textwrap.dedent(
+    """
+    import os
+
+    from fastapi import Depends, FastAPI, Request
+
+    from fwrest.verify import AsyncVerifier, Verifier, VerifyMiddleware
+
+    ISSUER, CA = os.environ["RS_ISSUER"], os.environ["RS_CA"]
+    CLIENT = tuple(os.environ["RS_CLIENT"].split(":"))
+
+    verifier = Verifier(ISSUER, audience="EC", verify=CA)
+    async_verifier = AsyncVerifier(ISSUER, audience="EC", verify=CA)
+    audited = AsyncVerifier(ISSUER, audience="EC", verify=CA, introspect=CLIENT)
+    audited.introspect_cache_s = 0  # every request asks (the test revokes, then asks at once)
+    for each in (verifier, async_verifier):
+        each.kid_refetch_interval = 0  # the test rotates within the first minute
+
+    app = FastAPI()
+
+
+    @app.get("/orders")
+    def orders(claims: dict = Depends(verifier.require(scopes=["orders:read"]))):
+        return {"user": claims["sub"], "scope": claims["scope"]}
+
+
+    @app.get("/async-orders")
+    async def async_orders(claims: dict = Depends(async_verifier.require(scopes=["orders:read"]))):
+        return {"user": claims["sub"]}
+
+
+    @app.get("/audited")
+    async def audited_route(claims: dict = Depends(audited.require())):
+        return {"user": claims["sub"]}
+
+
+    guarded = FastAPI()
+    guarded.add_middleware(VerifyMiddleware, verifier=verifier, scopes=["orders:read"])
+
+
+    @guarded.get("/whoami")
+    async def whoami(request: Request):
+        return {"user": request.scope["fwrest.claims"]["sub"]}
+
+
+    app.mount("/mw", guarded)
+    """
+)
+ROUTES = ("/orders", "/async-orders", "/mw/whoami")
+
+
+@pytest.fixture(scope="module")
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+    yield from serve_issuer(ca, tmp_path_factory.mktemp("verify-apps"))
+
+
+def uvicorn_app(svc: OAuthService, folder: Path, source: str) -> Iterator[str]:
+    """``source`` as the module of a FastAPI app under uvicorn, a process of its own; its base
+    URL (plain HTTP on loopback)."""
+    (folder / "rs_fastapi.py").write_text(source)
+    port = free_port()
+    env = {
+        "RS_ISSUER": issuer(svc, "EC"),
+        "RS_CA": str(svc.certs["ca"]),
+        "RS_CLIENT": ":".join(CLIENT),
+        "PATH": "/usr/bin:/bin",
+    }
+    with (folder / "stderr.log").open("wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "rs_fastapi:app", "--port", str(port)],
+            cwd=folder,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/orders", timeout=1).status_code == 401
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, 30, "the FastAPI app")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        print((folder / "stderr.log").read_text(errors="replace")[-3000:])
+
+
+@pytest.fixture(scope="module")
+def app(svc: OAuthService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from uvicorn_app(svc, tmp_path_factory.mktemp("fastapi"), APP)
+
+
+@pytest.fixture(scope="module")
+def guide_app(svc: OAuthService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """docs/verifying-tokens.md's FastAPI example as written, with this service's issuer, CA
+    file and section name in place of the page's."""
+    source = (
+        example("verifying-fastapi")
+        .text.replace('"https://api.example.com/rest"', repr(issuer(svc, "EC")))
+        .replace('"ca.pem"', repr(str(svc.certs["ca"])))
+        .replace('"HTTPS_REST"', '"EC"')
+    )
+    yield from uvicorn_app(svc, tmp_path_factory.mktemp("fastapi-guide"), source)
+
+
+def call(url: str, access_token: str | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {access_token}"} if access_token else {}
+    return httpx.get(url, headers=headers, timeout=15)
+
+
+def test_the_adapters_let_a_valid_token_through_with_its_claims(
+    svc: OAuthService, app: str
+) -> None:
+    access = token(svc, scope="orders:read")
+    for route in ROUTES:
+        answer = call(app + route, access)
+        assert answer.status_code == 200, (route, answer.text)
+        assert answer.json()["user"] == "ada"
+    assert call(app + "/orders", access).json()["scope"] == "orders:read"
+
+
+def test_refusals_carry_the_rfc_6750_challenges(svc: OAuthService, app: str) -> None:
+    iss = issuer(svc, "EC")
+    bad = {
+        "expired": signed_by_fwrest(svc, "ES256", claims_for(iss, ttl=-120, scope="orders:read")),
+        "another issuer": signed_by_fwrest(
+            svc, "ES256", claims_for("https://other.example/rest", scope="orders:read")
+        ),
+        "another audience": signed_by_fwrest(
+            svc, "ES256", claims_for(iss, aud="RSA", scope="orders:read")
+        ),
+    }
+    no_scope = token(svc)  # scope default: not orders:read
+    for route in ROUTES:
+        missing = call(app + route)
+        assert missing.status_code == 401, (route, missing.text)
+        assert missing.headers["www-authenticate"] == "Bearer", route
+        for why, forged in bad.items():
+            answer = call(app + route, forged)
+            assert answer.status_code == 401, (route, why, answer.text)
+            challenge = answer.headers["www-authenticate"]
+            assert challenge.startswith('Bearer error="invalid_token"'), (route, why, challenge)
+            assert why in challenge, (route, why, challenge)
+        scoped = call(app + route, no_scope)
+        assert scoped.status_code == 403, (route, scoped.text)
+        assert scoped.headers["www-authenticate"].startswith(
+            'Bearer error="insufficient_scope", scope="orders:read"'
+        ), route
+
+
+def test_a_key_rotation_on_fwrest_is_followed(svc: OAuthService, app: str) -> None:
+    before = token(svc, scope="orders:read")
+    for route in ROUTES:
+        assert call(app + route, before).status_code == 200, route
+    kid = rotate(svc, "EC")
+    after = token(svc, scope="orders:read")
+    assert kid_of(after) == kid != kid_of(before)
+    for route in ROUTES:
+        answer = call(app + route, after)
+        assert answer.status_code == 200, (route, answer.text)
+        # the tokens of the earlier key still verify until they expire
+        assert call(app + route, before).status_code == 200, route
+
+
+def test_a_revoked_token_is_refused_by_the_introspecting_verifier(
+    svc: OAuthService, app: str
+) -> None:
+    pair = svc["EC"].tokens(*ADA)
+    assert call(app + "/audited", pair["access_token"]).status_code == 200
+    port = svc["EC"]
+    revoked = port.http.post(
+        port.base + "/fw/oauth2/revoke", data={"token": pair["refresh_token"]}, auth=CLIENT
+    )
+    assert revoked.status_code == 200
+    answer = call(app + "/audited", pair["access_token"])
+    assert answer.status_code == 401, answer.text
+    assert 'error="invalid_token"' in answer.headers["www-authenticate"]
+    assert "not active" in answer.json()["detail"]
+
+
+def test_the_guide_s_fastapi_example_verifies_fwrest_s_tokens(
+    svc: OAuthService, guide_app: str
+) -> None:
+    reader = token(svc, scope="orders:read")
+    assert call(guide_app + "/orders", reader).json() == {"user": "ada"}
+    assert call(guide_app + "/orders").status_code == 401
+    refused = call(guide_app + "/admin/whoami", reader)
+    assert refused.status_code == 403, refused.text
+    assert 'scope="orders:admin"' in refused.headers["www-authenticate"]
+    admin = token(svc, scope="orders:admin")
+    assert call(guide_app + "/admin/whoami", admin).json() == {"user": "ada"}
+    # a token of fwrest's other port (another issuer and audience) is refused
+    assert call(guide_app + "/orders", token(svc, "RSA", scope="orders:read")).status_code == 401

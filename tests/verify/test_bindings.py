@@ -1,0 +1,357 @@
+"""SPEC 16.4: ``fwrest.verify``'s checks of bound tokens (``cnf``): a DPoP key's thumbprint
+against a DPoP proof (RFC 9449) and a certificate's against the client's (RFC 8705).
+
+fwrest does not issue bound tokens yet (SPEC 16.2), so the tokens here are minted by the test
+with a key it serves itself: a small issuer over real TLS (stdlib ``http.server``, a trustme
+certificate) publishing RFC 8414 metadata and a JWK Set. Thumbprints are computed with
+joserfc, not with the module under test; proofs are signed with PyJWT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import ssl
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+import trustme
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.hazmat.primitives.serialization import Encoding
+from joserfc.jwk import import_key
+from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
+
+from fwrest.verify import AsyncVerifier, InvalidToken, Verifier, VerifyMiddleware
+from tests.conftest import free_port, issue_certs, wait_for
+
+API = "https://api.example.com/orders"
+
+
+def b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+class Issuer:
+    """An issuer of the test's own: ES256 key, metadata and JWK Set over TLS."""
+
+    def __init__(self, certs: dict[str, Path]) -> None:
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        jwk = ECAlgorithm.to_jwk(self.key.public_key(), as_dict=True)
+        self.kid = import_key(jwk).thumbprint()
+        self.jwks = {"keys": [{**jwk, "kid": self.kid, "alg": "ES256", "use": "sig"}]}
+        issuer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/.well-known/oauth-authorization-server/bound":
+                    body = {"issuer": issuer.url, "jwks_uri": issuer.url + "/jwks"}
+                elif self.path == "/bound/jwks":
+                    body = issuer.jwks
+                else:
+                    self.send_error(404)
+                    return
+                raw = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("cache-control", "max-age=300")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(certs["cert"], certs["key"])
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self.server.server_address[1]}/bound"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def token(self, cnf: dict[str, str], ttl: int = 600) -> str:
+        now = int(time.time())
+        claims = {
+            "iss": self.url,
+            "aud": "API",
+            "sub": "ada",
+            "iat": now,
+            "exp": now + ttl,
+            "jti": uuid.uuid4().hex,
+            "scope": "orders:read",
+            "cnf": cnf,
+        }
+        return jwt.encode(claims, self.key, "ES256", headers={"typ": "at+jwt", "kid": self.kid})
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def issuer(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Issuer]:
+    certs = issue_certs(ca, tmp_path_factory.mktemp("bound"))
+    found = Issuer(certs)
+    found.ca = str(certs["ca"])  # type: ignore[attr-defined]
+    try:
+        yield found
+    finally:
+        found.close()
+
+
+@pytest.fixture(scope="module")
+def verifier(issuer: Issuer) -> Iterator[Verifier]:
+    with Verifier(issuer.url, audience="API", verify=issuer.ca) as v:  # type: ignore[attr-defined]
+        yield v
+
+
+# -- DPoP ------------------------------------------------------------------------------------
+
+KEYS = {
+    "ES256": lambda: ec.generate_private_key(ec.SECP256R1()),
+    "EdDSA": ed25519.Ed25519PrivateKey.generate,
+    "RS256": lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048),
+}
+TO_JWK = {"ES256": ECAlgorithm.to_jwk, "EdDSA": OKPAlgorithm.to_jwk, "RS256": RSAAlgorithm.to_jwk}
+
+
+class Holder:
+    """A client's DPoP key: its public JWK, thumbprint (joserfc) and proofs (PyJWT)."""
+
+    def __init__(self, alg: str = "ES256") -> None:
+        self.alg = alg
+        self.key: Any = KEYS[alg]()
+        self.jwk = TO_JWK[alg](self.key.public_key(), as_dict=True)
+        self.jkt = import_key(self.jwk).thumbprint()
+
+    def proof(self, access_token: str, method: str = "GET", url: str = API, **over: Any) -> str:
+        claims = {
+            "htm": method,
+            "htu": url,
+            "iat": int(time.time()),
+            "jti": uuid.uuid4().hex,
+            "ath": b64url(hashlib.sha256(access_token.encode()).digest()),
+            **over,
+        }
+        headers = {"typ": over.pop("typ", "dpop+jwt"), "jwk": self.jwk}
+        claims.pop("typ", None)
+        return jwt.encode(claims, self.key, self.alg, headers=headers)
+
+
+def dpop_refused(verifier: Verifier, access: str, proof: str | None, **kw: Any) -> str:
+    with pytest.raises(InvalidToken) as caught:
+        verifier.verify(access, dpop_proof=proof, method=kw.pop("method", "GET"), url=API, **kw)
+    exc = caught.value
+    assert exc.status == 401
+    assert exc.www_authenticate.startswith('DPoP error="invalid_dpop_proof"'), exc.www_authenticate
+    assert 'algs="ES256 EdDSA RS256"' in exc.www_authenticate
+    return exc.description
+
+
+@pytest.mark.parametrize("alg", sorted(KEYS))
+def test_a_dpop_bound_token_needs_a_proof_of_its_key(
+    issuer: Issuer, verifier: Verifier, alg: str
+) -> None:
+    holder = Holder(alg)
+    access = issuer.token({"jkt": holder.jkt})
+    claims = verifier.verify(access, dpop_proof=holder.proof(access), method="get", url=API)
+    assert claims["cnf"] == {"jkt": holder.jkt}
+    # htu is compared without the query, scheme and host case-folded (RFC 9449 4.3)
+    proof = holder.proof(access, url="HTTPS://API.example.com:443/orders")
+    assert verifier.verify(access, dpop_proof=proof, method="GET", url=API + "?page=2")
+
+    async def twin() -> dict[str, Any]:
+        async with AsyncVerifier(issuer.url, audience="API", verify=issuer.ca) as av:  # type: ignore[attr-defined]
+            return await av.verify(access, dpop_proof=holder.proof(access), method="GET", url=API)
+
+    assert asyncio.run(twin())["sub"] == "ada"
+
+
+def test_bad_dpop_proofs_are_refused_with_the_dpop_challenge(
+    issuer: Issuer, verifier: Verifier
+) -> None:
+    holder = Holder()
+    access = issuer.token({"jkt": holder.jkt})
+    other_token = issuer.token({"jkt": holder.jkt})
+    hs = jwt.encode(
+        {"htm": "GET", "htu": API, "iat": int(time.time()), "jti": "x"},
+        "k" * 32,
+        "HS256",
+        headers={"typ": "dpop+jwt", "jwk": holder.jwk},
+    )
+    cases = {
+        "a DPoP proof is required": None,
+        "another method": holder.proof(access, method="POST"),
+        "another URL": holder.proof(access, url="https://api.example.com/other"),
+        "stale": holder.proof(access, iat=int(time.time()) - 120),
+        "another access token": holder.proof(other_token),
+        "another key": Holder().proof(access),
+        "typ is not dpop+jwt": holder.proof(access, typ="jwt"),
+        "algorithm is not accepted": hs,
+        "malformed": "not-a-proof",
+    }
+    for why, proof in cases.items():
+        assert why in dpop_refused(verifier, access, proof), why
+    # a proof is good once (RFC 9449 11.1)
+    once = holder.proof(access)
+    verifier.verify(access, dpop_proof=once, method="GET", url=API)
+    assert "used before" in dpop_refused(verifier, access, once)
+    # a malformed cnf is refused; a cnf without a binding this module knows asks nothing
+    with pytest.raises(InvalidToken, match="cnf"):
+        verifier.verify(issuer.token({"jkt": 5}))  # type: ignore[dict-item]
+    assert verifier.verify(issuer.token({}))["sub"] == "ada"
+
+
+# -- certificate-bound -------------------------------------------------------------------------
+
+
+def test_a_certificate_bound_token_needs_that_certificate(
+    ca: trustme.CA, issuer: Issuer, verifier: Verifier
+) -> None:
+    leaf = ca.issue_cert("client.example")
+    pem = leaf.cert_chain_pems[0].bytes()
+    cert = x509.load_pem_x509_certificate(pem)
+    der = cert.public_bytes(Encoding.DER)
+    x5t = b64url(hashlib.sha256(der).digest())
+    access = issuer.token({"x5t#S256": x5t})
+    for given in (pem, pem.decode(), der, cert):
+        assert verifier.verify(access, client_cert=given)["cnf"] == {"x5t#S256": x5t}
+    other = ca.issue_cert("other.example").cert_chain_pems[0].bytes()
+    for given, why in (
+        (None, "bound to a client certificate"),
+        (other, "another client certificate"),
+        (b"garbage", "could not be read"),
+    ):
+        with pytest.raises(InvalidToken, match=why) as caught:
+            verifier.verify(access, client_cert=given)
+        assert caught.value.www_authenticate.startswith('Bearer error="invalid_token"')
+
+    async def twin() -> dict[str, Any]:
+        async with AsyncVerifier(issuer.url, audience="API", verify=issuer.ca) as av:  # type: ignore[attr-defined]
+            return await av.verify(access, client_cert=cert)
+
+    assert asyncio.run(twin())["sub"] == "ada"
+
+
+# -- the ASGI middleware with DPoP -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def asgi_app(issuer: Issuer) -> Iterator[str]:
+    """A Starlette app behind ``VerifyMiddleware`` (an AsyncVerifier of the test's issuer),
+    under uvicorn on a thread of this process; its base URL."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Mount, Route
+
+    async def orders(request: Request) -> JSONResponse:
+        return JSONResponse({"user": request.scope["fwrest.claims"]["sub"]})
+
+    verifier = AsyncVerifier(issuer.url, audience="API", verify=issuer.ca)  # type: ignore[attr-defined]
+    sync_verifier = Verifier(issuer.url, audience="API", verify=issuer.ca)  # type: ignore[attr-defined]
+    dependency = sync_verifier.require(scopes="orders:read")  # one string: space-separated
+
+    async def plain_starlette(request: Request) -> JSONResponse:
+        # the dependency in a Starlette endpoint: awaited with the request
+        claims = await dependency(request)
+        return JSONResponse({"user": claims["sub"]})
+
+    guarded = VerifyMiddleware(Starlette(routes=[Route("/orders", orders)]), verifier=verifier)
+    app = Starlette(routes=[Mount("/mw", app=guarded), Route("/dep", plain_starlette)])
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, 20, "uvicorn")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_the_middleware_takes_dpop_tokens_with_their_proof(issuer: Issuer, asgi_app: str) -> None:
+    holder = Holder()
+    access = issuer.token({"jkt": holder.jkt})
+    url = asgi_app + "/mw/orders"
+
+    def get(scheme: str, token: str, proof: str | None = None) -> httpx.Response:
+        headers = {"Authorization": f"{scheme} {token}"}
+        if proof is not None:
+            headers["DPoP"] = proof
+        return httpx.get(url, headers=headers, timeout=15)
+
+    good = get("DPoP", access, holder.proof(access, url=url))
+    assert good.status_code == 200, good.text
+    assert good.json() == {"user": "ada"}
+    missing = get("DPoP", access)
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"].startswith('DPoP error="invalid_dpop_proof"')
+    elsewhere = get("DPoP", access, holder.proof(access, url=asgi_app + "/mw/other"))
+    assert elsewhere.status_code == 401 and "another URL" in elsewhere.json()["detail"]
+    # RFC 9449 7.1: a DPoP-bound token sent as a bearer token is refused, proof or not
+    as_bearer = get("Bearer", access, holder.proof(access, url=url))
+    assert as_bearer.status_code == 401 and "scheme" in as_bearer.json()["detail"]
+    # an unbound token: as Bearer it passes, as DPoP it is refused
+    plain = issuer.token({})
+    assert get("Bearer", plain).status_code == 200
+    assert get("DPoP", plain, holder.proof(plain, url=url)).status_code == 401
+
+
+def test_the_dependency_in_a_starlette_endpoint(issuer: Issuer, asgi_app: str) -> None:
+    url = asgi_app + "/dep"
+    ok = httpx.get(url, headers={"Authorization": f"Bearer {issuer.token({})}"}, timeout=15)
+    assert ok.status_code == 200, ok.text
+    assert ok.json() == {"user": "ada"}
+    missing = httpx.get(url, timeout=15)
+    assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+    expired = httpx.get(
+        url, headers={"Authorization": f"Bearer {issuer.token({}, ttl=-600)}"}, timeout=15
+    )
+    assert expired.status_code == 401
+    assert expired.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
+
+
+def test_the_middleware_checks_websockets_too(issuer: Issuer) -> None:
+    """A WebSocket handshake (no WebSocket library here to open a real one: the ASGI calls a
+    server makes, in process): refused with close code 1008, or let through with the claims."""
+    seen: list[dict[str, Any]] = []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["fwrest.claims"])
+        await send({"type": "websocket.accept"})
+
+    async def handshake(headers: list[tuple[bytes, bytes]]) -> list[dict[str, Any]]:
+        async with AsyncVerifier(issuer.url, audience="API", verify=issuer.ca) as verifier:  # type: ignore[attr-defined]
+            app = VerifyMiddleware(inner, verifier=verifier)
+            sent: list[dict[str, Any]] = []
+
+            async def receive() -> dict[str, Any]:
+                return {"type": "websocket.connect"}
+
+            async def send(message: Any) -> None:
+                sent.append(message)
+
+            scope = {"type": "websocket", "path": "/ws", "headers": headers, "scheme": "wss"}
+            await app(scope, receive, send)
+            return sent
+
+    refused = asyncio.run(handshake([(b"host", b"api.example.com")]))
+    assert refused == [{"type": "websocket.close", "code": 1008}] and not seen
+    bearer = f"Bearer {issuer.token({})}".encode()
+    accepted = asyncio.run(handshake([(b"host", b"api.example.com"), (b"authorization", bearer)]))
+    assert accepted == [{"type": "websocket.accept"}]
+    assert seen[0]["sub"] == "ada"
