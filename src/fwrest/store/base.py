@@ -10,6 +10,7 @@ __all__ = [
     "FLOOD_EVENTS",
     "AuditStore",
     "BlobStore",
+    "CodeStore",
     "FailureStore",
     "RateStore",
     "RefreshRecord",
@@ -91,6 +92,25 @@ class TokenStore(StoreBase, Protocol):
         """The token families of a user (``subject``, exact): family -> the latest expiry of
         its refresh tokens (SPEC 12.3: ``fwrest tokens revoke --user``). Families whose
         refresh tokens all expired more than a day ago may be left out."""
+        ...
+
+
+class CodeStore(StoreBase, Protocol):
+    """Authorization codes (SPEC 16.1): one record per code, under the code's hash, taken once."""
+
+    def add_code(self, code_hash: str, record: bytes, keep_s: float) -> None:
+        """Keep a new code's ``record`` (its JSON: client, redirect, challenge, user, scopes,
+        expiry) for ``keep_s`` seconds, past the code's own validity: a code presented again
+        within that time still finds the family it issued, to revoke it."""
+        ...
+
+    def take_code(self, code_hash: str, family: str) -> tuple[str, bytes | None, str]:
+        """Atomically take a code for the token family ``family`` (a random id of the one
+        token request that redeems it), across every worker and host of the store:
+        ``("ok", record, family)`` the first time (and again for the same ``family``: a
+        request retried after a lost answer); ``("used", record, first)`` when another
+        request took it, ``first`` the family that request recorded (RFC 6749 4.1.2: what
+        it issued is revoked); ``("missing", None, "")`` for a code unknown or forgotten."""
         ...
 
 
@@ -204,6 +224,6 @@ class AuditStore(StoreBase, Protocol):
 
 
 class StateStore(
-    TokenStore, FailureStore, RateStore, SettingsStore, BlobStore, AuditStore, Protocol
+    TokenStore, CodeStore, FailureStore, RateStore, SettingsStore, BlobStore, AuditStore, Protocol
 ):
     """The whole store: every role. Each implementation (memory, sqlite, Redis) is one."""
