@@ -71,6 +71,7 @@ NATIVE_ROUTE_NAMES: tuple[str, ...] = (
     "healthcheck/ok",
     "healthcheck/ready",
     "healthcheck/started",
+    "oauth2/authorize",
     "oauth2/introspect",
     "oauth2/jwks",
     "oauth2/metadata",

@@ -201,7 +201,9 @@ AUDIT_KEEP = 10_000  # SPEC 13.5: the store keeps the newest 10,000 audit events
 # rotating addresses makes a lock-out per address): kept in a budget of their own, the newest
 # AUDIT_KEEP of them, so that they never push the other events (settings changes, reloads,
 # revocations, key rotations) out of the trail (issue 34).
-FLOOD_EVENTS = frozenset({"lockout"})
+# The logins of the authorization code grant (SPEC 16.1) are as many as its users' visits, and
+# its failures as many as a client likes: they share that budget.
+FLOOD_EVENTS = frozenset({"lockout", "login", "login.failure"})
 
 
 class AuditStore(StoreBase, Protocol):

@@ -17,6 +17,7 @@ from fwrest.auth.oauth2.grants import GRANT_TYPES
 from fwrest.context.request import Response, current
 from fwrest.errors import HTTPError
 from fwrest.routing.names import (
+    AUTHORIZE_ROUTE,
     INTROSPECT_ROUTE,
     JWKS_ROUTE,
     METADATA_ROUTE,
@@ -109,18 +110,35 @@ class Metadata:
         body = documents.get(prefix)
         if body is None:
             body = documents[prefix] = orjson.dumps(
-                {
-                    **head,
-                    "grant_types_supported": _grants_of(allowed),
-                    "scopes_supported": _scopes_of(allowed),
-                    "token_endpoint_auth_methods_supported": [
-                        "client_secret_basic",
-                        "client_secret_post",
-                    ],
-                    "response_types_supported": [],
-                }
+                _with_code(
+                    {
+                        **head,
+                        "grant_types_supported": _grants_of(allowed),
+                        "scopes_supported": _scopes_of(allowed),
+                        "token_endpoint_auth_methods_supported": [
+                            "client_secret_basic",
+                            "client_secret_post",
+                        ],
+                        "response_types_supported": [],
+                    },
+                    allowed,
+                )
             )
         return body
+
+
+def _with_code(document: dict[str, Any], allowed: AuthParams | None) -> dict[str, Any]:
+    """The fields of the authorization code grant (SPEC 16.1) when ``types`` lists it."""
+    if "authorization_code" not in document["grant_types_supported"] or allowed is None:
+        return document
+    issuer = document["issuer"]
+    document["authorization_endpoint"] = issuer + AUTHORIZE_ROUTE
+    document["response_types_supported"] = ["code"]
+    document["code_challenge_methods_supported"] = ["S256"]
+    document["authorization_response_iss_parameter_supported"] = True
+    if allowed.public:
+        document["token_endpoint_auth_methods_supported"].append("none")
+    return document
 
 
 def _json(body: bytes, cache: str) -> Reply:

@@ -59,6 +59,7 @@ from fwrest.store.audit import AuditLog
 from fwrest.store.calls import Started, StoreBusy, StoreClient
 
 if TYPE_CHECKING:
+    from fwrest.auth.oauth2.authorize import Authorizer
     from fwrest.auth.oauth2.discovery import Metadata
     from fwrest.auth.oauth2.portkeys import PortKeys
 
@@ -171,6 +172,8 @@ class TokenService:
         )
         # the metadata documents (auth/oauth2/discovery.py's Metadata), set by the assembly
         self.metadata: Metadata | None = None
+        # the authorize route's login page (auth/oauth2/authorize.py), set by the assembly
+        self.authorizer: Authorizer | None = None
         # what a function onAuthparams answered the metadata route last, and when
         self._asked: tuple[float, AuthParams | None] = (float("-inf"), None)
         self.store = store
@@ -200,6 +203,11 @@ class TokenService:
         self.pool = pool  # where a def onAuthparams runs (the port's pool)
         # grant_type -> its grant (grants/): built once, the request path one dict lookup
         self.grants = registry()
+
+    def signing_secret(self) -> bytes:
+        """The service's signing key (HS256), shared by every worker and host: what the
+        authorize route derives its form key from (``authorize.py``)."""
+        return self._key
 
     # -- revocation cache (SPEC 7: at most 1 s stale, never waited on) --------------------------
     def start(self) -> None:
@@ -679,6 +687,8 @@ class TokenService:
         if creds is None:
             return allowed.clients[0][0] if allowed.clients else ""
         cid, secret = creds
+        if not secret and cid in allowed.public:
+            return cid  # a public client names itself: it has no secret (SPEC 16.1)
         clients = allowed.clients
         if costly(clients):
             ok = await settled(asyncio.to_thread(check_user, clients, cid, secret))
