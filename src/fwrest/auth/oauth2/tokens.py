@@ -84,6 +84,8 @@ STORE_QUEUE_S = 1.0
 REVOKED_REFRESH_DEADLINE_S = 1.4  # the revocation cache's refresh (retried every 0.5 s)
 RESTORE_ATTEMPTS = 30  # one a second: undoing a spend that reached no client (see spend)
 _NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
+# the token request's parameters that are secrets, scrubbed from any record logged meanwhile
+_SECRET_PARAMS = ("password", "client_secret", "refresh_token", "code", "code_verifier")
 _VERIFIED_MAX = 1024  # verified access tokens remembered per worker (about 1.5 KiB each)
 _PAST_REFRESH_REMEMBERED = 64  # refresh_expires values warned about as past, per worker
 GRANTS = GRANT_TYPES  # the grant types fwrest knows (grants/__init__.py)
@@ -580,9 +582,7 @@ class TokenService:
         _issuer.set(self.issuers.get(location, ""))
         try:
             params = request_params(query, body, headers.get("content-type"), method)
-            secrets_seen = tuple(
-                params[k] for k in ("password", "client_secret", "refresh_token") if params.get(k)
-            )
+            secrets_seen = tuple(params[k] for k in _SECRET_PARAMS if params.get(k))
             auth_header = headers.get("authorization")
             if auth_header:
                 secrets_seen += (auth_header.strip().partition(" ")[2],)
