@@ -22,7 +22,6 @@ import httpx
 import pytest
 import trustme
 
-from fwrest.auth.oauth2.grants.authorization_code import pkce_s256
 from tests.auth.oauth2_support import (
     LocalOAuth,
     LocalService,
@@ -101,6 +100,12 @@ def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
 @pytest.fixture
 def code(svc: LocalService) -> LocalOAuth:
     return svc["CODE"]
+
+
+def pkce_s256(verifier: str) -> str:
+    """RFC 7636 4.2's S256, as a client computes it."""
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
 def pkce() -> tuple[str, str]:

@@ -19,7 +19,9 @@ Chromium and redis-server missing are failures, never skips.
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import html
 import json
 import re
@@ -38,7 +40,6 @@ import pytest
 import trustme
 from authlib.integrations.requests_client import OAuth2Session
 
-from fwrest.auth.oauth2.grants.authorization_code import pkce_s256
 from tests.auth.oauth2_support import issue_certs, oauth_section
 from tests.conftest import (
     APP_SOURCE,
@@ -232,6 +233,12 @@ def hosts(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             proc.stop()
         pages.stop()
         redis.stop()
+
+
+def pkce_s256(verifier: str) -> str:
+    """RFC 7636 4.2's S256, as a client computes it."""
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
 def pkce() -> tuple[str, str]:
