@@ -110,35 +110,33 @@ class Metadata:
         body = documents.get(prefix)
         if body is None:
             body = documents[prefix] = orjson.dumps(
-                _with_code(
-                    {
-                        **head,
-                        "grant_types_supported": _grants_of(allowed),
-                        "scopes_supported": _scopes_of(allowed),
-                        "token_endpoint_auth_methods_supported": [
-                            "client_secret_basic",
-                            "client_secret_post",
-                        ],
-                        "response_types_supported": [],
-                    },
-                    allowed,
-                )
+                {
+                    **head,
+                    "grant_types_supported": _grants_of(allowed),
+                    "scopes_supported": _scopes_of(allowed),
+                    "token_endpoint_auth_methods_supported": [
+                        "client_secret_basic",
+                        "client_secret_post",
+                    ],
+                    "response_types_supported": [],
+                    **_code_fields(head["issuer"], allowed),
+                }
             )
         return body
 
 
-def _with_code(document: dict[str, Any], allowed: AuthParams | None) -> dict[str, Any]:
-    """The fields of the authorization code grant (SPEC 16.1) when ``types`` lists it."""
-    if "authorization_code" not in document["grant_types_supported"] or allowed is None:
-        return document
-    issuer = document["issuer"]
-    document["authorization_endpoint"] = issuer + AUTHORIZE_ROUTE
-    document["response_types_supported"] = ["code"]
-    document["code_challenge_methods_supported"] = ["S256"]
-    document["authorization_response_iss_parameter_supported"] = True
-    if allowed.public:
-        document["token_endpoint_auth_methods_supported"].append("none")
-    return document
+def _code_fields(issuer: str, allowed: AuthParams | None) -> dict[str, Any]:
+    """The fields of the authorization code grant (SPEC 16.1), when ``types`` lists it."""
+    if allowed is None or allowed.types is None or "authorization_code" not in allowed.types:
+        return {}
+    methods = ["client_secret_basic", "client_secret_post", *(["none"] if allowed.public else [])]
+    return {
+        "authorization_endpoint": issuer + AUTHORIZE_ROUTE,
+        "token_endpoint_auth_methods_supported": methods,
+        "response_types_supported": ["code"],
+        "code_challenge_methods_supported": ["S256"],
+        "authorization_response_iss_parameter_supported": True,
+    }
 
 
 def _json(body: bytes, cache: str) -> Reply:
