@@ -479,6 +479,24 @@ def test_a_public_client_cannot_use_client_credentials(code: LocalOAuth) -> None
     assert (answer.status_code, answer.json()["error"]) == (400, "unauthorized_client")
 
 
+def test_a_public_client_revokes_its_tokens_but_cannot_introspect(code: LocalOAuth) -> None:
+    value, verifier, _params = login_code(code)
+    tokens = exchange(code, value, verifier).json()
+    introspect = code.http.post(
+        code.base + "/fw/oauth2/introspect",
+        data={"token": tokens["access_token"], "client_id": "spa"},
+    )
+    assert (introspect.status_code, introspect.json()["error"]) == (401, "invalid_client")
+    # revocation at logout: client_id alone names a public client (RFC 7009 2.1)
+    revoked = code.http.post(
+        code.base + "/fw/oauth2/revoke", data={"token": tokens["refresh_token"], "client_id": "spa"}
+    )
+    assert revoked.status_code == 200
+    assert code.refresh(tokens["refresh_token"], client_id="spa").json()["error"] == (
+        "invalid_grant"
+    )
+
+
 # -- metadata, audit, log ---------------------------------------------------------------------
 
 
