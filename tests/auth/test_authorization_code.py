@@ -300,6 +300,33 @@ def test_other_errors_redirect_with_error_state_and_iss(
     assert "code" not in values
 
 
+def test_the_scopes_of_a_client_without_its_own_are_the_users(code: LocalOAuth) -> None:
+    """web lists no scopes: ada (orders:read) gets what she asks for, bob (none) is refused
+    after his login, by a redirect, as the password grant refuses him (SPEC 12.4)."""
+    for user, password, granted in (("ada", ADA_PW, True), ("bob", "Bob-Pw-2291", False)):
+        verifier, challenge = pkce()
+        params = authorize_params(
+            challenge, client_id="web", redirect_uri=WEB_CB, scope="orders:read"
+        )
+        shown = page(code, params)
+        assert shown.status_code == 200, shown.text
+        to, values = redirected(post_form(code, form_fields(shown), user, password))
+        assert to == WEB_CB
+        if not granted:
+            assert values["error"] == "invalid_scope" and values["state"] == params["state"]
+            continue
+        answer = code.post(
+            {
+                "grant_type": "authorization_code",
+                "code": values["code"],
+                "redirect_uri": WEB_CB,
+                "code_verifier": verifier,
+            },
+            auth=("web", WEB_SECRET),
+        )
+        assert answer.json()["scope"] == "orders:read", answer.text
+
+
 # -- the login page ---------------------------------------------------------------------------
 
 

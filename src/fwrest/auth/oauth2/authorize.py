@@ -310,7 +310,10 @@ class Authorizer:
             raise _Redirected("invalid_request", "code_challenge is malformed")
         try:
             req.asked = requested(params.get("scope"))
-            grant(req.asked, allowed_scopes(allowed, client_id, None))
+            if client_id in allowed.client_scopes:
+                # the client's own list bounds every grant to it; without one, the user's
+                # decides, known once they log in (SPEC 12.4, as for the password grant)
+                grant(req.asked, allowed_scopes(allowed, client_id, None))
         except InvalidScope as exc:
             raise _Redirected("invalid_scope", exc.description) from None
 
