@@ -56,6 +56,7 @@ COMPILED = [
     "src/fwrest/auth/oauth2/grants/password.py",
     "src/fwrest/auth/oauth2/grants/refresh.py",
     "src/fwrest/auth/oauth2/grants/client_credentials.py",
+    "src/fwrest/auth/oauth2/grants/authorization_code.py",
     "src/fwrest/features/headers.py",
 ]
 

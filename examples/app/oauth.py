@@ -2,6 +2,11 @@
 
 ``params()`` is called for every token request; it returns the clients, users (argon2
 hashes here) and token lifetimes the port accepts.
+
+Besides ``example-app`` (the password grant), two clients of the authorization code grant
+with PKCE (docs/authorization-code.md): ``example-native``, a public client (a browser or
+native app: no secret) that comes back to the example's own page on loopback, and
+``example-web``, a confidential one (a server-side web app with its secret).
 """
 
 from __future__ import annotations
@@ -20,7 +25,24 @@ def params() -> dict[str, Any]:
                 "password": "$argon2id$v=19$m=65536,t=3,p=4$/M42iNhtu/+HFnoOgPMXYw$wJ2CK95SgmfQXOOIoXQDo10DChduGN1zsMZsQg1G+Ms",
             },
         ],
-        "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}],
+        "client": [
+            {
+                "client_id": "example-native",
+                "public": True,
+                # loopback: any port of 127.0.0.1 (RFC 8252 7.3); the example's own page
+                "redirect_uris": ["http://127.0.0.1/app/callback.html"],
+            },
+            {
+                "client_id": "example-web",
+                "client_secret": "example-web-secret",
+                "redirect_uris": ["https://app.example.com/callback"],
+            },
+        ],
+        "types": [
+            {"grant_type": "password"},
+            {"grant_type": "refresh_token"},
+            {"grant_type": "authorization_code"},
+        ],
         "access_expires": "15m",
         "refresh_expires": "Date()+1",
     }

@@ -87,6 +87,8 @@ _SECRET_PARTS = (
     "session",
     "signature",
     "assertion",
+    "verifier",  # PKCE's code_verifier (SPEC 16.1)
+    "csrf",  # an anti-forgery token (the login form's fw_csrf)
 )
 _ESCAPES = {"\r": "\\r", "\n": "\\n", "\x1b": "\\x1b"}
 _ESCAPE_RE = re.compile("[\r\n\x1b]")

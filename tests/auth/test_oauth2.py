@@ -337,11 +337,20 @@ def test_a_wrong_client_is_401_invalid_client(
     assert response.headers["www-authenticate"].startswith("Basic"), response.headers
 
 
-@pytest.mark.parametrize("grant", ["authorization_code", "implicit", "PASSWORD"])
+@pytest.mark.parametrize(
+    "grant", ["urn:ietf:params:oauth:grant-type:device_code", "implicit", "PASSWORD"]
+)
 def test_an_unknown_grant_type_is_unsupported(oauth: OAuthPort, grant: str) -> None:
     response = oauth.post({"grant_type": grant, "username": ADA[0], "password": ADA[1]})
     assert response.status_code == 400, response.text
     assert error_of(response) == "unsupported_grant_type"
+
+
+def test_the_authorization_code_grant_needs_types_to_list_it(oauth: OAuthPort) -> None:
+    """A grant fwrest knows (SPEC 16.1) that onAuthparams lists no types for: not allowed."""
+    response = oauth.post({"grant_type": "authorization_code", "code": "c"})
+    assert response.status_code == 400, response.text
+    assert error_of(response) == "unauthorized_client"
 
 
 def test_a_grant_not_listed_in_types_is_unauthorized_client(svc: LocalService) -> None:

@@ -813,7 +813,10 @@ def test_check_names_what_the_memory_store_keeps_in_each_worker(
         (tmp_path / name).mkdir()
     (line,) = warnings(service_config(tmp_path / "oauth", certs, "memory"))
     print(line)
-    assert "): the refresh tokens and revocations of OAUTH, THROTTLED; the audit trail." in line
+    assert (
+        "): the refresh tokens, authorization codes and revocations of OAUTH, THROTTLED; the "
+        "audit trail." in line
+    )
     assert "rate-limit" not in line
     assert "each worker its own; lost at a reload or restart" in line
     assert "sqlite (the default) for several workers on one host" in line

@@ -1,5 +1,6 @@
 """The same time for a known and an unknown user when plain and hashed passwords are mixed
-in ``onAuthparams`` (SPEC 4.2, 7.1), through a real ``fwrest serve`` over TLS.
+in ``onAuthparams`` (SPEC 4.2, 7.1), through a real ``fwrest serve`` over TLS: password grants,
+client secrets, and the login page of the authorization code grant (SPEC 16.1).
 
 ``onAuthparams`` lists an argon2 user first, a bcrypt user and a plain-text user. Each check
 makes one check per kind of password configured (the user's own, and a dummy hash with the
@@ -19,6 +20,8 @@ the request's own time.
 
 from __future__ import annotations
 
+import html
+import re
 import statistics
 import time
 from collections.abc import Iterator
@@ -163,3 +166,62 @@ def test_known_and_unknown_clients_take_the_same_time_with_a_hashed_secret(
             assert response.status_code == 401, response.text
             assert response.json()["error"] == "invalid_client"
     assert_alike(times, "wrong client secrets")
+
+
+# -- the login page of the authorization code grant (SPEC 16.1) -----------------------------------
+
+CODE_APP = (
+    APP
+    + """
+
+def code_params():
+    found = params()
+    found["client"] = [{"client_id": "spa", "public": True,
+                        "redirect_uris": ["https://app.example.com/cb"]}]
+    found["types"] = [{"grant_type": "authorization_code"}]
+    return found
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def code_port(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuth]:
+    yield from _serve(ca, tmp_path_factory.mktemp("login_timing"), CODE_APP, "app.code_params")
+
+
+def test_the_login_page_takes_the_same_time_for_known_and_unknown_users(code_port: OAuth) -> None:
+    """A wrong password or an unknown user on the login page: the page again, with one
+    message, in the same time (the password grant's check, SPEC 16.1)."""
+    authorize = code_port.base + "/fw/oauth2/authorize"
+    shown = code_port.http.get(
+        authorize,
+        params={
+            "response_type": "code",
+            "client_id": "spa",
+            "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+            "code_challenge_method": "S256",
+        },
+    )
+    assert shown.status_code == 200, shown.text
+    fields = {
+        name: html.unescape(value)
+        for name, value in re.findall(
+            r'<input type="hidden" name="([^"]+)" value="([^"]*)"', shown.text
+        )
+    }
+    kinds = {
+        "known, plain text": PLAIN[0],
+        "known, argon2": ARGON[0],
+        "known, bcrypt": BCRYPT[0],
+        "unknown": "nobody",
+    }
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for i in range(TRIES):
+        for kind, user in kinds.items():
+            data = {**fields, "username": user, "password": f"Wrong-Pw-{i}"}
+            started = time.perf_counter()
+            response = code_port.http.post(authorize, data=data)
+            times[kind].append(time.perf_counter() - started)
+            assert response.status_code == 200, response.text
+            assert "Invalid username or password." in response.text
+    assert_alike(times, "wrong passwords on the login page")

@@ -13,7 +13,9 @@ What the runner changes, and nothing else: ``curl`` is a shell function that add
 ``-sS``, ``--connect-to`` for each documented address (``127.0.0.1:8080`` reaches the port the
 test's server really has; the URL, and so the ``Host`` header and the TLS name, stay as
 written), ``-D`` to keep the headers and ``-w`` to read the status. ``$ACCESS_TOKEN`` and
-``$REFRESH_TOKEN`` hold the tokens of the last token answer, as a reader copies them. Each
+``$REFRESH_TOKEN`` hold the tokens of the last token answer, ``$CSRF`` the CSRF token of the
+last login page and ``$CODE`` the authorization code of the last redirect, as a reader copies
+them. Each
 command runs with ``bash`` in the folder the test chooses (where ``ca.pem`` or
 ``examples/certs/ca.pem`` exists).
 """
@@ -212,6 +214,12 @@ def run_block(
             assert pattern(value).fullmatch(reply.headers[name]), (
                 f"{where}: the guide says {name}: {value}, the server sent {reply.headers[name]}"
             )
+        form_token = re.search(r'name="fw_csrf" value="([^"]+)"', reply.body)
+        if form_token:
+            env["CSRF"] = form_token[1]
+        code = re.search(r"[?&]code=([^&]+)", reply.headers.get("location", ""))
+        if code:
+            env["CODE"] = code[1]
         if reply.body.startswith("{"):
             answered = json.loads(reply.body)
             if isinstance(answered, dict):

@@ -316,6 +316,47 @@ def test_readme_oauth2_walk_through(example_service: Running) -> None:
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
 
 
+def test_readme_authorization_code_walk_through(example_service: Running) -> None:
+    replies = run_block(
+        example("readme-code-curls"), example_service.folder, example_service.connect_to
+    )
+    page = by_command(replies, "authorize?$Q")
+    assert page.headers["content-type"].startswith("text/html")
+    assert "example-native" in page.body and 'name="password"' in page.body
+    tokens = by_command(replies, "grant_type=authorization_code").json()
+    ctx = ssl.create_default_context(cafile=str(example_service.folder / "examples/certs/ca.pem"))
+    who = httpx.get(
+        f"{example_service.url('HTTPS_REST')}/whoami",
+        headers={"Authorization": f"Bearer {tokens['access_token']}"},
+        verify=ctx,
+    )
+    assert who.status_code == 200 and who.json()["user"] == "grace", who.text
+    log = example_service.proc.log()
+    assert "hopper" not in log and tokens["refresh_token"] not in log
+    code = by_command(replies, "fw_csrf=$CSRF").headers["location"].split("code=")[1]
+    assert code.split("&")[0] not in log
+
+
+def test_authorization_code_guide_commands(example_service: Running) -> None:
+    replies = run_block(
+        example("code-guide-curls"), example_service.folder, example_service.connect_to
+    )
+    wrong = by_command(replies, "password=wrong")
+    assert "Invalid username or password." in wrong.body
+    first, second = [r for step, r in replies if "example-web:example-web-secret" in step.command]
+    assert first.json()["scope"] == "default"
+    assert second.json()["error"] == "invalid_grant"
+
+
+def test_authorization_code_guide_params() -> None:
+    from fwrest.auth.oauth2.params import normalise
+
+    params = normalise(json.loads(example("code-params").text))
+    assert params.public == frozenset({"spa", "cli"})
+    assert params.redirect_uris["cli"] == frozenset({"http://127.0.0.1/callback"})
+    assert params.types == ("authorization_code", "refresh_token")
+
+
 def test_readme_operating_commands(example_service: Running) -> None:
     replies = run_block(
         example("readme-operating-curls"), example_service.folder, example_service.connect_to

@@ -199,6 +199,17 @@ def new(name: str, fmt: str, mutate: Callable[[Sections, dict[str, Any]], Any]) 
     return Broken(Case(name, fmt, "", mutate))
 
 
+def login_template(text: str) -> Callable[[Sections, dict[str, Any]], None]:
+    """An oAuth2 port whose ``loginPage`` is the file login.html (made) holding ``text``."""
+    inner = tls_auth(loginPage="file:login.html")
+
+    def mutate(s: Sections, ctx: dict[str, Any]) -> None:
+        (ctx["folder"] / "login.html").write_text(text)
+        inner(s, ctx)
+
+    return mutate
+
+
 def root_files(page: str) -> Callable[[Sections, dict[str, Any]], None]:
     """The location ROOT serves the folder www (made) with ``DefaultPage=page``."""
 
@@ -840,6 +851,17 @@ PROVOKED: dict[str, Broken | Special] = {
     "[<server>] FwData: FwData Authorization issuer must be an https URL without query or "
     "fragment, got 'http://auth.example.com'": new(
         "issuer over http", "ini", tls_auth(issuer="http://auth.example.com")
+    ),
+    "[<server>] FwData: FwData Authorization loginPage must name an HTML file as "
+    "file:NAME.html, got 'login.html'": new(
+        "loginPage no file:", "json", tls_auth(loginPage="login.html")
+    ),
+    "[<server>] FwData: FwData Authorization loginPage names <path>, which cannot be read: ...": (
+        new("loginPage missing", "json", tls_auth(loginPage="file:missing-login.html"))
+    ),
+    "[<server>] FwData: FwData Authorization loginPage: the template <path> lacks the form "
+    "placeholder, so its page could log no one in": new(
+        "loginPage without form", "json", login_template("<html><body>{{client}}</body></html>")
     ),
     "[<server>] FwData: FwData Authorization needs OnAuth for the basic scheme": known(
         "basic without OnAuth[json]"

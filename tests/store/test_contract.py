@@ -18,6 +18,10 @@ it (``auth/oauth2/tokens.py``, ``auth/throttle.py``, ``server/settings.py``,
 * ``refresh_record`` reads a token's record and spent flag without spending it;
   ``user_families`` gives a user's families with the latest expiry of each (revocation by
   user, SPEC 12.3), the user's name matched exactly;
+* authorization codes (SPEC 16.1): ``add_code`` / ``take_code`` takes a code once for the
+  family of the request that redeems it (the same family again is "ok", another "used" with
+  the first family, to revoke; an unknown or forgotten code "missing"); 50 threads taking one
+  code, and another instance (another worker or host) after them: exactly one wins;
 * ``revoke_family`` / ``revoked_families`` and ``add_lock`` / ``locks``: only those in force,
   the latest end kept, ended ones forgotten;
 * ``hit_failure`` / ``failures`` / ``clear_failures`` / ``release_failure``: a window that
@@ -95,6 +99,8 @@ COVERED = {
     "restore_refresh",
     "revoke_family",
     "revoked_families",
+    "add_code",
+    "take_code",
     "refresh_record",
     "user_families",
     "hit_failure",
@@ -446,6 +452,43 @@ def test_one_of_many_simultaneous_spends_wins(store: StateStore, threads: int) -
     loser = next(claim for claim in claims if claim != winner)
     assert store.spend_refresh("h-race", winner) == ("ok", rec)
     assert store.spend_refresh("h-race", loser) == ("spent", rec)
+
+
+def test_a_code_is_taken_once_and_names_the_family_that_took_it(
+    backend: Backend, store: StateStore
+) -> None:
+    data = b'{"client_id":"spa","sub":"zo\xc3\xab"}'
+    store.add_code("c-1", data, 60.0)
+    assert store.take_code("c-unknown", "fam-a") == ("missing", None, "")
+    assert store.take_code("c-1", "fam-a") == ("ok", data, "fam-a")
+    # the same request again (a retry after a lost answer) is still its own
+    assert store.take_code("c-1", "fam-a") == ("ok", data, "fam-a")
+    # another request, on another worker or host: used, naming the family to revoke (the
+    # memory store is one process's: another instance is another service)
+    other = store if backend.kind == "memory" else backend.open()
+    assert other.take_code("c-1", "fam-b") == ("used", data, "fam-a")
+    assert store.take_code("c-1", "fam-c") == ("used", data, "fam-a")
+
+
+def test_a_code_is_forgotten_when_its_keep_ends(store: StateStore) -> None:
+    store.add_code("c-short", b"{}", WINDOW_S)
+    store.add_code("c-long", b"{}", 60.0)
+    time.sleep(PAST_S)
+    assert store.take_code("c-short", "fam-a") == ("missing", None, "")
+    assert store.take_code("c-long", "fam-a") == ("ok", b"{}", "fam-a")
+
+
+def test_one_of_many_simultaneous_takes_of_a_code_wins(
+    backend: Backend, store: StateStore, threads: int
+) -> None:
+    store.add_code("c-race", b"rec", 60.0)
+    results = race(threads, lambda i: store.take_code("c-race", f"fam-{i}"))
+    tally = Counter(status for status, _, _ in results)
+    assert tally == {"ok": 1, "used": threads - 1}, tally
+    winner = next(family for status, _, family in results if status == "ok")
+    assert all(family == winner for _, _, family in results)
+    late = store if backend.kind == "memory" else backend.open()
+    assert late.take_code("c-race", "fam-late") == ("used", b"rec", winner)
 
 
 def test_a_refresh_record_is_read_without_spending_it(store: StateStore) -> None:

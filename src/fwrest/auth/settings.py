@@ -36,6 +36,7 @@ class AuthSettings:
     allow_get: bool = DEFAULT_ALLOW_GET_TOKEN
     signing_alg: str = "HS256"  # SPEC 12.1
     issuer: str = ""  # SPEC 12.2: "" for https://{HostName}:{Port}{location}
+    login_page: str = ""  # SPEC 16.1: loginPage's template ("": fwrest's own page)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -104,6 +105,7 @@ def parse_authorization(
         allow_get=data.allow_get_token,
         signing_alg=data.signing_alg,
         issuer=data.issuer,
+        login_page=data.login_page,
         warnings=warnings,
     )
 

@@ -58,6 +58,7 @@ _OAUTH2 = {
     "allowgettoken": "allowGetToken",
     "signingalg": "signingAlg",
     "issuer": "issuer",
+    "loginpage": "loginPage",
 }
 
 # The names NativeRoutes may give (SPEC 5: a route's path after /fw/); native/catalog.py
@@ -70,6 +71,7 @@ NATIVE_ROUTE_NAMES: tuple[str, ...] = (
     "healthcheck/ok",
     "healthcheck/ready",
     "healthcheck/started",
+    "oauth2/authorize",
     "oauth2/introspect",
     "oauth2/jwks",
     "oauth2/metadata",
@@ -117,6 +119,7 @@ class AuthorizationData:
     allow_get_token: bool = DEFAULT_ALLOW_GET_TOKEN
     signing_alg: str = DEFAULT_SIGNING_ALG  # SPEC 12.1: one of SIGNING_ALGS
     issuer: str = ""  # SPEC 12.2: the tokens' iss when set (an https URL)
+    login_page: str = ""  # SPEC 16.1: the text of loginPage's template ("": fwrest's own)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +328,7 @@ def _authorization(
             source,
         )
     issuer = _issuer(folded.get("issuer", ("issuer", ""))[1], section, source)
+    login_page = _login_page(folded.get("loginpage"), base_dir, section, source)
     return AuthorizationData(
         "oAuth2",
         on_auth=on_auth,
@@ -336,7 +340,55 @@ def _authorization(
         allow_get_token=allow_get,
         signing_alg=str(signing_alg),
         issuer=issuer,
+        login_page=login_page,
     )
+
+
+LOGIN_PLACEHOLDERS = ("{{client}}", "{{scopes}}", "{{error}}", "{{form}}")
+
+
+def _login_page(
+    given: tuple[str, Any] | None, base_dir: Path, section: str, source: str | None
+) -> str:
+    """``loginPage`` (SPEC 16.1): ``"file:NAME.html"`` (relative to the config), read at load;
+    the template must hold ``{{form}}`` (the login form fwrest fills in). "" when absent."""
+    if given is None or given[1] is None or given[1] == "":
+        return ""
+    written, value = given
+    fix = (
+        'write "loginPage": "file:login.html", an HTML file holding {{form}} (and, as you '
+        "like, {{client}}, {{scopes}}, {{error}})."
+    )
+    if not isinstance(value, str) or not value.strip().lower().startswith("file:"):
+        raise _err(
+            f"FwData Authorization {written} must name an HTML file as file:NAME.html, "
+            f"got {value!r}.",
+            section,
+            fix,
+            source,
+        )
+    path = Path(value.strip()[5:].strip())
+    if not path.is_absolute():
+        path = base_dir / path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _err(
+            f"FwData Authorization {written} names {path}, which cannot be read: "
+            f"{getattr(exc, 'strerror', None) or exc}.",
+            section,
+            fix,
+            source,
+        ) from None
+    if "{{form}}" not in text:
+        raise _err(
+            f"FwData Authorization {written}: the template {path} lacks the form placeholder, "
+            "so its page could log no one in.",
+            section,
+            fix,
+            source,
+        )
+    return text
 
 
 def _auth_cache(given: tuple[str, Any] | None, section: str, source: str | None) -> int:

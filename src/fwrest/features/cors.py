@@ -26,12 +26,13 @@ from fwrest.context.request import RequestContext
 from fwrest.errors import HTTPError
 from fwrest.repository import Endpoint
 from fwrest.routing import TOKEN_ROUTE, LocationTable, Router
-from fwrest.routing.names import REVOKE_ROUTE
+from fwrest.routing.names import METADATA_ROUTE, REVOKE_ROUTE
 from fwrest.wire import Reply, Request, error_reply
 
 __all__ = ["CorsHeaders", "CorsPolicy", "CorsStages"]
 
 _VARY = ("vary", "Origin")
+_CORS_NATIVE = (TOKEN_ROUTE, REVOKE_ROUTE, METADATA_ROUTE)  # the native routes CORS applies to
 _ORIGINS_REMEMBERED = 256  # verdicts per origin remembered per location
 _LABEL_MAX, _NAME_MAX = 63, 253  # DNS: a label, a whole name
 
@@ -46,8 +47,9 @@ R = TypeVar("R", bound=_Routed)
 
 def granted(endpoint: Endpoint) -> bool:
     """Whether CORS applies to a route: application routes, the token route and revocation
-    only (a browser client revokes its tokens at logout: RFC 7009 5)."""
-    return endpoint.source != "native" or endpoint.path in (TOKEN_ROUTE, REVOKE_ROUTE)
+    (a browser client revokes its tokens at logout: RFC 7009 5) and the metadata (a
+    single-page app discovers the endpoints: SPEC 16.1) only."""
+    return endpoint.source != "native" or endpoint.path in _CORS_NATIVE
 
 
 class CorsPolicy:

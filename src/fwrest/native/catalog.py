@@ -13,6 +13,8 @@ from fwrest.errors import ConfigError
 from fwrest.native.docs import DOCS_FILES
 from fwrest.repository import Endpoint
 from fwrest.routing.names import (
+    AUTHORIZE_ROUTE,
+    AUTHORIZE_ROUTE_NAME,
     INTROSPECT_ROUTE,
     INTROSPECT_ROUTE_NAME,
     JWKS_ROUTE,
@@ -200,6 +202,20 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
         'Revoke every token family of a user (JSON {"username"}; onAdmin only)',
     ),
     _Route("oauth2/jwks", "GET", JWKS_ROUTE, "", "Public keys of the token signatures"),
+    _Route(
+        AUTHORIZE_ROUTE_NAME,
+        "GET",
+        AUTHORIZE_ROUTE,
+        "",
+        "OAuth2 authorization endpoint: the login page (authorization code with PKCE)",
+    ),
+    _Route(
+        AUTHORIZE_ROUTE_NAME,
+        "POST",
+        AUTHORIZE_ROUTE,
+        "",
+        "OAuth2 authorization endpoint: the login form, answered by a redirect with a code",
+    ),
     _Route("oauth2/metadata", "GET", METADATA_ROUTE, "", "Authorization server metadata"),
     _Route(RESOURCE_ROUTE_NAME, "GET", RESOURCE_ROUTE, "", "Protected resource metadata"),
 )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 __all__ = [
+    "AUTHORIZE_ROUTE",
+    "AUTHORIZE_ROUTE_NAME",
     "INTROSPECT_ROUTE",
     "INTROSPECT_ROUTE_NAME",
     "JWKS_ROUTE",
@@ -38,9 +40,13 @@ METADATA_ROUTE = "/fw/oauth2/metadata"
 # SPEC 16.3: protected resource metadata (RFC 9728)
 RESOURCE_ROUTE_NAME = "oauth2/resource"
 RESOURCE_ROUTE = f"/fw/{RESOURCE_ROUTE_NAME}"
+# SPEC 16.1: the authorization code grant's authorize route and login page
+AUTHORIZE_ROUTE_NAME = "oauth2/authorize"
+AUTHORIZE_ROUTE = f"/fw/{AUTHORIZE_ROUTE_NAME}"
 # The routes whose queries and bodies carry passwords and tokens: never logged, and held to
 # the token route's body limit (SPEC 7, 12.3); each a path relative to its location.
-TOKEN_BODY_ROUTES = frozenset({TOKEN_ROUTE, REVOKE_ROUTE, INTROSPECT_ROUTE})
+TOKEN_BODY_ROUTES = frozenset({TOKEN_ROUTE, REVOKE_ROUTE, INTROSPECT_ROUTE, AUTHORIZE_ROUTE})
 # The routes of an oAuth2 location that are never behind the port's scheme (SPEC 4.2,
-# 12.2-12.3, 16.3): they authenticate their callers themselves, or publish only public data.
+# 12.2-12.3, 16.1, 16.3): they authenticate their callers themselves, or publish only public
+# data.
 OPEN_OAUTH2_ROUTES = TOKEN_BODY_ROUTES | {JWKS_ROUTE, METADATA_ROUTE, RESOURCE_ROUTE}

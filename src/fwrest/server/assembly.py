@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
+from fwrest.auth.oauth2.authorize import Authorizer
 from fwrest.auth.oauth2.discovery import Metadata, WellKnown, issuers
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, StoreKeySet
 from fwrest.auth.oauth2.portkeys import PortKeys
@@ -309,6 +310,7 @@ class _Builder:
         )
         tokens.metadata = Metadata(tokens.issuers, asymmetric=tokens.keys is not None)
         tokens.resources = Resources(tokens.issuers, configured=bool(settings.issuer))
+        tokens.authorizer = Authorizer(tokens, settings.login_page)  # SPEC 16.1
         tokens.start()
         self.built.services.append(tokens)
         return tokens

@@ -336,7 +336,9 @@ def _memory_warnings(config: ServiceConfig, ports: list[PortPlan]) -> list[str]:
     )
     kept: list[str] = []
     if oauth:
-        kept.append(f"the refresh tokens and revocations of {', '.join(oauth)}")
+        kept.append(
+            f"the refresh tokens, authorization codes and revocations of {', '.join(oauth)}"
+        )
     if guarded:
         kept.append("the audit trail")
     if limited:

@@ -197,8 +197,9 @@ def _worker_warnings(plan: ServicePlan, workers: int) -> list[str]:
         return []
     return [
         f"[HTTPSERVER] StateStore=memory with --workers {workers}: each worker keeps its own "
-        f"refresh tokens and revocations, so a refresh on {', '.join(oauth)} that reaches "
-        "another worker than the one that issued the token fails (invalid_grant); use "
+        f"refresh tokens, authorization codes and revocations, so a refresh or a code redeemed "
+        f"on {', '.join(oauth)} that reaches another worker than the one that issued it fails "
+        "(invalid_grant); use "
         "StateStore=sqlite (the default) or redis:// with several workers."
     ]
 

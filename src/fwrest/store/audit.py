@@ -56,6 +56,9 @@ EVENTS = (
     "refresh.replay",  # a spent refresh token presented again: its family revoked
     "revocation",  # a token family revoked (RFC 7009), or every family of a user
     "keys.rotate",  # fwrest keys rotate made new current signing keys
+    "login",  # a user logged in on the login page of the authorize route (SPEC 16.1)
+    "login.failure",  # a wrong user or password on that page
+    "code.replay",  # an authorization code redeemed again: what it issued revoked
 )
 # the actors that are no user (docs/decisions.md, "Audit trail")
 ACTOR_CLI = "cli"  # a command of fwrest run by an operator

@@ -10,6 +10,7 @@ __all__ = [
     "FLOOD_EVENTS",
     "AuditStore",
     "BlobStore",
+    "CodeStore",
     "FailureStore",
     "RateStore",
     "RefreshRecord",
@@ -104,6 +105,25 @@ class TokenStore(StoreBase, Protocol):
         ...
 
 
+class CodeStore(StoreBase, Protocol):
+    """Authorization codes (SPEC 16.1): one record per code, under the code's hash, taken once."""
+
+    def add_code(self, code_hash: str, record: bytes, keep_s: float) -> None:
+        """Keep a new code's ``record`` (its JSON: client, redirect, challenge, user, scopes,
+        expiry) for ``keep_s`` seconds, past the code's own validity: a code presented again
+        within that time still finds the family it issued, to revoke it."""
+        ...
+
+    def take_code(self, code_hash: str, family: str) -> tuple[str, bytes | None, str]:
+        """Atomically take a code for the token family ``family`` (a random id of the one
+        token request that redeems it), across every worker and host of the store:
+        ``("ok", record, family)`` the first time (and again for the same ``family``: a
+        request retried after a lost answer); ``("used", record, first)`` when another
+        request took it, ``first`` the family that request recorded (RFC 6749 4.1.2: what
+        it issued is revoked); ``("missing", None, "")`` for a code unknown or forgotten."""
+        ...
+
+
 class FailureStore(StoreBase, Protocol):
     """Failed attempts and lock-outs (the brute-force throttle)."""
 
@@ -191,7 +211,9 @@ AUDIT_KEEP = 10_000  # SPEC 13.5: the store keeps the newest 10,000 audit events
 # rotating addresses makes a lock-out per address): kept in a budget of their own, the newest
 # AUDIT_KEEP of them, so that they never push the other events (settings changes, reloads,
 # revocations, key rotations) out of the trail (issue 34).
-FLOOD_EVENTS = frozenset({"lockout"})
+# The logins of the authorization code grant (SPEC 16.1) are as many as its users' visits, and
+# its failures as many as a client likes: they share that budget.
+FLOOD_EVENTS = frozenset({"lockout", "login", "login.failure"})
 
 
 class AuditStore(StoreBase, Protocol):
@@ -228,6 +250,7 @@ class SchemaStore(StoreBase, Protocol):
 
 class StateStore(
     TokenStore,
+    CodeStore,
     FailureStore,
     RateStore,
     SettingsStore,

@@ -26,6 +26,9 @@ class MemoryStore:
         self._aliases: dict[str, str] = {}  # RefreshRecord.alias -> hash
         self._schema: bytes | None = None
         self._revoked: dict[str, float] = {}
+        # authorization codes: hash -> (kept until, record, the family that took it or "")
+        self._codes: dict[str, tuple[float, bytes, str]] = {}
+        self._codes_swept = _SWEEP_MIN
         self._failures: dict[str, tuple[float, int]] = {}
         self._rates: dict[str, tuple[float, int]] = {}  # key -> (window's end, count)
         self._rates_swept = _SWEEP_MIN
@@ -91,6 +94,25 @@ class MemoryStore:
             found = self._refresh.get(token_hash)
             if found is not None and found[1] == claim:
                 self._refresh[token_hash] = (found[0], "")
+
+    def add_code(self, code_hash: str, record: bytes, keep_s: float) -> None:
+        now = time.time()
+        with self._lock:
+            self._codes[code_hash] = (now + keep_s, record, "")
+            if len(self._codes) > self._codes_swept:
+                self._codes = {k: v for k, v in self._codes.items() if v[0] > now}
+                self._codes_swept = max(_SWEEP_MIN, 2 * len(self._codes))
+
+    def take_code(self, code_hash: str, family: str) -> tuple[str, bytes | None, str]:
+        with self._lock:
+            found = self._codes.get(code_hash)
+            if found is None or found[0] <= time.time():
+                return "missing", None, ""
+            until, record, taken_by = found
+            if taken_by and taken_by != family:
+                return "used", record, taken_by
+            self._codes[code_hash] = (until, record, family)
+            return "ok", record, family
 
     def revoke_family(self, family: str, until: float) -> None:
         with self._lock:

@@ -89,6 +89,15 @@ _RESTORE = """
 if redis.call('HGET', KEYS[1], 'spent') == ARGV[1] then redis.call('HSET', KEYS[1], 'spent', '0') end
 return 0
 """
+# an authorization code taken once (SPEC 16.1): ARGV[1] the family of the request taking it
+_TAKE = """
+local rec = redis.call('HGET', KEYS[1], 'record')
+if not rec then return {0} end
+local fam = redis.call('HGET', KEYS[1], 'family')
+if fam and fam ~= '' and fam ~= ARGV[1] then return {2, rec, fam} end
+redis.call('HSET', KEYS[1], 'family', ARGV[1])
+return {1, rec, ARGV[1]}
+"""
 _HIT = """
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
@@ -124,11 +133,13 @@ class KeyLayout:
 
     >>> KeyLayout.cluster(3).rt("ab12")
     'fwrest:3:rt:{ab12}'
+    >>> KeyLayout.single().code("cd34"), KeyLayout.cluster(3).code("cd34")
+    ('fwrest:code:cd34', 'fwrest:3:code:{cd34}')
     >>> KeyLayout.single().fail("api|user:ada"), KeyLayout.cluster(0).fail("api|user:ada")
     ('fwrest:fail:api|user:ada', 'fwrest:0:{bf}:fail:api|user:ada')
     """
 
-    __slots__ = ("_alias", "_fail", "_rate", "_rt", "_user", "audit", "blobs", "locks",
+    __slots__ = ("_alias", "_code", "_fail", "_rate", "_rt", "_user", "audit", "blobs", "locks",
                  "revoked", "schema", "settings", "signing_key")  # fmt: skip
 
     def __init__(self, prefix: str, tagged: bool) -> None:
@@ -138,6 +149,7 @@ class KeyLayout:
         # RefreshRecord.alias -> the record's hash (schema 2)
         self._alias = f"{prefix}rta:{{{{{{}}}}}}" if tagged else f"{prefix}rta:{{}}"
         self.schema = f"{prefix}schema"  # the schema marker (store/schema.py)
+        self._code = f"{prefix}code:{{{{{{}}}}}}" if tagged else f"{prefix}code:{{}}"
         self._fail = f"{bf}fail:"
         self._rate = f"{prefix}rate:"
         self.locks = f"{bf}locks"
@@ -163,6 +175,10 @@ class KeyLayout:
     def alias(self, alias: str) -> str:
         """What a refresh record's alias points to (its hash)."""
         return self._alias.format(alias)
+
+    def code(self, code_hash: str) -> str:
+        """An authorization code's record (its hash: hex)."""
+        return self._code.format(code_hash)
 
     def user(self, subject: str) -> str:
         """A user's families: the name hashed (any length, any characters)."""
@@ -323,6 +339,7 @@ class RedisStore:
         self._r: Any = self._connect(url, options, retries)
         self._replicated = url.lower().startswith(SENTINEL_SCHEME)
         self._spend = self._script(_SPEND)
+        self._take = self._script(_TAKE)
         self._restore = self._script(_RESTORE)
         self._hit = self._script(_HIT)
         self._release = self._script(_RELEASE)
@@ -479,15 +496,35 @@ class RedisStore:
         record = _refresh_record(token_hash, out[1:7])
         return {1: "ok", 2: "spent"}.get(int(out[0]), "client"), record
 
-    def _spend_out(self, key: str, args: list[str]) -> Any:
-        """The spend script's answer (with its ``WAIT`` where the store is replicated)."""
+    def _spend_out(self, key: str, args: list[str], script: Any = None) -> Any:
+        """The spend script's answer, or another compare-and-set ``script``'s (taking a
+        code), with its ``WAIT`` where the store is replicated."""
+        script = self._spend if script is None else script
         if self._replicated:
             pipe = self._r.pipeline(transaction=False)
-            self._spend(keys=[key], args=args, client=pipe)
+            script(keys=[key], args=args, client=pipe)
             pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
             out, _replicas = self._call(pipe.execute)
             return out
-        return self._call(self._spend, keys=[key], args=args)
+        return self._call(script, keys=[key], args=args)
+
+    def add_code(self, code_hash: str, record: bytes, keep_s: float) -> None:
+        key = self._keys.code(code_hash)
+        pipe = self._r.pipeline(transaction=True)
+        pipe.hset(key, mapping={"record": record, "family": ""})
+        pipe.pexpire(key, max(int(keep_s * 1000), 1))
+        self._call(pipe.execute)
+
+    def take_code(self, code_hash: str, family: str) -> tuple[str, bytes | None, str]:
+        if not family:
+            raise ValueError("a family is a request's random id")
+        out = self._spend_out(self._keys.code(code_hash), [family], self._take)
+        status = int(out[0])
+        if status == 0:
+            return "missing", None, ""
+        record = out[1] if isinstance(out[1], bytes) else str(out[1]).encode()
+        first = out[2].decode() if isinstance(out[2], bytes) else str(out[2])
+        return ("ok" if status == 1 else "used"), record, first
 
     def restore_refresh(self, token_hash: str, claim: str) -> None:
         self._call(self._restore, keys=[self._keys.rt(token_hash)], args=[claim])
@@ -792,17 +829,16 @@ class RedisClusterStore(RedisStore):
         if record.alias:  # a slot of its own; an alias of no record is harmless
             self._call(self._r.set, self._keys.alias(record.alias), record.token_hash, px=ttl_ms)
 
-    def _spend_out(self, key: str, args: list[str]) -> Any:
-        return self._call(self._spend_waited, key, args)
+    def _spend_out(self, key: str, args: list[str], script: Any = None) -> Any:
+        return self._call(self._spend_waited, key, args, self._spend if script is None else script)
 
-    def _spend_waited(self, key: str, args: list[str]) -> Any:
+    def _spend_waited(self, key: str, args: list[str], spend: _ClusterScript) -> Any:
         """The spend and its ``WAIT`` on one connection to the master of the key's slot (the
         cluster client would send ``WAIT`` to another node, or on another connection, where it
         waits for nothing). A connection error, a redirection or a cluster down asks for the
         slots' owners again and tries again (the claim makes a spend that did run answer the
         same); a timeout does not (see the module's docstring)."""
         cluster = self._r.made()
-        spend: _ClusterScript = self._spend
         for attempt in range(self._retries + 1):
             node = cluster.get_node_from_key(key)
             try:

@@ -27,6 +27,9 @@ CREATE TABLE IF NOT EXISTS refresh (
     issued_at REAL NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS refresh_expiry ON refresh(expires_at);
 CREATE INDEX IF NOT EXISTS refresh_subject ON refresh(subject);
+CREATE TABLE IF NOT EXISTS codes (code_hash TEXT PRIMARY KEY, record BLOB NOT NULL,
+    family TEXT NOT NULL DEFAULT '', keep_until REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS codes_keep ON codes(keep_until);
 CREATE TABLE IF NOT EXISTS revoked (family TEXT PRIMARY KEY, until REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, start REAL NOT NULL,
     count INTEGER NOT NULL);
@@ -169,6 +172,30 @@ class SqliteStore:
             )
             if int(record.expires_at) % 50 == 0:  # now and then, forget long-expired tokens
                 db.execute("DELETE FROM refresh WHERE expires_at < ?", (time.time() - 86400,))
+
+    def add_code(self, code_hash: str, record: bytes, keep_s: float) -> None:
+        now = time.time()
+        with self._tx() as db:
+            db.execute("DELETE FROM codes WHERE keep_until < ?", (now,))
+            db.execute(
+                "INSERT OR REPLACE INTO codes (code_hash, record, family, keep_until) "
+                "VALUES (?, ?, '', ?)",
+                (code_hash, record, now + keep_s),
+            )
+
+    def take_code(self, code_hash: str, family: str) -> tuple[str, bytes | None, str]:
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT record, family FROM codes WHERE code_hash = ? AND keep_until > ?",
+                (code_hash, time.time()),
+            ).fetchone()
+            if row is None:
+                return "missing", None, ""
+            record, taken_by = bytes(row[0]), str(row[1])
+            if taken_by and taken_by != family:
+                return "used", record, taken_by
+            db.execute("UPDATE codes SET family = ? WHERE code_hash = ?", (family, code_hash))
+            return "ok", record, family
 
     def spend_refresh(
         self, token_hash: str, claim: str, client_id: str | None = None

@@ -17,6 +17,7 @@ from fwrest.auth.oauth2.grants import GRANT_TYPES
 from fwrest.context.request import Response, current
 from fwrest.errors import HTTPError
 from fwrest.routing.names import (
+    AUTHORIZE_ROUTE,
     INTROSPECT_ROUTE,
     JWKS_ROUTE,
     METADATA_ROUTE,
@@ -118,9 +119,24 @@ class Metadata:
                         "client_secret_post",
                     ],
                     "response_types_supported": [],
+                    **_code_fields(head["issuer"], allowed),
                 }
             )
         return body
+
+
+def _code_fields(issuer: str, allowed: AuthParams | None) -> dict[str, Any]:
+    """The fields of the authorization code grant (SPEC 16.1), when ``types`` lists it."""
+    if allowed is None or allowed.types is None or "authorization_code" not in allowed.types:
+        return {}
+    methods = ["client_secret_basic", "client_secret_post", *(["none"] if allowed.public else [])]
+    return {
+        "authorization_endpoint": issuer + AUTHORIZE_ROUTE,
+        "token_endpoint_auth_methods_supported": methods,
+        "response_types_supported": ["code"],
+        "code_challenge_methods_supported": ["S256"],
+        "authorization_response_iss_parameter_supported": True,
+    }
 
 
 def _json(body: bytes, cache: str) -> Reply:

@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl, unquote_plus
 from fwrest import log
 from fwrest.auth.basic import parse_basic
 from fwrest.auth.oauth2.errors import InvalidClient, InvalidRequest, OAuthError
+from fwrest.auth.oauth2.redirects import redirect_problem, registered_form
 from fwrest.auth.throttle import user_key
 from fwrest.repository import is_async
 from fwrest.repository.scopes import scope_list
@@ -127,6 +128,10 @@ class AuthParams:
     # client id; an entry without ``scopes`` is not here (it may be granted ``default`` only)
     user_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     client_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # SPEC 16.1: each client's redirect URIs as registered (client id -> their compared form,
+    # redirects.registered_form), and the public clients (no secret: a browser or native app)
+    redirect_uris: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    public: frozenset[str] = frozenset()
 
     @property
     def client_ids(self) -> tuple[str, ...]:
@@ -182,15 +187,19 @@ def normalise(raw: Any) -> AuthParams:
         raise ParamsError(f"onAuthparams must return an object, got {type(raw).__name__}")
     data = _fold(raw)
     # a top-level ``scopes`` belongs to the single keys' entries (user and client alike)
-    clients = []
+    clients: list[tuple[str, str]] = []
     client_scopes: dict[str, tuple[str, ...]] = {}
-    for cid, secret, scopes in _entries(
-        data, "client", ("client_id", "client_secret"), ("scopes",)
+    redirects: dict[str, frozenset[str]] = {}
+    public: set[str] = set()
+    for cid, secret, scopes, uris, is_public in _entries(
+        data, "client", ("client_id", "client_secret"), ("scopes", "redirect_uris", "public")
     ):
         if not isinstance(cid, str) or not cid:
             raise ParamsError("a client_id must be non-empty text")
+        first = all(cid != known for known, _ in clients)
         clients.append((cid, "" if secret is None else str(secret)))
         _scopes(client_scopes, cid, scopes, f"the client {cid!r}")
+        _client_kind(cid, secret, uris, is_public, redirects, public, first)
     users = []
     user_scopes: dict[str, tuple[str, ...]] = {}
     for name, password, scopes in _entries(data, "users", ("username", "password"), ("scopes",)):
@@ -226,8 +235,51 @@ def normalise(raw: Any) -> AuthParams:
     if types_entries:
         types = tuple(str(t[0]) for t in types_entries if t[0] is not None)
     return AuthParams(
-        tuple(clients), tuple(users), access, refresh, types, repeated, user_scopes, client_scopes
+        tuple(clients),
+        tuple(users),
+        access,
+        refresh,
+        types,
+        repeated,
+        user_scopes,
+        client_scopes,
+        redirects,
+        frozenset(public),
     )
+
+
+def _client_kind(
+    cid: str,
+    secret: Any,
+    uris: Any,
+    is_public: Any,
+    redirects: dict[str, frozenset[str]],
+    public: set[str],
+    first: bool,
+) -> None:
+    """Check a client entry's ``redirect_uris`` and ``public`` (SPEC 16.1) and record them
+    when it is the ``first`` entry of its client id (which decides, as for its secret)."""
+    if is_public is not None and not isinstance(is_public, bool):
+        raise ParamsError(f"the client {cid!r}: public must be true or false, got {is_public!r}")
+    if is_public and secret not in (None, ""):
+        raise ParamsError(
+            f"the client {cid!r} is public (no secret: a browser or native app) and has a "
+            "client_secret; remove one of them"
+        )
+    if first and is_public:
+        public.add(cid)
+    if uris is None:
+        return
+    if isinstance(uris, str):
+        uris = [uris]
+    if not isinstance(uris, list) or not uris:
+        raise ParamsError(f"the client {cid!r}: redirect_uris must be a list of URLs")
+    for uri in uris:
+        problem = redirect_problem(uri)
+        if problem is not None:
+            raise ParamsError(f"the client {cid!r}: {problem}")
+    if first:
+        redirects[cid] = frozenset(registered_form(uri) for uri in uris)
 
 
 def name_clashes(params: AuthParams) -> list[str]:

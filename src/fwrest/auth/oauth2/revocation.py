@@ -233,6 +233,10 @@ async def _introspector(
             f"{INTROSPECT_SCOPE!r}"
         )
     allowed = await service.auth_params(params)
+    if creds[0] in allowed.public:
+        # a public client only names itself (SPEC 16.1): it authenticates nothing, as
+        # Keycloak refuses introspection to public clients
+        raise InvalidClient("a public client cannot use introspection")
     return await service.authenticate_client(allowed, creds)
 
 

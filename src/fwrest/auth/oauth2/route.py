@@ -14,13 +14,14 @@ from fwrest.auth.oauth2.tokens import TokenService
 from fwrest.context.request import Response, current
 from fwrest.errors import HTTPError
 from fwrest.routing.names import (
+    AUTHORIZE_ROUTE_NAME,
     INTROSPECT_ROUTE_NAME,
     RESOURCE_ROUTE_NAME,
     REVOKE_ROUTE_NAME,
     TOKEN_ROUTE_NAME,
 )
 
-__all__ = ["OAUTH2_ROUTES", "introspect_route", "revoke_route", "token_route"]
+__all__ = ["OAUTH2_ROUTES", "authorize_route", "introspect_route", "revoke_route", "token_route"]
 
 
 async def token_route() -> Response:
@@ -43,6 +44,25 @@ def _service() -> TokenService:
     if not isinstance(service, TokenService):  # pragma: no cover - only on oAuth2 ports
         raise HTTPError(404)
     return service
+
+
+async def authorize_route() -> Response:
+    """The authorization code grant's login page and form (SPEC 16.1)."""
+    ctx = current.get()
+    authorizer = _service().authorizer
+    if authorizer is None:  # pragma: no cover - set by the assembly on every oAuth2 port
+        raise HTTPError(404)
+    status, headers, body = await authorizer.answer(
+        ctx.method,
+        ctx.query_string,
+        ctx.body,
+        ctx.headers.get("content-type"),
+        ctx.client,
+        ctx.location_path,
+    )
+    kept = {k: v for k, v in headers if k != "content-type"}
+    media = "text/html; charset=utf-8" if body else None
+    return Response(body, status, kept, media_type=media)
 
 
 async def revoke_route() -> Response:
@@ -73,6 +93,7 @@ OAUTH2_ROUTES: dict[str, Callable[..., Any]] = {
     REVOKE_ROUTE_NAME: revoke_route,
     INTROSPECT_ROUTE_NAME: introspect_route,
     "oauth2/jwks": jwks_route,
+    AUTHORIZE_ROUTE_NAME: authorize_route,
     "oauth2/metadata": metadata_route,
     RESOURCE_ROUTE_NAME: resource_route,
 }

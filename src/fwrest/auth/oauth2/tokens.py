@@ -59,6 +59,7 @@ from fwrest.store.audit import AuditLog
 from fwrest.store.calls import Started, StoreBusy, StoreClient
 
 if TYPE_CHECKING:
+    from fwrest.auth.oauth2.authorize import Authorizer
     from fwrest.auth.oauth2.discovery import Metadata
     from fwrest.auth.oauth2.portkeys import PortKeys
     from fwrest.auth.oauth2.resource import Resources
@@ -84,6 +85,8 @@ STORE_QUEUE_S = 1.0
 REVOKED_REFRESH_DEADLINE_S = 1.4  # the revocation cache's refresh (retried every 0.5 s)
 RESTORE_ATTEMPTS = 30  # one a second: undoing a spend that reached no client (see spend)
 _NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
+# the token request's parameters that are secrets, scrubbed from any record logged meanwhile
+_SECRET_PARAMS = ("password", "client_secret", "refresh_token", "code", "code_verifier")
 _VERIFIED_MAX = 1024  # verified access tokens remembered per worker (about 1.5 KiB each)
 _PAST_REFRESH_REMEMBERED = 64  # refresh_expires values warned about as past, per worker
 GRANTS = GRANT_TYPES  # the grant types fwrest knows (grants/__init__.py)
@@ -178,6 +181,8 @@ class TokenService:
         # the protected resources of its locations (auth/oauth2/resource.py), set by the
         # assembly: their documents, and what a token request's resource= may name (SPEC 16.3)
         self.resources: Resources | None = None
+        # the authorize route's login page (auth/oauth2/authorize.py), set by the assembly
+        self.authorizer: Authorizer | None = None
         # what a function onAuthparams answered the metadata route last, and when
         self._asked: tuple[float, AuthParams | None] = (float("-inf"), None)
         self.store = store
@@ -207,6 +212,11 @@ class TokenService:
         self.pool = pool  # where a def onAuthparams runs (the port's pool)
         # grant_type -> its grant (grants/): built once, the request path one dict lookup
         self.grants = registry()
+
+    def signing_secret(self) -> bytes:
+        """The service's signing key (HS256), shared by every worker and host: what the
+        authorize route derives its form key from (``authorize.py``)."""
+        return self._key
 
     # -- revocation cache (SPEC 7: at most 1 s stale, never waited on) --------------------------
     def start(self) -> None:
@@ -599,9 +609,7 @@ class TokenService:
         _issuer.set(self.issuers.get(location, ""))
         try:
             params = request_params(query, body, headers.get("content-type"), method)
-            secrets_seen = tuple(
-                params[k] for k in ("password", "client_secret", "refresh_token") if params.get(k)
-            )
+            secrets_seen = tuple(params[k] for k in _SECRET_PARAMS if params.get(k))
             auth_header = headers.get("authorization")
             if auth_header:
                 secrets_seen += (auth_header.strip().partition(" ")[2],)
@@ -708,6 +716,8 @@ class TokenService:
         if creds is None:
             return allowed.clients[0][0] if allowed.clients else ""
         cid, secret = creds
+        if not secret and cid in allowed.public:
+            return cid  # a public client names itself: it has no secret (SPEC 16.1)
         clients = allowed.clients
         if costly(clients):
             ok = await settled(asyncio.to_thread(check_user, clients, cid, secret))

@@ -131,12 +131,33 @@ def _judge(params: AuthParams, section: str) -> list[str]:
                     'port by introspection; give those users "scopes" (an empty list '
                     "allows default only), or keep introspect to a client of its own."
                 )
+    out += _code_warnings(params, section)
     for key in params.repeated:
         out.append(
             f"[{section}] onAuthparams gives {key} more than once (single key and expires "
             "entries): the first applies to every token, the others are ignored."
         )
     return out
+
+
+def _code_warnings(params: AuthParams, section: str) -> list[str]:
+    """The authorization code grant (SPEC 16.1): listed without a client that could use it,
+    or redirect URIs that no grant uses."""
+    listed = params.types is not None and "authorization_code" in params.types
+    if listed and not params.redirect_uris:
+        return [
+            f"[{section}] onAuthparams lists the grant type authorization_code, but no client "
+            'entry has "redirect_uris": every authorization request is refused; add the '
+            "client's redirect URIs."
+        ]
+    if not listed and params.redirect_uris:
+        shown = ", ".join(repr(c) for c in params.redirect_uris)
+        return [
+            f"[{section}] onAuthparams gives redirect_uris to {shown}, but its types do not "
+            "list authorization_code: the authorize route refuses every request; add "
+            '{"grant_type": "authorization_code"} to types.'
+        ]
+    return []
 
 
 Routes = Sequence[tuple[str, Sequence[tuple[str, str]]]]

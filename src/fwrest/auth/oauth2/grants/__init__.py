@@ -9,6 +9,7 @@ To add a grant: a module here with a ``Grant`` subclass, listed in :data:`GRANTS
 
 from __future__ import annotations
 
+from fwrest.auth.oauth2.grants.authorization_code import AuthorizationCodeGrant
 from fwrest.auth.oauth2.grants.base import (
     Grant,
     TokenRequest,
@@ -32,7 +33,12 @@ __all__ = [
 ]
 
 # the grants fwrest knows, in the order the metadata lists them (SPEC 12.2)
-GRANTS: tuple[type[Grant], ...] = (PasswordGrant, RefreshGrant, ClientCredentialsGrant)
+GRANTS: tuple[type[Grant], ...] = (
+    PasswordGrant,
+    RefreshGrant,
+    ClientCredentialsGrant,
+    AuthorizationCodeGrant,
+)
 GRANT_TYPES = tuple(g.grant_type for g in GRANTS)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import ClassVar
 
+from fwrest.auth.oauth2.errors import UnauthorizedClient
 from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated
 from fwrest.auth.oauth2.scopes import allowed_scopes, grant
 
@@ -27,5 +28,8 @@ class ClientCredentialsGrant(Grant):
 
     async def validate(self, request: TokenRequest) -> Validated:
         client_id = request.client_id
+        if client_id in request.allowed.public:
+            # a public client has no secret: it cannot stand for itself (SPEC 16.1)
+            raise UnauthorizedClient("a public client cannot use the client_credentials grant")
         scope = grant(request.asked, allowed_scopes(request.allowed, client_id, None))
         return Validated(client_id, uuid.uuid4().hex, scope, scope)

@@ -23,9 +23,10 @@ from fwrest.auth.oauth2.scopes import allowed_scopes, grant
 from fwrest.auth.throttle import user_key
 
 if TYPE_CHECKING:
-    from fwrest.auth.oauth2.tokens import TokenService
+    from fwrest.auth.oauth2.params import AuthParams
+    from fwrest.auth.oauth2.tokens import StoreDeadline, TokenService
 
-__all__ = ["REFUSED", "PasswordGrant"]
+__all__ = ["REFUSED", "PasswordGrant", "check_password"]
 
 T = TypeVar("T")
 
@@ -70,18 +71,42 @@ async def _check_password(request: TokenRequest) -> str:
         InvalidGrant: a wrong user or password (one message, one cost: SPEC 4.2).
         HTTPError: 429 past ``maxFailures`` (no password checked), 503 (the store).
     """
-    params, service, deadline = request.params, request.service, request.deadline
+    params = request.params
     username, password = params.get("username"), params.get("password")
     if not username or password is None:
         raise InvalidRequest("username and password are required")
+    ok = await check_password(
+        request.service, request.deadline, request.allowed, username, password, request.client_ip
+    )
+    if not ok:
+        raise InvalidGrant(REFUSED)
+    return username
+
+
+async def check_password(
+    service: TokenService,
+    deadline: StoreDeadline,
+    allowed: AuthParams,
+    username: str,
+    password: str,
+    client_ip: str,
+    what: str = "password grant",
+) -> bool:
+    """Whether ``password`` is ``username``'s among ``allowed``'s users, the attempt counted
+    by the port's throttle: one budget for the password grant and the login page of the
+    authorization code grant (SPEC 16.1), shared by every worker and host.
+
+    Raises:
+        HTTPError: 429 past ``maxFailures`` (no password checked), 503 (the store).
+    """
 
     def run(fn: Callable[..., T], /, *args: Any) -> Awaitable[T]:
         return service.store_call(deadline, fn, *args)
 
     throttle = service.throttle
-    users = request.allowed.users
+    users = allowed.users
     # counted before the check (SPEC 7.1): past maxFailures, 429 and no check
-    attempt = await throttle.admit(username, request.client_ip, run)
+    attempt = await throttle.admit(username, client_ip, run)
     try:
         # a plain-text comparison is a few microseconds: done here; a hash costs
         # milliseconds of CPU (argon2, bcrypt): done in a thread, the event loop serving
@@ -95,8 +120,8 @@ async def _check_password(request: TokenRequest) -> str:
         raise
     if not ok:
         # %r escapes CR, LF and ESC, as for Basic's refusals
-        log.auth_log.info("[%s] password grant refused for user %r", service.port_name, username)
+        log.auth_log.info("[%s] %s refused for user %r", service.port_name, what, username)
         await throttle.failed(attempt, run)
-        raise InvalidGrant(REFUSED)
+        return False
     await throttle.succeeded(attempt, run)
-    return username
+    return True

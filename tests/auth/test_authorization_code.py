@@ -1,0 +1,564 @@
+"""The authorization code grant with PKCE (SPEC 16.1), through the port's own pipeline in this
+process (``fwrest.testing.Client``: no socket is the subject here; tests/e2e/test_code_flow.py
+runs the real clients over TLS and the browser): the authorize route's refusals (the 400 page,
+never a redirect, for what makes a redirect untrustworthy; the redirect with ``error``,
+``state`` and ``iss`` for the rest), the login page and its CSRF token, one throttle budget
+with the password grant, the code's single use and what a reused code revokes, public and
+confidential clients, loopback redirects, the metadata, the audit trail and the log."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+import trustme
+
+from tests.auth.oauth2_support import (
+    LocalOAuth,
+    LocalService,
+    claims_of,
+    local_oauth,
+    oauth_section,
+)
+from tests.conftest import APP_SOURCE, module_config
+
+MODULE = "tauth_authorization_code_app"
+AUTHORIZE = "/fw/oauth2/authorize"
+SPA_CB = "https://app.example.com/cb"
+WEB_CB = "https://web.example.com/cb"
+WEB_SECRET = "Web-Secret-4k9"
+ADA_PW = "Ada-Pw-7731"
+
+APP = (
+    APP_SOURCE
+    + f"""
+
+CLIENTS = [
+    {{"client_id": "spa", "public": True, "scopes": ["orders:read"],
+      "redirect_uris": ["{SPA_CB}", "https://app.example.com/other", "http://127.0.0.1/cb"]}},
+    {{"client_id": "web", "client_secret": "{WEB_SECRET}", "redirect_uris": ["{WEB_CB}"]}},
+    {{"client_id": "bare", "client_secret": "Bare-Secret-1"}},
+]
+USERS = [
+    {{"username": "ada", "password": "{ADA_PW}", "scopes": ["orders:read"]}},
+    {{"username": "bob", "password": "Bob-Pw-2291"}},
+]
+
+
+def params():
+    return {{
+        "client": CLIENTS,
+        "users": USERS,
+        "types": [{{"grant_type": "authorization_code"}}, {{"grant_type": "refresh_token"}},
+                  {{"grant_type": "password"}}, {{"grant_type": "client_credentials"}}],
+        "access_expires": "10m",
+    }}
+
+
+def no_code():
+    return {{"client": CLIENTS, "users": USERS, "types": [{{"grant_type": "password"}}]}}
+"""
+)
+
+
+def write_service(folder: Path, certs: dict[str, Path]) -> Path:
+    (folder / "login.html").write_text(
+        "<html><head><style>p{color:red}</style></head><body><h1>ACME {{client}}</h1>"
+        "<p>{{scopes}}</p><p id=e>{{error}}</p>{{form}}</body></html>"
+    )
+    config = module_config(
+        folder,
+        MODULE,
+        servers={
+            "CODE": oauth_section(certs, onAuthparams=f"{MODULE}.params"),
+            "LIMITED": oauth_section(certs, onAuthparams=f"{MODULE}.params", maxFailures=3),
+            "NOCODE": oauth_section(certs, onAuthparams=f"{MODULE}.no_code"),
+            "BRANDED": oauth_section(
+                certs, onAuthparams=f"{MODULE}.params", loginPage="file:login.html"
+            ),
+        },
+        app=APP,
+        general={"rest_log_level": 5},
+    )
+    return config
+
+
+@pytest.fixture(scope="module")
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
+    yield from local_oauth(ca, tmp_path_factory.mktemp("authcode"), write_service)
+
+
+@pytest.fixture
+def code(svc: LocalService) -> LocalOAuth:
+    return svc["CODE"]
+
+
+def pkce_s256(verifier: str) -> str:
+    """RFC 7636 4.2's S256, as a client computes it."""
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def pkce() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    return verifier, pkce_s256(verifier)
+
+
+def authorize_params(challenge: str, **extra: str) -> dict[str, str]:
+    out = {
+        "response_type": "code",
+        "client_id": "spa",
+        "redirect_uri": SPA_CB,
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "state": "st-" + secrets.token_hex(4),
+    }
+    out.update(extra)
+    return {k: v for k, v in out.items() if v != "-"}  # "-": leave the parameter out
+
+
+def page(port: LocalOAuth, params: dict[str, str]) -> httpx.Response:
+    return port.http.get(port.base + AUTHORIZE, params=params)
+
+
+def form_fields(response: httpx.Response) -> dict[str, str]:
+    """The hidden fields of the login page's form, as a browser would post them."""
+    fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', response.text)
+    import html
+
+    return {name: html.unescape(value) for name, value in fields}
+
+
+def post_form(
+    port: LocalOAuth, fields: dict[str, str], username: str = "ada", password: str = ADA_PW
+) -> httpx.Response:
+    data = {**fields, "username": username, "password": password}
+    return port.http.post(port.base + AUTHORIZE, data=data)
+
+
+def redirected(response: httpx.Response) -> tuple[str, dict[str, str]]:
+    """(where to, the query's values) of a 302."""
+    assert response.status_code == 302, (response.status_code, response.text[:300])
+    location = response.headers["location"]
+    parts = urlsplit(location)
+    values = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    return location.split("?", 1)[0], values
+
+
+def issuer(port: LocalOAuth) -> str:
+    return str(port.http.get(port.base + "/fw/oauth2/metadata").json()["issuer"])
+
+
+def login_code(
+    port: LocalOAuth, **extra: str
+) -> tuple[str, str, dict[str, str]]:  # (code, verifier, the authorize params)
+    verifier, challenge = pkce()
+    params = authorize_params(challenge, **extra)
+    shown = page(port, params)
+    assert shown.status_code == 200, shown.text
+    _to, values = redirected(post_form(port, form_fields(shown)))
+    return values["code"], verifier, params
+
+
+def exchange(port: LocalOAuth, value: str, verifier: str, **extra: str) -> httpx.Response:
+    data = {
+        "grant_type": "authorization_code",
+        "code": value,
+        "redirect_uri": SPA_CB,
+        "code_verifier": verifier,
+        "client_id": "spa",
+        **extra,
+    }
+    return port.post({k: v for k, v in data.items() if v != "-"})
+
+
+# -- the whole flow ---------------------------------------------------------------------------
+
+
+def test_a_public_client_logs_in_and_redeems_its_code(svc: LocalService, code: LocalOAuth) -> None:
+    verifier, challenge = pkce()
+    params = authorize_params(challenge, scope="orders:read")
+    shown = page(code, params)
+    assert shown.status_code == 200
+    assert shown.headers["content-type"].startswith("text/html")
+    assert "spa" in shown.text and "orders:read" in shown.text
+    to, values = redirected(post_form(code, form_fields(shown)))
+    assert to == SPA_CB
+    assert values["state"] == params["state"]
+    assert values["iss"] == issuer(code)  # RFC 9207
+    assert len(base64.urlsafe_b64decode(values["code"] + "==")) >= 16  # 128 bits at least
+    answer = exchange(code, values["code"], verifier)
+    assert answer.status_code == 200, answer.text
+    tokens = answer.json()
+    assert tokens["scope"] == "orders:read" and tokens["refresh_token"]
+    assert answer.headers["cache-control"] == "no-store"
+    claims = claims_of(svc, tokens["access_token"])
+    assert (claims["sub"], claims["client_id"]) == ("ada", "spa")
+    assert code.get("/hello", token=tokens["access_token"]).status_code == 200
+    refreshed = code.refresh(tokens["refresh_token"], client_id="spa")
+    assert refreshed.status_code == 200, refreshed.text
+
+
+def test_a_confidential_client_authenticates_at_the_token_route(code: LocalOAuth) -> None:
+    verifier, challenge = pkce()
+    params = authorize_params(challenge, client_id="web", redirect_uri="-")  # its only redirect
+    shown = page(code, params)
+    to, values = redirected(post_form(code, form_fields(shown)))
+    assert to == WEB_CB
+    base = {"grant_type": "authorization_code", "code": values["code"], "code_verifier": verifier}
+    # client_id alone is not enough for a confidential client (SPEC 16.1)
+    alone = code.post({**base, "client_id": "web"})
+    assert (alone.status_code, alone.json()["error"]) == (401, "invalid_client")
+    # redirect_uri may be left out at the token route: the authorize request had none
+    verifier2, challenge2 = pkce()
+    shown = page(code, authorize_params(challenge2, client_id="web", redirect_uri="-"))
+    _to, values = redirected(post_form(code, form_fields(shown)))
+    ok = code.post(
+        {"grant_type": "authorization_code", "code": values["code"], "code_verifier": verifier2},
+        auth=("web", WEB_SECRET),
+    )
+    assert ok.status_code == 200, ok.text
+
+
+def test_a_loopback_redirect_matches_any_port(code: LocalOAuth) -> None:
+    verifier, challenge = pkce()
+    native = "http://127.0.0.1:53219/cb"
+    shown = page(code, authorize_params(challenge, redirect_uri=native))
+    assert shown.status_code == 200
+    # the form may send the browser back to the app's port
+    assert "form-action 'self' http://127.0.0.1:53219;" in shown.headers["content-security-policy"]
+    to, values = redirected(post_form(code, form_fields(shown)))
+    assert to == native
+    answer = exchange(code, values["code"], verifier, redirect_uri=native)
+    assert answer.status_code == 200, answer.text
+    # another host on loopback's port is not the registered redirect
+    other = page(code, authorize_params(challenge, redirect_uri="http://127.0.0.2:53219/cb"))
+    assert other.status_code == 400
+
+
+# -- the authorize route's refusals -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"client_id": "-"}, "names no client"),
+        ({"client_id": "nobody"}, "client this service does not know"),
+        ({"redirect_uri": "https://evil.example/cb"}, "not one the client registered"),
+        ({"redirect_uri": SPA_CB + "/"}, "not one the client registered"),
+        ({"redirect_uri": "-"}, "has not exactly one"),  # spa has three
+        ({"client_id": "bare", "redirect_uri": "-"}, "has no redirect URI"),
+    ],
+)
+def test_an_untrustworthy_redirect_is_a_400_page_never_a_redirect(
+    code: LocalOAuth, change: dict[str, str], needle: str
+) -> None:
+    _verifier, challenge = pkce()
+    response = page(code, authorize_params(challenge, **change))
+    assert response.status_code == 400
+    assert "location" not in response.headers
+    assert response.headers["content-type"].startswith("text/html")
+    assert needle in response.text
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+
+
+@pytest.mark.parametrize(
+    ("port", "change", "error"),
+    [
+        ("CODE", {"code_challenge": "-"}, "invalid_request"),
+        ("CODE", {"code_challenge_method": "-"}, "invalid_request"),  # RFC 7636 4.3: plain
+        ("CODE", {"code_challenge_method": "plain"}, "invalid_request"),
+        ("CODE", {"code_challenge_method": "S512"}, "invalid_request"),
+        ("CODE", {"code_challenge": "short"}, "invalid_request"),
+        ("CODE", {"response_type": "token"}, "unsupported_response_type"),
+        ("CODE", {"response_type": "-"}, "invalid_request"),
+        ("CODE", {"scope": "admin"}, "invalid_scope"),
+        ("CODE", {"scope": 'bad"scope'}, "invalid_scope"),
+        ("NOCODE", {}, "unauthorized_client"),
+    ],
+)
+def test_other_errors_redirect_with_error_state_and_iss(
+    svc: LocalService, port: str, change: dict[str, str], error: str
+) -> None:
+    client = svc[port]
+    _verifier, challenge = pkce()
+    params = authorize_params(challenge, **change)
+    to, values = redirected(page(client, params))
+    assert to == SPA_CB
+    assert values["error"] == error
+    assert values["state"] == params["state"]
+    assert values["iss"] == issuer(client)
+    assert "code" not in values
+
+
+def test_the_scopes_of_a_client_without_its_own_are_the_users(code: LocalOAuth) -> None:
+    """web lists no scopes: ada (orders:read) gets what she asks for, bob (none) is refused
+    after his login, by a redirect, as the password grant refuses him (SPEC 12.4)."""
+    for user, password, granted in (("ada", ADA_PW, True), ("bob", "Bob-Pw-2291", False)):
+        verifier, challenge = pkce()
+        params = authorize_params(
+            challenge, client_id="web", redirect_uri=WEB_CB, scope="orders:read"
+        )
+        shown = page(code, params)
+        assert shown.status_code == 200, shown.text
+        to, values = redirected(post_form(code, form_fields(shown), user, password))
+        assert to == WEB_CB
+        if not granted:
+            assert values["error"] == "invalid_scope" and values["state"] == params["state"]
+            continue
+        answer = code.post(
+            {
+                "grant_type": "authorization_code",
+                "code": values["code"],
+                "redirect_uri": WEB_CB,
+                "code_verifier": verifier,
+            },
+            auth=("web", WEB_SECRET),
+        )
+        assert answer.json()["scope"] == "orders:read", answer.text
+
+
+# -- the login page ---------------------------------------------------------------------------
+
+
+def test_the_login_page_is_self_contained_and_not_cached(code: LocalOAuth) -> None:
+    _verifier, challenge = pkce()
+    response = page(code, authorize_params(challenge, state='<script>alert("x")</script>'))
+    assert response.status_code == 200
+    headers = response.headers
+    csp = headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
+    assert "script-src" not in csp and "unsafe-inline" not in csp
+    assert "form-action 'self' https://app.example.com;" in csp
+    assert headers["x-frame-options"] == "DENY"
+    assert headers["cache-control"] == "no-store"
+    text = response.text
+    assert "<script" not in text  # the state is escaped
+    assert "&lt;script&gt;" in text
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", text)  # no outside asset
+    assert 'name="username"' in text and 'type="password"' in text
+    # the only style is the page's own block, allowed by its hash
+    style = re.search(r"<style>(.*?)</style>", text, re.DOTALL)
+    assert style is not None
+    digest = base64.b64encode(hashlib.sha256(style.group(1).encode()).digest()).decode()
+    assert f"style-src 'sha256-{digest}'" in csp
+
+
+def test_the_users_template_is_filled_with_escaped_values(svc: LocalService) -> None:
+    branded = svc["BRANDED"]
+    verifier, challenge = pkce()
+    shown = page(branded, authorize_params(challenge, scope="orders:read"))
+    assert shown.status_code == 200
+    assert "<h1>ACME spa</h1>" in shown.text and "<p>orders:read</p>" in shown.text
+    digest = base64.b64encode(hashlib.sha256(b"p{color:red}").digest()).decode()
+    assert f"'sha256-{digest}'" in shown.headers["content-security-policy"]
+    wrong = post_form(branded, form_fields(shown), password="nope")
+    assert wrong.status_code == 200
+    assert "<p id=e>Invalid username or password.</p>" in wrong.text
+    _to, values = redirected(post_form(branded, form_fields(wrong)))
+    assert exchange(branded, values["code"], verifier).status_code == 200
+
+
+def test_a_wrong_password_and_an_unknown_user_get_the_same_page(code: LocalOAuth) -> None:
+    _verifier, challenge = pkce()
+    fields = form_fields(page(code, authorize_params(challenge)))
+    wrong = post_form(code, fields, "bob", "not-his")
+    unknown = post_form(code, fields, "nobody", "not-his")
+    assert wrong.status_code == unknown.status_code == 200
+    message = "Invalid username or password."
+    assert message in wrong.text and message in unknown.text
+    # the pages differ only by the user name refilled and the form's token
+    strip = re.compile(r'value="[^"]*"')
+    assert strip.sub("", wrong.text) == strip.sub("", unknown.text)
+
+
+@pytest.mark.parametrize(
+    "forge",
+    ["missing", "another request's", "tampered state", "expired", "garbage"],
+)
+def test_a_form_without_its_own_csrf_token_is_refused_before_any_password(
+    svc: LocalService, forge: str
+) -> None:
+    port = svc["CODE"]
+    _verifier, challenge = pkce()
+    fields = form_fields(page(port, authorize_params(challenge)))
+    if forge == "missing":
+        del fields["fw_csrf"]
+    elif forge == "another request's":
+        other = form_fields(page(port, authorize_params(challenge)))  # another state
+        fields["fw_csrf"] = other["fw_csrf"]
+    elif forge == "tampered state":
+        fields["state"] = "changed"
+    elif forge == "expired":
+        authorizer = _authorizer(port)
+        fields["fw_csrf"] = authorizer.form_token(fields, int(time.time()) - 601)
+    else:
+        fields["fw_csrf"] = "1." + "A" * 43
+    before = svc.log().count("login refused")
+    response = post_form(port, fields, "bob", "wrong-password")
+    assert response.status_code == 400
+    assert "stale or was not made for this request" in response.text
+    assert "location" not in response.headers
+    assert svc.log().count("login refused") == before  # no password was checked
+
+
+def _authorizer(port: LocalOAuth) -> Any:
+    """The port's Authorizer (to make a token of the past: the only way to age one)."""
+    from fwrest.auth.oauth2.authorize import Authorizer
+
+    app = port.http._transport._runtime.open()  # type: ignore[attr-defined]
+    found = app.token_service.authorizer
+    assert isinstance(found, Authorizer)
+    return found
+
+
+def test_the_login_page_and_the_password_grant_share_one_budget(svc: LocalService) -> None:
+    """maxFailures 3 on LIMITED: two wrong passwords on the page and one at the token route
+    lock the user out of both."""
+    code = svc["LIMITED"]
+    _verifier, challenge = pkce()
+    fields = form_fields(page(code, authorize_params(challenge)))
+    user = "budget-" + secrets.token_hex(3)
+    for _ in range(2):
+        assert post_form(code, fields, user, "wrong").status_code == 200
+    assert code.grant(user, "wrong").json()["error"] == "invalid_grant"
+    locked = post_form(code, fields, user, "wrong")
+    assert locked.status_code == 429
+    assert int(locked.headers["retry-after"]) > 0
+    assert "Too many failed sign-ins" in locked.text
+    assert code.grant(user, "wrong").status_code == 429
+
+
+# -- the token route --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "error"),
+    [
+        ({"code_verifier": "x" * 43}, 400, "invalid_grant"),
+        ({"code_verifier": "short"}, 400, "invalid_grant"),
+        ({"code_verifier": "-"}, 400, "invalid_request"),
+        ({"redirect_uri": "https://app.example.com/other"}, 400, "invalid_grant"),
+        ({"redirect_uri": "-"}, 400, "invalid_grant"),  # the authorize request carried one
+        ({"code": "not-a-code"}, 400, "invalid_grant"),
+        ({"client_id": "web", "client_secret": WEB_SECRET}, 400, "invalid_grant"),
+        ({"client_id": "-"}, 401, "invalid_client"),
+    ],
+)
+def test_a_code_redeemed_wrongly_is_refused(
+    code: LocalOAuth, change: dict[str, str], status: int, error: str
+) -> None:
+    value, verifier, _params = login_code(code)
+    answer = exchange(code, value, verifier, **change)
+    assert (answer.status_code, answer.json()["error"]) == (status, error), answer.text
+
+
+def test_an_expired_code_is_invalid_grant(svc: LocalService, code: LocalOAuth) -> None:
+    from fwrest.auth.oauth2.grants import authorization_code
+
+    ttl = authorization_code.CODE_TTL_S
+    authorization_code.CODE_TTL_S = 0.2  # the authorize module reads it from here
+    try:
+        import fwrest.auth.oauth2.authorize as authorize
+
+        authorize.CODE_TTL_S = 0.2
+        value, verifier, _params = login_code(code)
+    finally:
+        authorization_code.CODE_TTL_S = ttl
+        authorize.CODE_TTL_S = ttl
+    time.sleep(0.3)
+    answer = exchange(code, value, verifier)
+    assert answer.json() == {
+        "error": "invalid_grant",
+        "error_description": "the authorization code has expired",
+    }
+
+
+def test_a_code_redeemed_twice_revokes_what_the_first_issued(
+    svc: LocalService, code: LocalOAuth
+) -> None:
+    value, verifier, _params = login_code(code)
+    first = exchange(code, value, verifier)
+    assert first.status_code == 200
+    tokens = first.json()
+    assert code.get("/hello", token=tokens["access_token"]).status_code == 200
+    second = exchange(code, value, verifier)
+    assert second.json()["error"] == "invalid_grant"
+    assert "already used" in second.json()["error_description"]
+    # every token of the first redemption is revoked (the worker's cache at once)
+    assert code.get("/hello", token=tokens["access_token"]).status_code == 401
+    assert code.refresh(tokens["refresh_token"], client_id="spa").json()["error"] == (
+        "invalid_grant"
+    )
+
+
+def test_a_public_client_cannot_use_client_credentials(code: LocalOAuth) -> None:
+    answer = code.post({"grant_type": "client_credentials", "client_id": "spa"})
+    assert (answer.status_code, answer.json()["error"]) == (400, "unauthorized_client")
+
+
+def test_a_public_client_revokes_its_tokens_but_cannot_introspect(code: LocalOAuth) -> None:
+    value, verifier, _params = login_code(code)
+    tokens = exchange(code, value, verifier).json()
+    introspect = code.http.post(
+        code.base + "/fw/oauth2/introspect",
+        data={"token": tokens["access_token"], "client_id": "spa"},
+    )
+    assert (introspect.status_code, introspect.json()["error"]) == (401, "invalid_client")
+    # revocation at logout: client_id alone names a public client (RFC 7009 2.1)
+    revoked = code.http.post(
+        code.base + "/fw/oauth2/revoke", data={"token": tokens["refresh_token"], "client_id": "spa"}
+    )
+    assert revoked.status_code == 200
+    assert code.refresh(tokens["refresh_token"], client_id="spa").json()["error"] == (
+        "invalid_grant"
+    )
+
+
+# -- metadata, audit, log ---------------------------------------------------------------------
+
+
+def test_the_metadata_names_the_authorization_endpoint(svc: LocalService) -> None:
+    doc = svc["CODE"].http.get("/rest/fw/oauth2/metadata").json()
+    assert doc["authorization_endpoint"] == doc["issuer"] + AUTHORIZE
+    assert doc["response_types_supported"] == ["code"]
+    assert doc["code_challenge_methods_supported"] == ["S256"]
+    assert doc["authorization_response_iss_parameter_supported"] is True
+    assert "authorization_code" in doc["grant_types_supported"]
+    assert "none" in doc["token_endpoint_auth_methods_supported"]
+    plain = svc["NOCODE"].http.get("/rest/fw/oauth2/metadata").json()
+    assert plain["response_types_supported"] == []
+    assert "authorization_endpoint" not in plain
+    assert "none" not in plain["token_endpoint_auth_methods_supported"]
+
+
+def test_logins_failures_and_replays_are_audited_and_no_secret_is_logged(
+    svc: LocalService, code: LocalOAuth
+) -> None:
+    verifier, challenge = pkce()
+    shown = page(code, authorize_params(challenge))
+    fields = form_fields(shown)
+    post_form(code, fields, "ada", "Wrong-Pw-55")
+    _to, values = redirected(post_form(code, fields))
+    exchange(code, values["code"], verifier)
+    exchange(code, values["code"], verifier)
+    log = svc.log()
+    for secret in (ADA_PW, "Wrong-Pw-55", values["code"], verifier, fields["fw_csrf"]):
+        assert secret not in log, secret
+    audit = code.get("/fw/rest/audit", token=code.tokens("ada", ADA_PW)["access_token"])
+    assert audit.status_code == 200, audit.text
+    events = {e["event"]: e for e in reversed(audit.json())}
+    assert events["login"]["actor"] == "ada"
+    assert events["login"]["details"] == {"client_id": "spa"}
+    assert events["login.failure"]["actor"] == "ada"
+    assert events["code.replay"]["actor"] == "ada"
+    assert events["code.replay"]["details"]["client_id"] == "spa"
