@@ -75,6 +75,8 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
         "<html><head><style>p{color:red}</style></head><body><h1>ACME {{client}}</h1>"
         "<p>{{scopes}}</p><p id=e>{{error}}</p>{{form}}</body></html>"
     )
+    without_authorize = oauth_section(certs, onAuthparams=f"{MODULE}.params")
+    without_authorize["FwData"]["NativeRoutes"] = {"disable": ["oauth2/authorize"]}
     config = module_config(
         folder,
         MODULE,
@@ -85,6 +87,7 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
             "BRANDED": oauth_section(
                 certs, onAuthparams=f"{MODULE}.params", loginPage="file:login.html"
             ),
+            "NOAUTHORIZE": without_authorize,
         },
         app=APP,
         general={"rest_log_level": 5},
@@ -539,6 +542,14 @@ def test_the_metadata_names_the_authorization_endpoint(svc: LocalService) -> Non
     assert plain["response_types_supported"] == []
     assert "authorization_endpoint" not in plain
     assert "none" not in plain["token_endpoint_auth_methods_supported"]
+
+
+def test_a_disabled_authorize_route_is_not_in_the_metadata(svc: LocalService) -> None:
+    port = svc["NOAUTHORIZE"]
+    assert page(port, {"client_id": "x"}).status_code == 404
+    doc = port.http.get("/rest/fw/oauth2/metadata").json()
+    assert "authorization_endpoint" not in doc
+    assert doc["response_types_supported"] == []
 
 
 def test_logins_failures_and_replays_are_audited_and_no_secret_is_logged(

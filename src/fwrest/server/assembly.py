@@ -308,7 +308,11 @@ class _Builder:
             ),
             issuer_configured=bool(settings.issuer),
         )
-        tokens.metadata = Metadata(tokens.issuers, asymmetric=tokens.keys is not None)
+        tokens.metadata = Metadata(
+            tokens.issuers,
+            asymmetric=tokens.keys is not None,
+            authorize="oauth2/authorize" not in port.native.disable,
+        )
         tokens.resources = Resources(tokens.issuers, configured=bool(settings.issuer))
         tokens.authorizer = Authorizer(tokens, settings.login_page)  # SPEC 16.1
         tokens.start()

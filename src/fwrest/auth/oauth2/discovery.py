@@ -83,9 +83,13 @@ class Metadata:
     fixed at start, its grant types and scopes what ``onAuthparams`` allows when asked (a
     file edited or a function's answer changed since the start shows at once)."""
 
-    __slots__ = ("_heads", "_last")
+    __slots__ = ("_authorize", "_heads", "_last")
 
-    def __init__(self, by_location: dict[str, str], *, asymmetric: bool) -> None:
+    def __init__(
+        self, by_location: dict[str, str], *, asymmetric: bool, authorize: bool = True
+    ) -> None:
+        # False when NativeRoutes disables oauth2/authorize: no code grant fields (SPEC 16.1)
+        self._authorize = authorize
         self._heads: dict[str, dict[str, Any]] = {}
         for prefix, issuer in by_location.items():
             head: dict[str, Any] = {"issuer": issuer, "token_endpoint": issuer + TOKEN_ROUTE}
@@ -119,7 +123,7 @@ class Metadata:
                         "client_secret_post",
                     ],
                     "response_types_supported": [],
-                    **_code_fields(head["issuer"], allowed),
+                    **(_code_fields(head["issuer"], allowed) if self._authorize else {}),
                 }
             )
         return body
