@@ -129,6 +129,45 @@ class _Location:
     hsts: tuple[str, str] | None = None
 
 
+class _Sequence:
+    """Stages that run in order until one answers: one bound call (:meth:`run`)."""
+
+    __slots__ = ("stages",)
+
+    def __init__(self, stages: tuple[Admit, ...]) -> None:
+        self.stages = stages
+
+    async def run(self, req: Request, ctx: RequestContext) -> Reply | None:
+        for stage in self.stages:
+            reply = await stage(req, ctx)
+            if reply is not None:
+                return reply
+        return None
+
+
+def _compose(stages: tuple[Admit, ...]) -> Admit | None:
+    """Stages as one call: None for none, a lone stage itself (the guard alone is called as
+    it is: no coroutine more per request), else a :class:`_Sequence`."""
+    if not stages:
+        return None
+    if len(stages) == 1:
+        return stages[0]
+    return _Sequence(stages).run
+
+
+@dataclass(frozen=True, slots=True)
+class _Admission:
+    """Stages 2-4 of a path (early, authorize, admitted), composed at start into one call
+    per method: ``call`` for every method no early stage names, ``by_method`` for the
+    others (None: the port has no such stage). ``guard`` is the path's authorization, the
+    one decision of whether it is guarded (None: an open port or a public path), which
+    :meth:`PortApp.admit` runs alone before ``100 Continue``."""
+
+    call: Admit | None
+    by_method: Mapping[str, Admit | None] | None
+    guard: Guard | None
+
+
 @dataclass(frozen=True, slots=True)
 class _Located:
     """A request path resolved: its normalised form, its location (None: outside every
@@ -141,9 +180,8 @@ class _Located:
     rel: str
     statics: Mapping[str, Match[Handler]] | None
     is_token: bool = False
-    # the admitted stages of the path: its location's (the port's own on a native route or
-    # outside every location)
-    admitted: tuple[Admit, ...] = ()
+    # stages 2-4 of the path, decided at start (:class:`_Admission`)
+    admission: _Admission | None = None
 
 
 def _trusted(
@@ -307,8 +345,9 @@ class PortApp:
             for e in early
             for method in e.methods or ()
         }
-        self._staged = bool(early)
         self.admitted = admitted
+        # each distinct (admitted stages, guarded) pair's _Admission, made once
+        self._admissions: dict[tuple[tuple[Admit, ...], bool], _Admission] = {}
         hooks = hooks or {}
         # OnSelect may send a request to any pool: each route is bound for each, at start
         self._selecting = plan.on_select is not None
@@ -414,11 +453,6 @@ class PortApp:
             return TOKEN_BODY_LIMIT
         return self.max_body_size
 
-    def is_token_target(self, target: bytes) -> bool:
-        """Whether ``target`` is this port's token route (or revocation, introspection) as
-        the router resolves it (any spelling: ``%74oken``, ``x/../token``)."""
-        return self.token_service is not None and self._is_token_target(target)
-
     def _is_token_target(self, target: bytes) -> bool:
         mark = target.find(b"?")
         try:
@@ -433,8 +467,7 @@ class PortApp:
         the router refuses (``handle`` answers its 400); else the guard's verdict, a refusal
         answered (and logged) as ``handle`` answers it. Early stages do not run here: they
         run once, in ``handle``."""
-        guard = self.guard
-        if guard is None:
+        if self.guard is None:
             return None
         started = time.perf_counter_ns()
         if self.proxies:
@@ -446,9 +479,11 @@ class PortApp:
             query = "" if mark < 0 else target[mark + 1 :].decode("ascii")
         except (BadPath, UnicodeDecodeError):
             return None
-        path = found.path
-        if path in self.public_paths:
+        assert found.admission is not None  # _locate decides every path's
+        guard = found.admission.guard  # the same decision as handle's
+        if guard is None:
             return None
+        path = found.path
         ctx = RequestContext(
             self, head.method, path, query, head.headers, b"", head.client, head.peer_cert
         )
@@ -500,18 +535,22 @@ class PortApp:
         raw_path, _ = split_target(raw)
         path = normalise_path(raw_path)
         located = self.locations.find(path)
+        guarded = self.guard is not None and path not in self.public_paths
         if located is None:
-            found = _Located(path, None, "", None, admitted=self.admitted)
+            found = _Located(
+                path, None, "", None, admission=self._admission(self.admitted, guarded)
+            )
         else:
             loc, rel = located
+            # native routes are not counted by the location's rate limit (SPEC 13.7)
+            admitted = self.admitted if rel.startswith(NATIVE_PREFIX) else loc.admitted
             found = _Located(
                 path,
                 loc,
                 rel,
                 loc.router.static_matches(rel),
                 is_token=rel in TOKEN_BODY_ROUTES,
-                # native routes are not counted by the location's rate limit (SPEC 13.7)
-                admitted=self.admitted if rel.startswith(NATIVE_PREFIX) else loc.admitted,
+                admission=self._admission(admitted, guarded),
             )
         if len(raw) <= _PATH_KEY_MAX:
             if len(self._paths) >= _PATH_CACHE_SIZE:
@@ -519,7 +558,29 @@ class PortApp:
             self._paths[raw] = found
         return found
 
+    def _admission(self, admitted: tuple[Admit, ...], guarded: bool) -> _Admission:
+        """Stages 2-4 of a path, composed once per distinct pair: the early stages of the
+        method, the port's guard (``guarded``: not an open port nor a public path), then
+        ``admitted``."""
+        key = (admitted, guarded)
+        made = self._admissions.get(key)
+        if made is None:
+            guard = self.guard if guarded else None
+            authorize: tuple[Admit, ...] = (guard,) if guard is not None else ()
+            by_method = {
+                method: _compose(early + authorize + admitted)
+                for method, early in self._early.items()
+            }
+            made = _Admission(
+                _compose(self._early_all + authorize + admitted), by_method or None, guard
+            )
+            self._admissions[key] = made
+        return made
+
     async def handle(self, req: Request) -> Reply:
+        """The stages of the module docstring, in order. Each is a slot decided at start for
+        the request's path (``_Located``: its admission, its location's routes, files and
+        outgoing stages), so a request meets only what its port and location configured."""
         started = time.perf_counter_ns()
         # SPEC 13.4: the request's id, on its answer and on every record logged while it runs
         # a new id stays an integer until something reads it (the encoder writes its line)
@@ -536,7 +597,9 @@ class PortApp:
             route_key = UNMATCHED
             ctx: RequestContext | None = None
             found: _Located | None = None
+            reply: Reply | None = None
             try:
+                # 1. resolve
                 target = req.target
                 mark = target.find(b"?")
                 try:
@@ -547,84 +610,60 @@ class PortApp:
                         query = target[mark + 1 :].decode("ascii")
                 except (BadPath, UnicodeDecodeError) as exc:
                     path = "?"
-                    if target == b"*" and method == "OPTIONS":
-                        # RFC 9110 9.3.7: the server in general, before authorization (it
-                        # names no resource; Allow is what every fwrest port may serve)
-                        server = Reply(200, [SERVER_ALLOW], b"")
-                        return self._finish(
-                            req, server, None, "", UNMATCHED, started, 0, 0, rid, ""
-                        )
-                    if (
-                        isinstance(exc, BadSeparator)
-                        and method in _READS
-                        and target.startswith(self._static_prefixes)
-                    ):
-                        raise HTTPError(404) from None
-                    why = (
-                        str(exc) if isinstance(exc, BadPath) else "the request target is not ASCII"
+                    reply = self._unresolved(exc, target, method)
+                if found is not None:
+                    path = found.path
+                    ctx = RequestContext(
+                        self, method, path, query, req.headers, req.body, req.client, req.peer_cert
                     )
-                    raise HTTPError(400, detailed=why) from None
-                path = found.path
-                ctx = RequestContext(
-                    self, method, path, query, req.headers, req.body, req.client, req.peer_cert
-                )
-                ctx.request_id = rid
-                # its secret-named inputs are scrubbed from any record (SPEC 7), worked out
-                # only when one is written; not reset: the request's task ends with it
-                log.request_inputs.set(ctx)
-                reply = None
-                early = self._early.get(method, self._early_all) if self._staged else ()
-                if early or found.admitted:
-                    reply = await self._admit(req, ctx, found, early)
-                elif self.guard is not None and path not in self.public_paths:
-                    await self.guard(req, ctx)
-                if reply is None:
-                    guarded = time.perf_counter_ns()
+                    ctx.request_id = rid
+                    # its secret-named inputs are scrubbed from any record (SPEC 7), worked
+                    # out only when one is written; not reset: the request's task ends with it
+                    log.request_inputs.set(ctx)
+                    # 2-4. early, authorize, admitted: one call, composed at start
+                    admission = found.admission
+                    assert admission is not None  # _locate decides every path's
+                    by_method = admission.by_method
+                    admit = (
+                        admission.call
+                        if by_method is None
+                        else by_method.get(method, admission.call)
+                    )
+                    if admit is not None:
+                        reply = await admit(req, ctx)
                     loc = found.location
-                    if loc is None:
-                        raise HTTPError(404)
-                    statics = found.statics
-                    match = statics.get(method) if statics is not None else None
-                    if match is None:
-                        try:
-                            match = loc.router.match(method, found.rel)
-                        except HTTPError as exc:
-                            match = None
-                            if method == "OPTIONS":
-                                reply = await _options(exc, loc, found.rel)
-                            # no route: a file of the location's RootPath, for GET and HEAD
-                            elif exc.status != 404 or loc.files is None or method not in _READS:
-                                raise
-                            else:
-                                reply = await loc.files.serve(req, found.rel)
-                if reply is None and match is not None:
-                    handler = match.payload
-                    ctx.params = match.params
-                    ctx.handler = handler
-                    route_key = handler.usage_key
-                    invoke = handler.invoke
-                    if self._selecting and ctx.selected is not None:
-                        invoke = handler.invokes[ctx.selected]  # the pool OnSelect picked
-                    token = current.set(ctx)
-                    try:
-                        result = await invoke(match.params)
-                        handled = time.perf_counter_ns()
-                        if type(result) is dict and ctx.resp_headers is None:
-                            # stage 7's common case inline (a call less per request): a dict
-                            # sent as JSON, no header merging to do
+                    match: Match[Handler] | None = None
+                    if reply is None:
+                        guarded = time.perf_counter_ns()
+                        if loc is None:
+                            raise HTTPError(404)
+                        # 5. route
+                        statics = found.statics
+                        match = statics.get(method) if statics is not None else None
+                        if match is None:
                             try:
-                                reply = Reply(ctx.resp_status, [JSON_TYPE], orjson.dumps(result))
-                            except orjson.JSONEncodeError:
-                                # what orjson refuses, as json takes it, or a 500 (_encode)
-                                reply = self._encode(result, ctx, method, path, handler)
-                        else:
+                                match = loc.router.match(method, found.rel)
+                            except HTTPError as exc:
+                                reply = await self._unrouted(exc, req, loc, found.rel)
+                    if match is not None and loc is not None:
+                        handler = match.payload
+                        ctx.params = match.params
+                        ctx.handler = handler
+                        route_key = handler.usage_key
+                        invoke = handler.invoke
+                        if self._selecting and ctx.selected is not None:
+                            invoke = handler.invokes[ctx.selected]  # the pool OnSelect picked
+                        token = current.set(ctx)
+                        try:
+                            # 6. invoke
+                            result = await invoke(match.params)
+                            handled = time.perf_counter_ns()
+                            # 7. encode
                             reply = self._encode(result, ctx, method, path, handler)
-                            if reply.stream is not None:
-                                where = found.location
-                                if where is not None and where.active_s:
-                                    reply = await self._first_piece(reply, where, method, path)
-                    finally:
-                        current.reset(token)
+                            if reply.stream is not None and loc.active_s:
+                                reply = await self._first_piece(reply, loc, method, path)
+                        finally:
+                            current.reset(token)
             except HTTPError as exc:
                 reply = error_reply(exc)
             except Failed:  # a hook failed, or OnError answered nothing: logged where it happened
@@ -641,6 +680,7 @@ class PortApp:
                 self.in_flight -= 1
             assert reply is not None  # every path above made one
             if ctx is not None and found is not None:
+                # 8. outgoing
                 where = found.location
                 if where is not None and where.outgoing:
                     for stage in where.outgoing:
@@ -648,11 +688,38 @@ class PortApp:
                 if ctx.close_after:
                     reply.close = True  # setCloseAfterSend: the engine says so and closes
             user = ctx.auth_user if ctx is not None else ""
+            # 9. finish
             return self._finish(
                 req, reply, found, query, route_key, started, guarded, handled, rid, user
             )
         finally:
             log.request_id.reset(rid_token)
+
+    def _unresolved(self, exc: Exception, target: bytes, method: str) -> Reply:
+        """Stage 1 refused the target: ``OPTIONS *`` asks about the server in general (RFC
+        9110 9.3.7: answered before authorization, it names no resource; ``Allow`` is what
+        every fwrest port may serve); a bad separator under a location with static files is
+        404 for a read; anything else 400."""
+        if target == b"*" and method == "OPTIONS":
+            return Reply(200, [SERVER_ALLOW], b"")
+        if (
+            isinstance(exc, BadSeparator)
+            and method in _READS
+            and target.startswith(self._static_prefixes)
+        ):
+            raise HTTPError(404) from None
+        why = str(exc) if isinstance(exc, BadPath) else "the request target is not ASCII"
+        raise HTTPError(400, detailed=why) from None
+
+    @staticmethod
+    async def _unrouted(refused: HTTPError, req: Request, loc: _Location, rel: str) -> Reply:
+        """Stage 5 found no route: an ``OPTIONS`` is answered from the router's refusal,
+        a ``GET`` or ``HEAD`` by a file of the location's ``RootPath``; else the refusal."""
+        if req.method == "OPTIONS":
+            return await _options(refused, loc, rel)
+        if refused.status != 404 or loc.files is None or req.method not in _READS:
+            raise refused
+        return await loc.files.serve(req, rel)
 
     async def _first_piece(self, reply: Reply, loc: _Location, method: str, path: str) -> Reply:
         """``ActiveTimeout`` bounds the time to a stream's first piece (SPEC 10.5): it is
@@ -680,28 +747,16 @@ class PortApp:
         reply.stream = prepend(first, stream)
         return reply
 
-    async def _admit(
-        self, req: Request, ctx: RequestContext, found: _Located, early: tuple[Admit, ...]
-    ) -> Reply | None:
-        """Stages 2-4 when extra stages apply: the early ones of the request's method,
-        authorization, the admitted ones; a reply from any of them answers the request.
-        (Without them ``handle`` authorizes inline: one coroutine less per request.)"""
-        for stage in early:
-            reply = await stage(req, ctx)
-            if reply is not None:
-                return reply
-        if self.guard is not None and found.path not in self.public_paths:
-            await self.guard(req, ctx)
-        for stage in found.admitted:
-            reply = await stage(req, ctx)
-            if reply is not None:
-                return reply
-        return None
-
     def _encode(
         self, result: Any, ctx: RequestContext, method: str, path: str, handler: Handler
     ) -> Reply:
-        """Stage 7: the reply of a handler's result (SPEC 9; ``handle`` sends a dict itself)."""
+        """Stage 7: the reply of a handler's result (SPEC 9)."""
+        if type(result) is dict and ctx.resp_headers is None:
+            # the common case first: a dict sent as JSON, no header merging to do
+            try:
+                return Reply(ctx.resp_status, [JSON_TYPE], orjson.dumps(result))
+            except orjson.JSONEncodeError:
+                pass  # what orjson refuses, as json takes it, or a 500 (below)
         try:
             return result_reply(result, ctx, None if handler.is_async else handler.submit)
         except (ResultError, NotJSON) as exc:
