@@ -29,6 +29,7 @@ lint: $(STAMP)  ## ruff, mypy --strict, the compiled modules' mypyc lint, hadoli
 	$(BIN)/ruff format --check src tests examples bench
 	$(BIN)/mypy
 	$(BIN)/python -m tests.tools.mypyc_lint  # what mypyc cannot build or builds differently
+	$(BIN)/python -m tests.tools.stale_refs  # modules named in docstrings and the code map exist
 	$(BIN)/hadolint deploy/Dockerfile
 	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
 

@@ -344,9 +344,6 @@ def _authorization(
     )
 
 
-LOGIN_PLACEHOLDERS = ("{{client}}", "{{scopes}}", "{{error}}", "{{form}}")
-
-
 def _login_page(
     given: tuple[str, Any] | None, base_dir: Path, section: str, source: str | None
 ) -> str:

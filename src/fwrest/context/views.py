@@ -2,8 +2,9 @@
 
 A handler and a native route reach the port through ``RequestContext.port`` (a
 :class:`PortView`) and, through it, the worker's shared services (a :class:`ServiceView`).
-The server implements these Protocols (``fwrest.server.app.PortApp``,
-``fwrest.server.runtime.WorkerServices``); nothing below the server layer imports it.
+The server implements these Protocols (``fwrest.server.app.PortApp`` and
+``fwrest.server.monitor_port.MonitorPort``, ``fwrest.server.worker.Worker``); nothing below
+the server layer imports it.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ the authorization in force per port. ``fwrest check``, ``routes`` and ``serve`` 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from fwrest import log
 from fwrest.auth import AuthSettings, parse_authorization
@@ -73,7 +72,6 @@ class PortPlan:
     auth_settings: AuthSettings | None = None
     native: NativeOptions = field(default_factory=NativeOptions)
     public_paths: frozenset[str] = frozenset()
-    extras: dict[str, Any] = field(default_factory=dict)
     bound_address: str = ""  # the address the port's socket is bound to, set by bind_all
     on_select: Hook | None = None  # OnSelect (SPEC 11.1): an admitted stage of the port
 
@@ -107,9 +105,6 @@ class ServicePlan:
     def key_algs(self) -> set[str]:
         """The asymmetric algorithms the oAuth2 ports sign with."""
         return key_algs(self.ports)
-
-    def route_count(self) -> int:
-        return sum(len(loc.endpoints) for port in self.ports for loc in port.locations)
 
 
 def key_algs(ports: list[PortPlan]) -> set[str]:

@@ -1,0 +1,117 @@
+"""Names of modules in fwrest's docstrings, comments and code map that no longer exist.
+
+``python -m tests.tools.stale_refs`` (``make lint``; ``tests/tools/test_stale_refs.py`` runs it
+too) reads every ``.py`` file of ``src/fwrest`` and ``docs/architecture.md`` and checks that
+each reference resolves:
+
+* a dotted name ``fwrest.x.y``: its longest prefix that is a module of ``src/`` exists, and the
+  part after it (if any) starts with a name the module's source holds (a function, a class, a
+  lazy name of ``fwrest/__init__.py``); or it is a name the code spells as a string (a logger,
+  a span: ``fwrest.access``, ``fwrest.handler``);
+* a path ``x/y.py``: a file of the checkout or of ``src/`` at that path, or under ``src/fwrest`` ending with it
+  (``grants/base.py`` is ``auth/oauth2/grants/base.py``), or one of :data:`EXAMPLES`.
+
+Each finding is printed as ``path:line: what``; the exit status is 1 if there is any.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+SRC = ROOT / "src"
+PACKAGE = SRC / "fwrest"
+DOCS = (ROOT / "docs" / "architecture.md",)
+
+# paths that name an application's files in an example, not fwrest's
+EXAMPLES = frozenset({"app/users.py"})
+
+_DOTTED = re.compile(r"(?<![\w.])fwrest(?:\.[A-Za-z_]\w*)+")
+_PATH = re.compile(r"(?<![\w/.-])((?:[A-Za-z_][\w-]*/)+[A-Za-z_]\w*\.py)\b")
+
+
+class Tree:
+    """What a reference can resolve to: the modules of ``src``, the files of the checkout,
+    and the ``fwrest.*`` names the code spells as strings."""
+
+    def __init__(self, src: Path = SRC, root: Path = ROOT) -> None:
+        self.root = root
+        self.modules: dict[str, Path] = {}
+        for path in src.rglob("*.py"):
+            name = ".".join(path.relative_to(src).with_suffix("").parts)
+            self.modules[name.removesuffix(".__init__")] = path
+        self.files = {str(p.relative_to(src / "fwrest")) for p in (src / "fwrest").rglob("*.py")}
+        self.spelled: set[str] = set()
+        self._sources: dict[Path, str] = {}
+        for path in self.modules.values():
+            for node in ast.walk(ast.parse(self.source(path))):
+                if (
+                    isinstance(node, ast.Constant)
+                    and isinstance(node.value, str)
+                    and _DOTTED.fullmatch(node.value)
+                ):
+                    self.spelled.add(node.value)
+
+    def source(self, path: Path) -> str:
+        if path not in self._sources:
+            self._sources[path] = path.read_text(encoding="utf-8")
+        return self._sources[path]
+
+    def dotted(self, name: str) -> bool:
+        """Whether ``fwrest.x.y`` names a module, a name in one, or a spelled name."""
+        if name in self.spelled or name in self.modules:
+            return True
+        parts = name.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module = self.modules.get(".".join(parts[:cut]))
+            if module is not None:
+                return re.search(rf"\b{re.escape(parts[cut])}\b", self.source(module)) is not None
+        return False
+
+    def path(self, rel: str) -> bool:
+        """Whether ``x/y.py`` names a file of the checkout or of the package."""
+        if rel in EXAMPLES or (self.root / rel).is_file() or (self.root / "src" / rel).is_file():
+            return True
+        return any(f == rel or f.endswith("/" + rel) for f in self.files)
+
+
+def references(text: str) -> Iterator[tuple[int, str, bool]]:
+    """(line, reference, dotted) for each module reference in ``text``."""
+    for number, line in enumerate(text.splitlines(), 1):
+        for found in _DOTTED.finditer(line):
+            yield number, found.group(0), True
+        for found in _PATH.finditer(line):
+            yield number, found.group(1), False
+
+
+def check_text(text: str, tree: Tree) -> list[tuple[int, str]]:
+    """The references of ``text`` that resolve to nothing: (line, what)."""
+    return [
+        (number, f"{ref}: no such {'module or name' if dotted else 'file'}")
+        for number, ref, dotted in references(text)
+        if not (tree.dotted(ref) if dotted else tree.path(ref))
+    ]
+
+
+def checked_files() -> Iterable[Path]:
+    yield from sorted(PACKAGE.rglob("*.py"))
+    yield from DOCS
+
+
+def main(argv: list[str]) -> int:
+    tree = Tree()
+    failed = False
+    for path in [Path(a) for a in argv] or checked_files():
+        for line, what in check_text(path.read_text(encoding="utf-8"), tree):
+            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            print(f"{shown}:{line}: {what}")
+            failed = True
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
