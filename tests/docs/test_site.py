@@ -1,22 +1,89 @@
-"""The user guide builds with MkDocs without a warning (``make docs``)."""
+"""The user guide builds with MkDocs without a warning (``make docs``), loads nothing from
+elsewhere when it is read, and draws its Mermaid diagrams (docs/decisions.md, "The user
+guide and the code map")."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+import fwrest.server.app
 from tests.conftest import ROOT
+from tests.docs.blocks import example
+from tests.tools.stale_refs import Tree
+
+# an asset the page loads (not a link the reader follows)
+_ASSET = re.compile(r"<(?:script[^>]*\ssrc|link[^>]*\shref|img[^>]*\ssrc)=\"(?P<url>[^\"]+)\"")
 
 
-def test_mkdocs_builds_strict(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site") / "site"
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (tmp_path / "site" / "index.html").is_file()
-    assert (tmp_path / "site" / "authorization" / "index.html").is_file()
+    return out
+
+
+def test_mkdocs_builds_strict(site: Path) -> None:
+    assert (site / "index.html").is_file()
+    assert (site / "authorization" / "index.html").is_file()
+    assert (site / "js" / "mermaid" / "mermaid.min.js").is_file()
+    assert (site / "js" / "mermaid" / "LICENSE").is_file()
+
+
+def test_no_page_loads_an_asset_from_elsewhere(site: Path) -> None:
+    outside = {
+        f"{page.relative_to(site)}: {found['url']}"
+        for page in site.rglob("*.html")
+        for found in _ASSET.finditer(page.read_text(encoding="utf-8"))
+        if re.match(r"(?:[a-z]+:)?//", found["url"])
+    }
+    assert not outside, sorted(outside)
+
+
+def test_the_architecture_diagrams_are_drawn_from_the_site_alone(site: Path, browser: Any) -> None:
+    page = browser.new_page()
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    try:
+        page.goto((site / "architecture" / "index.html").as_uri())
+        drawn = page.locator("div.mermaid svg")
+        drawn.nth(1).wait_for(timeout=30_000)
+        assert drawn.count() == 2
+        labels = page.locator("div.mermaid").nth(1).inner_text()
+        assert "3 authorize" in labels and "9 finish" in labels, labels
+        assert page.locator("code.language-mermaid").count() == 0  # each block replaced
+    finally:
+        page.close()
+    assert requested and all(url.startswith("file://") for url in requested), requested
+
+
+def test_the_request_diagram_has_the_pipelines_stages_in_order() -> None:
+    """The request's path in docs/architecture.md names PortApp.handle's stages as the module
+    docstring of server/app.py lists them, in its order."""
+    doc = fwrest.server.app.__doc__
+    assert doc is not None
+    stages = re.findall(r"^(\d)\. \*\*(\w+)\*\*", doc, re.M)
+    assert [int(n) for n, _ in stages] == list(range(1, 10))
+    drawn = re.findall(r'"(\d) (\w+)', example("architecture-request").text)
+    assert drawn == stages
+
+
+def test_the_diagrams_name_only_modules_that_exist() -> None:
+    layers, request = example("architecture-layers").text, example("architecture-request").text
+    assert re.findall(r'"(\d) ', layers) == [str(n) for n in range(1, 7)]  # the six layers
+    named = re.findall(r"[\w/]+/\w+\.py", layers + request)
+    assert "server/http.py" in named
+    tree = Tree()
+    assert [name for name in named if not tree.path(name)] == []

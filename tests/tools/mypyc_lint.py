@@ -21,14 +21,19 @@ each module's syntax tree for:
   ``await asyncio.wrap_future(...)``): a compiled coroutine drops the traceback of an
   exception thrown into it.
 
+These rules are :data:`RULES`; docs/architecture.md ("The compiled build") lists them and the
+compiled modules between markers, and the lint checks that both lists are the code's
+(:func:`check_doc`: ``RULES`` and setup.py's ``COMPILED``), so that the doc cannot drift.
+
 Each finding is printed as ``path:line: what``; the exit status is 1 if there is any.
-``python -m tests.tools.mypyc_lint FILE...`` checks the files given instead.
+``python -m tests.tools.mypyc_lint FILE...`` checks the files given instead (not the doc).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +52,43 @@ _BUILTIN_ERRORS = frozenset(
     if isinstance(value, type) and issubclass(value, BaseException) and name not in _MYPYC_BASES
 )
 _THREAD_AWAITS = frozenset(("run_in_executor", "to_thread", "wrap_future"))
+
+DOC = ROOT / "docs" / "architecture.md"
+# (id, the rule as docs/architecture.md states it): the doc's list is checked against this
+RULES: tuple[tuple[str, str], ...] = (
+    (
+        "async-generator",
+        "no async generator (an `async def` that yields, an async generator "
+        "expression): mypyc cannot build one; `server/streams.py` keeps the pipeline's stream "
+        "wrappers",
+    ),
+    (
+        "generic-dataclass",
+        "no generic dataclass (`Generic[...]`, a subscripted base, type "
+        "parameters): mypyc cannot build one; `routing/router.py`'s records are plain classes",
+    ),
+    ("continue-in-with", "no `continue` inside `with` inside its loop: mypyc builds it wrongly"),
+    (
+        "finally-awaits",
+        "no `finally` that awaits: compiled, an exception leaving it stays the "
+        "thread's current exception, which the next such `finally` raises again (await after the "
+        "`try`: `server/http.py`'s stream writer closes the stream after its `try`)",
+    ),
+    (
+        "builtin-exception-base",
+        "no class derived from a built-in exception mypyc cannot derive "
+        "from: all but `Exception`, `ValueError`, `LookupError`, `IndexError`, `BaseException`, "
+        "`Warning`, `UserWarning`",
+    ),
+    (
+        "thread-await",
+        "a thread's result is awaited through `auth/blocking.py`'s `settled`, "
+        "never `run_in_executor`, `to_thread` or `wrap_future`: a compiled coroutine drops the "
+        "traceback of an exception thrown into it, which `rest_error_full=1` logs",
+    ),
+)
+_MODULES_MARK = "compiled-modules"
+_RULES_MARK = "mypyc-rules"
 _Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
 
 
@@ -216,9 +258,55 @@ def check_source(source: str, filename: str = "<source>") -> list[tuple[int, str
     return sorted(checker.found)
 
 
+def _marked(doc: str, mark: str) -> list[str] | None:
+    """The list items between ``<!-- MARK: begin -->`` and ``<!-- MARK: end -->``."""
+    found = re.search(rf"<!-- {mark}: begin -->\n(.*?)<!-- {mark}: end -->", doc, re.DOTALL)
+    if found is None:
+        return None
+    items: list[str] = []
+    for line in found.group(1).splitlines():
+        if line.startswith("- "):
+            items.append(line[2:])
+        elif line.startswith("  ") and items:
+            items[-1] += " " + line.strip()  # an item's continuation line
+    return items
+
+
+def check_doc(doc: str, compiled: list[str], rules: tuple[tuple[str, str], ...]) -> list[str]:
+    """What docs/architecture.md's lists say other than the code: ``compiled`` as
+    setup.py lists it (``src/fwrest/x.py``), the doc's as ``x.py``; each rule as
+    ``- `id`: text``."""
+    problems: list[str] = []
+    modules = _marked(doc, _MODULES_MARK)
+    if modules is None:
+        problems.append(f"no <!-- {_MODULES_MARK}: begin/end --> list")
+    else:
+        listed = [m.strip("`") for m in modules]
+        wanted = [m.removeprefix("src/fwrest/") for m in compiled]
+        problems += [
+            f"compiled module {m} not listed (setup.py COMPILED)" for m in wanted if m not in listed
+        ]
+        problems += [f"{m} listed, not in setup.py COMPILED" for m in listed if m not in wanted]
+    stated = _marked(doc, _RULES_MARK)
+    if stated is None:
+        problems.append(f"no <!-- {_RULES_MARK}: begin/end --> list")
+    else:
+        own = {f"`{rule}`: {text}" for rule, text in rules}
+        problems += [f"rule not the lint's: {item}" for item in stated if item not in own]
+        problems += [
+            f"rule {rule} not listed" for rule, text in rules if f"`{rule}`: {text}" not in stated
+        ]
+    return problems
+
+
 def main(argv: list[str]) -> int:
     paths = [Path(a) for a in argv] or compiled_modules()
     failed = False
+    if not argv:
+        compiled = [str(p.relative_to(ROOT)) for p in paths]
+        for problem in check_doc(DOC.read_text(encoding="utf-8"), compiled, RULES):
+            print(f"{DOC.relative_to(ROOT)}: {problem}")
+            failed = True
     for path in paths:
         for line, what in check_source(path.read_text(encoding="utf-8"), str(path)):
             shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.tools.mypyc_lint import check_source, compiled_modules
+from tests.tools.mypyc_lint import DOC, RULES, check_doc, check_source, compiled_modules
 
 
 def _found(source: str) -> list[str]:
@@ -288,3 +288,99 @@ def test_the_lint_names_the_file_and_line_and_fails(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert done.stdout.startswith(f"{sample}:1: async generator f()")
+
+
+_DOC = """## The compiled build
+
+<!-- compiled-modules: begin -->
+- `wire.py`
+- `server/app.py`
+<!-- compiled-modules: end -->
+
+<!-- mypyc-rules: begin -->
+- `one`: the first rule, written
+  on two lines
+- `two`: the second rule
+<!-- mypyc-rules: end -->
+"""
+_COMPILED = ["src/fwrest/wire.py", "src/fwrest/server/app.py"]
+_RULES = (("one", "the first rule, written on two lines"), ("two", "the second rule"))
+
+
+def test_the_code_maps_lists_are_the_codes() -> None:
+    """docs/architecture.md's compiled modules and rules, as setup.py and the lint have them."""
+    assert (
+        check_doc(
+            DOC.read_text(encoding="utf-8"),
+            [str(p.relative_to(ROOT)) for p in compiled_modules()],
+            RULES,
+        )
+        == []
+    )
+    assert check_doc(_DOC, _COMPILED, _RULES) == []
+
+
+@pytest.mark.parametrize(
+    ("doc", "compiled", "rules", "expected"),
+    [
+        pytest.param(
+            _DOC,
+            [*_COMPILED, "src/fwrest/server/select.py"],
+            _RULES,
+            "compiled module server/select.py not listed (setup.py COMPILED)",
+            id="module-added-to-setup",
+        ),
+        pytest.param(
+            _DOC,
+            _COMPILED[:1],
+            _RULES,
+            "server/app.py listed, not in setup.py COMPILED",
+            id="module-left-out-of-setup",
+        ),
+        pytest.param(
+            _DOC,
+            _COMPILED,
+            (*_RULES, ("three", "a new rule")),
+            "rule three not listed",
+            id="rule-added-to-the-lint",
+        ),
+        pytest.param(
+            _DOC.replace("the second rule", "the second rule, reworded"),
+            _COMPILED,
+            _RULES,
+            "rule not the lint's: `two`: the second rule, reworded",
+            id="rule-reworded-in-the-doc",
+        ),
+        pytest.param(
+            _DOC.replace("compiled-modules: end", "compiled modules end"),
+            _COMPILED,
+            _RULES,
+            "no <!-- compiled-modules: begin/end --> list",
+            id="markers-gone",
+        ),
+    ],
+)
+def test_a_code_map_that_drifted_is_found(
+    doc: str, compiled: list[str], rules: tuple[tuple[str, str], ...], expected: str
+) -> None:
+    found = check_doc(doc, compiled, rules)
+    assert expected in found, found
+
+
+def test_the_lint_fails_on_the_code_map() -> None:
+    """``make lint``'s run checks the doc: a COMPILED without a module the doc lists fails."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; import tests.tools.mypyc_lint as lint; "
+            "lint.compiled_modules = lambda: [lint.ROOT / 'src/fwrest/wire.py']; "
+            "sys.exit(lint.main([]))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "docs/architecture.md: server/http.py listed, not in setup.py COMPILED" in done.stdout
