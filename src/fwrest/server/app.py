@@ -658,10 +658,18 @@ class PortApp:
                             # 6. invoke
                             result = await invoke(match.params)
                             handled = time.perf_counter_ns()
-                            # 7. encode
-                            reply = self._encode(result, ctx, method, path, handler)
-                            if reply.stream is not None and loc.active_s:
-                                reply = await self._first_piece(reply, loc, method, path)
+                            # 7. encode: its common case inline (a call less per request), a
+                            # dict sent as JSON with no header to merge; else the encoder
+                            if type(result) is dict and ctx.resp_headers is None:
+                                try:
+                                    body = orjson.dumps(result)
+                                    reply = Reply(ctx.resp_status, [JSON_TYPE], body)
+                                except orjson.JSONEncodeError:
+                                    reply = self._encode(result, ctx, method, path, handler)
+                            else:
+                                reply = self._encode(result, ctx, method, path, handler)
+                                if reply.stream is not None and loc.active_s:
+                                    reply = await self._first_piece(reply, loc, method, path)
                         finally:
                             current.reset(token)
             except HTTPError as exc:
@@ -750,13 +758,9 @@ class PortApp:
     def _encode(
         self, result: Any, ctx: RequestContext, method: str, path: str, handler: Handler
     ) -> Reply:
-        """Stage 7: the reply of a handler's result (SPEC 9)."""
-        if type(result) is dict and ctx.resp_headers is None:
-            # the common case first: a dict sent as JSON, no header merging to do
-            try:
-                return Reply(ctx.resp_status, [JSON_TYPE], orjson.dumps(result))
-            except orjson.JSONEncodeError:
-                pass  # what orjson refuses, as json takes it, or a 500 (below)
+        """Stage 7: the reply of a handler's result (SPEC 9), the one encoder (``handle``
+        sends a dict with no header to merge itself, and hands here what orjson refuses:
+        json takes it, or it is a 500)."""
         try:
             return result_reply(result, ctx, None if handler.is_async else handler.submit)
         except (ResultError, NotJSON) as exc:
