@@ -179,9 +179,12 @@ class _Located:
     location: _Location | None
     rel: str
     statics: Mapping[str, Match[Handler]] | None
+    # stages 2-4 of the path, decided at start (its :class:`_Admission`'s, copied: a load
+    # less per request): the call for its method (``by_method``, else ``admit``), the guard
+    admit: Admit | None
+    by_method: Mapping[str, Admit | None] | None
+    guard: Guard | None
     is_token: bool = False
-    # stages 2-4 of the path, decided at start (:class:`_Admission`)
-    admission: _Admission | None = None
 
 
 def _trusted(
@@ -479,8 +482,7 @@ class PortApp:
             query = "" if mark < 0 else target[mark + 1 :].decode("ascii")
         except (BadPath, UnicodeDecodeError):
             return None
-        assert found.admission is not None  # _locate decides every path's
-        guard = found.admission.guard  # the same decision as handle's
+        guard = found.guard  # the same decision as handle's
         if guard is None:
             return None
         path = found.path
@@ -537,20 +539,23 @@ class PortApp:
         located = self.locations.find(path)
         guarded = self.guard is not None and path not in self.public_paths
         if located is None:
-            found = _Located(
-                path, None, "", None, admission=self._admission(self.admitted, guarded)
-            )
+            on = self._admission(self.admitted, guarded)
+            found = _Located(path, None, "", None, on.call, on.by_method, on.guard)
         else:
             loc, rel = located
             # native routes are not counted by the location's rate limit (SPEC 13.7)
-            admitted = self.admitted if rel.startswith(NATIVE_PREFIX) else loc.admitted
+            on = self._admission(
+                self.admitted if rel.startswith(NATIVE_PREFIX) else loc.admitted, guarded
+            )
             found = _Located(
                 path,
                 loc,
                 rel,
                 loc.router.static_matches(rel),
+                on.call,
+                on.by_method,
+                on.guard,
                 is_token=rel in TOKEN_BODY_ROUTES,
-                admission=self._admission(admitted, guarded),
             )
         if len(raw) <= _PATH_KEY_MAX:
             if len(self._paths) >= _PATH_CACHE_SIZE:
@@ -621,14 +626,8 @@ class PortApp:
                     # out only when one is written; not reset: the request's task ends with it
                     log.request_inputs.set(ctx)
                     # 2-4. early, authorize, admitted: one call, composed at start
-                    admission = found.admission
-                    assert admission is not None  # _locate decides every path's
-                    by_method = admission.by_method
-                    admit = (
-                        admission.call
-                        if by_method is None
-                        else by_method.get(method, admission.call)
-                    )
+                    by_method = found.by_method
+                    admit = found.admit if by_method is None else by_method.get(method, found.admit)
                     if admit is not None:
                         reply = await admit(req, ctx)
                     loc = found.location
