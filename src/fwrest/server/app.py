@@ -349,8 +349,10 @@ class PortApp:
             for method in e.methods or ()
         }
         self.admitted = admitted
-        # each distinct (admitted stages, guarded) pair's _Admission, made once
-        self._admissions: dict[tuple[tuple[Admit, ...], bool], _Admission] = {}
+        # the _Admission of each (admitted tuple, guarded) pair, made once; keyed by the
+        # tuple's identity (the port's or a location's, kept as long as the port): a stage
+        # need not be hashable
+        self._admissions: dict[tuple[int, bool], _Admission] = {}
         hooks = hooks or {}
         # OnSelect may send a request to any pool: each route is bound for each, at start
         self._selecting = plan.on_select is not None
@@ -567,7 +569,7 @@ class PortApp:
         """Stages 2-4 of a path, composed once per distinct pair: the early stages of the
         method, the port's guard (``guarded``: not an open port nor a public path), then
         ``admitted``."""
-        key = (admitted, guarded)
+        key = (id(admitted), guarded)
         made = self._admissions.get(key)
         if made is None:
             guard = self.guard if guarded else None
