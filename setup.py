@@ -75,7 +75,7 @@ def _compiler() -> str | None:
 NATIVE = Path("src/fwrest/_native")
 
 
-def native_modules(forced: bool) -> list[Any]:
+def native_modules() -> list[Any]:
     """The native engine's extension, cythonized here (the C file is not kept in the
     repository); [] with a warning where Cython or the compiler is missing."""
     try:
@@ -90,16 +90,21 @@ def native_modules(forced: bool) -> list[Any]:
     llhttp = NATIVE / "llhttp"
     extension = Extension(
         "fwrest._native.engine",
-        sources=[str(NATIVE / "engine.pyx"), *(str(llhttp / "src" / n) for n in ("llhttp.c", "api.c", "http.c"))],
+        sources=[
+            str(NATIVE / "engine.pyx"),
+            *(str(llhttp / "src" / n) for n in ("llhttp.c", "api.c", "http.c")),
+        ],
         include_dirs=[str(llhttp / "include")],
-        extra_compile_args=["-O2"],
+        extra_compile_args=["-O2", "-g0"],  # no debug sections: a tenth of the size
         optional=True,  # a failed build warns and the pure engine serves
     )
     try:
         modules: list[Any] = cythonize([extension], language_level=3, quiet=True)
     except Exception as exc:  # Cython's own failure: the pure engine serves
-        if forced:
-            warnings.warn(f"fwrest: the native engine was not built ({exc}): the pure engine will serve", stacklevel=1)
+        warnings.warn(
+            f"fwrest: the native engine was not built ({exc}): the pure engine will serve",
+            stacklevel=1,
+        )
         return []
     for module in modules:
         module.optional = True
@@ -113,14 +118,14 @@ def ext_modules() -> list[Any]:
         return []  # metadata only (egg_info, sdist), or pure Python asked for
     forced = wanted in ("1", "yes", "true")
     if not forced and command & {"editable_wheel", "develop"}:
-        return native_modules(forced)  # the engine's parser; the mypyc modules stay pure
+        return native_modules()  # the engine's parser; the mypyc modules stay pure
     try:
         from mypyc.build import mypycify
     except ImportError:
         if forced:
             raise
         warnings.warn("fwrest: mypyc is not installed: building pure Python", stacklevel=1)
-        return native_modules(forced)
+        return native_modules()
     if _compiler() is None:
         if forced:
             raise SystemExit("fwrest: FWREST_COMPILE=1 but no C compiler was found")
@@ -135,7 +140,7 @@ def ext_modules() -> list[Any]:
     if not forced:
         for module in modules:
             module.optional = True  # a failed C build skips the module: the .py is used
-    return [*modules, *native_modules(forced)]
+    return [*modules, *native_modules()]
 
 
 setup(ext_modules=ext_modules())

@@ -12,10 +12,14 @@ Authorization), so a difference in the request built shows as a difference in th
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,6 +29,7 @@ from fwrest.config.model import ServerConfig
 from fwrest.server import http
 from fwrest.server.http import ConnectionSet, HttpProtocol
 from fwrest.wire import Reply, Request
+from tests.conftest import FWREST, free_config
 
 NATIVE = _native.native_parser()
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="the native engine is not built here")
@@ -135,7 +140,8 @@ class Recorder:
 
 
 DATE = re.compile(rb"\r\ndate: [^\r]*\r\n")
-RID = re.compile(rb"\r\nx-request-id: [0-9a-f]+\r\n")
+# a new id (the client's own, "client-N", stays: which one an answer carries is compared)
+RID = re.compile(rb"\r\nx-request-id: [0-9a-f]{32}\r\n")
 
 
 def run(parser: Any, pieces: list[bytes], eof: bool = True) -> list[tuple[str, bytes]]:
@@ -188,13 +194,14 @@ def assert_same(pieces: list[bytes], eof: bool = True) -> list[tuple[str, bytes]
 # -- a corpus: requests of every framing the engine reads --------------------------------------
 VALID = [
     b"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
-    b"GET /x?q=1 HTTP/1.1\r\nHost: a\r\nAuthorization: Basic eDp5\r\nX-A: 1\r\n\r\n",
+    b"GET /x?q=1 HTTP/1.1\r\nHost: a\r\nX-Request-ID: client-1\r\nAuthorization: Basic eDp5\r\nX-A: 1\r\n\r\n",
     b"POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello",
     b"POST /p HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3;e=1\r\nabc\r\n0\r\nT-Rail: v\r\n\r\n",
     b"POST /small HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n"
     + b"z" * 32
     + b"\r\n0\r\n\r\n",
-    b"POST /small HTTP/1.1\r\nHost: a\r\nContent-Length: 40\r\n\r\n" + b"y" * 40,
+    b"POST /small HTTP/1.1\r\nHost: a\r\nX-Request-ID: client-4\r\nContent-Length: 40\r\n\r\n"
+    + b"y" * 40,
     b"PUT /e HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc",
     b"PUT /deny HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc",
     b"GET / HTTP/1.0\r\n\r\n",
@@ -210,7 +217,9 @@ VALID = [
     b"GET /many HTTP/1.1\r\nHost: a\r\n"
     + b"".join(b"X-%d: v\r\n" % i for i in range(11))
     + b"\r\n",
-    b"GET /long HTTP/1.1\r\nHost: a\r\nX-Long: " + b"L" * 560 + b"\r\n\r\n",
+    b"GET /long HTTP/1.1\r\nHost: a\r\nX-Request-ID: client-3\r\nX-Long: "
+    + b"L" * 560
+    + b"\r\n\r\n",
     b"GET /" + b"p" * 590 + b" HTTP/1.1\r\nHost: a\r\n\r\n",
 ]
 # what the mutations put in (as test_mutation's)
@@ -278,3 +287,35 @@ def test_large_read_in_slices() -> None:
     assert len(stream) > 3 * 8192
     answers = assert_same([stream])
     assert answers[0][1].count(b"HTTP/1.1 200 ") >= 4
+
+
+# -- which engine serves: said at start and by fwrest check -----------------------------------
+@pytest.mark.parametrize(
+    ("wanted", "said"),
+    [
+        ("native", "HTTP engine: native (llhttp 9.4.3, C)"),
+        ("pure", "HTTP engine: pure (httptools; FWREST_ENGINE=native for the native one)"),
+        ("", "HTTP engine: pure (httptools; FWREST_ENGINE=native for the native one)"),
+        ("quick", "HTTP engine: FWREST_ENGINE='quick' is no engine: use pure or native"),
+    ],
+)
+def test_check_says_which_engine(tmp_path: Path, wanted: str, said: str) -> None:
+    config = free_config(tmp_path)
+    answered = subprocess.run(
+        [*FWREST, "check", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "FWREST_ENGINE": wanted},
+    )
+    assert answered.returncode == 0, answered.stderr
+    assert f"  {said}\n" in answered.stdout, answered.stdout
+
+
+def test_start_line_and_answers_with_the_native_engine(tmp_path: Path, serve: Any) -> None:
+    """A service started with FWREST_ENGINE=native says so and serves through it."""
+    server = serve(free_config(tmp_path), env={"FWREST_ENGINE": "native"})
+    server.wait_log("HTTP engine: native (llhttp 9.4.3, C)")
+    answered = httpx.get(server.url() + "/hello", timeout=10)
+    assert answered.status_code == 200, answered.text

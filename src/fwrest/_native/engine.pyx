@@ -130,6 +130,12 @@ cdef class RequestParser:
         return self._parsed
 
     @property
+    def headers(self):
+        """The header fields of the head being read, so far (an engine's refusal looks for
+        the client's request id among them)."""
+        return self._headers
+
+    @property
     def body_size(self):
         """The body bytes (and trailer fields) of the request being read, so far."""
         return self._size

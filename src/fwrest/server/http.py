@@ -1151,7 +1151,10 @@ class HttpProtocol(asyncio.Protocol):
         # the head's fields read so far are this request's only while one is being read
         # (between messages they are the previous request's)
         phase = self._reading
-        rid = _request_id(self._headers if phase is _HEAD or phase is _BODY else None)
+        headers = self._headers
+        if phase is _HEAD and self._native:
+            headers = self._parser.headers  # (httptools: on_header has added them)
+        rid = _request_id(headers if phase is _HEAD or phase is _BODY else None)
         transport.write(encode_reply(refusal(exc, rid, self.app.engine_headers), _CLOSE))
         rid_token = log.request_id.set(rid)
         try:
