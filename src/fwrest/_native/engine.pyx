@@ -14,9 +14,13 @@ applies in those callbacks, with the same answers:
 * the body's pieces with the route's limit (413), the chunks counted, a chunked body's
   trailer fields counted against the limit and discarded.
 
-The protocol is called three times per request: ``on_message_begin`` (its state and the
-header deadline), ``_native_head`` (the head's checks, in Python: they are the pure engine's
-own code; it returns the body limit) and ``on_message_complete`` (with the body, joined). The rest of
+The protocol is called once for a request without a body, ``_native_request`` (its begin,
+head and end: ``on_message_begin``, then the head's checks, in Python: they are the pure
+engine's own code, then ``on_message_complete``), twice for one with a body:
+``_native_head`` (begin and head; it returns the body limit) and ``on_message_complete``
+(with the body, joined). A request whose head is incomplete when the bytes run out is begun
+(``on_message_begin``) as ``feed_data`` returns: the protocol's states and deadlines are then
+what httptools' calls would have made them. The rest of
 the engine (the states, deadlines, pipelining, write flow, TLS) is ``HttpProtocol``'s, the
 same for both parsers.
 """
@@ -66,6 +70,8 @@ cdef class RequestParser:
         Py_ssize_t _parsed
         Py_ssize_t _dropped
         bint _in_body
+        bint _begun  # a request began, not told yet: on_message_begin is owed
+        bint _whole  # the request had no body: the protocol was told all of it at its head
         # the body being read
         list _pieces
         Py_ssize_t _size
@@ -108,6 +114,7 @@ cdef class RequestParser:
         self._max_header_size = max_header_size
         self._max_headers = max_headers
         self._limit = body_limit
+        self._begun = False
         self._reset()
 
     cdef inline void _reset(self):
@@ -119,6 +126,7 @@ cdef class RequestParser:
         self._parsed = 0
         self._dropped = 0
         self._in_body = False
+        self._whole = False
         self._pieces = []
         self._size = 0
         self._chunks = 0
@@ -162,6 +170,11 @@ cdef class RequestParser:
         cdef size_t size = <size_t>PyBytes_GET_SIZE(data)
         cdef cparser.llhttp_errno_t err = cparser.llhttp_execute(self._c, buf, size)
         cdef const char* pos
+        if self._begun:
+            # a request began in these bytes and its head is not complete (or is refused):
+            # the protocol learns it now, before it looks at its states (see _on_message_begin)
+            self._begun = False
+            self._proto.on_message_begin()
         if self._c.upgrade == 1 and err == cparser.HPE_PAUSED_UPGRADE:
             pos = cparser.llhttp_get_error_pos(self._c)
             cparser.llhttp_resume_after_upgrade(self._c)
@@ -175,8 +188,11 @@ cdef class RequestParser:
 
     # -- the request's pieces ----------------------------------------------------------------
     cdef int _on_message_begin(self) except -1:
+        # the protocol's on_message_begin is owed, not called: it goes with the head (one
+        # call), or when these bytes are parsed. Nothing of the protocol runs in between, so
+        # it sees what it would have seen called here.
         self._reset()
-        self._proto.on_message_begin()
+        self._begun = True
         return 0
 
     cdef int _on_url(self, const char* at, size_t length) except -1:
@@ -251,7 +267,20 @@ cdef class RequestParser:
             url = self._url_pieces[0]
         else:
             url = b"".join(self._url_pieces)
-        self._limit = self._proto._native_head(url, self._headers, self._parsed, self._dropped)
+        cdef bint begun = self._begun
+        self._begun = False
+        cdef cparser.llhttp_t* c = self._c
+        if not c.upgrade and not (c.flags & (cparser.F_CHUNKED | cparser.F_TRANSFER_ENCODING)) and (
+            not (c.flags & cparser.F_CONTENT_LENGTH) or c.content_length == 0
+        ):
+            # no body follows (llhttp completes the message next): the whole request in one
+            # call, its begin, head and end
+            self._whole = True
+            self._proto._native_request(url, self._headers, self._parsed, self._dropped, begun)
+            return 0
+        self._limit = self._proto._native_head(
+            url, self._headers, self._parsed, self._dropped, begun
+        )
         self._in_body = True
         return 0
 
@@ -271,6 +300,9 @@ cdef class RequestParser:
         return 0
 
     cdef int _on_message_complete(self) except -1:
+        if self._whole:
+            self._whole = False
+            return 0  # the protocol has it (_on_headers_complete)
         pieces = self._pieces
         if not pieces:
             body = b""

@@ -707,11 +707,22 @@ class HttpProtocol(asyncio.Protocol):
         self._headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
 
     # -- the native parser's calls (fwrest/_native/engine.pyx) ---------------------------------
+    def _native_request(
+        self, url: bytes, headers: list[tuple[str, str]], parsed: int, dropped: int, begin: bool
+    ) -> None:
+        """A request without a body, read whole: its begin (``begin``: not told yet), head
+        and end in one call, as httptools' calls would have made them."""
+        self._native_head(url, headers, parsed, dropped, begin)
+        self.on_message_complete(b"")
+
     def _native_head(
-        self, url: bytes, headers: list[tuple[str, str]], parsed: int, dropped: int
+        self, url: bytes, headers: list[tuple[str, str]], parsed: int, dropped: int, begin: bool
     ) -> int:
         """The head is read: what httptools hands over piece by piece (on_url, on_header),
-        whole; its checks are on_headers_complete's. The body limit, for the parser."""
+        whole; its checks are on_headers_complete's; ``begin``: the request's begin is
+        told with it. The body limit, for the parser."""
+        if begin:
+            self.on_message_begin()
         self._url = url
         self._headers = headers
         head = self._head
