@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from fwrest import log
+from fwrest.auth.oauth2.dpop import family_key
 from fwrest.auth.oauth2.errors import (
     BASIC_CHALLENGE,
     Answer,
@@ -269,6 +270,8 @@ async def _describe(
             "iss": claims.get("iss"),
             "jti": claims.get("jti"),
         }
+        if "cnf" in claims:  # SPEC 16.2: the key or certificate it is bound to
+            described["cnf"] = claims["cnf"]
         if token_user(claims).startswith(CLIENT_PREFIX):
             # a client's own token has no user (RFC 7662 2.2: username is the resource
             # owner's); its sub is the client id (SPEC 12.4)
@@ -303,4 +306,7 @@ async def _describe(
     }
     if record.issued_at:  # a record an earlier fwrest stored kept no issue time
         answer["iat"] = int(record.issued_at)
+    jkt = family_key(record.family)
+    if jkt:  # a public client's family bound to its DPoP key (SPEC 16.2)
+        answer["cnf"] = {"jkt": jkt}
     return answer
