@@ -401,6 +401,7 @@ SERIAL = frozenset(
         "tests/auth/test_refresh_claims.py",
         "tests/bench/test_at_once.py",
         "tests/e2e/test_code_flow.py",
+        "tests/e2e/test_dpop_hosts.py",
         "tests/e2e/test_hosts_state.py",
         "tests/e2e/test_reload.py",
         "tests/e2e/test_scale_out.py",
