@@ -391,6 +391,19 @@ def test_introspection_shows_cnf(svc: LocalService, key: DpopKey) -> None:
     assert answer.json()["active"] is True and "cnf" not in answer.json()
 
 
+def test_a_dpop_token_is_no_bearer_at_introspection(svc: LocalService, key: DpopKey) -> None:
+    dp = svc["DP"]
+    bound = bound_pair(dp, key, data={"grant_type": "password", "scope": "introspect", **ADA})
+    answer = dp.http.post(
+        "/rest/fw/oauth2/introspect",
+        data={"token": bound["access_token"]},
+        headers={"Authorization": f"Bearer {bound['access_token']}"},
+    )
+    assert answer.status_code == 401, answer.text
+    assert error_of(answer) == "invalid_client"
+    assert "DPoP-bound" in answer.headers["www-authenticate"]
+
+
 def test_no_proof_or_token_reaches_the_log(svc: LocalService, key: DpopKey) -> None:
     dp = svc["DP"]
     token_proof = key.proof("POST", url(dp, "/fw/oauth2/token"))

@@ -222,6 +222,12 @@ async def _introspector(
             caller = await service.verify_fresh(bearer)
         except InvalidToken as exc:
             raise _not_an_introspector("invalid_token", str(exc)) from None
+        cnf = caller.get("cnf")
+        if isinstance(cnf, dict) and "jkt" in cnf:
+            # a DPoP-bound token is good only with a proof of its key (SPEC 16.2), which this
+            # route does not take: its holder introspects as a client
+            why = "the access token is DPoP-bound: it cannot be used as a bearer token"
+            raise _not_an_introspector("invalid_token", why)
         scope = caller.get("scope")
         if not isinstance(scope, str) or INTROSPECT_SCOPE not in scope.split(" "):
             why = f"introspection needs an access token with the scope {INTROSPECT_SCOPE!r}"
