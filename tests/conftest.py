@@ -412,6 +412,7 @@ SERIAL = frozenset(
         "tests/faults/test_redis_outage.py",
         "tests/faults/test_sentinel_failover.py",
         "tests/faults/test_cluster_failover.py",
+        "tests/faults/test_dpop_store_down.py",
         "tests/faults/test_sigterm_drain.py",
         "tests/faults/test_slowloris.py",
         "tests/faults/test_sqlite_refresh.py",
