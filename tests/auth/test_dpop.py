@@ -313,6 +313,7 @@ def test_boundtokens_dpop_makes_the_proof_mandatory(svc: LocalService, key: Dpop
     missing = req.http.get(req.base + "/hello")
     assert missing.status_code == 401
     assert missing.headers["www-authenticate"].startswith("DPoP " + ALGS_PARAM)
+    assert "error" not in missing.headers["www-authenticate"]  # RFC 6750 3.1
     # an unbound token (issued before boundTokens was set) is refused: forged here with the
     # port's own signing key
     from tests.auth.oauth2_support import signing_key

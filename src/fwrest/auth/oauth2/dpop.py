@@ -301,10 +301,10 @@ class DpopCheck:
         param = self._params.get(prefix)
         if param:
             parts.append(param)
-        if error:
+        if error:  # a request without credentials gets no error (RFC 6750 3.1)
             parts.append(f'error="{error}"')
-        if why:
-            parts.append(f'error_description="{why}"')
+            if why:
+                parts.append(f'error_description="{why}"')
         return "DPoP " + ", ".join(parts)
 
     def refuse(self, prefix: str | None, error: str, why: str) -> HTTPError:
