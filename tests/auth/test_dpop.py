@@ -26,6 +26,7 @@ from tests.auth.oauth2_support import (
     local_oauth,
     oauth_section,
 )
+from tests.auth.test_authorization_code import form_fields, pkce, redirected
 from tests.conftest import APP_SOURCE, module_config
 
 MODULE = "tauth_dpop_app"
@@ -41,6 +42,11 @@ def params():
         ],
         "users": [{"username": "ada", "password": "Ada-Pw-7731", "scopes": ["introspect"]}],
         "access_expires": "10m",
+        "types": [
+            {"grant_type": "password"},
+            {"grant_type": "refresh_token"},
+            {"grant_type": "authorization_code"},
+        ],
     }
 """
 )
@@ -348,6 +354,45 @@ def test_a_public_client_s_refresh_token_is_bound_to_its_key(
     refresh["refresh_token"] = renewed.json()["refresh_token"]
     assert token_request(dp, None, data=refresh).status_code == 400
     assert token_request(dp, key, data=refresh).status_code == 200
+
+
+def test_the_code_grant_binds_a_public_client_s_family_to_its_key(
+    svc: LocalService, key: DpopKey
+) -> None:
+    dp = svc["DP"]
+    verifier, challenge = pkce()
+    ask = {
+        "response_type": "code",
+        "client_id": "spa",
+        "redirect_uri": "https://spa.example/cb",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "state": "st-1",
+    }
+    shown = dp.http.get(dp.base + "/fw/oauth2/authorize", params=ask)
+    assert shown.status_code == 200, shown.text
+    login = {**form_fields(shown), **ADA}
+    _to, values = redirected(dp.http.post(dp.base + "/fw/oauth2/authorize", data=login))
+    redeem = {
+        "grant_type": "authorization_code",
+        "code": values["code"],
+        "redirect_uri": "https://spa.example/cb",
+        "code_verifier": verifier,
+        "client_id": "spa",
+    }
+    pair = bound_pair(dp, key, data=redeem)
+    assert pair["token_type"] == "DPoP"
+    assert call(dp, key, pair["access_token"]).status_code == 200
+    refresh = {"grant_type": "refresh_token", "refresh_token": pair["refresh_token"]}
+    refresh["client_id"] = "spa"
+    refused = token_request(dp, DpopKey("ES256"), data=refresh)
+    assert refused.status_code == 400 and error_of(refused) == "invalid_dpop_proof"
+    # the code redeemed again revokes the bound family its first redemption issued
+    again = token_request(dp, key, data=redeem)
+    assert again.status_code == 400 and error_of(again) == "invalid_grant", again.text
+    revoked = call(dp, key, pair["access_token"])
+    assert revoked.status_code == 401 and "revoked" in revoked.headers["www-authenticate"]
+    assert token_request(dp, key, data=refresh).status_code == 400
 
 
 def test_a_confidential_client_s_refresh_token_is_not_bound(
