@@ -8,6 +8,7 @@ signals, the supervisor (``worker``), how the usage figures are shared (``usage_
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -16,6 +17,8 @@ from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
 from fwrest.auth.oauth2.authorize import Authorizer
 from fwrest.auth.oauth2.discovery import Metadata, WellKnown, issuers
+from fwrest.auth.oauth2.dpop import ALGS as DPOP_ALGS
+from fwrest.auth.oauth2.dpop import DpopCheck
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, StoreKeySet
 from fwrest.auth.oauth2.portkeys import PortKeys
 from fwrest.auth.oauth2.resource import Resources, ResourceWellKnown
@@ -249,6 +252,7 @@ class _Builder:
                 settings.on_auth_name,
                 pool,
                 tokens.resources.challenges() if tokens.resources is not None else None,
+                tokens.dpop,
             )
             scoped = requiring  # the routes' scopes are checked on oAuth2 ports only
         tracing = self.tracing
@@ -315,9 +319,28 @@ class _Builder:
         )
         tokens.resources = Resources(tokens.issuers, configured=bool(settings.issuer))
         tokens.authorizer = Authorizer(tokens, settings.login_page)  # SPEC 16.1
+        self.dpop(tokens, port, settings)  # SPEC 16.2
         tokens.start()
         self.built.services.append(tokens)
         return tokens
+
+    def dpop(self, tokens: TokenService, port: PortPlan, settings: AuthSettings) -> None:
+        """DPoP on an oAuth2 port (SPEC 16.2): always accepted, mandatory with
+        ``"boundTokens": "dpop"``; the metadata documents name it."""
+        required = settings.bound_tokens == "dpop"
+        resources = tokens.resources
+        tokens.dpop = DpopCheck(
+            tokens,
+            required=required,
+            proxies=tuple(ipaddress.ip_network(n) for n in port.config.trusted_proxies),
+            params=resources.challenges() if resources is not None else None,
+        )
+        if tokens.metadata is not None:
+            tokens.metadata.bindings["dpop_signing_alg_values_supported"] = list(DPOP_ALGS)
+        if resources is not None:
+            resources.bindings["dpop_signing_alg_values_supported"] = list(DPOP_ALGS)
+            if required:
+                resources.bindings["dpop_bound_access_tokens_required"] = True
 
     def port_keys(self, settings: AuthSettings) -> PortKeys | None:
         """The key set view of an asymmetric port (SPEC 12.1); None for HS256."""

@@ -83,13 +83,15 @@ class Metadata:
     fixed at start, its grant types and scopes what ``onAuthparams`` allows when asked (a
     file edited or a function's answer changed since the start shows at once)."""
 
-    __slots__ = ("_authorize", "_heads", "_last")
+    __slots__ = ("_authorize", "_heads", "_last", "bindings")
 
     def __init__(
         self, by_location: dict[str, str], *, asymmetric: bool, authorize: bool = True
     ) -> None:
         # False when NativeRoutes disables oauth2/authorize: no code grant fields (SPEC 16.1)
         self._authorize = authorize
+        # the fields of the token bindings (SPEC 16.2), set by the assembly
+        self.bindings: dict[str, Any] = {}
         self._heads: dict[str, dict[str, Any]] = {}
         for prefix, issuer in by_location.items():
             head: dict[str, Any] = {"issuer": issuer, "token_endpoint": issuer + TOKEN_ROUTE}
@@ -124,6 +126,7 @@ class Metadata:
                     ],
                     "response_types_supported": [],
                     **(_code_fields(head["issuer"], allowed) if self._authorize else {}),
+                    **self.bindings,
                 }
             )
         return body

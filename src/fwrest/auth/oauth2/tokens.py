@@ -22,6 +22,7 @@ import orjson
 from fwrest import log
 from fwrest.auth.basic import parse_basic
 from fwrest.auth.blocking import Pool, off_loop, settled
+from fwrest.auth.oauth2.dpop import bound_key
 from fwrest.auth.oauth2.errors import (
     Answer,
     InvalidClient,
@@ -54,6 +55,7 @@ from fwrest.auth.oauth2.passwords import check_user, costly
 from fwrest.auth.oauth2.scopes import requested
 from fwrest.auth.throttle import TOKEN_WORDING, Throttle
 from fwrest.errors import HTTPError, is_cancellation, store_unavailable
+from fwrest.routing.names import TOKEN_ROUTE
 from fwrest.store import RefreshRecord, StateStore, StoreError
 from fwrest.store.audit import AuditLog
 from fwrest.store.calls import Started, StoreBusy, StoreClient
@@ -61,6 +63,7 @@ from fwrest.store.calls import Started, StoreBusy, StoreClient
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.authorize import Authorizer
     from fwrest.auth.oauth2.discovery import Metadata
+    from fwrest.auth.oauth2.dpop import DpopCheck
     from fwrest.auth.oauth2.portkeys import PortKeys
     from fwrest.auth.oauth2.resource import Resources
 
@@ -183,6 +186,8 @@ class TokenService:
         self.resources: Resources | None = None
         # the authorize route's login page (auth/oauth2/authorize.py), set by the assembly
         self.authorizer: Authorizer | None = None
+        # the port's DPoP checks (auth/oauth2/dpop.py, SPEC 16.2), set by the assembly
+        self.dpop: DpopCheck | None = None
         # what a function onAuthparams answered the metadata route last, and when
         self._asked: tuple[float, AuthParams | None] = (float("-inf"), None)
         self.store = store
@@ -603,17 +608,28 @@ class TokenService:
         headers: dict[str, str],
         client_ip: str,
         location: str = "",
+        path: str = "",
     ) -> Answer:
         """Answer one request of ``/fw/oauth2/token`` of the location ``location`` (its
-        prefix): (status, headers, body)."""
+        prefix; ``path`` the request's, for a DPoP proof's ``htu``): (status, headers,
+        body)."""
         _issuer.set(self.issuers.get(location, ""))
+        bound_key.set("")
         try:
             params = request_params(query, body, headers.get("content-type"), method)
             secrets_seen = tuple(params[k] for k in _SECRET_PARAMS if params.get(k))
             auth_header = headers.get("authorization")
             if auth_header:
                 secrets_seen += (auth_header.strip().partition(" ")[2],)
+            proof = headers.get("dpop")
+            if proof:
+                secrets_seen += (proof,)
             log.request_secrets.set(log.secret_forms(*secrets_seen))
+            if self.dpop is not None:
+                # SPEC 16.2: a valid proof binds what is issued to its key (400
+                # invalid_dpop_proof for one that is not)
+                target = path or (location.rstrip("/") + TOKEN_ROUTE)
+                bound_key.set(await self.dpop.token_request(headers, method, target, client_ip))
             return await self._grant(method, params, auth_header, client_ip)
         except OAuthError as exc:
             return render(exc)
@@ -774,6 +790,9 @@ class TokenService:
         }
         if client_token:
             claims["fw_kind"] = CLIENT_KIND
+        jkt = bound_key.get()
+        if jkt:
+            claims["cnf"] = {"jkt": jkt}  # RFC 9449 6.1: bound to the proof's key
         access = self._sign(claims, ttl_ms)
         issued = (access,) if refresh is None else (access, refresh)
         log.request_secrets.set((*log.request_secrets.get(), *log.secret_forms(*issued)))
@@ -788,7 +807,7 @@ class TokenService:
             "access_token": access,
             "refresh_token": refresh or "",
             "scope": scope,
-            "token_type": "Bearer",
+            "token_type": "DPoP" if jkt else "Bearer",
             "expires_in": max(ttl_ms // 1000, 1),
         }
         if refresh is None:
