@@ -59,7 +59,9 @@ _OAUTH2 = {
     "signingalg": "signingAlg",
     "issuer": "issuer",
     "loginpage": "loginPage",
+    "boundtokens": "boundTokens",
 }
+BOUND_TOKENS = ("mtls", "dpop")  # SPEC 16.2: the bindings "boundTokens" may make mandatory
 
 # The names NativeRoutes may give (SPEC 5: a route's path after /fw/); native/catalog.py
 # serves a route under each.
@@ -120,6 +122,7 @@ class AuthorizationData:
     signing_alg: str = DEFAULT_SIGNING_ALG  # SPEC 12.1: one of SIGNING_ALGS
     issuer: str = ""  # SPEC 12.2: the tokens' iss when set (an https URL)
     login_page: str = ""  # SPEC 16.1: the text of loginPage's template ("": fwrest's own)
+    bound_tokens: str = ""  # SPEC 16.2: "mtls" or "dpop", a mandatory binding ("": none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,6 +332,15 @@ def _authorization(
         )
     issuer = _issuer(folded.get("issuer", ("issuer", ""))[1], section, source)
     login_page = _login_page(folded.get("loginpage"), base_dir, section, source)
+    bound_tokens = folded.get("boundtokens", ("boundTokens", ""))[1]
+    if bound_tokens not in ("", *BOUND_TOKENS):
+        raise _err(
+            f"FwData Authorization boundTokens {bound_tokens!r} is not a binding fwrest "
+            "makes (the value is case-sensitive).",
+            section,
+            'write "mtls" (client certificates, RFC 8705) or "dpop" (RFC 9449), or leave it out.',
+            source,
+        )
     return AuthorizationData(
         "oAuth2",
         on_auth=on_auth,
@@ -341,6 +353,7 @@ def _authorization(
         signing_alg=str(signing_alg),
         issuer=issuer,
         login_page=login_page,
+        bound_tokens=str(bound_tokens),
     )
 
 

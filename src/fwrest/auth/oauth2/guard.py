@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from fwrest import log
 from fwrest.auth.basic import authorization_header
 from fwrest.auth.blocking import Pool, off_loop, settled
+from fwrest.auth.oauth2.mtls import MtlsRefused, check_certificate
 from fwrest.auth.oauth2.tokens import (
     InvalidToken,
     TokenService,
@@ -244,6 +245,11 @@ class BearerGuard:
                 raise self._invalid(path, str(exc)) from None
         except InvalidToken as exc:
             raise self._invalid(path, str(exc)) from None
+        if "cnf" in claims:
+            try:  # SPEC 16.2: a certificate-bound token needs its certificate (RFC 8705 3)
+                check_certificate(claims, req.peer_cert)
+            except MtlsRefused as exc:
+                raise self._invalid(path, str(exc)) from None
         ctx.auth_user = token_user(claims)  # "client:<id>" for a client's own token
         scope = claims.get("scope")
         if isinstance(scope, str):

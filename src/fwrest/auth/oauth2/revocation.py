@@ -269,6 +269,8 @@ async def _describe(
             "iss": claims.get("iss"),
             "jti": claims.get("jti"),
         }
+        if "cnf" in claims:
+            described["cnf"] = claims["cnf"]  # SPEC 16.2: the token's binding (RFC 8705 3.2)
         if token_user(claims).startswith(CLIENT_PREFIX):
             # a client's own token has no user (RFC 7662 2.2: username is the resource
             # owner's); its sub is the client id (SPEC 12.4)

@@ -22,6 +22,7 @@ import orjson
 from fwrest import log
 from fwrest.auth.basic import parse_basic
 from fwrest.auth.blocking import Pool, off_loop, settled
+from fwrest.auth.oauth2 import mtls
 from fwrest.auth.oauth2.errors import (
     Answer,
     InvalidClient,
@@ -212,6 +213,11 @@ class TokenService:
         self.pool = pool  # where a def onAuthparams runs (the port's pool)
         # grant_type -> its grant (grants/): built once, the request path one dict lookup
         self.grants = registry()
+        # SPEC 16.2 (auth/oauth2/mtls.py), set by the assembly: the port asks for client
+        # certificates (a token request that presents one gets a certificate-bound token),
+        # and "boundTokens": "mtls" (a token request must present one)
+        self.mtls = False
+        self.mtls_required = False
 
     def signing_secret(self) -> bytes:
         """The service's signing key (HS256), shared by every worker and host: what the
@@ -629,6 +635,8 @@ class TokenService:
         grant = self.grants.get(grant_type)
         if grant is None:
             raise UnsupportedGrantType(f"the grant type {grant_type!r} is not supported")
+        if self.mtls_required:
+            mtls.required()  # SPEC 16.2: 400 invalid_request without a client certificate
         # a malformed scope is refused before anything is called; whether the scopes are
         # allowed is known only once the user and client are (never told before that)
         asked = requested(params.get("scope"))
@@ -774,6 +782,10 @@ class TokenService:
         }
         if client_token:
             claims["fw_kind"] = CLIENT_KIND
+        if self.mtls:
+            bound = mtls.confirmation()  # SPEC 16.2: bound to the connection's certificate
+            if bound is not None:
+                claims["cnf"] = bound
         access = self._sign(claims, ttl_ms)
         issued = (access,) if refresh is None else (access, refresh)
         log.request_secrets.set((*log.request_secrets.get(), *log.secret_forms(*issued)))
