@@ -37,12 +37,29 @@ from tests.auth.oauth2_support import (
     oauth_section,
     serve_oauth,
 )
-from tests.conftest import free_config, module_config
+from tests.conftest import APP_SOURCE, free_config, module_config
 
 CLIENT = ("web", "Web-Secret-9q")
 WELL_KNOWN_AS = "/.well-known/oauth-authorization-server/rest"
 WELL_KNOWN_RS = "/.well-known/oauth-protected-resource/rest"
 BOUND = "tls_client_certificate_bound_access_tokens"
+# KEYS_APP's user and client, and grace, who may read every token (the scope introspect)
+APP = (
+    APP_SOURCE
+    + """
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [
+            {"username": "ada", "password": "Ada-Pw-7731"},
+            {"username": "grace", "password": "Grace-Pw-5150", "scopes": ["introspect"]},
+        ],
+        "access_expires": "10m",
+    }
+"""
+)
 
 
 class Pki:
@@ -92,7 +109,7 @@ def svc(
         return free_config(
             folder,
             servers=_servers(certs, pki),
-            app=KEYS_APP,
+            app=APP,
             extra={"HTTPSERVER": {"StateStore": "sqlite"}},
         )
 
@@ -224,6 +241,38 @@ def test_introspection_shows_the_binding(svc: OAuthService, pki: Pki) -> None:
         unbound = client.post(url, data={"token": plain}, auth=CLIENT).json()
     assert shown["active"] is True and shown["cnf"] == {"x5t#S256": x5t(pki.ada[0])}, shown
     assert unbound["active"] is True and "cnf" not in unbound, unbound
+
+
+def test_a_bound_token_asking_introspection_needs_its_certificate(
+    svc: OAuthService, pki: Pki
+) -> None:
+    with http(svc, pki.ada) as client:
+        granted = client.post(
+            svc.proc.url("MT") + "/fw/oauth2/token",
+            data={
+                "grant_type": "password",
+                "username": "grace",
+                "password": "Grace-Pw-5150",
+                "scope": "introspect",
+            },
+            auth=CLIENT,
+        )
+    assert granted.status_code == 200, granted.text
+    reader = granted.json()["access_token"]
+    assert cnf(reader) == {"x5t#S256": x5t(pki.ada[0])}
+    asked = tokens(svc, "MT", None)["access_token"]
+    url = svc.proc.url("MT") + "/fw/oauth2/introspect"
+    for cert, status in ((pki.ada, 200), (pki.bob, 401), (None, 401)):
+        with http(svc, cert) as client:
+            answer = client.post(
+                url, data={"token": asked}, headers={"Authorization": f"Bearer {reader}"}
+            )
+        assert answer.status_code == status, (cert, answer.text)
+        if status == 401:
+            assert error_of(answer) == "invalid_client"
+            assert 'error="invalid_token"' in answer.headers["www-authenticate"]
+        else:
+            assert answer.json()["active"] is True
 
 
 def test_fwrest_verify_accepts_a_bound_token_with_its_certificate(

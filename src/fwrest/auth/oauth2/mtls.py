@@ -24,6 +24,7 @@ __all__ = [
     "THUMBPRINT",
     "MtlsRefused",
     "check_certificate",
+    "check_current",
     "confirmation",
     "metadata_fields",
     "required",
@@ -86,6 +87,18 @@ def check_certificate(claims: dict[str, Any], peer_cert: Mapping[str, object] | 
         )
     if not isinstance(bound, str) or not hmac.compare_digest(bound.encode(), given.encode()):
         raise MtlsRefused("the access token is bound to another client certificate")
+
+
+def check_current(claims: dict[str, Any]) -> None:
+    """:func:`check_certificate` against the current request's connection (a route that
+    takes a bearer token itself: introspection).
+
+    Raises:
+        MtlsRefused: as :func:`check_certificate`.
+    """
+    if "cnf" in claims:
+        ctx = current.get(None)
+        check_certificate(claims, ctx.peer_cert if ctx is not None else None)
 
 
 def metadata_fields() -> dict[str, Any]:
