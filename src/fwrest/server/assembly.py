@@ -20,10 +20,12 @@ from fwrest.auth.oauth2.discovery import Metadata, WellKnown, issuers
 from fwrest.auth.oauth2.dpop import ALGS as DPOP_ALGS
 from fwrest.auth.oauth2.dpop import DpopCheck
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, StoreKeySet
+from fwrest.auth.oauth2.mtls import metadata_fields as mtls_metadata
 from fwrest.auth.oauth2.portkeys import PortKeys
 from fwrest.auth.oauth2.resource import Resources, ResourceWellKnown
 from fwrest.auth.oauth2.scopes import requiring
 from fwrest.auth.throttle import BASIC_WORDING, TOKEN_WORDING, LockBoard, Throttle
+from fwrest.config.tls import ClientCert
 from fwrest.context.views import ServiceView
 from fwrest.features.compression import Compression
 from fwrest.features.cors import CorsStages
@@ -312,12 +314,19 @@ class _Builder:
             ),
             issuer_configured=bool(settings.issuer),
         )
+        # SPEC 16.2: certificate-bound tokens on a port that asks for client certificates
+        tokens.mtls = port.config.tls.client_cert is not ClientCert.NONE
+        tokens.mtls_required = settings.bound_tokens == "mtls"
+        mtls_fields = mtls_metadata() if tokens.mtls else None
         tokens.metadata = Metadata(
             tokens.issuers,
             asymmetric=tokens.keys is not None,
             authorize="oauth2/authorize" not in port.native.disable,
+            bound=mtls_fields,
         )
-        tokens.resources = Resources(tokens.issuers, configured=bool(settings.issuer))
+        tokens.resources = Resources(
+            tokens.issuers, configured=bool(settings.issuer), bound=mtls_fields
+        )
         tokens.authorizer = Authorizer(tokens, settings.login_page)  # SPEC 16.1
         self.dpop(tokens, port, settings)  # SPEC 16.2
         tokens.start()

@@ -27,6 +27,7 @@ from fwrest import log
 from fwrest._native import selected
 from fwrest.config.hosts import valid_host_field
 from fwrest.config.model import ServerConfig
+from fwrest.context.certs import with_thumbprint
 from fwrest.context.request_id import carried_request_id, new_request_id
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.server.connstate import DEADLINES, NEXT, Deadline, Event, State
@@ -372,7 +373,13 @@ class HttpProtocol(asyncio.Protocol):
         if self.cfg.tls.client_cert:
             # decoded by the TLS layer when the handshake completed: {} when it was not
             # verified, None when the client sent none (ClientCert.OPTIONAL)
-            self._peer_cert = self._transport.get_extra_info("peercert") or None
+            decoded = self._transport.get_extra_info("peercert") or None
+            if decoded:
+                # with its SHA-256 thumbprint, for certificate-bound tokens (SPEC 16.2)
+                tls = self._transport.get_extra_info("ssl_object")
+                der = tls.getpeercert(binary_form=True) if tls is not None else None
+                decoded = with_thumbprint(decoded, der)
+            self._peer_cert = decoded
         self._conns.items.add(self)
         if self._conns.closing_idle:
             self._transport.close()

@@ -86,7 +86,12 @@ class Metadata:
     __slots__ = ("_authorize", "_heads", "_last", "bindings")
 
     def __init__(
-        self, by_location: dict[str, str], *, asymmetric: bool, authorize: bool = True
+        self,
+        by_location: dict[str, str],
+        *,
+        asymmetric: bool,
+        authorize: bool = True,
+        bound: dict[str, Any] | None = None,
     ) -> None:
         # False when NativeRoutes disables oauth2/authorize: no code grant fields (SPEC 16.1)
         self._authorize = authorize
@@ -99,6 +104,8 @@ class Metadata:
                 head["jwks_uri"] = issuer + JWKS_ROUTE
             head["revocation_endpoint"] = issuer + REVOKE_ROUTE
             head["introspection_endpoint"] = issuer + INTROSPECT_ROUTE
+            if bound:  # SPEC 16.2: the bindings the port makes (auth/oauth2/mtls.py)
+                head.update(bound)
             self._heads[prefix] = head
         # the documents of the last settings seen: a file's stay the same object until it
         # changes, so most requests are one lookup

@@ -10,6 +10,7 @@ from fwrest import log
 from fwrest.auth.basic import authorization_header
 from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.oauth2.dpop import DpopCheck, dpop_token
+from fwrest.auth.oauth2.mtls import MtlsRefused, check_certificate
 from fwrest.auth.oauth2.tokens import (
     InvalidToken,
     TokenService,
@@ -268,6 +269,11 @@ class BearerGuard:
                 dpop_scheme,
                 self._prefix(path),
             )
+        if "cnf" in claims:
+            try:  # SPEC 16.2: a certificate-bound token needs its certificate (RFC 8705 3)
+                check_certificate(claims, req.peer_cert)
+            except MtlsRefused as exc:
+                raise self._invalid(path, str(exc)) from None
         ctx.auth_user = token_user(claims)  # "client:<id>" for a client's own token
         scope = claims.get("scope")
         if isinstance(scope, str):

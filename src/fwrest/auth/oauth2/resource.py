@@ -93,10 +93,26 @@ class Resources:
     (True, False)
     """
 
-    __slots__ = ("_derived", "_identities", "_paths", "bindings", "issuer", "metadata_url",
-                 "resource")  # fmt: skip
+    __slots__ = (
+        "_bound",
+        "_derived",
+        "_identities",
+        "_paths",
+        "bindings",
+        "issuer",
+        "metadata_url",
+        "resource",
+    )
 
-    def __init__(self, by_location: dict[str, str], *, configured: bool = False) -> None:
+    def __init__(
+        self,
+        by_location: dict[str, str],
+        *,
+        configured: bool = False,
+        bound: dict[str, Any] | None = None,
+    ) -> None:
+        # SPEC 16.3: the binding fields of 16.2 the port's documents carry
+        self._bound: dict[str, Any] = dict(bound or {})
         self.resource: dict[str, str] = {}
         self.metadata_url: dict[str, str] = {}
         self.issuer: dict[str, str] = dict(by_location)
@@ -161,6 +177,7 @@ class Resources:
             "authorization_servers": [self.issuer[prefix]],
             "scopes_supported": _scopes_of(allowed),
             "bearer_methods_supported": ["header"],
+            **self._bound,
             **self.bindings,
         }
         return orjson.dumps(fields)

@@ -33,6 +33,7 @@ from fwrest.auth.oauth2.errors import (
     render,
 )
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms
+from fwrest.auth.oauth2.mtls import MtlsRefused, check_current
 from fwrest.auth.oauth2.params import CLIENT_PREFIX, AuthParams, client_credentials, request_params
 from fwrest.auth.oauth2.tokens import (
     InvalidToken,
@@ -220,7 +221,8 @@ async def _introspector(
         # (SPEC 12.3, "otherwise"), the Bearer challenge saying what was wrong with its token
         try:
             caller = await service.verify_fresh(bearer)
-        except InvalidToken as exc:
+            check_current(caller)  # a certificate-bound token needs its certificate (16.2)
+        except (InvalidToken, MtlsRefused) as exc:
             raise _not_an_introspector("invalid_token", str(exc)) from None
         cnf = caller.get("cnf")
         if isinstance(cnf, dict) and "jkt" in cnf:
