@@ -305,8 +305,8 @@ def test_no_token_reaches_the_log(svc: OAuthService, pki: Pki) -> None:
     ("keys", "needle"),
     [
         ({}, "asks clients for none"),
-        ({"SslClientCert": 1, "boundTokens": "MTLS"}, "is not a binding fwrest makes"),
-        ({"SslClientCert": 1, "boundTokens": True}, "is not a binding fwrest makes"),
+        ({"SslClientCert": 1, "boundTokens": "MTLS"}, "is not a binding fwrest knows"),
+        ({"SslClientCert": 1, "boundTokens": True}, "is not a binding fwrest knows"),
     ],
 )
 def test_bound_tokens_is_checked_at_start(

@@ -72,6 +72,8 @@ def test_bound_tokens_takes_dpop_and_mtls(tmp_path: Path, certs: dict[str, Path]
             SslCertificateKey=str(certs["key"]),
             FwData={"Authorization": authorization},
         )
+        if value == "mtls":  # a certificate binding needs client certificates
+            sections["HTTP_REST"].update(SslClientCert=2, SslClientCA=str(certs["ca"]))
         (server,) = load_config(write(tmp_path, sections)).servers
         assert server.fw_data.authorization is not None
         assert server.fw_data.authorization.bound_tokens == (value or "")
