@@ -181,6 +181,8 @@ def _doctests(name: str) -> list[doctest.DocTest]:
     its source's docstrings (the ``.py`` beside the module): a module of the compiled build
     (setup.py's COMPILED, a C extension) holds functions ``doctest``'s finder cannot look
     into, and its examples must run against it all the same."""
+    if name.startswith("fwrest._native."):
+        return []  # the native engine's Cython extension: no Python source, no examples
     module = importlib.import_module(name)
     source = Path(module.__file__ or "")
     if source.suffix != ".py":

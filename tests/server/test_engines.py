@@ -283,6 +283,20 @@ def test_same_answers_and_closes(pieces: list[bytes]) -> None:
     assert_same(pieces)
 
 
+def test_header_names_of_one_letter_leave_the_process_bytes_alone() -> None:
+    """CPython shares the bytes objects of one byte: a header name lower-cased in place in
+    one of them would turn ``b"E"`` into ``b"e"`` for the whole process (a defect seen as a
+    query value ``E`` answered as ``e`` by later tests)."""
+    upper = bytes(range(65, 91))
+    head = b"".join(b"%c: 1\r\n" % c for c in upper)
+    answers = assert_same([b"GET / HTTP/1.1\r\nHost: a\r\n" + head + b"\r\n"])
+    assert answers[0][1].startswith(b"HTTP/1.1 4")  # more fields than max_headers: 431
+    answers = assert_same([b"GET / HTTP/1.1\r\nHost: a\r\nE: 1\r\nQ: 2\r\n\r\n"])
+    assert b"('e', '1'), ('q', '2')" in answers[0][1]
+    assert [bytes([c])[0] for c in upper] == list(upper)
+    assert [bytes([c]).decode() for c in upper] == [chr(c) for c in upper]
+
+
 def test_large_read_in_slices() -> None:
     """Reads above a slice (8 KiB) are parsed in slices: requests pipelined in one read."""
     stream = b"".join(VALID[:4]) * 120

@@ -316,16 +316,29 @@ cdef class RequestParser:
 
 
 cdef str _lower_latin1(const char* raw, Py_ssize_t size):
-    """A header name, lower-cased (llhttp lets only ASCII token characters through)."""
-    cdef bytes out = PyBytes_FromStringAndSize(raw, size)
-    cdef char* p = <char*>PyBytes_AS_STRING(out)
+    """A header name, lower-cased (llhttp lets only ASCII token characters through).
+
+    Lowered in a buffer of its own, never in a bytes object: CPython shares the bytes
+    objects of one byte (``PyBytes_FromStringAndSize(s, 1)`` returns a cached one), so
+    writing into one would change ``b"E"`` for the whole process."""
+    cdef char small[128]
+    cdef char* p = small
     cdef Py_ssize_t i
     cdef char c
-    for i in range(size):
-        c = p[i]
-        if 65 <= c <= 90:
-            p[i] = c + 32
-    return PyUnicode_DecodeLatin1(p, size, NULL)
+    if size > 128:
+        p = <char*>PyMem_Malloc(<size_t>size)
+        if p is NULL:
+            raise MemoryError()
+    try:
+        for i in range(size):
+            c = raw[i]
+            if 65 <= c <= 90:
+                c = c + 32
+            p[i] = c
+        return PyUnicode_DecodeLatin1(p, size, NULL)
+    finally:
+        if p is not small:
+            PyMem_Free(p)
 
 
 # -- llhttp's callbacks: an exception is kept and reported by feed_data, as httptools does --
