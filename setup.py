@@ -12,6 +12,10 @@ pyproject.toml holds the metadata; this file only decides the extension modules:
   editable install (and fails if it cannot, instead of falling back);
 * a machine without a C compiler, or where mypyc is missing, gets the pure-Python package,
   with a warning: every module works either way (docs/decisions.md, "The compiled build").
+* the native engine's parser (``src/fwrest/_native/engine.pyx``, Cython over the vendored
+  llhttp) is built wherever the mypyc modules are, and by the editable install too; its build
+  is optional always: without Cython or a C compiler, or where it fails, a warning says so and
+  the pure engine serves (docs/engine.md, "The native engine").
 """
 
 from __future__ import annotations
@@ -69,6 +73,45 @@ def _compiler() -> str | None:
     return shutil.which(cc[0]) if cc else None
 
 
+NATIVE = Path("src/fwrest/_native")
+
+
+def native_modules() -> list[Any]:
+    """The native engine's extension, cythonized here (the C file is not kept in the
+    repository); [] with a warning where Cython or the compiler is missing."""
+    try:
+        from Cython.Build import cythonize
+        from setuptools import Extension
+    except ImportError:
+        warnings.warn("fwrest: Cython is not installed: the pure engine will serve", stacklevel=1)
+        return []
+    if _compiler() is None:
+        warnings.warn("fwrest: no C compiler found: the pure engine will serve", stacklevel=1)
+        return []
+    llhttp = NATIVE / "llhttp"
+    extension = Extension(
+        "fwrest._native.engine",
+        sources=[
+            str(NATIVE / "engine.pyx"),
+            *(str(llhttp / "src" / n) for n in ("llhttp.c", "api.c", "http.c")),
+        ],
+        include_dirs=[str(llhttp / "include")],
+        extra_compile_args=["-O2", "-g0"],  # no debug sections: a tenth of the size
+        optional=True,  # a failed build warns and the pure engine serves
+    )
+    try:
+        modules: list[Any] = cythonize([extension], language_level=3, quiet=True)
+    except Exception as exc:  # Cython's own failure: the pure engine serves
+        warnings.warn(
+            f"fwrest: the native engine was not built ({exc}): the pure engine will serve",
+            stacklevel=1,
+        )
+        return []
+    for module in modules:
+        module.optional = True
+    return modules
+
+
 def ext_modules() -> list[Any]:
     wanted = os.environ.get("FWREST_COMPILE", "auto").strip().lower()
     command = set(sys.argv[1:]) & _BUILDS
@@ -76,14 +119,14 @@ def ext_modules() -> list[Any]:
         return []  # metadata only (egg_info, sdist), or pure Python asked for
     forced = wanted in ("1", "yes", "true")
     if not forced and command & {"editable_wheel", "develop"}:
-        return []
+        return native_modules()  # the engine's parser; the mypyc modules stay pure
     try:
         from mypyc.build import mypycify
     except ImportError:
         if forced:
             raise
         warnings.warn("fwrest: mypyc is not installed: building pure Python", stacklevel=1)
-        return []
+        return native_modules()
     if _compiler() is None:
         if forced:
             raise SystemExit("fwrest: FWREST_COMPILE=1 but no C compiler was found")
@@ -98,7 +141,7 @@ def ext_modules() -> list[Any]:
     if not forced:
         for module in modules:
             module.optional = True  # a failed C build skips the module: the .py is used
-    return modules
+    return [*modules, *native_modules()]
 
 
 setup(ext_modules=ext_modules())

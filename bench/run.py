@@ -43,7 +43,7 @@ from fwrest.features.compression import GZIP_LEVEL
 BENCH = Path(__file__).resolve().parent
 ALL_CASES = (
     "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17",
-    "18",
+    "18", "19",
 )  # fmt: skip
 MIB = 1024 * 1024
 
@@ -774,6 +774,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
         )
     )
     cases.append(signing_case(sc, grant))
+    cases.append(asymmetric_bearer_case(sc))
     text, json_ = "fwrest, level 3, LogFormat=text", "fwrest, level 3, LogFormat=json"
     cases.append(
         Case(
@@ -1010,6 +1011,62 @@ def signing_case(
     )
 
 
+def asymmetric_bearer_case(sc: Scratch) -> Case:
+    """Case 19 (issue 38): the bearer check of ES256 and EdDSA tokens beside HS256's (each
+    worker remembers the tokens it verified), and FastAPI + PyJWT verifying ES256 and RS256
+    tokens on every request, in one run."""
+    if common.PEER_KEYS_ENV not in os.environ:
+        common.make_peer_keys(sc.root / "peer-keys")
+    rows = {alg: f"fwrest, Bearer {alg}" for alg in ("HS256", "ES256", "EdDSA")}
+    targets = [
+        Target(
+            label,
+            "fwrest",
+            fw(
+                sc,
+                fw_data={"Authorization": {**OAUTH_FW_ASYNC["Authorization"], "signingAlg": alg}},
+                tls=True,
+            ),
+            auth="bearer-fwrest",
+        )
+        for alg, label in rows.items()
+    ]
+    peers = {alg: f"FastAPI, PyJWT {alg}" for alg in ("HS256", *common.PEER_ALGS)}
+    targets.append(
+        Target(
+            peers["HS256"],
+            "peer",
+            uvicorn(sc, "fastapi_app:bearer_app", tls=True),
+            auth="bearer-peer",
+        )
+    )
+    for alg in common.PEER_ALGS:
+        factory = f"fastapi_app:bearer_{alg.lower()}_app"
+        targets.append(
+            Target(peers[alg], "peer", uvicorn(sc, factory, tls=True), auth=f"bearer-peer-{alg}")
+        )
+    es, hs, ed = rows["ES256"], rows["HS256"], rows["EdDSA"]
+    return Case(
+        "19",
+        "the bearer check of asymmetric tokens (TLS)",
+        "Case 3's Bearer endpoint with the port's `signingAlg` HS256, ES256 and EdDSA: each "
+        "worker remembers the tokens it verified (keyed by the token's SHA-256, until its "
+        "`exp`), so a token seen before costs no signature check, the revocation and expiry "
+        "still checked per request (issue 38). Beside them FastAPI with `HTTPBearer` + PyJWT "
+        "verifying HS256, ES256 and RS256 (3072-bit) tokens on every request, as its docs do.",
+        targets,
+        [
+            (f"{es} / {hs}", es, hs, 0.9),
+            (f"{ed} / {hs}", ed, hs, None),
+            (f"{es} / FastAPI, PyJWT ES256", es, peers["ES256"], None),
+            (f"{es} / FastAPI, PyJWT RS256", es, peers["RS256"], None),
+            (f"{hs} / FastAPI, PyJWT HS256", hs, peers["HS256"], None),
+        ],
+        at_once=[(f"{es} / {hs}, requests per CPU second, at once", es, hs, 0.9)],
+        at_once_rounds=5,
+    )
+
+
 STAMP = {"OnSend": "stamp"}
 
 
@@ -1023,6 +1080,9 @@ def _auth_headers(target: Target, running: servers.Running) -> dict[str, str]:
         return {"Authorization": common.BASIC_HEADER}
     if target.auth == "bearer-peer":
         return {"Authorization": f"Bearer {common.issue_peer_token()}"}
+    if target.auth is not None and target.auth.startswith("bearer-peer-"):
+        alg = target.auth.removeprefix("bearer-peer-")  # case 19: "bearer-peer-ES256"
+        return {"Authorization": f"Bearer {common.issue_peer_token(alg=alg)}"}
     if target.auth == "bearer-fwrest":
         status, body = servers.request(
             running.base_url,

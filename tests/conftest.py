@@ -401,6 +401,7 @@ SERIAL = frozenset(
         "tests/auth/test_refresh_claims.py",
         "tests/bench/test_at_once.py",
         "tests/e2e/test_code_flow.py",
+        "tests/e2e/test_dpop_hosts.py",
         "tests/e2e/test_hosts_state.py",
         "tests/e2e/test_reload.py",
         "tests/e2e/test_scale_out.py",
@@ -411,6 +412,7 @@ SERIAL = frozenset(
         "tests/faults/test_redis_outage.py",
         "tests/faults/test_sentinel_failover.py",
         "tests/faults/test_cluster_failover.py",
+        "tests/faults/test_dpop_store_down.py",
         "tests/faults/test_sigterm_drain.py",
         "tests/faults/test_slowloris.py",
         "tests/faults/test_sqlite_refresh.py",
@@ -478,11 +480,19 @@ def _build_problem(build: str) -> str | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """With ``FWREST_TEST_BUILD`` set (``make test``), the suite refuses to run on another
-    build than the one it was asked to test."""
+    build than the one it was asked to test; with ``FWREST_ENGINE=native``, where the native
+    engine is not built."""
     build = os.environ.get("FWREST_TEST_BUILD")
     problem = build and _build_problem(build)
     if problem:
         raise pytest.UsageError(f"FWREST_TEST_BUILD={build}: {problem}")
+    if os.environ.get("FWREST_ENGINE", "").strip().lower() == "native":
+        # the servers the tests start (and test_engines) serve with the native engine: it
+        # must be there, else the run would test the pure one twice (make test-native-slice)
+        from fwrest._native import native_parser
+
+        if native_parser() is None:
+            raise pytest.UsageError("FWREST_ENGINE=native: the native engine is not built here")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

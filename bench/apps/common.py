@@ -6,12 +6,15 @@ The values are fixed so that wrk can send the same request to every server of a 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
+import os
 import secrets
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -103,15 +106,58 @@ def check_basic_header(header: str | None) -> str | None:
     return user if same(user, USER) & same(password, PASSWORD) else None
 
 
-def issue_peer_token(ttl_s: int = 3600) -> str:
+# Case 19: the peers' ES256 and RS256 keys, made by the bench process (make_peer_keys) in its
+# scratch folder, which the servers it starts find through this variable (they inherit it)
+PEER_KEYS_ENV = "FWREST_BENCH_PEER_KEYS"
+PEER_ALGS = ("ES256", "RS256")
+
+
+def make_peer_keys(folder: Path) -> None:
+    """Make the peers' ES256 (P-256) and RS256 (3072-bit, as fwrest's) keys in ``folder``."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    folder.mkdir(parents=True, exist_ok=True)
+    made = {
+        "ES256": ec.generate_private_key(ec.SECP256R1()),
+        "RS256": rsa.generate_private_key(public_exponent=65537, key_size=3072),
+    }
+    for alg, key in made.items():
+        pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        (folder / f"{alg}.pem").write_bytes(pem)
+    os.environ[PEER_KEYS_ENV] = str(folder)
+
+
+@functools.cache
+def _peer_key(alg: str) -> Any:
+    from cryptography.hazmat.primitives import serialization
+
+    pem = (Path(os.environ[PEER_KEYS_ENV]) / f"{alg}.pem").read_bytes()
+    return serialization.load_pem_private_key(pem, password=None)
+
+
+def _signing_key(alg: str) -> Any:
+    return JWT_KEY if alg == "HS256" else _peer_key(alg)
+
+
+def _verifying_key(alg: str) -> Any:
+    return JWT_KEY if alg == "HS256" else _peer_key(alg).public_key()
+
+
+def issue_peer_token(ttl_s: int = 3600, alg: str = "HS256") -> str:
     """An access token the peers accept (issued before a run, like fwrest's)."""
     now = int(time.time())
     claims = {"sub": USER, "iat": now, "exp": now + ttl_s, "jti": uuid.uuid4().hex}
-    return jwt.encode(claims, JWT_KEY, algorithm="HS256", headers={"typ": "at+jwt"})
+    return jwt.encode(claims, _signing_key(alg), algorithm=alg, headers={"typ": "at+jwt"})
 
 
-def check_bearer_header(header: str | None) -> str | None:
-    """The subject of a valid ``Bearer`` HS256 token, else None."""
+def check_bearer_header(header: str | None, alg: str = "HS256") -> str | None:
+    """The subject of a valid ``Bearer`` token signed with ``alg``, else None (the signature
+    checked on every request, as PyJWT's docs and FastAPI's show)."""
     if not header:
         return None
     scheme, _, token = header.partition(" ")
@@ -120,8 +166,8 @@ def check_bearer_header(header: str | None) -> str | None:
     try:
         claims = jwt.decode(
             token.strip(),
-            JWT_KEY,
-            algorithms=["HS256"],
+            _verifying_key(alg),
+            algorithms=[alg],
             options={"require": ["exp", "iat", "jti", "sub"]},
         )
     except jwt.PyJWTError:

@@ -56,6 +56,25 @@ async def bearer_user(
     return user
 
 
+def _bearer_alg(alg: str) -> Callable[..., Any]:
+    """Case 19: ``bearer_user`` with tokens signed with ``alg`` (ES256, RS256)."""
+
+    async def user(credentials: Annotated[HTTPAuthorizationCredentials, Depends(_bearer)]) -> str:
+        found = common.check_bearer_header(f"Bearer {credentials.credentials}", alg)
+        if found is None:
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"}
+            )
+        return found
+
+    return user
+
+
+# module names: the endpoints' annotations are strings (from __future__), resolved here
+bearer_user_es256 = _bearer_alg("ES256")
+bearer_user_rs256 = _bearer_alg("RS256")
+
+
 def _app() -> FastAPI:
     # no docs routes: only the benchmarked route is registered
     return FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
@@ -96,6 +115,26 @@ def bearer_app() -> FastAPI:
 
     @app.get("/rest/hello")
     async def hello(user: Annotated[str, Depends(bearer_user)]) -> dict[str, Any]:
+        return common.hello()
+
+    return app
+
+
+def bearer_es256_app() -> FastAPI:
+    app = _app()
+
+    @app.get("/rest/hello")
+    async def hello(user: Annotated[str, Depends(bearer_user_es256)]) -> dict[str, Any]:
+        return common.hello()
+
+    return app
+
+
+def bearer_rs256_app() -> FastAPI:
+    app = _app()
+
+    @app.get("/rest/hello")
+    async def hello(user: Annotated[str, Depends(bearer_user_rs256)]) -> dict[str, Any]:
         return common.hello()
 
     return app

@@ -169,6 +169,7 @@ def _revoke_user(path: str, user: str) -> int:
 
 
 def _check(path: str) -> int:
+    from fwrest._native import describe
     from fwrest.server import prepare
     from fwrest.server.build import check_schema, probe_store
     from fwrest.store import shown_url
@@ -198,6 +199,7 @@ def _check(path: str) -> int:
         tls = f" ({mon.tls.describe()})" if mon.ssl_certificate is not None else ""
         print(f"  [APP_MONITOR] {mon.host}:{mon.port}{mon.api_path}{tls}")
     print(f"  state store: {shown_url(config.state_store)}; data path: {config.data_path}")
+    print(f"  HTTP engine: {describe()}")  # FWREST_ENGINE (docs/engine.md)
     if unreachable is not None:
         print(f"warning: [HTTPSERVER] StateStore: the state store did not answer: {unreachable}")
     for warning in (*config.warnings, *plan.warnings, *([due] if due else [])):

@@ -75,7 +75,10 @@ _LEVELS = {0: logging.CRITICAL + 10, 1: logging.ERROR, 2: logging.WARNING, 3: lo
 _LEVELS |= {4: VERBOSE, 5: logging.DEBUG}
 
 MASKED = "***"
-_MASKED_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
+# DPoP: a proof of possession (SPEC 16.2), masked as the Authorization it goes with
+_MASKED_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "set-cookie", "dpop"}
+)
 _SECRET_PARTS = (
     "pass",
     "pwd",

@@ -52,8 +52,9 @@ class Request:
     # not looked for, or absent; guards then look in ``headers``)
     authorization: str | None = None
     # the client's certificate as the TLS layer decoded it at the connection's handshake
-    # (``SSLSocket.getpeercert()``'s mapping), on a port that asks for one (SPEC 11.2);
-    # None: none sent, none asked for, or plain HTTP
+    # (``SSLSocket.getpeercert()``'s mapping, plus its SHA-256 thumbprint under the key
+    # ``x5t#S256``: context/certs.py's ``with_thumbprint``), on a port that asks for one
+    # (SPEC 11.2, 16.2); None: none sent, none asked for, or plain HTTP
     peer_cert: Mapping[str, object] | None = None
 
 

@@ -185,6 +185,7 @@ def test_the_metadata_under_the_location_and_at_the_well_known_path(svc: LocalSe
         "scopes_supported": ["default"],
         "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
         "response_types_supported": [],
+        "dpop_signing_alg_values_supported": ["ES256", "EdDSA", "RS256"],  # SPEC 16.2
     }
     # RFC 8414 3: at the port's root, the issuer's path appended; no credentials needed
     well_known = ed.http.get("/.well-known/oauth-authorization-server/rest")

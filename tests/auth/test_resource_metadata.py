@@ -100,6 +100,8 @@ def test_each_location_publishes_its_document_at_the_root_and_under_the_location
             "authorization_servers": [origin + path],
             "scopes_supported": ["default", "orders:read"],
             "bearer_methods_supported": ["header"],
+            # SPEC 16.2: DPoP is accepted on every oAuth2 port
+            "dpop_signing_alg_values_supported": ["ES256", "EdDSA", "RS256"],
         }
         # the native route of the location answers the same document
         native = rs.http.get(path + "/fw/oauth2/resource")

@@ -59,6 +59,26 @@ def test_oauth_alias_file_params_and_defaults(tmp_path: Path, certs: dict[str, P
     assert (auth.max_failures, auth.allow_get_token, auth.on_auth) == (10, True, "")
 
 
+def test_bound_tokens_takes_dpop_and_mtls(tmp_path: Path, certs: dict[str, Path]) -> None:
+    """SPEC 16.2: ``boundTokens`` is "dpop" or "mtls" (each binding's own behaviour is the
+    token service's); absent: no binding is mandatory."""
+    for value in ("dpop", "mtls", None):
+        authorization = {"scheme": "oAuth2", "onAuthparams": "app.params"}
+        if value is not None:
+            authorization["BoundTokens"] = value  # the key's case is free (SPEC 9)
+        sections = base_sections(8443)
+        sections["HTTP_REST"].update(
+            SslCertificate=str(certs["cert"]),
+            SslCertificateKey=str(certs["key"]),
+            FwData={"Authorization": authorization},
+        )
+        if value == "mtls":  # a certificate binding needs client certificates
+            sections["HTTP_REST"].update(SslClientCert=2, SslClientCA=str(certs["ca"]))
+        (server,) = load_config(write(tmp_path, sections)).servers
+        assert server.fw_data.authorization is not None
+        assert server.fw_data.authorization.bound_tokens == (value or "")
+
+
 def test_native_routes_keep_their_lists_as_written(tmp_path: Path) -> None:
     sections = base_sections(8080)
     sections["HTTP_REST"]["FwData"] = {

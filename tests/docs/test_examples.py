@@ -815,6 +815,25 @@ def test_oauth2_client_library(guide_service: Running) -> None:
         close_all(namespace)
 
 
+def test_dpop_client_example(guide_service: Running) -> None:
+    block = example("dpop-client")
+    real = guide_service.connect_to["127.0.0.1:8443"]
+    text = block.text.replace("127.0.0.1:8443", real)
+    assert text != block.text
+    namespace, answer = run_python(block, text, guide_service.folder)
+    try:
+        assert isinstance(answer, httpx.Response) and answer.status_code == 200, answer
+        assert answer.json()["user"] == "grace"
+        assert namespace["tokens"]["token_type"] == "DPoP"
+        # the token is bound: as a bearer token it is refused
+        client, base, access = namespace["client"], namespace["base"], namespace["access"]
+        refused = client.get(f"{base}/whoami", headers={"Authorization": f"Bearer {access}"})
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"].startswith("DPoP ")
+    finally:
+        close_all(namespace)
+
+
 def test_oauth2_public_paths_and_params(guide_service: Running) -> None:
     ctx = ssl.create_default_context(cafile=str(guide_service.folder / "ca.pem"))
     base = guide_service.url("HTTPS_REST")

@@ -848,6 +848,14 @@ PROVOKED: dict[str, Broken | Special] = {
     "signs tokens with (the value is case-sensitive)": new(
         "signingAlg lower case", "json", tls_auth(signingAlg="eddsa")
     ),
+    "[<server>] FwData: FwData Authorization boundTokens 'DPoP' is not a binding fwrest knows "
+    "(the value is case-sensitive)": new(
+        "boundTokens capitalised", "json", tls_auth(boundTokens="DPoP")
+    ),
+    '[<server>] FwData: FwData Authorization "boundTokens": "mtls" binds tokens to the client '
+    "certificate, and this server asks clients for none": new(
+        "boundTokens mtls without client certificates", "json", tls_auth(boundTokens="mtls")
+    ),
     "[<server>] FwData: FwData Authorization issuer must be an https URL without query or "
     "fragment, got 'http://auth.example.com'": new(
         "issuer over http", "ini", tls_auth(issuer="http://auth.example.com")

@@ -74,6 +74,10 @@ def test_sdist_holds_the_sources(dist: Path) -> None:
         names = tar.getnames()
     assert any(n.endswith("src/fwrest/__init__.py") for n in names)
     assert any(n.endswith("pyproject.toml") for n in names)
+    # the native engine's sources and the vendored llhttp's licence (its generated C is not)
+    for path in ("_native/engine.pyx", "_native/llhttp/src/llhttp.c", "_native/llhttp/LICENSE"):
+        assert any(n.endswith(f"src/fwrest/{path}") for n in names), path
+    assert not any(n.endswith("src/fwrest/_native/engine.c") for n in names)
 
 
 def _compiled_modules() -> list[str]:
@@ -99,6 +103,9 @@ def test_the_wheel_holds_each_compiled_module_beside_its_source(dist: Path) -> N
         assert any(n.startswith(f"{stem}.cpython-") and n.endswith(".so") for n in names), module
         assert f"{stem}.py" in names, module  # the source stays: the fallback, and tracebacks
     assert not _wheel(dist).name.endswith("-none-any.whl")  # a platform wheel
+    # the native engine (docs/engine.md), built from the sdist, with llhttp's licence
+    assert any(n.startswith("fwrest/_native/engine.cpython-") for n in names), "native engine"
+    assert "fwrest/_native/llhttp/LICENSE" in names
 
 
 @pytest.fixture(scope="module")

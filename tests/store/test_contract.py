@@ -22,6 +22,9 @@ it (``auth/oauth2/tokens.py``, ``auth/throttle.py``, ``server/settings.py``,
   family of the request that redeems it (the same family again is "ok", another "used" with
   the first family, to revoke; an unknown or forgotten code "missing"); 50 threads taking one
   code, and another instance (another worker or host) after them: exactly one wins;
+* DPoP proof ids (SPEC 16.2): ``note_proof`` is True the first time, False for the same id
+  again within its keep on any instance (another worker or host), True again once the keep
+  ended; 50 threads noting one id: exactly one True;
 * ``revoke_family`` / ``revoked_families`` and ``add_lock`` / ``locks``: only those in force,
   the latest end kept, ended ones forgotten;
 * ``hit_failure`` / ``failures`` / ``clear_failures`` / ``release_failure``: a window that
@@ -101,6 +104,7 @@ COVERED = {
     "revoked_families",
     "add_code",
     "take_code",
+    "note_proof",
     "refresh_record",
     "user_families",
     "hit_failure",
@@ -489,6 +493,29 @@ def test_one_of_many_simultaneous_takes_of_a_code_wins(
     assert all(family == winner for _, _, family in results)
     late = store if backend.kind == "memory" else backend.open()
     assert late.take_code("c-race", "fam-late") == ("used", b"rec", winner)
+
+
+def test_a_proof_id_is_noted_once_on_every_instance_for_its_keep(
+    backend: Backend, store: StateStore
+) -> None:
+    assert store.note_proof("p-1", 60.0) is True
+    assert store.note_proof("p-1", 60.0) is False
+    other = store if backend.kind == "memory" else backend.open()
+    assert other.note_proof("p-1", 60.0) is False  # another worker or host: a replay
+    assert other.note_proof("p-2", 60.0) is True
+    store.note_proof("p-short", WINDOW_S)
+    time.sleep(PAST_S)
+    assert store.note_proof("p-short", 60.0) is True  # forgotten when its keep ended
+    assert store.note_proof("p-1", 60.0) is False
+
+
+def test_one_of_many_simultaneous_notes_of_a_proof_id_wins(
+    backend: Backend, store: StateStore, threads: int
+) -> None:
+    results = race(threads, lambda i: store.note_proof("p-race", 60.0))
+    assert Counter(results) == {True: 1, False: threads - 1}, results
+    late = store if backend.kind == "memory" else backend.open()
+    assert late.note_proof("p-race", 60.0) is False
 
 
 def test_a_refresh_record_is_read_without_spending_it(store: StateStore) -> None:

@@ -1,10 +1,11 @@
 """SPEC 16.4: ``fwrest.verify``'s checks of bound tokens (``cnf``): a DPoP key's thumbprint
 against a DPoP proof (RFC 9449) and a certificate's against the client's (RFC 8705).
 
-fwrest does not issue bound tokens yet (SPEC 16.2), so the tokens here are minted by the test
-with a key it serves itself: a small issuer over real TLS (stdlib ``http.server``, a trustme
-certificate) publishing RFC 8414 metadata and a JWK Set. Thumbprints are computed with
-joserfc, not with the module under test; proofs are signed with PyJWT.
+Most tokens here are minted by the test with a key it serves itself: a small issuer over real
+TLS (stdlib ``http.server``, a trustme certificate) publishing RFC 8414 metadata and a JWK
+Set, so that every ``cnf`` can be tried. A DPoP-bound token issued by fwrest itself (SPEC
+16.2, ``fwrest serve`` of ``tests/verify/support.py``) is verified too. Thumbprints are
+computed with joserfc, not with the module under test; proofs are signed with PyJWT.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from joserfc.jwk import import_key
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
 from fwrest.verify import AsyncVerifier, InvalidToken, Verifier, VerifyMiddleware
+from tests.auth.oauth2_support import OAuthService
 from tests.conftest import free_port, issue_certs, wait_for
+from tests.verify.support import ADA, serve_issuer
 
 API = "https://api.example.com/orders"
 
@@ -147,6 +150,32 @@ class Holder:
         headers = {"typ": over.pop("typ", "dpop+jwt"), "jwk": self.jwk}
         claims.pop("typ", None)
         return jwt.encode(claims, self.key, self.alg, headers=headers)
+
+
+@pytest.fixture(scope="module")
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+    yield from serve_issuer(ca, tmp_path_factory.mktemp("verify-dpop"))
+
+
+def test_a_dpop_bound_token_issued_by_fwrest_is_verified_with_a_proof(svc: OAuthService) -> None:
+    port = svc["EC"]
+    holder = Holder("EdDSA")
+    assert port.token_url.startswith("https://127.0.0.1:")  # the whole URL: the proof's htu
+    answer = port.http.post(
+        port.token_url,
+        data={"grant_type": "password", "username": ADA[0], "password": ADA[1]},
+        headers={"DPoP": holder.proof("", "POST", port.token_url)},
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["token_type"] == "DPoP"
+    access = answer.json()["access_token"]
+    ca = str(svc.certs["ca"])
+    with Verifier(svc.proc.url("EC"), verify=ca) as v:
+        claims = v.verify(access, dpop_proof=holder.proof(access), method="GET", url=API)
+        assert claims["cnf"] == {"jkt": holder.jkt}
+        # without a proof, or with another key's, it is refused
+        dpop_refused(v, access, None)
+        dpop_refused(v, access, Holder("ES256").proof(access))
 
 
 def dpop_refused(verifier: Verifier, access: str, proof: str | None, **kw: Any) -> str:

@@ -37,6 +37,7 @@ class AuthSettings:
     signing_alg: str = "HS256"  # SPEC 12.1
     issuer: str = ""  # SPEC 12.2: "" for https://{HostName}:{Port}{location}
     login_page: str = ""  # SPEC 16.1: loginPage's template ("": fwrest's own page)
+    bound_tokens: str = ""  # SPEC 16.2: "dpop" or "mtls" makes that binding mandatory
     warnings: list[str] = field(default_factory=list)
 
 
@@ -106,6 +107,7 @@ def parse_authorization(
         signing_alg=data.signing_alg,
         issuer=data.issuer,
         login_page=data.login_page,
+        bound_tokens=data.bound_tokens,
         warnings=warnings,
     )
 

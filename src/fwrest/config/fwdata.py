@@ -59,7 +59,10 @@ _OAUTH2 = {
     "signingalg": "signingAlg",
     "issuer": "issuer",
     "loginpage": "loginPage",
+    "boundtokens": "boundTokens",
 }
+# SPEC 16.2: "boundTokens" makes a binding of the access tokens mandatory
+BOUND_TOKENS = ("dpop", "mtls")
 
 # The names NativeRoutes may give (SPEC 5: a route's path after /fw/); native/catalog.py
 # serves a route under each.
@@ -120,6 +123,7 @@ class AuthorizationData:
     signing_alg: str = DEFAULT_SIGNING_ALG  # SPEC 12.1: one of SIGNING_ALGS
     issuer: str = ""  # SPEC 12.2: the tokens' iss when set (an https URL)
     login_page: str = ""  # SPEC 16.1: the text of loginPage's template ("": fwrest's own)
+    bound_tokens: str = ""  # SPEC 16.2: "dpop" or "mtls" (one of BOUND_TOKENS); "": optional
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,6 +333,15 @@ def _authorization(
         )
     issuer = _issuer(folded.get("issuer", ("issuer", ""))[1], section, source)
     login_page = _login_page(folded.get("loginpage"), base_dir, section, source)
+    bound = folded.get("boundtokens", ("boundTokens", ""))[1]
+    if bound not in ("", *BOUND_TOKENS):
+        raise _err(
+            f"FwData Authorization boundTokens {bound!r} is not a binding fwrest knows "
+            "(the value is case-sensitive).",
+            section,
+            f"write one of {', '.join(repr(b) for b in BOUND_TOKENS)}, or leave it out.",
+            source,
+        )
     return AuthorizationData(
         "oAuth2",
         on_auth=on_auth,
@@ -341,6 +354,7 @@ def _authorization(
         signing_alg=str(signing_alg),
         issuer=issuer,
         login_page=login_page,
+        bound_tokens=str(bound),
     )
 
 

@@ -41,6 +41,7 @@ from fwrest.config.sections import (
     trusted_proxies,
 )
 from fwrest.config.store_keys import state_store_config
+from fwrest.config.tls import ClientCert
 from fwrest.config.tls_check import tls_options
 
 __all__ = ["load_config", "parse_json_text", "probe_writable", "read_general"]
@@ -105,6 +106,20 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
             section=sec.name,
             is_tls=values["ssl_certificate"] is not None,
         )
+        auth_data = fw_data.authorization
+        if (
+            auth_data is not None
+            and auth_data.bound_tokens == "mtls"
+            and values["tls"].client_cert is ClientCert.NONE
+        ):
+            # SPEC 16.2: a binding to the client's certificate needs the port to ask for one
+            raise raw.error(
+                'FwData Authorization "boundTokens": "mtls" binds tokens to the client '
+                "certificate, and this server asks clients for none.",
+                sec.name,
+                "FwData",
+                "add SslClientCert=2 (or 1) and SslClientCA to this server.",
+            )
         load_urns = values.pop("load_urns")
         if load_urns is None:  # absent or empty: nothing mapped, as for FwData and UserData
             load_urns = {}

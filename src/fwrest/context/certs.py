@@ -8,13 +8,20 @@ the serial as OpenSSL prints it, the expiry in ISO 8601 (UTC), the alternative n
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import ipaddress
 import ssl
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["certificate_fields", "rfc4514"]
+__all__ = ["THUMBPRINT", "certificate_fields", "rfc4514", "thumbprint", "with_thumbprint"]
+
+# the key under which the engine adds the certificate's SHA-256 thumbprint to the decoded
+# mapping (RFC 8705 3.1's name for it): computed once per connection, read by the bearer
+# check of certificate-bound tokens (SPEC 16.2, auth/oauth2/mtls.py)
+THUMBPRINT = "x5t#S256"
 
 # RFC 4514 3: the attribute types a string representation names by their short names
 _SHORT = {
@@ -109,3 +116,24 @@ def certificate_fields(cert: Mapping[str, object]) -> dict[str, Any]:
             _alt_name(str(kind), value) for kind, value in (sans if isinstance(sans, tuple) else ())
         ],
     }
+
+
+def thumbprint(der: bytes) -> str:
+    """The ``x5t#S256`` of a certificate (RFC 8705 3.1): SHA-256 of its DER form, base64url
+    without padding.
+
+    >>> thumbprint(b"not a certificate")
+    'RyCcm3r4Od5p6anNYl6RgsGtY9rnntiKLdaA_jQhhiA'
+    """
+    digest = hashlib.sha256(der).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def with_thumbprint(
+    decoded: Mapping[str, object] | None, der: bytes | None
+) -> Mapping[str, object] | None:
+    """The decoded certificate of a connection with its :data:`THUMBPRINT` added (None when
+    the client sent none); the engine calls it once, when the connection is made."""
+    if not decoded or not der:
+        return decoded or None
+    return {**decoded, THUMBPRINT: thumbprint(der)}

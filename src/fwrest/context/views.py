@@ -69,6 +69,7 @@ class TokenEndpoint(Protocol):
         headers: dict[str, str],
         client_ip: str,
         location: str = "",
+        path: str = "",
     ) -> tuple[int, list[tuple[str, str]], bytes]: ...
 
     def jwks(self) -> bytes | None:

@@ -8,6 +8,7 @@ signals, the supervisor (``worker``), how the usage figures are shared (``usage_
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -16,11 +17,15 @@ from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
 from fwrest.auth.oauth2.authorize import Authorizer
 from fwrest.auth.oauth2.discovery import Metadata, WellKnown, issuers
+from fwrest.auth.oauth2.dpop import ALGS as DPOP_ALGS
+from fwrest.auth.oauth2.dpop import DpopCheck
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, StoreKeySet
+from fwrest.auth.oauth2.mtls import metadata_fields as mtls_metadata
 from fwrest.auth.oauth2.portkeys import PortKeys
 from fwrest.auth.oauth2.resource import Resources, ResourceWellKnown
 from fwrest.auth.oauth2.scopes import requiring
 from fwrest.auth.throttle import BASIC_WORDING, TOKEN_WORDING, LockBoard, Throttle
+from fwrest.config.tls import ClientCert
 from fwrest.context.views import ServiceView
 from fwrest.features.compression import Compression
 from fwrest.features.cors import CorsStages
@@ -249,6 +254,7 @@ class _Builder:
                 settings.on_auth_name,
                 pool,
                 tokens.resources.challenges() if tokens.resources is not None else None,
+                tokens.dpop,
             )
             scoped = requiring  # the routes' scopes are checked on oAuth2 ports only
         tracing = self.tracing
@@ -308,16 +314,42 @@ class _Builder:
             ),
             issuer_configured=bool(settings.issuer),
         )
+        # SPEC 16.2: certificate-bound tokens on a port that asks for client certificates
+        tokens.mtls = port.config.tls.client_cert is not ClientCert.NONE
+        tokens.mtls_required = settings.bound_tokens == "mtls"
+        mtls_fields = mtls_metadata() if tokens.mtls else None
         tokens.metadata = Metadata(
             tokens.issuers,
             asymmetric=tokens.keys is not None,
             authorize="oauth2/authorize" not in port.native.disable,
+            bound=mtls_fields,
         )
-        tokens.resources = Resources(tokens.issuers, configured=bool(settings.issuer))
+        tokens.resources = Resources(
+            tokens.issuers, configured=bool(settings.issuer), bound=mtls_fields
+        )
         tokens.authorizer = Authorizer(tokens, settings.login_page)  # SPEC 16.1
+        self.dpop(tokens, port, settings)  # SPEC 16.2
         tokens.start()
         self.built.services.append(tokens)
         return tokens
+
+    def dpop(self, tokens: TokenService, port: PortPlan, settings: AuthSettings) -> None:
+        """DPoP on an oAuth2 port (SPEC 16.2): always accepted, mandatory with
+        ``"boundTokens": "dpop"``; the metadata documents name it."""
+        required = settings.bound_tokens == "dpop"
+        resources = tokens.resources
+        tokens.dpop = DpopCheck(
+            tokens,
+            required=required,
+            proxies=tuple(ipaddress.ip_network(n) for n in port.config.trusted_proxies),
+            params=resources.challenges() if resources is not None else None,
+        )
+        if tokens.metadata is not None:
+            tokens.metadata.bindings["dpop_signing_alg_values_supported"] = list(DPOP_ALGS)
+        if resources is not None:
+            resources.bindings["dpop_signing_alg_values_supported"] = list(DPOP_ALGS)
+            if required:
+                resources.bindings["dpop_bound_access_tokens_required"] = True
 
     def port_keys(self, settings: AuthSettings) -> PortKeys | None:
         """The key set view of an asymmetric port (SPEC 12.1); None for HS256."""

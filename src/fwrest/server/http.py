@@ -24,8 +24,10 @@ from typing import Any, cast
 import httptools
 
 from fwrest import log
+from fwrest._native import selected
 from fwrest.config.hosts import valid_host_field
 from fwrest.config.model import ServerConfig
+from fwrest.context.certs import with_thumbprint
 from fwrest.context.request_id import carried_request_id, new_request_id
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.server.connstate import DEADLINES, NEXT, Deadline, Event, State
@@ -80,6 +82,15 @@ def _host_ok(value: str) -> bool:
         _HOSTS_OK.clear()
     _HOSTS_OK.add(value)
     return True
+
+
+# The parser: httptools' (the pure engine) or the native engine's (fwrest/_native, a C
+# extension doing the per-request work of on_url, on_header, on_body and on_chunk_header);
+# FWREST_ENGINE chooses, once per process. ENGINE says which serves (the start line, check).
+try:
+    _NATIVE_PARSER, ENGINE = selected()
+except ValueError as _exc:
+    _NATIVE_PARSER, ENGINE = None, f"pure ({_exc})"
 
 
 # what the engine logs once per worker ("underscore": a header name with "_" was dropped)
@@ -239,6 +250,7 @@ class HttpProtocol(asyncio.Protocol):
         "_keep_alive",
         "_loop",
         "_method",
+        "_native",
         "_parser",
         "_peer_cert",
         "_pipe",
@@ -265,8 +277,9 @@ class HttpProtocol(asyncio.Protocol):
         # made in connection_made: on a TLS port the protocol is made when the connection is
         # accepted, before its handshake, and the parser holds the protocol's bound methods (a
         # cycle only the cyclic GC frees); a handshake that never completes makes none
-        self._parser: httptools.HttpRequestParser
+        self._parser: Any  # httptools.HttpRequestParser, or the native RequestParser
         self._transport: asyncio.Transport | None = None
+        self._native = False  # the parser is the native engine's (see connection_made)
         # the two sides of the connection (server/connstate.py): the request being read,
         # and what the server does with the requests read; moved only by _read_to/_answer_to
         self._reading = _IDLE
@@ -345,7 +358,14 @@ class HttpProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses; they have its methods.
         self._transport = cast(asyncio.Transport, transport)
-        self._parser = httptools.HttpRequestParser(self)
+        if _NATIVE_PARSER is not None:
+            cfg = self.cfg
+            self._parser = _NATIVE_PARSER(
+                self, cfg.max_header_size, cfg.max_headers, cfg.max_body_size
+            )
+            self._native = True
+        else:
+            self._parser = httptools.HttpRequestParser(self)
         self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         peer = self._transport.get_extra_info("peername")
         if isinstance(peer, tuple) and peer:
@@ -353,7 +373,13 @@ class HttpProtocol(asyncio.Protocol):
         if self.cfg.tls.client_cert:
             # decoded by the TLS layer when the handshake completed: {} when it was not
             # verified, None when the client sent none (ClientCert.OPTIONAL)
-            self._peer_cert = self._transport.get_extra_info("peercert") or None
+            decoded = self._transport.get_extra_info("peercert") or None
+            if decoded:
+                # with its SHA-256 thumbprint, for certificate-bound tokens (SPEC 16.2)
+                tls = self._transport.get_extra_info("ssl_object")
+                der = tls.getpeercert(binary_form=True) if tls is not None else None
+                decoded = with_thumbprint(decoded, der)
+            self._peer_cert = decoded
         self._conns.items.add(self)
         if self._conns.closing_idle:
             self._transport.close()
@@ -586,6 +612,9 @@ class HttpProtocol(asyncio.Protocol):
             return self._feed(rest) if rest else True
         if self._reading is _BODY and self._body.chunked:
             # what a chunked body sent beyond its data and framing: chunk extensions
+            if self._native:  # the native parser counts them (httptools: on_body...)
+                self._body.size = self._parser.body_size
+                self._body.chunks = self._parser.chunks
             if entry_state is _BODY:
                 self._body.wire += len(data)
             elif entry_state is _IDLE and self._completed == completed:
@@ -598,6 +627,8 @@ class HttpProtocol(asyncio.Protocol):
         if self._reading is _HEAD:
             # The head is still incomplete: count its raw bytes too, so that a header line
             # that never ends (which the parser does not report) is caught as well.
+            if self._native:  # the native parser counts the parsed size (httptools: on_url...)
+                self._head.parsed = self._parser.parsed
             if self._completed != completed or entry_state is _BODY:
                 # another message ended in this chunk: what was parsed of this one
                 self._head.raw = self._head.parsed
@@ -615,6 +646,7 @@ class HttpProtocol(asyncio.Protocol):
         framing = self._upgrade_body
         assert framing is not None
         self._upgrade_body = None
+        self._native = False  # the body's pieces come to on_body and on_header now
         self._parser = httptools.HttpRequestParser(_BodyReader(self))
         self._parser.feed_data(b"POST / HTTP/1.1\r\nHost: h\r\n" + framing + b"\r\n\r\n")
 
@@ -680,6 +712,41 @@ class HttpProtocol(asyncio.Protocol):
                 )
             return
         self._headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
+
+    # -- the native parser's calls (fwrest/_native/engine.pyx) ---------------------------------
+    def _native_request(
+        self, url: bytes, headers: list[tuple[str, str]], parsed: int, dropped: int, begin: bool
+    ) -> None:
+        """A request without a body, read whole: its begin (``begin``: not told yet), head
+        and end in one call, as httptools' calls would have made them."""
+        self._native_head(url, headers, parsed, dropped, begin)
+        self.on_message_complete(b"")
+
+    def _native_head(
+        self, url: bytes, headers: list[tuple[str, str]], parsed: int, dropped: int, begin: bool
+    ) -> int:
+        """The head is read: what httptools hands over piece by piece (on_url, on_header),
+        whole; its checks are on_headers_complete's; ``begin``: the request's begin is
+        told with it. The body limit, for the parser."""
+        if begin:
+            self.on_message_begin()
+        self._url = url
+        self._headers = headers
+        head = self._head
+        head.parsed = parsed
+        head.dropped = dropped
+        self.on_headers_complete()
+        return self._body.limit
+
+    def _native_note_underscore(self, name: bytes) -> None:
+        """The native parser dropped a header field with ``_`` in its name (first time)."""
+        if "underscore" not in _NOTED:
+            _NOTED.add("underscore")
+            log.server_log.info(
+                "a request header field with '_' in its name was dropped (%s; and any "
+                "later ones, not logged): send it with '-' instead",
+                log.escape(name.decode("latin-1")[:100]),
+            )
 
     def on_headers_complete(self) -> None:
         self._head.parsed += 2  # the blank line
@@ -882,7 +949,9 @@ class HttpProtocol(asyncio.Protocol):
             )
         budget.pieces.append(body)
 
-    def on_message_complete(self) -> None:
+    def on_message_complete(self, body: bytes | None = None) -> None:
+        """The request is read whole; ``body``: from the native parser (httptools: None,
+        the body is the pieces on_body gathered)."""
         if self._upgrade_body is not None:
             return  # llhttp skipped an upgrade request's body: the _BodyReader completes it
         after = NEXT[self._reading][_MESSAGE_COMPLETE]
@@ -895,8 +964,9 @@ class HttpProtocol(asyncio.Protocol):
         # the body came without waiting for 100 Continue: no admission to ask (RFC 9110
         # 10.1.1); the port's pipeline authorizes it as any request
         self._pipe.admission = None
-        pieces = self._body.pieces
-        body = b"".join(pieces) if pieces else b""
+        if body is None:
+            pieces = self._body.pieces
+            body = b"".join(pieces) if pieces else b""
         request = Request(
             self._method,
             self._url,
@@ -1099,7 +1169,10 @@ class HttpProtocol(asyncio.Protocol):
         # the head's fields read so far are this request's only while one is being read
         # (between messages they are the previous request's)
         phase = self._reading
-        rid = _request_id(self._headers if phase is _HEAD or phase is _BODY else None)
+        headers = self._headers
+        if phase is _HEAD and self._native:
+            headers = self._parser.headers  # (httptools: on_header has added them)
+        rid = _request_id(headers if phase is _HEAD or phase is _BODY else None)
         transport.write(encode_reply(refusal(exc, rid, self.app.engine_headers), _CLOSE))
         rid_token = log.request_id.set(rid)
         try:

@@ -84,6 +84,9 @@ def serve(
             for sock in sockets:
                 sock.close()
             raise
+    from fwrest._native import describe
+
+    log.server_log.info("HTTP engine: %s", describe())  # FWREST_ENGINE (docs/engine.md)
     if workers == 0:
         log.server_log.info("serving in this process for %s", config.source or "a dict")
         return _serve_here(plan, sockets, pid_path)

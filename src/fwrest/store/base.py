@@ -124,6 +124,17 @@ class CodeStore(StoreBase, Protocol):
         ...
 
 
+class ProofStore(StoreBase, Protocol):
+    """The ids of the DPoP proofs seen (SPEC 16.2, RFC 9449 11.1): a proof is used once on
+    every worker and host of the store."""
+
+    def note_proof(self, proof_id: str, keep_s: float) -> bool:
+        """Remember ``proof_id`` (a hash of the proof's key and ``jti``) for ``keep_s``
+        seconds, the proof's window: True when it was not known, False when it was (a
+        replay). Atomic: of simultaneous calls with one id, one answers True."""
+        ...
+
+
 class FailureStore(StoreBase, Protocol):
     """Failed attempts and lock-outs (the brute-force throttle)."""
 
@@ -251,6 +262,7 @@ class SchemaStore(StoreBase, Protocol):
 class StateStore(
     TokenStore,
     CodeStore,
+    ProofStore,
     FailureStore,
     RateStore,
     SettingsStore,

@@ -29,6 +29,8 @@ class MemoryStore:
         # authorization codes: hash -> (kept until, record, the family that took it or "")
         self._codes: dict[str, tuple[float, bytes, str]] = {}
         self._codes_swept = _SWEEP_MIN
+        self._proofs: dict[str, float] = {}  # DPoP proof ids -> kept until
+        self._proofs_swept = _SWEEP_MIN
         self._failures: dict[str, tuple[float, int]] = {}
         self._rates: dict[str, tuple[float, int]] = {}  # key -> (window's end, count)
         self._rates_swept = _SWEEP_MIN
@@ -113,6 +115,18 @@ class MemoryStore:
                 return "used", record, taken_by
             self._codes[code_hash] = (until, record, family)
             return "ok", record, family
+
+    def note_proof(self, proof_id: str, keep_s: float) -> bool:
+        now = time.time()
+        with self._lock:
+            until = self._proofs.get(proof_id)
+            if until is not None and until > now:
+                return False
+            self._proofs[proof_id] = now + keep_s
+            if len(self._proofs) > self._proofs_swept:
+                self._proofs = {k: t for k, t in self._proofs.items() if t > now}
+                self._proofs_swept = max(_SWEEP_MIN, 2 * len(self._proofs))
+            return True
 
     def revoke_family(self, family: str, until: float) -> None:
         with self._lock:

@@ -139,8 +139,8 @@ class KeyLayout:
     ('fwrest:fail:api|user:ada', 'fwrest:0:{bf}:fail:api|user:ada')
     """
 
-    __slots__ = ("_alias", "_code", "_fail", "_rate", "_rt", "_user", "audit", "blobs", "locks",
-                 "revoked", "schema", "settings", "signing_key")  # fmt: skip
+    __slots__ = ("_alias", "_code", "_fail", "_proof", "_rate", "_rt", "_user", "audit", "blobs",
+                 "locks", "revoked", "schema", "settings", "signing_key")  # fmt: skip
 
     def __init__(self, prefix: str, tagged: bool) -> None:
         bf = f"{prefix}{{bf}}:" if tagged else prefix
@@ -150,6 +150,8 @@ class KeyLayout:
         self._alias = f"{prefix}rta:{{{{{{}}}}}}" if tagged else f"{prefix}rta:{{}}"
         self.schema = f"{prefix}schema"  # the schema marker (store/schema.py)
         self._code = f"{prefix}code:{{{{{{}}}}}}" if tagged else f"{prefix}code:{{}}"
+        # a DPoP proof's id, kept for the proof's window (SPEC 16.2): one key, one slot
+        self._proof = f"{prefix}dpop:{{{{{{}}}}}}" if tagged else f"{prefix}dpop:{{}}"
         self._fail = f"{bf}fail:"
         self._rate = f"{prefix}rate:"
         self.locks = f"{bf}locks"
@@ -179,6 +181,14 @@ class KeyLayout:
     def code(self, code_hash: str) -> str:
         """An authorization code's record (its hash: hex)."""
         return self._code.format(code_hash)
+
+    def proof(self, proof_id: str) -> str:
+        """A DPoP proof's id (a hash: hex).
+
+        >>> KeyLayout.single().proof("ef56"), KeyLayout.cluster(3).proof("ef56")
+        ('fwrest:dpop:ef56', 'fwrest:3:dpop:{ef56}')
+        """
+        return self._proof.format(proof_id)
 
     def user(self, subject: str) -> str:
         """A user's families: the name hashed (any length, any characters)."""
@@ -514,6 +524,10 @@ class RedisStore:
         pipe.hset(key, mapping={"record": record, "family": ""})
         pipe.pexpire(key, max(int(keep_s * 1000), 1))
         self._call(pipe.execute)
+
+    def note_proof(self, proof_id: str, keep_s: float) -> bool:
+        key = self._keys.proof(proof_id)
+        return bool(self._call(self._r.set, key, b"1", nx=True, px=max(int(keep_s * 1000), 1)))
 
     def take_code(self, code_hash: str, family: str) -> tuple[str, bytes | None, str]:
         if not family:

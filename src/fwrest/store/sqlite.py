@@ -30,6 +30,8 @@ CREATE INDEX IF NOT EXISTS refresh_subject ON refresh(subject);
 CREATE TABLE IF NOT EXISTS codes (code_hash TEXT PRIMARY KEY, record BLOB NOT NULL,
     family TEXT NOT NULL DEFAULT '', keep_until REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS codes_keep ON codes(keep_until);
+CREATE TABLE IF NOT EXISTS proofs (proof_id TEXT PRIMARY KEY, keep_until REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS proofs_keep ON proofs(keep_until);
 CREATE TABLE IF NOT EXISTS revoked (family TEXT PRIMARY KEY, until REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, start REAL NOT NULL,
     count INTEGER NOT NULL);
@@ -182,6 +184,22 @@ class SqliteStore:
                 "VALUES (?, ?, '', ?)",
                 (code_hash, record, now + keep_s),
             )
+
+    def note_proof(self, proof_id: str, keep_s: float) -> bool:
+        now = time.time()
+        with self._tx() as db:
+            found = db.execute(
+                "SELECT keep_until FROM proofs WHERE proof_id = ?", (proof_id,)
+            ).fetchone()
+            if found is not None and float(found[0]) > now:
+                return False
+            if found is None and int(now * 10) % 16 == 0:  # now and then, forget the ended
+                db.execute("DELETE FROM proofs WHERE keep_until < ?", (now,))
+            db.execute(
+                "INSERT OR REPLACE INTO proofs (proof_id, keep_until) VALUES (?, ?)",
+                (proof_id, now + keep_s),
+            )
+            return True
 
     def take_code(self, code_hash: str, family: str) -> tuple[str, bytes | None, str]:
         with self._tx() as db:

@@ -83,13 +83,20 @@ class Metadata:
     fixed at start, its grant types and scopes what ``onAuthparams`` allows when asked (a
     file edited or a function's answer changed since the start shows at once)."""
 
-    __slots__ = ("_authorize", "_heads", "_last")
+    __slots__ = ("_authorize", "_heads", "_last", "bindings")
 
     def __init__(
-        self, by_location: dict[str, str], *, asymmetric: bool, authorize: bool = True
+        self,
+        by_location: dict[str, str],
+        *,
+        asymmetric: bool,
+        authorize: bool = True,
+        bound: dict[str, Any] | None = None,
     ) -> None:
         # False when NativeRoutes disables oauth2/authorize: no code grant fields (SPEC 16.1)
         self._authorize = authorize
+        # the fields of the token bindings (SPEC 16.2), set by the assembly
+        self.bindings: dict[str, Any] = {}
         self._heads: dict[str, dict[str, Any]] = {}
         for prefix, issuer in by_location.items():
             head: dict[str, Any] = {"issuer": issuer, "token_endpoint": issuer + TOKEN_ROUTE}
@@ -97,6 +104,8 @@ class Metadata:
                 head["jwks_uri"] = issuer + JWKS_ROUTE
             head["revocation_endpoint"] = issuer + REVOKE_ROUTE
             head["introspection_endpoint"] = issuer + INTROSPECT_ROUTE
+            if bound:  # SPEC 16.2: the bindings the port makes (auth/oauth2/mtls.py)
+                head.update(bound)
             self._heads[prefix] = head
         # the documents of the last settings seen: a file's stay the same object until it
         # changes, so most requests are one lookup
@@ -124,6 +133,7 @@ class Metadata:
                     ],
                     "response_types_supported": [],
                     **(_code_fields(head["issuer"], allowed) if self._authorize else {}),
+                    **self.bindings,
                 }
             )
         return body

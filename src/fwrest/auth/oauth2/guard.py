@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from fwrest import log
 from fwrest.auth.basic import authorization_header
 from fwrest.auth.blocking import Pool, off_loop, settled
+from fwrest.auth.oauth2.dpop import DpopCheck, dpop_token
+from fwrest.auth.oauth2.mtls import MtlsRefused, check_certificate
 from fwrest.auth.oauth2.tokens import (
     InvalidToken,
     TokenService,
@@ -157,6 +159,7 @@ class BearerGuard:
         "_custom",
         "_custom_async",
         "_custom_name",
+        "_dpop",
         "_locate",
         "_missing",
         "_nocheck",
@@ -174,8 +177,11 @@ class BearerGuard:
         custom_name: str,
         pool: Pool | None = None,
         challenges: dict[str | None, str] | None = None,
+        dpop: DpopCheck | None = None,
     ) -> None:
         self._service = service
+        # SPEC 16.2: the DPoP scheme and bound tokens (None: the port takes Bearer alone)
+        self._dpop = dpop
         # SPEC 16.3: every 401 names the protected resource metadata (RFC 9728 5.1) of the
         # request's location; the challenges are spelled at start, per location prefix
         # (None: a path outside every location)
@@ -209,12 +215,18 @@ class BearerGuard:
                     return
             elif self._nocheck.matches(located[1], located[0]):
                 return
-        token = bearer_token(authorization_header(req))
+        header = authorization_header(req)
+        token = bearer_token(header)
+        dpop_scheme = False
+        if token is None and self._dpop is not None:
+            token = dpop_token(header)  # Authorization: DPoP (SPEC 16.2)
+            dpop_scheme = token is not None
         if token is None:
+            why = "an access token is required"
+            if self._dpop is not None and self._dpop.required:
+                raise self._dpop.refuse(self._prefix(path), "", why)
             raise HTTPError(
-                401,
-                detailed="an access token is required",
-                headers=self._missing.get(self._prefix(path), _MISSING),
+                401, detailed=why, headers=self._missing.get(self._prefix(path), _MISSING)
             )
         log.request_secrets.set(log.secret_forms(token))
         if self._custom is not None:
@@ -244,6 +256,24 @@ class BearerGuard:
                 raise self._invalid(path, str(exc)) from None
         except InvalidToken as exc:
             raise self._invalid(path, str(exc)) from None
+        dpop = self._dpop
+        if dpop is not None and (dpop_scheme or dpop.required or "cnf" in claims):
+            # a bound token, the DPoP scheme, or DPoP mandatory: the proof (dpop.py)
+            await dpop.access(
+                ctx.headers.get,
+                ctx.method,
+                path,
+                ctx.client,
+                token,
+                claims,
+                dpop_scheme,
+                self._prefix(path),
+            )
+        if "cnf" in claims:
+            try:  # SPEC 16.2: a certificate-bound token needs its certificate (RFC 8705 3)
+                check_certificate(claims, req.peer_cert)
+            except MtlsRefused as exc:
+                raise self._invalid(path, str(exc)) from None
         ctx.auth_user = token_user(claims)  # "client:<id>" for a client's own token
         scope = claims.get("scope")
         if isinstance(scope, str):

@@ -105,6 +105,13 @@ class PortKeys:
         return self._view.kid
 
     @property
+    def generation(self) -> object:
+        """What the worker verifies with now: another object whenever the set changed (a key
+        added, retired or removed), so that a remembered verification can tell that its key
+        must be looked up again (``tokens.py``'s ``TokenService.verify``)."""
+        return self._view
+
+    @property
     def jwks(self) -> bytes:
         """The JWK Set document (RFC 7517): public keys of the port's algorithm only."""
         return self._view.jwks

@@ -93,9 +93,26 @@ class Resources:
     (True, False)
     """
 
-    __slots__ = ("_derived", "_identities", "_paths", "issuer", "metadata_url", "resource")
+    __slots__ = (
+        "_bound",
+        "_derived",
+        "_identities",
+        "_paths",
+        "bindings",
+        "issuer",
+        "metadata_url",
+        "resource",
+    )
 
-    def __init__(self, by_location: dict[str, str], *, configured: bool = False) -> None:
+    def __init__(
+        self,
+        by_location: dict[str, str],
+        *,
+        configured: bool = False,
+        bound: dict[str, Any] | None = None,
+    ) -> None:
+        # SPEC 16.3: the binding fields of 16.2 the port's documents carry
+        self._bound: dict[str, Any] = dict(bound or {})
         self.resource: dict[str, str] = {}
         self.metadata_url: dict[str, str] = {}
         self.issuer: dict[str, str] = dict(by_location)
@@ -112,6 +129,8 @@ class Resources:
         self._identities = frozenset(i for i in known if i is not None)
         self._paths = frozenset(i[1] for i in self._identities)
         self._derived = not configured
+        # the fields of the token bindings (SPEC 16.2, RFC 9728 2), set by the assembly
+        self.bindings: dict[str, Any] = {}
 
     def challenge(self, prefix: str | None) -> str:
         """The ``resource_metadata`` auth-param (RFC 9728 5.1) of the location ``prefix``
@@ -158,6 +177,8 @@ class Resources:
             "authorization_servers": [self.issuer[prefix]],
             "scopes_supported": _scopes_of(allowed),
             "bearer_methods_supported": ["header"],
+            **self._bound,
+            **self.bindings,
         }
         return orjson.dumps(fields)
 

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from fwrest import log
+from fwrest.auth.oauth2.dpop import family_key
 from fwrest.auth.oauth2.errors import (
     BASIC_CHALLENGE,
     Answer,
@@ -32,6 +33,7 @@ from fwrest.auth.oauth2.errors import (
     render,
 )
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms
+from fwrest.auth.oauth2.mtls import MtlsRefused, check_current
 from fwrest.auth.oauth2.params import CLIENT_PREFIX, AuthParams, client_credentials, request_params
 from fwrest.auth.oauth2.tokens import (
     InvalidToken,
@@ -219,8 +221,15 @@ async def _introspector(
         # (SPEC 12.3, "otherwise"), the Bearer challenge saying what was wrong with its token
         try:
             caller = await service.verify_fresh(bearer)
-        except InvalidToken as exc:
+            check_current(caller)  # a certificate-bound token needs its certificate (16.2)
+        except (InvalidToken, MtlsRefused) as exc:
             raise _not_an_introspector("invalid_token", str(exc)) from None
+        cnf = caller.get("cnf")
+        if isinstance(cnf, dict) and "jkt" in cnf:
+            # a DPoP-bound token is good only with a proof of its key (SPEC 16.2), which this
+            # route does not take: its holder introspects as a client
+            why = "the access token is DPoP-bound: it cannot be used as a bearer token"
+            raise _not_an_introspector("invalid_token", why)
         scope = caller.get("scope")
         if not isinstance(scope, str) or INTROSPECT_SCOPE not in scope.split(" "):
             why = f"introspection needs an access token with the scope {INTROSPECT_SCOPE!r}"
@@ -269,6 +278,8 @@ async def _describe(
             "iss": claims.get("iss"),
             "jti": claims.get("jti"),
         }
+        if "cnf" in claims:  # SPEC 16.2: the key or certificate it is bound to
+            described["cnf"] = claims["cnf"]
         if token_user(claims).startswith(CLIENT_PREFIX):
             # a client's own token has no user (RFC 7662 2.2: username is the resource
             # owner's); its sub is the client id (SPEC 12.4)
@@ -303,4 +314,7 @@ async def _describe(
     }
     if record.issued_at:  # a record an earlier fwrest stored kept no issue time
         answer["iat"] = int(record.issued_at)
+    jkt = family_key(record.family)
+    if jkt:  # a public client's family bound to its DPoP key (SPEC 16.2)
+        answer["cnf"] = {"jkt": jkt}
     return answer

@@ -34,7 +34,13 @@ async def token_route() -> Response:
         # HEAD would run the grant (spend a refresh token) and drop the tokens it issued
         raise HTTPError(405, headers=(("allow", "GET, POST"),))
     status, headers, body = await service.token_endpoint(
-        ctx.method, ctx.query_string, ctx.body, dict(ctx.headers), ctx.client, ctx.location_path
+        ctx.method,
+        ctx.query_string,
+        ctx.body,
+        dict(ctx.headers),
+        ctx.client,
+        ctx.location_path,
+        ctx.path,
     )
     return Response(body, status, dict(headers), media_type="application/json")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import secrets
 import time
 import uuid
@@ -22,6 +23,8 @@ import orjson
 from fwrest import log
 from fwrest.auth.basic import parse_basic
 from fwrest.auth.blocking import Pool, off_loop, settled
+from fwrest.auth.oauth2 import mtls
+from fwrest.auth.oauth2.dpop import bound_key
 from fwrest.auth.oauth2.errors import (
     Answer,
     InvalidClient,
@@ -54,6 +57,7 @@ from fwrest.auth.oauth2.passwords import check_user, costly
 from fwrest.auth.oauth2.scopes import requested
 from fwrest.auth.throttle import TOKEN_WORDING, Throttle
 from fwrest.errors import HTTPError, is_cancellation, store_unavailable
+from fwrest.routing.names import TOKEN_ROUTE
 from fwrest.store import RefreshRecord, StateStore, StoreError
 from fwrest.store.audit import AuditLog
 from fwrest.store.calls import Started, StoreBusy, StoreClient
@@ -61,6 +65,7 @@ from fwrest.store.calls import Started, StoreBusy, StoreClient
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.authorize import Authorizer
     from fwrest.auth.oauth2.discovery import Metadata
+    from fwrest.auth.oauth2.dpop import DpopCheck
     from fwrest.auth.oauth2.portkeys import PortKeys
     from fwrest.auth.oauth2.resource import Resources
 
@@ -87,7 +92,9 @@ RESTORE_ATTEMPTS = 30  # one a second: undoing a spend that reached no client (s
 _NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
 # the token request's parameters that are secrets, scrubbed from any record logged meanwhile
 _SECRET_PARAMS = ("password", "client_secret", "refresh_token", "code", "code_verifier")
-_VERIFIED_MAX = 1024  # verified access tokens remembered per worker (about 1.5 KiB each)
+# verified access tokens remembered per port and worker (about 1.2 KiB each: the claims and
+# a 32-byte hash of the token, never the token), the oldest dropped above it (issue 38)
+_VERIFIED_MAX = 10_000
 _PAST_REFRESH_REMEMBERED = 64  # refresh_expires values warned about as past, per worker
 GRANTS = GRANT_TYPES  # the grant types fwrest knows (grants/__init__.py)
 CLIENT_KIND = "client"  # the claim fw_kind of a client credentials token
@@ -183,6 +190,8 @@ class TokenService:
         self.resources: Resources | None = None
         # the authorize route's login page (auth/oauth2/authorize.py), set by the assembly
         self.authorizer: Authorizer | None = None
+        # the port's DPoP checks (auth/oauth2/dpop.py, SPEC 16.2), set by the assembly
+        self.dpop: DpopCheck | None = None
         # what a function onAuthparams answered the metadata route last, and when
         self._asked: tuple[float, AuthParams | None] = (float("-inf"), None)
         self.store = store
@@ -201,7 +210,9 @@ class TokenService:
         # refresh_expires values seen already past at a grant (warned once each, per worker)
         self._past_refresh: set[str] = set()
         self.revoked: dict[str, float] = {}
-        self._verified: dict[str, tuple[float, dict[str, Any]]] = {}
+        # SHA-256 of a token -> (exp, claims, kid, the key set's generation when verified):
+        # the signature of a token seen before is not checked again (see verify)
+        self._verified: dict[bytes, tuple[float, dict[str, Any], object, object]] = {}
         self._refresher: asyncio.Task[None] | None = None
         self._restoring: set[asyncio.Task[None]] = set()
         # the store's own threads (a hung store must not starve onAuthparams and password
@@ -212,6 +223,11 @@ class TokenService:
         self.pool = pool  # where a def onAuthparams runs (the port's pool)
         # grant_type -> its grant (grants/): built once, the request path one dict lookup
         self.grants = registry()
+        # SPEC 16.2 (auth/oauth2/mtls.py), set by the assembly: the port asks for client
+        # certificates (a token request that presents one gets a certificate-bound token),
+        # and "boundTokens": "mtls" (a token request must present one)
+        self.mtls = False
+        self.mtls_required = False
 
     def signing_secret(self) -> bytes:
         """The service's signing key (HS256), shared by every worker and host: what the
@@ -257,13 +273,30 @@ class TokenService:
             InvalidToken: bad signature, another algorithm, wrong ``typ``, unknown ``crit``,
                 expired, or revoked.
         """
-        cached = self._verified.get(token)
-        if cached is not None and time.time() < cached[0]:
-            # the same token string was verified before: only expiry and revocation can change
-            family = cached[1].get("fam")
-            if family is not None and family in self.revoked:
-                raise InvalidToken("the access token was revoked")
-            return cached[1]
+        # A token verified before (the same string: its hash) is not verified again: checking
+        # an ES256 or RS256 signature costs far more than the rest of the request (issue 38).
+        # What can change since is checked on every request: its expiry, its family's
+        # revocation, and (asymmetric ports) whether the key set still holds its key, looked
+        # up again only when the set changed (a new generation) since it was remembered.
+        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        cached = self._verified.get(digest)
+        if cached is not None:
+            expires, remembered, kid, generation = cached
+            keys = self.keys
+            if time.time() >= expires:
+                del self._verified[digest]
+                raise InvalidToken("the access token has expired")
+            if keys is not None and generation is not keys.generation:
+                if keys.key_of(kid) is None:
+                    del self._verified[digest]  # its key left the set: verified afresh below
+                    cached = None
+                else:
+                    self._verified[digest] = (expires, remembered, kid, keys.generation)
+            if cached is not None:
+                family = remembered.get("fam")
+                if family is not None and family in self.revoked:
+                    raise InvalidToken("the access token was revoked")
+                return remembered
         import jwt  # here, not at the top: a start of fwrest without oAuth2 never loads it
 
         try:
@@ -320,7 +353,8 @@ class TokenService:
             # forget the oldest: a steady size (clearing all would swing the memory by the
             # whole cache, which a soak cannot tell from a leak)
             del self._verified[next(iter(self._verified))]
-        self._verified[token] = (expires, claims)
+        generation = self.keys.generation if self.keys is not None else None
+        self._verified[digest] = (expires, claims, header.get("kid"), generation)
         return claims
 
     def _own_audience(self, audience: object) -> bool:
@@ -603,17 +637,28 @@ class TokenService:
         headers: dict[str, str],
         client_ip: str,
         location: str = "",
+        path: str = "",
     ) -> Answer:
         """Answer one request of ``/fw/oauth2/token`` of the location ``location`` (its
-        prefix): (status, headers, body)."""
+        prefix; ``path`` the request's, for a DPoP proof's ``htu``): (status, headers,
+        body)."""
         _issuer.set(self.issuers.get(location, ""))
+        bound_key.set("")
         try:
             params = request_params(query, body, headers.get("content-type"), method)
             secrets_seen = tuple(params[k] for k in _SECRET_PARAMS if params.get(k))
             auth_header = headers.get("authorization")
             if auth_header:
                 secrets_seen += (auth_header.strip().partition(" ")[2],)
+            proof = headers.get("dpop")
+            if proof:
+                secrets_seen += (proof,)
             log.request_secrets.set(log.secret_forms(*secrets_seen))
+            if self.dpop is not None:
+                # SPEC 16.2: a valid proof binds what is issued to its key (400
+                # invalid_dpop_proof for one that is not)
+                target = path or (location.rstrip("/") + TOKEN_ROUTE)
+                bound_key.set(await self.dpop.token_request(headers, method, target, client_ip))
             return await self._grant(method, params, auth_header, client_ip)
         except OAuthError as exc:
             return render(exc)
@@ -629,6 +674,8 @@ class TokenService:
         grant = self.grants.get(grant_type)
         if grant is None:
             raise UnsupportedGrantType(f"the grant type {grant_type!r} is not supported")
+        if self.mtls_required:
+            mtls.required()  # SPEC 16.2: 400 invalid_request without a client certificate
         # a malformed scope is refused before anything is called; whether the scopes are
         # allowed is known only once the user and client are (never told before that)
         asked = requested(params.get("scope"))
@@ -774,6 +821,16 @@ class TokenService:
         }
         if client_token:
             claims["fw_kind"] = CLIENT_KIND
+        cnf: dict[str, str] = {}
+        jkt = bound_key.get()
+        if jkt:
+            cnf["jkt"] = jkt  # RFC 9449 6.1: bound to the proof's key
+        if self.mtls:
+            bound = mtls.confirmation()  # SPEC 16.2: bound to the connection's certificate
+            if bound is not None:
+                cnf.update(bound)
+        if cnf:
+            claims["cnf"] = cnf
         access = self._sign(claims, ttl_ms)
         issued = (access,) if refresh is None else (access, refresh)
         log.request_secrets.set((*log.request_secrets.get(), *log.secret_forms(*issued)))
@@ -788,7 +845,7 @@ class TokenService:
             "access_token": access,
             "refresh_token": refresh or "",
             "scope": scope,
-            "token_type": "Bearer",
+            "token_type": "DPoP" if jkt else "Bearer",
             "expires_in": max(ttl_ms // 1000, 1),
         }
         if refresh is None:

@@ -17,12 +17,12 @@ import hashlib
 import hmac
 import re
 import time
-import uuid
 from typing import Any, ClassVar
 
 import orjson
 
 from fwrest import log
+from fwrest.auth.oauth2.dpop import new_family
 from fwrest.auth.oauth2.errors import InvalidGrant, InvalidRequest
 from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated
 from fwrest.auth.oauth2.passwords import same_secret
@@ -108,7 +108,7 @@ class AuthorizationCodeGrant(Grant):
         verifier = params.get("code_verifier")
         if verifier is None:
             raise InvalidRequest("code_verifier is missing (PKCE, RFC 7636)")
-        family = uuid.uuid4().hex
+        family = new_family(request)  # bound to a public client's DPoP key (SPEC 16.2)
         status, data, first = await service.store_call(
             deadline, service.store.take_code, code_hash(code, service.section), family
         )

@@ -9,12 +9,12 @@ attempts counted before the check, a lock-out past ``maxFailures``.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from fwrest import log
 from fwrest.auth.blocking import settled
+from fwrest.auth.oauth2.dpop import new_family
 from fwrest.auth.oauth2.errors import InvalidGrant, InvalidRequest
 from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated
 from fwrest.auth.oauth2.params import CLIENT_PREFIX
@@ -60,7 +60,7 @@ class PasswordGrant(Grant):
     async def validate(self, request: TokenRequest) -> Validated:
         subject = await _check_password(request)
         scope = grant(request.asked, allowed_scopes(request.allowed, request.client_id, subject))
-        return Validated(subject, uuid.uuid4().hex, scope, scope)
+        return Validated(subject, new_family(request), scope, scope)
 
 
 async def _check_password(request: TokenRequest) -> str:

@@ -9,11 +9,13 @@ the client's retry is not taken for a replay.
 
 from __future__ import annotations
 
+import hmac
 import time
 import uuid
 from typing import ClassVar
 
 from fwrest import log
+from fwrest.auth.oauth2.dpop import InvalidDpopProof, bound_key, family_key
 from fwrest.auth.oauth2.errors import Answer, InvalidGrant, InvalidRequest, OAuthError
 from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated
 from fwrest.auth.oauth2.passwords import same_secret
@@ -33,6 +35,18 @@ class RefreshGrant(Grant):
         claim = uuid.uuid4().hex
         token_hash, record = await _rotate(request, claim)
         service = request.service
+        bound = family_key(record.family)
+        if bound and not hmac.compare_digest(bound.encode(), bound_key.get().encode()):
+            # SPEC 16.2: a public client's refresh token is bound to its DPoP key; refused
+            # unspent (its holder may still refresh with the right proof)
+            await service.store_call(
+                request.deadline, service.store.restore_refresh, token_hash, claim
+            )
+            raise InvalidDpopProof(
+                "the refresh token is bound to a DPoP key: a proof with that key is required"
+                if not bound_key.get()
+                else "the DPoP proof is signed with another key than the refresh token's"
+            )
         # the family keeps its scopes, less those its user or client may no longer have; a
         # ``scope`` on the refresh narrows this access token only (RFC 6749 6)
         kept = allowed_scopes(request.allowed, request.client_id, record.subject)

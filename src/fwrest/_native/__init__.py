@@ -1,0 +1,54 @@
+"""The native HTTP engine: which engine serves (docs/engine.md, "The native engine").
+
+``engine.pyx`` is a C extension (Cython over the llhttp release that httptools bundles,
+``llhttp/``, MIT) built with the compiled wheel where a C compiler is; without it, or where
+its build failed, the pure engine serves. ``FWREST_ENGINE`` chooses: ``pure`` (the default
+for now) or ``native`` (the native parser where it was built, else the pure engine, said at
+start); the choice is made once per process, when the engine is imported.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["ENGINE_ENV", "describe", "native_parser", "selected"]
+
+ENGINE_ENV = "FWREST_ENGINE"
+_CHOICES = ("pure", "native")
+
+
+def native_parser() -> Any | None:
+    """The native parser's class (``RequestParser``), None where it was not built."""
+    try:
+        from fwrest._native.engine import RequestParser
+    except ImportError:
+        return None
+    return RequestParser
+
+
+def selected() -> tuple[Any | None, str]:
+    """The parser class the engine uses (None: httptools, the pure engine) and why, from
+    ``FWREST_ENGINE``; an unknown value is a ValueError naming the ones there are."""
+    wanted = os.environ.get(ENGINE_ENV, "").strip().lower() or "pure"
+    if wanted not in _CHOICES:
+        raise ValueError(f"{ENGINE_ENV}={wanted!r} is no engine: use {' or '.join(_CHOICES)}")
+    if wanted == "pure":
+        return None, f"pure (httptools; {ENGINE_ENV}=native for the native one)"
+    parser = native_parser()
+    if parser is None:
+        return None, (
+            f"pure ({ENGINE_ENV}=native, but the native engine was not built: "
+            "no C compiler when fwrest was installed, or its build failed)"
+        )
+    from fwrest._native.engine import LLHTTP_VERSION
+
+    return parser, f"native (llhttp {LLHTTP_VERSION}, C)"
+
+
+def describe() -> str:
+    """The engine that serves, as the start line and ``fwrest check`` say it."""
+    try:
+        return selected()[1]
+    except ValueError as exc:
+        return str(exc)

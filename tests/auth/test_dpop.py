@@ -1,0 +1,467 @@
+"""SPEC 16.2, DPoP (RFC 9449): proofs at the token route and at the bearer check, the refusals.
+
+In process (``fwrest.testing.Client``, module ``tauth_dpop_app``): no socket is the subject
+here. Ports: ``DP`` (HS256, DPoP accepted), ``REQ`` (``"boundTokens": "dpop"``), ``PX``
+(behind a ``TrustedProxies`` balancer). Clients: ``web`` (confidential) and ``spa``
+(public). The proofs are made by PyJWT with keys of ``cryptography`` (``dpop_support.py``).
+Over real TLS, across workers and hosts: ``tests/e2e/test_dpop_hosts.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+import trustme
+
+from tests.auth.dpop_support import ALGS_PARAM, DpopKey, dpop_headers, unsigned_proof
+from tests.auth.oauth2_support import (
+    LocalOAuth,
+    LocalService,
+    error_of,
+    local_oauth,
+    oauth_section,
+)
+from tests.auth.test_authorization_code import form_fields, pkce, redirected
+from tests.conftest import APP_SOURCE, module_config
+
+MODULE = "tauth_dpop_app"
+APP = (
+    APP_SOURCE
+    + """
+
+def params():
+    return {
+        "client": [
+            {"client_id": "web", "client_secret": "Web-Secret-9q"},
+            {"client_id": "spa", "public": True, "redirect_uris": ["https://spa.example/cb"]},
+        ],
+        "users": [{"username": "ada", "password": "Ada-Pw-7731", "scopes": ["introspect"]}],
+        "access_expires": "10m",
+        "types": [
+            {"grant_type": "password"},
+            {"grant_type": "refresh_token"},
+            {"grant_type": "authorization_code"},
+        ],
+    }
+"""
+)
+WEB = ("web", "Web-Secret-9q")
+ADA = {"username": "ada", "password": "Ada-Pw-7731"}
+ORIGIN_HOST = "api.example.com"
+
+
+def _write(folder: Path, certs: dict[str, Path]) -> Path:
+    params = f"{MODULE}.params"
+    servers = {
+        "DP": oauth_section(certs, onAuthparams=params),
+        "REQ": oauth_section(certs, onAuthparams=params, boundTokens="dpop"),
+        "PX": {**oauth_section(certs, onAuthparams=params), "TrustedProxies": "127.0.0.1"},
+    }
+    extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
+    return module_config(
+        folder, MODULE, servers=servers, app=APP, extra=extra, general={"rest_log_level": 5}
+    )
+
+
+@pytest.fixture(scope="module")
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
+    yield from local_oauth(ca, tmp_path_factory.mktemp("dpop"), _write)
+
+
+@pytest.fixture(scope="module")
+def key() -> DpopKey:
+    return DpopKey("ES256")
+
+
+def url(port: LocalOAuth, path: str) -> str:
+    return f"{port.http.base_url}{port.base}{path}".rstrip("/")
+
+
+def token_request(
+    port: LocalOAuth,
+    key: DpopKey | None,
+    data: dict[str, str] | None = None,
+    proof: str | None = None,
+    **kw: Any,
+) -> httpx.Response:
+    headers = dict(kw.pop("headers", {}))
+    if proof is None and key is not None:
+        proof = key.proof("POST", url(port, "/fw/oauth2/token"))
+    if proof is not None:
+        headers["DPoP"] = proof
+    form = {"grant_type": "password", **ADA} if data is None else data
+    return port.post(form, headers=headers, **kw)
+
+
+def bound_pair(port: LocalOAuth, key: DpopKey, **kw: Any) -> dict[str, Any]:
+    answer = token_request(port, key, **kw)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+def call(
+    port: LocalOAuth, key: DpopKey, token: str, path: str = "/hello", **proof: Any
+) -> httpx.Response:
+    return port.http.get(
+        port.base + path,
+        headers=dpop_headers(token, key.proof("GET", url(port, path), token, **proof)),
+    )
+
+
+def assert_dpop_refusal(answer: httpx.Response, error: str = "invalid_dpop_proof") -> None:
+    assert answer.status_code == 401, answer.text
+    challenge = answer.headers["www-authenticate"]
+    assert challenge.startswith("DPoP "), challenge
+    assert ALGS_PARAM in challenge, challenge
+    assert f'error="{error}"' in challenge, challenge
+    assert 'resource_metadata="https://' in challenge, challenge  # SPEC 16.3 kept
+    assert answer.json()["code"] == 401
+
+
+# -- issuance and use ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("alg", ["ES256", "EdDSA", "RS256"])
+def test_a_proof_binds_the_access_token_to_its_key(svc: LocalService, alg: str) -> None:
+    dp, key = svc["DP"], DpopKey(alg)
+    pair = bound_pair(dp, key)
+    assert pair["token_type"] == "DPoP"
+    claims = jwt.decode(pair["access_token"], options={"verify_signature": False})
+    assert claims["cnf"] == {"jkt": key.jkt}
+    answer = call(dp, key, pair["access_token"])
+    assert answer.status_code == 200, answer.text
+    # a confidential client too (its refresh token is bound by its authentication)
+    web = bound_pair(dp, key, auth=WEB)
+    assert web["token_type"] == "DPoP"
+    assert call(dp, key, web["access_token"]).status_code == 200
+
+
+def test_a_request_without_proof_keeps_bearer_tokens(svc: LocalService) -> None:
+    dp = svc["DP"]
+    pair = dp.tokens(*ADA.values())
+    assert pair["token_type"] == "Bearer"
+    assert "cnf" not in jwt.decode(pair["access_token"], options={"verify_signature": False})
+    assert dp.get("/hello", pair["access_token"]).status_code == 200
+
+
+def test_a_dpop_token_sent_as_bearer_is_refused(svc: LocalService, key: DpopKey) -> None:
+    dp = svc["DP"]
+    token = bound_pair(dp, key)["access_token"]
+    assert_dpop_refusal(dp.get("/hello", token), "invalid_token")
+    # with a valid proof beside it, still refused: the scheme says DPoP (RFC 9449 7.1)
+    proof = key.proof("GET", url(dp, "/hello"), token)
+    answer = dp.http.get(
+        dp.base + "/hello", headers={"Authorization": f"Bearer {token}", "DPoP": proof}
+    )
+    assert_dpop_refusal(answer, "invalid_token")
+    # an unbound token under the DPoP scheme is refused too
+    plain = dp.tokens(*ADA.values())["access_token"]
+    proof = key.proof("GET", url(dp, "/hello"), plain)
+    assert_dpop_refusal(
+        dp.http.get(dp.base + "/hello", headers=dpop_headers(plain, proof)), "invalid_token"
+    )
+
+
+def _refusals(key: DpopKey, other: DpopKey, port: LocalOAuth, token: str) -> dict[str, Any]:
+    target = url(port, "/hello")
+    return {
+        "stale": key.proof("GET", target, token, iat=__import__("time").time() - 120),
+        "future": key.proof("GET", target, token, iat=__import__("time").time() + 120),
+        "another method": key.proof("POST", target, token),
+        "another url": key.proof("GET", url(port, "/other"), token),
+        "another host": key.proof("GET", target.replace("127.0.0.1", "evil.example"), token),
+        "http": key.proof("GET", target.replace("https://", "http://"), token),
+        "another token": key.proof("GET", target, token + "x"),
+        "no ath": key.proof("GET", target, None),
+        "wrong key": other.proof("GET", target, token),
+        "alg none": unsigned_proof("GET", target, key.jwk),
+        "HS256": jwt.encode(
+            {"htm": "GET", "htu": target, "iat": int(__import__("time").time()), "jti": "j1"},
+            "k" * 32,
+            algorithm="HS256",
+            headers={"typ": "dpop+jwt", "jwk": {"kty": "oct", "k": "a2tr"}},
+        ),
+        "private key in jwk": key.proof(
+            "GET", target, token, header={"jwk": {**key.jwk, "d": "AAAA"}}
+        ),
+        "another typ": key.proof("GET", target, token, header={"typ": "JWT"}),
+        "no jwk": key.proof("GET", target, token, header={"jwk": None}),
+        "no jti": key.proof("GET", target, token, claims={"jti": None}),
+        "jwk of another key": key.proof("GET", target, token, header={"jwk": other.jwk}),
+        "garbage": "not-a-jwt",
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "stale",
+        "future",
+        "another method",
+        "another url",
+        "another host",
+        "http",
+        "another token",
+        "no ath",
+        "wrong key",
+        "alg none",
+        "HS256",
+        "private key in jwk",
+        "another typ",
+        "no jwk",
+        "no jti",
+        "jwk of another key",
+        "garbage",
+    ],
+)
+def test_the_bearer_check_refuses_a_bad_proof(svc: LocalService, key: DpopKey, case: str) -> None:
+    dp = svc["DP"]
+    token = bound_pair(dp, key)["access_token"]
+    proof = _refusals(key, DpopKey("ES256"), dp, token)[case]
+    answer = dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof))
+    assert_dpop_refusal(answer)
+    # the token itself is fine: with a good proof it goes through
+    assert call(dp, key, token).status_code == 200
+
+
+def test_a_missing_proof_and_a_replayed_one_are_refused(svc: LocalService, key: DpopKey) -> None:
+    dp = svc["DP"]
+    token = bound_pair(dp, key)["access_token"]
+    missing = dp.http.get(dp.base + "/hello", headers={"Authorization": f"DPoP {token}"})
+    assert_dpop_refusal(missing)
+    proof = key.proof("GET", url(dp, "/hello"), token)
+    first = dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof))
+    assert first.status_code == 200, first.text
+    again = dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof))
+    assert_dpop_refusal(again)
+    assert "used before" in again.headers["www-authenticate"]
+    # two proofs in one request
+    two = {"Authorization": f"DPoP {token}", "DPoP": f"{proof}, {proof}"}
+    assert_dpop_refusal(dp.http.get(dp.base + "/hello", headers=two))
+
+
+def test_the_query_is_not_part_of_htu(svc: LocalService, key: DpopKey) -> None:
+    dp = svc["DP"]
+    token = bound_pair(dp, key)["access_token"]
+    proof = key.proof("GET", url(dp, "/hello"), token)
+    answer = dp.http.get(dp.base + "/hello?x=1", headers=dpop_headers(token, proof))
+    assert answer.status_code == 200, answer.text
+
+
+def test_behind_a_trusted_proxy_htu_is_the_forwarded_host(svc: LocalService, key: DpopKey) -> None:
+    px = svc["PX"]
+    pair = bound_pair(
+        px,
+        key,
+        proof=key.proof("POST", f"https://{ORIGIN_HOST}/rest/fw/oauth2/token"),
+        headers={"X-Forwarded-Host": ORIGIN_HOST, "X-Forwarded-Proto": "https"},
+    )
+    token = pair["access_token"]
+    proof = key.proof("GET", f"https://{ORIGIN_HOST}/rest/hello", token)
+    forwarded = {"X-Forwarded-Host": ORIGIN_HOST, "X-Forwarded-Proto": "https"}
+    answer = px.http.get("/rest/hello", headers={**dpop_headers(token, proof), **forwarded})
+    assert answer.status_code == 200, answer.text
+    # the same URL without the balancer's header names another host than the request's
+    proof = key.proof("GET", f"https://{ORIGIN_HOST}/rest/hello", token)
+    assert_dpop_refusal(px.http.get("/rest/hello", headers=dpop_headers(token, proof)))
+    # a client that reached the balancer over http: no https htu matches
+    proof = key.proof("GET", f"https://{ORIGIN_HOST}/rest/hello", token)
+    plain = {**forwarded, "X-Forwarded-Proto": "http"}
+    assert_dpop_refusal(px.http.get("/rest/hello", headers={**dpop_headers(token, proof), **plain}))
+
+
+# -- the token route ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["stale", "future", "another url", "alg none", "private key in jwk", "wrong typ", "garbage"])  # fmt: skip
+def test_the_token_route_refuses_a_bad_proof_with_400(
+    svc: LocalService, key: DpopKey, case: str
+) -> None:
+    dp = svc["DP"]
+    target = url(dp, "/fw/oauth2/token")
+    import time
+
+    proof = {
+        "stale": key.proof("POST", target, iat=time.time() - 120),
+        "future": key.proof("POST", target, iat=time.time() + 120),
+        "another url": key.proof("POST", url(dp, "/hello")),
+        "alg none": unsigned_proof("POST", target, key.jwk),
+        "private key in jwk": key.proof("POST", target, header={"jwk": {**key.jwk, "d": "AA"}}),
+        "wrong typ": key.proof("POST", target, header={"typ": "jwt"}),
+        "garbage": "x.y.z",
+    }[case]
+    answer = token_request(dp, None, proof=proof)
+    assert answer.status_code == 400, answer.text
+    assert error_of(answer) == "invalid_dpop_proof"
+    assert answer.headers["cache-control"] == "no-store"
+
+
+def test_the_token_route_refuses_a_replayed_proof(svc: LocalService, key: DpopKey) -> None:
+    dp = svc["DP"]
+    proof = key.proof("POST", url(dp, "/fw/oauth2/token"))
+    assert token_request(dp, None, proof=proof).status_code == 200
+    again = token_request(dp, None, proof=proof)
+    assert again.status_code == 400 and error_of(again) == "invalid_dpop_proof", again.text
+
+
+def test_boundtokens_dpop_makes_the_proof_mandatory(svc: LocalService, key: DpopKey) -> None:
+    req = svc["REQ"]
+    refused = req.grant(*ADA.values())
+    assert refused.status_code == 400 and error_of(refused) == "invalid_dpop_proof"
+    token = bound_pair(req, key)["access_token"]
+    assert call(req, key, token).status_code == 200
+    # without a token the challenge is DPoP's
+    missing = req.http.get(req.base + "/hello")
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"].startswith("DPoP " + ALGS_PARAM)
+    assert "error" not in missing.headers["www-authenticate"]  # RFC 6750 3.1
+    # an unbound token (issued before boundTokens was set) is refused: forged here with the
+    # port's own signing key
+    from tests.auth.oauth2_support import signing_key
+
+    claims = jwt.decode(token, options={"verify_signature": False})
+    del claims["cnf"]
+    unbound = jwt.encode(
+        claims, signing_key(svc.folder), algorithm="HS256", headers={"typ": "at+jwt"}
+    )
+    assert_dpop_refusal(req.get("/hello", unbound), "invalid_token")
+
+
+# -- refresh tokens -----------------------------------------------------------------------------
+
+
+def test_a_public_client_s_refresh_token_is_bound_to_its_key(
+    svc: LocalService, key: DpopKey
+) -> None:
+    dp = svc["DP"]
+    pair = bound_pair(dp, key, data={"grant_type": "password", "client_id": "spa", **ADA})
+    refresh = {"grant_type": "refresh_token", "refresh_token": pair["refresh_token"]}
+    refresh["client_id"] = "spa"
+    no_proof = token_request(dp, None, data=refresh)
+    assert no_proof.status_code == 400, no_proof.text
+    assert error_of(no_proof) == "invalid_dpop_proof"
+    other = token_request(dp, DpopKey("EdDSA"), data=refresh)
+    assert other.status_code == 400 and error_of(other) == "invalid_dpop_proof", other.text
+    # refused unspent: the holder of the key refreshes, and the new pair is bound again
+    renewed = token_request(dp, key, data=refresh)
+    assert renewed.status_code == 200, renewed.text
+    assert renewed.json()["token_type"] == "DPoP"
+    refresh["refresh_token"] = renewed.json()["refresh_token"]
+    assert token_request(dp, None, data=refresh).status_code == 400
+    assert token_request(dp, key, data=refresh).status_code == 200
+
+
+def test_the_code_grant_binds_a_public_client_s_family_to_its_key(
+    svc: LocalService, key: DpopKey
+) -> None:
+    dp = svc["DP"]
+    verifier, challenge = pkce()
+    ask = {
+        "response_type": "code",
+        "client_id": "spa",
+        "redirect_uri": "https://spa.example/cb",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "state": "st-1",
+    }
+    shown = dp.http.get(dp.base + "/fw/oauth2/authorize", params=ask)
+    assert shown.status_code == 200, shown.text
+    login = {**form_fields(shown), **ADA}
+    _to, values = redirected(dp.http.post(dp.base + "/fw/oauth2/authorize", data=login))
+    redeem = {
+        "grant_type": "authorization_code",
+        "code": values["code"],
+        "redirect_uri": "https://spa.example/cb",
+        "code_verifier": verifier,
+        "client_id": "spa",
+    }
+    pair = bound_pair(dp, key, data=redeem)
+    assert pair["token_type"] == "DPoP"
+    assert call(dp, key, pair["access_token"]).status_code == 200
+    refresh = {"grant_type": "refresh_token", "refresh_token": pair["refresh_token"]}
+    refresh["client_id"] = "spa"
+    refused = token_request(dp, DpopKey("ES256"), data=refresh)
+    assert refused.status_code == 400 and error_of(refused) == "invalid_dpop_proof"
+    # the code redeemed again revokes the bound family its first redemption issued
+    again = token_request(dp, key, data=redeem)
+    assert again.status_code == 400 and error_of(again) == "invalid_grant", again.text
+    revoked = call(dp, key, pair["access_token"])
+    assert revoked.status_code == 401 and "revoked" in revoked.headers["www-authenticate"]
+    assert token_request(dp, key, data=refresh).status_code == 400
+
+
+def test_a_confidential_client_s_refresh_token_is_not_bound(
+    svc: LocalService, key: DpopKey
+) -> None:
+    dp = svc["DP"]
+    pair = bound_pair(dp, key, auth=WEB)
+    refreshed = dp.refresh(pair["refresh_token"], client_id=WEB[0], client_secret=WEB[1])
+    assert refreshed.status_code == 200, refreshed.text
+    assert refreshed.json()["token_type"] == "Bearer"
+
+
+# -- metadata, introspection, logs -------------------------------------------------------------
+
+
+def test_the_metadata_documents_name_dpop(svc: LocalService) -> None:
+    for name, required in (("DP", False), ("REQ", True)):
+        port = svc[name]
+        meta = port.http.get("/rest/fw/oauth2/metadata").json()
+        assert meta["dpop_signing_alg_values_supported"] == ["ES256", "EdDSA", "RS256"]
+        resource = port.http.get("/rest/fw/oauth2/resource").json()
+        assert resource["dpop_signing_alg_values_supported"] == ["ES256", "EdDSA", "RS256"]
+        assert resource.get("dpop_bound_access_tokens_required", False) is required
+
+
+def test_introspection_shows_cnf(svc: LocalService, key: DpopKey) -> None:
+    dp = svc["DP"]
+    pair = bound_pair(dp, key, data={"grant_type": "password", "client_id": "spa", **ADA})
+    # a token with the scope introspect may describe any client's tokens (SPEC 12.3)
+    asking = dp.tokens(*ADA.values(), scope="introspect")["access_token"]
+    for token in (pair["access_token"], pair["refresh_token"]):
+        answer = dp.http.post(
+            "/rest/fw/oauth2/introspect",
+            data={"token": token},
+            headers={"Authorization": f"Bearer {asking}"},
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["active"] is True, answer.text
+        assert answer.json()["cnf"] == {"jkt": key.jkt}
+    # an unbound token has none
+    answer = dp.http.post("/rest/fw/oauth2/introspect", data={"token": asking}, auth=WEB)
+    assert answer.json()["active"] is True and "cnf" not in answer.json()
+
+
+def test_a_dpop_token_is_no_bearer_at_introspection(svc: LocalService, key: DpopKey) -> None:
+    dp = svc["DP"]
+    bound = bound_pair(dp, key, data={"grant_type": "password", "scope": "introspect", **ADA})
+    answer = dp.http.post(
+        "/rest/fw/oauth2/introspect",
+        data={"token": bound["access_token"]},
+        headers={"Authorization": f"Bearer {bound['access_token']}"},
+    )
+    assert answer.status_code == 401, answer.text
+    assert error_of(answer) == "invalid_client"
+    assert "DPoP-bound" in answer.headers["www-authenticate"]
+
+
+def test_no_proof_or_token_reaches_the_log(svc: LocalService, key: DpopKey) -> None:
+    dp = svc["DP"]
+    token_proof = key.proof("POST", url(dp, "/fw/oauth2/token"))
+    pair = bound_pair(dp, key, proof=token_proof)
+    token = pair["access_token"]
+    proof = key.proof("GET", url(dp, "/hello"), token)
+    assert dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof)).is_success
+    refused = key.proof("GET", url(dp, "/other"), token)
+    dp.http.get(dp.base + "/hello", headers=dpop_headers(token, refused))
+    log = svc.log()
+    assert "dpop: ***" in log  # rest_log_level 5 writes the headers: masked
+    for secret in (token_proof, proof, refused, token, pair["refresh_token"]):
+        assert secret not in log
+        if "." in secret:  # a JWT: nor its signature alone
+            assert secret.rpartition(".")[2] not in log

@@ -1,0 +1,323 @@
+"""SPEC 16.2, certificate-bound access tokens (RFC 8705), over real TLS with client
+certificates made by trustme, on a real ``fwrest serve``:
+
+* ``MT`` (ES256, ``SslClientCert=1``): a token request that presents a certificate gets a token
+  with ``cnf.x5t#S256``; its bearer check then needs that certificate; one without gets an
+  unbound token, as before;
+* ``MUST`` (HS256, ``SslClientCert=1``, ``"boundTokens": "mtls"``): a token request without a
+  certificate is 400 ``invalid_request``;
+* ``PLAIN`` (no client certificates): no binding, and its metadata says none.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+import trustme
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from fwrest.verify import InvalidToken, Verifier
+from tests.auth.conftest import check
+from tests.auth.oauth2_support import (
+    KEYS_ADA,
+    KEYS_APP,
+    OAuthService,
+    assert_invalid_token,
+    error_of,
+    issue_certs,
+    oauth_section,
+    serve_oauth,
+)
+from tests.conftest import APP_SOURCE, free_config, module_config
+
+CLIENT = ("web", "Web-Secret-9q")
+WELL_KNOWN_AS = "/.well-known/oauth-authorization-server/rest"
+WELL_KNOWN_RS = "/.well-known/oauth-protected-resource/rest"
+BOUND = "tls_client_certificate_bound_access_tokens"
+# KEYS_APP's user and client, and grace, who may read every token (the scope introspect)
+APP = (
+    APP_SOURCE
+    + """
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [
+            {"username": "ada", "password": "Ada-Pw-7731"},
+            {"username": "grace", "password": "Grace-Pw-5150", "scopes": ["introspect"]},
+        ],
+        "access_expires": "10m",
+    }
+"""
+)
+
+
+class Pki:
+    """The client CA's bundle and two client certificates (cert, key) it issued."""
+
+    def __init__(self, folder: Path) -> None:
+        clients = trustme.CA(organization_name="Clients")
+        self.ca = folder / "clients.pem"
+        clients.cert_pem.write_to_path(str(self.ca))
+        self.ada = self._client(clients, folder, "ada")
+        self.bob = self._client(clients, folder, "bob")
+
+    @staticmethod
+    def _client(ca: trustme.CA, folder: Path, name: str) -> tuple[Path, Path]:
+        issued = ca.issue_cert(f"{name}@example.org", common_name=name)
+        cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+        issued.cert_chain_pems[0].write_to_path(str(cert))
+        issued.private_key_pem.write_to_path(str(key))
+        return cert, key
+
+
+def x5t(cert: Path) -> str:
+    """RFC 8705 3.1, computed here with cryptography: SHA-256 of the DER, base64url."""
+    der = x509.load_pem_x509_certificate(cert.read_bytes()).public_bytes(Encoding.DER)
+    return base64.urlsafe_b64encode(hashlib.sha256(der).digest()).rstrip(b"=").decode()
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return Pki(tmp_path_factory.mktemp("mtls-pki"))
+
+
+def _servers(certs: dict[str, Path], pki: Pki) -> dict[str, Any]:
+    mutual = {"SslClientCert": 1, "SslClientCA": str(pki.ca)}
+    return {
+        "MT": {**oauth_section(certs, onAuthparams="app.params", signingAlg="ES256"), **mutual},
+        "MUST": {**oauth_section(certs, onAuthparams="app.params", boundTokens="mtls"), **mutual},
+        "PLAIN": oauth_section(certs, onAuthparams="app.params"),
+    }
+
+
+@pytest.fixture(scope="module")
+def svc(
+    ca: trustme.CA, pki: Pki, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OAuthService]:
+    def write(folder: Path, certs: dict[str, Path]) -> Path:
+        return free_config(
+            folder,
+            servers=_servers(certs, pki),
+            app=APP,
+            extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+        )
+
+    yield from serve_oauth(ca, tmp_path_factory.mktemp("mtls"), write)
+
+
+def http(svc: OAuthService, cert: tuple[Path, Path] | None) -> httpx.Client:
+    """A new client (its own connections) presenting ``cert``, or none."""
+    ctx = ssl.create_default_context(cafile=str(svc.certs["ca"]))
+    if cert is not None:
+        ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+    return httpx.Client(verify=ctx, timeout=15)
+
+
+def grant(svc: OAuthService, port: str, cert: tuple[Path, Path] | None) -> httpx.Response:
+    with http(svc, cert) as client:
+        return client.post(
+            svc.proc.url(port) + "/fw/oauth2/token",
+            data={"grant_type": "password", "username": KEYS_ADA[0], "password": KEYS_ADA[1]},
+            auth=CLIENT,
+        )
+
+
+def tokens(svc: OAuthService, port: str, cert: tuple[Path, Path] | None) -> dict[str, Any]:
+    answer = grant(svc, port, cert)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+def hello(
+    svc: OAuthService, port: str, token: str, cert: tuple[Path, Path] | None
+) -> httpx.Response:
+    with http(svc, cert) as client:
+        return client.get(
+            svc.proc.url(port) + "/hello", headers={"Authorization": f"Bearer {token}"}
+        )
+
+
+def cnf(access_token: str) -> Any:
+    return jwt.decode(access_token, options={"verify_signature": False}).get("cnf")
+
+
+def assert_refused(response: httpx.Response, why: str) -> None:
+    assert_invalid_token(response)
+    challenge = response.headers["www-authenticate"]
+    # the 401 keeps the protected resource metadata's URL (SPEC 16.3)
+    assert "resource_metadata=" in challenge, challenge
+    assert why in response.json()["detailedMessage"], response.text
+
+
+def test_a_token_requested_with_a_certificate_is_bound_to_it(svc: OAuthService, pki: Pki) -> None:
+    access = tokens(svc, "MT", pki.ada)["access_token"]
+    assert cnf(access) == {"x5t#S256": x5t(pki.ada[0])}
+    # the same certificate on another connection: let through
+    assert hello(svc, "MT", access, pki.ada).status_code == 200
+
+
+def test_a_bound_token_without_a_certificate_is_refused(svc: OAuthService, pki: Pki) -> None:
+    access = tokens(svc, "MT", pki.ada)["access_token"]
+    assert_refused(hello(svc, "MT", access, None), "none was presented")
+
+
+def test_a_bound_token_with_another_certificate_is_refused(svc: OAuthService, pki: Pki) -> None:
+    access = tokens(svc, "MT", pki.ada)["access_token"]
+    assert_refused(hello(svc, "MT", access, pki.bob), "another client certificate")
+
+
+def test_a_token_requested_without_a_certificate_stays_a_bearer_token(
+    svc: OAuthService, pki: Pki
+) -> None:
+    access = tokens(svc, "MT", None)["access_token"]
+    assert cnf(access) is None
+    assert hello(svc, "MT", access, None).status_code == 200
+    assert hello(svc, "MT", access, pki.bob).status_code == 200
+
+
+def test_a_refresh_on_the_same_certificate_gives_a_token_bound_to_it(
+    svc: OAuthService, pki: Pki
+) -> None:
+    first = tokens(svc, "MT", pki.ada)
+    with http(svc, pki.ada) as client:
+        answer = client.post(
+            svc.proc.url("MT") + "/fw/oauth2/token",
+            data={"grant_type": "refresh_token", "refresh_token": first["refresh_token"]},
+            auth=CLIENT,
+        )
+    assert answer.status_code == 200, answer.text
+    access = answer.json()["access_token"]
+    assert cnf(access) == {"x5t#S256": x5t(pki.ada[0])}
+    assert hello(svc, "MT", access, pki.ada).status_code == 200
+    assert_refused(hello(svc, "MT", access, pki.bob), "another client certificate")
+
+
+def test_bound_tokens_mtls_refuses_a_token_request_without_a_certificate(
+    svc: OAuthService, pki: Pki
+) -> None:
+    answer = grant(svc, "MUST", None)
+    assert answer.status_code == 400, answer.text
+    assert error_of(answer) == "invalid_request"
+    assert "client certificate" in answer.json()["error_description"]
+    access = tokens(svc, "MUST", pki.bob)["access_token"]
+    assert cnf(access) == {"x5t#S256": x5t(pki.bob[0])}
+    assert hello(svc, "MUST", access, pki.bob).status_code == 200
+    assert_refused(hello(svc, "MUST", access, pki.ada), "another client certificate")
+
+
+def test_the_metadata_says_tokens_are_bound_where_certificates_are_asked(
+    svc: OAuthService,
+) -> None:
+    for port, bound in (("MT", True), ("MUST", True), ("PLAIN", False)):
+        origin = svc.proc.url(port).removesuffix("/rest")
+        with http(svc, None) as client:
+            documents = [
+                client.get(origin + WELL_KNOWN_AS).json(),
+                client.get(svc.proc.url(port) + "/fw/oauth2/metadata").json(),
+                client.get(origin + WELL_KNOWN_RS).json(),
+                client.get(svc.proc.url(port) + "/fw/oauth2/resource").json(),
+            ]
+        for document in documents:
+            assert document.get(BOUND) is (True if bound else None), (port, document)
+
+
+def test_introspection_shows_the_binding(svc: OAuthService, pki: Pki) -> None:
+    bound = tokens(svc, "MT", pki.ada)["access_token"]
+    plain = tokens(svc, "MT", None)["access_token"]
+    with http(svc, None) as client:
+        url = svc.proc.url("MT") + "/fw/oauth2/introspect"
+        shown = client.post(url, data={"token": bound}, auth=CLIENT).json()
+        unbound = client.post(url, data={"token": plain}, auth=CLIENT).json()
+    assert shown["active"] is True and shown["cnf"] == {"x5t#S256": x5t(pki.ada[0])}, shown
+    assert unbound["active"] is True and "cnf" not in unbound, unbound
+
+
+def test_a_bound_token_asking_introspection_needs_its_certificate(
+    svc: OAuthService, pki: Pki
+) -> None:
+    with http(svc, pki.ada) as client:
+        granted = client.post(
+            svc.proc.url("MT") + "/fw/oauth2/token",
+            data={
+                "grant_type": "password",
+                "username": "grace",
+                "password": "Grace-Pw-5150",
+                "scope": "introspect",
+            },
+            auth=CLIENT,
+        )
+    assert granted.status_code == 200, granted.text
+    reader = granted.json()["access_token"]
+    assert cnf(reader) == {"x5t#S256": x5t(pki.ada[0])}
+    asked = tokens(svc, "MT", None)["access_token"]
+    url = svc.proc.url("MT") + "/fw/oauth2/introspect"
+    for cert, status in ((pki.ada, 200), (pki.bob, 401), (None, 401)):
+        with http(svc, cert) as client:
+            answer = client.post(
+                url, data={"token": asked}, headers={"Authorization": f"Bearer {reader}"}
+            )
+        assert answer.status_code == status, (cert, answer.text)
+        if status == 401:
+            assert error_of(answer) == "invalid_client"
+            assert 'error="invalid_token"' in answer.headers["www-authenticate"]
+        else:
+            assert answer.json()["active"] is True
+
+
+def test_fwrest_verify_accepts_a_bound_token_with_its_certificate(
+    svc: OAuthService, pki: Pki
+) -> None:
+    access = tokens(svc, "MT", pki.ada)["access_token"]
+    ctx = ssl.create_default_context(cafile=str(svc.certs["ca"]))
+    with Verifier(svc.proc.url("MT"), verify=ctx) as verifier:
+        claims = verifier.verify(access, client_cert=pki.ada[0].read_bytes())
+        assert claims["cnf"] == {"x5t#S256": x5t(pki.ada[0])}
+        with pytest.raises(InvalidToken):
+            verifier.verify(access, client_cert=pki.bob[0].read_bytes())
+        with pytest.raises(InvalidToken):
+            verifier.verify(access)
+
+
+def test_no_token_reaches_the_log(svc: OAuthService, pki: Pki) -> None:
+    issued = tokens(svc, "MT", pki.ada)
+    hello(svc, "MT", issued["access_token"], pki.bob)  # a refusal, logged
+    must = grant(svc, "MUST", None)
+    assert must.status_code == 400
+    logged = (svc.folder / "server.log").read_text(errors="replace")
+    logged += svc.proc.stderr_path.read_text(errors="replace")
+    assert "/hello" in logged  # the access line is there
+    for secret in (issued["access_token"], issued["refresh_token"], *CLIENT[1:], KEYS_ADA[1]):
+        assert secret not in logged
+
+
+@pytest.mark.parametrize(
+    ("keys", "needle"),
+    [
+        ({}, "asks clients for none"),
+        ({"SslClientCert": 1, "boundTokens": "MTLS"}, "is not a binding fwrest knows"),
+        ({"SslClientCert": 1, "boundTokens": True}, "is not a binding fwrest knows"),
+    ],
+)
+def test_bound_tokens_is_checked_at_start(
+    ca: trustme.CA, pki: Pki, tmp_path: Path, keys: dict[str, Any], needle: str
+) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    auth = {"boundTokens": keys.get("boundTokens", "mtls")}
+    section = oauth_section(certs, onAuthparams="tauth_mtls_app.params", **auth)
+    if "SslClientCert" in keys:
+        section.update(SslClientCert=keys["SslClientCert"], SslClientCA=str(pki.ca))
+    config = module_config(tmp_path, "tauth_mtls_app", servers={"B": section}, app=KEYS_APP)
+    done = check(config, real=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert needle in done.stdout + done.stderr

@@ -1,0 +1,204 @@
+"""SPEC 16.2, DPoP over real TLS, across the workers and hosts of one service.
+
+Two set-ups, one per module parameter (as ``tests/e2e/test_hosts_state.py``): one host
+``fwrest serve --workers 2`` on the default store (sqlite), and two hosts of two workers each
+on one ``redis-server``. The client is httpx, its proofs made by PyJWT with keys of
+``cryptography`` (``tests/auth/dpop_support.py``): Authlib, pinned among the test tools, has
+no DPoP client. Every check is asked of every worker of every host through a kept-alive
+connection that reached it.
+
+* a whole flow: a public client's password grant with a proof, the DPoP token used on every
+  worker of every host with a fresh proof each time, its refresh on the other host with a
+  proof of its key (and refused there without one);
+* a replayed proof: the hosts behind one balancer (``TrustedProxies``, its
+  ``X-Forwarded-Host``), so that one proof names the same URL on each; used once on one
+  worker, refused by every other worker of every host (the store keeps its id for its
+  window), at the bearer check and at the token route alike.
+
+redis-server missing is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+
+from tests.auth.dpop_support import DpopKey, dpop_headers
+from tests.auth.oauth2_support import PID_USERS, TOKEN, WorkersHost, bearer
+from tests.conftest import ServerProcess, free_config, issue_certs, tls_server, wait_ready_workers
+from tests.redis_support import RedisServer
+
+WORKERS = 2
+BALANCER = "api.example.com"
+FORWARDED = {"X-Forwarded-Host": BALANCER, "X-Forwarded-Proto": "https"}
+APP = f"""
+import os
+
+from fwrest import get
+
+USERS = {PID_USERS!r}
+
+
+@get("/hello", description="which worker answered")
+def hello():
+    return {{"pid": os.getpid()}}
+
+
+def params():
+    return {{
+        "client": [
+            {{"client_id": "web", "client_secret": "Web-Secret-9q"}},
+            {{"client_id": "spa", "public": True, "redirect_uris": ["https://spa.example/cb"]}},
+        ],
+        "users": [{{"username": u, "password": p}} for u, p in USERS.items()],
+        "access_expires": "1h",
+    }}
+"""
+
+
+def host_config(folder: Path, certs: dict[str, Path], redis_url: str | None) -> Path:
+    oauth = {"scheme": "oAuth2", "onAuth": "", "onAuthparams": "app.params"}
+    config = free_config(
+        folder,
+        app=APP,
+        servers={
+            "OAUTH": tls_server(certs, TrustedProxies="127.0.0.1", FwData={"Authorization": oauth})
+        },
+    )
+    sections = json.loads(config.read_text())
+    del sections["HTTPSERVER"]["StateStore"]  # the default (sqlite), or the shared Redis
+    if redis_url is not None:
+        sections["HTTPSERVER"]["StateStore"] = redis_url
+    config.write_text(json.dumps(sections))
+    return config
+
+
+@pytest.fixture(scope="module", params=["one-host-two-workers", "two-hosts-one-redis"])
+def hosts(
+    ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[list[WorkersHost]]:
+    root = tmp_path_factory.mktemp("dpop-hosts")
+    redis = RedisServer(root).start() if request.param == "two-hosts-one-redis" else None
+    started: list[ServerProcess] = []
+    try:
+        for name in ("a", "b") if redis is not None else ("a",):
+            folder = root / name
+            folder.mkdir()
+            certs = issue_certs(ca, folder / "certs")
+            config = host_config(folder, certs, redis.url if redis is not None else None)
+            started.append(ServerProcess(config, workers=WORKERS))
+        for proc in started:
+            proc.wait_ready()
+            wait_ready_workers(proc, WORKERS)
+        yield [
+            WorkersHost(proc, proc.config.parent / "certs" / "ca.pem", WORKERS) for proc in started
+        ]
+    finally:
+        for proc in started:
+            proc.stop()
+        if redis is not None:
+            redis.stop()
+
+
+def grant(
+    host: WorkersHost,
+    key: DpopKey,
+    form: dict[str, str],
+    proof: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    proof = proof or key.proof("POST", host.base + TOKEN)
+    with host.client() as http:
+        return http.post(host.base + TOKEN, data=form, headers={"DPoP": proof, **(headers or {})})
+
+
+def every_worker(hosts: list[WorkersHost]) -> list[tuple[WorkersHost, int, httpx.Client]]:
+    """(host, pid, a client kept alive to that worker) for each worker of each host."""
+    probe = hosts[0].tokens("bob")["access_token"]
+    return [(host, pid, http) for host in hosts for pid, http in host.oauth_workers(probe).items()]
+
+
+def close(workers: list[tuple[WorkersHost, int, httpx.Client]]) -> None:
+    for _, _, http in workers:
+        http.close()
+
+
+def test_a_public_client_s_whole_flow_on_every_worker_and_host(hosts: list[WorkersHost]) -> None:
+    a, b = hosts[0], hosts[-1]
+    key = DpopKey("ES256")
+    form = {"grant_type": "password", "client_id": "spa", "username": "ada"}
+    answer = grant(a, key, {**form, "password": PID_USERS["ada"]})
+    assert answer.status_code == 200, answer.text
+    pair: dict[str, Any] = answer.json()
+    assert pair["token_type"] == "DPoP"
+    token = pair["access_token"]
+    workers = every_worker(hosts)
+    try:
+        assert len(workers) == WORKERS * len(hosts)
+        for host, pid, http in workers:
+            target = host.base + "/hello"
+            used = http.get(target, headers=dpop_headers(token, key.proof("GET", target, token)))
+            assert used.status_code == 200, (host.base, pid, used.text)
+            assert used.json()["pid"] == pid
+            as_bearer = http.get(target, headers=bearer(token))
+            assert as_bearer.status_code == 401, (host.base, pid, as_bearer.text)
+            assert as_bearer.headers["www-authenticate"].startswith("DPoP ")
+    finally:
+        close(workers)
+    # the refresh token is bound to the key: on host B, refused without a proof of it (and
+    # not spent), then renewed with one
+    refresh = {"grant_type": "refresh_token", "client_id": "spa"}
+    refresh["refresh_token"] = pair["refresh_token"]
+    with b.client() as http:
+        refused = http.post(b.base + TOKEN, data=refresh)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"] == "invalid_dpop_proof"
+    renewed = grant(b, key, refresh)
+    assert renewed.status_code == 200, renewed.text
+    assert renewed.json()["token_type"] == "DPoP"
+
+
+def test_a_replayed_proof_is_refused_by_every_other_worker_and_host(
+    hosts: list[WorkersHost],
+) -> None:
+    key = DpopKey("EdDSA")
+    # the hosts stand behind one balancer: the client's URL is the balancer's, the same
+    # htu on every host (X-Forwarded-Host from a TrustedProxies address)
+    url = f"https://{BALANCER}/rest"
+    form = {"grant_type": "password", "username": "cy", "password": "Cy-Pw-1188"}
+    proof = key.proof("POST", url + TOKEN)
+    answer = grant(hosts[0], key, form, proof, FORWARDED)
+    assert answer.status_code == 200, answer.text
+    token = answer.json()["access_token"]
+    # the token route: the same proof again on any host is a replay
+    for host in hosts:
+        again = grant(host, key, form, proof, FORWARDED)
+        assert again.status_code == 400, (host.base, again.text)
+        assert again.json() == {
+            "error": "invalid_dpop_proof",
+            "error_description": "the DPoP proof was used before",
+        }
+    workers = every_worker(hosts)
+    try:
+        proof = key.proof("GET", url + "/hello", token)
+        headers = {**dpop_headers(token, proof), **FORWARDED}
+        (first_host, _pid, first), *others = workers
+        used = first.get(first_host.base + "/hello", headers=headers)
+        assert used.status_code == 200, used.text
+        for host, pid, http in others:
+            again = http.get(host.base + "/hello", headers=headers)
+            assert again.status_code == 401, (host.base, pid, again.text)
+            assert "the DPoP proof was used before" in again.headers["www-authenticate"]
+        # a fresh proof goes through on each of them
+        for host, pid, http in workers:
+            fresh = {**dpop_headers(token, key.proof("GET", url + "/hello", token)), **FORWARDED}
+            answer = http.get(host.base + "/hello", headers=fresh)
+            assert answer.status_code == 200, (host.base, pid, answer.text)
+    finally:
+        close(workers)

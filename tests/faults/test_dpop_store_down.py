@@ -1,0 +1,96 @@
+"""SPEC 16.2 with SPEC 7's store faults: the replay check of a DPoP proof needs the state store.
+
+``fwrest serve`` (one worker) with ``StateStore=redis://…`` on a real ``redis-server``. While
+Redis is frozen (SIGSTOP), a request with a DPoP-bound token answers 503 with ``Retry-After``
+within 1.5 s (fail closed: a proof whose use cannot be recorded is not accepted; the figure is
+printed), while a bearer token is still let through (SPEC 7: the bearer check does not depend
+on the store). Thawed, the DPoP request with a fresh proof goes through again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import trustme
+
+from tests.auth.dpop_support import DpopKey, dpop_headers
+from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
+from tests.conftest import ServerProcess, free_config
+from tests.faults.support import app_with
+from tests.redis_support import RedisServer
+
+PARAMS = {
+    "client_id": "web",
+    "client_secret": "Web-Secret-9q",
+    "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
+    "access_expires": "1h",
+}
+FAIL_CLOSED_S = 1.5
+HANG_GUARD_S = 10.0
+
+
+@pytest.fixture
+def redis_store(tmp_path: Path) -> Iterator[RedisServer]:
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    server = RedisServer(folder).start()
+    try:
+        yield server
+    finally:
+        server.thaw()
+        server.stop()
+
+
+def test_a_dpop_request_fails_closed_while_the_store_is_frozen(
+    tmp_path: Path, ca: trustme.CA, redis_store: RedisServer
+) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = free_config(
+        tmp_path,
+        app=app_with(PARAMS),
+        servers={"OAUTH": oauth_section(certs, onAuthparams="app.params")},
+        extra={"HTTPSERVER": {"StateStore": redis_store.url}},
+    )
+    proc = ServerProcess(config).wait_ready()
+    try:
+        base = proc.url("OAUTH")
+        key = DpopKey("ES256")
+        form = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
+        with httpx.Client(verify=client_context(certs), timeout=HANG_GUARD_S) as http:
+            bound = http.post(
+                base + TOKEN, data=form, headers={"DPoP": key.proof("POST", base + TOKEN)}
+            )
+            assert bound.status_code == 200, bound.text
+            token = bound.json()["access_token"]
+            plain = http.post(base + TOKEN, data=form).json()["access_token"]
+
+            def dpop_call() -> httpx.Response:
+                proof = key.proof("GET", base + "/pid", token)
+                return http.get(base + "/pid", headers=dpop_headers(token, proof))
+
+            assert dpop_call().status_code == 200
+            redis_store.freeze()
+            try:
+                started = time.monotonic()
+                refused = dpop_call()
+                took = time.monotonic() - started
+                print(f"DPoP request with the store frozen: {refused.status_code} in {took:.2f} s")
+                assert refused.status_code == 503, refused.text
+                assert "retry-after" in refused.headers
+                assert took < FAIL_CLOSED_S
+                bearer = http.get(base + "/pid", headers={"Authorization": f"Bearer {plain}"})
+                assert bearer.status_code == 200, bearer.text
+            finally:
+                redis_store.thaw()
+            deadline = time.monotonic() + HANG_GUARD_S
+            answer = dpop_call()
+            while answer.status_code != 200 and time.monotonic() < deadline:
+                time.sleep(0.2)
+                answer = dpop_call()
+            assert answer.status_code == 200, answer.text
+    finally:
+        proc.stop()
