@@ -93,8 +93,12 @@ _NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
 # the token request's parameters that are secrets, scrubbed from any record logged meanwhile
 _SECRET_PARAMS = ("password", "client_secret", "refresh_token", "code", "code_verifier")
 # verified access tokens remembered per port and worker (about 1.2 KiB each: the claims and
-# a 32-byte hash of the token, never the token), the oldest dropped above it (issue 38)
+# a 32-byte hash of the token, never the token), the oldest dropped above it (issue 38): on
+# an asymmetric port (ES256, EdDSA, RS256), whose signature check costs far more than the
+# request, many; on an HS256 port, whose HMAC is cheap, as many as before the asymmetric
+# ports had theirs (1.2 MiB, not 12, per port and worker)
 _VERIFIED_MAX = 10_000
+_VERIFIED_MAX_HMAC = 1_024
 _PAST_REFRESH_REMEMBERED = 64  # refresh_expires values warned about as past, per worker
 GRANTS = GRANT_TYPES  # the grant types fwrest knows (grants/__init__.py)
 CLIENT_KIND = "client"  # the claim fw_kind of a client credentials token
@@ -349,7 +353,7 @@ class TokenService:
             expires = float(claims["exp"])
         except (OverflowError, TypeError, ValueError):
             raise InvalidToken("the access token signature or claims are invalid") from None
-        if len(self._verified) >= _VERIFIED_MAX:
+        if len(self._verified) >= (_VERIFIED_MAX if self.keys is not None else _VERIFIED_MAX_HMAC):
             # forget the oldest: a steady size (clearing all would swing the memory by the
             # whole cache, which a soak cannot tell from a leak)
             del self._verified[next(iter(self._verified))]
