@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
 from fwrest.auth.oauth2.authorize import Authorizer
-from fwrest.auth.oauth2.discovery import Metadata, WellKnown, issuers
+from fwrest.auth.oauth2.discovery import Metadata, WellKnown, issuers, metadata_paths
 from fwrest.auth.oauth2.dpop import ALGS as DPOP_ALGS
 from fwrest.auth.oauth2.dpop import DpopCheck
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, StoreKeySet
 from fwrest.auth.oauth2.mtls import metadata_fields as mtls_metadata
 from fwrest.auth.oauth2.portkeys import PortKeys
-from fwrest.auth.oauth2.resource import Resources, ResourceWellKnown
+from fwrest.auth.oauth2.resource import Resources
 from fwrest.auth.oauth2.scopes import requiring
 from fwrest.auth.throttle import BASIC_WORDING, TOKEN_WORDING, LockBoard, Throttle
 from fwrest.config.tls import ClientCert
@@ -266,12 +266,12 @@ class _Builder:
         if tokens is not None and "oauth2/metadata" not in port.native.disable:
             # SPEC 12.2: the metadata at the port's root, before the guard (gone with the
             # route when NativeRoutes disables oauth2/metadata)
-            well_known = WellKnown(tokens.issuers, tokens.metadata_document)
+            well_known = WellKnown(metadata_paths(tokens.issuers), tokens.metadata_document)
             early = (*early, Early(well_known, frozenset({"GET", "HEAD"})))
         resources = tokens.resources if tokens is not None else None
         if tokens is not None and resources is not None and "oauth2/resource" not in disabled:
             # SPEC 16.3: the protected resource metadata at the port's root, likewise
-            documents = ResourceWellKnown(resources, tokens.resource_document)
+            documents = WellKnown(resources.well_known_paths(), tokens.resource_document)
             early = (*early, Early(documents, frozenset({"GET", "HEAD"})))
         return PortApp(
             port,

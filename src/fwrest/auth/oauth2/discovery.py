@@ -38,6 +38,7 @@ __all__ = [
     "WellKnown",
     "issuers",
     "jwks_route",
+    "metadata_paths",
     "metadata_route",
 ]
 
@@ -157,25 +158,29 @@ def _json(body: bytes, cache: str) -> Reply:
     return Reply(200, [("content-type", "application/json"), ("cache-control", cache)], body)
 
 
+def metadata_paths(by_location: dict[str, str]) -> dict[str, str]:
+    """``/.well-known/oauth-authorization-server{issuer's path}`` -> its location's prefix."""
+    from urllib.parse import urlsplit
+
+    paths: dict[str, str] = {}
+    for prefix, issuer in by_location.items():
+        paths.setdefault(WELL_KNOWN + urlsplit(issuer).path.rstrip("/"), prefix)
+    return paths
+
+
 class WellKnown:
-    """An early stage of an oAuth2 port (GET and HEAD): the metadata at
-    ``/.well-known/oauth-authorization-server{issuer's path}``, at the port's root, before
-    the port's guard (never behind its scheme). One dict lookup for any other path."""
+    """An early stage of an oAuth2 port (GET and HEAD): a discovery document at a well-known
+    path of the port's root, before the port's guard (never behind its scheme): the RFC 8414
+    metadata (:func:`metadata_paths`) or the RFC 9728 protected resource documents
+    (``resource.Resources.well_known_paths``). One dict lookup for any other path."""
 
     __slots__ = ("_document", "_paths")
 
     def __init__(
-        self,
-        by_location: dict[str, str],
-        document: Callable[[str], Awaitable[bytes | None]],
+        self, paths: dict[str, str], document: Callable[[str], Awaitable[bytes | None]]
     ) -> None:
-        from urllib.parse import urlsplit
-
         self._document = document
-        self._paths: dict[str, str] = {}  # well-known path -> location prefix
-        for prefix, issuer in by_location.items():
-            path = urlsplit(issuer).path.rstrip("/")
-            self._paths.setdefault(WELL_KNOWN + path, prefix)
+        self._paths = paths  # well-known path -> location prefix
 
     def paths(self) -> list[str]:
         return list(self._paths)

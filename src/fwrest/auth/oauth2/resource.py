@@ -12,7 +12,6 @@ document lists follow ``onAuthparams`` as the authorization server metadata's do
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -21,16 +20,13 @@ import orjson
 from fwrest.auth.oauth2.errors import OAuthError
 from fwrest.context.request import Response, current
 from fwrest.errors import HTTPError
-from fwrest.wire import Reply, Request
 
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.params import AuthParams
-    from fwrest.context.request import RequestContext
 
 __all__ = [
     "WELL_KNOWN_RESOURCE",
     "InvalidTarget",
-    "ResourceWellKnown",
     "Resources",
     "resource_route",
 ]
@@ -181,36 +177,6 @@ class Resources:
             **self.bindings,
         }
         return orjson.dumps(fields)
-
-
-def _json(body: bytes) -> Reply:
-    return Reply(200, [("content-type", "application/json"), ("cache-control", MAX_AGE)], body)
-
-
-class ResourceWellKnown:
-    """An early stage of an oAuth2 port (GET and HEAD): the documents at
-    ``/.well-known/oauth-protected-resource{location path}``, at the port's root, before the
-    port's guard (never behind its scheme). One dict lookup for any other path."""
-
-    __slots__ = ("_document", "_paths")
-
-    def __init__(
-        self, resources: Resources, document: Callable[[str], Awaitable[bytes | None]]
-    ) -> None:
-        self._document = document
-        self._paths = resources.well_known_paths()
-
-    def paths(self) -> list[str]:
-        return list(self._paths)
-
-    async def __call__(self, req: Request, ctx: RequestContext) -> Reply | None:
-        prefix = self._paths.get(ctx.path)
-        if prefix is None:
-            return None
-        body = await self._document(prefix)
-        if body is None:
-            return None
-        return _json(body)
 
 
 async def resource_route() -> Response:
