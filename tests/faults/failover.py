@@ -204,7 +204,10 @@ class TwoHosts:
         for o in unavailable:
             assert o.took <= FAIL_CLOSED_S, o.took
             assert int(o.body["retry-after"]) >= 1, o.body
-            assert fault <= o.ended, "a 503 before the fault"
+            early = fault - o.ended
+            assert early <= 0, (
+                f"a {o.kind} answered 503 {early * 1000:.1f} ms before the fault: {o.body}"
+            )
         # bearer and Basic checks do not depend on the store
         during = [o for o in guards if o.ended > fault and o.started < switched]
         assert during, "no guard check ran during the failover"
