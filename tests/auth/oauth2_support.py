@@ -17,7 +17,7 @@ import ssl
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote, quote_plus
 
 import httpx
@@ -81,6 +81,14 @@ class OAuthPort:
 
     def close(self) -> None:
         self.http.close()
+
+    def __enter__(self) -> Self:
+        """The port, its service started (a port in this process: one worker made)."""
+        self.http.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def post(self, data: dict[str, str] | None = None, **kw: Any) -> httpx.Response:
         return self.http.post(self.token_url, data=data, **kw)
