@@ -37,21 +37,25 @@ MISSING_CHALLENGE = re.compile(
     + r', resource_metadata="https://[^"/]+/\.well-known/oauth-protected-resource(/[^"]*)?"'
 )
 TOKEN_KEYS = {"access_token", "refresh_token", "scope", "token_type", "expires_in"}
+# the client and the user most tests use (their onAuthparams entries)
+WEB = {"client_id": "web", "client_secret": "Web-Secret-9q"}
+ADA = {"username": "ada", "password": "Ada-Pw-7731"}
+
+
+def params_source(name: str = "params", **params: Any) -> str:
+    """The source of an app module's ``onAuthparams`` function ``name`` returning ``params``
+    (values written as Python literals), to add to an app's source.
+
+    >>> print(params_source(**WEB, access_expires="10m").strip())
+    def params():
+        return {'client_id': 'web', 'client_secret': 'Web-Secret-9q', 'access_expires': '10m'}
+    """
+    return f"\n\ndef {name}():\n    return {params!r}\n"
+
+
 # the key set tests (test_keys.py, test_jwks_clients.py): one user, ten-minute tokens, a port
 # per asymmetric algorithm
-KEYS_APP = (
-    APP_SOURCE
-    + """
-
-def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
-        "access_expires": "10m",
-    }
-"""
-)
+KEYS_APP = APP_SOURCE + params_source(**WEB, users=[ADA], access_expires="10m")
 KEYS_ALGS = {"ED": "EdDSA", "EC": "ES256", "RSA": "RS256"}
 KEYS_ADA = ("ada", "Ada-Pw-7731")
 NO_THROTTLE = 1_000_000  # many failed grants from one address must not turn into 429s here

@@ -20,33 +20,24 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import (
+    ADA,
     KEYS_ADA,
+    WEB,
     LocalService,
     assert_invalid_token,
     local_oauth,
     oauth_section,
+    params_source,
     wait_for,
 )
 from tests.conftest import APP_SOURCE, module_config, run_cli
 
 MODULE = "tauth_vcache_app"
-CLIENT = {"client_id": "web", "client_secret": "Web-Secret-9q"}
+CLIENT = WEB
 APP = (
     APP_SOURCE
-    + """
-
-def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
-        "access_expires": "10m",
-    }
-
-
-def short():
-    return {**params(), "access_expires": "3s"}
-"""
+    + params_source(**WEB, users=[ADA], access_expires="10m")
+    + params_source("short", **WEB, users=[ADA], access_expires="3s")
 )
 
 
