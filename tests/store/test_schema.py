@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +29,8 @@ import pytest
 import fwrest
 from fwrest.config.loader import load_config
 from fwrest.store.schema import SCHEMA, marker_of
-from tests.conftest import ServerProcess, free_config, free_port, run_cli
+from fwrest.testing import Client
+from tests.conftest import ServerProcess, free_config, free_port, module_config, run_cli
 from tests.redis_support import RedisServer
 from tests.upgrade_support import PREVIOUS_VERSION, previous_python
 
@@ -55,9 +57,22 @@ print(store.spend_refresh(sys.argv[2], sys.argv[3])[0])
 """
 
 
+def store_config(folder: Path, store: str) -> Path:
+    """A service on ``store``, its app module named uniquely: :func:`start_once` imports it."""
+    module = f"tstore_schema_{uuid.uuid4().hex[:12]}"
+    return module_config(folder, module, extra={"HTTPSERVER": {"StateStore": store}})
+
+
+def start_once(config: Path) -> None:
+    """The service started and stopped, in this process: what a start does to its store (the
+    process's own refusal is ``fwrest serve``'s, tested as such)."""
+    with Client(config):
+        pass
+
+
 @pytest.fixture
 def sqlite_config(tmp_path: Path) -> Path:
-    return free_config(tmp_path, extra={"HTTPSERVER": {"StateStore": "sqlite"}})
+    return store_config(tmp_path, "sqlite")
 
 
 def store_file(config: Path) -> Path:
@@ -152,8 +167,7 @@ def test_a_start_on_a_file_of_the_previous_release_takes_the_steps_itself(
     path = store_file(sqlite_config)
     path.parent.mkdir(parents=True, exist_ok=True)
     previous_python(WRITE_PREVIOUS, str(path))
-    proc = ServerProcess(sqlite_config).wait_ready()
-    proc.stop()
+    start_once(sqlite_config)
     assert stored_marker(path) == {"schema": SCHEMA, "compatible": 1, "release": fwrest.__version__}
     assert backups(path) == []
     assert previous_python(SPEND_PREVIOUS, str(path), "h-old", "claim-1").strip() == "ok"
@@ -223,8 +237,7 @@ def test_a_newer_marker_that_keeps_this_release_compatible_is_used(sqlite_config
     mark(path, newer)
     done = run_cli("store", "migrate", str(sqlite_config), "--check")
     assert done.returncode == 0 and "current" in done.stdout, done
-    with_server = ServerProcess(sqlite_config).wait_ready()
-    with_server.stop()
+    start_once(sqlite_config)
     assert stored_marker(path) == newer
 
 
@@ -250,7 +263,7 @@ def test_redis_needs_no_step_and_the_start_marks_it(
 ) -> None:
     url = f"redis://127.0.0.1:{redis_server.port}/0"
     (tmp_path / "svc").mkdir()
-    config = free_config(tmp_path / "svc", extra={"HTTPSERVER": {"StateStore": url}})
+    config = store_config(tmp_path / "svc", url)
     for args in ((), ("--check",)):
         done = run_cli("store", "migrate", str(config), *args)
         print(done.stdout, done.stderr)
@@ -258,8 +271,7 @@ def test_redis_needs_no_step_and_the_start_marks_it(
     client = redis_server.client()
     try:
         assert client.get("fwrest:schema") is None  # the command wrote nothing
-        proc = ServerProcess(config).wait_ready()
-        proc.stop()
+        start_once(config)
         marker = marker_of(client.get("fwrest:schema"), "here")
         assert (marker.schema, marker.compatible, marker.release) == (
             SCHEMA, 1, fwrest.__version__
