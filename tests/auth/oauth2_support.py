@@ -14,6 +14,8 @@ import base64
 import json
 import re
 import ssl
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,7 +27,7 @@ import jwt
 import trustme
 
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, ServerProcess, tls_server
+from tests.conftest import APP_SOURCE, ServerProcess, free_port, tls_server
 from tests.conftest import issue_certs as issue_certs
 from tests.conftest import wait_for as wait_for
 
@@ -211,6 +213,37 @@ def serve_oauth(
     finally:
         service.close()
         proc.stop()
+
+
+def uvicorn_app(folder: Path, module: str, source: str, env: dict[str, str]) -> Iterator[str]:
+    """``source`` as the module ``module`` (its ASGI app ``app``) under uvicorn, a process of its
+    own with ``env``, in ``folder``; yields its base URL (plain HTTP on loopback) once its
+    ``/orders`` answers 401 (no token), then stops it and prints the end of its stderr."""
+    (folder / f"{module}.py").write_text(source)
+    port = free_port()
+    with (folder / "stderr.log").open("wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", f"{module}:app", "--port", str(port)],
+            cwd=folder,
+            env={**env, "PATH": "/usr/bin:/bin"},
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/orders", timeout=1).status_code == 401
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, 30, f"the ASGI app {module}")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        print((folder / "stderr.log").read_text(errors="replace")[-3000:])
 
 
 def signing_key(config_dir: Path) -> bytes:
