@@ -10,13 +10,10 @@ command (``fwrest.cli.main``), and the ports' pollers pick it up as a service's 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
-import io
 import json
 import stat
-import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -30,7 +27,7 @@ from joserfc import jwt as jose_jwt
 from joserfc.errors import SecurityWarning
 from joserfc.jwk import KeySet
 
-from fwrest import cli
+from tests.auth.conftest import fwrest_cli
 from tests.auth.oauth2_support import (
     KEYS_ADA as ADA,
 )
@@ -94,14 +91,8 @@ def rotate(svc: LocalService) -> tuple[int, str, str]:
 
 def cli_run(*args: str) -> tuple[int, str, str]:
     """``fwrest ARGS`` in this process (the real command's code): exit code, out, err."""
-    out, err = io.StringIO(), io.StringIO()
-    path = list(sys.path)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cli.main(list(args))
-    finally:
-        sys.path[:] = path
-    return code, out.getvalue(), err.getvalue()
+    done = fwrest_cli(*args, real=False)
+    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.mark.parametrize("port", sorted(ALGS))
