@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,14 @@ import fwrest
 from fwrest.config.loader import load_config
 from fwrest.store.schema import SCHEMA, marker_of
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, free_port, module_config, run_cli
+from tests.conftest import (
+    ServerProcess,
+    free_config,
+    free_port,
+    module_config,
+    run_cli,
+    run_forked,
+)
 from tests.redis_support import RedisServer
 from tests.upgrade_support import PREVIOUS_VERSION, previous_python
 
@@ -55,6 +63,12 @@ from fwrest.store.sqlite import SqliteStore
 store = SqliteStore(Path(sys.argv[1]))
 print(store.spend_refresh(sys.argv[2], sys.argv[3])[0])
 """
+
+
+def forked(*args: str) -> subprocess.CompletedProcess[str]:
+    """``fwrest ARGS`` as :func:`run_cli` runs it (in this folder), forked from a process that
+    imported fwrest once (``run_forked``); the first test runs each command for real."""
+    return run_forked(*args, cwd=Path.cwd())
 
 
 def store_config(folder: Path, store: str) -> Path:
@@ -184,12 +198,12 @@ def test_a_start_on_a_file_of_the_previous_release_takes_the_steps_itself(
 
 def test_no_file_yet_and_the_memory_store_need_nothing(tmp_path: Path, sqlite_config: Path) -> None:
     for args in ((), ("--check",)):
-        done = run_cli("store", "migrate", str(sqlite_config), *args)
+        done = forked("store", "migrate", str(sqlite_config), *args)
         assert done.returncode == 0 and "no sqlite store" in done.stdout, done
     assert not store_file(sqlite_config).exists()  # not created by it
     (tmp_path / "memory").mkdir()
     memory = free_config(tmp_path / "memory")  # StateStore=memory
-    done = run_cli("store", "migrate", str(memory), "--check")
+    done = forked("store", "migrate", str(memory), "--check")
     assert done.returncode == 0 and "nothing to migrate" in done.stdout, done
 
 
@@ -205,12 +219,12 @@ def test_a_file_of_a_newer_schema_is_refused_naming_both_versions(sqlite_config:
     mark(path, NEWER)
     before = digest(path)
     for args in (("--check",), ()):
-        done = run_cli("store", "migrate", str(sqlite_config), *args)
+        done = forked("store", "migrate", str(sqlite_config), *args)
         print(done.stdout, done.stderr)
         assert done.returncode == 2, done
         refused(done.stderr)
     assert digest(path) == before and backups(path) == []
-    check = run_cli("check", str(sqlite_config))
+    check = forked("check", str(sqlite_config))
     assert check.returncode == 2, check
     refused(check.stderr)
     proc = ServerProcess(sqlite_config)
@@ -235,7 +249,7 @@ def test_a_newer_marker_that_keeps_this_release_compatible_is_used(sqlite_config
     path.parent.mkdir(parents=True, exist_ok=True)
     newer = {"schema": 3, "compatible": SCHEMA, "release": "0.3.0"}
     mark(path, newer)
-    done = run_cli("store", "migrate", str(sqlite_config), "--check")
+    done = forked("store", "migrate", str(sqlite_config), "--check")
     assert done.returncode == 0 and "current" in done.stdout, done
     start_once(sqlite_config)
     assert stored_marker(path) == newer
@@ -245,7 +259,7 @@ def test_a_marker_fwrest_did_not_write_is_an_error(sqlite_config: Path) -> None:
     path = store_file(sqlite_config)
     path.parent.mkdir(parents=True, exist_ok=True)
     mark(path, b"not json")
-    done = run_cli("store", "migrate", str(sqlite_config), "--check")
+    done = forked("store", "migrate", str(sqlite_config), "--check")
     assert done.returncode == 2 and "schema marker" in done.stderr, done
 
 
@@ -265,7 +279,7 @@ def test_redis_needs_no_step_and_the_start_marks_it(
     (tmp_path / "svc").mkdir()
     config = store_config(tmp_path / "svc", url)
     for args in ((), ("--check",)):
-        done = run_cli("store", "migrate", str(config), *args)
+        done = forked("store", "migrate", str(config), *args)
         print(done.stdout, done.stderr)
         assert done.returncode == 0 and "no migration step is needed" in done.stdout, done
     client = redis_server.client()
@@ -278,10 +292,10 @@ def test_redis_needs_no_step_and_the_start_marks_it(
         )  # fmt: skip
         client.set("fwrest:schema", json.dumps(NEWER))
         for args in ((), ("--check",)):
-            done = run_cli("store", "migrate", str(config), *args)
+            done = forked("store", "migrate", str(config), *args)
             assert done.returncode == 2, done
             refused(done.stderr)
-        check = run_cli("check", str(config))
+        check = forked("check", str(config))
         assert check.returncode == 2, check
         refused(check.stderr)
         proc = ServerProcess(config)
@@ -306,5 +320,5 @@ def test_a_redis_that_does_not_answer_is_an_error_of_the_check(tmp_path: Path) -
     """``--check`` cannot say a Redis is current without asking it: 2, the reason said."""
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     config = free_config(tmp_path, extra={"HTTPSERVER": {"StateStore": url}})
-    done = run_cli("store", "migrate", str(config), "--check")
+    done = forked("store", "migrate", str(config), "--check")
     assert done.returncode == 2 and "fwrest store: error: redis store" in done.stderr, done
