@@ -497,17 +497,23 @@ def test_a_refresh_record_stored_under_the_spelled_section_name_still_refreshes(
 
 
 def test_a_token_signed_by_a_service_with_its_own_key_is_refused(
-    ca: trustme.CA, tmp_path: Path, two_services: TwoServices
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    """The contrast: a service that does not share the Redis key does not accept the tokens."""
-    folder = tmp_path / "alone"
-    folder.mkdir()
-    certs = issue_certs(ca, folder / "certs")
-    module = f"tauth_store_alone_{uuid.uuid4().hex[:12]}"
-    with LocalOAuth(service_config(folder, certs, "memory", module=module), "OAUTH") as alone:
+    """The contrast: a service that does not share the Redis key does not accept the tokens
+    (both services in this process: the key they sign with, not the process, is under test)."""
+    with contextlib.ExitStack() as stack:
+        ports: list[LocalOAuth] = []
+        for name, store in (("shared", redis_server.url), ("alone", "memory")):
+            folder = tmp_path / name
+            folder.mkdir()
+            certs = issue_certs(ca, folder / "certs")
+            config = service_config(folder, certs, store, module=f"tauth_store_{uuid.uuid4().hex}")
+            ports.append(stack.enter_context(LocalOAuth(config, "OAUTH")))
+        shared, alone = ports
         foreign = alone.tokens(*ADA)["access_token"]
-        assert two_services.ports[0].get("/hello", foreign).status_code == 401
+        assert shared.get("/hello", foreign).status_code == 401
         assert alone.get("/hello", foreign).status_code == 200
+        assert shared.get("/hello", shared.tokens(*ADA)["access_token"]).status_code == 200
 
 
 def timed(call: Any) -> tuple[httpx.Response, float]:
