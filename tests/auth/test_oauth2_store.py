@@ -464,11 +464,15 @@ def test_a_refresh_record_stored_under_the_spelled_section_name_still_refreshes(
 ) -> None:
     """Records stored before section names were folded are keyed by the name as the host
     spelled it: after the upgrade they refresh (once: the new record is under the folded
-    name), are described and revoked as before."""
-    both = TwoServices(ca, tmp_path, redis_server.url, 1_000_000, None, ("OAUTH", "oauth"))
-    store = RedisStore(redis_server.url)
-    try:
-        a = both.ports[0]
+    name), are described and revoked as before (the host in this process, its store the
+    real Redis)."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    module = f"tauth_store_spelled_{uuid.uuid4().hex[:12]}"
+    config = service_config(tmp_path, certs, redis_server.url, module=module)
+    with (
+        contextlib.closing(RedisStore(redis_server.url)) as store,
+        LocalOAuth(config, "OAUTH") as a,
+    ):
         now = time.time()
         old, revoked = "earlier-release-refresh-token-1", "earlier-release-refresh-token-2"
         for token, family in ((old, "fam-earlier-1"), (revoked, "fam-earlier-2")):
@@ -491,9 +495,6 @@ def test_a_refresh_record_stored_under_the_spelled_section_name_still_refreshes(
                            data={"token": revoked})  # fmt: skip
         assert gone.status_code == 200, gone.text
         assert "fam-earlier-2" in store.revoked_families()
-    finally:
-        store.close()
-        both.close()
 
 
 def test_a_token_signed_by_a_service_with_its_own_key_is_refused(
