@@ -9,6 +9,10 @@
   stopped (or frozen) the token route fails closed with 503 and ``Retry-After`` while the
   bearer check of an issued token still passes, and it recovers when Redis is back.
 
+Where a key or a stored record, not the processes, is under test (a shared SigningKeyFile, a
+service with its own key, a record of an earlier release), the services run in this process
+(``fwrest.testing.Client``) over the same real store.
+
 Which worker answers is learnt from the keep-alive connection itself: a client with a single
 connection asks the public ``/pid`` route, then sends its token requests on that connection.
 """
