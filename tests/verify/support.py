@@ -21,7 +21,7 @@ from tests.auth.oauth2_support import (
     params_source,
     serve_oauth,
 )
-from tests.conftest import APP_SOURCE, free_config, run_cli, wait_for
+from tests.conftest import APP_SOURCE, free_config, run_forked, wait_for
 
 SCOPES = ["orders:read", "orders:write", "orders:admin"]
 APP = APP_SOURCE + params_source(**WEB, users=[{**USER, "scopes": SCOPES}], access_expires="10m")
@@ -85,9 +85,10 @@ def claims_for(iss: str, aud: str = "EC", ttl: int = 600, **extra: Any) -> dict[
 
 
 def rotate(svc: OAuthService, port: str = "EC") -> str:
-    """``fwrest keys rotate`` as an operator runs it; the kid the port signs with after it."""
+    """``fwrest keys rotate`` (forked: ``run_forked``; tests/auth/test_keys.py runs it as an
+    operator does); the kid the port signs with after it."""
     before = kid_of(token(svc, port))
-    done = run_cli("keys", "rotate", str(svc.proc.config), cwd=svc.folder)
+    done = run_forked("keys", "rotate", str(svc.proc.config), cwd=svc.folder)
     assert done.returncode == 0, done.stderr
     found: list[str] = []
 
