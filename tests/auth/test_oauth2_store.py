@@ -404,9 +404,8 @@ def test_two_services_share_tokens_through_redis(
     assert seen.status_code == 200 and seen.json()["active"] is True, seen.text
     assert seen.json()["iss"] == claims["iss"]
     # `fwrest check` warns about a shared store without "issuer" (SPEC 12.2), only then
-    checked = run_cli(
-        "check", str(two_services.procs[0].config), cwd=two_services.procs[0].config.parent
-    )
+    config = two_services.procs[0].config
+    checked = run_forked("check", str(config), cwd=config.parent)
     assert checked.returncode == 0, checked.stderr
     warned = 'sets no "issuer"' in checked.stdout + checked.stderr
     assert warned == (two_services.issuer is None), checked.stdout + checked.stderr
