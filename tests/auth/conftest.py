@@ -21,27 +21,30 @@ from tests.conftest import run_cli
 from tests.redis_support import RedisServer
 
 
-def check(config: Path, *, real: bool) -> subprocess.CompletedProcess[str]:
-    """``fwrest check CONFIG``, run in the config's folder: its exit code and output.
+def fwrest_cli(*args: str, real: bool, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``fwrest ARGS``: its exit code and output.
 
-    ``real``: the command itself, a process of its own. Otherwise the same ``fwrest.cli.main``
-    in this process, its printing captured: the same code, exit code and text, without
-    starting an interpreter (the config's modules are then imported into the test process:
-    give them names unique in the test session). Each kind of check a test file makes goes
-    once through the real command.
+    ``real``: the command itself, a process of its own, in ``cwd``. Otherwise the same
+    ``fwrest.cli.main`` in this process, its printing captured: the same code, exit code and
+    text, without starting an interpreter (a config's modules are then imported into the test
+    process: give them names unique in the test session). Each kind of command a test file
+    runs goes once through the real command, unless the command is not what it tests.
     """
     if real:
-        return run_cli("check", str(config), cwd=config.parent)
+        return run_cli(*args, cwd=cwd)
     out, err = io.StringIO(), io.StringIO()
     path = list(sys.path)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cli.main(["check", str(config)])
+            code = cli.main(list(args))
     finally:
         sys.path[:] = path  # the loader puts the config's folder on it
-    return subprocess.CompletedProcess(
-        ["fwrest", "check", str(config)], code, out.getvalue(), err.getvalue()
-    )
+    return subprocess.CompletedProcess(["fwrest", *args], code, out.getvalue(), err.getvalue())
+
+
+def check(config: Path, *, real: bool) -> subprocess.CompletedProcess[str]:
+    """``fwrest check CONFIG`` (:func:`fwrest_cli`), run in the config's folder."""
+    return fwrest_cli("check", str(config), real=real, cwd=config.parent)
 
 
 @pytest.fixture(params=["memory", "sqlite", "redis"])

@@ -14,10 +14,12 @@ import base64
 import json
 import re
 import ssl
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote, quote_plus
 
 import httpx
@@ -25,7 +27,7 @@ import jwt
 import trustme
 
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, ServerProcess, tls_server
+from tests.conftest import APP_SOURCE, ServerProcess, free_port, tls_server
 from tests.conftest import issue_certs as issue_certs
 from tests.conftest import wait_for as wait_for
 
@@ -37,21 +39,25 @@ MISSING_CHALLENGE = re.compile(
     + r', resource_metadata="https://[^"/]+/\.well-known/oauth-protected-resource(/[^"]*)?"'
 )
 TOKEN_KEYS = {"access_token", "refresh_token", "scope", "token_type", "expires_in"}
+# the client and the user most tests use (their onAuthparams entries)
+WEB = {"client_id": "web", "client_secret": "Web-Secret-9q"}
+ADA = {"username": "ada", "password": "Ada-Pw-7731"}
+
+
+def params_source(name: str = "params", **params: Any) -> str:
+    """The source of an app module's ``onAuthparams`` function ``name`` returning ``params``
+    (values written as Python literals), to add to an app's source.
+
+    >>> print(params_source(**WEB, access_expires="10m").strip())
+    def params():
+        return {'client_id': 'web', 'client_secret': 'Web-Secret-9q', 'access_expires': '10m'}
+    """
+    return f"\n\ndef {name}():\n    return {params!r}\n"
+
+
 # the key set tests (test_keys.py, test_jwks_clients.py): one user, ten-minute tokens, a port
 # per asymmetric algorithm
-KEYS_APP = (
-    APP_SOURCE
-    + """
-
-def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
-        "access_expires": "10m",
-    }
-"""
-)
+KEYS_APP = APP_SOURCE + params_source(**WEB, users=[ADA], access_expires="10m")
 KEYS_ALGS = {"ED": "EdDSA", "EC": "ES256", "RSA": "RS256"}
 KEYS_ADA = ("ada", "Ada-Pw-7731")
 NO_THROTTLE = 1_000_000  # many failed grants from one address must not turn into 429s here
@@ -81,6 +87,14 @@ class OAuthPort:
 
     def close(self) -> None:
         self.http.close()
+
+    def __enter__(self) -> Self:
+        """The port, its service started (a port in this process: one worker made)."""
+        self.http.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def post(self, data: dict[str, str] | None = None, **kw: Any) -> httpx.Response:
         return self.http.post(self.token_url, data=data, **kw)
@@ -199,6 +213,37 @@ def serve_oauth(
     finally:
         service.close()
         proc.stop()
+
+
+def uvicorn_app(folder: Path, module: str, source: str, env: dict[str, str]) -> Iterator[str]:
+    """``source`` as the module ``module`` (its ASGI app ``app``) under uvicorn, a process of its
+    own with ``env``, in ``folder``; yields its base URL (plain HTTP on loopback) once its
+    ``/orders`` answers 401 (no token), then stops it and prints the end of its stderr."""
+    (folder / f"{module}.py").write_text(source)
+    port = free_port()
+    with (folder / "stderr.log").open("wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", f"{module}:app", "--port", str(port)],
+            cwd=folder,
+            env={**env, "PATH": "/usr/bin:/bin"},
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/orders", timeout=1).status_code == 401
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, 30, f"the ASGI app {module}")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        print((folder / "stderr.log").read_text(errors="replace")[-3000:])
 
 
 def signing_key(config_dir: Path) -> bytes:

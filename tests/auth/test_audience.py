@@ -21,36 +21,26 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import (
+    ADA,
+    WEB,
     LocalService,
     error_of,
     fresh_claims,
     issuer_of,
     local_oauth,
     oauth_section,
+    params_source,
     sign,
     signing_key,
 )
 from tests.conftest import APP_SOURCE, module_config
 
+SHOP = {**WEB, "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}]}
+BOB = {"username": "bob", "password": "Bob-Pw-2207"}
 APP = (
     APP_SOURCE
-    + """
-
-def shop_params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [
-            {"username": "ada", "password": "Ada-Pw-7731"},
-            {"username": "bob", "password": "Bob-Pw-2207"},
-        ],
-        "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}],
-    }
-
-
-def admin_params():
-    return {**shop_params(), "users": [{"username": "ada", "password": "Ada-Pw-7731"}]}
-"""
+    + params_source("shop_params", **SHOP, users=[ADA, BOB])
+    + params_source("admin_params", **SHOP, users=[ADA])
 )
 
 
@@ -71,7 +61,7 @@ def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
     yield from local_oauth(ca, tmp_path_factory.mktemp("audience"), _write)
 
 
-CREDS = {"client_id": "web", "client_secret": "Web-Secret-9q"}
+CREDS = WEB
 
 
 def test_an_access_token_names_its_section_and_works_there_only(svc: LocalService) -> None:

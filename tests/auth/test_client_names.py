@@ -14,13 +14,14 @@
   only; ``fwrest check`` says where a pattern reaches another location's routes, and where a
   user without ``scopes`` gets ``introspect`` through a client.
 
-One real ``fwrest serve`` (TLS, memory store) for the module; ``fwrest check`` runs as a user
-runs it.
+The module's service runs in this process (``fwrest.testing.Client``: no socket or TLS is
+under test here); ``fwrest check`` runs once as a user runs it, else in this process.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,17 +32,18 @@ import pytest
 import trustme
 from argon2 import PasswordHasher
 
+from tests.auth.conftest import check
 from tests.auth.oauth2_support import (
-    OAuth,
-    OAuthService,
+    LocalService,
+    OAuthPort,
     fresh_claims,
     issuer_of,
+    local_oauth,
     oauth_section,
-    serve_oauth,
     sign,
     signing_key,
 )
-from tests.conftest import APP_SOURCE, free_config, issue_certs, run_cli, wait_for
+from tests.conftest import APP_SOURCE, issue_certs, module_config, wait_for
 
 ADA = ("ada", "Ada-Pw-1")
 ADMIN = ("admin", "Admin-Secret-1")  # a client, named as a naive onAdmin's user
@@ -89,31 +91,34 @@ def whoami():
 )
 
 
+MODULE = "tauth_client_names_app"
+
+
 def write_service(folder: Path, certs: dict[str, Path]) -> Path:
     section = oauth_section(
         certs,
         locations="ROOT,APP",
-        onAuthparams="app.names_params",
-        onAdmin="app.names_admin",
-        onAuthNoCheckUri="app.names_nocheck",
+        onAuthparams=f"{MODULE}.names_params",
+        onAdmin=f"{MODULE}.names_admin",
+        onAuthNoCheckUri=f"{MODULE}.names_nocheck",
     )
-    legacy = oauth_section(certs, onAuthparams="app.names_legacy")
+    legacy = oauth_section(certs, onAuthparams=f"{MODULE}.names_legacy")
     extra = {"APP": {"Path": "/app", "ThreadPool": "POOL"}}
     servers = {"NAMES": section, "LEGACY": legacy}
-    return free_config(folder, servers=servers, extra=extra, app=APP)
+    return module_config(folder, MODULE, servers=servers, extra=extra, app=APP)
 
 
 @pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
-    yield from serve_oauth(ca, tmp_path_factory.mktemp("client-names"), write_service)
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
+    yield from local_oauth(ca, tmp_path_factory.mktemp("client-names"), write_service)
 
 
 @pytest.fixture(scope="module")
-def port(svc: OAuthService) -> OAuth:
+def port(svc: LocalService) -> OAuthPort:
     return svc["NAMES"]
 
 
-def client_token(port: OAuth, client: tuple[str, str]) -> str:
+def client_token(port: OAuthPort, client: tuple[str, str]) -> str:
     answer = port.post({"grant_type": "client_credentials"}, auth=client)
     assert answer.status_code == 200, answer.text
     return str(answer.json()["access_token"])
@@ -123,12 +128,12 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", "Accept": "application/json"}
 
 
-def post_json(port: OAuth, path: str, body: Any, token: str) -> httpx.Response:
+def post_json(port: OAuthPort, path: str, body: Any, token: str) -> httpx.Response:
     headers = {**bearer(token), "Content-Type": "application/json"}
     return port.http.post(port.base + path, content=json.dumps(body), headers=headers)
 
 
-def test_a_client_named_admin_is_not_the_user_admin(port: OAuth) -> None:
+def test_a_client_named_admin_is_not_the_user_admin(port: OAuthPort) -> None:
     token = client_token(port, ADMIN)
     claims = jwt.decode(token, options={"verify_signature": False})
     # SPEC 12.4 as written: sub is the client id; the kind says it is no user's
@@ -145,7 +150,7 @@ def test_a_client_named_admin_is_not_the_user_admin(port: OAuth) -> None:
 
 
 def test_on_admin_lets_a_client_in_by_its_client_name_and_the_audit_names_it(
-    port: OAuth,
+    port: OAuthPort,
 ) -> None:
     token = client_token(port, OPS)  # its secret is an argon2id hash
     assert port.get("/whoami", token).json() == {"user": "client:ops"}
@@ -165,7 +170,7 @@ def test_on_admin_lets_a_client_in_by_its_client_name_and_the_audit_names_it(
         assert post_json(port, CONFIG, {"rest_log_level": None}, token).status_code == 200
 
 
-def test_a_hashed_client_secret_is_checked_as_a_password_is(port: OAuth) -> None:
+def test_a_hashed_client_secret_is_checked_as_a_password_is(port: OAuthPort) -> None:
     wrong = port.post({"grant_type": "client_credentials"}, auth=(OPS[0], OPS[1] + "x"))
     assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client", wrong.text
     as_hash = port.post({"grant_type": "client_credentials"}, auth=(OPS[0], OPS_HASH))
@@ -174,7 +179,7 @@ def test_a_hashed_client_secret_is_checked_as_a_password_is(port: OAuth) -> None
 
 @pytest.mark.parametrize("name", ["client:web", "Client:web", "\uff43lient:web"])
 def test_a_user_name_of_a_client_token_is_invalid_grant_not_a_500(
-    svc: OAuthService, name: str
+    svc: LocalService, name: str
 ) -> None:
     port = svc["LEGACY"]
     refused = port.grant(name, "Pw-" + name)
@@ -182,7 +187,7 @@ def test_a_user_name_of_a_client_token_is_invalid_grant_not_a_500(
     assert port.grant("someone", "Pw-someone").status_code == 200
 
 
-def test_a_client_token_of_an_earlier_release_is_a_clients_too(svc: OAuthService) -> None:
+def test_a_client_token_of_an_earlier_release_is_a_clients_too(svc: LocalService) -> None:
     port = svc["NAMES"]
     claims = fresh_claims(sub="admin", aud="NAMES", iss=issuer_of(port))
     claims["client_id"] = "admin"  # sub = client_id, no fw_kind
@@ -191,7 +196,7 @@ def test_a_client_token_of_an_earlier_release_is_a_clients_too(svc: OAuthService
     assert port.get(AUDIT, token).status_code == 403
 
 
-def test_the_introspection_of_a_client_token_names_no_user(port: OAuth) -> None:
+def test_the_introspection_of_a_client_token_names_no_user(port: OAuthPort) -> None:
     token = client_token(port, OPS)
     answer = port.http.post(port.base + INTROSPECT, data={"token": token}, auth=OPS)
     assert answer.status_code == 200, answer.text
@@ -203,7 +208,7 @@ def test_the_introspection_of_a_client_token_names_no_user(port: OAuth) -> None:
     assert about_user["username"] == "ada"
 
 
-def test_a_pattern_with_a_locations_prefix_is_that_locations_only(port: OAuth) -> None:
+def test_a_pattern_with_a_locations_prefix_is_that_locations_only(port: OAuthPort) -> None:
     origin = port.base.removesuffix("/rest")
     http = port.http
     # "/app/hello" is the location /app's: open there ...
@@ -219,9 +224,15 @@ def test_a_pattern_with_a_locations_prefix_is_that_locations_only(port: OAuth) -
 # -- the start and `fwrest check` --------------------------------------------------------------
 
 
-def checked(folder: Path, servers: dict[str, Any], app: str = APP, **extra: Any) -> Any:
-    config = free_config(folder, servers=servers, extra=extra, app=app)
-    return run_cli("check", str(config), cwd=folder)
+def checked(
+    folder: Path, servers: dict[str, Any], app: str = APP, *, real: bool = False, **extra: Any
+) -> Any:
+    """``fwrest check`` of the service, run for real or in this process (its module named
+    uniquely: it is imported into this process)."""
+    module = f"tauth_names_check_{uuid.uuid4().hex[:12]}"
+    text = json.dumps(servers).replace('"app.', f'"{module}.')
+    config = module_config(folder, module, servers=json.loads(text), extra=extra, app=app)
+    return check(config, real=real)
 
 
 @pytest.mark.parametrize(
@@ -265,7 +276,7 @@ def test_the_start_refuses_a_params_file_whose_names_fold_to_one(
     certs = issue_certs(ca, tmp_path / "certs")
     (tmp_path / "params.json").write_text(json.dumps(params))
     section = oauth_section(certs, onAuthparams="file:params.json")
-    result = checked(tmp_path, {"TOK": section})
+    result = checked(tmp_path, {"TOK": section}, real="NEWUSER" in message)  # one for real
     assert result.returncode != 0, result.stdout + result.stderr
     assert message in result.stderr, result.stderr
 

@@ -20,38 +20,30 @@ import trustme
 
 from tests.auth.dpop_support import ALGS_PARAM, DpopKey, dpop_headers, unsigned_proof
 from tests.auth.oauth2_support import (
+    ADA,
     LocalOAuth,
     LocalService,
     error_of,
     local_oauth,
     oauth_section,
+    params_source,
+)
+from tests.auth.oauth2_support import (
+    WEB as WEB_CLIENT,
 )
 from tests.auth.test_authorization_code import form_fields, pkce, redirected
 from tests.conftest import APP_SOURCE, module_config
 
 MODULE = "tauth_dpop_app"
-APP = (
-    APP_SOURCE
-    + """
-
-def params():
-    return {
-        "client": [
-            {"client_id": "web", "client_secret": "Web-Secret-9q"},
-            {"client_id": "spa", "public": True, "redirect_uris": ["https://spa.example/cb"]},
-        ],
-        "users": [{"username": "ada", "password": "Ada-Pw-7731", "scopes": ["introspect"]}],
-        "access_expires": "10m",
-        "types": [
-            {"grant_type": "password"},
-            {"grant_type": "refresh_token"},
-            {"grant_type": "authorization_code"},
-        ],
-    }
-"""
+SPA = {"client_id": "spa", "public": True, "redirect_uris": ["https://spa.example/cb"]}
+GRANTS = ("password", "refresh_token", "authorization_code")
+APP = APP_SOURCE + params_source(
+    client=[WEB_CLIENT, SPA],
+    users=[{**ADA, "scopes": ["introspect"]}],
+    access_expires="10m",
+    types=[{"grant_type": grant} for grant in GRANTS],
 )
 WEB = ("web", "Web-Secret-9q")
-ADA = {"username": "ada", "password": "Ada-Pw-7731"}
 ORIGIN_HOST = "api.example.com"
 
 

@@ -10,8 +10,6 @@ sqlite store, the key set in ``.fwrest/keyset.json``.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -27,8 +25,14 @@ import trustme
 from tests.auth.oauth2_support import KEYS_ADA as ADA
 from tests.auth.oauth2_support import KEYS_ALGS as ALGS
 from tests.auth.oauth2_support import KEYS_APP as APP
-from tests.auth.oauth2_support import OAuth, client_context, issue_certs, oauth_section
-from tests.conftest import ServerProcess, free_config, free_port, run_cli, wait_for
+from tests.auth.oauth2_support import (
+    OAuth,
+    client_context,
+    issue_certs,
+    oauth_section,
+    uvicorn_app,
+)
+from tests.conftest import ServerProcess, free_config, run_cli, wait_for
 from tests.docs.blocks import example
 from tests.redis_support import RedisServer
 
@@ -134,38 +138,13 @@ def test_pyjwkclient_fetches_the_jwks_over_tls_and_verifies_each_algorithm(
 @pytest.fixture(scope="module")
 def resource_server(svc: Service, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The Starlette app under uvicorn, a process of its own; its base URL (plain HTTP)."""
-    folder = tmp_path_factory.mktemp("resource")
-    (folder / "rs_app.py").write_text(RESOURCE_SERVER)
-    port = free_port()
     issuer = svc.issuer("ED")
     env = {
         "RS_CA": str(svc.certs["ca"]),
         "RS_JWKS": issuer + "/fw/oauth2/jwks",
         "RS_ISSUER": issuer,
-        "PATH": "/usr/bin:/bin",
     }
-    with (folder / "stderr.log").open("wb") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "rs_app:app", "--port", str(port)],
-            cwd=folder,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(url + "/orders", timeout=1).status_code == 401
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(up, 20, "the resource server")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    yield from uvicorn_app(tmp_path_factory.mktemp("resource"), "rs_app", RESOURCE_SERVER, env)
 
 
 def test_a_separate_resource_server_accepts_eddsa_tokens_through_the_jwks_alone(

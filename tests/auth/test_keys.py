@@ -10,13 +10,10 @@ command (``fwrest.cli.main``), and the ports' pollers pick it up as a service's 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
-import io
 import json
 import stat
-import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -30,7 +27,7 @@ from joserfc import jwt as jose_jwt
 from joserfc.errors import SecurityWarning
 from joserfc.jwk import KeySet
 
-from fwrest import cli
+from tests.auth.conftest import fwrest_cli
 from tests.auth.oauth2_support import (
     KEYS_ADA as ADA,
 )
@@ -52,7 +49,7 @@ from tests.auth.oauth2_support import (
     unsigned_jwt,
     wait_for,
 )
-from tests.conftest import module_config, run_cli
+from tests.conftest import module_config, run_cli, run_forked
 from tests.docs.blocks import example
 
 MODULE = "tauth_keys_app"
@@ -85,23 +82,19 @@ def header_of(token: str) -> dict[str, Any]:
     return dict(jwt.get_unverified_header(token))
 
 
-def rotate(svc: LocalService) -> tuple[int, str, str]:
-    """``fwrest keys rotate``, a process of its own as an operator runs it (in this process its
-    key generation would hold the GIL the service's workers need)."""
-    done = run_cli("keys", "rotate", str(svc.config), cwd=svc.folder)
+def rotate(svc: LocalService, *, real: bool = False) -> tuple[int, str, str]:
+    """``fwrest keys rotate``, a process of its own (in this process its key generation would
+    hold the GIL the service's workers need): ``real``, as an operator runs it; else forked from
+    a process that imported fwrest once (``run_forked``)."""
+    run = run_cli if real else run_forked
+    done = run("keys", "rotate", str(svc.config), cwd=svc.folder)
     return done.returncode, done.stdout, done.stderr
 
 
 def cli_run(*args: str) -> tuple[int, str, str]:
     """``fwrest ARGS`` in this process (the real command's code): exit code, out, err."""
-    out, err = io.StringIO(), io.StringIO()
-    path = list(sys.path)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cli.main(list(args))
-    finally:
-        sys.path[:] = path
-    return code, out.getvalue(), err.getvalue()
+    done = fwrest_cli(*args, real=False)
+    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.mark.parametrize("port", sorted(ALGS))
@@ -277,7 +270,7 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
     assert code == 0, err
     assert old_kid in out and "EdDSA" in out
     assert "note: [HS] signs with HS256" in out
-    code, rotated, err = rotate(svc)
+    code, rotated, err = rotate(svc, real=True)
     assert code == 0, err
     assert "new current EdDSA key" in rotated and "audit" not in err, err
 

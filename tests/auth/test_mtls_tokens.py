@@ -28,13 +28,16 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from fwrest.verify import InvalidToken, Verifier
 from tests.auth.conftest import check
 from tests.auth.oauth2_support import (
+    ADA,
     KEYS_ADA,
     KEYS_APP,
+    WEB,
     OAuthService,
     assert_invalid_token,
     error_of,
     issue_certs,
     oauth_section,
+    params_source,
     serve_oauth,
 )
 from tests.conftest import APP_SOURCE, free_config, module_config
@@ -44,22 +47,8 @@ WELL_KNOWN_AS = "/.well-known/oauth-authorization-server/rest"
 WELL_KNOWN_RS = "/.well-known/oauth-protected-resource/rest"
 BOUND = "tls_client_certificate_bound_access_tokens"
 # KEYS_APP's user and client, and grace, who may read every token (the scope introspect)
-APP = (
-    APP_SOURCE
-    + """
-
-def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [
-            {"username": "ada", "password": "Ada-Pw-7731"},
-            {"username": "grace", "password": "Grace-Pw-5150", "scopes": ["introspect"]},
-        ],
-        "access_expires": "10m",
-    }
-"""
-)
+GRACE = {"username": "grace", "password": "Grace-Pw-5150", "scopes": ["introspect"]}
+APP = APP_SOURCE + params_source(**WEB, users=[ADA, GRACE], access_expires="10m")
 
 
 class Pki:

@@ -9,6 +9,10 @@
   stopped (or frozen) the token route fails closed with 503 and ``Retry-After`` while the
   bearer check of an issued token still passes, and it recovers when Redis is back.
 
+Where a key or a stored record, not the processes, is under test (a shared SigningKeyFile, a
+service with its own key, a record of an earlier release), the services run in this process
+(``fwrest.testing.Client``) over the same real store.
+
 Which worker answers is learnt from the keep-alive connection itself: a client with a single
 connection asks the public ``/pid`` route, then sends its token requests on that connection.
 """
@@ -16,12 +20,14 @@ connection asks the public ``/pid`` route, then sends its token requests on that
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +42,7 @@ from fwrest.auth.oauth2.grants import refresh_hash
 from fwrest.store import RefreshRecord
 from fwrest.store.redis import RedisStore
 from tests.auth.oauth2_support import (
+    LocalOAuth,
     OAuth,
     client_context,
     error_of,
@@ -45,7 +52,14 @@ from tests.auth.oauth2_support import (
     oauth_section,
     wait_for,
 )
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, run_cli, run_forked
+from tests.conftest import (
+    APP_SOURCE,
+    ServerProcess,
+    free_config,
+    module_config,
+    run_cli,
+    run_forked,
+)
 from tests.redis_support import RedisServer, redis_binary
 
 ADA = ("ada", "Ada-Pw-7731")
@@ -87,23 +101,26 @@ def service_config(
     max_failures: int = 1_000_000,
     issuer: str | None = None,
     oauth: str = "OAUTH",
+    module: str = "app",
 ) -> Path:
     """One oAuth2 port ``OAUTH`` (spelled ``oauth``); with ``max_failures`` under the default, a second port
     ``THROTTLED`` has that threshold and ``OAUTH`` none (the per-address count is shared by
     the ports of a service, so one port can lock out 127.0.0.1 without hindering the other).
     Without ``issuer`` (the default configuration) each host derives its own,
     https://127.0.0.1:{its own port}/rest, and the hosts still accept each other's tokens
-    (SPEC 12.2)."""
+    (SPEC 12.2). ``module``: the app module's name (unique in the test session for a service
+    in this process)."""
     servers = {}
     for name, limit in ((oauth, 1_000_000), ("THROTTLED", max_failures)):
         auth: dict[str, Any] = {"maxFailures": limit}
         if issuer is not None:
             auth["issuer"] = issuer  # one issuer for the hosts behind a balancer
         servers[name] = oauth_section(
-            certs, onAuthparams="app.params", onAuthNoCheckUri="app.public", **auth
+            certs, onAuthparams=f"{module}.params", onAuthNoCheckUri=f"{module}.public", **auth
         )
-    return free_config(
+    return module_config(
         folder,
+        module,
         servers=servers,
         app=APP_SOURCE + STORE_APP,
         extra={"HTTPSERVER": {"StateStore": store}, "POOL": {"MaxThreads": 8}},
@@ -451,11 +468,15 @@ def test_a_refresh_record_stored_under_the_spelled_section_name_still_refreshes(
 ) -> None:
     """Records stored before section names were folded are keyed by the name as the host
     spelled it: after the upgrade they refresh (once: the new record is under the folded
-    name), are described and revoked as before."""
-    both = TwoServices(ca, tmp_path, redis_server.url, 1_000_000, None, ("OAUTH", "oauth"))
-    store = RedisStore(redis_server.url)
-    try:
-        a = both.ports[0]
+    name), are described and revoked as before (the host in this process, its store the
+    real Redis)."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    module = f"tauth_store_spelled_{uuid.uuid4().hex[:12]}"
+    config = service_config(tmp_path, certs, redis_server.url, module=module)
+    with (
+        contextlib.closing(RedisStore(redis_server.url)) as store,
+        LocalOAuth(config, "OAUTH") as a,
+    ):
         now = time.time()
         old, revoked = "earlier-release-refresh-token-1", "earlier-release-refresh-token-2"
         for token, family in ((old, "fam-earlier-1"), (revoked, "fam-earlier-2")):
@@ -478,27 +499,26 @@ def test_a_refresh_record_stored_under_the_spelled_section_name_still_refreshes(
                            data={"token": revoked})  # fmt: skip
         assert gone.status_code == 200, gone.text
         assert "fam-earlier-2" in store.revoked_families()
-    finally:
-        store.close()
-        both.close()
 
 
 def test_a_token_signed_by_a_service_with_its_own_key_is_refused(
-    ca: trustme.CA, tmp_path: Path, two_services: TwoServices
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    """The contrast: a service that does not share the Redis key does not accept the tokens."""
-    folder = tmp_path / "alone"
-    folder.mkdir()
-    certs = issue_certs(ca, folder / "certs")
-    proc = ServerProcess(service_config(folder, certs, "memory")).wait_ready()
-    alone = OAuth(proc, "OAUTH", certs)
-    try:
+    """The contrast: a service that does not share the Redis key does not accept the tokens
+    (both services in this process: the key they sign with, not the process, is under test)."""
+    with contextlib.ExitStack() as stack:
+        ports: list[LocalOAuth] = []
+        for name, store in (("shared", redis_server.url), ("alone", "memory")):
+            folder = tmp_path / name
+            folder.mkdir()
+            certs = issue_certs(ca, folder / "certs")
+            config = service_config(folder, certs, store, module=f"tauth_store_{uuid.uuid4().hex}")
+            ports.append(stack.enter_context(LocalOAuth(config, "OAUTH")))
+        shared, alone = ports
         foreign = alone.tokens(*ADA)["access_token"]
-        assert two_services.ports[0].get("/hello", foreign).status_code == 401
+        assert shared.get("/hello", foreign).status_code == 401
         assert alone.get("/hello", foreign).status_code == 200
-    finally:
-        alone.close()
-        proc.stop()
+        assert shared.get("/hello", shared.tokens(*ADA)["access_token"]).status_code == 200
 
 
 def timed(call: Any) -> tuple[httpx.Response, float]:
@@ -569,31 +589,26 @@ def test_redis_fault_fails_closed_and_recovers(
 def test_services_sharing_a_signing_key_file_accept_each_others_tokens(
     ca: trustme.CA, tmp_path: Path
 ) -> None:
-    """``[HTTPSERVER] SigningKeyFile``: the key given by config, created once, mode 0600."""
+    """``[HTTPSERVER] SigningKeyFile``: the key given by config, created once, mode 0600
+    (the services in this process: the key file, not the process, is under test)."""
     key_file = tmp_path / "shared" / "signing.key"
-    ports: list[OAuth] = []
-    procs: list[ServerProcess] = []
-    try:
+    with contextlib.ExitStack() as stack:
+        ports: list[LocalOAuth] = []
         for name in ("a", "b"):
             folder = tmp_path / name
             folder.mkdir()
             certs = issue_certs(ca, folder / "certs")
-            config = service_config(folder, certs, "memory")
+            module = f"tauth_store_key_{name}_{uuid.uuid4().hex[:12]}"
+            config = service_config(folder, certs, "memory", module=module)
             data = json.loads(config.read_text())
             data["HTTPSERVER"]["SigningKeyFile"] = str(key_file)
             config.write_text(json.dumps(data))
-            procs.append(ServerProcess(config).wait_ready())
-            ports.append(OAuth(procs[-1], "OAUTH", certs))
+            ports.append(stack.enter_context(LocalOAuth(config, "OAUTH")))  # started: the key
         assert key_file.stat().st_mode & 0o777 == 0o600
-        for proc in procs:
-            assert not (proc.config.parent / ".fwrest" / "signing.key").exists()
+        for name in ("a", "b"):
+            assert not (tmp_path / name / ".fwrest" / "signing.key").exists()
         token = ports[0].tokens(*ADA)["access_token"]
         assert ports[1].get("/hello", token).status_code == 200
-    finally:
-        for port in ports:
-            port.close()
-        for proc in procs:
-            proc.stop()
 
 
 @pytest.mark.parametrize("content", [b"", b"c2hvcnQ", b"!!! not base64 at all !!!"])

@@ -21,8 +21,10 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import (
+    ADA,
     BEARER_REALM,
     KEYS_ADA,
+    WEB,
     LocalService,
     OAuthService,
     assert_invalid_token,
@@ -30,26 +32,15 @@ from tests.auth.oauth2_support import (
     error_of,
     local_oauth,
     oauth_section,
+    params_source,
     serve_oauth,
 )
 from tests.conftest import APP_SOURCE, free_config, module_config
 
 MODULE = "tauth_resource_app"
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
-APP = (
-    APP_SOURCE
-    + """
-
-def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [
-            {"username": "ada", "password": "Ada-Pw-7731", "scopes": ["orders:read"]},
-        ],
-        "access_expires": "10m",
-    }
-"""
+APP = APP_SOURCE + params_source(
+    **WEB, users=[{**ADA, "scopes": ["orders:read"]}], access_expires="10m"
 )
 LOCATIONS = {"API": {"Path": "/api", "ThreadPool": "POOL"}}
 

@@ -12,9 +12,10 @@ schemes, through a real ``fwrest serve``.
   ``::ffff:127.0.0.x``) is counted as its IPv4 address: counted per /64, every IPv4 client
   would share the one key ``::/64``.
 
-One service for the module: a Basic port and an oAuth2 port behind the trusted proxy, and a
-dual-stack Basic port; ``maxFailures`` 3 on each, the memory store, one worker. Each test uses
-user names and addresses of its own.
+One service for the module, in this process (``fwrest.testing.Client``): a Basic port and
+an oAuth2 port behind the trusted proxy; and a real ``fwrest serve`` of a dual-stack Basic port,
+whose socket gives the client's address. ``maxFailures`` 3 on each, the memory store, one
+worker. Each test uses user names and addresses of its own.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ import pytest
 import trustme
 
 from fwrest.auth.throttle import address_key, port_keys, user_key
-from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port
+from tests.auth.oauth2_support import TOKEN, LocalService, local_oauth, oauth_section
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port, module_config
 
 MAX = 3
 USERS = {
@@ -59,60 +60,67 @@ def params():
 )
 
 
+MODULE = "tauth_throttle_keys_app"
+BASIC_AUTH = {"Authorization": {"scheme": "basic", "OnAuth": "app.check", "maxFailures": MAX}}
+
+
 class Ports:
-    def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
-        self.proc = proc
-        self.basic = f"http://127.0.0.1:{proc.ports['BASIC']}/rest"
-        self.dual = proc.ports["DUAL"]
-        self.oauth = f"https://127.0.0.1:{proc.ports['OAUTH']}/rest"
-        self.http = httpx.Client(timeout=15)
-        self.https = httpx.Client(verify=client_context(certs), timeout=15)
+    """The Basic and the oAuth2 port, in this process, behind the trusted proxy 127.0.0.1."""
+
+    def __init__(self, svc: LocalService) -> None:
+        self.svc = svc
+        self.http = svc["BASIC"].http
+        self.https = svc["OAUTH"].http
 
     def basic_get(self, user: str, password: str, client: str) -> int:
         """A Basic request of ``client`` (X-Forwarded-For); the name sent as UTF-8."""
         header = base64.b64encode(f"{user}:{password}".encode()).decode()
         response = self.http.get(
-            self.basic + "/hello",
+            "/rest/hello",
             headers={"Authorization": f"Basic {header}", "X-Forwarded-For": client},
         )
         return response.status_code
 
     def grant(self, user: str, password: str, client: str) -> int:
         response = self.https.post(
-            self.oauth + TOKEN,
+            "/rest" + TOKEN,
             data={"grant_type": "password", "username": user, "password": password},
             headers={"X-Forwarded-For": client},
         )
         return response.status_code
 
-    def close(self) -> None:
-        self.http.close()
-        self.https.close()
+    def warnings(self, needle: str) -> list[str]:
+        return lockout_warnings(self.svc.log(), needle)
+
+
+def _write(folder: Path, certs: dict[str, Path]) -> Path:
+    oauth = oauth_section(certs, onAuthparams=f"{MODULE}.params", maxFailures=MAX)
+    oauth["TrustedProxies"] = "127.0.0.1"
+    basic = {"Authorization": {**BASIC_AUTH["Authorization"], "OnAuth": f"{MODULE}.check"}}
+    servers = {"BASIC": local_port(TrustedProxies="127.0.0.1", FwData=basic), "OAUTH": oauth}
+    return module_config(folder, MODULE, servers=servers, app=APP)
 
 
 @pytest.fixture(scope="module")
 def ports(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ports]:
-    folder = tmp_path_factory.mktemp("throttle_keys")
-    certs = issue_certs(ca, folder / "certs")
-    basic_auth = {"Authorization": {"scheme": "basic", "OnAuth": "app.check", "maxFailures": MAX}}
-    oauth = oauth_section(certs, onAuthparams="app.params", maxFailures=MAX)
-    oauth["TrustedProxies"] = "127.0.0.1"
-    servers = {
-        "BASIC": local_port(TrustedProxies="127.0.0.1", FwData=basic_auth),
-        "OAUTH": oauth,
-        "DUAL": {"HostName": "::", "Port": 0, "Locations": "ROOT", "FwData": basic_auth},
-    }
-    proc = ServerProcess(free_config(folder, servers=servers, app=APP)).wait_ready()
-    found = Ports(proc, certs)
+    for svc in local_oauth(ca, tmp_path_factory.mktemp("throttle_keys"), _write):
+        yield Ports(svc)
+
+
+@pytest.fixture(scope="module")
+def dual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A real ``fwrest serve`` of a dual-stack Basic port (``HostName=::``)."""
+    servers = {"DUAL": {"HostName": "::", "Port": 0, "Locations": "ROOT", "FwData": BASIC_AUTH}}
+    config = free_config(tmp_path_factory.mktemp("throttle_dual"), servers=servers, app=APP)
+    proc = ServerProcess(config).wait_ready()
     try:
-        yield found
+        yield proc
     finally:
-        found.close()
         proc.stop()
 
 
-def lockout_warnings(proc: ServerProcess, needle: str) -> list[str]:
-    return [line for line in proc.log().splitlines() if "WARNING" in line and needle in line]
+def lockout_warnings(log: str, needle: str) -> list[str]:
+    return [line for line in log.splitlines() if "WARNING" in line and needle in line]
 
 
 # -- one user, however spelled ----------------------------------------------------------------
@@ -130,7 +138,7 @@ def test_spellings_of_one_user_name_count_as_one_on_a_basic_port(ports: Ports) -
     print(f"Basic: {SPELLINGS} wrong from 3 addresses: {statuses}; 'alice' right: {locked}")
     assert locked == 429
     assert ports.basic_get("carol", USERS["carol"], "192.0.2.1") == 200  # not the addresses
-    assert len(lockout_warnings(ports.proc, "user:alice")) == 1
+    assert len(ports.warnings("user:alice")) == 1
 
 
 def test_spellings_of_one_user_name_count_as_one_on_the_token_route(ports: Ports) -> None:
@@ -141,7 +149,7 @@ def test_spellings_of_one_user_name_count_as_one_on_the_token_route(ports: Ports
     print(f"token route: {names} wrong from 3 addresses: {statuses}; 'bob' right: {locked}")
     assert locked == 429
     assert ports.grant("carol", USERS["carol"], "198.51.100.1") == 200
-    assert len(lockout_warnings(ports.proc, "user 'bob'")) == 1
+    assert len(ports.warnings("user 'bob'")) == 1
 
 
 # -- IPv6 per /64 ---------------------------------------------------------------------------
@@ -159,7 +167,7 @@ def test_ipv6_clients_count_per_64_on_a_basic_port(ports: Ports) -> None:
         f"Basic: 3 failures from {SAME_64}: another address of that /64 {in_64}, next /64 {next_64}"
     )
     assert (in_64, next_64) == (429, 200)
-    assert len(lockout_warnings(ports.proc, "ip:2001:db8:1:2::/64")) == 1
+    assert len(ports.warnings("ip:2001:db8:1:2::/64")) == 1
 
 
 def test_ipv6_clients_count_per_64_on_the_token_route(ports: Ports) -> None:
@@ -170,14 +178,14 @@ def test_ipv6_clients_count_per_64_on_the_token_route(ports: Ports) -> None:
     next_64 = ports.grant("u5", USERS["u5"], "2001:db8:5:7::1")
     print(f"token route: 3 failures in 2001:db8:5:6::/64: {in_64} there, {next_64} in the next")
     assert (in_64, next_64) == (429, 200)
-    assert len(lockout_warnings(ports.proc, "client 2001:db8:5:6::/64")) == 1
+    assert len(ports.warnings("client 2001:db8:5:6::/64")) == 1
 
 
-def test_ipv4_clients_of_a_dual_stack_port_count_apart(ports: Ports) -> None:
+def test_ipv4_clients_of_a_dual_stack_port_count_apart(dual: ServerProcess) -> None:
     def get(local: str, user: str, password: str) -> int:
         transport = httpx.HTTPTransport(local_address=local)
         with httpx.Client(transport=transport, timeout=15) as client:
-            url = f"http://127.0.0.1:{ports.dual}/rest/hello"
+            url = f"http://127.0.0.1:{dual.ports['DUAL']}/rest/hello"
             return client.get(url, auth=(user, password)).status_code
 
     statuses = [get("127.0.0.71", f"v{i}", "guess") for i in range(1, MAX + 1)]
@@ -186,7 +194,7 @@ def test_ipv4_clients_of_a_dual_stack_port_count_apart(ports: Ports) -> None:
     other = get("127.0.0.72", "v5", USERS["v5"])
     print(f"dual-stack port: 127.0.0.71 locked after {statuses}; 127.0.0.72: {other}")
     assert other == 200  # ::ffff:127.0.0.72 is not ::ffff:127.0.0.71's /64
-    assert len(lockout_warnings(ports.proc, "ip:127.0.0.71")) == 1
+    assert len(lockout_warnings(dual.log(), "ip:127.0.0.71")) == 1
 
 
 # -- the keys themselves ----------------------------------------------------------------------

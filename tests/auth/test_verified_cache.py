@@ -19,34 +19,26 @@ import jwt
 import pytest
 import trustme
 
+from tests.auth.conftest import fwrest_cli
 from tests.auth.oauth2_support import (
+    ADA,
     KEYS_ADA,
+    WEB,
     LocalService,
     assert_invalid_token,
     local_oauth,
     oauth_section,
+    params_source,
     wait_for,
 )
-from tests.conftest import APP_SOURCE, module_config, run_cli
+from tests.conftest import APP_SOURCE, module_config
 
 MODULE = "tauth_vcache_app"
-CLIENT = {"client_id": "web", "client_secret": "Web-Secret-9q"}
+CLIENT = WEB
 APP = (
     APP_SOURCE
-    + """
-
-def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
-        "access_expires": "10m",
-    }
-
-
-def short():
-    return {**params(), "access_expires": "3s"}
-"""
+    + params_source(**WEB, users=[ADA], access_expires="10m")
+    + params_source("short", **WEB, users=[ADA], access_expires="3s")
 )
 
 
@@ -74,7 +66,7 @@ def test_a_remembered_token_of_a_key_removed_from_the_set_is_refused(svc: LocalS
     token = ec.tokens(*KEYS_ADA)["access_token"]
     assert ec.get("/hello", token).status_code == 200  # verified once: remembered
     old = kid_of(token)
-    done = run_cli("keys", "rotate", str(svc.config), cwd=svc.folder)
+    done = fwrest_cli("keys", "rotate", str(svc.config), real=False)  # tested in test_keys.py
     assert done.returncode == 0, done.stderr
     # the retired key's tokens are taken for expired (written as an operator's edit would
     # be), so the set drops it: a key removed from the set (a compromised key, say)

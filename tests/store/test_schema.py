@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +30,15 @@ import pytest
 import fwrest
 from fwrest.config.loader import load_config
 from fwrest.store.schema import SCHEMA, marker_of
-from tests.conftest import ServerProcess, free_config, free_port, run_cli
+from fwrest.testing import Client
+from tests.conftest import (
+    ServerProcess,
+    free_config,
+    free_port,
+    module_config,
+    run_cli,
+    run_forked,
+)
 from tests.redis_support import RedisServer
 from tests.upgrade_support import PREVIOUS_VERSION, previous_python
 
@@ -55,9 +65,28 @@ print(store.spend_refresh(sys.argv[2], sys.argv[3])[0])
 """
 
 
+def forked(*args: str) -> subprocess.CompletedProcess[str]:
+    """``fwrest ARGS`` as :func:`run_cli` runs it (in this folder), forked from a process that
+    imported fwrest once (``run_forked``); the first test runs each command for real."""
+    return run_forked(*args, cwd=Path.cwd())
+
+
+def store_config(folder: Path, store: str) -> Path:
+    """A service on ``store``, its app module named uniquely: :func:`start_once` imports it."""
+    module = f"tstore_schema_{uuid.uuid4().hex[:12]}"
+    return module_config(folder, module, extra={"HTTPSERVER": {"StateStore": store}})
+
+
+def start_once(config: Path) -> None:
+    """The service started and stopped, in this process: what a start does to its store (the
+    process's own refusal is ``fwrest serve``'s, tested as such)."""
+    with Client(config):
+        pass
+
+
 @pytest.fixture
 def sqlite_config(tmp_path: Path) -> Path:
-    return free_config(tmp_path, extra={"HTTPSERVER": {"StateStore": "sqlite"}})
+    return store_config(tmp_path, "sqlite")
 
 
 def store_file(config: Path) -> Path:
@@ -152,8 +181,7 @@ def test_a_start_on_a_file_of_the_previous_release_takes_the_steps_itself(
     path = store_file(sqlite_config)
     path.parent.mkdir(parents=True, exist_ok=True)
     previous_python(WRITE_PREVIOUS, str(path))
-    proc = ServerProcess(sqlite_config).wait_ready()
-    proc.stop()
+    start_once(sqlite_config)
     assert stored_marker(path) == {"schema": SCHEMA, "compatible": 1, "release": fwrest.__version__}
     assert backups(path) == []
     assert previous_python(SPEND_PREVIOUS, str(path), "h-old", "claim-1").strip() == "ok"
@@ -170,12 +198,12 @@ def test_a_start_on_a_file_of_the_previous_release_takes_the_steps_itself(
 
 def test_no_file_yet_and_the_memory_store_need_nothing(tmp_path: Path, sqlite_config: Path) -> None:
     for args in ((), ("--check",)):
-        done = run_cli("store", "migrate", str(sqlite_config), *args)
+        done = forked("store", "migrate", str(sqlite_config), *args)
         assert done.returncode == 0 and "no sqlite store" in done.stdout, done
     assert not store_file(sqlite_config).exists()  # not created by it
     (tmp_path / "memory").mkdir()
     memory = free_config(tmp_path / "memory")  # StateStore=memory
-    done = run_cli("store", "migrate", str(memory), "--check")
+    done = forked("store", "migrate", str(memory), "--check")
     assert done.returncode == 0 and "nothing to migrate" in done.stdout, done
 
 
@@ -191,12 +219,12 @@ def test_a_file_of_a_newer_schema_is_refused_naming_both_versions(sqlite_config:
     mark(path, NEWER)
     before = digest(path)
     for args in (("--check",), ()):
-        done = run_cli("store", "migrate", str(sqlite_config), *args)
+        done = forked("store", "migrate", str(sqlite_config), *args)
         print(done.stdout, done.stderr)
         assert done.returncode == 2, done
         refused(done.stderr)
     assert digest(path) == before and backups(path) == []
-    check = run_cli("check", str(sqlite_config))
+    check = forked("check", str(sqlite_config))
     assert check.returncode == 2, check
     refused(check.stderr)
     proc = ServerProcess(sqlite_config)
@@ -221,10 +249,9 @@ def test_a_newer_marker_that_keeps_this_release_compatible_is_used(sqlite_config
     path.parent.mkdir(parents=True, exist_ok=True)
     newer = {"schema": 3, "compatible": SCHEMA, "release": "0.3.0"}
     mark(path, newer)
-    done = run_cli("store", "migrate", str(sqlite_config), "--check")
+    done = forked("store", "migrate", str(sqlite_config), "--check")
     assert done.returncode == 0 and "current" in done.stdout, done
-    with_server = ServerProcess(sqlite_config).wait_ready()
-    with_server.stop()
+    start_once(sqlite_config)
     assert stored_marker(path) == newer
 
 
@@ -232,7 +259,7 @@ def test_a_marker_fwrest_did_not_write_is_an_error(sqlite_config: Path) -> None:
     path = store_file(sqlite_config)
     path.parent.mkdir(parents=True, exist_ok=True)
     mark(path, b"not json")
-    done = run_cli("store", "migrate", str(sqlite_config), "--check")
+    done = forked("store", "migrate", str(sqlite_config), "--check")
     assert done.returncode == 2 and "schema marker" in done.stderr, done
 
 
@@ -250,26 +277,25 @@ def test_redis_needs_no_step_and_the_start_marks_it(
 ) -> None:
     url = f"redis://127.0.0.1:{redis_server.port}/0"
     (tmp_path / "svc").mkdir()
-    config = free_config(tmp_path / "svc", extra={"HTTPSERVER": {"StateStore": url}})
+    config = store_config(tmp_path / "svc", url)
     for args in ((), ("--check",)):
-        done = run_cli("store", "migrate", str(config), *args)
+        done = forked("store", "migrate", str(config), *args)
         print(done.stdout, done.stderr)
         assert done.returncode == 0 and "no migration step is needed" in done.stdout, done
     client = redis_server.client()
     try:
         assert client.get("fwrest:schema") is None  # the command wrote nothing
-        proc = ServerProcess(config).wait_ready()
-        proc.stop()
+        start_once(config)
         marker = marker_of(client.get("fwrest:schema"), "here")
         assert (marker.schema, marker.compatible, marker.release) == (
             SCHEMA, 1, fwrest.__version__
         )  # fmt: skip
         client.set("fwrest:schema", json.dumps(NEWER))
         for args in ((), ("--check",)):
-            done = run_cli("store", "migrate", str(config), *args)
+            done = forked("store", "migrate", str(config), *args)
             assert done.returncode == 2, done
             refused(done.stderr)
-        check = run_cli("check", str(config))
+        check = forked("check", str(config))
         assert check.returncode == 2, check
         refused(check.stderr)
         proc = ServerProcess(config)
@@ -294,5 +320,5 @@ def test_a_redis_that_does_not_answer_is_an_error_of_the_check(tmp_path: Path) -
     """``--check`` cannot say a Redis is current without asking it: 2, the reason said."""
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     config = free_config(tmp_path, extra={"HTTPSERVER": {"StateStore": url}})
-    done = run_cli("store", "migrate", str(config), "--check")
+    done = forked("store", "migrate", str(config), "--check")
     assert done.returncode == 2 and "fwrest store: error: redis store" in done.stderr, done

@@ -13,28 +13,18 @@ from typing import Any
 import jwt
 import trustme
 
-from tests.auth.oauth2_support import OAuthService, oauth_section, serve_oauth
+from tests.auth.oauth2_support import ADA as USER
+from tests.auth.oauth2_support import (
+    WEB,
+    OAuthService,
+    oauth_section,
+    params_source,
+    serve_oauth,
+)
 from tests.conftest import APP_SOURCE, free_config, run_cli, wait_for
 
-APP = (
-    APP_SOURCE
-    + """
-
-def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [
-            {
-                "username": "ada",
-                "password": "Ada-Pw-7731",
-                "scopes": ["orders:read", "orders:write", "orders:admin"],
-            },
-        ],
-        "access_expires": "10m",
-    }
-"""
-)
+SCOPES = ["orders:read", "orders:write", "orders:admin"]
+APP = APP_SOURCE + params_source(**WEB, users=[{**USER, "scopes": SCOPES}], access_expires="10m")
 ADA = ("ada", "Ada-Pw-7731")
 CLIENT = ("web", "Web-Secret-9q")
 ALGS = {"EC": "ES256", "RSA": "RS256"}

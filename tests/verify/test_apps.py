@@ -7,8 +7,6 @@ on fwrest and a revocation, with the RFC 6750 challenges on each refusal.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +15,7 @@ import httpx
 import pytest
 import trustme
 
-from tests.auth.oauth2_support import OAuthService
-from tests.conftest import free_port, wait_for
+from tests.auth.oauth2_support import OAuthService, uvicorn_app
 from tests.docs.blocks import example
 from tests.verify.support import (
     ADA,
@@ -88,45 +85,16 @@ def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OA
     yield from serve_issuer(ca, tmp_path_factory.mktemp("verify-apps"))
 
 
-def uvicorn_app(svc: OAuthService, folder: Path, source: str) -> Iterator[str]:
+def fastapi_app(svc: OAuthService, folder: Path, source: str) -> Iterator[str]:
     """``source`` as the module of a FastAPI app under uvicorn, a process of its own; its base
     URL (plain HTTP on loopback)."""
-    (folder / "rs_fastapi.py").write_text(source)
-    port = free_port()
-    env = {
-        "RS_ISSUER": issuer(svc, "EC"),
-        "RS_CA": str(svc.certs["ca"]),
-        "RS_CLIENT": ":".join(CLIENT),
-        "PATH": "/usr/bin:/bin",
-    }
-    with (folder / "stderr.log").open("wb") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "rs_fastapi:app", "--port", str(port)],
-            cwd=folder,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(url + "/orders", timeout=1).status_code == 401
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(up, 30, "the FastAPI app")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        print((folder / "stderr.log").read_text(errors="replace")[-3000:])
+    env = {"RS_ISSUER": issuer(svc, "EC"), "RS_CA": str(svc.certs["ca"])}
+    yield from uvicorn_app(folder, "rs_fastapi", source, {**env, "RS_CLIENT": ":".join(CLIENT)})
 
 
 @pytest.fixture(scope="module")
 def app(svc: OAuthService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from uvicorn_app(svc, tmp_path_factory.mktemp("fastapi"), APP)
+    yield from fastapi_app(svc, tmp_path_factory.mktemp("fastapi"), APP)
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +107,7 @@ def guide_app(svc: OAuthService, tmp_path_factory: pytest.TempPathFactory) -> It
         .replace('"ca.pem"', repr(str(svc.certs["ca"])))
         .replace('"HTTPS_REST"', '"EC"')
     )
-    yield from uvicorn_app(svc, tmp_path_factory.mktemp("fastapi-guide"), source)
+    yield from fastapi_app(svc, tmp_path_factory.mktemp("fastapi-guide"), source)
 
 
 def call(url: str, access_token: str | None = None) -> httpx.Response:
