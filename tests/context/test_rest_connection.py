@@ -17,11 +17,11 @@ import pytest
 import trustme
 
 from fwrest.testing import Client
+from tests.builders import own_ports
 from tests.conftest import (
     ServerProcess,
     exchange,
     free_config,
-    free_port,
     issue_certs,
     local_port,
     module_config,
@@ -101,8 +101,7 @@ def ports(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     number of its own (nothing binds it: it is in the answers)."""
     folder = tmp_path_factory.mktemp("rest_connection_inproc")
     certs = issue_certs(ca, folder / "certs")
-    servers = {name: {**server, "Port": free_port()} for name, server in SERVERS.items()}
-    servers["HTTPS_REST"] = tls_server(certs, Port=free_port())
+    servers = own_ports({**SERVERS, "HTTPS_REST": tls_server(certs)})
     config = module_config(folder, "rest_connection_app", app=APP, servers=servers)
     with in_process_ports(config, servers) as clients:
         yield clients

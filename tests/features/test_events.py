@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, local_port, module_config, serving
+from tests.builders import config_of
+from tests.conftest import ServerProcess, local_port, module_config, serving
 from tests.docs.blocks import example
 
 APP = """
@@ -67,9 +68,8 @@ def events_config(folder: Path, module: str | None = None) -> Path:
     (folder / "www").mkdir()
     (folder / "www" / "index.html").write_text(PAGE)
     server = local_port(Locations="ROOT, WWW", Compression="gzip", CompressionMinSize=0)
-    keys: dict[str, Any] = {"app": APP, "servers": {"HTTP_REST": server}}
-    keys["extra"] = {"WWW": {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www"}}
-    return module_config(folder, module, **keys) if module else free_config(folder, **keys)
+    extra = {"WWW": {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www"}}
+    return config_of(folder, module, app=APP, servers={"HTTP_REST": server}, extra=extra)
 
 
 @pytest.fixture(scope="module")

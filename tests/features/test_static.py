@@ -23,10 +23,10 @@ import trustme
 from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
+from tests.builders import config_of
 from tests.conftest import (
     ServerProcess,
     exchange,
-    free_config,
     issue_certs,
     local_port,
     module_config,
@@ -99,9 +99,8 @@ def static_config(folder: Path, module: str | None = None) -> Path:
     server = local_port(Locations="ROOT, WWW", ContentTypes="TYPES")
     www = {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www", "DefaultPage": "index.html"}
     types = {".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
-    keys: dict[str, Any] = {"app": APP, "servers": {"HTTP_REST": server}}
-    keys["extra"] = {"WWW": www, "TYPES": types}
-    return module_config(folder, module, **keys) if module else free_config(folder, **keys)
+    extra = {"WWW": www, "TYPES": types}
+    return config_of(folder, module, app=APP, servers={"HTTP_REST": server}, extra=extra)
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ across workers only once each has logged the change.
 
 from __future__ import annotations
 
-import copy
 import html
 import json
 import os
@@ -36,11 +35,11 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
+from tests.builders import own_ports
 from tests.conftest import (
     APP_SOURCE,
     ServerProcess,
     free_config,
-    free_port,
     local_port,
     module_config,
 )
@@ -131,9 +130,7 @@ def client_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     modules named for this test module."""
     tmp = tmp_path_factory.mktemp("settings_api_inproc")
     (tmp / "settings_api_auth.py").write_text(AUTH_SOURCE)
-    servers = copy.deepcopy(SERVERS)
-    for section in servers.values():
-        section["Port"] = free_port()
+    servers = own_ports(SERVERS)
     authorization = servers["HTTP_BASIC"]["FwData"]["Authorization"]
     authorization.update(OnAuth="settings_api_auth.check", onAdmin="settings_api_auth.admin")
     return module_config(
