@@ -1,28 +1,31 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The native engine's parser: llhttp's C API with the per-request work of the pure engine
+"""The native engine: llhttp's C API with the per-request work of the pure engine
 (``server/http.py``) done in C (docs/engine.md, "The native engine").
 
 :class:`RequestParser` takes the place of ``httptools.HttpRequestParser`` on a connection
 (the same llhttp release, the same strictness, the same errors: httptools' exception
 classes, so that ``HttpProtocol._feed`` treats both alike). Where httptools calls the
 protocol once per piece of the request (its target, each header field, each piece of the
-body, each chunk), this parser gathers them itself and applies the limits the pure engine
-applies in those callbacks, with the same answers:
+body, each chunk) and the pure engine checks the head in Python, this parser gathers the
+pieces itself and applies the limits and checks the pure engine applies, with the same
+answers:
 
 * the target and the header fields, with ``MaxHeaderSize`` on their parsed size and
   ``MaxHeaders`` on their count (431), names with ``_`` dropped (counted, the first one noted);
+* the head's checks as it completes (``on_headers_complete``'s, in its order): one ``Host``,
+  valid, an absolute-form target's authority in its place, one ``Authorization``,
+  ``Expect``, the version, ``Transfer-Encoding``, a ``Content-Encoding`` with a body;
 * the body's pieces with the route's limit (413), the chunks counted, a chunked body's
   trailer fields counted against the limit and discarded.
 
 The protocol is called once for a request without a body, ``_native_request`` (its begin,
-head and end: ``on_message_begin``, then the head's checks, in Python: they are the pure
-engine's own code, then ``on_message_complete``), twice for one with a body:
-``_native_head`` (begin and head; it returns the body limit) and ``on_message_complete``
-(with the body, joined). A request whose head is incomplete when the bytes run out is begun
+head and end, the ``wire.Request`` handed on), twice for one with a body: ``_native_head``
+(begin and head; it returns the body limit) and ``on_message_complete`` (with the body,
+joined). A request whose head is incomplete when the bytes run out is begun
 (``on_message_begin``) as ``feed_data`` returns: the protocol's states and deadlines are then
-what httptools' calls would have made them. The rest of
-the engine (the states, deadlines, pipelining, write flow, TLS) is ``HttpProtocol``'s, the
-same for both parsers.
+what httptools' calls would have made them. :func:`encode_reply` is ``wire.encode_reply``
+in C, byte for byte. The rest of the engine (the states, deadlines, pipelining, write flow,
+TLS) is ``HttpProtocol``'s, the same for both.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
