@@ -112,6 +112,7 @@ test-pure-slice:
 # The native engine (docs/engine.md): the engine's folders (tests/server, the hostile corpus,
 # slowloris, streaming) again on the compiled wheel, its servers started with
 # FWREST_ENGINE=native; skipped, and said, where the wheel has no native engine (no compiler).
+# Their modules that start no server (tests/conftest.py ENGINE_FREE) are not collected there.
 NATIVE_SLICE := tests/server tests/hostile tests/faults/test_slowloris.py tests/features/test_streaming.py
 
 test-native-slice: wheel  ## the engine's folders on the compiled wheel with the native engine

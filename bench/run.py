@@ -204,9 +204,11 @@ def fw(
     location_keys: dict[str, Any] | None = None,
     sections: dict[str, dict[str, Any]] | None = None,
     compiled: bool = False,
+    engine: str | None = None,
 ) -> Callable[[Path], servers.Running]:
     """A fwrest server of a case, on the pure-Python sources, or on the compiled build
-    (``compiled``: issue 24's rows of cases 1-3)."""
+    (``compiled``: issue 24's rows of cases 1-3); ``engine``: its HTTP engine
+    (``FWREST_ENGINE``: the native engine's rows of cases 1 and 2)."""
 
     def start(folder: Path) -> servers.Running:
         extra: dict[str, Any] = {"pool_keys": pool_keys, "httpserver_keys": httpserver_keys}
@@ -232,7 +234,7 @@ def fw(
             **extra,
         )
         build = scratch.compiled() if compiled else servers.PURE
-        return servers.start_fwrest(config, workers=workers, cpus=cpus, build=build)
+        return servers.start_fwrest(config, workers=workers, cpus=cpus, build=build, engine=engine)
 
     return start
 
@@ -274,9 +276,13 @@ def nginx(scratch: Scratch) -> Callable[[Path], servers.Running]:
     return start
 
 
-def ceiling(scratch: Scratch, job: str, *, tls: bool = False) -> Callable[[Path], servers.Running]:
+def ceiling(
+    scratch: Scratch, job: str, *, tls: bool = False, engine: str | None = None
+) -> Callable[[Path], servers.Running]:
     def start(folder: Path) -> servers.Running:
-        return servers.start_ceiling(folder, job, certs=scratch.certs if tls else None)
+        return servers.start_ceiling(
+            folder, job, certs=scratch.certs if tls else None, engine=engine
+        )
 
     return start
 
@@ -315,6 +321,9 @@ GRAN = "granian raw ASGI"
 RSGI = "granian RSGI hello"
 RSGI_BASIC = "granian RSGI (Basic inline)"
 FWC = "fwrest, compiled"  # the same server on the mypyc build (issue 24)
+# the native HTTP engine's rows (issue 39): the same servers with FWREST_ENGINE=native; the
+# other fwrest rows and the ceiling say FWREST_ENGINE=pure
+FWN, FWCN, CEILN = "fwrest, native", "fwrest, compiled, native", "ceiling, native"
 FW, CEIL, ASGI, STAR, FAPI = (
     "fwrest",
     "ceiling (fwrest engine)",
@@ -336,9 +345,12 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             "messages. The case's target sits within a few per cent of the host's noise, so this case (and "
             "case 2) takes 7 runs of 2 s per server, in turns.",
             [
-                Target(FW, "fwrest", fw(sc)),
-                Target(FWC, "fwrest", fw(sc, compiled=True)),
-                Target(CEIL, "ceiling", ceiling(sc, "open")),
+                Target(FW, "fwrest", fw(sc, engine="pure")),
+                Target(FWC, "fwrest", fw(sc, compiled=True, engine="pure")),
+                Target(FWN, "fwrest", fw(sc, engine="native")),
+                Target(FWCN, "fwrest", fw(sc, compiled=True, engine="native")),
+                Target(CEIL, "ceiling", ceiling(sc, "open", engine="pure")),
+                Target(CEILN, "ceiling", ceiling(sc, "open", engine="native")),
                 Target(ASGI, "peer", uvicorn(sc, "asgi_raw:open_app")),
                 Target(GRAN, "peer", granian(sc, "asgi_raw:open_app")),
                 Target(RSGI, "peer", granian(sc, "rsgi_raw:open_app", interface="rsgi")),
@@ -353,6 +365,11 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 ("fwrest / granian RSGI", FW, RSGI, None),
                 ("fwrest, compiled / fwrest", FWC, FW, 1.5),
                 ("fwrest, compiled / granian RSGI", FWC, RSGI, None),
+                ("fwrest, native / fwrest", FWN, FW, None),
+                ("fwrest, compiled, native / fwrest, compiled", FWCN, FWC, None),
+                ("fwrest, compiled, native / uvicorn raw ASGI", FWCN, ASGI, None),
+                ("fwrest, compiled, native / granian RSGI", FWCN, RSGI, None),
+                ("ceiling, native / ceiling", CEILN, CEIL, None),
                 ("ceiling / uvicorn raw ASGI (engine vs engine)", CEIL, ASGI, None),
                 ("ceiling / granian raw ASGI (engine vs engine)", CEIL, GRAN, None),
             ],
@@ -362,6 +379,7 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
     )
     fw_def = "fwrest (def OnAuth)"
     fw_def_c = "fwrest (def OnAuth), compiled"
+    fw_def_cn = "fwrest (def OnAuth), compiled, native"
     fw_argon2 = "fwrest (def argon2id OnAuth, OnAuthCache)"
     fapi_def = "FastAPI (def dependency)"
     cases.append(
@@ -379,12 +397,34 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
             'each) with `"OnAuthCache": "300s"`: the check request pays the one hash check, '
             "every request of the run passes on the cache (SPEC 4.1).",
             [
-                Target(FW, "fwrest", fw(sc, fw_data=BASIC_FW_ASYNC), auth="basic"),
-                Target(fw_def, "fwrest", fw(sc, fw_data=BASIC_FW), auth="basic"),
-                Target(FWC, "fwrest", fw(sc, fw_data=BASIC_FW_ASYNC, compiled=True), auth="basic"),
-                Target(fw_def_c, "fwrest", fw(sc, fw_data=BASIC_FW, compiled=True), auth="basic"),
+                Target(FW, "fwrest", fw(sc, fw_data=BASIC_FW_ASYNC, engine="pure"), auth="basic"),
+                Target(fw_def, "fwrest", fw(sc, fw_data=BASIC_FW, engine="pure"), auth="basic"),
+                Target(
+                    FWC,
+                    "fwrest",
+                    fw(sc, fw_data=BASIC_FW_ASYNC, compiled=True, engine="pure"),
+                    auth="basic",
+                ),
+                Target(
+                    fw_def_c,
+                    "fwrest",
+                    fw(sc, fw_data=BASIC_FW, compiled=True, engine="pure"),
+                    auth="basic",
+                ),
+                Target(
+                    FWCN,
+                    "fwrest",
+                    fw(sc, fw_data=BASIC_FW_ASYNC, compiled=True, engine="native"),
+                    auth="basic",
+                ),
+                Target(
+                    fw_def_cn,
+                    "fwrest",
+                    fw(sc, fw_data=BASIC_FW, compiled=True, engine="native"),
+                    auth="basic",
+                ),
                 Target(fw_argon2, "fwrest", fw(sc, fw_data=BASIC_FW_ARGON2), auth="basic"),
-                Target(CEIL, "ceiling", ceiling(sc, "basic"), auth="basic"),
+                Target(CEIL, "ceiling", ceiling(sc, "basic", engine="pure"), auth="basic"),
                 Target(ASGI, "peer", uvicorn(sc, "asgi_raw:basic_app"), auth="basic"),
                 Target(
                     RSGI_BASIC,
@@ -407,6 +447,10 @@ def build_cases(s: Settings, sc: Scratch) -> list[Case]:
                 ("fwrest, compiled / fwrest", FWC, FW, 1.5),
                 (f"{fw_def_c} / {fw_def}", fw_def_c, fw_def, 1.5),
                 (f"{fw_def_c} / granian RSGI", fw_def_c, RSGI_BASIC, 0.8),
+                ("fwrest, compiled, native / fwrest, compiled", FWCN, FWC, None),
+                (f"{fw_def_cn} / {fw_def_c}", fw_def_cn, fw_def_c, None),
+                ("fwrest, compiled, native / granian RSGI", FWCN, RSGI_BASIC, None),
+                (f"{fw_def_cn} / granian RSGI", fw_def_cn, RSGI_BASIC, None),
             ],
             runs=7,
             duration_s=2.0,

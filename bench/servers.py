@@ -255,10 +255,13 @@ def _run_time_s(pid: int) -> float | None:
     return total / 1e9
 
 
-def _env(first: Path | None = None) -> dict[str, str]:
+def _env(first: Path | None = None, engine: str | None = None) -> dict[str, str]:
     """The servers' environment: the bench importable, and ``first`` (a folder holding an
-    ``fwrest`` package: a build of its own) before everything else."""
+    ``fwrest`` package: a build of its own) before everything else; ``engine``: the HTTP
+    engine fwrest serves with (``FWREST_ENGINE``; None: as the bench's own environment says)."""
     env = dict(os.environ)
+    if engine is not None:
+        env["FWREST_ENGINE"] = engine
     where = [str(first) if first else "", str(ROOT), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, where))
     env["PYTHONUNBUFFERED"] = "1"
@@ -266,7 +269,12 @@ def _env(first: Path | None = None) -> dict[str, str]:
 
 
 def _spawn(
-    cmd: list[str], cwd: Path, stderr_path: Path, cpus: str | None, first: Path | None = None
+    cmd: list[str],
+    cwd: Path,
+    stderr_path: Path,
+    cpus: str | None,
+    first: Path | None = None,
+    engine: str | None = None,
 ) -> subprocess.Popen[bytes]:
     if cpus is not None:
         cmd = ["taskset", "-c", cpus, *cmd]
@@ -277,7 +285,7 @@ def _spawn(
             stdout=subprocess.PIPE,
             stderr=err,
             stdin=subprocess.DEVNULL,
-            env=_env(first),
+            env=_env(first, engine),
         )
 
 
@@ -424,13 +432,19 @@ def stop_redis_clusters() -> None:
 
 
 def start_fwrest(
-    config: Path, *, workers: int = 1, cpus: str | None = "0", build: Path | None = None
+    config: Path,
+    *,
+    workers: int = 1,
+    cpus: str | None = "0",
+    build: Path | None = None,
+    engine: str | None = None,
 ) -> Running:
     """``fwrest serve CONFIG``; ``build``: a folder whose ``fwrest`` package is imported
-    instead of the installed one (the pure sources, or a compiled build: cases 1-3)."""
+    instead of the installed one (the pure sources, or a compiled build: cases 1-3);
+    ``engine``: ``FWREST_ENGINE`` (the native engine's rows of cases 1 and 2)."""
     stderr_path = config.parent / "stderr.log"
     cmd = [PYTHON, "-m", "fwrest", "serve", str(config), "--workers", str(workers)]
-    proc = _spawn(cmd, config.parent, stderr_path, cpus, build)
+    proc = _spawn(cmd, config.parent, stderr_path, cpus, build, engine)
     lines: list[str] = []
     try:
         url = _wait_for_line(proc, r"fwrest: serving (\S+) \[", "fwrest: ready", lines)
@@ -467,14 +481,19 @@ def compiled_build(folder: Path) -> Path:
 
 
 def start_ceiling(
-    folder: Path, job: str, *, certs: tuple[Path, Path] | None = None, cpus: str | None = "0"
+    folder: Path,
+    job: str,
+    *,
+    certs: tuple[Path, Path] | None = None,
+    cpus: str | None = "0",
+    engine: str | None = None,
 ) -> Running:
     folder.mkdir(parents=True, exist_ok=True)
     stderr_path = folder / "stderr.log"
     cmd = [PYTHON, "-m", "bench.apps.ceiling", "--job", job]
     if certs is not None:
         cmd += ["--cert", str(certs[0]), "--key", str(certs[1])]
-    proc = _spawn(cmd, ROOT, stderr_path, cpus, PURE)  # the engine as fwrest's pure rows run it
+    proc = _spawn(cmd, ROOT, stderr_path, cpus, PURE, engine)  # as fwrest's pure rows run it
     lines: list[str] = []
     try:
         url = _wait_for_line(proc, r"ceiling: serving (\S+)", None, lines)

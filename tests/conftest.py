@@ -445,6 +445,25 @@ HEAVY = (
 )
 
 
+# Modules of the native engine's run (the Makefile's NATIVE_SLICE: FWREST_ENGINE=native) that
+# start no server: in process (fwrest.testing.Client) or no HTTP at all, they test no engine, so
+# that run does not collect them (they run once, in the run of each build).
+ENGINE_FREE = frozenset(
+    (
+        "tests/hostile/test_feature_headers.py",
+        "tests/hostile/test_properties.py",
+        "tests/server/test_hooks_calls.py",
+        "tests/server/test_hooks_config.py",
+        "tests/server/test_hooks_guide.py",
+        "tests/server/test_hooks_stages.py",
+        "tests/server/test_pipeline.py",
+        "tests/server/test_proxies.py",
+        "tests/server/test_trace_times.py",
+        "tests/server/test_typed.py",
+    )
+)
+
+
 def _serial(path: Path) -> bool:
     where = path.relative_to(ROOT).as_posix()
     return where in SERIAL or where.rsplit("/", 1)[0] in SERIAL
@@ -478,6 +497,10 @@ def _build_problem(build: str) -> str | None:
     return f"FWREST_TEST_BUILD={build!r}: 'compiled' or 'pure'"
 
 
+def _native_engine() -> bool:
+    return os.environ.get("FWREST_ENGINE", "").strip().lower() == "native"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """With ``FWREST_TEST_BUILD`` set (``make test``), the suite refuses to run on another
     build than the one it was asked to test; with ``FWREST_ENGINE=native``, where the native
@@ -486,7 +509,7 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = build and _build_problem(build)
     if problem:
         raise pytest.UsageError(f"FWREST_TEST_BUILD={build}: {problem}")
-    if os.environ.get("FWREST_ENGINE", "").strip().lower() == "native":
+    if _native_engine():
         # the servers the tests start (and test_engines) serve with the native engine: it
         # must be there, else the run would test the pure one twice (make test-native-slice)
         from fwrest._native import native_parser
@@ -498,12 +521,17 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """``-m serial`` and ``-m "not serial"`` (make test's two parts) import only the modules
     whose tests they run: the others' would all be deselected, after seconds spent importing
-    and collecting them (about 15 s of the serial part's)."""
-    wanted = {"serial": True, "not serial": False}.get(config.getoption("markexpr"))
+    and collecting them (about 15 s of the serial part's). With ``FWREST_ENGINE=native``, the
+    modules of ``ENGINE_FREE`` are not collected."""
     name = collection_path.name
-    if wanted is None or not (name.startswith("test_") and name.endswith(".py")):
+    if not (name.startswith("test_") and name.endswith(".py")):
         return None
     if not collection_path.is_relative_to(ROOT):
+        return None
+    if _native_engine() and collection_path.relative_to(ROOT).as_posix() in ENGINE_FREE:
+        return True
+    wanted = {"serial": True, "not serial": False}.get(config.getoption("markexpr"))
+    if wanted is None:
         return None
     return True if _serial(collection_path) != wanted else None
 

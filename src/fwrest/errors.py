@@ -4,8 +4,23 @@ Three kinds, never mixed (STYLE "Errors"):
 
 * the operator's fault: :class:`ConfigError` (section, key, problem, fix); raised before
   anything binds, ``fwrest check``/``serve`` exit 2;
-* the client's fault: :class:`HTTPError` and its subclasses, rendered by :func:`error_body`;
+* the client's fault: :class:`HTTPError` and its subclasses (and the token service's
+  ``OAuthError``, :mod:`fwrest.auth.oauth2.errors`), each building its own headers, all
+  rendered by one function, :func:`fwrest.wire.error_reply`;
 * the application's fault: the fixed 500 body; the traceback goes to the log only.
+
+::
+
+    HTTPError(status)                   any status, the JSON body of SPEC 3
+    ├── Unauthorized(challenge)         401 + WWW-Authenticate
+    ├── Forbidden(challenge=None)       403 (+ WWW-Authenticate: a token's missing scope)
+    ├── TooManyRequests(retry_after)    429 + Retry-After: lock-outs, throttles, rate limits
+    └── ServiceUnavailable(retry_after) 503 (+ Retry-After: the state store, store_unavailable)
+
+A :class:`Challenge` (RFC 9110 11.6.1) is spelled once, at start, where its value is fixed
+(the Basic realm, a location's Bearer challenge with its ``resource_metadata``); only a
+refusal's ``error``/``error_description`` are added per request. :data:`NO_STORE` and
+:data:`OAUTH_NO_STORE` are the one spelling of an answer no cache may keep.
 
 This module imports nothing else of fwrest.
 """
@@ -13,18 +28,42 @@ This module imports nothing else of fwrest.
 from __future__ import annotations
 
 import asyncio
+import math
 from http import HTTPStatus
+from typing import Protocol
 
 import orjson
 
 __all__ = [
+    "BASIC",
+    "BEARER",
+    "NO_STORE",
+    "OAUTH_NO_STORE",
+    "REALM",
     "STATUS_PHRASES",
+    "Challenge",
     "ConfigError",
+    "Forbidden",
     "HTTPError",
+    "Refusal",
+    "ServiceUnavailable",
+    "TooManyRequests",
+    "Unauthorized",
     "error_body",
     "is_cancellation",
+    "quoted",
     "store_unavailable",
 ]
+
+Headers = tuple[tuple[str, str], ...]
+
+REALM = "Access to REST"  # the realm of every challenge fwrest sends (SPEC 4.1, 4.2)
+NO_STORE: Headers = (("cache-control", "no-store"),)
+"""An answer no cache may keep (RFC 9111 5.2.2.5): the settings page, usage, the audit
+trail."""
+OAUTH_NO_STORE: Headers = (*NO_STORE, ("pragma", "no-cache"))
+"""The token service's answers (RFC 6749 5.1: tokens, their errors, introspection), with
+``Pragma`` for HTTP/1.0 caches."""
 
 # RFC 9110's names where Python 3.11's http.HTTPStatus still has the older ones (3.13 took
 # these up); every other status has HTTPStatus's phrase
@@ -124,7 +163,7 @@ class HTTPError(Exception):
         message: str | None = None,
         detailed: str = "",
         *,
-        headers: tuple[tuple[str, str], ...] = (),
+        headers: Headers = (),
         close: bool = False,
     ) -> None:
         self.status = status
@@ -138,14 +177,149 @@ class HTTPError(Exception):
         return error_body(self.status, self.message, self.detailed)
 
 
-def store_unavailable() -> HTTPError:
+class Refusal(Protocol):
+    """What :func:`fwrest.wire.error_reply` renders: an :class:`HTTPError`, or the token
+    service's ``OAuthError``, whose body is RFC 6749 5.2's."""
+
+    status: int
+    headers: Headers
+    close: bool
+
+    def body(self) -> bytes: ...
+
+
+def quoted(value: str) -> str:
+    r"""``value`` as an RFC 9110 5.6.4 quoted-string (a backslash before ``"`` and ``\``).
+
+    >>> print(quoted('say "hi"'))
+    "say \"hi\""
+    """
+    if '"' in value or "\\" in value:
+        value = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{value}"'
+
+
+class Challenge:
+    """A ``WWW-Authenticate`` challenge (RFC 9110 11.6.1): a scheme and its auth-params,
+    each value quoted, spelled once (at start, where it is fixed per port or location).
+
+    >>> basic = Challenge("Basic", realm=REALM, charset="ISO-8859-1")
+    >>> print(basic)
+    Basic realm="Access to REST", charset="ISO-8859-1"
+    >>> bearer = Challenge("Bearer", realm=REALM).extended(resource_metadata="https://h/m")
+    >>> print(bearer.refused("invalid_token", "the access token has expired"))
+    Bearer realm="Access to REST", resource_metadata="https://h/m", error="invalid_token", error_description="the access token has expired"
+    >>> print(Challenge("Bearer").refused("insufficient_scope", scope="orders:read"))
+    Bearer error="insufficient_scope", scope="orders:read"
+    """
+
+    __slots__ = ("header", "params", "scheme", "value")
+
+    def __init__(self, scheme: str, **params: str) -> None:
+        self.scheme = scheme
+        self.params = params
+        self.value = _spelled(scheme, params)
+        self.header: Headers = (("www-authenticate", self.value),)
+
+    def extended(self, **params: str) -> Challenge:
+        """This challenge with more auth-params after its own."""
+        return Challenge(self.scheme, **self.params, **params)
+
+    def refused(self, error: str = "", description: str = "", **params: str) -> str:
+        """The value of a refusal (RFC 6750 3): this challenge with ``error`` and
+        ``error_description`` (none without an error, RFC 6750 3.1), then ``params``."""
+        extra: dict[str, str] = {}
+        if error:
+            extra["error"] = error
+            if description:
+                extra["error_description"] = description
+        extra.update(params)
+        if not extra:
+            return self.value
+        tail = _spelled("", extra)
+        return f"{self.value}, {tail}" if self.params else f"{self.scheme} {tail}"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"Challenge({self.value!r})"
+
+
+def _spelled(scheme: str, params: dict[str, str]) -> str:
+    spelled = ", ".join(f"{name}={quoted(value)}" for name, value in params.items())
+    if not scheme:
+        return spelled
+    return f"{scheme} {spelled}" if spelled else scheme
+
+
+BASIC = Challenge("Basic", realm=REALM, charset="ISO-8859-1")
+"""A Basic port's challenge (SPEC 4.1; RFC 7617 2.1: credentials may be ISO-8859-1)."""
+BEARER = Challenge("Bearer", realm=REALM)
+"""An oAuth2 port's challenge (RFC 6750 3), to which the port adds its locations'
+``resource_metadata`` at start (SPEC 16.3)."""
+
+
+def _value(challenge: Challenge | str) -> Headers:
+    if isinstance(challenge, Challenge):
+        return challenge.header
+    return (("www-authenticate", challenge),)
+
+
+class Unauthorized(HTTPError):
+    """401: credentials missing or refused; ``challenge`` is the ``WWW-Authenticate`` value
+    (a :class:`Challenge`, or a refusal's value, :meth:`Challenge.refused`), which a 401
+    always carries (RFC 9110 15.5.2)."""
+
+    def __init__(self, challenge: Challenge | str, detailed: str = "") -> None:
+        super().__init__(401, detailed=detailed, headers=_value(challenge))
+
+
+class Forbidden(HTTPError):
+    """403: the credentials are good and not enough; with a ``challenge`` when the client
+    may do better with other credentials (RFC 6750 3.1: ``insufficient_scope``)."""
+
+    def __init__(self, detailed: str = "", challenge: Challenge | str | None = None) -> None:
+        headers = _value(challenge) if challenge is not None else ()
+        super().__init__(403, detailed=detailed, headers=headers)
+        self.challenge = challenge
+
+
+def _seconds(delay: float) -> str:
+    """RFC 9110 10.2.3's delay-seconds: whole seconds, rounded up, at least 1."""
+    return str(max(math.ceil(delay), 1))
+
+
+class TooManyRequests(HTTPError):
+    """429 with ``Retry-After`` (RFC 6585 4): a lock-out, the brute-force throttle, a rate
+    limit. ``retry_after`` is in seconds, sent rounded up to a whole second, at least 1.
+
+    >>> TooManyRequests(0.2, "too many failed attempts").headers
+    (('retry-after', '1'),)
+    """
+
+    def __init__(self, retry_after: float, detailed: str = "") -> None:
+        self.retry_after = _seconds(retry_after)
+        super().__init__(429, detailed=detailed, headers=(("retry-after", self.retry_after),))
+
+
+class ServiceUnavailable(HTTPError):
+    """503: the server cannot take the request now (a full pool: ``message`` "Server Busy";
+    the state store out of reach, SPEC 7: :func:`store_unavailable`), with ``Retry-After``
+    when ``retry_after`` (seconds) is given."""
+
+    def __init__(
+        self, detailed: str = "", *, message: str | None = None, retry_after: float | None = None
+    ) -> None:
+        headers: Headers = ()
+        if retry_after is not None:
+            headers = (("retry-after", _seconds(retry_after)),)
+        super().__init__(503, message, detailed, headers=headers)
+
+
+def store_unavailable() -> ServiceUnavailable:
     """503 with ``Retry-After``: the state store cannot be reached (SPEC 7, fail closed)."""
-    return HTTPError(
-        503,
-        "Service Unavailable",
-        detailed="the state store is unavailable",
-        headers=(("retry-after", "1"),),
-    )
+    return ServiceUnavailable("the state store is unavailable", retry_after=1)
 
 
 def is_cancellation(exc: BaseException) -> bool:

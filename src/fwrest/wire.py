@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from typing import ClassVar, Protocol
 
-from fwrest.errors import STATUS_PHRASES, HTTPError
+from fwrest.errors import STATUS_PHRASES, HTTPError, Refusal
 
 __all__ = [
     "Keep",
@@ -121,8 +121,10 @@ async def close_stream(stream: object) -> None:
         close()
 
 
-def error_reply(exc: HTTPError) -> Reply:
-    """The reply of a client error (SPEC 3's error body, the error's own headers)."""
+def error_reply(exc: Refusal) -> Reply:
+    """The reply of a client error, the one place every error answer is rendered: an
+    :class:`~fwrest.errors.HTTPError`'s (SPEC 3's error body) or the token service's
+    ``OAuthError``'s (RFC 6749 5.2's), each with the headers the error built."""
     headers = [("content-type", JSON), *exc.headers]
     return Reply(exc.status, headers, exc.body(), exc.close)
 

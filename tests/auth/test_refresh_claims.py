@@ -155,12 +155,12 @@ class Client:
         """(status, body, seconds); a 503 comes as an HTTPError, as the port renders it."""
         started = time.monotonic()
         try:
-            status, _headers, body = await self.service.token_endpoint(
+            reply = await self.service.token_endpoint(
                 "POST", "", urlencode(form).encode(), FORM, "127.0.0.1"
             )
         except HTTPError as exc:
             return exc.status, {"detailedMessage": exc.detailed}, time.monotonic() - started
-        return status, orjson.loads(body), time.monotonic() - started
+        return reply.status, orjson.loads(reply.body), time.monotonic() - started
 
     async def password(self) -> str:
         status, body, _ = await self.post(

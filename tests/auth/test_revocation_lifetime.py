@@ -86,10 +86,8 @@ def worker(store: StateStore) -> TokenService:
 
 
 async def post(service: TokenService, **form: str) -> tuple[int, dict[str, Any]]:
-    status, _headers, body = await service.token_endpoint(
-        "POST", "", urlencode(form).encode(), FORM, "127.0.0.1"
-    )
-    return status, orjson.loads(body)
+    reply = await service.token_endpoint("POST", "", urlencode(form).encode(), FORM, "127.0.0.1")
+    return reply.status, orjson.loads(reply.body)
 
 
 async def refresh(service: TokenService, token: str) -> tuple[int, dict[str, Any]]:

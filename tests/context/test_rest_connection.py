@@ -1,31 +1,34 @@
-"""The REST object's methods of SPEC 11.3 whose effect only a socket shows, over a real
-``fwrest serve``: ``setCloseAfterSend`` (the answer says ``Connection: close`` and the
-connection ends after it; raw sockets), ``getClientIP`` behind a trusted proxy (httpx sending
-``X-Forwarded-For``), ``getThreadPoolSsl``/``getThreadPoolPort`` on a TLS port (trustme
-certificates), and a hostile header update read as the bytes on the wire.
+"""The REST object's methods of SPEC 11.3 whose effect depends on the connection:
+``setCloseAfterSend`` over a real ``fwrest serve`` (the answer says ``Connection: close`` and
+the connection ends after it; raw sockets), a hostile header update read as the bytes on the
+wire; in process (``fwrest.testing.Client``), ``getClientIP`` behind a trusted proxy
+(``X-Forwarded-For``) and ``getThreadPoolSsl``/``getThreadPoolPort`` on a TLS port and a plain
+one.
 
-Three ports: ``HTTP_REST`` trusts 127.0.0.1 as a proxy, ``PLAIN`` trusts none, ``HTTPS_REST``
+``HTTP_REST`` trusts 127.0.0.1 as a proxy, ``PLAIN`` trusts none, ``HTTPS_REST`` (in process)
 speaks TLS.
 """
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Iterator
 
-import httpx
 import pytest
 import trustme
 
+from fwrest.testing import Client
+from tests.builders import own_ports
 from tests.conftest import (
     ServerProcess,
     exchange,
     free_config,
     issue_certs,
     local_port,
+    module_config,
     serving,
     tls_server,
 )
+from tests.native.support import in_process_ports
 
 APP = """
 from fwrest import get, rest
@@ -82,18 +85,26 @@ def hostile():
 """
 
 
+SERVERS = {"HTTP_REST": local_port(TrustedProxies="127.0.0.1"), "PLAIN": local_port()}
+
+
 @pytest.fixture(scope="module")
-def service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    folder = tmp_path_factory.mktemp("rest_connection")
-    certs = issue_certs(ca, folder / "certs")
-    servers = {
-        "HTTP_REST": local_port(TrustedProxies="127.0.0.1"),
-        "PLAIN": local_port(),
-        "HTTPS_REST": tls_server(certs),
-    }
-    config = free_config(folder, app=APP, servers=servers)
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    config = free_config(tmp_path_factory.mktemp("rest_connection"), app=APP, servers=SERVERS)
     with serving(config) as proc:
         yield proc
+
+
+@pytest.fixture(scope="module")
+def ports(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Client]]:
+    """The in-process clients of ``HTTP_REST``, ``PLAIN`` and ``HTTPS_REST``, each on a port
+    number of its own (nothing binds it: it is in the answers)."""
+    folder = tmp_path_factory.mktemp("rest_connection_inproc")
+    certs = issue_certs(ca, folder / "certs")
+    servers = own_ports({**SERVERS, "HTTPS_REST": tls_server(certs)})
+    config = module_config(folder, "rest_connection_app", app=APP, servers=servers)
+    with in_process_ports(config, servers) as clients:
+        yield clients
 
 
 def _split(raw: bytes) -> list[bytes]:
@@ -161,34 +172,22 @@ def test_close_after_send_holds_for_the_error_answer_and_a_stream(service: Serve
     ],
 )
 def test_client_ip_behind_a_trusted_proxy(
-    service: ServerProcess, forwarded: str | None, client: str
+    ports: dict[str, Client], forwarded: str | None, client: str
 ) -> None:
     headers = {"X-Forwarded-For": forwarded} if forwarded is not None else {}
-    r = httpx.get(f"{service.url('HTTP_REST')}/ip", headers=headers, timeout=10)
-    assert r.json() == {"ip": client}
+    assert ports["HTTP_REST"].get("/ip", headers=headers).json() == {"ip": client}
     # a port that trusts no proxy takes the peer's address, whatever the header says
-    r = httpx.get(f"{service.url('PLAIN')}/ip", headers=headers, timeout=10)
-    assert r.json() == {"ip": "127.0.0.1"}
+    assert ports["PLAIN"].get("/ip", headers=headers).json() == {"ip": "127.0.0.1"}
 
 
-def test_pool_ssl_and_port_of_a_tls_port(service: ServerProcess, ca: trustme.CA) -> None:
-    context = ssl.create_default_context()
-    ca.configure_trust(context)
-    tls_port = service.ports["HTTPS_REST"]
-    r = httpx.get(f"{service.url('HTTPS_REST')}/pool", verify=context, timeout=10)
-    assert r.json() == {
-        "ssl": True,
-        "port": tls_port,
+@pytest.mark.parametrize(("name", "scheme"), [("HTTPS_REST", "https"), ("PLAIN", "http")])
+def test_pool_ssl_and_port_of_a_port(ports: dict[str, Client], name: str, scheme: str) -> None:
+    port = ports[name].base_url.port
+    assert ports[name].get("/pool").json() == {
+        "ssl": scheme == "https",
+        "port": port,
         "name": "POOL",
-        "url": f"https://127.0.0.1:{tls_port}/rest/pool",
-    }
-    plain_port = service.ports["PLAIN"]
-    r = httpx.get(f"{service.url('PLAIN')}/pool", timeout=10)
-    assert r.json() == {
-        "ssl": False,
-        "port": plain_port,
-        "name": "POOL",
-        "url": f"http://127.0.0.1:{plain_port}/rest/pool",
+        "url": f"{scheme}://127.0.0.1:{port}/rest/pool",
     }
 
 

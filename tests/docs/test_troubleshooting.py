@@ -125,6 +125,7 @@ class Outcome:
 
 
 Special = Callable[[Path, dict[str, Path]], Outcome]
+Mutate = Callable[[Sections, dict[str, Any]], None]
 
 
 def sqlite_file_is_a_folder(s: Sections, ctx: dict[str, Any]) -> None:
@@ -134,7 +135,7 @@ def sqlite_file_is_a_folder(s: Sections, ctx: dict[str, Any]) -> None:
     s["HTTPSERVER"]["DataPath"] = "data"
 
 
-def sqlite_file_of_a_newer_release(marker: bytes) -> Callable[[Sections, dict[str, Any]], None]:
+def sqlite_file_of_a_newer_release(marker: bytes) -> Mutate:
     """The sqlite store file carries the schema marker ``marker`` (SPEC 17.2)."""
 
     def mutate(s: Sections, ctx: dict[str, Any]) -> None:
@@ -163,7 +164,7 @@ def key_folder_is_a_file(s: Sections, ctx: dict[str, Any]) -> None:
     s["HTTPSERVER"]["SigningKeyFile"] = "keys/signing.key"
 
 
-def key_set(content: str | None) -> Callable[[Sections, dict[str, Any]], None]:
+def key_set(content: str | None) -> Mutate:
     """An EdDSA port whose key set (``keys/keyset.json``, beside ``SigningKeyFile``) holds
     ``content``, or is a folder (None)."""
 
@@ -199,7 +200,7 @@ def new(name: str, fmt: str, mutate: Callable[[Sections, dict[str, Any]], Any]) 
     return Broken(Case(name, fmt, "", mutate))
 
 
-def login_template(text: str) -> Callable[[Sections, dict[str, Any]], None]:
+def login_template(text: str) -> Mutate:
     """An oAuth2 port whose ``loginPage`` is the file login.html (made) holding ``text``."""
     inner = tls_auth(loginPage="file:login.html")
 
@@ -210,7 +211,7 @@ def login_template(text: str) -> Callable[[Sections, dict[str, Any]], None]:
     return mutate
 
 
-def root_files(page: str) -> Callable[[Sections, dict[str, Any]], None]:
+def root_files(page: str) -> Mutate:
     """The location ROOT serves the folder www (made) with ``DefaultPage=page``."""
 
     def mutate(s: Sections, ctx: dict[str, Any]) -> None:
@@ -221,34 +222,22 @@ def root_files(page: str) -> Callable[[Sections, dict[str, Any]], None]:
     return mutate
 
 
-def content_types(types: dict[str, str]) -> Callable[[Sections, dict[str, Any]], None]:
-    """The server HTTP_REST names a ContentTypes section TYPES of ``types``."""
+def section_named(owner: str, key: str, name: str) -> Callable[[dict[str, Any]], Mutate]:
+    """Changes in which ``owner``'s ``key`` names a section ``name`` of the values given."""
 
-    def mutate(s: Sections, _ctx: dict[str, Any]) -> None:
-        s["HTTP_REST"]["ContentTypes"] = "TYPES"
-        s["TYPES"] = dict(types)
+    def named(values: dict[str, Any]) -> Mutate:
+        def mutate(s: Sections, _ctx: dict[str, Any]) -> None:
+            s[owner][key] = name
+            s[name] = dict(values)
 
-    return mutate
+        return mutate
 
-
-def cors(values: dict[str, Any]) -> Callable[[Sections, dict[str, Any]], None]:
-    """The location ROOT names a CORS section CORS_WEB of ``values``."""
-
-    def mutate(s: Sections, _ctx: dict[str, Any]) -> None:
-        s["ROOT"]["CORS"] = "CORS_WEB"
-        s["CORS_WEB"] = dict(values)
-
-    return mutate
+    return named
 
 
-def rate_limit(values: dict[str, Any]) -> Callable[[Sections, dict[str, Any]], None]:
-    """The location ROOT names a RateLimit section RL_API of ``values``."""
-
-    def mutate(s: Sections, _ctx: dict[str, Any]) -> None:
-        s["ROOT"]["RateLimit"] = "RL_API"
-        s["RL_API"] = dict(values)
-
-    return mutate
+content_types = section_named("HTTP_REST", "ContentTypes", "TYPES")
+cors = section_named("ROOT", "CORS", "CORS_WEB")
+rate_limit = section_named("ROOT", "RateLimit", "RL_API")
 
 
 def module(name: str, source: str, repository: str | None = None) -> Callable[..., None]:
@@ -355,9 +344,7 @@ def on_rediss(s: Sections, _ctx: dict[str, Any]) -> None:
     s["HTTPSERVER"]["StateStore"] = "rediss://127.0.0.1:6380/0"
 
 
-def redis_file(
-    key: str, name: str, cert: str | None = None, prefix: str = ""
-) -> Callable[[Sections, dict[str, Any]], None]:
+def redis_file(key: str, name: str, cert: str | None = None, prefix: str = "") -> Mutate:
     """``[HTTPSERVER] key`` names the file ``name``: a copy of the test certificates' ``cert``
     (``ca``, ``cert``, ``key``), or an empty file."""
 

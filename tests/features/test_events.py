@@ -1,7 +1,6 @@
 """Server-Sent Events (SPEC 10.5): ``fwrest.EventStream`` read by the browser's ``EventSource``
-(Chromium through Playwright, the page served by the same service as a static file) and by
-httpx streaming from ``fwrest serve``; the event fields, the comment while idle, never
-compressed; in process for the rest."""
+(Chromium through Playwright, the page served by ``fwrest serve`` as a static file); in process
+the event fields, never compressed, the comment while idle and the rest."""
 
 from __future__ import annotations
 
@@ -13,7 +12,8 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, module_config, serving
+from tests.builders import config_of
+from tests.conftest import ServerProcess, local_port, module_config, serving
 from tests.docs.blocks import example
 
 APP = """
@@ -62,26 +62,19 @@ source.addEventListener("done", (e) => {
 """
 
 
+def events_config(folder: Path, module: str | None = None) -> Path:
+    """``APP`` at ``/rest`` and ``PAGE`` at ``/www``, gzip for every answer that may have it;
+    the app module named ``module`` (in process) or ``app``."""
+    (folder / "www").mkdir()
+    (folder / "www" / "index.html").write_text(PAGE)
+    server = local_port(Locations="ROOT, WWW", Compression="gzip", CompressionMinSize=0)
+    extra = {"WWW": {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www"}}
+    return config_of(folder, module, app=APP, servers={"HTTP_REST": server}, extra=extra)
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    tmp = tmp_path_factory.mktemp("events")
-    (tmp / "www").mkdir()
-    (tmp / "www" / "index.html").write_text(PAGE)
-    config = free_config(
-        tmp,
-        app=APP,
-        servers={
-            "HTTP_REST": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT, WWW",
-                "Compression": "gzip",
-                "CompressionMinSize": 0,
-            }
-        },
-        extra={"WWW": {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www"}},
-    )
-    with serving(config) as proc:
+    with serving(events_config(tmp_path_factory.mktemp("events"))) as proc:
         yield proc
 
 
@@ -101,14 +94,13 @@ def test_the_browsers_event_source_reads_the_events(browser: Any, served: Server
     ]
 
 
-def test_httpx_streams_the_events_uncompressed(served: ServerProcess) -> None:
-    url = served.url() + "/events"
-    with httpx.stream("GET", url, headers={"Accept-Encoding": "gzip"}, timeout=10) as response:
-        assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
-        assert "content-encoding" not in response.headers
-        assert response.headers["cache-control"] == "no-cache, no-transform"
-        text = "".join(response.iter_text())
-    assert text == (
+def test_the_events_are_sent_uncompressed(tmp_path: Path) -> None:
+    with Client(events_config(tmp_path, "events_app_gzip")) as client:
+        response = client.get("/rest/events", headers={"Accept-Encoding": "gzip"})
+    assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
+    assert "content-encoding" not in response.headers
+    assert response.headers["cache-control"] == "no-cache, no-transform"
+    assert response.text == (
         "data: hello\n\n"
         "event: note\nid: 2\ndata: two\ndata: lines\n\n"
         "event: done\nid: 3\nretry: 1000\ndata: bye\n\n"

@@ -1,8 +1,9 @@
-"""Static files (SPEC 10.3) from ``fwrest serve``: files at the paths no route takes, the
-default page, ETag/Last-Modified/304, single ranges (206/416), content types, a 1 GiB file
-streamed with the worker's memory bounded, a corpus of hostile paths (raw sockets and curl)
-that never reaches outside ``RootPath``, the port's scheme in front, the listing, and the
-start errors of the keys."""
+"""Static files (SPEC 10.3): files at the paths no route takes, the default page,
+ETag/Last-Modified/304, single ranges (206/416), content types, the listing, the port's scheme
+in front and the start errors of the keys in process (``fwrest.testing.Client``); from
+``fwrest serve``, what a socket shows: the reason phrases, a 1 GiB file streamed with the
+worker's memory bounded, and a corpus of hostile paths (raw sockets and curl) that never
+reaches outside ``RootPath``."""
 
 from __future__ import annotations
 
@@ -22,11 +23,12 @@ import trustme
 from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
+from tests.builders import config_of
 from tests.conftest import (
     ServerProcess,
     exchange,
-    free_config,
     issue_certs,
+    local_port,
     module_config,
     serving,
 )
@@ -90,46 +92,40 @@ def make_tree(folder: Path) -> Path:
     return www
 
 
+def static_config(folder: Path, module: str | None = None) -> Path:
+    """The module's service: ``/rest`` the routes, ``/www`` the tree of :func:`make_tree`, a
+    content type of its own; its app module named ``module`` (in process) or ``app``."""
+    make_tree(folder)
+    server = local_port(Locations="ROOT, WWW", ContentTypes="TYPES")
+    www = {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www", "DefaultPage": "index.html"}
+    types = {".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
+    extra = {"WWW": www, "TYPES": types}
+    return config_of(folder, module, app=APP, servers={"HTTP_REST": server}, extra=extra)
+
+
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Path]]:
+def proc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """``fwrest serve``, for what a socket shows: the 1 GiB file's memory, raw targets, curl."""
     tmp = tmp_path_factory.mktemp("static")
-    www = make_tree(tmp)
-    big = www / "big.bin"
-    with big.open("wb") as fh:
+    config = static_config(tmp)
+    with (tmp / "www" / "big.bin").open("wb") as fh:
         fh.truncate(1 << 30)  # 1 GiB, sparse
-    config = free_config(
-        tmp,
-        app=APP,
-        servers={
-            "HTTP_REST": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "ROOT, WWW",
-                "ContentTypes": "TYPES",
-            },
-        },
-        extra={
-            "WWW": {
-                "Path": "/www",
-                "ThreadPool": "POOL",
-                "RootPath": "www",
-                "DefaultPage": "index.html",
-            },
-            "TYPES": {".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"},
-        },
-    )
     with serving(config) as proc:
-        yield proc, tmp
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    with Client(static_config(tmp_path_factory.mktemp("static_inproc"), "static_app")) as c:
+        yield c
 
 
 def base(proc: ServerProcess) -> str:
     return f"http://127.0.0.1:{proc.ports['HTTP_REST']}"
 
 
-def test_files_and_the_default_page(served: tuple[ServerProcess, Path]) -> None:
-    proc, _ = served
-    url = base(proc)
-    index = httpx.get(url + "/www/index.html", timeout=10)
+def test_files_and_the_default_page(client: Client) -> None:
+    index = client.get("/www/index.html")
     assert index.status_code == 200
     assert index.text == INDEX
     assert index.headers["content-type"] == "text/html; charset=utf-8"
@@ -137,42 +133,41 @@ def test_files_and_the_default_page(served: tuple[ServerProcess, Path]) -> None:
     assert index.headers["etag"].startswith('"')
     assert index.headers["last-modified"].endswith("GMT")
     assert index.headers["content-length"] == str(len(INDEX))
-    assert httpx.get(url + "/www", timeout=10).text == INDEX  # the location's own folder
-    assert httpx.get(url + "/www/", timeout=10).text == INDEX
-    assert httpx.get(url + "/www/link-inside.html", timeout=10).text == INDEX
-    assert httpx.get(url + "/www/sub/page.html", timeout=10).text == "<p>sub</p>"
-    assert httpx.get(url + "/www/sub", timeout=10).status_code == 404  # no index, no listing
-    js = httpx.get(url + "/www/app.js", timeout=10)
+    assert client.get("/www").text == INDEX  # the location's own folder
+    assert client.get("/www/").text == INDEX
+    assert client.get("/www/link-inside.html").text == INDEX
+    assert client.get("/www/sub/page.html").text == "<p>sub</p>"
+    assert client.get("/www/sub").status_code == 404  # no index, no listing
+    js = client.get("/www/app.js")
     assert js.headers["content-type"].startswith(("text/javascript", "application/javascript"))
-    xlsx = httpx.get(url + "/www/data.xlsx", timeout=10)
+    xlsx = client.get("/www/data.xlsx")
     assert xlsx.headers["content-type"] == (
         "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
     )
     # routes win over files
-    assert httpx.get(url + "/www/api/hello", timeout=10).json() == {"from": "the route"}
+    assert client.get("/www/api/hello").json() == {"from": "the route"}
     # not for other methods
-    assert httpx.post(url + "/www/index.html", timeout=10).status_code == 404
-    head = httpx.head(url + "/www/index.html", timeout=10)
+    assert client.post("/www/index.html").status_code == 404
+    head = client.head("/www/index.html")
     assert head.status_code == 200
     assert head.content == b""
     assert head.headers["content-length"] == str(len(INDEX))
 
 
-def test_conditional_requests(served: tuple[ServerProcess, Path]) -> None:
-    proc, _ = served
-    url = base(proc) + "/www/index.html"
-    first = httpx.get(url, timeout=10)
+def test_conditional_requests(client: Client) -> None:
+    url = "/www/index.html"
+    first = client.get(url)
     etag, modified = first.headers["etag"], first.headers["last-modified"]
-    same = httpx.get(url, headers={"If-None-Match": etag}, timeout=10)
+    same = client.get(url, headers={"If-None-Match": etag})
     assert same.status_code == 304
     assert same.content == b""
     assert same.headers["etag"] == etag
-    assert httpx.get(url, headers={"If-None-Match": '"other"'}, timeout=10).status_code == 200
-    assert httpx.get(url, headers={"If-None-Match": "*"}, timeout=10).status_code == 304
-    assert httpx.get(url, headers={"If-Modified-Since": modified}, timeout=10).status_code == 304
+    assert client.get(url, headers={"If-None-Match": '"other"'}).status_code == 200
+    assert client.get(url, headers={"If-None-Match": "*"}).status_code == 304
+    assert client.get(url, headers={"If-Modified-Since": modified}).status_code == 304
     old = "Mon, 01 Jan 2001 00:00:00 GMT"
-    assert httpx.get(url, headers={"If-Modified-Since": old}, timeout=10).status_code == 200
-    bad = httpx.get(url, headers={"If-Modified-Since": "yesterday"}, timeout=10)
+    assert client.get(url, headers={"If-Modified-Since": old}).status_code == 200
+    bad = client.get(url, headers={"If-Modified-Since": "yesterday"})
     assert bad.status_code == 200
 
 
@@ -190,22 +185,21 @@ def test_conditional_requests(served: tuple[ServerProcess, Path]) -> None:
     ],
 )
 def test_ranges(
-    served: tuple[ServerProcess, Path],
+    client: Client,
     wanted: str,
     status: int,
     content_range: str | None,
     body: str | None,
 ) -> None:
-    proc, _ = served
-    answer = httpx.get(base(proc) + "/www/digits.txt", headers={"Range": wanted}, timeout=10)
+    answer = client.get("/www/digits.txt", headers={"Range": wanted})
     assert answer.status_code == status
     assert answer.headers.get("content-range") == content_range
     if body is not None:
         assert answer.text == body
 
 
-def test_ranges_have_their_reason_phrases(served: tuple[ServerProcess, Path]) -> None:
-    proc, _ = served
+def test_ranges_have_their_reason_phrases(proc: ServerProcess) -> None:
+    # the status line is the engine's: on the wire
     url = base(proc) + "/www/digits.txt"
     partial = httpx.get(url, headers={"Range": "bytes=0-1"}, timeout=10)
     assert (partial.status_code, partial.reason_phrase) == (206, "Partial Content")
@@ -213,32 +207,27 @@ def test_ranges_have_their_reason_phrases(served: tuple[ServerProcess, Path]) ->
     assert (past.status_code, past.reason_phrase) == (416, "Range Not Satisfiable")
 
 
-def test_options_on_a_file_answers_its_methods(served: tuple[ServerProcess, Path]) -> None:
+def test_options_on_a_file_answers_its_methods(client: Client) -> None:
     # RFC 9110 9.3.7: a file answers GET and HEAD; nothing is a 404 as for GET
-    proc, _ = served
-    url = base(proc)
     for path in ("/www/index.html", "/www", "/www/sub/page.html"):
-        answer = httpx.options(url + path, timeout=10)
+        answer = client.options(path)
         assert answer.status_code == 200, path
         assert answer.headers["allow"] == "GET, HEAD, OPTIONS", path
         assert answer.content == b""
     for path in ("/www/nothing.txt", "/www/.env", "/www/link-out", "/www/sub"):
-        assert httpx.options(url + path, timeout=10).status_code == 404, path
+        assert client.options(path).status_code == 404, path
     # a route wins over a file, as for GET
-    assert httpx.options(url + "/www/api/hello", timeout=10).headers["allow"] == (
-        "GET, HEAD, OPTIONS"
-    )
+    assert client.options("/www/api/hello").headers["allow"] == ("GET, HEAD, OPTIONS")
 
 
 def test_if_range_with_another_version_sends_the_whole_file(
-    served: tuple[ServerProcess, Path],
+    client: Client,
 ) -> None:
-    proc, _ = served
-    url = base(proc) + "/www/digits.txt"
-    etag = httpx.get(url, timeout=10).headers["etag"]
-    same = httpx.get(url, headers={"Range": "bytes=0-1", "If-Range": etag}, timeout=10)
+    url = "/www/digits.txt"
+    etag = client.get(url).headers["etag"]
+    same = client.get(url, headers={"Range": "bytes=0-1", "If-Range": etag})
     assert same.status_code == 206
-    other = httpx.get(url, headers={"Range": "bytes=0-1", "If-Range": '"x"'}, timeout=10)
+    other = client.get(url, headers={"Range": "bytes=0-1", "If-Range": '"x"'})
     assert other.status_code == 200
 
 
@@ -248,8 +237,7 @@ def _worker(proc: ServerProcess) -> psutil.Process:
     return children[0]
 
 
-def test_a_1_gib_file_is_streamed_in_bounded_memory(served: tuple[ServerProcess, Path]) -> None:
-    proc, _ = served
+def test_a_1_gib_file_is_streamed_in_bounded_memory(proc: ServerProcess) -> None:
     worker = _worker(proc)
     before = worker.memory_info().rss
     peak = before
@@ -325,10 +313,7 @@ def _raw_get(port: int, target: str) -> tuple[int, bytes]:
 
 
 @pytest.mark.parametrize("target", HOSTILE)
-def test_a_hostile_path_never_leaves_the_root(
-    served: tuple[ServerProcess, Path], target: str
-) -> None:
-    proc, _ = served
+def test_a_hostile_path_never_leaves_the_root(proc: ServerProcess, target: str) -> None:
     status, data = _raw_get(proc.ports["HTTP_REST"], target)
     # a `..`, an encoded separator, a link out, a dot-file: 404 (SPEC 10.3); a target the
     # normaliser refuses for another reason (a NUL, bad UTF-8, not ASCII): 400
@@ -338,8 +323,7 @@ def test_a_hostile_path_never_leaves_the_root(
     assert b"root:" not in data  # /etc/passwd
 
 
-def test_hostile_paths_with_curl(served: tuple[ServerProcess, Path]) -> None:
-    proc, _ = served
+def test_hostile_paths_with_curl(proc: ServerProcess) -> None:
     for target in HOSTILE[:24]:
         if "\\" in target or not target.isascii():
             continue
@@ -364,9 +348,8 @@ def test_hostile_paths_with_curl(served: tuple[ServerProcess, Path]) -> None:
     assert len(HOSTILE) >= 30
 
 
-def test_the_listing_has_one_static_entry(served: tuple[ServerProcess, Path]) -> None:
-    proc, _ = served
-    listing = httpx.get(base(proc) + "/rest/fw/rest/list/service", timeout=10).json()
+def test_the_listing_has_one_static_entry(client: Client) -> None:
+    listing = client.get("/rest/fw/rest/list/service").json()
     static = [e for e in listing if e["source"] == "static"]
     assert len(static) == 1
     assert static[0]["endpoint"] == "/*"
@@ -390,12 +373,7 @@ def test_files_are_behind_the_ports_scheme(tmp_path: Path, ca: trustme.CA) -> No
         "static_app_basic",
         app=APP,
         servers={
-            "HTTP_BASIC": {
-                "HostName": "127.0.0.1",
-                "Port": 0,
-                "Locations": "WWW",
-                "FwData": {"Authorization": basic},
-            },
+            "HTTP_BASIC": local_port(Locations="WWW", FwData={"Authorization": basic}),
             "HTTPS_OAUTH": oauth,
         },
         extra={"WWW": www},
@@ -422,7 +400,7 @@ def test_a_bad_static_key_stops_the_start(
     tmp_path: Path, www: dict[str, Any], types: dict[str, str] | None, message: str
 ) -> None:
     make_tree(tmp_path)
-    server: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "WWW"}
+    server = local_port(Locations="WWW")
     extra: dict[str, Any] = {"WWW": {"Path": "/www", "ThreadPool": "POOL", **www}}
     if types is not None:
         server["ContentTypes"] = "TYPES"
@@ -438,8 +416,7 @@ def test_a_bad_static_key_stops_the_start(
 def test_the_guides_static_files_example(tmp_path: Path) -> None:
     make_tree(tmp_path)
     sections = ini_example("locations-static")
-    server = {"HostName": "127.0.0.1", "Port": 0, "Locations": "HTTP_WWW"}
-    server |= sections.pop("HTTP_REST")
+    server = local_port(Locations="HTTP_WWW") | sections.pop("HTTP_REST")
     config = module_config(
         tmp_path, "static_app_guide", app=APP, servers={"HTTP_REST": server}, extra=sections
     )

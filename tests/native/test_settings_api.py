@@ -5,13 +5,13 @@ and ``onAdmin``.
 Two services for the module, the same ``[GENERAL]`` (``rest_log_level=3``,
 ``rest_log_stringsize=60``, ``rest_reload_time=1``) and the sqlite state store:
 
-* ``client``: the in-process client (``fwrest.testing.Client``, one worker) of an open port
-  ``HTTP_REST``, for what one worker answers and logs: the JSON API, the form and its token,
-  the ``Origin`` check, ``rest_log_stringsize``;
 * ``server``: ``fwrest serve --workers 2``, an open port ``HTTP_REST`` and a Basic port
   ``HTTP_BASIC`` whose ``onAdmin`` lets only ``ada`` change settings, for what reaches every
   worker (within 1 s, measured from the workers' own log lines: ``settled``), the config
-  file's ``[GENERAL]`` re-read, and ``onAdmin`` (two ports of one service).
+  file's ``[GENERAL]`` re-read, and a change ``onAdmin`` allows on one port read on the other;
+* ``client`` and ``basic_client``: the in-process clients (``fwrest.testing.Client``, one
+  worker) of the same two ports, for what one worker answers and logs: the JSON API, the
+  form and its token, the ``Origin`` check, ``rest_log_stringsize``, ``onAdmin``'s refusals.
 
 Every test leaves no run-time value behind: an autouse fixture clears them and, after a test
 that changed something on ``server``, waits the 1 s a change needs to reach both workers. A
@@ -35,11 +35,11 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
+from tests.builders import own_ports
 from tests.conftest import (
     APP_SOURCE,
     ServerProcess,
     free_config,
-    free_port,
     local_port,
     module_config,
 )
@@ -83,25 +83,28 @@ BOB = basic("bob", "Bob-Pw-2")
 FILE_GENERAL = {"rest_log_level": 3, "rest_log_stringsize": 60, "rest_reload_time": 1}
 
 
+SERVERS = {
+    "HTTP_REST": local_port(),
+    "HTTP_BASIC": local_port(
+        FwData={
+            "Authorization": {
+                "scheme": "basic",
+                "OnAuth": "auth.check",
+                "onAdmin": "auth.admin",
+                "maxFailures": 1_000_000,
+            }
+        }
+    ),
+}
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("settings_api")
     (tmp / "auth.py").write_text(AUTH_SOURCE)
     config = free_config(
         tmp,
-        servers={
-            "HTTP_REST": local_port(),
-            "HTTP_BASIC": local_port(
-                FwData={
-                    "Authorization": {
-                        "scheme": "basic",
-                        "OnAuth": "auth.check",
-                        "onAdmin": "auth.admin",
-                        "maxFailures": 1_000_000,
-                    }
-                }
-            ),
-        },
+        servers=SERVERS,
         extra={"HTTPSERVER": {"StateStore": "sqlite"}, "ENV": {"Repository": "app,auth"}},
         general=dict(FILE_GENERAL),
         app=APP_SOURCE,
@@ -122,14 +125,22 @@ def basic_base(server: ServerProcess) -> str:
 
 @pytest.fixture(scope="module")
 def client_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The in-process service: ``HTTP_REST`` only, its module named for this test module."""
+    """The in-process service: ``HTTP_REST`` and ``HTTP_BASIC`` as ``server`` has them, each
+    on a port of its own in the client's URL and Host (nothing binds it), as a server's; its
+    modules named for this test module."""
     tmp = tmp_path_factory.mktemp("settings_api_inproc")
+    (tmp / "settings_api_auth.py").write_text(AUTH_SOURCE)
+    servers = own_ports(SERVERS)
+    authorization = servers["HTTP_BASIC"]["FwData"]["Authorization"]
+    authorization.update(OnAuth="settings_api_auth.check", onAdmin="settings_api_auth.admin")
     return module_config(
         tmp,
         "settings_api_app",
-        # a port of its own in the client's URL and Host (nothing binds it), as a server's
-        servers={"HTTP_REST": {"HostName": "127.0.0.1", "Port": free_port(), "Locations": "ROOT"}},
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+        servers=servers,
+        extra={
+            "HTTPSERVER": {"StateStore": "sqlite"},
+            "ENV": {"Repository": "settings_api_app,settings_api_auth"},
+        },
         general=dict(FILE_GENERAL),
         app=APP_SOURCE,
     )
@@ -143,15 +154,15 @@ def client(client_config: Path) -> Iterator[Client]:
 
 
 @pytest.fixture(scope="module")
+def basic_client(client_config: Path) -> Iterator[Client]:
+    """The in-process client of ``HTTP_BASIC``."""
+    with in_process(client_config, "HTTP_BASIC") as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
 def client_log(client_config: Path) -> FileLog:
     return FileLog(client_config.parent / "server.log")
-
-
-# the tests of ``server`` that change none of its settings
-READ_ONLY = {
-    "test_on_admin_anything_but_true_is_403_and_reading_stays_allowed",
-    "test_a_form_refused_by_on_admin_answers_403_with_the_page_saying_why",
-}
 
 
 @pytest.fixture(autouse=True)
@@ -163,11 +174,7 @@ def no_runtime_values(request: pytest.FixtureRequest) -> Iterator[None]:
     if "client" in request.fixturenames:
         change(request.getfixturevalue("client"), dict.fromkeys(SETTING_NAMES))
     if "base" in request.fixturenames:
-        base = request.getfixturevalue("base")
-        if request.function.__name__ in READ_ONLY:
-            change(base, dict.fromkeys(SETTING_NAMES))
-        else:
-            clear_settings(base)
+        clear_settings(request.getfixturevalue("base"))
 
 
 def since(server: ServerProcess | FileLog, mark: int) -> str:
@@ -670,28 +677,29 @@ CARL, DAN, EVE = basic("carl", "C-1"), basic("dan", "D-1"), basic("eve", "E-1")
 
 
 def test_on_admin_anything_but_true_is_403_and_reading_stays_allowed(
-    server: ServerProcess, base: str, basic_base: str
+    client: Client, basic_client: Client, client_log: FileLog
 ) -> None:
-    before = get_settings(base)
-    mark = len(server.log())
+    before = get_settings(client)
+    mark = len(client_log.log())
     # onAdmin answers 1, "yes", raises: all are "not True"
     for who in (CARL, DAN, EVE):
-        assert get_settings(basic_base, headers=who) == before
-        r = post_settings(basic_base, {"rest_log_level": 5}, headers=who)
+        assert get_settings(basic_client, headers=who) == before
+        r = post_settings(basic_client, {"rest_log_level": 5}, headers=who)
         assert r.status_code == 403, r.text
         assert r.json()["detailedMessage"] == "this user may not change settings"
-    assert get_settings(base) == before
-    server.wait_log("onAdmin raised RuntimeError; answered 403", since=mark)
-    assert "the admin list is unreachable" not in since(server, mark)
+        assert get_settings(basic_client, headers=who) == before
+    assert get_settings(client) == before
+    client_log.wait_log("onAdmin raised RuntimeError; answered 403", since=mark)
+    assert "the admin list is unreachable" not in since(client_log, mark)
 
 
 def test_a_form_refused_by_on_admin_answers_403_with_the_page_saying_why(
-    base: str, basic_base: str
+    client: Client, basic_client: Client
 ) -> None:
-    before = get_settings(base)
+    before = get_settings(client)
     r = post_form(
-        basic_base,
-        {"rest_log_level": "5", "fw_csrf": form_token(basic_base, headers=BOB)},
+        basic_client,
+        {"rest_log_level": "5", "fw_csrf": form_token(basic_client, headers=BOB)},
         headers=BOB,
     )
     assert r.status_code == 403
@@ -701,7 +709,8 @@ def test_a_form_refused_by_on_admin_answers_403_with_the_page_saying_why(
     print(message.group(1))
     assert "this user may not change settings" in message.group(1)
     assert "Refused, nothing changed" in message.group(1)
-    assert get_settings(base) == before
+    assert get_settings(basic_client, headers=BOB) == before
+    assert get_settings(client) == before
 
 
 def test_a_form_with_a_wrong_token_answers_403_with_the_page_saying_why(client: Client) -> None:

@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 from collections.abc import Callable
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,11 @@ from fwrest import _native
 from fwrest.config.model import ServerConfig
 from fwrest.server import http
 from fwrest.server.http import ConnectionSet, HttpProtocol
-from fwrest.wire import Reply, Request
+from fwrest.wire import Keep, Reply, Request, encode_reply
 from tests.conftest import FWREST, free_config
 
 NATIVE = _native.native_parser()
+ENCODER = _native.native_encoder()
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="the native engine is not built here")
 
 # small limits, so that the streams reach them: 431, 413, the chunk extensions
@@ -147,8 +149,9 @@ RID = re.compile(rb"\r\nx-request-id: [0-9a-f]{32}\r\n")
 def run(parser: Any, pieces: list[bytes], eof: bool = True) -> list[tuple[str, bytes]]:
     """What the engine with ``parser`` (None: httptools) did with ``pieces``, sent in turn."""
     loop = asyncio.new_event_loop()
-    saved = http._NATIVE_PARSER
+    saved = http._NATIVE_PARSER, http._ENCODE_REPLY
     http._NATIVE_PARSER = parser
+    http._ENCODE_REPLY = ENCODER if parser is not None else encode_reply
     try:
         transport = Recorder(loop)
         proto = HttpProtocol(Port(), CFG, ConnectionSet(), loop)  # type: ignore[arg-type]
@@ -180,7 +183,7 @@ def run(parser: Any, pieces: list[bytes], eof: bool = True) -> list[tuple[str, b
             for kind, data in transport.events
         ]
     finally:
-        http._NATIVE_PARSER = saved
+        http._NATIVE_PARSER, http._ENCODE_REPLY = saved
         loop.close()
 
 
@@ -221,6 +224,45 @@ VALID = [
     + b"L" * 560
     + b"\r\n\r\n",
     b"GET /" + b"p" * 590 + b" HTTP/1.1\r\nHost: a\r\n\r\n",
+    # the head's checks (docs/engine.md, "The reading states"), each refused or passed alike
+    b"GET /h2 HTTP/1.1\r\nHost: a\r\nX-Request-ID: client-5\r\nHost: b\r\n\r\n",
+    b"GET /h0 HTTP/1.1\r\nX-Request-ID: client-6\r\n\r\n",
+    b"GET /hb HTTP/1.1\r\nHost: user@a\r\n\r\n",
+    b"GET /hp HTTP/1.1\r\nHost:  a.example:8443 \r\n\r\n",
+    b"GET /hp HTTP/1.1\r\nHost: a:99999\r\n\r\n",
+    b"GET http://u@h.example/abs HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET HTTPS://h.example?q HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET http://h.example/abs HTTP/1.0\r\n\r\n",
+    b"GET /a2 HTTP/1.1\r\nHost: a\r\nAuthorization: Basic eDp5\r\nX-Request-ID: client-7\r\n"
+    b"authorization: Basic eDp5\r\n\r\n",
+    b"POST /ex HTTP/1.1\r\nHost: a\r\nExpect: nope\r\nContent-Length: 3\r\n\r\nabc",
+    b"GET /ex HTTP/1.1\r\nHost: a\r\nExpect:  100-Continue \r\n\r\n",
+    b"PUT /ex HTTP/1.1\r\nHost: a\r\nExpect: 100-CONTINUE\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"3\r\nabc\r\n0\r\n\r\n",
+    # the first fault among the fields is answered: Expect before a repeated Authorization
+    b"GET /f HTTP/1.1\r\nHost: a\r\nExpect: x\r\nAuthorization: a\r\nAuthorization: b\r\n\r\n",
+    b"GET /f HTTP/1.1\r\nHost: a\r\nAuthorization: a\r\nAuthorization: b\r\nExpect: x\r\n\r\n",
+    # a limit a later field reaches is answered before a fault of an earlier one
+    b"GET /f HTTP/1.1\r\nHost: a\r\nAuthorization: a\r\nAuthorization: b\r\n"
+    + b"".join(b"X-%d: v\r\n" % i for i in range(11))
+    + b"\r\n",
+    b"POST /t HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    b"POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    b"POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:  Chunked \r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    b"GET /v HTTP/2.0\r\nHost: a\r\n\r\n",
+    b"GET /v HTTP/0.9\r\nHost: a\r\n\r\n",
+    b"GET /v HTTP/1.2\r\nHost: a\r\n\r\n",
+    b"POST /big HTTP/1.1\r\nHost: a\r\nX-Request-ID: client-8\r\nContent-Length: 5000\r\n\r\nabc",
+    b"POST /z HTTP/1.1\r\nHost: a\r\nContent-Encoding: identity\r\nContent-Length: 2\r\n\r\nzz",
+    b"POST /z HTTP/1.1\r\nHost: a\r\nContent-Encoding:\r\nContent-Encoding: br\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n2\r\nzz\r\n0\r\n\r\n",
+    b"GET /z HTTP/1.1\r\nHost: a\r\nContent-Encoding: gzip\r\n\r\n",
+    b"POST /up HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: h2c\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n",
+    b"CONNECT h.example:443 HTTP/1.1\r\nHost: h.example:443\r\n\r\n",
+    b"HEAD / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+    b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"DELETE /d HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\nAuthorization: Bearer t\r\n\r\n",
 ]
 # what the mutations put in (as test_mutation's)
 INTERESTING = [
@@ -303,6 +345,110 @@ def test_large_read_in_slices() -> None:
     assert len(stream) > 3 * 8192
     answers = assert_same([stream])
     assert answers[0][1].count(b"HTTP/1.1 200 ") >= 4
+
+
+# -- the reply encoder: wire.encode_reply in C, byte for byte ---------------------------------
+NAMES = st.one_of(
+    st.sampled_from(
+        [
+            "content-type",
+            "content-length",
+            "x-content-type-options",
+            "www-authenticate",
+            "cache-control",
+            "set-cookie",
+            "x-request-id",
+            "connection",
+        ]
+    ),
+    st.text(st.characters(max_codepoint=0x17F), max_size=12),
+)
+VALUES = st.text(st.characters(max_codepoint=0x17F), max_size=40)
+
+
+class _Pieces:
+    """A stream the encoder only looks at (it writes a stream's head)."""
+
+    def __aiter__(self) -> _Pieces:
+        return self
+
+    async def __anext__(self) -> bytes:
+        raise StopAsyncIteration
+
+
+@settings(max_examples=2000, deadline=None, database=None)
+@given(
+    status=st.one_of(
+        st.sampled_from([200, 201, 204, 304, 100, 101, 401, 500]), st.integers(0, 1200)
+    ),
+    headers=st.lists(st.tuples(NAMES, VALUES), max_size=6),
+    body=st.binary(max_size=300),
+    request_id=st.one_of(st.just(0), st.integers(1, 2**128 - 1), st.integers(-(2**64), 2**140)),
+    keep=st.sampled_from(list(Keep)),
+    chunked=st.booleans(),
+    streamed=st.integers(-2, 3),
+)
+def test_reply_encoder_byte_for_byte(
+    status: int,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    request_id: int,
+    keep: Keep,
+    chunked: bool,
+    streamed: int,
+) -> None:
+    """The native engine's encoder writes wire.encode_reply's bytes for any reply (the date
+    aside: the second may turn between the two)."""
+    reply = Reply(status, headers, body, request_id=request_id)
+    if streamed >= -1:  # a stream's head, its length known (>= 0) or not
+        reply = Reply(
+            status, headers, b"", stream=_Pieces(), length=streamed, request_id=request_id
+        )
+    native = ENCODER(reply, keep, chunked)
+    pure = encode_reply(reply, keep, chunked)
+    assert DATE.sub(b"\r\n", native) == DATE.sub(b"\r\n", pure)
+
+
+def test_reply_encoder_takes_what_wire_takes() -> None:
+    """A bytearray body, an IntEnum status, a character beyond latin-1: wire's bytes too."""
+    cases = [
+        Reply(200, [("a", "b")], bytearray(b"xy")),  # type: ignore[arg-type]
+        Reply(HTTPStatus.OK, [("a", "b")], b"xy"),
+        Reply(200, [("a", "\u20ac")], b"xy", request_id=5),
+    ]
+    for reply in cases:
+        for keep in Keep:
+            native, pure = ENCODER(reply, keep, True), encode_reply(reply, keep, True)
+            assert DATE.sub(b"\r\n", native) == DATE.sub(b"\r\n", pure)
+    answered = ENCODER(
+        Reply(404, [("content-type", "text/plain")], b"no", request_id=255), Keep.OPEN, True
+    )
+    assert answered.startswith(b"HTTP/1.1 404 Not Found\r\ndate: ")
+    assert answered.endswith(
+        b"x-content-type-options: nosniff\r\ncontent-type: text/plain\r\n"
+        b"x-request-id: 000000000000000000000000000000ff\r\ncontent-length: 2\r\n\r\nno"
+    )
+
+
+def test_flags_agree() -> None:
+    """The bits the native parser tells a head with are the ones server/http.py reads."""
+    from fwrest._native import engine
+
+    assert (
+        engine.FLAG_BEGIN,
+        engine.FLAG_HTTP10,
+        engine.FLAG_KEEP,
+        engine.FLAG_UPGRADE,
+        engine.FLAG_CHUNKED,
+        engine.FLAG_EXPECT,
+    ) == (
+        http._N_BEGIN,
+        http._N_HTTP10,
+        http._N_KEEP,
+        http._N_UPGRADE,
+        http._N_CHUNKED,
+        http._N_EXPECT,
+    )
 
 
 # -- which engine serves: said at start and by fwrest check -----------------------------------

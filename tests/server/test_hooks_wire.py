@@ -1,7 +1,8 @@
 """``OnSelect``'s answers on the wire (SPEC 11.1), on a real ``fwrest serve`` read with raw
 sockets: ``-3`` closes the connection with zero bytes answered (also behind a pipelined
 request, whose answer comes first), ``-2`` is 503 "Server Busy" with the standard body; and a
-hook that raises ``SystemExit`` in a real worker answers 500 while the same worker serves on.
+hook that raises ``SystemExit`` in a real worker answers 500 while the same worker serves on;
+in process, the control: a port without ``OnSelect`` answers that route.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import ServerProcess, exchange, free_config, serving
+from fwrest.testing import Client
+from tests.conftest import ServerProcess, exchange, free_config, module_config, serving
 from tests.server.rawhttp import request_bytes
 
 APP = """
@@ -133,9 +135,6 @@ def test_a_hook_raising_system_exit_is_a_500_and_the_worker_serves_on(
 
 
 def test_a_port_without_on_select_is_unchanged(tmp_path: Path) -> None:
-    config = free_config(tmp_path, app=APP)
-    with serving(config) as proc:
-        port = proc.ports["HTTP_REST"]
-        data = exchange(port, get("/rest/drop", Connection="close"))
-        assert data.startswith(b"HTTP/1.1 200 OK\r\n")
-        assert data.endswith(b'{"never":"sent"}')
+    with Client(module_config(tmp_path, "hooks_wire_plain", app=APP)) as client:
+        answer = client.get("/rest/drop")
+    assert (answer.status_code, answer.content) == (200, b'{"never":"sent"}')

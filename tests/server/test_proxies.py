@@ -1,27 +1,28 @@
-"""``TrustedProxies``: behind a load balancer the client is the X-Forwarded-For address."""
+"""``TrustedProxies``: behind a load balancer the client is the X-Forwarded-For address (in
+process: the access line's ``client=``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
+from tests.conftest import free_config, local_port, module_config
+from tests.native.support import FileLog, in_process_ports
 
-from tests.conftest import free_config, local_port
 
-
-def test_forwarded_client_only_from_trusted_proxies(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+def test_forwarded_client_only_from_trusted_proxies(tmp_path: Path) -> None:
     servers = {
         "TRUSTING": local_port(TrustedProxies="127.0.0.1, 10.0.0.0/8"),
         "PLAIN": local_port(),
     }
-    server = serve(free_config(tmp_path, servers=servers))
-    trusting, plain = server.url("TRUSTING"), server.url("PLAIN")
-    # rightmost address that is not a trusted proxy; the leftmost one can be forged
-    httpx.get(f"{trusting}/items/1", headers={"X-Forwarded-For": "198.51.100.9, 203.0.113.7"})
-    httpx.get(f"{trusting}/items/2", headers={"X-Forwarded-For": "203.0.113.8, 10.1.2.3"})
-    httpx.get(f"{trusting}/items/3", headers={"X-Forwarded-For": "not-an-address"})
-    httpx.get(f"{plain}/items/4", headers={"X-Forwarded-For": "203.0.113.9"})
-    log = server.wait_log("/rest/items/4")
+    config = module_config(tmp_path, "proxies_app", servers=servers)
+    with in_process_ports(config, servers) as ports:  # from 127.0.0.1
+        trusting, plain = ports["TRUSTING"], ports["PLAIN"]
+        # rightmost address that is not a trusted proxy; the leftmost one can be forged
+        trusting.get("/items/1", headers={"X-Forwarded-For": "198.51.100.9, 203.0.113.7"})
+        trusting.get("/items/2", headers={"X-Forwarded-For": "203.0.113.8, 10.1.2.3"})
+        trusting.get("/items/3", headers={"X-Forwarded-For": "not-an-address"})
+        plain.get("/items/4", headers={"X-Forwarded-For": "203.0.113.9"})
+        log = FileLog(tmp_path / "server.log").wait_log("/rest/items/4")
     lines = {
         n: next(line for line in log.splitlines() if f"/rest/items/{n} " in line)
         for n in (1, 2, 3, 4)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["ENGINE_ENV", "describe", "native_parser", "selected"]
+__all__ = ["ENGINE_ENV", "describe", "native_encoder", "native_parser", "selected"]
 
 ENGINE_ENV = "FWREST_ENGINE"
 _CHOICES = ("pure", "native")
@@ -25,6 +25,16 @@ def native_parser() -> Any | None:
     except ImportError:
         return None
     return RequestParser
+
+
+def native_encoder() -> Any | None:
+    """The native engine's reply encoder (``wire.encode_reply`` in C), None where it was not
+    built."""
+    try:
+        from fwrest._native.engine import encode_reply
+    except ImportError:
+        return None
+    return encode_reply
 
 
 def selected() -> tuple[Any | None, str]:

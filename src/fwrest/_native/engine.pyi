@@ -2,7 +2,17 @@
 
 from typing import Any
 
+from fwrest.wire import Keep, Reply
+
 LLHTTP_VERSION: str
+FLAG_BEGIN: int
+FLAG_HTTP10: int
+FLAG_KEEP: int
+FLAG_UPGRADE: int
+FLAG_CHUNKED: int
+FLAG_EXPECT: int
+
+def encode_reply(reply: Reply, keep: Keep, chunked: bool = True) -> bytes: ...
 
 class RequestParser:
     def __init__(
@@ -10,6 +20,10 @@ class RequestParser:
     ) -> None: ...
     @property
     def parsed(self) -> int: ...
+    @property
+    def raw(self) -> int: ...
+    @raw.setter
+    def raw(self, value: int) -> None: ...
     @property
     def headers(self) -> list[tuple[str, str]]: ...
     @property

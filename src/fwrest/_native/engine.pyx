@@ -1,34 +1,45 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The native engine's parser: llhttp's C API with the per-request work of the pure engine
+"""The native engine: llhttp's C API with the per-request work of the pure engine
 (``server/http.py``) done in C (docs/engine.md, "The native engine").
 
 :class:`RequestParser` takes the place of ``httptools.HttpRequestParser`` on a connection
 (the same llhttp release, the same strictness, the same errors: httptools' exception
 classes, so that ``HttpProtocol._feed`` treats both alike). Where httptools calls the
 protocol once per piece of the request (its target, each header field, each piece of the
-body, each chunk), this parser gathers them itself and applies the limits the pure engine
-applies in those callbacks, with the same answers:
+body, each chunk) and the pure engine checks the head in Python, this parser gathers the
+pieces itself and applies the limits and checks the pure engine applies, with the same
+answers:
 
 * the target and the header fields, with ``MaxHeaderSize`` on their parsed size and
   ``MaxHeaders`` on their count (431), names with ``_`` dropped (counted, the first one noted);
+* the head's checks as it completes (``on_headers_complete``'s, in its order): one ``Host``,
+  valid, an absolute-form target's authority in its place, one ``Authorization``,
+  ``Expect``, the version, ``Transfer-Encoding``, a ``Content-Encoding`` with a body;
 * the body's pieces with the route's limit (413), the chunks counted, a chunked body's
   trailer fields counted against the limit and discarded.
 
 The protocol is called once for a request without a body, ``_native_request`` (its begin,
-head and end: ``on_message_begin``, then the head's checks, in Python: they are the pure
-engine's own code, then ``on_message_complete``), twice for one with a body:
-``_native_head`` (begin and head; it returns the body limit) and ``on_message_complete``
-(with the body, joined). A request whose head is incomplete when the bytes run out is begun
+head and end, the ``wire.Request`` handed on), twice for one with a body: ``_native_head``
+(begin and head; it returns the body limit) and ``on_message_complete`` (with the body,
+joined). A request whose head is incomplete when the bytes run out is begun
 (``on_message_begin``) as ``feed_data`` returns: the protocol's states and deadlines are then
-what httptools' calls would have made them. The rest of
-the engine (the states, deadlines, pipelining, write flow, TLS) is ``HttpProtocol``'s, the
-same for both parsers.
+what httptools' calls would have made them. :func:`encode_reply` is ``wire.encode_reply``
+in C, byte for byte. The rest of the engine (the states, deadlines, pipelining, write flow,
+TLS) is ``HttpProtocol``'s, the same for both.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_AsUnsignedLongLongMask
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.unicode cimport PyUnicode_DecodeLatin1
-from libc.string cimport memchr, strlen
+from cpython.unicode cimport (
+    PyUnicode_1BYTE_KIND,
+    PyUnicode_DATA,
+    PyUnicode_DecodeLatin1,
+    PyUnicode_GET_LENGTH,
+    PyUnicode_KIND,
+)
+from libc.string cimport memchr, memcmp, memcpy, strlen
+from libc.time cimport time, time_t
 
 from httptools.parser.errors import (
     HttpParserCallbackError,
@@ -40,17 +51,112 @@ from httptools.parser.errors import (
 )
 
 from fwrest.errors import HTTPError
+from fwrest.wire import _STATUS_LINES, _DateLine, coded_body
+from fwrest.wire import encode_reply as _encode_reply_pure
 
 cimport cython
 
 from fwrest._native cimport cparser
 
-__all__ = ("RequestParser", "LLHTTP_VERSION")
+__all__ = (
+    "FLAG_BEGIN",
+    "FLAG_CHUNKED",
+    "FLAG_EXPECT",
+    "FLAG_HTTP10",
+    "FLAG_KEEP",
+    "FLAG_UPGRADE",
+    "LLHTTP_VERSION",
+    "RequestParser",
+    "encode_reply",
+)
 
 LLHTTP_VERSION = "9.4.3"
 
+# What the protocol's _native_request and _native_head are told of a head, as bits of one
+# int (server/http.py has the same values; tests/server/test_engines.py compares them)
+cdef enum:
+    _BEGIN = 1  # the request's begin is told with it (on_message_begin not called yet)
+    _HTTP10 = 2  # HTTP/1.0
+    _KEEP = 4  # llhttp_should_keep_alive
+    _UPGRADE = 8  # the request asks for an Upgrade
+    _CHUNKED = 16  # a Transfer-Encoding field (chunked: the others are refused)
+    _EXPECT = 32  # Expect: 100-continue
+
+FLAG_BEGIN, FLAG_HTTP10, FLAG_KEEP = _BEGIN, _HTTP10, _KEEP
+FLAG_UPGRADE, FLAG_CHUNKED, FLAG_EXPECT = _UPGRADE, _CHUNKED, _EXPECT
+
+# the header fields the head's checks look at (classified as they are read)
+cdef enum:
+    _OTHER = 0
+    _HOST = 1
+    _AUTHORIZATION = 2
+    _CONTENT_LENGTH = 3
+    _TRANSFER_ENCODING = 4
+    _EXPECT_FIELD = 5
+    _CONTENT_ENCODING = 6
+
+# a fault found among the fields, answered when the head is whole (in the fields' order, as
+# the pure engine's loop over them answers the first)
+cdef enum:
+    _NO_FAULT = 0
+    _REPEATED_AUTHORIZATION = 1
+    _EXPECTATION = 2
+
 # a header field with "_" in its name was dropped: noted once per worker (as server/http.py)
 cdef bint _underscore_noted = False
+
+# the methods' names as str, made once each
+cdef list _METHODS = [None] * 64
+
+# server/http.py's Host check and its cache of valid values (looked up at the first use: that
+# module imports this one)
+cdef object _hosts_ok = None
+cdef object _host_ok = None
+
+_ABSOLUTE = (b"http://", b"https://")
+
+
+cdef inline int _kind(const char* p, Py_ssize_t n):
+    if n == 4:
+        return _HOST if memcmp(p, b"host", 4) == 0 else _OTHER
+    if n == 6:
+        return _EXPECT_FIELD if memcmp(p, b"expect", 6) == 0 else _OTHER
+    if n == 13:
+        return _AUTHORIZATION if memcmp(p, b"authorization", 13) == 0 else _OTHER
+    if n == 14:
+        return _CONTENT_LENGTH if memcmp(p, b"content-length", 14) == 0 else _OTHER
+    if n == 16:
+        return _CONTENT_ENCODING if memcmp(p, b"content-encoding", 16) == 0 else _OTHER
+    if n == 17:
+        return _TRANSFER_ENCODING if memcmp(p, b"transfer-encoding", 17) == 0 else _OTHER
+    return _OTHER
+
+
+cdef bint _host_valid(str value) except -1:
+    """server/http.py's ``_host_ok``: its cache first, in C; the function on a miss."""
+    global _hosts_ok, _host_ok
+    if _hosts_ok is None:
+        from fwrest.server import http
+
+        _hosts_ok = http._HOSTS_OK
+        _host_ok = http._host_ok
+    if value in _hosts_ok:
+        return True
+    return bool(_host_ok(value))
+
+
+cdef str _method_name(unsigned int method):
+    cdef str name
+    if method < 64:
+        name = _METHODS[method]
+        if name is not None:
+            return name
+    name = (<bytes>cparser.llhttp_method_name(<cparser.llhttp_method_t>method)).decode(
+        "ascii", "replace"
+    )
+    if method < 64:
+        _METHODS[method] = name
+    return name
 
 
 cdef class RequestParser:
@@ -68,10 +174,21 @@ cdef class RequestParser:
         bytes _value
         list _headers
         Py_ssize_t _parsed
+        Py_ssize_t _raw  # the protocol's count of the raw bytes of an incomplete head
         Py_ssize_t _dropped
         bint _in_body
         bint _begun  # a request began, not told yet: on_message_begin is owed
         bint _whole  # the request had no body: the protocol was told all of it at its head
+        # what the head's checks gather from its fields
+        Py_ssize_t _hosts
+        object _host
+        object _authorization
+        object _length
+        bint _te
+        object _coding
+        bint _expect
+        object _content_coding
+        int _fault
         # the body being read
         list _pieces
         Py_ssize_t _size
@@ -124,9 +241,19 @@ cdef class RequestParser:
         self._value = None
         self._headers = []
         self._parsed = 0
+        self._raw = 0
         self._dropped = 0
         self._in_body = False
         self._whole = False
+        self._hosts = 0
+        self._host = None
+        self._authorization = None
+        self._length = -1
+        self._te = False
+        self._coding = ""
+        self._expect = False
+        self._content_coding = ""
+        self._fault = _NO_FAULT
         self._pieces = []
         self._size = 0
         self._chunks = 0
@@ -136,6 +263,16 @@ cdef class RequestParser:
     def parsed(self):
         """The parsed size of the head being read, so far."""
         return self._parsed
+
+    @property
+    def raw(self):
+        """The raw bytes of the head being read, as the protocol counts them (``_feed``):
+        the head is refused (431) when it completes at or past ``MaxHeaderSize`` of them."""
+        return self._raw
+
+    @raw.setter
+    def raw(self, Py_ssize_t value):
+        self._raw = value
 
     @property
     def headers(self):
@@ -257,31 +394,167 @@ cdef class RequestParser:
                 _underscore_noted = True
                 self._proto._native_note_underscore(name)
             return 0
-        self._headers.append((_lower_latin1(raw, nlen), PyUnicode_DecodeLatin1(
-            PyBytes_AS_STRING(value), vlen, NULL)))
+        # the name lower-cased in a buffer of its own, never in a bytes object: CPython
+        # shares the bytes objects of one byte (PyBytes_FromStringAndSize(s, 1) returns a
+        # cached one), so writing into one would change b"E" for the whole process
+        cdef char small[64]
+        cdef char* p = small
+        cdef Py_ssize_t i
+        cdef char c
+        cdef int kind
+        if nlen > 64:
+            p = <char*>PyMem_Malloc(<size_t>nlen)
+            if p is NULL:
+                raise MemoryError()
+        try:
+            for i in range(nlen):
+                c = raw[i]
+                if 65 <= c <= 90:
+                    c = c + 32
+                p[i] = c
+            lowered = PyUnicode_DecodeLatin1(p, nlen, NULL)
+            kind = _kind(p, nlen)
+        finally:
+            if p is not small:
+                PyMem_Free(p)
+        text = PyUnicode_DecodeLatin1(PyBytes_AS_STRING(value), vlen, NULL)
+        self._headers.append((lowered, text))
+        if kind != _OTHER:
+            self._note(kind, text)
+        return 0
+
+    cdef int _note(self, int kind, str value) except -1:
+        """What the head's checks need of a field (server/http.py's on_headers_complete
+        loop, field by field): the first fault is kept and answered when the head is whole,
+        so that a limit a later field reaches (431) is answered first, as there."""
+        if kind == _HOST:
+            self._hosts += 1
+            self._host = value
+        elif kind == _AUTHORIZATION:
+            if self._authorization is not None:
+                if self._fault == _NO_FAULT:
+                    self._fault = _REPEATED_AUTHORIZATION
+            else:
+                self._authorization = value
+        elif kind == _CONTENT_LENGTH:
+            self._length = int(value)  # llhttp validated the digits
+        elif kind == _TRANSFER_ENCODING:
+            self._te = True
+            if value.strip().lower() != "chunked":
+                self._coding = value
+        elif kind == _EXPECT_FIELD:
+            if value.strip().lower() != "100-continue":
+                if self._fault == _NO_FAULT:
+                    self._fault = _EXPECTATION
+            else:
+                self._expect = True
+        elif kind == _CONTENT_ENCODING:
+            self._content_coding = (
+                f"{self._content_coding},{value}" if self._content_coding else value
+            )
         return 0
 
     cdef int _on_headers_complete(self) except -1:
+        """The head's checks (docs/engine.md, "The reading states"; server/http.py's
+        on_headers_complete, the pure engine's, in the same order), then the protocol is
+        told: the whole request, or its head."""
         self._field_done()
+        self._parsed += 2  # the blank line
+        cdef Py_ssize_t limit = self._max_header_size
+        if self._parsed > limit or self._raw >= limit:
+            # the second: the raw head was still incomplete at the limit (see _feed)
+            raise HTTPError(431, close=True)
+        if self._fault == _REPEATED_AUTHORIZATION:
+            raise HTTPError(400, detailed="repeated Authorization header", close=True)
+        if self._fault == _EXPECTATION:
+            raise HTTPError(417, close=True)
+        cdef cparser.llhttp_t* c = self._c
+        if c.http_major != 1 or (c.http_minor != 1 and c.http_minor != 0):
+            # llhttp also parses HTTP/0.9 and HTTP/2.0 request lines (RFC 9110 15.6.6)
+            version = f"{c.http_major}.{c.http_minor}"
+            raise HTTPError(
+                505, detailed=f"HTTP/{version} is not supported: send HTTP/1.1", close=True
+            )
+        cdef bint http10 = c.http_minor == 0
+        if self._te:
+            if http10:
+                raise HTTPError(
+                    400, detailed="HTTP/1.0 requests cannot use Transfer-Encoding", close=True
+                )
+            if self._coding:
+                raise HTTPError(
+                    501, detailed="only Transfer-Encoding: chunked is supported", close=True
+                )
+        if self._hosts > 1 or (self._hosts == 0 and not http10):
+            raise HTTPError(400, detailed="the request needs exactly one Host header", close=True)
+        if self._hosts and not _host_valid(self._host):
+            raise HTTPError(
+                400, detailed="the Host header must be host[:port] and nothing else", close=True
+            )
         if len(self._url_pieces) == 1:
             url = self._url_pieces[0]
         else:
             url = b"".join(self._url_pieces)
-        cdef bint begun = self._begun
-        self._begun = False
-        cdef cparser.llhttp_t* c = self._c
+        if not url.startswith(b"/") and url[:8].lower().startswith(_ABSOLUTE):
+            self._absolute_form(url)
+        cdef object length = self._length
+        if self._content_coding and (length > 0 or self._te):
+            # a compressed body would reach the handler still compressed: 415, unread
+            refused = coded_body(self._content_coding)
+            if refused is not None:
+                raise refused
+        cdef int flags = 0
+        if self._begun:
+            flags = _BEGIN
+            self._begun = False
+        if http10:
+            flags |= _HTTP10
+        if cparser.llhttp_should_keep_alive(c):
+            flags |= _KEEP
+        method = _method_name(c.method)
         if not c.upgrade and not (c.flags & (cparser.F_CHUNKED | cparser.F_TRANSFER_ENCODING)) and (
             not (c.flags & cparser.F_CONTENT_LENGTH) or c.content_length == 0
         ):
             # no body follows (llhttp completes the message next): the whole request in one
             # call, its begin, head and end
             self._whole = True
-            self._proto._native_request(url, self._headers, self._parsed, self._dropped, begun)
+            self._proto._native_request(method, url, self._headers, self._authorization, flags)
             return 0
+        if c.upgrade:
+            flags |= _UPGRADE
+        if self._te:
+            flags |= _CHUNKED
+        if self._expect:
+            flags |= _EXPECT
         self._limit = self._proto._native_head(
-            url, self._headers, self._parsed, self._dropped, begun
+            method, url, self._headers, self._authorization, length, flags
         )
         self._in_body = True
+        return 0
+
+    cdef int _absolute_form(self, bytes url) except -1:
+        """An absolute-form target (``GET http://h/p``): its authority replaces ``Host``
+        (server/http.py's ``_absolute_form``)."""
+        rest = url[url.index(b"://") + 3 :]
+        cdef Py_ssize_t end = len(rest)
+        cdef Py_ssize_t found
+        for mark in (b"/", b"?", b"#"):
+            found = rest.find(mark)
+            if 0 <= found < end:
+                end = found
+        target_host = rest[:end].decode("latin-1")
+        if not _host_valid(target_host):
+            raise HTTPError(
+                400,
+                detailed="the request target's authority must be host[:port] and nothing else",
+                close=True,
+            )
+        headers = self._headers
+        for i, (name, _) in enumerate(headers):
+            if name == "host":
+                headers[i] = ("host", target_host)
+                return 0
+        headers.append(("host", target_host))  # HTTP/1.0 may send no Host
         return 0
 
     cdef int _on_body(self, const char* at, size_t length) except -1:
@@ -313,32 +586,6 @@ cdef class RequestParser:
         self._pieces = []
         self._proto.on_message_complete(body)
         return 0
-
-
-cdef str _lower_latin1(const char* raw, Py_ssize_t size):
-    """A header name, lower-cased (llhttp lets only ASCII token characters through).
-
-    Lowered in a buffer of its own, never in a bytes object: CPython shares the bytes
-    objects of one byte (``PyBytes_FromStringAndSize(s, 1)`` returns a cached one), so
-    writing into one would change ``b"E"`` for the whole process."""
-    cdef char small[128]
-    cdef char* p = small
-    cdef Py_ssize_t i
-    cdef char c
-    if size > 128:
-        p = <char*>PyMem_Malloc(<size_t>size)
-        if p is NULL:
-            raise MemoryError()
-    try:
-        for i in range(size):
-            c = raw[i]
-            if 65 <= c <= 90:
-                c = c + 32
-            p[i] = c
-        return PyUnicode_DecodeLatin1(p, size, NULL)
-    finally:
-        if p is not small:
-            PyMem_Free(p)
 
 
 # -- llhttp's callbacks: an exception is kept and reported by feed_data, as httptools does --
@@ -457,3 +704,146 @@ cdef object _parser_error(cparser.llhttp_t* c, cparser.llhttp_errno_t errno):
     else:
         cls = HttpParserError
     return cls(text)
+
+
+# -- the reply encoder: wire.encode_reply's bytes, made in C ------------------------------------
+cdef time_t _date_second = 0
+cdef bytes _date_line = b""  # wire's date and nosniff lines, taken from wire once a second
+cdef object _ID_END = 1 << 128
+cdef const char* _HEX = b"0123456789abcdef"
+
+
+cdef inline bint _latin1(object text):
+    """Whether ``text`` is a str whose characters are its latin-1 bytes as they are stored."""
+    return type(text) is str and PyUnicode_KIND(text) == PyUnicode_1BYTE_KIND
+
+
+cdef inline char* _put(char* at, const void* data, Py_ssize_t size):
+    memcpy(at, data, <size_t>size)
+    return at + size
+
+
+cdef inline char* _put_decimal(char* at, unsigned long long n):
+    cdef char digits[24]
+    cdef int i = 24
+    while True:
+        i -= 1
+        digits[i] = <char>(48 + n % 10)
+        n //= 10
+        if n == 0:
+            break
+    return _put(at, &digits[i], 24 - i)
+
+
+cdef inline int _decimal_size(unsigned long long n):
+    cdef int size = 1
+    while n >= 10:
+        n //= 10
+        size += 1
+    return size
+
+
+def encode_reply(reply, keep, bint chunked=True):
+    """``wire.encode_reply`` in C, byte for byte: the status line, the date and ``nosniff``
+    lines, the reply's header fields (``x-content-type-options`` dropped), the new request
+    id, ``content-length``, ``connection``, the body. What the C path does not take (a
+    stream's head, a header that is no pair of latin-1 str, a body that is no bytes) is
+    wire's."""
+    global _date_second, _date_line
+    if reply.stream is not None:
+        return _encode_reply_pure(reply, keep, chunked)
+    body = reply.body
+    status = reply.status
+    headers = reply.headers
+    rid = reply.request_id
+    if type(body) is not bytes or type(status) is not int or type(headers) is not list:
+        return _encode_reply_pure(reply, keep, chunked)
+    cdef long k = keep
+    if k < 0 or k > 2:
+        return _encode_reply_pure(reply, keep, chunked)
+    cdef unsigned long long id_lo = 0
+    cdef unsigned long long id_hi = 0
+    cdef bint has_id = False
+    if rid:
+        if type(rid) is not int or rid < 0 or rid >= _ID_END:
+            return _encode_reply_pure(reply, keep, chunked)
+        has_id = True
+        id_lo = PyLong_AsUnsignedLongLongMask(rid)
+        id_hi = PyLong_AsUnsignedLongLongMask(rid >> 64)
+    status_line = _STATUS_LINES.get(status) or f"HTTP/1.1 {status} \r\n".encode()
+    cdef time_t now = time(NULL)
+    if now != _date_second:
+        _date_line = _DateLine.get()
+        _date_second = now
+    date = _date_line
+    # the size first: every field must be a pair of latin-1 str (else wire's encoder)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(status_line) + PyBytes_GET_SIZE(date) + 2
+    cdef bint has_length = False
+    cdef Py_ssize_t nlen
+    cdef const char* name
+    for pair in headers:
+        if type(pair) is not tuple or len(<tuple>pair) != 2:
+            return _encode_reply_pure(reply, keep, chunked)
+        key = (<tuple>pair)[0]
+        value = (<tuple>pair)[1]
+        if not _latin1(key) or not _latin1(value):
+            return _encode_reply_pure(reply, keep, chunked)
+        nlen = PyUnicode_GET_LENGTH(key)
+        name = <const char*>PyUnicode_DATA(key)
+        if nlen == 22 and memcmp(name, b"x-content-type-options", 22) == 0:
+            continue  # sent with the date line
+        if nlen == 14 and memcmp(name, b"content-length", 14) == 0:
+            has_length = True
+        size += nlen + PyUnicode_GET_LENGTH(value) + 4
+    if has_id:
+        size += 48  # "x-request-id: " 32 digits CRLF
+    cdef bint no_content = status == 204 or status == 304 or status < 200
+    cdef Py_ssize_t body_size = PyBytes_GET_SIZE(body)
+    if not no_content:
+        if not has_length:
+            size += 18 + _decimal_size(<unsigned long long>body_size)
+        size += body_size
+    if k == 0:
+        size += 19  # connection: close
+    elif k == 2:
+        size += 24  # connection: keep-alive
+    # then the bytes (a new object of its size, never one CPython shares: size > 1)
+    out = PyBytes_FromStringAndSize(NULL, size)
+    cdef char* start = PyBytes_AS_STRING(out)
+    cdef char* at = start
+    cdef int i
+    at = _put(at, PyBytes_AS_STRING(status_line), PyBytes_GET_SIZE(status_line))
+    at = _put(at, PyBytes_AS_STRING(date), PyBytes_GET_SIZE(date))
+    for pair in headers:
+        key = (<tuple>pair)[0]
+        value = (<tuple>pair)[1]
+        nlen = PyUnicode_GET_LENGTH(key)
+        name = <const char*>PyUnicode_DATA(key)
+        if nlen == 22 and memcmp(name, b"x-content-type-options", 22) == 0:
+            continue
+        at = _put(at, name, nlen)
+        at = _put(at, b": ", 2)
+        at = _put(at, PyUnicode_DATA(value), PyUnicode_GET_LENGTH(value))
+        at = _put(at, b"\r\n", 2)
+    if has_id:
+        at = _put(at, b"x-request-id: ", 14)
+        for i in range(15, -1, -1):
+            at[0] = _HEX[(id_hi >> (4 * i)) & 15]
+            at += 1
+        for i in range(15, -1, -1):
+            at[0] = _HEX[(id_lo >> (4 * i)) & 15]
+            at += 1
+        at = _put(at, b"\r\n", 2)
+    if not no_content and not has_length:
+        at = _put(at, b"content-length: ", 16)
+        at = _put_decimal(at, <unsigned long long>body_size)
+        at = _put(at, b"\r\n", 2)
+    if k == 0:
+        at = _put(at, b"connection: close\r\n", 19)
+    elif k == 2:
+        at = _put(at, b"connection: keep-alive\r\n", 24)
+    at = _put(at, b"\r\n", 2)
+    if not no_content:
+        at = _put(at, PyBytes_AS_STRING(body), body_size)
+    assert at - start == size
+    return out

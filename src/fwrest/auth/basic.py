@@ -17,7 +17,7 @@ from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.settings import AuthSettings
 from fwrest.auth.throttle import Throttle
 from fwrest.context.request import current
-from fwrest.errors import HTTPError, is_cancellation
+from fwrest.errors import BASIC, Forbidden, HTTPError, Unauthorized, is_cancellation
 from fwrest.wire import Request
 
 if TYPE_CHECKING:
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CACHE_MAX", "AcceptedPairs", "BasicGuard", "authorization_header", "parse_basic"]
 
-CHALLENGE = ("www-authenticate", 'Basic realm="Access to REST", charset="ISO-8859-1"')
 # Decoded headers remembered per guard (a client sends the same header on every request);
 # the verdict is remembered only with OnAuthCache (AcceptedPairs), else OnAuth runs for every
 # request.
@@ -226,7 +225,7 @@ class BasicGuard:
         if decoded is None:
             parsed = _parse(header)
             if parsed is None or header is None:
-                raise HTTPError(401, headers=(CHALLENGE,))
+                raise Unauthorized(BASIC)
             user, password, credentials = parsed
             digest = self._cache.digest(user, password) if self._cache is not None else b""
             decoded = (user, password, log.secret_forms(password, credentials), digest)
@@ -309,7 +308,7 @@ class BasicGuard:
                 if attempt is None:
                     attempt = throttle.uncounted(user, req.client)
                 await throttle.failed(attempt)
-            raise HTTPError(403)
+            raise Forbidden()
         if throttle is not None and header is not None:
             if attempt is not None and attempt.counted:
                 await throttle.succeeded(attempt)

@@ -55,7 +55,7 @@ from multiprocessing.sharedctypes import RawArray
 from typing import Any, Protocol, TypeVar
 
 from fwrest import log
-from fwrest.errors import HTTPError, store_unavailable
+from fwrest.errors import HTTPError, TooManyRequests, store_unavailable
 from fwrest.store import StateStore, StoreError
 from fwrest.store.audit import AuditEvent, AuditLog
 from fwrest.store.calls import BACKGROUND_DEADLINE_S, StoreClient
@@ -780,10 +780,6 @@ class Throttle:
         task.add_done_callback(self._background.discard)
 
 
-def _refusal(wait: float) -> HTTPError:
+def _refusal(wait: float) -> TooManyRequests:
     """The 429 of both schemes: ``Retry-After`` in whole seconds, at least 1."""
-    return HTTPError(
-        429,
-        detailed="too many failed attempts",
-        headers=(("retry-after", str(max(int(wait + 0.999), 1))),),
-    )
+    return TooManyRequests(wait, "too many failed attempts")

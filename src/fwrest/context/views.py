@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from fwrest.repository import Endpoint
     from fwrest.store import StateStore
     from fwrest.store.audit import AuditLog
+    from fwrest.wire import Reply
 
 __all__ = [
     "PortView",
@@ -70,7 +71,9 @@ class TokenEndpoint(Protocol):
         client_ip: str,
         location: str = "",
         path: str = "",
-    ) -> tuple[int, list[tuple[str, str]], bytes]: ...
+    ) -> Reply:
+        """The answer to one request of the token route (RFC 6749 5.1, 5.2)."""
+        ...
 
     def jwks(self) -> bytes | None:
         """The port's JWK Set document; None on an HS256 port (nothing to publish)."""

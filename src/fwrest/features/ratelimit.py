@@ -27,7 +27,7 @@ import math
 from fwrest import log
 from fwrest.config.model import RateLimitConfig
 from fwrest.context.request import RequestContext
-from fwrest.errors import HTTPError, store_unavailable
+from fwrest.errors import TooManyRequests, store_unavailable
 from fwrest.routing.names import NATIVE_PREFIX
 from fwrest.store.base import RateStore, StoreError
 from fwrest.store.calls import REQUEST_DEADLINE_S, StoreClient
@@ -113,11 +113,9 @@ class RateLimiter:
         if count <= self.limit:
             return None
         return error_reply(
-            HTTPError(
-                429,
-                detailed=f"more than {self.limit} requests in {self.window_s} s; "
-                f"retry after {reset} s",
-                headers=(("retry-after", str(reset)),),
+            TooManyRequests(
+                reset,
+                f"more than {self.limit} requests in {self.window_s} s; retry after {reset} s",
             )
         )
 

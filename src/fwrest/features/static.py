@@ -19,7 +19,7 @@ import asyncio
 import mimetypes
 import os
 import stat
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from email.utils import formatdate, parsedate_to_datetime
 from pathlib import Path
@@ -167,25 +167,45 @@ class StaticFiles:
         if length == 0:
             found.handle.close()
             return Reply(status, headers, b"")
-        stream = _pieces(found.handle, start, length)
+        stream = _Pieces(found.handle, start, length)
         return Reply(status, headers, b"", stream=stream, length=length)
 
 
-async def _pieces(handle: BinaryIO, start: int, length: int) -> AsyncIterator[bytes]:
+class _Pieces:
     """``length`` bytes of the file from ``start``, a piece at a time, read off the loop
-    (``pread``: no seek; the default executor, as the file system calls before)."""
-    read = asyncio.get_running_loop().run_in_executor
-    fd = handle.fileno()
-    try:
-        offset, end = start, start + length
-        while offset < end:
-            piece = await read(None, os.pread, fd, min(PIECE, end - offset), offset)
-            if not piece:
-                break  # the file shrank meanwhile: the client sees a short answer
-            offset += len(piece)
-            yield piece
-    finally:
-        handle.close()
+    (``pread``: no seek; the default executor, as the file system calls before). The file is
+    closed at the end, and by ``aclose`` also when no piece was asked for (a HEAD request's
+    stream is closed unread: an async generator's ``finally`` would not run then)."""
+
+    def __init__(self, handle: BinaryIO, start: int, length: int) -> None:
+        self._handle = handle
+        self._offset = start
+        self._end = start + length
+
+    def __aiter__(self) -> _Pieces:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._offset < self._end and not self._handle.closed:
+            try:
+                piece = await asyncio.get_running_loop().run_in_executor(
+                    None,
+                    os.pread,
+                    self._handle.fileno(),
+                    min(PIECE, self._end - self._offset),
+                    self._offset,
+                )
+            except BaseException:
+                self._handle.close()
+                raise
+            if piece:  # else the file shrank meanwhile: the client sees a short answer
+                self._offset += len(piece)
+                return piece
+        self._handle.close()
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        self._handle.close()
 
 
 def _not_modified(req: Request, found: _File) -> bool:

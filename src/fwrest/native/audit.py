@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl
 import orjson
 
 from fwrest.context.request import RequestContext, Response, current
-from fwrest.errors import HTTPError, store_unavailable
+from fwrest.errors import NO_STORE, HTTPError, store_unavailable
 from fwrest.native.guard import is_admin
 from fwrest.store import StoreError
 from fwrest.store.audit import ANONYMOUS, EVENTS, AuditEvent
@@ -30,7 +30,7 @@ __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "audit_trail", "parse_since", "record"]
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000  # the store keeps no more
 _PARAMS = ("since", "event", "limit")
-_NO_STORE = {"cache-control": "no-store"}
+_NO_STORE = dict(NO_STORE)
 
 
 def record(ctx: RequestContext, event: str, details: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ import orjson
 
 from fwrest import log
 from fwrest.context.request import RequestContext, Response, current
-from fwrest.errors import HTTPError
+from fwrest.errors import NO_STORE, HTTPError
 from fwrest.native.guard import (
     FORM_FIELD,
     FORM_TYPE,
@@ -223,7 +223,7 @@ async def usage_time() -> Response:
 _RESET = "/reset"
 _PURPOSE = "usage-reset"  # the reset form's anti-forgery tokens are its own
 _PAGE_HEADERS = {
-    "cache-control": "no-store",
+    **dict(NO_STORE),
     "x-frame-options": "DENY",
     "content-security-policy": "default-src 'none'; form-action 'self'; frame-ancestors 'none'",
 }

@@ -19,7 +19,7 @@ from fwrest import log
 from fwrest.config.tunables import SETTINGS, SettingsError, validate
 from fwrest.context.request import RequestContext, Response, current
 from fwrest.context.views import ServiceView
-from fwrest.errors import HTTPError, store_unavailable
+from fwrest.errors import NO_STORE, HTTPError, store_unavailable
 from fwrest.native.audit import record
 from fwrest.native.guard import (
     FORM_FIELD,
@@ -133,7 +133,7 @@ file's value or the default. Changes reach every worker within a second.</p>
 
 
 _PAGE_HEADERS = {
-    "cache-control": "no-store",
+    **dict(NO_STORE),
     "x-frame-options": "DENY",
     "content-security-policy": "default-src 'none'; style-src "
     "'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",

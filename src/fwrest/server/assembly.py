@@ -18,7 +18,7 @@ from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenSer
 from fwrest.auth.oauth2.authorize import Authorizer
 from fwrest.auth.oauth2.discovery import Metadata, WellKnown, issuers, metadata_paths
 from fwrest.auth.oauth2.dpop import ALGS as DPOP_ALGS
-from fwrest.auth.oauth2.dpop import DpopCheck
+from fwrest.auth.oauth2.dpop import DPOP, DpopCheck
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, StoreKeySet
 from fwrest.auth.oauth2.mtls import metadata_fields as mtls_metadata
 from fwrest.auth.oauth2.portkeys import PortKeys
@@ -27,6 +27,7 @@ from fwrest.auth.oauth2.scopes import requiring
 from fwrest.auth.throttle import BASIC_WORDING, TOKEN_WORDING, LockBoard, Throttle
 from fwrest.config.tls import ClientCert
 from fwrest.context.views import ServiceView
+from fwrest.errors import BEARER
 from fwrest.features.compression import Compression
 from fwrest.features.cors import CorsStages
 from fwrest.features.headers import SecurityHeaders
@@ -253,7 +254,7 @@ class _Builder:
                 settings.on_auth,
                 settings.on_auth_name,
                 pool,
-                tokens.resources.challenges() if tokens.resources is not None else None,
+                tokens.resources.challenges(BEARER) if tokens.resources is not None else None,
                 tokens.dpop,
             )
             scoped = requiring  # the routes' scopes are checked on oAuth2 ports only
@@ -342,7 +343,7 @@ class _Builder:
             tokens,
             required=required,
             proxies=tuple(ipaddress.ip_network(n) for n in port.config.trusted_proxies),
-            params=resources.challenges() if resources is not None else None,
+            challenges=resources.challenges(DPOP) if resources is not None else None,
         )
         if tokens.metadata is not None:
             tokens.metadata.bindings["dpop_signing_alg_values_supported"] = list(DPOP_ALGS)

@@ -340,6 +340,18 @@ def _with_set(media: tuple[str, str], set_headers: dict[str, str]) -> list[tuple
     return list(headers.items())
 
 
+def _reply_with_set(reply: Reply, ctx: RequestContext) -> Reply:
+    """A finished reply with the headers the request set (``onAuthparams`` may set some),
+    as a ``Response`` gets them."""
+    headers = dict(reply.headers)
+    for name, value in (ctx.resp_headers or {}).items():
+        headers[name.lower()] = value
+    for name in _FRAMING.intersection(headers):
+        del headers[name]
+    reply.headers = list(headers.items())
+    return reply
+
+
 def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Reply:
     status = ctx.resp_status
     kind = type(result)
@@ -350,6 +362,9 @@ def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Re
             return Reply(status, [JSON_TYPE], to_json(result))
         return Reply(status, _with_set(JSON_TYPE, set_headers), to_json(result))
     if kind not in _PLAIN:  # a dict, list or text is never a stream (the ABC checks cost)
+        if kind is Reply:
+            # a native route's finished answer (the token service's routes: auth/oauth2/route.py)
+            return result if ctx.resp_headers is None else _reply_with_set(result, ctx)
         if is_stream(result) or (isinstance(result, Response) and is_stream(result.body)):
             return _stream_reply(result, ctx, submit)
         if isinstance(result, EventStream):

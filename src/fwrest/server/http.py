@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import Any, Final, cast
 
 import httptools
 
 from fwrest import log
-from fwrest._native import selected
+from fwrest._native import native_encoder, selected
 from fwrest.config.hosts import valid_host_field
 from fwrest.config.model import ServerConfig
 from fwrest.context.certs import with_thumbprint
@@ -91,6 +91,20 @@ try:
     _NATIVE_PARSER, ENGINE = selected()
 except ValueError as _exc:
     _NATIVE_PARSER, ENGINE = None, f"pure ({_exc})"
+# the reply encoder: with the native parser, the native engine's (wire.encode_reply in C,
+# byte for byte)
+_ENCODE_REPLY: Callable[[Reply, Keep, bool], bytes] = encode_reply
+if _NATIVE_PARSER is not None:
+    _ENCODE_REPLY = native_encoder() or encode_reply
+# what the native parser tells of a head, as bits of one int (fwrest/_native/engine.pyx's
+# FLAG_* values): its begin is told with it, HTTP/1.0, llhttp's keep-alive, an Upgrade, a
+# Transfer-Encoding field, Expect: 100-continue
+_N_BEGIN: Final = 1
+_N_HTTP10: Final = 2
+_N_KEEP: Final = 4
+_N_UPGRADE: Final = 8
+_N_CHUNKED: Final = 16
+_N_EXPECT: Final = 32
 
 
 # what the engine logs once per worker ("underscore": a header name with "_" was dropped)
@@ -618,6 +632,8 @@ class HttpProtocol(asyncio.Protocol):
             if entry_state is _BODY:
                 self._body.wire += len(data)
             elif entry_state is _IDLE and self._completed == completed:
+                if self._native:  # the native parser counts the head (httptools: on_url...)
+                    self._head.parsed = self._parser.parsed
                 self._body.wire = max(0, len(data) - self._head.parsed)  # after the head
             extra = self._body.wire - self._body.size - _CHUNK_FRAMING * (self._body.chunks + 1)
             if extra > CHUNK_EXTENSIONS_LIMIT:
@@ -639,6 +655,8 @@ class HttpProtocol(asyncio.Protocol):
             if max(self._head.raw, self._head.parsed) > self.cfg.max_header_size:
                 self._fail(HTTPError(431, close=True))
                 return False
+            if self._native:  # it refuses a head completed at the raw limit (431)
+                self._parser.raw = self._head.raw
         return True
 
     def _read_upgrade_body(self) -> None:
@@ -715,27 +733,81 @@ class HttpProtocol(asyncio.Protocol):
 
     # -- the native parser's calls (fwrest/_native/engine.pyx) ---------------------------------
     def _native_request(
-        self, url: bytes, headers: list[tuple[str, str]], parsed: int, dropped: int, begin: bool
+        self,
+        method: str,
+        url: bytes,
+        headers: list[tuple[str, str]],
+        authorization: str | None,
+        flags: int,
     ) -> None:
-        """A request without a body, read whole: its begin (``begin``: not told yet), head
-        and end in one call, as httptools' calls would have made them."""
-        self._native_head(url, headers, parsed, dropped, begin)
-        self.on_message_complete(b"")
+        """A request without a body, read whole, its head checked by the native parser: its
+        begin (``flags`` & _N_BEGIN: not told yet), head and end in one call, the states and
+        the keep-alive flag as httptools' calls and on_headers_complete would have left them
+        (the header deadline that its begin would have started and its head stopped is not
+        started: no code of the protocol runs in between)."""
+        reading = self._reading
+        if flags & _N_BEGIN:
+            after = NEXT[reading][_MESSAGE_BEGIN]
+            if after is None:
+                self._illegal(reading, _MESSAGE_BEGIN)
+                return
+            reading = after
+        else:
+            self._head.raw = 0
+        after = NEXT[reading][_HEAD_COMPLETE]
+        if after is None:
+            self._illegal(reading, _HEAD_COMPLETE)
+            return
+        done = NEXT[after][_MESSAGE_COMPLETE]
+        if done is None:
+            self._illegal(after, _MESSAGE_COMPLETE)
+            return
+        self._reading = done
+        http10 = self._http10 = bool(flags & _N_HTTP10)
+        if not flags & _N_KEEP:
+            self._keep_alive = False
+        self._completed += 1
+        self._cancel_timer()
+        self._pipe.admission = None
+        request = Request(
+            method, url, headers, b"", self._client, self.cfg.port, authorization, self._peer_cert
+        )
+        keep = _CLOSE
+        if self._keep_alive:
+            keep = _OPEN_10 if http10 else _OPEN
+        if self._answering is not _READY or self._flow.paused:
+            self._pipe.queue.append((request, keep))
+            if self._transport is not None:
+                self._transport.pause_reading()
+            return
+        self._start(request, keep)
 
     def _native_head(
-        self, url: bytes, headers: list[tuple[str, str]], parsed: int, dropped: int, begin: bool
+        self,
+        method: str,
+        url: bytes,
+        headers: list[tuple[str, str]],
+        authorization: str | None,
+        length: int,
+        flags: int,
     ) -> int:
-        """The head is read: what httptools hands over piece by piece (on_url, on_header),
-        whole; its checks are on_headers_complete's; ``begin``: the request's begin is
-        told with it. The body limit, for the parser."""
-        if begin:
+        """The head of a request with a body (or an Upgrade), checked by the native parser
+        (``flags``: see _native_request and _N_*): its begin and head, as on_message_begin and
+        on_headers_complete would have left them. The body limit, for the parser."""
+        if flags & _N_BEGIN:
             self.on_message_begin()
         self._url = url
         self._headers = headers
-        head = self._head
-        head.parsed = parsed
-        head.dropped = dropped
-        self.on_headers_complete()
+        self._method = method
+        self._read_to(_HEAD_COMPLETE)
+        self._head.raw = 0
+        self._http10 = bool(flags & _N_HTTP10)
+        if not flags & _N_KEEP:
+            self._keep_alive = False
+        chunked = bool(flags & _N_CHUNKED)
+        if flags & _N_UPGRADE:
+            self._upgraded(method, length, chunked)
+        self._body_begins(length, chunked, bool(flags & _N_EXPECT), authorization)
         return self._body.limit
 
     def _native_note_underscore(self, name: bytes) -> None:
@@ -825,20 +897,30 @@ class HttpProtocol(asyncio.Protocol):
             self._keep_alive = False
         method = self._method = parser.get_method().decode("ascii", "replace")
         if parser.should_upgrade():
-            # fwrest does not upgrade: the request is answered over HTTP/1.1, then the
-            # connection closes (nothing after it is read: a proxy may take it as a tunnel).
-            # httptools makes llhttp skip the body; _feed reads it (SPEC 7.1). CONNECT's bytes
-            # after the head are a tunnel's, never a body (RFC 9110 9.3.6).
-            self._keep_alive = False
-            if method != "CONNECT" and (length > 0 or chunked):
-                self._upgrade_body = (
-                    b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % length
-                )
+            self._upgraded(method, length, chunked)
         if content_coding and (length > 0 or chunked):
             # a compressed body would reach the handler still compressed: 415, unread
             refused = coded_body(content_coding)
             if refused is not None:
                 raise refused
+        self._body_begins(length, chunked, expect, authorization)
+
+    def _upgraded(self, method: str, length: int, chunked: bool) -> None:
+        """fwrest does not upgrade: the request is answered over HTTP/1.1, then the
+        connection closes (nothing after it is read: a proxy may take it as a tunnel).
+        llhttp skips the body (httptools has it do so); _feed reads it (SPEC 7.1). CONNECT's
+        bytes after the head are a tunnel's, never a body (RFC 9110 9.3.6)."""
+        self._keep_alive = False
+        if method != "CONNECT" and (length > 0 or chunked):
+            self._upgrade_body = (
+                b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % length
+            )
+
+    def _body_begins(
+        self, length: int, chunked: bool, expect: bool, authorization: str | None
+    ) -> None:
+        """The head is read and checked: the body's limit (413 before a byte of it), its
+        deadline, and ``100 Continue``'s admission."""
         # SPEC 7: the route's body limit, before the body is read (the port's policy)
         limit = self._body.limit = self.app.body_limit(self._url, length, chunked)
         if length > limit:
@@ -930,7 +1012,7 @@ class HttpProtocol(asyncio.Protocol):
             self._pipe.queue.clear()
             self._pipe.pending = None
             self._cancel_timer()
-            transport.write(encode_reply(reply, _CLOSE))
+            transport.write(_ENCODE_REPLY(reply, _CLOSE, True))
             self._close()
             return
         if self._reading is _BODY and self._pipe.pending is None:
@@ -1031,7 +1113,7 @@ class HttpProtocol(asyncio.Protocol):
         if reply.stream is not None:
             keep = await self._stream(reply, keep, transport)
         else:
-            transport.write(encode_reply(reply, keep))
+            transport.write(_ENCODE_REPLY(reply, keep, True))
         after = NEXT[self._answering][_ANSWERED]
         if after is None:
             self._illegal(self._answering, _ANSWERED)
@@ -1173,7 +1255,7 @@ class HttpProtocol(asyncio.Protocol):
         if phase is _HEAD and self._native:
             headers = self._parser.headers  # (httptools: on_header has added them)
         rid = _request_id(headers if phase is _HEAD or phase is _BODY else None)
-        transport.write(encode_reply(refusal(exc, rid, self.app.engine_headers), _CLOSE))
+        transport.write(_ENCODE_REPLY(refusal(exc, rid, self.app.engine_headers), _CLOSE, True))
         rid_token = log.request_id.set(rid)
         try:
             if note:

@@ -20,7 +20,7 @@ from typing import Any
 from fwrest.config.model import ThreadPoolConfig
 from fwrest.context import chunks
 from fwrest.context.chunks import ChunkedAnswer
-from fwrest.errors import HTTPError
+from fwrest.errors import ServiceUnavailable
 from fwrest.log import server_log
 
 __all__ = ["ThreadPool"]
@@ -155,7 +155,7 @@ class ThreadPool:
             self._accept_s * 1000,
             self._max,
         )
-        _deliver(item.future, False, HTTPError(503, "Server Busy"))
+        _deliver(item.future, False, ServiceUnavailable(message="Server Busy"))
 
     def _run(self) -> None:
         while True:

@@ -26,7 +26,7 @@ from typing import Any
 from fwrest import log
 from fwrest.auth.blocking import settled
 from fwrest.context.request import RequestContext, current
-from fwrest.errors import HTTPError, error_body, is_cancellation
+from fwrest.errors import HTTPError, ServiceUnavailable, error_body, is_cancellation
 from fwrest.server.failures import log_failure
 from fwrest.server.hooks import Hook
 from fwrest.wire import Reply, Request, error_reply
@@ -91,7 +91,7 @@ class Selector:
                 f"the thread pool {log.escape(choice)!r}, which no location of the service uses",
             )
         if type(choice) is int and choice == BUSY:
-            return error_reply(HTTPError(503, "Server Busy"))
+            return error_reply(ServiceUnavailable(message="Server Busy"))
         if type(choice) is int and choice == DROP:
             return Reply(DROPPED_STATUS, [], b"", close=True, drop=True)
         shown = log.escape(repr(choice)[:80])

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlencode, urlsplit
 
 from fwrest import log
-from fwrest.auth.oauth2.errors import Answer, InvalidScope, OAuthError
+from fwrest.auth.oauth2.errors import InvalidScope, OAuthError
 from fwrest.auth.oauth2.grants.authorization_code import (
     CODE_KEEP_S,
     CODE_TTL_S,
@@ -52,8 +52,9 @@ from fwrest.auth.oauth2.grants.password import REFUSED, check_password
 from fwrest.auth.oauth2.params import AuthParams, request_params
 from fwrest.auth.oauth2.redirects import registered_form
 from fwrest.auth.oauth2.scopes import allowed_scopes, grant, requested
-from fwrest.errors import HTTPError
+from fwrest.errors import OAUTH_NO_STORE, TooManyRequests
 from fwrest.store.audit import AuditEvent
+from fwrest.wire import Reply
 
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.tokens import TokenService
@@ -75,7 +76,9 @@ CARRIED = (
 )
 _PLACEHOLDER = re.compile(r"\{\{(client|scopes|error|form)\}\}")
 _STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.DOTALL | re.IGNORECASE)
-_NO_STORE = (("cache-control", "no-store"), ("pragma", "no-cache"))
+# a redirect has no body; its content type is the one an empty Response had
+_REDIRECT_TYPE = ("content-type", "application/octet-stream")
+_NO_REFERRER = ("referrer-policy", "no-referrer")
 
 DEFAULT_TEMPLATE = """<!DOCTYPE html>
 <html lang="en">
@@ -188,20 +191,21 @@ class Authorizer:
             ("content-type", "text/html; charset=utf-8"),
             ("content-security-policy", policy),
             ("x-frame-options", "DENY"),
-            ("referrer-policy", "no-referrer"),
-            *_NO_STORE,
+            _NO_REFERRER,
+            *OAUTH_NO_STORE,
         ]
 
-    def _error_page(self, message: str, status: int = 400) -> Answer:
+    def _error_page(self, message: str, status: int = 400) -> Reply:
         body = ERROR_PAGE.format(message=html.escape(message)).encode()
-        return status, self._headers(None), body
+        return Reply(status, self._headers(None), body)
 
-    def _redirect(self, redirect: str, values: dict[str, str]) -> Answer:
+    def _redirect(self, redirect: str, values: dict[str, str]) -> Reply:
         glue = "&" if urlsplit(redirect).query else "?"
         location = redirect + glue + urlencode(values)
-        return 302, [("location", location), *_NO_STORE, ("referrer-policy", "no-referrer")], b""
+        headers = [_REDIRECT_TYPE, ("location", location), *OAUTH_NO_STORE, _NO_REFERRER]
+        return Reply(302, headers, b"")
 
-    def _error_redirect(self, req: _Request, exc: _Redirected, issuer: str) -> Answer:
+    def _error_redirect(self, req: _Request, exc: _Redirected, issuer: str) -> Reply:
         values = {"error": exc.error, "error_description": exc.description}
         state = req.params.get("state")
         if state is not None:
@@ -209,9 +213,7 @@ class Authorizer:
         values["iss"] = issuer
         return self._redirect(req.redirect, values)
 
-    def _page(
-        self, req: _Request, status: int = 200, error: str = "", username: str = ""
-    ) -> Answer:
+    def _page(self, req: _Request, status: int = 200, error: str = "", username: str = "") -> Reply:
         hidden = "".join(
             f'<input type="hidden" name="{name}" value="{html.escape(req.params[name])}">'
             for name in CARRIED
@@ -236,7 +238,7 @@ class Authorizer:
             "form": form,
         }
         body = _PLACEHOLDER.sub(lambda m: values[m.group(1)], self.template).encode()
-        return status, self._headers(_origin(req.redirect)), body
+        return Reply(status, self._headers(_origin(req.redirect)), body)
 
     # -- the CSRF token -----------------------------------------------------------------------
     def form_token(self, params: dict[str, str], at: int | None = None) -> str:
@@ -326,9 +328,9 @@ class Authorizer:
         content_type: str | None,
         client_ip: str,
         location: str,
-    ) -> Answer:
+    ) -> Reply:
         """Answer one request of the authorize route of the location ``location`` (its
-        prefix): (status, headers, body)."""
+        prefix)."""
         service = self.service
         issuer = service.issuers.get(location, "")
         try:
@@ -360,7 +362,7 @@ class Authorizer:
 
     async def _login(
         self, req: _Request, allowed: AuthParams, client_ip: str, issuer: str
-    ) -> Answer:
+    ) -> Reply:
         from fwrest.auth.oauth2.tokens import StoreDeadline
 
         service = self.service
@@ -373,13 +375,10 @@ class Authorizer:
             ok = await check_password(
                 service, deadline, allowed, username, password, client_ip, "login"
             )
-        except HTTPError as exc:
-            if exc.status != 429:
-                raise
-            status, headers, body = self._page(
-                req, 429, "Too many failed sign-ins: try again later.", username
-            )
-            return status, [*headers, *((k, v) for k, v in exc.headers if k == "retry-after")], body
+        except TooManyRequests as exc:
+            page = self._page(req, 429, "Too many failed sign-ins: try again later.", username)
+            page.headers.append(("retry-after", exc.retry_after))
+            return page
         if not ok:
             self._audit("login.failure", username, client_ip, req.client_id)
             return self._page(req, error=_REFUSED_TEXT, username=username)

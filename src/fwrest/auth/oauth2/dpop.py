@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from fwrest.auth.oauth2.errors import OAuthError
-from fwrest.errors import HTTPError
+from fwrest.errors import Challenge, Unauthorized
 
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.grants.base import TokenRequest
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALGS",
+    "DPOP",
     "WINDOW_S",
     "DpopCheck",
     "InvalidDpopProof",
@@ -54,7 +55,7 @@ ALGS = ("ES256", "EdDSA", "RS256")  # SPEC 16.2; the challenge's algs= and the m
 WINDOW_S = 60  # a proof's iat within this many seconds of now, either way (SPEC 16.2)
 RSA_MIN_BITS = 2048
 MAX_JTI = 256  # characters: a proof id longer than this is no id of a sane client
-ALGS_PARAM = f'algs="{" ".join(ALGS)}"'
+DPOP = Challenge("DPoP", algs=" ".join(ALGS))  # RFC 9449 7.1
 # the key a token request's valid proof was made with ("": none), for the tokens it issues
 bound_key: ContextVar[str] = ContextVar("fwrest_dpop_key", default="")
 _FAMILY_SEP = "."  # family id "<random hex>.<thumbprint>": a family bound to a key
@@ -226,10 +227,11 @@ Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
 class DpopCheck:
     """The DPoP checks of one oAuth2 port (one per port and worker, built at start):
     ``required`` when ``"boundTokens": "dpop"``; ``proxies`` the port's ``TrustedProxies``
-    (whose ``X-Forwarded-Host``/``-Proto`` name the URL the client used); ``params`` the
-    challenges' ``resource_metadata=`` per location prefix (SPEC 16.3)."""
+    (whose ``X-Forwarded-Host``/``-Proto`` name the URL the client used); ``challenges``
+    the ``DPoP`` challenge (:data:`DPOP`) with each location's ``resource_metadata=`` (SPEC
+    16.3), by location prefix."""
 
-    __slots__ = ("_params", "_service", "proxies", "required")
+    __slots__ = ("_challenges", "_service", "proxies", "required")
 
     def __init__(
         self,
@@ -237,12 +239,12 @@ class DpopCheck:
         *,
         required: bool,
         proxies: Networks = (),
-        params: dict[str | None, str] | None = None,
+        challenges: dict[str | None, Challenge] | None = None,
     ) -> None:
         self._service = service
         self.required = required
         self.proxies = proxies
-        self._params = params or {}
+        self._challenges = challenges or {}
 
     # -- what the token route and the bearer check share --------------------------------------
     def host_of(self, headers: Callable[[str], str | None], peer: str) -> str:
@@ -296,21 +298,12 @@ class DpopCheck:
     # -- the bearer check ----------------------------------------------------------------------
     def challenge(self, prefix: str | None, error: str = "", why: str = "") -> str:
         """A ``WWW-Authenticate: DPoP`` value (RFC 9449 7.1), with the location's
-        ``resource_metadata=`` (SPEC 16.3)."""
-        parts = [ALGS_PARAM]
-        param = self._params.get(prefix)
-        if param:
-            parts.append(param)
-        if error:  # a request without credentials gets no error (RFC 6750 3.1)
-            parts.append(f'error="{error}"')
-            if why:
-                parts.append(f'error_description="{why}"')
-        return "DPoP " + ", ".join(parts)
+        ``resource_metadata=`` (SPEC 16.3); a request without credentials gets no error (RFC
+        6750 3.1)."""
+        return self._challenges.get(prefix, DPOP).refused(error, why)
 
-    def refuse(self, prefix: str | None, error: str, why: str) -> HTTPError:
-        return HTTPError(
-            401, detailed=why, headers=(("www-authenticate", self.challenge(prefix, error, why)),)
-        )
+    def refuse(self, prefix: str | None, error: str, why: str) -> Unauthorized:
+        return Unauthorized(self.challenge(prefix, error, why), why)
 
     async def access(
         self,
@@ -328,7 +321,7 @@ class DpopCheck:
         unbound one not with the ``DPoP`` scheme, nor where DPoP is mandatory.
 
         Raises:
-            HTTPError: 401 with a ``DPoP`` challenge (``invalid_token`` for the scheme,
+            Unauthorized: 401 with a ``DPoP`` challenge (``invalid_token`` for the scheme,
                 ``invalid_dpop_proof`` for the proof).
         """
         cnf = claims.get("cnf")

@@ -1,5 +1,6 @@
 """The error answers of the token service's routes (RFC 6749 5.2): a class per ``error`` code,
-each with its status and headers, rendered in one place (:func:`render`).
+each with its status and headers, rendered where every error answer is
+(:func:`fwrest.wire.error_reply`, through :func:`render`).
 
 ::
 
@@ -11,17 +12,20 @@ each with its status and headers, rendered in one place (:func:`render`).
     ├── UnsupportedGrantType        400
     └── InvalidScope                400
 
-Every answer carries ``Cache-Control: no-store`` and ``Pragma: no-cache`` (RFC 6749 5.1).
-A description never holds a secret: it is sent to the client and may be logged.
+Every answer carries ``Cache-Control: no-store`` and ``Pragma: no-cache`` (RFC 6749 5.1,
+:data:`fwrest.errors.OAUTH_NO_STORE`). A description never holds a secret: it is sent to the
+client and may be logged.
 """
 
 from __future__ import annotations
 
 import orjson
 
+from fwrest.errors import OAUTH_NO_STORE, REALM, Challenge
+from fwrest.wire import Reply, error_reply
+
 __all__ = [
-    "BASIC_CHALLENGE",
-    "Answer",
+    "CLIENT_CHALLENGE",
     "InvalidClient",
     "InvalidGrant",
     "InvalidRequest",
@@ -32,11 +36,7 @@ __all__ = [
     "render",
 ]
 
-# (status, headers, body): what the token service's routes answer
-Answer = tuple[int, list[tuple[str, str]], bytes]
-
-BASIC_CHALLENGE = 'Basic realm="Access to REST"'  # RFC 6749 2.3.1: client_secret_basic
-_NO_STORE = (("cache-control", "no-store"), ("pragma", "no-cache"))
+CLIENT_CHALLENGE = Challenge("Basic", realm=REALM)  # RFC 6749 2.3.1: client_secret_basic
 
 
 class OAuthError(Exception):
@@ -53,8 +53,13 @@ class OAuthError(Exception):
         self.error = error
         self.description = description
         self.status = status
-        self.headers = (*headers, *_NO_STORE)
+        self.headers = (*headers, *OAUTH_NO_STORE)
+        self.close = False
         super().__init__(f"{error}: {description}")
+
+    def body(self) -> bytes:
+        """The RFC 6749 5.2 body."""
+        return orjson.dumps({"error": self.error, "error_description": self.description})
 
 
 class InvalidRequest(OAuthError):
@@ -69,8 +74,10 @@ class InvalidClient(OAuthError):
     """401: the client's authentication failed or is missing; ``challenge`` is the
     ``WWW-Authenticate`` value (RFC 6749 5.2: the scheme the client used, Basic by default)."""
 
-    def __init__(self, description: str, challenge: str = BASIC_CHALLENGE) -> None:
-        super().__init__("invalid_client", description, 401, (("www-authenticate", challenge),))
+    def __init__(self, description: str, challenge: Challenge | str = CLIENT_CHALLENGE) -> None:
+        super().__init__(
+            "invalid_client", description, 401, (("www-authenticate", str(challenge)),)
+        )
 
 
 class InvalidGrant(OAuthError):
@@ -102,11 +109,10 @@ class InvalidScope(OAuthError):
         super().__init__("invalid_scope", description)
 
 
-def render(exc: OAuthError) -> Answer:
+def render(exc: OAuthError) -> Reply:
     """The answer of ``exc``: its status, its headers and the RFC 6749 5.2 body.
 
-    >>> render(InvalidGrant("the refresh token has expired"))[2]
+    >>> render(InvalidGrant("the refresh token has expired")).body
     b'{"error":"invalid_grant","error_description":"the refresh token has expired"}'
     """
-    body = orjson.dumps({"error": exc.error, "error_description": exc.description})
-    return exc.status, [("content-type", "application/json"), *exc.headers], body
+    return error_reply(exc)

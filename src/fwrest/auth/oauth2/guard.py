@@ -18,7 +18,7 @@ from fwrest.auth.oauth2.tokens import (
     bearer_token,
     token_user,
 )
-from fwrest.errors import HTTPError, is_cancellation
+from fwrest.errors import BEARER, Challenge, HTTPError, Unauthorized, is_cancellation
 from fwrest.repository import is_async
 from fwrest.routing.names import OPEN_OAUTH2_ROUTES, TOKEN_ROUTE
 from fwrest.wire import Request
@@ -33,8 +33,6 @@ __all__ = [
     "pattern_location",
 ]  # TOKEN_ROUTE: from routing
 
-REALM = 'Bearer realm="Access to REST"'
-_MISSING = (("www-authenticate", REALM),)
 _OPEN_TAILS = tuple(OPEN_OAUTH2_ROUTES)  # str.endswith takes a tuple
 
 
@@ -156,14 +154,13 @@ class BearerGuard:
 
     __slots__ = (
         "_any_nocheck",
+        "_challenge",
         "_custom",
         "_custom_async",
         "_custom_name",
         "_dpop",
         "_locate",
-        "_missing",
         "_nocheck",
-        "_realm",
         "_service",
         "pool",
     )
@@ -176,7 +173,7 @@ class BearerGuard:
         custom: Callable[..., Any] | None,
         custom_name: str,
         pool: Pool | None = None,
-        challenges: dict[str | None, str] | None = None,
+        challenges: dict[str | None, Challenge] | None = None,
         dpop: DpopCheck | None = None,
     ) -> None:
         self._service = service
@@ -184,13 +181,8 @@ class BearerGuard:
         self._dpop = dpop
         # SPEC 16.3: every 401 names the protected resource metadata (RFC 9728 5.1) of the
         # request's location; the challenges are spelled at start, per location prefix
-        # (None: a path outside every location)
-        self._realm: dict[str | None, str] = {
-            prefix: f"{REALM}, {param}" for prefix, param in (challenges or {}).items()
-        }
-        self._missing = {
-            prefix: (("www-authenticate", realm),) for prefix, realm in self._realm.items()
-        }
+        # (None: a path outside every location), by the resource metadata (resource.py)
+        self._challenge: dict[str | None, Challenge] = dict(challenges or {})
         self._nocheck = nocheck
         self._any_nocheck = nocheck.any()  # else only the token route skips the check
         self._locate = locate
@@ -225,9 +217,7 @@ class BearerGuard:
             why = "an access token is required"
             if self._dpop is not None and self._dpop.required:
                 raise self._dpop.refuse(self._prefix(path), "", why)
-            raise HTTPError(
-                401, detailed=why, headers=self._missing.get(self._prefix(path), _MISSING)
-            )
+            raise Unauthorized(self._challenge.get(self._prefix(path), BEARER), why)
         log.request_secrets.set(log.secret_forms(token))
         if self._custom is not None:
             try:
@@ -282,12 +272,11 @@ class BearerGuard:
     def _prefix(self, path: str) -> str | None:
         """The location prefix of ``path`` for its challenge; None outside every location
         (looked up only on a 401, and only when the port has challenges)."""
-        if not self._realm:
+        if not self._challenge:
             return None
         located = self._locate(path)
         return located[0] if located is not None else None
 
-    def _invalid(self, path: str, why: str) -> HTTPError:
-        realm = self._realm.get(self._prefix(path), REALM)
-        challenge = f'{realm}, error="invalid_token", error_description="{why}"'
-        return HTTPError(401, detailed=why, headers=(("www-authenticate", challenge),))
+    def _invalid(self, path: str, why: str) -> Unauthorized:
+        challenge = self._challenge.get(self._prefix(path), BEARER)
+        return Unauthorized(challenge.refused("invalid_token", why), why)

@@ -19,7 +19,7 @@ import orjson
 
 from fwrest.auth.oauth2.errors import OAuthError
 from fwrest.context.request import Response, current
-from fwrest.errors import HTTPError
+from fwrest.errors import Challenge, HTTPError
 
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.params import AuthParams
@@ -128,18 +128,27 @@ class Resources:
         # the fields of the token bindings (SPEC 16.2, RFC 9728 2), set by the assembly
         self.bindings: dict[str, Any] = {}
 
-    def challenge(self, prefix: str | None) -> str:
-        """The ``resource_metadata`` auth-param (RFC 9728 5.1) of the location ``prefix``
-        (None: a path outside every location, which gets the port's first location's)."""
+    def challenge(self, base: Challenge, prefix: str | None) -> Challenge:
+        """``base`` with the ``resource_metadata`` auth-param (RFC 9728 5.1) of the location
+        ``prefix`` (None: a path outside every location, which gets the port's first
+        location's)."""
         url = self.metadata_url.get(prefix) if prefix is not None else None
         if url is None:
             url = next(iter(self.metadata_url.values()), "")
-        return f'resource_metadata="{url}"'
+        return base.extended(resource_metadata=url)
 
-    def challenges(self) -> dict[str | None, str]:
-        """:meth:`challenge` of every location, and of a path outside them (key None)."""
-        out: dict[str | None, str] = {prefix: self.challenge(prefix) for prefix in self.resource}
-        out[None] = self.challenge(None)
+    def challenges(self, base: Challenge) -> dict[str | None, Challenge]:
+        """:meth:`challenge` of every location, and of a path outside them (key None),
+        spelled at start.
+
+        >>> r = Resources({"/rest": "https://h/rest"})
+        >>> print(r.challenges(Challenge("Bearer", realm="R"))["/rest"])
+        Bearer realm="R", resource_metadata="https://h/.well-known/oauth-protected-resource/rest"
+        """
+        out: dict[str | None, Challenge] = {
+            prefix: self.challenge(base, prefix) for prefix in self.resource
+        }
+        out[None] = self.challenge(base, None)
         return out
 
     def accepts(self, value: str) -> bool:

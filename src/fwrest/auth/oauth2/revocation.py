@@ -25,8 +25,7 @@ import orjson
 from fwrest import log
 from fwrest.auth.oauth2.dpop import family_key
 from fwrest.auth.oauth2.errors import (
-    BASIC_CHALLENGE,
-    Answer,
+    CLIENT_CHALLENGE,
     InvalidClient,
     InvalidRequest,
     OAuthError,
@@ -42,22 +41,20 @@ from fwrest.auth.oauth2.tokens import (
     bearer_token,
     token_user,
 )
-from fwrest.errors import HTTPError
+from fwrest.errors import BEARER, OAUTH_NO_STORE, HTTPError
 from fwrest.store.audit import ANONYMOUS, AuditEvent
 from fwrest.store.families import family_until
+from fwrest.wire import JSON, Reply
 
 __all__ = ["INTROSPECT_SCOPE", "introspect_endpoint", "revoke_endpoint"]
 
 INTROSPECT_SCOPE = "introspect"  # SPEC 12.3: an access token with it may introspect
 REFRESH_JTI_CHARS = 32  # a refresh token's jti: 128 bits of its stored SHA-256 hash
-_JSON_NO_STORE = [
-    ("content-type", "application/json"),
-    ("cache-control", "no-store"),
-    ("pragma", "no-cache"),
-]
+_JSON_NO_STORE = (("content-type", JSON), *OAUTH_NO_STORE)
+# RFC 7009 2.2's empty 200, its content type as a Response with an empty body had it
+_REVOKED_HEADERS = (("content-type", "application/octet-stream"), *OAUTH_NO_STORE)
 _INACTIVE = orjson.dumps({"active": False})
 _DEFAULT_ACCESS_MS = 3_600_000  # as the token route's default
-_BEARER_REALM = 'Bearer realm="Access to REST"'
 
 
 def _parse(
@@ -112,9 +109,8 @@ async def revoke_endpoint(
     body: bytes,
     headers: dict[str, str],
     client_ip: str = "",
-) -> Answer:
-    """Answer one request of ``/fw/oauth2/revoke`` from ``client_ip``: (status, headers,
-    body)."""
+) -> Reply:
+    """Answer one request of ``/fw/oauth2/revoke`` from ``client_ip``."""
     try:
         params, auth_header = _parse(method, query, body, headers)
         # the client as the token route authenticates it (none sent: the first client)
@@ -126,7 +122,7 @@ async def revoke_endpoint(
     except OAuthError as exc:
         return render(exc)
     # RFC 7009 2.2: 200 whether or not there was anything to revoke
-    return 200, [("cache-control", "no-store"), ("pragma", "no-cache")], b""
+    return Reply(200, list(_REVOKED_HEADERS), b"")
 
 
 async def _revoke(
@@ -191,9 +187,8 @@ async def introspect_endpoint(
     body: bytes,
     headers: dict[str, str],
     location: str = "",
-) -> Answer:
-    """Answer one request of ``/fw/oauth2/introspect`` of the location ``location``:
-    (status, headers, body)."""
+) -> Reply:
+    """Answer one request of ``/fw/oauth2/introspect`` of the location ``location``."""
     try:
         params, auth_header = _parse(method, query, body, headers)
         client_id = await _introspector(service, params, auth_header)
@@ -202,7 +197,7 @@ async def introspect_endpoint(
     except OAuthError as exc:
         return render(exc)
     out = _INACTIVE if described is None else orjson.dumps(described)
-    return 200, list(_JSON_NO_STORE), out
+    return Reply(200, list(_JSON_NO_STORE), out)
 
 
 async def _introspector(
@@ -250,11 +245,12 @@ async def _introspector(
 
 
 def _not_an_introspector(error: str, why: str) -> InvalidClient:
-    bearer = f'{_BEARER_REALM}, error="{error}", error_description="{why}"'
     if error == "insufficient_scope":
-        bearer += f', scope="{INTROSPECT_SCOPE}"'
+        bearer = BEARER.refused(error, why, scope=INTROSPECT_SCOPE)
+    else:
+        bearer = BEARER.refused(error, why)
     # both challenges in one field (RFC 9110 11.6.1): Basic's first, as the token route's
-    return InvalidClient(why, challenge=f"{BASIC_CHALLENGE}, {bearer}")
+    return InvalidClient(why, challenge=f"{CLIENT_CHALLENGE}, {bearer}")
 
 
 async def _describe(

@@ -11,7 +11,7 @@ from typing import Any
 from fwrest.auth.oauth2.discovery import jwks_route, metadata_route
 from fwrest.auth.oauth2.resource import resource_route
 from fwrest.auth.oauth2.tokens import TokenService
-from fwrest.context.request import Response, current
+from fwrest.context.request import current
 from fwrest.errors import HTTPError
 from fwrest.routing.names import (
     AUTHORIZE_ROUTE_NAME,
@@ -20,11 +20,12 @@ from fwrest.routing.names import (
     REVOKE_ROUTE_NAME,
     TOKEN_ROUTE_NAME,
 )
+from fwrest.wire import Reply
 
 __all__ = ["OAUTH2_ROUTES", "authorize_route", "introspect_route", "revoke_route", "token_route"]
 
 
-async def token_route() -> Response:
+async def token_route() -> Reply:
     """Issue tokens (password grant) or rotate them (refresh_token grant)."""
     ctx = current.get()
     service = ctx.port.token_service
@@ -33,7 +34,7 @@ async def token_route() -> Response:
     if ctx.method == "HEAD":
         # HEAD would run the grant (spend a refresh token) and drop the tokens it issued
         raise HTTPError(405, headers=(("allow", "GET, POST"),))
-    status, headers, body = await service.token_endpoint(
+    return await service.token_endpoint(
         ctx.method,
         ctx.query_string,
         ctx.body,
@@ -42,7 +43,6 @@ async def token_route() -> Response:
         ctx.location_path,
         ctx.path,
     )
-    return Response(body, status, dict(headers), media_type="application/json")
 
 
 def _service() -> TokenService:
@@ -52,13 +52,13 @@ def _service() -> TokenService:
     return service
 
 
-async def authorize_route() -> Response:
+async def authorize_route() -> Reply:
     """The authorization code grant's login page and form (SPEC 16.1)."""
     ctx = current.get()
     authorizer = _service().authorizer
     if authorizer is None:  # pragma: no cover - set by the assembly on every oAuth2 port
         raise HTTPError(404)
-    status, headers, body = await authorizer.answer(
+    return await authorizer.answer(
         ctx.method,
         ctx.query_string,
         ctx.body,
@@ -66,31 +66,26 @@ async def authorize_route() -> Response:
         ctx.client,
         ctx.location_path,
     )
-    kept = {k: v for k, v in headers if k != "content-type"}
-    media = "text/html; charset=utf-8" if body else None
-    return Response(body, status, kept, media_type=media)
 
 
-async def revoke_route() -> Response:
+async def revoke_route() -> Reply:
     """Revoke a token and its family (RFC 7009)."""
     from fwrest.auth.oauth2.revocation import revoke_endpoint
 
     ctx = current.get()
-    status, headers, body = await revoke_endpoint(
+    return await revoke_endpoint(
         _service(), ctx.method, ctx.query_string, ctx.body, dict(ctx.headers), ctx.client
     )
-    return Response(body, status, dict(headers), media_type="application/json" if body else None)
 
 
-async def introspect_route() -> Response:
+async def introspect_route() -> Reply:
     """Describe a token (RFC 7662)."""
     from fwrest.auth.oauth2.revocation import introspect_endpoint
 
     ctx = current.get()
-    status, headers, body = await introspect_endpoint(
+    return await introspect_endpoint(
         _service(), ctx.method, ctx.query_string, ctx.body, dict(ctx.headers), ctx.location_path
     )
-    return Response(body, status, dict(headers), media_type="application/json")
 
 
 # by route name (native/catalog.py lists their paths and methods)

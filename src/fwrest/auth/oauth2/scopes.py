@@ -16,7 +16,7 @@ from typing import Any
 from fwrest.auth.oauth2.errors import InvalidScope
 from fwrest.auth.oauth2.params import AuthParams
 from fwrest.context.request import current
-from fwrest.errors import HTTPError
+from fwrest.errors import Challenge, Forbidden
 
 __all__ = [
     "DEFAULT",
@@ -35,6 +35,8 @@ DEFAULT = "default"
 MAX_SCOPE_PARAM = 1024
 # the parameter: scope-tokens separated by spaces (RFC 6749 3.3)
 _SCOPE_PARAM = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]*\Z")
+# the challenge of the 403 of a token without a route's scopes (RFC 6750 3.1): no realm
+_SCOPES = Challenge("Bearer")
 
 Invoke = Callable[[Mapping[str, str]], Awaitable[Any]]
 
@@ -88,13 +90,16 @@ def grant(asked: Iterable[str], allowed: frozenset[str]) -> str:
     return " ".join(names)
 
 
-def insufficient(scopes: Iterable[str]) -> HTTPError:
-    """The 403 of RFC 6750 3.1 for a route that requires ``scopes``."""
+def insufficient(scopes: Iterable[str]) -> Forbidden:
+    """The 403 of RFC 6750 3.1 for a route that requires ``scopes``.
+
+    >>> insufficient(["orders:read"]).headers
+    (('www-authenticate', 'Bearer error="insufficient_scope", scope="orders:read"'),)
+    """
     wanted = " ".join(scopes)
-    return HTTPError(
-        403,
-        detailed=f"the access token lacks a scope this route requires: {wanted}",
-        headers=(("www-authenticate", f'Bearer error="insufficient_scope", scope="{wanted}"'),),
+    return Forbidden(
+        f"the access token lacks a scope this route requires: {wanted}",
+        _SCOPES.refused("insufficient_scope", scope=wanted),
     )
 
 
@@ -103,11 +108,11 @@ def requiring(scopes: tuple[str, ...], invoke: Invoke) -> Invoke:
     (the bearer guard put the token's ``scope`` claim on the request's context); 403 else.
     Composed at start into the call of the routes that require scopes only."""
     needed = frozenset(scopes)
-    refusal = insufficient(scopes)
+    refusal = insufficient(scopes)  # spelled once: a refusal raises a copy
 
     async def checked(params: Mapping[str, str]) -> Any:
         if not needed.issubset(current.get().scope.split()):
-            raise HTTPError(refusal.status, detailed=refusal.detailed, headers=refusal.headers)
+            raise Forbidden(refusal.detailed, refusal.challenge)
         return await invoke(params)
 
     return checked

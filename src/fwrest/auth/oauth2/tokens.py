@@ -26,7 +26,6 @@ from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.oauth2 import mtls
 from fwrest.auth.oauth2.dpop import bound_key
 from fwrest.auth.oauth2.errors import (
-    Answer,
     InvalidClient,
     InvalidRequest,
     OAuthError,
@@ -56,11 +55,12 @@ from fwrest.auth.oauth2.params import (
 from fwrest.auth.oauth2.passwords import check_user, costly
 from fwrest.auth.oauth2.scopes import requested
 from fwrest.auth.throttle import TOKEN_WORDING, Throttle
-from fwrest.errors import HTTPError, is_cancellation, store_unavailable
+from fwrest.errors import OAUTH_NO_STORE, HTTPError, is_cancellation, store_unavailable
 from fwrest.routing.names import TOKEN_ROUTE
 from fwrest.store import RefreshRecord, StateStore, StoreError
 from fwrest.store.audit import AuditLog
 from fwrest.store.calls import Started, StoreBusy, StoreClient
+from fwrest.wire import JSON, Reply
 
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.authorize import Authorizer
@@ -89,7 +89,7 @@ STORE_CALL_MIN_S = 0.2
 STORE_QUEUE_S = 1.0
 REVOKED_REFRESH_DEADLINE_S = 1.4  # the revocation cache's refresh (retried every 0.5 s)
 RESTORE_ATTEMPTS = 30  # one a second: undoing a spend that reached no client (see spend)
-_NO_STORE = [("cache-control", "no-store"), ("pragma", "no-cache")]
+_ISSUED_HEADERS = (("content-type", JSON), *OAUTH_NO_STORE)
 # the token request's parameters that are secrets, scrubbed from any record logged meanwhile
 _SECRET_PARAMS = ("password", "client_secret", "refresh_token", "code", "code_verifier")
 # verified access tokens remembered per port and worker (about 1.2 KiB each: the claims and
@@ -642,10 +642,14 @@ class TokenService:
         client_ip: str,
         location: str = "",
         path: str = "",
-    ) -> Answer:
+    ) -> Reply:
         """Answer one request of ``/fw/oauth2/token`` of the location ``location`` (its
-        prefix; ``path`` the request's, for a DPoP proof's ``htu``): (status, headers,
-        body)."""
+        prefix; ``path`` the request's, for a DPoP proof's ``htu``).
+
+        Raises:
+            HTTPError: 500 (``onAuthparams``), 429 (the throttle), 503 (the store, the pool):
+                the port renders them as it renders every other route's.
+        """
         _issuer.set(self.issuers.get(location, ""))
         bound_key.set("")
         try:
@@ -669,7 +673,7 @@ class TokenService:
 
     async def _grant(
         self, method: str, params: dict[str, str], auth_header: str | None, client_ip: str
-    ) -> Answer:
+    ) -> Reply:
         """Dispatch a token request to its grant, doing what every grant shares in the order
         RFC 6749 5.2 and SPEC 4.2 imply (grants/base.py draws it)."""
         grant_type = params.get("grant_type")
@@ -790,7 +794,7 @@ class TokenService:
         family_scope: str,
         *,
         client_token: bool = False,
-    ) -> Answer:
+    ) -> Reply:
         """The answer of a grant: an access token of ``scope``, and unless ``refresh_at`` is
         None (the client credentials grant, RFC 6749 4.4.3) a refresh token of the family,
         which keeps ``family_scope``. A ``client_token`` (the client credentials grant) has
@@ -855,7 +859,7 @@ class TokenService:
         if refresh is None:
             del answer["refresh_token"]  # RFC 6749 4.4.3
         body = orjson.dumps(answer)
-        return 200, [("content-type", "application/json"), *_NO_STORE], body
+        return Reply(200, list(_ISSUED_HEADERS), body)
 
 
 def token_user(claims: dict[str, Any]) -> str:

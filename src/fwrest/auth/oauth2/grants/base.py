@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, ClassVar
 
-from fwrest.auth.oauth2.errors import Answer
+from fwrest.wire import Reply
 
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.params import AuthParams
@@ -154,7 +154,7 @@ class Grant:
         """
         raise NotImplementedError
 
-    async def issue(self, request: TokenRequest, validated: Validated) -> Answer:
+    async def issue(self, request: TokenRequest, validated: Validated) -> Reply:
         """The answer (RFC 6749 5.1): an access token, and a refresh token of the family
         when the grant is ``refreshable``."""
         return await request.service.issue(

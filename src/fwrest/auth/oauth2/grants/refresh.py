@@ -16,12 +16,13 @@ from typing import ClassVar
 
 from fwrest import log
 from fwrest.auth.oauth2.dpop import InvalidDpopProof, bound_key, family_key
-from fwrest.auth.oauth2.errors import Answer, InvalidGrant, InvalidRequest, OAuthError
+from fwrest.auth.oauth2.errors import InvalidGrant, InvalidRequest, OAuthError
 from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated
 from fwrest.auth.oauth2.passwords import same_secret
 from fwrest.auth.oauth2.scopes import DEFAULT, allowed_scopes, grant
 from fwrest.store import RefreshRecord
 from fwrest.store.audit import AuditEvent
+from fwrest.wire import Reply
 
 __all__ = ["RefreshGrant", "revoked_until"]
 
@@ -71,7 +72,7 @@ class RefreshGrant(Grant):
             raise
         return Validated(record.subject, record.family, scope, family_scope, (token_hash, claim))
 
-    async def issue(self, request: TokenRequest, validated: Validated) -> Answer:
+    async def issue(self, request: TokenRequest, validated: Validated) -> Reply:
         try:
             return await super().issue(request, validated)
         except OAuthError:

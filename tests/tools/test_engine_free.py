@@ -1,0 +1,34 @@
+"""``tests/conftest.py``'s ``ENGINE_FREE`` stays true: each module it names is in the native
+engine's run (the Makefile's ``NATIVE_SLICE``) and starts no server, so that run may skip it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import ENGINE_FREE, ROOT
+
+# what starts a server or speaks to one's socket in this suite
+STARTS = re.compile(
+    r"ServerProcess|\bserving\(|\brunning\(|\bexchange\(|RawConnection|create_connection"
+    r"|start_service|fwrest\.start\([^)]|\bserve\s*[:,)]"
+)
+
+
+def native_slice() -> list[str]:
+    makefile = (ROOT / "Makefile").read_text()
+    found = re.search(r"^NATIVE_SLICE := (.*)$", makefile, re.MULTILINE)
+    assert found, "the Makefile has no NATIVE_SLICE"
+    return found.group(1).split()
+
+
+@pytest.mark.parametrize("module", sorted(ENGINE_FREE))
+def test_an_engine_free_module_is_in_the_native_run_and_starts_no_server(module: str) -> None:
+    path = ROOT / module
+    assert path.is_file(), f"ENGINE_FREE names {module}, which does not exist"
+    assert any(module == p or module.startswith(p.rstrip("/") + "/") for p in native_slice()), (
+        f"{module} is not in the Makefile's NATIVE_SLICE: ENGINE_FREE need not name it"
+    )
+    starts = sorted(set(STARTS.findall(path.read_text())))
+    assert not starts, f"{module} starts a server ({', '.join(starts)}): take it out of ENGINE_FREE"
