@@ -41,7 +41,9 @@ import trustme
 from fwrest.auth.oauth2.grants import refresh_hash
 from fwrest.store import RefreshRecord
 from fwrest.store.redis import RedisStore
+from tests.auth.oauth2_support import ADA as ADA_USER
 from tests.auth.oauth2_support import (
+    WEB,
     LocalOAuth,
     OAuth,
     client_context,
@@ -50,6 +52,7 @@ from tests.auth.oauth2_support import (
     issue_certs,
     issuer_of,
     oauth_section,
+    params_source,
     wait_for,
 )
 from tests.conftest import (
@@ -65,20 +68,13 @@ from tests.redis_support import RedisServer, redis_binary
 ADA = ("ada", "Ada-Pw-7731")
 HANG_GUARD_503 = 2.5  # seconds; SPEC 7: 503 within 1.5 s while the store is unreachable
 
-STORE_APP = """
-
-
-def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "username": "ada",
-        "password": "Ada-Pw-7731",
-        "users": [{"username": "bob", "password": "Bob-Pw-2207"},
-                  {"username": "eve", "password": "Eve-Pw-3141"}],
-        "access_expires": "1h",
-        "refresh_expires": "Date()+1",
-    }
+BOB_EVE = [
+    {"username": "bob", "password": "Bob-Pw-2207"},
+    {"username": "eve", "password": "Eve-Pw-3141"},
+]
+STORE_APP = (
+    params_source(**WEB, **ADA_USER, users=BOB_EVE, access_expires="1h", refresh_expires="Date()+1")
+    + """
 
 
 def public():
@@ -89,6 +85,7 @@ def public():
 def pid():
     return {"pid": os.getpid()}
 """
+)
 
 
 SHARED_ISSUER = "https://api.example.test/rest"

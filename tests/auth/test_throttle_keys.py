@@ -29,7 +29,7 @@ import pytest
 import trustme
 
 from fwrest.auth.throttle import address_key, port_keys, user_key
-from tests.auth.oauth2_support import TOKEN, LocalService, local_oauth, oauth_section
+from tests.auth.oauth2_support import TOKEN, LocalService, local_oauth, oauth_section, params_source
 from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port, module_config
 
 MAX = 3
@@ -49,14 +49,10 @@ _USERS = {USERS!r}
 
 def check(user, password):
     return _USERS.get(user) == password
-
-
-def params():
-    return {{
-        "client_id": "web",
-        "users": [{{"username": u, "password": p}} for u, p in _USERS.items()],
-    }}
 """
+    + params_source(
+        client_id="web", users=[{"username": u, "password": p} for u, p in USERS.items()]
+    )
 )
 
 
