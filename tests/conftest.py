@@ -551,7 +551,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 _FORKS = multiprocessing.get_context("forkserver")
-_FORKS.set_forkserver_preload(["fwrest.cli", "tests.forked"])
+# what `fwrest check` and `fwrest serve` import besides the CLI: a child that imports them
+# itself spends about half a second (most of a broken configuration's check) doing so
+_FORKS.set_forkserver_preload(
+    ["fwrest.cli", "tests.forked", "fwrest._native", "fwrest.server", "fwrest.server.build"]
+)
 
 
 def run_forked(
