@@ -410,9 +410,10 @@ def test_reply_encoder_byte_for_byte(
 
 
 def test_reply_encoder_takes_what_wire_takes() -> None:
-    """A bytearray body, an IntEnum status, a character beyond latin-1: wire's bytes too."""
+    """A status without a phrase, an id beyond 128 bits, an IntEnum status, a character beyond
+    latin-1: wire's bytes too."""
     cases = [
-        Reply(200, [("a", "b")], bytearray(b"xy")),  # type: ignore[arg-type]
+        Reply(600, [("a", "b")], b"xy", request_id=2**130),
         Reply(HTTPStatus.OK, [("a", "b")], b"xy"),
         Reply(200, [("a", "\u20ac")], b"xy", request_id=5),
     ]
