@@ -112,6 +112,7 @@ cdef list _METHODS = [None] * 64
 # module imports this one)
 cdef object _hosts_ok = None
 cdef object _host_ok = None
+cdef object _absolute = None
 
 _ABSOLUTE = (b"http://", b"https://")
 
@@ -533,28 +534,14 @@ cdef class RequestParser:
         return 0
 
     cdef int _absolute_form(self, bytes url) except -1:
-        """An absolute-form target (``GET http://h/p``): its authority replaces ``Host``
-        (server/http.py's ``_absolute_form``)."""
-        rest = url[url.index(b"://") + 3 :]
-        cdef Py_ssize_t end = len(rest)
-        cdef Py_ssize_t found
-        for mark in (b"/", b"?", b"#"):
-            found = rest.find(mark)
-            if 0 <= found < end:
-                end = found
-        target_host = rest[:end].decode("latin-1")
-        if not _host_valid(target_host):
-            raise HTTPError(
-                400,
-                detailed="the request target's authority must be host[:port] and nothing else",
-                close=True,
-            )
-        headers = self._headers
-        for i, (name, _) in enumerate(headers):
-            if name == "host":
-                headers[i] = ("host", target_host)
-                return 0
-        headers.append(("host", target_host))  # HTTP/1.0 may send no Host
+        """An absolute-form target (``GET http://h/p``): server/http.py's
+        ``absolute_form`` (the form is rare: no C of its own)."""
+        global _absolute
+        if _absolute is None:
+            from fwrest.server import http
+
+            _absolute = http.absolute_form
+        _absolute(url, self._headers)
         return 0
 
     cdef int _on_body(self, const char* at, size_t length) except -1:

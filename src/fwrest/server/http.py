@@ -84,6 +84,36 @@ def _host_ok(value: str) -> bool:
     return True
 
 
+def absolute_form(url: bytes, headers: list[tuple[str, str]]) -> None:
+    """An absolute-form target (``GET http://h/p``): its authority becomes the request's host
+    in ``headers``, whatever ``Host`` said (RFC 9112 3.2.2), so that every reader of ``Host``
+    (the REST object, the Host check of state-changing routes, URLs) agrees with the target.
+    An authority that is no ``host[:port]`` (a user name, empty) is refused. Both engines'
+    (the native one calls it: the form is rare).
+
+    Raises:
+        HTTPError: 400, the connection closed after it.
+    """
+    rest = url[url.index(b"://") + 3 :]
+    end = len(rest)
+    for mark in (b"/", b"?", b"#"):
+        found = rest.find(mark)
+        if 0 <= found < end:
+            end = found
+    target_host = rest[:end].decode("latin-1")
+    if not _host_ok(target_host):
+        raise HTTPError(
+            400,
+            detailed="the request target's authority must be host[:port] and nothing else",
+            close=True,
+        )
+    for i, (name, _) in enumerate(headers):
+        if name == "host":
+            headers[i] = ("host", target_host)
+            return
+    headers.append(("host", target_host))  # HTTP/1.0 may send no Host
+
+
 # The parser: httptools' (the pure engine) or the native engine's (fwrest/_native, a C
 # extension doing the per-request work of on_url, on_header, on_body and on_chunk_header);
 # FWREST_ENGINE chooses, once per process. ENGINE says which serves (the start line, check).
@@ -775,12 +805,7 @@ class HttpProtocol(asyncio.Protocol):
         keep = _CLOSE
         if self._keep_alive:
             keep = _OPEN_10 if http10 else _OPEN
-        if self._answering is not _READY or self._flow.paused:
-            self._pipe.queue.append((request, keep))
-            if self._transport is not None:
-                self._transport.pause_reading()
-            return
-        self._start(request, keep)
+        self._dispatch(request, keep)
 
     def _native_head(
         self,
@@ -892,7 +917,7 @@ class HttpProtocol(asyncio.Protocol):
             )
         url = self._url
         if not url.startswith(b"/") and url[:8].lower().startswith(_ABSOLUTE):
-            self._absolute_form()
+            absolute_form(self._url, self._headers)
         if not self._keep_alive or not parser.should_keep_alive():
             self._keep_alive = False
         method = self._method = parser.get_method().decode("ascii", "replace")
@@ -933,32 +958,6 @@ class HttpProtocol(asyncio.Protocol):
                 self._expect_continue()
         else:
             self._cancel_timer()
-
-    def _absolute_form(self) -> None:
-        """An absolute-form target (``GET http://h/p``): its authority is the request's host,
-        whatever ``Host`` said (RFC 9112 3.2.2), so that every reader of ``Host`` (the REST
-        object, the Host check of state-changing routes, URLs) agrees with the target. An
-        authority that is no ``host[:port]`` (a user name, empty) is refused."""
-        url = self._url
-        rest = url[url.index(b"://") + 3 :]
-        end = len(rest)
-        for mark in (b"/", b"?", b"#"):
-            found = rest.find(mark)
-            if 0 <= found < end:
-                end = found
-        target_host = rest[:end].decode("latin-1")
-        if not _host_ok(target_host):
-            raise HTTPError(
-                400,
-                detailed="the request target's authority must be host[:port] and nothing else",
-                close=True,
-            )
-        headers = self._headers
-        for i, (name, _) in enumerate(headers):
-            if name == "host":
-                headers[i] = ("host", target_host)
-                return
-        headers.append(("host", target_host))  # HTTP/1.0 may send no Host
 
     def _expect_continue(self) -> None:
         """The client waits for ``100 Continue`` before it sends the body: read nothing more
@@ -1062,6 +1061,11 @@ class HttpProtocol(asyncio.Protocol):
         keep = _CLOSE
         if self._keep_alive and self._parser.should_keep_alive():
             keep = _OPEN_10 if self._http10 else _OPEN
+        self._dispatch(request, keep)
+
+    def _dispatch(self, request: Request, keep: Keep) -> None:
+        """A request read whole: started now, or queued behind the answers before it (or a
+        paused write flow), reading paused meanwhile (pipelining)."""
         if self._answering is not _READY or self._flow.paused:
             self._pipe.queue.append((request, keep))
             if self._transport is not None:
