@@ -222,24 +222,6 @@ def root_files(page: str) -> Mutate:
     return mutate
 
 
-def section_named(owner: str, key: str, name: str) -> Callable[[dict[str, Any]], Mutate]:
-    """Changes in which ``owner``'s ``key`` names a section ``name`` of the values given."""
-
-    def named(values: dict[str, Any]) -> Mutate:
-        def mutate(s: Sections, _ctx: dict[str, Any]) -> None:
-            s[owner][key] = name
-            s[name] = dict(values)
-
-        return mutate
-
-    return named
-
-
-content_types = section_named("HTTP_REST", "ContentTypes", "TYPES")
-cors = section_named("ROOT", "CORS", "CORS_WEB")
-rate_limit = section_named("ROOT", "RateLimit", "RL_API")
-
-
 def module(name: str, source: str, repository: str | None = None) -> Callable[..., None]:
     """Write ``name`` beside the config and make it the environment's Repository."""
 
@@ -250,10 +232,6 @@ def module(name: str, source: str, repository: str | None = None) -> Callable[..
         s["ENV"]["Repository"] = repository or Path(name).stem
 
     return mutate
-
-
-def load_urns(mapping: dict[str, Any]) -> Callable[..., None]:
-    return setting("HTTP_REST", "LoadURNs", mapping)
 
 
 def nested_json(_s: Sections, _ctx: dict[str, Any]) -> str:
@@ -294,17 +272,20 @@ sys.exit(main(["check", "service.ini"]))
 def tracing_without_the_extra(folder: Path, _certs: dict[str, Path]) -> Outcome:
     sections = base(0)
     sections["HTTPSERVER"]["Tracing"] = "otlp"
-    (folder / "app.py").write_text(APP)
-    (folder / "service.ini").write_text(config_text(sections, "ini"))
-    done = subprocess.run(
-        [*FWREST[:1], "-c", WITHOUT_OTEL],
+    service_on(folder, sections)
+    return cli_outcome(python_c(WITHOUT_OTEL, cwd=folder))
+
+
+def python_c(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -c script args`` in ``cwd``, the repository on its path (for tests.conftest)."""
+    return subprocess.run(
+        [*FWREST[:1], "-c", script, *args],
         capture_output=True,
         text=True,
-        cwd=folder,
+        cwd=cwd,
         timeout=60,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
-    return cli_outcome(done)
 
 
 def missing_file(folder: Path, _certs: dict[str, Path]) -> Outcome:
@@ -312,8 +293,7 @@ def missing_file(folder: Path, _certs: dict[str, Path]) -> Outcome:
 
 
 def unreadable_file(folder: Path, _certs: dict[str, Path]) -> Outcome:
-    path = folder / "service.ini"
-    path.write_text(config_text(base(0), "ini"))
+    path = service_on(folder, 0)
     path.chmod(0)
     prefix = []
     if os.geteuid() == 0:  # root reads any file: drop the capabilities that allow it
@@ -333,10 +313,12 @@ def occupied_port() -> Iterator[int]:
         yield int(sock.getsockname()[1])
 
 
-def service_on(folder: Path, port: int) -> Path:
+def service_on(folder: Path, port_or_sections: int | Sections) -> Path:
+    """service.ini in ``folder`` (beside app.py): the base service on a port, or ``sections``."""
+    sections = base(port_or_sections) if isinstance(port_or_sections, int) else port_or_sections
     (folder / "app.py").write_text(APP)
     path = folder / "service.ini"
-    path.write_text(config_text(base(port), "ini"))
+    path.write_text(config_text(sections, "ini"))
     return path
 
 
@@ -394,9 +376,7 @@ def asking_redis(
         else:
             store["StateStore"] = store["StateStore"].replace("://", f"://:{url_password}@")
         sections["HTTPSERVER"].update(store)
-        (folder / "app.py").write_text(APP)
-        path = folder / "service.ini"
-        path.write_text(config_text(sections, "ini"))
+        path = service_on(folder, sections)
         server.start()
         try:
             args = [command, str(path)] + (["--workers", "1"] if command == "serve" else [])
@@ -434,14 +414,7 @@ except fwrest.ConfigError as exc:
 
 def start_with_workers(folder: Path, _certs: dict[str, Path]) -> Outcome:
     with occupied_port() as port:
-        path = service_on(folder, port)
-        done = subprocess.run(
-            [*FWREST[:1], "-c", START, str(path)],
-            capture_output=True,
-            text=True,
-            cwd=folder,
-            timeout=60,
-        )
+        done = python_c(START, str(service_on(folder, port)), cwd=folder)
     ok = done.returncode == 2 and "ConfigError: " in done.stdout and "Traceback" not in done.stderr
     return Outcome(ok, done.stdout + done.stderr)
 
@@ -487,14 +460,7 @@ pathlib.Path("gone_mod.py").unlink()
 
 def start_script(script: str) -> Callable[[Path, dict[str, Path]], Outcome]:
     def run(folder: Path, _certs: dict[str, Path]) -> Outcome:
-        done = subprocess.run(
-            [*FWREST[:1], "-c", script],
-            capture_output=True,
-            text=True,
-            cwd=folder,
-            timeout=60,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
+        done = python_c(script, cwd=folder)
         ok = done.returncode == 2 and "ConfigError: " in done.stdout
         return Outcome(ok and "Traceback" not in done.stderr, done.stdout + done.stderr)
 
@@ -510,47 +476,45 @@ def start_workers_zero(folder: Path, _certs: dict[str, Path]) -> Outcome:
     return Outcome(False, "start(workers=0) did not raise")
 
 
+def start_with_on_start(folder: Path, name: str, source: str, on_start: str) -> Outcome:
+    """``fwrest.start()`` of the base service whose pool's ``OnStart`` is ``on_start`` of the
+    module ``name`` (written from ``source``): a ConfigError, and nothing left serving. Its own
+    module: without a Repository the endpoints already imported into this test process would
+    form the environment, whatever other tests imported."""
+    sections = copy.deepcopy(base(0))
+    (folder / name).write_text(source)
+    sections["ENV"] = {"Repository": str(folder / name)}
+    sections["POOL"]["OnStart"] = on_start
+    try:
+        fwrest.start(sections)
+    except fwrest.ConfigError as exc:
+        left = [t.name for t in threading.enumerate() if t.name == "fwrest-service"]
+        return Outcome(not left, f"{exc} (threads left: {left})")
+    return Outcome(False, "start() did not raise")
+
+
 def start_not_ready(folder: Path, _certs: dict[str, Path]) -> Outcome:
     """``fwrest.start()`` whose service does not report ready in time (the wait shortened to
     0.2 s, the pool's ``OnStart`` taking 1 s: never ready in time, however the threads are
-    scheduled); nothing may be left serving."""
+    scheduled)."""
     from fwrest.server import service as service_module
 
-    sections = copy.deepcopy(base(0))
-    # its own module: without a Repository the endpoints already imported into this test
-    # process would form the environment, whatever other tests imported
-    (folder / "not_ready_app.py").write_text(
+    source = (
         "import time\n\nfrom fwrest import get\n\n\n"
         'def slow_boot():\n    time.sleep(1.0)\n\n\n@get("/nr")\ndef nr():\n    return {}\n'
     )
-    sections["ENV"] = {"Repository": str(folder / "not_ready_app.py")}
-    sections["POOL"]["OnStart"] = "slow_boot"
     saved = service_module._READY_TIMEOUT_S
     service_module._READY_TIMEOUT_S = 0.2
     try:
-        fwrest.start(sections)
-    except fwrest.ConfigError as exc:
-        left = [t.name for t in threading.enumerate() if t.name == "fwrest-service"]
-        return Outcome(not left, f"{exc} (threads left: {left})")
+        return start_with_on_start(folder, "not_ready_app.py", source, "slow_boot")
     finally:
         service_module._READY_TIMEOUT_S = saved
-    return Outcome(False, "start() did not raise")
 
 
 def start_on_start_fails(folder: Path, _certs: dict[str, Path]) -> Outcome:
-    """``fwrest.start()`` of a service whose pool's ``OnStart`` raises: nothing left serving."""
-    sections = copy.deepcopy(base(0))
-    (folder / "on_start_fails_app.py").write_text(
-        "def boot():\n    raise RuntimeError('no database')\n"
-    )
-    sections["ENV"] = {"Repository": str(folder / "on_start_fails_app.py")}
-    sections["POOL"]["OnStart"] = "boot"
-    try:
-        fwrest.start(sections)
-    except fwrest.ConfigError as exc:
-        left = [t.name for t in threading.enumerate() if t.name == "fwrest-service"]
-        return Outcome(not left, f"{exc} (threads left: {left})")
-    return Outcome(False, "start() did not raise")
+    """``fwrest.start()`` of a service whose pool's ``OnStart`` raises."""
+    source = "def boot():\n    raise RuntimeError('no database')\n"
+    return start_with_on_start(folder, "on_start_fails_app.py", source, "boot")
 
 
 def config_as_text(folder: Path, _certs: dict[str, Path]) -> Outcome:
@@ -634,7 +598,6 @@ LIFETIMES = (
     "def half_user():\n    return {'username': 'ada'}\n\n\n"
     "def zero():\n    return {'username': 'ada', 'password': 'pw', 'access_expires': 0}\n"
 )
-GET_X = {"GET": {"Function": "app.hello"}}
 BAD_SCOPE = (
     'from fwrest import get\n\n\n@get("/a", scopes=["orders read"])\ndef a():\n    return {}\n'
 )
@@ -646,87 +609,197 @@ SCOPES = (
     "    return {'users': [{'username': 'ada', 'password': 'pw'}], 'scopes': ['a']}\n"
 )
 
+# The rows a broken configuration of a few settings provokes, a line each: the row, then after
+# "  <=  " a case of tests/faults/test_broken_configs.py by its id (" | serve": only
+# `fwrest serve` finds it), or a case written here, "name[format]", and after each further
+# "  <=  " one of its changes, "SECTION Key = value" or "oAuth2 key = value" (a TLS port whose
+# oAuth2 Authorization has that key: tls_auth), the value as JSON.
+ROWS_OF_SETTINGS = r"""
+# the file
+the file service.yaml is neither .ini nor .json  <=  a .yaml file[yaml]
+the file is not UTF-8 text  <=  not UTF-8[ini]
+the file is not a valid INI file: ...  <=  no section header[ini]
+the section [ROOT] appears twice (line <n>)  <=  section twice[ini]
+[HTTP_REST] Port: the key appears twice in this section (line <n>)  <=  key twice[ini]
+[HTTP_REST] PORT: the key is given twice (as Port and PORT)  <=  key twice in two cases[json]
+the sections [ROOT] and [root] are the same section (section names are case-insensitive)  <=  section in two cases[json]
+... is not valid JSON: <error> at line <n>, column <n>  <=  trailing comma[json]
+[<server>] LoadURNs: the value gives the key '/x' twice in one object, the second time at line <n>, column <n>  <=  LoadURNs path twice[ini]  <=  HTTP_REST LoadURNs = "{\"/x\": {\"GET\": {\"Function\": \"app.hello\"}}, \"/x\": {}}"
+the JSON file must hold an object whose keys are the sections  <=  a JSON array[json]
+the section [ROOT] must be an object of keys, not str  <=  section not an object[json]
+# sections and keys
+the section [HTTPSERVER] is missing  <=  an empty file[ini]
+[HTTPSERVER] Servers: names [HTTP_RST], which is not a section of this configuration. Did you mean [HTTP_REST]?  <=  unknown server[ini]
+[HTTP_REST]: the required key HostName is missing (...)  <=  no HostName[json]
+[HTTPSERVER] Workers: unknown key for a HTTPSERVER section.  <=  unknown key[ini]
+[HTTPSERVER] Enable: must be 0 or 1, got '2'  <=  Enable=2[ini]
+[HTTPSERVER] GracefulTimeout: must be a whole number of milliseconds, got '30s'  <=  ms with a unit[ini]
+[HTTP_REST] Port: 70000 is out of range (0-65535)  <=  Port 70000[json]
+[HTTP_REST] HeaderTimeout: 10000000000 is out of range (1-86400000)  <=  HeaderTimeout in microseconds[ini]
+[HTTP_REST] MaxHeaders: 0 is out of range (1-10000)  <=  MaxHeaders 0[ini]  <=  HTTP_REST MaxHeaders = 0
+[HTTP_REST] HostName: must be text, got ['127.0.0.1']  <=  HostName a list[json]  <=  HTTP_REST HostName = ["127.0.0.1"]
+[HTTPSERVER] Servers: must be a comma-separated list, got 5  <=  Servers a number[json]  <=  HTTPSERVER Servers = 5
+[ROOT] FwData: authorization is configured per port, not per location  <=  FwData on a location[json]
+[HTTP_REST] Authorization: Authorization is not a key of its own: it belongs inside FwData  <=  Authorization outside FwData[ini]
+# [HTTPSERVER]
+[HTTPSERVER] Servers: lists no server  <=  empty Servers[json]
+[HTTPSERVER] Servers: names [<server>] twice  <=  server twice[json]
+[HTTPSERVER] Enable: Enable=0 and no monitor: there is nothing to serve  <=  nothing to serve[json]
+[HTTPSERVER] StateStore: 'pg' is not a state store  <=  bad StateStore[json]
+[HTTPSERVER] StateStore: the Redis state store <url> is not a Redis URL (...)  <=  Redis URL with a bad port[json]  <=  HTTPSERVER StateStore = "redis://:s3cret@127.0.0.1:notaport/0"
+[HTTPSERVER] StateStore: the Redis state store <url> names no host  <=  Redis URL without a host[ini]  <=  HTTPSERVER StateStore = "redis://"
+[HTTPSERVER] StateStore: the Redis state store <url> names no socket (...)  <=  Redis socket without a path[ini]  <=  HTTPSERVER StateStore = "unix://"
+[HTTPSERVER] StateStore: the Redis state store <url> holds a user or password with a character that ends it early (/ ? #; the password is never shown)  <=  Redis password with a slash[json]  <=  HTTPSERVER StateStore = "rediss://fw:s3c/ret@127.0.0.1:6380/0"
+[HTTPSERVER] StateStorePassword: StateStorePassword is set, but the state store is <store>  <=  StateStorePassword on sqlite[ini]  <=  HTTPSERVER StateStorePassword = "pw"
+[HTTPSERVER] StateStore: the Redis state store <url> names the database <db>, which is not a number  <=  Redis URL with a named database[json]  <=  HTTPSERVER StateStore = "redis://127.0.0.1:6379/sessions"
+# server sections
+[<server>] Port: Port <port> is also the port of [<server>]  <=  two servers one port[ini]
+[<server>] SslCertificateKey: SslCertificateKey is missing: TLS needs both a certificate and its key  <=  certificate without key[json]
+[<server>] SslCertificate: the file <path> does not exist  <=  certificate file missing[ini]
+[<server>] SslCertificate: the certificate <path> and key <path> cannot be loaded (...)  <=  garbage certificate[json]
+[<server>] TrustedProxies: '10.0.0.300' is not an IP address or network  <=  TrustedProxies[ini]  <=  HTTP_REST TrustedProxies = "10.0.0.300"
+[<server>] AllowedHosts: 'https://api.example.com' is not a host name or IP address  <=  AllowedHosts[json]  <=  HTTP_REST AllowedHosts = "api.internal, https://api.example.com"
+[<server>] Locations: lists no location  <=  empty Locations[json]
+[<server>] Locations: the locations [<location>] and [<location>] have the same Path /rest  <=  two locations one Path[ini]
+[<server>] Locations: GET /rest/hello is registered twice: by ... and by ...  <=  route registered twice[json]
+[<server>] Locations: GET /rest/x/:a and GET /rest/x/:b are one route (the same requests match both), registered twice: by ... and by ...  <=  LoadURNs one shape twice[json]  <=  HTTP_REST LoadURNs = {"/x/:a": {"GET": {"Function": "app.hello"}}, "/x/:b": {"GET": {"Function": "app.hello"}}}
+[<server>] FwData: names the file <path>, which cannot be read (No such file or directory)  <=  FwData file missing[json]
+[<server>] FwData: must be a JSON object  <=  FwData a list[json]
+[<server>] FwData: FwData holds the unknown key 'Auth'; FwData is reserved for the framework  <=  FwData unknown key[ini]
+# authorization
+[<server>] FwData: FwData Authorization must be a JSON object  <=  Authorization a string[json]  <=  HTTP_REST FwData = {"Authorization": "basic"}
+[<server>] FwData: FwData Authorization has no scheme  <=  no scheme[ini]
+[<server>] FwData: FwData Authorization scheme 'Basic' is not a scheme fwrest knows  <=  scheme Basic[json]
+[<server>] FwData: FwData Authorization has the unknown key 'onAuthparams' for the basic scheme  <=  Authorization unknown key[ini]
+[<server>] FwData: FwData Authorization maxFailures must be a whole number >= 1, got 0  <=  maxFailures 0[json]
+[<server>] FwData: FwData Authorization needs OnAuth for the basic scheme  <=  basic without OnAuth[json]
+[<server>] FwData OnAuth: the function 'nope' is not in the repository of this server's environments  <=  OnAuth missing[ini]
+[<server>] FwData OnAuth: the function name 'check_user' is ambiguous: it matches app.check_user, app2.check_user  <=  OnAuth ambiguous[json]
+[<server>] FwData: the oAuth2 scheme needs TLS on the port  <=  oAuth2 without TLS[ini]
+[<server>] FwData: onAuthparams names the file <path>, which does not exist  <=  onAuthparams file[ini]
+[<server>] onAuthparams: the file <path> cannot be used: ...  <=  onAuthparams file unusable[ini]
+[<server>] onAuthparams: the file <path> is not valid JSON: ...  <=  onAuthparams file not JSON[json]
+[<server>] FwData: FwData Authorization allowGetToken must be true or false, got 'no'  <=  allowGetToken no[json]
+[<server>] FwData: onAuthNoCheckUri <function> raised ValueError: ...  <=  NoCheckUri raises[ini]
+[APP_MONITOR] FwData: the monitor supports Basic authorization only  <=  monitor with oAuth2[ini]
+# native routes
+[<server>] FwData: FwData NativeRoutes must be an object  <=  NativeRoutes a list[json]  <=  HTTP_REST FwData = {"NativeRoutes": ["x"]}
+[<server>] FwData: FwData NativeRoutes has the unknown key 'show'  <=  NativeRoutes unknown key[json]
+[<server>] FwData: FwData NativeRoutes public must be a list of route names  <=  NativeRoutes public 1[ini]  <=  HTTP_REST FwData = {"NativeRoutes": {"public": 1}}
+[<server>] FwData: FwData NativeRoutes public names 'healthcheck/all', which is not a native route  <=  NativeRoutes unknown route[ini]
+[<server>] FwData: FwData NativeRoutes disable names 'REST/CONFIG', which is not a native route. Did you mean 'rest/config'? Route names are case-sensitive, as paths are  <=  NativeRoutes name in capitals[json]  <=  HTTP_REST FwData = {"NativeRoutes": {"disable": ["REST/CONFIG"]}}
+[<server>] FwData: FwData NativeRoutes hide names 'rest/usage/time/reset', which is not a native route. That path is a route of 'rest/usage/time'; name 'rest/usage/time'  <=  NativeRoutes the reset path[ini]  <=  HTTP_REST FwData = {"NativeRoutes": {"hide": ["rest/usage/time/reset"]}}
+[<server>] FwData: FwData NativeRoutes public names '/rest/fw/healthcheck', which is not a native route. Names leave out the location and /fw/: write 'healthcheck'  <=  NativeRoutes a URL[json]  <=  HTTP_REST FwData = {"NativeRoutes": {"public": ["/rest/fw/healthcheck"]}}
+# LoadURNs
+[<server>] LoadURNs: must be a JSON object of paths  <=  LoadURNs a list[ini]
+[<server>] LoadURNs: the path '/x' must map to an object of methods  <=  LoadURNs path to text[json]  <=  HTTP_REST LoadURNs = {"/x": "app.hello"}
+[<server>] LoadURNs: 'FETCH' under '/x' is not a method fwrest serves  <=  LoadURNs method[json]
+[<server>] LoadURNs: GET '/x' names no Function  <=  LoadURNs no Function[ini]  <=  HTTP_REST LoadURNs = {"/x": {"GET": {}}}
+[<server>] LoadURNs: the route path '/x?y' is not a valid path  <=  LoadURNs query[json]  <=  HTTP_REST LoadURNs = {"/x?y": {"GET": {"Function": "app.hello"}}}
+[<server>] LoadURNs: the route path '/x/:1' has a bad parameter name '1'  <=  LoadURNs parameter name[ini]  <=  HTTP_REST LoadURNs = {"/x/:1": {"GET": {"Function": "app.hello"}}}
+[<server>] LoadURNs: the route path '/x/:id/:id' repeats the parameter 'id'  <=  LoadURNs parameter twice[json]  <=  HTTP_REST LoadURNs = {"/x/:id/:id": {"GET": {"Function": "app.hello"}}}
+[<server>] LoadURNs: the route path '/x/../y' has a dot segment  <=  LoadURNs dot segment[ini]  <=  HTTP_REST LoadURNs = {"/x/../y": {"GET": {"Function": "app.hello"}}}
+[<server>] LoadURNs: GET '/x' Scopes: 'orders read' is not a scope name (1 to 128 printable ASCII characters, no space, no " or \, RFC 6749 3.3)  <=  LoadURNs scope with a space[json]  <=  HTTP_REST LoadURNs = {"/x": {"GET": {"Function": "app.hello", "Scopes": ["orders read"]}}}
+[<server>] LoadURNs: GET '/x' Scopes must be a list of scope names, got 'orders:read'  <=  LoadURNs Scopes as text[ini]  <=  HTTP_REST LoadURNs = {"/x": {"GET": {"Function": "app.hello", "Scopes": "orders:read"}}}
+[<server>] LoadURNs: GET /rest/x calls app.check_user (...), whose parameter(s) 'user', 'password' the route does not give: every request would fail  <=  LoadURNs parameters the path lacks[ini]  <=  HTTP_REST LoadURNs = {"/x": {"GET": {"Function": "app.check_user"}}}
+# locations and thread pools
+[ROOT] Path: 'rest' is not a URL path prefix  <=  Path without slash[ini]
+[ROOT] Path: '/a/../rest' holds a . or .. segment, which no request path keeps  <=  Path with a dot segment[json]  <=  ROOT Path = "/a/../rest"
+[POOL] MinThreads: MinThreads=9 is above MaxThreads=4  <=  Min above Max[ini]
+[ROOT] XFrameOptions: must be DENY or SAMEORIGIN, got 'ALLOW-FROM https://x.example'  <=  XFrameOptions ALLOW-FROM[ini]  <=  ROOT XFrameOptions = "ALLOW-FROM https://x.example"
+[ROOT] HSTS: must start with max-age=SECONDS, got 'includeSubDomains'  <=  HSTS without max-age[ini]  <=  ROOT HSTS = "includeSubDomains"
+[ROOT] ContentSecurityPolicy: holds a control or non-ASCII character, which a header value cannot carry  <=  CSP with a line break[json]  <=  ROOT ContentSecurityPolicy = "default-src 'self'\nSet-Cookie: a=b"
+[ROOT] RootPath: the folder <path> does not exist (or is not a folder)  <=  RootPath missing[ini]  <=  ROOT RootPath = "www"
+[ROOT] DefaultPage: a DefaultPage needs a RootPath  <=  DefaultPage without RootPath[ini]  <=  ROOT DefaultPage = "index.html"
+[HTTP_REST] Charset: 'UTF-16' is not a charset fwrest answers in (UTF-8, CP1252, ISO-8859-1)  <=  Charset UTF-16[ini]  <=  HTTP_REST Charset = "UTF-16"
+[HTTP_REST] Compression: 'deflate' is not a coding fwrest compresses with (gzip, br)  <=  Compression deflate[ini]  <=  HTTP_REST Compression = "gzip, deflate"
+[HTTP_REST] Locations: the location [ROOT] sets HSTS, which only a TLS port can send  <=  HSTS on a plain port[ini]  <=  ROOT HSTS = "max-age=31536000"
+# application hooks
+[POOL] OnSend: the function 'nope' is not in the repository of this server's environments  <=  OnSend missing[ini]  <=  POOL OnSend = "nope"
+[POOL] OnError: the function app.hello() cannot be called as OnError(exc): too many positional arguments  <=  OnError without a parameter[json]  <=  POOL OnError = "hello"
+# your modules
+[ENV] Repository: the module 'no_such_mod' was not found (looked in <folder> and the Python path)  <=  module not found[ini]
+[ENV] Repository: the file <path> does not exist  <=  Repository file missing[json]  <=  ENV Repository = "missing.py"
+[ENV] Repository: importing 'raises_at_import' failed: RuntimeError: this module refuses to load (<file>:<line>)  <=  raises at import[ini]
+[ENV] Repository: importing 'exits_at_import' failed: it called sys.exit(3)  <=  exits at import[json]
+# the monitor
+[APP_MONITOR] Port: the monitor is enabled but has no Port  <=  monitor without Port[ini]
+[HTTPSERVER] DataPath: the folder <path> (the sqlite state store) cannot be written: ...  <=  DataPath nowhere[ini]
+[HTTPSERVER] LogFile: the log file <path> cannot be written: ...  <=  LogFile nowhere[json]
+[HTTPSERVER] LogFormat: 'xml' is not a log format  <=  LogFormat xml[ini]  <=  HTTPSERVER LogFormat = "xml"
+[HTTPSERVER] Tracing: 'jaeger' is not a tracing exporter (allowed: otlp)  <=  Tracing jaeger[ini]  <=  HTTPSERVER Tracing = "jaeger"
+[<server>] SslCertificateKey: the private key <path> is encrypted (it asks for a pass phrase)  <=  encrypted TLS key[json]
+[<server>] SslCertificatePass: the pass phrase does not open the private key <path>  <=  wrong pass phrase[ini]
+[<server>] SslCertificatePass: the environment variable <name> is not set  <=  pass phrase variable unset[json]
+[<server>] SslCertificatePass: env: names no environment variable  <=  pass phrase env: without a name[ini]
+[<server>] SslCertificatePass: the file <path> cannot be read (No such file or directory)  <=  pass phrase file missing[ini]
+[<server>] SslCertificatePass: the pass phrase is empty  <=  pass phrase file empty[json]
+[<server>] SslCertificatePass: must be text  <=  pass phrase a number[json]
+[<server>] SslCertificateCA: the chain <path> does not issue the certificate <path> (...)  <=  chain of another CA[json]
+[<server>] SslCertificateCA: the file <path> holds no PEM certificate  <=  chain not PEM[ini]
+[<server>] SslMinVersion: 'TLSv1.1' is not a TLS version fwrest accepts (TLSv1.2, TLSv1.3)  <=  TLSv1.1[ini]
+[<server>] SslCiphers: OpenSSL selects no cipher from <ciphers> (...)  <=  ciphers refused[json]
+[<server>] SslCiphers: no cipher of <ciphers> can be used with the key <path> (...)  <=  ciphers of another key type[ini]
+[<server>] SslClientCA: SslClientCA is missing: SslClientCert=<n> asks clients for certificates, which must chain to the CAs it names  <=  client certificates without CA[ini]
+[<server>] SslClientCA: the CA file <path> cannot be loaded (...)  <=  client CA garbage[json]
+[<server>] SslMinVersion: SslMinVersion is a TLS option, and the port speaks plain HTTP  <=  TLS option on plain HTTP[ini]
+[HTTPSERVER] StateStore: the signing key cannot be read from the state store: redis store ...  <=  Redis unreachable[ini] | serve
+[HTTPSERVER] SigningKeyFile: the signing key in <file> is corrupt or shorter than 32 bytes  <=  short SigningKeyFile[json]
+[<server>] Port: 192.0.2.1:<port> cannot be bound: Cannot assign requested address  <=  address of no interface[ini] | serve
+[<server>] HostName: the host name 'no.invalid' cannot be resolved (...)  <=  host unresolvable[json] | serve
+# oAuth2 ports
+[<server>] FwData: FwData Authorization signingAlg 'eddsa' is not an algorithm fwrest signs tokens with (the value is case-sensitive)  <=  signingAlg lower case[json]  <=  oAuth2 signingAlg = "eddsa"
+[<server>] FwData: FwData Authorization boundTokens 'DPoP' is not a binding fwrest knows (the value is case-sensitive)  <=  boundTokens capitalised[json]  <=  oAuth2 boundTokens = "DPoP"
+[<server>] FwData: FwData Authorization "boundTokens": "mtls" binds tokens to the client certificate, and this server asks clients for none  <=  boundTokens mtls without client certificates[json]  <=  oAuth2 boundTokens = "mtls"
+[<server>] FwData: FwData Authorization issuer must be an https URL without query or fragment, got 'http://auth.example.com'  <=  issuer over http[ini]  <=  oAuth2 issuer = "http://auth.example.com"
+[<server>] FwData: FwData Authorization loginPage must name an HTML file as file:NAME.html, got 'login.html'  <=  loginPage no file:[json]  <=  oAuth2 loginPage = "login.html"
+[<server>] FwData: FwData Authorization loginPage names <path>, which cannot be read: ...  <=  loginPage missing[json]  <=  oAuth2 loginPage = "file:missing-login.html"
+[<server>] FwData: onAuthNoCheckUri <function> must return a list of paths, got 42  <=  NoCheckUri a number[ini]  <=  oAuth2 onAuthNoCheckUri = "nocheck_number"
+# changes of two sections: the password of a rediss:// store, a section a location names
+[HTTPSERVER] StateStorePassword: the environment variable <name> is not set  <=  StateStorePassword variable unset[ini]  <=  HTTPSERVER StateStore = "rediss://127.0.0.1:6380/0"  <=  HTTPSERVER StateStorePassword = "env:FWREST_NOT_SET_EVER"
+[CORS_WEB] AllowOrigins: 'https://app.example.com/' is not an origin (scheme://host[:port], http or https, no path)  <=  CORS origin with a path[ini]  <=  ROOT CORS = "CORS_WEB"  <=  CORS_WEB AllowOrigins = "https://app.example.com/"
+[CORS_WEB] AllowOrigins: AllowOrigins=* cannot be used with AllowCredentials=1 (any site could then act with the user's credentials)  <=  CORS any origin with credentials[ini]  <=  ROOT CORS = "CORS_WEB"  <=  CORS_WEB AllowOrigins = "*"  <=  CORS_WEB AllowCredentials = 1
+[RL_API] Key: 'session' is not what a rate limit counts by (user or address)  <=  RateLimit Key[ini]  <=  ROOT RateLimit = "RL_API"  <=  RL_API Key = "session"
+[RL_API] Window: must be a duration in whole seconds (60, 60s, 1m, 1h), got '1.5s'  <=  RateLimit Window not a duration[json]  <=  ROOT RateLimit = "RL_API"  <=  RL_API Window = "1.5s"
+[RL_API] Window: 0 seconds is out of range (1-86400 seconds)  <=  RateLimit Window zero[ini]  <=  ROOT RateLimit = "RL_API"  <=  RL_API Window = "0s"
+[TYPES] .xlsx: 'spreadsheet' is not a media type (type/subtype)  <=  ContentTypes without a slash[ini]  <=  HTTP_REST ContentTypes = "TYPES"  <=  TYPES .xlsx = "spreadsheet"
+"""
+
+
+def change(text: str) -> Mutate:
+    """``SECTION Key = value`` or ``oAuth2 key = value`` of ``ROWS_OF_SETTINGS``."""
+    target, value = text.split(" = ", 1)
+    section, key = target.split(" ")
+    if section == "oAuth2":
+        return tls_auth(**{key: json.loads(value)})
+    return setting(section, key, json.loads(value))
+
+
+def rows_of_settings() -> dict[str, Broken]:
+    found: dict[str, Broken] = {}
+    for line in ROWS_OF_SETTINGS.strip().splitlines():
+        if line.startswith("#"):
+            continue
+        row, case, *changes = line.split("  <=  ")
+        assert row not in found, f"the row {row!r} twice"
+        if changes:
+            name, fmt = case.removesuffix("]").rsplit("[", 1)
+            found[row] = new(name, fmt, both(*map(change, changes)))
+        else:
+            case_id, _, command = case.partition(" | ")
+            found[row] = known(case_id, command or "check")
+    return found
+
+
 PROVOKED: dict[str, Broken | Special] = {
+    **rows_of_settings(),
     # the file
     "the configuration file <path> does not exist or is not a file": missing_file,
     "the configuration file <path> cannot be read (Permission denied)": unreadable_file,
     "the configuration is given as text (JSON or INI), where a file name is expected": (
         config_as_text
     ),
-    "the file service.yaml is neither .ini nor .json": known("a .yaml file[yaml]"),
-    "the file is not UTF-8 text": known("not UTF-8[ini]"),
-    "the file is not a valid INI file: ...": known("no section header[ini]"),
-    "the section [ROOT] appears twice (line <n>)": known("section twice[ini]"),
-    "[HTTP_REST] Port: the key appears twice in this section (line <n>)": known("key twice[ini]"),
-    "[HTTP_REST] PORT: the key is given twice (as Port and PORT)": known(
-        "key twice in two cases[json]"
-    ),
-    "the sections [ROOT] and [root] are the same section (section names are case-insensitive)": (
-        known("section in two cases[json]")
-    ),
-    "... is not valid JSON: <error> at line <n>, column <n>": known("trailing comma[json]"),
     "... is not usable JSON: it is nested too deeply": new("nested", "json", nested_json),
-    "[<server>] LoadURNs: the value gives the key '/x' twice in one object, the second time at "
-    "line <n>, column <n>": new(
-        "LoadURNs path twice",
-        "ini",
-        setting("HTTP_REST", "LoadURNs", '{"/x": {"GET": {"Function": "app.hello"}}, "/x": {}}'),
-    ),
-    "the JSON file must hold an object whose keys are the sections": known("a JSON array[json]"),
-    "the section [ROOT] must be an object of keys, not str": known("section not an object[json]"),
-    # sections and keys
-    "the section [HTTPSERVER] is missing": known("an empty file[ini]"),
-    "[HTTPSERVER] Servers: names [HTTP_RST], which is not a section of this configuration. "
-    "Did you mean [HTTP_REST]?": known("unknown server[ini]"),
-    "[HTTP_REST]: the required key HostName is missing (...)": known("no HostName[json]"),
-    "[HTTPSERVER] Workers: unknown key for a HTTPSERVER section.": known("unknown key[ini]"),
-    "[HTTPSERVER] Enable: must be 0 or 1, got '2'": known("Enable=2[ini]"),
-    "[HTTPSERVER] GracefulTimeout: must be a whole number of milliseconds, got '30s'": known(
-        "ms with a unit[ini]"
-    ),
-    "[HTTP_REST] Port: 70000 is out of range (0-65535)": known("Port 70000[json]"),
-    "[HTTP_REST] HeaderTimeout: 10000000000 is out of range (1-86400000)": known(
-        "HeaderTimeout in microseconds[ini]"
-    ),
-    "[HTTP_REST] MaxHeaders: 0 is out of range (1-10000)": new(
-        "MaxHeaders 0", "ini", setting("HTTP_REST", "MaxHeaders", 0)
-    ),
-    "[HTTP_REST] HostName: must be text, got ['127.0.0.1']": new(
-        "HostName a list", "json", setting("HTTP_REST", "HostName", ["127.0.0.1"])
-    ),
-    "[HTTPSERVER] Servers: must be a comma-separated list, got 5": new(
-        "Servers a number", "json", setting("HTTPSERVER", "Servers", 5)
-    ),
-    "[ROOT] FwData: authorization is configured per port, not per location": known(
-        "FwData on a location[json]"
-    ),
-    "[HTTP_REST] Authorization: Authorization is not a key of its own: it belongs inside FwData": (
-        known("Authorization outside FwData[ini]")
-    ),
-    # [HTTPSERVER]
-    "[HTTPSERVER] Servers: lists no server": known("empty Servers[json]"),
-    "[HTTPSERVER] Servers: names [<server>] twice": known("server twice[json]"),
-    "[HTTPSERVER] Enable: Enable=0 and no monitor: there is nothing to serve": known(
-        "nothing to serve[json]"
-    ),
-    "[HTTPSERVER] StateStore: 'pg' is not a state store": known("bad StateStore[json]"),
-    "[HTTPSERVER] StateStore: the Redis state store <url> is not a Redis URL (...)": new(
-        "Redis URL with a bad port",
-        "json",
-        setting("HTTPSERVER", "StateStore", "redis://:s3cret@127.0.0.1:notaport/0"),
-    ),
-    "[HTTPSERVER] StateStore: the Redis state store <url> names no host": new(
-        "Redis URL without a host", "ini", setting("HTTPSERVER", "StateStore", "redis://")
-    ),
-    "[HTTPSERVER] StateStore: the Redis state store <url> names no socket (...)": new(
-        "Redis socket without a path", "ini", setting("HTTPSERVER", "StateStore", "unix://")
-    ),
-    "[HTTPSERVER] StateStore: the Redis state store <url> holds a user or password with a "
-    "character that ends it early (/ ? #; the password is never shown)": new(
-        "Redis password with a slash",
-        "json",
-        setting("HTTPSERVER", "StateStore", "rediss://fw:s3c/ret@127.0.0.1:6380/0"),
-    ),
     "[HTTPSERVER] StateStoreCA: StateStoreCA is set, but StateStore is not a rediss:// or "
     "rediss+cluster:// (TLS) URL": new(
         "StateStoreCA on redis://",
@@ -755,75 +828,10 @@ PROVOKED: dict[str, Broken | Special] = {
             redis_file("StateStoreKey", "k.pem", "key"),
         ),
     ),
-    "[HTTPSERVER] StateStorePassword: the environment variable <name> is not set": new(
-        "StateStorePassword variable unset",
-        "ini",
-        both(on_rediss, setting("HTTPSERVER", "StateStorePassword", "env:FWREST_NOT_SET_EVER")),
-    ),
     "[HTTPSERVER] StateStorePassword: the password is empty": new(
         "StateStorePassword empty file",
         "json",
         both(on_rediss, redis_file("StateStorePassword", "pw.txt", prefix="file:")),
-    ),
-    "[HTTPSERVER] StateStorePassword: StateStorePassword is set, but the state store is "
-    "<store>": new(
-        "StateStorePassword on sqlite", "ini", setting("HTTPSERVER", "StateStorePassword", "pw")
-    ),
-    "[HTTPSERVER] StateStore: the Redis state store <url> names the database <db>, which is not "
-    "a number": new(
-        "Redis URL with a named database",
-        "json",
-        setting("HTTPSERVER", "StateStore", "redis://127.0.0.1:6379/sessions"),
-    ),
-    # server sections
-    "[<server>] Port: Port <port> is also the port of [<server>]": known(
-        "two servers one port[ini]"
-    ),
-    "[<server>] SslCertificateKey: SslCertificateKey is missing: TLS needs both a certificate "
-    "and its key": known("certificate without key[json]"),
-    "[<server>] SslCertificate: the file <path> does not exist": known(
-        "certificate file missing[ini]"
-    ),
-    "[<server>] SslCertificate: the certificate <path> and key <path> cannot be loaded (...)": (
-        known("garbage certificate[json]")
-    ),
-    "[<server>] TrustedProxies: '10.0.0.300' is not an IP address or network": new(
-        "TrustedProxies", "ini", setting("HTTP_REST", "TrustedProxies", "10.0.0.300")
-    ),
-    "[<server>] AllowedHosts: 'https://api.example.com' is not a host name or IP address": new(
-        "AllowedHosts",
-        "json",
-        setting("HTTP_REST", "AllowedHosts", "api.internal, https://api.example.com"),
-    ),
-    "[<server>] Locations: lists no location": known("empty Locations[json]"),
-    "[<server>] Locations: the locations [<location>] and [<location>] have the same Path /rest": (
-        known("two locations one Path[ini]")
-    ),
-    "[<server>] Locations: GET /rest/hello is registered twice: by ... and by ...": known(
-        "route registered twice[json]"
-    ),
-    "[<server>] Locations: GET /rest/x/:a and GET /rest/x/:b are one route (the same requests "
-    "match both), registered twice: by ... and by ...": new(
-        "LoadURNs one shape twice", "json", load_urns({"/x/:a": GET_X, "/x/:b": GET_X})
-    ),
-    "[<server>] FwData: names the file <path>, which cannot be read (No such file or directory)": (
-        known("FwData file missing[json]")
-    ),
-    "[<server>] FwData: must be a JSON object": known("FwData a list[json]"),
-    "[<server>] FwData: FwData holds the unknown key 'Auth'; FwData is reserved for the "
-    "framework": known("FwData unknown key[ini]"),
-    # authorization
-    "[<server>] FwData: FwData Authorization must be a JSON object": new(
-        "Authorization a string", "json", setting("HTTP_REST", "FwData", {"Authorization": "basic"})
-    ),
-    "[<server>] FwData: FwData Authorization has no scheme": known("no scheme[ini]"),
-    "[<server>] FwData: FwData Authorization scheme 'Basic' is not a scheme fwrest knows": known(
-        "scheme Basic[json]"
-    ),
-    "[<server>] FwData: FwData Authorization has the unknown key 'onAuthparams' for the basic "
-    "scheme": known("Authorization unknown key[ini]"),
-    "[<server>] FwData: FwData Authorization maxFailures must be a whole number >= 1, got 0": (
-        known("maxFailures 0[json]")
     ),
     "[<server>] FwData: FwData Authorization OnAuthCache must be a duration in whole seconds "
     "(300, 300s, 5m, 1h), got '5 minutes'": new(
@@ -831,52 +839,12 @@ PROVOKED: dict[str, Broken | Special] = {
         "json",
         auth(scheme="basic", OnAuth="app.check_user", OnAuthCache="5 minutes"),
     ),
-    "[<server>] FwData: FwData Authorization signingAlg 'eddsa' is not an algorithm fwrest "
-    "signs tokens with (the value is case-sensitive)": new(
-        "signingAlg lower case", "json", tls_auth(signingAlg="eddsa")
-    ),
-    "[<server>] FwData: FwData Authorization boundTokens 'DPoP' is not a binding fwrest knows "
-    "(the value is case-sensitive)": new(
-        "boundTokens capitalised", "json", tls_auth(boundTokens="DPoP")
-    ),
-    '[<server>] FwData: FwData Authorization "boundTokens": "mtls" binds tokens to the client '
-    "certificate, and this server asks clients for none": new(
-        "boundTokens mtls without client certificates", "json", tls_auth(boundTokens="mtls")
-    ),
-    "[<server>] FwData: FwData Authorization issuer must be an https URL without query or "
-    "fragment, got 'http://auth.example.com'": new(
-        "issuer over http", "ini", tls_auth(issuer="http://auth.example.com")
-    ),
-    "[<server>] FwData: FwData Authorization loginPage must name an HTML file as "
-    "file:NAME.html, got 'login.html'": new(
-        "loginPage no file:", "json", tls_auth(loginPage="login.html")
-    ),
-    "[<server>] FwData: FwData Authorization loginPage names <path>, which cannot be read: ...": (
-        new("loginPage missing", "json", tls_auth(loginPage="file:missing-login.html"))
-    ),
     "[<server>] FwData: FwData Authorization loginPage: the template <path> lacks the form "
     "placeholder, so its page could log no one in": new(
         "loginPage without form", "json", login_template("<html><body>{{client}}</body></html>")
     ),
-    "[<server>] FwData: FwData Authorization needs OnAuth for the basic scheme": known(
-        "basic without OnAuth[json]"
-    ),
     "[<server>] FwData: FwData Authorization OnAuth must name a function, got 1": new(
         "OnAuth a number", "json", auth(scheme="basic", OnAuth=1)
-    ),
-    "[<server>] FwData OnAuth: the function 'nope' is not in the repository of this server's "
-    "environments": known("OnAuth missing[ini]"),
-    "[<server>] FwData OnAuth: the function name 'check_user' is ambiguous: it matches "
-    "app.check_user, app2.check_user": known("OnAuth ambiguous[json]"),
-    "[<server>] FwData: the oAuth2 scheme needs TLS on the port": known("oAuth2 without TLS[ini]"),
-    "[<server>] FwData: onAuthparams names the file <path>, which does not exist": known(
-        "onAuthparams file[ini]"
-    ),
-    "[<server>] onAuthparams: the file <path> cannot be used: ...": known(
-        "onAuthparams file unusable[ini]"
-    ),
-    "[<server>] onAuthparams: the file <path> is not valid JSON: ...": known(
-        "onAuthparams file not JSON[json]"
     ),
     "[<server>] onAuthparams: the function <function> returned settings that cannot be used: "
     "...": new(
@@ -914,90 +882,6 @@ PROVOKED: dict[str, Broken | Special] = {
             ),
         )
     ),
-    "[<server>] FwData: FwData Authorization allowGetToken must be true or false, got 'no'": (
-        known("allowGetToken no[json]")
-    ),
-    "[<server>] FwData: onAuthNoCheckUri <function> raised ValueError: ...": known(
-        "NoCheckUri raises[ini]"
-    ),
-    "[<server>] FwData: onAuthNoCheckUri <function> must return a list of paths, got 42": new(
-        "NoCheckUri a number", "ini", tls_auth(onAuthNoCheckUri="nocheck_number")
-    ),
-    "[APP_MONITOR] FwData: the monitor supports Basic authorization only": known(
-        "monitor with oAuth2[ini]"
-    ),
-    # native routes
-    "[<server>] FwData: FwData NativeRoutes must be an object": new(
-        "NativeRoutes a list", "json", setting("HTTP_REST", "FwData", {"NativeRoutes": ["x"]})
-    ),
-    "[<server>] FwData: FwData NativeRoutes has the unknown key 'show'": known(
-        "NativeRoutes unknown key[json]"
-    ),
-    "[<server>] FwData: FwData NativeRoutes public must be a list of route names": new(
-        "NativeRoutes public 1",
-        "ini",
-        setting("HTTP_REST", "FwData", {"NativeRoutes": {"public": 1}}),
-    ),
-    "[<server>] FwData: FwData NativeRoutes public names 'healthcheck/all', which is not a "
-    "native route": known("NativeRoutes unknown route[ini]"),
-    "[<server>] FwData: FwData NativeRoutes disable names 'REST/CONFIG', which is not a native "
-    "route. Did you mean 'rest/config'? Route names are case-sensitive, as paths are": new(
-        "NativeRoutes name in capitals",
-        "json",
-        setting("HTTP_REST", "FwData", {"NativeRoutes": {"disable": ["REST/CONFIG"]}}),
-    ),
-    "[<server>] FwData: FwData NativeRoutes hide names 'rest/usage/time/reset', which is not a "
-    "native route. That path is a route of 'rest/usage/time'; name 'rest/usage/time'": new(
-        "NativeRoutes the reset path",
-        "ini",
-        setting("HTTP_REST", "FwData", {"NativeRoutes": {"hide": ["rest/usage/time/reset"]}}),
-    ),
-    "[<server>] FwData: FwData NativeRoutes public names '/rest/fw/healthcheck', which is not a "
-    "native route. Names leave out the location and /fw/: write 'healthcheck'": new(
-        "NativeRoutes a URL",
-        "json",
-        setting("HTTP_REST", "FwData", {"NativeRoutes": {"public": ["/rest/fw/healthcheck"]}}),
-    ),
-    # LoadURNs
-    "[<server>] LoadURNs: must be a JSON object of paths": known("LoadURNs a list[ini]"),
-    "[<server>] LoadURNs: the path '/x' must map to an object of methods": new(
-        "LoadURNs path to text", "json", load_urns({"/x": "app.hello"})
-    ),
-    "[<server>] LoadURNs: 'FETCH' under '/x' is not a method fwrest serves": known(
-        "LoadURNs method[json]"
-    ),
-    "[<server>] LoadURNs: GET '/x' names no Function": new(
-        "LoadURNs no Function", "ini", load_urns({"/x": {"GET": {}}})
-    ),
-    "[<server>] LoadURNs: the route path '/x?y' is not a valid path": new(
-        "LoadURNs query", "json", load_urns({"/x?y": GET_X})
-    ),
-    "[<server>] LoadURNs: the route path '/x/:1' has a bad parameter name '1'": new(
-        "LoadURNs parameter name", "ini", load_urns({"/x/:1": GET_X})
-    ),
-    "[<server>] LoadURNs: the route path '/x/:id/:id' repeats the parameter 'id'": new(
-        "LoadURNs parameter twice", "json", load_urns({"/x/:id/:id": GET_X})
-    ),
-    "[<server>] LoadURNs: the route path '/x/../y' has a dot segment": new(
-        "LoadURNs dot segment", "ini", load_urns({"/x/../y": GET_X})
-    ),
-    "[<server>] LoadURNs: GET '/x' Scopes: 'orders read' is not a scope name (1 to 128 "
-    'printable ASCII characters, no space, no " or \\, RFC 6749 3.3)': new(
-        "LoadURNs scope with a space",
-        "json",
-        load_urns({"/x": {"GET": {"Function": "app.hello", "Scopes": ["orders read"]}}}),
-    ),
-    "[<server>] LoadURNs: GET '/x' Scopes must be a list of scope names, got 'orders:read'": new(
-        "LoadURNs Scopes as text",
-        "ini",
-        load_urns({"/x": {"GET": {"Function": "app.hello", "Scopes": "orders:read"}}}),
-    ),
-    "[<server>] LoadURNs: GET /rest/x calls app.check_user (...), whose parameter(s) 'user', "
-    "'password' the route does not give: every request would fail": new(
-        "LoadURNs parameters the path lacks",
-        "ini",
-        load_urns({"/x": {"GET": {"Function": "app.check_user"}}}),
-    ),
     "[<server>] Locations: GET /rest/x/:id calls typed_path.f (annotation, ...): its path "
     "parameter 'id' is annotated list[int]: a path parameter converts to int, float, bool, str, "
     "uuid.UUID, datetime.date, datetime.datetime or an Enum": new(
@@ -1012,81 +896,12 @@ PROVOKED: dict[str, Broken | Special] = {
     "is not defined)": new(
         "typed hint unresolved", "ini", module("typed_unresolved.py", TYPED_UNRESOLVED)
     ),
-    # locations and thread pools
-    "[ROOT] Path: 'rest' is not a URL path prefix": known("Path without slash[ini]"),
-    "[ROOT] Path: '/a/../rest' holds a . or .. segment, which no request path keeps": new(
-        "Path with a dot segment", "json", setting("ROOT", "Path", "/a/../rest")
-    ),
-    "[POOL] MinThreads: MinThreads=9 is above MaxThreads=4": known("Min above Max[ini]"),
     # location features
-    "[CORS_WEB] AllowOrigins: 'https://app.example.com/' is not an origin "
-    "(scheme://host[:port], http or https, no path)": new(
-        "CORS origin with a path", "ini", cors({"AllowOrigins": "https://app.example.com/"})
-    ),
-    "[CORS_WEB] AllowOrigins: AllowOrigins=* cannot be used with AllowCredentials=1 (any site "
-    "could then act with the user's credentials)": new(
-        "CORS any origin with credentials",
-        "ini",
-        cors({"AllowOrigins": "*", "AllowCredentials": 1}),
-    ),
-    "[RL_API] Key: 'session' is not what a rate limit counts by (user or address)": new(
-        "RateLimit Key", "ini", rate_limit({"Key": "session"})
-    ),
-    "[RL_API] Window: must be a duration in whole seconds (60, 60s, 1m, 1h), got '1.5s'": new(
-        "RateLimit Window not a duration", "json", rate_limit({"Window": "1.5s"})
-    ),
-    "[RL_API] Window: 0 seconds is out of range (1-86400 seconds)": new(
-        "RateLimit Window zero", "ini", rate_limit({"Window": "0s"})
-    ),
-    "[ROOT] XFrameOptions: must be DENY or SAMEORIGIN, got 'ALLOW-FROM https://x.example'": new(
-        "XFrameOptions ALLOW-FROM",
-        "ini",
-        setting("ROOT", "XFrameOptions", "ALLOW-FROM https://x.example"),
-    ),
-    "[ROOT] HSTS: must start with max-age=SECONDS, got 'includeSubDomains'": new(
-        "HSTS without max-age", "ini", setting("ROOT", "HSTS", "includeSubDomains")
-    ),
-    "[ROOT] ContentSecurityPolicy: holds a control or non-ASCII character, which a header value "
-    "cannot carry": new(
-        "CSP with a line break",
-        "json",
-        setting("ROOT", "ContentSecurityPolicy", "default-src 'self'\nSet-Cookie: a=b"),
-    ),
-    "[ROOT] RootPath: the folder <path> does not exist (or is not a folder)": new(
-        "RootPath missing", "ini", setting("ROOT", "RootPath", "www")
-    ),
     "[ROOT] DefaultPage: must be a file name, got 'pages/index.html'": new(
         "DefaultPage with a folder", "json", root_files("pages/index.html")
     ),
-    "[ROOT] DefaultPage: a DefaultPage needs a RootPath": new(
-        "DefaultPage without RootPath", "ini", setting("ROOT", "DefaultPage", "index.html")
-    ),
-    "[TYPES] .xlsx: 'spreadsheet' is not a media type (type/subtype)": new(
-        "ContentTypes without a slash", "ini", content_types({".xlsx": "spreadsheet"})
-    ),
-    "[HTTP_REST] Charset: 'UTF-16' is not a charset fwrest answers in (UTF-8, CP1252, "
-    "ISO-8859-1)": new("Charset UTF-16", "ini", setting("HTTP_REST", "Charset", "UTF-16")),
-    "[HTTP_REST] Compression: 'deflate' is not a coding fwrest compresses with (gzip, br)": new(
-        "Compression deflate", "ini", setting("HTTP_REST", "Compression", "gzip, deflate")
-    ),
-    "[HTTP_REST] Locations: the location [ROOT] sets HSTS, which only a TLS port can send": new(
-        "HSTS on a plain port", "ini", setting("ROOT", "HSTS", "max-age=31536000")
-    ),
-    # application hooks
-    "[POOL] OnSend: the function 'nope' is not in the repository of this server's "
-    "environments": new("OnSend missing", "ini", setting("POOL", "OnSend", "nope")),
-    "[POOL] OnError: the function app.hello() cannot be called as OnError(exc): too many "
-    "positional arguments": new(
-        "OnError without a parameter", "json", setting("POOL", "OnError", "hello")
-    ),
     "[POOL] OnStart: the service did not start: OnStart <function> of [POOL] raised "
     "RuntimeError: ...": start_on_start_fails,
-    # your modules
-    "[ENV] Repository: the module 'no_such_mod' was not found (looked in <folder> and the "
-    "Python path)": known("module not found[ini]"),
-    "[ENV] Repository: the file <path> does not exist": new(
-        "Repository file missing", "json", setting("ENV", "Repository", "missing.py")
-    ),
     "[ENV] Repository: the file <path> would be imported as module 'app', but a module of that "
     "name is already loaded from <path>": new(
         "two modules app", "ini", module("lib/app.py", APP, "app, lib/app.py")
@@ -1095,8 +910,6 @@ PROVOKED: dict[str, Broken | Special] = {
     "...": new(
         "missing package", "json", module("needs_a_package.py", "import no_such_package_here\n")
     ),
-    "[ENV] Repository: importing 'raises_at_import' failed: RuntimeError: this module refuses to "
-    "load (<file>:<line>)": known("raises at import[ini]"),
     "[ENV] Repository: importing 'bad_route' failed: the route path '/a/:id/:id' repeats the "
     "parameter 'id'": new("route twice", "ini", module("bad_route.py", ROUTE_TWICE)),
     "[ENV] Repository: importing 'route_number' failed: a route path must be text, not int": new(
@@ -1105,13 +918,6 @@ PROVOKED: dict[str, Broken | Special] = {
     "[ENV] Repository: importing 'bad_scope' failed: the scopes of @get('/a'): 'orders read' is "
     "not a scope name ...": new(
         "route scope with a space", "ini", module("bad_scope.py", BAD_SCOPE)
-    ),
-    "[ENV] Repository: importing 'exits_at_import' failed: it called sys.exit(3)": known(
-        "exits at import[json]"
-    ),
-    # the monitor
-    "[APP_MONITOR] Port: the monitor is enabled but has no Port": known(
-        "monitor without Port[ini]"
     ),
     # starting: the state store, the signing key, the ports
     "[HTTPSERVER] StateStore: the sqlite store <path> cannot be opened: ...": Broken(
@@ -1127,64 +933,8 @@ PROVOKED: dict[str, Broken | Special] = {
     "(...)": new(
         "sqlite store marker garbage", "json", sqlite_file_of_a_newer_release(b"not a marker")
     ),
-    "[HTTPSERVER] DataPath: the folder <path> (the sqlite state store) cannot be written: ...": (
-        known("DataPath nowhere[ini]")
-    ),
-    "[HTTPSERVER] LogFile: the log file <path> cannot be written: ...": known(
-        "LogFile nowhere[json]"
-    ),
-    "[HTTPSERVER] LogFormat: 'xml' is not a log format": new(
-        "LogFormat xml", "ini", setting("HTTPSERVER", "LogFormat", "xml")
-    ),
-    "[HTTPSERVER] Tracing: 'jaeger' is not a tracing exporter (allowed: otlp)": new(
-        "Tracing jaeger", "ini", setting("HTTPSERVER", "Tracing", "jaeger")
-    ),
     "[HTTPSERVER] Tracing: Tracing=otlp needs the OpenTelemetry SDK and its OTLP exporter, "
     "which are not installed (<module> is missing)": tracing_without_the_extra,
-    "[<server>] SslCertificateKey: the private key <path> is encrypted (it asks for a pass "
-    "phrase)": known("encrypted TLS key[json]"),
-    "[<server>] SslCertificatePass: the pass phrase does not open the private key <path>": known(
-        "wrong pass phrase[ini]"
-    ),
-    "[<server>] SslCertificatePass: the environment variable <name> is not set": known(
-        "pass phrase variable unset[json]"
-    ),
-    "[<server>] SslCertificatePass: env: names no environment variable": known(
-        "pass phrase env: without a name[ini]"
-    ),
-    "[<server>] SslCertificatePass: the file <path> cannot be read (No such file or directory)": (
-        known("pass phrase file missing[ini]")
-    ),
-    "[<server>] SslCertificatePass: the pass phrase is empty": known(
-        "pass phrase file empty[json]"
-    ),
-    "[<server>] SslCertificatePass: must be text": known("pass phrase a number[json]"),
-    "[<server>] SslCertificateCA: the chain <path> does not issue the certificate <path> (...)": (
-        known("chain of another CA[json]")
-    ),
-    "[<server>] SslCertificateCA: the file <path> holds no PEM certificate": known(
-        "chain not PEM[ini]"
-    ),
-    "[<server>] SslMinVersion: 'TLSv1.1' is not a TLS version fwrest accepts (TLSv1.2, "
-    "TLSv1.3)": known("TLSv1.1[ini]"),
-    "[<server>] SslCiphers: OpenSSL selects no cipher from <ciphers> (...)": known(
-        "ciphers refused[json]"
-    ),
-    "[<server>] SslCiphers: no cipher of <ciphers> can be used with the key <path> (...)": known(
-        "ciphers of another key type[ini]"
-    ),
-    "[<server>] SslClientCA: SslClientCA is missing: SslClientCert=<n> asks clients for "
-    "certificates, which must chain to the CAs it names": known(
-        "client certificates without CA[ini]"
-    ),
-    "[<server>] SslClientCA: the CA file <path> cannot be loaded (...)": known(
-        "client CA garbage[json]"
-    ),
-    "[<server>] SslMinVersion: SslMinVersion is a TLS option, and the port speaks plain HTTP": (
-        known("TLS option on plain HTTP[ini]")
-    ),
-    "[HTTPSERVER] StateStore: the signing key cannot be read from the state store: redis "
-    "store ...": known("Redis unreachable[ini]", "serve"),
     "[HTTPSERVER] StateStoreCA: Redis's TLS certificate does not verify: ... "
     "certificate verify failed: ...": asking_redis("serve", ca="other_ca"),
     "[HTTPSERVER] StateStoreCert: the TLS handshake with Redis failed (does Redis ask for a "
@@ -1197,9 +947,6 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     "[HTTPSERVER] StateStore: Redis refused the password: ...": asking_redis(
         "check", url_password="Wrong-Pw-2"
-    ),
-    "[HTTPSERVER] SigningKeyFile: the signing key in <file> is corrupt or shorter than 32 bytes": (
-        known("short SigningKeyFile[json]")
     ),
     "[HTTPSERVER] SigningKeyFile: the signing key file <file> cannot be read: Is a directory": new(
         "signing key file is a folder", "json", key_file_is_a_folder
@@ -1216,12 +963,6 @@ PROVOKED: dict[str, Broken | Special] = {
         "key set entry damaged", "json", key_set(BAD_PEM_KEY_SET)
     ),
     "[<server>] Port: 127.0.0.1:<port> cannot be bound: Address already in use": address_in_use,
-    "[<server>] Port: 192.0.2.1:<port> cannot be bound: Cannot assign requested address": known(
-        "address of no interface[ini]", "serve"
-    ),
-    "[<server>] HostName: the host name 'no.invalid' cannot be resolved (...)": known(
-        "host unresolvable[json]", "serve"
-    ),
     # starting from Python
     "start(): workers must be a whole number of at least 1, got 0": start_workers_zero,
     "the service did not become ready within <n> s; see the log": start_not_ready,
