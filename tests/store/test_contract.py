@@ -49,6 +49,7 @@ documented behaviour is asserted per store.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import shutil
 import threading
@@ -96,44 +97,16 @@ THREADS = 50
 
 # The protocol's members, each exercised below; a member added to the protocol fails
 # test_the_suite_covers_every_protocol_member until a test covers it.
+# fmt: off
 COVERED = {
-    "kind",
-    "in_process",
-    "audit_keep",
-    "ping",
-    "add_refresh",
-    "spend_refresh",
-    "restore_refresh",
-    "revoke_family",
-    "revoked_families",
-    "add_code",
-    "take_code",
-    "note_proof",
-    "refresh_record",
-    "user_families",
-    "hit_failure",
-    "hit_rate",
-    "failures",
-    "release_failure",
-    "clear_failures",
-    "add_lock",
-    "locks",
-    "lift_lock",
-    "signing_key",
-    "get_settings",
-    "set_settings",
-    "put_blob",
-    "blobs",
-    "delete_blobs",
-    "get_blob",
-    "swap_blob",
-    "add_audit",
-    "audit_events",
-    "close",
-    "refresh_alias",
-    "schema_marker",
-    "swap_schema_marker",
+    "kind", "in_process", "audit_keep", "ping", "close", "schema_marker", "swap_schema_marker",
+    "add_refresh", "spend_refresh", "restore_refresh", "refresh_record", "refresh_alias",
+    "user_families", "revoke_family", "revoked_families", "add_code", "take_code", "note_proof",
+    "hit_failure", "hit_rate", "failures", "release_failure", "clear_failures", "add_lock",
+    "locks", "lift_lock", "signing_key", "get_settings", "set_settings", "put_blob", "blobs",
+    "delete_blobs", "get_blob", "swap_blob", "add_audit", "audit_events",
 }
+# fmt: on
 
 
 @dataclass
@@ -152,15 +125,30 @@ class Backend:
         self.opened.append(store)
         return store
 
+    def other(self, store: StateStore) -> StateStore:
+        """Another worker's or host's instance; the memory store has none (one process's:
+        another instance is another service), ``store`` itself."""
+        return store if self.kind == "memory" else self.open()
+
+
+S = TypeVar("S", RedisServer, SentinelGroup, RedisCluster)
+
+
+@contextlib.contextmanager
+def started(server: S) -> Iterator[S]:
+    """``server`` started for the module (a missing ``redis-server`` fails, never skips),
+    stopped after it, or after a start that failed half-way."""
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
 
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """One real ``redis-server`` for the module (fails, never skips, when it is missing)."""
-    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
-    try:
+    """One real ``redis-server`` for the module."""
+    with started(RedisServer(tmp_path_factory.mktemp("redis"))) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -170,31 +158,22 @@ def tls_redis(
     """A ``redis-server`` on TLS only, asking for a client certificate and a password."""
     folder = tmp_path_factory.mktemp("rediss")
     tls = redis_tls(trustme.CA(), folder / "tls")
-    server = RedisServer(folder, tls=tls, client_certs=True, password=TLS_PASSWORD).start()
-    try:
+    with started(RedisServer(folder, tls=tls, client_certs=True, password=TLS_PASSWORD)) as server:
         yield server, RedisOptions(tls.ca, tls.client_cert, tls.client_key, TLS_PASSWORD)
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
 def sentinels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelGroup]:
     """A primary, a replica and three sentinels."""
-    group = SentinelGroup(tmp_path_factory.mktemp("sentinel"))
-    try:
-        yield group.start()
-    finally:
-        group.stop()
+    with started(SentinelGroup(tmp_path_factory.mktemp("sentinel"))) as group:
+        yield group
 
 
 @pytest.fixture(scope="module")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
     """Three masters and three replicas."""
-    cluster = RedisCluster(tmp_path_factory.mktemp("cluster"))
-    try:
-        yield cluster.start()
-    finally:
-        cluster.stop()
+    with started(RedisCluster(tmp_path_factory.mktemp("cluster"))) as cluster:
+        yield cluster
 
 
 @pytest.fixture(params=KINDS)
@@ -471,9 +450,8 @@ def test_a_code_is_taken_once_and_names_the_family_that_took_it(
     assert store.take_code("c-1", "fam-a") == ("ok", data, "fam-a")
     # the same request again (a retry after a lost answer) is still its own
     assert store.take_code("c-1", "fam-a") == ("ok", data, "fam-a")
-    # another request, on another worker or host: used, naming the family to revoke (the
-    # memory store is one process's: another instance is another service)
-    other = store if backend.kind == "memory" else backend.open()
+    # another request, on another worker or host: used, naming the family to revoke
+    other = backend.other(store)
     assert other.take_code("c-1", "fam-b") == ("used", data, "fam-a")
     assert store.take_code("c-1", "fam-c") == ("used", data, "fam-a")
 
@@ -495,7 +473,7 @@ def test_one_of_many_simultaneous_takes_of_a_code_wins(
     assert tally == {"ok": 1, "used": threads - 1}, tally
     winner = next(family for status, _, family in results if status == "ok")
     assert all(family == winner for _, _, family in results)
-    late = store if backend.kind == "memory" else backend.open()
+    late = backend.other(store)
     assert late.take_code("c-race", "fam-late") == ("used", b"rec", winner)
 
 
@@ -504,7 +482,7 @@ def test_a_proof_id_is_noted_once_on_every_instance_for_its_keep(
 ) -> None:
     assert store.note_proof("p-1", 60.0) is True
     assert store.note_proof("p-1", 60.0) is False
-    other = store if backend.kind == "memory" else backend.open()
+    other = backend.other(store)
     assert other.note_proof("p-1", 60.0) is False  # another worker or host: a replay
     assert other.note_proof("p-2", 60.0) is True
     store.note_proof("p-short", WINDOW_S)
@@ -518,7 +496,7 @@ def test_one_of_many_simultaneous_notes_of_a_proof_id_wins(
 ) -> None:
     results = race(threads, lambda i: store.note_proof("p-race", 60.0))
     assert Counter(results) == {True: 1, False: threads - 1}, results
-    late = store if backend.kind == "memory" else backend.open()
+    late = backend.other(store)
     assert late.note_proof("p-race", 60.0) is False
 
 
@@ -541,7 +519,7 @@ def test_a_refresh_record_is_found_through_its_alias(backend: Backend, store: St
     rec = record("h-spelled", alias="h-folded")
     store.add_refresh(rec)
     store.add_refresh(record("h-plain"))  # no alias
-    other = store if backend.kind == "memory" else backend.open()
+    other = backend.other(store)
     assert other.refresh_alias("h-folded") == "h-spelled"
     assert other.refresh_alias("h-spelled") is None
     assert other.refresh_alias("h-unknown") is None
@@ -562,7 +540,7 @@ def test_the_schema_marker_is_a_compare_and_set(backend: Backend, store: StateSt
     assert store.swap_schema_marker(b"stale", b"x") == first  # not what is there: kept
     newer = Marker(9, 2, "9.0.0").encode()
     assert store.swap_schema_marker(first, newer) == newer
-    other = store if backend.kind == "memory" else backend.open()
+    other = backend.other(store)
     assert other.schema_marker() == newer
     assert other.swap_schema_marker(first, b"late") == newer  # lost: sees the winner
     outcomes = race(20, lambda i: store.swap_schema_marker(newer, f"w{i}".encode()))
@@ -840,8 +818,7 @@ def test_swap_blob_is_a_compare_and_set_with_one_winner(
     assert store.swap_blob("fwrest-keyset", b"stale", b"x") is None  # absent: not "stale"
     assert store.swap_blob("fwrest-keyset", None, b"v1") == b"v1"  # created
     assert store.swap_blob("fwrest-keyset", None, b"other") == b"v1"  # exists: not replaced
-    # another worker's or host's view (the memory store has no other: one process)
-    other = store if backend.kind == "memory" else backend.open()
+    other = backend.other(store)  # another worker's or host's view
     assert other.get_blob("fwrest-keyset") == b"v1"
     assert other.swap_blob("fwrest-keyset", b"v1", b"\x00v2") == b"\x00v2"
     assert store.swap_blob("fwrest-keyset", b"v1", b"v3") == b"\x00v2"  # lost: sees the winner
