@@ -56,7 +56,6 @@ from tests.faults.test_broken_configs import (
     APP,
     CASES,
     Case,
-    auth,
     both,
     prepare,
     raw_file,
@@ -667,6 +666,8 @@ the section [HTTPSERVER] is missing  <=  an empty file[ini]
 [<server>] FwData: must be a JSON object  <=  FwData a list[json]
 [<server>] FwData: FwData holds the unknown key 'Auth'; FwData is reserved for the framework  <=  FwData unknown key[ini]
 # authorization
+[<server>] FwData: FwData Authorization OnAuthCache must be a duration in whole seconds (300, 300s, 5m, 1h), got '5 minutes'  <=  OnAuthCache in words[json]  <=  HTTP_REST FwData = {"Authorization": {"scheme": "basic", "OnAuth": "app.check_user", "OnAuthCache": "5 minutes"}}
+[<server>] FwData: FwData Authorization OnAuth must name a function, got 1  <=  OnAuth a number[json]  <=  HTTP_REST FwData = {"Authorization": {"scheme": "basic", "OnAuth": 1}}
 [<server>] FwData: FwData Authorization must be a JSON object  <=  Authorization a string[json]  <=  HTTP_REST FwData = {"Authorization": "basic"}
 [<server>] FwData: FwData Authorization has no scheme  <=  no scheme[ini]
 [<server>] FwData: FwData Authorization scheme 'Basic' is not a scheme fwrest knows  <=  scheme Basic[json]
@@ -833,18 +834,9 @@ PROVOKED: dict[str, Broken | Special] = {
         "json",
         both(on_rediss, redis_file("StateStorePassword", "pw.txt", prefix="file:")),
     ),
-    "[<server>] FwData: FwData Authorization OnAuthCache must be a duration in whole seconds "
-    "(300, 300s, 5m, 1h), got '5 minutes'": new(
-        "OnAuthCache in words",
-        "json",
-        auth(scheme="basic", OnAuth="app.check_user", OnAuthCache="5 minutes"),
-    ),
     "[<server>] FwData: FwData Authorization loginPage: the template <path> lacks the form "
     "placeholder, so its page could log no one in": new(
         "loginPage without form", "json", login_template("<html><body>{{client}}</body></html>")
-    ),
-    "[<server>] FwData: FwData Authorization OnAuth must name a function, got 1": new(
-        "OnAuth a number", "json", auth(scheme="basic", OnAuth=1)
     ),
     "[<server>] onAuthparams: the function <function> returned settings that cannot be used: "
     "...": new(
