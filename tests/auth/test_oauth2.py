@@ -27,7 +27,7 @@ import json
 import re
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -618,79 +618,75 @@ def test_the_bearer_scheme_name_is_case_insensitive(oauth: OAuthPort) -> None:
     assert response.status_code == 200
 
 
+Claims = dict[str, Any]
+
+
+def tampered_signature(real: str) -> str:
+    head, body, sig = real.split(".")
+    flipped = ("A" if sig[10] != "A" else "B").join((sig[:10], sig[11:]))
+    return f"{head}.{body}.{flipped}"
+
+
+def tampered_claims(real: str) -> str:
+    head, body, sig = real.split(".")
+    payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    payload["sub"] = "root"
+    raw = base64.urlsafe_b64encode(json.dumps(payload).encode()).rstrip(b"=").decode()
+    return f"{head}.{raw}.{sig}"
+
+
+def hs512(claims: Claims, key: bytes) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureKeyLengthWarning)
+        return sign(claims, key, algorithm="HS512")
+
+
+def rs256_with_jwk(claims: Claims) -> str:
+    """Algorithm confusion: an RSA token carrying its own public key as a key source."""
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = json.loads(RSAAlgorithm.to_jwk(private.public_key()))
+    return jwt.encode(claims, private, algorithm="RS256", headers={"typ": "at+jwt", "jwk": jwk})
+
+
+def jwk_in_header(claims: Claims) -> str:
+    other = b"attacker key thirty-two bytes!!!"
+    jwk = {"kty": "oct", "k": base64.urlsafe_b64encode(other).rstrip(b"=").decode()}
+    return sign(claims, other, headers={"typ": "at+jwt", "jwk": jwk, "kid": "x"})
+
+
+CRIT = {"typ": "at+jwt", "crit": ["x-fwrest-test"], "x-fwrest-test": 1}
+# each forgery of a real token (claims: fresh ones of its issuer, key: the service's)
+FORGERIES: dict[str, Callable[[Claims, bytes, str], str]] = {
+    "tampered-signature": lambda claims, key, real: tampered_signature(real),
+    "tampered-claims": lambda claims, key, real: tampered_claims(real),
+    "alg-none": lambda claims, key, real: unsigned_jwt({"alg": "none", "typ": "at+jwt"}, claims),
+    "other-key": lambda claims, key, real: sign(claims, b"another key of thirty-two bytes!!"),
+    "hs512-real-key": lambda claims, key, real: hs512(claims, key),
+    "typ-jwt-real-key": lambda claims, key, real: sign(claims, key, headers={"typ": "JWT"}),
+    "no-typ-real-key": lambda claims, key, real: jwt.encode(claims, key, algorithm="HS256"),
+    "unknown-crit-real-key": lambda claims, key, real: sign(claims, key, headers=CRIT),
+    "expired-real-key": lambda claims, key, real: sign(
+        {**claims, "iat": int(time.time()) - 7200, "exp": int(time.time()) - 3600}, key
+    ),
+    # SPEC 7: the leeway is at most 60 s (a faked clock: the token says when it expired)
+    "expired-61s-real-key": lambda claims, key, real: sign(
+        {**claims, "iat": int(time.time()) - 600, "exp": int(time.time()) - 61}, key
+    ),
+    "rs256-with-jwk": lambda claims, key, real: rs256_with_jwk(claims),
+    # claims that fwrest never writes, in a token signed with its key: 401, not 500
+    "family-not-a-string-real-key": lambda claims, key, real: sign(
+        {**claims, "fam": ["a", "list"]}, key
+    ),
+    "exp-beyond-a-float-real-key": lambda claims, key, real: sign({**claims, "exp": 10**400}, key),
+    "garbage": lambda claims, key, real: "not-a-jwt-at-all",
+    "jwk-in-header": lambda claims, key, real: jwk_in_header(claims),
+}
+
+
 def forged(kind: str, svc: LocalService, real: str) -> str:
-    key = signing_key(svc.folder)
     # the issuer of the real token: each forgery is refused for its own fault only
     claims = fresh_claims(iss=jwt.decode(real, options={"verify_signature": False})["iss"])
-    if kind == "tampered-signature":
-        head, body, sig = real.split(".")
-        flipped = ("A" if sig[10] != "A" else "B").join((sig[:10], sig[11:]))
-        return f"{head}.{body}.{flipped}"
-    if kind == "tampered-claims":
-        head, body, sig = real.split(".")
-        payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-        payload["sub"] = "root"
-        raw = base64.urlsafe_b64encode(json.dumps(payload).encode()).rstrip(b"=").decode()
-        return f"{head}.{raw}.{sig}"
-    if kind == "alg-none":
-        return unsigned_jwt({"alg": "none", "typ": "at+jwt"}, claims)
-    if kind == "other-key":
-        return sign(claims, b"another key of thirty-two bytes!!")
-    if kind == "hs512-real-key":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", InsecureKeyLengthWarning)
-            return sign(claims, key, algorithm="HS512")
-    if kind == "typ-jwt-real-key":
-        return sign(claims, key, headers={"typ": "JWT"})
-    if kind == "no-typ-real-key":
-        return jwt.encode(claims, key, algorithm="HS256")
-    if kind == "unknown-crit-real-key":
-        return sign(
-            claims, key, headers={"typ": "at+jwt", "crit": ["x-fwrest-test"], "x-fwrest-test": 1}
-        )
-    if kind == "expired-real-key":
-        past = {**claims, "iat": int(time.time()) - 7200, "exp": int(time.time()) - 3600}
-        return sign(past, key)
-    if kind == "expired-61s-real-key":
-        # SPEC 7: the leeway is at most 60 s (a faked clock: the token says when it expired)
-        now = int(time.time())
-        return sign({**claims, "iat": now - 600, "exp": now - 61}, key)
-    if kind == "rs256-with-jwk":
-        # algorithm confusion: an RSA token carrying its own public key as a key source
-        private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        jwk = json.loads(RSAAlgorithm.to_jwk(private.public_key()))
-        return jwt.encode(claims, private, algorithm="RS256", headers={"typ": "at+jwt", "jwk": jwk})
-    if kind == "family-not-a-string-real-key":
-        return sign({**claims, "fam": ["a", "list"]}, key)
-    if kind == "exp-beyond-a-float-real-key":
-        return sign({**claims, "exp": 10**400}, key)
-    if kind == "garbage":
-        return "not-a-jwt-at-all"
-    if kind == "jwk-in-header":
-        other = b"attacker key thirty-two bytes!!!"
-        jwk = {"kty": "oct", "k": base64.urlsafe_b64encode(other).rstrip(b"=").decode()}
-        return sign(claims, other, headers={"typ": "at+jwt", "jwk": jwk, "kid": "x"})
-    raise AssertionError(kind)
-
-
-FORGERIES = [
-    "tampered-signature",
-    "tampered-claims",
-    "alg-none",
-    "other-key",
-    "hs512-real-key",
-    "typ-jwt-real-key",
-    "no-typ-real-key",
-    "unknown-crit-real-key",
-    "expired-real-key",
-    "expired-61s-real-key",
-    "rs256-with-jwk",
-    # claims that fwrest never writes, in a token signed with its key: 401, not 500
-    "family-not-a-string-real-key",
-    "exp-beyond-a-float-real-key",
-    "garbage",
-    "jwk-in-header",
-]
+    return FORGERIES[kind](claims, signing_key(svc.folder), real)
 
 
 def test_a_token_forged_with_the_real_key_and_right_header_passes(
