@@ -961,10 +961,8 @@ def test_brute_force_locks_the_user_out(svc: LocalService) -> None:
 
 def test_logs_never_show_passwords_secrets_or_tokens(ca: trustme.CA, tmp_path: Path) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
-    secret_app = OAUTH_APP.replace("Ada-Pw-7731", "Ad@ pw/7731&=x+y%").replace(
-        "Web-Secret-9q", "Web Secret/9q&=?"
-    )
     password, client_secret = "Ad@ pw/7731&=x+y%", "Web Secret/9q&=?"
+    secret_app = OAUTH_APP.replace(ADA[1], password).replace(WEB[1], client_secret)
     wrong_password = "Wr0ng pw/&=%zz"
     section = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
     config = free_config(

@@ -98,12 +98,9 @@ def single():
 
 
 def arrays():
-    return {{
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "username": "ada",
-        "password": "Ada-Pw-7731",
-        "grant_type": "password",
+    """single() without its lifetimes, which come from the expires array."""
+    data = {{
+        **single(),
         "client": [{{"client_id": "mobile", "client_secret": "Mob-Secret-4x"}},
                    {{"Client_Id": "cli", "Client_Secret": "Cli-Secret-3z"}}],
         "users": [{{"username": "bob", "password": "Bob-Pw-2207"}},
@@ -111,6 +108,8 @@ def arrays():
         "expires": [{{"access_expires": "90s", "refresh_expires": "Date()+2"}}],
         "types": [{{"grant_type": "refresh_token"}}],
     }}
+    del data["access_expires"], data["refresh_expires"]
+    return data
 
 
 def refresh_only_types():
