@@ -418,3 +418,9 @@ class WorkersHost:
         return self.per_worker(
             lambda http: int(http.get(self.base + "/hello", headers=bearer(token)).json()["pid"])
         )
+
+
+def assert_error(response: httpx.Response, error: str, status: int = 400) -> None:
+    """An OAuth2 error answer (RFC 6749 5.2): the ``status`` and the ``error`` code."""
+    assert response.status_code == status, response.text
+    assert error_of(response) == error, response.text

@@ -31,7 +31,6 @@ import base64
 import json
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ import pytest
 
 from fwrest.testing import Client
 from tests.conftest import APP_SOURCE, ServerProcess, free_config, module_config, wait_for
-from tests.server.rawhttp import RawConnection, request_bytes
+from tests.server.rawhttp import RawConnection
 
 CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
 BODY_401 = b'{"code":401,"detailedMessage":"","message":"Unauthorized"}'
@@ -120,8 +119,8 @@ def leak():
 NO_THROTTLE = 1_000_000  # many refusals from one address must not turn into 429s here
 
 
-def _basic(on_auth: str) -> dict[str, Any]:
-    return {"Authorization": {"scheme": "basic", "OnAuth": on_auth, "maxFailures": NO_THROTTLE}}
+def _basic(on_auth: str, max_failures: int = NO_THROTTLE) -> dict[str, Any]:
+    return {"Authorization": {"scheme": "basic", "OnAuth": on_auth, "maxFailures": max_failures}}
 
 
 def _server(locations: str, fw_data: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -189,13 +188,8 @@ class Service:
         return records(self.folder, name)
 
     def wait_file_log(self, needle: str, timeout: float = 10) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.proc.file_log()
-            if needle in text:
-                return text
-            time.sleep(0.05)
-        raise AssertionError(f"{needle!r} never appeared in the LogFile:\n{self.proc.file_log()}")
+        wait_for(lambda: needle in self.proc.file_log(), timeout, f"{needle!r} in the LogFile")
+        return self.proc.file_log()
 
 
 @pytest.fixture(scope="module")
@@ -259,51 +253,36 @@ def assert_403(response: httpx.Response) -> None:
 # -- 401: no usable Basic credentials ------------------------------------------------------------
 
 
-def test_no_authorization_header_is_401(local: InProcess) -> None:
-    assert_401(local.get("/rest/hello"))
+ADA_TOKEN = b64(f"ada:{ADA_PASSWORD}".encode())
+UNUSABLE = {
+    "no-authorization-header": None,
+    "bearer-scheme": "Bearer x",
+    "digest-scheme": 'Digest username="ada", realm="Access to REST", nonce="abc", '
+    'uri="/rest/hello", response="0123"',
+    "bad-base64": "Basic !!!",
+    "base64-with-inner-space": f"Basic {ADA_TOKEN[:4]} {ADA_TOKEN[4:]}",
+    "base64-without-colon": f"Basic {b64(b'adaLovelace1815')}",
+}
 
 
-def test_bearer_scheme_is_401(local: InProcess) -> None:
-    assert_401(local.get("/rest/hello", headers={"Authorization": "Bearer x"}))
+@pytest.mark.parametrize("value", list(UNUSABLE.values()), ids=list(UNUSABLE))
+def test_unusable_credentials_are_401(local: InProcess, value: str | None) -> None:
+    headers = {} if value is None else {"Authorization": value}
+    assert_401(local.get("/rest/hello", headers=headers))
 
 
-def test_digest_scheme_is_401(local: InProcess) -> None:
-    digest = 'Digest username="ada", realm="Access to REST", nonce="abc", uri="/rest/hello", response="0123"'
-    assert_401(local.get("/rest/hello", headers={"Authorization": digest}))
-
-
-def test_bad_base64_is_401(local: InProcess) -> None:
-    assert_401(local.get("/rest/hello", headers={"Authorization": "Basic !!!"}))
-
-
-def test_base64_with_inner_space_is_401(local: InProcess) -> None:
-    token = b64(f"ada:{ADA_PASSWORD}".encode())
-    broken = f"Basic {token[:4]} {token[4:]}"
-    assert_401(local.get("/rest/hello", headers={"Authorization": broken}))
-
-
-def test_base64_without_colon_is_401(local: InProcess) -> None:
-    header = f"Basic {b64(b'adaLovelace1815')}"
-    assert_401(local.get("/rest/hello", headers={"Authorization": header}))
-
-
-@pytest.mark.parametrize("value", ["Basic ", "Basic", "Basic    "], ids=["space", "bare", "spaces"])
-def test_basic_with_empty_value_is_401(svc: Service, value: str) -> None:
+# latin-1 text: the raw request carries these characters as single bytes
+@pytest.mark.parametrize(
+    "value",
+    ["Basic ", "Basic", "Basic    ", "Basic \xe9\xe9\xe9\xe9"],
+    ids=["empty-space", "empty-bare", "empty-spaces", "non-ascii-bytes"],
+)
+def test_a_basic_header_without_a_value_or_with_non_ascii_bytes_is_401(
+    svc: Service, value: str
+) -> None:
     # Raw bytes: an HTTP client library would trim or refuse the trailing space.
     with RawConnection(svc.proc.ports["HTTP_BASIC"]) as conn:
         response = conn.request("GET", "/rest/hello", headers=[("Authorization", value)])
-    assert response.status == 401
-    assert response.header_all("WWW-Authenticate") == [CHALLENGE]
-    assert response.body == BODY_401
-
-
-def test_non_ascii_bytes_in_the_header_are_401(svc: Service) -> None:
-    raw = request_bytes("GET", "/rest/hello").replace(
-        b"\r\n\r\n", b"\r\nAuthorization: Basic \xe9\xe9\xe9\xe9\r\n\r\n"
-    )
-    with RawConnection(svc.proc.ports["HTTP_BASIC"]) as conn:
-        conn.send(raw)
-        response = conn.read_response()
     assert response.status == 401
     assert response.header_all("WWW-Authenticate") == [CHALLENGE]
     assert response.body == BODY_401
@@ -350,18 +329,14 @@ def test_credentials_split_at_the_first_colon(local: InProcess) -> None:
     assert local.calls()[-1] == {"user": "ada", "password": "Love:lace:1815", "how": "sync"}
 
 
-def test_utf8_credentials_reach_on_auth_decoded(local: InProcess) -> None:
-    header = basic_header(*JURGEN, encoding="utf-8")
-    assert "\xfc".encode() in base64.b64decode(header.split()[1])  # really UTF-8 on the wire
-    response = local.get("/rest/whoami", headers={"Authorization": header})
-    assert response.status_code == 200, response.text
-    assert response.json()["user"] == "jürgen"
-    assert local.calls()[-1] == {"user": "jürgen", "password": "pässword", "how": "sync"}
-
-
-def test_iso_8859_1_credentials_reach_on_auth_decoded(local: InProcess) -> None:
-    header = basic_header(*JURGEN, encoding="iso-8859-1")
-    assert base64.b64decode(header.split()[1]) == b"j\xfcrgen:p\xe4ssword"
+@pytest.mark.parametrize(
+    ("encoding", "wire"),
+    [("utf-8", b"j\xc3\xbcrgen:p\xc3\xa4ssword"), ("iso-8859-1", b"j\xfcrgen:p\xe4ssword")],
+    ids=["utf8", "iso-8859-1"],
+)
+def test_credentials_reach_on_auth_decoded(local: InProcess, encoding: str, wire: bytes) -> None:
+    header = basic_header(*JURGEN, encoding=encoding)
+    assert base64.b64decode(header.split()[1]) == wire  # really this encoding on the wire
     response = local.get("/rest/whoami", headers={"Authorization": header})
     assert response.status_code == 200, response.text
     assert response.json()["user"] == "jürgen"
@@ -417,9 +392,7 @@ def test_on_auth_raising_is_500_logged_without_the_password(svc: Service, server
     assert svc.calls()[-1]["password"] == password  # the validator did get it, and raised
     name = "auth.check" if server == "HTTP_BASIC" else "ACheck"
     line = re.compile(rf"ERROR .*\[{server}\] OnAuth {re.escape(name)} raised ValueError")
-    deadline = time.monotonic() + 10
-    while not line.search(svc.proc.log()) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: bool(line.search(svc.proc.log())), 10, "the OnAuth error on stderr")
     stderr = svc.proc.log()
     assert line.search(stderr), stderr
     assert password not in stderr
@@ -558,14 +531,9 @@ OPEN_INFO = {
 }
 
 
-def test_rest_object_on_the_basic_port(local: InProcess) -> None:
-    response = local.get("/rest/whoami", auth=("ada", ADA_PASSWORD))
-    assert response.status_code == 200
-    assert response.json() == LOCAL_BASIC_INFO
-
-
-def test_rest_object_on_the_second_location_of_the_basic_port(local: InProcess) -> None:
-    response = local.get("/other/whoami", auth=("ada", ADA_PASSWORD))
+@pytest.mark.parametrize("location", ["/rest", "/other"], ids=["first", "second"])
+def test_rest_object_on_each_location_of_the_basic_port(local: InProcess, location: str) -> None:
+    response = local.get(f"{location}/whoami", auth=("ada", ADA_PASSWORD))
     assert response.status_code == 200
     assert response.json() == LOCAL_BASIC_INFO
 
@@ -671,8 +639,7 @@ def test_repeated_authorization_header_is_400(svc: Service) -> None:
 def test_no_password_or_credential_in_the_whole_log(serve: Any, tmp_path: Path, level: int) -> None:
     server = serve(write_service(tmp_path, general={"rest_log_level": level}))
     basic, async_ = (
-        f"http://127.0.0.1:{server.ports['HTTP_BASIC']}",
-        (f"http://127.0.0.1:{server.ports['HTTP_ASYNC']}"),
+        f"http://127.0.0.1:{server.ports[name]}" for name in ("HTTP_BASIC", "HTTP_ASYNC")
     )
     ok_pw, bad_pw, raise_pw = "Okay-Pw-x9Tq2", "Fail-Pw-k3Lm8", "Boom-Pw-r7Ws4"
     sent: list[tuple[str, str, str, int]] = [
@@ -723,10 +690,10 @@ def test_failed_on_auth_calls_lock_the_user_out(tmp_path: Path) -> None:
     of one worker share its store."""
     app, auth = "tauth_lockout_app", "tauth_lockout_auth"
     (tmp_path / f"{auth}.py").write_text(AUTH_SOURCE, encoding="utf-8")
-    locked_port = {
-        "Authorization": {"scheme": "basic", "OnAuth": f"{auth}.check", "maxFailures": 3}
+    servers = {
+        "HTTP_BASIC": _server("ROOT", _basic(f"{auth}.check", 3)),
+        "HTTP_OPEN": _server("ROOT"),
     }
-    servers = {"HTTP_BASIC": _server("ROOT", locked_port), "HTTP_OPEN": _server("ROOT")}
     extra = {"HTTPSERVER": {"StateStore": "sqlite"}, "ENV": {"Repository": f"{app},{auth}"}}
     config = module_config(tmp_path, app, servers=servers, extra=extra)
     log_file = tmp_path / "server.log"
@@ -759,10 +726,9 @@ def test_failures_on_every_worker_count_toward_one_lock_out(serve: Any, tmp_path
     counted across the workers, as through sqlite or Redis (SPEC 4.2: all workers share the
     count), not ``maxFailures`` per worker."""
     (tmp_path / "auth.py").write_text(AUTH_SOURCE, encoding="utf-8")
-    locked_port = {"Authorization": {"scheme": "basic", "OnAuth": "auth.check", "maxFailures": 3}}
     config = free_config(
         tmp_path,
-        servers={"HTTP_BASIC": _server("ROOT", locked_port)},
+        servers={"HTTP_BASIC": _server("ROOT", _basic("auth.check", 3))},
         extra={"ENV": {"Repository": "app,auth"}},
     )
     server = serve(config, workers=2)

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import bcrypt
-import jwt
 import pytest
 import requests
 import trustme
@@ -44,14 +43,16 @@ from tests.auth.oauth2_support import (
     LocalService,
     OAuth,
     OAuthService,
+    assert_error,
+    claims_of,
     error_of,
     issue_certs,
     local_oauth,
     oauth_section,
     serve_oauth,
-    signing_key,
     wait_for,
 )
+from tests.builders import config_of
 from tests.conftest import APP_SOURCE, ServerProcess, free_config, module_config, run_cli
 
 CLIENT = ("web", "Web-Secret-9q")
@@ -97,12 +98,9 @@ def single():
 
 
 def arrays():
-    return {{
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "username": "ada",
-        "password": "Ada-Pw-7731",
-        "grant_type": "password",
+    """single() without its lifetimes, which come from the expires array."""
+    data = {{
+        **single(),
         "client": [{{"client_id": "mobile", "client_secret": "Mob-Secret-4x"}},
                    {{"Client_Id": "cli", "Client_Secret": "Cli-Secret-3z"}}],
         "users": [{{"username": "bob", "password": "Bob-Pw-2207"}},
@@ -110,6 +108,8 @@ def arrays():
         "expires": [{{"access_expires": "90s", "refresh_expires": "Date()+2"}}],
         "types": [{{"grant_type": "refresh_token"}}],
     }}
+    del data["access_expires"], data["refresh_expires"]
+    return data
 
 
 def refresh_only_types():
@@ -246,11 +246,9 @@ def served(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     yield from serve_oauth(ca, tmp_path_factory.mktemp("oauth2_clients_served"), write_single)
 
 
-def claims(svc: LocalService, token: str) -> dict[str, Any]:
-    # the audience (the issuing section) is checked by tests/auth/test_audience.py
-    return jwt.decode(
-        token, signing_key(svc.folder), algorithms=["HS256"], options={"verify_aud": False}
-    )
+def form(username: str, password: str) -> dict[str, str]:
+    """A password grant's form."""
+    return {"grant_type": "password", "username": username, "password": password}
 
 
 # -- real client libraries ----------------------------------------------------------------------
@@ -294,9 +292,10 @@ def test_requests_oauthlib_legacy_application_client(served: OAuthService) -> No
         assert session.get(port.base + "/hello", verify=ca).status_code == 200
 
 
-def curl(*args: str) -> dict[str, Any]:
+def curl(ca: str, *args: str) -> dict[str, Any]:
+    """curl's JSON answer, the CA bundle ``ca`` its only configuration."""
     result = subprocess.run(
-        ["curl", "-sS", "--fail-with-body", *args],
+        ["curl", "-sS", "--fail-with-body", "--cacert", ca, *args],
         capture_output=True,
         text=True,
         timeout=30,
@@ -309,53 +308,17 @@ def curl(*args: str) -> dict[str, Any]:
 def test_curl_password_grant_call_and_refresh(served: OAuthService) -> None:
     port = served["SINGLE"]
     ca = str(served.certs["ca"])
-    token = curl(
-        "--cacert",
-        ca,
-        "-u",
-        f"{CLIENT[0]}:{CLIENT[1]}",
-        "-d",
-        "grant_type=password",
-        "--data-urlencode",
-        f"username={ADA[0]}",
-        "--data-urlencode",
-        f"password={ADA[1]}",
-        port.token_url,
-    )
+    grant = ["-d", "grant_type=password", "--data-urlencode", f"username={ADA[0]}"]
+    grant += ["--data-urlencode", f"password={ADA[1]}", port.token_url]
+    token = curl(ca, "-u", f"{CLIENT[0]}:{CLIENT[1]}", *grant)
     assert set(token) == TOKEN_KEYS
-    who = curl(
-        "--cacert",
-        ca,
-        "-H",
-        f"Authorization: Bearer {token['access_token']}",
-        "-H",
-        "Accept: application/json",
-        port.base + "/whoami",
-    )
+    bearer = f"Authorization: Bearer {token['access_token']}"
+    who = curl(ca, "-H", bearer, "-H", "Accept: application/json", port.base + "/whoami")
     assert who["user"] == "ada"
-    renewed = curl(
-        "--cacert",
-        ca,
-        "-d",
-        "grant_type=refresh_token",
-        "--data-urlencode",
-        f"refresh_token={token['refresh_token']}",
-        port.token_url,
-    )
+    refresh = ["-d", "grant_type=refresh_token", "--data-urlencode"]
+    renewed = curl(ca, *refresh, f"refresh_token={token['refresh_token']}", port.token_url)
     assert renewed["refresh_token"] != token["refresh_token"]
-    by_get = curl(
-        "--cacert",
-        ca,
-        "-G",
-        "-d",
-        "grant_type=password",
-        "--data-urlencode",
-        f"username={ADA[0]}",
-        "--data-urlencode",
-        f"password={ADA[1]}",
-        port.token_url,
-    )
-    assert set(by_get) == TOKEN_KEYS
+    assert set(curl(ca, "-G", *grant)) == TOKEN_KEYS  # by GET
 
 
 # -- onAuthparams forms -------------------------------------------------------------------------
@@ -367,7 +330,7 @@ def test_single_keys_of_the_original_documentation(svc: LocalService) -> None:
     port = svc["SINGLE"]
     tokens = port.tokens(*ADA)
     assert tokens["expires_in"] == 3600  # "1h"
-    assert claims(svc, tokens["access_token"])["client_id"] == "web"
+    assert claims_of(svc, tokens["access_token"])["client_id"] == "web"
     renewed = port.refresh(tokens["refresh_token"])
     assert renewed.status_code == 200, renewed.text
     assert port.grant("bob", "Bob-Pw-2207").status_code == 400  # not a user of this port
@@ -381,7 +344,7 @@ def test_arrays_users_mixed_with_single_keys(svc: LocalService, user: str, passw
     port = svc["ARRAYS"]
     tokens = port.tokens(user, password)
     assert tokens["expires_in"] == 90  # "90s" from the expires array
-    assert claims(svc, tokens["access_token"])["sub"] == user
+    assert claims_of(svc, tokens["access_token"])["sub"] == user
     other = "Cy-Pw-1188" if user != "cy" else "Bob-Pw-2207"
     assert error_of(port.grant(user, other)) == "invalid_grant"  # passwords are per user
 
@@ -394,17 +357,12 @@ def test_arrays_clients_mixed_with_single_keys(
     svc: LocalService, client_id: str, secret: str
 ) -> None:
     port = svc["ARRAYS"]
-    response = port.post(
-        {"grant_type": "password", "username": "bob", "password": "Bob-Pw-2207"},
-        auth=(client_id, secret),
-    )
+    response = port.post(form("bob", "Bob-Pw-2207"), auth=(client_id, secret))
     assert response.status_code == 200, response.text
-    assert claims(svc, response.json()["access_token"])["client_id"] == client_id
-    crossed = port.post(
-        {"grant_type": "password", "username": "bob", "password": "Bob-Pw-2207"},
-        auth=(client_id, "Mob-Secret-4x" if client_id != "mobile" else "x"),
-    )
-    assert crossed.status_code == 401 and error_of(crossed) == "invalid_client"
+    assert claims_of(svc, response.json()["access_token"])["client_id"] == client_id
+    crossed_secret = "Mob-Secret-4x" if client_id != "mobile" else "x"
+    crossed = port.post(form("bob", "Bob-Pw-2207"), auth=(client_id, crossed_secret))
+    assert_error(crossed, "invalid_client", 401)
 
 
 def test_arrays_types_mixed_with_the_single_grant_type(svc: LocalService) -> None:
@@ -414,14 +372,13 @@ def test_arrays_types_mixed_with_the_single_grant_type(svc: LocalService) -> Non
     tokens = port.tokens("cy", "Cy-Pw-1188")
     renewed = port.refresh(tokens["refresh_token"])
     assert renewed.status_code == 200, renewed.text
-    assert claims(svc, renewed.json()["access_token"])["sub"] == "cy"
+    assert claims_of(svc, renewed.json()["access_token"])["sub"] == "cy"
 
 
 def test_a_password_grant_not_in_types_is_unauthorized_client(svc: LocalService) -> None:
     port = svc["REFRESH_ONLY"]
     response = port.grant(*ADA)
-    assert response.status_code == 400, response.text
-    assert error_of(response) == "unauthorized_client"
+    assert_error(response, "unauthorized_client")
 
 
 def test_legacy_function_fills_the_request_dict_by_reference(svc: LocalService) -> None:
@@ -429,22 +386,10 @@ def test_legacy_function_fills_the_request_dict_by_reference(svc: LocalService) 
     calls = svc.folder / "legacy.jsonl"
     tokens = port.tokens("ada", "Legacy-Pw-33")
     assert tokens["expires_in"] == 5
-    assert claims(svc, tokens["access_token"])["client_id"] == "old"
+    assert claims_of(svc, tokens["access_token"])["client_id"] == "old"
     assert error_of(port.grant("ada", "Ada-Pw-7731")) == "invalid_grant"
-    assert (
-        port.post(
-            {"grant_type": "password", "username": "ada", "password": "Legacy-Pw-33"},
-            auth=("old", "Old-Secret-1a"),
-        ).status_code
-        == 200
-    )
-    assert (
-        port.post(
-            {"grant_type": "password", "username": "ada", "password": "Legacy-Pw-33"},
-            auth=("old", "wrong"),
-        ).status_code
-        == 401
-    )
+    assert port.post(form("ada", "Legacy-Pw-33"), auth=("old", "Old-Secret-1a")).status_code == 200
+    assert port.post(form("ada", "Legacy-Pw-33"), auth=("old", "wrong")).status_code == 401
     seen = [json.loads(line) for line in calls.read_text().splitlines()]
     # the function received the request's parameters (the secrets kept back)
     assert ["grant_type", "username"] in seen, seen
@@ -469,12 +414,8 @@ def test_legacy_function_does_not_allow_the_client_the_request_names(
     it is not a client the application allows (the function configured none)."""
     port = svc["LEGACY_LOOKUP"]
     response = port.grant("ada", "Lookup-Pw-55", client_id="intruder", client_secret=secret)
-    assert response.status_code == 401, response.text
-    assert error_of(response) == "invalid_client"
-    by_header = port.post(
-        {"grant_type": "password", "username": "ada", "password": "Lookup-Pw-55"},
-        auth=("intruder", secret),
-    )
+    assert_error(response, "invalid_client", 401)
+    by_header = port.post(form("ada", "Lookup-Pw-55"), auth=("intruder", secret))
     assert by_header.status_code == 401, by_header.text
 
 
@@ -571,7 +512,7 @@ def test_a_params_file_edited_to_two_spellings_of_a_user_keeps_its_last_valid_co
     path.write_text(json.dumps(clashing))
     try:
         refused = port.grant("ADA", "Keep-Pw-Upper-3")
-        assert refused.status_code == 400 and error_of(refused) == "invalid_grant", refused.text
+        assert_error(refused, "invalid_grant")
         assert port.grant("ada", password).status_code == 200
         wait_for(lambda: "are one name" in svc.log()[since:], 10, "the file's error logged")
         assert "the user 'ADA' and the user 'ada' are one name" in svc.log()[since:]
@@ -622,7 +563,7 @@ def test_hashed_passwords(svc: LocalService, user: tuple[str, str]) -> None:
     port = svc["HASHED"]
     assert port.tokens(*user)["token_type"] == "Bearer"
     wrong = port.grant(user[0], user[1] + "!")
-    assert wrong.status_code == 400 and error_of(wrong) == "invalid_grant"
+    assert_error(wrong, "invalid_grant")
     assert error_of(port.grant(user[0], user[1][:-1])) == "invalid_grant"
 
 
@@ -638,16 +579,15 @@ def test_a_password_over_72_bytes_against_bcrypt_is_invalid_grant(
     """The first 72 bytes match the bcrypt hash; the rest must not be ignored, nor fail."""
     port = svc["HASHED"]
     response = port.grant(LONG_USER[0], LONG_USER[1] + extra)
-    assert response.status_code == 400, response.text
-    assert error_of(response) == "invalid_grant"
+    assert_error(response, "invalid_grant")
     over = port.grant(BCRYPT_USER[0], "B" * 200)
-    assert over.status_code == 400 and error_of(over) == "invalid_grant"
+    assert_error(over, "invalid_grant")
 
 
 def test_unknown_user_among_hashed_users_is_invalid_grant(svc: LocalService) -> None:
     port = svc["HASHED"]
     response = port.grant("nobody", "whatever")
-    assert response.status_code == 400 and error_of(response) == "invalid_grant"
+    assert_error(response, "invalid_grant")
     assert response.content == port.grant(ARGON_USER[0], "whatever").content
 
 
@@ -666,8 +606,7 @@ def test_refresh_expires_forms(svc: LocalService, name: str) -> None:
         assert response.status_code == 200, response.text
         assert warned not in svc.log()
     else:
-        assert response.status_code == 400, response.text
-        assert error_of(response) == "invalid_grant"
+        assert_error(response, "invalid_grant")
         assert "expired" in response.json()["error_description"]
         again = port.tokens(*ADA)  # the password grant still works
         assert again["token_type"] == "Bearer"
@@ -688,6 +627,29 @@ def unique_module() -> str:
     return f"tauth_check_{uuid.uuid4().hex[:12]}"
 
 
+LIFETIME_APP = """
+
+def lifetime():
+    import json
+    from pathlib import Path
+    return json.loads((Path(__file__).parent / "params.json").read_text())
+"""
+
+
+def one_port(
+    ca: trustme.CA, folder: Path, params: dict[str, Any], module: str | None = None, **auth: Any
+) -> tuple[Path, dict[str, Path]]:
+    """The config of one oAuth2 port ``OAUTH`` (``auth`` in its ``Authorization``, its
+    ``onAuthparams`` ``file:params.json`` unless given) and its certificates; ``params`` in
+    ``params.json``, which the app module's ``lifetime()`` returns too. Its module is ``app``
+    for ``fwrest serve``, ``module`` for ``check(real=False)``."""
+    certs = issue_certs(ca, folder / "certs")
+    (folder / "params.json").write_text(json.dumps(params))
+    section = oauth_section(certs, **{"onAuthparams": "file:params.json", **auth})
+    app = APP_SOURCE + LIFETIME_APP
+    return config_of(folder, module, servers={"OAUTH": section}, app=app), certs
+
+
 @pytest.mark.parametrize(
     ("value", "warned"),
     [(3600, True), ("3600", True), (3600000, False), ("1h", False)],
@@ -695,15 +657,8 @@ def unique_module() -> str:
 def test_check_warns_about_access_expires_in_seconds(
     ca: trustme.CA, tmp_path: Path, value: Any, warned: bool
 ) -> None:
-    certs = issue_certs(ca, tmp_path / "certs")
-    (tmp_path / "params.json").write_text(json.dumps({**params_file("x"), "access_expires": value}))
-    config = module_config(
-        tmp_path,
-        unique_module(),
-        servers={
-            "OAUTH": oauth_section(certs, onAuthparams="file:params.json", allowGetToken=False)
-        },
-    )
+    params = {**params_file("x"), "access_expires": value}
+    config, _ = one_port(ca, tmp_path, params, unique_module(), allowGetToken=False)
     result = check(config, real=(value, warned) == (3600, True))
     output = result.stdout + result.stderr
     print(output)
@@ -723,15 +678,8 @@ def test_check_warns_about_access_expires_in_seconds(
 def test_check_warns_about_long_token_lifetimes(
     ca: trustme.CA, tmp_path: Path, key: str, value: Any, needle: str
 ) -> None:
-    certs = issue_certs(ca, tmp_path / "certs")
-    (tmp_path / "params.json").write_text(json.dumps({**params_file("x"), key: value}))
-    config = module_config(
-        tmp_path,
-        unique_module(),
-        servers={
-            "OAUTH": oauth_section(certs, onAuthparams="file:params.json", allowGetToken=False)
-        },
-    )
+    params = {**params_file("x"), key: value}
+    config, _ = one_port(ca, tmp_path, params, unique_module(), allowGetToken=False)
     real = value == "2d"
     result = check(config, real=real)
     output = result.stdout + result.stderr
@@ -744,11 +692,7 @@ def test_check_warns_about_long_token_lifetimes(
 
 
 def test_serve_logs_the_access_expires_warning_at_start(ca: trustme.CA, tmp_path: Path) -> None:
-    certs = issue_certs(ca, tmp_path / "certs")
-    (tmp_path / "params.json").write_text(json.dumps({**params_file("x"), "access_expires": 3600}))
-    config = free_config(
-        tmp_path, servers={"OAUTH": oauth_section(certs, onAuthparams="file:params.json")}
-    )
+    config, certs = one_port(ca, tmp_path, {**params_file("x"), "access_expires": 3600})
     proc = ServerProcess(config).wait_ready()
     try:
         text = proc.wait_log("3600 ms is 3.6 seconds")
@@ -779,15 +723,6 @@ BAD_LIFETIMES = {
     "refresh-bool": ("refresh_expires", False, "refresh_expires cannot be False"),
 }
 
-LIFETIME_APP = """
-
-def lifetime():
-    import json
-    from pathlib import Path
-    return json.loads((Path(__file__).parent / "lifetime.json").read_text())
-"""
-
-
 # the cases that run the real `fwrest check` (the others run its code in this process)
 REAL_CHECKS = {("access-digits", "file"), ("refresh-bool", "function")}
 
@@ -800,16 +735,10 @@ def test_a_lifetime_no_token_request_could_use_stops_the_start(
     """Every token request would be a 500: ``fwrest check`` says so and exits 2 (no
     traceback, also for values that overflow dates or JSON integers)."""
     key, value, needle = BAD_LIFETIMES[case]
-    certs = issue_certs(ca, tmp_path / "certs")
-    (tmp_path / "lifetime.json").write_text(json.dumps({**params_file("x"), key: value}))
     module = unique_module()
-    source = "file:lifetime.json" if form == "file" else f"{module}.lifetime"
-    config = module_config(
-        tmp_path,
-        module,
-        servers={"OAUTH": oauth_section(certs, onAuthparams=source, allowGetToken=False)},
-        app=APP_SOURCE + LIFETIME_APP,
-    )
+    source = "file:params.json" if form == "file" else f"{module}.lifetime"
+    params = {**params_file("x"), key: value}
+    config, _ = one_port(ca, tmp_path, params, module, onAuthparams=source, allowGetToken=False)
     result = check(config, real=(case, form) in REAL_CHECKS)
     print(result.stderr)
     assert result.returncode == 2, result.stdout + result.stderr
@@ -824,13 +753,8 @@ def test_serve_stops_on_a_lifetime_no_token_request_could_use(
     ca: trustme.CA, tmp_path: Path
 ) -> None:
     """Before: a warning at start, then a 500 for every token request."""
-    certs = issue_certs(ca, tmp_path / "certs")
-    (tmp_path / "lifetime.json").write_text(json.dumps({**params_file("x"), "access_expires": 0}))
-    config = free_config(
-        tmp_path,
-        servers={"OAUTH": oauth_section(certs, onAuthparams="app.lifetime")},
-        app=APP_SOURCE + LIFETIME_APP,
-    )
+    params = {**params_file("x"), "access_expires": 0}
+    config, _ = one_port(ca, tmp_path, params, onAuthparams="app.lifetime")
     result = run_cli("serve", str(config), cwd=tmp_path, timeout=30)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "fwrest: configuration error: [OAUTH] onAuthparams: the function app.lifetime" in (
@@ -843,13 +767,8 @@ def test_a_function_returning_unusable_settings_stops_the_start(
     ca: trustme.CA, tmp_path: Path
 ) -> None:
     """A user without a password: every token request would be a 500."""
-    certs = issue_certs(ca, tmp_path / "certs")
-    (tmp_path / "lifetime.json").write_text(json.dumps({"username": "ada"}))
-    config = free_config(
-        tmp_path,
-        servers={"OAUTH": oauth_section(certs, onAuthparams="app.lifetime", allowGetToken=False)},
-        app=APP_SOURCE + LIFETIME_APP,
-    )
+    auth = {"onAuthparams": "app.lifetime", "allowGetToken": False}
+    config, _ = one_port(ca, tmp_path, {"username": "ada"}, **auth)
     result = run_cli("check", str(config), cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert (
