@@ -61,7 +61,11 @@ def server(
     servers = {
         "HTTP_REST": port,
         "HTTPS_REST": tls,
-        "HTTP_PAUSED": local_port(BodyTimeout=PAUSED_TIMEOUT_MS),
+        # KeepAliveTimeout runs from the last answer handed on while megabytes of answers
+        # are still in the kernel's buffers for the client to read: a loaded machine's client
+        # took longer than the default to read them and ask again (keep-alive is not the
+        # subject here)
+        "HTTP_PAUSED": local_port(BodyTimeout=PAUSED_TIMEOUT_MS, KeepAliveTimeout=60000),
     }
     proc = ServerProcess(free_config(tmp, servers=servers, app=APP)).wait_ready()
     yield proc
