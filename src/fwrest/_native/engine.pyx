@@ -393,7 +393,7 @@ cdef class RequestParser:
             self._dropped += 1
             if not _underscore_noted:
                 _underscore_noted = True
-                self._proto._native_note_underscore(name)
+                self._proto._note_underscore(name)
             return 0
         # the name lower-cased in a buffer of its own, never in a bytes object: CPython
         # shares the bytes objects of one byte (PyBytes_FromStringAndSize(s, 1) returns a

@@ -751,13 +751,7 @@ class HttpProtocol(asyncio.Protocol):
             # gateway may take Content_Length for Content-Length, so the application could
             # read a header this server never framed the request by
             self._head.dropped += 1
-            if "underscore" not in _NOTED:
-                _NOTED.add("underscore")
-                log.server_log.info(
-                    "a request header field with '_' in its name was dropped (%s; and any "
-                    "later ones, not logged): send it with '-' instead",
-                    log.escape(name.decode("latin-1")[:100]),
-                )
+            self._note_underscore(name)
             return
         self._headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
 
@@ -835,8 +829,9 @@ class HttpProtocol(asyncio.Protocol):
         self._body_begins(length, chunked, bool(flags & _N_EXPECT), authorization)
         return self._body.limit
 
-    def _native_note_underscore(self, name: bytes) -> None:
-        """The native parser dropped a header field with ``_`` in its name (first time)."""
+    def _note_underscore(self, name: bytes) -> None:
+        """A header field with ``_`` in its name was dropped (either engine): said once per
+        worker."""
         if "underscore" not in _NOTED:
             _NOTED.add("underscore")
             log.server_log.info(
