@@ -499,7 +499,8 @@ ACCESS = re.compile(
 def test_rest_trace_time_1_total_and_2_per_phase(server: ServerProcess, base: str) -> None:
     mark = len(server.log())
     pids = hit_both_workers(base)
-    wait_for(lambda: len(PLAIN.findall(since(server, mark))) == len(pids), 5, "access lines")
+    # at least one line a request (a loaded worker writes its lines late: 15 s)
+    wait_for(lambda: len(PLAIN.findall(since(server, mark))) >= len(pids), 15, "access lines")
     # default 0: the access line has no time at all
     assert ACCESS.findall(since(server, mark)) == [], since(server, mark)
     assert not re.search(r"\d+us\b", since(server, mark)), since(server, mark)
@@ -509,7 +510,7 @@ def test_rest_trace_time_1_total_and_2_per_phase(server: ServerProcess, base: st
     settled(server, mark, "rest_trace_time 0 -> 1")
     mark = len(server.log())
     pids = hit_both_workers(base)
-    wait_for(lambda: len(ACCESS.findall(since(server, mark))) == len(pids), 5, "access lines")
+    wait_for(lambda: len(ACCESS.findall(since(server, mark))) >= len(pids), 15, "access lines")
     lines = ACCESS.findall(since(server, mark))
     print(lines[:2])
     assert all(re.fullmatch(r"total=\d+us", line) for line in lines), lines
@@ -519,7 +520,7 @@ def test_rest_trace_time_1_total_and_2_per_phase(server: ServerProcess, base: st
     settled(server, mark, "rest_trace_time 1 -> 2")
     mark = len(server.log())
     pids = hit_both_workers(base)
-    wait_for(lambda: len(ACCESS.findall(since(server, mark))) == len(pids), 5, "access lines")
+    wait_for(lambda: len(ACCESS.findall(since(server, mark))) >= len(pids), 15, "access lines")
     lines = ACCESS.findall(since(server, mark))
     print(lines[:2])
     phases = re.compile(
