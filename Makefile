@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help run wheel test test-compiled test-pure test-compiled-only test-pure-slice test-native-slice test-native-run test-serial lint fmt check bench soak docs clean
+.PHONY: help run wheel test test-compiled test-pure test-compiled-only test-pure-slice test-engine-slice test-serial lint fmt check bench soak docs clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t15
@@ -90,39 +90,40 @@ define suite
 	[ $$serial -eq 0 ] && [ $$rest -eq 0 ]
 endef
 
-test: lint wheel  ## set up, lint, then the suite on the compiled wheel, (a slice) the pure build and the native engine
+test: lint wheel  ## set up, lint, then the suite on the compiled wheel, (a slice) the pure build and the pure engine
 	@$(MAKE) --no-print-directory test-compiled-only; compiled=$$?; \
 	$(MAKE) --no-print-directory test-pure-slice; pure=$$?; \
-	$(MAKE) --no-print-directory test-native-slice; native=$$?; \
-	echo "== make test: the compiled build: exit $$compiled; the pure build: exit $$pure; the native engine: exit $$native"; \
-	[ $$compiled -eq 0 ] && [ $$pure -eq 0 ] && [ $$native -eq 0 ]
+	$(MAKE) --no-print-directory test-engine-slice; engine=$$?; \
+	echo "== make test: the compiled build: exit $$compiled; the pure build: exit $$pure; the pure engine: exit $$engine"; \
+	[ $$compiled -eq 0 ] && [ $$pure -eq 0 ] && [ $$engine -eq 0 ]
 
 test-compiled: lint wheel  ## lint, then the whole suite on the compiled wheel only
 	@$(MAKE) --no-print-directory test-compiled-only
 
-test-pure: lint  ## lint, then the whole suite on the pure build (.venv's editable install)
+# The compiled wheel's run serves with the native engine (the default, docs/engine.md); the
+# pure build's run is the fallback of a machine without a C compiler: pure Python and the pure
+# engine (httptools), FWREST_ENGINE=pure.
+test-pure: export FWREST_ENGINE := pure
+test-pure: lint  ## lint, then the whole suite on the pure build (.venv's editable install) and the pure engine
 	$(call suite,$(BIN),pure,)
 
 test-compiled-only:
 	$(call suite,$(WHEEL_VENV)/bin,compiled,)
 
+test-pure-slice: export FWREST_ENGINE := pure
 test-pure-slice:
 	$(call suite,$(BIN),pure,$(PURE_SLICE))
 
-# The native engine (docs/engine.md): the engine's folders (tests/server, the hostile corpus,
-# slowloris, streaming) again on the compiled wheel, its servers started with
-# FWREST_ENGINE=native; skipped, and said, where the wheel has no native engine (no compiler).
-# Their modules that start no server (tests/conftest.py ENGINE_FREE) are not collected there.
-NATIVE_SLICE := tests/server tests/hostile tests/faults/test_slowloris.py tests/features/test_streaming.py
+# The pure engine on the compiled wheel (what FWREST_ENGINE=pure serves with, or a wheel whose
+# native build failed): the engine's folders (tests/server, the hostile corpus, slowloris,
+# streaming) again, their servers started with FWREST_ENGINE=pure. Their modules that start no
+# server (tests/conftest.py ENGINE_FREE) test no engine and are not collected there.
+ENGINE_SLICE := tests/server tests/hostile tests/faults/test_slowloris.py tests/features/test_streaming.py
 
-test-native-slice: wheel  ## the engine's folders on the compiled wheel with the native engine
-	@if $(WHEEL_VENV)/bin/python -c 'import fwrest._native.engine' 2>/dev/null; then \
-		$(MAKE) --no-print-directory test-native-run; \
-	else echo "== the wheel has no native engine (no C compiler at its build?): its run is skipped"; fi
-
-test-native-run: export FWREST_ENGINE := native
-test-native-run:
-	$(call suite,$(WHEEL_VENV)/bin,compiled,$(NATIVE_SLICE))
+test-engine-slice: export FWREST_ENGINE := pure
+test-engine-slice: export FWREST_ENGINE_SLICE := 1
+test-engine-slice: wheel  ## the engine's folders on the compiled wheel with the pure engine
+	$(call suite,$(WHEEL_VENV)/bin,compiled,$(ENGINE_SLICE))
 
 test-serial: lint  ## the whole suite on the pure build, one test at a time (for one core)
 	FWREST_TEST_BUILD=pure $(BIN)/pytest

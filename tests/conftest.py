@@ -445,9 +445,10 @@ HEAVY = (
 )
 
 
-# Modules of the native engine's run (the Makefile's NATIVE_SLICE: FWREST_ENGINE=native) that
-# start no server: in process (fwrest.testing.Client) or no HTTP at all, they test no engine, so
-# that run does not collect them (they run once, in the run of each build).
+# Modules of the second engine's run (the Makefile's ENGINE_SLICE: the pure engine on the
+# compiled wheel, FWREST_ENGINE_SLICE=1) that start no server: in process (fwrest.testing.Client)
+# or no HTTP at all, they test no engine, so that run does not collect them (they run once, in
+# the run of each build).
 ENGINE_FREE = frozenset(
     (
         "tests/hostile/test_feature_headers.py",
@@ -498,37 +499,46 @@ def _build_problem(build: str) -> str | None:
 
 
 def _native_engine() -> bool:
-    return os.environ.get("FWREST_ENGINE", "").strip().lower() == "native"
+    """The servers of this run serve with the native engine: ``FWREST_ENGINE`` unset (the
+    default) or ``native``."""
+    return os.environ.get("FWREST_ENGINE", "").strip().lower() in ("", "native")
+
+
+def _engine_slice() -> bool:
+    return os.environ.get("FWREST_ENGINE_SLICE", "") == "1"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """With ``FWREST_TEST_BUILD`` set (``make test``), the suite refuses to run on another
-    build than the one it was asked to test; with ``FWREST_ENGINE=native``, where the native
-    engine is not built."""
+    build than the one it was asked to test; with the native engine (the default, or
+    ``FWREST_ENGINE=native``), where it is not built."""
     build = os.environ.get("FWREST_TEST_BUILD")
     problem = build and _build_problem(build)
     if problem:
         raise pytest.UsageError(f"FWREST_TEST_BUILD={build}: {problem}")
     if _native_engine():
         # the servers the tests start (and test_engines) serve with the native engine: it
-        # must be there, else the run would test the pure one twice (make test-native-slice)
+        # must be there, else the run would test the pure one in its place
         from fwrest._native import native_parser
 
         if native_parser() is None:
-            raise pytest.UsageError("FWREST_ENGINE=native: the native engine is not built here")
+            raise pytest.UsageError(
+                "the native engine (the default) is not built here: build it (a C compiler, "
+                "then the install again), or run with FWREST_ENGINE=pure"
+            )
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """``-m serial`` and ``-m "not serial"`` (make test's two parts) import only the modules
     whose tests they run: the others' would all be deselected, after seconds spent importing
-    and collecting them (about 15 s of the serial part's). With ``FWREST_ENGINE=native``, the
-    modules of ``ENGINE_FREE`` are not collected."""
+    and collecting them (about 15 s of the serial part's). In the second engine's run
+    (``FWREST_ENGINE_SLICE=1``), the modules of ``ENGINE_FREE`` are not collected."""
     name = collection_path.name
     if not (name.startswith("test_") and name.endswith(".py")):
         return None
     if not collection_path.is_relative_to(ROOT):
         return None
-    if _native_engine() and collection_path.relative_to(ROOT).as_posix() in ENGINE_FREE:
+    if _engine_slice() and collection_path.relative_to(ROOT).as_posix() in ENGINE_FREE:
         return True
     wanted = {"serial": True, "not serial": False}.get(config.getoption("markexpr"))
     if wanted is None:

@@ -1,5 +1,6 @@
-"""``tests/conftest.py``'s ``ENGINE_FREE`` stays true: each module it names is in the native
-engine's run (the Makefile's ``NATIVE_SLICE``) and starts no server, so that run may skip it."""
+"""``tests/conftest.py``'s ``ENGINE_FREE`` stays true: each module it names is in the second
+engine's run (the Makefile's ``ENGINE_SLICE``: the pure engine on the compiled wheel) and
+starts no server, so that run may skip it."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ STARTS = re.compile(
 
 def native_slice() -> list[str]:
     makefile = (ROOT / "Makefile").read_text()
-    found = re.search(r"^NATIVE_SLICE := (.*)$", makefile, re.MULTILINE)
-    assert found, "the Makefile has no NATIVE_SLICE"
+    found = re.search(r"^ENGINE_SLICE := (.*)$", makefile, re.MULTILINE)
+    assert found, "the Makefile has no ENGINE_SLICE"
     return found.group(1).split()
 
 
@@ -28,7 +29,7 @@ def test_an_engine_free_module_is_in_the_native_run_and_starts_no_server(module:
     path = ROOT / module
     assert path.is_file(), f"ENGINE_FREE names {module}, which does not exist"
     assert any(module == p or module.startswith(p.rstrip("/") + "/") for p in native_slice()), (
-        f"{module} is not in the Makefile's NATIVE_SLICE: ENGINE_FREE need not name it"
+        f"{module} is not in the Makefile's ENGINE_SLICE: ENGINE_FREE need not name it"
     )
     starts = sorted(set(STARTS.findall(path.read_text())))
     assert not starts, f"{module} starts a server ({', '.join(starts)}): take it out of ENGINE_FREE"

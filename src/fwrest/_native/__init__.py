@@ -2,9 +2,9 @@
 
 ``engine.pyx`` is a C extension (Cython over the llhttp release that httptools bundles,
 ``llhttp/``, MIT) built with the compiled wheel where a C compiler is; without it, or where
-its build failed, the pure engine serves. ``FWREST_ENGINE`` chooses: ``pure`` (the default
-for now) or ``native`` (the native parser where it was built, else the pure engine, said at
-start); the choice is made once per process, when the engine is imported.
+its build failed, the pure engine serves. ``FWREST_ENGINE`` chooses: ``native`` (the default:
+the native engine where it was built, else the pure one, said at start) or ``pure``
+(httptools); the choice is made once per process, when the engine is imported.
 """
 
 from __future__ import annotations
@@ -40,15 +40,17 @@ def native_encoder() -> Any | None:
 def selected() -> tuple[Any | None, str]:
     """The parser class the engine uses (None: httptools, the pure engine) and why, from
     ``FWREST_ENGINE``; an unknown value is a ValueError naming the ones there are."""
-    wanted = os.environ.get(ENGINE_ENV, "").strip().lower() or "pure"
+    asked = os.environ.get(ENGINE_ENV, "").strip().lower()
+    wanted = asked or "native"
     if wanted not in _CHOICES:
         raise ValueError(f"{ENGINE_ENV}={wanted!r} is no engine: use {' or '.join(_CHOICES)}")
     if wanted == "pure":
-        return None, f"pure (httptools; {ENGINE_ENV}=native for the native one)"
+        return None, f"pure (httptools; {ENGINE_ENV}=pure)"
     parser = native_parser()
     if parser is None:
+        why = f"{ENGINE_ENV}=native, but" if asked else "the default,"
         return None, (
-            f"pure ({ENGINE_ENV}=native, but the native engine was not built: "
+            f"pure (httptools; {why} the native engine was not built: "
             "no C compiler when fwrest was installed, or its build failed)"
         )
     from fwrest._native.engine import LLHTTP_VERSION
@@ -57,8 +59,9 @@ def selected() -> tuple[Any | None, str]:
 
 
 def describe() -> str:
-    """The engine that serves, as the start line and ``fwrest check`` say it."""
+    """The engine that serves, as the start line and ``fwrest check`` say it (an unknown
+    ``FWREST_ENGINE`` is said, and the pure engine serves)."""
     try:
         return selected()[1]
     except ValueError as exc:
-        return str(exc)
+        return f"pure ({exc})"
