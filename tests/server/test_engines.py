@@ -431,6 +431,30 @@ def test_reply_encoder_takes_what_wire_takes() -> None:
     )
 
 
+@pytest.mark.parametrize("engine", ["pure", "native"])
+def test_a_dropped_underscore_field_is_said_once_per_worker(
+    engine: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A header field named with '_' is dropped by either engine, and said once per worker
+    (its name escaped and cut to 100 characters): the log line an operator reads when a
+    client's field does not arrive."""
+    monkeypatch.setattr(http, "_NOTED", set())
+    long = b"X_" + b"n" * 150
+    caplog.set_level("INFO", logger="fwrest.server")
+    pieces = [
+        b"GET /u HTTP/1.1\r\nHost: a\r\n" + long + b": 1\r\nX-Ok: 2\r\n\r\n",
+        b"GET /v HTTP/1.1\r\nHost: a\r\nY_Other: 1\r\n\r\n",
+    ]
+    events = run(NATIVE if engine == "native" else None, pieces)
+    assert b"x-ok" in events[0][1] and b"x_" not in events[0][1].lower(), events
+    said = [r.getMessage() for r in caplog.records if "'_' in its name" in r.getMessage()]
+    name = long.decode()[:100]
+    assert said == [
+        f"a request header field with '_' in its name was dropped ({name}; and any later "
+        "ones, not logged): send it with '-' instead"
+    ], said
+
+
 def test_flags_agree() -> None:
     """The bits the native parser tells a head with are the ones server/http.py reads."""
     from fwrest._native import engine
