@@ -116,9 +116,11 @@ test-pure-slice:
 
 # The pure engine on the compiled wheel (what FWREST_ENGINE=pure serves with, or a wheel whose
 # native build failed): the engine's folders (tests/server, the hostile corpus, slowloris,
-# streaming) again, their servers started with FWREST_ENGINE=pure. Their modules that start no
-# server (tests/conftest.py ENGINE_FREE) test no engine and are not collected there.
-ENGINE_SLICE := tests/server tests/hostile tests/faults/test_slowloris.py tests/features/test_streaming.py
+# streaming, the TLS handshake's bound, the client certificate) again, their servers started
+# with FWREST_ENGINE=pure. Their modules that start no server (tests/conftest.py ENGINE_FREE)
+# test no engine and are not collected there.
+ENGINE_SLICE := tests/server tests/hostile tests/faults/test_slowloris.py tests/features/test_streaming.py \
+	tests/faults/test_tls_handshakes.py tests/context/test_client_certificate.py
 
 test-engine-slice: export FWREST_ENGINE := pure
 test-engine-slice: export FWREST_ENGINE_SLICE := 1
