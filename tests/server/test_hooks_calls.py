@@ -15,6 +15,7 @@ error body, no traceback, and the next request is served.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +37,7 @@ import time
 from fwrest import Response, get, rest
 
 SEEN = []  # (hook, thread name) as hooks run
-SENT = []  # the path of each OnSend run
+SENT = []  # (the path, the request's x-mark) of each OnSend run
 
 
 def _what(name):
@@ -45,7 +46,7 @@ def _what(name):
 
 def _send():
     what = _what("x-send")
-    SENT.append(rest.getPathRequest())
+    SENT.append((rest.getPathRequest(), _what("x-mark")))
     rest.setKeyHeaderResponse("X-Sent", rest.getPathRequest())
     rest.setKeyHeaderResponse("X-Send-Thread", threading.current_thread().name)
     if what == "status":
@@ -430,12 +431,18 @@ def test_a_pool_without_on_error_answers_the_standard_500(client: Client) -> Non
 
 
 def sends(client: Client, path: str, **headers: str) -> tuple[httpx.Response, list[str]]:
-    """The answer to ``GET path`` and the OnSend runs it made (the paths OnSend saw)."""
+    """The answer to ``GET path`` and the OnSend runs it made (the paths OnSend saw). Told by
+    a mark of this request: an earlier test's call left running past its ActiveTimeout (a
+    hung OnError) runs its OnSend seconds later, during another test's request."""
     import hooks_calls_app  # type: ignore[import-not-found]
 
     before = len(hooks_calls_app.SENT)
-    r = client.get(path, headers=headers)
-    return r, hooks_calls_app.SENT[before:]
+    mark = f"m{next(_MARKS)}"
+    r = client.get(path, headers={**headers, "x-mark": mark})
+    return r, [sent for sent, of in hooks_calls_app.SENT[before:] if of == mark]
+
+
+_MARKS = itertools.count()
 
 
 @pytest.mark.parametrize("loc", ["/d", "/a"])
