@@ -33,28 +33,23 @@ from tests.native.support import in_process_ports
 APP = """
 from fwrest import get, rest
 
-
 @get("/hello")
 def hello():
     return {"hello": "world"}
 
-
 @get("/ip")
 async def ip():
     return {"ip": rest.getClientIP()}
-
 
 @get("/close")
 def close():
     rest.setCloseAfterSend()
     return {"closing": True}
 
-
 @get("/close/boom")
 async def close_boom():
     rest.setCloseAfterSend()
     raise RuntimeError("after asking to close")
-
 
 @get("/close/stream")
 def close_stream():
@@ -66,7 +61,6 @@ def close_stream():
 
     return pieces()
 
-
 @get("/pool")
 def pool():
     return {
@@ -75,7 +69,6 @@ def pool():
         "name": rest.getThreadPoolName(),
         "url": rest.getFullURLRequest(),
     }
-
 
 @get("/hostile")
 def hostile():

@@ -34,7 +34,6 @@ import asyncio
 
 from fwrest import get, post, rest
 
-
 def facts():
     return {
         "ip": rest.getClientIP(),
@@ -54,22 +53,18 @@ def facts():
         },
     }
 
-
 @get("/facts")
 def sync_facts():
     return facts()
-
 
 @get("/afacts")
 async def async_facts():
     await asyncio.sleep(0)
     return facts()
 
-
 @get("/named/:name")
 def named(name):
     return {"url": rest.getFullURLRequest(), "path": rest.getPathRequest()}
-
 
 @get("/headers/update")
 def update_headers():
@@ -80,7 +75,6 @@ def update_headers():
     rest.updateKeyHeaderResponse("Content-Type", "application/problem+json")
     return {"replaced": replaced, "added": added}
 
-
 @get("/headers/delete")
 def delete_headers():
     rest.setKeyHeaderResponse("X-Gone", "1")
@@ -90,7 +84,6 @@ def delete_headers():
     absent = rest.deleteKeyHeaderResponse("X-Never-Set")
     return {"deleted": deleted, "absent": absent}
 
-
 @get("/headers/reset")
 def reset_headers():
     rest.setKeyHeaderResponse("X-A", "1")
@@ -99,12 +92,10 @@ def reset_headers():
     rest.setKeyHeaderResponse("X-After", "3")
     rest.setResponse("a,b")
 
-
 @get("/headers/reset-nothing")
 async def reset_nothing():
     rest.resetKeyHeaderResponse()
     return {"ok": True}
-
 
 @get("/body/reset")
 def reset_body():
@@ -113,13 +104,11 @@ def reset_body():
     rest.resetResponse()
     rest.setResponse("kept")
 
-
 @get("/body/reset-fault")
 def reset_fault():
     rest.setFault("dropped")
     rest.resetResponse()
     rest.setResponse("after the reset")
-
 
 HOSTILE = {
     "crlf-value": ("X-Before", "a\\r\\nSet-Cookie: evil=1"),
@@ -132,7 +121,6 @@ HOSTILE = {
     "colon-name": ("X-A:", "v"),
 }
 
-
 @get("/hostile/update/:case")
 def hostile_update(case):
     rest.setKeyHeaderResponse("X-Before", "1")
@@ -140,30 +128,25 @@ def hostile_update(case):
     rest.updateKeyHeaderResponse(name, value)
     return {"reached": True}
 
-
 @get("/hostile/delete/:case")
 async def hostile_delete(case):
     rest.setKeyHeaderResponse("X-Before", "1")
     rest.deleteKeyHeaderResponse(HOSTILE[case][0])
     return {"reached": True}
 
-
 @get("/close")
 def close():
     rest.setCloseAfterSend()
     return {"closing": True}
 
-
 @get("/fault/plain")
 def fault_plain():
     rest.setFault("the ledger is locked")
-
 
 @get("/fault/status/:status")
 def fault_status(status):
     rest.setStatusCode(int(status))
     rest.setFault("status " + status)
-
 
 @get("/fault/after-responses")
 def fault_after_responses():
@@ -172,23 +155,19 @@ def fault_after_responses():
     rest.setResponse(b"bytes")
     rest.setFault("gave up")
 
-
 @get("/fault/typed")
 def fault_typed():
     rest.setKeyHeaderResponse("Content-Type", "text/plain")
     rest.setKeyHeaderResponse("X-Kept", "kept")
     rest.setFault('say "hi" \\u00e9\\u20ac')
 
-
 @get("/fault/async")
 async def fault_async():
     rest.setStatusCode(503)
     rest.setFault("try later")
 
-
 def check(user, password):
     return user == "ann" and password == "Ann-Pw-5150"
-
 
 def oauth_params():
     return {

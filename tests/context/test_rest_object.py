@@ -23,7 +23,6 @@ import time
 
 from fwrest import delete, get, patch, post, put, rest
 
-
 def describe(a, b):
     headers = rest.getHeaderRequest()
     return {
@@ -45,7 +44,6 @@ def describe(a, b):
         "pool_on_auth": rest.getThreadPoolAuthorizationOnAuth(),
     }
 
-
 @get("/ctx/:a/{b}")
 @post("/ctx/:a/{b}")
 @put("/ctx/:a/{b}")
@@ -54,12 +52,10 @@ def describe(a, b):
 def ctx(a, b):
     return describe(a, b)
 
-
 @post("/actx/:a/{b}")
 async def actx(a, b):
     await asyncio.sleep(0)
     return describe(a, b)
-
 
 def try_mutations():
     results = {}
@@ -84,16 +80,13 @@ def try_mutations():
         results[name] = outcome
     return results
 
-
 @get("/mutate/:p")
 def mutate(p):
     return try_mutations()
 
-
 @get("/amutate/:p")
 async def amutate(p):
     return try_mutations()
-
 
 @get("/userdata/mutate")
 def userdata_mutate():
@@ -102,11 +95,9 @@ def userdata_mutate():
     data["limits"].append(99)
     return data
 
-
 @get("/userdata")
 def userdata():
     return rest.getServerUserData()
-
 
 def snapshot(n):
     rest.setKeyHeaderResponse("X-Echo", n)
@@ -120,12 +111,10 @@ def snapshot(n):
         "body": rest.getBodyRequest(),
     }
 
-
 @post("/iso/sync/:n")
 def iso_sync(n):
     time.sleep(random.random() * 0.02)
     return snapshot(n)
-
 
 @post("/iso/async/{n}")
 async def iso_async(n):

@@ -25,17 +25,14 @@ APP = (
 def headers():
     return dict(rest.getHeaderRequest())
 
-
 @get("/url")
 def url():
     return {"url": rest.getFullURLRequest(), "host": rest.getHeaderRequest().get("host")}
-
 
 @get("/status/:n")
 def status(n):
     rest.setStatusCode(int(n))
     return "s"
-
 
 def on_auth(user, password):
     return user == "ada" and password == "pw"

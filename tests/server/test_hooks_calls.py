@@ -38,10 +38,8 @@ from fwrest import Response, get, rest
 SEEN = []  # (hook, thread name) as hooks run
 SENT = []  # the path of each OnSend run
 
-
 def _what(name):
     return rest.getHeaderRequest().get(name, "")
-
 
 def _send():
     what = _what("x-send")
@@ -60,18 +58,15 @@ def _send():
         rest.setKeyHeaderResponse("X-Bad", "a\\r\\nSet-Cookie: x=1")
     return "nonsense the answer ignores"
 
-
 def send_def():
     if _what("x-send") == "hang":
         time.sleep(2)
     _send()
 
-
 async def send_async():
     if _what("x-send") == "hang":
         await asyncio.sleep(2)
     _send()
-
 
 def _error(exc):
     what = _what("x-error")
@@ -95,18 +90,15 @@ def _error(exc):
         return Response({"busy": True}, status=503)
     return {"error": type(exc).__name__, "thread": threading.current_thread().name}
 
-
 def error_def(exc):
     if _what("x-error") == "hang":
         time.sleep(2)
     return _error(exc)
 
-
 async def error_async(exc):
     if _what("x-error") == "hang":
         await asyncio.sleep(2)
     return _error(exc)
-
 
 def _select():
     what = _what("x-select")
@@ -129,50 +121,41 @@ def _select():
         "list": ["PDEF"],
     }.get(what)
 
-
 def select_def():
     if _what("x-select") == "hang":
         time.sleep(2)
     return _select()
-
 
 async def select_async():
     if _what("x-select") == "hang":
         await asyncio.sleep(2)
     return _select()
 
-
 @get("/hello")
 def hello():
     rest.setKeyHeaderResponse("X-Handler", "def")
     return {"thread": threading.current_thread().name}
 
-
 @get("/pool")
 def pool():
     return [rest.getThreadPoolName(), rest.getThreadPoolMaxThreads(), rest.getThreadPoolActiveTimeout()]
-
 
 @get("/ahello")
 async def ahello():
     return {"thread": threading.current_thread().name}
 
-
 @get("/resp")
 def resp():
     return Response({"r": 1}, status=201, headers={"X-Handler": "1"})
-
 
 @get("/boom")
 def boom():
     rest.setKeyHeaderResponse("X-Handler", "before-the-raise")
     raise ValueError("boom-secret-detail")
 
-
 @get("/aboom")
 async def aboom():
     raise ValueError("aboom-secret-detail")
-
 
 @get("/exit")
 def exits():

@@ -24,16 +24,13 @@ EVENTS = []
 a_running = threading.Event()
 b_arrived = threading.Event()
 
-
 async def select():
     if rest.getPathRequest().endswith("/b"):
         b_arrived.set()  # B's job is queued before the loop turns again
 
-
 def send():
     if rest.getPathRequest() in ("/rest/a", "/rest/b"):
         EVENTS.append("send " + rest.getPathRequest()[-1])
-
 
 @get("/a")
 def a():
@@ -41,11 +38,9 @@ def a():
     assert b_arrived.wait(10)
     EVENTS.append("handler a")
 
-
 @get("/b")
 def b():
     EVENTS.append("handler b")
-
 
 @get("/events")
 async def events():
@@ -76,15 +71,12 @@ from fwrest import get
 
 CALLS = []
 
-
 def check(user, password):
     return (user, password) == ("ada", "Ada-Pw-1")
-
 
 def select():
     CALLS.append(1)
     return -2
-
 
 @get("/hello")
 def hello():

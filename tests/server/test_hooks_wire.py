@@ -24,7 +24,6 @@ import sys
 
 from fwrest import get, rest
 
-
 def _choice():
     path = rest.getPathRequest()
     if path.endswith("/drop"):
@@ -35,43 +34,34 @@ def _choice():
         sys.exit(7)
     return None
 
-
 def select_def():
     return _choice()
 
-
 async def select_async():
     return _choice()
-
 
 def send():
     if rest.getPathRequest().endswith("/send-exit"):
         raise SystemExit(8)
 
-
 async def on_error(exc):
     raise SystemExit(9)
-
 
 @get("/pid")
 def pid():
     return {"pid": os.getpid()}
 
-
 @get("/drop")
 def drop():
     return {"never": "sent"}
-
 
 @get("/busy")
 def busy():
     return {"never": "sent"}
 
-
 @get("/send-exit")
 def send_exit():
     return {}
-
 
 @get("/boom")
 def boom():

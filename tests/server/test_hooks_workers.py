@@ -35,45 +35,36 @@ from fwrest import get
 
 STARTED = {}
 
-
 def _mark(what):
     with open(os.environ["HOOK_MARKS"], "a") as fh:
         fh.write(f"{what} {os.getpid()} {threading.current_thread().name}\\n")
-
 
 def start_def():
     time.sleep(0.3)  # a slow start: no request may come before it ends
     _mark("start-def")
     STARTED["def"] = True
 
-
 async def start_async():
     await asyncio.sleep(0.3)
     _mark("start-async")
     STARTED["async"] = True
 
-
 def stop_def():
     _mark("stop-def")
     raise RuntimeError("an OnStop that fails does not stop the others")
 
-
 async def stop_async():
     _mark("stop-async")
-
 
 def start_fails():
     raise RuntimeError("no database")
 
-
 async def start_fails_async():
     raise RuntimeError("no database")
-
 
 def stop_hangs():
     _mark("stop-hang")
     time.sleep(60)
-
 
 async def stop_stubborn():
     _mark("stop-hang")
@@ -83,11 +74,9 @@ async def stop_stubborn():
         except asyncio.CancelledError:
             pass  # a hook that swallows its cancellation
 
-
 @get("/started")
 def started():
     return {"pid": os.getpid(), **STARTED}
-
 
 @get("/slow")
 def slow():

@@ -22,7 +22,6 @@ _lock = threading.Lock()
 _running = 0
 _max_seen = 0
 
-
 @get("/track/:ms")
 def track(ms):
     global _running, _max_seen
@@ -36,7 +35,6 @@ def track(ms):
     finally:
         with _lock:
             _running -= 1
-
 
 @get("/stats")
 async def stats():

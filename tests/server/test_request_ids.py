@@ -36,29 +36,24 @@ from fwrest import get, rest
 
 app_log = logging.getLogger("request_ids_app")
 
-
 @get("/def-logs")
 def def_logs():
     app_log.warning("inside a def handler")
     return {"id": rest.getRequestId()}
-
 
 @get("/async-logs")
 async def async_logs():
     app_log.warning("inside an async handler")
     return {"id": rest.getRequestId()}
 
-
 @get("/raises")
 def raises():
     raise RuntimeError("no luck")
-
 
 @get("/own-id")
 def own_id():
     rest.setKeyHeaderResponse("X-Request-Id", "handler-chose")
     return {"id": rest.getRequestId()}
-
 
 def on_error(exc):
     app_log.warning("OnError saw %s", type(exc).__name__)

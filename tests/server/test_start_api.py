@@ -44,7 +44,6 @@ def unique_module(tmp_path: Path) -> tuple[str, Path]:
 
             from fwrest import get, rest
 
-
             @get("/{name}/ping/:n")
             def ping(n):
                 return {{
@@ -55,21 +54,17 @@ def unique_module(tmp_path: Path) -> tuple[str, Path]:
                     "user_data": rest.getServerUserData(),
                 }}
 
-
             @get("/{name}/aping")
             async def aping():
                 return {{"pid": os.getpid()}}
 
-
             RUNNING = []
-
 
             @get("/{name}/slow/:ms")
             def slow(ms):
                 RUNNING.append(ms)
                 time.sleep(int(ms) / 1000)
                 return {{"slept": int(ms)}}
-
 
             @get("/{name}/running")
             async def running():
@@ -209,16 +204,13 @@ def test_without_repository_the_programs_endpoints_are_served(tmp_path: Path) ->
             import fwrest
             from fwrest import get, post, rest
 
-
             @get("/prog/hello/:who")
             def hello(who):
                 return {"hello": who, "module": __name__}
 
-
             @post("/prog/echo")
             async def echo():
                 return {"body": rest.getBodyRequest()}
-
 
             config = json.loads(sys.argv[1])
             service = fwrest.start(config)
@@ -323,7 +315,6 @@ def test_start_with_workers_without_repository_serves_the_programs_modules(
             import os
 
             from fwrest import get
-
 
             @get("/progmod/who")
             def who():
@@ -434,12 +425,10 @@ END_PROGRAM = textwrap.dedent(
     import fwrest
     from fwrest import get
 
-
     @get("/prog/slow")
     def slow():
         time.sleep(1.0)
         return {"slow": "done"}
-
 
     service = fwrest.start(json.loads(sys.argv[1]))
     print(json.dumps({"urls": service.urls, "ports": service.ports}), flush=True)

@@ -59,21 +59,17 @@ OTHER_CIPHER = "ECDHE-ECDSA-AES128-GCM-SHA256"
 APP = """
 from fwrest import get, rest
 
-
 @get("/cert")
 def cert():
     return {"cert": rest.getClientCertificate()}
-
 
 @get("/acert")
 async def acert():
     return {"cert": rest.getClientCertificate()}
 
-
 @get("/whoami")
 def whoami():
     return {"user": rest.getAuthUser(), "cert": rest.getClientCertificate()}
-
 
 def check(user, password):
     # OnAuth sees the client's certificate through the REST object (SPEC 11.2)

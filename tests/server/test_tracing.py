@@ -59,10 +59,8 @@ from opentelemetry import trace
 _log = logging.getLogger("shop.traced")
 _tracer = trace.get_tracer("shop")
 
-
 def check(user, password):
     return password == "Trace-Pw-9Qx-secret"
-
 
 def params():
     return {
@@ -71,7 +69,6 @@ def params():
         "users": [{"username": "ada", "password": "Trace-Pw-9Qx-secret"}],
     }
 
-
 @get("/traced/:id")
 def traced(id):
     _log.warning("working on %s", id)
@@ -79,14 +76,12 @@ def traced(id):
         _log.warning("inside the application's span")
     return {"id": id}
 
-
 @get("/atraced/:id")
 async def atraced(id):
     _log.warning("async work on %s", id)
     with _tracer.start_as_current_span("shop.awork"):
         _log.warning("inside the application's span")
     return {"id": id}
-
 
 @get("/modules")
 def modules():
@@ -98,7 +93,6 @@ NO_TRACING_APP = (
     + """
 
 import sys
-
 
 @get("/modules")
 def modules():

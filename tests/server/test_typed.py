@@ -38,97 +38,78 @@ import msgspec
 
 from fwrest import Response, get, patch, post, put, rest
 
-
 class Color(enum.Enum):
     red = "red"
     blue = "blue"
-
 
 class Level(enum.IntEnum):
     low = 1
     high = 2
 
-
 class Line(msgspec.Struct, forbid_unknown_fields=True):
     name: str
     qty: Annotated[int, msgspec.Meta(ge=1)]
 
-
 class Order(msgspec.Struct):
     items: list[Line]
     note: str = ""
-
 
 @dataclasses.dataclass
 class Point:
     x: int
     y: int
 
-
 class Tag(TypedDict):
     name: str
     weight: float
 
-
 class Loose(msgspec.Struct):
     data: Any = None
-
 
 def kind(value):
     return {"value": value if not isinstance(value, (uuid.UUID, datetime.date, enum.Enum))
             else str(value), "type": type(value).__name__}
 
-
 @get("/int/:v")
 def as_int(v: int):
     return kind(v)
-
 
 @get("/float/:v")
 def as_float(v: float):
     return kind(v)
 
-
 @get("/bool/:v")
 def as_bool(v: bool):
     return kind(v)
-
 
 @get("/str/:v")
 def as_str(v: str):
     return kind(v)
 
-
 @get("/uuid/:v")
 def as_uuid(v: uuid.UUID):
     return kind(v)
 
-
 @get("/date/:v")
 def as_date(v: datetime.date):
     return kind(v)
-
 
 @get("/color/:v")
 async def as_color(v: Color):
     await asyncio.sleep(0)
     return kind(v)
 
-
 @get("/level/:v")
 def as_level(v: Level):
     return {"value": v.value, "type": type(v).__name__}
-
 
 @get("/untyped/:v")
 def untyped(v):
     return kind(v)
 
-
 @get("/kwargs/:a/:b")
 def with_kwargs(a: int, **rest_of):
     return {"a": a, "rest": rest_of}
-
 
 @get("/search")
 def search(
@@ -148,11 +129,9 @@ def search(
         "days": [str(d) for d in days] if days is not None else None,
     }
 
-
 @get("/need")
 async def need(n: int):
     return {"n": n}
-
 
 @get("/measure")
 def measure(
@@ -162,13 +141,11 @@ def measure(
 ):
     return {"x": x, "scale": scale, "marks": marks}
 
-
 @get("/mixed/:id")
 def mixed(id: int, verbose: bool = False):
     # the REST object still sees the request as it came
     return {"id": id, "verbose": verbose, "query": dict(rest.getQueryRequest()),
             "params": dict(rest.getPathParamsRequest())}
-
 
 @post("/orders")
 def create_order(order: Order) -> Order:
@@ -176,42 +153,34 @@ def create_order(order: Order) -> Order:
     rest.setKeyHeaderResponse("X-Items", str(len(order.items)))
     return order
 
-
 @post("/orders-async/:shop")
 async def create_order_async(shop: int, order: Order, dry: bool = False) -> dict[str, Any]:
     return {"shop": shop, "lines": [l.name for l in order.items], "dry": dry,
             "raw": rest.getBodyRequest()[:1]}
 
-
 @put("/points")
 def move(p: Point) -> Point:
     return Point(p.x + 1, p.y + 1)
-
 
 @patch("/tags")
 def tag(t: Tag) -> list[Tag]:
     return [t, t]
 
-
 @post("/bulk")
 async def bulk(lines: list[Line]) -> dict[str, Any]:
     return {"qty": sum(l.qty for l in lines)}
-
 
 @post("/optional")
 def optional(order: Order | None = None) -> dict[str, Any]:
     return {"got": order is not None}
 
-
 @post("/loose")
 def loose(body: Loose) -> dict[str, Any]:
     return {"ok": True}
 
-
 @get("/points")
 def points() -> list[Point]:
     return [Point(1, 2), Point(3, 4)]
-
 
 @get("/order-or-404/:n")
 def order_or_404(n: int) -> Order | Response:
@@ -219,37 +188,30 @@ def order_or_404(n: int) -> Order | Response:
         return Response({"error": "none"}, status=404)
     return Order([Line("a", n)])
 
-
 @get("/nothing")
 def nothing() -> Order | None:
     rest.setResponse("set")
     return None
 
-
 @get("/bad-result")
 def bad_result() -> Order:
     return object()
-
 
 @get("/unhinted-struct")
 def unhinted_struct():
     return Line("a", 1)
 
-
 @get("/unhinted-list")
 async def unhinted_list():
     return [Line("a", 1), Point(1, 2)]
-
 
 @get("/unhinted-dict")
 def unhinted_dict():
     return {"line": Line("b", 2)}
 
-
 @get("/unhinted-set")
 def unhinted_set():
     rest.setResponse({"point": Point(3, 4)})
-
 
 @get("/stream/:n")
 def stream(n: int, word: str = "x") -> Iterator[str]:
@@ -637,20 +599,16 @@ from fwrest import post, rest
 
 calls = []
 
-
 class Item(msgspec.Struct):
     name: str
-
 
 @post("/items/:n")
 def create(n: int, item: Item) -> Item:
     return Item(f"{item.name} x{n}")
 
-
 def stamp():
     rest.setStatusCode(202)
     rest.setKeyHeaderResponse("X-Stamped", "1")
-
 
 def recover(exc):
     calls.append(repr(exc))
