@@ -113,32 +113,20 @@ def with_kwargs(a: int, **rest_of):
 
 @get("/search")
 def search(
-    tag: list[str],
-    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10,
-    color: Color | None = None,
-    since: datetime.date | None = None,
-    ids: list[int] = [],
+    tag: list[str], limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10,
+    color: Color | None = None, since: datetime.date | None = None, ids: list[int] = [],
     days: list[datetime.date] | None = None,
 ):
-    return {
-        "tag": tag,
-        "limit": limit,
-        "color": color.value if color else None,
-        "since": str(since) if since else None,
-        "ids": ids,
-        "days": [str(d) for d in days] if days is not None else None,
-    }
+    return {"tag": tag, "limit": limit, "color": color.value if color else None,
+            "since": str(since) if since else None, "ids": ids,
+            "days": [str(d) for d in days] if days is not None else None}
 
 @get("/need")
 async def need(n: int):
     return {"n": n}
 
 @get("/measure")
-def measure(
-    x: float,
-    scale: Annotated[float, msgspec.Meta(ge=0)] = 1.0,
-    marks: list[float] = [],
-):
+def measure(x: float, scale: Annotated[float, msgspec.Meta(ge=0)] = 1.0, marks: list[float] = []):
     return {"x": x, "scale": scale, "marks": marks}
 
 @get("/mixed/:id")
@@ -230,6 +218,14 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
         yield c
 
 
+EXAMPLES = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+UUID = "12345678-1234-5678-1234-567812345678"
+
+
 def refused(r: httpx.Response, status: int = 400) -> str:
     assert r.status_code == status, r.text
     body = r.json()
@@ -252,11 +248,7 @@ def refused(r: httpx.Response, status: int = 400) -> str:
         ("/bool/true", True, "bool"),
         ("/bool/0", False, "bool"),
         ("/str/abc", "abc", "str"),
-        (
-            "/uuid/12345678-1234-5678-1234-567812345678",
-            "12345678-1234-5678-1234-567812345678",
-            "UUID",
-        ),
+        (f"/uuid/{UUID}", UUID, "UUID"),
         ("/date/2024-02-29", "2024-02-29", "date"),
         ("/color/blue", "Color.blue", "Color"),
         ("/level/2", 2, "Level"),
@@ -304,17 +296,13 @@ def test_kwargs_takes_the_other_path_parameters_as_text(client: Client) -> None:
     assert client.get("/rest/kwargs/1/two").json() == {"a": 1, "rest": {"b": "two"}}
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@EXAMPLES
 @given(st.integers(min_value=-(10**30), max_value=10**30))
 def test_any_integer_round_trips_through_a_path(client: Client, n: int) -> None:
     assert client.get(f"/rest/int/{n}").json() == {"value": n, "type": "int"}
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@EXAMPLES
 @given(st.text(min_size=1, max_size=20))
 def test_any_text_is_an_int_or_a_400_never_a_500(client: Client, text: str) -> None:
     r = client.get("/rest/int/" + quote(text, safe=""))
@@ -331,28 +319,14 @@ def test_query_parameters_convert_with_lists_defaults_and_optionals(client: Clie
         "/rest/search",
         params=[("tag", "a"), ("tag", "b"), ("limit", "5"), ("color", "red"), ("ids", "3")],
     )
-    assert r.json() == {
-        "tag": ["a", "b"],
-        "limit": 5,
-        "color": "red",
-        "since": None,
-        "ids": [3],
-        "days": None,
-    }
+    got = {"tag": ["a", "b"], "limit": 5, "color": "red", "since": None, "ids": [3], "days": None}
+    assert r.json() == got
     r = client.get("/rest/search?tag=only&since=2024-01-02&ids=1&ids=2&days=2024-03-01")
-    assert r.json() == {
-        "tag": ["only"],
-        "limit": 10,
-        "color": None,
-        "since": "2024-01-02",
-        "ids": [1, 2],
-        "days": ["2024-03-01"],
-    }
+    got = {"tag": ["only"], "limit": 10, "color": None, "since": "2024-01-02", "ids": [1, 2]}
+    assert r.json() == {**got, "days": ["2024-03-01"]}
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@EXAMPLES
 @given(st.lists(st.integers(min_value=-(2**70), max_value=2**70), max_size=8), st.text(max_size=12))
 def test_query_lists_and_text_round_trip(client: Client, ids: list[int], tag: str) -> None:
     params = [("tag", tag), *(("ids", str(i)) for i in ids)]
@@ -408,12 +382,7 @@ def test_a_float_parameter_is_a_finite_number(client: Client) -> None:
 
 def test_a_repeated_scalar_takes_the_last_value_as_the_rest_object(client: Client) -> None:
     r = client.get("/rest/mixed/7?verbose=0&verbose=1")
-    assert r.json() == {
-        "id": 7,
-        "verbose": True,
-        "query": {"verbose": "1"},
-        "params": {"id": "7"},
-    }
+    assert r.json() == {"id": 7, "verbose": True, "query": {"verbose": "1"}, "params": {"id": "7"}}
 
 
 # -- bodies -----------------------------------------------------------------------------------
@@ -457,28 +426,22 @@ def test_a_typeddict_body_and_a_list_answer(client: Client) -> None:
     [
         (
             {"items": [{"name": "a", "qty": 1}, {"name": "b", "qty": "2"}]},
-            "the body ('order'): Expected `int`, got `str` - at `$.items[1].qty`",
+            "Expected `int`, got `str` - at `$.items[1].qty`",
         ),
-        (
-            {"items": [{"name": "a", "qty": 0}]},
-            "the body ('order'): Expected `int` >= 1 - at `$.items[0].qty`",
-        ),
-        ({"note": "x"}, "the body ('order'): Object missing required field `items`"),
-        (
-            {"items": [{"name": "a"}]},
-            "the body ('order'): Object missing required field `qty` - at `$.items[0]`",
-        ),
+        ({"items": [{"name": "a", "qty": 0}]}, "Expected `int` >= 1 - at `$.items[0].qty`"),
+        ({"note": "x"}, "Object missing required field `items`"),
+        ({"items": [{"name": "a"}]}, "Object missing required field `qty` - at `$.items[0]`"),
         (
             {"items": [{"name": "a", "qty": 1, "price": 3}]},
-            "the body ('order'): Object contains unknown field `price` - at `$.items[0]`",
+            "Object contains unknown field `price` - at `$.items[0]`",
         ),
-        ([1, 2], "the body ('order'): Expected `object`, got `array`"),
+        ([1, 2], "Expected `object`, got `array`"),
     ],
 )
 def test_a_body_that_does_not_validate_is_a_400_naming_the_field(
     client: Client, body: Any, expected: str
 ) -> None:
-    assert refused(client.post("/rest/orders", json=body)) == expected
+    assert refused(client.post("/rest/orders", json=body)) == "the body ('order'): " + expected
 
 
 def test_a_struct_without_forbid_unknown_fields_ignores_extra_fields(client: Client) -> None:
@@ -576,10 +539,8 @@ def test_typed_values_without_a_return_hint_are_sent_as_json(client: Client) -> 
     assert client.get("/rest/unhinted-list").json() == [line, {"x": 1, "y": 2}]
     assert client.get("/rest/unhinted-dict").json() == {"line": {"name": "b", "qty": 2}}
     r = client.get("/rest/unhinted-set")
-    assert (r.headers["content-type"], r.json()) == (
-        "application/json",
-        {"point": {"x": 3, "y": 4}},
-    )
+    assert r.headers["content-type"] == "application/json"
+    assert r.json() == {"point": {"x": 3, "y": 4}}
 
 
 def test_an_answer_that_cannot_be_encoded_is_a_500(client: Client) -> None:
