@@ -46,13 +46,9 @@ def unique_module(tmp_path: Path) -> tuple[str, Path]:
 
             @get("/{name}/ping/:n")
             def ping(n):
-                return {{
-                    "n": n,
-                    "module": __name__,
-                    "pid": os.getpid(),
-                    "thread": threading.current_thread().name,
-                    "user_data": rest.getServerUserData(),
-                }}
+                return {{"n": n, "module": __name__, "pid": os.getpid(),
+                         "thread": threading.current_thread().name,
+                         "user_data": rest.getServerUserData()}}
 
             @get("/{name}/aping")
             async def aping():
@@ -97,9 +93,7 @@ def test_start_serves_and_stop_frees_the_port(tmp_path: Path) -> None:
         r = httpx.get(f"{service.urls[0]}/{name}/ping/7", timeout=10)
         assert r.status_code == 200
         body = r.json()
-        assert body["n"] == "7"
-        assert body["module"] == name
-        assert body["user_data"] == {"from": "dict"}
+        assert (body["n"], body["module"], body["user_data"]) == ("7", name, {"from": "dict"})
         assert body["thread"].startswith("fwrest-")
         assert body["pid"] == os.getpid()  # in the calling process
         assert httpx.get(f"{service.urls[0]}/{name}/aping", timeout=10).status_code == 200
@@ -232,14 +226,16 @@ def test_without_repository_the_programs_endpoints_are_served(tmp_path: Path) ->
 
 
 @contextlib.contextmanager
-def program(script: Path, config: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Run a program that starts a service, prints a JSON line about it, and stops it when a
-    line arrives on its standard input; yields that JSON. It must stop cleanly (exit 0)."""
+def launched(
+    script: Path, config: dict[str, Any], stderr: Any = subprocess.PIPE
+) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
+    """``python SCRIPT CONFIG_JSON`` started, and the JSON line it printed about its service;
+    killed after the block if it still runs."""
     proc = subprocess.Popen(
         [sys.executable, str(script), json.dumps(config)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
         cwd=script.parent,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -248,11 +244,7 @@ def program(script: Path, config: dict[str, Any]) -> Iterator[dict[str, Any]]:
         assert proc.stdout is not None and proc.stdin is not None
         line = proc.stdout.readline()
         assert line, proc.stderr.read() if proc.stderr else ""
-        yield json.loads(line)
-        proc.stdin.write("\n")
-        proc.stdin.flush()
-        assert proc.stdout.readline().strip() == "stopped"
-        assert proc.wait(30) == 0
+        yield proc, json.loads(line)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -260,6 +252,19 @@ def program(script: Path, config: dict[str, Any]) -> Iterator[dict[str, Any]]:
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+@contextlib.contextmanager
+def program(script: Path, config: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Run a program that starts a service, prints a JSON line about it, and stops it when a
+    line arrives on its standard input; yields that JSON. It must stop cleanly (exit 0)."""
+    with launched(script, config) as (proc, info):
+        yield info
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "stopped"
+        assert proc.wait(30) == 0
 
 
 def test_start_with_workers_runs_the_supervisor(tmp_path: Path) -> None:
@@ -443,19 +448,8 @@ def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
     flight: the service is stopped gracefully as the program exits."""
     script = tmp_path / "program.py"
     script.write_text(END_PROGRAM)
-    proc = subprocess.Popen(
-        [sys.executable, str(script), json.dumps(config_dict(None))],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-    )
-    try:
-        assert proc.stdout is not None and proc.stdin is not None
-        line = proc.stdout.readline()
-        assert line, proc.stderr.read() if proc.stderr else ""
-        info = json.loads(line)
+    with launched(script, config_dict(None)) as (proc, info):
+        assert proc.stdin is not None
         with ThreadPoolExecutor(1) as ex:
             slow = ex.submit(httpx.get, f"{info['urls'][0]}/prog/slow", timeout=30)
             time.sleep(0.3)  # the request is in the handler
@@ -468,10 +462,6 @@ def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
         assert result.json() == {"slow": "done"}
         assert proc.returncode == 0
         assert "stopped after 1 request(s)" in err
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert port_is_free(info["ports"]["HTTP_REST"])
 
 
@@ -498,28 +488,10 @@ def test_start_with_workers_stops_when_the_program_is_killed(tmp_path: Path) -> 
     script = tmp_path / "program.py"
     script.write_text(KILLED_PROGRAM)
     log = tmp_path / "program.log"  # a file: the supervisor would hold a pipe open
-    with log.open("wb") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, str(script), json.dumps(config_dict(str(path)))],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, log.read_text()
-        info = json.loads(line)
+    with log.open("w") as stderr, launched(script, config_dict(str(path)), stderr) as (_, info):
         port = info["ports"]["HTTP_REST"]
         assert httpx.get(f"{info['urls'][0]}/{path.stem}/ping/1", timeout=10).status_code == 200
-    finally:
-        proc.kill()
-        proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
-    killed = time.monotonic()
+    killed = time.monotonic()  # launched() killed the program
     while not port_is_free(port) and time.monotonic() < killed + 20:
         time.sleep(0.1)
     print(f"the port was free {time.monotonic() - killed:.2f} s after the kill")
