@@ -18,13 +18,12 @@ import json
 import select
 import statistics
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import ServerProcess, free_config, local_port
+from tests.conftest import local_port
 from tests.server.rawhttp import HANG_GUARD, RawConnection, RawResponse, request_bytes
+from tests.server.support import assert_hello, port_of, serve_module
 
 BODY_LIMIT = 1000
 SMALL_HEADER_LIMIT = 2048
@@ -42,27 +41,10 @@ SERVERS = {
 }
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    tmp: Path = tmp_path_factory.mktemp("limits")
-    proc = ServerProcess(free_config(tmp, servers=SERVERS)).wait_ready()
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-def port(server: ServerProcess) -> int:
-    return server.ports["HTTP_REST"]
-
-
-@pytest.fixture
-def small_port(server: ServerProcess) -> int:
-    return server.ports["HTTP_SMALL"]
-
-
-@pytest.fixture
-def fast_port(server: ServerProcess) -> int:
-    return server.ports["HTTP_FAST"]
+server = serve_module("limits", servers=SERVERS)
+port = port_of("HTTP_REST")
+small_port = port_of("HTTP_SMALL", "small_port")
+fast_port = port_of("HTTP_FAST", "fast_port")
 
 
 REASONS = {
@@ -127,11 +109,6 @@ def head_of_size(total: int, target: str = "/rest/hello") -> bytes:
 def fields_request(count: int, target: str = "/rest/hello") -> bytes:
     """A GET with exactly ``count`` header fields, ``Host`` included."""
     return request_bytes("GET", target, [(f"X-F{i}", "f") for i in range(count - 1)])
-
-
-def assert_hello(response: RawResponse) -> None:
-    assert response.status_line == "HTTP/1.1 200 OK", response.head
-    assert response.json()["hello"] == "world"
 
 
 # -- request line + headers: 16 KiB, header fields: at most MaxHeaders (100); 431 then close

@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, local_port, module_config, wait_for
+from tests.conftest import ServerProcess, module_config, wait_for
 from tests.server.rawhttp import RawConnection, request_bytes
+from tests.server.support import serve_module
 
 APP = """
 import asyncio
@@ -103,13 +104,7 @@ def media():
 """
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    tmp: Path = tmp_path_factory.mktemp("results")
-    servers = {"HTTP_REST": local_port()}
-    proc = ServerProcess(free_config(tmp, app=APP, servers=servers)).wait_ready()
-    yield proc
-    proc.stop()
+server = serve_module("results", app=APP)
 
 
 @pytest.fixture(scope="module")
