@@ -12,13 +12,12 @@ from __future__ import annotations
 import base64
 import select
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, free_port, local_port
+from tests.conftest import APP_SOURCE, ServerProcess, free_port, local_port
 from tests.server.rawhttp import RawConnection, request_bytes
+from tests.server.support import port_of, serve_module
 
 APP = (
     APP_SOURCE
@@ -34,29 +33,15 @@ EXPECT = [("Expect", "100-continue"), ("Content-Length", "5")]
 BASIC = {"Authorization": {"scheme": "basic", "OnAuth": "app.on_auth", "maxFailures": 1000}}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    tmp: Path = tmp_path_factory.mktemp("admission")
-    servers = {
-        "HTTP_BASIC": local_port(FwData={**BASIC, "NativeRoutes": {"public": ["healthcheck/ok"]}})
-    }
-    monitor = {
-        "Enable": 1,
-        "HostName": "127.0.0.1",
-        "Port": free_port(),
-        "ApiPath": "/api",
-        "FwData": BASIC,
-    }
-    config = free_config(tmp, servers=servers, app=APP, extra={"APP_MONITOR": monitor})
-    proc = ServerProcess(config).wait_ready()
-    proc.ports["APP_MONITOR"] = monitor["Port"]
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-def port(server: ServerProcess) -> int:
-    return server.ports["HTTP_BASIC"]
+PUBLIC = {**BASIC, "NativeRoutes": {"public": ["healthcheck/ok"]}}
+MONITOR = {"Enable": 1, "HostName": "127.0.0.1", "Port": free_port(), "ApiPath": "/api"}
+server = serve_module(
+    "admission",
+    servers={"HTTP_BASIC": local_port(FwData=PUBLIC)},
+    app=APP,
+    extra={"APP_MONITOR": {**MONITOR, "FwData": BASIC}},
+)
+port = port_of("HTTP_BASIC")
 
 
 def assert_refused_before_the_body(conn: RawConnection, status: int) -> None:
@@ -162,7 +147,7 @@ def test_the_body_waits_for_the_verdict(port: int) -> None:
 def test_monitor_port(
     server: ServerProcess, credentials: list[tuple[str, str]], status: int
 ) -> None:
-    with RawConnection(server.ports["APP_MONITOR"]) as conn:
+    with RawConnection(MONITOR["Port"]) as conn:
         conn.send(request_bytes("POST", "/api/server/metrics", [*credentials, *EXPECT]))
         if status != 100:
             assert_refused_before_the_body(conn, status)
