@@ -46,15 +46,11 @@ def b():
 async def events():
     return EVENTS
 """
-    config = module_config(
-        tmp_path,
-        "hooks_one_job_app",
-        app=app,
-        extra={
-            "HTTP_REST": {"OnSelect": "select"},
-            "POOL": {"MinThreads": 1, "MaxThreads": 1, "OnSend": "send"},
-        },
-    )
+    extra = {
+        "HTTP_REST": {"OnSelect": "select"},
+        "POOL": {"MinThreads": 1, "MaxThreads": 1, "OnSend": "send"},
+    }
+    config = module_config(tmp_path, "hooks_one_job_app", app=app, extra=extra)
     with Client(config) as client, ThreadPoolExecutor(1) as ex:
         import hooks_one_job_app as mod  # type: ignore[import-not-found]
 
@@ -82,17 +78,9 @@ def select():
 def hello():
     return {}
 """
-    config = module_config(
-        tmp_path,
-        "hooks_select_auth_app",
-        app=app,
-        extra={
-            "HTTP_REST": {
-                "OnSelect": "select",
-                "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "check"}},
-            }
-        },
-    )
+    basic = {"Authorization": {"scheme": "basic", "OnAuth": "check"}}
+    extra = {"HTTP_REST": {"OnSelect": "select", "FwData": basic}}
+    config = module_config(tmp_path, "hooks_select_auth_app", app=app, extra=extra)
     with Client(config) as client:
         import hooks_select_auth_app as mod  # type: ignore[import-not-found]
 

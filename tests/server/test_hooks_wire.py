@@ -73,16 +73,11 @@ def boom():
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    folder = tmp_path_factory.mktemp("hooks-wire")
-    config = free_config(
-        folder,
-        app=APP,
-        extra={
-            "HTTP_REST": {"OnSelect": request.param},
-            "POOL": {"OnSend": "send", "OnError": "on_error"},
-        },
-    )
-    with serving(config) as proc:
+    hooks = {
+        "HTTP_REST": {"OnSelect": request.param},
+        "POOL": {"OnSend": "send", "OnError": "on_error"},
+    }
+    with serving(free_config(tmp_path_factory.mktemp("hooks-wire"), app=APP, extra=hooks)) as proc:
         yield proc
 
 

@@ -20,6 +20,7 @@ from fwrest import ConfigError
 from tests.conftest import (
     ServerProcess,
     free_config,
+    local_port,
     module_config,
     wait_for,
     wait_ready_workers,
@@ -88,27 +89,20 @@ def slow():
 
 
 def config(tmp_path: Path, pool: dict[str, str], apool: dict[str, str] | None = None) -> Path:
-    return free_config(
-        tmp_path,
-        app=APP,
-        servers={"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT, AROOT"}},
-        extra={
-            "HTTPSERVER": {"GracefulTimeout": 5000},
-            "POOL": pool,
-            "AROOT": {"Path": "/arest", "ThreadPool": "APOOL"},
-            "APOOL": {"Environment": "ENV", **(apool or {})},
-        },
-    )
+    extra = {
+        "POOL": pool,
+        "AROOT": {"Path": "/arest", "ThreadPool": "APOOL"},
+        "APOOL": {"Environment": "ENV", **(apool or {})},
+    }
+    servers = {"HTTP_REST": local_port(Locations="ROOT, AROOT")}
+    return free_config(tmp_path, app=APP, servers=servers, extra=extra)
 
 
 def marks(path: Path) -> list[tuple[str, int, str]]:
     if not path.exists():
         return []
-    out = []
-    for line in path.read_text().splitlines():
-        what, pid, thread = line.split(" ", 2)
-        out.append((what, int(pid), thread))
-    return out
+    fields = (line.split(" ", 2) for line in path.read_text().splitlines())
+    return [(what, int(pid), thread) for what, pid, thread in fields]
 
 
 def test_each_worker_runs_on_start_before_serving_and_on_stop_after_its_last_request(
@@ -184,12 +178,8 @@ def test_an_on_start_that_raises_fails_the_service_start(tmp_path: Path, hook: s
 
 
 def test_an_on_start_that_raises_fails_start_in_process(tmp_path: Path) -> None:
-    cfg = module_config(
-        tmp_path,
-        "hooks_start_fails_app",
-        app=APP,
-        extra={"POOL": {"OnStart": "start_fails"}},
-    )
+    extra = {"POOL": {"OnStart": "start_fails"}}
+    cfg = module_config(tmp_path, "hooks_start_fails_app", app=APP, extra=extra)
     with pytest.raises(ConfigError) as caught:
         fwrest.start(cfg)
     message = str(caught.value)
@@ -225,9 +215,7 @@ def test_a_hung_on_stop_keeps_the_worker_at_most_10_s(tmp_path: Path) -> None:
         for server in servers.values():
             server.stop()
     for hook, server in servers.items():
-        print(
-            f"{hook}: the service stopped {took[hook]:.1f} s after SIGTERM, exit code {codes[hook]}"
-        )
+        print(f"{hook}: stopped {took[hook]:.1f} s after SIGTERM, exit code {codes[hook]}")
         assert codes[hook] == 0
         assert any(w == "stop-hang" for w, _, _ in marks(marks_files[hook]))
         assert 9.5 <= took[hook] < 30
