@@ -56,6 +56,7 @@ REASONS = {
     501: "Not Implemented",
 }
 TOO_BIG = f"the body may be at most {BODY_LIMIT} bytes"
+ONE_HOST = "the request needs exactly one Host header"
 
 
 def assert_error(response: RawResponse, status: int, detailed: str | None = "") -> None:
@@ -269,30 +270,51 @@ MALFORMED = {
 }
 
 
-@pytest.mark.parametrize("raw", list(MALFORMED.values()), ids=list(MALFORMED))
-def test_malformed_request_gets_400_and_close(port: int, raw: bytes) -> None:
-    refused(port, raw, 400, detailed=None)
+TE_10 = "HTTP/1.0 requests cannot use Transfer-Encoding"
+CHUNKS = b"5\r\nhello\r\n0\r\n\r\n"
+OVER = [("Content-Length", str(BODY_LIMIT + 1))]
+# what else the engine refuses, with the detailedMessage it gives (None: any)
+REFUSED: dict[str, tuple[bytes, int, str | None]] = {
+    **{name: (raw, 400, None) for name, raw in MALFORMED.items()},
+    "repeated-authorization": (
+        request_bytes(
+            "GET", "/rest/hello", [("Authorization", "Basic YTpi"), ("Authorization", "Basic Yzpk")]
+        ),
+        400,
+        "repeated Authorization header",
+    ),
+    **{
+        f"http10-transfer-encoding-{coding}": (
+            request_bytes("POST", "/rest/echo", [("Transfer-Encoding", coding)], version="HTTP/1.0")
+            + CHUNKS,
+            400,
+            TE_10,
+        )
+        for coding in ("chunked", "gzip, chunked", "identity")
+    },
+    # gzip, chunked would hand the handler a still-compressed body
+    "unsupported-transfer-coding": (
+        request_bytes("POST", "/rest/echo", [("Transfer-Encoding", "gzip, chunked")]) + CHUNKS,
+        501,
+        "only Transfer-Encoding: chunked is supported",
+    ),
+    "http11-without-host": (b"GET /rest/hello HTTP/1.1\r\n\r\n", 400, ONE_HOST),
+    "two-host-headers": (b"GET /rest/hello HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, ONE_HOST),
+    # 413 before the body: only the headers are sent, the answer comes without the body
+    "content-length-over-limit": (request_bytes("POST", "/rest/echo", OVER), 413, TOO_BIG),
+    # and no 100 Continue
+    "expect-continue-over-limit": (
+        request_bytes("POST", "/rest/echo", [*OVER, ("Expect", "100-continue")]),
+        413,
+        TOO_BIG,
+    ),
+}
 
 
-def test_repeated_authorization_header_gets_400_and_close(port: int) -> None:
-    headers = [("Authorization", "Basic YTpi"), ("Authorization", "Basic Yzpk")]
-    refused(
-        port, request_bytes("GET", "/rest/hello", headers), 400, "repeated Authorization header"
-    )
-
-
-@pytest.mark.parametrize("coding", ["chunked", "gzip, chunked", "identity"])
-def test_http10_with_transfer_encoding_gets_400_and_close(port: int, coding: str) -> None:
-    head = request_bytes("POST", "/rest/echo", [("Transfer-Encoding", coding)], version="HTTP/1.0")
-    detailed = "HTTP/1.0 requests cannot use Transfer-Encoding"
-    refused(port, head + b"5\r\nhello\r\n0\r\n\r\n", 400, detailed)
-
-
-def test_unsupported_transfer_coding_gets_501_and_close(port: int) -> None:
-    """``gzip, chunked`` would hand the handler a still-compressed body: refused."""
-    data = request_bytes("POST", "/rest/echo", [("Transfer-Encoding", "gzip, chunked")])
-    detailed = "only Transfer-Encoding: chunked is supported"
-    refused(port, data + b"5\r\nhello\r\n0\r\n\r\n", 501, detailed)
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_refused_request_gets_its_error_and_close(port: int, case: str) -> None:
+    data, status, detailed = REFUSED[case]
+    refused(port, data, status, detailed)
 
 
 def test_a_coded_request_body_gets_415_unread_and_close(port: int) -> None:
@@ -324,18 +346,6 @@ def test_a_coded_request_body_gets_415_unread_and_close(port: int) -> None:
         assert_hello(conn.read_response())
 
 
-@pytest.mark.parametrize(
-    "raw",
-    [
-        b"GET /rest/hello HTTP/1.1\r\n\r\n",
-        b"GET /rest/hello HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
-    ],
-    ids=["http11-without-host", "two-host-headers"],
-)
-def test_http11_needs_exactly_one_host(port: int, raw: bytes) -> None:
-    refused(port, raw, 400, "the request needs exactly one Host header")
-
-
 def test_nothing_is_served_after_a_smuggling_attempt(port: int) -> None:
     """CL + TE with a second request hidden in the body: one 400, never a second answer."""
     hidden = b"GET /rest/items/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -349,18 +359,7 @@ def test_nothing_is_served_after_a_smuggling_attempt(port: int) -> None:
         assert conn.read_all() == b""
 
 
-# -- body limit: 413 before and while reading ----------------------------------------------------
-def test_content_length_over_limit_gets_413_before_the_body(port: int) -> None:
-    # only the headers: the answer must come without the body ever being sent
-    data = request_bytes("POST", "/rest/echo", [("Content-Length", str(BODY_LIMIT + 1))])
-    refused(port, data, 413, TOO_BIG)
-
-
-def test_expect_continue_over_limit_gets_413_and_no_continue(port: int) -> None:
-    headers = [("Content-Length", str(BODY_LIMIT + 1)), ("Expect", "100-continue")]
-    refused(port, request_bytes("POST", "/rest/echo", headers), 413, TOO_BIG)
-
-
+# -- body limit: 413 while reading ----------------------------------------------------------------
 def test_chunked_body_growing_past_limit_gets_413_while_reading(port: int) -> None:
     head = request_bytes("POST", "/rest/echo", [("Transfer-Encoding", "chunked")])
     chunk = b"190\r\n" + b"a" * 0x190 + b"\r\n"  # 400 bytes a chunk
