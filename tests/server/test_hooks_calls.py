@@ -58,16 +58,6 @@ def _send():
         rest.setKeyHeaderResponse("X-Bad", "a\\r\\nSet-Cookie: x=1")
     return "nonsense the answer ignores"
 
-def send_def():
-    if _what("x-send") == "hang":
-        time.sleep(2)
-    _send()
-
-async def send_async():
-    if _what("x-send") == "hang":
-        await asyncio.sleep(2)
-    _send()
-
 def _error(exc):
     what = _what("x-error")
     if what == "status":
@@ -90,16 +80,6 @@ def _error(exc):
         return Response({"busy": True}, status=503)
     return {"error": type(exc).__name__, "thread": threading.current_thread().name}
 
-def error_def(exc):
-    if _what("x-error") == "hang":
-        time.sleep(2)
-    return _error(exc)
-
-async def error_async(exc):
-    if _what("x-error") == "hang":
-        await asyncio.sleep(2)
-    return _error(exc)
-
 def _select():
     what = _what("x-select")
     if what == "raise":
@@ -112,16 +92,22 @@ def _select():
         return what[5:]
     return {"busy": -2, "drop": -3, "true": True, "minus1": -1, "float": -2.0, "list": ["PDEF"]}.get(what)
 
-def select_def():
-    if _what("x-select") == "hang":
+"""
+# each hook twice, a def and an async def (hanging in its own way): send_def, send_async, ...
+HOOK = """
+def {kind}_def({arg}):
+    if _what("x-{kind}") == "hang":
         time.sleep(2)
-    return _select()
+    return _{kind}({arg})
 
-async def select_async():
-    if _what("x-select") == "hang":
+async def {kind}_async({arg}):
+    if _what("x-{kind}") == "hang":
         await asyncio.sleep(2)
-    return _select()
-
+    return _{kind}({arg})
+"""
+HOOKS = [("send", ""), ("error", "exc"), ("select", "")]
+APP += "".join(HOOK.format(kind=kind, arg=arg) for kind, arg in HOOKS)
+APP += """
 @get("/hello")
 def hello():
     rest.setKeyHeaderResponse("X-Handler", "def")

@@ -23,7 +23,9 @@ from fwrest.errors import ConfigError
 from fwrest.testing import Client
 from tests.conftest import local_port, module_config
 
-APP = """
+HINTS = "int:int float:float bool:bool str:str uuid:uuid.UUID date:datetime.date"
+APP = (
+    """
 from __future__ import annotations
 
 import asyncio
@@ -70,30 +72,12 @@ def kind(value):
     return {"value": value if not isinstance(value, (uuid.UUID, datetime.date, enum.Enum))
             else str(value), "type": type(value).__name__}
 
-@get("/int/:v")
-def as_int(v: int):
-    return kind(v)
-
-@get("/float/:v")
-def as_float(v: float):
-    return kind(v)
-
-@get("/bool/:v")
-def as_bool(v: bool):
-    return kind(v)
-
-@get("/str/:v")
-def as_str(v: str):
-    return kind(v)
-
-@get("/uuid/:v")
-def as_uuid(v: uuid.UUID):
-    return kind(v)
-
-@get("/date/:v")
-def as_date(v: datetime.date):
-    return kind(v)
-
+"""
+    + "".join(  # a route a hint: /int/:v, /float/:v, ...
+        f'@get("/{name}/:v")\ndef as_{name}(v: {hint}):\n    return kind(v)\n\n'
+        for name, hint in (pair.split(":") for pair in HINTS.split())
+    )
+    + """
 @get("/color/:v")
 async def as_color(v: Color):
     await asyncio.sleep(0)
@@ -207,6 +191,7 @@ def stream(n: int, word: str = "x") -> Iterator[str]:
     for i in range(n):
         yield f"{word}{i};"
 """
+)
 
 
 @pytest.fixture(scope="module")
