@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -268,9 +269,7 @@ def program(script: Path, config: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def test_start_with_workers_runs_the_supervisor(tmp_path: Path) -> None:
-    config = free_config(tmp_path)
-    service = fwrest.start(config, workers=2)
-    try:
+    with fwrest.start(free_config(tmp_path), workers=2) as service:
         assert service.urls, "no URL reported"
         base = service.urls[0]
         port = int(base.split(":")[2].split("/")[0])
@@ -285,8 +284,6 @@ def test_start_with_workers_runs_the_supervisor(tmp_path: Path) -> None:
         print(f"worker pids seen: {sorted(pids)}")
         assert os.getpid() not in pids  # served by worker processes, not by this one
         assert len(pids) == 2
-    finally:
-        service.stop()
     assert port_is_free(port)
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{base}/hello", timeout=5)
@@ -294,13 +291,10 @@ def test_start_with_workers_runs_the_supervisor(tmp_path: Path) -> None:
 
 def test_start_with_workers_from_a_dict(tmp_path: Path) -> None:
     _, path = unique_module(tmp_path)
-    service = fwrest.start(config_dict(str(path)), workers=1)
-    try:
+    with fwrest.start(config_dict(str(path)), workers=1) as service:
         port = service.ports["HTTP_REST"]
         r = httpx.get(f"http://127.0.0.1:{port}/api/{path.stem}/ping/3", timeout=10)
         assert r.status_code == 200
-    finally:
-        service.stop()
     assert port_is_free(port)
 
 
@@ -374,16 +368,12 @@ def test_start_given_config_text_names_the_mistake(tmp_path: Path) -> None:
 
 
 def fwrest_handlers() -> list[Any]:
-    import logging
-
     return [h for h in logging.getLogger("fwrest").handlers if getattr(h, "_fwrest", False)]
 
 
 def test_a_failed_start_leaves_no_log_handler_behind(tmp_path: Path) -> None:
     """The port is taken: start() raises, the LogFile it opened is closed again, and its
     rest_log_level is not left in force (the caller's own messages about it would be lost)."""
-    import logging
-
     _, path = unique_module(tmp_path)
     before = fwrest_handlers()
     level = logging.getLogger("fwrest").level
