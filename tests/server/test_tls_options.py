@@ -157,27 +157,16 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 def _servers(pki: Pki) -> dict[str, dict[str, Any]]:
-    tls = local_port(
-        SslCertificate=str(pki.leaf),
-        SslCertificateKey=str(pki.locked_key),
-        SslCertificateCA=str(pki.chain),
-    )
+    files = {"SslCertificate": str(pki.leaf), "SslCertificateCA": str(pki.chain)}
+    tls = local_port(**files, SslCertificateKey=str(pki.locked_key))
     required = {"SslClientCert": 2, "SslClientCA": str(pki.client_ca)}
     basic = {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}}
+    by_env = {"SslCertificatePass": f"env:{ENV_NAME}"}
+    # the pass phrase file relative to the config file
+    by_file = {"SslCertificatePass": "file:secrets/pass.txt", "SslMinVersion": "TLSv1.3"}
     return {
-        "HTTPS_ENV": {
-            **tls,
-            "SslCertificatePass": f"env:{ENV_NAME}",
-            **required,
-            "SslClientCert": 1,
-        },
-        # the pass phrase file relative to the config file
-        "HTTPS_FILE": {
-            **tls,
-            "SslCertificatePass": "file:secrets/pass.txt",
-            "SslMinVersion": "TLSv1.3",
-            **required,
-        },
+        "HTTPS_ENV": {**tls, **by_env, **required, "SslClientCert": 1},
+        "HTTPS_FILE": {**tls, **by_file, **required},
         "HTTPS_CIPHERS": {**tls, "SslCertificatePass": PASS, "SslCiphers": ONLY_CIPHER},
         "HTTPS_BASIC": {
             **tls,
