@@ -189,32 +189,17 @@ def test_a_port_that_cannot_be_bound_releases_the_others(tmp_path: Path) -> None
 
 
 def test_without_repository_the_programs_endpoints_are_served(tmp_path: Path) -> None:
-    script = tmp_path / "program.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            import json
-            import sys
+    script = program_file(
+        tmp_path,
+        """
+@get("/prog/hello/:who")
+def hello(who):
+    return {"hello": who, "module": __name__}
 
-            import fwrest
-            from fwrest import get, post, rest
-
-            @get("/prog/hello/:who")
-            def hello(who):
-                return {"hello": who, "module": __name__}
-
-            @post("/prog/echo")
-            async def echo():
-                return {"body": rest.getBodyRequest()}
-
-            config = json.loads(sys.argv[1])
-            service = fwrest.start(config)
-            print(json.dumps({"urls": service.urls, "ports": service.ports}), flush=True)
-            sys.stdin.readline()
-            service.stop()
-            print("stopped", flush=True)
-            """
-        )
+@post("/prog/echo")
+async def echo():
+    return {"body": rest.getBodyRequest()}
+""",
     )
     with program(script, config_dict(None)) as info:
         base = info["urls"][0]
@@ -224,6 +209,29 @@ def test_without_repository_the_programs_endpoints_are_served(tmp_path: Path) ->
         r = httpx.post(f"{base}/prog/echo", content=b"hi", timeout=10)
         assert r.json() == {"body": "hi"}
     assert port_is_free(info["ports"]["HTTP_REST"])
+
+
+STOP_ON_A_LINE = 'sys.stdin.readline()\nservice.stop()\nprint("stopped", flush=True)\n'
+
+
+def program_file(
+    folder: Path,
+    body: str,
+    workers: int | None = None,
+    pid: str = "os.getpid()",
+    end: str = STOP_ON_A_LINE,
+) -> Path:
+    """``folder/program.py``: ``body`` (endpoints of the program), then ``fwrest.start()`` of
+    the config given as its argument, a JSON line of the service's urls, ports and ``pid``,
+    then ``end`` (by default: stop the service when a line arrives on standard input)."""
+    script = folder / "program.py"
+    script.write_text(
+        "import json, os, sys, time\n\nimport fwrest\nfrom fwrest import get, post, rest\n"
+        f"{body}\nservice = fwrest.start(json.loads(sys.argv[1]), workers={workers})\n"
+        f'print(json.dumps({{"urls": service.urls, "ports": service.ports, "pid": {pid}}}), flush=True)\n'
+        + end
+    )
+    return script
 
 
 @contextlib.contextmanager
@@ -321,25 +329,8 @@ def test_start_with_workers_without_repository_serves_the_programs_modules(
             """
         )
     )
-    script = tmp_path / "program.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            import json
-            import os
-            import sys
-
-            import fwrest
-            import progmod  # noqa: F401  (its endpoints are the program's)
-
-            service = fwrest.start(json.loads(sys.argv[1]), workers=2)
-            print(json.dumps({"urls": service.urls, "pid": os.getpid()}), flush=True)
-            sys.stdin.readline()
-            service.stop()
-            print("stopped", flush=True)
-            """
-        )
-    )
+    # the program imports progmod: its endpoints are the program's
+    script = program_file(tmp_path, "import progmod", workers=2)
     with program(script, config_dict(None)) as info:
         r = httpx.get(f"{info['urls'][0]}/progmod/who", timeout=10)
         assert r.status_code == 200, r.text
@@ -411,33 +402,19 @@ def test_stopping_one_of_two_services_keeps_the_others_log(tmp_path: Path) -> No
     assert "after-first-stopped" in text
 
 
-END_PROGRAM = textwrap.dedent(
-    """
-    import json
-    import sys
-    import time
-
-    import fwrest
-    from fwrest import get
-
-    @get("/prog/slow")
-    def slow():
-        time.sleep(1.0)
-        return {"slow": "done"}
-
-    service = fwrest.start(json.loads(sys.argv[1]))
-    print(json.dumps({"urls": service.urls, "ports": service.ports}), flush=True)
-    sys.stdin.readline()
-    print("the program ends without service.stop()", flush=True)
-    """
-)
+SLOW = """
+@get("/prog/slow")
+def slow():
+    time.sleep(1.0)
+    return {"slow": "done"}
+"""
 
 
 def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
     """The service runs on a daemon thread; the program's end must not cut a request in
     flight: the service is stopped gracefully as the program exits."""
-    script = tmp_path / "program.py"
-    script.write_text(END_PROGRAM)
+    end = 'sys.stdin.readline()\nprint("the program ends without service.stop()", flush=True)\n'
+    script = program_file(tmp_path, SLOW, end=end)
     with launched(script, config_dict(None)) as (proc, info):
         assert proc.stdin is not None
         with ThreadPoolExecutor(1) as ex:
@@ -455,28 +432,14 @@ def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
     assert port_is_free(info["ports"]["HTTP_REST"])
 
 
-KILLED_PROGRAM = textwrap.dedent(
-    """
-    import json
-    import sys
-    import time
-
-    import fwrest
-
-    service = fwrest.start(json.loads(sys.argv[1]), workers=1)
-    supervisor = service._process.pid
-    print(json.dumps({"urls": service.urls, "ports": service.ports, "pid": supervisor}), flush=True)
-    time.sleep(120)
-    """
-)
-
-
 def test_start_with_workers_stops_when_the_program_is_killed(tmp_path: Path) -> None:
     """The supervisor of start(workers=N) is a child process: killed, the program cannot stop
     it, so it stops by itself instead of holding the ports for good."""
     _, path = unique_module(tmp_path)
-    script = tmp_path / "program.py"
-    script.write_text(KILLED_PROGRAM)
+    # the pid printed is the supervisor's
+    script = program_file(
+        tmp_path, "", workers=1, pid="service._process.pid", end="time.sleep(120)\n"
+    )
     log = tmp_path / "program.log"  # a file: the supervisor would hold a pipe open
     with log.open("w") as stderr, launched(script, config_dict(str(path)), stderr) as (_, info):
         port = info["ports"]["HTTP_REST"]
