@@ -99,6 +99,14 @@ def served(port: int, data: bytes) -> RawResponse:
     return response
 
 
+def echoed(conn: RawConnection, body: str) -> RawResponse:
+    """The next answer on ``conn``: a 200 of ``/rest/echo`` with ``body``."""
+    response = conn.read_response()
+    assert response.status_line == "HTTP/1.1 200 OK", response.head
+    assert response.json()["body"] == body
+    return response
+
+
 def head_of_size(total: int, target: str = "/rest/hello") -> bytes:
     """A GET whose request line and headers (blank line included) are exactly ``total`` bytes."""
     base = request_bytes("GET", target, [("X-Pad", "")])
@@ -339,9 +347,7 @@ def test_a_coded_request_body_gets_415_unread_and_close(port: int) -> None:
     with RawConnection(port) as conn:
         headers = [("Content-Encoding", "identity"), ("Content-Length", "2")]
         conn.send(request_bytes("POST", "/rest/echo", headers) + b"hi")
-        response = conn.read_response()
-        assert response.status_line == "HTTP/1.1 200 OK", response.head
-        assert response.json()["body"] == "hi"
+        echoed(conn, "hi")
         conn.send(request_bytes("GET", "/rest/hello", [("Content-Encoding", "gzip")]))
         assert_hello(conn.read_response())
 
@@ -497,10 +503,7 @@ def test_upgrade_request_keeps_its_body(port: int, upgrade: str) -> None:
     after = request_bytes("GET", "/rest/items/after")
     with RawConnection(port) as conn:
         conn.send(request_bytes("POST", "/rest/echo", UPGRADES[upgrade], body=b"hello") + after)
-        response = conn.read_response()
-        assert response.status_line == "HTTP/1.1 200 OK", response.head
-        assert response.json()["body"] == "hello"
-        assert_closed(conn, response)
+        assert_closed(conn, echoed(conn, "hello"))
 
 
 def test_upgrade_request_body_arriving_in_pieces(port: int) -> None:
@@ -511,10 +514,7 @@ def test_upgrade_request_body_arriving_in_pieces(port: int) -> None:
             time.sleep(0.05)
             assert not select.select([conn.sock], [], [], 0)[0], "answered before the body"
             conn.send(piece)
-        response = conn.read_response()
-        assert response.status_line == "HTTP/1.1 200 OK", response.head
-        assert response.json()["body"] == "hello-world"
-        assert_closed(conn, response)
+        assert_closed(conn, echoed(conn, "hello-world"))
 
 
 def test_upgrade_request_chunked_body_with_trailer(port: int) -> None:
@@ -525,10 +525,7 @@ def test_upgrade_request_chunked_body_with_trailer(port: int) -> None:
         conn.send(head + b"3\r\nabc\r\n")
         time.sleep(0.05)
         conn.send(b"2\r\nde\r\n0\r\nX-Trailer: t\r\n\r\nGET /rest/hello HTTP/1.1\r\n\r\n")
-        response = conn.read_response()
-        assert response.status_line == "HTTP/1.1 200 OK", response.head
-        assert response.json()["body"] == "abcde"
-        assert_closed(conn, response)
+        assert_closed(conn, echoed(conn, "abcde"))
 
 
 def test_upgrade_request_body_over_the_limit_gets_413(port: int) -> None:
@@ -545,9 +542,7 @@ def test_upgrade_request_expecting_continue(port: int) -> None:
         conn.send(request_bytes("POST", "/rest/echo", headers))
         assert conn.read_response().head == b"HTTP/1.1 100 Continue\r\n\r\n"
         conn.send(b"hello")
-        response = conn.read_response()
-        assert response.json()["body"] == "hello"
-        assert_closed(conn, response)
+        assert_closed(conn, echoed(conn, "hello"))
 
 
 def test_pipelined_requests_before_an_upgrade_request_are_answered(port: int) -> None:
@@ -557,9 +552,7 @@ def test_pipelined_requests_before_an_upgrade_request_are_answered(port: int) ->
             request_bytes("GET", "/rest/asleep/100") + upgrade + request_bytes("GET", "/rest/hello")
         )
         assert conn.read_response().json() == {"slept": 100}
-        response = conn.read_response()
-        assert response.json()["body"] == "up"
-        assert_closed(conn, response)
+        assert_closed(conn, echoed(conn, "up"))
 
 
 # -- keep-alive, pipelining, close ---------------------------------------------------------------
@@ -611,9 +604,7 @@ def test_expect_100_continue_gets_continue_before_the_body(port: int) -> None:
         assert interim.status_line == "HTTP/1.1 100 Continue"
         assert interim.head == b"HTTP/1.1 100 Continue\r\n\r\n"
         conn.send(b"hello")
-        response = conn.read_response()
-        assert response.status_line == "HTTP/1.1 200 OK"
-        assert response.json()["body"] == "hello"
+        echoed(conn, "hello")
 
 
 def test_head_returns_headers_with_content_length_and_no_body(port: int) -> None:
