@@ -84,9 +84,14 @@ def refused(port: int, data: bytes, status: int, detailed: str | None = "") -> R
     server closes the connection."""
     with RawConnection(port) as conn:
         conn.send(data)
-        response = conn.read_response()
-        assert_error(response, status, detailed)
-        assert_closed(conn, response)
+        return closed_with(conn, status, detailed)
+
+
+def closed_with(conn: RawConnection, status: int, detailed: str | None = "") -> RawResponse:
+    """The next answer on ``conn``: the error ``status`` (:func:`assert_error`), then the close."""
+    response = conn.read_response()
+    assert_error(response, status, detailed)
+    assert_closed(conn, response)
     return response
 
 
@@ -212,9 +217,7 @@ def test_trickled_oversized_header_gets_431_and_close(port: int) -> None:
                 break
         print(f"server answered after {sent} trickled header bytes")
         assert sent < 60000, "the server took the whole 60 KB header without answering"
-        response = conn.read_response()
-        assert_error(response, 431)
-        assert_closed(conn, response)
+        closed_with(conn, 431)
 
 
 def test_trickled_long_url_within_limit_is_served(port: int) -> None:
@@ -373,9 +376,7 @@ def test_chunked_body_growing_past_limit_gets_413_while_reading(port: int) -> No
         assert conn.send(head + chunk + chunk)  # 800 bytes: still within the limit
         assert not select.select([conn.sock], [], [], 0.2)[0], "answered before the limit"
         conn.send(chunk)  # 1200 bytes; the last chunk never comes
-        response = conn.read_response()
-        assert_error(response, 413, TOO_BIG)
-        assert_closed(conn, response)
+        closed_with(conn, 413, TOO_BIG)
 
 
 def test_body_exactly_at_limit_is_served(port: int) -> None:
@@ -411,9 +412,7 @@ def test_trickling_headers_get_408_and_close_at_the_deadline(fast_port: int) -> 
     with RawConnection(fast_port) as conn:
         elapsed, sent = _trickle_until_answered(conn, slow, 0.05)
         print(f"header deadline {DEADLINE_MS} ms: 408 after {elapsed * 1000:.0f} ms, {sent} bytes")
-        response = conn.read_response()
-        assert_error(response, 408, "the request headers took too long")
-        assert_closed(conn, response)
+        closed_with(conn, 408, "the request headers took too long")
         assert elapsed >= DEADLINE_MS / 1000 * 0.9, "the deadline fired early"
 
 
@@ -435,9 +434,7 @@ def test_trickled_body_gets_408_at_the_body_deadline(fast_port: int) -> None:
         conn.send(request_bytes("POST", "/rest/echo", [("Content-Length", "500")]))
         elapsed, sent = _trickle_until_answered(conn, b"y" * 500, 0.05)
         print(f"body deadline {DEADLINE_MS} ms: 408 after {elapsed * 1000:.0f} ms, {sent} bytes")
-        response = conn.read_response()
-        assert_error(response, 408, "the request body took too long")
-        assert_closed(conn, response)
+        closed_with(conn, 408, "the request body took too long")
 
 
 def test_idle_keep_alive_connection_is_closed_after_keep_alive_timeout(fast_port: int) -> None:
