@@ -12,12 +12,13 @@ from __future__ import annotations
 import base64
 import select
 import time
+from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import APP_SOURCE, ServerProcess, free_port, local_port
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, free_port, local_port, serving
 from tests.server.rawhttp import RawConnection, request_bytes
-from tests.server.support import port_of, serve_module
+from tests.server.support import port_of
 
 APP = (
     APP_SOURCE
@@ -31,16 +32,23 @@ GOOD = [("Authorization", "Basic " + base64.b64encode(b"ada:pw").decode())]
 WRONG = [("Authorization", "Basic " + base64.b64encode(b"ada:nope").decode())]
 EXPECT = [("Expect", "100-continue"), ("Content-Length", "5")]
 BASIC = {"Authorization": {"scheme": "basic", "OnAuth": "app.on_auth", "maxFailures": 1000}}
-
-
 PUBLIC = {**BASIC, "NativeRoutes": {"public": ["healthcheck/ok"]}}
-MONITOR = {"Enable": 1, "HostName": "127.0.0.1", "Port": free_port(), "ApiPath": "/api"}
-server = serve_module(
-    "admission",
-    servers={"HTTP_BASIC": local_port(FwData=PUBLIC)},
-    app=APP,
-    extra={"APP_MONITOR": {**MONITOR, "FwData": BASIC}},
-)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The service; the monitor's port (picked as it starts) is ``ports["APP_MONITOR"]``."""
+    monitor = {"Enable": 1, "HostName": "127.0.0.1", "Port": free_port(), "ApiPath": "/api"}
+    servers = {"HTTP_BASIC": local_port(FwData=PUBLIC)}
+    extra = {"APP_MONITOR": {**monitor, "FwData": BASIC}}
+    config = free_config(
+        tmp_path_factory.mktemp("admission"), servers=servers, app=APP, extra=extra
+    )
+    with serving(config) as proc:
+        proc.ports["APP_MONITOR"] = monitor["Port"]
+        yield proc
+
+
 port = port_of("HTTP_BASIC")
 
 
@@ -147,7 +155,7 @@ def test_the_body_waits_for_the_verdict(port: int) -> None:
 def test_monitor_port(
     server: ServerProcess, credentials: list[tuple[str, str]], status: int
 ) -> None:
-    with RawConnection(MONITOR["Port"]) as conn:
+    with RawConnection(server.ports["APP_MONITOR"]) as conn:
         conn.send(request_bytes("POST", "/api/server/metrics", [*credentials, *EXPECT]))
         if status != 100:
             assert_refused_before_the_body(conn, status)
