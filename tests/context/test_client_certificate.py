@@ -22,6 +22,7 @@ from fwrest.config.tls import handshake_in_memory
 from fwrest.context.certs import certificate_fields
 
 NOT_AFTER = datetime.datetime(2031, 2, 3, 4, 5, 6, tzinfo=datetime.UTC)
+FIELDS = {"issuer": "O=Odd Names CA,C=DE", "not_after": "2031-02-03T04:05:06Z"}
 
 
 class Issuer:
@@ -29,12 +30,7 @@ class Issuer:
 
     def __init__(self) -> None:
         self.key = ec.generate_private_key(ec.SECP256R1())
-        self.name = x509.Name(
-            [
-                x509.NameAttribute(NameOID.COUNTRY_NAME, "DE"),
-                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Odd Names CA"),
-            ]
-        )
+        self.name = name((NameOID.COUNTRY_NAME, "DE"), (NameOID.ORGANIZATION_NAME, "Odd Names CA"))
         now = datetime.datetime.now(datetime.UTC)
         self.cert = (
             x509.CertificateBuilder()
@@ -64,11 +60,8 @@ class Issuer:
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         cert = builder.sign(self.key, hashes.SHA256())
-        key_pem = key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
+        pkcs8 = serialization.PrivateFormat.PKCS8
+        key_pem = key.private_bytes(serialization.Encoding.PEM, pkcs8, serialization.NoEncryption())
         return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
@@ -111,11 +104,8 @@ ODD = {
 @pytest.mark.parametrize("case", ODD)
 def test_subject_names_are_rfc4514_strings(case: str, tmp_path: Path) -> None:
     issuer = Issuer()
-    subject = name(
-        (NameOID.COUNTRY_NAME, "FR"),
-        (NameOID.ORGANIZATION_NAME, "Clients"),
-        (NameOID.COMMON_NAME, ODD[case]),
-    )
+    country, organization = (NameOID.COUNTRY_NAME, "FR"), (NameOID.ORGANIZATION_NAME, "Clients")
+    subject = name(country, organization, (NameOID.COMMON_NAME, ODD[case]))
     fields = certificate_fields(presented(tmp_path, issuer, *issuer.issue(subject, [], 7)))
     assert fields["subject"] == subject.rfc4514_string()
     assert fields["issuer"] == issuer.name.rfc4514_string() == "O=Odd Names CA,C=DE"
@@ -123,17 +113,9 @@ def test_subject_names_are_rfc4514_strings(case: str, tmp_path: Path) -> None:
 
 def test_a_multi_valued_name_and_every_kind_of_alternative_name(tmp_path: Path) -> None:
     issuer = Issuer()
-    subject = x509.Name(
-        [
-            x509.RelativeDistinguishedName([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "O1")]),
-            x509.RelativeDistinguishedName(
-                [
-                    x509.NameAttribute(NameOID.COMMON_NAME, "ada"),
-                    x509.NameAttribute(NameOID.USER_ID, "u-1"),
-                ]
-            ),
-        ]
-    )
+    rdn, attribute = x509.RelativeDistinguishedName, x509.NameAttribute
+    cn_uid = [attribute(NameOID.COMMON_NAME, "ada"), attribute(NameOID.USER_ID, "u-1")]
+    subject = x509.Name([rdn([attribute(NameOID.ORGANIZATION_NAME, "O1")]), rdn(cn_uid)])
     sans: list[x509.GeneralName] = [
         x509.DNSName("ada.example.org"),
         x509.IPAddress(ipaddress.ip_address("10.0.0.7")),
@@ -143,18 +125,13 @@ def test_a_multi_valued_name_and_every_kind_of_alternative_name(tmp_path: Path) 
     ]
     cert_pem, key_pem = issuer.issue(subject, sans, 0x00FF_0102)
     fields = certificate_fields(presented(tmp_path, issuer, cert_pem, key_pem))
+    names = ["DNS:ada.example.org", "IP:10.0.0.7", "IP:2001:db8::1", "email:ada@example.org"]
+    want_sans = [*names, "URI:spiffe://example.org/ada"]
     assert fields == {
+        **FIELDS,
         "subject": subject.rfc4514_string(),
-        "issuer": "O=Odd Names CA,C=DE",
         "serial": "FF0102",
-        "not_after": "2031-02-03T04:05:06Z",
-        "sans": [
-            "DNS:ada.example.org",
-            "IP:10.0.0.7",
-            "IP:2001:db8::1",
-            "email:ada@example.org",
-            "URI:spiffe://example.org/ada",
-        ],
+        "sans": want_sans,
     }
     assert fields["subject"] in ("CN=ada+UID=u-1,O=O1", "UID=u-1+CN=ada,O=O1")
 
@@ -162,23 +139,10 @@ def test_a_multi_valued_name_and_every_kind_of_alternative_name(tmp_path: Path) 
 def test_each_call_gives_a_new_dict(tmp_path: Path) -> None:
     issuer = Issuer()
     decoded = presented(
-        tmp_path,
-        issuer,
-        *issuer.issue(
-            name(
-                (NameOID.COMMON_NAME, "ada"),
-            ),
-            [],
-            0x0102,
-        ),
+        tmp_path, issuer, *issuer.issue(name((NameOID.COMMON_NAME, "ada")), [], 0x0102)
     )
     first = certificate_fields(decoded)
     first["sans"].append("DNS:changed")
     first["subject"] = "changed"
-    assert certificate_fields(decoded) == {
-        "subject": "CN=ada",
-        "issuer": "O=Odd Names CA,C=DE",
-        "serial": "0102",
-        "not_after": "2031-02-03T04:05:06Z",
-        "sans": [],
-    }
+    want = {**FIELDS, "subject": "CN=ada", "serial": "0102", "sans": []}
+    assert certificate_fields(decoded) == want

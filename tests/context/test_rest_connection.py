@@ -33,28 +33,23 @@ from tests.native.support import in_process_ports
 APP = """
 from fwrest import get, rest
 
-
 @get("/hello")
 def hello():
     return {"hello": "world"}
 
-
 @get("/ip")
 async def ip():
     return {"ip": rest.getClientIP()}
-
 
 @get("/close")
 def close():
     rest.setCloseAfterSend()
     return {"closing": True}
 
-
 @get("/close/boom")
 async def close_boom():
     rest.setCloseAfterSend()
     raise RuntimeError("after asking to close")
-
 
 @get("/close/stream")
 def close_stream():
@@ -66,16 +61,10 @@ def close_stream():
 
     return pieces()
 
-
 @get("/pool")
 def pool():
-    return {
-        "ssl": rest.getThreadPoolSsl(),
-        "port": rest.getThreadPoolPort(),
-        "name": rest.getThreadPoolName(),
-        "url": rest.getFullURLRequest(),
-    }
-
+    return {"ssl": rest.getThreadPoolSsl(), "port": rest.getThreadPoolPort(),
+            "name": rest.getThreadPoolName(), "url": rest.getFullURLRequest()}
 
 @get("/hostile")
 def hostile():
@@ -107,6 +96,9 @@ def ports(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield clients
 
 
+GET = b"GET /rest/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
 def _split(raw: bytes) -> list[bytes]:
     """The answers in ``raw``, each from its status line on."""
     return [b"HTTP/1.1 " + part for part in raw.split(b"HTTP/1.1 ")[1:]]
@@ -114,10 +106,9 @@ def _split(raw: bytes) -> list[bytes]:
 
 def test_close_after_send_ends_the_connection_after_its_answer(service: ServerProcess) -> None:
     port = service.ports["HTTP_REST"]
-    get = b"GET /rest/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     # two requests pipelined: the first asks to close, the second is never answered; the
     # socket ends (exchange reads until the server closes, or fails on its timeout)
-    answers = _split(exchange(port, get % b"close" + get % b"hello"))
+    answers = _split(exchange(port, GET % b"close" + GET % b"hello"))
     assert len(answers) == 1, answers
     head, _, body = answers[0].partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 ")
@@ -125,7 +116,7 @@ def test_close_after_send_ends_the_connection_after_its_answer(service: ServerPr
     assert body == b'{"closing":true}'
     # the control: without it, both are answered on the one connection
     last = b"GET /rest/hello HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    answers = _split(exchange(port, get % b"hello" + last))
+    answers = _split(exchange(port, GET % b"hello" + last))
     assert len(answers) == 2, answers
     assert b"connection:" not in answers[0].lower()
 
@@ -144,15 +135,14 @@ def test_close_after_send_on_an_http10_keep_alive_connection(service: ServerProc
 
 def test_close_after_send_holds_for_the_error_answer_and_a_stream(service: ServerProcess) -> None:
     port = service.ports["HTTP_REST"]
-    get = b"GET /rest/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-    answers = _split(exchange(port, get % b"close/boom" + get % b"hello"))
+    answers = _split(exchange(port, GET % b"close/boom" + GET % b"hello"))
     assert len(answers) == 1, answers
     assert answers[0].startswith(b"HTTP/1.1 500 ")
     assert b"\r\nconnection: close" in answers[0].lower()
     assert answers[0].endswith(
         b'{"code":500,"detailedMessage":"","message":"Internal Server Error"}'
     )
-    answers = _split(exchange(port, get % b"close/stream" + get % b"hello"))
+    answers = _split(exchange(port, GET % b"close/stream" + GET % b"hello"))
     assert len(answers) == 1, answers
     head, _, body = answers[0].partition(b"\r\n\r\n")
     assert b"\r\nconnection: close" in head.lower()

@@ -34,42 +34,31 @@ import asyncio
 
 from fwrest import get, post, rest
 
-
 def facts():
     return {
-        "ip": rest.getClientIP(),
-        "url": rest.getFullURLRequest(),
-        "id": rest.getRequestId(),
-        "id_again": rest.getRequestId(),
-        "scopes": rest.getAuthScopes(),
+        "ip": rest.getClientIP(), "url": rest.getFullURLRequest(), "id": rest.getRequestId(),
+        "id_again": rest.getRequestId(), "scopes": rest.getAuthScopes(),
         "pool": {
-            "name": rest.getThreadPoolName(),
-            "min": rest.getThreadPoolMinThreads(),
-            "max": rest.getThreadPoolMaxThreads(),
-            "accept": rest.getThreadPoolAcceptTimeout(),
+            "name": rest.getThreadPoolName(), "min": rest.getThreadPoolMinThreads(),
+            "max": rest.getThreadPoolMaxThreads(), "accept": rest.getThreadPoolAcceptTimeout(),
             "inactive": rest.getThreadPoolInactiveTimeout(),
-            "active": rest.getThreadPoolActiveTimeout(),
-            "port": rest.getThreadPoolPort(),
+            "active": rest.getThreadPoolActiveTimeout(), "port": rest.getThreadPoolPort(),
             "ssl": rest.getThreadPoolSsl(),
         },
     }
 
-
 @get("/facts")
 def sync_facts():
     return facts()
-
 
 @get("/afacts")
 async def async_facts():
     await asyncio.sleep(0)
     return facts()
 
-
 @get("/named/:name")
 def named(name):
     return {"url": rest.getFullURLRequest(), "path": rest.getPathRequest()}
-
 
 @get("/headers/update")
 def update_headers():
@@ -80,7 +69,6 @@ def update_headers():
     rest.updateKeyHeaderResponse("Content-Type", "application/problem+json")
     return {"replaced": replaced, "added": added}
 
-
 @get("/headers/delete")
 def delete_headers():
     rest.setKeyHeaderResponse("X-Gone", "1")
@@ -90,7 +78,6 @@ def delete_headers():
     absent = rest.deleteKeyHeaderResponse("X-Never-Set")
     return {"deleted": deleted, "absent": absent}
 
-
 @get("/headers/reset")
 def reset_headers():
     rest.setKeyHeaderResponse("X-A", "1")
@@ -99,12 +86,10 @@ def reset_headers():
     rest.setKeyHeaderResponse("X-After", "3")
     rest.setResponse("a,b")
 
-
 @get("/headers/reset-nothing")
 async def reset_nothing():
     rest.resetKeyHeaderResponse()
     return {"ok": True}
-
 
 @get("/body/reset")
 def reset_body():
@@ -113,13 +98,11 @@ def reset_body():
     rest.resetResponse()
     rest.setResponse("kept")
 
-
 @get("/body/reset-fault")
 def reset_fault():
     rest.setFault("dropped")
     rest.resetResponse()
     rest.setResponse("after the reset")
-
 
 HOSTILE = {
     "crlf-value": ("X-Before", "a\\r\\nSet-Cookie: evil=1"),
@@ -132,7 +115,6 @@ HOSTILE = {
     "colon-name": ("X-A:", "v"),
 }
 
-
 @get("/hostile/update/:case")
 def hostile_update(case):
     rest.setKeyHeaderResponse("X-Before", "1")
@@ -140,30 +122,25 @@ def hostile_update(case):
     rest.updateKeyHeaderResponse(name, value)
     return {"reached": True}
 
-
 @get("/hostile/delete/:case")
 async def hostile_delete(case):
     rest.setKeyHeaderResponse("X-Before", "1")
     rest.deleteKeyHeaderResponse(HOSTILE[case][0])
     return {"reached": True}
 
-
 @get("/close")
 def close():
     rest.setCloseAfterSend()
     return {"closing": True}
 
-
 @get("/fault/plain")
 def fault_plain():
     rest.setFault("the ledger is locked")
-
 
 @get("/fault/status/:status")
 def fault_status(status):
     rest.setStatusCode(int(status))
     rest.setFault("status " + status)
-
 
 @get("/fault/after-responses")
 def fault_after_responses():
@@ -172,23 +149,19 @@ def fault_after_responses():
     rest.setResponse(b"bytes")
     rest.setFault("gave up")
 
-
 @get("/fault/typed")
 def fault_typed():
     rest.setKeyHeaderResponse("Content-Type", "text/plain")
     rest.setKeyHeaderResponse("X-Kept", "kept")
     rest.setFault('say "hi" \\u00e9\\u20ac')
 
-
 @get("/fault/async")
 async def fault_async():
     rest.setStatusCode(503)
     rest.setFault("try later")
 
-
 def check(user, password):
     return user == "ann" and password == "Ann-Pw-5150"
-
 
 def oauth_params():
     return {
@@ -201,32 +174,15 @@ def oauth_params():
 
 
 def _config(folder: Path, certs: dict[str, Path]) -> Path:
+    basic = {"scheme": "basic", "OnAuth": f"{MODULE}.check", "maxFailures": 1000}
     servers = {
-        "OPEN": {
-            "HostName": "127.0.0.1",
-            "Port": PORT,
-            "Locations": "ROOT, OTHER",
-            "AllowedHosts": "api.example.com",
-        },
-        "BASIC": local_port(
-            FwData={
-                "Authorization": {
-                    "scheme": "basic",
-                    "OnAuth": f"{MODULE}.check",
-                    "maxFailures": 1000,
-                }
-            }
-        ),
+        "OPEN": local_port(Port=PORT, Locations="ROOT, OTHER", AllowedHosts="api.example.com"),
+        "BASIC": local_port(FwData={"Authorization": basic}),
         "OAUTH": oauth_section(certs, onAuthparams=f"{MODULE}.oauth_params"),
     }
+    pool = {"MinThreads": 2, "MaxThreads": 6, "AcceptTimeout": 4000, "InactiveTimeout": 45000}
     extra = {
-        "POOL": {
-            "MinThreads": 2,
-            "MaxThreads": 6,
-            "AcceptTimeout": 4000,
-            "InactiveTimeout": 45000,
-            "ActiveTimeout": 20000,
-        },
+        "POOL": {**pool, "ActiveTimeout": 20000},
         "OTHER": {"Path": "/other", "ThreadPool": "SIDE_POOL"},
         "SIDE_POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 3},
     }
@@ -393,30 +349,17 @@ def test_reset_of_the_response_drops_what_set_response_gathered(client: Client) 
     assert r.text == "after the reset"
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        "crlf-value",
-        "lf-value",
-        "nul-value",
-        "crlf-name",
-        "empty-name",
-        "non-ascii-name",
-        "space-name",
-        "colon-name",
-    ],
-)
+BAD_NAMES = ["crlf-name", "empty-name", "non-ascii-name", "space-name", "colon-name"]
+
+
+@pytest.mark.parametrize("case", ["crlf-value", "lf-value", "nul-value", *BAD_NAMES])
 def test_a_hostile_header_update_is_a_500_and_adds_nothing(client: Client, case: str) -> None:
-    r = client.get(f"/rest/hostile/update/{case}")
-    _assert_refused(r)
+    _assert_refused(client.get(f"/rest/hostile/update/{case}"))
 
 
-@pytest.mark.parametrize(
-    "case", ["crlf-name", "empty-name", "non-ascii-name", "space-name", "colon-name"]
-)
+@pytest.mark.parametrize("case", BAD_NAMES)
 def test_a_hostile_header_delete_is_a_500(client: Client, case: str) -> None:
-    r = client.get(f"/rest/hostile/delete/{case}")
-    _assert_refused(r)
+    _assert_refused(client.get(f"/rest/hostile/delete/{case}"))
 
 
 def _assert_refused(r: httpx.Response) -> None:
@@ -446,17 +389,12 @@ def test_auth_scopes_on_open_and_basic_ports_are_empty(client: Client, config: P
     assert got["scopes"] == []
 
 
+CLIENT = {"client_id": "web", "client_secret": "Web-Secret-9q"}
+
+
 def _oauth_token(http: Client) -> str:
-    r = http.post(
-        "/rest/fw/oauth2/token",
-        data={
-            "grant_type": "password",
-            "username": "ada",
-            "password": "Ada-Pw-7731",
-            "client_id": "web",
-            "client_secret": "Web-Secret-9q",
-        },
-    )
+    form = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
+    r = http.post("/rest/fw/oauth2/token", data={**form, **CLIENT})
     assert r.status_code == 200, r.text
     return str(r.json()["access_token"])
 
@@ -472,16 +410,8 @@ def test_auth_scopes_of_an_access_token(config: Path) -> None:
 @pytest.mark.parametrize("route", ["facts", "afacts"])
 def test_the_pool_getters_give_the_locations_pool(client: Client, route: str) -> None:
     got: dict[str, Any] = client.get(f"/rest/{route}").json()["pool"]
-    assert got == {
-        "name": "POOL",
-        "min": 2,
-        "max": 6,
-        "accept": 4000,
-        "inactive": 45000,
-        "active": 20000,
-        "port": PORT,
-        "ssl": False,
-    }
+    limits = {"min": 2, "max": 6, "accept": 4000, "inactive": 45000, "active": 20000}
+    assert got == {"name": "POOL", **limits, "port": PORT, "ssl": False}
     other: dict[str, Any] = client.get(f"/other/{route}").json()["pool"]
     assert other["name"] == "SIDE_POOL"
     assert (other["min"], other["max"], other["active"]) == (1, 3, 0)

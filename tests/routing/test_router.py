@@ -29,81 +29,58 @@ def allow_of(error: HTTPError) -> str:
 
 
 # -- matching --------------------------------------------------------------------------------------
-def test_static_route_matches_with_no_params() -> None:
-    router = make(("GET", "/hello"), ("GET", "/"))
-    match = router.match("GET", "/hello")
+ME_AND_ID = "GET /users/me, DELETE /users/:id"
+BACKTRACK = "GET /a/b/c, GET /a/:x/d, GET /a/:x/:y/e"
+OWN_NAMES = "GET /users/:id, DELETE /users/:uid, GET /users/:user/orders/:oid"
+# (routes, the request, the route matched, its parameters)
+MATCHES: list[tuple[str, str, str, dict[str, str]]] = [
+    ("GET /hello, GET /", "GET /hello", "GET /hello", {}),
+    ("GET /hello, GET /", "GET /", "GET /", {}),
+    ("GET /items/:id", "GET /items/7;x", "GET /items/:id", {"id": "7;x"}),
+    # a static segment wins over a parameter, deep in the trie too
+    ("GET /users/:id, GET /users/me", "GET /users/me", "GET /users/me", {}),
+    ("GET /users/:id, GET /users/me", "GET /users/42", "GET /users/:id", {"id": "42"}),
+    ("GET /a/:x/c, GET /a/b/:y", "GET /a/b/c", "GET /a/b/:y", {"y": "c"}),
+    ("GET /a/:x/c, GET /a/b/:y", "GET /a/z/c", "GET /a/:x/c", {"x": "z"}),
+    # backtracking from a static branch that leads nowhere
+    (BACKTRACK, "GET /a/b/d", "GET /a/:x/d", {"x": "b"}),
+    (BACKTRACK, "GET /a/b/c/e", "GET /a/:x/:y/e", {"x": "b", "y": "c"}),
+    (BACKTRACK, "GET /a/b/c", "GET /a/b/c", {}),
+    # the first branch binds :a and :b, then fails at "y"; none of it leaks
+    ("GET /p/:a/:b/x, GET /p/:c/q/y", "GET /p/1/q/y", "GET /p/:c/q/y", {"c": "1"}),
+    # each route keeps its own parameter names
+    (OWN_NAMES, "GET /users/5", "GET /users/:id", {"id": "5"}),
+    (OWN_NAMES, "DELETE /users/5", "DELETE /users/:uid", {"uid": "5"}),
+    (OWN_NAMES, "GET /users/5/orders/9", "GET /users/:user/orders/:oid", {"user": "5", "oid": "9"}),
+    # a method found on a param route beside a static one
+    (ME_AND_ID, "DELETE /users/me", "DELETE /users/:id", {"id": "me"}),
+    (ME_AND_ID, "GET /users/me", "GET /users/me", {}),
+    # /u/1/x is a path of both routes; each method reaches the route that has it
+    ("DELETE /u/:id/x, GET /u/:a/:b", "DELETE /u/1/x", "DELETE /u/:id/x", {"id": "1"}),
+    ("DELETE /u/:id/x, GET /u/:a/:b", "GET /u/1/x", "GET /u/:a/:b", {"a": "1", "b": "x"}),
+    ("GET /Hello", "GET /Hello", "GET /Hello", {}),
+    # HEAD follows GET
+    ("GET /hello, GET /items/:id", "HEAD /hello", "GET /hello", {}),
+    ("GET /hello, GET /items/:id", "HEAD /items/3", "GET /items/:id", {"id": "3"}),
+]
+
+
+def table(routes: str) -> Router[str]:
+    """:func:`make` of ``routes`` written ``"GET /a, POST /b"``."""
+    return make(*(tuple(route.split(" ")) for route in routes.split(", ")))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("routes", "request_", "route", "params"), MATCHES)
+def test_a_path_matches_its_route_and_binds_its_parameters(
+    routes: str, request_: str, route: str, params: dict[str, str]
+) -> None:
+    match = table(routes).match(*request_.split(" "))
     assert isinstance(match, Match)
-    assert (match.payload, match.params, match.pattern) == ("GET /hello", {}, "/hello")
-    assert router.match("GET", "/").payload == "GET /"
-
-
-def test_param_route_binds_its_value() -> None:
-    router = make(("GET", "/items/:id"))
-    match = router.match("GET", "/items/7;x")
-    assert match.payload == "GET /items/:id"
-    assert match.params == {"id": "7;x"}
-    assert match.pattern == "/items/:id"
-
-
-def test_static_segment_wins_over_a_param() -> None:
-    router = make(("GET", "/users/:id"), ("GET", "/users/me"))
-    assert router.match("GET", "/users/me").payload == "GET /users/me"
-    other = router.match("GET", "/users/42")
-    assert (other.payload, other.params) == ("GET /users/:id", {"id": "42"})
-
-
-def test_static_segment_deep_in_the_trie_wins_over_a_param() -> None:
-    router = make(("GET", "/a/:x/c"), ("GET", "/a/b/:y"))
-    assert router.match("GET", "/a/b/c").payload == "GET /a/b/:y"
-    assert router.match("GET", "/a/b/c").params == {"y": "c"}
-    assert router.match("GET", "/a/z/c").params == {"x": "z"}
-
-
-def test_backtracks_from_a_static_branch_that_leads_nowhere() -> None:
-    router = make(("GET", "/a/b/c"), ("GET", "/a/:x/d"), ("GET", "/a/:x/:y/e"))
-    match = router.match("GET", "/a/b/d")
-    assert (match.payload, match.params) == ("GET /a/:x/d", {"x": "b"})
-    deep = router.match("GET", "/a/b/c/e")
-    assert (deep.payload, deep.params) == ("GET /a/:x/:y/e", {"x": "b", "y": "c"})
-    assert router.match("GET", "/a/b/c").payload == "GET /a/b/c"
-
-
-def test_backtracking_drops_values_of_abandoned_branches() -> None:
-    router = make(("GET", "/p/:a/:b/x"), ("GET", "/p/:c/q/y"))
-    match = router.match("GET", "/p/1/q/y")
-    # the first branch bound :a and :b, then failed at "y"; none of it leaks
-    assert (match.payload, match.params) == ("GET /p/:c/q/y", {"c": "1"})
-
-
-def test_each_route_keeps_its_own_parameter_names() -> None:
-    router = make(
-        ("GET", "/users/:id"),
-        ("DELETE", "/users/:uid"),
-        ("GET", "/users/:user/orders/:oid"),
-    )
-    assert router.match("GET", "/users/5").params == {"id": "5"}
-    assert router.match("DELETE", "/users/5").params == {"uid": "5"}
-    assert router.match("GET", "/users/5/orders/9").params == {"user": "5", "oid": "9"}
-
-
-def test_method_found_on_a_param_route_beside_a_static_one() -> None:
-    router = make(("GET", "/users/me"), ("DELETE", "/users/:id"))
-    assert router.match("DELETE", "/users/me").payload == "DELETE /users/:id"
-    assert router.match("GET", "/users/me").payload == "GET /users/me"
-
-
-def test_method_found_on_another_param_branch() -> None:
-    """``/u/1/x`` is a path of both routes; each method reaches the route that has it."""
-    router = make(("DELETE", "/u/:id/x"), ("GET", "/u/:a/:b"))
-    assert router.match("DELETE", "/u/1/x").params == {"id": "1"}
-    match = router.match("GET", "/u/1/x")
-    assert (match.payload, match.params) == ("GET /u/:a/:b", {"a": "1", "b": "x"})
+    assert (match.payload, match.params, match.pattern) == (route, params, route.split(" ")[1])
 
 
 def test_paths_are_case_sensitive() -> None:
-    router = make(("GET", "/Hello"))
-    assert router.match("GET", "/Hello").payload == "GET /Hello"
-    assert status_of(router, "GET", "/hello").status == 404
+    assert status_of(make(("GET", "/Hello")), "GET", "/hello").status == 404
 
 
 # -- 404 and 405 -----------------------------------------------------------------------------------
@@ -115,40 +92,24 @@ def test_unknown_path_is_404() -> None:
         assert error.body() == b'{"code":404,"detailedMessage":"","message":"Not Found"}'
 
 
-def test_wrong_method_is_405_with_allow_including_head_for_get_and_options() -> None:
-    router = make(("GET", "/hello"), ("POST", "/hello"))
-    error = status_of(router, "DELETE", "/hello")
+# (routes, method, path, Allow): HEAD and OPTIONS where GET is, OPTIONS always
+NOT_ALLOWED = [
+    ("GET /hello, POST /hello", "DELETE /hello", "GET, HEAD, OPTIONS, POST"),
+    ("GET /items/:id, PUT /items/:id", "POST /items/3", "GET, HEAD, OPTIONS, PUT"),
+    ("POST /echo", "GET /echo", "OPTIONS, POST"),
+    ("POST /echo", "HEAD /echo", "OPTIONS, POST"),  # no GET, no HEAD
+    (ME_AND_ID, "PUT /users/me", "DELETE, GET, HEAD, OPTIONS"),  # every method of the path
+]
+
+
+@pytest.mark.parametrize(("routes", "request_", "allow"), NOT_ALLOWED)
+def test_wrong_method_is_405_with_the_paths_methods_in_allow(
+    routes: str, request_: str, allow: str
+) -> None:
+    error = status_of(table(routes), *request_.split(" "))
     assert error.status == 405
-    assert allow_of(error) == "GET, HEAD, OPTIONS, POST"
+    assert allow_of(error) == allow
     assert error.body() == b'{"code":405,"detailedMessage":"","message":"Method Not Allowed"}'
-
-
-def test_405_on_a_param_route() -> None:
-    router = make(("GET", "/items/:id"), ("PUT", "/items/:id"))
-    error = status_of(router, "POST", "/items/3")
-    assert error.status == 405
-    assert allow_of(error) == "GET, HEAD, OPTIONS, PUT"
-
-
-def test_405_allow_without_get_has_no_head() -> None:
-    router = make(("POST", "/echo"))
-    error = status_of(router, "GET", "/echo")
-    assert allow_of(error) == "OPTIONS, POST"
-    assert status_of(router, "HEAD", "/echo").status == 405
-
-
-def test_allow_names_every_method_the_path_answers() -> None:
-    router = make(("GET", "/users/me"), ("DELETE", "/users/:id"))
-    error = status_of(router, "PUT", "/users/me")
-    assert error.status == 405
-    assert allow_of(error) == "DELETE, GET, HEAD, OPTIONS"
-
-
-def test_head_follows_get() -> None:
-    router = make(("GET", "/hello"), ("GET", "/items/:id"))
-    assert router.match("HEAD", "/hello").payload == "GET /hello"
-    head = router.match("HEAD", "/items/3")
-    assert (head.payload, head.params) == ("GET /items/:id", {"id": "3"})
 
 
 # -- registration ----------------------------------------------------------------------------------

@@ -13,12 +13,12 @@ import base64
 import select
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, free_port, local_port
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, free_port, local_port, serving
 from tests.server.rawhttp import RawConnection, request_bytes
+from tests.server.support import port_of
 
 APP = (
     APP_SOURCE
@@ -32,31 +32,24 @@ GOOD = [("Authorization", "Basic " + base64.b64encode(b"ada:pw").decode())]
 WRONG = [("Authorization", "Basic " + base64.b64encode(b"ada:nope").decode())]
 EXPECT = [("Expect", "100-continue"), ("Content-Length", "5")]
 BASIC = {"Authorization": {"scheme": "basic", "OnAuth": "app.on_auth", "maxFailures": 1000}}
+PUBLIC = {**BASIC, "NativeRoutes": {"public": ["healthcheck/ok"]}}
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    tmp: Path = tmp_path_factory.mktemp("admission")
-    servers = {
-        "HTTP_BASIC": local_port(FwData={**BASIC, "NativeRoutes": {"public": ["healthcheck/ok"]}})
-    }
-    monitor = {
-        "Enable": 1,
-        "HostName": "127.0.0.1",
-        "Port": free_port(),
-        "ApiPath": "/api",
-        "FwData": BASIC,
-    }
-    config = free_config(tmp, servers=servers, app=APP, extra={"APP_MONITOR": monitor})
-    proc = ServerProcess(config).wait_ready()
-    proc.ports["APP_MONITOR"] = monitor["Port"]
-    yield proc
-    proc.stop()
+    """The service; the monitor's port (picked as it starts) is ``ports["APP_MONITOR"]``."""
+    monitor = {"Enable": 1, "HostName": "127.0.0.1", "Port": free_port(), "ApiPath": "/api"}
+    servers = {"HTTP_BASIC": local_port(FwData=PUBLIC)}
+    extra = {"APP_MONITOR": {**monitor, "FwData": BASIC}}
+    config = free_config(
+        tmp_path_factory.mktemp("admission"), servers=servers, app=APP, extra=extra
+    )
+    with serving(config) as proc:
+        proc.ports["APP_MONITOR"] = monitor["Port"]
+        yield proc
 
 
-@pytest.fixture
-def port(server: ServerProcess) -> int:
-    return server.ports["HTTP_BASIC"]
+port = port_of("HTTP_BASIC")
 
 
 def assert_refused_before_the_body(conn: RawConnection, status: int) -> None:

@@ -9,13 +9,12 @@ full URL, and an answer of any status.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port
+from tests.conftest import APP_SOURCE, local_port
 from tests.server.rawhttp import RawConnection, RawResponse, request_bytes
+from tests.server.support import port_of, serve_module
 
 APP = (
     APP_SOURCE
@@ -25,17 +24,14 @@ APP = (
 def headers():
     return dict(rest.getHeaderRequest())
 
-
 @get("/url")
 def url():
     return {"url": rest.getFullURLRequest(), "host": rest.getHeaderRequest().get("host")}
-
 
 @get("/status/:n")
 def status(n):
     rest.setStatusCode(int(n))
     return "s"
-
 
 def on_auth(user, password):
     return user == "ada" and password == "pw"
@@ -46,23 +42,10 @@ BASIC = {"Authorization": {"scheme": "basic", "OnAuth": "app.on_auth", "maxFailu
 SERVER_ALLOW = "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    tmp: Path = tmp_path_factory.mktemp("conformance")
-    servers = {"HTTP_OPEN": local_port(), "HTTP_BASIC": local_port(FwData=BASIC)}
-    proc = ServerProcess(free_config(tmp, servers=servers, app=APP)).wait_ready()
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-def port(server: ServerProcess) -> int:
-    return server.ports["HTTP_OPEN"]
-
-
-@pytest.fixture
-def basic_port(server: ServerProcess) -> int:
-    return server.ports["HTTP_BASIC"]
+SERVERS = {"HTTP_OPEN": local_port(), "HTTP_BASIC": local_port(FwData=BASIC)}
+server = serve_module("conformance", servers=SERVERS, app=APP)
+port = port_of("HTTP_OPEN")
+basic_port = port_of("HTTP_BASIC", "basic_port")
 
 
 def raw_request(port: int, data: bytes) -> tuple[RawResponse, bool]:

@@ -37,19 +37,8 @@ from tests.server.rawhttp import RawConnection, request_bytes
 
 READING = (State.IDLE, State.HEAD, State.BODY, State.DONE)
 ANSWERING = (State.READY, State.ADMITTING, State.HANDLING, State.STREAMING)
-READING_EVENTS = (
-    Event.MESSAGE_BEGIN,
-    Event.HEAD_COMPLETE,
-    Event.MESSAGE_COMPLETE,
-    Event.READ_ON,
-)
-ANSWERING_EVENTS = (
-    Event.ADMIT,
-    Event.ADMITTED,
-    Event.HANDLE,
-    Event.STREAM,
-    Event.ANSWERED,
-)
+READING_EVENTS = (Event.MESSAGE_BEGIN, Event.HEAD_COMPLETE, Event.MESSAGE_COMPLETE, Event.READ_ON)
+ANSWERING_EVENTS = (Event.ADMIT, Event.ADMITTED, Event.HANDLE, Event.STREAM, Event.ANSWERED)
 
 
 def reachable(start: State) -> set[State]:
@@ -196,9 +185,7 @@ def test_the_header_deadline_fires_while_the_head_is_read(port: int) -> None:
 def test_the_header_deadline_does_not_fire_while_the_body_is_read(port: int) -> None:
     body = b'{"a": 1}'
     with RawConnection(port) as conn:
-        head = request_bytes(
-            "POST", "/rest/echo", [("Content-Type", "application/json")], body=body
-        )
+        head = request_bytes("POST", "/rest/echo", [("Content-Type", "application/json")], body)
         conn.send(head[: -len(body)])
         time.sleep(HEADER_MS / 1000 * 1.5)  # past HeaderTimeout, within BodyTimeout
         conn.send(body)

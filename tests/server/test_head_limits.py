@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import select
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import ServerProcess, free_config, local_port
-from tests.server.rawhttp import HANG_GUARD, RawConnection, RawResponse, request_bytes
+from tests.conftest import local_port
+from tests.server.rawhttp import HANG_GUARD, RawConnection, request_bytes
+from tests.server.support import assert_hello, port_of, serve_module
 
 HEADER_LIMIT = 16384  # the default MaxHeaderSize
 HEADER_DEADLINE_MS = 1500
@@ -40,22 +39,9 @@ SERVERS = {
 }
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    tmp: Path = tmp_path_factory.mktemp("head_limits")
-    proc = ServerProcess(free_config(tmp, servers=SERVERS)).wait_ready()
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-def port(server: ServerProcess) -> int:
-    return server.ports["HTTP_REST"]
-
-
-@pytest.fixture
-def slow_port(server: ServerProcess) -> int:
-    return server.ports["HTTP_SLOW"]
+server = serve_module("head_limits", servers=SERVERS)
+port = port_of("HTTP_REST")
+slow_port = port_of("HTTP_SLOW", "slow_port")
 
 
 def assert_431_and_closed(conn: RawConnection) -> None:
@@ -64,11 +50,6 @@ def assert_431_and_closed(conn: RawConnection) -> None:
     assert response.json()["code"] == 431
     assert response.header("connection") == "close", response.head
     assert conn.closed_by_server(), f"connection left open; then got {conn.buffer[:200]!r}"
-
-
-def assert_hello(response: RawResponse) -> None:
-    assert response.status_line == "HTTP/1.1 200 OK", response.head
-    assert response.json()["hello"] == "world"
 
 
 # -- the head limit counts whitespace, whichever read completes the head ------------------------

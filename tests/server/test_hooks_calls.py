@@ -26,7 +26,7 @@ import pytest
 
 from fwrest import log
 from fwrest.testing import Client
-from tests.conftest import module_config
+from tests.conftest import local_port, module_config
 
 APP = """
 import asyncio
@@ -39,10 +39,8 @@ from fwrest import Response, get, rest
 SEEN = []  # (hook, thread name) as hooks run
 SENT = []  # (the path, the request's x-mark) of each OnSend run
 
-
 def _what(name):
     return rest.getHeaderRequest().get(name, "")
-
 
 def _send():
     what = _what("x-send")
@@ -60,19 +58,6 @@ def _send():
     elif what == "badheader":
         rest.setKeyHeaderResponse("X-Bad", "a\\r\\nSet-Cookie: x=1")
     return "nonsense the answer ignores"
-
-
-def send_def():
-    if _what("x-send") == "hang":
-        time.sleep(2)
-    _send()
-
-
-async def send_async():
-    if _what("x-send") == "hang":
-        await asyncio.sleep(2)
-    _send()
-
 
 def _error(exc):
     what = _what("x-error")
@@ -96,19 +81,6 @@ def _error(exc):
         return Response({"busy": True}, status=503)
     return {"error": type(exc).__name__, "thread": threading.current_thread().name}
 
-
-def error_def(exc):
-    if _what("x-error") == "hang":
-        time.sleep(2)
-    return _error(exc)
-
-
-async def error_async(exc):
-    if _what("x-error") == "hang":
-        await asyncio.sleep(2)
-    return _error(exc)
-
-
 def _select():
     what = _what("x-select")
     if what == "raise":
@@ -116,64 +88,52 @@ def _select():
     if what == "exit":
         sys.exit(5)
     if what == "sees":
-        SEEN.append(
-            (rest.getMethodRequest(), rest.getPathRequest(), _what("x-probe"), rest.getClientIP())
-        )
+        SEEN.append((rest.getMethodRequest(), rest.getPathRequest(), _what("x-probe"), rest.getClientIP()))
     if what.startswith("pool:"):
         return what[5:]
-    return {
-        "busy": -2,
-        "drop": -3,
-        "true": True,
-        "minus1": -1,
-        "float": -2.0,
-        "list": ["PDEF"],
-    }.get(what)
+    return {"busy": -2, "drop": -3, "true": True, "minus1": -1, "float": -2.0, "list": ["PDEF"]}.get(what)
 
-
-def select_def():
-    if _what("x-select") == "hang":
+"""
+# each hook twice, a def and an async def (hanging in its own way): send_def, send_async, ...
+HOOK = """
+def {kind}_def({arg}):
+    if _what("x-{kind}") == "hang":
         time.sleep(2)
-    return _select()
+    return _{kind}({arg})
 
-
-async def select_async():
-    if _what("x-select") == "hang":
+async def {kind}_async({arg}):
+    if _what("x-{kind}") == "hang":
         await asyncio.sleep(2)
-    return _select()
-
-
+    return _{kind}({arg})
+"""
+HOOKS = [("send", ""), ("error", "exc"), ("select", "")]
+APP += "".join(HOOK.format(kind=kind, arg=arg) for kind, arg in HOOKS)
+APP += """
 @get("/hello")
 def hello():
     rest.setKeyHeaderResponse("X-Handler", "def")
     return {"thread": threading.current_thread().name}
 
-
 @get("/pool")
 def pool():
     return [rest.getThreadPoolName(), rest.getThreadPoolMaxThreads(), rest.getThreadPoolActiveTimeout()]
-
 
 @get("/ahello")
 async def ahello():
     return {"thread": threading.current_thread().name}
 
-
 @get("/resp")
 def resp():
     return Response({"r": 1}, status=201, headers={"X-Handler": "1"})
-
 
 @get("/boom")
 def boom():
     rest.setKeyHeaderResponse("X-Handler", "before-the-raise")
     raise ValueError("boom-secret-detail")
 
-
 @get("/aboom")
 async def aboom():
     raise ValueError("aboom-secret-detail")
-
 
 @get("/exit")
 def exits():
@@ -181,39 +141,18 @@ def exits():
 """
 
 SERVERS = {
-    "HTTP_DEF": {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "D, A, P, SD, SA",
-        "OnSelect": "select_def",
-    },
-    "HTTP_ASYNC": {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "D, A, P, SD, SA",
-        "OnSelect": "select_async",
-    },
+    "HTTP_DEF": local_port(Locations="D, A, P, SD, SA", OnSelect="select_def"),
+    "HTTP_ASYNC": local_port(Locations="D, A, P, SD, SA", OnSelect="select_async"),
 }
+HOOKED = {"Environment": "ENV", "MaxThreads": 4, "ActiveTimeout": 500}
 POOLS: dict[str, dict[str, Any]] = {
     "D": {"Path": "/d", "ThreadPool": "PDEF"},
     "A": {"Path": "/a", "ThreadPool": "PASYNC"},
     "P": {"Path": "/p", "ThreadPool": "PLAIN"},
     "SD": {"Path": "/sd", "ThreadPool": "PSDEF"},
     "SA": {"Path": "/sa", "ThreadPool": "PSASYNC"},
-    "PDEF": {
-        "Environment": "ENV",
-        "MaxThreads": 4,
-        "ActiveTimeout": 500,
-        "OnSend": "send_def",
-        "OnError": "error_def",
-    },
-    "PASYNC": {
-        "Environment": "ENV",
-        "MaxThreads": 4,
-        "ActiveTimeout": 500,
-        "OnSend": "send_async",
-        "OnError": "error_async",
-    },
+    "PDEF": {**HOOKED, "OnSend": "send_def", "OnError": "error_def"},
+    "PASYNC": {**HOOKED, "OnSend": "send_async", "OnError": "error_async"},
     "PLAIN": {"Environment": "ENV", "MaxThreads": 2},
     "PSDEF": {"Environment": "ENV", "MaxThreads": 2, "OnSend": "send_def"},
     "PSASYNC": {"Environment": "ENV", "MaxThreads": 2, "OnSend": "send_async"},
@@ -244,6 +183,13 @@ def served(client: Client) -> None:
     """The worker still serves, after whatever the test did."""
     r = client.get("/p/hello")
     assert r.status_code == 200, r.text
+
+
+def hook(loc: str, kind: str) -> str:
+    """The pool of location ``loc`` (``/d`` or ``/a``) and its ``kind`` hook, as the log
+    names them: ``hooks_calls_app.send_def of [PDEF]``."""
+    pool, which = ("PDEF", "def") if loc == "/d" else ("PASYNC", "async")
+    return f"hooks_calls_app.{kind}_{which} of [{pool}]"
 
 
 def assert_standard(r: httpx.Response, status: int = 500) -> None:
@@ -293,11 +239,9 @@ def test_on_send_changes_the_status_of_a_returned_response(client: Client, loc: 
 
 def test_on_send_does_not_run_for_native_routes_nor_other_pools(client: Client) -> None:
     r = client.get("/d/fw/healthcheck")
-    assert r.status_code == 200
-    assert "x-sent" not in r.headers
+    assert r.status_code == 200 and "x-sent" not in r.headers
     r = client.get("/p/hello")
-    assert r.status_code == 200
-    assert "x-sent" not in r.headers
+    assert r.status_code == 200 and "x-sent" not in r.headers
 
 
 @pytest.mark.parametrize("loc", ["/d", "/a"])
@@ -310,12 +254,7 @@ def test_an_on_send_that_fails_is_a_500_logged(
     assert_standard(r)
     assert "x-sent" not in r.headers
     served(client)
-    pool = "PDEF" if loc == "/d" else "PASYNC"
-    name = "send_def" if loc == "/d" else "send_async"
-    text = log_text(service)
-    assert f"GET {loc}{route}: OnSend hooks_calls_app.{name} of [{pool}] raised; answered 500" in (
-        text
-    )
+    assert f"GET {loc}{route}: OnSend {hook(loc, 'send')} raised; answered 500" in log_text(service)
 
 
 @pytest.mark.parametrize("loc", ["/d", "/a"])
@@ -350,14 +289,9 @@ def test_on_error_answers_with_status_500(
     assert "x-handler" not in r.headers  # what the handler set before it raised is dropped
     assert r.headers["x-sent"] == f"{loc}{route}"  # OnSend runs on OnError's answer too
     served(client)
-    pool = "PDEF" if loc == "/d" else "PASYNC"
-    name = "error_def" if loc == "/d" else "error_async"
-    text = log_text(service)
     # the handler's failure is logged as before, and who answers it
-    assert (
-        f"GET {loc}{route}: unhandled exception in the handler; OnError hooks_calls_app.{name} "
-        f"of [{pool}] answers it" in text
-    )
+    line = f"GET {loc}{route}: unhandled exception in the handler; OnError {hook(loc, 'error')}"
+    assert f"{line} answers it" in log_text(service)
 
 
 @pytest.mark.parametrize("loc", ["/d", "/a"])
@@ -391,12 +325,10 @@ def test_an_on_error_that_raises_is_the_standard_500_both_logged(
     r = client.get(f"{loc}{route}", headers={"x-error": "raise"})
     assert_standard(r)
     served(client)
-    pool = "PDEF" if loc == "/d" else "PASYNC"
-    name = "error_def" if loc == "/d" else "error_async"
     text = log_text(service)
     assert f"GET {loc}{route}: unhandled exception in the handler; OnError" in text
     assert f"ValueError: {route[1:]}-secret-detail" in text  # the handler's
-    assert f"GET {loc}{route}: OnError hooks_calls_app.{name} of [{pool}] raised" in text
+    assert f"GET {loc}{route}: OnError {hook(loc, 'error')} raised" in text
     assert "KeyError: 'error-secret-detail'" in text  # OnError's own
 
 
@@ -414,10 +346,8 @@ def test_an_on_error_returning_nonsense_is_the_standard_500(
 def test_an_on_error_that_hangs_is_bounded_by_active_timeout(client: Client, loc: str) -> None:
     started = time.monotonic()
     r = client.get(f"{loc}/boom", headers={"x-error": "hang"})
-    print(
-        f"OnError hanging 2 s, ActiveTimeout=500 ms: {r.status_code} after "
-        f"{time.monotonic() - started:.3f} s"
-    )
+    took = time.monotonic() - started
+    print(f"OnError hanging 2 s, ActiveTimeout=500 ms: {r.status_code} after {took:.3f} s")
     assert r.status_code == 503
     served(client)
 

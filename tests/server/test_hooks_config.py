@@ -14,26 +14,20 @@ from tests.conftest import free_config, run_cli
 APP = """
 from fwrest import get
 
-
 def boot():
     pass
-
 
 def stamp(extra=None):  # more parameters are fine with defaults
     pass
 
-
 def recover(exc):
     return None
-
 
 def choose():
     return None
 
-
 def needs_two(a, b):
     pass
-
 
 @get("/hello")
 def hello():

@@ -24,16 +24,13 @@ EVENTS = []
 a_running = threading.Event()
 b_arrived = threading.Event()
 
-
 async def select():
     if rest.getPathRequest().endswith("/b"):
         b_arrived.set()  # B's job is queued before the loop turns again
 
-
 def send():
     if rest.getPathRequest() in ("/rest/a", "/rest/b"):
         EVENTS.append("send " + rest.getPathRequest()[-1])
-
 
 @get("/a")
 def a():
@@ -41,25 +38,19 @@ def a():
     assert b_arrived.wait(10)
     EVENTS.append("handler a")
 
-
 @get("/b")
 def b():
     EVENTS.append("handler b")
-
 
 @get("/events")
 async def events():
     return EVENTS
 """
-    config = module_config(
-        tmp_path,
-        "hooks_one_job_app",
-        app=app,
-        extra={
-            "HTTP_REST": {"OnSelect": "select"},
-            "POOL": {"MinThreads": 1, "MaxThreads": 1, "OnSend": "send"},
-        },
-    )
+    extra = {
+        "HTTP_REST": {"OnSelect": "select"},
+        "POOL": {"MinThreads": 1, "MaxThreads": 1, "OnSend": "send"},
+    }
+    config = module_config(tmp_path, "hooks_one_job_app", app=app, extra=extra)
     with Client(config) as client, ThreadPoolExecutor(1) as ex:
         import hooks_one_job_app as mod  # type: ignore[import-not-found]
 
@@ -76,31 +67,20 @@ from fwrest import get
 
 CALLS = []
 
-
 def check(user, password):
     return (user, password) == ("ada", "Ada-Pw-1")
-
 
 def select():
     CALLS.append(1)
     return -2
 
-
 @get("/hello")
 def hello():
     return {}
 """
-    config = module_config(
-        tmp_path,
-        "hooks_select_auth_app",
-        app=app,
-        extra={
-            "HTTP_REST": {
-                "OnSelect": "select",
-                "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "check"}},
-            }
-        },
-    )
+    basic = {"Authorization": {"scheme": "basic", "OnAuth": "check"}}
+    extra = {"HTTP_REST": {"OnSelect": "select", "FwData": basic}}
+    config = module_config(tmp_path, "hooks_select_auth_app", app=app, extra=extra)
     with Client(config) as client:
         import hooks_select_auth_app as mod  # type: ignore[import-not-found]
 

@@ -24,7 +24,6 @@ import sys
 
 from fwrest import get, rest
 
-
 def _choice():
     path = rest.getPathRequest()
     if path.endswith("/drop"):
@@ -35,43 +34,34 @@ def _choice():
         sys.exit(7)
     return None
 
-
 def select_def():
     return _choice()
 
-
 async def select_async():
     return _choice()
-
 
 def send():
     if rest.getPathRequest().endswith("/send-exit"):
         raise SystemExit(8)
 
-
 async def on_error(exc):
     raise SystemExit(9)
-
 
 @get("/pid")
 def pid():
     return {"pid": os.getpid()}
 
-
 @get("/drop")
 def drop():
     return {"never": "sent"}
-
 
 @get("/busy")
 def busy():
     return {"never": "sent"}
 
-
 @get("/send-exit")
 def send_exit():
     return {}
-
 
 @get("/boom")
 def boom():
@@ -83,16 +73,11 @@ def boom():
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    folder = tmp_path_factory.mktemp("hooks-wire")
-    config = free_config(
-        folder,
-        app=APP,
-        extra={
-            "HTTP_REST": {"OnSelect": request.param},
-            "POOL": {"OnSend": "send", "OnError": "on_error"},
-        },
-    )
-    with serving(config) as proc:
+    hooks = {
+        "HTTP_REST": {"OnSelect": request.param},
+        "POOL": {"OnSend": "send", "OnError": "on_error"},
+    }
+    with serving(free_config(tmp_path_factory.mktemp("hooks-wire"), app=APP, extra=hooks)) as proc:
         yield proc
 
 

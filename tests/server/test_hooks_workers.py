@@ -20,6 +20,7 @@ from fwrest import ConfigError
 from tests.conftest import (
     ServerProcess,
     free_config,
+    local_port,
     module_config,
     wait_for,
     wait_ready_workers,
@@ -35,45 +36,36 @@ from fwrest import get
 
 STARTED = {}
 
-
 def _mark(what):
     with open(os.environ["HOOK_MARKS"], "a") as fh:
         fh.write(f"{what} {os.getpid()} {threading.current_thread().name}\\n")
-
 
 def start_def():
     time.sleep(0.3)  # a slow start: no request may come before it ends
     _mark("start-def")
     STARTED["def"] = True
 
-
 async def start_async():
     await asyncio.sleep(0.3)
     _mark("start-async")
     STARTED["async"] = True
 
-
 def stop_def():
     _mark("stop-def")
     raise RuntimeError("an OnStop that fails does not stop the others")
 
-
 async def stop_async():
     _mark("stop-async")
-
 
 def start_fails():
     raise RuntimeError("no database")
 
-
 async def start_fails_async():
     raise RuntimeError("no database")
-
 
 def stop_hangs():
     _mark("stop-hang")
     time.sleep(60)
-
 
 async def stop_stubborn():
     _mark("stop-hang")
@@ -83,11 +75,9 @@ async def stop_stubborn():
         except asyncio.CancelledError:
             pass  # a hook that swallows its cancellation
 
-
 @get("/started")
 def started():
     return {"pid": os.getpid(), **STARTED}
-
 
 @get("/slow")
 def slow():
@@ -99,27 +89,20 @@ def slow():
 
 
 def config(tmp_path: Path, pool: dict[str, str], apool: dict[str, str] | None = None) -> Path:
-    return free_config(
-        tmp_path,
-        app=APP,
-        servers={"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT, AROOT"}},
-        extra={
-            "HTTPSERVER": {"GracefulTimeout": 5000},
-            "POOL": pool,
-            "AROOT": {"Path": "/arest", "ThreadPool": "APOOL"},
-            "APOOL": {"Environment": "ENV", **(apool or {})},
-        },
-    )
+    extra = {
+        "POOL": pool,
+        "AROOT": {"Path": "/arest", "ThreadPool": "APOOL"},
+        "APOOL": {"Environment": "ENV", **(apool or {})},
+    }
+    servers = {"HTTP_REST": local_port(Locations="ROOT, AROOT")}
+    return free_config(tmp_path, app=APP, servers=servers, extra=extra)
 
 
 def marks(path: Path) -> list[tuple[str, int, str]]:
     if not path.exists():
         return []
-    out = []
-    for line in path.read_text().splitlines():
-        what, pid, thread = line.split(" ", 2)
-        out.append((what, int(pid), thread))
-    return out
+    fields = (line.split(" ", 2) for line in path.read_text().splitlines())
+    return [(what, int(pid), thread) for what, pid, thread in fields]
 
 
 def test_each_worker_runs_on_start_before_serving_and_on_stop_after_its_last_request(
@@ -195,12 +178,8 @@ def test_an_on_start_that_raises_fails_the_service_start(tmp_path: Path, hook: s
 
 
 def test_an_on_start_that_raises_fails_start_in_process(tmp_path: Path) -> None:
-    cfg = module_config(
-        tmp_path,
-        "hooks_start_fails_app",
-        app=APP,
-        extra={"POOL": {"OnStart": "start_fails"}},
-    )
+    extra = {"POOL": {"OnStart": "start_fails"}}
+    cfg = module_config(tmp_path, "hooks_start_fails_app", app=APP, extra=extra)
     with pytest.raises(ConfigError) as caught:
         fwrest.start(cfg)
     message = str(caught.value)
@@ -236,9 +215,7 @@ def test_a_hung_on_stop_keeps_the_worker_at_most_10_s(tmp_path: Path) -> None:
         for server in servers.values():
             server.stop()
     for hook, server in servers.items():
-        print(
-            f"{hook}: the service stopped {took[hook]:.1f} s after SIGTERM, exit code {codes[hook]}"
-        )
+        print(f"{hook}: stopped {took[hook]:.1f} s after SIGTERM, exit code {codes[hook]}")
         assert codes[hook] == 0
         assert any(w == "stop-hang" for w, _, _ in marks(marks_files[hook]))
         assert 9.5 <= took[hook] < 30

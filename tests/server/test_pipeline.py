@@ -29,9 +29,7 @@ def port_app(tmp_path: Path) -> Iterator[tuple[PortApp, asyncio.AbstractEventLoo
     loop = uvloop.new_event_loop()
     plan = build_plan(load_config(free_config(tmp_path)))
     port = plan.ports[0]
-    pools = {
-        loc.pool_name.lower(): ThreadPool(loc.config.thread_pool, loop) for loc in port.locations
-    }
+    pools = {at.pool_name.lower(): ThreadPool(at.config.thread_pool, loop) for at in port.locations}
     try:
         yield PortApp(port, pools), loop
     finally:

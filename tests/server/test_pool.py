@@ -22,7 +22,6 @@ _lock = threading.Lock()
 _running = 0
 _max_seen = 0
 
-
 @get("/track/:ms")
 def track(ms):
     global _running, _max_seen
@@ -36,7 +35,6 @@ def track(ms):
     finally:
         with _lock:
             _running -= 1
-
 
 @get("/stats")
 async def stats():
@@ -86,8 +84,7 @@ def test_accept_timeout_answers_503_server_busy(tmp_path: Path, serve) -> None: 
 
 
 def test_a_queued_request_is_served_when_a_thread_frees_in_time(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server = serve(pool_config(tmp_path, MaxThreads=1, AcceptTimeout=5000))
-    base = server.url()
+    base = serve(pool_config(tmp_path, MaxThreads=1, AcceptTimeout=5000)).url()
     with ThreadPoolExecutor(2) as ex:
         first = ex.submit(httpx.get, f"{base}/track/300", timeout=30)
         wait_running(base, 1)
@@ -112,8 +109,7 @@ def test_active_timeout_answers_503_and_logs(tmp_path: Path, serve) -> None:  # 
 
 
 def test_async_handlers_are_not_limited_by_the_pool(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server = serve(pool_config(tmp_path, MaxThreads=1, AcceptTimeout=200))
-    base = server.url()
+    base = serve(pool_config(tmp_path, MaxThreads=1, AcceptTimeout=200)).url()
 
     def get(path: str) -> httpx.Response:
         return httpx.get(f"{base}{path}", timeout=30)
@@ -128,8 +124,7 @@ def test_async_handlers_are_not_limited_by_the_pool(tmp_path: Path, serve) -> No
 
 
 def test_max_threads_bounds_concurrency(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server = serve(pool_config(tmp_path, MaxThreads=3, AcceptTimeout=20000))
-    base = server.url()
+    base = serve(pool_config(tmp_path, MaxThreads=3, AcceptTimeout=20000)).url()
 
     def get(_: int) -> httpx.Response:
         return httpx.get(f"{base}/track/300", timeout=30)
@@ -149,8 +144,7 @@ def test_max_threads_bounds_concurrency(tmp_path: Path, serve) -> None:  # type:
 
 def test_sync_handler_concurrency_uses_several_threads(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
     # the pool grows from MinThreads=1 when requests queue
-    server = serve(pool_config(tmp_path, MaxThreads=4, AcceptTimeout=20000))
-    base = server.url()
+    base = serve(pool_config(tmp_path, MaxThreads=4, AcceptTimeout=20000)).url()
     with ThreadPoolExecutor(4) as ex:
         futures = [ex.submit(httpx.get, f"{base}/track/400", timeout=30) for _ in range(4)]
         wait_running(base, 4)

@@ -36,29 +36,24 @@ from fwrest import get, rest
 
 app_log = logging.getLogger("request_ids_app")
 
-
 @get("/def-logs")
 def def_logs():
     app_log.warning("inside a def handler")
     return {"id": rest.getRequestId()}
-
 
 @get("/async-logs")
 async def async_logs():
     app_log.warning("inside an async handler")
     return {"id": rest.getRequestId()}
 
-
 @get("/raises")
 def raises():
     raise RuntimeError("no luck")
-
 
 @get("/own-id")
 def own_id():
     rest.setKeyHeaderResponse("X-Request-Id", "handler-chose")
     return {"id": rest.getRequestId()}
-
 
 def on_error(exc):
     app_log.warning("OnError saw %s", type(exc).__name__)
@@ -91,17 +86,12 @@ class Lines(logging.Handler):
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     tmp = tmp_path_factory.mktemp("request_ids")
-    config = module_config(
-        tmp,
-        MODULE,
-        app=APP,
-        extra={
-            "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
-            "HOOKED": {"Path": "/rest/hooked", "ThreadPool": "HOOKPOOL"},
-            "HOOKPOOL": {"Environment": "ENV", "MinThreads": 1, "OnError": "on_error"},
-            "HTTP_REST": {"Locations": "ROOT,HOOKED"},
-        },
-    )
+    extra = {
+        "HOOKED": {"Path": "/rest/hooked", "ThreadPool": "HOOKPOOL"},
+        "HOOKPOOL": {"Environment": "ENV", "MinThreads": 1, "OnError": "on_error"},
+        "HTTP_REST": {"Locations": "ROOT,HOOKED"},
+    }
+    config = module_config(tmp, MODULE, app=APP, extra=extra)
     with Client(config) as http:
         yield http
 
@@ -158,18 +148,15 @@ def debug_level(client: Client) -> Iterator[None]:
         client.post("/rest/fw/rest/config", json={"rest_log_level": None})
 
 
-HOSTILE = pytest.mark.parametrize(
-    "hostile",
-    [
-        b"evil\x01id",
-        b"evil\x1b[31mred",
-        b"A" * 4096,
-        "caf\u00e9-\u2603".encode(),
-        b"two words",
-        b"a=b",
-    ],
-    ids=["control", "escape", "4KiB", "non-ascii", "space", "equals"],
-)
+HOSTILE_IDS = {
+    "control": b"evil\x01id",
+    "escape": b"evil\x1b[31mred",
+    "4KiB": b"A" * 4096,
+    "non-ascii": "caf\u00e9-\u2603".encode(),
+    "space": b"two words",
+    "equals": b"a=b",
+}
+HOSTILE = pytest.mark.parametrize("hostile", list(HOSTILE_IDS.values()), ids=list(HOSTILE_IDS))
 
 
 @HOSTILE
@@ -258,9 +245,8 @@ def test_a_traceback_keeps_the_id_on_its_first_line() -> None:
 
 
 def test_json_lines_redact_as_text_lines_do() -> None:
-    record = logging.LogRecord(
-        "x", logging.INFO, "", 0, "calling %s", ("https://u:pw-123@h/x?token=t1&a=1",), None
-    )
+    url = "https://u:pw-123@h/x?token=t1&a=1"
+    record = logging.LogRecord("x", logging.INFO, "", 0, "calling %s", (url,), None)
     token = log.request_secrets.set(log.secret_forms("s3cret-value"))
     try:
         record2 = logging.LogRecord("x", logging.INFO, "", 0, "got s3cret-value\n", (), None)
@@ -275,9 +261,8 @@ def test_json_lines_redact_as_text_lines_do() -> None:
 
 
 def test_the_log_file_gets_json_lines(tmp_path: Path) -> None:
-    config = module_config(
-        tmp_path, "request_ids_json_app", app=APP, extra={"HTTPSERVER": {"LogFormat": "JSON"}}
-    )
+    json_log = {"HTTPSERVER": {"LogFormat": "JSON"}}
+    config = module_config(tmp_path, "request_ids_json_app", app=APP, extra=json_log)
     with Client(config) as http:
         rid = http.get("/rest/async-logs").headers["x-request-id"]
     lines = (tmp_path / "server.log").read_text().splitlines()
@@ -290,9 +275,8 @@ def test_a_bad_log_format_is_a_config_error(tmp_path: Path) -> None:
     from fwrest.config import load_config
     from fwrest.errors import ConfigError
 
-    config = module_config(
-        tmp_path, "request_ids_bad_app", app=APP, extra={"HTTPSERVER": {"LogFormat": "xml"}}
-    )
+    xml_log = {"HTTPSERVER": {"LogFormat": "xml"}}
+    config = module_config(tmp_path, "request_ids_bad_app", app=APP, extra=xml_log)
     with pytest.raises(ConfigError, match="'xml' is not a log format"):
         load_config(config)
 
@@ -339,11 +323,8 @@ def test_the_engines_own_refusals_carry_an_id_on_the_answer_and_the_log(tmp_path
         text = proc.wait_log(f"request_id={sent[-1][1]}")
     for status, rid in sent:
         assert f" - - {status} protocol error (" in text
-        (line,) = [
-            line
-            for line in text.splitlines()
-            if f"- - {status} protocol error" in line and line.endswith(f" request_id={rid}")
-        ]
+        ours = f"- - {status} protocol error", f" request_id={rid}"
+        (line,) = [ln for ln in text.splitlines() if ours[0] in ln and ln.endswith(ours[1])]
         assert f"port={port}" in line
     slow_lines = [line for line in text.splitlines() if "request_id=slow-1" in line]
     assert any("sent no complete headers within 700 ms" in line for line in slow_lines)

@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, local_port, module_config, wait_for
+from tests.conftest import ServerProcess, module_config, wait_for
 from tests.server.rawhttp import RawConnection, request_bytes
+from tests.server.support import serve_module
 
 APP = """
 import asyncio
@@ -24,48 +25,39 @@ import functools
 
 from fwrest import Response, get, rest
 
-
 @get("/intkeys")
 def intkeys():
     return {1: "a", 2: "b"}
-
 
 @get("/bigint")
 async def bigint():
     return {"n": 2**70, "items": [2**64, -(2**65)]}
 
-
 @get("/bigint-list")
 def bigint_list():
     return [2**70]
 
-
 @get("/notjson")
 def notjson():
     return {"o": object()}
-
 
 @get("/nocontent")
 def nocontent():
     rest.setStatusCode(204)
     return {"x": 1}
 
-
 @get("/notmodified")
 async def notmodified():
     return Response({"x": 1}, status=304, headers={"ETag": '"v1"'})
-
 
 @get("/interim")
 def interim():
     rest.setStatusCode(101)
     return {"x": 1}
 
-
 @get("/setresponse")
 def setresponse():
     rest.setResponse({"a": 1, "b": [True, None]})
-
 
 def logged(func):
     @functools.wraps(func)
@@ -73,24 +65,20 @@ def logged(func):
         return func(*args, **kwargs)
     return wrapper
 
-
 @get("/wrapped/:id")
 @logged
 async def wrapped(id):
     await asyncio.sleep(0)
     return {"id": id, "loop": asyncio.get_running_loop() is not None}
 
-
 @get("/hello")
 def hello():
     return {"hello": "world"}
-
 
 @get("/reflect")
 def reflect():
     # an open redirect's mistake: the Location taken from the query as it is
     return Response(b"", status=302, headers={"Location": rest.getQueryRequest()["to"]})
-
 
 @get("/reflect-rest")
 def reflect_rest():
@@ -98,21 +86,17 @@ def reflect_rest():
     rest.setKeyHeaderResponse("Location", rest.getQueryRequest()["to"])
     return ""
 
-
 @get("/status/:n")
 async def status(n):
     return Response({"n": n}, status=int(n))
-
 
 @get("/status-text/:n")
 def status_text(n):
     return Response("x", status=n)
 
-
 @get("/header-name")
 def header_name():
     return Response(b"x", headers={rest.getQueryRequest()["name"]: "1"})
-
 
 @get("/media")
 def media():
@@ -120,13 +104,7 @@ def media():
 """
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    tmp: Path = tmp_path_factory.mktemp("results")
-    servers = {"HTTP_REST": local_port()}
-    proc = ServerProcess(free_config(tmp, app=APP, servers=servers)).wait_ready()
-    yield proc
-    proc.stop()
+server = serve_module("results", app=APP)
 
 
 @pytest.fixture(scope="module")

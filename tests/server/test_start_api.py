@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -44,32 +45,23 @@ def unique_module(tmp_path: Path) -> tuple[str, Path]:
 
             from fwrest import get, rest
 
-
             @get("/{name}/ping/:n")
             def ping(n):
-                return {{
-                    "n": n,
-                    "module": __name__,
-                    "pid": os.getpid(),
-                    "thread": threading.current_thread().name,
-                    "user_data": rest.getServerUserData(),
-                }}
-
+                return {{"n": n, "module": __name__, "pid": os.getpid(),
+                         "thread": threading.current_thread().name,
+                         "user_data": rest.getServerUserData()}}
 
             @get("/{name}/aping")
             async def aping():
                 return {{"pid": os.getpid()}}
 
-
             RUNNING = []
-
 
             @get("/{name}/slow/:ms")
             def slow(ms):
                 RUNNING.append(ms)
                 time.sleep(int(ms) / 1000)
                 return {{"slept": int(ms)}}
-
 
             @get("/{name}/running")
             async def running():
@@ -102,9 +94,7 @@ def test_start_serves_and_stop_frees_the_port(tmp_path: Path) -> None:
         r = httpx.get(f"{service.urls[0]}/{name}/ping/7", timeout=10)
         assert r.status_code == 200
         body = r.json()
-        assert body["n"] == "7"
-        assert body["module"] == name
-        assert body["user_data"] == {"from": "dict"}
+        assert (body["n"], body["module"], body["user_data"]) == ("7", name, {"from": "dict"})
         assert body["thread"].startswith("fwrest-")
         assert body["pid"] == os.getpid()  # in the calling process
         assert httpx.get(f"{service.urls[0]}/{name}/aping", timeout=10).status_code == 200
@@ -199,35 +189,17 @@ def test_a_port_that_cannot_be_bound_releases_the_others(tmp_path: Path) -> None
 
 
 def test_without_repository_the_programs_endpoints_are_served(tmp_path: Path) -> None:
-    script = tmp_path / "program.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            import json
-            import sys
+    script = program_file(
+        tmp_path,
+        """
+@get("/prog/hello/:who")
+def hello(who):
+    return {"hello": who, "module": __name__}
 
-            import fwrest
-            from fwrest import get, post, rest
-
-
-            @get("/prog/hello/:who")
-            def hello(who):
-                return {"hello": who, "module": __name__}
-
-
-            @post("/prog/echo")
-            async def echo():
-                return {"body": rest.getBodyRequest()}
-
-
-            config = json.loads(sys.argv[1])
-            service = fwrest.start(config)
-            print(json.dumps({"urls": service.urls, "ports": service.ports}), flush=True)
-            sys.stdin.readline()
-            service.stop()
-            print("stopped", flush=True)
-            """
-        )
+@post("/prog/echo")
+async def echo():
+    return {"body": rest.getBodyRequest()}
+""",
     )
     with program(script, config_dict(None)) as info:
         base = info["urls"][0]
@@ -239,15 +211,40 @@ def test_without_repository_the_programs_endpoints_are_served(tmp_path: Path) ->
     assert port_is_free(info["ports"]["HTTP_REST"])
 
 
+STOP_ON_A_LINE = 'sys.stdin.readline()\nservice.stop()\nprint("stopped", flush=True)\n'
+
+
+def program_file(
+    folder: Path,
+    body: str,
+    workers: int | None = None,
+    pid: str = "os.getpid()",
+    end: str = STOP_ON_A_LINE,
+) -> Path:
+    """``folder/program.py``: ``body`` (endpoints of the program), then ``fwrest.start()`` of
+    the config given as its argument, a JSON line of the service's urls, ports and ``pid``,
+    then ``end`` (by default: stop the service when a line arrives on standard input)."""
+    script = folder / "program.py"
+    script.write_text(
+        "import json, os, sys, time\n\nimport fwrest\nfrom fwrest import get, post, rest\n"
+        f"{body}\nservice = fwrest.start(json.loads(sys.argv[1]), workers={workers})\n"
+        f'print(json.dumps({{"urls": service.urls, "ports": service.ports, "pid": {pid}}}), flush=True)\n'
+        + end
+    )
+    return script
+
+
 @contextlib.contextmanager
-def program(script: Path, config: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Run a program that starts a service, prints a JSON line about it, and stops it when a
-    line arrives on its standard input; yields that JSON. It must stop cleanly (exit 0)."""
+def launched(
+    script: Path, config: dict[str, Any], stderr: Any = subprocess.PIPE
+) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
+    """``python SCRIPT CONFIG_JSON`` started, and the JSON line it printed about its service;
+    killed after the block if it still runs."""
     proc = subprocess.Popen(
         [sys.executable, str(script), json.dumps(config)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
         cwd=script.parent,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -256,11 +253,7 @@ def program(script: Path, config: dict[str, Any]) -> Iterator[dict[str, Any]]:
         assert proc.stdout is not None and proc.stdin is not None
         line = proc.stdout.readline()
         assert line, proc.stderr.read() if proc.stderr else ""
-        yield json.loads(line)
-        proc.stdin.write("\n")
-        proc.stdin.flush()
-        assert proc.stdout.readline().strip() == "stopped"
-        assert proc.wait(30) == 0
+        yield proc, json.loads(line)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -270,10 +263,21 @@ def program(script: Path, config: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 stream.close()
 
 
+@contextlib.contextmanager
+def program(script: Path, config: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Run a program that starts a service, prints a JSON line about it, and stops it when a
+    line arrives on its standard input; yields that JSON. It must stop cleanly (exit 0)."""
+    with launched(script, config) as (proc, info):
+        yield info
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "stopped"
+        assert proc.wait(30) == 0
+
+
 def test_start_with_workers_runs_the_supervisor(tmp_path: Path) -> None:
-    config = free_config(tmp_path)
-    service = fwrest.start(config, workers=2)
-    try:
+    with fwrest.start(free_config(tmp_path), workers=2) as service:
         assert service.urls, "no URL reported"
         base = service.urls[0]
         port = int(base.split(":")[2].split("/")[0])
@@ -288,8 +292,6 @@ def test_start_with_workers_runs_the_supervisor(tmp_path: Path) -> None:
         print(f"worker pids seen: {sorted(pids)}")
         assert os.getpid() not in pids  # served by worker processes, not by this one
         assert len(pids) == 2
-    finally:
-        service.stop()
     assert port_is_free(port)
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{base}/hello", timeout=5)
@@ -297,13 +299,10 @@ def test_start_with_workers_runs_the_supervisor(tmp_path: Path) -> None:
 
 def test_start_with_workers_from_a_dict(tmp_path: Path) -> None:
     _, path = unique_module(tmp_path)
-    service = fwrest.start(config_dict(str(path)), workers=1)
-    try:
+    with fwrest.start(config_dict(str(path)), workers=1) as service:
         port = service.ports["HTTP_REST"]
         r = httpx.get(f"http://127.0.0.1:{port}/api/{path.stem}/ping/3", timeout=10)
         assert r.status_code == 200
-    finally:
-        service.stop()
     assert port_is_free(port)
 
 
@@ -324,32 +323,14 @@ def test_start_with_workers_without_repository_serves_the_programs_modules(
 
             from fwrest import get
 
-
             @get("/progmod/who")
             def who():
                 return {"module": __name__, "pid": os.getpid()}
             """
         )
     )
-    script = tmp_path / "program.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            import json
-            import os
-            import sys
-
-            import fwrest
-            import progmod  # noqa: F401  (its endpoints are the program's)
-
-            service = fwrest.start(json.loads(sys.argv[1]), workers=2)
-            print(json.dumps({"urls": service.urls, "pid": os.getpid()}), flush=True)
-            sys.stdin.readline()
-            service.stop()
-            print("stopped", flush=True)
-            """
-        )
-    )
+    # the program imports progmod: its endpoints are the program's
+    script = program_file(tmp_path, "import progmod", workers=2)
     with program(script, config_dict(None)) as info:
         r = httpx.get(f"{info['urls'][0]}/progmod/who", timeout=10)
         assert r.status_code == 200, r.text
@@ -378,16 +359,12 @@ def test_start_given_config_text_names_the_mistake(tmp_path: Path) -> None:
 
 
 def fwrest_handlers() -> list[Any]:
-    import logging
-
     return [h for h in logging.getLogger("fwrest").handlers if getattr(h, "_fwrest", False)]
 
 
 def test_a_failed_start_leaves_no_log_handler_behind(tmp_path: Path) -> None:
     """The port is taken: start() raises, the LogFile it opened is closed again, and its
     rest_log_level is not left in force (the caller's own messages about it would be lost)."""
-    import logging
-
     _, path = unique_module(tmp_path)
     before = fwrest_handlers()
     level = logging.getLogger("fwrest").level
@@ -425,48 +402,21 @@ def test_stopping_one_of_two_services_keeps_the_others_log(tmp_path: Path) -> No
     assert "after-first-stopped" in text
 
 
-END_PROGRAM = textwrap.dedent(
-    """
-    import json
-    import sys
-    import time
-
-    import fwrest
-    from fwrest import get
-
-
-    @get("/prog/slow")
-    def slow():
-        time.sleep(1.0)
-        return {"slow": "done"}
-
-
-    service = fwrest.start(json.loads(sys.argv[1]))
-    print(json.dumps({"urls": service.urls, "ports": service.ports}), flush=True)
-    sys.stdin.readline()
-    print("the program ends without service.stop()", flush=True)
-    """
-)
+SLOW = """
+@get("/prog/slow")
+def slow():
+    time.sleep(1.0)
+    return {"slow": "done"}
+"""
 
 
 def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
     """The service runs on a daemon thread; the program's end must not cut a request in
     flight: the service is stopped gracefully as the program exits."""
-    script = tmp_path / "program.py"
-    script.write_text(END_PROGRAM)
-    proc = subprocess.Popen(
-        [sys.executable, str(script), json.dumps(config_dict(None))],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-    )
-    try:
-        assert proc.stdout is not None and proc.stdin is not None
-        line = proc.stdout.readline()
-        assert line, proc.stderr.read() if proc.stderr else ""
-        info = json.loads(line)
+    end = 'sys.stdin.readline()\nprint("the program ends without service.stop()", flush=True)\n'
+    script = program_file(tmp_path, SLOW, end=end)
+    with launched(script, config_dict(None)) as (proc, info):
+        assert proc.stdin is not None
         with ThreadPoolExecutor(1) as ex:
             slow = ex.submit(httpx.get, f"{info['urls'][0]}/prog/slow", timeout=30)
             time.sleep(0.3)  # the request is in the handler
@@ -479,58 +429,22 @@ def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
         assert result.json() == {"slow": "done"}
         assert proc.returncode == 0
         assert "stopped after 1 request(s)" in err
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert port_is_free(info["ports"]["HTTP_REST"])
-
-
-KILLED_PROGRAM = textwrap.dedent(
-    """
-    import json
-    import sys
-    import time
-
-    import fwrest
-
-    service = fwrest.start(json.loads(sys.argv[1]), workers=1)
-    supervisor = service._process.pid
-    print(json.dumps({"urls": service.urls, "ports": service.ports, "pid": supervisor}), flush=True)
-    time.sleep(120)
-    """
-)
 
 
 def test_start_with_workers_stops_when_the_program_is_killed(tmp_path: Path) -> None:
     """The supervisor of start(workers=N) is a child process: killed, the program cannot stop
     it, so it stops by itself instead of holding the ports for good."""
     _, path = unique_module(tmp_path)
-    script = tmp_path / "program.py"
-    script.write_text(KILLED_PROGRAM)
+    # the pid printed is the supervisor's
+    script = program_file(
+        tmp_path, "", workers=1, pid="service._process.pid", end="time.sleep(120)\n"
+    )
     log = tmp_path / "program.log"  # a file: the supervisor would hold a pipe open
-    with log.open("wb") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, str(script), json.dumps(config_dict(str(path)))],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, log.read_text()
-        info = json.loads(line)
+    with log.open("w") as stderr, launched(script, config_dict(str(path)), stderr) as (_, info):
         port = info["ports"]["HTTP_REST"]
         assert httpx.get(f"{info['urls'][0]}/{path.stem}/ping/1", timeout=10).status_code == 200
-    finally:
-        proc.kill()
-        proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
-    killed = time.monotonic()
+    killed = time.monotonic()  # launched() killed the program
     while not port_is_free(port) and time.monotonic() < killed + 20:
         time.sleep(0.1)
     print(f"the port was free {time.monotonic() - killed:.2f} s after the kill")

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import trustme
 
-from tests.conftest import ServerProcess, free_config, issue_certs, local_port
+from tests.conftest import ServerProcess, free_config, issue_certs, local_port, serving, tls_server
 from tests.server.rawhttp import HANG_GUARD, RawConnection, request_bytes
 
 HANDSHAKE_MS = 400
@@ -27,18 +27,15 @@ def tls_files(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[
 def server(
     tmp_path_factory: pytest.TempPathFactory, tls_files: dict[str, Path]
 ) -> Iterator[ServerProcess]:
-    servers = {
-        "HTTP_REST": local_port(),
-        "HTTPS_REST": local_port(
-            SslCertificate=str(tls_files["cert"]),
-            SslCertificateKey=str(tls_files["key"]),
-            TlsHandshakeTimeout=HANDSHAKE_MS,
-        ),
-    }
-    proc = ServerProcess(free_config(tmp_path_factory.mktemp("tls"), servers=servers))
-    proc.wait_ready()
-    yield proc
-    proc.stop()
+    tls = tls_server(tls_files, TlsHandshakeTimeout=HANDSHAKE_MS)
+    servers = {"HTTP_REST": local_port(), "HTTPS_REST": tls}
+    with serving(free_config(tmp_path_factory.mktemp("tls"), servers=servers)) as proc:
+        yield proc
+
+
+def connect(server: ServerProcess) -> socket.socket:
+    """A TCP connection to the TLS port, no handshake begun."""
+    return socket.create_connection(("127.0.0.1", server.ports["HTTPS_REST"]), timeout=HANG_GUARD)
 
 
 @pytest.fixture
@@ -53,13 +50,11 @@ def test_https_port_answers_over_verified_tls(
     assert url.startswith("https://127.0.0.1:")
     with httpx.Client(verify=client_ctx) as client:
         response = client.get(f"{url}/hello")
-        assert response.status_code == 200
-        assert response.json()["hello"] == "world"
+        assert response.status_code == 200 and response.json()["hello"] == "world"
         assert response.http_version == "HTTP/1.1"
         # the same TLS connection carries a second request
         again = client.get(f"{url}/items/42")
-        assert again.status_code == 200
-        assert again.json() == {"id": "42"}
+        assert again.status_code == 200 and again.json() == {"id": "42"}
 
 
 def test_https_errors_have_the_spec_body(server: ServerProcess, client_ctx: ssl.SSLContext) -> None:
@@ -109,9 +104,7 @@ def test_http_and_https_ports_of_one_service_both_serve(
 
 def test_tls_client_that_never_handshakes_is_closed(server: ServerProcess) -> None:
     """``TlsHandshakeTimeout`` (400 ms here, HeaderTimeout left at 10 s) closes it."""
-    with socket.create_connection(
-        ("127.0.0.1", server.ports["HTTPS_REST"]), timeout=HANG_GUARD
-    ) as sock:
+    with connect(server) as sock:
         started = time.monotonic()
         try:
             data = sock.recv(1024)
@@ -133,9 +126,7 @@ def test_tls_client_stalling_mid_handshake_is_closed(server: ServerProcess) -> N
         tls.do_handshake()
     hello = outgoing.read()
     assert len(hello) > 20
-    with socket.create_connection(
-        ("127.0.0.1", server.ports["HTTPS_REST"]), timeout=HANG_GUARD
-    ) as sock:
+    with connect(server) as sock:
         sock.sendall(hello[: len(hello) // 2])
         started = time.monotonic()
         chunks = []
@@ -155,10 +146,7 @@ def test_tls_client_stalling_mid_handshake_is_closed(server: ServerProcess) -> N
 
 
 def test_plain_port_still_serves_while_tls_clients_stall(server: ServerProcess) -> None:
-    stalled = [
-        socket.create_connection(("127.0.0.1", server.ports["HTTPS_REST"]), timeout=HANG_GUARD)
-        for _ in range(5)
-    ]
+    stalled = [connect(server) for _ in range(5)]
     try:
         response = httpx.get(f"{server.url('HTTP_REST')}/hello")
         assert response.status_code == 200

@@ -59,21 +59,17 @@ OTHER_CIPHER = "ECDHE-ECDSA-AES128-GCM-SHA256"
 APP = """
 from fwrest import get, rest
 
-
 @get("/cert")
 def cert():
     return {"cert": rest.getClientCertificate()}
-
 
 @get("/acert")
 async def acert():
     return {"cert": rest.getClientCertificate()}
 
-
 @get("/whoami")
 def whoami():
     return {"user": rest.getAuthUser(), "cert": rest.getClientCertificate()}
-
 
 def check(user, password):
     # OnAuth sees the client's certificate through the REST object (SPEC 11.2)
@@ -161,50 +157,32 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 def _servers(pki: Pki) -> dict[str, dict[str, Any]]:
-    tls = local_port(
-        SslCertificate=str(pki.leaf),
-        SslCertificateKey=str(pki.locked_key),
-        SslCertificateCA=str(pki.chain),
-    )
+    files = {"SslCertificate": str(pki.leaf), "SslCertificateCA": str(pki.chain)}
+    tls = local_port(**files, SslCertificateKey=str(pki.locked_key))
+    required = {"SslClientCert": 2, "SslClientCA": str(pki.client_ca)}
+    basic = {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}}
+    by_env = {"SslCertificatePass": f"env:{ENV_NAME}"}
+    # the pass phrase file relative to the config file
+    by_file = {"SslCertificatePass": "file:secrets/pass.txt", "SslMinVersion": "TLSv1.3"}
     return {
-        "HTTPS_ENV": {
-            **tls,
-            "SslCertificatePass": f"env:{ENV_NAME}",
-            "SslClientCert": 1,
-            "SslClientCA": str(pki.client_ca),
-        },
-        "HTTPS_FILE": {
-            **tls,
-            "SslCertificatePass": "file:secrets/pass.txt",  # relative to the config file
-            "SslMinVersion": "TLSv1.3",
-            "SslClientCert": 2,
-            "SslClientCA": str(pki.client_ca),
-        },
+        "HTTPS_ENV": {**tls, **by_env, **required, "SslClientCert": 1},
+        "HTTPS_FILE": {**tls, **by_file, **required},
         "HTTPS_CIPHERS": {**tls, "SslCertificatePass": PASS, "SslCiphers": ONLY_CIPHER},
         "HTTPS_BASIC": {
             **tls,
             "SslCertificateKey": str(pki.plain_key),
-            "SslClientCert": 2,
-            "SslClientCA": str(pki.client_ca),
-            "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}},
+            **required,
+            "FwData": basic,
         },
         "HTTP_REST": local_port(),
     }
 
 
 def _monitor(pki: Pki) -> dict[str, Any]:
-    return {
-        "Enable": 1,
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "SslCertificate": str(pki.leaf),
-        "SslCertificateKey": str(pki.locked_key),
-        "SslCertificatePass": f"env:{ENV_NAME}",
-        "SslCertificateCA": str(pki.chain),
-        "SslMinVersion": "TLSv1.3",
-        "SslClientCert": 2,
-        "SslClientCA": str(pki.client_ca),
-    }
+    """``[APP_MONITOR]``: HTTPS_ENV's keys, TLS 1.3 only, client certificates required."""
+    monitor = {**_servers(pki)["HTTPS_ENV"], "Enable": 1, "SslMinVersion": "TLSv1.3"}
+    del monitor["Locations"]
+    return {**monitor, "SslClientCert": 2}
 
 
 @pytest.fixture(scope="module")
@@ -246,24 +224,15 @@ def get(url: str, ctx: ssl.SSLContext, **kw: Any) -> httpx.Response:
 
 def s_client(port: int, *args: str) -> subprocess.CompletedProcess[str]:
     """``openssl s_client`` to the port, nothing sent: the handshake and what it printed."""
+    command = [need("openssl"), "s_client", "-connect", f"127.0.0.1:{port}", *args]
     return subprocess.run(
-        [need("openssl"), "s_client", "-connect", f"127.0.0.1:{port}", *args],
-        input="",
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
+        command, input="", capture_output=True, text=True, timeout=30, check=False
     )
 
 
 def curl(url: str, pki: Pki, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [need("curl"), "-sS", "--max-time", "10", "--cacert", str(pki.root), *args, url],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    command = [need("curl"), "-sS", "--max-time", "10", "--cacert", str(pki.root), *args, url]
+    return subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
 
 
 def refused(port: int, ctx: ssl.SSLContext) -> str:
@@ -337,13 +306,8 @@ def test_the_chain_is_sent_after_the_certificate(service: ServerProcess, pki: Pk
     SslCertificateCA; a client that trusts only the root verifies through it."""
     assert "BEGIN CERTIFICATE" in pki.leaf.read_text()
     assert pki.leaf.read_text().count("BEGIN CERTIFICATE") == 1
-    done = s_client(
-        service.ports["HTTPS_CIPHERS"],
-        "-showcerts",
-        "-CAfile",
-        str(pki.root),
-        "-verify_return_error",
-    )
+    port = service.ports["HTTPS_CIPHERS"]
+    done = s_client(port, "-showcerts", "-CAfile", str(pki.root), "-verify_return_error")
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("-----BEGIN CERTIFICATE-----") == 2, done.stdout
     assert pki.intermediate_pem.strip() in done.stdout
@@ -488,10 +452,8 @@ def test_the_monitor_takes_the_same_keys(service: ServerProcess, pki: Pki) -> No
     ada = ("-cert", str(pki.ada[0]), "-key", str(pki.ada[1]))
     old = s_client(port, "-tls1_2", *ada)
     assert no_handshake(old), (old.stdout, old.stderr)
-    assert handshake_failures(service, port, since, 2) == [
-        "PEER_DID_NOT_RETURN_A_CERTIFICATE",
-        "UNSUPPORTED_PROTOCOL",
-    ]
+    failures = ["PEER_DID_NOT_RETURN_A_CERTIFICATE", "UNSUPPORTED_PROTOCOL"]
+    assert handshake_failures(service, port, since, 2) == failures
     print(f"monitor without a certificate: {without}")
 
 
@@ -500,14 +462,10 @@ def test_the_monitor_takes_the_same_keys(service: ServerProcess, pki: Pki) -> No
 
 def check(config: Path) -> subprocess.CompletedProcess[str]:
     """``fwrest check CONFIG`` with the pass phrase in the environment."""
+    env = {**os.environ, ENV_NAME: PASS}
+    command = [*FWREST, "check", str(config)]
     return subprocess.run(
-        [*FWREST, "check", str(config)],
-        capture_output=True,
-        text=True,
-        cwd=config.parent,
-        env={**os.environ, ENV_NAME: PASS},
-        timeout=60,
-        check=False,
+        command, capture_output=True, text=True, cwd=config.parent, env=env, timeout=60, check=False
     )
 
 
@@ -569,11 +527,8 @@ def test_the_pass_phrase_is_in_no_output_of_the_run(service: ServerProcess, pki:
     """Last: every test above has run on this service (and this one asks once more)."""
     assert get(f"{service.url('HTTPS_CIPHERS')}/cert", client_ctx(pki)).status_code == 200
     service.wait_log(f"GET /rest/cert 200 port={service.ports['HTTPS_CIPHERS']}")
-    outputs = {
-        "stderr": service.log(),
-        "stdout": "\n".join(service.stdout_lines),
-        "LogFile": service.file_log(),
-    }
+    stdout = "\n".join(service.stdout_lines)
+    outputs = {"stderr": service.log(), "stdout": stdout, "LogFile": service.file_log()}
     assert len(outputs["LogFile"]) > 1000, "the log holds too little to tell"
     for name, text in outputs.items():
         assert PASS not in text, f"the pass phrase is in the service's {name}"
@@ -603,12 +558,8 @@ def test_the_guides_tls_and_mutual_tls_examples(tmp_path: Path) -> None:
     root.cert_pem.write_to_path(str(certs / "ca.pem"))
     partners = trustme.CA(organization_name="Partners")
     partners.cert_pem.write_to_path(str(certs / "partners-ca.pem"))
-    partner = partners.issue_cert(
-        "ops@partner.example",
-        common_name="partner-1",
-        organization_name="Example Partner",
-        organization_unit_name="Orders",
-    )
+    names = {"organization_name": "Example Partner", "organization_unit_name": "Orders"}
+    partner = partners.issue_cert("ops@partner.example", common_name="partner-1", **names)
     partner.cert_chain_pems[0].write_to_path(str(tmp_path / "partner.crt"))
     partner.private_key_pem.write_to_path(str(tmp_path / "partner.key"))
     (tmp_path / "guide_tls.py").write_text(example("deploy-mtls-handler").text)
