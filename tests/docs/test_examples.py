@@ -761,9 +761,7 @@ def test_oauth2_token_commands(guide_service: Running) -> None:
 
 def test_oauth2_revocation_and_introspection_commands(guide_service: Running) -> None:
     replies = run_block(
-        example("authorization-oauth2-revoke-curls"),
-        guide_service.folder,
-        guide_service.connect_to,
+        example("authorization-oauth2-revoke-curls"), guide_service.folder, guide_service.connect_to
     )
     revoked = by_command(replies, "/fw/oauth2/revoke")
     assert revoked.status == 200 and revoked.body == "", revoked.body

@@ -142,9 +142,7 @@ def test_two_hosts_on_one_redis_list_each_other_s_events(tmp_path: Path) -> None
         redis.stop()
 
 
-def test_changes_in_a_row_through_two_hosts_record_the_value_the_store_held(
-    tmp_path: Path,
-) -> None:
+def test_changes_in_a_row_through_two_hosts_record_the_value_the_store_held(tmp_path: Path) -> None:
     """SPEC 13.5: a change's ``old`` is the value in force for the service as the store holds
     it, never the stale copy of the worker or host that took the change: changes sent one right
     after the other through host A (two workers) and host B, each faster than a worker's sync

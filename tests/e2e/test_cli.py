@@ -226,11 +226,7 @@ BAD_CONFIGS: list[tuple[str, Callable[[Path], Path], tuple[str, ...]]] = [
         _changed(_second_location),
         ("[HTTP_REST] Locations:", "[ROOT2]", "same Path /rest"),
     ),
-    (
-        "two-servers-one-port",
-        _changed(_second_server),
-        ("[OTHER] Port:", "18080", "[HTTP_REST]"),
-    ),
+    ("two-servers-one-port", _changed(_second_server), ("[OTHER] Port:", "18080", "[HTTP_REST]")),
     (
         "duplicate-section-ini",
         _raw(GOOD_INI + "\n[POOL]\nMaxThreads=2\n", "ini"),
@@ -412,11 +408,7 @@ def test_serve_workers_must_be_positive(tmp_path: Path, args: tuple[str, ...]) -
 def test_routes_lists_method_path_function_and_source(tmp_path: Path) -> None:
     config = free_config(
         tmp_path,
-        extra={
-            "HTTP_REST": {
-                "LoadURNs": {"/mapped/{key}": {"POST": {"Function": "app.echo"}}},
-            }
-        },
+        extra={"HTTP_REST": {"LoadURNs": {"/mapped/{key}": {"POST": {"Function": "app.echo"}}}}},
     )
     result = run_forked("routes", str(config), cwd=tmp_path)
     assert result.returncode == 0, result.stderr

@@ -198,10 +198,7 @@ def _params() -> str:
                 },
             ],
             "users": [{"username": ADA[0], "password": ADA[1], "scopes": ["orders:read"]}],
-            "types": [
-                {"grant_type": "authorization_code"},
-                {"grant_type": "refresh_token"},
-            ],
+            "types": [{"grant_type": "authorization_code"}, {"grant_type": "refresh_token"}],
             "access_expires": "10m",
         }
     )
@@ -288,10 +285,7 @@ def test_authlib_oauth2_session_with_s256_pkce(hosts: Hosts) -> None:
     # the same code again (Authlib, as a client that retried): refused
     with pytest.raises(Exception, match="invalid_grant"):
         session.fetch_token(
-            hosts.base_a + TOKEN,
-            authorization_response=location,
-            code_verifier=verifier,
-            verify=ca,
+            hosts.base_a + TOKEN, authorization_response=location, code_verifier=verifier, verify=ca
         )
 
 

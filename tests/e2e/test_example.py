@@ -162,10 +162,7 @@ def test_example_json_config_is_valid() -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_the_static_page_calls_the_api_in_a_browser(
-    example: ServerProcess,
-    browser: Any,
-) -> None:
+def test_the_static_page_calls_the_api_in_a_browser(example: ServerProcess, browser: Any) -> None:
     page_url = f"http://127.0.0.1:{example.ports['HTTP_REST']}/app/"
     page_answer = httpx.get(page_url)
     assert page_answer.status_code == 200

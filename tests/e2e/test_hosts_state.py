@@ -217,8 +217,7 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
 
 def _setting(http: httpx.Client, host: Host, token: str, key: str) -> dict[str, Any]:
     answer = http.get(
-        host.base + "/fw/rest/config",
-        headers={**bearer(token), "Accept": "application/json"},
+        host.base + "/fw/rest/config", headers={**bearer(token), "Accept": "application/json"}
     )
     assert answer.status_code == 200, answer.text
     setting: dict[str, Any] = answer.json()["settings"][key]

@@ -29,13 +29,7 @@ from tests.auth.oauth2_support import (
     bearer,
     oauth_section,
 )
-from tests.conftest import (
-    ServerProcess,
-    issue_certs,
-    module_config,
-    run_cli,
-    wait_ready_workers,
-)
+from tests.conftest import ServerProcess, issue_certs, module_config, run_cli, wait_ready_workers
 from tests.redis_support import RedisServer
 
 WORKERS = 2

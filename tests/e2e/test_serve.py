@@ -372,9 +372,7 @@ def _abort_config(tmp: Path, app: str = ABORT_APP, fmt: str = "json", **server: 
     )
 
 
-def test_a_mapped_function_whose_parameter_the_route_lacks_stops_the_start(
-    tmp_path: Path,
-) -> None:
+def test_a_mapped_function_whose_parameter_the_route_lacks_stops_the_start(tmp_path: Path) -> None:
     """``/bm/:q`` mapped to ``mapped(foo)``: every request would be a 500 (the function is
     called without ``foo``); the start says so instead."""
     config = _abort_config(tmp_path, LoadURNs={"/bm/:q": {"GET": {"Function": "app.mapped"}}})

@@ -340,9 +340,7 @@ def test_basic_failures_on_both_releases_lock_out_on_both(pair: tuple[Host, Host
             )
 
 
-def test_settings_changed_on_one_release_are_in_force_on_the_other(
-    pair: tuple[Host, Host],
-) -> None:
+def test_settings_changed_on_one_release_are_in_force_on_the_other(pair: tuple[Host, Host]) -> None:
     p, c = pair
     token = c.grant("cy")["access_token"]
     for n, (one, other) in enumerate(both(pair)):

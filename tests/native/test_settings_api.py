@@ -36,13 +36,7 @@ import pytest
 
 from fwrest.testing import Client
 from tests.builders import own_ports
-from tests.conftest import (
-    APP_SOURCE,
-    ServerProcess,
-    free_config,
-    local_port,
-    module_config,
-)
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port, module_config
 from tests.native.support import (
     SETTING_NAMES,
     Base,
@@ -619,9 +613,7 @@ def test_form_with_a_bad_value_is_refused_with_a_message_and_changes_nothing(
     assert get_settings(client) == before
 
 
-def test_json_post_from_a_foreign_origin_is_403_and_changes_nothing(
-    client: Client,
-) -> None:
+def test_json_post_from_a_foreign_origin_is_403_and_changes_nothing(client: Client) -> None:
     before = get_settings(client)
     port = client.base_url.port
     # another scheme on the same host and port is another origin (RFC 6454)
