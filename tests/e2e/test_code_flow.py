@@ -41,15 +41,8 @@ import trustme
 from authlib.integrations.requests_client import OAuth2Session
 
 from tests.auth.oauth2_support import issue_certs, oauth_section
-from tests.conftest import (
-    APP_SOURCE,
-    ROOT,
-    ServerProcess,
-    free_config,
-    wait_for,
-    wait_ready_workers,
-)
-from tests.redis_support import RedisServer
+from tests.conftest import APP_SOURCE, ROOT, ServerProcess, free_config, wait_for
+from tests.e2e.support import hosts_serving, redis_or_none
 
 SECTION = "OAUTH"
 AUTHORIZE = "/fw/oauth2/authorize"
@@ -209,27 +202,23 @@ def hosts(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     root = tmp_path_factory.mktemp("code_flow")
     certs = issue_certs(ca, root / "certs")
     (root / "redis").mkdir()
-    redis = RedisServer(root / "redis").start()
     (root / "pages").mkdir()
     pages = Pages(root / "pages")
-    started: list[ServerProcess] = []
     try:
-        for label, workers in (("a", 2), ("b", 1)):
-            folder = root / label
-            folder.mkdir()
-            proc = ServerProcess(write_host(folder, certs, redis.url, pages), workers=workers)
-            started.append(proc.wait_ready())
-            wait_ready_workers(proc, workers)
-        api = started[0].url(SECTION)
-        (root / "pages" / "index.html").write_text(SPA_PAGE % {"api": api})
-        (root / "pages" / "cb.html").write_text(SPA_PAGE % {"api": api})
-        (root / "pages" / "callback.html").write_text("the native app's callback")
-        yield Hosts(started[0], started[1], certs, pages)
+        with redis_or_none(root / "redis") as redis:
+            assert redis is not None
+            for label in ("a", "b"):
+                (root / label).mkdir()
+            configs = [(write_host(root / "a", certs, redis.url, pages), 2)]
+            configs.append((write_host(root / "b", certs, redis.url, pages), 1))
+            with hosts_serving(configs) as started:
+                api = started[0].url(SECTION)
+                (root / "pages" / "index.html").write_text(SPA_PAGE % {"api": api})
+                (root / "pages" / "cb.html").write_text(SPA_PAGE % {"api": api})
+                (root / "pages" / "callback.html").write_text("the native app's callback")
+                yield Hosts(started[0], started[1], certs, pages)
     finally:
-        for proc in started:
-            proc.stop()
         pages.stop()
-        redis.stop()
 
 
 def pkce_s256(verifier: str) -> str:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import re
-import shutil
 import ssl
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +12,7 @@ import pytest
 from openapi_spec_validator import validate
 
 from tests.conftest import FWREST, ROOT, ServerProcess
+from tests.e2e.support import example_copy
 
 EXAMPLES = ROOT / "examples"
 
@@ -22,12 +20,7 @@ EXAMPLES = ROOT / "examples"
 @pytest.fixture(scope="module")
 def example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """examples/ copied to a temporary folder, every port set to 0 (the system picks)."""
-    work = tmp_path_factory.mktemp("example")
-    shutil.copytree(EXAMPLES, work / "examples", ignore=shutil.ignore_patterns(".fwrest", "certs"))
-    target = work / "examples"
-    subprocess.run([sys.executable, str(target / "make_certs.py")], check=True, capture_output=True)
-    ini = target / "service.ini"
-    ini.write_text(re.sub(r"(?m)^Port=\d+$", "Port=0", ini.read_text()))
+    ini = example_copy(tmp_path_factory.mktemp("example"))
     server = ServerProcess(ini, workers=2).wait_ready()
     yield server
     assert server.stop() == 0

@@ -30,7 +30,6 @@ redis-server missing is a failure, never a skip.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterator
@@ -42,16 +41,8 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import PID_APP, PID_CLIENT, PID_USERS, WorkersHost, bearer
-from tests.conftest import (
-    ServerProcess,
-    free_config,
-    issue_certs,
-    local_port,
-    run_cli,
-    tls_server,
-    wait_ready_workers,
-)
-from tests.redis_support import RedisServer
+from tests.conftest import ServerProcess, free_config, issue_certs, local_port, run_cli, tls_server
+from tests.e2e.support import hosts_serving, redis_or_none, with_store
 
 WORKERS = 2
 SPEC_BOUND_S = 1.0  # SPEC 5 and 12.3: every worker and host within 1 s
@@ -113,12 +104,7 @@ def host_config(folder: Path, certs: dict[str, Path], redis_url: str | None) -> 
             "RL_USER": {"Limit": LIMIT, "Window": "60s", "Key": "user"},
         },
     )
-    sections = json.loads(config.read_text())
-    del sections["HTTPSERVER"]["StateStore"]  # free_config's memory store: no test's choice
-    if redis_url is not None:
-        sections["HTTPSERVER"]["StateStore"] = redis_url
-    config.write_text(json.dumps(sections))
-    return config
+    return with_store(config, redis_url)  # free_config's memory store: no test's choice
 
 
 @pytest.fixture(scope="module", params=["one-host-two-workers", "two-hosts-one-redis"])
@@ -129,26 +115,15 @@ def hosts(
     ``two-hosts-one-redis``: two hosts of two workers each on one ``redis-server``. The tests
     name the first host A and the last B (one host: A is B, and only the workers differ)."""
     root = tmp_path_factory.mktemp("hosts-state")
-    redis = RedisServer(root).start() if request.param == "two-hosts-one-redis" else None
-    started: list[ServerProcess] = []
-    try:
+    with redis_or_none(root, request.param == "two-hosts-one-redis") as redis:
+        configs = []
         for name in ("a", "b") if redis is not None else ("a",):
-            folder = root / name
-            folder.mkdir()
-            certs = issue_certs(ca, folder / "certs")
-            config = host_config(folder, certs, redis.url if redis is not None else None)
-            started.append(ServerProcess(config, workers=WORKERS))
-        for proc in started:
-            proc.wait_ready()
-            wait_ready_workers(proc, WORKERS)
-        if redis is None:
-            assert (root / "a" / ".fwrest" / "state.sqlite3").is_file()
-        yield [Host(proc, proc.config.parent / "certs" / "ca.pem") for proc in started]
-    finally:
-        for proc in started:
-            proc.stop()
-        if redis is not None:
-            redis.stop()
+            certs = issue_certs(ca, root / name / "certs")
+            configs.append((host_config(root / name, certs, redis.url if redis else None), WORKERS))
+        with hosts_serving(configs) as started:
+            if redis is None:
+                assert (root / "a" / ".fwrest" / "state.sqlite3").is_file()
+            yield [Host(proc, proc.config.parent / "certs" / "ca.pem") for proc in started]
 
 
 def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[Host]) -> None:
