@@ -29,7 +29,7 @@ from openapi_spec_validator import validate
 
 from fwrest.testing import Client
 from tests.conftest import free_config, local_port, module_config, run_cli
-from tests.native.support import in_process
+from tests.native.support import AUTH_SOURCE, in_process
 
 APP = """
 from fwrest import delete, get, post
@@ -74,10 +74,6 @@ def side_item(key):
     return {"key": key}
 """
 
-AUTH = """
-def check(user, password):
-    return (user, password) == ("ada", "Ada-Pw-1")
-"""
 
 PUBLIC_WARNING = "[HTTP_OPEN_ALL] FwData NativeRoutes public opens rest/config and rest/usage/time"
 
@@ -89,7 +85,7 @@ NAMES = ("HTTP_SPLIT", "HTTP_NO_VENDOR", "HTTP_OPEN_ALL")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("variants")
     (tmp / "variants_side.py").write_text(SIDE)
-    (tmp / "variants_auth.py").write_text(AUTH)
+    (tmp / "variants_auth.py").write_text(AUTH_SOURCE)
     return module_config(
         tmp,
         "variants_app",
