@@ -1,16 +1,20 @@
 """Helpers shared by the end-to-end tests: hosts of one service started together (each
 ``fwrest serve`` ready with every worker), optionally on one ``redis-server``; a config's state
-store set after the fact; the example service of examples/ copied and served on free ports."""
+store set after the fact; the example service of examples/ copied and served on free ports;
+a plain HTTP server of static pages."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +72,28 @@ def example_copy(work: Path) -> Path:
     ini = target / "service.ini"
     ini.write_text(re.sub(r"(?m)^Port=\d+$", "Port=0", ini.read_text()))
     return ini
+
+
+class Pages:
+    """A plain HTTP server of the test serving the files of ``folder`` (a single-page app, its
+    origin; a native app's loopback callback; a cross-site page); it records the paths it was
+    asked for."""
+
+    def __init__(self, folder: Path) -> None:
+        self.asked: list[str] = []
+        asked = self.asked
+
+        class Handler(SimpleHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                asked.append(self.path)
+
+        handler = functools.partial(Handler, directory=str(folder))
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.port = int(self.httpd.server_address[1])
+        self.origin = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -20,17 +20,14 @@ Chromium and redis-server missing are failures, never skips.
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import html
 import json
 import re
 import secrets
 import ssl
-import threading
 import time
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -42,7 +39,7 @@ from authlib.integrations.requests_client import OAuth2Session
 
 from tests.auth.oauth2_support import issue_certs, oauth_section
 from tests.conftest import APP_SOURCE, ROOT, ServerProcess, free_config, wait_for
-from tests.e2e.support import hosts_serving, redis_or_none
+from tests.e2e.support import Pages, hosts_serving, redis_or_none
 
 SECTION = "OAUTH"
 AUTHORIZE = "/fw/oauth2/authorize"
@@ -116,30 +113,6 @@ async function finish() {
   (e) => { document.body.dataset.result = JSON.stringify({error: String(e)}); });
 </script></body></html>
 """
-
-
-class Pages:
-    """A plain HTTP server of the test: the single-page app (its origin) and a native app's
-    loopback callback; it records the paths it was asked for."""
-
-    def __init__(self, folder: Path) -> None:
-        self.asked: list[str] = []
-        asked = self.asked
-
-        class Handler(SimpleHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                asked.append(self.path)
-
-        handler = functools.partial(Handler, directory=str(folder))
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.port = int(self.httpd.server_address[1])
-        self.origin = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 class Hosts:
