@@ -156,10 +156,9 @@ def test_a_replayed_proof_is_refused_by_every_other_worker_and_host(
     for host in hosts:
         again = grant(host, key, form, proof, FORWARDED)
         assert again.status_code == 400, (host.base, again.text)
-        assert again.json() == {
-            "error": "invalid_dpop_proof",
-            "error_description": "the DPoP proof was used before",
-        }
+        assert again.json() == dict(
+            error="invalid_dpop_proof", error_description="the DPoP proof was used before"
+        )
     workers = every_worker(hosts)
     try:
         proof = key.proof("GET", url + "/hello", token)

@@ -306,11 +306,9 @@ def test_unhandled_exception_is_a_fixed_500(base: str, server: ServerProcess) ->
         assert r.status_code == 500
         assert r.headers["content-type"] == "application/json"
         assert r.content == BOOM_BODY
-        assert json.loads(r.content) == {
-            "code": 500,
-            "detailedMessage": "",
-            "message": "Internal Server Error",
-        }
+        assert json.loads(r.content) == dict(
+            code=500, detailedMessage="", message="Internal Server Error"
+        )
         assert "kaboom" not in r.text
         assert "Traceback" not in r.text
     text = server.wait_log("async-kaboom-detail")
