@@ -856,9 +856,8 @@ def test_monitor_and_prometheus_scrape(guide_service: Running) -> None:
     families = {f.name for f in text_string_to_metric_families(answer.text)}
     assert "fwrest_memory_resident_kilobytes" in families, answer.text
     listing = httpx.get(f"http://{address}{job['metrics_path']}")
-    assert listing.status_code == 200 and listing.headers["content-type"].startswith(
-        "application/json"
-    )
+    assert listing.status_code == 200
+    assert listing.headers["content-type"].startswith("application/json")
 
 
 # -- deploy.md: the systemd unit -------------------------------------------------------------
