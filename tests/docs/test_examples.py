@@ -76,6 +76,7 @@ from tests.conftest import (
 )
 from tests.docs.blocks import KINDS, Block, all_blocks, example, ids_asked_for, substitute
 from tests.docs.shell import Reply, Step, run_block
+from tests.e2e.support import example_copy
 
 EXAMPLES = ROOT / "examples"
 BIN = Path(sys.executable).parent
@@ -263,19 +264,19 @@ class Running:
     def url(self, section: str) -> str:
         return self.proc.url(section).rstrip("/")
 
+    def run(self, block: Block) -> list[tuple[Step, Reply]]:
+        """The ``sh`` block's commands, run in ``folder`` against this service."""
+        return run_block(block, self.folder, self.connect_to)
+
 
 @pytest.fixture(scope="module")
 def example_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     """examples/ copied as it is on a fresh checkout, its certificates made by make_certs.py
     and its service.ini served with every port set to 0."""
     work = tmp_path_factory.mktemp("example")
-    target = work / "examples"
-    shutil.copytree(EXAMPLES, target, ignore=shutil.ignore_patterns(".fwrest", "certs"))
-    subprocess.run([sys.executable, str(target / "make_certs.py")], check=True, capture_output=True)
-    ini = target / "service.ini"
-    documented = doc_ports(ini.read_text())
+    documented = doc_ports((EXAMPLES / "service.ini").read_text())
     assert set(documented) == {"HTTP_REST", "HTTPS_REST", "HTTP_BASIC", "APP_MONITOR"}
-    ini.write_text(re.sub(r"(?m)^Port=\d+$", "Port=0", ini.read_text()))
+    ini = example_copy(work)
     proc = ServerProcess(ini).wait_ready()
     try:
         yield Running(proc, work, connect_to(proc, documented))
@@ -284,9 +285,7 @@ def example_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
 
 
 def test_readme_walk_through_of_the_example_service(example_service: Running) -> None:
-    replies = run_block(
-        example("readme-example-curls"), example_service.folder, example_service.connect_to
-    )
+    replies = example_service.run(example("readme-example-curls"))
     hello = by_command(replies, "/rest/hello?name=Bob").json()
     assert hello == {"message": "Hello, Bob!", "team": "example"}  # UserData of HTTP_REST
     created = by_command(replies, "-X POST")
@@ -296,9 +295,7 @@ def test_readme_walk_through_of_the_example_service(example_service: Running) ->
 
 
 def test_readme_oauth2_walk_through(example_service: Running) -> None:
-    replies = run_block(
-        example("readme-oauth2-curls"), example_service.folder, example_service.connect_to
-    )
+    replies = example_service.run(example("readme-oauth2-curls"))
     grants = [json.loads(reply.body) for step, reply in replies if "oauth2/token" in step.command]
     assert len(grants) == 2
     assert grants[0]["refresh_token"] != grants[1]["refresh_token"], "the refresh gave a new pair"
@@ -317,9 +314,7 @@ def test_readme_oauth2_walk_through(example_service: Running) -> None:
 
 
 def test_readme_authorization_code_walk_through(example_service: Running) -> None:
-    replies = run_block(
-        example("readme-code-curls"), example_service.folder, example_service.connect_to
-    )
+    replies = example_service.run(example("readme-code-curls"))
     page = by_command(replies, "authorize?$Q")
     assert page.headers["content-type"].startswith("text/html")
     assert "example-native" in page.body and 'name="password"' in page.body
@@ -338,9 +333,7 @@ def test_readme_authorization_code_walk_through(example_service: Running) -> Non
 
 
 def test_authorization_code_guide_commands(example_service: Running) -> None:
-    replies = run_block(
-        example("code-guide-curls"), example_service.folder, example_service.connect_to
-    )
+    replies = example_service.run(example("code-guide-curls"))
     wrong = by_command(replies, "password=wrong")
     assert "Invalid username or password." in wrong.body
     first, second = [r for step, r in replies if "example-web:example-web-secret" in step.command]
@@ -358,9 +351,7 @@ def test_authorization_code_guide_params() -> None:
 
 
 def test_readme_operating_commands(example_service: Running) -> None:
-    replies = run_block(
-        example("readme-operating-curls"), example_service.folder, example_service.connect_to
-    )
+    replies = example_service.run(example("readme-operating-curls"))
     routes = by_command(replies, "/fw/rest/list/service").json()
     assert isinstance(routes, list) and any(r["endpoint"] == "/users/:id" for r in routes)
     openapi = by_command(replies, "openapi.json").json()
@@ -395,7 +386,7 @@ def test_readme_operating_commands(example_service: Running) -> None:
 
 
 def test_quickstart_commands(example_service: Running) -> None:
-    replies = run_block(example("index-curls"), example_service.folder, example_service.connect_to)
+    replies = example_service.run(example("index-curls"))
     assert by_command(replies, "/rest/users/1").json() == {"id": "1", "name": "Ada"}
     assert by_command(replies, "ada:lovelace").json()["user"] == "ada"
     assert by_command(replies, "healthcheck").json()["status"] == "UP"
@@ -411,7 +402,7 @@ def log_level(running: Running) -> Any:
 
 def test_operations_settings_commands(example_service: Running) -> None:
     block = example("operations-settings-curls")
-    replies = run_block(block, example_service.folder, example_service.connect_to)
+    replies = example_service.run(block)
     assert len(replies) == 2
     changed, back = (reply.json()["settings"]["rest_log_level"] for _step, reply in replies)
     assert changed["effective"] == 5 and changed["runtime"] == 5
@@ -422,7 +413,7 @@ def test_operations_settings_commands(example_service: Running) -> None:
 def test_operations_usage_reset_command(example_service: Running) -> None:
     """The reset is a state change (SPEC 7.1): JSON, sent to a name of the server."""
     block = example("operations-usage-reset")
-    replies = run_block(block, example_service.folder, example_service.connect_to)
+    replies = example_service.run(block)
     assert [reply.json() for _step, reply in replies] == [{"reset": True}]
     plain = httpx.post(f"{example_service.url('HTTP_REST')}/fw/rest/usage/time/reset")
     assert plain.status_code == 415, plain.text  # neither JSON nor the page's form
@@ -613,10 +604,9 @@ def test_endpoints_page_typed_handlers(tmp_path: Path) -> None:
     order = {"customer": "Kim", "lines": [{"sku": "tea", "qty": 2}]}
     with Client(config) as http:
         assert http.get("/rest/orders/7?verbose=1").json() == {"id": "7", "verbose": True}
-        assert http.get("/rest/typed/orders/7?verbose=1").json() == {
-            "customer": "Kim",
-            "lines": [{"sku": "tea", "qty": 7}],
-        }
+        assert http.get("/rest/typed/orders/7?verbose=1").json() == dict(
+            customer="Kim", lines=[{"sku": "tea", "qty": 7}]
+        )
         created = http.post("/rest/typed/orders", json=order)
         assert (created.status_code, created.json()) == (201, order)
         shown = []
@@ -719,9 +709,7 @@ def guide_service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 def test_basic_validator_with_curl_and_httpx(guide_service: Running) -> None:
-    replies = run_block(
-        example("authorization-basic-curl"), guide_service.folder, guide_service.connect_to
-    )
+    replies = guide_service.run(example("authorization-basic-curl"))
     assert replies[0][1].json()["user"] == "ada"
     block = example("authorization-basic-httpx")
     real = guide_service.connect_to["127.0.0.1:8081"]
@@ -742,9 +730,7 @@ def test_basic_validator_with_curl_and_httpx(guide_service: Running) -> None:
 
 
 def test_oauth2_token_commands(guide_service: Running) -> None:
-    replies = run_block(
-        example("authorization-oauth2-curls"), guide_service.folder, guide_service.connect_to
-    )
+    replies = guide_service.run(example("authorization-oauth2-curls"))
     first = by_command(replies, "grant_type=password").json()
     assert isinstance(first, dict) and set(first) == {
         "access_token",
@@ -760,11 +746,7 @@ def test_oauth2_token_commands(guide_service: Running) -> None:
 
 
 def test_oauth2_revocation_and_introspection_commands(guide_service: Running) -> None:
-    replies = run_block(
-        example("authorization-oauth2-revoke-curls"),
-        guide_service.folder,
-        guide_service.connect_to,
-    )
+    replies = guide_service.run(example("authorization-oauth2-revoke-curls"))
     revoked = by_command(replies, "/fw/oauth2/revoke")
     assert revoked.status == 200 and revoked.body == "", revoked.body
     issued = by_command(replies, "grant_type=password").json()
@@ -874,9 +856,8 @@ def test_monitor_and_prometheus_scrape(guide_service: Running) -> None:
     families = {f.name for f in text_string_to_metric_families(answer.text)}
     assert "fwrest_memory_resident_kilobytes" in families, answer.text
     listing = httpx.get(f"http://{address}{job['metrics_path']}")
-    assert listing.status_code == 200 and listing.headers["content-type"].startswith(
-        "application/json"
-    )
+    assert listing.status_code == 200
+    assert listing.headers["content-type"].startswith("application/json")
 
 
 # -- deploy.md: the systemd unit -------------------------------------------------------------

@@ -41,15 +41,7 @@ import pytest
 import trustme
 
 import fwrest
-from tests.conftest import (
-    FWREST,
-    ROOT,
-    Sections,
-    config_text,
-    issue_certs,
-    run_cli,
-    run_forked,
-)
+from tests.conftest import FWREST, ROOT, Sections, config_text, issue_certs, run_cli, run_forked
 from tests.conftest import base_sections as base
 from tests.docs.blocks import example
 from tests.faults.test_broken_configs import (

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import ServerProcess, free_config, free_port
-from tests.redis_support import RedisServer
+from tests.e2e.support import hosts_serving, redis_or_none
 
 AUTH = """
 USERS = {"ada": "Ada-Pw-6402"}
@@ -72,113 +72,102 @@ def _wait(host: ServerProcess, query: str, found: Any, what: str) -> list[dict[s
 
 
 def test_two_hosts_on_one_redis_list_each_other_s_events(tmp_path: Path) -> None:
-    redis = RedisServer(tmp_path).start()
-    a_config, b_config = (_host(tmp_path / name, redis.url) for name in ("a", "b"))
-    hosts = [ServerProcess(a_config, workers=2), ServerProcess(b_config, workers=1)]
-    try:
-        a, b = (host.wait_ready() for host in hosts)
-        # a settings change on A, listed by B
-        changed = httpx.post(
-            f"{a.url()}/fw/rest/config", json={"rest_trace_time": 1}, auth=ADA, timeout=10
-        )
-        assert changed.status_code == 200, changed.text
-        change = _wait(
-            b,
-            "?event=settings.change",
-            lambda e: e["details"]["key"] == "rest_trace_time",
-            "host A's settings change on host B",
-        )[0]
-        assert (change["actor"], change["client"], change["port"]) == (
-            "ada",
-            "127.0.0.1",
-            "HTTP_REST",
-        )
-        assert (change["details"]["old"], change["details"]["new"]) == (0, 1)
-        assert change["details"]["via"] == "api"
+    with redis_or_none(tmp_path) as redis:
+        assert redis is not None
+        a_config, b_config = (_host(tmp_path / name, redis.url) for name in ("a", "b"))
+        with hosts_serving([(a_config, 2), (b_config, 1)]) as (a, b):
+            # a settings change on A, listed by B
+            changed = httpx.post(
+                f"{a.url()}/fw/rest/config", json={"rest_trace_time": 1}, auth=ADA, timeout=10
+            )
+            assert changed.status_code == 200, changed.text
+            change = _wait(
+                b,
+                "?event=settings.change",
+                lambda e: e["details"]["key"] == "rest_trace_time",
+                "host A's settings change on host B",
+            )[0]
+            assert (change["actor"], change["client"], change["port"]) == (
+                "ada",
+                "127.0.0.1",
+                "HTTP_REST",
+            )
+            assert (change["details"]["old"], change["details"]["new"]) == (0, 1)
+            assert change["details"]["via"] == "api"
 
-        # a reload of B, listed by A
-        mark = len(b.stdout_lines)
-        b.signal(signal.SIGHUP)
-        reload = _wait(a, "?event=reload", lambda e: True, "host B's reload on host A")[0]
-        assert any("reloaded: generation 2" in line for line in b.stdout_lines[mark:])
-        assert (reload["actor"], reload["client"], reload["port"]) == ("signal", None, None)
-        assert reload["details"]["outcome"] == "done" and reload["details"]["generation"] == 2
-        assert reload["details"]["workers"] == 1
-        # a reload that fails (B's config broken) is an event too; B goes on serving
-        good = b_config.read_text()
-        b_config.write_text(good.replace('"Servers"', '"Servers": 1, "Broken"', 1)[:-2])
-        b.signal(signal.SIGHUP)
-        failed = _wait(
-            a,
-            "?event=reload",
-            lambda e: e["details"]["outcome"] == "failed",
-            "host B's failed reload on host A",
-        )[0]
-        assert failed["details"]["reason"] == "configuration error"
-        b_config.write_text(good)
+            # a reload of B, listed by A
+            mark = len(b.stdout_lines)
+            b.signal(signal.SIGHUP)
+            reload = _wait(a, "?event=reload", lambda e: True, "host B's reload on host A")[0]
+            assert any("reloaded: generation 2" in line for line in b.stdout_lines[mark:])
+            assert (reload["actor"], reload["client"], reload["port"]) == ("signal", None, None)
+            assert reload["details"]["outcome"] == "done" and reload["details"]["generation"] == 2
+            assert reload["details"]["workers"] == 1
+            # a reload that fails (B's config broken) is an event too; B goes on serving
+            good = b_config.read_text()
+            b_config.write_text(good.replace('"Servers"', '"Servers": 1, "Broken"', 1)[:-2])
+            b.signal(signal.SIGHUP)
+            failed = _wait(
+                a,
+                "?event=reload",
+                lambda e: e["details"]["outcome"] == "failed",
+                "host B's failed reload on host A",
+            )[0]
+            assert failed["details"]["reason"] == "configuration error"
+            b_config.write_text(good)
 
-        # A's file changed: one event for the host, though both workers read the file
-        sections = json.loads(a_config.read_text())
-        sections["GENERAL"]["rest_log_stringsize"] = 222
-        a_config.write_text(json.dumps(sections))
-        _wait(
-            b,
-            "?event=settings.change",
-            lambda e: e["details"].get("via") == "file",
-            "host A's file change",
-        )
-        time.sleep(2.5)  # both workers re-read the file meanwhile (every second)
-        from_file = [e for e in _trail(a, "?event=settings.change") if e["actor"] == "file"]
-        assert len(from_file) == 1, from_file
-        assert from_file[0]["details"]["key"] == "rest_log_stringsize"
-        assert (from_file[0]["details"]["old"], from_file[0]["details"]["new"]) == (200, 222)
-        assert from_file[0]["details"]["file"] == 222
-        # the audit lines of host A's log, whatever worker wrote them
-        assert "fwrest.audit" in a.log() and "settings.change actor='ada'" in a.log()
-        assert "reload actor='signal'" in b.log()
-    finally:
-        for host in hosts:
-            host.stop()
-        redis.stop()
+            # A's file changed: one event for the host, though both workers read the file
+            sections = json.loads(a_config.read_text())
+            sections["GENERAL"]["rest_log_stringsize"] = 222
+            a_config.write_text(json.dumps(sections))
+            _wait(
+                b,
+                "?event=settings.change",
+                lambda e: e["details"].get("via") == "file",
+                "host A's file change",
+            )
+            time.sleep(2.5)  # both workers re-read the file meanwhile (every second)
+            from_file = [e for e in _trail(a, "?event=settings.change") if e["actor"] == "file"]
+            assert len(from_file) == 1, from_file
+            assert from_file[0]["details"]["key"] == "rest_log_stringsize"
+            assert (from_file[0]["details"]["old"], from_file[0]["details"]["new"]) == (200, 222)
+            assert from_file[0]["details"]["file"] == 222
+            # the audit lines of host A's log, whatever worker wrote them
+            assert "fwrest.audit" in a.log() and "settings.change actor='ada'" in a.log()
+            assert "reload actor='signal'" in b.log()
 
 
-def test_changes_in_a_row_through_two_hosts_record_the_value_the_store_held(
-    tmp_path: Path,
-) -> None:
+def test_changes_in_a_row_through_two_hosts_record_the_value_the_store_held(tmp_path: Path) -> None:
     """SPEC 13.5: a change's ``old`` is the value in force for the service as the store holds
     it, never the stale copy of the worker or host that took the change: changes sent one right
     after the other through host A (two workers) and host B, each faster than a worker's sync
     (0.5 s), form one chain 200 -> 301 -> 302 -> ... in the trail."""
-    redis = RedisServer(tmp_path).start()
-    a_config, b_config = (_host(tmp_path / name, redis.url) for name in ("a", "b"))
-    hosts = [ServerProcess(a_config, workers=2), ServerProcess(b_config, workers=1)]
-    try:
-        a, b = (host.wait_ready() for host in hosts)
-        values = list(range(301, 309))
-        for i, value in enumerate(values):
-            host = (a, b)[i % 2]  # a new connection each: A's two workers take turns too
-            changed = httpx.post(
-                f"{host.url()}/fw/rest/config",
-                json={"rest_log_stringsize": value},
-                auth=ADA,
-                timeout=10,
+    with redis_or_none(tmp_path) as redis:
+        assert redis is not None
+        a_config, b_config = (_host(tmp_path / name, redis.url) for name in ("a", "b"))
+        with hosts_serving([(a_config, 2), (b_config, 1)]) as (a, b):
+            values = list(range(301, 309))
+            for i, value in enumerate(values):
+                host = (a, b)[i % 2]  # a new connection each: A's two workers take turns too
+                changed = httpx.post(
+                    f"{host.url()}/fw/rest/config",
+                    json={"rest_log_stringsize": value},
+                    auth=ADA,
+                    timeout=10,
+                )
+                assert changed.status_code == 200, changed.text
+            events = _wait(
+                a,
+                "?event=settings.change&limit=100",
+                lambda e: (
+                    e["details"]["key"] == "rest_log_stringsize"
+                    and e["details"]["new"] == values[-1]
+                ),
+                "the last change",
             )
-            assert changed.status_code == 200, changed.text
-        events = _wait(
-            a,
-            "?event=settings.change&limit=100",
-            lambda e: (
-                e["details"]["key"] == "rest_log_stringsize" and e["details"]["new"] == values[-1]
-            ),
-            "the last change",
-        )
-        chain = [
-            (e["details"]["old"], e["details"]["new"])
-            for e in reversed(_trail(a, "?event=settings.change&limit=100"))
-            if e["details"]["key"] == "rest_log_stringsize"
-        ]
-        assert events and chain == list(zip([200, *values[:-1]], values, strict=True)), chain
-    finally:
-        for host in hosts:
-            host.stop()
-        redis.stop()
+            chain = [
+                (e["details"]["old"], e["details"]["new"])
+                for e in reversed(_trail(a, "?event=settings.change&limit=100"))
+                if e["details"]["key"] == "rest_log_stringsize"
+            ]
+            assert events and chain == list(zip([200, *values[:-1]], values, strict=True)), chain

@@ -15,8 +15,10 @@ import sys
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,130 +155,106 @@ def _with_module(
     return writer
 
 
+def _json(section: str, **values: object) -> Callable[[Path], Path]:
+    return _changed(_set(section, **values))
+
+
+def _ini(section: str, **values: object) -> Callable[[Path], Path]:
+    return _changed(_set(section, **values), "ini")
+
+
+@dataclass(frozen=True)
+class Bad:
+    """A case of BAD_CONFIGS: its id and how its config is written; ``says``: what its one
+    error line names."""
+
+    case: str
+    writer: Callable[[Path], Path]
+
+    def says(self, *fragments: str) -> Any:
+        return pytest.param(self.writer, fragments, id=self.case)
+
+
 GOOD_INI = ini_text(sections())
 
-BAD_CONFIGS: list[tuple[str, Callable[[Path], Path], tuple[str, ...]]] = [
-    (
-        "unknown-server-section",
-        _changed(_set("HTTPSERVER", Servers="HTTP_RES")),
-        ("[HTTPSERVER] Servers:", "[HTTP_RES]", "Did you mean [HTTP_REST]?"),
+BAD_CONFIGS = [
+    Bad("unknown-server-section", _json("HTTPSERVER", Servers="HTTP_RES")).says(
+        "[HTTPSERVER] Servers:", "[HTTP_RES]", "Did you mean [HTTP_REST]?"
     ),
-    (
-        "unknown-thread-pool-ini",
-        _changed(_set("ROOT", ThreadPool="POOLS"), "ini"),
-        ("[ROOT] ThreadPool:", "Did you mean [POOL]?"),
+    Bad("unknown-thread-pool-ini", _ini("ROOT", ThreadPool="POOLS")).says(
+        "[ROOT] ThreadPool:", "Did you mean [POOL]?"
     ),
-    (
-        "port-text",
-        _changed(_set("HTTP_REST", Port="http")),
-        ("[HTTP_REST] Port:", "whole number", "'http'"),
+    Bad("port-text", _json("HTTP_REST", Port="http")).says(
+        "[HTTP_REST] Port:", "whole number", "'http'"
     ),
-    (
-        "port-70000-ini",
-        _changed(_set("HTTP_REST", Port=70000), "ini"),
-        ("[HTTP_REST] Port:", "70000", "0-65535"),
+    Bad("port-70000-ini", _ini("HTTP_REST", Port=70000)).says(
+        "[HTTP_REST] Port:", "70000", "0-65535"
     ),
-    (
-        "missing-hostname",
-        _changed(_drop("HTTP_REST", "HostName")),
-        ("[HTTP_REST]:", "HostName is missing"),
+    Bad("missing-hostname", _changed(_drop("HTTP_REST", "HostName"))).says(
+        "[HTTP_REST]:", "HostName is missing"
     ),
-    (
-        "unknown-key-ini",
-        _changed(_set("HTTP_REST", Hostname2="x"), "ini"),
-        ("[HTTP_REST] Hostname2:", "unknown key", "Did you mean HostName?"),
+    Bad("unknown-key-ini", _ini("HTTP_REST", Hostname2="x")).says(
+        "[HTTP_REST] Hostname2:", "unknown key", "Did you mean HostName?"
     ),
-    (
-        "certificate-without-key",
-        _changed(_set("HTTP_REST", SslCertificate="server.crt")),
-        ("[HTTP_REST] SslCertificateKey:", "both"),
+    Bad("certificate-without-key", _json("HTTP_REST", SslCertificate="server.crt")).says(
+        "[HTTP_REST] SslCertificateKey:", "both"
     ),
-    (
+    Bad(
         "certificate-file-missing",
-        _changed(_set("HTTP_REST", SslCertificate="gone.crt", SslCertificateKey="gone.key")),
-        ("[HTTP_REST] SslCertificate:", "gone.crt", "does not exist"),
+        _json("HTTP_REST", SslCertificate="gone.crt", SslCertificateKey="gone.key"),
+    ).says("[HTTP_REST] SslCertificate:", "gone.crt", "does not exist"),
+    Bad(
+        "invalid-json-file", _raw('{\n  "HTTPSERVER": {"Servers": "HTTP_REST",},\n}\n', "json")
+    ).says("not valid JSON", "line 2, column 41"),
+    Bad(
+        "invalid-inline-fwdata-ini", _ini("HTTP_REST", FwData="'{\"Authorization\": {scheme: 1}}'")
+    ).says("[HTTP_REST] FwData:", "not valid JSON", "line 1, column 20"),
+    Bad("fwdata-unknown-key", _json("HTTP_REST", FwData={"Auth": {"scheme": "basic"}})).says(
+        "[HTTP_REST] FwData:", "'Auth'", "UserData"
     ),
-    (
-        "invalid-json-file",
-        _raw('{\n  "HTTPSERVER": {"Servers": "HTTP_REST",},\n}\n', "json"),
-        ("not valid JSON", "line 2, column 41"),
+    Bad(
+        "authorization-on-location", _json("ROOT", Authorization={"scheme": "basic", "OnAuth": "x"})
+    ).says("[ROOT] Authorization:", "per port", "server section"),
+    Bad("min-above-max-threads", _json("POOL", MinThreads=9, MaxThreads=3)).says(
+        "[POOL] MinThreads:", "MinThreads=9", "MaxThreads=3"
     ),
-    (
-        "invalid-inline-fwdata-ini",
-        _changed(_set("HTTP_REST", FwData="'{\"Authorization\": {scheme: 1}}'"), "ini"),
-        ("[HTTP_REST] FwData:", "not valid JSON", "line 1, column 20"),
+    Bad("two-locations-one-path", _changed(_second_location)).says(
+        "[HTTP_REST] Locations:", "[ROOT2]", "same Path /rest"
     ),
-    (
-        "fwdata-unknown-key",
-        _changed(_set("HTTP_REST", FwData={"Auth": {"scheme": "basic"}})),
-        ("[HTTP_REST] FwData:", "'Auth'", "UserData"),
+    Bad("two-servers-one-port", _changed(_second_server)).says(
+        "[OTHER] Port:", "18080", "[HTTP_REST]"
     ),
-    (
-        "authorization-on-location",
-        _changed(_set("ROOT", Authorization={"scheme": "basic", "OnAuth": "x"})),
-        ("[ROOT] Authorization:", "per port", "server section"),
+    Bad("duplicate-section-ini", _raw(GOOD_INI + "\n[POOL]\nMaxThreads=2\n", "ini")).says(
+        "[POOL] appears twice"
     ),
-    (
-        "min-above-max-threads",
-        _changed(_set("POOL", MinThreads=9, MaxThreads=3)),
-        ("[POOL] MinThreads:", "MinThreads=9", "MaxThreads=3"),
+    Bad("general-out-of-range", _json("GENERAL", rest_trace_time=7)).says(
+        "[GENERAL] rest_trace_time:", "0-2"
     ),
-    (
-        "two-locations-one-path",
-        _changed(_second_location),
-        ("[HTTP_REST] Locations:", "[ROOT2]", "same Path /rest"),
+    Bad("bad-state-store", _json("HTTPSERVER", StateStore="postgres")).says(
+        "[HTTPSERVER] StateStore:", "'postgres'"
     ),
-    (
-        "two-servers-one-port",
-        _changed(_second_server),
-        ("[OTHER] Port:", "18080", "[HTTP_REST]"),
+    Bad("monitor-on-a-server-port", _json("APP_MONITOR", Enable=1, Port=18080)).says(
+        "[APP_MONITOR] Port:", "[HTTP_REST]"
     ),
-    (
-        "duplicate-section-ini",
-        _raw(GOOD_INI + "\n[POOL]\nMaxThreads=2\n", "ini"),
-        ("[POOL] appears twice",),
+    Bad("repository-module-missing", _json("ENV", Repository="app, not_there")).says(
+        "[ENV] Repository:", "'not_there'", "not found"
     ),
-    (
-        "general-out-of-range",
-        _changed(_set("GENERAL", rest_trace_time=7)),
-        ("[GENERAL] rest_trace_time:", "0-2"),
-    ),
-    (
-        "bad-state-store",
-        _changed(_set("HTTPSERVER", StateStore="postgres")),
-        ("[HTTPSERVER] StateStore:", "'postgres'"),
-    ),
-    (
-        "monitor-on-a-server-port",
-        _changed(_set("APP_MONITOR", Enable=1, Port=18080)),
-        ("[APP_MONITOR] Port:", "[HTTP_REST]"),
-    ),
-    (
-        "repository-module-missing",
-        _changed(_set("ENV", Repository="app, not_there")),
-        ("[ENV] Repository:", "'not_there'", "not found"),
-    ),
-    (
+    Bad(
         "repository-syntax-error",
         _with_module("broken", "x = (\n", _set("ENV", Repository="app, broken.py")),
-        ("[ENV] Repository:", "broken.py", "SyntaxError", "line 1"),
-    ),
-    (
+    ).says("[ENV] Repository:", "broken.py", "SyntaxError", "line 1"),
+    Bad(
         "load-urns-missing-function",
-        _changed(_set("HTTP_REST", LoadURNs={"/m": {"GET": {"Function": "app.nothing"}}})),
-        ("[HTTP_REST] LoadURNs:", "'app.nothing'"),
-    ),
-    (
+        _json("HTTP_REST", LoadURNs={"/m": {"GET": {"Function": "app.nothing"}}}),
+    ).says("[HTTP_REST] LoadURNs:", "'app.nothing'"),
+    Bad(
         "duplicate-route",
-        _changed(_set("HTTP_REST", LoadURNs={"/hello": {"GET": {"Function": "app.text"}}})),
-        ("GET /rest/hello", "twice", "app.hello", "app.text"),
-    ),
+        _json("HTTP_REST", LoadURNs={"/hello": {"GET": {"Function": "app.text"}}}),
+    ).says("GET /rest/hello", "twice", "app.hello", "app.text"),
 ]
 
 
-@pytest.mark.parametrize(
-    ("writer", "fragments"), [pytest.param(w, f, id=i) for i, w, f in BAD_CONFIGS]
-)
+@pytest.mark.parametrize(("writer", "fragments"), BAD_CONFIGS)
 def test_check_bad_config_exits_2_with_one_error(
     tmp_path: Path, writer: Callable[[Path], Path], fragments: tuple[str, ...]
 ) -> None:
@@ -412,11 +390,7 @@ def test_serve_workers_must_be_positive(tmp_path: Path, args: tuple[str, ...]) -
 def test_routes_lists_method_path_function_and_source(tmp_path: Path) -> None:
     config = free_config(
         tmp_path,
-        extra={
-            "HTTP_REST": {
-                "LoadURNs": {"/mapped/{key}": {"POST": {"Function": "app.echo"}}},
-            }
-        },
+        extra={"HTTP_REST": {"LoadURNs": {"/mapped/{key}": {"POST": {"Function": "app.echo"}}}}},
     )
     result = run_forked("routes", str(config), cwd=tmp_path)
     assert result.returncode == 0, result.stderr

@@ -20,17 +20,14 @@ Chromium and redis-server missing are failures, never skips.
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import html
 import json
 import re
 import secrets
 import ssl
-import threading
 import time
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -41,15 +38,8 @@ import trustme
 from authlib.integrations.requests_client import OAuth2Session
 
 from tests.auth.oauth2_support import issue_certs, oauth_section
-from tests.conftest import (
-    APP_SOURCE,
-    ROOT,
-    ServerProcess,
-    free_config,
-    wait_for,
-    wait_ready_workers,
-)
-from tests.redis_support import RedisServer
+from tests.conftest import APP_SOURCE, ROOT, ServerProcess, free_config, wait_for
+from tests.e2e.support import Pages, hosts_serving, redis_or_none
 
 SECTION = "OAUTH"
 AUTHORIZE = "/fw/oauth2/authorize"
@@ -125,30 +115,6 @@ async function finish() {
 """
 
 
-class Pages:
-    """A plain HTTP server of the test: the single-page app (its origin) and a native app's
-    loopback callback; it records the paths it was asked for."""
-
-    def __init__(self, folder: Path) -> None:
-        self.asked: list[str] = []
-        asked = self.asked
-
-        class Handler(SimpleHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                asked.append(self.path)
-
-        handler = functools.partial(Handler, directory=str(folder))
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.port = int(self.httpd.server_address[1])
-        self.origin = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 class Hosts:
     def __init__(
         self, a: ServerProcess, b: ServerProcess, certs: dict[str, Path], pages: Pages
@@ -198,10 +164,7 @@ def _params() -> str:
                 },
             ],
             "users": [{"username": ADA[0], "password": ADA[1], "scopes": ["orders:read"]}],
-            "types": [
-                {"grant_type": "authorization_code"},
-                {"grant_type": "refresh_token"},
-            ],
+            "types": [{"grant_type": "authorization_code"}, {"grant_type": "refresh_token"}],
             "access_expires": "10m",
         }
     )
@@ -212,27 +175,23 @@ def hosts(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     root = tmp_path_factory.mktemp("code_flow")
     certs = issue_certs(ca, root / "certs")
     (root / "redis").mkdir()
-    redis = RedisServer(root / "redis").start()
     (root / "pages").mkdir()
     pages = Pages(root / "pages")
-    started: list[ServerProcess] = []
     try:
-        for label, workers in (("a", 2), ("b", 1)):
-            folder = root / label
-            folder.mkdir()
-            proc = ServerProcess(write_host(folder, certs, redis.url, pages), workers=workers)
-            started.append(proc.wait_ready())
-            wait_ready_workers(proc, workers)
-        api = started[0].url(SECTION)
-        (root / "pages" / "index.html").write_text(SPA_PAGE % {"api": api})
-        (root / "pages" / "cb.html").write_text(SPA_PAGE % {"api": api})
-        (root / "pages" / "callback.html").write_text("the native app's callback")
-        yield Hosts(started[0], started[1], certs, pages)
+        with redis_or_none(root / "redis") as redis:
+            assert redis is not None
+            for label in ("a", "b"):
+                (root / label).mkdir()
+            configs = [(write_host(root / "a", certs, redis.url, pages), 2)]
+            configs.append((write_host(root / "b", certs, redis.url, pages), 1))
+            with hosts_serving(configs) as started:
+                api = started[0].url(SECTION)
+                (root / "pages" / "index.html").write_text(SPA_PAGE % {"api": api})
+                (root / "pages" / "cb.html").write_text(SPA_PAGE % {"api": api})
+                (root / "pages" / "callback.html").write_text("the native app's callback")
+                yield Hosts(started[0], started[1], certs, pages)
     finally:
-        for proc in started:
-            proc.stop()
         pages.stop()
-        redis.stop()
 
 
 def pkce_s256(verifier: str) -> str:
@@ -288,10 +247,7 @@ def test_authlib_oauth2_session_with_s256_pkce(hosts: Hosts) -> None:
     # the same code again (Authlib, as a client that retried): refused
     with pytest.raises(Exception, match="invalid_grant"):
         session.fetch_token(
-            hosts.base_a + TOKEN,
-            authorization_response=location,
-            code_verifier=verifier,
-            verify=ca,
+            hosts.base_a + TOKEN, authorization_response=location, code_verifier=verifier, verify=ca
         )
 
 

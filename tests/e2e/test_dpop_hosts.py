@@ -20,7 +20,6 @@ redis-server missing is a failure, never a skip.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,8 @@ import trustme
 
 from tests.auth.dpop_support import DpopKey, dpop_headers
 from tests.auth.oauth2_support import PID_USERS, TOKEN, WorkersHost, bearer
-from tests.conftest import ServerProcess, free_config, issue_certs, tls_server, wait_ready_workers
-from tests.redis_support import RedisServer
+from tests.conftest import free_config, issue_certs, tls_server
+from tests.e2e.support import hosts_serving, redis_or_none, with_store
 
 WORKERS = 2
 BALANCER = "api.example.com"
@@ -64,19 +63,9 @@ def params():
 
 def host_config(folder: Path, certs: dict[str, Path], redis_url: str | None) -> Path:
     oauth = {"scheme": "oAuth2", "onAuth": "", "onAuthparams": "app.params"}
-    config = free_config(
-        folder,
-        app=APP,
-        servers={
-            "OAUTH": tls_server(certs, TrustedProxies="127.0.0.1", FwData={"Authorization": oauth})
-        },
-    )
-    sections = json.loads(config.read_text())
-    del sections["HTTPSERVER"]["StateStore"]  # the default (sqlite), or the shared Redis
-    if redis_url is not None:
-        sections["HTTPSERVER"]["StateStore"] = redis_url
-    config.write_text(json.dumps(sections))
-    return config
+    server = tls_server(certs, TrustedProxies="127.0.0.1", FwData={"Authorization": oauth})
+    # the default store (sqlite), or the shared Redis
+    return with_store(free_config(folder, app=APP, servers={"OAUTH": server}), redis_url)
 
 
 @pytest.fixture(scope="module", params=["one-host-two-workers", "two-hosts-one-redis"])
@@ -84,26 +73,13 @@ def hosts(
     ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[list[WorkersHost]]:
     root = tmp_path_factory.mktemp("dpop-hosts")
-    redis = RedisServer(root).start() if request.param == "two-hosts-one-redis" else None
-    started: list[ServerProcess] = []
-    try:
+    with redis_or_none(root, request.param == "two-hosts-one-redis") as redis:
+        configs = []
         for name in ("a", "b") if redis is not None else ("a",):
-            folder = root / name
-            folder.mkdir()
-            certs = issue_certs(ca, folder / "certs")
-            config = host_config(folder, certs, redis.url if redis is not None else None)
-            started.append(ServerProcess(config, workers=WORKERS))
-        for proc in started:
-            proc.wait_ready()
-            wait_ready_workers(proc, WORKERS)
-        yield [
-            WorkersHost(proc, proc.config.parent / "certs" / "ca.pem", WORKERS) for proc in started
-        ]
-    finally:
-        for proc in started:
-            proc.stop()
-        if redis is not None:
-            redis.stop()
+            certs = issue_certs(ca, root / name / "certs")
+            configs.append((host_config(root / name, certs, redis.url if redis else None), WORKERS))
+        with hosts_serving(configs) as started:
+            yield [WorkersHost(p, p.config.parent / "certs" / "ca.pem", WORKERS) for p in started]
 
 
 def grant(
@@ -180,10 +156,9 @@ def test_a_replayed_proof_is_refused_by_every_other_worker_and_host(
     for host in hosts:
         again = grant(host, key, form, proof, FORWARDED)
         assert again.status_code == 400, (host.base, again.text)
-        assert again.json() == {
-            "error": "invalid_dpop_proof",
-            "error_description": "the DPoP proof was used before",
-        }
+        assert again.json() == dict(
+            error="invalid_dpop_proof", error_description="the DPoP proof was used before"
+        )
     workers = every_worker(hosts)
     try:
         proof = key.proof("GET", url + "/hello", token)

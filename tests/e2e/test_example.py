@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import re
-import shutil
 import ssl
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +12,7 @@ import pytest
 from openapi_spec_validator import validate
 
 from tests.conftest import FWREST, ROOT, ServerProcess
+from tests.e2e.support import example_copy
 
 EXAMPLES = ROOT / "examples"
 
@@ -22,12 +20,7 @@ EXAMPLES = ROOT / "examples"
 @pytest.fixture(scope="module")
 def example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """examples/ copied to a temporary folder, every port set to 0 (the system picks)."""
-    work = tmp_path_factory.mktemp("example")
-    shutil.copytree(EXAMPLES, work / "examples", ignore=shutil.ignore_patterns(".fwrest", "certs"))
-    target = work / "examples"
-    subprocess.run([sys.executable, str(target / "make_certs.py")], check=True, capture_output=True)
-    ini = target / "service.ini"
-    ini.write_text(re.sub(r"(?m)^Port=\d+$", "Port=0", ini.read_text()))
+    ini = example_copy(tmp_path_factory.mktemp("example"))
     server = ServerProcess(ini, workers=2).wait_ready()
     yield server
     assert server.stop() == 0
@@ -66,12 +59,7 @@ def test_the_typed_quote_endpoint(example: ServerProcess) -> None:
     }
     quote = httpx.post(f"{base}/quotes", json=order)
     assert quote.status_code == 200
-    assert quote.json() == {
-        "customer": "Kim",
-        "items": 3,
-        "subtotal_cents": 1600,
-        "total_cents": 1440,
-    }
+    assert quote.json() == dict(customer="Kim", items=3, subtotal_cents=1600, total_cents=1440)
     order["lines"][1]["qty"] = 0
     refused = httpx.post(f"{base}/quotes", json=order)
     assert refused.status_code == 400
@@ -162,10 +150,7 @@ def test_example_json_config_is_valid() -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_the_static_page_calls_the_api_in_a_browser(
-    example: ServerProcess,
-    browser: Any,
-) -> None:
+def test_the_static_page_calls_the_api_in_a_browser(example: ServerProcess, browser: Any) -> None:
     page_url = f"http://127.0.0.1:{example.ports['HTTP_REST']}/app/"
     page_answer = httpx.get(page_url)
     assert page_answer.status_code == 200

@@ -30,7 +30,6 @@ redis-server missing is a failure, never a skip.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterator
@@ -42,16 +41,8 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import PID_APP, PID_CLIENT, PID_USERS, WorkersHost, bearer
-from tests.conftest import (
-    ServerProcess,
-    free_config,
-    issue_certs,
-    local_port,
-    run_cli,
-    tls_server,
-    wait_ready_workers,
-)
-from tests.redis_support import RedisServer
+from tests.conftest import ServerProcess, free_config, issue_certs, local_port, run_cli, tls_server
+from tests.e2e.support import hosts_serving, redis_or_none, with_store
 
 WORKERS = 2
 SPEC_BOUND_S = 1.0  # SPEC 5 and 12.3: every worker and host within 1 s
@@ -96,6 +87,22 @@ def close_all(*groups: dict[int, httpx.Client]) -> None:
             http.close()
 
 
+def each_worker(
+    hosts: list[Host], workers: list[dict[int, httpx.Client]]
+) -> list[tuple[Host, int, httpx.Client]]:
+    """(host, pid, its kept-alive client) for every worker of every host."""
+    return [
+        (host, pid, http)
+        for host, clients in zip(hosts, workers, strict=True)
+        for pid, http in clients.items()
+    ]
+
+
+def bound_after(since: float) -> None:
+    """SPEC's bound (1 s) waited out from ``since``."""
+    time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
+
+
 def host_config(folder: Path, certs: dict[str, Path], redis_url: str | None) -> Path:
     """One host: its own folder and config, the sections every host of the service has; no
     key beyond what one host needs but the shared store (none: the default, sqlite)."""
@@ -113,12 +120,7 @@ def host_config(folder: Path, certs: dict[str, Path], redis_url: str | None) -> 
             "RL_USER": {"Limit": LIMIT, "Window": "60s", "Key": "user"},
         },
     )
-    sections = json.loads(config.read_text())
-    del sections["HTTPSERVER"]["StateStore"]  # free_config's memory store: no test's choice
-    if redis_url is not None:
-        sections["HTTPSERVER"]["StateStore"] = redis_url
-    config.write_text(json.dumps(sections))
-    return config
+    return with_store(config, redis_url)  # free_config's memory store: no test's choice
 
 
 @pytest.fixture(scope="module", params=["one-host-two-workers", "two-hosts-one-redis"])
@@ -129,26 +131,15 @@ def hosts(
     ``two-hosts-one-redis``: two hosts of two workers each on one ``redis-server``. The tests
     name the first host A and the last B (one host: A is B, and only the workers differ)."""
     root = tmp_path_factory.mktemp("hosts-state")
-    redis = RedisServer(root).start() if request.param == "two-hosts-one-redis" else None
-    started: list[ServerProcess] = []
-    try:
+    with redis_or_none(root, request.param == "two-hosts-one-redis") as redis:
+        configs = []
         for name in ("a", "b") if redis is not None else ("a",):
-            folder = root / name
-            folder.mkdir()
-            certs = issue_certs(ca, folder / "certs")
-            config = host_config(folder, certs, redis.url if redis is not None else None)
-            started.append(ServerProcess(config, workers=WORKERS))
-        for proc in started:
-            proc.wait_ready()
-            wait_ready_workers(proc, WORKERS)
-        if redis is None:
-            assert (root / "a" / ".fwrest" / "state.sqlite3").is_file()
-        yield [Host(proc, proc.config.parent / "certs" / "ca.pem") for proc in started]
-    finally:
-        for proc in started:
-            proc.stop()
-        if redis is not None:
-            redis.stop()
+            certs = issue_certs(ca, root / name / "certs")
+            configs.append((host_config(root / name, certs, redis.url if redis else None), WORKERS))
+        with hosts_serving(configs) as started:
+            if redis is None:
+                assert (root / "a" / ".fwrest" / "state.sqlite3").is_file()
+            yield [Host(proc, proc.config.parent / "certs" / "ca.pem") for proc in started]
 
 
 def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[Host]) -> None:
@@ -166,18 +157,17 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
             )
         since = time.monotonic()
         assert answer.status_code == 200, answer.text
-        time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
-        for host, clients in zip(hosts, workers, strict=True):
-            for pid, http in clients.items():
-                used = http.get(host.base + "/hello", headers=bearer(victim["access_token"]))
-                assert used.status_code == 401, (host.base, pid, used.text)
-                assert "revoked" in used.headers["www-authenticate"]
-                seen = http.post(
-                    host.base + "/fw/oauth2/introspect",
-                    data={"token": victim["access_token"]},
-                    auth=WEB,
-                )
-                assert seen.status_code == 200 and seen.json() == {"active": False}, seen.text
+        bound_after(since)
+        for host, pid, http in each_worker(hosts, workers):
+            used = http.get(host.base + "/hello", headers=bearer(victim["access_token"]))
+            assert used.status_code == 401, (host.base, pid, used.text)
+            assert "revoked" in used.headers["www-authenticate"]
+            seen = http.post(
+                host.base + "/fw/oauth2/introspect",
+                data={"token": victim["access_token"]},
+                auth=WEB,
+            )
+            assert seen.status_code == 200 and seen.json() == {"active": False}, seen.text
         with a.client() as http:  # its refresh token is spent too, on the host that issued it
             spent = http.post(
                 a.base + "/fw/oauth2/token",
@@ -201,24 +191,21 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
             )
         since = time.monotonic()
         assert answer.status_code == 200, answer.text
-        time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
-        for host, clients in zip(hosts, workers, strict=True):
-            for pid, http in clients.items():
-                used = http.get(host.base + "/hello", headers=bearer(family["access_token"]))
-                assert used.status_code == 401, (host.base, pid, used.text)
+        bound_after(since)
+        for host, pid, http in each_worker(hosts, workers):
+            used = http.get(host.base + "/hello", headers=bearer(family["access_token"]))
+            assert used.status_code == 401, (host.base, pid, used.text)
         # the probe's family is another user's: untouched everywhere
-        for host, clients in zip(hosts, workers, strict=True):
-            for http in clients.values():
-                used = http.get(host.base + "/hello", headers=bearer(probe["access_token"]))
-                assert used.status_code == 200, used.text
+        for host, _pid, http in each_worker(hosts, workers):
+            used = http.get(host.base + "/hello", headers=bearer(probe["access_token"]))
+            assert used.status_code == 200, used.text
     finally:
         close_all(*workers)
 
 
 def _setting(http: httpx.Client, host: Host, token: str, key: str) -> dict[str, Any]:
     answer = http.get(
-        host.base + "/fw/rest/config",
-        headers={**bearer(token), "Accept": "application/json"},
+        host.base + "/fw/rest/config", headers={**bearer(token), "Accept": "application/json"}
     )
     assert answer.status_code == 200, answer.text
     setting: dict[str, Any] = answer.json()["settings"][key]
@@ -236,7 +223,7 @@ def _change_setting(host: Host, token: str, value: int | None) -> None:
         )
     since = time.monotonic()
     assert answer.status_code == 200, answer.text
-    time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
+    bound_after(since)
 
 
 def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
@@ -249,10 +236,9 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
         before = _setting(next(iter(workers[-1].values())), b, token, "rest_log_stringsize")
         value = int(before["effective"]) + 41
         _change_setting(a, token, value)
-        for host, clients in zip(hosts, workers, strict=True):
-            for pid, http in clients.items():
-                now = _setting(http, host, token, "rest_log_stringsize")
-                assert (now["runtime"], now["effective"]) == (value, value), (host.base, pid, now)
+        for host, pid, http in each_worker(hosts, workers):
+            now = _setting(http, host, token, "rest_log_stringsize")
+            assert (now["runtime"], now["effective"]) == (value, value), (host.base, pid, now)
         # listed by B, naming the user, the port and the values
         events = b.trail(token, "?event=settings.change")
         change = next(e for e in events if e["details"]["key"] == "rest_log_stringsize")
@@ -260,11 +246,10 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
         assert (change["details"]["old"], change["details"]["new"]) == (before["effective"], value)
         # cleared on B, in force on every worker of A
         _change_setting(b, token, None)
-        for host, clients in zip(hosts, workers, strict=True):
-            for pid, http in clients.items():
-                now = _setting(http, host, token, "rest_log_stringsize")
-                assert now["runtime"] is None, (host.base, pid, now)
-                assert now["effective"] == before["effective"], (host.base, pid, now)
+        for host, pid, http in each_worker(hosts, workers):
+            now = _setting(http, host, token, "rest_log_stringsize")
+            assert now["runtime"] is None, (host.base, pid, now)
+            assert now["effective"] == before["effective"], (host.base, pid, now)
         # the run-time page of A (Basic port), its form sent to B: the anti-forgery token
         # is the service's, not a worker's or a host's
         cy = ("cy", USERS["cy"])
@@ -280,11 +265,10 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
                 )
                 since = time.monotonic()
                 assert sent.status_code == 200 and "Saved" in sent.text, sent.text
-                time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
-                for host, clients in zip(hosts, workers, strict=True):
-                    for pid, worker in clients.items():
-                        now = _setting(worker, host, token, "rest_log_stringsize")
-                        assert now["runtime"] == wanted, (host.base, pid, now)
+                bound_after(since)
+                for host, pid, worker in each_worker(hosts, workers):
+                    now = _setting(worker, host, token, "rest_log_stringsize")
+                    assert now["runtime"] == wanted, (host.base, pid, now)
     finally:
         close_all(*workers)
 
@@ -296,10 +280,7 @@ def test_a_rate_limit_window_is_counted_across_workers_and_hosts(hosts: list[Hos
     ada = hosts[-1].tokens("ada")["access_token"]
     workers = [host.oauth_workers(dee) for host in hosts]  # /rest: not rate limited
     try:
-        rounds = [
-            (host, http) for host, clients in zip(hosts, workers, strict=True)
-            for http in clients.values()
-        ]  # fmt: skip
+        rounds = [(host, http) for host, _pid, http in each_worker(hosts, workers)]
         codes, remaining = [], []
         for i in range(LIMIT + 4):
             host, http = rounds[i % len(rounds)]
@@ -329,17 +310,14 @@ def test_basic_failures_on_both_hosts_lock_out_on_both_until_lockouts_clear(
     a = hosts[0]
     token = a.tokens("cy")["access_token"]  # the audit route is on OAUTH: not locked out
     workers = [host.basic_workers() for host in hosts]
-    rounds = [
-        (host, http) for host, clients in zip(hosts, workers, strict=True)
-        for http in clients.values()
-    ]  # fmt: skip
+    rounds = [(host, http) for host, _pid, http in each_worker(hosts, workers)]
     try:
         for i in range(MAX_FAILURES):
             host, http = rounds[i % len(rounds)]
             wrong = http.get(host.basic + "/hello", auth=("bob", f"guess-{i}"))
             assert wrong.status_code == 403, (i, wrong.status_code, wrong.text)
         locked_at = time.monotonic()
-        time.sleep(max(locked_at + SPEC_BOUND_S - time.monotonic(), 0))
+        bound_after(locked_at)
         for host, http in rounds:
             right = http.get(host.basic + "/hello", auth=("bob", USERS["bob"]))
             assert right.status_code == 429, (host.basic, right.status_code, right.text)
@@ -375,7 +353,7 @@ def _clear_bob(host: Host, port: str) -> None:
         f"fwrest lockouts: lifted [{port}] user bob",
     ], done.stdout
     lifted_at = time.monotonic()
-    time.sleep(max(lifted_at + SPEC_BOUND_S - time.monotonic(), 0))
+    bound_after(lifted_at)
 
 
 def test_failed_grants_on_both_hosts_lock_out_on_both_until_lockouts_clear(
@@ -388,10 +366,7 @@ def test_failed_grants_on_both_hosts_lock_out_on_both_until_lockouts_clear(
     a, b = hosts[0], hosts[-1]
     token = a.tokens("cy")["access_token"]  # a bearer token: no password, never locked out
     workers = [host.oauth_workers(token) for host in hosts]
-    rounds = [
-        (host, http) for host, clients in zip(hosts, workers, strict=True)
-        for http in clients.values()
-    ]  # fmt: skip
+    rounds = [(host, http) for host, _pid, http in each_worker(hosts, workers)]
 
     def grant(host: Host, http: httpx.Client, password: str) -> httpx.Response:
         form = {"grant_type": "password", "username": "bob", "password": password}

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port
+from tests.e2e.conftest import Served
 from tests.server.rawhttp import RawConnection
 
 # an access line; with rest_trace_time=1 its time sits between the status and the port
@@ -25,11 +26,10 @@ def access_lines(text: str) -> list[str]:
 
 
 def test_one_access_line_per_request_with_method_path_status_and_microseconds(
-    tmp_path: Path,
-    serve,  # type: ignore[no-untyped-def]
+    served: Served,
 ) -> None:
     # the time per request is rest_trace_time's (SPEC 5.1: 0 off, 1 total time per request)
-    server: ServerProcess = serve(free_config(tmp_path, general={"rest_trace_time": 1}))
+    server = served(general={"rest_trace_time": 1})
     base = server.url()
     assert httpx.get(f"{base}/items/5").status_code == 200
     assert httpx.post(f"{base}/echo", content=b"x").status_code == 200
@@ -52,11 +52,8 @@ def test_one_access_line_per_request_with_method_path_status_and_microseconds(
     assert slept_us >= 30_000  # the figure is microseconds: 30 ms is at least 30000
 
 
-def test_the_access_line_has_no_time_while_rest_trace_time_is_0(
-    tmp_path: Path,
-    serve,  # type: ignore[no-untyped-def]
-) -> None:
-    server: ServerProcess = serve(free_config(tmp_path))
+def test_the_access_line_has_no_time_while_rest_trace_time_is_0(served: Served) -> None:
+    server = served()
     assert httpx.get(f"{server.url()}/items/5").status_code == 200
     server.stop()
     lines = access_lines(server.log())
@@ -68,12 +65,11 @@ def test_the_access_line_has_no_time_while_rest_trace_time_is_0(
 
 
 def test_every_access_line_once_and_the_last_lines_of_each_worker(
-    tmp_path: Path,
-    serve,  # type: ignore[no-untyped-def]
+    served: Served, tmp_path: Path
 ) -> None:
     """Lines are written once per event-loop turn: none is lost when a worker exits, none is
     written twice by a worker forked with the supervisor's buffer."""
-    server: ServerProcess = serve(free_config(tmp_path), workers=2)
+    server = served(2)
     base = server.url()
     sent = 60
     for i in range(sent):
@@ -89,8 +85,8 @@ def test_every_access_line_once_and_the_last_lines_of_each_worker(
         assert text.count("worker 1 ready") == 1 and text.count("worker 2 ready") == 1
 
 
-def test_secret_query_values_are_redacted(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server: ServerProcess = serve(free_config(tmp_path))
+def test_secret_query_values_are_redacted(served: Served) -> None:
+    server = served()
     # names also as the server reads them decoded: %70assword is password, client%5Fsecret
     # client_secret
     query = (
@@ -107,8 +103,8 @@ def test_secret_query_values_are_redacted(tmp_path: Path, serve) -> None:  # typ
     assert "page=7" in line and "user=ann" in line
 
 
-def test_credentials_in_headers_never_reach_the_log(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server: ServerProcess = serve(free_config(tmp_path, general={"rest_log_level": 5}))
+def test_credentials_in_headers_never_reach_the_log(served: Served) -> None:
+    server = served(general={"rest_log_level": 5})
     headers = {
         "Authorization": "Bearer authz-header-value-1234",
         "Proxy-Authorization": "Basic cHJveHktdmFsdWUtNTY3OA==",
@@ -124,8 +120,8 @@ def test_credentials_in_headers_never_reach_the_log(tmp_path: Path, serve) -> No
         assert value not in text, value  # ... their credentials were not
 
 
-def test_level_0_writes_no_access_lines(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server: ServerProcess = serve(free_config(tmp_path, general={"rest_log_level": 0}))
+def test_level_0_writes_no_access_lines(served: Served) -> None:
+    server = served(general={"rest_log_level": 0})
     assert httpx.get(f"{server.url()}/hello").status_code == 200
     assert httpx.get(f"{server.url()}/boom").status_code == 500
     assert server.stop() == 0
@@ -134,8 +130,8 @@ def test_level_0_writes_no_access_lines(tmp_path: Path, serve) -> None:  # type:
     assert "/rest/hello" not in text and "/rest/boom" not in text
 
 
-def test_level_2_logs_errors_but_not_successes(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server: ServerProcess = serve(free_config(tmp_path, general={"rest_log_level": 2}))
+def test_level_2_logs_errors_but_not_successes(served: Served) -> None:
+    server = served(general={"rest_log_level": 2})
     assert httpx.get(f"{server.url()}/hello").status_code == 200
     assert httpx.get(f"{server.url()}/boom").status_code == 500
     assert server.stop() == 0
@@ -147,15 +143,15 @@ def test_level_2_logs_errors_but_not_successes(tmp_path: Path, serve) -> None:  
     assert "kaboom-secret-detail" in text
 
 
-def test_level_3_logs_successes(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server: ServerProcess = serve(free_config(tmp_path, general={"rest_log_level": 3}))
+def test_level_3_logs_successes(served: Served) -> None:
+    server = served(general={"rest_log_level": 3})
     assert httpx.get(f"{server.url()}/hello").status_code == 200
     line = access_lines(server.wait_log("GET /rest/hello 200"))[0]
     assert " INFO fwrest.access " in line
 
 
-def test_log_file_receives_the_same_lines(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server: ServerProcess = serve(free_config(tmp_path), workers=2)
+def test_log_file_receives_the_same_lines(served: Served, tmp_path: Path) -> None:
+    server = served(2)
     for n in range(6):
         assert httpx.get(f"{server.url()}/items/{n}").status_code == 200
     assert httpx.get(f"{server.url()}/boom").status_code == 500
@@ -168,8 +164,8 @@ def test_log_file_receives_the_same_lines(tmp_path: Path, serve) -> None:  # typ
     assert "worker 1 ready" in in_file and "worker 2 ready" in in_file
 
 
-def test_error_traceback_full_with_rest_error_full(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server: ServerProcess = serve(free_config(tmp_path, general={"rest_error_full": 1}))
+def test_error_traceback_full_with_rest_error_full(served: Served) -> None:
+    server = served(general={"rest_error_full": 1})
     r = httpx.get(f"{server.url()}/boom")
     assert r.status_code == 500
     assert "kaboom" not in r.text
@@ -178,16 +174,16 @@ def test_error_traceback_full_with_rest_error_full(tmp_path: Path, serve) -> Non
     assert 'raise RuntimeError("kaboom-secret-detail")' in text
 
 
-def test_error_traceback_short_by_default(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server: ServerProcess = serve(free_config(tmp_path))
+def test_error_traceback_short_by_default(served: Served) -> None:
+    server = served()
     assert httpx.get(f"{server.url()}/boom").status_code == 500
     text = server.wait_log("kaboom-secret-detail")
     assert "Traceback (most recent call last)" not in text
     assert "rest_error_full=1" in text  # it says how to get the whole traceback
 
 
-def test_cr_lf_in_the_request_cannot_forge_a_log_line(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server: ServerProcess = serve(free_config(tmp_path))
+def test_cr_lf_in_the_request_cannot_forge_a_log_line(served: Served) -> None:
+    server = served()
     forged = "2030-01-01T00:00:00.000Z%20INFO%20fwrest.access%20[w1]%20FORGED"
     targets = (
         f"/hello?x=1%0d%0a{forged}",
@@ -255,16 +251,14 @@ def applog():
 """
 
 
-def test_the_applications_own_loggers_write_to_the_log_scrubbed(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+def test_the_applications_own_loggers_write_to_the_log_scrubbed(served: Served) -> None:
     """``logging.getLogger(__name__)`` in an endpoint (not under ``fwrest``): its records join
     fwrest's log (standard error and LogFile, fwrest's line format), with the request's Basic
     credentials scrubbed and CR/LF escaped, instead of reaching Python's last-resort handler
     raw."""
     basic = {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}}
     servers = {"HTTP_REST": local_port(FwData=basic)}
-    server: ServerProcess = serve(
-        free_config(tmp_path, servers=servers, app=APP_SOURCE + APP_LOGGERS)
-    )
+    server = served(servers=servers, app=APP_SOURCE + APP_LOGGERS)
     forged = "2030-01-01T00:00:00.000Z INFO fwrest.access [w1] FORGED"
     r = httpx.get(
         f"{server.url()}/applog",
@@ -291,13 +285,13 @@ def login():
 """
 
 
-def test_secret_fields_of_any_body_are_redacted_at_level_5(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+def test_secret_fields_of_any_body_are_redacted_at_level_5(served: Served) -> None:
     """``rest_log_level=5`` writes bodies: secret-like fields are redacted after parsing (JSON
     after white space, a number as the value, a form holding a brace), in the response too
     (an endpoint answering with a token); multipart is neither JSON nor a URL-encoded form,
     so it is described by its length only (SPEC 7.1)."""
     general = {"rest_log_level": 5, "rest_log_stringsize": 100000}
-    server: ServerProcess = serve(free_config(tmp_path, app=APP_SOURCE + LOGIN, general=general))
+    server = served(app=APP_SOURCE + LOGIN, general=general)
     url = f"{server.url()}/login"
     json_type = {"Content-Type": "application/json"}
     sent = [
@@ -347,7 +341,9 @@ def fetch():
 """
 
 
-def test_every_shape_of_secret_of_spec_7_1_stays_out_of_the_log(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
+def test_every_shape_of_secret_of_spec_7_1_stays_out_of_the_log(
+    served: Served, tmp_path: Path
+) -> None:
     """SPEC 7.1 "Logs", at ``rest_log_level=5``: headers named like secrets masked whole,
     bodies redacted after parsing (JSON keys written with ``\\u`` escapes, forms split by
     ``;``), any other body (XML, a form starting with ``{``, text, multipart) logged by its
@@ -355,9 +351,7 @@ def test_every_shape_of_secret_of_spec_7_1_stays_out_of_the_log(tmp_path: Path, 
     the access line, a header and an application's own record), and ``LogFile`` created
     with mode 0600."""
     general = {"rest_log_level": 5, "rest_log_stringsize": 100000}
-    server: ServerProcess = serve(
-        free_config(tmp_path, app=APP_SOURCE + SHAPES_APP, general=general)
-    )
+    server = served(app=APP_SOURCE + SHAPES_APP, general=general)
     base = server.url()
     secrets: list[str] = []
 

@@ -148,10 +148,7 @@ def wait_line(proc: ServerProcess, text: str, timeout: float = 30) -> None:
 
 
 def test_three_reloads_under_load_fail_no_request(tmp_path: Path) -> None:
-    config = free_config(
-        tmp_path,
-        servers={"HTTP_REST": local_port(KeepAliveTimeout=1000)},
-    )
+    config = free_config(tmp_path, servers={"HTTP_REST": local_port(KeepAliveTimeout=1000)})
     write_app(tmp_path, 1)
     pid_file = tmp_path / "fwrest.pid"
     proc = ServerProcess(config, workers=2, args=("--pid-file", str(pid_file))).wait_ready()
@@ -185,11 +182,7 @@ def test_three_reloads_under_load_fail_no_request(tmp_path: Path) -> None:
 
             # 2. a port added: SIGHUP
             edit_config(
-                config,
-                {
-                    "HTTPSERVER": {"Servers": "HTTP_REST,HTTP_TWO"},
-                    "HTTP_TWO": local_port(),
-                },
+                config, {"HTTPSERVER": {"Servers": "HTTP_REST,HTTP_TWO"}, "HTTP_TWO": local_port()}
             )
             proc.signal(signal.SIGHUP)
             wait_line(proc, "reloaded: generation 3")

@@ -29,14 +29,8 @@ from tests.auth.oauth2_support import (
     bearer,
     oauth_section,
 )
-from tests.conftest import (
-    ServerProcess,
-    issue_certs,
-    module_config,
-    run_cli,
-    wait_ready_workers,
-)
-from tests.redis_support import RedisServer
+from tests.conftest import ServerProcess, issue_certs, module_config, run_cli
+from tests.e2e.support import hosts_serving, redis_or_none
 
 WORKERS = 2
 SPEC_BOUND_S = 1.0  # SPEC 12.3: every worker and host within 1 s
@@ -51,15 +45,14 @@ class Host(WorkersHost):
 @pytest.fixture(scope="module")
 def hosts(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Host]]:
     root = tmp_path_factory.mktemp("revocation-e2e")
-    redis = RedisServer(root).start()
     certs = issue_certs(ca, root / "certs")
-    started: list[ServerProcess] = []
-    try:
+    configs = []
+    with redis_or_none(root) as redis:
+        assert redis is not None
         for name in ("a", "b"):
-            folder = root / name
-            folder.mkdir()
+            (root / name).mkdir()
             config = module_config(
-                folder,
+                root / name,
                 "revoke_e2e_app",
                 servers={
                     "OAUTH": oauth_section(
@@ -72,16 +65,9 @@ def hosts(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
                 extra={"HTTPSERVER": {"StateStore": redis.url}},
                 app=APP,
             )
-            proc = ServerProcess(config, workers=WORKERS)
-            started.append(proc)
-        for proc in started:
-            proc.wait_ready()
-            wait_ready_workers(proc, WORKERS)
-        yield [Host(proc, certs["ca"]) for proc in started]
-    finally:
-        for proc in started:
-            proc.stop()
-        redis.stop()
+            configs.append((config, WORKERS))
+        with hosts_serving(configs) as started:
+            yield [Host(proc, certs["ca"]) for proc in started]
 
 
 def assert_refused_everywhere(

@@ -185,7 +185,86 @@ def base(server: ServerProcess) -> str:
     return f"http://127.0.0.1:{port}"
 
 
-# -- handler results (SPEC 9) -------------------------------------------------------------------
+# -- handler results (SPEC 9), parameters, methods, locations ----------------------------------
+
+
+def fault(code: int, message: str) -> dict[str, object]:
+    return {"code": code, "detailedMessage": "", "message": message}
+
+
+JSON, TEXT = "application/json", "text/plain; charset=utf-8"
+NOTE = {"x-request-note": "made"}
+# "METHOD /path", status, content type (None: not checked), body (bytes as sent, else the JSON),
+# headers the answer must have
+ANSWERS: list[tuple[str, int, str | None, object, dict[str, str]]] = [
+    ("GET /a/result/list", 200, JSON, [1, "two", {"three": 3}], {}),
+    ("GET /a/text", 200, TEXT, b"plain text", {}),
+    ("GET /a/result/unicode", 200, TEXT, "h\u00e9llo \u2713".encode(), {}),
+    ("GET /a/bytes", 200, "application/octet-stream", b"\x00\x01", {}),
+    # a Response is sent as it is
+    ("GET /a/result/response", 418, None, b"short and stout", {"x-tea": "earl grey"}),
+    ("GET /a/result/response-media", 201, "image/gif", b"GIF89a", {"x-kind": "picture"}),
+    # None sends the setResponse parts appended; without any, an empty 200
+    ("GET /a/result/parts", 200, TEXT, b"part one, part two", {}),
+    ("GET /a/result/json-parts", 200, None, {"a": 1}, {}),
+    ("GET /a/result/none", 200, None, b"", {}),
+    ("POST /a/result/status", 201, None, {"created": 7}, {"location": "/a/items/7", **NOTE}),
+    ("GET /a/result/status-only", 202, None, b"queued", {}),
+    # SPEC 3: setFault is the framework's error body as JSON, with the status set before it
+    # when that is 4xx or 5xx, else 500
+    ("GET /a/result/fault", 500, JSON, fault(500, "the ledger is locked"), {}),
+    ("GET /a/result/fault-409", 409, None, fault(409, "the ledger is locked"), {}),
+    ("GET /a/result/fault-after-201", 500, None, fault(500, "not created"), {}),
+    ("GET /a/result/return-wins", 200, None, {"winner": "return value"}, {}),
+    # path parameters passed by name, colon and brace syntax (async)
+    ("GET /a/items/42", 200, None, {"id": "42"}, {}),
+    ("GET /a/users/u-7/orders/o%20x", 200, None, {"uid": "u-7", "oid": "o x"}, {}),
+    ("PUT /a/verbs/9", 200, None, {"verb": "PUT", "id": "9"}, {}),
+    ("PATCH /a/verbs/9", 200, None, {"verb": "PATCH", "id": "9"}, {}),
+    ("DELETE /a/verbs/9", 200, None, {"verb": "DELETE", "id": "9"}, {}),
+    ("GET /a/userdata", 200, None, USER_DATA, {}),
+    ("GET /a/catalog/sku-1", 200, None, {"mapped": "sku-1", "path": "/a/catalog/sku-1"}, {}),
+    # LoadURNs applies to every location of the server
+    ("GET /b/catalog/sku-2", 200, None, {"mapped": "sku-2", "path": "/b/catalog/sku-2"}, {}),
+    # a route is served under every location, and under no other path
+    ("GET /a/items/1", 200, None, {"id": "1"}, {}),
+    ("GET /b/items/1", 200, None, {"id": "1"}, {}),
+    ("GET /c/items/1", 404, None, None, {}),
+    ("GET /items/1", 404, None, None, {}),
+    # /a/v2/hello could be /a + /v2/hello (app.py) or /a/v2 + /hello (app2.py): the longer wins
+    ("GET /a/v2/hello", 200, None, {"from": "app2.py /hello"}, {}),
+    # /b has no /v2 location: there the app.py route answers
+    ("GET /b/v2/hello", 200, None, {"from": "app.py /v2/hello"}, {}),
+    # the /a/v2 environment holds only app2.py: app.py's routes are not there
+    ("GET /a/v2/items/1", 404, None, None, {}),
+    # a prefix matches at a segment boundary only: /a/v2x is under /a
+    ("GET /a/v2x", 404, None, None, {}),
+    ("GET /a/nowhere", 404, None, fault(404, "Not Found"), {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("request_line", "status", "media", "body", "headers"), ANSWERS, ids=[a[0] for a in ANSWERS]
+)
+def test_the_answer_of_each_route(
+    base: str,
+    request_line: str,
+    status: int,
+    media: str | None,
+    body: object,
+    headers: dict[str, str],
+) -> None:
+    method, path = request_line.split(" ")
+    r = httpx.request(method, f"{base}{path}")
+    assert r.status_code == status, r.text
+    if media is not None:
+        assert r.headers["content-type"] == media
+    if isinstance(body, bytes):
+        assert r.content == body
+    elif body is not None:
+        assert r.json() == body
+    for name, value in headers.items():
+        assert r.headers[name] == value
 
 
 def test_dict_is_json_200(base: str) -> None:
@@ -195,109 +274,14 @@ def test_dict_is_json_200(base: str) -> None:
     assert r.json()["hello"] == "world"
 
 
-def test_list_is_json_200(base: str) -> None:
-    r = httpx.get(f"{base}/a/result/list")
-    assert r.status_code == 200
-    assert r.headers["content-type"] == "application/json"
-    assert r.json() == [1, "two", {"three": 3}]
-
-
-def test_str_is_utf8_text(base: str) -> None:
-    r = httpx.get(f"{base}/a/text")
-    assert r.status_code == 200
-    assert r.headers["content-type"] == "text/plain; charset=utf-8"
-    assert r.text == "plain text"
-    r = httpx.get(f"{base}/a/result/unicode")
-    assert r.content == "h\u00e9llo \u2713".encode()
-
-
-def test_bytes_are_octet_stream(base: str) -> None:
-    r = httpx.get(f"{base}/a/bytes")
-    assert r.status_code == 200
-    assert r.headers["content-type"] == "application/octet-stream"
-    assert r.content == b"\x00\x01"
-
-
-def test_response_is_sent_as_it_is(base: str) -> None:
-    r = httpx.get(f"{base}/a/result/response")
-    assert r.status_code == 418
-    assert r.headers["x-tea"] == "earl grey"
-    assert r.text == "short and stout"
-    r = httpx.get(f"{base}/a/result/response-media")
-    assert r.status_code == 201
-    assert r.headers["content-type"] == "image/gif"
-    assert r.headers["x-kind"] == "picture"
-    assert r.content == b"GIF89a"
-
-
-def test_none_sends_the_set_response_parts_appended(base: str) -> None:
-    r = httpx.get(f"{base}/a/result/parts")
-    assert r.status_code == 200
-    assert r.text == "part one, part two"
-    assert r.headers["content-type"].startswith("text/plain")
-    r = httpx.get(f"{base}/a/result/json-parts")
-    assert r.json() == {"a": 1}
-
-
-def test_none_without_set_response_is_an_empty_200(base: str) -> None:
-    r = httpx.get(f"{base}/a/result/none")
-    assert r.status_code == 200
-    assert r.content == b""
-
-
-def test_set_status_code_and_headers(base: str) -> None:
-    r = httpx.post(f"{base}/a/result/status")
-    assert r.status_code == 201
-    assert r.headers["location"] == "/a/items/7"
-    assert r.headers["x-request-note"] == "made"
-    assert r.json() == {"created": 7}
-    r = httpx.get(f"{base}/a/result/status-only")
-    assert r.status_code == 202
-    assert r.text == "queued"
-
-
-def test_set_fault_is_500_with_the_error_body(base: str) -> None:
-    """SPEC 3: the framework's error body as JSON, with the status set before it when that is
-    4xx or 5xx, else 500."""
-    r = httpx.get(f"{base}/a/result/fault")
-    assert r.status_code == 500
-    assert r.headers["content-type"] == "application/json"
-    assert r.json() == {"code": 500, "detailedMessage": "", "message": "the ledger is locked"}
-    r = httpx.get(f"{base}/a/result/fault-409")
-    assert r.status_code == 409
-    assert r.json() == {"code": 409, "detailedMessage": "", "message": "the ledger is locked"}
-    r = httpx.get(f"{base}/a/result/fault-after-201")
-    assert r.status_code == 500
-    assert r.json() == {"code": 500, "detailedMessage": "", "message": "not created"}
-
-
 def test_return_value_wins_over_set_response(base: str) -> None:
-    r = httpx.get(f"{base}/a/result/return-wins")
-    assert r.status_code == 200
-    assert r.json() == {"winner": "return value"}
-    assert "collected text" not in r.text
+    assert "collected text" not in httpx.get(f"{base}/a/result/return-wins").text
 
 
-# -- parameters, where handlers run, methods ---------------------------------------------------
-
-
-def test_path_params_passed_by_name_colon_syntax(base: str) -> None:
-    r = httpx.get(f"{base}/a/items/42")
-    assert r.status_code == 200
-    assert r.json() == {"id": "42"}
-
-
-def test_path_params_passed_by_name_brace_syntax_async(base: str) -> None:
-    r = httpx.get(f"{base}/a/users/u-7/orders/o%20x")
-    assert r.status_code == 200
-    assert r.json() == {"uid": "u-7", "oid": "o x"}
-
-
-def test_put_patch_delete_decorators(base: str) -> None:
-    for verb in ("PUT", "PATCH", "DELETE"):
-        r = httpx.request(verb, f"{base}/a/verbs/9")
-        assert r.status_code == 200, verb
-        assert r.json() == {"verb": verb, "id": "9"}
+def test_wrong_method_405(base: str) -> None:
+    r = httpx.get(f"{base}/a/echo")
+    assert r.status_code == 405
+    assert "POST" in r.headers["allow"]
 
 
 def test_def_runs_in_a_pool_thread(base: str) -> None:
@@ -313,53 +297,6 @@ def test_async_def_runs_on_the_event_loop(base: str) -> None:
     assert not body["thread"].startswith("fwrest-")
 
 
-def test_user_data_is_readable(base: str) -> None:
-    r = httpx.get(f"{base}/a/userdata")
-    assert r.status_code == 200
-    assert r.json() == USER_DATA
-
-
-def test_load_urns_mapped_route(base: str) -> None:
-    r = httpx.get(f"{base}/a/catalog/sku-1")
-    assert r.status_code == 200
-    assert r.json() == {"mapped": "sku-1", "path": "/a/catalog/sku-1"}
-    # LoadURNs applies to every location of the server
-    r = httpx.get(f"{base}/b/catalog/sku-2")
-    assert r.json() == {"mapped": "sku-2", "path": "/b/catalog/sku-2"}
-
-
-# -- locations ------------------------------------------------------------------------------------
-
-
-def test_route_is_served_under_every_location(base: str) -> None:
-    a = httpx.get(f"{base}/a/items/1")
-    b = httpx.get(f"{base}/b/items/1")
-    assert (a.status_code, b.status_code) == (200, 200)
-    assert a.json() == b.json() == {"id": "1"}
-    assert httpx.get(f"{base}/c/items/1").status_code == 404
-    assert httpx.get(f"{base}/items/1").status_code == 404
-
-
-def test_longest_location_prefix_wins(base: str) -> None:
-    # /a/v2/hello could be /a + /v2/hello (app.py) or /a/v2 + /hello (app2.py): the longer wins
-    assert httpx.get(f"{base}/a/v2/hello").json() == {"from": "app2.py /hello"}
-    # /b has no /v2 location: there the app.py route answers
-    assert httpx.get(f"{base}/b/v2/hello").json() == {"from": "app.py /v2/hello"}
-    # the /a/v2 environment holds only app2.py: app.py's routes are not there
-    assert httpx.get(f"{base}/a/v2/items/1").status_code == 404
-    # a prefix matches at a segment boundary only: /a/v2x is under /a
-    assert httpx.get(f"{base}/a/v2x").status_code == 404
-
-
-def test_unknown_path_404_and_wrong_method_405(base: str) -> None:
-    r = httpx.get(f"{base}/a/nowhere")
-    assert r.status_code == 404
-    assert r.json() == {"code": 404, "detailedMessage": "", "message": "Not Found"}
-    r = httpx.get(f"{base}/a/echo")
-    assert r.status_code == 405
-    assert "POST" in r.headers["allow"]
-
-
 # -- unhandled exceptions ----------------------------------------------------------------------
 
 
@@ -369,11 +306,9 @@ def test_unhandled_exception_is_a_fixed_500(base: str, server: ServerProcess) ->
         assert r.status_code == 500
         assert r.headers["content-type"] == "application/json"
         assert r.content == BOOM_BODY
-        assert json.loads(r.content) == {
-            "code": 500,
-            "detailedMessage": "",
-            "message": "Internal Server Error",
-        }
+        assert json.loads(r.content) == dict(
+            code=500, detailedMessage="", message="Internal Server Error"
+        )
         assert "kaboom" not in r.text
         assert "Traceback" not in r.text
     text = server.wait_log("async-kaboom-detail")
@@ -435,9 +370,7 @@ def _abort_config(tmp: Path, app: str = ABORT_APP, fmt: str = "json", **server: 
     )
 
 
-def test_a_mapped_function_whose_parameter_the_route_lacks_stops_the_start(
-    tmp_path: Path,
-) -> None:
+def test_a_mapped_function_whose_parameter_the_route_lacks_stops_the_start(tmp_path: Path) -> None:
     """``/bm/:q`` mapped to ``mapped(foo)``: every request would be a 500 (the function is
     called without ``foo``); the start says so instead."""
     config = _abort_config(tmp_path, LoadURNs={"/bm/:q": {"GET": {"Function": "app.mapped"}}})

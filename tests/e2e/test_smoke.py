@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import httpx
 
-from tests.conftest import free_config
+from tests.e2e.conftest import Served
 
 
-def test_serve_answers_and_stops_cleanly(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server = serve(free_config(tmp_path))
+def test_serve_answers_and_stops_cleanly(served: Served) -> None:
+    server = served()
     response = httpx.get(f"{server.url()}/hello")
     assert response.status_code == 200
     assert response.json()["hello"] == "world"

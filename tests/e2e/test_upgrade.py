@@ -31,7 +31,6 @@ the other:
 
 from __future__ import annotations
 
-import json
 import shlex
 import ssl
 import subprocess
@@ -56,7 +55,7 @@ from tests.conftest import (
     wait_for,
 )
 from tests.docs.blocks import example
-from tests.redis_support import RedisServer
+from tests.e2e.support import redis_or_none, with_store
 from tests.upgrade_support import PREVIOUS_VERSION, previous_release
 
 USERS, WEB = PID_USERS, PID_CLIENT
@@ -94,12 +93,7 @@ def host_config(folder: Path, certs: dict[str, Path], store: str, data: Path | N
             "RL_USER": {"Limit": LIMIT, "Window": "60s", "Key": "user"},
         },
     )
-    sections = json.loads(config.read_text())
-    sections["HTTPSERVER"]["StateStore"] = store
-    if data is not None:
-        sections["HTTPSERVER"]["DataPath"] = str(data)
-    config.write_text(json.dumps(sections))
-    return config
+    return with_store(config, store, **({"DataPath": str(data)} if data is not None else {}))
 
 
 class Host:
@@ -193,31 +187,27 @@ def pair(
     """P (the previous release) and C (this one), on one Redis or one sqlite file."""
     previous = previous_release()
     root = tmp_path_factory.mktemp(f"upgrade-{request.param}")
-    redis = RedisServer(root).start() if request.param == "redis" else None
-    store, data = (redis.url, None) if redis is not None else ("sqlite", root / "shared-data")
-    started: list[ServerProcess] = []
-    try:
+    with redis_or_none(root, request.param == "redis") as redis:
+        store, data = (redis.url, None) if redis is not None else ("sqlite", root / "shared-data")
         configs, certs = [], []
         for name in ("previous", "current"):
-            folder = root / name
-            folder.mkdir()
-            certs.append(issue_certs(ca, folder / "certs"))
-            configs.append(host_config(folder, certs[-1], store, data))
-        started.append(ServerProcess(configs[0], command=[str(previous / "fwrest")]))
-        started[0].wait_ready()
-        p = Host(started[0], PREVIOUS_VERSION, certs[0])
-        p.grant("ada")  # P writes the store first (its signing key, a refresh record)
-        follow_procedure(configs[1], sqlite=redis is None)
-        started.append(ServerProcess(configs[1]).wait_ready())
-        c = Host(started[1], "current", certs[1])
-        yield p, c
-        p.http.close()
-        c.http.close()
-    finally:
-        for proc in started:
-            proc.stop()
-        if redis is not None:
-            redis.stop()
+            certs.append(issue_certs(ca, root / name / "certs"))
+            configs.append(host_config(root / name, certs[-1], store, data))
+        started: list[ServerProcess] = []
+        try:
+            started.append(ServerProcess(configs[0], command=[str(previous / "fwrest")]))
+            started[0].wait_ready()
+            p = Host(started[0], PREVIOUS_VERSION, certs[0])
+            p.grant("ada")  # P writes the store first (its signing key, a refresh record)
+            follow_procedure(configs[1], sqlite=redis is None)
+            started.append(ServerProcess(configs[1]).wait_ready())
+            c = Host(started[1], "current", certs[1])
+            yield p, c
+            p.http.close()
+            c.http.close()
+        finally:
+            for proc in started:
+                proc.stop()
 
 
 def both(pair: tuple[Host, Host]) -> list[tuple[Host, Host]]:
@@ -340,9 +330,7 @@ def test_basic_failures_on_both_releases_lock_out_on_both(pair: tuple[Host, Host
             )
 
 
-def test_settings_changed_on_one_release_are_in_force_on_the_other(
-    pair: tuple[Host, Host],
-) -> None:
+def test_settings_changed_on_one_release_are_in_force_on_the_other(pair: tuple[Host, Host]) -> None:
     p, c = pair
     token = c.grant("cy")["access_token"]
     for n, (one, other) in enumerate(both(pair)):

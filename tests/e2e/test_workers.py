@@ -197,15 +197,7 @@ def test_new_connections_are_refused_while_draining(tmp_path: Path, serve) -> No
         slow = ex.submit(httpx.get, f"{base}/held", timeout=60)
         wait_running(base, 1)
         server.signal(signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        refused = False
-        while not refused and time.monotonic() < deadline:
-            try:
-                httpx.get(f"{base}/hello", timeout=2)
-                time.sleep(0.05)
-            except httpx.TransportError:
-                refused = True
-        assert refused, "the server kept accepting new connections after SIGTERM"
+        wait_for(lambda: refused(base), 30, "new connections refused after SIGTERM")
         assert server.proc.poll() is None, "the server exited with a request in flight"
         (tmp_path / "release").write_text("")
         answer = slow.result()

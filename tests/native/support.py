@@ -131,10 +131,12 @@ def admin(user):
 
 
 @contextmanager
-def in_process_ports(config: Path, names: Iterable[str]) -> Iterator[dict[str, Client]]:
+def in_process_ports(
+    config: Path, names: Iterable[str], location: str = "/rest"
+) -> Iterator[dict[str, Client]]:
     """Server section -> its in-process client (:func:`in_process`), for the ``with`` block."""
     with ExitStack() as stack:
-        yield {name: stack.enter_context(in_process(config, name)) for name in names}
+        yield {name: stack.enter_context(in_process(config, name, location)) for name in names}
 
 
 class FileLog:

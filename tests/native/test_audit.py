@@ -128,13 +128,7 @@ def test_a_settings_change_through_the_json_api_is_an_event(admin: Client) -> No
     assert set(event) == {"ts", "event", "actor", "client", "port", "details"}
     assert event["event"] == "settings.change"
     assert (event["actor"], event["client"], event["port"]) == ("ada", "127.0.0.1", "HTTP_ADMIN")
-    assert event["details"] == {
-        "key": "rest_trace_time",
-        "old": 0,
-        "new": 2,
-        "runtime": 2,
-        "via": "api",
-    }
+    assert event["details"] == dict(key="rest_trace_time", old=0, new=2, runtime=2, via="api")
     assert ISO.fullmatch(event["ts"]), event["ts"]
     when = datetime.fromisoformat(event["ts"])
     assert before <= when <= datetime.now(UTC), event["ts"]
@@ -165,13 +159,9 @@ def test_a_change_on_the_page_is_an_event_of_the_page(admin: Client) -> None:
         lambda e: e["details"]["key"] == "rest_log_stringsize",
         "the page's change in the trail",
     )
-    assert event["details"] == {
-        "key": "rest_log_stringsize",
-        "old": 200,
-        "new": 321,
-        "runtime": 321,
-        "via": "page",
-    }
+    assert event["details"] == dict(
+        key="rest_log_stringsize", old=200, new=321, runtime=321, via="page"
+    )
     assert event["actor"] == "ada"
 
 

@@ -26,14 +26,12 @@ from tests.native.support import AUTH_SOURCE, oauth2_port, running
 def server(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("docs_browser")
     (tmp / "auth.py").write_text(AUTH_SOURCE)
-    port = local_port()
     config = free_config(
         tmp,
         servers={
-            "HTTP_BASIC": {
-                **port,
-                "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "auth.check"}},
-            },
+            "HTTP_BASIC": local_port(
+                FwData={"Authorization": {"scheme": "basic", "OnAuth": "auth.check"}}
+            ),
             "HTTPS_OAUTH": oauth2_port(
                 tmp, ca, "auth.params", NativeRoutes={"public": ["rest/docs", "rest/openapi.json"]}
             ),

@@ -10,9 +10,7 @@ import base64
 import json
 import re
 from collections.abc import Iterator
-from contextlib import ExitStack
 from importlib import resources
-from pathlib import Path
 
 import pytest
 import trustme
@@ -21,7 +19,7 @@ from fwrest.native.docs import DOCS_FILES, SWAGGER_UI_VERSION
 from fwrest.testing import Client
 from tests.conftest import ROOT, local_port, module_config
 from tests.docs.blocks import example
-from tests.native.support import AUTH_SOURCE, basic, in_process, oauth2_port
+from tests.native.support import AUTH_SOURCE, basic, in_process_ports, oauth2_port
 
 ADA = basic("ada", "Ada-Pw-1")
 PAGE = "/fw/rest/docs"
@@ -56,8 +54,8 @@ def clients(
         },
         extra={"ENV": {"Repository": "docs_app,docs_auth"}},
     )
-    with ExitStack() as stack:
-        yield {name: stack.enter_context(in_process(Path(config), name)) for name in PORTS}
+    with in_process_ports(config, PORTS) as clients:
+        yield clients
 
 
 def linked(page: str) -> list[str]:
@@ -202,12 +200,7 @@ def test_an_oauth2_port_can_open_the_page_and_authorize_as_swagger_ui_does(
     flow = doc["components"]["securitySchemes"]["oauth2"]["flows"]["password"]
     assert flow["tokenUrl"] == "/rest/fw/oauth2/token"
     assert "default" in flow["scopes"]
-    form = {
-        "grant_type": "password",
-        "scope": "default",
-        "username": "ada",
-        "password": "Ada-Pw-7731",
-    }
+    form = dict(grant_type="password", scope="default", username="ada", password="Ada-Pw-7731")
     header = base64.b64encode(b"web:Web-Secret-9q").decode()
     answers = [
         client.post(

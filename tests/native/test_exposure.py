@@ -18,12 +18,8 @@ import pytest
 
 from fwrest.testing import Client
 from tests.conftest import local_port, module_config, run_cli
-from tests.native.support import NATIVE, basic, in_process
+from tests.native.support import AUTH_SOURCE, NATIVE, basic, in_process
 
-AUTH_SOURCE = """
-def check(user, password):
-    return (user, password) == ("ada", "Ada-Pw-1")
-"""
 ADA = basic("ada", "Ada-Pw-1")
 CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
 PORTS = ("HTTP_BASIC", "HTTP_PUBLIC")

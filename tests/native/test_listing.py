@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,16 @@ import trustme
 from openapi_spec_validator import validate
 
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, free_port, module_config, run_cli
-from tests.native.support import AUTH_SOURCE, NATIVE, NATIVE_PATHS, basic, in_process
+from tests.builders import own_ports
+from tests.conftest import APP_SOURCE, local_port, module_config, run_cli
+from tests.native.support import (
+    AUTH_SOURCE,
+    NATIVE,
+    NATIVE_PATHS,
+    basic,
+    in_process_ports,
+    oauth2_port,
+)
 
 APP = (
     APP_SOURCE
@@ -45,6 +52,7 @@ ADA = basic("ada", "Ada-Pw-1")
 HIDDEN, DISABLED = "/fw/healthcheck/datetime", "/vendor/environment"
 ENTRY_KEYS = ["doc", "endpoint", "methods", "paths", "public", "source", "type"]
 NAMES = ("HTTP_REST", "HTTP_PLAIN", "HTTP_BASIC", "HTTPS_OAUTH")
+AUTH = "listing_auth.check"
 
 
 @dataclass
@@ -60,60 +68,30 @@ class Service:
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterator[Service]:
     tmp = tmp_path_factory.mktemp("listing")
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    cert.cert_chain_pems[0].write_to_path(str(tmp / "server.crt"))
-    cert.private_key_pem.write_to_path(str(tmp / "server.key"))
     (tmp / "listing_auth.py").write_text(AUTH_SOURCE)
-    server = {"HostName": "127.0.0.1", "Locations": "ROOT"}
-    ports = {name: free_port() for name in NAMES}
+    mapped = {"GET": {"Function": "listing_app.mapped", "Description": "mapped"}}
+    native = {"hide": ["healthcheck/datetime"], "disable": ["vendor/environment"]}
+    servers = {
+        "HTTP_REST": local_port(
+            Locations="ROOT, OTHER",
+            LoadURNs={"/mapped/:x": mapped},
+            FwData={"NativeRoutes": native},
+        ),
+        "HTTP_PLAIN": local_port(),
+        "HTTP_BASIC": local_port(FwData={"Authorization": {"scheme": "basic", "OnAuth": AUTH}}),
+        "HTTPS_OAUTH": oauth2_port(tmp, ca, "listing_auth.params"),
+    }
     config = module_config(
         tmp,
         "listing_app",
-        servers={
-            "HTTP_REST": {
-                **server,
-                "Port": ports["HTTP_REST"],
-                "Locations": "ROOT, OTHER",
-                "LoadURNs": {
-                    "/mapped/:x": {
-                        "GET": {"Function": "listing_app.mapped", "Description": "mapped"}
-                    }
-                },
-                "FwData": {
-                    "NativeRoutes": {
-                        "hide": ["healthcheck/datetime"],
-                        "disable": ["vendor/environment"],
-                    }
-                },
-            },
-            "HTTP_PLAIN": {**server, "Port": ports["HTTP_PLAIN"]},
-            "HTTP_BASIC": {
-                **server,
-                "Port": ports["HTTP_BASIC"],
-                "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "listing_auth.check"}},
-            },
-            "HTTPS_OAUTH": {
-                **server,
-                "Port": ports["HTTPS_OAUTH"],
-                "SslCertificate": "server.crt",
-                "SslCertificateKey": "server.key",
-                "FwData": {
-                    "Authorization": {
-                        "scheme": "oAuth2",
-                        "onAuth": "",
-                        "onAuthparams": "listing_auth.params",
-                    }
-                },
-            },
-        },
+        servers=own_ports(servers),
         extra={
             "ENV": {"Repository": "listing_app,listing_auth"},
             "OTHER": {"Path": "/other", "ThreadPool": "POOL"},
         },
         app=APP,
     )
-    with ExitStack() as stack:
-        clients = {name: stack.enter_context(in_process(config, name)) for name in NAMES}
+    with in_process_ports(config, NAMES) as clients:
         yield Service(config, clients)
 
 

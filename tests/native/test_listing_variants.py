@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from openapi_spec_validator import validate
 
 from fwrest.testing import Client
 from tests.conftest import free_config, local_port, module_config, run_cli
-from tests.native.support import in_process
+from tests.native.support import AUTH_SOURCE, in_process_ports
 
 APP = """
 from fwrest import delete, get, post
@@ -74,10 +73,6 @@ def side_item(key):
     return {"key": key}
 """
 
-AUTH = """
-def check(user, password):
-    return (user, password) == ("ada", "Ada-Pw-1")
-"""
 
 PUBLIC_WARNING = "[HTTP_OPEN_ALL] FwData NativeRoutes public opens rest/config and rest/usage/time"
 
@@ -89,7 +84,7 @@ NAMES = ("HTTP_SPLIT", "HTTP_NO_VENDOR", "HTTP_OPEN_ALL")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("variants")
     (tmp / "variants_side.py").write_text(SIDE)
-    (tmp / "variants_auth.py").write_text(AUTH)
+    (tmp / "variants_auth.py").write_text(AUTH_SOURCE)
     return module_config(
         tmp,
         "variants_app",
@@ -118,8 +113,8 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def clients(config: Path) -> Iterator[dict[str, Client]]:
     """Server section -> its in-process client; paths are full (``/rest/...``)."""
-    with ExitStack() as stack:
-        yield {name: stack.enter_context(in_process(config, name, "")) for name in NAMES}
+    with in_process_ports(config, NAMES, "") as clients:
+        yield clients
 
 
 def listing(clients: dict[str, Client]) -> list[dict[str, Any]]:

@@ -10,10 +10,6 @@ run by ``fwrest serve`` (its ``app`` package cannot share this process with othe
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,7 +26,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.conftest import ROOT, ServerProcess
+from tests.conftest import ServerProcess
+from tests.e2e.support import example_copy
 
 CHECKS = [
     not_a_server_error,
@@ -44,14 +41,7 @@ EXAMPLES_PER_OPERATION = 8  # bounded: the whole module runs in seconds
 
 @pytest.fixture(scope="module")
 def example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    work = tmp_path_factory.mktemp("conformance")
-    target = work / "examples"
-    shutil.copytree(
-        ROOT / "examples", target, ignore=shutil.ignore_patterns(".fwrest", "certs", "__pycache__")
-    )
-    subprocess.run([sys.executable, str(target / "make_certs.py")], check=True, capture_output=True)
-    ini = target / "service.ini"
-    ini.write_text(re.sub(r"(?m)^Port=\d+$", "Port=0", ini.read_text()))
+    ini = example_copy(tmp_path_factory.mktemp("conformance"))
     server = ServerProcess(ini, workers=1).wait_ready()
     yield server
     server.stop()

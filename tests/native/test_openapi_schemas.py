@@ -122,6 +122,11 @@ def doc(config: Path) -> Iterator[dict[str, Any]]:
         yield r.json()
 
 
+def param(name: str, where: str, required: bool, **schema: Any) -> dict[str, Any]:
+    """A parameter of an operation as the document writes it."""
+    return {"name": name, "in": where, "required": required, "schema": schema}
+
+
 def test_the_document_is_valid_openapi_3_1(doc: dict[str, Any]) -> None:
     validate(doc)  # raises on an invalid document
     assert doc["openapi"].startswith("3.1")
@@ -130,41 +135,16 @@ def test_the_document_is_valid_openapi_3_1(doc: dict[str, Any]) -> None:
 def test_path_and_query_parameters_have_schemas_and_required(doc: dict[str, Any]) -> None:
     op = doc["paths"]["/rest/items/{id}"]["get"]
     assert op["parameters"] == [
-        {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}},
-        {
-            "name": "fields",
-            "in": "query",
-            "required": False,
-            "schema": {"type": "array", "items": {"type": "string"}, "default": []},
-        },
-        {
-            "name": "since",
-            "in": "query",
-            "required": False,
-            "schema": {"type": "string", "format": "date"},
-        },
+        param("id", "path", True, type="integer"),
+        param("fields", "query", False, type="array", items={"type": "string"}, default=[]),
+        param("since", "query", False, type="string", format="date"),
     ]
     # the template takes its names from the first route of the shape (PUT's, sorted first)
     op = doc["paths"]["/rest/shops/{other}/items/{it}"]["get"]
     assert op["parameters"] == [
-        {
-            "name": "other",
-            "in": "path",
-            "required": True,
-            "schema": {"type": "string", "format": "uuid"},
-        },
-        {
-            "name": "it",
-            "in": "path",
-            "required": True,
-            "schema": {"$ref": "#/components/schemas/Color"},
-        },
-        {
-            "name": "limit",
-            "in": "query",
-            "required": False,
-            "schema": {"type": "integer", "maximum": 50, "default": 20},
-        },
+        param("other", "path", True, type="string", format="uuid"),
+        param("it", "path", True, **{"$ref": "#/components/schemas/Color"}),
+        param("limit", "query", False, type="integer", maximum=50, default=20),
     ]
 
 
@@ -173,9 +153,9 @@ def test_a_route_naming_its_parameter_otherwise_gets_the_templates_name(
 ) -> None:
     op = doc["paths"]["/rest/shops/{other}/items/{it}"]["put"]
     assert op["parameters"] == [
-        {"name": "other", "in": "path", "required": True, "schema": {"type": "string"}},
-        {"name": "it", "in": "path", "required": True, "schema": {"type": "integer"}},
-        {"name": "need", "in": "query", "required": True, "schema": {"type": "boolean"}},
+        param("other", "path", True, type="string"),
+        param("it", "path", True, type="integer"),
+        param("need", "query", True, type="boolean"),
     ]
     answer = op["responses"]["200"]["content"]["application/json"]["schema"]
     assert answer == {"type": "array", "items": {"$ref": "#/components/schemas/Point"}}
@@ -229,18 +209,13 @@ def test_typed_routes_document_the_400_and_415_answers(doc: dict[str, Any]) -> N
         assert bad["content"]["application/json"]["schema"] == error
     assert "415" in doc["paths"]["/rest/orders"]["post"]["responses"]
     assert "415" not in doc["paths"]["/rest/items/{id}"]["get"]["responses"]
-    assert doc["components"]["schemas"]["FwrestError"]["required"] == [
-        "code",
-        "detailedMessage",
-        "message",
-    ]
+    required = doc["components"]["schemas"]["FwrestError"]["required"]
+    assert required == ["code", "detailedMessage", "message"]
 
 
 def test_untyped_routes_are_documented_as_before(doc: dict[str, Any]) -> None:
     op = doc["paths"]["/rest/untyped/{id}"]["get"]
-    assert op["parameters"] == [
-        {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
-    ]
+    assert op["parameters"] == [param("id", "path", True, type="string")]
     assert set(op["responses"]) == {"200", "default"}
     assert "content" not in op["responses"]["200"]
     post = doc["paths"]["/rest/untyped-post"]["post"]

@@ -36,13 +36,7 @@ import pytest
 
 from fwrest.testing import Client
 from tests.builders import own_ports
-from tests.conftest import (
-    APP_SOURCE,
-    ServerProcess,
-    free_config,
-    local_port,
-    module_config,
-)
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port, module_config
 from tests.native.support import (
     SETTING_NAMES,
     Base,
@@ -200,27 +194,15 @@ def test_get_json_gives_exactly_the_five_settings_with_their_sources(client: Cli
         assert sorted(info) == ["allowed", "default", "effective", "file", "runtime"], name
         low, high = (int(x) for x in info["allowed"].split("-"))
         assert low <= info["default"] <= high, (name, info)
-    assert settings["rest_log_level"] == {
-        "runtime": None,
-        "file": 3,
-        "default": 3,
-        "effective": 3,
-        "allowed": "0-5",
-    }
-    assert settings["rest_error_full"] == {
-        "runtime": None,
-        "file": None,
-        "default": 0,
-        "effective": 0,
-        "allowed": "0-1",
-    }
-    assert settings["rest_trace_time"] == {
-        "runtime": None,
-        "file": None,
-        "default": 0,
-        "effective": 0,
-        "allowed": "0-2",
-    }
+    assert settings["rest_log_level"] == dict(
+        runtime=None, file=3, default=3, effective=3, allowed="0-5"
+    )
+    assert settings["rest_error_full"] == dict(
+        runtime=None, file=None, default=0, effective=0, allowed="0-1"
+    )
+    assert settings["rest_trace_time"] == dict(
+        runtime=None, file=None, default=0, effective=0, allowed="0-2"
+    )
     reload_time = settings["rest_reload_time"]
     assert (reload_time["runtime"], reload_time["file"]) == (None, 1)
     assert (reload_time["default"], reload_time["effective"]) == (60, 1)
@@ -237,13 +219,9 @@ def test_post_changes_a_setting_and_null_clears_it(server: ServerProcess, base: 
     mark = len(server.log())
     r = post_settings(base, {"rest_log_level": 5})
     assert r.status_code == 200, r.text
-    assert r.json()["settings"]["rest_log_level"] == {
-        "runtime": 5,
-        "file": 3,
-        "default": 3,
-        "effective": 5,
-        "allowed": "0-5",
-    }
+    assert r.json()["settings"]["rest_log_level"] == dict(
+        runtime=5, file=3, default=3, effective=5, allowed="0-5"
+    )
     # a second, partial change leaves the first alone
     change(base, {"rest_trace_time": 1})
     # within 1 s every worker shows both: GETs on fresh connections (both workers) agree
@@ -619,9 +597,7 @@ def test_form_with_a_bad_value_is_refused_with_a_message_and_changes_nothing(
     assert get_settings(client) == before
 
 
-def test_json_post_from_a_foreign_origin_is_403_and_changes_nothing(
-    client: Client,
-) -> None:
+def test_json_post_from_a_foreign_origin_is_403_and_changes_nothing(client: Client) -> None:
     before = get_settings(client)
     port = client.base_url.port
     # another scheme on the same host and port is another origin (RFC 6454)

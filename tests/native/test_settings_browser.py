@@ -12,15 +12,12 @@ Chromium is a Debian package (``apt-get install -y chromium``); without it these
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 import os
 import re
-import threading
 import time
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +25,9 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, ServerProcess, free_config, local_port
+from tests.e2e.support import Pages
 from tests.native.support import (
+    ADMIN_AUTH_SOURCE,
     ORANGE,
     SETTING_NAMES,
     change,
@@ -45,20 +44,10 @@ from tests.native.support import (
 SCREENSHOT = ROOT / "docs" / "img" / "config-page.png"
 
 
-AUTH_SOURCE = """
-def check(user, password):
-    return {"ada": "Ada-Pw-1", "bob": "Bob-Pw-2"}.get(user) == password
-
-
-def admin(user):
-    return user == "ada"
-"""
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("settings_browser")
-    (tmp / "auth.py").write_text(AUTH_SOURCE)
+    (tmp / "auth.py").write_text(ADMIN_AUTH_SOURCE)
     basic_auth = {"scheme": "basic", "OnAuth": "auth.check", "onAdmin": "auth.admin"}
     config = free_config(
         tmp,
@@ -180,11 +169,6 @@ def test_a_bad_value_shows_a_message_and_changes_nothing(page: Any, base: str) -
     assert get_settings(base) == before
 
 
-class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 def test_a_cross_site_post_is_refused(page: Any, base: str, tmp_path: Path) -> None:
     # The attacker even knows a valid anti-forgery token: only the Origin check stops it.
     own = httpx.get(f"{base}/fw/rest/config").text
@@ -196,13 +180,10 @@ def test_a_cross_site_post_is_refused(page: Any, base: str, tmp_path: Path) -> N
 <input name="rest_log_level" value="0"><input name="fw_csrf" value="{token}">
 </form><script>document.getElementById("f").submit();</script></body></html>"""
     )
-    handler = functools.partial(_Quiet, directory=str(tmp_path))
-    attacker = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=attacker.serve_forever, daemon=True)
-    thread.start()
+    attacker = Pages(tmp_path)
     before = get_settings(base)
     try:
-        url = f"http://127.0.0.1:{attacker.server_address[1]}/attack.html"
+        url = f"{attacker.origin}/attack.html"
         with page.expect_response(lambda r: r.url.endswith("/fw/rest/config")) as answer:
             page.goto(url)
         response = answer.value
@@ -212,8 +193,7 @@ def test_a_cross_site_post_is_refused(page: Any, base: str, tmp_path: Path) -> N
         assert origin and origin != base.rsplit("/rest", 1)[0]
         assert response.status == 403
     finally:
-        attacker.shutdown()
-        attacker.server_close()
+        attacker.stop()
     time.sleep(1.0)
     assert get_settings(base) == before
     assert get_settings(base)["rest_log_level"]["runtime"] is None

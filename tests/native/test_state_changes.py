@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, free_port, module_config
+from tests.conftest import APP_SOURCE, free_port, local_port, module_config
 from tests.native.support import (
     ADA,
     ADMIN_AUTH_SOURCE,
@@ -43,27 +43,12 @@ RESET = "/fw/rest/usage/time/reset"
 
 
 def sections() -> dict[str, Any]:
+    auth = {"scheme": "basic", "OnAuth": "state_changes_auth.check", "maxFailures": 1_000_000}
+    auth["onAdmin"] = "state_changes_auth.admin"
     return {
-        "HTTP_REST": {
-            "HostName": "127.0.0.1",
-            "Port": free_port(),
-            "Locations": "ROOT",
-            "AllowedHosts": "api.example.com, *.corp.example",
-        },
-        "HTTP_BASIC": {
-            "HostName": "127.0.0.1",
-            "Port": free_port(),
-            "Locations": "ROOT",
-            "FwData": {
-                "Authorization": {
-                    "scheme": "basic",
-                    "OnAuth": "state_changes_auth.check",
-                    "onAdmin": "state_changes_auth.admin",
-                    "maxFailures": 1_000_000,
-                }
-            },
-        },
-        "HTTP_ANY": {"HostName": "0.0.0.0", "Port": free_port(), "Locations": "ROOT"},
+        "HTTP_REST": local_port(Port=free_port(), AllowedHosts="api.example.com, *.corp.example"),
+        "HTTP_BASIC": local_port(Port=free_port(), FwData={"Authorization": auth}),
+        "HTTP_ANY": local_port(HostName="0.0.0.0", Port=free_port()),
     }
 
 

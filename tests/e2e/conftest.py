@@ -1,0 +1,24 @@
+"""Fixtures of the end-to-end tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ServerProcess, free_config
+
+Served = Callable[..., ServerProcess]
+
+
+@pytest.fixture
+def served(tmp_path: Path, serve: Served) -> Served:
+    """``served(workers=1, **keys)``: ``fwrest serve`` of :func:`~tests.conftest.free_config`'s
+    service in ``tmp_path`` (``keys``: its arguments), ready; stopped after the test."""
+
+    def start(workers: int = 1, **keys: Any) -> ServerProcess:
+        return serve(free_config(tmp_path, **keys), workers)  # type: ignore[no-any-return]
+
+    return start
