@@ -14,15 +14,17 @@ certificates), with a password (``password``), on a unix socket (``unix``), a re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import redis
@@ -41,6 +43,7 @@ __all__ = [
     "redis_tls",
     "sentinel_binary",
     "serves_unready",
+    "started",
     "store_config",
 ]
 
@@ -500,3 +503,17 @@ class RedisCluster:
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+
+
+S = TypeVar("S", RedisServer, SentinelGroup, RedisCluster)
+
+
+@contextlib.contextmanager
+def started(server: S) -> Iterator[S]:
+    """``server`` (a :class:`RedisServer`, :class:`SentinelGroup` or :class:`RedisCluster`)
+    started (a missing binary fails, never skips), stopped at the end of the block, or after a
+    start that failed half-way: ``with started(RedisServer(tmp_path)) as server: yield server``."""
+    try:
+        yield server.start()
+    finally:
+        server.stop()
