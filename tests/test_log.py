@@ -156,10 +156,7 @@ def test_the_requests_secret_named_inputs_are_scrubbed_from_a_traceback(
         }
         query = {"password": QUERY_PW, "client_secret": QUERY_SECRET, "page": "7"}
         form = client.post(
-            "/rest/fail",
-            params=query,
-            headers=headers,
-            data={"user": "ann", "password": FORM_PW},
+            "/rest/fail", params=query, headers=headers, data={"user": "ann", "password": FORM_PW}
         )
         assert form.status_code == 500
         as_json = client.post("/rest/fail-async", json={"user": "ann", "auth": {"pin": JSON_PIN}})

@@ -78,9 +78,7 @@ def test_run_seconds_reads_the_scheduler_in_nanoseconds() -> None:
     assert servers._run_time_s(2**22 + 12345) is None  # no such process
 
 
-def test_case_8_reads_requests_per_cpu_second_and_each_workers_connections(
-    tmp_path: Path,
-) -> None:
+def test_case_8_reads_requests_per_cpu_second_and_each_workers_connections(tmp_path: Path) -> None:
     s = Settings(warmup_s=1.0, duration_s=1.0, runs=1, quick=True)
     cores = sorted(os.sched_getaffinity(0))
     s.both_cpus = ",".join(map(str, cores[:2]))

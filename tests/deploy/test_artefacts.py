@@ -250,10 +250,7 @@ def _unit_here(tmp_path: Path) -> Path:
 def test_systemd_unit_verifies(tmp_path: Path) -> None:
     analyze = _analyze()
     done = subprocess.run(
-        [analyze, "verify", str(_unit_here(tmp_path))],
-        capture_output=True,
-        text=True,
-        timeout=60,
+        [analyze, "verify", str(_unit_here(tmp_path))], capture_output=True, text=True, timeout=60
     )
     # verify exits 0 on an unknown key, only saying so: any line is a fault
     assert done.returncode == 0 and not (done.stdout + done.stderr).strip(), (

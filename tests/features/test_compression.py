@@ -237,11 +237,7 @@ def test_a_bad_compression_key_stops_the_start(
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("gz_serve")
-    config = free_config(
-        tmp,
-        app=APP,
-        servers={"HTTP_REST": local_port(Compression="gzip, br")},
-    )
+    config = free_config(tmp, app=APP, servers={"HTTP_REST": local_port(Compression="gzip, br")})
     with serving(config) as proc:
         yield proc
 

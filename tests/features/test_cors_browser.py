@@ -106,9 +106,7 @@ def _call(browser: Any, page_url: str, api_url: str, auth: str | None) -> dict[s
 
 
 def test_a_page_of_an_allowed_origin_reads_the_api(
-    browser: Any,
-    front_end: int,
-    api: ServerProcess,
+    browser: Any, front_end: int, api: ServerProcess
 ) -> None:
     result = _call(
         browser, f"http://127.0.0.1:{front_end}/index.html", api.url("HTTP_API") + "/hello", ADA
@@ -120,9 +118,7 @@ def test_a_page_of_an_allowed_origin_reads_the_api(
 
 
 def test_an_error_is_readable_by_the_allowed_origin(
-    browser: Any,
-    front_end: int,
-    api: ServerProcess,
+    browser: Any, front_end: int, api: ServerProcess
 ) -> None:
     result = _call(
         browser,
@@ -135,9 +131,7 @@ def test_an_error_is_readable_by_the_allowed_origin(
 
 
 def test_a_page_of_another_origin_is_blocked(
-    browser: Any,
-    front_end: int,
-    api: ServerProcess,
+    browser: Any, front_end: int, api: ServerProcess
 ) -> None:
     # localhost is another origin than 127.0.0.1, although the same server
     result = _call(
@@ -148,9 +142,7 @@ def test_a_page_of_another_origin_is_blocked(
 
 
 def test_the_settings_route_stays_closed_to_the_allowed_origin(
-    browser: Any,
-    front_end: int,
-    api: ServerProcess,
+    browser: Any, front_end: int, api: ServerProcess
 ) -> None:
     result = _call(
         browser,
@@ -163,10 +155,7 @@ def test_the_settings_route_stays_closed_to_the_allowed_origin(
 
 def _curl(*args: str) -> tuple[int, dict[str, str]]:
     out = subprocess.run(
-        ["curl", "-sS", "-i", "--max-time", "10", *args],
-        capture_output=True,
-        text=True,
-        check=True,
+        ["curl", "-sS", "-i", "--max-time", "10", *args], capture_output=True, text=True, check=True
     ).stdout.replace("\r\n", "\n")
     head = out.split("\n\n", 1)[0].split("\n")
     status = int(head[0].split()[1])

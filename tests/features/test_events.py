@@ -87,11 +87,7 @@ def test_the_browsers_event_source_reads_the_events(browser: Any, served: Server
         received = page.evaluate("window.received")
     finally:
         context.close()
-    assert received == [
-        ["message", "hello", ""],
-        ["note", "two\nlines", "2"],
-        ["done", "bye", "3"],
-    ]
+    assert received == [["message", "hello", ""], ["note", "two\nlines", "2"], ["done", "bye", "3"]]
 
 
 def test_the_events_are_sent_uncompressed(tmp_path: Path) -> None:

@@ -148,8 +148,7 @@ def test_the_settings_page_keeps_its_own_frame_and_csp_headers(tmp_path: Path) -
 
 def test_nosniff_on_every_answer_of_every_port(tmp_path: Path) -> None:
     config = free_config(
-        tmp_path,
-        extra={"APP_MONITOR": {"Enable": 1, "HostName": "127.0.0.1", "Port": 0}},
+        tmp_path, extra={"APP_MONITOR": {"Enable": 1, "HostName": "127.0.0.1", "Port": 0}}
     )
     with serving(config) as proc:
         base = proc.url("HTTP_REST")

@@ -189,18 +189,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     tmp = tmp_path_factory.mktemp("streaming")
     marks = tmp / "marks"
     marks.mkdir()
-    config = free_config(
-        tmp,
-        app=APP,
-        servers={"HTTP_REST": local_port(Compression="gzip")},
-    )
+    config = free_config(tmp, app=APP, servers={"HTTP_REST": local_port(Compression="gzip")})
     with serving(config, env={"STREAM_MARKS": str(marks)}) as proc:
         yield proc, marks
 
 
-def test_a_def_generator_is_sent_chunked_from_the_pool(
-    served: tuple[ServerProcess, Path],
-) -> None:
+def test_a_def_generator_is_sent_chunked_from_the_pool(served: tuple[ServerProcess, Path]) -> None:
     proc, _ = served
     with httpx.stream("GET", proc.url() + "/lines", timeout=10) as response:
         assert response.headers["transfer-encoding"] == "chunked"
@@ -444,14 +438,9 @@ async def slow_stream():
 """
 
 
-def test_active_timeout_bounds_the_first_piece_and_usage_counts_to_the_last(
-    tmp_path: Path,
-) -> None:
+def test_active_timeout_bounds_the_first_piece_and_usage_counts_to_the_last(tmp_path: Path) -> None:
     config = module_config(
-        tmp_path,
-        "streams_app_timed",
-        app=TIMED_APP,
-        extra={"POOL": {"ActiveTimeout": 500}},
+        tmp_path, "streams_app_timed", app=TIMED_APP, extra={"POOL": {"ActiveTimeout": 500}}
     )
     with Client(config) as client:
         late = client.get("/rest/late")

@@ -49,7 +49,6 @@ documented behaviour is asserted per store.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import shutil
 import threading
@@ -70,7 +69,14 @@ from fwrest.store.redis import RedisClusterStore, RedisStore
 from fwrest.store.redis_target import RedisOptions
 from fwrest.store.schema import Marker, current, marker_of
 from fwrest.store.sqlite import SqliteStore
-from tests.redis_support import RedisCluster, RedisServer, SentinelGroup, free_port, redis_tls
+from tests.redis_support import (
+    RedisCluster,
+    RedisServer,
+    SentinelGroup,
+    free_port,
+    redis_tls,
+    started,
+)
 
 T = TypeVar("T")
 
@@ -129,19 +135,6 @@ class Backend:
         """Another worker's or host's instance; the memory store has none (one process's:
         another instance is another service), ``store`` itself."""
         return store if self.kind == "memory" else self.open()
-
-
-S = TypeVar("S", RedisServer, SentinelGroup, RedisCluster)
-
-
-@contextlib.contextmanager
-def started(server: S) -> Iterator[S]:
-    """``server`` started for the module (a missing ``redis-server`` fails, never skips),
-    stopped after it, or after a start that failed half-way."""
-    try:
-        yield server.start()
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,7 @@ from tests.redis_support import (
     RedisTls,
     redis_tls,
     serves_unready,
+    started,
     store_config,
 )
 
@@ -47,11 +48,10 @@ DB = 5
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
-    found = RedisCluster(tmp_path_factory.mktemp("cluster"), password=PASSWORD, db=DB)
-    try:
-        yield found.start()
-    finally:
-        found.stop()
+    with started(
+        RedisCluster(tmp_path_factory.mktemp("cluster"), password=PASSWORD, db=DB)
+    ) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +60,8 @@ def tls_cluster(
 ) -> Iterator[tuple[RedisCluster, RedisTls]]:
     root = tmp_path_factory.mktemp("tls-cluster")
     tls = redis_tls(trustme.CA(), root / "tls")
-    found = RedisCluster(root / "nodes", db=DB, replicas=0, tls=tls)
-    try:
-        yield found.start(), tls
-    finally:
-        found.stop()
+    with started(RedisCluster(root / "nodes", db=DB, replicas=0, tls=tls)) as found:
+        yield found, tls
 
 
 def oauth_service(tmp_path: Path, ca: trustme.CA, module: str, keys: dict[str, Any]) -> Path:
@@ -196,9 +193,7 @@ def test_what_only_the_cluster_can_tell_is_a_start_error(
         single.stop()
 
 
-def test_a_start_on_a_cluster_that_does_not_answer_says_so_and_is_not_ready(
-    tmp_path: Path,
-) -> None:
+def test_a_start_on_a_cluster_that_does_not_answer_says_so_and_is_not_ready(tmp_path: Path) -> None:
     """The store opens without its cluster (redis-py's cluster client connects as it is
     made: fwrest makes it at the first use): the check warns, the service starts and serves
     what does not need the store, the ready probe says DOWN."""

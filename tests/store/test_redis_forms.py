@@ -136,11 +136,7 @@ def grant_and_refresh(client: Client) -> tuple[dict[str, str], str]:
 
 @pytest.mark.parametrize("form", ["rediss", "rediss with a client certificate", "unix socket"])
 def test_tokens_are_issued_and_refreshed_over_each_form(
-    form: str,
-    redises: Redises,
-    ca: trustme.CA,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    form: str, redises: Redises, ca: trustme.CA, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
     server, keys = store_keys(redises, form)
@@ -373,9 +369,7 @@ def test_a_store_url_that_can_never_answer_is_a_start_error(
         plain.stop()
 
 
-def test_a_start_on_a_store_that_does_not_answer_says_so_and_is_not_ready(
-    tmp_path: Path,
-) -> None:
+def test_a_start_on_a_store_that_does_not_answer_says_so_and_is_not_ready(tmp_path: Path) -> None:
     """The start goes on (SPEC 7: what does not need the store is served), logging why the
     store is missing, and the ready probe says DOWN (SPEC 13.3) while the service serves."""
     config = store_config(tmp_path / "gone", f"redis://127.0.0.1:{free_port()}/0")

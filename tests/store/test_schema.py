@@ -31,14 +31,7 @@ import fwrest
 from fwrest.config.loader import load_config
 from fwrest.store.schema import SCHEMA, marker_of
 from fwrest.testing import Client
-from tests.conftest import (
-    ServerProcess,
-    free_config,
-    free_port,
-    module_config,
-    run_cli,
-    run_forked,
-)
+from tests.conftest import ServerProcess, free_config, free_port, module_config, run_cli, run_forked
 from tests.redis_support import RedisServer
 from tests.upgrade_support import PREVIOUS_VERSION, previous_python
 

@@ -14,13 +14,7 @@ import jwt
 import trustme
 
 from tests.auth.oauth2_support import ADA as USER
-from tests.auth.oauth2_support import (
-    WEB,
-    OAuthService,
-    oauth_section,
-    params_source,
-    serve_oauth,
-)
+from tests.auth.oauth2_support import WEB, OAuthService, oauth_section, params_source, serve_oauth
 from tests.conftest import APP_SOURCE, free_config, run_forked, wait_for
 
 SCOPES = ["orders:read", "orders:write", "orders:admin"]
