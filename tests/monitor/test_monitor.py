@@ -203,10 +203,7 @@ def test_all_keeps_the_unknown_names_beside_it(mon: Monitor, query: str) -> None
     entries = metrics(mon.base, "?" + query)
     errors = [e for e in entries if "error" in e]
     print(query, "->", [e["name"] for e in entries])
-    assert errors == [
-        {"name": "x", "error": "unknown metric"},
-        {"name": "nope_2", "error": "unknown metric"},
-    ]
+    assert errors == [{"name": n, "error": "unknown metric"} for n in ("x", "nope_2")]
     assert sorted(e["name"] for e in entries if "error" not in e) == sorted(names)
 
 
@@ -261,25 +258,14 @@ def test_machine_memory_matches_proc_meminfo(mon: Monitor) -> None:
 
 
 def test_service_rss_sums_supervisor_and_workers(mon: Monitor) -> None:
-    got = values(
-        mon.base,
-        "memory_resident",
-        "memory_resident_worker_1",
-        "memory_resident_worker_2",
-        "memory_virtual",
-        "memory_virtual_worker_1",
-        "memory_virtual_worker_2",
-    )
+    got = values(mon.base, *(f"memory_{kind}{of}" for kind in ("resident", "virtual")
+                             for of in ("", "_worker_1", "_worker_2")))  # fmt: skip
     workers = wait_children(mon.proc.pid, 2)  # both live (never a worker being replaced)
     pids = [mon.proc.pid, *sorted(workers)]
     proc_rss = {pid: status_kb(pid, "VmRSS") for pid in pids}
     print("monitor:", got)
     print("/proc VmRSS:", proc_rss)
-    total, w1, w2 = (
-        got["memory_resident"],
-        got["memory_resident_worker_1"],
-        got["memory_resident_worker_2"],
-    )
+    total, w1, w2 = (got[f"memory_resident{of}"] for of in ("", "_worker_1", "_worker_2"))
     assert w1 > 1024 and w2 > 1024
     assert total > w1 and total > w2
     assert total >= w1 + w2  # plus the supervisor's own
@@ -417,9 +403,8 @@ def test_all_keeps_every_worker_with_many_processes() -> None:
 
     Thirty real child processes stand in for workers; the collector reads them with psutil.
     """
-    kids = [
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(30)
-    ]
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    kids = [subprocess.Popen(sleep) for _ in range(30)]
     try:
         pids = [kid.pid for kid in kids]
         app = MonitorApp("/api", Collector(os.getpid(), lambda: (0, 0), time.time(), lambda: pids))
@@ -465,11 +450,8 @@ def test_monitor_over_tls(tmp_path: Path, serve: Any, certs: dict[str, Path]) ->
 def test_monitor_with_basic_authorization(tmp_path: Path, serve: Any) -> None:
     port = free_port()
     fw = {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}}
-    proc = serve(
-        free_config(
-            tmp_path, app=MEMORY_APP, extra={"APP_MONITOR": monitor_section(port, FwData=fw)}
-        )
-    )
+    extra = {"APP_MONITOR": monitor_section(port, FwData=fw)}
+    proc = serve(free_config(tmp_path, app=MEMORY_APP, extra=extra))
     base = f"http://127.0.0.1:{port}/api/server/metrics"
     none = httpx.get(base, timeout=10)
     assert none.status_code == 401
@@ -521,18 +503,14 @@ def test_options_answers_the_monitors_methods(mon: Monitor) -> None:
 
 
 def test_bad_requests_get_json_errors_never_5xx(mon: Monitor) -> None:
+    # /rest/hello: the REST routes are not on the monitor's port
     cases: list[tuple[str, str, int]] = [
-        ("GET", "/", 404),
-        ("GET", "/api", 404),
-        ("GET", "/api/server", 404),
-        ("GET", "/api/server/metricsX", 404),
-        ("GET", "/api/server/metrics/a/b", 404),
-        ("GET", "/rest/hello", 404),  # the REST routes are not on the monitor's port
-        ("GET", "/api/server/metrics/%ZZ", 400),
-        ("POST", "/api/server/metrics", 405),
-        ("PUT", "/api/server/metrics/memory_resident", 405),
+        ("GET", "/", 404), ("GET", "/api", 404), ("GET", "/api/server", 404),
+        ("GET", "/api/server/metricsX", 404), ("GET", "/api/server/metrics/a/b", 404),
+        ("GET", "/rest/hello", 404), ("GET", "/api/server/metrics/%ZZ", 400),
+        ("POST", "/api/server/metrics", 405), ("PUT", "/api/server/metrics/memory_resident", 405),
         ("DELETE", "/api/server/metrics", 405),
-    ]
+    ]  # fmt: skip
     for method, path, status in cases:
         resp = httpx.request(method, mon.root + path, timeout=10)
         print(method, path, resp.status_code, resp.text[:120])
@@ -550,9 +528,9 @@ def test_bad_requests_get_json_errors_never_5xx(mon: Monitor) -> None:
         assert resp.status_code < 500, (suffix, resp.text)
         assert resp.headers["content-type"].startswith("application/json")
     # an oversized header and a bare-LF request: 4xx on the wire, the port keeps serving
+    big_header = b"X-Big: " + b"a" * 40000
     big = _raw(
-        mon.port,
-        b"GET /api/server/metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 40000 + b"\r\n\r\n",
+        mon.port, b"GET /api/server/metrics HTTP/1.1\r\nHost: x\r\n" + big_header + b"\r\n\r\n"
     )
     lf = _raw(mon.port, b"GET /api/server/metrics HTTP/1.1\nHost: x\n\n")
     for raw in (big, lf):

@@ -332,14 +332,9 @@ def test_a_record_an_earlier_fwrest_stored_has_the_scope_default(
         raw = opened._r.made() if cluster else opened._r
         raw.hset(
             opened._keys.rt("h-old"),  # the cluster's name is its own (KeyLayout)
-            mapping={
-                "family": "fam",
-                "client_id": "web",
-                "subject": "ada",
-                "expires_at": repr(expires),
-                "spent": "0",
-            },
-        )
+            mapping={"family": "fam", "client_id": "web", "subject": "ada",
+                     "expires_at": repr(expires), "spent": "0"},
+        )  # fmt: skip
         raw.close()
     else:  # in one process's memory: nothing of an earlier fwrest survives; the default
         store.add_refresh(RefreshRecord("h-old", "fam", "web", "ada", expires))
@@ -793,10 +788,8 @@ def test_a_settings_change_returns_what_it_replaced_atomically(store: StateStore
     assert store.set_settings({"rest_log_level": 2, "accept_timeout_ms": 9}) == {
         "rest_log_level": 1
     }
-    assert store.set_settings({"rest_log_level": None}) == {
-        "rest_log_level": 2,
-        "accept_timeout_ms": 9,
-    }
+    both = store.set_settings({"rest_log_level": None})
+    assert both == {"rest_log_level": 2, "accept_timeout_ms": 9}
     values = list(range(100, 116))
     replaced = race(len(values), lambda i: store.set_settings({"accept_timeout_ms": values[i]}))
     olds = [seen["accept_timeout_ms"] for seen in replaced]
@@ -823,11 +816,8 @@ def test_swap_blob_is_a_compare_and_set_with_one_winner(
 
 def test_blobs_are_put_listed_and_deleted_by_prefix(store: StateStore) -> None:
     assert store.blobs("") == {}
-    figures = {
-        "usage:host-1:101": b'{"t":1,"rows":[]}',
-        "usage:wörker-2": b"\x00\xff binary",
-        "usage:empty": b"",
-    }
+    figures = {"usage:host-1:101": b'{"t":1,"rows":[]}', "usage:wörker-2": b"\x00\xff binary",
+               "usage:empty": b""}  # fmt: skip
     for name, value in figures.items():
         store.put_blob(name, value)
     store.put_blob("epoch:usage", b"e1")
@@ -849,13 +839,8 @@ def test_blobs_are_put_listed_and_deleted_by_prefix(store: StateStore) -> None:
     # reset_usage: every worker's figures go, the epoch stays
     store.delete_blobs("usage:")
     assert store.blobs("usage:") == {}
-    assert store.blobs("") == {
-        "epoch:usage": b"e2",
-        "usagex": b"no colon",
-        "Usage:upper": b"case",
-        "a_b": b"underscore",
-        "axb": b"x",
-    }
+    assert store.blobs("") == {"epoch:usage": b"e2", "usagex": b"no colon", "Usage:upper": b"case",
+                               "a_b": b"underscore", "axb": b"x"}  # fmt: skip
     store.delete_blobs("nothing")  # nothing to delete: no error
     store.delete_blobs("a_")
     assert set(store.blobs("")) == {"epoch:usage", "usagex", "Usage:upper", "axb"}
@@ -867,34 +852,23 @@ def test_blobs_are_put_listed_and_deleted_by_prefix(store: StateStore) -> None:
 def test_audit_events_come_newest_first_by_time_name_and_limit(store: StateStore) -> None:
     assert store.audit_events(0.0, None, 100) == []
     t0 = time.time()
-    # appended out of time order (workers' events arrive late): listed by their time
-    added = [
-        (t0 + 2, "lockout", b'{"n":2}'),
-        (t0, "settings.change", b'{"n":0}'),
-        (t0 + 1, "settings.change", '{"n":1,"who":"zoë"}'.encode()),
-        (t0 + 3, "reload", b'{"n":3}'),
-        (t0 + 3, "reload", b'{"n":3}'),  # an equal event: kept twice
-    ]
+    # appended out of time order (workers' events arrive late): listed by their time; the
+    # last, an equal event: kept twice
+    added = [(t0 + 2, "lockout", b'{"n":2}'), (t0, "settings.change", b'{"n":0}'),
+             (t0 + 1, "settings.change", '{"n":1,"who":"zoë"}'.encode()),
+             (t0 + 3, "reload", b'{"n":3}'), (t0 + 3, "reload", b'{"n":3}')]  # fmt: skip
     for ts, event, entry in added:
         store.add_audit(ts, event, entry)
     listed = store.audit_events(0.0, None, 100)
-    assert listed == [
-        b'{"n":3}',
-        b'{"n":3}',
-        b'{"n":2}',
-        '{"n":1,"who":"zoë"}'.encode(),
-        b'{"n":0}',
-    ]
+    one = '{"n":1,"who":"zoë"}'.encode()
+    assert listed == [b'{"n":3}', b'{"n":3}', b'{"n":2}', one, b'{"n":0}']
     assert all(type(entry) is bytes for entry in listed)
     assert store.audit_events(0.0, None, 2) == [b'{"n":3}', b'{"n":3}']
-    assert store.audit_events(t0 + 1, None, 100)[-1] == '{"n":1,"who":"zoë"}'.encode()  # >=
+    assert store.audit_events(t0 + 1, None, 100)[-1] == one  # >=
     assert len(store.audit_events(t0 + 1, None, 100)) == 4
-    assert store.audit_events(0.0, "settings.change", 100) == [
-        '{"n":1,"who":"zoë"}'.encode(),
-        b'{"n":0}',
-    ]
-    assert store.audit_events(0.0, "settings.change", 1) == ['{"n":1,"who":"zoë"}'.encode()]
-    assert store.audit_events(t0 + 0.5, "settings.change", 100) == ['{"n":1,"who":"zoë"}'.encode()]
+    assert store.audit_events(0.0, "settings.change", 100) == [one, b'{"n":0}']
+    assert store.audit_events(0.0, "settings.change", 1) == [one]
+    assert store.audit_events(t0 + 0.5, "settings.change", 100) == [one]
     assert store.audit_events(0.0, "settings", 100) == []  # a name, not a prefix
     assert store.audit_events(t0 + 10, None, 100) == []
 

@@ -21,7 +21,7 @@ The Sentinel form runs the store contract (tests/store/test_contract.py) and its
 
 from __future__ import annotations
 
-import json
+import contextlib
 import shlex
 import subprocess
 import time
@@ -46,6 +46,7 @@ from tests.redis_support import (
     redis_tls,
     sentinel_binary,
     serves_unready,
+    started,
     store_config,
 )
 
@@ -60,10 +61,6 @@ class Redises:
     on_mtls: RedisServer  # TLS, a client certificate required
     on_socket: RedisServer  # a unix socket, a password
 
-    def stop(self) -> None:
-        for server in (self.on_tls, self.on_mtls, self.on_socket):
-            server.stop()
-
 
 @pytest.fixture(scope="module")
 def redises(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redises]:
@@ -72,40 +69,30 @@ def redises(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redises]:
     folders = [root / name for name in ("tls", "mtls", "socket")]
     for folder in folders:
         folder.mkdir(exist_ok=True)
-    found = Redises(
-        tls,
-        RedisServer(folders[0], tls=tls, password=PASSWORD),
-        RedisServer(folders[1], tls=tls, client_certs=True),
-        RedisServer(folders[2], unix=True, password=PASSWORD),
-    )
-    try:
-        for server in (found.on_tls, found.on_mtls, found.on_socket):
-            server.start()
-        yield found
-    finally:
-        found.stop()
+    with contextlib.ExitStack() as stack:
+        yield Redises(
+            tls,
+            stack.enter_context(started(RedisServer(folders[0], tls=tls, password=PASSWORD))),
+            stack.enter_context(started(RedisServer(folders[1], tls=tls, client_certs=True))),
+            stack.enter_context(started(RedisServer(folders[2], unix=True, password=PASSWORD))),
+        )
 
 
 def store_keys(redises: Redises, form: str) -> tuple[RedisServer, dict[str, Any]]:
     """The server of one form and the ``[HTTPSERVER]`` keys that reach it."""
     tls = redises.tls
+    password = {"StateStorePassword": f"env:{PASSWORD_ENV}"}
     if form == "rediss":
         return redises.on_tls, {
             "StateStore": redises.on_tls.url,
             "StateStoreCA": str(tls.ca),
-            "StateStorePassword": f"env:{PASSWORD_ENV}",
+            **password,
         }
     if form == "rediss with a client certificate":
-        return redises.on_mtls, {
-            "StateStore": redises.on_mtls.url,
-            "StateStoreCA": str(tls.ca),
-            "StateStoreCert": str(tls.client_cert),
-            "StateStoreKey": str(tls.client_key),
-        }
-    return redises.on_socket, {
-        "StateStore": redises.on_socket.url,
-        "StateStorePassword": f"env:{PASSWORD_ENV}",
-    }
+        return redises.on_mtls, {"StateStore": redises.on_mtls.url, "StateStoreCA": str(tls.ca),
+                                 "StateStoreCert": str(tls.client_cert),
+                                 "StateStoreKey": str(tls.client_key)}  # fmt: skip
+    return redises.on_socket, {"StateStore": redises.on_socket.url, **password}
 
 
 def oauth_service(
@@ -113,13 +100,9 @@ def oauth_service(
 ) -> Path:
     """An oAuth2 port ``section`` of ``STORE_APP`` (in the module ``module``) on the store ``keys``."""
     certs = issue_certs(ca, tmp_path / "certs")
-    return module_config(
-        tmp_path,
-        module,
-        app=STORE_APP.replace("params", f"{module}_params"),
-        servers={section: oauth_section(certs, onAuthparams=f"{module}_params")},
-        extra={"HTTPSERVER": keys},
-    )
+    return module_config(tmp_path, module, app=STORE_APP.replace("params", f"{module}_params"),
+                         servers={section: oauth_section(certs, onAuthparams=f"{module}_params")},
+                         extra={"HTTPSERVER": keys})  # fmt: skip
 
 
 def grant_and_refresh(client: Client) -> tuple[dict[str, str], str]:
@@ -160,33 +143,19 @@ def test_what_only_redis_can_tell_is_a_start_error_naming_the_key(
     redises: Redises, tmp_path: Path
 ) -> None:
     tls = redises.tls
+    rediss, url_pw = store_keys(redises, "rediss")[1], "unix://:Url-Pw-ZZ@"
     cases = {
         # (the keys, the key the error names, a fragment of its message)
-        "wrong CA": (
-            {**store_keys(redises, "rediss")[1], "StateStoreCA": str(tls.other_ca)},
-            "StateStoreCA",
-            "TLS certificate does not verify",
-        ),
-        "no client certificate": (
-            {"StateStore": redises.on_mtls.url, "StateStoreCA": str(tls.ca)},
-            "StateStoreCert",
-            "client certificate",
-        ),
-        "wrong password": (
-            {**store_keys(redises, "rediss")[1], "StateStorePassword": "env:WRONG_REDIS_PW"},
-            "StateStorePassword",
-            "Redis refused the password",
-        ),
-        "password in the URL": (
-            {
-                **store_keys(redises, "unix socket")[1],
-                "StateStore": redises.on_socket.url.replace("unix://", "unix://:Url-Pw-ZZ@"),
-                "StateStorePassword": None,
-            },
-            "StateStore",
-            "Redis refused the password",
-        ),
-    }
+        "wrong CA": ({**rediss, "StateStoreCA": str(tls.other_ca)}, "StateStoreCA",
+                     "TLS certificate does not verify"),
+        "no client certificate": ({"StateStore": redises.on_mtls.url, "StateStoreCA": str(tls.ca)},
+                                  "StateStoreCert", "client certificate"),
+        "wrong password": ({**rediss, "StateStorePassword": "env:WRONG_REDIS_PW"},
+                           "StateStorePassword", "Redis refused the password"),
+        "password in the URL": ({**store_keys(redises, "unix socket")[1], "StateStorePassword": None,
+                                 "StateStore": redises.on_socket.url.replace("unix://", url_pw)},
+                                "StateStore", "Redis refused the password"),
+    }  # fmt: skip
     env = {PASSWORD_ENV: PASSWORD, "WRONG_REDIS_PW": "Wrong-Pw/8+w v"}
     jobs = []
     for name, (keys, _key, _words) in cases.items():
@@ -217,26 +186,16 @@ def test_what_only_redis_can_tell_is_a_start_error_naming_the_key(
 def test_check_summarises_a_redis_store_without_its_password(
     redises: Redises, tmp_path: Path
 ) -> None:
-    (tmp_path / "app.py").write_text(STORE_APP)
     encoded = quote(PASSWORD, safe="")
     url = redises.on_socket.url.replace("unix://", f"unix://:{encoded}@")
-    config = tmp_path / "service.json"
-    sections = {
-        "HTTPSERVER": {"Servers": "S", "StateStore": url},
-        "S": {"HostName": "127.0.0.1", "Port": 0, "Locations": "R"},
-        "R": {"Path": "/rest", "ThreadPool": "P"},
-        "P": {"Environment": "E"},
-        "E": {"Repository": "app"},
-    }
-    config.write_text(json.dumps(sections))
-    answered = run_forked("check", str(config), cwd=tmp_path)
+    config = store_config(tmp_path / "answers", url)
+    answered = run_forked("check", str(config), cwd=config.parent)
     assert answered.returncode == 0, answered.stderr
     assert f"state store: unix://***@{redises.on_socket.socket}?db=0" in answered.stdout
     assert "warning" not in answered.stdout  # Redis answered the check's PING
     # a Redis that does not answer is no mistake of the configuration: a warning
-    sections["HTTPSERVER"]["StateStore"] = url.replace("redis.sock", "gone.sock")
-    config.write_text(json.dumps(sections))
-    silent = run_forked("check", str(config), cwd=tmp_path)
+    config = store_config(tmp_path / "silent", url.replace("redis.sock", "gone.sock"))
+    silent = run_forked("check", str(config), cwd=config.parent)
     assert silent.returncode == 0, silent.stderr
     assert "warning: [HTTPSERVER] StateStore: the state store did not answer: " in silent.stdout
     for result in (answered, silent):
@@ -257,15 +216,11 @@ def test_the_deployment_pages_lines_reach_redis_as_its_acl_user(
     try:
         admin.flushdb()
         assert admin.execute_command("ACL", "SETUSER", *rule) in (b"OK", "OK")
-        keys = ini_example(
-            "deploy-redis-tls",
-            replacements={
-                "10.0.0.5:6380": f"127.0.0.1:{server.port}",
-                "/etc/fwrest/redis-ca.pem": str(tls.ca),
-                "/etc/fwrest/redis-client.crt": str(tls.client_cert),
-                "/etc/fwrest/redis-client.key": str(tls.client_key),
-            },
-        )["HTTPSERVER"]
+        keys = ini_example("deploy-redis-tls", replacements={
+            "10.0.0.5:6380": f"127.0.0.1:{server.port}", "/etc/fwrest/redis-ca.pem": str(tls.ca),
+            "/etc/fwrest/redis-client.crt": str(tls.client_cert),
+            "/etc/fwrest/redis-client.key": str(tls.client_key),
+        })["HTTPSERVER"]  # fmt: skip
         assert keys.pop("Servers") == "HTTPS_REST"
         monkeypatch.setenv("FWREST_REDIS_PASSWORD", ACL_PASSWORD)
         config = oauth_service(tmp_path, ca, "redis_form_deploy", "HTTPS_REST", keys)
@@ -323,25 +278,18 @@ def test_a_store_url_that_can_never_answer_is_a_start_error(
     not_a_socket.write_text("")
     sentinel, sentinel_port = _sentinel_watching(tmp_path, "fwother", plain)
     try:
+        tls_port = redises.on_tls.port
         errors = {
-            "TLS to a plain port": (
-                f"rediss://127.0.0.1:{plain.port}/0",
-                f"127.0.0.1:{plain.port} speaks Redis in plain text, not TLS",
-            ),
-            "plain to a TLS port": (
-                f"redis://127.0.0.1:{redises.on_tls.port}/0",
-                f"127.0.0.1:{redises.on_tls.port} speaks TLS: write rediss://",
-            ),
-            "a missing folder": (
-                f"unix://{tmp_path}/no-such-folder/redis.sock?db=0",
-                "the socket's folder",
-            ),
+            "TLS to a plain port": (f"rediss://127.0.0.1:{plain.port}/0",
+                                    f"127.0.0.1:{plain.port} speaks Redis in plain text, not TLS"),
+            "plain to a TLS port": (f"redis://127.0.0.1:{tls_port}/0",
+                                    f"127.0.0.1:{tls_port} speaks TLS: write rediss://"),
+            "a missing folder": (f"unix://{tmp_path}/no-such-folder/redis.sock?db=0",
+                                 "the socket's folder"),
             "not a socket": (f"unix://{not_a_socket}?db=0", "is not a socket"),
-            "wrong primary": (
-                f"redis+sentinel://127.0.0.1:{sentinel_port}/fwmain/0",
-                "know no primary named 'fwmain'",
-            ),
-        }
+            "wrong primary": (f"redis+sentinel://127.0.0.1:{sentinel_port}/fwmain/0",
+                              "know no primary named 'fwmain'"),
+        }  # fmt: skip
         jobs = []
         for name, (url, _words) in errors.items():
             config = store_config(tmp_path / name.replace(" ", "-"), url)
@@ -354,10 +302,9 @@ def test_a_store_url_that_can_never_answer_is_a_start_error(
             assert errors[name][1] in result.stderr, (name, command, out)
             assert "Traceback" not in out and "<redis.client" not in out
         # what may come back is a warning: check passes, saying so
-        for url in (
-            f"unix://{tmp_path}/redis-not-started.sock?db=0",
-            f"redis+sentinel://127.0.0.1:{free_port()}/fwother/0",
-        ):
+        later_urls = (f"unix://{tmp_path}/redis-not-started.sock?db=0",
+                      f"redis+sentinel://127.0.0.1:{free_port()}/fwother/0")  # fmt: skip
+        for url in later_urls:
             config = store_config(tmp_path / f"later-{len(url)}", url)
             later = run_forked("check", str(config), cwd=config.parent)
             assert later.returncode == 0, later.stderr
