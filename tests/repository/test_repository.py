@@ -59,12 +59,10 @@ def service(
         server["LoadURNs"] = load_urns
     server.update(server_extra)
     config = {
-        "HTTPSERVER": {"Servers": "HTTP_REST", "StateStore": "memory"},
-        "HTTP_REST": server,
-        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
-        "POOL": {"Environment": "ENV"},
+        "HTTPSERVER": {"Servers": "HTTP_REST", "StateStore": "memory"}, "HTTP_REST": server,
+        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"}, "POOL": {"Environment": "ENV"},
         "ENV": {"Repository": repository},
-    }
+    }  # fmt: skip
     path = tmp_path / "service.json"
     path.write_text(json.dumps(config, indent=2))
     return path
@@ -191,13 +189,10 @@ def test_two_environments_of_one_port_keep_their_own_routes(tmp_path: Path, uid:
     config = {
         "HTTPSERVER": {"Servers": "S", "StateStore": "memory"},
         "S": {"HostName": "127.0.0.1", "Port": 0, "Locations": "LA, LB"},
-        "LA": {"Path": "/a", "ThreadPool": "PA"},
-        "LB": {"Path": "/b", "ThreadPool": "PB"},
-        "PA": {"Environment": "EA"},
-        "PB": {"Environment": "EB"},
-        "EA": {"Repository": a},
-        "EB": {"Repository": b},
-    }
+        "LA": {"Path": "/a", "ThreadPool": "PA"}, "LB": {"Path": "/b", "ThreadPool": "PB"},
+        "PA": {"Environment": "EA"}, "PB": {"Environment": "EB"},
+        "EA": {"Repository": a}, "EB": {"Repository": b},
+    }  # fmt: skip
     path = tmp_path / "service.json"
     path.write_text(json.dumps(config))
     plan = prepare(path)
@@ -220,13 +215,8 @@ def test_module_raising_at_import(tmp_path: Path, uid: str) -> None:
     mod = f"raises_{uid}"
     source = "x = 1\n\nraise RuntimeError('database unreachable')\n"
     err = prepare_error(service(tmp_path, mod, {f"{mod}.py": source}))
-    assert_one_line(
-        err,
-        "[ENV] Repository: ",
-        f"importing '{mod}' failed",
-        "RuntimeError: database unreachable",
-        f"{mod}.py:3",
-    )
+    assert_one_line(err, "[ENV] Repository: ", f"importing '{mod}' failed",
+                    "RuntimeError: database unreachable", f"{mod}.py:3")  # fmt: skip
 
 
 def test_module_with_a_syntax_error(tmp_path: Path, uid: str) -> None:
@@ -346,42 +336,28 @@ def test_load_urns_ambiguous_bare_name(tmp_path: Path, uid: str) -> None:
     users, orders, files = _mapping_files(uid)
     load_urns = {"/x": {"GET": {"Function": "shared"}}}
     err = prepare_error(service(tmp_path, f"{users},{orders}", files, load_urns))
-    assert_one_line(
-        err,
-        "[HTTP_REST] LoadURNs: ",
-        "'shared' is ambiguous",
-        f"{users}.shared",
-        f"{orders}.shared",
-        "module.function",
-    )
+    assert_one_line(err, "[HTTP_REST] LoadURNs: ", "'shared' is ambiguous", f"{users}.shared",
+                    f"{orders}.shared", "module.function")  # fmt: skip
 
 
 def test_module_dot_function_resolves_an_ambiguous_name(tmp_path: Path, uid: str) -> None:
     users, orders, files = _mapping_files(uid)
-    load_urns = {
-        "/u": {"GET": {"Function": f"{users}.shared"}},
-        "/o": {"GET": {"Function": f"{orders}.shared"}},
-    }
+    load_urns = {"/u": {"GET": {"Function": f"{users}.shared"}},
+                 "/o": {"GET": {"Function": f"{orders}.shared"}}}  # fmt: skip
     plan = prepare(service(tmp_path, f"{users},{orders}", files, load_urns))
-    assert routes(plan) == {
-        ("GET", "/u", f"{users}.shared", "mapping"),
-        ("GET", "/o", f"{orders}.shared", "mapping"),
-    }
+    assert routes(plan) == {("GET", "/u", f"{users}.shared", "mapping"),
+                            ("GET", "/o", f"{orders}.shared", "mapping")}  # fmt: skip
     funcs = {e.path: e.func for e in app_endpoints(plan)}
     assert (funcs["/u"](), funcs["/o"]()) == ("users", "orders")
 
 
 def test_function_names_are_case_insensitive(tmp_path: Path, uid: str) -> None:
     users, orders, files = _mapping_files(uid)
-    load_urns = {
-        "/a/:id": {"GET": {"Function": f"{users.upper()}.GET_USER"}},
-        "/b": {"GET": {"Function": "List_Orders"}},
-    }
+    load_urns = {"/a/:id": {"GET": {"Function": f"{users.upper()}.GET_USER"}},
+                 "/b": {"GET": {"Function": "List_Orders"}}}  # fmt: skip
     plan = prepare(service(tmp_path, f"{users},{orders}", files, load_urns))
-    assert routes(plan) == {
-        ("GET", "/a/:id", f"{users}.get_user", "mapping"),
-        ("GET", "/b", f"{orders}.list_orders", "mapping"),
-    }
+    assert routes(plan) == {("GET", "/a/:id", f"{users}.get_user", "mapping"),
+                            ("GET", "/b", f"{orders}.list_orders", "mapping")}  # fmt: skip
 
 
 def test_load_urns_unknown_method_and_missing_function_key(tmp_path: Path, uid: str) -> None:
@@ -431,16 +407,8 @@ def test_annotation_and_load_urns_on_one_route_names_both(tmp_path: Path, uid: s
     source = endpoint_module(mod, "/users/:id") + "\ndef mapped(id):\n    return id\n"
     load_urns = {"/users/{uid}": {"GET": {"Function": f"{mod}.mapped"}}}
     err = prepare_error(service(tmp_path, mod, {f"{mod}.py": source}, load_urns))
-    assert_one_line(
-        err,
-        "GET /rest/users/",
-        "twice",
-        f"{mod}.f0",
-        "annotation",
-        f"{mod}.mapped",
-        "mapping",
-        "LoadURNs",
-    )
+    assert_one_line(err, "GET /rest/users/", "twice", f"{mod}.f0", "annotation", f"{mod}.mapped",
+                    "mapping", "LoadURNs")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
