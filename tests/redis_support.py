@@ -33,19 +33,9 @@ import trustme
 from tests.conftest import ServerProcess, free_port, port_is_free
 
 __all__ = [
-    "STORE_APP",
-    "RedisCluster",
-    "RedisServer",
-    "RedisTls",
-    "SentinelGroup",
-    "free_port",
-    "redis_binary",
-    "redis_tls",
-    "sentinel_binary",
-    "serves_unready",
-    "started",
-    "store_config",
-]
+    "STORE_APP", "RedisCluster", "RedisServer", "RedisTls", "SentinelGroup", "free_port",
+    "redis_binary", "redis_tls", "sentinel_binary", "serves_unready", "started", "store_config",
+]  # fmt: skip
 
 STORE_APP = """
 from fwrest import get

@@ -142,18 +142,14 @@ def test_the_requests_secret_named_inputs_are_scrubbed_from_a_traceback(
     JSON keys) is also scrubbed from a handler's exception text, short or whole
     (``rest_error_full``)."""
     config = module_config(
-        tmp_path,
-        f"scrubbed_app_{full}",
-        app=APP_SOURCE + SCRUBBED_APP,
+        tmp_path, f"scrubbed_app_{full}", app=APP_SOURCE + SCRUBBED_APP,
         general={"rest_error_full": full},
-    )
+    )  # fmt: skip
     with Client(config) as client:
         headers = {
-            "X-Api-Key": API_KEY,
-            "X-Auth-Token": AUTH_TOKEN,
-            "Cookie": f"lang=en; sid={SESSION}",
+            "X-Api-Key": API_KEY, "X-Auth-Token": AUTH_TOKEN, "Cookie": f"lang=en; sid={SESSION}",
             "Authorization": f"Bearer {BEARER}",
-        }
+        }  # fmt: skip
         query = {"password": QUERY_PW, "client_secret": QUERY_SECRET, "page": "7"}
         form = client.post(
             "/rest/fail", params=query, headers=headers, data={"user": "ann", "password": FORM_PW}

@@ -145,12 +145,9 @@ def test_an_oauth2_port_issues_and_checks_its_tokens(
     }
     config = _service(tmp_path, "inproc_oauth", servers)
     form = {
-        "grant_type": "password",
-        "username": "ada",
-        "password": "Ada-Pw-7731",
-        "client_id": "web",
+        "grant_type": "password", "username": "ada", "password": "Ada-Pw-7731", "client_id": "web",
         "client_secret": "Web-Secret-9q",
-    }
+    }  # fmt: skip
     with Client(config, server="SHOP") as shop, Client(config, server="ADMIN") as admin:
         assert str(shop.base_url).startswith("https://")
         tokens = shop.post("/rest/fw/oauth2/token", data=form)

@@ -89,11 +89,9 @@ def _build(commit: str, venv: Path) -> None:
         tree = Path(tmp) / "src"
         tree.mkdir()
         archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", "--format=tar", commit],
-            capture_output=True,
-            check=False,
-            timeout=120,
-        )
+            ["git", "-C", str(REPO), "archive", "--format=tar", commit], capture_output=True,
+            check=False, timeout=120,
+        )  # fmt: skip
         assert archive.returncode == 0, archive.stderr.decode(errors="replace")
         subprocess.run(
             ["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True, timeout=120

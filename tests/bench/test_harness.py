@@ -128,12 +128,8 @@ def test_wrk_command_pins_and_rounds() -> None:
 def _row(label: str, role: str, samples: list[str], cpu: list[float]) -> dict[str, object]:
     runs = [{**wrk.parse(s).as_dict(), "cpu_pct": c} for s, c in zip(samples, cpu, strict=True)]
     return {
-        "server": label,
-        "role": role,
-        "detail": "",
-        "runs": runs,
-        **report.median_row(runs, cpu),
-    }
+        "server": label, "role": role, "detail": "", "runs": runs, **report.median_row(runs, cpu),
+    }  # fmt: skip
 
 
 def _results() -> dict[str, object]:

@@ -72,11 +72,9 @@ def _service(tmp_path: Path, module: str, cors: dict[str, Any], **extra: Any) ->
         **extra.pop("servers", {}),
     }
     locations = {
-        "ROOT": {"CORS": "CORS_WEB"},
-        "PLAIN": {"Path": "/plain", "ThreadPool": "POOL"},
-        "CORS_WEB": cors,
-        **extra.pop("sections", {}),
-    }
+        "ROOT": {"CORS": "CORS_WEB"}, "PLAIN": {"Path": "/plain", "ThreadPool": "POOL"},
+        "CORS_WEB": cors, **extra.pop("sections", {}),
+    }  # fmt: skip
     return module_config(tmp_path, module, app=APP, servers=sections, extra=locations)  # fmt: skip
 
 
@@ -193,10 +191,9 @@ def test_a_preflight_outside_a_cors_location_is_a_plain_options(basic: Client) -
 
 def _assert_cors(response: httpx.Response, origin: str = WEB) -> None:
     assert cors_headers(response) == {
-        "access-control-allow-origin": origin,
-        "access-control-allow-credentials": "true",
+        "access-control-allow-origin": origin, "access-control-allow-credentials": "true",
         "access-control-expose-headers": "X-Total-Count, X-Page",
-    }
+    }  # fmt: skip
     assert "Origin" in response.headers["vary"]
 
 

@@ -145,11 +145,9 @@ def test_the_settings_route_stays_closed_to_the_allowed_origin(
     browser: Any, front_end: int, api: ServerProcess
 ) -> None:
     result = _call(
-        browser,
-        f"http://127.0.0.1:{front_end}/index.html",
-        api.url("HTTP_API") + "/fw/rest/config",
-        ADA,
-    )
+        browser, f"http://127.0.0.1:{front_end}/index.html",
+        api.url("HTTP_API") + "/fw/rest/config", ADA,
+    )  # fmt: skip
     assert "blocked" in result, result
 
 
@@ -170,16 +168,9 @@ def test_curl_preflights_granted_and_refused(front_end: int, api: ServerProcess)
     url = api.url("HTTP_API") + "/hello"
     origin = f"http://127.0.0.1:{front_end}"
     status, headers = _curl(
-        "-X",
-        "OPTIONS",
-        "-H",
-        f"Origin: {origin}",
-        "-H",
-        "Access-Control-Request-Method: GET",
-        "-H",
-        "Access-Control-Request-Headers: authorization",
-        url,
-    )
+        "-X", "OPTIONS", "-H", f"Origin: {origin}", "-H", "Access-Control-Request-Method: GET",
+        "-H", "Access-Control-Request-Headers: authorization", url,
+    )  # fmt: skip
     assert status == 204
     assert headers["access-control-allow-origin"] == origin
     assert headers["access-control-allow-credentials"] == "true"

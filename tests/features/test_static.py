@@ -48,12 +48,9 @@ def public():
 
 
 def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [{"username": "ada", "password": "Ada-Pw-1"}],
-        "types": [{"grant_type": "password"}],
-    }
+    return {"client_id": "web", "client_secret": "Web-Secret-9q",
+            "users": [{"username": "ada", "password": "Ada-Pw-1"}],
+            "types": [{"grant_type": "password"}]}
 """
 
 
@@ -316,11 +313,9 @@ def test_files_are_behind_the_ports_scheme(tmp_path: Path, ca: trustme.CA) -> No
     basic = {"scheme": "basic", "OnAuth": "static_app_basic.check"}
     certs = issue_certs(ca, tmp_path / "certs")
     oauth = oauth_section(
-        certs,
-        locations="WWW",
-        onAuthparams="static_app_basic.params",
+        certs, locations="WWW", onAuthparams="static_app_basic.params",
         onAuthNoCheckUri="static_app_basic.public",
-    )
+    )  # fmt: skip
     config = module_config(
         tmp_path,
         "static_app_basic",

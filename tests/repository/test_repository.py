@@ -169,10 +169,9 @@ def test_several_entries_and_only_their_endpoints(tmp_path: Path, uid: str) -> N
     """An environment serves what its Repository imports, not every module ever annotated."""
     a, b, other = f"a_{uid}", f"b_{uid}", f"other_{uid}"
     files = {
-        f"{a}.py": endpoint_module(a, "/a"),
-        f"{b}.py": endpoint_module(b, "/b"),
+        f"{a}.py": endpoint_module(a, "/a"), f"{b}.py": endpoint_module(b, "/b"),
         f"{other}.py": endpoint_module(other, "/other"),
-    }
+    }  # fmt: skip
     prepare(service(tmp_path / "first", other, files))  # registers /other in this process
     plan = prepare(service(tmp_path / "second", f" {a} , {b}.py ", files))
     assert routes(plan) == {

@@ -82,13 +82,9 @@ T = TypeVar("T")
 
 KINDS = ["memory", "sqlite", "redis", "rediss", "sentinel", "cluster"]
 IMPLEMENTATIONS: dict[str, type[StateStore]] = {
-    "memory": MemoryStore,
-    "sqlite": SqliteStore,
-    "redis": RedisStore,
-    "rediss": RedisStore,
-    "sentinel": RedisStore,
-    "cluster": RedisClusterStore,
-}
+    "memory": MemoryStore, "sqlite": SqliteStore, "redis": RedisStore, "rediss": RedisStore,
+    "sentinel": RedisStore, "cluster": RedisClusterStore,
+}  # fmt: skip
 REDIS_FORMS = ("redis", "rediss", "sentinel", "cluster")
 TLS_PASSWORD = "Contract-Pw/1+a b"
 WINDOW_S = 0.4  # short failure windows, lock-outs and revocations that end within the test

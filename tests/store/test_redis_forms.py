@@ -84,10 +84,8 @@ def store_keys(redises: Redises, form: str) -> tuple[RedisServer, dict[str, Any]
     password = {"StateStorePassword": f"env:{PASSWORD_ENV}"}
     if form == "rediss":
         return redises.on_tls, {
-            "StateStore": redises.on_tls.url,
-            "StateStoreCA": str(tls.ca),
-            **password,
-        }
+            "StateStore": redises.on_tls.url, "StateStoreCA": str(tls.ca), **password,
+        }  # fmt: skip
     if form == "rediss with a client certificate":
         return redises.on_mtls, {"StateStore": redises.on_mtls.url, "StateStoreCA": str(tls.ca),
                                  "StateStoreCert": str(tls.client_cert),
