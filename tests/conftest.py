@@ -48,21 +48,17 @@ APP_SOURCE = textwrap.dedent(
 
     from fwrest import Response, delete, get, patch, post, put, rest
 
-
     @get("/hello", description="says hello")
     def hello():
         return {"hello": "world", "pid": os.getpid()}
-
 
     @get("/items/:id")
     def item(id):
         return {"id": id}
 
-
     @get("/users/{uid}/orders/:oid")
     async def order(uid, oid):
         return {"uid": uid, "oid": oid}
-
 
     @post("/echo")
     def echo():
@@ -73,33 +69,27 @@ APP_SOURCE = textwrap.dedent(
             "path": rest.getPathRequest(),
         }
 
-
     @get("/text")
     def text():
         return "plain text"
-
 
     @get("/bytes")
     def raw_bytes():
         return b"\\x00\\x01"
 
-
     @get("/boom")
     def boom():
         raise RuntimeError("kaboom-secret-detail")
-
 
     @get("/sleep/:ms")
     def sleep(ms):
         time.sleep(int(ms) / 1000)
         return {"slept": int(ms), "thread": threading.current_thread().name}
 
-
     @get("/asleep/:ms")
     async def asleep(ms):
         await asyncio.sleep(int(ms) / 1000)
         return {"slept": int(ms)}
-
 
     @get("/userdata")
     def userdata():
@@ -165,14 +155,9 @@ def local_port(**keys: Any) -> dict[str, Any]:
 
 
 def free_config(
-    tmp_path: Path,
-    *,
-    servers: Sections | None = None,
-    extra: Sections | None = None,
-    app: str = APP_SOURCE,
-    fmt: str = "json",
-    general: dict[str, Any] | None = None,
-) -> Path:
+    tmp_path: Path, *, servers: Sections | None = None, extra: Sections | None = None,
+    app: str = APP_SOURCE, fmt: str = "json", general: dict[str, Any] | None = None,
+) -> Path:  # fmt: skip
     """Write ``app.py`` and a config serving it on port 0 (the system picks)."""
     (tmp_path / "app.py").write_text(app)
     servers = servers or {"HTTP_REST": local_port()}
@@ -208,13 +193,9 @@ class ServerProcess:
     """``fwrest serve CONFIG`` in a subprocess; ``urls`` maps server section -> base URL."""
 
     def __init__(
-        self,
-        config: Path,
-        workers: int = 1,
-        env: dict[str, str] | None = None,
-        args: tuple[str, ...] = (),
-        command: Sequence[str] = FWREST,
-    ):
+        self, config: Path, workers: int = 1, env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (), command: Sequence[str] = FWREST,
+    ):  # fmt: skip
         """``command``: how ``fwrest`` is run (another environment's, e.g. an installed
         wheel's)."""
         self.config = config
@@ -526,12 +507,9 @@ _FORKS.set_forkserver_preload(
 
 
 def run_forked(
-    *args: str,
-    cwd: Path,
-    timeout: float = 60,
-    stdin: str | None = None,
+    *args: str, cwd: Path, timeout: float = 60, stdin: str | None = None,
     env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
+) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """``fwrest ARGS`` as :func:`run_cli` gives it, in a process forked from one that imported
     fwrest once (tests/forked.py): for tests that run hundreds of commands. A command still
     running after ``timeout`` is killed: exit code -1 with what it wrote. ``stdin``: its input
