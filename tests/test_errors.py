@@ -121,20 +121,16 @@ def test_challenges_quote_their_parameters() -> None:
 APP = """
 from fwrest import get
 
-
 @get("/hello")
 def hello():
     return {"hello": "world"}
-
 
 @get("/orders", scopes=["orders:read"])
 def orders():
     return {"orders": []}
 
-
 def check(user, password):
     return user == "ada" and password == "Ada-Pw-5530"
-
 
 def params():
     return {"client_id": "web", "client_secret": "Web-Secret-5530",

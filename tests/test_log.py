@@ -100,7 +100,6 @@ def test_urls_lose_their_userinfo_and_the_secrets_of_their_query() -> None:
 
 SCRUBBED_APP = """
 
-
 def _all_of(query, headers, form):
     return (
         f"key={headers.get('x-api-key')} tok={headers.get('x-auth-token')} "
@@ -108,14 +107,12 @@ def _all_of(query, headers, form):
         f"pw={query.get('password')} secret={query.get('client_secret')} form={form}"
     )
 
-
 @post("/fail")
 def fail():
     body = rest.getBodyRequest()
     raise RuntimeError(
         "cannot serve " + _all_of(rest.getQueryRequest(), rest.getHeaderRequest(), body)
     )
-
 
 @post("/fail-async")
 async def fail_async():

@@ -34,41 +34,33 @@ from fwrest import Response, get, rest
 
 TEXT = "fwrest compresses what is worth it. " * 200
 
-
 @get("/big")
 def big():
     return {"text": TEXT}
-
 
 @get("/small")
 def small():
     return {"text": "short"}
 
-
 @get("/sized/:n")
 def sized(n):
     return Response("x" * int(n), media_type="text/plain")
-
 
 @get("/png")
 def png():
     return Response(b"\\x89PNG" + b"\\0" * 5000, media_type="image/png")
 
-
 @get("/private")
 def private():
     return Response({"text": TEXT}, headers={"Cache-Control": "no-store"})
-
 
 @get("/svg")
 def svg():
     return Response("<svg>" + "<g/>" * 2000 + "</svg>", media_type="image/svg+xml")
 
-
 @get("/zipped")
 def zipped():
     rest.sendZipped(TEXT)
-
 
 def params():
     return {"client_id": "web", "client_secret": "Web-Secret-9q",
@@ -222,8 +214,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 def test_curl_compressed(served: ServerProcess) -> None:
     url = served.url() + "/big"
     for coding in ("gzip", "br"):
-        curl = ["curl", "-sS", "--max-time", "10", "--compressed", "-H", f"Accept-Encoding: {coding}",
-                "-D", "-", url]  # fmt: skip
+        curl = ["curl", "-sS", "--max-time", "10", "--compressed", "-H",
+                f"Accept-Encoding: {coding}", "-D", "-", url]  # fmt: skip
         out = subprocess.run(curl, capture_output=True, check=True).stdout.replace(b"\r\n", b"\n")
         head, _, body = out.partition(b"\n\n")
         assert f"content-encoding: {coding}".encode() in head.lower(), head

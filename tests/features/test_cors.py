@@ -23,35 +23,28 @@ from tests.docs.blocks import ini_example
 APP = """
 from fwrest import Response, get, post, put, rest
 
-
 @get("/hello")
 def hello():
     return {"message": "hi"}
-
 
 @post("/items")
 async def add():
     return {"added": rest.getBodyRequest()}
 
-
 @put("/items/:id")
 async def change(id):
     return {"id": id}
-
 
 @get("/boom")
 def boom():
     raise RuntimeError("kaboom")
 
-
 @get("/varied")
 def varied():
     return Response({"v": 1}, headers={"Vary": "Accept-Language"})
 
-
 def check(user, password):
     return (user, password) == ("ada", "Ada-Pw-1")
-
 
 def params():
     return {"client_id": "web", "client_secret": "Web-Secret-9q",

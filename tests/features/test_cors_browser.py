@@ -13,6 +13,7 @@ Chromium is a Debian package (``apt-get install -y chromium``); without it these
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import subprocess
 import threading
@@ -27,11 +28,9 @@ from tests.conftest import ServerProcess, free_config, local_port, serving
 APP = """
 from fwrest import get, rest
 
-
 @get("/hello")
 def hello():
     return {"message": "hi", "user": rest.getAuthUser()}
-
 
 def check(user, password):
     return (user, password) == ("ada", "Ada-Pw-1")
@@ -95,14 +94,11 @@ def api(tmp_path_factory: pytest.TempPathFactory, front_end: int) -> Iterator[Se
 
 
 def _call(browser: Any, page_url: str, api_url: str, auth: str | None) -> dict[str, Any]:
-    context = browser.new_context()
-    try:
+    with contextlib.closing(browser.new_context()) as context:
         page = context.new_page()
         page.goto(page_url)
         result: dict[str, Any] = page.evaluate(CALL, [api_url, auth])
         return result
-    finally:
-        context.close()
 
 
 def test_a_page_of_an_allowed_origin_reads_the_api(
@@ -180,15 +176,9 @@ def test_curl_preflights_granted_and_refused(front_end: int, api: ServerProcess)
     for refused in (
         ["-H", "Origin: http://evil.example", "-H", "Access-Control-Request-Method: GET"],
         ["-H", f"Origin: {origin}", "-H", "Access-Control-Request-Method: PATCH"],
-        [
-            "-H",
-            f"Origin: {origin}",
-            "-H",
-            "Access-Control-Request-Method: GET",
-            "-H",
-            "Access-Control-Request-Headers: x-token",
-        ],
-    ):
+        ["-H", f"Origin: {origin}", "-H", "Access-Control-Request-Method: GET", "-H",
+         "Access-Control-Request-Headers: x-token"],
+    ):  # fmt: skip
         status, headers = _curl("-X", "OPTIONS", *refused, url)
         assert status == 403, refused
         assert not [h for h in headers if h.startswith("access-control-")], refused

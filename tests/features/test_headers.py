@@ -22,20 +22,16 @@ from tests.conftest import free_config, issue_certs, local_port, module_config, 
 APP = """
 from fwrest import Response, get
 
-
 @get("/hello")
 def hello():
     return {"message": "hi"}
-
 
 @get("/hsts")
 def own_hsts():
     return Response({"v": 1}, headers={"Strict-Transport-Security": "max-age=0"})
 
-
 def check(user, password):
     return (user, password) == ("ada", "Ada-Pw-1")
-
 
 @get("/framed")
 def framed():

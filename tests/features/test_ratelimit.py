@@ -27,11 +27,9 @@ from tests.docs.blocks import ini_example
 APP = """
 from fwrest import get
 
-
 @get("/hello")
 def hello():
     return {"message": "hi"}
-
 
 def check(user, password):
     return (user, password) in (("ada", "Ada-Pw-1"), ("bob", "Bob-Pw-2"))

@@ -33,19 +33,15 @@ INDEX = "<!doctype html><title>home</title>"
 APP = """
 from fwrest import get
 
-
 @get("/api/hello")
 def hello():
     return {"from": "the route"}
 
-
 def check(user, password):
     return (user, password) == ("ada", "Ada-Pw-1")
 
-
 def public():
     return ["/sub/*"]
-
 
 def params():
     return {"client_id": "web", "client_secret": "Web-Secret-9q",

@@ -1,14 +1,7 @@
-"""The memory monitor (SPEC 5 "Memory monitor") over real HTTP on its own port.
-
-One ``fwrest serve --workers 2`` with ``[APP_MONITOR] Enable=1`` serves most tests (module
-scope): the index in the original product's shape, ``all`` and the filters, the answer's shape,
-unknown names (200, never 500), the extra names, the machine's memory against
-``/proc/meminfo``, the service's RSS summing its processes and growing when an endpoint keeps
-a large buffer, ``requests_total`` following the REST port, and the Prometheus text format.
-TLS, Basic authorization and hostile requests get servers of their own.
-
-Figures that move (RSS, free RAM, counters) are polled with generous hang guards and printed;
-nothing asserts speed.
+"""The memory monitor (SPEC 5 "Memory monitor") over real HTTP on its own port: one ``fwrest
+serve --workers 2`` with ``[APP_MONITOR] Enable=1`` serves most tests (module scope); TLS,
+Basic authorization and hostile requests get servers of their own. Figures that move (RSS,
+free RAM, counters) are polled with generous hang guards and printed; nothing asserts speed.
 """
 
 from __future__ import annotations
@@ -56,7 +49,6 @@ MEMORY_APP = (
 
 _KEPT = {}
 
-
 @get("/grow")
 def grow():
     """Keeps 100 MB in this worker (once); the pages are written, so they are resident."""
@@ -64,12 +56,10 @@ def grow():
         _KEPT["buf"] = bytearray(b"\\x01") * (100 * 1024 * 1024)
     return {"pid": os.getpid(), "kept": len(_KEPT["buf"])}
 
-
 @get("/release")
 def release():
     _KEPT.clear()
     return {"pid": os.getpid()}
-
 
 def check(user, password):
     return user == "mon" and password == "s3cret"

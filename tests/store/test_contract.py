@@ -1,54 +1,23 @@
 """The state-store contract, one suite over every store (STYLE "One contract suite over all
 stores"): each test runs on the memory store, a sqlite file under ``tmp_path`` and a real
-``redis-server`` (started once for the module by ``tests/redis_support.py``, emptied before
-each test; without ``redis-server`` the Redis cases fail, never skip), with the same
-assertions; and Redis again in the forms of SPEC 15 and 17.1 whose client differs: over TLS
-(``rediss://``, a client certificate and a password: ``rediss``), through Sentinel (a
-primary, a replica and three sentinels: ``sentinel``; a spend there also waits for the
-replica) and on a Redis Cluster (three masters, three replicas: ``cluster``; hash tags keep
-what one operation touches on one slot, a spend waits for its master's replica). Every member of :class:`fwrest.store.StateStore` is exercised as its callers use
-it (``auth/oauth2/tokens.py``, ``auth/throttle.py``, ``server/settings.py``,
-``server/worker.py``):
-
-* refresh tokens: ``add_refresh`` / ``spend_refresh`` is a compare-and-set owned by the
-  request's claim (the same claim again is "ok", another claim "spent", an unknown hash
-  "missing"), and, given the request's client, leaves another client's token unspent
-  ("client"); ``restore_refresh`` undoes only its own claim's spend; 50 threads spending one
-  token: exactly one wins;
-* ``refresh_record`` reads a token's record and spent flag without spending it;
-  ``user_families`` gives a user's families with the latest expiry of each (revocation by
-  user, SPEC 12.3), the user's name matched exactly;
-* authorization codes (SPEC 16.1): ``add_code`` / ``take_code`` takes a code once for the
-  family of the request that redeems it (the same family again is "ok", another "used" with
-  the first family, to revoke; an unknown or forgotten code "missing"); 50 threads taking one
-  code, and another instance (another worker or host) after them: exactly one wins;
-* DPoP proof ids (SPEC 16.2): ``note_proof`` is True the first time, False for the same id
-  again within its keep on any instance (another worker or host), True again once the keep
-  ended; 50 threads noting one id: exactly one True;
-* ``revoke_family`` / ``revoked_families`` and ``add_lock`` / ``locks``: only those in force,
-  the latest end kept, ended ones forgotten;
-* ``hit_failure`` / ``failures`` / ``clear_failures`` / ``release_failure``: a window that
-  starts at the first failure, counts atomic under 50 threads; a count taken back (an attempt
-  counted before its check whose password was right) never goes below zero, never starts a
-  window, and a count back at zero is no window;
-* ``hit_rate`` (the rate limits, SPEC 13.7): a fixed window from the first request counted,
-  apart from the failure counts (a short rate window never sweeps a failure's longer one),
-  each window its own length, atomic under 50 threads;
-* ``signing_key`` set-if-absent (also under a race), ``get_settings`` / ``set_settings``
-  (``None`` clears), ``put_blob`` / ``blobs`` / ``delete_blobs`` by prefix (usage figures);
-  ``get_blob`` and ``swap_blob``, a compare-and-set of one value (the key set), one winner of
-  a race;
-* ``add_audit`` / ``audit_events`` (the audit trail, SPEC 13.5): events newest first, by time
-  since, by name and at most a limit, the newest ``AUDIT_KEEP`` (10,000) kept;
-* ``ping``, ``close``, ``kind``, ``open_store``; a store out of reach raises ``StoreError``
-  (callers catch only that to answer 503).
-
-Where stores differ by design (the memory store lives in one process, docs/decisions.md), the
-documented behaviour is asserted per store.
+``redis-server`` (started once for the module, emptied before each test; without
+``redis-server`` the Redis cases fail, never skip), with the same assertions; and Redis again
+in the forms of SPEC 15 and 17.1 whose client differs: TLS with a client certificate and a
+password (``rediss``), Sentinel (``sentinel``: a spend also waits for the replica) and a Redis
+Cluster (``cluster``: hash tags keep what one operation touches on one slot). Every member of
+:class:`fwrest.store.StateStore` is exercised as its callers use it (refresh tokens and their
+families, SPEC 12.3; authorization codes, SPEC 16.1; DPoP proof ids, SPEC 16.2; revocations,
+lock-outs and failure counts; the rate limits, SPEC 13.7; the signing key, settings and blobs;
+the audit trail, SPEC 13.5), its races by 50 threads at once; a store out of reach raises
+``StoreError`` (callers catch only that to answer 503). Where stores differ by design (the
+memory store lives in one process, docs/decisions.md), the documented behaviour is asserted
+per store.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
 import shutil
 import threading
@@ -181,11 +150,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         cluster.flush()
         spec = cluster.url
     if server is not None:
-        client = server.client()
-        try:
+        with contextlib.closing(server.client()) as client:
             client.flushdb()  # each test starts from an empty store, as with the others
-        finally:
-            client.close()
         spec = request.getfixturevalue("sentinels").url if spec == "sentinel" else server.url
     found = Backend(request.param, spec, tmp_path / "data", options)  # a folder not made yet
     yield found
@@ -971,30 +937,18 @@ def test_instances_share_the_state_of_a_shared_store(backend: Backend) -> None:
 
 def every_call(store: StateStore) -> dict[str, Callable[[], Any]]:
     """One call of each protocol method but ``close``."""
-    return {
-        "ping": store.ping,
-        "add_refresh": lambda: store.add_refresh(record("h-down")),
-        "spend_refresh": lambda: store.spend_refresh("h-down", "claim-a"),
-        "restore_refresh": lambda: store.restore_refresh("h-down", "claim-a"),
-        "revoke_family": lambda: store.revoke_family("fam-down", time.time() + 60),
-        "revoked_families": store.revoked_families,
-        "refresh_record": lambda: store.refresh_record("h-down"),
-        "user_families": lambda: store.user_families("ada"),
-        "hit_failure": lambda: store.hit_failure("basic|user:ada", 60),
-        "failures": lambda: store.failures("basic|user:ada", 60),
-        "clear_failures": lambda: store.clear_failures("basic|user:ada"),
-        "add_lock": lambda: store.add_lock("basic|user:ada", time.time() + 60),
-        "locks": store.locks,
-        "lift_lock": lambda: store.lift_lock("basic|user:ada"),
-        "signing_key": lambda: store.signing_key(b"key" * 11),
-        "get_settings": store.get_settings,
-        "set_settings": lambda: store.set_settings({"rest_log_level": 4}),
-        "put_blob": lambda: store.put_blob("usage:w1", b"x"),
-        "blobs": lambda: store.blobs("usage:"),
-        "delete_blobs": lambda: store.delete_blobs("usage:"),
-        "add_audit": lambda: store.add_audit(time.time(), "reload", b"{}"),
-        "audit_events": lambda: store.audit_events(0.0, None, 10),
-    }
+    user, later = "basic|user:ada", time.time() + 60
+    args: dict[str, tuple[Any, ...]] = {
+        "ping": (), "add_refresh": (record("h-down"),), "spend_refresh": ("h-down", "claim-a"),
+        "restore_refresh": ("h-down", "claim-a"), "revoke_family": ("fam-down", later),
+        "revoked_families": (), "refresh_record": ("h-down",), "user_families": ("ada",),
+        "hit_failure": (user, 60), "failures": (user, 60), "clear_failures": (user,),
+        "add_lock": (user, later), "locks": (), "lift_lock": (user,), "signing_key": (b"key" * 11,),
+        "get_settings": (), "set_settings": ({"rest_log_level": 4},),
+        "put_blob": ("usage:w1", b"x"), "blobs": ("usage:",), "delete_blobs": ("usage:",),
+        "add_audit": (time.time(), "reload", b"{}"), "audit_events": (0.0, None, 10),
+    }  # fmt: skip
+    return {name: functools.partial(getattr(store, name), *each) for name, each in args.items()}
 
 
 def outcomes(store: StateStore) -> dict[str, str]:
@@ -1047,11 +1001,10 @@ def test_ping_answers_then_a_store_out_of_reach_raises_store_error(
             "sentinel": f"redis+sentinel://127.0.0.1:{free_port()}/fwmain/0",
             "cluster": f"redis+cluster://127.0.0.1:{free_port()}/0",
         }
-        down = open_store(nowhere[backend.kind], tmp_path, backend.options)
-        try:
+        with contextlib.closing(
+            open_store(nowhere[backend.kind], tmp_path, backend.options)
+        ) as down:
             found = in_thread(lambda: outcomes(down))
-        finally:
-            down.close()
         cause = ""
     wrong = {name: text for name, text in found.items() if text != "StoreError"}
     assert not wrong, (

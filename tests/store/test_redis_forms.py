@@ -1,22 +1,12 @@
 """SPEC 15's forms of a Redis state store, each against a real ``redis-server`` started here:
 TLS (``rediss://`` with ``StateStoreCA``; a Redis that requires a client certificate, given
 by ``StateStoreCert``/``StateStoreKey``), a password from ``StateStorePassword=env:NAME``, and
-a unix socket (``unix:///path/redis.sock?db=N``).
-
-* over each form an oAuth2 port issues tokens, refreshes them and refuses a replay, its state
-  in that Redis (the in-process client, SPEC 14.3: the store is the real one);
-* docs/deploy.md's lines (``deploy-redis-acl``, ``deploy-redis-tls``) reach a Redis on TLS
-  that requires client certificates, as the ACL user the page creates;
-* what only Redis can tell is a start error naming the key, and ``fwrest check`` says the same:
-  a ``StateStoreCA`` that did not issue Redis's certificate, a client certificate missing, a
-  wrong password (never shown, nor in the check's summary); so is a URL that can never answer
-  as written (TLS to a plain-text port and the reverse, a socket folder missing or a path
-  that is no socket, sentinels that know no primary of the URL's name); a Redis that does not
-  answer now is a warning of ``fwrest check`` and of the start's log, which starts with the
-  ready probe DOWN.
-
-The Sentinel form runs the store contract (tests/store/test_contract.py) and its failover test
-(tests/faults/test_sentinel_failover.py).
+a unix socket (``unix:///path/redis.sock?db=N``): an oAuth2 port keeps its state over each
+(in process, SPEC 14.3: the store is the real one); docs/deploy.md's lines reach Redis as its
+ACL user; what only Redis can tell, or a URL that can never answer as written, is a start
+error naming the key, and ``fwrest check`` says the same (never showing a password); a Redis
+that does not answer now is a warning, and the start's ready probe says DOWN. The Sentinel
+form: tests/store/test_contract.py and tests/faults/test_sentinel_failover.py.
 """
 
 from __future__ import annotations
@@ -128,13 +118,10 @@ def test_tokens_are_issued_and_refreshed_over_each_form(
         assert client.get("/rest/hello", headers=bearer).status_code == 200
         replay = client.post("/rest/fw/oauth2/token", data=refresh)
         assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
-    direct = server.client()
-    try:
+    with contextlib.closing(server.client()) as direct:
         # the state is in this Redis: the two refresh tokens, the signing key
         assert len(direct.keys("fwrest:rt:*")) == 2
         assert direct.exists("fwrest:signing_key")
-    finally:
-        direct.close()
 
 
 def test_what_only_redis_can_tell_is_a_start_error_naming_the_key(
@@ -150,7 +137,8 @@ def test_what_only_redis_can_tell_is_a_start_error_naming_the_key(
                                   "StateStoreCert", "client certificate"),
         "wrong password": ({**rediss, "StateStorePassword": "env:WRONG_REDIS_PW"},
                            "StateStorePassword", "Redis refused the password"),
-        "password in the URL": ({**store_keys(redises, "unix socket")[1], "StateStorePassword": None,
+        "password in the URL": ({**store_keys(redises, "unix socket")[1],
+                                 "StateStorePassword": None,
                                  "StateStore": redises.on_socket.url.replace("unix://", url_pw)},
                                 "StateStore", "Redis refused the password"),
     }  # fmt: skip
@@ -210,8 +198,7 @@ def test_the_deployment_pages_lines_reach_redis_as_its_acl_user(
     server, tls = redises.on_mtls, redises.tls
     acl = example("deploy-redis-acl").text
     rule = shlex.split(acl.partition("ACL SETUSER ")[2].replace("PASSWORD", ACL_PASSWORD))
-    admin = server.client()
-    try:
+    with contextlib.closing(server.client()) as admin:
         admin.flushdb()
         assert admin.execute_command("ACL", "SETUSER", *rule) in (b"OK", "OK")
         keys = ini_example("deploy-redis-tls", replacements={
@@ -232,8 +219,6 @@ def test_the_deployment_pages_lines_reach_redis_as_its_acl_user(
         assert f"state store: rediss://***@127.0.0.1:{server.port}/0" in checked.stdout
         assert "warning: [HTTPSERVER] StateStore" not in checked.stdout
         assert ACL_PASSWORD not in checked.stdout + checked.stderr
-    finally:
-        admin.close()
 
 
 def _sentinel_watching(
@@ -246,8 +231,9 @@ def _sentinel_watching(
                     f"sentinel monitor {name} 127.0.0.1 {primary.port} 1\n")  # fmt: skip
     proc = subprocess.Popen([sentinel_binary(), str(conf)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
-    client = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
-    try:
+    with contextlib.closing(
+        redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
+    ) as client:
         deadline = time.monotonic() + 15
         while True:
             try:
@@ -257,8 +243,6 @@ def _sentinel_watching(
                 pass
             assert time.monotonic() < deadline, "the sentinel never answered"
             time.sleep(0.1)
-    finally:
-        client.close()
     return proc, port
 
 

@@ -49,30 +49,24 @@ APP = textwrap.dedent(
 
     app = FastAPI()
 
-
     @app.get("/orders")
     def orders(claims: dict = Depends(verifier.require(scopes=["orders:read"]))):
         return {"user": claims["sub"], "scope": claims["scope"]}
-
 
     @app.get("/async-orders")
     async def async_orders(claims: dict = Depends(async_verifier.require(scopes=["orders:read"]))):
         return {"user": claims["sub"]}
 
-
     @app.get("/audited")
     async def audited_route(claims: dict = Depends(audited.require())):
         return {"user": claims["sub"]}
 
-
     guarded = FastAPI()
     guarded.add_middleware(VerifyMiddleware, verifier=verifier, scopes=["orders:read"])
-
 
     @guarded.get("/whoami")
     async def whoami(request: Request):
         return {"user": request.scope["fwrest.claims"]["sub"]}
-
 
     app.mount("/mw", guarded)
     """
