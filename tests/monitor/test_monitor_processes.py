@@ -1,13 +1,7 @@
 """Which processes the memory monitor counts (SPEC 5: "with several workers the process figures
-cover the whole service (and per worker under their own names)").
-
-- ``memory_resident_worker_N`` is the worker the log calls ``[wN]`` ("worker N ready (pid P)"),
-  also after worker 1 died and its replacement got a pid above worker 2's;
-- with ``fwrest.start()`` the service is the calling process alone: a child process of the
-  calling program is neither a worker nor part of the service's RSS.
-
-Both against a real server; the figures are compared with ``/proc``, printed, polled with
-generous hang guards.
+cover the whole service (and per worker under their own names)"), against real servers, the
+figures compared with ``/proc``: a worker's name is the log's, also after a replacement; with
+``fwrest.start()`` the service is the calling process alone.
 """
 
 from __future__ import annotations

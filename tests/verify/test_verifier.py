@@ -1,10 +1,6 @@
 """SPEC 16.4: ``fwrest.verify.Verifier`` and ``AsyncVerifier`` verifying the tokens of a running
-fwrest over real TLS (``fwrest serve``, ports ES256, RS256 and HS256; tests/verify/support.py).
-
-Discovery through the RFC 8414 metadata, the key set's cache and the bounded refetch of an
-unknown ``kid`` across a real rotation (``fwrest keys rotate``), the claims' checks with their
-RFC 6750 challenges, the scopes, introspection with its short cache against a real
-revocation, ``NoPublicKey`` on the HS256 port, and the async twins of each.
+fwrest over real TLS (``fwrest serve``, ports ES256, RS256 and HS256; tests/verify/support.py),
+across a real key rotation and a real revocation.
 """
 
 from __future__ import annotations
