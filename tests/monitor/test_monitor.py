@@ -25,7 +25,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fwrest.monitor import Collector, MonitorApp
-from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, wait_for
 from tests.monitor.support import (
     ENTRY_KEYS,
     EXTRA_NAMES,
@@ -271,16 +271,15 @@ def test_requests_total_follows_the_rest_port(mon: Monitor) -> None:
     sent = 6
     for _ in range(sent):
         assert httpx.get(mon.proc.url() + "/hello", timeout=10).status_code == 200
-    started = time.monotonic()
-    seen = before
-    while time.monotonic() - started < 10:
-        seen = values(mon.base, "requests_total")["requests_total"]
-        if seen >= before + sent:
-            break
-        time.sleep(0.1)
-    elapsed = time.monotonic() - started
-    print(f"requests_total {before} -> {seen} after {elapsed:.2f}s")
-    assert seen >= before + sent
+    seen = [before]
+
+    def counted() -> bool:
+        seen.append(values(mon.base, "requests_total")["requests_total"])
+        return seen[-1] >= before + sent
+
+    elapsed = wait_for(counted, 10, "requests_total counting the requests", interval=0.1)
+    print(f"requests_total {before} -> {seen[-1]} after {elapsed:.2f}s")
+    assert seen[-1] >= before + sent
 
 
 def test_requests_in_flight_counts_a_running_request(mon: Monitor) -> None:
