@@ -205,24 +205,40 @@ def test_missing_module(tmp_path: Path, uid: str) -> None:
     assert_one_line(err, "[ENV] Repository: ", f"'absent_{uid}'", "not found", str(tmp_path))
 
 
-def test_missing_py_file(tmp_path: Path, uid: str) -> None:
-    err = prepare_error(service(tmp_path, f"lib/absent_{uid}.py"))
-    assert_one_line(err, "[ENV] Repository: ", f"absent_{uid}.py", "does not exist")
+# the repository, its one file and source ("{u}": the test's uid), what the one-line error says
+IMPORT_ERRORS = {
+    "a missing file": ("lib/absent_{u}.py", None, "",
+                       ["[ENV] Repository: ", "absent_{u}.py", "does not exist"]),
+    "raising at import": ("raises_{u}", "raises_{u}.py",
+                          "x = 1\n\nraise RuntimeError('database unreachable')\n",
+                          ["[ENV] Repository: ", "importing 'raises_{u}' failed",
+                           "RuntimeError: database unreachable", "raises_{u}.py:3"]),
+    "a syntax error": ("syntax_{u}.py", "syntax_{u}.py",
+                       "from fwrest import get\n\n\n@get('/s')\ndef broken(:\n    pass\n",
+                       ["[ENV] Repository: ", "syntax_{u}.py", "SyntaxError", "line 5", ":5)"]),
+    "sys.exit at import": ("exits_{u}", "exits_{u}.py", "import sys\nsys.exit(3)\n",
+                           ["[ENV] Repository: ", "importing 'exits_{u}' failed", "sys.exit(3)"]),
+    # lib/json.py would be imported as json, which is the standard library's
+    "shadowing a loaded module": ("lib/json.py", "lib/json.py", "X = 1\n",
+                                  ["[ENV] Repository: ", "json.py", "already loaded", "rename"]),
+    # not "module not found" for the repository module itself: the dependency that is missing
+    "a missing dependency": ("needs_{u}", "needs_{u}.py", "import notinstalled_{u}\n",
+                             ["importing 'needs_{u}' failed", "No module named 'notinstalled_{u}'",
+                              "needs_{u}.py:1"]),
+    "a bad route path": ("badroute_{u}", "badroute_{u}.py",
+                         endpoint_module("badroute_{u}", "/a/:id/:id"),
+                         ["[ENV] Repository: ", "badroute_{u}", "repeats the parameter 'id'"]),
+}  # fmt: skip
 
 
-def test_module_raising_at_import(tmp_path: Path, uid: str) -> None:
-    mod = f"raises_{uid}"
-    source = "x = 1\n\nraise RuntimeError('database unreachable')\n"
-    err = prepare_error(service(tmp_path, mod, {f"{mod}.py": source}))
-    assert_one_line(err, "[ENV] Repository: ", f"importing '{mod}' failed",
-                    "RuntimeError: database unreachable", f"{mod}.py:3")  # fmt: skip
-
-
-def test_module_with_a_syntax_error(tmp_path: Path, uid: str) -> None:
-    mod = f"syntax_{uid}"
-    source = "from fwrest import get\n\n\n@get('/s')\ndef broken(:\n    pass\n"
-    err = prepare_error(service(tmp_path, f"{mod}.py", {f"{mod}.py": source}))
-    assert_one_line(err, "[ENV] Repository: ", f"{mod}.py", "SyntaxError", "line 5", ":5)")
+@pytest.mark.parametrize("case", IMPORT_ERRORS)
+def test_a_repository_that_does_not_import_is_a_one_line_error(
+    tmp_path: Path, uid: str, case: str
+) -> None:
+    repository, name, source, fragments = IMPORT_ERRORS[case]
+    files = {name.replace("{u}", uid): source.replace("{u}", uid)} if name else {}
+    err = prepare_error(service(tmp_path, repository.replace("{u}", uid), files))
+    assert_one_line(err, *(fragment.replace("{u}", uid) for fragment in fragments))
 
 
 def test_syntax_error_in_a_folder_file(tmp_path: Path, uid: str) -> None:
@@ -233,32 +249,6 @@ def test_syntax_error_in_a_folder_file(tmp_path: Path, uid: str) -> None:
     }
     err = prepare_error(service(tmp_path, folder, files))
     assert_one_line(err, "[ENV] Repository: ", f"{bad}.py", "SyntaxError")
-
-
-def test_module_calling_sys_exit_at_import(tmp_path: Path, uid: str) -> None:
-    mod = f"exits_{uid}"
-    err = prepare_error(service(tmp_path, mod, {f"{mod}.py": "import sys\nsys.exit(3)\n"}))
-    assert_one_line(err, "[ENV] Repository: ", f"importing '{mod}' failed", "sys.exit(3)")
-
-
-def test_py_file_shadowing_a_loaded_module(tmp_path: Path) -> None:
-    """``lib/json.py`` would be imported as ``json``, which is the standard library's."""
-    err = prepare_error(service(tmp_path, "lib/json.py", {"lib/json.py": "X = 1\n"}))
-    assert_one_line(err, "[ENV] Repository: ", "json.py", "already loaded", "rename")
-
-
-def test_module_importing_a_missing_dependency(tmp_path: Path, uid: str) -> None:
-    """Not "module not found" for the repository module itself: the message names the
-    dependency that is missing."""
-    mod, dep = f"needs_{uid}", f"notinstalled_{uid}"
-    err = prepare_error(service(tmp_path, mod, {f"{mod}.py": f"import {dep}\n"}))
-    assert_one_line(err, f"importing '{mod}' failed", f"No module named '{dep}'", f"{mod}.py:1")
-
-
-def test_bad_route_path_in_an_annotation(tmp_path: Path, uid: str) -> None:
-    mod = f"badroute_{uid}"
-    err = prepare_error(service(tmp_path, mod, {f"{mod}.py": endpoint_module(mod, "/a/:id/:id")}))
-    assert_one_line(err, "[ENV] Repository: ", mod, "repeats the parameter 'id'")
 
 
 # ---------------------------------------------------------------------------------------------
