@@ -99,17 +99,14 @@ def test_challenges_quote_their_parameters() -> None:
     # no description without an error (RFC 6750 3.1), parameters after the challenge's own
     assert BEARER.refused("", "ignored") == 'Bearer realm="Access to REST"'
     located = BEARER.extended(resource_metadata="https://h/.well-known/x")
-    assert (
-        located.value
-        == 'Bearer realm="Access to REST", resource_metadata="https://h/.well-known/x"'
-    )
+    metadata = 'Bearer realm="Access to REST", resource_metadata="https://h/.well-known/x"'
+    assert located.value == metadata
     assert located.header == (("www-authenticate", located.value),)
     assert BEARER.value == 'Bearer realm="Access to REST"'  # extended made a new one
     scheme_only = Challenge("Bearer")
     assert str(scheme_only) == "Bearer"
-    assert scheme_only.refused("insufficient_scope", scope="a b") == (
-        'Bearer error="insufficient_scope", scope="a b"'
-    )
+    insufficient = 'Bearer error="insufficient_scope", scope="a b"'
+    assert scheme_only.refused("insufficient_scope", scope="a b") == insufficient
     dpop = Challenge("DPoP", algs="ES256 EdDSA RS256")
     assert dpop.refused("invalid_dpop_proof", "the DPoP proof is malformed") == (
         'DPoP algs="ES256 EdDSA RS256", error="invalid_dpop_proof", '

@@ -173,21 +173,13 @@ def threads(backend: Backend) -> int:
 
 
 def record(
-    token_hash: str,
-    *,
-    family: str = "fam-1",
-    client_id: str = "web",
-    subject: str = "ada",
-    expires_in_s: float = 3600.25,
-    scope: str = "default",
-    issued_ago_s: float = 0.375,
+    token_hash: str, *, family: str = "fam-1", client_id: str = "web", subject: str = "ada",
+    expires_in_s: float = 3600.25, scope: str = "default", issued_ago_s: float = 0.375,
     alias: str = "",
-) -> RefreshRecord:
+) -> RefreshRecord:  # fmt: skip
     now = time.time()
-    return RefreshRecord(
-        token_hash, family, client_id, subject, now + expires_in_s, scope, now - issued_ago_s,
-        alias,
-    )  # fmt: skip
+    return RefreshRecord(token_hash, family, client_id, subject, now + expires_in_s, scope,
+                         now - issued_ago_s, alias)  # fmt: skip
 
 
 def race(count: int, call: Callable[[int], T]) -> list[T]:
