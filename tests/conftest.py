@@ -48,21 +48,17 @@ APP_SOURCE = textwrap.dedent(
 
     from fwrest import Response, delete, get, patch, post, put, rest
 
-
     @get("/hello", description="says hello")
     def hello():
         return {"hello": "world", "pid": os.getpid()}
-
 
     @get("/items/:id")
     def item(id):
         return {"id": id}
 
-
     @get("/users/{uid}/orders/:oid")
     async def order(uid, oid):
         return {"uid": uid, "oid": oid}
-
 
     @post("/echo")
     def echo():
@@ -73,33 +69,27 @@ APP_SOURCE = textwrap.dedent(
             "path": rest.getPathRequest(),
         }
 
-
     @get("/text")
     def text():
         return "plain text"
-
 
     @get("/bytes")
     def raw_bytes():
         return b"\\x00\\x01"
 
-
     @get("/boom")
     def boom():
         raise RuntimeError("kaboom-secret-detail")
-
 
     @get("/sleep/:ms")
     def sleep(ms):
         time.sleep(int(ms) / 1000)
         return {"slept": int(ms), "thread": threading.current_thread().name}
 
-
     @get("/asleep/:ms")
     async def asleep(ms):
         await asyncio.sleep(int(ms) / 1000)
         return {"slept": int(ms)}
-
 
     @get("/userdata")
     def userdata():
@@ -165,30 +155,20 @@ def local_port(**keys: Any) -> dict[str, Any]:
 
 
 def free_config(
-    tmp_path: Path,
-    *,
-    servers: Sections | None = None,
-    extra: Sections | None = None,
-    app: str = APP_SOURCE,
-    fmt: str = "json",
-    general: dict[str, Any] | None = None,
-) -> Path:
+    tmp_path: Path, *, servers: Sections | None = None, extra: Sections | None = None,
+    app: str = APP_SOURCE, fmt: str = "json", general: dict[str, Any] | None = None,
+) -> Path:  # fmt: skip
     """Write ``app.py`` and a config serving it on port 0 (the system picks)."""
     (tmp_path / "app.py").write_text(app)
     servers = servers or {"HTTP_REST": local_port()}
     sections: Sections = {
-        "HTTPSERVER": {
-            "Enable": 1,
-            "Servers": ",".join(servers),
-            "StateStore": "memory",
-            "LogFile": "server.log",
-            "GracefulTimeout": 5000,
-        },
+        "HTTPSERVER": {"Enable": 1, "Servers": ",".join(servers), "StateStore": "memory",
+                       "LogFile": "server.log", "GracefulTimeout": 5000},
         **servers,
         "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
         "POOL": {"Environment": "ENV", "MinThreads": 1, "MaxThreads": 4},
         "ENV": {"Repository": "app"},
-    }
+    }  # fmt: skip
     if general:
         sections["GENERAL"] = general
     for name, body in (extra or {}).items():
@@ -213,13 +193,9 @@ class ServerProcess:
     """``fwrest serve CONFIG`` in a subprocess; ``urls`` maps server section -> base URL."""
 
     def __init__(
-        self,
-        config: Path,
-        workers: int = 1,
-        env: dict[str, str] | None = None,
-        args: tuple[str, ...] = (),
-        command: Sequence[str] = FWREST,
-    ):
+        self, config: Path, workers: int = 1, env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (), command: Sequence[str] = FWREST,
+    ):  # fmt: skip
         """``command``: how ``fwrest`` is run (another environment's, e.g. an installed
         wheel's)."""
         self.config = config
@@ -231,11 +207,9 @@ class ServerProcess:
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
             [*command, "serve", str(config), "--workers", str(workers), *args],
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            cwd=config.parent,
+            stdout=subprocess.PIPE, stderr=self._stderr, cwd=config.parent,
             env={**os.environ, **(env or {})},
-        )
+        )  # fmt: skip
         self._ready = threading.Event()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -343,14 +317,8 @@ def issue_certs(ca: trustme.CA, folder: Path) -> dict[str, Path]:
 def tls_server(certs: dict[str, Path], **keys: Any) -> dict[str, Any]:
     """A server section on ``127.0.0.1``, port 0, serving ``ROOT`` over TLS with ``certs``
     (:func:`issue_certs`'); ``keys`` add to it or replace its keys."""
-    return {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT",
-        "SslCertificate": str(certs["cert"]),
-        "SslCertificateKey": str(certs["key"]),
-        **keys,
-    }
+    tls = {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
+    return local_port(**{**tls, **keys})
 
 
 @pytest.fixture
@@ -394,45 +362,25 @@ def run_cli(
 # Modules whose tests measure time, deadlines or CPU shares: `make test` runs them one at a time
 # at normal priority, while the rest runs beside them two processes at once (pytest-xdist) at a
 # low CPU priority (nice 10: the Makefile), so that the rest takes mostly the CPU they leave.
-SERIAL = frozenset(
-    (
-        "tests/auth/test_jwks_clients.py",
-        "tests/auth/test_password_timing.py",
-        "tests/auth/test_refresh_claims.py",
-        "tests/bench/test_at_once.py",
-        "tests/e2e/test_code_flow.py",
-        "tests/e2e/test_dpop_hosts.py",
-        "tests/e2e/test_hosts_state.py",
-        "tests/e2e/test_reload.py",
-        "tests/e2e/test_scale_out.py",
-        "tests/e2e/test_revocation_e2e.py",
-        "tests/e2e/test_workers.py",
-        "tests/faults/test_brute_force.py",
-        "tests/faults/test_idle_connections.py",
-        "tests/faults/test_redis_outage.py",
-        "tests/faults/test_sentinel_failover.py",
-        "tests/faults/test_cluster_failover.py",
-        "tests/faults/test_dpop_store_down.py",
-        "tests/faults/test_sigterm_drain.py",
-        "tests/faults/test_slowloris.py",
-        "tests/faults/test_sqlite_refresh.py",
-        "tests/faults/test_tls_handshakes.py",
-        "tests/faults/test_token_burst.py",
-        "tests/faults/test_worker_kill.py",
-        "tests/features/test_streaming.py",
-        "tests/hostile/test_mutation.py",
-        "tests/native/test_probes.py",
-        "tests/native/test_settings_api.py",
-        "tests/native/test_settings_browser.py",
-        "tests/server/test_backpressure.py",
-        "tests/server/test_connstate.py",
-        "tests/server/test_head_limits.py",
-        "tests/server/test_hooks_calls.py",
-        "tests/server/test_pool.py",
-        "tests/store/test_redis_forms.py",
-        "tests/store/test_sqlite_locked.py",
-    )
-)
+SERIAL = frozenset((
+    "tests/auth/test_jwks_clients.py", "tests/auth/test_password_timing.py",
+    "tests/auth/test_refresh_claims.py", "tests/bench/test_at_once.py",
+    "tests/e2e/test_code_flow.py", "tests/e2e/test_dpop_hosts.py", "tests/e2e/test_hosts_state.py",
+    "tests/e2e/test_reload.py", "tests/e2e/test_scale_out.py", "tests/e2e/test_revocation_e2e.py",
+    "tests/e2e/test_workers.py", "tests/faults/test_brute_force.py",
+    "tests/faults/test_idle_connections.py", "tests/faults/test_redis_outage.py",
+    "tests/faults/test_sentinel_failover.py", "tests/faults/test_cluster_failover.py",
+    "tests/faults/test_dpop_store_down.py", "tests/faults/test_sigterm_drain.py",
+    "tests/faults/test_slowloris.py", "tests/faults/test_sqlite_refresh.py",
+    "tests/faults/test_tls_handshakes.py", "tests/faults/test_token_burst.py",
+    "tests/faults/test_worker_kill.py", "tests/features/test_streaming.py",
+    "tests/hostile/test_mutation.py", "tests/native/test_probes.py",
+    "tests/native/test_settings_api.py", "tests/native/test_settings_browser.py",
+    "tests/server/test_backpressure.py", "tests/server/test_connstate.py",
+    "tests/server/test_head_limits.py", "tests/server/test_hooks_calls.py",
+    "tests/server/test_pool.py", "tests/store/test_redis_forms.py",
+    "tests/store/test_sqlite_locked.py",
+))  # fmt: skip
 # Modules that load the machine for minutes but assert no time: in the parallel part, first (the
 # longest; the wheel's compiled build is two minutes of one process, which at the end of the
 # part would leave the other process idle), beside the light modules (pytest-xdist's --dist
@@ -569,12 +517,9 @@ _FORKS.set_forkserver_preload(
 
 
 def run_forked(
-    *args: str,
-    cwd: Path,
-    timeout: float = 60,
-    stdin: str | None = None,
+    *args: str, cwd: Path, timeout: float = 60, stdin: str | None = None,
     env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
+) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """``fwrest ARGS`` as :func:`run_cli` gives it, in a process forked from one that imported
     fwrest once (tests/forked.py): for tests that run hundreds of commands. A command still
     running after ``timeout`` is killed: exit code -1 with what it wrote. ``stdin``: its input
@@ -750,13 +695,9 @@ def wait_ready_workers(proc: ServerProcess, count: int, timeout: float = 15) -> 
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -15,14 +15,9 @@ import sys
 
 
 def run(
-    args: list[str],
-    cwd: str,
-    out: str,
-    err: str,
-    code_path: str,
-    stdin: str | None = None,
+    args: list[str], cwd: str, out: str, err: str, code_path: str, stdin: str | None = None,
     env: dict[str, str] | None = None,
-) -> None:
+) -> None:  # fmt: skip
     """The child's whole life: ``fwrest ARGS`` in ``cwd``, its output into ``out``/``err``,
     its exit code into ``code_path`` too (the forkserver's own report of a child's status is
     255 when several children end at once: read it from here); its input from the file

@@ -14,15 +14,17 @@ certificates), with a password (``password``), on a unix socket (``unix``), a re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import redis
@@ -31,27 +33,16 @@ import trustme
 from tests.conftest import ServerProcess, free_port, port_is_free
 
 __all__ = [
-    "STORE_APP",
-    "RedisCluster",
-    "RedisServer",
-    "RedisTls",
-    "SentinelGroup",
-    "free_port",
-    "redis_binary",
-    "redis_tls",
-    "sentinel_binary",
-    "serves_unready",
-    "store_config",
-]
+    "STORE_APP", "RedisCluster", "RedisServer", "RedisTls", "SentinelGroup", "free_port",
+    "redis_binary", "redis_tls", "sentinel_binary", "serves_unready", "started", "store_config",
+]  # fmt: skip
 
 STORE_APP = """
 from fwrest import get
 
-
 @get("/hello")
 def hello():
     return {"hello": "world"}
-
 
 def params():
     return {
@@ -146,18 +137,11 @@ class RedisServer:
     """
 
     def __init__(
-        self,
-        folder: Path,
-        *,
-        persist: bool = False,
-        tls: RedisTls | None = None,
-        client_certs: bool = False,
-        password: str | None = None,
-        unix: bool = False,
-        replica_of: RedisServer | None = None,
-        port: int | None = None,
+        self, folder: Path, *, persist: bool = False, tls: RedisTls | None = None,
+        client_certs: bool = False, password: str | None = None, unix: bool = False,
+        replica_of: RedisServer | None = None, port: int | None = None,
         extra: tuple[str, ...] = (),
-    ) -> None:
+    ) -> None:  # fmt: skip
         self.binary = redis_binary()
         self.folder = folder
         self.persist = persist
@@ -204,8 +188,7 @@ class RedisServer:
         self.proc = subprocess.Popen(
             [self.binary, *self._options(), "--bind", "127.0.0.1", "--save", "",
              *durability, "--dir", str(self.folder)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         client = redis.Redis(socket_timeout=1, socket_connect_timeout=1, **self.client_kwargs())
         deadline = time.monotonic() + 15
@@ -318,19 +301,15 @@ class SentinelGroup:
                 return False
             finally:
                 client.close()
-        replica = self.replica.client()
-        try:
+        with contextlib.closing(self.replica.client()) as replica:
             return replica.info("replication").get("master_link_status") == "up"
-        finally:
-            replica.close()
 
     def primary_port(self) -> int:
         """The port the sentinels name for the primary now."""
-        client = redis.Redis(port=self.ports[0], socket_timeout=1, socket_connect_timeout=1)
-        try:
+        with contextlib.closing(
+            redis.Redis(port=self.ports[0], socket_timeout=1, socket_connect_timeout=1)
+        ) as client:
             return int(client.sentinel_get_master_addr_by_name(self.name)[1])
-        finally:
-            client.close()
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -366,15 +345,9 @@ class RedisCluster:
     SPEC 17.1 naming every node; ``password``: ``requirepass``/``masterauth`` of each."""
 
     def __init__(
-        self,
-        folder: Path,
-        node_timeout_ms: int = 1000,
-        password: str | None = None,
-        db: int = 0,
-        *,
-        replicas: int = 1,
-        tls: RedisTls | None = None,
-    ) -> None:
+        self, folder: Path, node_timeout_ms: int = 1000, password: str | None = None, db: int = 0,
+        *, replicas: int = 1, tls: RedisTls | None = None,
+    ) -> None:  # fmt: skip
         self.folder = folder
         self.password = password
         self.replicas = replicas
@@ -388,16 +361,8 @@ class RedisCluster:
                      str(node_timeout_ms))  # fmt: skip
             if tls is not None:  # the cluster bus and the replication on TLS too
                 extra += ("--tls-cluster", "yes", "--tls-replication", "yes")
-            self.nodes.append(
-                RedisServer(
-                    folder / f"node{i}",
-                    password=password,
-                    port=port,
-                    extra=extra,
-                    tls=tls,
-                    client_certs=tls is not None,
-                )
-            )
+            self.nodes.append(RedisServer(folder / f"node{i}", password=password, port=port,
+                                          extra=extra, tls=tls, client_certs=tls is not None))  # fmt: skip
         hosts = ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
         scheme = "rediss+cluster" if tls is not None else "redis+cluster"
         self.url = f"{scheme}://{hosts}/{db}"
@@ -460,20 +425,14 @@ class RedisCluster:
     def flush(self) -> None:
         """Every key gone (FLUSHALL on each master; the replicas follow)."""
         for node in self.nodes:
-            client = node.client()
-            try:
+            with contextlib.closing(node.client()) as client:
                 if client.info("replication").get("role") == "master":
                     client.flushall()
-            finally:
-                client.close()
 
     def master_of(self, key: str) -> RedisServer:
         """The node that is master of ``key``'s slot now."""
-        client = self.client()
-        try:
+        with contextlib.closing(self.client()) as client:
             port = int(client.get_node_from_key(key).port)
-        finally:
-            client.close()
         return next(n for n in self.nodes if n.port == port)
 
     def replica_of(self, master: RedisServer) -> RedisServer:
@@ -481,22 +440,30 @@ class RedisCluster:
         for node in self.nodes:
             if node is master or node.proc is None:
                 continue
-            client = node.client()
-            try:
+            with contextlib.closing(node.client()) as client:
                 info = client.info("replication")
-            finally:
-                client.close()
             if info.get("role") == "slave" and int(info.get("master_port", 0)) == master.port:
                 return node
         raise AssertionError(f"no replica of {master.port}")
 
     def role(self, node: RedisServer) -> str:
-        client = node.client()
-        try:
+        with contextlib.closing(node.client()) as client:
             return str(client.info("replication").get("role"))
-        finally:
-            client.close()
 
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+
+
+S = TypeVar("S", RedisServer, SentinelGroup, RedisCluster)
+
+
+@contextlib.contextmanager
+def started(server: S) -> Iterator[S]:
+    """``server`` (a :class:`RedisServer`, :class:`SentinelGroup` or :class:`RedisCluster`)
+    started (a missing binary fails, never skips), stopped at the end of the block, or after a
+    start that failed half-way: ``with started(RedisServer(tmp_path)) as server: yield server``."""
+    try:
+        yield server.start()
+    finally:
+        server.stop()

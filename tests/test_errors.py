@@ -46,40 +46,20 @@ JSON_TYPE = ("content-type", JSON)
 
 def test_each_http_error_builds_its_status_headers_and_body() -> None:
     cases: list[tuple[Reply, int, list[tuple[str, str]], str]] = [
-        (
-            error_reply(Unauthorized(BASIC)),
-            401,
-            [("www-authenticate", 'Basic realm="Access to REST", charset="ISO-8859-1"')],
-            "",
-        ),
-        (
-            error_reply(Unauthorized(BEARER, "an access token is required")),
-            401,
-            [("www-authenticate", 'Bearer realm="Access to REST"')],
-            "an access token is required",
-        ),
+        (error_reply(Unauthorized(BASIC)), 401,
+         [("www-authenticate", 'Basic realm="Access to REST", charset="ISO-8859-1"')], ""),
+        (error_reply(Unauthorized(BEARER, "an access token is required")), 401,
+         [("www-authenticate", 'Bearer realm="Access to REST"')], "an access token is required"),
         (error_reply(Forbidden()), 403, [], ""),
-        (
-            error_reply(Forbidden("no", Challenge("Bearer").refused("insufficient_scope"))),
-            403,
-            [("www-authenticate", 'Bearer error="insufficient_scope"')],
-            "no",
-        ),
-        (
-            error_reply(TooManyRequests(299.2, "too many failed attempts")),
-            429,
-            [("retry-after", "300")],
-            "too many failed attempts",
-        ),
+        (error_reply(Forbidden("no", Challenge("Bearer").refused("insufficient_scope"))), 403,
+         [("www-authenticate", 'Bearer error="insufficient_scope"')], "no"),
+        (error_reply(TooManyRequests(299.2, "too many failed attempts")), 429,
+         [("retry-after", "300")], "too many failed attempts"),
         (error_reply(TooManyRequests(0.0)), 429, [("retry-after", "1")], ""),
         (error_reply(ServiceUnavailable(message="Server Busy")), 503, [], ""),
-        (
-            error_reply(store_unavailable()),
-            503,
-            [("retry-after", "1")],
-            "the state store is unavailable",
-        ),
-    ]
+        (error_reply(store_unavailable()), 503, [("retry-after", "1")],
+         "the state store is unavailable"),
+    ]  # fmt: skip
     for reply, status, headers, detailed in cases:
         assert reply.status == status
         assert reply.headers == [JSON_TYPE, *headers]
@@ -93,16 +73,10 @@ def test_each_http_error_builds_its_status_headers_and_body() -> None:
 def test_each_oauth_error_builds_its_status_headers_and_body() -> None:
     refused = render(InvalidClient("client authentication failed"))
     assert refused.status == 401
-    assert refused.headers == [
-        JSON_TYPE,
-        ("www-authenticate", 'Basic realm="Access to REST"'),
-        ("cache-control", "no-store"),
-        ("pragma", "no-cache"),
-    ]
-    assert orjson.loads(refused.body) == {
-        "error": "invalid_client",
-        "error_description": "client authentication failed",
-    }
+    assert refused.headers == [JSON_TYPE, ("www-authenticate", 'Basic realm="Access to REST"'),
+                               ("cache-control", "no-store"), ("pragma", "no-cache")]  # fmt: skip
+    body = {"error": "invalid_client", "error_description": "client authentication failed"}
+    assert orjson.loads(refused.body) == body
     grant = render(InvalidGrant("the refresh token has expired"))
     assert (grant.status, grant.headers) == (400, [JSON_TYPE, *OAUTH_NO_STORE])
     assert orjson.loads(grant.body)["error"] == "invalid_grant"
@@ -125,17 +99,14 @@ def test_challenges_quote_their_parameters() -> None:
     # no description without an error (RFC 6750 3.1), parameters after the challenge's own
     assert BEARER.refused("", "ignored") == 'Bearer realm="Access to REST"'
     located = BEARER.extended(resource_metadata="https://h/.well-known/x")
-    assert (
-        located.value
-        == 'Bearer realm="Access to REST", resource_metadata="https://h/.well-known/x"'
-    )
+    metadata = 'Bearer realm="Access to REST", resource_metadata="https://h/.well-known/x"'
+    assert located.value == metadata
     assert located.header == (("www-authenticate", located.value),)
     assert BEARER.value == 'Bearer realm="Access to REST"'  # extended made a new one
     scheme_only = Challenge("Bearer")
     assert str(scheme_only) == "Bearer"
-    assert scheme_only.refused("insufficient_scope", scope="a b") == (
-        'Bearer error="insufficient_scope", scope="a b"'
-    )
+    insufficient = 'Bearer error="insufficient_scope", scope="a b"'
+    assert scheme_only.refused("insufficient_scope", scope="a b") == insufficient
     dpop = Challenge("DPoP", algs="ES256 EdDSA RS256")
     assert dpop.refused("invalid_dpop_proof", "the DPoP proof is malformed") == (
         'DPoP algs="ES256 EdDSA RS256", error="invalid_dpop_proof", '
@@ -147,28 +118,21 @@ def test_challenges_quote_their_parameters() -> None:
 APP = """
 from fwrest import get
 
-
 @get("/hello")
 def hello():
     return {"hello": "world"}
-
 
 @get("/orders", scopes=["orders:read"])
 def orders():
     return {"orders": []}
 
-
 def check(user, password):
     return user == "ada" and password == "Ada-Pw-5530"
 
-
 def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-5530",
-        "users": [{"username": "ada", "password": "Ada-Pw-5530"}],
-        "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}],
-    }
+    return {"client_id": "web", "client_secret": "Web-Secret-5530",
+            "users": [{"username": "ada", "password": "Ada-Pw-5530"}],
+            "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}]}
 """
 MODULE = "errors_app"
 CLIENT = {"client_id": "web", "client_secret": "Web-Secret-5530"}
@@ -258,9 +222,8 @@ def test_an_oauth2_ports_refusals_are_the_classes(shop: Client) -> None:
     assert issued.status_code == 200
     assert_sent(issued, Reply(200, [JSON_TYPE, *OAUTH_NO_STORE], issued.content))
     bearer = {"Authorization": "Bearer " + issued.json()["access_token"]}
-    assert_sent(
-        shop.get("/rest/orders", headers=bearer), error_reply(insufficient(["orders:read"]))
-    )
+    orders = shop.get("/rest/orders", headers=bearer)
+    assert_sent(orders, error_reply(insufficient(["orders:read"])))
     # introspection by a bearer without the scope: both challenges in one field
     asked = shop.post("/rest/fw/oauth2/introspect", data={"token": "x"}, headers=bearer)
     why = "introspection needs an access token with the scope 'introspect'"

@@ -100,7 +100,6 @@ def test_urls_lose_their_userinfo_and_the_secrets_of_their_query() -> None:
 
 SCRUBBED_APP = """
 
-
 def _all_of(query, headers, form):
     return (
         f"key={headers.get('x-api-key')} tok={headers.get('x-auth-token')} "
@@ -108,14 +107,12 @@ def _all_of(query, headers, form):
         f"pw={query.get('password')} secret={query.get('client_secret')} form={form}"
     )
 
-
 @post("/fail")
 def fail():
     body = rest.getBodyRequest()
     raise RuntimeError(
         "cannot serve " + _all_of(rest.getQueryRequest(), rest.getHeaderRequest(), body)
     )
-
 
 @post("/fail-async")
 async def fail_async():
@@ -142,24 +139,17 @@ def test_the_requests_secret_named_inputs_are_scrubbed_from_a_traceback(
     JSON keys) is also scrubbed from a handler's exception text, short or whole
     (``rest_error_full``)."""
     config = module_config(
-        tmp_path,
-        f"scrubbed_app_{full}",
-        app=APP_SOURCE + SCRUBBED_APP,
+        tmp_path, f"scrubbed_app_{full}", app=APP_SOURCE + SCRUBBED_APP,
         general={"rest_error_full": full},
-    )
+    )  # fmt: skip
     with Client(config) as client:
         headers = {
-            "X-Api-Key": API_KEY,
-            "X-Auth-Token": AUTH_TOKEN,
-            "Cookie": f"lang=en; sid={SESSION}",
+            "X-Api-Key": API_KEY, "X-Auth-Token": AUTH_TOKEN, "Cookie": f"lang=en; sid={SESSION}",
             "Authorization": f"Bearer {BEARER}",
-        }
+        }  # fmt: skip
         query = {"password": QUERY_PW, "client_secret": QUERY_SECRET, "page": "7"}
         form = client.post(
-            "/rest/fail",
-            params=query,
-            headers=headers,
-            data={"user": "ann", "password": FORM_PW},
+            "/rest/fail", params=query, headers=headers, data={"user": "ann", "password": FORM_PW}
         )
         assert form.status_code == 500
         as_json = client.post("/rest/fail-async", json={"user": "ann", "auth": {"pin": JSON_PIN}})

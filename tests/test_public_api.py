@@ -8,20 +8,9 @@ import inspect
 import fwrest
 
 EXPECTED = {
-    "start",
-    "Service",
-    "ConfigError",
-    "get",
-    "post",
-    "put",
-    "patch",
-    "delete",
-    "rest",
-    "Response",
-    "EventStream",
-    "Event",
-    "__version__",
-}
+    "start", "Service", "ConfigError", "get", "post", "put", "patch", "delete", "rest", "Response",
+    "EventStream", "Event", "__version__",
+}  # fmt: skip
 
 
 def test_all_is_exactly_the_public_api() -> None:

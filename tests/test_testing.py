@@ -27,46 +27,37 @@ import threading
 
 from fwrest import Response, get, post, rest
 
-
 @get("/hello")
 def hello():
     return {"hello": "world", "pid": os.getpid(), "thread": threading.current_thread().name}
 
-
 @get("/items/:id")
 async def item(id):
     return {"id": id, "query": dict(rest.getQueryRequest())}
-
 
 @post("/echo")
 def echo():
     rest.setKeyHeaderResponse("X-Echo", "yes")
     return {"body": rest.getBodyRequest(), "user": rest.getAuthUser()}
 
-
 @get("/boom")
 def boom():
     raise RuntimeError("kaboom")
-
 
 @get("/exit")
 async def leave():
     raise SystemExit(2)
 
-
 @get("/headers")
 def headers():
     return dict(rest.getHeaderRequest())
-
 
 @get("/text")
 def text():
     return Response("made", status=201, headers={"X-Made": "1"}, media_type="text/plain")
 
-
 def check(user, password):
     return user == "ada" and password == "Ada-Pw-7731"
-
 
 def params():
     return {
@@ -145,12 +136,9 @@ def test_an_oauth2_port_issues_and_checks_its_tokens(
     }
     config = _service(tmp_path, "inproc_oauth", servers)
     form = {
-        "grant_type": "password",
-        "username": "ada",
-        "password": "Ada-Pw-7731",
-        "client_id": "web",
+        "grant_type": "password", "username": "ada", "password": "Ada-Pw-7731", "client_id": "web",
         "client_secret": "Web-Secret-9q",
-    }
+    }  # fmt: skip
     with Client(config, server="SHOP") as shop, Client(config, server="ADMIN") as admin:
         assert str(shop.base_url).startswith("https://")
         tokens = shop.post("/rest/fw/oauth2/token", data=form)

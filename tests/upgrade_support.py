@@ -34,9 +34,9 @@ def _git(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _version(text: str) -> tuple[int, ...] | None:
     parts = text.removeprefix("v").split(".")
-    return (
-        tuple(int(p) for p in parts) if len(parts) == 3 and all(map(str.isdigit, parts)) else None
-    )
+    if len(parts) == 3 and all(map(str.isdigit, parts)):
+        return tuple(int(p) for p in parts)
+    return None
 
 
 def _previous_tag() -> str:
@@ -89,11 +89,9 @@ def _build(commit: str, venv: Path) -> None:
         tree = Path(tmp) / "src"
         tree.mkdir()
         archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", "--format=tar", commit],
-            capture_output=True,
-            check=False,
-            timeout=120,
-        )
+            ["git", "-C", str(REPO), "archive", "--format=tar", commit], capture_output=True,
+            check=False, timeout=120,
+        )  # fmt: skip
         assert archive.returncode == 0, archive.stderr.decode(errors="replace")
         subprocess.run(
             ["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True, timeout=120
@@ -115,12 +113,10 @@ def _build(commit: str, venv: Path) -> None:
 
 def previous_python(code: str, *args: str) -> str:
     """Run ``code`` with the previous release's Python (its fwrest importable); its stdout."""
+    # cwd: not the repository, whose src/ must not shadow the release
+    command = [str(previous_release() / "python"), "-c", code, *args]
     done = subprocess.run(
-        [str(previous_release() / "python"), "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tempfile.gettempdir(),  # not the repository: its src/ must not shadow the release
+        command, capture_output=True, text=True, timeout=120, cwd=tempfile.gettempdir()
     )
     assert done.returncode == 0, done.stderr
     return done.stdout

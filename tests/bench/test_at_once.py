@@ -1,10 +1,7 @@
-"""The harness's side-by-side-at-once measurement (case 7's target) against real servers:
-two ``fwrest serve`` processes on the server core, a real wrk per server on the load core;
-and case 8's figures per core and per worker, the whole case in a quick run.
-
-Nothing is timed against a limit: the test checks that both servers answered in every round,
-that each server's CPU time is read to the nanosecond and covers a share of the core, and
-that the ratio comes out of those figures. Needs Debian's ``wrk`` (``.ci/run`` installs it).
+"""The harness's side-by-side-at-once measurement (case 7's target) and case 8's figures per
+core and per worker, against real servers and a real wrk (``.ci/run`` installs it). Nothing is
+timed against a limit: the figures must be there, read to the nanosecond, and the ratio must
+come out of them.
 """
 
 from __future__ import annotations
@@ -78,9 +75,7 @@ def test_run_seconds_reads_the_scheduler_in_nanoseconds() -> None:
     assert servers._run_time_s(2**22 + 12345) is None  # no such process
 
 
-def test_case_8_reads_requests_per_cpu_second_and_each_workers_connections(
-    tmp_path: Path,
-) -> None:
+def test_case_8_reads_requests_per_cpu_second_and_each_workers_connections(tmp_path: Path) -> None:
     s = Settings(warmup_s=1.0, duration_s=1.0, runs=1, quick=True)
     cores = sorted(os.sched_getaffinity(0))
     s.both_cpus = ",".join(map(str, cores[:2]))

@@ -100,29 +100,19 @@ def test_parse_duration_units(text: str, seconds: float) -> None:
     assert wrk.parse_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize(
-    "output",
-    [
-        "",
-        "unable to connect to 127.0.0.1:1 Connection refused\n",
-        SAMPLE_OK.replace("  Latency Distribution\n", "").replace("     99%   12.17ms\n", ""),
-    ],
-)
+@pytest.mark.parametrize("output", [
+    "", "unable to connect to 127.0.0.1:1 Connection refused\n",
+    SAMPLE_OK.replace("  Latency Distribution\n", "").replace("     99%   12.17ms\n", ""),
+])  # fmt: skip
 def test_parse_refuses_incomplete_output(output: str) -> None:
     with pytest.raises(wrk.WrkError):
         wrk.parse(output)
 
 
 def test_wrk_command_pins_and_rounds() -> None:
-    cmd = wrk.wrk_command(
-        "https://127.0.0.1:9/rest/hello",
-        duration_s=0.4,
-        connections=64,
-        threads=1,
-        headers=("Authorization: Bearer abc",),
-        script=Path("/tmp/token.lua"),
-        cpus="1",
-    )
+    cmd = wrk.wrk_command("https://127.0.0.1:9/rest/hello", duration_s=0.4, connections=64,
+                          threads=1, headers=("Authorization: Bearer abc",),
+                          script=Path("/tmp/token.lua"), cpus="1")  # fmt: skip
     assert cmd[:3] == ["taskset", "-c", "1"]
     assert cmd[cmd.index("-d") + 1] == "1s"  # whole seconds, at least 1
     assert cmd[cmd.index("-H") + 1] == "Authorization: Bearer abc"
@@ -138,12 +128,8 @@ def test_wrk_command_pins_and_rounds() -> None:
 def _row(label: str, role: str, samples: list[str], cpu: list[float]) -> dict[str, object]:
     runs = [{**wrk.parse(s).as_dict(), "cpu_pct": c} for s, c in zip(samples, cpu, strict=True)]
     return {
-        "server": label,
-        "role": role,
-        "detail": "",
-        "runs": runs,
-        **report.median_row(runs, cpu),
-    }
+        "server": label, "role": role, "detail": "", "runs": runs, **report.median_row(runs, cpu),
+    }  # fmt: skip
 
 
 def _results() -> dict[str, object]:
@@ -163,28 +149,14 @@ def _results() -> dict[str, object]:
         report.ratio(rows, "fwrest / Missing", "fwrest", "Missing", None),
     ]
     memory = {
-        "id": "9",
-        "title": "resident memory",
-        "measures": "RSS",
-        "kind": "memory",
-        "rows": [
-            {
-                "server": "fwrest open JSON",
-                "role": "fwrest",
-                "rss_idle_mib": 70.0,
-                "rss_after_1_mib": 72.0,
-                "rss_after_2_mib": 72.5,
-                "rss_after_3_mib": 72.75,
-                "batch_requests": 100_000,
-                "requests": [100_512, 201_003],
-                "growth_from_idle_mib": 2.0,
-                "growth_new_connections_mib": 0.5,
-                "growth_mib": 0.25,
-                "errors": 0,
-            }
-        ],
+        "id": "9", "title": "resident memory", "measures": "RSS", "kind": "memory",
+        "rows": [{"server": "fwrest open JSON", "role": "fwrest", "rss_idle_mib": 70.0,
+                  "rss_after_1_mib": 72.0, "rss_after_2_mib": 72.5, "rss_after_3_mib": 72.75,
+                  "batch_requests": 100_000, "requests": [100_512, 201_003],
+                  "growth_from_idle_mib": 2.0, "growth_new_connections_mib": 0.5,
+                  "growth_mib": 0.25, "errors": 0}],
         "ratios": [],
-    }
+    }  # fmt: skip
     memory["ratios"] = [
         report.ceiling_check(memory["rows"][0], "open: growth 2nd to 3rd", "growth_mib", 1.0),
         report.ceiling_check(
@@ -195,39 +167,17 @@ def _results() -> dict[str, object]:
         "meta": {
             "date": "2026-11-22 18:00 UTC",
             "versions": {"Python": "3.11.7", "fwrest": "0.1.0", "wrk": "debian/4.1.0-3+b2"},
-            "machine": {
-                "cpu_model": "AMD EPYC",
-                "cores": 2,
-                "memory_gib": 24.0,
-                "platform": "Linux",
-            },
-            "settings": {
-                "warmup_s": 1.0,
-                "duration_s": 3.0,
-                "runs": 3,
-                "connections": 64,
-                "threads": 1,
-                "server_cpus": "0",
-                "wrk_cpus": "1",
-                "memory_batch": 100_000,
-            },
+            "machine": {"cpu_model": "AMD EPYC", "cores": 2, "memory_gib": 24.0, "platform": "Linux"},
+            "settings": {"warmup_s": 1.0, "duration_s": 3.0, "runs": 3, "connections": 64,
+                         "threads": 1, "server_cpus": "0", "wrk_cpus": "1", "memory_batch": 100_000},
             "quick": False,
             "load_start": "0.10, 0.20, 0.30",
             "load_end": "1.00, 0.50, 0.40",
             "note": "Taken with other load on the machine.",
         },
-        "cases": [
-            {
-                "id": "1",
-                "title": "open JSON endpoint",
-                "measures": "GET /rest/hello",
-                "kind": "throughput",
-                "rows": rows,
-                "ratios": ratios,
-            },
-            memory,
-        ],
-    }
+        "cases": [{"id": "1", "title": "open JSON endpoint", "measures": "GET /rest/hello",
+                   "kind": "throughput", "rows": rows, "ratios": ratios}, memory],
+    }  # fmt: skip
 
 
 def test_median_row_takes_medians_and_sums_errors() -> None:
@@ -325,20 +275,14 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
 
 
 def _round(a: tuple[int, float], b: tuple[int, float]) -> dict[str, dict[str, float]]:
-    return {
-        "a": {"requests": a[0], "cpu_s": a[1]},
-        "b": {"requests": b[0], "cpu_s": b[1]},
-    }
+    return {"a": {"requests": a[0], "cpu_s": a[1]}, "b": {"requests": b[0], "cpu_s": b[1]}}
 
 
 def test_a_ratio_at_once_is_requests_per_cpu_second_median_over_rounds() -> None:
     # b answered fewer requests in a round only because it got less of the shared core:
     # per CPU second it is as fast as a (first round), then 4 % and 10 % slower
-    rounds = [
-        _round((20_000, 1.0), (18_000, 0.9)),
-        _round((20_000, 1.0), (19_200, 1.0)),
-        _round((20_000, 1.0), (18_000, 1.0)),
-    ]
+    rounds = [_round((20_000, 1.0), (18_000, 0.9)), _round((20_000, 1.0), (19_200, 1.0)),
+              _round((20_000, 1.0), (18_000, 1.0))]  # fmt: skip
     r = report.at_once_ratio("b / a", "b", "a", 0.95, rounds)
     assert r["value"] == pytest.approx(0.96)
     assert r["met"] is True

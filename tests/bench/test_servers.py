@@ -7,6 +7,7 @@ Debian's nginx (``.ci/run`` installs both).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 from pathlib import Path
 
@@ -69,13 +70,12 @@ def test_the_rsgi_apps_answer_the_raw_asgi_apps_bytes(tmp_path: Path) -> None:
         try:
             for headers, status, body in answers:
                 host, port = running.base_url.removeprefix("http://").split(":")
-                conn = http.client.HTTPConnection(host, int(port), timeout=10)
-                try:
+                with contextlib.closing(
+                    http.client.HTTPConnection(host, int(port), timeout=10)
+                ) as conn:
                     conn.request("GET", "/rest/hello", headers=headers)
                     resp = conn.getresponse()
                     got = (resp.status, resp.getheader("content-type"), resp.read())
-                finally:
-                    conn.close()
                 assert got == (status, "application/json", body), (job, headers)
         finally:
             running.stop()

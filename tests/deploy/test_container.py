@@ -108,16 +108,10 @@ def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
     for path in (signing[1], params[1], cert[1], key[1]):
         rooted(image_root, path).parent.mkdir(parents=True, exist_ok=True)
     rooted(image_root, signing[1]).write_text(secrets.token_urlsafe(32) + "\n")
-    rooted(image_root, params[1]).write_text(
-        json.dumps(
-            {
-                "client_id": CLIENT[0],
-                "client_secret": CLIENT[1],
-                "users": [{"username": "grace", "password": PASSWORD}],
-                "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}],
-            }
-        )
-    )
+    oauth = {"client_id": CLIENT[0], "client_secret": CLIENT[1],
+             "users": [{"username": "grace", "password": PASSWORD}],
+             "types": [{"grant_type": "password"}, {"grant_type": "refresh_token"}]}  # fmt: skip
+    rooted(image_root, params[1]).write_text(json.dumps(oauth))
     ca = trustme.CA()
     issued = ca.issue_cert("127.0.0.1", "localhost")
     rooted(image_root, cert[1]).write_bytes(b"".join(p.bytes() for p in issued.cert_chain_pems))
@@ -188,13 +182,8 @@ def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
     stderr = (image_root.parent / f"{image_root.name}.log").open("w+b")
     try:
         proc = subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            **user,  # type: ignore[arg-type]
-        )
+            cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=stderr, **user
+        )  # type: ignore[arg-type]
     except BaseException:
         stderr.close()
         redis.stop()
@@ -218,11 +207,8 @@ def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
     assert monitor_port in documented
     try:
         assert ready.wait(60), "".join(lines) + log()
-        urls = dict(
-            (m[2], m[1])
-            for line in lines
-            if (m := re.match(r"fwrest: serving (\S+) \[(\S+)\]", line))
-        )
+        serving = (re.match(r"fwrest: serving (\S+) \[(\S+)\]", line) for line in lines)
+        urls = {m[2]: m[1] for m in serving if m}
         monitor = int(re.search(r":(\d+)", urls["APP_MONITOR"])[1])  # type: ignore[index]
         deadline = time.monotonic() + 30  # the HEALTHCHECK's --start-period
         while (code := healthy(monitor)) != 0 and time.monotonic() < deadline:
@@ -230,16 +216,11 @@ def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
         assert code == 0, log()
         base = urls["HTTPS_REST"].rstrip("/")
         with httpx.Client(verify=ssl.create_default_context(cafile=ca_file)) as client:
-            token = client.post(
-                f"{base}/fw/oauth2/token",
-                auth=CLIENT,
-                data={"grant_type": "password", "username": "grace", "password": PASSWORD},
-            )
+            grant = {"grant_type": "password", "username": "grace", "password": PASSWORD}
+            token = client.post(f"{base}/fw/oauth2/token", auth=CLIENT, data=grant)
             assert token.status_code == 200, token.text
-            who = client.get(
-                f"{base}/whoami",
-                headers={"Authorization": f"Bearer {token.json()['access_token']}"},
-            )
+            bearer = {"Authorization": f"Bearer {token.json()['access_token']}"}
+            who = client.get(f"{base}/whoami", headers=bearer)
             assert who.status_code == 200 and who.json()["user"] == "grace", who.text
         assert httpx.get(f"{urls['HTTP_REST'].rstrip('/')}/hello").status_code == 200
         # SIGHUP (docker kill -s HUP, systemctl reload): a reload in place

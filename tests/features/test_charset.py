@@ -17,32 +17,26 @@ from tests.docs.blocks import example
 APP = """
 from fwrest import Response, get, post, rest
 
-
 @get("/text")
 def text():
     return "caf\\u00e9 \\u20ac"
-
 
 @get("/html")
 def html():
     return Response("<p>caf\\u00e9</p>", media_type="text/html")
 
-
 @get("/json")
 def data():
     return {"word": "caf\\u00e9 \\u20ac"}
-
 
 @get("/gathered")
 def gathered():
     rest.setResponse("caf\\u00e9")
     rest.setResponse(" \\u20ac")
 
-
 @get("/check")
 def check():
     return "\\u2713"
-
 
 @post("/echo")
 def echo():
@@ -55,6 +49,10 @@ def _client(tmp_path: Path, module: str, charset: str | None) -> Client:
     if charset is not None:
         server["Charset"] = charset
     return Client(module_config(tmp_path, module, app=APP, servers={"HTTP_REST": server}))
+
+
+def text_in(charset: str) -> dict[str, str]:
+    return {"Content-Type": f"text/plain; charset={charset}"}
 
 
 def test_cp1252_answers(tmp_path: Path) -> None:
@@ -77,11 +75,7 @@ def test_cp1252_answers(tmp_path: Path) -> None:
         assert unencodable.json()["code"] == 500
         body = "é€".encode("cp1252")
         assert client.post("/rest/echo", content=body).json() == {"body": "é€"}
-        declared = client.post(
-            "/rest/echo",
-            content="é".encode(),
-            headers={"Content-Type": "text/plain; charset=UTF-8"},
-        )
+        declared = client.post("/rest/echo", content="é".encode(), headers=text_in("UTF-8"))
         assert declared.json() == {"body": "é"}
 
 
@@ -97,9 +91,7 @@ def test_iso_8859_1_and_the_default(tmp_path: Path) -> None:
         assert text.content == "café €".encode()
         assert client.get("/rest/html").headers["content-type"] == "text/html"  # as before
         latin = client.post(
-            "/rest/echo",
-            content="é".encode("latin-1"),
-            headers={"Content-Type": "text/plain; charset=ISO-8859-1"},
+            "/rest/echo", content="é".encode("latin-1"), headers=text_in("ISO-8859-1")
         )
         assert latin.json() == {"body": "é"}
 
@@ -111,46 +103,23 @@ def test_a_declared_charset_is_one_a_client_can_mean(tmp_path: Path) -> None:
     charsets, before any decoding."""
     with _client(tmp_path, "charset_app_accepted", "CP1252") as client:
         for label, text in (
-            ("UTF-16", "h\u00e9 \u20ac"),
-            ("utf-16le", "h\u00e9"),
-            ("UTF-32BE", "h\u00e9"),
-            ('"utf8"', "h\u00e9 \u20ac"),
-            ("windows-1251", "\u043f\u0440\u0438"),
+            ("UTF-16", "h\u00e9 \u20ac"), ("utf-16le", "h\u00e9"), ("UTF-32BE", "h\u00e9"),
+            ('"utf8"', "h\u00e9 \u20ac"), ("windows-1251", "\u043f\u0440\u0438"),
             ("cp1250", "\u0142"),
-            ("ISO-8859-15", "\u20ac"),
-            ("iso_8859-2", "\u0142"),
-            ("latin1", "\u00e9"),
-            ("US-ASCII", "plain"),
-            ("KOI8-R", "\u043f"),
-            ("Shift_JIS", "\u65e5\u672c"),
-            ("GB18030", "\u4e2d"),
-            ("Big5", "\u4e2d"),
-        ):
-            codec = label.strip('"')
+            ("ISO-8859-15", "\u20ac"), ("iso_8859-2", "\u0142"), ("latin1", "\u00e9"),
+            ("US-ASCII", "plain"), ("KOI8-R", "\u043f"), ("Shift_JIS", "\u65e5\u672c"),
+            ("GB18030", "\u4e2d"), ("Big5", "\u4e2d"),
+        ):  # fmt: skip
             answer = client.post(
-                "/rest/echo",
-                content=text.encode(codec),
-                headers={"Content-Type": f"text/plain; charset={label}"},
+                "/rest/echo", content=text.encode(label.strip('"')), headers=text_in(label)
             )
             assert answer.status_code == 200, label
             assert answer.json() == {"body": text}, label
     with _client(tmp_path, "charset_app_refused", None) as client:
-        for label in (
-            "punycode",
-            "idna",
-            "utf-7",
-            "unicode_escape",
-            "raw-unicode-escape",
-            "rot13",
-            '"base64"',
-            "hz",
-            "no-such-charset",
-            "",
-        ):
+        for label in ("punycode", "idna", "utf-7", "unicode_escape", "raw-unicode-escape", "rot13",
+                      '"base64"', "hz", "no-such-charset", ""):  # fmt: skip
             refused = client.post(
-                "/rest/echo",
-                content=b"+ADw-script+AD4-\\u003c",
-                headers={"Content-Type": f"text/plain; charset={label}"},
+                "/rest/echo", content=b"+ADw-script+AD4-\\u003c", headers=text_in(label)
             )
             assert refused.status_code == 415, label
             error = refused.json()

@@ -34,59 +34,48 @@ from fwrest import Response, get, rest
 
 TEXT = "fwrest compresses what is worth it. " * 200
 
-
 @get("/big")
 def big():
     return {"text": TEXT}
-
 
 @get("/small")
 def small():
     return {"text": "short"}
 
-
 @get("/sized/:n")
 def sized(n):
     return Response("x" * int(n), media_type="text/plain")
-
 
 @get("/png")
 def png():
     return Response(b"\\x89PNG" + b"\\0" * 5000, media_type="image/png")
 
-
 @get("/private")
 def private():
     return Response({"text": TEXT}, headers={"Cache-Control": "no-store"})
-
 
 @get("/svg")
 def svg():
     return Response("<svg>" + "<g/>" * 2000 + "</svg>", media_type="image/svg+xml")
 
-
 @get("/zipped")
 def zipped():
     rest.sendZipped(TEXT)
 
-
 def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [{"username": "ada", "password": "Ada-Pw-1" * 300}],
-        "types": [{"grant_type": "password"}],
-    }
+    return {"client_id": "web", "client_secret": "Web-Secret-9q",
+            "users": [{"username": "ada", "password": "Ada-Pw-1" * 300}],
+            "types": [{"grant_type": "password"}]}
 """
 
 TEXT = "fwrest compresses what is worth it. " * 200
 
 
 def _config(tmp_path: Path, module: str, **server: Any) -> Path:
-    section = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT", **server}
     extra = server.pop("servers", {})
-    section.pop("servers", None)
-    return module_config(tmp_path, module, app=APP, servers={"HTTP_REST": section, **extra})
+    return module_config(
+        tmp_path, module, app=APP, servers={"HTTP_REST": local_port(**server), **extra}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -104,20 +93,12 @@ def get(client: Client, path: str, accept: str | None) -> httpx.Response:
 @pytest.mark.parametrize(
     ("accept", "coding"),
     [
-        ("gzip", "gzip"),
-        ("br", "br"),
-        ("gzip, br", "br"),  # equal q: br, the smaller
-        ("gzip;q=1, br;q=0.5", "gzip"),
-        ("br;q=0, *", "gzip"),
-        ("*", "br"),
-        ("GZIP;Q=0.3", "gzip"),
-        ("deflate", None),
-        ("identity", None),
-        ("gzip;q=0, br;q=0", None),
-        ("gzip;q=abc", None),
+        ("gzip", "gzip"), ("br", "br"), ("gzip, br", "br"),  # equal q: br, the smaller
+        ("gzip;q=1, br;q=0.5", "gzip"), ("br;q=0, *", "gzip"), ("*", "br"), ("GZIP;Q=0.3", "gzip"),
+        ("deflate", None), ("identity", None), ("gzip;q=0, br;q=0", None), ("gzip;q=abc", None),
         ("", None),
     ],
-)
+)  # fmt: skip
 def test_the_coding_follows_accept_encoding(
     client: Client, accept: str | None, coding: str | None
 ) -> None:
@@ -172,25 +153,16 @@ def test_never_the_token_route(tmp_path: Path, ca: trustme.CA) -> None:
     section |= {"Compression": "gzip", "CompressionMinSize": 0}
     config = module_config(tmp_path, "gz_app_token", app=APP, servers={"HTTPS_OAUTH": section})
     with Client(config) as c:
-        form = {
-            "grant_type": "password",
-            "username": "ada",
-            "password": "Ada-Pw-1" * 300,
-            "client_id": "web",
-            "client_secret": "Web-Secret-9q",
-        }
-        grant = c.post(f"/rest{TOKEN}", data=form, headers={"Accept-Encoding": "gzip"})
+        form = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-1" * 300,
+                "client_id": "web", "client_secret": "Web-Secret-9q"}  # fmt: skip
+        gz = {"Accept-Encoding": "gzip"}
+        grant = c.post(f"/rest{TOKEN}", data=form, headers=gz)
         assert grant.status_code == 200, grant.text
         assert grant.headers.get("content-encoding") is None
-        refused = c.post(
-            f"/rest{TOKEN}", data={**form, "password": "x"}, headers={"Accept-Encoding": "gzip"}
-        )
+        refused = c.post(f"/rest{TOKEN}", data={**form, "password": "x"}, headers=gz)
         assert refused.status_code in (400, 401)
         assert refused.headers.get("content-encoding") is None
-        bearer = {
-            "Authorization": f"Bearer {grant.json()['access_token']}",
-            "Accept-Encoding": "gzip",
-        }
+        bearer = {"Authorization": f"Bearer {grant.json()['access_token']}", **gz}
         assert c.get("/rest/big", headers=bearer).headers["content-encoding"] == "gzip"
 
 
@@ -218,13 +190,10 @@ def test_the_guides_compression_example(tmp_path: Path) -> None:
         assert get(c, "/rest/sized/1023", "br").headers.get("content-encoding") is None
 
 
-@pytest.mark.parametrize(
-    ("server", "message"),
-    [
-        ({"Compression": "gzip, deflate"}, "[HTTP_REST] Compression: 'deflate' is not a coding"),
-        ({"CompressionMinSize": -1}, "[HTTP_REST] CompressionMinSize"),
-    ],
-)
+@pytest.mark.parametrize(("server", "message"), [
+    ({"Compression": "gzip, deflate"}, "[HTTP_REST] Compression: 'deflate' is not a coding"),
+    ({"CompressionMinSize": -1}, "[HTTP_REST] CompressionMinSize"),
+])  # fmt: skip
 def test_a_bad_compression_key_stops_the_start(
     tmp_path: Path, server: dict[str, Any], message: str
 ) -> None:
@@ -237,11 +206,7 @@ def test_a_bad_compression_key_stops_the_start(
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("gz_serve")
-    config = free_config(
-        tmp,
-        app=APP,
-        servers={"HTTP_REST": local_port(Compression="gzip, br")},
-    )
+    config = free_config(tmp, app=APP, servers={"HTTP_REST": local_port(Compression="gzip, br")})
     with serving(config) as proc:
         yield proc
 
@@ -249,22 +214,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 def test_curl_compressed(served: ServerProcess) -> None:
     url = served.url() + "/big"
     for coding in ("gzip", "br"):
-        out = subprocess.run(
-            [
-                "curl",
-                "-sS",
-                "--max-time",
-                "10",
-                "--compressed",
-                "-H",
-                f"Accept-Encoding: {coding}",
-                "-D",
-                "-",
-                url,
-            ],
-            capture_output=True,
-            check=True,
-        ).stdout.replace(b"\r\n", b"\n")
+        curl = ["curl", "-sS", "--max-time", "10", "--compressed", "-H",
+                f"Accept-Encoding: {coding}", "-D", "-", url]  # fmt: skip
+        out = subprocess.run(curl, capture_output=True, check=True).stdout.replace(b"\r\n", b"\n")
         head, _, body = out.partition(b"\n\n")
         assert f"content-encoding: {coding}".encode() in head.lower(), head
         assert body == b'{"text":"' + TEXT.encode() + b'"}'

@@ -13,6 +13,7 @@ Chromium is a Debian package (``apt-get install -y chromium``); without it these
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import subprocess
 import threading
@@ -27,11 +28,9 @@ from tests.conftest import ServerProcess, free_config, local_port, serving
 APP = """
 from fwrest import get, rest
 
-
 @get("/hello")
 def hello():
     return {"message": "hi", "user": rest.getAuthUser()}
-
 
 def check(user, password):
     return (user, password) == ("ada", "Ada-Pw-1")
@@ -95,20 +94,15 @@ def api(tmp_path_factory: pytest.TempPathFactory, front_end: int) -> Iterator[Se
 
 
 def _call(browser: Any, page_url: str, api_url: str, auth: str | None) -> dict[str, Any]:
-    context = browser.new_context()
-    try:
+    with contextlib.closing(browser.new_context()) as context:
         page = context.new_page()
         page.goto(page_url)
         result: dict[str, Any] = page.evaluate(CALL, [api_url, auth])
         return result
-    finally:
-        context.close()
 
 
 def test_a_page_of_an_allowed_origin_reads_the_api(
-    browser: Any,
-    front_end: int,
-    api: ServerProcess,
+    browser: Any, front_end: int, api: ServerProcess
 ) -> None:
     result = _call(
         browser, f"http://127.0.0.1:{front_end}/index.html", api.url("HTTP_API") + "/hello", ADA
@@ -120,9 +114,7 @@ def test_a_page_of_an_allowed_origin_reads_the_api(
 
 
 def test_an_error_is_readable_by_the_allowed_origin(
-    browser: Any,
-    front_end: int,
-    api: ServerProcess,
+    browser: Any, front_end: int, api: ServerProcess
 ) -> None:
     result = _call(
         browser,
@@ -135,9 +127,7 @@ def test_an_error_is_readable_by_the_allowed_origin(
 
 
 def test_a_page_of_another_origin_is_blocked(
-    browser: Any,
-    front_end: int,
-    api: ServerProcess,
+    browser: Any, front_end: int, api: ServerProcess
 ) -> None:
     # localhost is another origin than 127.0.0.1, although the same server
     result = _call(
@@ -148,25 +138,18 @@ def test_a_page_of_another_origin_is_blocked(
 
 
 def test_the_settings_route_stays_closed_to_the_allowed_origin(
-    browser: Any,
-    front_end: int,
-    api: ServerProcess,
+    browser: Any, front_end: int, api: ServerProcess
 ) -> None:
     result = _call(
-        browser,
-        f"http://127.0.0.1:{front_end}/index.html",
-        api.url("HTTP_API") + "/fw/rest/config",
-        ADA,
-    )
+        browser, f"http://127.0.0.1:{front_end}/index.html",
+        api.url("HTTP_API") + "/fw/rest/config", ADA,
+    )  # fmt: skip
     assert "blocked" in result, result
 
 
 def _curl(*args: str) -> tuple[int, dict[str, str]]:
     out = subprocess.run(
-        ["curl", "-sS", "-i", "--max-time", "10", *args],
-        capture_output=True,
-        text=True,
-        check=True,
+        ["curl", "-sS", "-i", "--max-time", "10", *args], capture_output=True, text=True, check=True
     ).stdout.replace("\r\n", "\n")
     head = out.split("\n\n", 1)[0].split("\n")
     status = int(head[0].split()[1])
@@ -181,16 +164,9 @@ def test_curl_preflights_granted_and_refused(front_end: int, api: ServerProcess)
     url = api.url("HTTP_API") + "/hello"
     origin = f"http://127.0.0.1:{front_end}"
     status, headers = _curl(
-        "-X",
-        "OPTIONS",
-        "-H",
-        f"Origin: {origin}",
-        "-H",
-        "Access-Control-Request-Method: GET",
-        "-H",
-        "Access-Control-Request-Headers: authorization",
-        url,
-    )
+        "-X", "OPTIONS", "-H", f"Origin: {origin}", "-H", "Access-Control-Request-Method: GET",
+        "-H", "Access-Control-Request-Headers: authorization", url,
+    )  # fmt: skip
     assert status == 204
     assert headers["access-control-allow-origin"] == origin
     assert headers["access-control-allow-credentials"] == "true"
@@ -200,15 +176,9 @@ def test_curl_preflights_granted_and_refused(front_end: int, api: ServerProcess)
     for refused in (
         ["-H", "Origin: http://evil.example", "-H", "Access-Control-Request-Method: GET"],
         ["-H", f"Origin: {origin}", "-H", "Access-Control-Request-Method: PATCH"],
-        [
-            "-H",
-            f"Origin: {origin}",
-            "-H",
-            "Access-Control-Request-Method: GET",
-            "-H",
-            "Access-Control-Request-Headers: x-token",
-        ],
-    ):
+        ["-H", f"Origin: {origin}", "-H", "Access-Control-Request-Method: GET", "-H",
+         "Access-Control-Request-Headers: x-token"],
+    ):  # fmt: skip
         status, headers = _curl("-X", "OPTIONS", *refused, url)
         assert status == 403, refused
         assert not [h for h in headers if h.startswith("access-control-")], refused

@@ -4,6 +4,7 @@ the event fields, never compressed, the comment while idle and the rest."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,6 @@ import asyncio
 
 from fwrest import Event, EventStream, get
 
-
 @get("/events")
 async def events():
     async def items():
@@ -29,7 +29,6 @@ async def events():
         yield Event("two\\nlines", event="note", id="2")
         yield Event("bye", event="done", id="3", retry=1000)
     return EventStream(items())
-
 
 @get("/slow")
 def slow():
@@ -39,7 +38,6 @@ def slow():
             time.sleep(0.35)
             yield f"tick {n}"
     return EventStream(items())
-
 
 @get("/bad")
 async def bad():
@@ -79,19 +77,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 def test_the_browsers_event_source_reads_the_events(browser: Any, served: ServerProcess) -> None:
-    context = browser.new_context()
-    try:
+    with contextlib.closing(browser.new_context()) as context:
         page = context.new_page()
         page.goto(f"http://127.0.0.1:{served.ports['HTTP_REST']}/www/index.html")
         page.wait_for_function("window.received.length >= 3", timeout=10000)
         received = page.evaluate("window.received")
-    finally:
-        context.close()
-    assert received == [
-        ["message", "hello", ""],
-        ["note", "two\nlines", "2"],
-        ["done", "bye", "3"],
-    ]
+    assert received == [["message", "hello", ""], ["note", "two\nlines", "2"], ["done", "bye", "3"]]
 
 
 def test_the_events_are_sent_uncompressed(tmp_path: Path) -> None:

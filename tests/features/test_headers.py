@@ -17,25 +17,21 @@ import trustme
 
 from fwrest import ConfigError
 from fwrest.testing import Client
-from tests.conftest import free_config, issue_certs, module_config, serving
+from tests.conftest import free_config, issue_certs, local_port, module_config, serving, tls_server
 
 APP = """
 from fwrest import Response, get
-
 
 @get("/hello")
 def hello():
     return {"message": "hi"}
 
-
 @get("/hsts")
 def own_hsts():
     return Response({"v": 1}, headers={"Strict-Transport-Security": "max-age=0"})
 
-
 def check(user, password):
     return (user, password) == ("ada", "Ada-Pw-1")
-
 
 @get("/framed")
 def framed():
@@ -47,30 +43,18 @@ HSTS = "max-age=31536000; includeSubDomains"
 
 
 def _config(tmp_path: Path, module: str, certs: dict[str, Path] | None, **root: Any) -> Path:
-    server: dict[str, Any] = {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT, OTHER"}
-    if certs is not None:
-        server |= {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
-    return module_config(
-        tmp_path,
-        module,
-        app=APP,
-        servers={"HTTP_REST": server},
-        extra={"ROOT": root, "OTHER": {"Path": "/other", "ThreadPool": "POOL"}},
-    )
+    locations = "ROOT, OTHER"
+    server = tls_server(certs, Locations=locations) if certs else local_port(Locations=locations)
+    extra = {"ROOT": root, "OTHER": {"Path": "/other", "ThreadPool": "POOL"}}
+    return module_config(tmp_path, module, app=APP, servers={"HTTP_REST": server}, extra=extra)
 
 
 def test_a_locations_headers_are_on_every_answer_of_its_requests(
     tmp_path: Path, ca: trustme.CA
 ) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
-    config = _config(
-        tmp_path,
-        "headers_app_tls",
-        certs,
-        HSTS=HSTS,
-        XFrameOptions="sameorigin",
-        ContentSecurityPolicy=CSP,
-    )
+    headers = {"HSTS": HSTS, "XFrameOptions": "sameorigin", "ContentSecurityPolicy": CSP}
+    config = _config(tmp_path, "headers_app_tls", certs, **headers)
     with Client(config) as client:
         for path, status in (("/rest/hello", 200), ("/rest/nowhere", 404)):
             answer = client.get(path)
@@ -93,24 +77,15 @@ def test_a_locations_headers_are_on_every_answer_of_its_requests(
 
 def test_hsts_is_on_every_answer_of_the_tls_port(tmp_path: Path, ca: trustme.CA) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
-    server = {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "OTHER, ROOT, THIRD",
-        "SslCertificate": str(certs["cert"]),
-        "SslCertificateKey": str(certs["key"]),
-        "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "headers_app_port.check"}},
+    basic = {"Authorization": {"scheme": "basic", "OnAuth": "headers_app_port.check"}}
+    server = tls_server(certs, Locations="OTHER, ROOT, THIRD", FwData=basic)
+    extra = {
+        "ROOT": {"HSTS": HSTS},  # /rest: the shortest prefix that sets HSTS
+        "OTHER": {"Path": "/other", "ThreadPool": "POOL", "HSTS": "max-age=60"},
+        "THIRD": {"Path": "/third", "ThreadPool": "POOL"},
     }
     config = module_config(
-        tmp_path,
-        "headers_app_port",
-        app=APP,
-        servers={"HTTP_REST": server},
-        extra={
-            "ROOT": {"HSTS": HSTS},  # /rest: the shortest prefix that sets HSTS
-            "OTHER": {"Path": "/other", "ThreadPool": "POOL", "HSTS": "max-age=60"},
-            "THIRD": {"Path": "/third", "ThreadPool": "POOL"},
-        },
+        tmp_path, "headers_app_port", app=APP, servers={"HTTP_REST": server}, extra=extra
     )
     ada = ("ada", "Ada-Pw-1")
     with Client(config) as client:
@@ -147,10 +122,8 @@ def test_the_settings_page_keeps_its_own_frame_and_csp_headers(tmp_path: Path) -
 
 
 def test_nosniff_on_every_answer_of_every_port(tmp_path: Path) -> None:
-    config = free_config(
-        tmp_path,
-        extra={"APP_MONITOR": {"Enable": 1, "HostName": "127.0.0.1", "Port": 0}},
-    )
+    monitor = {"Enable": 1, "HostName": "127.0.0.1", "Port": 0}
+    config = free_config(tmp_path, extra={"APP_MONITOR": monitor})
     with serving(config) as proc:
         base = proc.url("HTTP_REST")
         for url in (base + "/hello", base + "/nowhere", base + "/fw/rest/config"):
@@ -191,13 +164,11 @@ def test_hsts_over_real_tls(tmp_path: Path, ca: trustme.CA) -> None:
     [
         ({"HSTS": HSTS}, "[HTTP_REST] Locations: the location [ROOT] sets HSTS, which only a TLS"),
         ({"XFrameOptions": "ALLOW-FROM x"}, "[ROOT] XFrameOptions: must be DENY or SAMEORIGIN"),
-        (
-            {"ContentSecurityPolicy": "default-src 'self'\r\nSet-Cookie: a=b"},
-            "[ROOT] ContentSecurityPolicy: holds a control or non-ASCII character",
-        ),
+        ({"ContentSecurityPolicy": "default-src 'self'\r\nSet-Cookie: a=b"},
+         "[ROOT] ContentSecurityPolicy: holds a control or non-ASCII character"),
         ({"XFrameOptions": "DENY\u00e9"}, "[ROOT] XFrameOptions: holds a control or non-ASCII"),
     ],
-)
+)  # fmt: skip
 def test_a_bad_header_key_stops_the_start(
     tmp_path: Path, root: dict[str, str], message: str
 ) -> None:

@@ -1,11 +1,7 @@
-"""Rate limits (SPEC 13.7), in process: the ``RateLimit-Policy``/``RateLimit`` headers on every
-answer of a location with a limit (none elsewhere, none on its native routes, which are not
-counted), 429 with ``Retry-After`` and the error body past the limit, ``Key=address`` and
-``Key=user`` (a user counted across addresses; no user: the address), a window that ends and
-lets requests through again, the sqlite store (called on the store client's threads), a store
-out of reach (``FailOpen=1`` serves with one warning,
-``FailOpen=0`` answers 503), and the start errors of the keys. Across workers and hosts on
-one Redis, and with Redis stopped: ``tests/e2e/test_ratelimit_scale.py``."""
+"""Rate limits (SPEC 13.7), in process: the headers, 429 past the limit, ``Key=address`` and
+``Key=user``, a window that ends, the sqlite store, a store out of reach (``FailOpen``) and the
+start errors of the keys. Across workers and hosts on one Redis, and with Redis stopped:
+``tests/e2e/test_ratelimit_scale.py``."""
 
 from __future__ import annotations
 
@@ -21,17 +17,15 @@ from fwrest.config import load_config
 from fwrest.store import StoreError
 from fwrest.store.memory import MemoryStore
 from fwrest.testing import Client
-from tests.conftest import module_config
+from tests.conftest import local_port, module_config
 from tests.docs.blocks import ini_example
 
 APP = """
 from fwrest import get
 
-
 @get("/hello")
 def hello():
     return {"message": "hi"}
-
 
 def check(user, password):
     return (user, password) in (("ada", "Ada-Pw-1"), ("bob", "Bob-Pw-2"))
@@ -42,26 +36,14 @@ BOB = ("bob", "Bob-Pw-2")
 
 
 def _service(tmp_path: Path, module: str, limit: dict[str, Any], basic: bool = False) -> Path:
-    server: dict[str, Any] = {
-        "HostName": "127.0.0.1",
-        "Port": 0,
-        "Locations": "ROOT, PLAIN",
-        "TrustedProxies": "127.0.0.1",  # each request's address from its X-Forwarded-For
-    }
+    # TrustedProxies: each request's address from its X-Forwarded-For
+    server = local_port(Locations="ROOT, PLAIN", TrustedProxies="127.0.0.1")
     if basic:
         auth = {"scheme": "basic", "OnAuth": f"{module}.check", "maxFailures": 100}
         server["FwData"] = {"Authorization": auth}
-    return module_config(
-        tmp_path,
-        module,
-        app=APP,
-        servers={"HTTP_REST": server},
-        extra={
-            "ROOT": {"RateLimit": "RL_API"},
-            "PLAIN": {"Path": "/plain", "ThreadPool": "POOL"},
-            "RL_API": limit,
-        },
-    )
+    extra = {"ROOT": {"RateLimit": "RL_API"}, "PLAIN": {"Path": "/plain", "ThreadPool": "POOL"},
+             "RL_API": limit}  # fmt: skip
+    return module_config(tmp_path, module, app=APP, servers={"HTTP_REST": server}, extra=extra)
 
 
 def _from(address: str) -> dict[str, str]:
@@ -108,10 +90,8 @@ def test_headers_then_429_with_retry_after_per_address(tmp_path: Path) -> None:
 def test_key_user_counts_the_user_across_addresses(tmp_path: Path) -> None:
     config = _service(tmp_path, "rl_user", {"Limit": 2}, basic=True)
     with Client(config) as client:
-        codes = [
-            client.get("/rest/hello", auth=ADA, headers=_from(f"192.0.2.{n}")).status_code
-            for n in (1, 2, 3)
-        ]
+        codes = [client.get("/rest/hello", auth=ADA, headers=_from(f"192.0.2.{n}")).status_code
+                 for n in (1, 2, 3)]  # fmt: skip
         assert codes == [200, 200, 429]  # one user, three addresses
         # another user on the same address has a count of their own
         assert client.get("/rest/hello", auth=BOB, headers=_from("192.0.2.1")).status_code == 200
@@ -236,7 +216,7 @@ def test_the_default_section_and_durations(tmp_path: Path) -> None:
 
 def test_the_guides_example(tmp_path: Path) -> None:
     """docs/locations.md's rate limit, on a location of a real configuration."""
-    server = {"HostName": "127.0.0.1", "Port": 0, "Locations": "HTTP_ROOT"}
+    server = local_port(Locations="HTTP_ROOT")
     guide = ini_example("locations-ratelimit")  # HTTP_ROOT (Path, ThreadPool) and RL_API
     config = module_config(tmp_path, "rl_guide", app=APP, servers={"X": server}, extra=guide)
     with Client(config) as client:

@@ -24,14 +24,7 @@ from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
 from tests.builders import config_of
-from tests.conftest import (
-    ServerProcess,
-    exchange,
-    issue_certs,
-    local_port,
-    module_config,
-    serving,
-)
+from tests.conftest import ServerProcess, exchange, issue_certs, local_port, module_config, serving
 from tests.docs.blocks import example, ini_example
 
 CANARY = "CANARY-outside-the-root-7f3a"
@@ -40,27 +33,20 @@ INDEX = "<!doctype html><title>home</title>"
 APP = """
 from fwrest import get
 
-
 @get("/api/hello")
 def hello():
     return {"from": "the route"}
 
-
 def check(user, password):
     return (user, password) == ("ada", "Ada-Pw-1")
-
 
 def public():
     return ["/sub/*"]
 
-
 def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "users": [{"username": "ada", "password": "Ada-Pw-1"}],
-        "types": [{"grant_type": "password"}],
-    }
+    return {"client_id": "web", "client_secret": "Web-Secret-9q",
+            "users": [{"username": "ada", "password": "Ada-Pw-1"}],
+            "types": [{"grant_type": "password"}]}
 """
 
 
@@ -185,11 +171,7 @@ def test_conditional_requests(client: Client) -> None:
     ],
 )
 def test_ranges(
-    client: Client,
-    wanted: str,
-    status: int,
-    content_range: str | None,
-    body: str | None,
+    client: Client, wanted: str, status: int, content_range: str | None, body: str | None
 ) -> None:
     answer = client.get("/www/digits.txt", headers={"Range": wanted})
     assert answer.status_code == status
@@ -220,9 +202,7 @@ def test_options_on_a_file_answers_its_methods(client: Client) -> None:
     assert client.options("/www/api/hello").headers["allow"] == ("GET, HEAD, OPTIONS")
 
 
-def test_if_range_with_another_version_sends_the_whole_file(
-    client: Client,
-) -> None:
+def test_if_range_with_another_version_sends_the_whole_file(client: Client) -> None:
     url = "/www/digits.txt"
     etag = client.get(url).headers["etag"]
     same = client.get(url, headers={"Range": "bytes=0-1", "If-Range": etag})
@@ -269,41 +249,17 @@ def test_a_1_gib_file_is_streamed_in_bounded_memory(proc: ServerProcess) -> None
 
 
 HOSTILE = [
-    "/www/../secret.txt",
-    "/www/%2e%2e/secret.txt",
-    "/www/%2E%2E/%2E%2E/etc/passwd",
-    "/www/..%2fsecret.txt",
-    "/www/%2e%2e%2fsecret.txt",
-    "/www/sub%2f..%2f..%2fsecret.txt",
-    "/www/..\\secret.txt",
-    "/www/%5c..%5csecret.txt",
-    "/www/sub/..%5c..%5csecret.txt",
-    "/www/%252e%252e/secret.txt",
-    "/www/%c0%ae%c0%ae/secret.txt",
-    "/www/....//secret.txt",
-    "/www/link-out",
-    "/www/relative-link-out",
-    "/www/dir-link-out/secret.txt",
-    "/www/absolute-link",
-    "/www/link-to-hidden",
-    "/www/.env",
-    "/www/%2eenv",
-    "/www/sub/.hidden",
-    "/www/.git/config",
-    "/www/.git/",
-    "/www/fifo",
-    "/www/%00",
-    "/www/index.html%00.txt",
-    "/www/sub/",
-    "/www/docs",
-    "/www/nonexistent.html",
-    "/www//etc/passwd",
-    "/www/%2fetc%2fpasswd",
-    "/www/~",
-    "/www/sub/../../secret.txt",
-    "/www/./../secret.txt",
+    "/www/../secret.txt", "/www/%2e%2e/secret.txt", "/www/%2E%2E/%2E%2E/etc/passwd",
+    "/www/..%2fsecret.txt", "/www/%2e%2e%2fsecret.txt", "/www/sub%2f..%2f..%2fsecret.txt",
+    "/www/..\\secret.txt", "/www/%5c..%5csecret.txt", "/www/sub/..%5c..%5csecret.txt",
+    "/www/%252e%252e/secret.txt", "/www/%c0%ae%c0%ae/secret.txt", "/www/....//secret.txt",
+    "/www/link-out", "/www/relative-link-out", "/www/dir-link-out/secret.txt", "/www/absolute-link",
+    "/www/link-to-hidden", "/www/.env", "/www/%2eenv", "/www/sub/.hidden", "/www/.git/config",
+    "/www/.git/", "/www/fifo", "/www/%00", "/www/index.html%00.txt", "/www/sub/", "/www/docs",
+    "/www/nonexistent.html", "/www//etc/passwd", "/www/%2fetc%2fpasswd", "/www/~",
+    "/www/sub/../../secret.txt", "/www/./../secret.txt",
     "/www/\u2025/secret.txt".encode().decode("latin-1"),
-]
+]  # fmt: skip
 
 
 def _raw_get(port: int, target: str) -> tuple[int, bytes]:
@@ -328,20 +284,10 @@ def test_hostile_paths_with_curl(proc: ServerProcess) -> None:
         if "\\" in target or not target.isascii():
             continue
         out = subprocess.run(
-            [
-                "curl",
-                "-sS",
-                "--path-as-is",
-                "--max-time",
-                "10",
-                "-w",
-                "\n%{http_code}",
-                base(proc) + target,
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+            ["curl", "-sS", "--path-as-is", "--max-time", "10", "-w", "\n%{http_code}",
+             base(proc) + target],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
         body, _, code = out.rpartition("\n")
         assert code == ("400" if "%00" in target or "%c0" in target else "404"), (target, code)
         assert CANARY not in body
@@ -363,11 +309,9 @@ def test_files_are_behind_the_ports_scheme(tmp_path: Path, ca: trustme.CA) -> No
     basic = {"scheme": "basic", "OnAuth": "static_app_basic.check"}
     certs = issue_certs(ca, tmp_path / "certs")
     oauth = oauth_section(
-        certs,
-        locations="WWW",
-        onAuthparams="static_app_basic.params",
+        certs, locations="WWW", onAuthparams="static_app_basic.params",
         onAuthNoCheckUri="static_app_basic.public",
-    )
+    )  # fmt: skip
     config = module_config(
         tmp_path,
         "static_app_basic",

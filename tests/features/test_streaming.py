@@ -39,10 +39,8 @@ from fwrest import EventStream, Response, get, rest
 
 MARKS = Path(os.environ["STREAM_MARKS"])
 
-
 def mark(name, text=""):
     (MARKS / name).write_text(text)
-
 
 @get("/lines")
 def lines():
@@ -50,7 +48,6 @@ def lines():
         for i in range(3):
             yield f"line {i} {threading.current_thread().name}\\n"
     return items()
-
 
 @get("/gated")
 def gated():
@@ -64,7 +61,6 @@ def gated():
         yield "second\\n"
     return items()
 
-
 @get("/ndjson")
 async def ndjson():
     async def items():
@@ -72,7 +68,6 @@ async def ndjson():
             await asyncio.sleep(0)
             yield b'{"n": %d}\\n' % i
     return Response(items(), media_type="application/x-ndjson", headers={"X-Kind": "nd"})
-
 
 @get("/endless")
 async def endless():
@@ -88,7 +83,6 @@ async def endless():
             mark("closed", str(time.time()))
     return items()
 
-
 @get("/big")
 def big():
     def items():
@@ -97,14 +91,12 @@ def big():
             yield b"x" * 1048576
     return items()
 
-
 @get("/broken")
 async def broken():
     async def items():
         yield b"part\\n"
         raise RuntimeError("the feed broke")
     return items()
-
 
 @get("/chunked")
 def chunked():
@@ -120,14 +112,11 @@ def chunked():
     rest.setLastChunkedResponse("c")
     return {"ignored": True}
 
-
 @get("/chunked-async")
 async def chunked_async():
     rest.setChunkedResponse("no")
 
-
 HELD = []  # the application keeps its generators (a registry): only close() ends them
-
 
 @get("/def-endless")
 def def_endless():
@@ -142,7 +131,6 @@ def def_endless():
     HELD.append(items())
     return HELD[-1]
 
-
 @get("/events-def-endless")
 def events_def_endless():
     def items():
@@ -156,9 +144,7 @@ def events_def_endless():
     HELD.append(items())
     return EventStream(HELD[-1])
 
-
 DENSE = {"pieces": 0}
-
 
 @get("/dense")
 async def dense():
@@ -169,11 +155,9 @@ async def dense():
             yield piece
     return items()
 
-
 @get("/dense-count")
 async def dense_count():
     return dict(DENSE)
-
 
 @get("/text")
 def text():
@@ -189,18 +173,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
     tmp = tmp_path_factory.mktemp("streaming")
     marks = tmp / "marks"
     marks.mkdir()
-    config = free_config(
-        tmp,
-        app=APP,
-        servers={"HTTP_REST": local_port(Compression="gzip")},
-    )
+    config = free_config(tmp, app=APP, servers={"HTTP_REST": local_port(Compression="gzip")})
     with serving(config, env={"STREAM_MARKS": str(marks)}) as proc:
         yield proc, marks
 
 
-def test_a_def_generator_is_sent_chunked_from_the_pool(
-    served: tuple[ServerProcess, Path],
-) -> None:
+def test_a_def_generator_is_sent_chunked_from_the_pool(served: tuple[ServerProcess, Path]) -> None:
     proc, _ = served
     with httpx.stream("GET", proc.url() + "/lines", timeout=10) as response:
         assert response.headers["transfer-encoding"] == "chunked"
@@ -417,7 +395,6 @@ import asyncio
 
 from fwrest import get
 
-
 @get("/late")
 async def late():
     async def items():
@@ -425,14 +402,12 @@ async def late():
         yield b"too late"
     return items()
 
-
 @get("/early-failure")
 async def early_failure():
     async def items():
         raise RuntimeError("nothing to send")
         yield b""
     return items()
-
 
 @get("/slow-stream")
 async def slow_stream():
@@ -444,14 +419,9 @@ async def slow_stream():
 """
 
 
-def test_active_timeout_bounds_the_first_piece_and_usage_counts_to_the_last(
-    tmp_path: Path,
-) -> None:
+def test_active_timeout_bounds_the_first_piece_and_usage_counts_to_the_last(tmp_path: Path) -> None:
     config = module_config(
-        tmp_path,
-        "streams_app_timed",
-        app=TIMED_APP,
-        extra={"POOL": {"ActiveTimeout": 500}},
+        tmp_path, "streams_app_timed", app=TIMED_APP, extra={"POOL": {"ActiveTimeout": 500}}
     )
     with Client(config) as client:
         late = client.get("/rest/late")
@@ -473,14 +443,11 @@ import sys
 
 from fwrest import get, rest
 
-
 def on_error(exc):
     return {"recovered": repr(exc)}
 
-
 def on_send():
     rest.setKeyHeaderResponse("X-Sent", "yes")
-
 
 @get("/chunked-fails/:kind")
 def chunked_fails(kind):

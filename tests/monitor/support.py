@@ -18,25 +18,13 @@ from tests.conftest import wait_children as wait_children
 
 # The names SPEC 5 lists for the memory monitor.
 SPEC_NAMES = [
-    "memory_resident",
-    "memory_virtual",
-    "memory_ram_total",
-    "memory_ram_free",
-    "memory_ram_used",
-    "memory_swap_total",
-    "memory_swap_used",
-    "memory_swap_free",
-    "startdate",
-]
+    "memory_resident", "memory_virtual", "memory_ram_total", "memory_ram_free", "memory_ram_used",
+    "memory_swap_total", "memory_swap_used", "memory_swap_free", "startdate",
+]  # fmt: skip
 EXTRA_NAMES = [
-    "cpu_this_process",
-    "cpu_all",
-    "threads",
-    "open_files",
-    "requests_in_flight",
-    "requests_total",
+    "cpu_this_process", "cpu_all", "threads", "open_files", "requests_in_flight", "requests_total",
     "uptime",
-]
+]  # fmt: skip
 ENTRY_KEYS = {"name", "description", "collected_in", "unit", "value"}
 ISO_WITH_OFFSET = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)$"
 

@@ -1,14 +1,7 @@
-"""The memory monitor (SPEC 5 "Memory monitor") over real HTTP on its own port.
-
-One ``fwrest serve --workers 2`` with ``[APP_MONITOR] Enable=1`` serves most tests (module
-scope): the index in the original product's shape, ``all`` and the filters, the answer's shape,
-unknown names (200, never 500), the extra names, the machine's memory against
-``/proc/meminfo``, the service's RSS summing its processes and growing when an endpoint keeps
-a large buffer, ``requests_total`` following the REST port, and the Prometheus text format.
-TLS, Basic authorization and hostile requests get servers of their own.
-
-Figures that move (RSS, free RAM, counters) are polled with generous hang guards and printed;
-nothing asserts speed.
+"""The memory monitor (SPEC 5 "Memory monitor") over real HTTP on its own port: one ``fwrest
+serve --workers 2`` with ``[APP_MONITOR] Enable=1`` serves most tests (module scope); TLS,
+Basic authorization and hostile requests get servers of their own. Figures that move (RSS,
+free RAM, counters) are polled with generous hang guards and printed; nothing asserts speed.
 """
 
 from __future__ import annotations
@@ -32,7 +25,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fwrest.monitor import Collector, MonitorApp
-from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, wait_for
 from tests.monitor.support import (
     ENTRY_KEYS,
     EXTRA_NAMES,
@@ -56,7 +49,6 @@ MEMORY_APP = (
 
 _KEPT = {}
 
-
 @get("/grow")
 def grow():
     """Keeps 100 MB in this worker (once); the pages are written, so they are resident."""
@@ -64,12 +56,10 @@ def grow():
         _KEPT["buf"] = bytearray(b"\\x01") * (100 * 1024 * 1024)
     return {"pid": os.getpid(), "kept": len(_KEPT["buf"])}
 
-
 @get("/release")
 def release():
     _KEPT.clear()
     return {"pid": os.getpid()}
-
 
 def check(user, password):
     return user == "mon" and password == "s3cret"
@@ -203,10 +193,7 @@ def test_all_keeps_the_unknown_names_beside_it(mon: Monitor, query: str) -> None
     entries = metrics(mon.base, "?" + query)
     errors = [e for e in entries if "error" in e]
     print(query, "->", [e["name"] for e in entries])
-    assert errors == [
-        {"name": "x", "error": "unknown metric"},
-        {"name": "nope_2", "error": "unknown metric"},
-    ]
+    assert errors == [{"name": n, "error": "unknown metric"} for n in ("x", "nope_2")]
     assert sorted(e["name"] for e in entries if "error" not in e) == sorted(names)
 
 
@@ -261,25 +248,14 @@ def test_machine_memory_matches_proc_meminfo(mon: Monitor) -> None:
 
 
 def test_service_rss_sums_supervisor_and_workers(mon: Monitor) -> None:
-    got = values(
-        mon.base,
-        "memory_resident",
-        "memory_resident_worker_1",
-        "memory_resident_worker_2",
-        "memory_virtual",
-        "memory_virtual_worker_1",
-        "memory_virtual_worker_2",
-    )
+    got = values(mon.base, *(f"memory_{kind}{of}" for kind in ("resident", "virtual")
+                             for of in ("", "_worker_1", "_worker_2")))  # fmt: skip
     workers = wait_children(mon.proc.pid, 2)  # both live (never a worker being replaced)
     pids = [mon.proc.pid, *sorted(workers)]
     proc_rss = {pid: status_kb(pid, "VmRSS") for pid in pids}
     print("monitor:", got)
     print("/proc VmRSS:", proc_rss)
-    total, w1, w2 = (
-        got["memory_resident"],
-        got["memory_resident_worker_1"],
-        got["memory_resident_worker_2"],
-    )
+    total, w1, w2 = (got[f"memory_resident{of}"] for of in ("", "_worker_1", "_worker_2"))
     assert w1 > 1024 and w2 > 1024
     assert total > w1 and total > w2
     assert total >= w1 + w2  # plus the supervisor's own
@@ -295,16 +271,15 @@ def test_requests_total_follows_the_rest_port(mon: Monitor) -> None:
     sent = 6
     for _ in range(sent):
         assert httpx.get(mon.proc.url() + "/hello", timeout=10).status_code == 200
-    started = time.monotonic()
-    seen = before
-    while time.monotonic() - started < 10:
-        seen = values(mon.base, "requests_total")["requests_total"]
-        if seen >= before + sent:
-            break
-        time.sleep(0.1)
-    elapsed = time.monotonic() - started
-    print(f"requests_total {before} -> {seen} after {elapsed:.2f}s")
-    assert seen >= before + sent
+    seen = [before]
+
+    def counted() -> bool:
+        seen.append(values(mon.base, "requests_total")["requests_total"])
+        return seen[-1] >= before + sent
+
+    elapsed = wait_for(counted, 10, "requests_total counting the requests", interval=0.1)
+    print(f"requests_total {before} -> {seen[-1]} after {elapsed:.2f}s")
+    assert seen[-1] >= before + sent
 
 
 def test_requests_in_flight_counts_a_running_request(mon: Monitor) -> None:
@@ -417,9 +392,8 @@ def test_all_keeps_every_worker_with_many_processes() -> None:
 
     Thirty real child processes stand in for workers; the collector reads them with psutil.
     """
-    kids = [
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(30)
-    ]
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    kids = [subprocess.Popen(sleep) for _ in range(30)]
     try:
         pids = [kid.pid for kid in kids]
         app = MonitorApp("/api", Collector(os.getpid(), lambda: (0, 0), time.time(), lambda: pids))
@@ -465,11 +439,8 @@ def test_monitor_over_tls(tmp_path: Path, serve: Any, certs: dict[str, Path]) ->
 def test_monitor_with_basic_authorization(tmp_path: Path, serve: Any) -> None:
     port = free_port()
     fw = {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}}
-    proc = serve(
-        free_config(
-            tmp_path, app=MEMORY_APP, extra={"APP_MONITOR": monitor_section(port, FwData=fw)}
-        )
-    )
+    extra = {"APP_MONITOR": monitor_section(port, FwData=fw)}
+    proc = serve(free_config(tmp_path, app=MEMORY_APP, extra=extra))
     base = f"http://127.0.0.1:{port}/api/server/metrics"
     none = httpx.get(base, timeout=10)
     assert none.status_code == 401
@@ -521,18 +492,14 @@ def test_options_answers_the_monitors_methods(mon: Monitor) -> None:
 
 
 def test_bad_requests_get_json_errors_never_5xx(mon: Monitor) -> None:
+    # /rest/hello: the REST routes are not on the monitor's port
     cases: list[tuple[str, str, int]] = [
-        ("GET", "/", 404),
-        ("GET", "/api", 404),
-        ("GET", "/api/server", 404),
-        ("GET", "/api/server/metricsX", 404),
-        ("GET", "/api/server/metrics/a/b", 404),
-        ("GET", "/rest/hello", 404),  # the REST routes are not on the monitor's port
-        ("GET", "/api/server/metrics/%ZZ", 400),
-        ("POST", "/api/server/metrics", 405),
-        ("PUT", "/api/server/metrics/memory_resident", 405),
+        ("GET", "/", 404), ("GET", "/api", 404), ("GET", "/api/server", 404),
+        ("GET", "/api/server/metricsX", 404), ("GET", "/api/server/metrics/a/b", 404),
+        ("GET", "/rest/hello", 404), ("GET", "/api/server/metrics/%ZZ", 400),
+        ("POST", "/api/server/metrics", 405), ("PUT", "/api/server/metrics/memory_resident", 405),
         ("DELETE", "/api/server/metrics", 405),
-    ]
+    ]  # fmt: skip
     for method, path, status in cases:
         resp = httpx.request(method, mon.root + path, timeout=10)
         print(method, path, resp.status_code, resp.text[:120])
@@ -550,9 +517,9 @@ def test_bad_requests_get_json_errors_never_5xx(mon: Monitor) -> None:
         assert resp.status_code < 500, (suffix, resp.text)
         assert resp.headers["content-type"].startswith("application/json")
     # an oversized header and a bare-LF request: 4xx on the wire, the port keeps serving
+    big_header = b"X-Big: " + b"a" * 40000
     big = _raw(
-        mon.port,
-        b"GET /api/server/metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 40000 + b"\r\n\r\n",
+        mon.port, b"GET /api/server/metrics HTTP/1.1\r\nHost: x\r\n" + big_header + b"\r\n\r\n"
     )
     lf = _raw(mon.port, b"GET /api/server/metrics HTTP/1.1\nHost: x\n\n")
     for raw in (big, lf):

@@ -35,33 +35,33 @@ def _listening(pid: int, port: int) -> list[str]:
     ]
 
 
-def test_monitor_port_equal_to_a_server_port_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("case", "fmt", "words"),
+    [
+        ("the port of a server", "json", ["Port"]),
+        ("no port", "json", ["Port"]),
+        ("no port", "ini", ["Port"]),
+        ("oAuth2", "json", ["Basic"]),
+    ],
+)  # fmt: skip
+def test_a_bad_monitor_section_is_refused(
+    tmp_path: Path, certs: dict[str, Path], case: str, fmt: str, words: list[str]
+) -> None:
     port = free_port()
-    servers = {"HTTP_REST": {"HostName": "127.0.0.1", "Port": port, "Locations": "ROOT"}}
-    config = free_config(tmp_path, servers=servers, extra={"APP_MONITOR": monitor_section(port)})
-    code, out = _check(config)
+    servers = None
+    section = {"Enable": 1, "HostName": "127.0.0.1"}  # no port
+    if case == "the port of a server":
+        servers = {"HTTP_REST": {"HostName": "127.0.0.1", "Port": port, "Locations": "ROOT"}}
+        section, words = monitor_section(port), [*words, str(port)]
+    elif case == "oAuth2":
+        fw = {"Authorization": {"scheme": "oAuth2", "onAuthparams": "app.hello"}}
+        tls = {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
+        section = monitor_section(port, FwData=fw, **tls)
+    code, out = _check(
+        free_config(tmp_path, servers=servers, extra={"APP_MONITOR": section}, fmt=fmt)
+    )
     assert code == 2
-    assert "APP_MONITOR" in out and "Port" in out and str(port) in out
-    assert "Traceback" not in out
-
-
-@pytest.mark.parametrize("fmt", ["json", "ini"])
-def test_enabled_monitor_without_port_is_refused(tmp_path: Path, fmt: str) -> None:
-    section = {"Enable": 1, "HostName": "127.0.0.1"}
-    config = free_config(tmp_path, extra={"APP_MONITOR": section}, fmt=fmt)
-    code, out = _check(config)
-    assert code == 2
-    assert "APP_MONITOR" in out and "Port" in out
-    assert "Traceback" not in out
-
-
-def test_monitor_with_oauth2_is_refused(tmp_path: Path, certs: dict[str, Path]) -> None:
-    fw = {"Authorization": {"scheme": "oAuth2", "onAuthparams": "app.hello"}}
-    tls = {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
-    section = monitor_section(free_port(), FwData=fw, **tls)
-    code, out = _check(free_config(tmp_path, extra={"APP_MONITOR": section}))
-    assert code == 2
-    assert "APP_MONITOR" in out and "Basic" in out
+    assert "APP_MONITOR" in out and all(word in out for word in words), words
     assert "Traceback" not in out
 
 
@@ -115,9 +115,8 @@ def test_configured_api_path_is_used(tmp_path: Path, serve: Any) -> None:
 
 
 def test_public_monitor_is_warned_about(tmp_path: Path) -> None:
-    public = free_config(
-        tmp_path, extra={"APP_MONITOR": monitor_section(free_port(), HostName="0.0.0.0")}
-    )
+    public_section = monitor_section(free_port(), HostName="0.0.0.0")
+    public = free_config(tmp_path, extra={"APP_MONITOR": public_section})
     code, out = _check(public)
     assert code == 0
     warnings = [line for line in out.splitlines() if line.startswith("warning:")]

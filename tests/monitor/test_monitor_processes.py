@@ -1,13 +1,7 @@
 """Which processes the memory monitor counts (SPEC 5: "with several workers the process figures
-cover the whole service (and per worker under their own names)").
-
-- ``memory_resident_worker_N`` is the worker the log calls ``[wN]`` ("worker N ready (pid P)"),
-  also after worker 1 died and its replacement got a pid above worker 2's;
-- with ``fwrest.start()`` the service is the calling process alone: a child process of the
-  calling program is neither a worker nor part of the service's RSS.
-
-Both against a real server; the figures are compared with ``/proc``, printed, polled with
-generous hang guards.
+cover the whole service (and per worker under their own names)"), against real servers, the
+figures compared with ``/proc``: a worker's name is the log's, also after a replacement; with
+``fwrest.start()`` the service is the calling process alone.
 """
 
 from __future__ import annotations
@@ -89,15 +83,9 @@ PROGRAM = textwrap.dedent(
         base = sys.argv[2]
         listed = httpx.get(base, timeout=10).json()["metrics"][1]["names"]
         entries = httpx.get(base + "?memory_resident&memory_resident_worker_1", timeout=10)
-        own = next(
-            int(line.split()[1])
-            for line in open("/proc/self/status")
-            if line.startswith("VmRSS:")
-        )
-        kid_rss = next(
-            int(line.split()[1])
-            for line in open(f"/proc/{kid.pid}/status")
-            if line.startswith("VmRSS:")
+        own, kid_rss = (
+            next(int(line.split()[1]) for line in open(f"/proc/{pid}/status") if line.startswith("VmRSS:"))
+            for pid in ("self", kid.pid)
         )
         print(json.dumps({"listed": listed, "entries": entries.json()[0]["metrics"],
                           "own": own, "kid": kid_rss}))
@@ -112,13 +100,9 @@ def test_start_counts_the_calling_process_alone(tmp_path: Path) -> None:
     port = free_port()
     config = free_config(tmp_path, extra={"APP_MONITOR": monitor_section(port)})
     (tmp_path / "program.py").write_text(PROGRAM)
-    result = subprocess.run(
-        [sys.executable, "program.py", str(config), f"http://127.0.0.1:{port}/api/server/metrics"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    base = f"http://127.0.0.1:{port}/api/server/metrics"
+    command = [sys.executable, "program.py", str(config), base]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     got = json.loads(result.stdout.strip().splitlines()[-1])
     print(got)

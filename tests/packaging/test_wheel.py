@@ -117,8 +117,7 @@ def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = str(env_dir / "bin" / "python")
     wheel = str(_wheel(dist))
     install = _run(
-        *(sys.executable, "-m", "pip", "--python", python, "install", "--quiet", wheel),
-        timeout=600,
+        *(sys.executable, "-m", "pip", "--python", python, "install", "--quiet", wheel), timeout=600
     )
     assert install.returncode == 0, install.stderr[-3000:]
     return env_dir / "bin"

@@ -59,12 +59,10 @@ def service(
         server["LoadURNs"] = load_urns
     server.update(server_extra)
     config = {
-        "HTTPSERVER": {"Servers": "HTTP_REST", "StateStore": "memory"},
-        "HTTP_REST": server,
-        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"},
-        "POOL": {"Environment": "ENV"},
+        "HTTPSERVER": {"Servers": "HTTP_REST", "StateStore": "memory"}, "HTTP_REST": server,
+        "ROOT": {"Path": "/rest", "ThreadPool": "POOL"}, "POOL": {"Environment": "ENV"},
         "ENV": {"Repository": repository},
-    }
+    }  # fmt: skip
     path = tmp_path / "service.json"
     path.write_text(json.dumps(config, indent=2))
     return path
@@ -171,10 +169,9 @@ def test_several_entries_and_only_their_endpoints(tmp_path: Path, uid: str) -> N
     """An environment serves what its Repository imports, not every module ever annotated."""
     a, b, other = f"a_{uid}", f"b_{uid}", f"other_{uid}"
     files = {
-        f"{a}.py": endpoint_module(a, "/a"),
-        f"{b}.py": endpoint_module(b, "/b"),
+        f"{a}.py": endpoint_module(a, "/a"), f"{b}.py": endpoint_module(b, "/b"),
         f"{other}.py": endpoint_module(other, "/other"),
-    }
+    }  # fmt: skip
     prepare(service(tmp_path / "first", other, files))  # registers /other in this process
     plan = prepare(service(tmp_path / "second", f" {a} , {b}.py ", files))
     assert routes(plan) == {
@@ -191,13 +188,10 @@ def test_two_environments_of_one_port_keep_their_own_routes(tmp_path: Path, uid:
     config = {
         "HTTPSERVER": {"Servers": "S", "StateStore": "memory"},
         "S": {"HostName": "127.0.0.1", "Port": 0, "Locations": "LA, LB"},
-        "LA": {"Path": "/a", "ThreadPool": "PA"},
-        "LB": {"Path": "/b", "ThreadPool": "PB"},
-        "PA": {"Environment": "EA"},
-        "PB": {"Environment": "EB"},
-        "EA": {"Repository": a},
-        "EB": {"Repository": b},
-    }
+        "LA": {"Path": "/a", "ThreadPool": "PA"}, "LB": {"Path": "/b", "ThreadPool": "PB"},
+        "PA": {"Environment": "EA"}, "PB": {"Environment": "EB"},
+        "EA": {"Repository": a}, "EB": {"Repository": b},
+    }  # fmt: skip
     path = tmp_path / "service.json"
     path.write_text(json.dumps(config))
     plan = prepare(path)
@@ -211,29 +205,40 @@ def test_missing_module(tmp_path: Path, uid: str) -> None:
     assert_one_line(err, "[ENV] Repository: ", f"'absent_{uid}'", "not found", str(tmp_path))
 
 
-def test_missing_py_file(tmp_path: Path, uid: str) -> None:
-    err = prepare_error(service(tmp_path, f"lib/absent_{uid}.py"))
-    assert_one_line(err, "[ENV] Repository: ", f"absent_{uid}.py", "does not exist")
+# the repository, its one file and source ("{u}": the test's uid), what the one-line error says
+IMPORT_ERRORS = {
+    "a missing file": ("lib/absent_{u}.py", None, "",
+                       ["[ENV] Repository: ", "absent_{u}.py", "does not exist"]),
+    "raising at import": ("raises_{u}", "raises_{u}.py",
+                          "x = 1\n\nraise RuntimeError('database unreachable')\n",
+                          ["[ENV] Repository: ", "importing 'raises_{u}' failed",
+                           "RuntimeError: database unreachable", "raises_{u}.py:3"]),
+    "a syntax error": ("syntax_{u}.py", "syntax_{u}.py",
+                       "from fwrest import get\n\n\n@get('/s')\ndef broken(:\n    pass\n",
+                       ["[ENV] Repository: ", "syntax_{u}.py", "SyntaxError", "line 5", ":5)"]),
+    "sys.exit at import": ("exits_{u}", "exits_{u}.py", "import sys\nsys.exit(3)\n",
+                           ["[ENV] Repository: ", "importing 'exits_{u}' failed", "sys.exit(3)"]),
+    # lib/json.py would be imported as json, which is the standard library's
+    "shadowing a loaded module": ("lib/json.py", "lib/json.py", "X = 1\n",
+                                  ["[ENV] Repository: ", "json.py", "already loaded", "rename"]),
+    # not "module not found" for the repository module itself: the dependency that is missing
+    "a missing dependency": ("needs_{u}", "needs_{u}.py", "import notinstalled_{u}\n",
+                             ["importing 'needs_{u}' failed", "No module named 'notinstalled_{u}'",
+                              "needs_{u}.py:1"]),
+    "a bad route path": ("badroute_{u}", "badroute_{u}.py",
+                         endpoint_module("badroute_{u}", "/a/:id/:id"),
+                         ["[ENV] Repository: ", "badroute_{u}", "repeats the parameter 'id'"]),
+}  # fmt: skip
 
 
-def test_module_raising_at_import(tmp_path: Path, uid: str) -> None:
-    mod = f"raises_{uid}"
-    source = "x = 1\n\nraise RuntimeError('database unreachable')\n"
-    err = prepare_error(service(tmp_path, mod, {f"{mod}.py": source}))
-    assert_one_line(
-        err,
-        "[ENV] Repository: ",
-        f"importing '{mod}' failed",
-        "RuntimeError: database unreachable",
-        f"{mod}.py:3",
-    )
-
-
-def test_module_with_a_syntax_error(tmp_path: Path, uid: str) -> None:
-    mod = f"syntax_{uid}"
-    source = "from fwrest import get\n\n\n@get('/s')\ndef broken(:\n    pass\n"
-    err = prepare_error(service(tmp_path, f"{mod}.py", {f"{mod}.py": source}))
-    assert_one_line(err, "[ENV] Repository: ", f"{mod}.py", "SyntaxError", "line 5", ":5)")
+@pytest.mark.parametrize("case", IMPORT_ERRORS)
+def test_a_repository_that_does_not_import_is_a_one_line_error(
+    tmp_path: Path, uid: str, case: str
+) -> None:
+    repository, name, source, fragments = IMPORT_ERRORS[case]
+    files = {name.replace("{u}", uid): source.replace("{u}", uid)} if name else {}
+    err = prepare_error(service(tmp_path, repository.replace("{u}", uid), files))
+    assert_one_line(err, *(fragment.replace("{u}", uid) for fragment in fragments))
 
 
 def test_syntax_error_in_a_folder_file(tmp_path: Path, uid: str) -> None:
@@ -244,32 +249,6 @@ def test_syntax_error_in_a_folder_file(tmp_path: Path, uid: str) -> None:
     }
     err = prepare_error(service(tmp_path, folder, files))
     assert_one_line(err, "[ENV] Repository: ", f"{bad}.py", "SyntaxError")
-
-
-def test_module_calling_sys_exit_at_import(tmp_path: Path, uid: str) -> None:
-    mod = f"exits_{uid}"
-    err = prepare_error(service(tmp_path, mod, {f"{mod}.py": "import sys\nsys.exit(3)\n"}))
-    assert_one_line(err, "[ENV] Repository: ", f"importing '{mod}' failed", "sys.exit(3)")
-
-
-def test_py_file_shadowing_a_loaded_module(tmp_path: Path) -> None:
-    """``lib/json.py`` would be imported as ``json``, which is the standard library's."""
-    err = prepare_error(service(tmp_path, "lib/json.py", {"lib/json.py": "X = 1\n"}))
-    assert_one_line(err, "[ENV] Repository: ", "json.py", "already loaded", "rename")
-
-
-def test_module_importing_a_missing_dependency(tmp_path: Path, uid: str) -> None:
-    """Not "module not found" for the repository module itself: the message names the
-    dependency that is missing."""
-    mod, dep = f"needs_{uid}", f"notinstalled_{uid}"
-    err = prepare_error(service(tmp_path, mod, {f"{mod}.py": f"import {dep}\n"}))
-    assert_one_line(err, f"importing '{mod}' failed", f"No module named '{dep}'", f"{mod}.py:1")
-
-
-def test_bad_route_path_in_an_annotation(tmp_path: Path, uid: str) -> None:
-    mod = f"badroute_{uid}"
-    err = prepare_error(service(tmp_path, mod, {f"{mod}.py": endpoint_module(mod, "/a/:id/:id")}))
-    assert_one_line(err, "[ENV] Repository: ", mod, "repeats the parameter 'id'")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,42 +325,28 @@ def test_load_urns_ambiguous_bare_name(tmp_path: Path, uid: str) -> None:
     users, orders, files = _mapping_files(uid)
     load_urns = {"/x": {"GET": {"Function": "shared"}}}
     err = prepare_error(service(tmp_path, f"{users},{orders}", files, load_urns))
-    assert_one_line(
-        err,
-        "[HTTP_REST] LoadURNs: ",
-        "'shared' is ambiguous",
-        f"{users}.shared",
-        f"{orders}.shared",
-        "module.function",
-    )
+    assert_one_line(err, "[HTTP_REST] LoadURNs: ", "'shared' is ambiguous", f"{users}.shared",
+                    f"{orders}.shared", "module.function")  # fmt: skip
 
 
 def test_module_dot_function_resolves_an_ambiguous_name(tmp_path: Path, uid: str) -> None:
     users, orders, files = _mapping_files(uid)
-    load_urns = {
-        "/u": {"GET": {"Function": f"{users}.shared"}},
-        "/o": {"GET": {"Function": f"{orders}.shared"}},
-    }
+    load_urns = {"/u": {"GET": {"Function": f"{users}.shared"}},
+                 "/o": {"GET": {"Function": f"{orders}.shared"}}}  # fmt: skip
     plan = prepare(service(tmp_path, f"{users},{orders}", files, load_urns))
-    assert routes(plan) == {
-        ("GET", "/u", f"{users}.shared", "mapping"),
-        ("GET", "/o", f"{orders}.shared", "mapping"),
-    }
+    assert routes(plan) == {("GET", "/u", f"{users}.shared", "mapping"),
+                            ("GET", "/o", f"{orders}.shared", "mapping")}  # fmt: skip
     funcs = {e.path: e.func for e in app_endpoints(plan)}
     assert (funcs["/u"](), funcs["/o"]()) == ("users", "orders")
 
 
 def test_function_names_are_case_insensitive(tmp_path: Path, uid: str) -> None:
     users, orders, files = _mapping_files(uid)
-    load_urns = {
-        "/a/:id": {"GET": {"Function": f"{users.upper()}.GET_USER"}},
-        "/b": {"GET": {"Function": "List_Orders"}},
-    }
+    load_urns = {"/a/:id": {"GET": {"Function": f"{users.upper()}.GET_USER"}},
+                 "/b": {"GET": {"Function": "List_Orders"}}}  # fmt: skip
     plan = prepare(service(tmp_path, f"{users},{orders}", files, load_urns))
-    assert routes(plan) == {
-        ("GET", "/a/:id", f"{users}.get_user", "mapping"),
-        ("GET", "/b", f"{orders}.list_orders", "mapping"),
-    }
+    assert routes(plan) == {("GET", "/a/:id", f"{users}.get_user", "mapping"),
+                            ("GET", "/b", f"{orders}.list_orders", "mapping")}  # fmt: skip
 
 
 def test_load_urns_unknown_method_and_missing_function_key(tmp_path: Path, uid: str) -> None:
@@ -431,16 +396,8 @@ def test_annotation_and_load_urns_on_one_route_names_both(tmp_path: Path, uid: s
     source = endpoint_module(mod, "/users/:id") + "\ndef mapped(id):\n    return id\n"
     load_urns = {"/users/{uid}": {"GET": {"Function": f"{mod}.mapped"}}}
     err = prepare_error(service(tmp_path, mod, {f"{mod}.py": source}, load_urns))
-    assert_one_line(
-        err,
-        "GET /rest/users/",
-        "twice",
-        f"{mod}.f0",
-        "annotation",
-        f"{mod}.mapped",
-        "mapping",
-        "LoadURNs",
-    )
+    assert_one_line(err, "GET /rest/users/", "twice", f"{mod}.f0", "annotation", f"{mod}.mapped",
+                    "mapping", "LoadURNs")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

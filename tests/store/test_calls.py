@@ -1,12 +1,5 @@
-"""``StoreClient`` (store/calls.py): a call's deadline measures the store, not the queue
-(issue 34 defect 13).
-
-A store whose calls block on a ``threading.Event`` (no sleeps): a call that a free thread
-starts has its whole deadline from that start, however long it waited for the thread; a call
-that no thread starts within its queue bound is a ``StoreBusy`` (a ``StoreError``, and a
-``TimeoutError`` like a deadline that passed), cancelled, so it never runs; a call that hangs
-once started is a ``StoreTimeout`` naming the deadline, not a ``StoreBusy``. ``Started``
-counts the call's own time, not its wait for a thread.
+"""``StoreClient`` (store/calls.py): a call's deadline measures the store, not the queue (issue
+34 defect 13), shown with a store whose calls block on a ``threading.Event`` (no sleeps).
 """
 
 from __future__ import annotations

@@ -1,55 +1,23 @@
 """The state-store contract, one suite over every store (STYLE "One contract suite over all
 stores"): each test runs on the memory store, a sqlite file under ``tmp_path`` and a real
-``redis-server`` (started once for the module by ``tests/redis_support.py``, emptied before
-each test; without ``redis-server`` the Redis cases fail, never skip), with the same
-assertions; and Redis again in the forms of SPEC 15 and 17.1 whose client differs: over TLS
-(``rediss://``, a client certificate and a password: ``rediss``), through Sentinel (a
-primary, a replica and three sentinels: ``sentinel``; a spend there also waits for the
-replica) and on a Redis Cluster (three masters, three replicas: ``cluster``; hash tags keep
-what one operation touches on one slot, a spend waits for its master's replica). Every member of :class:`fwrest.store.StateStore` is exercised as its callers use
-it (``auth/oauth2/tokens.py``, ``auth/throttle.py``, ``server/settings.py``,
-``server/worker.py``):
-
-* refresh tokens: ``add_refresh`` / ``spend_refresh`` is a compare-and-set owned by the
-  request's claim (the same claim again is "ok", another claim "spent", an unknown hash
-  "missing"), and, given the request's client, leaves another client's token unspent
-  ("client"); ``restore_refresh`` undoes only its own claim's spend; 50 threads spending one
-  token: exactly one wins;
-* ``refresh_record`` reads a token's record and spent flag without spending it;
-  ``user_families`` gives a user's families with the latest expiry of each (revocation by
-  user, SPEC 12.3), the user's name matched exactly;
-* authorization codes (SPEC 16.1): ``add_code`` / ``take_code`` takes a code once for the
-  family of the request that redeems it (the same family again is "ok", another "used" with
-  the first family, to revoke; an unknown or forgotten code "missing"); 50 threads taking one
-  code, and another instance (another worker or host) after them: exactly one wins;
-* DPoP proof ids (SPEC 16.2): ``note_proof`` is True the first time, False for the same id
-  again within its keep on any instance (another worker or host), True again once the keep
-  ended; 50 threads noting one id: exactly one True;
-* ``revoke_family`` / ``revoked_families`` and ``add_lock`` / ``locks``: only those in force,
-  the latest end kept, ended ones forgotten;
-* ``hit_failure`` / ``failures`` / ``clear_failures`` / ``release_failure``: a window that
-  starts at the first failure, counts atomic under 50 threads; a count taken back (an attempt
-  counted before its check whose password was right) never goes below zero, never starts a
-  window, and a count back at zero is no window;
-* ``hit_rate`` (the rate limits, SPEC 13.7): a fixed window from the first request counted,
-  apart from the failure counts (a short rate window never sweeps a failure's longer one),
-  each window its own length, atomic under 50 threads;
-* ``signing_key`` set-if-absent (also under a race), ``get_settings`` / ``set_settings``
-  (``None`` clears), ``put_blob`` / ``blobs`` / ``delete_blobs`` by prefix (usage figures);
-  ``get_blob`` and ``swap_blob``, a compare-and-set of one value (the key set), one winner of
-  a race;
-* ``add_audit`` / ``audit_events`` (the audit trail, SPEC 13.5): events newest first, by time
-  since, by name and at most a limit, the newest ``AUDIT_KEEP`` (10,000) kept;
-* ``ping``, ``close``, ``kind``, ``open_store``; a store out of reach raises ``StoreError``
-  (callers catch only that to answer 503).
-
-Where stores differ by design (the memory store lives in one process, docs/decisions.md), the
-documented behaviour is asserted per store.
+``redis-server`` (started once for the module, emptied before each test; without
+``redis-server`` the Redis cases fail, never skip), with the same assertions; and Redis again
+in the forms of SPEC 15 and 17.1 whose client differs: TLS with a client certificate and a
+password (``rediss``), Sentinel (``sentinel``: a spend also waits for the replica) and a Redis
+Cluster (``cluster``: hash tags keep what one operation touches on one slot). Every member of
+:class:`fwrest.store.StateStore` is exercised as its callers use it (refresh tokens and their
+families, SPEC 12.3; authorization codes, SPEC 16.1; DPoP proof ids, SPEC 16.2; revocations,
+lock-outs and failure counts; the rate limits, SPEC 13.7; the signing key, settings and blobs;
+the audit trail, SPEC 13.5), its races by 50 threads at once; a store out of reach raises
+``StoreError`` (callers catch only that to answer 503). Where stores differ by design (the
+memory store lives in one process, docs/decisions.md), the documented behaviour is asserted
+per store.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import shutil
 import threading
@@ -70,19 +38,22 @@ from fwrest.store.redis import RedisClusterStore, RedisStore
 from fwrest.store.redis_target import RedisOptions
 from fwrest.store.schema import Marker, current, marker_of
 from fwrest.store.sqlite import SqliteStore
-from tests.redis_support import RedisCluster, RedisServer, SentinelGroup, free_port, redis_tls
+from tests.redis_support import (
+    RedisCluster,
+    RedisServer,
+    SentinelGroup,
+    free_port,
+    redis_tls,
+    started,
+)
 
 T = TypeVar("T")
 
 KINDS = ["memory", "sqlite", "redis", "rediss", "sentinel", "cluster"]
 IMPLEMENTATIONS: dict[str, type[StateStore]] = {
-    "memory": MemoryStore,
-    "sqlite": SqliteStore,
-    "redis": RedisStore,
-    "rediss": RedisStore,
-    "sentinel": RedisStore,
-    "cluster": RedisClusterStore,
-}
+    "memory": MemoryStore, "sqlite": SqliteStore, "redis": RedisStore, "rediss": RedisStore,
+    "sentinel": RedisStore, "cluster": RedisClusterStore,
+}  # fmt: skip
 REDIS_FORMS = ("redis", "rediss", "sentinel", "cluster")
 TLS_PASSWORD = "Contract-Pw/1+a b"
 WINDOW_S = 0.4  # short failure windows, lock-outs and revocations that end within the test
@@ -129,19 +100,6 @@ class Backend:
         """Another worker's or host's instance; the memory store has none (one process's:
         another instance is another service), ``store`` itself."""
         return store if self.kind == "memory" else self.open()
-
-
-S = TypeVar("S", RedisServer, SentinelGroup, RedisCluster)
-
-
-@contextlib.contextmanager
-def started(server: S) -> Iterator[S]:
-    """``server`` started for the module (a missing ``redis-server`` fails, never skips),
-    stopped after it, or after a start that failed half-way."""
-    try:
-        yield server.start()
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -192,11 +150,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         cluster.flush()
         spec = cluster.url
     if server is not None:
-        client = server.client()
-        try:
+        with contextlib.closing(server.client()) as client:
             client.flushdb()  # each test starts from an empty store, as with the others
-        finally:
-            client.close()
         spec = request.getfixturevalue("sentinels").url if spec == "sentinel" else server.url
     found = Backend(request.param, spec, tmp_path / "data", options)  # a folder not made yet
     yield found
@@ -218,21 +173,13 @@ def threads(backend: Backend) -> int:
 
 
 def record(
-    token_hash: str,
-    *,
-    family: str = "fam-1",
-    client_id: str = "web",
-    subject: str = "ada",
-    expires_in_s: float = 3600.25,
-    scope: str = "default",
-    issued_ago_s: float = 0.375,
+    token_hash: str, *, family: str = "fam-1", client_id: str = "web", subject: str = "ada",
+    expires_in_s: float = 3600.25, scope: str = "default", issued_ago_s: float = 0.375,
     alias: str = "",
-) -> RefreshRecord:
+) -> RefreshRecord:  # fmt: skip
     now = time.time()
-    return RefreshRecord(
-        token_hash, family, client_id, subject, now + expires_in_s, scope, now - issued_ago_s,
-        alias,
-    )  # fmt: skip
+    return RefreshRecord(token_hash, family, client_id, subject, now + expires_in_s, scope,
+                         now - issued_ago_s, alias)  # fmt: skip
 
 
 def race(count: int, call: Callable[[int], T]) -> list[T]:
@@ -339,14 +286,9 @@ def test_a_record_an_earlier_fwrest_stored_has_the_scope_default(
         raw = opened._r.made() if cluster else opened._r
         raw.hset(
             opened._keys.rt("h-old"),  # the cluster's name is its own (KeyLayout)
-            mapping={
-                "family": "fam",
-                "client_id": "web",
-                "subject": "ada",
-                "expires_at": repr(expires),
-                "spent": "0",
-            },
-        )
+            mapping={"family": "fam", "client_id": "web", "subject": "ada",
+                     "expires_at": repr(expires), "spent": "0"},
+        )  # fmt: skip
         raw.close()
     else:  # in one process's memory: nothing of an earlier fwrest survives; the default
         store.add_refresh(RefreshRecord("h-old", "fam", "web", "ada", expires))
@@ -800,10 +742,8 @@ def test_a_settings_change_returns_what_it_replaced_atomically(store: StateStore
     assert store.set_settings({"rest_log_level": 2, "accept_timeout_ms": 9}) == {
         "rest_log_level": 1
     }
-    assert store.set_settings({"rest_log_level": None}) == {
-        "rest_log_level": 2,
-        "accept_timeout_ms": 9,
-    }
+    both = store.set_settings({"rest_log_level": None})
+    assert both == {"rest_log_level": 2, "accept_timeout_ms": 9}
     values = list(range(100, 116))
     replaced = race(len(values), lambda i: store.set_settings({"accept_timeout_ms": values[i]}))
     olds = [seen["accept_timeout_ms"] for seen in replaced]
@@ -830,11 +770,8 @@ def test_swap_blob_is_a_compare_and_set_with_one_winner(
 
 def test_blobs_are_put_listed_and_deleted_by_prefix(store: StateStore) -> None:
     assert store.blobs("") == {}
-    figures = {
-        "usage:host-1:101": b'{"t":1,"rows":[]}',
-        "usage:wörker-2": b"\x00\xff binary",
-        "usage:empty": b"",
-    }
+    figures = {"usage:host-1:101": b'{"t":1,"rows":[]}', "usage:wörker-2": b"\x00\xff binary",
+               "usage:empty": b""}  # fmt: skip
     for name, value in figures.items():
         store.put_blob(name, value)
     store.put_blob("epoch:usage", b"e1")
@@ -856,13 +793,8 @@ def test_blobs_are_put_listed_and_deleted_by_prefix(store: StateStore) -> None:
     # reset_usage: every worker's figures go, the epoch stays
     store.delete_blobs("usage:")
     assert store.blobs("usage:") == {}
-    assert store.blobs("") == {
-        "epoch:usage": b"e2",
-        "usagex": b"no colon",
-        "Usage:upper": b"case",
-        "a_b": b"underscore",
-        "axb": b"x",
-    }
+    assert store.blobs("") == {"epoch:usage": b"e2", "usagex": b"no colon", "Usage:upper": b"case",
+                               "a_b": b"underscore", "axb": b"x"}  # fmt: skip
     store.delete_blobs("nothing")  # nothing to delete: no error
     store.delete_blobs("a_")
     assert set(store.blobs("")) == {"epoch:usage", "usagex", "Usage:upper", "axb"}
@@ -874,34 +806,23 @@ def test_blobs_are_put_listed_and_deleted_by_prefix(store: StateStore) -> None:
 def test_audit_events_come_newest_first_by_time_name_and_limit(store: StateStore) -> None:
     assert store.audit_events(0.0, None, 100) == []
     t0 = time.time()
-    # appended out of time order (workers' events arrive late): listed by their time
-    added = [
-        (t0 + 2, "lockout", b'{"n":2}'),
-        (t0, "settings.change", b'{"n":0}'),
-        (t0 + 1, "settings.change", '{"n":1,"who":"zoë"}'.encode()),
-        (t0 + 3, "reload", b'{"n":3}'),
-        (t0 + 3, "reload", b'{"n":3}'),  # an equal event: kept twice
-    ]
+    # appended out of time order (workers' events arrive late): listed by their time; the
+    # last, an equal event: kept twice
+    added = [(t0 + 2, "lockout", b'{"n":2}'), (t0, "settings.change", b'{"n":0}'),
+             (t0 + 1, "settings.change", '{"n":1,"who":"zoë"}'.encode()),
+             (t0 + 3, "reload", b'{"n":3}'), (t0 + 3, "reload", b'{"n":3}')]  # fmt: skip
     for ts, event, entry in added:
         store.add_audit(ts, event, entry)
     listed = store.audit_events(0.0, None, 100)
-    assert listed == [
-        b'{"n":3}',
-        b'{"n":3}',
-        b'{"n":2}',
-        '{"n":1,"who":"zoë"}'.encode(),
-        b'{"n":0}',
-    ]
+    one = '{"n":1,"who":"zoë"}'.encode()
+    assert listed == [b'{"n":3}', b'{"n":3}', b'{"n":2}', one, b'{"n":0}']
     assert all(type(entry) is bytes for entry in listed)
     assert store.audit_events(0.0, None, 2) == [b'{"n":3}', b'{"n":3}']
-    assert store.audit_events(t0 + 1, None, 100)[-1] == '{"n":1,"who":"zoë"}'.encode()  # >=
+    assert store.audit_events(t0 + 1, None, 100)[-1] == one  # >=
     assert len(store.audit_events(t0 + 1, None, 100)) == 4
-    assert store.audit_events(0.0, "settings.change", 100) == [
-        '{"n":1,"who":"zoë"}'.encode(),
-        b'{"n":0}',
-    ]
-    assert store.audit_events(0.0, "settings.change", 1) == ['{"n":1,"who":"zoë"}'.encode()]
-    assert store.audit_events(t0 + 0.5, "settings.change", 100) == ['{"n":1,"who":"zoë"}'.encode()]
+    assert store.audit_events(0.0, "settings.change", 100) == [one, b'{"n":0}']
+    assert store.audit_events(0.0, "settings.change", 1) == [one]
+    assert store.audit_events(t0 + 0.5, "settings.change", 100) == [one]
     assert store.audit_events(0.0, "settings", 100) == []  # a name, not a prefix
     assert store.audit_events(t0 + 10, None, 100) == []
 
@@ -1008,30 +929,18 @@ def test_instances_share_the_state_of_a_shared_store(backend: Backend) -> None:
 
 def every_call(store: StateStore) -> dict[str, Callable[[], Any]]:
     """One call of each protocol method but ``close``."""
-    return {
-        "ping": store.ping,
-        "add_refresh": lambda: store.add_refresh(record("h-down")),
-        "spend_refresh": lambda: store.spend_refresh("h-down", "claim-a"),
-        "restore_refresh": lambda: store.restore_refresh("h-down", "claim-a"),
-        "revoke_family": lambda: store.revoke_family("fam-down", time.time() + 60),
-        "revoked_families": store.revoked_families,
-        "refresh_record": lambda: store.refresh_record("h-down"),
-        "user_families": lambda: store.user_families("ada"),
-        "hit_failure": lambda: store.hit_failure("basic|user:ada", 60),
-        "failures": lambda: store.failures("basic|user:ada", 60),
-        "clear_failures": lambda: store.clear_failures("basic|user:ada"),
-        "add_lock": lambda: store.add_lock("basic|user:ada", time.time() + 60),
-        "locks": store.locks,
-        "lift_lock": lambda: store.lift_lock("basic|user:ada"),
-        "signing_key": lambda: store.signing_key(b"key" * 11),
-        "get_settings": store.get_settings,
-        "set_settings": lambda: store.set_settings({"rest_log_level": 4}),
-        "put_blob": lambda: store.put_blob("usage:w1", b"x"),
-        "blobs": lambda: store.blobs("usage:"),
-        "delete_blobs": lambda: store.delete_blobs("usage:"),
-        "add_audit": lambda: store.add_audit(time.time(), "reload", b"{}"),
-        "audit_events": lambda: store.audit_events(0.0, None, 10),
-    }
+    user, later = "basic|user:ada", time.time() + 60
+    args: dict[str, tuple[Any, ...]] = {
+        "ping": (), "add_refresh": (record("h-down"),), "spend_refresh": ("h-down", "claim-a"),
+        "restore_refresh": ("h-down", "claim-a"), "revoke_family": ("fam-down", later),
+        "revoked_families": (), "refresh_record": ("h-down",), "user_families": ("ada",),
+        "hit_failure": (user, 60), "failures": (user, 60), "clear_failures": (user,),
+        "add_lock": (user, later), "locks": (), "lift_lock": (user,), "signing_key": (b"key" * 11,),
+        "get_settings": (), "set_settings": ({"rest_log_level": 4},),
+        "put_blob": ("usage:w1", b"x"), "blobs": ("usage:",), "delete_blobs": ("usage:",),
+        "add_audit": (time.time(), "reload", b"{}"), "audit_events": (0.0, None, 10),
+    }  # fmt: skip
+    return {name: functools.partial(getattr(store, name), *each) for name, each in args.items()}
 
 
 def outcomes(store: StateStore) -> dict[str, str]:
@@ -1084,11 +993,10 @@ def test_ping_answers_then_a_store_out_of_reach_raises_store_error(
             "sentinel": f"redis+sentinel://127.0.0.1:{free_port()}/fwmain/0",
             "cluster": f"redis+cluster://127.0.0.1:{free_port()}/0",
         }
-        down = open_store(nowhere[backend.kind], tmp_path, backend.options)
-        try:
+        with contextlib.closing(
+            open_store(nowhere[backend.kind], tmp_path, backend.options)
+        ) as down:
             found = in_thread(lambda: outcomes(down))
-        finally:
-            down.close()
         cause = ""
     wrong = {name: text for name, text in found.items() if text != "StoreError"}
     assert not wrong, (

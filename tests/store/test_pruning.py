@@ -4,6 +4,7 @@ would otherwise grow the store for as long as the service runs."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from pathlib import Path
@@ -41,8 +42,7 @@ def test_memory_store_forgets_ended_locks_when_adding() -> None:
 
 def test_sqlite_store_forgets_ended_failure_windows_and_locks(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite3"
-    store = SqliteStore(path)
-    try:
+    with contextlib.closing(SqliteStore(path)) as store:
         for i in range(200):
             store.hit_failure(f"x|user:old{i}", WINDOW_S)
         store.add_lock("x|user:old1", time.time() + WINDOW_S)
@@ -55,5 +55,3 @@ def test_sqlite_store_forgets_ended_failure_windows_and_locks(tmp_path: Path) ->
             locks = db.execute("SELECT key FROM locks").fetchall()
         assert failures == [("x|user:new",)]
         assert locks == [("x|user:new",)]
-    finally:
-        store.close()

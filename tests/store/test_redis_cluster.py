@@ -1,24 +1,15 @@
 """SPEC 17.1's Redis Cluster form of the state store, against real clusters started here
 (``tests/redis_support.py``'s :class:`RedisCluster`): three masters and three replicas with a
-password, and three masters on TLS that require a client certificate.
-
-* over ``redis+cluster://`` (``StateStorePassword=env:NAME``) and ``rediss+cluster://``
-  (``StateStoreCA``, ``StateStoreCert``/``StateStoreKey``) an oAuth2 port issues tokens,
-  refreshes them and refuses a replay, its state in the cluster: every key under the URL's
-  database as a prefix (``fwrest:5:``: a cluster has no ``SELECT``), a refresh token's record
-  on the slot of its hash tag, a user's and an address's failure counts on the slot of the
-  lock list that a lift clears with them;
-* what only the cluster can tell is a start error naming the key, and ``fwrest check`` says
-  the same: a node that is a single Redis (not a cluster node), TLS to a plain-text node and
-  the reverse, a wrong password (never shown, nor in the check's summary); a cluster that
-  does not answer now is a warning, and the service starts with the ready probe DOWN.
-
-The store contract runs over a cluster too (tests/store/test_contract.py), and its failover
-test is tests/faults/test_cluster_failover.py.
+password, and three masters on TLS that require a client certificate. An oAuth2 port keeps its
+state there (every key under the URL's database as a prefix, ``fwrest:5:``: a cluster has no
+``SELECT``); what only the cluster can tell is a start error naming the key (and the same from
+``fwrest check``), a cluster that does not answer now a warning. The store contract runs over a
+cluster too (tests/store/test_contract.py); its failover: tests/faults/test_cluster_failover.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +28,7 @@ from tests.redis_support import (
     RedisTls,
     redis_tls,
     serves_unready,
+    started,
     store_config,
 )
 
@@ -47,11 +39,10 @@ DB = 5
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
-    found = RedisCluster(tmp_path_factory.mktemp("cluster"), password=PASSWORD, db=DB)
-    try:
-        yield found.start()
-    finally:
-        found.stop()
+    with started(
+        RedisCluster(tmp_path_factory.mktemp("cluster"), password=PASSWORD, db=DB)
+    ) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +51,8 @@ def tls_cluster(
 ) -> Iterator[tuple[RedisCluster, RedisTls]]:
     root = tmp_path_factory.mktemp("tls-cluster")
     tls = redis_tls(trustme.CA(), root / "tls")
-    found = RedisCluster(root / "nodes", db=DB, replicas=0, tls=tls)
-    try:
-        yield found.start(), tls
-    finally:
-        found.stop()
+    with started(RedisCluster(root / "nodes", db=DB, replicas=0, tls=tls)) as found:
+        yield found, tls
 
 
 def oauth_service(tmp_path: Path, ca: trustme.CA, module: str, keys: dict[str, Any]) -> Path:
@@ -110,8 +98,7 @@ def test_tokens_are_issued_and_refreshed_on_a_cluster(
         assert client.get("/rest/hello", headers=bearer).status_code == 200
         replay = client.post(token, data=refresh)
         assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
-    direct = nodes.client()
-    try:
+    with contextlib.closing(nodes.client()) as direct:
         found = {k.decode() for k in direct.scan_iter("*")}
         prefix = f"fwrest:{DB}:"
         # the database is a prefix: every key under it, none elsewhere
@@ -128,8 +115,6 @@ def test_tokens_are_issued_and_refreshed_on_a_cluster(
             "user", "ip"}  # fmt: skip
         # a user's and an address's counts on one slot, the lock list's
         assert {direct.keyslot(k) for k in counts} == {direct.keyslot(f"{prefix}{{bf}}:locks")}
-    finally:
-        direct.close()
 
 
 def test_what_only_the_cluster_can_tell_is_a_start_error(
@@ -196,9 +181,7 @@ def test_what_only_the_cluster_can_tell_is_a_start_error(
         single.stop()
 
 
-def test_a_start_on_a_cluster_that_does_not_answer_says_so_and_is_not_ready(
-    tmp_path: Path,
-) -> None:
+def test_a_start_on_a_cluster_that_does_not_answer_says_so_and_is_not_ready(tmp_path: Path) -> None:
     """The store opens without its cluster (redis-py's cluster client connects as it is
     made: fwrest makes it at the first use): the check warns, the service starts and serves
     what does not need the store, the ready probe says DOWN."""

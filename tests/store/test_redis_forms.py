@@ -1,27 +1,17 @@
 """SPEC 15's forms of a Redis state store, each against a real ``redis-server`` started here:
 TLS (``rediss://`` with ``StateStoreCA``; a Redis that requires a client certificate, given
 by ``StateStoreCert``/``StateStoreKey``), a password from ``StateStorePassword=env:NAME``, and
-a unix socket (``unix:///path/redis.sock?db=N``).
-
-* over each form an oAuth2 port issues tokens, refreshes them and refuses a replay, its state
-  in that Redis (the in-process client, SPEC 14.3: the store is the real one);
-* docs/deploy.md's lines (``deploy-redis-acl``, ``deploy-redis-tls``) reach a Redis on TLS
-  that requires client certificates, as the ACL user the page creates;
-* what only Redis can tell is a start error naming the key, and ``fwrest check`` says the same:
-  a ``StateStoreCA`` that did not issue Redis's certificate, a client certificate missing, a
-  wrong password (never shown, nor in the check's summary); so is a URL that can never answer
-  as written (TLS to a plain-text port and the reverse, a socket folder missing or a path
-  that is no socket, sentinels that know no primary of the URL's name); a Redis that does not
-  answer now is a warning of ``fwrest check`` and of the start's log, which starts with the
-  ready probe DOWN.
-
-The Sentinel form runs the store contract (tests/store/test_contract.py) and its failover test
-(tests/faults/test_sentinel_failover.py).
+a unix socket (``unix:///path/redis.sock?db=N``): an oAuth2 port keeps its state over each
+(in process, SPEC 14.3: the store is the real one); docs/deploy.md's lines reach Redis as its
+ACL user; what only Redis can tell, or a URL that can never answer as written, is a start
+error naming the key, and ``fwrest check`` says the same (never showing a password); a Redis
+that does not answer now is a warning, and the start's ready probe says DOWN. The Sentinel
+form: tests/store/test_contract.py and tests/faults/test_sentinel_failover.py.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import shlex
 import subprocess
 import time
@@ -46,6 +36,7 @@ from tests.redis_support import (
     redis_tls,
     sentinel_binary,
     serves_unready,
+    started,
     store_config,
 )
 
@@ -60,10 +51,6 @@ class Redises:
     on_mtls: RedisServer  # TLS, a client certificate required
     on_socket: RedisServer  # a unix socket, a password
 
-    def stop(self) -> None:
-        for server in (self.on_tls, self.on_mtls, self.on_socket):
-            server.stop()
-
 
 @pytest.fixture(scope="module")
 def redises(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redises]:
@@ -72,40 +59,28 @@ def redises(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redises]:
     folders = [root / name for name in ("tls", "mtls", "socket")]
     for folder in folders:
         folder.mkdir(exist_ok=True)
-    found = Redises(
-        tls,
-        RedisServer(folders[0], tls=tls, password=PASSWORD),
-        RedisServer(folders[1], tls=tls, client_certs=True),
-        RedisServer(folders[2], unix=True, password=PASSWORD),
-    )
-    try:
-        for server in (found.on_tls, found.on_mtls, found.on_socket):
-            server.start()
-        yield found
-    finally:
-        found.stop()
+    with contextlib.ExitStack() as stack:
+        yield Redises(
+            tls,
+            stack.enter_context(started(RedisServer(folders[0], tls=tls, password=PASSWORD))),
+            stack.enter_context(started(RedisServer(folders[1], tls=tls, client_certs=True))),
+            stack.enter_context(started(RedisServer(folders[2], unix=True, password=PASSWORD))),
+        )
 
 
 def store_keys(redises: Redises, form: str) -> tuple[RedisServer, dict[str, Any]]:
     """The server of one form and the ``[HTTPSERVER]`` keys that reach it."""
     tls = redises.tls
+    password = {"StateStorePassword": f"env:{PASSWORD_ENV}"}
     if form == "rediss":
         return redises.on_tls, {
-            "StateStore": redises.on_tls.url,
-            "StateStoreCA": str(tls.ca),
-            "StateStorePassword": f"env:{PASSWORD_ENV}",
-        }
+            "StateStore": redises.on_tls.url, "StateStoreCA": str(tls.ca), **password,
+        }  # fmt: skip
     if form == "rediss with a client certificate":
-        return redises.on_mtls, {
-            "StateStore": redises.on_mtls.url,
-            "StateStoreCA": str(tls.ca),
-            "StateStoreCert": str(tls.client_cert),
-            "StateStoreKey": str(tls.client_key),
-        }
-    return redises.on_socket, {
-        "StateStore": redises.on_socket.url,
-        "StateStorePassword": f"env:{PASSWORD_ENV}",
-    }
+        return redises.on_mtls, {"StateStore": redises.on_mtls.url, "StateStoreCA": str(tls.ca),
+                                 "StateStoreCert": str(tls.client_cert),
+                                 "StateStoreKey": str(tls.client_key)}  # fmt: skip
+    return redises.on_socket, {"StateStore": redises.on_socket.url, **password}
 
 
 def oauth_service(
@@ -113,13 +88,9 @@ def oauth_service(
 ) -> Path:
     """An oAuth2 port ``section`` of ``STORE_APP`` (in the module ``module``) on the store ``keys``."""
     certs = issue_certs(ca, tmp_path / "certs")
-    return module_config(
-        tmp_path,
-        module,
-        app=STORE_APP.replace("params", f"{module}_params"),
-        servers={section: oauth_section(certs, onAuthparams=f"{module}_params")},
-        extra={"HTTPSERVER": keys},
-    )
+    return module_config(tmp_path, module, app=STORE_APP.replace("params", f"{module}_params"),
+                         servers={section: oauth_section(certs, onAuthparams=f"{module}_params")},
+                         extra={"HTTPSERVER": keys})  # fmt: skip
 
 
 def grant_and_refresh(client: Client) -> tuple[dict[str, str], str]:
@@ -136,11 +107,7 @@ def grant_and_refresh(client: Client) -> tuple[dict[str, str], str]:
 
 @pytest.mark.parametrize("form", ["rediss", "rediss with a client certificate", "unix socket"])
 def test_tokens_are_issued_and_refreshed_over_each_form(
-    form: str,
-    redises: Redises,
-    ca: trustme.CA,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    form: str, redises: Redises, ca: trustme.CA, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
     server, keys = store_keys(redises, form)
@@ -151,46 +118,30 @@ def test_tokens_are_issued_and_refreshed_over_each_form(
         assert client.get("/rest/hello", headers=bearer).status_code == 200
         replay = client.post("/rest/fw/oauth2/token", data=refresh)
         assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
-    direct = server.client()
-    try:
+    with contextlib.closing(server.client()) as direct:
         # the state is in this Redis: the two refresh tokens, the signing key
         assert len(direct.keys("fwrest:rt:*")) == 2
         assert direct.exists("fwrest:signing_key")
-    finally:
-        direct.close()
 
 
 def test_what_only_redis_can_tell_is_a_start_error_naming_the_key(
     redises: Redises, tmp_path: Path
 ) -> None:
     tls = redises.tls
+    rediss, url_pw = store_keys(redises, "rediss")[1], "unix://:Url-Pw-ZZ@"
     cases = {
         # (the keys, the key the error names, a fragment of its message)
-        "wrong CA": (
-            {**store_keys(redises, "rediss")[1], "StateStoreCA": str(tls.other_ca)},
-            "StateStoreCA",
-            "TLS certificate does not verify",
-        ),
-        "no client certificate": (
-            {"StateStore": redises.on_mtls.url, "StateStoreCA": str(tls.ca)},
-            "StateStoreCert",
-            "client certificate",
-        ),
-        "wrong password": (
-            {**store_keys(redises, "rediss")[1], "StateStorePassword": "env:WRONG_REDIS_PW"},
-            "StateStorePassword",
-            "Redis refused the password",
-        ),
-        "password in the URL": (
-            {
-                **store_keys(redises, "unix socket")[1],
-                "StateStore": redises.on_socket.url.replace("unix://", "unix://:Url-Pw-ZZ@"),
-                "StateStorePassword": None,
-            },
-            "StateStore",
-            "Redis refused the password",
-        ),
-    }
+        "wrong CA": ({**rediss, "StateStoreCA": str(tls.other_ca)}, "StateStoreCA",
+                     "TLS certificate does not verify"),
+        "no client certificate": ({"StateStore": redises.on_mtls.url, "StateStoreCA": str(tls.ca)},
+                                  "StateStoreCert", "client certificate"),
+        "wrong password": ({**rediss, "StateStorePassword": "env:WRONG_REDIS_PW"},
+                           "StateStorePassword", "Redis refused the password"),
+        "password in the URL": ({**store_keys(redises, "unix socket")[1],
+                                 "StateStorePassword": None,
+                                 "StateStore": redises.on_socket.url.replace("unix://", url_pw)},
+                                "StateStore", "Redis refused the password"),
+    }  # fmt: skip
     env = {PASSWORD_ENV: PASSWORD, "WRONG_REDIS_PW": "Wrong-Pw/8+w v"}
     jobs = []
     for name, (keys, _key, _words) in cases.items():
@@ -221,26 +172,16 @@ def test_what_only_redis_can_tell_is_a_start_error_naming_the_key(
 def test_check_summarises_a_redis_store_without_its_password(
     redises: Redises, tmp_path: Path
 ) -> None:
-    (tmp_path / "app.py").write_text(STORE_APP)
     encoded = quote(PASSWORD, safe="")
     url = redises.on_socket.url.replace("unix://", f"unix://:{encoded}@")
-    config = tmp_path / "service.json"
-    sections = {
-        "HTTPSERVER": {"Servers": "S", "StateStore": url},
-        "S": {"HostName": "127.0.0.1", "Port": 0, "Locations": "R"},
-        "R": {"Path": "/rest", "ThreadPool": "P"},
-        "P": {"Environment": "E"},
-        "E": {"Repository": "app"},
-    }
-    config.write_text(json.dumps(sections))
-    answered = run_forked("check", str(config), cwd=tmp_path)
+    config = store_config(tmp_path / "answers", url)
+    answered = run_forked("check", str(config), cwd=config.parent)
     assert answered.returncode == 0, answered.stderr
     assert f"state store: unix://***@{redises.on_socket.socket}?db=0" in answered.stdout
     assert "warning" not in answered.stdout  # Redis answered the check's PING
     # a Redis that does not answer is no mistake of the configuration: a warning
-    sections["HTTPSERVER"]["StateStore"] = url.replace("redis.sock", "gone.sock")
-    config.write_text(json.dumps(sections))
-    silent = run_forked("check", str(config), cwd=tmp_path)
+    config = store_config(tmp_path / "silent", url.replace("redis.sock", "gone.sock"))
+    silent = run_forked("check", str(config), cwd=config.parent)
     assert silent.returncode == 0, silent.stderr
     assert "warning: [HTTPSERVER] StateStore: the state store did not answer: " in silent.stdout
     for result in (answered, silent):
@@ -257,19 +198,14 @@ def test_the_deployment_pages_lines_reach_redis_as_its_acl_user(
     server, tls = redises.on_mtls, redises.tls
     acl = example("deploy-redis-acl").text
     rule = shlex.split(acl.partition("ACL SETUSER ")[2].replace("PASSWORD", ACL_PASSWORD))
-    admin = server.client()
-    try:
+    with contextlib.closing(server.client()) as admin:
         admin.flushdb()
         assert admin.execute_command("ACL", "SETUSER", *rule) in (b"OK", "OK")
-        keys = ini_example(
-            "deploy-redis-tls",
-            replacements={
-                "10.0.0.5:6380": f"127.0.0.1:{server.port}",
-                "/etc/fwrest/redis-ca.pem": str(tls.ca),
-                "/etc/fwrest/redis-client.crt": str(tls.client_cert),
-                "/etc/fwrest/redis-client.key": str(tls.client_key),
-            },
-        )["HTTPSERVER"]
+        keys = ini_example("deploy-redis-tls", replacements={
+            "10.0.0.5:6380": f"127.0.0.1:{server.port}", "/etc/fwrest/redis-ca.pem": str(tls.ca),
+            "/etc/fwrest/redis-client.crt": str(tls.client_cert),
+            "/etc/fwrest/redis-client.key": str(tls.client_key),
+        })["HTTPSERVER"]  # fmt: skip
         assert keys.pop("Servers") == "HTTPS_REST"
         monkeypatch.setenv("FWREST_REDIS_PASSWORD", ACL_PASSWORD)
         config = oauth_service(tmp_path, ca, "redis_form_deploy", "HTTPS_REST", keys)
@@ -283,8 +219,6 @@ def test_the_deployment_pages_lines_reach_redis_as_its_acl_user(
         assert f"state store: rediss://***@127.0.0.1:{server.port}/0" in checked.stdout
         assert "warning: [HTTPSERVER] StateStore" not in checked.stdout
         assert ACL_PASSWORD not in checked.stdout + checked.stderr
-    finally:
-        admin.close()
 
 
 def _sentinel_watching(
@@ -297,8 +231,9 @@ def _sentinel_watching(
                     f"sentinel monitor {name} 127.0.0.1 {primary.port} 1\n")  # fmt: skip
     proc = subprocess.Popen([sentinel_binary(), str(conf)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
-    client = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
-    try:
+    with contextlib.closing(
+        redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
+    ) as client:
         deadline = time.monotonic() + 15
         while True:
             try:
@@ -308,8 +243,6 @@ def _sentinel_watching(
                 pass
             assert time.monotonic() < deadline, "the sentinel never answered"
             time.sleep(0.1)
-    finally:
-        client.close()
     return proc, port
 
 
@@ -327,25 +260,18 @@ def test_a_store_url_that_can_never_answer_is_a_start_error(
     not_a_socket.write_text("")
     sentinel, sentinel_port = _sentinel_watching(tmp_path, "fwother", plain)
     try:
+        tls_port = redises.on_tls.port
         errors = {
-            "TLS to a plain port": (
-                f"rediss://127.0.0.1:{plain.port}/0",
-                f"127.0.0.1:{plain.port} speaks Redis in plain text, not TLS",
-            ),
-            "plain to a TLS port": (
-                f"redis://127.0.0.1:{redises.on_tls.port}/0",
-                f"127.0.0.1:{redises.on_tls.port} speaks TLS: write rediss://",
-            ),
-            "a missing folder": (
-                f"unix://{tmp_path}/no-such-folder/redis.sock?db=0",
-                "the socket's folder",
-            ),
+            "TLS to a plain port": (f"rediss://127.0.0.1:{plain.port}/0",
+                                    f"127.0.0.1:{plain.port} speaks Redis in plain text, not TLS"),
+            "plain to a TLS port": (f"redis://127.0.0.1:{tls_port}/0",
+                                    f"127.0.0.1:{tls_port} speaks TLS: write rediss://"),
+            "a missing folder": (f"unix://{tmp_path}/no-such-folder/redis.sock?db=0",
+                                 "the socket's folder"),
             "not a socket": (f"unix://{not_a_socket}?db=0", "is not a socket"),
-            "wrong primary": (
-                f"redis+sentinel://127.0.0.1:{sentinel_port}/fwmain/0",
-                "know no primary named 'fwmain'",
-            ),
-        }
+            "wrong primary": (f"redis+sentinel://127.0.0.1:{sentinel_port}/fwmain/0",
+                              "know no primary named 'fwmain'"),
+        }  # fmt: skip
         jobs = []
         for name, (url, _words) in errors.items():
             config = store_config(tmp_path / name.replace(" ", "-"), url)
@@ -358,10 +284,9 @@ def test_a_store_url_that_can_never_answer_is_a_start_error(
             assert errors[name][1] in result.stderr, (name, command, out)
             assert "Traceback" not in out and "<redis.client" not in out
         # what may come back is a warning: check passes, saying so
-        for url in (
-            f"unix://{tmp_path}/redis-not-started.sock?db=0",
-            f"redis+sentinel://127.0.0.1:{free_port()}/fwother/0",
-        ):
+        later_urls = (f"unix://{tmp_path}/redis-not-started.sock?db=0",
+                      f"redis+sentinel://127.0.0.1:{free_port()}/fwother/0")  # fmt: skip
+        for url in later_urls:
             config = store_config(tmp_path / f"later-{len(url)}", url)
             later = run_forked("check", str(config), cwd=config.parent)
             assert later.returncode == 0, later.stderr
@@ -373,9 +298,7 @@ def test_a_store_url_that_can_never_answer_is_a_start_error(
         plain.stop()
 
 
-def test_a_start_on_a_store_that_does_not_answer_says_so_and_is_not_ready(
-    tmp_path: Path,
-) -> None:
+def test_a_start_on_a_store_that_does_not_answer_says_so_and_is_not_ready(tmp_path: Path) -> None:
     """The start goes on (SPEC 7: what does not need the store is served), logging why the
     store is missing, and the ready probe says DOWN (SPEC 13.3) while the service serves."""
     config = store_config(tmp_path / "gone", f"redis://127.0.0.1:{free_port()}/0")

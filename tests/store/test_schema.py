@@ -1,22 +1,14 @@
-"""Store schema versions (SPEC 17.2): ``fwrest store migrate CONFIG [--check]``, and a store
-written by a newer release refused by ``fwrest check`` and ``fwrest serve`` with both versions
-named.
-
-* a sqlite file written by the previous release (v0.1.0, run from its git tag:
-  tests/upgrade_support.py): ``--check`` exits 1 and changes nothing; ``migrate`` copies the
-  file beside itself, brings it to this release's schema, exits 0; again, it is current (0, no
-  second copy); the previous release still spends the tokens it stored, and this one too;
-* a file of a newer schema: ``--check`` and ``migrate`` exit 2, ``fwrest check`` and ``fwrest
-  serve`` refuse to start, each naming the store's release and schema and this one's;
-* a marker that is none fwrest wrote: 2; no file yet, and the memory store: 0;
-* Redis: ``migrate`` and ``--check`` say no step is needed (0); the start marks the store with
-  this release's schema; a Redis marked by a newer release is refused as the sqlite file is;
-  a Redis that does not answer is an error of ``--check`` (2);
-* a start on a file of the previous release takes the additive steps itself, without a copy.
+"""Store schema versions (SPEC 17.2): ``fwrest store migrate CONFIG [--check]`` on a sqlite file
+of the previous release (v0.1.0, run from its git tag: tests/upgrade_support.py; migrated with
+a copy first, the previous release still using it), on Redis (no step needed; the start marks
+it) and the memory store; a store written by a newer release refused by ``migrate``, ``fwrest
+check`` and ``fwrest serve`` with both versions named; a start on a file of the previous
+release takes the additive steps itself, without a copy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -31,15 +23,8 @@ import fwrest
 from fwrest.config.loader import load_config
 from fwrest.store.schema import SCHEMA, marker_of
 from fwrest.testing import Client
-from tests.conftest import (
-    ServerProcess,
-    free_config,
-    free_port,
-    module_config,
-    run_cli,
-    run_forked,
-)
-from tests.redis_support import RedisServer
+from tests.conftest import ServerProcess, free_config, free_port, module_config, run_cli, run_forked
+from tests.redis_support import RedisServer, started
 from tests.upgrade_support import PREVIOUS_VERSION, previous_python
 
 NEWER = {"schema": 9, "compatible": 9, "release": "9.1.0"}
@@ -98,13 +83,10 @@ def digest(path: Path) -> str:
 
 
 def stored_marker(path: Path) -> dict[str, object] | None:
-    db = sqlite3.connect(path)
-    try:
+    with contextlib.closing(sqlite3.connect(path)) as db:
         if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
             return None
         row = db.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
-    finally:
-        db.close()
     return None if row is None else json.loads(row[0])
 
 
@@ -163,13 +145,10 @@ def test_a_file_of_the_previous_release_is_migrated_once_with_a_copy_first(
     assert previous_python(SPEND_PREVIOUS, str(path), "h-old", "claim-2").strip() == "spent"
     from fwrest.store.sqlite import SqliteStore
 
-    store = SqliteStore(path)
-    try:
+    with contextlib.closing(SqliteStore(path)) as store:
         assert store.spend_refresh("h-old-2", "claim-now")[0] == "ok"
         assert store.spend_refresh("h-old", "claim-now")[0] == "spent"
         assert "OAUTH|user:ada" in store.locks()
-    finally:
-        store.close()
 
 
 def test_a_start_on_a_file_of_the_previous_release_takes_the_steps_itself(
@@ -188,12 +167,9 @@ def test_a_start_on_a_file_of_the_previous_release_takes_the_steps_itself(
     previous_python(WRITE_PREVIOUS.replace("h-old", "h-later"), str(path))
     from fwrest.store.sqlite import SqliteStore
 
-    store = SqliteStore(path)
-    try:
+    with contextlib.closing(SqliteStore(path)) as store:
         assert store.spend_refresh("h-later", "claim-now")[0] == "ok"
         assert store.spend_refresh("h-old", "claim-now")[0] == "spent"
-    finally:
-        store.close()
 
 
 def test_no_file_yet_and_the_memory_store_need_nothing(tmp_path: Path, sqlite_config: Path) -> None:
@@ -213,6 +189,19 @@ def refused(text: str) -> None:
     assert f"fwrest {fwrest.__version__}" in text and f"schema {SCHEMA}" in text, text
 
 
+def refused_by_check_and_start(config: Path) -> None:
+    """``fwrest check`` and ``fwrest serve`` exit 2 with :func:`refused`'s words."""
+    check = forked("check", str(config))
+    assert check.returncode == 2, check
+    refused(check.stderr)
+    proc = ServerProcess(config)
+    try:
+        assert proc.proc.wait(30) == 2
+        refused(proc.log())
+    finally:
+        proc.stop()
+
+
 def test_a_file_of_a_newer_schema_is_refused_naming_both_versions(sqlite_config: Path) -> None:
     path = store_file(sqlite_config)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -224,20 +213,11 @@ def test_a_file_of_a_newer_schema_is_refused_naming_both_versions(sqlite_config:
         assert done.returncode == 2, done
         refused(done.stderr)
     assert digest(path) == before and backups(path) == []
-    check = forked("check", str(sqlite_config))
-    assert check.returncode == 2, check
-    refused(check.stderr)
-    proc = ServerProcess(sqlite_config)
-    try:
-        assert proc.proc.wait(30) == 2
-        refused(proc.log())
-    finally:
-        proc.stop()
+    refused_by_check_and_start(sqlite_config)
     # the start wrote nothing to it: no table of this release's, the marker as it was
     db = sqlite3.connect(path)
-    assert db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall() == [
-        ("meta",)
-    ]
+    tables = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    assert tables == [("meta",)]
     db.close()
     assert stored_marker(path) == NEWER
 
@@ -265,11 +245,8 @@ def test_a_marker_fwrest_did_not_write_is_an_error(sqlite_config: Path) -> None:
 
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path).start()
-    try:
+    with started(RedisServer(tmp_path)) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_redis_needs_no_step_and_the_start_marks_it(
@@ -282,8 +259,7 @@ def test_redis_needs_no_step_and_the_start_marks_it(
         done = forked("store", "migrate", str(config), *args)
         print(done.stdout, done.stderr)
         assert done.returncode == 0 and "no migration step is needed" in done.stdout, done
-    client = redis_server.client()
-    try:
+    with contextlib.closing(redis_server.client()) as client:
         assert client.get("fwrest:schema") is None  # the command wrote nothing
         start_once(config)
         marker = marker_of(client.get("fwrest:schema"), "here")
@@ -295,18 +271,8 @@ def test_redis_needs_no_step_and_the_start_marks_it(
             done = forked("store", "migrate", str(config), *args)
             assert done.returncode == 2, done
             refused(done.stderr)
-        check = forked("check", str(config))
-        assert check.returncode == 2, check
-        refused(check.stderr)
-        proc = ServerProcess(config)
-        try:
-            assert proc.proc.wait(30) == 2
-            refused(proc.log())
-        finally:
-            proc.stop()
+        refused_by_check_and_start(config)
         assert json.loads(client.get("fwrest:schema")) == NEWER  # left as it was
-    finally:
-        client.close()
 
 
 def test_the_previous_release_is_the_tag_below_this_version() -> None:

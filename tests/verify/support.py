@@ -14,13 +14,7 @@ import jwt
 import trustme
 
 from tests.auth.oauth2_support import ADA as USER
-from tests.auth.oauth2_support import (
-    WEB,
-    OAuthService,
-    oauth_section,
-    params_source,
-    serve_oauth,
-)
+from tests.auth.oauth2_support import WEB, OAuthService, oauth_section, params_source, serve_oauth
 from tests.conftest import APP_SOURCE, free_config, run_forked, wait_for
 
 SCOPES = ["orders:read", "orders:write", "orders:admin"]
@@ -31,14 +25,11 @@ ALGS = {"EC": "ES256", "RSA": "RS256"}
 
 
 def _write(folder: Path, certs: dict[str, Path]) -> Path:
-    servers = {
-        name: oauth_section(certs, onAuthparams="app.params", signingAlg=alg)
-        for name, alg in ALGS.items()
-    }
+    servers = {name: oauth_section(certs, onAuthparams="app.params", signingAlg=alg)
+               for name, alg in ALGS.items()}  # fmt: skip
     servers["HS"] = oauth_section(certs, onAuthparams="app.params")
-    return free_config(
-        folder, servers=servers, app=APP, extra={"HTTPSERVER": {"StateStore": "sqlite"}}
-    )
+    extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
+    return free_config(folder, servers=servers, app=APP, extra=extra)
 
 
 def serve_issuer(ca: trustme.CA, folder: Path) -> Iterator[OAuthService]:
@@ -71,17 +62,8 @@ def signed_by_fwrest(svc: OAuthService, alg: str, claims: dict[str, Any]) -> str
 
 def claims_for(iss: str, aud: str = "EC", ttl: int = 600, **extra: Any) -> dict[str, Any]:
     now = int(time.time())
-    return {
-        "iss": iss,
-        "aud": aud,
-        "sub": "ada",
-        "client_id": "web",
-        "iat": now,
-        "exp": now + ttl,
-        "jti": "j" * 32,
-        "scope": "default",
-        **extra,
-    }
+    return {"iss": iss, "aud": aud, "sub": "ada", "client_id": "web", "iat": now,
+            "exp": now + ttl, "jti": "j" * 32, "scope": "default", **extra}  # fmt: skip
 
 
 def rotate(svc: OAuthService, port: str = "EC") -> str:

@@ -49,30 +49,24 @@ APP = textwrap.dedent(
 
     app = FastAPI()
 
-
     @app.get("/orders")
     def orders(claims: dict = Depends(verifier.require(scopes=["orders:read"]))):
         return {"user": claims["sub"], "scope": claims["scope"]}
-
 
     @app.get("/async-orders")
     async def async_orders(claims: dict = Depends(async_verifier.require(scopes=["orders:read"]))):
         return {"user": claims["sub"]}
 
-
     @app.get("/audited")
     async def audited_route(claims: dict = Depends(audited.require())):
         return {"user": claims["sub"]}
 
-
     guarded = FastAPI()
     guarded.add_middleware(VerifyMiddleware, verifier=verifier, scopes=["orders:read"])
-
 
     @guarded.get("/whoami")
     async def whoami(request: Request):
         return {"user": request.scope["fwrest.claims"]["sub"]}
-
 
     app.mount("/mw", guarded)
     """
@@ -128,15 +122,10 @@ def test_the_adapters_let_a_valid_token_through_with_its_claims(
 
 def test_refusals_carry_the_rfc_6750_challenges(svc: OAuthService, app: str) -> None:
     iss = issuer(svc, "EC")
-    bad = {
-        "expired": signed_by_fwrest(svc, "ES256", claims_for(iss, ttl=-120, scope="orders:read")),
-        "another issuer": signed_by_fwrest(
-            svc, "ES256", claims_for("https://other.example/rest", scope="orders:read")
-        ),
-        "another audience": signed_by_fwrest(
-            svc, "ES256", claims_for(iss, aud="RSA", scope="orders:read")
-        ),
-    }
+    claims = {"expired": claims_for(iss, ttl=-120, scope="orders:read"),
+              "another issuer": claims_for("https://other.example/rest", scope="orders:read"),
+              "another audience": claims_for(iss, aud="RSA", scope="orders:read")}  # fmt: skip
+    bad = {why: signed_by_fwrest(svc, "ES256", each) for why, each in claims.items()}
     no_scope = token(svc)  # scope default: not orders:read
     for route in ROUTES:
         missing = call(app + route)
@@ -150,9 +139,8 @@ def test_refusals_carry_the_rfc_6750_challenges(svc: OAuthService, app: str) -> 
             assert why in challenge, (route, why, challenge)
         scoped = call(app + route, no_scope)
         assert scoped.status_code == 403, (route, scoped.text)
-        assert scoped.headers["www-authenticate"].startswith(
-            'Bearer error="insufficient_scope", scope="orders:read"'
-        ), route
+        insufficient = 'Bearer error="insufficient_scope", scope="orders:read"'
+        assert scoped.headers["www-authenticate"].startswith(insufficient), route
 
 
 def test_a_key_rotation_on_fwrest_is_followed(svc: OAuthService, app: str) -> None:
@@ -175,9 +163,8 @@ def test_a_revoked_token_is_refused_by_the_introspecting_verifier(
     pair = svc["EC"].tokens(*ADA)
     assert call(app + "/audited", pair["access_token"]).status_code == 200
     port = svc["EC"]
-    revoked = port.http.post(
-        port.base + "/fw/oauth2/revoke", data={"token": pair["refresh_token"]}, auth=CLIENT
-    )
+    revoke = port.base + "/fw/oauth2/revoke"
+    revoked = port.http.post(revoke, data={"token": pair["refresh_token"]}, auth=CLIENT)
     assert revoked.status_code == 200
     answer = call(app + "/audited", pair["access_token"])
     assert answer.status_code == 401, answer.text

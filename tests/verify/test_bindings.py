@@ -85,16 +85,8 @@ class Issuer:
 
     def token(self, cnf: dict[str, str], ttl: int = 600) -> str:
         now = int(time.time())
-        claims = {
-            "iss": self.url,
-            "aud": "API",
-            "sub": "ada",
-            "iat": now,
-            "exp": now + ttl,
-            "jti": uuid.uuid4().hex,
-            "scope": "orders:read",
-            "cnf": cnf,
-        }
+        claims = {"iss": self.url, "aud": "API", "sub": "ada", "iat": now, "exp": now + ttl,
+                  "jti": uuid.uuid4().hex, "scope": "orders:read", "cnf": cnf}  # fmt: skip
         return jwt.encode(claims, self.key, "ES256", headers={"typ": "at+jwt", "kid": self.kid})
 
     def close(self) -> None:
@@ -139,14 +131,9 @@ class Holder:
         self.jkt = import_key(self.jwk).thumbprint()
 
     def proof(self, access_token: str, method: str = "GET", url: str = API, **over: Any) -> str:
-        claims = {
-            "htm": method,
-            "htu": url,
-            "iat": int(time.time()),
-            "jti": uuid.uuid4().hex,
-            "ath": b64url(hashlib.sha256(access_token.encode()).digest()),
-            **over,
-        }
+        ath = b64url(hashlib.sha256(access_token.encode()).digest())
+        claims = {"htm": method, "htu": url, "iat": int(time.time()), "jti": uuid.uuid4().hex,
+                  "ath": ath, **over}  # fmt: skip
         headers = {"typ": over.pop("typ", "dpop+jwt"), "jwk": self.jwk}
         claims.pop("typ", None)
         return jwt.encode(claims, self.key, self.alg, headers=headers)
@@ -161,11 +148,9 @@ def test_a_dpop_bound_token_issued_by_fwrest_is_verified_with_a_proof(svc: OAuth
     port = svc["EC"]
     holder = Holder("EdDSA")
     assert port.token_url.startswith("https://127.0.0.1:")  # the whole URL: the proof's htu
-    answer = port.http.post(
-        port.token_url,
-        data={"grant_type": "password", "username": ADA[0], "password": ADA[1]},
-        headers={"DPoP": holder.proof("", "POST", port.token_url)},
-    )
+    grant = {"grant_type": "password", "username": ADA[0], "password": ADA[1]}
+    proof = {"DPoP": holder.proof("", "POST", port.token_url)}
+    answer = port.http.post(port.token_url, data=grant, headers=proof)
     assert answer.status_code == 200, answer.text
     assert answer.json()["token_type"] == "DPoP"
     access = answer.json()["access_token"]
@@ -213,12 +198,8 @@ def test_bad_dpop_proofs_are_refused_with_the_dpop_challenge(
     holder = Holder()
     access = issuer.token({"jkt": holder.jkt})
     other_token = issuer.token({"jkt": holder.jkt})
-    hs = jwt.encode(
-        {"htm": "GET", "htu": API, "iat": int(time.time()), "jti": "x"},
-        "k" * 32,
-        "HS256",
-        headers={"typ": "dpop+jwt", "jwk": holder.jwk},
-    )
+    hs_claims = {"htm": "GET", "htu": API, "iat": int(time.time()), "jti": "x"}
+    hs = jwt.encode(hs_claims, "k" * 32, "HS256", headers={"typ": "dpop+jwt", "jwk": holder.jwk})
     cases = {
         "a DPoP proof is required": None,
         "another method": holder.proof(access, method="POST"),
@@ -257,11 +238,9 @@ def test_a_certificate_bound_token_needs_that_certificate(
     for given in (pem, pem.decode(), der, cert):
         assert verifier.verify(access, client_cert=given)["cnf"] == {"x5t#S256": x5t}
     other = ca.issue_cert("other.example").cert_chain_pems[0].bytes()
-    for given, why in (
-        (None, "bound to a client certificate"),
-        (other, "another client certificate"),
-        (b"garbage", "could not be read"),
-    ):
+    refusals = ((None, "bound to a client certificate"), (other, "another client certificate"),
+                (b"garbage", "could not be read"))  # fmt: skip
+    for given, why in refusals:
         with pytest.raises(InvalidToken, match=why) as caught:
             verifier.verify(access, client_cert=given)
         assert caught.value.www_authenticate.startswith('Bearer error="invalid_token"')
@@ -347,9 +326,8 @@ def test_the_dependency_in_a_starlette_endpoint(issuer: Issuer, asgi_app: str) -
     assert ok.json() == {"user": "ada"}
     missing = httpx.get(url, timeout=15)
     assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
-    expired = httpx.get(
-        url, headers={"Authorization": f"Bearer {issuer.token({}, ttl=-600)}"}, timeout=15
-    )
+    old = {"Authorization": f"Bearer {issuer.token({}, ttl=-600)}"}
+    expired = httpx.get(url, headers=old, timeout=15)
     assert expired.status_code == 401
     assert expired.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
 
