@@ -29,7 +29,7 @@ import trustme
 import uvloop
 
 from tests.hostile.corpus import CONTINUE, VALID, Ctx, render
-from tests.hostile.service import HostileService, start_service
+from tests.hostile.service import ALLOWED_5XX, HostileService, start_service
 
 MUTATIONS = int(os.environ.get("FWREST_MUTATIONS", "20000"))
 SEED = int(os.environ.get("FWREST_MUTATION_SEED", "20261122"))
@@ -39,11 +39,6 @@ READ_GUARD = 5.0  # seconds a read may wait: far above the service's 500 ms dead
 MONITOR_GUARD = 35.0
 CONNECTION_GUARD = {"basic": 30.0, "oauth": 30.0, "monitor": 60.0}
 DEADLINE_MS = 500
-ALLOWED_5XX = {
-    501,
-    503,
-    505,
-}  # an unsupported transfer coding; the store unavailable; HTTP/0.9 or 2.0
 STATUS_LINE = re.compile(rb"HTTP/1\.1 ([1-5][0-9][0-9]) [^\r\n]*")
 INTERESTING = [
     b"\r", b"\n", b"\r\n", b"\r\n\r\n", b" ", b"\t", b"\x00", b"\x7f", b"\xff", b"\xc3(",

@@ -35,12 +35,10 @@ TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 HEADER = st.one_of(
     st.text(max_size=60),
     st.builds(lambda s, t: f"{s} {t}", st.sampled_from(["Basic", "basic", "BASIC", "x"]), TEXT),
-    st.builds(
-        lambda s, raw: f"{s} {base64.b64encode(raw).decode()}",
-        st.sampled_from(["Basic", "bAsIc", "Bearer"]),
-        st.binary(max_size=40),
-    ),
-)
+    st.builds(lambda s, raw: f"{s} {base64.b64encode(raw).decode()}",
+              st.sampled_from(["Basic", "bAsIc", "Bearer"]), st.binary(max_size=40)),
+)  # fmt: skip
+USER = TEXT.filter(lambda u: ":" not in u)  # a Basic user name holds no colon
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,12 +53,8 @@ def test_parse_basic_never_raises(header: str) -> None:
 
 
 @FAST
-@given(
-    user=TEXT.filter(lambda u: ":" not in u),
-    password=TEXT,
-    scheme=st.sampled_from(["Basic", "basic", "BASIC", "bAsIc"]),
-    pad=st.sampled_from(["", " ", "  ", "\t"]),
-)
+@given(USER, TEXT, st.sampled_from(["Basic", "basic", "BASIC", "bAsIc"]),
+       st.sampled_from(["", " ", "  ", "\t"]))  # fmt: skip
 def test_parse_basic_round_trips(user: str, password: str, scheme: str, pad: str) -> None:
     encoded = base64.b64encode(f"{user}:{password}".encode()).decode()
     assert parse_basic(f"{pad}{scheme} {pad}{encoded}{pad}") == (user, password)
@@ -74,11 +68,8 @@ def test_parse_basic_falls_back_to_latin1(user: str) -> None:
 
 
 @FAST
-@given(
-    scheme=st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12),
-    user=TEXT.filter(lambda u: ":" not in u),
-    password=TEXT,
-)
+@given(st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12),
+       USER, TEXT)  # fmt: skip
 def test_parse_basic_refuses_other_schemes(scheme: str, user: str, password: str) -> None:
     assume(scheme.lower() != "basic")
     encoded = base64.b64encode(f"{user}:{password}".encode()).decode()
@@ -128,12 +119,8 @@ def test_request_params_raises_only_oauth_errors(
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in params.items())
 
 
-NAMES = st.lists(
-    st.text(st.characters(min_codepoint=97, max_codepoint=122) | st.just("_"), min_size=1),
-    min_size=1,
-    max_size=12,
-    unique=True,
-)
+NAME = st.text(st.characters(min_codepoint=97, max_codepoint=122) | st.just("_"), min_size=1)
+NAMES = st.lists(NAME, min_size=1, max_size=12, unique=True)
 
 
 @FAST
@@ -224,11 +211,8 @@ def test_normalise_result_is_canonical(path: str) -> None:
 
 
 @FAST
-@given(
-    st.lists(st.text(SEGMENT_CHARS, max_size=5), min_size=1, max_size=5),
-    st.sampled_from(["%2f", "%2F", "%5c", "%5C"]),
-    st.data(),
-)
+@given(st.lists(st.text(SEGMENT_CHARS, max_size=5), min_size=1, max_size=5),
+       st.sampled_from(["%2f", "%2F", "%5c", "%5C"]), st.data())  # fmt: skip
 def test_normalise_refuses_encoded_slashes(
     segments: list[str], slash: str, data: st.DataObject
 ) -> None:
@@ -241,11 +225,10 @@ def test_normalise_refuses_encoded_slashes(
 # ---------------------------------------------------------------------------------------------
 # NoCheckPaths (onAuthNoCheckUri)
 
-LITERAL_SEGMENT = st.text(
-    st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/:*%"),
-    min_size=1,
-    max_size=8,
-).filter(lambda s: s not in (".", ".."))
+LITERAL_CHARS = st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/:*%")
+LITERAL_SEGMENT = st.text(LITERAL_CHARS, min_size=1, max_size=8).filter(
+    lambda s: s not in (".", "..")
+)
 # configured patterns are stripped of surrounding white space (a typing leniency)
 LITERAL = (
     st.lists(LITERAL_SEGMENT, min_size=1, max_size=4)
@@ -264,14 +247,8 @@ def test_literal_pattern_matches_exactly_itself(
     nocheck = NoCheckPaths([pattern + "/" if slash else pattern])
     assert nocheck.matches(pattern)
     assert nocheck.matches(normalise_path(pattern + "/"))  # the trailing slash, as normalised
-    for near in (
-        pattern + "x",
-        pattern + "/x",
-        pattern[:-1] or "/",
-        "/x" + pattern,
-        pattern + "/" + "/".join(other),
-        pattern.swapcase(),
-    ):
+    for near in (pattern + "x", pattern + "/x", pattern[:-1] or "/", "/x" + pattern,
+                 pattern + "/" + "/".join(other), pattern.swapcase()):  # fmt: skip
         if near != pattern:
             assert not nocheck.matches(near), (pattern, near)
     candidate = "/" + "/".join(other)
@@ -324,11 +301,8 @@ VALUES = st.one_of(
         max_leaves=8,
     ),
 )
-CONFIGS = st.dictionaries(
-    st.sampled_from(SECTIONS),
-    st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=6),
-    max_size=7,
-)
+SECTION = st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=6)
+CONFIGS = st.dictionaries(st.sampled_from(SECTIONS), SECTION, max_size=7)
 
 
 def _load(path: Path) -> None:
