@@ -27,20 +27,11 @@ def base() -> Sections:
     return base_sections(8080)
 
 
-def write_json(folder: Path, sections: Sections, name: str = "service.json") -> Path:
-    path = folder / name
-    path.write_text(json.dumps(sections, indent=2))
+def write(folder: Path, sections: Sections, fmt: str = "json") -> Path:
+    """``sections`` written to ``service.json`` or ``service.ini`` in ``folder``."""
+    path = folder / f"service.{fmt}"
+    path.write_text(json.dumps(sections, indent=2) if fmt == "json" else ini_text(sections))
     return path
-
-
-def write_ini(folder: Path, sections: Sections, name: str = "service.ini") -> Path:
-    path = folder / name
-    path.write_text(ini_text(sections))
-    return path
-
-
-def write(folder: Path, sections: Sections, fmt: str) -> Path:
-    return write_json(folder, sections) if fmt == "json" else write_ini(folder, sections)
 
 
 def load_error(source: Path | dict[str, Any]) -> ConfigError:
@@ -81,8 +72,8 @@ def rich() -> Sections:
 
 
 def test_ini_and_json_give_the_same_config(tmp_path: Path) -> None:
-    from_json = load_config(write_json(tmp_path, rich()))
-    from_ini = load_config(write_ini(tmp_path, rich()))
+    from_json = load_config(write(tmp_path, rich()))
+    from_ini = load_config(write(tmp_path, rich(), "ini"))
     assert from_json.source == tmp_path / "service.json"
     assert from_ini.source == tmp_path / "service.ini"
     assert dataclasses.replace(from_json, source=None) == dataclasses.replace(from_ini, source=None)
@@ -105,14 +96,10 @@ def test_ini_and_json_give_the_same_config(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fmt", ["json", "ini"])
 def test_section_names_and_keys_are_case_insensitive(tmp_path: Path, fmt: str) -> None:
+    auth = {"AUTHORIZATION": {"scheme": "basic", "OnAuth": "app.check"}}
     sections: Sections = {
         "httpserver": {"SERVERS": "http_rest", "statestore": "Memory"},
-        "Http_Rest": {
-            "hostname": "127.0.0.1",
-            "PORT": "8080",
-            "locations": "root",
-            "fwdata": {"AUTHORIZATION": {"scheme": "basic", "OnAuth": "app.check"}},
-        },
+        "Http_Rest": {"hostname": "127.0.0.1", "PORT": "8080", "locations": "root", "fwdata": auth},
         "ROOT": {"path": "/rest", "THREADPOOL": "Pool"},
         "pool": {"ENVIRONMENT": "env", "minthreads": 2, "MaxThreads": 3},
         "Env": {"REPOSITORY": "app"},
@@ -262,13 +249,8 @@ def test_allowed_hosts_are_kept_canonical(tmp_path: Path, fmt: str) -> None:
     given = "API.Example.com., [0:0::1], 10.0.0.5, *.Corp.Example, api.example.com, bücher.de"
     sections["HTTP_REST"]["AllowedHosts"] = given
     (server,) = load_config(write(tmp_path, sections, fmt)).servers
-    assert server.allowed_hosts == (
-        "api.example.com",
-        "::1",
-        "10.0.0.5",
-        "*.corp.example",
-        "xn--bcher-kva.de",
-    )
+    canonical = ("api.example.com", "::1", "10.0.0.5", "*.corp.example", "xn--bcher-kva.de")
+    assert server.allowed_hosts == canonical
 
 
 # ---------------------------------------------------------------------------------------------
@@ -413,7 +395,7 @@ def test_garbage_certificate_is_refused(tmp_path: Path, certs: dict[str, Path]) 
     certs["cert"].write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n")
     sections = base()
     sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
-    err = load_error(write_json(tmp_path, sections))
+    err = load_error(write(tmp_path, sections))
     assert (err.section, err.key) == ("HTTP_REST", "SslCertificate")
     assert_one_clear_error(err, "server.crt", "cannot be loaded", "PEM")
 
@@ -424,7 +406,7 @@ def test_key_of_another_certificate_is_refused(
     ca.issue_cert("other.example").private_key_pem.write_to_path(str(tmp_path / "other.key"))
     sections = base()
     sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="other.key")
-    err = load_error(write_json(tmp_path, sections))
+    err = load_error(write(tmp_path, sections))
     assert_one_clear_error(err, "[HTTP_REST] SslCertificate: ", "cannot be loaded")
 
 
@@ -432,14 +414,14 @@ def test_unreadable_certificate_is_refused(tmp_path: Path, certs: dict[str, Path
     certs["key"].write_bytes(b"\xff\xfe\x00garbage")
     sections = base()
     sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
-    err = load_error(write_json(tmp_path, sections))
+    err = load_error(write(tmp_path, sections))
     assert_one_clear_error(err, "[HTTP_REST] SslCertificate: ", "server.key", "cannot be loaded")
 
 
 def test_valid_certificate_makes_the_port_tls(tmp_path: Path, certs: dict[str, Path]) -> None:
     sections = base()
     sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
-    (server,) = load_config(write_ini(tmp_path, sections)).servers
+    (server,) = load_config(write(tmp_path, sections, "ini")).servers
     assert server.is_tls and server.scheme == "https"
     assert server.ssl_certificate == certs["cert"]
 
@@ -457,18 +439,15 @@ def test_invalid_json_in_an_fwdata_file_reports_file_line_and_column(tmp_path: P
     (tmp_path / "auth.json").write_text('{\n  "Authorization":\n    {"scheme" "basic"}\n}')
     sections = base()
     sections["HTTP_REST"]["FwData"] = "auth.json"
-    err = load_error(write_ini(tmp_path, sections))
+    err = load_error(write(tmp_path, sections, "ini"))
     assert (err.section, err.key) == ("HTTP_REST", "FwData")
     assert_one_clear_error(err, "auth.json", "not valid JSON", "line 3, column 15")
 
 
 def test_inline_fwdata_in_ini_reports_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "service.ini"
-    path.write_text(
-        ini_text(base()).replace(
-            "Locations=ROOT", 'Locations=ROOT\nFwData=\'{"Authorization": {"scheme": basic}}\''
-        )
-    )
+    fw_data = 'FwData=\'{"Authorization": {"scheme": basic}}\''
+    path.write_text(ini_text(base()).replace("Locations=ROOT", f"Locations=ROOT\n{fw_data}"))
     err = load_error(path)
     assert_one_clear_error(err, "[HTTP_REST] FwData: ", "not valid JSON", "line 1, column 30")
 
@@ -507,7 +486,7 @@ def test_duplicate_key_in_ini(tmp_path: Path) -> None:
 def test_missing_httpserver_section(tmp_path: Path) -> None:
     sections = base()
     del sections["HTTPSERVER"]
-    err = load_error(write_json(tmp_path, sections))
+    err = load_error(write(tmp_path, sections))
     assert_one_clear_error(err, "[HTTPSERVER]", "missing")
 
 
