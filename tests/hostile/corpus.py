@@ -141,19 +141,10 @@ class Ctx:
         claims: dict[str, Any] = {
             "iss": self.issuer(),  # the port's own (SPEC 12.2): a forgery fails for its fault
             "aud": "HTTPS_OAUTH",  # the issuing section (SPEC 7.1)
-            "sub": OAUTH_USER,
-            "client_id": CLIENT_ID,
-            "iat": now,
-            "exp": now + 600,
-            "jti": "f" * 32,
-            "scope": "default",
-        }
-        for name, value in over.items():
-            if value is DROP:
-                claims.pop(name, None)
-            else:
-                claims[name] = value
-        return claims
+            "sub": OAUTH_USER, "client_id": CLIENT_ID, "iat": now, "exp": now + 600,
+            "jti": "f" * 32, "scope": "default",
+        }  # fmt: skip
+        return _merged(claims, over)
 
     def jwt(
         self,
@@ -164,12 +155,7 @@ class Ctx:
         signature: str | None = None,
     ) -> str:
         """A JWT built by hand (any header, any algorithm name), HMAC-signed with ``key``."""
-        head = {"alg": "HS256", "typ": "at+jwt"}
-        for name, value in (header or {}).items():
-            if value is DROP:
-                head.pop(name, None)
-            else:
-                head[name] = value
+        head = _merged({"alg": "HS256", "typ": "at+jwt"}, header or {})
         body = self.claims() if claims is None else claims
         signing_input = f"{b64url(json.dumps(head).encode())}.{b64url(json.dumps(body).encode())}"
         if signature is None:
@@ -181,6 +167,12 @@ class Ctx:
 
 
 DROP = object()
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with the values of ``over``; a value ``DROP`` removes its key."""
+    merged = {**base, **over}
+    return {name: value for name, value in merged.items() if value is not DROP}
 
 
 def render(template: str, ctx: Ctx) -> bytes:
@@ -261,6 +253,7 @@ GET_T = req("GET {T} HTTP/1.1")
 
 # ---------------------------------------------------------------------------------------------
 # malformed request lines (every port kind: the HTTP layer is the same)
+# fmt: off
 
 F = "request-line"
 for name, raw in [
@@ -307,26 +300,18 @@ for name, raw in [
 
 # llhttp parses HTTP/0.9 and HTTP/2.0 request lines; fwrest speaks HTTP/1.x only and says so
 # (RFC 9110 15.6.6) rather than answer them as HTTP/1.1
-for name, raw in [
-    ("version-2.0", "GET {T} HTTP/2.0\r\nHost: h\r\n\r\n"),
-    ("version-0.9", "GET {T} HTTP/0.9\r\nHost: h\r\n\r\n"),
-]:
-    proto(f"rl-{name}", F, ALL, raw, 505)
+for version in ("2.0", "0.9"):
+    proto(f"rl-version-{version}", F, ALL, f"GET {{T}} HTTP/{version}\r\nHost: h\r\n\r\n", 505)
 
 # llhttp takes runs of spaces as one separator (RFC 9112 3 allows it): served as usual
-for name, raw in [
-    ("two-spaces-before-target", "GET  {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
-    ("two-spaces-before-version", "GET {T}  HTTP/1.1\r\nHost: h\r\n\r\n"),
-]:
+for name, raw in [("two-spaces-before-target", "GET  {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
+                  ("two-spaces-before-version", "GET {T}  HTTP/1.1\r\nHost: h\r\n\r\n")]:
     app(f"rl-{name}", F, ALL, raw, {"basic": 401, "oauth": 401, "monitor": 200})
 proto("rl-target-17k", F, ALL, "GET /rest/" + "a" * 17000 + " HTTP/1.1\r\nHost: h\r\n\r\n", 431)
 proto("rl-query-17k", F, ALL, "GET {T}&" + "q" * 17000 + " HTTP/1.1\r\nHost: h\r\n\r\n", 431)
 proto("rl-never-ending-line", F, ALL, "GET /rest/" + "a" * 20000, 431)
-for name, target in [
-    ("asterisk-get", "*"),
-    ("ftp-absolute", "ftp://h/rest/hello"),
-    ("fragment", "/rest/items/1#/../owner"),
-]:
+for name, target in [("asterisk-get", "*"), ("ftp-absolute", "ftp://h/rest/hello"),
+                     ("fragment", "/rest/items/1#/../owner")]:
     app(f"rl-{name}", F, ALL, f"GET {target} HTTP/1.1\r\nHost: h\r\n\r\n", 400)
 # RFC 9112 3.2.4: the asterisk form is OPTIONS's alone (GET * above is 400)
 app("rl-post-asterisk", F, ALL, "POST * HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n", 400)
@@ -337,7 +322,6 @@ proto("rl-name-never-completes", F, APP, "GET {T} HTTP/1.1\r\nHost: h\r\nX-Slow"
 
 # ---------------------------------------------------------------------------------------------
 # malformed headers
-# fmt: off
 
 F = "header"
 G = "GET {T} HTTP/1.1"

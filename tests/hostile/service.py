@@ -75,14 +75,8 @@ def on_auth(user, password):
 
 
 def params():
-    return {
-        "client_id": "web",
-        "client_secret": "Hx-Client-Secret-3Kp7",
-        "username": "ada",
-        "password": "Hx-Oauth-Pw-9Zt2",
-        "access_expires": 600000,
-        "refresh_expires": "Date()+1",
-    }
+    return {"client_id": "web", "client_secret": "Hx-Client-Secret-3Kp7", "username": "ada",
+            "password": "Hx-Oauth-Pw-9Zt2", "access_expires": 600000, "refresh_expires": "Date()+1"}
 
 
 def nocheck():

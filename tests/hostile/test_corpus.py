@@ -99,9 +99,8 @@ def _raw_exchange(svc: HostileService, kind: str, data: bytes) -> bytes:
 def run_case(svc: HostileService, case: Case, kind: str) -> list[Answer | None]:
     """Send the case, read the answers it expects, check the connection's fate."""
     case_id = f"{case.name}--{kind}"
-    ctx = Ctx(
-        kind, case_id, svc.access_token, svc.refresh_token, svc.signing_key, svc.fresh_refresh
-    )
+    tokens = (svc.access_token, svc.refresh_token, svc.signing_key)
+    ctx = Ctx(kind, case_id, *tokens, svc.fresh_refresh)
     steps = case.raw if isinstance(case.raw, tuple) else (case.raw,)
     expected = case.expected(kind)
     if case.transport == "raw" and kind == "oauth":

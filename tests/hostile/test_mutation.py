@@ -84,11 +84,8 @@ def seeds(svc: HostileService) -> list[tuple[str, bytes]]:
             # again) revoke that family, not the one of the access token the seeds use
             ctx.fresh_refresh = svc.fresh_refresh
             steps = case.raw if isinstance(case.raw, tuple) else (case.raw,)
-            data = b"".join(
-                render(step(ctx) if callable(step) else step, ctx)
-                for step in steps
-                if step is not CONTINUE
-            )
+            sent = [step(ctx) if callable(step) else step for step in steps if step is not CONTINUE]
+            data = b"".join(render(text, ctx) for text in sent)
             if b"HEAD " not in data:
                 out.append((kind, data))
     return out
@@ -125,9 +122,8 @@ def mutate(rng: random.Random, data: bytes, others: list[bytes]) -> bytes:
             digits = [m.span() for m in re.finditer(rb"[0-9]+", bytes(out))]
             if digits:
                 start, end = rng.choice(digits)
-                out[start:end] = str(
-                    rng.choice((0, 1, 2**31, 2**64 + 5, rng.randrange(99999)))
-                ).encode()
+                number = rng.choice((0, 1, 2**31, 2**64 + 5, rng.randrange(99999)))
+                out[start:end] = str(number).encode()
     return bytes(out)
 
 
@@ -214,12 +210,9 @@ async def connection(
     if not first:
         return
     tls = svc.tls if kind == "oauth" else None
-    reader, writer = await asyncio.wait_for(
-        asyncio.open_connection(
-            "127.0.0.1", svc.port(kind), ssl=tls, server_hostname="127.0.0.1" if tls else None
-        ),
-        READ_GUARD,
-    )
+    host = "127.0.0.1" if tls else None
+    connecting = asyncio.open_connection("127.0.0.1", svc.port(kind), ssl=tls, server_hostname=host)
+    reader, writer = await asyncio.wait_for(connecting, READ_GUARD)
     tally.connections += 1
     guard = MONITOR_GUARD if kind == "monitor" else READ_GUARD
     buffer = bytearray()

@@ -171,12 +171,8 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
         yield c
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(max_examples=150, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
 @given(ORDER)
 def test_generated_json_is_served_when_it_fits_else_a_400(client: Client, order: Any) -> None:
     r = client.post("/rest/orders", json=order)
