@@ -195,11 +195,9 @@ def locked_key(ctx: dict[str, Any]) -> str:
     from cryptography.hazmat.primitives import serialization
 
     key = serialization.load_pem_private_key(ctx["certs"]["key"].read_bytes(), None)
-    locked = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.BestAvailableEncryption(LOCKED_PASS.encode()),
-    )
+    encryption = serialization.BestAvailableEncryption(LOCKED_PASS.encode())
+    pem, pkcs8 = serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8
+    locked = key.private_bytes(pem, pkcs8, encryption)
     (ctx["folder"] / "locked.key").write_bytes(locked)
     return "locked.key"
 
@@ -248,13 +246,12 @@ def monitor(**keys: Any) -> Callable[[Sections, dict[str, Any]], None]:
 
 
 def oauth2_monitor(s: Sections, ctx: dict[str, Any]) -> None:
-    s["APP_MONITOR"] = {
-        "Enable": 1,
-        "Port": ctx["port2"],
+    fw_data = {"Authorization": {"scheme": "oAuth2", "onAuthparams": "app.params"}}
+    tls = {
         "SslCertificate": str(ctx["certs"]["cert"]),
         "SslCertificateKey": str(ctx["certs"]["key"]),
-        "FwData": {"Authorization": {"scheme": "oAuth2", "onAuthparams": "app.params"}},
     }
+    s["APP_MONITOR"] = {"Enable": 1, "Port": ctx["port2"], **tls, "FwData": fw_data}
 
 
 def section_as_text(s: Sections, _ctx: dict[str, Any]) -> None:
@@ -534,15 +531,9 @@ def test_every_broken_config_exits_2_without_traceback_or_bound_port(
 
 # what `fwrest check` must refuse as `serve` does: everything but what only binding can tell
 CHECKED_TOO = (
-    "short SigningKeyFile",
-    "corrupt signing.key",
-    "DataPath is a file",
-    "DataPath nowhere",
-    "LogFile nowhere",
-    "LogFile is a folder",
-    "encrypted TLS key",
-    "empty HostName",
-)
+    "short SigningKeyFile", "corrupt signing.key", "DataPath is a file", "DataPath nowhere",
+    "LogFile nowhere", "LogFile is a folder", "encrypted TLS key", "empty HostName",
+)  # fmt: skip
 
 
 def test_check_refuses_what_serve_refuses_and_leaves_nothing_behind(
