@@ -19,16 +19,15 @@ def write(folder: Path, sections: Sections) -> Path:
     return path
 
 
+def tls(certs: dict[str, Path]) -> dict[str, str]:
+    return {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
+
+
 def test_basic_authorization_is_a_typed_record_with_names_unresolved(tmp_path: Path) -> None:
     sections = base_sections(8080)
-    sections["HTTP_REST"]["FwData"] = {
-        "authorization": {
-            "SCHEME": "basic",
-            "onauth": "no_such_module.check",  # resolved at start, not at load
-            "onAdmin": "",
-            "MaxFailures": 3,
-        }
-    }
+    # OnAuth is resolved at start, not at load
+    authorization = {"SCHEME": "basic", "onauth": "no_such_module.check", "onAdmin": ""}
+    sections["HTTP_REST"]["FwData"] = {"authorization": {**authorization, "MaxFailures": 3}}
     (server,) = load_config(write(tmp_path, sections)).servers
     assert server.fw_data == FwData(
         AuthorizationData("basic", on_auth="no_such_module.check", max_failures=3)
@@ -38,23 +37,14 @@ def test_basic_authorization_is_a_typed_record_with_names_unresolved(tmp_path: P
 def test_oauth_alias_file_params_and_defaults(tmp_path: Path, certs: dict[str, Path]) -> None:
     (tmp_path / "params.json").write_text("{}")
     sections = base_sections(8443)
-    sections["HTTP_REST"].update(
-        SslCertificate=str(certs["cert"]),
-        SslCertificateKey=str(certs["key"]),
-        FwData={
-            "Authorization": {
-                "scheme": "oAuth",
-                "onAuthparams": " file: params.json",
-                "onAuthNoCheckUri": "app.public",
-            }
-        },
-    )
+    authorization = {"scheme": "oAuth", "onAuthparams": " file: params.json"}
+    authorization["onAuthNoCheckUri"] = "app.public"
+    sections["HTTP_REST"].update(tls(certs), FwData={"Authorization": authorization})
     (server,) = load_config(write(tmp_path, sections)).servers
     auth = server.fw_data.authorization
+    params_file = tmp_path / "params.json"
     assert auth == AuthorizationData(
-        "oAuth2",
-        on_auth_params_file=tmp_path / "params.json",
-        on_auth_no_check_uri="app.public",
+        "oAuth2", on_auth_params_file=params_file, on_auth_no_check_uri="app.public"
     )
     assert (auth.max_failures, auth.allow_get_token, auth.on_auth) == (10, True, "")
 
@@ -67,11 +57,7 @@ def test_bound_tokens_takes_dpop_and_mtls(tmp_path: Path, certs: dict[str, Path]
         if value is not None:
             authorization["BoundTokens"] = value  # the key's case is free (SPEC 9)
         sections = base_sections(8443)
-        sections["HTTP_REST"].update(
-            SslCertificate=str(certs["cert"]),
-            SslCertificateKey=str(certs["key"]),
-            FwData={"Authorization": authorization},
-        )
+        sections["HTTP_REST"].update(tls(certs), FwData={"Authorization": authorization})
         if value == "mtls":  # a certificate binding needs client certificates
             sections["HTTP_REST"].update(SslClientCert=2, SslClientCA=str(certs["ca"]))
         (server,) = load_config(write(tmp_path, sections)).servers
@@ -85,26 +71,18 @@ def test_native_routes_keep_their_lists_as_written(tmp_path: Path) -> None:
         "NativeRoutes": {"Public": "healthcheck", "hide": ["*", "no/such/route"]}
     }
     (server,) = load_config(write(tmp_path, sections)).servers
-    assert server.fw_data == FwData(
-        native_routes=NativeRoutesData(
-            (
-                RouteList("public", "Public", ("healthcheck",)),
-                RouteList("hide", "hide", ("*", "no/such/route")),  # checked at start
-            )
-        )
-    )
+    public = RouteList("public", "Public", ("healthcheck",))
+    hide = RouteList("hide", "hide", ("*", "no/such/route"))  # checked at start
+    assert server.fw_data == FwData(native_routes=NativeRoutesData((public, hide)))
 
 
 def test_the_monitor_reads_authorization_only(tmp_path: Path) -> None:
     sections = base_sections(8080)
-    sections["APP_MONITOR"] = {
-        "Enable": 1,
-        "Port": 9099,
-        "FwData": {
-            "Authorization": {"scheme": "basic", "OnAuth": "app.check"},
-            "NativeRoutes": {"hide": ["healthcheck"]},
-        },
+    fw_data = {
+        "Authorization": {"scheme": "basic", "OnAuth": "app.check"},
+        "NativeRoutes": {"hide": ["healthcheck"]},
     }
+    sections["APP_MONITOR"] = {"Enable": 1, "Port": 9099, "FwData": fw_data}
     monitor = load_config(write(tmp_path, sections)).monitor
     assert monitor is not None
     assert monitor.fw_data == FwData(AuthorizationData("basic", on_auth="app.check"))

@@ -27,20 +27,11 @@ def base() -> Sections:
     return base_sections(8080)
 
 
-def write_json(folder: Path, sections: Sections, name: str = "service.json") -> Path:
-    path = folder / name
-    path.write_text(json.dumps(sections, indent=2))
+def write(folder: Path, sections: Sections, fmt: str = "json") -> Path:
+    """``sections`` written to ``service.json`` or ``service.ini`` in ``folder``."""
+    path = folder / f"service.{fmt}"
+    path.write_text(json.dumps(sections, indent=2) if fmt == "json" else ini_text(sections))
     return path
-
-
-def write_ini(folder: Path, sections: Sections, name: str = "service.ini") -> Path:
-    path = folder / name
-    path.write_text(ini_text(sections))
-    return path
-
-
-def write(folder: Path, sections: Sections, fmt: str) -> Path:
-    return write_json(folder, sections) if fmt == "json" else write_ini(folder, sections)
 
 
 def load_error(source: Path | dict[str, Any]) -> ConfigError:
@@ -81,8 +72,8 @@ def rich() -> Sections:
 
 
 def test_ini_and_json_give_the_same_config(tmp_path: Path) -> None:
-    from_json = load_config(write_json(tmp_path, rich()))
-    from_ini = load_config(write_ini(tmp_path, rich()))
+    from_json = load_config(write(tmp_path, rich()))
+    from_ini = load_config(write(tmp_path, rich(), "ini"))
     assert from_json.source == tmp_path / "service.json"
     assert from_ini.source == tmp_path / "service.ini"
     assert dataclasses.replace(from_json, source=None) == dataclasses.replace(from_ini, source=None)
@@ -105,14 +96,10 @@ def test_ini_and_json_give_the_same_config(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fmt", ["json", "ini"])
 def test_section_names_and_keys_are_case_insensitive(tmp_path: Path, fmt: str) -> None:
+    auth = {"AUTHORIZATION": {"scheme": "basic", "OnAuth": "app.check"}}
     sections: Sections = {
         "httpserver": {"SERVERS": "http_rest", "statestore": "Memory"},
-        "Http_Rest": {
-            "hostname": "127.0.0.1",
-            "PORT": "8080",
-            "locations": "root",
-            "fwdata": {"AUTHORIZATION": {"scheme": "basic", "OnAuth": "app.check"}},
-        },
+        "Http_Rest": {"hostname": "127.0.0.1", "PORT": "8080", "locations": "root", "fwdata": auth},
         "ROOT": {"path": "/rest", "THREADPOOL": "Pool"},
         "pool": {"ENVIRONMENT": "env", "minthreads": 2, "MaxThreads": 3},
         "Env": {"REPOSITORY": "app"},
@@ -262,13 +249,8 @@ def test_allowed_hosts_are_kept_canonical(tmp_path: Path, fmt: str) -> None:
     given = "API.Example.com., [0:0::1], 10.0.0.5, *.Corp.Example, api.example.com, bücher.de"
     sections["HTTP_REST"]["AllowedHosts"] = given
     (server,) = load_config(write(tmp_path, sections, fmt)).servers
-    assert server.allowed_hosts == (
-        "api.example.com",
-        "::1",
-        "10.0.0.5",
-        "*.corp.example",
-        "xn--bcher-kva.de",
-    )
+    canonical = ("api.example.com", "::1", "10.0.0.5", "*.corp.example", "xn--bcher-kva.de")
+    assert server.allowed_hosts == canonical
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,214 +267,82 @@ def _second_server(s: Sections) -> None:
     s["OTHER"] = {"HostName": "127.0.0.1", "Port": 8080, "Locations": "ROOT"}
 
 
+Bad = tuple[str, Callable[[Sections], None], str | None, str | None, tuple[str, ...]]
+
+
+def _bad(name: str, section: str, key: str, value: Any, *fragments: str) -> Bad:
+    """``key`` of ``section`` set to ``value``: the error names that section and key."""
+    return (name, _set(section, **{key: value}), section, key, fragments)
+
+
+def _missing(name: str, section: str, key: str, *fragments: str) -> Bad:
+    """``key`` dropped from ``section``: the error names the section alone."""
+    return (name, _drop(section, key), section, None, fragments)
+
+
+R, P, HS, NO_SECTION = "HTTP_REST", "POOL", "HTTPSERVER", "not a section"
+HOSTS_FIX = "without scheme, port or path"
+ARRAY = "must be a JSON object of paths, got a JSON array"
 # (id, change, section, key, fragments of the message)
-BAD: list[tuple[str, Callable[[Sections], None], str | None, str | None, tuple[str, ...]]] = [
-    (
-        "unknown-server",
-        _set("HTTPSERVER", Servers="HTTP_RES"),
-        "HTTPSERVER",
-        "Servers",
-        ("[HTTP_RES]", "not a section", "Did you mean [HTTP_REST]?"),
-    ),
-    (
-        "unknown-location",
-        _set("HTTP_REST", Locations="ROTO"),
-        "HTTP_REST",
-        "Locations",
-        ("[ROTO]", "not a section", "Did you mean [ROOT]?"),
-    ),
-    (
-        "unknown-thread-pool",
-        _set("ROOT", ThreadPool="POOLS"),
-        "ROOT",
-        "ThreadPool",
-        ("[POOLS]", "not a section", "Did you mean [POOL]?"),
-    ),
-    (
-        "unknown-environment",
-        _set("POOL", Environment="ENV2"),
-        "POOL",
-        "Environment",
-        ("[ENV2]", "not a section", "Did you mean [ENV]?"),
-    ),
-    (
-        "unknown-section-no-hint",
-        _set("HTTP_REST", Locations="ZZZZZZ"),
-        "HTTP_REST",
-        "Locations",
-        ("[ZZZZZZ]", "not a section", "add a [ZZZZZZ] section"),
-    ),
-    (
-        "port-text",
-        _set("HTTP_REST", Port="eighty"),
-        "HTTP_REST",
-        "Port",
-        ("whole number", "'eighty'", "0-65535"),
-    ),
-    ("port-negative", _set("HTTP_REST", Port=-1), "HTTP_REST", "Port", ("-1", "0-65535")),
-    (
-        "port-too-big",
-        _set("HTTP_REST", Port=70000),
-        "HTTP_REST",
-        "Port",
-        ("70000", "out of range", "0-65535"),
-    ),
-    ("missing-hostname", _drop("HTTP_REST", "HostName"), "HTTP_REST", None, ("HostName",)),
-    ("missing-port", _drop("HTTP_REST", "Port"), "HTTP_REST", None, ("Port is missing",)),
-    ("missing-locations", _drop("HTTP_REST", "Locations"), "HTTP_REST", None, ("Locations",)),
-    ("missing-path", _drop("ROOT", "Path"), "ROOT", None, ("Path is missing",)),
-    ("missing-threadpool", _drop("ROOT", "ThreadPool"), "ROOT", None, ("ThreadPool",)),
-    ("missing-servers", _drop("HTTPSERVER", "Servers"), "HTTPSERVER", None, ("Servers",)),
-    (
-        "unknown-key",
-        _set("HTTP_REST", HostNmae="127.0.0.1"),
-        "HTTP_REST",
-        "HostNmae",
-        ("unknown key", "Did you mean HostName?"),
-    ),
-    (
-        "unknown-key-location",
-        _set("ROOT", Prefix="/x"),
-        "ROOT",
-        "Prefix",
-        ("unknown key", "Path, ThreadPool"),
-    ),
-    (
-        "cert-without-key",
-        _set("HTTP_REST", SslCertificate="server.crt"),
-        "HTTP_REST",
-        "SslCertificateKey",
-        ("SslCertificateKey is missing", "both"),
-    ),
-    (
-        "key-without-cert",
-        _set("HTTP_REST", SslCertificateKey="server.key"),
-        "HTTP_REST",
-        "SslCertificate",
-        ("SslCertificate is missing", "both"),
-    ),
-    (
-        "cert-file-missing",
-        _set("HTTP_REST", SslCertificate="nope.crt", SslCertificateKey="nope.key"),
-        "HTTP_REST",
-        "SslCertificate",
-        ("nope.crt", "does not exist"),
-    ),
-    (
-        "fwdata-invalid-json",
-        _set("HTTP_REST", FwData='{"Authorization": {"scheme": "basic",}}'),
-        "HTTP_REST",
-        "FwData",
-        ("not valid JSON", "line 1, column 38"),
-    ),
-    (
-        "fwdata-unknown-key",
-        _set("HTTP_REST", FwData={"Authorisation": {"scheme": "basic"}}),
-        "HTTP_REST",
-        "FwData",
-        ("'Authorisation'", "unknown key", "UserData"),
-    ),
-    (
-        "fwdata-file-missing",
-        _set("HTTP_REST", FwData="auth/missing.json"),
-        "HTTP_REST",
-        "FwData",
-        ("missing.json", "cannot be read"),
-    ),
-    (
-        "authorization-on-location",
-        _set("ROOT", Authorization={"scheme": "basic", "OnAuth": "app.check"}),
-        "ROOT",
-        "Authorization",
-        ("per port, not per location", "FwData of the server section"),
-    ),
-    (
-        "fwdata-on-thread-pool",
-        _set("POOL", FwData={"Authorization": {"scheme": "basic"}}),
-        "POOL",
-        "FwData",
-        ("per port, not per thread pool", "FwData of the server section"),
-    ),
-    (
-        "authorization-on-thread-pool",
-        _set("POOL", Authorization={"scheme": "basic"}),
-        "POOL",
-        "Authorization",
-        ("per port, not per thread pool", "server"),
-    ),
-    (
-        "min-above-max",
-        _set("POOL", MinThreads=5, MaxThreads=2),
-        "POOL",
-        "MinThreads",
-        ("MinThreads=5", "MaxThreads=2"),
-    ),
-    (
-        "same-path-twice",
-        _second_location,
-        "HTTP_REST",
-        "Locations",
-        ("[ROOT]", "[ROOT2]", "same Path /rest"),
-    ),
-    (
-        "same-port-twice",
-        _second_server,
-        "OTHER",
-        "Port",
-        ("Port 8080", "[HTTP_REST]", "own port"),
-    ),
-    (
-        "general-out-of-range",
-        _set("GENERAL", rest_log_level=9),
-        "GENERAL",
-        "rest_log_level",
-        ("9", "out of range", "0-5"),
-    ),
-    (
-        "general-unknown-key",
-        _set("GENERAL", rest_log_levle=3),
-        "GENERAL",
-        "rest_log_levle",
-        ("unknown key", "Did you mean rest_log_level?"),
-    ),
-    (
-        "bad-state-store",
-        _set("HTTPSERVER", StateStore="mongodb://x"),
-        "HTTPSERVER",
-        "StateStore",
-        ("'mongodb://x'", "not a state store", "redis://"),
-    ),
-    (
-        "monitor-port-is-a-server-port",
-        _set("APP_MONITOR", Enable=1, Port=8080),
-        "APP_MONITOR",
-        "Port",
-        ("Port 8080", "[HTTP_REST]"),
-    ),
-    (
-        "bad-location-path",
-        _set("ROOT", Path="rest"),
-        "ROOT",
-        "Path",
-        ("'rest'", "not a URL path prefix", "starts with /"),
-    ),
-    ("bad-enable", _set("HTTPSERVER", Enable="maybe"), "HTTPSERVER", "Enable", ("0 or 1",)),
-    (
-        # an empty list maps nothing; it used to be taken silently for "no LoadURNs"
-        "loadurns-empty-list",
-        _set("HTTP_REST", LoadURNs=[]),
-        "HTTP_REST",
-        "LoadURNs",
-        ("must be a JSON object of paths, got a JSON array", '{"/path/:p": {"GET"'),
-    ),
+# fmt: off
+BAD: list[Bad] = [
+    _bad("unknown-server", HS, "Servers", "HTTP_RES", "[HTTP_RES]", NO_SECTION,
+         "Did you mean [HTTP_REST]?"),
+    _bad("unknown-location", R, "Locations", "ROTO", "[ROTO]", NO_SECTION, "Did you mean [ROOT]?"),
+    _bad("unknown-thread-pool", "ROOT", "ThreadPool", "POOLS", "[POOLS]", NO_SECTION,
+         "Did you mean [POOL]?"),
+    _bad("unknown-environment", P, "Environment", "ENV2", "[ENV2]", NO_SECTION,
+         "Did you mean [ENV]?"),
+    _bad("unknown-section-no-hint", R, "Locations", "ZZZZZZ", "[ZZZZZZ]", NO_SECTION,
+         "add a [ZZZZZZ] section"),
+    _bad("port-text", R, "Port", "eighty", "whole number", "'eighty'", "0-65535"),
+    _bad("port-negative", R, "Port", -1, "-1", "0-65535"),
+    _bad("port-too-big", R, "Port", 70000, "70000", "out of range", "0-65535"),
+    _missing("missing-hostname", R, "HostName", "HostName"),
+    _missing("missing-port", R, "Port", "Port is missing"),
+    _missing("missing-locations", R, "Locations", "Locations"),
+    _missing("missing-path", "ROOT", "Path", "Path is missing"),
+    _missing("missing-threadpool", "ROOT", "ThreadPool", "ThreadPool"),
+    _missing("missing-servers", HS, "Servers", "Servers"),
+    _bad("unknown-key", R, "HostNmae", "127.0.0.1", "unknown key", "Did you mean HostName?"),
+    _bad("unknown-key-location", "ROOT", "Prefix", "/x", "unknown key", "Path, ThreadPool"),
+    ("cert-without-key", _set(R, SslCertificate="server.crt"), R, "SslCertificateKey",
+     ("SslCertificateKey is missing", "both")),
+    ("key-without-cert", _set(R, SslCertificateKey="server.key"), R, "SslCertificate",
+     ("SslCertificate is missing", "both")),
+    ("cert-file-missing", _set(R, SslCertificate="nope.crt", SslCertificateKey="nope.key"), R,
+     "SslCertificate", ("nope.crt", "does not exist")),
+    _bad("fwdata-invalid-json", R, "FwData", '{"Authorization": {"scheme": "basic",}}',
+         "not valid JSON", "line 1, column 38"),
+    _bad("fwdata-unknown-key", R, "FwData", {"Authorisation": {"scheme": "basic"}},
+         "'Authorisation'", "unknown key", "UserData"),
+    _bad("fwdata-file-missing", R, "FwData", "auth/missing.json", "missing.json", "cannot be read"),
+    _bad("authorization-on-location", "ROOT", "Authorization",
+         {"scheme": "basic", "OnAuth": "app.check"}, "per port, not per location",
+         "FwData of the server section"),
+    _bad("fwdata-on-thread-pool", P, "FwData", {"Authorization": {"scheme": "basic"}},
+         "per port, not per thread pool", "FwData of the server section"),
+    _bad("authorization-on-thread-pool", P, "Authorization", {"scheme": "basic"},
+         "per port, not per thread pool", "server"),
+    ("min-above-max", _set(P, MinThreads=5, MaxThreads=2), P, "MinThreads",
+     ("MinThreads=5", "MaxThreads=2")),
+    ("same-path-twice", _second_location, R, "Locations", ("[ROOT]", "[ROOT2]", "same Path /rest")),
+    ("same-port-twice", _second_server, "OTHER", "Port", ("Port 8080", "[HTTP_REST]", "own port")),
+    _bad("general-out-of-range", "GENERAL", "rest_log_level", 9, "9", "out of range", "0-5"),
+    _bad("general-unknown-key", "GENERAL", "rest_log_levle", 3, "unknown key",
+         "Did you mean rest_log_level?"),
+    _bad("bad-state-store", HS, "StateStore", "mongodb://x", "'mongodb://x'", "not a state store",
+         "redis://"),
+    ("monitor-port-is-a-server-port", _set("APP_MONITOR", Enable=1, Port=8080), "APP_MONITOR",
+     "Port", ("Port 8080", "[HTTP_REST]")),
+    _bad("bad-location-path", "ROOT", "Path", "rest", "'rest'", "not a URL path prefix",
+         "starts with /"),
+    _bad("bad-enable", HS, "Enable", "maybe", "0 or 1"),
+    # an empty list maps nothing; it used to be taken silently for "no LoadURNs"
+    _bad("loadurns-empty-list", R, "LoadURNs", [], ARRAY, '{"/path/:p": {"GET"'),
     *[
-        (
-            f"allowedhosts-{name}",
-            _set("HTTP_REST", AllowedHosts=f"api.example.com, {value}"),
-            "HTTP_REST",
-            "AllowedHosts",
-            (f"{value!r} is not a host name or IP address", "without scheme, port or path"),
-        )
+        _bad(f"allowedhosts-{name}", R, "AllowedHosts", f"api.example.com, {value}",
+             f"{value!r} is not a host name or IP address", HOSTS_FIX)
         for name, value in (
             ("scheme", "https://api.example.com"),
             ("port", "api.example.com:443"),
@@ -503,14 +353,10 @@ BAD: list[tuple[str, Callable[[Sections], None], str | None, str | None, tuple[s
             ("star-inside", "api.*.example.com"),
         )
     ],
-    (
-        "loadurns-list-of-mappings",
-        _set("HTTP_REST", LoadURNs=[{"/x": {"GET": {"Function": "app.fn"}}}]),
-        "HTTP_REST",
-        "LoadURNs",
-        ("must be a JSON object of paths, got a JSON array",),
-    ),
+    _bad("loadurns-list-of-mappings", R, "LoadURNs", [{"/x": {"GET": {"Function": "app.fn"}}}],
+         ARRAY),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize("fmt", ["json", "ini"])
@@ -549,7 +395,7 @@ def test_garbage_certificate_is_refused(tmp_path: Path, certs: dict[str, Path]) 
     certs["cert"].write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n")
     sections = base()
     sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
-    err = load_error(write_json(tmp_path, sections))
+    err = load_error(write(tmp_path, sections))
     assert (err.section, err.key) == ("HTTP_REST", "SslCertificate")
     assert_one_clear_error(err, "server.crt", "cannot be loaded", "PEM")
 
@@ -560,7 +406,7 @@ def test_key_of_another_certificate_is_refused(
     ca.issue_cert("other.example").private_key_pem.write_to_path(str(tmp_path / "other.key"))
     sections = base()
     sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="other.key")
-    err = load_error(write_json(tmp_path, sections))
+    err = load_error(write(tmp_path, sections))
     assert_one_clear_error(err, "[HTTP_REST] SslCertificate: ", "cannot be loaded")
 
 
@@ -568,14 +414,14 @@ def test_unreadable_certificate_is_refused(tmp_path: Path, certs: dict[str, Path
     certs["key"].write_bytes(b"\xff\xfe\x00garbage")
     sections = base()
     sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
-    err = load_error(write_json(tmp_path, sections))
+    err = load_error(write(tmp_path, sections))
     assert_one_clear_error(err, "[HTTP_REST] SslCertificate: ", "server.key", "cannot be loaded")
 
 
 def test_valid_certificate_makes_the_port_tls(tmp_path: Path, certs: dict[str, Path]) -> None:
     sections = base()
     sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
-    (server,) = load_config(write_ini(tmp_path, sections)).servers
+    (server,) = load_config(write(tmp_path, sections, "ini")).servers
     assert server.is_tls and server.scheme == "https"
     assert server.ssl_certificate == certs["cert"]
 
@@ -593,18 +439,15 @@ def test_invalid_json_in_an_fwdata_file_reports_file_line_and_column(tmp_path: P
     (tmp_path / "auth.json").write_text('{\n  "Authorization":\n    {"scheme" "basic"}\n}')
     sections = base()
     sections["HTTP_REST"]["FwData"] = "auth.json"
-    err = load_error(write_ini(tmp_path, sections))
+    err = load_error(write(tmp_path, sections, "ini"))
     assert (err.section, err.key) == ("HTTP_REST", "FwData")
     assert_one_clear_error(err, "auth.json", "not valid JSON", "line 3, column 15")
 
 
 def test_inline_fwdata_in_ini_reports_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "service.ini"
-    path.write_text(
-        ini_text(base()).replace(
-            "Locations=ROOT", 'Locations=ROOT\nFwData=\'{"Authorization": {"scheme": basic}}\''
-        )
-    )
+    fw_data = 'FwData=\'{"Authorization": {"scheme": basic}}\''
+    path.write_text(ini_text(base()).replace("Locations=ROOT", f"Locations=ROOT\n{fw_data}"))
     err = load_error(path)
     assert_one_clear_error(err, "[HTTP_REST] FwData: ", "not valid JSON", "line 1, column 30")
 
@@ -643,7 +486,7 @@ def test_duplicate_key_in_ini(tmp_path: Path) -> None:
 def test_missing_httpserver_section(tmp_path: Path) -> None:
     sections = base()
     del sections["HTTPSERVER"]
-    err = load_error(write_json(tmp_path, sections))
+    err = load_error(write(tmp_path, sections))
     assert_one_clear_error(err, "[HTTPSERVER]", "missing")
 
 

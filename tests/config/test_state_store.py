@@ -28,23 +28,16 @@ def _config(store: str) -> dict[str, Any]:
     }
 
 
+URLS = [
+    "redis://127.0.0.1:6379/0", "rediss://:pw@cache.example:6380/2", "redis://127.0.0.1",
+    "unix:///run/redis/redis.sock?db=2", "redis+sentinel://10.0.0.5:26379,10.0.0.6/main/1",
+    "redis+sentinel://:pw@[::1]:26379/main", "redis+cluster://10.0.0.7:7000,10.0.0.8/3",
+    "rediss+cluster://:pw@[::1]:7000",
+]  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("store", "expected"),
-    [
-        ("SQLite", "sqlite"),
-        ("memory", "memory"),
-        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
-        ("rediss://:pw@cache.example:6380/2", "rediss://:pw@cache.example:6380/2"),
-        ("redis://127.0.0.1", "redis://127.0.0.1"),
-        ("unix:///run/redis/redis.sock?db=2", "unix:///run/redis/redis.sock?db=2"),
-        (
-            "redis+sentinel://10.0.0.5:26379,10.0.0.6/main/1",
-            "redis+sentinel://10.0.0.5:26379,10.0.0.6/main/1",
-        ),
-        ("redis+sentinel://:pw@[::1]:26379/main", "redis+sentinel://:pw@[::1]:26379/main"),
-        ("redis+cluster://10.0.0.7:7000,10.0.0.8/3", "redis+cluster://10.0.0.7:7000,10.0.0.8/3"),
-        ("rediss+cluster://:pw@[::1]:7000", "rediss+cluster://:pw@[::1]:7000"),
-    ],
+    ("store", "expected"), [("SQLite", "sqlite"), ("memory", "memory")] + [(u, u) for u in URLS]
 )
 def test_good_stores_are_taken(store: str, expected: str) -> None:
     assert load_config(_config(store)).state_store == expected
@@ -91,16 +84,15 @@ def _with(store: str, **keys: Any) -> dict[str, Any]:
     return config
 
 
+def _tls_keys(files: Any) -> dict[str, str]:
+    """The CA, client certificate and key of SPEC 15's TLS keys."""
+    return {"StateStoreCA": str(files.ca), "StateStoreCert": str(files.client_cert),
+            "StateStoreKey": str(files.client_key)}  # fmt: skip
+
+
 def test_a_cluster_store_takes_the_tls_files(tls_files: Any) -> None:
     """SPEC 17.1: rediss+cluster:// takes the TLS keys of SPEC 15, as rediss:// does."""
-    config = load_config(
-        _with(
-            "rediss+cluster://h1:7000,h2:7000/0",
-            StateStoreCA=str(tls_files.ca),
-            StateStoreCert=str(tls_files.client_cert),
-            StateStoreKey=str(tls_files.client_key),
-        )
-    )
+    config = load_config(_with("rediss+cluster://h1:7000,h2:7000/0", **_tls_keys(tls_files)))
     assert config.redis == RedisOptions(tls_files.ca, tls_files.client_cert, tls_files.client_key)
 
 
@@ -108,15 +100,8 @@ def test_the_tls_files_and_the_password_are_read_at_load(
     tls_files: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("REDIS_PW", "Sup3rS3cret")
-    config = load_config(
-        _with(
-            "rediss://fwrest@cache.example:6380/0",
-            StateStoreCA=str(tls_files.ca),
-            StateStoreCert=str(tls_files.client_cert),
-            StateStoreKey=str(tls_files.client_key),
-            StateStorePassword="env:REDIS_PW",
-        )
-    )
+    keys = {**_tls_keys(tls_files), "StateStorePassword": "env:REDIS_PW"}
+    config = load_config(_with("rediss://fwrest@cache.example:6380/0", **keys))
     assert config.redis == RedisOptions(
         tls_files.ca, tls_files.client_cert, tls_files.client_key, "Sup3rS3cret"
     )

@@ -19,7 +19,7 @@ import httpx
 
 from tests.auth.oauth2_support import TOKEN, client_context, oauth_section
 from tests.conftest import ServerProcess, free_config, local_port
-from tests.faults.support import Outcome, Recorder, app_with, figures
+from tests.faults.support import Outcome, Recorder, app_with, figures, oauth_params, password_grant
 
 BASIC_USER = ("basil", "Basil-Pw-4410")
 ISSUER = "https://api.example.test/rest"  # both hosts: a token of one is good on the other
@@ -33,12 +33,7 @@ STORE_KINDS = ("grant", "refresh")
 
 
 def params(users: list[tuple[str, str]]) -> dict[str, Any]:
-    return {
-        "client_id": "web",
-        "users": [{"username": u, "password": p} for u, p in users],
-        "access_expires": "1h",
-        "refresh_expires": "Date()+1",
-    }
+    return oauth_params(users, long_lived=True)
 
 
 def host_config(
@@ -47,12 +42,9 @@ def host_config(
     """A host's config: the ``[HTTPSERVER]`` lines ``store``, an oAuth2 and a Basic port."""
     basic = local_port(FwData={"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}})
     oauth = oauth_section(certs, onAuthparams="app.params", issuer=ISSUER)
-    return free_config(
-        folder,
-        app=app_with(params(users), dict([BASIC_USER])),
-        servers={"OAUTH": oauth, "BASIC": basic},
-        extra={"HTTPSERVER": store, "POOL": {"MaxThreads": 8}},
-    )
+    app, extra = app_with(params(users), dict([BASIC_USER])), {"POOL": {"MaxThreads": 8}}
+    servers = {"OAUTH": oauth, "BASIC": basic}
+    return free_config(folder, app=app, servers=servers, extra={"HTTPSERVER": store, **extra})
 
 
 class TwoHosts:
@@ -91,10 +83,8 @@ class TwoHosts:
 
     def token(self, host: int, user: int) -> dict[str, Any]:
         """A password grant of ``users[user]`` on ``host``: its answer's body."""
-        username, password = self.users[user]
         got = self.new_client(verify=self.ctx).post(
-            self.token_urls[host],
-            data={"grant_type": "password", "username": username, "password": password},
+            self.token_urls[host], data=password_grant(*self.users[user])
         )
         assert got.status_code == 200, got.text
         body: dict[str, Any] = got.json()
@@ -128,15 +118,13 @@ class TwoHosts:
         def grant(i: int) -> Outcome:
             user, password = self.users[i % 2]
             time.sleep(PAUSE_S)
-            return self.post("grant", grant_clients[i], {"grant_type": "password",
-                             "username": user, "password": password})  # fmt: skip
+            return self.post("grant", grant_clients[i], password_grant(user, password))
 
         def refresh(i: int) -> Outcome:
             time.sleep(PAUSE_S)
             held = self._held
             if held[i] is None:  # a first token, or one refused: a new grant
-                got = self.post("grant", refresh_clients[i], {"grant_type": "password",
-                                "username": self.users[i][0], "password": self.users[i][1]})  # fmt: skip
+                got = self.post("grant", refresh_clients[i], password_grant(*self.users[i]))
                 if got.status == 200:
                     held[i] = got.body["refresh_token"]
                 return got

@@ -11,12 +11,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 
-from tests.conftest import APP_SOURCE, port_is_free
+from tests.conftest import APP_SOURCE, free_config, port_is_free
 
 __all__ = [
     "FAULT_APP",
@@ -25,9 +26,12 @@ __all__ = [
     "Recorder",
     "app_with",
     "figures",
+    "oauth_params",
+    "password_grant",
     "pinned_per_worker",
     "port_is_free",
     "service_rss",
+    "store_config",
     "wait_workers",
 ]
 
@@ -98,6 +102,21 @@ def public():
 )
 
 
+def password_grant(user: str, password: str) -> dict[str, str]:
+    """The form of a password grant (RFC 6749 4.3)."""
+    return {"grant_type": "password", "username": user, "password": password}
+
+
+def oauth_params(
+    users: Iterable[tuple[str, str]], *, long_lived: bool = False, **extra: Any
+) -> dict[str, Any]:
+    """What ``onAuthparams`` returns: the client ``web``, ``users`` as (name, password) pairs,
+    ``extra`` (a client secret, lifetimes); ``long_lived``: tokens that outlive a run."""
+    lifetimes = {"access_expires": "1h", "refresh_expires": "Date()+1"} if long_lived else {}
+    users_list = [{"username": u, "password": p} for u, p in users]
+    return {"client_id": "web", **extra, **lifetimes, "users": users_list}
+
+
 def app_with(params: dict[str, Any] | None = None, basic: dict[str, str] | None = None) -> str:
     """:data:`FAULT_APP` plus ``params()`` (what ``onAuthparams`` returns) and
     ``basic_check(user, password)`` (an ``OnAuth`` accepting the users of ``basic``)."""
@@ -108,6 +127,21 @@ def app_with(params: dict[str, Any] | None = None, basic: dict[str, str] | None 
         + "def basic_check(user, password):\n"
         + "    return user in _BASIC and _BASIC[user] == password\n"
     )
+
+
+def store_config(
+    folder: Path,
+    servers: dict[str, Any],
+    store: str,
+    params: dict[str, Any],
+    max_threads: int | None = None,
+) -> Path:
+    """:func:`free_config`'s service of ``app_with(params)``, ``servers`` on
+    ``StateStore=store`` (``max_threads``: the thread pool's size)."""
+    extra: dict[str, Any] = {"HTTPSERVER": {"StateStore": store}}
+    if max_threads is not None:
+        extra["POOL"] = {"MaxThreads": max_threads}
+    return free_config(folder, app=app_with(params), servers=servers, extra=extra)
 
 
 def service_rss(pid: int) -> tuple[int, dict[int, int]]:

@@ -18,9 +18,12 @@ reports a cut answer over a socket), at once.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -129,12 +132,42 @@ def _service(tmp_path: Path, certs: dict[str, Path]) -> Path:
         "ABASIC": basic("app.acheck"),
         "OAUTH": oauth_section(certs, onAuthparams="app.params"),
     }
-    extra = {
-        "BOUND": {"Path": "/bound", "ThreadPool": "TIMED"},
-        "TIMED": {"Environment": "ENV", "MaxThreads": 4, "ActiveTimeout": 5000},
-        "POOL": {"MaxThreads": 8},
-    }
+    timed = {"Environment": "ENV", "MaxThreads": 4, "ActiveTimeout": 5000}
+    bound = {"Path": "/bound", "ThreadPool": "TIMED"}
+    extra = {"BOUND": bound, "TIMED": timed, "POOL": {"MaxThreads": 8}}
     return free_config(tmp_path, servers=servers, extra=extra, app=APP)
+
+
+PREFIXES = ("/rest", "/bound")  # /bound: ActiveTimeout
+STREAMS = [
+    f"{prefix}/stream/{iterator}/{kind}/{when}"
+    for kind, iterator, prefix, when in itertools.product(
+        KINDS, ITERATORS, PREFIXES, ("first", "mid")
+    )
+]
+
+
+@contextlib.contextmanager
+def serving_on(http: httpx.Client, base: str, slow_ms: int) -> Iterator[None]:
+    """A request in flight on the worker throughout the block: answered 200 by the same
+    process, which serves on after it, never replaced, its log naming what was raised."""
+    pid = http.get(base + "/slow/0").json()["pid"]
+    slow: dict[str, Any] = {}
+    in_flight = threading.Thread(
+        target=lambda: slow.update(r=http.get(f"{base}/slow/{slow_ms}")), daemon=True
+    )
+    in_flight.start()
+    time.sleep(0.2)
+    yield
+    in_flight.join(10)
+    assert slow["r"].status_code == 200 and slow["r"].json()["pid"] == pid
+    after = http.get(base + "/slow/0")
+    assert after.status_code == 200 and after.json()["pid"] == pid  # the same worker
+
+
+def assert_not_replaced(log: str) -> None:
+    assert "worker died" not in log and "respawn" not in log.lower()
+    assert "SystemExit" in log and "KeyboardInterrupt" in log and "GeneratorExit" in log
 
 
 def test_base_exceptions_of_the_application_answer_500_and_keep_the_worker(
@@ -145,40 +178,27 @@ def test_base_exceptions_of_the_application_answer_500_and_keep_the_worker(
     tls = httpx.Client(timeout=10, verify=client_context(certs))
     try:
         base, bound = proc.url(), proc.url().replace("/rest", "/bound")
-        pid = http.get(base + "/slow/0").json()["pid"]
-        slow: dict[str, Any] = {}
-        in_flight = threading.Thread(
-            target=lambda: slow.update(r=http.get(base + "/slow/1500")), daemon=True
-        )
-        in_flight.start()
-        time.sleep(0.2)
         answers: dict[str, int] = {}
-        for kind in KINDS:
-            for prefix in (base, bound):
-                for style in ("def", "async"):
+        with serving_on(http, base, 1500):
+            for kind in KINDS:
+                for prefix, style in itertools.product((base, bound), ("def", "async")):
                     with httpx.Client(timeout=10) as one:
                         response = one.get(f"{prefix}/{style}/{kind}")
                     answers[f"{prefix.rsplit('/', 1)[1]} {style} {kind}"] = response.status_code
                     assert response.json()["code"] == 500, response.text
-            for server in ("BASIC", "ABASIC"):
-                response = http.get(proc.url(server) + "/hello", auth=(kind, "pw"))
-                answers[f"{server} OnAuth {kind}"] = response.status_code
-        grant = tls.post(
-            proc.url("OAUTH") + "/fw/oauth2/token",
-            data={"grant_type": "password", "username": "u", "password": "p"},
-        )
-        answers["onAuthparams exit"] = grant.status_code
-        print("answers:", answers)
-        assert set(answers.values()) == {500}, answers
-        in_flight.join(10)
-        assert slow["r"].status_code == 200 and slow["r"].json()["pid"] == pid
-        after = http.get(base + "/slow/0")
-        assert after.status_code == 200 and after.json()["pid"] == pid  # the same worker
+                for server in ("BASIC", "ABASIC"):
+                    response = http.get(proc.url(server) + "/hello", auth=(kind, "pw"))
+                    answers[f"{server} OnAuth {kind}"] = response.status_code
+            grant = tls.post(
+                proc.url("OAUTH") + "/fw/oauth2/token",
+                data={"grant_type": "password", "username": "u", "password": "p"},
+            )
+            answers["onAuthparams exit"] = grant.status_code
+            print("answers:", answers)
+            assert set(answers.values()) == {500}, answers
         assert http.get(proc.url("BASIC") + "/hello", auth=("ok", "pw")).status_code == 200
-        log = proc.log()
-        assert "worker died" not in log and "respawn" not in log.lower()
-        assert "SystemExit" in log and "KeyboardInterrupt" in log and "GeneratorExit" in log
-        assert "OnAuth app.check raised SystemExit" in log
+        assert_not_replaced(proc.log())
+        assert "OnAuth app.check raised SystemExit" in proc.log()
     finally:
         http.close()
         tls.close()
@@ -205,41 +225,24 @@ def test_base_exceptions_of_a_streams_iterator_cut_it_and_keep_the_worker(
     http = httpx.Client(timeout=10)
     port = proc.ports["HTTP_REST"]
     try:
-        base = proc.url()
-        pid = http.get(base + "/slow/0").json()["pid"]
-        slow: dict[str, Any] = {}
-        in_flight = threading.Thread(
-            target=lambda: slow.update(r=http.get(base + "/slow/3000")), daemon=True
-        )
-        in_flight.start()
-        time.sleep(0.2)
         outcomes: dict[str, str] = {}
-        for kind in KINDS:
-            for iterator in ITERATORS:
-                for prefix in ("/rest", "/bound"):  # /bound: ActiveTimeout
-                    for when in ("first", "mid"):
-                        path = f"{prefix}/stream/{iterator}/{kind}/{when}"
-                        status, head, body = _streamed(port, path)
-                        if prefix == "/bound" and when == "first":
-                            # nothing was sent: the first item is read before the head
-                            assert status == 500, (path, head, body)
-                            assert json.loads(body)["code"] == 500
-                            outcomes[path] = "500"
-                            continue
-                        assert status == 200 and b"chunked" in head, (path, head)
-                        assert not body.endswith(b"0\r\n\r\n"), (path, body)  # cut
-                        assert b"never" not in body
-                        if when == "mid":
-                            assert b"one" in body, (path, body)
-                        outcomes[path] = "cut"
-        print("outcomes:", sorted(set(outcomes.values())), len(outcomes), "requests")
-        in_flight.join(10)
-        assert slow["r"].status_code == 200 and slow["r"].json()["pid"] == pid
-        after = http.get(base + "/slow/0")
-        assert after.status_code == 200 and after.json()["pid"] == pid  # the same worker
-        log = proc.log()
-        assert "worker died" not in log and "respawn" not in log.lower()
-        assert "SystemExit" in log and "KeyboardInterrupt" in log and "GeneratorExit" in log
+        with serving_on(http, proc.url(), 3000):
+            for path in STREAMS:
+                status, head, body = _streamed(port, path)
+                if path.startswith("/bound") and path.endswith("/first"):
+                    # nothing was sent: the first item is read before the head
+                    assert status == 500, (path, head, body)
+                    assert json.loads(body)["code"] == 500
+                    outcomes[path] = "500"
+                    continue
+                assert status == 200 and b"chunked" in head, (path, head)
+                assert not body.endswith(b"0\r\n\r\n"), (path, body)  # cut
+                assert b"never" not in body
+                if path.endswith("/mid"):
+                    assert b"one" in body, (path, body)
+                outcomes[path] = "cut"
+            print("outcomes:", sorted(set(outcomes.values())), len(outcomes), "requests")
+        assert_not_replaced(proc.log())
     finally:
         http.close()
         code = proc.stop()
@@ -254,18 +257,14 @@ def test_base_exceptions_of_a_streams_iterator_in_process(
 
     def ask_all() -> None:
         with Client(config) as client:
-            for kind in KINDS:
-                for iterator in ITERATORS:
-                    for prefix in ("/rest", "/bound"):
-                        for when in ("first", "mid"):
-                            path = f"{prefix}/stream/{iterator}/{kind}/{when}"
-                            try:
-                                response = client.get(path)
-                            except httpx.RemoteProtocolError:
-                                outcomes[path] = "cut"
-                            else:
-                                assert response.json()["code"] == 500, response.text
-                                outcomes[path] = "500"
+            for path in STREAMS:
+                try:
+                    response = client.get(path)
+                except httpx.RemoteProtocolError:
+                    outcomes[path] = "cut"
+                else:
+                    assert response.json()["code"] == 500, response.text
+                    outcomes[path] = "500"
             assert client.get("/rest/slow/0").status_code == 200  # it serves on
 
     asking = threading.Thread(target=ask_all, daemon=True)

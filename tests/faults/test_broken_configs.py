@@ -195,11 +195,9 @@ def locked_key(ctx: dict[str, Any]) -> str:
     from cryptography.hazmat.primitives import serialization
 
     key = serialization.load_pem_private_key(ctx["certs"]["key"].read_bytes(), None)
-    locked = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.BestAvailableEncryption(LOCKED_PASS.encode()),
-    )
+    encryption = serialization.BestAvailableEncryption(LOCKED_PASS.encode())
+    pem, pkcs8 = serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8
+    locked = key.private_bytes(pem, pkcs8, encryption)
     (ctx["folder"] / "locked.key").write_bytes(locked)
     return "locked.key"
 
@@ -248,13 +246,12 @@ def monitor(**keys: Any) -> Callable[[Sections, dict[str, Any]], None]:
 
 
 def oauth2_monitor(s: Sections, ctx: dict[str, Any]) -> None:
-    s["APP_MONITOR"] = {
-        "Enable": 1,
-        "Port": ctx["port2"],
+    fw_data = {"Authorization": {"scheme": "oAuth2", "onAuthparams": "app.params"}}
+    tls = {
         "SslCertificate": str(ctx["certs"]["cert"]),
         "SslCertificateKey": str(ctx["certs"]["key"]),
-        "FwData": {"Authorization": {"scheme": "oAuth2", "onAuthparams": "app.params"}},
     }
+    s["APP_MONITOR"] = {"Enable": 1, "Port": ctx["port2"], **tls, "FwData": fw_data}
 
 
 def section_as_text(s: Sections, _ctx: dict[str, Any]) -> None:
@@ -283,6 +280,7 @@ def ini_duplicate_key(text: str) -> str:
 
 
 NO_SECTION_INI = "Servers=HTTP_REST\nPort=8080\n"
+# fmt: off
 CASES: list[Case] = [
     # the file itself
     Case("trailing comma", "json", "not valid JSON", json_text(lambda t: t[:-2] + ",}")),
@@ -308,33 +306,18 @@ CASES: list[Case] = [
     Case("nothing to serve", "json", "nothing to serve", setting("HTTPSERVER", "Enable", 0)),
     Case("negative ms", "ini", "out of range", setting("HTTPSERVER", "GracefulTimeout", -5)),
     Case("ms with a unit", "ini", "whole number", setting("HTTPSERVER", "GracefulTimeout", "30s")),
-    Case(
-        "FwData on HTTPSERVER",
-        "json",
-        "configured per port",
-        setting("HTTPSERVER", "FwData", {"Authorization": {"scheme": "basic"}}),
-    ),
+    Case("FwData on HTTPSERVER", "json", "configured per port",
+         setting("HTTPSERVER", "FwData", {"Authorization": {"scheme": "basic"}})),
     Case("Redis unreachable", "ini", "signing key cannot be read", both(redis_nowhere, tls_auth())),
     Case("short SigningKeyFile", "json", "corrupt or shorter", both(corrupt_key, tls_auth())),
-    Case(
-        "corrupt signing.key", "ini", "corrupt or shorter", both(corrupt_data_path_key, tls_auth())
-    ),
+    Case("corrupt signing.key", "ini", "corrupt or shorter",
+         both(corrupt_data_path_key, tls_auth())),
     Case("DataPath is a file", "json", "it is not a folder", data_path_is_a_file),
-    Case(
-        "DataPath nowhere",
-        "ini",
-        "cannot be written",
-        both(
-            setting("HTTPSERVER", "StateStore", "sqlite"),
-            setting("HTTPSERVER", "DataPath", "/proc/nope"),
-        ),
-    ),
-    Case(
-        "LogFile nowhere",
-        "json",
-        "cannot be written",
-        setting("HTTPSERVER", "LogFile", "/proc/nope/fw.log"),
-    ),
+    Case("DataPath nowhere", "ini", "cannot be written",
+         both(setting("HTTPSERVER", "StateStore", "sqlite"),
+              setting("HTTPSERVER", "DataPath", "/proc/nope"))),
+    Case("LogFile nowhere", "json", "cannot be written",
+         setting("HTTPSERVER", "LogFile", "/proc/nope/fw.log")),
     Case("LogFile is a folder", "ini", "it is a folder", log_file_is_a_folder),
     Case("encrypted TLS key", "json", "is encrypted", encrypted_key),
     Case("log level 9", "ini", "out of range", setting("GENERAL", "rest_log_level", 9)),
@@ -345,250 +328,106 @@ CASES: list[Case] = [
     Case("unknown location", "ini", "not a section", setting("HTTP_REST", "Locations", "ROOTS")),
     Case("empty Locations", "json", "lists no location", setting("HTTP_REST", "Locations", " ")),
     Case("two servers one port", "ini", "also the port of", second_server(Port="{port}")),
-    Case(
-        "certificate without key",
-        "json",
-        "SslCertificateKey is missing",
-        setting("HTTP_REST", "SslCertificate", "server.crt"),
-    ),
-    Case(
-        "certificate file missing",
-        "ini",
-        "does not exist",
-        both(
-            setting("HTTP_REST", "SslCertificate", "missing.crt"),
-            setting("HTTP_REST", "SslCertificateKey", "missing.key"),
-        ),
-    ),
+    Case("certificate without key", "json", "SslCertificateKey is missing",
+         setting("HTTP_REST", "SslCertificate", "server.crt")),
+    Case("certificate file missing", "ini", "does not exist",
+         both(setting("HTTP_REST", "SslCertificate", "missing.crt"),
+              setting("HTTP_REST", "SslCertificateKey", "missing.key"))),
     Case("garbage certificate", "json", "cannot be loaded", garbage_cert),
     # the TLS options (SPEC 11.2)
-    Case(
-        "wrong pass phrase",
-        "ini",
-        "does not open the private key",
-        tls_options(locked=True, SslCertificatePass="not-the-pass-phrase"),
-    ),
-    Case(
-        "pass phrase variable unset",
-        "json",
-        "FWREST_NO_SUCH_VARIABLE is not set",
-        tls_options(locked=True, SslCertificatePass="env:FWREST_NO_SUCH_VARIABLE"),
-    ),
-    Case(
-        "pass phrase env: without a name",
-        "ini",
-        "names no environment variable",
-        tls_options(locked=True, SslCertificatePass="env:"),
-    ),
-    Case(
-        "pass phrase file missing",
-        "ini",
-        "cannot be read (No such file or directory)",
-        tls_options(locked=True, SslCertificatePass="file:no-pass.txt"),
-    ),
-    Case(
-        "pass phrase file empty",
-        "json",
-        "the pass phrase is empty",
-        both(
-            raw_file("pass.txt", ""), tls_options(locked=True, SslCertificatePass="file:pass.txt")
-        ),
-    ),
-    Case(
-        "pass phrase a number",
-        "json",
-        "SslCertificatePass: must be text",
-        tls_options(locked=True, SslCertificatePass=1234),
-    ),
-    Case(
-        "chain of another CA",
-        "json",
-        "does not issue the certificate",
-        both(another_ca("other-ca.pem"), tls_options(SslCertificateCA="other-ca.pem")),
-    ),
-    Case(
-        "chain not PEM",
-        "ini",
-        "holds no PEM certificate",
-        both(
-            raw_file("chain.txt", "no certificate here\n"),
-            tls_options(SslCertificateCA="chain.txt"),
-        ),
-    ),
-    Case(
-        "chain file missing",
-        "json",
-        "does not exist",
-        tls_options(SslCertificateCA="no-chain.pem"),
-    ),
+    Case("wrong pass phrase", "ini", "does not open the private key",
+         tls_options(locked=True, SslCertificatePass="not-the-pass-phrase")),
+    Case("pass phrase variable unset", "json", "FWREST_NO_SUCH_VARIABLE is not set",
+         tls_options(locked=True, SslCertificatePass="env:FWREST_NO_SUCH_VARIABLE")),
+    Case("pass phrase env: without a name", "ini", "names no environment variable",
+         tls_options(locked=True, SslCertificatePass="env:")),
+    Case("pass phrase file missing", "ini", "cannot be read (No such file or directory)",
+         tls_options(locked=True, SslCertificatePass="file:no-pass.txt")),
+    Case("pass phrase file empty", "json", "the pass phrase is empty",
+         both(raw_file("pass.txt", ""),
+              tls_options(locked=True, SslCertificatePass="file:pass.txt"))),
+    Case("pass phrase a number", "json", "SslCertificatePass: must be text",
+         tls_options(locked=True, SslCertificatePass=1234)),
+    Case("chain of another CA", "json", "does not issue the certificate",
+         both(another_ca("other-ca.pem"), tls_options(SslCertificateCA="other-ca.pem"))),
+    Case("chain not PEM", "ini", "holds no PEM certificate",
+         both(raw_file("chain.txt", "no certificate here\n"),
+              tls_options(SslCertificateCA="chain.txt"))),
+    Case("chain file missing", "json", "does not exist",
+         tls_options(SslCertificateCA="no-chain.pem")),
     Case("TLSv1.1", "ini", "not a TLS version", tls_options(SslMinVersion="TLSv1.1")),
     Case("ciphers refused", "json", "selects no cipher", tls_options(SslCiphers="NO-SUCH-CIPHER")),
-    Case(
-        "ciphers of another key type",
-        "ini",
-        "can be used with the key",
-        tls_options(SslCiphers="ECDHE-RSA-AES128-GCM-SHA256"),
-    ),
+    Case("ciphers of another key type", "ini", "can be used with the key",
+         tls_options(SslCiphers="ECDHE-RSA-AES128-GCM-SHA256")),
     Case("SslClientCert 3", "json", "out of range (0-2)", tls_options(SslClientCert=3)),
-    Case(
-        "client certificates without CA",
-        "ini",
-        "SslClientCA is missing",
-        tls_options(SslClientCert=2),
-    ),
-    Case(
-        "client CA garbage",
-        "json",
-        "cannot be loaded",
-        both(
-            raw_file("clients.pem", "-----BEGIN CERTIFICATE-----\nnope\n"),
-            tls_options(SslClientCert=1, SslClientCA="clients.pem"),
-        ),
-    ),
-    Case(
-        "TLS option on plain HTTP",
-        "ini",
-        "is a TLS option",
-        setting("HTTP_REST", "SslMinVersion", "TLSv1.3"),
-    ),
-    Case(
-        "monitor client certificates without CA",
-        "json",
-        "[APP_MONITOR] SslClientCA: SslClientCA is missing",
-        tls_options("APP_MONITOR", SslClientCert=2, SslMinVersion="TLSv1.3"),
-    ),
+    Case("client certificates without CA", "ini", "SslClientCA is missing",
+         tls_options(SslClientCert=2)),
+    Case("client CA garbage", "json", "cannot be loaded",
+         both(raw_file("clients.pem", "-----BEGIN CERTIFICATE-----\nnope\n"),
+              tls_options(SslClientCert=1, SslClientCA="clients.pem"))),
+    Case("TLS option on plain HTTP", "ini", "is a TLS option",
+         setting("HTTP_REST", "SslMinVersion", "TLSv1.3")),
+    Case("monitor client certificates without CA", "json",
+         "[APP_MONITOR] SslClientCA: SslClientCA is missing",
+         tls_options("APP_MONITOR", SslClientCert=2, SslMinVersion="TLSv1.3")),
     Case("MaxHeaderSize 10", "ini", "out of range", setting("HTTP_REST", "MaxHeaderSize", 10)),
-    Case(
-        "HeaderTimeout in microseconds",
-        "ini",
-        "out of range (1-86400000)",
-        setting("HTTP_REST", "HeaderTimeout", 10_000_000_000),
-    ),
-    Case(
-        "TlsHandshakeTimeout huge",
-        "json",
-        "out of range (1-86400000)",
-        setting("HTTP_REST", "TlsHandshakeTimeout", 99999999999999999999),
-    ),
+    Case("HeaderTimeout in microseconds", "ini", "out of range (1-86400000)",
+         setting("HTTP_REST", "HeaderTimeout", 10_000_000_000)),
+    Case("TlsHandshakeTimeout huge", "json", "out of range (1-86400000)",
+         setting("HTTP_REST", "TlsHandshakeTimeout", 99999999999999999999)),
     Case("FwData bad JSON", "ini", "line 1, column", setting("HTTP_REST", "FwData", '{"a":}')),
     Case("FwData a list", "json", "must be a JSON object", setting("HTTP_REST", "FwData", [1])),
     Case("FwData unknown key", "ini", "reserved", setting("HTTP_REST", "FwData", {"Auth": {}})),
-    Case(
-        "FwData file missing", "json", "cannot be read", setting("HTTP_REST", "FwData", "no.json")
-    ),
-    Case(
-        "Authorization outside FwData",
-        "ini",
-        "belongs inside FwData",
-        setting("HTTP_REST", "Authorization", {"scheme": "basic"}),
-    ),
+    Case("FwData file missing", "json", "cannot be read", setting("HTTP_REST", "FwData", "no.json")),
+    Case("Authorization outside FwData", "ini", "belongs inside FwData",
+         setting("HTTP_REST", "Authorization", {"scheme": "basic"})),
     Case("scheme Basic", "json", "not a scheme", auth(scheme="Basic", OnAuth="app.check_user")),
     Case("no scheme", "ini", "has no scheme", auth(OnAuth="app.check_user")),
     Case("basic without OnAuth", "json", "needs OnAuth", auth(scheme="basic")),
     Case("OnAuth missing", "ini", "not in the repository", auth(scheme="basic", OnAuth="nope")),
-    Case(
-        "OnAuth ambiguous",
-        "json",
-        "ambiguous",
-        both(setting("ENV", "Repository", "app, app2"), auth(scheme="basic", OnAuth="check_user")),
-    ),
-    Case(
-        "Authorization unknown key",
-        "ini",
-        "unknown key",
-        auth(scheme="basic", OnAuth="app.check_user", onAuthparams="app.params"),
-    ),
-    Case(
-        "maxFailures 0",
-        "json",
-        "maxFailures must be",
-        auth(scheme="basic", OnAuth="app.check_user", maxFailures=0),
-    ),
-    Case(
-        "oAuth2 without TLS", "ini", "needs TLS", auth(scheme="oAuth2", onAuthparams="app.params")
-    ),
+    Case("OnAuth ambiguous", "json", "ambiguous",
+         both(setting("ENV", "Repository", "app, app2"),
+              auth(scheme="basic", OnAuth="check_user"))),
+    Case("Authorization unknown key", "ini", "unknown key",
+         auth(scheme="basic", OnAuth="app.check_user", onAuthparams="app.params")),
+    Case("maxFailures 0", "json", "maxFailures must be",
+         auth(scheme="basic", OnAuth="app.check_user", maxFailures=0)),
+    Case("oAuth2 without TLS", "ini", "needs TLS", auth(scheme="oAuth2", onAuthparams="app.params")),
     Case("no onAuthparams", "json", "needs onAuthparams", tls_auth(onAuthparams="")),
     Case("onAuthparams file", "ini", "does not exist", tls_auth(onAuthparams="file:nope.json")),
-    Case(
-        "onAuthparams file unusable",
-        "ini",
-        "cannot be used: ",
-        both(raw_file("params.json", '{"users": 5}'), tls_auth(onAuthparams="file:params.json")),
-    ),
-    Case(
-        "onAuthparams file not JSON",
-        "json",
-        "is not valid JSON: Expecting",
-        both(
-            raw_file("params.json", '{"client_id": "web",'),
-            tls_auth(onAuthparams="file:params.json"),
-        ),
-    ),
+    Case("onAuthparams file unusable", "ini", "cannot be used: ",
+         both(raw_file("params.json", '{"users": 5}'), tls_auth(onAuthparams="file:params.json"))),
+    Case("onAuthparams file not JSON", "json", "is not valid JSON: Expecting",
+         both(raw_file("params.json", '{"client_id": "web",'),
+              tls_auth(onAuthparams="file:params.json"))),
     Case("allowGetToken no", "json", "true or false", tls_auth(allowGetToken="no")),
-    Case(
-        "NoCheckUri raises", "ini", "raised ValueError", tls_auth(onAuthNoCheckUri="nocheck_raises")
-    ),
-    Case(
-        "monitor with oAuth2",
-        "ini",
-        "Basic authorization only",
-        oauth2_monitor,
-    ),
-    Case(
-        "NativeRoutes unknown key",
-        "json",
-        "unknown key",
-        setting("HTTP_REST", "FwData", {"NativeRoutes": {"show": ["healthcheck"]}}),
-    ),
-    Case(
-        "NativeRoutes unknown route",
-        "ini",
-        "not a native route",
-        setting("HTTP_REST", "FwData", {"NativeRoutes": {"public": ["healthcheck/all"]}}),
-    ),
-    Case(
-        "LoadURNs a list", "ini", "JSON object of paths", setting("HTTP_REST", "LoadURNs", ["/x"])
-    ),
-    Case(
-        "LoadURNs method",
-        "json",
-        "not a method",
-        setting("HTTP_REST", "LoadURNs", {"/x": {"FETCH": {"Function": "app.hello"}}}),
-    ),
-    Case(
-        "LoadURNs duplicates a route",
-        "ini",
-        "registered twice",
-        setting("HTTP_REST", "LoadURNs", {"/hello": {"GET": {"Function": "app.check_user"}}}),
-    ),
+    Case("NoCheckUri raises", "ini", "raised ValueError",
+         tls_auth(onAuthNoCheckUri="nocheck_raises")),
+    Case("monitor with oAuth2", "ini", "Basic authorization only", oauth2_monitor),
+    Case("NativeRoutes unknown key", "json", "unknown key",
+         setting("HTTP_REST", "FwData", {"NativeRoutes": {"show": ["healthcheck"]}})),
+    Case("NativeRoutes unknown route", "ini", "not a native route",
+         setting("HTTP_REST", "FwData", {"NativeRoutes": {"public": ["healthcheck/all"]}})),
+    Case("LoadURNs a list", "ini", "JSON object of paths", setting("HTTP_REST", "LoadURNs", ["/x"])),
+    Case("LoadURNs method", "json", "not a method",
+         setting("HTTP_REST", "LoadURNs", {"/x": {"FETCH": {"Function": "app.hello"}}})),
+    Case("LoadURNs duplicates a route", "ini", "registered twice",
+         setting("HTTP_REST", "LoadURNs", {"/hello": {"GET": {"Function": "app.check_user"}}})),
     # locations, thread pools, environments
     Case("Path without slash", "ini", "not a URL path prefix", setting("ROOT", "Path", "rest")),
     Case("two locations one Path", "ini", "same Path", two_locations_same_path),
-    Case(
-        "FwData on a location", "json", "per port, not per location", setting("ROOT", "FwData", {})
-    ),
+    Case("FwData on a location", "json", "per port, not per location",
+         setting("ROOT", "FwData", {})),
     Case("Min above Max", "ini", "above MaxThreads", setting("POOL", "MinThreads", 9)),
-    Case(
-        "Authorization on a pool",
-        "json",
-        "per port, not per thread pool",
-        setting("POOL", "Authorization", {"scheme": "basic"}),
-    ),
+    Case("Authorization on a pool", "json", "per port, not per thread pool",
+         setting("POOL", "Authorization", {"scheme": "basic"})),
     Case("module not found", "ini", "was not found", setting("ENV", "Repository", "no_such_mod")),
     Case("syntax error", "json", "failed", setting("ENV", "Repository", "syntax_error")),
-    Case(
-        "raises at import",
-        "ini",
-        "refuses to load",
-        setting("ENV", "Repository", "raises_at_import"),
-    ),
+    Case("raises at import", "ini", "refuses to load",
+         setting("ENV", "Repository", "raises_at_import")),
     Case("exits at import", "json", "sys.exit", setting("ENV", "Repository", "exits_at_import")),
-    Case(
-        "route registered twice",
-        "json",
-        "registered twice",
-        setting("ENV", "Repository", "app, duplicate_route"),
-    ),
+    Case("route registered twice", "json", "registered twice",
+         setting("ENV", "Repository", "app, duplicate_route")),
     # the monitor
     Case("monitor without Port", "ini", "has no Port", setting("APP_MONITOR", "Enable", 1)),
     Case("monitor on the server's port", "json", "also the port of", monitor(Port="{port}")),
@@ -596,6 +435,7 @@ CASES: list[Case] = [
     Case("address of no interface", "ini", "cannot be bound", second_server(HostName="192.0.2.1")),
     Case("host unresolvable", "json", "cannot be resolved", second_server(HostName="no.invalid")),
 ]
+# fmt: on
 
 
 def _fill_ports(sections: Sections, port: int) -> None:
@@ -691,15 +531,9 @@ def test_every_broken_config_exits_2_without_traceback_or_bound_port(
 
 # what `fwrest check` must refuse as `serve` does: everything but what only binding can tell
 CHECKED_TOO = (
-    "short SigningKeyFile",
-    "corrupt signing.key",
-    "DataPath is a file",
-    "DataPath nowhere",
-    "LogFile nowhere",
-    "LogFile is a folder",
-    "encrypted TLS key",
-    "empty HostName",
-)
+    "short SigningKeyFile", "corrupt signing.key", "DataPath is a file", "DataPath nowhere",
+    "LogFile nowhere", "LogFile is a folder", "encrypted TLS key", "empty HostName",
+)  # fmt: skip
 
 
 def test_check_refuses_what_serve_refuses_and_leaves_nothing_behind(

@@ -36,6 +36,7 @@ simultaneous requests with it (they wait for each other's checks, not a 429).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -50,17 +51,14 @@ from argon2 import PasswordHasher
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import ServerProcess, free_config, local_port
-from tests.faults.support import Pinned, app_with, pinned_per_worker, simultaneous
+from tests.faults.support import Pinned, app_with, oauth_params, pinned_per_worker, simultaneous
 
 MAX_FAILURES = 10
 VICTIM = ("victim", "Victim-Pw-1")
 OTHER = ("other", "Other-Pw-2")
 PROBER = ("prober", "Prober-Pw-3")  # asks /pid on the Basic port (its requests all succeed)
 BASIC_VICTIM = ("bvictim", "BVictim-Pw-4")
-PARAMS = {
-    "client_id": "web",
-    "users": [{"username": u, "password": p} for u, p in (VICTIM, OTHER)],
-}
+PARAMS = oauth_params([VICTIM, OTHER])
 BASIC_USERS = dict([PROBER, BASIC_VICTIM, ("bother", "BOther-Pw-5")])
 
 
@@ -72,50 +70,42 @@ class Service:
         self.basic = proc.url("BASIC")
 
 
-def start_service(
+@contextlib.contextmanager
+def running(
     ca: trustme.CA,
     tmp_path: Path,
-    *,
-    oauth_max: int,
-    basic_max: int,
     params: dict[str, Any],
     users: dict[str, str],
-    workers: int,
+    *,
+    oauth_max: int = MAX_FAILURES,
+    basic_max: int = MAX_FAILURES,
+    workers: int = 2,
     on_auth: str = "app.basic_check",
     app_extra: str = "",
-) -> tuple[ServerProcess, Service]:
-    """An oAuth2 port and a Basic port, each with its own ``maxFailures``, on a sqlite store."""
+) -> Iterator[Service]:
+    """An oAuth2 port and a Basic port, each with its own ``maxFailures``, on a sqlite store;
+    stopped cleanly at the end."""
     certs = issue_certs(ca, tmp_path / "certs")
     oauth = oauth_section(
         certs, onAuthparams="app.params", onAuthNoCheckUri="app.public", maxFailures=oauth_max
     )
     auth = {"scheme": "basic", "OnAuth": on_auth, "maxFailures": basic_max}
     basic = local_port(FwData={"Authorization": auth})
+    servers, sqlite = {"OAUTH": oauth, "BASIC": basic}, {"HTTPSERVER": {"StateStore": "sqlite"}}
     config = free_config(
-        tmp_path,
-        app=app_with(params, users) + app_extra,
-        servers={"OAUTH": oauth, "BASIC": basic},
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
+        tmp_path, app=app_with(params, users) + app_extra, servers=servers, extra=sqlite
     )
     proc = ServerProcess(config, workers=workers).wait_ready()
-    return proc, Service(proc, certs)
+    try:
+        yield Service(proc, certs)
+    finally:
+        assert proc.stop() == 0
 
 
 @pytest.fixture
 def service(ca: trustme.CA, tmp_path: Path) -> Iterator[Service]:
-    proc, svc = start_service(
-        ca,
-        tmp_path,
-        oauth_max=MAX_FAILURES,
-        basic_max=MAX_FAILURES,
-        params=PARAMS,
-        users=BASIC_USERS,
-        workers=2,
-    )
-    try:
+    with running(ca, tmp_path, PARAMS, BASIC_USERS) as svc:
         yield svc
-    finally:
-        assert proc.stop() == 0
 
 
 def answer(response: httpx.Response) -> tuple[int, bytes, list[tuple[str, str]]]:
@@ -134,18 +124,18 @@ def same_as_a_wrong_one(attempt: Callable[[str], httpx.Response], right: str) ->
     (``Retry-After`` counts down in whole seconds, so it may tick between two answers)."""
     before, correct, after = attempt("Wrong-1"), attempt(right), attempt("Wrong-2")
     assert correct.status_code == 429, correct.text
-    assert answer(correct) in (answer(before), answer(after)), (
-        answer(before),
-        answer(correct),
-        answer(after),
-    )
+    seen = (answer(before), answer(correct), answer(after))
+    assert answer(correct) in (answer(before), answer(after)), seen
     assert int(correct.headers["retry-after"]) >= 1
     return [answer(correct)]
 
 
+def password_form(user: str, password: str) -> dict[str, str]:
+    return {"grant_type": "password", "username": user, "password": password}
+
+
 def grant(client: Pinned, user: str, password: str) -> httpx.Response:
-    data = {"grant_type": "password", "username": user, "password": password}
-    return client.http.post(client.base + TOKEN, data=data)
+    return client.http.post(client.base + TOKEN, data=password_form(user, password))
 
 
 def test_token_route_locks_a_user_across_workers_and_does_not_leak_the_right_password(
@@ -252,23 +242,11 @@ SHARED_USERS = {"ada": "Ada-Pw-1", "bob": "Bob-Pw-2", "carol": "Carol-Pw-3", "da
 
 @pytest.fixture
 def two_ports(ca: trustme.CA, tmp_path: Path) -> Iterator[Service]:
-    params = {
-        "client_id": "web",
-        "users": [{"username": u, "password": p} for u, p in SHARED_USERS.items()],
-    }
-    proc, svc = start_service(
-        ca,
-        tmp_path,
-        oauth_max=OAUTH_MAX,
-        basic_max=BASIC_MAX,
-        params=params,
-        users=SHARED_USERS,
-        workers=1,
-    )
-    try:
+    params = oauth_params(SHARED_USERS.items())
+    with running(
+        ca, tmp_path, params, SHARED_USERS, oauth_max=OAUTH_MAX, basic_max=BASIC_MAX, workers=1
+    ) as svc:
         yield svc
-    finally:
-        assert proc.stop() == 0
 
 
 def from_address(address: str, verify: Any = True) -> httpx.Client:
@@ -289,8 +267,7 @@ def test_failures_on_one_port_do_not_lock_the_user_out_on_the_other(two_ports: S
         return basic.get(svc.basic + "/hello", auth=(user, password)).status_code
 
     def grant(user: str, password: str) -> int:
-        data = {"grant_type": "password", "username": user, "password": password}
-        return oauth.post(svc.oauth + TOKEN, data=data).status_code
+        return oauth.post(svc.oauth + TOKEN, data=password_form(user, password)).status_code
 
     try:
         # Basic: its own 5 failures, then the lock; the stricter oAuth2 port (3) is untouched,
@@ -331,28 +308,16 @@ def test_a_lock_out_reached_by_concurrent_failures_is_logged_once(two_ports: Ser
     basic = from_address("127.0.0.33")
     oauth = from_address("127.0.0.34", svc.ctx)
     try:
+
+        def basic_failure(i: int) -> int:
+            return basic.get(svc.basic + "/hello", auth=("carol", f"g-{i}")).status_code
+
+        def grant_failure(i: int) -> int:
+            return oauth.post(svc.oauth + TOKEN, data=password_form("dave", f"g-{i}")).status_code
+
         with ThreadPoolExecutor(attempts) as pool:
-            basic_statuses = list(
-                pool.map(
-                    lambda i: basic.get(svc.basic + "/hello", auth=("carol", f"g-{i}")).status_code,
-                    range(attempts),
-                )
-            )
-            oauth_statuses = list(
-                pool.map(
-                    lambda i: (
-                        oauth.post(
-                            svc.oauth + TOKEN,
-                            data={
-                                "grant_type": "password",
-                                "username": "dave",
-                                "password": f"g-{i}",
-                            },
-                        ).status_code
-                    ),
-                    range(attempts),
-                )
-            )
+            basic_statuses = list(pool.map(basic_failure, range(attempts)))
+            oauth_statuses = list(pool.map(grant_failure, range(attempts)))
         print(
             f"concurrent failures: Basic {sorted(basic_statuses)}, oAuth2 {sorted(oauth_statuses)}"
         )
@@ -362,7 +327,7 @@ def test_a_lock_out_reached_by_concurrent_failures_is_logged_once(two_ports: Ser
             basic.get(svc.basic + "/hello", auth=("carol", SHARED_USERS["carol"])).status_code
             == 429
         )
-        right = {"grant_type": "password", "username": "dave", "password": SHARED_USERS["dave"]}
+        right = password_form("dave", SHARED_USERS["dave"])
         assert oauth.post(svc.oauth + TOKEN, data=right).status_code == 429
     finally:
         basic.close()
@@ -378,18 +343,8 @@ def test_a_lock_out_reached_by_concurrent_failures_is_logged_once(two_ports: Ser
 SIMULTANEOUS = 200
 ADDRESSES = [f"127.0.0.{100 + i}" for i in range(20)]  # 10 attempts from each: only the user
 HASHED = ("hashed", "Hashed-Pw-7")  # counts reach maxFailures
-HASHED_PARAMS = {
-    "client_id": "web",
-    "users": [
-        {
-            "username": HASHED[0],
-            "password": PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash(
-                HASHED[1]
-            ),
-        },
-        {"username": OTHER[0], "password": OTHER[1]},
-    ],
-}
+HASHER = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1)
+HASHED_PARAMS = oauth_params([(HASHED[0], HASHER.hash(HASHED[1])), OTHER])
 COUNTED_APP = """
 
 
@@ -410,21 +365,10 @@ async def counted_check(user, password):
 
 @pytest.fixture
 def counted(ca: trustme.CA, tmp_path: Path) -> Iterator[Service]:
-    proc, svc = start_service(
-        ca,
-        tmp_path,
-        oauth_max=MAX_FAILURES,
-        basic_max=MAX_FAILURES,
-        params=HASHED_PARAMS,
-        users=BASIC_USERS,
-        workers=2,
-        on_auth="app.counted_check",
-        app_extra=COUNTED_APP,
-    )
-    try:
+    with running(
+        ca, tmp_path, HASHED_PARAMS, BASIC_USERS, on_auth="app.counted_check", app_extra=COUNTED_APP
+    ) as svc:
         yield svc
-    finally:
-        assert proc.stop() == 0
 
 
 def on_auth_calls(svc: Service, user: str) -> list[str]:
@@ -463,9 +407,7 @@ def test_simultaneous_wrong_password_grants_check_at_most_max_failures(counted: 
     answers, took = simultaneous(
         SIMULTANEOUS,
         lambda client: client.get(counted.oauth + "/pid"),  # public: the TLS handshake
-        lambda client, i: client.post(
-            url, data={"grant_type": "password", "username": HASHED[0], "password": f"g-{i}"}
-        ),
+        lambda client, i: client.post(url, data=password_form(HASHED[0], f"g-{i}")),
         verify=counted.ctx,
         addresses=ADDRESSES,
     )
@@ -481,8 +423,7 @@ def test_simultaneous_wrong_password_grants_check_at_most_max_failures(counted: 
     assert statuses[429] == SIMULTANEOUS - statuses[400]
     assert all(a.json()["error"] == "invalid_grant" for a in answers if a.status_code == 400)
     with httpx.Client(verify=counted.ctx, timeout=15) as client:
-        data = {"grant_type": "password", "username": HASHED[0], "password": HASHED[1]}
-        assert client.post(url, data=data).status_code == 429
+        assert client.post(url, data=password_form(*HASHED)).status_code == 429
     assert log_text.count("further attempts get 429") == 1
 
 

@@ -89,32 +89,19 @@ REDIS_PW = "Cn4ry-redisPW/5+r t"  # SPEC 15: StateStorePassword=env:NAME
 REDIS_URL_PW = "Cn4ry-redisURL/6+s u"  # SPEC 15: in the URL
 TOKEN_USER = "Cn4ryTokUser"  # a user name: logged only where tokens are issued to it
 CANARIES = {
-    "basic password": BASIC_PW,
-    "wrong basic password": BASIC_WRONG,
-    "oauth password": OAUTH_PW,
-    "wrong oauth password": OAUTH_WRONG,
-    "client secret": CLIENT_SECRET,
-    "JSON password": JSON_PW,
-    "cookie": COOKIE,
-    "api key": API_KEY,
-    "X-Api-Key header": HEADER_KEY,
-    "X-Auth-Token header": HEADER_TOKEN,
-    "Set-Cookie header": SET_COOKIE,
-    "X-Session-Id header": SESSION_ID,
-    "Referer userinfo": REFERER_PW,
-    "JSON key with \\u escapes": ESCAPED_PW,
-    "form with ;": SEMICOLON_PW,
-    "XML body": XML_PW,
-    "form starting with {": BRACE_PW,
-    "text body": TEXT_SECRET,
-    "multipart body": MULTIPART_PW,
-    "URL userinfo in a parameter": USERINFO_PW,
-    "password in a URL-valued parameter": URL_PARAM_PW,
-    "basic credentials": f"basil:{BASIC_PW}",
-    "wrong basic credentials": f"basil:{BASIC_WRONG}",
+    "basic password": BASIC_PW, "wrong basic password": BASIC_WRONG, "oauth password": OAUTH_PW,
+    "wrong oauth password": OAUTH_WRONG, "client secret": CLIENT_SECRET, "JSON password": JSON_PW,
+    "cookie": COOKIE, "api key": API_KEY, "X-Api-Key header": HEADER_KEY,
+    "X-Auth-Token header": HEADER_TOKEN, "Set-Cookie header": SET_COOKIE,
+    "X-Session-Id header": SESSION_ID, "Referer userinfo": REFERER_PW,
+    "JSON key with \\u escapes": ESCAPED_PW, "form with ;": SEMICOLON_PW, "XML body": XML_PW,
+    "form starting with {": BRACE_PW, "text body": TEXT_SECRET, "multipart body": MULTIPART_PW,
+    "URL userinfo in a parameter": USERINFO_PW, "password in a URL-valued parameter": URL_PARAM_PW,
+    "basic credentials": f"basil:{BASIC_PW}", "wrong basic credentials": f"basil:{BASIC_WRONG}",
     "client credentials": f"web:{CLIENT_SECRET}",
     "client credentials, form-encoded": f"web:{quote_plus(CLIENT_SECRET)}",
-}
+}  # fmt: skip
+BASIC_AUTH = {"scheme": "basic", "OnAuth": "app.basic_check"}
 PARAMS = {
     "client": [{"client_id": "web", "client_secret": CLIENT_SECRET}],
     "users": [
@@ -154,7 +141,7 @@ def test_no_secret_reaches_the_log_at_debug_level(
     ca: trustme.CA, tmp_path: Path, log_format: str
 ) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
-    basic = local_port(FwData={"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}})
+    basic = local_port(FwData={"Authorization": BASIC_AUTH})
     oauth = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
     config = free_config(
         tmp_path,
@@ -228,49 +215,24 @@ def test_no_secret_reaches_the_log_at_debug_level(
                 tokens.extend(v for k, v in body.items() if k.endswith("_token"))
                 return dict(body)
 
+            def refresh_of(issued: dict[str, str]) -> dict[str, str]:
+                return {"grant_type": "refresh_token", "refresh_token": issued["refresh_token"]}
+
             grant = {"grant_type": "password", "username": "ada", "password": OAUTH_PW}
-            first = token(
-                https.post(
-                    token_url, data={**grant, "client_id": "web", "client_secret": CLIENT_SECRET}
-                ),
-                200,
-            )
+            query = {**grant, "client_id": "web", "client_secret": CLIENT_SECRET}
+            first = token(https.post(token_url, data=query), 200)
             # RFC 6749 2.3.1: the client id and secret are form-encoded, then base64 in the header
             header_auth = ("web", quote_plus(CLIENT_SECRET))
             second = token(https.post(token_url, data=grant, auth=header_auth), 200)
-            query = {**grant, "client_id": "web", "client_secret": CLIENT_SECRET}
             third = token(https.get(token_url + "?" + urlencode(query)), 200)
             wrong = urlencode({**query, "password": OAUTH_WRONG})
             token(https.get(token_url + "?" + wrong), 400)
-            refreshed = token(
-                https.post(
-                    token_url,
-                    data={"grant_type": "refresh_token", "refresh_token": first["refresh_token"]},
-                ),
-                200,
-            )
-            by_get = urlencode(
-                {"grant_type": "refresh_token", "refresh_token": second["refresh_token"]}
-            )
-            token(https.get(token_url + "?" + by_get), 200)
-            replay = {"grant_type": "refresh_token", "refresh_token": first["refresh_token"]}
-            token(https.post(token_url, data=replay), 400)  # revokes first's family
-            token(
-                https.post(
-                    token_url,
-                    content=json.dumps(grant).encode(),
-                    headers={"Content-Type": "application/json"},
-                ),
-                400,
-            )
-            token(
-                https.post(
-                    token_url,
-                    content=(urlencode(grant) + "&password=" + quote(OAUTH_PW)).encode(),
-                    headers={"Content-Type": "application/x-www-form-urlencoded"},
-                ),
-                400,
-            )
+            refreshed = token(https.post(token_url, data=refresh_of(first)), 200)
+            token(https.get(token_url + "?" + urlencode(refresh_of(second))), 200)
+            token(https.post(token_url, data=refresh_of(first)), 400)  # revokes first's family
+            token(https.post(token_url, content=json.dumps(grant).encode(), headers=headers), 400)
+            twice = (urlencode(grant) + "&password=" + quote(OAUTH_PW)).encode()
+            token(https.post(token_url, content=twice, headers=form_type), 400)
             # the token route spelled otherwise: known by the normalised path (SPEC 7.1)
             spelled = o + TOKEN.replace("/token", "/%74oken")
             by_name = {**grant, "username": TOKEN_USER, "client_id": "web"}
@@ -285,24 +247,12 @@ def test_no_secret_reaches_the_log_at_debug_level(
                 seen.append((f"bearer {path[:20]}", response.status_code))
                 assert response.status_code == expect, response.text
 
-            bearer("/hello", third["access_token"], 200)
-            bearer(
-                "/hello?" + urlencode({"access_token": third["access_token"]}),
-                third["access_token"],
-                200,
-            )
-            bearer("/raise-auth", third["access_token"], 500)
-            bearer(
-                "/login-json",
-                third["access_token"],
-                200,
-                method="POST",
-                content=login,
-                headers={"Content-Type": "application/json"},
-            )
-            tampered = third["access_token"][:-4] + (
-                "AAAA" if not third["access_token"].endswith("AAAA") else "BBBB"
-            )
+            access = third["access_token"]
+            bearer("/hello", access, 200)
+            bearer("/hello?" + urlencode({"access_token": access}), access, 200)
+            bearer("/raise-auth", access, 500)
+            bearer("/login-json", access, 200, method="POST", content=login, headers=headers)
+            tampered = access[:-4] + ("AAAA" if not access.endswith("AAAA") else "BBBB")
             bearer("/hello", tampered, 401)
             deadline = time.monotonic() + 15  # refused within 1 s; a hang guard on a busy machine
             while True:
@@ -317,29 +267,16 @@ def test_no_secret_reaches_the_log_at_debug_level(
             # SPEC 12.3: introspection and revocation carry tokens in bodies and queries too
             # (the revocation route spelled otherwise: known by the normalised path)
             introspect_url = o + "/fw/oauth2/introspect"
+            client = {"client_id": "web", "client_secret": CLIENT_SECRET}
+            by_query = introspect_url + "?" + urlencode({"token": named["refresh_token"]})
             for response in (
-                https.post(
-                    introspect_url,
-                    data={
-                        "token": third["access_token"],
-                        "client_id": "web",
-                        "client_secret": CLIENT_SECRET,
-                    },
-                ),
-                https.post(
-                    introspect_url + "?" + urlencode({"token": named["refresh_token"]}),
-                    auth=header_auth,
-                ),
+                https.post(introspect_url, data={"token": access, **client}),
+                https.post(by_query, auth=header_auth),
             ):
                 seen.append(("introspect", response.status_code))
                 assert response.json()["active"] is True, response.text
             revoked = https.post(
-                o + "/fw/oauth2/%72evoke",
-                data={
-                    "token": named["refresh_token"],
-                    "client_id": "web",
-                    "client_secret": CLIENT_SECRET,
-                },
+                o + "/fw/oauth2/%72evoke", data={"token": named["refresh_token"], **client}
             )
             seen.append(("revoke", revoked.status_code))
             assert revoked.status_code == 200, revoked.text
@@ -368,11 +305,8 @@ def test_no_secret_reaches_the_log_at_debug_level(
         store.close()
     assert "settings.change" in kept and "refresh.replay" in kept and "revocation" in kept
 
-    logs = {
-        "stderr": proc.log(),
-        "LogFile": proc.file_log(),
-        "stdout": "\n".join(proc.stdout_lines) + "\n",
-    }
+    stdout = "\n".join(proc.stdout_lines) + "\n"
+    logs = {"stderr": proc.log(), "LogFile": proc.file_log(), "stdout": stdout}
     if log_format == "json":
         # every line is one JSON object; the sweep searches the lines as written and as read
         # (a JSON string escapes what the text line shows as it is)
@@ -448,7 +382,7 @@ def test_the_redis_password_is_never_shown(tmp_path: Path) -> None:
     (tmp_path / "redis").mkdir()
     redis = RedisServer(tmp_path / "redis", password=REDIS_PW).start()
     env = {"FWREST_CANARY_REDIS_PW": REDIS_PW}
-    basic = local_port(FwData={"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}})
+    basic = local_port(FwData={"Authorization": BASIC_AUTH})
     monitor_port = free_port()
     store = {"StateStore": redis.url, "StateStorePassword": "env:FWREST_CANARY_REDIS_PW"}
     config = free_config(
@@ -485,14 +419,9 @@ def test_the_redis_password_is_never_shown(tmp_path: Path) -> None:
             read_all("UP")
             redis.stop()  # the store's errors: logged, and reported by the probes
             # the store check runs every second: wait for its verdict (a hang guard of 15 s)
-            wait_for(
-                lambda: (
-                    http.get(base + "/fw/healthcheck/ready").json()["checks"]["store"]["status"]
-                    == "DOWN"
-                ),
-                15,
-                "the store check's DOWN",
-            )
+            ready = base + "/fw/healthcheck/ready"
+            store_down = lambda: http.get(ready).json()["checks"]["store"]["status"] == "DOWN"  # noqa: E731
+            wait_for(store_down, 15, "the store check's DOWN")
             for _ in range(3):
                 wrong = http.get(base + "/hello", auth=("basil", BASIC_WRONG))
                 answers.append(f"{wrong.status_code} {wrong.text}")
@@ -540,35 +469,22 @@ def test_the_redis_password_is_never_shown(tmp_path: Path) -> None:
             outputs[name] = (done.returncode, done.stdout + done.stderr)
     finally:
         redis.stop()
-    assert (
-        outputs["check env"][0] == 0 and "state store: redis://127.0.0.1" in outputs["check env"][1]
-    )
-    assert (
-        outputs["check url"][0] == 0
-        and "state store: redis://***@127.0.0.1" in outputs["check url"][1]
-    )
-    assert (
-        outputs["check query"][0] == 0 and "username=***&password=***" in outputs["check query"][1]
-    ), outputs["check query"]
-    wrong_start = outputs["serve wrong url"]
-    assert (
-        wrong_start[0] == 2
-        and "[HTTPSERVER] StateStore: Redis refused the password" in wrong_start[1]
-    )
-    seen = {
-        "log": proc.log() + proc.file_log() + "\n".join(proc.stdout_lines),
-        "answers": "\n".join(answers),
-        **{name: out for name, (_code, out) in outputs.items()},
-    }
+    for name, code, shown in [
+        ("check env", 0, "state store: redis://127.0.0.1"),
+        ("check url", 0, "state store: redis://***@127.0.0.1"),
+        ("check query", 0, "username=***&password=***"),
+        ("serve wrong url", 2, "[HTTPSERVER] StateStore: Redis refused the password"),
+    ]:
+        assert outputs[name][0] == code and shown in outputs[name][1], (name, outputs[name])
+    log = proc.log() + proc.file_log() + "\n".join(proc.stdout_lines)
+    seen = {"log": log, "answers": "\n".join(answers)}
+    seen.update((name, out) for name, (_code, out) in outputs.items())
     # the store's errors were logged, with the URL, and answered
     assert f"redis store {redis.url}: Error 111" in seen["log"]
     assert "the state store is unavailable" in seen["answers"]
     needles = {"StateStorePassword": forms(REDIS_PW), "URL password": forms(REDIS_URL_PW)}
     needles["wrong URL password"] = forms(REDIS_URL_PW.replace("Cn4ry", "Wr0ng"))
     hits = hits_in(seen, needles)
-    print(
-        f"Redis password sweep: {len(answers)} answers, "
-        + ", ".join(f"{k} {len(v)} bytes" for k, v in seen.items())
-        + f": {len(hits)} hits"
-    )
+    sizes = ", ".join(f"{k} {len(v)} bytes" for k, v in seen.items())
+    print(f"Redis password sweep: {len(answers)} answers, {sizes}: {len(hits)} hits")
     assert hits == []

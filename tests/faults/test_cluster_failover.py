@@ -41,7 +41,7 @@ import trustme
 from tests.auth.oauth2_support import issue_certs
 from tests.docs.blocks import ini_example
 from tests.faults.failover import HOSTS, PAUSE_S, RESUMED_S, TwoHosts, host_config
-from tests.faults.support import Outcome
+from tests.faults.support import Outcome, password_grant
 from tests.redis_support import RedisCluster
 
 USERS = [("ada", "Ada-Pw-7731"), ("bob", "Bob-Pw-2207"), ("cat", "Cat-Pw-9090")]
@@ -124,8 +124,7 @@ def test_a_master_fails_over_under_load(
 
         def burst(_i: int) -> Outcome | None:
             time.sleep(PAUSE_S)
-            got = hosts.post("grant", burst_client, {"grant_type": "password",
-                             "username": "bob", "password": USERS[1][1]})  # fmt: skip
+            got = hosts.post("grant", burst_client, password_grant(*USERS[1]))
             if got.status == 200:
                 bursts.append(together(got.body["refresh_token"]))
             return got

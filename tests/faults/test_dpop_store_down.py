@@ -19,16 +19,11 @@ import trustme
 
 from tests.auth.dpop_support import DpopKey, dpop_headers
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
-from tests.conftest import ServerProcess, free_config
-from tests.faults.support import app_with
+from tests.conftest import ServerProcess
+from tests.faults.support import oauth_params, store_config
 from tests.redis_support import RedisServer
 
-PARAMS = {
-    "client_id": "web",
-    "client_secret": "Web-Secret-9q",
-    "users": [{"username": "ada", "password": "Ada-Pw-7731"}],
-    "access_expires": "1h",
-}
+PARAMS = oauth_params([("ada", "Ada-Pw-7731")], client_secret="Web-Secret-9q", access_expires="1h")
 FAIL_CLOSED_S = 1.5
 HANG_GUARD_S = 10.0
 
@@ -49,12 +44,8 @@ def test_a_dpop_request_fails_closed_while_the_store_is_frozen(
     tmp_path: Path, ca: trustme.CA, redis_store: RedisServer
 ) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
-    config = free_config(
-        tmp_path,
-        app=app_with(PARAMS),
-        servers={"OAUTH": oauth_section(certs, onAuthparams="app.params")},
-        extra={"HTTPSERVER": {"StateStore": redis_store.url}},
-    )
+    oauth = oauth_section(certs, onAuthparams="app.params")
+    config = store_config(tmp_path, {"OAUTH": oauth}, redis_store.url, PARAMS)
     proc = ServerProcess(config).wait_ready()
     try:
         base = proc.url("OAUTH")

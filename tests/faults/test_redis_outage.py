@@ -28,18 +28,12 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
-from tests.conftest import ServerProcess, free_config
-from tests.faults.support import Outcome, Recorder, app_with, figures
+from tests.conftest import ServerProcess
+from tests.faults.support import Outcome, Recorder, figures, oauth_params, store_config
 from tests.redis_support import RedisServer
 
 USERS = [("ada", "Ada-Pw-7731"), ("bob", "Bob-Pw-2207"), ("eve", "Eve-Pw-3141")]
-PARAMS = {
-    "client_id": "web",
-    "client_secret": "Web-Secret-9q",
-    "users": [{"username": u, "password": p} for u, p in USERS],
-    "access_expires": "1h",
-    "refresh_expires": "Date()+1",
-}
+PARAMS = oauth_params(USERS, client_secret="Web-Secret-9q", long_lived=True)
 FAIL_CLOSED_S = 1.5  # SPEC 7: 503 within 1.5 s
 RECOVERY_S = 5.0  # issue 9: recovery within 5 s of Redis returning
 STOPPED_S = 3.0  # a 503 comes at once: the connection is refused
@@ -63,14 +57,8 @@ def test_redis_stopped_and_frozen_under_load(
     ca: trustme.CA, tmp_path: Path, redis_store: RedisServer
 ) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
-    config = free_config(
-        tmp_path,
-        app=app_with(PARAMS),
-        servers={
-            "OAUTH": oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
-        },
-        extra={"HTTPSERVER": {"StateStore": redis_store.url}, "POOL": {"MaxThreads": 8}},
-    )
+    oauth = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
+    config = store_config(tmp_path, {"OAUTH": oauth}, redis_store.url, PARAMS, 8)
     proc = ServerProcess(config, workers=2).wait_ready()
     ctx = client_context(certs)
     clients: list[httpx.Client] = []

@@ -34,12 +34,9 @@ HANG_GUARD_S = 30.0
 
 def _config(tmp_path: Path, started_file: Path, extra: dict[str, dict[str, object]]) -> Path:
     """The fault app on one port, each request started noted in ``started_file``."""
-    return free_config(
-        tmp_path,
-        app=FAULT_APP,
-        servers={"HTTP_REST": local_port(UserData={"started_file": str(started_file)})},
-        extra={"HTTPSERVER": {"GracefulTimeout": 20000}, **extra},
-    )
+    servers = {"HTTP_REST": local_port(UserData={"started_file": str(started_file)})}
+    extra = {"HTTPSERVER": {"GracefulTimeout": 20000}, **extra}
+    return free_config(tmp_path, app=FAULT_APP, servers=servers, extra=extra)
 
 
 def test_sigterm_with_50_requests_in_flight_completes_them_all_and_exits_0(

@@ -104,11 +104,8 @@ def attack(port: int) -> list[Slow]:
 def test_slowloris_connections_close_at_the_deadline_while_others_are_served(
     tmp_path: Path,
 ) -> None:
-    config = free_config(
-        tmp_path,
-        app=FAULT_APP,
-        servers={"HTTP_REST": local_port(HeaderTimeout=DEADLINE_MS)},
-    )
+    servers = {"HTTP_REST": local_port(HeaderTimeout=DEADLINE_MS)}
+    config = free_config(tmp_path, app=FAULT_APP, servers=servers)
     proc = ServerProcess(config, workers=1).wait_ready()
     try:
         base, port = proc.url(), proc.ports["HTTP_REST"]

@@ -48,15 +48,9 @@ import httpx
 import pytest
 import trustme
 
-from tests.auth.oauth2_support import (
-    NO_THROTTLE,
-    TOKEN,
-    client_context,
-    issue_certs,
-    oauth_section,
-)
+from tests.auth.oauth2_support import NO_THROTTLE, TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import ServerProcess, free_config, local_port
-from tests.faults.support import app_with, service_rss
+from tests.faults.support import app_with, oauth_params, service_rss
 from tests.server.rawhttp import RawConnection
 
 MIB = 1024 * 1024
@@ -72,12 +66,7 @@ MALLOC_ARENA_MAX = 2
 GROWTH_LIMIT = 1 * MIB
 LOAD_THREADS = 4
 USER, PASSWORD = "soak", "Soak-Pw-5521"
-PARAMS = {
-    "client_id": "web",
-    "users": [{"username": USER, "password": PASSWORD}],
-    "access_expires": "1h",
-    "refresh_expires": "Date()+1",
-}
+PARAMS = oauth_params([(USER, PASSWORD)], long_lived=True)
 BAD_REQUESTS = [
     b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
     b"GET /rest/hello HTTP/1.1\nHost: x\n\n",
@@ -127,14 +116,10 @@ class Traffic:
     """One load thread's clients and token chain; ``step()`` sends one request."""
 
     def __init__(self, urls: dict[str, str], ports: dict[str, int], ctx: Any, seed: int):
-        self.urls = urls
-        self.ports = ports
-        self.ctx = ctx
+        self.urls, self.ports, self.ctx, self.rng = urls, ports, ctx, random.Random(seed)
         self.plain = httpx.Client(timeout=30)
         self.tls = httpx.Client(verify=ctx, timeout=30)
-        self.rng = random.Random(seed)
-        self.access = ""
-        self.refresh = ""
+        self.access = self.refresh = ""
         self.kinds: list[tuple[str, int, Callable[[], int]]] = []
         o, b, p = urls["OAUTH"], urls["BASIC"], urls["OPEN"]
         bearer = lambda: {"Authorization": f"Bearer {self.access}"}  # noqa: E731
@@ -165,15 +150,13 @@ class Traffic:
         self.grant()
 
     def grant(self) -> int:
-        data = {"grant_type": "password", "username": USER, "password": PASSWORD}
-        response = self.tls.post(self.urls["OAUTH"] + TOKEN, data=data)
-        if response.status_code == 200:
-            body = response.json()
-            self.access, self.refresh = body["access_token"], body["refresh_token"]
-        return response.status_code
+        return self.token({"grant_type": "password", "username": USER, "password": PASSWORD})
 
     def refresh_chain(self) -> int:
-        data = {"grant_type": "refresh_token", "refresh_token": self.refresh}
+        return self.token({"grant_type": "refresh_token", "refresh_token": self.refresh})
+
+    def token(self, data: dict[str, str]) -> int:
+        """A token request; the tokens of a 200 become the chain's."""
         response = self.tls.post(self.urls["OAUTH"] + TOKEN, data=data)
         if response.status_code == 200:
             body = response.json()
@@ -228,16 +211,8 @@ def run_soak(
     """Start the service in ``folder``, warm it up, run ``seconds`` of mixed traffic, stop."""
     certs = issue_certs(ca or trustme.CA(), folder / "certs")
     open_port = local_port()
-    basic = {
-        **open_port,
-        "FwData": {
-            "Authorization": {
-                "scheme": "basic",
-                "OnAuth": "app.basic_check",
-                "maxFailures": NO_THROTTLE,
-            }
-        },
-    }
+    auth = {"scheme": "basic", "OnAuth": "app.basic_check", "maxFailures": NO_THROTTLE}
+    basic = {**open_port, "FwData": {"Authorization": auth}}
     oauth = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
     config = free_config(
         folder,
@@ -334,21 +309,9 @@ def run_soak(
     error_lines = [
         line for line in proc.file_log().splitlines() if " ERROR " in line or " CRITICAL " in line
     ]
-    return SoakResult(
-        seconds=elapsed,
-        requests=sum(per_kind.values()),
-        per_kind=per_kind,
-        unexpected=unexpected,
-        examples=examples,
-        rss_start=start_rss,
-        rss_end=end_rss,
-        rss_series=series,
-        per_process_start=start_per,
-        per_process_end=end_per,
-        workers=workers,
-        warmup=warmed,
-        error_lines=error_lines,
-    )
+    requests = sum(per_kind.values())
+    return SoakResult(elapsed, requests, per_kind, unexpected, examples, start_rss, end_rss,
+                      series, start_per, end_per, workers, warmed, error_lines)  # fmt: skip
 
 
 @pytest.mark.timeout(SOAK_SECONDS + WARMUP_MAX_SECONDS + 120)

@@ -29,17 +29,11 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
-from tests.conftest import ServerProcess, free_config
-from tests.faults.support import Pinned, app_with, figures, pinned_per_worker
+from tests.conftest import ServerProcess
+from tests.faults.support import Pinned, figures, oauth_params, pinned_per_worker, store_config
 
 USERS = [(f"user{i}", f"Pw-{i}-x7") for i in range(8)]
-PARAMS = {
-    "client_id": "web",
-    "client_secret": "Web-Secret-9q",
-    "users": [{"username": u, "password": p} for u, p in USERS],
-    "access_expires": "1h",
-    "refresh_expires": "Date()+1",
-}
+PARAMS = oauth_params(USERS, client_secret="Web-Secret-9q", long_lived=True)
 REVOKED_WITHIN_S = 1.0  # SPEC 7: the revocation cache is at most 1 s stale
 
 
@@ -72,12 +66,7 @@ def service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     # the clients pinned to each worker sit idle while the bulk replays run (longer on a busy
     # machine than the default 5 s): their connections must stay with their worker
     section["KeepAliveTimeout"] = 120000
-    config = free_config(
-        folder,
-        app=app_with(PARAMS),
-        servers={"OAUTH": section},
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}, "POOL": {"MaxThreads": 8}},
-    )
+    config = store_config(folder, {"OAUTH": section}, "sqlite", PARAMS, max_threads=8)
     proc = ServerProcess(config, workers=2).wait_ready()
     svc = Service(proc, certs)
     try:

@@ -55,13 +55,8 @@ def tls_files(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> dict[
 
 @pytest.fixture
 def server(tmp_path: Path, tls_files: dict[str, Path]) -> Iterator[ServerProcess]:
-    servers = {
-        "HTTPS_REST": local_port(
-            SslCertificate=str(tls_files["cert"]),
-            SslCertificateKey=str(tls_files["key"]),
-            TlsHandshakeTimeout=HANDSHAKE_MS,
-        )
-    }
+    tls = {"SslCertificate": str(tls_files["cert"]), "SslCertificateKey": str(tls_files["key"])}
+    servers = {"HTTPS_REST": local_port(**tls, TlsHandshakeTimeout=HANDSHAKE_MS)}
     proc = ServerProcess(free_config(tmp_path, servers=servers), workers=1).wait_ready()
     yield proc
     assert proc.stop() == 0
@@ -187,10 +182,7 @@ def test_stalled_handshakes_stay_bounded_and_the_port_serves(
         assert sampler.peak - before < PEAK_GROWTH_LIMIT
         assert status == 200 and latency < 5
         assert served, f"no answer during the wave: {during}"
-    print(
-        f"RSS baseline {baseline / MIB:.1f} MiB; after each wave "
-        + ", ".join(f"{a / MIB:.1f}" for a in afters)
-        + " MiB"
-    )
+    waves = ", ".join(f"{a / MIB:.1f}" for a in afters)
+    print(f"RSS baseline {baseline / MIB:.1f} MiB; after each wave {waves} MiB")
     assert afters[-1] - afters[0] < ACROSS_WAVES_LIMIT
     assert worker.num_fds() <= fds + 2

@@ -20,8 +20,8 @@ import trustme
 from argon2 import PasswordHasher
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
-from tests.conftest import ServerProcess, free_config
-from tests.faults.support import app_with, simultaneous
+from tests.conftest import ServerProcess
+from tests.faults.support import oauth_params, password_grant, simultaneous, store_config
 from tests.redis_support import RedisServer
 
 BURST = 200
@@ -34,19 +34,11 @@ def service(ca: trustme.CA, tmp_path: Path) -> Iterator[tuple[ServerProcess, dic
     # one hash, each user's entry holds it; light costs (a few ms a check): a burst of 200 of
     # the default costs (64 MiB each) takes a minute of this machine's two cores
     hashed = PasswordHasher(time_cost=2, memory_cost=16 * 1024, parallelism=1).hash(PASSWORD)
-    params = {
-        "client_id": "web",
-        "users": [{"username": f"user{i}", "password": hashed} for i in range(BURST)],
-    }
+    params = oauth_params((f"user{i}", hashed) for i in range(BURST))
     certs = issue_certs(ca, tmp_path / "certs")
     oauth = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
     oauth["KeepAliveTimeout"] = 120_000  # the clients connect first, then wait for the others
-    config = free_config(
-        tmp_path,
-        app=app_with(params),
-        servers={"OAUTH": oauth},
-        extra={"HTTPSERVER": {"StateStore": redis.url}},
-    )
+    config = store_config(tmp_path, {"OAUTH": oauth}, redis.url, params)
     proc = ServerProcess(config, workers=2)
     try:
         yield proc.wait_ready(), certs
@@ -63,10 +55,7 @@ def test_a_burst_of_logins_on_a_healthy_store_is_served_not_503(
     answers, took = simultaneous(
         BURST,
         lambda client: client.get(base + "/pid"),  # public: the TLS handshake done before
-        lambda client, i: client.post(
-            base + TOKEN,
-            data={"grant_type": "password", "username": f"user{i}", "password": PASSWORD},
-        ),
+        lambda client, i: client.post(base + TOKEN, data=password_grant(f"user{i}", PASSWORD)),
         verify=client_context(certs),
     )
     statuses = Counter(a.status_code for a in answers)

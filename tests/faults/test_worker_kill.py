@@ -24,14 +24,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import ServerProcess, free_config
-from tests.faults.support import (
-    FAULT_APP,
-    Outcome,
-    Recorder,
-    figures,
-    live_children,
-    wait_workers,
-)
+from tests.faults.support import FAULT_APP, Outcome, Recorder, figures, live_children, wait_workers
 
 LOAD_THREADS = 8
 BEFORE_S = 1.5  # load before the kill
@@ -121,11 +114,8 @@ def test_a_replacement_worker_reads_the_files_general_as_it_is_now(tmp_path: Pat
             time.sleep(0.05)
 
         def file_value() -> int:
-            response = httpx.get(
-                f"{base}/fw/rest/config",
-                headers={"Accept": "application/json", "Connection": "close"},
-                timeout=10,
-            )
+            headers = {"Accept": "application/json", "Connection": "close"}
+            response = httpx.get(f"{base}/fw/rest/config", headers=headers, timeout=10)
             assert response.status_code == 200, response.text
             return int(response.json()["settings"]["rest_log_stringsize"]["file"])
 

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import trustme
 
+import tests.hostile.service as hostile_service
 from tests.auth.oauth2_support import MISSING_CHALLENGE
 from tests.hostile.corpus import BAD, CONTINUE, VALID, Case, Ctx, render
 from tests.hostile.service import WIRE_TIMEOUT, Answer, HostileService, Wire, start_service
@@ -33,12 +34,8 @@ BASIC_CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
 BEARER_REALM = 'Bearer realm="Access to REST"'
 TOKEN_ROUTE = "/fw/oauth2/token"
 # 5xx the SPEC allows: 500 from a raising application function (the Basic validator case
-# says so itself), 501 for a transfer coding fwrest does not speak, 503 from the store.
-ALLOWED_5XX = {
-    501,
-    503,
-    505,
-}  # an unsupported transfer coding; the store unavailable; HTTP/0.9 or 2.0
+# says so itself), and ALLOWED_5XX of service.py
+ALLOWED_5XX = hostile_service.ALLOWED_5XX
 PROBES = {
     "basic": (b"GET /rest/fw/healthcheck/ok HTTP/1.1\r\nHost: h\r\n\r\n", b"ok"),
     "oauth": (b"GET /rest/fw/healthcheck HTTP/1.1\r\nHost: h\r\n\r\n", b'"status":"UP"'),
@@ -102,9 +99,8 @@ def _raw_exchange(svc: HostileService, kind: str, data: bytes) -> bytes:
 def run_case(svc: HostileService, case: Case, kind: str) -> list[Answer | None]:
     """Send the case, read the answers it expects, check the connection's fate."""
     case_id = f"{case.name}--{kind}"
-    ctx = Ctx(
-        kind, case_id, svc.access_token, svc.refresh_token, svc.signing_key, svc.fresh_refresh
-    )
+    tokens = (svc.access_token, svc.refresh_token, svc.signing_key)
+    ctx = Ctx(kind, case_id, *tokens, svc.fresh_refresh)
     steps = case.raw if isinstance(case.raw, tuple) else (case.raw,)
     expected = case.expected(kind)
     if case.transport == "raw" and kind == "oauth":

@@ -29,7 +29,7 @@ import trustme
 import uvloop
 
 from tests.hostile.corpus import CONTINUE, VALID, Ctx, render
-from tests.hostile.service import HostileService, start_service
+from tests.hostile.service import ALLOWED_5XX, HostileService, start_service
 
 MUTATIONS = int(os.environ.get("FWREST_MUTATIONS", "20000"))
 SEED = int(os.environ.get("FWREST_MUTATION_SEED", "20261122"))
@@ -39,11 +39,6 @@ READ_GUARD = 5.0  # seconds a read may wait: far above the service's 500 ms dead
 MONITOR_GUARD = 35.0
 CONNECTION_GUARD = {"basic": 30.0, "oauth": 30.0, "monitor": 60.0}
 DEADLINE_MS = 500
-ALLOWED_5XX = {
-    501,
-    503,
-    505,
-}  # an unsupported transfer coding; the store unavailable; HTTP/0.9 or 2.0
 STATUS_LINE = re.compile(rb"HTTP/1\.1 ([1-5][0-9][0-9]) [^\r\n]*")
 INTERESTING = [
     b"\r", b"\n", b"\r\n", b"\r\n\r\n", b" ", b"\t", b"\x00", b"\x7f", b"\xff", b"\xc3(",
@@ -89,11 +84,8 @@ def seeds(svc: HostileService) -> list[tuple[str, bytes]]:
             # again) revoke that family, not the one of the access token the seeds use
             ctx.fresh_refresh = svc.fresh_refresh
             steps = case.raw if isinstance(case.raw, tuple) else (case.raw,)
-            data = b"".join(
-                render(step(ctx) if callable(step) else step, ctx)
-                for step in steps
-                if step is not CONTINUE
-            )
+            sent = [step(ctx) if callable(step) else step for step in steps if step is not CONTINUE]
+            data = b"".join(render(text, ctx) for text in sent)
             if b"HEAD " not in data:
                 out.append((kind, data))
     return out
@@ -130,9 +122,8 @@ def mutate(rng: random.Random, data: bytes, others: list[bytes]) -> bytes:
             digits = [m.span() for m in re.finditer(rb"[0-9]+", bytes(out))]
             if digits:
                 start, end = rng.choice(digits)
-                out[start:end] = str(
-                    rng.choice((0, 1, 2**31, 2**64 + 5, rng.randrange(99999)))
-                ).encode()
+                number = rng.choice((0, 1, 2**31, 2**64 + 5, rng.randrange(99999)))
+                out[start:end] = str(number).encode()
     return bytes(out)
 
 
@@ -219,12 +210,9 @@ async def connection(
     if not first:
         return
     tls = svc.tls if kind == "oauth" else None
-    reader, writer = await asyncio.wait_for(
-        asyncio.open_connection(
-            "127.0.0.1", svc.port(kind), ssl=tls, server_hostname="127.0.0.1" if tls else None
-        ),
-        READ_GUARD,
-    )
+    host = "127.0.0.1" if tls else None
+    connecting = asyncio.open_connection("127.0.0.1", svc.port(kind), ssl=tls, server_hostname=host)
+    reader, writer = await asyncio.wait_for(connecting, READ_GUARD)
     tally.connections += 1
     guard = MONITOR_GUARD if kind == "monitor" else READ_GUARD
     buffer = bytearray()

@@ -35,12 +35,10 @@ TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 HEADER = st.one_of(
     st.text(max_size=60),
     st.builds(lambda s, t: f"{s} {t}", st.sampled_from(["Basic", "basic", "BASIC", "x"]), TEXT),
-    st.builds(
-        lambda s, raw: f"{s} {base64.b64encode(raw).decode()}",
-        st.sampled_from(["Basic", "bAsIc", "Bearer"]),
-        st.binary(max_size=40),
-    ),
-)
+    st.builds(lambda s, raw: f"{s} {base64.b64encode(raw).decode()}",
+              st.sampled_from(["Basic", "bAsIc", "Bearer"]), st.binary(max_size=40)),
+)  # fmt: skip
+USER = TEXT.filter(lambda u: ":" not in u)  # a Basic user name holds no colon
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,12 +53,8 @@ def test_parse_basic_never_raises(header: str) -> None:
 
 
 @FAST
-@given(
-    user=TEXT.filter(lambda u: ":" not in u),
-    password=TEXT,
-    scheme=st.sampled_from(["Basic", "basic", "BASIC", "bAsIc"]),
-    pad=st.sampled_from(["", " ", "  ", "\t"]),
-)
+@given(USER, TEXT, st.sampled_from(["Basic", "basic", "BASIC", "bAsIc"]),
+       st.sampled_from(["", " ", "  ", "\t"]))  # fmt: skip
 def test_parse_basic_round_trips(user: str, password: str, scheme: str, pad: str) -> None:
     encoded = base64.b64encode(f"{user}:{password}".encode()).decode()
     assert parse_basic(f"{pad}{scheme} {pad}{encoded}{pad}") == (user, password)
@@ -74,11 +68,8 @@ def test_parse_basic_falls_back_to_latin1(user: str) -> None:
 
 
 @FAST
-@given(
-    scheme=st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12),
-    user=TEXT.filter(lambda u: ":" not in u),
-    password=TEXT,
-)
+@given(st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12),
+       USER, TEXT)  # fmt: skip
 def test_parse_basic_refuses_other_schemes(scheme: str, user: str, password: str) -> None:
     assume(scheme.lower() != "basic")
     encoded = base64.b64encode(f"{user}:{password}".encode()).decode()
@@ -94,21 +85,12 @@ def test_parse_basic_refuses_credentials_without_colon(raw: bytes) -> None:
 # ---------------------------------------------------------------------------------------------
 # request_params (the token route's parameters)
 
-CONTENT_TYPES = st.one_of(
-    st.none(),
-    st.sampled_from(
-        [
-            "application/x-www-form-urlencoded",
-            "application/x-www-form-urlencoded; charset=utf-8",
-            "APPLICATION/X-WWW-FORM-URLENCODED",
-            "application/json",
-            "text/plain",
-            "multipart/form-data; boundary=x",
-            "",
-        ]
-    ),
-    st.text(max_size=40),
-)
+FORM_TYPES = [
+    "application/x-www-form-urlencoded", "application/x-www-form-urlencoded; charset=utf-8",
+    "APPLICATION/X-WWW-FORM-URLENCODED", "application/json", "text/plain",
+    "multipart/form-data; boundary=x", "",
+]  # fmt: skip
+CONTENT_TYPES = st.one_of(st.none(), st.sampled_from(FORM_TYPES), st.text(max_size=40))
 QUERY = st.one_of(
     st.text(max_size=200),
     st.lists(st.tuples(st.text(max_size=8), st.text(max_size=8)), max_size=40).map(
@@ -137,12 +119,8 @@ def test_request_params_raises_only_oauth_errors(
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in params.items())
 
 
-NAMES = st.lists(
-    st.text(st.characters(min_codepoint=97, max_codepoint=122) | st.just("_"), min_size=1),
-    min_size=1,
-    max_size=12,
-    unique=True,
-)
+NAME = st.text(st.characters(min_codepoint=97, max_codepoint=122) | st.just("_"), min_size=1)
+NAMES = st.lists(NAME, min_size=1, max_size=12, unique=True)
 
 
 @FAST
@@ -177,31 +155,13 @@ def test_request_params_keep_distinct_parameters(data: st.DataObject, names: lis
 # normalise_path
 
 SEGMENT_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="/")
+TRICKY_SEGMENTS = [
+    "", ".", "..", "%2e", "%2E%2e", ".%2e", "%2f", "%5C", "%00", "%", "%25", ";", "%3b", "a", "b",
+]  # fmt: skip
 PATHS = st.one_of(
     st.text(max_size=60).map(lambda t: "/" + t),
     st.lists(
-        st.one_of(
-            st.sampled_from(
-                [
-                    "",
-                    ".",
-                    "..",
-                    "%2e",
-                    "%2E%2e",
-                    ".%2e",
-                    "%2f",
-                    "%5C",
-                    "%00",
-                    "%",
-                    "%25",
-                    ";",
-                    "%3b",
-                    "a",
-                    "b",
-                ]
-            ),
-            st.text(SEGMENT_CHARS, max_size=6),
-        ),
+        st.one_of(st.sampled_from(TRICKY_SEGMENTS), st.text(SEGMENT_CHARS, max_size=6)),
         max_size=10,
     ).map(lambda segments: "/" + "/".join(segments)),
     st.text(st.sampled_from("/.%2eEfF5cC0a;\\"), max_size=40).map(lambda t: "/" + t),
@@ -251,11 +211,8 @@ def test_normalise_result_is_canonical(path: str) -> None:
 
 
 @FAST
-@given(
-    st.lists(st.text(SEGMENT_CHARS, max_size=5), min_size=1, max_size=5),
-    st.sampled_from(["%2f", "%2F", "%5c", "%5C"]),
-    st.data(),
-)
+@given(st.lists(st.text(SEGMENT_CHARS, max_size=5), min_size=1, max_size=5),
+       st.sampled_from(["%2f", "%2F", "%5c", "%5C"]), st.data())  # fmt: skip
 def test_normalise_refuses_encoded_slashes(
     segments: list[str], slash: str, data: st.DataObject
 ) -> None:
@@ -268,11 +225,10 @@ def test_normalise_refuses_encoded_slashes(
 # ---------------------------------------------------------------------------------------------
 # NoCheckPaths (onAuthNoCheckUri)
 
-LITERAL_SEGMENT = st.text(
-    st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/:*%"),
-    min_size=1,
-    max_size=8,
-).filter(lambda s: s not in (".", ".."))
+LITERAL_CHARS = st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/:*%")
+LITERAL_SEGMENT = st.text(LITERAL_CHARS, min_size=1, max_size=8).filter(
+    lambda s: s not in (".", "..")
+)
 # configured patterns are stripped of surrounding white space (a typing leniency)
 LITERAL = (
     st.lists(LITERAL_SEGMENT, min_size=1, max_size=4)
@@ -291,14 +247,8 @@ def test_literal_pattern_matches_exactly_itself(
     nocheck = NoCheckPaths([pattern + "/" if slash else pattern])
     assert nocheck.matches(pattern)
     assert nocheck.matches(normalise_path(pattern + "/"))  # the trailing slash, as normalised
-    for near in (
-        pattern + "x",
-        pattern + "/x",
-        pattern[:-1] or "/",
-        "/x" + pattern,
-        pattern + "/" + "/".join(other),
-        pattern.swapcase(),
-    ):
+    for near in (pattern + "x", pattern + "/x", pattern[:-1] or "/", "/x" + pattern,
+                 pattern + "/" + "/".join(other), pattern.swapcase()):  # fmt: skip
         if near != pattern:
             assert not nocheck.matches(near), (pattern, near)
     candidate = "/" + "/".join(other)
@@ -351,11 +301,8 @@ VALUES = st.one_of(
         max_leaves=8,
     ),
 )
-CONFIGS = st.dictionaries(
-    st.sampled_from(SECTIONS),
-    st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=6),
-    max_size=7,
-)
+SECTION = st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=6)
+CONFIGS = st.dictionaries(st.sampled_from(SECTIONS), SECTION, max_size=7)
 
 
 def _load(path: Path) -> None:

@@ -65,11 +65,7 @@ def _deep(depth: int, opening: bytes, closing: bytes) -> bytes:
 
 HOSTILE: dict[str, bytes] = {
     "arrays 100k deep": _deep(100_000, b"[", b"]"),
-    "objects 100k deep": b'{"items": [], "meta": '
-    + b'{"a": ' * 100_000
-    + b"1"
-    + b"}" * 100_000
-    + b"}",
+    "objects 100k deep": b'{"items": [], "meta": ' + b'{"a": ' * 100_000 + b"1}" + b"}" * 100_000,
     "unclosed 500k deep": b'{"items": [' + b"[" * 500_000,
     "10 levels where a string is": b'{"items": [], "note": ' + b'{"a": ' * 10 + b"1" + b"}" * 11,
     "one mebibyte string": b'{"items": [], "note": "' + b"x" * MIB + b'"}',
@@ -127,23 +123,16 @@ def test_a_hostile_body_is_refused_or_served_and_the_worker_serves_on(
     assert _workers(service) == before  # no worker died and was replaced
 
 
-def test_the_deep_bodies_name_what_went_wrong(service: ServerProcess) -> None:
-    base = service.url("HTTP_REST")
-    r = httpx.post(
-        f"{base}/orders", content=HOSTILE["arrays 100k deep"], headers=JSON_TYPE, timeout=GUARD_S
-    )
-    assert r.json()["detailedMessage"] == (
-        "the body ('order'): the JSON nests too deeply to be decoded"
-    )
-    r = httpx.post(
-        f"{base}/orders",
-        content=HOSTILE["10 levels where a string is"],
-        headers=JSON_TYPE,
-        timeout=GUARD_S,
-    )
-    assert r.json()["detailedMessage"] == (
-        "the body ('order'): Expected `str`, got `object` - at `$.note`"
-    )
+@pytest.mark.parametrize(
+    ("name", "detail"),
+    [
+        ("arrays 100k deep", "the JSON nests too deeply to be decoded"),
+        ("10 levels where a string is", "Expected `str`, got `object` - at `$.note`"),
+    ],
+)
+def test_the_deep_bodies_name_what_went_wrong(client: Client, name: str, detail: str) -> None:
+    r = client.post("/rest/orders", content=HOSTILE[name], headers=JSON_TYPE)
+    assert r.json()["detailedMessage"] == f"the body ('order'): {detail}"
 
 
 def test_a_body_over_max_body_size_is_still_a_413(service: ServerProcess) -> None:
@@ -174,17 +163,16 @@ ORDER = st.fixed_dictionaries(
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
-    config = module_config(tmp_path_factory.mktemp("typed_props"), "typed_hostile_app", app=APP)
+    servers = {"HTTP_REST": local_port(MaxBodySize=MAX_BODY)}
+    config = module_config(
+        tmp_path_factory.mktemp("typed_props"), "typed_hostile_app", app=APP, servers=servers
+    )
     with Client(config) as c:
         yield c
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(max_examples=150, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
 @given(ORDER)
 def test_generated_json_is_served_when_it_fits_else_a_400(client: Client, order: Any) -> None:
     r = client.post("/rest/orders", json=order)
