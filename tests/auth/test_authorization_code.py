@@ -385,8 +385,7 @@ def test_a_wrong_password_and_an_unknown_user_get_the_same_page(code: LocalOAuth
 
 
 @pytest.mark.parametrize(
-    "forge",
-    ["missing", "another request's", "tampered state", "expired", "garbage"],
+    "forge", ["missing", "another request's", "tampered state", "expired", "garbage"]
 )
 def test_a_form_without_its_own_csrf_token_is_refused_before_any_password(
     svc: LocalService, forge: str

@@ -264,10 +264,7 @@ def checked(
             },
             "the client 'Admin' and the user 'admin' are one name",
         ),
-        (
-            {"users": [{"username": "client:web", "password": "a"}]},
-            "begins with 'client:'",
-        ),
+        ({"users": [{"username": "client:web", "password": "a"}]}, "begins with 'client:'"),
     ],
 )
 def test_the_start_refuses_a_params_file_whose_names_fold_to_one(
@@ -306,10 +303,7 @@ def test_check_warns_about_folded_names_introspect_and_pattern_reach(
 ) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
     section = oauth_section(
-        certs,
-        locations="ROOT,APP",
-        onAuthparams="app.folded_params",
-        onAuthNoCheckUri="app.paths",
+        certs, locations="ROOT,APP", onAuthparams="app.folded_params", onAuthNoCheckUri="app.paths"
     )
     extra = {
         "ROOT": {"Path": "/", "ThreadPool": "POOL"},

@@ -28,9 +28,7 @@ from tests.auth.oauth2_support import (
     oauth_section,
     params_source,
 )
-from tests.auth.oauth2_support import (
-    WEB as WEB_CLIENT,
-)
+from tests.auth.oauth2_support import WEB as WEB_CLIENT
 from tests.auth.test_authorization_code import form_fields, pkce, redirected
 from tests.conftest import APP_SOURCE, module_config
 

@@ -25,13 +25,7 @@ import trustme
 from tests.auth.oauth2_support import KEYS_ADA as ADA
 from tests.auth.oauth2_support import KEYS_ALGS as ALGS
 from tests.auth.oauth2_support import KEYS_APP as APP
-from tests.auth.oauth2_support import (
-    OAuth,
-    client_context,
-    issue_certs,
-    oauth_section,
-    uvicorn_app,
-)
+from tests.auth.oauth2_support import OAuth, client_context, issue_certs, oauth_section, uvicorn_app
 from tests.conftest import ServerProcess, free_config, run_cli, wait_for
 from tests.docs.blocks import example
 from tests.redis_support import RedisServer

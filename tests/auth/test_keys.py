@@ -28,15 +28,9 @@ from joserfc.errors import SecurityWarning
 from joserfc.jwk import KeySet
 
 from tests.auth.conftest import fwrest_cli
-from tests.auth.oauth2_support import (
-    KEYS_ADA as ADA,
-)
-from tests.auth.oauth2_support import (
-    KEYS_ALGS as ALGS,
-)
-from tests.auth.oauth2_support import (
-    KEYS_APP as APP,
-)
+from tests.auth.oauth2_support import KEYS_ADA as ADA
+from tests.auth.oauth2_support import KEYS_ALGS as ALGS
+from tests.auth.oauth2_support import KEYS_APP as APP
 from tests.auth.oauth2_support import (
     LocalOAuth,
     LocalService,
@@ -145,9 +139,7 @@ def test_an_hs256_port_publishes_no_key_and_its_metadata_no_jwks_uri(svc: LocalS
     assert "kid" not in header_of(hs.tokens(*ADA)["access_token"])
 
 
-def test_the_guide_s_authorization_object_signs_with_eddsa_as_its_issuer(
-    svc: LocalService,
-) -> None:
+def test_the_guide_s_authorization_object_signs_with_eddsa_as_its_issuer(svc: LocalService) -> None:
     guide = svc["GUIDE"]
     token = guide.tokens(*ADA)["access_token"]
     assert header_of(token)["alg"] == "EdDSA"
@@ -287,11 +279,7 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
     # (the 1 s of SPEC 12.1 is measured by tests/auth/test_jwks_clients.py, on a service of
     # its own processes: here the workers share the test's process and the suite's load)
     wait_for(new_kid, 15, "tokens signed with the new key")
-    wait_for(
-        lambda: signs_anew(ec, old_ec_kid),
-        5,
-        "ES256 tokens signed with the new key",
-    )
+    wait_for(lambda: signs_anew(ec, old_ec_kid), 5, "ES256 tokens signed with the new key")
     # the old key still verifies its tokens, and is still published
     assert ed.get("/hello", before).status_code == 200
     kids = [k["kid"] for k in ed.http.get(ed.base + "/fw/oauth2/jwks").json()["keys"]]

@@ -205,9 +205,7 @@ def test_bound_tokens_mtls_refuses_a_token_request_without_a_certificate(
     assert_refused(hello(svc, "MUST", access, pki.ada), "another client certificate")
 
 
-def test_the_metadata_says_tokens_are_bound_where_certificates_are_asked(
-    svc: OAuthService,
-) -> None:
+def test_the_metadata_says_tokens_are_bound_where_certificates_are_asked(svc: OAuthService) -> None:
     for port, bound in (("MT", True), ("MUST", True), ("PLAIN", False)):
         origin = svc.proc.url(port).removesuffix("/rest")
         with http(svc, None) as client:

@@ -341,9 +341,7 @@ def test_a_grant_not_listed_in_types_is_unauthorized_client(svc: LocalService) -
     assert other.refresh(other.tokens(*ADA)["refresh_token"]).status_code == 200
 
 
-def test_client_credentials_unless_types_lists_it_is_unauthorized_client(
-    oauth: OAuthPort,
-) -> None:
+def test_client_credentials_unless_types_lists_it_is_unauthorized_client(oauth: OAuthPort) -> None:
     # a known grant (SPEC 12.4) this port's onAuthparams gives no types for: never allowed
     response = oauth.post({"grant_type": "client_credentials"}, auth=WEB)
     assert_error(response, "unauthorized_client")
@@ -529,8 +527,7 @@ def test_a_refresh_keeps_the_tokens_own_client_and_a_refused_one_spends_nothing(
     mobile = oauth.tokens(*ADA, client_id=MOBILE[0], client_secret=MOBILE[1])
     refused = {
         "another client (Basic header)": oauth.post(
-            {"grant_type": "refresh_token", "refresh_token": mobile["refresh_token"]},
-            auth=WEB,
+            {"grant_type": "refresh_token", "refresh_token": mobile["refresh_token"]}, auth=WEB
         ),
         "another client (form)": oauth.refresh(
             mobile["refresh_token"], client_id=WEB[0], client_secret=WEB[1]
@@ -605,8 +602,7 @@ def test_a_missing_token_is_401_with_the_bearer_challenge(oauth: OAuthPort) -> N
 
 
 @pytest.mark.parametrize(
-    "header",
-    ["Basic YWRhOkFkYS1Qdy03NzMx", "Bearer", "Token abc", "Bearer a b"],
+    "header", ["Basic YWRhOkFkYS1Qdy03NzMx", "Bearer", "Token abc", "Bearer a b"]
 )
 def test_a_header_that_is_not_bearer_counts_as_missing(oauth: OAuthPort, header: str) -> None:
     assert_missing_token(oauth.get("/hello", headers={"Authorization": header}))
@@ -871,9 +867,7 @@ def test_rest_object_with_a_named_on_auth(svc: LocalService) -> None:
     assert info["has_callback"] is True
 
 
-def test_a_token_of_one_port_is_refused_on_another_port_of_the_service(
-    svc: LocalService,
-) -> None:
+def test_a_token_of_one_port_is_refused_on_another_port_of_the_service(svc: LocalService) -> None:
     """One signing key per service (SPEC 4.2), but a token is valid only on the section that
     issued it (SPEC 7.1: ``aud``); the signature checks out, the audience does not."""
     token = svc["ALIAS"].tokens(*ADA)["access_token"]

@@ -337,8 +337,7 @@ def test_single_keys_of_the_original_documentation(svc: LocalService) -> None:
 
 
 @pytest.mark.parametrize(
-    ("user", "password"),
-    [("ada", "Ada-Pw-7731"), ("bob", "Bob-Pw-2207"), ("cy", "Cy-Pw-1188")],
+    ("user", "password"), [("ada", "Ada-Pw-7731"), ("bob", "Bob-Pw-2207"), ("cy", "Cy-Pw-1188")]
 )
 def test_arrays_users_mixed_with_single_keys(svc: LocalService, user: str, password: str) -> None:
     port = svc["ARRAYS"]
@@ -463,9 +462,7 @@ def test_each_lifetime_comes_from_the_first_entry_that_gives_it(svc: LocalServic
     assert "[MIXED_EXPIRES] onAuthparams refresh_expires '01/01/2020' is already past" in log
 
 
-def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(
-    svc: LocalService,
-) -> None:
+def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(svc: LocalService) -> None:
     """Half-written JSON, a settings object fwrest cannot use, or no file at all: the token
     route keeps the last valid content (no 500), and logs one error per state of the file."""
     port = svc["FILE_KEEP"]
@@ -651,8 +648,7 @@ def one_port(
 
 
 @pytest.mark.parametrize(
-    ("value", "warned"),
-    [(3600, True), ("3600", True), (3600000, False), ("1h", False)],
+    ("value", "warned"), [(3600, True), ("3600", True), (3600000, False), ("1h", False)]
 )
 def test_check_warns_about_access_expires_in_seconds(
     ca: trustme.CA, tmp_path: Path, value: Any, warned: bool

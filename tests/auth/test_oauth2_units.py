@@ -123,10 +123,7 @@ def test_a_parameter_without_a_value_counts_as_omitted() -> None:
         request_params("b=", b"b=x", FORM, "POST")  # still given twice
 
 
-@pytest.mark.parametrize(
-    ("query", "body"),
-    [("a=1&a=1", b""), ("a=1", b"a=2"), ("", b"a=1&a=2")],
-)
+@pytest.mark.parametrize(("query", "body"), [("a=1&a=1", b""), ("a=1", b"a=2"), ("", b"a=1&a=2")])
 def test_a_parameter_twice_is_refused(query: str, body: bytes) -> None:
     with pytest.raises(OAuthError) as info:
         request_params(query, body, FORM, "POST")

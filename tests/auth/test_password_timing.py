@@ -96,9 +96,7 @@ def timed_grant(port: OAuth, user: str, password: str) -> tuple[float, httpx.Res
     return time.perf_counter() - started, response
 
 
-def test_known_and_unknown_users_take_the_same_time_with_mixed_password_kinds(
-    port: OAuth,
-) -> None:
+def test_known_and_unknown_users_take_the_same_time_with_mixed_password_kinds(port: OAuth) -> None:
     for user in (ARGON, BCRYPT, PLAIN):  # the right passwords work (and warm the dummies)
         assert port.grant(*user).status_code == 200
     kinds = {

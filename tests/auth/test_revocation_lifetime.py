@@ -172,9 +172,7 @@ def test_a_replayed_family_stays_revoked_until_every_token_of_it_has_expired(
     asyncio.run(scenario())
 
 
-def test_the_bound_covers_the_latest_refresh_deadline_and_an_access_lifetime(
-    clock: Clock,
-) -> None:
+def test_the_bound_covers_the_latest_refresh_deadline_and_an_access_lifetime(clock: Clock) -> None:
     """The bound itself: the later of the replayed token's deadline and the one a rotation
     would give now, plus the access lifetime (the last access token of the family can be
     issued just before its last refresh token expires)."""

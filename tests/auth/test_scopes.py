@@ -304,17 +304,7 @@ def test_invalid_scope_is_told_only_after_the_password_is_checked(port: OAuthPor
         "orders\\read",
         "ordérs:read",
     ],
-    ids=[
-        "4KiB",
-        "long-allowed",
-        "crlf",
-        "nul",
-        "tab",
-        "escape",
-        "quote",
-        "backslash",
-        "non-ascii",
-    ],
+    ids=["4KiB", "long-allowed", "crlf", "nul", "tab", "escape", "quote", "backslash", "non-ascii"],
 )
 def test_a_hostile_scope_is_invalid_scope(svc: LocalService, port: OAuthPort, scope: str) -> None:
     response = port.grant(*ADA, client_id=WEB[0], client_secret=WEB[1], scope=scope)
@@ -507,8 +497,7 @@ def test_client_credentials_by_form_fields_and_default_scope(port: OAuthPort) ->
 
 
 @pytest.mark.parametrize(
-    ("client", "scope"),
-    [(SVC, "orders:write"), (PLAIN, "orders:read"), (SVC, "orders:read admin")],
+    ("client", "scope"), [(SVC, "orders:write"), (PLAIN, "orders:read"), (SVC, "orders:read admin")]
 )
 def test_client_credentials_scopes_are_the_client_entrys(
     port: OAuthPort, client: tuple[str, str], scope: str
@@ -547,10 +536,7 @@ def test_requests_oauthlib_backend_application_client(served: OAuthService) -> N
     client = BackendApplicationClient(client_id=REPORTING[0], scope=["orders:read"])
     with RequestsOAuthSession(client=client) as session:
         token = session.fetch_token(
-            token_url=port.token_url,
-            client_id=REPORTING[0],
-            client_secret=REPORTING[1],
-            verify=ca,
+            token_url=port.token_url, client_id=REPORTING[0], client_secret=REPORTING[1], verify=ca
         )
         assert token["scope"] == ["orders:read"] and "refresh_token" not in token
         orders = session.get(port.base + "/orders", verify=ca)

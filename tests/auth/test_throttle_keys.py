@@ -72,8 +72,7 @@ class Ports:
         """A Basic request of ``client`` (X-Forwarded-For); the name sent as UTF-8."""
         header = base64.b64encode(f"{user}:{password}".encode()).decode()
         response = self.http.get(
-            "/rest/hello",
-            headers={"Authorization": f"Basic {header}", "X-Forwarded-For": client},
+            "/rest/hello", headers={"Authorization": f"Basic {header}", "X-Forwarded-For": client}
         )
         return response.status_code
 

@@ -114,9 +114,7 @@ def assert_no_secret(text: str, *more: str) -> None:
         assert secret not in text
 
 
-def test_users_are_added_changed_and_removed_with_the_rest_of_the_file_kept(
-    config: Path,
-) -> None:
+def test_users_are_added_changed_and_removed_with_the_rest_of_the_file_kept(config: Path) -> None:
     path = config.parent / "params.json"
     added = fwrest(config, "users", "add", "carol", "--password-stdin", stdin="Carol-Pw-2\n")
     assert added.returncode == 0, added.stderr
