@@ -26,6 +26,7 @@ from tests.auth.oauth2_support import (
     LocalOAuth,
     LocalService,
     claims_of,
+    error_of,
     local_oauth,
     oauth_section,
 )
@@ -55,13 +56,9 @@ USERS = [
 
 
 def params():
-    return {{
-        "client": CLIENTS,
-        "users": USERS,
-        "types": [{{"grant_type": "authorization_code"}}, {{"grant_type": "refresh_token"}},
-                  {{"grant_type": "password"}}, {{"grant_type": "client_credentials"}}],
-        "access_expires": "10m",
-    }}
+    grants = ["authorization_code", "refresh_token", "password", "client_credentials"]
+    return {{"client": CLIENTS, "users": USERS, "access_expires": "10m",
+             "types": [{{"grant_type": grant}} for grant in grants]}}
 
 
 def no_code():
@@ -77,22 +74,15 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
     )
     without_authorize = oauth_section(certs, onAuthparams=f"{MODULE}.params")
     without_authorize["FwData"]["NativeRoutes"] = {"disable": ["oauth2/authorize"]}
-    config = module_config(
-        folder,
-        MODULE,
-        servers={
-            "CODE": oauth_section(certs, onAuthparams=f"{MODULE}.params"),
-            "LIMITED": oauth_section(certs, onAuthparams=f"{MODULE}.params", maxFailures=3),
-            "NOCODE": oauth_section(certs, onAuthparams=f"{MODULE}.no_code"),
-            "BRANDED": oauth_section(
-                certs, onAuthparams=f"{MODULE}.params", loginPage="file:login.html"
-            ),
-            "NOAUTHORIZE": without_authorize,
-        },
-        app=APP,
-        general={"rest_log_level": 5},
-    )
-    return config
+    params = f"{MODULE}.params"
+    servers = {
+        "CODE": oauth_section(certs, onAuthparams=params),
+        "LIMITED": oauth_section(certs, onAuthparams=params, maxFailures=3),
+        "NOCODE": oauth_section(certs, onAuthparams=f"{MODULE}.no_code"),
+        "BRANDED": oauth_section(certs, onAuthparams=params, loginPage="file:login.html"),
+        "NOAUTHORIZE": without_authorize,
+    }
+    return module_config(folder, MODULE, servers=servers, app=APP, general={"rest_log_level": 5})
 
 
 @pytest.fixture(scope="module")
@@ -117,15 +107,9 @@ def pkce() -> tuple[str, str]:
 
 
 def authorize_params(challenge: str, **extra: str) -> dict[str, str]:
-    out = {
-        "response_type": "code",
-        "client_id": "spa",
-        "redirect_uri": SPA_CB,
-        "code_challenge": challenge,
-        "code_challenge_method": "S256",
-        "state": "st-" + secrets.token_hex(4),
-    }
-    out.update(extra)
+    out = {"response_type": "code", "client_id": "spa", "redirect_uri": SPA_CB,
+           "code_challenge": challenge, "code_challenge_method": "S256",
+           "state": "st-" + secrets.token_hex(4), **extra}  # fmt: skip
     return {k: v for k, v in out.items() if v != "-"}  # "-": leave the parameter out
 
 
@@ -173,14 +157,8 @@ def login_code(
 
 
 def exchange(port: LocalOAuth, value: str, verifier: str, **extra: str) -> httpx.Response:
-    data = {
-        "grant_type": "authorization_code",
-        "code": value,
-        "redirect_uri": SPA_CB,
-        "code_verifier": verifier,
-        "client_id": "spa",
-        **extra,
-    }
+    data = {"grant_type": "authorization_code", "code": value, "redirect_uri": SPA_CB,
+            "code_verifier": verifier, "client_id": "spa", **extra}  # fmt: skip
     return port.post({k: v for k, v in data.items() if v != "-"})
 
 
@@ -318,15 +296,12 @@ def test_the_scopes_of_a_client_without_its_own_are_the_users(code: LocalOAuth) 
         if not granted:
             assert values["error"] == "invalid_scope" and values["state"] == params["state"]
             continue
-        answer = code.post(
-            {
-                "grant_type": "authorization_code",
-                "code": values["code"],
-                "redirect_uri": WEB_CB,
-                "code_verifier": verifier,
-            },
-            auth=("web", WEB_SECRET),
-        )
+        redeem = {
+            "grant_type": "authorization_code",
+            "code": values["code"],
+            "redirect_uri": WEB_CB,
+        }
+        answer = code.post({**redeem, "code_verifier": verifier}, auth=("web", WEB_SECRET))
         assert answer.json()["scope"] == "orders:read", answer.text
 
 
@@ -479,10 +454,8 @@ def test_an_expired_code_is_invalid_grant(svc: LocalService, code: LocalOAuth) -
         authorize.CODE_TTL_S = ttl
     time.sleep(0.3)
     answer = exchange(code, value, verifier)
-    assert answer.json() == {
-        "error": "invalid_grant",
-        "error_description": "the authorization code has expired",
-    }
+    expired = {"error": "invalid_grant", "error_description": "the authorization code has expired"}
+    assert answer.json() == expired
 
 
 def test_a_code_redeemed_twice_revokes_what_the_first_issued(
@@ -498,9 +471,7 @@ def test_a_code_redeemed_twice_revokes_what_the_first_issued(
     assert "already used" in second.json()["error_description"]
     # every token of the first redemption is revoked (the worker's cache at once)
     assert code.get("/hello", token=tokens["access_token"]).status_code == 401
-    assert code.refresh(tokens["refresh_token"], client_id="spa").json()["error"] == (
-        "invalid_grant"
-    )
+    assert error_of(code.refresh(tokens["refresh_token"], client_id="spa")) == "invalid_grant"
 
 
 def test_a_public_client_cannot_use_client_credentials(code: LocalOAuth) -> None:
@@ -511,19 +482,15 @@ def test_a_public_client_cannot_use_client_credentials(code: LocalOAuth) -> None
 def test_a_public_client_revokes_its_tokens_but_cannot_introspect(code: LocalOAuth) -> None:
     value, verifier, _params = login_code(code)
     tokens = exchange(code, value, verifier).json()
-    introspect = code.http.post(
-        code.base + "/fw/oauth2/introspect",
-        data={"token": tokens["access_token"], "client_id": "spa"},
-    )
+    form = {"token": tokens["access_token"], "client_id": "spa"}
+    introspect = code.http.post(code.base + "/fw/oauth2/introspect", data=form)
     assert (introspect.status_code, introspect.json()["error"]) == (401, "invalid_client")
     # revocation at logout: client_id alone names a public client (RFC 7009 2.1)
     revoked = code.http.post(
         code.base + "/fw/oauth2/revoke", data={"token": tokens["refresh_token"], "client_id": "spa"}
     )
     assert revoked.status_code == 200
-    assert code.refresh(tokens["refresh_token"], client_id="spa").json()["error"] == (
-        "invalid_grant"
-    )
+    assert error_of(code.refresh(tokens["refresh_token"], client_id="spa")) == "invalid_grant"
 
 
 # -- metadata, audit, log ---------------------------------------------------------------------
@@ -567,8 +534,6 @@ def test_logins_failures_and_replays_are_audited_and_no_secret_is_logged(
     audit = code.get("/fw/rest/audit", token=code.tokens("ada", ADA_PW)["access_token"])
     assert audit.status_code == 200, audit.text
     events = {e["event"]: e for e in reversed(audit.json())}
-    assert events["login"]["actor"] == "ada"
-    assert events["login"]["details"] == {"client_id": "spa"}
-    assert events["login.failure"]["actor"] == "ada"
-    assert events["code.replay"]["actor"] == "ada"
+    assert (events["login"]["actor"], events["login"]["details"]) == ("ada", {"client_id": "spa"})
+    assert events["login.failure"]["actor"] == events["code.replay"]["actor"] == "ada"
     assert events["code.replay"]["details"]["client_id"] == "spa"
