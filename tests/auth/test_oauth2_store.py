@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -99,6 +98,7 @@ def service_config(
     issuer: str | None = None,
     oauth: str = "OAUTH",
     module: str = "app",
+    **httpserver: Any,
 ) -> Path:
     """One oAuth2 port ``OAUTH`` (spelled ``oauth``); with ``max_failures`` under the default, a second port
     ``THROTTLED`` has that threshold and ``OAUTH`` none (the per-address count is shared by
@@ -106,7 +106,7 @@ def service_config(
     Without ``issuer`` (the default configuration) each host derives its own,
     https://127.0.0.1:{its own port}/rest, and the hosts still accept each other's tokens
     (SPEC 12.2). ``module``: the app module's name (unique in the test session for a service
-    in this process)."""
+    in this process); ``httpserver``: more keys of its ``[HTTPSERVER]``."""
     servers = {}
     for name, limit in ((oauth, 1_000_000), ("THROTTLED", max_failures)):
         auth: dict[str, Any] = {"maxFailures": limit}
@@ -120,7 +120,7 @@ def service_config(
         module,
         servers=servers,
         app=APP_SOURCE + STORE_APP,
-        extra={"HTTPSERVER": {"StateStore": store}, "POOL": {"MaxThreads": 8}},
+        extra={"HTTPSERVER": {"StateStore": store, **httpserver}, "POOL": {"MaxThreads": 8}},
     )
 
 
@@ -339,27 +339,20 @@ def test_redis_server_is_installed() -> None:
 
 class TwoServices:
     def __init__(
-        self,
-        ca: trustme.CA,
-        root: Path,
-        store: str,
-        max_failures: int,
-        issuer: str | None,
-        spelled: tuple[str, str] | None = None,
+        self, ca: trustme.CA, root: Path, store: str, max_failures: int, issuer: str | None
     ) -> None:
-        """Hosts A and B of one service; with ``spelled``, ``ports`` are their ``OAUTH``
-        sections, each host spelling its name as ``spelled`` says, else their ``THROTTLED``."""
+        """Hosts A and B of one service, ``ports`` their ``THROTTLED`` sections."""
         self.procs: list[ServerProcess] = []
         self.ports: list[OAuth] = []
         self.issuer = issuer
-        for name, oauth in zip(("a", "b"), spelled or ("OAUTH", "OAUTH"), strict=True):
+        for name in ("a", "b"):
             folder = root / name
             folder.mkdir()
             certs = issue_certs(ca, folder / "certs")
-            config = service_config(folder, certs, store, max_failures, issuer, oauth)
+            config = service_config(folder, certs, store, max_failures, issuer)
             proc = ServerProcess(config).wait_ready()
             self.procs.append(proc)
-            self.ports.append(OAuth(proc, oauth if spelled else "THROTTLED", certs))
+            self.ports.append(OAuth(proc, "THROTTLED", certs))
 
     def close(self) -> None:
         for port in self.ports:
@@ -429,10 +422,11 @@ def test_hosts_spelling_the_section_in_another_case_share_its_tokens(
 ) -> None:
     """SPEC 9: section names are case-insensitive, so host A's ``[OAUTH]`` and host B's
     ``[oauth]`` are one server section of one service (SPEC 7.1's aud, 12.2): each host
-    accepts, refreshes, revokes and describes the other's tokens (default configuration)."""
-    both = TwoServices(ca, tmp_path, redis_server.url, 1_000_000, None, ("OAUTH", "oauth"))
-    try:
-        a, b = both.ports
+    accepts, refreshes, revokes and describes the other's tokens (default configuration; the
+    hosts in this process, their store the real Redis)."""
+    with contextlib.ExitStack() as stack:
+        a = local_host(stack, ca, tmp_path / "a", redis_server.url)
+        b = local_host(stack, ca, tmp_path / "b", redis_server.url, oauth="oauth")
         tokens = a.tokens(*ADA)
         claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
         assert claims["aud"] == "OAUTH"  # written as the issuing host spells it
@@ -455,8 +449,6 @@ def test_hosts_spelling_the_section_in_another_case_share_its_tokens(
         assert "already used" in replay.json()["error_description"]
         latest = again.json()["access_token"]
         wait_for(lambda: b.get("/hello", latest).status_code == 401, 10, "B refuses the family")
-    finally:
-        both.close()
 
 
 def test_a_refresh_record_stored_under_the_spelled_section_name_still_refreshes(
@@ -466,13 +458,9 @@ def test_a_refresh_record_stored_under_the_spelled_section_name_still_refreshes(
     spelled it: after the upgrade they refresh (once: the new record is under the folded
     name), are described and revoked as before (the host in this process, its store the
     real Redis)."""
-    certs = issue_certs(ca, tmp_path / "certs")
-    module = f"tauth_store_spelled_{uuid.uuid4().hex[:12]}"
-    config = service_config(tmp_path, certs, redis_server.url, module=module)
-    with (
-        contextlib.closing(RedisStore(redis_server.url)) as store,
-        LocalOAuth(config, "OAUTH") as a,
-    ):
+    with contextlib.ExitStack() as stack:
+        a = local_host(stack, ca, tmp_path / "a", redis_server.url)
+        store = stack.enter_context(contextlib.closing(RedisStore(redis_server.url)))
         now = time.time()
         old, revoked = "earlier-release-refresh-token-1", "earlier-release-refresh-token-2"
         for token, family in ((old, "fam-earlier-1"), (revoked, "fam-earlier-2")):
@@ -503,18 +491,23 @@ def test_a_token_signed_by_a_service_with_its_own_key_is_refused(
     """The contrast: a service that does not share the Redis key does not accept the tokens
     (both services in this process: the key they sign with, not the process, is under test)."""
     with contextlib.ExitStack() as stack:
-        ports: list[LocalOAuth] = []
-        for name, store in (("shared", redis_server.url), ("alone", "memory")):
-            folder = tmp_path / name
-            folder.mkdir()
-            certs = issue_certs(ca, folder / "certs")
-            config = service_config(folder, certs, store, module=f"tauth_store_{uuid.uuid4().hex}")
-            ports.append(stack.enter_context(LocalOAuth(config, "OAUTH")))
-        shared, alone = ports
+        shared = local_host(stack, ca, tmp_path / "shared", redis_server.url)
+        alone = local_host(stack, ca, tmp_path / "alone", "memory")
         foreign = alone.tokens(*ADA)["access_token"]
         assert shared.get("/hello", foreign).status_code == 401
         assert alone.get("/hello", foreign).status_code == 200
         assert shared.get("/hello", shared.tokens(*ADA)["access_token"]).status_code == 200
+
+
+def local_host(
+    stack: contextlib.ExitStack[Any], ca: trustme.CA, folder: Path, store: str, **kw: Any
+) -> LocalOAuth:
+    """A host of the service in this process in ``folder`` (certificates and an app module of
+    its own; ``kw``: more of :func:`service_config`), a client of its ``OAUTH`` port."""
+    folder.mkdir()
+    module = f"tauth_store_{uuid.uuid4().hex[:12]}"
+    config = service_config(folder, issue_certs(ca, folder / "certs"), store, module=module, **kw)
+    return stack.enter_context(LocalOAuth(config, kw.get("oauth", "OAUTH")))
 
 
 def timed(call: Any) -> tuple[httpx.Response, float]:
@@ -588,18 +581,9 @@ def test_services_sharing_a_signing_key_file_accept_each_others_tokens(
     """``[HTTPSERVER] SigningKeyFile``: the key given by config, created once, mode 0600
     (the services in this process: the key file, not the process, is under test)."""
     key_file = tmp_path / "shared" / "signing.key"
-    with contextlib.ExitStack() as stack:
-        ports: list[LocalOAuth] = []
-        for name in ("a", "b"):
-            folder = tmp_path / name
-            folder.mkdir()
-            certs = issue_certs(ca, folder / "certs")
-            module = f"tauth_store_key_{name}_{uuid.uuid4().hex[:12]}"
-            config = service_config(folder, certs, "memory", module=module)
-            data = json.loads(config.read_text())
-            data["HTTPSERVER"]["SigningKeyFile"] = str(key_file)
-            config.write_text(json.dumps(data))
-            ports.append(stack.enter_context(LocalOAuth(config, "OAUTH")))  # started: the key
+    with contextlib.ExitStack() as stack:  # each started: the key made or read
+        ports = [local_host(stack, ca, tmp_path / name, "memory", SigningKeyFile=str(key_file))
+                 for name in ("a", "b")]  # fmt: skip
         assert key_file.stat().st_mode & 0o777 == 0o600
         for name in ("a", "b"):
             assert not (tmp_path / name / ".fwrest" / "signing.key").exists()
@@ -760,10 +744,7 @@ def test_a_signing_key_file_that_cannot_be_read_or_made_is_a_clear_error(
     """``fwrest check`` and ``fwrest serve`` exit 2 with one line naming the file (they
     crashed with a traceback, exit 1; `check` even passed when the file could not be made)."""
     certs = issue_certs(ca, tmp_path / "certs")
-    config = service_config(tmp_path, certs, "sqlite")
-    data = json.loads(config.read_text())
-    data["HTTPSERVER"].update(make(tmp_path))
-    config.write_text(json.dumps(data))
+    config = service_config(tmp_path, certs, "sqlite", **make(tmp_path))
     for command in ("check", "serve"):
         result = run_forked(command, str(config), cwd=tmp_path, timeout=30)
         print(command, result.returncode, result.stderr)
