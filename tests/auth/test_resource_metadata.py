@@ -2,10 +2,10 @@
 
 In process (``fwrest.testing.Client``, module ``tauth_resource_app``): ``RS`` (ES256, two
 locations ``/rest`` and ``/api``, scopes in ``onAuthparams``), ``ISS`` (a configured
-``issuer``), ``OFF`` (``NativeRoutes`` disables ``oauth2/resource``). A client that knows
-nothing but a protected URL follows the 401's ``resource_metadata`` to the document, then to
-the authorization server's RFC 8414 metadata, gets a token there naming the resource, and is
-let through.
+``issuer``), ``OFF`` (``NativeRoutes`` disables ``oauth2/resource``). Over real TLS, a real
+``fwrest serve`` and httpx: a client that knows nothing but a protected URL follows the 401's
+``resource_metadata`` to the document, then to the authorization server's RFC 8414 metadata,
+gets a token there naming the resource, and is let through.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jwt
 import pytest
 import trustme
@@ -25,14 +26,16 @@ from tests.auth.oauth2_support import (
     KEYS_ADA,
     WEB,
     LocalService,
+    OAuthService,
     assert_invalid_token,
     assert_missing_token,
     error_of,
     local_oauth,
     oauth_section,
     params_source,
+    serve_oauth,
 )
-from tests.conftest import APP_SOURCE, module_config
+from tests.conftest import APP_SOURCE, free_config, module_config
 
 MODULE = "tauth_resource_app"
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -190,38 +193,50 @@ def test_native_routes_disable_takes_the_document_away(svc: LocalService) -> Non
     assert public["/fw/oauth2/resource"] is True
 
 
-# -- a client that knows only a protected URL ---------------------------------------------
+# -- over real TLS: a client that knows only a protected URL --------------------------------
 
 
-def test_a_client_discovers_the_authorization_server_from_the_401(svc: LocalService) -> None:
-    """Each URL followed as the answers name it, absolute (the in-process client reaches the
-    port whatever the host)."""
-    http = svc["RS"].http
-    protected = _origin(svc, "RS") + "/api/hello"
-    refused = http.get(protected)
-    assert refused.status_code == 401
-    found = re.search(r'resource_metadata="([^"]+)"', refused.headers["www-authenticate"])
-    assert found is not None, refused.headers
-    document = http.get(found.group(1))
-    assert document.status_code == 200, document.text
-    resource = document.json()
-    assert protected.startswith(resource["resource"] + "/")
-    assert resource["bearer_methods_supported"] == ["header"]
-    issuer = resource["authorization_servers"][0]
-    # RFC 8414 3.1: the well-known path between the issuer's host and its path
-    origin, _, path = issuer.partition("://")[2].partition("/")
-    meta = http.get(f"https://{origin}/.well-known/oauth-authorization-server/{path}")
-    assert meta.status_code == 200, meta.text
-    assert meta.json()["issuer"] == issuer
-    grant = {"grant_type": "password", "username": KEYS_ADA[0], "password": KEYS_ADA[1]}
-    granted = http.post(
-        meta.json()["token_endpoint"], data={**grant, "resource": resource["resource"]}
-    )
-    assert granted.status_code == 200, granted.text
-    token = granted.json()["access_token"]
-    answer = http.get(protected, headers={"Authorization": f"Bearer {token}"})
-    assert answer.status_code == 200, answer.text
-    assert answer.json()["hello"] == "world"
-    elsewhere = {**grant, "resource": resource["resource"] + "/elsewhere"}
-    wrong = http.post(meta.json()["token_endpoint"], data=elsewhere)
-    assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_target"
+def _write_real(folder: Path, certs: dict[str, Path]) -> Path:
+    servers = {
+        "RS": oauth_section(certs, "ROOT,API", onAuthparams="app.params", signingAlg="ES256")
+    }
+    extra = {"HTTPSERVER": {"StateStore": "sqlite"}, **LOCATIONS}
+    return free_config(folder, servers=servers, app=APP, extra=extra)
+
+
+@pytest.fixture(scope="module")
+def real(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+    yield from serve_oauth(ca, tmp_path_factory.mktemp("resource-tls"), _write_real)
+
+
+def test_a_client_discovers_the_authorization_server_from_the_401(real: OAuthService) -> None:
+    port = real["RS"]
+    protected = port.proc.url("RS").removesuffix("/rest") + "/api/hello"
+    with httpx.Client(verify=port.ctx, timeout=15) as http:
+        refused = http.get(protected)
+        assert refused.status_code == 401
+        found = re.search(r'resource_metadata="([^"]+)"', refused.headers["www-authenticate"])
+        assert found is not None, refused.headers
+        document = http.get(found.group(1))
+        assert document.status_code == 200, document.text
+        resource = document.json()
+        assert protected.startswith(resource["resource"] + "/")
+        assert resource["bearer_methods_supported"] == ["header"]
+        issuer = resource["authorization_servers"][0]
+        # RFC 8414 3.1: the well-known path between the issuer's host and its path
+        origin, _, path = issuer.partition("://")[2].partition("/")
+        meta = http.get(f"https://{origin}/.well-known/oauth-authorization-server/{path}")
+        assert meta.status_code == 200, meta.text
+        assert meta.json()["issuer"] == issuer
+        grant = {"grant_type": "password", "username": KEYS_ADA[0], "password": KEYS_ADA[1]}
+        granted = http.post(
+            meta.json()["token_endpoint"], data={**grant, "resource": resource["resource"]}
+        )
+        assert granted.status_code == 200, granted.text
+        token = granted.json()["access_token"]
+        answer = http.get(protected, headers={"Authorization": f"Bearer {token}"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["hello"] == "world"
+        elsewhere = {**grant, "resource": resource["resource"] + "/elsewhere"}
+        wrong = http.post(meta.json()["token_endpoint"], data=elsewhere)
+        assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_target"
