@@ -339,20 +339,27 @@ def test_redis_server_is_installed() -> None:
 
 class TwoServices:
     def __init__(
-        self, ca: trustme.CA, root: Path, store: str, max_failures: int, issuer: str | None
+        self,
+        ca: trustme.CA,
+        root: Path,
+        store: str,
+        max_failures: int,
+        issuer: str | None,
+        spelled: tuple[str, str] | None = None,
     ) -> None:
-        """Hosts A and B of one service, ``ports`` their ``THROTTLED`` sections."""
+        """Hosts A and B of one service; with ``spelled``, ``ports`` are their ``OAUTH``
+        sections, each host spelling its name as ``spelled`` says, else their ``THROTTLED``."""
         self.procs: list[ServerProcess] = []
         self.ports: list[OAuth] = []
         self.issuer = issuer
-        for name in ("a", "b"):
+        for name, oauth in zip(("a", "b"), spelled or ("OAUTH", "OAUTH"), strict=True):
             folder = root / name
             folder.mkdir()
             certs = issue_certs(ca, folder / "certs")
-            config = service_config(folder, certs, store, max_failures, issuer)
+            config = service_config(folder, certs, store, max_failures, issuer, oauth)
             proc = ServerProcess(config).wait_ready()
             self.procs.append(proc)
-            self.ports.append(OAuth(proc, "THROTTLED", certs))
+            self.ports.append(OAuth(proc, oauth if spelled else "THROTTLED", certs))
 
     def close(self) -> None:
         for port in self.ports:
@@ -422,11 +429,10 @@ def test_hosts_spelling_the_section_in_another_case_share_its_tokens(
 ) -> None:
     """SPEC 9: section names are case-insensitive, so host A's ``[OAUTH]`` and host B's
     ``[oauth]`` are one server section of one service (SPEC 7.1's aud, 12.2): each host
-    accepts, refreshes, revokes and describes the other's tokens (default configuration; the
-    hosts in this process, their store the real Redis)."""
-    with contextlib.ExitStack() as stack:
-        a = local_host(stack, ca, tmp_path / "a", redis_server.url)
-        b = local_host(stack, ca, tmp_path / "b", redis_server.url, oauth="oauth")
+    accepts, refreshes, revokes and describes the other's tokens (default configuration)."""
+    both = TwoServices(ca, tmp_path, redis_server.url, 1_000_000, None, ("OAUTH", "oauth"))
+    try:
+        a, b = both.ports
         tokens = a.tokens(*ADA)
         claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
         assert claims["aud"] == "OAUTH"  # written as the issuing host spells it
@@ -449,6 +455,8 @@ def test_hosts_spelling_the_section_in_another_case_share_its_tokens(
         assert "already used" in replay.json()["error_description"]
         latest = again.json()["access_token"]
         wait_for(lambda: b.get("/hello", latest).status_code == 401, 10, "B refuses the family")
+    finally:
+        both.close()
 
 
 def test_a_refresh_record_stored_under_the_spelled_section_name_still_refreshes(
