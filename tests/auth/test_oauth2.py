@@ -808,30 +808,25 @@ def test_a_named_on_auth_replaces_the_native_check(svc: LocalService) -> None:
     assert {c["path"] for c in seen} == {"/rest/hello"}
 
 
-def test_rest_object_on_an_oauth2_port(svc: LocalService) -> None:
-    port = svc["OAUTH"]
-    token = port.tokens(*BOB)["access_token"]
-    info = port.get("/whoami", token).json()
-    assert (info["scheme"], info["pool_scheme"], info["user"], info["on_auth"]) == (
-        "oAuth2",
-        "oAuth2",
-        "bob",
-        "",
-    )
+# what the REST object says on a port (the user's token, or CUSTOM's token_check's), in part
+REST_OBJECT = {
+    "OAUTH": (BOB, {"scheme": "oAuth2", "pool_scheme": "oAuth2", "user": "bob", "on_auth": ""}),
+    "ALIAS": (ADA, {"scheme": "oAuth2", "user": "ada"}),  # "scheme": "oAuth", the alias
+    "CUSTOM": (
+        None,
+        {"scheme": "oAuth2", "on_auth": f"{MODULE}.token_check", "has_callback": True},
+    ),
+}
 
 
-def test_rest_object_with_the_alias_scheme_o_auth(svc: LocalService) -> None:
-    port = svc["ALIAS"]
-    token = port.tokens(*ADA)["access_token"]
+@pytest.mark.parametrize("name", REST_OBJECT)
+def test_rest_object_on_an_oauth2_port(svc: LocalService, name: str) -> None:
+    port, (user, expected) = svc[name], REST_OBJECT[name]
+    token = "open-sesame" if user is None else port.tokens(*user)["access_token"]
     info = port.get("/whoami", token).json()
-    assert (info["scheme"], info["user"]) == ("oAuth2", "ada")
+    assert {key: info[key] for key in expected} == expected, info
+    assert all(type(info[key]) is type(value) for key, value in expected.items()), info
     assert_missing_token(port.get("/whoami"))
-
-
-def test_rest_object_with_a_named_on_auth(svc: LocalService) -> None:
-    info = svc["CUSTOM"].get("/whoami", "open-sesame").json()
-    assert (info["scheme"], info["on_auth"]) == ("oAuth2", f"{MODULE}.token_check")
-    assert info["has_callback"] is True
 
 
 def test_a_token_of_one_port_is_refused_on_another_port_of_the_service(svc: LocalService) -> None:
