@@ -62,6 +62,11 @@ def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
     yield from local_oauth(ca, tmp_path_factory.mktemp("dpop"), _write)
 
 
+@pytest.fixture
+def dp(svc: LocalService) -> LocalOAuth:
+    return svc["DP"]
+
+
 @pytest.fixture(scope="module")
 def key() -> DpopKey:
     return DpopKey("ES256")
@@ -123,16 +128,14 @@ def test_a_proof_binds_the_access_token_to_its_key(svc: LocalService, alg: str) 
     assert call(dp, key, web["access_token"]).status_code == 200
 
 
-def test_a_request_without_proof_keeps_bearer_tokens(svc: LocalService) -> None:
-    dp = svc["DP"]
+def test_a_request_without_proof_keeps_bearer_tokens(dp: LocalOAuth) -> None:
     pair = dp.tokens(*ADA.values())
     assert pair["token_type"] == "Bearer"
     assert "cnf" not in jwt.decode(pair["access_token"], options={"verify_signature": False})
     assert dp.get("/hello", pair["access_token"]).status_code == 200
 
 
-def test_a_dpop_token_sent_as_bearer_is_refused(svc: LocalService, key: DpopKey) -> None:
-    dp = svc["DP"]
+def test_a_dpop_token_sent_as_bearer_is_refused(dp: LocalOAuth, key: DpopKey) -> None:
     token = bound_pair(dp, key)["access_token"]
     assert_dpop_refusal(dp.get("/hello", token), "invalid_token")
     # with a valid proof beside it, still refused: the scheme says DPoP (RFC 9449 7.1)
@@ -180,8 +183,7 @@ BAD_PROOFS = ["stale", "future", "another method", "another url", "another host"
 
 
 @pytest.mark.parametrize("case", BAD_PROOFS)
-def test_the_bearer_check_refuses_a_bad_proof(svc: LocalService, key: DpopKey, case: str) -> None:
-    dp = svc["DP"]
+def test_the_bearer_check_refuses_a_bad_proof(dp: LocalOAuth, key: DpopKey, case: str) -> None:
     token = bound_pair(dp, key)["access_token"]
     proof = _refusals(key, DpopKey("ES256"), dp, token)[case]
     answer = dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof))
@@ -190,8 +192,7 @@ def test_the_bearer_check_refuses_a_bad_proof(svc: LocalService, key: DpopKey, c
     assert call(dp, key, token).status_code == 200
 
 
-def test_a_missing_proof_and_a_replayed_one_are_refused(svc: LocalService, key: DpopKey) -> None:
-    dp = svc["DP"]
+def test_a_missing_proof_and_a_replayed_one_are_refused(dp: LocalOAuth, key: DpopKey) -> None:
     token = bound_pair(dp, key)["access_token"]
     missing = dp.http.get(dp.base + "/hello", headers={"Authorization": f"DPoP {token}"})
     assert_dpop_refusal(missing)
@@ -206,8 +207,7 @@ def test_a_missing_proof_and_a_replayed_one_are_refused(svc: LocalService, key: 
     assert_dpop_refusal(dp.http.get(dp.base + "/hello", headers=two))
 
 
-def test_the_query_is_not_part_of_htu(svc: LocalService, key: DpopKey) -> None:
-    dp = svc["DP"]
+def test_the_query_is_not_part_of_htu(dp: LocalOAuth, key: DpopKey) -> None:
     token = bound_pair(dp, key)["access_token"]
     proof = key.proof("GET", url(dp, "/hello"), token)
     answer = dp.http.get(dp.base + "/hello?x=1", headers=dpop_headers(token, proof))
@@ -236,9 +236,8 @@ def test_behind_a_trusted_proxy_htu_is_the_forwarded_host(svc: LocalService, key
 
 @pytest.mark.parametrize("case", ["stale", "future", "another url", "alg none", "private key in jwk", "wrong typ", "garbage"])  # fmt: skip
 def test_the_token_route_refuses_a_bad_proof_with_400(
-    svc: LocalService, key: DpopKey, case: str
+    dp: LocalOAuth, key: DpopKey, case: str
 ) -> None:
-    dp = svc["DP"]
     target = url(dp, "/fw/oauth2/token")
     proof = {
         "stale": key.proof("POST", target, iat=time.time() - 120),
@@ -255,8 +254,7 @@ def test_the_token_route_refuses_a_bad_proof_with_400(
     assert answer.headers["cache-control"] == "no-store"
 
 
-def test_the_token_route_refuses_a_replayed_proof(svc: LocalService, key: DpopKey) -> None:
-    dp = svc["DP"]
+def test_the_token_route_refuses_a_replayed_proof(dp: LocalOAuth, key: DpopKey) -> None:
     proof = key.proof("POST", url(dp, "/fw/oauth2/token"))
     assert token_request(dp, None, proof=proof).status_code == 200
     again = token_request(dp, None, proof=proof)
@@ -289,10 +287,7 @@ def test_boundtokens_dpop_makes_the_proof_mandatory(svc: LocalService, key: Dpop
 # -- refresh tokens -----------------------------------------------------------------------------
 
 
-def test_a_public_client_s_refresh_token_is_bound_to_its_key(
-    svc: LocalService, key: DpopKey
-) -> None:
-    dp = svc["DP"]
+def test_a_public_client_s_refresh_token_is_bound_to_its_key(dp: LocalOAuth, key: DpopKey) -> None:
     pair = bound_pair(dp, key, data={"grant_type": "password", "client_id": "spa", **ADA})
     refresh = {"grant_type": "refresh_token", "refresh_token": pair["refresh_token"]}
     refresh["client_id"] = "spa"
@@ -311,9 +306,8 @@ def test_a_public_client_s_refresh_token_is_bound_to_its_key(
 
 
 def test_the_code_grant_binds_a_public_client_s_family_to_its_key(
-    svc: LocalService, key: DpopKey
+    dp: LocalOAuth, key: DpopKey
 ) -> None:
-    dp = svc["DP"]
     verifier, challenge = pkce()
     ask = {"response_type": "code", "client_id": "spa", "redirect_uri": "https://spa.example/cb",
            "code_challenge": challenge, "code_challenge_method": "S256", "state": "st-1"}  # fmt: skip
@@ -338,10 +332,7 @@ def test_the_code_grant_binds_a_public_client_s_family_to_its_key(
     assert token_request(dp, key, data=refresh).status_code == 400
 
 
-def test_a_confidential_client_s_refresh_token_is_not_bound(
-    svc: LocalService, key: DpopKey
-) -> None:
-    dp = svc["DP"]
+def test_a_confidential_client_s_refresh_token_is_not_bound(dp: LocalOAuth, key: DpopKey) -> None:
     pair = bound_pair(dp, key, auth=WEB)
     refreshed = dp.refresh(pair["refresh_token"], client_id=WEB[0], client_secret=WEB[1])
     assert refreshed.status_code == 200, refreshed.text
@@ -361,8 +352,7 @@ def test_the_metadata_documents_name_dpop(svc: LocalService) -> None:
         assert resource.get("dpop_bound_access_tokens_required", False) is required
 
 
-def test_introspection_shows_cnf(svc: LocalService, key: DpopKey) -> None:
-    dp = svc["DP"]
+def test_introspection_shows_cnf(dp: LocalOAuth, key: DpopKey) -> None:
     pair = bound_pair(dp, key, data={"grant_type": "password", "client_id": "spa", **ADA})
     # a token with the scope introspect may describe any client's tokens (SPEC 12.3)
     asking = dp.tokens(*ADA.values(), scope="introspect")["access_token"]
@@ -377,8 +367,7 @@ def test_introspection_shows_cnf(svc: LocalService, key: DpopKey) -> None:
     assert answer.json()["active"] is True and "cnf" not in answer.json()
 
 
-def test_a_dpop_token_is_no_bearer_at_introspection(svc: LocalService, key: DpopKey) -> None:
-    dp = svc["DP"]
+def test_a_dpop_token_is_no_bearer_at_introspection(dp: LocalOAuth, key: DpopKey) -> None:
     bound = bound_pair(dp, key, data={"grant_type": "password", "scope": "introspect", **ADA})
     answer = dp.http.post("/rest/fw/oauth2/introspect", data={"token": bound["access_token"]},
                           headers={"Authorization": f"Bearer {bound['access_token']}"})  # fmt: skip
