@@ -117,6 +117,13 @@ def page(port: LocalOAuth, params: dict[str, str]) -> httpx.Response:
     return port.http.get(port.base + AUTHORIZE, params=params)
 
 
+def ask(port: LocalOAuth, **extra: str) -> tuple[str, dict[str, str], httpx.Response]:
+    """The authorize route asked with a new PKCE pair: its verifier, the parameters, the answer."""
+    verifier, challenge = pkce()
+    params = authorize_params(challenge, **extra)
+    return verifier, params, page(port, params)
+
+
 def form_fields(response: httpx.Response) -> dict[str, str]:
     """The hidden fields of the login page's form, as a browser would post them."""
     fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', response.text)
@@ -148,9 +155,7 @@ def issuer(port: LocalOAuth) -> str:
 def login_code(
     port: LocalOAuth, **extra: str
 ) -> tuple[str, str, dict[str, str]]:  # (code, verifier, the authorize params)
-    verifier, challenge = pkce()
-    params = authorize_params(challenge, **extra)
-    shown = page(port, params)
+    verifier, params, shown = ask(port, **extra)
     assert shown.status_code == 200, shown.text
     _to, values = redirected(post_form(port, form_fields(shown)))
     return values["code"], verifier, params
@@ -166,9 +171,7 @@ def exchange(port: LocalOAuth, value: str, verifier: str, **extra: str) -> httpx
 
 
 def test_a_public_client_logs_in_and_redeems_its_code(svc: LocalService, code: LocalOAuth) -> None:
-    verifier, challenge = pkce()
-    params = authorize_params(challenge, scope="orders:read")
-    shown = page(code, params)
+    verifier, params, shown = ask(code, scope="orders:read")
     assert shown.status_code == 200
     assert shown.headers["content-type"].startswith("text/html")
     assert "spa" in shown.text and "orders:read" in shown.text
@@ -190,9 +193,7 @@ def test_a_public_client_logs_in_and_redeems_its_code(svc: LocalService, code: L
 
 
 def test_a_confidential_client_authenticates_at_the_token_route(code: LocalOAuth) -> None:
-    verifier, challenge = pkce()
-    params = authorize_params(challenge, client_id="web", redirect_uri="-")  # its only redirect
-    shown = page(code, params)
+    verifier, _params, shown = ask(code, client_id="web", redirect_uri="-")  # its only redirect
     to, values = redirected(post_form(code, form_fields(shown)))
     assert to == WEB_CB
     base = {"grant_type": "authorization_code", "code": values["code"], "code_verifier": verifier}
@@ -200,8 +201,7 @@ def test_a_confidential_client_authenticates_at_the_token_route(code: LocalOAuth
     alone = code.post({**base, "client_id": "web"})
     assert (alone.status_code, alone.json()["error"]) == (401, "invalid_client")
     # redirect_uri may be left out at the token route: the authorize request had none
-    verifier2, challenge2 = pkce()
-    shown = page(code, authorize_params(challenge2, client_id="web", redirect_uri="-"))
+    verifier2, _params, shown = ask(code, client_id="web", redirect_uri="-")
     _to, values = redirected(post_form(code, form_fields(shown)))
     ok = code.post(
         {"grant_type": "authorization_code", "code": values["code"], "code_verifier": verifier2},
@@ -243,8 +243,7 @@ def test_a_loopback_redirect_matches_any_port(code: LocalOAuth) -> None:
 def test_an_untrustworthy_redirect_is_a_400_page_never_a_redirect(
     code: LocalOAuth, change: dict[str, str], needle: str
 ) -> None:
-    _verifier, challenge = pkce()
-    response = page(code, authorize_params(challenge, **change))
+    response = ask(code, **change)[2]
     assert response.status_code == 400
     assert "location" not in response.headers
     assert response.headers["content-type"].startswith("text/html")
@@ -271,9 +270,8 @@ def test_other_errors_redirect_with_error_state_and_iss(
     svc: LocalService, port: str, change: dict[str, str], error: str
 ) -> None:
     client = svc[port]
-    _verifier, challenge = pkce()
-    params = authorize_params(challenge, **change)
-    to, values = redirected(page(client, params))
+    _verifier, params, answer = ask(client, **change)
+    to, values = redirected(answer)
     assert to == SPA_CB
     assert values["error"] == error
     assert values["state"] == params["state"]
@@ -285,11 +283,8 @@ def test_the_scopes_of_a_client_without_its_own_are_the_users(code: LocalOAuth) 
     """web lists no scopes: ada (orders:read) gets what she asks for, bob (none) is refused
     after his login, by a redirect, as the password grant refuses him (SPEC 12.4)."""
     for user, password, granted in (("ada", ADA_PW, True), ("bob", "Bob-Pw-2291", False)):
-        verifier, challenge = pkce()
-        params = authorize_params(
-            challenge, client_id="web", redirect_uri=WEB_CB, scope="orders:read"
-        )
-        shown = page(code, params)
+        asked = {"client_id": "web", "redirect_uri": WEB_CB, "scope": "orders:read"}
+        verifier, params, shown = ask(code, **asked)
         assert shown.status_code == 200, shown.text
         to, values = redirected(post_form(code, form_fields(shown), user, password))
         assert to == WEB_CB
@@ -309,8 +304,7 @@ def test_the_scopes_of_a_client_without_its_own_are_the_users(code: LocalOAuth) 
 
 
 def test_the_login_page_is_self_contained_and_not_cached(code: LocalOAuth) -> None:
-    _verifier, challenge = pkce()
-    response = page(code, authorize_params(challenge, state='<script>alert("x")</script>'))
+    response = ask(code, state='<script>alert("x")</script>')[2]
     assert response.status_code == 200
     headers = response.headers
     csp = headers["content-security-policy"]
@@ -333,8 +327,7 @@ def test_the_login_page_is_self_contained_and_not_cached(code: LocalOAuth) -> No
 
 def test_the_users_template_is_filled_with_escaped_values(svc: LocalService) -> None:
     branded = svc["BRANDED"]
-    verifier, challenge = pkce()
-    shown = page(branded, authorize_params(challenge, scope="orders:read"))
+    verifier, _params, shown = ask(branded, scope="orders:read")
     assert shown.status_code == 200
     assert "<h1>ACME spa</h1>" in shown.text and "<p>orders:read</p>" in shown.text
     digest = base64.b64encode(hashlib.sha256(b"p{color:red}").digest()).decode()
@@ -347,8 +340,7 @@ def test_the_users_template_is_filled_with_escaped_values(svc: LocalService) -> 
 
 
 def test_a_wrong_password_and_an_unknown_user_get_the_same_page(code: LocalOAuth) -> None:
-    _verifier, challenge = pkce()
-    fields = form_fields(page(code, authorize_params(challenge)))
+    fields = form_fields(ask(code)[2])
     wrong = post_form(code, fields, "bob", "not-his")
     unknown = post_form(code, fields, "nobody", "not-his")
     assert wrong.status_code == unknown.status_code == 200
@@ -402,8 +394,7 @@ def test_the_login_page_and_the_password_grant_share_one_budget(svc: LocalServic
     """maxFailures 3 on LIMITED: two wrong passwords on the page and one at the token route
     lock the user out of both."""
     code = svc["LIMITED"]
-    _verifier, challenge = pkce()
-    fields = form_fields(page(code, authorize_params(challenge)))
+    fields = form_fields(ask(code)[2])
     user = "budget-" + secrets.token_hex(3)
     for _ in range(2):
         assert post_form(code, fields, user, "wrong").status_code == 200
@@ -521,8 +512,7 @@ def test_a_disabled_authorize_route_is_not_in_the_metadata(svc: LocalService) ->
 def test_logins_failures_and_replays_are_audited_and_no_secret_is_logged(
     svc: LocalService, code: LocalOAuth
 ) -> None:
-    verifier, challenge = pkce()
-    shown = page(code, authorize_params(challenge))
+    verifier, _params, shown = ask(code)
     fields = form_fields(shown)
     post_form(code, fields, "ada", "Wrong-Pw-55")
     _to, values = redirected(post_form(code, fields))
