@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Generic, Self, TypeVar
 from urllib.parse import quote, quote_plus
 
 import httpx
@@ -138,30 +138,42 @@ class LocalOAuth(OAuthPort):
         super().__init__(server, Client(config, server=server), location)
 
 
-class LocalService:
-    """A service of oAuth2 ports in this process: its config, its folder, and a
-    :class:`LocalOAuth` client of each port, made on first use (``svc["NAME"]``: each runs the
-    port's pipeline, one worker of its own, the signing key file shared) and closed by
-    :meth:`close`. Its log is its ``LogFile`` (``server.log`` beside the config)."""
+P = TypeVar("P", bound=OAuthPort)
 
-    def __init__(self, config: Path, certs: dict[str, Path]) -> None:
-        self.config = config
-        self.certs = certs
-        self.folder = config.parent
-        self._ports: dict[str, LocalOAuth] = {}
 
-    def __getitem__(self, name: str) -> LocalOAuth:
+class Ports(Generic[P]):
+    """A client of each oAuth2 port of a service, made on first use (``svc["NAME"]``) and
+    closed by :meth:`close`."""
+
+    def __init__(self, make: Callable[[str], P]) -> None:
+        self._make = make
+        self._ports: dict[str, P] = {}
+
+    def __getitem__(self, name: str) -> P:
         if name not in self._ports:
-            self._ports[name] = LocalOAuth(self.config, name)
+            self._ports[name] = self._make(name)
         return self._ports[name]
-
-    def log(self) -> str:
-        path = self.folder / "server.log"
-        return path.read_text(errors="replace") if path.exists() else ""
 
     def close(self) -> None:
         for port in self._ports.values():
             port.close()
+
+
+class LocalService(Ports[LocalOAuth]):
+    """A service of oAuth2 ports in this process: its config, its folder, and a
+    :class:`LocalOAuth` client of each port (each runs the port's pipeline, one worker of its
+    own, the signing key file shared). Its log is its ``LogFile`` (``server.log`` beside the
+    config)."""
+
+    def __init__(self, config: Path, certs: dict[str, Path]) -> None:
+        super().__init__(lambda name: LocalOAuth(config, name))
+        self.config = config
+        self.certs = certs
+        self.folder = config.parent
+
+    def log(self) -> str:
+        path = self.folder / "server.log"
+        return path.read_text(errors="replace") if path.exists() else ""
 
 
 def local_oauth(
@@ -179,24 +191,15 @@ def local_oauth(
         service.close()
 
 
-class OAuthService:
+class OAuthService(Ports[OAuth]):
     """A running service of oAuth2 ports: its process, its folder, and an :class:`OAuth`
-    client of each port, made on first use (``svc["NAME"]``) and closed by :meth:`close`."""
+    client of each port."""
 
     def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
+        super().__init__(lambda name: OAuth(proc, name, certs))
         self.proc = proc
         self.certs = certs
         self.folder = proc.config.parent
-        self._ports: dict[str, OAuth] = {}
-
-    def __getitem__(self, name: str) -> OAuth:
-        if name not in self._ports:
-            self._ports[name] = OAuth(self.proc, name, self.certs)
-        return self._ports[name]
-
-    def close(self) -> None:
-        for port in self._ports.values():
-            port.close()
 
 
 def serve_oauth(
@@ -222,13 +225,9 @@ def uvicorn_app(folder: Path, module: str, source: str, env: dict[str, str]) -> 
     (folder / f"{module}.py").write_text(source)
     port = free_port()
     with (folder / "stderr.log").open("wb") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", f"{module}:app", "--port", str(port)],
-            cwd=folder,
-            env={**env, "PATH": "/usr/bin:/bin"},
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
+        proc = subprocess.Popen([sys.executable, "-m", "uvicorn", f"{module}:app", "--port", str(port)],
+                                cwd=folder, env={**env, "PATH": "/usr/bin:/bin"},
+                                stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
@@ -272,12 +271,8 @@ def unsigned_jwt(header: dict[str, Any], claims: dict[str, Any]) -> str:
     return f"{head}.{body}."
 
 
-def sign(
-    claims: dict[str, Any],
-    key: bytes,
-    headers: dict[str, Any] | None = None,
-    algorithm: str = "HS256",
-) -> str:
+def sign(claims: dict[str, Any], key: bytes, headers: dict[str, Any] | None = None,
+         algorithm: str = "HS256") -> str:  # fmt: skip
     return jwt.encode(claims, key, algorithm=algorithm, headers=headers or {"typ": "at+jwt"})
 
 
@@ -287,16 +282,8 @@ def fresh_claims(
     """Claims fwrest would sign for ``sub`` on the server section ``aud`` (SPEC 7.1) as the
     issuer ``iss`` (:func:`issuer_of` a port: SPEC 12.2)."""
     now = int(time.time())
-    return {
-        "iss": iss,
-        "aud": aud,
-        "sub": sub,
-        "client_id": "web",
-        "iat": now,
-        "exp": now + ttl,
-        "jti": "j" * 32,
-        "scope": "default",
-    }
+    return {"iss": iss, "aud": aud, "sub": sub, "client_id": "web", "iat": now, "exp": now + ttl,
+            "jti": "j" * 32, "scope": "default"}  # fmt: skip
 
 
 def issuer_of(port: OAuthPort) -> str:
@@ -372,14 +359,8 @@ class WorkersHost:
     its CA ``ca_file``): password grants of ``users`` as the client ``client``, and a
     kept-alive connection per worker."""
 
-    def __init__(
-        self,
-        proc: ServerProcess,
-        ca_file: Path,
-        workers: int,
-        users: dict[str, str] = PID_USERS,
-        client: tuple[str, str] = PID_CLIENT,
-    ) -> None:
+    def __init__(self, proc: ServerProcess, ca_file: Path, workers: int,
+                 users: dict[str, str] = PID_USERS, client: tuple[str, str] = PID_CLIENT) -> None:  # fmt: skip
         self.proc, self.ca_file = proc, ca_file
         self.ctx = ssl.create_default_context(cafile=ca_file)
         self.base = proc.url("OAUTH")  # https://127.0.0.1:{port}/rest
@@ -389,12 +370,9 @@ class WorkersHost:
         return httpx.Client(verify=self.ctx, timeout=15)
 
     def tokens(self, user: str) -> dict[str, Any]:
+        form = {"grant_type": "password", "username": user, "password": self.users[user]}
         with self.client() as http:
-            answer = http.post(
-                self.base + TOKEN,
-                data={"grant_type": "password", "username": user, "password": self.users[user]},
-                auth=self.client_auth,
-            )
+            answer = http.post(self.base + TOKEN, data=form, auth=self.client_auth)
         assert answer.status_code == 200, answer.text
         return dict(answer.json())
 

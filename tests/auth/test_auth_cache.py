@@ -63,14 +63,8 @@ class Service:
         app = f"tcache_app_{tag}"
         extra = {"ENV": {"Repository": f"{app},{self.auth_module}"}}
         self.log_file = tmp / "server.log"
-        self.config = module_config(
-            tmp,
-            app,
-            servers={"HTTP_BASIC": server},
-            extra=extra,
-            app=APP_SOURCE + WHOAMI,
-            general={"rest_log_level": 5},
-        )
+        self.config = module_config(tmp, app, servers={"HTTP_BASIC": server}, extra=extra,
+                                    app=APP_SOURCE + WHOAMI, general={"rest_log_level": 5})  # fmt: skip
         self.client = Client(self.config)
 
     @property
@@ -130,8 +124,7 @@ def test_without_on_auth_cache_every_request_asks_on_auth(make: Any) -> None:
         assert svc.status(*ADA) == 200
     assert svc.calls == ["ada"] * 3
     guard = svc.client._runtime.open().guard
-    assert isinstance(guard, BasicGuard)
-    assert guard._cache is None  # nothing on the request path
+    assert isinstance(guard, BasicGuard) and guard._cache is None  # nothing on the request path
 
 
 def test_another_password_of_a_remembered_user_asks_on_auth(make: Any) -> None:
@@ -191,15 +184,8 @@ def test_the_table_holds_keyed_hashes_only(make: Any) -> None:
 
 
 def _guard(on_auth: Any) -> BasicGuard:
-    settings = AuthSettings(
-        scheme="basic",
-        on_auth_name="check",
-        on_auth=on_auth,
-        on_auth_is_async=True,
-        on_admin=None,
-        max_failures=10,
-        cache_s=300,
-    )
+    settings = AuthSettings(scheme="basic", on_auth_name="check", on_auth=on_auth, on_admin=None,
+                            on_auth_is_async=True, max_failures=10, cache_s=300)  # fmt: skip
     return BasicGuard(settings, "TEST")
 
 

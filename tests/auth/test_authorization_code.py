@@ -26,6 +26,7 @@ from tests.auth.oauth2_support import (
     LocalOAuth,
     LocalService,
     claims_of,
+    error_of,
     local_oauth,
     oauth_section,
 )
@@ -55,13 +56,9 @@ USERS = [
 
 
 def params():
-    return {{
-        "client": CLIENTS,
-        "users": USERS,
-        "types": [{{"grant_type": "authorization_code"}}, {{"grant_type": "refresh_token"}},
-                  {{"grant_type": "password"}}, {{"grant_type": "client_credentials"}}],
-        "access_expires": "10m",
-    }}
+    grants = ["authorization_code", "refresh_token", "password", "client_credentials"]
+    return {{"client": CLIENTS, "users": USERS, "access_expires": "10m",
+             "types": [{{"grant_type": grant}} for grant in grants]}}
 
 
 def no_code():
@@ -77,22 +74,15 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
     )
     without_authorize = oauth_section(certs, onAuthparams=f"{MODULE}.params")
     without_authorize["FwData"]["NativeRoutes"] = {"disable": ["oauth2/authorize"]}
-    config = module_config(
-        folder,
-        MODULE,
-        servers={
-            "CODE": oauth_section(certs, onAuthparams=f"{MODULE}.params"),
-            "LIMITED": oauth_section(certs, onAuthparams=f"{MODULE}.params", maxFailures=3),
-            "NOCODE": oauth_section(certs, onAuthparams=f"{MODULE}.no_code"),
-            "BRANDED": oauth_section(
-                certs, onAuthparams=f"{MODULE}.params", loginPage="file:login.html"
-            ),
-            "NOAUTHORIZE": without_authorize,
-        },
-        app=APP,
-        general={"rest_log_level": 5},
-    )
-    return config
+    params = f"{MODULE}.params"
+    servers = {
+        "CODE": oauth_section(certs, onAuthparams=params),
+        "LIMITED": oauth_section(certs, onAuthparams=params, maxFailures=3),
+        "NOCODE": oauth_section(certs, onAuthparams=f"{MODULE}.no_code"),
+        "BRANDED": oauth_section(certs, onAuthparams=params, loginPage="file:login.html"),
+        "NOAUTHORIZE": without_authorize,
+    }
+    return module_config(folder, MODULE, servers=servers, app=APP, general={"rest_log_level": 5})
 
 
 @pytest.fixture(scope="module")
@@ -117,20 +107,21 @@ def pkce() -> tuple[str, str]:
 
 
 def authorize_params(challenge: str, **extra: str) -> dict[str, str]:
-    out = {
-        "response_type": "code",
-        "client_id": "spa",
-        "redirect_uri": SPA_CB,
-        "code_challenge": challenge,
-        "code_challenge_method": "S256",
-        "state": "st-" + secrets.token_hex(4),
-    }
-    out.update(extra)
+    out = {"response_type": "code", "client_id": "spa", "redirect_uri": SPA_CB,
+           "code_challenge": challenge, "code_challenge_method": "S256",
+           "state": "st-" + secrets.token_hex(4), **extra}  # fmt: skip
     return {k: v for k, v in out.items() if v != "-"}  # "-": leave the parameter out
 
 
 def page(port: LocalOAuth, params: dict[str, str]) -> httpx.Response:
     return port.http.get(port.base + AUTHORIZE, params=params)
+
+
+def ask(port: LocalOAuth, **extra: str) -> tuple[str, dict[str, str], httpx.Response]:
+    """The authorize route asked with a new PKCE pair: its verifier, the parameters, the answer."""
+    verifier, challenge = pkce()
+    params = authorize_params(challenge, **extra)
+    return verifier, params, page(port, params)
 
 
 def form_fields(response: httpx.Response) -> dict[str, str]:
@@ -164,23 +155,15 @@ def issuer(port: LocalOAuth) -> str:
 def login_code(
     port: LocalOAuth, **extra: str
 ) -> tuple[str, str, dict[str, str]]:  # (code, verifier, the authorize params)
-    verifier, challenge = pkce()
-    params = authorize_params(challenge, **extra)
-    shown = page(port, params)
+    verifier, params, shown = ask(port, **extra)
     assert shown.status_code == 200, shown.text
     _to, values = redirected(post_form(port, form_fields(shown)))
     return values["code"], verifier, params
 
 
 def exchange(port: LocalOAuth, value: str, verifier: str, **extra: str) -> httpx.Response:
-    data = {
-        "grant_type": "authorization_code",
-        "code": value,
-        "redirect_uri": SPA_CB,
-        "code_verifier": verifier,
-        "client_id": "spa",
-        **extra,
-    }
+    data = {"grant_type": "authorization_code", "code": value, "redirect_uri": SPA_CB,
+            "code_verifier": verifier, "client_id": "spa", **extra}  # fmt: skip
     return port.post({k: v for k, v in data.items() if v != "-"})
 
 
@@ -188,9 +171,7 @@ def exchange(port: LocalOAuth, value: str, verifier: str, **extra: str) -> httpx
 
 
 def test_a_public_client_logs_in_and_redeems_its_code(svc: LocalService, code: LocalOAuth) -> None:
-    verifier, challenge = pkce()
-    params = authorize_params(challenge, scope="orders:read")
-    shown = page(code, params)
+    verifier, params, shown = ask(code, scope="orders:read")
     assert shown.status_code == 200
     assert shown.headers["content-type"].startswith("text/html")
     assert "spa" in shown.text and "orders:read" in shown.text
@@ -212,9 +193,7 @@ def test_a_public_client_logs_in_and_redeems_its_code(svc: LocalService, code: L
 
 
 def test_a_confidential_client_authenticates_at_the_token_route(code: LocalOAuth) -> None:
-    verifier, challenge = pkce()
-    params = authorize_params(challenge, client_id="web", redirect_uri="-")  # its only redirect
-    shown = page(code, params)
+    verifier, _params, shown = ask(code, client_id="web", redirect_uri="-")  # its only redirect
     to, values = redirected(post_form(code, form_fields(shown)))
     assert to == WEB_CB
     base = {"grant_type": "authorization_code", "code": values["code"], "code_verifier": verifier}
@@ -222,8 +201,7 @@ def test_a_confidential_client_authenticates_at_the_token_route(code: LocalOAuth
     alone = code.post({**base, "client_id": "web"})
     assert (alone.status_code, alone.json()["error"]) == (401, "invalid_client")
     # redirect_uri may be left out at the token route: the authorize request had none
-    verifier2, challenge2 = pkce()
-    shown = page(code, authorize_params(challenge2, client_id="web", redirect_uri="-"))
+    verifier2, _params, shown = ask(code, client_id="web", redirect_uri="-")
     _to, values = redirected(post_form(code, form_fields(shown)))
     ok = code.post(
         {"grant_type": "authorization_code", "code": values["code"], "code_verifier": verifier2},
@@ -265,8 +243,7 @@ def test_a_loopback_redirect_matches_any_port(code: LocalOAuth) -> None:
 def test_an_untrustworthy_redirect_is_a_400_page_never_a_redirect(
     code: LocalOAuth, change: dict[str, str], needle: str
 ) -> None:
-    _verifier, challenge = pkce()
-    response = page(code, authorize_params(challenge, **change))
+    response = ask(code, **change)[2]
     assert response.status_code == 400
     assert "location" not in response.headers
     assert response.headers["content-type"].startswith("text/html")
@@ -293,9 +270,8 @@ def test_other_errors_redirect_with_error_state_and_iss(
     svc: LocalService, port: str, change: dict[str, str], error: str
 ) -> None:
     client = svc[port]
-    _verifier, challenge = pkce()
-    params = authorize_params(challenge, **change)
-    to, values = redirected(page(client, params))
+    _verifier, params, answer = ask(client, **change)
+    to, values = redirected(answer)
     assert to == SPA_CB
     assert values["error"] == error
     assert values["state"] == params["state"]
@@ -307,26 +283,20 @@ def test_the_scopes_of_a_client_without_its_own_are_the_users(code: LocalOAuth) 
     """web lists no scopes: ada (orders:read) gets what she asks for, bob (none) is refused
     after his login, by a redirect, as the password grant refuses him (SPEC 12.4)."""
     for user, password, granted in (("ada", ADA_PW, True), ("bob", "Bob-Pw-2291", False)):
-        verifier, challenge = pkce()
-        params = authorize_params(
-            challenge, client_id="web", redirect_uri=WEB_CB, scope="orders:read"
-        )
-        shown = page(code, params)
+        asked = {"client_id": "web", "redirect_uri": WEB_CB, "scope": "orders:read"}
+        verifier, params, shown = ask(code, **asked)
         assert shown.status_code == 200, shown.text
         to, values = redirected(post_form(code, form_fields(shown), user, password))
         assert to == WEB_CB
         if not granted:
             assert values["error"] == "invalid_scope" and values["state"] == params["state"]
             continue
-        answer = code.post(
-            {
-                "grant_type": "authorization_code",
-                "code": values["code"],
-                "redirect_uri": WEB_CB,
-                "code_verifier": verifier,
-            },
-            auth=("web", WEB_SECRET),
-        )
+        redeem = {
+            "grant_type": "authorization_code",
+            "code": values["code"],
+            "redirect_uri": WEB_CB,
+        }
+        answer = code.post({**redeem, "code_verifier": verifier}, auth=("web", WEB_SECRET))
         assert answer.json()["scope"] == "orders:read", answer.text
 
 
@@ -334,8 +304,7 @@ def test_the_scopes_of_a_client_without_its_own_are_the_users(code: LocalOAuth) 
 
 
 def test_the_login_page_is_self_contained_and_not_cached(code: LocalOAuth) -> None:
-    _verifier, challenge = pkce()
-    response = page(code, authorize_params(challenge, state='<script>alert("x")</script>'))
+    response = ask(code, state='<script>alert("x")</script>')[2]
     assert response.status_code == 200
     headers = response.headers
     csp = headers["content-security-policy"]
@@ -358,8 +327,7 @@ def test_the_login_page_is_self_contained_and_not_cached(code: LocalOAuth) -> No
 
 def test_the_users_template_is_filled_with_escaped_values(svc: LocalService) -> None:
     branded = svc["BRANDED"]
-    verifier, challenge = pkce()
-    shown = page(branded, authorize_params(challenge, scope="orders:read"))
+    verifier, _params, shown = ask(branded, scope="orders:read")
     assert shown.status_code == 200
     assert "<h1>ACME spa</h1>" in shown.text and "<p>orders:read</p>" in shown.text
     digest = base64.b64encode(hashlib.sha256(b"p{color:red}").digest()).decode()
@@ -372,8 +340,7 @@ def test_the_users_template_is_filled_with_escaped_values(svc: LocalService) -> 
 
 
 def test_a_wrong_password_and_an_unknown_user_get_the_same_page(code: LocalOAuth) -> None:
-    _verifier, challenge = pkce()
-    fields = form_fields(page(code, authorize_params(challenge)))
+    fields = form_fields(ask(code)[2])
     wrong = post_form(code, fields, "bob", "not-his")
     unknown = post_form(code, fields, "nobody", "not-his")
     assert wrong.status_code == unknown.status_code == 200
@@ -385,8 +352,7 @@ def test_a_wrong_password_and_an_unknown_user_get_the_same_page(code: LocalOAuth
 
 
 @pytest.mark.parametrize(
-    "forge",
-    ["missing", "another request's", "tampered state", "expired", "garbage"],
+    "forge", ["missing", "another request's", "tampered state", "expired", "garbage"]
 )
 def test_a_form_without_its_own_csrf_token_is_refused_before_any_password(
     svc: LocalService, forge: str
@@ -428,8 +394,7 @@ def test_the_login_page_and_the_password_grant_share_one_budget(svc: LocalServic
     """maxFailures 3 on LIMITED: two wrong passwords on the page and one at the token route
     lock the user out of both."""
     code = svc["LIMITED"]
-    _verifier, challenge = pkce()
-    fields = form_fields(page(code, authorize_params(challenge)))
+    fields = form_fields(ask(code)[2])
     user = "budget-" + secrets.token_hex(3)
     for _ in range(2):
         assert post_form(code, fields, user, "wrong").status_code == 200
@@ -480,10 +445,8 @@ def test_an_expired_code_is_invalid_grant(svc: LocalService, code: LocalOAuth) -
         authorize.CODE_TTL_S = ttl
     time.sleep(0.3)
     answer = exchange(code, value, verifier)
-    assert answer.json() == {
-        "error": "invalid_grant",
-        "error_description": "the authorization code has expired",
-    }
+    expired = {"error": "invalid_grant", "error_description": "the authorization code has expired"}
+    assert answer.json() == expired
 
 
 def test_a_code_redeemed_twice_revokes_what_the_first_issued(
@@ -499,9 +462,7 @@ def test_a_code_redeemed_twice_revokes_what_the_first_issued(
     assert "already used" in second.json()["error_description"]
     # every token of the first redemption is revoked (the worker's cache at once)
     assert code.get("/hello", token=tokens["access_token"]).status_code == 401
-    assert code.refresh(tokens["refresh_token"], client_id="spa").json()["error"] == (
-        "invalid_grant"
-    )
+    assert error_of(code.refresh(tokens["refresh_token"], client_id="spa")) == "invalid_grant"
 
 
 def test_a_public_client_cannot_use_client_credentials(code: LocalOAuth) -> None:
@@ -512,19 +473,15 @@ def test_a_public_client_cannot_use_client_credentials(code: LocalOAuth) -> None
 def test_a_public_client_revokes_its_tokens_but_cannot_introspect(code: LocalOAuth) -> None:
     value, verifier, _params = login_code(code)
     tokens = exchange(code, value, verifier).json()
-    introspect = code.http.post(
-        code.base + "/fw/oauth2/introspect",
-        data={"token": tokens["access_token"], "client_id": "spa"},
-    )
+    form = {"token": tokens["access_token"], "client_id": "spa"}
+    introspect = code.http.post(code.base + "/fw/oauth2/introspect", data=form)
     assert (introspect.status_code, introspect.json()["error"]) == (401, "invalid_client")
     # revocation at logout: client_id alone names a public client (RFC 7009 2.1)
     revoked = code.http.post(
         code.base + "/fw/oauth2/revoke", data={"token": tokens["refresh_token"], "client_id": "spa"}
     )
     assert revoked.status_code == 200
-    assert code.refresh(tokens["refresh_token"], client_id="spa").json()["error"] == (
-        "invalid_grant"
-    )
+    assert error_of(code.refresh(tokens["refresh_token"], client_id="spa")) == "invalid_grant"
 
 
 # -- metadata, audit, log ---------------------------------------------------------------------
@@ -555,8 +512,7 @@ def test_a_disabled_authorize_route_is_not_in_the_metadata(svc: LocalService) ->
 def test_logins_failures_and_replays_are_audited_and_no_secret_is_logged(
     svc: LocalService, code: LocalOAuth
 ) -> None:
-    verifier, challenge = pkce()
-    shown = page(code, authorize_params(challenge))
+    verifier, _params, shown = ask(code)
     fields = form_fields(shown)
     post_form(code, fields, "ada", "Wrong-Pw-55")
     _to, values = redirected(post_form(code, fields))
@@ -568,8 +524,6 @@ def test_logins_failures_and_replays_are_audited_and_no_secret_is_logged(
     audit = code.get("/fw/rest/audit", token=code.tokens("ada", ADA_PW)["access_token"])
     assert audit.status_code == 200, audit.text
     events = {e["event"]: e for e in reversed(audit.json())}
-    assert events["login"]["actor"] == "ada"
-    assert events["login"]["details"] == {"client_id": "spa"}
-    assert events["login.failure"]["actor"] == "ada"
-    assert events["code.replay"]["actor"] == "ada"
+    assert (events["login"]["actor"], events["login"]["details"]) == ("ada", {"client_id": "spa"})
+    assert events["login.failure"]["actor"] == events["code.replay"]["actor"] == "ada"
     assert events["code.replay"]["details"]["client_id"] == "spa"

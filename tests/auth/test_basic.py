@@ -171,7 +171,17 @@ def records(folder: Path, name: str = "calls.jsonl") -> list[dict[str, str]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-class Service:
+class Recorded:
+    """A service in ``folder``, whose validators record what reached them."""
+
+    folder: Path
+
+    def calls(self, name: str = "calls.jsonl") -> list[dict[str, str]]:
+        """What reached the validators (``name``: the file they record to)."""
+        return records(self.folder, name)
+
+
+class Service(Recorded):
     """The module's running service and small helpers around it."""
 
     def __init__(self, proc: ServerProcess) -> None:
@@ -183,9 +193,6 @@ class Service:
 
     def get(self, path: str, server: str = "HTTP_BASIC", **kw: Any) -> httpx.Response:
         return httpx.get(self.base(server) + path, timeout=10, **kw)
-
-    def calls(self, name: str = "calls.jsonl") -> list[dict[str, str]]:
-        return records(self.folder, name)
 
     def wait_file_log(self, needle: str, timeout: float = 10) -> str:
         wait_for(lambda: needle in self.proc.file_log(), timeout, f"{needle!r} in the LogFile")
@@ -201,7 +208,7 @@ def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         proc.stop()
 
 
-class InProcess:
+class InProcess(Recorded):
     """The module's service in this process: a ``fwrest.testing.Client`` per port, made on
     first use, each running the port's pipeline (one worker of its own) without a socket."""
 
@@ -217,9 +224,6 @@ class InProcess:
 
     def get(self, path: str, server: str = "HTTP_BASIC", **kw: Any) -> httpx.Response:
         return self.client(server).get(path, **kw)
-
-    def calls(self, name: str = "calls.jsonl") -> list[dict[str, str]]:
-        return records(self.folder, name)
 
     def close(self) -> None:
         for client in self._clients.values():
@@ -290,10 +294,11 @@ def test_a_basic_header_without_a_value_or_with_non_ascii_bytes_is_401(
 
 def test_on_auth_is_not_called_without_usable_credentials(svc: Service) -> None:
     port = svc.proc.ports["HTTP_GUARDED"]
+    digest = 'Digest username="ada", realm="r", nonce="n", uri="/", response="r"'
     bad = [
         None,
         "Bearer x",
-        'Digest username="ada", realm="r", nonce="n", uri="/", response="r"',
+        digest,
         "Basic !!!",
         f"Basic {b64(b'no-colon-at-all')}",
         "Basic ",
@@ -418,14 +423,9 @@ def test_unknown_path_with_valid_credentials_is_404(local: InProcess, path: str)
 
 # native routes' paths outside every location (SPEC 7.1): no route there, but authorization
 # runs first all the same, on every method
-OUTSIDE_NATIVE = [
-    ("GET", "/fw/oauth2/token"),
-    ("POST", "/fw/oauth2/token"),
-    ("GET", "/fw/rest/config"),
-    ("POST", "/fw/rest/config"),
-    ("GET", "/fw/healthcheck/ok"),
-    ("GET", "/fw/rest/openapi.json"),
-]
+OUTSIDE_NATIVE = [("GET", "/fw/oauth2/token"), ("POST", "/fw/oauth2/token"), ("GET", "/fw/rest/config"),
+                  ("POST", "/fw/rest/config"), ("GET", "/fw/healthcheck/ok"),
+                  ("GET", "/fw/rest/openapi.json")]  # fmt: skip
 
 
 @pytest.mark.parametrize(("method", "path"), OUTSIDE_NATIVE)
@@ -512,23 +512,10 @@ def test_public_native_route_skips_the_basic_scheme(local: InProcess) -> None:
 # -- the REST object -----------------------------------------------------------------------------
 
 
-BASIC_INFO = {
-    "scheme": "basic",
-    "on_auth": "auth.check",
-    "has_callback": True,
-    "pool_scheme": "basic",
-    "pool_on_auth": "auth.check",
-    "user": "ada",
-}
+BASIC_INFO = {"scheme": "basic", "on_auth": "auth.check", "has_callback": True,
+              "pool_scheme": "basic", "pool_on_auth": "auth.check", "user": "ada"}  # fmt: skip
 LOCAL_BASIC_INFO = {**BASIC_INFO, "on_auth": LOCAL_ON_AUTH, "pool_on_auth": LOCAL_ON_AUTH}
-OPEN_INFO = {
-    "scheme": "",
-    "on_auth": "",
-    "has_callback": False,
-    "pool_scheme": "",
-    "pool_on_auth": "",
-    "user": "",
-}
+OPEN_INFO = {**dict.fromkeys(BASIC_INFO, ""), "has_callback": False}
 
 
 @pytest.mark.parametrize("location", ["/rest", "/other"], ids=["first", "second"])
@@ -563,12 +550,8 @@ def test_rest_object_on_the_open_port_sharing_the_pool(svc: Service) -> None:
 
 
 def _curl(*args: str) -> tuple[int, bytes]:
-    done = subprocess.run(
-        ["curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}", *args],
-        capture_output=True,
-        timeout=20,
-        check=False,
-    )
+    done = subprocess.run(["curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}", *args],
+                          capture_output=True, timeout=20, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     body, _, code = done.stdout.rpartition(b"\n")
     return int(code), body
@@ -667,11 +650,8 @@ def test_no_password_or_credential_in_the_whole_log(serve: Any, tmp_path: Path, 
     headers_sent.append(no_colon)
     assert server.stop() == 0
 
-    logs = {
-        "stderr": server.log(),
-        "LogFile": server.file_log(),
-        "stdout": "\n".join(server.stdout_lines),
-    }
+    stdout = "\n".join(server.stdout_lines)
+    logs = {"stderr": server.log(), "LogFile": server.file_log(), "stdout": stdout}
     assert "OnAuth auth.check raised ValueError" in logs["LogFile"]  # the log was written
     assert "handler saw Basic ***" in logs["LogFile"]
     assert "GET /rest/hello 200" in logs["stderr"]
@@ -784,12 +764,8 @@ def test_verbose_level_and_full_tracebacks_of_on_auth(serve: Any, tmp_path: Path
     assert 'raise ValueError(f"cannot check password {password} of {user}")' in text
     assert "ValueError: cannot check password *** of raise" in text
     assert "Zq" not in text
-    set_level = httpx.post(
-        f"{url}/rest/fw/rest/config",
-        json={"rest_log_level": 3, "rest_error_full": 0},
-        auth=ada,
-        timeout=10,
-    )
+    quiet = {"rest_log_level": 3, "rest_error_full": 0}
+    set_level = httpx.post(f"{url}/rest/fw/rest/config", json=quiet, auth=ada, timeout=10)
     assert set_level.status_code == 200, set_level.text
     # that request's lines (its OnAuth line among them) leave at the end of the worker's loop
     # turn, maybe after its answer: what follows is read from its access line on

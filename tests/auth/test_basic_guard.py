@@ -28,14 +28,8 @@ def Ctx() -> RequestContext:
 
 
 def guard_with(on_auth: Any) -> BasicGuard:
-    settings = AuthSettings(
-        scheme="basic",
-        on_auth_name="check",
-        on_auth=on_auth,
-        on_auth_is_async=asyncio.iscoroutinefunction(on_auth),
-        on_admin=None,
-        max_failures=10,
-    )
+    settings = AuthSettings(scheme="basic", on_auth_name="check", on_auth=on_auth, on_admin=None,
+                            on_auth_is_async=asyncio.iscoroutinefunction(on_auth), max_failures=10)  # fmt: skip
     return BasicGuard(settings, "TEST")
 
 

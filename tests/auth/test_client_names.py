@@ -58,21 +58,16 @@ APP = (
     + f"""
 
 def names_params():
-    return {{
-        "client": [
-            {{"client_id": "web", "client_secret": "Web-Secret-9q"}},
-            {{"client_id": "admin", "client_secret": "Admin-Secret-1"}},
-            {{"client_id": "ops", "client_secret": {OPS_HASH!r}}},
-        ],
-        "users": [{{"username": "ada", "password": "Ada-Pw-1"}}],
-        "types": [{{"grant_type": "password"}}, {{"grant_type": "client_credentials"}}],
-    }}
+    return {{"client": [{{"client_id": "web", "client_secret": "Web-Secret-9q"}},
+                       {{"client_id": "admin", "client_secret": "Admin-Secret-1"}},
+                       {{"client_id": "ops", "client_secret": {OPS_HASH!r}}}],
+             "users": [{{"username": "ada", "password": "Ada-Pw-1"}}],
+             "types": [{{"grant_type": "password"}}, {{"grant_type": "client_credentials"}}]}}
 
 
 def names_legacy(params):
     # the legacy form, filling in the password of whichever user the request names
-    params["client_id"] = "web"
-    params["client_secret"] = "Web-Secret-9q"
+    params.update(client_id="web", client_secret="Web-Secret-9q")
     params["password"] = "Pw-" + params.get("username", "")
 
 
@@ -95,13 +90,9 @@ MODULE = "tauth_client_names_app"
 
 
 def write_service(folder: Path, certs: dict[str, Path]) -> Path:
-    section = oauth_section(
-        certs,
-        locations="ROOT,APP",
-        onAuthparams=f"{MODULE}.names_params",
-        onAdmin=f"{MODULE}.names_admin",
-        onAuthNoCheckUri=f"{MODULE}.names_nocheck",
-    )
+    section = oauth_section(certs, locations="ROOT,APP", onAuthparams=f"{MODULE}.names_params",
+                            onAdmin=f"{MODULE}.names_admin",
+                            onAuthNoCheckUri=f"{MODULE}.names_nocheck")  # fmt: skip
     legacy = oauth_section(certs, onAuthparams=f"{MODULE}.names_legacy")
     extra = {"APP": {"Path": "/app", "ThreadPool": "POOL"}}
     servers = {"NAMES": section, "LEGACY": legacy}
@@ -224,9 +215,8 @@ def test_a_pattern_with_a_locations_prefix_is_that_locations_only(port: OAuthPor
 # -- the start and `fwrest check` --------------------------------------------------------------
 
 
-def checked(
-    folder: Path, servers: dict[str, Any], app: str = APP, *, real: bool = False, **extra: Any
-) -> Any:
+def checked(folder: Path, servers: dict[str, Any], app: str = APP, *, real: bool = False,
+            **extra: Any) -> Any:  # fmt: skip
     """``fwrest check`` of the service, run for real or in this process (its module named
     uniquely: it is imported into this process)."""
     module = f"tauth_names_check_{uuid.uuid4().hex[:12]}"
@@ -235,41 +225,19 @@ def checked(
     return check(config, real=real)
 
 
+def users(*names: str) -> list[dict[str, str]]:
+    """User entries of these names, each with a password of its own."""
+    return [{"username": name, "password": "ab"[i % 2]} for i, name in enumerate(names)]
+
+
 @pytest.mark.parametrize(
     ("params", "message"),
-    [
-        (
-            {
-                "users": [
-                    {"username": "newuser", "password": "a"},
-                    {"username": "NEWUSER", "password": "b"},
-                ]
-            },
-            "the user 'NEWUSER' and the user 'newuser' are one name",
-        ),
-        (
-            {
-                "users": [
-                    {"username": "newuser", "password": "a"},
-                    {"username": "\uff4e\uff45\uff57\uff55\uff53\uff45\uff52", "password": "b"},
-                ]
-            },
-            "are one name",
-        ),
-        (
-            {
-                "client_id": "Admin",
-                "client_secret": "s",
-                "users": [{"username": "admin", "password": "a"}],
-            },
-            "the client 'Admin' and the user 'admin' are one name",
-        ),
-        (
-            {"users": [{"username": "client:web", "password": "a"}]},
-            "begins with 'client:'",
-        ),
-    ],
-)
+    [({"users": users("newuser", "NEWUSER")}, "the user 'NEWUSER' and the user 'newuser' are one name"),
+     ({"users": users("newuser", "\uff4e\uff45\uff57\uff55\uff53\uff45\uff52")}, "are one name"),
+     ({"client_id": "Admin", "client_secret": "s", "users": users("admin")},
+      "the client 'Admin' and the user 'admin' are one name"),
+     ({"users": users("client:web")}, "begins with 'client:'")],
+)  # fmt: skip
 def test_the_start_refuses_a_params_file_whose_names_fold_to_one(
     tmp_path: Path, ca: trustme.CA, params: dict[str, Any], message: str
 ) -> None:
@@ -305,12 +273,8 @@ def test_check_warns_about_folded_names_introspect_and_pattern_reach(
     tmp_path: Path, ca: trustme.CA
 ) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
-    section = oauth_section(
-        certs,
-        locations="ROOT,APP",
-        onAuthparams="app.folded_params",
-        onAuthNoCheckUri="app.paths",
-    )
+    params = {"onAuthparams": "app.folded_params", "onAuthNoCheckUri": "app.paths"}
+    section = oauth_section(certs, locations="ROOT,APP", **params)
     extra = {
         "ROOT": {"Path": "/", "ThreadPool": "POOL"},
         "APP": {"Path": "/app", "ThreadPool": "POOL"},

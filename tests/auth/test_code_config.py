@@ -22,33 +22,20 @@ USERS = {"users": [{"username": "ada", "password": "Ada-Pw-7731"}]}
 
 
 def code_params(**client: Any) -> dict[str, Any]:
-    return {
-        **USERS,
-        "client": [{"client_id": "spa", **client}],
-        "types": [{"grant_type": "authorization_code"}, {"grant_type": "refresh_token"}],
-    }
+    types = [{"grant_type": "authorization_code"}, {"grant_type": "refresh_token"}]
+    return {**USERS, "client": [{"client_id": "spa", **client}], "types": types}
 
 
 def test_a_client_entry_registers_redirects_and_says_public() -> None:
-    params = normalise(
-        {
-            **USERS,
-            "client": [
-                {
-                    "client_id": "spa",
-                    "public": True,
-                    "redirect_uris": ["https://app.example.com/cb", "http://127.0.0.1/cb"],
-                },
-                {"client_id": "web", "client_secret": "S", "redirect_uris": "https://w.example/cb"},
-                # a second entry of a client changes nothing (the first decides)
-                {"client_id": "spa", "redirect_uris": ["https://evil.example/cb"]},
-            ],
-        }
-    )
+    spa = ["https://app.example.com/cb", "http://127.0.0.1/cb"]
+    params = normalise({**USERS, "client": [
+        {"client_id": "spa", "public": True, "redirect_uris": spa},
+        {"client_id": "web", "client_secret": "S", "redirect_uris": "https://w.example/cb"},
+        # a second entry of a client changes nothing (the first decides)
+        {"client_id": "spa", "redirect_uris": ["https://evil.example/cb"]},
+    ]})  # fmt: skip
     assert params.public == frozenset({"spa"})
-    assert params.redirect_uris["spa"] == frozenset(
-        {"https://app.example.com/cb", "http://127.0.0.1/cb"}
-    )
+    assert params.redirect_uris["spa"] == frozenset(spa)
     assert params.redirect_uris["web"] == frozenset({"https://w.example/cb"})
 
 
@@ -76,11 +63,8 @@ def test_a_client_entry_that_cannot_work_is_refused(client: dict[str, Any], need
 def _config(tmp_path: Path, ca: trustme.CA, params: dict[str, Any], **auth: Any) -> Path:
     certs = issue_certs(ca, tmp_path / "certs")
     (tmp_path / "params.json").write_text(json.dumps(params))
-    return module_config(
-        tmp_path,
-        f"tcode_config_{uuid.uuid4().hex[:12]}",
-        servers={"OAUTH": oauth_section(certs, onAuthparams="file:params.json", **auth)},
-    )
+    servers = {"OAUTH": oauth_section(certs, onAuthparams="file:params.json", **auth)}
+    return module_config(tmp_path, f"tcode_config_{uuid.uuid4().hex[:12]}", servers=servers)
 
 
 def test_check_stops_on_a_redirect_a_grant_could_not_use(ca: trustme.CA, tmp_path: Path) -> None:
@@ -92,16 +76,14 @@ def test_check_stops_on_a_redirect_a_grant_could_not_use(ca: trustme.CA, tmp_pat
     assert "the client 'spa': http is allowed only for a loopback redirect" in result.stderr
 
 
+NO_CODE = {**USERS, "client": [{"client_id": "spa", "redirect_uris": ["https://a.example/cb"]}]}
+
+
 @pytest.mark.parametrize(
     ("params", "needle"),
-    [
-        (code_params(public=True), 'no client entry has "redirect_uris"'),
-        (
-            {**USERS, "client": [{"client_id": "spa", "redirect_uris": ["https://a.example/cb"]}]},
-            "its types do not list authorization_code",
-        ),
-    ],
-)
+    [(code_params(public=True), 'no client entry has "redirect_uris"'),
+     (NO_CODE, "its types do not list authorization_code")],
+)  # fmt: skip
 def test_check_warns_about_a_grant_no_client_can_use(
     ca: trustme.CA, tmp_path: Path, params: dict[str, Any], needle: str
 ) -> None:
@@ -120,12 +102,8 @@ def test_check_warns_about_a_grant_no_client_can_use(
 
 def test_a_login_page_template_is_read_at_start(ca: trustme.CA, tmp_path: Path) -> None:
     (tmp_path / "login.html").write_text("<p>{{client}}</p>{{form}}")
-    config = _config(
-        tmp_path,
-        ca,
-        code_params(redirect_uris=["https://a.example/cb"]),
-        loginPage="file:login.html",
-    )
+    params = code_params(redirect_uris=["https://a.example/cb"])
+    config = _config(tmp_path, ca, params, loginPage="file:login.html")
     result = check(config, real=False)
     assert result.returncode == 0, result.stdout + result.stderr
     (tmp_path / "login.html").write_text("<p>{{client}}</p>")

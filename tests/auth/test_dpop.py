@@ -9,6 +9,7 @@ Over real TLS, across workers and hosts: ``tests/e2e/test_dpop_hosts.py``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,20 +29,17 @@ from tests.auth.oauth2_support import (
     oauth_section,
     params_source,
 )
-from tests.auth.oauth2_support import (
-    WEB as WEB_CLIENT,
-)
+from tests.auth.oauth2_support import WEB as WEB_CLIENT
 from tests.auth.test_authorization_code import form_fields, pkce, redirected
 from tests.conftest import APP_SOURCE, module_config
 
 MODULE = "tauth_dpop_app"
 SPA = {"client_id": "spa", "public": True, "redirect_uris": ["https://spa.example/cb"]}
 GRANTS = ("password", "refresh_token", "authorization_code")
+TYPES = [{"grant_type": grant} for grant in GRANTS]
+USERS = [{**ADA, "scopes": ["introspect"]}]
 APP = APP_SOURCE + params_source(
-    client=[WEB_CLIENT, SPA],
-    users=[{**ADA, "scopes": ["introspect"]}],
-    access_expires="10m",
-    types=[{"grant_type": grant} for grant in GRANTS],
+    client=[WEB_CLIENT, SPA], users=USERS, access_expires="10m", types=TYPES
 )
 WEB = ("web", "Web-Secret-9q")
 ORIGIN_HOST = "api.example.com"
@@ -55,14 +53,18 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
         "PX": {**oauth_section(certs, onAuthparams=params), "TrustedProxies": "127.0.0.1"},
     }
     extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
-    return module_config(
-        folder, MODULE, servers=servers, app=APP, extra=extra, general={"rest_log_level": 5}
-    )
+    general = {"rest_log_level": 5}
+    return module_config(folder, MODULE, servers=servers, app=APP, extra=extra, general=general)
 
 
 @pytest.fixture(scope="module")
 def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
     yield from local_oauth(ca, tmp_path_factory.mktemp("dpop"), _write)
+
+
+@pytest.fixture
+def dp(svc: LocalService) -> LocalOAuth:
+    return svc["DP"]
 
 
 @pytest.fixture(scope="module")
@@ -74,13 +76,8 @@ def url(port: LocalOAuth, path: str) -> str:
     return f"{port.http.base_url}{port.base}{path}".rstrip("/")
 
 
-def token_request(
-    port: LocalOAuth,
-    key: DpopKey | None,
-    data: dict[str, str] | None = None,
-    proof: str | None = None,
-    **kw: Any,
-) -> httpx.Response:
+def token_request(port: LocalOAuth, key: DpopKey | None, data: dict[str, str] | None = None,
+                  proof: str | None = None, **kw: Any) -> httpx.Response:  # fmt: skip
     headers = dict(kw.pop("headers", {}))
     if proof is None and key is not None:
         proof = key.proof("POST", url(port, "/fw/oauth2/token"))
@@ -99,10 +96,8 @@ def bound_pair(port: LocalOAuth, key: DpopKey, **kw: Any) -> dict[str, Any]:
 def call(
     port: LocalOAuth, key: DpopKey, token: str, path: str = "/hello", **proof: Any
 ) -> httpx.Response:
-    return port.http.get(
-        port.base + path,
-        headers=dpop_headers(token, key.proof("GET", url(port, path), token, **proof)),
-    )
+    headers = dpop_headers(token, key.proof("GET", url(port, path), token, **proof))
+    return port.http.get(port.base + path, headers=headers)
 
 
 def assert_dpop_refusal(answer: httpx.Response, error: str = "invalid_dpop_proof") -> None:
@@ -133,16 +128,14 @@ def test_a_proof_binds_the_access_token_to_its_key(svc: LocalService, alg: str) 
     assert call(dp, key, web["access_token"]).status_code == 200
 
 
-def test_a_request_without_proof_keeps_bearer_tokens(svc: LocalService) -> None:
-    dp = svc["DP"]
+def test_a_request_without_proof_keeps_bearer_tokens(dp: LocalOAuth) -> None:
     pair = dp.tokens(*ADA.values())
     assert pair["token_type"] == "Bearer"
     assert "cnf" not in jwt.decode(pair["access_token"], options={"verify_signature": False})
     assert dp.get("/hello", pair["access_token"]).status_code == 200
 
 
-def test_a_dpop_token_sent_as_bearer_is_refused(svc: LocalService, key: DpopKey) -> None:
-    dp = svc["DP"]
+def test_a_dpop_token_sent_as_bearer_is_refused(dp: LocalOAuth, key: DpopKey) -> None:
     token = bound_pair(dp, key)["access_token"]
     assert_dpop_refusal(dp.get("/hello", token), "invalid_token")
     # with a valid proof beside it, still refused: the scheme says DPoP (RFC 9449 7.1)
@@ -154,16 +147,18 @@ def test_a_dpop_token_sent_as_bearer_is_refused(svc: LocalService, key: DpopKey)
     # an unbound token under the DPoP scheme is refused too
     plain = dp.tokens(*ADA.values())["access_token"]
     proof = key.proof("GET", url(dp, "/hello"), plain)
-    assert_dpop_refusal(
-        dp.http.get(dp.base + "/hello", headers=dpop_headers(plain, proof)), "invalid_token"
-    )
+    answer = dp.http.get(dp.base + "/hello", headers=dpop_headers(plain, proof))
+    assert_dpop_refusal(answer, "invalid_token")
 
 
 def _refusals(key: DpopKey, other: DpopKey, port: LocalOAuth, token: str) -> dict[str, Any]:
     target = url(port, "/hello")
+    hs256 = {"htm": "GET", "htu": target, "iat": int(time.time()), "jti": "j1"}
+    oct_key = {"typ": "dpop+jwt", "jwk": {"kty": "oct", "k": "a2tr"}}
+    private = {"jwk": {**key.jwk, "d": "AAAA"}}
     return {
-        "stale": key.proof("GET", target, token, iat=__import__("time").time() - 120),
-        "future": key.proof("GET", target, token, iat=__import__("time").time() + 120),
+        "stale": key.proof("GET", target, token, iat=time.time() - 120),
+        "future": key.proof("GET", target, token, iat=time.time() + 120),
         "another method": key.proof("POST", target, token),
         "another url": key.proof("GET", url(port, "/other"), token),
         "another host": key.proof("GET", target.replace("127.0.0.1", "evil.example"), token),
@@ -172,15 +167,8 @@ def _refusals(key: DpopKey, other: DpopKey, port: LocalOAuth, token: str) -> dic
         "no ath": key.proof("GET", target, None),
         "wrong key": other.proof("GET", target, token),
         "alg none": unsigned_proof("GET", target, key.jwk),
-        "HS256": jwt.encode(
-            {"htm": "GET", "htu": target, "iat": int(__import__("time").time()), "jti": "j1"},
-            "k" * 32,
-            algorithm="HS256",
-            headers={"typ": "dpop+jwt", "jwk": {"kty": "oct", "k": "a2tr"}},
-        ),
-        "private key in jwk": key.proof(
-            "GET", target, token, header={"jwk": {**key.jwk, "d": "AAAA"}}
-        ),
+        "HS256": jwt.encode(hs256, "k" * 32, algorithm="HS256", headers=oct_key),
+        "private key in jwk": key.proof("GET", target, token, header=private),
         "another typ": key.proof("GET", target, token, header={"typ": "JWT"}),
         "no jwk": key.proof("GET", target, token, header={"jwk": None}),
         "no jti": key.proof("GET", target, token, claims={"jti": None}),
@@ -189,30 +177,13 @@ def _refusals(key: DpopKey, other: DpopKey, port: LocalOAuth, token: str) -> dic
     }
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        "stale",
-        "future",
-        "another method",
-        "another url",
-        "another host",
-        "http",
-        "another token",
-        "no ath",
-        "wrong key",
-        "alg none",
-        "HS256",
-        "private key in jwk",
-        "another typ",
-        "no jwk",
-        "no jti",
-        "jwk of another key",
-        "garbage",
-    ],
-)
-def test_the_bearer_check_refuses_a_bad_proof(svc: LocalService, key: DpopKey, case: str) -> None:
-    dp = svc["DP"]
+BAD_PROOFS = ["stale", "future", "another method", "another url", "another host", "http",
+              "another token", "no ath", "wrong key", "alg none", "HS256", "private key in jwk",
+              "another typ", "no jwk", "no jti", "jwk of another key", "garbage"]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BAD_PROOFS)
+def test_the_bearer_check_refuses_a_bad_proof(dp: LocalOAuth, key: DpopKey, case: str) -> None:
     token = bound_pair(dp, key)["access_token"]
     proof = _refusals(key, DpopKey("ES256"), dp, token)[case]
     answer = dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof))
@@ -221,8 +192,7 @@ def test_the_bearer_check_refuses_a_bad_proof(svc: LocalService, key: DpopKey, c
     assert call(dp, key, token).status_code == 200
 
 
-def test_a_missing_proof_and_a_replayed_one_are_refused(svc: LocalService, key: DpopKey) -> None:
-    dp = svc["DP"]
+def test_a_missing_proof_and_a_replayed_one_are_refused(dp: LocalOAuth, key: DpopKey) -> None:
     token = bound_pair(dp, key)["access_token"]
     missing = dp.http.get(dp.base + "/hello", headers={"Authorization": f"DPoP {token}"})
     assert_dpop_refusal(missing)
@@ -237,8 +207,7 @@ def test_a_missing_proof_and_a_replayed_one_are_refused(svc: LocalService, key: 
     assert_dpop_refusal(dp.http.get(dp.base + "/hello", headers=two))
 
 
-def test_the_query_is_not_part_of_htu(svc: LocalService, key: DpopKey) -> None:
-    dp = svc["DP"]
+def test_the_query_is_not_part_of_htu(dp: LocalOAuth, key: DpopKey) -> None:
     token = bound_pair(dp, key)["access_token"]
     proof = key.proof("GET", url(dp, "/hello"), token)
     answer = dp.http.get(dp.base + "/hello?x=1", headers=dpop_headers(token, proof))
@@ -247,15 +216,10 @@ def test_the_query_is_not_part_of_htu(svc: LocalService, key: DpopKey) -> None:
 
 def test_behind_a_trusted_proxy_htu_is_the_forwarded_host(svc: LocalService, key: DpopKey) -> None:
     px = svc["PX"]
-    pair = bound_pair(
-        px,
-        key,
-        proof=key.proof("POST", f"https://{ORIGIN_HOST}/rest/fw/oauth2/token"),
-        headers={"X-Forwarded-Host": ORIGIN_HOST, "X-Forwarded-Proto": "https"},
-    )
-    token = pair["access_token"]
-    proof = key.proof("GET", f"https://{ORIGIN_HOST}/rest/hello", token)
     forwarded = {"X-Forwarded-Host": ORIGIN_HOST, "X-Forwarded-Proto": "https"}
+    origin = key.proof("POST", f"https://{ORIGIN_HOST}/rest/fw/oauth2/token")
+    token = bound_pair(px, key, proof=origin, headers=forwarded)["access_token"]
+    proof = key.proof("GET", f"https://{ORIGIN_HOST}/rest/hello", token)
     answer = px.http.get("/rest/hello", headers={**dpop_headers(token, proof), **forwarded})
     assert answer.status_code == 200, answer.text
     # the same URL without the balancer's header names another host than the request's
@@ -272,12 +236,9 @@ def test_behind_a_trusted_proxy_htu_is_the_forwarded_host(svc: LocalService, key
 
 @pytest.mark.parametrize("case", ["stale", "future", "another url", "alg none", "private key in jwk", "wrong typ", "garbage"])  # fmt: skip
 def test_the_token_route_refuses_a_bad_proof_with_400(
-    svc: LocalService, key: DpopKey, case: str
+    dp: LocalOAuth, key: DpopKey, case: str
 ) -> None:
-    dp = svc["DP"]
     target = url(dp, "/fw/oauth2/token")
-    import time
-
     proof = {
         "stale": key.proof("POST", target, iat=time.time() - 120),
         "future": key.proof("POST", target, iat=time.time() + 120),
@@ -293,8 +254,7 @@ def test_the_token_route_refuses_a_bad_proof_with_400(
     assert answer.headers["cache-control"] == "no-store"
 
 
-def test_the_token_route_refuses_a_replayed_proof(svc: LocalService, key: DpopKey) -> None:
-    dp = svc["DP"]
+def test_the_token_route_refuses_a_replayed_proof(dp: LocalOAuth, key: DpopKey) -> None:
     proof = key.proof("POST", url(dp, "/fw/oauth2/token"))
     assert token_request(dp, None, proof=proof).status_code == 200
     again = token_request(dp, None, proof=proof)
@@ -327,10 +287,7 @@ def test_boundtokens_dpop_makes_the_proof_mandatory(svc: LocalService, key: Dpop
 # -- refresh tokens -----------------------------------------------------------------------------
 
 
-def test_a_public_client_s_refresh_token_is_bound_to_its_key(
-    svc: LocalService, key: DpopKey
-) -> None:
-    dp = svc["DP"]
+def test_a_public_client_s_refresh_token_is_bound_to_its_key(dp: LocalOAuth, key: DpopKey) -> None:
     pair = bound_pair(dp, key, data={"grant_type": "password", "client_id": "spa", **ADA})
     refresh = {"grant_type": "refresh_token", "refresh_token": pair["refresh_token"]}
     refresh["client_id"] = "spa"
@@ -349,29 +306,17 @@ def test_a_public_client_s_refresh_token_is_bound_to_its_key(
 
 
 def test_the_code_grant_binds_a_public_client_s_family_to_its_key(
-    svc: LocalService, key: DpopKey
+    dp: LocalOAuth, key: DpopKey
 ) -> None:
-    dp = svc["DP"]
     verifier, challenge = pkce()
-    ask = {
-        "response_type": "code",
-        "client_id": "spa",
-        "redirect_uri": "https://spa.example/cb",
-        "code_challenge": challenge,
-        "code_challenge_method": "S256",
-        "state": "st-1",
-    }
+    ask = {"response_type": "code", "client_id": "spa", "redirect_uri": "https://spa.example/cb",
+           "code_challenge": challenge, "code_challenge_method": "S256", "state": "st-1"}  # fmt: skip
     shown = dp.http.get(dp.base + "/fw/oauth2/authorize", params=ask)
     assert shown.status_code == 200, shown.text
     login = {**form_fields(shown), **ADA}
     _to, values = redirected(dp.http.post(dp.base + "/fw/oauth2/authorize", data=login))
-    redeem = {
-        "grant_type": "authorization_code",
-        "code": values["code"],
-        "redirect_uri": "https://spa.example/cb",
-        "code_verifier": verifier,
-        "client_id": "spa",
-    }
+    redeem = {"grant_type": "authorization_code", "code": values["code"], "client_id": "spa",
+              "redirect_uri": "https://spa.example/cb", "code_verifier": verifier}  # fmt: skip
     pair = bound_pair(dp, key, data=redeem)
     assert pair["token_type"] == "DPoP"
     assert call(dp, key, pair["access_token"]).status_code == 200
@@ -387,10 +332,7 @@ def test_the_code_grant_binds_a_public_client_s_family_to_its_key(
     assert token_request(dp, key, data=refresh).status_code == 400
 
 
-def test_a_confidential_client_s_refresh_token_is_not_bound(
-    svc: LocalService, key: DpopKey
-) -> None:
-    dp = svc["DP"]
+def test_a_confidential_client_s_refresh_token_is_not_bound(dp: LocalOAuth, key: DpopKey) -> None:
     pair = bound_pair(dp, key, auth=WEB)
     refreshed = dp.refresh(pair["refresh_token"], client_id=WEB[0], client_secret=WEB[1])
     assert refreshed.status_code == 200, refreshed.text
@@ -410,17 +352,13 @@ def test_the_metadata_documents_name_dpop(svc: LocalService) -> None:
         assert resource.get("dpop_bound_access_tokens_required", False) is required
 
 
-def test_introspection_shows_cnf(svc: LocalService, key: DpopKey) -> None:
-    dp = svc["DP"]
+def test_introspection_shows_cnf(dp: LocalOAuth, key: DpopKey) -> None:
     pair = bound_pair(dp, key, data={"grant_type": "password", "client_id": "spa", **ADA})
     # a token with the scope introspect may describe any client's tokens (SPEC 12.3)
     asking = dp.tokens(*ADA.values(), scope="introspect")["access_token"]
     for token in (pair["access_token"], pair["refresh_token"]):
-        answer = dp.http.post(
-            "/rest/fw/oauth2/introspect",
-            data={"token": token},
-            headers={"Authorization": f"Bearer {asking}"},
-        )
+        answer = dp.http.post("/rest/fw/oauth2/introspect", data={"token": token},
+                              headers={"Authorization": f"Bearer {asking}"})  # fmt: skip
         assert answer.status_code == 200, answer.text
         assert answer.json()["active"] is True, answer.text
         assert answer.json()["cnf"] == {"jkt": key.jkt}
@@ -429,14 +367,10 @@ def test_introspection_shows_cnf(svc: LocalService, key: DpopKey) -> None:
     assert answer.json()["active"] is True and "cnf" not in answer.json()
 
 
-def test_a_dpop_token_is_no_bearer_at_introspection(svc: LocalService, key: DpopKey) -> None:
-    dp = svc["DP"]
+def test_a_dpop_token_is_no_bearer_at_introspection(dp: LocalOAuth, key: DpopKey) -> None:
     bound = bound_pair(dp, key, data={"grant_type": "password", "scope": "introspect", **ADA})
-    answer = dp.http.post(
-        "/rest/fw/oauth2/introspect",
-        data={"token": bound["access_token"]},
-        headers={"Authorization": f"Bearer {bound['access_token']}"},
-    )
+    answer = dp.http.post("/rest/fw/oauth2/introspect", data={"token": bound["access_token"]},
+                          headers={"Authorization": f"Bearer {bound['access_token']}"})  # fmt: skip
     assert answer.status_code == 401, answer.text
     assert error_of(answer) == "invalid_client"
     assert "DPoP-bound" in answer.headers["www-authenticate"]

@@ -25,13 +25,7 @@ import trustme
 from tests.auth.oauth2_support import KEYS_ADA as ADA
 from tests.auth.oauth2_support import KEYS_ALGS as ALGS
 from tests.auth.oauth2_support import KEYS_APP as APP
-from tests.auth.oauth2_support import (
-    OAuth,
-    client_context,
-    issue_certs,
-    oauth_section,
-    uvicorn_app,
-)
+from tests.auth.oauth2_support import OAuth, client_context, issue_certs, oauth_section, uvicorn_app
 from tests.conftest import ServerProcess, free_config, run_cli, wait_for
 from tests.docs.blocks import example
 from tests.redis_support import RedisServer
@@ -57,13 +51,8 @@ RESOURCE_SERVER = textwrap.dedent(
             return JSONResponse({"error": "no token"}, 401)
         try:
             key = keys.get_signing_key_from_jwt(token)
-            claims = jwt.decode(
-                token,
-                key,
-                algorithms=["EdDSA"],
-                audience="ED",
-                issuer=os.environ["RS_ISSUER"],
-            )
+            claims = jwt.decode(token, key, algorithms=["EdDSA"], audience="ED",
+                                issuer=os.environ["RS_ISSUER"])
         except jwt.PyJWTError as exc:
             return JSONResponse({"error": type(exc).__name__}, 401)
         return JSONResponse({"user": claims["sub"], "kid": key.key_id})
@@ -76,8 +65,7 @@ RESOURCE_SERVER = textwrap.dedent(
 
 def _write(folder: Path, certs: dict[str, Path]) -> Path:
     servers = {
-        name: oauth_section(certs, onAuthparams="app.params", signingAlg=alg)
-        for name, alg in ALGS.items()
+        n: oauth_section(certs, onAuthparams="app.params", signingAlg=a) for n, a in ALGS.items()
     }
     return free_config(
         folder, servers=servers, app=APP, extra={"HTTPSERVER": {"StateStore": "sqlite"}}
@@ -203,10 +191,8 @@ def test_rotation_under_load_refuses_no_valid_token(svc: Service, resource_serve
         try:
             while not stop.is_set():
                 started = time.monotonic()
-                r = http.post(
-                    ed.token_url,
-                    data={"grant_type": "password", "username": ADA[0], "password": ADA[1]},
-                )
+                form = {"grant_type": "password", "username": ADA[0], "password": ADA[1]}
+                r = http.post(ed.token_url, data=form)
                 if r.status_code == 503 and r.headers.get("retry-after"):
                     # SPEC 7: the sqlite store held past the call's deadline on a loaded
                     # machine; a client waits as Retry-After says (no token was refused)
@@ -240,11 +226,8 @@ def test_rotation_under_load_refuses_no_valid_token(svc: Service, resource_serve
         done = run_cli("keys", "rotate", str(svc.proc.config), cwd=svc.proc.config.parent)
         rotated = time.monotonic()
         assert done.returncode == 0, done.stderr
-        wait_for(
-            lambda: sum(t > rotated + 1.0 for t, _ in issued) >= 3,
-            30,
-            "tokens issued after rotation",
-        )
+        after_rotation = lambda: sum(t > rotated + 1.0 for t, _ in issued) >= 3  # noqa: E731
+        wait_for(after_rotation, 30, "tokens issued after rotation")
     finally:
         stop.set()
         for t in threads:
@@ -252,10 +235,8 @@ def test_rotation_under_load_refuses_no_valid_token(svc: Service, resource_serve
     print(f"token route answers 503 (then asked again): {len(unavailable)}")
     assert not failures, failures[:5]
     last_old = max(t for t, kid in issued if kid == old_kid)
-    print(
-        f"the last token with the old kid was asked for {last_old - rotated:.3f} s after "
-        f"`keys rotate` returned; {len(issued)} tokens issued"
-    )
+    print(f"the last old kid's token was asked for {last_old - rotated:.3f} s after `keys rotate`"
+          f" returned; {len(issued)} tokens issued")  # fmt: skip
     after = [kid for t, kid in issued if t > rotated + 1.0]
     assert after and all(kid != old_kid for kid in after), set(after)
     assert len(set(after)) == 1
@@ -277,9 +258,9 @@ def test_two_hosts_sharing_redis_share_the_key_set_across_a_rotation(
 ) -> None:
     """Two hosts (two `fwrest serve`, one config each, the same sections) on one real Redis,
     with the default configuration (no "issuer": each host derives its own, SPEC 12.2): the
-    key set lives in Redis (no keyset.json); a
-    token of one host verifies on the other, before, across and after a rotation run against
-    host A's config, and host B signs with the new key within 1 s."""
+    key set lives in Redis (no keyset.json); a token of one host verifies on the other, before,
+    across and after a rotation run against host A's config, and host B signs with the new key
+    within 1 s."""
     redis_server = RedisServer(tmp_path).start()
     hosts: list[ServerProcess] = []
     try:
@@ -320,11 +301,8 @@ def test_two_hosts_sharing_redis_share_the_key_set_across_a_rotation(
                 rotated = time.monotonic()
                 assert done.returncode == 0, done.stderr
                 assert "the redis state store" in done.stdout
-                wait_for(
-                    lambda: sum(t > rotated + 1.0 for t, _, _ in issued) >= 4,
-                    15,
-                    "tokens of both hosts after the rotation",
-                )
+                late_ones = lambda: sum(t > rotated + 1.0 for t, _, _ in issued) >= 4  # noqa: E731
+                wait_for(late_ones, 15, "tokens of both hosts after the rotation")
             finally:
                 stop.set()
                 thread.join(30)

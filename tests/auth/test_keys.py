@@ -28,15 +28,9 @@ from joserfc.errors import SecurityWarning
 from joserfc.jwk import KeySet
 
 from tests.auth.conftest import fwrest_cli
-from tests.auth.oauth2_support import (
-    KEYS_ADA as ADA,
-)
-from tests.auth.oauth2_support import (
-    KEYS_ALGS as ALGS,
-)
-from tests.auth.oauth2_support import (
-    KEYS_APP as APP,
-)
+from tests.auth.oauth2_support import KEYS_ADA as ADA
+from tests.auth.oauth2_support import KEYS_ALGS as ALGS
+from tests.auth.oauth2_support import KEYS_APP as APP
 from tests.auth.oauth2_support import (
     LocalOAuth,
     LocalService,
@@ -145,9 +139,7 @@ def test_an_hs256_port_publishes_no_key_and_its_metadata_no_jwks_uri(svc: LocalS
     assert "kid" not in header_of(hs.tokens(*ADA)["access_token"])
 
 
-def test_the_guide_s_authorization_object_signs_with_eddsa_as_its_issuer(
-    svc: LocalService,
-) -> None:
+def test_the_guide_s_authorization_object_signs_with_eddsa_as_its_issuer(svc: LocalService) -> None:
     guide = svc["GUIDE"]
     token = guide.tokens(*ADA)["access_token"]
     assert header_of(token)["alg"] == "EdDSA"
@@ -230,31 +222,21 @@ def test_hostile_tokens_are_refused(svc: LocalService) -> None:
     good = jwt.encode(claims, pem, algorithm="EdDSA", headers={"typ": "at+jwt", "kid": kid})
     assert ed.get("/hello", good).status_code == 200
     public = _public_pem(svc, "ED")
+    ec_kid, ec_pem = _private_key(svc, "ES256")
+    at = {"typ": "at+jwt"}
+    object_kid = b64url(json.dumps({"alg": "EdDSA", "typ": "at+jwt", "kid": {"a": 1}}).encode())
     hostile = {
         # HS256 keyed with the published public key's bytes (the classic confusion)
-        "hs256-with-public-key": _hs256_by_hand(
-            {"alg": "HS256", "typ": "at+jwt", "kid": kid}, claims, public
-        ),
-        "alg-none": unsigned_jwt({"alg": "none", "typ": "at+jwt", "kid": kid}, claims),
-        "unknown-kid": jwt.encode(
-            claims, pem, algorithm="EdDSA", headers={"typ": "at+jwt", "kid": "x" * 43}
-        ),
-        "no-kid": jwt.encode(claims, pem, algorithm="EdDSA", headers={"typ": "at+jwt"}),
+        "hs256-with-public-key": _hs256_by_hand({"alg": "HS256", **at, "kid": kid}, claims, public),
+        "alg-none": unsigned_jwt({"alg": "none", **at, "kid": kid}, claims),
+        "unknown-kid": jwt.encode(claims, pem, algorithm="EdDSA", headers={**at, "kid": "x" * 43}),
+        "no-kid": jwt.encode(claims, pem, algorithm="EdDSA", headers=at),
         # the kid of another port's key (ES256): not a key of this port's algorithm
-        "foreign-kid": jwt.encode(
-            claims,
-            _private_key(svc, "ES256")[1],
-            algorithm="ES256",
-            headers={"typ": "at+jwt", "kid": _private_key(svc, "ES256")[0]},
-        ),
-        "wrong-issuer": jwt.encode(
-            {**claims, "iss": "https://evil.example"},
-            pem,
-            algorithm="EdDSA",
-            headers={"typ": "at+jwt", "kid": kid},
-        ),
-        "kid-as-object": f"{b64url(json.dumps({'alg': 'EdDSA', 'typ': 'at+jwt', 'kid': {'a': 1}}).encode())}.{real.split('.')[1]}.{real.split('.')[2]}",
-    }
+        "foreign-kid": jwt.encode(claims, ec_pem, algorithm="ES256", headers={**at, "kid": ec_kid}),
+        "wrong-issuer": jwt.encode({**claims, "iss": "https://evil.example"}, pem,
+                                   algorithm="EdDSA", headers={**at, "kid": kid}),
+        "kid-as-object": f"{object_kid}.{real.split('.', 1)[1]}",
+    }  # fmt: skip
     for name, token in hostile.items():
         response = ed.get("/hello", token)
         assert response.status_code == 401, (name, response.text)
@@ -287,11 +269,7 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
     # (the 1 s of SPEC 12.1 is measured by tests/auth/test_jwks_clients.py, on a service of
     # its own processes: here the workers share the test's process and the suite's load)
     wait_for(new_kid, 15, "tokens signed with the new key")
-    wait_for(
-        lambda: signs_anew(ec, old_ec_kid),
-        5,
-        "ES256 tokens signed with the new key",
-    )
+    wait_for(lambda: signs_anew(ec, old_ec_kid), 5, "ES256 tokens signed with the new key")
     # the old key still verifies its tokens, and is still published
     assert ed.get("/hello", before).status_code == 200
     kids = [k["kid"] for k in ed.http.get(ed.base + "/fw/oauth2/jwks").json()["keys"]]
@@ -340,12 +318,8 @@ def test_a_dropped_key_no_longer_verifies_nor_is_published(svc: LocalService) ->
     edited = path.with_name("keyset.edited")
     edited.write_text(json.dumps(doc))
     edited.replace(path)  # whole, as fwrest writes it
-    forged = jwt.encode(
-        fresh_claims(aud="ED", iss=issuer_of(ed)),
-        victim["pem"],
-        algorithm="EdDSA",
-        headers={"typ": "at+jwt", "kid": victim["kid"]},
-    )
+    forged = jwt.encode(fresh_claims(aud="ED", iss=issuer_of(ed)), victim["pem"],
+                        algorithm="EdDSA", headers={"typ": "at+jwt", "kid": victim["kid"]})  # fmt: skip
 
     def dropped() -> bool:
         kids = [k["kid"] for k in ed.http.get(ed.base + "/fw/oauth2/jwks").json()["keys"]]

@@ -135,9 +135,7 @@ class SlowLockWrites(SqliteStore):
         super().add_lock(key, until)
 
 
-def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_count(
-    tmp_path: Path,
-) -> None:
+def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_count(tmp_path: Path) -> None:
     """The lock-out list is refreshed every 0.5 s; this worker's own lock, not in the store
     yet, is no lock-out lifted: it stays on the board, and so do the failures that made it
     (the attempts after them are not checked)."""

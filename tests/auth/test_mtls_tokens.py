@@ -95,17 +95,16 @@ def svc(
     ca: trustme.CA, pki: Pki, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OAuthService]:
     def write(folder: Path, certs: dict[str, Path]) -> Path:
-        return free_config(
-            folder,
-            servers=_servers(certs, pki),
-            app=APP,
-            extra={"HTTPSERVER": {"StateStore": "sqlite"}},
-        )
+        extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
+        return free_config(folder, servers=_servers(certs, pki), app=APP, extra=extra)
 
     yield from serve_oauth(ca, tmp_path_factory.mktemp("mtls"), write)
 
 
-def http(svc: OAuthService, cert: tuple[Path, Path] | None) -> httpx.Client:
+Cert = tuple[Path, Path] | None
+
+
+def http(svc: OAuthService, cert: Cert) -> httpx.Client:
     """A new client (its own connections) presenting ``cert``, or none."""
     ctx = ssl.create_default_context(cafile=str(svc.certs["ca"]))
     if cert is not None:
@@ -113,24 +112,25 @@ def http(svc: OAuthService, cert: tuple[Path, Path] | None) -> httpx.Client:
     return httpx.Client(verify=ctx, timeout=15)
 
 
-def grant(svc: OAuthService, port: str, cert: tuple[Path, Path] | None) -> httpx.Response:
+def token_route(svc: OAuthService, port: str, cert: Cert, **data: str) -> httpx.Response:
+    """A request of the token route with the form ``data`` as the client ``web``."""
     with http(svc, cert) as client:
-        return client.post(
-            svc.proc.url(port) + "/fw/oauth2/token",
-            data={"grant_type": "password", "username": KEYS_ADA[0], "password": KEYS_ADA[1]},
-            auth=CLIENT,
-        )
+        return client.post(svc.proc.url(port) + "/fw/oauth2/token", data=data, auth=CLIENT)
 
 
-def tokens(svc: OAuthService, port: str, cert: tuple[Path, Path] | None) -> dict[str, Any]:
+def grant(svc: OAuthService, port: str, cert: Cert) -> httpx.Response:
+    return token_route(
+        svc, port, cert, grant_type="password", username=KEYS_ADA[0], password=KEYS_ADA[1]
+    )
+
+
+def tokens(svc: OAuthService, port: str, cert: Cert) -> dict[str, Any]:
     answer = grant(svc, port, cert)
     assert answer.status_code == 200, answer.text
     return dict(answer.json())
 
 
-def hello(
-    svc: OAuthService, port: str, token: str, cert: tuple[Path, Path] | None
-) -> httpx.Response:
+def hello(svc: OAuthService, port: str, token: str, cert: Cert) -> httpx.Response:
     with http(svc, cert) as client:
         return client.get(
             svc.proc.url(port) + "/hello", headers={"Authorization": f"Bearer {token}"}
@@ -179,12 +179,9 @@ def test_a_refresh_on_the_same_certificate_gives_a_token_bound_to_it(
     svc: OAuthService, pki: Pki
 ) -> None:
     first = tokens(svc, "MT", pki.ada)
-    with http(svc, pki.ada) as client:
-        answer = client.post(
-            svc.proc.url("MT") + "/fw/oauth2/token",
-            data={"grant_type": "refresh_token", "refresh_token": first["refresh_token"]},
-            auth=CLIENT,
-        )
+    answer = token_route(
+        svc, "MT", pki.ada, grant_type="refresh_token", refresh_token=first["refresh_token"]
+    )
     assert answer.status_code == 200, answer.text
     access = answer.json()["access_token"]
     assert cnf(access) == {"x5t#S256": x5t(pki.ada[0])}
@@ -205,9 +202,7 @@ def test_bound_tokens_mtls_refuses_a_token_request_without_a_certificate(
     assert_refused(hello(svc, "MUST", access, pki.ada), "another client certificate")
 
 
-def test_the_metadata_says_tokens_are_bound_where_certificates_are_asked(
-    svc: OAuthService,
-) -> None:
+def test_the_metadata_says_tokens_are_bound_where_certificates_are_asked(svc: OAuthService) -> None:
     for port, bound in (("MT", True), ("MUST", True), ("PLAIN", False)):
         origin = svc.proc.url(port).removesuffix("/rest")
         with http(svc, None) as client:
@@ -235,17 +230,8 @@ def test_introspection_shows_the_binding(svc: OAuthService, pki: Pki) -> None:
 def test_a_bound_token_asking_introspection_needs_its_certificate(
     svc: OAuthService, pki: Pki
 ) -> None:
-    with http(svc, pki.ada) as client:
-        granted = client.post(
-            svc.proc.url("MT") + "/fw/oauth2/token",
-            data={
-                "grant_type": "password",
-                "username": "grace",
-                "password": "Grace-Pw-5150",
-                "scope": "introspect",
-            },
-            auth=CLIENT,
-        )
+    grace = {"username": "grace", "password": "Grace-Pw-5150", "scope": "introspect"}
+    granted = token_route(svc, "MT", pki.ada, grant_type="password", **grace)
     assert granted.status_code == 200, granted.text
     reader = granted.json()["access_token"]
     assert cnf(reader) == {"x5t#S256": x5t(pki.ada[0])}
@@ -292,12 +278,10 @@ def test_no_token_reaches_the_log(svc: OAuthService, pki: Pki) -> None:
 
 @pytest.mark.parametrize(
     ("keys", "needle"),
-    [
-        ({}, "asks clients for none"),
-        ({"SslClientCert": 1, "boundTokens": "MTLS"}, "is not a binding fwrest knows"),
-        ({"SslClientCert": 1, "boundTokens": True}, "is not a binding fwrest knows"),
-    ],
-)
+    [({}, "asks clients for none"),
+     ({"SslClientCert": 1, "boundTokens": "MTLS"}, "is not a binding fwrest knows"),
+     ({"SslClientCert": 1, "boundTokens": True}, "is not a binding fwrest knows")],
+)  # fmt: skip
 def test_bound_tokens_is_checked_at_start(
     ca: trustme.CA, pki: Pki, tmp_path: Path, keys: dict[str, Any], needle: str
 ) -> None:

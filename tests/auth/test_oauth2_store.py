@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -99,6 +98,7 @@ def service_config(
     issuer: str | None = None,
     oauth: str = "OAUTH",
     module: str = "app",
+    **httpserver: Any,
 ) -> Path:
     """One oAuth2 port ``OAUTH`` (spelled ``oauth``); with ``max_failures`` under the default, a second port
     ``THROTTLED`` has that threshold and ``OAUTH`` none (the per-address count is shared by
@@ -106,7 +106,7 @@ def service_config(
     Without ``issuer`` (the default configuration) each host derives its own,
     https://127.0.0.1:{its own port}/rest, and the hosts still accept each other's tokens
     (SPEC 12.2). ``module``: the app module's name (unique in the test session for a service
-    in this process)."""
+    in this process); ``httpserver``: more keys of its ``[HTTPSERVER]``."""
     servers = {}
     for name, limit in ((oauth, 1_000_000), ("THROTTLED", max_failures)):
         auth: dict[str, Any] = {"maxFailures": limit}
@@ -120,7 +120,7 @@ def service_config(
         module,
         servers=servers,
         app=APP_SOURCE + STORE_APP,
-        extra={"HTTPSERVER": {"StateStore": store}, "POOL": {"MaxThreads": 8}},
+        extra={"HTTPSERVER": {"StateStore": store, **httpserver}, "POOL": {"MaxThreads": 8}},
     )
 
 
@@ -129,11 +129,8 @@ class Pinned:
 
     def __init__(self, port: OAuth) -> None:
         self.port = port
-        self.http = httpx.Client(
-            verify=port.ctx,
-            timeout=15,
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-        )
+        one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        self.http = httpx.Client(verify=port.ctx, timeout=15, limits=one)
         self.pid = self.ask_pid()
 
     def ask_pid(self) -> int:
@@ -141,6 +138,9 @@ class Pinned:
 
     def post(self, data: dict[str, str]) -> httpx.Response:
         return self.http.post(self.port.token_url, data=data)
+
+    def refresh(self, token: str) -> httpx.Response:
+        return self.post({"grant_type": "refresh_token", "refresh_token": token})
 
     def get(self, path: str, token: str) -> httpx.Response:
         return self.http.get(self.port.base + path, headers={"Authorization": f"Bearer {token}"})
@@ -206,32 +206,23 @@ def test_tokens_and_refresh_cross_workers(workers: Workers) -> None:
         assert a.get("/hello", tokens["access_token"]).json()["pid"] == a.pid
         on_b = b.get("/hello", tokens["access_token"])  # issued by a, checked by b
         assert on_b.status_code == 200 and on_b.json()["pid"] == b.pid
-        renewed = b.post({"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]})
+        renewed = b.refresh(tokens["refresh_token"])
         assert renewed.status_code == 200, renewed.text  # refresh of a's token on b
-        again = a.post(
-            {"grant_type": "refresh_token", "refresh_token": renewed.json()["refresh_token"]}
-        )
+        again = a.refresh(renewed.json()["refresh_token"])
         assert again.status_code == 200, again.text  # and back on a
         latest = again.json()["access_token"]
         assert a.still_pinned() and b.still_pinned()
         # 20 requests on fresh connections: every one accepted, both workers among them
         seen: Counter[int] = Counter()
+        headers = {"Authorization": f"Bearer {latest}", "Connection": "close"}
         with httpx.Client(verify=workers.port.ctx, timeout=15) as fresh:
-            for _ in range(20):
-                response = fresh.get(
-                    workers.port.base + "/hello",
-                    headers={"Authorization": f"Bearer {latest}", "Connection": "close"},
-                )
+            deadline, asked = time.monotonic() + 30, 0
+            # 20 requests, then more until both workers answered (or the deadline)
+            while asked < 20 or (len(seen) < 2 and time.monotonic() < deadline):
+                response = fresh.get(workers.port.base + "/hello", headers=headers)
                 assert response.status_code == 200, response.text
                 seen[response.json()["pid"]] += 1
-            deadline = time.monotonic() + 15
-            while len(seen) < 2 and time.monotonic() < deadline:
-                response = fresh.get(
-                    workers.port.base + "/hello",
-                    headers={"Authorization": f"Bearer {latest}", "Connection": "close"},
-                )
-                assert response.status_code == 200
-                seen[response.json()["pid"]] += 1
+                asked += 1
         print(f"requests per worker pid: {dict(seen)}")
         assert set(seen) == {a.pid, b.pid}
     finally:
@@ -244,22 +235,17 @@ def test_a_replay_on_one_worker_revokes_the_family_on_the_other(workers: Workers
     try:
         first = a.post({"grant_type": "password", "username": "bob", "password": "Bob-Pw-2207"})
         tokens = first.json()
-        second = a.post({"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]})
+        second = a.refresh(tokens["refresh_token"])
         assert second.status_code == 200
         newest = second.json()["access_token"]
         assert b.get("/hello", newest).status_code == 200
-        replay = a.post({"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]})
+        replay = a.refresh(tokens["refresh_token"])
         assert replay.status_code == 400 and error_of(replay) == "invalid_grant"
-        took = wait_for(
-            lambda: b.get("/hello", newest).status_code == 401,
-            10,
-            "the other worker refuses the revoked family",
-        )
+        refusing = "the other worker refuses the revoked family"
+        took = wait_for(lambda: b.get("/hello", newest).status_code == 401, 10, refusing)
         print(f"worker {b.pid} refused the revoked family {took:.3f} s after the replay")
         assert b.still_pinned()
-        assert b.post(
-            {"grant_type": "refresh_token", "refresh_token": second.json()["refresh_token"]}
-        ).json()["error"] == ("invalid_grant")
+        assert error_of(b.refresh(second.json()["refresh_token"])) == "invalid_grant"
     finally:
         a.close()
         b.close()
@@ -466,13 +452,9 @@ def test_a_refresh_record_stored_under_the_spelled_section_name_still_refreshes(
     spelled it: after the upgrade they refresh (once: the new record is under the folded
     name), are described and revoked as before (the host in this process, its store the
     real Redis)."""
-    certs = issue_certs(ca, tmp_path / "certs")
-    module = f"tauth_store_spelled_{uuid.uuid4().hex[:12]}"
-    config = service_config(tmp_path, certs, redis_server.url, module=module)
-    with (
-        contextlib.closing(RedisStore(redis_server.url)) as store,
-        LocalOAuth(config, "OAUTH") as a,
-    ):
+    with contextlib.ExitStack() as stack:
+        a = local_host(stack, ca, tmp_path / "a", redis_server.url)
+        store = stack.enter_context(contextlib.closing(RedisStore(redis_server.url)))
         now = time.time()
         old, revoked = "earlier-release-refresh-token-1", "earlier-release-refresh-token-2"
         for token, family in ((old, "fam-earlier-1"), (revoked, "fam-earlier-2")):
@@ -503,18 +485,23 @@ def test_a_token_signed_by_a_service_with_its_own_key_is_refused(
     """The contrast: a service that does not share the Redis key does not accept the tokens
     (both services in this process: the key they sign with, not the process, is under test)."""
     with contextlib.ExitStack() as stack:
-        ports: list[LocalOAuth] = []
-        for name, store in (("shared", redis_server.url), ("alone", "memory")):
-            folder = tmp_path / name
-            folder.mkdir()
-            certs = issue_certs(ca, folder / "certs")
-            config = service_config(folder, certs, store, module=f"tauth_store_{uuid.uuid4().hex}")
-            ports.append(stack.enter_context(LocalOAuth(config, "OAUTH")))
-        shared, alone = ports
+        shared = local_host(stack, ca, tmp_path / "shared", redis_server.url)
+        alone = local_host(stack, ca, tmp_path / "alone", "memory")
         foreign = alone.tokens(*ADA)["access_token"]
         assert shared.get("/hello", foreign).status_code == 401
         assert alone.get("/hello", foreign).status_code == 200
         assert shared.get("/hello", shared.tokens(*ADA)["access_token"]).status_code == 200
+
+
+def local_host(
+    stack: contextlib.ExitStack[Any], ca: trustme.CA, folder: Path, store: str, **kw: Any
+) -> LocalOAuth:
+    """A host of the service in this process in ``folder`` (certificates and an app module of
+    its own; ``kw``: more of :func:`service_config`), a client of its ``OAUTH`` port."""
+    folder.mkdir()
+    module = f"tauth_store_{uuid.uuid4().hex[:12]}"
+    config = service_config(folder, issue_certs(ca, folder / "certs"), store, module=module, **kw)
+    return stack.enter_context(LocalOAuth(config, kw.get("oauth", "OAUTH")))
 
 
 def timed(call: Any) -> tuple[httpx.Response, float]:
@@ -588,18 +575,9 @@ def test_services_sharing_a_signing_key_file_accept_each_others_tokens(
     """``[HTTPSERVER] SigningKeyFile``: the key given by config, created once, mode 0600
     (the services in this process: the key file, not the process, is under test)."""
     key_file = tmp_path / "shared" / "signing.key"
-    with contextlib.ExitStack() as stack:
-        ports: list[LocalOAuth] = []
-        for name in ("a", "b"):
-            folder = tmp_path / name
-            folder.mkdir()
-            certs = issue_certs(ca, folder / "certs")
-            module = f"tauth_store_key_{name}_{uuid.uuid4().hex[:12]}"
-            config = service_config(folder, certs, "memory", module=module)
-            data = json.loads(config.read_text())
-            data["HTTPSERVER"]["SigningKeyFile"] = str(key_file)
-            config.write_text(json.dumps(data))
-            ports.append(stack.enter_context(LocalOAuth(config, "OAUTH")))  # started: the key
+    with contextlib.ExitStack() as stack:  # each started: the key made or read
+        ports = [local_host(stack, ca, tmp_path / name, "memory", SigningKeyFile=str(key_file))
+                 for name in ("a", "b")]  # fmt: skip
         assert key_file.stat().st_mode & 0o777 == 0o600
         for name in ("a", "b"):
             assert not (tmp_path / name / ".fwrest" / "signing.key").exists()
@@ -760,10 +738,7 @@ def test_a_signing_key_file_that_cannot_be_read_or_made_is_a_clear_error(
     """``fwrest check`` and ``fwrest serve`` exit 2 with one line naming the file (they
     crashed with a traceback, exit 1; `check` even passed when the file could not be made)."""
     certs = issue_certs(ca, tmp_path / "certs")
-    config = service_config(tmp_path, certs, "sqlite")
-    data = json.loads(config.read_text())
-    data["HTTPSERVER"].update(make(tmp_path))
-    config.write_text(json.dumps(data))
+    config = service_config(tmp_path, certs, "sqlite", **make(tmp_path))
     for command in ("check", "serve"):
         result = run_forked(command, str(config), cwd=tmp_path, timeout=30)
         print(command, result.returncode, result.stderr)

@@ -34,20 +34,10 @@ NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 
 @pytest.mark.parametrize(
     ("value", "ms"),
-    [
-        (3600000, 3600000),
-        (3600, 3600),  # milliseconds, as written (the check warns about it)
-        (90000.0, 90000),
-        ("1h", 3_600_000),
-        ("90s", 90_000),
-        ("15m", 900_000),
-        ("2d", 172_800_000),
-        ("500ms", 500),
-        ("1H", 3_600_000),
-        (" 30 s ", 30_000),
-        ("3600000", 3_600_000),
-    ],
-)
+    [(3600000, 3600000), (3600, 3600),  # milliseconds, as written (the check warns about it)
+     (90000.0, 90000), ("1h", 3_600_000), ("90s", 90_000), ("15m", 900_000), ("2d", 172_800_000),
+     ("500ms", 500), ("1H", 3_600_000), (" 30 s ", 30_000), ("3600000", 3_600_000)],
+)  # fmt: skip
 def test_access_ms(value: Any, ms: int) -> None:
     assert access_ms(value) == ms
 
@@ -82,14 +72,10 @@ def test_refresh_month_day_year() -> None:
 
 
 def test_refresh_iso_8601() -> None:
-    assert (
-        refresh_deadline("2099-06-30T12:00:00+00:00", NOW)
-        == datetime(2099, 6, 30, 12, tzinfo=UTC).timestamp()
-    )
-    assert (
-        refresh_deadline("2020-01-01T00:00:00Z", NOW)
-        == datetime(2020, 1, 1, tzinfo=UTC).timestamp()
-    )
+    noon = datetime(2099, 6, 30, 12, tzinfo=UTC).timestamp()
+    assert refresh_deadline("2099-06-30T12:00:00+00:00", NOW) == noon
+    new_year = datetime(2020, 1, 1, tzinfo=UTC).timestamp()
+    assert refresh_deadline("2020-01-01T00:00:00Z", NOW) == new_year
     assert refresh_deadline("2099-06-30", NOW) == _local_end_of(date(2099, 6, 30))
 
 
@@ -123,19 +109,14 @@ def test_a_parameter_without_a_value_counts_as_omitted() -> None:
         request_params("b=", b"b=x", FORM, "POST")  # still given twice
 
 
-@pytest.mark.parametrize(
-    ("query", "body"),
-    [("a=1&a=1", b""), ("a=1", b"a=2"), ("", b"a=1&a=2")],
-)
+@pytest.mark.parametrize(("query", "body"), [("a=1&a=1", b""), ("a=1", b"a=2"), ("", b"a=1&a=2")])
 def test_a_parameter_twice_is_refused(query: str, body: bytes) -> None:
     with pytest.raises(OAuthError) as info:
         request_params(query, body, FORM, "POST")
     assert info.value.error == "invalid_request" and info.value.status == 400
 
 
-@pytest.mark.parametrize(
-    "content_type", [None, "application/json", "text/plain", "multipart/form-data"]
-)
+@pytest.mark.parametrize("content_type", [None, "application/json", "text/plain", "multipart/form-data"])  # fmt: skip
 def test_a_body_that_is_not_a_form_is_refused(content_type: str | None) -> None:
     with pytest.raises(OAuthError) as info:
         request_params("", b"grant_type=password", content_type, "POST")
@@ -159,10 +140,7 @@ def test_fields_are_capped() -> None:
 def test_client_credentials() -> None:
     assert client_credentials({}, None) is None
     assert client_credentials({"client_id": "c", "client_secret": "s"}, None) == ("c", "s")
-    assert client_credentials({}, "Basic d2ViOnNlYyUzQXJldA==") == (
-        "web",
-        "sec:ret",
-    )  # form-decoded
+    assert client_credentials({}, "Basic d2ViOnNlYyUzQXJldA==") == ("web", "sec:ret")  # decoded
     assert client_credentials({}, "Bearer abc") is None
     with pytest.raises(OAuthError) as info:
         client_credentials({}, "Basic !!!not-base64")
@@ -176,17 +154,9 @@ def test_client_credentials() -> None:
 
 
 def test_single_keys() -> None:
-    got = normalise(
-        {
-            "client_id": "web",
-            "client_secret": "s",
-            "username": "ada",
-            "password": "p",
-            "grant_type": "password",
-            "access_expires": 3600000,
-            "refresh_expires": "Date()+1",
-        }
-    )
+    got = normalise({"client_id": "web", "client_secret": "s", "username": "ada", "password": "p",
+                     "grant_type": "password", "access_expires": 3600000,
+                     "refresh_expires": "Date()+1"})  # fmt: skip
     assert got.clients == (("web", "s"),)
     assert got.users == (("ada", "p"),)
     assert got.access_expires == 3600000 and got.refresh_expires == "Date()+1"
@@ -194,19 +164,13 @@ def test_single_keys() -> None:
 
 
 def test_arrays_mixed_with_single_keys() -> None:
-    got = normalise(
-        {
-            "Client_Id": "web",
-            "client_secret": "s",
-            "username": "ada",
-            "password": "p",
-            "grant_type": "password",
-            "client": [{"client_id": "mob", "CLIENT_SECRET": "m"}],
-            "users": [{"username": "bob", "password": "b"}, {"UserName": "cy", "Password": "c"}],
-            "expires": [{"access_expires": "90s", "refresh_expires": "12/31/2099"}],
-            "types": [{"grant_type": "refresh_token"}],
-        }
-    )
+    got = normalise({
+        "Client_Id": "web", "client_secret": "s", "username": "ada", "password": "p",
+        "grant_type": "password", "client": [{"client_id": "mob", "CLIENT_SECRET": "m"}],
+        "users": [{"username": "bob", "password": "b"}, {"UserName": "cy", "Password": "c"}],
+        "expires": [{"access_expires": "90s", "refresh_expires": "12/31/2099"}],
+        "types": [{"grant_type": "refresh_token"}],
+    })  # fmt: skip
     assert got.clients == (("web", "s"), ("mob", "m"))
     assert got.users == (("ada", "p"), ("bob", "b"), ("cy", "c"))
     assert (got.access_expires, got.refresh_expires) == ("90s", "12/31/2099")
@@ -214,15 +178,11 @@ def test_arrays_mixed_with_single_keys() -> None:
 
 
 def test_each_lifetime_comes_from_the_first_entry_that_gives_it() -> None:
-    got = normalise(
-        {
-            "access_expires": "2h",
-            "expires": [
-                {"refresh_expires": "Date()+5"},
-                {"access_expires": "90s", "refresh_expires": "Date()+9"},
-            ],
-        }
-    )
+    expires = [
+        {"refresh_expires": "Date()+5"},
+        {"access_expires": "90s", "refresh_expires": "Date()+9"},
+    ]
+    got = normalise({"access_expires": "2h", "expires": expires})
     assert (got.access_expires, got.refresh_expires) == ("2h", "Date()+5")
     assert got.repeated == ("access_expires", "refresh_expires")
     assert normalise({"expires": [{"access_expires": "1h"}]}).repeated == ()
@@ -238,29 +198,18 @@ def test_refresh_deadline_out_of_range_is_an_expiry_error(value: Any) -> None:
 
 
 def test_arrays_instead_of_single_keys() -> None:
-    got = normalise(
-        {"users": [{"username": "bob", "password": "b"}], "types": {"grant_type": "password"}}
-    )
-    assert got.clients == ()
-    assert got.users == (("bob", "b"),)
-    assert got.types == ("password",)
+    bob = [{"username": "bob", "password": "b"}]
+    got = normalise({"users": bob, "types": {"grant_type": "password"}})
+    assert (got.clients, got.users, got.types) == ((), (("bob", "b"),), ("password",))
     assert got.access_expires is None
 
 
 @pytest.mark.parametrize(
     "raw",
-    [
-        None,
-        [],
-        "text",
-        {"users": "bob"},
-        {"users": ["bob"]},
-        {"username": "ada"},  # no password
-        {"username": "ada", "password": 5},
-        {"client_id": ""},
-        {"client": [{"client_secret": "s"}]},
-    ],
-)
+    [None, [], "text", {"users": "bob"}, {"users": ["bob"]},
+     {"username": "ada"},  # no password
+     {"username": "ada", "password": 5}, {"client_id": ""}, {"client": [{"client_secret": "s"}]}],
+)  # fmt: skip
 def test_unusable_on_auth_params_are_params_errors(raw: Any) -> None:
     with pytest.raises(ParamsError):
         normalise(raw)
@@ -281,15 +230,8 @@ def test_legacy_form_is_detected_and_filled_by_reference() -> None:
 
     source = ParamsSource(legacy, None)
     assert source.legacy
-    got = source.call_sync(
-        {
-            "grant_type": "password",
-            "username": "ada",
-            "password": "secret",
-            "client_secret": "cs",
-            "refresh_token": "rt",
-        }
-    )
+    got = source.call_sync({"grant_type": "password", "username": "ada", "password": "secret",
+                            "client_secret": "cs", "refresh_token": "rt"})  # fmt: skip
     assert got.users == (("ada", "p"),) and got.clients == (("web", "s"),)
     assert received == [{"grant_type": "password", "username": "ada"}]  # no secrets handed over
     assert not ParamsSource(modern, None).legacy
@@ -323,26 +265,12 @@ PATTERNS = ["/public", "items/:id", "/open/*", "/rest/prefixed", "/slash/", "/fi
 
 @pytest.mark.parametrize(
     ("path", "expected"),
-    [
-        ("/public", True),
-        ("/Public", False),
-        ("/public/x", False),
-        ("/items/7", True),
-        ("/items/7/8", False),
-        ("/items/", False),
-        ("/open", True),
-        ("/open/a", True),
-        ("/open/a/b/c", True),
-        ("/opened", False),
-        ("/rest/prefixed", True),
-        ("/prefixed", False),  # the matcher sees what it is given; the guard tries both forms
-        ("/slash", True),
-        ("/files", True),
-        ("/files.txt", True),
-        ("/hello", False),
-        ("/", False),
-    ],
-)
+    [("/public", True), ("/Public", False), ("/public/x", False), ("/items/7", True),
+     ("/items/7/8", False), ("/items/", False), ("/open", True), ("/open/a", True),
+     ("/open/a/b/c", True), ("/opened", False), ("/rest/prefixed", True),
+     ("/prefixed", False),  # the matcher sees what it is given; the guard tries both forms
+     ("/slash", True), ("/files", True), ("/files.txt", True), ("/hello", False), ("/", False)],
+)  # fmt: skip
 def test_no_check_paths(path: str, expected: bool) -> None:
     assert NoCheckPaths(PATTERNS).matches(path) is expected
 

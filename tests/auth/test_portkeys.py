@@ -33,9 +33,7 @@ def _pair(tmp_path: Path) -> tuple[PortKeys, PortKeys, FileKeySet]:
     return a, b, FileKeySet(path)
 
 
-def test_a_key_made_elsewhere_verifies_after_one_look_before_the_next_poll(
-    tmp_path: Path,
-) -> None:
+def test_a_key_made_elsewhere_verifies_after_one_look_before_the_next_poll(tmp_path: Path) -> None:
     a, b, shared = _pair(tmp_path)
     old = a.kid
     rotate(shared, {"EdDSA"})

@@ -18,6 +18,7 @@ import asyncio
 import sqlite3
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -142,14 +143,9 @@ def params() -> dict[str, Any]:
 
 class Client:
     def __init__(self, store: GatedStore) -> None:
-        self.service = TokenService(
-            port_name="OAUTH",
-            key=b"k" * 32,
-            store=store,
-            source=ParamsSource(params, None),
-            max_failures=10,
-            allow_get=False,
-        )
+        source = ParamsSource(params, None)
+        self.service = TokenService(port_name="OAUTH", key=b"k" * 32, store=store, source=source,
+                                    max_failures=10, allow_get=False)  # fmt: skip
 
     async def post(self, **form: str) -> tuple[int, dict[str, Any], float]:
         """(status, body, seconds); a 503 comes as an HTTPError, as the port renders it."""
@@ -162,10 +158,11 @@ class Client:
             return exc.status, {"detailedMessage": exc.detailed}, time.monotonic() - started
         return reply.status, orjson.loads(reply.body), time.monotonic() - started
 
+    async def grant(self) -> tuple[int, dict[str, Any], float]:
+        return await self.post(grant_type="password", username="ada", password="Ada-Pw-1")
+
     async def password(self) -> str:
-        status, body, _ = await self.post(
-            grant_type="password", username="ada", password="Ada-Pw-1"
-        )
+        status, body, _ = await self.grant()
         assert status == 200, body
         return str(body["refresh_token"])
 
@@ -177,48 +174,54 @@ async def wait_event(event: threading.Event, timeout: float = 10) -> None:
     assert await asyncio.to_thread(event.wait, timeout), "hang guard"
 
 
-def test_a_spend_that_completes_after_the_503_is_undone() -> None:
-    async def scenario() -> None:
+def run(scenario: Callable[[GatedStore, Client], Awaitable[None]]) -> None:
+    """``scenario`` with a new store and a token service on it, in an event loop of its own;
+    the store thawed and the service stopped afterwards."""
+
+    async def main() -> None:
         store = GatedStore()
         client = Client(store)
         try:
-            token = await client.password()
-            store.gated = {"spend_refresh"}
-            store.gate.clear()  # the spend reaches the store, which stops answering
-            status, body, took = await client.refresh(token)
-            print(f"refresh with the spend frozen: {status} after {took:.3f} s")
-            assert status == 503, body
-            assert took < SPEC_503_S
-            store.gate.set()  # the store answers: the spend happens now, for nobody
-            await wait_event(store.late_spend_done)
-            await wait_event(store.restored)
-            status, body, _ = await client.refresh(token)  # the client's retry
-            assert status == 200, body
-            status, body, _ = await client.refresh(token)  # now it is a replay
-            assert (status, body["error"]) == (400, "invalid_grant"), body
+            await scenario(store, client)
         finally:
+            store.gate.set()
             client.service.stop()
 
-    asyncio.run(scenario())
+    asyncio.run(main())
+
+
+def test_a_spend_that_completes_after_the_503_is_undone() -> None:
+    async def scenario(store: GatedStore, client: Client) -> None:
+        token = await client.password()
+        store.gated = {"spend_refresh"}
+        store.gate.clear()  # the spend reaches the store, which stops answering
+        status, body, took = await client.refresh(token)
+        print(f"refresh with the spend frozen: {status} after {took:.3f} s")
+        assert status == 503, body
+        assert took < SPEC_503_S
+        store.gate.set()  # the store answers: the spend happens now, for nobody
+        await wait_event(store.late_spend_done)
+        await wait_event(store.restored)
+        status, body, _ = await client.refresh(token)  # the client's retry
+        assert status == 200, body
+        status, body, _ = await client.refresh(token)  # now it is a replay
+        assert (status, body["error"]) == (400, "invalid_grant"), body
+
+    run(scenario)
 
 
 def test_a_spend_whose_new_pair_cannot_be_written_is_undone() -> None:
-    async def scenario() -> None:
-        store = GatedStore()
-        client = Client(store)
-        try:
-            token = await client.password()
-            store.fail_add = True
-            status, body, _ = await client.refresh(token)
-            assert status == 503, body
-            await wait_event(store.restored)
-            store.fail_add = False
-            status, body, _ = await client.refresh(token)
-            assert status == 200, body
-        finally:
-            client.service.stop()
+    async def scenario(store: GatedStore, client: Client) -> None:
+        token = await client.password()
+        store.fail_add = True
+        status, body, _ = await client.refresh(token)
+        assert status == 503, body
+        await wait_event(store.restored)
+        store.fail_add = False
+        status, body, _ = await client.refresh(token)
+        assert status == 200, body
 
-    asyncio.run(scenario())
+    run(scenario)
 
 
 def test_the_store_calls_of_one_request_share_one_deadline() -> None:
@@ -228,38 +231,23 @@ def test_the_store_calls_of_one_request_share_one_deadline() -> None:
     slow = 0.45
     assert slow < STORE_DEADLINE_S < 3 * slow
 
-    async def scenario() -> None:
-        store = GatedStore()
-        client = Client(store)
-        try:
-            store.slow_s = slow
-            status, body, took = await client.post(
-                grant_type="password", username="ada", password="Ada-Pw-1"
-            )
-            print(f"three store calls of {slow} s each: {status} after {took:.3f} s")
-            assert status == 503, body
-            assert STORE_DEADLINE_S <= took < STORE_DEADLINE_S + STORE_CALL_MIN_S + 0.25
-        finally:
-            client.service.stop()
+    async def scenario(store: GatedStore, client: Client) -> None:
+        store.slow_s = slow
+        status, body, took = await client.grant()
+        print(f"three store calls of {slow} s each: {status} after {took:.3f} s")
+        assert status == 503, body
+        assert STORE_DEADLINE_S <= took < STORE_DEADLINE_S + STORE_CALL_MIN_S + 0.25
 
-    asyncio.run(scenario())
+    run(scenario)
 
 
 def test_a_frozen_store_gets_503_after_the_deadline() -> None:
-    async def scenario() -> None:
-        store = GatedStore()
-        client = Client(store)
-        try:
-            store.gated = {"failures"}
-            store.gate.clear()
-            status, body, took = await client.post(
-                grant_type="password", username="ada", password="Ada-Pw-1"
-            )
-            print(f"store frozen: {status} after {took:.3f} s")
-            assert status == 503, body
-            assert STORE_DEADLINE_S <= took < SPEC_503_S
-        finally:
-            store.gate.set()
-            client.service.stop()
+    async def scenario(store: GatedStore, client: Client) -> None:
+        store.gated = {"failures"}
+        store.gate.clear()
+        status, body, took = await client.grant()
+        print(f"store frozen: {status} after {took:.3f} s")
+        assert status == 503, body
+        assert STORE_DEADLINE_S <= took < SPEC_503_S
 
-    asyncio.run(scenario())
+    run(scenario)

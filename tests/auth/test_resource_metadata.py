@@ -42,6 +42,7 @@ WELL_KNOWN = "/.well-known/oauth-protected-resource"
 APP = APP_SOURCE + params_source(
     **WEB, users=[{**ADA, "scopes": ["orders:read"]}], access_expires="10m"
 )
+GATEWAY = "https://api.example.com/gateway"
 LOCATIONS = {"API": {"Path": "/api", "ThreadPool": "POOL"}}
 
 
@@ -50,18 +51,15 @@ def _servers(certs: dict[str, Path], params: str) -> dict[str, Any]:
     off["FwData"]["NativeRoutes"] = {"disable": ["oauth2/resource"]}
     return {
         "RS": oauth_section(certs, "ROOT,API", onAuthparams=params, signingAlg="ES256"),
-        "ISS": oauth_section(
-            certs, "ROOT,API", onAuthparams=params, issuer="https://api.example.com/gateway"
-        ),
+        "ISS": oauth_section(certs, "ROOT,API", onAuthparams=params, issuer=GATEWAY),
         "OFF": off,
     }
 
 
 def _write(folder: Path, certs: dict[str, Path]) -> Path:
     extra = {"HTTPSERVER": {"StateStore": "sqlite"}, **LOCATIONS}
-    return module_config(
-        folder, MODULE, servers=_servers(certs, f"{MODULE}.params"), app=APP, extra=extra
-    )
+    servers = _servers(certs, f"{MODULE}.params")
+    return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +112,8 @@ def test_a_configured_issuer_gives_its_origin_and_the_location_s_path(svc: Local
     assert doc["authorization_servers"] == ["https://api.example.com/gateway"]
     assert doc["bearer_methods_supported"] == ["header"]
     answer = iss.get("/hello")
-    assert answer.headers["www-authenticate"] == (
-        f'{BEARER_REALM}, resource_metadata="https://api.example.com{WELL_KNOWN}/rest"'
-    )
+    metadata = f'resource_metadata="https://api.example.com{WELL_KNOWN}/rest"'
+    assert answer.headers["www-authenticate"] == f"{BEARER_REALM}, {metadata}"
 
 
 def test_every_401_of_the_bearer_check_names_the_location_s_document(svc: LocalService) -> None:
@@ -157,16 +154,9 @@ def test_a_token_request_may_name_any_location_of_the_section(svc: LocalService)
 
 @pytest.mark.parametrize(
     "resource",
-    [
-        "https://127.0.0.1:1/elsewhere",
-        "https://elsewhere.example/other",
-        "http://127.0.0.1/rest",
-        "https://127.0.0.1/rest#frag",
-        "https://127.0.0.1/rest?x=1",
-        "urn:example:rest",
-        "/rest",
-    ],
-)
+    ["https://127.0.0.1:1/elsewhere", "https://elsewhere.example/other", "http://127.0.0.1/rest",
+     "https://127.0.0.1/rest#frag", "https://127.0.0.1/rest?x=1", "urn:example:rest", "/rest"],
+)  # fmt: skip
 def test_another_resource_is_an_invalid_target(svc: LocalService, resource: str) -> None:
     answer = svc["RS"].grant(*KEYS_ADA, resource=resource)
     assert answer.status_code == 400, answer.text
@@ -238,27 +228,15 @@ def test_a_client_discovers_the_authorization_server_from_the_401(real: OAuthSer
         meta = http.get(f"https://{origin}/.well-known/oauth-authorization-server/{path}")
         assert meta.status_code == 200, meta.text
         assert meta.json()["issuer"] == issuer
+        grant = {"grant_type": "password", "username": KEYS_ADA[0], "password": KEYS_ADA[1]}
         granted = http.post(
-            meta.json()["token_endpoint"],
-            data={
-                "grant_type": "password",
-                "username": KEYS_ADA[0],
-                "password": KEYS_ADA[1],
-                "resource": resource["resource"],
-            },
+            meta.json()["token_endpoint"], data={**grant, "resource": resource["resource"]}
         )
         assert granted.status_code == 200, granted.text
         token = granted.json()["access_token"]
         answer = http.get(protected, headers={"Authorization": f"Bearer {token}"})
         assert answer.status_code == 200, answer.text
         assert answer.json()["hello"] == "world"
-        wrong = http.post(
-            meta.json()["token_endpoint"],
-            data={
-                "grant_type": "password",
-                "username": KEYS_ADA[0],
-                "password": KEYS_ADA[1],
-                "resource": resource["resource"] + "/elsewhere",
-            },
-        )
+        elsewhere = {**grant, "resource": resource["resource"] + "/elsewhere"}
+        wrong = http.post(meta.json()["token_endpoint"], data=elsewhere)
         assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_target"

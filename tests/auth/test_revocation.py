@@ -30,7 +30,6 @@ Real clients over real TLS, several workers and hosts: tests/e2e/test_revocation
 from __future__ import annotations
 
 import contextlib
-import io
 import re
 import sqlite3
 import time
@@ -43,8 +42,8 @@ import jwt
 import pytest
 import trustme
 
-from fwrest import cli
 from fwrest.auth.oauth2.grants import refresh_hash
+from tests.auth.conftest import fwrest_cli
 from tests.auth.oauth2_support import (
     LocalOAuth,
     LocalService,
@@ -53,6 +52,7 @@ from tests.auth.oauth2_support import (
     issuer_of,
     local_oauth,
     oauth_section,
+    params_source,
     sign,
     signing_key,
 )
@@ -66,24 +66,11 @@ WEB = {"client_id": "web", "client_secret": "Web-Secret-9q"}
 MOBILE = {"client_id": "mobile", "client_secret": "Mob-Secret-4x"}
 USERS = {"ada": "Ada-Pw-7731", "bob": "Bob-Pw-2207", "cy": "Cy-Pw-1188"}
 
+PEOPLE = [{"username": user, "password": password} for user, password in USERS.items()]
 APP = (
     APP_SOURCE
+    + params_source("revocation_params", client=[WEB, MOBILE], users=PEOPLE, access_expires="1h")
     + """
-
-def revocation_params():
-    return {
-        "client": [
-            {"client_id": "web", "client_secret": "Web-Secret-9q"},
-            {"client_id": "mobile", "client_secret": "Mob-Secret-4x"},
-        ],
-        "users": [
-            {"username": "ada", "password": "Ada-Pw-7731"},
-            {"username": "bob", "password": "Bob-Pw-2207"},
-            {"username": "cy", "password": "Cy-Pw-1188"},
-        ],
-        "access_expires": "1h",
-    }
-
 
 def revocation_admin(user):
     return user == "ada"
@@ -249,18 +236,9 @@ def test_introspection_describes_both_kinds_of_token(port: LocalOAuth) -> None:
     assert access.headers["content-type"].startswith("application/json")
     body = access.json()
     claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
-    assert body == {
-        "active": True,
-        "scope": "default",
-        "client_id": "web",
-        "username": "cy",
-        "token_type": "access_token",
-        "exp": claims["exp"],
-        "iat": claims["iat"],
-        "sub": "cy",
-        "iss": claims["iss"],
-        "jti": claims["jti"],
-    }
+    assert body == {"active": True, "scope": "default", "client_id": "web", "username": "cy",
+                    "token_type": "access_token", "sub": "cy",
+                    **{k: claims[k] for k in ("exp", "iat", "iss", "jti")}}  # fmt: skip
     refresh = introspect(
         port, {"token": tokens["refresh_token"]}, auth=("web", WEB["client_secret"])
     )
@@ -434,12 +412,10 @@ def test_revoke_user_is_for_onadmin_users_only(svc: LocalService) -> None:
 
 
 def command(*args: str) -> tuple[int, str, str]:
-    """``fwrest ARGS`` run by ``fwrest.cli.main`` in this process (the real command runs in
+    """``fwrest ARGS`` in this process (the real command runs in
     tests/e2e/test_revocation_e2e.py, against Redis): exit code, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(list(args))
-    return code, out.getvalue(), err.getvalue()
+    done = fwrest_cli(*args, real=False)
+    return done.returncode, done.stdout, done.stderr
 
 
 def test_the_command_revokes_every_family_of_a_user(port: LocalOAuth, svc: LocalService) -> None:
@@ -532,13 +508,8 @@ def test_replays_and_revocations_are_in_the_audit_trail(
         "127.0.0.1",
         "OAUTH",
     )
-    assert event["details"] == {
-        "user": "cy",
-        "client_id": "mobile",
-        "family": family,
-        "token_type": "access_token",
-        "via": "oauth2/revoke",
-    }
+    assert event["details"] == {"user": "cy", "client_id": "mobile", "family": family,
+                                "token_type": "access_token", "via": "oauth2/revoke"}  # fmt: skip
 
     login(port, "bob")
     # the trail holds an earlier test's revocation of bob by the route: this one's is written
@@ -548,11 +519,8 @@ def test_replays_and_revocations_are_in_the_audit_trail(
         port.base + REVOKE_USER, json={"username": "bob"}, headers=admin_headers(port, "ada")
     )
     assert answer.status_code == 200, answer.text
-    by_route = audit_events(
-        port,
-        "revocation",
-        lambda e: e["details"].get("via") == "oauth2/revoke-user" and e["ts"] >= before,
-    )[0]
+    ours = lambda e: e["details"].get("via") == "oauth2/revoke-user" and e["ts"] >= before  # noqa: E731
+    by_route = audit_events(port, "revocation", ours)[0]
     assert (by_route["actor"], by_route["port"]) == ("ada", "OAUTH")
     assert by_route["details"]["user"] == "bob"
     assert by_route["details"]["families"] == answer.json()["revoked_families"]
@@ -566,14 +534,8 @@ def test_replays_and_revocations_are_in_the_audit_trail(
     assert by_command["details"]["user"] == "bob" and by_command["details"]["os_user"]
     # the trail as a whole: no token, no secret, no password
     everything = port.get("/fw/rest/audit?limit=10000", headers=admin_headers(port, "ada")).text
-    for secret in (
-        replayed["refresh_token"],
-        replayed["access_token"],
-        revoked["access_token"],
-        WEB["client_secret"],
-        MOBILE["client_secret"],
-        *USERS.values(),
-    ):
+    secrets = [replayed["refresh_token"], replayed["access_token"], revoked["access_token"]]
+    for secret in (*secrets, WEB["client_secret"], MOBILE["client_secret"], *USERS.values()):
         assert secret not in everything
 
 

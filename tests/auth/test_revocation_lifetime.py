@@ -36,13 +36,9 @@ from fwrest.store.sqlite import SqliteStore
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 HOUR = 3600.0
 ACCESS_H = 30  # access_expires over a day
-PARAMS = {
-    "client_id": "web",
-    "username": "ada",
-    "password": "Ada-Pw-1",
-    "access_expires": f"{ACCESS_H}h",
-    "refresh_expires": "Date()+1",  # the end of tomorrow: up to ~48 h
-}
+# refresh_expires "Date()+1": the end of tomorrow, up to ~48 h
+PARAMS = {"client_id": "web", "username": "ada", "password": "Ada-Pw-1",
+          "access_expires": f"{ACCESS_H}h", "refresh_expires": "Date()+1"}  # fmt: skip
 
 
 class Clock:
@@ -75,14 +71,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 def worker(store: StateStore) -> TokenService:
-    return TokenService(
-        port_name="OAUTH",
-        key=b"k" * 32,
-        store=store,
-        source=ParamsSource(lambda: PARAMS, None),
-        max_failures=10,
-        allow_get=False,
-    )
+    source = ParamsSource(lambda: PARAMS, None)
+    return TokenService(port_name="OAUTH", key=b"k" * 32, store=store, source=source,
+                        max_failures=10, allow_get=False)  # fmt: skip
 
 
 async def post(service: TokenService, **form: str) -> tuple[int, dict[str, Any]]:
@@ -120,8 +111,8 @@ def test_a_replayed_family_stays_revoked_until_every_token_of_it_has_expired(
             status, second = await refresh(replaying, r1)
             assert status == 200, second
             r2, a2 = second["refresh_token"], second["access_token"]
-            family = jwt.decode(a2, options={"verify_signature": False})["fam"]
-            a2_exp = jwt.decode(a2, options={"verify_signature": False})["exp"]
+            a2_claims = jwt.decode(a2, options={"verify_signature": False})
+            family, a2_exp = a2_claims["fam"], a2_claims["exp"]
             r2_exp = expiry.refresh_deadline("Date()+1")  # what the rotation gave R2
             assert r2_exp > clock.now + 24 * HOUR  # R2 outlives the former 24 h bound
             assert other.verify(a2)["sub"] == "ada"  # A2 is good on either worker
@@ -172,9 +163,7 @@ def test_a_replayed_family_stays_revoked_until_every_token_of_it_has_expired(
     asyncio.run(scenario())
 
 
-def test_the_bound_covers_the_latest_refresh_deadline_and_an_access_lifetime(
-    clock: Clock,
-) -> None:
+def test_the_bound_covers_the_latest_refresh_deadline_and_an_access_lifetime(clock: Clock) -> None:
     """The bound itself: the later of the replayed token's deadline and the one a rotation
     would give now, plus the access lifetime (the last access token of the family can be
     issued just before its last refresh token expires)."""

@@ -33,13 +33,8 @@ from tests.auth.oauth2_support import TOKEN, LocalService, local_oauth, oauth_se
 from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port, module_config
 
 MAX = 3
-USERS = {
-    "alice": "Alice-Pw-1",
-    "bob": "Bob-Pw-2",
-    "carol": "Carol-Pw-3",
-    **{f"u{i}": f"U{i}-Pw" for i in range(1, 9)},
-    **{f"v{i}": f"V{i}-Pw" for i in range(1, 9)},
-}
+USERS = {"alice": "Alice-Pw-1", "bob": "Bob-Pw-2", "carol": "Carol-Pw-3",
+         **{f"{k}{i}": f"{k.upper()}{i}-Pw" for k in "uv" for i in range(1, 9)}}  # fmt: skip
 APP = (
     APP_SOURCE
     + f"""
@@ -71,19 +66,14 @@ class Ports:
     def basic_get(self, user: str, password: str, client: str) -> int:
         """A Basic request of ``client`` (X-Forwarded-For); the name sent as UTF-8."""
         header = base64.b64encode(f"{user}:{password}".encode()).decode()
-        response = self.http.get(
-            "/rest/hello",
-            headers={"Authorization": f"Basic {header}", "X-Forwarded-For": client},
-        )
-        return response.status_code
+        headers = {"Authorization": f"Basic {header}", "X-Forwarded-For": client}
+        return self.http.get("/rest/hello", headers=headers).status_code
 
     def grant(self, user: str, password: str, client: str) -> int:
-        response = self.https.post(
-            "/rest" + TOKEN,
-            data={"grant_type": "password", "username": user, "password": password},
-            headers={"X-Forwarded-For": client},
-        )
-        return response.status_code
+        form = {"grant_type": "password", "username": user, "password": password}
+        return self.https.post(
+            "/rest" + TOKEN, data=form, headers={"X-Forwarded-For": client}
+        ).status_code
 
     def warnings(self, needle: str) -> list[str]:
         return lockout_warnings(self.svc.log(), needle)
@@ -159,9 +149,7 @@ def test_ipv6_clients_count_per_64_on_a_basic_port(ports: Ports) -> None:
     assert statuses == [403] * MAX  # three users: only the /64's count reaches 3
     in_64 = ports.basic_get("u4", USERS["u4"], "2001:db8:1:2::1234")
     next_64 = ports.basic_get("u5", USERS["u5"], "2001:db8:1:3::1")
-    print(
-        f"Basic: 3 failures from {SAME_64}: another address of that /64 {in_64}, next /64 {next_64}"
-    )
+    print(f"Basic: 3 failures from {SAME_64}: another address of its /64 {in_64}, next {next_64}")
     assert (in_64, next_64) == (429, 200)
     assert len(ports.warnings("ip:2001:db8:1:2::/64")) == 1
 
@@ -212,17 +200,11 @@ def test_user_keys_fold_case_and_compatibility_forms(names: list[str], key: str)
 
 @pytest.mark.parametrize(
     ("address", "key"),
-    [
-        ("192.0.2.7", "192.0.2.7"),
-        ("2001:db8:1:2::a", "2001:db8:1:2::/64"),
-        ("2001:DB8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
-        ("2001:db8:1:3::", "2001:db8:1:3::/64"),
-        ("::1", "::/64"),
-        ("::ffff:127.0.0.71", "127.0.0.71"),
-        ("fe80::1%eth0", "fe80::/64"),
-        ("not an address", "not an address"),
-    ],
-)
+    [("192.0.2.7", "192.0.2.7"), ("2001:db8:1:2::a", "2001:db8:1:2::/64"),
+     ("2001:DB8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"), ("2001:db8:1:3::", "2001:db8:1:3::/64"),
+     ("::1", "::/64"), ("::ffff:127.0.0.71", "127.0.0.71"), ("fe80::1%eth0", "fe80::/64"),
+     ("not an address", "not an address")],
+)  # fmt: skip
 def test_address_keys_are_ipv4_or_an_ipv6_64(address: str, key: str) -> None:
     assert address_key(address) == key
 

@@ -55,18 +55,14 @@ SECRETS = ("Ada-Pw-1", "Web-Secret-9q", "$argon2", "$2b$")
 
 
 def params() -> dict[str, Any]:
-    return {
-        "client_id": "web",
-        "client_secret": "Web-Secret-9q",
-        "Username": "ada",  # keys in any case, as the token route reads them
-        "password": "Ada-Pw-1",
-        "users": [
-            {"username": "hana", "password": HANA_HASH, "scopes": ["orders:read"]},
-            {"username": "bert", "password": BERT_HASH},
-        ],
-        "access_expires": "15m",
-        "note": {"kept": ["as", "it", "was"]},
-    }
+    users = [
+        {"username": "hana", "password": HANA_HASH, "scopes": ["orders:read"]},
+        {"username": "bert", "password": BERT_HASH},
+    ]
+    return {"client_id": "web", "client_secret": "Web-Secret-9q",
+            "Username": "ada",  # keys in any case, as the token route reads them
+            "password": "Ada-Pw-1", "users": users, "access_expires": "15m",
+            "note": {"kept": ["as", "it", "was"]}}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +100,13 @@ def fwrest(config: Path, *args: str, stdin: str | None = None) -> subprocess.Com
     return run_forked(command, str(config), *rest, cwd=config.parent, stdin=stdin)
 
 
+def done(config: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """:func:`fwrest` that must succeed."""
+    result = fwrest(config, *args, stdin=stdin)
+    assert result.returncode == 0, (args, result.stderr)
+    return result
+
+
 def content(config: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((config.parent / "params.json").read_text())
     return data
@@ -114,18 +117,16 @@ def assert_no_secret(text: str, *more: str) -> None:
         assert secret not in text
 
 
-def test_users_are_added_changed_and_removed_with_the_rest_of_the_file_kept(
-    config: Path,
-) -> None:
+def test_users_are_added_changed_and_removed_with_the_rest_of_the_file_kept(config: Path) -> None:
     path = config.parent / "params.json"
-    added = fwrest(config, "users", "add", "carol", "--password-stdin", stdin="Carol-Pw-2\n")
-    assert added.returncode == 0, added.stderr
+    added = done(config, "users", "add", "carol", "--password-stdin", stdin="Carol-Pw-2\n")
     assert "added user 'carol'" in added.stderr and added.stdout == ""
     data = content(config)
     assert list(data) == list(params())  # the keys and their order kept
-    assert {k: v for k, v in data.items() if k != "users"} == {
-        k: v for k, v in params().items() if k != "users"
-    }
+    data_less, params_less = (
+        {k: v for k, v in d.items() if k != "users"} for d in (data, params())
+    )
+    assert data_less == params_less
     assert data["users"][:2] == params()["users"]
     carol = data["users"][2]
     assert carol["username"] == "carol" and carol["password"].startswith("$argon2id$")
@@ -133,35 +134,27 @@ def test_users_are_added_changed_and_removed_with_the_rest_of_the_file_kept(
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert [p.name for p in path.parent.glob(".params.json.*")] == []
 
-    listed = fwrest(config, "users", "list")
-    assert listed.returncode == 0, listed.stderr
+    listed = done(config, "users", "list")
     rows = [line.split() for line in listed.stdout.splitlines()]
-    assert rows == [
-        ["USER", "PASSWORD", "SCOPES"],
-        ["ada", "plain", "text", "default"],
-        ["hana", "argon2id", "orders:read"],
-        ["bert", "bcrypt", "default"],
-        ["carol", "argon2id", "default"],
-    ]
+    assert rows == [["USER", "PASSWORD", "SCOPES"], ["ada", "plain", "text", "default"],
+                    ["hana", "argon2id", "orders:read"], ["bert", "bcrypt", "default"],
+                    ["carol", "argon2id", "default"]]  # fmt: skip
     assert_no_secret(listed.stdout + listed.stderr, "Carol-Pw-2")
 
     # the single keys' user: its password (key written "password") becomes a hash
-    changed = fwrest(config, "users", "passwd", "ada", "--password-stdin", stdin="Ada-New-3\r\n")
-    assert changed.returncode == 0, changed.stderr
+    done(config, "users", "passwd", "ada", "--password-stdin", stdin="Ada-New-3\r\n")
     assert verify_password("Ada-New-3", content(config)["password"])
 
-    removed = fwrest(config, "users", "remove", "ada")
-    assert removed.returncode == 0, removed.stderr
+    done(config, "users", "remove", "ada")
     data = content(config)
     assert "Username" not in data and "password" not in data
     assert data["client_id"] == "web" and data["note"] == params()["note"]
-    assert fwrest(config, "users", "remove", "carol").returncode == 0
+    done(config, "users", "remove", "carol")
     assert [u["username"] for u in content(config)["users"]] == ["hana", "bert"]
 
 
 def test_a_client_secret_is_printed_once_and_never_listed(config: Path) -> None:
-    added = fwrest(config, "clients", "add", "mobile")
-    assert added.returncode == 0, added.stderr
+    added = done(config, "clients", "add", "mobile")
     secret = added.stdout.strip()
     assert len(secret) >= 40 and "\n" not in secret  # alone on stdout, for scripts
     # kept as an argon2id hash, as passwords are
@@ -169,8 +162,7 @@ def test_a_client_secret_is_printed_once_and_never_listed(config: Path) -> None:
     assert entry["client_id"] == "mobile" and entry["client_secret"].startswith("$argon2id$")
     assert secret not in json.dumps(content(config))
     assert verify_password(secret, entry["client_secret"])
-    rotated = fwrest(config, "clients", "rotate-secret", "mobile")
-    assert rotated.returncode == 0, rotated.stderr
+    rotated = done(config, "clients", "rotate-secret", "mobile")
     new = rotated.stdout.strip()
     stored = content(config)["client"][0]["client_secret"]
     assert new != secret and verify_password(new, stored) and not verify_password(secret, stored)
@@ -178,7 +170,7 @@ def test_a_client_secret_is_printed_once_and_never_listed(config: Path) -> None:
     assert listed.stdout.split() == ["CLIENT", "SECRET", "SCOPES", "web", "plain", "text",
                                      "default", "mobile", "argon2id", "default"]  # fmt: skip
     assert_no_secret(listed.stdout, secret, new)
-    assert fwrest(config, "clients", "remove", "mobile").returncode == 0
+    done(config, "clients", "remove", "mobile")
     assert content(config)["client"] == []
 
 
@@ -234,8 +226,7 @@ def test_several_files_need_server(tmp_path: Path, certs: dict[str, Path]) -> No
     config = free_config(tmp_path, servers=servers)
     result = fwrest(config, "clients", "add", "mobile")
     assert result.returncode == 2 and "ONE, TWO" in result.stderr and "--server" in result.stderr
-    chosen = fwrest(config, "clients", "add", "mobile", "--server", "two")
-    assert chosen.returncode == 0, chosen.stderr
+    done(config, "clients", "add", "mobile", "--server", "two")
     assert "client" not in json.loads((tmp_path / "a.json").read_text())
     assert json.loads((tmp_path / "b.json").read_text())["client"][0]["client_id"] == "mobile"
 
@@ -259,12 +250,8 @@ def test_a_crash_before_the_rename_leaves_the_file_whole(config: Path) -> None:
     (config.parent / "crash.py").write_text(CRASH)
     result = subprocess.run(
         [sys.executable, "crash.py", "users", str(config), "add", "dora", "--password-stdin"],
-        input="Dora-Pw-4\n",
-        capture_output=True,
-        text=True,
-        cwd=config.parent,
-        timeout=60,
-    )
+        input="Dora-Pw-4\n", capture_output=True, text=True, cwd=config.parent, timeout=60,
+    )  # fmt: skip
     assert result.returncode == -signal.SIGKILL, result.stderr
     assert path.read_bytes() == before
     # the new file written in full beside it, never readable by others
@@ -326,12 +313,9 @@ def test_without_a_terminal_the_password_must_come_from_stdin(config: Path) -> N
     result = subprocess.run(
         [*FWREST, "users", str(config), "add", "dora"],
         input="Dora-Pw-4\n",  # never read: only --password-stdin reads stdin
-        capture_output=True,
-        text=True,
-        cwd=config.parent,
+        capture_output=True, text=True, cwd=config.parent, timeout=60,
         start_new_session=True,  # no controlling terminal
-        timeout=60,
-    )
+    )  # fmt: skip
     assert result.returncode == 2 and "--password-stdin" in result.stderr, result.stderr
     assert "Dora-Pw-4" not in result.stderr + result.stdout
     assert path.read_bytes() == before
@@ -350,8 +334,7 @@ def test_lockouts_in_a_redis_store(tmp_path: Path, certs: dict[str, Path]) -> No
         for key in ("tok|user:ada", "tok|user:bob"):
             store.hit_failure(key, 300)
             store.add_lock(key, time.time() + 300)
-        listed = fwrest(config, "lockouts", "list")
-        assert listed.returncode == 0, listed.stderr
+        listed = done(config, "lockouts", "list")
         assert [line.split()[2] for line in listed.stdout.splitlines()[1:]] == ["ada", "bob"]
         cleared = fwrest(config, "lockouts", "clear", "bob")
         assert cleared.stdout.strip() == "fwrest lockouts: lifted [TOK] user bob"
@@ -391,11 +374,10 @@ def test_a_running_service_grants_an_added_user_at_once_and_refuses_a_removed_on
 ) -> None:
     proc, config = served
     assert grant(proc, certs, "erin", "Erin-Pw-6").status_code == 400
-    added = fwrest(config, "users", "add", "erin", "--password-stdin", stdin="Erin-Pw-6\n")
-    assert added.returncode == 0, added.stderr
+    done(config, "users", "add", "erin", "--password-stdin", stdin="Erin-Pw-6\n")
     first = grant(proc, certs, "erin", "Erin-Pw-6")  # no restart, no wait
     assert first.status_code == 200, first.text
-    assert fwrest(config, "users", "remove", "erin").returncode == 0
+    done(config, "users", "remove", "erin")
     gone = grant(proc, certs, "erin", "Erin-Pw-6")
     assert gone.status_code == 400 and gone.json()["error"] == "invalid_grant", gone.text
     # nor may the removed user's refresh token renew the session
@@ -409,8 +391,7 @@ def test_a_running_service_takes_the_secret_of_a_client_added_with_its_hash(
     served: tuple[ServerProcess, Path], certs: dict[str, Path]
 ) -> None:
     proc, config = served
-    added = fwrest(config, "clients", "add", "kiosk")
-    assert added.returncode == 0, added.stderr
+    added = done(config, "clients", "add", "kiosk")
     secret = added.stdout.strip()
     assert secret not in (config.parent / "params.json").read_text()
     form = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-1"}
@@ -419,12 +400,8 @@ def test_a_running_service_takes_the_secret_of_a_client_added_with_its_hash(
             url = proc.url("TOK") + TOKEN
             good = http.post(url, data=form, auth=("kiosk", secret))
             assert good.status_code == 200, good.text
-            assert (
-                jwt.decode(good.json()["access_token"], options={"verify_signature": False})[
-                    "client_id"
-                ]
-                == "kiosk"
-            )
+            claims = jwt.decode(good.json()["access_token"], options={"verify_signature": False})
+            assert claims["client_id"] == "kiosk"
             wrong = http.post(url, data=form, auth=("kiosk", secret[:-1]))
             assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
             # the hash itself is no secret to present
@@ -435,7 +412,7 @@ def test_a_running_service_takes_the_secret_of_a_client_added_with_its_hash(
             plain = http.post(url, data=form, auth=("web", "Web-Secret-9q"))
             assert plain.status_code == 200, plain.text
     finally:
-        assert fwrest(config, "clients", "remove", "kiosk").returncode == 0
+        done(config, "clients", "remove", "kiosk")
 
 
 def test_a_lock_out_is_listed_and_lifted(
@@ -446,8 +423,7 @@ def test_a_lock_out_is_listed_and_lifted(
     codes = [grant(proc, certs, "ada", "wrong", source="127.0.0.2").status_code for _ in range(4)]
     assert codes == [400, 400, 400, 429], codes
     assert grant(proc, certs, "ada", "Ada-Pw-1").status_code == 429  # the user is locked
-    listed = fwrest(config, "lockouts", "list")
-    assert listed.returncode == 0, listed.stderr
+    listed = done(config, "lockouts", "list")
     rows = [line.split()[:4] for line in listed.stdout.splitlines()]
     assert rows[0] == ["PORT", "KIND", "SUBJECT", "FAILURES"]
     assert sorted(rows[1:]) == [["TOK", "ip", "127.0.0.2", "3"], ["TOK", "user", "ada", "3"]]
@@ -456,10 +432,7 @@ def test_a_lock_out_is_listed_and_lifted(
     assert cleared.returncode == 0, cleared.stderr
     # the address lock-out ada's failures made goes with the user's: else ada, at that
     # address, would still be refused
-    assert cleared.stdout.splitlines() == [
-        "fwrest lockouts: lifted [TOK] ip 127.0.0.2",
-        "fwrest lockouts: lifted [TOK] user ada",
-    ]
+    assert cleared.stdout.splitlines() == lifted("[TOK] ip 127.0.0.2", "[TOK] user ada")
     assert fwrest(config, "lockouts", "list").stdout.strip() == "no lock-out in force"
     # every worker sees the list without it within its refresh (0.5 s)
     end = time.monotonic() + 10
@@ -476,30 +449,27 @@ def test_a_lock_out_is_listed_and_lifted(
     assert codes == [400, 400, 400], codes
     partial = fwrest(config, "lockouts", "clear", "bob")
     assert partial.stdout.splitlines() == [
-        "fwrest lockouts: lifted [TOK] ip 127.0.0.4",
-        "fwrest lockouts: lifted [TOK] user bob",
+        *lifted("[TOK] ip 127.0.0.4", "[TOK] user bob"),
         "fwrest lockouts: still in force: [TOK] ip 127.0.0.3",
     ], partial.stdout
-    assert fwrest(config, "lockouts", "clear").stdout.strip() == (
-        "fwrest lockouts: lifted [TOK] ip 127.0.0.3"
-    )
+    assert fwrest(config, "lockouts", "clear").stdout.splitlines() == lifted("[TOK] ip 127.0.0.3")
     # SPEC 13.5: the lock-out and each lift are in the audit trail the store keeps
     events = audit_events(config)
     lockout = next(e for e in events if e["event"] == "lockout" and e["actor"] == "ada")
     # the port as the config names it, in the service's events and the command's alike
     assert (lockout["actor"], lockout["client"], lockout["port"]) == ("ada", "127.0.0.2", "TOK")
     assert lockout["details"]["locked"] == ["user", "address"]
-    lifted = [e for e in events if e["event"] == "lockout.clear"]
+    lifts = [e for e in events if e["event"] == "lockout.clear"]
     assert sorted(
-        (e["actor"], e["port"], e["details"]["kind"], e["details"]["subject"]) for e in lifted
-    ) == [
-        ("cli", "TOK", "ip", "127.0.0.2"),
-        ("cli", "TOK", "ip", "127.0.0.3"),
-        ("cli", "TOK", "ip", "127.0.0.4"),
-        ("cli", "TOK", "user", "ada"),
-        ("cli", "TOK", "user", "bob"),
-    ]
-    assert all(e["details"]["via"] == "fwrest lockouts clear" for e in lifted)
+        (e["actor"], e["port"], e["details"]["kind"], e["details"]["subject"]) for e in lifts
+    ) == [("cli", "TOK", kind, subject) for kind, subject in (
+        ("ip", "127.0.0.2"), ("ip", "127.0.0.3"), ("ip", "127.0.0.4"), ("user", "ada"), ("user", "bob"))]  # fmt: skip
+    assert all(e["details"]["via"] == "fwrest lockouts clear" for e in lifts)
+
+
+def lifted(*what: str) -> list[str]:
+    """The lines ``fwrest lockouts clear`` prints for the lock-outs it lifted."""
+    return [f"fwrest lockouts: lifted {w}" for w in what]
 
 
 def audit_events(config: Path) -> list[dict[str, Any]]:
@@ -575,10 +545,7 @@ def test_a_basic_lock_out_is_lifted_on_every_worker(served: tuple[ServerProcess,
     assert [status("wrong", "127.0.0.3") for _ in range(4)][-1] == 429
     assert status("Bob-Pw-2") == 429
     cleared = fwrest(config, "lockouts", "clear", "bob")
-    assert cleared.stdout.splitlines() == [
-        "fwrest lockouts: lifted [BAS] ip 127.0.0.3",
-        "fwrest lockouts: lifted [BAS] user bob",
-    ], cleared.stdout
+    assert cleared.stdout.splitlines() == lifted("[BAS] ip 127.0.0.3", "[BAS] user bob")
     end = time.monotonic() + 10
     while status("Bob-Pw-2") == 429:
         assert time.monotonic() < end, "the lock-out was never lifted"

@@ -101,15 +101,11 @@ def test_a_remembered_token_is_refused_once_revoked(svc: LocalService, port: str
     access = tokens["access_token"]
     assert client.get("/hello", access).status_code == 200  # remembered
     assert client.get("/hello", access).status_code == 200
-    revoked = client.http.post(
-        client.base + "/fw/oauth2/revoke", data={"token": tokens["refresh_token"], **CLIENT}
-    )
+    form = {"token": tokens["refresh_token"], **CLIENT}
+    revoked = client.http.post(client.base + "/fw/oauth2/revoke", data=form)
     assert revoked.status_code == 200, revoked.text
-    wait_for(
-        lambda: client.get("/hello", access).status_code == 401,
-        10,
-        "the revoked token refused (SPEC 7: within 1 s)",
-    )
+    refusing = "the revoked token refused (SPEC 7: within 1 s)"
+    wait_for(lambda: client.get("/hello", access).status_code == 401, 10, refusing)
     refused = client.get("/hello", access)
     assert_invalid_token(refused)
     assert "revoked" in refused.json()["detailedMessage"]
