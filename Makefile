@@ -79,9 +79,9 @@ PURE_SLICE := tests/routing tests/context tests/server tests/auth tests/features
 # a slice may hold no test of one part: pytest's 5, no tests collected, is then no failure)
 define suite
 	@echo "== the $(2) build ($(1)/python), the $${FWREST_ENGINE:-native} engine$(if $(3), over: $(3))"
-	@FWREST_TEST_BUILD=$(2) nice -n 10 $(1)/pytest -n 2 --dist loadfile --no-loadscope-reorder \
+	@FWREST_TEST_BUILD=$(2) nice -n 10 $(1)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=12 \
 		-m "not serial" $(3) >$(PARALLEL_LOG) 2>&1 & parallel=$$!; \
-	FWREST_TEST_BUILD=$(2) $(1)/pytest -m serial $(3); serial=$$?; \
+	FWREST_TEST_BUILD=$(2) $(1)/pytest -m serial --durations=12 $(3); serial=$$?; \
 	wait $$parallel; rest=$$?; \
 	echo "== the parallel part (pytest -n 2 -m 'not serial'), run beside it at nice 10:"; \
 	cat $(PARALLEL_LOG); \
