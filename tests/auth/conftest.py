@@ -18,7 +18,7 @@ from fwrest.store.memory import MemoryStore
 from fwrest.store.redis import RedisStore
 from fwrest.store.sqlite import SqliteStore
 from tests.conftest import run_cli
-from tests.redis_support import RedisServer
+from tests.redis_support import RedisServer, started
 
 
 def fwrest_cli(*args: str, real: bool, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -58,10 +58,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore
         yield sqlite_store
         sqlite_store.close()
         return
-    server = RedisServer(tmp_path).start()
-    redis_store = RedisStore(server.url)
-    try:
+    with started(RedisServer(tmp_path)) as server:
+        redis_store = RedisStore(server.url)
         yield redis_store
-    finally:
         redis_store.close()
-        server.stop()

@@ -62,7 +62,7 @@ from tests.conftest import (
     run_cli,
     run_forked,
 )
-from tests.redis_support import RedisServer, redis_binary
+from tests.redis_support import RedisServer, redis_binary, started
 
 ADA = ("ada", "Ada-Pw-7731")
 HANG_GUARD_503 = 2.5  # seconds; SPEC 7: 503 within 1.5 s while the store is unreachable
@@ -309,11 +309,8 @@ def test_fifty_simultaneous_refreshes_give_one_new_pair(workers: Workers) -> Non
 
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path).start()
-    try:
+    with started(RedisServer(tmp_path)) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_redis_server_is_installed() -> None:

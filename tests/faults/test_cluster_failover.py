@@ -42,7 +42,7 @@ from tests.auth.oauth2_support import issue_certs
 from tests.docs.blocks import ini_example
 from tests.faults.failover import HOSTS, PAUSE_S, RESUMED_S, TwoHosts, host_config
 from tests.faults.support import Outcome, password_grant
-from tests.redis_support import RedisCluster
+from tests.redis_support import RedisCluster, started
 
 USERS = [("ada", "Ada-Pw-7731"), ("bob", "Bob-Pw-2207"), ("cat", "Cat-Pw-9090")]
 AT_ONCE = 8  # clients refreshing one token together
@@ -52,11 +52,10 @@ REDIS_PASSWORD = "Cluster-Pw-2718"
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[RedisCluster]:
-    group = RedisCluster(tmp_path / "redis", node_timeout_ms=1000, password=REDIS_PASSWORD)
-    try:
-        yield group.start()
-    finally:
-        group.stop()
+    with started(
+        RedisCluster(tmp_path / "redis", node_timeout_ms=1000, password=REDIS_PASSWORD)
+    ) as c:
+        yield c
 
 
 def cluster_config(folder: Path, certs: dict[str, Path], cluster: RedisCluster) -> Path:

@@ -21,7 +21,7 @@ from tests.auth.dpop_support import DpopKey, dpop_headers
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import ServerProcess
 from tests.faults.support import oauth_params, store_config
-from tests.redis_support import RedisServer
+from tests.redis_support import RedisServer, started
 
 PARAMS = oauth_params([("ada", "Ada-Pw-7731")], client_secret="Web-Secret-9q", access_expires="1h")
 FAIL_CLOSED_S = 1.5
@@ -32,12 +32,11 @@ HANG_GUARD_S = 10.0
 def redis_store(tmp_path: Path) -> Iterator[RedisServer]:
     folder = tmp_path / "redis"
     folder.mkdir()
-    server = RedisServer(folder).start()
-    try:
-        yield server
-    finally:
-        server.thaw()
-        server.stop()
+    with started(RedisServer(folder)) as server:
+        try:
+            yield server
+        finally:
+            server.thaw()
 
 
 def test_a_dpop_request_fails_closed_while_the_store_is_frozen(

@@ -30,7 +30,7 @@ import trustme
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import ServerProcess
 from tests.faults.support import Outcome, Recorder, figures, oauth_params, store_config
-from tests.redis_support import RedisServer
+from tests.redis_support import RedisServer, started
 
 USERS = [("ada", "Ada-Pw-7731"), ("bob", "Bob-Pw-2207"), ("eve", "Eve-Pw-3141")]
 PARAMS = oauth_params(USERS, client_secret="Web-Secret-9q", long_lived=True)
@@ -46,11 +46,8 @@ BEARER_THREADS = 2
 def redis_store(tmp_path: Path) -> Iterator[RedisServer]:
     folder = tmp_path / "redis"
     folder.mkdir()
-    server = RedisServer(folder, persist=True).start()
-    try:
+    with started(RedisServer(folder, persist=True)) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_redis_stopped_and_frozen_under_load(

@@ -31,7 +31,7 @@ import trustme
 from tests.auth.oauth2_support import issue_certs
 from tests.docs.blocks import ini_example
 from tests.faults.failover import HOSTS, RESUMED_S, TwoHosts, host_config
-from tests.redis_support import SentinelGroup
+from tests.redis_support import SentinelGroup, started
 
 USERS = [("ada", "Ada-Pw-7731"), ("bob", "Bob-Pw-2207")]
 REDIS_PASSWORD = "Sentinel-Pw-3141"
@@ -39,11 +39,8 @@ REDIS_PASSWORD = "Sentinel-Pw-3141"
 
 @pytest.fixture
 def sentinels(tmp_path: Path) -> Iterator[SentinelGroup]:
-    group = SentinelGroup(tmp_path / "redis", down_ms=500, password=REDIS_PASSWORD)
-    try:
-        yield group.start()
-    finally:
-        group.stop()
+    with started(SentinelGroup(tmp_path / "redis", down_ms=500, password=REDIS_PASSWORD)) as group:
+        yield group
 
 
 def sentinel_config(folder: Path, certs: dict[str, Path], group: SentinelGroup) -> Path:
