@@ -503,6 +503,25 @@ def test_header_names_of_one_letter_leave_the_process_bytes_alone() -> None:
     assert [bytes([c]).decode() for c in upper] == [chr(c) for c in upper]
 
 
+def test_field_values_lose_their_surrounding_whitespace() -> None:
+    """RFC 9110 5.5: a field value excludes the whitespace around it (llhttp leaves the
+    trailing one in): either engine hands the port the values without it, and a client's
+    ``X-Request-ID`` followed by a space is still its own on a refusal."""
+    answers = assert_same(
+        [
+            b"GET /ws HTTP/1.1\r\nHost: a \r\nX-Request-ID: client-9 \t\r\nX-A: a b  \r\n"
+            b"X-B: \t\r\nAuthorization:  Basic eDp5 \r\n\r\n"
+        ]
+    )
+    assert (
+        b"[('host', 'a'), ('x-request-id', 'client-9'), ('x-a', 'a b'), ('x-b', ''), "
+        b"('authorization', 'Basic eDp5')], b'', 'Basic eDp5')" in answers[0][1]
+    ), answers
+    answers = assert_same([b"GET /nohost HTTP/1.1\r\nX-Request-ID: client-10  \r\n\r\n"])
+    assert answers[0][1].startswith(b"HTTP/1.1 400 "), answers
+    assert b"\r\nx-request-id: client-10\r\n" in answers[0][1], answers
+
+
 def test_large_read_in_slices() -> None:
     """Reads above a slice (8 KiB) are parsed in slices: requests pipelined in one read."""
     stream = b"".join(VALID[:4]) * 120
