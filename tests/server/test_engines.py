@@ -390,6 +390,15 @@ EDGES = [
     b"\r\nbodyGET / HTTP/1.1\r\nHost: a\r\n\r\n",
     b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /never HTTP/1.1\r\nHost: a\r\n\r\n",
     b"GET /1 HTTP/1.1\r\nHost: a\r\n\r\n" + b"\x00\x01garbage\r\n\r\n",
+    b"GET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\nX-Request-ID: client-15\r\n"
+    b"X-Bad\x01: 1\r\n\r\n",
+    b"GET /a HTTP/1.1\r\nHost: a\r\n\r\nPOST /b HTTP/1.1\r\nHost: a\r\nX-Request-ID: client-16\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhel",
+    b"POST /p HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX: 1\r\n",
+    # not HTTP/1.x: an HTTP/2 preface, a TLS ClientHello on a plain port
+    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
     # the limits (MaxHeaderSize 600, MaxHeaders 12): at them and one past
     b"GET / HTTP/1.1\r\nHost: a\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(12)) + b"\r\n",
     *(
