@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -266,6 +267,149 @@ VALID = [
     b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
     b"DELETE /d HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\nAuthorization: Bearer t\r\n\r\n",
 ]
+# the edges of the request line, the fields, the framing and the limits (each answered
+# alike: refused by llhttp or the head's checks, or served; the RFC 9110/9112 cases a
+# conformance suite sends)
+EDGES = [
+    # the request line
+    b"get / HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"FROB / HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"PROPFIND /d HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET * HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"PROPFINDXXXXXXXXXXXXXXXXXXXXXXXX / HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET\t/ HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET /\tx HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET / HTTP/1.1 \r\nHost: a\r\n\r\n",
+    b"GET /\r\nHost: a\r\n\r\n",
+    b"GET / http/1.1\r\nHost: a\r\n\r\n",
+    b"GET / HTTP/1.9\r\nHost: a\r\n\r\n",
+    b"GET / HTTP/11.1\r\nHost: a\r\n\r\n",
+    b"\r\n\r\nGET /lead HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET /a%20b%zz?q=%C3%A9&r=%00 HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET /a#frag HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET http://h.example:8080/p HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET http://[::1]:8080/p?q HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET http:///p HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET ftp://h/p HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"CONNECT / HTTP/1.1\r\nHost: h\r\n\r\n",
+    b"CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\nContent-Length: 3\r\n\r\nabc",
+    # the header fields
+    b"GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n  2\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\n: v\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nX-A\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nX-A: a\x00b\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nX-A: a\x01b\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nX-A: a\x7fb\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nX-A: caf\xc3\xa9\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nX-A: a\rb\r\n\r\n",
+    b"GET / HTTP/1.1\nHost: a\nX-A: ab\n\n",
+    b"GET / HTTP/1.1\r\nHost: a\nX-A: ab\r\n\r\n",
+    b"GET /ws HTTP/1.1\r\nHost: a \r\nX-Request-ID: client-9 \t\r\nX-A: a b  \r\nX-B: \t\r\n\r\n",
+    b"GET /ws HTTP/1.1\r\nHost: a\r\nAuthorization:   Basic eDp5   \r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nAuthorization:\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost:\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: [::1\r\n\r\n",
+    b"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3, 3\r\n\r\nabc",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +3\r\n\r\nabc",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 003\r\n\r\nabc",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length:  3  \r\n\r\nabc",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1 3\r\n\r\nabc",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999999\r\n\r\nabc",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 18446744073709551615\r\n\r\nabc",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"3\r\nabc\r\n0\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
+    b"3\r\nabc\r\n0\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n"
+    b"\r\n3\r\nabc\r\n0\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close, keep-alive\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n",
+    b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n",
+    b"GET / HTTP/1.0\r\nConnection: KEEP-ALIVE, Upgrade\r\n\r\n",
+    b"GET / HTTP/1.0\r\nProxy-Connection: keep-alive\r\n\r\n",
+    b"POST / HTTP/1.0\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\nab",
+    b"POST / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\nab",
+    b"POST / HTTP/1.0\r\n\r\nab",
+    b"POST / HTTP/1.1\r\nHost: a\r\n\r\nab",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue, foo\r\nContent-Length: 1\r\n\r\na",
+    b"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nExpect: 100-continue\r\n"
+    b"Content-Length: 1\r\n\r\na",
+    b"POST /deny HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"3\r\nabc\r\n0\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"0\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Encoding: identity, gzip\r\nContent-Length: 2\r\n\r\nzz",
+    b"POST /up HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: h2c\r\n"
+    b"Content-Encoding: gzip\r\nContent-Length: 4\r\n\r\nbody",
+    b"GET /up HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n",
+    b"POST /up HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nContent-Length: 2\r\n\r\nab",
+    b"GET /up HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n",
+    b"POST / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    # chunked framing
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0003\r\nabc\r\n000\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nA\r\n0123456789\r\n0\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\nabc\r\n"
+    b"0\r\n\r\n",
+    b'POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;a="x;y"\r\nabc\r\n'
+    b"0;b\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3 ;a=1\r\nabc\r\n0\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n"
+    b"Content-Length: 5\r\nAuthorization: x\r\nHost: b\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n"
+    + b"".join(b"T%d: v \r\n" % i for i in range(30))
+    + b"\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nT_x: 1\r\n\r\n",
+    b"POST /small HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nT: "
+    + b"v" * 40
+    + b"\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\n0\n\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n",
+    # pipelining, and what follows a refusal
+    b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\nGET /after-head HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"POST /small HTTP/1.1\r\nHost: a\r\nContent-Length: 40\r\n\r\n"
+    + b"y" * 40
+    + b"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nExpect: x\r\nContent-Length: 3\r\n\r\nabc"
+    b"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"POST /up HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: h2c\r\nContent-Length: 4\r\n"
+    b"\r\nbodyGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET /never HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET /1 HTTP/1.1\r\nHost: a\r\n\r\n" + b"\x00\x01garbage\r\n\r\n",
+    b"GET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\nX-Request-ID: client-15\r\n"
+    b"X-Bad\x01: 1\r\n\r\n",
+    b"GET /a HTTP/1.1\r\nHost: a\r\n\r\nPOST /b HTTP/1.1\r\nHost: a\r\nX-Request-ID: client-16\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhel",
+    b"POST /p HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX: 1\r\n",
+    # not HTTP/1.x: an HTTP/2 preface, a TLS ClientHello on a plain port
+    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+    # the limits (MaxHeaderSize 600, MaxHeaders 12): at them and one past
+    b"GET / HTTP/1.1\r\nHost: a\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(12)) + b"\r\n",
+    *(
+        b"GET / HTTP/1.1\r\nHost: a\r\nX-L: " + b"L" * (566 + extra) + b"\r\n\r\n"
+        for extra in (-1, 0, 1)
+    ),
+    *(
+        b"GET / HTTP/1.1\r\nHost: a\r\nX-L:" + b" " * 100 + b"L" * (466 + extra) + b"\r\n\r\n"
+        for extra in (0, 1, 2)
+    ),
+]
 # what the mutations put in (as test_mutation's)
 INTERESTING = [
     b"\r", b"\n", b"\r\n", b"\r\n\r\n", b" ", b"\t", b"\x00", b"\xff", b":", b";", b"_", b"0",
@@ -278,7 +422,7 @@ INTERESTING = [
 
 @st.composite
 def mutated(draw: Callable[..., Any]) -> bytes:
-    data = bytearray(draw(st.sampled_from(VALID)))
+    data = bytearray(draw(st.sampled_from(VALID + EDGES)))
     for _ in range(draw(st.integers(0, 3))):
         at = draw(st.integers(0, len(data)))
         kind = draw(st.sampled_from(["insert", "delete", "flip"]))
@@ -296,7 +440,7 @@ def streams(draw: Callable[..., Any]) -> list[bytes]:
     """Requests (some mutated, some random bytes) in one stream, split at random points."""
     parts = draw(
         st.lists(
-            st.one_of(st.sampled_from(VALID), mutated(), st.binary(max_size=64)),
+            st.one_of(st.sampled_from(VALID + EDGES), mutated(), st.binary(max_size=64)),
             min_size=1,
             max_size=4,
         )
@@ -313,6 +457,33 @@ def test_each_request_whole_and_byte_by_byte(request_bytes: bytes) -> None:
     assert whole and whole[0][0] == "write", whole
     assert_same([request_bytes[i : i + 1] for i in range(len(request_bytes))])
     assert_same([request_bytes * 2])
+
+
+@pytest.mark.parametrize("request_bytes", EDGES, ids=range(len(EDGES)))
+def test_each_edge_whole_and_byte_by_byte(request_bytes: bytes) -> None:
+    """Each edge case, whole, one byte at a time, and pipelined twice: the same answers (a
+    refusal or the request served) and closes."""
+    whole = assert_same([request_bytes])
+    assert whole, whole
+    assert_same([request_bytes[i : i + 1] for i in range(len(request_bytes))])
+    assert_same([request_bytes * 2])
+
+
+def test_long_target_and_many_pipelined_requests_in_random_pieces() -> None:
+    """A 64 KiB target (431, whole and in 1000-byte pieces), and 60 small requests pipelined
+    (a HEAD among them) cut at random points: the same answers."""
+    long_target = b"GET /" + b"t" * 65536 + b" HTTP/1.1\r\nHost: a\r\n\r\n"
+    answers = assert_same([long_target])
+    assert answers[0][1].startswith(b"HTTP/1.1 431 "), answers
+    assert_same([long_target[i : i + 1000] for i in range(0, len(long_target), 1000)])
+    one = b"GET /p HTTP/1.1\r\nHost: a\r\n\r\nHEAD /h HTTP/1.1\r\nHost: a\r\n\r\n"
+    stream = one * 30
+    rng = random.Random(9112)
+    for _ in range(5):
+        cuts = sorted(rng.sample(range(1, len(stream)), 50))
+        pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+        answers = assert_same(pieces)
+        assert answers[0][1].count(b"HTTP/1.1 200 ") == 60, answers
 
 
 # database=None: no example database in the work tree; a failure prints its seed to rerun
@@ -339,6 +510,25 @@ def test_header_names_of_one_letter_leave_the_process_bytes_alone() -> None:
     assert b"('e', '1'), ('q', '2')" in answers[0][1]
     assert [bytes([c])[0] for c in upper] == list(upper)
     assert [bytes([c]).decode() for c in upper] == [chr(c) for c in upper]
+
+
+def test_field_values_lose_their_surrounding_whitespace() -> None:
+    """RFC 9110 5.5: a field value excludes the whitespace around it (llhttp leaves the
+    trailing one in): either engine hands the port the values without it, and a client's
+    ``X-Request-ID`` followed by a space is still its own on a refusal."""
+    answers = assert_same(
+        [
+            b"GET /ws HTTP/1.1\r\nHost: a \r\nX-Request-ID: client-9 \t\r\nX-A: a b  \r\n"
+            b"X-B: \t\r\nAuthorization:  Basic eDp5 \r\n\r\n"
+        ]
+    )
+    assert (
+        b"[('host', 'a'), ('x-request-id', 'client-9'), ('x-a', 'a b'), ('x-b', ''), "
+        b"('authorization', 'Basic eDp5')], b'', 'Basic eDp5')" in answers[0][1]
+    ), answers
+    answers = assert_same([b"GET /nohost HTTP/1.1\r\nX-Request-ID: client-10  \r\n\r\n"])
+    assert answers[0][1].startswith(b"HTTP/1.1 400 "), answers
+    assert b"\r\nx-request-id: client-10\r\n" in answers[0][1], answers
 
 
 def test_large_read_in_slices() -> None:

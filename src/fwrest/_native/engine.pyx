@@ -418,7 +418,12 @@ cdef class RequestParser:
         finally:
             if p is not small:
                 PyMem_Free(p)
-        text = PyUnicode_DecodeLatin1(PyBytes_AS_STRING(value), vlen, NULL)
+        # RFC 9110 5.5: the value excludes the whitespace after it (llhttp drops the
+        # whitespace before it, not after: the parsed size above counts it)
+        cdef const char* v = PyBytes_AS_STRING(value)
+        while vlen > 0 and (v[vlen - 1] == 32 or v[vlen - 1] == 9):
+            vlen -= 1
+        text = PyUnicode_DecodeLatin1(v, vlen, NULL)
         self._headers.append((lowered, text))
         if kind != _OTHER:
             self._note(kind, text)

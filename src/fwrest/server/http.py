@@ -753,6 +753,10 @@ class HttpProtocol(asyncio.Protocol):
             self._head.dropped += 1
             self._note_underscore(name)
             return
+        if value[-1:] in b" \t":
+            # RFC 9110 5.5: the value excludes the whitespace after it (llhttp drops the
+            # whitespace before it, not after: the parsed size above counts it)
+            value = value.rstrip(b" \t")
         self._headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
 
     # -- the native parser's calls (fwrest/_native/engine.pyx) ---------------------------------
