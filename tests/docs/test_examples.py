@@ -299,11 +299,15 @@ def test_readme_oauth2_walk_through(example_service: Running) -> None:
     grants = [json.loads(reply.body) for step, reply in replies if "oauth2/token" in step.command]
     assert len(grants) == 2
     assert grants[0]["refresh_token"] != grants[1]["refresh_token"], "the refresh gave a new pair"
+    assert grants[0]["expires_in"] == 900  # access_expires of the example's params
     assert by_command(replies, "Bearer $ACCESS_TOKEN").json()["user"] == "grace"
     log = example_service.proc.log()
     assert "hopper" not in log and grants[0]["refresh_token"] not in log
     assert by_command(replies, "oauth2/revoke").body == ""  # logged out: the family is revoked
     ctx = ssl.create_default_context(cafile=str(example_service.folder / "examples/certs/ca.pem"))
+    base = example_service.url("HTTPS_REST")
+    assert httpx.get(f"{base}/whoami", verify=ctx).status_code == 401  # no token
+    assert httpx.get(f"{base}/hello", verify=ctx).status_code == 200  # onAuthNoCheckUri
     again = httpx.post(
         f"{example_service.url('HTTPS_REST')}/fw/oauth2/token",
         data={"grant_type": "refresh_token", "refresh_token": grants[1]["refresh_token"]},
@@ -361,8 +365,8 @@ def test_readme_operating_commands(example_service: Running) -> None:
     changed = by_command(replies, '{"rest_log_level": 5}').json()["settings"]["rest_log_level"]
     assert changed["effective"] == 5
     metrics = by_command(replies, "9090").json()
-    names = {m["name"] for entry in metrics for m in entry["metrics"]}
-    assert names == {"memory_resident", "uptime"}
+    values = {m["name"]: m["value"] for entry in metrics for m in entry["metrics"]}
+    assert set(values) == {"memory_resident", "uptime"} and values["memory_resident"] > 0
     audit = by_command(replies, "/fw/rest/audit")
     assert audit.status == 200 and isinstance(audit.json(), list), audit.body
     # the README's settings change is in the trail (kept off the request's way: waited for)
@@ -388,7 +392,10 @@ def test_readme_operating_commands(example_service: Running) -> None:
 def test_quickstart_commands(example_service: Running) -> None:
     replies = example_service.run(example("index-curls"))
     assert by_command(replies, "/rest/users/1").json() == {"id": "1", "name": "Ada"}
-    assert by_command(replies, "ada:lovelace").json()["user"] == "ada"
+    me = by_command(replies, "ada:lovelace").json()
+    assert (me["user"], me["scheme"]) == ("ada", "basic")
+    wrong = httpx.get(f"{example_service.url('HTTP_BASIC')}/whoami", auth=("ada", "wrong"))
+    assert wrong.status_code == 403
     assert by_command(replies, "healthcheck").json()["status"] == "UP"
 
 

@@ -1,8 +1,8 @@
-"""The example service of the README, run for real (SPEC 8): every walk-through command."""
+"""The example service of the README, run for real with two workers (SPEC 8): what its
+walk-throughs do not show (tests/docs/test_examples.py runs those, command by command)."""
 
 from __future__ import annotations
 
-import ssl
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -26,25 +26,10 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
     assert server.stop() == 0
 
 
-def _ca(example: ServerProcess) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=str(example.config.parent / "certs" / "ca.pem"))
-
-
 def test_make_certs_created_a_ca_and_a_server_certificate(example: ServerProcess) -> None:
     certs = example.config.parent / "certs"
     assert (certs / "ca.pem").is_file()
     assert (certs / "server.key").stat().st_mode & 0o777 == 0o600
-
-
-def test_open_port_endpoints(example: ServerProcess) -> None:
-    base = example.url("HTTP_REST")
-    assert httpx.get(f"{base}/users/1").json() == {"id": "1", "name": "Ada"}
-    hello = httpx.get(f"{base}/hello", params={"name": "Bob"}).json()
-    assert hello == {"message": "Hello, Bob!", "team": "example"}
-    assert httpx.get(f"{base}/mapped/Zoe").text == "Hello, Zoe, from a mapped route"
-    created = httpx.post(f"{base}/users", content=b'{"name":"Kim"}')
-    assert created.status_code == 201
-    assert created.json()["name"] == "Kim"
 
 
 def test_the_typed_quote_endpoint(example: ServerProcess) -> None:
@@ -73,74 +58,6 @@ def test_the_typed_quote_endpoint(example: ServerProcess) -> None:
     body = doc["paths"]["/rest/quotes"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"] == {"$ref": "#/components/schemas/QuoteRequest"}
     validate(doc)  # the example's document, typed routes included, is valid OpenAPI 3.1
-
-
-def test_basic_port_with_curl(example: ServerProcess) -> None:
-    base = example.url("HTTP_BASIC")
-    ok = subprocess.run(
-        ["curl", "-s", "-u", "ada:lovelace", f"{base}/whoami"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert '"user":"ada"' in ok.stdout
-    assert '"scheme":"basic"' in ok.stdout
-    bad = subprocess.run(
-        [
-            "curl",
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "-u",
-            "ada:wrong",
-            f"{base}/whoami",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert bad.stdout == "403"
-
-
-def test_oauth2_walk_through(example: ServerProcess) -> None:
-    base = example.url("HTTPS_REST")
-    with httpx.Client(verify=_ca(example)) as client:
-        token = client.post(
-            f"{base}/fw/oauth2/token",
-            auth=("example-app", "example-secret"),
-            data={"grant_type": "password", "username": "grace", "password": "hopper"},
-        )
-        assert token.status_code == 200, token.text
-        pair = token.json()
-        assert pair["expires_in"] == 900
-        me = client.get(
-            f"{base}/whoami", headers={"Authorization": f"Bearer {pair['access_token']}"}
-        )
-        assert me.json()["user"] == "grace"
-        assert client.get(f"{base}/whoami").status_code == 401
-        assert client.get(f"{base}/hello").status_code == 200  # onAuthNoCheckUri
-        refreshed = client.post(
-            f"{base}/fw/oauth2/token",
-            auth=("example-app", "example-secret"),
-            data={"grant_type": "refresh_token", "refresh_token": pair["refresh_token"]},
-        )
-        assert refreshed.status_code == 200
-        assert refreshed.json()["refresh_token"] != pair["refresh_token"]
-    log = example.log()
-    assert "hopper" not in log
-    assert pair["refresh_token"] not in log
-
-
-def test_native_routes_and_monitor(example: ServerProcess) -> None:
-    base = example.url("HTTP_REST")
-    assert httpx.get(f"{base}/fw/healthcheck").json()["status"] == "UP"
-    listing = httpx.get(f"{base}/fw/rest/list/service").json()
-    assert any(entry["endpoint"] == "/users/:id" for entry in listing)
-    metrics = httpx.get(example.url("APP_MONITOR"), params={"memory_resident": ""}).json()
-    assert metrics[0]["metrics"][0]["name"] == "memory_resident"
-    assert metrics[0]["metrics"][0]["value"] > 0
 
 
 def test_example_json_config_is_valid() -> None:

@@ -274,10 +274,6 @@ def test_dict_is_json_200(base: str) -> None:
     assert r.json()["hello"] == "world"
 
 
-def test_return_value_wins_over_set_response(base: str) -> None:
-    assert "collected text" not in httpx.get(f"{base}/a/result/return-wins").text
-
-
 def test_wrong_method_405(base: str) -> None:
     r = httpx.get(f"{base}/a/echo")
     assert r.status_code == 405

@@ -181,13 +181,6 @@ def test_options_on_a_protected_port_needs_credentials(basic_port: int) -> None:
         assert granted.header("allow") == "OPTIONS, POST"
 
 
-def test_a_wrong_methods_allow_lists_options(port: int) -> None:
-    with RawConnection(port) as conn:
-        response = conn.request("DELETE", "/rest/hello")
-        assert response.status == 405
-        assert response.header("allow") == "GET, HEAD, OPTIONS"
-
-
 # -- reason phrases ------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("status", "line"),
