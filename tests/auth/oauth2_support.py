@@ -232,7 +232,7 @@ def uvicorn_app(folder: Path, module: str, source: str, env: dict[str, str]) -> 
 
     def up() -> bool:
         try:
-            return httpx.get(url + "/orders", timeout=1).status_code == 401
+            return httpx.get(url + "/orders", timeout=5).status_code == 401
         except httpx.HTTPError:
             return False
 

@@ -120,7 +120,7 @@ KINDS = ("exit", "kbd", "genexit", "cancel")
 ITERATORS = ("gen", "agen", "events-gen", "events-agen")
 
 
-def _service(tmp_path: Path, certs: dict[str, Path]) -> Path:
+def _service(tmp_path: Path, certs: dict[str, Path], graceful_ms: int = 5000) -> Path:
     def basic(on_auth: str) -> dict[str, Any]:
         return local_port(
             FwData={"Authorization": {"scheme": "basic", "OnAuth": on_auth, "maxFailures": 10**6}}
@@ -132,9 +132,12 @@ def _service(tmp_path: Path, certs: dict[str, Path]) -> Path:
         "ABASIC": basic("app.acheck"),
         "OAUTH": oauth_section(certs, onAuthparams="app.params"),
     }
-    timed = {"Environment": "ENV", "MaxThreads": 4, "ActiveTimeout": 5000}
+    # any ActiveTimeout runs a handler the other way; 30 s, where no request of a starved
+    # machine (make test's parallel part runs at nice 10) comes near it
+    timed = {"Environment": "ENV", "MaxThreads": 4, "ActiveTimeout": 30000}
     bound = {"Path": "/bound", "ThreadPool": "TIMED"}
-    extra = {"BOUND": bound, "TIMED": timed, "POOL": {"MaxThreads": 8}}
+    graceful = {"GracefulTimeout": graceful_ms}
+    extra = {"BOUND": bound, "TIMED": timed, "POOL": {"MaxThreads": 8}, "HTTPSERVER": graceful}
     return free_config(tmp_path, servers=servers, extra=extra, app=APP)
 
 
@@ -173,7 +176,10 @@ def assert_not_replaced(log: str) -> None:
 def test_base_exceptions_of_the_application_answer_500_and_keep_the_worker(
     tmp_path: Path, certs: dict[str, Path]
 ) -> None:
-    proc = ServerProcess(_service(tmp_path, certs)).wait_ready()
+    # the default graceful stop (30 s), far above the bound put on the stop below: a stop that
+    # waited on a connection shows, one a starved machine slowed (the parallel part of make
+    # test runs at nice 10 beside the serial one) does not fail it
+    proc = ServerProcess(_service(tmp_path, certs, graceful_ms=30000)).wait_ready()
     http = httpx.Client(timeout=10)
     tls = httpx.Client(timeout=10, verify=client_context(certs))
     try:
@@ -203,11 +209,11 @@ def test_base_exceptions_of_the_application_answer_500_and_keep_the_worker(
         http.close()
         tls.close()
         started = time.monotonic()
-        code = proc.stop()
+        code = proc.stop(timeout=60)
         took = time.monotonic() - started
     print(f"graceful stop took {took:.2f} s")
     assert code == 0
-    assert took < 4, "the stop waited on a connection a BaseException left open"
+    assert took < 15, "the stop waited on a connection a BaseException left open"
 
 
 def _streamed(port: int, path: str) -> tuple[int, bytes, bytes]:

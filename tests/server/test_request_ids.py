@@ -25,7 +25,7 @@ from fwrest import log
 from fwrest.context.request_id import id_text, new_request_number
 from fwrest.testing import Client
 from fwrest.wire import Keep, Reply, encode_reply
-from tests.conftest import free_config, module_config, serving
+from tests.conftest import free_config, local_port, module_config, serving
 from tests.server.rawhttp import ENGINE_REFUSALS, refusal_head
 
 MODULE = "request_ids_app"
@@ -307,21 +307,25 @@ def test_the_engines_own_refusals_carry_an_id_on_the_answer_and_the_log(tmp_path
     LF, a 20 KB header, ``Content-Length`` with ``Transfer-Encoding``, a body over the limit, a
     head that never ends) carries ``X-Request-ID``, the client's own when its head was read
     far enough, a new one for a hostile one, and the engine's lines of it carry the same."""
-    config = free_config(tmp_path, extra={"HTTP_REST": {"HeaderTimeout": 700}})
+    # the head deadline is shortened on a port of its own: a worker descheduled for 0.7 s (the
+    # parallel part of make test runs at nice 10) would answer the other refusals 408 there
+    servers = {"HTTP_REST": local_port(), "HTTP_QUICK": local_port(HeaderTimeout=700)}
+    config = free_config(tmp_path, servers=servers)
     # (a field is read once the next line begins: llhttp looks for a continuation)
     slow = b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nX-Request-ID: slow-1\r\nX-Next: 1\r\n"
-    cases = [*ENGINE_REFUSALS, ("headers too slow", slow, 408, "slow-1")]
+    cases = [(*case, "HTTP_REST") for case in ENGINE_REFUSALS]
+    cases.append(("headers too slow", slow, 408, "slow-1", "HTTP_QUICK"))
     with serving(config) as proc:
-        port = proc.ports["HTTP_REST"]
         sent = []
-        for name, request, status, carried in cases:
+        for name, request, status, carried, section in cases:
+            port = proc.ports[section]
             got, headers = refusal_head(port, request)
             assert got == status, name
             rid = headers["x-request-id"]
             assert rid == carried if carried is not None else ID.fullmatch(rid), (name, rid)
-            sent.append((status, rid))
+            sent.append((status, rid, port))
         text = proc.wait_log(f"request_id={sent[-1][1]}")
-    for status, rid in sent:
+    for status, rid, port in sent:
         assert f" - - {status} protocol error (" in text
         ours = f"- - {status} protocol error", f" request_id={rid}"
         (line,) = [ln for ln in text.splitlines() if ours[0] in ln and ln.endswith(ours[1])]
