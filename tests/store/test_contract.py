@@ -520,11 +520,13 @@ def test_revoked_families_are_those_in_force_with_their_latest_end(store: StateS
     unstarved(lambda n: _revocations(store, f"#{n}"))
 
 
+def _tagged(listed: dict[str, float], tag: str) -> dict[str, float]:
+    """The entries of one attempt (their keys end with its tag)."""
+    return {k: v for k, v in listed.items() if k.endswith(tag)}
+
+
 def _revocations(store: StateStore, tag: str) -> None:
     """One attempt, its families named ``fam-...TAG`` (an attempt's are apart from another's)."""
-
-    def mine() -> dict[str, float]:
-        return {k: v for k, v in store.revoked_families().items() if k.endswith(tag)}
 
     a, b, ended, short_f, intruder = (f"fam-{x}{tag}" for x in ("a", "b", "e", "s", "i"))
     now = time.time()
@@ -534,7 +536,7 @@ def _revocations(store: StateStore, tag: str) -> None:
     with in_one_window(SHORT_S):
         short = time.time() + SHORT_S
         store.revoke_family(short_f, short)
-        listed = mine()
+        listed = _tagged(store.revoked_families(), tag)
         print(f"listed {SHORT_S - (short - time.time()):.3f} s after the short revocation's start")
         assert listed == {a: now + 60.5, b: now + 120.25, short_f: short}
     # a second replay computing an earlier end does not shorten the revocation; a later one
@@ -548,7 +550,7 @@ def _revocations(store: StateStore, tag: str) -> None:
     listed[intruder] = now + 999
     assert intruder not in store.revoked_families()
     time.sleep(max(0.0, short + 0.1 - time.time()))
-    assert mine() == {a: now + 60.5, b: now + 300.75}
+    assert _tagged(store.revoked_families(), tag) == {a: now + 60.5, b: now + 300.75}
 
 
 def test_locks_are_the_lock_outs_in_force_with_their_latest_end(store: StateStore) -> None:
@@ -558,9 +560,6 @@ def test_locks_are_the_lock_outs_in_force_with_their_latest_end(store: StateStor
 def _locks(store: StateStore, tag: str) -> None:
     """One attempt, its keys ending with ``TAG`` (an attempt's are apart from another's)."""
 
-    def mine() -> dict[str, float]:
-        return {k: v for k, v in store.locks().items() if k.endswith(tag)}
-
     user, address = f"basic|user:zoë ?*[\n]{tag}", f"basic|ip:192.0.2.7{tag}"
     now = time.time()
     store.add_lock(user, now + 60.5)
@@ -568,7 +567,7 @@ def _locks(store: StateStore, tag: str) -> None:
     with in_one_window(SHORT_S):
         short = time.time() + SHORT_S
         store.add_lock(address, short)
-        assert mine() == {user: now + 60.5, address: short}
+        assert _tagged(store.locks(), tag) == {user: now + 60.5, address: short}
     store.add_lock(user, now + 5)  # a lock-out is never shortened
     assert store.locks()[user] == now + 60.5
     store.add_lock(user, now + 90.25)  # a later failure extends it
@@ -577,7 +576,7 @@ def _locks(store: StateStore, tag: str) -> None:
     listed[f"basic|user:intruder{tag}"] = now + 999  # the caller's copy
     assert f"basic|user:intruder{tag}" not in store.locks()
     time.sleep(max(0.0, short + 0.1 - time.time()))
-    assert mine() == {user: now + 90.25}
+    assert _tagged(store.locks(), tag) == {user: now + 90.25}
 
 
 def test_lift_lock_ends_one_lock_out_and_its_failures(store: StateStore) -> None:
