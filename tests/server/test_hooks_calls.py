@@ -257,18 +257,6 @@ def test_an_on_send_that_fails_is_a_500_logged(
     assert f"GET {loc}{route}: OnSend {hook(loc, 'send')} raised; answered 500" in log_text(service)
 
 
-@pytest.mark.parametrize("loc", ["/d", "/a"])
-def test_an_on_send_that_hangs_is_bounded_by_active_timeout(client: Client, loc: str) -> None:
-    started = time.monotonic()
-    r = client.get(f"{loc}/hello", headers={"x-send": "hang"})
-    took = time.monotonic() - started
-    print(f"OnSend hanging 2 s under ActiveTimeout=500 ms: {r.status_code} after {took:.3f} s")
-    assert r.status_code == 503
-    assert r.json()["message"] == "Server Busy"
-    assert took < 1.9
-    served(client)
-
-
 # -- OnError ---------------------------------------------------------------------------------
 
 
@@ -340,16 +328,6 @@ def test_an_on_error_returning_nonsense_is_the_standard_500(
     assert_standard(r)
     served(client)
     assert "returned a object, which fwrest cannot send; answered 500" in log_text(service)
-
-
-@pytest.mark.parametrize("loc", ["/d", "/a"])
-def test_an_on_error_that_hangs_is_bounded_by_active_timeout(client: Client, loc: str) -> None:
-    started = time.monotonic()
-    r = client.get(f"{loc}/boom", headers={"x-error": "hang"})
-    took = time.monotonic() - started
-    print(f"OnError hanging 2 s, ActiveTimeout=500 ms: {r.status_code} after {took:.3f} s")
-    assert r.status_code == 503
-    served(client)
 
 
 def test_a_pool_without_on_error_answers_the_standard_500(client: Client) -> None:
@@ -492,13 +470,27 @@ def test_on_select_returning_nonsense_or_raising_is_a_500_logged(
         assert "which is neither a thread pool's name, None, -2 nor -3; answered 500" in text
 
 
-def test_an_on_select_that_hangs_is_bounded_by_active_timeout(client: Client) -> None:
+# -- a hook that hangs (the ActiveTimeout of [PDEF], [PASYNC]: 500 ms) -------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [
+        ("send", "/d/hello"),
+        ("send", "/a/hello"),
+        ("error", "/d/boom"),
+        ("error", "/a/boom"),
+        ("select", "/d/hello"),
+    ],
+)
+def test_a_hook_that_hangs_is_bounded_by_active_timeout(
+    client: Client, kind: str, path: str
+) -> None:
     started = time.monotonic()
-    r = client.get("/d/hello", headers={"x-select": "hang"})
+    r = client.get(path, headers={f"x-{kind}": "hang"})
     took = time.monotonic() - started
-    print(
-        f"OnSelect hanging 2 s, ActiveTimeout=500 ms of [PDEF]: {r.status_code} after {took:.3f} s"
-    )
+    print(f"{kind} hook of {path} hanging 2 s: {r.status_code} after {took:.3f} s")
     assert r.status_code == 503
+    assert r.json()["message"] == "Server Busy"
     assert took < 1.9
     served(client)
