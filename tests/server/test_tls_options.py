@@ -44,6 +44,7 @@ from tests.conftest import (
     free_config,
     ini_text,
     local_port,
+    run_forked,
     serving,
     wait_for,
 )
@@ -460,19 +461,16 @@ def test_the_monitor_takes_the_same_keys(service: ServerProcess, pki: Pki) -> No
 # -- the pass phrase is never shown ------------------------------------------------------------
 
 
-def check(config: Path) -> subprocess.CompletedProcess[str]:
-    """``fwrest check CONFIG`` with the pass phrase in the environment."""
-    env = {**os.environ, ENV_NAME: PASS}
-    command = [*FWREST, "check", str(config)]
-    return subprocess.run(
-        command, capture_output=True, text=True, cwd=config.parent, env=env, timeout=60, check=False
-    )
-
-
 def test_fwrest_check_summarises_the_tls_options_without_the_pass_phrase(
     service: ServerProcess,
 ) -> None:
-    done = check(service.config)
+    """``fwrest check`` as a user runs it, the pass phrase in the environment."""
+    command = [*FWREST, "check", str(service.config)]
+    env = {**os.environ, ENV_NAME: PASS}
+    folder = service.config.parent
+    done = subprocess.run(
+        command, capture_output=True, text=True, cwd=folder, env=env, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout + done.stderr
     assert PASS not in out
@@ -509,12 +507,14 @@ BROKEN: dict[str, tuple[dict[str, Any], str]] = {
 
 @pytest.mark.parametrize("case", BROKEN)
 def test_no_message_shows_the_pass_phrase(case: str, pki: Pki, tmp_path: Path) -> None:
+    """``fwrest check`` of each broken configuration, forked (:func:`run_forked`)."""
     change, message = BROKEN[case]
     servers = {"HTTPS_CIPHERS": {**_servers(pki)["HTTPS_CIPHERS"], **change}}
     for key in ("SslCertificateCA", "SslClientCA"):
         if key in change:
             servers["HTTPS_CIPHERS"][key] = str(pki.root.parent / change[key])
-    done = check(free_config(tmp_path, servers=servers, app=APP))
+    config = free_config(tmp_path, servers=servers, app=APP)
+    done = run_forked("check", str(config), cwd=tmp_path, env={ENV_NAME: PASS})
     out = done.stdout + done.stderr
     assert done.returncode == 2, out
     assert "fwrest: configuration error:" in done.stderr and "Traceback" not in out
