@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import free_config, run_cli
+from tests.conftest import free_config, run_cli, run_forked
 
 APP = """
 from fwrest import get
@@ -44,16 +44,20 @@ def only_here():
 """
 
 
-def check(tmp_path: Path, **extra: dict[str, Any]) -> tuple[int, str]:
+def check(tmp_path: Path, forked: bool = True, **extra: dict[str, Any]) -> tuple[int, str]:
+    """``fwrest check`` of the service with ``extra``: forked (:func:`run_forked`), or run as
+    a user runs it."""
     (tmp_path / "other.py").write_text(OTHER)
     config = free_config(tmp_path, app=APP, extra=extra)
-    done = run_cli("check", str(config), cwd=tmp_path)
+    run = run_forked if forked else run_cli
+    done = run("check", str(config), cwd=tmp_path)
     return done.returncode, done.stdout + done.stderr
 
 
 def test_check_accepts_every_hook(tmp_path: Path) -> None:
     code, out = check(
         tmp_path,
+        False,
         HTTP_REST={"OnSelect": "app.choose"},
         POOL={"OnStart": "app.boot", "OnStop": "boot", "OnSend": "stamp", "OnError": "recover"},
     )
