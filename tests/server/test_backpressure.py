@@ -115,6 +115,34 @@ def pipeline(count: int, start: int = 0) -> bytes:
     return b"".join(request_bytes("GET", f"/rest/big/{i}") for i in range(start, start + count))
 
 
+def read_every_answer(
+    sock: socket.socket, data: bytes, sent: int, count: int, reading_first: bool
+) -> float:
+    """Send the rest of ``data`` (its first ``sent`` bytes are sent) and read until the
+    ``count`` answers of :func:`pipeline` came, whole and in order; ``reading_first``: read
+    whenever answers are there, else only when sending is not possible. When the first read
+    came."""
+    received = bytearray()
+    first_read = 0.0
+    started = time.monotonic()
+    while received.count(b"HTTP/1.1 200 OK") < count or not received.endswith(b'"}'):
+        assert time.monotonic() - started < 60, "hang guard"
+        writers = [sock] if sent < len(data) else []
+        readable, writable, _ = select.select([sock], writers, [], HANG_GUARD)
+        assert readable or writable, "hang guard"
+        if readable and (reading_first or not writable):
+            chunk = sock.recv(65536)
+            first_read = first_read or time.monotonic()
+            assert chunk, f"closed after {received.count(b'HTTP/1.1 200 OK')} answers"
+            received += chunk
+        if writable:
+            with contextlib.suppress(BlockingIOError):
+                sent += sock.send(data[sent : sent + 65536])
+    ids = re.findall(rb'"i":"(\d+)"', bytes(received))
+    assert ids == [str(i).encode() for i in range(count)]
+    return first_read
+
+
 def test_a_pipelining_client_that_never_reads_is_bounded_then_closed(
     server: ServerProcess, port: int, worker: psutil.Process
 ) -> None:
@@ -244,23 +272,8 @@ def test_a_client_that_stops_reading_for_less_than_body_timeout_is_served(
             sent += sock.send(data[sent : sent + 65536])
     stalled = time.monotonic()
     time.sleep(PAUSE_S)  # the worker is paused by now, and waits
-    received = bytearray()
-    first_read = 0.0
-    started = time.monotonic()
     try:
-        while received.count(b"HTTP/1.1 200 OK") < count or not received.endswith(b'"}'):
-            assert time.monotonic() - started < 60, "hang guard"
-            writers = [sock] if sent < len(data) else []
-            readable, writable, _ = select.select([sock], writers, [], HANG_GUARD)
-            assert readable or writable, "hang guard"
-            if readable:
-                chunk = sock.recv(65536)
-                first_read = first_read or time.monotonic()
-                assert chunk, f"closed after {received.count(b'HTTP/1.1 200 OK')} answers"
-                received += chunk
-            if writable:
-                with contextlib.suppress(BlockingIOError):
-                    sent += sock.send(data[sent : sent + 65536])
+        first_read = read_every_answer(sock, data, sent, count, reading_first=True)
         sock.setblocking(True)
         sock.sendall(request_bytes("GET", "/rest/big/last"))  # and the connection serves on
         sock.settimeout(HANG_GUARD)
@@ -271,8 +284,6 @@ def test_a_client_that_stops_reading_for_less_than_body_timeout_is_served(
             tail += chunk
     finally:
         sock.close()
-    ids = re.findall(rb'"i":"(\d+)"', bytes(received))
-    assert ids == [str(i).encode() for i in range(count)]
     assert b'"i":"last"' in tail
     assert "answer bytes within" not in server.log()[since:]
     print(
@@ -289,24 +300,9 @@ def test_pipelined_answers_stay_whole_and_in_order_through_pauses(paused_port: i
     count = 3000
     data = pipeline(count)
     sock = small_window_socket(paused_port)
-    sent = 0
-    received = bytearray()
     started = time.monotonic()
     try:
-        while received.count(b"HTTP/1.1 200 OK") < count or not received.endswith(b'"}'):
-            assert time.monotonic() - started < 60, "hang guard"
-            writers = [sock] if sent < len(data) else []
-            readable, writable, _ = select.select([sock], writers, [], HANG_GUARD)
-            assert readable or writable, "hang guard"
-            if writable:
-                with contextlib.suppress(BlockingIOError):
-                    sent += sock.send(data[sent : sent + 65536])
-                continue  # read only when sending is not possible
-            chunk = sock.recv(65536)
-            assert chunk, "the server closed the connection"
-            received += chunk
+        read_every_answer(sock, data, 0, count, reading_first=False)
     finally:
         sock.close()
-    ids = re.findall(rb'"i":"(\d+)"', bytes(received))
-    assert ids == [str(i).encode() for i in range(count)]
     print(f"\n{count} pipelined answers in order in {time.monotonic() - started:.1f} s")
