@@ -162,9 +162,14 @@ def test_too_large_a_head_gets_431_and_close(port: int, case: str) -> None:
     refused(port, data, 431, detailed)
 
 
-def test_header_fields_at_the_limit_are_served(port: int) -> None:
+@pytest.mark.parametrize(
+    "data",
+    [fields_request(DEFAULT_FIELD_LIMIT), head_of_size(DEFAULT_HEADER_LIMIT)],
+    ids=["header-fields-at-the-limit", "header-block-at-the-limit"],
+)
+def test_a_head_at_the_limit_is_served(port: int, data: bytes) -> None:
     with RawConnection(port) as conn:
-        conn.send(fields_request(DEFAULT_FIELD_LIMIT))
+        conn.send(data)
         assert_hello(conn.read_response())
         assert_hello(conn.request("GET", "/rest/hello"))  # and the connection serves on
 
@@ -238,13 +243,6 @@ def test_trickled_long_url_within_limit_is_served(port: int) -> None:
         assert response.status_line == "HTTP/1.1 200 OK", response.head
         assert response.json() == {"id": "7" * 10000}
         assert response.header("connection") is None
-
-
-def test_header_block_exactly_at_limit_is_served(port: int) -> None:
-    with RawConnection(port) as conn:
-        conn.send(head_of_size(DEFAULT_HEADER_LIMIT))
-        assert_hello(conn.read_response())
-        assert_hello(conn.request("GET", "/rest/hello"))  # and the connection stays usable
 
 
 def test_max_header_size_is_per_server(port: int, small_port: int) -> None:
