@@ -155,18 +155,14 @@ def test_start_installs_no_signal_handlers(tmp_path: Path) -> None:
 
 def test_bad_config_raises_config_error_and_binds_nothing(tmp_path: Path) -> None:
     port = free_port()
-    bad = config_dict("no_such_module_here_xyz", port=port)
-    with pytest.raises(fwrest.ConfigError) as info:
-        fwrest.start(bad)
-    assert "no_such_module_here_xyz" in str(info.value)
-    assert port_is_free(port)
-
-    bad = config_dict(None, port=port)
-    bad["POOL"]["MaxThreads"] = "many"
-    with pytest.raises(fwrest.ConfigError) as info:
-        fwrest.start(bad)
-    assert "MaxThreads" in str(info.value)
-    assert port_is_free(port)
+    many = config_dict(None, port=port)
+    many["POOL"]["MaxThreads"] = "many"
+    no_module = config_dict("no_such_module_here_xyz", port=port)
+    for bad, named in ((no_module, "no_such_module_here_xyz"), (many, "MaxThreads")):
+        with pytest.raises(fwrest.ConfigError) as info:
+            fwrest.start(bad)
+        assert named in str(info.value)
+        assert port_is_free(port)
 
 
 def test_a_port_that_cannot_be_bound_releases_the_others(tmp_path: Path) -> None:
