@@ -25,6 +25,7 @@ import trustme
 
 from tests.conftest import APP_SOURCE, ServerProcess, free_config, issue_certs, local_port
 from tests.server.rawhttp import HANG_GUARD, RawConnection, request_bytes
+from tests.server.support import port_of
 
 WRITE_TIMEOUT_MS = 1000  # BodyTimeout: also the deadline of answers nobody reads
 # BodyTimeout of the port whose clients must be served: the client's pause below leaves it a
@@ -72,19 +73,13 @@ def server(
     proc.stop()
 
 
-@pytest.fixture(scope="module")
-def port(server: ServerProcess) -> int:
-    return server.ports["HTTP_REST"]
+port = port_of("HTTP_REST")
+paused_port = port_of("HTTP_PAUSED", "paused_port")
 
 
 @pytest.fixture(scope="module")
-def paused_port(server: ServerProcess) -> int:
-    return server.ports["HTTP_PAUSED"]
-
-
-@pytest.fixture(scope="module")
-def worker(port: int) -> psutil.Process:
-    with RawConnection(port) as conn:
+def worker(server: ServerProcess) -> psutil.Process:
+    with RawConnection(server.ports["HTTP_REST"]) as conn:
         return psutil.Process(conn.request("GET", "/rest/hello").json()["pid"])
 
 

@@ -32,8 +32,9 @@ from fwrest.server.connstate import (
     State,
     step,
 )
-from tests.conftest import ServerProcess, free_config, local_port
+from tests.conftest import ServerProcess, free_config, local_port, serving
 from tests.server.rawhttp import RawConnection, request_bytes
+from tests.server.support import port_of
 
 READING = (State.IDLE, State.HEAD, State.BODY, State.DONE)
 ANSWERING = (State.READY, State.ADMITTING, State.HANDLING, State.STREAMING)
@@ -159,15 +160,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp: Path = tmp_path_factory.mktemp("connstate")
     port = local_port(HeaderTimeout=HEADER_MS, BodyTimeout=BODY_MS, KeepAliveTimeout=KEEP_ALIVE_MS)
     print(f"HeaderTimeout {HEADER_MS} ms, BodyTimeout {BODY_MS} ms, KeepAlive {KEEP_ALIVE_MS} ms")
-    proc = ServerProcess(free_config(tmp, servers={"HTTP_REST": port})).wait_ready()
-    yield proc
-    proc.stop()
+    with serving(free_config(tmp, servers={"HTTP_REST": port})) as proc:
+        yield proc
     assert "engine state error" not in proc.log()
 
 
-@pytest.fixture
-def port(server: ServerProcess) -> int:
-    return server.ports["HTTP_REST"]
+port = port_of("HTTP_REST")
 
 
 def test_the_header_deadline_fires_while_the_head_is_read(port: int) -> None:

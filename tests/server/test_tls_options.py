@@ -198,10 +198,8 @@ def service(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Serv
         app=APP,
         general={"rest_log_level": 5},  # everything the service logs, for the last test
     )
-    proc = ServerProcess(config, env={ENV_NAME: PASS})
-    proc.wait_ready()
-    yield proc
-    proc.stop()
+    with serving(config, env={ENV_NAME: PASS}) as proc:
+        yield proc
 
 
 def client_ctx(
