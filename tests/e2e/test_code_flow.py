@@ -327,18 +327,19 @@ def test_a_single_page_app_on_another_origin_does_the_whole_flow(
     assert result["apiStatus"] == 200, result
     assert result["revokeStatus"] == 200
     # revoked: every worker and host refuses the access token within 1 s (SPEC 12.3)
-    wait_for(lambda: _refused(hosts, result["token"]), 5, "the revoked token refused")
+    with hosts.client() as client:
+        wait_for(lambda: _refused(hosts, client, result["token"]), 5, "the revoked token refused")
     log = (hosts.a.config.parent / "server.log").read_text()
     assert "OPTIONS /rest/items/7 204" in log  # the browser's preflight of the bearer call
 
 
-def _refused(hosts: Hosts, token: str) -> bool:
-    with hosts.client() as client:
-        return all(
-            client.get(base + "/items/7", headers={"Authorization": f"Bearer {token}"}).status_code
-            == 401
-            for base in (hosts.base_a, hosts.base_b)
-        )
+def _refused(hosts: Hosts, client: httpx.Client, token: str) -> bool:
+    """Whether both hosts refuse the access ``token`` (401)."""
+    bearer = {"Authorization": f"Bearer {token}"}
+    return all(
+        client.get(base + "/items/7", headers=bearer).status_code == 401
+        for base in (hosts.base_a, hosts.base_b)
+    )
 
 
 def _whoami(client: httpx.Client, base: str) -> int:
@@ -400,14 +401,11 @@ def test_a_code_crosses_workers_and_hosts_and_a_replay_revokes_on_both(hosts: Ho
         again = client.post(hosts.base_a + TOKEN, data=exchange)  # host A: the replay
         assert again.json()["error"] == "invalid_grant"
         started = time.monotonic()
-
-        def refused_everywhere() -> bool:
-            return all(
-                client.get(base + "/items/1", headers=bearer).status_code == 401
-                for base in (hosts.base_a, hosts.base_b)
-            )
-
-        wait_for(refused_everywhere, 5, "the replayed code's tokens refused on both hosts")
+        wait_for(
+            lambda: _refused(hosts, client, access),
+            5,
+            "the replayed code's tokens refused on both hosts",
+        )
         print(f"refused on both hosts {time.monotonic() - started:.2f} s after the replay")
     for proc in (hosts.a, hosts.b):
         text = proc.log() + (proc.config.parent / "server.log").read_text()
