@@ -165,6 +165,16 @@ def refresh_refused(http: httpx.Client, url: str, token: str, **options: Any) ->
     assert answer.status_code == 400 and answer.json()["error"] == "invalid_grant", answer.text
 
 
+def settings_of(http: httpx.Client, base: str, token: str) -> dict[str, Any]:
+    """The run-time settings of the location ``base`` as its JSON page shows them to the
+    bearer of ``token``."""
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    answer = http.get(base + "/fw/rest/config", headers=headers)
+    assert answer.status_code == 200, answer.text
+    settings: dict[str, Any] = answer.json()["settings"]
+    return settings
+
+
 def example_copy(work: Path) -> Path:
     """examples/ copied to ``work/examples`` as on a fresh checkout, its certificates made by
     make_certs.py, every ``Port=`` of its service.ini set to 0 (the system picks): that file."""

@@ -49,6 +49,7 @@ from tests.e2e.support import (
     oauth_basic_host,
     one_or_two_hosts,
     refresh_refused,
+    settings_of,
 )
 
 WORKERS = 2
@@ -56,6 +57,7 @@ SPEC_BOUND_S = 1.0  # SPEC 5 and 12.3: every worker and host within 1 s
 HANG_GUARD_S = 10.0
 MAX_FAILURES = 10  # the default
 LIMIT = 6
+STRINGSIZE = "rest_log_stringsize"  # the setting the tests change
 USERS, WEB = PID_USERS, PID_CLIENT
 
 
@@ -158,15 +160,6 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
         close_all(*workers)
 
 
-def _setting(http: httpx.Client, host: Host, token: str, key: str) -> dict[str, Any]:
-    answer = http.get(
-        host.base + "/fw/rest/config", headers={**bearer(token), "Accept": "application/json"}
-    )
-    assert answer.status_code == 200, answer.text
-    setting: dict[str, Any] = answer.json()["settings"][key]
-    return setting
-
-
 def _change_setting(host: Host, token: str, value: int | None) -> None:
     """``rest_log_stringsize`` set (``None``: cleared) through ``host``'s JSON API, then the
     SPEC's bound waited out."""
@@ -188,11 +181,11 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
     token = a.tokens("cy")["access_token"]
     workers = [host.oauth_workers(token) for host in hosts]
     try:
-        before = _setting(next(iter(workers[-1].values())), b, token, "rest_log_stringsize")
+        before = settings_of(next(iter(workers[-1].values())), b.base, token)[STRINGSIZE]
         value = int(before["effective"]) + 41
         _change_setting(a, token, value)
         for host, pid, http in each_worker(hosts, workers):
-            now = _setting(http, host, token, "rest_log_stringsize")
+            now = settings_of(http, host.base, token)[STRINGSIZE]
             assert (now["runtime"], now["effective"]) == (value, value), (host.base, pid, now)
         # listed by B, naming the user, the port and the values
         events = b.trail(token, "?event=settings.change")
@@ -202,7 +195,7 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
         # cleared on B, in force on every worker of A
         _change_setting(b, token, None)
         for host, pid, http in each_worker(hosts, workers):
-            now = _setting(http, host, token, "rest_log_stringsize")
+            now = settings_of(http, host.base, token)[STRINGSIZE]
             assert now["runtime"] is None, (host.base, pid, now)
             assert now["effective"] == before["effective"], (host.base, pid, now)
         # the run-time page of A (Basic port), its form sent to B: the anti-forgery token
@@ -222,7 +215,7 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
                 assert sent.status_code == 200 and "Saved" in sent.text, sent.text
                 bound_after(since)
                 for host, pid, worker in each_worker(hosts, workers):
-                    now = _setting(worker, host, token, "rest_log_stringsize")
+                    now = settings_of(worker, host.base, token)[STRINGSIZE]
                     assert now["runtime"] == wanted, (host.base, pid, now)
     finally:
         close_all(*workers)

@@ -50,7 +50,7 @@ import trustme
 
 from tests.conftest import ServerProcess, free_port, wait_for
 from tests.docs.blocks import example, substitute
-from tests.e2e.support import refresh_refused
+from tests.e2e.support import refresh_refused, settings_of
 from tests.redis_support import RedisServer, redis_binary
 
 HOST_ADDRESSES = {"A": "127.0.0.2", "B": "127.0.0.3"}
@@ -423,15 +423,6 @@ def test_a_refresh_replay_on_one_host_revokes_the_family_on_both(cluster: Cluste
 # -- 3. a settings change on one host reaches the other within 1 s ------------------------------
 
 
-def settings_of(host: Host, token: str) -> dict[str, Any]:
-    response = host.direct.get(
-        host.base + "/fw/rest/config", headers={**bearer(token), "Accept": "application/json"}
-    )
-    assert response.status_code == 200, response.text
-    settings: dict[str, Any] = response.json()["settings"]
-    return settings
-
-
 def post_settings(cluster: Cluster, token: str, changes: dict[str, Any]) -> httpx.Response:
     """A JSON POST through the balancer, with the Origin a browser on the balancer's page
     sends: it is same-origin only because nginx passes the client's ``Host`` on."""
@@ -444,7 +435,7 @@ def test_a_settings_change_on_one_host_reaches_the_other_within_1_s(cluster: Clu
     granted = cluster.grant("ada", USERS["ada"])
     assert granted.status_code == 200, granted.text
     token = granted.json()["access_token"]
-    before = {label: settings_of(h, token)["rest_log_stringsize"]
+    before = {label: settings_of(h.direct, h.base, token)["rest_log_stringsize"]
               for label, h in cluster.hosts.items()}  # fmt: skip
     print(f"rest_log_stringsize before: {before}")
     value = int(before["A"]["effective"]) + 37
@@ -456,7 +447,7 @@ def test_a_settings_change_on_one_host_reaches_the_other_within_1_s(cluster: Clu
         changed_on = cluster.answered_by(changed)
 
         def in_force(host: Host) -> bool:
-            setting = settings_of(host, token)["rest_log_stringsize"]
+            setting = settings_of(host.direct, host.base, token)["rest_log_stringsize"]
             return bool(setting["runtime"] == value and setting["effective"] == value)
 
         took = poll_hosts(cluster, in_force, changed_at, "the new setting")
@@ -469,7 +460,9 @@ def test_a_settings_change_on_one_host_reaches_the_other_within_1_s(cluster: Clu
         assert cleared.status_code == 200, cleared.text
         poll_hosts(
             cluster,
-            lambda h: settings_of(h, token)["rest_log_stringsize"]["runtime"] is None,
+            lambda h: (
+                settings_of(h.direct, h.base, token)["rest_log_stringsize"]["runtime"] is None
+            ),
             time.monotonic(),
             "the run-time value cleared",
         )

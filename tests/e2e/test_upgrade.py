@@ -48,7 +48,7 @@ import trustme
 from tests.auth.oauth2_support import PID_CLIENT, PID_USERS, bearer
 from tests.conftest import ServerProcess, issue_certs, run_cli, tls_server, wait_for
 from tests.docs.blocks import example
-from tests.e2e.support import oauth_basic_host, redis_or_none
+from tests.e2e.support import oauth_basic_host, redis_or_none, settings_of
 from tests.upgrade_support import PREVIOUS_VERSION, previous_release
 
 USERS, WEB = PID_USERS, PID_CLIENT
@@ -110,11 +110,7 @@ class Host:
         return events
 
     def setting(self, token: str) -> Any:
-        answer = self.http.get(
-            self.base + "/fw/rest/config", headers={**bearer(token), "Accept": "application/json"}
-        )
-        assert answer.status_code == 200, (self, answer.text)
-        return answer.json()["settings"]["rest_log_stringsize"]["runtime"]
+        return settings_of(self.http, self.base, token)["rest_log_stringsize"]["runtime"]
 
     def change_setting(self, token: str, value: int | None) -> None:
         answer = self.http.post(
