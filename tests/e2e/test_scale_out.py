@@ -48,6 +48,7 @@ import httpx
 import pytest
 import trustme
 
+from tests.auth.oauth2_support import bearer
 from tests.conftest import ServerProcess, free_port, wait_for
 from tests.docs.blocks import example, substitute
 from tests.e2e.support import refresh_refused, settings_of
@@ -247,10 +248,6 @@ class Cluster:
         self.lb.close()
         for host in self.hosts.values():
             host.direct.close()
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 def poll_hosts(
