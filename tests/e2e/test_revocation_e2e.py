@@ -29,8 +29,8 @@ from tests.auth.oauth2_support import (
     bearer,
     oauth_section,
 )
-from tests.conftest import ServerProcess, issue_certs, module_config, run_cli
-from tests.e2e.support import close_all, each_worker, hosts_serving, redis_or_none, refresh_refused
+from tests.conftest import ServerProcess, module_config, run_cli
+from tests.e2e.support import close_all, each_worker, one_or_two_hosts, refresh_refused
 
 WORKERS = 2
 SPEC_BOUND_S = 1.0  # SPEC 12.3: every worker and host within 1 s
@@ -42,32 +42,22 @@ class Host(WorkersHost):
         super().__init__(proc, ca_file, WORKERS)
 
 
+def host_config(folder: Path, certs: dict[str, Path], redis_url: str | None) -> Path:
+    oauth = oauth_section(
+        certs,
+        onAuthparams="revoke_e2e_app.params",
+        # one issuer for both hosts, as behind a balancer (SPEC 12.2)
+        issuer="https://orders.example/rest",
+    )
+    extra = {"HTTPSERVER": {"StateStore": redis_url}}
+    return module_config(folder, "revoke_e2e_app", servers={"OAUTH": oauth}, extra=extra, app=APP)
+
+
 @pytest.fixture(scope="module")
 def hosts(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Host]]:
     root = tmp_path_factory.mktemp("revocation-e2e")
-    certs = issue_certs(ca, root / "certs")
-    configs = []
-    with redis_or_none(root) as redis:
-        assert redis is not None
-        for name in ("a", "b"):
-            (root / name).mkdir()
-            config = module_config(
-                root / name,
-                "revoke_e2e_app",
-                servers={
-                    "OAUTH": oauth_section(
-                        certs,
-                        onAuthparams="revoke_e2e_app.params",
-                        # one issuer for both hosts, as behind a balancer (SPEC 12.2)
-                        issuer="https://orders.example/rest",
-                    )
-                },
-                extra={"HTTPSERVER": {"StateStore": redis.url}},
-                app=APP,
-            )
-            configs.append((config, WORKERS))
-        with hosts_serving(configs) as started:
-            yield [Host(proc, certs["ca"]) for proc in started]
+    with one_or_two_hosts(ca, root, True, host_config, WORKERS) as started:
+        yield [Host(proc, proc.config.parent / "certs" / "ca.pem") for proc in started]
 
 
 def assert_refused_everywhere(
