@@ -76,9 +76,10 @@ from tests.conftest import (
 )
 from tests.docs.blocks import KINDS, Block, all_blocks, example, ids_asked_for, substitute
 from tests.docs.shell import Reply, Step, run_block
-from tests.e2e.support import example_copy
+from tests.e2e.support import example_copy, refresh_refused
 
 EXAMPLES = ROOT / "examples"
+EXAMPLE_APP = ("example-app", "example-secret")  # the OAuth2 client of examples/app
 BIN = Path(sys.executable).parent
 
 
@@ -260,9 +261,15 @@ class Running:
     proc: ServerProcess
     folder: Path  # where the commands run
     connect_to: dict[str, str]
+    ca: str  # the file of the CA its TLS port's certificate chains to, under ``folder``
 
     def url(self, section: str) -> str:
         return self.proc.url(section).rstrip("/")
+
+    def tls(self, **options: Any) -> httpx.Client:
+        """A client that trusts the service's CA (``options``: httpx's, such as ``auth``)."""
+        context = ssl.create_default_context(cafile=str(self.folder / self.ca))
+        return httpx.Client(verify=context, **options)
 
     def run(self, block: Block) -> list[tuple[Step, Reply]]:
         """The ``sh`` block's commands, run in ``folder`` against this service."""
@@ -279,7 +286,7 @@ def example_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
     ini = example_copy(work)
     proc = ServerProcess(ini).wait_ready()
     try:
-        yield Running(proc, work, connect_to(proc, documented))
+        yield Running(proc, work, connect_to(proc, documented), "examples/certs/ca.pem")
     finally:
         assert proc.stop() == 0, proc.log()
 
@@ -304,17 +311,13 @@ def test_readme_oauth2_walk_through(example_service: Running) -> None:
     log = example_service.proc.log()
     assert "hopper" not in log and grants[0]["refresh_token"] not in log
     assert by_command(replies, "oauth2/revoke").body == ""  # logged out: the family is revoked
-    ctx = ssl.create_default_context(cafile=str(example_service.folder / "examples/certs/ca.pem"))
     base = example_service.url("HTTPS_REST")
-    assert httpx.get(f"{base}/whoami", verify=ctx).status_code == 401  # no token
-    assert httpx.get(f"{base}/hello", verify=ctx).status_code == 200  # onAuthNoCheckUri
-    again = httpx.post(
-        f"{example_service.url('HTTPS_REST')}/fw/oauth2/token",
-        data={"grant_type": "refresh_token", "refresh_token": grants[1]["refresh_token"]},
-        auth=("example-app", "example-secret"),
-        verify=ctx,
-    )
-    assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
+    with example_service.tls() as http:
+        assert http.get(f"{base}/whoami").status_code == 401  # no token
+        assert http.get(f"{base}/hello").status_code == 200  # onAuthNoCheckUri
+        refresh_refused(
+            http, f"{base}/fw/oauth2/token", grants[1]["refresh_token"], auth=EXAMPLE_APP
+        )
 
 
 def test_readme_authorization_code_walk_through(example_service: Running) -> None:
@@ -323,12 +326,11 @@ def test_readme_authorization_code_walk_through(example_service: Running) -> Non
     assert page.headers["content-type"].startswith("text/html")
     assert "example-native" in page.body and 'name="password"' in page.body
     tokens = by_command(replies, "grant_type=authorization_code").json()
-    ctx = ssl.create_default_context(cafile=str(example_service.folder / "examples/certs/ca.pem"))
-    who = httpx.get(
-        f"{example_service.url('HTTPS_REST')}/whoami",
-        headers={"Authorization": f"Bearer {tokens['access_token']}"},
-        verify=ctx,
-    )
+    with example_service.tls() as http:
+        who = http.get(
+            f"{example_service.url('HTTPS_REST')}/whoami",
+            headers={"Authorization": f"Bearer {tokens['access_token']}"},
+        )
     assert who.status_code == 200 and who.json()["user"] == "grace", who.text
     log = example_service.proc.log()
     assert "hopper" not in log and tokens["refresh_token"] not in log
@@ -399,14 +401,6 @@ def test_quickstart_commands(example_service: Running) -> None:
     assert by_command(replies, "healthcheck").json()["status"] == "UP"
 
 
-def log_level(running: Running) -> Any:
-    """``rest_log_level`` as the settings page's JSON shows it."""
-    page = httpx.get(
-        f"{running.url('HTTP_REST')}/fw/rest/config", headers={"Accept": "application/json"}
-    )
-    return page.json()["settings"]["rest_log_level"]
-
-
 def test_operations_settings_commands(example_service: Running) -> None:
     block = example("operations-settings-curls")
     replies = example_service.run(block)
@@ -414,7 +408,10 @@ def test_operations_settings_commands(example_service: Running) -> None:
     changed, back = (reply.json()["settings"]["rest_log_level"] for _step, reply in replies)
     assert changed["effective"] == 5 and changed["runtime"] == 5
     assert back["runtime"] is None and back["effective"] == back["file"] == 3  # the file's value
-    assert log_level(example_service) == back
+    page = httpx.get(
+        f"{example_service.url('HTTP_REST')}/fw/rest/config", headers={"Accept": "application/json"}
+    )
+    assert page.json()["settings"]["rest_log_level"] == back  # as the settings page shows it
 
 
 def test_operations_usage_reset_command(example_service: Running) -> None:
@@ -710,7 +707,7 @@ def guide_service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> I
         **doc_ports(monitor.text),
     }
     try:
-        yield Running(proc, folder, connect_to(proc, documented))
+        yield Running(proc, folder, connect_to(proc, documented), "ca.pem")
     finally:
         assert proc.stop() == 0, proc.log()
 
@@ -757,23 +754,17 @@ def test_oauth2_revocation_and_introspection_commands(guide_service: Running) ->
     revoked = by_command(replies, "/fw/oauth2/revoke")
     assert revoked.status == 200 and revoked.body == "", revoked.body
     issued = by_command(replies, "grant_type=password").json()
-    ctx = ssl.create_default_context(cafile=str(guide_service.folder / "ca.pem"))
-    base = guide_service.url("HTTPS_REST")
-    with httpx.Client(verify=ctx, auth=("example-app", "example-secret")) as client:
-        again = client.post(
-            f"{base}/fw/oauth2/token",
-            data={"grant_type": "refresh_token", "refresh_token": issued["refresh_token"]},
-        )
-    assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
+    token_route = guide_service.url("HTTPS_REST") + "/fw/oauth2/token"
+    with guide_service.tls(auth=EXAMPLE_APP) as http:
+        refresh_refused(http, token_route, issued["refresh_token"])
 
 
 def test_operations_logout_command(guide_service: Running) -> None:
     """operations.md's runbook: the command as written, on the guide's service (sqlite)."""
-    ctx = ssl.create_default_context(cafile=str(guide_service.folder / "ca.pem"))
-    base = guide_service.url("HTTPS_REST")
-    with httpx.Client(verify=ctx, auth=("example-app", "example-secret")) as client:
+    token_route = guide_service.url("HTTPS_REST") + "/fw/oauth2/token"
+    with guide_service.tls(auth=EXAMPLE_APP) as client:
         grant = {"grant_type": "password", "username": "grace", "password": "hopper"}
-        tokens = client.post(f"{base}/fw/oauth2/token", data=grant).json()
+        tokens = client.post(token_route, data=grant).json()
         block = example("operations-tokens-revoke")
         words = shlex.split(block.text)
         assert words[:3] == ["fwrest", "tokens", "revoke"], block.text
@@ -782,11 +773,7 @@ def test_operations_logout_command(guide_service: Running) -> None:
         assert re.fullmatch(
             r"fwrest tokens: revoked \d+ token families of user 'grace'\n", done.stdout
         )
-        again = client.post(
-            f"{base}/fw/oauth2/token",
-            data={"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]},
-        )
-    assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
+        refresh_refused(client, token_route, tokens["refresh_token"])
 
 
 def test_oauth2_client_library(guide_service: Running) -> None:
@@ -824,15 +811,14 @@ def test_dpop_client_example(guide_service: Running) -> None:
 
 
 def test_oauth2_public_paths_and_params(guide_service: Running) -> None:
-    ctx = ssl.create_default_context(cafile=str(guide_service.folder / "ca.pem"))
     base = guide_service.url("HTTPS_REST")
-    with httpx.Client(verify=ctx) as client:
+    with guide_service.tls() as client:
         assert client.get(f"{base}/hello").status_code == 200  # onAuthNoCheckUri
         assert client.get(f"{base}/users").status_code == 401
         token_get = client.get(
             f"{base}/fw/oauth2/token",
             params={"grant_type": "password", "username": "grace", "password": "hopper"},
-            auth=("example-app", "example-secret"),
+            auth=EXAMPLE_APP,
         )
         assert token_get.status_code == 400, token_get.text  # "allowGetToken": false
         assert token_get.json()["error"] == "invalid_request"

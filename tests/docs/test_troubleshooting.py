@@ -191,17 +191,6 @@ def new(name: str, fmt: str, mutate: Callable[[Sections, dict[str, Any]], Any]) 
     return Broken(Case(name, fmt, "", mutate))
 
 
-def login_template(text: str) -> Mutate:
-    """An oAuth2 port whose ``loginPage`` is the file login.html (made) holding ``text``."""
-    inner = tls_auth(loginPage="file:login.html")
-
-    def mutate(s: Sections, ctx: dict[str, Any]) -> None:
-        (ctx["folder"] / "login.html").write_text(text)
-        inner(s, ctx)
-
-    return mutate
-
-
 def root_files(page: str) -> Mutate:
     """The location ROOT serves the folder www (made) with ``DefaultPage=page``."""
 
@@ -213,14 +202,14 @@ def root_files(page: str) -> Mutate:
     return mutate
 
 
-def module(name: str, source: str, repository: str | None = None) -> Callable[..., None]:
-    """Write ``name`` beside the config and make it the environment's Repository."""
+def module(name: str, source: str, repository: str) -> Callable[..., None]:
+    """Write ``name`` beside the config and make ``repository`` the environment's Repository."""
 
     def mutate(s: Sections, ctx: dict[str, Any]) -> None:
         path = ctx["folder"] / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(source)
-        s["ENV"]["Repository"] = repository or Path(name).stem
+        s["ENV"]["Repository"] = repository
 
     return mutate
 
@@ -311,10 +300,6 @@ def service_on(folder: Path, port_or_sections: int | Sections) -> Path:
     path = folder / "service.ini"
     path.write_text(config_text(sections, "ini"))
     return path
-
-
-def on_rediss(s: Sections, _ctx: dict[str, Any]) -> None:
-    s["HTTPSERVER"]["StateStore"] = "rediss://127.0.0.1:6380/0"
 
 
 def redis_file(key: str, name: str, cert: str | None = None, prefix: str = "") -> Mutate:
@@ -574,37 +559,43 @@ def openapi_unwritable(folder: Path, _certs: dict[str, Path]) -> Outcome:
     return Outcome(ok, f"exit {done.returncode}: {text}")
 
 
-ROUTE_TWICE = 'from fwrest import get\n\n\n@get("/a/:id/:id")\ndef a(id):\n    return {}\n'
-ROUTE_NUMBER = "from fwrest import get\n\n\n@get(1)\ndef a():\n    return {}\n"
-TYPED_PATH = "from fwrest import get\n\n\n@get('/x/:id')\ndef f(id: list[int]):\n    return {}\n"
-TYPED_TWO_BODIES = (
-    "import msgspec\nfrom fwrest import post\n\n\nclass A(msgspec.Struct):\n    n: int\n\n\n"
-    "@post('/x')\ndef f(a: A, b: A):\n    return {}\n"
-)
-TYPED_UNRESOLVED = (
-    "from __future__ import annotations\n\nfrom fwrest import get\n\n\n"
-    "@get('/x')\ndef f(a: Missing):\n    return {}\n"
-)
-LIFETIMES = (
-    "def half_user():\n    return {'username': 'ada'}\n\n\n"
-    "def zero():\n    return {'username': 'ada', 'password': 'pw', 'access_expires': 0}\n"
-)
-BAD_SCOPE = (
-    'from fwrest import get\n\n\n@get("/a", scopes=["orders read"])\ndef a():\n    return {}\n'
-)
-SCOPES = (
-    "def bad_scope():\n"
-    "    return {'username': 'ada', 'password': 'pw', 'users': [\n"
-    "        {'username': 'ada', 'password': 'pw', 'scopes': ['orders read']}]}\n\n\n"
-    "def stray_scopes():\n"
-    "    return {'users': [{'username': 'ada', 'password': 'pw'}], 'scopes': ['a']}\n"
-)
+# the modules the rows below write beside a config ("module FILE = ..."), by file
+MODULES = {
+    "bad_route.py": 'from fwrest import get\n\n\n@get("/a/:id/:id")\ndef a(id):\n    return {}\n',
+    "route_number.py": "from fwrest import get\n\n\n@get(1)\ndef a():\n    return {}\n",
+    "typed_path.py": "from fwrest import get\n\n\n@get('/x/:id')\ndef f(id: list[int]):\n    return {}\n",
+    "typed_two_bodies.py": (
+        "import msgspec\nfrom fwrest import post\n\n\nclass A(msgspec.Struct):\n    n: int\n\n\n"
+        "@post('/x')\ndef f(a: A, b: A):\n    return {}\n"
+    ),
+    "typed_unresolved.py": (
+        "from __future__ import annotations\n\nfrom fwrest import get\n\n\n"
+        "@get('/x')\ndef f(a: Missing):\n    return {}\n"
+    ),
+    "lifetimes.py": (
+        "def half_user():\n    return {'username': 'ada'}\n\n\n"
+        "def zero():\n    return {'username': 'ada', 'password': 'pw', 'access_expires': 0}\n"
+    ),
+    "bad_scope.py": (
+        'from fwrest import get\n\n\n@get("/a", scopes=["orders read"])\ndef a():\n    return {}\n'
+    ),
+    "scopes.py": (
+        "def bad_scope():\n"
+        "    return {'username': 'ada', 'password': 'pw', 'users': [\n"
+        "        {'username': 'ada', 'password': 'pw', 'scopes': ['orders read']}]}\n\n\n"
+        "def stray_scopes():\n"
+        "    return {'users': [{'username': 'ada', 'password': 'pw'}], 'scopes': ['a']}\n"
+    ),
+    "lib/app.py": APP,
+    "needs_a_package.py": "import no_such_package_here\n",
+}
 
 # The rows a broken configuration of a few settings provokes, a line each: the row, then after
 # "  <=  " a case of tests/faults/test_broken_configs.py by its id (" | serve": only
 # `fwrest serve` finds it), or a case written here, "name[format]", and after each further
 # "  <=  " one of its changes, "SECTION Key = value" or "oAuth2 key = value" (a TLS port whose
-# oAuth2 Authorization has that key: tls_auth), the value as JSON.
+# oAuth2 Authorization has that key: tls_auth), or a file beside the config (the last group says
+# how), the value as JSON.
 ROWS_OF_SETTINGS = r"""
 # the file
 the file service.yaml is neither .ini nor .json  <=  a .yaml file[yaml]
@@ -756,16 +747,45 @@ the section [HTTPSERVER] is missing  <=  an empty file[ini]
 [RL_API] Window: must be a duration in whole seconds (60, 60s, 1m, 1h), got '1.5s'  <=  RateLimit Window not a duration[json]  <=  ROOT RateLimit = "RL_API"  <=  RL_API Window = "1.5s"
 [RL_API] Window: 0 seconds is out of range (1-86400 seconds)  <=  RateLimit Window zero[ini]  <=  ROOT RateLimit = "RL_API"  <=  RL_API Window = "0s"
 [TYPES] .xlsx: 'spreadsheet' is not a media type (type/subtype)  <=  ContentTypes without a slash[ini]  <=  HTTP_REST ContentTypes = "TYPES"  <=  TYPES .xlsx = "spreadsheet"
+# files and modules beside the config: the store's TLS and password files ("file Key = [name,
+# cert, prefix]": redis_file), a file written as given ("write NAME = text"), a module of MODULES
+# and the environment's Repository ("module FILE = repository")
+[HTTPSERVER] StateStoreCA: StateStoreCA is set, but StateStore is not a rediss:// or rediss+cluster:// (TLS) URL  <=  StateStoreCA on redis://[ini]  <=  HTTPSERVER StateStore = "redis://127.0.0.1:6379/0"  <=  file StateStoreCA = ["ca.pem", "ca"]
+[HTTPSERVER] StateStoreCA: the file <path> holds no CA certificate (...)  <=  StateStoreCA garbage[json]  <=  HTTPSERVER StateStore = "rediss://127.0.0.1:6380/0"  <=  file StateStoreCA = ["ca.pem"]
+[HTTPSERVER] StateStoreKey: StateStoreCert is set without StateStoreKey: a client certificate needs both  <=  StateStoreCert alone[ini]  <=  HTTPSERVER StateStore = "rediss://127.0.0.1:6380/0"  <=  file StateStoreCert = ["c.pem", "cert"]
+[HTTPSERVER] StateStoreCert: the client certificate <path> and key <path> cannot be loaded (...)  <=  StateStoreCert garbage[json]  <=  HTTPSERVER StateStore = "rediss://127.0.0.1:6380/0"  <=  file StateStoreCert = ["c.pem"]  <=  file StateStoreKey = ["k.pem", "key"]
+[HTTPSERVER] StateStorePassword: the password is empty  <=  StateStorePassword empty file[json]  <=  HTTPSERVER StateStore = "rediss://127.0.0.1:6380/0"  <=  file StateStorePassword = ["pw.txt", null, "file:"]
+[<server>] FwData: FwData Authorization loginPage: the template <path> lacks the form placeholder, so its page could log no one in  <=  loginPage without form[json]  <=  write login.html = "<html><body>{{client}}</body></html>"  <=  oAuth2 loginPage = "file:login.html"
+[<server>] onAuthparams: the function <function> returned settings that cannot be used: ...  <=  onAuthparams returns a user without password[json]  <=  module lifetimes.py = "app, lifetimes"  <=  oAuth2 onAuthparams = "half_user"
+[<server>] onAuthparams: the function <function> returned settings that cannot be used: the scopes of the user 'ada': 'orders read' is not a scope name ...  <=  onAuthparams scope with a space[json]  <=  module scopes.py = "app, scopes"  <=  oAuth2 onAuthparams = "bad_scope"
+[<server>] onAuthparams: the function <function> returned settings that cannot be used: a top-level scopes belongs to the single username or client_id, and there is none  <=  onAuthparams stray scopes[ini]  <=  module scopes.py = "app, scopes"  <=  oAuth2 onAuthparams = "stray_scopes"
+[<server>] onAuthparams: the function <function> gives a lifetime no token request could use: ...  <=  onAuthparams access_expires 0[ini]  <=  module lifetimes.py = "app, lifetimes"  <=  oAuth2 onAuthparams = "zero"
+[<server>] onAuthparams: the file <path> gives a lifetime no token request could use: ...  <=  onAuthparams file refresh_expires out of range[json]  <=  write params.json = "{\"refresh_expires\": \"Date()+99999999\"}"  <=  oAuth2 onAuthparams = "file:params.json"
+[<server>] Locations: GET /rest/x/:id calls typed_path.f (annotation, ...): its path parameter 'id' is annotated list[int]: a path parameter converts to int, float, bool, str, uuid.UUID, datetime.date, datetime.datetime or an Enum  <=  typed path parameter a list[ini]  <=  module typed_path.py = "typed_path"
+[<server>] Locations: POST /rest/x calls typed_two_bodies.f (annotation, ...): its parameters 'a', 'b' are each annotated as the JSON body; a request has one body  <=  typed two bodies[json]  <=  module typed_two_bodies.py = "typed_two_bodies"
+[<server>] Locations: GET /rest/x calls typed_unresolved.f (annotation, ...): the annotation of its parameter 'a' ('Missing') cannot be resolved (NameError: name 'Missing' is not defined)  <=  typed hint unresolved[ini]  <=  module typed_unresolved.py = "typed_unresolved"
+[ENV] Repository: the file <path> would be imported as module 'app', but a module of that name is already loaded from <path>  <=  two modules app[ini]  <=  module lib/app.py = "app, lib/app.py"
+[ENV] Repository: importing 'needs_a_package' failed: ModuleNotFoundError: No module named ...  <=  missing package[json]  <=  module needs_a_package.py = "needs_a_package"
+[ENV] Repository: importing 'bad_route' failed: the route path '/a/:id/:id' repeats the parameter 'id'  <=  route twice[ini]  <=  module bad_route.py = "bad_route"
+[ENV] Repository: importing 'route_number' failed: a route path must be text, not int  <=  route a number[json]  <=  module route_number.py = "route_number"
+[ENV] Repository: importing 'bad_scope' failed: the scopes of @get('/a'): 'orders read' is not a scope name ...  <=  route scope with a space[ini]  <=  module bad_scope.py = "bad_scope"
 """
 
 
 def change(text: str) -> Mutate:
-    """``SECTION Key = value`` or ``oAuth2 key = value`` of ``ROWS_OF_SETTINGS``."""
+    """``SECTION Key = value``, ``oAuth2 key = value``, ``file Key = [...]``, ``write NAME =
+    text`` or ``module FILE = repository`` of ``ROWS_OF_SETTINGS``."""
     target, value = text.split(" = ", 1)
-    section, key = target.split(" ")
-    if section == "oAuth2":
+    kind, key = target.split(" ")
+    if kind == "oAuth2":
         return tls_auth(**{key: json.loads(value)})
-    return setting(section, key, json.loads(value))
+    if kind == "file":
+        return redis_file(key, *json.loads(value))
+    if kind == "write":
+        return raw_file(key, json.loads(value))
+    if kind == "module":
+        return module(key, MODULES[key], json.loads(value))
+    return setting(kind, key, json.loads(value))
 
 
 def rows_of_settings() -> dict[str, Broken]:
@@ -793,116 +813,12 @@ PROVOKED: dict[str, Broken | Special] = {
         config_as_text
     ),
     "... is not usable JSON: it is nested too deeply": new("nested", "json", nested_json),
-    "[HTTPSERVER] StateStoreCA: StateStoreCA is set, but StateStore is not a rediss:// or "
-    "rediss+cluster:// (TLS) URL": new(
-        "StateStoreCA on redis://",
-        "ini",
-        both(
-            setting("HTTPSERVER", "StateStore", "redis://127.0.0.1:6379/0"),
-            redis_file("StateStoreCA", "ca.pem", "ca"),
-        ),
-    ),
-    "[HTTPSERVER] StateStoreCA: the file <path> holds no CA certificate (...)": new(
-        "StateStoreCA garbage", "json", both(on_rediss, redis_file("StateStoreCA", "ca.pem"))
-    ),
-    "[HTTPSERVER] StateStoreKey: StateStoreCert is set without StateStoreKey: a client "
-    "certificate needs both": new(
-        "StateStoreCert alone",
-        "ini",
-        both(on_rediss, redis_file("StateStoreCert", "c.pem", "cert")),
-    ),
-    "[HTTPSERVER] StateStoreCert: the client certificate <path> and key <path> cannot be loaded "
-    "(...)": new(
-        "StateStoreCert garbage",
-        "json",
-        both(
-            on_rediss,
-            redis_file("StateStoreCert", "c.pem"),
-            redis_file("StateStoreKey", "k.pem", "key"),
-        ),
-    ),
-    "[HTTPSERVER] StateStorePassword: the password is empty": new(
-        "StateStorePassword empty file",
-        "json",
-        both(on_rediss, redis_file("StateStorePassword", "pw.txt", prefix="file:")),
-    ),
-    "[<server>] FwData: FwData Authorization loginPage: the template <path> lacks the form "
-    "placeholder, so its page could log no one in": new(
-        "loginPage without form", "json", login_template("<html><body>{{client}}</body></html>")
-    ),
-    "[<server>] onAuthparams: the function <function> returned settings that cannot be used: "
-    "...": new(
-        "onAuthparams returns a user without password",
-        "json",
-        both(
-            module("lifetimes.py", LIFETIMES, "app, lifetimes"), tls_auth(onAuthparams="half_user")
-        ),
-    ),
-    "[<server>] onAuthparams: the function <function> returned settings that cannot be used: "
-    "the scopes of the user 'ada': 'orders read' is not a scope name ...": new(
-        "onAuthparams scope with a space",
-        "json",
-        both(module("scopes.py", SCOPES, "app, scopes"), tls_auth(onAuthparams="bad_scope")),
-    ),
-    "[<server>] onAuthparams: the function <function> returned settings that cannot be used: "
-    "a top-level scopes belongs to the single username or client_id, and there is none": new(
-        "onAuthparams stray scopes",
-        "ini",
-        both(module("scopes.py", SCOPES, "app, scopes"), tls_auth(onAuthparams="stray_scopes")),
-    ),
-    "[<server>] onAuthparams: the function <function> gives a lifetime no token request could "
-    "use: ...": new(
-        "onAuthparams access_expires 0",
-        "ini",
-        both(module("lifetimes.py", LIFETIMES, "app, lifetimes"), tls_auth(onAuthparams="zero")),
-    ),
-    "[<server>] onAuthparams: the file <path> gives a lifetime no token request could use: ...": (
-        new(
-            "onAuthparams file refresh_expires out of range",
-            "json",
-            both(
-                raw_file("params.json", '{"refresh_expires": "Date()+99999999"}'),
-                tls_auth(onAuthparams="file:params.json"),
-            ),
-        )
-    ),
-    "[<server>] Locations: GET /rest/x/:id calls typed_path.f (annotation, ...): its path "
-    "parameter 'id' is annotated list[int]: a path parameter converts to int, float, bool, str, "
-    "uuid.UUID, datetime.date, datetime.datetime or an Enum": new(
-        "typed path parameter a list", "ini", module("typed_path.py", TYPED_PATH)
-    ),
-    "[<server>] Locations: POST /rest/x calls typed_two_bodies.f (annotation, ...): its "
-    "parameters 'a', 'b' are each annotated as the JSON body; a request has one body": new(
-        "typed two bodies", "json", module("typed_two_bodies.py", TYPED_TWO_BODIES)
-    ),
-    "[<server>] Locations: GET /rest/x calls typed_unresolved.f (annotation, ...): the "
-    "annotation of its parameter 'a' ('Missing') cannot be resolved (NameError: name 'Missing' "
-    "is not defined)": new(
-        "typed hint unresolved", "ini", module("typed_unresolved.py", TYPED_UNRESOLVED)
-    ),
     # location features
     "[ROOT] DefaultPage: must be a file name, got 'pages/index.html'": new(
         "DefaultPage with a folder", "json", root_files("pages/index.html")
     ),
     "[POOL] OnStart: the service did not start: OnStart <function> of [POOL] raised "
     "RuntimeError: ...": start_on_start_fails,
-    "[ENV] Repository: the file <path> would be imported as module 'app', but a module of that "
-    "name is already loaded from <path>": new(
-        "two modules app", "ini", module("lib/app.py", APP, "app, lib/app.py")
-    ),
-    "[ENV] Repository: importing 'needs_a_package' failed: ModuleNotFoundError: No module named "
-    "...": new(
-        "missing package", "json", module("needs_a_package.py", "import no_such_package_here\n")
-    ),
-    "[ENV] Repository: importing 'bad_route' failed: the route path '/a/:id/:id' repeats the "
-    "parameter 'id'": new("route twice", "ini", module("bad_route.py", ROUTE_TWICE)),
-    "[ENV] Repository: importing 'route_number' failed: a route path must be text, not int": new(
-        "route a number", "json", module("route_number.py", ROUTE_NUMBER)
-    ),
-    "[ENV] Repository: importing 'bad_scope' failed: the scopes of @get('/a'): 'orders read' is "
-    "not a scope name ...": new(
-        "route scope with a space", "ini", module("bad_scope.py", BAD_SCOPE)
-    ),
     # starting: the state store, the signing key, the ports
     "[HTTPSERVER] StateStore: the sqlite store <path> cannot be opened: ...": Broken(
         Case("sqlite file is a folder", "json", "", sqlite_file_is_a_folder), "serve"

@@ -1,7 +1,8 @@
 """Helpers shared by the end-to-end tests: hosts of one service started together (each
 ``fwrest serve`` ready with every worker), optionally on one ``redis-server``; a config's state
-store set after the fact; the example service of examples/ copied and served on free ports;
-a plain HTTP server of static pages."""
+store set after the fact; the oAuth2 and Basic host of the state-sharing tests; each worker's
+kept-alive client; a refresh that must be refused; the example service of examples/ copied and
+served on free ports; a plain HTTP server of static pages."""
 
 from __future__ import annotations
 
@@ -12,13 +13,25 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from tests.conftest import ROOT, ServerProcess, wait_ready_workers
+import httpx
+import trustme
+
+from tests.auth.oauth2_support import PID_APP
+from tests.conftest import (
+    ROOT,
+    ServerProcess,
+    free_config,
+    issue_certs,
+    local_port,
+    tls_server,
+    wait_ready_workers,
+)
 from tests.redis_support import RedisServer
 
 
@@ -60,6 +73,106 @@ def redis_or_none(folder: Path, wanted: bool = True) -> Iterator[RedisServer | N
     finally:
         if redis is not None:
             redis.stop()
+
+
+@contextmanager
+def one_or_two_hosts(
+    ca: trustme.CA,
+    root: Path,
+    two: bool,
+    config_of: Callable[[Path, dict[str, Path], str | None], Path],
+    workers: int,
+) -> Iterator[list[ServerProcess]]:
+    """One host on the default store (sqlite), or two (``two``) on one ``redis-server``: each
+    ``config_of(folder, certs, redis_url or None)`` in a folder of its own (``root/a``,
+    ``root/b``) with its certificates (``certs/``), served by ``fwrest serve --workers
+    workers``; all stopped after the ``with`` block."""
+    with redis_or_none(root, two) as redis:
+        configs = []
+        for name in ("a", "b") if redis is not None else ("a",):
+            certs = issue_certs(ca, root / name / "certs")
+            configs.append((config_of(root / name, certs, redis.url if redis else None), workers))
+        with hosts_serving(configs) as started:
+            yield started
+
+
+# PID_APP and a Basic validator of its users
+BASIC_APP = (
+    PID_APP
+    + """
+
+def check(user, password):
+    return USERS.get(user) == password
+"""
+)
+
+
+def oauth_basic_host(
+    folder: Path,
+    certs: dict[str, Path],
+    store: str | None,
+    limit: int,
+    data: Path | None = None,
+    **oauth: Any,
+) -> Path:
+    """One host of :data:`BASIC_APP`: the oAuth2 port ``OAUTH`` (TLS; ``oauth`` added to its
+    Authorization) serving ``ROOT`` and ``LIMITED`` (``/limited``, ``limit`` requests a minute
+    per user), the Basic port ``BASIC``; ``store`` shared (None: the default, sqlite; ``data``
+    the ``DataPath`` sqlite hosts share)."""
+    auth = {"scheme": "oAuth2", "onAuth": "", "onAuthparams": "app.params", **oauth}
+    basic = {"scheme": "basic", "OnAuth": "app.check"}
+    config = free_config(
+        folder,
+        app=BASIC_APP,
+        servers={
+            "OAUTH": tls_server(certs, Locations="ROOT, LIMITED", FwData={"Authorization": auth}),
+            "BASIC": local_port(FwData={"Authorization": basic}),
+        },
+        extra={
+            "LIMITED": {"Path": "/limited", "ThreadPool": "POOL", "RateLimit": "RL_USER"},
+            "RL_USER": {"Limit": limit, "Window": "60s", "Key": "user"},
+        },
+    )
+    return with_store(config, store, **({"DataPath": str(data)} if data is not None else {}))
+
+
+Host = TypeVar("Host")
+
+
+def each_worker(
+    hosts: Sequence[Host], workers: Sequence[dict[int, httpx.Client]]
+) -> list[tuple[Host, int, httpx.Client]]:
+    """(host, pid, its kept-alive client) for every worker of every host (``workers``: the
+    clients of each host by pid)."""
+    return [
+        (host, pid, http)
+        for host, clients in zip(hosts, workers, strict=True)
+        for pid, http in clients.items()
+    ]
+
+
+def close_all(*groups: dict[int, httpx.Client]) -> None:
+    for clients in groups:
+        for http in clients.values():
+            http.close()
+
+
+def refresh_refused(http: httpx.Client, url: str, token: str, **options: Any) -> None:
+    """The refresh token ``token`` sent to the token route ``url`` (``options``: httpx's, such
+    as ``auth``) is refused: 400 ``invalid_grant``."""
+    form = {"grant_type": "refresh_token", "refresh_token": token}
+    answer = http.post(url, data=form, **options)
+    assert answer.status_code == 400 and answer.json()["error"] == "invalid_grant", answer.text
+
+
+def settings_of(http: httpx.Client, base: str, token: str) -> dict[str, Any]:
+    """The run-time settings of the location ``base`` as its JSON page shows them to the
+    bearer of ``token``."""
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    answer = http.get(base + "/fw/rest/config", headers=headers)
+    assert answer.status_code == 200, answer.text
+    settings: dict[str, Any] = answer.json()["settings"]
+    return settings
 
 
 def example_copy(work: Path) -> Path:

@@ -19,9 +19,6 @@ Chromium and redis-server missing are failures, never skips.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import html
 import json
 import re
 import secrets
@@ -38,6 +35,7 @@ import trustme
 from authlib.integrations.requests_client import OAuth2Session
 
 from tests.auth.oauth2_support import issue_certs, oauth_section
+from tests.auth.test_authorization_code import form_fields, pkce
 from tests.conftest import APP_SOURCE, ROOT, ServerProcess, free_config, wait_for
 from tests.e2e.support import Pages, hosts_serving, redis_or_none
 
@@ -194,22 +192,6 @@ def hosts(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         pages.stop()
 
 
-def pkce_s256(verifier: str) -> str:
-    """RFC 7636 4.2's S256, as a client computes it."""
-    digest = hashlib.sha256(verifier.encode("ascii")).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
-
-
-def pkce() -> tuple[str, str]:
-    verifier = secrets.token_urlsafe(48)
-    return verifier, pkce_s256(verifier)
-
-
-def hidden_fields(text: str) -> dict[str, str]:
-    found = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', text)
-    return {name: html.unescape(value) for name, value in found}
-
-
 def query_of(location: str) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
 
@@ -232,7 +214,7 @@ def test_authlib_oauth2_session_with_s256_pkce(hosts: Hosts) -> None:
         assert shown.status_code == 200, shown.text
         posted = browser.post(
             hosts.base_a + AUTHORIZE,
-            data={**hidden_fields(shown.text), "username": ADA[0], "password": ADA[1]},
+            data={**form_fields(shown), "username": ADA[0], "password": ADA[1]},
         )
     assert posted.status_code == 302, posted.text
     location = posted.headers["location"]
@@ -327,18 +309,19 @@ def test_a_single_page_app_on_another_origin_does_the_whole_flow(
     assert result["apiStatus"] == 200, result
     assert result["revokeStatus"] == 200
     # revoked: every worker and host refuses the access token within 1 s (SPEC 12.3)
-    wait_for(lambda: _refused(hosts, result["token"]), 5, "the revoked token refused")
+    with hosts.client() as client:
+        wait_for(lambda: _refused(hosts, client, result["token"]), 5, "the revoked token refused")
     log = (hosts.a.config.parent / "server.log").read_text()
     assert "OPTIONS /rest/items/7 204" in log  # the browser's preflight of the bearer call
 
 
-def _refused(hosts: Hosts, token: str) -> bool:
-    with hosts.client() as client:
-        return all(
-            client.get(base + "/items/7", headers={"Authorization": f"Bearer {token}"}).status_code
-            == 401
-            for base in (hosts.base_a, hosts.base_b)
-        )
+def _refused(hosts: Hosts, client: httpx.Client, token: str) -> bool:
+    """Whether both hosts refuse the access ``token`` (401)."""
+    bearer = {"Authorization": f"Bearer {token}"}
+    return all(
+        client.get(base + "/items/7", headers=bearer).status_code == 401
+        for base in (hosts.base_a, hosts.base_b)
+    )
 
 
 def _whoami(client: httpx.Client, base: str) -> int:
@@ -371,7 +354,7 @@ def test_a_code_crosses_workers_and_hosts_and_a_replay_revokes_on_both(hosts: Ho
         pid = _whoami(first, hosts.base_a)
         shown = first.get(hosts.base_a + AUTHORIZE, params=params)
         assert shown.status_code == 200
-    fields = {**hidden_fields(shown.text), "username": ADA[0], "password": ADA[1]}
+    fields = {**form_fields(shown), "username": ADA[0], "password": ADA[1]}
     # the page of one worker, posted to the other (the CSRF token is the service's)
     second = _client_on_other_worker(hosts, pid)
     try:
@@ -400,14 +383,11 @@ def test_a_code_crosses_workers_and_hosts_and_a_replay_revokes_on_both(hosts: Ho
         again = client.post(hosts.base_a + TOKEN, data=exchange)  # host A: the replay
         assert again.json()["error"] == "invalid_grant"
         started = time.monotonic()
-
-        def refused_everywhere() -> bool:
-            return all(
-                client.get(base + "/items/1", headers=bearer).status_code == 401
-                for base in (hosts.base_a, hosts.base_b)
-            )
-
-        wait_for(refused_everywhere, 5, "the replayed code's tokens refused on both hosts")
+        wait_for(
+            lambda: _refused(hosts, client, access),
+            5,
+            "the replayed code's tokens refused on both hosts",
+        )
         print(f"refused on both hosts {time.monotonic() - started:.2f} s after the replay")
     for proc in (hosts.a, hosts.b):
         text = proc.log() + (proc.config.parent / "server.log").read_text()

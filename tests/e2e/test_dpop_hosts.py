@@ -30,8 +30,8 @@ import trustme
 
 from tests.auth.dpop_support import DpopKey, dpop_headers
 from tests.auth.oauth2_support import PID_USERS, TOKEN, WorkersHost, bearer
-from tests.conftest import free_config, issue_certs, tls_server
-from tests.e2e.support import hosts_serving, redis_or_none, with_store
+from tests.conftest import free_config, tls_server
+from tests.e2e.support import each_worker, one_or_two_hosts, with_store
 
 WORKERS = 2
 BALANCER = "api.example.com"
@@ -73,13 +73,9 @@ def hosts(
     ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[list[WorkersHost]]:
     root = tmp_path_factory.mktemp("dpop-hosts")
-    with redis_or_none(root, request.param == "two-hosts-one-redis") as redis:
-        configs = []
-        for name in ("a", "b") if redis is not None else ("a",):
-            certs = issue_certs(ca, root / name / "certs")
-            configs.append((host_config(root / name, certs, redis.url if redis else None), WORKERS))
-        with hosts_serving(configs) as started:
-            yield [WorkersHost(p, p.config.parent / "certs" / "ca.pem", WORKERS) for p in started]
+    two = request.param == "two-hosts-one-redis"
+    with one_or_two_hosts(ca, root, two, host_config, WORKERS) as started:
+        yield [WorkersHost(p, p.config.parent / "certs" / "ca.pem", WORKERS) for p in started]
 
 
 def grant(
@@ -97,7 +93,7 @@ def grant(
 def every_worker(hosts: list[WorkersHost]) -> list[tuple[WorkersHost, int, httpx.Client]]:
     """(host, pid, a client kept alive to that worker) for each worker of each host."""
     probe = hosts[0].tokens("bob")["access_token"]
-    return [(host, pid, http) for host in hosts for pid, http in host.oauth_workers(probe).items()]
+    return each_worker(hosts, [host.oauth_workers(probe) for host in hosts])
 
 
 def close(workers: list[tuple[WorkersHost, int, httpx.Client]]) -> None:

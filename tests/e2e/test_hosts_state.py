@@ -30,6 +30,7 @@ redis-server missing is a failure, never a skip.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Iterator
@@ -40,24 +41,24 @@ import httpx
 import pytest
 import trustme
 
-from tests.auth.oauth2_support import PID_APP, PID_CLIENT, PID_USERS, WorkersHost, bearer
-from tests.conftest import ServerProcess, free_config, issue_certs, local_port, run_cli, tls_server
-from tests.e2e.support import hosts_serving, redis_or_none, with_store
+from tests.auth.oauth2_support import PID_CLIENT, PID_USERS, WorkersHost, bearer
+from tests.conftest import ServerProcess, run_cli
+from tests.e2e.support import (
+    close_all,
+    each_worker,
+    oauth_basic_host,
+    one_or_two_hosts,
+    refresh_refused,
+    settings_of,
+)
 
 WORKERS = 2
 SPEC_BOUND_S = 1.0  # SPEC 5 and 12.3: every worker and host within 1 s
 HANG_GUARD_S = 10.0
 MAX_FAILURES = 10  # the default
 LIMIT = 6
+STRINGSIZE = "rest_log_stringsize"  # the setting the tests change
 USERS, WEB = PID_USERS, PID_CLIENT
-APP = (
-    PID_APP
-    + """
-
-def check(user, password):
-    return USERS.get(user) == password
-"""
-)
 
 
 class Host(WorkersHost):
@@ -81,46 +82,9 @@ class Host(WorkersHost):
         return events
 
 
-def close_all(*groups: dict[int, httpx.Client]) -> None:
-    for clients in groups:
-        for http in clients.values():
-            http.close()
-
-
-def each_worker(
-    hosts: list[Host], workers: list[dict[int, httpx.Client]]
-) -> list[tuple[Host, int, httpx.Client]]:
-    """(host, pid, its kept-alive client) for every worker of every host."""
-    return [
-        (host, pid, http)
-        for host, clients in zip(hosts, workers, strict=True)
-        for pid, http in clients.items()
-    ]
-
-
 def bound_after(since: float) -> None:
     """SPEC's bound (1 s) waited out from ``since``."""
     time.sleep(max(since + SPEC_BOUND_S - time.monotonic(), 0))
-
-
-def host_config(folder: Path, certs: dict[str, Path], redis_url: str | None) -> Path:
-    """One host: its own folder and config, the sections every host of the service has; no
-    key beyond what one host needs but the shared store (none: the default, sqlite)."""
-    oauth = {"scheme": "oAuth2", "onAuth": "", "onAuthparams": "app.params"}
-    basic = {"scheme": "basic", "OnAuth": "app.check"}
-    config = free_config(
-        folder,
-        app=APP,
-        servers={
-            "OAUTH": tls_server(certs, Locations="ROOT, LIMITED", FwData={"Authorization": oauth}),
-            "BASIC": local_port(FwData={"Authorization": basic}),
-        },
-        extra={
-            "LIMITED": {"Path": "/limited", "ThreadPool": "POOL", "RateLimit": "RL_USER"},
-            "RL_USER": {"Limit": LIMIT, "Window": "60s", "Key": "user"},
-        },
-    )
-    return with_store(config, redis_url)  # free_config's memory store: no test's choice
 
 
 @pytest.fixture(scope="module", params=["one-host-two-workers", "two-hosts-one-redis"])
@@ -128,18 +92,17 @@ def hosts(
     ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[list[Host]]:
     """``one-host-two-workers``: one host of two workers, the default store (sqlite);
-    ``two-hosts-one-redis``: two hosts of two workers each on one ``redis-server``. The tests
+    ``two-hosts-one-redis``: two hosts of two workers each on one ``redis-server``. Each host
+    has its own folder and config, the sections every host of the service has and no key
+    beyond what one host needs but the shared store (:func:`oauth_basic_host`). The tests
     name the first host A and the last B (one host: A is B, and only the workers differ)."""
     root = tmp_path_factory.mktemp("hosts-state")
-    with redis_or_none(root, request.param == "two-hosts-one-redis") as redis:
-        configs = []
-        for name in ("a", "b") if redis is not None else ("a",):
-            certs = issue_certs(ca, root / name / "certs")
-            configs.append((host_config(root / name, certs, redis.url if redis else None), WORKERS))
-        with hosts_serving(configs) as started:
-            if redis is None:
-                assert (root / "a" / ".fwrest" / "state.sqlite3").is_file()
-            yield [Host(proc, proc.config.parent / "certs" / "ca.pem") for proc in started]
+    two = request.param == "two-hosts-one-redis"
+    config_of = functools.partial(oauth_basic_host, limit=LIMIT)
+    with one_or_two_hosts(ca, root, two, config_of, WORKERS) as started:
+        if not two:
+            assert (root / "a" / ".fwrest" / "state.sqlite3").is_file()
+        yield [Host(proc, proc.config.parent / "certs" / "ca.pem") for proc in started]
 
 
 def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[Host]) -> None:
@@ -147,10 +110,9 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
     probe, victim = a.tokens("ada"), a.tokens("bob")
     workers = [host.oauth_workers(probe["access_token"]) for host in hosts]
     try:
-        for host, clients in zip(hosts, workers, strict=True):
-            for http in clients.values():  # A's token, on every worker of both hosts
-                used = http.get(host.base + "/hello", headers=bearer(victim["access_token"]))
-                assert used.status_code == 200, used.text
+        for host, _pid, http in each_worker(hosts, workers):  # A's token, on every worker
+            used = http.get(host.base + "/hello", headers=bearer(victim["access_token"]))
+            assert used.status_code == 200, used.text
         with b.client() as http:  # revoked on B (RFC 7009), as the client that holds it
             answer = http.post(
                 b.base + "/fw/oauth2/revoke", data={"token": victim["access_token"]}, auth=WEB
@@ -169,12 +131,7 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
             )
             assert seen.status_code == 200 and seen.json() == {"active": False}, seen.text
         with a.client() as http:  # its refresh token is spent too, on the host that issued it
-            spent = http.post(
-                a.base + "/fw/oauth2/token",
-                data={"grant_type": "refresh_token", "refresh_token": victim["refresh_token"]},
-                auth=WEB,
-            )
-        assert spent.status_code == 400 and spent.json()["error"] == "invalid_grant", spent.text
+            refresh_refused(http, a.base + "/fw/oauth2/token", victim["refresh_token"], auth=WEB)
         # the revocation of B, listed by A
         events = a.trail(probe["access_token"], "?event=revocation")
         mine = [e for e in events if e["details"]["user"] == "bob"]
@@ -203,15 +160,6 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
         close_all(*workers)
 
 
-def _setting(http: httpx.Client, host: Host, token: str, key: str) -> dict[str, Any]:
-    answer = http.get(
-        host.base + "/fw/rest/config", headers={**bearer(token), "Accept": "application/json"}
-    )
-    assert answer.status_code == 200, answer.text
-    setting: dict[str, Any] = answer.json()["settings"][key]
-    return setting
-
-
 def _change_setting(host: Host, token: str, value: int | None) -> None:
     """``rest_log_stringsize`` set (``None``: cleared) through ``host``'s JSON API, then the
     SPEC's bound waited out."""
@@ -233,11 +181,11 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
     token = a.tokens("cy")["access_token"]
     workers = [host.oauth_workers(token) for host in hosts]
     try:
-        before = _setting(next(iter(workers[-1].values())), b, token, "rest_log_stringsize")
+        before = settings_of(next(iter(workers[-1].values())), b.base, token)[STRINGSIZE]
         value = int(before["effective"]) + 41
         _change_setting(a, token, value)
         for host, pid, http in each_worker(hosts, workers):
-            now = _setting(http, host, token, "rest_log_stringsize")
+            now = settings_of(http, host.base, token)[STRINGSIZE]
             assert (now["runtime"], now["effective"]) == (value, value), (host.base, pid, now)
         # listed by B, naming the user, the port and the values
         events = b.trail(token, "?event=settings.change")
@@ -247,7 +195,7 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
         # cleared on B, in force on every worker of A
         _change_setting(b, token, None)
         for host, pid, http in each_worker(hosts, workers):
-            now = _setting(http, host, token, "rest_log_stringsize")
+            now = settings_of(http, host.base, token)[STRINGSIZE]
             assert now["runtime"] is None, (host.base, pid, now)
             assert now["effective"] == before["effective"], (host.base, pid, now)
         # the run-time page of A (Basic port), its form sent to B: the anti-forgery token
@@ -267,7 +215,7 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
                 assert sent.status_code == 200 and "Saved" in sent.text, sent.text
                 bound_after(since)
                 for host, pid, worker in each_worker(hosts, workers):
-                    now = _setting(worker, host, token, "rest_log_stringsize")
+                    now = settings_of(worker, host.base, token)[STRINGSIZE]
                     assert now["runtime"] == wanted, (host.base, pid, now)
     finally:
         close_all(*workers)

@@ -140,10 +140,14 @@ class Program:
         return self.proc.returncode, out
 
 
-@pytest.mark.parametrize("mode", ["dict", "str", "bytes"])
-def test_legacy_start_serves_under_the_extra_path(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "path"),
+    # "/legacy/" is the prefix /legacy, as a location's Path is
+    [("dict", "/legacy"), ("str", "/legacy"), ("bytes", "/legacy"), ("dict", "/legacy/")],
+)
+def test_legacy_start_serves_under_the_extra_path(tmp_path: Path, mode: str, path: str) -> None:
     ports = (free_port(), free_port())
-    prog = Program(tmp_path, infrastructure(*ports), mode)
+    prog = Program(tmp_path, infrastructure(*ports), mode, path)
     try:
         assert prog.rc == 0, prog.log()
         for port in ports:
@@ -264,20 +268,6 @@ def test_port_in_use_returns_non_zero_and_binds_nothing(tmp_path: Path) -> None:
         finally:
             code, _ = prog.finish()
     assert code == 0
-
-
-def test_extra_path_with_a_trailing_slash(tmp_path: Path) -> None:
-    """``/legacy/`` is the prefix ``/legacy``, as a location's ``Path`` is."""
-    port = free_port()
-    prog = Program(tmp_path, infrastructure(port), "dict", path="/legacy/")
-    try:
-        assert prog.rc == 0, prog.log()
-        r = httpx.get(f"http://127.0.0.1:{port}/legacy/greet/bob", timeout=10)
-        assert r.status_code == 200, r.text
-        assert r.json() == {"hello": "bob", "path": "/legacy/greet/bob"}
-    finally:
-        code, out = prog.finish()
-    assert code == 0 and "stopped 0" in out
 
 
 def test_called_twice_serves_both_and_stop_ends_both(tmp_path: Path) -> None:

@@ -48,8 +48,10 @@ import httpx
 import pytest
 import trustme
 
+from tests.auth.oauth2_support import bearer
 from tests.conftest import ServerProcess, free_port, wait_for
 from tests.docs.blocks import example, substitute
+from tests.e2e.support import refresh_refused, settings_of
 from tests.redis_support import RedisServer, redis_binary
 
 HOST_ADDRESSES = {"A": "127.0.0.2", "B": "127.0.0.3"}
@@ -248,10 +250,6 @@ class Cluster:
             host.direct.close()
 
 
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
 def poll_hosts(
     cluster: Cluster, check: Callable[[Host], bool], since: float, what: str
 ) -> dict[str, float]:
@@ -416,23 +414,10 @@ def test_a_refresh_replay_on_one_host_revokes_the_family_on_both(cluster: Cluste
         assert seconds <= SPEC_BOUND_S + POLL_SLACK_S, (label, seconds)
     # the newest refresh token belongs to the revoked family too, on either host
     for host in cluster.hosts.values():
-        again = host.direct.post(
-            host.base + TOKEN,
-            data={"grant_type": "refresh_token", "refresh_token": renewed.json()["refresh_token"]},
-        )
-        assert again.status_code == 400 and again.json()["error"] == "invalid_grant", again.text
+        refresh_refused(host.direct, host.base + TOKEN, renewed.json()["refresh_token"])
 
 
 # -- 3. a settings change on one host reaches the other within 1 s ------------------------------
-
-
-def settings_of(host: Host, token: str) -> dict[str, Any]:
-    response = host.direct.get(
-        host.base + "/fw/rest/config", headers={**bearer(token), "Accept": "application/json"}
-    )
-    assert response.status_code == 200, response.text
-    settings: dict[str, Any] = response.json()["settings"]
-    return settings
 
 
 def post_settings(cluster: Cluster, token: str, changes: dict[str, Any]) -> httpx.Response:
@@ -447,7 +432,7 @@ def test_a_settings_change_on_one_host_reaches_the_other_within_1_s(cluster: Clu
     granted = cluster.grant("ada", USERS["ada"])
     assert granted.status_code == 200, granted.text
     token = granted.json()["access_token"]
-    before = {label: settings_of(h, token)["rest_log_stringsize"]
+    before = {label: settings_of(h.direct, h.base, token)["rest_log_stringsize"]
               for label, h in cluster.hosts.items()}  # fmt: skip
     print(f"rest_log_stringsize before: {before}")
     value = int(before["A"]["effective"]) + 37
@@ -459,7 +444,7 @@ def test_a_settings_change_on_one_host_reaches_the_other_within_1_s(cluster: Clu
         changed_on = cluster.answered_by(changed)
 
         def in_force(host: Host) -> bool:
-            setting = settings_of(host, token)["rest_log_stringsize"]
+            setting = settings_of(host.direct, host.base, token)["rest_log_stringsize"]
             return bool(setting["runtime"] == value and setting["effective"] == value)
 
         took = poll_hosts(cluster, in_force, changed_at, "the new setting")
@@ -472,7 +457,9 @@ def test_a_settings_change_on_one_host_reaches_the_other_within_1_s(cluster: Clu
         assert cleared.status_code == 200, cleared.text
         poll_hosts(
             cluster,
-            lambda h: settings_of(h, token)["rest_log_stringsize"]["runtime"] is None,
+            lambda h: (
+                settings_of(h.direct, h.base, token)["rest_log_stringsize"]["runtime"] is None
+            ),
             time.monotonic(),
             "the run-time value cleared",
         )

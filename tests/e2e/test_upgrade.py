@@ -31,6 +31,7 @@ the other:
 
 from __future__ import annotations
 
+import json
 import shlex
 import ssl
 import subprocess
@@ -44,18 +45,10 @@ import jwt
 import pytest
 import trustme
 
-from tests.auth.oauth2_support import PID_APP, PID_CLIENT, PID_USERS, bearer
-from tests.conftest import (
-    ServerProcess,
-    free_config,
-    issue_certs,
-    local_port,
-    run_cli,
-    tls_server,
-    wait_for,
-)
+from tests.auth.oauth2_support import PID_CLIENT, PID_USERS, bearer
+from tests.conftest import ServerProcess, issue_certs, run_cli, tls_server, wait_for
 from tests.docs.blocks import example
-from tests.e2e.support import redis_or_none, with_store
+from tests.e2e.support import oauth_basic_host, redis_or_none, settings_of
 from tests.upgrade_support import PREVIOUS_VERSION, previous_release
 
 USERS, WEB = PID_USERS, PID_CLIENT
@@ -64,36 +57,19 @@ LIMIT = 6
 MAX_FAILURES = 10  # the default
 BOUND_S = 1.0  # SPEC 5, 12.3: every worker and host within 1 s
 HANG_GUARD_S = 10.0
-APP = (
-    PID_APP
-    + """
-
-def check(user, password):
-    return USERS.get(user) == password
-"""
-)
 
 
 def host_config(folder: Path, certs: dict[str, Path], store: str, data: Path | None) -> Path:
-    """One host: the sections every host of the service has; ``store`` shared (with ``data``,
-    the ``DataPath`` the sqlite hosts share)."""
-    oauth = {"scheme": "oAuth2", "onAuth": "", "onAuthparams": "app.params", "issuer": ISSUER}
-    keys = {**oauth, "signingAlg": "EdDSA"}
-    basic = {"scheme": "basic", "OnAuth": "app.check"}
-    config = free_config(
-        folder,
-        app=APP,
-        servers={
-            "OAUTH": tls_server(certs, Locations="ROOT, LIMITED", FwData={"Authorization": oauth}),
-            "KEYS": tls_server(certs, Locations="ROOT", FwData={"Authorization": keys}),
-            "BASIC": local_port(FwData={"Authorization": basic}),
-        },
-        extra={
-            "LIMITED": {"Path": "/limited", "ThreadPool": "POOL", "RateLimit": "RL_USER"},
-            "RL_USER": {"Limit": LIMIT, "Window": "60s", "Key": "user"},
-        },
-    )
-    return with_store(config, store, **({"DataPath": str(data)} if data is not None else {}))
+    """One host: the sections every host of the service has (:func:`oauth_basic_host`, its
+    oAuth2 port's ``issuer`` the service's, and the port ``KEYS`` signing with EdDSA);
+    ``store`` shared (with ``data``, the ``DataPath`` the sqlite hosts share)."""
+    config = oauth_basic_host(folder, certs, store, LIMIT, data, issuer=ISSUER)
+    sections = json.loads(config.read_text())
+    keys = {**sections["OAUTH"]["FwData"]["Authorization"], "signingAlg": "EdDSA"}
+    sections["KEYS"] = tls_server(certs, FwData={"Authorization": keys})
+    sections["HTTPSERVER"]["Servers"] += ",KEYS"
+    config.write_text(json.dumps(sections))
+    return config
 
 
 class Host:
@@ -134,11 +110,7 @@ class Host:
         return events
 
     def setting(self, token: str) -> Any:
-        answer = self.http.get(
-            self.base + "/fw/rest/config", headers={**bearer(token), "Accept": "application/json"}
-        )
-        assert answer.status_code == 200, (self, answer.text)
-        return answer.json()["settings"]["rest_log_stringsize"]["runtime"]
+        return settings_of(self.http, self.base, token)["rest_log_stringsize"]["runtime"]
 
     def change_setting(self, token: str, value: int | None) -> None:
         answer = self.http.post(

@@ -189,22 +189,6 @@ def test_sigint_drains_and_exits_0(tmp_path: Path, serve) -> None:  # type: igno
     assert port_is_free(port)
 
 
-def test_new_connections_are_refused_while_draining(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
-    server: ServerProcess = serve(config(tmp_path), workers=1)
-    base = server.url()
-    # held in flight until the test saw the refusal: a fixed length raced it under load
-    with ThreadPoolExecutor(1) as ex:
-        slow = ex.submit(httpx.get, f"{base}/held", timeout=60)
-        wait_running(base, 1)
-        server.signal(signal.SIGTERM)
-        wait_for(lambda: refused(base), 30, "new connections refused after SIGTERM")
-        assert server.proc.poll() is None, "the server exited with a request in flight"
-        (tmp_path / "release").write_text("")
-        answer = slow.result()
-        assert answer.status_code == 200 and answer.json()["released"]
-    assert server.proc.wait(30) == 0
-
-
 def test_workers_exit_when_the_supervisor_is_killed(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]
     server: ServerProcess = serve(config(tmp_path), workers=2)
     port = server.ports["HTTP_REST"]
