@@ -1,5 +1,6 @@
-"""Helpers shared by the native-route tests (SPEC 5): servers started once per module, the
-in-process client of one port (``fwrest.testing.Client``) and its log file, the settings JSON
+"""Helpers shared by the native-route tests (SPEC 5): servers started once per module, a
+module's service of its own app and auth modules (``auth_service``), the in-process client of
+one port (``fwrest.testing.Client``, ``sqlite_client``) and its log file, the settings JSON
 API (over a real server's URL or a client), spreading requests over both workers of a
 ``--workers 2`` service, the workers' log labels (waited for, never read before they are
 written) and the moment each worker shows a settings change (read from its own log lines).
@@ -22,7 +23,13 @@ import httpx
 import trustme
 
 from fwrest.testing import Client
-from tests.conftest import READY_LINE, ServerProcess, local_port, wait_ready_workers
+from tests.conftest import (
+    READY_LINE,
+    ServerProcess,
+    local_port,
+    module_config,
+    wait_ready_workers,
+)
 from tests.conftest import wait_for as wait_for
 from tests.faults.support import Pinned, pinned_per_worker
 
@@ -137,6 +144,26 @@ def in_process_ports(
     """Server section -> its in-process client (:func:`in_process`), for the ``with`` block."""
     with ExitStack() as stack:
         yield {name: stack.enter_context(in_process(config, name, location)) for name in names}
+
+
+def auth_service(
+    tmp: Path, name: str, auth: str = AUTH_SOURCE, extra: dict[str, Any] | None = None, **kw: Any
+) -> Path:
+    """:func:`module_config`'s service in ``tmp`` whose modules are ``{name}_app`` and
+    ``{name}_auth`` (``auth``: its source), both imported by ``[ENV]``; ``extra``: sections
+    beside it, ``kw``: as ``module_config`` takes them."""
+    (tmp / f"{name}_auth.py").write_text(auth)
+    env = {"ENV": {"Repository": f"{name}_app,{name}_auth"}}
+    return module_config(tmp, f"{name}_app", extra={**env, **(extra or {})}, **kw)
+
+
+@contextmanager
+def sqlite_client(tmp: Path, name: str) -> Iterator[Client]:
+    """The in-process client of tests/conftest.py's service (``HTTP_REST``, its app module
+    ``name``) on the sqlite state store, base URL ending in ``/rest``."""
+    config = module_config(tmp, name, extra={"HTTPSERVER": {"StateStore": "sqlite"}})
+    with in_process(config, "HTTP_REST") as client:
+        yield client
 
 
 class FileLog:

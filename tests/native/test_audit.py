@@ -30,13 +30,14 @@ import pytest
 from fwrest import log
 from fwrest.store.audit import AuditEvent, AuditLog
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, local_port, module_config
+from tests.conftest import APP_SOURCE, local_port
 from tests.docs.blocks import example
 from tests.native.support import (
     ADA,
     ADMIN_AUTH_SOURCE,
     BOB,
     FileLog,
+    auth_service,
     basic,
     in_process,
     in_process_ports,
@@ -57,7 +58,6 @@ def _basic(**auth: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("audit_route")
-    (folder / "audit_route_auth.py").write_text(ADMIN_AUTH_SOURCE)
     public = _basic()
     public["FwData"]["NativeRoutes"] = {"public": ["rest/audit"]}
     servers = {
@@ -66,15 +66,13 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "HTTP_PUBLIC": public,
         "HTTP_OPEN": local_port(),
     }
-    return module_config(
+    return auth_service(
         folder,
-        "audit_route_app",
+        "audit_route",
+        ADMIN_AUTH_SOURCE,
         servers=servers,
         app=APP_SOURCE,
-        extra={
-            "HTTPSERVER": {"StateStore": "sqlite"},
-            "ENV": {"Repository": "audit_route_app,audit_route_auth"},
-        },
+        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
         general={"rest_log_level": 1},  # errors only: the audit lines are written all the same
     )
 
@@ -355,13 +353,9 @@ def test_the_route_is_listed_and_named(admin: Client) -> None:
 def test_disable_takes_the_route_away(tmp_path: Path) -> None:
     server = _basic()
     server["FwData"]["NativeRoutes"] = {"disable": ["rest/audit"]}
-    (tmp_path / "audit_disabled_auth.py").write_text(ADMIN_AUTH_SOURCE)
-    config = module_config(
-        tmp_path,
-        "audit_disabled_app",
-        servers={"HTTP_REST": server},
-        app=APP_SOURCE,
-        extra={"ENV": {"Repository": "audit_disabled_app,audit_disabled_auth"}},
+    servers = {"HTTP_REST": server}
+    config = auth_service(
+        tmp_path, "audit_disabled", ADMIN_AUTH_SOURCE, servers=servers, app=APP_SOURCE
     )
     text = config.read_text().replace("audit_route_auth.check", "audit_disabled_auth.check")
     config.write_text(text)

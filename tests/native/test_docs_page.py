@@ -17,9 +17,9 @@ import trustme
 
 from fwrest.native.docs import DOCS_FILES, SWAGGER_UI_VERSION
 from fwrest.testing import Client
-from tests.conftest import ROOT, local_port, module_config
+from tests.conftest import ROOT, local_port
 from tests.docs.blocks import example
-from tests.native.support import AUTH_SOURCE, basic, in_process_ports, oauth2_port
+from tests.native.support import auth_service, basic, in_process_ports, oauth2_port
 
 ADA = basic("ada", "Ada-Pw-1")
 PAGE = "/fw/rest/docs"
@@ -35,11 +35,10 @@ def clients(
     tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA
 ) -> Iterator[dict[str, Client]]:
     tmp = tmp_path_factory.mktemp("docs_page")
-    (tmp / "docs_auth.py").write_text(AUTH_SOURCE)
     server = local_port()
-    config = module_config(
+    config = auth_service(
         tmp,
-        "docs_app",
+        "docs",
         servers={
             "HTTP_PLAIN": server,
             "HTTP_BASIC": {
@@ -52,7 +51,6 @@ def clients(
                 tmp, ca, "docs_auth.params", **json.loads(example("operations-docs-public").text)
             ),
         },
-        extra={"ENV": {"Repository": "docs_app,docs_auth"}},
     )
     with in_process_ports(config, PORTS) as clients:
         yield clients

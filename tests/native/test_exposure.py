@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import local_port, module_config, run_cli
-from tests.native.support import AUTH_SOURCE, NATIVE, basic, in_process
+from tests.conftest import local_port, run_cli
+from tests.native.support import NATIVE, auth_service, basic, in_process
 
 ADA = basic("ada", "Ada-Pw-1")
 CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
@@ -41,15 +41,13 @@ def _basic_port(**fw_data: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("exposure")
-    (tmp / "exposure_auth.py").write_text(AUTH_SOURCE)
-    return module_config(
+    return auth_service(
         tmp,
-        "exposure_app",
+        "exposure",
         servers={
             "HTTP_BASIC": _basic_port(),
             "HTTP_PUBLIC": _basic_port(NativeRoutes={"public": ["healthcheck"]}),
         },
-        extra={"ENV": {"Repository": "exposure_app,exposure_auth"}},
     )
 
 

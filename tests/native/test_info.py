@@ -27,8 +27,8 @@ import psutil
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, local_port, module_config
-from tests.native.support import JSON_ACCEPT, Base, in_process, running, send, wait_for
+from tests.conftest import ServerProcess, free_config, local_port
+from tests.native.support import JSON_ACCEPT, Base, running, send, sqlite_client, wait_for
 from tests.server.rawhttp import RawConnection, request_bytes
 
 NUMBERS = ["calls", "total_us", "mean_us", "max_us", "percent"]
@@ -50,12 +50,7 @@ def base(server: ServerProcess) -> str:
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     """The in-process client of the same service (one worker), base URL ending in ``/rest``."""
-    config = module_config(
-        tmp_path_factory.mktemp("info_inproc"),
-        "info_app",
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
-    )
-    with in_process(config, "HTTP_REST") as client:
+    with sqlite_client(tmp_path_factory.mktemp("info_inproc"), "info_app") as client:
         yield client
 
 
@@ -212,11 +207,7 @@ def test_usage_time_is_an_html_page_with_three_tables_and_goes_to_the_log(
 def test_usage_reset_starts_from_zero_in_every_worker(base: str) -> None:
     spread_calls(base, 6)
     wait_for(lambda: calls_of(figures(base), "/hello") >= 6, 20, "calls counted", 0.1)
-    r = httpx.post(f"{base}/fw/rest/usage/time/reset", json={})
-    assert r.status_code == 200
-    took = wait_for(lambda: calls_of(figures(base), "/hello") == 0, 20, "zero after reset", 0.1)
-    print(f"zero {took:.3f} s after the reset")
-    time.sleep(1.5)  # past one publication of every worker: no old figures come back
+    reset(base)  # past one publication of every worker: no old figures come back
     fig = figures(base)
     assert calls_of(fig, "/hello") == 0, fig
     assert all(r["calls"] < 10 for r in fig["workers"]), fig["workers"]

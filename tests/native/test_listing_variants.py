@@ -27,8 +27,8 @@ import pytest
 from openapi_spec_validator import validate
 
 from fwrest.testing import Client
-from tests.conftest import free_config, local_port, module_config, run_cli
-from tests.native.support import AUTH_SOURCE, in_process_ports
+from tests.conftest import free_config, local_port, run_cli
+from tests.native.support import auth_service, in_process_ports
 
 APP = """
 from fwrest import delete, get, post
@@ -84,10 +84,9 @@ NAMES = ("HTTP_SPLIT", "HTTP_NO_VENDOR", "HTTP_OPEN_ALL")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("variants")
     (tmp / "variants_side.py").write_text(SIDE)
-    (tmp / "variants_auth.py").write_text(AUTH_SOURCE)
-    return module_config(
+    return auth_service(
         tmp,
-        "variants_app",
+        "variants",
         app=APP,
         servers={
             "HTTP_SPLIT": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT, SIDE"},
@@ -102,7 +101,6 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
             ),
         },
         extra={
-            "ENV": {"Repository": "variants_app, variants_auth"},
             "SIDE": {"Path": "/side", "ThreadPool": "SIDE_POOL"},
             "SIDE_POOL": {"Environment": "SIDE_ENV", "MinThreads": 1, "MaxThreads": 2},
             "SIDE_ENV": {"Repository": "variants_side"},

@@ -27,7 +27,7 @@ from fwrest.server.pool import ThreadPool
 from fwrest.server.readiness import Probes
 from fwrest.testing import Client
 from tests.conftest import ServerProcess, free_config, free_port, module_config, wait_for
-from tests.native.support import in_process
+from tests.native.support import in_process, sqlite_client
 from tests.redis_support import RedisServer
 from tests.server.rawhttp import RawConnection, request_bytes
 
@@ -36,12 +36,7 @@ PROBES = ("live", "ready", "started")
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
-    config = module_config(
-        tmp_path_factory.mktemp("probes"),
-        "probes_app",
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
-    )
-    with in_process(config, "HTTP_REST") as http:
+    with sqlite_client(tmp_path_factory.mktemp("probes"), "probes_app") as http:
         yield http
 
 
