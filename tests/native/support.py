@@ -26,6 +26,7 @@ from fwrest.testing import Client
 from tests.conftest import (
     READY_LINE,
     ServerProcess,
+    free_config,
     local_port,
     module_config,
     wait_ready_workers,
@@ -146,15 +147,17 @@ def in_process_ports(
         yield {name: stack.enter_context(in_process(config, name, location)) for name in names}
 
 
-def auth_service(
-    tmp: Path, name: str, auth: str = AUTH_SOURCE, extra: dict[str, Any] | None = None, **kw: Any
-) -> Path:
+def auth_service(tmp: Path, name: str = "", auth: str = AUTH_SOURCE, **kw: Any) -> Path:
     """:func:`module_config`'s service in ``tmp`` whose modules are ``{name}_app`` and
-    ``{name}_auth`` (``auth``: its source), both imported by ``[ENV]``; ``extra``: sections
-    beside it, ``kw``: as ``module_config`` takes them."""
-    (tmp / f"{name}_auth.py").write_text(auth)
-    env = {"ENV": {"Repository": f"{name}_app,{name}_auth"}}
-    return module_config(tmp, f"{name}_app", extra={**env, **(extra or {})}, **kw)
+    ``{name}_auth`` (``auth``: its source), both imported by ``[ENV]``; without a ``name``
+    :func:`free_config`'s, of modules ``app`` and ``auth`` (for ``fwrest serve``, whose process
+    imports them). ``kw`` as those two take them (``extra``: sections beside ``[ENV]``)."""
+    prefix = f"{name}_" if name else ""
+    (tmp / f"{prefix}auth.py").write_text(auth)
+    kw["extra"] = {"ENV": {"Repository": f"{prefix}app,{prefix}auth"}, **kw.get("extra", {})}
+    if name:
+        return module_config(tmp, f"{name}_app", **kw)
+    return free_config(tmp, **kw)
 
 
 @contextmanager

@@ -27,7 +27,7 @@ import pytest
 from openapi_spec_validator import validate
 
 from fwrest.testing import Client
-from tests.conftest import free_config, local_port, run_cli
+from tests.conftest import local_port, run_cli
 from tests.native.support import auth_service, in_process_ports
 
 APP = """
@@ -249,12 +249,13 @@ def test_public_star_on_a_protected_port_is_warned_about(config: Path, serve: An
 def test_disabling_the_token_route_of_an_oauth2_port_is_warned_about(
     tmp_path: Path, certs: dict[str, Path]
 ) -> None:
-    (tmp_path / "auth.py").write_text(
+    params = (
         "def params():\n"
         '    return {"username": "ada", "password": "Ada-Pw-1", "access_expires": 3600000}\n'
     )
-    config = free_config(
+    config = auth_service(
         tmp_path,
+        auth=params,
         app=APP,
         servers={
             "HTTPS_REST": local_port(
@@ -271,7 +272,6 @@ def test_disabling_the_token_route_of_an_oauth2_port_is_warned_about(
                 },
             )
         },
-        extra={"ENV": {"Repository": "app, auth"}},
     )
     done = run_cli("check", str(config))
     print(done.stdout)

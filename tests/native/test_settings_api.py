@@ -93,17 +93,24 @@ SERVERS = {
 }
 
 
+def write_service(tmp: Path, name: str = "") -> Path:
+    """The module's service (:func:`auth_service`): its modules ``app`` and ``auth`` for
+    ``server``, or named ``{name}_app`` and ``{name}_auth`` for the in-process clients."""
+    servers = SERVERS
+    if name:  # each port on a number of its own in the client's URL and Host, as a server's
+        servers = own_ports(SERVERS)
+        authorization = servers["HTTP_BASIC"]["FwData"]["Authorization"]
+        authorization.update(OnAuth=f"{name}_auth.check", onAdmin=f"{name}_auth.admin")
+    extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
+    general = dict(FILE_GENERAL)
+    return auth_service(
+        tmp, name, AUTH_SOURCE, servers=servers, extra=extra, general=general, app=APP_SOURCE
+    )
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    tmp = tmp_path_factory.mktemp("settings_api")
-    (tmp / "auth.py").write_text(AUTH_SOURCE)
-    config = free_config(
-        tmp,
-        servers=SERVERS,
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}, "ENV": {"Repository": "app,auth"}},
-        general=dict(FILE_GENERAL),
-        app=APP_SOURCE,
-    )
+    config = write_service(tmp_path_factory.mktemp("settings_api"))
     with running(config, workers=2) as proc:
         yield proc
 
@@ -120,22 +127,8 @@ def basic_base(server: ServerProcess) -> str:
 
 @pytest.fixture(scope="module")
 def client_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The in-process service: ``HTTP_REST`` and ``HTTP_BASIC`` as ``server`` has them, each
-    on a port of its own in the client's URL and Host (nothing binds it), as a server's; its
-    modules named for this test module."""
-    tmp = tmp_path_factory.mktemp("settings_api_inproc")
-    servers = own_ports(SERVERS)
-    authorization = servers["HTTP_BASIC"]["FwData"]["Authorization"]
-    authorization.update(OnAuth="settings_api_auth.check", onAdmin="settings_api_auth.admin")
-    return auth_service(
-        tmp,
-        "settings_api",
-        AUTH_SOURCE,
-        servers=servers,
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
-        general=dict(FILE_GENERAL),
-        app=APP_SOURCE,
-    )
+    """The in-process service: ``HTTP_REST`` and ``HTTP_BASIC`` as ``server`` has them."""
+    return write_service(tmp_path_factory.mktemp("settings_api_inproc"), "settings_api")
 
 
 @pytest.fixture(scope="module")

@@ -24,12 +24,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ROOT, ServerProcess, free_config, local_port
+from tests.conftest import ROOT, ServerProcess, local_port
 from tests.e2e.support import Pages
 from tests.native.support import (
     ADMIN_AUTH_SOURCE,
     ORANGE,
     SETTING_NAMES,
+    auth_service,
     change,
     clear_settings,
     get_settings,
@@ -47,15 +48,15 @@ SCREENSHOT = ROOT / "docs" / "img" / "config-page.png"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("settings_browser")
-    (tmp / "auth.py").write_text(ADMIN_AUTH_SOURCE)
     basic_auth = {"scheme": "basic", "OnAuth": "auth.check", "onAdmin": "auth.admin"}
-    config = free_config(
+    config = auth_service(
         tmp,
+        auth=ADMIN_AUTH_SOURCE,
         servers={
             "HTTP_REST": local_port(),
             "HTTP_BASIC": local_port(FwData={"Authorization": basic_auth}),
         },
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}, "ENV": {"Repository": "app,auth"}},
+        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
         general={"rest_log_level": 3},
     )
     with running(config, workers=2) as proc:
