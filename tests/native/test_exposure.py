@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 
 from fwrest.testing import Client
 from tests.conftest import local_port, run_cli
-from tests.native.support import NATIVE, auth_service, basic, in_process
+from tests.native.support import NATIVE, auth_service, basic, in_process_ports
 
 ADA = basic("ada", "Ada-Pw-1")
 CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
@@ -54,8 +53,8 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def clients(config: Path) -> Iterator[dict[str, Client]]:
     """Server section -> its in-process client (base URL ending in ``/rest``)."""
-    with ExitStack() as stack:
-        yield {name: stack.enter_context(in_process(config, name)) for name in PORTS}
+    with in_process_ports(config, PORTS) as clients:
+        yield clients
 
 
 def call(
