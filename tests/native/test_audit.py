@@ -114,15 +114,21 @@ def wait_event(client: Client, query: str, found: Any, what: str) -> dict[str, A
     return seen[0]
 
 
+def wait_change(admin: Client, key: str, query: str = "", **details: Any) -> dict[str, Any]:
+    """The newest ``settings.change`` event of ``key`` whose details hold ``details``."""
+
+    def found(event: dict[str, Any]) -> bool:
+        got = event["details"]
+        return got["key"] == key and all(got[name] == value for name, value in details.items())
+
+    what = f"the change of {key} ({details}) in the trail"
+    return wait_event(admin, f"?event=settings.change{query}", found, what)
+
+
 def test_a_settings_change_through_the_json_api_is_an_event(admin: Client) -> None:
     before = datetime.now(UTC) - timedelta(seconds=1)
     assert post_settings(admin, {"rest_trace_time": 2}, headers=ADA).status_code == 200
-    event = wait_event(
-        admin,
-        "?event=settings.change",
-        lambda e: e["details"]["key"] == "rest_trace_time" and e["details"]["new"] == 2,
-        "the change in the trail",
-    )
+    event = wait_change(admin, "rest_trace_time", new=2)
     assert set(event) == {"ts", "event", "actor", "client", "port", "details"}
     assert event["event"] == "settings.change"
     assert (event["actor"], event["client"], event["port"]) == ("ada", "127.0.0.1", "HTTP_ADMIN")
@@ -132,12 +138,7 @@ def test_a_settings_change_through_the_json_api_is_an_event(admin: Client) -> No
     assert before <= when <= datetime.now(UTC), event["ts"]
     # null clears the run-time value: the value in force is the file's (here the default)
     assert post_settings(admin, {"rest_trace_time": None}, headers=ADA).status_code == 200
-    cleared = wait_event(
-        admin,
-        "?event=settings.change",
-        lambda e: e["details"]["key"] == "rest_trace_time" and e["details"]["runtime"] is None,
-        "the cleared value in the trail",
-    )
+    cleared = wait_change(admin, "rest_trace_time", runtime=None)
     assert (cleared["details"]["old"], cleared["details"]["new"]) == (2, 0)
 
 
@@ -151,12 +152,7 @@ def test_a_change_on_the_page_is_an_event_of_the_page(admin: Client) -> None:
         headers=ADA,
     )
     assert answer.status_code == 200 and "Saved" in answer.text, answer.text[:500]
-    event = wait_event(
-        admin,
-        "?event=settings.change",
-        lambda e: e["details"]["key"] == "rest_log_stringsize",
-        "the page's change in the trail",
-    )
+    event = wait_change(admin, "rest_log_stringsize")
     assert event["details"] == dict(
         key="rest_log_stringsize", old=200, new=321, runtime=321, via="page"
     )
@@ -170,12 +166,7 @@ def test_the_documented_answer_and_line_are_what_the_service_gives(
     mark = len(file_log.log())
     assert post_settings(admin, {"rest_log_level": 5}, headers=ADA).status_code == 200
     assert post_settings(admin, {"rest_log_level": None}, headers=ADA).status_code == 200
-    found = wait_event(
-        admin,
-        "?event=settings.change&limit=2",
-        lambda e: e["details"]["key"] == "rest_log_level" and e["details"]["new"] == 5,
-        "the level change in the trail",
-    )
+    found = wait_change(admin, "rest_log_level", "&limit=2", new=5)
     documented = json.loads(example("operations-audit-answer").text)[0]
     assert set(documented) == set(found)
     assert set(documented["details"]) == set(found["details"])
@@ -212,12 +203,7 @@ def test_the_audit_line_is_written_at_every_level_above_0(admin: Client, file_lo
     assert "GET /rest/hello" not in text
     # at 0 the log is off, the audit line too; the event is kept all the same
     assert post_settings(admin, {"rest_log_level": 0}, headers=ADA).status_code == 200
-    wait_event(
-        admin,
-        "?event=settings.change",
-        lambda e: e["details"]["key"] == "rest_log_level" and e["details"]["new"] == 0,
-        "the change to level 0 in the trail",
-    )
+    wait_change(admin, "rest_log_level", new=0)
     assert post_settings(admin, {"rest_log_level": None}, headers=ADA).status_code == 200
     text = file_log.wait_log('"key":"rest_log_level","old":0,"new":1', since=mark)
     assert '"new":0' not in text

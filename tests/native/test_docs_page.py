@@ -200,23 +200,15 @@ def test_an_oauth2_port_can_open_the_page_and_authorize_as_swagger_ui_does(
     assert "default" in flow["scopes"]
     form = dict(grant_type="password", scope="default", username="ada", password="Ada-Pw-7731")
     header = base64.b64encode(b"web:Web-Secret-9q").decode()
+    url = flow["tokenUrl"].removeprefix("/rest")  # under the client's base URL
     answers = [
-        client.post(
-            flow["tokenUrl"].removeprefix("/rest"),
-            data=form,
-            headers={"Authorization": f"Basic {header}"},
-        ),
-        client.post(
-            flow["tokenUrl"].removeprefix("/rest"),
-            data={**form, "client_id": "web", "client_secret": "Web-Secret-9q"},
-        ),
+        client.post(url, data=form, headers={"Authorization": f"Basic {header}"}),
+        client.post(url, data={**form, "client_id": "web", "client_secret": "Web-Secret-9q"}),
     ]
     # no client: in the body, fine; Swagger UI's default (an empty client in the header), not
     # (docs/operations.md tells the user to pick the body)
-    answers.append(client.post(flow["tokenUrl"].removeprefix("/rest"), data=form))
-    empty = client.post(
-        flow["tokenUrl"].removeprefix("/rest"), data=form, headers={"Authorization": "Basic Og=="}
-    )
+    answers.append(client.post(url, data=form))
+    empty = client.post(url, data=form, headers={"Authorization": "Basic Og=="})
     assert empty.status_code == 401
     assert empty.json()["error"] == "invalid_client"
     for answer in answers:
