@@ -25,7 +25,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fwrest.monitor import Collector, MonitorApp
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, wait_for
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, serving, wait_for
 from tests.monitor.support import (
     ENTRY_KEYS,
     EXTRA_NAMES,
@@ -70,12 +70,13 @@ GROWTH_KB = 80 * 1024  # of the 100 MB kept, at least this much must show
 
 
 class Monitor:
-    def __init__(self, proc: ServerProcess, port: int, api: str = "/api", scheme: str = "http"):
-        self.proc = proc
-        self.port = port
-        self.root = f"{scheme}://127.0.0.1:{port}"
-        self.base = f"{self.root}{api}/server/metrics"
-        self.started = time.time()
+    """The module's service: its monitor's port, origin (``root``) and metrics URL (``base``),
+    and the time just before it was started."""
+
+    def __init__(self, proc: ServerProcess, port: int, started: float):
+        self.proc, self.port, self.started = proc, port, started
+        self.root = f"http://127.0.0.1:{port}"
+        self.base = f"{self.root}/api/server/metrics"
 
 
 @pytest.fixture(scope="module")
@@ -84,13 +85,8 @@ def mon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitor]:
     port = free_port()
     config = free_config(tmp, app=MEMORY_APP, extra={"APP_MONITOR": monitor_section(port)})
     before = time.time()
-    proc = ServerProcess(config, workers=2).wait_ready()
-    monitor = Monitor(proc, port)
-    monitor.started = before
-    try:
-        yield monitor
-    finally:
-        proc.stop()
+    with serving(config, workers=2) as proc:
+        yield Monitor(proc, port, before)
 
 
 # -- the index ------------------------------------------------------------------------------------

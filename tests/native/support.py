@@ -1,10 +1,10 @@
-"""Helpers shared by the native-route tests (SPEC 5): servers started once per module, a
-module's service of its own app and auth modules (``auth_service``), the in-process client of
-one port (``fwrest.testing.Client``, ``sqlite_client``) and its log file, the settings JSON
-API (over a real server's URL or a client), spreading requests over both workers of a
-``--workers 2`` service, the workers' log labels (waited for, never read before they are
-written) and the moment each worker shows a settings change (read from its own log lines).
-``wait_for`` is tests/conftest.py's, named here for the tests that import it from this module.
+"""Helpers shared by the native-route tests (SPEC 5): a module's service of its own app and
+auth modules (``auth_service``), the in-process client of one port (``fwrest.testing.Client``,
+``sqlite_client``) and its log file, the settings JSON API (over a real server's URL or a
+client), spreading requests over both workers of a ``--workers 2`` service, the workers' log
+labels (waited for, never read before they are written) and the moment each worker shows a
+settings change (read from its own log lines). ``wait_for`` is tests/conftest.py's, named here
+for the tests that import it from this module.
 """
 
 from __future__ import annotations
@@ -101,16 +101,6 @@ def oauth2_port(tmp: Path, ca: trustme.CA, params: str, **fw_data: Any) -> dict[
 # What the settings helpers talk to: a real server's base URL (``http://127.0.0.1:PORT/rest``)
 # or an in-process client whose base URL ends with the location (``in_process``).
 Base = str | httpx.Client
-
-
-@contextmanager
-def running(config: Path, workers: int = 1) -> Iterator[ServerProcess]:
-    """``fwrest serve CONFIG`` for the length of the ``with`` block (module fixtures)."""
-    proc = ServerProcess(config, workers).wait_ready()
-    try:
-        yield proc
-    finally:
-        proc.stop()
 
 
 @contextmanager

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 import pytest
 import trustme
 
-from tests.conftest import ServerProcess, local_port
-from tests.native.support import auth_service, oauth2_port, running
+from tests.conftest import ServerProcess, local_port, serving
+from tests.native.support import auth_service, oauth2_port
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterator
             ),
         },
     )
-    with running(config) as proc:
+    with serving(config) as proc:
         yield proc
 
 

@@ -27,8 +27,8 @@ import psutil
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, local_port
-from tests.native.support import JSON_ACCEPT, Base, running, send, sqlite_client, wait_for
+from tests.conftest import ServerProcess, free_config, local_port, serving
+from tests.native.support import JSON_ACCEPT, Base, send, sqlite_client, wait_for
 from tests.server.rawhttp import RawConnection, request_bytes
 
 NUMBERS = ["calls", "total_us", "mean_us", "max_us", "percent"]
@@ -38,7 +38,7 @@ NUMBERS = ["calls", "total_us", "mean_us", "max_us", "percent"]
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("info")
     config = free_config(tmp, extra={"HTTPSERVER": {"StateStore": "sqlite"}})
-    with running(config, workers=2) as proc:
+    with serving(config, workers=2) as proc:
         yield proc
 
 
@@ -283,7 +283,7 @@ def test_healthcheck_datetime_is_iso_8601_with_an_offset(client: Client) -> None
     assert abs(now - when) < timedelta(minutes=2), (now, when)
 
 
-def test_healthcheck_during_a_graceful_stop_is_503_or_refused(tmp_path: Path) -> None:
+def test_healthcheck_during_a_graceful_stop_is_503_or_refused(tmp_path: Path, serve: Any) -> None:
     """A stop with a request in flight: a health check whose head was on its way answers 503
     DOWN (DRAINING), a new connection is refused, and the idle keep-alive connection is closed
     by the stop once nothing is in progress. Each step waits on a state, not on a sleep: the
@@ -294,69 +294,62 @@ def test_healthcheck_during_a_graceful_stop_is_503_or_refused(tmp_path: Path) ->
         servers={"HTTP_REST": port_config},
         extra={"HTTPSERVER": {"GracefulTimeout": 20000}},
     )
-    proc = ServerProcess(config, workers=1).wait_ready()
-    try:
-        port = proc.ports["HTTP_REST"]
-        # an idle keep-alive connection, answered UP before the stop
-        idle = RawConnection(port, timeout=30)
-        worker = psutil.Process(idle.request("GET", "/rest/hello").json()["pid"])
-        before = idle.request("GET", "/rest/fw/healthcheck")
-        assert before.status == 200 and before.json()["status"] == "UP"
-        # a slow request in flight
-        slow: dict[str, Any] = {}
+    proc = serve(config)
+    port = proc.ports["HTTP_REST"]
+    # an idle keep-alive connection, answered UP before the stop
+    idle = RawConnection(port, timeout=30)
+    worker = psutil.Process(idle.request("GET", "/rest/hello").json()["pid"])
+    before = idle.request("GET", "/rest/fw/healthcheck")
+    assert before.status == 200 and before.json()["status"] == "UP"
+    # a slow request in flight
+    slow: dict[str, Any] = {}
 
-        def call_slow() -> None:
-            slow["r"] = httpx.get(f"{proc.url()}/sleep/2500", timeout=30)
+    def call_slow() -> None:
+        slow["r"] = httpx.get(f"{proc.url()}/sleep/2500", timeout=30)
 
-        thread = threading.Thread(target=call_slow)
-        thread.start()
-        # a health check whose head is on the way when the stop comes
-        partial = RawConnection(port, timeout=30)
-        whole = request_bytes("GET", "/rest/fw/healthcheck")
-        partial.send(whole[:-2])
+    thread = threading.Thread(target=call_slow)
+    thread.start()
+    # a health check whose head is on the way when the stop comes
+    partial = RawConnection(port, timeout=30)
+    whole = request_bytes("GET", "/rest/fw/healthcheck")
+    partial.send(whole[:-2])
 
-        def accepted() -> bool:  # the worker holds all three connections (none in a backlog)
-            conns = worker.net_connections("tcp")
-            return sum(c.laddr.port == port and c.status == "ESTABLISHED" for c in conns) >= 3
+    def accepted() -> bool:  # the worker holds all three connections (none in a backlog)
+        conns = worker.net_connections("tcp")
+        return sum(c.laddr.port == port and c.status == "ESTABLISHED" for c in conns) >= 3
 
-        wait_for(accepted, 30, "the worker to accept the three connections")
-        proc.signal(signal.SIGTERM)
-        signalled = time.monotonic()
+    wait_for(accepted, 30, "the worker to accept the three connections")
+    proc.signal(signal.SIGTERM)
+    signalled = time.monotonic()
 
-        # a new connection is refused or closed unanswered: the drain has begun
-        def refused() -> bool:
-            try:
-                with RawConnection(port, timeout=30) as fresh:
-                    fresh.send(request_bytes("GET", "/rest/fw/healthcheck"))
-                    return fresh.closed_by_server()  # False: answered (the stop is not seen yet)
-            except OSError:
-                return True  # refused or reset
+    # a new connection is refused or closed unanswered: the drain has begun
+    def refused() -> bool:
+        try:
+            with RawConnection(port, timeout=30) as fresh:
+                fresh.send(request_bytes("GET", "/rest/fw/healthcheck"))
+                return fresh.closed_by_server()  # False: answered (the stop is not seen yet)
+        except OSError:
+            return True  # refused or reset
 
-        wait_for(refused, 30, "new connections refused")
-        # the request that was on its way when the stop came: 503 DOWN (draining)
-        partial.send(whole[-2:])
-        during = partial.read_response()
-        print(f"health check during the stop: {during.status} {during.body!r}")
-        assert during.status == 503
-        body = during.json()
-        assert body["status"] == "DOWN"
-        assert body["checks"]["shutdown"]["status"] == "DRAINING"
-        # the idle keep-alive connection is closed by the stop (its KeepAliveTimeout is 60 s):
-        # its next health check cannot be UP
-        idle.wait_closed()
-        print(
-            f"idle keep-alive connection closed {time.monotonic() - signalled:.3f} s after SIGTERM"
-        )
-        assert not idle.send(request_bytes("GET", "/rest/fw/healthcheck")) or (
-            idle.closed_by_server()
-        )
-        thread.join(30)
-        assert slow["r"].status_code == 200  # the request in flight finished
-        assert proc.proc.wait(60) == 0
-        print(f"exited 0 {time.monotonic() - signalled:.3f} s after SIGTERM")
-        # closed by the stop once the slow request ended, not by GracefulTimeout's end
-        assert "still busy after GracefulTimeout" not in proc.log()
-        idle.close()
-        partial.close()
-    finally:
-        proc.stop()
+    wait_for(refused, 30, "new connections refused")
+    # the request that was on its way when the stop came: 503 DOWN (draining)
+    partial.send(whole[-2:])
+    during = partial.read_response()
+    print(f"health check during the stop: {during.status} {during.body!r}")
+    assert during.status == 503
+    body = during.json()
+    assert body["status"] == "DOWN"
+    assert body["checks"]["shutdown"]["status"] == "DRAINING"
+    # the idle keep-alive connection is closed by the stop (its KeepAliveTimeout is 60 s):
+    # its next health check cannot be UP
+    idle.wait_closed()
+    print(f"idle keep-alive connection closed {time.monotonic() - signalled:.3f} s after SIGTERM")
+    assert not idle.send(request_bytes("GET", "/rest/fw/healthcheck")) or idle.closed_by_server()
+    thread.join(30)
+    assert slow["r"].status_code == 200  # the request in flight finished
+    assert proc.proc.wait(60) == 0
+    print(f"exited 0 {time.monotonic() - signalled:.3f} s after SIGTERM")
+    # closed by the stop once the slow request ended, not by GracefulTimeout's end
+    assert "still busy after GracefulTimeout" not in proc.log()
+    idle.close()
+    partial.close()

@@ -36,7 +36,7 @@ import pytest
 
 from fwrest.testing import Client
 from tests.builders import own_ports
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port, serving
 from tests.native.support import (
     SETTING_NAMES,
     Base,
@@ -50,7 +50,6 @@ from tests.native.support import (
     in_process,
     labels_of,
     post_settings,
-    running,
     send,
     settle,
     settled,
@@ -111,7 +110,7 @@ def write_service(tmp: Path, name: str = "") -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     config = write_service(tmp_path_factory.mktemp("settings_api"))
-    with running(config, workers=2) as proc:
+    with serving(config, workers=2) as proc:
         yield proc
 
 

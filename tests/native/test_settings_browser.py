@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ROOT, ServerProcess, local_port
+from tests.conftest import ROOT, ServerProcess, local_port, serving
 from tests.e2e.support import Pages
 from tests.native.support import (
     ADMIN_AUTH_SOURCE,
@@ -36,7 +36,6 @@ from tests.native.support import (
     get_settings,
     hit_both_workers,
     labels_of,
-    running,
     settle,
     wait_for,
     wait_worker_labels,
@@ -59,7 +58,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         extra={"HTTPSERVER": {"StateStore": "sqlite"}},
         general={"rest_log_level": 3},
     )
-    with running(config, workers=2) as proc:
+    with serving(config, workers=2) as proc:
         yield proc
 
 
