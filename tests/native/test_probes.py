@@ -26,9 +26,10 @@ from fwrest.config.model import EnvironmentConfig, ThreadPoolConfig
 from fwrest.server.pool import ThreadPool
 from fwrest.server.readiness import Probes
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, free_port, module_config, wait_for
+from tests.conftest import free_config, free_port, module_config, wait_for
+from tests.monitor.support import monitor_section
 from tests.native.support import in_process, sqlite_client
-from tests.redis_support import RedisServer
+from tests.redis_support import RedisServer, started
 from tests.server.rawhttp import RawConnection, request_bytes
 
 PROBES = ("live", "ready", "started")
@@ -118,27 +119,22 @@ def _get(url: str, **kw: Any) -> httpx.Response:
     return httpx.get(url, timeout=10, **kw)
 
 
-def test_ready_follows_the_store_and_the_drain(tmp_path: Path) -> None:
-    redis = RedisServer(tmp_path).start()
-    mon_port = free_port()
-    config = free_config(
-        tmp_path,
-        extra={
-            "HTTPSERVER": {"StateStore": redis.url, "GracefulTimeout": 10000},
-            "APP_MONITOR": {
-                "Enable": 1,
-                "HostName": "127.0.0.1",
-                "Port": mon_port,
-                "ApiPath": "/api",
-                "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "app.nobody"}},
+def test_ready_follows_the_store_and_the_drain(tmp_path: Path, serve: Any) -> None:
+    with started(RedisServer(tmp_path)) as redis:
+        mon_port = free_port()
+        nobody = {"scheme": "basic", "OnAuth": "app.nobody"}
+        config = free_config(
+            tmp_path,
+            extra={
+                "HTTPSERVER": {"StateStore": redis.url, "GracefulTimeout": 10000},
+                "APP_MONITOR": monitor_section(mon_port, FwData={"Authorization": nobody}),
             },
-        },
-    )
-    (tmp_path / "app.py").write_text(
-        (tmp_path / "app.py").read_text() + "\n\ndef nobody(user, password):\n    return False\n"
-    )
-    proc = ServerProcess(config, workers=1).wait_ready()
-    try:
+        )
+        (tmp_path / "app.py").write_text(
+            (tmp_path / "app.py").read_text()
+            + "\n\ndef nobody(user, password):\n    return False\n"
+        )
+        proc = serve(config)
         base = f"{proc.url()}/fw/healthcheck"
         mon = f"http://127.0.0.1:{mon_port}/api/health"
         urls = {"port": base, "monitor": mon}
@@ -194,6 +190,3 @@ def test_ready_follows_the_store_and_the_drain(tmp_path: Path) -> None:
         thread.join(30)
         assert slow["r"].status_code == 200  # the request in flight finished
         assert proc.proc.wait(30) == 0
-    finally:
-        proc.stop()
-        redis.stop()
