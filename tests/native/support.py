@@ -307,6 +307,17 @@ def settled(proc: ServerProcess, mark: int, *transitions: str, count: int = 2) -
     return lag
 
 
+def settled_change(
+    proc: ServerProcess, base: str, changes: dict[str, Any], *transitions: str
+) -> int:
+    """POST ``changes`` (they must succeed) and wait until every worker shows ``transitions``,
+    each within 1 s of the answer (:func:`settled`); the log's length then."""
+    mark = len(proc.log())
+    change(base, changes)
+    settled(proc, mark, *transitions)
+    return len(proc.log())
+
+
 def clear_settings(base: str, count: int = 2) -> None:
     """Clear every run-time value of the service of ``base`` (an open port of a ``--workers
     count`` service whose ``/hello`` answers its pid), then wait until each worker has no

@@ -53,6 +53,7 @@ from tests.native.support import (
     send,
     settle,
     settled,
+    settled_change,
     wait_for,
     wait_shown,
     wait_worker_labels,
@@ -314,10 +315,7 @@ def test_a_change_reaches_both_workers_within_one_second(server: ServerProcess, 
     # SPEC 5's second runs from the change's answer to each worker's own line saying it applied
     # the change (``settled``): not from when this test read the answer, nor from when its
     # requests reached a worker
-    mark = len(server.log())
-    change(base, {"rest_log_level": 2})
-    settled(server, mark, "rest_log_level 3 -> 2")
-    mark = len(server.log())
+    mark = settled_change(server, base, {"rest_log_level": 2}, "rest_log_level 3 -> 2")
     pids = hit_both_workers(base)
     print(f"level 2: {len(pids)} requests on workers {sorted(labels_of(labels, pids))}")
     # a worker writes its lines in order: once each has logged the next change, a (wrong)
@@ -403,10 +401,7 @@ def test_a_shorter_rest_reload_time_set_at_run_time_applies_at_once(
     change(base, {"rest_reload_time": 30})
     time.sleep(2.0)
     # ... until the interval is shortened again at run time
-    mark = len(server.log())
-    change(base, {"rest_reload_time": 1})
-    settled(server, mark, "rest_reload_time 30 -> 1")
-    mark = len(server.log())
+    mark = settled_change(server, base, {"rest_reload_time": 1}, "rest_reload_time 30 -> 1")
     with general_edited(server, base, rest_log_stringsize=74):
         both_reread(server, mark, "rest_log_stringsize 60 -> 74", 6)  # 1 set at run time
         change(base, {"rest_reload_time": None})
@@ -437,10 +432,7 @@ def test_rest_error_full_0_short_and_1_full_traceback(server: ServerProcess, bas
     assert "rest_error_full=1 logs the whole traceback" in short
     assert "Traceback (most recent call last)" not in short
 
-    mark = len(server.log())
-    change(base, {"rest_error_full": 1})
-    settled(server, mark, "rest_error_full 0 -> 1")
-    mark = len(server.log())
+    mark = settled_change(server, base, {"rest_error_full": 1}, "rest_error_full 0 -> 1")
     for _ in range(4):
         assert httpx.get(f"{base}/boom").status_code == 500
     wait_for(lambda: len(access_lines(since(server, mark), "/rest/boom 500")) == 4, 5, "4 lines")
@@ -468,20 +460,14 @@ def test_rest_trace_time_1_total_and_2_per_phase(server: ServerProcess, base: st
     assert ACCESS.findall(since(server, mark)) == [], since(server, mark)
     assert not re.search(r"\d+us\b", since(server, mark)), since(server, mark)
 
-    mark = len(server.log())
-    change(base, {"rest_trace_time": 1})
-    settled(server, mark, "rest_trace_time 0 -> 1")
-    mark = len(server.log())
+    mark = settled_change(server, base, {"rest_trace_time": 1}, "rest_trace_time 0 -> 1")
     pids = hit_both_workers(base)
     wait_for(lambda: len(ACCESS.findall(since(server, mark))) >= len(pids), 15, "access lines")
     lines = ACCESS.findall(since(server, mark))
     print(lines[:2])
     assert all(re.fullmatch(r"total=\d+us", line) for line in lines), lines
 
-    mark = len(server.log())
-    change(base, {"rest_trace_time": 2})
-    settled(server, mark, "rest_trace_time 1 -> 2")
-    mark = len(server.log())
+    mark = settled_change(server, base, {"rest_trace_time": 2}, "rest_trace_time 1 -> 2")
     pids = hit_both_workers(base)
     wait_for(lambda: len(ACCESS.findall(since(server, mark))) >= len(pids), 15, "access lines")
     lines = ACCESS.findall(since(server, mark))
@@ -706,10 +692,8 @@ def test_a_memory_store_with_two_workers_shares_changes_with_both(
     # both workers' labels, once their ready lines are in the log (they may follow
     # "fwrest: ready": reading the log once here raised KeyError on a busy machine)
     labels = wait_worker_labels(proc, 2)
-    mark = len(proc.log())
-    change(base, {"rest_log_level": 5, "rest_trace_time": 2})
-    settled(proc, mark, "rest_log_level 3 -> 5", "rest_trace_time 0 -> 2")
-    mark = len(proc.log())
+    both = {"rest_log_level": 5, "rest_trace_time": 2}
+    mark = settled_change(proc, base, both, "rest_log_level 3 -> 5", "rest_trace_time 0 -> 2")
     pids = hit_both_workers(base)
     workers = labels_of(labels, pids)
     assert workers == {"w1", "w2"}
@@ -726,9 +710,7 @@ def test_a_memory_store_with_two_workers_shares_changes_with_both(
     print(f"both workers follow a change in a memory store ({took:.3f} s after the requests)")
     for _ in range(6):  # GETs on fresh connections reach both workers: all agree
         assert get_settings(base)["rest_log_level"]["runtime"] == 5
-    mark = len(proc.log())
-    change(base, {"rest_log_level": None})
-    settled(proc, mark, "rest_log_level 5 -> 3")
+    settled_change(proc, base, {"rest_log_level": None}, "rest_log_level 5 -> 3")
     for _ in range(6):
         assert get_settings(base)["rest_log_level"]["runtime"] is None
         assert get_settings(base)["rest_trace_time"]["runtime"] == 2
