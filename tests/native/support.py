@@ -379,13 +379,16 @@ def labels_of(labels: dict[int, str], pids: Iterable[int]) -> set[str]:
     return {labels[pid] for pid in pids}
 
 
-def hit_both_workers(base: str, path: str = "/hello", rounds: int = 200) -> list[int]:
-    """GET ``path`` (which answers its pid) on fresh connections until two pids answered."""
+def hit_both_workers(
+    base: str, path: str = "/hello", rounds: int = 200, minimum: int = 4
+) -> list[int]:
+    """GET ``path`` (which answers its pid) on fresh connections until two pids answered, and
+    at least ``minimum`` requests were made."""
     pids: list[int] = []
     for _ in range(rounds):
         r = httpx.get(f"{base}{path}", timeout=10)
         assert r.status_code == 200, r.text
         pids.append(r.json()["pid"])
-        if len(set(pids)) >= 2 and len(pids) >= 4:
+        if len(set(pids)) >= 2 and len(pids) >= minimum:
             return pids
     raise AssertionError(f"{rounds} requests never reached a second worker: {set(pids)}")

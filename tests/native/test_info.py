@@ -28,7 +28,7 @@ import pytest
 
 from fwrest.testing import Client
 from tests.conftest import ServerProcess, free_config, local_port, serving
-from tests.native.support import JSON_ACCEPT, Base, send, sqlite_client, wait_for
+from tests.native.support import JSON_ACCEPT, Base, hit_both_workers, send, sqlite_client, wait_for
 from tests.server.rawhttp import RawConnection, request_bytes
 
 NUMBERS = ["calls", "total_us", "mean_us", "max_us", "percent"]
@@ -82,18 +82,6 @@ def reset(base: str) -> None:
     time.sleep(1.5)
 
 
-def spread_calls(base: str, minimum: int = 10) -> Counter[int]:
-    """GET /hello on fresh connections: at least ``minimum``, and on both workers."""
-    pids: Counter[int] = Counter()
-    for _ in range(200):
-        r = httpx.get(f"{base}/hello")
-        assert r.status_code == 200
-        pids[r.json()["pid"]] += 1
-        if sum(pids.values()) >= minimum and len(pids) == 2:
-            return pids
-    raise AssertionError(f"the calls never reached a second worker: {pids}")
-
-
 class Tables(HTMLParser):
     """The page's tables: title (the preceding h2) -> rows of cell texts."""
 
@@ -133,7 +121,7 @@ def test_usage_time_counts_the_calls_of_both_workers_as_json(
     server: ServerProcess, base: str
 ) -> None:
     reset(base)
-    pids = spread_calls(base)
+    pids = Counter(hit_both_workers(base, minimum=10))  # GET /hello, on both workers
     for _ in range(3):
         assert httpx.get(f"{base}/items/1").status_code == 200
     made = sum(pids.values())
@@ -177,7 +165,7 @@ def test_usage_time_is_an_html_page_with_three_tables_and_goes_to_the_log(
     server: ServerProcess, base: str
 ) -> None:
     reset(base)
-    pids = spread_calls(base, 6)
+    pids = Counter(hit_both_workers(base, minimum=6))
     made = sum(pids.values())
     wait_for(lambda: calls_of(figures(base), "/hello") == made, 20, f"{made} calls counted", 0.1)
     mark = len(server.log())
@@ -205,7 +193,7 @@ def test_usage_time_is_an_html_page_with_three_tables_and_goes_to_the_log(
 
 
 def test_usage_reset_starts_from_zero_in_every_worker(base: str) -> None:
-    spread_calls(base, 6)
+    hit_both_workers(base, minimum=6)
     wait_for(lambda: calls_of(figures(base), "/hello") >= 6, 20, "calls counted", 0.1)
     reset(base)  # past one publication of every worker: no old figures come back
     fig = figures(base)
