@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import ssl
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fwrest.monitor import Collector, MonitorApp
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, serving, wait_for
+from tests.conftest import APP_SOURCE, ServerProcess, exchange, free_config, serving, wait_for
 from tests.monitor.support import (
     ENTRY_KEYS,
     EXTRA_NAMES,
@@ -457,21 +456,6 @@ def test_monitor_with_basic_authorization(tmp_path: Path, serve: Any) -> None:
     assert "s3cret" not in proc.log()
 
 
-def _raw(port: int, data: bytes) -> bytes:
-    """Send ``data`` on a fresh connection, read until the server closes (hang guard 5 s)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(data)
-        chunks = []
-        try:
-            while chunk := sock.recv(65536):
-                chunks.append(chunk)
-                if b"\r\n\r\n" in b"".join(chunks):
-                    break
-        except TimeoutError:
-            pass
-    return b"".join(chunks)
-
-
 def test_options_answers_the_monitors_methods(mon: Monitor) -> None:
     # RFC 9110 9.3.7: a path of the monitor, a probe, and the server in general (OPTIONS *)
     for url in (mon.base, mon.base + "/uptime", mon.root + "/api/health/live"):
@@ -514,11 +498,9 @@ def test_bad_requests_get_json_errors_never_5xx(mon: Monitor) -> None:
         assert resp.headers["content-type"].startswith("application/json")
     # an oversized header and a bare-LF request: 4xx on the wire, the port keeps serving
     big_header = b"X-Big: " + b"a" * 40000
-    big = _raw(
-        mon.port, b"GET /api/server/metrics HTTP/1.1\r\nHost: x\r\n" + big_header + b"\r\n\r\n"
-    )
-    lf = _raw(mon.port, b"GET /api/server/metrics HTTP/1.1\nHost: x\n\n")
-    for raw in (big, lf):
+    big = b"GET /api/server/metrics HTTP/1.1\r\nHost: x\r\n" + big_header + b"\r\n\r\n"
+    lf = b"GET /api/server/metrics HTTP/1.1\nHost: x\n\n"
+    for raw in (exchange(mon.port, big, timeout=5), exchange(mon.port, lf, timeout=5)):
         print(raw[:60])
         assert re.match(rb"HTTP/1\.1 4\d\d ", raw), raw[:200]
     assert metrics(mon.base, "?memory_resident")[0]["value"] > 0
