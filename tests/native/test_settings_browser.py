@@ -210,19 +210,6 @@ def submit(page: Any, base: str, values: dict[str, str]) -> tuple[float, str]:
     return time.monotonic(), message
 
 
-def per_worker(server: ServerProcess, base: str, send: Any, seen: Any) -> dict[str, str]:
-    """``send()`` on fresh connections until the log shows ``seen(text, w)`` for w1 and w2."""
-    mark = len(server.log())
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        send()
-        text = server.log()[mark:]
-        if all(seen(text, w) for w in ("w1", "w2")):
-            return {w: text for w in ("w1", "w2")}
-        time.sleep(0.05)
-    raise AssertionError(f"not seen from both workers:\n{server.log()[mark:][-3000:]}")
-
-
 def test_each_setting_submitted_in_the_form_shows_in_the_log_of_both_workers(
     page: Any, server: ServerProcess, base: str
 ) -> None:
@@ -299,7 +286,14 @@ def test_each_setting_submitted_in_the_form_shows_in_the_log_of_both_workers(
             )  # rest_trace_time 2
         )
 
-    text = per_worker(server, base, send, seen)["w1"]
+    mark = len(server.log())
+
+    def both() -> bool:  # send() on fresh connections until both workers' lines show them
+        send()
+        return all(seen(server.log()[mark:], w) for w in ("w1", "w2"))
+
+    wait_for(both, 15, "the four settings in the log of both workers")
+    text = server.log()[mark:]
     assert "A" * 8 not in text and "B" * 8 not in text
 
 
