@@ -216,6 +216,20 @@ def post_settings(base: Base, changes: Any, **kw: Any) -> httpx.Response:
     return send(base, "POST", "/fw/rest/config", content=content, headers=headers, timeout=10, **kw)
 
 
+def form_token(base: Base, **kw: Any) -> str:
+    """The anti-forgery token of the settings page (``/fw/rest/config`` as HTML)."""
+    page = send(base, "GET", "/fw/rest/config", **kw)
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    m = re.search(r'name="fw_csrf" value="([^"]+)"', page.text)
+    assert m, page.text
+    return m.group(1)
+
+
+def post_form(base: Base, fields: dict[str, str], **kw: Any) -> httpx.Response:
+    return send(base, "POST", "/fw/rest/config", data=fields, timeout=10, **kw)
+
+
 def change(base: Base, changes: dict[str, Any], **kw: Any) -> float:
     """POST a change that must succeed; returns the monotonic time of the answer."""
     r = post_settings(base, changes, **kw)

@@ -39,8 +39,10 @@ from tests.native.support import (
     FileLog,
     auth_service,
     basic,
+    form_token,
     in_process,
     in_process_ports,
+    post_form,
     post_settings,
     wait_for,
 )
@@ -143,14 +145,8 @@ def test_a_settings_change_through_the_json_api_is_an_event(admin: Client) -> No
 
 
 def test_a_change_on_the_page_is_an_event_of_the_page(admin: Client) -> None:
-    page = admin.get("/fw/rest/config", headers=ADA).text
-    token = re.search(r'name="fw_csrf" value="([^"]+)"', page)
-    assert token is not None, page[:500]
-    answer = admin.post(
-        "/fw/rest/config",
-        data={"fw_csrf": token.group(1), "rest_log_stringsize": "321"},
-        headers=ADA,
-    )
+    fields = {"fw_csrf": form_token(admin, headers=ADA), "rest_log_stringsize": "321"}
+    answer = post_form(admin, fields, headers=ADA)
     assert answer.status_code == 200 and "Saved" in answer.text, answer.text[:500]
     event = wait_change(admin, "rest_log_stringsize")
     assert event["details"] == dict(

@@ -39,18 +39,18 @@ from tests.builders import own_ports
 from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port, serving
 from tests.native.support import (
     SETTING_NAMES,
-    Base,
     FileLog,
     auth_service,
     basic,
     change,
     clear_settings,
+    form_token,
     get_settings,
     hit_both_workers,
     in_process,
     labels_of,
+    post_form,
     post_settings,
-    send,
     settle,
     settled,
     settled_change,
@@ -522,19 +522,6 @@ def test_rest_log_stringsize_cuts_headers_and_bodies_in_the_debug_lines(
 
 
 # -- anti-forgery, Origin, onAdmin -------------------------------------------------------------
-
-
-def form_token(base: Base, **kw: Any) -> str:
-    page = send(base, "GET", "/fw/rest/config", **kw)
-    assert page.status_code == 200
-    assert page.headers["content-type"].startswith("text/html")
-    m = re.search(r'name="fw_csrf" value="([^"]+)"', page.text)
-    assert m, page.text
-    return m.group(1)
-
-
-def post_form(base: Base, fields: dict[str, str], **kw: Any) -> httpx.Response:
-    return send(base, "POST", "/fw/rest/config", data=fields, timeout=10, **kw)
 
 
 def test_form_post_without_or_with_a_wrong_token_is_403_and_changes_nothing(client: Client) -> None:

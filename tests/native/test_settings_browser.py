@@ -33,6 +33,7 @@ from tests.native.support import (
     auth_service,
     change,
     clear_settings,
+    form_token,
     get_settings,
     hit_both_workers,
     labels_of,
@@ -175,8 +176,7 @@ def test_a_bad_value_shows_a_message_and_changes_nothing(page: Any, base: str) -
 
 def test_a_cross_site_post_is_refused(page: Any, base: str, tmp_path: Path) -> None:
     # The attacker even knows a valid anti-forgery token: only the Origin check stops it.
-    own = httpx.get(f"{base}/fw/rest/config").text
-    token = own.split('name="fw_csrf" value="', 1)[1].split('"', 1)[0]
+    token = form_token(base)
     target = html.escape(f"{base}/fw/rest/config")
     (tmp_path / "attack.html").write_text(
         f"""<!doctype html><html><body>

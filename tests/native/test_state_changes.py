@@ -32,6 +32,7 @@ from tests.native.support import (
     JSON_ACCEPT,
     FileLog,
     auth_service,
+    form_token,
     get_settings,
     in_process_ports,
     post_settings,
@@ -230,10 +231,7 @@ def test_the_usage_reset_needs_json_or_the_page_form(
     assert reset(base, data={"a": "1"}).status_code == 403
     assert calls(base) >= 3  # nothing reset
     # the settings page's token is not the reset form's
-    page = base.get("/fw/rest/config").text
-    config_token = re.search(r'name="fw_csrf" value="([^"]+)"', page)
-    assert config_token
-    assert reset(base, data={"fw_csrf": config_token.group(1)}).status_code == 403
+    assert reset(base, data={"fw_csrf": form_token(base)}).status_code == 403
     # the usage page's own form: its button resets and goes back to the page
     usage = base.get("/fw/rest/usage/time")
     assert usage.status_code == 200 and usage.headers["content-type"].startswith("text/html")
