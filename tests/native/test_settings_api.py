@@ -194,15 +194,11 @@ def test_get_json_gives_exactly_the_five_settings_with_their_sources(client: Cli
     assert settings["rest_trace_time"] == dict(
         runtime=None, file=None, default=0, effective=0, allowed="0-2"
     )
-    reload_time = settings["rest_reload_time"]
-    assert (reload_time["runtime"], reload_time["file"]) == (None, 1)
-    assert (reload_time["default"], reload_time["effective"]) == (60, 1)
-    size = settings["rest_log_stringsize"]
-    assert (size["runtime"], size["file"], size["default"], size["effective"]) == (
-        None,
-        60,
-        200,
-        60,
+    assert settings["rest_reload_time"] == dict(
+        runtime=None, file=1, default=60, effective=1, allowed="1-86400"
+    )
+    assert settings["rest_log_stringsize"] == dict(
+        runtime=None, file=60, default=200, effective=60, allowed="0-1048576"
     )
 
 
