@@ -99,17 +99,14 @@ def test_ready_is_503_while_a_pool_has_fewer_than_min_threads() -> None:
 
 def test_ready_and_started_are_503_before_the_start_finished() -> None:
     probes = Probes(None, lambda: (2, 2), lambda: [], lambda: False)
-    assert probes.answer("started") == (
-        503,
-        {"status": "DOWN", "checks": {"started": {"status": "DOWN"}}},
-    )
+    down = {"status": "DOWN"}
+    assert probes.answer("started") == (503, {**down, "checks": {"started": down}})
     status, body = probes.answer("ready")
     assert status == 503 and set(body["checks"]) == {"started"}
     probes.started = True
     assert probes.answer("started")[0] == probes.answer("ready")[0] == 200
-    assert Probes(None, lambda: (1, 2), lambda: [], lambda: False).answer("ready")[1]["checks"][
-        "workers"
-    ] == {"status": "DOWN", "alive": 1, "expected": 2}
+    one_of_two = Probes(None, lambda: (1, 2), lambda: [], lambda: False)
+    assert one_of_two.answer("ready")[1]["checks"]["workers"] == {**down, "alive": 1, "expected": 2}
 
 
 # -- a real service: Redis stopped, draining, the monitor's port ---------------------------------
