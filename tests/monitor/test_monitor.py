@@ -1,6 +1,6 @@
 """The memory monitor (SPEC 5 "Memory monitor") over real HTTP on its own port: one ``fwrest
-serve --workers 2`` with ``[APP_MONITOR] Enable=1`` serves most tests (module scope); TLS,
-Basic authorization and hostile requests get servers of their own. Figures that move (RSS,
+serve --workers 2`` with ``[APP_MONITOR] Enable=1`` serves most tests (module scope), hostile
+requests too; TLS and Basic authorization get servers of their own. Figures that move (RSS,
 free RAM, counters) are polled with generous hang guards and printed; nothing asserts speed.
 """
 
@@ -405,7 +405,7 @@ def test_all_keeps_every_worker_with_many_processes() -> None:
             kid.wait()
 
 
-# -- TLS, Basic, hostile requests: servers of their own -----------------------------------------
+# -- TLS and Basic on servers of their own; hostile requests ----------------------------------
 
 
 def test_monitor_over_tls(tmp_path: Path, serve: Any, certs: dict[str, Path]) -> None:
