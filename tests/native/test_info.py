@@ -8,6 +8,7 @@ its own one-worker service.
 
 from __future__ import annotations
 
+import html
 import importlib.metadata
 import platform
 import re
@@ -18,7 +19,6 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -82,39 +82,16 @@ def reset(base: str) -> None:
     time.sleep(1.5)
 
 
-class Tables(HTMLParser):
+def tables(page: str) -> dict[str, list[list[str]]]:
     """The page's tables: title (the preceding h2) -> rows of cell texts."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tables: dict[str, list[list[str]]] = {}
-        self._title = ""
-        self._in: str | None = None
-        self._row: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "h2":
-            self._in, self._title = "h2", ""
-        elif tag == "table":
-            self.tables[self._title] = []
-        elif tag == "tr":
-            self._row = []
-        elif tag in ("td", "th") and self._row is not None:
-            self._row.append("")
-            self._in = "cell"
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "tr" and self._row is not None:
-            self.tables[self._title].append(self._row)
-            self._row = None
-        elif tag in ("h2", "td", "th"):
-            self._in = None
-
-    def handle_data(self, data: str) -> None:
-        if self._in == "h2":
-            self._title += data
-        elif self._in == "cell" and self._row is not None:
-            self._row[-1] += data
+    found = re.findall(r"<h2[^>]*>(.*?)</h2>\s*<table[^>]*>(.*?)</table>", page, re.S)
+    return {
+        html.unescape(title): [
+            [html.unescape(cell) for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)
+        ]
+        for title, table in found
+    }
 
 
 def test_usage_time_counts_the_calls_of_both_workers_as_json(
@@ -172,22 +149,21 @@ def test_usage_time_is_an_html_page_with_three_tables_and_goes_to_the_log(
     r = httpx.get(f"{base}/fw/rest/usage/time")
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/html")
-    parser = Tables()
-    parser.feed(r.text)
-    titles = list(parser.tables)
+    found = tables(r.text)
+    titles = list(found)
     print(titles)
     entry = next(t for t in titles if "entry point" in t.lower())
     worker = next(t for t in titles if "worker" in t.lower())
     pool = next(t for t in titles if "thread pool" in t.lower())
-    head = parser.tables[entry][0]
+    head = found[entry][0]
     for key in NUMBERS:
         assert key in head, head
-    rows = [dict(zip(head, row, strict=True)) for row in parser.tables[entry][1:]]
+    rows = [dict(zip(head, row, strict=True)) for row in found[entry][1:]]
     hello = next(row for row in rows if row["endpoint"] == "/hello")
     assert int(hello["calls"]) == made
     assert int(hello["mean_us"]) == int(hello["total_us"]) // made
-    assert len(parser.tables[worker]) - 1 == 2  # one row per worker
-    assert any(row[0] == "POOL" for row in parser.tables[pool][1:])
+    assert len(found[worker]) - 1 == 2  # one row per worker
+    assert any(row[0] == "POOL" for row in found[pool][1:])
     logged = server.wait_log("  pool POOL: calls=", since=mark)  # the record's last part
     assert re.search(rf"GET +/rest/hello \[POOL\] calls={made} total=\d+us mean=\d+us", logged)
 
