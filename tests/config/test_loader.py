@@ -305,6 +305,7 @@ BAD: list[Bad] = [
     _missing("missing-threadpool", "ROOT", "ThreadPool", "ThreadPool"),
     _missing("missing-servers", HS, "Servers", "Servers"),
     _bad("unknown-key", R, "HostNmae", "127.0.0.1", "unknown key", "Did you mean HostName?"),
+    _bad("key-twice-in-another-case", R, "PORT", 8081, "given twice (as Port and PORT)"),
     _bad("unknown-key-location", "ROOT", "Prefix", "/x", "unknown key", "Path, ThreadPool"),
     ("cert-without-key", _set(R, SslCertificate="server.crt"), R, "SslCertificateKey",
      ("SslCertificateKey is missing", "both")),
@@ -465,15 +466,6 @@ def test_sections_differing_only_in_case_are_one_section(tmp_path: Path, fmt: st
     sections["root"] = {"Path": "/other", "ThreadPool": "POOL"}
     err = load_error(write(tmp_path, sections, fmt))
     assert_one_clear_error(err, "[ROOT]", "[root]", "same section")
-
-
-@pytest.mark.parametrize("fmt", ["json", "ini"])
-def test_key_given_twice_in_different_case(tmp_path: Path, fmt: str) -> None:
-    sections = base()
-    sections["HTTP_REST"]["PORT"] = 8081
-    err = load_error(write(tmp_path, sections, fmt))
-    assert err.section == "HTTP_REST"
-    assert_one_clear_error(err, "Port", "PORT", "twice")
 
 
 def test_duplicate_key_in_ini(tmp_path: Path) -> None:

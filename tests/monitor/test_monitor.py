@@ -1,6 +1,6 @@
 """The memory monitor (SPEC 5 "Memory monitor") over real HTTP on its own port: one ``fwrest
-serve --workers 2`` with ``[APP_MONITOR] Enable=1`` serves most tests (module scope); TLS,
-Basic authorization and hostile requests get servers of their own. Figures that move (RSS,
+serve --workers 2`` with ``[APP_MONITOR] Enable=1`` serves most tests (module scope), hostile
+requests too; TLS and Basic authorization get servers of their own. Figures that move (RSS,
 free RAM, counters) are polled with generous hang guards and printed; nothing asserts speed.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import ssl
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fwrest.monitor import Collector, MonitorApp
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, wait_for
+from tests.conftest import APP_SOURCE, ServerProcess, exchange, free_config, serving, wait_for
 from tests.monitor.support import (
     ENTRY_KEYS,
     EXTRA_NAMES,
@@ -70,12 +69,13 @@ GROWTH_KB = 80 * 1024  # of the 100 MB kept, at least this much must show
 
 
 class Monitor:
-    def __init__(self, proc: ServerProcess, port: int, api: str = "/api", scheme: str = "http"):
-        self.proc = proc
-        self.port = port
-        self.root = f"{scheme}://127.0.0.1:{port}"
-        self.base = f"{self.root}{api}/server/metrics"
-        self.started = time.time()
+    """The module's service: its monitor's port, origin (``root``) and metrics URL (``base``),
+    and the time just before it was started."""
+
+    def __init__(self, proc: ServerProcess, port: int, started: float):
+        self.proc, self.port, self.started = proc, port, started
+        self.root = f"http://127.0.0.1:{port}"
+        self.base = f"{self.root}/api/server/metrics"
 
 
 @pytest.fixture(scope="module")
@@ -84,13 +84,8 @@ def mon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitor]:
     port = free_port()
     config = free_config(tmp, app=MEMORY_APP, extra={"APP_MONITOR": monitor_section(port)})
     before = time.time()
-    proc = ServerProcess(config, workers=2).wait_ready()
-    monitor = Monitor(proc, port)
-    monitor.started = before
-    try:
-        yield monitor
-    finally:
-        proc.stop()
+    with serving(config, workers=2) as proc:
+        yield Monitor(proc, port, before)
 
 
 # -- the index ------------------------------------------------------------------------------------
@@ -410,7 +405,7 @@ def test_all_keeps_every_worker_with_many_processes() -> None:
             kid.wait()
 
 
-# -- TLS, Basic, hostile requests: servers of their own -----------------------------------------
+# -- TLS and Basic on servers of their own; hostile requests ----------------------------------
 
 
 def test_monitor_over_tls(tmp_path: Path, serve: Any, certs: dict[str, Path]) -> None:
@@ -461,21 +456,6 @@ def test_monitor_with_basic_authorization(tmp_path: Path, serve: Any) -> None:
     assert "s3cret" not in proc.log()
 
 
-def _raw(port: int, data: bytes) -> bytes:
-    """Send ``data`` on a fresh connection, read until the server closes (hang guard 5 s)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(data)
-        chunks = []
-        try:
-            while chunk := sock.recv(65536):
-                chunks.append(chunk)
-                if b"\r\n\r\n" in b"".join(chunks):
-                    break
-        except TimeoutError:
-            pass
-    return b"".join(chunks)
-
-
 def test_options_answers_the_monitors_methods(mon: Monitor) -> None:
     # RFC 9110 9.3.7: a path of the monitor, a probe, and the server in general (OPTIONS *)
     for url in (mon.base, mon.base + "/uptime", mon.root + "/api/health/live"):
@@ -518,11 +498,9 @@ def test_bad_requests_get_json_errors_never_5xx(mon: Monitor) -> None:
         assert resp.headers["content-type"].startswith("application/json")
     # an oversized header and a bare-LF request: 4xx on the wire, the port keeps serving
     big_header = b"X-Big: " + b"a" * 40000
-    big = _raw(
-        mon.port, b"GET /api/server/metrics HTTP/1.1\r\nHost: x\r\n" + big_header + b"\r\n\r\n"
-    )
-    lf = _raw(mon.port, b"GET /api/server/metrics HTTP/1.1\nHost: x\n\n")
-    for raw in (big, lf):
+    big = b"GET /api/server/metrics HTTP/1.1\r\nHost: x\r\n" + big_header + b"\r\n\r\n"
+    lf = b"GET /api/server/metrics HTTP/1.1\nHost: x\n\n"
+    for raw in (exchange(mon.port, big, timeout=5), exchange(mon.port, lf, timeout=5)):
         print(raw[:60])
         assert re.match(rb"HTTP/1\.1 4\d\d ", raw), raw[:200]
     assert metrics(mon.base, "?memory_resident")[0]["value"] > 0

@@ -12,13 +12,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.conftest import free_config, ready_workers, wait_ready_workers
+from tests.conftest import free_config, ready_workers, wait_for, wait_ready_workers
 from tests.monitor.support import free_port, monitor_section, status_kb, values
 from tests.monitor.test_monitor import GROWTH_KB, MEMORY_APP
 
@@ -34,15 +33,14 @@ def test_worker_names_follow_the_logs_numbers_after_a_replacement(
     # alone left pids[1] missing
     pids = wait_ready_workers(proc, 2, timeout=60)  # hang guard: a loaded machine starts slowly
     print("workers:", pids)
+
     # worker 2 keeps 100 MB (a request lands on either worker: ask until worker 2 answered)
-    started = time.monotonic()
-    while time.monotonic() - started < 60:
+    def kept_by_worker_2() -> bool:
         resp = httpx.get(proc.url() + "/grow", timeout=30)
         assert resp.status_code == 200, resp.text
-        if resp.json()["pid"] == pids[2]:
-            break
-    else:
-        raise AssertionError("no request reached worker 2 in 60 s")
+        return bool(resp.json()["pid"] == pids[2])
+
+    wait_for(kept_by_worker_2, 60, "a request on worker 2")
     # worker 1 dies; its replacement's pid is above worker 2's
     since = len(proc.log())
     os.kill(pids[1], signal.SIGKILL)

@@ -1,9 +1,10 @@
-"""Helpers shared by the native-route tests (SPEC 5): servers started once per module, the
-in-process client of one port (``fwrest.testing.Client``) and its log file, the settings JSON
-API (over a real server's URL or a client), spreading requests over both workers of a
-``--workers 2`` service, the workers' log labels (waited for, never read before they are
-written) and the moment each worker shows a settings change (read from its own log lines).
-``wait_for`` is tests/conftest.py's, named here for the tests that import it from this module.
+"""Helpers shared by the native-route tests (SPEC 5): a module's service of its own app and
+auth modules (``auth_service``), the in-process client of one port (``fwrest.testing.Client``,
+``sqlite_client``) and its log file, the settings JSON API (over a real server's URL or a
+client), spreading requests over both workers of a ``--workers 2`` service, the workers' log
+labels (waited for, never read before they are written) and the moment each worker shows a
+settings change (read from its own log lines). ``wait_for`` is tests/conftest.py's, named here
+for the tests that import it from this module.
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ import httpx
 import trustme
 
 from fwrest.testing import Client
-from tests.conftest import READY_LINE, ServerProcess, local_port, wait_ready_workers
+from tests.conftest import (
+    READY_LINE,
+    ServerProcess,
+    free_config,
+    local_port,
+    module_config,
+    wait_ready_workers,
+)
 from tests.conftest import wait_for as wait_for
 from tests.faults.support import Pinned, pinned_per_worker
 
@@ -96,16 +104,6 @@ Base = str | httpx.Client
 
 
 @contextmanager
-def running(config: Path, workers: int = 1) -> Iterator[ServerProcess]:
-    """``fwrest serve CONFIG`` for the length of the ``with`` block (module fixtures)."""
-    proc = ServerProcess(config, workers).wait_ready()
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-@contextmanager
 def in_process(config: Path, server: str, location: str = "/rest") -> Iterator[Client]:
     """``fwrest.testing.Client`` of ``server`` (one worker, in this process) for the length of
     the ``with`` block, its base URL ending with ``location``: ``client.get("/hello")`` asks
@@ -137,6 +135,28 @@ def in_process_ports(
     """Server section -> its in-process client (:func:`in_process`), for the ``with`` block."""
     with ExitStack() as stack:
         yield {name: stack.enter_context(in_process(config, name, location)) for name in names}
+
+
+def auth_service(tmp: Path, name: str = "", auth: str = AUTH_SOURCE, **kw: Any) -> Path:
+    """:func:`module_config`'s service in ``tmp`` whose modules are ``{name}_app`` and
+    ``{name}_auth`` (``auth``: its source), both imported by ``[ENV]``; without a ``name``
+    :func:`free_config`'s, of modules ``app`` and ``auth`` (for ``fwrest serve``, whose process
+    imports them). ``kw`` as those two take them (``extra``: sections beside ``[ENV]``)."""
+    prefix = f"{name}_" if name else ""
+    (tmp / f"{prefix}auth.py").write_text(auth)
+    kw["extra"] = {"ENV": {"Repository": f"{prefix}app,{prefix}auth"}, **kw.get("extra", {})}
+    if name:
+        return module_config(tmp, f"{name}_app", **kw)
+    return free_config(tmp, **kw)
+
+
+@contextmanager
+def sqlite_client(tmp: Path, name: str) -> Iterator[Client]:
+    """The in-process client of tests/conftest.py's service (``HTTP_REST``, its app module
+    ``name``) on the sqlite state store, base URL ending in ``/rest``."""
+    config = module_config(tmp, name, extra={"HTTPSERVER": {"StateStore": "sqlite"}})
+    with in_process(config, "HTTP_REST") as client:
+        yield client
 
 
 class FileLog:
@@ -194,6 +214,20 @@ def post_settings(base: Base, changes: Any, **kw: Any) -> httpx.Response:
     headers = {"Content-Type": "application/json", **JSON_ACCEPT, **kw.pop("headers", {})}
     content = json.dumps(changes)
     return send(base, "POST", "/fw/rest/config", content=content, headers=headers, timeout=10, **kw)
+
+
+def form_token(base: Base, **kw: Any) -> str:
+    """The anti-forgery token of the settings page (``/fw/rest/config`` as HTML)."""
+    page = send(base, "GET", "/fw/rest/config", **kw)
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    m = re.search(r'name="fw_csrf" value="([^"]+)"', page.text)
+    assert m, page.text
+    return m.group(1)
+
+
+def post_form(base: Base, fields: dict[str, str], **kw: Any) -> httpx.Response:
+    return send(base, "POST", "/fw/rest/config", data=fields, timeout=10, **kw)
 
 
 def change(base: Base, changes: dict[str, Any], **kw: Any) -> float:
@@ -287,6 +321,17 @@ def settled(proc: ServerProcess, mark: int, *transitions: str, count: int = 2) -
     return lag
 
 
+def settled_change(
+    proc: ServerProcess, base: str, changes: dict[str, Any], *transitions: str
+) -> int:
+    """POST ``changes`` (they must succeed) and wait until every worker shows ``transitions``,
+    each within 1 s of the answer (:func:`settled`); the log's length then."""
+    mark = len(proc.log())
+    change(base, changes)
+    settled(proc, mark, *transitions)
+    return len(proc.log())
+
+
 def clear_settings(base: str, count: int = 2) -> None:
     """Clear every run-time value of the service of ``base`` (an open port of a ``--workers
     count`` service whose ``/hello`` answers its pid), then wait until each worker has no
@@ -348,13 +393,16 @@ def labels_of(labels: dict[int, str], pids: Iterable[int]) -> set[str]:
     return {labels[pid] for pid in pids}
 
 
-def hit_both_workers(base: str, path: str = "/hello", rounds: int = 200) -> list[int]:
-    """GET ``path`` (which answers its pid) on fresh connections until two pids answered."""
+def hit_both_workers(
+    base: str, path: str = "/hello", rounds: int = 200, minimum: int = 4
+) -> list[int]:
+    """GET ``path`` (which answers its pid) on fresh connections until two pids answered, and
+    at least ``minimum`` requests were made."""
     pids: list[int] = []
     for _ in range(rounds):
         r = httpx.get(f"{base}{path}", timeout=10)
         assert r.status_code == 200, r.text
         pids.append(r.json()["pid"])
-        if len(set(pids)) >= 2 and len(pids) >= 4:
+        if len(set(pids)) >= 2 and len(pids) >= minimum:
             return pids
     raise AssertionError(f"{rounds} requests never reached a second worker: {set(pids)}")

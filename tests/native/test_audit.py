@@ -30,16 +30,19 @@ import pytest
 from fwrest import log
 from fwrest.store.audit import AuditEvent, AuditLog
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, local_port, module_config
+from tests.conftest import APP_SOURCE, local_port
 from tests.docs.blocks import example
 from tests.native.support import (
     ADA,
     ADMIN_AUTH_SOURCE,
     BOB,
     FileLog,
+    auth_service,
     basic,
+    form_token,
     in_process,
     in_process_ports,
+    post_form,
     post_settings,
     wait_for,
 )
@@ -57,7 +60,6 @@ def _basic(**auth: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("audit_route")
-    (folder / "audit_route_auth.py").write_text(ADMIN_AUTH_SOURCE)
     public = _basic()
     public["FwData"]["NativeRoutes"] = {"public": ["rest/audit"]}
     servers = {
@@ -66,15 +68,13 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "HTTP_PUBLIC": public,
         "HTTP_OPEN": local_port(),
     }
-    return module_config(
+    return auth_service(
         folder,
-        "audit_route_app",
+        "audit_route",
+        ADMIN_AUTH_SOURCE,
         servers=servers,
         app=APP_SOURCE,
-        extra={
-            "HTTPSERVER": {"StateStore": "sqlite"},
-            "ENV": {"Repository": "audit_route_app,audit_route_auth"},
-        },
+        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
         general={"rest_log_level": 1},  # errors only: the audit lines are written all the same
     )
 
@@ -116,15 +116,21 @@ def wait_event(client: Client, query: str, found: Any, what: str) -> dict[str, A
     return seen[0]
 
 
+def wait_change(admin: Client, key: str, query: str = "", **details: Any) -> dict[str, Any]:
+    """The newest ``settings.change`` event of ``key`` whose details hold ``details``."""
+
+    def found(event: dict[str, Any]) -> bool:
+        got = event["details"]
+        return got["key"] == key and all(got[name] == value for name, value in details.items())
+
+    what = f"the change of {key} ({details}) in the trail"
+    return wait_event(admin, f"?event=settings.change{query}", found, what)
+
+
 def test_a_settings_change_through_the_json_api_is_an_event(admin: Client) -> None:
     before = datetime.now(UTC) - timedelta(seconds=1)
     assert post_settings(admin, {"rest_trace_time": 2}, headers=ADA).status_code == 200
-    event = wait_event(
-        admin,
-        "?event=settings.change",
-        lambda e: e["details"]["key"] == "rest_trace_time" and e["details"]["new"] == 2,
-        "the change in the trail",
-    )
+    event = wait_change(admin, "rest_trace_time", new=2)
     assert set(event) == {"ts", "event", "actor", "client", "port", "details"}
     assert event["event"] == "settings.change"
     assert (event["actor"], event["client"], event["port"]) == ("ada", "127.0.0.1", "HTTP_ADMIN")
@@ -134,31 +140,15 @@ def test_a_settings_change_through_the_json_api_is_an_event(admin: Client) -> No
     assert before <= when <= datetime.now(UTC), event["ts"]
     # null clears the run-time value: the value in force is the file's (here the default)
     assert post_settings(admin, {"rest_trace_time": None}, headers=ADA).status_code == 200
-    cleared = wait_event(
-        admin,
-        "?event=settings.change",
-        lambda e: e["details"]["key"] == "rest_trace_time" and e["details"]["runtime"] is None,
-        "the cleared value in the trail",
-    )
+    cleared = wait_change(admin, "rest_trace_time", runtime=None)
     assert (cleared["details"]["old"], cleared["details"]["new"]) == (2, 0)
 
 
 def test_a_change_on_the_page_is_an_event_of_the_page(admin: Client) -> None:
-    page = admin.get("/fw/rest/config", headers=ADA).text
-    token = re.search(r'name="fw_csrf" value="([^"]+)"', page)
-    assert token is not None, page[:500]
-    answer = admin.post(
-        "/fw/rest/config",
-        data={"fw_csrf": token.group(1), "rest_log_stringsize": "321"},
-        headers=ADA,
-    )
+    fields = {"fw_csrf": form_token(admin, headers=ADA), "rest_log_stringsize": "321"}
+    answer = post_form(admin, fields, headers=ADA)
     assert answer.status_code == 200 and "Saved" in answer.text, answer.text[:500]
-    event = wait_event(
-        admin,
-        "?event=settings.change",
-        lambda e: e["details"]["key"] == "rest_log_stringsize",
-        "the page's change in the trail",
-    )
+    event = wait_change(admin, "rest_log_stringsize")
     assert event["details"] == dict(
         key="rest_log_stringsize", old=200, new=321, runtime=321, via="page"
     )
@@ -172,12 +162,7 @@ def test_the_documented_answer_and_line_are_what_the_service_gives(
     mark = len(file_log.log())
     assert post_settings(admin, {"rest_log_level": 5}, headers=ADA).status_code == 200
     assert post_settings(admin, {"rest_log_level": None}, headers=ADA).status_code == 200
-    found = wait_event(
-        admin,
-        "?event=settings.change&limit=2",
-        lambda e: e["details"]["key"] == "rest_log_level" and e["details"]["new"] == 5,
-        "the level change in the trail",
-    )
+    found = wait_change(admin, "rest_log_level", "&limit=2", new=5)
     documented = json.loads(example("operations-audit-answer").text)[0]
     assert set(documented) == set(found)
     assert set(documented["details"]) == set(found["details"])
@@ -214,12 +199,7 @@ def test_the_audit_line_is_written_at_every_level_above_0(admin: Client, file_lo
     assert "GET /rest/hello" not in text
     # at 0 the log is off, the audit line too; the event is kept all the same
     assert post_settings(admin, {"rest_log_level": 0}, headers=ADA).status_code == 200
-    wait_event(
-        admin,
-        "?event=settings.change",
-        lambda e: e["details"]["key"] == "rest_log_level" and e["details"]["new"] == 0,
-        "the change to level 0 in the trail",
-    )
+    wait_change(admin, "rest_log_level", new=0)
     assert post_settings(admin, {"rest_log_level": None}, headers=ADA).status_code == 200
     text = file_log.wait_log('"key":"rest_log_level","old":0,"new":1', since=mark)
     assert '"new":0' not in text
@@ -263,10 +243,8 @@ def test_the_trail_is_newest_first_and_filtered(admin: Client) -> None:
     stamps = [e["ts"] for e in trail(admin)]
     assert stamps == sorted(stamps, reverse=True) and len(stamps) >= 3
     since = changes[1]["ts"]  # an event's own time: it and the newer ones
-    assert [e["details"]["new"] for e in trail(admin, f"?since={since}&event=settings.change")] == [
-        403,
-        402,
-    ]
+    newer = trail(admin, f"?since={since}&event=settings.change")
+    assert [e["details"]["new"] for e in newer] == [403, 402]
     # an offset, its "+" sent raw (a query's blank) or encoded; a date alone; no offset: UTC
     later = (datetime.now(UTC) + timedelta(hours=1)).astimezone(timezone(timedelta(hours=1)))
     for form in (later.isoformat(), later.isoformat().replace("+", "%2B")):
@@ -355,13 +333,9 @@ def test_the_route_is_listed_and_named(admin: Client) -> None:
 def test_disable_takes_the_route_away(tmp_path: Path) -> None:
     server = _basic()
     server["FwData"]["NativeRoutes"] = {"disable": ["rest/audit"]}
-    (tmp_path / "audit_disabled_auth.py").write_text(ADMIN_AUTH_SOURCE)
-    config = module_config(
-        tmp_path,
-        "audit_disabled_app",
-        servers={"HTTP_REST": server},
-        app=APP_SOURCE,
-        extra={"ENV": {"Repository": "audit_disabled_app,audit_disabled_auth"}},
+    servers = {"HTTP_REST": server}
+    config = auth_service(
+        tmp_path, "audit_disabled", ADMIN_AUTH_SOURCE, servers=servers, app=APP_SOURCE
     )
     text = config.read_text().replace("audit_route_auth.check", "audit_disabled_auth.check")
     config.write_text(text)

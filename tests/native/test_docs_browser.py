@@ -18,15 +18,14 @@ from urllib.parse import urlsplit
 import pytest
 import trustme
 
-from tests.conftest import ServerProcess, free_config, local_port
-from tests.native.support import AUTH_SOURCE, oauth2_port, running
+from tests.conftest import ServerProcess, local_port, serving
+from tests.native.support import auth_service, oauth2_port
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("docs_browser")
-    (tmp / "auth.py").write_text(AUTH_SOURCE)
-    config = free_config(
+    config = auth_service(
         tmp,
         servers={
             "HTTP_BASIC": local_port(
@@ -36,9 +35,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterator
                 tmp, ca, "auth.params", NativeRoutes={"public": ["rest/docs", "rest/openapi.json"]}
             ),
         },
-        extra={"ENV": {"Repository": "app,auth"}},
     )
-    with running(config) as proc:
+    with serving(config) as proc:
         yield proc
 
 

@@ -17,9 +17,9 @@ import trustme
 
 from fwrest.native.docs import DOCS_FILES, SWAGGER_UI_VERSION
 from fwrest.testing import Client
-from tests.conftest import ROOT, local_port, module_config
+from tests.conftest import ROOT, local_port
 from tests.docs.blocks import example
-from tests.native.support import AUTH_SOURCE, basic, in_process_ports, oauth2_port
+from tests.native.support import auth_service, basic, in_process_ports, oauth2_port
 
 ADA = basic("ada", "Ada-Pw-1")
 PAGE = "/fw/rest/docs"
@@ -35,11 +35,10 @@ def clients(
     tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA
 ) -> Iterator[dict[str, Client]]:
     tmp = tmp_path_factory.mktemp("docs_page")
-    (tmp / "docs_auth.py").write_text(AUTH_SOURCE)
     server = local_port()
-    config = module_config(
+    config = auth_service(
         tmp,
-        "docs_app",
+        "docs",
         servers={
             "HTTP_PLAIN": server,
             "HTTP_BASIC": {
@@ -52,7 +51,6 @@ def clients(
                 tmp, ca, "docs_auth.params", **json.loads(example("operations-docs-public").text)
             ),
         },
-        extra={"ENV": {"Repository": "docs_app,docs_auth"}},
     )
     with in_process_ports(config, PORTS) as clients:
         yield clients
@@ -202,23 +200,15 @@ def test_an_oauth2_port_can_open_the_page_and_authorize_as_swagger_ui_does(
     assert "default" in flow["scopes"]
     form = dict(grant_type="password", scope="default", username="ada", password="Ada-Pw-7731")
     header = base64.b64encode(b"web:Web-Secret-9q").decode()
+    url = flow["tokenUrl"].removeprefix("/rest")  # under the client's base URL
     answers = [
-        client.post(
-            flow["tokenUrl"].removeprefix("/rest"),
-            data=form,
-            headers={"Authorization": f"Basic {header}"},
-        ),
-        client.post(
-            flow["tokenUrl"].removeprefix("/rest"),
-            data={**form, "client_id": "web", "client_secret": "Web-Secret-9q"},
-        ),
+        client.post(url, data=form, headers={"Authorization": f"Basic {header}"}),
+        client.post(url, data={**form, "client_id": "web", "client_secret": "Web-Secret-9q"}),
     ]
     # no client: in the body, fine; Swagger UI's default (an empty client in the header), not
     # (docs/operations.md tells the user to pick the body)
-    answers.append(client.post(flow["tokenUrl"].removeprefix("/rest"), data=form))
-    empty = client.post(
-        flow["tokenUrl"].removeprefix("/rest"), data=form, headers={"Authorization": "Basic Og=="}
-    )
+    answers.append(client.post(url, data=form))
+    empty = client.post(url, data=form, headers={"Authorization": "Basic Og=="})
     assert empty.status_code == 401
     assert empty.json()["error"] == "invalid_client"
     for answer in answers:

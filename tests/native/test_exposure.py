@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,8 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import local_port, module_config, run_cli
-from tests.native.support import AUTH_SOURCE, NATIVE, basic, in_process
+from tests.conftest import local_port, run_cli
+from tests.native.support import NATIVE, auth_service, basic, in_process_ports
 
 ADA = basic("ada", "Ada-Pw-1")
 CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
@@ -41,23 +40,21 @@ def _basic_port(**fw_data: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("exposure")
-    (tmp / "exposure_auth.py").write_text(AUTH_SOURCE)
-    return module_config(
+    return auth_service(
         tmp,
-        "exposure_app",
+        "exposure",
         servers={
             "HTTP_BASIC": _basic_port(),
             "HTTP_PUBLIC": _basic_port(NativeRoutes={"public": ["healthcheck"]}),
         },
-        extra={"ENV": {"Repository": "exposure_app,exposure_auth"}},
     )
 
 
 @pytest.fixture(scope="module")
 def clients(config: Path) -> Iterator[dict[str, Client]]:
     """Server section -> its in-process client (base URL ending in ``/rest``)."""
-    with ExitStack() as stack:
-        yield {name: stack.enter_context(in_process(config, name)) for name in PORTS}
+    with in_process_ports(config, PORTS) as clients:
+        yield clients
 
 
 def call(

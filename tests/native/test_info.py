@@ -8,6 +8,7 @@ its own one-worker service.
 
 from __future__ import annotations
 
+import html
 import importlib.metadata
 import platform
 import re
@@ -18,7 +19,6 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,8 @@ import psutil
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, local_port, module_config
-from tests.native.support import JSON_ACCEPT, Base, in_process, running, send, wait_for
+from tests.conftest import ServerProcess, free_config, local_port, serving
+from tests.native.support import JSON_ACCEPT, Base, hit_both_workers, send, sqlite_client, wait_for
 from tests.server.rawhttp import RawConnection, request_bytes
 
 NUMBERS = ["calls", "total_us", "mean_us", "max_us", "percent"]
@@ -38,7 +38,7 @@ NUMBERS = ["calls", "total_us", "mean_us", "max_us", "percent"]
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("info")
     config = free_config(tmp, extra={"HTTPSERVER": {"StateStore": "sqlite"}})
-    with running(config, workers=2) as proc:
+    with serving(config, workers=2) as proc:
         yield proc
 
 
@@ -50,12 +50,7 @@ def base(server: ServerProcess) -> str:
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     """The in-process client of the same service (one worker), base URL ending in ``/rest``."""
-    config = module_config(
-        tmp_path_factory.mktemp("info_inproc"),
-        "info_app",
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
-    )
-    with in_process(config, "HTTP_REST") as client:
+    with sqlite_client(tmp_path_factory.mktemp("info_inproc"), "info_app") as client:
         yield client
 
 
@@ -87,58 +82,23 @@ def reset(base: str) -> None:
     time.sleep(1.5)
 
 
-def spread_calls(base: str, minimum: int = 10) -> Counter[int]:
-    """GET /hello on fresh connections: at least ``minimum``, and on both workers."""
-    pids: Counter[int] = Counter()
-    for _ in range(200):
-        r = httpx.get(f"{base}/hello")
-        assert r.status_code == 200
-        pids[r.json()["pid"]] += 1
-        if sum(pids.values()) >= minimum and len(pids) == 2:
-            return pids
-    raise AssertionError(f"the calls never reached a second worker: {pids}")
-
-
-class Tables(HTMLParser):
+def tables(page: str) -> dict[str, list[list[str]]]:
     """The page's tables: title (the preceding h2) -> rows of cell texts."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tables: dict[str, list[list[str]]] = {}
-        self._title = ""
-        self._in: str | None = None
-        self._row: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "h2":
-            self._in, self._title = "h2", ""
-        elif tag == "table":
-            self.tables[self._title] = []
-        elif tag == "tr":
-            self._row = []
-        elif tag in ("td", "th") and self._row is not None:
-            self._row.append("")
-            self._in = "cell"
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "tr" and self._row is not None:
-            self.tables[self._title].append(self._row)
-            self._row = None
-        elif tag in ("h2", "td", "th"):
-            self._in = None
-
-    def handle_data(self, data: str) -> None:
-        if self._in == "h2":
-            self._title += data
-        elif self._in == "cell" and self._row is not None:
-            self._row[-1] += data
+    found = re.findall(r"<h2[^>]*>(.*?)</h2>\s*<table[^>]*>(.*?)</table>", page, re.S)
+    return {
+        html.unescape(title): [
+            [html.unescape(cell) for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)
+        ]
+        for title, table in found
+    }
 
 
 def test_usage_time_counts_the_calls_of_both_workers_as_json(
     server: ServerProcess, base: str
 ) -> None:
     reset(base)
-    pids = spread_calls(base)
+    pids = Counter(hit_both_workers(base, minimum=10))  # GET /hello, on both workers
     for _ in range(3):
         assert httpx.get(f"{base}/items/1").status_code == 200
     made = sum(pids.values())
@@ -182,41 +142,36 @@ def test_usage_time_is_an_html_page_with_three_tables_and_goes_to_the_log(
     server: ServerProcess, base: str
 ) -> None:
     reset(base)
-    pids = spread_calls(base, 6)
+    pids = Counter(hit_both_workers(base, minimum=6))
     made = sum(pids.values())
     wait_for(lambda: calls_of(figures(base), "/hello") == made, 20, f"{made} calls counted", 0.1)
     mark = len(server.log())
     r = httpx.get(f"{base}/fw/rest/usage/time")
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/html")
-    parser = Tables()
-    parser.feed(r.text)
-    titles = list(parser.tables)
+    found = tables(r.text)
+    titles = list(found)
     print(titles)
     entry = next(t for t in titles if "entry point" in t.lower())
     worker = next(t for t in titles if "worker" in t.lower())
     pool = next(t for t in titles if "thread pool" in t.lower())
-    head = parser.tables[entry][0]
+    head = found[entry][0]
     for key in NUMBERS:
         assert key in head, head
-    rows = [dict(zip(head, row, strict=True)) for row in parser.tables[entry][1:]]
+    rows = [dict(zip(head, row, strict=True)) for row in found[entry][1:]]
     hello = next(row for row in rows if row["endpoint"] == "/hello")
     assert int(hello["calls"]) == made
     assert int(hello["mean_us"]) == int(hello["total_us"]) // made
-    assert len(parser.tables[worker]) - 1 == 2  # one row per worker
-    assert any(row[0] == "POOL" for row in parser.tables[pool][1:])
+    assert len(found[worker]) - 1 == 2  # one row per worker
+    assert any(row[0] == "POOL" for row in found[pool][1:])
     logged = server.wait_log("  pool POOL: calls=", since=mark)  # the record's last part
     assert re.search(rf"GET +/rest/hello \[POOL\] calls={made} total=\d+us mean=\d+us", logged)
 
 
 def test_usage_reset_starts_from_zero_in_every_worker(base: str) -> None:
-    spread_calls(base, 6)
+    hit_both_workers(base, minimum=6)
     wait_for(lambda: calls_of(figures(base), "/hello") >= 6, 20, "calls counted", 0.1)
-    r = httpx.post(f"{base}/fw/rest/usage/time/reset", json={})
-    assert r.status_code == 200
-    took = wait_for(lambda: calls_of(figures(base), "/hello") == 0, 20, "zero after reset", 0.1)
-    print(f"zero {took:.3f} s after the reset")
-    time.sleep(1.5)  # past one publication of every worker: no old figures come back
+    reset(base)  # past one publication of every worker: no old figures come back
     fig = figures(base)
     assert calls_of(fig, "/hello") == 0, fig
     assert all(r["calls"] < 10 for r in fig["workers"]), fig["workers"]
@@ -292,7 +247,7 @@ def test_healthcheck_datetime_is_iso_8601_with_an_offset(client: Client) -> None
     assert abs(now - when) < timedelta(minutes=2), (now, when)
 
 
-def test_healthcheck_during_a_graceful_stop_is_503_or_refused(tmp_path: Path) -> None:
+def test_healthcheck_during_a_graceful_stop_is_503_or_refused(tmp_path: Path, serve: Any) -> None:
     """A stop with a request in flight: a health check whose head was on its way answers 503
     DOWN (DRAINING), a new connection is refused, and the idle keep-alive connection is closed
     by the stop once nothing is in progress. Each step waits on a state, not on a sleep: the
@@ -303,69 +258,62 @@ def test_healthcheck_during_a_graceful_stop_is_503_or_refused(tmp_path: Path) ->
         servers={"HTTP_REST": port_config},
         extra={"HTTPSERVER": {"GracefulTimeout": 20000}},
     )
-    proc = ServerProcess(config, workers=1).wait_ready()
-    try:
-        port = proc.ports["HTTP_REST"]
-        # an idle keep-alive connection, answered UP before the stop
-        idle = RawConnection(port, timeout=30)
-        worker = psutil.Process(idle.request("GET", "/rest/hello").json()["pid"])
-        before = idle.request("GET", "/rest/fw/healthcheck")
-        assert before.status == 200 and before.json()["status"] == "UP"
-        # a slow request in flight
-        slow: dict[str, Any] = {}
+    proc = serve(config)
+    port = proc.ports["HTTP_REST"]
+    # an idle keep-alive connection, answered UP before the stop
+    idle = RawConnection(port, timeout=30)
+    worker = psutil.Process(idle.request("GET", "/rest/hello").json()["pid"])
+    before = idle.request("GET", "/rest/fw/healthcheck")
+    assert before.status == 200 and before.json()["status"] == "UP"
+    # a slow request in flight
+    slow: dict[str, Any] = {}
 
-        def call_slow() -> None:
-            slow["r"] = httpx.get(f"{proc.url()}/sleep/2500", timeout=30)
+    def call_slow() -> None:
+        slow["r"] = httpx.get(f"{proc.url()}/sleep/2500", timeout=30)
 
-        thread = threading.Thread(target=call_slow)
-        thread.start()
-        # a health check whose head is on the way when the stop comes
-        partial = RawConnection(port, timeout=30)
-        whole = request_bytes("GET", "/rest/fw/healthcheck")
-        partial.send(whole[:-2])
+    thread = threading.Thread(target=call_slow)
+    thread.start()
+    # a health check whose head is on the way when the stop comes
+    partial = RawConnection(port, timeout=30)
+    whole = request_bytes("GET", "/rest/fw/healthcheck")
+    partial.send(whole[:-2])
 
-        def accepted() -> bool:  # the worker holds all three connections (none in a backlog)
-            conns = worker.net_connections("tcp")
-            return sum(c.laddr.port == port and c.status == "ESTABLISHED" for c in conns) >= 3
+    def accepted() -> bool:  # the worker holds all three connections (none in a backlog)
+        conns = worker.net_connections("tcp")
+        return sum(c.laddr.port == port and c.status == "ESTABLISHED" for c in conns) >= 3
 
-        wait_for(accepted, 30, "the worker to accept the three connections")
-        proc.signal(signal.SIGTERM)
-        signalled = time.monotonic()
+    wait_for(accepted, 30, "the worker to accept the three connections")
+    proc.signal(signal.SIGTERM)
+    signalled = time.monotonic()
 
-        # a new connection is refused or closed unanswered: the drain has begun
-        def refused() -> bool:
-            try:
-                with RawConnection(port, timeout=30) as fresh:
-                    fresh.send(request_bytes("GET", "/rest/fw/healthcheck"))
-                    return fresh.closed_by_server()  # False: answered (the stop is not seen yet)
-            except OSError:
-                return True  # refused or reset
+    # a new connection is refused or closed unanswered: the drain has begun
+    def refused() -> bool:
+        try:
+            with RawConnection(port, timeout=30) as fresh:
+                fresh.send(request_bytes("GET", "/rest/fw/healthcheck"))
+                return fresh.closed_by_server()  # False: answered (the stop is not seen yet)
+        except OSError:
+            return True  # refused or reset
 
-        wait_for(refused, 30, "new connections refused")
-        # the request that was on its way when the stop came: 503 DOWN (draining)
-        partial.send(whole[-2:])
-        during = partial.read_response()
-        print(f"health check during the stop: {during.status} {during.body!r}")
-        assert during.status == 503
-        body = during.json()
-        assert body["status"] == "DOWN"
-        assert body["checks"]["shutdown"]["status"] == "DRAINING"
-        # the idle keep-alive connection is closed by the stop (its KeepAliveTimeout is 60 s):
-        # its next health check cannot be UP
-        idle.wait_closed()
-        print(
-            f"idle keep-alive connection closed {time.monotonic() - signalled:.3f} s after SIGTERM"
-        )
-        assert not idle.send(request_bytes("GET", "/rest/fw/healthcheck")) or (
-            idle.closed_by_server()
-        )
-        thread.join(30)
-        assert slow["r"].status_code == 200  # the request in flight finished
-        assert proc.proc.wait(60) == 0
-        print(f"exited 0 {time.monotonic() - signalled:.3f} s after SIGTERM")
-        # closed by the stop once the slow request ended, not by GracefulTimeout's end
-        assert "still busy after GracefulTimeout" not in proc.log()
-        idle.close()
-        partial.close()
-    finally:
-        proc.stop()
+    wait_for(refused, 30, "new connections refused")
+    # the request that was on its way when the stop came: 503 DOWN (draining)
+    partial.send(whole[-2:])
+    during = partial.read_response()
+    print(f"health check during the stop: {during.status} {during.body!r}")
+    assert during.status == 503
+    body = during.json()
+    assert body["status"] == "DOWN"
+    assert body["checks"]["shutdown"]["status"] == "DRAINING"
+    # the idle keep-alive connection is closed by the stop (its KeepAliveTimeout is 60 s):
+    # its next health check cannot be UP
+    idle.wait_closed()
+    print(f"idle keep-alive connection closed {time.monotonic() - signalled:.3f} s after SIGTERM")
+    assert not idle.send(request_bytes("GET", "/rest/fw/healthcheck")) or idle.closed_by_server()
+    thread.join(30)
+    assert slow["r"].status_code == 200  # the request in flight finished
+    assert proc.proc.wait(60) == 0
+    print(f"exited 0 {time.monotonic() - signalled:.3f} s after SIGTERM")
+    # closed by the stop once the slow request ended, not by GracefulTimeout's end
+    assert "still busy after GracefulTimeout" not in proc.log()
+    idle.close()
+    partial.close()

@@ -27,11 +27,11 @@ from openapi_spec_validator import validate
 
 from fwrest.testing import Client
 from tests.builders import own_ports
-from tests.conftest import APP_SOURCE, local_port, module_config, run_cli
+from tests.conftest import APP_SOURCE, local_port, run_cli
 from tests.native.support import (
-    AUTH_SOURCE,
     NATIVE,
     NATIVE_PATHS,
+    auth_service,
     basic,
     in_process_ports,
     oauth2_port,
@@ -68,7 +68,6 @@ class Service:
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterator[Service]:
     tmp = tmp_path_factory.mktemp("listing")
-    (tmp / "listing_auth.py").write_text(AUTH_SOURCE)
     mapped = {"GET": {"Function": "listing_app.mapped", "Description": "mapped"}}
     native = {"hide": ["healthcheck/datetime"], "disable": ["vendor/environment"]}
     servers = {
@@ -81,16 +80,8 @@ def service(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterato
         "HTTP_BASIC": local_port(FwData={"Authorization": {"scheme": "basic", "OnAuth": AUTH}}),
         "HTTPS_OAUTH": oauth2_port(tmp, ca, "listing_auth.params"),
     }
-    config = module_config(
-        tmp,
-        "listing_app",
-        servers=own_ports(servers),
-        extra={
-            "ENV": {"Repository": "listing_app,listing_auth"},
-            "OTHER": {"Path": "/other", "ThreadPool": "POOL"},
-        },
-        app=APP,
-    )
+    other = {"OTHER": {"Path": "/other", "ThreadPool": "POOL"}}
+    config = auth_service(tmp, "listing", servers=own_ports(servers), extra=other, app=APP)
     with in_process_ports(config, NAMES) as clients:
         yield Service(config, clients)
 

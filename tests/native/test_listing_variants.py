@@ -27,8 +27,8 @@ import pytest
 from openapi_spec_validator import validate
 
 from fwrest.testing import Client
-from tests.conftest import free_config, local_port, module_config, run_cli
-from tests.native.support import AUTH_SOURCE, in_process_ports
+from tests.conftest import local_port, run_cli
+from tests.native.support import auth_service, in_process_ports
 
 APP = """
 from fwrest import delete, get, post
@@ -84,10 +84,9 @@ NAMES = ("HTTP_SPLIT", "HTTP_NO_VENDOR", "HTTP_OPEN_ALL")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("variants")
     (tmp / "variants_side.py").write_text(SIDE)
-    (tmp / "variants_auth.py").write_text(AUTH_SOURCE)
-    return module_config(
+    return auth_service(
         tmp,
-        "variants_app",
+        "variants",
         app=APP,
         servers={
             "HTTP_SPLIT": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT, SIDE"},
@@ -102,7 +101,6 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
             ),
         },
         extra={
-            "ENV": {"Repository": "variants_app, variants_auth"},
             "SIDE": {"Path": "/side", "ThreadPool": "SIDE_POOL"},
             "SIDE_POOL": {"Environment": "SIDE_ENV", "MinThreads": 1, "MaxThreads": 2},
             "SIDE_ENV": {"Repository": "variants_side"},
@@ -192,18 +190,12 @@ def test_openapi_has_one_path_item_per_shape_and_every_operation_answers(
             assert answer.status_code == 200, (method, path, answer.status_code)
 
 
-ENVIRONMENTS = [
-    "/fw/environment",
-    "/server/environment",
-    "/vendor/environment",
-    "/fw/server/environment",
-    "/fw/vendor/environment",
-]
-
+# the seed's path of an environment route -> its path under /fw/
 TWINS = {
     "/server/environment": "/fw/server/environment",
     "/vendor/environment": "/fw/vendor/environment",
 }
+ENVIRONMENTS = ["/fw/environment", *TWINS, *TWINS.values()]
 
 
 @pytest.mark.parametrize("path", ENVIRONMENTS)
@@ -251,12 +243,13 @@ def test_public_star_on_a_protected_port_is_warned_about(config: Path, serve: An
 def test_disabling_the_token_route_of_an_oauth2_port_is_warned_about(
     tmp_path: Path, certs: dict[str, Path]
 ) -> None:
-    (tmp_path / "auth.py").write_text(
+    params = (
         "def params():\n"
         '    return {"username": "ada", "password": "Ada-Pw-1", "access_expires": 3600000}\n'
     )
-    config = free_config(
+    config = auth_service(
         tmp_path,
+        auth=params,
         app=APP,
         servers={
             "HTTPS_REST": local_port(
@@ -273,7 +266,6 @@ def test_disabling_the_token_route_of_an_oauth2_port_is_warned_about(
                 },
             )
         },
-        extra={"ENV": {"Repository": "app, auth"}},
     )
     done = run_cli("check", str(config))
     print(done.stdout)

@@ -26,9 +26,10 @@ from fwrest.config.model import EnvironmentConfig, ThreadPoolConfig
 from fwrest.server.pool import ThreadPool
 from fwrest.server.readiness import Probes
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, free_config, free_port, module_config, wait_for
-from tests.native.support import in_process
-from tests.redis_support import RedisServer
+from tests.conftest import free_config, free_port, module_config, wait_for
+from tests.monitor.support import monitor_section
+from tests.native.support import in_process, sqlite_client
+from tests.redis_support import RedisServer, started
 from tests.server.rawhttp import RawConnection, request_bytes
 
 PROBES = ("live", "ready", "started")
@@ -36,12 +37,7 @@ PROBES = ("live", "ready", "started")
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
-    config = module_config(
-        tmp_path_factory.mktemp("probes"),
-        "probes_app",
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
-    )
-    with in_process(config, "HTTP_REST") as http:
+    with sqlite_client(tmp_path_factory.mktemp("probes"), "probes_app") as http:
         yield http
 
 
@@ -103,17 +99,14 @@ def test_ready_is_503_while_a_pool_has_fewer_than_min_threads() -> None:
 
 def test_ready_and_started_are_503_before_the_start_finished() -> None:
     probes = Probes(None, lambda: (2, 2), lambda: [], lambda: False)
-    assert probes.answer("started") == (
-        503,
-        {"status": "DOWN", "checks": {"started": {"status": "DOWN"}}},
-    )
+    down = {"status": "DOWN"}
+    assert probes.answer("started") == (503, {**down, "checks": {"started": down}})
     status, body = probes.answer("ready")
     assert status == 503 and set(body["checks"]) == {"started"}
     probes.started = True
     assert probes.answer("started")[0] == probes.answer("ready")[0] == 200
-    assert Probes(None, lambda: (1, 2), lambda: [], lambda: False).answer("ready")[1]["checks"][
-        "workers"
-    ] == {"status": "DOWN", "alive": 1, "expected": 2}
+    one_of_two = Probes(None, lambda: (1, 2), lambda: [], lambda: False)
+    assert one_of_two.answer("ready")[1]["checks"]["workers"] == {**down, "alive": 1, "expected": 2}
 
 
 # -- a real service: Redis stopped, draining, the monitor's port ---------------------------------
@@ -123,27 +116,22 @@ def _get(url: str, **kw: Any) -> httpx.Response:
     return httpx.get(url, timeout=10, **kw)
 
 
-def test_ready_follows_the_store_and_the_drain(tmp_path: Path) -> None:
-    redis = RedisServer(tmp_path).start()
-    mon_port = free_port()
-    config = free_config(
-        tmp_path,
-        extra={
-            "HTTPSERVER": {"StateStore": redis.url, "GracefulTimeout": 10000},
-            "APP_MONITOR": {
-                "Enable": 1,
-                "HostName": "127.0.0.1",
-                "Port": mon_port,
-                "ApiPath": "/api",
-                "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "app.nobody"}},
+def test_ready_follows_the_store_and_the_drain(tmp_path: Path, serve: Any) -> None:
+    with started(RedisServer(tmp_path)) as redis:
+        mon_port = free_port()
+        nobody = {"scheme": "basic", "OnAuth": "app.nobody"}
+        config = free_config(
+            tmp_path,
+            extra={
+                "HTTPSERVER": {"StateStore": redis.url, "GracefulTimeout": 10000},
+                "APP_MONITOR": monitor_section(mon_port, FwData={"Authorization": nobody}),
             },
-        },
-    )
-    (tmp_path / "app.py").write_text(
-        (tmp_path / "app.py").read_text() + "\n\ndef nobody(user, password):\n    return False\n"
-    )
-    proc = ServerProcess(config, workers=1).wait_ready()
-    try:
+        )
+        (tmp_path / "app.py").write_text(
+            (tmp_path / "app.py").read_text()
+            + "\n\ndef nobody(user, password):\n    return False\n"
+        )
+        proc = serve(config)
         base = f"{proc.url()}/fw/healthcheck"
         mon = f"http://127.0.0.1:{mon_port}/api/health"
         urls = {"port": base, "monitor": mon}
@@ -199,6 +187,3 @@ def test_ready_follows_the_store_and_the_drain(tmp_path: Path) -> None:
         thread.join(30)
         assert slow["r"].status_code == 200  # the request in flight finished
         assert proc.proc.wait(30) == 0
-    finally:
-        proc.stop()
-        redis.stop()

@@ -36,23 +36,24 @@ import pytest
 
 from fwrest.testing import Client
 from tests.builders import own_ports
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port, module_config
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port, serving
 from tests.native.support import (
     SETTING_NAMES,
-    Base,
     FileLog,
+    auth_service,
     basic,
     change,
     clear_settings,
+    form_token,
     get_settings,
     hit_both_workers,
     in_process,
     labels_of,
+    post_form,
     post_settings,
-    running,
-    send,
     settle,
     settled,
+    settled_change,
     wait_for,
     wait_shown,
     wait_worker_labels,
@@ -92,18 +93,25 @@ SERVERS = {
 }
 
 
+def write_service(tmp: Path, name: str = "") -> Path:
+    """The module's service (:func:`auth_service`): its modules ``app`` and ``auth`` for
+    ``server``, or named ``{name}_app`` and ``{name}_auth`` for the in-process clients."""
+    servers = SERVERS
+    if name:  # each port on a number of its own in the client's URL and Host, as a server's
+        servers = own_ports(SERVERS)
+        authorization = servers["HTTP_BASIC"]["FwData"]["Authorization"]
+        authorization.update(OnAuth=f"{name}_auth.check", onAdmin=f"{name}_auth.admin")
+    extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
+    general = dict(FILE_GENERAL)
+    return auth_service(
+        tmp, name, AUTH_SOURCE, servers=servers, extra=extra, general=general, app=APP_SOURCE
+    )
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    tmp = tmp_path_factory.mktemp("settings_api")
-    (tmp / "auth.py").write_text(AUTH_SOURCE)
-    config = free_config(
-        tmp,
-        servers=SERVERS,
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}, "ENV": {"Repository": "app,auth"}},
-        general=dict(FILE_GENERAL),
-        app=APP_SOURCE,
-    )
-    with running(config, workers=2) as proc:
+    config = write_service(tmp_path_factory.mktemp("settings_api"))
+    with serving(config, workers=2) as proc:
         yield proc
 
 
@@ -119,25 +127,8 @@ def basic_base(server: ServerProcess) -> str:
 
 @pytest.fixture(scope="module")
 def client_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The in-process service: ``HTTP_REST`` and ``HTTP_BASIC`` as ``server`` has them, each
-    on a port of its own in the client's URL and Host (nothing binds it), as a server's; its
-    modules named for this test module."""
-    tmp = tmp_path_factory.mktemp("settings_api_inproc")
-    (tmp / "settings_api_auth.py").write_text(AUTH_SOURCE)
-    servers = own_ports(SERVERS)
-    authorization = servers["HTTP_BASIC"]["FwData"]["Authorization"]
-    authorization.update(OnAuth="settings_api_auth.check", onAdmin="settings_api_auth.admin")
-    return module_config(
-        tmp,
-        "settings_api_app",
-        servers=servers,
-        extra={
-            "HTTPSERVER": {"StateStore": "sqlite"},
-            "ENV": {"Repository": "settings_api_app,settings_api_auth"},
-        },
-        general=dict(FILE_GENERAL),
-        app=APP_SOURCE,
-    )
+    """The in-process service: ``HTTP_REST`` and ``HTTP_BASIC`` as ``server`` has them."""
+    return write_service(tmp_path_factory.mktemp("settings_api_inproc"), "settings_api")
 
 
 @pytest.fixture(scope="module")
@@ -203,15 +194,11 @@ def test_get_json_gives_exactly_the_five_settings_with_their_sources(client: Cli
     assert settings["rest_trace_time"] == dict(
         runtime=None, file=None, default=0, effective=0, allowed="0-2"
     )
-    reload_time = settings["rest_reload_time"]
-    assert (reload_time["runtime"], reload_time["file"]) == (None, 1)
-    assert (reload_time["default"], reload_time["effective"]) == (60, 1)
-    size = settings["rest_log_stringsize"]
-    assert (size["runtime"], size["file"], size["default"], size["effective"]) == (
-        None,
-        60,
-        200,
-        60,
+    assert settings["rest_reload_time"] == dict(
+        runtime=None, file=1, default=60, effective=1, allowed="1-86400"
+    )
+    assert settings["rest_log_stringsize"] == dict(
+        runtime=None, file=60, default=200, effective=60, allowed="0-1048576"
     )
 
 
@@ -324,10 +311,7 @@ def test_a_change_reaches_both_workers_within_one_second(server: ServerProcess, 
     # SPEC 5's second runs from the change's answer to each worker's own line saying it applied
     # the change (``settled``): not from when this test read the answer, nor from when its
     # requests reached a worker
-    mark = len(server.log())
-    change(base, {"rest_log_level": 2})
-    settled(server, mark, "rest_log_level 3 -> 2")
-    mark = len(server.log())
+    mark = settled_change(server, base, {"rest_log_level": 2}, "rest_log_level 3 -> 2")
     pids = hit_both_workers(base)
     print(f"level 2: {len(pids)} requests on workers {sorted(labels_of(labels, pids))}")
     # a worker writes its lines in order: once each has logged the next change, a (wrong)
@@ -383,9 +367,16 @@ def general_edited(server: ServerProcess, base: str, **values: int) -> Iterator[
         assert all(restored[k]["file"] == FILE_GENERAL[k] for k in values), restored
 
 
-def both_reloaded(server: ServerProcess, mark: int, change_text: str) -> bool:
-    text = since(server, mark)
-    return all(f"[{w}] settings changed (sync): {change_text}" in text for w in ("w1", "w2"))
+def both_reread(server: ServerProcess, mark: int, change_text: str, timeout: float) -> None:
+    """Wait until both workers have logged, after offset ``mark``, re-reading ``[GENERAL]``
+    into ``change_text`` (``"rest_log_stringsize 60 -> 73"``)."""
+
+    def both() -> bool:
+        text = since(server, mark)
+        return all(f"[{w}] settings changed (sync): {change_text}" in text for w in ("w1", "w2"))
+
+    took = wait_for(both, timeout, f"both workers re-reading [GENERAL]: {change_text}", 0.1)
+    print(f"both workers re-read [GENERAL] {took:.3f} s after the edit")
 
 
 def test_the_config_file_general_is_reread_after_rest_reload_time(
@@ -394,13 +385,7 @@ def test_the_config_file_general_is_reread_after_rest_reload_time(
     assert get_settings(base)["rest_log_stringsize"]["file"] == 60
     mark = len(server.log())
     with general_edited(server, base, rest_log_stringsize=73):
-        took = wait_for(
-            lambda: both_reloaded(server, mark, "rest_log_stringsize 60 -> 73"),
-            8,
-            "both workers re-reading [GENERAL]",
-            0.1,
-        )
-        print(f"both workers re-read [GENERAL] {took:.3f} s after the edit (rest_reload_time=1)")
+        both_reread(server, mark, "rest_log_stringsize 60 -> 73", 8)  # rest_reload_time=1
         settings = get_settings(base)["rest_log_stringsize"]
         assert (settings["file"], settings["effective"]) == (73, 73)
 
@@ -412,18 +397,9 @@ def test_a_shorter_rest_reload_time_set_at_run_time_applies_at_once(
     change(base, {"rest_reload_time": 30})
     time.sleep(2.0)
     # ... until the interval is shortened again at run time
-    mark = len(server.log())
-    change(base, {"rest_reload_time": 1})
-    settled(server, mark, "rest_reload_time 30 -> 1")
-    mark = len(server.log())
+    mark = settled_change(server, base, {"rest_reload_time": 1}, "rest_reload_time 30 -> 1")
     with general_edited(server, base, rest_log_stringsize=74):
-        took = wait_for(
-            lambda: both_reloaded(server, mark, "rest_log_stringsize 60 -> 74"),
-            6,
-            "both workers re-reading [GENERAL] with rest_reload_time=1 set at run time",
-            0.1,
-        )
-        print(f"both workers re-read [GENERAL] {took:.3f} s after the edit")
+        both_reread(server, mark, "rest_log_stringsize 60 -> 74", 6)  # 1 set at run time
         change(base, {"rest_reload_time": None})
 
 
@@ -452,10 +428,7 @@ def test_rest_error_full_0_short_and_1_full_traceback(server: ServerProcess, bas
     assert "rest_error_full=1 logs the whole traceback" in short
     assert "Traceback (most recent call last)" not in short
 
-    mark = len(server.log())
-    change(base, {"rest_error_full": 1})
-    settled(server, mark, "rest_error_full 0 -> 1")
-    mark = len(server.log())
+    mark = settled_change(server, base, {"rest_error_full": 1}, "rest_error_full 0 -> 1")
     for _ in range(4):
         assert httpx.get(f"{base}/boom").status_code == 500
     wait_for(lambda: len(access_lines(since(server, mark), "/rest/boom 500")) == 4, 5, "4 lines")
@@ -483,20 +456,14 @@ def test_rest_trace_time_1_total_and_2_per_phase(server: ServerProcess, base: st
     assert ACCESS.findall(since(server, mark)) == [], since(server, mark)
     assert not re.search(r"\d+us\b", since(server, mark)), since(server, mark)
 
-    mark = len(server.log())
-    change(base, {"rest_trace_time": 1})
-    settled(server, mark, "rest_trace_time 0 -> 1")
-    mark = len(server.log())
+    mark = settled_change(server, base, {"rest_trace_time": 1}, "rest_trace_time 0 -> 1")
     pids = hit_both_workers(base)
     wait_for(lambda: len(ACCESS.findall(since(server, mark))) >= len(pids), 15, "access lines")
     lines = ACCESS.findall(since(server, mark))
     print(lines[:2])
     assert all(re.fullmatch(r"total=\d+us", line) for line in lines), lines
 
-    mark = len(server.log())
-    change(base, {"rest_trace_time": 2})
-    settled(server, mark, "rest_trace_time 1 -> 2")
-    mark = len(server.log())
+    mark = settled_change(server, base, {"rest_trace_time": 2}, "rest_trace_time 1 -> 2")
     pids = hit_both_workers(base)
     wait_for(lambda: len(ACCESS.findall(since(server, mark))) >= len(pids), 15, "access lines")
     lines = ACCESS.findall(since(server, mark))
@@ -551,19 +518,6 @@ def test_rest_log_stringsize_cuts_headers_and_bodies_in_the_debug_lines(
 
 
 # -- anti-forgery, Origin, onAdmin -------------------------------------------------------------
-
-
-def form_token(base: Base, **kw: Any) -> str:
-    page = send(base, "GET", "/fw/rest/config", **kw)
-    assert page.status_code == 200
-    assert page.headers["content-type"].startswith("text/html")
-    m = re.search(r'name="fw_csrf" value="([^"]+)"', page.text)
-    assert m, page.text
-    return m.group(1)
-
-
-def post_form(base: Base, fields: dict[str, str], **kw: Any) -> httpx.Response:
-    return send(base, "POST", "/fw/rest/config", data=fields, timeout=10, **kw)
 
 
 def test_form_post_without_or_with_a_wrong_token_is_403_and_changes_nothing(client: Client) -> None:
@@ -626,23 +580,11 @@ def test_json_post_from_a_foreign_origin_is_403_and_changes_nothing(client: Clie
     assert post_settings(client, {}, headers=https).status_code == 403
 
 
-def test_on_admin_false_is_403_for_that_user_and_true_lets_another_change(
+def test_a_change_on_admin_allows_on_one_port_is_read_on_the_other(
     server: ServerProcess, base: str, basic_base: str
 ) -> None:
-    before = get_settings(base)
-    assert httpx.post(f"{basic_base}/fw/rest/config", json={"rest_log_level": 5}).status_code == 401
-    # bob may read the settings, but onAdmin says no to a change
-    assert get_settings(basic_base, headers=BOB) == before
-    r = post_settings(basic_base, {"rest_log_level": 5}, headers=BOB)
-    assert r.status_code == 403, r.text
-    r = post_form(
-        basic_base,
-        {"rest_log_level": "5", "fw_csrf": form_token(basic_base, headers=BOB)},
-        headers=BOB,
-    )
-    assert r.status_code == 403, r.text
-    assert get_settings(base) == before
-    # ada may
+    # onAdmin's refusals: test_on_admin_anything_but_true_is_403_and_reading_stays_allowed and
+    # test_a_form_refused_by_on_admin_answers_403_with_the_page_saying_why; ada may change
     mark = len(server.log())
     r = post_settings(basic_base, {"rest_log_level": 5}, headers=ADA)
     assert r.status_code == 200, r.text
@@ -657,9 +599,10 @@ def test_on_admin_anything_but_true_is_403_and_reading_stays_allowed(
     client: Client, basic_client: Client, client_log: FileLog
 ) -> None:
     before = get_settings(client)
+    assert basic_client.post("/fw/rest/config", json={"rest_log_level": 5}).status_code == 401
     mark = len(client_log.log())
-    # onAdmin answers 1, "yes", raises: all are "not True"
-    for who in (CARL, DAN, EVE):
+    # onAdmin answers False, 1, "yes", raises: all are "not True"
+    for who in (BOB, CARL, DAN, EVE):
         assert get_settings(basic_client, headers=who) == before
         r = post_settings(basic_client, {"rest_log_level": 5}, headers=who)
         assert r.status_code == 403, r.text
@@ -732,10 +675,8 @@ def test_a_memory_store_with_two_workers_shares_changes_with_both(
     # both workers' labels, once their ready lines are in the log (they may follow
     # "fwrest: ready": reading the log once here raised KeyError on a busy machine)
     labels = wait_worker_labels(proc, 2)
-    mark = len(proc.log())
-    change(base, {"rest_log_level": 5, "rest_trace_time": 2})
-    settled(proc, mark, "rest_log_level 3 -> 5", "rest_trace_time 0 -> 2")
-    mark = len(proc.log())
+    both = {"rest_log_level": 5, "rest_trace_time": 2}
+    mark = settled_change(proc, base, both, "rest_log_level 3 -> 5", "rest_trace_time 0 -> 2")
     pids = hit_both_workers(base)
     workers = labels_of(labels, pids)
     assert workers == {"w1", "w2"}
@@ -752,9 +693,7 @@ def test_a_memory_store_with_two_workers_shares_changes_with_both(
     print(f"both workers follow a change in a memory store ({took:.3f} s after the requests)")
     for _ in range(6):  # GETs on fresh connections reach both workers: all agree
         assert get_settings(base)["rest_log_level"]["runtime"] == 5
-    mark = len(proc.log())
-    change(base, {"rest_log_level": None})
-    settled(proc, mark, "rest_log_level 5 -> 3")
+    settled_change(proc, base, {"rest_log_level": None}, "rest_log_level 5 -> 3")
     for _ in range(6):
         assert get_settings(base)["rest_log_level"]["runtime"] is None
         assert get_settings(base)["rest_trace_time"]["runtime"] == 2

@@ -24,18 +24,19 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ROOT, ServerProcess, free_config, local_port
+from tests.conftest import ROOT, ServerProcess, local_port, serving
 from tests.e2e.support import Pages
 from tests.native.support import (
     ADMIN_AUTH_SOURCE,
     ORANGE,
     SETTING_NAMES,
+    auth_service,
     change,
     clear_settings,
+    form_token,
     get_settings,
     hit_both_workers,
     labels_of,
-    running,
     settle,
     wait_for,
     wait_worker_labels,
@@ -47,18 +48,18 @@ SCREENSHOT = ROOT / "docs" / "img" / "config-page.png"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("settings_browser")
-    (tmp / "auth.py").write_text(ADMIN_AUTH_SOURCE)
     basic_auth = {"scheme": "basic", "OnAuth": "auth.check", "onAdmin": "auth.admin"}
-    config = free_config(
+    config = auth_service(
         tmp,
+        auth=ADMIN_AUTH_SOURCE,
         servers={
             "HTTP_REST": local_port(),
             "HTTP_BASIC": local_port(FwData={"Authorization": basic_auth}),
         },
-        extra={"HTTPSERVER": {"StateStore": "sqlite"}, "ENV": {"Repository": "app,auth"}},
+        extra={"HTTPSERVER": {"StateStore": "sqlite"}},
         general={"rest_log_level": 3},
     )
-    with running(config, workers=2) as proc:
+    with serving(config, workers=2) as proc:
         yield proc
 
 
@@ -98,6 +99,16 @@ def in_force(page: Any, setting: str) -> list[str]:
     ]
 
 
+def save(page: Any, values: dict[str, str]) -> str:
+    """Type ``values`` into the loaded page and press Save; the message of the page answered."""
+    for name, value in values.items():
+        page.fill(f"#{name}", value)
+    with page.expect_navigation():
+        page.click("#save")
+    text: str = page.locator("#message").inner_text()
+    return text
+
+
 def test_the_page_shows_three_columns_and_the_value_in_force(page: Any, base: str) -> None:
     response = page.goto(f"{base}/fw/rest/config")
     assert response.status == 200
@@ -124,13 +135,10 @@ def test_submitting_moves_the_border_and_changes_the_log_of_both_workers(
     labels = wait_worker_labels(server, 2)
     page.goto(f"{base}/fw/rest/config")
     assert in_force(page, "rest_log_level") == ["file"]
-    page.fill("#rest_log_level", "5")
-    with page.expect_navigation():
-        page.click("#save")
+    message = save(page, {"rest_log_level": "5"})
     submitted = time.monotonic()
-    message = page.locator("#message")
-    print(message.inner_text())
-    assert "Saved" in message.inner_text()
+    print(message)
+    assert "Saved" in message
     assert in_force(page, "rest_log_level") == ["runtime"]  # the border moved
     assert page.input_value("#rest_log_level") == "5"
 
@@ -157,11 +165,8 @@ def test_submitting_moves_the_border_and_changes_the_log_of_both_workers(
 def test_a_bad_value_shows_a_message_and_changes_nothing(page: Any, base: str) -> None:
     before = get_settings(base)
     page.goto(f"{base}/fw/rest/config")
-    page.fill("#rest_log_level", "9")
-    with page.expect_navigation():
-        page.click("#save")
+    text = save(page, {"rest_log_level": "9"})
     message = page.locator("#message")
-    text = message.inner_text()
     print(text)
     assert "error" in (message.get_attribute("class") or "")
     assert "rest_log_level" in text and "0-5" in text
@@ -171,8 +176,7 @@ def test_a_bad_value_shows_a_message_and_changes_nothing(page: Any, base: str) -
 
 def test_a_cross_site_post_is_refused(page: Any, base: str, tmp_path: Path) -> None:
     # The attacker even knows a valid anti-forgery token: only the Origin check stops it.
-    own = httpx.get(f"{base}/fw/rest/config").text
-    token = own.split('name="fw_csrf" value="', 1)[1].split('"', 1)[0]
+    token = form_token(base)
     target = html.escape(f"{base}/fw/rest/config")
     (tmp_path / "attack.html").write_text(
         f"""<!doctype html><html><body>
@@ -202,24 +206,8 @@ def test_a_cross_site_post_is_refused(page: Any, base: str, tmp_path: Path) -> N
 def submit(page: Any, base: str, values: dict[str, str]) -> tuple[float, str]:
     """Load the page, type ``values``, press Save: (monotonic time of the answer, message)."""
     page.goto(f"{base}/fw/rest/config")
-    for name, value in values.items():
-        page.fill(f"#{name}", value)
-    with page.expect_navigation():
-        page.click("#save")
-    return time.monotonic(), page.locator("#message").inner_text()
-
-
-def per_worker(server: ServerProcess, base: str, send: Any, seen: Any) -> dict[str, str]:
-    """``send()`` on fresh connections until the log shows ``seen(text, w)`` for w1 and w2."""
-    mark = len(server.log())
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        send()
-        text = server.log()[mark:]
-        if all(seen(text, w) for w in ("w1", "w2")):
-            return {w: text for w in ("w1", "w2")}
-        time.sleep(0.05)
-    raise AssertionError(f"not seen from both workers:\n{server.log()[mark:][-3000:]}")
+    message = save(page, values)
+    return time.monotonic(), message
 
 
 def test_each_setting_submitted_in_the_form_shows_in_the_log_of_both_workers(
@@ -298,17 +286,21 @@ def test_each_setting_submitted_in_the_form_shows_in_the_log_of_both_workers(
             )  # rest_trace_time 2
         )
 
-    text = per_worker(server, base, send, seen)["w1"]
+    mark = len(server.log())
+
+    def both() -> bool:  # send() on fresh connections until both workers' lines show them
+        send()
+        return all(seen(server.log()[mark:], w) for w in ("w1", "w2"))
+
+    wait_for(both, 15, "the four settings in the log of both workers")
+    text = server.log()[mark:]
     assert "A" * 8 not in text and "B" * 8 not in text
 
 
 def test_a_page_loaded_before_another_change_does_not_undo_it(page: Any, base: str) -> None:
     page.goto(f"{base}/fw/rest/config")  # shows no run-time value for rest_trace_time
     settle(change(base, {"rest_trace_time": 1}))  # changed meanwhile, elsewhere
-    page.fill("#rest_log_level", "4")
-    with page.expect_navigation():
-        page.click("#save")
-    assert "Saved" in page.locator("#message").inner_text()
+    assert "Saved" in save(page, {"rest_log_level": "4"})
     settle(time.monotonic())  # the other worker takes it up within SPEC 5's second
     settings = get_settings(base)
     print({k: v["runtime"] for k, v in settings.items()})
@@ -321,22 +313,16 @@ def test_a_page_loaded_before_another_change_does_not_undo_it(page: Any, base: s
 def test_a_refused_value_stays_in_its_field_beside_the_message(page: Any, base: str) -> None:
     before = get_settings(base)
     page.goto(f"{base}/fw/rest/config")
-    page.fill("#rest_log_level", "\u0663")  # ARABIC-INDIC DIGIT THREE: was taken as 3
-    page.fill("#rest_trace_time", "2")
-    with page.expect_navigation():
-        page.click("#save")
-    message = page.locator("#message")
-    print(message.inner_text())
-    assert "error" in (message.get_attribute("class") or "")
-    assert "rest_log_level" in message.inner_text() and "0-5" in message.inner_text()
+    # ARABIC-INDIC DIGIT THREE: was taken as 3
+    text = save(page, {"rest_log_level": "\u0663", "rest_trace_time": "2"})
+    print(text)
+    assert "error" in (page.locator("#message").get_attribute("class") or "")
+    assert "rest_log_level" in text and "0-5" in text
     # what was typed is still there to correct (the fields showed the stored values)
     assert page.input_value("#rest_log_level") == "\u0663"
     assert page.input_value("#rest_trace_time") == "2"
     assert get_settings(base) == before
-    page.fill("#rest_log_level", "4")
-    with page.expect_navigation():
-        page.click("#save")
-    assert "Saved" in page.locator("#message").inner_text()
+    assert "Saved" in save(page, {"rest_log_level": "4"})
     settle(time.monotonic())  # the other worker takes it up within SPEC 5's second
     assert get_settings(base)["rest_log_level"]["runtime"] == 4
     assert get_settings(base)["rest_trace_time"]["runtime"] == 2

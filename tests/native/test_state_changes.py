@@ -14,7 +14,6 @@ and ``state_changes_auth`` (the client imports them into the test process).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,50 +24,36 @@ import psutil
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, free_port, local_port, module_config
+from tests.conftest import APP_SOURCE, free_port, local_port
 from tests.native.support import (
     ADA,
     ADMIN_AUTH_SOURCE,
     BOB,
     JSON_ACCEPT,
     FileLog,
+    auth_service,
+    form_token,
     get_settings,
     in_process_ports,
     post_settings,
     wait_for,
 )
 
-AUTH_SOURCE = ADMIN_AUTH_SOURCE
 RESET = "/fw/rest/usage/time/reset"
-
-
-def sections() -> dict[str, Any]:
-    auth = {"scheme": "basic", "OnAuth": "state_changes_auth.check", "maxFailures": 1_000_000}
-    auth["onAdmin"] = "state_changes_auth.admin"
-    return {
-        "HTTP_REST": local_port(Port=free_port(), AllowedHosts="api.example.com, *.corp.example"),
-        "HTTP_BASIC": local_port(Port=free_port(), FwData={"Authorization": auth}),
-        "HTTP_ANY": local_port(HostName="0.0.0.0", Port=free_port()),
-    }
-
-
 PORTS = ("HTTP_REST", "HTTP_BASIC", "HTTP_ANY")
-
-
-def write_service(folder: Path) -> Path:
-    (folder / "state_changes_auth.py").write_text(AUTH_SOURCE)
-    return module_config(
-        folder,
-        "state_changes_app",
-        servers=sections(),
-        extra={"ENV": {"Repository": "state_changes_app,state_changes_auth"}},
-        app=APP_SOURCE,
-    )
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_service(tmp_path_factory.mktemp("state_changes"))
+    auth = {"scheme": "basic", "OnAuth": "state_changes_auth.check", "maxFailures": 1_000_000}
+    auth["onAdmin"] = "state_changes_auth.admin"
+    servers = {
+        "HTTP_REST": local_port(Port=free_port(), AllowedHosts="api.example.com, *.corp.example"),
+        "HTTP_BASIC": local_port(Port=free_port(), FwData={"Authorization": auth}),
+        "HTTP_ANY": local_port(HostName="0.0.0.0", Port=free_port()),
+    }
+    folder = tmp_path_factory.mktemp("state_changes")
+    return auth_service(folder, "state_changes", ADMIN_AUTH_SOURCE, servers=servers, app=APP_SOURCE)
 
 
 @pytest.fixture(scope="module")
@@ -246,10 +231,7 @@ def test_the_usage_reset_needs_json_or_the_page_form(
     assert reset(base, data={"a": "1"}).status_code == 403
     assert calls(base) >= 3  # nothing reset
     # the settings page's token is not the reset form's
-    page = base.get("/fw/rest/config").text
-    config_token = re.search(r'name="fw_csrf" value="([^"]+)"', page)
-    assert config_token
-    assert reset(base, data={"fw_csrf": config_token.group(1)}).status_code == 403
+    assert reset(base, data={"fw_csrf": form_token(base)}).status_code == 403
     # the usage page's own form: its button resets and goes back to the page
     usage = base.get("/fw/rest/usage/time")
     assert usage.status_code == 200 and usage.headers["content-type"].startswith("text/html")
@@ -286,23 +268,3 @@ def test_on_admin_decides_who_may_reset_the_figures(clients: dict[str, Client]) 
     assert calls(base, headers=ADA) >= 3
     assert reset(base, json={}, headers=ADA).status_code == 200
     wait_for(lambda: calls(base, headers=ADA) == 0, 15, "the figures reset")
-
-
-# -- the in-process client --------------------------------------------------------------------
-
-
-def test_the_in_process_client_checks_the_host_too(config: Path, base: Client) -> None:
-    client = base  # the Host it sends is its base URL's: 127.0.0.1 and the port's number
-    assert client.base_url.host == "127.0.0.1"
-    assert client.post("/fw/rest/config", json={}).status_code == 200
-    assert client.post(RESET, json={}).status_code == 200
-    evil = {"Host": "rebind.attacker.example"}
-    r = client.post("/fw/rest/config", json={"rest_log_level": 5}, headers=evil)
-    assert r.status_code == 403, r.text
-    assert client.post(RESET, json={}, headers=evil).status_code == 403
-    assert client.post(RESET).status_code == 415
-    allowed = {"Host": "api.example.com"}
-    assert client.post(RESET, json={}, headers=allowed).status_code == 200
-    settings = client.get("/fw/rest/config", headers=JSON_ACCEPT).json()["settings"]
-    assert settings["rest_log_level"]["runtime"] is None
-    assert json.loads(config.read_text())["HTTP_REST"]["AllowedHosts"]

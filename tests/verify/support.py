@@ -66,6 +66,15 @@ def claims_for(iss: str, aud: str = "EC", ttl: int = 600, **extra: Any) -> dict[
             "exp": now + ttl, "jti": "j" * 32, "scope": "default", **extra}  # fmt: skip
 
 
+def revoke(svc: OAuthService, refresh_token: str) -> None:
+    """Revokes ``refresh_token`` (and the access tokens of its grant) at the ``EC`` port."""
+    port = svc["EC"]
+    answer = port.http.post(
+        port.base + "/fw/oauth2/revoke", data={"token": refresh_token}, auth=CLIENT
+    )
+    assert answer.status_code == 200, answer.text
+
+
 def rotate(svc: OAuthService, port: str = "EC") -> str:
     """``fwrest keys rotate`` (forked: ``run_forked``; tests/auth/test_keys.py runs it as an
     operator does); the kid the port signs with after it."""

@@ -23,6 +23,7 @@ from tests.verify.support import (
     claims_for,
     issuer,
     kid_of,
+    revoke,
     rotate,
     serve_issuer,
     signed_by_fwrest,
@@ -162,10 +163,7 @@ def test_a_revoked_token_is_refused_by_the_introspecting_verifier(
 ) -> None:
     pair = svc["EC"].tokens(*ADA)
     assert call(app + "/audited", pair["access_token"]).status_code == 200
-    port = svc["EC"]
-    revoke = port.base + "/fw/oauth2/revoke"
-    revoked = port.http.post(revoke, data={"token": pair["refresh_token"]}, auth=CLIENT)
-    assert revoked.status_code == 200
+    revoke(svc, pair["refresh_token"])
     answer = call(app + "/audited", pair["access_token"])
     assert answer.status_code == 401, answer.text
     assert 'error="invalid_token"' in answer.headers["www-authenticate"]

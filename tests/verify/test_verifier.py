@@ -31,6 +31,7 @@ from tests.verify.support import (
     claims_for,
     issuer,
     kid_of,
+    revoke,
     rotate,
     serve_issuer,
     signed_by_fwrest,
@@ -213,14 +214,6 @@ def test_a_rotation_is_followed_after_an_unknown_kid_at_most_once_a_minute(
     asyncio.run(steps())
 
 
-def _revoke(svc: OAuthService, refresh_token: str) -> None:
-    port = svc["EC"]
-    answer = port.http.post(
-        port.base + "/fw/oauth2/revoke", data={"token": refresh_token}, auth=CLIENT
-    )
-    assert answer.status_code == 200, answer.text
-
-
 def test_a_revoked_token_is_refused_with_introspection(svc: OAuthService) -> None:
     async def steps() -> None:
         pair = svc["EC"].tokens(*ADA)
@@ -235,7 +228,7 @@ def test_a_revoked_token_is_refused_with_introspection(svc: OAuthService) -> Non
         assert asking.verify(access)["sub"] == "ada"
         assert (await av.verify(access))["sub"] == "ada"
         filled = time.monotonic()  # both answers remembered by now
-        _revoke(svc, pair["refresh_token"])
+        revoke(svc, pair["refresh_token"])
         # the signature alone does not know: a revoked token verifies without introspection
         assert plain.verify(access)["sub"] == "ada"
         # the answer remembered (at most 3 s here), then asked again: refused
