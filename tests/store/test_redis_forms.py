@@ -26,8 +26,7 @@ import redis
 import trustme
 
 from fwrest.testing import Client
-from tests.auth.oauth2_support import oauth_section
-from tests.conftest import free_port, issue_certs, module_config, run_cli, run_forked
+from tests.conftest import free_port, run_cli, run_forked
 from tests.docs.blocks import example, ini_example
 from tests.redis_support import (
     STORE_APP,
@@ -39,6 +38,7 @@ from tests.redis_support import (
     started,
     store_config,
 )
+from tests.store.support import grant_and_refresh, oauth_service, tokens_work
 
 PASSWORD = "Redis-Pw/7+q z"  # a canary: a slash, a plus and a space
 PASSWORD_ENV = "FWREST_TEST_REDIS_PASSWORD"
@@ -83,28 +83,6 @@ def store_keys(redises: Redises, form: str) -> tuple[RedisServer, dict[str, Any]
     return redises.on_socket, {"StateStore": redises.on_socket.url, **password}
 
 
-def oauth_service(
-    tmp_path: Path, ca: trustme.CA, module: str, section: str, keys: dict[str, Any]
-) -> Path:
-    """An oAuth2 port ``section`` of ``STORE_APP`` (in the module ``module``) on the store ``keys``."""
-    certs = issue_certs(ca, tmp_path / "certs")
-    return module_config(tmp_path, module, app=STORE_APP.replace("params", f"{module}_params"),
-                         servers={section: oauth_section(certs, onAuthparams=f"{module}_params")},
-                         extra={"HTTPSERVER": keys})  # fmt: skip
-
-
-def grant_and_refresh(client: Client) -> tuple[dict[str, str], str]:
-    """A password grant, then a refresh of its token: (the refresh's form, the new access
-    token)."""
-    grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
-    issued = client.post("/rest/fw/oauth2/token", data=grant)
-    assert issued.status_code == 200, issued.text
-    refresh = {"grant_type": "refresh_token", "refresh_token": issued.json()["refresh_token"]}
-    renewed = client.post("/rest/fw/oauth2/token", data=refresh)
-    assert renewed.status_code == 200, renewed.text
-    return refresh, str(renewed.json()["access_token"])
-
-
 @pytest.mark.parametrize("form", ["rediss", "rediss with a client certificate", "unix socket"])
 def test_tokens_are_issued_and_refreshed_over_each_form(
     form: str, redises: Redises, ca: trustme.CA, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -112,12 +90,8 @@ def test_tokens_are_issued_and_refreshed_over_each_form(
     monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
     server, keys = store_keys(redises, form)
     module = "redis_form_" + form.replace(" ", "_")
-    with Client(oauth_service(tmp_path, ca, module, "OAUTH", keys)) as client:
-        refresh, access = grant_and_refresh(client)
-        bearer = {"Authorization": f"Bearer {access}"}
-        assert client.get("/rest/hello", headers=bearer).status_code == 200
-        replay = client.post("/rest/fw/oauth2/token", data=refresh)
-        assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+    with Client(oauth_service(tmp_path, ca, module, keys)) as client:
+        tokens_work(client)
     with contextlib.closing(server.client()) as direct:
         # the state is in this Redis: the two refresh tokens, the signing key
         assert len(direct.keys("fwrest:rt:*")) == 2
@@ -208,7 +182,7 @@ def test_the_deployment_pages_lines_reach_redis_as_its_acl_user(
         })["HTTPSERVER"]  # fmt: skip
         assert keys.pop("Servers") == "HTTPS_REST"
         monkeypatch.setenv("FWREST_REDIS_PASSWORD", ACL_PASSWORD)
-        config = oauth_service(tmp_path, ca, "redis_form_deploy", "HTTPS_REST", keys)
+        config = oauth_service(tmp_path, ca, "redis_form_deploy", keys, "HTTPS_REST")
         with Client(config) as client:
             grant_and_refresh(client)
         assert len(admin.keys("fwrest:rt:*")) == 2
