@@ -39,8 +39,7 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import issue_certs
-from tests.docs.blocks import ini_example
-from tests.faults.failover import HOSTS, PAUSE_S, RESUMED_S, TwoHosts, host_config
+from tests.faults.failover import PAUSE_S, RESUMED_S, TwoHosts, host_configs
 from tests.faults.support import Outcome, password_grant
 from tests.redis_support import RedisCluster, started
 
@@ -58,22 +57,14 @@ def cluster(tmp_path: Path) -> Iterator[RedisCluster]:
         yield c
 
 
-def cluster_config(folder: Path, certs: dict[str, Path], cluster: RedisCluster) -> Path:
-    """A host's config: docs/deploy.md's ``[HTTPSERVER]`` lines, with the cluster's nodes."""
-    folder.mkdir()
-    hosts = ",".join(f"127.0.0.1:{node.port}" for node in cluster.nodes)
-    nodes = {"10.0.0.31:6379,10.0.0.32:6379,10.0.0.33:6379": hosts}
-    store = ini_example("deploy-redis-cluster", replacements=nodes)["HTTPSERVER"]
-    assert store.pop("Servers") == "HTTPS_REST"
-    assert store["StateStore"] == cluster.url
-    return host_config(folder, certs, store, USERS)
-
-
 def test_a_master_fails_over_under_load(
     ca: trustme.CA, tmp_path: Path, cluster: RedisCluster
 ) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
-    configs = {name: cluster_config(tmp_path / f"host-{name}", certs, cluster) for name in HOSTS}
+    addresses = ",".join(f"127.0.0.1:{node.port}" for node in cluster.nodes)
+    nodes = {"10.0.0.31:6379,10.0.0.32:6379,10.0.0.33:6379": addresses}
+    configs, url = host_configs(tmp_path, certs, "deploy-redis-cluster", nodes, USERS)
+    assert url == cluster.url
     hosts = TwoHosts(configs, certs, REDIS_PASSWORD, USERS)
     load, lock = hosts.load, hosts.lock
     try:
