@@ -9,7 +9,7 @@ import contextlib
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import psutil
 
-from tests.conftest import APP_SOURCE, free_config, port_is_free
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, port_is_free
 
 __all__ = [
     "FAULT_APP",
@@ -30,6 +30,7 @@ __all__ = [
     "password_grant",
     "pinned_per_worker",
     "port_is_free",
+    "served_cleanly",
     "service_rss",
     "store_config",
     "wait_workers",
@@ -100,6 +101,18 @@ def public():
     return ["/pid", "/apid"]
 '''
 )
+
+
+@contextlib.contextmanager
+def served_cleanly(config: Path, **kwargs: Any) -> Iterator[ServerProcess]:
+    """``fwrest serve CONFIG`` ready for the block, stopped after it; a block that passed
+    also asserts that the service stopped with exit code 0."""
+    proc = ServerProcess(config, **kwargs).wait_ready()
+    try:
+        yield proc
+    finally:
+        code = proc.stop()
+    assert code == 0
 
 
 def password_grant(user: str, password: str) -> dict[str, str]:
