@@ -24,6 +24,7 @@ __all__ = [
     "Outcome",
     "Pinned",
     "Recorder",
+    "all_closed",
     "app_with",
     "figures",
     "oauth_params",
@@ -101,6 +102,16 @@ def public():
     return ["/pid", "/apid"]
 '''
 )
+
+
+@contextlib.contextmanager
+def all_closed(things: Iterable[Any]) -> Iterator[None]:
+    """Each of ``things`` (clients, sockets; a list may grow in the block) closed after it."""
+    try:
+        yield
+    finally:
+        for thing in things:
+            thing.close()
 
 
 @contextlib.contextmanager
@@ -364,7 +375,7 @@ def simultaneous(
             barrier.abort()
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    try:
+    with all_closed(clients):
         for thread in threads:
             thread.start()
         # a client that failed to connect breaks the barrier: its error is shown below
@@ -374,9 +385,6 @@ def simultaneous(
         for thread in threads:
             thread.join(120)
         took = time.monotonic() - released
-    finally:
-        for client in clients:
-            client.close()
     failed = [a for a in answers if not isinstance(a, httpx.Response)]
     causes = [a for a in failed if not isinstance(a, threading.BrokenBarrierError)]
     assert not failed, f"{len(failed)} clients failed; the causes: {causes[:3]}"
