@@ -75,7 +75,10 @@ def sqlite_config(tmp_path: Path) -> Path:
 
 
 def store_file(config: Path) -> Path:
-    return load_config(str(config)).data_path / "state.sqlite3"
+    """The service's sqlite file (not made), in its folder (made)."""
+    path = load_config(str(config)).data_path / "state.sqlite3"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def digest(path: Path) -> str:
@@ -107,7 +110,6 @@ def test_a_file_of_the_previous_release_is_migrated_once_with_a_copy_first(
     sqlite_config: Path,
 ) -> None:
     path = store_file(sqlite_config)
-    path.parent.mkdir(parents=True, exist_ok=True)
     previous_python(WRITE_PREVIOUS, str(path))
     assert stored_marker(path) is None  # v0.1.0 writes no marker: schema 1
     before = digest(path)
@@ -158,7 +160,6 @@ def test_a_start_on_a_file_of_the_previous_release_takes_the_steps_itself(
     sqlite file) takes the additive steps itself, without a copy; the previous release goes on
     using the file, and a record it stores is found by this release."""
     path = store_file(sqlite_config)
-    path.parent.mkdir(parents=True, exist_ok=True)
     previous_python(WRITE_PREVIOUS, str(path))
     start_once(sqlite_config)
     assert stored_marker(path) == {"schema": SCHEMA, "compatible": 1, "release": fwrest.__version__}
@@ -204,7 +205,6 @@ def refused_by_check_and_start(config: Path) -> None:
 
 def test_a_file_of_a_newer_schema_is_refused_naming_both_versions(sqlite_config: Path) -> None:
     path = store_file(sqlite_config)
-    path.parent.mkdir(parents=True, exist_ok=True)
     mark(path, NEWER)
     before = digest(path)
     for args in (("--check",), ()):
@@ -226,7 +226,6 @@ def test_a_newer_marker_that_keeps_this_release_compatible_is_used(sqlite_config
     """A newer release whose change is additive marks the store compatible with this one's
     schema: this release starts on it and leaves its marker."""
     path = store_file(sqlite_config)
-    path.parent.mkdir(parents=True, exist_ok=True)
     newer = {"schema": 3, "compatible": SCHEMA, "release": "0.3.0"}
     mark(path, newer)
     done = forked("store", "migrate", str(sqlite_config), "--check")
@@ -237,7 +236,6 @@ def test_a_newer_marker_that_keeps_this_release_compatible_is_used(sqlite_config
 
 def test_a_marker_fwrest_did_not_write_is_an_error(sqlite_config: Path) -> None:
     path = store_file(sqlite_config)
-    path.parent.mkdir(parents=True, exist_ok=True)
     mark(path, b"not json")
     done = forked("store", "migrate", str(sqlite_config), "--check")
     assert done.returncode == 2 and "schema marker" in done.stderr, done
