@@ -3,13 +3,14 @@ test's parallel part runs at nice 10 beside the serial one and can be deschedule
 past such a window, which says nothing of the store. :func:`in_one_window` tells such an
 attempt (:class:`Starved`) from a failure, and :func:`unstarved` runs the steps again, with
 state of their own, after one: the assertions stay those of an attempt that ran in time. And an
-oAuth2 port on a store (:func:`oauth_service`) with the token route's steps (:func:`tokens_work`)."""
+oAuth2 port on a store (:func:`oauth_service`) with the token route's steps (:func:`tokens_work`),
+and a store a start cannot use (:func:`refused_at_start`)."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import trustme
 
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
-from tests.conftest import issue_certs, module_config
+from tests.conftest import issue_certs, module_config, run_forked
 from tests.redis_support import STORE_APP
 
 TOKEN = "/rest/fw/oauth2/token"
@@ -88,3 +89,20 @@ def tokens_work(client: Client) -> None:
     )
     replay = client.post(TOKEN, data=refresh)
     assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+
+
+def refused_at_start(
+    config: Path, key: str, words: str, secrets: Iterable[str] = (), **env: str
+) -> None:
+    """``fwrest check`` and ``fwrest serve`` of ``config`` (forked, ``env`` added to their
+    environment) exit 2 before binding, naming ``[HTTPSERVER] key`` and saying ``words``:
+    no traceback, no Redis client's repr, none of ``secrets``."""
+    for command in ("check", "serve"):
+        result = run_forked(command, str(config), cwd=config.parent, env=env)
+        out, case = result.stdout + result.stderr, (config.parent.name, command)
+        assert result.returncode == 2, (case, out)
+        assert f"[HTTPSERVER] {key}: " in result.stderr, (case, out)
+        assert words in result.stderr, (case, out)
+        assert "Traceback" not in out and "<redis." not in out, (case, out)
+        for secret in secrets:
+            assert secret not in out, case
