@@ -100,11 +100,10 @@ def test_what_only_the_cluster_can_tell_is_a_start_error(
     """A URL whose nodes can never answer as written is a configuration error naming the key
     at fault, exit 2 before binding, from ``fwrest check`` and the start alike."""
     (tmp_path / "single").mkdir()
-    single = RedisServer(tmp_path / "single").start()
     tls_nodes, tls = tls_cluster
     plain_port, tls_port = cluster.nodes[0].port, tls_nodes.nodes[0].port
     encoded = quote(PASSWORD, safe="")
-    try:
+    with started(RedisServer(tmp_path / "single")) as single:
         errors = {
             "a single Redis": (
                 f"redis+cluster://127.0.0.1:{single.port}/0", {}, "StateStore",
@@ -146,8 +145,6 @@ def test_what_only_the_cluster_can_tell_is_a_start_error(
         assert "warning" not in answered.stdout
         assert PASSWORD not in answered.stdout + answered.stderr
         assert encoded not in answered.stdout + answered.stderr
-    finally:
-        single.stop()
 
 
 def test_a_start_on_a_cluster_that_does_not_answer_says_so_and_is_not_ready(tmp_path: Path) -> None:
