@@ -45,6 +45,7 @@ commands: no form of either password.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import time
@@ -294,11 +295,8 @@ def test_no_secret_reaches_the_log_at_debug_level(
                 time.sleep(0.05)
             seen.append(("audit", trail.status_code))
     # the audit trail as the state store keeps it
-    store = open_store("sqlite", load_config(config).data_path)
-    try:
+    with contextlib.closing(open_store("sqlite", load_config(config).data_path)) as store:
         kept = b"\n".join(store.audit_events(0.0, None, 10000)).decode()
-    finally:
-        store.close()
     assert "settings.change" in kept and "refresh.replay" in kept and "revocation" in kept
 
     stdout = "\n".join(proc.stdout_lines) + "\n"

@@ -27,6 +27,7 @@ refresh that token together; the cluster promotes the master's replica.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import time
@@ -70,11 +71,8 @@ def test_a_master_fails_over_under_load(
     try:
         # the token the eight clients refresh at the fault, and the master holding its slot
         target_token = hosts.token(1, 2)["refresh_token"]
-        direct = cluster.client()
-        try:
+        with contextlib.closing(cluster.client()) as direct:
             stored = {k.decode() for k in direct.scan_iter("fwrest:0:rt:*")}
-        finally:
-            direct.close()
         hashes = {hashlib.sha256(f"{n}\n{target_token}".encode()).hexdigest() for n in ("OAUTH", "oauth")}  # fmt: skip
         (target_key,) = {k for k in stored if k.removeprefix("fwrest:0:rt:").strip("{}") in hashes}
         master = cluster.master_of(target_key)
