@@ -17,25 +17,8 @@ from typing import Any
 import httpx
 import psutil
 
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, port_is_free
-
-__all__ = [
-    "FAULT_APP",
-    "Outcome",
-    "Pinned",
-    "Recorder",
-    "all_closed",
-    "app_with",
-    "figures",
-    "oauth_params",
-    "password_grant",
-    "pinned_per_worker",
-    "port_is_free",
-    "served_cleanly",
-    "service_rss",
-    "store_config",
-    "wait_workers",
-]
+from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.conftest import port_is_free as port_is_free  # the fault tests take it from here
 
 # Extra routes of the fault tests, appended to the shared test app of tests/conftest.py.
 FAULT_APP = (
