@@ -42,6 +42,13 @@ MARKS = Path(os.environ["STREAM_MARKS"])
 def mark(name, text=""):
     (MARKS / name).write_text(text)
 
+def wait_mark(name):  # until the test has read the first piece and written the mark
+    import time
+    for _ in range(200):
+        if (MARKS / name).exists():
+            return
+        time.sleep(0.05)
+
 @get("/lines")
 def lines():
     def items():
@@ -53,11 +60,7 @@ def lines():
 def gated():
     def items():
         yield "first\\n"
-        for _ in range(200):  # until the test has read the first item
-            if (MARKS / "go").exists():
-                break
-            import time
-            time.sleep(0.05)
+        wait_mark("go")
         yield "second\\n"
     return items()
 
@@ -103,11 +106,7 @@ def chunked():
     rest.setStatusCode(201)
     rest.setKeyHeaderResponse("X-Chunked", "yes")
     rest.setChunkedResponse("a,")
-    for _ in range(200):  # until the test has read the first piece
-        if (MARKS / "go-chunked").exists():
-            break
-        import time
-        time.sleep(0.05)
+    wait_mark("go-chunked")
     rest.setChunkedResponse(b"b,")
     rest.setLastChunkedResponse("c")
     return {"ignored": True}
