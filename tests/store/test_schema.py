@@ -95,11 +95,9 @@ def stored_marker(path: Path) -> dict[str, object] | None:
 
 def mark(path: Path, marker: dict[str, object] | bytes) -> None:
     raw = marker if isinstance(marker, bytes) else json.dumps(marker).encode()
-    db = sqlite3.connect(path)
-    db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
-    db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (raw,))
-    db.commit()
-    db.close()
+    with contextlib.closing(sqlite3.connect(path)) as db, db:  # committed, then closed
+        db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (raw,))
 
 
 def backups(path: Path) -> list[Path]:
@@ -129,9 +127,8 @@ def test_a_file_of_the_previous_release_is_migrated_once_with_a_copy_first(
     [copy] = backups(path)
     assert str(copy) in done.stdout
     assert stored_marker(copy) is None  # the file as it was: the previous release's
-    db = sqlite3.connect(copy)
-    assert db.execute("SELECT count(*) FROM refresh").fetchone() == (2,)
-    db.close()
+    with contextlib.closing(sqlite3.connect(copy)) as db:
+        assert db.execute("SELECT count(*) FROM refresh").fetchone() == (2,)
     marker = stored_marker(path)
     assert marker == {"schema": SCHEMA, "compatible": 1, "release": fwrest.__version__}
 
@@ -215,10 +212,9 @@ def test_a_file_of_a_newer_schema_is_refused_naming_both_versions(sqlite_config:
     assert digest(path) == before and backups(path) == []
     refused_by_check_and_start(sqlite_config)
     # the start wrote nothing to it: no table of this release's, the marker as it was
-    db = sqlite3.connect(path)
-    tables = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        tables = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     assert tables == [("meta",)]
-    db.close()
     assert stored_marker(path) == NEWER
 
 
