@@ -19,6 +19,7 @@ import httpx
 
 from tests.auth.oauth2_support import TOKEN, client_context, oauth_section
 from tests.conftest import ServerProcess, free_config, local_port
+from tests.docs.blocks import ini_example
 from tests.faults.support import Outcome, Recorder, app_with, figures, oauth_params, password_grant
 
 BASIC_USER = ("basil", "Basil-Pw-4410")
@@ -36,15 +37,28 @@ def params(users: list[tuple[str, str]]) -> dict[str, Any]:
     return oauth_params(users, long_lived=True)
 
 
-def host_config(
-    folder: Path, certs: dict[str, Path], store: dict[str, str], users: list[tuple[str, str]]
-) -> Path:
-    """A host's config: the ``[HTTPSERVER]`` lines ``store``, an oAuth2 and a Basic port."""
+def host_configs(
+    root: Path,
+    certs: dict[str, Path],
+    example: str,
+    nodes: dict[str, str],
+    users: list[tuple[str, str]],
+) -> tuple[dict[str, Path], str]:
+    """Each host's config, in a folder of its own under ``root``: docs/deploy.md's
+    ``[HTTPSERVER]`` lines (``example``, its addresses replaced as ``nodes`` says), an oAuth2
+    and a Basic port; and the ``StateStore`` the lines name."""
+    store = ini_example(example, replacements=nodes)["HTTPSERVER"]
+    assert store.pop("Servers") == "HTTPS_REST"
     basic = local_port(FwData={"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}})
     oauth = oauth_section(certs, onAuthparams="app.params", issuer=ISSUER)
-    app, extra = app_with(params(users), dict([BASIC_USER])), {"POOL": {"MaxThreads": 8}}
+    app = app_with(params(users), dict([BASIC_USER]))
     servers = {"OAUTH": oauth, "BASIC": basic}
-    return free_config(folder, app=app, servers=servers, extra={"HTTPSERVER": store, **extra})
+    extra = {"HTTPSERVER": store, "POOL": {"MaxThreads": 8}}
+    configs = {}
+    for name in HOSTS:
+        (root / f"host-{name}").mkdir()
+        configs[name] = free_config(root / f"host-{name}", app=app, servers=servers, extra=extra)
+    return configs, store["StateStore"]
 
 
 class TwoHosts:

@@ -9,7 +9,7 @@ import contextlib
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,23 +17,8 @@ from typing import Any
 import httpx
 import psutil
 
-from tests.conftest import APP_SOURCE, free_config, port_is_free
-
-__all__ = [
-    "FAULT_APP",
-    "Outcome",
-    "Pinned",
-    "Recorder",
-    "app_with",
-    "figures",
-    "oauth_params",
-    "password_grant",
-    "pinned_per_worker",
-    "port_is_free",
-    "service_rss",
-    "store_config",
-    "wait_workers",
-]
+from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.conftest import port_is_free as port_is_free  # the fault tests take it from here
 
 # Extra routes of the fault tests, appended to the shared test app of tests/conftest.py.
 FAULT_APP = (
@@ -100,6 +85,28 @@ def public():
     return ["/pid", "/apid"]
 '''
 )
+
+
+@contextlib.contextmanager
+def all_closed(things: Iterable[Any]) -> Iterator[None]:
+    """Each of ``things`` (clients, sockets; a list may grow in the block) closed after it."""
+    try:
+        yield
+    finally:
+        for thing in things:
+            thing.close()
+
+
+@contextlib.contextmanager
+def served_cleanly(config: Path, **kwargs: Any) -> Iterator[ServerProcess]:
+    """``fwrest serve CONFIG`` ready for the block, stopped after it; a block that passed
+    also asserts that the service stopped with exit code 0."""
+    proc = ServerProcess(config, **kwargs).wait_ready()
+    try:
+        yield proc
+    finally:
+        code = proc.stop()
+    assert code == 0
 
 
 def password_grant(user: str, password: str) -> dict[str, str]:
@@ -351,7 +358,7 @@ def simultaneous(
             barrier.abort()
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    try:
+    with all_closed(clients):
         for thread in threads:
             thread.start()
         # a client that failed to connect breaks the barrier: its error is shown below
@@ -361,9 +368,6 @@ def simultaneous(
         for thread in threads:
             thread.join(120)
         took = time.monotonic() - released
-    finally:
-        for client in clients:
-            client.close()
     failed = [a for a in answers if not isinstance(a, httpx.Response)]
     causes = [a for a in failed if not isinstance(a, threading.BrokenBarrierError)]
     assert not failed, f"{len(failed)} clients failed; the causes: {causes[:3]}"

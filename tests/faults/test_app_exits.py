@@ -32,7 +32,7 @@ import httpx
 from fwrest.testing import Client
 from tests.auth.oauth2_support import client_context, oauth_section
 from tests.conftest import ServerProcess, exchange, free_config, local_port
-from tests.faults.support import FAULT_APP
+from tests.faults.support import FAULT_APP, served_cleanly
 
 APP = (
     FAULT_APP
@@ -227,10 +227,8 @@ def _streamed(port: int, path: str) -> tuple[int, bytes, bytes]:
 def test_base_exceptions_of_a_streams_iterator_cut_it_and_keep_the_worker(
     tmp_path: Path, certs: dict[str, Path]
 ) -> None:
-    proc = ServerProcess(_service(tmp_path, certs)).wait_ready()
-    http = httpx.Client(timeout=10)
-    port = proc.ports["HTTP_REST"]
-    try:
+    with served_cleanly(_service(tmp_path, certs)) as proc, httpx.Client(timeout=10) as http:
+        port = proc.ports["HTTP_REST"]
         outcomes: dict[str, str] = {}
         with serving_on(http, proc.url(), 3000):
             for path in STREAMS:
@@ -249,10 +247,6 @@ def test_base_exceptions_of_a_streams_iterator_cut_it_and_keep_the_worker(
                 outcomes[path] = "cut"
             print("outcomes:", sorted(set(outcomes.values())), len(outcomes), "requests")
         assert_not_replaced(proc.log())
-    finally:
-        http.close()
-        code = proc.stop()
-    assert code == 0
 
 
 def test_base_exceptions_of_a_streams_iterator_in_process(

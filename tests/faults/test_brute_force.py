@@ -138,6 +138,15 @@ def grant(client: Pinned, user: str, password: str) -> httpx.Response:
     return client.http.post(client.base + TOKEN, data=password_form(user, password))
 
 
+@contextlib.contextmanager
+def all_closed(*clients: Pinned) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for client in clients:
+            client.close()
+
+
 def test_token_route_locks_a_user_across_workers_and_does_not_leak_the_right_password(
     service: Service,
 ) -> None:
@@ -145,7 +154,7 @@ def test_token_route_locks_a_user_across_workers_and_does_not_leak_the_right_pas
         service.oauth, addresses=["127.0.0.11", "127.0.0.12"], verify=service.ctx
     )
     c = Pinned(service.oauth, address="127.0.0.13", verify=service.ctx)
-    try:
+    with all_closed(a, b, c):
         statuses = []
         for i in range(MAX_FAILURES):  # 5 on each worker, from two addresses
             response = grant(a if i % 2 == 0 else b, VICTIM[0], f"guess-{i}")
@@ -164,16 +173,13 @@ def test_token_route_locks_a_user_across_workers_and_does_not_leak_the_right_pas
         assert grant(c, *OTHER).status_code == 200  # the user is locked, not the address
         assert grant(a, *OTHER).status_code == 200
         assert a.still_pinned() and b.still_pinned()
-    finally:
-        for client in (a, b, c):
-            client.close()
     assert service.proc.log().count("further attempts get 429") == 1
 
 
 def test_token_route_locks_an_address_across_workers(service: Service) -> None:
     d1, d2 = pinned_per_worker(service.oauth, address="127.0.0.14", verify=service.ctx)
     e = Pinned(service.oauth, address="127.0.0.15", verify=service.ctx)
-    try:
+    with all_closed(d1, d2, e):
         for i in range(MAX_FAILURES):  # ten user names that do not exist, from one address
             assert grant(d1 if i % 2 else d2, f"nobody{i}", "guess").status_code == 400
         for client in (d1, d2):
@@ -183,9 +189,6 @@ def test_token_route_locks_an_address_across_workers(service: Service) -> None:
             f"token route: address 127.0.0.14 locked on workers {d1.pid} and {d2.pid}; "
             "127.0.0.15 still served"
         )
-    finally:
-        for client in (d1, d2, e):
-            client.close()
 
 
 def basic_get(client: Pinned, user: str, password: str) -> httpx.Response:
@@ -197,7 +200,7 @@ def test_basic_port_locks_a_user_across_workers_and_does_not_leak_the_right_pass
 ) -> None:
     a, b = pinned_per_worker(service.basic, addresses=["127.0.0.21", "127.0.0.22"], auth=PROBER)
     c = Pinned(service.basic, address="127.0.0.23", auth=PROBER)
-    try:
+    with all_closed(a, b, c):
         assert basic_get(a, *BASIC_VICTIM).status_code == 200  # before: the password works
         statuses = [
             basic_get(a if i % 2 == 0 else b, BASIC_VICTIM[0], f"guess-{i}").status_code
@@ -228,9 +231,6 @@ def test_basic_port_locks_a_user_across_workers_and_does_not_leak_the_right_pass
         )
         assert basic_get(c, "bother", "BOther-Pw-5").status_code == 200
         assert a.still_pinned() and b.still_pinned()
-    finally:
-        for client in (a, b, c):
-            client.close()
     assert service.proc.log().count("locked out for") == 1
 
 
@@ -254,22 +254,31 @@ def from_address(address: str, verify: Any = True) -> httpx.Client:
     return httpx.Client(transport=transport, timeout=15)
 
 
-def warnings_about(log_text: str, needle: str) -> list[str]:
-    return [line for line in log_text.splitlines() if "WARNING" in line and needle in line]
+Status = Callable[[str, str], int]
+
+
+@contextlib.contextmanager
+def asking(svc: Service, basic_address: str, oauth_address: str) -> Iterator[tuple[Status, Status]]:
+    """(basic, grant): the status of a Basic request and of a password grant with a user and
+    password, each port asked from its own client address."""
+    with from_address(basic_address) as basic, from_address(oauth_address, svc.ctx) as oauth:
+        yield (
+            lambda user, pw: basic.get(svc.basic + "/hello", auth=(user, pw)).status_code,
+            lambda user, pw: (
+                oauth.post(svc.oauth + TOKEN, data=password_form(user, pw)).status_code
+            ),
+        )
+
+
+def locks_logged(svc: Service, *needles: str) -> list[int]:
+    """For each needle, the warnings of the log that name it."""
+    lines = [line for line in svc.proc.log().splitlines() if "WARNING" in line]
+    return [sum(needle in line for line in lines) for needle in needles]
 
 
 def test_failures_on_one_port_do_not_lock_the_user_out_on_the_other(two_ports: Service) -> None:
     svc = two_ports
-    basic = from_address("127.0.0.31")
-    oauth = from_address("127.0.0.31", svc.ctx)
-
-    def basic_get(user: str, password: str) -> int:
-        return basic.get(svc.basic + "/hello", auth=(user, password)).status_code
-
-    def grant(user: str, password: str) -> int:
-        return oauth.post(svc.oauth + TOKEN, data=password_form(user, password)).status_code
-
-    try:
+    with asking(svc, "127.0.0.31", "127.0.0.31") as (basic_get, grant):
         # Basic: its own 5 failures, then the lock; the stricter oAuth2 port (3) is untouched,
         # for the user and for the address
         assert [basic_get("ada", f"guess-{i}") for i in range(BASIC_MAX)] == [403] * BASIC_MAX
@@ -280,24 +289,14 @@ def test_failures_on_one_port_do_not_lock_the_user_out_on_the_other(two_ports: S
         # address; the Basic port still counts bob's failures from zero
         assert [grant("bob", f"guess-{i}") for i in range(OAUTH_MAX)] == [400] * OAUTH_MAX
         assert grant("bob", SHARED_USERS["bob"]) == 429
-        other_address = from_address("127.0.0.32")
-        try:
-            statuses = [
-                other_address.get(svc.basic + "/hello", auth=("bob", pw)).status_code
-                for pw in [*(f"guess-{i}" for i in range(BASIC_MAX - 1)), SHARED_USERS["bob"]]
-            ]
-            print(f"Basic port after bob's {OAUTH_MAX} oAuth2 failures: {statuses}")
-            assert statuses == [403] * (BASIC_MAX - 1) + [200]
-        finally:
-            other_address.close()
-    finally:
-        basic.close()
-        oauth.close()
-    log_text = svc.proc.log()
-    assert len(warnings_about(log_text, "user:ada")) == 1, log_text
-    assert len(warnings_about(log_text, "ip:127.0.0.31")) == 1, log_text
-    assert len(warnings_about(log_text, "'bob'")) == 1, log_text
-    assert not warnings_about(log_text, "user:bob"), log_text  # 4 Basic failures: no lock
+    with asking(svc, "127.0.0.32", "127.0.0.32") as (basic_get, _):
+        passwords = [*(f"guess-{i}" for i in range(BASIC_MAX - 1)), SHARED_USERS["bob"]]
+        statuses = [basic_get("bob", pw) for pw in passwords]
+    print(f"Basic port after bob's {OAUTH_MAX} oAuth2 failures: {statuses}")
+    assert statuses == [403] * (BASIC_MAX - 1) + [200]
+    # one warning for each lock; none for bob on the Basic port (4 failures: no lock)
+    needles = ("user:ada", "ip:127.0.0.31", "'bob'", "user:bob")
+    assert locks_logged(svc, *needles) == [1, 1, 1, 0], svc.proc.log()
 
 
 def test_a_lock_out_reached_by_concurrent_failures_is_logged_once(two_ports: Service) -> None:
@@ -305,37 +304,19 @@ def test_a_lock_out_reached_by_concurrent_failures_is_logged_once(two_ports: Ser
     so the count goes past the threshold; the lock-out is still logged exactly once."""
     svc = two_ports
     attempts = 4 * BASIC_MAX
-    basic = from_address("127.0.0.33")
-    oauth = from_address("127.0.0.34", svc.ctx)
-    try:
-
-        def basic_failure(i: int) -> int:
-            return basic.get(svc.basic + "/hello", auth=("carol", f"g-{i}")).status_code
-
-        def grant_failure(i: int) -> int:
-            return oauth.post(svc.oauth + TOKEN, data=password_form("dave", f"g-{i}")).status_code
-
+    with asking(svc, "127.0.0.33", "127.0.0.34") as (basic_get, grant):
         with ThreadPoolExecutor(attempts) as pool:
-            basic_statuses = list(pool.map(basic_failure, range(attempts)))
-            oauth_statuses = list(pool.map(grant_failure, range(attempts)))
+            basic_statuses = list(pool.map(lambda i: basic_get("carol", f"g-{i}"), range(attempts)))
+            oauth_statuses = list(pool.map(lambda i: grant("dave", f"g-{i}"), range(attempts)))
         print(
             f"concurrent failures: Basic {sorted(basic_statuses)}, oAuth2 {sorted(oauth_statuses)}"
         )
         assert set(basic_statuses) <= {403, 429} and basic_statuses.count(403) >= BASIC_MAX
         assert set(oauth_statuses) <= {400, 429} and oauth_statuses.count(400) >= OAUTH_MAX
-        assert (
-            basic.get(svc.basic + "/hello", auth=("carol", SHARED_USERS["carol"])).status_code
-            == 429
-        )
-        right = password_form("dave", SHARED_USERS["dave"])
-        assert oauth.post(svc.oauth + TOKEN, data=right).status_code == 429
-    finally:
-        basic.close()
-        oauth.close()
-    log_text = svc.proc.log()
-    assert len(warnings_about(log_text, "user:carol")) == 1, log_text
-    assert len(warnings_about(log_text, "ip:127.0.0.33")) == 1, log_text
-    assert len(warnings_about(log_text, "'dave'")) == 1, log_text
+        assert basic_get("carol", SHARED_USERS["carol"]) == 429
+        assert grant("dave", SHARED_USERS["dave"]) == 429
+    needles = ("user:carol", "ip:127.0.0.33", "'dave'")
+    assert locks_logged(svc, *needles) == [1, 1, 1], svc.proc.log()
 
 
 # -- exact under concurrency (SPEC 7.1) -------------------------------------------------------

@@ -45,6 +45,7 @@ commands: no form of either password.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import time
@@ -58,8 +59,8 @@ import trustme
 from fwrest.config.loader import load_config
 from fwrest.store import open_store
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
-from tests.conftest import ServerProcess, free_config, free_port, local_port, run_cli, wait_for
-from tests.faults.support import app_with
+from tests.conftest import free_config, free_port, local_port, run_cli, wait_for
+from tests.faults.support import app_with, served_cleanly
 from tests.redis_support import RedisServer
 
 # Each canary has a slash, a plus and a space, so that its encodings differ from it.
@@ -150,10 +151,9 @@ def test_no_secret_reaches_the_log_at_debug_level(
         general={"rest_log_level": 5, "rest_error_full": 1, "rest_log_stringsize": 100000},
         extra={"HTTPSERVER": {"StateStore": "sqlite", "LogFormat": log_format}},
     )
-    proc = ServerProcess(config, workers=2).wait_ready()
     tokens: list[str] = []
     seen: list[tuple[str, int]] = []
-    try:
+    with served_cleanly(config, workers=2) as proc:
         ctx = client_context(certs)
         with (
             httpx.Client(timeout=15) as http,
@@ -294,15 +294,9 @@ def test_no_secret_reaches_the_log_at_debug_level(
                 assert time.monotonic() < deadline, trail.text
                 time.sleep(0.05)
             seen.append(("audit", trail.status_code))
-    finally:
-        code = proc.stop()
-    assert code == 0
     # the audit trail as the state store keeps it
-    store = open_store("sqlite", load_config(config).data_path)
-    try:
+    with contextlib.closing(open_store("sqlite", load_config(config).data_path)) as store:
         kept = b"\n".join(store.audit_events(0.0, None, 10000)).decode()
-    finally:
-        store.close()
     assert "settings.change" in kept and "refresh.replay" in kept and "revocation" in kept
 
     stdout = "\n".join(proc.stdout_lines) + "\n"
@@ -396,8 +390,7 @@ def test_the_redis_password_is_never_shown(tmp_path: Path) -> None:
         },
     )
     answers: list[str] = []
-    proc = ServerProcess(config, workers=2, env=env).wait_ready()
-    try:
+    with served_cleanly(config, workers=2, env=env) as proc:
         base = proc.url("BASIC")
         monitor = f"http://127.0.0.1:{monitor_port}"
         routes = ["/fw/rest/config", "/fw/healthcheck", "/fw/healthcheck/ready",
@@ -428,9 +421,6 @@ def test_the_redis_password_is_never_shown(tmp_path: Path) -> None:
             change = http.post(base + "/fw/rest/config", json={"rest_log_level": 4})
             answers.append(f"{change.status_code} {change.text}")
             read_all("DOWN")
-    finally:
-        code = proc.stop()
-    assert code == 0
     # the commands: a check of this service, of one with the password in the URL, and a
     # start refused for a wrong password in the URL (Redis runs again for them)
     redis.start()

@@ -27,6 +27,7 @@ refresh that token together; the cluster promotes the master's replica.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import time
@@ -39,8 +40,7 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import issue_certs
-from tests.docs.blocks import ini_example
-from tests.faults.failover import HOSTS, PAUSE_S, RESUMED_S, TwoHosts, host_config
+from tests.faults.failover import PAUSE_S, RESUMED_S, TwoHosts, host_configs
 from tests.faults.support import Outcome, password_grant
 from tests.redis_support import RedisCluster, started
 
@@ -58,32 +58,21 @@ def cluster(tmp_path: Path) -> Iterator[RedisCluster]:
         yield c
 
 
-def cluster_config(folder: Path, certs: dict[str, Path], cluster: RedisCluster) -> Path:
-    """A host's config: docs/deploy.md's ``[HTTPSERVER]`` lines, with the cluster's nodes."""
-    folder.mkdir()
-    hosts = ",".join(f"127.0.0.1:{node.port}" for node in cluster.nodes)
-    nodes = {"10.0.0.31:6379,10.0.0.32:6379,10.0.0.33:6379": hosts}
-    store = ini_example("deploy-redis-cluster", replacements=nodes)["HTTPSERVER"]
-    assert store.pop("Servers") == "HTTPS_REST"
-    assert store["StateStore"] == cluster.url
-    return host_config(folder, certs, store, USERS)
-
-
 def test_a_master_fails_over_under_load(
     ca: trustme.CA, tmp_path: Path, cluster: RedisCluster
 ) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
-    configs = {name: cluster_config(tmp_path / f"host-{name}", certs, cluster) for name in HOSTS}
+    addresses = ",".join(f"127.0.0.1:{node.port}" for node in cluster.nodes)
+    nodes = {"10.0.0.31:6379,10.0.0.32:6379,10.0.0.33:6379": addresses}
+    configs, url = host_configs(tmp_path, certs, "deploy-redis-cluster", nodes, USERS)
+    assert url == cluster.url
     hosts = TwoHosts(configs, certs, REDIS_PASSWORD, USERS)
     load, lock = hosts.load, hosts.lock
     try:
         # the token the eight clients refresh at the fault, and the master holding its slot
         target_token = hosts.token(1, 2)["refresh_token"]
-        direct = cluster.client()
-        try:
+        with contextlib.closing(cluster.client()) as direct:
             stored = {k.decode() for k in direct.scan_iter("fwrest:0:rt:*")}
-        finally:
-            direct.close()
         hashes = {hashlib.sha256(f"{n}\n{target_token}".encode()).hexdigest() for n in ("OAUTH", "oauth")}  # fmt: skip
         (target_key,) = {k for k in stored if k.removeprefix("fwrest:0:rt:").strip("{}") in hashes}
         master = cluster.master_of(target_key)

@@ -19,7 +19,7 @@ import trustme
 
 from tests.auth.dpop_support import DpopKey, dpop_headers
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
-from tests.conftest import ServerProcess
+from tests.conftest import serving
 from tests.faults.support import oauth_params, store_config
 from tests.redis_support import RedisServer, started
 
@@ -45,8 +45,7 @@ def test_a_dpop_request_fails_closed_while_the_store_is_frozen(
     certs = issue_certs(ca, tmp_path / "certs")
     oauth = oauth_section(certs, onAuthparams="app.params")
     config = store_config(tmp_path, {"OAUTH": oauth}, redis_store.url, PARAMS)
-    proc = ServerProcess(config).wait_ready()
-    try:
+    with serving(config) as proc:
         base = proc.url("OAUTH")
         key = DpopKey("ES256")
         form = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
@@ -82,5 +81,3 @@ def test_a_dpop_request_fails_closed_while_the_store_is_frozen(
                 time.sleep(0.2)
                 answer = dpop_call()
             assert answer.status_code == 200, answer.text
-    finally:
-        proc.stop()

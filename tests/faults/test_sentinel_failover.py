@@ -29,8 +29,7 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import issue_certs
-from tests.docs.blocks import ini_example
-from tests.faults.failover import HOSTS, RESUMED_S, TwoHosts, host_config
+from tests.faults.failover import RESUMED_S, TwoHosts, host_configs
 from tests.redis_support import SentinelGroup, started
 
 USERS = [("ada", "Ada-Pw-7731"), ("bob", "Bob-Pw-2207")]
@@ -43,20 +42,12 @@ def sentinels(tmp_path: Path) -> Iterator[SentinelGroup]:
         yield group
 
 
-def sentinel_config(folder: Path, certs: dict[str, Path], group: SentinelGroup) -> Path:
-    """A host's config: docs/deploy.md's ``[HTTPSERVER]`` lines, with the group's sentinels."""
-    folder.mkdir()
-    hosts = ",".join(f"127.0.0.1:{port}" for port in group.ports)
-    sentinels = {"10.0.0.21:26379,10.0.0.22:26379,10.0.0.23:26379": hosts}
-    store = ini_example("deploy-redis-sentinel", replacements=sentinels)["HTTPSERVER"]
-    assert store.pop("Servers") == "HTTPS_REST"
-    assert store["StateStore"].endswith(f"/{group.name}/0")
-    return host_config(folder, certs, store, USERS)
-
-
 def test_a_failover_under_load(ca: trustme.CA, tmp_path: Path, sentinels: SentinelGroup) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
-    configs = {name: sentinel_config(tmp_path / f"host-{name}", certs, sentinels) for name in HOSTS}
+    addresses = ",".join(f"127.0.0.1:{port}" for port in sentinels.ports)
+    nodes = {"10.0.0.21:26379,10.0.0.22:26379,10.0.0.23:26379": addresses}
+    configs, url = host_configs(tmp_path, certs, "deploy-redis-sentinel", nodes, USERS)
+    assert url.endswith(f"/{sentinels.name}/0")
     hosts = TwoHosts(configs, certs, REDIS_PASSWORD, USERS)
     try:
         hosts.start_load()

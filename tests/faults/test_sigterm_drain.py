@@ -23,7 +23,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.conftest import ServerProcess, free_config, free_port, local_port, wait_for
+from tests.conftest import ServerProcess, free_config, free_port, local_port, serving, wait_for
 from tests.faults.support import FAULT_APP, port_is_free, wait_workers
 from tests.server.rawhttp import RawConnection, request_bytes
 
@@ -44,8 +44,7 @@ def test_sigterm_with_50_requests_in_flight_completes_them_all_and_exits_0(
 ) -> None:
     started_file = tmp_path / "started.txt"
     config = _config(tmp_path, started_file, {"POOL": {"MaxThreads": 64}})
-    proc = ServerProcess(config, workers=2).wait_ready()
-    try:
+    with serving(config, workers=2) as proc:
         base, port = proc.url(), proc.ports["HTTP_REST"]
         workers = wait_workers(proc.proc.pid, 2)
         paths = [f"/slow/{SLEEP_MS}", f"/aslow/{SLEEP_MS}"] * (IN_FLIGHT // 2)
@@ -82,8 +81,6 @@ def test_sigterm_with_50_requests_in_flight_completes_them_all_and_exits_0(
         assert not [pid for pid in workers if psutil.pid_exists(pid)], "a worker outlived the stop"
         assert port_is_free(port)
         assert "fwrest: stopped" in proc.stdout_lines
-    finally:
-        proc.stop()
 
 
 def test_the_drain_is_observable_on_open_connections_and_the_monitor_port(

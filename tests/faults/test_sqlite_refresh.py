@@ -30,7 +30,14 @@ import trustme
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import ServerProcess
-from tests.faults.support import Pinned, figures, oauth_params, pinned_per_worker, store_config
+from tests.faults.support import (
+    Pinned,
+    all_closed,
+    figures,
+    oauth_params,
+    pinned_per_worker,
+    store_config,
+)
 
 USERS = [(f"user{i}", f"Pw-{i}-x7") for i in range(8)]
 PARAMS = oauth_params(USERS, client_secret="Web-Secret-9q", long_lived=True)
@@ -99,12 +106,8 @@ def test_concurrent_refreshes_of_different_families(service: Service) -> None:
         latest[i] = tokens["access_token"]
 
     started = time.monotonic()
-    try:
-        with ThreadPoolExecutor(families) as pool:
-            list(pool.map(chain, range(families)))
-    finally:
-        for client in clients:
-            client.close()
+    with all_closed(clients), ThreadPoolExecutor(families) as pool:
+        list(pool.map(chain, range(families)))
     took = time.monotonic() - started
     total = sum(statuses, Counter())
     print(
@@ -113,14 +116,11 @@ def test_concurrent_refreshes_of_different_families(service: Service) -> None:
     )
     assert total == Counter({200: families * rounds})
     pinned = pinned_per_worker(service.base, verify=service.ctx)
-    try:
+    with all_closed(pinned):
         for client in pinned:
             for token in latest:
                 headers = {"Authorization": f"Bearer {token}"}
                 assert client.http.get(service.base + "/hello", headers=headers).status_code == 200
-    finally:
-        for client in pinned:
-            client.close()
 
 
 async def _simultaneous(url: str, ctx: ssl.SSLContext, body: bytes, count: int) -> list[Any]:
@@ -182,15 +182,12 @@ def test_500_simultaneous_refreshes_of_one_token_give_exactly_one_pair(service: 
     # no grace period (SPEC 7): the 499 losers were replays, so the new pair's family is
     # revoked too, on both workers
     workers = pinned_per_worker(service.base, verify=service.ctx)
-    try:
+    with all_closed(workers):
         for client in workers:
             deadline = time.monotonic() + 10
             while not _refused(client, service.base, pairs[0]["access_token"]):
                 assert time.monotonic() < deadline, "the new pair was never revoked"
                 time.sleep(0.01)
-    finally:
-        for client in workers:
-            client.close()
     again = service.refresh(pairs[0]["refresh_token"])
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
 
@@ -209,7 +206,7 @@ def test_1000_refresh_replays_are_detected_and_revoke_every_family(service: Serv
         assert second.status_code == 200, second.text
         families.append((first, second.json()))
     workers = pinned_per_worker(service.base, verify=service.ctx)
-    try:
+    with all_closed(workers):
         for first, second in families:  # every access token works before the replays
             for client in workers:
                 for access in (first["access_token"], second["access_token"]):
@@ -255,12 +252,8 @@ def test_1000_refresh_replays_are_detected_and_revoke_every_family(service: Serv
             return response.status_code, str(response.json().get("error"))
 
         started = time.monotonic()
-        try:
-            with ThreadPoolExecutor(16) as pool:
-                results = Counter(pool.map(replay, jobs))
-        finally:
-            for client in clients:
-                client.close()
+        with all_closed(clients), ThreadPoolExecutor(16) as pool:
+            results = Counter(pool.map(replay, jobs))
         done = time.monotonic()
         total = len(jobs) + precise
         results[(400, "invalid_grant")] += precise
@@ -297,7 +290,4 @@ def test_1000_refresh_replays_are_detected_and_revoke_every_family(service: Serv
         for _first, second in families:
             again = service.refresh(second["refresh_token"])
             assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
-    finally:
-        for client in workers:
-            client.close()
     assert service.proc.log().count("its whole token family is revoked") >= 1000

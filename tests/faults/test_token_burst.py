@@ -20,9 +20,9 @@ import trustme
 from argon2 import PasswordHasher
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
-from tests.conftest import ServerProcess
+from tests.conftest import ServerProcess, serving
 from tests.faults.support import oauth_params, password_grant, simultaneous, store_config
-from tests.redis_support import RedisServer
+from tests.redis_support import RedisServer, started
 
 BURST = 200
 PASSWORD = "Burst-Pw-5150"
@@ -30,7 +30,6 @@ PASSWORD = "Burst-Pw-5150"
 
 @pytest.fixture
 def service(ca: trustme.CA, tmp_path: Path) -> Iterator[tuple[ServerProcess, dict[str, Path]]]:
-    redis = RedisServer(tmp_path).start()
     # one hash, each user's entry holds it; light costs (a few ms a check): a burst of 200 of
     # the default costs (64 MiB each) takes a minute of this machine's two cores
     hashed = PasswordHasher(time_cost=2, memory_cost=16 * 1024, parallelism=1).hash(PASSWORD)
@@ -38,13 +37,10 @@ def service(ca: trustme.CA, tmp_path: Path) -> Iterator[tuple[ServerProcess, dic
     certs = issue_certs(ca, tmp_path / "certs")
     oauth = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
     oauth["KeepAliveTimeout"] = 120_000  # the clients connect first, then wait for the others
-    config = store_config(tmp_path, {"OAUTH": oauth}, redis.url, params)
-    proc = ServerProcess(config, workers=2)
-    try:
-        yield proc.wait_ready(), certs
-    finally:
-        proc.stop()
-        redis.stop()
+    with started(RedisServer(tmp_path)) as redis:
+        config = store_config(tmp_path, {"OAUTH": oauth}, redis.url, params)
+        with serving(config, workers=2) as proc:
+            yield proc, certs
 
 
 def test_a_burst_of_logins_on_a_healthy_store_is_served_not_503(

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import ServerProcess, free_config
+from tests.conftest import ServerProcess, free_config, serving
 from tests.faults.support import FAULT_APP, Outcome, Recorder, figures, live_children, wait_workers
 
 LOAD_THREADS = 8
@@ -99,8 +99,7 @@ def test_a_replacement_worker_reads_the_files_general_as_it_is_now(tmp_path: Pat
     # the worker that replaces a killed one reads it at once instead of serving with the
     # values the service started with
     config = free_config(tmp_path, general={"rest_reload_time": 3600, "rest_log_stringsize": 60})
-    proc = ServerProcess(config, workers=2).wait_ready()
-    try:
+    with serving(config, workers=2) as proc:
         base = proc.url()
         before = wait_workers(proc.proc.pid, 2)
         doc = json.loads(config.read_text())
@@ -123,5 +122,3 @@ def test_a_replacement_worker_reads_the_files_general_as_it_is_now(tmp_path: Pat
         print("file value of rest_log_stringsize seen over 40 requests:", dict(seen))
         assert seen[77] > 0  # the replacement: the file as it is now
         assert set(seen) <= {60, 77}  # the other worker re-reads within the hour only
-    finally:
-        proc.stop()

@@ -17,7 +17,7 @@ import contextlib
 import functools
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -93,57 +93,47 @@ def api(tmp_path_factory: pytest.TempPathFactory, front_end: int) -> Iterator[Se
         yield proc
 
 
-def _call(browser: Any, page_url: str, api_url: str, auth: str | None) -> dict[str, Any]:
-    with contextlib.closing(browser.new_context()) as context:
-        page = context.new_page()
-        page.goto(page_url)
-        result: dict[str, Any] = page.evaluate(CALL, [api_url, auth])
-        return result
+Call = Callable[..., dict[str, Any]]
 
 
-def test_a_page_of_an_allowed_origin_reads_the_api(
-    browser: Any, front_end: int, api: ServerProcess
-) -> None:
-    result = _call(
-        browser, f"http://127.0.0.1:{front_end}/index.html", api.url("HTTP_API") + "/hello", ADA
-    )
+@pytest.fixture
+def call(browser: Any, front_end: int, api: ServerProcess) -> Call:
+    """``call(path, auth, host="127.0.0.1")``: the page, served from ``host``'s origin, calls
+    ``fetch`` on the API's ``path`` with ``auth`` in ``Authorization``; what it read."""
+
+    def fetch(path: str, auth: str | None, host: str = "127.0.0.1") -> dict[str, Any]:
+        with contextlib.closing(browser.new_context()) as context:
+            page = context.new_page()
+            page.goto(f"http://{host}:{front_end}/index.html")
+            result: dict[str, Any] = page.evaluate(CALL, [api.url("HTTP_API") + path, auth])
+            return result
+
+    return fetch
+
+
+def test_a_page_of_an_allowed_origin_reads_the_api(call: Call, api: ServerProcess) -> None:
+    result = call("/hello", ADA)
     assert result == {"status": 200, "body": {"message": "hi", "user": "ada"}, "exposed": None}
     # the browser's preflight reached the service, before authorization
     log = (api.config.parent / "server.log").read_text()
     assert "OPTIONS /rest/hello 204" in log
 
 
-def test_an_error_is_readable_by_the_allowed_origin(
-    browser: Any, front_end: int, api: ServerProcess
-) -> None:
-    result = _call(
-        browser,
-        f"http://127.0.0.1:{front_end}/index.html",
-        api.url("HTTP_API") + "/hello",
-        "Basic " + "eDp5",  # x:y, refused by OnAuth
-    )
+def test_an_error_is_readable_by_the_allowed_origin(call: Call) -> None:
+    result = call("/hello", "Basic " + "eDp5")  # x:y, refused by OnAuth
     assert result["status"] == 403
     assert result["body"]["code"] == 403
 
 
-def test_a_page_of_another_origin_is_blocked(
-    browser: Any, front_end: int, api: ServerProcess
-) -> None:
+def test_a_page_of_another_origin_is_blocked(call: Call) -> None:
     # localhost is another origin than 127.0.0.1, although the same server
-    result = _call(
-        browser, f"http://localhost:{front_end}/index.html", api.url("HTTP_API") + "/hello", ADA
-    )
+    result = call("/hello", ADA, host="localhost")
     assert "blocked" in result, result
     assert "Failed to fetch" in result["blocked"]
 
 
-def test_the_settings_route_stays_closed_to_the_allowed_origin(
-    browser: Any, front_end: int, api: ServerProcess
-) -> None:
-    result = _call(
-        browser, f"http://127.0.0.1:{front_end}/index.html",
-        api.url("HTTP_API") + "/fw/rest/config", ADA,
-    )  # fmt: skip
+def test_the_settings_route_stays_closed_to_the_allowed_origin(call: Call) -> None:
+    result = call("/fw/rest/config", ADA)
     assert "blocked" in result, result
 
 

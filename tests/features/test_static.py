@@ -211,14 +211,10 @@ def test_if_range_with_another_version_sends_the_whole_file(client: Client) -> N
     assert other.status_code == 200
 
 
-def _worker(proc: ServerProcess) -> psutil.Process:
+def test_a_1_gib_file_is_streamed_in_bounded_memory(proc: ServerProcess) -> None:
     children = psutil.Process(proc.pid).children()
     assert len(children) == 1, children
-    return children[0]
-
-
-def test_a_1_gib_file_is_streamed_in_bounded_memory(proc: ServerProcess) -> None:
-    worker = _worker(proc)
+    worker = children[0]
     before = worker.memory_info().rss
     peak = before
     stop = threading.Event()

@@ -2,13 +2,26 @@
 test's parallel part runs at nice 10 beside the serial one and can be descheduled for seconds,
 past such a window, which says nothing of the store. :func:`in_one_window` tells such an
 attempt (:class:`Starved`) from a failure, and :func:`unstarved` runs the steps again, with
-state of their own, after one: the assertions stay those of an attempt that ran in time."""
+state of their own, after one: the assertions stay those of an attempt that ran in time. And an
+oAuth2 port on a store (:func:`oauth_service`) with the token route's steps (:func:`tokens_work`),
+and a store a start cannot use (:func:`refused_at_start`)."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import trustme
+
+from fwrest.testing import Client
+from tests.auth.oauth2_support import oauth_section
+from tests.conftest import issue_certs, module_config, run_forked
+from tests.redis_support import STORE_APP
+
+TOKEN = "/rest/fw/oauth2/token"
 
 TRIES = 3
 
@@ -42,3 +55,54 @@ def unstarved(attempt: Callable[[int], None], tries: int = TRIES) -> None:
         except Starved as exc:
             print(f"attempt {n + 1} starved: {exc}")
     raise AssertionError(f"every one of {tries} attempts outlasted its window")
+
+
+def oauth_service(
+    tmp_path: Path, ca: trustme.CA, module: str, keys: dict[str, Any], section: str = "OAUTH"
+) -> Path:
+    """An oAuth2 port ``section`` of ``STORE_APP`` (in the module ``module``) on the store
+    ``keys`` (``[HTTPSERVER]``)."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    return module_config(tmp_path, module, app=STORE_APP.replace("params", f"{module}_params"),
+                         servers={section: oauth_section(certs, onAuthparams=f"{module}_params")},
+                         extra={"HTTPSERVER": keys})  # fmt: skip
+
+
+def grant_and_refresh(client: Client) -> tuple[dict[str, str], str]:
+    """A password grant, then a refresh of its token: (the refresh's form, the new access
+    token)."""
+    grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
+    issued = client.post(TOKEN, data=grant)
+    assert issued.status_code == 200, issued.text
+    refresh = {"grant_type": "refresh_token", "refresh_token": issued.json()["refresh_token"]}
+    renewed = client.post(TOKEN, data=refresh)
+    assert renewed.status_code == 200, renewed.text
+    return refresh, str(renewed.json()["access_token"])
+
+
+def tokens_work(client: Client) -> None:
+    """:func:`grant_and_refresh`, the new access token passes a bearer check, and the spent
+    refresh token presented again is refused as a replay."""
+    refresh, access = grant_and_refresh(client)
+    assert (
+        client.get("/rest/hello", headers={"Authorization": f"Bearer {access}"}).status_code == 200
+    )
+    replay = client.post(TOKEN, data=refresh)
+    assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+
+
+def refused_at_start(
+    config: Path, key: str, words: str, secrets: Iterable[str] = (), **env: str
+) -> None:
+    """``fwrest check`` and ``fwrest serve`` of ``config`` (forked, ``env`` added to their
+    environment) exit 2 before binding, naming ``[HTTPSERVER] key`` and saying ``words``:
+    no traceback, no Redis client's repr, none of ``secrets``."""
+    for command in ("check", "serve"):
+        result = run_forked(command, str(config), cwd=config.parent, env=env)
+        out, case = result.stdout + result.stderr, (config.parent.name, command)
+        assert result.returncode == 2, (case, out)
+        assert f"[HTTPSERVER] {key}: " in result.stderr, (case, out)
+        assert words in result.stderr, (case, out)
+        assert "Traceback" not in out and "<redis." not in out, (case, out)
+        for secret in secrets:
+            assert secret not in out, case

@@ -42,10 +42,6 @@ def event(n: int) -> AuditEvent:
     return AuditEvent("settings.change", "ada", "10.0.0.7", "HTTP_REST", {"key": "k", "new": n})
 
 
-def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "fwrest.server"]
-
-
 def test_a_failing_store_is_one_warning_and_never_the_caller_s_error(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -65,7 +61,7 @@ def test_a_failing_store_is_one_warning_and_never_the_caller_s_error(
     with caplog.at_level(logging.WARNING, logger="fwrest"):
         asyncio.run(run())
     client.close()
-    said = warnings_of(caplog)
+    said = [r.getMessage() for r in caplog.records if r.name == "fwrest.server"]
     assert len(said) == 2, said
     assert said[0].startswith("audit event settings.change not kept in the state store: redis")
     assert "3 not kept meanwhile" in said[1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,8 +23,10 @@ class Threaded(MemoryStore):
 
 
 @pytest.fixture
-def client() -> StoreClient:
-    return StoreClient(Threaded(), threads=1)
+def client() -> Iterator[StoreClient]:
+    client = StoreClient(Threaded(), threads=1)
+    yield client
+    client.close()
 
 
 def test_a_call_queued_behind_a_slow_one_gets_its_deadline_from_its_start(
@@ -48,10 +51,7 @@ def test_a_call_queued_behind_a_slow_one_gets_its_deadline_from_its_start(
         second = await client.wait(second_job, started, deadline=0.2, queue=1.0)
         return await first, second, started.took()
 
-    try:
-        first, second, took = asyncio.run(main())
-    finally:
-        client.close()
+    first, second, took = asyncio.run(main())
     assert (first, second, ran) == ("slow", "quick", ["quick"])
     assert took < 0.2, took  # its own time, not the 0.3 s it waited for the thread
 
@@ -76,10 +76,7 @@ def test_a_call_no_thread_starts_within_its_queue_bound_is_busy_and_never_runs(
             return exc
         raise AssertionError("the queued call was answered")
 
-    try:
-        exc = asyncio.run(main())
-    finally:
-        client.close()
+    exc = asyncio.run(main())
     assert isinstance(exc, StoreBusy) and isinstance(exc, TimeoutError)
     assert "no store thread of this worker was free within 0.3 s" in str(exc)
     time.sleep(0.1)
@@ -100,8 +97,5 @@ def test_a_call_that_hangs_once_started_is_a_timeout_not_busy(client: StoreClien
             release.set()
         raise AssertionError("the hung call was answered")
 
-    try:
-        exc = asyncio.run(main())
-    finally:
-        client.close()
+    exc = asyncio.run(main())
     assert type(exc) is StoreTimeout and str(exc) == "no answer within 0.2 s"

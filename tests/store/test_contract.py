@@ -516,8 +516,22 @@ def test_user_families_give_each_family_its_latest_expiry(store: StateStore) -> 
 # -- revocations and lock-outs --------------------------------------------------------------
 
 
-def test_revoked_families_are_those_in_force_with_their_latest_end(store: StateStore) -> None:
-    unstarved(lambda n: _revocations(store, f"#{n}"))
+# the two maps of entries in force until an end: a revocation's family, a lock-out's key (a
+# user name as a client sent it, an address); the names of an attempt's five entries (two in
+# force, one ended, a short one, one the caller adds to its copy)
+FAMILIES = ["fam-a", "fam-b", "fam-e", "fam-s", "fam-i"]
+KEYS = ["basic|user:zoë ?*[\n]", "basic|ip:192.0.2.9", "basic|ip:192.0.2.8", "basic|ip:192.0.2.7"]
+IN_FORCE = {
+    "revocations": ("revoke_family", "revoked_families", FAMILIES),
+    "locks": ("add_lock", "locks", [*KEYS, "basic|user:intruder"]),
+}
+
+
+@pytest.mark.parametrize(("add", "listing", "names"), IN_FORCE.values(), ids=IN_FORCE)
+def test_the_entries_listed_are_those_in_force_with_their_latest_end(
+    store: StateStore, add: str, listing: str, names: list[str]
+) -> None:
+    unstarved(lambda n: _in_force(getattr(store, add), getattr(store, listing), names, f"#{n}"))
 
 
 def _tagged(listed: dict[str, float], tag: str) -> dict[str, float]:
@@ -525,58 +539,37 @@ def _tagged(listed: dict[str, float], tag: str) -> dict[str, float]:
     return {k: v for k, v in listed.items() if k.endswith(tag)}
 
 
-def _revocations(store: StateStore, tag: str) -> None:
-    """One attempt, its families named ``fam-...TAG`` (an attempt's are apart from another's)."""
-
-    a, b, ended, short_f, intruder = (f"fam-{x}{tag}" for x in ("a", "b", "e", "s", "i"))
+def _in_force(
+    add: Callable[[str, float], None],
+    listing: Callable[[], dict[str, float]],
+    names: list[str],
+    tag: str,
+) -> None:
+    """One attempt, its entries' names ending with ``TAG`` (an attempt's are apart from
+    another's): two in force, one ended, a short one, and one the caller adds to its copy."""
+    a, b, ended, short_key, intruder = (f"{name}{tag}" for name in names)
     now = time.time()
-    store.revoke_family(a, now + 60.5)
-    store.revoke_family(b, now + 120.25)
-    store.revoke_family(ended, now - 1)
+    add(a, now + 60.5)
+    add(b, now + 120.25)
+    add(ended, now - 1)
     with in_one_window(SHORT_S):
         short = time.time() + SHORT_S
-        store.revoke_family(short_f, short)
-        listed = _tagged(store.revoked_families(), tag)
-        print(f"listed {SHORT_S - (short - time.time()):.3f} s after the short revocation's start")
-        assert listed == {a: now + 60.5, b: now + 120.25, short_f: short}
-    # a second replay computing an earlier end does not shorten the revocation; a later one
-    # extends it
-    store.revoke_family(a, now + 10)
-    store.revoke_family(b, now + 300.75)
-    listed = store.revoked_families()
+        add(short_key, short)
+        listed = _tagged(listing(), tag)
+        print(f"listed {SHORT_S - (short - time.time()):.3f} s after the short entry's start")
+        assert listed == {a: now + 60.5, b: now + 120.25, short_key: short}
+    # a second replay or failure computing an earlier end does not shorten the entry (a
+    # revocation, a lock-out); a later one extends it
+    add(a, now + 10)
+    add(b, now + 300.75)
+    listed = listing()
     assert listed[a] == now + 60.5
     assert listed[b] == now + 300.75
     # the caller adds to its copy (tokens.py: self.revoked[family] = until): not to the store
     listed[intruder] = now + 999
-    assert intruder not in store.revoked_families()
+    assert intruder not in listing()
     time.sleep(max(0.0, short + 0.1 - time.time()))
-    assert _tagged(store.revoked_families(), tag) == {a: now + 60.5, b: now + 300.75}
-
-
-def test_locks_are_the_lock_outs_in_force_with_their_latest_end(store: StateStore) -> None:
-    unstarved(lambda n: _locks(store, f"#{n}"))
-
-
-def _locks(store: StateStore, tag: str) -> None:
-    """One attempt, its keys ending with ``TAG`` (an attempt's are apart from another's)."""
-
-    user, address = f"basic|user:zoë ?*[\n]{tag}", f"basic|ip:192.0.2.7{tag}"
-    now = time.time()
-    store.add_lock(user, now + 60.5)
-    store.add_lock(f"basic|ip:192.0.2.8{tag}", now - 1)  # ended already
-    with in_one_window(SHORT_S):
-        short = time.time() + SHORT_S
-        store.add_lock(address, short)
-        assert _tagged(store.locks(), tag) == {user: now + 60.5, address: short}
-    store.add_lock(user, now + 5)  # a lock-out is never shortened
-    assert store.locks()[user] == now + 60.5
-    store.add_lock(user, now + 90.25)  # a later failure extends it
-    listed = store.locks()
-    assert listed[user] == now + 90.25
-    listed[f"basic|user:intruder{tag}"] = now + 999  # the caller's copy
-    assert f"basic|user:intruder{tag}" not in store.locks()
-    time.sleep(max(0.0, short + 0.1 - time.time()))
-    assert _tagged(store.locks(), tag) == {user: now + 90.25}
+    assert _tagged(listing(), tag) == {a: now + 60.5, b: now + 300.75}
 
 
 def test_lift_lock_ends_one_lock_out_and_its_failures(store: StateStore) -> None:

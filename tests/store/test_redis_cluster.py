@@ -12,17 +12,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import pytest
 import trustme
 
 from fwrest.testing import Client
-from tests.auth.oauth2_support import oauth_section
-from tests.conftest import free_port, issue_certs, module_config, run_forked
+from tests.conftest import free_port, run_forked
 from tests.redis_support import (
-    STORE_APP,
     RedisCluster,
     RedisServer,
     RedisTls,
@@ -31,6 +28,7 @@ from tests.redis_support import (
     started,
     store_config,
 )
+from tests.store.support import TOKEN, oauth_service, refused_at_start, tokens_work
 
 PASSWORD = "Cluster-Pw/5+k q"  # a canary: a slash, a plus and a space
 PASSWORD_ENV = "FWREST_TEST_CLUSTER_PASSWORD"
@@ -55,17 +53,6 @@ def tls_cluster(
         yield found, tls
 
 
-def oauth_service(tmp_path: Path, ca: trustme.CA, module: str, keys: dict[str, Any]) -> Path:
-    certs = issue_certs(ca, tmp_path / "certs")
-    return module_config(
-        tmp_path,
-        module,
-        app=STORE_APP.replace("params", f"{module}_params"),
-        servers={"OAUTH": oauth_section(certs, onAuthparams=f"{module}_params")},
-        extra={"HTTPSERVER": keys},
-    )
-
-
 @pytest.mark.parametrize("form", ["redis+cluster", "rediss+cluster"])
 def test_tokens_are_issued_and_refreshed_on_a_cluster(
     form: str,
@@ -84,20 +71,10 @@ def test_tokens_are_issued_and_refreshed_on_a_cluster(
                 "StateStoreCert": str(tls.client_cert), "StateStoreKey": str(tls.client_key)}  # fmt: skip
     nodes.flush()
     module = "cluster_form_" + form.replace("+", "_")
-    token = "/rest/fw/oauth2/token"
     with Client(oauth_service(tmp_path, ca, module, keys)) as client:
         wrong = {"grant_type": "password", "username": "ada", "password": "not-it"}
-        assert client.post(token, data=wrong).status_code == 400
-        grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
-        issued = client.post(token, data=grant)
-        assert issued.status_code == 200, issued.text
-        refresh = {"grant_type": "refresh_token", "refresh_token": issued.json()["refresh_token"]}
-        renewed = client.post(token, data=refresh)
-        assert renewed.status_code == 200, renewed.text
-        bearer = {"Authorization": f"Bearer {renewed.json()['access_token']}"}
-        assert client.get("/rest/hello", headers=bearer).status_code == 200
-        replay = client.post(token, data=refresh)
-        assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+        assert client.post(TOKEN, data=wrong).status_code == 400
+        tokens_work(client)
     with contextlib.closing(nodes.client()) as direct:
         found = {k.decode() for k in direct.scan_iter("*")}
         prefix = f"fwrest:{DB}:"
@@ -123,11 +100,10 @@ def test_what_only_the_cluster_can_tell_is_a_start_error(
     """A URL whose nodes can never answer as written is a configuration error naming the key
     at fault, exit 2 before binding, from ``fwrest check`` and the start alike."""
     (tmp_path / "single").mkdir()
-    single = RedisServer(tmp_path / "single").start()
     tls_nodes, tls = tls_cluster
     plain_port, tls_port = cluster.nodes[0].port, tls_nodes.nodes[0].port
     encoded = quote(PASSWORD, safe="")
-    try:
+    with started(RedisServer(tmp_path / "single")) as single:
         errors = {
             "a single Redis": (
                 f"redis+cluster://127.0.0.1:{single.port}/0", {}, "StateStore",
@@ -159,15 +135,7 @@ def test_what_only_the_cluster_can_tell_is_a_start_error(
         }  # fmt: skip
         for name, (url, keys, key, words) in errors.items():
             config = store_config(tmp_path / name.replace(" ", "-"), url, **keys)
-            for command in ("check", "serve"):
-                result = run_forked(command, str(config), cwd=config.parent)
-                out = result.stdout + result.stderr
-                assert result.returncode == 2, (name, command, out)
-                assert f"[HTTPSERVER] {key}: " in result.stderr, (name, command, out)
-                assert words in result.stderr, (name, command, out)
-                assert "Traceback" not in out and "<redis." not in out, (name, out)
-                for secret in (PASSWORD, encoded, "Wrong-Pw-1"):
-                    assert secret not in out, (name, command)
+            refused_at_start(config, key, words, (PASSWORD, encoded, "Wrong-Pw-1"))
         # the right password: check passes, the summary without it
         url = f"redis+cluster://:{encoded}@127.0.0.1:{plain_port},127.0.0.1:{free_port()}/{DB}"
         config = store_config(tmp_path / "right", url)
@@ -177,8 +145,6 @@ def test_what_only_the_cluster_can_tell_is_a_start_error(
         assert "warning" not in answered.stdout
         assert PASSWORD not in answered.stdout + answered.stderr
         assert encoded not in answered.stdout + answered.stderr
-    finally:
-        single.stop()
 
 
 def test_a_start_on_a_cluster_that_does_not_answer_says_so_and_is_not_ready(tmp_path: Path) -> None:

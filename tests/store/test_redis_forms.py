@@ -26,11 +26,9 @@ import redis
 import trustme
 
 from fwrest.testing import Client
-from tests.auth.oauth2_support import oauth_section
-from tests.conftest import free_port, issue_certs, module_config, run_cli, run_forked
+from tests.conftest import free_port, run_cli, run_forked
 from tests.docs.blocks import example, ini_example
 from tests.redis_support import (
-    STORE_APP,
     RedisServer,
     RedisTls,
     redis_tls,
@@ -39,6 +37,7 @@ from tests.redis_support import (
     started,
     store_config,
 )
+from tests.store.support import grant_and_refresh, oauth_service, refused_at_start, tokens_work
 
 PASSWORD = "Redis-Pw/7+q z"  # a canary: a slash, a plus and a space
 PASSWORD_ENV = "FWREST_TEST_REDIS_PASSWORD"
@@ -83,28 +82,6 @@ def store_keys(redises: Redises, form: str) -> tuple[RedisServer, dict[str, Any]
     return redises.on_socket, {"StateStore": redises.on_socket.url, **password}
 
 
-def oauth_service(
-    tmp_path: Path, ca: trustme.CA, module: str, section: str, keys: dict[str, Any]
-) -> Path:
-    """An oAuth2 port ``section`` of ``STORE_APP`` (in the module ``module``) on the store ``keys``."""
-    certs = issue_certs(ca, tmp_path / "certs")
-    return module_config(tmp_path, module, app=STORE_APP.replace("params", f"{module}_params"),
-                         servers={section: oauth_section(certs, onAuthparams=f"{module}_params")},
-                         extra={"HTTPSERVER": keys})  # fmt: skip
-
-
-def grant_and_refresh(client: Client) -> tuple[dict[str, str], str]:
-    """A password grant, then a refresh of its token: (the refresh's form, the new access
-    token)."""
-    grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
-    issued = client.post("/rest/fw/oauth2/token", data=grant)
-    assert issued.status_code == 200, issued.text
-    refresh = {"grant_type": "refresh_token", "refresh_token": issued.json()["refresh_token"]}
-    renewed = client.post("/rest/fw/oauth2/token", data=refresh)
-    assert renewed.status_code == 200, renewed.text
-    return refresh, str(renewed.json()["access_token"])
-
-
 @pytest.mark.parametrize("form", ["rediss", "rediss with a client certificate", "unix socket"])
 def test_tokens_are_issued_and_refreshed_over_each_form(
     form: str, redises: Redises, ca: trustme.CA, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -112,12 +89,8 @@ def test_tokens_are_issued_and_refreshed_over_each_form(
     monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
     server, keys = store_keys(redises, form)
     module = "redis_form_" + form.replace(" ", "_")
-    with Client(oauth_service(tmp_path, ca, module, "OAUTH", keys)) as client:
-        refresh, access = grant_and_refresh(client)
-        bearer = {"Authorization": f"Bearer {access}"}
-        assert client.get("/rest/hello", headers=bearer).status_code == 200
-        replay = client.post("/rest/fw/oauth2/token", data=refresh)
-        assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+    with Client(oauth_service(tmp_path, ca, module, keys)) as client:
+        tokens_work(client)
     with contextlib.closing(server.client()) as direct:
         # the state is in this Redis: the two refresh tokens, the signing key
         assert len(direct.keys("fwrest:rt:*")) == 2
@@ -143,30 +116,12 @@ def test_what_only_redis_can_tell_is_a_start_error_naming_the_key(
                                 "StateStore", "Redis refused the password"),
     }  # fmt: skip
     env = {PASSWORD_ENV: PASSWORD, "WRONG_REDIS_PW": "Wrong-Pw/8+w v"}
-    jobs = []
-    for name, (keys, _key, _words) in cases.items():
-        folder = tmp_path / name.replace(" ", "-")
-        folder.mkdir()
+    for name, (keys, key, words) in cases.items():
+        url = keys.pop("StateStore")
         store = {k: v for k, v in keys.items() if v is not None}
-        (folder / "app.py").write_text(STORE_APP)
-        config = folder / "service.ini"
-        lines = ["[HTTPSERVER]", "Servers=HTTP_REST", *(f"{k}={v}" for k, v in store.items()),
-                 "[HTTP_REST]", "HostName=127.0.0.1", "Port=0", "Locations=ROOT",
-                 "[ROOT]", "Path=/rest", "ThreadPool=POOL", "[POOL]", "Environment=ENV",
-                 "[ENV]", "Repository=app"]  # fmt: skip
-        config.write_text("\n".join(lines) + "\n")
-        jobs += [(name, "check", config), (name, "serve", config)]
-    # forked: eight fresh interpreters took 10 s (each imports fwrest)
-    results = [run_forked(command, str(config), cwd=config.parent, env=env)
-               for _name, command, config in jobs]  # fmt: skip
-    for (name, command, _config), result in zip(jobs, results, strict=True):
-        _keys, key, words = cases[name]
-        out = result.stdout + result.stderr
-        assert result.returncode == 2, (name, command, out)
-        assert f"[HTTPSERVER] {key}: " in result.stderr and words in result.stderr, (name, out)
-        assert "Traceback" not in out
-        for secret in (PASSWORD, "Wrong-Pw/8+w v", "Url-Pw-ZZ"):
-            assert secret not in out, (name, command)
+        config = store_config(tmp_path / name.replace(" ", "-"), url, **store)
+        # forked: eight fresh interpreters took 10 s (each imports fwrest)
+        refused_at_start(config, key, words, (PASSWORD, "Wrong-Pw/8+w v", "Url-Pw-ZZ"), **env)
 
 
 def test_check_summarises_a_redis_store_without_its_password(
@@ -208,7 +163,7 @@ def test_the_deployment_pages_lines_reach_redis_as_its_acl_user(
         })["HTTPSERVER"]  # fmt: skip
         assert keys.pop("Servers") == "HTTPS_REST"
         monkeypatch.setenv("FWREST_REDIS_PASSWORD", ACL_PASSWORD)
-        config = oauth_service(tmp_path, ca, "redis_form_deploy", "HTTPS_REST", keys)
+        config = oauth_service(tmp_path, ca, "redis_form_deploy", keys, "HTTPS_REST")
         with Client(config) as client:
             grant_and_refresh(client)
         assert len(admin.keys("fwrest:rt:*")) == 2
@@ -272,17 +227,9 @@ def test_a_store_url_that_can_never_answer_is_a_start_error(
             "wrong primary": (f"redis+sentinel://127.0.0.1:{sentinel_port}/fwmain/0",
                               "know no primary named 'fwmain'"),
         }  # fmt: skip
-        jobs = []
-        for name, (url, _words) in errors.items():
+        for name, (url, words) in errors.items():
             config = store_config(tmp_path / name.replace(" ", "-"), url)
-            jobs += [(name, "check", config), (name, "serve", config)]
-        for name, command, config in jobs:
-            result = run_forked(command, str(config), cwd=config.parent)
-            out = result.stdout + result.stderr
-            assert result.returncode == 2, (name, command, out)
-            assert "[HTTPSERVER] StateStore: " in result.stderr, (name, command, out)
-            assert errors[name][1] in result.stderr, (name, command, out)
-            assert "Traceback" not in out and "<redis.client" not in out
+            refused_at_start(config, "StateStore", words)
         # what may come back is a warning: check passes, saying so
         later_urls = (f"unix://{tmp_path}/redis-not-started.sock?db=0",
                       f"redis+sentinel://127.0.0.1:{free_port()}/fwother/0")  # fmt: skip

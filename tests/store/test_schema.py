@@ -75,7 +75,10 @@ def sqlite_config(tmp_path: Path) -> Path:
 
 
 def store_file(config: Path) -> Path:
-    return load_config(str(config)).data_path / "state.sqlite3"
+    """The service's sqlite file (not made), in its folder (made)."""
+    path = load_config(str(config)).data_path / "state.sqlite3"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def digest(path: Path) -> str:
@@ -92,11 +95,9 @@ def stored_marker(path: Path) -> dict[str, object] | None:
 
 def mark(path: Path, marker: dict[str, object] | bytes) -> None:
     raw = marker if isinstance(marker, bytes) else json.dumps(marker).encode()
-    db = sqlite3.connect(path)
-    db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
-    db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (raw,))
-    db.commit()
-    db.close()
+    with contextlib.closing(sqlite3.connect(path)) as db, db:  # committed, then closed
+        db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (raw,))
 
 
 def backups(path: Path) -> list[Path]:
@@ -107,7 +108,6 @@ def test_a_file_of_the_previous_release_is_migrated_once_with_a_copy_first(
     sqlite_config: Path,
 ) -> None:
     path = store_file(sqlite_config)
-    path.parent.mkdir(parents=True, exist_ok=True)
     previous_python(WRITE_PREVIOUS, str(path))
     assert stored_marker(path) is None  # v0.1.0 writes no marker: schema 1
     before = digest(path)
@@ -127,9 +127,8 @@ def test_a_file_of_the_previous_release_is_migrated_once_with_a_copy_first(
     [copy] = backups(path)
     assert str(copy) in done.stdout
     assert stored_marker(copy) is None  # the file as it was: the previous release's
-    db = sqlite3.connect(copy)
-    assert db.execute("SELECT count(*) FROM refresh").fetchone() == (2,)
-    db.close()
+    with contextlib.closing(sqlite3.connect(copy)) as db:
+        assert db.execute("SELECT count(*) FROM refresh").fetchone() == (2,)
     marker = stored_marker(path)
     assert marker == {"schema": SCHEMA, "compatible": 1, "release": fwrest.__version__}
 
@@ -158,7 +157,6 @@ def test_a_start_on_a_file_of_the_previous_release_takes_the_steps_itself(
     sqlite file) takes the additive steps itself, without a copy; the previous release goes on
     using the file, and a record it stores is found by this release."""
     path = store_file(sqlite_config)
-    path.parent.mkdir(parents=True, exist_ok=True)
     previous_python(WRITE_PREVIOUS, str(path))
     start_once(sqlite_config)
     assert stored_marker(path) == {"schema": SCHEMA, "compatible": 1, "release": fwrest.__version__}
@@ -204,7 +202,6 @@ def refused_by_check_and_start(config: Path) -> None:
 
 def test_a_file_of_a_newer_schema_is_refused_naming_both_versions(sqlite_config: Path) -> None:
     path = store_file(sqlite_config)
-    path.parent.mkdir(parents=True, exist_ok=True)
     mark(path, NEWER)
     before = digest(path)
     for args in (("--check",), ()):
@@ -215,10 +212,9 @@ def test_a_file_of_a_newer_schema_is_refused_naming_both_versions(sqlite_config:
     assert digest(path) == before and backups(path) == []
     refused_by_check_and_start(sqlite_config)
     # the start wrote nothing to it: no table of this release's, the marker as it was
-    db = sqlite3.connect(path)
-    tables = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        tables = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     assert tables == [("meta",)]
-    db.close()
     assert stored_marker(path) == NEWER
 
 
@@ -226,7 +222,6 @@ def test_a_newer_marker_that_keeps_this_release_compatible_is_used(sqlite_config
     """A newer release whose change is additive marks the store compatible with this one's
     schema: this release starts on it and leaves its marker."""
     path = store_file(sqlite_config)
-    path.parent.mkdir(parents=True, exist_ok=True)
     newer = {"schema": 3, "compatible": SCHEMA, "release": "0.3.0"}
     mark(path, newer)
     done = forked("store", "migrate", str(sqlite_config), "--check")
@@ -237,7 +232,6 @@ def test_a_newer_marker_that_keeps_this_release_compatible_is_used(sqlite_config
 
 def test_a_marker_fwrest_did_not_write_is_an_error(sqlite_config: Path) -> None:
     path = store_file(sqlite_config)
-    path.parent.mkdir(parents=True, exist_ok=True)
     mark(path, b"not json")
     done = forked("store", "migrate", str(sqlite_config), "--check")
     assert done.returncode == 2 and "schema marker" in done.stderr, done

@@ -138,11 +138,7 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
         self._withs = saved
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        self._scope(node)
-
-    def visit_Lambda(self, node: ast.Lambda) -> None:
-        self._scope(node)
+    visit_FunctionDef = visit_Lambda = _scope  # noqa: N815 (ast.NodeVisitor's names)
 
     def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
         if any(isinstance(n, ast.Yield | ast.YieldFrom) for n in _own_nodes(node.body)):
@@ -185,35 +181,18 @@ class _Checker(ast.NodeVisitor):
         for child in node.orelse:  # the else: not the loop's body (a continue there is outer)
             self.visit(child)
 
-    def visit_For(self, node: ast.For) -> None:
-        self._loop(node)
-
-    def visit_AsyncFor(self, node: ast.AsyncFor) -> None:
-        self._loop(node)
-
-    def visit_While(self, node: ast.While) -> None:
-        self._loop(node)
+    visit_For = visit_AsyncFor = visit_While = _loop  # noqa: N815 (ast.NodeVisitor's names)
 
     def _with(self, node: ast.With | ast.AsyncWith) -> None:
         self._withs += 1
         self.generic_visit(node)
         self._withs -= 1
 
-    def visit_With(self, node: ast.With) -> None:
-        self._with(node)
-
-    def visit_AsyncWith(self, node: ast.AsyncWith) -> None:
-        self._with(node)
+    visit_With = visit_AsyncWith = _with  # noqa: N815 (ast.NodeVisitor's names)
 
     def visit_Continue(self, node: ast.Continue) -> None:
         if self._withs:
             self._report(node, "continue inside with: mypyc builds it wrongly")
-
-    def visit_Try(self, node: ast.Try) -> None:
-        self._try(node)
-
-    def visit_TryStar(self, node: ast.TryStar) -> None:
-        self._try(node)
 
     def _try(self, node: ast.Try | ast.TryStar) -> None:
         if node.finalbody and _awaits(node.finalbody):
@@ -224,6 +203,8 @@ class _Checker(ast.NodeVisitor):
                 "the try instead)",
             )
         self.generic_visit(node)
+
+    visit_Try = visit_TryStar = _try  # noqa: N815 (ast.NodeVisitor's names)
 
     def visit_Await(self, node: ast.Await) -> None:
         call = node.value

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -97,15 +97,10 @@ def check_text(text: str, tree: Tree) -> list[tuple[int, str]]:
     ]
 
 
-def checked_files() -> Iterable[Path]:
-    yield from sorted(PACKAGE.rglob("*.py"))
-    yield from DOCS
-
-
 def main(argv: list[str]) -> int:
     tree = Tree()
     failed = False
-    for path in [Path(a) for a in argv] or checked_files():
+    for path in [Path(a) for a in argv] or [*sorted(PACKAGE.rglob("*.py")), *DOCS]:
         for line, what in check_text(path.read_text(encoding="utf-8"), tree):
             shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
             print(f"{shown}:{line}: {what}")

@@ -19,158 +19,151 @@ def _found(source: str) -> list[str]:
     return [f"{line}: {what}" for line, what in check_source(textwrap.dedent(source))]
 
 
-@pytest.mark.parametrize(
-    ("source", "expected"),
-    [
-        pytest.param(
-            """
-            async def pieces(items):
-                for item in items:
-                    yield item
-            """,
-            "2: async generator pieces()",
-            id="async-generator",
-        ),
-        pytest.param(
-            """
-            async def pieces(items):
-                yield from_nowhere
-            """,
-            "2: async generator pieces()",
-            id="async-generator-bare-yield",
-        ),
-        pytest.param(
-            """
-            async def copy(source):
-                return (piece async for piece in source)
-            """,
-            "3: async generator expression",
-            id="async-generator-expression",
-        ),
-        pytest.param(
-            """
-            from dataclasses import dataclass
-            from typing import Generic, TypeVar
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python *args`` in the checkout, as ``make lint`` runs it."""
+    command = [sys.executable, *args]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
 
-            T = TypeVar("T")
 
-            @dataclass(frozen=True)
-            class Box(Generic[T]):
-                value: T
-            """,
-            "8: generic dataclass Box",
-            id="generic-dataclass",
-        ),
-        pytest.param(
-            """
-            import dataclasses
+# Each sample of a construct the lint must find (its id), the line and words it is found by.
+FINDS = {
+    "async-generator": (
+        "2: async generator pieces()",
+        """
+        async def pieces(items):
+            for item in items:
+                yield item
+        """,
+    ),
+    "async-generator-bare-yield": (
+        "2: async generator pieces()",
+        """
+        async def pieces(items):
+            yield from_nowhere
+        """,
+    ),
+    "async-generator-expression": (
+        "3: async generator expression",
+        """
+        async def copy(source):
+            return (piece async for piece in source)
+        """,
+    ),
+    "generic-dataclass": (
+        "8: generic dataclass Box",
+        """
+        from dataclasses import dataclass
+        from typing import Generic, TypeVar
 
-            @dataclasses.dataclass
-            class Pair(Base[int, str]):
-                left: int
-            """,
-            "5: generic dataclass Pair",
-            id="dataclass-of-a-subscripted-base",
-        ),
-        pytest.param(
-            """
-            def drain(items, lock):
-                for item in items:
-                    with lock:
-                        if not item:
-                            continue
-                        use(item)
-            """,
-            "6: continue inside with",
-            id="continue-inside-with",
-        ),
-        pytest.param(
-            """
-            async def drain(items, lock):
-                while items:
-                    async with lock:
+        T = TypeVar("T")
+
+        @dataclass(frozen=True)
+        class Box(Generic[T]):
+            value: T
+        """,
+    ),
+    "dataclass-of-a-subscripted-base": (
+        "5: generic dataclass Pair",
+        """
+        import dataclasses
+
+        @dataclasses.dataclass
+        class Pair(Base[int, str]):
+            left: int
+        """,
+    ),
+    "continue-inside-with": (
+        "6: continue inside with",
+        """
+        def drain(items, lock):
+            for item in items:
+                with lock:
+                    if not item:
                         continue
-            """,
-            "5: continue inside with",
-            id="continue-inside-async-with",
-        ),
-        pytest.param(
-            """
-            async def send(stream, transport):
+                    use(item)
+        """,
+    ),
+    "continue-inside-async-with": (
+        "5: continue inside with",
+        """
+        async def drain(items, lock):
+            while items:
+                async with lock:
+                    continue
+        """,
+    ),
+    "async-for-in-try-except-baseexception-awaiting-finally": (
+        "3: a finally that awaits",
+        """
+        async def send(stream, transport):
+            try:
+                async for piece in stream:
+                    transport.write(piece)
+            except BaseException as exc:
+                log(exc)
+            finally:
+                await close(stream)
+        """,
+    ),
+    "bare-except-inside-async-for-async-with-in-finally": (
+        "4: a finally that awaits",
+        """
+        async def send(streams):
+            async for stream in streams:
                 try:
-                    async for piece in stream:
-                        transport.write(piece)
-                except BaseException as exc:
-                    log(exc)
+                    await stream.open()
+                except:
+                    pass
                 finally:
-                    await close(stream)
-            """,
-            "3: a finally that awaits",
-            id="async-for-in-try-except-baseexception-awaiting-finally",
-        ),
-        pytest.param(
-            """
-            async def send(streams):
-                async for stream in streams:
-                    try:
-                        await stream.open()
-                    except:
+                    async with stream:
                         pass
-                    finally:
-                        async with stream:
-                            pass
-            """,
-            "4: a finally that awaits",
-            id="bare-except-inside-async-for-async-with-in-finally",
-        ),
-        pytest.param(
-            """
-            async def hold(lock, stream):
-                try:
-                    await lock.acquire()
-                finally:
-                    async for _ in stream:
-                        pass
-            """,
-            "3: a finally that awaits",
-            id="async-for-in-a-finally",
-        ),
-        pytest.param(
-            """
-            class Refused(RuntimeError):
-                pass
-            """,
-            "2: class Refused(RuntimeError)",
-            id="runtime-error-subclass",
-        ),
-        pytest.param(
-            """
-            class Missing(KeyError):
-                pass
-            """,
-            "2: class Missing(KeyError)",
-            id="key-error-subclass",
-        ),
-        pytest.param(
-            """
-            import asyncio
+        """,
+    ),
+    "async-for-in-a-finally": (
+        "3: a finally that awaits",
+        """
+        async def hold(lock, stream):
+            try:
+                await lock.acquire()
+            finally:
+                async for _ in stream:
+                    pass
+        """,
+    ),
+    "runtime-error-subclass": (
+        "2: class Refused(RuntimeError)",
+        """
+        class Refused(RuntimeError):
+            pass
+        """,
+    ),
+    "key-error-subclass": (
+        "2: class Missing(KeyError)",
+        """
+        class Missing(KeyError):
+            pass
+        """,
+    ),
+    "to-thread-awaited-directly": (
+        "5: await to_thread(...)",
+        """
+        import asyncio
 
-            async def check(fn):
-                return await asyncio.to_thread(fn)
-            """,
-            "5: await to_thread(...)",
-            id="to-thread-awaited-directly",
-        ),
-        pytest.param(
-            """
-            async def check(loop, pool, fn):
-                return await loop.run_in_executor(pool, fn)
-            """,
-            "3: await run_in_executor(...)",
-            id="run-in-executor-awaited-directly",
-        ),
-    ],
-)
+        async def check(fn):
+            return await asyncio.to_thread(fn)
+        """,
+    ),
+    "run-in-executor-awaited-directly": (
+        "3: await run_in_executor(...)",
+        """
+        async def check(loop, pool, fn):
+            return await loop.run_in_executor(pool, fn)
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize(("expected", "source"), FINDS.values(), ids=FINDS)
 def test_the_lint_finds(source: str, expected: str) -> None:
     found = _found(source)
     assert len(found) == 1, found
@@ -266,26 +259,14 @@ def test_the_compiled_modules_pass_the_lint() -> None:
     """``make lint``'s run: setup.py's COMPILED, each of them clean."""
     modules = compiled_modules()
     assert ROOT / "src/fwrest/server/http.py" in modules
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.tools.mypyc_lint"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
+    done = _run("-m", "tests.tools.mypyc_lint")
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_the_lint_names_the_file_and_line_and_fails(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("async def f():\n    yield 1\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.tools.mypyc_lint", str(sample)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
+    done = _run("-m", "tests.tools.mypyc_lint", str(sample))
     assert done.returncode == 1
     assert done.stdout.startswith(f"{sample}:1: async generator f()")
 
@@ -369,18 +350,11 @@ def test_a_code_map_that_drifted_is_found(
 
 def test_the_lint_fails_on_the_code_map() -> None:
     """``make lint``'s run checks the doc: a COMPILED without a module the doc lists fails."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; import tests.tools.mypyc_lint as lint; "
-            "lint.compiled_modules = lambda: [lint.ROOT / 'src/fwrest/wire.py']; "
-            "sys.exit(lint.main([]))",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
+    done = _run(
+        "-c",
+        "import sys; import tests.tools.mypyc_lint as lint; "
+        "lint.compiled_modules = lambda: [lint.ROOT / 'src/fwrest/wire.py']; "
+        "sys.exit(lint.main([]))",
     )
     assert done.returncode == 1
     assert "docs/architecture.md: server/http.py listed, not in setup.py COMPILED" in done.stdout
