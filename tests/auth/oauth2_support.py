@@ -1,6 +1,7 @@
 """Helpers shared by the OAuth2 tests: certificates in a folder of the test's choosing
 (``issue_certs``, from tests/conftest.py), oAuth2 server sections, a client of a port's token
-route and routes, and JWT helpers. ``wait_for`` is tests/conftest.py's too, named here for the
+route and routes, JWT helpers, and the checks of an answer's status (``expect``,
+``assert_error``). ``wait_for`` is tests/conftest.py's too, named here for the
 tests that import it from this module.
 
 A port is reached either over real TLS on loopback, served by a real ``fwrest serve``
@@ -19,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 from urllib.parse import quote, quote_plus
 
 import httpx
@@ -106,8 +107,7 @@ class OAuthPort:
         )
 
     def tokens(self, username: str, password: str, **extra: str) -> dict[str, Any]:
-        response = self.grant(username, password, **extra)
-        assert response.status_code == 200, response.text
+        response = expect(self.grant(username, password, **extra))
         return response.json()
 
     def refresh(self, refresh_token: str, **extra: str) -> httpx.Response:
@@ -288,8 +288,7 @@ def fresh_claims(
 
 def issuer_of(port: OAuthPort) -> str:
     """The issuer of a port's location, as its metadata route names it (SPEC 12.2)."""
-    response = port.http.get(port.base + "/fw/oauth2/metadata")
-    assert response.status_code == 200, response.text
+    response = expect(port.http.get(port.base + "/fw/oauth2/metadata"))
     return str(response.json()["issuer"])
 
 
@@ -398,7 +397,28 @@ class WorkersHost:
         )
 
 
-def assert_error(response: httpx.Response, error: str, status: int = 400) -> None:
-    """An OAuth2 error answer (RFC 6749 5.2): the ``status`` and the ``error`` code."""
+def assert_error(response: httpx.Response, error: str, status: int = 400) -> httpx.Response:
+    """An OAuth2 error answer (RFC 6749 5.2): the ``status`` and the ``error`` code; returns
+    ``response``."""
     assert response.status_code == status, response.text
     assert error_of(response) == error, response.text
+    return response
+
+
+class Answer(Protocol):
+    """An HTTP answer of httpx or requests."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+A = TypeVar("A", bound=Answer)
+
+
+def expect(response: A, status: int = 200) -> A:
+    """``response``, its status ``status`` (else the assertion shows its body)."""
+    assert response.status_code == status, response.text
+    return response
