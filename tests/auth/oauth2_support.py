@@ -107,8 +107,7 @@ class OAuthPort:
         )
 
     def tokens(self, username: str, password: str, **extra: str) -> dict[str, Any]:
-        response = expect(self.grant(username, password, **extra))
-        return response.json()
+        return expect(self.grant(username, password, **extra)).json()
 
     def refresh(self, refresh_token: str, **extra: str) -> httpx.Response:
         return self.post({"grant_type": "refresh_token", "refresh_token": refresh_token, **extra})
@@ -288,8 +287,7 @@ def fresh_claims(
 
 def issuer_of(port: OAuthPort) -> str:
     """The issuer of a port's location, as its metadata route names it (SPEC 12.2)."""
-    response = expect(port.http.get(port.base + "/fw/oauth2/metadata"))
-    return str(response.json()["issuer"])
+    return str(expect(port.http.get(port.base + "/fw/oauth2/metadata")).json()["issuer"])
 
 
 def error_of(response: httpx.Response) -> str:

@@ -25,6 +25,7 @@ import trustme
 from tests.auth.oauth2_support import (
     LocalOAuth,
     LocalService,
+    assert_error,
     claims_of,
     error_of,
     expect,
@@ -197,8 +198,7 @@ def test_a_confidential_client_authenticates_at_the_token_route(code: LocalOAuth
     assert to == WEB_CB
     base = {"grant_type": "authorization_code", "code": values["code"], "code_verifier": verifier}
     # client_id alone is not enough for a confidential client (SPEC 16.1)
-    alone = code.post({**base, "client_id": "web"})
-    assert (alone.status_code, alone.json()["error"]) == (401, "invalid_client")
+    assert_error(code.post({**base, "client_id": "web"}), "invalid_client", 401)
     # redirect_uri may be left out at the token route: the authorize request had none
     verifier2, _params, shown = ask(code, client_id="web", redirect_uri="-")
     _to, values = redirected(post_form(code, form_fields(shown)))
@@ -444,8 +444,7 @@ def test_a_code_redeemed_twice_revokes_what_the_first_issued(
     svc: LocalService, code: LocalOAuth
 ) -> None:
     value, verifier, _params = login_code(code)
-    first = expect(exchange(code, value, verifier))
-    tokens = first.json()
+    tokens = expect(exchange(code, value, verifier)).json()
     assert code.get("/hello", token=tokens["access_token"]).status_code == 200
     second = exchange(code, value, verifier)
     assert second.json()["error"] == "invalid_grant"

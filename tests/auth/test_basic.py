@@ -357,8 +357,7 @@ def test_empty_user_and_empty_password_reach_on_auth(local: InProcess) -> None:
 
 
 def test_on_auth_true_lets_the_request_through(local: InProcess) -> None:
-    response = expect(local.get("/rest/hello", auth=("ada", ADA_PASSWORD)))
-    assert response.json()["hello"] == "world"
+    assert expect(local.get("/rest/hello", auth=("ada", ADA_PASSWORD))).json()["hello"] == "world"
 
 
 def test_wrong_password_is_403(local: InProcess) -> None:
@@ -513,8 +512,7 @@ def test_rest_object_on_each_location_of_the_basic_port(local: InProcess, locati
 
 
 def test_rest_object_names_on_auth_as_written(local: InProcess) -> None:
-    response = expect(local.get("/rest/whoami", "HTTP_ASYNC", auth=("jürgen", "pässword")))
-    assert response.json() == {
+    assert expect(local.get("/rest/whoami", "HTTP_ASYNC", auth=("jürgen", "pässword"))).json() == {
         **BASIC_INFO,
         "on_auth": "ACheck",
         "pool_on_auth": "ACheck",
@@ -527,8 +525,7 @@ def test_rest_object_on_the_open_port_sharing_the_pool(svc: Service) -> None:
     for _ in range(3):
         basic = svc.get("/rest/whoami", auth=("ada", ADA_PASSWORD))
         assert basic.json() == BASIC_INFO
-        open_ = expect(svc.get("/rest/whoami", "HTTP_OPEN"))
-        assert open_.json() == OPEN_INFO
+        assert expect(svc.get("/rest/whoami", "HTTP_OPEN")).json() == OPEN_INFO
 
 
 # -- real clients --------------------------------------------------------------------------------
@@ -570,8 +567,7 @@ def test_curl_without_credentials_gets_the_challenge(svc: Service) -> None:
 def test_httpx_basic_auth_works(svc: Service) -> None:
     with httpx.Client(base_url=svc.base(), auth=("ada", ADA_PASSWORD), timeout=10) as client:
         for _ in range(3):  # keep-alive: every request on the connection is checked
-            response = expect(client.get("/rest/whoami"))
-            assert response.json()["user"] == "ada"
+            assert expect(client.get("/rest/whoami")).json()["user"] == "ada"
     with httpx.Client(base_url=svc.base(), auth=httpx.BasicAuth(*JURGEN), timeout=10) as client:
         assert client.get("/rest/whoami").json()["user"] == "jürgen"
     with httpx.Client(base_url=svc.base(), auth=("ada", "bad-httpx-pw"), timeout=10) as client:

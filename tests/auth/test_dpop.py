@@ -90,8 +90,7 @@ def token_request(port: LocalOAuth, key: DpopKey | None, data: dict[str, str] | 
 
 
 def bound_pair(port: LocalOAuth, key: DpopKey, **kw: Any) -> dict[str, Any]:
-    answer = expect(token_request(port, key, **kw))
-    return dict(answer.json())
+    return dict(expect(token_request(port, key, **kw)).json())
 
 
 def call(

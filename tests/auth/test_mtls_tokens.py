@@ -126,8 +126,7 @@ def grant(svc: OAuthService, port: str, cert: Cert) -> httpx.Response:
 
 
 def tokens(svc: OAuthService, port: str, cert: Cert) -> dict[str, Any]:
-    answer = expect(grant(svc, port, cert))
-    return dict(answer.json())
+    return dict(expect(grant(svc, port, cert)).json())
 
 
 def hello(svc: OAuthService, port: str, token: str, cert: Cert) -> httpx.Response:

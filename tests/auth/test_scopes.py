@@ -353,8 +353,7 @@ def test_the_single_keys_with_a_top_level_scopes(svc: LocalService) -> None:
 
 def test_a_refresh_keeps_the_familys_scopes(svc: LocalService, port: OAuthPort) -> None:
     first = port.tokens(*ADA, **AS_WEB, scope="orders:read")
-    renewed = expect(port.refresh(first["refresh_token"], **AS_WEB))
-    body = renewed.json()
+    body = expect(port.refresh(first["refresh_token"], **AS_WEB)).json()
     assert body["scope"] == "orders:read"
     assert claims_of(svc, body["access_token"])["scope"] == "orders:read"
     # and again, from the new refresh token
