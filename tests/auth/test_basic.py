@@ -40,7 +40,7 @@ import pytest
 
 from fwrest.testing import Client
 from tests.auth.oauth2_support import expect
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, module_config, wait_for
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, module_config, serving, wait_for
 from tests.server.rawhttp import RawConnection
 
 CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
@@ -202,11 +202,8 @@ class Service(Recorded):
 
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    proc = ServerProcess(write_service(tmp_path_factory.mktemp("basic"))).wait_ready()
-    try:
+    with serving(write_service(tmp_path_factory.mktemp("basic"))) as proc:
         yield Service(proc)
-    finally:
-        proc.stop()
 
 
 class InProcess(Recorded):

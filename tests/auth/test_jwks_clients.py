@@ -10,6 +10,7 @@ sqlite store, the key set in ``.fwrest/keyset.json``.
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
 import threading
 import time
@@ -26,7 +27,7 @@ from tests.auth.oauth2_support import KEYS_ADA as ADA
 from tests.auth.oauth2_support import KEYS_ALGS as ALGS
 from tests.auth.oauth2_support import KEYS_APP as APP
 from tests.auth.oauth2_support import OAuth, client_context, issue_certs, oauth_section, uvicorn_app
-from tests.conftest import ServerProcess, free_config, run_cli, wait_for
+from tests.conftest import ServerProcess, free_config, run_cli, serving, wait_for
 from tests.docs.blocks import example
 from tests.redis_support import RedisServer
 
@@ -91,13 +92,9 @@ class Service:
 def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     folder = tmp_path_factory.mktemp("jwks")
     certs = issue_certs(ca, folder / "certs")
-    proc = ServerProcess(_write(folder, certs), workers=2).wait_ready()
-    service = Service(proc, certs)
-    try:
+    config = _write(folder, certs)
+    with serving(config, workers=2) as proc, contextlib.closing(Service(proc, certs)) as service:
         yield service
-    finally:
-        service.close()
-        proc.stop()
 
 
 def kid_of(token: str) -> str:

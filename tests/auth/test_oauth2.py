@@ -64,7 +64,7 @@ from tests.auth.oauth2_support import (
     unsigned_jwt,
     wait_for,
 )
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, module_config
+from tests.conftest import APP_SOURCE, free_config, module_config, serving
 
 WEB = ("web", "Web-Secret-9q")
 MOBILE = ("mobile", "Mob-Secret-4x")
@@ -925,10 +925,8 @@ def test_logs_never_show_passwords_secrets_or_tokens(ca: trustme.CA, tmp_path: P
         # level 5 logs headers and bodies; cut long enough that token answers appear whole
         general={"rest_log_level": 5, "rest_log_stringsize": 4000},
     )
-    proc = ServerProcess(config).wait_ready()
-    port = OAuth(proc, "OAUTH", certs)
     issued: list[str] = []
-    try:
+    with serving(config) as proc, OAuth(proc, "OAUTH", certs) as port:
         # POST with the client secret in the body, then by Basic header
         first = port.tokens(ADA[0], password, client_id="web", client_secret=client_secret)
         second = port.post({**PASSWORD, "password": password}, auth=("web", client_secret)).json()
@@ -946,9 +944,6 @@ def test_logs_never_show_passwords_secrets_or_tokens(ca: trustme.CA, tmp_path: P
         assert port.refresh(first["refresh_token"]).status_code == 400  # a replay, logged
         assert port.get("/boom", second["access_token"]).status_code == 500
         proc.wait_log("/rest/boom")
-    finally:
-        port.close()
-        proc.stop()
     text = proc.log() + proc.file_log()
     assert "fwrest.access" in text and "/rest/fw/oauth2/token" in text  # the log is not empty
     # level 5 logs bodies, but never the token route's (they carry passwords and tokens)

@@ -54,7 +54,7 @@ from tests.auth.oauth2_support import (
     wait_for,
 )
 from tests.builders import config_of
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, module_config, run_cli
+from tests.conftest import APP_SOURCE, free_config, module_config, run_cli, serving
 
 CLIENT = ("web", "Web-Secret-9q")
 ADA = ("ada", "Ada-Pw-7731")
@@ -636,17 +636,10 @@ def test_check_warns_about_long_token_lifetimes(
 
 def test_serve_logs_the_access_expires_warning_at_start(ca: trustme.CA, tmp_path: Path) -> None:
     config, certs = one_port(ca, tmp_path, {**params_file("x"), "access_expires": 3600})
-    proc = ServerProcess(config).wait_ready()
-    try:
+    with serving(config) as proc, OAuth(proc, "OAUTH", certs) as port:
         text = proc.wait_log("3600 ms is 3.6 seconds")
         assert "WARNING" in next(line for line in text.splitlines() if "3.6 seconds" in line)
-        port = OAuth(proc, "OAUTH", certs)
-        try:
-            assert port.tokens("ada", "x")["expires_in"] == 3  # taken as written: milliseconds
-        finally:
-            port.close()
-    finally:
-        proc.stop()
+        assert port.tokens("ada", "x")["expires_in"] == 3  # taken as written: milliseconds
 
 
 # -- lifetimes no token request could use stop the start -------------------------------------

@@ -63,6 +63,7 @@ from tests.conftest import (
     module_config,
     run_cli,
     run_forked,
+    serving,
 )
 from tests.redis_support import RedisServer, redis_binary, started
 
@@ -154,17 +155,19 @@ class Pinned:
         self.http.close()
 
 
-def pinned_pair(port: OAuth, timeout: float = 15) -> tuple[Pinned, Pinned]:
-    """Two single-connection clients served by two different workers."""
-    first = Pinned(port)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        other = Pinned(port)
-        if other.pid != first.pid:
-            return first, other
-        other.close()
-    first.close()
-    raise AssertionError("no connection ever reached a second worker")
+@contextlib.contextmanager
+def pinned_pair(port: OAuth, timeout: float = 15) -> Iterator[tuple[Pinned, Pinned]]:
+    """Two single-connection clients served by two different workers, closed after the block."""
+    with contextlib.ExitStack() as clients:
+        first = clients.enter_context(contextlib.closing(Pinned(port)))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            other = clients.enter_context(contextlib.closing(Pinned(port)))
+            if other.pid != first.pid:
+                yield first, other
+                return
+            other.close()
+        raise AssertionError("no connection ever reached a second worker")
 
 
 # -- two workers, the default sqlite store ------------------------------------------------------
@@ -182,14 +185,10 @@ def workers(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     folder = tmp_path_factory.mktemp("oauth2_sqlite")
     certs = issue_certs(ca, folder / "certs")
     config = service_config(folder, certs, "sqlite", max_failures=3)
-    proc = ServerProcess(config, workers=2).wait_ready()
-    svc = Workers(proc, certs)
-    try:
-        yield svc
-    finally:
-        svc.port.close()
-        svc.throttled.close()
-        proc.stop()
+    with serving(config, workers=2) as proc:
+        svc = Workers(proc, certs)
+        with svc.port, svc.throttled:
+            yield svc
 
 
 def test_sqlite_is_the_store_and_the_key_is_a_file(workers: Workers) -> None:
@@ -199,8 +198,7 @@ def test_sqlite_is_the_store_and_the_key_is_a_file(workers: Workers) -> None:
 
 
 def test_tokens_and_refresh_cross_workers(workers: Workers) -> None:
-    a, b = pinned_pair(workers.port)
-    try:
+    with pinned_pair(workers.port) as (a, b):
         print(f"worker pids: {a.pid}, {b.pid}")
         issued = expect(a.post({"grant_type": "password", "username": ADA[0], "password": ADA[1]}))
         tokens = issued.json()
@@ -225,14 +223,10 @@ def test_tokens_and_refresh_cross_workers(workers: Workers) -> None:
                 asked += 1
         print(f"requests per worker pid: {dict(seen)}")
         assert set(seen) == {a.pid, b.pid}
-    finally:
-        a.close()
-        b.close()
 
 
 def test_a_replay_on_one_worker_revokes_the_family_on_the_other(workers: Workers) -> None:
-    a, b = pinned_pair(workers.port)
-    try:
+    with pinned_pair(workers.port) as (a, b):
         first = a.post({"grant_type": "password", "username": "bob", "password": "Bob-Pw-2207"})
         tokens = first.json()
         second = expect(a.refresh(tokens["refresh_token"]))
@@ -244,16 +238,12 @@ def test_a_replay_on_one_worker_revokes_the_family_on_the_other(workers: Workers
         print(f"worker {b.pid} refused the revoked family {took:.3f} s after the replay")
         assert b.still_pinned()
         assert error_of(b.refresh(second.json()["refresh_token"])) == "invalid_grant"
-    finally:
-        a.close()
-        b.close()
 
 
 def test_failed_grants_are_counted_across_workers(workers: Workers) -> None:
     """maxFailures=3: two failures on one worker and one on the other lock the user out."""
-    a, b = pinned_pair(workers.throttled)
     wrong = {"grant_type": "password", "username": "eve", "password": "guess"}
-    try:
+    with pinned_pair(workers.throttled) as (a, b):
         assert error_of(a.post(wrong)) == "invalid_grant"
         assert error_of(a.post(wrong)) == "invalid_grant"
         assert error_of(b.post(wrong)) == "invalid_grant"
@@ -262,9 +252,6 @@ def test_failed_grants_are_counted_across_workers(workers: Workers) -> None:
         assert int(locked.headers["retry-after"]) >= 1
         assert b.post(wrong).status_code == 429
         assert a.still_pinned() and b.still_pinned()
-    finally:
-        a.close()
-        b.close()
 
 
 def test_fifty_simultaneous_refreshes_give_one_new_pair(workers: Workers) -> None:
@@ -509,9 +496,8 @@ def test_redis_fault_fails_closed_and_recovers(
     folder = tmp_path / "svc"
     folder.mkdir()
     certs = issue_certs(ca, folder / "certs")
-    proc = ServerProcess(service_config(folder, certs, redis_server.url)).wait_ready()
-    port = OAuth(proc, "OAUTH", certs)
-    try:
+    config = service_config(folder, certs, redis_server.url)
+    with serving(config) as proc, OAuth(proc, "OAUTH", certs) as port:
         tokens = port.tokens(*ADA)
         assert port.get("/hello", tokens["access_token"]).status_code == 200
         assert redis_server.proc is not None
@@ -555,9 +541,6 @@ def test_redis_fault_fails_closed_and_recovers(
         assert port.get("/hello", fresh["access_token"]).status_code == 200
         assert port.refresh(fresh["refresh_token"]).status_code == 200
         assert proc.proc.poll() is None  # no restart
-    finally:
-        port.close()
-        proc.stop()
     assert "503" in proc.log()
 
 
@@ -595,14 +578,11 @@ def test_a_corrupt_or_short_signing_key_aborts_the_start(
 def test_the_client_context_helper_trusts_only_the_test_ca(ca: trustme.CA, tmp_path: Path) -> None:
     """Real TLS: a client without the test CA cannot talk to an oAuth2 port."""
     certs = issue_certs(ca, tmp_path / "certs")
-    proc = ServerProcess(service_config(tmp_path, certs, "memory")).wait_ready()
-    try:
+    with serving(service_config(tmp_path, certs, "memory")) as proc:
         with pytest.raises(httpx.ConnectError):
             httpx.get(proc.url("OAUTH") + "/pid", verify=True, timeout=10)
         with httpx.Client(verify=client_context(certs), timeout=10) as client:
             assert client.get(proc.url("OAUTH") + "/pid").status_code == 200
-    finally:
-        proc.stop()
 
 
 # -- the signing key file: made by one, read whole by the others (SPEC 7) --------------------
@@ -762,11 +742,8 @@ def test_memory_store_with_several_workers_is_warned_about(ca: trustme.CA, tmp_p
     certs = issue_certs(ca, tmp_path / "certs")
     config = service_config(tmp_path, certs, "memory")
     for workers, warned in ((2, True), (1, False)):
-        proc = ServerProcess(config, workers=workers).wait_ready()
-        try:
+        with serving(config, workers=workers) as proc:
             text = proc.log()
-        finally:
-            proc.stop()
         lines = [line for line in text.splitlines() if "StateStore=memory with --workers" in line]
         print(workers, lines)
         assert bool(lines) is warned, text

@@ -33,7 +33,7 @@ from argon2 import PasswordHasher
 
 from tests.auth.oauth2_support import OAuth, expect, issue_certs, oauth_section
 from tests.auth.test_authorization_code import form_fields
-from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.conftest import APP_SOURCE, free_config, serving
 
 TRIES = 50
 FACTOR = 1.5
@@ -63,13 +63,9 @@ def _serve(ca: trustme.CA, folder: Path, app: str, params: str) -> Iterator[OAut
     certs = issue_certs(ca, folder / "certs")
     # maxFailures: the oauth_section default, far above the failures sent here
     servers = {"OAUTH": oauth_section(certs, onAuthparams=params)}
-    proc = ServerProcess(free_config(folder, servers=servers, app=app)).wait_ready()
-    found = OAuth(proc, "OAUTH", certs)
-    try:
+    config = free_config(folder, servers=servers, app=app)
+    with serving(config) as proc, OAuth(proc, "OAUTH", certs) as found:
         yield found
-    finally:
-        found.close()
-        proc.stop()
 
 
 def assert_alike(times: dict[str, list[float]], what: str) -> None:

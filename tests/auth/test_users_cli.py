@@ -45,6 +45,7 @@ from tests.conftest import (
     issue_certs,
     local_port,
     run_forked,
+    serving,
 )
 from tests.docs.blocks import Block, example
 from tests.redis_support import RedisServer
@@ -354,11 +355,8 @@ def served(
 ) -> Iterator[tuple[ServerProcess, Path]]:
     folder = tmp_path_factory.mktemp("users-served")
     config = write_config(folder, certs, basic=True, StateStore="sqlite")
-    proc = ServerProcess(config, workers=2).wait_ready()  # a lift reaches every worker
-    try:
+    with serving(config, workers=2) as proc:  # a lift reaches every worker
         yield proc, config
-    finally:
-        proc.stop()
 
 
 def grant(proc: ServerProcess, certs: dict[str, Path], user: str, password: str,
