@@ -12,6 +12,7 @@ without a socket or a TLS handshake (:func:`local_oauth`); nothing is mocked.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import ssl
@@ -28,7 +29,7 @@ import jwt
 import trustme
 
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, ServerProcess, free_port, tls_server
+from tests.conftest import APP_SOURCE, ServerProcess, free_port, serving, tls_server
 from tests.conftest import issue_certs as issue_certs
 from tests.conftest import wait_for as wait_for
 
@@ -183,11 +184,8 @@ def local_oauth(
     modules need names unique in the test session); yields the :class:`LocalService`, then
     closes its clients. A module fixture: ``yield from local_oauth(...)``."""
     certs = issue_certs(ca, folder / "certs")
-    service = LocalService(write_service(folder, certs), certs)
-    try:
+    with contextlib.closing(LocalService(write_service(folder, certs), certs)) as service:
         yield service
-    finally:
-        service.close()
 
 
 class OAuthService(Ports[OAuth]):
@@ -208,13 +206,9 @@ def serve_oauth(
     ``write_service(folder, certs)`` writes; yields the :class:`OAuthService`, then closes its
     clients and stops it. A module fixture: ``yield from serve_oauth(...)``."""
     certs = issue_certs(ca, folder / "certs")
-    proc = ServerProcess(write_service(folder, certs)).wait_ready()
-    service = OAuthService(proc, certs)
-    try:
+    config = write_service(folder, certs)
+    with serving(config) as proc, contextlib.closing(OAuthService(proc, certs)) as service:
         yield service
-    finally:
-        service.close()
-        proc.stop()
 
 
 def uvicorn_app(folder: Path, module: str, source: str, env: dict[str, str]) -> Iterator[str]:

@@ -28,6 +28,7 @@ process, of two workers and of the worker's own lines start services of their ow
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import subprocess
@@ -231,11 +232,8 @@ class InProcess(Recorded):
 @pytest.fixture(scope="module")
 def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
     folder = tmp_path_factory.mktemp("basic_local")
-    service = InProcess(write_service(folder, LOCAL_APP, LOCAL_AUTH))
-    try:
+    with contextlib.closing(InProcess(write_service(folder, LOCAL_APP, LOCAL_AUTH))) as service:
         yield service
-    finally:
-        service.close()
 
 
 def assert_401(response: httpx.Response) -> None:

@@ -29,7 +29,7 @@ from tests.auth.oauth2_support import KEYS_APP as APP
 from tests.auth.oauth2_support import OAuth, client_context, issue_certs, oauth_section, uvicorn_app
 from tests.conftest import ServerProcess, free_config, run_cli, serving, wait_for
 from tests.docs.blocks import example
-from tests.redis_support import RedisServer
+from tests.redis_support import RedisServer, started
 
 RESOURCE_SERVER = textwrap.dedent(
     """
@@ -258,9 +258,9 @@ def test_two_hosts_sharing_redis_share_the_key_set_across_a_rotation(
     key set lives in Redis (no keyset.json); a token of one host verifies on the other, before,
     across and after a rotation run against host A's config, and host B signs with the new key
     within 1 s."""
-    redis_server = RedisServer(tmp_path).start()
-    hosts: list[ServerProcess] = []
-    try:
+    with contextlib.ExitStack() as stack:
+        redis_server = stack.enter_context(started(RedisServer(tmp_path)))
+        hosts: list[ServerProcess] = []
         certs = issue_certs(ca, tmp_path / "certs")
         for label in ("a", "b"):
             folder = tmp_path / label
@@ -268,50 +268,43 @@ def test_two_hosts_sharing_redis_share_the_key_set_across_a_rotation(
             servers = {"ED": oauth_section(certs, onAuthparams="app.params", signingAlg="EdDSA")}
             extra = {"HTTPSERVER": {"StateStore": redis_server.url}}
             hosts.append(ServerProcess(free_config(folder, servers=servers, app=APP, extra=extra)))
+            stack.callback(hosts[-1].stop)
         for proc in hosts:
             proc.wait_ready()
-        a, b = (OAuth(proc, "ED", certs) for proc in hosts)
+        a, b = (stack.enter_context(OAuth(proc, "ED", certs)) for proc in hosts)
+        assert not list(tmp_path.rglob("keyset.json")), "the key set belongs in Redis"
+        old_kid = kid_of(a.tokens(*ADA)["access_token"])
+        assert kid_of(b.tokens(*ADA)["access_token"]) == old_kid
+        failures: list[str] = []
+        issued: list[tuple[float, str, str]] = []  # (asked, host, kid)
+        stop = threading.Event()
+
+        def load() -> None:
+            while not stop.is_set():
+                for name, issuer_host, other in (("a", a, b), ("b", b, a)):
+                    asked = time.monotonic()
+                    token = issuer_host.tokens(*ADA)["access_token"]
+                    issued.append((asked, name, kid_of(token)))
+                    for host in (issuer_host, other):
+                        used = host.get("/hello", token)
+                        if used.status_code != 200:
+                            failures.append(f"{name} -> {used.status_code} {used.text}")
+
+        thread = threading.Thread(target=load)
+        thread.start()
         try:
-            assert not list(tmp_path.rglob("keyset.json")), "the key set belongs in Redis"
-            old_kid = kid_of(a.tokens(*ADA)["access_token"])
-            assert kid_of(b.tokens(*ADA)["access_token"]) == old_kid
-            failures: list[str] = []
-            issued: list[tuple[float, str, str]] = []  # (started, host, kid)
-            stop = threading.Event()
-
-            def load() -> None:
-                while not stop.is_set():
-                    for name, issuer_host, other in (("a", a, b), ("b", b, a)):
-                        started = time.monotonic()
-                        token = issuer_host.tokens(*ADA)["access_token"]
-                        issued.append((started, name, kid_of(token)))
-                        for host in (issuer_host, other):
-                            used = host.get("/hello", token)
-                            if used.status_code != 200:
-                                failures.append(f"{name} -> {used.status_code} {used.text}")
-
-            thread = threading.Thread(target=load)
-            thread.start()
-            try:
-                time.sleep(0.5)
-                done = run_cli("keys", "rotate", str(hosts[0].config), cwd=hosts[0].config.parent)
-                rotated = time.monotonic()
-                assert done.returncode == 0, done.stderr
-                assert "the redis state store" in done.stdout
-                late_ones = lambda: sum(t > rotated + 1.0 for t, _, _ in issued) >= 4  # noqa: E731
-                wait_for(late_ones, 15, "tokens of both hosts after the rotation")
-            finally:
-                stop.set()
-                thread.join(30)
-            assert not failures, failures[:5]
-            late = [(name, kid) for t, name, kid in issued if t > rotated + 1.0]
-            assert {name for name, _ in late} == {"a", "b"}
-            assert all(kid != old_kid for _, kid in late), late
-            assert len({kid for _, kid in late}) == 1
+            time.sleep(0.5)
+            done = run_cli("keys", "rotate", str(hosts[0].config), cwd=hosts[0].config.parent)
+            rotated = time.monotonic()
+            assert done.returncode == 0, done.stderr
+            assert "the redis state store" in done.stdout
+            late_ones = lambda: sum(t > rotated + 1.0 for t, _, _ in issued) >= 4  # noqa: E731
+            wait_for(late_ones, 15, "tokens of both hosts after the rotation")
         finally:
-            a.close()
-            b.close()
-    finally:
-        for proc in hosts:
-            proc.stop()
-        redis_server.stop()
+            stop.set()
+            thread.join(30)
+        assert not failures, failures[:5]
+        late = [(name, kid) for t, name, kid in issued if t > rotated + 1.0]
+        assert {name for name, _ in late} == {"a", "b"}
+        assert all(kid != old_kid for _, kid in late), late
+        assert len({kid for _, kid in late}) == 1

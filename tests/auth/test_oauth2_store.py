@@ -54,6 +54,7 @@ from tests.auth.oauth2_support import (
     issuer_of,
     oauth_section,
     params_source,
+    sign,
     wait_for,
 )
 from tests.conftest import (
@@ -305,7 +306,7 @@ def test_redis_server_is_installed() -> None:
     assert result.returncode == 0 and "Redis server" in result.stdout
 
 
-class TwoServices:
+class TwoServices(contextlib.ExitStack):
     def __init__(
         self,
         ca: trustme.CA,
@@ -316,7 +317,9 @@ class TwoServices:
         spelled: tuple[str, str] | None = None,
     ) -> None:
         """Hosts A and B of one service; with ``spelled``, ``ports`` are their ``OAUTH``
-        sections, each host spelling its name as ``spelled`` says, else their ``THROTTLED``."""
+        sections, each host spelling its name as ``spelled`` says, else their ``THROTTLED``;
+        both stopped at the end of the ``with`` block."""
+        super().__init__()
         self.procs: list[ServerProcess] = []
         self.ports: list[OAuth] = []
         self.issuer = issuer
@@ -325,26 +328,19 @@ class TwoServices:
             folder.mkdir()
             certs = issue_certs(ca, folder / "certs")
             config = service_config(folder, certs, store, max_failures, issuer, oauth)
-            proc = ServerProcess(config).wait_ready()
+            proc = self.enter_context(serving(config))
             self.procs.append(proc)
-            self.ports.append(OAuth(proc, oauth if spelled else "THROTTLED", certs))
-
-    def close(self) -> None:
-        for port in self.ports:
-            port.close()
-        for proc in self.procs:
-            proc.stop()
+            self.ports.append(
+                self.enter_context(OAuth(proc, oauth if spelled else "THROTTLED", certs))
+            )
 
 
 @pytest.fixture(params=[None, SHARED_ISSUER], ids=["default-issuer", "configured-issuer"])
 def two_services(
     ca: trustme.CA, tmp_path: Path, redis_server: RedisServer, request: pytest.FixtureRequest
 ) -> Iterator[TwoServices]:
-    both = TwoServices(ca, tmp_path, redis_server.url, max_failures=3, issuer=request.param)
-    try:
+    with TwoServices(ca, tmp_path, redis_server.url, 3, request.param) as both:
         yield both
-    finally:
-        both.close()
 
 
 def test_two_services_share_tokens_through_redis(
@@ -353,11 +349,8 @@ def test_two_services_share_tokens_through_redis(
     a, b = two_services.ports
     for proc in two_services.procs:  # no SigningKeyFile: the key lives in Redis, not in a file
         assert not (proc.config.parent / ".fwrest" / "signing.key").exists()
-    store = redis_server.client()
-    try:
+    with contextlib.closing(redis_server.client()) as store:
         assert store.get("fwrest:signing_key"), store.keys("*")
-    finally:
-        store.close()
     assert a.base != b.base
     tokens = a.tokens(*ADA)
     claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
@@ -397,8 +390,7 @@ def test_hosts_spelling_the_section_in_another_case_share_its_tokens(
     """SPEC 9: section names are case-insensitive, so host A's ``[OAUTH]`` and host B's
     ``[oauth]`` are one server section of one service (SPEC 7.1's aud, 12.2): each host
     accepts, refreshes, revokes and describes the other's tokens (default configuration)."""
-    both = TwoServices(ca, tmp_path, redis_server.url, 1_000_000, None, ("OAUTH", "oauth"))
-    try:
+    with TwoServices(ca, tmp_path, redis_server.url, 1_000_000, None, ("OAUTH", "oauth")) as both:
         a, b = both.ports
         tokens = a.tokens(*ADA)
         claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
@@ -421,8 +413,6 @@ def test_hosts_spelling_the_section_in_another_case_share_its_tokens(
         assert "already used" in replay.json()["error_description"]
         latest = again.json()["access_token"]
         wait_for(lambda: b.get("/hello", latest).status_code == 401, 10, "B refuses the family")
-    finally:
-        both.close()
 
 
 def test_a_refresh_record_stored_under_the_spelled_section_name_still_refreshes(
@@ -666,17 +656,9 @@ def test_a_start_waits_for_a_signing_key_another_host_is_still_writing(
         key = b"k" * 40
         key_file.write_text(base64.urlsafe_b64encode(key).decode().rstrip("=") + "\n")
         proc.wait_ready()  # (its port's URL is known once it serves)
-        port = OAuth(proc, "OAUTH", certs)
-        try:
-            forged = jwt.encode(
-                fresh_claims("ada", iss=issuer_of(port)),
-                key,
-                algorithm="HS256",
-                headers={"typ": "at+jwt"},
-            )
+        with OAuth(proc, "OAUTH", certs) as port:
+            forged = sign(fresh_claims("ada", iss=issuer_of(port)), key)
             assert port.get("/hello", forged).status_code == 200
-        finally:
-            port.close()
     finally:
         proc.stop()
 
