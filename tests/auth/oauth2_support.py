@@ -200,14 +200,20 @@ class OAuthService(Ports[OAuth]):
 
 
 def serve_oauth(
-    ca: trustme.CA, folder: Path, write_service: Callable[[Path, dict[str, Path]], Path]
+    ca: trustme.CA,
+    folder: Path,
+    write_service: Callable[[Path, dict[str, Path]], Path],
+    workers: int = 1,
 ) -> Iterator[OAuthService]:
-    """Certificates in ``folder/certs``, then ``fwrest serve`` of the config that
-    ``write_service(folder, certs)`` writes; yields the :class:`OAuthService`, then closes its
-    clients and stops it. A module fixture: ``yield from serve_oauth(...)``."""
+    """Certificates in ``folder/certs``, then ``fwrest serve --workers WORKERS`` of the config
+    that ``write_service(folder, certs)`` writes; yields the :class:`OAuthService`, then closes
+    its clients and stops it. A module fixture: ``yield from serve_oauth(...)``."""
     certs = issue_certs(ca, folder / "certs")
     config = write_service(folder, certs)
-    with serving(config) as proc, contextlib.closing(OAuthService(proc, certs)) as service:
+    with (
+        serving(config, workers=workers) as proc,
+        contextlib.closing(OAuthService(proc, certs)) as service,
+    ):
         yield service
 
 
