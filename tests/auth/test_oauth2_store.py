@@ -45,6 +45,7 @@ from tests.auth.oauth2_support import (
     WEB,
     LocalOAuth,
     OAuth,
+    OAuthService,
     assert_error,
     client_context,
     error_of,
@@ -54,6 +55,7 @@ from tests.auth.oauth2_support import (
     issuer_of,
     oauth_section,
     params_source,
+    serve_oauth,
     sign,
     wait_for,
 )
@@ -174,32 +176,24 @@ def pinned_pair(port: OAuth, timeout: float = 15) -> Iterator[tuple[Pinned, Pinn
 # -- two workers, the default sqlite store ------------------------------------------------------
 
 
-class Workers:
-    def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
-        self.proc = proc
-        self.port = OAuth(proc, "OAUTH", certs)
-        self.throttled = OAuth(proc, "THROTTLED", certs)
+def _sqlite_service(folder: Path, certs: dict[str, Path]) -> Path:
+    return service_config(folder, certs, "sqlite", max_failures=3)
 
 
 @pytest.fixture(scope="module")
-def workers(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
-    folder = tmp_path_factory.mktemp("oauth2_sqlite")
-    certs = issue_certs(ca, folder / "certs")
-    config = service_config(folder, certs, "sqlite", max_failures=3)
-    with serving(config, workers=2) as proc:
-        svc = Workers(proc, certs)
-        with svc.port, svc.throttled:
-            yield svc
+def workers(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+    """``fwrest serve --workers 2`` with the sqlite store; ``THROTTLED``'s maxFailures is 3."""
+    yield from serve_oauth(ca, tmp_path_factory.mktemp("oauth2_sqlite"), _sqlite_service, 2)
 
 
-def test_sqlite_is_the_store_and_the_key_is_a_file(workers: Workers) -> None:
+def test_sqlite_is_the_store_and_the_key_is_a_file(workers: OAuthService) -> None:
     folder = workers.proc.config.parent
     assert (folder / ".fwrest" / "signing.key").is_file()
     assert (folder / ".fwrest" / "state.sqlite3").is_file()
 
 
-def test_tokens_and_refresh_cross_workers(workers: Workers) -> None:
-    with pinned_pair(workers.port) as (a, b):
+def test_tokens_and_refresh_cross_workers(workers: OAuthService) -> None:
+    with pinned_pair(workers["OAUTH"]) as (a, b):
         print(f"worker pids: {a.pid}, {b.pid}")
         issued = expect(a.post({"grant_type": "password", "username": ADA[0], "password": ADA[1]}))
         tokens = issued.json()
@@ -215,19 +209,19 @@ def test_tokens_and_refresh_cross_workers(workers: Workers) -> None:
         # 20 requests on fresh connections: every one accepted, both workers among them
         seen: Counter[int] = Counter()
         headers = {"Authorization": f"Bearer {latest}", "Connection": "close"}
-        with httpx.Client(verify=workers.port.ctx, timeout=15) as fresh:
+        with httpx.Client(verify=workers["OAUTH"].ctx, timeout=15) as fresh:
             deadline, asked = time.monotonic() + 30, 0
             # 20 requests, then more until both workers answered (or the deadline)
             while asked < 20 or (len(seen) < 2 and time.monotonic() < deadline):
-                response = expect(fresh.get(workers.port.base + "/hello", headers=headers))
+                response = expect(fresh.get(workers["OAUTH"].base + "/hello", headers=headers))
                 seen[response.json()["pid"]] += 1
                 asked += 1
         print(f"requests per worker pid: {dict(seen)}")
         assert set(seen) == {a.pid, b.pid}
 
 
-def test_a_replay_on_one_worker_revokes_the_family_on_the_other(workers: Workers) -> None:
-    with pinned_pair(workers.port) as (a, b):
+def test_a_replay_on_one_worker_revokes_the_family_on_the_other(workers: OAuthService) -> None:
+    with pinned_pair(workers["OAUTH"]) as (a, b):
         first = a.post({"grant_type": "password", "username": "bob", "password": "Bob-Pw-2207"})
         tokens = first.json()
         second = expect(a.refresh(tokens["refresh_token"]))
@@ -241,10 +235,10 @@ def test_a_replay_on_one_worker_revokes_the_family_on_the_other(workers: Workers
         assert error_of(b.refresh(second.json()["refresh_token"])) == "invalid_grant"
 
 
-def test_failed_grants_are_counted_across_workers(workers: Workers) -> None:
+def test_failed_grants_are_counted_across_workers(workers: OAuthService) -> None:
     """maxFailures=3: two failures on one worker and one on the other lock the user out."""
     wrong = {"grant_type": "password", "username": "eve", "password": "guess"}
-    with pinned_pair(workers.throttled) as (a, b):
+    with pinned_pair(workers["THROTTLED"]) as (a, b):
         assert error_of(a.post(wrong)) == "invalid_grant"
         assert error_of(a.post(wrong)) == "invalid_grant"
         assert error_of(b.post(wrong)) == "invalid_grant"
@@ -255,8 +249,8 @@ def test_failed_grants_are_counted_across_workers(workers: Workers) -> None:
         assert a.still_pinned() and b.still_pinned()
 
 
-def test_fifty_simultaneous_refreshes_give_one_new_pair(workers: Workers) -> None:
-    port = workers.port
+def test_fifty_simultaneous_refreshes_give_one_new_pair(workers: OAuthService) -> None:
+    port = workers["OAUTH"]
     tokens = port.tokens(*ADA)
     count = 50
     barrier = threading.Barrier(count)
