@@ -435,8 +435,7 @@ def test_unknown_path_with_a_wrong_password_is_403_not_404(local: InProcess) -> 
 
 
 def test_wrong_method_without_credentials_is_401_not_405(local: InProcess) -> None:
-    response = local.client().post("/rest/hello")
-    assert_401(response)
+    assert_401(local.client().post("/rest/hello"))
     expect(local.client().post("/rest/hello", auth=("ada", ADA_PASSWORD)), 405)
 
 

@@ -185,16 +185,14 @@ BAD_PROOFS = ["stale", "future", "another method", "another url", "another host"
 def test_the_bearer_check_refuses_a_bad_proof(dp: LocalOAuth, key: DpopKey, case: str) -> None:
     token = bound_pair(dp, key)["access_token"]
     proof = _refusals(key, DpopKey("ES256"), dp, token)[case]
-    answer = dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof))
-    assert_dpop_refusal(answer)
+    assert_dpop_refusal(dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof)))
     # the token itself is fine: with a good proof it goes through
     assert call(dp, key, token).status_code == 200
 
 
 def test_a_missing_proof_and_a_replayed_one_are_refused(dp: LocalOAuth, key: DpopKey) -> None:
     token = bound_pair(dp, key)["access_token"]
-    missing = dp.http.get(dp.base + "/hello", headers={"Authorization": f"DPoP {token}"})
-    assert_dpop_refusal(missing)
+    assert_dpop_refusal(dp.http.get(dp.base + "/hello", headers={"Authorization": f"DPoP {token}"}))
     proof = key.proof("GET", url(dp, "/hello"), token)
     expect(dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof)))
     again = dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof))

@@ -462,8 +462,7 @@ def test_a_params_file_edited_to_two_spellings_of_a_user_keeps_its_last_valid_co
     clashing = {**valid, "users": [{"username": "ADA", "password": "Keep-Pw-Upper-3"}]}
     path.write_text(json.dumps(clashing))
     try:
-        refused = port.grant("ADA", "Keep-Pw-Upper-3")
-        assert_error(refused, "invalid_grant")
+        assert_error(port.grant("ADA", "Keep-Pw-Upper-3"), "invalid_grant")
         assert port.grant("ada", password).status_code == 200
         wait_for(lambda: "are one name" in svc.log()[since:], 10, "the file's error logged")
         assert "the user 'ADA' and the user 'ada' are one name" in svc.log()[since:]
@@ -510,8 +509,7 @@ def test_the_metadata_follows_an_edit_of_the_params_file(svc: LocalService) -> N
 def test_hashed_passwords(svc: LocalService, user: tuple[str, str]) -> None:
     port = svc["HASHED"]
     assert port.tokens(*user)["token_type"] == "Bearer"
-    wrong = port.grant(user[0], user[1] + "!")
-    assert_error(wrong, "invalid_grant")
+    assert_error(port.grant(user[0], user[1] + "!"), "invalid_grant")
     assert error_of(port.grant(user[0], user[1][:-1])) == "invalid_grant"
 
 
@@ -526,10 +524,8 @@ def test_a_password_over_72_bytes_against_bcrypt_is_invalid_grant(
 ) -> None:
     """The first 72 bytes match the bcrypt hash; the rest must not be ignored, nor fail."""
     port = svc["HASHED"]
-    response = port.grant(LONG_USER[0], LONG_USER[1] + extra)
-    assert_error(response, "invalid_grant")
-    over = port.grant(BCRYPT_USER[0], "B" * 200)
-    assert_error(over, "invalid_grant")
+    assert_error(port.grant(LONG_USER[0], LONG_USER[1] + extra), "invalid_grant")
+    assert_error(port.grant(BCRYPT_USER[0], "B" * 200), "invalid_grant")
 
 
 def test_unknown_user_among_hashed_users_is_invalid_grant(svc: LocalService) -> None:
