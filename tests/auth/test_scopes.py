@@ -411,8 +411,7 @@ def test_a_token_with_every_scope_reaches_each_route(port: OAuthPort) -> None:
 
 
 def test_without_a_token_a_scoped_route_is_still_401(port: OAuthPort) -> None:
-    response = port.get("/orders")
-    assert response.status_code == 401  # authorization first: no token, no scope talk
+    expect(port.get("/orders"), 401)  # authorization first: no token, no scope talk
 
 
 def test_a_named_on_auth_gives_no_scopes_so_scoped_routes_refuse(svc: LocalService) -> None:
