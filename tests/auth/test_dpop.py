@@ -242,8 +242,7 @@ def test_the_token_route_refuses_a_bad_proof_with_400(
         "wrong typ": key.proof("POST", target, header={"typ": "jwt"}),
         "garbage": "x.y.z",
     }[case]
-    answer = expect(token_request(dp, None, proof=proof), 400)
-    assert error_of(answer) == "invalid_dpop_proof"
+    answer = assert_error(token_request(dp, None, proof=proof), "invalid_dpop_proof")
     assert answer.headers["cache-control"] == "no-store"
 
 
@@ -281,8 +280,7 @@ def test_a_public_client_s_refresh_token_is_bound_to_its_key(dp: LocalOAuth, key
     pair = bound_pair(dp, key, data={"grant_type": "password", "client_id": "spa", **ADA})
     refresh = {"grant_type": "refresh_token", "refresh_token": pair["refresh_token"]}
     refresh["client_id"] = "spa"
-    no_proof = expect(token_request(dp, None, data=refresh), 400)
-    assert error_of(no_proof) == "invalid_dpop_proof"
+    assert_error(token_request(dp, None, data=refresh), "invalid_dpop_proof")
     assert_error(token_request(dp, DpopKey("EdDSA"), data=refresh), "invalid_dpop_proof")
     # refused unspent: the holder of the key refreshes, and the new pair is bound again
     renewed = expect(token_request(dp, key, data=refresh))

@@ -33,6 +33,7 @@ from tests.auth.oauth2_support import (
     KEYS_APP,
     WEB,
     OAuthService,
+    assert_error,
     assert_invalid_token,
     error_of,
     expect,
@@ -191,8 +192,7 @@ def test_a_refresh_on_the_same_certificate_gives_a_token_bound_to_it(
 def test_bound_tokens_mtls_refuses_a_token_request_without_a_certificate(
     svc: OAuthService, pki: Pki
 ) -> None:
-    answer = expect(grant(svc, "MUST", None), 400)
-    assert error_of(answer) == "invalid_request"
+    answer = assert_error(grant(svc, "MUST", None), "invalid_request")
     assert "client certificate" in answer.json()["error_description"]
     access = tokens(svc, "MUST", pki.bob)["access_token"]
     assert cnf(access) == {"x5t#S256": x5t(pki.bob[0])}

@@ -157,8 +157,7 @@ def test_a_token_request_may_name_any_location_of_the_section(svc: LocalService)
      "https://127.0.0.1/rest#frag", "https://127.0.0.1/rest?x=1", "urn:example:rest", "/rest"],
 )  # fmt: skip
 def test_another_resource_is_an_invalid_target(svc: LocalService, resource: str) -> None:
-    answer = expect(svc["RS"].grant(*KEYS_ADA, resource=resource), 400)
-    assert error_of(answer) == "invalid_target"
+    answer = assert_error(svc["RS"].grant(*KEYS_ADA, resource=resource), "invalid_target")
     assert answer.headers["cache-control"] == "no-store"
 
 

@@ -307,8 +307,7 @@ def test_introspection_needs_client_authentication(port: LocalOAuth) -> None:
         ({"token": tokens["access_token"], "client_id": "web", "client_secret": "wrong"}, {}),
         ({"token": tokens["access_token"]}, {"auth": ("nobody", "x")}),
     ):
-        refused = expect(introspect(port, data, **kw), 401)
-        assert error_of(refused) == "invalid_client"
+        refused = assert_error(introspect(port, data, **kw), "invalid_client", 401)
         assert "active" not in refused.json()
     assert_error(introspect(port, WEB), "invalid_request")
 

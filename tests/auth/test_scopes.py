@@ -337,8 +337,7 @@ REFUSED = {
 def test_a_grant_is_refused_with_its_error(
     svc: LocalService, port: str, form: dict[str, str], auth: tuple[str, str] | None, error: str
 ) -> None:
-    response = svc[port].post(form, auth=auth)
-    assert response.status_code == 400 and error_of(response) == error, response.text
+    assert_error(svc[port].post(form, auth=auth), error)
 
 
 def test_the_single_keys_with_a_top_level_scopes(svc: LocalService) -> None:
