@@ -42,11 +42,13 @@ from fwrest.store import RefreshRecord
 from fwrest.store.redis import RedisStore
 from tests.auth.oauth2_support import ADA as ADA_USER
 from tests.auth.oauth2_support import (
+    TOKEN,
     WEB,
     LocalOAuth,
     OAuth,
     OAuthService,
     assert_error,
+    bearer,
     client_context,
     error_of,
     expect,
@@ -68,6 +70,7 @@ from tests.conftest import (
     run_forked,
     serving,
 )
+from tests.faults import support as faults
 from tests.redis_support import RedisServer, redis_binary, started
 
 ADA = ("ada", "Ada-Pw-7731")
@@ -130,32 +133,20 @@ def service_config(
     )
 
 
-class Pinned:
-    """An HTTPS client that keeps one connection, hence one worker."""
+class Pinned(faults.Pinned):
+    """A client of one worker (tests/faults/support.py) of an oAuth2 port ``port``."""
 
     def __init__(self, port: OAuth) -> None:
-        self.port = port
-        one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        self.http = httpx.Client(verify=port.ctx, timeout=15, limits=one)
-        self.pid = self.ask_pid()
-
-    def ask_pid(self) -> int:
-        return int(self.http.get(self.port.base + "/pid").json()["pid"])
+        super().__init__(port.base, verify=port.ctx)
 
     def post(self, data: dict[str, str]) -> httpx.Response:
-        return self.http.post(self.port.token_url, data=data)
+        return self.http.post(self.base + TOKEN, data=data)
 
     def refresh(self, token: str) -> httpx.Response:
         return self.post({"grant_type": "refresh_token", "refresh_token": token})
 
     def get(self, path: str, token: str) -> httpx.Response:
-        return self.http.get(self.port.base + path, headers={"Authorization": f"Bearer {token}"})
-
-    def still_pinned(self) -> bool:
-        return self.ask_pid() == self.pid
-
-    def close(self) -> None:
-        self.http.close()
+        return self.http.get(self.base + path, headers=bearer(token))
 
 
 @contextlib.contextmanager
