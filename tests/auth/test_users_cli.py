@@ -10,6 +10,7 @@ processes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -48,7 +49,7 @@ from tests.conftest import (
     serving,
 )
 from tests.docs.blocks import Block, example
-from tests.redis_support import RedisServer
+from tests.redis_support import RedisServer, started
 
 HANA_HASH = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash("Hana-Pw-3")
 BERT_HASH = bcrypt.hashpw(b"Bert-Pw-4", bcrypt.gensalt(rounds=4)).decode()
@@ -328,10 +329,11 @@ def test_memory_store_lockouts_say_why_not(config: Path) -> None:
 
 
 def test_lockouts_in_a_redis_store(tmp_path: Path, certs: dict[str, Path]) -> None:
-    server = RedisServer(tmp_path).start()
-    try:
+    with (
+        started(RedisServer(tmp_path)) as server,
+        contextlib.closing(RedisStore(server.url)) as store,
+    ):
         config = write_config(tmp_path, certs, StateStore=server.url)
-        store = RedisStore(server.url)
         for key in ("tok|user:ada", "tok|user:bob"):
             store.hit_failure(key, 300)
             store.add_lock(key, time.time() + 300)
@@ -341,9 +343,6 @@ def test_lockouts_in_a_redis_store(tmp_path: Path, certs: dict[str, Path]) -> No
         assert cleared.stdout.strip() == "fwrest lockouts: lifted [TOK] user bob"
         assert list(store.locks()) == ["tok|user:ada"]
         assert store.failures("tok|user:bob", 300)[0] == 0
-        store.close()
-    finally:
-        server.stop()
 
 
 # -- a running service ---------------------------------------------------------------------------
@@ -469,11 +468,8 @@ def lifted(*what: str) -> list[str]:
 def audit_events(config: Path) -> list[dict[str, Any]]:
     """The audit trail as the service's state store keeps it, newest first."""
     loaded = load_config(config)
-    store = open_store(loaded.state_store, loaded.data_path)
-    try:
+    with contextlib.closing(open_store(loaded.state_store, loaded.data_path)) as store:
         return [json.loads(row) for row in store.audit_events(0.0, None, 100)]
-    finally:
-        store.close()
 
 
 # -- docs/administration.md ----------------------------------------------------------------------
