@@ -1,6 +1,7 @@
 """Helpers shared by the OAuth2 tests: certificates in a folder of the test's choosing
 (``issue_certs``, from tests/conftest.py), oAuth2 server sections, a client of a port's token
-route and routes, and JWT helpers. ``wait_for`` is tests/conftest.py's too, named here for the
+route and routes, JWT helpers, and the checks of an answer's status (``expect``,
+``assert_error``). ``wait_for`` is tests/conftest.py's too, named here for the
 tests that import it from this module.
 
 A port is reached either over real TLS on loopback, served by a real ``fwrest serve``
@@ -11,6 +12,7 @@ without a socket or a TLS handshake (:func:`local_oauth`); nothing is mocked.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import ssl
@@ -19,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 from urllib.parse import quote, quote_plus
 
 import httpx
@@ -27,7 +29,7 @@ import jwt
 import trustme
 
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, ServerProcess, free_port, tls_server
+from tests.conftest import APP_SOURCE, ServerProcess, free_port, serving, tls_server
 from tests.conftest import issue_certs as issue_certs
 from tests.conftest import wait_for as wait_for
 
@@ -106,9 +108,7 @@ class OAuthPort:
         )
 
     def tokens(self, username: str, password: str, **extra: str) -> dict[str, Any]:
-        response = self.grant(username, password, **extra)
-        assert response.status_code == 200, response.text
-        return response.json()
+        return expect(self.grant(username, password, **extra)).json()
 
     def refresh(self, refresh_token: str, **extra: str) -> httpx.Response:
         return self.post({"grant_type": "refresh_token", "refresh_token": refresh_token, **extra})
@@ -184,11 +184,8 @@ def local_oauth(
     modules need names unique in the test session); yields the :class:`LocalService`, then
     closes its clients. A module fixture: ``yield from local_oauth(...)``."""
     certs = issue_certs(ca, folder / "certs")
-    service = LocalService(write_service(folder, certs), certs)
-    try:
+    with contextlib.closing(LocalService(write_service(folder, certs), certs)) as service:
         yield service
-    finally:
-        service.close()
 
 
 class OAuthService(Ports[OAuth]):
@@ -203,19 +200,21 @@ class OAuthService(Ports[OAuth]):
 
 
 def serve_oauth(
-    ca: trustme.CA, folder: Path, write_service: Callable[[Path, dict[str, Path]], Path]
+    ca: trustme.CA,
+    folder: Path,
+    write_service: Callable[[Path, dict[str, Path]], Path],
+    workers: int = 1,
 ) -> Iterator[OAuthService]:
-    """Certificates in ``folder/certs``, then ``fwrest serve`` of the config that
-    ``write_service(folder, certs)`` writes; yields the :class:`OAuthService`, then closes its
-    clients and stops it. A module fixture: ``yield from serve_oauth(...)``."""
+    """Certificates in ``folder/certs``, then ``fwrest serve --workers WORKERS`` of the config
+    that ``write_service(folder, certs)`` writes; yields the :class:`OAuthService`, then closes
+    its clients and stops it. A module fixture: ``yield from serve_oauth(...)``."""
     certs = issue_certs(ca, folder / "certs")
-    proc = ServerProcess(write_service(folder, certs)).wait_ready()
-    service = OAuthService(proc, certs)
-    try:
+    config = write_service(folder, certs)
+    with (
+        serving(config, workers=workers) as proc,
+        contextlib.closing(OAuthService(proc, certs)) as service,
+    ):
         yield service
-    finally:
-        service.close()
-        proc.stop()
 
 
 def uvicorn_app(folder: Path, module: str, source: str, env: dict[str, str]) -> Iterator[str]:
@@ -288,9 +287,7 @@ def fresh_claims(
 
 def issuer_of(port: OAuthPort) -> str:
     """The issuer of a port's location, as its metadata route names it (SPEC 12.2)."""
-    response = port.http.get(port.base + "/fw/oauth2/metadata")
-    assert response.status_code == 200, response.text
-    return str(response.json()["issuer"])
+    return str(expect(port.http.get(port.base + "/fw/oauth2/metadata")).json()["issuer"])
 
 
 def error_of(response: httpx.Response) -> str:
@@ -398,7 +395,28 @@ class WorkersHost:
         )
 
 
-def assert_error(response: httpx.Response, error: str, status: int = 400) -> None:
-    """An OAuth2 error answer (RFC 6749 5.2): the ``status`` and the ``error`` code."""
+def assert_error(response: httpx.Response, error: str, status: int = 400) -> httpx.Response:
+    """An OAuth2 error answer (RFC 6749 5.2): the ``status`` and the ``error`` code; returns
+    ``response``."""
     assert response.status_code == status, response.text
     assert error_of(response) == error, response.text
+    return response
+
+
+class Answer(Protocol):
+    """An HTTP answer of httpx or requests."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+A = TypeVar("A", bound=Answer)
+
+
+def expect(response: A, status: int = 200) -> A:
+    """``response``, its status ``status`` (else the assertion shows its body)."""
+    assert response.status_code == status, response.text
+    return response

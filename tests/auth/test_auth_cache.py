@@ -18,17 +18,15 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from fwrest.auth import BasicGuard
 from fwrest.auth.basic import CACHE_MAX, AcceptedPairs
-from fwrest.auth.settings import AuthSettings
-from fwrest.context.request import RequestContext
 from fwrest.errors import HTTPError
-from fwrest.server.app import Request
 from fwrest.testing import Client
+from tests.auth.test_basic_guard import Ctx, guard_with, header, request
 from tests.conftest import APP_SOURCE, local_port, module_config
 
 AUTH_SOURCE = """
@@ -183,23 +181,6 @@ def test_the_table_holds_keyed_hashes_only(make: Any) -> None:
     assert "OnAuth accepted user 'ada' (OnAuthCache)" in svc.log_file.read_text()
 
 
-def _guard(on_auth: Any) -> BasicGuard:
-    settings = AuthSettings(scheme="basic", on_auth_name="check", on_auth=on_auth, on_admin=None,
-                            on_auth_is_async=True, max_failures=10, cache_s=300)  # fmt: skip
-    return BasicGuard(settings, "TEST")
-
-
-def _Ctx() -> RequestContext:
-    """A request's context as the guard gets it (a real one: the compiled guard takes no
-    stand-in)."""
-    return RequestContext(cast(Any, None), "GET", "/rest/x", "", [], b"", "127.0.0.1")
-
-
-def _request(user: str, password: str) -> Request:
-    value = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-    return Request("GET", b"/rest/x", [("authorization", value)], b"", "127.0.0.1", 80, value)
-
-
 def test_the_table_keeps_the_latest_ten_thousand_pairs() -> None:
     calls: list[str] = []
 
@@ -207,19 +188,19 @@ def test_the_table_keeps_the_latest_ten_thousand_pairs() -> None:
         calls.append(user)
         return True
 
-    guard = _guard(on_auth)
+    guard = guard_with(on_auth, cache_s=300)
     cache = guard._cache
     assert cache is not None and CACHE_MAX == 10_000
 
     async def run() -> None:
         for i in range(CACHE_MAX + 1):
-            await guard(_request(f"u{i}", f"p{i}"), _Ctx())  # type: ignore[arg-type]
+            await guard(request(header(f"u{i}", f"p{i}")), Ctx())  # type: ignore[arg-type]
         assert len(cache) == CACHE_MAX
         assert len(calls) == CACHE_MAX + 1
-        await guard(_request(f"u{CACHE_MAX}", f"p{CACHE_MAX}"), _Ctx())  # type: ignore[arg-type]
-        await guard(_request("u1", "p1"), _Ctx())  # type: ignore[arg-type]
+        await guard(request(header(f"u{CACHE_MAX}", f"p{CACHE_MAX}")), Ctx())  # type: ignore[arg-type]
+        await guard(request(header("u1", "p1")), Ctx())  # type: ignore[arg-type]
         assert len(calls) == CACHE_MAX + 1  # the newest pairs are held
-        await guard(_request("u0", "p0"), _Ctx())  # type: ignore[arg-type]
+        await guard(request(header("u0", "p0")), Ctx())  # type: ignore[arg-type]
         assert calls[-1] == "u0"  # the oldest was dropped: asked again
         assert len(cache) == CACHE_MAX
 
@@ -238,12 +219,12 @@ def test_requests_with_a_pair_being_checked_wait_for_that_check(verdict: bool) -
         await release.wait()
         return verdict
 
-    guard = _guard(on_auth)
+    guard = guard_with(on_auth, cache_s=300)
 
     async def one() -> int:
-        ctx = _Ctx()
+        ctx = Ctx()
         try:
-            await guard(_request("ada", "pw"), ctx)  # type: ignore[arg-type]
+            await guard(request(header("ada", "pw")), ctx)  # type: ignore[arg-type]
         except HTTPError as exc:
             return exc.status
         assert ctx.auth_user == "ada"
@@ -269,7 +250,7 @@ def test_a_refusal_forgets_a_pair_held() -> None:
     async def on_auth(user: str, password: str) -> bool:
         return False
 
-    guard = _guard(on_auth)
+    guard = guard_with(on_auth, cache_s=300)
     cache = guard._cache
     assert cache is not None
     digest = cache.digest("ada", "pw")
@@ -277,7 +258,7 @@ def test_a_refusal_forgets_a_pair_held() -> None:
     async def run() -> None:
         cache.remember(digest)
         with pytest.raises(HTTPError) as refused:
-            await guard._ask(_request("ada", "pw"), _Ctx(), None, "ada", "pw", digest)  # type: ignore[arg-type]
+            await guard._ask(request(header("ada", "pw")), Ctx(), None, "ada", "pw", digest)  # type: ignore[arg-type]
         assert refused.value.status == 403
         assert not cache.holds(digest)
 

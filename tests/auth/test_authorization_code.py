@@ -25,8 +25,10 @@ import trustme
 from tests.auth.oauth2_support import (
     LocalOAuth,
     LocalService,
+    assert_error,
     claims_of,
     error_of,
+    expect,
     local_oauth,
     oauth_section,
 )
@@ -180,16 +182,14 @@ def test_a_public_client_logs_in_and_redeems_its_code(svc: LocalService, code: L
     assert values["state"] == params["state"]
     assert values["iss"] == issuer(code)  # RFC 9207
     assert len(base64.urlsafe_b64decode(values["code"] + "==")) >= 16  # 128 bits at least
-    answer = exchange(code, values["code"], verifier)
-    assert answer.status_code == 200, answer.text
+    answer = expect(exchange(code, values["code"], verifier))
     tokens = answer.json()
     assert tokens["scope"] == "orders:read" and tokens["refresh_token"]
     assert answer.headers["cache-control"] == "no-store"
     claims = claims_of(svc, tokens["access_token"])
     assert (claims["sub"], claims["client_id"]) == ("ada", "spa")
     assert code.get("/hello", token=tokens["access_token"]).status_code == 200
-    refreshed = code.refresh(tokens["refresh_token"], client_id="spa")
-    assert refreshed.status_code == 200, refreshed.text
+    expect(code.refresh(tokens["refresh_token"], client_id="spa"))
 
 
 def test_a_confidential_client_authenticates_at_the_token_route(code: LocalOAuth) -> None:
@@ -198,8 +198,7 @@ def test_a_confidential_client_authenticates_at_the_token_route(code: LocalOAuth
     assert to == WEB_CB
     base = {"grant_type": "authorization_code", "code": values["code"], "code_verifier": verifier}
     # client_id alone is not enough for a confidential client (SPEC 16.1)
-    alone = code.post({**base, "client_id": "web"})
-    assert (alone.status_code, alone.json()["error"]) == (401, "invalid_client")
+    assert_error(code.post({**base, "client_id": "web"}), "invalid_client", 401)
     # redirect_uri may be left out at the token route: the authorize request had none
     verifier2, _params, shown = ask(code, client_id="web", redirect_uri="-")
     _to, values = redirected(post_form(code, form_fields(shown)))
@@ -213,17 +212,14 @@ def test_a_confidential_client_authenticates_at_the_token_route(code: LocalOAuth
 def test_a_loopback_redirect_matches_any_port(code: LocalOAuth) -> None:
     verifier, challenge = pkce()
     native = "http://127.0.0.1:53219/cb"
-    shown = page(code, authorize_params(challenge, redirect_uri=native))
-    assert shown.status_code == 200
+    shown = expect(page(code, authorize_params(challenge, redirect_uri=native)))
     # the form may send the browser back to the app's port
     assert "form-action 'self' http://127.0.0.1:53219;" in shown.headers["content-security-policy"]
     to, values = redirected(post_form(code, form_fields(shown)))
     assert to == native
-    answer = exchange(code, values["code"], verifier, redirect_uri=native)
-    assert answer.status_code == 200, answer.text
+    expect(exchange(code, values["code"], verifier, redirect_uri=native))
     # another host on loopback's port is not the registered redirect
-    other = page(code, authorize_params(challenge, redirect_uri="http://127.0.0.2:53219/cb"))
-    assert other.status_code == 400
+    expect(page(code, authorize_params(challenge, redirect_uri="http://127.0.0.2:53219/cb")), 400)
 
 
 # -- the authorize route's refusals -----------------------------------------------------------
@@ -243,8 +239,7 @@ def test_a_loopback_redirect_matches_any_port(code: LocalOAuth) -> None:
 def test_an_untrustworthy_redirect_is_a_400_page_never_a_redirect(
     code: LocalOAuth, change: dict[str, str], needle: str
 ) -> None:
-    response = ask(code, **change)[2]
-    assert response.status_code == 400
+    response = expect(ask(code, **change)[2], 400)
     assert "location" not in response.headers
     assert response.headers["content-type"].startswith("text/html")
     assert needle in response.text
@@ -304,8 +299,7 @@ def test_the_scopes_of_a_client_without_its_own_are_the_users(code: LocalOAuth) 
 
 
 def test_the_login_page_is_self_contained_and_not_cached(code: LocalOAuth) -> None:
-    response = ask(code, state='<script>alert("x")</script>')[2]
-    assert response.status_code == 200
+    response = expect(ask(code, state='<script>alert("x")</script>')[2])
     headers = response.headers
     csp = headers["content-security-policy"]
     assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
@@ -332,8 +326,7 @@ def test_the_users_template_is_filled_with_escaped_values(svc: LocalService) -> 
     assert "<h1>ACME spa</h1>" in shown.text and "<p>orders:read</p>" in shown.text
     digest = base64.b64encode(hashlib.sha256(b"p{color:red}").digest()).decode()
     assert f"'sha256-{digest}'" in shown.headers["content-security-policy"]
-    wrong = post_form(branded, form_fields(shown), password="nope")
-    assert wrong.status_code == 200
+    wrong = expect(post_form(branded, form_fields(shown), password="nope"))
     assert "<p id=e>Invalid username or password.</p>" in wrong.text
     _to, values = redirected(post_form(branded, form_fields(wrong)))
     assert exchange(branded, values["code"], verifier).status_code == 200
@@ -373,8 +366,7 @@ def test_a_form_without_its_own_csrf_token_is_refused_before_any_password(
     else:
         fields["fw_csrf"] = "1." + "A" * 43
     before = svc.log().count("login refused")
-    response = post_form(port, fields, "bob", "wrong-password")
-    assert response.status_code == 400
+    response = expect(post_form(port, fields, "bob", "wrong-password"), 400)
     assert "stale or was not made for this request" in response.text
     assert "location" not in response.headers
     assert svc.log().count("login refused") == before  # no password was checked
@@ -399,8 +391,7 @@ def test_the_login_page_and_the_password_grant_share_one_budget(svc: LocalServic
     for _ in range(2):
         assert post_form(code, fields, user, "wrong").status_code == 200
     assert code.grant(user, "wrong").json()["error"] == "invalid_grant"
-    locked = post_form(code, fields, user, "wrong")
-    assert locked.status_code == 429
+    locked = expect(post_form(code, fields, user, "wrong"), 429)
     assert int(locked.headers["retry-after"]) > 0
     assert "Too many failed sign-ins" in locked.text
     assert code.grant(user, "wrong").status_code == 429
@@ -453,9 +444,7 @@ def test_a_code_redeemed_twice_revokes_what_the_first_issued(
     svc: LocalService, code: LocalOAuth
 ) -> None:
     value, verifier, _params = login_code(code)
-    first = exchange(code, value, verifier)
-    assert first.status_code == 200
-    tokens = first.json()
+    tokens = expect(exchange(code, value, verifier)).json()
     assert code.get("/hello", token=tokens["access_token"]).status_code == 200
     second = exchange(code, value, verifier)
     assert second.json()["error"] == "invalid_grant"
@@ -521,8 +510,7 @@ def test_logins_failures_and_replays_are_audited_and_no_secret_is_logged(
     log = svc.log()
     for secret in (ADA_PW, "Wrong-Pw-55", values["code"], verifier, fields["fw_csrf"]):
         assert secret not in log, secret
-    audit = code.get("/fw/rest/audit", token=code.tokens("ada", ADA_PW)["access_token"])
-    assert audit.status_code == 200, audit.text
+    audit = expect(code.get("/fw/rest/audit", token=code.tokens("ada", ADA_PW)["access_token"]))
     events = {e["event"]: e for e in reversed(audit.json())}
     assert (events["login"]["actor"], events["login"]["details"]) == ("ada", {"client_id": "spa"})
     assert events["login.failure"]["actor"] == events["code.replay"]["actor"] == "ada"

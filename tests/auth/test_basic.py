@@ -28,6 +28,7 @@ process, of two workers and of the worker's own lines start services of their ow
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import subprocess
@@ -39,7 +40,8 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, module_config, wait_for
+from tests.auth.oauth2_support import expect
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, module_config, serving, wait_for
 from tests.server.rawhttp import RawConnection
 
 CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
@@ -201,11 +203,8 @@ class Service(Recorded):
 
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    proc = ServerProcess(write_service(tmp_path_factory.mktemp("basic"))).wait_ready()
-    try:
+    with serving(write_service(tmp_path_factory.mktemp("basic"))) as proc:
         yield Service(proc)
-    finally:
-        proc.stop()
 
 
 class InProcess(Recorded):
@@ -233,11 +232,8 @@ class InProcess(Recorded):
 @pytest.fixture(scope="module")
 def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess]:
     folder = tmp_path_factory.mktemp("basic_local")
-    service = InProcess(write_service(folder, LOCAL_APP, LOCAL_AUTH))
-    try:
+    with contextlib.closing(InProcess(write_service(folder, LOCAL_APP, LOCAL_AUTH))) as service:
         yield service
-    finally:
-        service.close()
 
 
 def assert_401(response: httpx.Response) -> None:
@@ -323,14 +319,12 @@ def test_on_auth_is_not_called_without_usable_credentials(svc: Service) -> None:
 @pytest.mark.parametrize("scheme", ["basic", "BASIC", "bAsIc"])
 def test_scheme_name_in_the_header_is_case_insensitive(local: InProcess, scheme: str) -> None:
     header = basic_header("ada", ADA_PASSWORD, scheme=scheme)
-    response = local.get("/rest/whoami", headers={"Authorization": header})
-    assert response.status_code == 200, response.text
+    response = expect(local.get("/rest/whoami", headers={"Authorization": header}))
     assert response.json()["user"] == "ada"
 
 
 def test_credentials_split_at_the_first_colon(local: InProcess) -> None:
-    response = local.get("/rest/hello", auth=("ada", ADA_PASSWORD))
-    assert response.status_code == 200
+    expect(local.get("/rest/hello", auth=("ada", ADA_PASSWORD)))
     assert local.calls()[-1] == {"user": "ada", "password": "Love:lace:1815", "how": "sync"}
 
 
@@ -342,8 +336,7 @@ def test_credentials_split_at_the_first_colon(local: InProcess) -> None:
 def test_credentials_reach_on_auth_decoded(local: InProcess, encoding: str, wire: bytes) -> None:
     header = basic_header(*JURGEN, encoding=encoding)
     assert base64.b64decode(header.split()[1]) == wire  # really this encoding on the wire
-    response = local.get("/rest/whoami", headers={"Authorization": header})
-    assert response.status_code == 200, response.text
+    response = expect(local.get("/rest/whoami", headers={"Authorization": header}))
     assert response.json()["user"] == "jürgen"
     assert local.calls()[-1] == {"user": "jürgen", "password": "pässword", "how": "sync"}
 
@@ -359,9 +352,7 @@ def test_empty_user_and_empty_password_reach_on_auth(local: InProcess) -> None:
 
 
 def test_on_auth_true_lets_the_request_through(local: InProcess) -> None:
-    response = local.get("/rest/hello", auth=("ada", ADA_PASSWORD))
-    assert response.status_code == 200
-    assert response.json()["hello"] == "world"
+    assert expect(local.get("/rest/hello", auth=("ada", ADA_PASSWORD))).json()["hello"] == "world"
 
 
 def test_wrong_password_is_403(local: InProcess) -> None:
@@ -379,8 +370,7 @@ def test_anything_but_exactly_true_is_403(local: InProcess, server: str, user: s
 
 
 def test_async_on_auth_works(local: InProcess) -> None:
-    response = local.get("/rest/whoami", "HTTP_ASYNC", auth=("ada", ADA_PASSWORD))
-    assert response.status_code == 200, response.text
+    response = expect(local.get("/rest/whoami", "HTTP_ASYNC", auth=("ada", ADA_PASSWORD)))
     assert response.json()["user"] == "ada"
     assert local.calls()[-1] == {"user": "ada", "password": ADA_PASSWORD, "how": "async"}
     assert_403(local.get("/rest/hello", "HTTP_ASYNC", auth=("ada", "wrong-async-pw")))
@@ -389,8 +379,7 @@ def test_async_on_auth_works(local: InProcess) -> None:
 @pytest.mark.parametrize("server", ["HTTP_BASIC", "HTTP_ASYNC"])
 def test_on_auth_raising_is_500_logged_without_the_password(svc: Service, server: str) -> None:
     password = f"{RAISE_PASSWORD}-{server}"
-    response = svc.get("/rest/hello", server, auth=("raise", password))
-    assert response.status_code == 500
+    response = expect(svc.get("/rest/hello", server, auth=("raise", password)), 500)
     assert response.headers["content-type"].startswith("application/json")
     assert response.content == BODY_500
     assert "www-authenticate" not in response.headers
@@ -416,8 +405,7 @@ def test_unknown_path_without_credentials_is_401_not_404(local: InProcess, path:
 
 @pytest.mark.parametrize("path", ["/rest/no/such/route", "/nowhere", "/"])
 def test_unknown_path_with_valid_credentials_is_404(local: InProcess, path: str) -> None:
-    response = local.get(path, auth=("ada", ADA_PASSWORD))
-    assert response.status_code == 404
+    response = expect(local.get(path, auth=("ada", ADA_PASSWORD)), 404)
     assert response.content == BODY_404
 
 
@@ -447,10 +435,8 @@ def test_unknown_path_with_a_wrong_password_is_403_not_404(local: InProcess) -> 
 
 
 def test_wrong_method_without_credentials_is_401_not_405(local: InProcess) -> None:
-    response = local.client().post("/rest/hello")
-    assert_401(response)
-    allowed = local.client().post("/rest/hello", auth=("ada", ADA_PASSWORD))
-    assert allowed.status_code == 405
+    assert_401(local.client().post("/rest/hello"))
+    expect(local.client().post("/rest/hello", auth=("ada", ADA_PASSWORD)), 405)
 
 
 # -- one scheme per port -------------------------------------------------------------------------
@@ -458,8 +444,7 @@ def test_wrong_method_without_credentials_is_401_not_405(local: InProcess) -> No
 
 @pytest.mark.parametrize("path", ["/rest/hello", "/rest/items/7", "/rest/users/u/orders/o"])
 def test_open_port_needs_no_credentials(local: InProcess, path: str) -> None:
-    response = local.get(path, "HTTP_OPEN")
-    assert response.status_code == 200, response.text
+    response = expect(local.get(path, "HTTP_OPEN"))
     assert "www-authenticate" not in response.headers
 
 
@@ -473,18 +458,15 @@ def test_every_location_of_the_basic_server_is_protected(local: InProcess, path:
 
 def test_post_route_of_the_basic_server_is_protected(local: InProcess) -> None:
     assert_401(local.client().post("/rest/echo", json={"a": 1}))
-    response = local.client().post("/rest/echo", json={"a": 1}, auth=("ada", ADA_PASSWORD))
-    assert response.status_code == 200
+    response = expect(local.client().post("/rest/echo", json={"a": 1}, auth=("ada", ADA_PASSWORD)))
     assert response.json()["body"] == '{"a":1}'
 
 
 def test_open_port_ignores_credentials_and_never_calls_on_auth(local: InProcess) -> None:
     before = len(local.calls())
-    response = local.get("/rest/whoami", "HTTP_OPEN", auth=("ada", ADA_PASSWORD))
-    assert response.status_code == 200
+    response = expect(local.get("/rest/whoami", "HTTP_OPEN", auth=("ada", ADA_PASSWORD)))
     assert response.json()["user"] == ""
-    wrong = local.get("/rest/hello", "HTTP_OPEN", auth=("ada", "wrong"))
-    assert wrong.status_code == 200
+    expect(local.get("/rest/hello", "HTTP_OPEN", auth=("ada", "wrong")))
     assert len(local.calls()) == before
 
 
@@ -500,8 +482,7 @@ def test_native_routes_are_protected_by_the_basic_scheme(local: InProcess, route
 
 def test_public_native_route_skips_the_basic_scheme(local: InProcess) -> None:
     before = len(local.calls())
-    response = local.get("/rest/fw/healthcheck/ok", "HTTP_ASYNC")
-    assert response.status_code == 200
+    response = expect(local.get("/rest/fw/healthcheck/ok", "HTTP_ASYNC"))
     assert response.text.strip() == "ok"
     assert len(local.calls()) == before  # OnAuth was not asked
     assert_401(local.get("/rest/fw/healthcheck", "HTTP_ASYNC"))  # only the listed route is open
@@ -520,15 +501,12 @@ OPEN_INFO = {**dict.fromkeys(BASIC_INFO, ""), "has_callback": False}
 
 @pytest.mark.parametrize("location", ["/rest", "/other"], ids=["first", "second"])
 def test_rest_object_on_each_location_of_the_basic_port(local: InProcess, location: str) -> None:
-    response = local.get(f"{location}/whoami", auth=("ada", ADA_PASSWORD))
-    assert response.status_code == 200
+    response = expect(local.get(f"{location}/whoami", auth=("ada", ADA_PASSWORD)))
     assert response.json() == LOCAL_BASIC_INFO
 
 
 def test_rest_object_names_on_auth_as_written(local: InProcess) -> None:
-    response = local.get("/rest/whoami", "HTTP_ASYNC", auth=("jürgen", "pässword"))
-    assert response.status_code == 200
-    assert response.json() == {
+    assert expect(local.get("/rest/whoami", "HTTP_ASYNC", auth=("jürgen", "pässword"))).json() == {
         **BASIC_INFO,
         "on_auth": "ACheck",
         "pool_on_auth": "ACheck",
@@ -541,9 +519,7 @@ def test_rest_object_on_the_open_port_sharing_the_pool(svc: Service) -> None:
     for _ in range(3):
         basic = svc.get("/rest/whoami", auth=("ada", ADA_PASSWORD))
         assert basic.json() == BASIC_INFO
-        open_ = svc.get("/rest/whoami", "HTTP_OPEN")
-        assert open_.status_code == 200
-        assert open_.json() == OPEN_INFO
+        assert expect(svc.get("/rest/whoami", "HTTP_OPEN")).json() == OPEN_INFO
 
 
 # -- real clients --------------------------------------------------------------------------------
@@ -585,9 +561,7 @@ def test_curl_without_credentials_gets_the_challenge(svc: Service) -> None:
 def test_httpx_basic_auth_works(svc: Service) -> None:
     with httpx.Client(base_url=svc.base(), auth=("ada", ADA_PASSWORD), timeout=10) as client:
         for _ in range(3):  # keep-alive: every request on the connection is checked
-            response = client.get("/rest/whoami")
-            assert response.status_code == 200
-            assert response.json()["user"] == "ada"
+            assert expect(client.get("/rest/whoami")).json()["user"] == "ada"
     with httpx.Client(base_url=svc.base(), auth=httpx.BasicAuth(*JURGEN), timeout=10) as client:
         assert client.get("/rest/whoami").json()["user"] == "jürgen"
     with httpx.Client(base_url=svc.base(), auth=("ada", "bad-httpx-pw"), timeout=10) as client:
@@ -684,8 +658,7 @@ def test_failed_on_auth_calls_lock_the_user_out(tmp_path: Path) -> None:
             assert_403(basic.get(url, auth=("ada", guess)))
         calls = len(records(tmp_path))
         assert calls == 3
-        locked = basic.get(url, auth=("ada", "Guess-Pw-4d"))
-        assert locked.status_code == 429, locked.text
+        locked = expect(basic.get(url, auth=("ada", "Guess-Pw-4d")), 429)
         assert locked.json()["code"] == 429
         assert 1 <= int(locked.headers["retry-after"]) <= 300
         right = basic.get(url, auth=("ada", ADA_PASSWORD))  # the right password too
@@ -731,8 +704,7 @@ def test_failures_on_every_worker_count_toward_one_lock_out(serve: Any, tmp_path
         # both workers: neither worker saw three of them
         for client, user in ((first, "false"), (second, "none"), (first, "one")):
             assert_403(client.get(url, auth=(user, "Guess-Pw-5e")))
-        locked = second.get(url, auth=("list", "Guess-Pw-6f"))
-        assert locked.status_code == 429, locked.text
+        locked = expect(second.get(url, auth=("list", "Guess-Pw-6f")), 429)
         assert 1 <= int(locked.headers["retry-after"]) <= 300
         assert first.get(url, auth=("ada", ADA_PASSWORD)).status_code == 429
     finally:
@@ -765,8 +737,7 @@ def test_verbose_level_and_full_tracebacks_of_on_auth(serve: Any, tmp_path: Path
     assert "ValueError: cannot check password *** of raise" in text
     assert "Zq" not in text
     quiet = {"rest_log_level": 3, "rest_error_full": 0}
-    set_level = httpx.post(f"{url}/rest/fw/rest/config", json=quiet, auth=ada, timeout=10)
-    assert set_level.status_code == 200, set_level.text
+    expect(httpx.post(f"{url}/rest/fw/rest/config", json=quiet, auth=ada, timeout=10))
     # that request's lines (its OnAuth line among them) leave at the end of the worker's loop
     # turn, maybe after its answer: what follows is read from its access line on
     server.wait_log("POST /rest/fw/rest/config 200")

@@ -27,7 +27,7 @@ from fwrest.errors import ConfigError
 from fwrest.server import prepare
 from fwrest.server.build import ServicePlan
 from tests.auth.conftest import check
-from tests.conftest import free_config, local_port, run_cli
+from tests.conftest import free_config, free_port, local_port, run_cli
 
 AUTH_SOURCE = """
 def check(user, password):
@@ -314,17 +314,16 @@ def test_invalid_json_in_an_fw_data_file_gives_line_and_column(case: Case) -> No
 # -- where Authorization may be written ----------------------------------------------------------
 
 
-def test_authorization_on_a_location_fails_check(case: Case) -> None:
-    message = case.check_fails(extra={"ROOT": {"Authorization": case.basic()["Authorization"]}})
-    assert (
-        "[ROOT] Authorization: authorization is configured per port, not per location." in message
-    )
-    assert "move it to FwData of the server section" in message
-
-
-def test_authorization_on_a_thread_pool_fails_check(case: Case) -> None:
-    message = case.check_fails(extra={"POOL": {"FwData": case.basic()}})
-    assert "[POOL] FwData: authorization is configured per port, not per thread pool." in message
+@pytest.mark.parametrize(
+    ("section", "key", "kind"),
+    [("ROOT", "Authorization", "location"), ("POOL", "FwData", "thread pool")],
+)
+def test_authorization_on_a_location_or_a_pool_fails_check(
+    case: Case, section: str, key: str, kind: str
+) -> None:
+    value = case.basic() if key == "FwData" else case.basic()["Authorization"]
+    message = case.check_fails(extra={section: {key: value}})
+    assert f"[{section}] {key}: authorization is configured per port, not per {kind}." in message
     assert "move it to FwData of the server section" in message
 
 
@@ -383,18 +382,15 @@ def test_oauth_alias_reports_oauth2_via_prepare(case: Case, certs: dict[str, Pat
 
 
 @pytest.mark.parametrize(
-    ("value", "seconds"), [("300s", 300), ("5m", 300), (300, 300), ("1h", 3600), ("0", 0)]
+    ("value", "seconds"),
+    [("300s", 300), ("5m", 300), (300, 300), ("1h", 3600), ("0", 0), (None, 0)],
+    ids=["300s", "5m", "300", "1h", "0", "none-by-default"],
 )
 def test_on_auth_cache_is_a_duration(case: Case, value: Any, seconds: int) -> None:
-    settings = case.plan(case.basic(OnAuthCache=value)).ports[0].auth_settings
+    cache = {} if value is None else {"OnAuthCache": value}
+    settings = case.plan(case.basic(**cache)).ports[0].auth_settings
     assert settings is not None
     assert settings.cache_s == seconds
-
-
-def test_no_on_auth_cache_by_default(case: Case) -> None:
-    settings = case.plan(case.basic()).ports[0].auth_settings
-    assert settings is not None
-    assert settings.cache_s == 0
 
 
 def test_a_bad_on_auth_cache_fails_check(case: Case) -> None:
@@ -433,12 +429,6 @@ def test_basic_on_loopback_is_not_warned(case: Case) -> None:
 # -- serve refuses before binding ----------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize(
     "fw_data",
     [
@@ -451,7 +441,7 @@ def _free_port() -> int:
 def test_serve_with_bad_authorization_exits_2_and_binds_nothing(
     case: Case, fw_data: dict[str, Any]
 ) -> None:
-    good_port, bad_port = _free_port(), _free_port()
+    good_port, bad_port = free_port(), free_port()
     config = case.write()
     data = json.loads(config.read_text())
     data["HTTPSERVER"]["Servers"] = "HTTP_OPEN,HTTP_REST"

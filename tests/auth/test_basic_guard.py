@@ -27,9 +27,11 @@ def Ctx() -> RequestContext:
     return RequestContext(cast(Any, None), "GET", "/rest/x", "", [], b"", "127.0.0.1")
 
 
-def guard_with(on_auth: Any) -> BasicGuard:
+def guard_with(on_auth: Any, cache_s: int = 0) -> BasicGuard:
+    """A Basic guard of ``on_auth`` (``cache_s``: its ``OnAuthCache``, SPEC 4.1)."""
     settings = AuthSettings(scheme="basic", on_auth_name="check", on_auth=on_auth, on_admin=None,
-                            on_auth_is_async=asyncio.iscoroutinefunction(on_auth), max_failures=10)  # fmt: skip
+                            on_auth_is_async=asyncio.iscoroutinefunction(on_auth), max_failures=10,
+                            cache_s=cache_s)  # fmt: skip
     return BasicGuard(settings, "TEST")
 
 

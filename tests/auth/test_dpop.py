@@ -24,7 +24,9 @@ from tests.auth.oauth2_support import (
     ADA,
     LocalOAuth,
     LocalService,
+    assert_error,
     error_of,
+    expect,
     local_oauth,
     oauth_section,
     params_source,
@@ -88,9 +90,7 @@ def token_request(port: LocalOAuth, key: DpopKey | None, data: dict[str, str] | 
 
 
 def bound_pair(port: LocalOAuth, key: DpopKey, **kw: Any) -> dict[str, Any]:
-    answer = token_request(port, key, **kw)
-    assert answer.status_code == 200, answer.text
-    return dict(answer.json())
+    return dict(expect(token_request(port, key, **kw)).json())
 
 
 def call(
@@ -120,8 +120,7 @@ def test_a_proof_binds_the_access_token_to_its_key(svc: LocalService, alg: str) 
     assert pair["token_type"] == "DPoP"
     claims = jwt.decode(pair["access_token"], options={"verify_signature": False})
     assert claims["cnf"] == {"jkt": key.jkt}
-    answer = call(dp, key, pair["access_token"])
-    assert answer.status_code == 200, answer.text
+    expect(call(dp, key, pair["access_token"]))
     # a confidential client too (its refresh token is bound by its authentication)
     web = bound_pair(dp, key, auth=WEB)
     assert web["token_type"] == "DPoP"
@@ -186,19 +185,16 @@ BAD_PROOFS = ["stale", "future", "another method", "another url", "another host"
 def test_the_bearer_check_refuses_a_bad_proof(dp: LocalOAuth, key: DpopKey, case: str) -> None:
     token = bound_pair(dp, key)["access_token"]
     proof = _refusals(key, DpopKey("ES256"), dp, token)[case]
-    answer = dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof))
-    assert_dpop_refusal(answer)
+    assert_dpop_refusal(dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof)))
     # the token itself is fine: with a good proof it goes through
     assert call(dp, key, token).status_code == 200
 
 
 def test_a_missing_proof_and_a_replayed_one_are_refused(dp: LocalOAuth, key: DpopKey) -> None:
     token = bound_pair(dp, key)["access_token"]
-    missing = dp.http.get(dp.base + "/hello", headers={"Authorization": f"DPoP {token}"})
-    assert_dpop_refusal(missing)
+    assert_dpop_refusal(dp.http.get(dp.base + "/hello", headers={"Authorization": f"DPoP {token}"}))
     proof = key.proof("GET", url(dp, "/hello"), token)
-    first = dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof))
-    assert first.status_code == 200, first.text
+    expect(dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof)))
     again = dp.http.get(dp.base + "/hello", headers=dpop_headers(token, proof))
     assert_dpop_refusal(again)
     assert "used before" in again.headers["www-authenticate"]
@@ -210,8 +206,7 @@ def test_a_missing_proof_and_a_replayed_one_are_refused(dp: LocalOAuth, key: Dpo
 def test_the_query_is_not_part_of_htu(dp: LocalOAuth, key: DpopKey) -> None:
     token = bound_pair(dp, key)["access_token"]
     proof = key.proof("GET", url(dp, "/hello"), token)
-    answer = dp.http.get(dp.base + "/hello?x=1", headers=dpop_headers(token, proof))
-    assert answer.status_code == 200, answer.text
+    expect(dp.http.get(dp.base + "/hello?x=1", headers=dpop_headers(token, proof)))
 
 
 def test_behind_a_trusted_proxy_htu_is_the_forwarded_host(svc: LocalService, key: DpopKey) -> None:
@@ -220,8 +215,7 @@ def test_behind_a_trusted_proxy_htu_is_the_forwarded_host(svc: LocalService, key
     origin = key.proof("POST", f"https://{ORIGIN_HOST}/rest/fw/oauth2/token")
     token = bound_pair(px, key, proof=origin, headers=forwarded)["access_token"]
     proof = key.proof("GET", f"https://{ORIGIN_HOST}/rest/hello", token)
-    answer = px.http.get("/rest/hello", headers={**dpop_headers(token, proof), **forwarded})
-    assert answer.status_code == 200, answer.text
+    expect(px.http.get("/rest/hello", headers={**dpop_headers(token, proof), **forwarded}))
     # the same URL without the balancer's header names another host than the request's
     proof = key.proof("GET", f"https://{ORIGIN_HOST}/rest/hello", token)
     assert_dpop_refusal(px.http.get("/rest/hello", headers=dpop_headers(token, proof)))
@@ -248,28 +242,23 @@ def test_the_token_route_refuses_a_bad_proof_with_400(
         "wrong typ": key.proof("POST", target, header={"typ": "jwt"}),
         "garbage": "x.y.z",
     }[case]
-    answer = token_request(dp, None, proof=proof)
-    assert answer.status_code == 400, answer.text
-    assert error_of(answer) == "invalid_dpop_proof"
+    answer = assert_error(token_request(dp, None, proof=proof), "invalid_dpop_proof")
     assert answer.headers["cache-control"] == "no-store"
 
 
 def test_the_token_route_refuses_a_replayed_proof(dp: LocalOAuth, key: DpopKey) -> None:
     proof = key.proof("POST", url(dp, "/fw/oauth2/token"))
     assert token_request(dp, None, proof=proof).status_code == 200
-    again = token_request(dp, None, proof=proof)
-    assert again.status_code == 400 and error_of(again) == "invalid_dpop_proof", again.text
+    assert_error(token_request(dp, None, proof=proof), "invalid_dpop_proof")
 
 
 def test_boundtokens_dpop_makes_the_proof_mandatory(svc: LocalService, key: DpopKey) -> None:
     req = svc["REQ"]
-    refused = req.grant(*ADA.values())
-    assert refused.status_code == 400 and error_of(refused) == "invalid_dpop_proof"
+    assert_error(req.grant(*ADA.values()), "invalid_dpop_proof")
     token = bound_pair(req, key)["access_token"]
     assert call(req, key, token).status_code == 200
     # without a token the challenge is DPoP's
-    missing = req.http.get(req.base + "/hello")
-    assert missing.status_code == 401
+    missing = expect(req.http.get(req.base + "/hello"), 401)
     assert missing.headers["www-authenticate"].startswith("DPoP " + ALGS_PARAM)
     assert "error" not in missing.headers["www-authenticate"]  # RFC 6750 3.1
     # an unbound token (issued before boundTokens was set) is refused: forged here with the
@@ -291,14 +280,10 @@ def test_a_public_client_s_refresh_token_is_bound_to_its_key(dp: LocalOAuth, key
     pair = bound_pair(dp, key, data={"grant_type": "password", "client_id": "spa", **ADA})
     refresh = {"grant_type": "refresh_token", "refresh_token": pair["refresh_token"]}
     refresh["client_id"] = "spa"
-    no_proof = token_request(dp, None, data=refresh)
-    assert no_proof.status_code == 400, no_proof.text
-    assert error_of(no_proof) == "invalid_dpop_proof"
-    other = token_request(dp, DpopKey("EdDSA"), data=refresh)
-    assert other.status_code == 400 and error_of(other) == "invalid_dpop_proof", other.text
+    assert_error(token_request(dp, None, data=refresh), "invalid_dpop_proof")
+    assert_error(token_request(dp, DpopKey("EdDSA"), data=refresh), "invalid_dpop_proof")
     # refused unspent: the holder of the key refreshes, and the new pair is bound again
-    renewed = token_request(dp, key, data=refresh)
-    assert renewed.status_code == 200, renewed.text
+    renewed = expect(token_request(dp, key, data=refresh))
     assert renewed.json()["token_type"] == "DPoP"
     refresh["refresh_token"] = renewed.json()["refresh_token"]
     assert token_request(dp, None, data=refresh).status_code == 400
@@ -311,8 +296,7 @@ def test_the_code_grant_binds_a_public_client_s_family_to_its_key(
     verifier, challenge = pkce()
     ask = {"response_type": "code", "client_id": "spa", "redirect_uri": "https://spa.example/cb",
            "code_challenge": challenge, "code_challenge_method": "S256", "state": "st-1"}  # fmt: skip
-    shown = dp.http.get(dp.base + "/fw/oauth2/authorize", params=ask)
-    assert shown.status_code == 200, shown.text
+    shown = expect(dp.http.get(dp.base + "/fw/oauth2/authorize", params=ask))
     login = {**form_fields(shown), **ADA}
     _to, values = redirected(dp.http.post(dp.base + "/fw/oauth2/authorize", data=login))
     redeem = {"grant_type": "authorization_code", "code": values["code"], "client_id": "spa",
@@ -322,11 +306,9 @@ def test_the_code_grant_binds_a_public_client_s_family_to_its_key(
     assert call(dp, key, pair["access_token"]).status_code == 200
     refresh = {"grant_type": "refresh_token", "refresh_token": pair["refresh_token"]}
     refresh["client_id"] = "spa"
-    refused = token_request(dp, DpopKey("ES256"), data=refresh)
-    assert refused.status_code == 400 and error_of(refused) == "invalid_dpop_proof"
+    assert_error(token_request(dp, DpopKey("ES256"), data=refresh), "invalid_dpop_proof")
     # the code redeemed again revokes the bound family its first redemption issued
-    again = token_request(dp, key, data=redeem)
-    assert again.status_code == 400 and error_of(again) == "invalid_grant", again.text
+    assert_error(token_request(dp, key, data=redeem), "invalid_grant")
     revoked = call(dp, key, pair["access_token"])
     assert revoked.status_code == 401 and "revoked" in revoked.headers["www-authenticate"]
     assert token_request(dp, key, data=refresh).status_code == 400
@@ -334,8 +316,7 @@ def test_the_code_grant_binds_a_public_client_s_family_to_its_key(
 
 def test_a_confidential_client_s_refresh_token_is_not_bound(dp: LocalOAuth, key: DpopKey) -> None:
     pair = bound_pair(dp, key, auth=WEB)
-    refreshed = dp.refresh(pair["refresh_token"], client_id=WEB[0], client_secret=WEB[1])
-    assert refreshed.status_code == 200, refreshed.text
+    refreshed = expect(dp.refresh(pair["refresh_token"], client_id=WEB[0], client_secret=WEB[1]))
     assert refreshed.json()["token_type"] == "Bearer"
 
 

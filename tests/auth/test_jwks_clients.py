@@ -10,6 +10,7 @@ sqlite store, the key set in ``.fwrest/keyset.json``.
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
 import threading
 import time
@@ -25,10 +26,19 @@ import trustme
 from tests.auth.oauth2_support import KEYS_ADA as ADA
 from tests.auth.oauth2_support import KEYS_ALGS as ALGS
 from tests.auth.oauth2_support import KEYS_APP as APP
-from tests.auth.oauth2_support import OAuth, client_context, issue_certs, oauth_section, uvicorn_app
+from tests.auth.oauth2_support import (
+    OAuth,
+    OAuthService,
+    client_context,
+    issue_certs,
+    issuer_of,
+    oauth_section,
+    serve_oauth,
+    uvicorn_app,
+)
 from tests.conftest import ServerProcess, free_config, run_cli, wait_for
 from tests.docs.blocks import example
-from tests.redis_support import RedisServer
+from tests.redis_support import RedisServer, started
 
 RESOURCE_SERVER = textwrap.dedent(
     """
@@ -72,32 +82,9 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     )
 
 
-class Service:
-    def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
-        self.proc = proc
-        self.certs = certs
-        self.ports = {name: OAuth(proc, name, certs) for name in ALGS}
-
-    def issuer(self, port: str) -> str:
-        oauth = self.ports[port]
-        return str(oauth.http.get(oauth.base + "/fw/oauth2/metadata").json()["issuer"])
-
-    def close(self) -> None:
-        for port in self.ports.values():
-            port.close()
-
-
 @pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    folder = tmp_path_factory.mktemp("jwks")
-    certs = issue_certs(ca, folder / "certs")
-    proc = ServerProcess(_write(folder, certs), workers=2).wait_ready()
-    service = Service(proc, certs)
-    try:
-        yield service
-    finally:
-        service.close()
-        proc.stop()
+def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+    yield from serve_oauth(ca, tmp_path_factory.mktemp("jwks"), _write, workers=2)
 
 
 def kid_of(token: str) -> str:
@@ -106,11 +93,11 @@ def kid_of(token: str) -> str:
 
 @pytest.mark.parametrize("port", sorted(ALGS))
 def test_pyjwkclient_fetches_the_jwks_over_tls_and_verifies_each_algorithm(
-    svc: Service, port: str
+    svc: OAuthService, port: str
 ) -> None:
-    oauth = svc.ports[port]
+    oauth = svc[port]
     token = oauth.tokens(*ADA)["access_token"]
-    issuer = svc.issuer(port)
+    issuer = issuer_of(oauth)
     assert issuer == oauth.base  # https://127.0.0.1:{the bound port}/rest
     client = jwt.PyJWKClient(issuer + "/fw/oauth2/jwks", ssl_context=client_context(svc.certs))
     key = client.get_signing_key_from_jwt(token)
@@ -124,9 +111,9 @@ def test_pyjwkclient_fetches_the_jwks_over_tls_and_verifies_each_algorithm(
 
 
 @pytest.fixture(scope="module")
-def resource_server(svc: Service, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def resource_server(svc: OAuthService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The Starlette app under uvicorn, a process of its own; its base URL (plain HTTP)."""
-    issuer = svc.issuer("ED")
+    issuer = issuer_of(svc["ED"])
     env = {
         "RS_CA": str(svc.certs["ca"]),
         "RS_JWKS": issuer + "/fw/oauth2/jwks",
@@ -136,14 +123,14 @@ def resource_server(svc: Service, tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 def test_a_separate_resource_server_accepts_eddsa_tokens_through_the_jwks_alone(
-    svc: Service, resource_server: str
+    svc: OAuthService, resource_server: str
 ) -> None:
-    token = svc.ports["ED"].tokens(*ADA)["access_token"]
+    token = svc["ED"].tokens(*ADA)["access_token"]
     answer = httpx.get(resource_server + "/orders", headers={"Authorization": f"Bearer {token}"})
     assert answer.status_code == 200, answer.text
     assert answer.json() == {"user": "ada", "kid": kid_of(token)}
     # an ES256 token of another port of the same service: not what it trusts
-    other = svc.ports["EC"].tokens(*ADA)["access_token"]
+    other = svc["EC"].tokens(*ADA)["access_token"]
     refused = httpx.get(resource_server + "/orders", headers={"Authorization": f"Bearer {other}"})
     assert refused.status_code == 401
     head, body, sig = token.split(".")
@@ -155,29 +142,31 @@ def test_a_separate_resource_server_accepts_eddsa_tokens_through_the_jwks_alone(
     assert refused.status_code == 401
 
 
-def test_the_guide_s_pyjwt_example_verifies_tokens(svc: Service) -> None:
+def test_the_guide_s_pyjwt_example_verifies_tokens(svc: OAuthService) -> None:
     """docs/verifying-tokens.md's example, run as written against this service (its URL,
     CA file and section name put in place of the page's)."""
-    token = svc.ports["ED"].tokens(*ADA)["access_token"]
+    token = svc["ED"].tokens(*ADA)["access_token"]
     code = (
         example("verifying-pyjwt")
-        .text.replace("https://api.example.com/rest", svc.issuer("ED"))
+        .text.replace("https://api.example.com/rest", issuer_of(svc["ED"]))
         .replace('"ca.pem"', repr(str(svc.certs["ca"])))
         .replace('"HTTPS_REST"', '"ED"')
     )
     scope: dict[str, Any] = {"token": token}
     exec(compile(code, "verifying-tokens.md", "exec"), scope)
     assert scope["claims"]["sub"] == "ada"
-    other = svc.ports["EC"].tokens(*ADA)["access_token"]  # ES256, another section
+    other = svc["EC"].tokens(*ADA)["access_token"]  # ES256, another section
     with pytest.raises(jwt.PyJWTError):
         scope["verify"](other)
 
 
-def test_rotation_under_load_refuses_no_valid_token(svc: Service, resource_server: str) -> None:
+def test_rotation_under_load_refuses_no_valid_token(
+    svc: OAuthService, resource_server: str
+) -> None:
     """Clients issue and use tokens on both workers while `fwrest keys rotate` runs: every
     request with a valid token passes (fwrest and the resource server), and every token issued
     from 1 s after the command returned carries the new kid (SPEC 12.1)."""
-    ed = svc.ports["ED"]
+    ed = svc["ED"]
     old_kid = kid_of(ed.tokens(*ADA)["access_token"])
     stop = threading.Event()
     issued: list[tuple[float, str]] = []  # (when its request started, kid)
@@ -261,9 +250,9 @@ def test_two_hosts_sharing_redis_share_the_key_set_across_a_rotation(
     key set lives in Redis (no keyset.json); a token of one host verifies on the other, before,
     across and after a rotation run against host A's config, and host B signs with the new key
     within 1 s."""
-    redis_server = RedisServer(tmp_path).start()
-    hosts: list[ServerProcess] = []
-    try:
+    with contextlib.ExitStack() as stack:
+        redis_server = stack.enter_context(started(RedisServer(tmp_path)))
+        hosts: list[ServerProcess] = []
         certs = issue_certs(ca, tmp_path / "certs")
         for label in ("a", "b"):
             folder = tmp_path / label
@@ -271,50 +260,43 @@ def test_two_hosts_sharing_redis_share_the_key_set_across_a_rotation(
             servers = {"ED": oauth_section(certs, onAuthparams="app.params", signingAlg="EdDSA")}
             extra = {"HTTPSERVER": {"StateStore": redis_server.url}}
             hosts.append(ServerProcess(free_config(folder, servers=servers, app=APP, extra=extra)))
+            stack.callback(hosts[-1].stop)
         for proc in hosts:
             proc.wait_ready()
-        a, b = (OAuth(proc, "ED", certs) for proc in hosts)
+        a, b = (stack.enter_context(OAuth(proc, "ED", certs)) for proc in hosts)
+        assert not list(tmp_path.rglob("keyset.json")), "the key set belongs in Redis"
+        old_kid = kid_of(a.tokens(*ADA)["access_token"])
+        assert kid_of(b.tokens(*ADA)["access_token"]) == old_kid
+        failures: list[str] = []
+        issued: list[tuple[float, str, str]] = []  # (asked, host, kid)
+        stop = threading.Event()
+
+        def load() -> None:
+            while not stop.is_set():
+                for name, issuer_host, other in (("a", a, b), ("b", b, a)):
+                    asked = time.monotonic()
+                    token = issuer_host.tokens(*ADA)["access_token"]
+                    issued.append((asked, name, kid_of(token)))
+                    for host in (issuer_host, other):
+                        used = host.get("/hello", token)
+                        if used.status_code != 200:
+                            failures.append(f"{name} -> {used.status_code} {used.text}")
+
+        thread = threading.Thread(target=load)
+        thread.start()
         try:
-            assert not list(tmp_path.rglob("keyset.json")), "the key set belongs in Redis"
-            old_kid = kid_of(a.tokens(*ADA)["access_token"])
-            assert kid_of(b.tokens(*ADA)["access_token"]) == old_kid
-            failures: list[str] = []
-            issued: list[tuple[float, str, str]] = []  # (started, host, kid)
-            stop = threading.Event()
-
-            def load() -> None:
-                while not stop.is_set():
-                    for name, issuer_host, other in (("a", a, b), ("b", b, a)):
-                        started = time.monotonic()
-                        token = issuer_host.tokens(*ADA)["access_token"]
-                        issued.append((started, name, kid_of(token)))
-                        for host in (issuer_host, other):
-                            used = host.get("/hello", token)
-                            if used.status_code != 200:
-                                failures.append(f"{name} -> {used.status_code} {used.text}")
-
-            thread = threading.Thread(target=load)
-            thread.start()
-            try:
-                time.sleep(0.5)
-                done = run_cli("keys", "rotate", str(hosts[0].config), cwd=hosts[0].config.parent)
-                rotated = time.monotonic()
-                assert done.returncode == 0, done.stderr
-                assert "the redis state store" in done.stdout
-                late_ones = lambda: sum(t > rotated + 1.0 for t, _, _ in issued) >= 4  # noqa: E731
-                wait_for(late_ones, 15, "tokens of both hosts after the rotation")
-            finally:
-                stop.set()
-                thread.join(30)
-            assert not failures, failures[:5]
-            late = [(name, kid) for t, name, kid in issued if t > rotated + 1.0]
-            assert {name for name, _ in late} == {"a", "b"}
-            assert all(kid != old_kid for _, kid in late), late
-            assert len({kid for _, kid in late}) == 1
+            time.sleep(0.5)
+            done = run_cli("keys", "rotate", str(hosts[0].config), cwd=hosts[0].config.parent)
+            rotated = time.monotonic()
+            assert done.returncode == 0, done.stderr
+            assert "the redis state store" in done.stdout
+            late_ones = lambda: sum(t > rotated + 1.0 for t, _, _ in issued) >= 4  # noqa: E731
+            wait_for(late_ones, 15, "tokens of both hosts after the rotation")
         finally:
-            a.close()
-            b.close()
-    finally:
-        for proc in hosts:
-            proc.stop()
-        redis_server.stop()
+            stop.set()
+            thread.join(30)
+        assert not failures, failures[:5]
+        late = [(name, kid) for t, name, kid in issued if t > rotated + 1.0]
+        assert {name for name, _ in late} == {"a", "b"}
+        assert all(kid != old_kid for _, kid in late), late
+        assert len({kid for _, kid in late}) == 1

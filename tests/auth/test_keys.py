@@ -36,6 +36,7 @@ from tests.auth.oauth2_support import (
     LocalService,
     assert_invalid_token,
     b64url,
+    expect,
     fresh_claims,
     issuer_of,
     local_oauth,
@@ -155,9 +156,7 @@ def test_the_guide_s_authorization_object_signs_with_eddsa_as_its_issuer(svc: Lo
 
 def test_the_metadata_under_the_location_and_at_the_well_known_path(svc: LocalService) -> None:
     ed = svc["ED"]
-    meta_answer = ed.http.get(ed.base + "/fw/oauth2/metadata")
-    assert meta_answer.status_code == 200, meta_answer.text
-    meta = meta_answer.json()
+    meta = expect(ed.http.get(ed.base + "/fw/oauth2/metadata")).json()
     issuer = meta["issuer"]
     assert issuer.startswith("https://127.0.0.1:") and issuer.endswith("/rest")
     assert meta == {
@@ -173,9 +172,7 @@ def test_the_metadata_under_the_location_and_at_the_well_known_path(svc: LocalSe
         "dpop_signing_alg_values_supported": ["ES256", "EdDSA", "RS256"],  # SPEC 16.2
     }
     # RFC 8414 3: at the port's root, the issuer's path appended; no credentials needed
-    well_known = ed.http.get("/.well-known/oauth-authorization-server/rest")
-    assert well_known.status_code == 200, well_known.text
-    assert well_known.json() == meta
+    assert expect(ed.http.get("/.well-known/oauth-authorization-server/rest")).json() == meta
     # any other path at the root is still behind the scheme
     assert ed.http.get("/.well-known/oauth-authorization-server").status_code == 401
     # the token's iss is the issuer

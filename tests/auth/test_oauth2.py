@@ -53,6 +53,7 @@ from tests.auth.oauth2_support import (
     claims_of,
     encoded_forms,
     error_of,
+    expect,
     fresh_claims,
     issue_certs,
     issuer_of,
@@ -63,7 +64,7 @@ from tests.auth.oauth2_support import (
     unsigned_jwt,
     wait_for,
 )
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, module_config
+from tests.conftest import APP_SOURCE, free_config, module_config, serving
 
 WEB = ("web", "Web-Secret-9q")
 MOBILE = ("mobile", "Mob-Secret-4x")
@@ -250,8 +251,7 @@ def test_a_body_that_is_not_a_form_is_refused(
 
 
 def test_the_token_route_body_limit_is_16_kib(oauth: OAuthPort) -> None:
-    response = raw_post(oauth, urlencode({**PASSWORD, "pad": "x" * (17 * 1024)}))
-    assert response.status_code == 413, response.text
+    expect(raw_post(oauth, urlencode({**PASSWORD, "pad": "x" * (17 * 1024)})), 413)
     assert_token_response(oauth.grant(*ADA))  # a normal request afterwards still works
 
 
@@ -341,8 +341,7 @@ def test_a_wrong_token_request_is_refused(
 def test_a_grant_not_listed_in_types_is_unauthorized_client(svc: LocalService) -> None:
     port = svc["PWONLY"]
     tokens = port.tokens(*ADA)  # password is listed
-    response = port.refresh(tokens["refresh_token"])
-    assert_error(response, "unauthorized_client")
+    assert_error(port.refresh(tokens["refresh_token"]), "unauthorized_client")
     # the same refresh on a port whose types list refresh_token works (contrast)
     other = svc["OAUTH"]
     assert other.refresh(other.tokens(*ADA)["refresh_token"]).status_code == 200
@@ -356,8 +355,7 @@ def test_a_parameter_without_a_value_counts_as_omitted(oauth: OAuthPort) -> None
     # RFC 6749 3.1, as `curl -d scope=` sends it
     assert_token_response(oauth.grant(*ADA, scope=""))
     # a blank password counts as missing (REFUSED); given twice is still refused, blank or not
-    response = raw_post(oauth, urlencode(PASSWORD) + "&scope=&scope=")
-    assert_error(response, "invalid_request")
+    assert_error(raw_post(oauth, urlencode(PASSWORD) + "&scope=&scope="), "invalid_request")
 
 
 def test_wrong_password_and_unknown_user_get_the_same_answer(oauth: OAuthPort) -> None:
@@ -395,8 +393,7 @@ def test_allow_get_token_false_refuses_the_grant_over_get(svc: LocalService, gra
 def test_head_on_the_token_route_is_405_and_spends_nothing(oauth: OAuthPort) -> None:
     refresh = oauth.tokens(*ADA)["refresh_token"]
     query = {"grant_type": "refresh_token", "refresh_token": refresh}
-    response = oauth.http.head(oauth.token_url, params=query)
-    assert response.status_code == 405
+    response = expect(oauth.http.head(oauth.token_url, params=query), 405)
     assert response.headers["allow"] == "GET, POST"
     # the refresh token was not spent: it still refreshes once
     assert_token_response(oauth.refresh(refresh))
@@ -469,8 +466,7 @@ def test_refresh_rotates_and_a_replay_revokes_the_whole_family(oauth: OAuthPort)
     replay = oauth.refresh(first["refresh_token"])  # spent: a thief or a confused client
     assert_error(replay, "invalid_grant")
 
-    newest = oauth.refresh(third["refresh_token"])
-    assert_error(newest, "invalid_grant")
+    assert_error(oauth.refresh(third["refresh_token"]), "invalid_grant")
 
     family = [first["access_token"], second["access_token"], third["access_token"]]
 
@@ -580,8 +576,7 @@ def test_a_header_that_is_not_bearer_counts_as_missing(oauth: OAuthPort, header:
 
 def test_the_bearer_scheme_name_is_case_insensitive(oauth: OAuthPort) -> None:
     token = oauth.tokens(*ADA)["access_token"]
-    response = oauth.get("/hello", headers={"Authorization": f"bearer {token}"})
-    assert response.status_code == 200
+    expect(oauth.get("/hello", headers={"Authorization": f"bearer {token}"}))
 
 
 Claims = dict[str, Any]
@@ -893,10 +888,8 @@ def test_brute_force_locks_the_user_out(svc: LocalService) -> None:
     port = svc["LOCKED"]  # maxFailures 3
     since = len(svc.log())
     for _ in range(3):
-        response = port.grant(ADA[0], "guess")
-        assert_error(response, "invalid_grant")
-    locked = port.grant(ADA[0], "guess")
-    assert locked.status_code == 429, locked.text
+        assert_error(port.grant(ADA[0], "guess"), "invalid_grant")
+    locked = expect(port.grant(ADA[0], "guess"), 429)
     retry_after = int(locked.headers["retry-after"])
     print(f"Retry-After: {retry_after} s")
     assert 1 <= retry_after <= 300
@@ -928,10 +921,8 @@ def test_logs_never_show_passwords_secrets_or_tokens(ca: trustme.CA, tmp_path: P
         # level 5 logs headers and bodies; cut long enough that token answers appear whole
         general={"rest_log_level": 5, "rest_log_stringsize": 4000},
     )
-    proc = ServerProcess(config).wait_ready()
-    port = OAuth(proc, "OAUTH", certs)
     issued: list[str] = []
-    try:
+    with serving(config) as proc, OAuth(proc, "OAUTH", certs) as port:
         # POST with the client secret in the body, then by Basic header
         first = port.tokens(ADA[0], password, client_id="web", client_secret=client_secret)
         second = port.post({**PASSWORD, "password": password}, auth=("web", client_secret)).json()
@@ -949,9 +940,6 @@ def test_logs_never_show_passwords_secrets_or_tokens(ca: trustme.CA, tmp_path: P
         assert port.refresh(first["refresh_token"]).status_code == 400  # a replay, logged
         assert port.get("/boom", second["access_token"]).status_code == 500
         proc.wait_log("/rest/boom")
-    finally:
-        port.close()
-        proc.stop()
     text = proc.log() + proc.file_log()
     assert "fwrest.access" in text and "/rest/fw/oauth2/token" in text  # the log is not empty
     # level 5 logs bodies, but never the token route's (they carry passwords and tokens)

@@ -42,16 +42,23 @@ from fwrest.store import RefreshRecord
 from fwrest.store.redis import RedisStore
 from tests.auth.oauth2_support import ADA as ADA_USER
 from tests.auth.oauth2_support import (
+    TOKEN,
     WEB,
     LocalOAuth,
     OAuth,
+    OAuthService,
+    assert_error,
+    bearer,
     client_context,
     error_of,
+    expect,
     fresh_claims,
     issue_certs,
     issuer_of,
     oauth_section,
     params_source,
+    serve_oauth,
+    sign,
     wait_for,
 )
 from tests.conftest import (
@@ -61,7 +68,9 @@ from tests.conftest import (
     module_config,
     run_cli,
     run_forked,
+    serving,
 )
+from tests.faults import support as faults
 from tests.redis_support import RedisServer, redis_binary, started
 
 ADA = ("ada", "Ada-Pw-7731")
@@ -124,138 +133,101 @@ def service_config(
     )
 
 
-class Pinned:
-    """An HTTPS client that keeps one connection, hence one worker."""
+class Pinned(faults.Pinned):
+    """A client of one worker (tests/faults/support.py) of an oAuth2 port ``port``."""
 
     def __init__(self, port: OAuth) -> None:
-        self.port = port
-        one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        self.http = httpx.Client(verify=port.ctx, timeout=15, limits=one)
-        self.pid = self.ask_pid()
-
-    def ask_pid(self) -> int:
-        return int(self.http.get(self.port.base + "/pid").json()["pid"])
+        super().__init__(port.base, verify=port.ctx)
 
     def post(self, data: dict[str, str]) -> httpx.Response:
-        return self.http.post(self.port.token_url, data=data)
+        return self.http.post(self.base + TOKEN, data=data)
 
     def refresh(self, token: str) -> httpx.Response:
         return self.post({"grant_type": "refresh_token", "refresh_token": token})
 
     def get(self, path: str, token: str) -> httpx.Response:
-        return self.http.get(self.port.base + path, headers={"Authorization": f"Bearer {token}"})
-
-    def still_pinned(self) -> bool:
-        return self.ask_pid() == self.pid
-
-    def close(self) -> None:
-        self.http.close()
+        return self.http.get(self.base + path, headers=bearer(token))
 
 
-def pinned_pair(port: OAuth, timeout: float = 15) -> tuple[Pinned, Pinned]:
-    """Two single-connection clients served by two different workers."""
-    first = Pinned(port)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        other = Pinned(port)
-        if other.pid != first.pid:
-            return first, other
-        other.close()
-    first.close()
-    raise AssertionError("no connection ever reached a second worker")
+@contextlib.contextmanager
+def pinned_pair(port: OAuth, timeout: float = 15) -> Iterator[tuple[Pinned, Pinned]]:
+    """Two single-connection clients served by two different workers, closed after the block."""
+    with contextlib.ExitStack() as clients:
+        first = clients.enter_context(contextlib.closing(Pinned(port)))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            other = clients.enter_context(contextlib.closing(Pinned(port)))
+            if other.pid != first.pid:
+                yield first, other
+                return
+            other.close()
+        raise AssertionError("no connection ever reached a second worker")
 
 
 # -- two workers, the default sqlite store ------------------------------------------------------
 
 
-class Workers:
-    def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
-        self.proc = proc
-        self.port = OAuth(proc, "OAUTH", certs)
-        self.throttled = OAuth(proc, "THROTTLED", certs)
+def _sqlite_service(folder: Path, certs: dict[str, Path]) -> Path:
+    return service_config(folder, certs, "sqlite", max_failures=3)
 
 
 @pytest.fixture(scope="module")
-def workers(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
-    folder = tmp_path_factory.mktemp("oauth2_sqlite")
-    certs = issue_certs(ca, folder / "certs")
-    config = service_config(folder, certs, "sqlite", max_failures=3)
-    proc = ServerProcess(config, workers=2).wait_ready()
-    svc = Workers(proc, certs)
-    try:
-        yield svc
-    finally:
-        svc.port.close()
-        svc.throttled.close()
-        proc.stop()
+def workers(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+    """``fwrest serve --workers 2`` with the sqlite store; ``THROTTLED``'s maxFailures is 3."""
+    yield from serve_oauth(ca, tmp_path_factory.mktemp("oauth2_sqlite"), _sqlite_service, 2)
 
 
-def test_sqlite_is_the_store_and_the_key_is_a_file(workers: Workers) -> None:
+def test_sqlite_is_the_store_and_the_key_is_a_file(workers: OAuthService) -> None:
     folder = workers.proc.config.parent
     assert (folder / ".fwrest" / "signing.key").is_file()
     assert (folder / ".fwrest" / "state.sqlite3").is_file()
 
 
-def test_tokens_and_refresh_cross_workers(workers: Workers) -> None:
-    a, b = pinned_pair(workers.port)
-    try:
+def test_tokens_and_refresh_cross_workers(workers: OAuthService) -> None:
+    with pinned_pair(workers["OAUTH"]) as (a, b):
         print(f"worker pids: {a.pid}, {b.pid}")
-        issued = a.post({"grant_type": "password", "username": ADA[0], "password": ADA[1]})
-        assert issued.status_code == 200, issued.text
+        issued = expect(a.post({"grant_type": "password", "username": ADA[0], "password": ADA[1]}))
         tokens = issued.json()
         assert a.get("/hello", tokens["access_token"]).json()["pid"] == a.pid
         on_b = b.get("/hello", tokens["access_token"])  # issued by a, checked by b
         assert on_b.status_code == 200 and on_b.json()["pid"] == b.pid
-        renewed = b.refresh(tokens["refresh_token"])
-        assert renewed.status_code == 200, renewed.text  # refresh of a's token on b
-        again = a.refresh(renewed.json()["refresh_token"])
-        assert again.status_code == 200, again.text  # and back on a
+        renewed = expect(b.refresh(tokens["refresh_token"]))  # refresh of a's token on b
+        again = expect(a.refresh(renewed.json()["refresh_token"]))  # and back on a
         latest = again.json()["access_token"]
         assert a.still_pinned() and b.still_pinned()
         # 20 requests on fresh connections: every one accepted, both workers among them
         seen: Counter[int] = Counter()
         headers = {"Authorization": f"Bearer {latest}", "Connection": "close"}
-        with httpx.Client(verify=workers.port.ctx, timeout=15) as fresh:
+        with httpx.Client(verify=workers["OAUTH"].ctx, timeout=15) as fresh:
             deadline, asked = time.monotonic() + 30, 0
             # 20 requests, then more until both workers answered (or the deadline)
             while asked < 20 or (len(seen) < 2 and time.monotonic() < deadline):
-                response = fresh.get(workers.port.base + "/hello", headers=headers)
-                assert response.status_code == 200, response.text
+                response = expect(fresh.get(workers["OAUTH"].base + "/hello", headers=headers))
                 seen[response.json()["pid"]] += 1
                 asked += 1
         print(f"requests per worker pid: {dict(seen)}")
         assert set(seen) == {a.pid, b.pid}
-    finally:
-        a.close()
-        b.close()
 
 
-def test_a_replay_on_one_worker_revokes_the_family_on_the_other(workers: Workers) -> None:
-    a, b = pinned_pair(workers.port)
-    try:
+def test_a_replay_on_one_worker_revokes_the_family_on_the_other(workers: OAuthService) -> None:
+    with pinned_pair(workers["OAUTH"]) as (a, b):
         first = a.post({"grant_type": "password", "username": "bob", "password": "Bob-Pw-2207"})
         tokens = first.json()
-        second = a.refresh(tokens["refresh_token"])
-        assert second.status_code == 200
+        second = expect(a.refresh(tokens["refresh_token"]))
         newest = second.json()["access_token"]
         assert b.get("/hello", newest).status_code == 200
-        replay = a.refresh(tokens["refresh_token"])
-        assert replay.status_code == 400 and error_of(replay) == "invalid_grant"
+        assert_error(a.refresh(tokens["refresh_token"]), "invalid_grant")
         refusing = "the other worker refuses the revoked family"
         took = wait_for(lambda: b.get("/hello", newest).status_code == 401, 10, refusing)
         print(f"worker {b.pid} refused the revoked family {took:.3f} s after the replay")
         assert b.still_pinned()
         assert error_of(b.refresh(second.json()["refresh_token"])) == "invalid_grant"
-    finally:
-        a.close()
-        b.close()
 
 
-def test_failed_grants_are_counted_across_workers(workers: Workers) -> None:
+def test_failed_grants_are_counted_across_workers(workers: OAuthService) -> None:
     """maxFailures=3: two failures on one worker and one on the other lock the user out."""
-    a, b = pinned_pair(workers.throttled)
     wrong = {"grant_type": "password", "username": "eve", "password": "guess"}
-    try:
+    with pinned_pair(workers["THROTTLED"]) as (a, b):
         assert error_of(a.post(wrong)) == "invalid_grant"
         assert error_of(a.post(wrong)) == "invalid_grant"
         assert error_of(b.post(wrong)) == "invalid_grant"
@@ -264,13 +236,10 @@ def test_failed_grants_are_counted_across_workers(workers: Workers) -> None:
         assert int(locked.headers["retry-after"]) >= 1
         assert b.post(wrong).status_code == 429
         assert a.still_pinned() and b.still_pinned()
-    finally:
-        a.close()
-        b.close()
 
 
-def test_fifty_simultaneous_refreshes_give_one_new_pair(workers: Workers) -> None:
-    port = workers.port
+def test_fifty_simultaneous_refreshes_give_one_new_pair(workers: OAuthService) -> None:
+    port = workers["OAUTH"]
     tokens = port.tokens(*ADA)
     count = 50
     barrier = threading.Barrier(count)
@@ -320,7 +289,7 @@ def test_redis_server_is_installed() -> None:
     assert result.returncode == 0 and "Redis server" in result.stdout
 
 
-class TwoServices:
+class TwoServices(contextlib.ExitStack):
     def __init__(
         self,
         ca: trustme.CA,
@@ -331,7 +300,9 @@ class TwoServices:
         spelled: tuple[str, str] | None = None,
     ) -> None:
         """Hosts A and B of one service; with ``spelled``, ``ports`` are their ``OAUTH``
-        sections, each host spelling its name as ``spelled`` says, else their ``THROTTLED``."""
+        sections, each host spelling its name as ``spelled`` says, else their ``THROTTLED``;
+        both stopped at the end of the ``with`` block."""
+        super().__init__()
         self.procs: list[ServerProcess] = []
         self.ports: list[OAuth] = []
         self.issuer = issuer
@@ -340,26 +311,19 @@ class TwoServices:
             folder.mkdir()
             certs = issue_certs(ca, folder / "certs")
             config = service_config(folder, certs, store, max_failures, issuer, oauth)
-            proc = ServerProcess(config).wait_ready()
+            proc = self.enter_context(serving(config))
             self.procs.append(proc)
-            self.ports.append(OAuth(proc, oauth if spelled else "THROTTLED", certs))
-
-    def close(self) -> None:
-        for port in self.ports:
-            port.close()
-        for proc in self.procs:
-            proc.stop()
+            self.ports.append(
+                self.enter_context(OAuth(proc, oauth if spelled else "THROTTLED", certs))
+            )
 
 
 @pytest.fixture(params=[None, SHARED_ISSUER], ids=["default-issuer", "configured-issuer"])
 def two_services(
     ca: trustme.CA, tmp_path: Path, redis_server: RedisServer, request: pytest.FixtureRequest
 ) -> Iterator[TwoServices]:
-    both = TwoServices(ca, tmp_path, redis_server.url, max_failures=3, issuer=request.param)
-    try:
+    with TwoServices(ca, tmp_path, redis_server.url, 3, request.param) as both:
         yield both
-    finally:
-        both.close()
 
 
 def test_two_services_share_tokens_through_redis(
@@ -368,11 +332,8 @@ def test_two_services_share_tokens_through_redis(
     a, b = two_services.ports
     for proc in two_services.procs:  # no SigningKeyFile: the key lives in Redis, not in a file
         assert not (proc.config.parent / ".fwrest" / "signing.key").exists()
-    store = redis_server.client()
-    try:
+    with contextlib.closing(redis_server.client()) as store:
         assert store.get("fwrest:signing_key"), store.keys("*")
-    finally:
-        store.close()
     assert a.base != b.base
     tokens = a.tokens(*ADA)
     claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
@@ -393,8 +354,7 @@ def test_two_services_share_tokens_through_redis(
     assert renewed.status_code == 200, renewed.text
     assert a.get("/hello", renewed.json()["access_token"]).status_code == 200
     # a replay on A revokes the family everywhere, B included
-    replay = a.refresh(tokens["refresh_token"])
-    assert replay.status_code == 400 and error_of(replay) == "invalid_grant"
+    assert_error(a.refresh(tokens["refresh_token"]), "invalid_grant")
     newest = renewed.json()["access_token"]
     took = wait_for(lambda: b.get("/hello", newest).status_code == 401, 10, "B refuses the family")
     print(f"service B refused the revoked family {took:.3f} s after the replay on A")
@@ -413,8 +373,7 @@ def test_hosts_spelling_the_section_in_another_case_share_its_tokens(
     """SPEC 9: section names are case-insensitive, so host A's ``[OAUTH]`` and host B's
     ``[oauth]`` are one server section of one service (SPEC 7.1's aud, 12.2): each host
     accepts, refreshes, revokes and describes the other's tokens (default configuration)."""
-    both = TwoServices(ca, tmp_path, redis_server.url, 1_000_000, None, ("OAUTH", "oauth"))
-    try:
+    with TwoServices(ca, tmp_path, redis_server.url, 1_000_000, None, ("OAUTH", "oauth")) as both:
         a, b = both.ports
         tokens = a.tokens(*ADA)
         claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
@@ -433,13 +392,10 @@ def test_hosts_spelling_the_section_in_another_case_share_its_tokens(
         again = a.refresh(renewed.json()["refresh_token"])  # B's refresh token, on A
         assert again.status_code == 200, again.text
         # a replay on A of a token B spent revokes the family on B
-        replay = a.refresh(tokens["refresh_token"])
-        assert replay.status_code == 400 and error_of(replay) == "invalid_grant", replay.text
+        replay = assert_error(a.refresh(tokens["refresh_token"]), "invalid_grant")
         assert "already used" in replay.json()["error_description"]
         latest = again.json()["access_token"]
         wait_for(lambda: b.get("/hello", latest).status_code == 401, 10, "B refuses the family")
-    finally:
-        both.close()
 
 
 def test_a_refresh_record_stored_under_the_spelled_section_name_still_refreshes(
@@ -460,8 +416,7 @@ def test_a_refresh_record_stored_under_the_spelled_section_name_still_refreshes(
         seen = a.http.post(a.base + "/fw/oauth2/introspect", auth=("web", "Web-Secret-9q"),
                            data={"token": old})  # fmt: skip
         assert seen.status_code == 200 and seen.json()["active"] is True, seen.text
-        renewed = a.refresh(old)
-        assert renewed.status_code == 200, renewed.text
+        renewed = expect(a.refresh(old))
         assert a.refresh(old).status_code == 400  # spent: a replay, as before
         assert store.refresh_record(refresh_hash(old, "OAUTH")) is not None
         fresh = renewed.json()["refresh_token"]
@@ -514,9 +469,8 @@ def test_redis_fault_fails_closed_and_recovers(
     folder = tmp_path / "svc"
     folder.mkdir()
     certs = issue_certs(ca, folder / "certs")
-    proc = ServerProcess(service_config(folder, certs, redis_server.url)).wait_ready()
-    port = OAuth(proc, "OAUTH", certs)
-    try:
+    config = service_config(folder, certs, redis_server.url)
+    with serving(config) as proc, OAuth(proc, "OAUTH", certs) as port:
         tokens = port.tokens(*ADA)
         assert port.get("/hello", tokens["access_token"]).status_code == 200
         assert redis_server.proc is not None
@@ -560,9 +514,6 @@ def test_redis_fault_fails_closed_and_recovers(
         assert port.get("/hello", fresh["access_token"]).status_code == 200
         assert port.refresh(fresh["refresh_token"]).status_code == 200
         assert proc.proc.poll() is None  # no restart
-    finally:
-        port.close()
-        proc.stop()
     assert "503" in proc.log()
 
 
@@ -600,14 +551,11 @@ def test_a_corrupt_or_short_signing_key_aborts_the_start(
 def test_the_client_context_helper_trusts_only_the_test_ca(ca: trustme.CA, tmp_path: Path) -> None:
     """Real TLS: a client without the test CA cannot talk to an oAuth2 port."""
     certs = issue_certs(ca, tmp_path / "certs")
-    proc = ServerProcess(service_config(tmp_path, certs, "memory")).wait_ready()
-    try:
+    with serving(service_config(tmp_path, certs, "memory")) as proc:
         with pytest.raises(httpx.ConnectError):
             httpx.get(proc.url("OAUTH") + "/pid", verify=True, timeout=10)
         with httpx.Client(verify=client_context(certs), timeout=10) as client:
             assert client.get(proc.url("OAUTH") + "/pid").status_code == 200
-    finally:
-        proc.stop()
 
 
 # -- the signing key file: made by one, read whole by the others (SPEC 7) --------------------
@@ -691,17 +639,9 @@ def test_a_start_waits_for_a_signing_key_another_host_is_still_writing(
         key = b"k" * 40
         key_file.write_text(base64.urlsafe_b64encode(key).decode().rstrip("=") + "\n")
         proc.wait_ready()  # (its port's URL is known once it serves)
-        port = OAuth(proc, "OAUTH", certs)
-        try:
-            forged = jwt.encode(
-                fresh_claims("ada", iss=issuer_of(port)),
-                key,
-                algorithm="HS256",
-                headers={"typ": "at+jwt"},
-            )
+        with OAuth(proc, "OAUTH", certs) as port:
+            forged = sign(fresh_claims("ada", iss=issuer_of(port)), key)
             assert port.get("/hello", forged).status_code == 200
-        finally:
-            port.close()
     finally:
         proc.stop()
 
@@ -767,11 +707,8 @@ def test_memory_store_with_several_workers_is_warned_about(ca: trustme.CA, tmp_p
     certs = issue_certs(ca, tmp_path / "certs")
     config = service_config(tmp_path, certs, "memory")
     for workers, warned in ((2, True), (1, False)):
-        proc = ServerProcess(config, workers=workers).wait_ready()
-        try:
+        with serving(config, workers=workers) as proc:
             text = proc.log()
-        finally:
-            proc.stop()
         lines = [line for line in text.splitlines() if "StateStore=memory with --workers" in line]
         print(workers, lines)
         assert bool(lines) is warned, text

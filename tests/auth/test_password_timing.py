@@ -31,9 +31,9 @@ import pytest
 import trustme
 from argon2 import PasswordHasher
 
-from tests.auth.oauth2_support import OAuth, issue_certs, oauth_section
+from tests.auth.oauth2_support import OAuth, expect, issue_certs, oauth_section
 from tests.auth.test_authorization_code import form_fields
-from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.conftest import APP_SOURCE, free_config, serving
 
 TRIES = 50
 FACTOR = 1.5
@@ -63,13 +63,9 @@ def _serve(ca: trustme.CA, folder: Path, app: str, params: str) -> Iterator[OAut
     certs = issue_certs(ca, folder / "certs")
     # maxFailures: the oauth_section default, far above the failures sent here
     servers = {"OAUTH": oauth_section(certs, onAuthparams=params)}
-    proc = ServerProcess(free_config(folder, servers=servers, app=app)).wait_ready()
-    found = OAuth(proc, "OAUTH", certs)
-    try:
+    config = free_config(folder, servers=servers, app=app)
+    with serving(config) as proc, OAuth(proc, "OAUTH", certs) as found:
         yield found
-    finally:
-        found.close()
-        proc.stop()
 
 
 def assert_alike(times: dict[str, list[float]], what: str) -> None:
@@ -135,8 +131,7 @@ def test_known_and_unknown_clients_take_the_same_time_with_a_hashed_secret(
     port = clients_port
     grant = {"grant_type": "client_credentials"}
     for client in (HASHED_CLIENT, PLAIN_CLIENT):  # the right secrets work, hashed or not
-        answer = port.post(grant, auth=client)
-        assert answer.status_code == 200, answer.text
+        expect(port.post(grant, auth=client))
     kinds = {"known, plain text": "plain", "known, argon2": "hashed", "unknown": "nobody"}
     times: dict[str, list[float]] = {kind: [] for kind in kinds}
     for i in range(TRIES):
@@ -177,8 +172,7 @@ def test_the_login_page_takes_the_same_time_for_known_and_unknown_users(code_por
     challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
     ask = {"response_type": "code", "client_id": "spa", "code_challenge": challenge,
            "code_challenge_method": "S256"}  # fmt: skip
-    shown = code_port.http.get(authorize, params=ask)
-    assert shown.status_code == 200, shown.text
+    shown = expect(code_port.http.get(authorize, params=ask))
     fields = form_fields(shown)
     times: dict[str, list[float]] = {kind: [] for kind in USER_KINDS}
     for i in range(TRIES):

@@ -16,6 +16,7 @@ the store calls of one token request share one deadline (SPEC 7: 503 within 1.5 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 import time
@@ -52,14 +53,11 @@ def test_a_sqlite_store_of_an_earlier_fwrest_gains_the_claim_column(tmp_path: Pa
         db.execute("INSERT INTO refresh VALUES ('old-spent', 'f', 'web', 'ada', 9e9, 1)")
         db.execute("INSERT INTO refresh VALUES ('old-fresh', 'f', 'web', 'ada', 9e9, 0)")
     db.close()
-    store = SqliteStore(path)
-    try:
+    with contextlib.closing(SqliteStore(path)) as store:
         assert store.spend_refresh("old-spent", "claim-a")[0] == "spent"
         assert store.spend_refresh("old-fresh", "claim-a")[0] == "ok"
         store.add_refresh(record("new"))
         assert store.spend_refresh("new", "claim-b")[0] == "ok"
-    finally:
-        store.close()
     assert SqliteStore(path).spend_refresh("new", "claim-b")[0] == "ok"  # opened again: fine
 
 

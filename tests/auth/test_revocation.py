@@ -47,7 +47,9 @@ from tests.auth.conftest import fwrest_cli
 from tests.auth.oauth2_support import (
     LocalOAuth,
     LocalService,
+    assert_error,
     error_of,
+    expect,
     fresh_claims,
     issuer_of,
     local_oauth,
@@ -121,11 +123,9 @@ def introspect(port: LocalOAuth, data: dict[str, str], **kw: Any) -> Any:
 
 
 def assert_revoked(port: LocalOAuth, tokens: dict[str, Any]) -> None:
-    refused = port.get("/hello", tokens["access_token"])
-    assert refused.status_code == 401, refused.text
+    refused = expect(port.get("/hello", tokens["access_token"]), 401)
     assert "revoked" in refused.headers["www-authenticate"]
-    spent = port.refresh(tokens["refresh_token"], **WEB)
-    assert spent.status_code == 400 and error_of(spent) == "invalid_grant", spent.text
+    assert_error(port.refresh(tokens["refresh_token"], **WEB), "invalid_grant")
 
 
 def assert_valid(port: LocalOAuth, tokens: dict[str, Any]) -> None:
@@ -169,8 +169,7 @@ def test_a_token_of_another_client_is_answered_200_and_not_revoked(
         # no credentials: the first client, web, as on the token route
         assert_empty_200(revoke(port, {"token": tokens[which]}))
     assert port.get("/hello", tokens["access_token"]).status_code == 200
-    again = port.refresh(tokens["refresh_token"], **MOBILE)
-    assert again.status_code == 200, again.text
+    again = expect(port.refresh(tokens["refresh_token"], **MOBILE))
     assert "not revoked" in svc.log()
     # its own client revokes it
     assert_empty_200(revoke(port, {"token": again.json()["refresh_token"], **MOBILE}))
@@ -201,20 +200,16 @@ def test_a_token_of_another_port_is_not_revoked_there(svc: LocalService) -> None
 
 
 def test_revocation_errors_are_the_token_routes(port: LocalOAuth) -> None:
-    missing = revoke(port, WEB)
-    assert missing.status_code == 400 and error_of(missing) == "invalid_request", missing.text
+    missing = assert_error(revoke(port, WEB), "invalid_request")
     assert set(missing.json()) == {"error", "error_description"}
     wrong = revoke(port, {"token": "x", "client_id": "web", "client_secret": "nope"})
     assert wrong.status_code == 401 and error_of(wrong) == "invalid_client", wrong.text
     assert wrong.headers["www-authenticate"].startswith("Basic")
     twice = port.http.post(port.base + REVOKE + "?token=a", data={"token": "b", **WEB})
     assert twice.status_code == 400 and error_of(twice) == "invalid_request"
-    json_body = port.http.post(port.base + REVOKE, json={"token": "a"})
-    assert json_body.status_code == 400 and error_of(json_body) == "invalid_request"
-    get = port.http.get(port.base + REVOKE, params={"token": "a"})
-    assert get.status_code == 405, get.text
-    large = revoke(port, {"token": "t" * 20_000, **WEB})
-    assert large.status_code == 413, large.text
+    assert_error(port.http.post(port.base + REVOKE, json={"token": "a"}), "invalid_request")
+    expect(port.http.get(port.base + REVOKE, params={"token": "a"}), 405)
+    expect(revoke(port, {"token": "t" * 20_000, **WEB}), 413)
 
 
 def test_basic_client_authentication_works_as_on_the_token_route(port: LocalOAuth) -> None:
@@ -230,8 +225,7 @@ def test_basic_client_authentication_works_as_on_the_token_route(port: LocalOAut
 def test_introspection_describes_both_kinds_of_token(port: LocalOAuth) -> None:
     tokens = login(port, "cy")
     before = int(time.time())
-    access = introspect(port, {"token": tokens["access_token"], **WEB})
-    assert access.status_code == 200, access.text
+    access = expect(introspect(port, {"token": tokens["access_token"], **WEB}))
     assert access.headers["cache-control"] == "no-store"
     assert access.headers["content-type"].startswith("application/json")
     body = access.json()
@@ -313,12 +307,9 @@ def test_introspection_needs_client_authentication(port: LocalOAuth) -> None:
         ({"token": tokens["access_token"], "client_id": "web", "client_secret": "wrong"}, {}),
         ({"token": tokens["access_token"]}, {"auth": ("nobody", "x")}),
     ):
-        refused = introspect(port, data, **kw)
-        assert refused.status_code == 401, refused.text
-        assert error_of(refused) == "invalid_client"
+        refused = assert_error(introspect(port, data, **kw), "invalid_client", 401)
         assert "active" not in refused.json()
-    missing = introspect(port, WEB)
-    assert missing.status_code == 400 and error_of(missing) == "invalid_request"
+    assert_error(introspect(port, WEB), "invalid_request")
 
 
 def test_a_bearer_token_with_the_scope_introspect_may_introspect(
@@ -329,8 +320,7 @@ def test_a_bearer_token_with_the_scope_introspect_may_introspect(
     claims = fresh_claims(sub="orders-api", aud="OAUTH", iss=issuer_of(port))
     resource = {**claims, "scope": "default introspect"}
     headers = {"Authorization": f"Bearer {sign(resource, key)}"}
-    answer = introspect(port, {"token": tokens["access_token"]}, headers=headers)
-    assert answer.status_code == 200, answer.text
+    answer = expect(introspect(port, {"token": tokens["access_token"]}, headers=headers))
     # every token of the port: this one is mobile's, the caller is no client of it
     assert answer.json()["active"] is True and answer.json()["client_id"] == "mobile"
     plain = {"Authorization": f"Bearer {tokens['access_token']}"}  # scope default only
@@ -356,14 +346,16 @@ def admin_headers(port: LocalOAuth, user: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {login(port, user)['access_token']}"}
 
 
+def revoke_user(port: LocalOAuth, body: dict[str, str], by: str = "ada") -> Any:
+    """``oauth2/revoke-user`` with the JSON ``body``, asked by the user ``by``."""
+    return port.http.post(port.base + REVOKE_USER, json=body, headers=admin_headers(port, by))
+
+
 def test_revoke_user_revokes_every_family_of_the_user(port: LocalOAuth, svc: LocalService) -> None:
     logins = [login(port, "bob"), login(port, "bob", MOBILE)]
     logins.append(port.refresh(logins[0]["refresh_token"], **WEB).json())
     keep = login(port, "cy")
-    answer = port.http.post(
-        port.base + REVOKE_USER, json={"username": "bob"}, headers=admin_headers(port, "ada")
-    )
-    assert answer.status_code == 200, answer.text
+    answer = expect(revoke_user(port, {"username": "bob"}))
     assert answer.json()["username"] == "bob" and answer.json()["revoked_families"] >= 2
     # this worker's cache is read every 0.5 s (the 1 s bound is timed by the serial part's
     # tests/faults/test_sqlite_refresh.py); here a guard against a hang on a busy machine
@@ -374,8 +366,7 @@ def test_revoke_user_revokes_every_family_of_the_user(port: LocalOAuth, svc: Loc
     for tokens in (logins[0], logins[2]):
         assert port.get("/hello", tokens["access_token"]).status_code == 401
     for tokens, client in ((logins[1], MOBILE), (logins[2], WEB)):
-        refused = port.refresh(tokens["refresh_token"], **client)
-        assert refused.status_code == 400 and error_of(refused) == "invalid_grant"
+        assert_error(port.refresh(tokens["refresh_token"], **client), "invalid_grant")
     assert_valid(port, keep)
     assert "every token family of user 'bob' revoked by 'ada'" in svc.log()
 
@@ -385,29 +376,23 @@ def test_revoke_user_is_for_onadmin_users_only(svc: LocalService) -> None:
     victim = login(port, "cy")
     url = port.base + REVOKE_USER
     body = {"username": "cy"}
-    refused = port.http.post(url, json=body, headers=admin_headers(port, "bob"))
-    assert refused.status_code == 403, refused.text
+    expect(revoke_user(port, body, "bob"), 403)
     assert port.http.post(url, json=body).status_code == 401  # behind the port's scheme
     # OTHER names no onAdmin: no one may
     other = svc["OTHER"]
-    nobody = other.http.post(
-        other.base + REVOKE_USER, json=body, headers=admin_headers(other, "ada")
-    )
+    nobody = revoke_user(other, body)
     assert nobody.status_code == 403 and "names no onAdmin" in nobody.text, nobody.text
     ada = admin_headers(port, "ada")
-    form = port.http.post(url, data=body, headers=ada)
-    assert form.status_code == 415, form.text
+    expect(port.http.post(url, data=body, headers=ada), 415)
     for bad in (b"{", b'{"username": ""}', b'{"username": 7}', b"[]"):
         answer = port.http.post(
             url, content=bad, headers={**ada, "Content-Type": "application/json"}
         )
         assert answer.status_code == 400, (bad, answer.text)
-    foreign = port.http.post(url, json=body, headers={**ada, "Origin": "https://evil.example"})
-    assert foreign.status_code == 403
+    expect(port.http.post(url, json=body, headers={**ada, "Origin": "https://evil.example"}), 403)
     # opened by NativeRoutes.public: without a user, onAdmin has no one to allow
     opened = svc["OPENED"]
-    anonymous = opened.http.post(opened.base + REVOKE_USER, json=body)
-    assert anonymous.status_code == 403, anonymous.text
+    expect(opened.http.post(opened.base + REVOKE_USER, json=body), 403)
     assert_valid(port, victim)
 
 
@@ -477,8 +462,7 @@ def audit_events(port: LocalOAuth, event: str, found: Any) -> list[dict[str, Any
     deadline = time.monotonic() + 15
     while not seen:
         assert time.monotonic() < deadline, f"no {event} event: {seen}"
-        answer = port.get(f"/fw/rest/audit?event={event}", headers=headers)
-        assert answer.status_code == 200, answer.text
+        answer = expect(port.get(f"/fw/rest/audit?event={event}", headers=headers))
         seen = [e for e in answer.json() if found(e)]
         time.sleep(0.02)
     return seen
@@ -515,10 +499,7 @@ def test_replays_and_revocations_are_in_the_audit_trail(
     # the trail holds an earlier test's revocation of bob by the route: this one's is written
     # off the request's way, so it is the one at or after this moment (the trail's ts format)
     before = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    answer = port.http.post(
-        port.base + REVOKE_USER, json={"username": "bob"}, headers=admin_headers(port, "ada")
-    )
-    assert answer.status_code == 200, answer.text
+    answer = expect(revoke_user(port, {"username": "bob"}))
     ours = lambda e: e["details"].get("via") == "oauth2/revoke-user" and e["ts"] >= before  # noqa: E731
     by_route = audit_events(port, "revocation", ours)[0]
     assert (by_route["actor"], by_route["port"]) == ("ada", "OAUTH")

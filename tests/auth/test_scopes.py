@@ -49,8 +49,10 @@ from tests.auth.oauth2_support import (
     LocalService,
     OAuthPort,
     OAuthService,
+    assert_error,
     claims_of,
     error_of,
+    expect,
     local_oauth,
     oauth_section,
     serve_oauth,
@@ -310,8 +312,7 @@ def test_without_client_credentials_the_first_clients_scopes_apply(port: OAuthPo
     ids=["4KiB", "long-allowed", "crlf", "nul", "tab", "escape", "quote", "backslash", "non-ascii"],
 )
 def test_a_hostile_scope_is_invalid_scope(svc: LocalService, port: OAuthPort, scope: str) -> None:
-    response = port.grant(*ADA, **AS_WEB, scope=scope)
-    assert_invalid_scope(response)
+    assert_invalid_scope(port.grant(*ADA, **AS_WEB, scope=scope))
     assert "\x1b" not in svc.log() and "X-Injected: 1\n" not in svc.log()
 
 
@@ -336,8 +337,7 @@ REFUSED = {
 def test_a_grant_is_refused_with_its_error(
     svc: LocalService, port: str, form: dict[str, str], auth: tuple[str, str] | None, error: str
 ) -> None:
-    response = svc[port].post(form, auth=auth)
-    assert response.status_code == 400 and error_of(response) == error, response.text
+    assert_error(svc[port].post(form, auth=auth), error)
 
 
 def test_the_single_keys_with_a_top_level_scopes(svc: LocalService) -> None:
@@ -351,9 +351,7 @@ def test_the_single_keys_with_a_top_level_scopes(svc: LocalService) -> None:
 
 def test_a_refresh_keeps_the_familys_scopes(svc: LocalService, port: OAuthPort) -> None:
     first = port.tokens(*ADA, **AS_WEB, scope="orders:read")
-    renewed = port.refresh(first["refresh_token"], **AS_WEB)
-    assert renewed.status_code == 200, renewed.text
-    body = renewed.json()
+    body = expect(port.refresh(first["refresh_token"], **AS_WEB)).json()
     assert body["scope"] == "orders:read"
     assert claims_of(svc, body["access_token"])["scope"] == "orders:read"
     # and again, from the new refresh token
@@ -363,11 +361,9 @@ def test_a_refresh_keeps_the_familys_scopes(svc: LocalService, port: OAuthPort) 
 
 def test_a_refresh_may_narrow_but_never_widen(svc: LocalService, port: OAuthPort) -> None:
     first = port.tokens(*ADA, **AS_WEB, scope="orders:read orders:write")
-    wider = port.refresh(first["refresh_token"], **AS_WEB, scope="orders:read admin")
-    assert_invalid_scope(wider)
+    assert_invalid_scope(port.refresh(first["refresh_token"], **AS_WEB, scope="orders:read admin"))
     # the refused refresh spent nothing: the same token, narrowed, works at once
-    narrow = port.refresh(first["refresh_token"], **AS_WEB, scope="orders:read")
-    assert narrow.status_code == 200, narrow.text
+    narrow = expect(port.refresh(first["refresh_token"], **AS_WEB, scope="orders:read"))
     assert narrow.json()["scope"] == "orders:read"
     assert claims_of(svc, narrow.json()["access_token"])["scope"] == "orders:read"
     # the family keeps both: the next refresh without scope has them again
@@ -377,8 +373,7 @@ def test_a_refresh_may_narrow_but_never_widen(svc: LocalService, port: OAuthPort
 
 def test_a_password_grant_without_scope_makes_a_default_family(port: OAuthPort) -> None:
     first = port.tokens(*ADA, **AS_WEB)
-    response = port.refresh(first["refresh_token"], **AS_WEB, scope="orders:read")
-    assert_invalid_scope(response)
+    assert_invalid_scope(port.refresh(first["refresh_token"], **AS_WEB, scope="orders:read"))
 
 
 # -- routes that require scopes -----------------------------------------------------------------
@@ -386,8 +381,7 @@ def test_a_password_grant_without_scope_makes_a_default_family(port: OAuthPort) 
 
 def test_a_route_answers_a_token_with_its_scopes(port: OAuthPort) -> None:
     token = port.tokens(*ADA, **AS_WEB, scope="orders:read")
-    response = port.get("/orders", token["access_token"])
-    assert response.status_code == 200, response.text
+    response = expect(port.get("/orders", token["access_token"]))
     assert response.json() == {"user": "ada", "scopes": ["orders:read"]}
 
 
@@ -416,8 +410,7 @@ def test_a_token_with_every_scope_reaches_each_route(port: OAuthPort) -> None:
 
 
 def test_without_a_token_a_scoped_route_is_still_401(port: OAuthPort) -> None:
-    response = port.get("/orders")
-    assert response.status_code == 401  # authorization first: no token, no scope talk
+    expect(port.get("/orders"), 401)  # authorization first: no token, no scope talk
 
 
 def test_a_named_on_auth_gives_no_scopes_so_scoped_routes_refuse(svc: LocalService) -> None:
@@ -428,8 +421,7 @@ def test_a_named_on_auth_gives_no_scopes_so_scoped_routes_refuse(svc: LocalServi
 
 def test_a_basic_port_ignores_route_scopes(svc: LocalService) -> None:
     with Client(svc.config, server="BASIC") as basic:
-        response = basic.get("/rest/orders", auth=BASIC_USER)
-        assert response.status_code == 200, response.text
+        response = expect(basic.get("/rest/orders", auth=BASIC_USER))
         assert response.json() == {"user": "u", "scopes": []}
         assert basic.get("/rest/reports", auth=BASIC_USER).json() == {"report": True}
 
@@ -510,8 +502,7 @@ def test_client_credentials_by_form_fields_and_default_scope(port: OAuthPort) ->
 
 def test_client_credentials_need_client_authentication(port: OAuthPort) -> None:
     # no credentials: no first client stands in (RFC 6749 4.4.2)
-    response = port.post({"grant_type": "client_credentials"})
-    assert response.status_code == 401 and error_of(response) == "invalid_client"
+    response = assert_error(port.post({"grant_type": "client_credentials"}), "invalid_client", 401)
     assert response.headers["www-authenticate"].startswith("Basic")
     wrong = port.post({"grant_type": "client_credentials"}, auth=(SVC[0], "not-its-secret"))
     assert wrong.status_code == 401 and error_of(wrong) == "invalid_client"
@@ -529,8 +520,7 @@ def test_requests_oauthlib_backend_application_client(served: OAuthService) -> N
             token_url=port.token_url, client_id=REPORTING[0], client_secret=REPORTING[1], verify=ca
         )
         assert token["scope"] == ["orders:read"] and "refresh_token" not in token
-        orders = session.get(port.base + "/orders", verify=ca)
-        assert orders.status_code == 200, orders.text
+        orders = expect(session.get(port.base + "/orders", verify=ca))
         assert orders.json() == {"for": "client:reporting", "scopes": ["orders:read"]}
         # a route this client's token lacks a scope for: RFC 6750's answer, parsed
         assert_insufficient(session.post(port.base + "/orders", verify=ca), "orders:write")

@@ -30,7 +30,14 @@ import trustme
 
 from fwrest.auth.throttle import address_key, port_keys, user_key
 from tests.auth.oauth2_support import TOKEN, LocalService, local_oauth, oauth_section, params_source
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port, module_config
+from tests.conftest import (
+    APP_SOURCE,
+    ServerProcess,
+    free_config,
+    local_port,
+    module_config,
+    serving,
+)
 
 MAX = 3
 USERS = {"alice": "Alice-Pw-1", "bob": "Bob-Pw-2", "carol": "Carol-Pw-3",
@@ -98,11 +105,8 @@ def dual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A real ``fwrest serve`` of a dual-stack Basic port (``HostName=::``)."""
     servers = {"DUAL": {"HostName": "::", "Port": 0, "Locations": "ROOT", "FwData": BASIC_AUTH}}
     config = free_config(tmp_path_factory.mktemp("throttle_dual"), servers=servers, app=APP)
-    proc = ServerProcess(config).wait_ready()
-    try:
+    with serving(config) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def lockout_warnings(log: str, needle: str) -> list[str]:

@@ -10,6 +10,7 @@ processes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -36,7 +37,7 @@ from fwrest.auth.oauth2.passwords import verify_password
 from fwrest.config.loader import load_config
 from fwrest.store import open_store
 from fwrest.store.redis import RedisStore
-from tests.auth.oauth2_support import TOKEN, client_context, oauth_section
+from tests.auth.oauth2_support import TOKEN, assert_error, client_context, expect, oauth_section
 from tests.conftest import (
     APP_SOURCE,
     FWREST,
@@ -45,9 +46,10 @@ from tests.conftest import (
     issue_certs,
     local_port,
     run_forked,
+    serving,
 )
 from tests.docs.blocks import Block, example
-from tests.redis_support import RedisServer
+from tests.redis_support import RedisServer, started
 
 HANA_HASH = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash("Hana-Pw-3")
 BERT_HASH = bcrypt.hashpw(b"Bert-Pw-4", bcrypt.gensalt(rounds=4)).decode()
@@ -327,10 +329,11 @@ def test_memory_store_lockouts_say_why_not(config: Path) -> None:
 
 
 def test_lockouts_in_a_redis_store(tmp_path: Path, certs: dict[str, Path]) -> None:
-    server = RedisServer(tmp_path).start()
-    try:
+    with (
+        started(RedisServer(tmp_path)) as server,
+        contextlib.closing(RedisStore(server.url)) as store,
+    ):
         config = write_config(tmp_path, certs, StateStore=server.url)
-        store = RedisStore(server.url)
         for key in ("tok|user:ada", "tok|user:bob"):
             store.hit_failure(key, 300)
             store.add_lock(key, time.time() + 300)
@@ -340,9 +343,6 @@ def test_lockouts_in_a_redis_store(tmp_path: Path, certs: dict[str, Path]) -> No
         assert cleared.stdout.strip() == "fwrest lockouts: lifted [TOK] user bob"
         assert list(store.locks()) == ["tok|user:ada"]
         assert store.failures("tok|user:bob", 300)[0] == 0
-        store.close()
-    finally:
-        server.stop()
 
 
 # -- a running service ---------------------------------------------------------------------------
@@ -354,11 +354,8 @@ def served(
 ) -> Iterator[tuple[ServerProcess, Path]]:
     folder = tmp_path_factory.mktemp("users-served")
     config = write_config(folder, certs, basic=True, StateStore="sqlite")
-    proc = ServerProcess(config, workers=2).wait_ready()  # a lift reaches every worker
-    try:
+    with serving(config, workers=2) as proc:  # a lift reaches every worker
         yield proc, config
-    finally:
-        proc.stop()
 
 
 def grant(proc: ServerProcess, certs: dict[str, Path], user: str, password: str,
@@ -378,8 +375,7 @@ def test_a_running_service_grants_an_added_user_at_once_and_refuses_a_removed_on
     first = grant(proc, certs, "erin", "Erin-Pw-6")  # no restart, no wait
     assert first.status_code == 200, first.text
     done(config, "users", "remove", "erin")
-    gone = grant(proc, certs, "erin", "Erin-Pw-6")
-    assert gone.status_code == 400 and gone.json()["error"] == "invalid_grant", gone.text
+    assert_error(grant(proc, certs, "erin", "Erin-Pw-6"), "invalid_grant")
     # nor may the removed user's refresh token renew the session
     form = {"grant_type": "refresh_token", "refresh_token": first.json()["refresh_token"]}
     with httpx.Client(verify=client_context(certs), timeout=15) as http:
@@ -398,19 +394,16 @@ def test_a_running_service_takes_the_secret_of_a_client_added_with_its_hash(
     try:
         with httpx.Client(verify=client_context(certs), timeout=15) as http:
             url = proc.url("TOK") + TOKEN
-            good = http.post(url, data=form, auth=("kiosk", secret))
-            assert good.status_code == 200, good.text
+            good = expect(http.post(url, data=form, auth=("kiosk", secret)))
             claims = jwt.decode(good.json()["access_token"], options={"verify_signature": False})
             assert claims["client_id"] == "kiosk"
             wrong = http.post(url, data=form, auth=("kiosk", secret[:-1]))
             assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
             # the hash itself is no secret to present
             stored = content(config)["client"][-1]["client_secret"]
-            as_hash = http.post(url, data=form, auth=("kiosk", stored))
-            assert as_hash.status_code == 401, as_hash.text
+            expect(http.post(url, data=form, auth=("kiosk", stored)), 401)
             # the plain secret written by hand still works beside it
-            plain = http.post(url, data=form, auth=("web", "Web-Secret-9q"))
-            assert plain.status_code == 200, plain.text
+            expect(http.post(url, data=form, auth=("web", "Web-Secret-9q")))
     finally:
         done(config, "clients", "remove", "kiosk")
 
@@ -475,11 +468,8 @@ def lifted(*what: str) -> list[str]:
 def audit_events(config: Path) -> list[dict[str, Any]]:
     """The audit trail as the service's state store keeps it, newest first."""
     loaded = load_config(config)
-    store = open_store(loaded.state_store, loaded.data_path)
-    try:
+    with contextlib.closing(open_store(loaded.state_store, loaded.data_path)) as store:
         return [json.loads(row) for row in store.audit_events(0.0, None, 100)]
-    finally:
-        store.close()
 
 
 # -- docs/administration.md ----------------------------------------------------------------------
