@@ -82,6 +82,9 @@ class Reply:
     # a new request id (SPEC 13.4) kept as its integer: the encoder writes its
     # ``x-request-id`` line (0: none, or the id is among ``headers``)
     request_id: int = 0
+    # the answer to a HEAD: no content, and a ``content-length`` only where ``headers`` has
+    # the one GET would send (none for a stream of unknown length: RFC 9110 8.6, 9.3.2)
+    head_only: bool = False
 
 
 class PortHandler(Protocol):
@@ -254,6 +257,8 @@ def encode_reply(reply: Reply, keep: Keep, chunked: bool = True) -> bytes:
                 has_length = True
             elif name == "x-content-type-options":
                 continue  # sent with the date line
+            elif name == "date":
+                continue  # the server's clock's (RFC 9110 6.6.1), one line (5.3)
             line = _line(*pair)
         parts.append(line)
     if reply.request_id:
@@ -276,7 +281,7 @@ def encode_reply(reply: Reply, keep: Keep, chunked: bool = True) -> bytes:
             parts.append(_CONNECTION[keep])
         parts.append(b"\r\n")
         return b"".join(parts)
-    if not has_length:
+    if not has_length and not reply.head_only:
         parts.append(b"content-length: %d\r\n" % len(reply.body))
     if keep is not _OPEN:
         parts.append(_CONNECTION[keep])

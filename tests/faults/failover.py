@@ -19,7 +19,6 @@ import httpx
 
 from tests.auth.oauth2_support import TOKEN, client_context, oauth_section
 from tests.conftest import ServerProcess, free_config, local_port
-from tests.docs.blocks import ini_example
 from tests.faults.support import Outcome, Recorder, app_with, figures, oauth_params, password_grant
 
 BASIC_USER = ("basil", "Basil-Pw-4410")
@@ -40,14 +39,14 @@ def params(users: list[tuple[str, str]]) -> dict[str, Any]:
 def host_configs(
     root: Path,
     certs: dict[str, Path],
-    example: str,
-    nodes: dict[str, str],
+    example: dict[str, dict[str, str]],
     users: list[tuple[str, str]],
 ) -> tuple[dict[str, Path], str]:
-    """Each host's config, in a folder of its own under ``root``: docs/deploy.md's
-    ``[HTTPSERVER]`` lines (``example``, its addresses replaced as ``nodes`` says), an oAuth2
-    and a Basic port; and the ``StateStore`` the lines name."""
-    store = ini_example(example, replacements=nodes)["HTTPSERVER"]
+    """Each host's config, in a folder of its own under ``root``: the ``[HTTPSERVER]`` lines
+    of a docs/deploy.md ``example`` (``ini_example("ID", replacements=...)``, named by the
+    caller so that the guide's block check sees which test runs it), an oAuth2 and a Basic
+    port; and the ``StateStore`` the lines name."""
+    store = example["HTTPSERVER"]
     assert store.pop("Servers") == "HTTPS_REST"
     basic = local_port(FwData={"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}})
     oauth = oauth_section(certs, onAuthparams="app.params", issuer=ISSUER)

@@ -40,6 +40,7 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import issue_certs
+from tests.docs.blocks import ini_example
 from tests.faults.failover import PAUSE_S, RESUMED_S, TwoHosts, host_configs
 from tests.faults.support import Outcome, password_grant
 from tests.redis_support import RedisCluster, started
@@ -64,7 +65,9 @@ def test_a_master_fails_over_under_load(
     certs = issue_certs(ca, tmp_path / "certs")
     addresses = ",".join(f"127.0.0.1:{node.port}" for node in cluster.nodes)
     nodes = {"10.0.0.31:6379,10.0.0.32:6379,10.0.0.33:6379": addresses}
-    configs, url = host_configs(tmp_path, certs, "deploy-redis-cluster", nodes, USERS)
+    configs, url = host_configs(
+        tmp_path, certs, ini_example("deploy-redis-cluster", replacements=nodes), USERS
+    )
     assert url == cluster.url
     hosts = TwoHosts(configs, certs, REDIS_PASSWORD, USERS)
     load, lock = hosts.load, hosts.lock

@@ -29,6 +29,7 @@ import pytest
 import trustme
 
 from tests.auth.oauth2_support import issue_certs
+from tests.docs.blocks import ini_example
 from tests.faults.failover import RESUMED_S, TwoHosts, host_configs
 from tests.redis_support import SentinelGroup, started
 
@@ -46,7 +47,9 @@ def test_a_failover_under_load(ca: trustme.CA, tmp_path: Path, sentinels: Sentin
     certs = issue_certs(ca, tmp_path / "certs")
     addresses = ",".join(f"127.0.0.1:{port}" for port in sentinels.ports)
     nodes = {"10.0.0.21:26379,10.0.0.22:26379,10.0.0.23:26379": addresses}
-    configs, url = host_configs(tmp_path, certs, "deploy-redis-sentinel", nodes, USERS)
+    configs, url = host_configs(
+        tmp_path, certs, ini_example("deploy-redis-sentinel", replacements=nodes), USERS
+    )
     assert url.endswith(f"/{sentinels.name}/0")
     hosts = TwoHosts(configs, certs, REDIS_PASSWORD, USERS)
     try:

@@ -209,6 +209,9 @@ def test_an_async_iterator_in_a_response(served: tuple[ServerProcess, Path]) -> 
     head = httpx.head(proc.url() + "/ndjson", timeout=10)
     assert head.status_code == 200
     assert head.content == b""
+    assert head.headers["x-kind"] == "nd"
+    # GET's length is not known before its content is made: none (RFC 9110 8.6), never 0
+    assert "content-length" not in head.headers, head.headers
 
 
 def time_mark(path: Path, what: str) -> float:

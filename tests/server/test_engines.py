@@ -337,6 +337,8 @@ EDGES = [
     b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\n",
     b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n",
     b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n",
+    b"GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n",
+    b"POST / HTTP/1.0\r\nConnection: Keep-Alive\r\nConnection: close\r\nContent-Length: 2\r\n\r\nab",
     b"GET / HTTP/1.0\r\nConnection: KEEP-ALIVE, Upgrade\r\n\r\n",
     b"GET / HTTP/1.0\r\nProxy-Connection: keep-alive\r\n\r\n",
     b"POST / HTTP/1.0\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\nab",
@@ -547,6 +549,7 @@ NAMES = st.one_of(
             "set-cookie",
             "x-request-id",
             "connection",
+            "date",
         ]
     ),
     st.text(st.characters(max_codepoint=0x17F), max_size=12),
@@ -575,6 +578,7 @@ class _Pieces:
     keep=st.sampled_from(list(Keep)),
     chunked=st.booleans(),
     streamed=st.integers(-2, 3),
+    head_only=st.booleans(),
 )
 def test_reply_encoder_byte_for_byte(
     status: int,
@@ -584,10 +588,11 @@ def test_reply_encoder_byte_for_byte(
     keep: Keep,
     chunked: bool,
     streamed: int,
+    head_only: bool,
 ) -> None:
     """The native engine's encoder writes wire.encode_reply's bytes for any reply (the date
     aside: the second may turn between the two)."""
-    reply = Reply(status, headers, body, request_id=request_id)
+    reply = Reply(status, headers, body, request_id=request_id, head_only=head_only)
     if streamed >= -1:  # a stream's head, its length known (>= 0) or not
         reply = Reply(
             status, headers, b"", stream=_Pieces(), length=streamed, request_id=request_id

@@ -604,6 +604,29 @@ def test_connection_close_closes(port: int) -> None:
         assert_closed(conn, response)
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /rest/hello HTTP/1.0\r\nConnection: keep-alive, close\r\n",
+        b"GET /rest/hello HTTP/1.0\r\nConnection: close, Keep-Alive\r\n",
+        b"GET /rest/hello HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close\r\n",
+        b"POST /rest/echo HTTP/1.0\r\nConnection: keep-alive, close\r\nContent-Length: 2\r\n",
+    ],
+    ids=["get", "close-first", "two-lines", "post"],
+)
+def test_a_close_option_beside_keep_alive_closes_http10(port: int, head: bytes) -> None:
+    """RFC 9112 9.6: after a ``close`` option the server answers and closes, and does not
+    serve what follows on the connection (llhttp and httptools keep an HTTP/1.0 connection
+    that names ``keep-alive`` whatever else it says)."""
+    body = b"hi" if head.startswith(b"POST") else b""
+    with RawConnection(port) as conn:
+        conn.send(head + b"\r\n" + body + request_bytes("GET", "/rest/items/2"))
+        response = conn.read_response()
+        assert response.status == 200, response.head
+        assert_closed(conn, response)
+        assert b"HTTP/1.1" not in conn.buffer, "the request after the close was served"
+
+
 def test_expect_100_continue_gets_continue_before_the_body(port: int) -> None:
     headers = [("Content-Length", "5"), ("Expect", "100-continue")]
     with RawConnection(port) as conn:

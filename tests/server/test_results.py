@@ -50,6 +50,14 @@ def nocontent():
 async def notmodified():
     return Response({"x": 1}, status=304, headers={"ETag": '"v1"'})
 
+@get("/reset")
+def reset():
+    return Response("body", status=205)
+
+@get("/dated")
+def dated():
+    return Response(b"abc", headers={"Date": "yesterday"})
+
 @get("/interim")
 def interim():
     rest.setStatusCode(101)
@@ -183,6 +191,29 @@ def test_a_status_without_content_sends_no_body_and_keeps_the_connection(
     with httpx.Client() as client:
         assert client.get(f"http://127.0.0.1:{port}/rest{path}").status_code == status
         assert client.get(f"http://127.0.0.1:{port}/rest/hello").json() == {"hello": "world"}
+
+
+def test_a_205_sends_no_content_and_keeps_the_connection(server: ServerProcess) -> None:
+    """RFC 9110 15.3.6: no content in a 205, whatever the handler gave; its length of 0
+    frames the answer, so the next pipelined answer reads right."""
+    with RawConnection(server.ports["HTTP_REST"]) as conn:
+        conn.send(request_bytes("GET", "/rest/reset") + request_bytes("GET", "/rest/hello"))
+        first = conn.read_response()
+        assert first.status == 205 and first.body == b"", first.head
+        assert first.header("content-length") == "0", first.head
+        assert conn.read_response().json() == {"hello": "world"}
+        head = conn.request("HEAD", "/rest/reset")
+        assert head.status == 205 and head.header("content-length") == "0", head.head
+
+
+def test_the_date_line_is_the_servers_alone(server: ServerProcess) -> None:
+    """A handler's ``Date`` is dropped: one ``Date`` line (RFC 9110 5.3), the server's clock's
+    (6.6.1)."""
+    with RawConnection(server.ports["HTTP_REST"]) as conn:
+        answer = conn.request("GET", "/rest/dated")
+    assert answer.body == b"abc"
+    dates = answer.header_all("date")
+    assert len(dates) == 1 and dates[0].endswith(" GMT") and dates[0] != "yesterday", dates
 
 
 def test_an_interim_status_is_refused_as_a_handler_error(client: Client) -> None:

@@ -117,6 +117,13 @@ cdef object _absolute = None
 _ABSOLUTE = (b"http://", b"https://")
 
 
+cdef inline bint _keeps(cparser.llhttp_t* c):
+    """llhttp_should_keep_alive, and a ``close`` option closes in HTTP/1.0 too: llhttp keeps
+    an HTTP/1.0 connection that names ``keep-alive`` whatever else its Connection says (RFC
+    9112 9.6: after a ``close`` the server answers and closes)."""
+    return cparser.llhttp_should_keep_alive(c) and not (c.flags & cparser.F_CONNECTION_CLOSE)
+
+
 cdef inline int _kind(const char* p, Py_ssize_t n):
     if n == 4:
         return _HOST if memcmp(p, b"host", 4) == 0 else _OTHER
@@ -295,7 +302,7 @@ cdef class RequestParser:
         return f"{self._c.http_major}.{self._c.http_minor}"
 
     def should_keep_alive(self):
-        return bool(cparser.llhttp_should_keep_alive(self._c))
+        return _keeps(self._c)
 
     def should_upgrade(self):
         return bool(self._c.upgrade)
@@ -515,7 +522,7 @@ cdef class RequestParser:
             self._begun = False
         if http10:
             flags |= _HTTP10
-        if cparser.llhttp_should_keep_alive(c):
+        if _keeps(c):
             flags |= _KEEP
         method = _method_name(c.method)
         if not c.upgrade and not (c.flags & (cparser.F_CHUNKED | cparser.F_TRANSFER_ENCODING)) and (
@@ -737,12 +744,12 @@ cdef inline int _decimal_size(unsigned long long n):
 
 def encode_reply(reply, keep, bint chunked=True):
     """``wire.encode_reply`` in C, byte for byte: the status line, the date and ``nosniff``
-    lines, the reply's header fields (``x-content-type-options`` dropped), the new request
-    id, ``content-length``, ``connection``, the body. What the C path does not take (a
-    stream's head, a header that is no pair of latin-1 str, a body that is no bytes) is
-    wire's."""
+    lines, the reply's header fields (``x-content-type-options`` and ``date`` dropped), the
+    new request id, ``content-length``, ``connection``, the body. What the C path does not
+    take (a stream's head, an answer to HEAD, a header that is no pair of latin-1 str, a body
+    that is no bytes) is wire's."""
     global _date_second, _date_line
-    if reply.stream is not None:
+    if reply.stream is not None or reply.head_only:
         return _encode_reply_pure(reply, keep, chunked)
     body = reply.body
     status = reply.status
@@ -784,6 +791,8 @@ def encode_reply(reply, keep, bint chunked=True):
         name = <const char*>PyUnicode_DATA(key)
         if nlen == 22 and memcmp(name, b"x-content-type-options", 22) == 0:
             continue  # sent with the date line
+        if nlen == 4 and memcmp(name, b"date", 4) == 0:
+            continue  # the server's own
         if nlen == 14 and memcmp(name, b"content-length", 14) == 0:
             has_length = True
         size += nlen + PyUnicode_GET_LENGTH(value) + 4
@@ -812,6 +821,8 @@ def encode_reply(reply, keep, bint chunked=True):
         nlen = PyUnicode_GET_LENGTH(key)
         name = <const char*>PyUnicode_DATA(key)
         if nlen == 22 and memcmp(name, b"x-content-type-options", 22) == 0:
+            continue
+        if nlen == 4 and memcmp(name, b"date", 4) == 0:
             continue
         at = _put(at, name, nlen)
         at = _put(at, b": ", 2)

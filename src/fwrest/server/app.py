@@ -780,7 +780,7 @@ class PortApp:
         rid: str | int,
         user: str,
     ) -> Reply:
-        """Stage 9: HEAD's empty body, the request's id, the port's HSTS, the usage figures,
+        """Stage 9: HEAD's and 205's empty body, the request's id, the port's HSTS, the usage figures,
         the access line (``found``: the request's path resolved, None for a target refused as it is)."""
         headers = reply.headers
         # the id on the answer, unless the application set one itself (a handler passing on
@@ -799,10 +799,18 @@ class PortApp:
                 hsts = where.hsts
             if not _has(headers, HSTS):
                 headers.append(hsts)
+        if reply.status == 205:
+            # no content, whatever the handler gave (RFC 9110 15.3.6): a length of 0
+            if reply.stream is not None:
+                _close_later(reply.stream)
+                reply.stream = None
+            reply.body = b""
         if req.method == "HEAD":
             # No content (RFC 9110 9.3.2), an error answer too, else a keep-alive client
             # reads the body as the start of the next response; the length GET would have
-            # (none for 204 and 304, which have no content at all; a stream's when known).
+            # (none for 204 and 304, which have no content at all; a stream's when known,
+            # else none: a content-length of 0 would say GET's content is empty, RFC 9110 8.6).
+            reply.head_only = True
             stream = reply.stream
             if stream is not None:
                 reply.stream = None

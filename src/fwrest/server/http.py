@@ -84,6 +84,11 @@ def _host_ok(value: str) -> bool:
     return True
 
 
+def _names_close(value: str) -> bool:
+    """Whether a ``Connection`` value lists the ``close`` option (RFC 9112 9.6)."""
+    return any(option.strip(" \t").lower() == "close" for option in value.split(","))
+
+
 def absolute_form(url: bytes, headers: list[tuple[str, str]]) -> None:
     """An absolute-form target (``GET http://h/p``): its authority becomes the request's host
     in ``headers``, whatever ``Host`` said (RFC 9112 3.2.2), so that every reader of ``Host``
@@ -866,6 +871,7 @@ class HttpProtocol(asyncio.Protocol):
         content_coding = ""
         hosts = 0
         host = ""
+        closes = False  # a close option (httptools, like llhttp, misses it beside keep-alive)
         for name, value in self._headers:
             if name == "host":
                 hosts += 1
@@ -886,6 +892,8 @@ class HttpProtocol(asyncio.Protocol):
                 expect = True
             elif name == "content-encoding":
                 content_coding = f"{content_coding},{value}" if content_coding else value
+            elif name == "connection" and not closes:
+                closes = _names_close(value)
         version = parser.get_http_version()
         if version != "1.1" and version != "1.0":
             # llhttp also parses HTTP/0.9 and HTTP/2.0 request lines (RFC 9110 15.6.6)
@@ -917,7 +925,7 @@ class HttpProtocol(asyncio.Protocol):
         url = self._url
         if not url.startswith(b"/") and url[:8].lower().startswith(_ABSOLUTE):
             absolute_form(self._url, self._headers)
-        if not self._keep_alive or not parser.should_keep_alive():
+        if closes or not self._keep_alive or not parser.should_keep_alive():
             self._keep_alive = False
         method = self._method = parser.get_method().decode("ascii", "replace")
         if parser.should_upgrade():
