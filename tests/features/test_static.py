@@ -317,6 +317,10 @@ def test_a_compressed_file_has_a_weak_etag(gz_client: Client) -> None:
     ident = {"Accept-Encoding": "identity", "Range": "bytes=0-4", "If-Range": strong}
     part = gz_client.get(url, headers=ident)
     assert (part.status_code, part.text) == (206, "01234")
+    assert "content-encoding" not in part.headers
+    assert part.headers["etag"] == strong
+    # RFC 9110 15.3.7: a 206 carries the Vary its 200 would
+    assert part.headers["vary"] == "Accept-Encoding"
 
 
 def test_a_1_gib_file_is_streamed_in_bounded_memory(proc: ServerProcess) -> None:

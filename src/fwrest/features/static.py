@@ -13,9 +13,10 @@ it, ``If-Unmodified-Since`` gives 412; then ``If-None-Match`` (the weak comparis
 it, ``If-Modified-Since`` gives 304, with the ``ETag`` and ``Vary`` its 200 would carry (through
 a compressing port the compression stage says which: a compressed answer's tag is weak); then
 ``If-Range`` (the strong comparison) decides whether the ``Range`` applies. One
-``Range: bytes=`` range gives 206 (416 when it starts past the end; several ranges: the whole
-file; an empty file ignores it: 200). The file is read in bounded pieces off the loop and
-streamed (``Reply.stream`` with its length): never read whole into memory.
+``Range: bytes=`` range gives 206 of the identity bytes with its strong tag and the 200's
+``Vary`` (416 when it starts past the end; several ranges: the whole file; an empty file
+ignores it: 200). The file is read in bounded pieces off the loop and streamed
+(``Reply.stream`` with its length): never read whole into memory.
 """
 
 from __future__ import annotations
@@ -181,6 +182,11 @@ class StaticFiles:
                 start, end = span
                 status = 206
                 headers.append(("content-range", f"bytes {start}-{end}/{found.size}"))
+                # the identity bytes (the stage leaves a 206 alone), with the 200's Vary
+                # (RFC 9110 15.3.7)
+                compression = self._compression
+                if compression is not None and compression.variant(req, found.media, found.size)[0]:
+                    headers.append(VARY)
         length = max(end - start + 1, 0)
         if length == 0:
             found.handle.close()
