@@ -58,6 +58,10 @@ def private():
 def svg():
     return Response("<svg>" + "<g/>" * 2000 + "</svg>", media_type="image/svg+xml")
 
+@get("/tagged/:kind")
+def tagged(kind):
+    return Response({"text": TEXT}, headers={"ETag": '"v1"' if kind == "strong" else 'W/"v2"'})
+
 @get("/zipped")
 def zipped():
     rest.sendZipped(TEXT)
@@ -135,6 +139,20 @@ def test_only_compressible_types(client: Client) -> None:
     assert "vary" not in png.headers
     svg = get(client, "/rest/svg", "gzip")
     assert svg.headers["content-encoding"] == "gzip"
+
+
+def test_a_compressed_answer_has_a_weak_etag(client: Client) -> None:
+    # a strong tag names one sequence of bytes (RFC 9110 8.8.1): the compressed body is not
+    # the handler's, so its tag is the weak form, as nginx's gzip makes it
+    for coding in ("gzip", "br"):
+        packed = get(client, "/rest/tagged/strong", coding)
+        assert packed.headers["content-encoding"] == coding
+        assert packed.headers["etag"] == 'W/"v1"'
+        assert packed.json() == {"text": TEXT}
+        assert get(client, "/rest/tagged/weak", coding).headers["etag"] == 'W/"v2"'
+    plain = get(client, "/rest/tagged/strong", "identity")
+    assert "content-encoding" not in plain.headers
+    assert plain.headers["etag"] == '"v1"'
 
 
 def test_never_a_no_store_answer_nor_the_settings_page(client: Client) -> None:

@@ -62,6 +62,7 @@ def make_tree(folder: Path) -> Path:
     (www / "app.js").write_text("console.log('hi');\n" * 10)
     (www / "data.xlsx").write_bytes(b"PK\x03\x04" + b"\0" * 100)
     (www / "digits.txt").write_text("0123456789" * 100)
+    (www / "empty.txt").write_bytes(b"")
     (www / "sub" / "page.html").write_text("<p>sub</p>")
     (www / "api" / "hello").write_text("the file, not the route")
     (www / ".env").write_text(CANARY)
@@ -78,11 +79,12 @@ def make_tree(folder: Path) -> Path:
     return www
 
 
-def static_config(folder: Path, module: str | None = None) -> Path:
+def static_config(folder: Path, module: str | None = None, **keys: Any) -> Path:
     """The module's service: ``/rest`` the routes, ``/www`` the tree of :func:`make_tree`, a
-    content type of its own; its app module named ``module`` (in process) or ``app``."""
+    content type of its own; its app module named ``module`` (in process) or ``app``; ``keys``
+    more server keys."""
     make_tree(folder)
-    server = local_port(Locations="ROOT, WWW", ContentTypes="TYPES")
+    server = local_port(Locations="ROOT, WWW", ContentTypes="TYPES", **keys)
     www = {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www", "DefaultPage": "index.html"}
     types = {".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
     extra = {"WWW": www, "TYPES": types}
@@ -209,6 +211,116 @@ def test_if_range_with_another_version_sends_the_whole_file(client: Client) -> N
     assert same.status_code == 206
     other = client.get(url, headers={"Range": "bytes=0-1", "If-Range": '"x"'})
     assert other.status_code == 200
+
+
+@pytest.mark.parametrize("wanted", ["bytes=-5", "bytes=0-", "bytes=0-0", "bytes=-0"])
+def test_an_empty_file_ignores_a_range(client: Client, wanted: str) -> None:
+    # no byte to send in a 206 (its Content-Range cannot say none) nor to miss: 200, empty
+    answer = client.get("/www/empty.txt", headers={"Range": wanted})
+    assert answer.status_code == 200
+    assert answer.content == b""
+    assert "content-range" not in answer.headers
+
+
+def test_if_match_and_if_unmodified_since(client: Client) -> None:
+    url = "/www/digits.txt"
+    first = client.get(url)
+    etag, modified = first.headers["etag"], first.headers["last-modified"]
+    old = "Mon, 01 Jan 2001 00:00:00 GMT"
+    holds = [
+        {"If-Match": etag},
+        {"If-Match": "*"},
+        {"If-Match": f'"other", {etag}'},
+        {"If-Unmodified-Since": modified},
+        {"If-Unmodified-Since": "yesterday"},  # not a date: ignored
+        {"If-Match": etag, "If-Unmodified-Since": old},  # only without If-Match
+    ]
+    for headers in holds:
+        answer = client.get(url, headers=headers)
+        assert (answer.status_code, answer.text) == (200, "0123456789" * 100), headers
+    fails = [
+        {"If-Match": '"other"'},
+        {"If-Match": "W/" + etag},  # the strong comparison: a weak tag never matches
+        {"If-Unmodified-Since": old},
+        {"If-Match": '"other"', "If-None-Match": etag},  # If-Match first: 412, not 304
+        {"If-Unmodified-Since": old, "Range": "bytes=0-1"},
+    ]
+    for headers in fails:
+        answer = client.get(url, headers=headers)
+        assert answer.status_code == 412, headers
+        assert answer.json()["code"] == 412
+        assert answer.json()["message"] == "Precondition Failed"
+        assert client.head(url, headers=headers).status_code == 412, headers
+    both = client.get(url, headers={"If-Match": etag, "If-None-Match": etag})
+    assert both.status_code == 304
+    ranged = client.get(url, headers={"If-Match": etag, "Range": "bytes=0-1"})
+    assert (ranged.status_code, ranged.text) == (206, "01")
+
+
+@pytest.fixture(scope="module")
+def gz_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    """The tree through a port that compresses (``digits.txt``, 1000 bytes, over the
+    minimum; ``index.html`` under it)."""
+    folder = tmp_path_factory.mktemp("static_gz")
+    keys = {"Compression": "gzip, br", "CompressionMinSize": 500}
+    with Client(static_config(folder, "static_gz_app", **keys)) as c:
+        yield c
+
+
+def test_a_304_carries_the_vary_of_its_200(gz_client: Client) -> None:
+    url = "/www/digits.txt"
+    for accept in ("gzip", "identity"):
+        whole = gz_client.get(url, headers={"Accept-Encoding": accept})
+        assert whole.headers["vary"] == "Accept-Encoding"
+        for condition in (
+            {"If-None-Match": whole.headers["etag"]},
+            {"If-Modified-Since": whole.headers["last-modified"]},
+        ):
+            same = gz_client.get(url, headers={"Accept-Encoding": accept, **condition})
+            assert same.status_code == 304, (accept, condition)
+            assert same.headers.get("vary") == "Accept-Encoding", (accept, condition)
+            assert same.headers["etag"] == whole.headers["etag"], (accept, condition)
+    # under the minimum size the answer is the same for every client: no Vary either way
+    small = gz_client.get("/www/index.html", headers={"Accept-Encoding": "gzip"})
+    assert "vary" not in small.headers
+    same = gz_client.get(
+        "/www/index.html",
+        headers={"Accept-Encoding": "gzip", "If-None-Match": small.headers["etag"]},
+    )
+    assert same.status_code == 304
+    assert "vary" not in same.headers
+    assert same.headers["etag"] == small.headers["etag"]
+
+
+def test_a_compressed_file_has_a_weak_etag(gz_client: Client) -> None:
+    url = "/www/digits.txt"
+    plain = gz_client.get(url, headers={"Accept-Encoding": "identity"})
+    strong = plain.headers["etag"]
+    assert strong.startswith('"')
+    assert "content-encoding" not in plain.headers
+    for coding in ("gzip", "br"):
+        packed = gz_client.get(url, headers={"Accept-Encoding": coding})
+        assert packed.headers["content-encoding"] == coding
+        assert packed.headers["etag"] == "W/" + strong
+        assert packed.text == "0123456789" * 100
+    gz = {"Accept-Encoding": "gzip"}
+    # If-None-Match, the weak comparison: either form matches
+    for tag in ("W/" + strong, strong):
+        same = gz_client.get(url, headers={**gz, "If-None-Match": tag})
+        assert same.status_code == 304, tag
+    # If-Range, the strong comparison: the weak tag never does, the whole answer comes
+    resumed = gz_client.get(url, headers={**gz, "Range": "bytes=0-4", "If-Range": "W/" + strong})
+    assert resumed.status_code == 200
+    assert resumed.headers["content-encoding"] == "gzip"
+    assert resumed.text == "0123456789" * 100
+    # the identity file's own strong tag still resumes the identity bytes
+    ident = {"Accept-Encoding": "identity", "Range": "bytes=0-4", "If-Range": strong}
+    part = gz_client.get(url, headers=ident)
+    assert (part.status_code, part.text) == (206, "01234")
+    assert "content-encoding" not in part.headers
+    assert part.headers["etag"] == strong
+    # RFC 9110 15.3.7: a 206 carries the Vary its 200 would
+    assert part.headers["vary"] == "Accept-Encoding"
 
 
 def test_a_1_gib_file_is_streamed_in_bounded_memory(proc: ServerProcess) -> None:

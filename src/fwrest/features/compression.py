@@ -9,6 +9,11 @@ every client, so it has none (as nginx's ``gzip_vary``), and costs the stage a l
 request's ``Accept-Encoding`` only. A request that refuses the uncompressed form
 (``identity;q=0``) gets a compressed answer below the minimum size too.
 
+A compressed answer's strong ``ETag`` becomes weak (``W/"..."``, as nginx's gzip): a strong
+tag names one sequence of bytes, so an ``If-Range`` with it must never get the identity bytes.
+The stage leaves every 304 alone: a static file's 304 asks it (:meth:`Compression.variant`)
+for the ``Vary`` and the weak tag its 200 would carry (RFC 9110 15.4.5).
+
 Never compressed, whatever the config (BREACH, a secret and an attacker's text in one compressed
 answer): the token route's answers, the settings page and any answer with
 ``Cache-Control: no-store``.
@@ -28,7 +33,7 @@ from fwrest.context.request import RequestContext
 from fwrest.routing import TOKEN_ROUTE
 from fwrest.wire import Reply, Request, close_stream
 
-__all__ = ["GZIP_LEVEL", "SLICE", "Compression", "compressible"]
+__all__ = ["GZIP_LEVEL", "SLICE", "VARY", "Compression", "compressible", "weakened"]
 
 # the levels: fast ones, as the request waits for them (gzip 6 and brotli 11 cost several
 # times more for a few per cent less)
@@ -42,7 +47,7 @@ _COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
     "br": lambda body: bytes(brotli.compress(body, quality=_BROTLI_QUALITY)),
 }
 _PREFERENCE = ("br", "gzip")  # at equal q
-_VARY = ("vary", "Accept-Encoding")
+VARY = ("vary", "Accept-Encoding")
 # statuses whose answers are never compressed: interim, no content, a range, not modified
 _BARE = frozenset((*range(100, 200), 204, 206, 304))
 
@@ -177,7 +182,7 @@ class Compression:
         ):
             return reply
         if vary_at < 0:
-            headers.append(_VARY)
+            headers.append(VARY)
         elif "accept-encoding" not in headers[vary_at][1].lower():
             headers[vary_at] = ("vary", f"{headers[vary_at][1]}, Accept-Encoding")
         if not small:
@@ -191,6 +196,46 @@ class Compression:
             reply.length = -1
         else:
             reply.body = _COMPRESSORS[coding](reply.body)
-        reply.headers = [(n, v) for n, v in headers if n != "content-length"]
+        reply.headers = weakened(headers)
         reply.headers.append(("content-encoding", coding))
         return reply
+
+    def variant(self, req: Request, media_type: str, size: int) -> tuple[bool, str | None]:
+        """What the stage does to a 200 of ``size`` bytes of ``media_type`` (one of no other
+        reason to be left alone: a static file's) for ``req``: whether it carries ``Vary``,
+        and its coding (None: sent uncompressed). A static file's 304 carries what its 200
+        would (RFC 9110 15.4.5), which the stage, leaving every 304 alone, cannot tell."""
+        if size <= 0 or not self._compressible(media_type):
+            return False, None
+        accepted = None
+        for name, value in req.headers:
+            if name == "accept-encoding":
+                accepted = value if accepted is None else f"{accepted},{value}"
+        if size < self.min_size:
+            coding, identity_refused = choose_coding(accepted, self.offered)
+            if coding is None or not identity_refused:
+                return False, None
+            return True, coding
+        return True, choose_coding(accepted, self.offered)[0]
+
+
+def weakened(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A compressed answer's headers: no ``Content-Length`` (the identity body's), and its
+    ``ETag``, when strong, made weak (``W/"..."``, as nginx's gzip): a strong tag names one
+    sequence of bytes (RFC 9110 8.8.1), which the compressed body is not, so that an
+    ``If-Range`` with it (the strong comparison) never splices the identity file's bytes
+    into a compressed download, while ``If-None-Match`` (the weak comparison) still matches.
+
+    >>> weakened([("etag", '"1-a"'), ("content-length", "10"), ("content-type", "text/plain")])
+    [('etag', 'W/"1-a"'), ('content-type', 'text/plain')]
+    >>> weakened([("etag", 'W/"1-a"')])
+    [('etag', 'W/"1-a"')]
+    """
+    kept = []
+    for name, value in headers:
+        if name == "content-length":
+            continue
+        if name == "etag" and value.startswith('"'):
+            value = "W/" + value
+        kept.append((name, value))
+    return kept

@@ -7,10 +7,16 @@ resolved, lies inside ``RootPath`` and is a regular file; a folder is answered b
 ``DefaultPage`` or not at all (never a listing). Anything else is 404, whatever the reason, so
 that nothing tells what exists outside.
 
-Every file answer has ``ETag`` and ``Last-Modified`` (``If-None-Match`` / ``If-Modified-Since``
-give 304) and ``Accept-Ranges``; one ``Range: bytes=`` range gives 206 (416 when it starts past
-the end; several ranges: the whole file). The file is read in bounded pieces off the loop and
-streamed (``Reply.stream`` with its length): never read whole into memory.
+Every file answer has ``ETag`` and ``Last-Modified`` and ``Accept-Ranges``. The conditions are
+evaluated in RFC 9110 13.2.2's order: a false ``If-Match`` (the strong comparison) or, without
+it, ``If-Unmodified-Since`` gives 412; then ``If-None-Match`` (the weak comparison) or, without
+it, ``If-Modified-Since`` gives 304, with the ``ETag`` and ``Vary`` its 200 would carry (through
+a compressing port the compression stage says which: a compressed answer's tag is weak); then
+``If-Range`` (the strong comparison) decides whether the ``Range`` applies. One
+``Range: bytes=`` range gives 206 of the identity bytes with its strong tag and the 200's
+``Vary`` (416 when it starts past the end; several ranges: the whole file; an empty file
+ignores it: 200). The file is read in bounded pieces off the loop and streamed
+(``Reply.stream`` with its length): never read whole into memory.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from fwrest.errors import HTTPError
+from fwrest.features.compression import VARY, Compression
 from fwrest.wire import Reply, Request
 
 __all__ = ["StaticFiles"]
@@ -57,11 +64,18 @@ class StaticFiles:
         root: the location's ``RootPath`` (an existing folder).
         default_page: the file that answers a folder's path (None: a folder is 404).
         types: extension (``.xlsx``) -> media type, over :mod:`mimetypes`.
+        compression: the port's compression stage (None: off), asked what a 304's 200 would
+            have been (its ``Vary``, its weak ``ETag`` when compressed).
     """
 
     def __init__(
-        self, root: Path, default_page: str | None, types: Iterable[tuple[str, str]]
+        self,
+        root: Path,
+        default_page: str | None,
+        types: Iterable[tuple[str, str]],
+        compression: Compression | None = None,
     ) -> None:
+        self._compression = compression
         self.root = os.path.realpath(root)
         self._inside = self.root.rstrip(os.sep) + os.sep
         self.default_page = default_page
@@ -127,7 +141,8 @@ class StaticFiles:
         """The answer for a GET or HEAD of ``rel`` (the path relative to the location).
 
         Raises:
-            HTTPError: 404 (no such file here), 416 (a range past the end).
+            HTTPError: 404 (no such file here), 412 (a false ``If-Match`` or
+                ``If-Unmodified-Since``), 416 (a range past the end).
         """
         found = await asyncio.get_running_loop().run_in_executor(None, self._open, rel)
         if found is None:
@@ -139,6 +154,9 @@ class StaticFiles:
             raise
 
     def _answer(self, req: Request, found: _File) -> Reply:
+        failed = _precondition_failed(req, found)
+        if failed:
+            raise HTTPError(412, detailed=failed)  # the file is closed by serve
         headers = [
             ("content-type", found.media),
             ("etag", found.etag),
@@ -147,11 +165,12 @@ class StaticFiles:
         ]
         if _not_modified(req, found):
             found.handle.close()
-            return Reply(304, headers[1:3], b"")
+            return Reply(304, self._not_modified_headers(req, found, headers[2]), b"")
         start, end = 0, found.size - 1
         status = 200
         wanted = _header(req, "range")
-        if wanted is not None and _if_range_holds(req, found):
+        # an empty file has no byte to send in a 206 nor to miss: its Range is ignored
+        if wanted is not None and found.size and _if_range_holds(req, found):
             span = _range(wanted, found.size)
             if span == "unsatisfiable":
                 raise HTTPError(
@@ -163,12 +182,33 @@ class StaticFiles:
                 start, end = span
                 status = 206
                 headers.append(("content-range", f"bytes {start}-{end}/{found.size}"))
+                # the identity bytes (the stage leaves a 206 alone), with the 200's Vary
+                # (RFC 9110 15.3.7)
+                compression = self._compression
+                if compression is not None and compression.variant(req, found.media, found.size)[0]:
+                    headers.append(VARY)
         length = max(end - start + 1, 0)
         if length == 0:
             found.handle.close()
             return Reply(status, headers, b"")
         stream = _Pieces(found.handle, start, length)
         return Reply(status, headers, b"", stream=stream, length=length)
+
+    def _not_modified_headers(
+        self, req: Request, found: _File, modified: tuple[str, str]
+    ) -> list[tuple[str, str]]:
+        """A 304's ``ETag``, ``Last-Modified`` and the ``Vary`` the 200 would carry (RFC 9110
+        15.4.5): through a compressing port, the compression stage's (which leaves a 304
+        alone), with the weak tag of a compressed answer."""
+        etag = found.etag
+        compression = self._compression
+        if compression is None:
+            return [("etag", etag), modified]
+        vary, coding = compression.variant(req, found.media, found.size)
+        kept = [("etag", etag if coding is None else "W/" + etag), modified]
+        if vary:
+            kept.append(VARY)
+        return kept
 
 
 class _Pieces:
@@ -208,8 +248,37 @@ class _Pieces:
         self._handle.close()
 
 
+def _date(value: str) -> float | None:
+    """An HTTP date as a timestamp; None when it is not one (the header is then ignored)."""
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def _precondition_failed(req: Request, found: _File) -> str:
+    """RFC 9110 13.1.1, 13.1.4, 13.2.2: why ``If-Match`` (the strong comparison: ``*`` or
+    the file's own tag; a weak tag never matches) or, without it, ``If-Unmodified-Since``
+    (the file changed after that date) fails; empty when neither does (412 otherwise)."""
+    match = _header(req, "if-match")
+    if match is not None:
+        tags = {t.strip() for t in match.split(",")}
+        if "*" in tags or found.etag in tags:
+            return ""
+        return "If-Match names no current version of the file"
+    since = _header(req, "if-unmodified-since")
+    if since is None:
+        return ""
+    when = _date(since)
+    if when is None or int(found.mtime) <= when:
+        return ""
+    return "the file was modified after If-Unmodified-Since"
+
+
 def _not_modified(req: Request, found: _File) -> bool:
-    """RFC 9110 13.1.2, 13.1.3: If-None-Match first; If-Modified-Since only without it."""
+    """RFC 9110 13.1.2, 13.1.3: If-None-Match first (the weak comparison: a ``W/`` tag
+    matches the file's, as the weak tag of its compressed answer does); If-Modified-Since
+    only without it."""
     match = _header(req, "if-none-match")
     if match is not None:
         tags = {t.strip().removeprefix("W/") for t in match.split(",")}
@@ -217,30 +286,27 @@ def _not_modified(req: Request, found: _File) -> bool:
     since = _header(req, "if-modified-since")
     if since is None:
         return False
-    try:
-        when = parsedate_to_datetime(since).timestamp()
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return False
-    return int(found.mtime) <= when
+    when = _date(since)
+    return when is not None and int(found.mtime) <= when
 
 
 def _if_range_holds(req: Request, found: _File) -> bool:
-    """A ``Range`` applies unless ``If-Range`` names another version of the file."""
+    """A ``Range`` applies unless ``If-Range`` names another version of the file (RFC 9110
+    13.1.5: the strong comparison; a weak tag, as a compressed answer's, never matches)."""
     condition = _header(req, "if-range")
     if condition is None:
         return True
     condition = condition.strip()
     if condition.startswith('"'):
         return condition == found.etag
-    try:
-        return int(found.mtime) <= parsedate_to_datetime(condition).timestamp()
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return False
+    when = _date(condition)
+    return when is not None and int(found.mtime) <= when
 
 
 def _range(value: str, size: int) -> tuple[int, int] | str | None:
-    """One ``bytes=`` range of a file of ``size`` bytes as (first, last); ``"unsatisfiable"``;
-    None to send the whole file (not bytes, several ranges, unreadable).
+    """One ``bytes=`` range of a file of ``size`` bytes (``size`` > 0: an empty file's Range
+    is ignored before) as (first, last); ``"unsatisfiable"``; None to send the whole file (not
+    bytes, several ranges, unreadable).
 
     >>> _range("bytes=0-99", 1000), _range("bytes=-100", 1000), _range("bytes=900-", 1000)
     ((0, 99), (900, 999), (900, 999))

@@ -156,10 +156,15 @@ def admitted_stages(port: PortPlan, pools: dict[str, ThreadPool]) -> tuple[Admit
 
 
 def static_files(port: PortPlan) -> dict[str, StaticFiles]:
-    """The static files of the port's locations with a ``RootPath`` (SPEC 10.3)."""
-    types = port.config.content_types
+    """The static files of the port's locations with a ``RootPath`` (SPEC 10.3), with the
+    port's compression (a 304 carries the ``Vary`` and ``ETag`` its 200 would, SPEC 10.4)."""
+    config = port.config
+    types = config.content_types
+    compression = None
+    if config.compression:
+        compression = Compression(config.compression, config.compression_min_size)
     return {
-        loc.prefix: StaticFiles(loc.config.root_path, loc.config.default_page, types)
+        loc.prefix: StaticFiles(loc.config.root_path, loc.config.default_page, types, compression)
         for loc in port.locations
         if loc.config.root_path is not None
     }
