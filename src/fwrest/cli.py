@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -362,6 +363,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return EXIT_OK
+    except BrokenPipeError:
+        # the reader of the output went away (`fwrest routes CONFIG | head -1`): no traceback,
+        # and none at exit either, when Python flushes what is left (the recipe of Python's
+        # signal module documentation)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
     return EXIT_CONFIG
 
 

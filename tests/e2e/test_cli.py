@@ -9,6 +9,7 @@ same exit code and output, without the half second of imports each)."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -26,6 +27,7 @@ import fwrest
 from fwrest import ConfigError
 from tests.conftest import (
     APP_SOURCE,
+    FWREST,
     Sections,
     base_sections,
     config_text,
@@ -403,6 +405,28 @@ def test_routes_lists_method_path_function_and_source(tmp_path: Path) -> None:
     assert by_route[("POST", "/rest/mapped/:key")] == ["app.echo", "mapping"]
     assert by_route[("GET", "/rest/fw/healthcheck")][1] == "native"
     assert all(row[1].startswith("http://127.0.0.1:0/rest/") for row in rows[1:])
+
+
+@pytest.mark.parametrize("command", ["routes", "openapi", "check"])
+def test_output_to_a_reader_that_went_away_is_no_traceback(tmp_path: Path, command: str) -> None:
+    """``fwrest routes CONFIG | head -1``: the pipe's reader gone (here before the first
+    write), the command exits 1 without a traceback, also none at exit."""
+    config = free_config(tmp_path)
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        result = subprocess.run(
+            [*FWREST, command, str(config)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+    finally:
+        os.close(write)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
 
 
 def test_routes_of_a_bad_config_exits_2(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ import httpx
 import psutil
 import pytest
 
+from fwrest._native import selected
 from fwrest.testing import Client
 from tests.conftest import ServerProcess, free_config, local_port, serving
 from tests.native.support import JSON_ACCEPT, Base, hit_both_workers, send, sqlite_client, wait_for
@@ -203,7 +204,10 @@ def test_server_environment_is_the_python_runtime(client: Client) -> None:
     assert body["version"] == f"{sys.version_info.major}.{sys.version_info.minor}"
     assert body["patch"] == str(sys.version_info.micro)
     assert platform.python_version() in body["build"]
-    assert "httptools" in body["build"]
+    # the HTTP engine that serves (FWREST_ENGINE; the start line says the same)
+    native = selected()[0] is not None
+    assert ("the native engine (llhttp " in body["build"]) is native, body
+    assert ("httptools " in body["build"]) is not native, body
 
 
 def test_vendor_environment_gives_both(client: Client) -> None:

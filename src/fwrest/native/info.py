@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl, quote
 import orjson
 
 from fwrest import log
+from fwrest._native import selected
 from fwrest.context.request import RequestContext, Response, current
 from fwrest.errors import NO_STORE, HTTPError
 from fwrest.native.guard import (
@@ -85,6 +86,14 @@ def _server() -> dict[str, str]:
         loop = "asyncio"
     major_minor, patch = _split(platform.python_version())
     engine = f"httptools {httptools.__version__}, {loop}"
+    try:
+        native = selected()[0] is not None  # the engine that serves (docs/engine.md)
+    except ValueError:  # an unknown FWREST_ENGINE: the pure engine serves
+        native = False
+    if native:
+        from fwrest._native.engine import LLHTTP_VERSION
+
+        engine = f"the native engine (llhttp {LLHTTP_VERSION}), {loop}"
     return {
         "version": major_minor,
         "build": f"{platform.python_implementation()} {platform.python_version()}; {engine}",
