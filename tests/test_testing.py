@@ -18,7 +18,7 @@ import pytest
 from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
-from tests.conftest import local_port, module_config
+from tests.conftest import local_port, module_config, serving
 
 APP = """
 import asyncio
@@ -55,6 +55,10 @@ def headers():
 @get("/text")
 def text():
     return Response("made", status=201, headers={"X-Made": "1"}, media_type="text/plain")
+
+@get("/gen")
+def gen():
+    return (f"piece {n}\\n" for n in range(3))
 
 def check(user, password):
     return user == "ada" and password == "Ada-Pw-7731"
@@ -192,6 +196,48 @@ def test_the_hosts_and_header_names_the_engine_refuses(tmp_path: Path) -> None:
         assert seen["x-api-key"] == "d"
         assert "x_api_key" not in seen
         assert client.options("/rest/hello").headers["allow"] == "GET, HEAD, OPTIONS"
+
+
+# (method, path, request headers, body): answers whose bytes do not depend on the process
+SAME_AS_A_SOCKET = [
+    ("GET", "/rest/text", {}, b""),
+    ("HEAD", "/rest/text", {}, b""),
+    ("OPTIONS", "/rest/text", {}, b""),
+    ("GET", "/rest/items/7", {}, b""),
+    ("GET", "/rest/nowhere", {}, b""),
+    ("DELETE", "/rest/text", {}, b""),
+    ("GET", "/rest/boom", {}, b""),
+    ("GET", "/rest/gen", {}, b""),
+    ("HEAD", "/rest/gen", {}, b""),
+    ("POST", "/rest/echo", {}, b"x" * (1024 * 1024 + 1)),
+    ("GET", "/rest/text", {"X-Request-ID": "client-id-1"}, b""),
+]
+
+
+def test_the_answers_have_the_headers_a_socket_gives(tmp_path: Path) -> None:
+    """SPEC 14.3: the same answers as over a socket, headers included (SPEC 10.2's
+    ``nosniff``, a stream's chunked framing, ``Content-Length: 0``, the close of a refusal),
+    the date and a new request id aside."""
+    config = _service(tmp_path, "inproc_parity")
+
+    def seen(response: httpx.Response) -> tuple[int, list[tuple[str, str]], bytes]:
+        fields = sorted(
+            (name, value)
+            for name, value in response.headers.items()
+            if name != "date" and not (name == "x-request-id" and value != "client-id-1")
+        )
+        return response.status_code, fields, response.content
+
+    with serving(config) as proc, Client(config) as client, httpx.Client() as http:
+        origin = f"http://127.0.0.1:{proc.ports['HTTP_REST']}"
+        for method, path, headers, body in SAME_AS_A_SOCKET:
+            over_socket = http.request(method, origin + path, headers=headers, content=body)
+            in_process = client.request(method, path, headers=headers, content=body)
+            assert seen(in_process) == seen(over_socket), (method, path)
+        twice = [("Authorization", "Basic YTpi"), ("Authorization", "Basic YTpi")]
+        over_socket = http.get(origin + "/rest/text", headers=twice)
+        assert seen(client.get("/rest/text", headers=twice)) == seen(over_socket)
+        assert over_socket.headers["connection"] == "close"
 
 
 def test_requests_from_many_threads_are_answered_each_its_own(tmp_path: Path) -> None:

@@ -3,8 +3,9 @@
 ``Client(config, server=NAME)`` is an :class:`httpx.Client` whose transport hands each request
 to the request pipeline of the named server section (port), in this process, as Starlette's
 ``TestClient`` does for an ASGI app: the same guard, routing, REST object and answers as over
-a socket, with the checks the HTTP engine makes before the pipeline (one ``Authorization``
-header, the head and body limits, no ``Content-Encoding`` on a body). What only a socket
+a socket (their heads made by the engine's encoder), with the checks the HTTP engine makes
+before the pipeline (one ``Authorization`` header, the head and body limits, no
+``Content-Encoding`` on a body). What only a socket
 shows (deadlines, TLS, pipelining, processes) needs a real server (``fwrest.start``).
 
     >>> from fwrest.testing import Client                      # doctest: +SKIP
@@ -31,26 +32,36 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 
 from fwrest import log
 from fwrest.config.hosts import valid_host_field
-from fwrest.context.request_id import id_text, request_id_of
+from fwrest.context.request_id import request_id_of
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.server.app import PortApp
 from fwrest.server.build import ServicePlan, open_runtime
 from fwrest.server.service import _release_logging, _setup_logging, prepare
 from fwrest.server.worker import Worker, new_loop
-from fwrest.wire import PortHandler, Reply, Request, close_stream, coded_body, refusal
+from fwrest.wire import (
+    Keep,
+    PortHandler,
+    Reply,
+    Request,
+    close_stream,
+    coded_body,
+    encode_reply,
+    refusal,
+)
 
 __all__ = ["Client"]
 
 _CALL_TIMEOUT_S = 300.0  # a hung handler fails the test instead of hanging it
 
 
-async def _complete(app: PortHandler, request: Request) -> tuple[Reply, bool]:
+async def _complete(app: PortHandler, request: Request) -> tuple[Reply, bool, bytes]:
     """The port's reply, a streamed one read whole (as a client reading to its end would),
-    and whether that stream was cut (it failed: the engine closes such an answer without
-    its last chunk)."""
+    whether that stream was cut (it failed: the engine closes such an answer without its
+    last chunk), and the head the engine writes for it (:func:`_head`)."""
     reply = await app.handle(request)
     stream = reply.stream
     cut = False
+    head = _head(reply)  # a stream's: chunked unless its length is known
     if stream is not None:
         reply.stream = None
         pieces: list[bytes] = []
@@ -65,7 +76,25 @@ async def _complete(app: PortHandler, request: Request) -> tuple[Reply, bool]:
         finally:
             await close_stream(stream)
         reply.body = b"".join(pieces)
-    return reply, cut
+    return reply, cut, head
+
+
+def _head(reply: Reply) -> bytes:
+    """The status line and header lines the engine writes for ``reply`` (wire.encode_reply's,
+    so that the client's answers have the socket's headers: the date and ``nosniff`` lines,
+    the request id, ``content-length`` or ``transfer-encoding``, ``connection: close``)."""
+    encoded = encode_reply(reply, Keep.CLOSE if reply.close else Keep.OPEN)
+    return encoded if reply.stream is not None else encoded[: encoded.index(b"\r\n\r\n")]
+
+
+def _header_fields(head: bytes) -> list[tuple[str, str]]:
+    """The header fields of an encoded head (its status line aside)."""
+    fields = []
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        if line:
+            name, _, value = line.partition(": ")
+            fields.append((name, value))
+    return fields
 
 
 class _Runtime:
@@ -123,7 +152,7 @@ class _Runtime:
             self._handler = worker.built.handlers[self.index]
             return self.app
 
-    def call(self, request: Request) -> tuple[Reply, bool]:
+    def call(self, request: Request) -> tuple[Reply, bool, bytes]:
         self.open()
         handler = self._handler
         assert self._loop is not None and handler is not None
@@ -182,8 +211,10 @@ class _PipelineTransport(httpx.BaseTransport):
         ]
         reply = self._refused(request.method, target, headers, body)
         cut = False
-        if reply is None:
-            reply, cut = self._runtime.call(
+        if reply is not None:
+            head = _head(reply)
+        else:
+            reply, cut, head = self._runtime.call(
                 Request(
                     request.method,
                     target,
@@ -203,13 +234,13 @@ class _PipelineTransport(httpx.BaseTransport):
                 "(incomplete chunked read)",
                 request=request,
             )
-        headers = reply.headers
-        if reply.request_id:  # written by the engine's encoder
-            headers = [*headers, ("x-request-id", id_text(reply.request_id))]
-        if reply.close:
-            # what the engine says before it closes (setCloseAfterSend, a refusal)
-            headers = [*headers, ("connection", "close")]
-        return httpx.Response(reply.status, headers=headers, content=reply.body, request=request)
+        # the headers as the engine writes them; the body as given (no length added by httpx)
+        return httpx.Response(
+            reply.status,
+            headers=_header_fields(head),
+            stream=httpx.ByteStream(reply.body),
+            request=request,
+        )
 
     def _refused(
         self, method: str, target: bytes, headers: list[tuple[str, str]], body: bytes
@@ -221,14 +252,16 @@ class _PipelineTransport(httpx.BaseTransport):
             refused = HTTPError(431, close=True)
         elif len(headers) > self._runtime.max_headers:
             limit = self._runtime.max_headers
-            refused = HTTPError(431, detailed=f"at most {limit} header fields")
+            refused = HTTPError(431, detailed=f"at most {limit} header fields", close=True)
         elif sum(1 for name, _ in headers if name == "authorization") > 1:
-            refused = HTTPError(400, detailed="repeated Authorization header")
+            refused = HTTPError(400, detailed="repeated Authorization header", close=True)
         elif len(hosts := [value for name, value in headers if name == "host"]) != 1:
-            refused = HTTPError(400, detailed="the request needs exactly one Host header")
+            refused = HTTPError(
+                400, detailed="the request needs exactly one Host header", close=True
+            )
         elif not valid_host_field(hosts[0].strip(" \t")):
             refused = HTTPError(
-                400, detailed="the Host header must be host[:port] and nothing else"
+                400, detailed="the Host header must be host[:port] and nothing else", close=True
             )
         else:
             coding = ",".join(v for n, v in headers if n == "content-encoding")
@@ -236,7 +269,9 @@ class _PipelineTransport(httpx.BaseTransport):
                 refused = coded_body(coding)  # 415 before the body limit, as the engine
             limit = app.body_limit(target, len(body), False)
             if refused is None and len(body) > limit:
-                refused = HTTPError(413, detailed=f"the body may be at most {limit} bytes")
+                refused = HTTPError(
+                    413, detailed=f"the body may be at most {limit} bytes", close=True
+                )
         if refused is None:
             return None
         # as the engine answers: the request's id, the port's headers of every answer
