@@ -33,7 +33,9 @@ from __future__ import annotations
 import functools
 import re
 import time
+from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -288,6 +290,44 @@ def test_basic_failures_on_both_hosts_lock_out_on_both_until_lockouts_clear(
             assert subjects == {("BASIC", "bob"), ("BASIC", "127.0.0.1")}, cleared
     finally:
         close_all(*workers)
+
+
+GUESSES = 200  # SPEC 7.1's "200 simultaneous wrong attempts"
+
+
+def test_guesses_at_once_on_both_hosts_check_at_most_max_failures(hosts: list[Host]) -> None:
+    """SPEC 7.1 and 8: 200 wrong passwords for one user at once, half to each host (each
+    spreading them over its workers), check at most ``maxFailures`` of them (each a 403);
+    the rest are not checked (429), and neither is the right password after them, on any
+    host. From an address of their own (the module's other tests fail from 127.0.0.1)."""
+    clients = [
+        httpx.Client(
+            transport=httpx.HTTPTransport(local_address="127.0.0.61"),
+            timeout=HANG_GUARD_S,
+            limits=httpx.Limits(max_connections=GUESSES),
+        )
+        for _ in hosts
+    ]
+
+    def guess(i: int) -> int:
+        host, http = hosts[i % len(hosts)], clients[i % len(hosts)]
+        return http.get(host.basic + "/hello", auth=("cy", f"guess-{i}")).status_code
+
+    try:
+        with ThreadPoolExecutor(GUESSES // 2) as pool:
+            statuses = list(pool.map(guess, range(GUESSES)))
+        print(f"{GUESSES} guesses at once: {sorted(Counter(statuses).items())}")
+        assert set(statuses) <= {403, 429}, statuses
+        assert 1 <= statuses.count(403) <= MAX_FAILURES, sorted(Counter(statuses).items())
+        for host, http in zip(hosts, clients, strict=True):
+            right = http.get(host.basic + "/hello", auth=("cy", USERS["cy"]))
+            assert right.status_code == 429, (host.basic, right.status_code, right.text)
+    finally:
+        for http in clients:
+            http.close()
+        config = hosts[0].proc.config
+        run_cli("lockouts", str(config), "clear", "cy", cwd=config.parent)
+        bound_after(time.monotonic())
 
 
 def _clear_bob(host: Host, port: str) -> None:

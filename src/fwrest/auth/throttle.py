@@ -24,11 +24,14 @@ usually holds a whole /64), an IPv4-mapped address as the IPv4 address (:func:`a
 * the token route (``strict``) counts in the state store, under the request's store
   deadline: every worker and host shares the count at once, and a store that does not answer
   is a 503 (token issuance fails closed, SPEC 7);
-* a Basic port never waits on the store before ``OnAuth`` (Basic keeps working, throttled,
-  while the store is away): it counts on the host's :class:`LockBoard`, memory the supervisor
-  shares with its workers (no I/O), and each failure also in the store, whose count (every
-  host's) decides the lock-out and its warning; when the store does not answer, the host's
-  count does;
+* a Basic port counts in the state store too, before ``OnAuth``, so that the hosts sharing
+  it check at most ``maxFailures`` passwords between them (SPEC 7.1, 8); but it never fails
+  on the store (Basic keeps working, throttled, while the store is away): when the store does
+  not answer within the background deadline, the port counts on the host's
+  :class:`LockBoard` (memory the supervisor shares with its workers, no I/O) for the next
+  :data:`_AWAY_S`, each failure then also written to the store when it answers, whose count
+  decides the lock-out (the host's when it does not). A header ``OnAuth`` accepted lately is
+  not counted at all (:meth:`Throttle.known`), so a client's requests do not wait on the store;
 * with ``StateStore=memory`` the store is one process's: attempts are counted on the board
   when there is one (``--workers N`` share it), else in the store itself.
 
@@ -86,6 +89,12 @@ WAIT_S = 1.0
 _FIRST_STEP_S = 0.005
 _LAST_STEP_S = 0.1
 _ADDRESS_KEYS_MAX = 4096  # address keys remembered per process (parsing costs microseconds)
+# A Basic port counts an attempt in the store when the store answers within the background
+# deadline (a store busy under a burst of attempts may take most of it); else on the host's
+# board, and goes on doing so for _AWAY_S before it asks the store again (Basic keeps working
+# while the store is away, without waiting on it at every attempt).
+_PRECOUNT_S = _DEADLINE_S
+_AWAY_S = 5.0
 
 
 def port_keys(port_name: str) -> tuple[str, str]:
@@ -353,7 +362,7 @@ class _Where(enum.Enum):
     STORE = "the state store, before the check"
     INLINE = "an in-process store, before the check"
     BOARD = "the host's lock board (a memory store's workers)"
-    BOARD_THEN_STORE = "the host's lock board, failures also in the store"
+    BOARD_THEN_STORE = "the state store, the host's lock board while the store is away"
 
 
 @dataclass(slots=True)
@@ -368,6 +377,7 @@ class Attempt:
     remaining: tuple[float, float]  # seconds until each key's window ends
     counted: bool = True
     settled: bool = False
+    in_store: bool = False  # counted in the store (else on the board or inline)
 
 
 class Throttle:
@@ -429,6 +439,7 @@ class Throttle:
         self._where = where
         self.board = board
         self.region = region
+        self._away_until = 0.0  # monotonic: till then a Basic port counts on the board
         self._task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
 
@@ -551,12 +562,20 @@ class Throttle:
                 self._check(user_key, ip_key)
                 if known is not None and known():
                     return self.uncounted(user, client_ip)
-                if self._where is not _Where.STORE:
+                if not attempt.in_store:
                     break  # counting again costs nothing
                 # in the store, a read tells whether counting again may succeed (a write)
-                (n_user, _), (n_ip, _) = await self._strict(
-                    run, _both, self.store.failures, user_key, ip_key, self.window_s
-                )
+                if self._where is _Where.STORE:
+                    (n_user, _), (n_ip, _) = await self._strict(
+                        run, _both, self.store.failures, user_key, ip_key, self.window_s
+                    )
+                else:
+                    try:
+                        (n_user, _), (n_ip, _) = await self._lenient(
+                            _both, self.store.failures, user_key, ip_key, self.window_s
+                        )
+                    except (StoreError, TimeoutError):
+                        break  # counting again counts on the board
                 if n_user < limit and n_ip < limit:
                     break
 
@@ -590,7 +609,24 @@ class Throttle:
             (n_user, w_user), (n_ip, w_ip) = await self._strict(
                 run, _both, self.store.hit_failure, user_key, ip_key, window
             )
-        elif where is _Where.INLINE:
+            return Attempt(user_key, ip_key, (n_user, n_ip), (w_user, w_ip), in_store=True)
+        if where is _Where.BOARD_THEN_STORE and time.monotonic() >= self._away_until:
+            # every host's count, before the check (SPEC 7.1, 8), when the store answers
+            try:
+                (n_user, w_user), (n_ip, w_ip) = await self._client.call(
+                    _both, self.store.hit_failure, user_key, ip_key, window, deadline=_PRECOUNT_S
+                )
+                return Attempt(user_key, ip_key, (n_user, n_ip), (w_user, w_ip), in_store=True)
+            except (StoreError, TimeoutError) as exc:
+                self._away_until = time.monotonic() + _AWAY_S
+                log.auth_log.warning(
+                    "[%s] attempts counted on this host for %g s: the state store is "
+                    "unavailable (%s)",
+                    self.port_name,
+                    _AWAY_S,
+                    str(exc) or f"no answer within {_PRECOUNT_S:g} s",
+                )
+        if where is _Where.INLINE:
             (n_user, w_user), (n_ip, w_ip) = _both(self.store.hit_failure, user_key, ip_key, window)
         else:
             board = self.board
@@ -622,8 +658,9 @@ class Throttle:
             now_counted = await self._count(attempt.user, attempt.address, run)
             attempt.counts, attempt.remaining = now_counted.counts, now_counted.remaining
         counts, remaining = attempt.counts, attempt.remaining
-        if self._where is _Where.BOARD_THEN_STORE:
-            # the store's count (every host's) decides; the host's when the store is away
+        if self._where is _Where.BOARD_THEN_STORE and not attempt.in_store:
+            # counted on the board (the store was away): the store's count (every host's)
+            # decides when it answers now; the host's when it does not
             try:
                 (n_user, w_user), (n_ip, w_ip) = await self._lenient(
                     _both, self.store.hit_failure, attempt.user, attempt.address, self.window_s
@@ -710,7 +747,7 @@ class Throttle:
         if attempt.settled or not attempt.counted:
             attempt.settled = True
             return True
-        if self._where is not _Where.STORE:
+        if not attempt.in_store:
             self._release_here(attempt)
             return True
         attempt.settled = True
@@ -718,6 +755,14 @@ class Throttle:
 
     async def _take_back(self, attempt: Attempt, run: StoreRun | None, *, quiet: bool) -> None:
         if self._settled_here(attempt):
+            return
+        if self._where is not _Where.STORE:
+            # a Basic port's count in the store: taken back, never failing the request (a
+            # store that does not answer keeps this window's count one higher)
+            with contextlib.suppress(StoreError, TimeoutError):
+                await self._lenient(
+                    _both, self.store.release_failure, attempt.user, attempt.address, self.window_s
+                )
             return
         try:
             await self._strict(
