@@ -262,6 +262,11 @@ UNUSABLE = {
     "bad-base64": "Basic !!!",
     "base64-with-inner-space": f"Basic {ADA_TOKEN[:4]} {ADA_TOKEN[4:]}",
     "base64-without-colon": f"Basic {b64(b'adaLovelace1815')}",
+    # an encoding that is not base64's one (RFC 4648 3.3, 3.5), though Python's strict
+    # decoder takes it: "=" after a whole group (ada's right credentials), pad bits that are
+    # not zero ("ada:x" is "YWRhOng=": "h" is "g" with a pad bit set)
+    "base64-padding-after-a-whole-group": f"Basic {ADA_TOKEN}=",
+    "base64-pad-bits-not-zero": "Basic YWRhOnh=",
 }
 
 

@@ -8,7 +8,7 @@ import hashlib
 import secrets
 import time
 import traceback
-from binascii import a2b_base64
+from binascii import a2b_base64, b2a_base64
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -75,6 +75,10 @@ def _parse(header: str | None) -> tuple[str, str, str] | None:
         # a non-ASCII str is a ValueError
         raw = a2b_base64(credentials, strict_mode=True)
     except (binascii.Error, ValueError):
+        return None
+    if b2a_base64(raw, newline=False) != credentials.encode("ascii"):
+        # the one encoding of those bytes (RFC 4648 3.3, 3.5): strict_mode still takes "="
+        # after a whole group and pad bits that are not zero ("YR==" for "YQ==")
         return None
     try:
         text = raw.decode("utf-8")
