@@ -182,6 +182,7 @@ def parse_fw_data(
             "must be a JSON object.", sec.name, written, 'write {"Authorization": {...}}.'
         )
     items: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
     for key, item in value.items():
         known = FW_DATA_KEYS.get(str(key).lower())
         if known is None:
@@ -191,6 +192,14 @@ def parse_fw_data(
                 written,
                 "use only Authorization and NativeRoutes; put application data in UserData.",
             )
+        if known.lower() in spelled:
+            raise raw.error(
+                _twice("FwData", spelled[known.lower()], str(key)),
+                sec.name,
+                written,
+                "keep one of them.",
+            )
+        spelled[known.lower()] = str(key)
         items[known.lower()] = item
     # the messages name the resolved file, as the start's do
     source = str(Path(raw.source).resolve()) if raw.source else None
@@ -207,6 +216,13 @@ def _err(problem: str, section: str, fix: str, source: str | None) -> ConfigErro
     return ConfigError(problem, section=section, key="FwData", fix=fix, source=source)
 
 
+def _twice(where: str, first: str, second: str) -> str:
+    """The message for one key given twice in one object of FwData, in two spellings."""
+    return (
+        f"{where} gives the key twice (as {first} and {second}); FwData keys are case-insensitive."
+    )
+
+
 def _authorization(
     auth: Any, section: str, is_tls: bool, base_dir: Path, source: str | None
 ) -> AuthorizationData | None:
@@ -221,6 +237,14 @@ def _authorization(
         )
     folded: dict[str, tuple[str, Any]] = {}
     for key, value in auth.items():
+        if str(key).lower() in folded:
+            first = folded[str(key).lower()][0]
+            raise _err(
+                _twice("FwData Authorization", first, str(key)),
+                section,
+                "keep one of them.",
+                source,
+            )
         folded[str(key).lower()] = (str(key), value)
     scheme_written = folded.get("scheme", ("scheme", None))[1]
     if scheme_written is None:
@@ -456,10 +480,14 @@ def _native_routes(value: Any, section: str, source: str | None) -> NativeRoutes
     if not isinstance(value, dict):
         raise fail("FwData NativeRoutes must be an object.")
     lists: list[RouteList] = []
+    spelled: dict[str, str] = {}
     for key, names in value.items():
         kind = _ROUTE_LISTS.get(str(key).lower())
         if kind is None:
             raise fail(f"FwData NativeRoutes has the unknown key {key!r}.")
+        if kind in spelled:
+            raise fail(_twice("FwData NativeRoutes", spelled[kind], str(key)))
+        spelled[kind] = str(key)
         if isinstance(names, str):
             names = [names]
         if not isinstance(names, list) or not all(isinstance(v, str) for v in names):
