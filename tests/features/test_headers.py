@@ -6,6 +6,7 @@ frame and CSP headers kept, and the start errors of the keys."""
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 from pathlib import Path
@@ -17,7 +18,15 @@ import trustme
 
 from fwrest import ConfigError
 from fwrest.testing import Client
-from tests.conftest import free_config, issue_certs, local_port, module_config, serving, tls_server
+from tests.conftest import (
+    free_config,
+    ini_text,
+    issue_certs,
+    local_port,
+    module_config,
+    serving,
+    tls_server,
+)
 
 APP = """
 from fwrest import Response, get
@@ -73,6 +82,25 @@ def test_a_locations_headers_are_on_every_answer_of_its_requests(
         # an answer that sets a header itself keeps its own (once)
         framed = client.get("/rest/framed")
         assert framed.headers.get_list("x-frame-options") == ["SAMEORIGIN"]
+
+
+def test_an_ini_value_is_sent_whole_as_the_json_one(tmp_path: Path, ca: trustme.CA) -> None:
+    """A `` ; `` in an INI ``ContentSecurityPolicy`` or ``HSTS`` is the header's, not the start
+    of an inline comment: the INI file sends the same headers as the JSON one."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    csp, hsts = (
+        "default-src 'self' ; frame-ancestors 'none'",
+        "max-age=31536000 ; includeSubDomains",
+    )
+    config = _config(tmp_path, "headers_app_ini", certs, HSTS=hsts, ContentSecurityPolicy=csp)
+    ini = config.with_suffix(".ini")
+    ini.write_text(ini_text(json.loads(config.read_text())))
+    for path in (config, ini):
+        with Client(path) as client:
+            answer = client.get("/rest/hello")
+            assert answer.status_code == 200
+            assert answer.headers["content-security-policy"] == csp, path.name
+            assert answer.headers["strict-transport-security"] == hsts, path.name
 
 
 def test_hsts_is_on_every_answer_of_the_tls_port(tmp_path: Path, ca: trustme.CA) -> None:

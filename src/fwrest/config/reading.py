@@ -172,6 +172,11 @@ def _strip_inline_comment(value: str) -> str:
     return _INLINE_COMMENT.sub("", value).strip()
 
 
+# Keys whose value is an HTTP header value with ";" in its syntax (SPEC 10.2): the INI value is
+# the whole text after "=", sent as written, as in JSON; no inline comment is cut from it.
+_WHOLE_VALUE_KEYS = frozenset({"contentsecuritypolicy", "hsts"})
+
+
 def _read_ini(path: Path) -> dict[str, RawSection]:
     parser = configparser.ConfigParser(
         interpolation=None,
@@ -213,7 +218,10 @@ def _read_ini(path: Path) -> dict[str, RawSection]:
     for name in parser.sections():
         values: dict[str, tuple[str, Any]] = {}
         for key, raw_value in parser.items(name):
-            value = _strip_inline_comment(raw_value)
+            if key.strip().lower() in _WHOLE_VALUE_KEYS:
+                value = raw_value.strip()
+            else:
+                value = _strip_inline_comment(raw_value)
             if key.lower() in values:
                 raise ConfigError(
                     f"the key is given twice (as {values[key.lower()][0]} and {key}).",

@@ -55,6 +55,12 @@ def render() -> str:
         "at start: `fwrest check` and `fwrest serve` stop with exit code 2 and one message "
         "naming section, key, problem and fix. Times are in milliseconds (`ms`).",
         "",
+        "An INI file is UTF-8 (a byte order mark at its start is ignored). A line starting "
+        "with `;` or `#` is a comment, and so is the rest of a line from a `;` after a space "
+        "(`Port=8080 ; the port`), except inside a JSON value's strings and in the values of "
+        "`ContentSecurityPolicy` and `HSTS`: these are HTTP header values, with `;` in their "
+        "syntax, so their value is the whole text after `=`, as in JSON.",
+        "",
     ]
     for kind in SECTION_KINDS:
         keys = [k for k in KEYS if k.section == kind]
