@@ -212,6 +212,34 @@ def test_ini_inline_comments_and_semicolons_inside_json(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["json", "ini"])
+def test_a_file_starting_with_a_bom_loads(tmp_path: Path, fmt: str) -> None:
+    """A UTF-8 byte order mark (Windows editors write one) is not part of the text."""
+    path = write(tmp_path, base(), fmt)
+    path.write_text("\ufeff" + path.read_text(), encoding="utf-8")
+    (server,) = load_config(path).servers
+    assert server.port == 8080
+
+
+def test_ini_lines_without_equals_are_named_with_number_text_and_section(tmp_path: Path) -> None:
+    path = write(tmp_path, base(), "ini")
+    text = path.read_text().replace("[ROOT]\n", "[ROOT]\nFoo\n").replace("Port=8080", "Port")
+    path.write_text(text)
+    lines = text.split("\n")
+    port, foo = lines.index("Port") + 1, lines.index("Foo") + 1
+    err = load_error(path)
+    assert err.source == str(path)
+    assert_one_clear_error(
+        err,
+        "not a valid INI file",
+        f"line {port} in [HTTP_REST] 'Port'",
+        f"line {foo} in [ROOT] 'Foo'",
+        "are not Key=value lines",
+    )
+    path.write_text("Port=8080\n" + text)
+    assert_one_clear_error(load_error(path), "line 1 'Port=8080' comes before any [SECTION] header")
+
+
+@pytest.mark.parametrize("fmt", ["json", "ini"])
 def test_a_section_named_default_is_an_ordinary_section(tmp_path: Path, fmt: str) -> None:
     """configparser would merge [DEFAULT] into every section; fwrest reads it like JSON."""
     sections = base()

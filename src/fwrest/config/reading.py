@@ -175,6 +175,34 @@ def _strip_inline_comment(value: str) -> str:
 # Keys whose value is an HTTP header value with ";" in its syntax (SPEC 10.2): the INI value is
 # the whole text after "=", sent as written, as in JSON; no inline comment is cut from it.
 _WHOLE_VALUE_KEYS = frozenset({"contentsecuritypolicy", "hsts"})
+_SECTION_HEADER = re.compile(r"\[(?P<header>.+)\]")  # configparser's own SECTCRE
+_SHOWN_LINES = 5  # bad lines a message names; the rest are counted
+
+
+def _bad_lines(text: str, exc: configparser.ParsingError) -> str:
+    """The lines configparser could not read, with their number, text and section:
+    ``line 4 in [HTTP_REST] 'Port' is not a Key=value line``."""
+    lines = text.split("\n")  # as configparser numbers them
+    if isinstance(exc, configparser.MissingSectionHeaderError):
+        found: list[tuple[int, Any]] = [(exc.lineno, None)]
+    else:
+        found = list(exc.errors)
+    parts = []
+    for lineno, _line in found[:_SHOWN_LINES]:
+        line = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+        section = ""
+        for before in reversed(lines[: lineno - 1]):
+            match = _SECTION_HEADER.match(before)
+            if match:
+                section = f" in [{match.group('header')}]"
+                break
+        parts.append(f"line {lineno}{section} {line!r}")
+    more = len(found) - _SHOWN_LINES
+    listed = ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+    if isinstance(exc, configparser.MissingSectionHeaderError):
+        return f"{listed} comes before any [SECTION] header."
+    verb = "is not a Key=value line" if len(found) == 1 else "are not Key=value lines"
+    return f"{listed} {verb}."
 
 
 def _read_ini(path: Path) -> dict[str, RawSection]:
@@ -188,7 +216,8 @@ def _read_ini(path: Path) -> dict[str, RawSection]:
     )
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
-        parser.read_string(path.read_text(encoding="utf-8"), source=str(path))
+        text = path.read_text(encoding="utf-8-sig")  # a BOM, if any, is not part of the text
+        parser.read_string(text, source=str(path))
     except configparser.DuplicateSectionError as exc:
         raise ConfigError(
             f"the section [{exc.section}] appears twice (line {exc.lineno}).",
@@ -201,6 +230,12 @@ def _read_ini(path: Path) -> dict[str, RawSection]:
             section=exc.section,
             key=exc.option,
             fix="keep one of the two lines.",
+            source=str(path),
+        ) from None
+    except configparser.ParsingError as exc:
+        raise ConfigError(
+            f"the file is not a valid INI file: {_bad_lines(text, exc)}",
+            fix="write [SECTION] headers, Key=value lines and ; or # comments.",
             source=str(path),
         ) from None
     except configparser.Error as exc:
@@ -309,7 +344,7 @@ def read_source(source: str | Path | Mapping[str, Any]) -> RawConfig:
         ) from None
     if suffix == ".json":
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # a BOM, if any, is not JSON
         except UnicodeDecodeError:
             raise ConfigError(
                 "the file is not UTF-8 text.", fix="save it as UTF-8.", source=str(path)
