@@ -730,7 +730,7 @@ the section [HTTPSERVER] is missing  <=  an empty file[ini]
 [HTTPSERVER] StateStore: the signing key cannot be read from the state store: redis store ...  <=  Redis unreachable[ini] | serve
 [HTTPSERVER] SigningKeyFile: the signing key in <file> is corrupt or shorter than 32 bytes  <=  short SigningKeyFile[json]
 [<server>] Port: 192.0.2.1:<port> cannot be bound: Cannot assign requested address  <=  address of no interface[ini] | serve
-[<server>] HostName: the host name 'no.invalid' cannot be resolved (...)  <=  host unresolvable[json] | serve
+[<server>] HostName: the host name 'no.invalid' cannot be resolved (...)  <=  host unresolvable[json]
 # oAuth2 ports
 [<server>] FwData: FwData Authorization signingAlg 'eddsa' is not an algorithm fwrest signs tokens with (the value is case-sensitive)  <=  signingAlg lower case[json]  <=  oAuth2 signingAlg = "eddsa"
 [<server>] FwData: FwData Authorization boundTokens 'DPoP' is not a binding fwrest knows (the value is case-sensitive)  <=  boundTokens capitalised[json]  <=  oAuth2 boundTokens = "DPoP"
