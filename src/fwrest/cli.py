@@ -172,11 +172,13 @@ def _revoke_user(path: str, user: str) -> int:
 def _check(path: str) -> int:
     from fwrest._native import describe
     from fwrest.server import prepare
+    from fwrest.server.binding import resolve_all
     from fwrest.server.build import check_schema, probe_store
     from fwrest.store import shown_url
 
     plan = prepare(path)
     config = plan.config
+    resolve_all(plan)  # a HostName the start could not resolve (binds nothing)
     unreachable = probe_store(config)
     # SPEC 17.2: a store of a newer release is the start's error; an older sqlite file, a note
     due = check_schema(config) if unreachable is None else None

@@ -730,7 +730,7 @@ the section [HTTPSERVER] is missing  <=  an empty file[ini]
 [HTTPSERVER] StateStore: the signing key cannot be read from the state store: redis store ...  <=  Redis unreachable[ini] | serve
 [HTTPSERVER] SigningKeyFile: the signing key in <file> is corrupt or shorter than 32 bytes  <=  short SigningKeyFile[json]
 [<server>] Port: 192.0.2.1:<port> cannot be bound: Cannot assign requested address  <=  address of no interface[ini] | serve
-[<server>] HostName: the host name 'no.invalid' cannot be resolved (...)  <=  host unresolvable[json] | serve
+[<server>] HostName: the host name 'no.invalid' cannot be resolved (...)  <=  host unresolvable[json]
 # oAuth2 ports
 [<server>] FwData: FwData Authorization signingAlg 'eddsa' is not an algorithm fwrest signs tokens with (the value is case-sensitive)  <=  signingAlg lower case[json]  <=  oAuth2 signingAlg = "eddsa"
 [<server>] FwData: FwData Authorization boundTokens 'DPoP' is not a binding fwrest knows (the value is case-sensitive)  <=  boundTokens capitalised[json]  <=  oAuth2 boundTokens = "DPoP"
@@ -743,6 +743,8 @@ the section [HTTPSERVER] is missing  <=  an empty file[ini]
 [HTTPSERVER] StateStorePassword: the environment variable <name> is not set  <=  StateStorePassword variable unset[ini]  <=  HTTPSERVER StateStore = "rediss://127.0.0.1:6380/0"  <=  HTTPSERVER StateStorePassword = "env:FWREST_NOT_SET_EVER"
 [CORS_WEB] AllowOrigins: 'https://app.example.com/' is not an origin (scheme://host[:port], http or https, no path)  <=  CORS origin with a path[ini]  <=  ROOT CORS = "CORS_WEB"  <=  CORS_WEB AllowOrigins = "https://app.example.com/"
 [CORS_WEB] AllowOrigins: AllowOrigins=* cannot be used with AllowCredentials=1 (any site could then act with the user's credentials)  <=  CORS any origin with credentials[ini]  <=  ROOT CORS = "CORS_WEB"  <=  CORS_WEB AllowOrigins = "*"  <=  CORS_WEB AllowCredentials = 1
+[CORS_WEB] AllowOrigins: the required key AllowOrigins is empty (no origin could call)  <=  CORS no origin[ini]  <=  ROOT CORS = "CORS_WEB"  <=  CORS_WEB AllowOrigins = ""
+[CORS_WEB] AllowHeaders: 'X Bad' is not a header name (letters, digits and the marks of RFC 9110 5.6.2; no space, colon or other separator)  <=  CORS header with a space[ini]  <=  ROOT CORS = "CORS_WEB"  <=  CORS_WEB AllowOrigins = "https://app.example.com"  <=  CORS_WEB AllowHeaders = "Content-Type, X Bad"
 [RL_API] Key: 'session' is not what a rate limit counts by (user or address)  <=  RateLimit Key[ini]  <=  ROOT RateLimit = "RL_API"  <=  RL_API Key = "session"
 [RL_API] Window: must be a duration in whole seconds (60, 60s, 1m, 1h), got '1.5s'  <=  RateLimit Window not a duration[json]  <=  ROOT RateLimit = "RL_API"  <=  RL_API Window = "1.5s"
 [RL_API] Window: 0 seconds is out of range (1-86400 seconds)  <=  RateLimit Window zero[ini]  <=  ROOT RateLimit = "RL_API"  <=  RL_API Window = "0s"

@@ -116,6 +116,25 @@ def test_check_binds_no_port(tmp_path: Path) -> None:
     assert f"127.0.0.1:{port}/rest" in result.stdout
 
 
+def test_check_resolves_host_names_as_serve_does(tmp_path: Path) -> None:
+    """SPEC 1: ``check`` fails the same way as ``serve`` (the same one error line) on a
+    HostName that cannot be resolved, and passes the names that can."""
+    data = sections(free_port())
+    for host in ("localhost", "127.0.0.1", "0.0.0.0"):
+        data["HTTP_REST"]["HostName"] = host
+        passed = run_forked("check", str(write_config(tmp_path, data)), cwd=tmp_path)
+        assert passed.returncode == 0, passed.stderr
+        assert f"[HTTP_REST] {host}:" in passed.stdout
+    data["HTTP_REST"]["HostName"] = "999.1.1.1"
+    config = write_config(tmp_path, data)
+    checked = run_forked("check", str(config), cwd=tmp_path)
+    served = run_cli("serve", str(config), cwd=tmp_path, timeout=30)
+    assert_config_error(checked, "[HTTP_REST] HostName:", "'999.1.1.1' cannot be resolved")
+    assert_config_error(served, "[HTTP_REST] HostName:", "'999.1.1.1' cannot be resolved")
+    assert checked.stderr == served.stderr
+    assert checked.stdout == ""
+
+
 def _second_server(data: Sections) -> None:
     data["HTTPSERVER"]["Servers"] = "HTTP_REST, OTHER"
     data["OTHER"] = {"HostName": "127.0.0.1", "Port": 18080, "Locations": "ROOT"}
@@ -195,6 +214,13 @@ BAD_CONFIGS = [
     Bad("missing-hostname", _changed(_drop("HTTP_REST", "HostName"))).says(
         "[HTTP_REST]:", "HostName is missing"
     ),
+    Bad("hostname-unresolvable", _json("HTTP_REST", HostName="999.1.1.1")).says(
+        "[HTTP_REST] HostName:", "the host name '999.1.1.1' cannot be resolved"
+    ),
+    Bad(
+        "monitor-hostname-unresolvable",
+        _json("APP_MONITOR", Enable=1, Port=18090, HostName="999.1.1.1"),
+    ).says("[APP_MONITOR] HostName:", "'999.1.1.1' cannot be resolved"),
     Bad("unknown-key-ini", _ini("HTTP_REST", Hostname2="x")).says(
         "[HTTP_REST] Hostname2:", "unknown key", "Did you mean HostName?"
     ),

@@ -306,6 +306,18 @@ def test_the_token_route_is_open_to_an_allowed_origin(tmp_path: Path, ca: trustm
         ({"AllowCredentials": 1}, "[CORS_WEB]: the required key AllowOrigins is missing"),
         ({"AllowOrigins": WEB, "MaxAge": 86401}, "[CORS_WEB] MaxAge"),
         ({"AllowOrigins": WEB, "AllowCredentials": 2}, "[CORS_WEB] AllowCredentials"),
+        ({"AllowOrigins": ""}, "[CORS_WEB] AllowOrigins: the required key AllowOrigins is empty"),
+        ({"AllowOrigins": " , "}, "[CORS_WEB] AllowOrigins: the required key AllowOrigins is empty"),
+        ({"AllowOrigins": WEB, "AllowHeaders": "X Bad"},
+         "[CORS_WEB] AllowHeaders: 'X Bad' is not a header name"),
+        ({"AllowOrigins": WEB, "AllowHeaders": "Content-Type, X-Ok:"},
+         "[CORS_WEB] AllowHeaders: 'X-Ok:' is not a header name"),
+        ({"AllowOrigins": WEB, "ExposeHeaders": "X:Bad"},
+         "[CORS_WEB] ExposeHeaders: 'X:Bad' is not a header name"),
+        ({"AllowOrigins": WEB, "ExposeHeaders": "X-Total-Count, Bad\u00e9"}, "'Bad\u00e9' is not"),
+        ({"AllowOrigins": WEB, "AllowMethods": "GET, FOO BAR"},
+         "[CORS_WEB] AllowMethods: 'FOO BAR' is not a method"),
+        ({"AllowOrigins": WEB, "AllowMethods": "GET; POST"}, "'GET; POST' is not a method"),
     ],
 )  # fmt: skip
 def test_a_bad_cors_section_stops_the_start(

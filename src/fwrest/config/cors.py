@@ -4,11 +4,15 @@ The origins are checked here, at load: each is ``scheme://host[:port]`` (``http`
 ``https``, no path, no user), a host may be a pattern ``*.domain`` (one or more labels under
 ``domain``), and ``*`` alone allows any origin, but never with ``AllowCredentials=1`` (a
 browser refuses credentials for ``*``, and echoing any origin with credentials would hand
-every site the user's session).
+every site the user's session). ``AllowOrigins`` may not be empty (no origin could then call),
+and each header name of ``AllowHeaders``/``ExposeHeaders`` and each method of ``AllowMethods``
+must be a token (RFC 9110 5.1, 9.1): they are sent as written.
 """
 
 from __future__ import annotations
 
+import re
+from typing import Any
 from urllib.parse import urlsplit
 
 from fwrest.config.convert import section_values
@@ -18,6 +22,30 @@ from fwrest.config.reading import RawConfig, RawSection
 __all__ = ["cors_config", "origin_form"]
 
 _FIX_ORIGIN = "write each origin as scheme://host[:port], e.g. https://app.example.com."
+
+# RFC 9110 5.6.2: token = 1*tchar, the form of a header field name (5.1) and a method (9.1)
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+
+# key -> (attribute, what each entry is, an example list)
+_TOKEN_LISTS = {
+    "AllowMethods": ("allow_methods", "a method", "GET, POST, PUT, DELETE"),
+    "AllowHeaders": ("allow_headers", "a header name", "Authorization, Content-Type"),
+    "ExposeHeaders": ("expose_headers", "a header name", "X-Total-Count"),
+}
+
+
+def _check_tokens(raw: RawConfig, sec: RawSection, values: dict[str, Any]) -> None:
+    """Refuse an entry of AllowMethods, AllowHeaders or ExposeHeaders that is not a token."""
+    for key, (attr, what, example) in _TOKEN_LISTS.items():
+        for item in values[attr] or ():
+            if _TOKEN.match(item) is None:
+                raise raw.error(
+                    f"{item!r} is not {what} (letters, digits and the marks of RFC 9110 5.6.2; "
+                    "no space, colon or other separator).",
+                    sec.name,
+                    sec.values.get(key.lower(), (key, None))[0],
+                    f"separate the entries by commas, e.g. {key}={example}.",
+                )
 
 
 def origin_form(text: str) -> str | None:
@@ -61,6 +89,15 @@ def cors_config(
         return cache[folded]
     values = section_values(raw, sec, "CORS")
     written = sec.values.get("alloworigins", ("AllowOrigins", None))[0]
+    if not values["allow_origins"]:
+        # the generic check sees an empty list as given; no origin at all could never call
+        raise raw.error(
+            "the required key AllowOrigins is empty (no origin could call).",
+            sec.name,
+            written,
+            "list the origins of your front-ends, e.g. AllowOrigins=https://app.example.com.",
+        )
+    _check_tokens(raw, sec, values)
     origins: list[str] = []
     for item in values["allow_origins"]:
         if item == "*":

@@ -9,14 +9,23 @@ import socket
 from fwrest.errors import ConfigError
 from fwrest.server.build import PortPlan, ServicePlan
 
-__all__ = ["Listening", "bind_all", "bind_socket", "listening"]
+__all__ = ["Listening", "bind_all", "bind_socket", "listening", "resolve_all"]
+
+# one answer of socket.getaddrinfo: family, type, protocol, canonical name, address
+AddrInfo = tuple[
+    socket.AddressFamily,
+    socket.SocketKind,
+    int,
+    str,
+    tuple[str, int] | tuple[str, int, int, int] | tuple[int, bytes],
+]
 
 
-def bind_socket(host: str, port: int, *, section: str, source: str | None) -> socket.socket:
-    """A listening, non-blocking TCP socket on ``host:port``.
+def _address(host: str, port: int, *, section: str, source: str | None) -> AddrInfo:
+    """The address ``bind_socket`` would bind ``host:port`` to.
 
     Raises:
-        ConfigError: the address cannot be bound (in use, not an address of this machine).
+        ConfigError: ``host`` cannot be resolved.
     """
     try:
         infos = socket.getaddrinfo(
@@ -30,7 +39,31 @@ def bind_socket(host: str, port: int, *, section: str, source: str | None) -> so
             fix="give an address of this machine, e.g. 127.0.0.1 or 0.0.0.0.",
             source=source,
         ) from None
-    family, kind, proto, _, address = infos[0]
+    return infos[0]
+
+
+def resolve_all(plan: ServicePlan) -> None:
+    """Resolve every ``HostName`` of the plan as ``bind_all`` would, binding nothing, so that
+    ``fwrest check`` refuses the names a start would (SPEC 1).
+
+    Raises:
+        ConfigError: a host name cannot be resolved (the same error as at start).
+    """
+    source = str(plan.config.source) if plan.config.source else None
+    for port in plan.ports:
+        _address(port.config.host, port.config.port, section=port.config.name, source=source)
+    monitor = plan.config.monitor
+    if monitor is not None:
+        _address(monitor.host, monitor.port, section="APP_MONITOR", source=source)
+
+
+def bind_socket(host: str, port: int, *, section: str, source: str | None) -> socket.socket:
+    """A listening, non-blocking TCP socket on ``host:port``.
+
+    Raises:
+        ConfigError: the address cannot be bound (in use, not an address of this machine).
+    """
+    family, kind, proto, _, address = _address(host, port, section=section, source=source)
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
