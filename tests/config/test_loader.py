@@ -220,6 +220,19 @@ def test_a_file_starting_with_a_bom_loads(tmp_path: Path, fmt: str) -> None:
     assert server.port == 8080
 
 
+def test_a_json_file_named_by_a_key_may_start_with_a_bom(tmp_path: Path) -> None:
+    """As the config file: the ``UserData``, ``FwData`` and ``LoadURNs`` files."""
+    sections = base()
+    values = {"FwData": FW_DATA, "UserData": USER_DATA, "LoadURNs": LOAD_URNS}
+    for key, value in values.items():
+        (tmp_path / f"{key}.json").write_text("\ufeff" + json.dumps(value), encoding="utf-8")
+        sections["HTTP_REST"][key] = f"{key}.json"
+    (server,) = load_config(write(tmp_path, sections)).servers
+    assert server.fw_data == FwData(AuthorizationData("basic", on_auth="app.check"))
+    assert server.user_data == USER_DATA
+    assert server.load_urns == LOAD_URNS
+
+
 def test_ini_lines_without_equals_are_named_with_number_text_and_section(tmp_path: Path) -> None:
     path = write(tmp_path, base(), "ini")
     text = path.read_text().replace("[ROOT]\n", "[ROOT]\nFoo\n").replace("Port=8080", "Port")

@@ -137,7 +137,7 @@ def _json_value(raw: RawConfig, sec: RawSection, key_written: str, value: Any) -
     if not path.is_absolute():
         path = raw.base_dir / path
     try:
-        content = path.read_text(encoding="utf-8")
+        content = path.read_text(encoding="utf-8-sig")  # a BOM, if any, is not JSON
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
         raise raw.error(

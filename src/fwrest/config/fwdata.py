@@ -406,7 +406,7 @@ def _login_page(
     if not path.is_absolute():
         path = base_dir / path
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM, if any, is not JSON
     except (OSError, UnicodeDecodeError) as exc:
         raise _err(
             f"FwData Authorization {written} names {path}, which cannot be read: "

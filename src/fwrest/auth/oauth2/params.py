@@ -348,7 +348,7 @@ class ParamsSource:
         if self._good is not None and state == self._good_state and not racy:
             return self._good
         try:
-            data = json.loads(self.file.read_text(encoding="utf-8"))
+            data = json.loads(self.file.read_text(encoding="utf-8-sig"))  # a BOM is not JSON
         except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             return self._fall_back(state, f"{self.file} is not valid JSON: {exc}")
         try:
