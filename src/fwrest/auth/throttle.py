@@ -89,11 +89,10 @@ WAIT_S = 1.0
 _FIRST_STEP_S = 0.005
 _LAST_STEP_S = 0.1
 _ADDRESS_KEYS_MAX = 4096  # address keys remembered per process (parsing costs microseconds)
-# A Basic port counts an attempt in the store when the store answers within the background
-# deadline (a store busy under a burst of attempts may take most of it); else on the host's
-# board, and goes on doing so for _AWAY_S before it asks the store again (Basic keeps working
-# while the store is away, without waiting on it at every attempt).
-_PRECOUNT_S = _DEADLINE_S
+# A Basic port counts an attempt in the store when the store answers within _DEADLINE_S (a
+# store busy under a burst of attempts may take most of it); else on the host's board, and
+# goes on doing so for _AWAY_S before it asks the store again (Basic keeps working while the
+# store is away, without waiting on it at every attempt).
 _AWAY_S = 5.0
 
 
@@ -613,8 +612,8 @@ class Throttle:
         if where is _Where.BOARD_THEN_STORE and time.monotonic() >= self._away_until:
             # every host's count, before the check (SPEC 7.1, 8), when the store answers
             try:
-                (n_user, w_user), (n_ip, w_ip) = await self._client.call(
-                    _both, self.store.hit_failure, user_key, ip_key, window, deadline=_PRECOUNT_S
+                (n_user, w_user), (n_ip, w_ip) = await self._lenient(
+                    _both, self.store.hit_failure, user_key, ip_key, window
                 )
                 return Attempt(user_key, ip_key, (n_user, n_ip), (w_user, w_ip), in_store=True)
             except (StoreError, TimeoutError) as exc:
@@ -624,7 +623,7 @@ class Throttle:
                     "unavailable (%s)",
                     self.port_name,
                     _AWAY_S,
-                    str(exc) or f"no answer within {_PRECOUNT_S:g} s",
+                    str(exc) or f"no answer within {_DEADLINE_S:g} s",
                 )
         if where is _Where.INLINE:
             (n_user, w_user), (n_ip, w_ip) = _both(self.store.hit_failure, user_key, ip_key, window)

@@ -84,9 +84,15 @@ def _host_ok(value: str) -> bool:
     return True
 
 
-def _names_close(value: str) -> bool:
-    """Whether a ``Connection`` value lists the ``close`` option (RFC 9112 9.6)."""
-    return any(option.strip(" \t").lower() == "close" for option in value.split(","))
+def _asks_close(headers: list[tuple[str, str]]) -> bool:
+    """Whether a ``Connection`` field lists the ``close`` option (RFC 9112 9.6). Asked of an
+    HTTP/1.0 request the parser would keep: llhttp (httptools' too) keeps one that names
+    ``keep-alive`` whatever else its ``Connection`` says; in HTTP/1.1 it sees ``close``."""
+    return any(
+        name == "connection"
+        and any(option.strip(" \t").lower() == "close" for option in value.split(","))
+        for name, value in headers
+    )
 
 
 def absolute_form(url: bytes, headers: list[tuple[str, str]]) -> None:
@@ -871,7 +877,6 @@ class HttpProtocol(asyncio.Protocol):
         content_coding = ""
         hosts = 0
         host = ""
-        closes = False  # a close option (httptools, like llhttp, misses it beside keep-alive)
         for name, value in self._headers:
             if name == "host":
                 hosts += 1
@@ -892,8 +897,6 @@ class HttpProtocol(asyncio.Protocol):
                 expect = True
             elif name == "content-encoding":
                 content_coding = f"{content_coding},{value}" if content_coding else value
-            elif name == "connection" and not closes:
-                closes = _names_close(value)
         version = parser.get_http_version()
         if version != "1.1" and version != "1.0":
             # llhttp also parses HTTP/0.9 and HTTP/2.0 request lines (RFC 9110 15.6.6)
@@ -925,7 +928,11 @@ class HttpProtocol(asyncio.Protocol):
         url = self._url
         if not url.startswith(b"/") and url[:8].lower().startswith(_ABSOLUTE):
             absolute_form(self._url, self._headers)
-        if closes or not self._keep_alive or not parser.should_keep_alive():
+        if (
+            not self._keep_alive
+            or not parser.should_keep_alive()
+            or (self._http10 and _asks_close(self._headers))
+        ):
             self._keep_alive = False
         method = self._method = parser.get_method().decode("ascii", "replace")
         if parser.should_upgrade():
