@@ -5,6 +5,8 @@ unknown charset; in process."""
 
 from __future__ import annotations
 
+import codecs
+import logging
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,42 @@ def check():
 @post("/echo")
 def echo():
     return {"body": rest.getBodyRequest()}
+
+@get("/json-text")
+def json_text():
+    return Response('{"a":"caf\u00e9"}', media_type="application/json")
+
+@get("/problem-text")
+def problem_text():
+    return Response('{"a":"caf\u00e9"}', media_type="application/problem+json")
+
+@get("/declared")
+def declared():
+    return Response("caf\u00e9", media_type=rest.getQueryRequest()["type"])
+
+@get("/set-label")
+def set_label():
+    rest.setKeyHeaderResponse("Content-Type", rest.getQueryRequest()["type"])
+    return "caf\u00e9"
+
+@get("/set-gathered")
+def set_gathered():
+    rest.setKeyHeaderResponse("Content-Type", rest.getQueryRequest()["type"])
+    rest.setResponse("caf\u00e9")
+
+@get("/twice")
+def twice():
+    rest.setKeyHeaderResponse("Content-Type", rest.getQueryRequest()["type"])
+    rest.setResponse("caf\u00e9")
+    rest.setResponse("caf\u00e9")
+
+@get("/streamed")
+def streamed():
+    return Response(iter(["caf", "\u00e9"]), media_type=rest.getQueryRequest()["type"])
+
+@get("/euro")
+def euro():
+    return Response("\u20ac", media_type=rest.getQueryRequest()["type"])
 """
 
 
@@ -141,3 +179,68 @@ def test_the_guides_charset_example(tmp_path: Path) -> None:
 def test_an_unknown_charset_stops_the_start(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"\[HTTP_REST\] Charset: 'UTF-16' is not a charset"):
         _client(tmp_path, "charset_app_bad", "UTF-16")
+
+
+UTF8_TEXT = "text/plain; charset=utf-8"
+LATIN_TEXT = "text/plain; charset=iso-8859-1"
+
+
+def test_json_text_is_utf8_on_any_port(tmp_path: Path) -> None:
+    """A ``str`` body under a JSON type is UTF-8 (RFC 8259), whatever the server's charset."""
+    with _client(tmp_path, "charset_app_json_text", "CP1252") as client:
+        for path, media in (
+            ("/rest/json-text", "application/json"),
+            ("/rest/problem-text", "application/problem+json"),
+        ):
+            answer = client.get(path)
+            assert answer.status_code == 200, path
+            assert answer.headers["content-type"] == media
+            assert answer.content == '{"a":"café"}'.encode()
+            assert answer.json() == {"a": "café"}
+        answer = client.get("/rest/set-gathered", params={"type": "application/json"})
+        assert answer.content == "café".encode()
+
+
+def test_a_declared_charset_encodes_the_text(tmp_path: Path) -> None:
+    """A ``str`` body is sent in the charset its ``Content-Type`` declares, however it was
+    declared (a ``Response``'s media type, ``setKeyHeaderResponse``, a streamed ``Response``),
+    and without one in the server's, labelled."""
+    with _client(tmp_path, "charset_app_declared_cp", "CP1252") as client:
+        for path in ("/rest/declared", "/rest/set-label", "/rest/set-gathered", "/rest/streamed"):
+            answer = client.get(path, params={"type": UTF8_TEXT})
+            assert answer.status_code == 200, path
+            assert answer.headers["content-type"] == UTF8_TEXT, path
+            assert answer.content == "café".encode(), path
+            plain = client.get(path, params={"type": "text/plain"})
+            assert plain.headers["content-type"] == "text/plain; charset=windows-1252", path
+            assert plain.content == "café".encode("cp1252"), path
+    with _client(tmp_path, "charset_app_declared_utf8", None) as client:
+        for path in ("/rest/declared", "/rest/set-label", "/rest/set-gathered", "/rest/streamed"):
+            answer = client.get(path, params={"type": LATIN_TEXT})
+            assert answer.headers["content-type"] == LATIN_TEXT, path
+            assert answer.content == "café".encode("latin-1"), path
+        for path in ("/rest/declared", "/rest/set-label", "/rest/set-gathered", "/rest/twice"):
+            utf16 = client.get(path, params={"type": "text/csv; charset=UTF-16"})
+            assert utf16.content.startswith(codecs.BOM_UTF16), path  # one byte order mark
+            assert utf16.content.count(codecs.BOM_UTF16) == 1, path
+            assert utf16.content.decode("utf-16").replace("café", "") == "", path
+
+
+def test_an_unknown_or_unencodable_declared_charset_is_a_500_named_in_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with _client(tmp_path, "charset_app_declared_bad", None) as client:
+        for path in ("/rest/declared", "/rest/streamed"):
+            with caplog.at_level(logging.ERROR, logger="fwrest.app"):
+                answer = client.get(path, params={"type": "text/plain; charset=x-no-such"})
+            assert answer.status_code == 500, path
+            assert answer.json()["code"] == 500
+            assert "charset 'x-no-such'" in caplog.text, path
+            caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="fwrest.app"):
+            answer = client.get("/rest/euro", params={"type": LATIN_TEXT})
+        assert answer.status_code == 500
+        assert "the Content-Type's charset 'iso-8859-1' cannot encode" in caplog.text
+        caplog.clear()
+        euro = client.get("/rest/euro", params={"type": "text/plain; charset=windows-1252"})
+        assert euro.content == "€".encode("cp1252")

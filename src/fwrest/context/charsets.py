@@ -19,7 +19,7 @@ from encodings.aliases import aliases
 
 from fwrest.errors import HTTPError
 
-__all__ = ["ACCEPTED", "CHARSETS", "UTF8", "Charset", "body_text"]
+__all__ = ["ACCEPTED", "CHARSETS", "UTF8", "Charset", "answer_charset", "body_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +29,14 @@ class Charset:
     name: str  # as the Charset key writes it
     codec: str  # Python's codec
     label: str  # the IANA name sent in Content-Type
+    declared: bool = False  # an answer's own charset= (answer_charset), not a Charset key
+
+    @property
+    def described(self) -> str:
+        """The charset as an error about it names it."""
+        if self.declared:
+            return f"the Content-Type's charset {self.name!r}"
+        return f"Charset={self.name}"
 
     @property
     def text_type(self) -> str:
@@ -150,3 +158,59 @@ def body_text(body: bytes, content_type: str | None, charset: Charset) -> str:
             ),
         )
     return body.decode(codec or charset.codec, "replace")
+
+
+_ANSWERS_MAX = 64
+# (Content-Type value, server's codec) -> what answer_charset gives
+_answers: dict[tuple[str, str], tuple[Charset, str]] = {}
+
+
+def _is_json(media: str) -> bool:
+    kind = media.split(";", 1)[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
+
+
+def answer_charset(media: str, charset: Charset) -> tuple[Charset, str]:
+    """How a ``str`` answer labelled ``media`` is encoded (SPEC 10.6), and the label it is
+    sent with: a JSON type (``application/json``, ``+json``) in UTF-8 (RFC 8259), else the
+    charset its ``charset=`` declares (one of :data:`ACCEPTED`), else the server's ``charset``,
+    added to a ``text/...`` label when the server's is not UTF-8. Remembered per label (a
+    handler sends few), so an answer pays one dict look-up.
+
+    >>> answer_charset("text/plain; charset=ISO-8859-1", UTF8)[0].codec
+    'iso8859-1'
+    >>> answer_charset("application/problem+json", CHARSETS["cp1252"])[0].codec
+    'utf-8'
+    >>> answer_charset("text/html", CHARSETS["cp1252"])[1]
+    'text/html; charset=windows-1252'
+
+    Raises:
+        LookupError: the label declares a charset that is not one of :data:`ACCEPTED` (the
+            message names it).
+    """
+    key = (media, charset.codec)
+    found = _answers.get(key)
+    if found is not None:
+        return found
+    if _is_json(media):
+        found = (UTF8, media)
+    else:
+        codec, refused = _declared_codec(media)
+        if refused:
+            shown = refused[:_SHOWN] + ("..." if len(refused) > _SHOWN else "")
+            raise LookupError(f"the Content-Type's charset {shown!r} is not one fwrest encodes")
+        if codec is not None:
+            label = next(
+                p.partition("=")[2].strip().strip('"')
+                for p in media.split(";")[1:]
+                if p.partition("=")[0].strip().lower() == "charset"
+            )
+            found = (Charset(label, codec, label, declared=True), media)
+        elif charset is UTF8 or not media.lower().startswith("text/"):
+            found = (charset, media)
+        else:
+            found = (charset, f"{media}; charset={charset.label}")
+    if len(_answers) >= _ANSWERS_MAX:
+        _answers.clear()
+    _answers[key] = found
+    return found

@@ -9,6 +9,7 @@ Starlette's ``request_response`` decides at registration).
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
@@ -17,7 +18,7 @@ from typing import Any, Protocol
 import msgspec
 
 from fwrest.auth.blocking import settled
-from fwrest.context.charsets import UTF8, Charset
+from fwrest.context.charsets import UTF8, Charset, answer_charset
 from fwrest.context.chunks import ChunkedAnswer
 from fwrest.context.events import EventStream
 from fwrest.context.jsonbody import NotJSON, to_json
@@ -35,7 +36,6 @@ __all__ = ["JSON_TYPE", "Handler", "Invoke", "Reply", "Submit", "bind", "result_
 
 JSON = "application/json"
 JSON_TYPE = ("content-type", JSON)  # the header pair of a JSON reply, shared
-TEXT = "text/plain; charset=utf-8"
 OCTETS = "application/octet-stream"
 
 
@@ -201,8 +201,6 @@ def _encode(value: Any, charset: Charset) -> tuple[bytes, str]:
     if isinstance(value, dict | list):
         return to_json(value), JSON
     if isinstance(value, str):
-        if charset is UTF8:
-            return value.encode("utf-8"), TEXT
         return _text(value, charset), charset.text_type
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value), OCTETS
@@ -250,27 +248,47 @@ def _checked(result: Response) -> tuple[int, str | None, list[tuple[str, str]]]:
     return status, media, extra
 
 
-def _text(value: str, charset: Charset) -> bytes:
-    """``value`` in the server's ``Charset`` (SPEC 10.6).
+def _text(value: str, charset: Charset, encode: Callable[[str], bytes] | None = None) -> bytes:
+    """``value`` in ``charset``: the server's ``Charset`` or the answer's own (SPEC 10.6);
+    ``encode``: the incremental encoder of an answer in pieces (one byte order mark).
 
     Raises:
         ResultError: a character the charset has no byte for (a 500, and why in the log).
     """
     try:
-        return value.encode(charset.codec)
+        return value.encode(charset.codec) if encode is None else encode(value)
     except UnicodeEncodeError as exc:
         char = value[exc.start : exc.start + 1]
         raise ResultError(
-            f"a handler returned text that Charset={charset.name} cannot encode "
+            f"a handler returned text that {charset.described} cannot encode "
             f"({char!r} at {exc.start})"
         ) from None
 
 
-def _with_charset(media: str, charset: Charset) -> str:
-    """A text media type of a ``str`` body with the server's charset, unless it names one."""
-    if charset is UTF8 or "charset=" in media.lower() or not media.lower().startswith("text/"):
-        return media
-    return f"{media}; charset={charset.label}"
+def _answer_charset(media: str, charset: Charset) -> tuple[Charset, str]:
+    """The charset a ``str`` body labelled ``media`` is sent in, and its label
+    (:func:`~fwrest.context.charsets.answer_charset`).
+
+    Raises:
+        ResultError: the label declares a charset fwrest does not encode (a 500, named in
+            the log).
+    """
+    try:
+        return answer_charset(media, charset)
+    except LookupError as exc:
+        raise ResultError(f"a handler's text answer cannot be sent: {exc}") from None
+
+
+def _labelled(text: str | list[str | bytes], headers: dict[str, str], charset: Charset) -> bytes:
+    """A ``str`` body (or ``setResponse``'s pieces) in the charset its final ``Content-Type``
+    says (SPEC 10.6), the label completed in ``headers``."""
+    used, headers["content-type"] = _answer_charset(
+        headers.get("content-type") or charset.text_type, charset
+    )
+    if isinstance(text, str):
+        return _text(text, used)
+    encode = codecs.getincrementalencoder(used.codec)().encode
+    return b"".join(_text(p, used, encode) if isinstance(p, str) else p for p in text)
 
 
 def _stream_reply(result: Any, ctx: RequestContext, submit: Submit | None) -> Reply:
@@ -283,7 +301,7 @@ def _stream_reply(result: Any, ctx: RequestContext, submit: Submit | None) -> Re
         status, media, extra = _checked(result)
         source = result.body
         if media:
-            headers["content-type"] = _with_charset(media, charset)
+            headers["content-type"] = media
         for name, value in extra:
             headers[name.lower()] = value
     if ctx.resp_headers:
@@ -291,7 +309,11 @@ def _stream_reply(result: Any, ctx: RequestContext, submit: Submit | None) -> Re
             headers[name.lower()] = value
     for name in ("content-length", "transfer-encoding", "connection"):
         headers.pop(name, None)
-    return Reply(status, list(headers.items()), b"", stream=pieces(source, submit, charset))
+    # str items in the charset the label says (SPEC 10.6), decided once for the stream
+    used, headers["content-type"] = _answer_charset(
+        headers.get("content-type") or charset.text_type, charset
+    )
+    return Reply(status, list(headers.items()), b"", stream=pieces(source, submit, used))
 
 
 def _event_reply(result: EventStream, ctx: RequestContext, submit: Submit | None) -> Reply:
@@ -373,16 +395,26 @@ def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Re
             # setChunkedResponse's first piece: the status and headers set so far, then pieces
             return _chunked_reply(result, ctx)
     headers: dict[str, str] = {}
+    charset = ctx.port.charset
+    # a str body, encoded once its final label is known (SPEC 10.6: the charset it declares)
+    text: str | list[str | bytes] | None = None
+    body = b""
     if result is not None:
-        charset = ctx.port.charset
         if isinstance(result, Response):
             status, media, extra = _checked(result)
-            body, encoded_media = _encode(result.body, charset)
-            if media and isinstance(result.body, str):
-                media = _with_charset(media, charset)
-            headers["content-type"] = media or encoded_media
+            if isinstance(result.body, str):
+                text = result.body
+                headers["content-type"] = media or charset.text_type
+            else:
+                body, encoded_media = _encode(result.body, charset)
+                headers["content-type"] = media or encoded_media
             for name, value in extra:
                 headers[name.lower()] = value
+        elif isinstance(result, str):
+            if ctx.resp_headers is None:  # the common text answer: its label is the server's
+                return Reply(status, [("content-type", charset.text_type)], _text(result, charset))
+            text = result
+            headers["content-type"] = charset.text_type
         else:
             body, media = _encode(result, charset)
             headers["content-type"] = media
@@ -393,15 +425,14 @@ def _reply(result: Any, ctx: RequestContext, submit: Submit | None = None) -> Re
         if stripped in (b"{", b"["):
             headers["content-type"] = JSON  # JSON stays UTF-8 (RFC 8259)
         else:
-            charset = ctx.port.charset
-            if charset is not UTF8:
-                body = b"".join(_text(p, charset) if isinstance(p, str) else p for p in parts)
             headers["content-type"] = charset.text_type
-    else:
-        body = b""
+        if ctx.resp_headers or (charset is not UTF8 and stripped not in (b"{", b"[")):
+            text = parts  # a label of its own, or the server's charset: encoded below
     if ctx.resp_headers:
         for name, value in ctx.resp_headers.items():
             headers[name.lower()] = value
+    if text is not None:
+        body = _labelled(text, headers, charset)
     headers.pop("content-length", None)
     headers.pop("transfer-encoding", None)
     headers.pop("connection", None)
