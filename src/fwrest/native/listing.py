@@ -163,7 +163,9 @@ def build_openapi(port: Any, version: str) -> dict[str, Any]:
                 }
             }
         }
-        doc["security"] = [{security_name: ["default"]}]
+        # a route without scopes takes any valid token: it requires none (OpenAPI 3.1: the
+        # list is the scopes required); a scoped route lists its own below
+        doc["security"] = [{security_name: []}]
     used_ids: set[str] = set()
     # OpenAPI 3.1 (Paths Object): templated paths that differ only in their parameter names
     # are the same path and must be one key; routes of one shape may name their parameters
