@@ -18,7 +18,7 @@ import pytest
 from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
-from tests.conftest import local_port, module_config, serving
+from tests.conftest import exchange, local_port, module_config, serving
 
 APP = """
 import asyncio
@@ -238,6 +238,63 @@ def test_the_answers_have_the_headers_a_socket_gives(tmp_path: Path) -> None:
         over_socket = http.get(origin + "/rest/text", headers=twice)
         assert seen(client.get("/rest/text", headers=twice)) == seen(over_socket)
         assert over_socket.headers["connection"] == "close"
+
+
+# request headers whose framing the engine refuses before the pipeline, and the body bytes
+# that follow them on the wire (SPEC 7: 400 and close; 417, 501)
+FRAMING_REFUSED = [
+    ([("Transfer-Encoding", "chunked"), ("Content-Length", "0")], b"0\r\n\r\n"),
+    ([("Content-Length", "0"), ("Transfer-Encoding", "chunked")], b"0\r\n\r\n"),
+    ([("Content-Length", "2"), ("Content-Length", "2")], b"hi"),
+    ([("Content-Length", "2x")], b"hi"),
+    ([("Content-Length", "")], b""),
+    ([("Content-Length", "99999999999999999999")], b""),
+    ([("Transfer-Encoding", "chunked"), ("Transfer-Encoding", "chunked")], b"0\r\n\r\n"),
+    ([("Transfer-Encoding", "chunked, gzip")], b"0\r\n\r\n"),
+    ([("Transfer-Encoding", "")], b""),
+    ([("Transfer-Encoding", "gzip, chunked")], b"0\r\n\r\n"),
+    ([("Transfer-Encoding", "gzip")], b""),
+    ([("Expect", "the-unexpected")], b""),
+]
+
+
+def _raw_answer(raw: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    fields = []
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name.lower() not in ("date", "x-request-id"):
+            fields.append((name.lower(), value.strip()))
+    return int(status_line.split()[1]), sorted(fields), body
+
+
+def test_framing_the_engine_refuses_is_refused_in_process_with_the_same_answer(
+    tmp_path: Path,
+) -> None:
+    """SPEC 7 and 14.3: a request whose framing headers a socket refuses (``Content-Length``
+    with ``Transfer-Encoding``, a duplicate or malformed length, a coding other than chunked,
+    an unknown expectation) gets the same answer in process, byte for byte but the date and
+    the request id, and never reaches the handler."""
+    config = _service(tmp_path, "inproc_framing")
+    with serving(config) as proc, Client(config) as client:
+        port = proc.ports["HTTP_REST"]
+        for fields, wire_body in FRAMING_REFUSED:
+            lines = "".join(f"{name}: {value}\r\n" for name, value in fields)
+            raw = f"POST /rest/echo HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{lines}\r\n"
+            over_socket = _raw_answer(exchange(port, raw.encode() + wire_body))
+            in_process = client.post("/rest/echo", headers=fields, content=b"")
+            fields_seen = sorted(
+                (name, value)
+                for name, value in in_process.headers.items()
+                if name not in ("date", "x-request-id")
+            )
+            assert (in_process.status_code, fields_seen, in_process.content) == over_socket, fields
+            assert over_socket[0] in (400, 417, 501), fields
+            assert ("connection", "close") in over_socket[1], fields
+        # what the engine takes, the in-process client takes too
+        plain = client.post("/rest/echo", headers={"Content-Length": "2"}, content=b"hi")
+        assert plain.json()["body"] == "hi"
 
 
 def test_requests_from_many_threads_are_answered_each_its_own(tmp_path: Path) -> None:

@@ -193,6 +193,72 @@ def head_size(method: str, target: bytes, headers: list[tuple[str, str]]) -> int
     return line + sum(len(n) + len(": ") + len(v) + 2 for n, v in headers) + 2
 
 
+_LENGTH_MAX = 2**64 - 1  # llhttp's Content-Length
+
+
+def _framing(headers: list[tuple[str, str]]) -> HTTPError | None:
+    """The engine's refusals of a request's framing headers (SPEC 7), in the order it makes
+    them: llhttp's while it parses the fields (``Content-Length`` with ``Transfer-Encoding``,
+    a duplicate or malformed ``Content-Length``, a ``Transfer-Encoding`` after ``chunked``),
+    with its words, then ``server/http.py``'s once the head is read (a repeated
+    ``Authorization``, an ``Expect`` other than ``100-continue``, a transfer coding other
+    than ``chunked``). All are 400 (417, 501) and close.
+
+    >>> _framing([("transfer-encoding", "chunked"), ("content-length", "0")]).detailed
+    "Content-Length can't be present with Transfer-Encoding"
+    >>> _framing([("content-length", "2"), ("transfer-encoding", "chunked")]).status
+    400
+    >>> _framing([("transfer-encoding", "gzip, chunked")]).status, _framing([])
+    (501, None)
+    """
+    length = False
+    coded = False  # a Transfer-Encoding field was seen
+    chunked = False  # ... and the last coding was chunked: nothing may follow
+    for name, value in headers:
+        if name == "content-length":
+            if coded:
+                why = "Content-Length can't be present with Transfer-Encoding"
+            elif length:
+                why = "Duplicate Content-Length"
+            elif not (digits := value.strip(" \t")):
+                why = "Empty Content-Length"
+            elif not (digits.isascii() and digits.isdigit()):
+                why = "Invalid character in Content-Length"
+            elif int(digits) > _LENGTH_MAX:
+                why = "Content-Length overflow"
+            else:
+                length = True
+                continue
+            return HTTPError(400, detailed=why, close=True)
+        if name == "transfer-encoding":
+            codings = [c.strip(" \t").lower() for c in value.split(",")]
+            if length:
+                why = "Transfer-Encoding can't be present with Content-Length"
+            elif not value.strip(" \t"):
+                why = "Empty Transfer-Encoding"
+            elif chunked or "chunked" in codings[:-1]:
+                why = "Invalid `Transfer-Encoding` header value"
+            else:
+                coded = True
+                chunked = codings[-1] == "chunked"
+                continue
+            return HTTPError(400, detailed=why, close=True)
+    authorization = False
+    for name, value in headers:
+        if name == "authorization":
+            if authorization:
+                return HTTPError(400, detailed="repeated Authorization header", close=True)
+            authorization = True
+        elif name == "expect" and value.strip().lower() != "100-continue":
+            return HTTPError(417, close=True)
+    if coded and any(
+        name == "transfer-encoding" and value.strip().lower() != "chunked"
+        for name, value in headers
+    ):
+        return HTTPError(501, detailed="only Transfer-Encoding: chunked is supported", close=True)
+    return None
+
+
 class _PipelineTransport(httpx.BaseTransport):
     """Hands each request to the port's pipeline, as the HTTP engine would."""
 
@@ -253,8 +319,8 @@ class _PipelineTransport(httpx.BaseTransport):
         elif len(headers) > self._runtime.max_headers:
             limit = self._runtime.max_headers
             refused = HTTPError(431, detailed=f"at most {limit} header fields", close=True)
-        elif sum(1 for name, _ in headers if name == "authorization") > 1:
-            refused = HTTPError(400, detailed="repeated Authorization header", close=True)
+        elif (framing := _framing(headers)) is not None:
+            refused = framing
         elif len(hosts := [value for name, value in headers if name == "host"]) != 1:
             refused = HTTPError(
                 400, detailed="the request needs exactly one Host header", close=True
