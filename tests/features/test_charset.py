@@ -244,3 +244,7 @@ def test_an_unknown_or_unencodable_declared_charset_is_a_500_named_in_the_log(
         caplog.clear()
         euro = client.get("/rest/euro", params={"type": "text/plain; charset=windows-1252"})
         assert euro.content == "€".encode("cp1252")
+    with _client(tmp_path, "charset_app_declared_latin", "ISO-8859-1") as client:
+        with caplog.at_level(logging.ERROR, logger="fwrest.app"):
+            assert client.get("/rest/euro", params={"type": "text/plain"}).status_code == 500
+        assert "Charset=ISO-8859-1 cannot encode" in caplog.text  # the server's, named so

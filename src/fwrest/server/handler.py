@@ -282,9 +282,12 @@ def _answer_charset(media: str, charset: Charset) -> tuple[Charset, str]:
 def _labelled(text: str | list[str | bytes], headers: dict[str, str], charset: Charset) -> bytes:
     """A ``str`` body (or ``setResponse``'s pieces) in the charset its final ``Content-Type``
     says (SPEC 10.6), the label completed in ``headers``."""
-    used, headers["content-type"] = _answer_charset(
-        headers.get("content-type") or charset.text_type, charset
-    )
+    media = headers.get("content-type")
+    if not media or media == charset.text_type:  # the server's own label: its Charset
+        used = charset
+        headers["content-type"] = charset.text_type
+    else:
+        used, headers["content-type"] = _answer_charset(media, charset)
     if isinstance(text, str):
         return _text(text, used)
     encode = codecs.getincrementalencoder(used.codec)().encode
