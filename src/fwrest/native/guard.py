@@ -7,9 +7,7 @@ reset, and any such route to come.
 * no foreign ``Origin`` (nor ``Sec-Fetch-Site: cross-site``);
 * ``Content-Type: application/json`` (a browser cannot send it cross-site without a CORS
   preflight, which fwrest never grants on a native route), or a form carrying the
-  anti-forgery token of the page that shows it; a route whose body is optional (the usage
-  reset) also takes no body and no ``Content-Type`` at all (:func:`bodiless`: what a page
-  of another site could send so carries its ``Origin``, refused above);
+  anti-forgery token of the page that shows it;
 * ``onAdmin``, when the port names it, says ``True`` for the user.
 
 A refusal is 403 (the decision and why not 421: docs/decisions.md).
@@ -31,7 +29,6 @@ __all__ = [
     "FORM_FIELD",
     "FORM_TYPE",
     "JSON_TYPE",
-    "bodiless",
     "form_token",
     "is_admin",
     "media_type",
@@ -48,14 +45,6 @@ FORM_TYPE = "application/x-www-form-urlencoded"
 def media_type(ctx: RequestContext) -> str:
     """The request's media type, lower case, without parameters."""
     return str(ctx.headers.get("content-type", "")).split(";", 1)[0].strip().lower()
-
-
-def bodiless(ctx: RequestContext) -> bool:
-    """Whether the request has neither a body nor a ``Content-Type`` (``curl -X POST``): a
-    route whose body is optional takes it as JSON's empty body. A browser sends such a POST
-    with its ``Origin`` (the Fetch standard: every request but GET and HEAD), so
-    :func:`refuse_foreign` has refused a cross-site one already."""
-    return not ctx.body and not any(name == "content-type" for name, _ in ctx.raw_headers)
 
 
 def form_token(ctx: RequestContext, purpose: str) -> str:

@@ -22,7 +22,6 @@ from fwrest.native.guard import (
     FORM_FIELD,
     FORM_TYPE,
     JSON_TYPE,
-    bodiless,
     form_token,
     is_admin,
     media_type,
@@ -242,8 +241,7 @@ _PAGE_HEADERS = {
 async def usage_reset() -> Response:
     """``POST .../usage/time/reset``: a state change, so it needs what the settings POST
     needs (SPEC 7.1, :mod:`fwrest.native.guard`): a ``Host`` naming the server, no foreign
-    ``Origin``, JSON (or no body and no ``Content-Type``: the body is optional) or the usage
-    page's form with its token, and ``onAdmin``'s consent."""
+    ``Origin``, JSON or the usage page's form with its token, and ``onAdmin``'s consent."""
     ctx = current.get()
     refuse_foreign(ctx, "a usage reset")
     service = ctx.port.service
@@ -251,11 +249,9 @@ async def usage_reset() -> Response:
         raise HTTPError(503, detailed="no usage figures without a worker")
     media = media_type(ctx)
     is_form = media == FORM_TYPE
-    if media != JSON_TYPE and not is_form and not bodiless(ctx):
+    if media != JSON_TYPE and not is_form:
         raise HTTPError(
-            415,
-            detailed="send Content-Type: application/json (any body), no body at all, or the "
-            "usage page's form",
+            415, detailed="send Content-Type: application/json (any body), or the usage page's form"
         )
     if is_form:
         try:
