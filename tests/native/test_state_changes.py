@@ -256,6 +256,8 @@ def test_the_usage_reset_needs_json_or_the_page_form(
     r = reset(base, content=b"", headers={"Content-Type": "application/json"})
     assert r.status_code == 200 and r.json() == {"reset": True}, r.text
     wait_for(lambda: calls(base) == 0, 15, "the figures reset")
+    doc = base.get("/fw/rest/openapi.json").json()  # a bare POST is 415: the body is required
+    assert doc["paths"]["/rest" + RESET]["post"]["requestBody"]["required"] is True
 
 
 def test_on_admin_decides_who_may_reset_the_figures(clients: dict[str, Client]) -> None:

@@ -212,8 +212,10 @@ def build_openapi(port: Any, version: str) -> dict[str, Any]:
                 elif security_name and "scopes" in method:
                     operation["security"] = [{security_name: method["scopes"]}]
                 if method["method"] in ("POST", "PUT", "PATCH"):
+                    # a native route's state change needs its body (JSON, or the page's form
+                    # with its token: a bare POST is 415, docs/decisions.md "Native routes")
                     operation["requestBody"] = {
-                        "required": False,
+                        "required": entry["type"] == "fw",
                         "content": {
                             "application/json": {"schema": {}},
                             "application/x-www-form-urlencoded": {"schema": {}},
