@@ -216,6 +216,28 @@ def test_forbidden_and_locked_out_answers_carry_them_too(tmp_path: Path) -> None
         assert codes == [403, 403, 429]
 
 
+@pytest.mark.parametrize(
+    "origin", [f"{WEB}:443", "HTTPS://App.Example.com:443", "https://a.example.org:443"]
+)
+def test_an_origin_with_its_default_port_is_allowed_and_echoed_as_sent(
+    basic: Client, origin: str
+) -> None:
+    # origins are compared without the scheme's default port (docs/decisions.md); the
+    # header echoes the Origin as the client sent it
+    answer = basic.get("/rest/hello", headers={"Origin": origin}, auth=("ada", "Ada-Pw-1"))
+    assert answer.status_code == 200
+    _assert_cors(answer, origin)
+    granted = preflight(basic, "/rest/hello", "GET", origin=origin)
+    assert granted.status_code == 204, granted.text
+    assert granted.headers["access-control-allow-origin"] == origin
+    # another port, or the default port of another scheme, is another origin
+    for other in (f"{WEB}:8443", f"{WEB}:80", "http://app.example.com:443", f"{WEB}:0443"):
+        answer = basic.get("/rest/hello", headers={"Origin": other}, auth=("ada", "Ada-Pw-1"))
+        assert answer.status_code == 200
+        assert cors_headers(answer) == {}, other
+        assert preflight(basic, "/rest/hello", "GET", origin=other).status_code == 403
+
+
 def test_the_vary_of_the_application_is_kept(open_port: Client) -> None:
     response = open_port.get("/rest/varied", headers={"Origin": WEB})
     assert response.headers["vary"] == "Accept-Language, Origin"
