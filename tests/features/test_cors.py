@@ -205,6 +205,19 @@ def test_every_answer_to_an_allowed_origin_carries_the_headers(
     _assert_cors(answer)
 
 
+def test_a_refusal_before_the_pipeline_carries_them_in_process_too(open_port: Client) -> None:
+    # the in-process client refuses as the engine does (415 of a coded body): the same headers
+    coded = {"Origin": WEB, "Content-Encoding": "gzip"}
+    answer = open_port.post("/rest/items", headers=coded, content=b"zz")
+    assert answer.status_code == 415
+    _assert_cors(answer)
+    head = open_port.request("HEAD", "/rest/items", headers=coded, content=b"zz")
+    assert head.status_code == 415
+    assert head.content == b""
+    assert head.headers["content-length"] == answer.headers["content-length"]
+    _assert_cors(head)
+
+
 def test_forbidden_and_locked_out_answers_carry_them_too(tmp_path: Path) -> None:
     config = _service(tmp_path, "cors_app_lockout", CORS)
     with Client(config, server="HTTP_BASIC", client_address="192.0.2.9") as client:
