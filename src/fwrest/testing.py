@@ -46,6 +46,7 @@ from fwrest.wire import (
     close_stream,
     coded_body,
     encode_reply,
+    head_answer,
     refusal,
 )
 
@@ -340,8 +341,14 @@ class _PipelineTransport(httpx.BaseTransport):
                 )
         if refused is None:
             return None
-        # as the engine answers: the request's id, the port's headers of every answer
-        return refusal(refused, request_id_of(headers), app.engine_headers)
+        # as the engine answers: the request's id, the port's headers of every answer, its
+        # location's (CORS, rate limits), and no content for a HEAD
+        reply = refusal(refused, request_id_of(headers), app.engine_headers)
+        head = Request(method, target, headers, b"", self._client_address, app.port_number)
+        reply = app.refused(head, reply)
+        if method == "HEAD":
+            head_answer(reply)
+        return reply
 
     def close(self) -> None:
         self._runtime.close()

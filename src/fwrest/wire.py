@@ -32,6 +32,7 @@ __all__ = [
     "coded_body",
     "encode_reply",
     "error_reply",
+    "head_answer",
     "refusal",
 ]
 
@@ -111,6 +112,14 @@ class PortHandler(Protocol):
         """The answer to a complete request (never raises: errors are replies)."""
         ...
 
+    def refused(self, head: Request, reply: Reply) -> Reply:
+        """An answer the engine makes itself (:func:`refusal`) to a request whose head it read
+        far enough to know its method and target (``head``: no body, the fields read so far),
+        with the headers the port puts on every answer of the request's location (CORS, rate
+        limits: SPEC 10.1, 13.7). Asked only on that path, never of a request it serves
+        (never raises: a failure leaves ``reply`` as it is)."""
+        ...
+
 
 async def close_stream(stream: object) -> None:
     """Close a stream: an async iterator's ``aclose()``, else an iterator's ``close()`` (an
@@ -140,6 +149,15 @@ def refusal(exc: HTTPError, request_id: str, port_headers: tuple[tuple[str, str]
     reply.headers.append(("x-request-id", request_id))
     reply.headers.extend(port_headers)
     return reply
+
+
+def head_answer(reply: Reply) -> None:
+    """Make ``reply`` (not a stream) the answer to a HEAD request: no content (RFC 9110
+    9.3.2), a ``content-length`` as GET's answer would have (none for 204 and 304)."""
+    reply.head_only = True
+    if reply.status != 204 and reply.status != 304:
+        reply.headers.append(("content-length", str(len(reply.body))))
+    reply.body = b""
 
 
 def coded_body(coding: str) -> HTTPError | None:

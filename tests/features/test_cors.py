@@ -205,6 +205,19 @@ def test_every_answer_to_an_allowed_origin_carries_the_headers(
     _assert_cors(answer)
 
 
+def test_a_refusal_before_the_pipeline_carries_them_in_process_too(open_port: Client) -> None:
+    # the in-process client refuses as the engine does (415 of a coded body): the same headers
+    coded = {"Origin": WEB, "Content-Encoding": "gzip"}
+    answer = open_port.post("/rest/items", headers=coded, content=b"zz")
+    assert answer.status_code == 415
+    _assert_cors(answer)
+    head = open_port.request("HEAD", "/rest/items", headers=coded, content=b"zz")
+    assert head.status_code == 415
+    assert head.content == b""
+    assert head.headers["content-length"] == answer.headers["content-length"]
+    _assert_cors(head)
+
+
 def test_forbidden_and_locked_out_answers_carry_them_too(tmp_path: Path) -> None:
     config = _service(tmp_path, "cors_app_lockout", CORS)
     with Client(config, server="HTTP_BASIC", client_address="192.0.2.9") as client:
@@ -214,6 +227,28 @@ def test_forbidden_and_locked_out_answers_carry_them_too(tmp_path: Path) -> None
             codes.append(answer.status_code)
             _assert_cors(answer)
         assert codes == [403, 403, 429]
+
+
+@pytest.mark.parametrize(
+    "origin", [f"{WEB}:443", "HTTPS://App.Example.com:443", "https://a.example.org:443"]
+)
+def test_an_origin_with_its_default_port_is_allowed_and_echoed_as_sent(
+    basic: Client, origin: str
+) -> None:
+    # origins are compared without the scheme's default port (docs/decisions.md); the
+    # header echoes the Origin as the client sent it
+    answer = basic.get("/rest/hello", headers={"Origin": origin}, auth=("ada", "Ada-Pw-1"))
+    assert answer.status_code == 200
+    _assert_cors(answer, origin)
+    granted = preflight(basic, "/rest/hello", "GET", origin=origin)
+    assert granted.status_code == 204, granted.text
+    assert granted.headers["access-control-allow-origin"] == origin
+    # another port, or the default port of another scheme, is another origin
+    for other in (f"{WEB}:8443", f"{WEB}:80", "http://app.example.com:443", f"{WEB}:0443"):
+        answer = basic.get("/rest/hello", headers={"Origin": other}, auth=("ada", "Ada-Pw-1"))
+        assert answer.status_code == 200
+        assert cors_headers(answer) == {}, other
+        assert preflight(basic, "/rest/hello", "GET", origin=other).status_code == 403
 
 
 def test_the_vary_of_the_application_is_kept(open_port: Client) -> None:

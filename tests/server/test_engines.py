@@ -67,6 +67,11 @@ class Port:
             return Reply(403, [("content-type", "text/plain")], b"denied", close=True)
         return None
 
+    def refused(self, head: Request, reply: Reply) -> Reply:
+        # what the engine knew of a refused request (its method and target) shows in the bytes
+        reply.headers.append(("x-refused", repr((head.method, head.target))))
+        return reply
+
     async def handle(self, req: Request) -> Reply:
         said = repr((req.method, req.target, req.headers, req.body, req.authorization))
         return Reply(200, [("content-type", "text/plain")], said.encode(), b"close" in req.target)
@@ -252,6 +257,13 @@ VALID = [
     b"POST /t HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
     b"POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
     b"POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:  Chunked \r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    # refusals of a HEAD: no content; of a request line not read to its target: the body
+    b"HEAD /big HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\n\r\n",
+    b"HEAD /" + b"q" * 600 + b" HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"HEAD /h0 HTTP/1.1\r\nX-Request-ID: client-9\r\n\r\n",
+    b"HEAD /te HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+    b"HEAD /small HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n" + b"z" * 64,
+    b"HEAX /m HTTP/1.1\r\nHost: a\r\n\r\n",
     b"GET /v HTTP/2.0\r\nHost: a\r\n\r\n",
     b"GET /v HTTP/0.9\r\nHost: a\r\n\r\n",
     b"GET /v HTTP/1.2\r\nHost: a\r\n\r\n",

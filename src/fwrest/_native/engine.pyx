@@ -289,6 +289,14 @@ cdef class RequestParser:
         return self._headers
 
     @property
+    def url(self):
+        """The target of the head being read, so far (b"": none yet; an engine's refusal
+        looks its location up by it, and knows the method once it has begun)."""
+        if len(self._url_pieces) == 1:
+            return self._url_pieces[0]
+        return b"".join(self._url_pieces)
+
+    @property
     def body_size(self):
         """The body bytes (and trailer fields) of the request being read, so far."""
         return self._size

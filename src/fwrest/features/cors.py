@@ -78,8 +78,8 @@ class CorsPolicy:
 
         >>> policy = CorsPolicy(CorsConfig("C", ("https://*.example.com",)))
         >>> [policy.allows(o) for o in ("https://a.b.example.com", "https://example.com",
-        ...  "http://a.example.com", "https://a.example.com:8443")]
-        [True, False, False, False]
+        ...  "http://a.example.com", "https://a.example.com:8443", "https://A.example.com:443")]
+        [True, False, False, False, True]
         """
         verdict = self._verdicts.get(origin)
         if verdict is None:
@@ -92,7 +92,14 @@ class CorsPolicy:
     def _decide(self, origin: str) -> bool:
         if self.any_origin:
             return origin != "null"
+        # the canonical form the configured origins have (config/cors.py's origin_form): lower
+        # case, without the scheme's default port (https://a.example.com:443 is
+        # https://a.example.com)
         folded = origin.lower()
+        if folded.startswith("https://") and folded.endswith(":443"):
+            folded = folded[:-4]
+        elif folded.startswith("http://") and folded.endswith(":80"):
+            folded = folded[:-3]
         if folded in self._exact:
             return True
         for start, end in self._patterns:
@@ -101,6 +108,8 @@ class CorsPolicy:
                 if 0 < len(labels) <= _NAME_MAX and all(
                     0 < len(label) <= _LABEL_MAX
                     and all(c.isascii() and (c.isalnum() or c == "-") for c in label)
+                    and label[0] != "-"
+                    and label[-1] != "-"  # a DNS label neither starts nor ends with one
                     for label in labels.split(".")
                 ):
                     return True

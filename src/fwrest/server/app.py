@@ -279,6 +279,44 @@ async def _options(refused: HTTPError, loc: _Location, rel: str) -> Reply:
     raise refused
 
 
+def _plain_path(raw: bytes) -> str:
+    """Where a target the router refuses is, for its location's headers: its path as far as
+    no normalisation can change it, up to the first segment that holds ``%``, ``#`` or a byte
+    outside printable ASCII (such a path ends with ``/``; ``.``, ``..`` and empty segments
+    taken as the normaliser takes them). "/" where a ``..`` may climb out of what is kept;
+    "" for a target that is no path (``*``).
+
+    >>> _plain_path(b"/rest//a/./b%2fc"), _plain_path(b"/rest/a/../x%2f"), _plain_path(b"*")
+    ('/rest/a/', '/rest/', '')
+    >>> _plain_path(b"/rest/x%2f/../../y"), _plain_path(b"/../rest/%zz")
+    ('/', '/')
+    """
+    text = raw.decode("latin-1")
+    if not text.startswith("/"):
+        if not text[:8].lower().startswith(("http://", "https://")):
+            return ""
+        rest = text.split("://", 1)[1]
+        end = next((i for i, ch in enumerate(rest) if ch in "/?#"), len(rest))
+        text = rest[end:]
+    kept: list[str] = []
+    segments = text.split("/")
+    for i, segment in enumerate(segments):
+        if not segment or segment == ".":
+            continue
+        if segment == "..":
+            if not kept:
+                return "/"
+            kept.pop()
+        elif any(c in "%#" or not "!" <= c <= "~" for c in segment):
+            tail = "/".join(segments[i:]).lower()
+            if ".." in tail or "%2e" in tail:
+                return "/"  # the rest may climb out of what is kept
+            return "/" + "".join(f"{kept_one}/" for kept_one in kept)
+        else:
+            kept.append(segment)
+    return "/" + "/".join(kept)
+
+
 _closing: set[asyncio.Task[None]] = set()
 
 
@@ -505,12 +543,52 @@ class PortApp:
                     raise
                 log_failure(head.method, path, exc)
                 reply = Reply(500, [JSON_TYPE], error_body(500))
+            where = found.location
+            if where is not None:  # 8. outgoing (CORS, rate limits), as handle's refusals
+                for stage in where.outgoing:
+                    reply = stage(head, ctx, reply)
             self.total += 1
             return self._finish(
                 head, reply, found, query, UNMATCHED, started, 0, 0, rid, ctx.auth_user
             )
         finally:
             log.request_id.reset(rid_token)
+
+    def refused(self, head: Request, reply: Reply) -> Reply:
+        """An answer the engine made itself (SPEC 7's 413, 415, 431, 400, 408, 417) to a
+        request whose target it read: with the outgoing stages of the request's location
+        (CORS, SPEC 10.1; the rate limit's headers, not counted, SPEC 13.7), as its other
+        errors have them. The engine asks only on that path; never raises."""
+        try:
+            return self._outgoing_of_refused(head, reply)
+        except Exception:  # a refusal is sent whatever happens here
+            log.server_log.exception("the headers of a refused request failed")
+            return reply
+
+    def _outgoing_of_refused(self, req: Request, reply: Reply) -> Reply:
+        """The outgoing stages of the location of a request refused before it was served
+        (by the engine, or stage 1: its target the router refuses). A target the router
+        refuses is placed by its leading segments that no normalisation changes
+        (``_plain_path``: ``/rest/a%2fb`` is under ``/rest``)."""
+        target = req.target
+        mark = target.find(b"?")
+        raw = target if mark < 0 else target[:mark]
+        where: _Location | None
+        try:
+            found = self._locate(raw)
+            path, where = found.path, found.location
+        except (BadPath, UnicodeDecodeError):
+            path = _plain_path(raw)
+            located = self.locations.find(path) if path else None
+            where = located[0] if located is not None else None
+        if where is None or not where.outgoing:
+            return reply
+        ctx = RequestContext(
+            self, req.method, path, "", req.headers, b"", req.client, req.peer_cert
+        )
+        for stage in where.outgoing:
+            reply = stage(req, ctx, reply)
+        return reply
 
     def _client(self, req: Request) -> str:
         """The client behind trusted proxies: the rightmost X-Forwarded-For address that is
@@ -696,6 +774,9 @@ class PortApp:
                         reply = stage(req, ctx, reply)
                 if ctx.close_after:
                     reply.close = True  # setCloseAfterSend: the engine says so and closes
+            elif found is None and path == "?":
+                # 8. a target stage 1 refused: its location's headers all the same
+                reply = self.refused(req, reply)
             user = ctx.auth_user if ctx is not None else ""
             # 9. finish
             return self._finish(

@@ -39,6 +39,7 @@ from fwrest.wire import (
     close_stream,
     coded_body,
     encode_reply,
+    head_answer,
     refusal,
 )
 
@@ -869,6 +870,8 @@ class HttpProtocol(asyncio.Protocol):
             self._reading = after
         self._head.raw = 0
         parser = self._parser
+        # this request's method from here on (a refusal of its head answers a HEAD as one)
+        method = self._method = parser.get_method().decode("ascii", "replace")
         authorization: str | None = None
         length = -1
         expect = False
@@ -934,7 +937,6 @@ class HttpProtocol(asyncio.Protocol):
             or (self._http10 and _asks_close(self._headers))
         ):
             self._keep_alive = False
-        method = self._method = parser.get_method().decode("ascii", "replace")
         if parser.should_upgrade():
             self._upgraded(method, length, chunked)
         if content_coding and (length > 0 or chunked):
@@ -1272,8 +1274,17 @@ class HttpProtocol(asyncio.Protocol):
         headers = self._headers
         if phase is _HEAD and self._native:
             headers = self._parser.headers  # (httptools: on_header has added them)
-        rid = _request_id(headers if phase is _HEAD or phase is _BODY else None)
-        transport.write(_ENCODE_REPLY(refusal(exc, rid, self.app.engine_headers), _CLOSE, True))
+        known = phase is _HEAD or phase is _BODY
+        rid = _request_id(headers if known else None)
+        reply = refusal(exc, rid, self.app.engine_headers)
+        head = self._refused_head(phase, headers) if known else None
+        if head is not None:
+            # the headers of the request's location (CORS, rate limits), and no content
+            # for a HEAD (RFC 9110 9.3.2); a request line not read that far: as it is
+            reply = self.app.refused(head, reply)
+            if head.method == "HEAD":
+                head_answer(reply)
+        transport.write(_ENCODE_REPLY(reply, _CLOSE, True))
         rid_token = log.request_id.set(rid)
         try:
             if note:
@@ -1288,6 +1299,21 @@ class HttpProtocol(asyncio.Protocol):
         finally:
             log.request_id.reset(rid_token)
         transport.close()
+
+    def _refused_head(self, phase: State, headers: list[tuple[str, str]]) -> Request | None:
+        """The head of the request being refused (in ``phase``, _HEAD or _BODY), as far as it
+        was read; None when its target is not known (nor, then, surely its method)."""
+        if phase is _BODY:
+            method, url = self._method, self._url
+        else:
+            # llhttp reads the method before the target: a target begun, the method is known
+            url = self._parser.url if self._native else self._url
+            if not url:
+                return None
+            method = self._parser.get_method().decode("ascii", "replace")
+        return Request(
+            method, url, headers, b"", self._client, self.cfg.port, None, self._peer_cert
+        )
 
 
 def _request_id(headers: list[tuple[str, str]] | None) -> str:

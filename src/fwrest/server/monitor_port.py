@@ -111,6 +111,10 @@ class MonitorPort:
     def body_limit(self, target: bytes, length: int, chunked: bool) -> int:
         return self.cfg.max_body_size
 
+    def refused(self, head: Request, reply: Reply) -> Reply:
+        """The engine's own answers as they are: the monitor has no location features."""
+        return reply
+
     async def admit(self, head: Request) -> Reply | None:
         """``100 Continue`` only after the Basic guard passed (SPEC 7.1); None without one."""
         if self.guard is None:

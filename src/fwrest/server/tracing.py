@@ -264,6 +264,7 @@ class TracedPort:
         self.tracer = tracer
         self.engine_headers = app.engine_headers
         self.body_limit = app.body_limit
+        self.refused = app.refused
         # the attributes every request of the port has
         self._port = {
             "url.scheme": app.plan.config.scheme,
