@@ -29,6 +29,7 @@ from fwrest.errors import ClientDisconnected, StreamCut
 __all__ = ["AHEAD", "Caller", "ChunkFeed", "ChunkedAnswer", "running"]
 
 AHEAD = 16  # pieces a handler may be ahead of its client
+_RECHECK_S = 1.0  # a wait for room looks again at least this often (a notice never lost)
 
 
 class Caller(Protocol):
@@ -57,7 +58,8 @@ class ChunkFeed:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._room = threading.Condition(threading.Lock())
+        # re-entrant: a FeedPieces collected (its __del__) while this thread holds it
+        self._room = threading.Condition(threading.RLock())
         self._unsent = 0  # pieces put and not yet taken by the stream
         self._state = _OPEN
         self.ended = False
@@ -73,7 +75,7 @@ class ChunkFeed:
             raise RuntimeError("the chunked answer has ended (setLastChunkedResponse)")
         with self._room:
             while self._unsent >= AHEAD and self._state == _OPEN:
-                self._room.wait()
+                self._room.wait(_RECHECK_S)
             state = self._state
             if state == _OPEN:
                 self._unsent += 1

@@ -330,6 +330,8 @@ class Sending:
         token = log.request_id.set(self._rid)
         try:
             await close_stream(self._stream)
+        except Exception as exc:  # the application's cleanup: logged with the id
+            _close_failed(exc)
         finally:
             self._usage.record(self._route_key, (time.perf_counter_ns() - self._started) // 1000)
             log.request_id.reset(token)
