@@ -432,6 +432,10 @@ def test_active_timeout_bounds_the_first_piece_and_usage_counts_to_the_last(tmp_
         assert late.json()["message"] == "Server Busy"
         failed = client.get("/rest/early-failure")
         assert failed.status_code == 500
+        # logged as a handler's failure: where the iterator raised
+        said = "GET /rest/early-failure: the streamed answer failed before its first piece"
+        text = (tmp_path / "server.log").read_text()
+        assert said in text and "RuntimeError: nothing to send at " in text, text[-2000:]
         slow = client.get("/rest/slow-stream")  # 3 pieces, each in time
         assert slow.status_code == 200
         assert slow.text == "piece\n" * 3

@@ -68,7 +68,7 @@ from fwrest.server.hooks import NO_HOOKS, PoolHooks
 from fwrest.server.hosts import HostCheck, own_authority
 from fwrest.server.pool import ThreadPool
 from fwrest.server.state import tunables
-from fwrest.server.streams import Sending, prepend
+from fwrest.server.streams import Sending, StreamFailed, prepend
 from fwrest.server.usage import UNMATCHED, UsageTable
 from fwrest.wire import Reply, Request, close_stream, error_reply
 
@@ -760,7 +760,10 @@ class PortApp:
             ) from None
         except Exception as exc:
             await close_stream(stream)
-            return self._bad_result(method, path, exc)
+            # as a handler's failure (SPEC 3): its traceback, the iterator's own exception
+            inner = exc.inner if isinstance(exc, StreamFailed) else exc
+            log_failure(method, path, inner, "the streamed answer failed before its first piece")
+            return Reply(500, [JSON_TYPE], error_body(500))
         reply.stream = prepend(first, stream)
         return reply
 
