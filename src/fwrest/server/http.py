@@ -1157,6 +1157,15 @@ class HttpProtocol(asyncio.Protocol):
         when it ends, early too (an error, the client gone); the connection then closes."""
         stream = reply.stream
         assert stream is not None
+        status = reply.status
+        if status == 204 or status == 304 or status < 200:
+            # no content (RFC 9110 15.3.5, 15.4.5), so no Transfer-Encoding (RFC 9112 6.1):
+            # sent as such an answer is, the stream closed unread (a port's pipeline does so
+            # itself, PortApp._finish: this is for any other PortHandler)
+            reply.stream = None
+            transport.write(_ENCODE_REPLY(reply, keep, True))
+            await self._close_stream(stream)
+            return keep
         chunked = reply.length < 0 and not self._http10
         if reply.length < 0 and self._http10:
             keep = _CLOSE  # HTTP/1.0 has no chunks: the stream ends with the connection
