@@ -1,7 +1,9 @@
 """Streamed answers (SPEC 10.5) against ``fwrest serve``: iterators and async iterators sent
 chunked as their items come, ``def`` generators advanced in the location's pool, a slow reader
 never making the worker produce (and hold) the whole stream, the iterator closed within 1 s of
-the client going away, HEAD, HTTP/1.0, compression piece by piece, a stream that fails midway."""
+the client going away, HEAD, HTTP/1.0, compression piece by piece, a stream that fails midway;
+``setChunkedResponse``'s handler told when its client is gone (its thread back in the pool),
+and the pieces it takes."""
 
 from __future__ import annotations
 
