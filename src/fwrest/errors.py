@@ -9,6 +9,10 @@ Three kinds, never mixed (STYLE "Errors"):
   rendered by one function, :func:`fwrest.wire.error_reply`;
 * the application's fault: the fixed 500 body; the traceback goes to the log only.
 
+Two more are about a streamed answer (SPEC 10.5): :class:`ClientDisconnected`, what a ``def``
+handler's ``rest.setChunkedResponse`` raises once its answer can no longer be sent, and
+:class:`StreamCut`, what a stream whose failure is already logged raises to the engine.
+
 ::
 
     HTTPError(status)                   any status, the JSON body of SPEC 3
@@ -42,11 +46,13 @@ __all__ = [
     "REALM",
     "STATUS_PHRASES",
     "Challenge",
+    "ClientDisconnected",
     "ConfigError",
     "Forbidden",
     "HTTPError",
     "Refusal",
     "ServiceUnavailable",
+    "StreamCut",
     "TooManyRequests",
     "Unauthorized",
     "error_body",
@@ -175,6 +181,20 @@ class HTTPError(Exception):
 
     def body(self) -> bytes:
         return error_body(self.status, self.message, self.detailed)
+
+
+class ClientDisconnected(ConnectionError):
+    """``rest.setChunkedResponse`` (or ``setLastChunkedResponse``) of a ``def`` handler whose
+    chunked answer can no longer be sent (SPEC 10.5): the client went away, or took nothing of
+    it for ``BodyTimeout``, or the answer was given up (``ActiveTimeout``). A
+    ``ConnectionError``, so that a handler catches it as it would a socket's; one that lets it
+    through ends as any handler whose client left: nothing more is sent, nothing is logged."""
+
+
+class StreamCut(Exception):
+    """A streamed answer is cut short for a reason already logged (its iterator or its
+    handler failed): the engine closes the connection without the last chunk and logs
+    nothing more."""
 
 
 class Refusal(Protocol):

@@ -33,7 +33,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 from fwrest import log
 from fwrest.config.hosts import valid_host_field
 from fwrest.context.request_id import request_id_of
-from fwrest.errors import HTTPError, is_cancellation
+from fwrest.errors import HTTPError, StreamCut, is_cancellation
 from fwrest.server.app import PortApp
 from fwrest.server.build import ServicePlan, open_runtime
 from fwrest.server.service import _release_logging, _setup_logging, prepare
@@ -69,6 +69,8 @@ async def _complete(app: PortHandler, request: Request) -> tuple[Reply, bool, by
         try:
             async for piece in stream:
                 pieces.append(piece)
+        except StreamCut:  # cut short, its failure logged (as the engine takes it)
+            cut = True
         except BaseException as exc:  # cut short, as the engine cuts it (and logs why)
             if is_cancellation(exc):
                 raise

@@ -282,7 +282,7 @@ def encode_reply(reply: Reply, keep: Keep, chunked: bool = True) -> bytes:
     if reply.request_id:
         parts.append(b"x-request-id: %032x\r\n" % reply.request_id)
     status = reply.status
-    if reply.stream is not None:
+    if reply.stream is not None and status != 204 and status != 304 and status >= 200:
         # the head only: the engine writes the pieces (chunked unless the length is known)
         if reply.length >= 0:
             parts.append(b"content-length: %d\r\n" % reply.length)

@@ -1,7 +1,9 @@
 """Streamed answers (SPEC 10.5) against ``fwrest serve``: iterators and async iterators sent
 chunked as their items come, ``def`` generators advanced in the location's pool, a slow reader
 never making the worker produce (and hold) the whole stream, the iterator closed within 1 s of
-the client going away, HEAD, HTTP/1.0, compression piece by piece, a stream that fails midway."""
+the client going away, HEAD, HTTP/1.0, compression piece by piece, a stream that fails midway;
+``setChunkedResponse``'s handler told when its client is gone (its thread back in the pool),
+and the pieces it takes."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import socket
 import struct
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -334,11 +336,21 @@ def test_a_slow_reader_holds_the_generator_back(served: tuple[ServerProcess, Pat
 
 
 def test_a_stream_that_fails_is_cut_short(served: tuple[ServerProcess, Path]) -> None:
+    """Cut (no last chunk), and logged as a handler's failure with the request's id (SPEC
+    3, 13.4), though the engine sends the stream after the pipeline returned."""
     proc, _ = served
-    data = exchange(proc.ports["HTTP_REST"], b"GET /rest/broken HTTP/1.1\r\nHost: x\r\n\r\n")
+    request = b"GET /rest/broken HTTP/1.1\r\nHost: x\r\nX-Request-ID: broken-1\r\n\r\n"
+    data = exchange(proc.ports["HTTP_REST"], request)
     assert b"part\n" in data
     assert not data.endswith(b"0\r\n\r\n")  # no last chunk: the client knows it was cut
     wait_for(lambda: "the feed broke" in proc.log(), 15, "the stream's error in the log")
+    lines = [line for line in proc.log().splitlines() if "request_id=broken-1" in line]
+    assert any(
+        "ERROR fwrest.app" in line
+        and "GET /rest/broken: the streamed answer failed; cut short" in line
+        for line in lines
+    ), lines
+    assert any("RuntimeError: the feed broke at " in line for line in lines), lines
 
 
 def test_http_1_0_gets_the_stream_until_the_connection_ends(
@@ -422,6 +434,10 @@ def test_active_timeout_bounds_the_first_piece_and_usage_counts_to_the_last(tmp_
         assert late.json()["message"] == "Server Busy"
         failed = client.get("/rest/early-failure")
         assert failed.status_code == 500
+        # logged as a handler's failure: where the iterator raised
+        said = "GET /rest/early-failure: the streamed answer failed before its first piece"
+        text = (tmp_path / "server.log").read_text()
+        assert said in text and "RuntimeError: nothing to send at " in text, text[-2000:]
         slow = client.get("/rest/slow-stream")  # 3 pieces, each in time
         assert slow.status_code == 200
         assert slow.text == "piece\n" * 3
@@ -476,3 +492,213 @@ def test_a_chunked_answer_that_fails_in_a_hooked_pool_is_cut(tmp_path: Path, kin
             assert body.startswith(b"2\r\na,\r\n"), body
             assert not body.endswith(b"0\r\n\r\n"), body  # cut: the client knows
             assert b"recovered" not in body
+
+
+GONE_APP = """
+import os
+import time
+from pathlib import Path
+
+from fwrest import get, rest
+
+MARKS = Path(os.environ["STREAM_MARKS"])
+
+def ended(name, how):  # written whole at once: the test reads it when it has two fields
+    (MARKS / f"{name}.tmp").write_text(f"{time.time()} {how}")
+    (MARKS / f"{name}.tmp").rename(MARKS / name)
+
+def outcome(exc):
+    return f"{type(exc).__name__}:{isinstance(exc, ConnectionError)}"
+
+@get("/many/:name")
+def many(name):
+    try:
+        for i in range(40):
+            rest.setChunkedResponse(f"piece {i}\\n")
+            time.sleep(0.05)
+        rest.setLastChunkedResponse("")
+    except BaseException as exc:
+        ended(name, outcome(exc))
+        raise
+    ended(name, "whole")
+
+@get("/late/:name")
+def late(name):  # the client leaves before the first piece
+    for _ in range(200):
+        if (MARKS / f"go-{name}").exists():
+            break
+        time.sleep(0.02)
+    try:
+        for i in range(40):
+            rest.setChunkedResponse(f"piece {i}\\n")
+        rest.setLastChunkedResponse("")
+    except BaseException as exc:
+        ended(name, outcome(exc))
+        raise
+    ended(name, "whole")
+
+@get("/flood/:name")
+def flood(name):  # for a client that reads nothing
+    try:
+        while True:
+            rest.setChunkedResponse(b"f" * 65536)
+    except BaseException as exc:
+        ended(name, outcome(exc))
+        raise
+
+@get("/ping")
+def ping():
+    return "pong"
+"""
+GONE_BODY_TIMEOUT_MS = 1000
+
+
+@pytest.fixture(scope="module")
+def gone_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Path]]:
+    """Two threads in the pool, so that two stuck handlers would starve every def route; a
+    write deadline (BodyTimeout) of 1 s."""
+    tmp = tmp_path_factory.mktemp("streaming_gone")
+    marks = tmp / "marks"
+    marks.mkdir()
+    config = free_config(
+        tmp,
+        app=GONE_APP,
+        servers={"HTTP_REST": local_port(BodyTimeout=GONE_BODY_TIMEOUT_MS)},
+        extra={"POOL": {"MinThreads": 1, "MaxThreads": 2, "AcceptTimeout": 1000}},
+    )
+    with serving(config, env={"STREAM_MARKS": str(marks)}) as proc:
+        yield proc, marks
+
+
+def handler_end(path: Path, what: str, timeout: float = 15) -> tuple[float, str]:
+    """When and how a GONE_APP handler ended (its mark: the time, then ``Class:is-a-
+    ConnectionError`` or ``whole``)."""
+    wait_for(path.exists, timeout, what)
+    at, how = path.read_text().split()
+    return float(at), how
+
+
+def ping_200(proc: ServerProcess) -> Callable[[], bool]:
+    def answered() -> bool:
+        try:
+            return httpx.get(proc.url() + "/ping", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    return answered
+
+
+def test_a_chunked_handler_whose_client_left_raises_and_frees_its_thread(
+    gone_served: tuple[ServerProcess, Path],
+) -> None:
+    """SPEC 10.5: the client of a def handler sending pieces goes away; its next
+    setChunkedResponse raises ClientDisconnected (a ConnectionError) within 1 s, the thread
+    goes back to the pool, and with both threads of the pool used so, the port's def routes
+    answer again (they answered 503 Server Busy for good before)."""
+    proc, marks = gone_served
+    port = proc.ports["HTTP_REST"]
+    left: dict[str, float] = {}
+    for name in ("gone-1", "gone-2"):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(f"GET /rest/many/{name} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            seen = b""
+            while b"piece 0" not in seen:
+                piece = sock.recv(4096)
+                assert piece, seen
+                seen += piece
+        left[name] = time.time()
+    for name in left:
+        at, how = handler_end(marks / name, f"the end of handler {name}")
+        print(f"{name}: the handler raised {how} {at - left[name]:.3f} s after its client left")
+        assert how == "ClientDisconnected:True"
+        assert at - left[name] < 1.0  # SPEC 10.5, as for an iterator
+    took = wait_for(ping_200(proc), 15, "a def route's 200 after two abandoned streams")
+    print(f"a def route answered 200 {took:.2f} s after both handlers ended")
+
+
+def test_a_chunked_handler_asked_with_head_runs_to_its_end(
+    gone_served: tuple[ServerProcess, Path],
+) -> None:
+    """A HEAD request sends no piece: the handler's are thrown away, never waited for (it
+    used to wait for room for ever after its 16th), and it is not told of a client gone."""
+    proc, marks = gone_served
+    head = httpx.head(proc.url() + "/many/head-1", timeout=10)
+    assert head.status_code == 200 and head.content == b""
+    assert "content-length" not in head.headers and "transfer-encoding" not in head.headers
+    _, how = handler_end(marks / "head-1", "the end of the handler asked with HEAD")
+    assert how == "whole"
+
+
+def test_a_chunked_handler_whose_client_left_before_its_first_piece_is_told(
+    gone_served: tuple[ServerProcess, Path],
+) -> None:
+    """The client resets the connection while the handler has sent nothing: the answer that
+    the first piece makes is never written, and the handler is told at its next piece (it
+    used to wait for room for ever after its 16th)."""
+    proc, marks = gone_served
+    with socket.create_connection(("127.0.0.1", proc.ports["HTTP_REST"]), timeout=10) as sock:
+        sock.sendall(b"GET /rest/late/early-1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.2)  # the request is read, the handler waits for its mark
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    time.sleep(0.2)  # the worker learns of the reset
+    (marks / "go-early-1").write_text("")
+    _, how = handler_end(marks / "early-1", "the end of the handler whose client left first")
+    assert how == "ClientDisconnected:True"
+    wait_for(ping_200(proc), 15, "a def route's 200")
+
+
+def test_a_chunked_handler_whose_client_reads_nothing_is_told_at_the_write_deadline(
+    gone_served: tuple[ServerProcess, Path],
+) -> None:
+    """A client that takes nothing of the answer: the engine closes the connection after
+    BodyTimeout without progress (SPEC 7.1), and the handler waiting for room raises then."""
+    proc, marks = gone_served
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(10)
+        sock.connect(("127.0.0.1", proc.ports["HTTP_REST"]))
+        sock.sendall(b"GET /rest/flood/stuck-1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        asked = time.time()
+        at, how = handler_end(marks / "stuck-1", "the end of the handler of a stuck client")
+    print(f"a flood to a stuck client: the handler raised {how} {at - asked:.2f} s after the ask")
+    assert how == "ClientDisconnected:True"
+    # not sooner than the write deadline (a timer of the loop may fire a little early)
+    assert at - asked >= 0.8 * GONE_BODY_TIMEOUT_MS / 1000
+    wait_for(ping_200(proc), 15, "a def route's 200")
+
+
+CHUNK_TYPES_APP = """
+from fwrest import get, rest
+
+@get("/piece/:kind")
+def piece(kind):
+    data = {"int": 5, "big": 10**10, "list": [1, 2], "none": None, "dict": {"a": 1}}.get(kind)
+    if kind == "bytearray":
+        data = bytearray(b"ba")
+    elif kind == "memoryview":
+        data = memoryview(b"mv")
+    rest.setChunkedResponse(data)
+    rest.setLastChunkedResponse(b"!")
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"), [("int", "int"), ("big", "int"), ("list", "list"), ("none", "NoneType"),
+                       ("dict", "dict")],
+)  # fmt: skip
+def test_set_chunked_response_takes_text_or_bytes_alone(
+    tmp_path: Path, kind: str, name: str
+) -> None:
+    """What a generator may yield (str, bytes, bytearray, memoryview), nothing else: a number
+    is no count of NUL bytes to send (10**10 would have allocated 10 GB), a list no bytes.
+    A TypeError naming the type, in the handler: before the first piece, a 500."""
+    config = module_config(tmp_path, f"chunk_types_{kind}", app=CHUNK_TYPES_APP)
+    with Client(config) as client:
+        refused = client.get(f"/rest/piece/{kind}")
+        assert refused.status_code == 500
+        assert refused.json()["message"] == "Internal Server Error"
+        said = f"TypeError: setChunkedResponse takes str or bytes, not {name}"
+        wait_for(lambda: said in (tmp_path / "server.log").read_text(), 10, "the reason")
+        for kind_ok, sent in (("bytearray", "ba!"), ("memoryview", "mv!")):
+            answer = client.get(f"/rest/piece/{kind_ok}")
+            assert (answer.status_code, answer.text) == (200, sent)

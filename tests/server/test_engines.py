@@ -154,15 +154,18 @@ DATE = re.compile(rb"\r\ndate: [^\r]*\r\n")
 RID = re.compile(rb"\r\nx-request-id: [0-9a-f]{32}\r\n")
 
 
-def run(parser: Any, pieces: list[bytes], eof: bool = True) -> list[tuple[str, bytes]]:
-    """What the engine with ``parser`` (None: httptools) did with ``pieces``, sent in turn."""
+def run(
+    parser: Any, pieces: list[bytes], eof: bool = True, port: Any = None
+) -> list[tuple[str, bytes]]:
+    """What the engine with ``parser`` (None: httptools) did with ``pieces``, sent in turn
+    (to ``port``, else :class:`Port`)."""
     loop = asyncio.new_event_loop()
     saved = http._NATIVE_PARSER, http._ENCODE_REPLY
     http._NATIVE_PARSER = parser
     http._ENCODE_REPLY = ENCODER if parser is not None else encode_reply
     try:
         transport = Recorder(loop)
-        proto = HttpProtocol(Port(), CFG, ConnectionSet(), loop)  # type: ignore[arg-type]
+        proto = HttpProtocol(port or Port(), CFG, ConnectionSet(), loop)  # type: ignore[arg-type]
         transport.proto = proto
         proto.connection_made(transport)  # type: ignore[arg-type]
         assert (type(proto._parser) is parser) if parser is not None else not proto._native
@@ -634,6 +637,61 @@ def test_reply_encoder_takes_what_wire_takes() -> None:
         b"x-content-type-options: nosniff\r\ncontent-type: text/plain\r\n"
         b"x-request-id: 000000000000000000000000000000ff\r\ncontent-length: 2\r\n\r\nno"
     )
+
+
+class _Watched:
+    """A stream that says whether it was read and closed."""
+
+    def __init__(self) -> None:
+        self.read = self.closed = False
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self.read:
+            raise StopAsyncIteration
+        self.read = True
+        return b"a body that must not be sent"
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+class QuietPort(Port):
+    """Answers ``/quiet/N`` with a streamed answer of status N."""
+
+    def __init__(self) -> None:
+        self.streams: list[_Watched] = []
+
+    async def handle(self, req: Request) -> Reply:
+        if not req.target.startswith(b"/quiet/"):
+            return await super().handle(req)
+        self.streams.append(_Watched())
+        status = int(req.target.rsplit(b"/", 1)[1])
+        return Reply(status, [("content-type", "text/plain")], b"", stream=self.streams[-1])
+
+
+@pytest.mark.parametrize("engine", ["pure", "native"])
+def test_a_streamed_answer_without_content_is_sent_without_a_body(engine: str) -> None:
+    """A PortHandler's streamed 204 or 304 (a port's pipeline makes none: PortApp._finish):
+    the engine sends it as the other answers with that status, no Transfer-Encoding (RFC 9112
+    6.1) nor body, closes its stream unread, and the next pipelined answer reads right."""
+    port = QuietPort()
+    pieces = [
+        b"GET /quiet/204 HTTP/1.1\r\nHost: a\r\n\r\nGET /quiet/304 HTTP/1.1\r\nHost: a\r\n\r\n"
+        b"GET /next HTTP/1.1\r\nHost: a\r\n\r\n"
+    ]
+    events = run(NATIVE if engine == "native" else None, pieces, port=port)
+    written = b"".join(data for kind, data in events if kind == "write")
+    answers = written.split(b"HTTP/1.1 ")
+    assert answers[0] == b"" and len(answers) == 4, written
+    for answer, status in zip(answers[1:3], (b"204", b"304"), strict=True):
+        head, _, rest = answer.partition(b"\r\n\r\n")
+        assert head.startswith(status) and rest == b"", written
+        assert b"transfer-encoding" not in head and b"content-length" not in head, written
+    assert answers[3].startswith(b"200 OK") and b"/next" in answers[3], written
+    assert [(s.read, s.closed) for s in port.streams] == [(False, True), (False, True)]
 
 
 def underscore_said(engine: str) -> list[str]:

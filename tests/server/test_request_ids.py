@@ -19,13 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from fwrest import log
 from fwrest.context.request_id import id_text, new_request_number
 from fwrest.testing import Client
 from fwrest.wire import Keep, Reply, encode_reply
-from tests.conftest import free_config, local_port, module_config, serving
+from tests.conftest import free_config, local_port, module_config, serving, wait_for
 from tests.server.rawhttp import ENGINE_REFUSALS, refusal_head
 
 MODULE = "request_ids_app"
@@ -58,6 +59,40 @@ def own_id():
 def on_error(exc):
     app_log.warning("OnError saw %s", type(exc).__name__)
     return None
+
+@get("/stream-fails")
+def stream_fails():
+    def items():
+        app_log.warning("inside a def generator")
+        yield "first\\n"
+        raise ValueError("mid")
+    return items()
+
+@get("/async-stream-fails")
+async def async_stream_fails():
+    async def items():
+        app_log.warning("inside an async generator")
+        yield "first\\n"
+        raise ValueError("mid")
+    return items()
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no text for this one")
+
+@get("/unprintable")
+def unprintable():
+    raise Unprintable()
+
+@get("/after-last")
+def after_last():
+    rest.setLastChunkedResponse("end")
+    raise ValueError("raised after the last piece")
+
+@get("/after-end")
+def after_end():
+    rest.setLastChunkedResponse("end")
+    rest.setChunkedResponse("more")
 """
 ID = re.compile(r"[0-9a-f]{32}")
 
@@ -217,6 +252,84 @@ def test_a_traceback_and_an_on_error_record_carry_the_id(client: Client, lines: 
     assert any("unhandled exception in the handler" in t for t in got), got
     # no record of the request is without its id
     assert all(r.get("request_id") == "hooked-1" for r in lines.json), lines.json
+
+
+@pytest.fixture
+def full_errors(client: Client) -> Iterator[None]:
+    """``rest_error_full=1`` for one test: whole tracebacks."""
+    r = client.post("/rest/fw/rest/config", json={"rest_error_full": 1})
+    assert r.status_code == 200, r.text
+    try:
+        yield
+    finally:
+        client.post("/rest/fw/rest/config", json={"rest_error_full": None})
+
+
+@pytest.mark.parametrize("kind", ["def", "async"])
+def test_a_streamed_answers_records_carry_the_id(client: Client, lines: Lines, kind: str) -> None:
+    """A stream runs after the pipeline returned: its iterator's own records (a def
+    generator's steps run in the pool) and the line of its failure carry the request's id,
+    and the failure is logged as a handler's (method, path, where it was raised)."""
+    rid = f"stream-{kind}-1"
+    path = "/rest/stream-fails" if kind == "def" else "/rest/async-stream-fails"
+    with pytest.raises(httpx.RemoteProtocolError):  # cut short: no last chunk
+        client.get(path, headers={"X-Request-ID": rid})
+    got = records_of(lines, rid)
+    assert any(f"inside a{'n' if kind == 'async' else ''} {kind} generator" in t for t in got)
+    failed = [t for t in got if "the streamed answer failed" in t]
+    assert failed and failed[0].split(" request_id=")[0].endswith(
+        f"GET {path}: the streamed answer failed; cut short"
+    ), got
+    assert any("ValueError: mid at " in t for t in got), got
+    assert all(r.get("request_id") == rid for r in lines.json), lines.json
+
+
+@pytest.mark.usefixtures("full_errors")
+def test_a_streamed_answers_failure_has_its_whole_traceback_with_rest_error_full(
+    client: Client, lines: Lines
+) -> None:
+    with pytest.raises(httpx.RemoteProtocolError):
+        client.get("/rest/stream-fails", headers={"X-Request-ID": "stream-full-1"})
+    failed = [r for r in lines.json if "the streamed answer failed" in r["message"]]
+    assert len(failed) == 1 and failed[0]["request_id"] == "stream-full-1", lines.json
+    trace = failed[0]["exception"]
+    assert "Traceback" in trace and "in items" in trace and "ValueError: mid" in trace
+
+
+def test_an_exception_whose_text_fails_is_logged_with_the_id(client: Client, lines: Lines) -> None:
+    r = client.get("/rest/unprintable", headers={"X-Request-ID": "unprintable-1"})
+    assert r.status_code == 500
+    got = records_of(lines, "unprintable-1")
+    assert any("unhandled exception in the handler" in t for t in got), got
+    assert any("Unprintable: <exception str() failed>" in t for t in got), got
+    assert not any("request pipeline failed" in t for t in lines.text), lines.text
+    assert all(r.get("request_id") == "unprintable-1" for r in lines.json), lines.json
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("/rest/after-last", "ValueError: raised after the last piece"),
+        ("/rest/after-end", "RuntimeError: the chunked answer has ended"),
+    ],
+)
+def test_a_handlers_failure_after_its_last_chunk_is_logged(
+    client: Client, lines: Lines, path: str, said: str
+) -> None:
+    """SPEC 7.1: logged, with the id, as any handler's failure; the answer sent stands."""
+    rid = "after-" + path.rsplit("-", 1)[1]
+    r = client.get(path, headers={"X-Request-ID": rid})
+    assert r.status_code == 200 and r.text == "end"
+
+    def logged() -> list[str]:
+        return [t for t in lines.text if f" request_id={rid}" in t and " ERROR " in t]
+
+    wait_for(lambda: any(said in t for t in logged()), 10, "the handler's failure")
+    assert any(
+        f"GET {path}: unhandled exception in the handler after its chunked answer's first "
+        "piece; the answer sent stands" in t
+        for t in logged()
+    ), logged()
 
 
 def test_records_outside_a_request_carry_no_id(lines: Lines) -> None:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from fwrest.testing import Client
-from tests.conftest import ServerProcess, module_config, wait_for
+from tests.conftest import ServerProcess, local_port, module_config, wait_for
 from tests.server.rawhttp import RawConnection, request_bytes
 from tests.server.support import serve_module
 
@@ -23,7 +23,7 @@ APP = """
 import asyncio
 import functools
 
-from fwrest import Response, get, rest
+from fwrest import EventStream, Response, get, rest
 
 @get("/intkeys")
 def intkeys():
@@ -109,10 +109,70 @@ def header_name():
 @get("/media")
 def media():
     return Response(b"x", media_type=rest.getQueryRequest()["type"])
+
+STEPS = {}  # the items streams without content gave (none: closed unread), how handlers ended
+
+def counted(name):
+    def items():
+        STEPS[name] = STEPS.get(name, 0) + 1
+        yield "body of " + name
+    return items()
+
+@get("/quiet/gen")
+def quiet_gen():
+    rest.setStatusCode(204)
+    return counted("gen")
+
+@get("/quiet/response")
+def quiet_response():
+    return Response(counted("response"), status=204)
+
+@get("/quiet/async")
+async def quiet_async():
+    async def items():
+        STEPS["async"] = STEPS.get("async", 0) + 1
+        yield "body of async"
+    return Response(items(), status=304, headers={"ETag": '"v1"'})
+
+@get("/quiet/chunked")
+def quiet_chunked():
+    rest.setStatusCode(204)
+    try:
+        for i in range(40):  # more than the 16 a client may be behind
+            rest.setChunkedResponse(f"piece {i}")
+        rest.setLastChunkedResponse("end")
+    except BaseException as exc:
+        STEPS["chunked"] = type(exc).__name__
+        raise
+    STEPS["chunked"] = "whole"
+
+@get("/quiet/events")
+def quiet_events():
+    rest.setStatusCode(204)
+    return EventStream(counted("events"))
+
+@get("/steps")
+def steps():
+    return STEPS
+
+def on_send():
+    rest.setStatusCode(304)
+
+@get("/sent")
+def sent():
+    return counted("sent")
 """
 
-
-server = serve_module("results", app=APP)
+# the same routes under /quiet, whose pool's OnSend makes every answer a 304
+server = serve_module(
+    "results",
+    app=APP,
+    servers={"HTTP_REST": local_port(Locations="ROOT, QUIET")},
+    extra={
+        "QUIET": {"Path": "/quiet", "ThreadPool": "QUIETPOOL"},
+        "QUIETPOOL": {"Environment": "ENV", "MinThreads": 1, "OnSend": "on_send"},
+    },
+)
 
 
 @pytest.fixture(scope="module")
@@ -191,6 +251,54 @@ def test_a_status_without_content_sends_no_body_and_keeps_the_connection(
     with httpx.Client() as client:
         assert client.get(f"http://127.0.0.1:{port}/rest{path}").status_code == status
         assert client.get(f"http://127.0.0.1:{port}/rest/hello").json() == {"hello": "world"}
+
+
+QUIET = [
+    ("/rest/quiet/gen", 204),  # setStatusCode, then a generator
+    ("/rest/quiet/response", 204),  # Response(generator, status=204)
+    ("/rest/quiet/async", 304),  # Response(async generator, status=304)
+    ("/rest/quiet/chunked", 204),  # setStatusCode, then setChunkedResponse
+    ("/rest/quiet/events", 204),  # setStatusCode, then an EventStream
+    ("/quiet/sent", 304),  # OnSend sets the status of a streamed answer
+]
+
+
+@pytest.mark.parametrize(("path", "status"), QUIET)
+def test_a_streamed_answer_without_content_is_not_chunked(
+    server: ServerProcess, path: str, status: int
+) -> None:
+    """RFC 9112 6.1: no Transfer-Encoding in a 204 (nor a 304, RFC 9110 15.4.5: no content):
+    a streamed answer with such a status goes out as the others do, without a body, so the
+    next answer on the connection reads right; its iterator is closed unread."""
+    port = server.ports["HTTP_REST"]
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("GET", path) + request_bytes("GET", "/rest/hello"))
+        first = conn.read_response()
+        assert first.status == status, first.head
+        assert first.header("transfer-encoding") is None, first.head
+        assert first.header("content-length") is None, first.head
+        second = conn.read_response()
+        assert second.status_line == "HTTP/1.1 200 OK", (first.head, second.head, conn.buffer)
+        assert second.json() == {"hello": "world"}
+        # HEAD of the same: the head alone, the connection still in step
+        head = conn.request("HEAD", path)
+        assert head.status == status and head.header("transfer-encoding") is None, head.head
+        assert conn.request("GET", "/rest/hello").json() == {"hello": "world"}
+
+
+def test_streams_without_content_are_closed_unread(server: ServerProcess) -> None:
+    """After the answers above: no iterator gave an item, and the chunked handler ran to its
+    end (its pieces thrown away, none waited for)."""
+    for path, _ in QUIET:
+        with RawConnection(server.ports["HTTP_REST"]) as conn:
+            conn.request("GET", path)
+
+    def steps() -> dict[str, object]:
+        with RawConnection(server.ports["HTTP_REST"]) as conn:
+            return conn.request("GET", "/rest/steps").json()  # type: ignore[no-any-return]
+
+    wait_for(lambda: "chunked" in steps(), 15, "the chunked handler's end")
+    assert steps() == {"chunked": "whole"}
 
 
 def test_a_205_sends_no_content_and_keeps_the_connection(server: ServerProcess) -> None:

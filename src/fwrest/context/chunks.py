@@ -5,7 +5,14 @@ The first piece answers the request at once (the status and headers set so far, 
 pieces chunked as they come); the handler goes on in its pool thread, and each further piece
 waits while :data:`AHEAD` pieces are still unsent (the client reads slowly), so that the
 worker never holds the whole answer. ``setLastChunkedResponse`` (or the handler's return)
-ends it; an exception of the handler after the first piece cuts it (no last chunk).
+ends it; an exception of the handler after the first piece cuts it (no last chunk: the pool
+logs it, and the stream raises :class:`~fwrest.errors.StreamCut`).
+
+Once the answer cannot be sent any more (its stream closed before its end: the client went
+away, took nothing for ``BodyTimeout``, the answer was given up), the next piece, and one
+waiting for room, raises :class:`~fwrest.errors.ClientDisconnected` in the handler at once, so
+that its thread goes back to the pool. An answer that sends no content (a HEAD request's, a
+204, 205 or 304) is :meth:`ChunkFeed.drop`-ped: its pieces are taken and thrown away.
 
 The pool that runs the handler (``fwrest.server.pool``) says which call is running on the
 thread through :data:`running`; this module knows it only as a :class:`Caller`.
@@ -15,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
 from typing import Any, Protocol
+
+from fwrest.errors import ClientDisconnected, StreamCut
 
 __all__ = ["AHEAD", "Caller", "ChunkFeed", "ChunkedAnswer", "running"]
 
 AHEAD = 16  # pieces a handler may be ahead of its client
+_RECHECK_S = 1.0  # a wait for room looks again at least this often (a notice never lost)
 
 
 class Caller(Protocol):
@@ -36,7 +45,11 @@ class Caller(Protocol):
 
 
 running = threading.local()  # .caller: the Caller of the pool call on this thread (or None)
-_END = object()
+_END = object()  # the answer is complete: the last chunk
+_CUT = object()  # the handler failed (logged by the pool): cut, no last chunk
+# where the pieces go: to the client; nowhere, the answer cannot be sent (the handler is
+# told); nowhere, the answer has no content (the handler is not told)
+_OPEN, _GONE, _DROPPED = 0, 1, 2
 
 
 class ChunkFeed:
@@ -45,52 +58,125 @@ class ChunkFeed:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._room = threading.Semaphore(AHEAD)
-        self._closed = False
+        # re-entrant: a FeedPieces collected (its __del__) while this thread holds it
+        self._room = threading.Condition(threading.RLock())
+        self._unsent = 0  # pieces put and not yet taken by the stream
+        self._state = _OPEN
         self.ended = False
 
     def put(self, piece: bytes) -> None:
-        """From the handler's thread: one piece (waits while AHEAD pieces are unsent)."""
+        """From the handler's thread: one piece (waits while AHEAD pieces are unsent).
+
+        Raises:
+            RuntimeError: after the last piece.
+            ClientDisconnected: the answer can no longer be sent.
+        """
         if self.ended:
             raise RuntimeError("the chunked answer has ended (setLastChunkedResponse)")
-        self._room.acquire()
-        if not self._closed:
+        with self._room:
+            while self._unsent >= AHEAD and self._state == _OPEN:
+                self._room.wait(_RECHECK_S)
+            state = self._state
+            if state == _OPEN:
+                self._unsent += 1
+        if state == _OPEN:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, piece)
+        elif state == _GONE:
+            raise ClientDisconnected(
+                "the chunked answer cannot be sent any more: its client went away, took "
+                "nothing of it for BodyTimeout, or it was given up"
+            )
 
-    def end(self, ok: bool = True, error: BaseException | None = None) -> None:
-        """From any thread: the answer is complete (``ok``), or cut short by ``error``."""
-        if self.ended and ok:
+    def end(self, ok: bool = True) -> None:
+        """From any thread: the answer is complete (``ok``), or cut short (the handler
+        failed); once only: a failure after the last piece changes nothing sent."""
+        if self.ended:
             return
         self.ended = True
-        if not self._closed:
-            marker = _END if ok else error or RuntimeError("the handler failed")
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, marker)
+        with self._room:
+            sending = self._state == _OPEN
+        if sending:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, _END if ok else _CUT)
 
-    async def pieces(self) -> AsyncIterator[bytes]:
-        """On the loop: the pieces until the end (an error raised as the stream's own)."""
+    def close(self) -> None:
+        """The stream ended (whole, or early: the handler is told at its next piece, and at
+        once if it waits for room)."""
+        with self._room:
+            if self._state == _OPEN:
+                self._state = _GONE
+            self._room.notify_all()
+
+    def drop(self) -> None:
+        """The answer sends no content: the handler's pieces are thrown away, never waited
+        for."""
+        with self._room:
+            self._state = _DROPPED
+            self._room.notify_all()
+
+    def pieces(self) -> FeedPieces:
+        """The stream of the pieces, for the engine."""
+        return FeedPieces(self)
+
+    async def next_piece(self) -> bytes:
+        """On the loop: the next piece (StopAsyncIteration at the end, :class:`StreamCut`
+        when the handler failed)."""
+        piece = await self._queue.get()
+        if piece is _END:
+            raise StopAsyncIteration
+        if piece is _CUT:
+            raise StreamCut("the handler failed during its chunked answer")
+        with self._room:
+            self._unsent -= 1
+            self._room.notify()
+        return piece  # type: ignore[no-any-return]
+
+
+class FeedPieces:
+    """A feed's pieces as an async iterator. A class rather than an async generator, so that
+    closing it ends the feed even when no piece was asked for (an async generator's
+    ``finally`` would not run then), and so does dropping it unclosed (a reply given up before
+    its head went out)."""
+
+    __slots__ = ("_feed",)
+
+    def __init__(self, feed: ChunkFeed) -> None:
+        self._feed: ChunkFeed | None = feed
+
+    def __aiter__(self) -> FeedPieces:
+        return self
+
+    async def __anext__(self) -> bytes:
+        feed = self._feed
+        if feed is None:
+            raise StopAsyncIteration
         try:
-            while True:
-                piece = await self._queue.get()
-                self._room.release()
-                if piece is _END:
-                    return
-                if isinstance(piece, BaseException):
-                    raise RuntimeError(f"the handler failed during its chunked answer: {piece!r}")
-                yield piece
-        finally:
-            # the client went away, or the end: a handler still sending never blocks again
-            self._closed = True
-            for _ in range(AHEAD):
-                self._room.release()
+            return await feed.next_piece()
+        except BaseException:  # the end, a cut, or a cancellation (the client went away)
+            self._close()
+            raise
+
+    async def aclose(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        feed, self._feed = self._feed, None
+        if feed is not None:
+            feed.close()
+
+    def __del__(self) -> None:
+        self._close()
 
 
 class ChunkedAnswer:
-    """The result a chunked handler's request gets when its first piece is sent."""
+    """The result a chunked handler's request gets when its first piece is sent; ``method``
+    and ``path`` name the request in the lines of a failure of the handler after it."""
 
-    __slots__ = ("feed",)
+    __slots__ = ("feed", "method", "path")
 
-    def __init__(self, feed: ChunkFeed) -> None:
+    def __init__(self, feed: ChunkFeed, method: str, path: str) -> None:
         self.feed = feed
+        self.method = method
+        self.path = path
 
-    def end(self, ok: bool, value: Any) -> None:
-        self.feed.end(ok, None if ok else value)
+    def end(self, ok: bool) -> None:
+        self.feed.end(ok)

@@ -172,11 +172,19 @@ class RestObject:
         headers set so far; a piece waits while the client is far behind.
 
         Raises:
+            TypeError: ``data`` is not text or bytes (what a streamed answer's items may be).
             RuntimeError: not in a ``def`` handler (an ``async def`` one returns an async
                 iterator instead), or after the last piece.
+            ClientDisconnected: the answer can no longer be sent (its client went away, or
+                took nothing of it for ``BodyTimeout``), a ``ConnectionError``.
         """
         ctx = self._ctx()
-        piece = data.encode(ctx.port.charset.codec) if isinstance(data, str) else bytes(data)
+        if isinstance(data, str):
+            piece = data.encode(ctx.port.charset.codec)
+        elif isinstance(data, bytes | bytearray | memoryview):
+            piece = bytes(data)
+        else:
+            raise TypeError(f"setChunkedResponse takes str or bytes, not {type(data).__name__}")
         feed = ctx.chunks
         if feed is None:
             caller = getattr(chunks.running, "caller", None)
@@ -186,7 +194,7 @@ class RestObject:
                     "an async iterator of its pieces instead"
                 )
             feed = ctx.chunks = chunks.ChunkFeed(caller.loop)
-            caller.answer_early(chunks.ChunkedAnswer(feed))
+            caller.answer_early(chunks.ChunkedAnswer(feed, ctx.method, ctx.path))
         feed.put(piece)
         if last:
             feed.end()

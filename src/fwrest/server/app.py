@@ -68,7 +68,7 @@ from fwrest.server.hooks import NO_HOOKS, PoolHooks
 from fwrest.server.hosts import HostCheck, own_authority
 from fwrest.server.pool import ThreadPool
 from fwrest.server.state import tunables
-from fwrest.server.streams import prepend, timed
+from fwrest.server.streams import Sending, StreamFailed, prepend
 from fwrest.server.usage import UNMATCHED, UsageTable
 from fwrest.wire import Reply, Request, close_stream, error_reply
 
@@ -327,6 +327,17 @@ def _close_later(stream: AsyncIterator[bytes]) -> None:
     task.add_done_callback(_closing.discard)
 
 
+def _unsent(reply: Reply, ctx: RequestContext | None) -> None:
+    """A stream the answer does not send (HEAD, a status without content): closed unread,
+    and a chunked answer's pieces thrown away (its handler goes on unhindered)."""
+    stream = reply.stream
+    assert stream is not None
+    reply.stream = None
+    if ctx is not None and ctx.chunks is not None:
+        ctx.chunks.drop()
+    _close_later(stream)
+
+
 class PortApp:
     """Serves one port (one server section) in one worker: the engine's
     :class:`~fwrest.wire.PortHandler` and the requests' :class:`~fwrest.context.views.PortView`.
@@ -548,9 +559,7 @@ class PortApp:
                 for stage in where.outgoing:
                     reply = stage(head, ctx, reply)
             self.total += 1
-            return self._finish(
-                head, reply, found, query, UNMATCHED, started, 0, 0, rid, ctx.auth_user
-            )
+            return self._finish(head, reply, found, query, UNMATCHED, started, 0, 0, rid, ctx)
         finally:
             log.request_id.reset(rid_token)
 
@@ -777,10 +786,9 @@ class PortApp:
             elif found is None and path == "?":
                 # 8. a target stage 1 refused: its location's headers all the same
                 reply = self.refused(req, reply)
-            user = ctx.auth_user if ctx is not None else ""
             # 9. finish
             return self._finish(
-                req, reply, found, query, route_key, started, guarded, handled, rid, user
+                req, reply, found, query, route_key, started, guarded, handled, rid, ctx
             )
         finally:
             log.request_id.reset(rid_token)
@@ -833,7 +841,10 @@ class PortApp:
             ) from None
         except Exception as exc:
             await close_stream(stream)
-            return self._bad_result(method, path, exc)
+            # as a handler's failure (SPEC 3): its traceback, the iterator's own exception
+            inner = exc.inner if isinstance(exc, StreamFailed) else exc
+            log_failure(method, path, inner, "the streamed answer failed before its first piece")
+            return Reply(500, [JSON_TYPE], error_body(500))
         reply.stream = prepend(first, stream)
         return reply
 
@@ -859,10 +870,11 @@ class PortApp:
         guarded: int,
         handled: int,
         rid: str | int,
-        user: str,
+        ctx: RequestContext | None,
     ) -> Reply:
-        """Stage 9: HEAD's and 205's empty body, the request's id, the port's HSTS, the usage figures,
-        the access line (``found``: the request's path resolved, None for a target refused as it is)."""
+        """Stage 9: no content for HEAD, 204, 205 and 304, the request's id, the port's HSTS,
+        the usage figures, the access line (``found``: the request's path resolved, None for a
+        target refused as it is)."""
         headers = reply.headers
         # the id on the answer, unless the application set one itself (a handler passing on
         # an upstream id its own way): most answers have their media type alone
@@ -880,32 +892,41 @@ class PortApp:
                 hsts = where.hsts
             if not _has(headers, HSTS):
                 headers.append(hsts)
-        if reply.status == 205:
-            # no content, whatever the handler gave (RFC 9110 15.3.6): a length of 0
+        status = reply.status
+        if status == 204 or status == 304 or status == 205:
+            # no content, whatever the handler gave (RFC 9110 15.3.5, 15.3.6, 15.4.5): a
+            # stream is closed unread (never chunked: RFC 9112 6.1), a 205 has a length of 0
             if reply.stream is not None:
-                _close_later(reply.stream)
-                reply.stream = None
-            reply.body = b""
+                _unsent(reply, ctx)
+            if status == 205:
+                reply.body = b""
         if req.method == "HEAD":
             # No content (RFC 9110 9.3.2), an error answer too, else a keep-alive client
             # reads the body as the start of the next response; the length GET would have
             # (none for 204 and 304, which have no content at all; a stream's when known,
             # else none: a content-length of 0 would say GET's content is empty, RFC 9110 8.6).
             reply.head_only = True
-            stream = reply.stream
-            if stream is not None:
-                reply.stream = None
-                _close_later(stream)
+            if reply.stream is not None:
+                _unsent(reply, ctx)
                 if reply.length >= 0:
                     reply.headers.append(("content-length", str(reply.length)))
-            elif reply.status != 204 and reply.status != 304:
+            elif status != 204 and status != 304:
                 reply.headers.append(("content-length", str(len(reply.body))))
             reply.body = b""
         ended = time.perf_counter_ns()
         duration_us = (ended - started) // 1000
         if reply.stream is not None:
-            # a stream's time counts until its last piece is written (SPEC 10.5)
-            reply.stream = timed(reply.stream, self.usage, route_key, started)
+            # a stream's time counts until its last piece is written (SPEC 10.5); its steps
+            # carry the request's id (SPEC 13.4), and its failure is logged as a handler's
+            reply.stream = Sending(
+                reply.stream,
+                self.usage,
+                route_key,
+                started,
+                rid,
+                req.method,
+                found.path if found is not None else "?",
+            )
         else:
             self.usage.record(route_key, duration_us)
         access = log.access_log
@@ -919,7 +940,7 @@ class PortApp:
                 found.path if found is not None else "?",
                 reply.status,
                 duration_us,
-                user,
+                ctx.auth_user if ctx is not None else "",
                 req.client,
             )
             self._log_access(req, found, query, reply, times, fields)

@@ -77,6 +77,15 @@ def log_failure(
         log.app_log.error(
             "  %s: %s%s (rest_error_full=1 logs the whole traceback)",
             type(exc).__name__,
-            log.escape(str(exc)),
+            log.escape(_text(exc)),
             where,
         )
+
+
+def _text(exc: BaseException) -> str:
+    """``str(exc)``, or a note when the application's ``__str__`` itself fails (as
+    ``traceback`` writes it): the line is written either way."""
+    try:
+        return str(exc)
+    except BaseException:
+        return "<exception str() failed>"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final, cast
 
 import httptools
@@ -29,7 +29,7 @@ from fwrest.config.hosts import valid_host_field
 from fwrest.config.model import ServerConfig
 from fwrest.context.certs import with_thumbprint
 from fwrest.context.request_id import carried_request_id, new_request_id
-from fwrest.errors import HTTPError, is_cancellation
+from fwrest.errors import HTTPError, StreamCut, is_cancellation
 from fwrest.server.connstate import DEADLINES, NEXT, Deadline, Event, State
 from fwrest.wire import (
     Keep,
@@ -1104,11 +1104,18 @@ class HttpProtocol(asyncio.Protocol):
         except BaseException as exc:  # never out of the task: SystemExit would end the loop
             if is_cancellation(exc):
                 raise
-            log.server_log.exception("request pipeline failed")
             reply = self._refusal(HTTPError(500), request.headers)
+            # the line carries the id the answer does (the pipeline's own was reset with it)
+            rid_token = log.request_id.set(_refusal_id(reply))
+            log.server_log.exception("request pipeline failed")
+            log.request_id.reset(rid_token)
         transport = self._transport
         if transport is None or transport.is_closing():
             self._answer_to(_ANSWERED)
+            if reply.stream is not None:
+                # the client left before the head: the stream is closed unsent (a def
+                # handler's chunked answer is told at its next piece)
+                await self._close_stream(reply.stream)
             return
         if reply.close:
             if reply.drop:
@@ -1152,6 +1159,15 @@ class HttpProtocol(asyncio.Protocol):
         when it ends, early too (an error, the client gone); the connection then closes."""
         stream = reply.stream
         assert stream is not None
+        status = reply.status
+        if status == 204 or status == 304 or status < 200:
+            # no content (RFC 9110 15.3.5, 15.4.5), so no Transfer-Encoding (RFC 9112 6.1):
+            # sent as such an answer is, the stream closed unread (a port's pipeline does so
+            # itself, PortApp._finish: this is for any other PortHandler)
+            reply.stream = None
+            transport.write(_ENCODE_REPLY(reply, keep, True))
+            await self._close_stream(stream)
+            return keep
         chunked = reply.length < 0 and not self._http10
         if reply.length < 0 and self._http10:
             keep = _CLOSE  # HTTP/1.0 has no chunks: the stream ends with the connection
@@ -1181,19 +1197,18 @@ class HttpProtocol(asyncio.Protocol):
                         self._flow.drain = None
                 else:
                     complete = True
+            except StreamCut:
+                pass  # its failure is logged (the port's streams.Sending, the handler's pool)
             except BaseException as exc:  # the stream's own error: the answer is cut short
                 if not isinstance(exc, asyncio.CancelledError) or self._transport is not None:
                     if is_cancellation(exc):
                         raise
-                    log.app_log.error("a streamed answer failed: %s", log.escape(repr(exc)))
+                    log.app_log.error("a streamed answer failed: %s", _shown(exc))
         except BaseException as exc:
             travels = exc
         self._flow.streaming = False
         self._flow.drain = None
-        try:
-            await close_stream(stream)
-        except Exception as exc:  # the application's cleanup
-            log.app_log.error("closing a streamed answer failed: %r", exc)
+        await self._close_stream(stream)
         if travels is not None:
             raise travels
         if not complete or transport.is_closing():
@@ -1201,6 +1216,14 @@ class HttpProtocol(asyncio.Protocol):
         if chunked:
             transport.write(b"0\r\n\r\n")
         return keep
+
+    async def _close_stream(self, stream: AsyncIterator[bytes]) -> None:
+        """Close a stream the engine took, sent or not; what the application's cleanup
+        raises is logged."""
+        try:
+            await close_stream(stream)
+        except Exception as exc:
+            log.app_log.error("closing a streamed answer failed: %s", _shown(exc))
 
     def _next(self) -> None:
         """After an answer (or an admission): start what waits, else read on. Nothing while
@@ -1325,3 +1348,20 @@ def _request_id(headers: list[tuple[str, str]] | None) -> str:
 def _parser_detail(exc: Exception) -> str:
     text = str(exc) or type(exc).__name__
     return text[:200]
+
+
+def _refusal_id(reply: Reply) -> str:
+    """The request id an engine's refusal (``wire.refusal``) carries."""
+    for name, value in reply.headers:
+        if name == "x-request-id":
+            return value
+    return new_request_id()
+
+
+def _shown(exc: BaseException) -> str:
+    """An exception as a log line shows it: its escaped ``repr``, or its type's name alone
+    when the application's ``__repr__`` fails."""
+    try:
+        return log.escape(repr(exc))
+    except Exception:
+        return f"{type(exc).__name__} (its repr failed)"

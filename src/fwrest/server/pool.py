@@ -20,8 +20,9 @@ from typing import Any
 from fwrest.config.model import ThreadPoolConfig
 from fwrest.context import chunks
 from fwrest.context.chunks import ChunkedAnswer
-from fwrest.errors import ServiceUnavailable
+from fwrest.errors import ClientDisconnected, ServiceUnavailable
 from fwrest.log import server_log
+from fwrest.server.failures import log_failure
 
 __all__ = ["ThreadPool"]
 
@@ -65,7 +66,30 @@ class _Item:
     def answer_early(self, value: ChunkedAnswer) -> None:
         """From the call's thread: ``value`` is the request's result now (its first piece)."""
         self.early = value
-        self.loop.call_soon_threadsafe(_finish, self, True, value)
+        self.loop.call_soon_threadsafe(_early, self, value)
+
+
+def _early(item: _Item, value: ChunkedAnswer) -> None:
+    """On the loop: a chunked answer's first piece is the call's result; a request that
+    no longer waits for it (given up: ``ActiveTimeout``) never reads its pieces, so the
+    handler is told at its next one."""
+    if item.future.done():
+        value.feed.close()
+    _finish(item, True, value)
+
+
+def _chunked_failed(answer: ChunkedAnswer, exc: BaseException) -> None:
+    """In the request's context (its id on the lines): a handler failed after its chunked
+    answer's first piece went out (SPEC 7.1: logged as any handler's failure); what was
+    sent stays sent, cut short unless the handler had sent its last piece."""
+    outcome = "the answer sent stands" if answer.feed.ended else "its answer is cut short"
+    log_failure(
+        answer.method,
+        answer.path,
+        exc,
+        "unhandled exception in the handler after its chunked answer's first piece",
+        outcome,
+    )
 
 
 def _finish(item: _Item, ok: bool, value: Any) -> None:
@@ -191,8 +215,14 @@ class ThreadPool:
             with self._cond:
                 self._busy -= 1
                 self._idle += 1
-            if item.early is not None:
-                item.early.end(ok, value)  # the request has its answer: end what it streams
+            early = item.early
+            if early is not None:
+                # the request has its answer: end what it streams; a failure is logged here
+                # (nothing else can: the status went out with the first piece), but the
+                # ClientDisconnected of an answer that could no longer be sent
+                if not ok and not isinstance(value, ClientDisconnected):
+                    item.ctx.run(_chunked_failed, early, value)
+                early.end(ok)
                 continue
             try:
                 self._loop.call_soon_threadsafe(_finish, item, ok, value)

@@ -11,6 +11,12 @@ Whatever the application's iterator raises, ``SystemExit`` and the other ``BaseE
 included (SPEC 7.1), leaves it as :class:`StreamFailed`, an ``Exception``: the tasks that
 advance a stream (an event stream's, ``ActiveTimeout``'s) would pass those to the event loop,
 which would end the worker. Only a cancellation of the task that advances it travels on.
+
+The engine sends a stream after the pipeline returned, so :class:`Sending` (the outermost
+wrapper, put on by the port) gives each of its steps and its close the request's id (SPEC
+13.4: the records of its iterator, of a ``def`` generator's steps in the pool, of its failure),
+logs a failure as a handler's (SPEC 3: the traceback, whole with ``rest_error_full=1``) and
+hands the engine a :class:`~fwrest.errors.StreamCut` for it.
 """
 
 from __future__ import annotations
@@ -25,11 +31,12 @@ from fwrest import log
 from fwrest.context.charsets import Charset
 from fwrest.context.events import IDLE_S, KEEP_ALIVE, encode_event
 from fwrest.context.views import UsageKey
-from fwrest.errors import HTTPError, is_cancellation
+from fwrest.errors import HTTPError, StreamCut, is_cancellation
+from fwrest.server.failures import log_failure
 from fwrest.server.usage import UsageTable
 from fwrest.wire import close_stream
 
-__all__ = ["StreamFailed", "events", "is_stream", "pieces", "pieces_of", "prepend", "timed"]
+__all__ = ["Sending", "StreamFailed", "events", "is_stream", "pieces", "pieces_of", "prepend"]
 
 _END = object()
 _STEP_END_S = 5.0  # how long a closed event stream waits for its iterator's cancelled step
@@ -260,13 +267,71 @@ async def prepend(first: bytes | None, rest: AsyncIterator[bytes]) -> AsyncItera
         await close_stream(rest)
 
 
-async def timed(
-    stream: AsyncIterator[bytes], usage: UsageTable, route_key: UsageKey, started: int
-) -> AsyncIterator[bytes]:
-    """``stream``, its request's usage figures recorded in ``usage`` when it ends."""
-    try:
-        async for piece in stream:
-            yield piece
-    finally:
-        await close_stream(stream)
-        usage.record(route_key, (time.perf_counter_ns() - started) // 1000)
+class Sending:
+    """``stream`` as the engine sends it: each step and its close with the request's id
+    ``rid`` (the pipeline has returned: the engine's task no longer has it), what it raises
+    logged as a handler's failure (``method path``) and raised as :class:`StreamCut`, the
+    request's usage figures recorded in ``usage`` when it is closed (the engine closes every
+    stream it took, whole or not). A class rather than an async generator, so that closing it
+    closes ``stream`` also when no piece was asked for."""
+
+    __slots__ = (
+        "_closed",
+        "_method",
+        "_path",
+        "_rid",
+        "_route_key",
+        "_started",
+        "_stream",
+        "_usage",
+    )
+
+    def __init__(
+        self,
+        stream: AsyncIterator[bytes],
+        usage: UsageTable,
+        route_key: UsageKey,
+        started: int,
+        rid: str | int,
+        method: str,
+        path: str,
+    ) -> None:
+        self._stream = stream
+        self._usage = usage
+        self._route_key = route_key
+        self._started = started
+        self._rid = rid
+        self._method = method
+        self._path = path
+        self._closed = False
+
+    def __aiter__(self) -> Sending:
+        return self
+
+    async def __anext__(self) -> bytes:
+        token = log.request_id.set(self._rid)
+        try:
+            return await anext(self._stream)
+        except (StopAsyncIteration, StreamCut):
+            raise
+        except BaseException as exc:
+            if is_cancellation(exc):
+                raise  # the client went away (or a deadline): not the application's failure
+            inner = exc.inner if isinstance(exc, StreamFailed) else exc
+            log_failure(self._method, self._path, inner, "the streamed answer failed", "cut short")
+            raise StreamCut("the streamed answer failed") from None
+        finally:
+            log.request_id.reset(token)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        token = log.request_id.set(self._rid)
+        try:
+            await close_stream(self._stream)
+        except Exception as exc:  # the application's cleanup: logged with the id
+            _close_failed(exc)
+        finally:
+            self._usage.record(self._route_key, (time.perf_counter_ns() - self._started) // 1000)
+            log.request_id.reset(token)
