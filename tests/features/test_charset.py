@@ -76,10 +76,19 @@ def twice():
 def streamed():
     return Response(iter(["caf", "\u00e9"]), media_type=rest.getQueryRequest()["type"])
 
+@get("/chunked")
+def chunked():
+    rest.setKeyHeaderResponse("Content-Type", rest.getQueryRequest()["type"])
+    rest.setChunkedResponse("caf")
+    rest.setLastChunkedResponse("\u00e9")
+
 @get("/euro")
 def euro():
     return Response("\u20ac", media_type=rest.getQueryRequest()["type"])
 """
+
+
+STREAMS = ("/rest/streamed", "/rest/chunked")  # a streamed Response, setChunkedResponse
 
 
 def _client(tmp_path: Path, module: str, charset: str | None) -> Client:
@@ -206,7 +215,7 @@ def test_a_declared_charset_encodes_the_text(tmp_path: Path) -> None:
     declared (a ``Response``'s media type, ``setKeyHeaderResponse``, a streamed ``Response``),
     and without one in the server's, labelled."""
     with _client(tmp_path, "charset_app_declared_cp", "CP1252") as client:
-        for path in ("/rest/declared", "/rest/set-label", "/rest/set-gathered", "/rest/streamed"):
+        for path in ("/rest/declared", "/rest/set-label", "/rest/set-gathered", *STREAMS):
             answer = client.get(path, params={"type": UTF8_TEXT})
             assert answer.status_code == 200, path
             assert answer.headers["content-type"] == UTF8_TEXT, path
@@ -215,11 +224,17 @@ def test_a_declared_charset_encodes_the_text(tmp_path: Path) -> None:
             assert plain.headers["content-type"] == "text/plain; charset=windows-1252", path
             assert plain.content == "café".encode("cp1252"), path
     with _client(tmp_path, "charset_app_declared_utf8", None) as client:
-        for path in ("/rest/declared", "/rest/set-label", "/rest/set-gathered", "/rest/streamed"):
+        for path in ("/rest/declared", "/rest/set-label", "/rest/set-gathered", *STREAMS):
             answer = client.get(path, params={"type": LATIN_TEXT})
             assert answer.headers["content-type"] == LATIN_TEXT, path
             assert answer.content == "café".encode("latin-1"), path
-        for path in ("/rest/declared", "/rest/set-label", "/rest/set-gathered", "/rest/twice"):
+        for path in (
+            "/rest/declared",
+            "/rest/set-label",
+            "/rest/set-gathered",
+            "/rest/twice",
+            *STREAMS,
+        ):
             utf16 = client.get(path, params={"type": "text/csv; charset=UTF-16"})
             assert utf16.content.startswith(codecs.BOM_UTF16), path  # one byte order mark
             assert utf16.content.count(codecs.BOM_UTF16) == 1, path
@@ -230,7 +245,7 @@ def test_an_unknown_or_unencodable_declared_charset_is_a_500_named_in_the_log(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with _client(tmp_path, "charset_app_declared_bad", None) as client:
-        for path in ("/rest/declared", "/rest/streamed"):
+        for path in ("/rest/declared", *STREAMS):
             with caplog.at_level(logging.ERROR, logger="fwrest.app"):
                 answer = client.get(path, params={"type": "text/plain; charset=x-no-such"})
             assert answer.status_code == 500, path

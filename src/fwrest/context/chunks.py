@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from fwrest.errors import ClientDisconnected, StreamCut
@@ -55,8 +56,9 @@ _OPEN, _GONE, _DROPPED = 0, 1, 2
 class ChunkFeed:
     """The pieces a handler thread sends, read by the event loop."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, encode: Callable[[str], bytes]) -> None:
         self._loop = loop
+        self.encode = encode  # the answer's str pieces, in its charset
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         # re-entrant: a FeedPieces collected (its __del__) while this thread holds it
         self._room = threading.Condition(threading.RLock())

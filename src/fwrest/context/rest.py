@@ -6,16 +6,17 @@ aliases (STYLE "Naming").
 
 from __future__ import annotations
 
+import codecs
 import copy
 import gzip
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from fwrest.config.hosts import authority, host_and_port
 from fwrest.context import chunks
 from fwrest.context.certs import certificate_fields
-from fwrest.context.charsets import body_text
+from fwrest.context.charsets import answer_charset, body_text
 from fwrest.context.codings import choose_coding
 from fwrest.context.jsonbody import to_json
 from fwrest.context.request import Headers, RequestContext, check_header, check_status, current
@@ -179,11 +180,7 @@ class RestObject:
                 took nothing of it for ``BodyTimeout``), a ``ConnectionError``.
         """
         ctx = self._ctx()
-        if isinstance(data, str):
-            piece = data.encode(ctx.port.charset.codec)
-        elif isinstance(data, bytes | bytearray | memoryview):
-            piece = bytes(data)
-        else:
+        if not isinstance(data, str | bytes | bytearray | memoryview):
             raise TypeError(f"setChunkedResponse takes str or bytes, not {type(data).__name__}")
         feed = ctx.chunks
         if feed is None:
@@ -193,9 +190,10 @@ class RestObject:
                     "setChunkedResponse works in a def handler; an async def handler returns "
                     "an async iterator of its pieces instead"
                 )
-            feed = ctx.chunks = chunks.ChunkFeed(caller.loop)
+            encode = _chunk_encoder(ctx)
+            feed = ctx.chunks = chunks.ChunkFeed(caller.loop, encode)
             caller.answer_early(chunks.ChunkedAnswer(feed, ctx.method, ctx.path))
-        feed.put(piece)
+        feed.put(feed.encode(data) if isinstance(data, str) else bytes(data))
         if last:
             feed.end()
 
@@ -488,3 +486,24 @@ def _drop_header(headers: dict[str, str], name: str) -> bool:
 
 
 rest = RestObject()
+
+
+def _chunk_encoder(ctx: RequestContext) -> Callable[[str], bytes]:
+    """How a chunked answer's ``str`` pieces become bytes: in the charset its Content-Type
+    declares (a JSON type: UTF-8), else the server's ``Charset``, the label completed in the
+    headers the first piece sends (SPEC 10.6, as a ``str`` answer); one incremental encoder
+    for the whole answer (one byte order mark).
+
+    Raises:
+        ValueError: the Content-Type declares a charset fwrest does not encode (nothing is
+            sent yet: the handler's failure is a 500, logged).
+    """
+    headers = ctx.resp_headers if ctx.resp_headers is not None else {}
+    ctx.resp_headers = headers
+    name = next((n for n in headers if n.lower() == "content-type"), None)
+    media = headers.pop(name) if name is not None else ctx.port.charset.text_type
+    try:
+        used, headers["Content-Type"] = answer_charset(media, ctx.port.charset)
+    except LookupError as exc:
+        raise ValueError(f"setChunkedResponse: {exc}") from None
+    return codecs.getincrementalencoder(used.codec)().encode

@@ -22,9 +22,10 @@ hands the engine a :class:`~fwrest.errors.StreamCut` for it.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any
 
 from fwrest import log
@@ -70,11 +71,11 @@ def is_stream(value: Any) -> bool:
     return isinstance(value, AsyncIterator | Iterator) and not isinstance(value, str | bytes)
 
 
-def _bytes(item: Any, charset: Charset) -> bytes:
+def _bytes(item: Any, encode: Callable[[str], bytes]) -> bytes:
     if isinstance(item, bytes):
         return item
     if isinstance(item, str):
-        return item.encode(charset.codec)
+        return encode(item)
     if isinstance(item, bytearray | memoryview):
         return bytes(item)
     raise TypeError(f"a streamed answer's item is a {type(item).__name__}, not bytes or str")
@@ -84,9 +85,10 @@ async def pieces(source: Any, submit: Any, charset: Charset) -> AsyncIterator[by
     """The items of ``source`` as bytes; ``submit`` runs a plain iterator's steps in the pool
     (None: on the loop)."""
     items = pieces_of(source, submit)
+    encode = codecs.getincrementalencoder(charset.codec)().encode  # one byte order mark
     try:
         async for item in items:
-            yield _bytes(item, charset)
+            yield _bytes(item, encode)
     finally:
         await items.aclose()
 
