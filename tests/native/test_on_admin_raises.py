@@ -82,6 +82,7 @@ RAISED = {
 }
 ADA = basic("ada", "Pw-1")
 PORTS = ("HTTP_SYNC", "HTTP_ASYNC")
+ACCESS_TAIL = "client=127.0.0.1 request_id="  # the access line's end, written after the failure
 INTERNAL = {"code": 500, "detailedMessage": "", "message": "Internal Server Error"}
 
 
@@ -169,7 +170,7 @@ def test_an_exception_in_on_admin_answers_500_logged_and_changes_nothing(
     mark = len(file_log.log())
     answer = ROUTES[route](client, who)
     rid = answer.headers["x-request-id"]
-    text = file_log.wait_log(f"request_id={rid}", since=mark)
+    text = file_log.wait_log(f"{ACCESS_TAIL}{rid}", since=mark)  # after its failure
     print(assert_logged_500(answer, text, RAISED[user]))
     assert "usage figures reset" not in text
     assert get_settings(client, headers=ADA) == before
@@ -219,7 +220,7 @@ def test_an_exception_in_on_admin_answers_500_to_revoke_user(
     mark = len(oauth.log())
     answer = port.http.post(url, json={"username": "bob"}, headers=_bearer(port, user))
     rid = answer.headers["x-request-id"]
-    text = FileLog(oauth.folder / "server.log").wait_log(f"request_id={rid}", since=mark)
+    text = FileLog(oauth.folder / "server.log").wait_log(f"{ACCESS_TAIL}{rid}", since=mark)
     print(assert_logged_500(answer, text, RAISED[user]))
     assert port.get("/hello", bob["Authorization"].split()[1]).status_code == 200  # not revoked
     done = port.http.post(url, json={"username": "nobody"}, headers=_bearer(port, "ada"))

@@ -596,7 +596,7 @@ CARL, DAN, EVE = basic("carl", "C-1"), basic("dan", "D-1"), basic("eve", "E-1")
 
 
 def test_on_admin_anything_but_true_is_403_and_reading_stays_allowed(
-    client: Client, basic_client: Client, client_log: FileLog
+    client: Client, basic_client: Client
 ) -> None:
     before = get_settings(client)
     assert basic_client.post("/fw/rest/config", json={"rest_log_level": 5}).status_code == 401
@@ -623,7 +623,8 @@ def test_an_exception_in_on_admin_is_a_500_logged_and_changes_nothing(
     assert get_settings(basic_client, headers=EVE) == before
     assert get_settings(client) == before
     rid = r.headers["x-request-id"]
-    text = client_log.wait_log(f"onAdmin raised; answered 500 request_id={rid}", since=mark)
+    text = client_log.wait_log(f"client=127.0.0.1 request_id={rid}", since=mark)  # access line
+    assert f"onAdmin raised; answered 500 request_id={rid}" in text, text  # before its access line
     assert "RuntimeError: the admin list is unreachable at " in text, text
     assert "answered 403" not in text
 
