@@ -7,7 +7,9 @@ Three kinds, never mixed (STYLE "Errors"):
 * the client's fault: :class:`HTTPError` and its subclasses (and the token service's
   ``OAuthError``, :mod:`fwrest.auth.oauth2.errors`), each building its own headers, all
   rendered by one function, :func:`fwrest.wire.error_reply`;
-* the application's fault: the fixed 500 body; the traceback goes to the log only.
+* the application's fault: the fixed 500 body; the traceback goes to the log only
+  (:class:`CallbackRaised` carries a callback's exception from a native route to the
+  pipeline, which logs it as a handler's).
 
 Two more are about a streamed answer (SPEC 10.5): :class:`ClientDisconnected`, what a ``def``
 handler's ``rest.setChunkedResponse`` raises once its answer can no longer be sent, and
@@ -45,6 +47,7 @@ __all__ = [
     "OAUTH_NO_STORE",
     "REALM",
     "STATUS_PHRASES",
+    "CallbackRaised",
     "Challenge",
     "ClientDisconnected",
     "ConfigError",
@@ -150,6 +153,18 @@ def error_body(status: int, message: str | None = None, detailed: str = "") -> b
             "message": message if message is not None else STATUS_PHRASES.get(status, "Error"),
         }
     )
+
+
+class CallbackRaised(Exception):
+    """An application's callback that a native route asks (``onAdmin``) raised ``inner``:
+    the pipeline logs it as a handler's failure, naming ``what``, and answers the fixed 500
+    (SPEC 3, 7.1). An exception is not a refusal: no access is granted and no 403 is said.
+    """
+
+    def __init__(self, what: str, inner: BaseException) -> None:
+        super().__init__(f"{what} raised {type(inner).__name__}")
+        self.what = what
+        self.inner = inner
 
 
 class HTTPError(Exception):

@@ -43,10 +43,12 @@ from tests.conftest import (
     FWREST,
     ServerProcess,
     free_config,
+    free_port,
     issue_certs,
     local_port,
     run_forked,
     serving,
+    wait_for,
 )
 from tests.docs.blocks import Block, example
 from tests.redis_support import RedisServer, started
@@ -458,6 +460,44 @@ def test_a_lock_out_is_listed_and_lifted(
     ) == [("cli", "TOK", kind, subject) for kind, subject in (
         ("ip", "127.0.0.2"), ("ip", "127.0.0.3"), ("ip", "127.0.0.4"), ("user", "ada"), ("user", "bob"))]  # fmt: skip
     assert all(e["details"]["via"] == "fwrest lockouts clear" for e in lifts)
+
+
+def test_the_monitors_lock_outs_name_its_port_as_its_own_events_do(
+    tmp_path: Path, serve: Any
+) -> None:
+    # one port, one name in the trail: the monitor's guard, the list and the lifts all say
+    # APP_MONITOR (the command said app_monitor, the key's folded name)
+    port = free_port()
+    fw = {"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check", "maxFailures": 3}}
+    monitor = {"Enable": 1, "HostName": "127.0.0.1", "Port": port, "FwData": fw}
+    extra = {"HTTPSERVER": {"StateStore": "sqlite"}, "APP_MONITOR": monitor}
+    config = free_config(tmp_path, app=APP_SOURCE + BASIC_APP, extra=extra)
+    serve(config)
+    url = f"http://127.0.0.1:{port}/api/server/metrics"
+    codes = [httpx.get(url, auth=("bob", "wrong"), timeout=15).status_code for _ in range(4)]
+    assert codes == [403, 403, 403, 429], codes
+    listed = done(config, "lockouts", "list")
+    rows = sorted(line.split()[:3] for line in listed.stdout.splitlines()[1:])
+    assert rows == [["APP_MONITOR", "ip", "127.0.0.1"], ["APP_MONITOR", "user", "bob"]], listed
+    # lifted by the user's name too (the monitor is a port of the service)
+    cleared = done(config, "lockouts", "clear", "bob")
+    assert cleared.stdout.splitlines() == lifted(
+        "[APP_MONITOR] ip 127.0.0.1", "[APP_MONITOR] user bob"
+    ), cleared.stdout
+    assert done(config, "lockouts", "list").stdout.strip() == "no lock-out in force"
+    found: list[dict[str, Any]] = []
+
+    def kept() -> bool:  # the service writes its event off the request's way
+        found[:] = [e for e in audit_events(config) if e["event"] == "lockout"]
+        return bool(found)
+
+    wait_for(kept, 15, "the monitor's lockout event in the store")
+    assert [e["port"] for e in found] == ["APP_MONITOR"], found
+    lifts = [e for e in audit_events(config) if e["event"] == "lockout.clear"]
+    assert sorted((e["port"], e["details"]["kind"]) for e in lifts) == [
+        ("APP_MONITOR", "ip"),
+        ("APP_MONITOR", "user"),
+    ], lifts
 
 
 def lifted(*what: str) -> list[str]:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["run"]
 
+MONITOR = "APP_MONITOR"  # the monitor's port, as its guard names it (server/monitor_port.py)
 MEMORY = (
     "fwrest: error: the state store is memory: the service keeps its lock-outs in its own "
     "process, out of this command's reach (and forgets them when it stops, or after "
@@ -52,7 +53,9 @@ def run(config_path: str, action: str, name: str | None) -> int:
         print("fwrest: error: lockouts clear needs a user name or an address", file=sys.stderr)
         return 2
     # the keys hold a port's name folded (port_keys); the events of the service hold the name
-    names = {port_keys(s.name)[0].partition("|")[0]: s.name for s in config.servers}
+    # as the config spells a server section, and the monitor's as its guard does
+    ports = [s.name for s in config.servers] + [MONITOR]
+    names = {port_keys(port)[0].partition("|")[0]: port for port in ports}
     try:
         store = open_store(config.state_store, config.data_path, config.redis)
         try:
@@ -60,10 +63,7 @@ def run(config_path: str, action: str, name: str | None) -> int:
             if action == "list":
                 _print(store, locks, names)
                 return 0
-            if name is None:
-                chosen = list(locks)
-            else:
-                chosen = _keys_of(name, [s.name for s in config.servers], locks)
+            chosen = list(locks) if name is None else _keys_of(name, ports, locks)
             for key in chosen:
                 store.lift_lock(key)
             lifted = sorted(_split(k, names) for k in locks if k in chosen)
@@ -84,9 +84,9 @@ def run(config_path: str, action: str, name: str | None) -> int:
     if not lifted:
         print("fwrest lockouts: no lock-out in force" + (f" for {name!r}" if name else ""))
     # an address the user may be failing from, locked by others' failures too: say so
-    ports = {port for port, kind, _ in lifted if kind == "user"}
+    users = {port for port, kind, _ in lifted if kind == "user"}
     for port, kind, subject in sorted(_split(k, names) for k in locks if k not in chosen):
-        if kind == "ip" and port in ports:
+        if kind == "ip" and port in users:
             print(f"fwrest lockouts: still in force: [{port}] {kind} {subject}")
     if not kept:
         print(NOT_KEPT, file=sys.stderr)

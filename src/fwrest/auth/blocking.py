@@ -7,6 +7,7 @@ in asyncio's default executor (``fwrest.start()`` without a worker pool, tests).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
@@ -24,10 +25,14 @@ class Pool(Protocol):
 
 def off_loop(pool: Pool | None, fn: Callable[..., T], *args: Any) -> Awaitable[T]:
     """``fn(*args)`` off the event loop, to be awaited (no coroutine of its own: the caller
-    awaits the pool's future or ``to_thread`` directly)."""
+    awaits the future directly). Without a pool, the default executor's future, the
+    context copied as ``to_thread`` copies it; never a coroutine, which :func:`settled` would
+    run as a task of its own, and a task re-raises a ``SystemExit`` or ``KeyboardInterrupt``
+    of the thread into the event loop itself, ending it (SPEC 7.1)."""
     if pool is not None:
         return pool.submit(fn, *args)
-    return asyncio.to_thread(fn, *args)
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    return asyncio.get_running_loop().run_in_executor(None, call)
 
 
 async def settled(job: Awaitable[T]) -> T:

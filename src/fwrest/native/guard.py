@@ -8,21 +8,22 @@ reset, and any such route to come.
 * ``Content-Type: application/json`` (a browser cannot send it cross-site without a CORS
   preflight, which fwrest never grants on a native route), or a form carrying the
   anti-forgery token of the page that shows it;
-* ``onAdmin``, when the port names it, says ``True`` for the user.
+* ``onAdmin``, when the port names it, says ``True`` for the user (an exception in it is a
+  500, logged: SPEC 7.1).
 
 A refusal is 403 (the decision and why not 421: docs/decisions.md).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 from urllib.parse import urlsplit
 
 from fwrest import log
+from fwrest.auth.blocking import off_loop, settled
 from fwrest.context.request import RequestContext
-from fwrest.errors import HTTPError
+from fwrest.errors import CallbackRaised, HTTPError, is_cancellation
 from fwrest.repository import is_async
 
 __all__ = [
@@ -107,8 +108,11 @@ def refuse_foreign(ctx: RequestContext, what: str) -> None:
 
 
 async def is_admin(ctx: RequestContext) -> bool:
-    """Whether the port's ``onAdmin`` lets the user change state (True when it names none);
-    an exception in it is a refusal, logged."""
+    """Whether the port's ``onAdmin`` lets the user change state (True when it names none):
+    a returned value other than ``True`` is a refusal (the caller's 403). An exception in it,
+    ``SystemExit`` and the like included, is no value: it travels on as
+    :class:`~fwrest.errors.CallbackRaised`, a 500 the pipeline logs as a handler's failure
+    (SPEC 7.1); only a cancellation of the request itself travels on as it is."""
     on_admin = ctx.port.on_admin
     if on_admin is None:
         return True
@@ -116,9 +120,10 @@ async def is_admin(ctx: RequestContext) -> bool:
         allowed = (
             await on_admin(ctx.auth_user)
             if is_async(on_admin)
-            else await asyncio.to_thread(on_admin, ctx.auth_user)
+            else await settled(off_loop(None, on_admin, ctx.auth_user))  # its traceback kept
         )
-    except Exception as exc:
-        log.auth_log.error("onAdmin raised %s; answered 403", type(exc).__name__)
-        return False
+    except BaseException as exc:
+        if is_cancellation(exc):
+            raise
+        raise CallbackRaised("onAdmin", exc) from None
     return allowed is True

@@ -47,7 +47,7 @@ from fwrest.context.request_id import (
     request_id_of,
 )
 from fwrest.context.views import ServiceView, TokenEndpoint, UsageKey
-from fwrest.errors import HTTPError, error_body, is_cancellation
+from fwrest.errors import CallbackRaised, HTTPError, error_body, is_cancellation
 from fwrest.features.headers import HSTS, port_hsts
 from fwrest.features.static import StaticFiles
 from fwrest.routing import (
@@ -763,6 +763,9 @@ class PortApp:
             except HTTPError as exc:
                 reply = error_reply(exc)
             except Failed:  # a hook failed, or OnError answered nothing: logged where it happened
+                reply = Reply(500, [JSON_TYPE], error_body(500))
+            except CallbackRaised as exc:  # a native route's onAdmin: a handler's failure
+                log_failure(method, path, exc.inner, f"{exc.what} raised")
                 reply = Reply(500, [JSON_TYPE], error_body(500))
             except BaseException as exc:
                 # SystemExit, KeyboardInterrupt, GeneratorExit or a stray CancelledError of the
