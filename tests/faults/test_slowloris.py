@@ -32,8 +32,11 @@ class Slow:
     __slots__ = ("closed_at", "connected_at", "first_byte_at", "received", "sent", "sock")
 
     def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        # taken before the connect: the server's clock starts at its accept, after it (a
+        # time taken once connect returned may come late on a loaded machine: a life that
+        # looks shorter than the deadline)
         self.connected_at = time.monotonic()
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         self.sock.setblocking(False)
         self.sent = 0
         self.received = b""
