@@ -13,6 +13,10 @@ each module's syntax tree for:
   ``except BaseException: raise`` inside an ``async for``, say) stays the thread's current
   exception, and the next such ``finally`` to end, in any compiled coroutine, raises it again
   (docs/decisions.md, "The compiled build");
+* an ``except`` clause that awaits: compiled, a coroutine suspended in it leaves its
+  exception the thread's current one while other tasks run, two suspended at once restore
+  each other's, and the stale exception becomes the ``__context__`` of every later raise on
+  the loop thread (the engine's refusals were answered as a static file's 404);
 * a class deriving from a built-in exception mypyc cannot derive a compiled class from (any
   but ``BaseException``, ``Exception``, ``ValueError``, ``LookupError``, ``IndexError``,
   ``Warning`` and ``UserWarning``: ``RuntimeError``, ``KeyError``, ``OSError``...);
@@ -75,6 +79,13 @@ RULES: tuple[tuple[str, str], ...] = (
         "`try`: `server/http.py`'s stream writer closes the stream after its `try`)",
     ),
     (
+        "except-awaits",
+        "no `except` clause that awaits: compiled, a coroutine suspended in it "
+        "leaves its exception the loop thread's current one, which becomes the `__context__` "
+        "of later raises elsewhere (keep the exception, await after the `try`: `server/app.py`'s "
+        "static files after an unrouted path)",
+    ),
+    (
         "builtin-exception-base",
         "no class derived from a built-in exception mypyc cannot derive "
         "from: all but `Exception`, `ValueError`, `LookupError`, `IndexError`, `BaseException`, "
@@ -129,7 +140,7 @@ class _Checker(ast.NodeVisitor):
         self._shadowed = shadowed
         self._withs = 0  # `with` blocks entered since the innermost loop
 
-    def _report(self, node: ast.stmt | ast.expr, what: str) -> None:
+    def _report(self, node: ast.stmt | ast.expr | ast.excepthandler, what: str) -> None:
         self.found.append((node.lineno, what))
 
     def _scope(self, node: _Scope) -> None:
@@ -202,6 +213,14 @@ class _Checker(ast.NodeVisitor):
                 "current exception, which the next such finally raises again (await after "
                 "the try instead)",
             )
+        for handler in node.handlers:
+            if _awaits(handler.body):
+                self._report(
+                    handler,
+                    "an except clause that awaits: compiled, its exception stays the loop "
+                    "thread's current one while the coroutine waits (keep it, await after "
+                    "the try instead)",
+                )
         self.generic_visit(node)
 
     visit_Try = visit_TryStar = _try  # noqa: N815 (ast.NodeVisitor's names)

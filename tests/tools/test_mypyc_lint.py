@@ -130,6 +130,27 @@ FINDS = {
                     pass
         """,
     ),
+    "an-except-that-awaits": (
+        "5: an except clause that awaits",
+        """
+        async def serve(router, files, path):
+            try:
+                return router.match(path)
+            except NotFound:
+                return await files.serve(path)
+        """,
+    ),
+    "an-except-star-with-async-with": (
+        "5: an except clause that awaits",
+        """
+        async def serve(lock, job):
+            try:
+                job()
+            except* ValueError:
+                async with lock:
+                    pass
+        """,
+    ),
     "runtime-error-subclass": (
         "2: class Refused(RuntimeError)",
         """
@@ -239,6 +260,16 @@ def test_the_lint_passes_what_mypyc_builds_as_python_runs_it() -> None:
             await close(stream)  # after the try, not in a finally
             if failure is not None:
                 raise failure
+            unrouted = None
+            try:
+                router.match(stream)
+            except LookupError as exc:
+                unrouted = exc
+
+                async def later_too():  # a function defined there: not the clause's await
+                    await close(stream)
+            if unrouted is not None:
+                await close(stream)  # after the try, not in its except clause
             try:
                 async for piece in stream:
                     transport.write(piece)

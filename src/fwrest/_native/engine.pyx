@@ -335,7 +335,10 @@ cdef class RequestParser:
         if err != cparser.HPE_OK:
             ex = _parser_error(self._c, <cparser.llhttp_errno_t>self._c.error)
             if isinstance(ex, HttpParserCallbackError) and self._last_error is not None:
-                ex.__context__ = self._last_error
+                # as httptools: the callback's exception is the context; and the cause, which
+                # a raise never overwrites (a stale current exception of the thread would
+                # replace the context: tests/tools/mypyc_lint.py, except-awaits)
+                ex.__context__ = ex.__cause__ = self._last_error
                 self._last_error = None
             raise ex
 

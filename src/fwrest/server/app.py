@@ -729,10 +729,13 @@ class PortApp:
                         statics = found.statics
                         match = statics.get(method) if statics is not None else None
                         if match is None:
+                            unrouted: HTTPError | None = None
                             try:
                                 match = loc.router.match(method, found.rel)
                             except HTTPError as exc:
-                                reply = await self._unrouted(exc, req, loc, found.rel)
+                                unrouted = exc
+                            if unrouted is not None:  # awaited outside the except (mypyc_lint)
+                                reply = await self._unrouted(unrouted, req, loc, found.rel)
                     if match is not None and loc is not None:
                         handler = match.payload
                         ctx.params = match.params
@@ -828,24 +831,24 @@ class PortApp:
         and one that fails before its first piece a 500, as any handler."""
         stream = reply.stream
         assert stream is not None
+        failed: BaseException | None = None
         try:
             first = await asyncio.wait_for(anext(stream, None), loc.active_s)
-        except TimeoutError:
-            await close_stream(stream)
-            log.server_log.error(
-                "%s %s gave no first piece within ActiveTimeout=%d ms of [%s]; answered 503",
-                method,
-                log.escape(path),
-                int(loc.active_s * 1000),
-                loc.plan.pool_name,
-            )
-            raise HTTPError(
-                503, "Server Busy", detailed="the request ran longer than allowed"
-            ) from None
         except Exception as exc:
+            failed = exc
+        if failed is not None:  # the stream closed outside the except (mypyc_lint)
             await close_stream(stream)
+            if isinstance(failed, TimeoutError):
+                log.server_log.error(
+                    "%s %s gave no first piece within ActiveTimeout=%d ms of [%s]; answered 503",
+                    method,
+                    log.escape(path),
+                    int(loc.active_s * 1000),
+                    loc.plan.pool_name,
+                )
+                raise HTTPError(503, "Server Busy", detailed="the request ran longer than allowed")
             # as a handler's failure (SPEC 3): its traceback, the iterator's own exception
-            inner = exc.inner if isinstance(exc, StreamFailed) else exc
+            inner = failed.inner if isinstance(failed, StreamFailed) else failed
             log_failure(method, path, inner, "the streamed answer failed before its first piece")
             return Reply(500, [JSON_TYPE], error_body(500))
         reply.stream = prepend(first, stream)

@@ -643,7 +643,9 @@ class HttpProtocol(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
-            cause = exc.__context__
+            # the native engine names the callback's exception as the cause too, which no
+            # raise overwrites; httptools only as the context
+            cause = exc.__cause__ if exc.__cause__ is not None else exc.__context__
             if isinstance(cause, _Stop):  # an upgrade request's body is read: nothing more
                 self._transport.pause_reading()
             elif isinstance(cause, HTTPError):

@@ -237,15 +237,18 @@ class BearerGuard:
             if verdict is not True:
                 raise self._invalid(path, "the access token was refused")
             return
+        fresh = False
         try:
             claims = self._service.verify(token)
         except UnknownKey:
-            try:  # a key made a moment ago elsewhere: one look at the set, then again
+            fresh = True  # a key made a moment ago elsewhere: one look at the set, then again
+        except InvalidToken as exc:
+            raise self._invalid(path, str(exc)) from None
+        if fresh:  # awaited outside the except (mypyc_lint)
+            try:
                 claims = await self._service.verify_fresh(token)
             except InvalidToken as exc:
                 raise self._invalid(path, str(exc)) from None
-        except InvalidToken as exc:
-            raise self._invalid(path, str(exc)) from None
         dpop = self._dpop
         if dpop is not None and (dpop_scheme or dpop.required or "cnf" in claims):
             # a bound token, the DPoP scheme, or DPoP mandatory: the proof (dpop.py)

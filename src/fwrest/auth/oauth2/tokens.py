@@ -403,11 +403,14 @@ class TokenService:
         """:meth:`verify`, but a token naming a key this worker does not know yet is checked
         again after one look at the key set (a rotation on another host or worker is seen
         before its next poll: SPEC 12.1, no valid token refused across a rotation)."""
+        unknown: UnknownKey | None = None
         try:
             return self.verify(token)
-        except UnknownKey:
-            if self.keys is None or not await self.keys.catch_up():
-                raise
+        except UnknownKey as exc:
+            unknown = exc
+        # awaited outside the except clause (tests/tools/mypyc_lint.py, except-awaits)
+        if self.keys is None or not await self.keys.catch_up():
+            raise unknown
         return self.verify(token)
 
     def _verifying_key(self, header: dict[str, Any]) -> tuple[str, Any]:
@@ -585,6 +588,10 @@ class TokenService:
                 await self._calls.call(self.store.restore_refresh, token_hash, claim)
             except StoreError as exc:
                 log.auth_log.debug("refresh token not restored yet: %s", exc)
+                failed = True
+            else:
+                failed = False
+            if failed:  # waited outside the except clause (mypyc_lint, except-awaits)
                 await asyncio.sleep(1.0)
                 continue
             log.auth_log.info(
