@@ -500,7 +500,10 @@ class _Core:
     @staticmethod
     def refuse_inactive(active: bool) -> None:
         if not active:
-            raise InvalidToken("the access token is not active (revoked)")
+            raise InvalidToken(
+                "the access token is not active (revoked, expired, or not visible to the "
+                "introspecting client)"
+            )
 
 
 def _scope_list(scopes: Iterable[str]) -> tuple[str, ...]:
