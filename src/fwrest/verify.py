@@ -500,7 +500,10 @@ class _Core:
     @staticmethod
     def refuse_inactive(active: bool) -> None:
         if not active:
-            raise InvalidToken("the access token is not active (revoked)")
+            raise InvalidToken(
+                "the access token is not active (revoked, expired, or not visible to the "
+                "introspecting client)"
+            )
 
 
 def _scope_list(scopes: Iterable[str]) -> tuple[str, ...]:
@@ -545,7 +548,9 @@ class Verifier:
     ``issuer`` is the tokens' ``iss`` (the issuer fwrest's metadata names), ``audience`` the
     ``aud`` to require (fwrest's: the server section's name; None checks none), ``leeway``
     seconds of clock difference allowed on ``exp``/``nbf``, ``introspect`` a client's
-    ``(client_id, secret)`` to ask the introspection route too, ``verify`` as httpx takes it
+    ``(client_id, secret)`` to ask the introspection route too (a client that sees the tokens:
+    one whose ``onAuthparams`` entry lists the scope ``introspect``, or the tokens' own client;
+    a token it does not see is refused as not active), ``verify`` as httpx takes it
     (a CA bundle's path, an ``ssl.SSLContext``, True for the system's CAs).
 
     Nothing is fetched when it is made: the first check reads the metadata and the key set

@@ -108,18 +108,19 @@ def pkce() -> tuple[str, str]:
     return verifier, pkce_s256(verifier)
 
 
-def authorize_params(challenge: str, **extra: str) -> dict[str, str]:
+def authorize_params(challenge: str, **extra: Any) -> dict[str, Any]:
     out = {"response_type": "code", "client_id": "spa", "redirect_uri": SPA_CB,
            "code_challenge": challenge, "code_challenge_method": "S256",
            "state": "st-" + secrets.token_hex(4), **extra}  # fmt: skip
-    return {k: v for k, v in out.items() if v != "-"}  # "-": leave the parameter out
+    # "-": leave the parameter out; a list: the parameter given once per value
+    return {k: v for k, v in out.items() if v != "-"}
 
 
-def page(port: LocalOAuth, params: dict[str, str]) -> httpx.Response:
+def page(port: LocalOAuth, params: dict[str, Any]) -> httpx.Response:
     return port.http.get(port.base + AUTHORIZE, params=params)
 
 
-def ask(port: LocalOAuth, **extra: str) -> tuple[str, dict[str, str], httpx.Response]:
+def ask(port: LocalOAuth, **extra: Any) -> tuple[str, dict[str, Any], httpx.Response]:
     """The authorize route asked with a new PKCE pair: its verifier, the parameters, the answer."""
     verifier, challenge = pkce()
     params = authorize_params(challenge, **extra)
@@ -234,6 +235,10 @@ def test_a_loopback_redirect_matches_any_port(code: LocalOAuth) -> None:
         ({"redirect_uri": SPA_CB + "/"}, "not one the client registered"),
         ({"redirect_uri": "-"}, "has not exactly one"),  # spa has three
         ({"client_id": "bare", "redirect_uri": "-"}, "has no redirect URI"),
+        # given twice, even with one value: no redirect can be trusted (RFC 6749 4.1.2.1)
+        ({"client_id": ["spa", "spa"]}, "the parameter &#x27;client_id&#x27; is given more"),
+        ({"redirect_uri": [SPA_CB, "https://evil.example/cb"]}, "&#x27;redirect_uri&#x27;"),
+        ({"redirect_uri": [SPA_CB, SPA_CB], "state": ["a", "b"]}, "&#x27;redirect_uri&#x27;"),
     ],
 )
 def test_an_untrustworthy_redirect_is_a_400_page_never_a_redirect(
@@ -272,6 +277,44 @@ def test_other_errors_redirect_with_error_state_and_iss(
     assert values["state"] == params["state"]
     assert values["iss"] == issuer(client)
     assert "code" not in values
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["state", "scope", "code_challenge", "code_challenge_method", "response_type", "foo"],
+)
+def test_a_parameter_given_twice_is_invalid_request_by_redirect(
+    code: LocalOAuth, name: str
+) -> None:
+    """RFC 6749 4.1.2.1: a request that "includes a parameter more than once" is
+    invalid_request, told by the redirect once client_id and redirect_uri are good; state
+    goes back only when it was given once. The posted form, which fwrest made with each field
+    once, gets the 400 page instead, no password checked."""
+    _verifier, challenge = pkce()
+    params = authorize_params(challenge, scope="orders:read")
+    first = params.get(name, "x")
+    params[name] = [first, first if name == "scope" else "other"]  # even one value twice
+    to, values = redirected(page(code, params))
+    assert to == SPA_CB
+    assert values["error"] == "invalid_request"
+    assert values["error_description"] == f"the parameter {name!r} is given more than once"
+    assert values["iss"] == issuer(code)
+    assert "code" not in values
+    if name == "state":
+        assert "state" not in values  # neither of the two is the client's for sure
+    else:
+        assert values["state"] == params["state"]
+    several = {**params, "state": ["a", "b"], "foo": ["1", "2"]}
+    _to, values = redirected(page(code, several))
+    assert values["error"] == "invalid_request" and "state" not in values
+    assert "'state'" in values["error_description"] and "'foo'" in values["error_description"]
+    # the login form posted with the field twice: the 400 page
+    fields = form_fields(expect(ask(code)[2]))
+    posted = {**fields, "username": "ada", "password": ADA_PW}
+    posted[name] = [posted.get(name, "x"), "other"]
+    refused = expect(code.http.post(code.base + AUTHORIZE, data=posted), 400)
+    assert "location" not in refused.headers
+    assert f"the parameter &#x27;{name}&#x27; is given more than once" in refused.text
 
 
 def test_the_scopes_of_a_client_without_its_own_are_the_users(code: LocalOAuth) -> None:

@@ -13,7 +13,8 @@ port. Tested here, with no socket:
   of another client, which stays valid; a missing ``token`` is 400 ``invalid_request``;
   wrong client credentials 401 ``invalid_client``;
 * introspection: client authentication or a bearer token with the scope ``introspect``
-  (signed here with the service's key: the scopes of SPEC 12.4 grant it); the answer's
+  (signed here with the service's key: the scopes of SPEC 12.4 grant it); a client whose
+  entry lists ``introspect`` (``orders-api``) sees every token of its port; the answer's
   fields for both kinds of token; ``{"active": false}`` for unknown, expired, revoked,
   foreign (another port, another client) and malformed tokens; ``Cache-Control: no-store``;
   401 without authentication, 403 for a bearer token without the scope;
@@ -66,12 +67,19 @@ INTROSPECT = "/fw/oauth2/introspect"
 REVOKE_USER = "/fw/oauth2/revoke-user"
 WEB = {"client_id": "web", "client_secret": "Web-Secret-9q"}
 MOBILE = {"client_id": "mobile", "client_secret": "Mob-Secret-4x"}
+# a resource server's own client: its entry lists introspect (it sees every token of the port)
+ORDERS_API = {"client_id": "orders-api", "client_secret": "Orders-Secret-5w"}
 USERS = {"ada": "Ada-Pw-7731", "bob": "Bob-Pw-2207", "cy": "Cy-Pw-1188"}
 
 PEOPLE = [{"username": user, "password": password} for user, password in USERS.items()]
 APP = (
     APP_SOURCE
-    + params_source("revocation_params", client=[WEB, MOBILE], users=PEOPLE, access_expires="1h")
+    + params_source(
+        "revocation_params",
+        client=[WEB, MOBILE, {**ORDERS_API, "scopes": ["introspect"]}],
+        users=PEOPLE,
+        access_expires="1h",
+    )
     + """
 
 def revocation_admin(user):
@@ -337,6 +345,33 @@ def test_a_bearer_token_with_the_scope_introspect_may_introspect(
     )
     assert bad.status_code == 401 and error_of(bad) == "invalid_client", bad.text
     assert 'Bearer realm="Access to REST", error="invalid_token"' in bad.headers["www-authenticate"]
+
+
+def test_a_client_whose_entry_lists_introspect_sees_every_token_of_its_port(
+    port: LocalOAuth, svc: LocalService
+) -> None:
+    """A resource server introspects with a client of its own (docs/decisions.md): its entry
+    lists ``introspect``, so it sees the tokens of every client of the port, as a bearer token
+    with the scope does; an ordinary client still sees only its own, and another port's token
+    is foreign to both."""
+    tokens = login(port, "cy", client=MOBILE)
+    for kind in ("access_token", "refresh_token"):
+        seen = expect(introspect(port, {"token": tokens[kind]}, auth=_pair(ORDERS_API))).json()
+        assert seen["active"] is True and seen["token_type"] == kind, seen
+        assert (seen["client_id"], seen["username"]) == ("mobile", "cy")
+        assert introspect(port, {"token": tokens[kind], **WEB}).json() == {"active": False}
+    elsewhere = login(svc["OTHER"], "cy", client=MOBILE)
+    for kind in ("access_token", "refresh_token"):
+        foreign = introspect(port, {"token": elsewhere[kind], **ORDERS_API})
+        assert foreign.json() == {"active": False}, kind
+    expect(revoke(port, {"token": tokens["refresh_token"], **MOBILE}))
+    for kind in ("access_token", "refresh_token"):
+        gone = introspect(port, {"token": tokens[kind], **ORDERS_API})
+        assert gone.json() == {"active": False}, kind
+
+
+def _pair(client: dict[str, str]) -> tuple[str, str]:
+    return client["client_id"], client["client_secret"]
 
 
 # -- revocation by user ------------------------------------------------------------------------

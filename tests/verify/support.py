@@ -1,6 +1,8 @@
 """A running fwrest that issues the tokens the ``fwrest.verify`` tests verify: ``fwrest serve``
 of ports ``EC`` (ES256), ``RSA`` (RS256) and ``HS`` (HS256, nothing to publish), a sqlite
-store, one user with scopes and one client (for introspection and revocation)."""
+store, one user with scopes and the client ``web`` that obtains the tokens (for introspection
+and revocation), beside docs/verifying-tokens.md's two clients: ``orders-api``, a resource
+server's, whose entry lists the scope ``introspect``, and ``shop-web``, whose entry does not."""
 
 from __future__ import annotations
 
@@ -16,11 +18,21 @@ import trustme
 from tests.auth.oauth2_support import ADA as USER
 from tests.auth.oauth2_support import WEB, OAuthService, oauth_section, params_source, serve_oauth
 from tests.conftest import APP_SOURCE, free_config, run_forked, wait_for
+from tests.docs.blocks import example
 
 SCOPES = ["orders:read", "orders:write", "orders:admin"]
-APP = APP_SOURCE + params_source(**WEB, users=[{**USER, "scopes": SCOPES}], access_expires="10m")
 ADA = ("ada", "Ada-Pw-7731")
 CLIENT = ("web", "Web-Secret-9q")
+# docs/verifying-tokens.md's clients as written: a front end's and a resource server's, whose
+# entry lists introspect
+_GUIDE = json.loads(example("verifying-introspect-client").text)["client"]
+_RESOURCE = next(entry for entry in _GUIDE if "introspect" in entry.get("scopes", ()))
+RESOURCE = (_RESOURCE["client_id"], _RESOURCE["client_secret"])
+ORDINARY = (_GUIDE[0]["client_id"], _GUIDE[0]["client_secret"])  # a client without it
+_OTHERS = [_GUIDE[0], _RESOURCE]
+APP = APP_SOURCE + params_source(
+    **WEB, client=_OTHERS, users=[{**USER, "scopes": SCOPES}], access_expires="10m"
+)
 ALGS = {"EC": "ES256", "RSA": "RS256"}
 
 

@@ -25,9 +25,12 @@ from fwrest.verify import (
     Verifier,
 )
 from tests.auth.oauth2_support import OAuthService
+from tests.conftest import wait_for
 from tests.verify.support import (
     ADA,
     CLIENT,
+    ORDINARY,
+    RESOURCE,
     claims_for,
     issuer,
     kid_of,
@@ -253,6 +256,40 @@ def test_a_revoked_token_is_refused_with_introspection(svc: OAuthService) -> Non
         await av.aclose()
 
     asyncio.run(steps())
+
+
+def test_a_resource_servers_own_client_introspects_the_tokens_of_another(
+    svc: OAuthService,
+) -> None:
+    """The usual deployment: the resource server introspects with a client of its own, not
+    the one that obtained the token. A client whose entry lists the scope ``introspect`` sees
+    every token of its port; one without it still sees only its own (RFC 7662 2.2)."""
+    pair = svc["EC"].tokens(*ADA)
+    access = pair["access_token"]
+    with (
+        verifier(svc, introspect=RESOURCE) as resource,
+        verifier(svc, introspect=ORDINARY) as ordinary,
+    ):
+        resource.introspect_cache_s = ordinary.introspect_cache_s = 0.0  # ask every time
+        claims = resource.verify(access)
+        assert (claims["sub"], claims["client_id"]) == ("ada", "web")
+        with pytest.raises(InvalidToken) as caught:
+            ordinary.verify(access)
+        # the message does not claim a revocation it cannot know of
+        assert "not active (revoked, expired, or not visible to the introspecting client)" in str(
+            caught.value
+        )
+        revoke(svc, pair["refresh_token"])
+
+        def refused() -> bool:
+            try:
+                resource.verify(access)
+            except InvalidToken as exc:
+                assert "not active" in str(exc), exc
+                return True
+            return False
+
+        wait_for(refused, 10, "the revoked token refused through introspection")  # hang guard
 
 
 def test_the_module_loads_nothing_of_the_server() -> None:

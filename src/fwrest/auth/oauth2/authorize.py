@@ -5,10 +5,13 @@ Theory of operation::
 
     GET  ?response_type=code&client_id&redirect_uri&code_challenge&...
       client unknown, redirect_uri not registered     400 HTML page, never a redirect
-      other errors                                    302 redirect_uri?error&state&iss
+        (or either given more than once)
+      other errors (a parameter given more than once  302 redirect_uri?error&state&iss
+        first: invalid_request, no state if it is one)
       else                                            200 the login page (form + CSRF token)
     POST the form (username, password, the hidden fields)
       no CSRF token, or another request's             400 HTML page, no password checked
+      a field given more than once                    400 HTML page (not the form fwrest made)
       the request's errors                            as for GET
       a wrong user or password                        200 the page again, one message
       locked out (the password grant's budget)        429 the page, Retry-After
@@ -120,6 +123,16 @@ ERROR_PAGE = """<!DOCTYPE html>
 <body><h1>Sign-in request refused</h1><p>{message}</p>
 <p>Go back to the application and start again.</p></body></html>
 """
+
+
+# the parameters that decide where a redirect goes: given twice, the 400 page
+_REDIRECT_NAMES = ("client_id", "redirect_uri")
+
+
+def _given_twice(names: list[str]) -> str:
+    if len(names) == 1:
+        return f"the parameter {names[0]!r} is given more than once"
+    return f"the parameters {', '.join(repr(n) for n in names)} are each given more than once"
 
 
 class _Refused(Exception):
@@ -262,9 +275,12 @@ class Authorizer:
         return hmac.compare_digest(token.encode(), self.form_token(params, int(made)).encode())
 
     # -- the checks ---------------------------------------------------------------------------
-    def _check(self, params: dict[str, str], allowed: AuthParams) -> _Request:
+    def _check(
+        self, params: dict[str, str], allowed: AuthParams, repeated: list[str] | None = None
+    ) -> _Request:
         """The request checked in RFC 6749 4.1.2.1's order: first what makes a redirect
-        trustworthy (:class:`_Refused`), then the rest (:class:`_Redirected`)."""
+        trustworthy (:class:`_Refused`), then the rest (:class:`_Redirected`), a parameter
+        given more than once (``repeated``, left out of ``params``) first among them."""
         req = _Request(params)
         client_id = params.get("client_id")
         if not client_id:
@@ -287,6 +303,8 @@ class Authorizer:
                 else "The client has no redirect URI: it cannot use this sign-in."
             )
         try:
+            if repeated:
+                raise _Redirected("invalid_request", _given_twice(repeated))
             self._check_rest(req, allowed)
         except _Redirected as exc:
             exc.req = req
@@ -333,10 +351,17 @@ class Authorizer:
         prefix)."""
         service = self.service
         issuer = service.issuers.get(location, "")
+        # a parameter given twice is told by a redirect once the client and its redirect_uri
+        # are known good (RFC 6749 4.1.2.1); in the posted form, which fwrest made with each
+        # field once, it is the 400 page, as a form not made for the request is
+        repeated: list[str] | None = None if method == "POST" else []
         try:
-            params = request_params(query, body, content_type, method)
+            params = request_params(query, body, content_type, method, repeated)
         except OAuthError as exc:
             return self._error_page(f"The request is malformed: {exc.description}.", exc.status)
+        untrusted = [name for name in repeated or () if name in _REDIRECT_NAMES]
+        if untrusted:  # no redirect can be trusted: the 400 page, as for an unknown client
+            return self._error_page(f"The request is malformed: {_given_twice(untrusted)}.")
         if method == "POST":
             shown = tuple(params[k] for k in ("password", CSRF_FIELD) if params.get(k))
             log.request_secrets.set(log.secret_forms(*shown))
@@ -350,7 +375,7 @@ class Authorizer:
             view["username"] = params["username"]
         allowed = await service.auth_params(view)
         try:
-            req = self._check(params, allowed)
+            req = self._check(params, allowed, repeated)
         except _Refused as exc:
             return self._error_page(exc.message)
         except _Redirected as exc:

@@ -65,9 +65,16 @@ def _pairs(text: str, where: str) -> list[tuple[str, str]]:
 
 
 def request_params(
-    query: str, body: bytes, content_type: str | None, method: str
+    query: str,
+    body: bytes,
+    content_type: str | None,
+    method: str,
+    repeated: list[str] | None = None,
 ) -> dict[str, str]:
-    """Merge query and form parameters; a parameter given twice is ``invalid_request``."""
+    """Merge query and form parameters; a parameter given twice is ``invalid_request``, or,
+    when the caller passes a ``repeated`` list, named there (once, in the order first seen)
+    and left out of the answer: none of its values counts (the authorize route's redirect,
+    RFC 6749 4.1.2.1)."""
     pairs = _pairs(query, "query string")
     if method == "POST" and body:
         media = (content_type or "").split(";", 1)[0].strip().lower()
@@ -88,10 +95,16 @@ def request_params(
     seen: set[str] = set()
     for name, value in pairs:
         if name in seen:
-            raise InvalidRequest(f"the parameter {name!r} is given more than once")
+            if repeated is None:
+                raise InvalidRequest(f"the parameter {name!r} is given more than once")
+            if name not in repeated:
+                repeated.append(name)
+            continue
         seen.add(name)
         if value:  # RFC 6749 3.1: a parameter sent without a value counts as omitted
             params[name] = value
+    for name in repeated or ():
+        params.pop(name, None)
     return params
 
 

@@ -10,7 +10,9 @@ store deadline and revocation cache they share with the token route:
   from it: access tokens carry the family, claim ``fam``), through the mechanism a refresh
   replay uses: the store's revoked families, which every worker and host reads every 0.5 s,
   and this worker's cache at once;
-* a token of another client is neither revoked nor described (RFC 7009 2.1, RFC 7662 2.2);
+* a token of another client is neither revoked nor described (RFC 7009 2.1, RFC 7662 2.2),
+  but to a resource server (a bearer token with the scope ``introspect``, or a client whose
+  entry lists it), which introspects every token of its port;
   an unknown, expired, revoked, malformed or foreign one (another port: another audience,
   another hash) is 200 with an empty body, or ``{"active": false}``.
 """
@@ -204,7 +206,8 @@ async def _introspector(
     service: TokenService, params: dict[str, str], auth_header: str | None
 ) -> str | None:
     """Who asks: the client it authenticated as (it may see its own tokens only), or None for
-    a valid access token with the scope ``introspect`` (it may see every token of the port).
+    a resource server, which may see every token of the port: a valid access token with the
+    scope ``introspect``, or a client whose ``onAuthparams`` entry lists that scope.
 
     Raises:
         InvalidClient: 401 without valid client credentials or a valid
@@ -241,7 +244,10 @@ async def _introspector(
         # a public client only names itself (SPEC 16.1): it authenticates nothing, as
         # Keycloak refuses introspection to public clients
         raise InvalidClient("a public client cannot use introspection")
-    return await service.authenticate_client(allowed, creds)
+    client_id = await service.authenticate_client(allowed, creds)
+    if INTROSPECT_SCOPE in allowed.client_scopes.get(client_id, ()):
+        return None  # a resource server's own client (docs/decisions.md)
+    return client_id
 
 
 def _not_an_introspector(error: str, why: str) -> InvalidClient:
