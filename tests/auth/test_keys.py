@@ -10,6 +10,7 @@ command (``fwrest.cli.main``), and the ports' pollers pick it up as a service's 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -27,11 +28,14 @@ from joserfc import jwt as jose_jwt
 from joserfc.errors import SecurityWarning
 from joserfc.jwk import KeySet
 
+from fwrest.auth.oauth2.keyset import MARGIN_S, SWITCH_S
 from tests.auth.conftest import fwrest_cli
+from tests.auth.oauth2_support import ADA as KEYS_USER
 from tests.auth.oauth2_support import KEYS_ADA as ADA
 from tests.auth.oauth2_support import KEYS_ALGS as ALGS
 from tests.auth.oauth2_support import KEYS_APP as APP
 from tests.auth.oauth2_support import (
+    WEB,
     LocalOAuth,
     LocalService,
     assert_invalid_token,
@@ -41,10 +45,11 @@ from tests.auth.oauth2_support import (
     issuer_of,
     local_oauth,
     oauth_section,
+    params_source,
     unsigned_jwt,
     wait_for,
 )
-from tests.conftest import module_config, run_cli, run_forked
+from tests.conftest import APP_SOURCE, module_config, run_cli, run_forked
 from tests.docs.blocks import example
 
 MODULE = "tauth_keys_app"
@@ -329,6 +334,63 @@ def test_a_dropped_key_no_longer_verifies_nor_is_published(svc: LocalService) ->
     # the next rotation removes it from the file
     rotate(svc)
     assert victim["kid"] not in keyset_file(svc).read_text()
+
+
+SHORT_MODULE = "tauth_keys_short_app"
+SHORT_TTL_S = 4.0  # SHORT's access lifetime: a former key is dropped 3 s after it (keyset.py)
+
+
+def _write_short(folder: Path, certs: dict[str, Path]) -> Path:
+    """One EdDSA port, ``SHORT``, whose access tokens live ``SHORT_TTL_S``."""
+    app = APP_SOURCE + params_source(**WEB, users=[KEYS_USER], access_expires="4s")
+    servers = {
+        "SHORT": oauth_section(certs, onAuthparams=f"{SHORT_MODULE}.params", signingAlg="EdDSA")
+    }
+    extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
+    return module_config(folder, SHORT_MODULE, servers=servers, app=app, extra=extra)
+
+
+def test_a_former_key_is_dropped_by_time_alone(ca: trustme.CA, tmp_path: Path) -> None:
+    """SPEC 12.1: a former key is dropped once every token signed with it has expired, when
+    nothing rewrites the key set after the rotation (the lifetime shortened by configuration,
+    SPEC 9): from then on it is neither published nor accepted, and the JWK Set's max-age
+    never promised it for longer."""
+    with contextlib.contextmanager(local_oauth)(ca, tmp_path, _write_short) as svc:
+        port = svc["SHORT"]
+        old_kid = header_of(port.tokens(*ADA)["access_token"])["kid"]
+
+        def noted() -> bool:  # the worker writes down the lifetime it signed with (its poller)
+            keys = json.loads(keyset_file(svc).read_text())["keys"]
+            return any(k["kid"] == old_kid and k["ttl"] >= SHORT_TTL_S for k in keys)
+
+        wait_for(noted, 10, "the token lifetime noted in the key set")
+        code, _, err = rotate(svc)
+        assert code == 0, err
+        doc = keyset_file(svc).read_text()
+        entry = next(k for k in json.loads(doc)["keys"] if k["kid"] == old_kid)
+        drop_at = entry["retired"] + SWITCH_S + MARGIN_S + entry["ttl"]  # as KeyEntry.drop_at
+
+        def jwks() -> tuple[list[str], str]:
+            answer = expect(port.http.get(port.base + "/fw/oauth2/jwks"))
+            return [k["kid"] for k in answer.json()["keys"]], answer.headers["cache-control"]
+
+        asked = time.time()
+        kids, cache = jwks()
+        print(f"{drop_at - asked:.3f} s before the drop: {len(kids)} keys, {cache}")
+        if time.time() < drop_at:  # else descheduled past the drop: nothing to see before it
+            assert old_kid in kids and len(kids) == 2
+            assert cache.startswith("max-age=") and int(cache[8:]) <= drop_at - asked, cache
+        while time.time() <= drop_at:  # bounded: the drop is SHORT_TTL_S + 3 s after rotation
+            time.sleep(0.05)
+        kids, cache = jwks()
+        assert old_kid not in kids and len(kids) == 1, kids
+        assert cache == "max-age=300"
+        forged = jwt.encode(fresh_claims(aud="SHORT", iss=issuer_of(port)), entry["pem"],
+                            algorithm="EdDSA", headers={"typ": "at+jwt", "kid": old_kid})  # fmt: skip
+        response = port.get("/hello", forged)
+        assert_invalid_token(response)
+        assert "key set" in response.json()["detailedMessage"]
+        assert keyset_file(svc).read_text() == doc  # nothing rewrote the set since the rotation
 
 
 def test_check_names_the_algorithm_and_warns_of_a_wildcard_issuer(

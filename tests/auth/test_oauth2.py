@@ -390,13 +390,26 @@ def test_allow_get_token_false_refuses_the_grant_over_get(svc: LocalService, gra
     assert_token_response(port.refresh(refresh))  # still unspent: POST refreshes it once
 
 
+TOKEN_ALLOW = "GET, OPTIONS, POST"  # HEAD is refused: it would run a grant for nothing
+
+
 def test_head_on_the_token_route_is_405_and_spends_nothing(oauth: OAuthPort) -> None:
     refresh = oauth.tokens(*ADA)["refresh_token"]
     query = {"grant_type": "refresh_token", "refresh_token": refresh}
     response = expect(oauth.http.head(oauth.token_url, params=query), 405)
-    assert response.headers["allow"] == "GET, POST"
+    assert response.headers["allow"] == TOKEN_ALLOW
     # the refresh token was not spent: it still refreshes once
     assert_token_response(oauth.refresh(refresh))
+
+
+def test_the_token_route_names_one_allow_whatever_the_refused_method(oauth: OAuthPort) -> None:
+    """A 405's Allow lists OPTIONS too, and OPTIONS answers the same list; HEAD, refused,
+    is in none of them."""
+    for method in ("HEAD", "PUT", "DELETE", "PATCH"):
+        refused = expect(oauth.http.request(method, oauth.token_url), 405)
+        assert refused.headers["allow"] == TOKEN_ALLOW, method
+    options = expect(oauth.http.options(oauth.token_url))
+    assert options.headers["allow"] == TOKEN_ALLOW
 
 
 def test_the_first_get_grant_logs_a_warning_that_post_is_safer(svc: LocalService) -> None:

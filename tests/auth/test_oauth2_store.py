@@ -107,6 +107,7 @@ def service_config(
     issuer: str | None = None,
     oauth: str = "OAUTH",
     module: str = "app",
+    app: str = STORE_APP,
     **httpserver: Any,
 ) -> Path:
     """One oAuth2 port ``OAUTH`` (spelled ``oauth``); with ``max_failures`` under the default, a second port
@@ -115,7 +116,8 @@ def service_config(
     Without ``issuer`` (the default configuration) each host derives its own,
     https://127.0.0.1:{its own port}/rest, and the hosts still accept each other's tokens
     (SPEC 12.2). ``module``: the app module's name (unique in the test session for a service
-    in this process); ``httpserver``: more keys of its ``[HTTPSERVER]``."""
+    in this process); ``app``: its ``onAuthparams`` and routes beside ``APP_SOURCE``'s;
+    ``httpserver``: more keys of its ``[HTTPSERVER]``."""
     servers = {}
     for name, limit in ((oauth, 1_000_000), ("THROTTLED", max_failures)):
         auth: dict[str, Any] = {"maxFailures": limit}
@@ -128,7 +130,7 @@ def service_config(
         folder,
         module,
         servers=servers,
-        app=APP_SOURCE + STORE_APP,
+        app=APP_SOURCE + app,
         extra={"HTTPSERVER": {"StateStore": store, **httpserver}, "POOL": {"MaxThreads": 8}},
     )
 
@@ -298,10 +300,11 @@ class TwoServices(contextlib.ExitStack):
         max_failures: int,
         issuer: str | None,
         spelled: tuple[str, str] | None = None,
+        app: str = STORE_APP,
     ) -> None:
-        """Hosts A and B of one service; with ``spelled``, ``ports`` are their ``OAUTH``
-        sections, each host spelling its name as ``spelled`` says, else their ``THROTTLED``;
-        both stopped at the end of the ``with`` block."""
+        """Hosts A and B of one service (``app``: :func:`service_config`'s); with ``spelled``,
+        ``ports`` are their ``OAUTH`` sections, each host spelling its name as ``spelled``
+        says, else their ``THROTTLED``; both stopped at the end of the ``with`` block."""
         super().__init__()
         self.procs: list[ServerProcess] = []
         self.ports: list[OAuth] = []
@@ -310,7 +313,7 @@ class TwoServices(contextlib.ExitStack):
             folder = root / name
             folder.mkdir()
             certs = issue_certs(ca, folder / "certs")
-            config = service_config(folder, certs, store, max_failures, issuer, oauth)
+            config = service_config(folder, certs, store, max_failures, issuer, oauth, app=app)
             proc = self.enter_context(serving(config))
             self.procs.append(proc)
             self.ports.append(
@@ -365,6 +368,39 @@ def test_two_services_share_tokens_through_redis(
     assert error_of(b.grant(*wrong)) == "invalid_grant"
     assert a.grant("bob", "Bob-Pw-2207").status_code == 429
     assert b.grant(*wrong).status_code == 429
+
+
+REFRESH_LIFE_S = 2.0  # EXPIRING_APP's refresh tokens
+EXPIRING_APP = "\nimport datetime\n" + STORE_APP.replace(
+    "'Date()+1'", f"datetime.timedelta(seconds={REFRESH_LIFE_S})"
+)
+
+
+def test_an_expired_refresh_token_is_refused_every_time_and_revokes_nothing(
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """SPEC 4.2: an expired refresh token is ``invalid_grant`` (the client repeats the
+    password grant); it was never spent, so showing it again, on either host, is no replay:
+    its family's access token stays valid on both hosts, and no replay is logged."""
+    with TwoServices(ca, tmp_path, redis_server.url, 1_000_000, None, ("OAUTH", "OAUTH"),
+                     app=EXPIRING_APP) as both:  # fmt: skip
+        a, b = both.ports
+        tokens = a.tokens(*ADA)
+        expired_by = time.time() + REFRESH_LIFE_S  # issued before now: expired by then
+        assert b.get("/hello", tokens["access_token"]).status_code == 200
+        while time.time() <= expired_by:  # bounded: REFRESH_LIFE_S
+            time.sleep(0.05)
+        for port in (a, b, a):
+            refused = assert_error(port.refresh(tokens["refresh_token"]), "invalid_grant")
+            description = refused.json()["error_description"]
+            assert description == "the refresh token has expired; repeat the password grant"
+        # a revocation reaches every worker within 1 s (SPEC 7): none has come after 2
+        time.sleep(2.0)
+        for port in (a, b):
+            assert port.get("/hello", tokens["access_token"]).status_code == 200
+        for proc in both.procs:
+            assert "presented again" not in proc.log()
+        assert a.tokens(*ADA)["token_type"] == "Bearer"  # the password grant, as told
 
 
 def test_hosts_spelling_the_section_in_another_case_share_its_tokens(

@@ -360,15 +360,43 @@ def test_a_spend_for_another_client_leaves_the_token_unspent(store: StateStore) 
     assert store.spend_refresh("h-none", "claim-b", "") == ("spent", none)
 
 
-def test_an_expired_refresh_token_is_found_for_the_caller_to_judge(store: StateStore) -> None:
-    # tokens.py tells "has expired; repeat the password grant" from the record's expires_at:
-    # every store keeps a token a day past its expiry (memory's sweep and sqlite's DELETE cut
-    # at a day ago, Redis adds a day to the key's TTL)
+def test_an_expired_refresh_token_is_left_unspent(
+    backend: Backend, store: StateStore, threads: int
+) -> None:
+    # SPEC 4.2: an expired token is invalid_grant and the client repeats the password grant;
+    # it was never used, so showing it again is no replay (which would revoke its family). The
+    # expiry is judged in the spend's own compare-and-set: every store keeps a token a day past
+    # its expiry (memory's sweep and sqlite's DELETE cut at a day ago, Redis adds a day to the
+    # key's TTL), found for tokens.py's message
     rec = record("h-old", expires_in_s=-60.5)
     store.add_refresh(rec)
     status, found = store.spend_refresh("h-old", "claim-a")
-    assert (status, found) == ("ok", rec)
+    assert (status, found) == ("expired", rec)
     assert found is not None and found.expires_at < time.time()
+    assert store.refresh_record("h-old") == (rec, False)  # not spent
+    assert store.spend_refresh("h-old", "claim-b") == ("expired", rec)  # the client's retry
+    assert backend.other(store).spend_refresh("h-old", "claim-c", "web") == ("expired", rec)
+    results = race(threads, lambda i: store.spend_refresh("h-old", f"claim-{i}"))
+    assert Counter(status for status, _ in results) == {"expired": threads}
+    assert store.refresh_record("h-old") == (rec, False)
+    # another client's expired token: refused as another client's, unspent as well
+    assert store.spend_refresh("h-old", "claim-d", "mobile") == ("client", rec)
+    assert store.refresh_record("h-old") == (rec, False)
+
+
+def test_a_token_spent_before_it_expired_is_a_replay_after(store: StateStore) -> None:
+    # a replay is a replay, expired or not (the caller revokes the family)
+    def attempt(n: int) -> None:
+        rec = record(f"h-short-{n}", expires_in_s=SHORT_S)
+        store.add_refresh(rec)
+        with in_one_window(SHORT_S):
+            assert store.spend_refresh(rec.token_hash, "claim-a") == ("ok", rec)
+        while time.time() <= rec.expires_at + EPS:  # bounded: SHORT_S
+            time.sleep(0.05)
+        assert store.spend_refresh(rec.token_hash, "claim-b") == ("spent", rec)
+        assert store.refresh_record(rec.token_hash) == (rec, True)
+
+    unstarved(attempt)
 
 
 def test_one_of_many_simultaneous_spends_wins(store: StateStore, threads: int) -> None:

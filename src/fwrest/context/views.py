@@ -79,8 +79,9 @@ class TokenEndpoint(Protocol):
         """The port's JWK Set document; None on an HS256 port (nothing to publish)."""
         ...
 
-    async def current_jwks(self) -> bytes | None:
-        """:meth:`jwks` after a look at the key set (a key made elsewhere a moment ago)."""
+    async def current_jwks(self) -> tuple[bytes, float] | None:
+        """:meth:`jwks` after a look at the key set (a key made elsewhere a moment ago), and
+        until when it holds (epoch seconds: a former key is dropped then)."""
         ...
 
 

@@ -45,6 +45,7 @@ class _Route:
     path: str
     handler: str  # "module:function" inside fwrest.native; "" for an oAuth2 port's own
     description: str
+    head: bool = True  # a GET route serves HEAD too (Endpoint.head)
 
 
 NATIVE_ROUTES: tuple[_Route, ...] = (
@@ -184,7 +185,8 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
         "info:healthcheck_datetime",
         "The server's time, ISO 8601",
     ),
-    _Route(TOKEN_ROUTE_NAME, "GET", TOKEN_ROUTE, "", "OAuth2 token endpoint"),
+    # HEAD would run a grant (spend a refresh token) and drop the tokens it issued: 405
+    _Route(TOKEN_ROUTE_NAME, "GET", TOKEN_ROUTE, "", "OAuth2 token endpoint", head=False),
     _Route(TOKEN_ROUTE_NAME, "POST", TOKEN_ROUTE, "", "OAuth2 token endpoint"),
     _Route(REVOKE_ROUTE_NAME, "POST", REVOKE_ROUTE, "", "OAuth2 token revocation (RFC 7009)"),
     _Route(
@@ -350,6 +352,7 @@ def native_endpoints(
                 module=function.rsplit(".", 1)[0],
                 function=function,
                 origin="fwrest",
+                head=route.head,
             )
         )
     return out

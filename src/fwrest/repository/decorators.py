@@ -32,6 +32,9 @@ class Endpoint:
     origin: str  # "app/users.py:12", for messages
     # the scopes an access token must carry (SPEC 12.4; oAuth2 ports only)
     scopes: tuple[str, ...] = ()
+    # a GET route also serves HEAD (without the body); False for a route whose GET must not
+    # run for HEAD (the token route: it would spend a refresh token for nothing)
+    head: bool = True
 
     @property
     def shape(self) -> str:

@@ -64,8 +64,10 @@ class Router(Generic[T]):
         self._root: _Node[T] = _Node()
         self._allow: dict[tuple[int, ...], str] = {}
 
-    def add(self, method: str, pattern: str, payload: T) -> T | None:
-        """Register a route; returns the payload already there for this method and shape."""
+    def add(self, method: str, pattern: str, payload: T, head: bool = True) -> T | None:
+        """Register a route; returns the payload already there for this method and shape.
+        A GET route serves HEAD too unless ``head`` is False (then HEAD is a 405 like any
+        method the path does not take, and no ``Allow`` lists it)."""
         segments = pattern.split("/")[1:] if pattern != "/" else []
         names = tuple(s[1:] for s in segments if s.startswith(":"))
         route = _Route(pattern, names, payload)
@@ -88,7 +90,7 @@ class Router(Generic[T]):
         if previous is not None:
             return previous.payload
         table[method] = route
-        if method == "GET" and "HEAD" not in table:
+        if method == "GET" and head and "HEAD" not in table:
             table["HEAD"] = route
         if route.match is not None:
             self._static_matches[pattern] = {m: r.match for m, r in table.items() if r.match}

@@ -125,7 +125,7 @@ def _location_plan(
     prefix = loc.path if loc.path != "/" else ""
     for ep in endpoints:
         handler = Handler(ep, UsageKey(loc.path, ep.method, ep.path, loc.thread_pool.name))
-        previous = router.add(ep.method, ep.path, handler)
+        previous = router.add(ep.method, ep.path, handler, ep.head)
         if previous is not None:
             other = previous.endpoint
             by = (

@@ -75,8 +75,10 @@ class TokenStore(StoreBase, Protocol):
         ``("spent", rec)`` when another claim spent it (a replay); ``("missing", None)`` when
         unknown. With ``client_id`` (the client the request authenticated as), an unspent token
         of another client is left unspent: ``("client", rec)`` (SPEC 7.1: a refresh keeps the
-        token's own client, and a refused one does not spend it). A replay is a replay
-        whichever client presents it."""
+        token's own client, and a refused one does not spend it). An unspent token whose
+        ``expires_at`` has passed is left unspent too: ``("expired", rec)`` (SPEC 4.2: it was
+        never used, so presenting it again is no replay). A replay is a replay whichever
+        client presents it, expired or not."""
         ...
 
     def restore_refresh(self, token_hash: str, claim: str) -> None:

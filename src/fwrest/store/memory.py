@@ -88,6 +88,8 @@ class MemoryStore:
                 return ("ok" if spent_by == claim else "spent"), record
             if client_id is not None and record.client_id != client_id:
                 return "client", record
+            if record.expires_at <= time.time():
+                return "expired", record
             self._refresh[token_hash] = (record, claim)
             return "ok", record
 

@@ -72,7 +72,9 @@ SOCKET_TIMEOUT_S = 1.0
 # 1 s); without a replica each refresh takes this long more, and goes on
 REPLICA_WAIT_MS = 200
 # 'spent' is '0' (unspent) or the claim that spent it ('1' in stores of an earlier fwrest);
-# 'scope' and 'issued_at' are missing in records of an earlier fwrest (then 'default', '0')
+# 'scope' and 'issued_at' are missing in records of an earlier fwrest (then 'default', '0');
+# ARGV: the claim, the client, '1' when the client is checked, now (epoch seconds): an expired
+# token is left unspent (4), as is another client's (3)
 _SPEND = """
 local spent = redis.call('HGET', KEYS[1], 'spent')
 if not spent then return {0} end
@@ -82,9 +84,11 @@ local out = {1, rec[1], rec[2], rec[3], rec[4], rec[5] or 'default', rec[6] or '
 if spent == ARGV[1] then return out end
 if spent ~= '0' then out[1] = 2; return out end
 if ARGV[3] == '1' and rec[2] ~= ARGV[2] then out[1] = 3; return out end
+if tonumber(rec[4]) <= tonumber(ARGV[4]) then out[1] = 4; return out end
 redis.call('HSET', KEYS[1], 'spent', ARGV[1])
 return out
 """
+_SPEND_STATUS = {1: "ok", 2: "spent", 3: "client", 4: "expired"}
 _RESTORE = """
 if redis.call('HGET', KEYS[1], 'spent') == ARGV[1] then redis.call('HSET', KEYS[1], 'spent', '0') end
 return 0
@@ -500,11 +504,13 @@ class RedisStore:
         if not claim or claim in ("0", "1"):
             raise ValueError("a claim is a request's random id")
         check = ("", "0") if client_id is None else (client_id, "1")
-        out = self._spend_out(self._keys.rt(token_hash), [claim, *check])
+        # the expiry is judged in the script, by this host's clock (which gave the record's
+        # expires_at): an expired token is left unspent in the same step
+        out = self._spend_out(self._keys.rt(token_hash), [claim, *check, repr(time.time())])
         if int(out[0]) == 0:
             return "missing", None
         record = _refresh_record(token_hash, out[1:7])
-        return {1: "ok", 2: "spent"}.get(int(out[0]), "client"), record
+        return _SPEND_STATUS[int(out[0])], record
 
     def _spend_out(self, key: str, args: list[str], script: Any = None) -> Any:
         """The spend script's answer, or another compare-and-set ``script``'s (taking a

@@ -232,6 +232,8 @@ class SqliteStore:
                 return ("ok" if claim and row[8] == claim else "spent"), record
             if client_id is not None and record.client_id != client_id:
                 return "client", record
+            if record.expires_at <= time.time():
+                return "expired", record
             db.execute(
                 "UPDATE refresh SET spent = 1, spent_by = ? WHERE token_hash = ?",
                 (claim, token_hash),

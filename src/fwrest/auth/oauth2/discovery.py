@@ -8,6 +8,7 @@ allows when it is asked, and the JWK Set is the port's current one (:class:`Port
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "Metadata",
     "WellKnown",
     "issuers",
+    "jwks_max_age",
     "jwks_route",
     "metadata_paths",
     "metadata_route",
@@ -44,7 +46,8 @@ __all__ = [
 
 WELL_KNOWN = "/.well-known/oauth-authorization-server"  # RFC 8414 3
 KNOWN_GRANTS = ("password", "refresh_token")  # granted when onAuthparams lists no types
-JWKS_MAX_AGE = "max-age=300"  # SPEC 12.2
+JWKS_MAX_AGE_S = 300
+JWKS_MAX_AGE = f"max-age={JWKS_MAX_AGE_S}"  # SPEC 12.2
 
 
 def issuers(host: str, port: int, prefixes: Iterable[str], configured: str) -> dict[str, str]:
@@ -198,10 +201,23 @@ class WellKnown:
 async def jwks_route() -> Response:
     """The port's public keys (RFC 7517 JWK Set); 404 on an HS256 port (SPEC 12.2)."""
     service = current.get().port.token_service
-    jwks = await service.current_jwks() if service is not None else None
-    if jwks is None:
+    found = await service.current_jwks() if service is not None else None
+    if found is None:
         raise HTTPError(404)
-    return Response(jwks, 200, {"cache-control": JWKS_MAX_AGE}, "application/json")
+    jwks, until = found
+    return Response(jwks, 200, {"cache-control": jwks_max_age(until)}, "application/json")
+
+
+def jwks_max_age(until: float) -> str:
+    """``max-age=300`` (SPEC 12.2), less when a key of the set is dropped sooner (``until``,
+    epoch seconds): a cache must not keep publishing a key fwrest no longer accepts.
+
+    >>> jwks_max_age(float("inf")), jwks_max_age(time.time() + 42.5), jwks_max_age(0.0)
+    ('max-age=300', 'max-age=42', 'max-age=0')
+    """
+    if until - time.time() >= JWKS_MAX_AGE_S:
+        return JWKS_MAX_AGE
+    return f"max-age={max(int(until - time.time()), 0)}"
 
 
 async def metadata_route() -> Response:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -46,13 +47,16 @@ class _View:
     kid: str
     signing: Any  # the current private key (a cryptography object)
     verifying: dict[str, tuple[Any, float | None]]  # kid -> (public key, drop_at)
-    jwks: bytes
+    # the JWK Set documents in force one after another as former keys are dropped by time:
+    # (until, document), the last until inf (a key set changes only when its file or Redis
+    # entry does, so each worker filters what it publishes by time, as what it verifies with)
+    jwks: tuple[tuple[float, bytes], ...]
 
 
 def _view(alg: str, entries: list[KeyEntry], where: str) -> _View:
     kid, signing = "", None
     verifying: dict[str, tuple[Any, float | None]] = {}
-    published = []
+    published: list[tuple[float, dict[str, Any]]] = []
     now = time.time()
     for e in entries:
         if e.alg != alg:
@@ -62,12 +66,20 @@ def _view(alg: str, entries: list[KeyEntry], where: str) -> _View:
             continue
         key = import_key(e, where)
         verifying[e.kid] = (key.public_key, drop)
-        published.append({**key.as_dict(private=False), "use": "sig", "alg": alg, "kid": e.kid})
+        jwk = {**key.as_dict(private=False), "use": "sig", "alg": alg, "kid": e.kid}
+        published.append((math.inf if drop is None else drop, jwk))
         if e.current:
             kid, signing = e.kid, key.private_key
     if signing is None:
         raise KeySetError(f"the key set in {where} has no current {alg} key")
-    return _View(kid, signing, verifying, orjson.dumps({"keys": published}))
+    drops = sorted({drop for drop, _ in published if drop != math.inf})
+    stages = []
+    since = -math.inf
+    for until in (*drops, math.inf):
+        keys = [jwk for drop, jwk in published if drop > since]
+        stages.append((until, orjson.dumps({"keys": keys})))
+        since = until
+    return _View(kid, signing, verifying, tuple(stages))
 
 
 class PortKeys:
@@ -114,7 +126,17 @@ class PortKeys:
     @property
     def jwks(self) -> bytes:
         """The JWK Set document (RFC 7517): public keys of the port's algorithm only."""
-        return self._view.jwks
+        return self.published()[0]
+
+    def published(self) -> tuple[bytes, float]:
+        """The JWK Set document now, and until when it holds (epoch seconds; inf while no
+        former key is due to be dropped): a dropped key is no longer published at once."""
+        now = time.time()
+        stages = self._view.jwks
+        for until, document in stages:
+            if now < until:
+                return document, until
+        return stages[-1][1], math.inf  # unreachable: the last stage holds until inf
 
     def sign(self, claims: dict[str, Any], ttl_s: float) -> str:
         import jwt

@@ -428,14 +428,15 @@ class TokenService:
         """The JWK Set of the port's keys; None on an HS256 port (SPEC 12.2)."""
         return None if self.keys is None else self.keys.jwks
 
-    async def current_jwks(self) -> bytes | None:
-        """:meth:`jwks` after one look at the key set: a verifier fetching the set because a
-        token names a key it lacks gets that key, even when another worker or host signed
-        with it before this worker's next poll."""
+    async def current_jwks(self) -> tuple[bytes, float] | None:
+        """:meth:`jwks` after one look at the key set, and until when it holds (a former key
+        is dropped then): a verifier fetching the set because a token names a key it lacks
+        gets that key, even when another worker or host signed with it before this worker's
+        next poll."""
         if self.keys is None:
             return None
         await self.keys.catch_up()
-        return self.keys.jwks
+        return self.keys.published()
 
     def _sign(self, claims: dict[str, Any], ttl_ms: int) -> str:
         import jwt

@@ -2,15 +2,15 @@
 
 A refresh spends its token in one compare-and-set (the store's ``spend_refresh``, by this
 request's claim and the token's own client: SPEC 7.1) and issues a new pair of the same
-family. A spent token presented again revokes its whole family. A spend whose new pair
-reaches no client (a refused scope, the store failing, the client gone) is undone, so that
-the client's retry is not taken for a replay.
+family; an expired token, or another client's, is left unspent in that same step. A spent
+token presented again revokes its whole family. A spend whose new pair reaches no client (a
+refused scope, the store failing, the client gone) is undone, so that the client's retry is
+not taken for a replay.
 """
 
 from __future__ import annotations
 
 import hmac
-import time
 import uuid
 from typing import ClassVar
 
@@ -126,6 +126,10 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
         raise InvalidGrant("the refresh token is invalid")
     if status == "client":
         raise InvalidGrant("the refresh token was issued to another client")
+    if status == "expired":
+        # judged in the spend's compare-and-set, which leaves an expired token unspent: it
+        # was never used, so the client's retry is not a replay (SPEC 4.2)
+        raise InvalidGrant("the refresh token has expired; repeat the password grant")
     if status == "spent":
         until = revoked_until(record, request.ttl_ms, request.refresh_at)
         await service.store_call(deadline, service.store.revoke_family, record.family, until)
@@ -146,8 +150,6 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
         raise InvalidGrant("the refresh token was already used; its token family is revoked")
     if record.family in revoked:
         raise InvalidGrant("the refresh token was revoked")
-    if record.expires_at <= time.time():
-        raise InvalidGrant("the refresh token has expired; repeat the password grant")
     if not any(same_secret(record.subject, name) for name, _ in request.allowed.users):
         raise InvalidGrant("the user of this refresh token is no longer allowed")
     return token_hash, record
