@@ -213,6 +213,19 @@ def test_if_range_with_another_version_sends_the_whole_file(client: Client) -> N
     assert other.status_code == 200
 
 
+@pytest.mark.parametrize("wanted", ["bytes=2-5", "bytes=9000-"])
+def test_a_head_ignores_a_range(client: Client, wanted: str) -> None:
+    # RFC 9110 14.2: range handling is defined for GET only; a HEAD is the plain 200's head
+    url = "/www/digits.txt"
+    etag = client.get(url).headers["etag"]
+    for extra in ({}, {"If-Range": etag}, {"If-Range": '"x"'}):
+        answer = client.head(url, headers={"Range": wanted, **extra})
+        assert answer.status_code == 200, extra
+        assert answer.headers["content-length"] == "1000", extra
+        assert "content-range" not in answer.headers, extra
+        assert answer.content == b""
+
+
 @pytest.mark.parametrize("wanted", ["bytes=-5", "bytes=0-", "bytes=0-0", "bytes=-0"])
 def test_an_empty_file_ignores_a_range(client: Client, wanted: str) -> None:
     # no byte to send in a 206 (its Content-Range cannot say none) nor to miss: 200, empty

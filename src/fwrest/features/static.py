@@ -15,7 +15,7 @@ a compressing port the compression stage says which: a compressed answer's tag i
 ``If-Range`` (the strong comparison) decides whether the ``Range`` applies. One
 ``Range: bytes=`` range gives 206 of the identity bytes with its strong tag and the 200's
 ``Vary`` (416 when it starts past the end; several ranges: the whole file; an empty file
-ignores it: 200). The file is read in bounded pieces off the loop and streamed
+ignores it: 200; a ``HEAD`` ignores ``Range`` and ``If-Range``, RFC 9110 14.2). The file is read in bounded pieces off the loop and streamed
 (``Reply.stream`` with its length): never read whole into memory.
 """
 
@@ -168,8 +168,9 @@ class StaticFiles:
             return Reply(304, self._not_modified_headers(req, found, headers[2]), b"")
         start, end = 0, found.size - 1
         status = 200
-        wanted = _header(req, "range")
-        # an empty file has no byte to send in a 206 nor to miss: its Range is ignored
+        # range handling is defined for GET only (RFC 9110 14.2): a HEAD's Range and
+        # If-Range are ignored; an empty file has no byte to send in a 206 nor to miss
+        wanted = _header(req, "range") if req.method == "GET" else None
         if wanted is not None and found.size and _if_range_holds(req, found):
             span = _range(wanted, found.size)
             if span == "unsatisfiable":
