@@ -149,6 +149,20 @@ def test_the_body_waits_for_the_verdict(port: int) -> None:
         assert conn.read_response().json()["body"] == "hello"
 
 
+@pytest.mark.parametrize("expectation", ["100-continue", "something-else"])
+def test_an_http_1_0_expect_is_ignored(port: int, expectation: str) -> None:
+    """RFC 9110 10.1.1 and 15.2: no 1xx to an HTTP/1.0 client, and its ``Expect`` is ignored
+    (no 417 either): the request is read and answered as one without it."""
+    headers = [*GOOD, ("Expect", expectation), ("Content-Length", "5")]
+    with RawConnection(port) as conn:
+        conn.send(request_bytes("POST", "/rest/echo", headers, version="HTTP/1.0"))
+        time.sleep(0.3)  # a client that waits for a 100 it must not get
+        conn.send(b"hello")
+        response = conn.read_response()
+        assert response.status == 200, response.head
+        assert response.json()["body"] == "hello"
+
+
 @pytest.mark.parametrize(
     ("credentials", "status"), [([], 401), (WRONG, 403), (GOOD, 100)], ids=["none", "wrong", "good"]
 )

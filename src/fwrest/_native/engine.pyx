@@ -467,7 +467,11 @@ cdef class RequestParser:
             if value.strip().lower() != "chunked":
                 self._coding = value
         elif kind == _EXPECT_FIELD:
-            if value.strip().lower() != "100-continue":
+            if self._c.http_major == 1 and self._c.http_minor == 0:
+                # RFC 9110 10.1.1 and 15.2: an HTTP/1.0 request's Expect is ignored (no 100
+                # to a 1.0 client, no 417)
+                pass
+            elif value.strip().lower() != "100-continue":
                 if self._fault == _NO_FAULT:
                     self._fault = _EXPECTATION
             else:

@@ -5,8 +5,9 @@ llhttp already refuses a bare LF, ``Content-Length`` with ``Transfer-Encoding``,
 close). This layer adds what no engine gives together: the header-size and header-count
 limits (431), the header, body and keep-alive deadlines, the body limit before and while
 reading (413), a repeated ``Authorization`` and HTTP/1.0 with ``Transfer-Encoding`` (400),
-``100 Continue`` only once the port admitted the request (:meth:`PortHandler.admit`), the body
-of a request that asks for an ``Upgrade`` (fwrest does not upgrade), pipelining in order with
+``100 Continue`` only once the port admitted the request (:meth:`PortHandler.admit`; an
+HTTP/1.0 request's ``Expect`` is ignored, RFC 9110 10.1.1), the body of a request that asks
+for an ``Upgrade`` (fwrest does not upgrade), pipelining in order with
 at most :data:`WRITE_BUFFER_HIGH` bytes of answers held for a client that does not read
 (SPEC 7.1), and a graceful drain. It also holds the ``Host`` field to RFC 9112 3.2 (exactly
 one in HTTP/1.1, a valid ``host[:port]``, the authority of an absolute-form target in its
@@ -882,6 +883,7 @@ class HttpProtocol(asyncio.Protocol):
         content_coding = ""
         hosts = 0
         host = ""
+        version = parser.get_http_version()
         for name, value in self._headers:
             if name == "host":
                 hosts += 1
@@ -896,13 +898,14 @@ class HttpProtocol(asyncio.Protocol):
                 chunked = True
                 if value.strip().lower() != "chunked":
                     coding = value
-            elif name == "expect":
+            elif name == "expect" and version != "1.0":
+                # RFC 9110 10.1.1 and 15.2: an HTTP/1.0 request's Expect is ignored (no 100
+                # to a 1.0 client, no 417)
                 if value.strip().lower() != "100-continue":
                     raise HTTPError(417, close=True)
                 expect = True
             elif name == "content-encoding":
                 content_coding = f"{content_coding},{value}" if content_coding else value
-        version = parser.get_http_version()
         if version != "1.1" and version != "1.0":
             # llhttp also parses HTTP/0.9 and HTTP/2.0 request lines (RFC 9110 15.6.6)
             raise HTTPError(
