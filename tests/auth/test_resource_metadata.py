@@ -104,6 +104,28 @@ def test_each_location_publishes_its_document_at_the_root_and_under_the_location
     assert_missing_token(rs.http.get(WELL_KNOWN))
 
 
+def test_the_well_known_paths_answer_every_method_without_the_scheme(svc: LocalService) -> None:
+    # SPEC 12.2: never behind the port's scheme, whatever the method: answered as the
+    # document's route under the location answers it
+    rs = svc["RS"]
+    metadata = "/.well-known/oauth-authorization-server/rest"
+    pairs = [
+        (WELL_KNOWN + "/rest", "/rest/fw/oauth2/resource"),
+        (metadata, "/rest/fw/oauth2/metadata"),
+    ]
+    for well_known, route in pairs:
+        for method in ("POST", "PUT", "DELETE", "PATCH"):
+            answer = rs.http.request(method, well_known)
+            twin = rs.http.request(method, route)
+            assert answer.status_code == twin.status_code == 405, (method, well_known)
+            assert answer.headers["allow"] == twin.headers["allow"] == "GET, HEAD, OPTIONS"
+            assert "www-authenticate" not in answer.headers
+        options = rs.http.options(well_known)
+        assert options.status_code == 200, well_known
+        assert options.headers["allow"] == rs.http.options(route).headers["allow"]
+        assert options.content == b""
+
+
 def test_a_configured_issuer_gives_its_origin_and_the_location_s_path(svc: LocalService) -> None:
     iss = svc["ISS"]
     doc = iss.http.get(WELL_KNOWN + "/api").json()

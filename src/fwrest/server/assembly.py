@@ -273,12 +273,12 @@ class _Builder:
             # SPEC 12.2: the metadata at the port's root, before the guard (gone with the
             # route when NativeRoutes disables oauth2/metadata)
             well_known = WellKnown(metadata_paths(tokens.issuers), tokens.metadata_document)
-            early = (*early, Early(well_known, frozenset({"GET", "HEAD"})))
+            early = (*early, Early(well_known))  # every method: 405 without the scheme
         resources = tokens.resources if tokens is not None else None
         if tokens is not None and resources is not None and "oauth2/resource" not in disabled:
             # SPEC 16.3: the protected resource metadata at the port's root, likewise
             documents = WellKnown(resources.well_known_paths(), tokens.resource_document)
-            early = (*early, Early(documents, frozenset({"GET", "HEAD"})))
+            early = (*early, Early(documents))
         return PortApp(
             port,
             self.built.pools,

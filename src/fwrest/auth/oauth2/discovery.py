@@ -171,11 +171,16 @@ def metadata_paths(by_location: dict[str, str]) -> dict[str, str]:
     return paths
 
 
+_ALLOW = ("allow", "GET, HEAD, OPTIONS")  # as the routes of the same documents
+
+
 class WellKnown:
-    """An early stage of an oAuth2 port (GET and HEAD): a discovery document at a well-known
+    """An early stage of an oAuth2 port (every method): a discovery document at a well-known
     path of the port's root, before the port's guard (never behind its scheme): the RFC 8414
     metadata (:func:`metadata_paths`) or the RFC 9728 protected resource documents
-    (``resource.Resources.well_known_paths``). One dict lookup for any other path."""
+    (``resource.Resources.well_known_paths``). Another method than GET and HEAD is answered
+    as the document's route under the location answers it: 200 with ``Allow`` to
+    ``OPTIONS``, else 405. One dict lookup for any other path."""
 
     __slots__ = ("_document", "_paths")
 
@@ -192,6 +197,11 @@ class WellKnown:
         prefix = self._paths.get(ctx.path)
         if prefix is None:
             return None
+        method = req.method
+        if method != "GET" and method != "HEAD":
+            if method == "OPTIONS":
+                return Reply(200, [_ALLOW], b"")
+            raise HTTPError(405, headers=(_ALLOW,))
         body = await self._document(prefix)
         if body is None:
             return None
