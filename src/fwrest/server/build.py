@@ -304,6 +304,10 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
 
 
 # what to do about a Redis store that refused fwrest, by the key at fault
+_NO_DATABASE_FIX = (
+    "name in the URL a database Redis has (0 to one less than `databases` in redis.conf, "
+    "16 by default: redis://host:port/0, unix:///path/redis.sock?db=0), or raise `databases`."
+)
 _PROBE_FIXES = {
     "StateStoreCA": "give in StateStoreCA the CA that issued Redis's certificate (tls-cert-file), "
     "and a host in the URL that the certificate names.",
@@ -393,7 +397,7 @@ def probe_store(config: ServiceConfig) -> str | None:
     """
     if config.state_store in ("sqlite", "memory"):
         return None
-    from fwrest.store.redis import RedisClusterStore, RedisStore
+    from fwrest.store.redis import NO_DATABASE, RedisClusterStore, RedisStore
     from fwrest.store.redis_target import CLUSTER_SCHEMES
 
     cluster = config.state_store.lower().startswith(CLUSTER_SCHEMES)
@@ -409,7 +413,8 @@ def probe_store(config: ServiceConfig) -> str | None:
     key, problem = found
     if key is None:
         return problem
-    raise ConfigError(problem, section="HTTPSERVER", key=key, fix=_PROBE_FIXES[key])
+    fix = _NO_DATABASE_FIX if NO_DATABASE in problem else _PROBE_FIXES[key]
+    raise ConfigError(problem, section="HTTPSERVER", key=key, fix=fix)
 
 
 def open_runtime(plan: ServicePlan) -> None:
