@@ -108,6 +108,7 @@ class PortKeys:
         self._ttl_noted: dict[str, float] = {e.kid: e.ttl for e in entries}
         self._ttl_signed: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
         self._look_now: asyncio.Future[None] | None = None  # the one look under way
         # how a blocking call of the source is made off the loop (the worker's store client)
         self._read = read
@@ -162,9 +163,11 @@ class PortKeys:
     # -- keeping current ---------------------------------------------------------------------
     def start(self) -> None:
         if self._task is None:
+            self._stopped = False
             self._task = asyncio.get_running_loop().create_task(self._poll())
 
     def stop(self) -> None:
+        self._stopped = True  # as well as the cancel, which a wait_for may drop (tokens.py)
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -206,8 +209,10 @@ class PortKeys:
         return self._view is not before
 
     async def _poll(self) -> None:
-        while True:
+        while not self._stopped:
             await asyncio.sleep(POLL_S)
+            if self._stopped:
+                return
             try:
                 await asyncio.shield(self._look())
             except (KeySetError, StoreError, TimeoutError) as exc:

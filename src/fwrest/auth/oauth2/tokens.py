@@ -218,6 +218,7 @@ class TokenService:
         # the signature of a token seen before is not checked again (see verify)
         self._verified: dict[bytes, tuple[float, dict[str, Any], object, object]] = {}
         self._refresher: asyncio.Task[None] | None = None
+        self._stopped = False  # stop() was called: the background loop ends
         self._restoring: set[asyncio.Task[None]] = set()
         # the store's own threads (a hung store must not starve onAuthparams and password
         # checks of asyncio's executor, SPEC 7), inline for an in-process store (memory)
@@ -241,12 +242,15 @@ class TokenService:
     # -- revocation cache (SPEC 7: at most 1 s stale, never waited on) --------------------------
     def start(self) -> None:
         if self._refresher is None:
+            self._stopped = False
             self._refresher = asyncio.get_running_loop().create_task(self._refresh_revoked())
         if self.keys is not None:
             self.keys.start()
 
     async def _refresh_revoked(self) -> None:
-        while True:
+        # the flag as well as the cancel: asyncio.wait_for (3.11) returns the call's answer
+        # and drops a cancel that arrives as the call ends, so stop() may not end the loop
+        while not self._stopped:
             try:
                 self.revoked = await self._calls.call(
                     self.store.revoked_families, deadline=REVOKED_REFRESH_DEADLINE_S
@@ -259,6 +263,7 @@ class TokenService:
             await asyncio.sleep(0.5)
 
     def stop(self) -> None:
+        self._stopped = True
         if self._refresher is not None:
             self._refresher.cancel()
             self._refresher = None
