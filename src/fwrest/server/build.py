@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from fwrest import log
 from fwrest.auth import AuthSettings, parse_authorization
 from fwrest.auth.oauth2 import load_signing_key
-from fwrest.auth.oauth2.keys import key_set_source, load_key_set
+from fwrest.auth.oauth2.keys import in_store, key_set_source, load_key_set, store_signing_key
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, KeyEntry, KeySource
 from fwrest.auth.oauth2.route import OAUTH2_ROUTES
 from fwrest.auth.oauth2.scopes import scope_warnings
@@ -460,9 +460,23 @@ def open_runtime(plan: ServicePlan) -> None:
                 fix="check the path or the Redis server.",
             ) from None
     if any(p.auth.scheme == "oAuth2" for p in plan.ports):
-        plan.signing_key = load_signing_key(
-            config.signing_key_file, config.data_path, plan.store, create=True
-        )
+        if in_store(config.signing_key_file, plan.store):
+            assert plan.store is not None
+            try:
+                plan.signing_key = store_signing_key(plan.store)
+            except StoreError as exc:
+                # Redis down at start (the probe refused what would never answer): the
+                # workers read the key once it answers; the token route and the bearer check
+                # answer 503 meanwhile (SPEC 7), the other ports serve
+                log.server_log.warning(
+                    "[HTTPSERVER] StateStore: the signing key was not read from the state "
+                    "store: %s; the oAuth2 ports answer 503 until it is",
+                    exc,
+                )
+        else:
+            plan.signing_key = load_signing_key(
+                config.signing_key_file, config.data_path, plan.store, create=True
+            )
     algs = plan.key_algs()
     if algs:
         plan.key_source = key_set_source(config.signing_key_file, config.data_path, plan.store)
