@@ -480,4 +480,7 @@ def open_runtime(plan: ServicePlan) -> None:
     algs = plan.key_algs()
     if algs:
         plan.key_source = key_set_source(config.signing_key_file, config.data_path, plan.store)
-        plan.key_entries = load_key_set(plan.key_source, algs)
+        if plan.signing_key is not None:
+            plan.key_entries = load_key_set(plan.key_source, algs)
+        # else the set is in the Redis that did not answer just now: each port's keys read it
+        # (made there when missing) once it answers (auth/oauth2/portkeys.py, pending)

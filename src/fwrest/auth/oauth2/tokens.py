@@ -471,6 +471,8 @@ class TokenService:
         ``kid`` names."""
         if self.keys is None:
             return ALG, self.signing_secret()  # 503 while the key is not read (SPEC 7)
+        if self.keys.pending:
+            raise store_unavailable()  # no key set read yet (the store is down): 503
         key = self.keys.key_of(header.get("kid"))
         if key is None:
             raise UnknownKey("the access token names no key of the server's key set")
@@ -710,7 +712,7 @@ class TokenService:
             HTTPError: 500 (``onAuthparams``), 429 (the throttle), 503 (the store, the pool):
                 the port renders them as it renders every other route's.
         """
-        if self._key is None:
+        if self._key is None or (self.keys is not None and self.keys.pending):
             raise store_unavailable()  # the signing key is not read yet (the store is down)
         _issuer.set(self.issuers.get(location, ""))
         bound_key.set("")
