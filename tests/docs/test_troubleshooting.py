@@ -727,7 +727,6 @@ the section [HTTPSERVER] is missing  <=  an empty file[ini]
 [<server>] SslClientCA: SslClientCA is missing: SslClientCert=<n> asks clients for certificates, which must chain to the CAs it names  <=  client certificates without CA[ini]
 [<server>] SslClientCA: the CA file <path> cannot be loaded (...)  <=  client CA garbage[json]
 [<server>] SslMinVersion: SslMinVersion is a TLS option, and the port speaks plain HTTP  <=  TLS option on plain HTTP[ini]
-[HTTPSERVER] StateStore: the signing key cannot be read from the state store: redis store ...  <=  Redis unreachable[ini] | serve
 [HTTPSERVER] SigningKeyFile: the signing key in <file> is corrupt or shorter than 32 bytes  <=  short SigningKeyFile[json]
 [<server>] Port: 192.0.2.1:<port> cannot be bound: Cannot assign requested address  <=  address of no interface[ini] | serve
 [<server>] HostName: the host name 'no.invalid' cannot be resolved (...)  <=  host unresolvable[json]

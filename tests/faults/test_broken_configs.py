@@ -258,10 +258,6 @@ def section_as_text(s: Sections, _ctx: dict[str, Any]) -> None:
     s["ROOT"] = "Path=/rest"  # type: ignore[assignment]
 
 
-def redis_nowhere(s: Sections, ctx: dict[str, Any]) -> None:
-    s["HTTPSERVER"]["StateStore"] = f"redis://127.0.0.1:{ctx['port2']}/0"  # nothing listens
-
-
 def two_locations_same_path(s: Sections, _ctx: dict[str, Any]) -> None:
     s["HTTP_REST"]["Locations"] = "ROOT, ROOT2"
     s["ROOT2"] = {"Path": "/rest/", "ThreadPool": "POOL"}
@@ -308,7 +304,6 @@ CASES: list[Case] = [
     Case("ms with a unit", "ini", "whole number", setting("HTTPSERVER", "GracefulTimeout", "30s")),
     Case("FwData on HTTPSERVER", "json", "configured per port",
          setting("HTTPSERVER", "FwData", {"Authorization": {"scheme": "basic"}})),
-    Case("Redis unreachable", "ini", "signing key cannot be read", both(redis_nowhere, tls_auth())),
     Case("short SigningKeyFile", "json", "corrupt or shorter", both(corrupt_key, tls_auth())),
     Case("corrupt signing.key", "ini", "corrupt or shorter",
          both(corrupt_data_path_key, tls_auth())),

@@ -99,3 +99,22 @@ def test_a_call_that_hangs_once_started_is_a_timeout_not_busy(client: StoreClien
 
     exc = asyncio.run(main())
     assert type(exc) is StoreTimeout and str(exc) == "no answer within 0.2 s"
+
+
+def test_a_call_after_the_client_is_closed_is_a_store_error(client: StoreClient) -> None:
+    """A background loop's call as the service stops (the pool shut down) is a StoreError,
+    which the loops catch, not asyncio's RuntimeError ("cannot schedule new futures after
+    shutdown") logged as a task exception never retrieved."""
+    client.close()
+
+    async def main() -> BaseException:
+        try:
+            await client.call(time.monotonic)
+        except Exception as exc:
+            return exc
+        raise AssertionError("a closed client made a call")
+
+    exc = asyncio.run(main())
+    assert type(exc) is StoreError and "closed" in str(exc), repr(exc)
+    with pytest.raises(StoreError):
+        client.submit(time.monotonic)

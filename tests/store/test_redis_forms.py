@@ -114,6 +114,10 @@ def test_what_only_redis_can_tell_is_a_start_error_naming_the_key(
                                  "StateStorePassword": None,
                                  "StateStore": redises.on_socket.url.replace("unix://", url_pw)},
                                 "StateStore", "Redis refused the password"),
+        # Redis answered (16 databases, the default): no database 99, for good
+        "no such database": ({**store_keys(redises, "unix socket")[1],
+                              "StateStore": redises.on_socket.url.replace("?db=0", "?db=99")},
+                             "StateStore", "Redis has no database 99"),
     }  # fmt: skip
     env = {PASSWORD_ENV: PASSWORD, "WRONG_REDIS_PW": "Wrong-Pw/8+w v"}
     for name, (keys, key, words) in cases.items():
@@ -224,6 +228,8 @@ def test_a_store_url_that_can_never_answer_is_a_start_error(
             "a missing folder": (f"unix://{tmp_path}/no-such-folder/redis.sock?db=0",
                                  "the socket's folder"),
             "not a socket": (f"unix://{not_a_socket}?db=0", "is not a socket"),
+            "no such database": (f"redis://127.0.0.1:{plain.port}/99",
+                                 "Redis has no database 99"),
             "wrong primary": (f"redis+sentinel://127.0.0.1:{sentinel_port}/fwmain/0",
                               "know no primary named 'fwmain'"),
         }  # fmt: skip

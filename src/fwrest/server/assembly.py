@@ -298,7 +298,7 @@ class _Builder:
     def token_service(
         self, port: PortPlan, settings: AuthSettings, pool: ThreadPool | None
     ) -> TokenService:
-        assert self.plan.store is not None and self.plan.signing_key is not None
+        assert self.plan.store is not None  # signing_key None: read later (TokenService)
         throttle = self.throttle(settings.max_failures, port.config.name, token_route=True)
         tokens = TokenService(
             port_name=port.config.name,

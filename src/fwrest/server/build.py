@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from fwrest import log
 from fwrest.auth import AuthSettings, parse_authorization
 from fwrest.auth.oauth2 import load_signing_key
-from fwrest.auth.oauth2.keys import key_set_source, load_key_set
+from fwrest.auth.oauth2.keys import in_store, key_set_source, load_key_set, store_signing_key
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, KeyEntry, KeySource
 from fwrest.auth.oauth2.route import OAUTH2_ROUTES
 from fwrest.auth.oauth2.scopes import scope_warnings
@@ -304,6 +304,10 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
 
 
 # what to do about a Redis store that refused fwrest, by the key at fault
+_NO_DATABASE_FIX = (
+    "name in the URL a database Redis has (0 to one less than `databases` in redis.conf, "
+    "16 by default: redis://host:port/0, unix:///path/redis.sock?db=0), or raise `databases`."
+)
 _PROBE_FIXES = {
     "StateStoreCA": "give in StateStoreCA the CA that issued Redis's certificate (tls-cert-file), "
     "and a host in the URL that the certificate names.",
@@ -393,7 +397,7 @@ def probe_store(config: ServiceConfig) -> str | None:
     """
     if config.state_store in ("sqlite", "memory"):
         return None
-    from fwrest.store.redis import RedisClusterStore, RedisStore
+    from fwrest.store.redis import NO_DATABASE, RedisClusterStore, RedisStore
     from fwrest.store.redis_target import CLUSTER_SCHEMES
 
     cluster = config.state_store.lower().startswith(CLUSTER_SCHEMES)
@@ -409,7 +413,8 @@ def probe_store(config: ServiceConfig) -> str | None:
     key, problem = found
     if key is None:
         return problem
-    raise ConfigError(problem, section="HTTPSERVER", key=key, fix=_PROBE_FIXES[key])
+    fix = _NO_DATABASE_FIX if NO_DATABASE in problem else _PROBE_FIXES[key]
+    raise ConfigError(problem, section="HTTPSERVER", key=key, fix=fix)
 
 
 def open_runtime(plan: ServicePlan) -> None:
@@ -455,10 +460,27 @@ def open_runtime(plan: ServicePlan) -> None:
                 fix="check the path or the Redis server.",
             ) from None
     if any(p.auth.scheme == "oAuth2" for p in plan.ports):
-        plan.signing_key = load_signing_key(
-            config.signing_key_file, config.data_path, plan.store, create=True
-        )
+        if in_store(config.signing_key_file, plan.store):
+            assert plan.store is not None
+            try:
+                plan.signing_key = store_signing_key(plan.store)
+            except StoreError as exc:
+                # Redis down at start (the probe refused what would never answer): the
+                # workers read the key once it answers; the token route and the bearer check
+                # answer 503 meanwhile (SPEC 7), the other ports serve
+                log.server_log.warning(
+                    "[HTTPSERVER] StateStore: the signing key was not read from the state "
+                    "store: %s; the oAuth2 ports answer 503 until it is",
+                    exc,
+                )
+        else:
+            plan.signing_key = load_signing_key(
+                config.signing_key_file, config.data_path, plan.store, create=True
+            )
     algs = plan.key_algs()
     if algs:
         plan.key_source = key_set_source(config.signing_key_file, config.data_path, plan.store)
-        plan.key_entries = load_key_set(plan.key_source, algs)
+        if plan.signing_key is not None:
+            plan.key_entries = load_key_set(plan.key_source, algs)
+        # else the set is in the Redis that did not answer just now: each port's keys read it
+        # (made there when missing) once it answers (auth/oauth2/portkeys.py, pending)

@@ -100,14 +100,25 @@ class StoreClient:
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """``fn(*args)`` on a store thread, for a caller that needs the outcome even after it
-        stopped waiting (the readiness check's ping)."""
-        return self._pool.submit(fn, *args)
+        stopped waiting (the readiness check's ping).
+
+        Raises:
+            StoreError: the client is closed (the service stops).
+        """
+        try:
+            return self._pool.submit(fn, *args)
+        except RuntimeError:  # the pool is shut down: a store call after close
+            raise StoreError("the store client is closed (the service stops)") from None
 
     def submit_timed(self, fn: Callable[..., T], *args: Any) -> tuple[Future[T], Started]:
         """:meth:`submit`, with the moment a thread starts it, for :meth:`wait` (a refresh
-        token's spend, whose outcome matters even after its 503)."""
+        token's spend, whose outcome matters even after its 503).
+
+        Raises:
+            StoreError: the client is closed (the service stops).
+        """
         started = Started()
-        return self._pool.submit(started.run, fn, *args), started
+        return self.submit(started.run, fn, *args), started
 
     async def call(
         self, fn: Callable[..., T], *args: Any, deadline: float = BACKGROUND_DEADLINE_S

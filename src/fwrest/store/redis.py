@@ -335,6 +335,11 @@ def _refresh_ttl_ms(record: RefreshRecord) -> int:
     return max(int((record.expires_at - time.time()) * 1000), 1) + 86_400_000
 
 
+# what a probe's problem says when Redis has no database of the URL's index (a fault of
+# StateStore that only Redis can tell: server/build.py gives the fix)
+NO_DATABASE = "Redis has no database"
+
+
 class RedisStore:
     kind = "redis"
     in_process = False
@@ -415,6 +420,10 @@ class RedisStore:
         if isinstance(exc, redis.ResponseError):
             if "NOAUTH" in text or "WRONGPASS" in text:
                 return "StateStorePassword", f"Redis refused the password: {text}"
+            if "DB index" in text:  # Redis answered: it has no such database (for good)
+                return "StateStore", (
+                    f"redis store {shown_url(self.url)}: {NO_DATABASE} {self._db()} ({text})"
+                )
             return None, text
         if _caused_by(exc, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY" in text:
             return "StateStoreCA", f"Redis's TLS certificate does not verify: {text}"
@@ -430,6 +439,14 @@ class RedisStore:
         if fault is not None:
             return "StateStore", f"redis store {shown_url(self.url)}: {fault}"
         return None, f"redis store {shown_url(self.url)}: {text}"
+
+    def _db(self) -> str:
+        """The database index the URL names, as written (for a message)."""
+        pool = getattr(self._r, "connection_pool", None)
+        kwargs = getattr(pool, "connection_kwargs", None)
+        if isinstance(kwargs, dict) and "db" in kwargs:
+            return str(kwargs["db"])
+        return "of the URL"
 
     def _diagnose(self) -> str | None:
         """Why a Redis that did not answer never will as configured (a configuration fault,

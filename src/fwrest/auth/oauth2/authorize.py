@@ -189,9 +189,18 @@ class Authorizer:
         self.service = service
         self.template = template or DEFAULT_TEMPLATE
         self._styles = _styles_policy(self.template)
-        # a key of its own, derived from the service's signing key (shared by every worker and
-        # host): a login form's token is no token of another use
-        self._key = hmac.new(service.signing_secret(), b"fwrest authorize form", "sha256").digest()
+        self._form_key: bytes | None = None  # see _key
+
+    @property
+    def _key(self) -> bytes:
+        """A key of its own, derived from the service's signing key (shared by every worker
+        and host): a login form's token is no token of another use. Derived at first use: the
+        signing key may be read after the start (a store down then: 503 until it is)."""
+        key = self._form_key
+        if key is None:
+            secret = self.service.signing_secret()
+            key = self._form_key = hmac.new(secret, b"fwrest authorize form", "sha256").digest()
+        return key
 
     # -- the answers --------------------------------------------------------------------------
     def _headers(self, form_to: str | None) -> list[tuple[str, str]]:

@@ -36,15 +36,17 @@ from fwrest.auth.oauth2.keyset import (
     read_entries,
 )
 from fwrest.errors import ConfigError
-from fwrest.store import StateStore, StoreError
+from fwrest.store import StateStore
 
 __all__ = [
     "EMPTY_WAIT_S",
     "MIN_KEY_BYTES",
     "REDIS_KEY",
+    "in_store",
     "key_set_source",
     "load_key_set",
     "load_signing_key",
+    "store_signing_key",
 ]
 
 MIN_KEY_BYTES = 32
@@ -175,32 +177,39 @@ def load_signing_key(
     """The service's signing key (None only when ``create`` is False and none exists yet).
 
     Raises:
-        ConfigError: the key is corrupt or short, its file cannot be read or created, or the
-            store holding it cannot be reached.
+        ConfigError: the key is corrupt or short, or its file cannot be read or created.
+        StoreError: the Redis store holding it did not answer.
     """
     if key_file is not None:
         return _from_file(key_file, create, "SigningKeyFile")
-    if store is not None and store.kind == "redis":
-        if not create:
-            return None
-        try:
-            raw = store.signing_key(_encode(secrets.token_bytes(MIN_KEY_BYTES)))
-        except StoreError as exc:
-            raise ConfigError(
-                f"the signing key cannot be read from the state store: {exc}",
-                section="HTTPSERVER",
-                key="StateStore",
-                fix="start the Redis server, or set SigningKeyFile.",
-            ) from None
-        name = getattr(store, "signing_key_name", REDIS_KEY)  # a cluster's has its prefix
-        return _decode(
-            raw,
-            f"the Redis state store (key {name})",
-            key="StateStore",
-            fix=f"delete the key ({name}) to have a new one created (tokens issued with "
-            "the old key stop working), or set SigningKeyFile.",
-        )
+    if in_store(key_file, store):
+        assert store is not None
+        return store_signing_key(store) if create else None
     return _from_file(data_path / "signing.key", create, "SigningKeyFile")
+
+
+def in_store(key_file: Path | None, store: StateStore | None) -> bool:
+    """Whether the signing key lives in the (Redis) state store: no ``SigningKeyFile``."""
+    return key_file is None and store is not None and store.kind == "redis"
+
+
+def store_signing_key(store: StateStore) -> bytes:
+    """(blocking) The signing key a Redis store holds, created there (set-if-absent: every
+    worker and host that asks at once gets the one key) when it holds none.
+
+    Raises:
+        StoreError: the store did not answer.
+        ConfigError: the key it holds is corrupt or short.
+    """
+    raw = store.signing_key(_encode(secrets.token_bytes(MIN_KEY_BYTES)))
+    name = getattr(store, "signing_key_name", REDIS_KEY)  # a cluster's has its prefix
+    return _decode(
+        raw,
+        f"the Redis state store (key {name})",
+        key="StateStore",
+        fix=f"delete the key ({name}) to have a new one created (tokens issued with "
+        "the old key stop working), or set SigningKeyFile.",
+    )
 
 
 def key_set_source(key_file: Path | None, data_path: Path, store: StateStore | None) -> KeySource:

@@ -19,11 +19,13 @@ from fwrest.auth.oauth2.keyset import (
     KeyEntry,
     KeySetError,
     KeySource,
+    ensure,
     import_key,
     parse,
     read_entries,
     update,
 )
+from fwrest.errors import store_unavailable
 from fwrest.store import StoreError
 
 __all__ = ["POLL_S", "PortKeys"]
@@ -104,17 +106,31 @@ class PortKeys:
             stamp = source.stamp()
             entries = read_entries(source) or entries
             self._stamp = stamp
-        self._view = _view(alg, entries, source.where)
+        # None (pending): the set is in a store that did not answer at start; the poller
+        # reads it (made there when missing), and what needs a key answers 503 meanwhile
+        self._view: _View | None = _view(alg, entries, source.where) if entries else None
         self._ttl_noted: dict[str, float] = {e.kid: e.ttl for e in entries}
         self._ttl_signed: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
         self._look_now: asyncio.Future[None] | None = None  # the one look under way
         # how a blocking call of the source is made off the loop (the worker's store client)
         self._read = read
 
     @property
+    def pending(self) -> bool:
+        """No key yet: the store holding the set has not answered since the start."""
+        return self._view is None
+
+    def _current(self) -> _View:
+        view = self._view
+        if view is None:
+            raise store_unavailable()  # 503 until the set is read (SPEC 7)
+        return view
+
+    @property
     def kid(self) -> str:
-        return self._view.kid
+        return "" if self._view is None else self._view.kid
 
     @property
     def generation(self) -> object:
@@ -132,7 +148,7 @@ class PortKeys:
         """The JWK Set document now, and until when it holds (epoch seconds; inf while no
         former key is due to be dropped): a dropped key is no longer published at once."""
         now = time.time()
-        stages = self._view.jwks
+        stages = self._current().jwks
         for until, document in stages:
             if now < until:
                 return document, until
@@ -141,7 +157,7 @@ class PortKeys:
     def sign(self, claims: dict[str, Any], ttl_s: float) -> str:
         import jwt
 
-        view = self._view
+        view = self._current()
         if ttl_s > self._ttl_signed.get(view.kid, 0.0):
             self._ttl_signed[view.kid] = ttl_s  # written to the set by the poller
         headers = {"typ": "at+jwt", "kid": view.kid}
@@ -151,7 +167,10 @@ class PortKeys:
         """The public key of ``kid`` if the set holds it and it is not dropped, else None."""
         if not isinstance(kid, str):
             return None
-        found = self._view.verifying.get(kid)
+        view = self._view
+        if view is None:
+            return None
+        found = view.verifying.get(kid)
         if found is None:
             return None
         key, drop = found
@@ -162,9 +181,11 @@ class PortKeys:
     # -- keeping current ---------------------------------------------------------------------
     def start(self) -> None:
         if self._task is None:
+            self._stopped = False
             self._task = asyncio.get_running_loop().create_task(self._poll())
 
     def stop(self) -> None:
+        self._stopped = True  # as well as the cancel, which a wait_for may drop (tokens.py)
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -206,12 +227,18 @@ class PortKeys:
         return self._view is not before
 
     async def _poll(self) -> None:
-        while True:
+        while not self._stopped:
             await asyncio.sleep(POLL_S)
+            if self._stopped:
+                return
+            pending = self._view is None
             try:
                 await asyncio.shield(self._look())
             except (KeySetError, StoreError, TimeoutError) as exc:
-                log.auth_log.warning("the key set was not reloaded: %s", exc)
+                if pending:  # the start said the store is down: no line every 0.5 s
+                    log.auth_log.debug("the key set was not read: %s", exc)
+                else:
+                    log.auth_log.warning("the key set was not reloaded: %s", exc)
 
     def refresh(self) -> None:
         """(blocking) Reload the set when it changed; write down longer ttls signed here."""
@@ -219,6 +246,18 @@ class PortKeys:
             if ttl > self._ttl_noted.get(kid, 0.0):
                 update(self.source, _note_ttl(kid, ttl))
                 self._ttl_noted[kid] = ttl
+        if self._view is None:  # never read (the store was down at start): made if missing
+            stamp = self.source.stamp()
+            entries = ensure(self.source, {self.alg})
+            self._view = _view(self.alg, entries, self.source.where)
+            self._stamp = stamp
+            log.auth_log.info(
+                "the key set was read from %s: signing %s tokens with the key %s",
+                self.source.where,
+                self.alg,
+                self._view.kid,
+            )
+            return
         stamp = self.source.stamp()
         if stamp == self._stamp:
             return
@@ -227,7 +266,7 @@ class PortKeys:
             raise KeySetError(f"the key set in {self.source.where} is gone")
         entries = parse(doc, self.source.where)
         view = _view(self.alg, entries, self.source.where)
-        if view.kid != self._view.kid:
+        if view.kid != self.kid:
             log.auth_log.info("signing %s tokens with the key %s from now on", self.alg, view.kid)
         self._view = view
         self._stamp = stamp

@@ -42,6 +42,7 @@ from fwrest.auth.oauth2.grants import (
     section_identity,
 )
 from fwrest.auth.oauth2.grants.refresh import revoked_until
+from fwrest.auth.oauth2.keys import store_signing_key
 from fwrest.auth.oauth2.params import (
     CLIENT_PREFIX,
     AuthParams,
@@ -55,7 +56,13 @@ from fwrest.auth.oauth2.params import (
 from fwrest.auth.oauth2.passwords import check_user, costly
 from fwrest.auth.oauth2.scopes import requested
 from fwrest.auth.throttle import TOKEN_WORDING, Throttle
-from fwrest.errors import OAUTH_NO_STORE, HTTPError, is_cancellation, store_unavailable
+from fwrest.errors import (
+    OAUTH_NO_STORE,
+    ConfigError,
+    HTTPError,
+    is_cancellation,
+    store_unavailable,
+)
 from fwrest.routing.names import TOKEN_ROUTE
 from fwrest.store import RefreshRecord, StateStore, StoreError
 from fwrest.store.audit import AuditLog
@@ -88,6 +95,8 @@ STORE_CALL_MIN_S = 0.2
 # saying so (StoreBusy) rather than blaming the store
 STORE_QUEUE_S = 1.0
 REVOKED_REFRESH_DEADLINE_S = 1.4  # the revocation cache's refresh (retried every 0.5 s)
+# a signing key the start could not read from the store (Redis down): read again this often
+KEY_RETRY_S = 1.0
 RESTORE_ATTEMPTS = 30  # one a second: undoing a spend that reached no client (see spend)
 _ISSUED_HEADERS = (("content-type", JSON), *OAUTH_NO_STORE)
 # the token request's parameters that are secrets, scrubbed from any record logged meanwhile
@@ -144,7 +153,7 @@ class TokenService:
         self,
         *,
         port_name: str,
-        key: bytes,
+        key: bytes | None,
         store: StateStore,
         source: ParamsSource,
         max_failures: int,
@@ -172,7 +181,11 @@ class TokenService:
         )
         # SPEC 13.5: refresh-token replays and revocations are recorded
         self.audit = audit
+        # None: the key is in the store, which did not answer at start; the background loop
+        # reads it (created there if absent), what needs it answers 503 meanwhile (SPEC 7)
         self._key = key
+        self._key_tried = float("-inf")
+        self._key_fault = ""  # the last corrupt-key error logged (logged once)
         # SPEC 12.1: an asymmetric port signs and verifies with its key set, HS256 with _key
         self.keys = keys
         # SPEC 12.2: location prefix -> issuer; the bearer check accepts any of them
@@ -218,6 +231,7 @@ class TokenService:
         # the signature of a token seen before is not checked again (see verify)
         self._verified: dict[bytes, tuple[float, dict[str, Any], object, object]] = {}
         self._refresher: asyncio.Task[None] | None = None
+        self._stopped = False  # stop() was called: the background loop ends
         self._restoring: set[asyncio.Task[None]] = set()
         # the store's own threads (a hung store must not starve onAuthparams and password
         # checks of asyncio's executor, SPEC 7), inline for an in-process store (memory)
@@ -235,18 +249,55 @@ class TokenService:
 
     def signing_secret(self) -> bytes:
         """The service's signing key (HS256), shared by every worker and host: what the
-        authorize route derives its form key from (``authorize.py``)."""
-        return self._key
+        authorize route derives its form key from (``authorize.py``).
+
+        Raises:
+            HTTPError: 503, the key is not read yet (the store did not answer since start).
+        """
+        key = self._key
+        if key is None:
+            raise store_unavailable()
+        return key
+
+    async def _read_key(self) -> None:
+        """Read the signing key from the store (at most once per :data:`KEY_RETRY_S`), when
+        the start could not: created there if it holds none, as at a first start."""
+        now = time.monotonic()
+        if now - self._key_tried < KEY_RETRY_S:
+            return
+        self._key_tried = now
+        try:
+            key = await self._calls.call(
+                store_signing_key, self.store, deadline=REVOKED_REFRESH_DEADLINE_S
+            )
+        except (StoreError, TimeoutError) as exc:
+            log.auth_log.debug("[%s] signing key not read: %s", self.port_name, exc)
+            return
+        except ConfigError as exc:  # corrupt in the store: said once, 503 until mended
+            if str(exc) != self._key_fault:
+                self._key_fault = str(exc)
+                log.auth_log.error("[%s] %s", self.port_name, exc)
+            return
+        self._key = key
+        log.auth_log.info(
+            "[%s] the signing key was read from the state store: tokens are issued",
+            self.port_name,
+        )
 
     # -- revocation cache (SPEC 7: at most 1 s stale, never waited on) --------------------------
     def start(self) -> None:
         if self._refresher is None:
+            self._stopped = False
             self._refresher = asyncio.get_running_loop().create_task(self._refresh_revoked())
         if self.keys is not None:
             self.keys.start()
 
     async def _refresh_revoked(self) -> None:
-        while True:
+        # the flag as well as the cancel: asyncio.wait_for (3.11) returns the call's answer
+        # and drops a cancel that arrives as the call ends, so stop() may not end the loop
+        while not self._stopped:
+            if self._key is None:
+                await self._read_key()
             try:
                 self.revoked = await self._calls.call(
                     self.store.revoked_families, deadline=REVOKED_REFRESH_DEADLINE_S
@@ -259,6 +310,7 @@ class TokenService:
             await asyncio.sleep(0.5)
 
     def stop(self) -> None:
+        self._stopped = True
         if self._refresher is not None:
             self._refresher.cancel()
             self._refresher = None
@@ -418,7 +470,9 @@ class TokenService:
         token names or carries (SPEC 7); on an asymmetric port, the key of the set that its
         ``kid`` names."""
         if self.keys is None:
-            return ALG, self._key
+            return ALG, self.signing_secret()  # 503 while the key is not read (SPEC 7)
+        if self.keys.pending:
+            raise store_unavailable()  # no key set read yet (the store is down): 503
         key = self.keys.key_of(header.get("kid"))
         if key is None:
             raise UnknownKey("the access token names no key of the server's key set")
@@ -444,7 +498,7 @@ class TokenService:
         claims["iss"] = _issuer.get() or next(iter(self.issuers.values()))
         if self.keys is not None:
             return self.keys.sign(claims, ttl_ms / 1000)
-        return jwt.encode(claims, self._key, algorithm=ALG, headers={"typ": "at+jwt"})
+        return jwt.encode(claims, self.signing_secret(), algorithm=ALG, headers={"typ": "at+jwt"})
 
     async def metadata_document(self, prefix: str) -> bytes | None:
         """The metadata document (RFC 8414) of the location ``prefix`` with the grant types
@@ -658,6 +712,8 @@ class TokenService:
             HTTPError: 500 (``onAuthparams``), 429 (the throttle), 503 (the store, the pool):
                 the port renders them as it renders every other route's.
         """
+        if self._key is None or (self.keys is not None and self.keys.pending):
+            raise store_unavailable()  # the signing key is not read yet (the store is down)
         _issuer.set(self.issuers.get(location, ""))
         bound_key.set("")
         try:

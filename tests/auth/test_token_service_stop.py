@@ -1,0 +1,73 @@
+"""A token service's background loop (the revocation cache, SPEC 7) ends at ``stop()`` even
+when the cancel is lost: Python 3.11's ``asyncio.wait_for`` returns the awaited call's answer
+and drops a cancel that arrives as the call ends, and the loop then ran again 0.5 s later
+against the closed store client (a graceful stop logged "Task exception was never
+retrieved").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from fwrest.auth.oauth2.params import ParamsSource
+from fwrest.auth.oauth2.tokens import TokenService
+from fwrest.store.calls import BACKGROUND_DEADLINE_S, StoreClient
+from fwrest.store.memory import MemoryStore
+
+T = TypeVar("T")
+
+
+class Threaded(MemoryStore):
+    """A memory store called through threads, as a Redis store is."""
+
+    in_process = False
+
+
+class AnswersAsCancelled(StoreClient):
+    """Every call ends at the moment its caller is cancelled: the answer is returned and the
+    cancel dropped, as ``asyncio.wait_for`` (3.11) does when both happen in one step."""
+
+    def __init__(self, store: Threaded) -> None:
+        super().__init__(store, threads=1)
+        self.calls = 0
+        self.entered = asyncio.Event()
+
+    async def call(
+        self, fn: Callable[..., T], *args: Any, deadline: float = BACKGROUND_DEADLINE_S
+    ) -> T:
+        self.calls += 1
+        answer = await super().call(fn, *args, deadline=deadline)
+        self.entered.set()
+        with contextlib.suppress(asyncio.CancelledError):  # dropped: the caller goes on
+            await asyncio.sleep(30)
+        return answer
+
+
+def test_the_revocation_loop_ends_at_stop_when_its_cancel_is_dropped() -> None:
+    store = Threaded()
+    client = AnswersAsCancelled(store)
+    params = {"client_id": "web", "username": "ada", "password": "Ada-Pw-1"}
+    service = TokenService(port_name="OAUTH", key=b"k" * 32, store=store,
+                           source=ParamsSource(lambda: params, None), max_failures=10,
+                           allow_get=False, client=client)  # fmt: skip
+
+    async def main() -> tuple[bool, BaseException | None]:
+        service.start()
+        loop_task = service._refresher
+        assert loop_task is not None
+        await asyncio.wait_for(client.entered.wait(), 5)
+        service.stop()  # the cancel lands on the call, which drops it
+        client.close()  # the service's shutdown closes the store's threads next
+        done, _ = await asyncio.wait({loop_task}, timeout=2.0)  # 4 rounds of 0.5 s
+        if not done:
+            loop_task.cancel()
+            return False, None
+        return True, None if loop_task.cancelled() else loop_task.exception()
+
+    ended, exc = asyncio.run(main())
+    assert ended, f"the loop still ran after stop ({client.calls} store calls)"
+    assert exc is None, repr(exc)
+    assert client.calls == 1
