@@ -82,6 +82,11 @@ def chunked():
     rest.setChunkedResponse("caf")
     rest.setLastChunkedResponse("\u00e9")
 
+@get("/chunked-euro")
+def chunked_euro():
+    rest.setKeyHeaderResponse("Content-Type", rest.getQueryRequest()["type"])
+    rest.setChunkedResponse("\u20ac")
+
 @get("/euro")
 def euro():
     return Response("\u20ac", media_type=rest.getQueryRequest()["type"])
@@ -256,6 +261,11 @@ def test_an_unknown_or_unencodable_declared_charset_is_a_500_named_in_the_log(
             answer = client.get("/rest/euro", params={"type": LATIN_TEXT})
         assert answer.status_code == 500
         assert "the Content-Type's charset 'iso-8859-1' cannot encode" in caplog.text
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="fwrest.app"):  # before the head went out
+            answer = client.get("/rest/chunked-euro", params={"type": LATIN_TEXT})
+        assert answer.status_code == 500 and answer.json()["code"] == 500
+        assert "charset (latin-1) cannot encode ('€' at 0)" in caplog.text, caplog.text
         caplog.clear()
         euro = client.get("/rest/euro", params={"type": "text/plain; charset=windows-1252"})
         assert euro.content == "€".encode("cp1252")

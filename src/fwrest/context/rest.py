@@ -191,9 +191,14 @@ class RestObject:
                     "an async iterator of its pieces instead"
                 )
             encode = _chunk_encoder(ctx)
+            # the first piece encoded before the head goes out: text its charset cannot
+            # encode is then the handler's failure (a 500), not a cut answer
+            piece = _encoded(encode, data) if isinstance(data, str) else bytes(data)
             feed = ctx.chunks = chunks.ChunkFeed(caller.loop, encode)
             caller.answer_early(chunks.ChunkedAnswer(feed, ctx.method, ctx.path))
-        feed.put(feed.encode(data) if isinstance(data, str) else bytes(data))
+        else:
+            piece = _encoded(feed.encode, data) if isinstance(data, str) else bytes(data)
+        feed.put(piece)
         if last:
             feed.end()
 
@@ -486,6 +491,23 @@ def _drop_header(headers: dict[str, str], name: str) -> bool:
 
 
 rest = RestObject()
+
+
+def _encoded(encode: Callable[[str], bytes], text: str) -> bytes:
+    """``text`` as a chunked answer's piece.
+
+    Raises:
+        ValueError: a character the answer's charset has no byte for (named, as a ``str``
+            answer's error names it).
+    """
+    try:
+        return encode(text)
+    except UnicodeEncodeError as exc:
+        char = text[exc.start : exc.start + 1]
+        raise ValueError(
+            f"setChunkedResponse: text that the answer's charset ({exc.encoding}) cannot "
+            f"encode ({char!r} at {exc.start})"
+        ) from None
 
 
 def _chunk_encoder(ctx: RequestContext) -> Callable[[str], bytes]:
