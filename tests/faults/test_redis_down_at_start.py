@@ -15,6 +15,7 @@ each port of each host and its access token is accepted by both hosts.
 from __future__ import annotations
 
 import base64
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import httpx
 import jwt
 import trustme
 
+from fwrest.server.worker import SECRET_RETRY_S
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import ServerProcess, free_config, local_port, wait_for
 from tests.faults.support import app_with, oauth_params
@@ -44,6 +46,19 @@ def host_config(folder: Path, certs: dict[str, Path], url: str) -> Path:
     }
     app = app_with(oauth_params([ADA]), dict([BASIC_USER]))
     return free_config(folder, app=app, servers=servers, extra={"HTTPSERVER": {"StateStore": url}})
+
+
+def usage_form(http: httpx.Client, proc: ServerProcess, auth: str) -> tuple[str, str]:
+    """The action and anti-forgery token of the usage page's reset form (Basic port)."""
+    page = http.get(proc.url("BASIC") + "/fw/rest/usage/time", headers={"Authorization": auth})
+    assert page.status_code == 200, page.text
+    form = re.search(
+        r'<form method="post" action="([^"]+)"><input type="hidden" name="fw_csrf" '
+        r'value="([^"]+)">',
+        page.text,
+    )
+    assert form, page.text
+    return form.group(1), form.group(2)
 
 
 def grant(http: httpx.Client, proc: ServerProcess, port: str) -> httpx.Response:
@@ -87,6 +102,9 @@ def test_hosts_started_before_redis_serve_and_issue_tokens_once_it_answers(
             )
             assert ready.status_code == 503 and ready.json()["status"] == "DOWN", ready.text
             assert "the signing key was not read from the state store" in proc.log()
+        # a page with an anti-forgery form, served while the key shared by the hosts is
+        # unknown: its worker's own key signs it meanwhile
+        assert usage_form(http, procs[0], basic_auth)[1]
 
         redis_server.start()
         tokens: dict[str, list[str]] = {port: [] for port in OAUTH_PORTS}
@@ -115,6 +133,21 @@ def test_hosts_started_before_redis_serve_and_issue_tokens_once_it_answers(
             assert log.count("the signing key was read from the state store") == 2, log
             assert log.count("the key set was read from") == 1, log
             assert "Traceback" not in log and "key set was not reloaded" not in log, log
+
+        # the worker asks the store again (SECRET_RETRY_S): once it answers, host A's form is
+        # signed with the key every host shares, and host B takes it
+        def shared_form() -> bool:
+            action, token = usage_form(http, procs[0], basic_auth)
+            b = procs[1].url("BASIC").split("/rest")[0]
+            done = http.post(
+                b + action,
+                data={"fw_csrf": token},
+                headers={"Authorization": basic_auth, "Origin": b},
+            )
+            assert done.status_code in (303, 403), done.text
+            return done.status_code == 303
+
+        wait_for(shared_form, SECRET_RETRY_S + RECOVERY_S, "a form of host A taken by host B", 1)
         with redis_server.client() as direct:
             assert direct.exists("fwrest:signing_key")
             assert direct.hexists("fwrest:blobs", "fwrest-keyset")

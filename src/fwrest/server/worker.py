@@ -52,6 +52,9 @@ def new_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
+SECRET_RETRY_S = 5.0  # how often a worker asks a store that did not answer for the shared key
+
+
 class Worker:
     """Serves a :class:`ServicePlan` on listening sockets until :meth:`request_stop`.
 
@@ -130,6 +133,7 @@ class Worker:
             lambda: self.conns.draining,
         )
         self._secret: bytes | None = None
+        self._secret_retry_at = 0.0  # while the store does not answer: a worker's own key
         self._total_base = int(self.counters[2 * index + 1]) if self.counters is not None else 0
 
     @property
@@ -193,15 +197,26 @@ class Worker:
         return self._audit
 
     def service_secret(self) -> bytes:
-        """A key shared by every worker and host of the service (anti-forgery tokens)."""
-        if self._secret is None:
-            candidate = secrets.token_bytes(32)
+        """A key shared by every worker and host of the service (anti-forgery tokens). While
+        the store does not answer (a service may start so: SPEC 7), the worker's own key,
+        and the store asked again at most every ``SECRET_RETRY_S`` seconds: once it answers,
+        the shared key replaces it, without a restart (a page served meanwhile is posted
+        again)."""
+        secret = self._secret
+        if secret is not None and not self._secret_retry_at:
+            return secret
+        now = time.monotonic()
+        if secret is None or now >= self._secret_retry_at:
+            candidate = secret if secret is not None else secrets.token_bytes(32)
             store = self.plan.store
             try:
-                self._secret = store.signing_key(candidate) if store is not None else candidate
+                secret = store.signing_key(candidate) if store is not None else candidate
+                self._secret_retry_at = 0.0
             except StoreError:
-                self._secret = candidate
-        return self._secret
+                secret = candidate
+                self._secret_retry_at = now + SECRET_RETRY_S
+            self._secret = secret
+        return secret
 
     def probe(self, name: str) -> tuple[int, dict[str, Any]]:
         return self.probes.answer(name)
