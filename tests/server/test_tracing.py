@@ -44,6 +44,7 @@ from tests.conftest import (
     issue_certs,
     local_port,
 )
+from tests.redis_support import RedisServer
 
 MODULES = """
 @get("/modules")
@@ -384,15 +385,30 @@ def test_token_route_spans_the_memory_stores_calls_and_exports_no_token(
         assert secret.rsplit(".", 1)[-1].encode() not in exported, secret
 
 
-def test_without_tracing_a_worker_imports_nothing_of_opentelemetry(serve: Any) -> None:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as folder:
-        proc: ServerProcess = serve(free_config(Path(folder), app=NO_TRACING_APP))
+@pytest.mark.parametrize("store", ["memory", "redis"])
+def test_without_tracing_a_worker_imports_nothing_of_opentelemetry(
+    serve: Any, tmp_path: Path, store: str
+) -> None:
+    """Nor does redis-py, which imports OpenTelemetry's SDK at ``import redis`` when it is
+    installed (redis 8's optional metrics; ``store/redis_target.py``'s ``quiet_redis``)."""
+    url = "memory"
+    redis_server = None
+    if store == "redis":
+        (tmp_path / "redis").mkdir()
+        redis_server = RedisServer(tmp_path / "redis").start()
+        url = redis_server.url
+    try:
+        config = free_config(
+            tmp_path, app=NO_TRACING_APP, extra={"HTTPSERVER": {"StateStore": url}}
+        )
+        proc: ServerProcess = serve(config)
         r = httpx.get(f"{proc.url()}/modules", timeout=10)
         assert r.status_code == 200
         assert r.json() == []
         assert not re.search(r"trace_id=", proc.log())
+    finally:
+        if redis_server is not None:
+            redis_server.stop()
 
 
 def test_bad_tracing_values_are_start_errors() -> None:

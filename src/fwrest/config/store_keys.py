@@ -24,6 +24,7 @@ from fwrest.store.redis_target import (
     RedisOptions,
     parse_cluster_url,
     parse_sentinel_url,
+    quiet_redis,
     shown_url,
     split_userinfo,
 )
@@ -95,6 +96,7 @@ def state_store_config(
 def _check_redis_url(raw: RawConfig, section: str, url: str) -> None:
     """A Redis URL that redis-py takes, with a host (or a socket's path) and a numeric
     database; a password in it is never shown."""
+    quiet_redis()
     from redis.connection import parse_url
 
     parts = urlsplit(url)

@@ -30,7 +30,7 @@ from fwrest.routing import Router
 from fwrest.server.handler import Handler
 from fwrest.server.hooks import Hook, PoolHooks, pool_hooks, select_hook
 from fwrest.store import StateStore, StoreError, open_store, shown_url
-from fwrest.store.redis_target import shared_store
+from fwrest.store.redis_target import quiet_redis, shared_store
 from fwrest.store.schema import SchemaError
 from fwrest.store.schema import ensure as ensure_schema
 
@@ -397,6 +397,7 @@ def probe_store(config: ServiceConfig) -> str | None:
     """
     if config.state_store in ("sqlite", "memory"):
         return None
+    quiet_redis()
     from fwrest.store.redis import NO_DATABASE, RedisClusterStore, RedisStore
     from fwrest.store.redis_target import CLUSTER_SCHEMES
 

@@ -22,7 +22,7 @@ from fwrest.store.base import (
     StoreError,
     TokenStore,
 )
-from fwrest.store.redis_target import RedisOptions, shown_url
+from fwrest.store.redis_target import RedisOptions, quiet_redis, shown_url
 
 SQLITE_FILE = "state.sqlite3"  # StateStore=sqlite: this file under DataPath
 
@@ -61,6 +61,7 @@ def open_store(
         from fwrest.store.sqlite import SqliteStore
 
         return SqliteStore(data_path / SQLITE_FILE)
+    quiet_redis()
     from fwrest.store.redis import RedisClusterStore, RedisStore
     from fwrest.store.redis_target import CLUSTER_SCHEMES
 

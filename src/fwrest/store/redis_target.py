@@ -25,6 +25,7 @@ never shown: :func:`shown_url` is the only form of a URL fwrest writes anywhere.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,10 +219,29 @@ def _tls_kwargs(options: RedisOptions) -> dict[str, Any]:
     }
 
 
+def quiet_redis() -> None:
+    """Import redis-py without its optional OpenTelemetry metrics, before any other import of
+    it (``fwrest.store.redis`` and this module's clients are imported after a call).
+
+    redis-py 8 imports OpenTelemetry's SDK at ``import redis`` whenever it is installed, for
+    metrics an application may switch on (``redis.observability``); fwrest never does, and
+    SPEC 17.4 says that with ``Tracing`` unset nothing of OpenTelemetry is imported. So the
+    first import hides it, unless it is imported already (``Tracing=otlp``, or the
+    application's own use): redis-py then finds it as it would."""
+    if "redis" in sys.modules or "opentelemetry" in sys.modules:
+        return
+    sys.modules["opentelemetry"] = None  # type: ignore[assignment]  # its imports: ImportError
+    try:
+        import redis  # noqa: F401  (its observability modules read OpenTelemetry's absence)
+    finally:
+        del sys.modules["opentelemetry"]
+
+
 def make_client(url: str, options: RedisOptions, **common: Any) -> Any:
     """The redis-py client of ``url`` with ``options``; ``common`` (timeouts, retry, health
     checks) goes to every connection it makes, the sentinels' included. Connects to nothing:
     redis-py connects at the first command."""
+    quiet_redis()
     import redis
 
     kwargs = dict(common)
@@ -261,6 +281,7 @@ def make_cluster_client(url: str, options: RedisOptions, retries: int, **common:
     A command is retried ``retries`` times after a connection error or a cluster down (the
     slots' owners are asked again first), never after a timeout: the command may sit in a
     frozen node and run when it thaws (``store/redis.py``)."""
+    quiet_redis()
     import redis
     from redis.backoff import NoBackoff
     from redis.cluster import ClusterNode, RedisCluster
