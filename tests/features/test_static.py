@@ -270,6 +270,33 @@ def test_if_match_and_if_unmodified_since(client: Client) -> None:
     assert (ranged.status_code, ranged.text) == (206, "01")
 
 
+def test_conditions_on_two_lines_and_dates_that_are_not_one(client: Client) -> None:
+    """A list field's lines are one list (RFC 9110 5.3: If-Match, If-None-Match); a date on
+    two lines, a list of dates or one in another zone than GMT is no HTTP-date and is ignored
+    (13.1.3, 13.1.4); an If-Range on two lines names no version: the whole file (13.1.5)."""
+    url = "/www/digits.txt"
+    etag = client.get(url).headers["etag"]
+    whole = (200, "0123456789" * 100)
+    old, future = "Mon, 01 Jan 2001 00:00:00 GMT", "Fri, 01 Jan 2100 00:00:00 GMT"
+    for lines in (
+        [("If-Match", '"x"'), ("If-Match", etag)],
+        [("If-Unmodified-Since", f"{old}, x")],
+        [("If-Unmodified-Since", old), ("If-Unmodified-Since", future)],
+        [("If-Unmodified-Since", old.replace("GMT", "PST"))],
+        [("If-Modified-Since", f"{future}, {old}")],
+        [("If-Modified-Since", future), ("If-Modified-Since", old)],
+        [("Range", "bytes=0-1"), ("If-Range", etag), ("If-Range", etag)],
+    ):
+        answer = client.get(url, headers=lines)
+        assert (answer.status_code, answer.text) == whole, lines
+    assert (
+        client.get(url, headers=[("If-None-Match", '"x"'), ("If-None-Match", etag)]).status_code
+        == 304
+    )
+    asctime = client.get(url, headers={"If-Modified-Since": "Fri Jan  1 00:00:00 2100"})
+    assert asctime.status_code == 304  # the third HTTP-date form, GMT without saying so
+
+
 @pytest.fixture(scope="module")
 def gz_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     """The tree through a port that compresses (``digits.txt``, 1000 bytes, over the

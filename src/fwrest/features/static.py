@@ -27,6 +27,7 @@ import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC
 from email.utils import formatdate, parsedate_to_datetime
 from pathlib import Path
 from typing import BinaryIO
@@ -55,6 +56,27 @@ def _header(req: Request, name: str) -> str | None:
         if key == name:
             return value
     return None
+
+
+def _lines(req: Request, name: str) -> list[str]:
+    """Every field line of ``name``: a list field's lines are one list (RFC 9110 5.3), and a
+    field of one value given on two lines is no valid value."""
+    return [value for key, value in req.headers if key == name]
+
+
+def _listed(req: Request, name: str) -> str | None:
+    """A list field (``If-Match``, ``If-None-Match``), its lines joined (RFC 9110 5.3)."""
+    lines = _lines(req, name)
+    return ", ".join(lines) if lines else None
+
+
+def _one(req: Request, name: str) -> str | None:
+    """A field of one value (a date, ``If-Range``): None when absent; ``""`` (no valid value)
+    when given on more than one line."""
+    lines = _lines(req, name)
+    if not lines:
+        return None
+    return lines[0] if len(lines) == 1 else ""
 
 
 class StaticFiles:
@@ -250,24 +272,32 @@ class _Pieces:
 
 
 def _date(value: str) -> float | None:
-    """An HTTP date as a timestamp; None when it is not one (the header is then ignored)."""
+    """An HTTP-date as a timestamp; None when it is not one (the header is then ignored, RFC
+    9110 13.1.3, 13.1.4): a list of dates, or a zone other than GMT (5.6.7: the two forms with
+    a comma end with ``GMT``; asctime's has no zone and is GMT)."""
+    parts = value.split()
+    if value.count(",") > 1 or not parts or ("," in value and parts[-1] != "GMT"):
+        return None
     try:
-        return parsedate_to_datetime(value).timestamp()
+        when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
 
 
 def _precondition_failed(req: Request, found: _File) -> str:
     """RFC 9110 13.1.1, 13.1.4, 13.2.2: why ``If-Match`` (the strong comparison: ``*`` or
     the file's own tag; a weak tag never matches) or, without it, ``If-Unmodified-Since``
     (the file changed after that date) fails; empty when neither does (412 otherwise)."""
-    match = _header(req, "if-match")
+    match = _listed(req, "if-match")
     if match is not None:
         tags = {t.strip() for t in match.split(",")}
         if "*" in tags or found.etag in tags:
             return ""
         return "If-Match names no current version of the file"
-    since = _header(req, "if-unmodified-since")
+    since = _one(req, "if-unmodified-since")
     if since is None:
         return ""
     when = _date(since)
@@ -280,11 +310,11 @@ def _not_modified(req: Request, found: _File) -> bool:
     """RFC 9110 13.1.2, 13.1.3: If-None-Match first (the weak comparison: a ``W/`` tag
     matches the file's, as the weak tag of its compressed answer does); If-Modified-Since
     only without it."""
-    match = _header(req, "if-none-match")
+    match = _listed(req, "if-none-match")
     if match is not None:
         tags = {t.strip().removeprefix("W/") for t in match.split(",")}
         return "*" in tags or found.etag in tags
-    since = _header(req, "if-modified-since")
+    since = _one(req, "if-modified-since")
     if since is None:
         return False
     when = _date(since)
@@ -294,9 +324,11 @@ def _not_modified(req: Request, found: _File) -> bool:
 def _if_range_holds(req: Request, found: _File) -> bool:
     """A ``Range`` applies unless ``If-Range`` names another version of the file (RFC 9110
     13.1.5: the strong comparison; a weak tag, as a compressed answer's, never matches)."""
-    condition = _header(req, "if-range")
+    condition = _one(req, "if-range")
     if condition is None:
         return True
+    if not condition:  # on two lines: no valid validator, so the whole file (13.1.5)
+        return False
     condition = condition.strip()
     if condition.startswith('"'):
         return condition == found.etag
