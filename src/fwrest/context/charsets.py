@@ -19,7 +19,15 @@ from encodings.aliases import aliases
 
 from fwrest.errors import HTTPError
 
-__all__ = ["ACCEPTED", "CHARSETS", "UTF8", "Charset", "answer_charset", "body_text"]
+__all__ = [
+    "ACCEPTED",
+    "CHARSETS",
+    "UTF8",
+    "Charset",
+    "answer_charset",
+    "body_text",
+    "unencodable",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,3 +222,10 @@ def answer_charset(media: str, charset: Charset) -> tuple[Charset, str]:
         _answers.clear()
     _answers[key] = found
     return found
+
+
+def unencodable(text: str, exc: UnicodeEncodeError, charset: str) -> str:
+    """Why ``text`` is no answer in ``charset`` (as an error names it), from the error its
+    encoding raised: the first character it has no byte for, and where."""
+    char = text[exc.start : exc.start + 1]
+    return f"text that {charset} cannot encode ({char!r} at {exc.start})"

@@ -16,7 +16,7 @@ from urllib.parse import quote
 from fwrest.config.hosts import authority, host_and_port
 from fwrest.context import chunks
 from fwrest.context.certs import certificate_fields
-from fwrest.context.charsets import answer_charset, body_text
+from fwrest.context.charsets import answer_charset, body_text, unencodable
 from fwrest.context.codings import choose_coding
 from fwrest.context.jsonbody import to_json
 from fwrest.context.request import Headers, RequestContext, check_header, check_status, current
@@ -503,11 +503,8 @@ def _encoded(encode: Callable[[str], bytes], text: str) -> bytes:
     try:
         return encode(text)
     except UnicodeEncodeError as exc:
-        char = text[exc.start : exc.start + 1]
-        raise ValueError(
-            f"setChunkedResponse: text that the answer's charset ({exc.encoding}) cannot "
-            f"encode ({char!r} at {exc.start})"
-        ) from None
+        why = unencodable(text, exc, f"the answer's charset ({exc.encoding})")
+        raise ValueError(f"setChunkedResponse: {why}") from None
 
 
 def _chunk_encoder(ctx: RequestContext) -> Callable[[str], bytes]:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import msgspec
 
 from fwrest.auth.blocking import settled
-from fwrest.context.charsets import UTF8, Charset, answer_charset
+from fwrest.context.charsets import UTF8, Charset, answer_charset, unencodable
 from fwrest.context.chunks import ChunkedAnswer
 from fwrest.context.events import EventStream
 from fwrest.context.jsonbody import NotJSON, to_json
@@ -258,11 +258,8 @@ def _text(value: str, charset: Charset, encode: Callable[[str], bytes] | None = 
     try:
         return value.encode(charset.codec) if encode is None else encode(value)
     except UnicodeEncodeError as exc:
-        char = value[exc.start : exc.start + 1]
-        raise ResultError(
-            f"a handler returned text that {charset.described} cannot encode "
-            f"({char!r} at {exc.start})"
-        ) from None
+        why = unencodable(value, exc, charset.described)
+        raise ResultError(f"a handler returned {why}") from None
 
 
 def _answer_charset(media: str, charset: Charset) -> tuple[Charset, str]:
