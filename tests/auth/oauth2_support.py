@@ -91,8 +91,7 @@ class OAuthPort:
         self.http.close()
 
     def __enter__(self) -> Self:
-        """The port, its service started (a port in this process: one worker made)."""
-        self.http.__enter__()
+        """The port, its service started (a port in this process: started when made)."""
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -132,10 +131,11 @@ class OAuth(OAuthPort):
 
 class LocalOAuth(OAuthPort):
     """A client of one oAuth2 port of a service in this process (``fwrest.testing.Client``:
-    its base URL is ``https://``, but no TLS is involved); paths are relative to it."""
+    its base URL is ``https://``, but no TLS is involved); paths are relative to it. The port
+    opens when the client is made: its signing key and key set exist from then on."""
 
     def __init__(self, config: Path, server: str, location: str = "/rest") -> None:
-        super().__init__(server, Client(config, server=server), location)
+        super().__init__(server, Client(config, server=server).__enter__(), location)
 
 
 P = TypeVar("P", bound=OAuthPort)
