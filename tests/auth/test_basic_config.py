@@ -302,15 +302,6 @@ def test_invalid_json_in_fw_data_gives_line_and_column(case: Case, fmt: str, tex
     assert _where(text) in exc.problem
 
 
-def test_invalid_json_in_an_fw_data_file_gives_line_and_column(case: Case) -> None:
-    text = '{\n  "Authorization": {\n    "scheme": "basic"\n    "OnAuth": "check"\n  }\n}\n'
-    (case.tmp / "fw.json").write_text(text)
-    exc = case.error("fw.json")
-    assert (exc.section, exc.key) == ("HTTP_REST", "FwData")
-    assert "fw.json" in exc.problem
-    assert "line 4, column 5" in exc.problem
-
-
 # -- where Authorization may be written ----------------------------------------------------------
 
 

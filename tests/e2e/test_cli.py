@@ -297,14 +297,6 @@ def test_check_missing_file(tmp_path: Path) -> None:
     assert_config_error(result, "absent.ini", "does not exist")
 
 
-def test_check_garbage_certificate(tmp_path: Path, certs: dict[str, Path]) -> None:
-    certs["cert"].write_text("this is not a certificate\n")
-    data = sections()
-    data["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
-    result = run_forked("check", str(write_config(tmp_path, data)), cwd=tmp_path)
-    assert_config_error(result, "[HTTP_REST] SslCertificate:", "cannot be loaded")
-
-
 def test_check_tls_port_shows_https(tmp_path: Path, certs: dict[str, Path]) -> None:
     data = sections()
     data["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")

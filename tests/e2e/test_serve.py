@@ -274,12 +274,6 @@ def test_dict_is_json_200(base: str) -> None:
     assert r.json()["hello"] == "world"
 
 
-def test_wrong_method_405(base: str) -> None:
-    r = httpx.get(f"{base}/a/echo")
-    assert r.status_code == 405
-    assert "POST" in r.headers["allow"]
-
-
 def test_def_runs_in_a_pool_thread(base: str) -> None:
     names = {httpx.get(f"{base}/a/where/sync").json()["thread"] for _ in range(3)}
     print("sync handler threads:", names)

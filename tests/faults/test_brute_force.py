@@ -51,7 +51,15 @@ from argon2 import PasswordHasher
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import ServerProcess, free_config, local_port
-from tests.faults.support import Pinned, app_with, oauth_params, pinned_per_worker, simultaneous
+from tests.faults.support import (
+    Pinned,
+    all_closed,
+    app_with,
+    oauth_params,
+    password_grant,
+    pinned_per_worker,
+    simultaneous,
+)
 
 MAX_FAILURES = 10
 VICTIM = ("victim", "Victim-Pw-1")
@@ -130,21 +138,8 @@ def same_as_a_wrong_one(attempt: Callable[[str], httpx.Response], right: str) ->
     return [answer(correct)]
 
 
-def password_form(user: str, password: str) -> dict[str, str]:
-    return {"grant_type": "password", "username": user, "password": password}
-
-
 def grant(client: Pinned, user: str, password: str) -> httpx.Response:
-    return client.http.post(client.base + TOKEN, data=password_form(user, password))
-
-
-@contextlib.contextmanager
-def all_closed(*clients: Pinned) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        for client in clients:
-            client.close()
+    return client.http.post(client.base + TOKEN, data=password_grant(user, password))
 
 
 def test_token_route_locks_a_user_across_workers_and_does_not_leak_the_right_password(
@@ -154,7 +149,7 @@ def test_token_route_locks_a_user_across_workers_and_does_not_leak_the_right_pas
         service.oauth, addresses=["127.0.0.11", "127.0.0.12"], verify=service.ctx
     )
     c = Pinned(service.oauth, address="127.0.0.13", verify=service.ctx)
-    with all_closed(a, b, c):
+    with all_closed((a, b, c)):
         statuses = []
         for i in range(MAX_FAILURES):  # 5 on each worker, from two addresses
             response = grant(a if i % 2 == 0 else b, VICTIM[0], f"guess-{i}")
@@ -179,7 +174,7 @@ def test_token_route_locks_a_user_across_workers_and_does_not_leak_the_right_pas
 def test_token_route_locks_an_address_across_workers(service: Service) -> None:
     d1, d2 = pinned_per_worker(service.oauth, address="127.0.0.14", verify=service.ctx)
     e = Pinned(service.oauth, address="127.0.0.15", verify=service.ctx)
-    with all_closed(d1, d2, e):
+    with all_closed((d1, d2, e)):
         for i in range(MAX_FAILURES):  # ten user names that do not exist, from one address
             assert grant(d1 if i % 2 else d2, f"nobody{i}", "guess").status_code == 400
         for client in (d1, d2):
@@ -200,7 +195,7 @@ def test_basic_port_locks_a_user_across_workers_and_does_not_leak_the_right_pass
 ) -> None:
     a, b = pinned_per_worker(service.basic, addresses=["127.0.0.21", "127.0.0.22"], auth=PROBER)
     c = Pinned(service.basic, address="127.0.0.23", auth=PROBER)
-    with all_closed(a, b, c):
+    with all_closed((a, b, c)):
         assert basic_get(a, *BASIC_VICTIM).status_code == 200  # before: the password works
         statuses = [
             basic_get(a if i % 2 == 0 else b, BASIC_VICTIM[0], f"guess-{i}").status_code
@@ -265,7 +260,7 @@ def asking(svc: Service, basic_address: str, oauth_address: str) -> Iterator[tup
         yield (
             lambda user, pw: basic.get(svc.basic + "/hello", auth=(user, pw)).status_code,
             lambda user, pw: (
-                oauth.post(svc.oauth + TOKEN, data=password_form(user, pw)).status_code
+                oauth.post(svc.oauth + TOKEN, data=password_grant(user, pw)).status_code
             ),
         )
 
@@ -388,7 +383,7 @@ def test_simultaneous_wrong_password_grants_check_at_most_max_failures(counted: 
     answers, took = simultaneous(
         SIMULTANEOUS,
         lambda client: client.get(counted.oauth + "/pid"),  # public: the TLS handshake
-        lambda client, i: client.post(url, data=password_form(HASHED[0], f"g-{i}")),
+        lambda client, i: client.post(url, data=password_grant(HASHED[0], f"g-{i}")),
         verify=counted.ctx,
         addresses=ADDRESSES,
     )
@@ -404,7 +399,7 @@ def test_simultaneous_wrong_password_grants_check_at_most_max_failures(counted: 
     assert statuses[429] == SIMULTANEOUS - statuses[400]
     assert all(a.json()["error"] == "invalid_grant" for a in answers if a.status_code == 400)
     with httpx.Client(verify=counted.ctx, timeout=15) as client:
-        assert client.post(url, data=password_form(*HASHED)).status_code == 429
+        assert client.post(url, data=password_grant(*HASHED)).status_code == 429
     assert log_text.count("further attempts get 429") == 1
 
 

@@ -88,7 +88,8 @@ def test_kill_9_of_a_worker_under_load_fails_only_its_requests_in_flight(
         assert len(after) > 50  # the service kept serving after the kill
         now = wait_workers(proc.proc.pid, 2)
         assert victim not in now and len(now & before) == 1
-        assert "signal 9" in proc.wait_log(f"(pid {victim}) died")
+        text = proc.wait_log(f"(pid {victim}) died")
+        assert "signal 9" in text and "starting a replacement" in text
     finally:
         code = proc.stop()
     assert code == 0
