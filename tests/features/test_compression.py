@@ -101,6 +101,9 @@ def get(client: Client, path: str, accept: str | None) -> httpx.Response:
         ("gzip;q=1, br;q=0.5", "gzip"), ("br;q=0, *", "gzip"), ("*", "br"), ("GZIP;Q=0.3", "gzip"),
         ("deflate", None), ("identity", None), ("gzip;q=0, br;q=0", None), ("gzip;q=abc", None),
         ("", None),
+        # identity weighted above the codings, by name or by * (RFC 9110 12.4.2, 12.5.3)
+        ("identity;q=1, gzip;q=0.5", None), ("br;q=0.1, identity;q=0.9", None),
+        ("gzip;q=0.5, *", "br"), ("gzip;q=0.5, br;q=0.5, *", None), ("identity;q=0.5, gzip", "gzip"),
     ],
 )  # fmt: skip
 def test_the_coding_follows_accept_encoding(

@@ -37,6 +37,8 @@ def choose_coding(header: str | None, offered: Sequence[str]) -> tuple[str | Non
     """``(coding, identity refused)``: the coding of ``offered`` (in the server's order of
     preference) the request accepts with the highest q (None: none of them), and whether it
     refused the uncompressed answer (``identity;q=0``, or ``*;q=0`` without ``identity``).
+    A request that weights ``identity`` (by name or by ``*``) above every offered coding gets
+    None: it prefers the uncompressed answer.
 
     >>> choose_coding("gzip;q=0.5, br", ("br", "gzip"))
     ('br', False)
@@ -44,6 +46,8 @@ def choose_coding(header: str | None, offered: Sequence[str]) -> tuple[str | Non
     ('gzip', False)
     >>> choose_coding("gzip, identity;q=0", ("gzip",))
     ('gzip', True)
+    >>> choose_coding("identity;q=1, gzip;q=0.5", ("gzip",))
+    (None, False)
     >>> choose_coding(None, ("gzip",))
     (None, False)
     """
@@ -62,6 +66,8 @@ def choose_coding(header: str | None, offered: Sequence[str]) -> tuple[str | Non
         if q > best_q:
             best, best_q = coding, q
     identity = weights.get("identity", star if star is not None else 1.0)
+    if best_q < identity and ("identity" in weights or star is not None):
+        best = None  # the uncompressed answer preferred, by name or by ``*`` (RFC 9110 12.4.2)
     found = (best, identity == 0.0)
     if len(_chosen) >= _REMEMBERED:
         _chosen.clear()
