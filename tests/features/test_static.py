@@ -62,6 +62,7 @@ def make_tree(folder: Path) -> Path:
     (www / "app.js").write_text("console.log('hi');\n" * 10)
     (www / "data.xlsx").write_bytes(b"PK\x03\x04" + b"\0" * 100)
     (www / "digits.txt").write_text("0123456789" * 100)
+    (www / "notes.md").write_text("# notes\n")
     (www / "empty.txt").write_bytes(b"")
     (www / "sub" / "page.html").write_text("<p>sub</p>")
     (www / "api" / "hello").write_text("the file, not the route")
@@ -86,7 +87,10 @@ def static_config(folder: Path, module: str | None = None, **keys: Any) -> Path:
     make_tree(folder)
     server = local_port(Locations="ROOT, WWW", ContentTypes="TYPES", **keys)
     www = {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www", "DefaultPage": "index.html"}
-    types = {".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
+    types = {
+        ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        ".md": "TEXT/Markdown",  # a media type's name is case-insensitive (RFC 9110 8.3.1)
+    }
     extra = {"WWW": www, "TYPES": types}
     return config_of(folder, module, app=APP, servers={"HTTP_REST": server}, extra=extra)
 
@@ -132,6 +136,7 @@ def test_files_and_the_default_page(client: Client) -> None:
     assert xlsx.headers["content-type"] == (
         "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
     )
+    assert client.get("/www/notes.md").headers["content-type"] == "TEXT/Markdown; charset=utf-8"
     # routes win over files
     assert client.get("/www/api/hello").json() == {"from": "the route"}
     # not for other methods

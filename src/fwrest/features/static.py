@@ -146,7 +146,7 @@ class StaticFiles:
         media = self._types.get(ext) or mimetypes.guess_type(path)[0]
         if media is None:
             return "application/octet-stream"
-        if media.startswith("text/") and "charset=" not in media:
+        if media[:5].lower() == "text/" and "charset=" not in media.lower():  # RFC 9110 8.3.1
             media += _TEXT_CHARSET
         return media
 
