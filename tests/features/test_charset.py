@@ -213,6 +213,10 @@ def test_json_text_is_utf8_on_any_port(tmp_path: Path) -> None:
             assert answer.json() == {"a": "café"}
         answer = client.get("/rest/set-gathered", params={"type": "application/json"})
         assert answer.content == "café".encode()
+        # and so is a JSON request body getBodyRequest reads (RFC 8259 8.1)
+        for media in ("application/json", "application/vnd.x+json", "text/plain"):
+            body = client.post("/rest/echo", content="é".encode(), headers={"Content-Type": media})
+            assert body.json() == {"body": "é" if "json" in media else "Ã©"}, media
 
 
 def test_a_declared_charset_encodes_the_text(tmp_path: Path) -> None:

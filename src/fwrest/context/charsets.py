@@ -138,12 +138,14 @@ def _declared_codec(content_type: str) -> tuple[str | None, str]:
 
 
 def body_text(body: bytes, content_type: str | None, charset: Charset) -> str:
-    """A request body as text: by the charset it declares, else the server's; bytes that do
-    not decode are replaced.
+    """A request body as text: by the charset it declares, else UTF-8 for JSON and the
+    server's for the rest; bytes that do not decode are replaced.
 
     >>> body_text("é".encode("latin-1"), "text/plain; charset=ISO-8859-1", UTF8)
     'é'
     >>> body_text("é".encode(), None, UTF8)
+    'é'
+    >>> body_text("é".encode(), "application/json", CHARSETS["cp1252"])
     'é'
     >>> body_text(b"+ADw-", "text/plain; charset=utf-7", UTF8)
     Traceback (most recent call last):
@@ -165,6 +167,10 @@ def body_text(body: bytes, content_type: str | None, charset: Charset) -> str:
                 f"or no charset for the server's ({charset.name})"
             ),
         )
+    if codec is None:
+        media = content_type.partition(";")[0].strip().lower()
+        if media == "application/json" or media.endswith("+json"):
+            codec = "utf-8"  # JSON between systems is UTF-8, whatever Charset says (RFC 8259 8.1)
     return body.decode(codec or charset.codec, "replace")
 
 
