@@ -1,10 +1,11 @@
 """Server-Sent Events (SPEC 10.5): ``fwrest.EventStream`` read by the browser's ``EventSource``
 (Chromium through Playwright, the page served by ``fwrest serve`` as a static file); in process
-the event fields, never compressed, the comment while idle and the rest."""
+the event fields, compressed event by event, the comment while idle and the rest."""
 
 from __future__ import annotations
 
 import contextlib
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,17 @@ def slow():
         for n in range(2):
             time.sleep(0.35)
             yield f"tick {n}"
+    return EventStream(items())
+
+@get("/gated")
+async def gated():
+    from pathlib import Path
+    gate = Path(__file__).parent / "gate"
+    async def items():
+        yield "first"
+        while not gate.exists():  # the second event waits for the test
+            await asyncio.sleep(0.02)
+        yield "second"
     return EventStream(items())
 
 @get("/bad")
@@ -85,17 +97,29 @@ def test_the_browsers_event_source_reads_the_events(browser: Any, served: Server
     assert received == [["message", "hello", ""], ["note", "two\nlines", "2"], ["done", "bye", "3"]]
 
 
-def test_the_events_are_sent_uncompressed(tmp_path: Path) -> None:
-    with Client(events_config(tmp_path, "events_app_gzip")) as client:
-        response = client.get("/rest/events", headers={"Accept-Encoding": "gzip"})
-    assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
-    assert "content-encoding" not in response.headers
-    assert response.headers["cache-control"] == "no-cache, no-transform"
-    assert response.text == (
-        "data: hello\n\n"
-        "event: note\nid: 2\ndata: two\ndata: lines\n\n"
-        "event: done\nid: 3\nretry: 1000\ndata: bye\n\n"
-    )
+def test_the_events_are_compressed_event_by_event_where_the_location_compresses(
+    served: ServerProcess,
+) -> None:
+    """SPEC 10.5: "A stream through a compressed location is compressed chunk by chunk
+    (flushing each item)": the first event decodes whole while the second is not yet made."""
+    url = f"http://127.0.0.1:{served.ports['HTTP_REST']}/rest/gated"
+    inflate = zlib.decompressobj(31)
+    seen = b""
+    with httpx.stream("GET", url, headers={"Accept-Encoding": "gzip"}, timeout=10) as response:
+        assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
+        assert response.headers["cache-control"] == "no-cache, no-transform"
+        assert response.headers["content-encoding"] == "gzip"
+        assert response.headers["vary"] == "Accept-Encoding"
+        pieces = response.iter_raw()
+        while seen != b"data: first\n\n":  # a read timeout here: the event was held back
+            seen += inflate.decompress(next(pieces))
+        (served.config.parent / "gate").write_text("")
+        rest = b"".join(inflate.decompress(piece) for piece in pieces)
+    assert rest + inflate.flush() == b"data: second\n\n"
+    assert inflate.eof
+    plain = httpx.get(url, headers={"Accept-Encoding": "identity"}, timeout=10)
+    assert "content-encoding" not in plain.headers
+    assert plain.text == "data: first\n\ndata: second\n\n"
 
 
 def test_a_comment_keeps_an_idle_stream_open(

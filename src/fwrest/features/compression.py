@@ -165,9 +165,7 @@ class Compression:
                 if name == "content-type":
                     found = value
                 elif name == "content-encoding" or (
-                    # no-transform: an event stream's, which must never be held back
-                    name == "cache-control"
-                    and ("no-store" in value.lower() or "no-transform" in value)
+                    name == "cache-control" and "no-store" in value.lower()
                 ):
                     return reply
                 elif name == "vary":

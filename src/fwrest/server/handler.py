@@ -317,7 +317,9 @@ def _stream_reply(result: Any, ctx: RequestContext, submit: Submit | None) -> Re
 
 
 def _event_reply(result: EventStream, ctx: RequestContext, submit: Submit | None) -> Reply:
-    """Server-Sent Events (SPEC 10.5): never buffered, never compressed (``no-transform``)."""
+    """Server-Sent Events (SPEC 10.5): never buffered; through a compressing location each
+    event is compressed and flushed as it comes (the stream's rule); ``no-transform`` asks
+    proxies to pass the events on as they are."""
     headers: dict[str, str] = {
         "content-type": "text/event-stream; charset=utf-8",
         "cache-control": "no-cache, no-transform",
