@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote_plus
 
 import bcrypt
 import pytest
@@ -97,7 +98,8 @@ def arrays():
     data = {{
         **single(),
         "client": [{{"client_id": "mobile", "client_secret": "Mob-Secret-4x"}},
-                   {{"Client_Id": "cli", "Client_Secret": "Cli-Secret-3z"}}],
+                   {{"Client_Id": "cli", "Client_Secret": "Cli-Secret-3z"}},
+                   {{"client_id": "b64", "client_secret": "k+Z/9%2Fq r"}}],
         "users": [{{"username": "bob", "password": "Bob-Pw-2207"}},
                   {{"username": "cy", "password": "Cy-Pw-1188"}}],
         "expires": [{{"access_expires": "90s", "refresh_expires": "Date()+2"}}],
@@ -328,6 +330,18 @@ def test_arrays_clients_mixed_with_single_keys(
     crossed_secret = "Mob-Secret-4x" if client_id != "mobile" else "x"
     crossed = port.post(form("bob", "Bob-Pw-2207"), auth=(client_id, crossed_secret))
     assert_error(crossed, "invalid_client", 401)
+
+
+def test_a_client_secret_in_the_basic_header_encoded_or_as_it_is(svc: LocalService) -> None:
+    """RFC 6749 2.3.1 has a client form-encode its id and secret in the Basic header; many
+    (Authlib, requests' and httpx's Basic auth) send them as they are: both are taken."""
+    port, secret = svc["ARRAYS"], "k+Z/9%2Fq r"
+    for sent in (secret, quote_plus(secret)):  # httpx's auth sends it unencoded
+        expect(port.post(form("bob", "Bob-Pw-2207"), auth=("b64", sent)))
+    for wrong in ("k Z/9/q r", quote_plus("k+Z/9%2Fq  r")):
+        assert_error(
+            port.post(form("bob", "Bob-Pw-2207"), auth=("b64", wrong)), "invalid_client", 401
+        )
 
 
 def test_arrays_types_mixed_with_the_single_grant_type(svc: LocalService) -> None:

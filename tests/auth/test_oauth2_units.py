@@ -139,8 +139,14 @@ def test_fields_are_capped() -> None:
 
 def test_client_credentials() -> None:
     assert client_credentials({}, None) is None
-    assert client_credentials({"client_id": "c", "client_secret": "s"}, None) == ("c", "s")
-    assert client_credentials({}, "Basic d2ViOnNlYyUzQXJldA==") == ("web", "sec:ret")  # decoded
+    assert client_credentials({"client_id": "c", "client_secret": "s"}, None) == ("c", "s", None)
+    # decoded (RFC 6749 2.3.1), and as sent for a client that did not encode them
+    assert client_credentials({}, "Basic d2ViOnNlYyUzQXJldA==") == (
+        "web",
+        "sec:ret",
+        ("web", "sec%3Aret"),
+    )
+    assert client_credentials({}, "Basic d2ViOnM=") == ("web", "s", None)
     assert client_credentials({}, "Bearer abc") is None
     with pytest.raises(OAuthError) as info:
         client_credentials({}, "Basic !!!not-base64")

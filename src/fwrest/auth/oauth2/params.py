@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, unquote_plus
 
 from fwrest import log
@@ -24,6 +24,7 @@ from fwrest.routing.names import TOKEN_BODY_LIMIT
 __all__ = [
     "CLIENT_PREFIX",
     "AuthParams",
+    "ClientCredentials",
     "OAuthError",
     "ParamsSource",
     "client_credentials",
@@ -108,21 +109,36 @@ def request_params(
     return params
 
 
-def client_credentials(params: dict[str, str], authorization: str | None) -> tuple[str, str] | None:
+class ClientCredentials(NamedTuple):
+    """A client's id and secret as a request gives them. ``as_sent``: the Basic header's two
+    values not form-decoded, when decoding changed them: RFC 6749 2.3.1 has a client encode
+    them, but many clients (Authlib, requests' and httpx's Basic auth) send them as they are,
+    so a secret with ``+`` or ``%`` is also tried so."""
+
+    client_id: str
+    secret: str
+    as_sent: tuple[str, str] | None = None
+
+
+def client_credentials(
+    params: dict[str, str], authorization: str | None
+) -> ClientCredentials | None:
     """Client id and secret from the Basic header (RFC 6749 2.3.1) or the parameters."""
     from_header = None
     if authorization and authorization.strip()[:6].lower() == "basic ":
         creds = parse_basic(authorization)
         if creds is None:
             raise InvalidClient("malformed client credentials")
-        from_header = (unquote_plus(creds[0]), unquote_plus(creds[1]))
+        decoded = (unquote_plus(creds[0]), unquote_plus(creds[1]))
+        as_sent = None if decoded == (creds[0], creds[1]) else (creds[0], creds[1])
+        from_header = ClientCredentials(*decoded, as_sent)
     in_params = "client_id" in params or "client_secret" in params
     if from_header and in_params:
         raise InvalidRequest("client credentials given both in the header and in the parameters")
     if from_header:
         return from_header
     if in_params:
-        return params.get("client_id", ""), params.get("client_secret", "")
+        return ClientCredentials(params.get("client_id", ""), params.get("client_secret", ""))
     return None
 
 

@@ -46,6 +46,7 @@ from fwrest.auth.oauth2.keys import store_signing_key
 from fwrest.auth.oauth2.params import (
     CLIENT_PREFIX,
     AuthParams,
+    ClientCredentials,
     ParamsError,
     ParamsSource,
     client_credentials,
@@ -822,7 +823,9 @@ class TokenService:
         )
 
     # -- what the grants share ------------------------------------------------------------------
-    async def authenticate_client(self, allowed: AuthParams, creds: tuple[str, str] | None) -> str:
+    async def authenticate_client(
+        self, allowed: AuthParams, creds: ClientCredentials | None
+    ) -> str:
         """The client the request authenticates as (none sent: the first client).
 
         A client secret is plain text or a hash (``fwrest clients`` writes argon2id), checked
@@ -834,17 +837,19 @@ class TokenService:
         """
         if creds is None:
             return allowed.clients[0][0] if allowed.clients else ""
-        cid, secret = creds
+        cid, secret = creds.client_id, creds.secret
         if not secret and cid in allowed.public:
             return cid  # a public client names itself: it has no secret (SPEC 16.1)
         clients = allowed.clients
-        if costly(clients):
-            ok = await settled(asyncio.to_thread(check_user, clients, cid, secret))
-        else:
-            ok = check_user(clients, cid, secret)
-        if not ok:
-            raise InvalidClient("client authentication failed")
-        return cid
+        tried = [(cid, secret)] if creds.as_sent is None else [(cid, secret), creds.as_sent]
+        for cid, secret in tried:
+            if costly(clients):
+                ok = await settled(asyncio.to_thread(check_user, clients, cid, secret))
+            else:
+                ok = check_user(clients, cid, secret)
+            if ok:
+                return cid
+        raise InvalidClient("client authentication failed")
 
     async def issue(
         self,
