@@ -48,6 +48,7 @@ from fwrest.wire import (
     encode_reply,
     head_answer,
     refusal,
+    transfer_coding_refusal,
 )
 
 __all__ = ["Client"]
@@ -254,11 +255,10 @@ def _framing(headers: list[tuple[str, str]]) -> HTTPError | None:
             authorization = True
         elif name == "expect" and value.strip().lower() != "100-continue":
             return HTTPError(417, close=True)
-    if coded and any(
-        name == "transfer-encoding" and value.strip().lower() != "chunked"
-        for name, value in headers
-    ):
-        return HTTPError(501, detailed="only Transfer-Encoding: chunked is supported", close=True)
+    if coded:
+        return transfer_coding_refusal(
+            ",".join(value for name, value in headers if name == "transfer-encoding")
+        )
     return None
 
 

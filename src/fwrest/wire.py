@@ -34,6 +34,7 @@ __all__ = [
     "error_reply",
     "head_answer",
     "refusal",
+    "transfer_coding_refusal",
 ]
 
 JSON = "application/json"
@@ -182,6 +183,30 @@ def coded_body(coding: str) -> HTTPError | None:
         headers=(("accept-encoding", "identity"),),
         close=True,
     )
+
+
+def transfer_coding_refusal(coding: str) -> HTTPError | None:
+    """The refusal of a request whose ``Transfer-Encoding`` (its fields joined by commas)
+    is not ``chunked`` alone; None when it is (empty list elements ignored, RFC 9110
+    5.6.1.2). Chunked not the last coding: the body's length cannot be known, 400 (RFC
+    9112 6.3, a MUST); chunked last after another coding (``gzip, chunked``): 501, fwrest
+    decodes no other transfer coding (RFC 9112 6.1). Both close the connection.
+
+    >>> transfer_coding_refusal(",chunked") is None, transfer_coding_refusal("gzip").status
+    (True, 400)
+    >>> transfer_coding_refusal("gzip, chunked").status
+    501
+    """
+    codings = [c for c in (part.strip(" \t").lower() for part in coding.split(",")) if c]
+    if codings == ["chunked"]:
+        return None
+    if not codings or codings[-1] != "chunked":
+        return HTTPError(
+            400,
+            detailed="Transfer-Encoding must end with chunked (its body's length is unknown)",
+            close=True,
+        )
+    return HTTPError(501, detailed="only Transfer-Encoding: chunked is supported", close=True)
 
 
 class Keep(enum.IntEnum):

@@ -599,15 +599,17 @@ for name, te in [
     ("chunked-comma-identity", "Transfer-Encoding: chunked, identity"),
 ]:
     _sm(f"cl-te-{name}", _pe(CL_TE, te))
-_sm("te-quoted", _pe('Transfer-Encoding: "chunked"'), 501)
-_sm("te-xchunked-alone", _pe("Transfer-Encoding: xchunked"), 501)
+# chunked not the last coding: 400 (RFC 9112 6.3, a MUST); another coding before it: 501 (6.1)
+_sm("te-quoted", _pe('Transfer-Encoding: "chunked"'))
+_sm("te-xchunked-alone", _pe("Transfer-Encoding: xchunked"))
 _sm("te-chunked-twice-in-list", _pe("Transfer-Encoding: chunked, chunked"))
 _sm("te-two-chunked-headers", _pe(TE, TE))
 _sm("te-chunked-then-identity", _pe(TE, "Transfer-Encoding: identity"))
 _sm("te-identity-then-chunked", _pe("Transfer-Encoding: identity", TE), 501)
 _sm("te-gzip-chunked", _pe("Transfer-Encoding: gzip, chunked"), 501)
 _sm("te-chunked-gzip", _pe("Transfer-Encoding: chunked, gzip"))
-_sm("te-identity", _pe("Transfer-Encoding: identity"), 501)
+_sm("te-identity", _pe("Transfer-Encoding: identity"))
+_sm("te-gzip-alone", _pe("Transfer-Encoding: gzip"))
 _sm("te-http10-with-cl", _pe(CL_TE, TE, start="POST {ECHO} HTTP/1.0", host=None))
 for name, cl in [
     ("cl-duplicate-same", "Content-Length: 6\r\nContent-Length: 6"),
@@ -1327,6 +1329,9 @@ for name, chunks, body in [
     valid(name, APP, chunked("/rest/echo", chunks), body=body)
 valid("chunked-te-uppercase", APP,
       chunked("/rest/echo", "2\r\nok\r\n0\r\n\r\n").replace("chunked", "Chunked"),
+      body=b'"body":"ok"')
+valid("chunked-te-empty-list-element", APP,  # RFC 9110 5.6.1.2: ignored
+      chunked("/rest/echo", "2\r\nok\r\n0\r\n\r\n").replace(": chunked", ": ,chunked"),
       body=b'"body":"ok"')
 valid("chunked-get", APP,
       req("GET /rest/hello HTTP/1.1", "Transfer-Encoding: chunked", body="3\r\nabc\r\n0\r\n\r\n"),

@@ -312,6 +312,12 @@ REFUSED: dict[str, tuple[bytes, int, str | None]] = {
         501,
         "only Transfer-Encoding: chunked is supported",
     ),
+    # chunked not last: the body's length is unknown (RFC 9112 6.3: 400)
+    "transfer-coding-without-chunked": (
+        request_bytes("POST", "/rest/echo", [("Transfer-Encoding", "gzip")]) + CHUNKS,
+        400,
+        "Transfer-Encoding must end with chunked (its body's length is unknown)",
+    ),
     "http11-without-host": (b"GET /rest/hello HTTP/1.1\r\n\r\n", 400, ONE_HOST),
     "two-host-headers": (b"GET /rest/hello HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, ONE_HOST),
     # 413 before the body: only the headers are sent, the answer comes without the body

@@ -51,7 +51,7 @@ from httptools.parser.errors import (
 )
 
 from fwrest.errors import HTTPError
-from fwrest.wire import _STATUS_LINES, _DateLine, coded_body
+from fwrest.wire import _STATUS_LINES, _DateLine, coded_body, transfer_coding_refusal
 from fwrest.wire import encode_reply as _encode_reply_pure
 
 cimport cython
@@ -464,8 +464,7 @@ cdef class RequestParser:
             self._length = int(value)  # llhttp validated the digits
         elif kind == _TRANSFER_ENCODING:
             self._te = True
-            if value.strip().lower() != "chunked":
-                self._coding = value
+            self._coding = f"{self._coding},{value}" if self._coding else value
         elif kind == _EXPECT_FIELD:
             if self._c.http_major == 1 and self._c.http_minor == 0:
                 # RFC 9110 10.1.1 and 15.2: an HTTP/1.0 request's Expect is ignored (no 100
@@ -509,10 +508,9 @@ cdef class RequestParser:
                 raise HTTPError(
                     400, detailed="HTTP/1.0 requests cannot use Transfer-Encoding", close=True
                 )
-            if self._coding:
-                raise HTTPError(
-                    501, detailed="only Transfer-Encoding: chunked is supported", close=True
-                )
+            refused = transfer_coding_refusal(self._coding)
+            if refused is not None:
+                raise refused
         if self._hosts > 1 or (self._hosts == 0 and not http10):
             raise HTTPError(400, detailed="the request needs exactly one Host header", close=True)
         if self._hosts and not _host_valid(self._host):

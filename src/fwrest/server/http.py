@@ -42,6 +42,7 @@ from fwrest.wire import (
     encode_reply,
     head_answer,
     refusal,
+    transfer_coding_refusal,
 )
 
 __all__ = ["ConnectionSet", "HttpProtocol"]
@@ -879,7 +880,7 @@ class HttpProtocol(asyncio.Protocol):
         length = -1
         expect = False
         chunked = False
-        coding = ""  # a transfer coding other than chunked
+        coding = ""  # the Transfer-Encoding fields, joined
         content_coding = ""
         hosts = 0
         host = ""
@@ -896,8 +897,7 @@ class HttpProtocol(asyncio.Protocol):
                 length = int(value)  # llhttp validated the digits
             elif name == "transfer-encoding":
                 chunked = True
-                if value.strip().lower() != "chunked":
-                    coding = value
+                coding = f"{coding},{value}" if coding else value
             elif name == "expect" and version != "1.0":
                 # RFC 9110 10.1.1 and 15.2: an HTTP/1.0 request's Expect is ignored (no 100
                 # to a 1.0 client, no 417)
@@ -919,12 +919,11 @@ class HttpProtocol(asyncio.Protocol):
                 raise HTTPError(
                     400, detailed="HTTP/1.0 requests cannot use Transfer-Encoding", close=True
                 )
-            if coding:
-                # llhttp insists on chunked last; a coding before it (gzip, chunked) would
-                # reach the handler still encoded: refuse it (RFC 9112 6.1).
-                raise HTTPError(
-                    501, detailed="only Transfer-Encoding: chunked is supported", close=True
-                )
+            refused = transfer_coding_refusal(coding)
+            if refused is not None:
+                # a coding after chunked (RFC 9112 6.3: 400), or one before it, which would
+                # reach the handler still encoded (6.1: 501)
+                raise refused
         if hosts > 1 or (hosts == 0 and version == "1.1"):
             # RFC 9112 3.2: an HTTP/1.1 request has exactly one Host
             raise HTTPError(400, detailed="the request needs exactly one Host header", close=True)
