@@ -52,6 +52,7 @@ import enum
 import functools
 import hashlib
 import ipaddress
+import itertools
 import time
 import unicodedata
 from collections.abc import Awaitable, Callable
@@ -96,6 +97,8 @@ _ADDRESS_KEYS_MAX = 4096  # address keys remembered per process (parsing costs m
 # goes on doing so for _AWAY_S before it asks the store again (Basic keeps working while the
 # store is away, without waiting on it at every attempt).
 _AWAY_S = 5.0
+# lock-outs made while the store was away, written to it per refresh at most (one trip)
+_WRITE_BATCH = 256
 
 
 def port_keys(port_name: str) -> tuple[str, str]:
@@ -493,7 +496,8 @@ class Throttle:
         (SPEC 4.2, 13.6). Raises what the store call raises (the refresh retries)."""
         now = time.time()
         self._unwritten = {key: until for key, until in self._unwritten.items() if until > now}
-        due = dict(self._unwritten)  # a copy: each write taken pops its key
+        # a copy (each write taken pops its key), of a bounded size: a trip within the deadline
+        due = dict(itertools.islice(self._unwritten.items(), _WRITE_BATCH))
         if due:
             await self._client.call(_add_locks, self.store, due, deadline=_DEADLINE_S)
             for key, until in due.items():
