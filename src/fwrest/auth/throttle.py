@@ -30,8 +30,10 @@ usually holds a whole /64), an IPv4-mapped address as the IPv4 address (:func:`a
   not answer within the background deadline, the port counts on the host's
   :class:`LockBoard` (memory the supervisor shares with its workers, no I/O) for the next
   :data:`_AWAY_S`, each failure then also written to the store when it answers, whose count
-  decides the lock-out (the host's when it does not). A header ``OnAuth`` accepted lately is
-  not counted at all (:meth:`Throttle.known`), so a client's requests do not wait on the store;
+  decides the lock-out (the host's when it does not; a lock-out the host made meanwhile is
+  written to the store when it answers again, :meth:`Throttle._write_unwritten`). A header
+  ``OnAuth`` accepted lately is not counted at all (:meth:`Throttle.known`), so a client's
+  requests do not wait on the store;
 * with ``StateStore=memory`` the store is one process's: attempts are counted on the board
   when there is one (``--workers N`` share it), else in the store itself.
 
@@ -50,6 +52,7 @@ import enum
 import functools
 import hashlib
 import ipaddress
+import itertools
 import time
 import unicodedata
 from collections.abc import Awaitable, Callable
@@ -94,6 +97,8 @@ _ADDRESS_KEYS_MAX = 4096  # address keys remembered per process (parsing costs m
 # goes on doing so for _AWAY_S before it asks the store again (Basic keeps working while the
 # store is away, without waiting on it at every attempt).
 _AWAY_S = 5.0
+# lock-outs made while the store was away, written to it per refresh at most (one trip)
+_WRITE_BATCH = 256
 
 
 def port_keys(port_name: str) -> tuple[str, str]:
@@ -159,6 +164,12 @@ def crossed(count: int, max_failures: int) -> bool:
 def _both(fn: Callable[[str, float], T], first: str, second: str, window: float) -> tuple[T, T]:
     """``fn`` for the user's key and the address's key, in one trip to the store's thread."""
     return fn(first, window), fn(second, window)
+
+
+def _add_locks(store: StateStore, locks: dict[str, float]) -> None:
+    """``locks`` (key -> until) added to the store's lock list, in one trip to its thread."""
+    for key, until in locks.items():
+        store.add_lock(key, until)
 
 
 def _tag(key: str) -> int:
@@ -425,6 +436,9 @@ class Throttle:
         # this worker's locks written to the store: key -> (until, monotonic time written);
         # judged by the first list asked for after the write (see _lifted)
         self._written: dict[str, tuple[float, float]] = {}
+        # this worker's locks the store has not taken yet (it did not answer): key -> until;
+        # written again before each refresh's list until it takes them or they end
+        self._unwritten: dict[str, float] = {}
         if store.in_process:
             # a memory store is this process's: under a supervisor, the board is what the
             # workers share
@@ -458,6 +472,8 @@ class Throttle:
     async def _refresh(self) -> None:
         while True:
             try:
+                if self._unwritten:
+                    await self._write_unwritten()
                 asked = time.monotonic()
                 fresh = await self._client.call(self.store.locks, deadline=_DEADLINE_S)
                 # this port's locks only: another port's lock-out leaves this port's check on
@@ -472,6 +488,20 @@ class Throttle:
                     str(exc) or f"no answer within {_DEADLINE_S:g} s",
                 )
             await asyncio.sleep(0.5)
+
+    async def _write_unwritten(self) -> None:
+        """Write to the store this worker's locks it did not take when they were made (a
+        store away: the lock-out of a Basic port counted on the host's board), those still
+        in force: so every host honours them, ``fwrest lockouts`` lists and lifts them
+        (SPEC 4.2, 13.6). Raises what the store call raises (the refresh retries)."""
+        now = time.time()
+        self._unwritten = {key: until for key, until in self._unwritten.items() if until > now}
+        # a copy (each write taken pops its key), of a bounded size: a trip within the deadline
+        due = dict(itertools.islice(self._unwritten.items(), _WRITE_BATCH))
+        if due:
+            await self._client.call(_add_locks, self.store, due, deadline=_DEADLINE_S)
+            for key, until in due.items():
+                self._lock_written(key, until)
 
     def _lifted(self, fresh: dict[str, float], asked: float) -> None:
         """Withdraw from this worker's region of the board the locks in force that the store
@@ -729,6 +759,8 @@ class Throttle:
             self.store.add_lock(key, until)
             self._lock_written(key, until)
         else:
+            # kept until the store has it: a store away now gets it when it answers again
+            self._unwritten[key] = max(until, self._unwritten.get(key, 0.0))
             self._in_background(
                 self.store.add_lock,
                 key,
@@ -739,6 +771,8 @@ class Throttle:
     def _lock_written(self, key: str, until: float) -> None:
         """The store has this worker's lock of ``key``: the next list asked for judges it."""
         self._written[key] = (until, time.monotonic())
+        if self._unwritten.get(key, until) <= until:
+            self._unwritten.pop(key, None)
 
     # -- taking a count back ----------------------------------------------------------------------
     def _settled_here(self, attempt: Attempt) -> bool:

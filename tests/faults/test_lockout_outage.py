@@ -1,0 +1,137 @@
+"""A lock-out made while Redis is away (SPEC 4.2: failures are counted in the state store, "so
+all workers and hosts share the count"; 13.6: ``fwrest lockouts`` lists and lifts them).
+
+Two hosts, each ``fwrest serve --workers 2``, on one ``redis-server`` that keeps its data
+across a restart (AOF), a Basic port and an oAuth2 port with ``maxFailures`` 5 each. Redis is
+killed; six wrong Basic passwords for bob from 127.0.0.13 to host A get 403 five times, then
+429 (counted on host A's lock board: Basic does not depend on the store), and wrong password
+grants to host A's token route get 503 (it fails closed: nothing counted). The outage lasts
+longer than any store call made for the lock-out (twice the background deadline): so long
+that the host's first write of it gave up. Once Redis is back on the same port and folder:
+
+* host A writes the lock-outs (bob, and the address 127.0.0.13) to the store:
+  ``fwrest lockouts list`` shows them, and host B honours them (bob's right password from
+  another address, dee's from 127.0.0.13: 429);
+* ``fwrest lockouts clear bob`` lifts both, on both hosts;
+* the token route's failures during the outage locked nothing: ada's grant works on both.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import trustme
+
+from fwrest.store.calls import BACKGROUND_DEADLINE_S
+from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
+from tests.conftest import ServerProcess, free_config, local_port, run_cli, wait_for
+from tests.e2e.support import hosts_serving
+from tests.faults.support import app_with, oauth_params
+from tests.redis_support import RedisServer, started
+
+MAX_FAILURES = 5
+USERS = {"bob": "Bob-Pw-2207", "dee": "Dee-Pw-4620"}
+ADA = ("ada", "Ada-Pw-7731")
+GUESSER = "127.0.0.13"  # the failing client's address (the others use 127.0.0.1)
+# longer than any store call of the outage's attempts (a call ends by twice its deadline)
+OUTAGE_S = 2 * BACKGROUND_DEADLINE_S + 1.0
+WRITTEN_S = 10.0  # hang guard: the lock is written at the host's next refresh (0.5 s)
+SPEC_BOUND_S = 1.0  # SPEC 5 and 12.3: every worker and host within 1 s
+TRIES = 6  # fresh connections per check: the kernel spreads them over a host's workers
+
+
+def host_config(folder: Path, certs: dict[str, Path], url: str) -> Path:
+    folder.mkdir()
+    basic = {"scheme": "basic", "OnAuth": "app.basic_check", "maxFailures": MAX_FAILURES}
+    servers = {
+        "OAUTH": oauth_section(certs, onAuthparams="app.params", maxFailures=MAX_FAILURES),
+        "BASIC": local_port(FwData={"Authorization": basic}),
+    }
+    app = app_with(oauth_params([ADA]), USERS)
+    return free_config(folder, app=app, servers=servers, extra={"HTTPSERVER": {"StateStore": url}})
+
+
+@pytest.fixture
+def redis_store(tmp_path: Path) -> Iterator[RedisServer]:
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    with started(RedisServer(folder, persist=True)) as server:
+        yield server
+
+
+def basic(proc: ServerProcess, user: str, password: str, address: str = "127.0.0.1") -> int:
+    """The status of one Basic request to ``proc`` from ``address``, on a connection of its
+    own."""
+    transport = httpx.HTTPTransport(local_address=address)
+    with httpx.Client(transport=transport, timeout=15) as http:
+        return http.get(proc.url("BASIC") + "/hello", auth=(user, password)).status_code
+
+
+def statuses(procs: list[ServerProcess], user: str, address: str = "127.0.0.1") -> set[int]:
+    """The statuses of ``user``'s right password, :data:`TRIES` times on each host."""
+    return {basic(p, user, USERS[user], address) for p in procs for _ in range(TRIES)}
+
+
+def grant(http: httpx.Client, proc: ServerProcess, password: str) -> httpx.Response:
+    form = {"grant_type": "password", "username": ADA[0], "password": password}
+    return http.post(proc.url("OAUTH") + TOKEN, data=form)
+
+
+def lockouts(config: Path, *args: str) -> str:
+    done = run_cli("lockouts", str(config), *args, cwd=config.parent)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    return done.stdout
+
+
+def test_a_lock_out_made_while_redis_is_away_reaches_it_when_it_returns(
+    ca: trustme.CA, tmp_path: Path, redis_store: RedisServer
+) -> None:
+    certs = issue_certs(ca, tmp_path / "certs")
+    configs = [host_config(tmp_path / n, certs, redis_store.url) for n in ("a", "b")]
+    http = httpx.Client(verify=client_context(certs), timeout=15)
+    with hosts_serving([(config, 2) for config in configs]) as procs:
+        a = procs[0]
+        try:
+            assert statuses(procs, "bob") == {200}
+            redis_store.kill()
+            wrong = [basic(a, "bob", f"guess-{i}", GUESSER) for i in range(MAX_FAILURES + 1)]
+            assert wrong == [403] * MAX_FAILURES + [429], wrong
+            locked_at = time.monotonic()
+            # the token route fails closed: nothing checked, nothing counted (enough to lock)
+            for i in range(MAX_FAILURES):
+                refused = grant(http, a, f"guess-{i}")
+                assert refused.status_code == 503, (i, refused.status_code, refused.text)
+            time.sleep(max(locked_at + OUTAGE_S - time.monotonic(), 0))
+            redis_store.start()  # the same port and folder
+
+            def listed() -> bool:
+                shown = lockouts(configs[0], "list")
+                return "127.0.0.13" in shown and " bob " in shown
+
+            wait_for(listed, WRITTEN_S, "host A's lock-outs listed by fwrest lockouts", 0.5)
+            shown = lockouts(configs[1], "list")
+            assert "OAUTH" not in shown, shown
+            time.sleep(SPEC_BOUND_S)
+            # every host honours them: the user from another address, the address for another
+            # user
+            assert statuses(procs, "bob") == {429}
+            assert statuses(procs, "dee", GUESSER) == {429}
+            assert lockouts(configs[1], "clear", "bob").splitlines() == [
+                f"fwrest lockouts: lifted [BASIC] ip {GUESSER}",
+                "fwrest lockouts: lifted [BASIC] user bob",
+            ]
+            time.sleep(SPEC_BOUND_S)
+            assert statuses(procs, "bob") == {200}
+            assert statuses(procs, "dee", GUESSER) == {200}
+            assert statuses(procs, "bob", GUESSER) == {200}
+            for proc in procs:  # the outage's failed grants counted nothing
+                granted = grant(http, proc, ADA[1])
+                assert granted.status_code == 200, granted.text
+            for proc in procs:
+                assert "Traceback" not in proc.log(), proc.log()
+        finally:
+            http.close()
