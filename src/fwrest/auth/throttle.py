@@ -487,6 +487,9 @@ class Throttle:
                     "lock-out list not refreshed: %s",
                     str(exc) or f"no answer within {_DEADLINE_S:g} s",
                 )
+            except Exception:
+                # never a silent end: a dead refresh would stop lifting lock-outs for good
+                log.auth_log.exception("lock-out list not refreshed (retried in 0.5 s)")
             await asyncio.sleep(0.5)
 
     async def _write_unwritten(self) -> None:
