@@ -1,14 +1,14 @@
 """SPEC 7.1: whatever an application's function raises answers 500 and the worker serves on.
 
-``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit`` and a ``CancelledError`` nothing asked
-for, raised by ``def`` and ``async def`` handlers (with and without ``ActiveTimeout``, which runs
+``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``, a ``CancelledError`` nothing asked
+for and ``StopIteration``, raised by ``def`` and ``async def`` handlers (with and without ``ActiveTimeout``, which runs
 an async handler in a task of its own), by ``OnAuth`` (``def`` and ``async``) and by
 ``onAuthparams``: each request is answered 500 with the standard body, a request in flight on
 the same worker meanwhile is answered 200 by the same process, the worker is never replaced
 (far more of them than the respawn breaker's five in 30 s), and the graceful stop does not wait
 on a connection left open.
 
-The same four raised by a streamed answer's iterator (SPEC 10.5: a ``def`` generator, an async
+The same five raised by a streamed answer's iterator (SPEC 10.5: a ``def`` generator, an async
 generator, an ``EventStream`` of each), before its first item and after it, cut the answer:
 a 500 when nothing was sent yet (the first item under ``ActiveTimeout``, read before the head),
 else the connection closed without the last chunk; the worker serves on as above. Through
@@ -45,6 +45,7 @@ _RAISE = {
     "kbd": lambda: (_ for _ in ()).throw(KeyboardInterrupt()),
     "genexit": lambda: (_ for _ in ()).throw(GeneratorExit()),
     "cancel": lambda: (_ for _ in ()).throw(asyncio.CancelledError()),
+    "stopiter": lambda: next(iter(())),  # a Future refuses StopIteration: it hung a def's request
 }
 
 
@@ -114,7 +115,7 @@ async def stream_events_agen(kind, when):
 """
 )
 
-KINDS = ("exit", "kbd", "genexit", "cancel")
+KINDS = ("exit", "kbd", "genexit", "cancel", "stopiter")
 # the iterators of a streamed answer: a def generator (advanced in the pool), an async one,
 # and an EventStream of each
 ITERATORS = ("gen", "agen", "events-gen", "events-agen")

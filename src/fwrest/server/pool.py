@@ -106,8 +106,14 @@ def _deliver(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         return
     if ok:
         future.set_result(value)
-    else:
-        future.set_exception(value)
+        return
+    if isinstance(value, StopIteration):
+        # a Future refuses StopIteration (TypeError, and the request never answered): as
+        # a coroutine's, it becomes a RuntimeError raised from it (PEP 479)
+        raised = RuntimeError(f"the function raised {type(value).__name__}")
+        raised.__cause__ = value
+        value = raised
+    future.set_exception(value)
 
 
 class ThreadPool:
