@@ -741,7 +741,8 @@ class RedisStore:
 
     def audit_events(self, since: float, event: str | None, limit: int) -> list[bytes]:
         # the newest `limit` of each set that may hold such events, merged by time, each
-        # member once (an event is in its budget's set and in the shared one)
+        # member once (an event is in its budget's set and in the shared one); once `limit`
+        # are found, a set read later is read no older than the `limit`-th of them
         keys = (
             list(self._keys.audit) if event is None else [self._keys.audit[event in FLOOD_EVENTS]]
         )
@@ -749,7 +750,10 @@ class RedisStore:
             keys.append(self._keys.audit_shared)
         found: dict[bytes, float] = {}
         for key in keys:
-            found.update(self._newest(key, since, event, limit))
+            floor = since
+            if len(found) >= limit:
+                floor = max(since, sorted(found.values(), reverse=True)[limit - 1])
+            found.update(self._newest(key, floor, event, limit))
         rows = sorted(found.items(), key=lambda row: (row[1], row[0]), reverse=True)
         return [m.split(b"\0", 2)[2] for m, _score in rows[:limit]]
 
