@@ -1,6 +1,7 @@
 """The audit trail (SPEC 13.5) through the in-process client (``fwrest.testing.Client``): the
 route ``GET /fw/rest/audit``, who may read it, its filters and bad queries, the events a
-settings change (JSON API and page) and a lock-out make, and the ``fwrest.audit`` log line at
+settings change (JSON API and page) and a lock-out make, changes sent at once through two
+workers listed in the order the store applied them, and the ``fwrest.audit`` log line at
 ``rest_log_level=1`` (and none at 0, the event still kept).
 
 One service for the module, its state store a sqlite file that every client's worker shares
