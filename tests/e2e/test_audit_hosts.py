@@ -7,7 +7,9 @@ state store.
 * a reload of host B (SIGHUP, as ``fwrest reload`` sends) is listed by host A: actor
   ``signal``, outcome ``done``, the new generation; a reload of a broken config: ``failed``;
 * host A's config file changed on disk (``[GENERAL]`` re-read every second): one event, not
-  one per worker, actor ``file``.
+  one per worker, actor ``file``;
+* changes in a row and at once through both hosts: the trail lists them in the order the store
+  applied them, each one's ``old`` the ``new`` of the one before, the newest in force.
 
 redis-server missing is a failure, never a skip.
 """
@@ -16,13 +18,15 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.conftest import ServerProcess, free_config, free_port
+from tests.conftest import ServerProcess, free_config, free_port, wait_for
 from tests.e2e.support import hosts_serving, redis_or_none
 
 AUTH = """
@@ -141,7 +145,10 @@ def test_changes_in_a_row_through_two_hosts_record_the_value_the_store_held(tmp_
     """SPEC 13.5: a change's ``old`` is the value in force for the service as the store holds
     it, never the stale copy of the worker or host that took the change: changes sent one right
     after the other through host A (two workers) and host B, each faster than a worker's sync
-    (0.5 s), form one chain 200 -> 301 -> 302 -> ... in the trail."""
+    (0.5 s), form one chain 200 -> 301 -> 302 -> ... in the trail. Then 30 changes sent at once,
+    alternating over the hosts: the trail lists them in the order the store applied them
+    (each one's ``old`` the ``new`` of the one listed below it), the newest naming the value
+    in force."""
     with redis_or_none(tmp_path) as redis:
         assert redis is not None
         a_config, b_config = (_host(tmp_path / name, redis.url) for name in ("a", "b"))
@@ -171,3 +178,68 @@ def test_changes_in_a_row_through_two_hosts_record_the_value_the_store_held(tmp_
                 if e["details"]["key"] == "rest_log_stringsize"
             ]
             assert events and chain == list(zip([200, *values[:-1]], values, strict=True)), chain
+
+            at_once = [1000 + i for i in range(30)]
+            _change_at_once([(a, b)[i % 2] for i in range(len(at_once))], at_once)
+            listed = _wait_all(b, at_once)
+            olds, news = (
+                [e["details"]["old"] for e in listed],
+                [e["details"]["new"] for e in listed],
+            )
+            assert sorted(news) == at_once, news
+            assert olds[:-1] == news[1:] and olds[-1] == values[-1], list(
+                zip(olds, news, strict=True)
+            )
+            for host in (a, b):  # the newest event names the value in force on every host
+                wait_for(
+                    lambda h=host: _in_force(h) == news[0],
+                    HANG_GUARD_S,
+                    f"{host.url()} applies {news[0]}, the newest change listed",
+                )
+
+
+def _change_at_once(hosts: list[ServerProcess], values: list[int]) -> None:
+    """``rest_log_stringsize`` set to each of ``values`` through the host beside it, all the
+    requests released at once."""
+    barrier = threading.Barrier(len(values), timeout=HANG_GUARD_S)
+
+    def change(i: int) -> int:
+        with httpx.Client(timeout=HANG_GUARD_S) as http:
+            barrier.wait()
+            answer = http.post(
+                f"{hosts[i].url()}/fw/rest/config",
+                json={"rest_log_stringsize": values[i]},
+                auth=ADA,
+            )
+        assert answer.status_code == 200, answer.text
+        return values[i]
+
+    with ThreadPoolExecutor(max_workers=len(values)) as pool:
+        assert sorted(pool.map(change, range(len(values)))) == sorted(values)
+
+
+def _wait_all(host: ServerProcess, values: list[int]) -> list[dict[str, Any]]:
+    """The ``settings.change`` events of ``rest_log_stringsize`` to ``values``, newest first,
+    once the trail lists every one (a worker keeps its events off the request's way)."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while True:
+        listed = [
+            e
+            for e in _trail(host, "?event=settings.change&limit=200")
+            if e["details"]["key"] == "rest_log_stringsize" and e["details"]["new"] in values
+        ]
+        if len(listed) >= len(values):
+            return listed
+        assert time.monotonic() < deadline, f"{len(listed)} of {len(values)} changes listed"
+        time.sleep(0.1)
+
+
+def _in_force(host: ServerProcess) -> Any:
+    answer = httpx.get(
+        f"{host.url()}/fw/rest/config",
+        headers={"Accept": "application/json"},
+        auth=ADA,
+        timeout=HANG_GUARD_S,
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()["settings"]["rest_log_stringsize"]["effective"]

@@ -1,6 +1,7 @@
 """The audit trail (SPEC 13.5) through the in-process client (``fwrest.testing.Client``): the
 route ``GET /fw/rest/audit``, who may read it, its filters and bad queries, the events a
-settings change (JSON API and page) and a lock-out make, and the ``fwrest.audit`` log line at
+settings change (JSON API and page) and a lock-out make, changes sent at once through two
+workers listed in the order the store applied them, and the ``fwrest.audit`` log line at
 ``rest_log_level=1`` (and none at 0, the event still kept).
 
 One service for the module, its state store a sqlite file that every client's worker shares
@@ -20,7 +21,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,7 @@ from tests.native.support import (
     auth_service,
     basic,
     form_token,
+    get_settings,
     in_process,
     in_process_ports,
     post_form,
@@ -341,3 +345,45 @@ def test_disable_takes_the_route_away(tmp_path: Path) -> None:
     config.write_text(text)
     with in_process(config, "HTTP_REST") as client:
         assert client.get(AUDIT, headers=ADA).status_code == 404
+
+
+def test_changes_at_once_through_two_workers_list_in_the_order_the_store_applied_them(
+    config: Path, admin: Client
+) -> None:
+    """SPEC 13.5: 20 changes of one key sent at once through two workers of the sqlite file
+    (two clients) are listed in the order the store applied them: each one's ``old`` the
+    ``new`` of the one listed below it, the newest the value in force on both."""
+    values = [2000 + i for i in range(20)]
+    with in_process(config, "HTTP_ADMIN") as second:
+        workers = (admin, second)
+        barrier = threading.Barrier(len(values), timeout=15)
+
+        def change(i: int) -> int:
+            barrier.wait()
+            changes = {"rest_log_stringsize": values[i]}
+            return post_settings(workers[i % 2], changes, headers=ADA).status_code
+
+        with ThreadPoolExecutor(max_workers=len(values)) as pool:
+            assert list(pool.map(change, range(len(values)))) == [200] * len(values)
+        listed: list[dict[str, Any]] = []
+
+        def all_kept() -> bool:
+            listed[:] = [
+                e
+                for e in trail(admin, "?event=settings.change&limit=200")
+                if e["details"]["key"] == "rest_log_stringsize" and e["details"]["new"] in values
+            ]
+            return len(listed) == len(values)
+
+        wait_for(all_kept, 15, "every change in the trail")
+        olds, news = [e["details"]["old"] for e in listed], [e["details"]["new"] for e in listed]
+        assert sorted(news) == values and olds[:-1] == news[1:], list(zip(olds, news, strict=True))
+        for worker in workers:
+            wait_for(
+                lambda w=worker: (
+                    get_settings(w, headers=ADA)["rest_log_stringsize"]["effective"] == news[0]
+                ),
+                15,
+                f"the newest change listed ({news[0]}) in force",
+            )
+        assert post_settings(admin, {"rest_log_stringsize": None}, headers=ADA).status_code == 200

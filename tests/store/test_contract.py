@@ -795,17 +795,47 @@ def test_a_settings_change_returns_what_it_replaced_atomically(store: StateStore
     """SPEC 13.5: a change's ``old`` is the value the store held, read in the same atomic
     step as the write: 16 simultaneous changes of one key each replace a different value,
     and together they form one chain from the first value to the last."""
-    assert store.set_settings({"rest_log_level": 1}) == {}
-    assert store.set_settings({"rest_log_level": 2, "accept_timeout_ms": 9}) == {
+    assert store.set_settings({"rest_log_level": 1})[0] == {}
+    assert store.set_settings({"rest_log_level": 2, "accept_timeout_ms": 9})[0] == {
         "rest_log_level": 1
     }
-    both = store.set_settings({"rest_log_level": None})
+    both, _stamp = store.set_settings({"rest_log_level": None})
     assert both == {"rest_log_level": 2, "accept_timeout_ms": 9}
     values = list(range(100, 116))
     replaced = race(len(values), lambda i: store.set_settings({"accept_timeout_ms": values[i]}))
-    olds = [seen["accept_timeout_ms"] for seen in replaced]
+    olds = [seen["accept_timeout_ms"] for seen, _stamp in replaced]
     # each value was replaced at most once, 9 (the start) once, and the last one never
     assert sorted([*olds, store.get_settings()["accept_timeout_ms"]]) == sorted([9, *values])
+
+
+def test_settings_changes_are_timed_in_the_order_the_store_applied_them(
+    backend: Backend, store: StateStore, threads: int
+) -> None:
+    """SPEC 13.5: the time a change returns (its audit events') is taken in the change's own
+    atomic step, later than every earlier change's: simultaneous changes through two workers
+    or hosts, ordered by it, form one chain (each replaced the value of the one before), and
+    the latest set the value in force; a time is an epoch second in whole microseconds."""
+    other = backend.other(store)
+    first, start = store.set_settings({"rest_log_stringsize": 999})
+    assert first == {} and abs(start - time.time()) < 60
+    assert start == round(start * 1e6) / 1e6
+    values = [1000 + i for i in range(threads)]
+    changed = race(
+        threads,
+        lambda i: (store, other)[i % 2].set_settings({"rest_log_stringsize": values[i]}),
+    )
+    stamps = [stamp for _old, stamp in changed]
+    assert len(set(stamps)) == threads and min(stamps) > start
+    assert all(stamp == round(stamp * 1e6) / 1e6 for stamp in stamps)
+    in_order = sorted(zip(stamps, values, strict=True))
+    olds = {
+        value: old["rest_log_stringsize"] for (old, _), value in zip(changed, values, strict=True)
+    }
+    chain = [olds[value] for _stamp, value in in_order]
+    assert chain == [999, *[value for _stamp, value in in_order[:-1]]], (chain, in_order)
+    assert other.get_settings() == {"rest_log_stringsize": in_order[-1][1]}
+    # a clear is a change too, timed after them
+    assert store.set_settings({"rest_log_stringsize": None})[1] > max(stamps)
 
 
 def test_swap_blob_is_a_compare_and_set_with_one_winner(

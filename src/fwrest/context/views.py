@@ -90,8 +90,11 @@ class SettingsView(Protocol):
 
     def describe(self) -> dict[str, dict[str, Any]]: ...
 
-    async def change(self, changes: dict[str, int | None]) -> dict[str, tuple[int, int]]:
-        """Change run-time values; each key's value in force before and after."""
+    async def change(
+        self, changes: dict[str, int | None]
+    ) -> tuple[dict[str, tuple[int, int]], float]:
+        """Change run-time values; each key's value in force before and after, and the time
+        the store made the change."""
         ...
 
 

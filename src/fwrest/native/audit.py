@@ -13,6 +13,7 @@ allow.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl
@@ -33,12 +34,18 @@ _PARAMS = ("since", "event", "limit")
 _NO_STORE = dict(NO_STORE)
 
 
-def record(ctx: RequestContext, event: str, details: dict[str, Any]) -> None:
-    """Record an event a request made: its user (or ``anonymous``), address and port."""
+def record(
+    ctx: RequestContext, event: str, details: dict[str, Any], ts: float | None = None
+) -> None:
+    """Record an event a request made: its user (or ``anonymous``), address and port; at
+    ``ts`` (an epoch second in whole microseconds) when given, else now."""
     service = ctx.port.service
     if service is not None:
         actor = ctx.auth_user or ANONYMOUS
-        service.audit.record(AuditEvent(event, actor, ctx.client, ctx.port.name, details))
+        made = AuditEvent(event, actor, ctx.client, ctx.port.name, details)
+        if ts is not None:
+            made = dataclasses.replace(made, ts=ts)
+        service.audit.record(made)
 
 
 def parse_since(text: str) -> float:

@@ -204,7 +204,7 @@ async def config_change() -> Response:
         return _form_error(ctx, str(exc), typed=typed)
     if valid:
         try:
-            changed = await worker.settings.change(valid)
+            changed, stamp = await worker.settings.change(valid)
         except (StoreError, TimeoutError):
             raise store_unavailable() from None
         log.server_log.warning(
@@ -212,7 +212,8 @@ async def config_change() -> Response:
         )
         for name, (old, new) in changed.items():  # SPEC 13.5: key, old and new value
             details = {"key": name, "old": old, "new": new, "runtime": valid[name]}
-            record(ctx, "settings.change", {**details, "via": "api" if is_json else "page"})
+            details |= {"via": "api" if is_json else "page"}
+            record(ctx, "settings.change", details, ts=stamp)  # the store's order
     if is_json:
         return Response(
             orjson.dumps({"settings": worker.settings.describe()}), media_type="application/json"

@@ -49,11 +49,11 @@ class SettingsBoard:
         values = {name: int(self._cells[i]) for i, name in enumerate(self._names)}
         return {name: value for name, value in values.items() if value >= 0}
 
-    def set_settings(self, values: dict[str, int | None]) -> dict[str, int]:
+    def set_settings(self, values: dict[str, int | None]) -> tuple[dict[str, int], float]:
         before = self.get_settings()
         for name, value in values.items():
             self._cells[self._names.index(name)] = -1 if value is None else value
-        return before
+        return before, time.time_ns() // 1000 / 1e6  # the host's workers: one clock
 
 
 class SettingsManager:
@@ -141,15 +141,18 @@ class SettingsManager:
         )
         log.server_log.warning("settings changed (%s): %s", reason, changes)
 
-    async def change(self, changes: dict[str, int | None]) -> dict[str, tuple[int, int]]:
+    async def change(
+        self, changes: dict[str, int | None]
+    ) -> tuple[dict[str, tuple[int, int]], float]:
         """Store a change for every worker and host, and apply it here at once; each changed
-        key's value in force before and after."""
+        key's value in force before and after, and the time the store made the change (the
+        time of its audit events: they list in the order the store applied the changes)."""
         if self.store is None:
             raise StoreError("no state store")
         # SPEC 7: a settings change answers 503 within 1.5 s when the store hangs. What the
         # store held before is the value in force for the service (SPEC 13.5): this worker's
         # copy may be up to a sync behind a change made through another worker or host.
-        previous = await self._call(self.store.set_settings, changes)
+        previous, stamp = await self._call(self.store.set_settings, changes)
         before = self._effective_of({k: v for k, v in previous.items() if k in SETTINGS})
         self._changes += 1
         for name, value in changes.items():
@@ -158,7 +161,7 @@ class SettingsManager:
             else:
                 self.runtime[name] = value
         self.apply("run time")
-        return _compare(before, self.effective(), changes)
+        return _compare(before, self.effective(), changes), stamp
 
     def start(self) -> None:
         self.apply("start")

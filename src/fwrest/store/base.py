@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,6 +21,7 @@ __all__ = [
     "StoreBase",
     "StoreError",
     "TokenStore",
+    "settings_stamp",
 ]
 
 
@@ -185,11 +187,21 @@ class SettingsStore(Protocol):
 
     def get_settings(self) -> dict[str, int]: ...
 
-    def set_settings(self, values: dict[str, int | None]) -> dict[str, int]:
+    def set_settings(self, values: dict[str, int | None]) -> tuple[dict[str, int], float]:
         """Set run-time settings (``None`` clears one) in one atomic step, and return the
-        run-time settings as the store held them just before it: the values in force for the
-        service that a change replaced (SPEC 13.5, never a worker's stale copy)."""
+        run-time settings as the store held them just before it (the values in force for the
+        service that a change replaced, SPEC 13.5, never a worker's stale copy) and the time
+        of the step, an epoch second in whole microseconds taken in it (the store's clock where
+        it has one) and later than every earlier change's: the changes' order is their
+        order in the store (:func:`settings_stamp`), which their audit events keep."""
         ...
+
+
+def settings_stamp(last: int) -> int:
+    """The time of a settings change in whole microseconds: now, or one past ``last`` (the
+    previous change's) when the clock has not moved past it (two changes within a
+    microsecond, a clock set back)."""
+    return max(time.time_ns() // 1000, last + 1)
 
 
 class BlobStore(StoreBase, Protocol):

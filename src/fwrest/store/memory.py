@@ -8,7 +8,7 @@ import time
 from collections import deque
 from dataclasses import replace
 
-from fwrest.store.base import AUDIT_KEEP, FLOOD_EVENTS, RefreshRecord
+from fwrest.store.base import AUDIT_KEEP, FLOOD_EVENTS, RefreshRecord, settings_stamp
 
 __all__ = ["MemoryStore"]
 
@@ -36,6 +36,7 @@ class MemoryStore:
         self._rates_swept = _SWEEP_MIN
         self._key: bytes | None = None
         self._settings: dict[str, int] = {}
+        self._settings_stamp = 0  # the last change's time, microseconds (set_settings)
         self._locks: dict[str, float] = {}
         self._blobs: dict[str, bytes] = {}
         # the audit trail: (ts, order of arrival, event, entry), the newest audit_keep
@@ -231,7 +232,7 @@ class MemoryStore:
         with self._lock:
             return dict(self._settings)
 
-    def set_settings(self, values: dict[str, int | None]) -> dict[str, int]:
+    def set_settings(self, values: dict[str, int | None]) -> tuple[dict[str, int], float]:
         with self._lock:
             before = dict(self._settings)
             for key, value in values.items():
@@ -239,7 +240,8 @@ class MemoryStore:
                     self._settings.pop(key, None)
                 else:
                     self._settings[key] = value
-            return before
+            self._settings_stamp = settings_stamp(self._settings_stamp)
+            return before, self._settings_stamp / 1e6
 
     def put_blob(self, name: str, value: bytes) -> None:
         with self._lock:

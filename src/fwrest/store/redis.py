@@ -132,8 +132,9 @@ class KeyLayout:
     brute-force state of the whole service under the tag ``{bf}``, so a user's and an
     address's counts and the locks live on one slot), a refresh token's record under its own
     hash, a user's family index under the user's. One key is one slot anyway: the revocation
-    list, the settings, the blobs (the key set among them), the audit sets, the signing key,
-    each rate-limit window. docs/decisions.md, "Production state stores".
+    list, the blobs (the key set among them), each audit set, the signing key, each rate-limit
+    window; the settings' stamp shares the settings' slot (its name's hash tag is the
+    settings' whole name, which has none). docs/decisions.md, "Production state stores".
 
     >>> KeyLayout.cluster(3).rt("ab12")
     'fwrest:3:rt:{ab12}'
@@ -143,8 +144,9 @@ class KeyLayout:
     ('fwrest:fail:api|user:ada', 'fwrest:0:{bf}:fail:api|user:ada')
     """
 
-    __slots__ = ("_alias", "_code", "_fail", "_proof", "_rate", "_rt", "_user", "audit", "blobs",
-                 "locks", "revoked", "schema", "settings", "signing_key")  # fmt: skip
+    __slots__ = ("_alias", "_code", "_fail", "_proof", "_rate", "_rt", "_user", "audit",
+                 "audit_shared", "blobs", "locks", "revoked", "schema", "settings",
+                 "settings_stamp", "signing_key")  # fmt: skip
 
     def __init__(self, prefix: str, tagged: bool) -> None:
         bf = f"{prefix}{{bf}}:" if tagged else prefix
@@ -161,10 +163,19 @@ class KeyLayout:
         self.locks = f"{bf}locks"
         self.revoked = f"{prefix}revoked"
         self.settings = f"{prefix}settings"
+        # the store's time of the last settings change (set_settings): on one slot with them
+        self.settings_stamp = f"{{{self.settings}}}:stamp" if tagged else f"{self.settings}:stamp"
         self.blobs = f"{prefix}blobs"
         self.signing_key = f"{prefix}signing_key"
-        # FLOOD_EVENTS have a set of their own: a budget apart from the others'
-        self.audit = (f"{prefix}audit", f"{prefix}audit:flood")
+        # the audit budgets: the others', FLOOD_EVENTS' (each keeps its newest audit_keep).
+        # On one Redis every event also goes to fwrest 0.1.0's one set, which its hosts read
+        # (SPEC 17.2); a cluster is new in 0.2.0: no 0.1.0 host reads one, no shared set.
+        if tagged:
+            self.audit = (f"{prefix}audit", f"{prefix}audit:flood")
+            self.audit_shared: str | None = None
+        else:
+            self.audit = (f"{prefix}audit:kept", f"{prefix}audit:flood")
+            self.audit_shared = f"{prefix}audit"
 
     @classmethod
     def single(cls) -> KeyLayout:
@@ -293,6 +304,30 @@ return now
 """
 
 
+# a settings change (set_settings): KEYS settings, stamp; ARGV name, value ("": cleared), ...
+# What it replaced and the store's time of it in microseconds, later than the last change's
+# (Redis's clock, read in the script: the changes' order is the order Redis applied them)
+_SET_SETTINGS = """
+redis.replicate_commands()
+local old = redis.call('HGETALL', KEYS[1])
+for i = 1, #ARGV, 2 do
+  if ARGV[i + 1] == '' then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+  else
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  end
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+if now <= last then
+  now = last + 1
+end
+redis.call('SET', KEYS[2], string.format('%.0f', now))
+return {old, now}
+"""
+
+
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     seen: BaseException | None = exc
     met: set[int] = set()
@@ -362,6 +397,7 @@ class RedisStore:
         self._restore = self._script(_RESTORE)
         self._hit = self._script(_HIT)
         self._release = self._script(_RELEASE)
+        self._set_settings = self._script(_SET_SETTINGS)
 
     def _script(self, text: str) -> Any:
         """A Lua script, called as ``script(keys=[...], args=[...])``."""
@@ -645,17 +681,16 @@ class RedisStore:
         raw = self._call(self._r.hgetall, self._keys.settings)
         return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
 
-    def set_settings(self, values: dict[str, int | None]) -> dict[str, int]:
-        # one MULTI/EXEC: the values read are the ones the writes replace
-        pipe = self._r.pipeline(transaction=True)
-        pipe.hgetall(self._keys.settings)
+    def set_settings(self, values: dict[str, int | None]) -> tuple[dict[str, int], float]:
+        # one script: the values read are the ones the writes replace, its time their order
+        args: list[Any] = []
         for name, value in values.items():
-            if value is None:
-                pipe.hdel(self._keys.settings, name)
-            else:
-                pipe.hset(self._keys.settings, name, value)
-        raw = self._call(pipe.execute)[0]
-        return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
+            args += [name, "" if value is None else value]
+        keys = [self._keys.settings, self._keys.settings_stamp]
+        raw, stamp = self._call(self._set_settings, keys=keys, args=args)
+        fields = zip(raw[0::2], raw[1::2], strict=True)  # HGETALL in a script: a flat list
+        old = {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in fields}
+        return old, int(stamp) / 1e6
 
     def put_blob(self, name: str, value: bytes) -> None:
         self._call(self._r.hset, self._keys.blobs, name, value)
@@ -692,43 +727,58 @@ class RedisStore:
         return None if value is None else bytes(value)
 
     def add_audit(self, ts: float, event: str, entry: bytes) -> None:
-        # one sorted set by time; a member is "event NUL random NUL entry": unique (two equal
-        # events at one microsecond stay two), and filtered by name without parsing the JSON
-        # FLOOD_EVENTS have a sorted set of their own: a budget apart from the others'
+        # sorted sets by time; a member is "event NUL random NUL entry": unique (two equal
+        # events at one microsecond stay two), and filtered by name without parsing the JSON.
+        # The event's budget keeps its newest audit_keep; on one Redis the same member goes to
+        # 0.1.0's set too, trimmed as 0.1.0 trims it (docs/decisions.md, "Audit trail")
         member = event.encode() + b"\0" + os.urandom(6).hex().encode() + b"\0" + entry
-        key = self._keys.audit[event in FLOOD_EVENTS]
         pipe = self._r.pipeline(transaction=True)
-        pipe.zadd(key, {member: ts})
-        pipe.zremrangebyrank(key, 0, -self.audit_keep - 1)
+        for key in (self._keys.audit[event in FLOOD_EVENTS], self._keys.audit_shared):
+            if key is not None:
+                pipe.zadd(key, {member: ts})
+                pipe.zremrangebyrank(key, 0, -self.audit_keep - 1)
         self._call(pipe.execute)
 
     def audit_events(self, since: float, event: str | None, limit: int) -> list[bytes]:
-        if event is None:  # both sets' newest, merged by time
-            rows = []
-            for key in self._keys.audit:
-                found = self._call(
-                    self._r.zrevrangebyscore,
-                    key,
-                    "+inf",
-                    since,
-                    start=0,
-                    num=limit,
-                    withscores=True,
-                )
-                rows += [(float(score), bytes(m)) for m, score in found]
-            rows.sort(key=lambda row: row[0], reverse=True)
-            return [m.split(b"\0", 2)[2] for _score, m in rows[:limit]]
-        key = self._keys.audit[event in FLOOD_EVENTS]
+        # the newest `limit` of each set that may hold such events, merged by time, each
+        # member once (an event is in its budget's set and in the shared one); once `limit`
+        # are found, a set read later is read no older than the `limit`-th of them
+        keys = (
+            list(self._keys.audit) if event is None else [self._keys.audit[event in FLOOD_EVENTS]]
+        )
+        if self._keys.audit_shared is not None:
+            keys.append(self._keys.audit_shared)
+        found: dict[bytes, float] = {}
+        for key in keys:
+            floor = since
+            if len(found) >= limit:
+                floor = max(since, sorted(found.values(), reverse=True)[limit - 1])
+            found.update(self._newest(key, floor, event, limit))
+        rows = sorted(found.items(), key=lambda row: (row[1], row[0]), reverse=True)
+        return [m.split(b"\0", 2)[2] for m, _score in rows[:limit]]
+
+    def _newest(self, key: str, since: float, event: str | None, limit: int) -> dict[bytes, float]:
+        """The newest ``limit`` members of one audit set of ``ts >= since`` (named ``event``,
+        when given), with their times."""
+        if event is None:
+            rows = self._call(
+                self._r.zrevrangebyscore, key, "+inf", since, start=0, num=limit, withscores=True
+            )
+            return {bytes(m): float(score) for m, score in rows}
         wanted = event.encode() + b"\0"
-        out: list[bytes] = []
+        out: dict[bytes, float] = {}
         start, page = 0, 1000
         while len(out) < limit:
-            rows = self._call(self._r.zrevrangebyscore, key, "+inf", since, start=start, num=page)
-            out += [bytes(m).split(b"\0", 2)[2] for m in rows if bytes(m).startswith(wanted)]
+            rows = self._call(
+                self._r.zrevrangebyscore, key, "+inf", since, start=start, num=page, withscores=True
+            )
+            for m, score in rows:
+                if bytes(m).startswith(wanted) and len(out) < limit:
+                    out[bytes(m)] = float(score)
             if len(rows) < page:
                 break
             start += page
-        return out[:limit]
+        return out
 
     def close(self) -> None:
         self._r.close()

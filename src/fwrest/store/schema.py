@@ -39,8 +39,8 @@ __all__ = [
 ]
 
 # what this release writes: 1 = fwrest 0.1.0's; 2 = 0.2.0's (sqlite: the audit trail's index
-# by event and the refresh records' alias column; Redis: the lock-outs' own audit set, the
-# refresh records' alias keys, the marker itself)
+# by event and the refresh records' alias column; Redis: the audit budgets' own sets, the
+# settings' stamp, the refresh records' alias keys, the marker itself)
 SCHEMA = 2
 # the oldest schema whose releases read and write what this release writes (N-1: 0.1.0's)
 COMPATIBLE = 1

@@ -15,7 +15,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fwrest.store import schema
-from fwrest.store.base import AUDIT_KEEP, FLOOD_EVENTS, RefreshRecord, StoreError
+from fwrest.store.base import (
+    AUDIT_KEEP,
+    FLOOD_EVENTS,
+    RefreshRecord,
+    StoreError,
+    settings_stamp,
+)
 
 __all__ = ["SqliteStore", "stored_marker", "upgrade"]
 
@@ -409,15 +415,20 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise StoreError(f"sqlite store: {exc}") from None
 
-    def set_settings(self, values: dict[str, int | None]) -> dict[str, int]:
-        with self._tx() as db:  # BEGIN IMMEDIATE: the read and the writes are one step
+    def set_settings(self, values: dict[str, int | None]) -> tuple[dict[str, int], float]:
+        # BEGIN IMMEDIATE: the read, the writes and the time of the change are one step; the
+        # last change's time is a row of meta (0.1.0 reads only its own rows there)
+        with self._tx() as db:
             before = dict(db.execute("SELECT name, value FROM settings").fetchall())
             for name, value in values.items():
                 if value is None:
                     db.execute("DELETE FROM settings WHERE name = ?", (name,))
                 else:
                     db.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", (name, value))
-        return before
+            row = db.execute("SELECT value FROM meta WHERE name = 'settings_stamp'").fetchone()
+            stamp = settings_stamp(0 if row is None else int(row[0]))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('settings_stamp', ?)", (stamp,))
+        return before, stamp / 1e6
 
     def put_blob(self, name: str, value: bytes) -> None:
         with self._tx() as db:
