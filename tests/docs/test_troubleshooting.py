@@ -239,21 +239,28 @@ def cli_outcome(done: subprocess.CompletedProcess[str]) -> Outcome:
     return Outcome(ok, f"exit {done.returncode}: {text}")
 
 
-# `fwrest check` where the extra fwrest[otel] is not installed: its exporter's package is
-# hidden from the process (this environment has it, for the tracing tests)
-WITHOUT_OTEL = """
-import sys
-sys.modules["opentelemetry.exporter.otlp.proto.http"] = None
+# `fwrest check` of Tracing=otlp: where the extra fwrest[otel] is not installed (its
+# exporter's package hidden from the process: this environment has it, for the tracing tests),
+# where the OTLP protocol is JSON (no exporter for it), where it is gRPC and its exporter (the
+# extra fwrest[otel-grpc]) is not installed
+CHECK_TRACING = """
+import os, sys
+os.environ["OTEL_EXPORTER_OTLP_PROTOCOL"] = sys.argv[1]
+if sys.argv[2]:
+    sys.modules[sys.argv[2]] = None
 from fwrest.cli import main
 sys.exit(main(["check", "service.ini"]))
 """
 
 
-def tracing_without_the_extra(folder: Path, _certs: dict[str, Path]) -> Outcome:
-    sections = base(0)
-    sections["HTTPSERVER"]["Tracing"] = "otlp"
-    service_on(folder, sections)
-    return cli_outcome(python_c(WITHOUT_OTEL, cwd=folder))
+def tracing_check(protocol: str, hidden: str) -> Special:
+    def run(folder: Path, _certs: dict[str, Path]) -> Outcome:
+        sections = base(0)
+        sections["HTTPSERVER"]["Tracing"] = "otlp"
+        service_on(folder, sections)
+        return cli_outcome(python_c(CHECK_TRACING, protocol, hidden, cwd=folder))
+
+    return run
 
 
 def python_c(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -835,7 +842,15 @@ PROVOKED: dict[str, Broken | Special] = {
         "sqlite store marker garbage", "json", sqlite_file_of_a_newer_release(b"not a marker")
     ),
     "[HTTPSERVER] Tracing: Tracing=otlp needs the OpenTelemetry SDK and its OTLP exporter, "
-    "which are not installed (<module> is missing)": tracing_without_the_extra,
+    "which are not installed (<module> is missing)": tracing_check(
+        "", "opentelemetry.exporter.otlp.proto.http"
+    ),
+    "[HTTPSERVER] Tracing: the environment variable <name>=<value> names no OTLP protocol fwrest "
+    "exports spans with (supported: http/protobuf, grpc)": tracing_check("http/json", ""),
+    "[HTTPSERVER] Tracing: the environment variable <name>=grpc needs OpenTelemetry's OTLP "
+    "exporter for grpc, which is not installed (<module> is missing)": tracing_check(
+        "grpc", "opentelemetry.exporter.otlp.proto.grpc"
+    ),
     "[HTTPSERVER] StateStoreCA: Redis's TLS certificate does not verify: ... "
     "certificate verify failed: ...": asking_redis("serve", ca="other_ca"),
     "[HTTPSERVER] StateStoreCert: the TLS handshake with Redis failed (does Redis ask for a "

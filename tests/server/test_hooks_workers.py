@@ -7,6 +7,8 @@ environment, so the test sees which process ran which hook, and when. Pool ``POO
 
 from __future__ import annotations
 
+import gc
+import logging
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -185,6 +187,22 @@ def test_an_on_start_that_raises_fails_start_in_process(tmp_path: Path) -> None:
     message = str(caught.value)
     assert "[POOL] OnStart: the service did not start: OnStart hooks_start_fails_app." in message
     assert "raised RuntimeError: no database" in message
+
+
+def test_a_failed_on_start_leaves_no_background_task_pending(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker's background tasks (the store's check, the settings' sync, the usage
+    figures) run when ``OnStart`` does: a failed start cancels them and lets them end before
+    its loop closes, none of them destroyed pending, none running on past the cancellation."""
+    extra = {"POOL": {"OnStart": "start_fails"}, "HTTPSERVER": {"StateStore": "sqlite"}}
+    cfg = module_config(tmp_path, "hooks_start_fails_tasks_app", app=APP, extra=extra)
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        with pytest.raises(ConfigError):
+            fwrest.start(cfg)
+        gc.collect()  # the loop closed: what it held is let go
+    errors = [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+    assert errors == []
 
 
 def test_a_hung_on_stop_keeps_the_worker_at_most_10_s(tmp_path: Path) -> None:

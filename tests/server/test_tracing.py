@@ -5,30 +5,42 @@ taking ``POST /v1/traces``, the protobuf decoded with ``opentelemetry-proto``'s
 the HTTP semantic conventions' attributes and is the parent of ``fwrest.auth``,
 ``fwrest.handler``, ``fwrest.store`` and the application's own span (in a ``def`` handler's
 pool thread and in an ``async def`` one); nothing of the credentials, the query or the
-request's secrets reaches the exported data; the log's records carry the span's ids. Without
-``Tracing``, a worker imports nothing of OpenTelemetry. Bad values are start errors.
+request's secrets reaches the exported data; the log's records carry the span's ids. With
+``OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL=grpc`` the spans go over OTLP/gRPC, to a gRPC receiver
+(``opentelemetry-proto``'s ``TraceService``). Without ``Tracing``, a worker imports nothing of
+OpenTelemetry (nor does the check of ``Tracing=otlp`` leave any of it to the workers a reload
+forks). Bad values, a protocol the SDK has no exporter for and a missing exporter are start
+errors, as ``fwrest check`` prints them.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import secrets
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 import trustme
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import (
+    TraceServiceServicer,
+    add_TraceServiceServicer_to_server,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
@@ -37,6 +49,7 @@ from fwrest.errors import ConfigError
 from tests.auth.oauth2_support import client_context, oauth_section
 from tests.conftest import (
     APP_SOURCE,
+    FWREST,
     ServerProcess,
     base_sections,
     exchange,
@@ -169,6 +182,36 @@ class _Receiver:
         self.server.server_close()
 
 
+class _GrpcReceiver(_Receiver):
+    """An OTLP/gRPC receiver (``TraceService/Export``): what it receives, as :class:`_Receiver`
+    keeps it."""
+
+    def __init__(self) -> None:
+        self.bodies = []
+        self.spans = []
+        self.lock = threading.Lock()
+        owner = self
+
+        class Service(TraceServiceServicer):
+            def Export(
+                self, request: ExportTraceServiceRequest, context: Any
+            ) -> ExportTraceServiceResponse:
+                owner.received(request.SerializeToString())
+                return ExportTraceServiceResponse()
+
+        self.grpc_server = grpc.server(ThreadPoolExecutor(2))
+        add_TraceServiceServicer_to_server(Service(), self.grpc_server)
+        self.port = self.grpc_server.add_insecure_port("127.0.0.1:0")
+        self.grpc_server.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"  # http: without TLS
+
+    def close(self) -> None:
+        self.grpc_server.stop(None).wait(10)
+
+
 def _value(value: AnyValue) -> Any:
     kind = value.WhichOneof("value")
     return getattr(value, kind) if kind is not None else None
@@ -195,11 +238,14 @@ def _config(tmp_path: Path, log_format: str = "text") -> Path:
     )
 
 
-def _serve(config: Path, receiver: _Receiver) -> ServerProcess:
+def _serve(
+    config: Path, receiver: _Receiver, variables: dict[str, str] | None = None
+) -> ServerProcess:
     env = {
         "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
         "OTEL_BSP_SCHEDULE_DELAY": "50",
         "OTEL_SERVICE_NAME": "shop-api",
+        **(variables or {}),
     }
     return ServerProcess(config, env=env).wait_ready()
 
@@ -385,6 +431,72 @@ def test_token_route_spans_the_memory_stores_calls_and_exports_no_token(
         assert secret.rsplit(".", 1)[-1].encode() not in exported, secret
 
 
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+        # the traces' own variable first (the SDK's order)
+        {
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        },
+    ],
+    ids=["protocol", "traces-protocol"],
+)
+def test_grpc_protocol_exports_over_otlp_grpc(tmp_path: Path, variables: dict[str, str]) -> None:
+    receiver = _GrpcReceiver()
+    try:
+        proc = _serve(_config(tmp_path), receiver, variables)
+        try:
+            header, trace_id, parent = _traceparent()
+            r = httpx.get(
+                f"{proc.url()}/traced/9",
+                auth=("ada", PASSWORD),
+                headers={"traceparent": header},
+                timeout=15,
+            )
+            assert r.status_code == 200, r.text
+            spans = receiver.wait_spans({trace_id}, {"GET /rest/traced/:id", "shop.work"})
+        finally:
+            assert proc.stop() == 0
+    finally:
+        receiver.close()
+    (server,) = [s for s in spans if s["kind"] == 2]  # SPAN_KIND_SERVER
+    assert server["name"] == "GET /rest/traced/:id" and server["parent"] == parent
+    assert server["resource"]["service.name"] == "shop-api"
+    assert server["attributes"]["http.response.status_code"] == 200
+
+
+# what the supervisor holds of OpenTelemetry once it checked Tracing=otlp, over each protocol:
+# what the workers of a reload without Tracing would inherit
+CHECKED_MODULES = """
+import os, sys
+from fwrest.config import load_config
+held = []
+for protocol in ("", "grpc"):
+    os.environ["OTEL_EXPORTER_OTLP_PROTOCOL"] = protocol
+    assert load_config(sys.argv[1]).tracing == "otlp"
+    held.append(sorted(name for name in sys.modules if name.startswith("opentelemetry")))
+print(held)
+"""
+
+
+def test_the_check_of_tracing_imports_nothing_of_opentelemetry(tmp_path: Path) -> None:
+    """A reload that removes ``Tracing`` forks its workers from a supervisor that checked it
+    before: its checks must have left nothing of OpenTelemetry in ``sys.modules`` (looking a
+    module up imports the packages around it)."""
+    config = _config(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", CHECKED_MODULES, str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[[], []]", done.stdout
+
+
 @pytest.mark.parametrize("store", ["memory", "redis"])
 def test_without_tracing_a_worker_imports_nothing_of_opentelemetry(
     serve: Any, tmp_path: Path, store: str
@@ -434,3 +546,80 @@ def test_otlp_without_the_extra_is_a_start_error_naming_it(
         load_config(sections)
     text = str(caught.value)
     assert "[HTTPSERVER] Tracing" in text and "pip install fwrest[otel]" in text, text
+
+
+# `fwrest check` where the OTLP/gRPC exporter is not installed: its package is hidden from the
+# process (as test_otlp_without_the_extra_is_a_start_error_naming_it does in this one)
+WITHOUT_GRPC = """
+import sys
+sys.modules["opentelemetry.exporter.otlp.proto.grpc"] = None
+"""
+
+
+def _check(tmp_path: Path, variables: dict[str, str], blocked: bool = False) -> str:
+    """``fwrest check``'s exit code 2 and its output, with ``variables`` set (and the gRPC
+    exporter hidden when ``blocked``)."""
+    config = _config(tmp_path)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+    }
+    env |= variables
+    if blocked:
+        (tmp_path / "blocker").mkdir()
+        (tmp_path / "blocker" / "sitecustomize.py").write_text(WITHOUT_GRPC)
+        env["PYTHONPATH"] = str(tmp_path / "blocker")
+    done = subprocess.run(
+        [*FWREST, "check", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out
+    assert "Traceback" not in out
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("fwrest:")]
+    return line
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+        {
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        },
+    ],
+    ids=["protocol", "traces-protocol"],
+)
+def test_grpc_without_its_exporter_is_a_check_error_naming_the_variable_and_the_extra(
+    tmp_path: Path, variables: dict[str, str]
+) -> None:
+    line = _check(tmp_path, variables, blocked=True)
+    (variable,) = [name for name, value in variables.items() if value == "grpc"]
+    assert "[HTTPSERVER] Tracing: " in line, line
+    assert (
+        f"the environment variable {variable}=grpc needs OpenTelemetry's OTLP exporter for grpc, which is not installed (opentelemetry.exporter.otlp.proto.grpc is missing)"
+        in line
+    ), line
+    assert "pip install fwrest[otel-grpc]" in line, line
+
+
+@pytest.mark.parametrize("value", ["http/json", "HTTP/2"])
+def test_a_protocol_without_an_exporter_is_a_check_error(tmp_path: Path, value: str) -> None:
+    line = _check(tmp_path, {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": value})
+    want = (
+        f"[HTTPSERVER] Tracing: the environment variable OTEL_EXPORTER_OTLP_TRACES_PROTOCOL={value} "
+        "names no OTLP protocol fwrest exports spans with (supported: http/protobuf, grpc)"
+    )
+    assert want in line, line
+    if value == "http/json":
+        assert "OpenTelemetry's Python SDK has no exporter for it" in line, line
+    assert (
+        "Fix: set OTEL_EXPORTER_OTLP_TRACES_PROTOCOL to http/protobuf (the default) or grpc" in line
+    )

@@ -9,6 +9,8 @@ functions are resolved later, against the imported repository."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -255,12 +257,57 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
 
 
 TRACING = ("otlp",)  # the values of [HTTPSERVER] Tracing (SPEC 17.4); unset: off
-# what Tracing=otlp imports (the extra fwrest[otel])
-_OTEL_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http")
+# what Tracing=otlp imports (the extra fwrest[otel]), whatever the protocol
+_OTEL_MODULES = ("opentelemetry.sdk.trace",)
+# the OTLP protocols spans are exported with (the SDK's values of the variables below): the
+# exporter's package, and the extra that installs it
+OTLP_PROTOCOLS = {
+    "http/protobuf": ("opentelemetry.exporter.otlp.proto.http", "otel"),  # the default
+    "grpc": ("opentelemetry.exporter.otlp.proto.grpc", "otel-grpc"),
+}
+# the SDK's order: the traces' own variable, then the one of every signal
+OTLP_PROTOCOL_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+
+
+def otlp_protocol(environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
+    """The OTLP protocol of the spans' exporter as the SDK reads it: (the variable that
+    sets it, its value), ``("", "http/protobuf")`` when neither does (unset or empty).
+
+    >>> otlp_protocol({"OTEL_EXPORTER_OTLP_PROTOCOL": " grpc "})
+    ('OTEL_EXPORTER_OTLP_PROTOCOL', 'grpc')
+    >>> otlp_protocol({"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
+    ...                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+    ('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'grpc')
+    >>> otlp_protocol({"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": ""})
+    ('', 'http/protobuf')
+    """
+    for name in OTLP_PROTOCOL_VARIABLES:
+        value = environ.get(name, "").strip()
+        if value:
+            return name, value
+    return "", "http/protobuf"
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, looked up without importing it: the packages
+    around it that the look-up imports (``opentelemetry``'s namespace packages) leave
+    ``sys.modules`` again, so that a worker forked after a check without ``Tracing`` (a
+    reload that removed it) holds nothing of OpenTelemetry (SPEC 17.4)."""
+    top = module.partition(".")[0]
+    before = {name for name in sys.modules if name == top or name.startswith(top + ".")}
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+    finally:
+        for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+            if name not in before:
+                del sys.modules[name]
 
 
 def tracing_config(raw: RawConfig, http: RawSection, value: str | None) -> str | None:
-    """``[HTTPSERVER] Tracing``: None (off) or ``otlp``, whose packages must be installed (so
+    """``[HTTPSERVER] Tracing``: None (off) or ``otlp``, whose packages must be installed,
+    the exporter's of the protocol the ``OTEL_EXPORTER_OTLP_*PROTOCOL`` variables name (so
     that ``fwrest check`` says so, and no worker dies of it). Looked up, not imported."""
     if value is None or not value.strip():
         return None
@@ -272,19 +319,38 @@ def tracing_config(raw: RawConfig, http: RawSection, value: str | None) -> str |
             "Tracing",
             "write Tracing=otlp, or leave Tracing out (no tracing).",
         )
-    for module in _OTEL_MODULES:
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except ImportError:
-            found = False
-        if not found:
+    variable, protocol = otlp_protocol()
+    if protocol not in OTLP_PROTOCOLS:
+        why = (
+            "; OpenTelemetry's Python SDK has no exporter for it" if protocol == "http/json" else ""
+        )
+        raise raw.error(
+            f"the environment variable {variable}={protocol} names no OTLP protocol fwrest "
+            f"exports spans with (supported: {', '.join(OTLP_PROTOCOLS)}){why}.",
+            http.name,
+            "Tracing",
+            f"set {variable} to http/protobuf (the default) or grpc, or unset it.",
+        )
+    exporter, extra = OTLP_PROTOCOLS[protocol]
+    for module in (*_OTEL_MODULES, exporter):
+        if _installed(module):
+            continue
+        if module == exporter and variable:
             raise raw.error(
-                f"Tracing=otlp needs the OpenTelemetry SDK and its OTLP exporter, which are "
-                f"not installed ({module} is missing).",
+                f"the environment variable {variable}={protocol} needs OpenTelemetry's OTLP "
+                f"exporter for {protocol}, which is not installed ({module} is missing).",
                 http.name,
                 "Tracing",
-                "pip install fwrest[otel], or leave Tracing out.",
+                f"pip install fwrest[{extra}], or unset {variable} (OTLP over HTTP), or "
+                "leave Tracing out.",
             )
+        raise raw.error(
+            f"Tracing=otlp needs the OpenTelemetry SDK and its OTLP exporter, which are "
+            f"not installed ({module} is missing).",
+            http.name,
+            "Tracing",
+            f"pip install fwrest[{extra}], or leave Tracing out.",
+        )
     return tracing
 
 

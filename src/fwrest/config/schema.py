@@ -334,7 +334,8 @@ KEYS: tuple[Key, ...] = (
         "str",
         None,
         doc="otlp: a span per request, exported with the OpenTelemetry SDK to "
-        "OTEL_EXPORTER_OTLP_ENDPOINT (SPEC 17.4; needs pip install fwrest[otel]); unset: off",
+        "OTEL_EXPORTER_OTLP_ENDPOINT (SPEC 17.4; needs pip install fwrest[otel]; "
+        "OTEL_EXPORTER_OTLP_PROTOCOL=grpc: fwrest[otel-grpc]); unset: off",
     ),
     Key(
         "HTTPSERVER",

@@ -20,8 +20,10 @@ is decided at start, around the parts the worker assembles:
 
 fwrest's own spans are children of the server span, none of them made current: SPEC 17.4
 makes the server span the handler's parent. Spans are exported by the SDK's batch processor
-and OTLP/HTTP exporter, configured by the SDK's ``OTEL_*`` variables (endpoint, headers,
-timeout, sampler, service name, ``OTEL_SDK_DISABLED``). A process whose application set an
+and OTLP exporter, configured by the SDK's ``OTEL_*`` variables (endpoint, headers, timeout,
+sampler, service name, ``OTEL_SDK_DISABLED``; the protocol, ``OTEL_EXPORTER_OTLP_PROTOCOL``
+and ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``: OTLP/HTTP with protobuf by default, or OTLP/gRPC,
+the extra ``fwrest[otel-grpc]``). A process whose application set an
 SDK tracer provider of its own keeps it; else fwrest installs one, once per process.
 """
 
@@ -40,10 +42,11 @@ from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from fwrest import __version__, log
+from fwrest.config.loader import otlp_protocol
 from fwrest.context.request import RequestContext
 from fwrest.errors import HTTPError, is_cancellation
 from fwrest.server.app import Guard, PortApp
@@ -174,18 +177,31 @@ def _provider() -> BatchSpanProcessor | None:
             return _own[1]
         if isinstance(trace.get_tracer_provider(), TracerProvider):
             return None  # the application's: its processors and exporters
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
         resource = Resource.create()
         if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
             # no OTEL_SERVICE_NAME nor service.name in OTEL_RESOURCE_ATTRIBUTES
             resource = resource.merge(Resource({"service.name": "fwrest"}))
         provider = TracerProvider(resource=resource)
-        processor = BatchSpanProcessor(OTLPSpanExporter())
+        processor = BatchSpanProcessor(_exporter())
         provider.add_span_processor(processor)
         trace.set_tracer_provider(provider)
         _own = (provider, processor)
         return processor
+
+
+def _exporter() -> SpanExporter:
+    """The OTLP exporter of the protocol the ``OTEL_EXPORTER_OTLP_*PROTOCOL`` variables name
+    (the loader's ``tracing_config`` checked the value, and that its package is installed)."""
+    _, protocol = otlp_protocol()
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcExporter,
+        )
+
+        return GrpcExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter()
 
 
 class Tracing:

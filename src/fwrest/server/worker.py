@@ -53,6 +53,10 @@ def new_loop() -> asyncio.AbstractEventLoop:
 
 
 SECRET_RETRY_S = 5.0  # how often a worker asks a store that did not answer for the shared key
+# what a stopping worker waits at most for the background tasks it cancelled to end, and
+# after how long it cancels again one that is still running (_cancelled_ended)
+CANCELLED_WAIT_S = 1.0
+CANCELLED_GRACE_S = 0.1
 
 
 class Worker:
@@ -285,6 +289,7 @@ class Worker:
         self.built.close()
         self._settings.stop()
         self.usage.stop()
+        await _cancelled_ended()
         await self._audit.drain()
         if self.store_client is not None:
             self.store_client.close()
@@ -412,3 +417,23 @@ class Worker:
             self.index + 1,
             sum(app.total for app in self.apps),
         )
+
+
+async def _cancelled_ended() -> None:
+    """Let the loop's cancelled tasks end, at most ``CANCELLED_WAIT_S``: the background
+    tasks that ``_shut`` and the assembly's ``close`` cancelled (the store's check, the
+    settings' sync, the usage figures, the guards' and the token services' refreshes), before
+    the store client closes and the loop does (after a stop, or a failed ``OnStart``): a task
+    the loop still held would be destroyed pending ("Task was destroyed but it is
+    pending!"). Python 3.11's ``asyncio.wait_for`` drops a cancellation that comes as what
+    it waits for ends: a task still running after ``CANCELLED_GRACE_S`` is cancelled again."""
+    me = asyncio.current_task()
+    end = time.monotonic() + CANCELLED_WAIT_S
+    while True:
+        left = [t for t in asyncio.all_tasks() if t is not me and t.cancelling()]
+        now = time.monotonic()
+        if not left or now >= end:
+            return
+        _, running = await asyncio.wait(left, timeout=min(CANCELLED_GRACE_S, end - now))
+        for task in running:
+            task.cancel()
