@@ -420,6 +420,10 @@ def test_the_redis_password_is_never_shown(tmp_path: Path) -> None:
                 answers.append(f"{wrong.status_code} {wrong.text}")
             change = http.post(base + "/fw/rest/config", json={"rest_log_level": 4})
             answers.append(f"{change.status_code} {change.text}")
+            # a usage reset fails closed as a settings change does (SPEC 7): it was a 500
+            reset = http.post(base + "/fw/rest/usage/time/reset", json={})
+            assert (reset.status_code, reset.headers.get("retry-after")) == (503, "1"), reset.text
+            answers.append(f"{reset.status_code} {reset.text}")
             read_all("DOWN")
     # the commands: a check of this service, of one with the password in the URL, and a
     # start refused for a wrong password in the URL (Redis runs again for them)

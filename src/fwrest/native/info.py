@@ -17,7 +17,7 @@ import orjson
 from fwrest import log
 from fwrest._native import selected
 from fwrest.context.request import RequestContext, Response, current
-from fwrest.errors import NO_STORE, HTTPError
+from fwrest.errors import NO_STORE, HTTPError, store_unavailable
 from fwrest.native.guard import (
     FORM_FIELD,
     FORM_TYPE,
@@ -28,6 +28,7 @@ from fwrest.native.guard import (
     refuse_foreign,
     token_matches,
 )
+from fwrest.store import StoreError
 from fwrest.store.calls import call_store
 
 __all__ = [
@@ -262,7 +263,10 @@ async def usage_reset() -> Response:
             raise HTTPError(403, detailed="the form's anti-forgery token is missing or wrong")
     if not await is_admin(ctx):
         raise HTTPError(403, detailed="this user may not reset the usage figures")
-    await service.reset_usage()
+    try:
+        await service.reset_usage()
+    except (StoreError, TimeoutError):
+        raise store_unavailable() from None  # fail closed, as a settings change (SPEC 7)
     log.server_log.info(
         "[%s] usage figures reset by %r", ctx.port.name, log.escape(ctx.auth_user or "-")
     )
