@@ -53,6 +53,7 @@ __all__ = [
     "ConfigError",
     "Forbidden",
     "HTTPError",
+    "RaisedInThread",
     "Refusal",
     "ServiceUnavailable",
     "StreamCut",
@@ -165,6 +166,19 @@ class CallbackRaised(Exception):
         super().__init__(f"{what} raised {type(inner).__name__}")
         self.what = what
         self.inner = inner
+
+
+class RaisedInThread(Exception):
+    """What a ``def`` function raised that a Future cannot hand to the loop as it is:
+    ``StopIteration`` (a Future refuses it) and ``GeneratorExit`` (a task throws a Future's
+    exception into the coroutines awaiting it, and thrown, ``GeneratorExit`` closes them
+    instead of reaching their handlers). ``original`` is it; the failure is handled as
+    any other (SPEC 7.1), ``OnError`` given ``original``."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(f"the function raised {type(original).__name__}")
+        self.original = original
+        self.__cause__ = original
 
 
 class HTTPError(Exception):

@@ -41,7 +41,7 @@ from typing import Any
 
 from fwrest import log
 from fwrest.context.request import RequestContext, Response, current
-from fwrest.errors import HTTPError, error_body, is_cancellation
+from fwrest.errors import HTTPError, RaisedInThread, error_body, is_cancellation
 from fwrest.server.failures import Failed, log_failure
 from fwrest.server.hooks import Hook
 
@@ -255,7 +255,8 @@ def compose(
         except BaseException as exc:
             if is_cancellation(exc):
                 raise
-            result = await recovered(exc)  # then OnSend, whoever it is
+            # then OnSend, whoever it is; OnError is given what the function raised
+            result = await recovered(exc.original if type(exc) is RaisedInThread else exc)
         else:
             if send is None or job_send is not None:
                 return result  # no OnSend, or the job ran it

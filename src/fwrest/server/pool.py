@@ -20,7 +20,7 @@ from typing import Any
 from fwrest.config.model import ThreadPoolConfig
 from fwrest.context import chunks
 from fwrest.context.chunks import ChunkedAnswer
-from fwrest.errors import ClientDisconnected, ServiceUnavailable
+from fwrest.errors import ClientDisconnected, RaisedInThread, ServiceUnavailable
 from fwrest.log import server_log
 from fwrest.server.failures import log_failure
 
@@ -107,12 +107,10 @@ def _deliver(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
     if ok:
         future.set_result(value)
         return
-    if isinstance(value, StopIteration):
-        # a Future refuses StopIteration (TypeError, and the request never answered): as
-        # a coroutine's, it becomes a RuntimeError raised from it (PEP 479)
-        raised = RuntimeError(f"the function raised {type(value).__name__}")
-        raised.__cause__ = value
-        value = raised
+    if isinstance(value, (StopIteration, GeneratorExit)):
+        # a Future refuses the first (and the request never answered); the second, thrown
+        # into the awaiting coroutines, would close them past their handlers
+        value = RaisedInThread(value)
     future.set_exception(value)
 
 
