@@ -17,6 +17,7 @@ import pytest
 
 from fwrest.auth.throttle import LockBoard, Throttle
 from fwrest.errors import HTTPError
+from fwrest.store.base import StoreError
 from fwrest.store.memory import MemoryStore
 from fwrest.store.sqlite import SqliteStore
 from tests.conftest import wait_for
@@ -163,5 +164,47 @@ def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_count(tmp_
             throttle.stop()
         # the write arrives at last (its thread finishes on its own)
         wait_for(lambda: store.locks().keys() == {user_key, ip_key}, 10, "the locks in the store")
+
+    asyncio.run(scenario())
+
+
+class RefusesLockWrites(SqliteStore):
+    """A sqlite store that counts failures and lists locks but takes no lock write (a Redis
+    out of memory under ``noeviction``, a read-only replica)."""
+
+    def add_lock(self, key: str, until: float) -> None:
+        raise StoreError("this store takes no write")
+
+
+def test_a_lock_the_store_will_not_take_leaves_the_list_read(tmp_path: Path) -> None:
+    """This worker's lock is retried at every refresh while the store refuses it; the
+    lock-out list is read all the same: another host's lock-out is honoured here (it was
+    never read again once a write had failed)."""
+
+    async def scenario() -> None:
+        store = RefusesLockWrites(tmp_path / "state.db")
+        other_host = SqliteStore(tmp_path / "state.db")
+        throttle = Throttle(store, 3, "BASIC", board=LockBoard(2), region=0)
+        throttle.start()
+        try:
+            for _ in range(3):
+                await throttle.failed(await throttle.admit("bob", "127.0.0.5"))
+            with pytest.raises(HTTPError):
+                throttle.check("bob", "127.0.0.9")  # on this host's board
+            await asyncio.sleep(0.6)  # a refresh whose write of bob's lock failed
+            carl = throttle.keys("carl", "127.0.0.7")[0]
+            other_host.add_lock(carl, time.time() + 60)
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                try:
+                    throttle.check("carl", "127.0.0.8")
+                except HTTPError as exc:
+                    assert exc.status == 429
+                    return
+                await asyncio.sleep(0.05)
+            raise AssertionError("another host's lock-out unseen while a write is refused")
+        finally:
+            throttle.stop()
+            other_host.close()
 
     asyncio.run(scenario())

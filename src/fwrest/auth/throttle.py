@@ -97,8 +97,9 @@ _ADDRESS_KEYS_MAX = 4096  # address keys remembered per process (parsing costs m
 # goes on doing so for _AWAY_S before it asks the store again (Basic keeps working while the
 # store is away, without waiting on it at every attempt).
 _AWAY_S = 5.0
-# lock-outs made while the store was away, written to it per refresh at most (one trip)
-_WRITE_BATCH = 256
+# lock-outs made while the store was away, written to it per refresh at most (one trip of
+# that many writes, well within the store deadline even when each write takes 50 ms)
+_WRITE_BATCH = 16
 
 
 def port_keys(port_name: str) -> tuple[str, str]:
@@ -471,9 +472,20 @@ class Throttle:
 
     async def _refresh(self) -> None:
         while True:
-            try:
-                if self._unwritten:
+            if self._unwritten:
+                try:
                     await self._write_unwritten()
+                except (StoreError, TimeoutError) as exc:
+                    # the list is read all the same: a store that takes no write (full,
+                    # read-only) must not keep this worker from seeing lifts and other
+                    # hosts' lock-outs
+                    log.auth_log.debug(
+                        "lock-outs made while the store was away not written yet: %s",
+                        str(exc) or f"no answer within {_DEADLINE_S:g} s",
+                    )
+                except Exception:
+                    log.auth_log.exception("lock-outs made while the store was away not written")
+            try:
                 asked = time.monotonic()
                 fresh = await self._client.call(self.store.locks, deadline=_DEADLINE_S)
                 # this port's locks only: another port's lock-out leaves this port's check on
