@@ -104,11 +104,16 @@ class UsageSync:
         other workers), within a second on other hosts (the epoch in the store)."""
         store = self.store
         epoch = secrets.token_hex(8).encode()
-        self._reset_tables()
         if store is not None:
-            await self._call(store.delete_blobs, _PREFIX)
+            # first: a store that fails here leaves every figure as it was (the route's 503)
             await self._call(store.put_blob, _EPOCH, epoch)
+        self._reset_tables()
         self._epoch = epoch
+        if store is not None:
+            # the workers' published figures: each republishes its zeroed ones within a
+            # second of seeing the epoch, so a failure here only delays that
+            with contextlib.suppress(StoreError, TimeoutError):
+                await self._call(store.delete_blobs, _PREFIX)
         if self.parent_pid is not None:
             for pid in _siblings(self.parent_pid):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
