@@ -841,7 +841,9 @@ class TokenService:
         if not secret and cid in allowed.public:
             return cid  # a public client names itself: it has no secret (SPEC 16.1)
         clients = allowed.clients
-        tried = [(cid, secret)] if creds.as_sent is None else [(cid, secret), creds.as_sent]
+        tried = [(cid, secret)]
+        if creds.as_sent is not None and creds.as_sent[0] in allowed.client_ids:
+            tried.append(creds.as_sent)  # a known client's only: one hash per unknown one
         for cid, secret in tried:
             if costly(clients):
                 ok = await settled(asyncio.to_thread(check_user, clients, cid, secret))
