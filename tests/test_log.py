@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import ast
 import doctest
+import gc
 import importlib
+import logging
 import pkgutil
 import re
+import warnings
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
@@ -221,3 +224,18 @@ def test_doctests(name: str) -> None:
     result = runner.summarize(verbose=False)
     assert result.attempted > 0
     assert result.failed == 0, f"{name}: {result.failed} doctest(s) failed"
+
+
+def test_a_closed_log_file_is_not_opened_again_by_a_late_record(tmp_path: Path) -> None:
+    """A thread may still hold the file handler when its service stops (or another service
+    in the process takes the log over) and closes it: logging's FileHandler opened the file
+    again for that record and left it open for good (a ResourceWarning at some later GC)."""
+    handler = log._FileHandler(tmp_path / "server.log")
+    handler.emit(logging.makeLogRecord({"msg": "before"}))
+    handler.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        handler.emit(logging.makeLogRecord({"msg": "late"}))
+        assert handler.stream is None
+        gc.collect()
+    assert (tmp_path / "server.log").read_text() == "before\n"

@@ -814,6 +814,11 @@ class _FileHandler(logging.FileHandler, TurnFlushingHandler):
         self._pending = False
 
     def _open(self) -> Any:
+        if getattr(self, "_closed", False):
+            # closed (its service stopped, or another in-process one took over the log)
+            # while a thread still held it: logging's FileHandler would open the file again
+            # and leave it open for good; the record is dropped instead
+            return None
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
