@@ -46,6 +46,7 @@ from tests.conftest import (
     free_port,
     issue_certs,
     local_port,
+    run_cli,
     run_forked,
     serving,
     wait_for,
@@ -210,13 +211,20 @@ def test_bad_input_exits_2_and_leaves_the_file_byte_for_byte(config: Path) -> No
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr, (args, result.stderr)
         assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime, args
-    broken = b'{"users": [{"username": "hana", "password": "x"},'
-    path.write_bytes(broken)
-    mtime = path.stat().st_mtime_ns
-    for args in (("users", "add", "dora", "--password-stdin"), ("users", "list")):
-        result = fwrest(config, *args, stdin="Dora-Pw-4\n")
-        assert result.returncode == 2 and "is not valid JSON" in result.stderr, result.stderr
-        assert path.read_bytes() == broken and path.stat().st_mtime_ns == mtime
+    # a key given twice is refused as the start refuses it (the last "users" would win: an
+    # edit wrote back only it, the first list's users gone)
+    for broken, said in (
+        (b'{"users": [{"username": "hana", "password": "x"},', "is not valid JSON"),
+        (b'{"users": [{"username": "hana", "password": "x"}], "users": []}', "given twice"),
+    ):
+        path.write_bytes(broken)
+        mtime = path.stat().st_mtime_ns
+        for args in (("users", "add", "dora", "--password-stdin"), ("users", "list")):
+            result = fwrest(config, *args, stdin="Dora-Pw-4\n")
+            assert result.returncode == 2 and said in result.stderr, result.stderr
+            assert path.read_bytes() == broken and path.stat().st_mtime_ns == mtime
+        checked = run_cli("check", str(config), cwd=config.parent)
+        assert checked.returncode == 2 and said in checked.stdout + checked.stderr
     assert list(path.parent.glob(".params.json.*")) == []
 
 

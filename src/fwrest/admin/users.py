@@ -33,6 +33,7 @@ from typing import Any
 from fwrest.auth.oauth2.params import CLIENT_PREFIX, ParamsError, normalise
 from fwrest.auth.oauth2.passwords import hash_password, signature
 from fwrest.auth.throttle import user_key
+from fwrest.config.reading import loads_unique
 
 __all__ = ["CLIENTS", "USERS", "AdminError", "Kind", "params_file", "run"]
 
@@ -221,7 +222,7 @@ def _password(stdin: bool) -> str:
 
 def _load(raw: bytes, path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = loads_unique(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise AdminError(f"{path} is not valid JSON: {exc}; nothing changed") from None
     try:

@@ -15,7 +15,14 @@ from typing import Any
 
 from fwrest.errors import ConfigError
 
-__all__ = ["RawConfig", "RawSection", "duration_seconds", "parse_json_text", "read_source"]
+__all__ = [
+    "RawConfig",
+    "RawSection",
+    "duration_seconds",
+    "loads_unique",
+    "parse_json_text",
+    "read_source",
+]
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600}  # a duration's units (kind "seconds")
@@ -110,6 +117,24 @@ def _second_at(text: str, key: str) -> str:
     line = text.count("\n", 0, second) + 1
     column = second - (text.rfind("\n", 0, second) + 1) + 1
     return f", the second time at line {line}, column {column}"
+
+
+def loads_unique(text: str) -> Any:
+    """``json.loads`` refusing a key given twice in one object (a ``ValueError`` naming it
+    and where), which ``json`` would let the last win silently: the ``onAuthparams`` file,
+    read by the token route and edited by ``fwrest users``/``clients``.
+
+    >>> loads_unique('{"users": [], "users": []}')
+    Traceback (most recent call last):
+    ValueError: the key 'users' is given twice in one object, the second time at line 1, column 15 (JSON would keep only the last)
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise ValueError(
+            f"the key {exc.key!r} is given twice in one object{_second_at(text, exc.key)} "
+            "(JSON would keep only the last)"
+        ) from None
 
 
 def parse_json_text(

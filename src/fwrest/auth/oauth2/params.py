@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from fwrest.auth.basic import parse_basic
 from fwrest.auth.oauth2.errors import InvalidClient, InvalidRequest, OAuthError
 from fwrest.auth.oauth2.redirects import redirect_problem, registered_form
 from fwrest.auth.throttle import user_key
+from fwrest.config.reading import loads_unique
 from fwrest.repository import is_async
 from fwrest.repository.scopes import scope_list
 from fwrest.routing.names import TOKEN_BODY_LIMIT
@@ -377,7 +377,7 @@ class ParamsSource:
         if self._good is not None and state == self._good_state and not racy:
             return self._good
         try:
-            data = json.loads(self.file.read_text(encoding="utf-8-sig"))  # a BOM is not JSON
+            data = loads_unique(self.file.read_text(encoding="utf-8-sig"))  # a BOM is not JSON
         except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             return self._fall_back(state, f"{self.file} is not valid JSON: {exc}")
         try:
