@@ -168,6 +168,25 @@ def test_allow_methods_narrows_what_a_preflight_grants(tmp_path: Path) -> None:
         assert "POST is not an allowed method" in refused.json()["detailedMessage"]
 
 
+def test_a_method_allow_methods_lists_is_granted_where_no_route_takes_it(tmp_path: Path) -> None:
+    """SPEC 10.1: an allowed origin, method and headers give 204; the request itself then
+    gets its 404 or 405 with the CORS headers, which the front-end can read (a Basic
+    front-end sends Authorization, so every fetch of it is preflighted). Never for a path a
+    native route closed to other origins takes, nor for a method AllowMethods leaves out."""
+    cors = {"AllowOrigins": WEB, "AllowMethods": "GET, POST, PUT, DELETE"}
+    config = _service(tmp_path, "cors_app_listed", cors)
+    with Client(config, server="HTTP_OPEN") as client:
+        for path, method, status in (("/rest/hello", "DELETE", 405), ("/rest/nowhere", "GET", 404)):
+            granted = preflight(client, path, method, headers="authorization")
+            assert granted.status_code == 204, (path, granted.text)
+            assert granted.headers["access-control-allow-methods"] == "GET, POST, PUT, DELETE"
+            answer = client.request(method, path, headers={"Origin": WEB})
+            assert answer.status_code == status
+            assert answer.headers["access-control-allow-origin"] == WEB
+        for path, method in (("/rest/fw/rest/config", "PUT"), ("/rest/hello", "PATCH")):
+            assert preflight(client, path, method).status_code == 403, path
+
+
 def test_a_plain_options_is_what_it_was(basic: Client, open_port: Client) -> None:
     # no Access-Control-Request-Method: no preflight, the route's methods (RFC 9110 9.3.7)
     assert basic.options("/rest/hello", headers={"Origin": WEB}).status_code == 401

@@ -185,11 +185,19 @@ class CorsStages(Generic[R]):
         assert policy is not None
         if not policy.allows(origin):
             return _refused("the origin is not allowed")
+        unrouted = False
         try:
             match = place.router.match(method, rel)
         except HTTPError:
-            return _refused(f"no route takes {method} here")
-        if not granted(match.payload.endpoint):
+            unrouted = True
+        if unrouted:
+            # no route takes it: granted for a method AllowMethods lists (the request then
+            # gets its 404 or 405 with the CORS headers, which the front-end can read, SPEC
+            # 10.1), unless a route of the path is closed to other origins; without
+            # AllowMethods the methods are the route's, and there are none
+            if method not in policy.methods or _closed(place.router, rel):
+                return _refused(f"no route takes {method} here")
+        elif not granted(match.payload.endpoint):
             return _refused("this route is not open to other origins")
         methods = policy.methods or tuple(place.router.methods(rel))
         if method not in methods:
