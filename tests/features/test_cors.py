@@ -39,6 +39,12 @@ async def change(id):
 def boom():
     raise RuntimeError("kaboom")
 
+@get("/own-cors")
+def own_cors():
+    rest.setKeyHeaderResponse("Access-Control-Allow-Origin", "*")
+    rest.setKeyHeaderResponse("Access-Control-Allow-Credentials", "false")
+    return {"own": True}
+
 @get("/varied")
 def varied():
     return Response({"v": 1}, headers={"Vary": "Accept-Language"})
@@ -213,7 +219,8 @@ def _assert_cors(response: httpx.Response, origin: str = WEB) -> None:
     ("method", "path", "auth", "status"),
     [("GET", "/rest/hello", True, 200), ("GET", "/rest/hello", False, 401),
      ("GET", "/rest/nowhere", True, 404), ("GET", "/rest/boom", True, 500),
-     ("DELETE", "/rest/hello", True, 405)],
+     ("DELETE", "/rest/hello", True, 405),
+     ("GET", "/rest/own-cors", True, 200)],  # a handler's own: replaced, never beside
 )  # fmt: skip
 def test_every_answer_to_an_allowed_origin_carries_the_headers(
     basic: Client, method: str, path: str, auth: bool, status: int

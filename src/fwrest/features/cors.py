@@ -219,6 +219,16 @@ class CorsStages(Generic[R]):
         return Reply(204, headers, b"")
 
 
+# the answer headers the CORS stage writes, in place of any a handler set
+_OWN = frozenset(
+    (
+        "access-control-allow-origin",
+        "access-control-allow-credentials",
+        "access-control-expose-headers",
+    )
+)
+
+
 class CorsHeaders(Generic[R]):
     """The outgoing stage of one location with CORS: its headers on any answer to an allowed
     origin (errors too), and ``Vary: Origin`` on every answer whatever the origin; never on a
@@ -270,6 +280,10 @@ class CorsHeaders(Generic[R]):
         policy = self.policy
         if not policy.allows(origin):
             return reply
+        if any(name in _OWN for name, _ in headers):
+            # the location's CORS section decides them: a handler's own (a "*" beside the
+            # origin with credentials) would make the browser refuse the answer
+            headers[:] = [(name, value) for name, value in headers if name not in _OWN]
         headers.append(("access-control-allow-origin", origin))
         if policy.credentials:
             headers.append(("access-control-allow-credentials", "true"))
