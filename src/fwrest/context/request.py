@@ -205,6 +205,7 @@ class RequestContext:
         "resp_status",
         "scope",
         "selected",
+        "started",
     )
 
     def __init__(
@@ -250,6 +251,9 @@ class RequestContext:
         # ``rate``: (requests left, seconds until the window ends), set by a location's rate
         # limit when it counted the request (SPEC 13.7), unset elsewhere
         self.rate: tuple[int, int]
+        # ``started``: perf_counter_ns() when the port took the request (set by the port's
+        # pipeline): what a deadline counted from the request's start reads
+        self.started: int
 
     @property
     def server_name(self) -> str:

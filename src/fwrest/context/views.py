@@ -91,10 +91,10 @@ class SettingsView(Protocol):
     def describe(self) -> dict[str, dict[str, Any]]: ...
 
     async def change(
-        self, changes: dict[str, int | None]
+        self, changes: dict[str, int | None], deadline_s: float = ...
     ) -> tuple[dict[str, tuple[int, int]], float]:
-        """Change run-time values; each key's value in force before and after, and the time
-        the store made the change."""
+        """Change run-time values (the store given ``deadline_s`` to answer); each key's
+        value in force before and after, and the time the store made the change."""
         ...
 
 

@@ -711,6 +711,7 @@ class PortApp:
                         self, method, path, query, req.headers, req.body, req.client, req.peer_cert
                     )
                     ctx.request_id = rid
+                    ctx.started = started
                     # its secret-named inputs are scrubbed from any record (SPEC 7), worked
                     # out only when one is written; not reset: the request's task ends with it
                     log.request_inputs.set(ctx)

@@ -97,11 +97,13 @@ class SettingsManager:
         self._changes = 0  # local changes made; a store read begun before one is stale
         self._task: asyncio.Task[None] | None = None
 
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _call(
+        self, fn: Callable[..., T], *args: Any, deadline_s: float = REQUEST_DEADLINE_S
+    ) -> T:
         """A store call under the request deadline (SPEC 7: 503 within 1.5 s)."""
         if self._client is not None:
-            return await self._client.call(fn, *args, deadline=REQUEST_DEADLINE_S)
-        return await call_store(fn, *args, deadline=REQUEST_DEADLINE_S)
+            return await self._client.call(fn, *args, deadline=deadline_s)
+        return await call_store(fn, *args, deadline=deadline_s)
 
     def effective(self) -> Tunables:
         return self._effective_of(self.runtime)
@@ -142,7 +144,7 @@ class SettingsManager:
         log.server_log.warning("settings changed (%s): %s", reason, changes)
 
     async def change(
-        self, changes: dict[str, int | None]
+        self, changes: dict[str, int | None], deadline_s: float = REQUEST_DEADLINE_S
     ) -> tuple[dict[str, tuple[int, int]], float]:
         """Store a change for every worker and host, and apply it here at once; each changed
         key's value in force before and after, and the time the store made the change (the
@@ -152,7 +154,7 @@ class SettingsManager:
         # SPEC 7: a settings change answers 503 within 1.5 s when the store hangs. What the
         # store held before is the value in force for the service (SPEC 13.5): this worker's
         # copy may be up to a sync behind a change made through another worker or host.
-        previous, stamp = await self._call(self.store.set_settings, changes)
+        previous, stamp = await self._call(self.store.set_settings, changes, deadline_s=deadline_s)
         before = self._effective_of({k: v for k, v in previous.items() if k in SETTINGS})
         self._changes += 1
         for name, value in changes.items():
