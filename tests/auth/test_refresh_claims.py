@@ -8,7 +8,8 @@ the store calls of one token request share one deadline (SPEC 7: 503 within 1.5 
   fwrest gains the new column.
 * The token service, on a store that can be frozen call by call (``threading.Event``, no
   sleeps): a spend that completes after its request answered 503, or a spend whose request
-  fails to write the new pair, is undone, so the client's retry gets a new pair; a store that
+  fails to write the new pair, is undone, so the client's retry gets a new pair (the retry
+  undoes it first where the store refused the undo so far); a store that
   answers every call slowly gets a 503 when the calls of one request together pass the
   deadline, where each call alone would have been in time.
 """
@@ -77,8 +78,10 @@ class GatedStore(MemoryStore):
         self.gated: set[str] = set()
         self.slow_s = 0.0
         self.fail_add = False
+        self.fail_restore = False
         self.late_spend_done = threading.Event()
         self.restored = threading.Event()
+        self.restore_refused = threading.Event()
 
     def _enter(self, name: str) -> None:
         if name in self.gated:
@@ -117,6 +120,9 @@ class GatedStore(MemoryStore):
                 self.late_spend_done.set()
 
     def restore_refresh(self, token_hash: str, claim: str) -> None:
+        if self.fail_restore:
+            self.restore_refused.set()
+            raise StoreError("the store failed")
         super().restore_refresh(token_hash, claim)
         self.restored.set()
 
@@ -204,6 +210,27 @@ def test_a_spend_whose_new_pair_cannot_be_written_is_undone() -> None:
         store.fail_add = False
         status, body, _ = await client.refresh(token)
         assert status == 200, body
+
+    run(scenario)
+
+
+def test_a_retry_while_the_undo_is_pending_undoes_it_first() -> None:
+    """The store fails the new pair's write and then the undo (a cluster down while another
+    master fails over); it answers again just before the client's retry, before the
+    background undo's next try: the retry undoes the spend itself and gets its pair, once."""
+
+    async def scenario(store: GatedStore, client: Client) -> None:
+        token = await client.password()
+        store.fail_add = store.fail_restore = True
+        status, body, _ = await client.refresh(token)
+        assert status == 503, body
+        await wait_event(store.restore_refused)  # the background undo tried, and failed
+        store.fail_add = store.fail_restore = False  # the store is back
+        status, body, _ = await client.refresh(token)  # the client's retry
+        assert status == 200, body
+        assert store.restored.is_set()
+        status, body, _ = await client.refresh(token)  # now it is a replay
+        assert (status, body["error"]) == (400, "invalid_grant"), body
 
     run(scenario)
 

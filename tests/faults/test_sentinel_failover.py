@@ -17,6 +17,9 @@ killed (SIGKILL, a crashed host); the sentinels promote the replica.
   the new one after a 200; every refresh token answered 200 more than once is a double spend
   (counted: 0), and after the run each token that was answered 200 is presented again: none is
   answered 200 (a spend the old primary confirmed but did not pass on would be).
+
+And before any failover: a refresh whose spend the replica does not confirm (frozen) answers
+503 with ``Retry-After`` and leaves the token valid (an in-process port on the same group).
 """
 
 from __future__ import annotations
@@ -28,13 +31,16 @@ from pathlib import Path
 import pytest
 import trustme
 
+from fwrest.testing import Client
 from tests.auth.oauth2_support import issue_certs
 from tests.docs.blocks import ini_example
 from tests.faults.failover import RESUMED_S, TwoHosts, host_configs
 from tests.redis_support import SentinelGroup, started
+from tests.store.support import oauth_service, unconfirmed_spend_is_undone
 
 USERS = [("ada", "Ada-Pw-7731"), ("bob", "Bob-Pw-2207")]
 REDIS_PASSWORD = "Sentinel-Pw-3141"
+PASSWORD_ENV = "FWREST_TEST_SENTINEL_PASSWORD"
 
 
 @pytest.fixture
@@ -74,3 +80,15 @@ def test_a_failover_under_load(ca: trustme.CA, tmp_path: Path, sentinels: Sentin
     finally:
         codes = hosts.stop()
     assert codes == {"A": 0, "B": 0}
+
+
+def test_a_refresh_the_replica_does_not_confirm_answers_503_and_the_token_stays_valid(
+    ca: trustme.CA, tmp_path: Path, sentinels: SentinelGroup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spend the primary did but the replica did not confirm within the ``WAIT`` would be
+    lost if the primary died now (the promoted replica holding the token unspent: two pairs
+    from one token): 503, the spend undone, and the retry after the thaw gets the one pair."""
+    monkeypatch.setenv(PASSWORD_ENV, REDIS_PASSWORD)
+    keys = {"StateStore": sentinels.url, "StateStorePassword": f"env:{PASSWORD_ENV}"}
+    with Client(oauth_service(tmp_path, ca, "sentinel_unconfirmed", keys)) as client:
+        unconfirmed_spend_is_undone(client, [sentinels.replica])

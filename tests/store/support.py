@@ -4,13 +4,14 @@ past such a window, which says nothing of the store. :func:`in_one_window` tells
 attempt (:class:`Starved`) from a failure, and :func:`unstarved` runs the steps again, with
 state of their own, after one: the assertions stay those of an attempt that ran in time. And an
 oAuth2 port on a store (:func:`oauth_service`) with the token route's steps (:func:`tokens_work`),
-and a store a start cannot use (:func:`refused_at_start`)."""
+a refresh no replica confirms (:func:`unconfirmed_spend_is_undone`), and a store a start cannot
+use (:func:`refused_at_start`)."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,13 @@ import trustme
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
 from tests.conftest import issue_certs, module_config, run_forked
-from tests.redis_support import STORE_APP
+from tests.redis_support import STORE_APP, RedisServer
 
 TOKEN = "/rest/fw/oauth2/token"
 
 TRIES = 3
+HANG_GUARD_S = 10.0  # a refresh answered after this hangs (SPEC 7 says 503 within 1.5 s)
+RETRY_FOR_S = 20.0  # a client retrying after 503s, as Retry-After says, stops after this
 
 
 class Starved(Exception):
@@ -89,6 +92,42 @@ def tokens_work(client: Client) -> None:
     )
     replay = client.post(TOKEN, data=refresh)
     assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+
+
+def unconfirmed_spend_is_undone(client: Client, replicas: Sequence[RedisServer]) -> None:
+    """A refresh while ``replicas`` (of the token's master: every replica of the store) are
+    frozen (SIGSTOP: connected, but never confirming the spend's ``WAIT``) answers 503 with
+    ``Retry-After`` and leaves the token unspent: once they are thawed, the client's retry (as
+    ``Retry-After`` says) gets a new pair, the token presented again after that is a replay."""
+    grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
+    issued = client.post(TOKEN, data=grant)
+    assert issued.status_code == 200, issued.text
+    refresh = {"grant_type": "refresh_token", "refresh_token": issued.json()["refresh_token"]}
+    for replica in replicas:
+        replica.freeze()
+    try:
+        started = time.monotonic()
+        answer = client.post(TOKEN, data=refresh)
+        took = time.monotonic() - started
+    finally:
+        for replica in replicas:
+            replica.thaw()
+    print(f"refresh with the replicas frozen: {answer.status_code} after {took:.3f} s")
+    assert answer.status_code == 503, answer.text
+    assert answer.headers.get("retry-after") == "1"
+    assert took < HANG_GUARD_S
+    give_up = time.monotonic() + RETRY_FOR_S
+    statuses = []
+    while True:  # the client's retries: 503 until the thawed replica confirms a spend
+        time.sleep(float(answer.headers.get("retry-after") or 1))
+        answer = client.post(TOKEN, data=refresh)
+        statuses.append(answer.status_code)
+        if answer.status_code != 503 or time.monotonic() > give_up:
+            break
+    print(f"the retries after the thaw: {statuses}")
+    assert answer.status_code == 200, (statuses, answer.text)
+    replay = client.post(TOKEN, data=refresh)
+    assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant", replay.text
 
 
 def refused_at_start(

@@ -3,7 +3,9 @@
 password, and three masters on TLS that require a client certificate. An oAuth2 port keeps its
 state there (every key under the URL's database as a prefix, ``fwrest:5:``: a cluster has no
 ``SELECT``); what only the cluster can tell is a start error naming the key (and the same from
-``fwrest check``), a cluster that does not answer now a warning. The store contract runs over a
+``fwrest check``), a cluster that does not answer now a warning; a refresh whose spend no replica
+confirms answers 503 and stays valid (a cluster without replicas refreshes: the TLS one). The
+store contract runs over a
 cluster too (tests/store/test_contract.py); its failover: tests/faults/test_cluster_failover.py.
 """
 
@@ -28,7 +30,13 @@ from tests.redis_support import (
     started,
     store_config,
 )
-from tests.store.support import TOKEN, oauth_service, refused_at_start, tokens_work
+from tests.store.support import (
+    TOKEN,
+    oauth_service,
+    refused_at_start,
+    tokens_work,
+    unconfirmed_spend_is_undone,
+)
 
 PASSWORD = "Cluster-Pw/5+k q"  # a canary: a slash, a plus and a space
 PASSWORD_ENV = "FWREST_TEST_CLUSTER_PASSWORD"
@@ -92,6 +100,21 @@ def test_tokens_are_issued_and_refreshed_on_a_cluster(
             "user", "ip"}  # fmt: skip
         # a user's and an address's counts on one slot, the lock list's
         assert {direct.keyslot(k) for k in counts} == {direct.keyslot(f"{prefix}{{bf}}:locks")}
+
+
+def test_a_refresh_no_replica_confirms_answers_503_and_the_token_stays_valid(
+    cluster: RedisCluster, ca: trustme.CA, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC 17.1: a spend its master did but no replica confirmed within the ``WAIT`` could
+    be lost to a failover (the promoted replica holding the token unspent, a second pair):
+    the refresh answers 503 and its spend is undone; the retry gets the one new pair."""
+    monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
+    keys = {"StateStore": cluster.url, "StateStorePassword": f"env:{PASSWORD_ENV}"}
+    cluster.flush()
+    replicas = [node for node in cluster.nodes if cluster.role(node) == "slave"]
+    assert len(replicas) == 3, replicas
+    with Client(oauth_service(tmp_path, ca, "cluster_unconfirmed", keys)) as client:
+        unconfirmed_spend_is_undone(client, replicas)
 
 
 def test_what_only_the_cluster_can_tell_is_a_start_error(

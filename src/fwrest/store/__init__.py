@@ -21,6 +21,7 @@ from fwrest.store.base import (
     StoreBase,
     StoreError,
     TokenStore,
+    UnconfirmedSpend,
 )
 from fwrest.store.redis_target import RedisOptions, quiet_redis, shown_url
 
@@ -41,6 +42,7 @@ __all__ = [
     "StoreBase",
     "StoreError",
     "TokenStore",
+    "UnconfirmedSpend",
     "open_store",
     "shown_url",
 ]

@@ -29,6 +29,12 @@ class StoreError(Exception):
     """The store cannot be reached or answered badly; callers fail closed (503)."""
 
 
+class UnconfirmedSpend(StoreError):
+    """A refresh token's spend that its master did but no replica confirmed in time (Sentinel,
+    a cluster): a failover could hand the token, unspent, to that replica. The spend stands
+    until its caller undoes it (``restore_refresh``); no new pair may be given for it."""
+
+
 @dataclass(frozen=True, slots=True)
 class RefreshRecord:
     """A refresh token as stored: only its hash, never the token."""

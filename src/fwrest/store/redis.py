@@ -17,7 +17,9 @@ request and is idempotent for it anyway.
 Behind Sentinel and on a cluster a spend also waits (``WAIT``, at most :data:`REPLICA_WAIT_MS`)
 until a replica has it: Redis replicates asynchronously, and a spend the primary confirmed but took with it
 when it died would let the token be spent again on the promoted replica (SPEC 15: no refresh
-token spent twice across a failover).
+token spent twice across a failover). A spend no replica confirmed in that time, where the
+master has one, is :class:`~fwrest.store.base.UnconfirmedSpend` (its caller undoes it and
+answers 503).
 
 A password never reaches a message: the URL is shown by ``shown_url`` and the password is
 scrubbed from the driver's text.
@@ -48,7 +50,13 @@ from redis.exceptions import (
 )
 from redis.retry import Retry
 
-from fwrest.store.base import AUDIT_KEEP, FLOOD_EVENTS, RefreshRecord, StoreError
+from fwrest.store.base import (
+    AUDIT_KEEP,
+    FLOOD_EVENTS,
+    RefreshRecord,
+    StoreError,
+    UnconfirmedSpend,
+)
 from fwrest.store.redis_target import (
     CLUSTER_SCHEMES,
     SENTINEL_SCHEME,
@@ -68,8 +76,9 @@ _P = "fwrest:"  # every key's prefix on a single Redis (a cluster's: KeyLayout.c
 # A frozen Redis holds a call for this long, once: the token route gives its store calls 1 s
 # in all (auth/oauth2/tokens.py), so a thread is not held much past the request's 503.
 SOCKET_TIMEOUT_S = 1.0
-# behind Sentinel: how long a spend waits for a replica to have it (within the token route's
-# 1 s); without a replica each refresh takes this long more, and goes on
+# behind Sentinel and on a cluster: how long a spend waits for a replica to have it (within
+# the token route's 1 s); a master with a replica that does not confirm it in this time: the
+# spend is UnconfirmedSpend (503, undone); a master without any replica: the spend stands
 REPLICA_WAIT_MS = 200
 # 'spent' is '0' (unspent) or the claim that spent it ('1' in stores of an earlier fwrest);
 # 'scope' and 'issued_at' are missing in records of an earlier fwrest (then 'default', '0');
@@ -559,23 +568,44 @@ class RedisStore:
         check = ("", "0") if client_id is None else (client_id, "1")
         # the expiry is judged in the script, by this host's clock (which gave the record's
         # expires_at): an expired token is left unspent in the same step
-        out = self._spend_out(self._keys.rt(token_hash), [claim, *check, repr(time.time())])
+        key = self._keys.rt(token_hash)
+        out = self._spend_out(key, [claim, *check, repr(time.time())], confirm=True)
         if int(out[0]) == 0:
             return "missing", None
         record = _refresh_record(token_hash, out[1:7])
         return _SPEND_STATUS[int(out[0])], record
 
-    def _spend_out(self, key: str, args: list[str], script: Any = None) -> Any:
+    def _spend_out(
+        self, key: str, args: list[str], script: Any = None, *, confirm: bool = False
+    ) -> Any:
         """The spend script's answer, or another compare-and-set ``script``'s (taking a
-        code), with its ``WAIT`` where the store is replicated."""
+        code), with its ``WAIT`` where the store is replicated. ``confirm``: a spend (answer
+        1) that no replica confirmed is :class:`UnconfirmedSpend` (see :meth:`_unconfirmed`)."""
         script = self._spend if script is None else script
         if self._replicated:
             pipe = self._r.pipeline(transaction=False)
             script(keys=[key], args=args, client=pipe)
             pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
-            out, _replicas = self._call(pipe.execute)
+            out, replicas = self._call(pipe.execute)
+            if confirm and int(out[0]) == 1 and int(replicas) < 1:
+                self._unconfirmed(self._r)
             return out
         return self._call(script, keys=[key], args=args)
+
+    def _unconfirmed(self, client: Any) -> None:
+        """(a spend no replica confirmed within :data:`REPLICA_WAIT_MS`) Raise
+        :class:`UnconfirmedSpend` where the spend's master (``client``) has a replica: one
+        that lags, is frozen or cut off, and that a failover could promote with the token
+        unspent. A master without any replica has no copy to lose the spend to: it stands."""
+        try:
+            role = client.execute_command("ROLE")
+        except redis.RedisError:
+            role = None  # taken for a master with a replica: the spend is undone
+        if role is None or not (len(role) > 2 and not role[2]):
+            raise UnconfirmedSpend(
+                f"redis store {shown_url(self.url)}: no replica confirmed a refresh token's "
+                f"spend within {REPLICA_WAIT_MS} ms"
+            )
 
     def add_code(self, code_hash: str, record: bytes, keep_s: float) -> None:
         key = self._keys.code(code_hash)
@@ -916,10 +946,13 @@ class RedisClusterStore(RedisStore):
         if record.alias:  # a slot of its own; an alias of no record is harmless
             self._call(self._r.set, self._keys.alias(record.alias), record.token_hash, px=ttl_ms)
 
-    def _spend_out(self, key: str, args: list[str], script: Any = None) -> Any:
-        return self._call(self._spend_waited, key, args, self._spend if script is None else script)
+    def _spend_out(
+        self, key: str, args: list[str], script: Any = None, *, confirm: bool = False
+    ) -> Any:
+        spend = self._spend if script is None else script
+        return self._call(self._spend_waited, key, args, spend, confirm)
 
-    def _spend_waited(self, key: str, args: list[str], spend: _ClusterScript) -> Any:
+    def _spend_waited(self, key: str, args: list[str], spend: _ClusterScript, confirm: bool) -> Any:
         """The spend and its ``WAIT`` on one connection to the master of the key's slot (the
         cluster client would send ``WAIT`` to another node, or on another connection, where it
         waits for nothing). A connection error, a redirection or a cluster down asks for the
@@ -934,12 +967,15 @@ class RedisClusterStore(RedisStore):
                     pipe = client.pipeline(transaction=False)
                     pipe.evalsha(spend.sha, 1, key, *args)
                     pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
-                    out, _replicas = pipe.execute(raise_on_error=False)
+                    out, replicas = pipe.execute(raise_on_error=False)
                     if not isinstance(out, NoScriptError):
                         break
                     client.script_load(spend.text)  # a node new to the script: once
                 if isinstance(out, Exception):
                     raise out
+                unconfirmed = isinstance(replicas, Exception) or int(replicas) < 1
+                if confirm and int(out[0]) == 1 and unconfirmed:
+                    self._unconfirmed(client)
                 return out
             except _RETRIED:
                 if attempt == self._retries:

@@ -65,7 +65,7 @@ from fwrest.errors import (
     store_unavailable,
 )
 from fwrest.routing.names import TOKEN_ROUTE
-from fwrest.store import RefreshRecord, StateStore, StoreError
+from fwrest.store import RefreshRecord, StateStore, StoreError, UnconfirmedSpend
 from fwrest.store.audit import AuditLog
 from fwrest.store.calls import Started, StoreBusy, StoreClient
 from fwrest.wire import JSON, Reply
@@ -98,7 +98,13 @@ STORE_QUEUE_S = 1.0
 REVOKED_REFRESH_DEADLINE_S = 1.4  # the revocation cache's refresh (retried every 0.5 s)
 # a signing key the start could not read from the store (Redis down): read again this often
 KEY_RETRY_S = 1.0
-RESTORE_ATTEMPTS = 30  # one a second: undoing a spend that reached no client (see spend)
+# undoing a spend that reached no client (see spend): tried every RESTORE_RETRY_S (every
+# RESTORE_SLOW_S once RESTORE_FAST_FOR_S have passed) until the store takes it, for at most
+# RESTORE_FOR_S (a store down longer: the client's retry is taken for a replay)
+RESTORE_RETRY_S = 0.25
+RESTORE_FAST_FOR_S = 15.0
+RESTORE_SLOW_S = 2.0
+RESTORE_FOR_S = 3600.0
 _ISSUED_HEADERS = (("content-type", JSON), *OAUTH_NO_STORE)
 # the token request's parameters that are secrets, scrubbed from any record logged meanwhile
 _SECRET_PARAMS = ("password", "client_secret", "refresh_token", "code", "code_verifier")
@@ -234,6 +240,9 @@ class TokenService:
         self._refresher: asyncio.Task[None] | None = None
         self._stopped = False  # stop() was called: the background loop ends
         self._restoring: set[asyncio.Task[None]] = set()
+        # token hash -> the claim of a spend this worker must undo (restore_later): a request
+        # presenting that token undoes it first (spend), so the client's retry is no replay
+        self._undo: dict[str, str] = {}
         # the store's own threads (a hung store must not starve onAuthparams and password
         # checks of asyncio's executor, SPEC 7), inline for an in-process store (memory)
         self._own_client = client is None
@@ -596,8 +605,17 @@ class TokenService:
         A spend still running at the deadline may yet happen, after the client got its 503:
         the client's retry would then look like a replay and revoke the family. So a late
         spend that succeeded is undone (:meth:`restore_later`), as is a spend whose request
-        fails before its new pair is written.
+        fails before its new pair is written, and one that no replica confirmed
+        (``UnconfirmedSpend``: a failover could give the token unspent to the replica).
+
+        An undo of this token still pending in this worker (the store refused it so far) is
+        done first, under the request's deadline: the client retrying after its 503 is not
+        taken for a replay (a retry through another worker or host before the undo lands is).
         """
+        pending = self._undo.get(token_hash)
+        if pending is not None:
+            await self.store_call(deadline, self.store.restore_refresh, token_hash, pending)
+            self._undone(token_hash, pending)
         if self._calls_inline:
             return self.store.spend_refresh(token_hash, claim, client_id)
         loop = asyncio.get_running_loop()
@@ -612,10 +630,18 @@ class TokenService:
             if isinstance(exc, asyncio.CancelledError):
                 raise  # the request was cancelled (its client is gone): no answer to give
             raise self._unavailable(exc) from None
+        except UnconfirmedSpend as exc:
+            self.restore_later(token_hash, claim)
+            raise self._unavailable(exc) from None
         except StoreError as exc:
             raise self._unavailable(exc) from None
         finally:
             deadline.count(started)
+
+    def _undone(self, token_hash: str, claim: str) -> None:
+        """The spend of ``claim`` was undone: no longer pending."""
+        if self._undo.get(token_hash) == claim:
+            del self._undo[token_hash]
 
     def _late_spend(
         self,
@@ -631,15 +657,22 @@ class TokenService:
             loop.call_soon_threadsafe(self.restore_later, token_hash, claim)
 
     def restore_later(self, token_hash: str, claim: str) -> None:
-        """Make a spent refresh token valid again, in the background (:meth:`_restore`)."""
+        """Make a spent refresh token valid again, in the background (:meth:`_restore`), and
+        before this worker spends it again (:meth:`spend`)."""
+        self._undo[token_hash] = claim
         task = asyncio.get_running_loop().create_task(self._restore(token_hash, claim))
         self._restoring.add(task)
         task.add_done_callback(self._restoring.discard)
 
     async def _restore(self, token_hash: str, claim: str) -> None:
         """Make a refresh token valid again whose spend reached no client (SPEC 7 promises
-        503 within 1.5 s, not that the spend did not happen); the store may still be down."""
-        for _ in range(RESTORE_ATTEMPTS):
+        503 within 1.5 s, not that the spend did not happen); the store may still be down:
+        tried again until it takes it (see RESTORE_FOR_S), or until a request presenting
+        the token undid it first."""
+        started = time.monotonic()
+        while True:
+            if self._undo.get(token_hash) != claim:
+                return  # a request presenting the token undid the spend first
             try:
                 await self._calls.call(self.store.restore_refresh, token_hash, claim)
             except StoreError as exc:
@@ -647,19 +680,24 @@ class TokenService:
                 failed = True
             else:
                 failed = False
-            if failed:  # waited outside the except clause (mypyc_lint, except-awaits)
-                await asyncio.sleep(1.0)
-                continue
-            log.auth_log.info(
-                "[%s] a refresh token spent by a request that answered 503 is valid again",
-                self.port_name,
-            )
-            return
+            if not failed:
+                self._undone(token_hash, claim)
+                log.auth_log.info(
+                    "[%s] a refresh token spent by a request that answered 503 is valid again",
+                    self.port_name,
+                )
+                return
+            took = time.monotonic() - started
+            if took > RESTORE_FOR_S:
+                break
+            # waited outside the except clause (mypyc_lint, except-awaits)
+            await asyncio.sleep(RESTORE_RETRY_S if took < RESTORE_FAST_FOR_S else RESTORE_SLOW_S)
+        self._undone(token_hash, claim)
         log.auth_log.warning(
             "[%s] a refresh token spent by a request that answered 503 could not be restored "
             "within %d s; the client's retry will be taken for a replay",
             self.port_name,
-            RESTORE_ATTEMPTS,
+            RESTORE_FOR_S,
         )
 
     async def auth_params(self, request: dict[str, str]) -> AuthParams:
