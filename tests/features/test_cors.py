@@ -349,6 +349,21 @@ def test_the_token_route_is_open_to_an_allowed_origin(tmp_path: Path, ca: trustm
         introspect = client.post(introspect_path, headers=origin, data={"token": token, **web})
         assert introspect.json() == {"active": False}  # revoked
         assert cors_headers(introspect) == {}
+        # the metadata at its RFC 8414 path too, where a single-page app discovers the
+        # endpoints (SPEC 16.1; it answered without the CORS headers)
+        well_known = "/.well-known/oauth-authorization-server/rest"
+        asked = preflight(client, well_known, "GET")
+        assert asked.status_code == 204, asked.text
+        assert asked.headers["access-control-allow-methods"] == "GET, HEAD"
+        assert preflight(client, well_known, "POST").status_code == 403
+        assert (
+            preflight(client, well_known, "GET", origin="https://evil.example.net").status_code
+            == 403
+        )
+        document = client.get(well_known, headers=origin)
+        assert document.json()["token_endpoint"].endswith(f"/rest{TOKEN}")
+        _assert_cors(document)
+        assert "access-control-allow-origin" not in client.get(well_known).headers
 
 
 @pytest.mark.parametrize(

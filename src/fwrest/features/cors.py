@@ -29,7 +29,7 @@ from fwrest.routing import TOKEN_ROUTE, LocationTable, Router
 from fwrest.routing.names import METADATA_ROUTE, REVOKE_ROUTE
 from fwrest.wire import Reply, Request, error_reply
 
-__all__ = ["CorsHeaders", "CorsPolicy", "CorsStages"]
+__all__ = ["CorsHeaders", "CorsPolicy", "CorsStages", "DocumentCors"]
 
 _VARY = ("vary", "Origin")
 _CORS_NATIVE = (TOKEN_ROUTE, REVOKE_ROUTE, METADATA_ROUTE)  # the native routes CORS applies to
@@ -202,21 +202,75 @@ class CorsStages(Generic[R]):
         methods = policy.methods or tuple(place.router.methods(rel))
         if method not in methods:
             return _refused(f"{method} is not an allowed method")
-        if asked is not None:
-            for header in asked.split(","):
-                header = header.strip().lower()
-                if header and header not in policy.allow_headers:
-                    return _refused(f"the header {header} is not allowed")
-        headers = [
-            ("access-control-allow-origin", origin),
-            ("access-control-allow-methods", ", ".join(methods)),
-            ("access-control-allow-headers", policy.allow_headers_text),
-            ("access-control-max-age", policy.max_age),
-            ("vary", "Origin"),
-        ]
-        if policy.credentials:
-            headers.append(("access-control-allow-credentials", "true"))
-        return Reply(204, headers, b"")
+        return _granted(policy, origin, methods, asked)
+
+
+def _granted(policy: CorsPolicy, origin: str, methods: Iterable[str], asked: str | None) -> Reply:
+    """A preflight's 204 for an allowed origin and method, or its 403 for a header the
+    policy does not allow."""
+    if asked is not None:
+        for header in asked.split(","):
+            header = header.strip().lower()
+            if header and header not in policy.allow_headers:
+                return _refused(f"the header {header} is not allowed")
+    headers = [
+        ("access-control-allow-origin", origin),
+        ("access-control-allow-methods", ", ".join(methods)),
+        ("access-control-allow-headers", policy.allow_headers_text),
+        ("access-control-max-age", policy.max_age),
+        ("vary", "Origin"),
+    ]
+    if policy.credentials:
+        headers.append(("access-control-allow-credentials", "true"))
+    return Reply(204, headers, b"")
+
+
+_DOCUMENT_METHODS = ("GET", "HEAD")
+
+
+class DocumentCors:
+    """CORS for a discovery document at a well-known path of the port's root (the RFC 8414
+    metadata of a location with a CORS section: a single-page app discovers the endpoints
+    there, SPEC 16.1), as the location's own metadata route has it: the preflight granted
+    for GET and HEAD to the origins the section allows, the headers on the answer."""
+
+    __slots__ = ("policy",)
+
+    def __init__(self, config: CorsConfig) -> None:
+        self.policy = CorsPolicy(config)
+
+    def preflight(self, req: Request) -> Reply | None:
+        """The answer to a preflight; None for an ``OPTIONS`` that is no preflight."""
+        origin = method = asked = None
+        for name, value in req.headers:
+            if name == "origin":
+                origin = value
+            elif name == "access-control-request-method":
+                method = value.strip()
+            elif name == "access-control-request-headers":
+                asked = value if asked is None else f"{asked},{value}"
+        if origin is None or method is None:
+            return None
+        policy = self.policy
+        if not policy.allows(origin):
+            return _refused("the origin is not allowed")
+        if method not in _DOCUMENT_METHODS:
+            return _refused(f"no route takes {method} here")
+        return _granted(policy, origin, _DOCUMENT_METHODS, asked)
+
+    def headers(self, req: Request, headers: list[tuple[str, str]]) -> None:
+        """The CORS headers of the document's answer (as :class:`CorsHeaders` adds them)."""
+        headers.append(_VARY)
+        policy = self.policy
+        for name, origin in req.headers:
+            if name == "origin":
+                if policy.allows(origin):
+                    headers.append(("access-control-allow-origin", origin))
+                    if policy.credentials:
+                        headers.append(("access-control-allow-credentials", "true"))
+                    if policy.expose_text:
+                        headers.append(("access-control-expose-headers", policy.expose_text))
+                return
 
 
 # the answer headers the CORS stage writes, in place of any a handler set

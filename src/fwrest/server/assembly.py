@@ -29,7 +29,7 @@ from fwrest.config.tls import ClientCert
 from fwrest.context.views import ServiceView
 from fwrest.errors import BEARER
 from fwrest.features.compression import Compression
-from fwrest.features.cors import CorsStages
+from fwrest.features.cors import CorsStages, DocumentCors
 from fwrest.features.headers import SecurityHeaders
 from fwrest.features.headers import configured as security_headers
 from fwrest.features.ratelimit import RateLimiter
@@ -272,7 +272,13 @@ class _Builder:
         if tokens is not None and "oauth2/metadata" not in port.native.disable:
             # SPEC 12.2: the metadata at the port's root, before the guard (gone with the
             # route when NativeRoutes disables oauth2/metadata)
-            well_known = WellKnown(metadata_paths(tokens.issuers), tokens.metadata_document)
+            # a location's CORS section applies to its metadata there too (SPEC 16.1)
+            cors = {
+                loc.prefix: DocumentCors(loc.config.cors)
+                for loc in port.locations
+                if loc.config.cors is not None
+            }
+            well_known = WellKnown(metadata_paths(tokens.issuers), tokens.metadata_document, cors)
             early = (*early, Early(well_known))  # every method: 405 without the scheme
         resources = tokens.resources if tokens is not None else None
         if tokens is not None and resources is not None and "oauth2/resource" not in disabled:

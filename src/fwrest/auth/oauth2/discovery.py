@@ -9,8 +9,8 @@ allows when it is asked, and the JWK Set is the port's current one (:class:`Port
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -174,21 +174,36 @@ def metadata_paths(by_location: dict[str, str]) -> dict[str, str]:
 _ALLOW = ("allow", "GET, HEAD, OPTIONS")  # as the routes of the same documents
 
 
+class DocumentCors(Protocol):
+    """What :class:`WellKnown` uses of a location's CORS (``features/cors.py``'s)."""
+
+    def preflight(self, req: Request) -> Reply | None: ...
+
+    def headers(self, req: Request, headers: list[tuple[str, str]]) -> None: ...
+
+
 class WellKnown:
     """An early stage of an oAuth2 port (every method): a discovery document at a well-known
     path of the port's root, before the port's guard (never behind its scheme): the RFC 8414
     metadata (:func:`metadata_paths`) or the RFC 9728 protected resource documents
     (``resource.Resources.well_known_paths``). Another method than GET and HEAD is answered
     as the document's route under the location answers it: 200 with ``Allow`` to
-    ``OPTIONS``, else 405. One dict lookup for any other path."""
+    ``OPTIONS``, else 405. One dict lookup for any other path. A document of a location with
+    a CORS section (``cors``: prefix -> its policy) is answered to the origins it allows as
+    the location's own route is (SPEC 16.1: a single-page app discovers the endpoints), its
+    preflight granted for GET and HEAD."""
 
-    __slots__ = ("_document", "_paths")
+    __slots__ = ("_cors", "_document", "_paths")
 
     def __init__(
-        self, paths: dict[str, str], document: Callable[[str], Awaitable[bytes | None]]
+        self,
+        paths: dict[str, str],
+        document: Callable[[str], Awaitable[bytes | None]],
+        cors: Mapping[str, DocumentCors] | None = None,
     ) -> None:
         self._document = document
         self._paths = paths  # well-known path -> location prefix
+        self._cors = cors or {}
 
     def paths(self) -> list[str]:
         return list(self._paths)
@@ -198,14 +213,22 @@ class WellKnown:
         if prefix is None:
             return None
         method = req.method
+        cors = self._cors.get(prefix)
         if method != "GET" and method != "HEAD":
             if method == "OPTIONS":
+                if cors is not None:
+                    granted = cors.preflight(req)
+                    if granted is not None:
+                        return granted
                 return Reply(200, [_ALLOW], b"")
             raise HTTPError(405, headers=(_ALLOW,))
         body = await self._document(prefix)
         if body is None:
             return None
-        return _json(body, JWKS_MAX_AGE)
+        reply = _json(body, JWKS_MAX_AGE)
+        if cors is not None:
+            cors.headers(req, reply.headers)
+        return reply
 
 
 async def jwks_route() -> Response:
