@@ -65,6 +65,11 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     guide["onAuthparams"] = f"{MODULE}.params"
     servers["GUIDE"] = oauth_section(certs, **guide)
     servers["HS"] = oauth_section(certs, onAuthparams=f"{MODULE}.params")
+    off = oauth_section(certs, onAuthparams=f"{MODULE}.params", signingAlg="EdDSA")
+    off["FwData"]["NativeRoutes"] = {
+        "disable": ["oauth2/jwks", "oauth2/revoke", "oauth2/introspect"]
+    }
+    servers["OFF"] = off
     extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
     return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
 
@@ -157,6 +162,16 @@ def test_the_guide_s_authorization_object_signs_with_eddsa_as_its_issuer(svc: Lo
     assert meta["jwks_uri"] == "https://api.example.com/rest/fw/oauth2/jwks"
     # the ED port signs with the same key set: its token is refused for its audience
     assert_invalid_token(guide.get("/hello", svc["ED"].tokens(*ADA)["access_token"]))
+
+
+def test_the_metadata_names_no_endpoint_native_routes_disable(svc: LocalService) -> None:
+    """RFC 8414 2: each endpoint field is that endpoint's URL; one NativeRoutes disables
+    answers 404, so the document leaves it out (a verifier fetched the 404 key set)."""
+    off = svc["OFF"]
+    meta = expect(off.http.get(off.base + "/fw/oauth2/metadata")).json()
+    assert not {"jwks_uri", "revocation_endpoint", "introspection_endpoint"} & set(meta), meta
+    assert meta["token_endpoint"] == meta["issuer"] + "/fw/oauth2/token"
+    assert off.http.get(off.base + "/fw/oauth2/jwks").status_code == 404
 
 
 def test_the_metadata_under_the_location_and_at_the_well_known_path(svc: LocalService) -> None:

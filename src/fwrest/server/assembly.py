@@ -330,11 +330,13 @@ class _Builder:
         tokens.mtls = port.config.tls.client_cert is not ClientCert.NONE
         tokens.mtls_required = settings.bound_tokens == "mtls"
         mtls_fields = mtls_metadata() if tokens.mtls else None
+        disabled = port.native.disable
         tokens.metadata = Metadata(
             tokens.issuers,
             asymmetric=tokens.keys is not None,
-            authorize="oauth2/authorize" not in port.native.disable,
+            authorize="oauth2/authorize" not in disabled,
             bound=mtls_fields,
+            disabled=disabled,
         )
         tokens.resources = Resources(
             tokens.issuers, configured=bool(settings.issuer), bound=mtls_fields

@@ -96,6 +96,7 @@ class Metadata:
         asymmetric: bool,
         authorize: bool = True,
         bound: dict[str, Any] | None = None,
+        disabled: Iterable[str] = (),
     ) -> None:
         # False when NativeRoutes disables oauth2/authorize: no code grant fields (SPEC 16.1)
         self._authorize = authorize
@@ -104,10 +105,14 @@ class Metadata:
         self._heads: dict[str, dict[str, Any]] = {}
         for prefix, issuer in by_location.items():
             head: dict[str, Any] = {"issuer": issuer, "token_endpoint": issuer + TOKEN_ROUTE}
-            if asymmetric:
+            # an endpoint NativeRoutes disables is not named (RFC 8414 2: each is the URL
+            # of that endpoint; a verifier would fetch a 404)
+            if asymmetric and "oauth2/jwks" not in disabled:
                 head["jwks_uri"] = issuer + JWKS_ROUTE
-            head["revocation_endpoint"] = issuer + REVOKE_ROUTE
-            head["introspection_endpoint"] = issuer + INTROSPECT_ROUTE
+            if "oauth2/revoke" not in disabled:
+                head["revocation_endpoint"] = issuer + REVOKE_ROUTE
+            if "oauth2/introspect" not in disabled:
+                head["introspection_endpoint"] = issuer + INTROSPECT_ROUTE
             if bound:  # SPEC 16.2: the bindings the port makes (auth/oauth2/mtls.py)
                 head.update(bound)
             self._heads[prefix] = head
