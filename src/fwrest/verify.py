@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -681,6 +682,12 @@ class Verifier:
             IssuerUnavailable: the issuer could not be asked.
         """
         core = self._core
+        if core.jwks_uri is None:
+            # an issuer without a key set says so at the first check, whatever the token
+            # (SPEC 16.4: NoPublicKey); an issuer that does not answer is said where the
+            # token needs its keys
+            with self._lock, contextlib.suppress(IssuerUnavailable):
+                self._discover()
         header = core.header(token)
         claims = core.claims(token, header, self._key(header))
         core.bindings(token, claims, dpop_proof, method, url, client_cert)
@@ -829,6 +836,10 @@ class AsyncVerifier:
     ) -> dict[str, Any]:
         """:meth:`Verifier.verify`, awaited."""
         core = self._core
+        if core.jwks_uri is None:
+            async with self._locked():  # as Verifier.verify
+                with contextlib.suppress(IssuerUnavailable):
+                    await self._discover()
         header = core.header(token)
         claims = core.claims(token, header, await self._key(header))
         core.bindings(token, claims, dpop_proof, method, url, client_cert)

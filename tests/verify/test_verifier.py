@@ -156,13 +156,21 @@ def test_an_hs256_issuer_has_no_public_key(svc: OAuthService) -> None:
     assert asked == ["/.well-known/oauth-authorization-server/rest"]
     with Verifier(hs, verify=str(svc.certs["ca"])) as v, pytest.raises(NoPublicKey):
         v.discover()  # when asked to at once, as made
+    # at the first check whatever the token: a malformed one too (it was InvalidToken)
+    with Verifier(hs, verify=str(svc.certs["ca"])) as v, pytest.raises(NoPublicKey):
+        v.verify("a.b.c")
 
     async def twin() -> None:
         async with AsyncVerifier(hs, verify=str(svc.certs["ca"])) as av:
             await av.discover()
 
-    with pytest.raises(NoPublicKey):
-        asyncio.run(twin())
+    async def malformed() -> None:
+        async with AsyncVerifier(hs, verify=str(svc.certs["ca"])) as av:
+            await av.verify("a.b.c")
+
+    for check in (twin, malformed):
+        with pytest.raises(NoPublicKey):
+            asyncio.run(check())
 
 
 def test_an_issuer_that_cannot_be_reached_is_unavailable_not_a_refusal(svc: OAuthService) -> None:
