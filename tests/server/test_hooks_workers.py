@@ -241,3 +241,25 @@ def test_a_hung_on_stop_keeps_the_worker_at_most_10_s(tmp_path: Path) -> None:
         assert f"OnStop app.{hook} of [POOL] did not return within 10 s; the worker stops" in log
         assert "worker 1 stopped after" in log
         assert "SIGKILL" not in log and "forcing" not in "\n".join(server.stdout_lines)
+
+
+def test_on_stop_waits_for_the_thread_a_timed_out_request_still_holds(tmp_path: Path) -> None:
+    """SPEC 11.1: OnStop runs once in every worker after its last request, within 10 s. A
+    request ActiveTimeout answered 503 keeps its thread until its function returns; with
+    MaxThreads=1 OnStop waits for it (it waited AcceptTimeout, then was skipped)."""
+    marks_file = tmp_path / "marks.txt"
+    pool = {"OnStop": "stop_def", "MaxThreads": "1", "AcceptTimeout": "300",
+            "ActiveTimeout": "300"}  # fmt: skip
+    cfg = config(tmp_path, pool)
+    server = ServerProcess(cfg, workers=1, env={"HOOK_MARKS": str(marks_file)}).wait_ready()
+    try:
+        timed_out = httpx.get(f"{server.url()}/slow", timeout=30)
+        assert timed_out.status_code == 503, timed_out.text  # its thread sleeps on (1 s)
+        server.signal(signal.SIGTERM)
+        assert server.proc.wait(30) == 0
+    finally:
+        server.stop()
+    seen = [what for what, _, _ in marks(marks_file)]
+    print(f"marks: {seen}")
+    assert seen.index("slow-answered") < seen.index("stop-def"), seen
+    assert "raised ServiceUnavailable" not in server.log()

@@ -172,9 +172,11 @@ def select_hook(repo: Repository, server: ServerConfig, envs: list[Environment])
 
 
 async def _call(hook: Hook, pool: ThreadPool) -> None:
-    """A worker's hook with no request: ``def`` in the pool's threads, ``async def`` here
-    (its ``SystemExit`` carried as ``Raised``, never into the loop)."""
-    await contained(hook.func() if hook.is_async else pool.submit(hook.func))
+    """A worker's hook with no request: ``def`` in the pool's threads (waiting for a free
+    one however long: the caller bounds it, and a thread a request left behind after its
+    ``ActiveTimeout`` must not cost the hook its run), ``async def`` here (its
+    ``SystemExit`` carried as ``Raised``, never into the loop)."""
+    await contained(hook.func() if hook.is_async else pool.submit_untimed(hook.func))
 
 
 async def run_on_start(

@@ -161,13 +161,26 @@ class ThreadPool:
         """Queue ``fn(*args, **kwargs)``; the future fails with 503 after ``AcceptTimeout``."""
         future: asyncio.Future[Any] = self._loop.create_future()
         item = _Item(fn, args, kwargs, future)
+        self._enqueue(item)
+        item.timer = self._loop.call_later(self._accept_s, self._expire, item)
+        return future
+
+    def submit_untimed(
+        self, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> asyncio.Future[Any]:
+        """Queue ``fn(*args, **kwargs)`` with no ``AcceptTimeout``: a worker's own hook
+        (``OnStop``), which its caller bounds, and which a request's abandoned thread must
+        not cost its run."""
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self._enqueue(_Item(fn, args, kwargs, future))
+        return future
+
+    def _enqueue(self, item: _Item) -> None:
         with self._cond:
             self._queue.append(item)
             if self._idle < len(self._queue):
                 self._grow(self._growth)
             self._cond.notify()
-        item.timer = self._loop.call_later(self._accept_s, self._expire, item)
-        return future
 
     def _expire(self, item: _Item) -> None:
         with self._cond:
