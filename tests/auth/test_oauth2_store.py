@@ -36,6 +36,7 @@ import pytest
 import trustme
 
 from fwrest.auth.oauth2.grants import refresh_hash
+from fwrest.auth.oauth2.tokens import KEY_CHECK_S
 from fwrest.store import RefreshRecord
 from fwrest.store.redis import RedisStore
 from tests.auth.oauth2_support import ADA as ADA_USER
@@ -417,6 +418,35 @@ def local_host(
     module = f"tauth_store_{uuid.uuid4().hex[:12]}"
     config = service_config(folder, issue_certs(ca, folder / "certs"), store, module=module, **kw)
     return stack.enter_context(LocalOAuth(config, kw.get("oauth", "OAUTH")))
+
+
+def test_hosts_keep_one_signing_key_when_redis_loses_its_data(
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """SPEC 7: with a Redis store the signing key is created once there, so every host
+    shares it. Redis restarted without its data while hosts run: they put their key back
+    (set-if-absent), so a host started since reads it; a host that made a new one first
+    wins, and the others take it (each worker checks every KEY_CHECK_S). Before, a host
+    started after the loss signed with a key of its own for good (each refused the other's
+    tokens until a restart)."""
+    redis = redis_server.client()
+    with contextlib.ExitStack() as stack:
+        a = local_host(stack, ca, tmp_path / "a", redis_server.url)
+        b = local_host(stack, ca, tmp_path / "b", redis_server.url)
+        token = a.tokens(*ADA)["access_token"]
+        assert b.get("/hello", token).status_code == 200
+        redis.flushall()  # the data lost
+        guard = 3 * KEY_CHECK_S
+        wait_for(lambda: bool(redis.keys("*signing_key*")), guard, "the key put back")
+        c = local_host(stack, ca, tmp_path / "c", redis_server.url)  # started after the loss
+        assert c.get("/hello", token).status_code == 200
+        redis.flushall()
+        d = local_host(stack, ca, tmp_path / "d", redis_server.url)  # likely a new key first
+        fresh = d.tokens(*ADA)["access_token"]
+        for host in (a, b, c):
+            wait_for(lambda h=host: h.get("/hello", fresh).status_code == 200, guard, "one key")
+        assert d.get("/hello", a.tokens(*ADA)["access_token"]).status_code == 200
+    redis.close()
 
 
 def timed(call: Any) -> tuple[httpx.Response, float]:

@@ -19,6 +19,7 @@ from fwrest.auth.oauth2.authorize import Authorizer
 from fwrest.auth.oauth2.discovery import Metadata, WellKnown, issuers, metadata_paths
 from fwrest.auth.oauth2.dpop import ALGS as DPOP_ALGS
 from fwrest.auth.oauth2.dpop import DPOP, DpopCheck
+from fwrest.auth.oauth2.keys import in_store
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, StoreKeySet
 from fwrest.auth.oauth2.mtls import metadata_fields as mtls_metadata
 from fwrest.auth.oauth2.portkeys import PortKeys
@@ -326,6 +327,8 @@ class _Builder:
             ),
             issuer_configured=bool(settings.issuer),
         )
+        # SPEC 7: a signing key in the Redis store is checked to be there still
+        tokens.key_in_store = in_store(self.plan.config.signing_key_file, self.plan.store)
         # SPEC 16.2: certificate-bound tokens on a port that asks for client certificates
         tokens.mtls = port.config.tls.client_cert is not ClientCert.NONE
         tokens.mtls_required = settings.bound_tokens == "mtls"

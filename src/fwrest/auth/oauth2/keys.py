@@ -43,6 +43,7 @@ __all__ = [
     "MIN_KEY_BYTES",
     "REDIS_KEY",
     "in_store",
+    "keep_signing_key",
     "key_set_source",
     "load_key_set",
     "load_signing_key",
@@ -210,6 +211,21 @@ def store_signing_key(store: StateStore) -> bytes:
         fix=f"delete the key ({name}) to have a new one created (tokens issued with "
         "the old key stop working), or set SigningKeyFile.",
     )
+
+
+def keep_signing_key(store: StateStore, key: bytes) -> bytes:
+    """(blocking) The signing key the Redis store holds, ``key`` written back first when it
+    holds none (a store that lost its data while the service ran: every worker and host that
+    still holds the one key puts it back, set-if-absent, so that a worker or host started
+    since reads it, not a new one).
+
+    Raises:
+        StoreError: the store did not answer.
+        ConfigError: the key it holds is corrupt or short.
+    """
+    raw = store.signing_key(_encode(key))
+    name = getattr(store, "signing_key_name", REDIS_KEY)
+    return _decode(raw, f"the Redis state store (key {name})", key="StateStore")
 
 
 def key_set_source(key_file: Path | None, data_path: Path, store: StateStore | None) -> KeySource:

@@ -42,7 +42,7 @@ from fwrest.auth.oauth2.grants import (
     section_identity,
 )
 from fwrest.auth.oauth2.grants.refresh import revoked_until
-from fwrest.auth.oauth2.keys import store_signing_key
+from fwrest.auth.oauth2.keys import keep_signing_key, store_signing_key
 from fwrest.auth.oauth2.params import (
     CLIENT_PREFIX,
     AuthParams,
@@ -98,6 +98,9 @@ STORE_QUEUE_S = 1.0
 REVOKED_REFRESH_DEADLINE_S = 1.4  # the revocation cache's refresh (retried every 0.5 s)
 # a signing key the start could not read from the store (Redis down): read again this often
 KEY_RETRY_S = 1.0
+# how often a worker whose signing key lives in the Redis store checks the store still holds
+# it (a store restarted empty: see _keep_key)
+KEY_CHECK_S = 5.0
 # undoing a spend that reached no client (see spend): tried every RESTORE_RETRY_S (every
 # RESTORE_SLOW_S once RESTORE_FAST_FOR_S have passed) until the store takes it, for at most
 # RESTORE_FOR_S (a store down longer: the client's retry is taken for a replay)
@@ -192,6 +195,9 @@ class TokenService:
         # reads it (created there if absent), what needs it answers 503 meanwhile (SPEC 7)
         self._key = key
         self._key_tried = float("-inf")
+        # the key lives in the (Redis) store, set by the assembly: checked every KEY_CHECK_S
+        self.key_in_store = False
+        self._key_checked = time.monotonic()
         self._key_fault = ""  # the last corrupt-key error logged (logged once)
         # SPEC 12.1: an asymmetric port signs and verifies with its key set, HS256 with _key
         self.keys = keys
@@ -294,6 +300,34 @@ class TokenService:
             self.port_name,
         )
 
+    async def _keep_key(self) -> None:
+        """Every :data:`KEY_CHECK_S`: the store still holds this worker's signing key (SPEC
+        7: one key for every host). A store restarted without its data gets it back (set-if-
+        absent), before a worker or host started since makes a new one; should one have
+        already (another key in the store), this worker takes the store's, as every host
+        started since has, and says so."""
+        now = time.monotonic()
+        if now - self._key_checked < KEY_CHECK_S or self._key is None:
+            return
+        self._key_checked = now
+        try:
+            held = await self._calls.call(
+                keep_signing_key, self.store, self._key, deadline=REVOKED_REFRESH_DEADLINE_S
+            )
+        except (StoreError, TimeoutError, ConfigError) as exc:
+            log.auth_log.debug("[%s] signing key not checked: %s", self.port_name, exc)
+            return
+        if held != self._key:
+            self._key = held
+            self._verified.clear()
+            log.auth_log.warning(
+                "[%s] the state store holds another signing key than this worker's (a store "
+                "that lost its data, and a worker or host that made a new key since): it "
+                "signs and verifies with the store's from now on; tokens issued before are "
+                "refused",
+                self.port_name,
+            )
+
     # -- revocation cache (SPEC 7: at most 1 s stale, never waited on) --------------------------
     def start(self) -> None:
         if self._refresher is None:
@@ -308,6 +342,8 @@ class TokenService:
         while not self._stopped:
             if self._key is None:
                 await self._read_key()
+            elif self.key_in_store:
+                await self._keep_key()
             try:
                 self.revoked = await self._calls.call(
                     self.store.revoked_families, deadline=REVOKED_REFRESH_DEADLINE_S
