@@ -271,6 +271,21 @@ def test_boundtokens_dpop_makes_the_proof_mandatory(svc: LocalService, key: Dpop
         claims, signing_key(svc.folder), algorithm="HS256", headers={"typ": "at+jwt"}
     )
     assert_dpop_refusal(req.get("/hello", unbound), "invalid_token")
+    # a malformed token too, whichever scheme carries it (it got a Bearer challenge)
+    for scheme in ("Bearer", "DPoP"):
+        bad = req.http.get(req.base + "/hello", headers={"Authorization": f"{scheme} abc"})
+        assert_dpop_refusal(bad, "invalid_token")
+
+
+def test_a_malformed_token_sent_with_the_dpop_scheme_gets_the_dpop_challenge(
+    dp: LocalOAuth,
+) -> None:
+    """Where DPoP is optional: the client used the DPoP scheme, so the refusal's challenge
+    is DPoP's (RFC 9449 7.1); with Bearer it stays Bearer's."""
+    bad = dp.http.get(dp.base + "/hello", headers={"Authorization": "DPoP abc"})
+    assert_dpop_refusal(bad, "invalid_token")
+    bearer = dp.http.get(dp.base + "/hello", headers={"Authorization": "Bearer abc"})
+    assert bearer.headers["www-authenticate"].startswith("Bearer ")
 
 
 # -- refresh tokens -----------------------------------------------------------------------------

@@ -235,7 +235,7 @@ class BearerGuard:
                 )
                 raise HTTPError(500) from None
             if verdict is not True:
-                raise self._invalid(path, "the access token was refused")
+                raise self._invalid(path, "the access token was refused", dpop_scheme)
             return
         fresh = False
         try:
@@ -243,12 +243,12 @@ class BearerGuard:
         except UnknownKey:
             fresh = True  # a key made a moment ago elsewhere: one look at the set, then again
         except InvalidToken as exc:
-            raise self._invalid(path, str(exc)) from None
+            raise self._invalid(path, str(exc), dpop_scheme) from None
         if fresh:  # awaited outside the except (mypyc_lint)
             try:
                 claims = await self._service.verify_fresh(token)
             except InvalidToken as exc:
-                raise self._invalid(path, str(exc)) from None
+                raise self._invalid(path, str(exc), dpop_scheme) from None
         dpop = self._dpop
         if dpop is not None and (dpop_scheme or dpop.required or "cnf" in claims):
             # a bound token, the DPoP scheme, or DPoP mandatory: the proof (dpop.py)
@@ -280,6 +280,11 @@ class BearerGuard:
         located = self._locate(path)
         return located[0] if located is not None else None
 
-    def _invalid(self, path: str, why: str) -> Unauthorized:
+    def _invalid(self, path: str, why: str, dpop_scheme: bool = False) -> Unauthorized:
+        dpop = self._dpop
+        if dpop is not None and (dpop_scheme or dpop.required):
+            # a token sent with the DPoP scheme, or where DPoP is mandatory: its challenge
+            # (RFC 9449 7.1), as for a missing one
+            return dpop.refuse(self._prefix(path), "invalid_token", why)
         challenge = self._challenge.get(self._prefix(path), BEARER)
         return Unauthorized(challenge.refused("invalid_token", why), why)
