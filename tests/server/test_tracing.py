@@ -431,11 +431,12 @@ def test_token_route_spans_the_memory_stores_calls_and_exports_no_token(
         assert secret.rsplit(".", 1)[-1].encode() not in exported, secret
 
 
-@pytest.mark.parametrize(
+# grpc asked by the general variable, or by the traces' own one, which comes first (the SDK's
+# order: the general one says http/protobuf there)
+GRPC_ASKED = pytest.mark.parametrize(
     "variables",
     [
         {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
-        # the traces' own variable first (the SDK's order)
         {
             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
@@ -443,6 +444,9 @@ def test_token_route_spans_the_memory_stores_calls_and_exports_no_token(
     ],
     ids=["protocol", "traces-protocol"],
 )
+
+
+@GRPC_ASKED
 def test_grpc_protocol_exports_over_otlp_grpc(tmp_path: Path, variables: dict[str, str]) -> None:
     receiver = _GrpcReceiver()
     try:
@@ -586,17 +590,7 @@ def _check(tmp_path: Path, variables: dict[str, str], blocked: bool = False) -> 
     return line
 
 
-@pytest.mark.parametrize(
-    "variables",
-    [
-        {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
-        {
-            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
-            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-        },
-    ],
-    ids=["protocol", "traces-protocol"],
-)
+@GRPC_ASKED
 def test_grpc_without_its_exporter_is_a_check_error_naming_the_variable_and_the_extra(
     tmp_path: Path, variables: dict[str, str]
 ) -> None:

@@ -132,6 +132,20 @@ def _closed(router: Router[R], rel: str) -> bool:
     return any(not granted(router.match(m, rel).payload.endpoint) for m in router.methods(rel))
 
 
+def _asked(req: Request) -> tuple[str | None, str | None, str | None]:
+    """A preflight's ``Origin``, ``Access-Control-Request-Method`` and -Headers (their lines
+    joined); None for each one the request lacks."""
+    origin = method = asked = None
+    for name, value in req.headers:
+        if name == "origin":
+            origin = value
+        elif name == "access-control-request-method":
+            method = value.strip()
+        elif name == "access-control-request-headers":
+            asked = value if asked is None else f"{asked},{value}"
+    return origin, method, asked
+
+
 def _refused(why: str) -> Reply:
     return error_reply(HTTPError(403, detailed=f"CORS preflight refused: {why}"))
 
@@ -167,14 +181,7 @@ class CorsStages(Generic[R]):
         """The early stage: a preflight's answer, or None for any other request."""
         if req.method != "OPTIONS":
             return None
-        origin = method = asked = None
-        for name, value in req.headers:
-            if name == "origin":
-                origin = value
-            elif name == "access-control-request-method":
-                method = value.strip()
-            elif name == "access-control-request-headers":
-                asked = value if asked is None else f"{asked},{value}"
+        origin, method, asked = _asked(req)
         if origin is None or method is None:
             return None  # a plain OPTIONS: what it was
         found = self._table.find(ctx.path)
@@ -241,14 +248,7 @@ class DocumentCors:
 
     def preflight(self, req: Request) -> Reply | None:
         """The answer to a preflight; None for an ``OPTIONS`` that is no preflight."""
-        origin = method = asked = None
-        for name, value in req.headers:
-            if name == "origin":
-                origin = value
-            elif name == "access-control-request-method":
-                method = value.strip()
-            elif name == "access-control-request-headers":
-                asked = value if asked is None else f"{asked},{value}"
+        origin, method, asked = _asked(req)
         if origin is None or method is None:
             return None
         policy = self.policy
