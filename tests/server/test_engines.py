@@ -103,6 +103,9 @@ class Recorder:
     def close(self) -> None:
         self._end("close")
 
+    def can_write_eof(self) -> bool:
+        return False  # a refusal closes at once (the lingering close is a socket's)
+
     def abort(self) -> None:
         self._end("abort")
 

@@ -155,6 +155,11 @@ _N_EXPECT: Final = 32
 _NOTED: set[str] = set()
 
 
+# after a refusal, how long the client's remaining bytes are read and dropped at most before
+# the connection closes (_linger)
+_LINGER_MS = 2000
+
+
 class _Stop(Exception):
     """Raised from a parser callback: parse nothing more on this connection."""
 
@@ -306,6 +311,7 @@ class HttpProtocol(asyncio.Protocol):
         "_headers",
         "_http10",
         "_keep_alive",
+        "_lingering",
         "_loop",
         "_method",
         "_native",
@@ -354,6 +360,7 @@ class HttpProtocol(asyncio.Protocol):
         self._upgrade_body: bytes | None = None
         self._completed = 0  # messages parsed on this connection
         self._keep_alive = True  # False: the connection closes after its answers
+        self._lingering = False  # a refusal was written: what still comes is dropped
         self._timer: asyncio.TimerHandle | None = None  # the reading side's deadline
         self._pipe = _Pipeline()
         self._flow = _WriteFlow()
@@ -448,6 +455,8 @@ class HttpProtocol(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         """The client shut its write side: answer what it sent, then close (half-close)."""
+        if self._lingering:
+            return False  # it read the refusal and is done: close now
         self._keep_alive = False
         # True keeps the transport open to write the answer of a request in progress
         return bool(self._answering is not _READY or self._pipe.queue or self._pipe.unparsed)
@@ -605,6 +614,8 @@ class HttpProtocol(asyncio.Protocol):
 
     # -- input --------------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return  # after a refusal: dropped, unread (see _linger)
         pipe = self._pipe
         if pipe.queue or pipe.unparsed:
             self._hold(data)
@@ -1325,7 +1336,22 @@ class HttpProtocol(asyncio.Protocol):
             )
         finally:
             log.request_id.reset(rid_token)
-        transport.close()
+        self._linger(transport)
+
+    def _linger(self, transport: asyncio.Transport) -> None:
+        """Close after a refusal without losing it (RFC 9112 9.6): a socket closed with
+        request bytes still unread sends a reset, which can reach the client before it read
+        the answer (a 431 for a head over the limit: the rest of the head still arriving).
+        So the write side is shut (the client reads the answer, then the end), and what the
+        client still sends is read and dropped until it closes, at most LINGER_MS. A TLS
+        connection, which has no half-close, closes at once."""
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        self._lingering = True
+        transport.write_eof()
+        transport.resume_reading()
+        self._set_timer(_LINGER_MS, transport.close)
 
     def _refused_head(self, phase: State, headers: list[tuple[str, str]]) -> Request | None:
         """The head of the request being refused (in ``phase``, _HEAD or _BODY), as far as it
