@@ -72,7 +72,7 @@ THREADS = 50
 # test_the_suite_covers_every_protocol_member until a test covers it.
 # fmt: off
 COVERED = {
-    "kind", "in_process", "audit_keep", "ping", "close", "schema_marker", "swap_schema_marker",
+    "kind", "in_process", "audit_keep", "family_slots", "ping", "close", "schema_marker", "swap_schema_marker",
     "add_refresh", "spend_refresh", "restore_refresh", "refresh_record", "refresh_alias",
     "user_families", "revoke_family", "revoked_families", "add_code", "take_code", "note_proof",
     "hit_failure", "hit_rate", "failures", "release_failure", "clear_failures", "add_lock",
@@ -224,7 +224,8 @@ def test_open_store_gives_the_named_implementation(backend: Backend, store: Stat
 
 
 def test_every_protocol_method_takes_the_protocol_parameters(store: StateStore) -> None:
-    methods = sorted(COVERED - {"kind", "in_process", "audit_keep"})  # attributes: no methods
+    # attributes: no methods
+    methods = sorted(COVERED - {"kind", "in_process", "audit_keep", "family_slots"})
     for name in methods:
         wanted = inspect.signature(getattr(StateStore, name)).parameters
         got = inspect.signature(getattr(type(store), name)).parameters
@@ -499,6 +500,27 @@ def test_a_refresh_record_is_found_through_its_alias(backend: Backend, store: St
     read = replace(rec, alias="")  # the alias is the lookup's, not the record's
     assert other.spend_refresh("h-spelled", "claim-a") == ("ok", read)
     assert store.spend_refresh("h-spelled", "claim-b") == ("spent", read)
+
+
+def test_a_family_tagged_record_is_one_record(backend: Backend, store: StateStore) -> None:
+    """SPEC 17.1: a cluster keeps a family's records on one slot (its refresh tokens carry the
+    family's tag, their hashes ``tag.hash``); every store takes such a hash whole, its alias
+    too. Only a cluster makes them (:attr:`family_slots`)."""
+    assert store.family_slots is (backend.kind == "cluster")
+    first, second = record("0a1b2c3d4e5f.h-1", alias="0a1b2c3d4e5f.a-1"), record("0a1b2c3d4e5f.h-2")
+    for rec in (first, second):
+        store.add_refresh(rec)
+    other = backend.other(store)
+    assert other.refresh_alias("0a1b2c3d4e5f.a-1") == first.token_hash
+    assert other.refresh_alias("a-1") is None and other.spend_refresh("h-1", "c") == (
+        "missing",
+        None,
+    )
+    assert other.spend_refresh(first.token_hash, "claim-a") == ("ok", replace(first, alias=""))
+    store.restore_refresh(first.token_hash, "claim-a")
+    assert other.refresh_record(first.token_hash) == (replace(first, alias=""), False)
+    assert store.spend_refresh(second.token_hash, "claim-b") == ("ok", second)
+    assert other.refresh_record(second.token_hash) == (second, True)
 
 
 def test_the_schema_marker_is_a_compare_and_set(backend: Backend, store: StateStore) -> None:

@@ -72,6 +72,10 @@ class StoreBase(Protocol):
 class TokenStore(StoreBase, Protocol):
     """Refresh tokens and revoked token families (the token service)."""
 
+    # True where the store keeps a token family's records on one slot (a Redis Cluster, SPEC
+    # 17.1): refresh tokens then carry the family's tag, their hashes ``tag.hash``
+    family_slots: bool
+
     def add_refresh(self, record: RefreshRecord) -> None: ...
 
     def spend_refresh(

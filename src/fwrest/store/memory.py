@@ -17,6 +17,7 @@ _SWEEP_MIN = 1024
 
 class MemoryStore:
     kind = "memory"
+    family_slots = False
     in_process = True  # answers at once, without I/O: callers may call it on the event loop
     audit_keep = AUDIT_KEEP
 

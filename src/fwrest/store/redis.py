@@ -139,8 +139,10 @@ class KeyLayout:
     operation touches together shares a hash slot through a hash tag (the part between the
     first ``{`` and ``}``): a failure count and the lock list that a lift clears with it (the
     brute-force state of the whole service under the tag ``{bf}``, so a user's and an
-    address's counts and the locks live on one slot), a refresh token's record under its own
-    hash, a user's family index under the user's. One key is one slot anyway: the revocation
+    address's counts and the locks live on one slot), a token family's refresh records (and
+    their aliases) under the family's tag, which its refresh tokens carry (a refresh spends one
+    and stores the next on one slot; a record without a tag under its own hash), a user's
+    family index under the user's. One key is one slot anyway: the revocation
     list, the blobs (the key set among them), each audit set, the signing key, each rate-limit
     window; the settings' stamp shares the settings' slot (its name's hash tag is the
     settings' whole name, which has none). docs/decisions.md, "Production state stores".
@@ -155,9 +157,10 @@ class KeyLayout:
 
     __slots__ = ("_alias", "_code", "_fail", "_proof", "_rate", "_rt", "_user", "audit",
                  "audit_shared", "blobs", "locks", "revoked", "schema", "settings",
-                 "settings_stamp", "signing_key")  # fmt: skip
+                 "settings_stamp", "signing_key", "tagged")  # fmt: skip
 
     def __init__(self, prefix: str, tagged: bool) -> None:
+        self.tagged = tagged
         bf = f"{prefix}{{bf}}:" if tagged else prefix
         self._rt = f"{prefix}rt:{{{{{{}}}}}}" if tagged else f"{prefix}rt:{{}}"
         self._user = f"{prefix}user:{{{{{{}}}}}}" if tagged else f"{prefix}user:{{}}"
@@ -195,12 +198,23 @@ class KeyLayout:
         return cls(f"{_P}{db}:", tagged=True)
 
     def rt(self, token_hash: str) -> str:
-        """A refresh token's record (its hash: hex)."""
-        return self._rt.format(token_hash)
+        """A refresh token's record (its hash: hex; on a cluster ``tag.hash`` for a token
+        carrying its family's tag, whose records then share the tag's slot).
+
+        >>> KeyLayout.cluster(3).rt("9f0e1d2c3b4a.ab12"), KeyLayout.single().rt("ab12")
+        ('fwrest:3:rt:{9f0e1d2c3b4a}ab12', 'fwrest:rt:ab12')
+        """
+        return self._family_keyed(self._rt, token_hash)
 
     def alias(self, alias: str) -> str:
-        """What a refresh record's alias points to (its hash)."""
-        return self._alias.format(alias)
+        """What a refresh record's alias points to (its hash), on the record's slot."""
+        return self._family_keyed(self._alias, alias)
+
+    def _family_keyed(self, template: str, token_hash: str) -> str:
+        tag, dot, digest = token_hash.partition(".")
+        if dot and self.tagged:
+            return template.format(tag) + digest
+        return template.format(token_hash)
 
     def code(self, code_hash: str) -> str:
         """An authorization code's record (its hash: hex)."""
@@ -386,6 +400,7 @@ NO_DATABASE = "Redis has no database"
 
 class RedisStore:
     kind = "redis"
+    family_slots = False
     in_process = False
     audit_keep = AUDIT_KEEP
 
@@ -874,7 +889,11 @@ class RedisClusterStore(RedisStore):
     """A Redis or Valkey cluster (``redis+cluster://h1:p1,h2:p2/db``, SPEC 17.1): the same
     store on :class:`KeyLayout`'s cluster names, each operation on one slot, each script on
     one key. A refresh token's spend waits (``WAIT``) for the replica of its master, as behind
-    Sentinel: a master that dies takes no confirmed spend with it to its promoted replica."""
+    Sentinel: a master that dies takes no confirmed spend with it to its promoted replica. A
+    token family's records share a slot (:attr:`family_slots`): a refresh spends its token and
+    stores the next one on one master."""
+
+    family_slots = True
 
     def __init__(self, url: str, options: RedisOptions | None = None, retries: int = 2) -> None:
         self._target = parse_cluster_url(url)

@@ -107,6 +107,7 @@ def upgrade(db: sqlite3.Connection, marker: schema.Marker) -> None:
 
 class SqliteStore:
     kind = "sqlite"
+    family_slots = False
     in_process = False
     audit_keep = AUDIT_KEEP
 

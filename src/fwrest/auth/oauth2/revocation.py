@@ -312,7 +312,8 @@ async def _describe(
         "sub": record.subject,
         "iss": service.issuers.get(location) or next(iter(service.issuers.values())),
         # the token's identifier: the start of its stored hash, stable and not the token
-        "jti": record.token_hash[:REFRESH_JTI_CHARS],
+        # (after the family tag a cluster's hash starts with: grants/base.py refresh_hash)
+        "jti": record.token_hash.rpartition(".")[2][:REFRESH_JTI_CHARS],
     }
     if record.issued_at:  # a record an earlier fwrest stored kept no issue time
         answer["iat"] = int(record.issued_at)

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-import secrets
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -37,6 +36,7 @@ from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
 from fwrest.auth.oauth2.grants import (
     GRANT_TYPES,
     TokenRequest,
+    new_refresh_token,
     refresh_hash,
     registry,
     section_identity,
@@ -189,6 +189,9 @@ class TokenService:
         self._refresh_sections: tuple[str, ...] = (
             (port_name,) if port_name == self.section else (port_name, self.section)
         )
+        # a store keeping a token family on one slot (a cluster: SPEC 17.1): the family's
+        # tag in each refresh token and before its hash (grants/base.py refresh_hash)
+        self._tagged = store.family_slots
         # SPEC 13.5: refresh-token replays and revocations are recorded
         self.audit = audit
         # None: the key is in the store, which did not answer at start; the background loop
@@ -612,12 +615,14 @@ class TokenService:
     def refresh_hashes(self, token: str) -> tuple[str, ...]:
         """The stored forms a refresh token of this section may have, this host's own first
         (:attr:`_refresh_sections`)."""
-        return tuple(refresh_hash(token, section) for section in self._refresh_sections)
+        return tuple(
+            refresh_hash(token, section, self._tagged) for section in self._refresh_sections
+        )
 
     async def aliased(self, deadline: StoreDeadline, token: str) -> str | None:
         """The hash of a refresh token's record stored under another spelling of this section
         (found through the folded name's alias); None when there is none."""
-        alias = refresh_hash(token, self.section)
+        alias = refresh_hash(token, self.section, self._tagged)
         return await self.store_call(deadline, self.store.refresh_alias, alias)
 
     async def refresh_record(
@@ -948,18 +953,20 @@ class TokenService:
         now = time.time()
         refresh = None
         if refresh_at is not None:
-            refresh = secrets.token_urlsafe(32)
+            refresh = new_refresh_token(family, self._tagged)
             # stored under the name as this host spells it, which fwrest 0.1.0 finds; hosts
             # spelling it otherwise find it through the folded name's alias (SPEC 17.2)
             record = RefreshRecord(
-                refresh_hash(refresh, self.port_name),
+                refresh_hash(refresh, self.port_name, self._tagged),
                 family,
                 client_id,
                 subject,
                 refresh_at,
                 family_scope,
                 now,
-                "" if self.port_name == self.section else refresh_hash(refresh, self.section),
+                ""
+                if self.port_name == self.section
+                else refresh_hash(refresh, self.section, self._tagged),
             )
             await self.store_call(deadline, self.store.add_refresh, record)
         claims = {

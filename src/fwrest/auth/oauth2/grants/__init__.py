@@ -14,6 +14,7 @@ from fwrest.auth.oauth2.grants.base import (
     Grant,
     TokenRequest,
     Validated,
+    new_refresh_token,
     refresh_hash,
     section_identity,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "Grant",
     "TokenRequest",
     "Validated",
+    "new_refresh_token",
     "refresh_hash",
     "registry",
     "section_identity",

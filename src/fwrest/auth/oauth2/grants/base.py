@@ -21,6 +21,7 @@ never renders an answer itself.
 from __future__ import annotations
 
 import hashlib
+import secrets
 from typing import TYPE_CHECKING, ClassVar
 
 from fwrest.wire import Reply
@@ -29,7 +30,15 @@ if TYPE_CHECKING:
     from fwrest.auth.oauth2.params import AuthParams
     from fwrest.auth.oauth2.tokens import StoreDeadline, TokenService
 
-__all__ = ["Grant", "TokenRequest", "Validated", "refresh_hash", "section_identity"]
+__all__ = [
+    "Grant",
+    "TokenRequest",
+    "Validated",
+    "family_tag",
+    "new_refresh_token",
+    "refresh_hash",
+    "section_identity",
+]
 
 
 def section_identity(name: str) -> str:
@@ -41,13 +50,46 @@ def section_identity(name: str) -> str:
     return name.strip().lower()
 
 
-def refresh_hash(token: str, section: str) -> str:
+# a family's hash tag (SPEC 17.1): hex characters before the first "." of a refresh token
+# minted on a store that keeps a family on one slot (a cluster); token_urlsafe has no "."
+FAMILY_TAG_CHARS = 12
+_HEX = frozenset("0123456789abcdef")
+
+
+def family_tag(family: str) -> str:
+    """The hash tag of a token family's records on a Redis Cluster: every refresh token of
+    the family carries it, so that a refresh spends one and stores the next on one slot
+    (SPEC 17.1). Derived from the family id, which its access tokens name already (``fam``).
+
+    >>> family_tag("2f1c"), len(family_tag("another family"))
+    ('81bb73ed134b', 12)
+    """
+    return hashlib.sha256(family.encode()).hexdigest()[:FAMILY_TAG_CHARS]
+
+
+def new_refresh_token(family: str, tagged: bool) -> str:
+    """A new refresh token of ``family``: 256 random bits, after the family's tag where the
+    store keeps a family on one slot (``tagged``, :attr:`TokenStore.family_slots`)."""
+    token = secrets.token_urlsafe(32)
+    return f"{family_tag(family)}.{token}" if tagged else token
+
+
+def refresh_hash(token: str, section: str, tagged: bool = False) -> str:
     """The stored form of a refresh token of the server section ``section``: a token is valid
     only on the section that issued it (SPEC 7.1), so another section's lookup misses it
     (``invalid_grant``) and never spends it. Records are stored under the name as the host
     spells it (fwrest 0.1.0 reads them so), with the folded name's hash
-    (:func:`section_identity`) as their alias where the two differ."""
-    return hashlib.sha256(f"{section}\n{token}".encode()).hexdigest()
+    (:func:`section_identity`) as their alias where the two differ.
+
+    ``tagged`` (a store keeping a family on one slot): the hash of a token carrying a family
+    tag is ``tag.hash``, which the store's key layout splits (``store/redis.py`` KeyLayout).
+    """
+    digest = hashlib.sha256(f"{section}\n{token}".encode()).hexdigest()
+    if tagged:
+        tag, dot, _ = token.partition(".")
+        if dot and len(tag) == FAMILY_TAG_CHARS and _HEX.issuperset(tag):
+            return f"{tag}.{digest}"
+    return digest
 
 
 class TokenRequest:
