@@ -436,3 +436,28 @@ def test_keys_on_a_config_without_a_key_set_says_why(tmp_path: Path, ca: trustme
     assert code == 2, out
     assert "sign with HS256" in err and "signingAlg" in err
     assert not (tmp_path / ".fwrest" / "keyset.json").exists()
+
+
+def test_a_removed_key_set_file_is_put_back(ca: trustme.CA, tmp_path: Path) -> None:
+    """A key set file removed while the service runs: its workers write back the keys they
+    hold (a warning says so), so the tokens signed before still verify and a worker or a
+    restart reads the same keys rather than making new ones."""
+    module = "tauth_keys_putback"
+
+    def write(folder: Path, certs: dict[str, Path]) -> Path:
+        app = APP_SOURCE + params_source(**WEB, users=[KEYS_USER])
+        servers = {"ED": oauth_section(certs, onAuthparams=f"{module}.params", signingAlg="EdDSA")}
+        extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
+        return module_config(folder, module, servers=servers, app=app, extra=extra)
+
+    with contextlib.contextmanager(local_oauth)(ca, tmp_path, write) as svc:
+        port = svc["ED"]
+        token = port.tokens(*ADA)["access_token"]
+        kept = json.loads(keyset_file(svc).read_text())["keys"]
+        keyset_file(svc).unlink()
+        wait_for(keyset_file(svc).exists, 10, "the key set written back")
+        back = json.loads(keyset_file(svc).read_text())["keys"]
+        assert [(k["kid"], k["pem"]) for k in back] == [(k["kid"], k["pem"]) for k in kept]
+        assert keyset_file(svc).stat().st_mode & 0o777 == 0o600
+        assert port.get("/hello", token).status_code == 200
+        assert header_of(port.tokens(*ADA)["access_token"])["kid"] == kept[0]["kid"]

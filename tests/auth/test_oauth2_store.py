@@ -36,6 +36,7 @@ import pytest
 import trustme
 
 from fwrest.auth.oauth2.grants import refresh_hash
+from fwrest.auth.oauth2.portkeys import POLL_S
 from fwrest.auth.oauth2.tokens import KEY_CHECK_S
 from fwrest.store import RefreshRecord
 from fwrest.store.redis import RedisStore
@@ -107,6 +108,7 @@ def service_config(
     oauth: str = "OAUTH",
     module: str = "app",
     app: str = STORE_APP,
+    signing_alg: str = "HS256",
     **httpserver: Any,
 ) -> Path:
     """One oAuth2 port ``OAUTH`` (spelled ``oauth``); with ``max_failures`` under the default, a second port
@@ -119,7 +121,7 @@ def service_config(
     ``httpserver``: more keys of its ``[HTTPSERVER]``."""
     servers = {}
     for name, limit in ((oauth, 1_000_000), ("THROTTLED", max_failures)):
-        auth: dict[str, Any] = {"maxFailures": limit}
+        auth: dict[str, Any] = {"maxFailures": limit, "signingAlg": signing_alg}
         if issuer is not None:
             auth["issuer"] = issuer  # one issuer for the hosts behind a balancer
         servers[name] = oauth_section(
@@ -446,6 +448,38 @@ def test_hosts_keep_one_signing_key_when_redis_loses_its_data(
         for host in (a, b, c):
             wait_for(lambda h=host: h.get("/hello", fresh).status_code == 200, guard, "one key")
         assert d.get("/hello", a.tokens(*ADA)["access_token"]).status_code == 200
+    redis.close()
+
+
+def test_hosts_keep_every_key_of_the_set_when_redis_loses_its_data(
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """SPEC 12.1 on a Redis that lost its data while hosts run: the hosts put their key set
+    back, or add their keys to the set a host started since made first (retired: every host
+    signs with its key), so that the tokens signed before still verify on every host, those
+    of the new host too. Before, the hosts took the new host's set: every token signed before
+    the loss was refused everywhere."""
+    redis = redis_server.client()
+    guard = 20 * POLL_S
+    with contextlib.ExitStack() as stack:
+        a, b = (local_host(stack, ca, tmp_path / n, redis_server.url, signing_alg="ES256")
+                for n in "ab")  # fmt: skip
+        before = a.tokens(*ADA)["access_token"]
+        assert b.get("/hello", before).status_code == 200
+        redis.flushall()  # the data lost
+        c = local_host(stack, ca, tmp_path / "c", redis_server.url, signing_alg="ES256")
+        after = c.tokens(*ADA)["access_token"]
+        for host in (a, b, c):
+            for token in (before, after):
+                wait_for(lambda h=host, t=token: h.get("/hello", t).status_code == 200, guard,
+                         "every token verifies on every host")  # fmt: skip
+        # one current key: what any host signs now verifies on the others
+        for signer in (a, b, c):
+            wait_for(lambda s=signer: all(h.get("/hello", s.tokens(*ADA)["access_token"])
+                                          .status_code == 200 for h in (a, b, c)), guard,
+                     "one current key")  # fmt: skip
+        kids = {jwt.get_unverified_header(h.tokens(*ADA)["access_token"])["kid"] for h in (a, b, c)}
+        assert len(kids) == 1, kids
     redis.close()
 
 

@@ -31,6 +31,9 @@ from fwrest.store import StoreError
 __all__ = ["POLL_S", "PortKeys"]
 
 POLL_S = 0.5  # how often a worker looks for a changed key set
+# a key due to be dropped within this is not put back (another host, its clock ahead, may
+# have pruned it): its tokens are about to expire anyway
+_NEAR_DROP_S = 30.0
 
 
 def _note_ttl(kid: str, ttl: float) -> Callable[[list[KeyEntry]], list[KeyEntry] | None]:
@@ -38,6 +41,32 @@ def _note_ttl(kid: str, ttl: float) -> Callable[[list[KeyEntry]], list[KeyEntry]
         if not any(e.kid == kid and e.ttl < ttl for e in entries):
             return None
         return [replace(e, ttl=ttl) if e.kid == kid and e.ttl < ttl else e for e in entries]
+
+    return change
+
+
+def _live(entries: list[KeyEntry], now: float) -> list[KeyEntry]:
+    """The entries not due to be dropped soon (:data:`_NEAR_DROP_S`)."""
+    return [e for e in entries if (drop := e.drop_at()) is None or drop > now + _NEAR_DROP_S]
+
+
+def _put_back(held: list[KeyEntry]) -> Callable[[list[KeyEntry]], list[KeyEntry] | None]:
+    """Put the keys a worker holds back in a set that lacks them (a Redis that lost its data,
+    a file removed: its tokens must keep verifying on every host). A key that was current
+    comes back retired where the set has a current key of its algorithm (another host made
+    one first), so that every host signs with that one."""
+
+    def change(entries: list[KeyEntry]) -> list[KeyEntry] | None:
+        now = time.time()
+        kids = {e.kid for e in entries}
+        current = {e.alg for e in entries if e.current}
+        lost = [e for e in _live(held, now) if e.kid not in kids]
+        if not lost:
+            return None
+        return entries + [
+            replace(e, current=False, retired=now) if e.current and e.alg in current else e
+            for e in lost
+        ]
 
     return change
 
@@ -109,6 +138,7 @@ class PortKeys:
         # None (pending): the set is in a store that did not answer at start; the poller
         # reads it (made there when missing), and what needs a key answers 503 meanwhile
         self._view: _View | None = _view(alg, entries, source.where) if entries else None
+        self._entries = entries  # the whole set the view was built from (all algorithms)
         self._ttl_noted: dict[str, float] = {e.kid: e.ttl for e in entries}
         self._ttl_signed: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
@@ -250,6 +280,7 @@ class PortKeys:
             stamp = self.source.stamp()
             entries = ensure(self.source, {self.alg})
             self._view = _view(self.alg, entries, self.source.where)
+            self._entries = entries
             self._stamp = stamp
             log.auth_log.info(
                 "the key set was read from %s: signing %s tokens with the key %s",
@@ -262,13 +293,21 @@ class PortKeys:
         if stamp == self._stamp:
             return
         doc = self.source.read()
-        if doc is None:
-            raise KeySetError(f"the key set in {self.source.where} is gone")
-        entries = parse(doc, self.source.where)
+        entries = [] if doc is None else parse(doc, self.source.where)
+        kids = {e.kid for e in entries}
+        if any(e.kid not in kids for e in _live(self._entries, time.time())):
+            entries = update(self.source, _put_back(self._entries))
+            stamp = object()  # read again at the next poll: what is stored now
+            log.auth_log.warning(
+                "the key set in %s lacked keys this worker holds (the store lost its data, or "
+                "the file was removed): they are put back, so that their tokens still verify",
+                self.source.where,
+            )
         view = _view(self.alg, entries, self.source.where)
         if view.kid != self.kid:
             log.auth_log.info("signing %s tokens with the key %s from now on", self.alg, view.kid)
         self._view = view
+        self._entries = entries
         self._stamp = stamp
         for e in entries:
             self._ttl_noted[e.kid] = max(e.ttl, self._ttl_noted.get(e.kid, 0.0))
