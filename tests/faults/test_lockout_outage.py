@@ -19,11 +19,9 @@ that the host's first write of it gave up. Once Redis is back on the same port a
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 import trustme
 
 from fwrest.store.calls import BACKGROUND_DEADLINE_S
@@ -31,7 +29,7 @@ from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_
 from tests.conftest import ServerProcess, free_config, local_port, run_cli, wait_for
 from tests.e2e.support import hosts_serving
 from tests.faults.support import app_with, oauth_params
-from tests.redis_support import RedisServer, started
+from tests.redis_support import RedisServer
 
 MAX_FAILURES = 5
 USERS = {"bob": "Bob-Pw-2207", "dee": "Dee-Pw-4620"}
@@ -53,14 +51,6 @@ def host_config(folder: Path, certs: dict[str, Path], url: str) -> Path:
     }
     app = app_with(oauth_params([ADA]), USERS)
     return free_config(folder, app=app, servers=servers, extra={"HTTPSERVER": {"StateStore": url}})
-
-
-@pytest.fixture
-def redis_store(tmp_path: Path) -> Iterator[RedisServer]:
-    folder = tmp_path / "redis"
-    folder.mkdir()
-    with started(RedisServer(folder, persist=True)) as server:
-        yield server
 
 
 def basic(proc: ServerProcess, user: str, password: str, address: str = "127.0.0.1") -> int:

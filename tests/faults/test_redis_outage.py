@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import trustme
 
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
@@ -37,7 +35,7 @@ from tests.faults.support import (
     oauth_params,
     store_config,
 )
-from tests.redis_support import RedisServer, started
+from tests.redis_support import RedisServer
 
 USERS = [("ada", "Ada-Pw-7731"), ("bob", "Bob-Pw-2207"), ("eve", "Eve-Pw-3141")]
 PARAMS = oauth_params(USERS, client_secret="Web-Secret-9q", long_lived=True)
@@ -47,14 +45,6 @@ STOPPED_S = 3.0  # a 503 comes at once: the connection is refused
 FROZEN_S = 4.0  # each 503 takes the store deadline (1.0 s): room for whole requests inside
 GRANT_THREADS = 3
 BEARER_THREADS = 2
-
-
-@pytest.fixture
-def redis_store(tmp_path: Path) -> Iterator[RedisServer]:
-    folder = tmp_path / "redis"
-    folder.mkdir()
-    with started(RedisServer(folder, persist=True)) as server:
-        yield server
 
 
 def test_redis_stopped_and_frozen_under_load(
