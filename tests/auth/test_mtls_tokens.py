@@ -1,12 +1,7 @@
-"""SPEC 16.2, certificate-bound access tokens (RFC 8705), over real TLS with client
-certificates made by trustme, on a real ``fwrest serve``:
-
-* ``MT`` (ES256, ``SslClientCert=1``): a token request that presents a certificate gets a token
-  with ``cnf.x5t#S256``; its bearer check then needs that certificate; one without gets an
-  unbound token, as before;
-* ``MUST`` (HS256, ``SslClientCert=1``, ``"boundTokens": "mtls"``): a token request without a
-  certificate is 400 ``invalid_request``;
-* ``PLAIN`` (no client certificates): no binding, and its metadata says none.
+"""SPEC 16.2, certificate-bound tokens (RFC 8705) on a real ``fwrest serve`` with trustme client
+certificates. ``MT`` (ES256, ``SslClientCert=1``): a certificate gets ``cnf.x5t#S256`` and the
+bearer check needs it, none gets an unbound token; ``MUST`` (``"boundTokens": "mtls"``): no
+certificate is 400 ``invalid_request``; ``PLAIN``: no binding, and its metadata says so.
 """
 
 from __future__ import annotations
