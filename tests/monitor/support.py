@@ -1,7 +1,5 @@
-"""Helpers of the memory-monitor tests: free ports, the monitor's URL, /proc readings.
-
-``free_port``, ``port_is_free``, ``children`` and ``wait_children`` live in tests/conftest.py;
-they are named here too for the tests that import them from this module.
+"""Helpers of the memory-monitor tests: free ports, the monitor's URL, /proc readings (some from
+tests/conftest.py).
 """
 
 from __future__ import annotations
