@@ -1,8 +1,7 @@
 """Service builders shared across folders (tests/auth has its own): ``config_of(folder, module,
 **keys)`` is :func:`~tests.conftest.free_config`'s service (module ``app``) or, given ``module``,
 :func:`~tests.conftest.module_config`'s for the in-process client; ``own_ports(servers)`` gives each
-section its own unbound port number, shown as a bound one's would be.
-"""
+section its own unbound port number, shown as a bound one's would be."""
 
 from __future__ import annotations
 

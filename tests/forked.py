@@ -1,8 +1,7 @@
 """``fwrest ARGS`` forked from the suite's forkserver, which imported fwrest once, for tests running
 commands hundreds of times: it saves a fresh interpreter's half second of imports and is otherwise
 the real thing (own process and folder, ``python -m fwrest``'s exit code and output). The server
-imports only this module and ``fwrest.cli``, so a child carries nothing of the tests.
-"""
+imports only this module and ``fwrest.cli``, so a child carries nothing of the tests."""
 
 from __future__ import annotations
 

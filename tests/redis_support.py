@@ -2,8 +2,7 @@
 tests/faults/; without Debian's ``redis-server``, ``redis-sentinel`` or ``redis-tools`` they fail,
 never skip. SPEC 15's forms: TLS only (``tls``, client certificates optional), ``password``,
 ``unix``, ``replica_of``; :class:`SentinelGroup` (primary, replica, three sentinels);
-:class:`RedisCluster` (three masters, three replicas, SPEC 17.1, ``redis-cli --cluster create``).
-"""
+:class:`RedisCluster` (three masters, three replicas, SPEC 17.1, ``redis-cli --cluster create``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """fwrest.errors: a class per HTTP error and OAuth code, each building its headers, rendered by
 ``wire.error_reply`` with quoted challenge parameters (RFC 9110 5.6.4); a port's answers in process
-are those renderings.
-"""
+are those renderings."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """``fwrest.testing.Client`` (SPEC 14.3): the port's pipeline in process through httpx; each module
-named uniquely (``app`` may be another test's).
-"""
+named uniquely (``app`` may be another test's)."""
 
 from __future__ import annotations
 

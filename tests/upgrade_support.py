@@ -2,8 +2,7 @@
 newest tag ``vX.Y.Z`` below this version (``v0.1.0``; commit ``edbc291`` without the tag) by ``git
 archive`` and installs it pure (``FWREST_COMPILE=0``) into ``.upgrade-venv-<commit>`` (git-ignored,
 reused). A clone without that history fails saying how to fix it (CI unshallows: .ci/run), never
-skips.
-"""
+skips."""
 
 from __future__ import annotations
 

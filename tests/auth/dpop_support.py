@@ -1,7 +1,6 @@
 """DPoP proofs as a client makes them (RFC 9449 4.2), for SPEC 16.2: keys by ``cryptography``,
 proofs by PyJWT, the thumbprint (RFC 7638) computed here, so the server is checked against the RFC,
-not itself.
-"""
+not itself."""
 
 from __future__ import annotations
 

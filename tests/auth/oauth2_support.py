@@ -1,8 +1,7 @@
 """Helpers of the OAuth2 tests: certificates, oAuth2 sections, port clients, JWT helpers, ``expect``
 and ``assert_error``. A port is reached over real TLS on a real ``fwrest serve``
 (:func:`serve_oauth`) or in process through ``fwrest.testing.Client``, the same pipeline without
-socket or handshake (:func:`local_oauth`); nothing is mocked.
-"""
+socket or handshake (:func:`local_oauth`); nothing is mocked."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 tests/e2e/test_code_flow.py): authorize's refusals (the 400 page where a redirect is untrustworthy,
 else a redirect with ``error``, ``state``, ``iss``), the login page and CSRF token, one throttle
 budget with the password grant, single-use codes and what reuse revokes, public and confidential
-clients, loopback redirects, metadata, audit and log.
-"""
+clients, loopback redirects, metadata, audit and log."""
 
 from __future__ import annotations
 

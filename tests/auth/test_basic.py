@@ -8,8 +8,7 @@ user name (``AUTH_SOURCE``).
 The pipeline's answers are asked in process (``local``, modules
 ``tauth_basic_app``/``tauth_basic_auth``); the module's ``fwrest serve`` (``svc``) answers what
 needs sockets, stderr or one worker on two ports (raw headers, keep-alive, a refused connection, a
-raising ``OnAuth``'s log, the shared pool).
-"""
+raising ``OnAuth``'s log, the shared pool)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 check`` (and ``serve``, before binding) exits 2 with one message naming section, key and fix;
 ``prepare`` raises ``ConfigError`` alike. Variants through ``prepare``; each point once through
 ``fwrest check`` in process, the real command for one refusal, pass and warning. Each test's module
-name is unique (``sys.modules`` keeps imports).
-"""
+name is unique (``sys.modules`` keeps imports)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ introspection names no user. Client secrets may be argon2id hashes. A start refu
 ``onAuthparams`` file whose names fold together (case, NFKC) or begin ``client:`` (a function's:
 warned). A pattern beginning with a location's prefix is that location's only; ``fwrest check`` says
 where one reaches another location, and where a user without ``scopes`` gets ``introspect`` through
-a client.
-"""
+a client."""
 
 from __future__ import annotations
 

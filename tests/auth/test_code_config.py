@@ -1,7 +1,6 @@
 """The code grant's configuration (SPEC 16.1): ``authorization_code`` in ``types``,
 ``redirect_uris``, ``"public": true``, ``loginPage``: checked at start (``fwrest check`` exits 2,
-clear message) or reported as probably wrong.
-"""
+clear message) or reported as probably wrong."""
 
 from __future__ import annotations
 

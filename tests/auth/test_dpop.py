@@ -1,8 +1,7 @@
 """SPEC 16.2, DPoP (RFC 9449) in process (module ``tauth_dpop_app``): proofs at the token route and
 the bearer check, and the refusals. Ports ``DP`` (HS256, DPoP accepted), ``REQ`` (``"boundTokens":
 "dpop"``), ``PX`` (behind ``TrustedProxies``); clients ``web`` (confidential), ``spa`` (public).
-Over TLS across workers and hosts: tests/e2e/test_dpop_hosts.py.
-"""
+Over TLS across workers and hosts: tests/e2e/test_dpop_hosts.py."""
 
 from __future__ import annotations
 

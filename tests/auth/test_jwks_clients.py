@@ -1,8 +1,7 @@
 """SPEC 12.1-12.2 through other people's code over real TLS: PyJWT's ``PyJWKClient`` on each port's
 JWK Set, a Starlette resource server under uvicorn trusting fwrest's EdDSA tokens through the JWKS
 alone, and a rotation by the real command while clients use a two-worker ``fwrest serve``. Ports
-``ED``, ``EC``, ``RSA``; sqlite store; key set in ``.fwrest/keyset.json``.
-"""
+``ED``, ``EC``, ``RSA``; sqlite store; key set in ``.fwrest/keyset.json``."""
 
 from __future__ import annotations
 

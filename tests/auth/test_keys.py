@@ -1,8 +1,7 @@
 """SPEC 12.1-12.2 in process (module ``tauth_keys_app``): algorithms, key set, JWK Set, metadata,
 issuer, rotation, hostile tokens. Ports ``ED`` (EdDSA), ``EC`` (ES256), ``RSA`` (RS256), ``HS``
 (HS256). Tokens are checked by joserfc (not fwrest's PyJWT); rotation is the real command, picked up
-by the ports' pollers as workers do.
-"""
+by the ports' pollers as workers do."""
 
 from __future__ import annotations
 

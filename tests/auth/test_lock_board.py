@@ -1,7 +1,6 @@
 """The brute-force throttle's lock board (SPEC 4.2, issue 9): Basic lock-outs every worker of a host
 sees at once, no store round trip per request (over ``fwrest serve``:
-tests/faults/test_brute_force.py).
-"""
+tests/faults/test_brute_force.py)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ ports: ``OAUTH`` (``params`` mixing single keys and arrays, ``public`` as ``onAu
 ``PWONLY`` (password only), ``SHORT`` (``access_expires`` 1s), ``NOGET`` (``allowGetToken`` false),
 ``CUSTOM`` (``onAuth`` ``token_check``), ``ALIAS`` (``"scheme": "oAuth"``), ``LOCKED``
 (``maxFailures`` 3). The log test runs ``fwrest serve``; one configuration error runs the real
-command.
-"""
+command."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ call and a refresh with only the CA bundle, over TLS on a real ``fwrest serve`` 
 Forms, one port each in process (module ``tauth_oauth2_clients_app``): the original single keys,
 arrays mixed with them, the legacy one-argument function, ``async def``, ``file:NAME.json``
 (re-read), argon2 and bcrypt hashes, lifetime forms, the warning for an ``access_expires`` that
-looks like seconds. One ``fwrest check`` per kind runs the command.
-"""
+looks like seconds. One ``fwrest check`` per kind runs the command."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Unit tests of OAuth2's blocks (SPEC 4.2, 7): ``expiry``, ``params``, ``NoCheckPaths``,
-``passwords``.
-"""
+``passwords``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """One port's keys in a worker (``portkeys.py``): a key another worker just made verifies before the
-next poll (SPEC 12.1), and unknown kids cost one look at a time.
-"""
+next poll (SPEC 12.1), and unknown kids cost one look at a time."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 (module ``tauth_resource_app``): ``RS`` (ES256, ``/rest`` and ``/api``, scopes), ``ISS`` (configured
 ``issuer``), ``OFF`` (``oauth2/resource`` disabled). Over TLS on ``fwrest serve``: a client knowing
 only a protected URL follows the 401's ``resource_metadata`` to the RFC 8414 metadata, gets a token
-naming the resource, and is let through.
-"""
+naming the resource, and is let through."""
 
 from __future__ import annotations
 

@@ -12,8 +12,7 @@ malformed tokens; ``no-store``; 401 unauthenticated, 403 without the scope. ``oa
 onAdmin only, JSON only. The routes are outside the port's scheme, listed, named by
 ``NativeRoutes``, never logged with bodies, under the 16 KiB limit; the audit trail (SPEC 13.5)
 holds replays and revocations, no token or secret. Real clients, workers and hosts:
-tests/e2e/test_revocation_e2e.py.
-"""
+tests/e2e/test_revocation_e2e.py."""
 
 from __future__ import annotations
 

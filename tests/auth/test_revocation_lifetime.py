@@ -4,8 +4,7 @@ outlive a day: the family worked again a day after the replay. The real :class:`
 memory, sqlite and Redis, the clock faked where read (``time.time``; PyJWT's and
 ``refresh_expires``'s ``datetime.now``): 25 h after the replay both tokens are still refused by the
 worker that saw it and by one that learnt it from the store, which forgets it only once every token
-expired.
-"""
+expired."""
 
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ one side only): 400, nothing issued. A route's required scopes (``scopes=`` and 
 
 In process (module ``tauth_scopes_app``, memory store); real clients (requests-oauthlib's
 ``BackendApplicationClient``, Authlib) over TLS on ``fwrest serve`` of docs/authorization.md's
-scopes example, whose own example runs as written.
-"""
+scopes example, whose own example runs as written."""
 
 from __future__ import annotations
 

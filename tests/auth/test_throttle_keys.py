@@ -3,8 +3,7 @@ memory store; each test its own names and addresses). Names are case-folded and 
 (``Alice``, ``ALICE``, fullwidth: one user, locked under any spelling; the validator gets the name
 as sent). IPv6 counts per /64 (addresses via ``X-Forwarded-For`` from ``TrustedProxies=127.0.0.1``:
 loopback has one IPv6 address). An IPv4 client of a dual-stack port (``::ffff:127.0.0.x``, a real
-``fwrest serve``) counts as IPv4, not as the shared ``::/64``.
-"""
+``fwrest serve``) counts as IPv4, not as the shared ``::/64``."""
 
 from __future__ import annotations
 

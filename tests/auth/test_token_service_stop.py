@@ -1,7 +1,6 @@
 """SPEC 7: the revocation cache's loop ends at ``stop()`` even when the cancel is lost (3.11's
 ``wait_for`` drops a cancel arriving as the call ends; the loop ran again against the closed client:
-"Task exception was never retrieved").
-"""
+"Task exception was never retrieved")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """``fwrest users``, ``clients``, ``lockouts`` (SPEC 13.6): edits of an ``onAuthparams`` file (other
 keys kept, atomic, 0600, bad input leaves it byte for byte), a crash before the rename, a
 pseudo-terminal run, a running ``fwrest serve`` using each change at its next token request,
-lock-outs listed and lifted. Commands run forked; terminal, crash and service are real processes.
-"""
+lock-outs listed and lifted. Commands run forked; terminal, crash and service are real processes."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Issue 38: the bearer check remembers verified tokens (by hash, until ``exp``, bounded), so ES256
 is about as fast as HS256; what can change is checked every request. In process (module
 ``tauth_vcache_app``): ``EC``, ``HS`` (ten-minute tokens), ``SHORT`` (three seconds). Each token is
-used once, then the key leaves the set, the family is revoked, or the token expires.
-"""
+used once, then the key leaves the set, the family is revoked, or the token expires."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The harness's at-once measurement (case 7) and case 8's per-core and per-worker figures, on real
 servers and wrk (installed by ``.ci/run``): nothing timed against a limit, but the figures must be
-there to the nanosecond, and the ratio come from them.
-"""
+there to the nanosecond, and the ratio come from them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The harness's parser and results writer on wrk output captured on this machine; no server, no
-timing.
-"""
+timing."""
 
 from __future__ import annotations
 

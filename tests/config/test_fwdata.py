@@ -1,6 +1,5 @@
 """``FwData`` typed at load: Authorization and NativeRoutes without the application; function and
-route names left to the start.
-"""
+route names left to the start."""
 
 from __future__ import annotations
 

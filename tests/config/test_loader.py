@@ -1,6 +1,5 @@
 """The loader: INI and JSON, case folding, JSON values, one clear error per bad configuration
-(section, key, problem, fix); no application code imported.
-"""
+(section, key, problem, fix); no application code imported."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """``StateStore``: sqlite, memory or a SPEC 15/17.1 Redis URL redis-py takes (``redis://``,
 ``rediss://``, ``unix://``, ``redis+sentinel://``, ``redis+cluster://``, ``rediss+cluster://``), and
 ``StateStoreCA``, ``StateStoreCert``/``Key``, ``StateStorePassword``, checked at load; a password
-never shown.
-"""
+never shown."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """``rest.getClientCertificate()`` (SPEC 11.2, docs/decisions.md "TLS options") for awkward names:
 each certificate goes through a real in-memory TLS handshake, the server's ``getpeercert()`` becomes
-the fields, and cryptography's reading gives the expected values.
-"""
+the fields, and cryptography's reading gives the expected values."""
 
 from __future__ import annotations
 

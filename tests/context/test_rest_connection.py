@@ -2,8 +2,7 @@
 ``setCloseAfterSend`` (``Connection: close``, then the end) and a hostile header update as wire
 bytes; in process, ``getClientIP`` behind a trusted proxy and
 ``getThreadPoolSsl``/``getThreadPoolPort``. ``HTTP_REST`` trusts 127.0.0.1, ``PLAIN`` none,
-``HTTPS_REST`` speaks TLS.
-"""
+``HTTPS_REST`` speaks TLS."""
 
 from __future__ import annotations
 

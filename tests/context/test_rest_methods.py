@@ -2,8 +2,7 @@
 ``rest_methods_app``): each method's effect, the request id's rules (SPEC 13.4), hostile header
 names and values; the socket side is test_rest_connection.py. Ports: ``OPEN`` (two locations on two
 pools, ``AllowedHosts=api.example.com``), ``BASIC``, ``OAUTH`` (trustme certificates, no TLS in
-process).
-"""
+process)."""
 
 from __future__ import annotations
 

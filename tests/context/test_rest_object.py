@@ -1,6 +1,5 @@
 """The REST object (SPEC 3) from handlers in process: every named method, read-only request views,
-per-request isolation under concurrency.
-"""
+per-request isolation under concurrency."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """deploy/'s artefacts as tests read them: the container file's runtime stage, its configuration
 (the ConfigMap's), the objects ``kubectl apply -k deploy/`` creates. The container file is read as
 Docker reads it (continuations joined, comments dropped, exec forms decoded); an unknown instruction
-fails the tests, so nothing in it goes unchecked.
-"""
+fails the tests, so nothing in it goes unchecked."""
 
 from __future__ import annotations
 

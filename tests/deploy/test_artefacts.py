@@ -1,8 +1,7 @@
 """deploy/ (SPEC 17.3): linters pass (hadolint defaults; kubernetes-validate strict for 1.30, whose
 preStop ``sleep`` is on by default, and the newest known; ``systemd-analyze`` verify and security,
 installed by .ci/run), and the artefacts agree with each other and fwrest (ports, paths, probes,
-user, stop deadline).
-"""
+user, stop deadline)."""
 
 from __future__ import annotations
 

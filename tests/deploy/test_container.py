@@ -6,8 +6,7 @@ image paths under that folder, ports 0 on loopback, the test's Redis URL, this e
 for ``/opt/fwrest``. ENTRYPOINT and CMD run with ENV (and the Deployment's env) in WORKDIR, as USER
 when root (only DataPath and /tmp writable), else as the current user with the files read-only.
 HEALTHCHECK passes, the OAuth2 port issues a token to the Secret's client, SIGHUP reloads, SIGTERM
-exits 0, nothing written outside DataPath and /tmp.
-"""
+exits 0, nothing written outside DataPath and /tmp."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """docs/deploy.md's container and Kubernetes commands against deploy/ (no docker or cluster here:
-names, paths and flags checked against the artefacts).
-"""
+names, paths and flags checked against the artefacts)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 line before the fence (blank lines allowed): ``<!-- example: ID -->`` (a test runs it) or ``<!--
 output: ID -->`` (a test compares real output with it), both found by :func:`example`. IDs are
 unique; tests/docs/test_examples.py fails on an unmarked block and an ID no test asks for.
-docs/configuration.md is generated (tests/docs/test_reference.py).
-"""
+docs/configuration.md is generated (tests/docs/test_reference.py)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ Only changes: ``curl`` is a function adding ``-sS``, ``--connect-to`` per docume
 (``127.0.0.1:8080`` reaches the real port; URL, ``Host`` and TLS name stay as written), ``-D`` and
 ``-w``; ``$ACCESS_TOKEN``, ``$REFRESH_TOKEN``, ``$CSRF`` and ``$CODE`` hold the last answer's
 values, as a reader copies them. Commands run with ``bash`` in the test's folder (where ``ca.pem``
-or ``examples/certs/ca.pem`` exists).
-"""
+or ``examples/certs/ca.pem`` exists)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,7 @@ settings commands; the README's module and configuration, also serving endpoints
 ``params()``, operations.md's ``NativeRoutes`` and ``[APP_MONITOR]`` (scraped as its Prometheus
 block says); deploy.md's systemd unit (``ExecStart`` in ``WorkingDirectory``, stopped by
 ``KillSignal`` within ``TimeoutStopSec``). Elsewhere: tests/e2e/test_scale_out.py,
-tests/deploy/test_guide.py, tests/docs/test_troubleshooting.py.
-"""
+tests/deploy/test_guide.py, tests/docs/test_troubleshooting.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The guide builds with MkDocs without a warning, loads nothing from elsewhere, draws its Mermaid
-diagrams (docs/decisions.md, "The user guide and the code map").
-"""
+diagrams (docs/decisions.md, "The user guide and the code map")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Helpers of the end-to-end tests: hosts started together (optionally on one ``redis-server``), a
 config's store set after the fact, the oAuth2 and Basic host of the state-sharing tests, each
-worker's client, a refused refresh, examples/ served on free ports, a static page server.
-"""
+worker's client, a refused refresh, examples/ served on free ports, a static page server."""
 
 from __future__ import annotations
 

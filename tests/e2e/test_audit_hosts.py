@@ -3,8 +3,7 @@ one). A settings change through A is listed by B (user, address, port, key, old 
 reload by SIGHUP is listed by A (actor ``signal``, ``done``, the generation; a broken config:
 ``failed``); A's file changed on disk: one event, actor ``file``; changes in a row and at once
 through both hosts are listed in the store's order, each ``old`` the previous ``new``. No
-redis-server: a failure, never a skip.
-"""
+redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 

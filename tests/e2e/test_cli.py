@@ -1,8 +1,7 @@
 """``fwrest check | serve | routes | --version | --help`` as a user runs them: exit codes and
 output. ``serve``, ``--version``, ``--help`` start a fresh interpreter; ``check``, ``routes``,
 ``openapi`` (some thirty configurations) run forked (``run_forked``: its own process, without half a
-second of imports each).
-"""
+second of imports each)."""
 
 from __future__ import annotations
 

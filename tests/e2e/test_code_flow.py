@@ -5,8 +5,7 @@ callback (a ``form-action`` lacking its origin would stop it), no request elsewh
 ``docs/img/login-page.png``; an SPA on another origin doing the flow by ``fetch`` under the
 location's CORS; two hosts on one ``redis-server``: a page from one worker posted to another, the
 code redeemed on the other host, redeemed again revokes the tokens on both. No Chromium or
-redis-server: a failure, never a skip.
-"""
+redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ grant with a proof, the token used on every worker with fresh proofs, refreshed 
 with its key's proof (refused without). A replayed proof (hosts behind one balancer,
 ``X-Forwarded-Host``, so one proof names one URL) is refused by every other worker, at the bearer
 check and the token route (the store keeps its id for its window). No redis-server: a failure, never
-a skip.
-"""
+a skip."""
 
 from __future__ import annotations
 

@@ -11,8 +11,7 @@ on B; a ``Key=user`` rate limit counts one window; Basic and grant failures over
 out everywhere (one ``lockout`` event), and ``fwrest lockouts clear`` on one host lifts them
 everywhere. Elsewhere: tests/auth/test_oauth2_store.py, test_jwks_clients.py,
 tests/e2e/test_audit_hosts.py, test_ratelimit_scale.py, test_scale_out.py. No redis-server: a
-failure, never a skip.
-"""
+failure, never a skip."""
 
 from __future__ import annotations
 

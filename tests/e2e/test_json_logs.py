@@ -2,8 +2,7 @@
 (200, 404, 405, 500 with a traceback, ``logging`` from a handler, acceptable and hostile
 ``X-Request-ID``, secret-like queries), every line on stderr and in ``LogFile`` is one JSON object;
 access records have the listed fields and the answer's id, as do the records a request caused; the
-engine's refusals carry an id too.
-"""
+engine's refusals carry an id too."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The legacy start (SPEC 6): ``wsRestfulStart(jo, path)`` / ``wsRestfulStop()`` in a subprocess
 program (its endpoints exactly its own), from a dict or a JSON string: the endpoint served under the
 extra path and the location, the program exits 0 when told, ports freed. Bad JSON or a port in use:
-a non-zero code, logged.
-"""
+a non-zero code, logged."""
 
 from __future__ import annotations
 

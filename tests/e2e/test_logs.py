@@ -1,6 +1,5 @@
 """fwrest's log (SPEC 7, 5.1): one access line per request, secrets redacted, levels, ``LogFile``,
-no forged lines.
-"""
+no forged lines."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Rate limits (SPEC 13.7) on real processes and Redis: two hosts of two workers on one Redis let
 exactly 100 of a limit of 100 through, the rest 429, each host answering some of both; Redis
 stopped, ``FailOpen=1`` serves with one warning for the outage, ``FailOpen=0`` answers 503 with the
-standard body. No redis-server: a failure, never a skip.
-"""
+standard body. No redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 

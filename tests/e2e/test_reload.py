@@ -1,7 +1,6 @@
 """Reload without downtime (SPEC 13.1) and the development loop (SPEC 13.2): a bounded load (two
 kept-alive threads, two connecting per request) through three reloads (an answer changed, a port
-added, a broken configuration) sees no request fail or refused.
-"""
+added, a broken configuration) sees no request fail or refused."""
 
 from __future__ import annotations
 

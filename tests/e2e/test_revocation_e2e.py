@@ -2,8 +2,7 @@
 revocation (the route's and ``fwrest tokens revoke --user``'s) reaching every worker of two hosts on
 one Redis within a second. Hosts of two workers, port ``OAUTH`` over TLS, the key made once in
 Redis; the kernel picks a connection's worker, so one is kept per worker, found by the pid
-``/hello`` answers. No redis-server: a failure, never a skip.
-"""
+``/hello`` answers. No redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ with the CA, retrying the other host (``proxy_next_upstream``, ``max_fails``), n
 Scenarios go through the balancer; hosts are asked directly (from 127.0.0.4, counted by no scenario)
 only to prove both see the effect. File order matters: the lock-out locks nginx's address (every
 client's, behind it) out of grants for 5 minutes, so it follows the granting scenarios, and stopping
-host B is last. No nginx or redis-server: a failure, never a skip.
-"""
+host B is last. No nginx or redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """``fwrest serve`` end to end: results (SPEC 9), path parameters, where handlers run, UserData,
 LoadURNs, locations, the fixed 500. ``/a`` and ``/b`` share ``app.py``'s pool and environment;
-``/a/v2`` has its own (``app2.py``), the longest matching prefix.
-"""
+``/a/v2`` has its own (``app2.py``), the longest matching prefix."""
 
 from __future__ import annotations
 

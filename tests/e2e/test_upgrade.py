@@ -9,8 +9,7 @@ Following docs/deploy.md (``deploy-upgrade``): P writes the store; ``fwrest stor
 tokens granted, accepted, rotated across; a replay revokes the family on both; RFC 7009 across;
 EdDSA tokens verified across, a rotation by either release followed by both; Basic failures lock out
 on both (audited on both, ``fwrest lockouts clear`` lifts on both); settings changes both ways, all
-audit events read on C; a ``Key=user`` rate limit in one window.
-"""
+audit events read on C; a ``Key=user`` rate limit in one window."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Workers of ``fwrest serve`` (SPEC 7): they share the ports; a blocked one is replaced (killed:
 tests/faults/test_worker_kill.py); SIGTERM and SIGINT drain and exit 0; the port is free after;
 workers exit with a killed supervisor. ``WorkerTimeout=1000``; generous hang guards, figures
-printed.
-"""
+printed."""
 
 from __future__ import annotations
 

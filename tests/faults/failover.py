@@ -1,7 +1,6 @@
 """Shared by the Redis failover tests: two hosts on one store (an oAuth2 port, one issuer, and a
 Basic port each), a bounded load alternating between them, SPEC 7 and 17.1's checks on what it met,
-and the replay of every refresh token answered 200.
-"""
+and the replay of every refresh token answered 200."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ by the same never-replaced worker (far more than the respawn breaker's five in 3
 graceful stop waits on no open connection. From a stream's iterator (SPEC 10.5: def, async,
 ``EventStream`` of each), before or after its first item: a 500 if nothing was sent (the first item
 is read before the head), else the connection closes without the last chunk; in process, a 500 or
-``httpx.RemoteProtocolError`` at once.
-"""
+``httpx.RemoteProtocolError`` at once."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Broken configurations (SPEC 1, 2, issue 9), INI and JSON: each mistake the loader, repository and
 start know makes ``fwrest serve`` exit 2 with one clear message, no traceback, the port free right
 after. Each case breaks one thing of a valid service (checked first), and expects a fragment naming
-it, so it cannot pass failing for another reason.
-"""
+it, so it cannot pass failing for another reason."""
 
 from __future__ import annotations
 

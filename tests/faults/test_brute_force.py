@@ -14,8 +14,7 @@ Exact under concurrency (SPEC 7.1): each attempt is counted before its check, so
 wrong attempts (20 addresses, both workers, a barrier) check at most ``maxFailures`` passwords
 (``OnAuth`` calls, 50 ms each; ``invalid_grant`` answers and log lines with argon2). A right
 password is not locked by its own count: after ``maxFailures - 1`` failures it passes, as do 30
-simultaneous requests with it.
-"""
+simultaneous requests with it."""
 
 from __future__ import annotations
 

@@ -18,8 +18,7 @@ JSON lines searched as written and as parsed.
 The Redis password (SPEC 15): ``requirepass`` given by ``StateStorePassword=env:NAME``, ``--workers
 2`` at debug with a monitor, routes read, then Redis stops (background errors, a refused settings
 change, health routes); then ``fwrest check`` of it and of the password in the URL, ``fwrest serve``
-with a wrong one in the URL. No form of either password in log, answers or outputs.
-"""
+with a wrong one in the URL. No form of either password in log, answers or outputs."""
 
 from __future__ import annotations
 

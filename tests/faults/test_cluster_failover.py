@@ -11,8 +11,7 @@ the eight clients (retrying after 503) get exactly one new pair, and so does eac
 503 (one that did gets at most one: a spend whose pair cannot be written is undone with a 503, but a
 burst client presenting the token between is a replay, revoking the family; SPEC 7 has no grace
 period). No chain token is answered 200 twice, nor when presented again after the run (a spend the
-old master confirmed but never passed on).
-"""
+old master confirmed but never passed on)."""
 
 from __future__ import annotations
 

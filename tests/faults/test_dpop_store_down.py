@@ -1,7 +1,6 @@
 """SPEC 16.2 with SPEC 7's store faults: while Redis is frozen (SIGSTOP) a DPoP-bound request
 answers 503 with ``Retry-After`` within 1.5 s (fail closed: a proof whose use cannot be recorded is
-refused; figure printed), a bearer token still passes (SPEC 7); thawed, a fresh proof passes.
-"""
+refused; figure printed), a bearer token still passes (SPEC 7); thawed, a fresh proof passes."""
 
 from __future__ import annotations
 

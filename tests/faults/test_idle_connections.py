@@ -2,8 +2,7 @@
 ``HeaderTimeout`` 3 s, the file limit raised. Each connection is answered once, then idles; another
 client is still answered; 1,000 more send an incomplete head and get 408 at their header deadline;
 every idle one closes at its keep-alive deadline, not before, not long after. Figures printed;
-memory and rate: ``python -m bench.idle_connections``.
-"""
+memory and rate: ``python -m bench.idle_connections``."""
 
 from __future__ import annotations
 

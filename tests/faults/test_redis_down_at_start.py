@@ -3,8 +3,7 @@ not depend on it; recovery without restart) and docs/decisions.md ("a Redis that
 not a configuration error"). Two hosts start before ``redis-server``: Basic serves; the token route
 and bearer checks (HS256 and ES256, whose key set is in Redis) answer 503, ``Retry-After: 1``; ready
 says DOWN. Redis starts empty: each host reads the key and key set (the first to ask creates them),
-and a grant on each port of each host is accepted by both.
-"""
+and a grant on each port of each host is accepted by both."""
 
 from __future__ import annotations
 

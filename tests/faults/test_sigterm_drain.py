@@ -1,8 +1,7 @@
 """SIGTERM with 50 requests in flight (SPEC 1, 7, issue 9), ``--workers 2``, 25 on a ``def`` and 25
 on an ``async`` handler, one second each: all 200, the supervisor exits 0, no worker left, the port
 free. "In flight" is known: each handler appends a line to a file (``UserData``) and the signal goes
-at 50 lines. With ``--workers 1`` and a monitor, the drain is observable (SPEC 5, 13.3).
-"""
+at 50 lines. With ``--workers 1`` and a monitor, the drain is observable (SPEC 5, 13.3)."""
 
 from __future__ import annotations
 

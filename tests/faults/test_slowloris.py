@@ -1,7 +1,6 @@
 """Slowloris (SPEC 7, issue 9): 256 connections trickle a byte every 100 ms, ``HeaderTimeout`` 1000
 ms: each is 408 and closed at about the deadline while a normal client is served (latencies
-printed). One worker: all share one loop, the hardest case.
-"""
+printed). One worker: all share one loop, the hardest case."""
 
 from __future__ import annotations
 

@@ -14,8 +14,7 @@ Traffic: an open port (both handler kinds, JSON POST, 404, 405, malformed raw re
 port (right, wrong, missing credentials), an oAuth2 port over TLS (grants, refreshes, bad token
 requests, Bearer calls, 404 with a token, missing and forged tokens, malformed requests). Rates and
 RSS printed. ``bench/soak.py`` runs it 30 minutes (``make soak``); ``rest_log_level=2`` keeps access
-lines off the disk, and ``MALLOC_ARENA_MAX=2`` is docs/security.md's advice.
-"""
+lines off the disk, and ``MALLOC_ARENA_MAX=2`` is docs/security.md's advice."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ each by 40 threads: all 200 (``BEGIN IMMEDIATE`` and ``busy_timeout`` serialise 
 ``invalid_grant`` replays revoking the family, the new pair included (no grace period). 1,000
 replays (50 families' spent tokens, 20 times each; a 503 on a loaded machine is retried as
 ``Retry-After`` says): each detected, each family revoked, its access tokens refused by both workers
-within 1 s.
-"""
+within 1 s."""
 
 from __future__ import annotations
 

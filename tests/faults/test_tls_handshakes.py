@@ -3,8 +3,7 @@ ClientHello, kept open. Before the cap a worker held each for ``TlsHandshakeTime
 glibc kept the heap (36 MB grew to 215, 265, 344 MB over three waves of 4,000). Now at most
 ``tls_accept.MAX_HANDSHAKES`` are in progress (a new one ends the oldest) and the heap is returned
 after a wave. Asserted: bounded growth not building up across waves (RSS printed), a completing
-client served during and after a wave, no descriptor kept.
-"""
+client served during and after a wave, no descriptor kept."""
 
 from __future__ import annotations
 

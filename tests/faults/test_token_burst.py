@@ -2,8 +2,7 @@
 hashes) released at once on a two-worker service on real Redis, which answers within a millisecond:
 every grant must be 200, since SPEC 7's deadline must measure the store, not time queued behind
 other checks and store calls (the review saw 37-47 of 200 answered 503, blaming the store). Figures
-printed, never asserted (SPEC 9).
-"""
+printed, never asserted (SPEC 9)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """``kill -9`` of a worker under load (SPEC 7, issue 9): eight threads send ``Connection: close``
 requests to 20-40 ms handlers of both kinds on ``--workers 2``, so both workers always have some in
 flight. Only requests in flight on the killed worker fail (started before, ended after, at most one
-per thread); every later request is 200; a replacement answers within 3 s. Figures printed.
-"""
+per thread); every later request is 200; a replacement answers within 3 s. Figures printed."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Charset (SPEC 10.6) in process: ``str`` answers in ``Charset`` with ``charset=``, JSON always
 UTF-8, request bodies by their declared charset (415 for codecs no client means) else the server's,
-and the start error of an unknown one.
-"""
+and the start error of an unknown one."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Compression (SPEC 10.4): gzip and br by ``Accept-Encoding`` (q-values, ``identity;q=0``),
 ``Vary``, minimum size, compressible types, never the token route, settings page or ``no-store``;
-``rest.sendZipped``. In process, then curl ``--compressed`` and httpx on ``fwrest serve``.
-"""
+``rest.sendZipped``. In process, then curl ``--compressed`` and httpx on ``fwrest serve``."""
 
 from __future__ import annotations
 

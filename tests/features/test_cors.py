@@ -1,7 +1,6 @@
 """CORS (SPEC 10.1) in process: preflights granted and refused (every row), headers on every other
 answer to an allowed origin (errors too), on no native route but the token route, the start errors.
-Browser and wire: test_cors_browser.py.
-"""
+Browser and wire: test_cors_browser.py."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 origin ``fetch``es a Basic port's API on another with credentials (preflighted for
 ``Authorization``) and reads the JSON; from an unlisted origin the browser blocks it; the settings
 route stays closed to the allowed origin; curl's raw preflights granted and refused. Without
-Chromium these FAIL, never skip.
-"""
+Chromium these FAIL, never skip."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Server-Sent Events (SPEC 10.5): ``EventStream`` read by Chromium's ``EventSource`` (the page a
-static file of ``fwrest serve``); in process the fields, per-event compression, the idle comment.
-"""
+static file of ``fwrest serve``); in process the fields, per-event compression, the idle comment."""
 
 from __future__ import annotations
 

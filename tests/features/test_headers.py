@@ -1,8 +1,7 @@
 """Security headers (SPEC 10.2): a location's ``XFrameOptions`` and ``ContentSecurityPolicy`` on its
 answers, ``HSTS`` on its TLS port's (engine refusals over real TLS), ``nosniff`` on every answer of
 every port (protocol errors and monitor, real sockets), the settings page's own headers kept, the
-start errors.
-"""
+start errors."""
 
 from __future__ import annotations
 

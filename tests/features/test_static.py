@@ -1,8 +1,7 @@
 """Static files (SPEC 10.3) in process: paths no route takes, default page, ETag/Last-Modified/304,
 ranges (206/416), types, listing, the port's scheme, start errors; on ``fwrest serve``: reason
 phrases, a 1 GiB file with bounded worker memory, hostile paths (raw sockets, curl) never reaching
-outside ``RootPath``.
-"""
+outside ``RootPath``."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ protected GET target (``/rest/hello``, the monitor's ``/api/server/metrics?uptim
 location; ``{ECHO}`` ``/rest/echo`` (the monitor answers POST 405); ``{AUTH}\\r\\n`` the kind's
 credentials line, ``{CRED}`` its value, ``{B64}`` Basic's, ``{TOKEN}`` the access token; ``{SMUG}``
 an authorised request to ``{R}/smuggled/<case id>``, a route writing its name to a file, so a
-smuggled request executed shows even when its answer does not.
-"""
+smuggled request executed shows even when its answer does not."""
 
 from __future__ import annotations
 

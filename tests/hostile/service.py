@@ -7,8 +7,7 @@ sqlite: ``basic`` (``HTTP_BASIC``, ``OnAuth`` ``app.on_auth``, ``healthcheck/ok`
 waiting request ends in 408 well inside the client's hang guard; None keeps the defaults for cases
 waiting on none, so a starved worker (nice 10) never ends a request that arrived whole. Every secret
 is a canary (``SECRETS`` and the tokens issued at start) searched in the logs; ``/smuggled/:name``
-records calls in ``smuggled.log``.
-"""
+records calls in ``smuggled.log``."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ serve --workers 2`` at ``rest_log_level=5``, ``rest_error_full=1`` (every line w
 cases go to a service with deadlines of ``DEADLINE_MS``, others to the defaults (which a starved
 worker does not reach). Per case and kind: the exact answers, the close (or that it still serves),
 the error body, a 401's challenge, nothing smuggled executed, no worker died, no hang (5 s per read,
-30 s per test). After: the same workers, no traceback, none of the secrets in the logs.
-"""
+30 s per test). After: the same workers, no traceback, none of the secrets in the logs."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Bad ``Range``, ``Accept-Encoding``, ``Origin`` and conditional headers against every location
-feature (SPEC 10), in process: answered as the SPEC says, never a 500 or a crash.
-"""
+feature (SPEC 10), in process: answered as the SPEC says, never a 500 or a crash."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 duplicate or swap lines, splice, change a number) to ``fwrest serve --workers 2`` over many
 connections, several requests each while kept open. Each connection ends in well-formed answers
 (under 500 or an allowed 5xx) or a close within a hang guard; no worker dies; counts printed.
-``FWREST_MUTATIONS`` (default 20,000; the soak 200,000), ``FWREST_MUTATION_SEED``.
-"""
+``FWREST_MUTATIONS`` (default 20,000; the soak 200,000), ``FWREST_MUTATION_SEED``."""
 
 from __future__ import annotations
 

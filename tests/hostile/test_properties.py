@@ -1,7 +1,6 @@
 """Hypothesis on the parsers hostile input reaches first (Basic header, token request, path
 normaliser, ``onAuthNoCheckUri`` matcher, configuration loader): each refuses only its documented
-way (None, ``OAuthError``, ``BadPath``, ``ConfigError``).
-"""
+way (None, ``OAuthError``, ``BadPath``, ``ConfigError``)."""
 
 from __future__ import annotations
 

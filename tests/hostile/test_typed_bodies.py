@@ -1,8 +1,7 @@
 """Hostile bodies within ``MaxBodySize`` against typed endpoints (SPEC 14.1): 100,000 nesting
 levels, a MiB string or numbers, out-of-range numbers, invalid UTF-8, NUL, duplicate keys, a BOM:
 2xx, 400 or 415 within a hang guard, the worker serving on. A real ``fwrest serve`` for crashes;
-generated JSON in process.
-"""
+generated JSON in process."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Helpers of the memory-monitor tests: free ports, the monitor's URL, /proc readings (some from
-tests/conftest.py).
-"""
+tests/conftest.py)."""
 
 from __future__ import annotations
 

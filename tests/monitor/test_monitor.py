@@ -1,7 +1,6 @@
 """The memory monitor (SPEC 5) over HTTP: one ``fwrest serve --workers 2`` with ``Enable=1`` for
 most tests (hostile requests too), TLS and Basic on their own. Moving figures (RSS, free RAM,
-counters) polled with generous guards and printed; no speed asserted.
-"""
+counters) polled with generous guards and printed; no speed asserted."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """``[APP_MONITOR]`` (SPEC 2, 5, 7): what ``fwrest check`` refuses or warns about, and what ``fwrest
-serve`` binds (nothing at ``Enable=0``; 127.0.0.1 and ``/api`` by default; ``ApiPath``).
-"""
+serve`` binds (nothing at ``Enable=0``; 127.0.0.1 and ``/api`` by default; ``ApiPath``)."""
 
 from __future__ import annotations
 

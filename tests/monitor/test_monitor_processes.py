@@ -1,7 +1,6 @@
 """Which processes the monitor counts (SPEC 5: the whole service, and each worker by name), on real
 servers against ``/proc``: a worker's name is the log's, after a replacement too; with
-``fwrest.start()`` the calling process alone.
-"""
+``fwrest.start()`` the calling process alone."""
 
 from __future__ import annotations
 

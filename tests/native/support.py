@@ -1,8 +1,7 @@
 """Helpers of the native-route tests (SPEC 5): a module's own service (``auth_service``), one port's
 in-process client (``sqlite_client``) and its log, the settings JSON API (a server's URL or a
 client), spreading requests over both workers, the workers' log labels (waited for), and when each
-worker shows a settings change (from its own log lines).
-"""
+worker shows a settings change (from its own log lines)."""
 
 from __future__ import annotations
 

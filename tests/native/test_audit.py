@@ -4,8 +4,7 @@ workers in the store's order, and the ``fwrest.audit`` line at ``rest_log_level=
 event kept). One sqlite store all clients share (each a worker): ``HTTP_ADMIN`` (``onAdmin`` ada
 only, ``maxFailures`` 3), ``HTTP_USERS`` (no ``onAdmin``: any user reads), ``HTTP_PUBLIC`` (opened
 by ``NativeRoutes.public``), ``HTTP_OPEN`` (no scheme: nobody reads). Elsewhere:
-tests/auth/test_revocation.py, tests/e2e/test_audit_hosts.py, tests/faults/test_canary.py.
-"""
+tests/auth/test_revocation.py, tests/e2e/test_audit_hosts.py, tests/faults/test_canary.py."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """``/fw/rest/docs`` in Chromium via Playwright (SPEC 14.2), every request but the server's aborted:
 the port's operations shown, "Try it out" answered, nothing leaves for another host, the CSP refuses
 nothing Swagger UI needs. Without Chromium (``apt-get install -y chromium``) these FAIL, never skip:
-the page is part of the product.
-"""
+the page is part of the product."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """``/fw/rest/docs`` (SPEC 14.2): Swagger UI from shipped files over the port's ``openapi.json``, a
 native route like the others (scheme, listing, ``disable``, ``public``); in a browser:
-test_docs_browser.py.
-"""
+test_docs_browser.py."""
 
 from __future__ import annotations
 

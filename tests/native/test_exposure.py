@@ -1,7 +1,6 @@
 """SPEC 4, 5: native routes are behind the port's scheme unless ``NativeRoutes.public`` opens them:
 ``HTTP_BASIC`` protects all, ``HTTP_PUBLIC`` opens exactly ``healthcheck`` for probes; ``fwrest
-routes`` reads the same configuration.
-"""
+routes`` reads the same configuration."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """``list/service``, ``openapi.json`` and ``fwrest routes/openapi`` (SPEC 5), in process (modules
 ``listing_app``, ``listing_auth``). ``HTTP_REST``: open, ``/rest`` and ``/other``, a ``LoadURNs``
 route, ``healthcheck/datetime`` hidden, ``vendor/environment`` disabled; ``HTTP_PLAIN``: no
-``NativeRoutes``; ``HTTP_BASIC``; ``HTTPS_OAUTH``.
-"""
+``NativeRoutes``; ``HTTP_BASIC``; ``HTTPS_OAUTH``."""
 
 from __future__ import annotations
 

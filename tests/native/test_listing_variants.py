@@ -4,8 +4,7 @@ two locations with different routes for one relative path, one shape naming para
 /hello``, ``GET /items/:id``, ``DELETE /items/:iid``, ``POST /echo``), ``/side`` ``variants_side``
 (``GET``/``POST /hello``, ``POST /items/:key``); ``HTTP_NO_VENDOR``: ``vendor/environment``
 disabled; ``HTTP_OPEN_ALL``: ``"public": ["*"]`` (warned). In process, and ``fwrest serve`` for the
-warning.
-"""
+warning."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 logged with the id and where raised, nothing changed, the worker serving on. Every route asking
 ``onAdmin``: settings API and form, audit, usage reset (def and async ``onAdmin``),
 ``oauth2/revoke-user``. Values other than ``True`` (403): test_settings_api.py, test_audit.py,
-tests/auth/test_revocation.py.
-"""
+tests/auth/test_revocation.py."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The example service's OpenAPI documents (SPEC 14.2): valid (openapi-spec-validator) and true
 (schemathesis: every operation of each port, generated inputs, no 5xx, documented status, type,
 headers, schema). ``examples/`` as ``make run`` serves it, ports 0, by ``fwrest serve`` (its ``app``
-package cannot share the process with other tests' ``app``).
-"""
+package cannot share the process with other tests' ``app``)."""
 
 from __future__ import annotations
 

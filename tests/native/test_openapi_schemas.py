@@ -1,7 +1,6 @@
 """The document's schemas (SPEC 14.2): parameters and ``required``, request bodies, answers from
 return annotations, the 400 error body, msgspec's ``components/schemas``; untyped routes as before.
-Validated (OpenAPI 3.1), in process and by ``fwrest openapi``.
-"""
+Validated (OpenAPI 3.1), in process and by ``fwrest openapi``."""
 
 from __future__ import annotations
 

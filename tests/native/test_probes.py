@@ -1,8 +1,7 @@
 """Probes (SPEC 13.3) on a port and the monitor. In process: the answers and bodies,
 ``NativeRoutes`` names, the ``MinThreads`` check with a real pool. On a real ``fwrest serve`` and
 Redis with a credentialed monitor: probes need none; ready is 503 while Redis is stopped and while
-draining after SIGTERM, 200 again after; live and started 200 throughout.
-"""
+draining after SIGTERM, 200 again after; live and started 200 throughout."""
 
 from __future__ import annotations
 

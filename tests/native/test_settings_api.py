@@ -7,8 +7,7 @@ lines), the file re-read, a change on one port read on the other. ``client``/``b
 process): what one worker answers and logs.
 
 An autouse fixture clears run-time values, waiting the 1 s after a change on ``server``; a worker
-may show old values until then, so reads across workers wait for each one's line.
-"""
+may show old values until then, so reads across workers wait for each one's line."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 three columns (run time, file, default), an orange border on the value in force; a submit moves it
 and changes both workers' logs without restart; a bad value shows a message, changes nothing; a
 foreign form is refused; a screenshot to ``docs/img/config-page.png``. Without Chromium these FAIL,
-never skip.
-"""
+never skip."""
 
 from __future__ import annotations
 

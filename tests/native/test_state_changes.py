@@ -3,8 +3,7 @@ foreign ``Origin``, ``onAdmin``, and a ``Host`` naming the server (``HostName``,
 ``localhost`` on loopback, ``AllowedHosts``) against DNS rebinding, where the attacker's page sends
 its own name as ``Host`` and a matching ``Origin``. In process (memory store): ``HTTP_REST``
 (``AllowedHosts=api.example.com, *.corp.example``), ``HTTP_BASIC`` (``onAdmin`` ada), ``HTTP_ANY``
-on 0.0.0.0; each port numbered in URL and ``Host``.
-"""
+on 0.0.0.0; each port numbered in URL and ``Host``."""
 
 from __future__ import annotations
 

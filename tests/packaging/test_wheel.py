@@ -1,6 +1,5 @@
 """sdist and wheel install into a clean environment (issue 10); the request path is compiled by
-mypyc with a C compiler, pure Python without (issue 24, setup.py).
-"""
+mypyc with a C compiler, pure Python without (issue 24, setup.py)."""
 
 from __future__ import annotations
 

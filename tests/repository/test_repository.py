@@ -1,7 +1,6 @@
 """The compiled repository via ``fwrest.server.prepare``: ``Repository`` imports, ``LoadURNs``,
 function names, duplicate routes. The decorator registry is process-global and modules stay in
-``sys.modules``: every module name carries a fresh uuid.
-"""
+``sys.modules``: every module name carries a fresh uuid."""
 
 from __future__ import annotations
 

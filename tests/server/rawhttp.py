@@ -1,7 +1,6 @@
 """A tiny HTTP/1.1 client on a raw socket for tests that control every byte: it reads answers one at
 a time (interim ``100 Continue``, pipelined answers, a server's close as ``recv`` giving ``b""``),
-and every read has a hang guard (the socket timeout).
-"""
+and every read has a hang guard (the socket timeout)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Shared by tests/server modules on a real ``fwrest serve``: ``serve_module(folder, **config)`` (a
-module-scoped :func:`free_config` server), ``port_of(section, name)`` and ``assert_hello``.
-"""
+module-scoped :func:`free_config` server), ``port_of(section, name)`` and ``assert_hello``."""
 
 from __future__ import annotations
 

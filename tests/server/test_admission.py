@@ -1,7 +1,6 @@
 """SPEC 7.1: ``100 Continue`` only after authorization passed. Without or with wrong credentials the
 401/403 is the first answer and the body is never read; with good ones or on a public path, ``100
-Continue`` then the answer.
-"""
+Continue`` then the answer."""
 
 from __future__ import annotations
 

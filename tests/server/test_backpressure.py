@@ -1,8 +1,7 @@
 """SPEC 7.1: a pipelining client that does not read holds at most 64 KiB of answers in the worker,
 and a connection whose answers cannot be written for ``BodyTimeout`` (shortened to 1 s, SPEC 9) is
 closed. Clients have small receive buffers, so that what the worker holds shows (its RSS, the bytes
-it reports on giving up).
-"""
+it reports on giving up)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """HTTP/1.1 conformance over raw sockets (issue 34): ``Host`` (RFC 9112 3.2, 3.2.2), ``OPTIONS``
 (RFC 9110 9.3.7), header names with ``_``, reason phrases; routes echo what the application
-received.
-"""
+received."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The connection's state machine (server/connstate.py, docs/engine.md): every state is reachable
 and reaches CLOSED, an unlisted event is refused without a move; over HTTP (deadlines shortened,
 SPEC 9) each reading deadline fires only in its states, never while a request is handled, and the
-log has no ``engine state error``.
-"""
+log has no ``engine state error``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The engine's own answers (SPEC 7: 413, 415, 417, 431, 400, 408) and the pipeline's refusal of an
 unresolvable target: no content for ``HEAD`` (RFC 9110 9.3.2), the location's CORS and rate-limit
-headers, not counted (SPEC 10.1, 13.7). Run once per engine (the Makefile).
-"""
+headers, not counted (SPEC 10.1, 13.7). Run once per engine (the Makefile)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The native engine against the pure one (docs/engine.md): the same byte streams (every framing,
 pipelined, mutated, random), split at random points, fed in process to ``HttpProtocol`` with each
 parser; both must write the same answers (date and ids aside) and close alike. The port echoes what
-it was handed, so a difference in the request built shows in the bytes.
-"""
+it was handed, so a difference in the request built shows in the bytes."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ holes an audit found (``server/http.py``). The head limit counts raw bytes which
 the head, so spaces the parser strips are no way past ``MaxHeaderSize``; the first request's header
 deadline runs from the connection's start (idling before the first byte earns no second
 ``HeaderTimeout``), a kept-alive request's from its own first byte. ``HTTP_SLOW`` has
-``HeaderTimeout`` shortened to 1500 ms (SPEC 9).
-"""
+``HeaderTimeout`` shortened to 1500 ms (SPEC 9)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ socket-only parts: test_hooks_wire.py, test_hooks_workers.py). Pools ``PDEF`` (`
 ``/d``, ``/a``, ``/p``, ``/sd``, ``/sa``; ``HTTP_DEF``/``HTTP_ASYNC`` have a ``def``/``async def``
 ``OnSelect``. Headers ``x-send``, ``x-error``, ``x-select`` choose what a hook does. A hook that
 raises, hangs past ``ActiveTimeout`` or returns nonsense gets the standard error body, and the next
-request is served.
-"""
+request is served."""
 
 from __future__ import annotations
 

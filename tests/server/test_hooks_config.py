@@ -1,6 +1,5 @@
 """SPEC 11.1: a hook key missing, ambiguous, or naming a function that cannot be called as the hook
-stops ``fwrest check`` (exit 2, one message naming section and key).
-"""
+stops ``fwrest check`` (exit 2, one message naming section and key)."""
 
 from __future__ import annotations
 

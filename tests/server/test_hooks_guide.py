@@ -1,6 +1,5 @@
 """docs/hooks.md's example service as written, in process: each answer the page describes. Named
-``hooks_guide_app``: another test's module may be named ``hooks``.
-"""
+``hooks_guide_app``: another test's module may be named ``hooks``."""
 
 from __future__ import annotations
 

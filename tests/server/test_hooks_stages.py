@@ -1,6 +1,5 @@
 """SPEC 11.1: a ``def`` handler and its ``def`` ``OnSend`` are one pool job; ``OnSelect`` runs after
-authorization.
-"""
+authorization."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """``OnSelect`` on the wire (SPEC 11.1): ``-3`` closes with zero bytes (behind a pipelined request,
 after its answer), ``-2`` is 503 "Server Busy"; a hook raising ``SystemExit`` in a real worker is a
-500 and the worker serves on.
-"""
+500 and the worker serves on."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """``OnStart`` and ``OnStop`` (SPEC 11.1) in real workers: hooks append (what, pid, thread) to the
-file ``HOOK_MARKS`` names; ``POOL`` has ``def`` hooks, ``APOOL`` ``async def`` ones.
-"""
+file ``HOOK_MARKS`` names; ``POOL`` has ``def`` hooks, ``APOOL`` ``async def`` ones."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The pipeline in process (``PortApp.handle``): its memory of paths (normalised form and location)
 is bounded, never holds a refused target, and never lets a query or parameters reach another
-request.
-"""
+request."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """A location's pool over HTTP: ``AcceptTimeout`` (503 "Server Busy"), ``ActiveTimeout`` (503 and a
 log line), ``MaxThreads``; ``async def`` handlers are not bound by it. Deadlines shortened; figures
-printed, never asserted.
-"""
+printed, never asserted."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 acceptable, else a new one), and every record logged while it runs carries the id in text and JSON
 lines (access line, the application's ``logging`` on the loop and in a pool thread, a traceback,
 ``OnError``'s record). A hostile id never reaches a line. Records are read by a root-logger handler
-with fwrest's two formatters.
-"""
+with fwrest's two formatters."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """``fwrest.start()`` (SPEC 2, 9): in process on a thread, or a supervisor child with ``workers=N``.
 Each in-process test serves a uniquely named module (the process-wide endpoint registry must not mix
-tests); "no Repository" runs in a child Python process.
-"""
+tests); "no Repository" runs in a child Python process."""
 
 from __future__ import annotations
 

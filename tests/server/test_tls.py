@@ -1,7 +1,6 @@
 """HTTPS ports over real TLS (trustme) beside a plain port. ``HTTPS_REST`` keeps default deadlines
 (a worker descheduled for a second by make test's nice 10 part must not close a request);
-``HTTPS_QUICK`` shortens the handshake deadline to 400 ms (SPEC 9).
-"""
+``HTTPS_QUICK`` shortens the handshake deadline to 400 ms (SPEC 9)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ httpx, ``ssl``). ``HTTPS_ENV``: encrypted key, ``env:`` pass phrase, the chain, 
 certificates; ``HTTPS_FILE``: ``file:``, TLS 1.3 only, certificates required; ``HTTPS_CIPHERS``:
 pass phrase in the configuration, one TLS 1.2 cipher; ``HTTPS_BASIC``: ``OnAuth`` reads the client
 certificate; ``[APP_MONITOR]``: certificates required, TLS 1.3. Broken options are in
-tests/faults/test_broken_configs.py; here, that no message shows the pass phrase.
-"""
+tests/faults/test_broken_configs.py; here, that no message shows the pass phrase."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ the HTTP semantic conventions and parents ``fwrest.auth``, ``fwrest.handler``, `
 the application's span (def and async def); no credential, query or secret is exported; log records
 carry the span's ids. Without ``Tracing`` a worker imports nothing of OpenTelemetry (nor does
 checking it leave any to workers a reload forks). Bad values, an unknown protocol, a missing
-exporter: start errors.
-"""
+exporter: start errors."""
 
 from __future__ import annotations
 

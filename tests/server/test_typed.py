@@ -1,7 +1,6 @@
 """Typed endpoints (SPEC 14.1) in process (module ``typed_app``): path and query parameters
 converted by their hints, JSON bodies validated by msgspec (structs, dataclasses, TypedDicts),
-results encoded; a failure is a 400 naming the parameter or field path.
-"""
+results encoded; a failure is a 400 naming the parameter or field path."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ part can be descheduled past it, which says nothing of the store, so :func:`in_o
 such an attempt (:class:`Starved`) from a failure and :func:`unstarved` runs the steps again with
 state of their own; the assertions stay those of an attempt in time. Also an oAuth2 port on a store
 (:func:`oauth_service`, :func:`tokens_work`), an unconfirmed refresh
-(:func:`unconfirmed_spend_is_undone`), a store a start cannot use (:func:`refused_at_start`).
-"""
+(:func:`unconfirmed_spend_is_undone`), a store a start cannot use (:func:`refused_at_start`)."""
 
 from __future__ import annotations
 

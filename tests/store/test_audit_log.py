@@ -1,7 +1,6 @@
 """``AuditLog`` (SPEC 13.5) alone: recording never fails or waits for the store; a failing store is
 one warning (and one on recovery); a hung store holds no caller; close lets writes in progress
-finish. Through a service: tests/native/test_audit.py.
-"""
+finish. Through a service: tests/native/test_audit.py."""
 
 from __future__ import annotations
 

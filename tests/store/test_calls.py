@@ -1,6 +1,5 @@
 """``StoreClient``: a call's deadline measures the store, not the queue (issue 34 defect 13); calls
-block on a ``threading.Event``, no sleeps.
-"""
+block on a ``threading.Event``, no sleeps."""
 
 from __future__ import annotations
 

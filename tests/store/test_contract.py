@@ -6,8 +6,7 @@ keep an operation on one slot). Every :class:`fwrest.store.StateStore` member is
 callers use it (refresh families, SPEC 12.3; codes, 16.1; DPoP ids, 16.2; revocations, lock-outs,
 failure counts; rate limits, 13.7; key, settings, blobs; audit, 13.5), races by 50 threads; a store
 out of reach raises ``StoreError`` (callers catch only that for a 503). Where stores differ by
-design (memory is one process's, docs/decisions.md), each one's behaviour is asserted.
-"""
+design (memory is one process's, docs/decisions.md), each one's behaviour is asserted."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Failure counts and lock-outs of ended windows are pruned in memory and sqlite (Redis keys have
-TTLs): else a spray of names or addresses failing once grows the store for good.
-"""
+TTLs): else a spray of names or addresses failing once grows the store for good."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ client certificate by ``StateStoreCert``/``StateStoreKey``), ``StateStorePasswor
 store); docs/deploy.md's lines reach Redis as its ACL user; what only Redis can tell, or a URL that
 cannot answer as written, is a start error naming the key (``fwrest check`` alike, never showing a
 password); a Redis not answering now is a warning, ready says DOWN. Sentinel: test_contract.py,
-tests/faults/test_sentinel_failover.py.
-"""
+tests/faults/test_sentinel_failover.py."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 release's sqlite file (v0.1.0 from its tag, tests/upgrade_support.py; copied first, still in use by
 it), on Redis (nothing to do; the start marks it) and memory; a newer release's store refused by
 ``migrate``, ``check`` and ``serve`` naming both versions; a start on a previous release's file
-takes the additive steps itself.
-"""
+takes the additive steps itself."""
 
 from __future__ import annotations
 

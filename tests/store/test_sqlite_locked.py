@@ -2,8 +2,7 @@
 2``: password and refresh grants and a settings change answer 503 with ``Retry-After`` within 1.5 s
 each (printed), a bearer check of an earlier token passes, the log names the deadline. Released, the
 token route serves without restart, and the refresh token presented during the lock still works (a
-late spend was undone).
-"""
+late spend was undone)."""
 
 from __future__ import annotations
 

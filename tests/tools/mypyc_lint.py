@@ -16,8 +16,7 @@ thrown into it.
 
 :data:`RULES` and ``COMPILED`` are also listed in docs/architecture.md ("The compiled build"),
 checked by :func:`check_doc`. Findings print as ``path:line: what``, exit 1 if any; ``python -m
-tests.tools.mypyc_lint FILE...`` checks those files instead (not the doc).
-"""
+tests.tools.mypyc_lint FILE...`` checks those files instead (not the doc)."""
 
 from __future__ import annotations
 

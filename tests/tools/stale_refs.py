@@ -5,8 +5,7 @@ and a rest starting with a name its source holds (a function, class, lazy name o
 ``fwrest/__init__.py``), or be a name the code spells as a string (``fwrest.access``); a path
 ``x/y.py`` must be a file of the checkout or ``src/``, end a path under ``src/fwrest``
 (``grants/base.py``), or be in :data:`EXAMPLES`. Findings print as ``path:line: what``, exit 1 if
-any.
-"""
+any."""
 
 from __future__ import annotations
 

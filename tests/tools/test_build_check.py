@@ -1,6 +1,5 @@
 """``FWREST_TEST_BUILD`` (the Makefile's): the suite refuses another build of fwrest than asked
-(tests/conftest.py).
-"""
+(tests/conftest.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """tests/conftest.py's ``ENGINE_FREE`` modules are in the pure-engine run (``ENGINE_SLICE``) and
-start no server, so that run may skip them.
-"""
+start no server, so that run may skip them."""
 
 from __future__ import annotations
 

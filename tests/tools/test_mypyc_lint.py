@@ -1,6 +1,5 @@
 """tests/tools/mypyc_lint.py finds each construct in small samples, and nothing in code avoiding
-them.
-"""
+them."""
 
 from __future__ import annotations
 

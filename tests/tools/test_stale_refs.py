@@ -1,6 +1,5 @@
 """tests/tools/stale_refs.py: every module a docstring, comment or the code map names exists; a
-missing one is found.
-"""
+missing one is found."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """A running fwrest issuing the tokens the ``fwrest.verify`` tests verify: ``fwrest serve`` of
 ``EC`` (ES256), ``RSA`` (RS256), ``HS`` (HS256, nothing published), sqlite, one user with scopes,
 client ``web``, and docs/verifying-tokens.md's ``orders-api`` (lists ``introspect``) and
-``shop-web`` (does not).
-"""
+``shop-web`` (does not)."""
 
 from __future__ import annotations
 

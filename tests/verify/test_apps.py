@@ -1,8 +1,7 @@
 """SPEC 16.4's adapters in a FastAPI app under uvicorn verifying a real ``fwrest serve`` over TLS:
 ``Verifier.require`` (in a worker thread), ``AsyncVerifier.require``, ``VerifyMiddleware`` on a
 mounted app, an introspecting verifier; across a rotation and a revocation, with RFC 6750
-challenges.
-"""
+challenges."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """SPEC 16.4: ``fwrest.verify``'s bound-token checks (``cnf``): DPoP thumbprint against a proof (RFC
 9449), certificate against the client's (RFC 8705). Tokens mostly minted by a small TLS issuer here
 (``http.server``, trustme; RFC 8414 metadata and JWKS) so every ``cnf`` can be tried, and one
-DPoP-bound token from ``fwrest serve`` (SPEC 16.2). Thumbprints by joserfc, proofs by PyJWT.
-"""
+DPoP-bound token from ``fwrest serve`` (SPEC 16.2). Thumbprints by joserfc, proofs by PyJWT."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """SPEC 16.4: ``Verifier`` and ``AsyncVerifier`` on a running fwrest over TLS (ES256, RS256, HS256;
-support.py), across a real rotation and revocation.
-"""
+support.py), across a real rotation and revocation."""
 
 from __future__ import annotations
 
