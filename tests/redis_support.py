@@ -311,8 +311,8 @@ class SentinelGroup:
 
 
 def cluster_port() -> int:
-    """A free port with a free bus port (+10000), both below the ephemeral range (32768) so no
-    client takes them."""
+    """Free with its bus port (+10000), both below the ephemeral range (32768): no client takes
+    them."""
     for _ in range(1000):
         port = random.randrange(12000, 22000)
         if port_is_free(port) and port_is_free(port + 10000):

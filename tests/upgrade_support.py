@@ -36,8 +36,7 @@ def _version(text: str) -> tuple[int, ...] | None:
 
 
 def _previous_tag() -> str:
-    """SPEC 17.2: the newest ``vX.Y.Z`` below this version (no tag: ``v0.1.0``, its commit looked
-    for)."""
+    """SPEC 17.2: the newest ``vX.Y.Z`` below this version (no tag: ``v0.1.0``, by its commit)."""
     built = _version(fwrest.__version__)
     assert built is not None, fwrest.__version__
     tags = [t for t in _git("tag", "--list", "v*").stdout.split() if _version(t) is not None]

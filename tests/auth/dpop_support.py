@@ -57,8 +57,8 @@ class DpopKey:
         header: dict[str, Any] | None = None,
         claims: dict[str, Any] | None = None,
     ) -> str:
-        """A proof for ``method`` ``url`` (``ath`` of ``token``); ``header``/``claims`` members
-        replace or add (None removes)."""
+        """A proof for ``method`` ``url`` (``ath`` of ``token``); ``header``/``claims``: None
+        removes."""
         body: dict[str, Any] = {
             "htm": method,
             "htu": url,

@@ -124,8 +124,7 @@ class OAuth(OAuthPort):
 
 
 class LocalOAuth(OAuthPort):
-    """A client of one in-process oAuth2 port (base URL ``https://``, no TLS), paths relative to it;
-    the port, its signing key and key set exist once made."""
+    """An in-process oAuth2 port's client (``https://``, no TLS); its keys exist once it is made."""
 
     def __init__(self, config: Path, server: str, location: str = "/rest") -> None:
         super().__init__(server, Client(config, server=server).__enter__(), location)
@@ -152,8 +151,7 @@ class Ports(Generic[P]):
 
 
 class LocalService(Ports[LocalOAuth]):
-    """oAuth2 ports in process: config, folder, a :class:`LocalOAuth` per port (each one worker, the
-    key file shared); its log is ``server.log`` beside the config."""
+    """oAuth2 ports in process, a :class:`LocalOAuth` each; the log is ``server.log``."""
 
     def __init__(self, config: Path, certs: dict[str, Path]) -> None:
         super().__init__(lambda name: LocalOAuth(config, name))
@@ -169,9 +167,7 @@ class LocalService(Ports[LocalOAuth]):
 def local_oauth(
     ca: trustme.CA, folder: Path, write_service: Callable[[Path, dict[str, Path]], Path]
 ) -> Iterator[LocalService]:
-    """Module fixture (``yield from local_oauth(...)``): certificates in ``folder/certs`` (oAuth2
-    needs TLS files), then ``write_service(folder, certs)``'s service in process (session-unique
-    module names)."""
+    """``yield from local_oauth(...)``: ``write_service(folder, certs)``'s service in process."""
     certs = issue_certs(ca, folder / "certs")
     with contextlib.closing(LocalService(write_service(folder, certs), certs)) as service:
         yield service
@@ -193,8 +189,7 @@ def serve_oauth(
     write_service: Callable[[Path, dict[str, Path]], Path],
     workers: int = 1,
 ) -> Iterator[OAuthService]:
-    """Module fixture (``yield from serve_oauth(...)``): ``fwrest serve --workers WORKERS`` of
-    ``write_service(folder, certs)``'s config, stopped after."""
+    """``yield from serve_oauth(...)``: ``fwrest serve --workers WORKERS`` of ``write_service``'s."""
     certs = issue_certs(ca, folder / "certs")
     config = write_service(folder, certs)
     with (
@@ -205,8 +200,7 @@ def serve_oauth(
 
 
 def uvicorn_app(folder: Path, module: str, source: str, env: dict[str, str]) -> Iterator[str]:
-    """``source`` (ASGI ``app``) as ``module`` under uvicorn with ``env``; yields its base URL once
-    ``/orders`` answers 401, then stops it and prints its stderr's end."""
+    """``source`` under uvicorn with ``env``; its URL once ``/orders`` is 401; its stderr printed."""
     (folder / f"{module}.py").write_text(source)
     port = free_port()
     with (folder / "stderr.log").open("wb") as stderr:
@@ -263,8 +257,7 @@ def sign(claims: dict[str, Any], key: bytes, headers: dict[str, Any] | None = No
 def fresh_claims(
     sub: str = "ada", ttl: int = 600, aud: object = "OAUTH", iss: str = "https://unknown.invalid"
 ) -> dict[str, Any]:
-    """Claims fwrest would sign for ``sub`` on section ``aud`` (SPEC 7.1) as issuer ``iss`` (SPEC
-    12.2)."""
+    """What fwrest signs for ``sub`` on section ``aud`` (SPEC 7.1) as ``iss`` (SPEC 12.2)."""
     now = int(time.time())
     return {"iss": iss, "aud": aud, "sub": sub, "client_id": "web", "iat": now, "exp": now + ttl,
             "jti": "j" * 32, "scope": "default"}  # fmt: skip
@@ -336,8 +329,8 @@ def bearer(token: str) -> dict[str, str]:
 
 
 class WorkersHost:
-    """``fwrest serve --workers N`` of :data:`PID_APP`, oAuth2 port ``OAUTH`` (CA ``ca_file``):
-    password grants of ``users`` as ``client``, a kept-alive connection per worker."""
+    """``--workers N`` host of :data:`PID_APP` (``OAUTH``): grants of ``users``, a client per
+    worker."""
 
     def __init__(self, proc: ServerProcess, ca_file: Path, workers: int,
                  users: dict[str, str] = PID_USERS, client: tuple[str, str] = PID_CLIENT) -> None:  # fmt: skip
@@ -357,8 +350,7 @@ class WorkersHost:
         return dict(answer.json())
 
     def per_worker(self, ask: Callable[[httpx.Client], int]) -> dict[int, httpx.Client]:
-        """pid -> a client whose kept-alive connection reaches that worker (``ask``: the pid a new
-        client reaches)."""
+        """pid -> a client kept alive on that worker (``ask``: the pid a new client reaches)."""
         found: dict[int, httpx.Client] = {}
         for _ in range(60):
             http = self.client()

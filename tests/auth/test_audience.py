@@ -96,8 +96,7 @@ def test_a_token_without_aud_or_with_a_foreign_one_is_refused(svc: LocalService)
 
 
 def test_the_aud_names_the_section_in_any_case(svc: LocalService) -> None:
-    """SPEC 9: section names are case-insensitive: ``aud`` as another host (or release) spells it,
-    or a list naming it (as PyJWT reads one)."""
+    """SPEC 9: sections are case-insensitive: ``aud`` in any spelling, or a list naming it."""
     key = signing_key(svc.folder)
     shop = svc["SHOP"]
     iss = issuer_of(shop)

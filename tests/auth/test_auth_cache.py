@@ -238,8 +238,7 @@ def test_requests_with_a_pair_being_checked_wait_for_that_check(verdict: bool) -
 
 
 def test_a_refusal_forgets_a_pair_held() -> None:
-    """A request refused while another's acceptance of the pair is held (it did not wait for it):
-    the refusal stands."""
+    """Refused while another request's acceptance of the pair is held: the refusal stands."""
 
     async def on_auth(user: str, password: str) -> bool:
         return False

@@ -315,8 +315,7 @@ def test_a_parameter_given_twice_is_invalid_request_by_redirect(
 
 
 def test_the_scopes_of_a_client_without_its_own_are_the_users(code: LocalOAuth) -> None:
-    """web lists no scopes: ada gets orders:read; bob (none) is refused by redirect after login
-    (SPEC 12.4)."""
+    """web lists none: ada gets orders:read; bob is refused by redirect after login (SPEC 12.4)."""
     for user, password, granted in (("ada", ADA_PW, True), ("bob", "Bob-Pw-2291", False)):
         asked = {"client_id": "web", "redirect_uri": WEB_CB, "scope": "orders:read"}
         verifier, params, shown = ask(code, **asked)

@@ -127,8 +127,7 @@ LOCAL_ON_AUTH = f"{LOCAL_AUTH}.check"
 
 
 def write_service(tmp: Path, app_module: str = "app", auth_module: str = "auth", **kw: Any) -> Path:
-    """The service in ``tmp``: endpoints in ``app_module``, validators in ``auth_module`` (both
-    imported here)."""
+    """Endpoints in ``app_module``, validators in ``auth_module`` (both imported here)."""
     (tmp / f"{auth_module}.py").write_text(AUTH_SOURCE, encoding="utf-8")
     servers = {
         "HTTP_BASIC": _server("ROOT, OTHER", _basic(f"{auth_module}.check")),
@@ -661,8 +660,7 @@ def test_failed_on_auth_calls_lock_the_user_out(tmp_path: Path) -> None:
 
 
 def test_failures_on_every_worker_count_toward_one_lock_out(serve: Any, tmp_path: Path) -> None:
-    """``--workers 2``, ``StateStore=memory``: failures count across workers (SPEC 4.2), not
-    ``maxFailures`` per worker."""
+    """``--workers 2``, memory store: failures count across workers (SPEC 4.2)."""
     (tmp_path / "auth.py").write_text(AUTH_SOURCE, encoding="utf-8")
     config = free_config(
         tmp_path,

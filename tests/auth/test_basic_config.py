@@ -84,8 +84,7 @@ class Case:
         return info.value
 
     def check_fails(self, fw_data: Any = None, *, real: bool = False, **kw: Any) -> str:
-        """``fwrest check`` (real, or in process): exit 2, one error on stderr and nothing else;
-        returns it."""
+        """``fwrest check`` (real or in process): exit 2 and one error alone on stderr; returns it."""
         done = check(self.write(fw_data, **kw), real=real)
         assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
         assert done.stderr.startswith(CLI_PREFIX), done.stderr
@@ -111,8 +110,7 @@ def _auth(**more: Any) -> dict[str, Any]:
 
 
 def _rows(key: str, needles: tuple[str, ...], make: Any, *values: Any) -> list[Any]:
-    """A row per value: ``make(value)``, the error's key, its text (``{v}``: repr; ``^``: starts so;
-    ``fix:``: in the fix)."""
+    """A row per value: ``make(value)``, key, text (``{v}``: repr; ``^``: starts so; ``fix:``)."""
     return [(make(v), key, tuple(n.replace("{v}", repr(v)) for n in needles)) for v in values]
 
 

@@ -275,8 +275,7 @@ def test_boundtokens_dpop_makes_the_proof_mandatory(svc: LocalService, key: Dpop
 def test_a_malformed_token_sent_with_the_dpop_scheme_gets_the_dpop_challenge(
     dp: LocalOAuth,
 ) -> None:
-    """Where DPoP is optional, the DPoP scheme gets DPoP's challenge (RFC 9449 7.1), Bearer
-    Bearer's."""
+    """DPoP optional: the DPoP scheme gets DPoP's challenge (RFC 9449 7.1), Bearer Bearer's."""
     bad = dp.http.get(dp.base + "/hello", headers={"Authorization": "DPoP abc"})
     assert_dpop_refusal(bad, "invalid_token")
     bearer = dp.http.get(dp.base + "/hello", headers={"Authorization": "Bearer abc"})

@@ -159,8 +159,7 @@ def test_the_guide_s_authorization_object_signs_with_eddsa_as_its_issuer(svc: Lo
 
 
 def test_the_metadata_names_no_endpoint_native_routes_disable(svc: LocalService) -> None:
-    """RFC 8414 2: an endpoint NativeRoutes disables (404) is left out (a verifier fetched the 404
-    key set)."""
+    """RFC 8414 2: an endpoint NativeRoutes disables is left out (a verifier fetched a 404)."""
     off = svc["OFF"]
     meta = expect(off.http.get(off.base + "/fw/oauth2/metadata")).json()
     assert not {"jwks_uri", "revocation_endpoint", "introspection_endpoint"} & set(meta), meta

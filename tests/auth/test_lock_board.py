@@ -88,8 +88,7 @@ def test_the_worker_that_did_not_count_the_failures_refuses_the_next_attempt() -
 
 
 def test_failures_of_a_memory_store_are_counted_across_the_workers() -> None:
-    """``StateStore=memory`` is one process's: two workers alternating lock at ``maxFailures`` in
-    all."""
+    """The memory store is one process's: two workers alternating lock at ``maxFailures`` in all."""
 
     async def scenario() -> None:
         board = LockBoard(2)
@@ -133,8 +132,7 @@ class SlowLockWrites(SqliteStore):
 
 
 def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_count(tmp_path: Path) -> None:
-    """The list refreshes every 0.5 s: this worker's lock, not yet stored, is no lock-out lifted; it
-    stays on the board."""
+    """Refreshed every 0.5 s: this worker's lock, not yet stored, stays on the board."""
 
     async def scenario() -> None:
         store = SlowLockWrites(tmp_path / "state.db")
@@ -164,16 +162,14 @@ def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_count(tmp_
 
 
 class RefusesLockWrites(SqliteStore):
-    """Counts failures, lists locks, takes no lock write (a Redis under ``noeviction``, a read-only
-    replica)."""
+    """Counts and lists but takes no lock write (Redis under ``noeviction``, a read-only replica)."""
 
     def add_lock(self, key: str, until: float) -> None:
         raise StoreError("this store takes no write")
 
 
 def test_a_lock_the_store_will_not_take_leaves_the_list_read(tmp_path: Path) -> None:
-    """The lock is retried each refresh; the list is still read, so another host's lock-out is
-    honoured (it was not, once a write had failed)."""
+    """Retried each refresh, the list still read: another host's lock-out holds (it did not)."""
 
     async def scenario() -> None:
         store = RefusesLockWrites(tmp_path / "state.db")

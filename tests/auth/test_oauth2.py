@@ -530,8 +530,7 @@ def test_a_refresh_token_not_issued_is_invalid_grant(oauth: OAuthPort, kind: str
 
 
 def served_before_its_exp(port: LocalOAuth, token: str) -> None:
-    """A 1 s token is served until ``exp`` (whole seconds: due within ms of issue on a busy
-    machine)."""
+    """Served until ``exp`` (whole seconds: due within ms of issue on a busy machine)."""
     response = port.get("/hello", token)
     exp = jwt.decode(token, options={"verify_signature": False})["exp"]
     assert response.status_code == 200 or time.time() >= exp, response.text
@@ -821,8 +820,7 @@ def test_rest_object_on_an_oauth2_port(svc: LocalService, name: str) -> None:
 
 
 def test_a_token_of_one_port_is_refused_on_another_port_of_the_service(svc: LocalService) -> None:
-    """One signing key per service (SPEC 4.2), ``aud`` per section (SPEC 7.1): the signature passes,
-    the audience does not."""
+    """One signing key (SPEC 4.2), ``aud`` per section (SPEC 7.1): signature yes, audience no."""
     token = svc["ALIAS"].tokens(*ADA)["access_token"]
     assert svc["ALIAS"].get("/hello", token).status_code == 200
     assert_invalid_token(svc["OAUTH"].get("/hello", token))

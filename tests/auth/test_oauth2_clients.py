@@ -419,8 +419,7 @@ def test_each_lifetime_comes_from_the_first_entry_that_gives_it(svc: LocalServic
 
 
 def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(svc: LocalService) -> None:
-    """Half-written JSON, unusable settings or no file: the last valid content stays (no 500), one
-    error logged per state."""
+    """Half-written JSON, bad settings, no file: the last valid content stays, one error per state."""
     port = svc["FILE_KEEP"]
     path = svc.folder / "keep.json"
     assert port.tokens("ada", "Keep-Pw-1111")["expires_in"] == 900
@@ -450,8 +449,7 @@ def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(svc: Lo
 def test_a_params_file_edited_to_two_spellings_of_a_user_keeps_its_last_valid_content(
     svc: LocalService,
 ) -> None:
-    """``ada`` and ``ADA`` would share one throttle key (issue 34): refused as at start, the last
-    content stays."""
+    """``ada`` and ``ADA`` would share a throttle key (issue 34): refused, the last content stays."""
     port = svc["FILE_KEEP"]
     path = svc.folder / "keep.json"
     valid = json.loads(path.read_text())
@@ -535,8 +533,7 @@ def test_unknown_user_among_hashed_users_is_invalid_grant(svc: LocalService) -> 
 
 @pytest.mark.parametrize("name", list(REFRESH_FORMS))
 def test_refresh_expires_forms(svc: LocalService, name: str) -> None:
-    """A past date issues refresh tokens expired at birth, as configured; logged once per value,
-    naming no user or token."""
+    """A past date issues refresh tokens expired at birth; logged once, naming no user or token."""
     value, works = REFRESH_FORMS[name]
     port = svc[name]
     tokens = port.tokens(*ADA)

@@ -49,8 +49,7 @@ def params():
 
 
 def _serve(ca: trustme.CA, folder: Path, app: str, params: str) -> Iterator[OAuth]:
-    """Module fixture: ``fwrest serve`` of ``app``, one oAuth2 port (``onAuthparams=params``), its
-    client."""
+    """Module fixture: ``fwrest serve`` of ``app`` (``onAuthparams=params``), its client."""
     certs = issue_certs(ca, folder / "certs")
     # maxFailures: the oauth_section default, far above the failures sent here
     servers = {"OAUTH": oauth_section(certs, onAuthparams=params)}

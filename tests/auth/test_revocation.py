@@ -415,8 +415,7 @@ def test_revoke_user_is_for_onadmin_users_only(svc: LocalService) -> None:
 
 
 def command(*args: str) -> tuple[int, str, str]:
-    """``fwrest ARGS`` in process (for real: tests/e2e/test_revocation_e2e.py): exit code, stdout,
-    stderr."""
+    """``fwrest ARGS`` in process (for real: tests/e2e/test_revocation_e2e.py)."""
     done = fwrest_cli(*args, real=False)
     return done.returncode, done.stdout, done.stderr
 
@@ -473,8 +472,7 @@ def test_tokens_and_secrets_never_reach_the_log(port: LocalOAuth, svc: LocalServ
 
 
 def audit_events(port: LocalOAuth, event: str, found: Any) -> list[dict[str, Any]]:
-    """The trail's ``event`` events where ``found`` holds, waited for (written off the request's
-    way), read by ada."""
+    """The trail's ``event`` events where ``found`` holds, waited for, read by ada."""
     headers = admin_headers(port, "ada")
     seen: list[dict[str, Any]] = []
     deadline = time.monotonic() + 15

@@ -151,8 +151,7 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
 
 
 def write_guide(folder: Path, certs: dict[str, Path]) -> Path:
-    """The guide's scopes example (``app/orders.py``, hash made) as module ``orders``, on port
-    ``SCOPED``."""
+    """The guide's scopes example (hash made) as module ``orders``, on port ``SCOPED``."""
     block = example("authorization-scopes")
     assert block.text.startswith("# app/orders.py\n")
     (folder / "orders.py").write_text(
@@ -654,8 +653,7 @@ def test_a_route_without_scopes_keeps_its_bare_call(port: OAuthPort) -> None:
 
 
 def test_the_metadata_lists_what_onauthparams_allows(svc: LocalService) -> None:
-    """RFC 8414 metadata (SPEC 12.2) of a function ``onAuthparams``: its ``types`` and every listed
-    scope; the well-known path answers the same."""
+    """RFC 8414 (SPEC 12.2) of a function ``onAuthparams``: its types and scopes, well-known too."""
     scoped = svc["SCOPED"].http.get("/rest/fw/oauth2/metadata").json()
     assert scoped["grant_types_supported"] == ["password", "refresh_token", "client_credentials"]
     every = ["default", "orders:read", "orders:write", "admin", "reports", "introspect"]

@@ -78,8 +78,7 @@ def basic_check(user, password):
 
 
 def write_config(folder: Path, certs: dict[str, Path], basic: bool = False, **http: Any) -> Path:
-    """oAuth2 port ``TOK`` on ``params.json`` (and with ``basic`` a Basic port ``BAS``, bob passes),
-    each locking after 3 failures."""
+    """``TOK`` on ``params.json`` (``basic``: Basic port ``BAS`` too), locking after 3 failures."""
     (folder / "params.json").write_text(json.dumps(params(), indent=4))
     (folder / "params.json").chmod(0o600)
     servers = {"TOK": oauth_section(certs, onAuthparams="file:params.json", maxFailures=3)}

@@ -163,8 +163,7 @@ def test_json_values_inline_quoted_or_file(
     "value", ["", "{}", {}], ids=["empty", "empty-object-text", "empty-object"]
 )
 def test_an_empty_loadurns_maps_nothing(tmp_path: Path, fmt: str, value: Any) -> None:
-    """An empty value is the key left out (as FwData, UserData); an empty list is refused
-    (``loadurns-empty-list``)."""
+    """Empty is the key left out (as FwData); an empty list is refused (``loadurns-empty-list``)."""
     sections = base()
     sections["HTTP_REST"]["LoadURNs"] = value
     (server,) = load_config(write(tmp_path, sections, fmt)).servers
@@ -172,8 +171,7 @@ def test_an_empty_loadurns_maps_nothing(tmp_path: Path, fmt: str, value: Any) ->
 
 
 def test_ini_inline_comments_and_semicolons_inside_json(tmp_path: Path) -> None:
-    """``; comment`` after a value is dropped (SPEC 2's example); `` ; `` inside a JSON string is
-    data."""
+    """``; comment`` after a value is dropped (SPEC 2's example); inside a JSON string it is data."""
     path = tmp_path / "service.ini"
     path.write_text(
         textwrap.dedent(

@@ -102,8 +102,7 @@ def ini_example(
 
 
 def substitute(block: Block, replacements: dict[str, str], text: str | None = None) -> str:
-    """The block's text (or ``text``) with the test's values for the guide's placeholders, each
-    found exactly once."""
+    """The block's text (or ``text``) with the test's values for placeholders, each found once."""
     text = block.text if text is None else text
     for placeholder, value in replacements.items():
         assert text.count(placeholder) == 1, (

@@ -173,8 +173,7 @@ def run_command(
 def run_block(
     block: Block, cwd: Path, connect_to: dict[str, str], env: dict[str, str] | None = None
 ) -> list[tuple[Step, Reply]]:
-    """Run ``block``'s commands in order, checking what their comments say; each command with its
-    reply."""
+    """``block``'s commands in order, checked against their comments; each with its reply."""
     env = dict(env or {})
     prelude = ""
     done: list[tuple[Step, Reply]] = []

@@ -145,8 +145,7 @@ def write_module(block: Block, folder: Path, text: str | None = None) -> Path:
 
 
 def run_python(block: Block, text: str, cwd: Path) -> tuple[dict[str, Any], Any]:
-    """A client example run as pasted, warnings as errors: its namespace and its last expression's
-    value."""
+    """A client example run as pasted, warnings as errors: its namespace and last expression."""
     tree = ast.parse(text, filename=block.where)
     last = tree.body[-1] if tree.body else None
     if isinstance(last, ast.Expr):

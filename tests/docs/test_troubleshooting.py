@@ -89,8 +89,7 @@ def row_pattern(row: str) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class Broken:
-    """A broken configuration and its reporting command: a test_broken_configs.py case by id, or one
-    written here."""
+    """A broken configuration and its reporting command (a test_broken_configs.py id, or here)."""
 
     case: Case | str
     command: str = "check"  # "serve": the mistake is found when the service opens or binds
@@ -301,8 +300,7 @@ def service_on(folder: Path, port_or_sections: int | Sections) -> Path:
 
 
 def redis_file(key: str, name: str, cert: str | None = None, prefix: str = "") -> Mutate:
-    """``[HTTPSERVER] key`` names ``name``: a copy of the test certificates' ``cert`` (``ca``,
-    ``cert``, ``key``) or an empty file."""
+    """``[HTTPSERVER] key`` names ``name``: a copy of certificate file ``cert``, or an empty file."""
 
     def mutate(s: Sections, ctx: dict[str, Any]) -> None:
         path = ctx["folder"] / name

@@ -15,8 +15,7 @@ Served = Callable[..., ServerProcess]
 
 @pytest.fixture
 def served(tmp_path: Path, serve: Served) -> Served:
-    """``served(workers=1, **keys)``: ``fwrest serve`` of :func:`~tests.conftest.free_config`
-    (``keys`` its arguments) in ``tmp_path``, ready; stopped after the test."""
+    """``served(workers=1, **keys)``: :func:`~tests.conftest.free_config`'s ``fwrest serve``, ready."""
 
     def start(workers: int = 1, **keys: Any) -> ServerProcess:
         return serve(free_config(tmp_path, **keys), workers)  # type: ignore[no-any-return]

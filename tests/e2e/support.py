@@ -34,8 +34,7 @@ from tests.redis_support import RedisServer
 
 
 def with_store(config: Path, store: str | None, **httpserver: Any) -> Path:
-    """``config`` with ``StateStore=store`` (None: removed, the default sqlite) and the other
-    ``httpserver`` keys."""
+    """``config`` with ``StateStore=store`` (None: the default sqlite) and ``httpserver`` keys."""
     sections = json.loads(config.read_text())
     sections["HTTPSERVER"].pop("StateStore", None)
     if store is not None:
@@ -47,8 +46,7 @@ def with_store(config: Path, store: str | None, **httpserver: Any) -> Path:
 
 @contextmanager
 def hosts_serving(configs: Sequence[tuple[Path, int]]) -> Iterator[list[ServerProcess]]:
-    """``fwrest serve CONFIG --workers N`` of each, started together, each ready on every worker;
-    stopped after the block."""
+    """``fwrest serve CONFIG --workers N`` of each, together, each ready on every worker."""
     started: list[ServerProcess] = []
     try:
         for config, workers in configs:
@@ -169,8 +167,7 @@ def settings_of(http: httpx.Client, base: str, token: str) -> dict[str, Any]:
 
 
 def example_copy(work: Path) -> Path:
-    """examples/ copied to ``work/examples``, certificates by make_certs.py, every ``Port=`` 0: its
-    service.ini."""
+    """examples/ in ``work/examples``, certificates made, every ``Port=`` 0: its service.ini."""
     target = work / "examples"
     ignore = shutil.ignore_patterns(".fwrest", "certs", "__pycache__")
     shutil.copytree(ROOT / "examples", target, ignore=ignore)
@@ -181,8 +178,7 @@ def example_copy(work: Path) -> Path:
 
 
 class Pages:
-    """A static HTTP server of ``folder`` (an SPA's origin, a native app's callback, a cross-site
-    page), recording the paths asked."""
+    """A static server of ``folder`` (SPA origin, app callback, cross-site page), logging paths."""
 
     def __init__(self, folder: Path) -> None:
         self.asked: list[str] = []

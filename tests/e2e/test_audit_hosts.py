@@ -206,8 +206,7 @@ def _change_at_once(hosts: list[ServerProcess], values: list[int]) -> None:
 
 
 def _wait_all(host: ServerProcess, values: list[int]) -> list[dict[str, Any]]:
-    """The ``settings.change`` events to ``values``, newest first, once all are listed (written off
-    the request's way)."""
+    """The ``settings.change`` events to ``values``, newest first, once all are listed."""
     deadline = time.monotonic() + HANG_GUARD_S
     while True:
         listed = [

@@ -418,8 +418,7 @@ def test_routes_lists_method_path_function_and_source(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["routes", "openapi", "check"])
 def test_output_to_a_reader_that_went_away_is_no_traceback(tmp_path: Path, command: str) -> None:
-    """``fwrest routes CONFIG | head -1``, the reader gone before the first write: exit 1, no
-    traceback, none at exit either."""
+    """``fwrest routes CONFIG | head -1``, reader gone first: exit 1, no traceback, even at exit."""
     config = free_config(tmp_path)
     read, write = os.pipe()
     os.close(read)

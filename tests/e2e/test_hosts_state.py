@@ -146,8 +146,7 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
 
 
 def _change_setting(host: Host, token: str, value: int | None) -> None:
-    """``rest_log_stringsize`` set (``None``: cleared) through ``host``'s JSON API; the SPEC's bound
-    waited out."""
+    """``rest_log_stringsize`` set (None: cleared) through ``host``; the SPEC's bound waited out."""
     with host.client() as http:
         answer = http.post(
             host.base + "/fw/rest/config",
@@ -207,8 +206,7 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
 
 
 def test_a_rate_limit_window_is_counted_across_workers_and_hosts(hosts: list[Host]) -> None:
-    """``Key=user``, ``Limit=6``: dee's requests over four workers share one window; ada has her
-    own."""
+    """``Key=user``, ``Limit=6``: dee's requests over four workers share a window; ada has hers."""
     dee = hosts[0].tokens("dee")["access_token"]
     ada = hosts[-1].tokens("ada")["access_token"]
     workers = [host.oauth_workers(dee) for host in hosts]  # /rest: not rate limited
@@ -236,9 +234,8 @@ def test_a_rate_limit_window_is_counted_across_workers_and_hosts(hosts: list[Hos
 def test_basic_failures_on_both_hosts_lock_out_on_both_until_lockouts_clear(
     hosts: list[Host],
 ) -> None:
-    """bob's wrong passwords over the four workers: the 10th locks bob and the address on both hosts
-    (one ``lockout`` event, listed by both); ``fwrest lockouts clear`` on A lifts both everywhere.
-    """
+    """bob's 10th wrong password over four workers locks bob and the address on both hosts (one
+    ``lockout`` event, listed by both); ``fwrest lockouts clear`` on A lifts both everywhere."""
     a = hosts[0]
     token = a.tokens("cy")["access_token"]  # the audit route is on OAUTH: not locked out
     workers = [host.basic_workers() for host in hosts]

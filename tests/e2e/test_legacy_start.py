@@ -306,8 +306,7 @@ def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
 
 
 def test_the_legacy_functions_import_from_fwrest_rest() -> None:
-    """``fwrest.rest`` is the REST object, and ``from fwrest.rest import wsRestfulStart`` works (the
-    original's ``<vendor>.rest``)."""
+    """``from fwrest.rest import wsRestfulStart`` works, as the original's ``<vendor>.rest``."""
     import fwrest
     from fwrest.rest import wsRestfulStart, wsRestfulStop
 

@@ -66,8 +66,7 @@ def test_the_access_line_has_no_time_while_rest_trace_time_is_0(served: Served) 
 def test_every_access_line_once_and_the_last_lines_of_each_worker(
     served: Served, tmp_path: Path
 ) -> None:
-    """Written once per loop turn: none lost at a worker's exit, none twice from a fork's inherited
-    buffer."""
+    """Written once per loop turn: none lost at a worker's exit, none twice after a fork."""
     server = served(2)
     base = server.url()
     sent = 60

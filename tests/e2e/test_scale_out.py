@@ -136,8 +136,7 @@ def write_cert(ca: trustme.CA, folder: Path, *names: str) -> dict[str, Path]:
 
 
 def host_config(folder: Path, label: str, store: str) -> Path:
-    """Host ``label``'s config: the docs' INI with its address, a free port, the test's Redis;
-    ``app.py`` beside."""
+    """Host ``label``: the docs' INI with its address, a free port, the test's Redis; ``app.py``."""
     (folder / "app.py").write_text(APP)
     text = substitute(
         DOC_HOST,
@@ -406,8 +405,7 @@ def test_a_refresh_replay_on_one_host_revokes_the_family_on_both(cluster: Cluste
 
 
 def post_settings(cluster: Cluster, token: str, changes: dict[str, Any]) -> httpx.Response:
-    """A JSON POST through the balancer with a browser's Origin: same-origin only because nginx
-    passes ``Host`` on."""
+    """A browser's JSON POST via the balancer: same-origin only as nginx passes ``Host`` on."""
     headers = {**bearer(token), "Content-Type": "application/json",
                "Accept": "application/json", "Origin": cluster.lb_origin}  # fmt: skip
     return cluster.lb.post("/fw/rest/config", content=json.dumps(changes), headers=headers)
@@ -477,8 +475,7 @@ def test_the_health_probe_target_is_public_and_up_through_the_balancer(cluster: 
 
 
 def test_failures_spread_over_both_hosts_lock_the_user_on_both(cluster: Cluster) -> None:
-    """maxFailures=4: eve's wrong passwords land on A and B in turn; she is locked on both, asked
-    directly."""
+    """maxFailures=4: eve's failures land on A and B in turn; both lock her (asked directly)."""
     landed: list[str] = []
     for _ in range(MAX_FAILURES):
         wrong = cluster.grant("eve", "guess")

@@ -397,8 +397,7 @@ def test_one_shape_with_other_parameter_names_names_both_paths(tmp_path: Path) -
 
 @pytest.mark.parametrize("fmt", ["ini", "json"])
 def test_a_load_urns_path_given_twice_stops_the_start(tmp_path: Path, fmt: str) -> None:
-    """JSON silently keeps the last equal key, losing the first mapping: INI and JSON forms both
-    refused."""
+    """JSON silently keeps the last of two equal keys: both INI and JSON forms are refused."""
     first = '{"GET": {"Function": "app.mapped_default"}}'
     second = '{"POST": {"Function": "app.mapped_default"}}'
     config = _abort_config(tmp_path, fmt=fmt, LoadURNs="@LOADURNS@")
@@ -419,8 +418,7 @@ def test_a_load_urns_path_given_twice_stops_the_start(tmp_path: Path, fmt: str) 
 
 @pytest.mark.parametrize("path", ["/a/../rest", "/rest/.", "/./rest"])
 def test_a_location_path_no_request_can_reach_stops_the_start(tmp_path: Path, path: str) -> None:
-    """Paths are normalised before locating: a prefix with a dot segment would silently serve
-    nothing."""
+    """Paths are normalised first: a prefix with a dot segment would silently serve nothing."""
     config = _abort_config(tmp_path)
     data = json.loads(config.read_text())
     data["ROOT"]["Path"] = path

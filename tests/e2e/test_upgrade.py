@@ -102,8 +102,7 @@ class Host:
 
 
 def procedure_steps() -> list[tuple[list[str], set[int]]]:
-    """``deploy-upgrade``'s ``fwrest`` commands with the exit codes their comments allow (none said:
-    0)."""
+    """``deploy-upgrade``'s ``fwrest`` commands and the exit codes their comments allow (else 0)."""
     out = []
     for line in example("deploy-upgrade").text.splitlines():
         code, _, comment = line.partition("#")
@@ -116,8 +115,7 @@ def procedure_steps() -> list[tuple[list[str], set[int]]]:
 
 
 def follow_procedure(config: Path, sqlite: bool) -> None:
-    """The procedure with this release on ``config``: P's sqlite file is due a migration, Redis is
-    not."""
+    """The procedure on ``config`` with this release: P's sqlite is due a migration, Redis not."""
     steps = procedure_steps()
     names = [words[1:3] for words, _ in steps]
     assert ["store", "migrate"] in names and ["check", "service.ini"] in names, steps

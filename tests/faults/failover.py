@@ -219,8 +219,7 @@ class TwoHosts:
         assert all(proc.proc.poll() is None for proc in self.procs.values())
 
     def check_no_double_spend(self) -> None:
-        """No refresh token answered 200 twice, in the load or presented again now (a spend the old
-        primary confirmed but never passed on)."""
+        """No refresh token 200 twice, in the load or again now (the old primary's lost spends)."""
         answered = self.answered
         double = {t: n for t, n in answered.items() if n > 1}
         # each replay's revocation waits for the replica (~0.25 s): eight clients replay their

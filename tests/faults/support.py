@@ -113,8 +113,7 @@ def password_grant(user: str, password: str) -> dict[str, str]:
 def oauth_params(
     users: Iterable[tuple[str, str]], *, long_lived: bool = False, **extra: Any
 ) -> dict[str, Any]:
-    """``onAuthparams``'s value: client ``web``, ``users`` pairs, ``extra``; ``long_lived``: tokens
-    outliving a run."""
+    """``onAuthparams``: client ``web``, ``users``, ``extra``; ``long_lived``: tokens outlive a run."""
     lifetimes = {"access_expires": "1h", "refresh_expires": "Date()+1"} if long_lived else {}
     users_list = [{"username": u, "password": p} for u, p in users]
     return {"client_id": "web", **extra, **lifetimes, "users": users_list}
@@ -301,8 +300,7 @@ def pinned_per_worker(
     timeout: float = 15.0,
     pid_path: str = "/pid",
 ) -> list[Pinned]:
-    """A :class:`Pinned` client on each of ``count`` workers, the n-th from ``addresses[n]`` if
-    given."""
+    """A :class:`Pinned` client on each of ``count`` workers, the n-th from ``addresses[n]``."""
     found: dict[int, Pinned] = {}
     deadline = time.monotonic() + timeout
     while len(found) < count and time.monotonic() < deadline:

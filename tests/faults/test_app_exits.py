@@ -144,8 +144,7 @@ STREAMS = [
 
 @contextlib.contextmanager
 def serving_on(http: httpx.Client, base: str, slow_ms: int) -> Iterator[None]:
-    """A request in flight throughout: 200 from the same process, which serves on, its log naming
-    what was raised."""
+    """A request in flight throughout: 200 from the same process, its log naming what was raised."""
     pid = http.get(base + "/slow/0").json()["pid"]
     slow: dict[str, Any] = {}
     in_flight = threading.Thread(

@@ -459,8 +459,7 @@ def prepare(case: Case, index: int, root: Path, certs: dict[str, Path]) -> tuple
 
 
 def serve_once(path: Path, port: int) -> tuple[subprocess.CompletedProcess[str], bool, float]:
-    """``fwrest serve PATH --workers 2``; one that starts anyway is stopped after 20 s (exit code
-    -1)."""
+    """``fwrest serve PATH --workers 2``; one that starts is stopped after 20 s (exit code -1)."""
     started = time.monotonic()
     result = run_forked("serve", str(path), "--workers", "2", cwd=path.parent, timeout=20)
     if result.returncode == -1:  # it was killed; its workers follow it

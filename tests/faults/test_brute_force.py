@@ -108,8 +108,7 @@ def answer(response: httpx.Response) -> tuple[int, bytes, list[tuple[str, str]]]
 
 
 def same_as_a_wrong_one(attempt: Callable[[str], httpx.Response], right: str) -> list[Any]:
-    """(wrong, right, wrong): the right one's answer equals a wrong one's (``Retry-After`` may tick
-    between)."""
+    """(wrong, right, wrong): right answers as a wrong one (``Retry-After`` may tick between)."""
     before, correct, after = attempt("Wrong-1"), attempt(right), attempt("Wrong-2")
     assert correct.status_code == 429, correct.text
     seen = (answer(before), answer(correct), answer(after))

@@ -81,8 +81,7 @@ class Sampler(threading.Thread):
 
 
 def stall(port: int, count: int, hello: bytes) -> tuple[int, float]:
-    """`count` connections sending `hello`, until the server closed each: (still open at the guard,
-    seconds)."""
+    """`count` connections sending `hello`: (still open at the guard, seconds until all closed)."""
     started = time.monotonic()
     socks = []
     for _ in range(count):

@@ -91,8 +91,7 @@ Call = Callable[..., dict[str, Any]]
 
 @pytest.fixture
 def call(browser: Any, front_end: int, api: ServerProcess) -> Call:
-    """``call(path, auth, host="127.0.0.1")``: what the page from ``host``'s origin read by
-    ``fetch``."""
+    """``call(path, auth, host="127.0.0.1")``: what ``fetch`` read on the page from ``host``."""
 
     def fetch(path: str, auth: str | None, host: str = "127.0.0.1") -> dict[str, Any]:
         with contextlib.closing(browser.new_context()) as context:

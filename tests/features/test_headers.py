@@ -84,8 +84,7 @@ def test_a_locations_headers_are_on_every_answer_of_its_requests(
 
 
 def test_an_ini_value_is_sent_whole_as_the_json_one(tmp_path: Path, ca: trustme.CA) -> None:
-    """A `` ; `` in an INI ``ContentSecurityPolicy`` or ``HSTS`` is the header's, not a comment: as
-    JSON."""
+    """`` ; `` in an INI ``ContentSecurityPolicy`` or ``HSTS`` is the header's, not a comment."""
     certs = issue_certs(ca, tmp_path / "certs")
     csp, hsts = (
         "default-src 'self' ; frame-ancestors 'none'",

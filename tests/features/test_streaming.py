@@ -216,8 +216,7 @@ def test_an_async_iterator_in_a_response(served: tuple[ServerProcess, Path]) -> 
 
 
 def time_mark(path: Path, what: str) -> float:
-    """The time the app wrote, once whole (it creates the file empty first: a read between sees
-    partial text)."""
+    """The app's time mark once whole (the file is created empty first: a read may see it partial)."""
     seen: list[float] = []
 
     def whole() -> bool:
@@ -331,8 +330,7 @@ def test_a_slow_reader_holds_the_generator_back(served: tuple[ServerProcess, Pat
 
 
 def test_a_stream_that_fails_is_cut_short(served: tuple[ServerProcess, Path]) -> None:
-    """Cut (no last chunk), logged as a handler's failure with its id (SPEC 3, 13.4), though sent
-    after the pipeline returned."""
+    """Cut (no last chunk), logged as a handler's failure with its id (SPEC 3, 13.4)."""
     proc, _ = served
     request = b"GET /rest/broken HTTP/1.1\r\nHost: x\r\nX-Request-ID: broken-1\r\n\r\n"
     data = exchange(proc.ports["HTTP_REST"], request)
@@ -564,8 +562,7 @@ def gone_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serv
 
 
 def handler_end(path: Path, what: str, timeout: float = 15) -> tuple[float, str]:
-    """When and how a GONE_APP handler ended (the time, then ``Class:is-a-ConnectionError`` or
-    ``whole``)."""
+    """When and how a GONE_APP handler ended (``Class:is-a-ConnectionError`` or ``whole``)."""
     wait_for(path.exists, timeout, what)
     at, how = path.read_text().split()
     return float(at), how
@@ -611,8 +608,7 @@ def test_a_chunked_handler_whose_client_left_raises_and_frees_its_thread(
 def test_a_chunked_handler_asked_with_head_runs_to_its_end(
     gone_served: tuple[ServerProcess, Path],
 ) -> None:
-    """HEAD: the pieces are thrown away, never waited for (it waited for ever after the 16th), no
-    client gone told."""
+    """HEAD: pieces thrown away, never waited for (it hung after the 16th), no client gone told."""
     proc, marks = gone_served
     head = httpx.head(proc.url() + "/many/head-1", timeout=10)
     assert head.status_code == 200 and head.content == b""
@@ -641,8 +637,7 @@ def test_a_chunked_handler_whose_client_left_before_its_first_piece_is_told(
 def test_a_chunked_handler_whose_client_reads_nothing_is_told_at_the_write_deadline(
     gone_served: tuple[ServerProcess, Path],
 ) -> None:
-    """A client taking nothing: closed after BodyTimeout without progress (SPEC 7.1); the waiting
-    handler raises then."""
+    """Taking nothing: closed after BodyTimeout (SPEC 7.1), and the waiting handler raises."""
     proc, marks = gone_served
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

@@ -252,8 +252,7 @@ def _served_by(request: pytest.FixtureRequest, case: Case) -> HostileService:
 
 @pytest.mark.parametrize("name", ["service", "quick_service"])
 def test_service_intact_after_corpus(request: pytest.FixtureRequest, name: str) -> None:
-    """After the corpus (file order): same workers, only the app's tracebacks, no secret, on each
-    service."""
+    """After the corpus: same workers, only the app's tracebacks, no secret, on each service."""
     service: HostileService = request.getfixturevalue(name)
     assert service.alive()
     assert service.worker_pids() == service.workers, "a worker died during the corpus"

@@ -69,8 +69,7 @@ def service(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterato
 
 
 def seeds(svc: HostileService) -> list[tuple[str, bytes]]:
-    """The valid requests per port kind (no HEAD: a mutation makes a bodiless answer ambiguous to
-    read)."""
+    """Valid requests per port kind (no HEAD: a mutation makes a bodiless answer ambiguous)."""
     out = []
     for case in VALID:
         for kind in case.kinds:

@@ -67,8 +67,7 @@ GROWTH_KB = 80 * 1024  # of the 100 MB kept, at least this much must show
 
 
 class Monitor:
-    """The monitor's port, origin (``root``), metrics URL (``base``), and the time just before
-    start."""
+    """The monitor's port, origin (``root``), metrics URL (``base``), and its start time."""
 
     def __init__(self, proc: ServerProcess, port: int, started: float):
         self.proc, self.port, self.started = proc, port, started
@@ -381,8 +380,7 @@ def test_resident_grows_when_an_endpoint_keeps_a_buffer(mon: Monitor) -> None:
 
 
 def test_all_keeps_every_worker_with_many_processes() -> None:
-    """``all`` lists every worker, however many (no cap); thirty real children stand in, read by
-    psutil."""
+    """``all`` lists every worker however many; thirty real children stand in, read by psutil."""
     sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
     kids = [subprocess.Popen(sleep) for _ in range(30)]
     try:

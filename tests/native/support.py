@@ -81,8 +81,7 @@ JSON_ACCEPT = {"Accept": "application/json"}
 
 
 def oauth2_port(tmp: Path, ca: trustme.CA, params: str, **fw_data: Any) -> dict[str, Any]:
-    """An oAuth2 TLS section (127.0.0.1, free port, ROOT), certificate and key in ``tmp``;
-    ``params``: ``onAuthparams``."""
+    """An oAuth2 TLS section (127.0.0.1, free port, ROOT), files in ``tmp``; ``params``."""
     cert = ca.issue_cert("127.0.0.1", "localhost")
     cert.cert_chain_pems[0].write_to_path(str(tmp / "server.crt"))
     cert.private_key_pem.write_to_path(str(tmp / "server.key"))
@@ -146,8 +145,7 @@ def auth_service(tmp: Path, name: str = "", auth: str = AUTH_SOURCE, **kw: Any) 
 
 @contextmanager
 def sqlite_client(tmp: Path, name: str) -> Iterator[Client]:
-    """The in-process client of tests/conftest.py's service (``HTTP_REST``, app ``name``) on sqlite,
-    base ``/rest``."""
+    """The in-process client of tests/conftest.py's service (app ``name``) on sqlite, ``/rest``."""
     config = module_config(tmp, name, extra={"HTTPSERVER": {"StateStore": "sqlite"}})
     with in_process(config, "HTTP_REST") as client:
         yield client
@@ -301,8 +299,7 @@ def change_lag(
 
 
 def settled(proc: ServerProcess, mark: int, *transitions: str, count: int = 2) -> float:
-    """Every worker shows the change(s) after ``mark`` within 1 s of the answer (SPEC 5); the
-    slowest's seconds."""
+    """Every worker shows the change(s) after ``mark`` within 1 s (SPEC 5); the slowest's seconds."""
     lag = change_lag(proc, mark, *transitions, count=count)
     print(f"{', '.join(transitions)}: every worker {lag:.3f} s after the answer")
     # the log's times are whole milliseconds: one tick either way is the clock, not a worker
@@ -313,8 +310,7 @@ def settled(proc: ServerProcess, mark: int, *transitions: str, count: int = 2) -
 def settled_change(
     proc: ServerProcess, base: str, changes: dict[str, Any], *transitions: str
 ) -> int:
-    """POST ``changes`` (must succeed), then :func:`settled` on ``transitions``; the log's length
-    then."""
+    """POST ``changes`` (must succeed), :func:`settled` on ``transitions``; the log's length."""
     mark = len(proc.log())
     change(base, changes)
     settled(proc, mark, *transitions)
@@ -368,8 +364,7 @@ def worker_labels(log: str) -> dict[int, str]:
 
 
 def wait_worker_labels(proc: ServerProcess, count: int = 2, timeout: float = 15) -> dict[int, str]:
-    """pid -> log label, once ``w1`` to ``w{count}`` logged ``ready`` (maybe after ``fwrest:
-    ready``: see ``wait_ready_workers``)."""
+    """pid -> log label once ``w1``..``w{count}`` logged ready (maybe after ``fwrest: ready``)."""
     wait_ready_workers(proc, count, timeout)
     return worker_labels(proc.log())
 
@@ -384,8 +379,7 @@ def labels_of(labels: dict[int, str], pids: Iterable[int]) -> set[str]:
 def hit_both_workers(
     base: str, path: str = "/hello", rounds: int = 200, minimum: int = 4
 ) -> list[int]:
-    """GET ``path`` (answering its pid) on fresh connections until two pids and ``minimum``
-    requests."""
+    """GET ``path`` (its pid) on fresh connections until two pids and ``minimum`` requests."""
     pids: list[int] = []
     for _ in range(rounds):
         r = httpx.get(f"{base}{path}", timeout=10)

@@ -53,8 +53,7 @@ class Outside:
 
 
 def open_page(context: Any, base: str) -> tuple[Any, Outside, list[str]]:
-    """The docs page in a new page reaching nothing else; the console's policy messages, the page's
-    errors."""
+    """The docs page, reaching nothing else; the console's policy messages, the page's errors."""
     gate = Outside("{0.scheme}://{0.netloc}".format(urlsplit(base)))
     context.route("**/*", gate)
     page = context.new_page()

@@ -47,8 +47,7 @@ AUTH = "listing_auth.check"
 
 @dataclass
 class Service:
-    """The configuration and a client per port (base ``/rest``), each port numbered in its URL and
-    document as a bound one would be."""
+    """The configuration and a client per port (``/rest``), each numbered as if bound."""
 
     config: Path
     clients: dict[str, Client]

@@ -43,8 +43,7 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
 
 
 def session_of(example: ServerProcess, name: str) -> requests.Session:
-    """A session with the port's credentials: Basic, or the oAuth2 port's bearer token
-    (examples/app/oauth.py)."""
+    """A session with Basic, or the oAuth2 port's bearer token (examples/app/oauth.py)."""
     session = requests.Session()
     if name == "HTTP_BASIC":
         session.auth = ("ada", "lovelace")

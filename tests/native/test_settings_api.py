@@ -84,8 +84,7 @@ SERVERS = {
 
 
 def write_service(tmp: Path, name: str = "") -> Path:
-    """:func:`auth_service`: modules ``app``/``auth`` for ``server``, ``{name}_app``/``{name}_auth``
-    in process."""
+    """Modules ``app``/``auth`` for ``server``, ``{name}_app``/``{name}_auth`` in process."""
     servers = SERVERS
     if name:  # each port on a number of its own in the client's URL and Host, as a server's
         servers = own_ports(SERVERS)
@@ -142,8 +141,7 @@ def client_log(client_config: Path) -> FileLog:
 
 @pytest.fixture(autouse=True)
 def no_runtime_values(request: pytest.FixtureRequest) -> Iterator[None]:
-    """No run-time value left: in the client's worker at once, in both of ``server``'s within 1 s
-    (SPEC 5)."""
+    """No run-time value left: the client's worker at once, ``server``'s within 1 s (SPEC 5)."""
     yield
     if "client" in request.fixturenames:
         change(request.getfixturevalue("client"), dict.fromkeys(SETTING_NAMES))
@@ -332,8 +330,7 @@ def test_a_change_reaches_both_workers_within_one_second(server: ServerProcess, 
 
 @contextmanager
 def general_edited(server: ServerProcess, base: str, **values: int) -> Iterator[None]:
-    """[GENERAL] rewritten atomically for the block (both workers read it), restored and read back
-    after."""
+    """[GENERAL] rewritten for the block (both workers read it), restored and read back after."""
     path = server.config
     original = path.read_text()
     doc = json.loads(original)

@@ -92,8 +92,7 @@ def count_calls(base: Client, n: int = 3, **kw: Any) -> None:
 def test_a_rebound_page_can_neither_change_settings_nor_reset_the_figures(
     clients: dict[str, Client], base: Client, log: FileLog
 ) -> None:
-    """http://rebind.attacker.example:PORT rebound to 127.0.0.1: Host is its name, Origin matches
-    it."""
+    """rebind.attacker.example rebound to 127.0.0.1: Host is its name, Origin matches it."""
     port = port_of(clients)
     foreign = f"rebind.attacker.example:{port}"
     headers = {"Host": foreign, "Origin": f"http://{foreign}"}

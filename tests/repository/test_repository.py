@@ -66,8 +66,7 @@ def service(
 
 
 def routes(plan: ServicePlan, port: int = 0, location: int = 0) -> set[tuple[str, str, str, str]]:
-    """(method, path, function, source) of a location's application routes (SPEC 5's native ones
-    left out)."""
+    """(method, path, function, source) of a location's routes (SPEC 5's native ones left out)."""
     loc = plan.ports[port].locations[location]
     return {
         (method, path, handler.endpoint.function, handler.endpoint.source)

@@ -187,8 +187,7 @@ class RawConnection(RawSocket):
         return data
 
     def closed_by_server(self) -> bool:
-        """True when the server closed with nothing more pending (unread bytes, or an open
-        connection past the hang guard: False)."""
+        """The server closed with nothing pending (unread bytes or open past the guard: False)."""
         if self.buffer:
             return False
         try:
@@ -197,8 +196,7 @@ class RawConnection(RawSocket):
             return False
 
     def wait_closed(self) -> float:
-        """Seconds until the server closed without sending anything (AssertionError if bytes or the
-        hang guard come first)."""
+        """Seconds until the server closed, sending nothing (else AssertionError)."""
         started = time.monotonic()
         assert self.closed_by_server(), (
             f"expected the server to close the connection; got {self.buffer[:200]!r}"

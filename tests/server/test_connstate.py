@@ -59,8 +59,7 @@ def test_every_state_can_close_and_closed_is_final() -> None:
 
 
 def test_the_two_sides_never_mix() -> None:
-    """Each event moves only its own side's states (CLOSED aside: a task may end after the
-    connection is lost)."""
+    """Each event moves its own side only (CLOSED aside: a task may end after the loss)."""
     for (state, event), target in TRANSITIONS.items():
         if event in READING_EVENTS:
             assert state in READING and target in READING, (state, event)

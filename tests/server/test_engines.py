@@ -72,8 +72,7 @@ class Port:
 
 
 class Recorder:
-    """Records writes, closes and read pauses; holds the client's bytes while paused, as a socket
-    does."""
+    """Records writes, closes and read pauses; holds the client's bytes while paused."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -682,8 +681,7 @@ def test_a_streamed_answer_without_content_is_sent_without_a_body(engine: str) -
 
 
 def underscore_said(engine: str) -> list[str]:
-    """Logs of two '_' requests in a fresh process (the native engine notes the first once per
-    process)."""
+    """Two '_' requests' logs in a fresh process (the native engine notes once per process)."""
     import logging
 
     said: list[str] = []

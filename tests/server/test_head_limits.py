@@ -45,8 +45,7 @@ def assert_431_and_closed(conn: RawConnection) -> None:
 
 # -- the head limit counts whitespace, whichever read completes the head ------------------------
 def padded_head(total: int, start: bytes = b"GET /rest/hello", extra: bytes = b"") -> bytes:
-    """A head of exactly ``total`` bytes, nearly all spaces before ``X-Pad``'s value (stripped by
-    the parser); ``extra``: header lines before it."""
+    """``total`` bytes of head, nearly all spaces before ``X-Pad``'s value; ``extra`` lines first."""
     base = start + b" HTTP/1.1\r\nHost: x\r\n" + extra + b"X-Pad:a\r\n\r\n"
     data = base.replace(b"X-Pad:", b"X-Pad:" + b" " * (total - len(base)))
     assert len(data) == total
@@ -54,8 +53,7 @@ def padded_head(total: int, start: bytes = b"GET /rest/hello", extra: bytes = b"
 
 
 def send_in_writes(conn: RawConnection, data: bytes, cuts: tuple[int, ...]) -> None:
-    """``data`` in writes cut at ``cuts`` (negative: from the end), paused so the server reads them
-    apart."""
+    """``data`` cut at ``cuts`` (negative: from the end), paused so the server reads them apart."""
     offsets = sorted(cut % len(data) for cut in cuts)
     start = 0
     for offset in [*offsets, len(data)]:
@@ -130,8 +128,7 @@ REST_OF_HEAD = request_bytes("GET", "/rest/hello", [("X-Slow", "s" * 30)])[len(R
 
 
 def _trickle(conn: RawConnection, data: bytes, until: float) -> bool:
-    """``data`` evenly, its last byte at monotonic ``until``; False once the server answers or
-    closes."""
+    """``data`` evenly, its last byte at ``until``; False once the server answers or closes."""
     start = time.monotonic()
     step = max(0.0, until - start) / len(data)
     for index, byte in enumerate(data, 1):

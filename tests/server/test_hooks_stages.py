@@ -11,8 +11,7 @@ from tests.conftest import module_config
 
 
 def test_a_def_handler_and_def_on_send_are_one_pool_job(tmp_path: Path) -> None:
-    """With one thread, a request queued meanwhile would run between them if OnSend were a second
-    job."""
+    """With one thread, a queued request would run between them were OnSend a second job."""
     app = """
 import threading
 

@@ -605,8 +605,7 @@ def test_connection_close_closes(port: int) -> None:
     ids=["get", "close-first", "two-lines", "post"],
 )
 def test_a_close_option_beside_keep_alive_closes_http10(port: int, head: bytes) -> None:
-    """RFC 9112 9.6: after ``close`` the server answers and closes (llhttp and httptools keep an
-    HTTP/1.0 connection naming ``keep-alive``)."""
+    """RFC 9112 9.6: ``close`` closes (llhttp keeps HTTP/1.0 naming ``keep-alive`` open)."""
     body = b"hi" if head.startswith(b"POST") else b""
     with RawConnection(port) as conn:
         conn.send(head + b"\r\n" + body + request_bytes("GET", "/rest/items/2"))

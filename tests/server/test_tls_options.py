@@ -243,8 +243,7 @@ def refused(port: int, ctx: ssl.SSLContext) -> str:
 
 
 def handshake_failures(service: ServerProcess, port: int, since: int, count: int) -> list[str]:
-    """The reasons of the last ``count`` failed handshakes on ``port`` (rest_log_level 4+), once
-    logged."""
+    """Reasons of the last ``count`` failed handshakes on ``port`` (level 4+), once logged."""
     pattern = re.compile(rf"TLS handshake with 127\.0\.0\.1 failed: (\S+) port={port}$", re.M)
     found: list[str] = []
 
@@ -288,8 +287,7 @@ def test_an_encrypted_key_serves_with_its_pass_phrase_from_env_file_or_config(
 
 
 def test_the_chain_is_sent_after_the_certificate(service: ServerProcess, pki: Pki) -> None:
-    """The certificate file holds no chain: it comes from SslCertificateCA; a root-only client
-    verifies."""
+    """No chain in the certificate file: SslCertificateCA's is sent; a root-only client verifies."""
     assert "BEGIN CERTIFICATE" in pki.leaf.read_text()
     assert pki.leaf.read_text().count("BEGIN CERTIFICATE") == 1
     port = service.ports["HTTPS_CIPHERS"]

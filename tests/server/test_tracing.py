@@ -98,8 +98,7 @@ NO_TRACING_APP = APP_SOURCE + "\nimport sys\n" + MODULES
 
 
 class _Receiver:
-    """OTLP/HTTP: each decoded ``ExportTraceServiceRequest`` posted to ``/v1/traces``, and the raw
-    bodies."""
+    """OTLP/HTTP: each decoded ``ExportTraceServiceRequest`` to ``/v1/traces``, and raw bodies."""
 
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
@@ -547,8 +546,7 @@ sys.modules["opentelemetry.exporter.otlp.proto.grpc"] = None
 
 
 def _check(tmp_path: Path, variables: dict[str, str], blocked: bool = False) -> str:
-    """``fwrest check``'s exit 2 and output with ``variables`` (gRPC exporter hidden when
-    ``blocked``)."""
+    """``fwrest check``'s exit 2 and output with ``variables`` (``blocked``: no gRPC exporter)."""
     config = _config(tmp_path)
     env = {
         k: v

@@ -343,8 +343,7 @@ def test_a_query_parameter_that_does_not_convert_is_a_400(
 
 
 def test_a_float_parameter_is_a_finite_number(client: Client) -> None:
-    """No NaN or infinity (as in JSON bodies): a typed parameter refuses them, as a word or
-    overflow."""
+    """No NaN or infinity (as in JSON bodies), whether a word or an overflow."""
     ok = client.get("/rest/measure?x=-2.5e3&scale=0.5&marks=1&marks=2.25")
     assert ok.json() == {"x": -2500.0, "scale": 0.5, "marks": [1.0, 2.25]}
     for text in ("nan", "NaN", "-nan", "inf", "-Infinity", "1e999", "-1e400"):
@@ -561,8 +560,7 @@ def recover(exc):
 
 
 def test_typed_handlers_meet_their_pools_hooks(tmp_path: Path) -> None:
-    """OnSend sees the typed answer; a conversion's 400 is fwrest's own, never OnError's (SPEC
-    11.1)."""
+    """OnSend sees the typed answer; a conversion's 400 is fwrest's, never OnError's (SPEC 11.1)."""
     pool = {"POOL": {"OnSend": "typed_hooked.stamp", "OnError": "typed_hooked.recover"}}
     config = module_config(tmp_path, "typed_hooked", app=HOOKED, extra=pool)
     with Client(config) as c:

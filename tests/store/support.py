@@ -33,8 +33,7 @@ class Starved(Exception):
 
 @contextlib.contextmanager
 def in_one_window(window_s: float) -> Iterator[None]:
-    """Steps in one window of ``window_s`` from here: a failed assertion after the window is
-    :class:`Starved`, within it a failure."""
+    """One window of ``window_s``: a failed assertion after it is :class:`Starved`, else a failure."""
     began = time.monotonic()
     try:
         yield
@@ -46,8 +45,7 @@ def in_one_window(window_s: float) -> Iterator[None]:
 
 
 def unstarved(attempt: Callable[[int], None], tries: int = TRIES) -> None:
-    """``attempt(n)`` for n = 0, 1, ... (own state per ``n``) until one is not :class:`Starved`;
-    AssertionError after ``tries``."""
+    """``attempt(n)`` with state of its own until one is not :class:`Starved` (``tries`` at most)."""
     for n in range(tries):
         try:
             attempt(n)
@@ -79,8 +77,7 @@ def grant_and_refresh(client: Client) -> tuple[dict[str, str], str]:
 
 
 def tokens_work(client: Client) -> None:
-    """:func:`grant_and_refresh`; the new token passes a bearer check, the spent refresh token is a
-    replay."""
+    """:func:`grant_and_refresh`: the new token passes, the spent refresh token is a replay."""
     refresh, access = grant_and_refresh(client)
     assert (
         client.get("/rest/hello", headers={"Authorization": f"Bearer {access}"}).status_code == 200

@@ -77,8 +77,7 @@ COVERED = {
 
 @dataclass
 class Backend:
-    """Where a store kind keeps state: ``open()`` gives another worker's instance on it, closed
-    after the test."""
+    """A store kind's state: ``open()`` gives another worker's instance, closed after the test."""
 
     kind: str
     spec: str  # ``[HTTPSERVER] StateStore``
@@ -176,8 +175,7 @@ def record(
 
 
 def race(count: int, call: Callable[[int], T]) -> list[T]:
-    """``call(i)`` in ``count`` threads released by a barrier; results by i (a thread's exception
-    raised here)."""
+    """``call(i)`` in ``count`` threads released by a barrier; results by i (exceptions raised)."""
     barrier = threading.Barrier(count, timeout=10)
 
     def run(i: int) -> T:
@@ -489,8 +487,7 @@ def test_a_refresh_record_is_found_through_its_alias(backend: Backend, store: St
 
 
 def test_the_schema_marker_is_a_compare_and_set(backend: Backend, store: StateStore) -> None:
-    """SPEC 17.2: sqlite marks itself with this schema as it opens; the others start without (the
-    start writes Redis's)."""
+    """SPEC 17.2: sqlite marks itself as it opens; the others start without (the start marks Redis)."""
     first = store.schema_marker()
     if backend.kind == "sqlite":
         assert first is not None and marker_of(first, "here") == current()

@@ -49,8 +49,8 @@ print(store.spend_refresh(sys.argv[2], sys.argv[3])[0])
 
 
 def forked(*args: str) -> subprocess.CompletedProcess[str]:
-    """``fwrest ARGS`` as :func:`run_cli` runs it, forked (``run_forked``); the first test runs each
-    for real."""
+    """``fwrest ARGS`` forked (``run_forked``), as :func:`run_cli`; the first test runs them for
+    real."""
     return run_forked(*args, cwd=Path.cwd())
 
 
@@ -61,8 +61,7 @@ def store_config(folder: Path, store: str) -> Path:
 
 
 def start_once(config: Path) -> None:
-    """Started and stopped in process: what a start does to its store (the refusal itself: ``fwrest
-    serve``'s tests)."""
+    """A start and stop in process: what a start does to its store (its refusal: serve's tests)."""
     with Client(config):
         pass
 
@@ -216,8 +215,7 @@ def test_a_file_of_a_newer_schema_is_refused_naming_both_versions(sqlite_config:
 
 
 def test_a_newer_marker_that_keeps_this_release_compatible_is_used(sqlite_config: Path) -> None:
-    """A newer additive release marks the store compatible: this release starts on it and leaves its
-    marker."""
+    """A newer additive release marks the store compatible: this one starts, keeping its marker."""
     path = store_file(sqlite_config)
     newer = {"schema": 3, "compatible": SCHEMA, "release": "0.3.0"}
     mark(path, newer)
@@ -267,8 +265,7 @@ def test_redis_needs_no_step_and_the_start_marks_it(
 
 
 def test_the_previous_release_is_the_tag_below_this_version() -> None:
-    """SPEC 17.2: releases are tags vX.Y.Z of the package version; this is 0.2.0, the previous
-    v0.1.0."""
+    """SPEC 17.2: releases are tags vX.Y.Z; this is 0.2.0, the previous v0.1.0."""
     assert fwrest.__version__ == "0.2.0"
     assert PREVIOUS_VERSION == "0.1.0"
 

@@ -28,8 +28,7 @@ _PATH = re.compile(r"(?<![\w/.-])((?:[A-Za-z_][\w-]*/)+[A-Za-z_]\w*\.py)\b")
 
 
 class Tree:
-    """What a reference can resolve to: ``src``'s modules, the checkout's files, ``fwrest.*`` names
-    spelled as strings."""
+    """What a reference can resolve to: modules, the checkout's files, ``fwrest.*`` string names."""
 
     def __init__(self, src: Path = SRC, root: Path = ROOT) -> None:
         self.root = root

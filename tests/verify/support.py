@@ -62,8 +62,7 @@ def kid_of(access_token: str) -> str:
 
 
 def signed_by_fwrest(svc: OAuthService, alg: str, claims: dict[str, Any]) -> str:
-    """Signed with fwrest's current ``alg`` key (from its key set file), its kid: what fwrest would
-    sign."""
+    """Signed with fwrest's current ``alg`` key and kid (from its key set file), the test's claims."""
     for key in json.loads((svc.folder / ".fwrest" / "keyset.json").read_text())["keys"]:
         if key["alg"] == alg and key["current"]:
             headers = {"typ": "at+jwt", "kid": key["kid"]}
