@@ -60,7 +60,7 @@ def store_config(folder: Path, url: str, **keys: str) -> Path:
 
 
 def serves_unready(config: Path) -> None:
-    """Out of reach of its store, the service starts, serves what needs none, logs why, ready DOWN."""
+    """Its store out of reach, the service starts, serves what needs none, logs why, ready DOWN."""
     proc = ServerProcess(config).wait_ready()
     try:
         hello = httpx.get(proc.url("S") + "/hello", timeout=10)

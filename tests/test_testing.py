@@ -71,7 +71,7 @@ def params():
 
 
 def _service(tmp_path: Path, module: str, servers: dict[str, Any] | None = None) -> Path:
-    """``APP`` as module ``module``, its OnAuth and onAuthparams named after it (bare names unique)."""
+    """``APP`` as module ``module``, its OnAuth and onAuthparams named after it (names unique)."""
     app = APP.replace("check", f"{module}_check").replace("params", f"{module}_params")
     return module_config(tmp_path, module, app=app, servers=servers)
 

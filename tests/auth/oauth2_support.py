@@ -134,7 +134,7 @@ P = TypeVar("P", bound=OAuthPort)
 
 
 class Ports(Generic[P]):
-    """A client of each oAuth2 port (``svc["NAME"]``), made on first use, closed by :meth:`close`."""
+    """A client of each oAuth2 port (``svc["NAME"]``), made on first use, closed by ``close``."""
 
     def __init__(self, make: Callable[[str], P]) -> None:
         self._make = make
@@ -189,7 +189,7 @@ def serve_oauth(
     write_service: Callable[[Path, dict[str, Path]], Path],
     workers: int = 1,
 ) -> Iterator[OAuthService]:
-    """``yield from serve_oauth(...)``: ``fwrest serve --workers WORKERS`` of ``write_service``'s."""
+    """``yield from serve_oauth(...)``: ``fwrest serve --workers WORKERS`` of ``write_service``."""
     certs = issue_certs(ca, folder / "certs")
     config = write_service(folder, certs)
     with (
@@ -200,7 +200,7 @@ def serve_oauth(
 
 
 def uvicorn_app(folder: Path, module: str, source: str, env: dict[str, str]) -> Iterator[str]:
-    """``source`` under uvicorn with ``env``; its URL once ``/orders`` is 401; its stderr printed."""
+    """``source`` under uvicorn with ``env``; its URL once ``/orders`` is 401; stderr printed."""
     (folder / f"{module}.py").write_text(source)
     port = free_port()
     with (folder / "stderr.log").open("wb") as stderr:

@@ -84,7 +84,7 @@ class Case:
         return info.value
 
     def check_fails(self, fw_data: Any = None, *, real: bool = False, **kw: Any) -> str:
-        """``fwrest check`` (real or in process): exit 2 and one error alone on stderr; returns it."""
+        """``fwrest check`` (real or in process): exit 2, one error alone on stderr; returns it."""
         done = check(self.write(fw_data, **kw), real=real)
         assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
         assert done.stderr.startswith(CLI_PREFIX), done.stderr

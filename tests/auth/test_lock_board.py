@@ -162,7 +162,7 @@ def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_count(tmp_
 
 
 class RefusesLockWrites(SqliteStore):
-    """Counts and lists but takes no lock write (Redis under ``noeviction``, a read-only replica)."""
+    """Counts and lists, takes no lock write (Redis under ``noeviction``, a read-only replica)."""
 
     def add_lock(self, key: str, until: float) -> None:
         raise StoreError("this store takes no write")

@@ -322,7 +322,7 @@ def test_arrays_clients_mixed_with_single_keys(
 
 
 def test_a_client_secret_in_the_basic_header_encoded_or_as_it_is(svc: LocalService) -> None:
-    """RFC 6749 2.3.1 form-encodes them; many clients (Authlib, requests, httpx) do not: both taken."""
+    """RFC 6749 2.3.1 form-encodes them; Authlib, requests and httpx do not: both are taken."""
     port, secret = svc["ARRAYS"], "k+Z/9%2Fq r"
     for sent in (secret, quote_plus(secret)):  # httpx's auth sends it unencoded
         expect(port.post(form("bob", "Bob-Pw-2207"), auth=("b64", sent)))
@@ -419,7 +419,7 @@ def test_each_lifetime_comes_from_the_first_entry_that_gives_it(svc: LocalServic
 
 
 def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(svc: LocalService) -> None:
-    """Half-written JSON, bad settings, no file: the last valid content stays, one error per state."""
+    """Half-written JSON, bad settings, no file: the last valid content stays, an error a state."""
     port = svc["FILE_KEEP"]
     path = svc.folder / "keep.json"
     assert port.tokens("ada", "Keep-Pw-1111")["expires_in"] == 900
@@ -449,7 +449,7 @@ def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(svc: Lo
 def test_a_params_file_edited_to_two_spellings_of_a_user_keeps_its_last_valid_content(
     svc: LocalService,
 ) -> None:
-    """``ada`` and ``ADA`` would share a throttle key (issue 34): refused, the last content stays."""
+    """``ada`` and ``ADA`` would share a throttle key (issue 34): refused, the last content kept."""
     port = svc["FILE_KEEP"]
     path = svc.folder / "keep.json"
     valid = json.loads(path.read_text())
@@ -481,7 +481,7 @@ def test_a_params_file_change_of_the_same_size_and_time_is_seen(svc: LocalServic
 
 
 def test_the_metadata_follows_an_edit_of_the_params_file(svc: LocalService) -> None:
-    """RFC 8414 metadata (SPEC 12.2) of a ``file:`` port follows the file's grant types and scopes."""
+    """RFC 8414 metadata (SPEC 12.2) of a ``file:`` port follows the file's grant types, scopes."""
     port = svc["FILE_SAME"]
     path = svc.folder / "same.json"
     before = path.read_text()
@@ -650,7 +650,7 @@ REAL_CHECKS = {("access-digits", "file"), ("refresh-bool", "function")}
 def test_a_lifetime_no_token_request_could_use_stops_the_start(
     ca: trustme.CA, tmp_path: Path, case: str, form: str
 ) -> None:
-    """Every token request would be a 500: ``fwrest check`` exits 2 (no traceback, overflows too)."""
+    """Every token request would be a 500: ``fwrest check`` exits 2 (no traceback, overflows)."""
     key, value, needle = BAD_LIFETIMES[case]
     module = unique_module()
     source = "file:params.json" if form == "file" else f"{module}.lifetime"

@@ -250,7 +250,7 @@ def test_introspection_describes_both_kinds_of_token(port: LocalOAuth) -> None:
 def test_a_refresh_record_of_an_earlier_fwrest_has_no_iat(
     port: LocalOAuth, svc: LocalService
 ) -> None:
-    """Stored before the issue time was kept (sqlite's default 0): introspection leaves ``iat`` out."""
+    """Stored before issue times were (sqlite's default 0): introspection leaves ``iat`` out."""
     tokens = login(port, "cy")
     with contextlib.closing(sqlite3.connect(svc.folder / ".fwrest" / "state.sqlite3")) as db:
         # under the name as the section spells it, which fwrest 0.1.0 reads (SPEC 17.2)

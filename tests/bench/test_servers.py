@@ -54,7 +54,7 @@ def test_a_check_that_does_not_hold_fails_the_row(tmp_path: Path, wrong: str) ->
 
 
 def test_the_rsgi_apps_answer_the_raw_asgi_apps_bytes(tmp_path: Path) -> None:
-    """The same bytes and type as the raw ASGI rows, to compare; Basic refuses without credentials."""
+    """The raw ASGI rows' bytes and type, to compare; Basic refuses without credentials."""
     hello = orjson.dumps(common.hello())
     for job, answers in [
         ("open", [({}, 200, hello)]),

@@ -49,7 +49,7 @@ def test_oauth_alias_file_params_and_defaults(tmp_path: Path, certs: dict[str, P
 
 
 def test_bound_tokens_takes_dpop_and_mtls(tmp_path: Path, certs: dict[str, Path]) -> None:
-    """SPEC 16.2: "dpop" or "mtls" (their behaviour is the token service's); absent, none mandatory."""
+    """SPEC 16.2: "dpop" or "mtls" (their behaviour is the token service's); absent, none."""
     for value in ("dpop", "mtls", None):
         authorization = {"scheme": "oAuth2", "onAuthparams": "app.params"}
         if value is not None:

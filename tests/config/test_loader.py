@@ -171,7 +171,7 @@ def test_an_empty_loadurns_maps_nothing(tmp_path: Path, fmt: str, value: Any) ->
 
 
 def test_ini_inline_comments_and_semicolons_inside_json(tmp_path: Path) -> None:
-    """``; comment`` after a value is dropped (SPEC 2's example); inside a JSON string it is data."""
+    """``; comment`` after a value is dropped (SPEC 2's example); inside a JSON string, data."""
     path = tmp_path / "service.ini"
     path.write_text(
         textwrap.dedent(

@@ -237,7 +237,7 @@ def test_systemd_unit_is_hardened(tmp_path: Path) -> None:
 
 
 def test_systemd_unit_reloads_and_stops_as_fwrest_expects() -> None:
-    """ExecReload sends SIGHUP; SIGTERM to the supervisor alone (KillMode=mixed) in TimeoutStopSec."""
+    """ExecReload: SIGHUP; SIGTERM to the supervisor alone (KillMode=mixed) in TimeoutStopSec."""
     service = {}
     for line in UNIT.read_text().splitlines():
         if "=" in line and not line.startswith("#"):
@@ -252,7 +252,7 @@ def test_systemd_unit_reloads_and_stops_as_fwrest_expects() -> None:
 
 
 def test_the_build_context_lets_in_what_the_container_file_copies() -> None:
-    """The dockerignore keeps the context small (no .venv, tests), letting in what a stage copies."""
+    """The dockerignore keeps the context small (no .venv, tests), letting in what stages copy."""
     ignore = (ROOT / "deploy" / "Dockerfile.dockerignore").read_text().splitlines()
     rules = [line.strip() for line in ignore if line.strip() and not line.startswith("#")]
     assert rules[0] == "*"

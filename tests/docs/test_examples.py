@@ -474,7 +474,7 @@ def test_operations_kubernetes_probes_answer(example_service: Running) -> None:
 
 
 def test_operations_json_lines_have_the_documented_fields(tmp_path: Path) -> None:
-    """The documented JSON lines against a real LogFormat=json run's: the same records and fields."""
+    """The documented JSON lines against a real LogFormat=json run's: same records, same fields."""
     from fwrest.testing import Client
     from tests.conftest import module_config
 

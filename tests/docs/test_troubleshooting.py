@@ -300,7 +300,7 @@ def service_on(folder: Path, port_or_sections: int | Sections) -> Path:
 
 
 def redis_file(key: str, name: str, cert: str | None = None, prefix: str = "") -> Mutate:
-    """``[HTTPSERVER] key`` names ``name``: a copy of certificate file ``cert``, or an empty file."""
+    """``[HTTPSERVER] key`` names ``name``: a copy of certificate ``cert``, or an empty file."""
 
     def mutate(s: Sections, ctx: dict[str, Any]) -> None:
         path = ctx["folder"] / name
@@ -463,7 +463,7 @@ def start_with_on_start(folder: Path, name: str, source: str, on_start: str) -> 
 
 
 def start_not_ready(folder: Path, _certs: dict[str, Path]) -> Outcome:
-    """``fwrest.start()`` never ready in time (the wait 0.2 s, ``OnStart`` 1 s, however scheduled)."""
+    """``fwrest.start()`` never ready in time (wait 0.2 s, ``OnStart`` 1 s, however scheduled)."""
     from fwrest.server import service as service_module
 
     source = (

@@ -158,7 +158,7 @@ def refresh_refused(http: httpx.Client, url: str, token: str, **options: Any) ->
 
 
 def settings_of(http: httpx.Client, base: str, token: str) -> dict[str, Any]:
-    """The run-time settings of location ``base`` as its JSON page shows them to ``token``'s bearer."""
+    """Location ``base``'s run-time settings as its JSON page shows them to ``token``'s bearer."""
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
     answer = http.get(base + "/fw/rest/config", headers=headers)
     assert answer.status_code == 200, answer.text

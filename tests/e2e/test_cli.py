@@ -181,7 +181,7 @@ def _ini(section: str, **values: object) -> Callable[[Path], Path]:
 
 @dataclass(frozen=True)
 class Bad:
-    """A BAD_CONFIGS case: id, how its config is written, what its one error line names (``says``)."""
+    """A BAD_CONFIGS case: id, how its config is written, what its error line names (``says``)."""
 
     case: str
     writer: Callable[[Path], Path]
@@ -367,7 +367,7 @@ def test_serve_on_a_port_in_use_exits_2(tmp_path: Path, busy_port: int) -> None:
 
 
 def test_start_on_a_port_in_use_releases_the_other_port(tmp_path: Path, busy_port: int) -> None:
-    """In one process (``fwrest.start``): the first port, bound before the second failed, is closed."""
+    """In one process (``fwrest.start``): the first port, bound before the second failed, closes."""
     other = free_port()
     name = f"svc_{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{name}.py").write_text(

@@ -309,7 +309,7 @@ def test_guesses_at_once_on_both_hosts_check_at_most_max_failures(hosts: list[Ho
 
 
 def _clear_bob(host: Host, port: str) -> None:
-    """``fwrest lockouts clear bob`` on ``host``'s config for ``port``; the SPEC's bound waited out."""
+    """``fwrest lockouts clear bob`` on ``host``'s config for ``port``; the SPEC's bound waited."""
     config = host.proc.config
     done = run_cli("lockouts", str(config), "clear", "bob", cwd=config.parent)
     assert done.returncode == 0, done.stderr

@@ -197,7 +197,7 @@ def _broken(**changes: Any) -> dict[str, Any]:
 
 
 def refused(prog: Program, needle: str) -> str:
-    """A non-zero code and a log naming ``wsRestfulStart`` and ``needle``, no traceback; its stdout."""
+    """A non-zero code, a log naming ``wsRestfulStart`` and ``needle``, no traceback; stdout."""
     code, out = prog.finish()
     log = prog.log()
     print(f"rc {prog.rc}; log:\n{log}")

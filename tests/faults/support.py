@@ -113,7 +113,7 @@ def password_grant(user: str, password: str) -> dict[str, str]:
 def oauth_params(
     users: Iterable[tuple[str, str]], *, long_lived: bool = False, **extra: Any
 ) -> dict[str, Any]:
-    """``onAuthparams``: client ``web``, ``users``, ``extra``; ``long_lived``: tokens outlive a run."""
+    """``onAuthparams``'s ``web``, ``users`` and ``extra``; ``long_lived``: tokens outlive a run."""
     lifetimes = {"access_expires": "1h", "refresh_expires": "Date()+1"} if long_lived else {}
     users_list = [{"username": u, "password": p} for u, p in users]
     return {"client_id": "web", **extra, **lifetimes, "users": users_list}

@@ -205,7 +205,7 @@ def encrypted_key(s: Sections, ctx: dict[str, Any]) -> None:
 def tls_options(
     section: str = "HTTP_REST", locked: bool = False, **keys: Any
 ) -> Callable[[Sections, dict[str, Any]], None]:
-    """A TLS server (or monitor) with the options ``keys`` (SPEC 11.2); ``locked``: key encrypted."""
+    """A TLS server (or monitor) with options ``keys`` (SPEC 11.2); ``locked``: key encrypted."""
 
     def mutate(s: Sections, ctx: dict[str, Any]) -> None:
         if section == "APP_MONITOR":

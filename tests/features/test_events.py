@@ -72,7 +72,7 @@ source.addEventListener("done", (e) => {
 
 
 def events_config(folder: Path, module: str | None = None) -> Path:
-    """``APP`` at ``/rest``, ``PAGE`` at ``/www``, gzip where allowed; module ``module`` or ``app``."""
+    """``APP`` at ``/rest``, ``PAGE`` at ``/www``, gzip where allowed; module ``module``/``app``."""
     (folder / "www").mkdir()
     (folder / "www" / "index.html").write_text(PAGE)
     server = local_port(Locations="ROOT, WWW", Compression="gzip", CompressionMinSize=0)
@@ -98,7 +98,7 @@ def test_the_browsers_event_source_reads_the_events(browser: Any, served: Server
 def test_the_events_are_compressed_event_by_event_where_the_location_compresses(
     served: ServerProcess,
 ) -> None:
-    """SPEC 10.5 ("chunk by chunk, flushing each item"): the first event decodes before the second."""
+    """SPEC 10.5 ("chunk by chunk, flushing each item"): event one decodes before event two."""
     url = f"http://127.0.0.1:{served.ports['HTTP_REST']}/rest/gated"
     inflate = zlib.decompressobj(31)
     seen = b""

@@ -300,7 +300,7 @@ def test_conditions_on_two_lines_and_dates_that_are_not_one(client: Client) -> N
 
 @pytest.fixture(scope="module")
 def gz_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
-    """The tree through a compressing port (``digits.txt`` over the minimum, ``index.html`` under)."""
+    """The tree through a compressing port (``digits.txt`` over the minimum, ``index.html`` not)."""
     folder = tmp_path_factory.mktemp("static_gz")
     keys = {"Compression": "gzip, br", "CompressionMinSize": 500}
     with Client(static_config(folder, "static_gz_app", **keys)) as c:

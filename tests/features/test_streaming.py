@@ -216,7 +216,7 @@ def test_an_async_iterator_in_a_response(served: tuple[ServerProcess, Path]) -> 
 
 
 def time_mark(path: Path, what: str) -> float:
-    """The app's time mark once whole (the file is created empty first: a read may see it partial)."""
+    """The app's time mark once whole (the file is made empty first: a read may see it partial)."""
     seen: list[float] = []
 
     def whole() -> bool:

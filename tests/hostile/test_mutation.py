@@ -197,7 +197,7 @@ async def connection(
     budget: Budget,
     tally: Tally,
 ) -> None:
-    """``requests`` in turn or at once, while the budget lasts and the server keeps the connection."""
+    """``requests`` in turn or at once, while the budget lasts and the connection stays open."""
     first = budget.take(len(requests) if pipelined else 1)
     if not first:
         return

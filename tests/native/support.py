@@ -299,7 +299,7 @@ def change_lag(
 
 
 def settled(proc: ServerProcess, mark: int, *transitions: str, count: int = 2) -> float:
-    """Every worker shows the change(s) after ``mark`` within 1 s (SPEC 5); the slowest's seconds."""
+    """Every worker shows the change(s) after ``mark`` within 1 s (SPEC 5); the slowest's time."""
     lag = change_lag(proc, mark, *transitions, count=count)
     print(f"{', '.join(transitions)}: every worker {lag:.3f} s after the answer")
     # the log's times are whole milliseconds: one tick either way is the clock, not a worker

@@ -98,7 +98,7 @@ def trail(client: Client, query: str = "", headers: dict[str, str] = ADA) -> lis
 
 
 def wait_event(client: Client, query: str, found: Any, what: str) -> dict[str, Any]:
-    """The newest ``query`` event where ``found`` holds, waited for (written off the request's way)."""
+    """The newest ``query`` event where ``found`` holds, waited for (written off the request)."""
     seen: list[dict[str, Any]] = []
 
     def kept() -> bool:

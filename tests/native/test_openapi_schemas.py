@@ -275,7 +275,7 @@ def one_order(id: int, full: bool = False):
 
 
 def test_a_typed_routes_scopes_stand_beside_its_schemas(ca: trustme.CA, tmp_path: Path) -> None:
-    """On oAuth2 (SPEC 12.4) the operation names scopes and schemas (as ``fwrest openapi`` builds)."""
+    """On oAuth2 (SPEC 12.4) the operation names scopes and schemas (as ``fwrest openapi``)."""
     from fwrest import __version__
     from fwrest.config import load_config
     from fwrest.native.listing import build_openapi

@@ -77,7 +77,7 @@ def worker(server: ServerProcess) -> psutil.Process:
 
 
 def small_window_socket(port: int) -> socket.socket:
-    """Small receive buffer set before connecting (a small window): answers pile up in the server."""
+    """Small receive buffer set before connecting (small window): answers pile up in the server."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.settimeout(HANG_GUARD)

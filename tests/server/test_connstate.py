@@ -215,7 +215,7 @@ def test_the_keep_alive_deadline_fires_between_requests(port: int) -> None:
 
 
 def test_pipelined_requests_pass_every_state_in_order(port: int) -> None:
-    """The second head begins in the bytes that ended the first (DONE -> HEAD); answered in order."""
+    """The second head begins in the bytes that ended the first (DONE -> HEAD); in order."""
     data = (
         request_bytes("GET", "/rest/items/1")
         + request_bytes("POST", "/rest/echo", [("Content-Type", "application/json")], b"[2]")

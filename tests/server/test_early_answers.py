@@ -93,7 +93,7 @@ class Answer:
 def exchange(
     port: int, request: bytes, tls: ssl.SSLContext | None = None, guard: float = HANG_GUARD
 ) -> Answer:
-    """``request`` on its own connection, read until the server closes (``guard``: the hang guard)."""
+    """``request`` on its own connection, read until the server closes (``guard``: hang guard)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=guard)
     if tls is not None:
         sock = tls.wrap_socket(sock, server_hostname="127.0.0.1")

@@ -606,7 +606,7 @@ def test_reply_encoder_byte_for_byte(
 
 
 def test_reply_encoder_takes_what_wire_takes() -> None:
-    """A status without a phrase, an id beyond 128 bits, an IntEnum status, a non-latin-1 character."""
+    """A status without a phrase, an id over 128 bits, an IntEnum status, a non-latin-1 char."""
     cases = [
         Reply(600, [("a", "b")], b"xy", request_id=2**130),
         Reply(HTTPStatus.OK, [("a", "b")], b"xy"),

@@ -45,7 +45,7 @@ def assert_431_and_closed(conn: RawConnection) -> None:
 
 # -- the head limit counts whitespace, whichever read completes the head ------------------------
 def padded_head(total: int, start: bytes = b"GET /rest/hello", extra: bytes = b"") -> bytes:
-    """``total`` bytes of head, nearly all spaces before ``X-Pad``'s value; ``extra`` lines first."""
+    """``total`` bytes of head, nearly all spaces before ``X-Pad``'s value; ``extra`` first."""
     base = start + b" HTTP/1.1\r\nHost: x\r\n" + extra + b"X-Pad:a\r\n\r\n"
     data = base.replace(b"X-Pad:", b"X-Pad:" + b" " * (total - len(base)))
     assert len(data) == total

@@ -201,7 +201,7 @@ def test_a_failed_on_start_leaves_no_background_task_pending(
 
 
 def test_a_hung_on_stop_keeps_the_worker_at_most_10_s(tmp_path: Path) -> None:
-    """A sleeping and a cancellation-ignoring ``OnStop``, stopped at once: the 10 s are waited once."""
+    """A sleeping and a cancellation-ignoring ``OnStop`` stopped at once: 10 s waited once."""
     servers: dict[str, ServerProcess] = {}
     marks_files: dict[str, Path] = {}
     took: dict[str, float] = {}

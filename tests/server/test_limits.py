@@ -497,7 +497,7 @@ UPGRADES = {
 
 @pytest.mark.parametrize("upgrade", list(UPGRADES))
 def test_upgrade_request_keeps_its_body(port: int, upgrade: str) -> None:
-    """No upgrade: the request's own answer, then close; bytes after the body are never a request."""
+    """No upgrade: the request's own answer, then close; bytes after the body are no request."""
     after = request_bytes("GET", "/rest/items/after")
     with RawConnection(port) as conn:
         conn.send(request_bytes("POST", "/rest/echo", UPGRADES[upgrade], body=b"hello") + after)

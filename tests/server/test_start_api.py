@@ -229,7 +229,7 @@ def program_file(
 def launched(
     script: Path, config: dict[str, Any], stderr: Any = subprocess.PIPE
 ) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
-    """``python SCRIPT CONFIG_JSON`` and the JSON line it printed; killed after the block if alive."""
+    """``python SCRIPT CONFIG_JSON`` and its printed JSON line; killed after the block if alive."""
     proc = subprocess.Popen(
         [sys.executable, str(script), json.dumps(config)],
         stdin=subprocess.PIPE,
@@ -398,7 +398,7 @@ def slow():
 
 
 def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
-    """On a daemon thread: the program's end stops it gracefully, not cutting a request in flight."""
+    """On a daemon thread: the program's end stops it gracefully, no request in flight cut."""
     end = 'sys.stdin.readline()\nprint("the program ends without service.stop()", flush=True)\n'
     script = program_file(tmp_path, SLOW, end=end)
     with launched(script, config_dict(None)) as (proc, info):
@@ -419,7 +419,7 @@ def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
 
 
 def test_start_with_workers_stops_when_the_program_is_killed(tmp_path: Path) -> None:
-    """Killed, the program cannot stop its supervisor child: it stops by itself, freeing the ports."""
+    """Killed, the program cannot stop its supervisor child: it stops itself, freeing the ports."""
     _, path = unique_module(tmp_path)
     # the pid printed is the supervisor's
     script = program_file(

@@ -33,7 +33,7 @@ class Starved(Exception):
 
 @contextlib.contextmanager
 def in_one_window(window_s: float) -> Iterator[None]:
-    """One window of ``window_s``: a failed assertion after it is :class:`Starved`, else a failure."""
+    """One window of ``window_s``: a failed assertion after it is :class:`Starved`, else fails."""
     began = time.monotonic()
     try:
         yield
@@ -45,7 +45,7 @@ def in_one_window(window_s: float) -> Iterator[None]:
 
 
 def unstarved(attempt: Callable[[int], None], tries: int = TRIES) -> None:
-    """``attempt(n)`` with state of its own until one is not :class:`Starved` (``tries`` at most)."""
+    """``attempt(n)``, own state each, until one is not :class:`Starved` (``tries`` at most)."""
     for n in range(tries):
         try:
             attempt(n)

@@ -101,7 +101,7 @@ def test_a_call_that_hangs_once_started_is_a_timeout_not_busy(client: StoreClien
 
 
 def test_a_call_after_the_client_is_closed_is_a_store_error(client: StoreClient) -> None:
-    """After the pool shut down: a StoreError the loops catch, not a never-retrieved RuntimeError."""
+    """After the pool shut down: a StoreError the loops catch, no never-retrieved RuntimeError."""
     client.close()
 
     async def main() -> BaseException:

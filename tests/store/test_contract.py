@@ -487,7 +487,7 @@ def test_a_refresh_record_is_found_through_its_alias(backend: Backend, store: St
 
 
 def test_the_schema_marker_is_a_compare_and_set(backend: Backend, store: StateStore) -> None:
-    """SPEC 17.2: sqlite marks itself as it opens; the others start without (the start marks Redis)."""
+    """SPEC 17.2: sqlite marks itself as it opens; others start without (a start marks Redis)."""
     first = store.schema_marker()
     if backend.kind == "sqlite":
         assert first is not None and marker_of(first, "here") == current()
@@ -890,7 +890,7 @@ def test_audit_events_come_newest_first_by_time_name_and_limit(store: StateStore
 
 
 def test_the_audit_trail_keeps_the_newest_events(store: StateStore) -> None:
-    """SPEC 13.5: the newest 10,000 (shown with 50: the same trimming, without seconds of appends)."""
+    """SPEC 13.5: the newest 10,000 (shown with 50: the same trimming, without 10,000 appends)."""
     assert AUDIT_KEEP == 10_000 and type(store).audit_keep == AUDIT_KEEP
     store.audit_keep = 50
     t0 = time.time()

@@ -62,7 +62,7 @@ def kid_of(access_token: str) -> str:
 
 
 def signed_by_fwrest(svc: OAuthService, alg: str, claims: dict[str, Any]) -> str:
-    """Signed with fwrest's current ``alg`` key and kid (from its key set file), the test's claims."""
+    """Signed with fwrest's current ``alg`` key and kid (from its key set), the test's claims."""
     for key in json.loads((svc.folder / ".fwrest" / "keyset.json").read_text())["keys"]:
         if key["alg"] == alg and key["current"]:
             headers = {"typ": "at+jwt", "kid": key["kid"]}
@@ -86,7 +86,7 @@ def revoke(svc: OAuthService, refresh_token: str) -> None:
 
 
 def rotate(svc: OAuthService, port: str = "EC") -> str:
-    """``fwrest keys rotate`` forked (as an operator: tests/auth/test_keys.py); the port's new kid."""
+    """``fwrest keys rotate`` forked (as an operator: tests/auth/test_keys.py); the new kid."""
     before = kid_of(token(svc, port))
     done = run_forked("keys", "rotate", str(svc.proc.config), cwd=svc.folder)
     assert done.returncode == 0, done.stderr

@@ -327,7 +327,7 @@ def test_the_dependency_in_a_starlette_endpoint(issuer: Issuer, asgi_app: str) -
 
 
 def test_the_middleware_checks_websockets_too(issuer: Issuer) -> None:
-    """A WebSocket handshake as ASGI calls (no WebSocket library here): closed 1008 or let through."""
+    """A WebSocket handshake as ASGI calls it (no WebSocket library here): 1008, or let through."""
     seen: list[dict[str, Any]] = []
 
     async def inner(scope: Any, receive: Any, send: Any) -> None:
