@@ -266,8 +266,7 @@ class SentinelGroup:
                                                  auth=auth))  # fmt: skip
             self.procs.append(subprocess.Popen([binary, str(conf)], stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL))  # fmt: skip
-        # ready: each sentinel knows the replica and the others (a failover needs them), the replica
-        # in sync
+        # ready: every sentinel knows the replica and the others, the replica in sync
         deadline = time.monotonic() + 30
         while not self._ready():
             assert time.monotonic() < deadline, "the sentinels never saw each other"

@@ -235,8 +235,7 @@ def test_the_answers_have_the_headers_a_socket_gives(tmp_path: Path) -> None:
         assert over_socket.headers["connection"] == "close"
 
 
-# framing the engine refuses before the pipeline, and the body bytes after (SPEC 7: 400 and close;
-# 417, 501)
+# framing refused before the pipeline, and the body bytes after (SPEC 7: 400, close; 417, 501)
 FRAMING_REFUSED = [
     ([("Transfer-Encoding", "chunked"), ("Content-Length", "0")], b"0\r\n\r\n"),
     ([("Content-Length", "0"), ("Transfer-Encoding", "chunked")], b"0\r\n\r\n"),

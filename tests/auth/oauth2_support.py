@@ -51,8 +51,7 @@ def params_source(name: str = "params", **params: Any) -> str:
     return f"\n\ndef {name}():\n    return {params!r}\n"
 
 
-# key set tests (test_keys.py, test_jwks_clients.py): one user, ten-minute tokens, a port per
-# asymmetric algorithm
+# key set tests (test_keys.py, test_jwks_clients.py): ten-minute tokens, a port per algorithm
 KEYS_APP = APP_SOURCE + params_source(**WEB, users=[ADA], access_expires="10m")
 KEYS_ALGS = {"ED": "EdDSA", "EC": "ES256", "RSA": "RS256"}
 KEYS_ADA = ("ada", "Ada-Pw-7731")

@@ -720,8 +720,7 @@ def test_verbose_level_and_full_tracebacks_of_on_auth(serve: Any, tmp_path: Path
     assert "Zq" not in text
     quiet = {"rest_log_level": 3, "rest_error_full": 0}
     expect(httpx.post(f"{url}/rest/fw/rest/config", json=quiet, auth=ada, timeout=10))
-    # its lines leave at the end of the worker's loop turn, maybe after the answer: read from its
-    # access line on
+    # its lines leave after the loop turn, maybe after the answer: read from its access line on
     server.wait_log("POST /rest/fw/rest/config 200")
     since = len(server.log())
     assert httpx.get(f"{url}/rest/items/3", auth=ada, timeout=10).status_code == 200

@@ -177,8 +177,7 @@ def test_rotation_under_load_refuses_no_valid_token(
                 form = {"grant_type": "password", "username": ADA[0], "password": ADA[1]}
                 r = http.post(ed.token_url, data=form)
                 if r.status_code == 503 and r.headers.get("retry-after"):
-                    # SPEC 7: the sqlite store held past the deadline on a loaded machine; the
-                    # client waits Retry-After
+                    # SPEC 7: sqlite held past the deadline when loaded; wait Retry-After
                     unavailable.append(r.headers["retry-after"])
                     time.sleep(float(r.headers["retry-after"]))
                     continue

@@ -275,8 +275,7 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
     def new_kid() -> bool:
         return signs_anew(ed, old_kid)
 
-    # the 1 s of SPEC 12.1 is timed in tests/auth/test_jwks_clients.py (here workers share the
-    # suite's load)
+    # SPEC 12.1's 1 s is timed in test_jwks_clients.py (here workers share the suite's load)
     wait_for(new_kid, 15, "tokens signed with the new key")
     wait_for(lambda: signs_anew(ec, old_ec_kid), 15, "ES256 tokens signed with the new key")
     # the old key still verifies its tokens, and is still published

@@ -101,8 +101,7 @@ def test_each_location_publishes_its_document_at_the_root_and_under_the_location
 
 
 def test_the_well_known_paths_answer_every_method_without_the_scheme(svc: LocalService) -> None:
-    # SPEC 12.2: never behind the port's scheme, any method: answered as the route under the
-    # location
+    # SPEC 12.2: outside the port's scheme, any method: answered as the route under the location
     rs = svc["RS"]
     metadata = "/.well-known/oauth-authorization-server/rest"
     pairs = [

@@ -375,8 +375,7 @@ def test_revoke_user_revokes_every_family_of_the_user(port: LocalOAuth, svc: Loc
     keep = login(port, "cy")
     answer = expect(revoke_user(port, {"username": "bob"}))
     assert answer.json()["username"] == "bob" and answer.json()["revoked_families"] >= 2
-    # the worker's cache is read every 0.5 s (the 1 s bound: tests/faults/test_sqlite_refresh.py); a
-    # hang guard
+    # the cache is read every 0.5 s (the 1 s bound: tests/faults/test_sqlite_refresh.py); a guard
     deadline = time.monotonic() + 15
     while port.get("/hello", logins[1]["access_token"]).status_code == 200:
         assert time.monotonic() < deadline, "the revocation did not reach the worker in 15 s"
@@ -511,8 +510,7 @@ def test_replays_and_revocations_are_in_the_audit_trail(
                                 "token_type": "access_token", "via": "oauth2/revoke"}  # fmt: skip
 
     login(port, "bob")
-    # an earlier test revoked bob by the route too: this one's is the one at or after now (the
-    # trail's ts format)
+    # bob was revoked by the route before: this one's event is at or after now (the trail's format)
     before = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     answer = expect(revoke_user(port, {"username": "bob"}))
     ours = lambda e: e["details"].get("via") == "oauth2/revoke-user" and e["ts"] >= before  # noqa: E731

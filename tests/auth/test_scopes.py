@@ -307,16 +307,14 @@ def test_a_hostile_scope_is_invalid_scope(svc: LocalService, port: OAuthPort, sc
 
 # other refusals of a grant with scope: the port, the form, its client's Basic auth, the error
 REFUSED = {
-    # a wrong password with an unknown scope is the wrong password: scopes are not told to who lacks
-    # the password
+    # a wrong password with an unknown scope is the wrong password: no scope told without it
     "scope-after-password": ("SCOPED", {"grant_type": "password", "username": ADA[0],
                              "password": "not-her-password", "scope": "admin"}, None, "invalid_grant"),
     # the token route's 4 KiB cap on any field (SPEC 7) comes first
     "field-cap": ("SCOPED", {"grant_type": "password", "username": ADA[0], "password": ADA[1],
                   "scope": "a" * 4097}, None, "invalid_request"),
     "cc-not-in-types": ("NO_CC", {"grant_type": "client_credentials"}, SVC, "unauthorized_client"),
-    # no refresh token for client credentials: the parameter is ignored with the grant, a made-up
-    # one invalid_grant
+    # no refresh token for client credentials: ignored with the grant, a made-up one invalid_grant
     "cc-no-refresh": ("SCOPED", {"grant_type": "refresh_token", "refresh_token": "made-up-refresh-token",
                       "client_id": SVC[0], "client_secret": SVC[1]}, None, "invalid_grant"),
 }  # fmt: skip

@@ -64,8 +64,7 @@ def test_a_remembered_token_of_a_key_removed_from_the_set_is_refused(svc: LocalS
     old = kid_of(token)
     done = fwrest_cli("keys", "rotate", str(svc.config), real=False)  # tested in test_keys.py
     assert done.returncode == 0, done.stderr
-    # the retired key's tokens taken for expired (an operator's edit), so the set drops it, as a
-    # compromised key would be
+    # the retired key's tokens made expired (an operator's edit): the set drops it, as a leaked key
     path = svc.folder / ".fwrest" / "keyset.json"
     doc = json.loads(path.read_text())
     [victim] = [k for k in doc["keys"] if k["kid"] == old]

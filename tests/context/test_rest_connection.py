@@ -100,8 +100,7 @@ def _split(raw: bytes) -> list[bytes]:
 
 def test_close_after_send_ends_the_connection_after_its_answer(service: ServerProcess) -> None:
     port = service.ports["HTTP_REST"]
-    # pipelined: the first asks to close, the second is never answered (exchange reads to the close
-    # or times out)
+    # pipelined: the first asks to close, the second is never answered (read to the close)
     answers = _split(exchange(port, GET % b"close" + GET % b"hello"))
     assert len(answers) == 1, answers
     head, _, body = answers[0].partition(b"\r\n\r\n")

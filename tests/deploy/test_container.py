@@ -223,8 +223,8 @@ def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
         while done not in log() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert done in log(), log()
-        # healthy again as HEALTHCHECK's --retries sees it (one run saw a single failed check right
-        # after the reload's audit line)
+        # healthy again as HEALTHCHECK's --retries sees it (once a check failed right after
+        # reloading)
         deadline = time.monotonic() + 30
         while (code := healthy(monitor)) != 0 and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -128,8 +128,7 @@ def test_a_replayed_proof_is_refused_by_every_other_worker_and_host(
     hosts: list[WorkersHost],
 ) -> None:
     key = DpopKey("EdDSA")
-    # behind one balancer: the same htu on every host (X-Forwarded-Host from a TrustedProxies
-    # address)
+    # one balancer: the same htu on every host (X-Forwarded-Host from a TrustedProxies address)
     url = f"https://{BALANCER}/rest"
     form = {"grant_type": "password", "username": "cy", "password": "Cy-Pw-1188"}
     proof = key.proof("POST", url + TOKEN)

@@ -182,8 +182,7 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
             now = settings_of(http, host.base, token)[STRINGSIZE]
             assert now["runtime"] is None, (host.base, pid, now)
             assert now["effective"] == before["effective"], (host.base, pid, now)
-        # A's run-time page (Basic port), its form sent to B: the anti-forgery token is the
-        # service's
+        # A's page (Basic port), its form sent to B: the anti-forgery token is the service's
         cy = ("cy", USERS["cy"])
         with httpx.Client(timeout=15) as http:
             page = http.get(a.basic + "/fw/rest/config", auth=cy, headers={"Accept": "text/html"})

@@ -190,8 +190,7 @@ def fault(code: int, message: str) -> dict[str, object]:
 
 JSON, TEXT = "application/json", "text/plain; charset=utf-8"
 NOTE = {"x-request-note": "made"}
-# "METHOD /path", status, content type (None: unchecked), body (bytes as sent, else JSON), headers
-# required
+# "METHOD /path", status, type (None: unchecked), body (bytes as sent, else JSON), headers
 ANSWERS: list[tuple[str, int, str | None, object, dict[str, str]]] = [
     ("GET /a/result/list", 200, JSON, [1, "two", {"three": 3}], {}),
     ("GET /a/text", 200, TEXT, b"plain text", {}),

@@ -125,8 +125,7 @@ def test_a_stop_signal_drains_the_requests_in_flight_and_exits_0(  # type: ignor
     base, port = server.url(), server.ports["HTTP_REST"]
     workers = wait_children(server.proc.pid, 1)
     limits = httpx.Limits(max_connections=40)
-    # in flight until the drain began (new connections refused), however late a loaded machine
-    # delivers them or the signal
+    # in flight until the drain began (new connections refused), however late a loaded machine is
     with ThreadPoolExecutor(count) as ex, httpx.Client(limits=limits, timeout=60) as client:
         futures = [ex.submit(client.get, f"{base}/held") for _ in range(count)]
         wait_running(base, count)

@@ -222,8 +222,7 @@ class TwoHosts:
         """No refresh token 200 twice, in the load or again now (the old primary's lost spends)."""
         answered = self.answered
         double = {t: n for t, n in answered.items() if n > 1}
-        # each replay's revocation waits for the replica (~0.25 s): eight clients replay their
-        # shares at once
+        # each replay's revocation waits ~0.25 s for the replica: eight clients replay at once
         spent = list(answered)
         replayers = [self.new_client(verify=self.ctx) for _ in range(REPLAYERS)]
 

@@ -124,8 +124,8 @@ def _service(tmp_path: Path, certs: dict[str, Path], graceful_ms: int = 5000) ->
         "ABASIC": basic("app.acheck"),
         "OAUTH": oauth_section(certs, onAuthparams="app.params"),
     }
-    # any ActiveTimeout runs a handler the other way; 30 s, far from a starved machine's (nice 10)
-    # requests
+    # any ActiveTimeout runs a handler otherwise; 30 s is far from a starved (nice 10) request's
+    # time
     timed = {"Environment": "ENV", "MaxThreads": 4, "ActiveTimeout": 30000}
     bound = {"Path": "/bound", "ThreadPool": "TIMED"}
     graceful = {"GracefulTimeout": graceful_ms}

@@ -251,8 +251,7 @@ def locks_logged(svc: Service, *needles: str) -> list[int]:
 def test_failures_on_one_port_do_not_lock_the_user_out_on_the_other(two_ports: Service) -> None:
     svc = two_ports
     with asking(svc, "127.0.0.31", "127.0.0.31") as (basic_get, grant):
-        # Basic's own 5 failures lock it; the stricter oAuth2 port (3) is untouched, user and
-        # address
+        # Basic's own 5 failures lock it; the stricter oAuth2 port (3) is untouched
         assert [basic_get("ada", f"guess-{i}") for i in range(BASIC_MAX)] == [403] * BASIC_MAX
         assert basic_get("ada", SHARED_USERS["ada"]) == 429
         assert grant("ada", SHARED_USERS["ada"]) == 200

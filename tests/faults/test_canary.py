@@ -279,8 +279,7 @@ def test_no_secret_reaches_the_log_at_debug_level(
     stdout = "\n".join(proc.stdout_lines) + "\n"
     logs = {"stderr": proc.log(), "LogFile": proc.file_log(), "stdout": stdout}
     if log_format == "json":
-        # each line one JSON object; searched as written and as read (JSON escapes what text shows
-        # as is)
+        # each line JSON; searched as written and as read (JSON escapes what text shows as is)
         for where in ("stderr", "LogFile"):
             records = [json.loads(line) for line in logs[where].splitlines()]
             assert all({"ts", "level", "logger", "message"} <= set(r) for r in records)
@@ -400,8 +399,7 @@ def test_the_redis_password_is_never_shown(tmp_path: Path) -> None:
             assert (reset.status_code, reset.headers.get("retry-after")) == (503, "1"), reset.text
             answers.append(f"{reset.status_code} {reset.text}")
             read_all("DOWN")
-    # a check of this service and of the password in the URL, a start refused for a wrong one (Redis
-    # up again)
+    # checks of this service and of a URL password, a start refused for a wrong one (Redis up)
     redis.start()
     try:
         admin = redis.client()  # an ACL user of its own, its password in the URL

@@ -95,8 +95,7 @@ def test_hosts_started_before_redis_serve_and_issue_tokens_once_it_answers(
             )
             assert ready.status_code == 503 and ready.json()["status"] == "DOWN", ready.text
             assert "the signing key was not read from the state store" in proc.log()
-        # an anti-forgery form served while the shared key is unknown: signed by the worker's own
-        # key meanwhile
+        # a form served while the shared key is unknown: signed with the worker's own key meanwhile
         assert usage_form(http, procs[0], basic_auth)[1]
 
         redis_server.start()
@@ -127,8 +126,7 @@ def test_hosts_started_before_redis_serve_and_issue_tokens_once_it_answers(
             assert log.count("the key set was read from") == 1, log
             assert "Traceback" not in log and "key set was not reloaded" not in log, log
 
-        # the worker asks again (SECRET_RETRY_S): then host A's form is signed with the shared key,
-        # taken by host B
+        # asked again (SECRET_RETRY_S), host A's form is then signed with the shared key B takes
         def shared_form() -> bool:
             action, token = usage_form(http, procs[0], basic_auth)
             b = procs[1].url("BASIC").split("/rest")[0]

@@ -65,8 +65,7 @@ def service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     certs = issue_certs(ca, folder / "certs")
     section = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
     section["HeaderTimeout"] = 60000  # 500 connections wait for their one request
-    # clients pinned to each worker idle through the bulk replays (beyond the default 5 s when
-    # busy): keep them
+    # clients pinned to workers idle through the bulk replays (longer than 5 s when busy)
     section["KeepAliveTimeout"] = 120000
     config = store_config(folder, {"OAUTH": section}, "sqlite", PARAMS, max_threads=8)
     proc = ServerProcess(config, workers=2).wait_ready()
@@ -174,8 +173,7 @@ def test_500_simultaneous_refreshes_of_one_token_give_exactly_one_pair(service: 
     assert len(pairs) == 1, outcome
     assert outcome[(400, "invalid_grant")] == count - 1, outcome
     assert pairs[0]["refresh_token"] != tokens["refresh_token"]
-    # no grace period (SPEC 7): the 499 losers were replays, so the new pair is revoked too, on both
-    # workers
+    # no grace period (SPEC 7): the 499 losers were replays, so the new pair is revoked too
     workers = pinned_per_worker(service.base, verify=service.ctx)
     with all_closed(workers):
         for client in workers:

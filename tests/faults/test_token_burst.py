@@ -25,8 +25,7 @@ PASSWORD = "Burst-Pw-5150"
 
 @pytest.fixture
 def service(ca: trustme.CA, tmp_path: Path) -> Iterator[tuple[ServerProcess, dict[str, Path]]]:
-    # one light hash (a few ms): 200 checks at the default costs (64 MiB each) take a minute of two
-    # cores
+    # a light hash (ms): 200 checks at default costs (64 MiB each) take a minute of two cores
     hashed = PasswordHasher(time_cost=2, memory_cost=16 * 1024, parallelism=1).hash(PASSWORD)
     params = oauth_params((f"user{i}", hashed) for i in range(BURST))
     certs = issue_certs(ca, tmp_path / "certs")

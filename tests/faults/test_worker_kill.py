@@ -87,8 +87,7 @@ def test_kill_9_of_a_worker_under_load_fails_only_its_requests_in_flight(
 
 
 def test_a_replacement_worker_reads_the_files_general_as_it_is_now(tmp_path: Path) -> None:
-    # [GENERAL] changed after the start, not due for an hour: the replacement reads it at once
-    # rather than the start's values
+    # [GENERAL] edited after the start, due in an hour: a replacement reads it at once
     config = free_config(tmp_path, general={"rest_reload_time": 3600, "rest_log_stringsize": 60})
     with serving(config, workers=2) as proc:
         base = proc.url()

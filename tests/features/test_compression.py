@@ -144,8 +144,7 @@ def test_only_compressible_types(client: Client) -> None:
 
 
 def test_a_compressed_answer_has_a_weak_etag(client: Client) -> None:
-    # a strong tag names one byte sequence (RFC 9110 8.8.1): compressed, the tag is weak, as nginx's
-    # gzip makes it
+    # a strong tag is one byte sequence (RFC 9110 8.8.1): compressed, weak, as nginx's gzip
     for coding in ("gzip", "br"):
         packed = get(client, "/rest/tagged/strong", coding)
         assert packed.headers["content-encoding"] == coding

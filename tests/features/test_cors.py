@@ -258,8 +258,7 @@ def test_forbidden_and_locked_out_answers_carry_them_too(tmp_path: Path) -> None
 def test_an_origin_with_its_default_port_is_allowed_and_echoed_as_sent(
     basic: Client, origin: str
 ) -> None:
-    # origins compare without the scheme's default port (docs/decisions.md); the header echoes the
-    # Origin as sent
+    # compared without the default port (docs/decisions.md); the Origin echoed as sent
     answer = basic.get("/rest/hello", headers={"Origin": origin}, auth=("ada", "Ada-Pw-1"))
     assert answer.status_code == 200
     _assert_cors(answer, origin)
@@ -332,8 +331,7 @@ def test_the_token_route_is_open_to_an_allowed_origin(tmp_path: Path, ca: trustm
         hello = client.get("/rest/hello", headers=bearer)
         assert hello.status_code == 200
         _assert_cors(hello)
-        # revocation too (a browser client revokes at logout, RFC 7009 5); server-to-server
-        # introspection not
+        # revocation too (browsers revoke at logout, RFC 7009 5); introspection not
         revoke = f"/rest{TOKEN.replace('/token', '/revoke')}"
         assert preflight(client, revoke, "POST", headers="content-type").status_code == 204
         origin = {"Origin": WEB}
@@ -346,8 +344,7 @@ def test_the_token_route_is_open_to_an_allowed_origin(tmp_path: Path, ca: trustm
         introspect = client.post(introspect_path, headers=origin, data={"token": token, **web})
         assert introspect.json() == {"active": False}  # revoked
         assert cors_headers(introspect) == {}
-        # the RFC 8414 metadata path too, where an SPA discovers endpoints (SPEC 16.1; it lacked the
-        # headers)
+        # the RFC 8414 path too, where an SPA discovers endpoints (SPEC 16.1; it lacked them)
         well_known = "/.well-known/oauth-authorization-server/rest"
         asked = preflight(client, well_known, "GET")
         assert asked.status_code == 204, asked.text

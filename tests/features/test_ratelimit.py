@@ -94,8 +94,7 @@ def test_key_user_counts_the_user_across_addresses(tmp_path: Path) -> None:
         assert codes == [200, 200, 429]  # one user, three addresses
         # another user on the same address has a count of their own
         assert client.get("/rest/hello", auth=BOB, headers=_from("192.0.2.1")).status_code == 200
-        # refused by the guard first: not counted, the whole quota (SPEC 13.7: every answer carries
-        # both headers)
+        # refused by the guard: not counted, the whole quota (SPEC 13.7: always both headers)
         refused = client.get("/rest/hello", headers=_from("192.0.2.1"))
         assert refused.status_code == 401
         assert refused.headers["ratelimit-policy"] == '"RL_API";q=2;w=60'

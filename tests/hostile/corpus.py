@@ -287,8 +287,7 @@ for name, raw in [
 ]:
     proto(f"rl-{name}", F, ALL, raw, 400)
 
-# llhttp parses HTTP/0.9 and 2.0 request lines; fwrest speaks HTTP/1.x only and says so (RFC 9110
-# 15.6.6)
+# llhttp parses HTTP/0.9 and 2.0; fwrest speaks HTTP/1.x only and says so (RFC 9110 15.6.6)
 for version in ("2.0", "0.9"):
     proto(f"rl-version-{version}", F, ALL, f"GET {{T}} HTTP/{version}\r\nHost: h\r\n\r\n", 505)
 
@@ -1233,8 +1232,7 @@ valid("http10-no-host", ALL, req("GET {T} HTTP/1.0", host=None), close=True, bod
 
 
 def _says_keep_alive(answers: list[Any]) -> None:
-    # HTTP/1.0 keeps the connection only when the answer says so (ab -k else waits KeepAliveTimeout
-    # per request)
+    # HTTP/1.0 keeps a connection the answer keeps (ab -k else waits KeepAliveTimeout)
     for answer in answers:
         assert answer.header("connection") == "keep-alive", answer.headers
 
@@ -1431,8 +1429,7 @@ proto("pl-413-after-two", F, APP,
       SLOW + GET_T + req(PE, "Content-Length: 99999999") + "{SMUG}", (200, 200, 413))
 proto("pl-connection-close-in-the-middle", F, APP,
       SLOW + req(G, "Connection: close") + "{SMUG}", (200, 200))
-# a request behind a slow one stalls: its deadline runs meanwhile, its 408 follows that answer at
-# once
+# behind a slow request a stall's deadline runs meanwhile; its 408 follows that answer
 proto("pl-head-stalls-behind-a-slow-request", F, APP, SLOW2 + "GET {T} HTTP/1.1\r\nHost: h\r\n",
       (200, 408), slow=True)
 proto("pl-body-stalls-behind-a-slow-request", F, APP,

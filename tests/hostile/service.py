@@ -46,8 +46,7 @@ DEADLINE_MS = 1500
 BODY_LIMIT = 65536
 NO_THROTTLE = 1_000_000
 WIRE_TIMEOUT = 5.0  # the hang guard of every read (seconds)
-# 5xx the SPEC allows besides an app's 500: 501 (unknown transfer coding), 503 (store), 505
-# (HTTP/0.9, 2.0)
+# 5xx allowed besides an app's 500: 501 (transfer coding), 503 (store), 505 (HTTP/0.9, 2.0)
 ALLOWED_5XX = {501, 503, 505}
 
 HOSTILE_APP = (

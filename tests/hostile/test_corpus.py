@@ -28,8 +28,7 @@ from tests.hostile.service import WIRE_TIMEOUT, Answer, HostileService, Wire, st
 BASIC_CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
 BEARER_REALM = 'Bearer realm="Access to REST"'
 TOKEN_ROUTE = "/fw/oauth2/token"
-# 5xx allowed: 500 from a raising app function (the Basic validator case says so) and service.py's
-# ALLOWED_5XX
+# 5xx allowed: 500 from a raising app function (the validator case) and ALLOWED_5XX
 ALLOWED_5XX = hostile_service.ALLOWED_5XX
 PROBES = {
     "basic": (b"GET /rest/fw/healthcheck/ok HTTP/1.1\r\nHost: h\r\n\r\n", b"ok"),

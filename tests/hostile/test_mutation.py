@@ -74,8 +74,7 @@ def seeds(svc: HostileService) -> list[tuple[str, bytes]]:
     for case in VALID:
         for kind in case.kinds:
             ctx = Ctx(kind, "seed", svc.access_token, svc.refresh_token, svc.signing_key)
-            # a refresh token of its own family: the mutations' replays revoke it, not the access
-            # token's family
+            # a refresh token of its own family: the replays revoke it, not the access token's
             ctx.fresh_refresh = svc.fresh_refresh
             steps = case.raw if isinstance(case.raw, tuple) else (case.raw,)
             sent = [step(ctx) if callable(step) else step for step in steps if step is not CONTINUE]
@@ -227,8 +226,7 @@ async def connection(
             try:
                 writer.write(data)
                 await writer.drain()
-            # RuntimeError: uvloop writing on a transport it closed (the keep-alive deadline passed
-            # while a loaded machine delayed this client)
+            # RuntimeError: uvloop writing on a transport it closed (keep-alive ended when loaded)
             except (ConnectionResetError, BrokenPipeError, ssl.SSLError, RuntimeError):
                 tally.closed_without_answer += 1
                 return

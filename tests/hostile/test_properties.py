@@ -183,8 +183,7 @@ def test_normalise_is_idempotent(path: str) -> None:
     once = _normalised(path)
     assume(once is not None)
     assert once is not None
-    # decoded: a "%" (from "%25") would be decoded again by a second pass fwrest never makes; quoted
-    # back it is unchanged
+    # decoded: fwrest never decodes twice, so a "%" (from "%25") quoted back is unchanged
     assert normalise_path(once.replace("%", "%25")) == once
     if "%" not in once:
         assert normalise_path(once) == once

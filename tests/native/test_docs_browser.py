@@ -83,8 +83,7 @@ def try_it_out(operation: Any) -> tuple[str, str]:
 def test_the_page_lists_the_operations_and_tries_one_without_leaving_the_server(
     browser: Any, server: ServerProcess
 ) -> None:
-    # another name than the document's servers entry (127.0.0.1), which the page replaces with its
-    # origin
+    # not the document's servers entry (127.0.0.1): the page puts its own origin there
     base = server.url("HTTP_BASIC").replace("127.0.0.1", "localhost")
     # the browser logs in as a user would, answering the port's Basic challenge
     context = browser.new_context(

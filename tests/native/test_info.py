@@ -74,8 +74,7 @@ def reset(base: str) -> None:
     r = httpx.post(f"{base}/fw/rest/usage/time/reset", json={})
     assert r.status_code == 200, r.text
     wait_for(lambda: calls_of(figures(base), "/hello") == 0, 20, "the reset reaching every worker")
-    # a worker learns of a reset when it next publishes (every second) and zeroes its table: wait
-    # for every worker
+    # a worker zeroes its table when it next publishes (each second): wait for every worker
     time.sleep(1.5)
 
 

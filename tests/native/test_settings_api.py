@@ -300,8 +300,7 @@ def test_a_change_reaches_both_workers_within_one_second(server: ServerProcess, 
     mark = settled_change(server, base, {"rest_log_level": 2}, "rest_log_level 3 -> 2")
     pids = hit_both_workers(base)
     print(f"level 2: {len(pids)} requests on workers {sorted(labels_of(labels, pids))}")
-    # lines are written in order: once each logged the next change, a (wrong) access line would be
-    # before it
+    # lines are in order: once each logged the next change, a (wrong) access line is before it
     change(base, {"rest_log_level": 3})
     settled(server, mark, "rest_log_level 2 -> 3")
     lines = access_lines(since(server, mark))
@@ -317,8 +316,7 @@ def test_a_change_reaches_both_workers_within_one_second(server: ServerProcess, 
     def per_worker() -> dict[str, int]:
         return {w: len(access_lines(since(server, mark), f"[{w}]")) for w in wanted}
 
-    # a request's line is written at the end of the loop's turn, after the answer: wait for as many
-    # as each answered
+    # a line is written after the answer, at the loop turn's end: wait for each worker's count
     took = wait_for(
         lambda: all(n >= answered[w] for w, n in per_worker().items()),
         5,
@@ -344,8 +342,7 @@ def general_edited(server: ServerProcess, base: str, **values: int) -> Iterator[
         mark = len(server.log())
         tmp.write_text(original)
         os.replace(tmp, path)
-        # each worker re-reads on its own clock (rest_reload_time): a second after one shows it, the
-        # other may not
+        # each worker re-reads on its own clock: a second after one shows it, the other may not
         back = [f"{k} {v} -> {FILE_GENERAL[k]}" for k, v in values.items()]
         wait_shown(server, mark, *back)
         restored = get_settings(base)
@@ -660,8 +657,7 @@ def test_a_memory_store_with_two_workers_shares_changes_with_both(
     config = free_config(tmp_path, extra={"HTTPSERVER": {"StateStore": "memory"}})
     proc = serve(config, workers=2)
     base = proc.url()
-    # labels once their ready lines are logged (they may follow "fwrest: ready": KeyError on a busy
-    # machine)
+    # wait for the ready lines (after "fwrest: ready": a KeyError on a busy machine)
     labels = wait_worker_labels(proc, 2)
     both = {"rest_log_level": 5, "rest_trace_time": 2}
     mark = settled_change(proc, base, both, "rest_log_level 3 -> 5", "rest_trace_time 0 -> 2")

@@ -24,8 +24,7 @@ from tests.server.rawhttp import HANG_GUARD, RawConnection, request_bytes
 from tests.server.support import port_of
 
 WRITE_TIMEOUT_MS = 1000  # BodyTimeout: also the deadline of answers nobody reads
-# BodyTimeout of the port whose clients must be served: seconds of margin over the client's pause,
-# which a loaded machine stretches
+# BodyTimeout where clients must be served: seconds over the pause a loaded machine stretches
 PAUSED_TIMEOUT_MS = 6000
 PAUSE_S = 2.0  # how long the client that pauses reads nothing once its sends stalled
 HELD_LIMIT = 65536  # the answers a worker holds for one connection (SPEC 7.1)
@@ -199,8 +198,7 @@ def test_a_pipelining_client_that_never_reads_is_bounded_then_closed(
     assert HELD_LIMIT <= held < HELD_LIMIT + PAD + 1024  # paused above 64 KiB: one answer over
     # (the log's clock counts milliseconds, and the access line precedes the answer's write)
     assert WRITE_TIMEOUT_MS / 1000 - 0.01 <= closed_after < WRITE_TIMEOUT_MS / 1000 + HANG_GUARD
-    # beyond the worker's 64 KiB: the server's send buffer at its largest and the client's receive
-    # buffer
+    # beyond the worker's 64 KiB: the largest server send buffer, the client's receive buffer
     kernel = _kernel_send_buffer_max() + 65536
     assert answered <= (kernel + held) // answer_size + 1, f"{answered} answers made"
     assert growth < 8 * 2**20, f"the worker grew {growth} bytes"

@@ -277,8 +277,7 @@ VALID = [
     b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
     b"DELETE /d HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\nAuthorization: Bearer t\r\n\r\n",
 ]
-# edges of the request line, fields, framing and limits (refused by llhttp or the head's checks, or
-# served)
+# edges of request line, fields, framing and limits (refused by llhttp or the head's checks)
 EDGES = [
     # the request line
     b"get / HTTP/1.1\r\nHost: a\r\n\r\n",

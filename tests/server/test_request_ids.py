@@ -414,8 +414,7 @@ def test_the_engines_own_refusals_carry_an_id_on_the_answer_and_the_log(tmp_path
     ``Content-Length`` with ``Transfer-Encoding``, body over the limit, a head that never ends)
     carry ``X-Request-ID`` (the client's when read far enough, new for a hostile one), and so do
     their lines."""
-    # the head deadline on a port of its own: a worker descheduled 0.7 s (make test's nice 10 part)
-    # would answer the other refusals 408
+    # its own head deadline port: a worker descheduled 0.7 s would answer other refusals 408
     servers = {"HTTP_REST": local_port(), "HTTP_QUICK": local_port(HeaderTimeout=700)}
     config = free_config(tmp_path, servers=servers)
     # (a field is read once the next line begins: llhttp looks for a continuation)

@@ -303,8 +303,7 @@ def test_start_with_workers_and_a_bad_config_raises(tmp_path: Path) -> None:
 def test_start_with_workers_without_repository_serves_the_programs_modules(
     tmp_path: Path,
 ) -> None:
-    # SPEC 2: without Repository the program's endpoints are served; workers=N import its modules by
-    # name
+    # SPEC 2: no Repository: the program's endpoints; workers=N import its modules by name
     (tmp_path / "progmod.py").write_text(
         textwrap.dedent(
             """

@@ -270,8 +270,7 @@ def test_server_span_continues_the_trace_with_its_children_and_no_secret(
             )
             refusal = r.status_code
             assert refusal in (401, 403), r.text
-            # a refused 100-continue request (body never read): the admission's answer has a server
-            # span of its own
+            # a refused 100-continue request (body unread): a server span of its own
             header, waited_trace, waited_parent = _traceparent()
             wrong = base64.b64encode(f"ada:Wrong-{PASSWORD}".encode()).decode()
             answer = exchange(
@@ -320,8 +319,7 @@ def test_server_span_continues_the_trace_with_its_children_and_no_secret(
         assert store["db.system.name"] == "sqlite"
         assert store["fwrest.store.operation"] == "hit_rate"  # the location's rate limit
         assert children["fwrest.auth"]["attributes"]["fwrest.auth.scheme"] == "basic"
-        # the access line and handler's record carry the server span's ids; a record in the app's
-        # span, that span's
+        # access line and handler record: the server span's ids; in the app's span, that span's
         lines = [line for line in log.splitlines() if f"request_id={rid}" in line]
         assert len(lines) == 3, lines
         for line in lines:

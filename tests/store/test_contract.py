@@ -61,8 +61,7 @@ SHORT_S = 1.0
 EPS = 1e-6
 THREADS = 50
 
-# each protocol member is exercised below; a new member fails
-# test_the_suite_covers_every_protocol_member
+# a protocol member added fails test_the_suite_covers_every_protocol_member
 # fmt: off
 COVERED = {
     "kind", "in_process", "audit_keep", "ping", "close", "schema_marker", "swap_schema_marker",
@@ -328,8 +327,7 @@ def test_restore_undoes_only_its_own_claims_spend(store: StateStore) -> None:
 
 
 def test_a_spend_for_another_client_leaves_the_token_unspent(store: StateStore) -> None:
-    # the client the refresh authenticated as (SPEC 7.1: a refresh keeps the token's client; a
-    # refused one spends nothing)
+    # the refresh's client (SPEC 7.1: the token's client kept; a refused one spends nothing)
     rec = record("h1")  # issued to "web"
     store.add_refresh(rec)
     assert store.spend_refresh("h1", "claim-a", "mobile") == ("client", rec)
@@ -650,8 +648,7 @@ def test_simultaneous_failures_are_each_counted_once(store: StateStore, threads:
     # tokens.py logs a lock-out once, by the failure crossing maxFailures: each count returned once
     results = race(threads, lambda _i: store.hit_failure("tok|ip:192.0.2.9", 60))
     assert sorted(count for count, _ in results) == list(range(1, threads + 1))
-    # sqlite reads the clock before waiting for the write lock: an end may be that wait (ms) past 60
-    # s
+    # sqlite reads the clock before waiting for the write lock: an end may be ms past 60 s
     assert all(0 < left <= 60 + 1 for _, left in results), sorted(left for _, left in results)
     assert store.failures("tok|ip:192.0.2.9", 60)[0] == threads
 
@@ -719,8 +716,7 @@ def _a_failure_taken_back(store: StateStore, key: str) -> None:
 def test_simultaneous_attempts_and_take_backs_leave_the_failures(
     store: StateStore, threads: int
 ) -> None:
-    # throttle.py counts every attempt first and takes back right passwords: 50 at once, half right,
-    # leave 25
+    # attempts are counted first, right ones taken back: 50 at once, half right, leave 25
     key = "tok|ip:192.0.2.11"
 
     def attempt(i: int) -> int:
@@ -1024,8 +1020,7 @@ def test_ping_answers_then_a_store_out_of_reach_raises_store_error(
     # Retry-After, not counted; anything else is a 500 or escapes a Basic guard that must not depend
     # on the store (docs/security.md)
     if backend.kind == "memory":
-        # a dict in the process never fails, says so, and is called on the loop (docs/decisions.md,
-        # "Where application callbacks run")
+        # in process: never fails, says so, called on the loop (docs/decisions.md)
         assert store.in_process is True
         raised = {k: v for k, v in outcomes(store).items() if not v.startswith("returned")}
         assert not raised, raised
@@ -1037,8 +1032,7 @@ def test_ping_answers_then_a_store_out_of_reach_raises_store_error(
         blocker.write_text("")
         with pytest.raises(StoreError):
             open_store("sqlite", blocker)  # DataPath is a file: no store can be made there
-        # the data folder removed while serving: threads holding a connection keep it, a new store
-        # thread cannot open one
+        # data folder removed: threads holding a connection keep it, a new thread cannot open one
         shutil.rmtree(backend.data_path)
         found = in_thread(lambda: outcomes(store))
         cause = (

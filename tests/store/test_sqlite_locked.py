@@ -76,8 +76,7 @@ def test_a_store_locked_by_another_process_gets_503_in_time_then_recovers(
         quiet = time.monotonic() + 2.0
         took = wait_for(lambda: port.grant(*ADA).status_code == 200, 10, "recovery")
         print(f"the token route serves again {took:.2f} s after the lock is released")
-        # the refresh's spend during the lock, if any, was undone (one try once seen: a refused one
-        # would be a replay)
+        # a spend during the lock was undone (tried once seen: a refused one would be a replay)
         wait_for(lambda: "is valid again" in proc.log()[since:] or time.monotonic() > quiet, 10,
                  "the late spend undone")  # fmt: skip
         response = port.refresh(tokens["refresh_token"])

@@ -22,8 +22,7 @@ from tests.docs.blocks import example
 SCOPES = ["orders:read", "orders:write", "orders:admin"]
 ADA = ("ada", "Ada-Pw-7731")
 CLIENT = ("web", "Web-Secret-9q")
-# docs/verifying-tokens.md's clients as written: a front end's and a resource server's (listing
-# introspect)
+# docs/verifying-tokens.md's clients: a front end's, a resource server's (with introspect)
 _GUIDE = json.loads(example("verifying-introspect-client").text)["client"]
 _RESOURCE = next(entry for entry in _GUIDE if "introspect" in entry.get("scopes", ()))
 RESOURCE = (_RESOURCE["client_id"], _RESOURCE["client_secret"])

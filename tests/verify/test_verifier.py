@@ -230,8 +230,7 @@ def test_a_revoked_token_is_refused_with_introspection(svc: OAuthService) -> Non
         plain = verifier(svc)
         asking = verifier(svc, introspect=CLIENT)
         av = async_verifier(svc, introspect=CLIENT)
-        # at most 30 s; shortened (SPEC 9) with room for the revocation's request when loaded (1 s
-        # was outlasted)
+        # 30 s at most; shortened (SPEC 9), room for the revocation when loaded (1 s was outlasted)
         asking.introspect_cache_s = av.introspect_cache_s = 3.0
         asked = time.monotonic()
         assert asking.verify(access)["sub"] == "ada"
