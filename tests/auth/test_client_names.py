@@ -1,12 +1,8 @@
-"""Users, clients and ``onAuthNoCheckUri`` locations kept apart (issue 34), in process. A client
-credentials token keeps ``sub`` = client id (SPEC 12.4) with ``fw_kind: "client"``; to the
-application (``getAuthUser()``, ``onAdmin``, the audit actor) it is ``client:<id>``, a name no user
-has (a client ``admin`` is not the user), and so an earlier release's token (no ``fw_kind``); its
-introspection names no user. Client secrets may be argon2id hashes. A start refuses an
-``onAuthparams`` file whose names fold together (case, NFKC) or begin ``client:`` (a function's:
-warned). A pattern beginning with a location's prefix is that location's only; ``fwrest check`` says
-where one reaches another location, and where a user without ``scopes`` gets ``introspect`` through
-a client."""
+"""Users, clients and ``onAuthNoCheckUri`` locations kept apart (issue 34), in process: a client
+credentials token keeps ``sub`` = client id (SPEC 12.4) with ``fw_kind: "client"``, and is
+``client:<id>`` to the application (``getAuthUser()``, ``onAdmin``, the audit actor), a name no user
+may have; names folding together (case, NFKC) are refused at start; a pattern beginning with a
+location's prefix is that location's only."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
-"""OAuth2 Password Grant (SPEC 4, 4.2, 7): token route, refresh rotation and family revocation,
-bearer check, ``onAuthNoCheckUri``, a named ``onAuth``, the REST object, configuration errors, the
-throttle, secrets kept out of logs. In process (module ``tauth_oauth2_app``, memory store), seven
-ports: ``OAUTH`` (``params`` mixing single keys and arrays, ``public`` as ``onAuthNoCheckUri``),
-``PWONLY`` (password only), ``SHORT`` (``access_expires`` 1s), ``NOGET`` (``allowGetToken`` false),
-``CUSTOM`` (``onAuth`` ``token_check``), ``ALIAS`` (``"scheme": "oAuth"``), ``LOCKED``
-(``maxFailures`` 3). The log test runs ``fwrest serve``; one configuration error runs the real
-command."""
+"""OAuth2 Password Grant (SPEC 4, 4.2, 7) in process (module ``tauth_oauth2_app``, memory store),
+seven ports: ``OAUTH`` (``params`` mixing single keys and arrays, ``public`` as
+``onAuthNoCheckUri``), ``PWONLY`` (password only), ``SHORT`` (``access_expires`` 1s), ``NOGET``
+(``allowGetToken`` false), ``CUSTOM`` (``onAuth`` ``token_check``), ``ALIAS`` (``"scheme":
+"oAuth"``), ``LOCKED`` (``maxFailures`` 3). The log test runs ``fwrest serve``; one configuration
+error runs the real command."""
 
 from __future__ import annotations
 

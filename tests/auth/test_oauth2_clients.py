@@ -1,10 +1,7 @@
-"""OAuth2 with real clients and the forms of ``onAuthparams`` (SPEC 4.2, 7). Authlib's
-``OAuth2Session``, requests-oauthlib's ``LegacyApplicationClient`` and curl do the password grant, a
-call and a refresh with only the CA bundle, over TLS on a real ``fwrest serve`` of ``SINGLE``.
-Forms, one port each in process (module ``tauth_oauth2_clients_app``): the original single keys,
-arrays mixed with them, the legacy one-argument function, ``async def``, ``file:NAME.json``
-(re-read), argon2 and bcrypt hashes, lifetime forms, the warning for an ``access_expires`` that
-looks like seconds. One ``fwrest check`` per kind runs the command."""
+"""OAuth2 with real clients (Authlib, requests-oauthlib, curl: the password grant, a call and a
+refresh with only the CA bundle, over TLS on a real ``fwrest serve`` of ``SINGLE``) and the forms of
+``onAuthparams`` (SPEC 4.2, 7), one port each in process (module ``tauth_oauth2_clients_app``). One
+``fwrest check`` per kind runs the command."""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
 """SPEC 12.3: revocation (RFC 7009), introspection (RFC 7662) and revocation by user, in process
-(module ``tauth_revocation_app``; a sqlite store both ports share). ``OAUTH``: clients ``web``,
+(module ``tauth_revocation_app``; one sqlite store both ports share). ``OAUTH``: clients ``web``,
 ``mobile``; users ``ada``, ``bob``, ``cy``; ``onAdmin`` lets only ada revoke by user. ``OTHER``:
-another port's tokens.
-
-Revoking a refresh or access token revokes the family (refresh ``invalid_grant``, its access tokens
-401), not the user's other families; 200 and an empty body for unknown, malformed, revoked or
-another client's tokens (which stay valid); no ``token`` 400, wrong client 401. Introspection by
-client authentication or a bearer with ``introspect`` (SPEC 12.4); a client listing ``introspect``
-sees its port's every token; ``{"active": false}`` for unknown, expired, revoked, foreign and
-malformed tokens; ``no-store``; 401 unauthenticated, 403 without the scope. ``oauth2/revoke-user``:
-onAdmin only, JSON only. The routes are outside the port's scheme, listed, named by
-``NativeRoutes``, never logged with bodies, under the 16 KiB limit; the audit trail (SPEC 13.5)
-holds replays and revocations, no token or secret. Real clients, workers and hosts:
-tests/e2e/test_revocation_e2e.py."""
+another port's tokens. Real clients, workers and hosts: tests/e2e/test_revocation_e2e.py."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
-"""Scopes and the client credentials grant (SPEC 12.4). A request's ``scope`` must be within its
-user's and client's ``scopes`` (both, where both list them) plus ``default`` (none: ``default``);
-the answer and the ``scope`` claim say what was granted; a refresh keeps the family's scopes
-(narrowed, never widened). Hostile values (4 KiB, control characters, quotes, unknown, allowed by
-one side only): 400, nothing issued. A route's required scopes (``scopes=`` and ``LoadURNs``
-``Scopes``): 403 ``insufficient_scope`` with the scope, function not called; a Basic port or named
-``onAuth`` ignores them with a start warning; ``list/service`` and OpenAPI show them.
-``client_credentials``: client authentication, an access token only, ``sub`` the client id.
-
-In process (module ``tauth_scopes_app``, memory store); real clients (requests-oauthlib's
-``BackendApplicationClient``, Authlib) over TLS on ``fwrest serve`` of docs/authorization.md's
-scopes example, whose own example runs as written."""
+"""Scopes and the client credentials grant (SPEC 12.4): a request's ``scope`` within its user's and
+client's ``scopes`` plus ``default``, a refresh keeping the family's (narrowed, never widened),
+routes requiring scopes (403 ``insufficient_scope``; ignored with a start warning on a Basic port or
+a named ``onAuth``). In process (module ``tauth_scopes_app``, memory store); real clients
+(requests-oauthlib's ``BackendApplicationClient``, Authlib) over TLS on ``fwrest serve`` of
+docs/authorization.md's scopes example, whose own example runs as written."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """State shared by the workers and hosts of one service with the default configuration (SPEC 8: no
 extra keys to work across hosts sharing a store). Two set-ups: one host of two workers on sqlite;
-two hosts of two workers (own configs, the same sections ``OAUTH`` and ``BASIC``) on one
-``redis-server``, with no ``issuer``, no ``SigningKeyFile``, the default ``maxFailures``. Each check
-is asked of every worker (:meth:`Host.per_worker`); A is the first host, B the last (one host: A is
-B).
-
-Tokens of A revoked through B's RFC 7009 route are refused by every worker within 1 s, inactive,
-listed by A's audit route; a settings change through A is in force everywhere within 1 s and audited
-on B; a ``Key=user`` rate limit counts one window; Basic and grant failures over all workers lock
-out everywhere (one ``lockout`` event), and ``fwrest lockouts clear`` on one host lifts them
-everywhere. Elsewhere: tests/auth/test_oauth2_store.py, test_jwks_clients.py,
+two hosts of two workers (own configs, sections ``OAUTH`` and ``BASIC``) on one ``redis-server``,
+with no ``issuer``, no ``SigningKeyFile``, the default ``maxFailures``. Each check is asked of every
+worker (:meth:`Host.per_worker`); A is the first host, B the last (one host: A is B). Other
+cross-host cases: tests/auth/test_oauth2_store.py, test_jwks_clients.py,
 tests/e2e/test_audit_hosts.py, test_ratelimit_scale.py, test_scale_out.py. No redis-server: a
 failure, never a skip."""
 

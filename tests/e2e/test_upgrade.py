@@ -1,15 +1,10 @@
 """A rolling upgrade (SPEC 17.2): a host of the previous release (P, ``v0.1.0`` or commit
 ``edbc291``, pure Python in its own environment, tests/upgrade_support.py; a clone without that
 history fails, never skips) and one of this release (C) on one store, Redis or one sqlite file (one
-``DataPath``). The default configuration but ``issuer``: both run on one machine on two ports and
-v0.1.0 derives its issuer from ``HostName:Port``.
-
-Following docs/deploy.md (``deploy-upgrade``): P writes the store; ``fwrest store migrate --check``
-(1 on P's sqlite, 0 on Redis), ``migrate``, ``check``; C starts beside P. Then, alternating hosts:
-tokens granted, accepted, rotated across; a replay revokes the family on both; RFC 7009 across;
-EdDSA tokens verified across, a rotation by either release followed by both; Basic failures lock out
-on both (audited on both, ``fwrest lockouts clear`` lifts on both); settings changes both ways, all
-audit events read on C; a ``Key=user`` rate limit in one window."""
+``DataPath``), requests alternating between them. The default configuration but ``issuer``: both run
+on one machine on two ports and v0.1.0 derives its issuer from ``HostName:Port``. Set up as
+docs/deploy.md says (``deploy-upgrade``): P writes the store; ``fwrest store migrate --check`` (1 on
+P's sqlite, 0 on Redis), ``migrate``, ``check``; then C starts beside P."""
 
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
 """Brute force (SPEC 4.2, 7; issue 9) across ``--workers 2`` on sqlite, ``maxFailures`` 10 on an
 oAuth2 and a Basic port, clients on several 127.0.0.x addresses to tell the per-user lock from the
-per-address one. 10 failures of a user over both workers and two addresses (5 each) lock that user
-everywhere (429), others served; a right password during the lock gets the same 429 (every header
-but ``Date``); 10 failures from one address lock it on both workers, not another.
-
-The token route reads the shared counts each attempt; a Basic port never waits on the store before
+per-address one; a right password during a lock gets the same 429 (every header but ``Date``). The
+token route reads the shared counts each attempt; a Basic port never waits on the store before
 ``OnAuth``: the worker counting the 10th failure writes the lock to the host's shared ``LockBoard``
-before answering, so no 11th attempt reaches ``OnAuth``. Each port counts against its own
-``maxFailures``, never locking out on the other; a lock-out is logged once even when concurrent
-failures overshoot.
-
-Exact under concurrency (SPEC 7.1): each attempt is counted before its check, so 200 simultaneous
-wrong attempts (20 addresses, both workers, a barrier) check at most ``maxFailures`` passwords
-(``OnAuth`` calls, 50 ms each; ``invalid_grant`` answers and log lines with argon2). A right
-password is not locked by its own count: after ``maxFailures - 1`` failures it passes, as do 30
-simultaneous requests with it."""
+before answering, so no 11th attempt reaches ``OnAuth``. Exact under concurrency (SPEC 7.1): each
+attempt is counted before its check (``OnAuth`` calls take 50 ms, the grants' argon2 milliseconds),
+so simultaneous wrong attempts check at most ``maxFailures`` passwords."""
 
 from __future__ import annotations
 

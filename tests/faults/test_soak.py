@@ -1,20 +1,16 @@
-"""A bounded soak (issue 9): mixed traffic against ``fwrest serve --workers 2`` for
-``FWREST_SOAK_SECONDS`` (default 60) after a warm-up: 0 unexpected answers (each request kind has
-one expected status; a transport error counts), and the service's RSS (supervisor and workers) grows
-under 1 MiB from the end of the warm-up.
+"""A bounded soak (issue 9): mixed traffic on every port kind against ``fwrest serve --workers 2``
+for ``FWREST_SOAK_SECONDS`` (default 60) after a warm-up: 0 unexpected answers (each request kind
+has one expected status; a transport error counts), and the service's RSS (supervisor and workers)
+grows under 1 MiB from the end of the warm-up. Rates and RSS printed; ``bench/soak.py`` runs it 30
+minutes (``make soak``); ``rest_log_level=2`` keeps access lines off the disk;
+``MALLOC_ARENA_MAX=2`` is docs/security.md's advice.
 
 The warm-up lasts at least 60 s, then until the RSS settled (under 96 KiB in the last 30 s, a fifth
 of the limit's rate; at most 180 s). Why: in the first minutes the Python heap is flat and malloc's
 handed-out memory grows 30-80 KiB a minute per worker, but the memory malloc holds free grows up to
 0.5 MiB a minute per worker (fragmentation of sqlite, OpenSSL and request buffers across threads)
 until it levels off (``mallinfo2``, issue 9); a 45-50 s warm-up measured +350 to +880 KiB in five
-runs. Bounded caches (verified tokens) fill meanwhile too; a leak still shows after.
-
-Traffic: an open port (both handler kinds, JSON POST, 404, 405, malformed raw requests), a Basic
-port (right, wrong, missing credentials), an oAuth2 port over TLS (grants, refreshes, bad token
-requests, Bearer calls, 404 with a token, missing and forged tokens, malformed requests). Rates and
-RSS printed. ``bench/soak.py`` runs it 30 minutes (``make soak``); ``rest_log_level=2`` keeps access
-lines off the disk, and ``MALLOC_ARENA_MAX=2`` is docs/security.md's advice."""
+runs. Bounded caches (verified tokens) fill meanwhile too; a leak still shows after."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
-"""``/fw/rest/config`` (SPEC 5): the JSON API, the settings' effect on every worker's log,
-``[GENERAL]`` re-read after ``rest_reload_time``, the anti-forgery token, the ``Origin`` check,
-``onAdmin``. Both services: ``rest_log_level=3``, ``rest_log_stringsize=60``,
+"""``/fw/rest/config`` (SPEC 5). Both services: ``rest_log_level=3``, ``rest_log_stringsize=60``,
 ``rest_reload_time=1``, sqlite. ``server`` (``--workers 2``, open ``HTTP_REST`` and ``HTTP_BASIC``
-whose ``onAdmin`` allows ada): what reaches every worker within 1 s (``settled``, from their own
-lines), the file re-read, a change on one port read on the other. ``client``/``basic_client`` (in
-process): what one worker answers and logs.
-
-An autouse fixture clears run-time values, waiting the 1 s after a change on ``server``; a worker
-may show old values until then, so reads across workers wait for each one's line."""
+whose ``onAdmin`` allows ada) for what reaches every worker within 1 s (``settled``, from their own
+lines); ``client``/``basic_client`` (in process) for what one worker answers and logs. An autouse
+fixture clears run-time values, waiting the 1 s after a change on ``server``; a worker may show old
+values until then, so reads across workers wait for each one's line."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""Tracing (SPEC 17.4, ``Tracing=otlp``) to an OTLP/HTTP receiver here (and OTLP/gRPC with
-``OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL=grpc``): the server span continues ``traceparent``, carries
-the HTTP semantic conventions and parents ``fwrest.auth``, ``fwrest.handler``, ``fwrest.store`` and
-the application's span (def and async def); no credential, query or secret is exported; log records
-carry the span's ids. Without ``Tracing`` a worker imports nothing of OpenTelemetry (nor does
-checking it leave any to workers a reload forks). Bad values, an unknown protocol, a missing
-exporter: start errors."""
+"""Tracing (SPEC 17.4, ``Tracing=otlp``) to an OTLP/HTTP receiver here, or OTLP/gRPC with
+``OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL=grpc``: spans with their children and no secret, the log's
+span ids, and nothing of OpenTelemetry imported without ``Tracing`` (nor left by its check to the
+workers a reload forks)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""SPEC 15's Redis forms on a real ``redis-server``: ``rediss://`` with ``StateStoreCA`` (and a
-client certificate by ``StateStoreCert``/``StateStoreKey``), ``StateStorePassword=env:NAME``,
-``unix:///path/redis.sock?db=N``: an oAuth2 port keeps its state over each (in process, the real
-store); docs/deploy.md's lines reach Redis as its ACL user; what only Redis can tell, or a URL that
-cannot answer as written, is a start error naming the key (``fwrest check`` alike, never showing a
-password); a Redis not answering now is a warning, ready says DOWN. Sentinel: test_contract.py,
-tests/faults/test_sentinel_failover.py."""
+"""SPEC 15's Redis forms on a real ``redis-server``: ``rediss://`` with ``StateStoreCA`` (and
+``StateStoreCert``/``StateStoreKey``), ``StateStorePassword=env:NAME``,
+``unix:///path/redis.sock?db=N``, in process with the real store; what only Redis can tell, or a URL
+that cannot answer as written, is a start error naming the key, never showing a password. Sentinel:
+test_contract.py, tests/faults/test_sentinel_failover.py."""
 
 from __future__ import annotations
 
