@@ -234,9 +234,8 @@ sentinel parallel-syncs {name} 1
 
 
 class SentinelGroup:
-    """Primary, replica and three sentinels (quorum 2) watching ``name``, down after ``down_ms``
-    silent; ``password``: ``requirepass``, ``masterauth``, ``auth-pass``; ``url``: SPEC 15's
-    ``redis+sentinel://``."""
+    """Primary, replica and three sentinels (quorum 2) watching ``name``, down after ``down_ms``;
+    ``password`` for all; ``url``: SPEC 15's ``redis+sentinel://``."""
 
     def __init__(
         self, folder: Path, name: str = "fwmain", down_ms: int = 500, password: str | None = None

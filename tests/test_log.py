@@ -168,9 +168,8 @@ def test_the_requests_secret_named_inputs_are_scrubbed_from_a_traceback(
 
 
 def _doctests(name: str) -> list[doctest.DocTest]:
-    """Module ``name``'s doctests, read from its ``.py`` source and run in its namespace:
-    ``doctest`` cannot look into a compiled module's functions, yet the examples must run against
-    it."""
+    """Module ``name``'s doctests from its ``.py`` source, run in its namespace: ``doctest`` cannot
+    see into compiled functions, yet the examples must run against them."""
     if name.startswith("fwrest._native."):
         return []  # the native engine's Cython extension: no Python source, no examples
     module = importlib.import_module(name)

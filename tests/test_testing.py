@@ -266,9 +266,8 @@ def _raw_answer(raw: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
 def test_framing_the_engine_refuses_is_refused_in_process_with_the_same_answer(
     tmp_path: Path,
 ) -> None:
-    """SPEC 7, 14.3: framing a socket refuses (``Content-Length`` with ``Transfer-Encoding``, bad or
-    duplicate lengths, codings other than chunked, unknown expectations) gets the same answer in
-    process, date and id aside, never reaching the handler."""
+    """SPEC 7, 14.3: framing a socket refuses (``Content-Length`` with ``Transfer-Encoding``, bad
+    lengths, codings but chunked, unknown expectations): the same answer in process, no handler."""
     config = _service(tmp_path, "inproc_framing")
     with serving(config) as proc, Client(config) as client:
         port = proc.ports["HTTP_REST"]

@@ -284,9 +284,8 @@ def test_other_errors_redirect_with_error_state_and_iss(
 def test_a_parameter_given_twice_is_invalid_request_by_redirect(
     code: LocalOAuth, name: str
 ) -> None:
-    """RFC 6749 4.1.2.1: a parameter given twice is invalid_request by redirect once client_id and
-    redirect_uri are good (state only when given once); the posted form (fwrest's own) gets the 400
-    page, no password checked."""
+    """RFC 6749 4.1.2.1: a repeated parameter is invalid_request by redirect once client_id and
+    redirect_uri are good; fwrest's own posted form gets the 400 page, no password checked."""
     _verifier, challenge = pkce()
     params = authorize_params(challenge, scope="orders:read")
     first = params.get(name, "x")

@@ -702,9 +702,8 @@ def test_failures_on_every_worker_count_toward_one_lock_out(serve: Any, tmp_path
 
 
 def test_verbose_level_and_full_tracebacks_of_on_auth(serve: Any, tmp_path: Path) -> None:
-    """``rest_log_level=4``: a line per accepted user (3: the access line only);
-    ``rest_error_full=1``: an ``OnAuth`` traceback without its password, even one too short for the
-    log's scrubbing."""
+    """Level 4: a line per accepted user (3: the access line only); ``rest_error_full=1``: an
+    ``OnAuth`` traceback without its password, even one too short for the scrubbing."""
     server = serve(write_service(tmp_path, general={"rest_log_level": 4, "rest_error_full": 1}))
     url = f"http://127.0.0.1:{server.ports['HTTP_BASIC']}"
     ada = ("ada", ADA_PASSWORD)

@@ -157,9 +157,8 @@ def test_the_guide_s_pyjwt_example_verifies_tokens(svc: OAuthService) -> None:
 def test_rotation_under_load_refuses_no_valid_token(
     svc: OAuthService, resource_server: str
 ) -> None:
-    """Clients use tokens on both workers during `fwrest keys rotate`: no valid token is refused
-    (fwrest and the resource server), and tokens issued from 1 s after it carry the new kid (SPEC
-    12.1)."""
+    """During `fwrest keys rotate` on both workers no valid token is refused (fwrest or the resource
+    server); tokens issued 1 s after it carry the new kid (SPEC 12.1)."""
     ed = svc["ED"]
     old_kid = kid_of(ed.tokens(*ADA)["access_token"])
     stop = threading.Event()
@@ -238,9 +237,8 @@ def test_rotation_under_load_refuses_no_valid_token(
 def test_two_hosts_sharing_redis_share_the_key_set_across_a_rotation(
     ca: trustme.CA, tmp_path: Path
 ) -> None:
-    """Two hosts on one real Redis, default configuration (each derives its issuer, SPEC 12.2): the
-    key set lives in Redis, tokens verify across hosts before, across and after a rotation on host
-    A, and host B signs with the new key within 1 s."""
+    """Two hosts on Redis, each deriving its issuer (SPEC 12.2): the key set lives in Redis, tokens
+    verify across hosts around a rotation on A, and B signs with the new key within 1 s."""
     with contextlib.ExitStack() as stack:
         redis_server = stack.enter_context(started(RedisServer(tmp_path)))
         hosts: list[ServerProcess] = []

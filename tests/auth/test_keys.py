@@ -356,9 +356,8 @@ def _write_short(folder: Path, certs: dict[str, Path]) -> Path:
 
 
 def test_a_former_key_is_dropped_by_time_alone(ca: trustme.CA, tmp_path: Path) -> None:
-    """SPEC 12.1: with nothing rewriting the key set, a former key is dropped once its tokens
-    expired (lifetime shortened, SPEC 9): neither published nor accepted, and max-age never promised
-    it longer."""
+    """SPEC 12.1: with nothing rewriting the key set, a former key goes once its tokens expired
+    (lifetime shortened, SPEC 9): not published, not accepted, never promised longer by max-age."""
     with contextlib.contextmanager(local_oauth)(ca, tmp_path, _write_short) as svc:
         port = svc["SHORT"]
         old_kid = header_of(port.tokens(*ADA)["access_token"])["kid"]

@@ -482,9 +482,9 @@ def test_refresh_rotates_and_a_replay_revokes_the_whole_family(oauth: OAuthPort)
 def test_a_refresh_keeps_the_tokens_own_client_and_a_refused_one_spends_nothing(
     svc: LocalService, oauth: OAuthPort
 ) -> None:
-    """SPEC 7.1: credentials naming another client, or none where the token's client is not the
-    default ``web``, are ``invalid_grant`` and spend nothing (the pair carried the other
-    ``client_id``, and the token was spent)."""
+    """SPEC 7.1: credentials naming another client (or none, where the token's is not ``web``) are
+    ``invalid_grant`` and spend nothing (the pair took the other ``client_id``, the token was
+    spent)."""
     mobile = oauth.tokens(*ADA, client_id=MOBILE[0], client_secret=MOBILE[1])
     refused = {
         "another client (Basic header)": oauth.post(

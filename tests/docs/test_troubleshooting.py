@@ -448,8 +448,7 @@ def start_workers_zero(folder: Path, _certs: dict[str, Path]) -> Outcome:
 
 def start_with_on_start(folder: Path, name: str, source: str, on_start: str) -> Outcome:
     """``fwrest.start()`` with ``OnStart`` ``on_start`` of module ``name``: a ConfigError, nothing
-    left serving. Its own module: without a Repository, endpoints other tests imported would form
-    the environment."""
+    left serving (its own module: without a Repository, other tests' endpoints would be served)."""
     sections = copy.deepcopy(base(0))
     (folder / name).write_text(source)
     sections["ENV"] = {"Repository": str(folder / name)}

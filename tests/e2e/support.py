@@ -80,8 +80,7 @@ def one_or_two_hosts(
     workers: int,
 ) -> Iterator[list[ServerProcess]]:
     """One host on sqlite, or two (``two``) on one ``redis-server``: ``config_of(folder, certs,
-    redis_url or None)`` in ``root/a``, ``root/b`` (certificates in ``certs/``), ``--workers
-    workers``; stopped after the block."""
+    redis_url or None)`` in ``root/a``, ``root/b``, ``--workers workers``; stopped after."""
     with redis_or_none(root, two) as redis:
         configs = []
         for name in ("a", "b") if redis is not None else ("a",):
@@ -110,9 +109,8 @@ def oauth_basic_host(
     data: Path | None = None,
     **oauth: Any,
 ) -> Path:
-    """A host of :data:`BASIC_APP`: oAuth2 port ``OAUTH`` (TLS, ``oauth`` added) serving ``ROOT``
-    and ``LIMITED`` (``limit`` requests a minute per user), Basic port ``BASIC``; ``store`` shared
-    (None: sqlite under ``data``)."""
+    """A :data:`BASIC_APP` host: oAuth2 ``OAUTH`` (``oauth`` added) serving ``ROOT`` and ``LIMITED``
+    (``limit`` a minute per user), Basic ``BASIC``; ``store`` (None: sqlite under ``data``)."""
     auth = {"scheme": "oAuth2", "onAuth": "", "onAuthparams": "app.params", **oauth}
     basic = {"scheme": "basic", "OnAuth": "app.check"}
     config = free_config(

@@ -73,8 +73,7 @@ def hosts(
     ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[list[Host]]:
     """``one-host-two-workers`` (sqlite) or ``two-hosts-one-redis``: each host its own folder and
-    config with the service's sections and only the shared store beyond one host's keys
-    (:func:`oauth_basic_host`)."""
+    config, no keys beyond one host's but the shared store (:func:`oauth_basic_host`)."""
     root = tmp_path_factory.mktemp("hosts-state")
     two = request.param == "two-hosts-one-redis"
     config_of = functools.partial(oauth_basic_host, limit=LIMIT)
@@ -268,9 +267,9 @@ GUESSES = 200  # SPEC 7.1's "200 simultaneous wrong attempts"
 
 
 def test_guesses_at_once_on_both_hosts_check_at_most_max_failures(hosts: list[Host]) -> None:
-    """SPEC 7.1, 8: 200 wrong passwords at once over both hosts check at most ``maxFailures`` (403);
-    the rest and then the right one are 429 everywhere. From an address of their own (the others
-    fail from 127.0.0.1)."""
+    """SPEC 7.1, 8: 200 wrong passwords at once over both hosts check at most ``maxFailures``; the
+    rest, then the right one, are 429 everywhere. From their own address (others fail from
+    127.0.0.1)."""
     clients = [
         httpx.Client(
             transport=httpx.HTTPTransport(local_address="127.0.0.61"),
@@ -317,9 +316,8 @@ def _clear_bob(host: Host, port: str) -> None:
 def test_failed_grants_on_both_hosts_lock_out_on_both_until_lockouts_clear(
     hosts: list[Host],
 ) -> None:
-    """The token route counts in the store before checking: bob's failures over four workers lock
-    bob and the address out of grants on both hosts; clearing on B lifts both; one event, listed by
-    both."""
+    """Counted in the store before the check: bob's failures over four workers lock bob and the
+    address on both hosts; clearing on B lifts both; one event, listed by both."""
     a, b = hosts[0], hosts[-1]
     token = a.tokens("cy")["access_token"]  # a bearer token: no password, never locked out
     workers = [host.oauth_workers(token) for host in hosts]

@@ -38,9 +38,8 @@ def host_configs(
     example: dict[str, dict[str, str]],
     users: list[tuple[str, str]],
 ) -> tuple[dict[str, Path], str]:
-    """Each host's config in its own folder: the ``[HTTPSERVER]`` lines of docs/deploy.md's
-    ``example`` (named by the caller, so the guide's block check sees which test runs it), an oAuth2
-    and a Basic port; and the ``StateStore`` they name."""
+    """Each host's config in its folder: docs/deploy.md's ``example`` lines (named by the caller for
+    the guide's block check), an oAuth2 and a Basic port; and their ``StateStore``."""
     store = example["HTTPSERVER"]
     assert store.pop("Servers") == "HTTPS_REST"
     basic = local_port(FwData={"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}})
@@ -176,8 +175,8 @@ class TwoHosts:
 
     def check_load(self, outcomes: list[Outcome], fault: float, switched: float, what: str) -> None:
         """SPEC 7 across the failover (fault at ``fault``, new primary at ``switched``): 503 with
-        ``Retry-After`` within 1.5 s, never a hang, 500 or transport error; bearer and Basic 200
-        throughout; tokens again on both hosts, same processes."""
+        ``Retry-After`` within 1.5 s, no hang, 500 or transport error; bearer and Basic 200; both
+        hosts recover."""
         needs_store = [o for o in outcomes if o.kind in STORE_KINDS]
         guards = [o for o in outcomes if o.kind in ("bearer", "basic")]
         print(

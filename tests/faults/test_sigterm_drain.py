@@ -78,9 +78,9 @@ def test_sigterm_with_50_requests_in_flight_completes_them_all_and_exits_0(
 def test_the_drain_is_observable_on_open_connections_and_the_monitor_port(
     tmp_path: Path,
 ) -> None:
-    """Until the request in flight ends: the monitor listens, ready 503; a kept-alive request is
-    answered (``/fw/healthcheck`` 503, ``Connection: close``), a pipelined one after it; new
-    connections refused (SPEC 1); then exit 0."""
+    """Until the request in flight ends: the monitor listens, ready 503; a kept-alive request gets
+    ``/fw/healthcheck`` 503 and ``close``, a pipelined one after it; new connections refused (SPEC
+    1)."""
     started_file = tmp_path / "started.txt"
     mon_port = free_port()
     monitor = {"Enable": 1, "HostName": "127.0.0.1", "Port": mon_port}

@@ -148,9 +148,9 @@ def test_iso_8859_1_and_the_default(tmp_path: Path) -> None:
 
 
 def test_a_declared_charset_is_one_a_client_can_mean(tmp_path: Path) -> None:
-    """IANA charsets (names and aliases) decode; Python's other codecs (slow punycode, failing idna,
-    escape-decoding utf-7 and unicode_escape, transforms) and unknown names are 415 naming the
-    accepted ones, before decoding."""
+    """IANA charsets (names, aliases) decode; Python's other codecs (slow punycode, failing idna,
+    escaping utf-7 and unicode_escape, transforms) and unknown names: 415 naming the accepted,
+    undecoded."""
     with _client(tmp_path, "charset_app_accepted", "CP1252") as client:
         for label, text in (
             ("UTF-16", "h\u00e9 \u20ac"), ("utf-16le", "h\u00e9"), ("UTF-32BE", "h\u00e9"),

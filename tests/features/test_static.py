@@ -272,9 +272,8 @@ def test_if_match_and_if_unmodified_since(client: Client) -> None:
 
 
 def test_conditions_on_two_lines_and_dates_that_are_not_one(client: Client) -> None:
-    """A list field's lines are one list (RFC 9110 5.3); a date on two lines, a list of dates or not
-    GMT is ignored (13.1.3, 13.1.4); a two-line If-Range names no version: the whole file (13.1.5).
-    """
+    """A list field's lines are one list (RFC 9110 5.3); a two-line, listed or non-GMT date is
+    ignored (13.1.3, 13.1.4); a two-line If-Range names no version: the whole file (13.1.5)."""
     url = "/www/digits.txt"
     etag = client.get(url).headers["etag"]
     whole = (200, "0123456789" * 100)

@@ -581,9 +581,8 @@ def ping_200(proc: ServerProcess) -> Callable[[], bool]:
 def test_a_chunked_handler_whose_client_left_raises_and_frees_its_thread(
     gone_served: tuple[ServerProcess, Path],
 ) -> None:
-    """SPEC 10.5: the next setChunkedResponse after the client left raises ClientDisconnected within
-    1 s and the thread is freed; with both threads so used, def routes answer again (they were 503
-    for good)."""
+    """SPEC 10.5: after the client left, the next setChunkedResponse raises ClientDisconnected
+    within 1 s, freeing the thread; def routes answer again (they were 503 for good)."""
     proc, marks = gone_served
     port = proc.ports["HTTP_REST"]
     left: dict[str, float] = {}

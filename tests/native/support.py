@@ -100,8 +100,7 @@ Base = str | httpx.Client
 @contextmanager
 def in_process(config: Path, server: str, location: str = "/rest") -> Iterator[Client]:
     """In-process client of ``server`` for the block, base URL ending with ``location``
-    (``client.get("/hello")`` asks ``/rest/hello``); its ``Repository`` modules need names of their
-    own."""
+    (``get("/hello")`` asks ``/rest/hello``); its modules need names of their own."""
     client = Client(config, server=server)
     client.base_url = str(client.base_url).rstrip("/") + location
     with client:
@@ -152,9 +151,8 @@ def sqlite_client(tmp: Path, name: str) -> Iterator[Client]:
 
 
 class FileLog:
-    """A service's ``LogFile`` as the in-process client writes it; a worker's lines leave at the end
-    of its loop's turn, so lines are waited for. ``log()`` and ``wait_log()`` as
-    :class:`ServerProcess`."""
+    """A ``LogFile`` as the in-process client writes it; lines leave at the end of a loop turn, so
+    they are waited for (``log()``, ``wait_log()`` as :class:`ServerProcess`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -255,9 +253,8 @@ def _stamp(text: str) -> datetime:
 def wait_shown(
     proc: ServerProcess, mark: int, *transitions: str, count: int = 2, timeout: float = 10
 ) -> dict[str, dict[str, datetime]]:
-    """Worker label -> transition -> when applied, once ``w1`` to ``w{count}`` each logged after
-    ``mark`` its ``settings changed`` line for each of ``transitions`` (``"rest_log_level 3 ->
-    2"``); ``timeout``: the hang guard, the times the workers' own."""
+    """Worker label -> transition -> when applied, once each of ``w1``..``w{count}`` logged after
+    ``mark`` its ``settings changed`` line of ``transitions``; ``timeout``: the hang guard."""
     wanted = [f"w{n}" for n in range(1, count + 1)]
     shown: dict[str, dict[str, datetime]] = {}
 
@@ -318,9 +315,8 @@ def settled_change(
 
 
 def clear_settings(base: str, count: int = 2) -> None:
-    """Clear the run-time values of ``base``'s service (``/hello`` answers the pid), then wait until
-    each worker has none: at the latest SPEC 5's 1 s after the answer, sooner once each worker,
-    asked on its own connection, says so."""
+    """Clear ``base``'s run-time values (``/hello`` answers the pid) and wait until no worker has
+    one: at most SPEC 5's 1 s, sooner once each worker, asked on its own connection, says so."""
     r = post_settings(base, dict.fromkeys(SETTING_NAMES))
     answered = time.monotonic()
     assert r.status_code == 200, (r.status_code, r.text)

@@ -247,9 +247,8 @@ def test_healthcheck_datetime_is_iso_8601_with_an_offset(client: Client) -> None
 
 
 def test_healthcheck_during_a_graceful_stop_is_503_or_refused(tmp_path: Path, serve: Any) -> None:
-    """A stop with a request in flight: a health check already on its way is 503 DOWN (DRAINING), a
-    new connection refused, the idle keep-alive one closed once nothing is in progress. Waits on
-    states: the deadlines outlast the test, so only the stop can close."""
+    """A stop with a request in flight: a health check on its way is 503 DOWN (DRAINING), a new
+    connection refused, the idle one closed by the stop (the deadlines outlast the test)."""
     port_config = local_port(KeepAliveTimeout=60000, HeaderTimeout=60000)
     config = free_config(
         tmp_path,

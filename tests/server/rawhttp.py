@@ -74,9 +74,8 @@ def request_bytes(
 
 
 class RawSocket:
-    """One TCP (or TLS) connection. "The server closed" is ``closed_on_send`` / ``closed_on_recv``,
-    a read past the socket timeout raises :meth:`hang`: a subclass (the hostile tests' ``Wire``)
-    changes only those."""
+    """One TCP (or TLS) connection; "the server closed" is ``closed_on_send``/``closed_on_recv``, a
+    read past the timeout :meth:`hang`: all a subclass (hostile's ``Wire``) changes."""
 
     closed_on_send: tuple[type[OSError], ...] = (BrokenPipeError, ConnectionResetError)
     closed_on_recv: tuple[type[OSError], ...] = (ConnectionResetError,)

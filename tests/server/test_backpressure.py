@@ -104,9 +104,9 @@ def pipeline(count: int, start: int = 0) -> bytes:
 def read_every_answer(
     sock: socket.socket, data: bytes, sent: int, count: int, reading_first: bool
 ) -> float:
-    """Send the rest of ``data`` (``sent`` bytes are sent) and read the ``count`` answers of
-    :func:`pipeline`, whole and in order (``reading_first``: read whenever answers are there, else
-    only when sending blocks); returns when the first read came."""
+    """Send the rest of ``data`` (``sent`` sent) and read :func:`pipeline`'s ``count`` answers in
+    order (``reading_first``: read when there, else only when sends block); when the first read
+    came."""
     received = bytearray()
     first_read = 0.0
     started = time.monotonic()
@@ -131,9 +131,8 @@ def read_every_answer(
 def test_a_pipelining_client_that_never_reads_is_bounded_then_closed(
     server: ServerProcess, port: int, worker: psutil.Process
 ) -> None:
-    """50,000 pipelined requests (105 MB of answers), nothing read: the worker stops reading at 64
-    KiB of answers and closes after ``BodyTimeout`` (it used to hold every answer). The kernel's
-    buffers take a few MB, outside the worker."""
+    """50,000 pipelined requests (105 MB of answers), none read: the worker stops at 64 KiB held and
+    closes after ``BodyTimeout`` (it held every answer); the kernel's buffers take a few MB."""
     with RawConnection(port) as conn:  # warm the route, then measure
         for i in range(50):
             response = conn.request("GET", f"/rest/big/{i}")

@@ -272,9 +272,9 @@ def test_refusals_carry_the_rate_limit_headers_not_counted(server: ServerProcess
 
 
 def test_refusals_stay_themselves_after_static_files_are_served_at_once(tmp_path: Path) -> None:
-    """Compiled, a coroutine awaiting in an ``except`` (a static file after a refused route match)
-    left that 404 the loop's current exception, and 431, 400 and 417 became 404 for good
-    (tests/tools/mypyc_lint.py, ``except-awaits``)."""
+    """Compiled, a coroutine awaiting in an ``except`` (a static file after a refused match) left
+    its 404 the loop's exception: 431, 400, 417 became 404 for good (mypyc_lint's
+    ``except-awaits``)."""
     root = tmp_path / "www"
     root.mkdir()
     (root / "index.html").write_text("<p>hello</p>")

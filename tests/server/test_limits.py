@@ -326,9 +326,8 @@ def test_a_refused_request_gets_its_error_and_close(port: int, case: str) -> Non
 
 
 def test_a_coded_request_body_gets_415_unread_and_close(port: int) -> None:
-    """A ``Content-Encoding`` body would reach the handler compressed (gzip can outsize
-    ``MaxBodySize``): 415 with ``Accept-Encoding: identity`` (RFC 9110 8.4, 12.5.3), unread.
-    ``identity``, or a coding without a body, are served."""
+    """A coded body would reach the handler compressed (and gzip outsizes ``MaxBodySize``): 415 with
+    ``Accept-Encoding: identity`` (RFC 9110 8.4, 12.5.3), unread; ``identity`` is served."""
     packed = gzip.compress(b"x" * 100_000)
     detailed = (
         "a request body with Content-Encoding is not accepted: send it uncompressed, "

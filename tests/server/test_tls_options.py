@@ -224,9 +224,8 @@ def curl(url: str, pki: Pki, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def refused(port: int, ctx: ssl.SSLContext) -> str:
-    """How a ``/rest/cert`` request with ``ctx`` ended without an answer: no TLS alert is sent, so
-    with TLS 1.2 the handshake fails, with TLS 1.3 the client's side completes first and the first
-    read ends it."""
+    """How a ``/rest/cert`` request with ``ctx`` ended without an answer (no TLS alert: on TLS 1.2
+    the handshake fails, on 1.3 the client's side completes and the first read fails)."""
     with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as raw:
         try:
             with ctx.wrap_socket(raw, server_hostname="localhost") as tls:

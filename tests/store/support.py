@@ -87,9 +87,8 @@ def tokens_work(client: Client) -> None:
 
 
 def unconfirmed_spend_is_undone(client: Client, replicas: Sequence[RedisServer]) -> None:
-    """With every replica frozen (SIGSTOP: connected, never confirming ``WAIT``), a refresh is 503
-    with ``Retry-After`` and the token unspent; thawed, the retry gets a new pair, and the token
-    again is a replay."""
+    """Replicas frozen (SIGSTOP: never confirming ``WAIT``): a refresh is 503 with ``Retry-After``,
+    unspent; thawed, the retry gets a new pair and the token again is a replay."""
     grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
     issued = client.post(TOKEN, data=grant)
     assert issued.status_code == 200, issued.text

@@ -468,9 +468,8 @@ def test_a_refresh_record_is_read_without_spending_it(store: StateStore) -> None
 
 
 def test_a_refresh_record_is_found_through_its_alias(backend: Backend, store: StateStore) -> None:
-    """SPEC 17.2: a record under the section as its host spells it (what 0.1.0 reads) carries the
-    folded name's hash as alias, through which other spellings find it; one compare-and-set spends
-    it."""
+    """SPEC 17.2: a record under the section as its host spells it (what 0.1.0 reads) has the folded
+    name's hash as alias for other spellings; one compare-and-set spends it."""
     rec = record("h-spelled", alias="h-folded")
     store.add_refresh(rec)
     store.add_refresh(record("h-plain"))  # no alias
@@ -897,9 +896,8 @@ def test_the_audit_trail_keeps_the_newest_events(store: StateStore) -> None:
 
 
 def test_a_flood_of_lockouts_never_pushes_the_other_events_out(store: StateStore) -> None:
-    """Issue 34: lock-outs, which anyone can cause, have their own budget (the newest
-    ``audit_keep``): a flood leaves every settings change, revocation and rotation, listed newest
-    first with them."""
+    """Issue 34: lock-outs, which anyone can cause, have a budget of their own (``audit_keep``): a
+    flood leaves every other event, all listed newest first."""
     store.audit_keep = 10
     t0 = time.time()
     others = [("settings.change", 0), ("revocation", 1), ("keys.rotate", 2)]

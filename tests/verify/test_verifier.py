@@ -185,9 +185,8 @@ def test_an_issuer_that_cannot_be_reached_is_unavailable_not_a_refusal(svc: OAut
 def test_a_rotation_is_followed_after_an_unknown_kid_at_most_once_a_minute(
     svc: OAuthService,
 ) -> None:
-    """The key set is cached for max-age=300; a new kid refetches unless fetched in the last minute
-    (the interval set to 0 where it would have passed, SPEC 9). Sync and async in step on one loop.
-    """
+    """Cached for max-age=300; a new kid refetches unless fetched within a minute (the interval set
+    to 0 where it would have passed, SPEC 9). Sync and async in step on one loop."""
 
     async def steps() -> None:
         v = verifier(svc, "RSA")
