@@ -1,7 +1,6 @@
 """SPEC 7.1: an access token is valid only on the section that issued it. ``SHOP`` (ada, bob) and
-``ADMIN`` (ada) share the signing key and a sqlite store (module ``tauth_audience_app``): a token's
-``aud`` is its section, refused on the other (bearer and refresh); a refresh token tried on the
-wrong port is looked for in the store that holds it, and not spent there."""
+``ADMIN`` (ada) share the signing key and one sqlite store (module ``tauth_audience_app``), so a
+refresh token tried on the wrong port is looked for in the store that holds it."""
 
 from __future__ import annotations
 

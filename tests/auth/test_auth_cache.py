@@ -1,7 +1,6 @@
 """``OnAuthCache`` (SPEC 4.1): an accepted pair is remembered (a keyed hash, at most 10,000) and let
-through without ``OnAuth``; a refusal is never remembered, always asks and counts for the throttle,
-whose lock-out stands over a remembered pair. In process, with a validator counting its calls; the
-bound is taken through the guard in one loop (10,001 requests)."""
+through without ``OnAuth``; a refusal is never remembered. In process, with a validator counting its
+calls; the bound is taken through the guard in one loop."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The authorization code grant with PKCE (SPEC 16.1) in process (real clients and browser:
-tests/e2e/test_code_flow.py): authorize's refusals (the 400 page where a redirect is untrustworthy,
-else a redirect with ``error``, ``state``, ``iss``), the login page and CSRF token, one throttle
-budget with the password grant, single-use codes and what reuse revokes, public and confidential
-clients, loopback redirects, metadata, audit and log."""
+"""The authorization code grant with PKCE (SPEC 16.1) in process; real clients and the browser:
+tests/e2e/test_code_flow.py."""
 
 from __future__ import annotations
 

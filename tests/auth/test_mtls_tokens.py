@@ -1,7 +1,6 @@
 """SPEC 16.2, certificate-bound tokens (RFC 8705) on a real ``fwrest serve`` with trustme client
-certificates. ``MT`` (ES256, ``SslClientCert=1``): a certificate gets ``cnf.x5t#S256`` and the
-bearer check needs it, none gets an unbound token; ``MUST`` (``"boundTokens": "mtls"``): no
-certificate is 400 ``invalid_request``; ``PLAIN``: no binding, and its metadata says so."""
+certificates: ``MT`` (ES256, ``SslClientCert=1``), ``MUST`` (``"boundTokens": "mtls"``), ``PLAIN``
+(no client certificates)."""
 
 from __future__ import annotations
 

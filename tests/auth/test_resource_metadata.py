@@ -1,8 +1,7 @@
 """SPEC 16.3: protected resource metadata (RFC 9728) and resource indicators (RFC 8707). In process
 (module ``tauth_resource_app``): ``RS`` (ES256, ``/rest`` and ``/api``, scopes), ``ISS`` (configured
-``issuer``), ``OFF`` (``oauth2/resource`` disabled). Over TLS on ``fwrest serve``: a client knowing
-only a protected URL follows the 401's ``resource_metadata`` to the RFC 8414 metadata, gets a token
-naming the resource, and is let through."""
+``issuer``), ``OFF`` (``oauth2/resource`` disabled); the discovery from a 401 over TLS on ``fwrest
+serve``."""
 
 from __future__ import annotations
 

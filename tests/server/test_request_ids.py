@@ -1,8 +1,6 @@
-"""Request ids (SPEC 13.4) in process: every answer carries ``X-Request-ID`` (the request's own when
-acceptable, else a new one), and every record logged while it runs carries the id in text and JSON
-lines (access line, the application's ``logging`` on the loop and in a pool thread, a traceback,
-``OnError``'s record). A hostile id never reaches a line. Records are read by a root-logger handler
-with fwrest's two formatters."""
+"""Request ids (SPEC 13.4) in process: on every answer (the request's own when acceptable, else new)
+and on every record logged while it runs, text and JSON; a hostile id never reaches a line. Records
+are read by a root-logger handler with fwrest's two formatters."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""What a handler returns as a client receives it (SPEC 3, 9): data orjson alone refuses, statuses
-without content, ``setResponse`` of a dict, decorated ``async def`` handlers. In process (module
-``results_app``); a real server where the wire's bytes matter (no body after 204/304, a refused
-answer pipelined before the next)."""
+"""What a handler returns as a client receives it (SPEC 3, 9), in process (module ``results_app``);
+a real server where the wire's bytes matter (no body after 204/304, a refused answer pipelined
+before the next)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Store schema versions (SPEC 17.2): ``fwrest store migrate CONFIG [--check]`` on the previous
-release's sqlite file (v0.1.0 from its tag, tests/upgrade_support.py; copied first, still in use by
-it), on Redis (nothing to do; the start marks it) and memory; a newer release's store refused by
-``migrate``, ``check`` and ``serve`` naming both versions; a start on a previous release's file
-takes the additive steps itself."""
+release's sqlite file (v0.1.0 from its tag, tests/upgrade_support.py), on Redis and memory, and a
+newer release's store refused."""
 
 from __future__ import annotations
 

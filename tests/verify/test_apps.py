@@ -1,7 +1,6 @@
-"""SPEC 16.4's adapters in a FastAPI app under uvicorn verifying a real ``fwrest serve`` over TLS:
-``Verifier.require`` (in a worker thread), ``AsyncVerifier.require``, ``VerifyMiddleware`` on a
-mounted app, an introspecting verifier; across a rotation and a revocation, with RFC 6750
-challenges."""
+"""SPEC 16.4's adapters (``Verifier.require`` in a worker thread, ``AsyncVerifier.require``,
+``VerifyMiddleware``, an introspecting verifier) in a FastAPI app under uvicorn, verifying a real
+``fwrest serve`` over TLS."""
 
 from __future__ import annotations
 
