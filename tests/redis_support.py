@@ -309,8 +309,7 @@ class SentinelGroup:
 
 
 def cluster_port() -> int:
-    """Free with its bus port (+10000), both below the ephemeral range (32768): no client takes
-    them."""
+    """Free with its bus port (+10000), below the ephemeral range (32768): no client takes them."""
     for _ in range(1000):
         port = random.randrange(12000, 22000)
         if port_is_free(port) and port_is_free(port + 10000):

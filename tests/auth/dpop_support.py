@@ -57,7 +57,7 @@ class DpopKey:
         header: dict[str, Any] | None = None,
         claims: dict[str, Any] | None = None,
     ) -> str:
-        """A proof for ``method`` ``url`` (``ath`` of ``token``); ``header``/``claims``: None
+        """A proof for ``method`` ``url`` (``ath`` of ``token``); ``header``, ``claims``: None
         removes."""
         body: dict[str, Any] = {
             "htm": method,

@@ -328,8 +328,7 @@ def bearer(token: str) -> dict[str, str]:
 
 
 class WorkersHost:
-    """``--workers N`` host of :data:`PID_APP` (``OAUTH``): grants of ``users``, a client per
-    worker."""
+    """``--workers N`` of :data:`PID_APP` (``OAUTH``): grants of ``users``, a client per worker."""
 
     def __init__(self, proc: ServerProcess, ca_file: Path, workers: int,
                  users: dict[str, str] = PID_USERS, client: tuple[str, str] = PID_CLIENT) -> None:  # fmt: skip

@@ -1,5 +1,4 @@
-"""The authorization code grant with PKCE (SPEC 16.1) in process; real clients and the browser:
-tests/e2e/test_code_flow.py."""
+"""The code grant with PKCE (SPEC 16.1) in process; real clients: tests/e2e/test_code_flow.py."""
 
 from __future__ import annotations
 

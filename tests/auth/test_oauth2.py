@@ -507,8 +507,7 @@ def test_a_refresh_keeps_the_tokens_own_client_and_a_refused_one_spends_nothing(
     assert oauth.get("/hello", renewed["access_token"]).status_code == 200
     assert oauth.get("/hello", mobile["access_token"]).status_code == 200  # not revoked
     print(f"refresh of a mobile token: {[r.status_code for r in refused.values()]}, then 200")
-    # the first client's token (no credentials) is refused to another, refreshed without or with its
-    # own
+    # the first client's token (no credentials) is refused to another, refreshed by none or its own
     web = oauth.tokens(*ADA)
     wrong = oauth.refresh(web["refresh_token"], client_id=MOBILE[0], client_secret=MOBILE[1])
     assert (wrong.status_code, error_of(wrong)) == (400, "invalid_grant"), wrong.text

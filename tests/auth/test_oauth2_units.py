@@ -1,5 +1,4 @@
-"""Unit tests of OAuth2's blocks (SPEC 4.2, 7): ``expiry``, ``params``, ``NoCheckPaths``,
-``passwords``."""
+"""Units of OAuth2 (SPEC 4.2, 7): ``expiry``, ``params``, ``NoCheckPaths``, ``passwords``."""
 
 from __future__ import annotations
 

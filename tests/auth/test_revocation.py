@@ -307,8 +307,7 @@ def test_a_bearer_token_with_the_scope_introspect_may_introspect(
     assert answer.json()["active"] is True and answer.json()["client_id"] == "mobile"
     plain = {"Authorization": f"Bearer {tokens['access_token']}"}  # scope default only
     refused = introspect(port, {"token": tokens["access_token"]}, headers=plain)
-    # neither a client nor a bearer of the scope: 401 invalid_client (SPEC 12.3), with the Bearer
-    # challenge naming the scope
+    # neither client nor bearer of the scope: 401 invalid_client, the challenge naming the scope
     assert refused.status_code == 401 and error_of(refused) == "invalid_client", refused.text
     challenges = refused.headers["www-authenticate"]
     assert challenges.startswith('Basic realm="Access to REST", Bearer ')

@@ -133,8 +133,7 @@ def test_a_replayed_family_stays_revoked_until_every_token_of_it_has_expired(
             status, body = await refresh(replaying, r2)  # again: now a replay of R2
             assert status == 400 and body["error"] == "invalid_grant", body
 
-            # every token expired: the store forgets the revocation (kept only while tokens are
-            # valid)
+            # every token expired: the store forgets the revocation (kept while tokens are valid)
             until = (await asyncio.to_thread(store.revoked_families))[family]
             clock.now = until + 1
             await learn(other)

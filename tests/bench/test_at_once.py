@@ -53,7 +53,7 @@ def test_two_servers_measured_at_once(tmp_path: Path) -> None:
         for label in ("t0", "t2"):
             cpu = figures[label]["cpu_s"]
             assert figures[label]["requests"] > 100
-            # one core shared by two busy servers for 1 s: each a real share (schedstat, not 10 ms
+            # one core shared by two busy servers 1 s: each a real share (schedstat, not 10 ms
             # ticks)
             assert 0.05 < cpu < 1.5
     recomputed = report.at_once_ratio("t2 / t0", "t2", "t0", 0.5, ratio["rounds"])
@@ -83,8 +83,7 @@ def test_case_8_reads_requests_per_cpu_second_and_each_workers_connections(tmp_p
         (run,) = row["runs"]
         assert run["per_cpu_s"] == pytest.approx(run["requests"] / run["cpu_s"], rel=1e-3)
         assert row["per_cpu_s"] == run["per_cpu_s"] > 0
-        # workers (not the supervisor) hold wrk's connections, maybe not all accepted yet when
-        # loaded
+        # workers (no supervisor) hold wrk's connections, maybe not all accepted yet when loaded
         assert s.connections / 2 < sum(run["connections"]) <= s.connections, label
         assert len(run["connections"]) == len(run["worker_cpu_s"]) == (2 if "2" in label else 1)
         assert run["connections"] == sorted(run["connections"], reverse=True)

@@ -1,5 +1,4 @@
-"""The harness's parser and results writer on wrk output captured on this machine; no server, no
-timing."""
+"""The harness's parser and results writer on captured wrk output; no server, no timing."""
 
 from __future__ import annotations
 
@@ -276,8 +275,8 @@ def _round(a: tuple[int, float], b: tuple[int, float]) -> dict[str, dict[str, fl
 
 
 def test_a_ratio_at_once_is_requests_per_cpu_second_median_over_rounds() -> None:
-    # b answered less only for less of the shared core: per CPU second as fast as a, then 4 % and 10
-    # % slower
+    # b answered less for less of the shared core: per CPU second as fast as a, then 4 %, 10 %
+    # slower
     rounds = [_round((20_000, 1.0), (18_000, 0.9)), _round((20_000, 1.0), (19_200, 1.0)),
               _round((20_000, 1.0), (18_000, 1.0))]  # fmt: skip
     r = report.at_once_ratio("b / a", "b", "a", 0.95, rounds)

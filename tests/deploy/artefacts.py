@@ -56,8 +56,8 @@ class Stage:
         return value
 
     def env(self) -> dict[str, str]:
-        """A process's environment: the base image's, then each ENV (``$NAME`` expanded as Docker
-        does)."""
+        """A process's environment: the base image's, then each ENV (``$NAME`` as Docker expands
+        it)."""
         out = dict(BASE_ENV)
         for args in self.all("ENV"):
             for pair in shlex.split(args):

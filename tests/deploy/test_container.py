@@ -75,8 +75,7 @@ def snapshot(root: Path, skip: list[Path]) -> dict[str, tuple[int, int]]:
 def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
     stage = runtime()
     uid, gid = stage.user()
-    # as the image's user where another user may run this Python (Debian's /usr/bin/python3 yes, one
-    # under /root no)
+    # as the image's user where another user may run this Python (/usr/bin/python3, not /root's)
     as_user = os.geteuid() == 0 and all(
         readable_by_all(p) for p in (Path(os.path.realpath(sys.executable)), BIN, ROOT / "src")
     )
@@ -223,8 +222,7 @@ def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
         while done not in log() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert done in log(), log()
-        # healthy again as HEALTHCHECK's --retries sees it (once a check failed right after
-        # reloading)
+        # healthy again as HEALTHCHECK's --retries sees it (a check once failed just after a reload)
         deadline = time.monotonic() + 30
         while (code := healthy(monitor)) != 0 and time.monotonic() < deadline:
             time.sleep(0.2)

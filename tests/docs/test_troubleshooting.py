@@ -935,8 +935,7 @@ def test_every_row_has_a_broken_configuration() -> None:
     )
 
 
-# the first row's setup runs every provocation (~150 processes, three at a time): minutes on 2
-# loaded cores
+# the first row's setup runs every provocation (~150 processes, 3 at a time): minutes
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("row", rows())
 def test_the_row_is_the_real_message(row: str, outcomes: dict[str, Outcome]) -> None:

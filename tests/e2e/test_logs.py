@@ -1,5 +1,4 @@
-"""fwrest's log (SPEC 7, 5.1): one access line per request, secrets redacted, levels, ``LogFile``,
-no forged lines."""
+"""fwrest's log (SPEC 7, 5.1): access lines, redaction, levels, ``LogFile``, no forged lines."""
 
 from __future__ import annotations
 

@@ -124,8 +124,7 @@ def _service(tmp_path: Path, certs: dict[str, Path], graceful_ms: int = 5000) ->
         "ABASIC": basic("app.acheck"),
         "OAUTH": oauth_section(certs, onAuthparams="app.params"),
     }
-    # any ActiveTimeout runs a handler otherwise; 30 s is far from a starved (nice 10) request's
-    # time
+    # any ActiveTimeout runs a handler otherwise; 30 s is far from a starved (nice 10) request
     timed = {"Environment": "ENV", "MaxThreads": 4, "ActiveTimeout": 30000}
     bound = {"Path": "/bound", "ThreadPool": "TIMED"}
     graceful = {"GracefulTimeout": graceful_ms}

@@ -89,8 +89,7 @@ def test_a_master_fails_over_under_load(
                         return got.status
                     with lock:
                         met["503"] += 1
-                    # as Retry-After says (an unwritten spend is undone; a retry before that is a
-                    # replay)
+                    # as Retry-After says (an unwritten spend is undone; a retry before is a replay)
                     wait = got.body.get("retry-after") if got.status == 503 else None
                     time.sleep(float(wait or 1))
 

@@ -1,5 +1,4 @@
-"""Helpers of the memory-monitor tests: free ports, the monitor's URL, /proc readings (some from
-tests/conftest.py)."""
+"""Helpers of the memory-monitor tests: ports, the monitor's URL, /proc readings."""
 
 from __future__ import annotations
 

@@ -139,8 +139,7 @@ ROUTES: dict[str, Callable[[Client, dict[str, str]], httpx.Response]] = {
 
 
 def assert_logged_500(answer: httpx.Response, log: str, raised: str) -> str:
-    """The handler's 500, logged as the ``onAdmin`` line with its request id, then the exception and
-    where; the lines."""
+    """The handler's 500, logged as ``onAdmin``'s line with the request id, then where it raised."""
     assert answer.status_code == 500, answer.text
     assert answer.json() == INTERNAL
     rid = answer.headers["x-request-id"]

@@ -1,4 +1,4 @@
-"""SPEC 11.1: a ``def`` handler and its ``def`` ``OnSend`` are one pool job; ``OnSelect`` runs after
+"""SPEC 11.1: a def handler and def ``OnSend`` are one pool job; ``OnSelect`` after
 authorization."""
 
 from __future__ import annotations

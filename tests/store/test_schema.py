@@ -47,7 +47,7 @@ print(store.spend_refresh(sys.argv[2], sys.argv[3])[0])
 
 
 def forked(*args: str) -> subprocess.CompletedProcess[str]:
-    """``fwrest ARGS`` forked (``run_forked``), as :func:`run_cli`; the first test runs them for
+    """``fwrest ARGS`` forked (``run_forked``) as :func:`run_cli`; the first test runs them for
     real."""
     return run_forked(*args, cwd=Path.cwd())
 

@@ -1,5 +1,4 @@
-"""``FWREST_TEST_BUILD`` (the Makefile's): the suite refuses another build of fwrest than asked
-(tests/conftest.py)."""
+"""``FWREST_TEST_BUILD`` (the Makefile's): the suite refuses another build than asked."""
 
 from __future__ import annotations
 

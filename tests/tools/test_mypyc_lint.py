@@ -1,5 +1,4 @@
-"""tests/tools/mypyc_lint.py finds each construct in small samples, and nothing in code avoiding
-them."""
+"""tests/tools/mypyc_lint.py finds each construct in samples, and nothing in code avoiding them."""
 
 from __future__ import annotations
 

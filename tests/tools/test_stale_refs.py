@@ -1,5 +1,4 @@
-"""tests/tools/stale_refs.py: every module a docstring, comment or the code map names exists; a
-missing one is found."""
+"""tests/tools/stale_refs.py: every module a docstring, comment or code map names exists."""
 
 from __future__ import annotations
 
