@@ -1,22 +1,9 @@
-"""What mypyc cannot build, or builds differently, in setup.py's ``COMPILED`` modules. ``python -m
-tests.tools.mypyc_lint`` (``make lint``) finds in each syntax tree:
-
-- an async generator, or a generic dataclass (``Generic[...]``, a subscripted base, type
-parameters): mypyc cannot build them; - ``continue`` inside ``with``/``async with`` inside its loop:
-built wrongly; - a ``finally`` that awaits: compiled, an exception leaving it (a cancellation
-through ``except BaseException: raise`` in an ``async for``) stays the thread's current one, and the
-next such ``finally`` anywhere raises it again (docs/decisions.md, "The compiled build"); - an
-``except`` that awaits: a coroutine suspended in it leaves its exception current while other tasks
-run, two restore each other's, and it becomes every later raise's ``__context__`` (the engine's
-refusals answered as a static 404); - a subclass of a built-in exception other than
-``BaseException``, ``Exception``, ``ValueError``, ``LookupError``, ``IndexError``, ``Warning``,
-``UserWarning``; - a thread's future awaited other than through ``fwrest.auth.blocking.settled``
-(``run_in_executor``, ``to_thread``, ``wrap_future``): a compiled coroutine drops the traceback
-thrown into it.
-
-:data:`RULES` and ``COMPILED`` are also listed in docs/architecture.md ("The compiled build"),
-checked by :func:`check_doc`. Findings print as ``path:line: what``, exit 1 if any; ``python -m
-tests.tools.mypyc_lint FILE...`` checks those files instead (not the doc)."""
+"""What mypyc cannot build, or builds differently, in setup.py's ``COMPILED`` modules: ``python -m
+tests.tools.mypyc_lint`` (``make lint``) finds in each syntax tree the constructs :data:`RULES`
+lists, each with its reason (docs/decisions.md, "The compiled build"), and :func:`check_doc` checks
+that docs/architecture.md lists the same rules and modules. Findings print as ``path:line: what``,
+exit 1 if any; ``python -m tests.tools.mypyc_lint FILE...`` checks those files instead (not the
+doc)."""
 
 from __future__ import annotations
 
