@@ -1,14 +1,7 @@
-"""Builders of the services the tests serve, shared across folders (tests/auth has its own).
-
-* ``config_of(folder, module, **keys)``: :func:`~tests.conftest.free_config`'s service for
-  ``fwrest serve`` (its app module ``app``), or, given ``module``, the same service with its
-  app module named ``module`` (:func:`~tests.conftest.module_config`: for
-  ``fwrest.testing.Client``, which imports it into the test process): one builder for a module
-  that serves the same service both ways;
-* ``own_ports(servers)``: server sections, each on a port number of its own that nothing binds
-  (a copy): the in-process client's URL, ``Host`` and the REST object's port show it, as a
-  bound port's would.
-"""
+"""Service builders shared across folders (tests/auth has its own): ``config_of(folder, module,
+**keys)`` is :func:`~tests.conftest.free_config`'s service (module ``app``) or, given ``module``,
+:func:`~tests.conftest.module_config`'s for the in-process client; ``own_ports(servers)`` gives each
+section its own unbound port number, shown as a bound one's would be."""
 
 from __future__ import annotations
 

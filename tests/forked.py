@@ -1,12 +1,7 @@
-"""``fwrest ARGS`` in a process forked from one that imported fwrest once (the test suite's
-forkserver), for the tests that run a command hundreds of times on broken configurations.
-
-A fresh interpreter spends about half a second importing fwrest before it reads a config; a
-child of the forkserver starts with it imported, and is otherwise the real thing: a process of
-its own, in its own folder, with the exit code, standard output and standard error that
-``python -m fwrest ARGS`` would have. Only this module and ``fwrest.cli`` are imported by the
-server (never the test modules), so a child carries nothing of the tests.
-"""
+"""``fwrest ARGS`` forked from the suite's forkserver, which imported fwrest once, for tests running
+commands hundreds of times: it saves a fresh interpreter's half second of imports and is otherwise
+the real thing (own process and folder, ``python -m fwrest``'s exit code and output). The server
+imports only this module and ``fwrest.cli``, so a child carries nothing of the tests."""
 
 from __future__ import annotations
 
@@ -18,11 +13,9 @@ def run(
     args: list[str], cwd: str, out: str, err: str, code_path: str, stdin: str | None = None,
     env: dict[str, str] | None = None,
 ) -> None:  # fmt: skip
-    """The child's whole life: ``fwrest ARGS`` in ``cwd``, its output into ``out``/``err``,
-    its exit code into ``code_path`` too (the forkserver's own report of a child's status is
-    255 when several children end at once: read it from here); its input from the file
-    ``stdin`` (else none); ``env``: variables set in its environment (the forkserver's is
-    the one the suite started with)."""
+    """A child's life: ``fwrest ARGS`` in ``cwd``, output to ``out``/``err``, exit code also to
+    ``code_path`` (the forkserver reports 255 when several end at once), input from ``stdin`` (else
+    none), ``env`` added to the suite's starting environment."""
     os.chdir(cwd)
     os.environ.update(env or {})
     if stdin is not None:

@@ -1,16 +1,8 @@
-"""A throwaway ``redis-server`` for tests that need a real Redis (no mock).
-
-Shared by ``tests/auth/test_oauth2_store.py``, ``tests/store/`` and ``tests/faults/``.
-``redis-server`` must be installed (Debian's ``redis-server`` package; Sentinel: its
-``redis-sentinel`` package): the tests fail, never skip, without it. ``free_port`` is
-tests/conftest.py's, named here for the tests that import it from this module.
-
-The forms of SPEC 15: a server on TLS only (``tls``: trustme files, with or without client
-certificates), with a password (``password``), on a unix socket (``unix``), a replica
-(``replica_of``); :class:`SentinelGroup` is a primary, a replica and three sentinels;
-:class:`RedisCluster` a Redis Cluster of three masters and three replicas (SPEC 17.1; made by
-``redis-cli --cluster create``, Debian's ``redis-tools``).
-"""
+"""A throwaway ``redis-server`` (no mock) for tests/auth/test_oauth2_store.py, tests/store/ and
+tests/faults/; without Debian's ``redis-server``, ``redis-sentinel`` or ``redis-tools`` they fail,
+never skip. SPEC 15's forms: TLS only (``tls``, client certificates optional), ``password``,
+``unix``, ``replica_of``; :class:`SentinelGroup` (primary, replica, three sentinels);
+:class:`RedisCluster` (three masters, three replicas, SPEC 17.1, ``redis-cli --cluster create``)."""
 
 from __future__ import annotations
 
@@ -68,8 +60,7 @@ def store_config(folder: Path, url: str, **keys: str) -> Path:
 
 
 def serves_unready(config: Path) -> None:
-    """The service of ``config`` (its store out of reach) starts, serves what does not need
-    the store, logs why the store is missing, and its ready probe says DOWN."""
+    """Its store out of reach, the service starts, serves what needs none, logs why, ready DOWN."""
     proc = ServerProcess(config).wait_ready()
     try:
         hello = httpx.get(proc.url("S") + "/hello", timeout=10)
@@ -99,8 +90,7 @@ def sentinel_binary() -> str:
 
 @dataclass(frozen=True)
 class RedisTls:
-    """trustme files of a Redis on TLS: its certificate, the CA that issued it, a client
-    certificate of that CA, and another CA (the wrong one)."""
+    """trustme files: Redis's certificate, its CA, a client certificate of it, and a wrong CA."""
 
     cert: Path
     key: Path
@@ -126,15 +116,10 @@ def redis_tls(ca: trustme.CA, folder: Path) -> RedisTls:
 
 
 class RedisServer:
-    """A ``redis-server`` on a free loopback port.
-
-    Without ``persist`` nothing is kept across a restart; with it, every write is appended to
-    an AOF file and fsynced before Redis answers (``appendfsync always``), so a stop and a
-    restart on the same folder keep every key (a Redis that restarts the way a production one
-    does). ``tls``: the port speaks TLS only (``client_certs``: Redis requires one);
-    ``password``: ``requirepass``; ``unix``: ``url`` names its socket in ``folder``;
-    ``replica_of``: a replica of that server.
-    """
+    """A ``redis-server`` on a free loopback port. ``persist``: an AOF fsynced before each answer
+    (``appendfsync always``), so a restart on the folder keeps every key, as in production; ``tls``
+    (``client_certs``: one required); ``password``: ``requirepass``; ``unix``: ``url`` names a
+    socket in ``folder``; ``replica_of``."""
 
     def __init__(
         self, folder: Path, *, persist: bool = False, tls: RedisTls | None = None,
@@ -249,10 +234,8 @@ sentinel parallel-syncs {name} 1
 
 
 class SentinelGroup:
-    """A primary, a replica and three sentinels (quorum 2) watching them as ``name``; the
-    sentinels take the primary for down after ``down_ms`` without an answer. ``password``: the
-    primary's and the replica's (``requirepass``, ``masterauth``; the sentinels'
-    ``auth-pass``). ``url`` is the ``redis+sentinel://`` URL of SPEC 15."""
+    """Primary, replica and three sentinels (quorum 2) watching ``name``, down after ``down_ms``;
+    ``password`` for all; ``url``: SPEC 15's ``redis+sentinel://``."""
 
     def __init__(
         self, folder: Path, name: str = "fwmain", down_ms: int = 500, password: str | None = None
@@ -282,8 +265,7 @@ class SentinelGroup:
                                                  auth=auth))  # fmt: skip
             self.procs.append(subprocess.Popen([binary, str(conf)], stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL))  # fmt: skip
-        # ready: every sentinel knows the replica and the two other sentinels (a failover
-        # needs them), and the replica is in sync
+        # ready: every sentinel knows the replica and the others, the replica in sync
         deadline = time.monotonic() + 30
         while not self._ready():
             assert time.monotonic() < deadline, "the sentinels never saw each other"
@@ -327,8 +309,7 @@ class SentinelGroup:
 
 
 def cluster_port() -> int:
-    """A free port whose cluster bus port (+10000) is free too, both below the kernel's
-    ephemeral range (which starts at 32768 on Linux), so no client socket takes them."""
+    """Free with its bus port (+10000), below the ephemeral range (32768): no client takes them."""
     for _ in range(1000):
         port = random.randrange(12000, 22000)
         if port_is_free(port) and port_is_free(port + 10000):
@@ -337,12 +318,10 @@ def cluster_port() -> int:
 
 
 class RedisCluster:
-    """Three masters and three replicas (``cluster-enabled yes``, each node's
-    ``cluster-config-file`` in its own folder), made by ``redis-cli --cluster create
-    --cluster-replicas 1``; ready when every node says ``cluster_state:ok`` and every replica
-    is in sync. ``node_timeout_ms``: how long a master may be silent before the others take
-    it for failed and its replica takes over. ``url`` is the ``redis+cluster://`` URL of
-    SPEC 17.1 naming every node; ``password``: ``requirepass``/``masterauth`` of each."""
+    """Three masters, three replicas (``cluster-enabled yes``, own folders), by ``redis-cli
+    --cluster create --cluster-replicas 1``; ready at ``cluster_state:ok`` everywhere and replicas
+    in sync. ``node_timeout_ms``: silence before a failover; ``url``: SPEC 17.1's
+    ``redis+cluster://`` of every node; ``password``: each node's."""
 
     def __init__(
         self, folder: Path, node_timeout_ms: int = 1000, password: str | None = None, db: int = 0,
@@ -460,9 +439,8 @@ S = TypeVar("S", RedisServer, SentinelGroup, RedisCluster)
 
 @contextlib.contextmanager
 def started(server: S) -> Iterator[S]:
-    """``server`` (a :class:`RedisServer`, :class:`SentinelGroup` or :class:`RedisCluster`)
-    started (a missing binary fails, never skips), stopped at the end of the block, or after a
-    start that failed half-way: ``with started(RedisServer(tmp_path)) as server: yield server``."""
+    """``server`` started (a missing binary fails), stopped after the block or a half-way failed
+    start: ``with started(RedisServer(tmp_path)) as server: yield server``."""
     try:
         yield server.start()
     finally:

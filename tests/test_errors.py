@@ -1,8 +1,6 @@
-"""fwrest.errors: a class per HTTP error and per OAuth error code, each building its own
-headers (``Unauthorized(challenge)``, ``TooManyRequests(retry_after)``, ``InvalidClient``...),
-rendered in one place (``wire.error_reply``); the challenges quote their parameters (RFC 9110
-5.6.4). The answers a port sends (through ``fwrest.testing.Client``) are those renderings,
-header for header."""
+"""fwrest.errors: a class per HTTP error and OAuth code, each building its headers, rendered by
+``wire.error_reply`` with quoted challenge parameters (RFC 9110 5.6.4); a port's answers in process
+are those renderings."""
 
 from __future__ import annotations
 

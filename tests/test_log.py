@@ -137,10 +137,8 @@ JSON_PIN = "Json-Pin-Cn4ry/8+o p"
 def test_the_requests_secret_named_inputs_are_scrubbed_from_a_traceback(
     tmp_path: Path, full: int
 ) -> None:
-    """SPEC 7: the request's secrets are scrubbed from any record. Every value the access
-    and debug lines mask (headers named like secrets, secret-like query and form fields,
-    JSON keys) is also scrubbed from a handler's exception text, short or whole
-    (``rest_error_full``)."""
+    """SPEC 7: every value the access and debug lines mask (secret-named headers, query and form
+    fields, JSON keys) is scrubbed from a handler's exception text too, short or whole."""
     config = module_config(
         tmp_path, f"scrubbed_app_{full}", app=APP_SOURCE + SCRUBBED_APP,
         general={"rest_error_full": full},
@@ -170,10 +168,8 @@ def test_the_requests_secret_named_inputs_are_scrubbed_from_a_traceback(
 
 
 def _doctests(name: str) -> list[doctest.DocTest]:
-    """The doctest examples of the module ``name``, run in its namespace. They are read from
-    its source's docstrings (the ``.py`` beside the module): a module of the compiled build
-    (setup.py's COMPILED, a C extension) holds functions ``doctest``'s finder cannot look
-    into, and its examples must run against it all the same."""
+    """Module ``name``'s doctests from its ``.py`` source, run in its namespace: ``doctest`` cannot
+    see into compiled functions, yet the examples must run against them."""
     if name.startswith("fwrest._native."):
         return []  # the native engine's Cython extension: no Python source, no examples
     module = importlib.import_module(name)
@@ -227,9 +223,8 @@ def test_doctests(name: str) -> None:
 
 
 def test_a_closed_log_file_is_not_opened_again_by_a_late_record(tmp_path: Path) -> None:
-    """A thread may still hold the file handler when its service stops (or another service
-    in the process takes the log over) and closes it: logging's FileHandler opened the file
-    again for that record and left it open for good (a ResourceWarning at some later GC)."""
+    """A thread may log after its service stopped (or another took the log over) and closed the
+    handler: FileHandler reopened the file for good (a later ResourceWarning)."""
     handler = log._FileHandler(tmp_path / "server.log")
     handler.emit(logging.makeLogRecord({"msg": "before"}))
     handler.close()

@@ -1,5 +1,4 @@
-"""The public surface of ``fwrest`` is exactly what the SPEC names (1-3, and 10.5's
-``EventStream`` and ``Event``), no more and no less."""
+"""``fwrest``'s public surface is exactly the SPEC's (1-3, 10.5's ``EventStream`` and ``Event``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""``fwrest.testing.Client`` (SPEC 14.3): the port's pipeline in this process, through httpx.
-
-Each test writes a service whose module has a name of its own (the in-process client imports
-it into the test process, where ``app`` may already be another test's module).
-"""
+"""``fwrest.testing.Client`` (SPEC 14.3): the port's pipeline in process through httpx; each module
+named uniquely (``app`` may be another test's)."""
 
 from __future__ import annotations
 
@@ -74,8 +71,7 @@ def params():
 
 
 def _service(tmp_path: Path, module: str, servers: dict[str, Any] | None = None) -> Path:
-    """The service of ``APP`` in a module named ``module``, its OnAuth and onAuthparams
-    functions named after it (bare names must be unique across the tests' modules)."""
+    """``APP`` as module ``module``, its OnAuth and onAuthparams named after it (names unique)."""
     app = APP.replace("check", f"{module}_check").replace("params", f"{module}_params")
     return module_config(tmp_path, module, app=app, servers=servers)
 
@@ -215,9 +211,8 @@ SAME_AS_A_SOCKET = [
 
 
 def test_the_answers_have_the_headers_a_socket_gives(tmp_path: Path) -> None:
-    """SPEC 14.3: the same answers as over a socket, headers included (SPEC 10.2's
-    ``nosniff``, a stream's chunked framing, ``Content-Length: 0``, the close of a refusal),
-    the date and a new request id aside."""
+    """SPEC 14.3: the socket's answers, headers too (``nosniff``, chunked streams, ``Content-Length:
+    0``, a refusal's close), date and id aside."""
     config = _service(tmp_path, "inproc_parity")
 
     def seen(response: httpx.Response) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -240,8 +235,7 @@ def test_the_answers_have_the_headers_a_socket_gives(tmp_path: Path) -> None:
         assert over_socket.headers["connection"] == "close"
 
 
-# request headers whose framing the engine refuses before the pipeline, and the body bytes
-# that follow them on the wire (SPEC 7: 400 and close; 417, 501)
+# framing refused before the pipeline, and the body bytes after (SPEC 7: 400, close; 417, 501)
 FRAMING_REFUSED = [
     ([("Transfer-Encoding", "chunked"), ("Content-Length", "0")], b"0\r\n\r\n"),
     ([("Content-Length", "0"), ("Transfer-Encoding", "chunked")], b"0\r\n\r\n"),
@@ -272,10 +266,8 @@ def _raw_answer(raw: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
 def test_framing_the_engine_refuses_is_refused_in_process_with_the_same_answer(
     tmp_path: Path,
 ) -> None:
-    """SPEC 7 and 14.3: a request whose framing headers a socket refuses (``Content-Length``
-    with ``Transfer-Encoding``, a duplicate or malformed length, a coding other than chunked,
-    an unknown expectation) gets the same answer in process, byte for byte but the date and
-    the request id, and never reaches the handler."""
+    """SPEC 7, 14.3: framing a socket refuses (``Content-Length`` with ``Transfer-Encoding``, bad
+    lengths, codings but chunked, unknown expectations): the same answer in process, no handler."""
     config = _service(tmp_path, "inproc_framing")
     with serving(config) as proc, Client(config) as client:
         port = proc.ports["HTTP_REST"]

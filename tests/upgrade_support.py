@@ -1,12 +1,8 @@
-"""The previous release (SPEC 17.2), built from its git tag for the upgrade tests.
-
-:func:`previous_release` exports the newest tag ``vX.Y.Z`` below this version (``v0.1.0`` now;
-its commit ``edbc291`` when the tag is missing)
-with ``git archive`` and installs it, pure Python (``FWREST_COMPILE=0``), into its own
-environment ``.upgrade-venv-<commit>`` under the repository (ignored by git), made once and
-reused by later runs. A clone without that history is a failure that says how to fix it (CI
-unshallows the clone first: .ci/run), never a skip.
-"""
+"""The previous release (SPEC 17.2) for the upgrade tests: :func:`previous_release` exports the
+newest tag ``vX.Y.Z`` below this version (``v0.1.0``; commit ``edbc291`` without the tag) by ``git
+archive`` and installs it pure (``FWREST_COMPILE=0``) into ``.upgrade-venv-<commit>`` (git-ignored,
+reused). A clone without that history fails saying how to fix it (CI unshallows: .ci/run), never
+skips."""
 
 from __future__ import annotations
 
@@ -40,8 +36,7 @@ def _version(text: str) -> tuple[int, ...] | None:
 
 
 def _previous_tag() -> str:
-    """SPEC 17.2: the newest tag ``vX.Y.Z`` below the version being built (``v0.1.0`` when the
-    clone has no tag: the test then looks for its commit)."""
+    """SPEC 17.2: the newest ``vX.Y.Z`` below this version (no tag: ``v0.1.0``, by its commit)."""
     built = _version(fwrest.__version__)
     assert built is not None, fwrest.__version__
     tags = [t for t in _git("tag", "--list", "v*").stdout.split() if _version(t) is not None]

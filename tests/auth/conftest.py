@@ -1,5 +1,4 @@
-"""Fixtures of the authorization tests, and ``check``: ``fwrest check`` run for real or in
-this process."""
+"""Fixtures of the authorization tests, and ``check``: ``fwrest check`` for real or in process."""
 
 from __future__ import annotations
 
@@ -22,14 +21,10 @@ from tests.redis_support import RedisServer, started
 
 
 def fwrest_cli(*args: str, real: bool, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``fwrest ARGS``: its exit code and output.
-
-    ``real``: the command itself, a process of its own, in ``cwd``. Otherwise the same
-    ``fwrest.cli.main`` in this process, its printing captured: the same code, exit code and
-    text, without starting an interpreter (a config's modules are then imported into the test
-    process: give them names unique in the test session). Each kind of command a test file
-    runs goes once through the real command, unless the command is not what it tests.
-    """
+    """``fwrest ARGS``: exit code and output. ``real``: the command itself in ``cwd``; else
+    ``fwrest.cli.main`` in this process, output captured (a config's modules are imported here: give
+    them session-unique names). Each kind of command a test file runs goes once through the real
+    command, unless the command is not its subject."""
     if real:
         return run_cli(*args, cwd=cwd)
     out, err = io.StringIO(), io.StringIO()

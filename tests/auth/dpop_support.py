@@ -1,6 +1,6 @@
-"""DPoP proofs as a client makes them (RFC 9449 4.2), for the tests of SPEC 16.2: a key pair of
-each algorithm (``cryptography``), the proof signed by PyJWT, the thumbprint computed here
-(RFC 7638), so that the tests check the server against the RFC, not against itself."""
+"""DPoP proofs as a client makes them (RFC 9449 4.2), for SPEC 16.2: keys by ``cryptography``,
+proofs by PyJWT, the thumbprint (RFC 7638) computed here, so the server is checked against the RFC,
+not itself."""
 
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ class DpopKey:
         header: dict[str, Any] | None = None,
         claims: dict[str, Any] | None = None,
     ) -> str:
-        """A proof for ``method`` ``url`` (``ath`` of ``token`` when given); ``header`` and
-        ``claims`` replace or add members (None as a value removes one)."""
+        """A proof for ``method`` ``url`` (``ath`` of ``token``); ``header``, ``claims``: None
+        removes."""
         body: dict[str, Any] = {
             "htm": method,
             "htu": url,

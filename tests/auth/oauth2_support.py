@@ -1,13 +1,7 @@
-"""Helpers shared by the OAuth2 tests: certificates in a folder of the test's choosing
-(``issue_certs``, from tests/conftest.py), oAuth2 server sections, a client of a port's token
-route and routes, JWT helpers, and the checks of an answer's status (``expect``,
-``assert_error``). ``wait_for`` is tests/conftest.py's too, named here for the
-tests that import it from this module.
-
-A port is reached either over real TLS on loopback, served by a real ``fwrest serve``
-(:func:`serve_oauth`), or in this process through ``fwrest.testing.Client``, the same pipeline
-without a socket or a TLS handshake (:func:`local_oauth`); nothing is mocked.
-"""
+"""Helpers of the OAuth2 tests: certificates, oAuth2 sections, port clients, JWT helpers, ``expect``
+and ``assert_error``. A port is reached over real TLS on a real ``fwrest serve``
+(:func:`serve_oauth`) or in process through ``fwrest.testing.Client``, the same pipeline without
+socket or handshake (:func:`local_oauth`); nothing is mocked."""
 
 from __future__ import annotations
 
@@ -57,8 +51,7 @@ def params_source(name: str = "params", **params: Any) -> str:
     return f"\n\ndef {name}():\n    return {params!r}\n"
 
 
-# the key set tests (test_keys.py, test_jwks_clients.py): one user, ten-minute tokens, a port
-# per asymmetric algorithm
+# key set tests (test_keys.py, test_jwks_clients.py): ten-minute tokens, a port per algorithm
 KEYS_APP = APP_SOURCE + params_source(**WEB, users=[ADA], access_expires="10m")
 KEYS_ALGS = {"ED": "EdDSA", "EC": "ES256", "RSA": "RS256"}
 KEYS_ADA = ("ada", "Ada-Pw-7731")
@@ -130,9 +123,7 @@ class OAuth(OAuthPort):
 
 
 class LocalOAuth(OAuthPort):
-    """A client of one oAuth2 port of a service in this process (``fwrest.testing.Client``:
-    its base URL is ``https://``, but no TLS is involved); paths are relative to it. The port
-    opens when the client is made: its signing key and key set exist from then on."""
+    """An in-process oAuth2 port's client (``https://``, no TLS); its keys exist once it is made."""
 
     def __init__(self, config: Path, server: str, location: str = "/rest") -> None:
         super().__init__(server, Client(config, server=server).__enter__(), location)
@@ -142,8 +133,7 @@ P = TypeVar("P", bound=OAuthPort)
 
 
 class Ports(Generic[P]):
-    """A client of each oAuth2 port of a service, made on first use (``svc["NAME"]``) and
-    closed by :meth:`close`."""
+    """A client of each oAuth2 port (``svc["NAME"]``), made on first use, closed by ``close``."""
 
     def __init__(self, make: Callable[[str], P]) -> None:
         self._make = make
@@ -160,10 +150,7 @@ class Ports(Generic[P]):
 
 
 class LocalService(Ports[LocalOAuth]):
-    """A service of oAuth2 ports in this process: its config, its folder, and a
-    :class:`LocalOAuth` client of each port (each runs the port's pipeline, one worker of its
-    own, the signing key file shared). Its log is its ``LogFile`` (``server.log`` beside the
-    config)."""
+    """oAuth2 ports in process, a :class:`LocalOAuth` each; the log is ``server.log``."""
 
     def __init__(self, config: Path, certs: dict[str, Path]) -> None:
         super().__init__(lambda name: LocalOAuth(config, name))
@@ -179,18 +166,14 @@ class LocalService(Ports[LocalOAuth]):
 def local_oauth(
     ca: trustme.CA, folder: Path, write_service: Callable[[Path, dict[str, Path]], Path]
 ) -> Iterator[LocalService]:
-    """Certificates in ``folder/certs`` (an oAuth2 port needs TLS files to be valid), then the
-    service of the config that ``write_service(folder, certs)`` writes, in this process (its
-    modules need names unique in the test session); yields the :class:`LocalService`, then
-    closes its clients. A module fixture: ``yield from local_oauth(...)``."""
+    """``yield from local_oauth(...)``: ``write_service(folder, certs)``'s service in process."""
     certs = issue_certs(ca, folder / "certs")
     with contextlib.closing(LocalService(write_service(folder, certs), certs)) as service:
         yield service
 
 
 class OAuthService(Ports[OAuth]):
-    """A running service of oAuth2 ports: its process, its folder, and an :class:`OAuth`
-    client of each port."""
+    """A running service of oAuth2 ports: process, folder, an :class:`OAuth` client per port."""
 
     def __init__(self, proc: ServerProcess, certs: dict[str, Path]) -> None:
         super().__init__(lambda name: OAuth(proc, name, certs))
@@ -205,9 +188,7 @@ def serve_oauth(
     write_service: Callable[[Path, dict[str, Path]], Path],
     workers: int = 1,
 ) -> Iterator[OAuthService]:
-    """Certificates in ``folder/certs``, then ``fwrest serve --workers WORKERS`` of the config
-    that ``write_service(folder, certs)`` writes; yields the :class:`OAuthService`, then closes
-    its clients and stops it. A module fixture: ``yield from serve_oauth(...)``."""
+    """``yield from serve_oauth(...)``: ``fwrest serve --workers WORKERS`` of ``write_service``."""
     certs = issue_certs(ca, folder / "certs")
     config = write_service(folder, certs)
     with (
@@ -218,9 +199,7 @@ def serve_oauth(
 
 
 def uvicorn_app(folder: Path, module: str, source: str, env: dict[str, str]) -> Iterator[str]:
-    """``source`` as the module ``module`` (its ASGI app ``app``) under uvicorn, a process of its
-    own with ``env``, in ``folder``; yields its base URL (plain HTTP on loopback) once its
-    ``/orders`` answers 401 (no token), then stops it and prints the end of its stderr."""
+    """``source`` under uvicorn with ``env``; its URL once ``/orders`` is 401; stderr printed."""
     (folder / f"{module}.py").write_text(source)
     port = free_port()
     with (folder / "stderr.log").open("wb") as stderr:
@@ -251,8 +230,7 @@ def signing_key(config_dir: Path) -> bytes:
 
 
 def claims_of(svc: LocalService, access_token: str) -> dict[str, Any]:
-    """The claims of an access token of ``svc``, its signature checked (not its audience:
-    tests/auth/test_audience.py checks that)."""
+    """An access token's claims, signature checked (the audience: tests/auth/test_audience.py)."""
     claims: dict[str, Any] = jwt.decode(
         access_token, signing_key(svc.folder), algorithms=["HS256"], options={"verify_aud": False}
     )
@@ -278,8 +256,7 @@ def sign(claims: dict[str, Any], key: bytes, headers: dict[str, Any] | None = No
 def fresh_claims(
     sub: str = "ada", ttl: int = 600, aud: object = "OAUTH", iss: str = "https://unknown.invalid"
 ) -> dict[str, Any]:
-    """Claims fwrest would sign for ``sub`` on the server section ``aud`` (SPEC 7.1) as the
-    issuer ``iss`` (:func:`issuer_of` a port: SPEC 12.2)."""
+    """What fwrest signs for ``sub`` on section ``aud`` (SPEC 7.1) as ``iss`` (SPEC 12.2)."""
     now = int(time.time())
     return {"iss": iss, "aud": aud, "sub": sub, "client_id": "web", "iat": now, "exp": now + ttl,
             "jti": "j" * 32, "scope": "default"}  # fmt: skip
@@ -320,8 +297,7 @@ def encoded_forms(secret: str) -> set[str]:
     return {secret, quote(secret, safe=""), quote_plus(secret), quote(secret)}
 
 
-# the tests of state shared by workers and hosts (tests/e2e/): an app whose /hello answers
-# the worker's pid, its users and its client
+# state shared by workers and hosts (tests/e2e/): /hello answers the worker's pid
 PID_USERS = {"ada": "Ada-Pw-7731", "bob": "Bob-Pw-2207", "cy": "Cy-Pw-1188", "dee": "Dee-Pw-4620"}
 PID_CLIENT = ("web", "Web-Secret-9q")
 PID_APP = f"""
@@ -352,9 +328,7 @@ def bearer(token: str) -> dict[str, str]:
 
 
 class WorkersHost:
-    """A ``fwrest serve --workers N`` host of :data:`PID_APP`, its oAuth2 port ``OAUTH`` (TLS,
-    its CA ``ca_file``): password grants of ``users`` as the client ``client``, and a
-    kept-alive connection per worker."""
+    """``--workers N`` of :data:`PID_APP` (``OAUTH``): grants of ``users``, a client per worker."""
 
     def __init__(self, proc: ServerProcess, ca_file: Path, workers: int,
                  users: dict[str, str] = PID_USERS, client: tuple[str, str] = PID_CLIENT) -> None:  # fmt: skip
@@ -374,8 +348,7 @@ class WorkersHost:
         return dict(answer.json())
 
     def per_worker(self, ask: Callable[[httpx.Client], int]) -> dict[int, httpx.Client]:
-        """A client whose one kept-alive connection reaches each worker: pid -> client;
-        ``ask`` sends one request on a new client and returns the pid that answered."""
+        """pid -> a client kept alive on that worker (``ask``: the pid a new client reaches)."""
         found: dict[int, httpx.Client] = {}
         for _ in range(60):
             http = self.client()
@@ -396,8 +369,7 @@ class WorkersHost:
 
 
 def assert_error(response: httpx.Response, error: str, status: int = 400) -> httpx.Response:
-    """An OAuth2 error answer (RFC 6749 5.2): the ``status`` and the ``error`` code; returns
-    ``response``."""
+    """An OAuth2 error answer (RFC 6749 5.2) with ``status`` and ``error``; returns ``response``."""
     assert response.status_code == status, response.text
     assert error_of(response) == error, response.text
     return response

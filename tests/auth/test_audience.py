@@ -1,15 +1,6 @@
-"""SPEC 7.1: an access token is valid only on the server section that issued it.
-
-Two oAuth2 ports of one service share the signing key; ``SHOP`` knows ``ada`` and ``bob``,
-``ADMIN`` knows only ``ada``. A token of one port carries ``aud`` = that section's name and is
-refused on the other (bearer check and refresh alike); a refresh token tried on the wrong port
-is not spent there, so it still works on its own port.
-
-The service runs in this process (``fwrest.testing.Client``, one worker per port), its module
-named ``tauth_audience_app``. Its state store is a sqlite file, shared by both ports' workers
-as the workers of one service share it, so a refresh token tried on the wrong port is looked
-for in the very store that holds it; they share the signing key file too.
-"""
+"""SPEC 7.1: an access token is valid only on the section that issued it. ``SHOP`` (ada, bob) and
+``ADMIN`` (ada) share the signing key and one sqlite store (module ``tauth_audience_app``), so a
+refresh token tried on the wrong port is looked for in the store that holds it."""
 
 from __future__ import annotations
 
@@ -104,9 +95,7 @@ def test_a_token_without_aud_or_with_a_foreign_one_is_refused(svc: LocalService)
 
 
 def test_the_aud_names_the_section_in_any_case(svc: LocalService) -> None:
-    """SPEC 9: section names are case-insensitive; a host of the service that spells the
-    section ``shop`` (or an earlier release's token) writes ``aud`` as it spells it; a list
-    ``aud`` names it when any of its strings does (as PyJWT's audience check reads one)."""
+    """SPEC 9: sections are case-insensitive: ``aud`` in any spelling, or a list naming it."""
     key = signing_key(svc.folder)
     shop = svc["SHOP"]
     iss = issuer_of(shop)

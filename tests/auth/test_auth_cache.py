@@ -1,12 +1,6 @@
-"""``OnAuthCache`` (SPEC 4.1): a worker remembers for a period that ``OnAuth`` accepted a user
-and password, as a keyed hash of the pair in a table of at most 10,000, and lets the same pair
-through without asking ``OnAuth`` again; a refusal is never remembered, always asks ``OnAuth``
-and counts for the throttle, whose lock-out stands over a remembered pair.
-
-Each test runs the port's pipeline in this process (``fwrest.testing.Client``) with a
-validator that counts its calls (a module of its own, imported by the client). The bound of the
-table is taken through the guard itself, in one event loop (10,001 requests).
-"""
+"""``OnAuthCache`` (SPEC 4.1): an accepted pair is remembered (a keyed hash, at most 10,000) and let
+through without ``OnAuth``; a refusal is never remembered. In process, with a validator counting its
+calls; the bound is taken through the guard in one loop."""
 
 from __future__ import annotations
 
@@ -209,8 +203,7 @@ def test_the_table_keeps_the_latest_ten_thousand_pairs() -> None:
 
 @pytest.mark.parametrize("verdict", [True, False])
 def test_requests_with_a_pair_being_checked_wait_for_that_check(verdict: bool) -> None:
-    """Twenty requests with one pair at once (a client opening its connections): one asks
-    OnAuth, the others wait for its verdict; a refusal is not shared, each asks OnAuth."""
+    """Twenty at once: one asks OnAuth, the others wait for its verdict; a refusal is not shared."""
     release = asyncio.Event()
     calls: list[str] = []
 
@@ -244,8 +237,7 @@ def test_requests_with_a_pair_being_checked_wait_for_that_check(verdict: bool) -
 
 
 def test_a_refusal_forgets_a_pair_held() -> None:
-    """A request that did not wait for another's check of its pair (one that came after a
-    refusal) and is refused while the other's acceptance is held: the refusal stands."""
+    """Refused while another request's acceptance of the pair is held: the refusal stands."""
 
     async def on_auth(user: str, password: str) -> bool:
         return False

@@ -1,10 +1,4 @@
-"""The authorization code grant with PKCE (SPEC 16.1), through the port's own pipeline in this
-process (``fwrest.testing.Client``: no socket is the subject here; tests/e2e/test_code_flow.py
-runs the real clients over TLS and the browser): the authorize route's refusals (the 400 page,
-never a redirect, for what makes a redirect untrustworthy; the redirect with ``error``,
-``state`` and ``iss`` for the rest), the login page and its CSRF token, one throttle budget
-with the password grant, the code's single use and what a reused code revokes, public and
-confidential clients, loopback redirects, the metadata, the audit trail and the log."""
+"""The code grant with PKCE (SPEC 16.1) in process; real clients: tests/e2e/test_code_flow.py."""
 
 from __future__ import annotations
 
@@ -286,10 +280,8 @@ def test_other_errors_redirect_with_error_state_and_iss(
 def test_a_parameter_given_twice_is_invalid_request_by_redirect(
     code: LocalOAuth, name: str
 ) -> None:
-    """RFC 6749 4.1.2.1: a request that "includes a parameter more than once" is
-    invalid_request, told by the redirect once client_id and redirect_uri are good; state
-    goes back only when it was given once. The posted form, which fwrest made with each field
-    once, gets the 400 page instead, no password checked."""
+    """RFC 6749 4.1.2.1: a repeated parameter is invalid_request by redirect once client_id and
+    redirect_uri are good; fwrest's own posted form gets the 400 page, no password checked."""
     _verifier, challenge = pkce()
     params = authorize_params(challenge, scope="orders:read")
     first = params.get(name, "x")
@@ -318,8 +310,7 @@ def test_a_parameter_given_twice_is_invalid_request_by_redirect(
 
 
 def test_the_scopes_of_a_client_without_its_own_are_the_users(code: LocalOAuth) -> None:
-    """web lists no scopes: ada (orders:read) gets what she asks for, bob (none) is refused
-    after his login, by a redirect, as the password grant refuses him (SPEC 12.4)."""
+    """web lists none: ada gets orders:read; bob is refused by redirect after login (SPEC 12.4)."""
     for user, password, granted in (("ada", ADA_PW, True), ("bob", "Bob-Pw-2291", False)):
         asked = {"client_id": "web", "redirect_uri": WEB_CB, "scope": "orders:read"}
         verifier, params, shown = ask(code, **asked)
@@ -426,8 +417,7 @@ def _authorizer(port: LocalOAuth) -> Any:
 
 
 def test_the_login_page_and_the_password_grant_share_one_budget(svc: LocalService) -> None:
-    """maxFailures 3 on LIMITED: two wrong passwords on the page and one at the token route
-    lock the user out of both."""
+    """maxFailures 3: two wrong passwords on the page and one at the token route lock both out."""
     code = svc["LIMITED"]
     fields = form_fields(ask(code)[2])
     user = "budget-" + secrets.token_hex(3)

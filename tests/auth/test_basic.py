@@ -1,29 +1,14 @@
-"""HTTP Basic with an application validator, one scheme per port (SPEC 3, 4, 4.1, 7).
+"""HTTP Basic with an application validator, one scheme per port (SPEC 3, 4, 4.1, 7). Ports share
+pool ``POOL``: ``HTTP_BASIC`` (``OnAuth`` ``auth.check``, a def; ``/rest`` and ``/other`` on its own
+pool), ``HTTP_ASYNC`` (``ACheck``, async, named in another case to see it come back as written;
+``healthcheck/ok`` public), ``HTTP_GUARDED`` (``auth.guarded``, its own record file: malformed
+credentials never reach it), ``HTTP_OPEN``. Validators record every call as JSON lines; verdicts by
+user name (``AUTH_SOURCE``).
 
-One service serves four ports that share the thread pool ``POOL``:
-
-* ``HTTP_BASIC``: Basic, ``OnAuth`` = ``auth.check`` (a ``def``), locations ``/rest`` and
-  ``/other`` (the second on its own pool);
-* ``HTTP_ASYNC``: Basic, ``OnAuth`` = ``ACheck`` (an ``async def``, named by its bare name in
-  another capitalisation, to see the name come back as written); ``NativeRoutes`` makes
-  ``healthcheck/ok`` public there;
-* ``HTTP_GUARDED``: Basic, ``OnAuth`` = ``auth.guarded``, which records to its own file, used
-  only by the test proving that malformed credentials never reach the validator;
-* ``HTTP_OPEN``: no authorization.
-
-The validators record every call (user, password, which validator) as a JSON line beside the
-config, so a test sees exactly what reached them. Their verdict depends on the user name: see
-``AUTH_SOURCE``.
-
-What the pipeline answers (statuses, bodies, the REST object, what reached ``OnAuth``) is
-asked of the service in this process (``local``: a ``fwrest.testing.Client`` per port, its
-modules named ``tauth_basic_app`` and ``tauth_basic_auth``, so ``OnAuth`` reads
-``tauth_basic_auth.check`` there). The service started once for the module with
-``fwrest serve`` (``svc``) answers what needs its sockets, its standard error or one worker
-serving two ports: raw header bytes, real clients and keep-alive, a refused connection, the
-log of an ``OnAuth`` that raises, the pool two ports share. Tests of the whole log of a
-process, of two workers and of the worker's own lines start services of their own.
-"""
+The pipeline's answers are asked in process (``local``, modules
+``tauth_basic_app``/``tauth_basic_auth``); the module's ``fwrest serve`` (``svc``) answers what
+needs sockets, stderr or one worker on two ports (raw headers, keep-alive, a refused connection, a
+raising ``OnAuth``'s log, the shared pool)."""
 
 from __future__ import annotations
 
@@ -142,8 +127,7 @@ LOCAL_ON_AUTH = f"{LOCAL_AUTH}.check"
 
 
 def write_service(tmp: Path, app_module: str = "app", auth_module: str = "auth", **kw: Any) -> Path:
-    """The module's service in ``tmp``: its endpoints in ``app_module``, its validators in
-    ``auth_module`` (``fwrest.testing.Client`` imports both into the test process)."""
+    """Endpoints in ``app_module``, validators in ``auth_module`` (both imported here)."""
     (tmp / f"{auth_module}.py").write_text(AUTH_SOURCE, encoding="utf-8")
     servers = {
         "HTTP_BASIC": _server("ROOT, OTHER", _basic(f"{auth_module}.check")),
@@ -208,8 +192,7 @@ def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
 
 
 class InProcess(Recorded):
-    """The module's service in this process: a ``fwrest.testing.Client`` per port, made on
-    first use, each running the port's pipeline (one worker of its own) without a socket."""
+    """In process: a ``fwrest.testing.Client`` per port, made on first use, one worker each."""
 
     def __init__(self, config: Path) -> None:
         self.config = config
@@ -262,9 +245,8 @@ UNUSABLE = {
     "bad-base64": "Basic !!!",
     "base64-with-inner-space": f"Basic {ADA_TOKEN[:4]} {ADA_TOKEN[4:]}",
     "base64-without-colon": f"Basic {b64(b'adaLovelace1815')}",
-    # an encoding that is not base64's one (RFC 4648 3.3, 3.5), though Python's strict
-    # decoder takes it: "=" after a whole group (ada's right credentials), pad bits that are
-    # not zero ("ada:x" is "YWRhOng=": "h" is "g" with a pad bit set)
+    # not base64's encoding (RFC 4648 3.3, 3.5), though Python's strict decoder takes it: "=" after
+    # a whole group, non-zero pad bits ("YWRhOng=" is "ada:x": "h" is "g" with a pad bit)
     "base64-padding-after-a-whole-group": f"Basic {ADA_TOKEN}=",
     "base64-pad-bits-not-zero": "Basic YWRhOnh=",
 }
@@ -414,8 +396,7 @@ def test_unknown_path_with_valid_credentials_is_404(local: InProcess, path: str)
     assert response.content == BODY_404
 
 
-# native routes' paths outside every location (SPEC 7.1): no route there, but authorization
-# runs first all the same, on every method
+# native routes' paths outside every location (SPEC 7.1): authorization runs first, on every method
 OUTSIDE_NATIVE = [("GET", "/fw/oauth2/token"), ("POST", "/fw/oauth2/token"), ("GET", "/fw/rest/config"),
                   ("POST", "/fw/rest/config"), ("GET", "/fw/healthcheck/ok"),
                   ("GET", "/fw/rest/openapi.json")]  # fmt: skip
@@ -645,8 +626,7 @@ def test_no_password_or_credential_in_the_whole_log(serve: Any, tmp_path: Path, 
 
 
 def test_failed_on_auth_calls_lock_the_user_out(tmp_path: Path) -> None:
-    """In this process: both ports of the service share a sqlite state store, as the ports
-    of one worker share its store."""
+    """Both ports share a sqlite store, as one worker's ports share its store."""
     app, auth = "tauth_lockout_app", "tauth_lockout_auth"
     (tmp_path / f"{auth}.py").write_text(AUTH_SOURCE, encoding="utf-8")
     servers = {
@@ -680,9 +660,7 @@ def test_failed_on_auth_calls_lock_the_user_out(tmp_path: Path) -> None:
 
 
 def test_failures_on_every_worker_count_toward_one_lock_out(serve: Any, tmp_path: Path) -> None:
-    """``--workers 2`` with ``StateStore=memory`` (one process's store): the failures are
-    counted across the workers, as through sqlite or Redis (SPEC 4.2: all workers share the
-    count), not ``maxFailures`` per worker."""
+    """``--workers 2``, memory store: failures count across workers (SPEC 4.2)."""
     (tmp_path / "auth.py").write_text(AUTH_SOURCE, encoding="utf-8")
     config = free_config(
         tmp_path,
@@ -705,8 +683,7 @@ def test_failures_on_every_worker_count_toward_one_lock_out(serve: Any, tmp_path
                 break
         assert len(clients) == 2, "no connection reached the second worker"
         first, second = clients.values()
-        # three refusals of three user names (only the address's count grows), spread over
-        # both workers: neither worker saw three of them
+        # three user names (only the address's count grows) over both workers: neither saw three
         for client, user in ((first, "false"), (second, "none"), (first, "one")):
             assert_403(client.get(url, auth=(user, "Guess-Pw-5e")))
         locked = expect(second.get(url, auth=("list", "Guess-Pw-6f")), 429)
@@ -725,9 +702,8 @@ def test_failures_on_every_worker_count_toward_one_lock_out(serve: Any, tmp_path
 
 
 def test_verbose_level_and_full_tracebacks_of_on_auth(serve: Any, tmp_path: Path) -> None:
-    """``rest_log_level=4`` adds a line per accepted user (3 has none: the access line only);
-    ``rest_error_full=1`` logs the traceback of an exception in ``OnAuth``, without its
-    password, even one too short for the log's general scrubbing."""
+    """Level 4: a line per accepted user (3: the access line only); ``rest_error_full=1``: an
+    ``OnAuth`` traceback without its password, even one too short for the scrubbing."""
     server = serve(write_service(tmp_path, general={"rest_log_level": 4, "rest_error_full": 1}))
     url = f"http://127.0.0.1:{server.ports['HTTP_BASIC']}"
     ada = ("ada", ADA_PASSWORD)
@@ -743,8 +719,7 @@ def test_verbose_level_and_full_tracebacks_of_on_auth(serve: Any, tmp_path: Path
     assert "Zq" not in text
     quiet = {"rest_log_level": 3, "rest_error_full": 0}
     expect(httpx.post(f"{url}/rest/fw/rest/config", json=quiet, auth=ada, timeout=10))
-    # that request's lines (its OnAuth line among them) leave at the end of the worker's loop
-    # turn, maybe after its answer: what follows is read from its access line on
+    # its lines leave after the loop turn, maybe after the answer: read from its access line on
     server.wait_log("POST /rest/fw/rest/config 200")
     since = len(server.log())
     assert httpx.get(f"{url}/rest/items/3", auth=ada, timeout=10).status_code == 200

@@ -1,15 +1,8 @@
-"""``FwData.Authorization`` is validated at start, never at request time (SPEC 2, 4, 4.1).
-
-Every mistake makes ``fwrest check`` (and ``fwrest serve``, before binding) exit 2 with one
-message naming the section, the key and what to do; ``fwrest.server.prepare`` raises
-``ConfigError`` with the same fields and text.
-
-Variants are checked in process with ``prepare`` (fast); each point also runs ``fwrest check``
-once: its code (``fwrest.cli.main``) in this process, and the command itself for one refusal,
-one pass and one warning (``tests/auth/conftest.py``'s ``check``); ``fwrest serve`` refuses
-for real. The repository of each test is one module with a unique name, because imported
-modules stay in ``sys.modules`` (see ``tests/repository/test_repository.py``).
-"""
+"""``FwData.Authorization`` is validated at start, never per request (SPEC 2, 4, 4.1): ``fwrest
+check`` (and ``serve``, before binding) exits 2 with one message naming section, key and fix;
+``prepare`` raises ``ConfigError`` alike. Variants through ``prepare``; each point once through
+``fwrest check`` in process, the real command for one refusal, pass and warning. Each test's module
+name is unique (``sys.modules`` keeps imports)."""
 
 from __future__ import annotations
 
@@ -91,8 +84,7 @@ class Case:
         return info.value
 
     def check_fails(self, fw_data: Any = None, *, real: bool = False, **kw: Any) -> str:
-        """``fwrest check`` (the command itself when ``real``, else its code in this process):
-        exit 2, one error on stderr and nothing else; returns it."""
+        """``fwrest check`` (real or in process): exit 2, one error alone on stderr; returns it."""
         done = check(self.write(fw_data, **kw), real=real)
         assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
         assert done.stderr.startswith(CLI_PREFIX), done.stderr
@@ -118,8 +110,7 @@ def _auth(**more: Any) -> dict[str, Any]:
 
 
 def _rows(key: str, needles: tuple[str, ...], make: Any, *values: Any) -> list[Any]:
-    """One row per value: the Authorization object ``make(value)``, the key of the error, what
-    it says (``{v}``: the value's repr; ``^``: the problem starts so; ``fix:`` in the fix)."""
+    """A row per value: ``make(value)``, key, text (``{v}``: repr; ``^``: starts so; ``fix:``)."""
     return [(make(v), key, tuple(n.replace("{v}", repr(v)) for n in needles)) for v in values]
 
 

@@ -1,5 +1,4 @@
-"""``BasicGuard`` in process: what it remembers of a header, and what it never does (SPEC 4.1:
-``OnAuth`` decides every request)."""
+"""``BasicGuard`` in process: what it remembers, and never does (SPEC 4.1: ``OnAuth`` decides)."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ def header(user: str, password: str) -> str:
 
 
 def Ctx() -> RequestContext:
-    """A request's context as the guard gets it (a real one: the compiled guard takes no
-    stand-in)."""
+    """A real request context (the compiled guard takes no stand-in)."""
     return RequestContext(cast(Any, None), "GET", "/rest/x", "", [], b"", "127.0.0.1")
 
 

@@ -1,22 +1,8 @@
-"""Users, clients and the locations of ``onAuthNoCheckUri`` patterns kept apart (issue 34).
-
-* A client credentials token keeps ``sub`` = the client id (SPEC 12.4) and carries
-  ``fw_kind: "client"``; to the application (``rest.getAuthUser()``, ``onAdmin``, the audit
-  trail's actor) its bearer is ``client:<id>``, a name no user may have: a client named
-  ``admin`` is not the user ``admin`` an ``onAdmin`` lets in; an ``onAdmin`` that names
-  ``client:ops`` lets that client in, and the audit trail names it so. A token of an earlier
-  release (no ``fw_kind``, ``sub`` = ``client_id``) is a client's too. Introspection of a
-  client's token names no user.
-* Client secrets may be argon2id hashes (as ``fwrest clients`` writes them) beside plain ones.
-* A start refuses an ``onAuthparams`` file whose names fold to one (case, NFKC) or whose user
-  name begins with ``client:``; a function's such names are warned about.
-* ``onAuthNoCheckUri``: a pattern that begins with a location's prefix is that location's
-  only; ``fwrest check`` says where a pattern reaches another location's routes, and where a
-  user without ``scopes`` gets ``introspect`` through a client.
-
-The module's service runs in this process (``fwrest.testing.Client``: no socket or TLS is
-under test here); ``fwrest check`` runs once as a user runs it, else in this process.
-"""
+"""Users, clients and ``onAuthNoCheckUri`` locations kept apart (issue 34), in process: a client
+credentials token keeps ``sub`` = client id (SPEC 12.4) with ``fw_kind: "client"``, and is
+``client:<id>`` to the application (``getAuthUser()``, ``onAdmin``, the audit actor), a name no user
+may have; names folding together (case, NFKC) are refused at start; a pattern beginning with a
+location's prefix is that location's only."""
 
 from __future__ import annotations
 
@@ -212,8 +198,7 @@ def test_a_pattern_with_a_locations_prefix_is_that_locations_only(port: OAuthPor
 
 def checked(folder: Path, servers: dict[str, Any], app: str = APP, *, real: bool = False,
             **extra: Any) -> Any:  # fmt: skip
-    """``fwrest check`` of the service, run for real or in this process (its module named
-    uniquely: it is imported into this process)."""
+    """``fwrest check``, real or in process (a unique module name: it is imported here)."""
     module = f"tauth_names_check_{uuid.uuid4().hex[:12]}"
     text = json.dumps(servers).replace('"app.', f'"{module}.')
     config = module_config(folder, module, servers=json.loads(text), extra=extra, app=app)

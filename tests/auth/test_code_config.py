@@ -1,7 +1,6 @@
-"""The configuration of the authorization code grant (SPEC 16.1): ``types`` listing
-``authorization_code``, a client entry's ``redirect_uris`` and ``"public": true``, and
-``loginPage``, checked when the service starts (``fwrest check`` exits 2 with a clear message,
-never a failure at request time) or reported as probably wrong."""
+"""The code grant's configuration (SPEC 16.1): ``authorization_code`` in ``types``,
+``redirect_uris``, ``"public": true``, ``loginPage``: checked at start (``fwrest check`` exits 2,
+clear message) or reported as probably wrong."""
 
 from __future__ import annotations
 

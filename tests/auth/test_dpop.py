@@ -1,11 +1,7 @@
-"""SPEC 16.2, DPoP (RFC 9449): proofs at the token route and at the bearer check, the refusals.
-
-In process (``fwrest.testing.Client``, module ``tauth_dpop_app``): no socket is the subject
-here. Ports: ``DP`` (HS256, DPoP accepted), ``REQ`` (``"boundTokens": "dpop"``), ``PX``
-(behind a ``TrustedProxies`` balancer). Clients: ``web`` (confidential) and ``spa``
-(public). The proofs are made by PyJWT with keys of ``cryptography`` (``dpop_support.py``).
-Over real TLS, across workers and hosts: ``tests/e2e/test_dpop_hosts.py``.
-"""
+"""SPEC 16.2, DPoP (RFC 9449) in process (module ``tauth_dpop_app``): proofs at the token route and
+the bearer check, and the refusals. Ports ``DP`` (HS256, DPoP accepted), ``REQ`` (``"boundTokens":
+"dpop"``), ``PX`` (behind ``TrustedProxies``); clients ``web`` (confidential), ``spa`` (public).
+Over TLS across workers and hosts: tests/e2e/test_dpop_hosts.py."""
 
 from __future__ import annotations
 
@@ -261,8 +257,7 @@ def test_boundtokens_dpop_makes_the_proof_mandatory(svc: LocalService, key: Dpop
     missing = expect(req.http.get(req.base + "/hello"), 401)
     assert missing.headers["www-authenticate"].startswith("DPoP " + ALGS_PARAM)
     assert "error" not in missing.headers["www-authenticate"]  # RFC 6750 3.1
-    # an unbound token (issued before boundTokens was set) is refused: forged here with the
-    # port's own signing key
+    # an unbound token (issued before boundTokens was set) is refused: forged with the port's key
     from tests.auth.oauth2_support import signing_key
 
     claims = jwt.decode(token, options={"verify_signature": False})
@@ -280,8 +275,7 @@ def test_boundtokens_dpop_makes_the_proof_mandatory(svc: LocalService, key: Dpop
 def test_a_malformed_token_sent_with_the_dpop_scheme_gets_the_dpop_challenge(
     dp: LocalOAuth,
 ) -> None:
-    """Where DPoP is optional: the client used the DPoP scheme, so the refusal's challenge
-    is DPoP's (RFC 9449 7.1); with Bearer it stays Bearer's."""
+    """DPoP optional: the DPoP scheme gets DPoP's challenge (RFC 9449 7.1), Bearer Bearer's."""
     bad = dp.http.get(dp.base + "/hello", headers={"Authorization": "DPoP abc"})
     assert_dpop_refusal(bad, "invalid_token")
     bearer = dp.http.get(dp.base + "/hello", headers={"Authorization": "Bearer abc"})

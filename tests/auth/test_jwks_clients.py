@@ -1,12 +1,7 @@
-"""SPEC 12.1-12.2 through other people's code, over real TLS: PyJWT's ``PyJWKClient`` fetching
-each port's JWK Set, a separate resource server (a Starlette app under uvicorn, a process of
-its own) trusting fwrest's EdDSA tokens through the JWKS alone, and a rotation while clients
-issue and use tokens on a service of two workers (``fwrest serve --workers 2``), the command
-run as a process of its own as an operator runs it.
-
-One service for the module: ports ``ED`` (EdDSA), ``EC`` (ES256) and ``RSA`` (RS256), a
-sqlite store, the key set in ``.fwrest/keyset.json``.
-"""
+"""SPEC 12.1-12.2 through other people's code over real TLS: PyJWT's ``PyJWKClient`` on each port's
+JWK Set, a Starlette resource server under uvicorn trusting fwrest's EdDSA tokens through the JWKS
+alone, and a rotation by the real command while clients use a two-worker ``fwrest serve``. Ports
+``ED``, ``EC``, ``RSA``; sqlite store; key set in ``.fwrest/keyset.json``."""
 
 from __future__ import annotations
 
@@ -143,8 +138,7 @@ def test_a_separate_resource_server_accepts_eddsa_tokens_through_the_jwks_alone(
 
 
 def test_the_guide_s_pyjwt_example_verifies_tokens(svc: OAuthService) -> None:
-    """docs/verifying-tokens.md's example, run as written against this service (its URL,
-    CA file and section name put in place of the page's)."""
+    """docs/verifying-tokens.md's example as written (this service's URL, CA file and section)."""
     token = svc["ED"].tokens(*ADA)["access_token"]
     code = (
         example("verifying-pyjwt")
@@ -163,9 +157,8 @@ def test_the_guide_s_pyjwt_example_verifies_tokens(svc: OAuthService) -> None:
 def test_rotation_under_load_refuses_no_valid_token(
     svc: OAuthService, resource_server: str
 ) -> None:
-    """Clients issue and use tokens on both workers while `fwrest keys rotate` runs: every
-    request with a valid token passes (fwrest and the resource server), and every token issued
-    from 1 s after the command returned carries the new kid (SPEC 12.1)."""
+    """During `fwrest keys rotate` on both workers no valid token is refused (fwrest or the resource
+    server); tokens issued 1 s after it carry the new kid (SPEC 12.1)."""
     ed = svc["ED"]
     old_kid = kid_of(ed.tokens(*ADA)["access_token"])
     stop = threading.Event()
@@ -183,8 +176,7 @@ def test_rotation_under_load_refuses_no_valid_token(
                 form = {"grant_type": "password", "username": ADA[0], "password": ADA[1]}
                 r = http.post(ed.token_url, data=form)
                 if r.status_code == 503 and r.headers.get("retry-after"):
-                    # SPEC 7: the sqlite store held past the call's deadline on a loaded
-                    # machine; a client waits as Retry-After says (no token was refused)
+                    # SPEC 7: sqlite held past the deadline when loaded; wait Retry-After
                     unavailable.append(r.headers["retry-after"])
                     time.sleep(float(r.headers["retry-after"]))
                     continue
@@ -245,11 +237,8 @@ def test_rotation_under_load_refuses_no_valid_token(
 def test_two_hosts_sharing_redis_share_the_key_set_across_a_rotation(
     ca: trustme.CA, tmp_path: Path
 ) -> None:
-    """Two hosts (two `fwrest serve`, one config each, the same sections) on one real Redis,
-    with the default configuration (no "issuer": each host derives its own, SPEC 12.2): the
-    key set lives in Redis (no keyset.json); a token of one host verifies on the other, before,
-    across and after a rotation run against host A's config, and host B signs with the new key
-    within 1 s."""
+    """Two hosts on Redis, each deriving its issuer (SPEC 12.2): the key set lives in Redis, tokens
+    verify across hosts around a rotation on A, and B signs with the new key within 1 s."""
     with contextlib.ExitStack() as stack:
         redis_server = stack.enter_context(started(RedisServer(tmp_path)))
         hosts: list[ServerProcess] = []

@@ -1,12 +1,7 @@
-"""SPEC 12.1-12.2 in process: signing algorithms, the key set, the JWK Set, the metadata, the
-issuer, rotation and the refusals of hostile tokens.
-
-One service of four oAuth2 ports (``ED``: EdDSA, ``EC``: ES256, ``RSA``: RS256, ``HS``: the
-default HS256), its key set in ``keyset.json`` beside the signing key, run in this process
-(``fwrest.testing.Client``, one worker per port, module ``tauth_keys_app``). Tokens are checked
-by joserfc, a JOSE library that is not the one fwrest signs with (PyJWT); rotation is the real
-command (``fwrest.cli.main``), and the ports' pollers pick it up as a service's workers do.
-"""
+"""SPEC 12.1-12.2 in process (module ``tauth_keys_app``): algorithms, key set, JWK Set, metadata,
+issuer, rotation, hostile tokens. Ports ``ED`` (EdDSA), ``EC`` (ES256), ``RSA`` (RS256), ``HS``
+(HS256). Tokens are checked by joserfc (not fwrest's PyJWT); rotation is the real command, picked up
+by the ports' pollers as workers do."""
 
 from __future__ import annotations
 
@@ -88,9 +83,8 @@ def header_of(token: str) -> dict[str, Any]:
 
 
 def rotate(svc: LocalService, *, real: bool = False) -> tuple[int, str, str]:
-    """``fwrest keys rotate``, a process of its own (in this process its key generation would
-    hold the GIL the service's workers need): ``real``, as an operator runs it; else forked from
-    a process that imported fwrest once (``run_forked``)."""
+    """``fwrest keys rotate`` in a process of its own (here its key generation would hold the
+    workers' GIL): ``real`` as an operator runs it, else forked (``run_forked``)."""
     run = run_cli if real else run_forked
     done = run("keys", "rotate", str(svc.config), cwd=svc.folder)
     return done.returncode, done.stdout, done.stderr
@@ -165,8 +159,7 @@ def test_the_guide_s_authorization_object_signs_with_eddsa_as_its_issuer(svc: Lo
 
 
 def test_the_metadata_names_no_endpoint_native_routes_disable(svc: LocalService) -> None:
-    """RFC 8414 2: each endpoint field is that endpoint's URL; one NativeRoutes disables
-    answers 404, so the document leaves it out (a verifier fetched the 404 key set)."""
+    """RFC 8414 2: an endpoint NativeRoutes disables is left out (a verifier fetched a 404)."""
     off = svc["OFF"]
     meta = expect(off.http.get(off.base + "/fw/oauth2/metadata")).json()
     assert not {"jwks_uri", "revocation_endpoint", "introspection_endpoint"} & set(meta), meta
@@ -222,8 +215,7 @@ def _private_key(svc: LocalService, alg: str) -> tuple[str, str]:
 
 
 def _hs256_by_hand(header: dict[str, Any], claims: dict[str, Any], key: bytes) -> str:
-    """An HS256 JWT keyed with ``key`` (PyJWT refuses a PEM as an HMAC key: an attacker
-    does not)."""
+    """An HS256 JWT keyed with ``key`` (PyJWT refuses a PEM as HMAC key; an attacker does not)."""
     signing_input = f"{b64url(json.dumps(header).encode())}.{b64url(json.dumps(claims).encode())}"
     mac = hmac.new(key, signing_input.encode(), hashlib.sha256).digest()
     return f"{signing_input}.{b64url(mac)}"
@@ -283,8 +275,7 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
     def new_kid() -> bool:
         return signs_anew(ed, old_kid)
 
-    # (the 1 s of SPEC 12.1 is measured by tests/auth/test_jwks_clients.py, on a service of
-    # its own processes: here the workers share the test's process and the suite's load)
+    # SPEC 12.1's 1 s is timed in test_jwks_clients.py (here workers share the suite's load)
     wait_for(new_kid, 15, "tokens signed with the new key")
     wait_for(lambda: signs_anew(ec, old_ec_kid), 15, "ES256 tokens signed with the new key")
     # the old key still verifies its tokens, and is still published
@@ -294,9 +285,8 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
     code, out, _ = cli_run("keys", "list", str(svc.config))
     listed = [line for line in out.splitlines() if line.startswith(old_kid)]
     assert listed and "verifies until" in listed[0], out
-    # SPEC 13.5: the rotation is in the audit trail (the command wrote it to the store the
-    # service reads), naming the new keys by id, never a key
-    # "fwrest keys: new current EdDSA key KID (where)"
+    # SPEC 13.5: the rotation is audited (the command wrote to the store the service reads), keys
+    # named by id only. Printed: "fwrest keys: new current EdDSA key KID (where)"
     printed = [line.split() for line in rotated.splitlines() if "new current" in line]
     new_ids = {words[6]: words[4] for words in printed}
     for _ in range(20):  # a grant may meet the store slow under the suite's load: 503
@@ -366,10 +356,8 @@ def _write_short(folder: Path, certs: dict[str, Path]) -> Path:
 
 
 def test_a_former_key_is_dropped_by_time_alone(ca: trustme.CA, tmp_path: Path) -> None:
-    """SPEC 12.1: a former key is dropped once every token signed with it has expired, when
-    nothing rewrites the key set after the rotation (the lifetime shortened by configuration,
-    SPEC 9): from then on it is neither published nor accepted, and the JWK Set's max-age
-    never promised it for longer."""
+    """SPEC 12.1: with nothing rewriting the key set, a former key goes once its tokens expired
+    (lifetime shortened, SPEC 9): not published, not accepted, never promised longer by max-age."""
     with contextlib.contextmanager(local_oauth)(ca, tmp_path, _write_short) as svc:
         port = svc["SHORT"]
         old_kid = header_of(port.tokens(*ADA)["access_token"])["kid"]

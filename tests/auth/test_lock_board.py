@@ -1,9 +1,6 @@
-"""The lock board of the brute-force throttle (SPEC 4.2, issue 9): Basic lock-outs that every
-worker of a host sees at once, without a store round trip on the request path.
-
-Unit tests; ``tests/faults/test_brute_force.py`` shows the same through ``fwrest serve
---workers 2`` over real sockets.
-"""
+"""The brute-force throttle's lock board (SPEC 4.2, issue 9): Basic lock-outs every worker of a host
+sees at once, no store round trip per request (over ``fwrest serve``:
+tests/faults/test_brute_force.py)."""
 
 from __future__ import annotations
 
@@ -91,8 +88,7 @@ def test_the_worker_that_did_not_count_the_failures_refuses_the_next_attempt() -
 
 
 def test_failures_of_a_memory_store_are_counted_across_the_workers() -> None:
-    """``StateStore=memory`` is one process's: the failures are counted on the board, so two
-    workers refusing one address alternately lock it out at ``maxFailures`` in all."""
+    """The memory store is one process's: two workers alternating lock at ``maxFailures`` in all."""
 
     async def scenario() -> None:
         board = LockBoard(2)
@@ -124,8 +120,7 @@ def test_board_failure_windows_restart_and_count_per_key() -> None:
 
 
 class SlowLockWrites(SqliteStore):
-    """A sqlite store whose lock writes arrive late (a store under load): ``add_lock``
-    waits until ``arrive`` is set."""
+    """A store under load: ``add_lock`` waits until ``arrive`` is set."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
@@ -137,9 +132,7 @@ class SlowLockWrites(SqliteStore):
 
 
 def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_count(tmp_path: Path) -> None:
-    """The lock-out list is refreshed every 0.5 s; this worker's own lock, not in the store
-    yet, is no lock-out lifted: it stays on the board (the attempts after the failures that
-    made it, counted in the store, are not checked)."""
+    """Refreshed every 0.5 s: this worker's lock, not yet stored, stays on the board."""
 
     async def scenario() -> None:
         store = SlowLockWrites(tmp_path / "state.db")
@@ -169,17 +162,14 @@ def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_count(tmp_
 
 
 class RefusesLockWrites(SqliteStore):
-    """A sqlite store that counts failures and lists locks but takes no lock write (a Redis
-    out of memory under ``noeviction``, a read-only replica)."""
+    """Counts and lists, takes no lock write (Redis under ``noeviction``, a read-only replica)."""
 
     def add_lock(self, key: str, until: float) -> None:
         raise StoreError("this store takes no write")
 
 
 def test_a_lock_the_store_will_not_take_leaves_the_list_read(tmp_path: Path) -> None:
-    """This worker's lock is retried at every refresh while the store refuses it; the
-    lock-out list is read all the same: another host's lock-out is honoured here (it was
-    never read again once a write had failed)."""
+    """Retried each refresh, the list still read: another host's lock-out holds (it did not)."""
 
     async def scenario() -> None:
         store = RefusesLockWrites(tmp_path / "state.db")

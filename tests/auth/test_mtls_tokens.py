@@ -1,13 +1,6 @@
-"""SPEC 16.2, certificate-bound access tokens (RFC 8705), over real TLS with client
-certificates made by trustme, on a real ``fwrest serve``:
-
-* ``MT`` (ES256, ``SslClientCert=1``): a token request that presents a certificate gets a token
-  with ``cnf.x5t#S256``; its bearer check then needs that certificate; one without gets an
-  unbound token, as before;
-* ``MUST`` (HS256, ``SslClientCert=1``, ``"boundTokens": "mtls"``): a token request without a
-  certificate is 400 ``invalid_request``;
-* ``PLAIN`` (no client certificates): no binding, and its metadata says none.
-"""
+"""SPEC 16.2, certificate-bound tokens (RFC 8705) on a real ``fwrest serve`` with trustme client
+certificates: ``MT`` (ES256, ``SslClientCert=1``), ``MUST`` (``"boundTokens": "mtls"``), ``PLAIN``
+(no client certificates)."""
 
 from __future__ import annotations
 

@@ -1,24 +1,9 @@
-"""OAuth2 Password Grant on a TLS port (SPEC 4, 4.2, 7): the token route, refresh rotation and
-family revocation, the bearer check, ``onAuthNoCheckUri``, a named ``onAuth``, the REST
-object, configuration errors, the brute-force throttle and secrets kept out of the logs.
-
-One service for the module (state store ``memory``), run in this process with
-``fwrest.testing.Client`` (a client, one worker, per port; its module is
-``tauth_oauth2_app``), serves seven oAuth2 ports, each with its own ``FwData.Authorization``:
-
-* ``OAUTH``: ``onAuthparams`` = ``tauth_oauth2_app.params`` (single keys mixed with the arrays
-  ``client``, ``users`` and ``types``), ``onAuthNoCheckUri`` = ``tauth_oauth2_app.public``;
-* ``PWONLY``: ``types`` lists only ``password``;
-* ``SHORT``: ``access_expires`` is ``"1s"``;
-* ``NOGET``: ``"allowGetToken": false``;
-* ``CUSTOM``: ``onAuth`` = ``tauth_oauth2_app.token_check`` replaces the native validator;
-* ``ALIAS``: ``"scheme": "oAuth"``;
-* ``LOCKED``: ``maxFailures`` 3, for the brute-force test.
-
-The log test starts a real service of its own (``fwrest serve``), since it reads everything
-the process writes. The configuration errors are ``fwrest check``'s: the first runs the
-command, the others its code in this process.
-"""
+"""OAuth2 Password Grant (SPEC 4, 4.2, 7) in process (module ``tauth_oauth2_app``, memory store),
+seven ports: ``OAUTH`` (``params`` mixing single keys and arrays, ``public`` as
+``onAuthNoCheckUri``), ``PWONLY`` (password only), ``SHORT`` (``access_expires`` 1s), ``NOGET``
+(``allowGetToken`` false), ``CUSTOM`` (``onAuth`` ``token_check``), ``ALIAS`` (``"scheme":
+"oAuth"``), ``LOCKED`` (``maxFailures`` 3). The log test runs ``fwrest serve``; one configuration
+error runs the real command."""
 
 from __future__ import annotations
 
@@ -269,8 +254,7 @@ def test_form_content_type_with_charset_is_accepted(oauth: OAuthPort) -> None:
 
 
 def as_client(port: OAuthPort, how: str, client_id: str, secret: str) -> httpx.Response:
-    """Ada's password grant, the client's credentials by Basic ``header``, as ``params`` or
-    not at all (``none``)."""
+    """Ada's password grant, client credentials by Basic ``header``, as ``params``, or ``none``."""
     if how == "header":
         return port.post(PASSWORD, auth=(client_id, secret))
     if how == "params":
@@ -403,8 +387,7 @@ def test_head_on_the_token_route_is_405_and_spends_nothing(oauth: OAuthPort) -> 
 
 
 def test_the_token_route_names_one_allow_whatever_the_refused_method(oauth: OAuthPort) -> None:
-    """A 405's Allow lists OPTIONS too, and OPTIONS answers the same list; HEAD, refused,
-    is in none of them."""
+    """Allow lists OPTIONS too, as OPTIONS does; HEAD, refused, is in neither."""
     for method in ("HEAD", "PUT", "DELETE", "PATCH"):
         refused = expect(oauth.http.request(method, oauth.token_url), 405)
         assert refused.headers["allow"] == TOKEN_ALLOW, method
@@ -487,8 +470,8 @@ def test_refresh_rotates_and_a_replay_revokes_the_whole_family(oauth: OAuthPort)
         return all(oauth.get("/hello", token).status_code == 401 for token in family)
 
     took = wait_for(all_refused, 15, "the family's access tokens are refused")
-    # the 1 s bound of SPEC 7 is timed by the serial part (tests/faults/test_sqlite_refresh.py,
-    # tests/e2e/test_revocation_e2e.py); here beside other tests, a hang guard (SPEC 9)
+    # SPEC 7's 1 s is timed in the serial part (tests/faults/test_sqlite_refresh.py,
+    # tests/e2e/test_revocation_e2e.py); here a hang guard (SPEC 9)
     print(f"family's access tokens refused {took:.3f} s after the replay")
     assert_invalid_token(oauth.get("/hello", third["access_token"]))
     # the other family is untouched
@@ -499,10 +482,9 @@ def test_refresh_rotates_and_a_replay_revokes_the_whole_family(oauth: OAuthPort)
 def test_a_refresh_keeps_the_tokens_own_client_and_a_refused_one_spends_nothing(
     svc: LocalService, oauth: OAuthPort
 ) -> None:
-    """SPEC 7.1: credentials that name another client, or none where the token's client is
-    not the one a request without credentials gets (the first, ``web``), are
-    ``invalid_grant`` and leave the refresh token unspent (before, the new pair carried the
-    other client's ``client_id``, and a refused refresh had spent the token)."""
+    """SPEC 7.1: credentials naming another client (or none, where the token's is not ``web``) are
+    ``invalid_grant`` and spend nothing (the pair took the other ``client_id``, the token was
+    spent)."""
     mobile = oauth.tokens(*ADA, client_id=MOBILE[0], client_secret=MOBILE[1])
     refused = {
         "another client (Basic header)": oauth.post(
@@ -525,8 +507,7 @@ def test_a_refresh_keeps_the_tokens_own_client_and_a_refused_one_spends_nothing(
     assert oauth.get("/hello", renewed["access_token"]).status_code == 200
     assert oauth.get("/hello", mobile["access_token"]).status_code == 200  # not revoked
     print(f"refresh of a mobile token: {[r.status_code for r in refused.values()]}, then 200")
-    # a token of the first client (issued without credentials) is refused to another client,
-    # and refreshed without credentials or with its own
+    # the first client's token (no credentials) is refused to another, refreshed by none or its own
     web = oauth.tokens(*ADA)
     wrong = oauth.refresh(web["refresh_token"], client_id=MOBILE[0], client_secret=MOBILE[1])
     assert (wrong.status_code, error_of(wrong)) == (400, "invalid_grant"), wrong.text
@@ -546,8 +527,7 @@ def test_a_refresh_token_not_issued_is_invalid_grant(oauth: OAuthPort, kind: str
 
 
 def served_before_its_exp(port: LocalOAuth, token: str) -> None:
-    """A token of 1 s is served until its ``exp`` (whole seconds: it may be due within
-    milliseconds of its issue, and a busy machine may take longer than that to ask)."""
+    """Served until ``exp`` (whole seconds: due within ms of issue on a busy machine)."""
     response = port.get("/hello", token)
     exp = jwt.decode(token, options={"verify_signature": False})["exp"]
     assert response.status_code == 200 or time.time() >= exp, response.text
@@ -671,8 +651,8 @@ def test_a_token_forged_with_the_real_key_and_right_header_passes(
     assert (response.status_code, response.json()["user"]) == (200, "carol"), response.text
 
 
-# SPEC 12.2: without a configured "issuer", the hosts of one service each derive their own
-# https://{HostName}:{Port}{location}: a derived iss is compared by its scheme and path only
+# SPEC 12.2: without "issuer" each host derives https://{HostName}:{Port}{location}; a derived iss
+# is compared by scheme and path only
 ISSUERS_OF_THE_SERVICE = (
     "https://10.0.0.7:8443/rest",  # another host of the service, its own address and port
     "https://api-2.example.test/rest",
@@ -745,9 +725,8 @@ def test_an_unknown_path_without_a_token_is_401_not_404(oauth: OAuthPort) -> Non
 def test_a_native_path_outside_every_location_is_401_not_404(
     oauth: OAuthPort, method: str, path: str
 ) -> None:
-    """SPEC 7.1: the token route exists under each location only (here ``/rest``); its path
-    outside every location is checked like any other path: 401 without a token (it was 404,
-    the token route's exemption applied to a route that is not there)."""
+    """SPEC 7.1: the token route exists under each location only; outside every location its path is
+    401 without a token (it was 404: the exemption applied to an absent route)."""
     form = PASSWORD
     data = form if method == "POST" else None
     response = oauth.http.request(method, path, data=data)  # the client's origin, then path
@@ -838,8 +817,7 @@ def test_rest_object_on_an_oauth2_port(svc: LocalService, name: str) -> None:
 
 
 def test_a_token_of_one_port_is_refused_on_another_port_of_the_service(svc: LocalService) -> None:
-    """One signing key per service (SPEC 4.2), but a token is valid only on the section that
-    issued it (SPEC 7.1: ``aud``); the signature checks out, the audience does not."""
+    """One signing key (SPEC 4.2), ``aud`` per section (SPEC 7.1): signature yes, audience no."""
     token = svc["ALIAS"].tokens(*ADA)["access_token"]
     assert svc["ALIAS"].get("/hello", token).status_code == 200
     assert_invalid_token(svc["OAUTH"].get("/hello", token))

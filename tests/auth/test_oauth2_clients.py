@@ -1,20 +1,7 @@
-"""OAuth2 with real client libraries, and the forms of ``onAuthparams`` (SPEC 4.2, 7).
-
-* Authlib's ``OAuth2Session`` (requests), requests-oauthlib's
-  ``LegacyApplicationClient`` and curl complete the password grant, call an endpoint with the
-  token and refresh it, with nothing but the CA bundle configured.
-* ``onAuthparams``: the single keys the original product documents, the arrays ``client``,
-  ``users``, ``expires`` and ``types`` mixed with single keys, the legacy one-argument function
-  that fills the request's dict in place, an ``async def``, ``file:NAME.json`` (re-read when it
-  changes), argon2 and bcrypt hashes, ``access_expires`` and ``refresh_expires`` forms, and the
-  ``fwrest check`` warning about an ``access_expires`` that looks like seconds.
-
-One service for the module (state store ``memory``) with one oAuth2 port per ``onAuthparams``
-form, run in this process with ``fwrest.testing.Client`` (a client, one worker, per port; its
-module is ``tauth_oauth2_clients_app``). The real clients talk TLS to a real ``fwrest serve``
-of the ``SINGLE`` port. Of the ``fwrest check`` tests, one case of each kind runs the command;
-the others run its code in this process.
-"""
+"""OAuth2 with real clients (Authlib, requests-oauthlib, curl: the password grant, a call and a
+refresh with only the CA bundle, over TLS on a real ``fwrest serve`` of ``SINGLE``) and the forms of
+``onAuthparams`` (SPEC 4.2, 7), one port each in process (module ``tauth_oauth2_clients_app``). One
+``fwrest check`` per kind runs the command."""
 
 from __future__ import annotations
 
@@ -295,8 +282,7 @@ def test_curl_password_grant_call_and_refresh(served: OAuthService) -> None:
 
 
 def test_single_keys_of_the_original_documentation(svc: LocalService) -> None:
-    """``grant_type: "password"`` as the original product writes it: the refresh grant, which
-    its token lifecycle documents, keeps working."""
+    """``grant_type: "password"`` as the original product writes it: the refresh grant works too."""
     port = svc["SINGLE"]
     tokens = port.tokens(*ADA)
     assert tokens["expires_in"] == 3600  # "1h"
@@ -333,8 +319,7 @@ def test_arrays_clients_mixed_with_single_keys(
 
 
 def test_a_client_secret_in_the_basic_header_encoded_or_as_it_is(svc: LocalService) -> None:
-    """RFC 6749 2.3.1 has a client form-encode its id and secret in the Basic header; many
-    (Authlib, requests' and httpx's Basic auth) send them as they are: both are taken."""
+    """RFC 6749 2.3.1 form-encodes them; Authlib, requests and httpx do not: both are taken."""
     port, secret = svc["ARRAYS"], "k+Z/9%2Fq r"
     for sent in (secret, quote_plus(secret)):  # httpx's auth sends it unencoded
         expect(port.post(form("bob", "Bob-Pw-2207"), auth=("b64", sent)))
@@ -345,8 +330,7 @@ def test_a_client_secret_in_the_basic_header_encoded_or_as_it_is(svc: LocalServi
 
 
 def test_arrays_types_mixed_with_the_single_grant_type(svc: LocalService) -> None:
-    """The single ``grant_type`` (password) and the ``types`` array (refresh_token) are both
-    allowed: the single key is one more entry of the array."""
+    """The single ``grant_type`` is one more entry of the ``types`` array."""
     port = svc["ARRAYS"]
     tokens = port.tokens("cy", "Cy-Pw-1188")
     renewed = expect(port.refresh(tokens["refresh_token"]))
@@ -385,8 +369,7 @@ def test_legacy_function_that_looks_up_the_requested_user(svc: LocalService) -> 
 def test_legacy_function_does_not_allow_the_client_the_request_names(
     svc: LocalService, secret: str
 ) -> None:
-    """The request's own ``client_id`` is handed to the legacy function; left there untouched,
-    it is not a client the application allows (the function configured none)."""
+    """The request's ``client_id`` handed to the legacy function and left there is not allowed."""
     port = svc["LEGACY_LOOKUP"]
     response = port.grant("ada", "Lookup-Pw-55", client_id="intruder", client_secret=secret)
     assert_error(response, "invalid_client", 401)
@@ -417,16 +400,15 @@ def test_on_auth_params_from_a_json_file_reread_when_it_changes(svc: LocalServic
 
 
 def test_each_lifetime_comes_from_the_first_entry_that_gives_it(svc: LocalService) -> None:
-    """Single ``access_expires`` "2h", no single ``refresh_expires``, ``expires`` entries
-    [{refresh "01/01/2020"}, {access "90s", refresh "Date()+9"}]: the token lives 2 h and its
-    refresh token has already expired (the first refresh_expires given, not the default)."""
+    """Single "2h"; ``expires`` [{refresh "01/01/2020"}, {access "90s", refresh "Date()+9"}]: the
+    token lives 2 h, its refresh token already expired (the first given, not the default)."""
     port = svc["MIXED_EXPIRES"]
     tokens = port.tokens(*ADA)
     assert tokens["expires_in"] == 7200
     response = expect(port.refresh(tokens["refresh_token"]), 400)
     assert "expired" in response.json()["error_description"]
-    # the start's warnings, as `fwrest serve` logs them when it starts (see
-    # test_serve_logs_the_access_expires_warning_at_start) and `fwrest check` prints them
+    # the start's warnings, as `fwrest serve` logs them
+    # (test_serve_logs_the_access_expires_warning_at_start) and `fwrest check` prints them
     log = "\n".join(prepare(svc.config).warnings)
     for key in ("access_expires", "refresh_expires"):
         assert f"[MIXED_EXPIRES] onAuthparams gives {key} more than once" in log, log
@@ -434,8 +416,7 @@ def test_each_lifetime_comes_from_the_first_entry_that_gives_it(svc: LocalServic
 
 
 def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(svc: LocalService) -> None:
-    """Half-written JSON, a settings object fwrest cannot use, or no file at all: the token
-    route keeps the last valid content (no 500), and logs one error per state of the file."""
+    """Half-written JSON, bad settings, no file: the last valid content stays, an error a state."""
     port = svc["FILE_KEEP"]
     path = svc.folder / "keep.json"
     assert port.tokens("ada", "Keep-Pw-1111")["expires_in"] == 900
@@ -465,8 +446,7 @@ def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(svc: Lo
 def test_a_params_file_edited_to_two_spellings_of_a_user_keeps_its_last_valid_content(
     svc: LocalService,
 ) -> None:
-    """``ada`` and ``ADA`` would be two accounts sharing one throttle key (issue 34): the file
-    is refused as a start would refuse it, and its last valid content stays in force."""
+    """``ada`` and ``ADA`` would share a throttle key (issue 34): refused, the last content kept."""
     port = svc["FILE_KEEP"]
     path = svc.folder / "keep.json"
     valid = json.loads(path.read_text())
@@ -498,8 +478,7 @@ def test_a_params_file_change_of_the_same_size_and_time_is_seen(svc: LocalServic
 
 
 def test_the_metadata_follows_an_edit_of_the_params_file(svc: LocalService) -> None:
-    """RFC 8414 metadata (SPEC 12.2) of a ``file:`` port: its grant types and scopes as the
-    file says now, not as it said at the start."""
+    """RFC 8414 metadata (SPEC 12.2) of a ``file:`` port follows the file's grant types, scopes."""
     port = svc["FILE_SAME"]
     path = svc.folder / "same.json"
     before = path.read_text()
@@ -551,9 +530,7 @@ def test_unknown_user_among_hashed_users_is_invalid_grant(svc: LocalService) -> 
 
 @pytest.mark.parametrize("name", list(REFRESH_FORMS))
 def test_refresh_expires_forms(svc: LocalService, name: str) -> None:
-    """A date already past issues refresh tokens expired at birth, as configured (clients
-    repeat the password grant), and says so in the log once per value, naming neither the
-    user nor a token."""
+    """A past date issues refresh tokens expired at birth; logged once, naming no user or token."""
     value, works = REFRESH_FORMS[name]
     port = svc[name]
     tokens = port.tokens(*ADA)
@@ -597,10 +574,9 @@ def lifetime():
 def one_port(
     ca: trustme.CA, folder: Path, params: dict[str, Any], module: str | None = None, **auth: Any
 ) -> tuple[Path, dict[str, Path]]:
-    """The config of one oAuth2 port ``OAUTH`` (``auth`` in its ``Authorization``, its
-    ``onAuthparams`` ``file:params.json`` unless given) and its certificates; ``params`` in
-    ``params.json``, which the app module's ``lifetime()`` returns too. Its module is ``app``
-    for ``fwrest serve``, ``module`` for ``check(real=False)``."""
+    """One oAuth2 port ``OAUTH`` (``auth`` in its ``Authorization``; default ``onAuthparams``
+    ``file:params.json`` holding ``params``, also the module's ``lifetime()``); module ``app`` for
+    ``fwrest serve``, ``module`` for ``check(real=False)``."""
     certs = issue_certs(ca, folder / "certs")
     (folder / "params.json").write_text(json.dumps(params))
     section = oauth_section(certs, **{"onAuthparams": "file:params.json", **auth})
@@ -671,8 +647,7 @@ REAL_CHECKS = {("access-digits", "file"), ("refresh-bool", "function")}
 def test_a_lifetime_no_token_request_could_use_stops_the_start(
     ca: trustme.CA, tmp_path: Path, case: str, form: str
 ) -> None:
-    """Every token request would be a 500: ``fwrest check`` says so and exits 2 (no
-    traceback, also for values that overflow dates or JSON integers)."""
+    """Every token request would be a 500: ``fwrest check`` exits 2 (no traceback, overflows)."""
     key, value, needle = BAD_LIFETIMES[case]
     module = unique_module()
     source = "file:params.json" if form == "file" else f"{module}.lifetime"

@@ -1,7 +1,4 @@
-"""Unit tests of the OAuth2 building blocks (SPEC 4.2, 7): lifetimes (``expiry``), request
-parameters and ``onAuthparams`` normalisation (``params``), ``onAuthNoCheckUri`` matching
-(``NoCheckPaths``) and password checks (``passwords``). No server: plain function calls.
-"""
+"""Units of OAuth2 (SPEC 4.2, 7): ``expiry``, ``params``, ``NoCheckPaths``, ``passwords``."""
 
 from __future__ import annotations
 
@@ -252,8 +249,7 @@ def test_params_file_is_reread_when_it_changes(tmp_path: Path) -> None:
     assert source.read_file().users == (("ada", "one"),)
     path.write_text(json.dumps({"username": "ada", "password": "two", "x": 1}))
     assert source.read_file().users == (("ada", "two"),)
-    # broken while serving: the last valid content stays in force (logged, see
-    # test_oauth2_clients); with no valid content yet (a start) it is an error
+    # broken while serving, the last valid content stays (test_oauth2_clients); at a start, an error
     path.write_text("{not json")
     assert source.read_file().users == (("ada", "two"),)
     with pytest.raises(ParamsError, match="not valid JSON"):

@@ -1,21 +1,12 @@
-"""The same time for a known and an unknown user when plain and hashed passwords are mixed
-in ``onAuthparams`` (SPEC 4.2, 7.1), through a real ``fwrest serve`` over TLS: password grants,
-client secrets, and the login page of the authorization code grant (SPEC 16.1).
+"""SPEC 4.2, 7.1: a known and an unknown user take the same time when plain and hashed passwords
+mix, over TLS on ``fwrest serve``: password grants, client secrets, the login page (SPEC 16.1).
+Users: argon2, bcrypt, plain. Each check makes one check per kind configured (dummy hashes with the
+configured costs), so every wrong password costs one argon2 plus one bcrypt check; before, plain
+cost microseconds and an unknown user one argon2 check at the library's default cost.
 
-``onAuthparams`` lists an argon2 user first, a bcrypt user and a plain-text user. Each check
-makes one check per kind of password configured (the user's own, and a dummy hash with the
-same cost parameters for each other kind), so a wrong password of the plain-text user, of
-either hashed user and of an unknown user all cost the same: about one argon2 check plus one
-bcrypt check. Before, the plain-text user cost a comparison of microseconds and an unknown
-user one dummy check of the first user's kind, argon2, with the library's default cost rather
-than the configured one: the time told all four apart.
-
-The test sends 50 wrong password grants of each kind, interleaved on one keep-alive
-connection (so that the machine's load spreads over all kinds alike), prints the medians and
-asserts they are within a factor of 1.5 of each other. Measured here: 36.4-37.1 ms for all
-four (max/min 1.02); before, 2.5 ms (plain text), 32.5 ms (argon2), 13.1 ms (bcrypt) and
-167.8 ms (unknown). The cost factors are cheap (tests, not storage), but each one well above
-the request's own time.
+50 wrong grants of each kind, interleaved on one connection (the load spreads alike); medians
+printed, within a factor of 1.5. Measured: 36.4-37.1 ms all four; before, 2.5 (plain), 32.5
+(argon2), 13.1 (bcrypt), 167.8 ms (unknown). Costs are cheap but well above the request's own time.
 """
 
 from __future__ import annotations
@@ -58,8 +49,7 @@ def params():
 
 
 def _serve(ca: trustme.CA, folder: Path, app: str, params: str) -> Iterator[OAuth]:
-    """``fwrest serve`` of ``app`` on one oAuth2 port (``onAuthparams=params``), its client;
-    a module fixture: ``yield from _serve(...)``."""
+    """Module fixture: ``fwrest serve`` of ``app`` (``onAuthparams=params``), its client."""
     certs = issue_certs(ca, folder / "certs")
     # maxFailures: the oauth_section default, far above the failures sent here
     servers = {"OAUTH": oauth_section(certs, onAuthparams=params)}
@@ -166,8 +156,7 @@ def code_port(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 def test_the_login_page_takes_the_same_time_for_known_and_unknown_users(code_port: OAuth) -> None:
-    """A wrong password or an unknown user on the login page: the page again, with one
-    message, in the same time (the password grant's check, SPEC 16.1)."""
+    """Wrong password or unknown user: the page again, one message, the same time (SPEC 16.1)."""
     authorize = code_port.base + "/fw/oauth2/authorize"
     challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
     ask = {"response_type": "code", "client_id": "spa", "code_challenge": challenge,

@@ -1,6 +1,5 @@
-"""One port's keys in one worker (``auth/oauth2/portkeys.py``), in process: a key made a moment
-ago by another worker or host verifies here before this worker's next poll (SPEC 12.1: no valid
-token refused across a rotation), and tokens naming unknown keys cost one look at a time."""
+"""One port's keys in a worker (``portkeys.py``): a key another worker just made verifies before the
+next poll (SPEC 12.1), and unknown kids cost one look at a time."""
 
 from __future__ import annotations
 

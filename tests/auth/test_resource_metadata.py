@@ -1,12 +1,7 @@
-"""SPEC 16.3: protected resource metadata (RFC 9728) and resource indicators (RFC 8707).
-
-In process (``fwrest.testing.Client``, module ``tauth_resource_app``): ``RS`` (ES256, two
-locations ``/rest`` and ``/api``, scopes in ``onAuthparams``), ``ISS`` (a configured
-``issuer``), ``OFF`` (``NativeRoutes`` disables ``oauth2/resource``). Over real TLS, a real
-``fwrest serve`` and httpx: a client that knows nothing but a protected URL follows the 401's
-``resource_metadata`` to the document, then to the authorization server's RFC 8414 metadata,
-gets a token there naming the resource, and is let through.
-"""
+"""SPEC 16.3: protected resource metadata (RFC 9728) and resource indicators (RFC 8707). In process
+(module ``tauth_resource_app``): ``RS`` (ES256, ``/rest`` and ``/api``, scopes), ``ISS`` (configured
+``issuer``), ``OFF`` (``oauth2/resource`` disabled); the discovery from a 401 over TLS on ``fwrest
+serve``."""
 
 from __future__ import annotations
 
@@ -105,8 +100,7 @@ def test_each_location_publishes_its_document_at_the_root_and_under_the_location
 
 
 def test_the_well_known_paths_answer_every_method_without_the_scheme(svc: LocalService) -> None:
-    # SPEC 12.2: never behind the port's scheme, whatever the method: answered as the
-    # document's route under the location answers it
+    # SPEC 12.2: outside the port's scheme, any method: answered as the route under the location
     rs = svc["RS"]
     metadata = "/.well-known/oauth-authorization-server/rest"
     pairs = [
@@ -168,8 +162,8 @@ def test_a_token_request_may_name_any_location_of_the_section(svc: LocalService)
         assert claims["aud"] == "RS"
         assert rs.http.get("/api/hello", headers={"Authorization": f"Bearer {token}"}).is_success
         assert rs.get("/hello", token).status_code == 200
-    # without a configured issuer each host of the service derives its own origin: another
-    # host's URL of a location is the same resource (SPEC 12.2; docs/decisions.md)
+    # without a configured issuer each host derives its origin: another host's URL is the same
+    # resource (SPEC 12.2; docs/decisions.md)
     assert rs.grant(*KEYS_ADA, resource="https://10.0.0.2:8443/api").status_code == 200
 
 

@@ -1,32 +1,7 @@
-"""SPEC 12.3: revocation (RFC 7009), introspection (RFC 7662) and revocation by user.
-
-One service in this process (``fwrest.testing.Client``, module ``tauth_revocation_app``), its
-state store a sqlite file that both ports' workers share: ``OAUTH`` with the clients ``web``
-and ``mobile``, users ``ada``, ``bob`` and ``cy``, and ``onAdmin`` letting only ``ada``
-revoke by user; ``OTHER``, a second oAuth2 port of the same service, for tokens of another
-port. Tested here, with no socket:
-
-* revoking a refresh or an access token revokes the whole family: the refresh token (a
-  refresh is ``invalid_grant``), every access token issued from it (401 on a bearer call);
-  another family of the same user is untouched;
-* 200 with an empty body for unknown, malformed and already revoked tokens, and for a token
-  of another client, which stays valid; a missing ``token`` is 400 ``invalid_request``;
-  wrong client credentials 401 ``invalid_client``;
-* introspection: client authentication or a bearer token with the scope ``introspect``
-  (signed here with the service's key: the scopes of SPEC 12.4 grant it); a client whose
-  entry lists ``introspect`` (``orders-api``) sees every token of its port; the answer's
-  fields for both kinds of token; ``{"active": false}`` for unknown, expired, revoked,
-  foreign (another port, another client) and malformed tokens; ``Cache-Control: no-store``;
-  401 without authentication, 403 for a bearer token without the scope;
-* ``oauth2/revoke-user``: onAdmin only (403 for others, 403 on a port without onAdmin),
-  JSON only, every family of the user revoked;
-* the routes are never behind the port's scheme, are listed, and ``NativeRoutes`` names
-  them; their bodies and queries never reach the log; the 16 KiB body limit applies;
-* the audit trail (SPEC 13.5) holds a refresh replay, a revocation (RFC 7009), a revocation
-  by user through the route and through ``fwrest tokens revoke``, with no token or secret.
-
-Real clients over real TLS, several workers and hosts: tests/e2e/test_revocation_e2e.py.
-"""
+"""SPEC 12.3: revocation (RFC 7009), introspection (RFC 7662) and revocation by user, in process
+(module ``tauth_revocation_app``; one sqlite store both ports share). ``OAUTH``: clients ``web``,
+``mobile``; users ``ada``, ``bob``, ``cy``; ``onAdmin`` lets only ada revoke by user. ``OTHER``:
+another port's tokens. Real clients, workers and hosts: tests/e2e/test_revocation_e2e.py."""
 
 from __future__ import annotations
 
@@ -264,8 +239,7 @@ def test_introspection_describes_both_kinds_of_token(port: LocalOAuth) -> None:
 def test_a_refresh_record_of_an_earlier_fwrest_has_no_iat(
     port: LocalOAuth, svc: LocalService
 ) -> None:
-    """A record stored before the issue time was kept (the sqlite column's default, 0): its
-    introspection leaves ``iat`` out rather than guessing it; the rest is as before."""
+    """Stored before issue times were (sqlite's default 0): introspection leaves ``iat`` out."""
     tokens = login(port, "cy")
     with contextlib.closing(sqlite3.connect(svc.folder / ".fwrest" / "state.sqlite3")) as db:
         # under the name as the section spells it, which fwrest 0.1.0 reads (SPEC 17.2)
@@ -333,8 +307,7 @@ def test_a_bearer_token_with_the_scope_introspect_may_introspect(
     assert answer.json()["active"] is True and answer.json()["client_id"] == "mobile"
     plain = {"Authorization": f"Bearer {tokens['access_token']}"}  # scope default only
     refused = introspect(port, {"token": tokens["access_token"]}, headers=plain)
-    # neither a client nor a bearer of the scope: 401 invalid_client (SPEC 12.3), the
-    # Bearer challenge beside Basic's saying which scope it lacks
+    # neither client nor bearer of the scope: 401 invalid_client, the challenge naming the scope
     assert refused.status_code == 401 and error_of(refused) == "invalid_client", refused.text
     challenges = refused.headers["www-authenticate"]
     assert challenges.startswith('Basic realm="Access to REST", Bearer ')
@@ -350,10 +323,8 @@ def test_a_bearer_token_with_the_scope_introspect_may_introspect(
 def test_a_client_whose_entry_lists_introspect_sees_every_token_of_its_port(
     port: LocalOAuth, svc: LocalService
 ) -> None:
-    """A resource server introspects with a client of its own (docs/decisions.md): its entry
-    lists ``introspect``, so it sees the tokens of every client of the port, as a bearer token
-    with the scope does; an ordinary client still sees only its own, and another port's token
-    is foreign to both."""
+    """A resource server's own client listing ``introspect`` (docs/decisions.md) sees every client's
+    tokens of its port; an ordinary client only its own; another port's token is foreign to both."""
     tokens = login(port, "cy", client=MOBILE)
     for kind in ("access_token", "refresh_token"):
         seen = expect(introspect(port, {"token": tokens[kind]}, auth=_pair(ORDERS_API))).json()
@@ -392,8 +363,7 @@ def test_revoke_user_revokes_every_family_of_the_user(port: LocalOAuth, svc: Loc
     keep = login(port, "cy")
     answer = expect(revoke_user(port, {"username": "bob"}))
     assert answer.json()["username"] == "bob" and answer.json()["revoked_families"] >= 2
-    # this worker's cache is read every 0.5 s (the 1 s bound is timed by the serial part's
-    # tests/faults/test_sqlite_refresh.py); here a guard against a hang on a busy machine
+    # the cache is read every 0.5 s (the 1 s bound: tests/faults/test_sqlite_refresh.py); a guard
     deadline = time.monotonic() + 15
     while port.get("/hello", logins[1]["access_token"]).status_code == 200:
         assert time.monotonic() < deadline, "the revocation did not reach the worker in 15 s"
@@ -432,8 +402,7 @@ def test_revoke_user_is_for_onadmin_users_only(svc: LocalService) -> None:
 
 
 def command(*args: str) -> tuple[int, str, str]:
-    """``fwrest ARGS`` in this process (the real command runs in
-    tests/e2e/test_revocation_e2e.py, against Redis): exit code, stdout, stderr."""
+    """``fwrest ARGS`` in process (for real: tests/e2e/test_revocation_e2e.py)."""
     done = fwrest_cli(*args, real=False)
     return done.returncode, done.stdout, done.stderr
 
@@ -490,8 +459,7 @@ def test_tokens_and_secrets_never_reach_the_log(port: LocalOAuth, svc: LocalServ
 
 
 def audit_events(port: LocalOAuth, event: str, found: Any) -> list[dict[str, Any]]:
-    """The events named ``event`` of the trail for which ``found(event)`` holds, waited for (a
-    worker keeps an event off the request's way), read by ada (onAdmin)."""
+    """The trail's ``event`` events where ``found`` holds, waited for, read by ada."""
     headers = admin_headers(port, "ada")
     seen: list[dict[str, Any]] = []
     deadline = time.monotonic() + 15
@@ -506,9 +474,8 @@ def audit_events(port: LocalOAuth, event: str, found: Any) -> list[dict[str, Any
 def test_replays_and_revocations_are_in_the_audit_trail(
     port: LocalOAuth, svc: LocalService
 ) -> None:
-    """A refresh replay, an RFC 7009 revocation, a revocation by user through the route and
-    through ``fwrest tokens revoke``: each an event, naming who, from where, and the family
-    or user; never a token or a secret."""
+    """A replay, an RFC 7009 revocation, a revocation by user (route and ``fwrest tokens revoke``):
+    each an event naming who, from where, family or user; never a token or secret."""
     replayed = login(port, "bob")
     assert port.refresh(replayed["refresh_token"], **WEB).status_code == 200
     spent = port.refresh(replayed["refresh_token"], **WEB)
@@ -531,8 +498,7 @@ def test_replays_and_revocations_are_in_the_audit_trail(
                                 "token_type": "access_token", "via": "oauth2/revoke"}  # fmt: skip
 
     login(port, "bob")
-    # the trail holds an earlier test's revocation of bob by the route: this one's is written
-    # off the request's way, so it is the one at or after this moment (the trail's ts format)
+    # bob was revoked by the route before: this one's event is at or after now (the trail's format)
     before = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     answer = expect(revoke_user(port, {"username": "bob"}))
     ours = lambda e: e["details"].get("via") == "oauth2/revoke-user" and e["ts"] >= before  # noqa: E731

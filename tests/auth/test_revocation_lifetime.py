@@ -1,18 +1,10 @@
-"""A replayed family stays revoked as long as any of its tokens can be valid (SPEC 4.2, 7).
-
-"Presenting a spent refresh token revokes its whole family"; "a replay revokes the family and
-every access token of that family". The revocation once lasted 24 h from the replay, while
-``refresh_expires`` ``"Date()+1"`` gives a refresh token up to ~48 h (and every rotation a
-fresh one) and ``access_expires`` may be over a day: the attacker's unspent refresh token and
-the family's access tokens then worked again a day after the replay.
-
-The real :class:`TokenService` on each store (memory, sqlite, a real ``redis-server``), with
-the clock faked where the code reads it (``time.time``; the ``datetime.now`` of PyJWT, which
-checks ``exp``, and of ``refresh_expires``): a family whose refresh token was rotated is
-replayed, and 25 h later (past the former 24 h bound) its refresh token and access token are
-still refused, by the worker that saw the replay and by one that learnt it from the store; the
-store forgets the revocation only after every token of the family has expired.
-"""
+"""SPEC 4.2, 7: a replayed family stays revoked while any of its tokens can be valid. The revocation
+once lasted 24 h, while ``"Date()+1"`` gives refresh tokens up to ~48 h and access tokens may
+outlive a day: the family worked again a day after the replay. The real :class:`TokenService` on
+memory, sqlite and Redis, the clock faked where read (``time.time``; PyJWT's and
+``refresh_expires``'s ``datetime.now``): 25 h after the replay both tokens are still refused by the
+worker that saw it and by one that learnt it from the store, which forgets it only once every token
+expired."""
 
 from __future__ import annotations
 
@@ -141,8 +133,7 @@ def test_a_replayed_family_stays_revoked_until_every_token_of_it_has_expired(
             status, body = await refresh(replaying, r2)  # again: now a replay of R2
             assert status == 400 and body["error"] == "invalid_grant", body
 
-            # every token of the family has expired: the revocation ends, and the store forgets
-            # it (its records stay bounded by the tokens that can still be valid)
+            # every token expired: the store forgets the revocation (kept while tokens are valid)
             until = (await asyncio.to_thread(store.revoked_families))[family]
             clock.now = until + 1
             await learn(other)
@@ -164,9 +155,8 @@ def test_a_replayed_family_stays_revoked_until_every_token_of_it_has_expired(
 
 
 def test_the_bound_covers_the_latest_refresh_deadline_and_an_access_lifetime(clock: Clock) -> None:
-    """The bound itself: the later of the replayed token's deadline and the one a rotation
-    would give now, plus the access lifetime (the last access token of the family can be
-    issued just before its last refresh token expires)."""
+    """The later of the replayed token's deadline and a rotation's now, plus the access lifetime
+    (the last access token can be issued just before the last refresh token expires)."""
     from fwrest.auth.oauth2.tokens import revoked_until
     from fwrest.store import RefreshRecord
 

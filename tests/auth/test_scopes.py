@@ -1,25 +1,9 @@
-"""Scopes and the client credentials grant (SPEC 12.4).
-
-* ``onAuthparams`` entries with ``scopes``: a token request's ``scope`` must be a subset of
-  what its user and client entries allow (both, when both list scopes), plus ``default``;
-  no ``scope`` is ``default``; the answer's ``scope`` and the token's ``scope`` claim say
-  what was granted; a refresh keeps the family's scopes (narrowed by a ``scope`` of its own,
-  never widened). Hostile ``scope`` values: 4 KiB, control characters, quotes, unknown
-  scopes, a scope only one of user and client allows: 400, nothing issued.
-* Routes that require scopes (``@get(..., scopes=[...])`` and ``LoadURNs`` ``Scopes``): a
-  valid token without them gets 403 with ``WWW-Authenticate: Bearer
-  error="insufficient_scope", scope="..."`` and the error body, the function not called; a
-  Basic port ignores them (a start warning), a named ``onAuth`` refuses them (a start
-  warning); ``list/service`` and the OpenAPI document show them.
-* ``grant_type=client_credentials`` when ``types`` lists it: client authentication, an access
-  token only, ``sub`` = the client id, the client entry's scopes.
-
-One service for the module (``memory`` store), run in this process by ``fwrest.testing.Client``
-(its module ``tauth_scopes_app``); the real clients (requests-oauthlib's
-``BackendApplicationClient``, Authlib's ``OAuth2Session``) talk TLS to one real ``fwrest
-serve`` of the authorization guide's scopes example (``docs/authorization.md``), whose
-client credentials example runs against it as written.
-"""
+"""Scopes and the client credentials grant (SPEC 12.4): a request's ``scope`` within its user's and
+client's ``scopes`` plus ``default``, a refresh keeping the family's (narrowed, never widened),
+routes requiring scopes (403 ``insufficient_scope``; ignored with a start warning on a Basic port or
+a named ``onAuth``). In process (module ``tauth_scopes_app``, memory store); real clients
+(requests-oauthlib's ``BackendApplicationClient``, Authlib) over TLS on ``fwrest serve`` of
+docs/authorization.md's scopes example, whose own example runs as written."""
 
 from __future__ import annotations
 
@@ -161,8 +145,7 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
 
 
 def write_guide(folder: Path, certs: dict[str, Path]) -> Path:
-    """The authorization guide's scopes example (``app/orders.py``, its password hash made),
-    as module ``orders`` beside the test app, served by one oAuth2 port ``SCOPED``."""
+    """The guide's scopes example (hash made) as module ``orders``, on port ``SCOPED``."""
     block = example("authorization-scopes")
     assert block.text.startswith("# app/orders.py\n")
     (folder / "orders.py").write_text(
@@ -318,16 +301,14 @@ def test_a_hostile_scope_is_invalid_scope(svc: LocalService, port: OAuthPort, sc
 
 # other refusals of a grant with scope: the port, the form, its client's Basic auth, the error
 REFUSED = {
-    # a wrong password with an unknown scope is the wrong password: the scopes a user may have
-    # are not told to whoever does not know the password
+    # a wrong password with an unknown scope is the wrong password: no scope told without it
     "scope-after-password": ("SCOPED", {"grant_type": "password", "username": ADA[0],
                              "password": "not-her-password", "scope": "admin"}, None, "invalid_grant"),
     # the token route's 4 KiB cap on any field (SPEC 7) comes first
     "field-cap": ("SCOPED", {"grant_type": "password", "username": ADA[0], "password": ADA[1],
                   "scope": "a" * 4097}, None, "invalid_request"),
     "cc-not-in-types": ("NO_CC", {"grant_type": "client_credentials"}, SVC, "unauthorized_client"),
-    # a client credentials token has no refresh token; a refresh_token parameter sent with the
-    # grant is ignored, and a made-up one is invalid_grant
+    # no refresh token for client credentials: ignored with the grant, a made-up one invalid_grant
     "cc-no-refresh": ("SCOPED", {"grant_type": "refresh_token", "refresh_token": "made-up-refresh-token",
                       "client_id": SVC[0], "client_secret": SVC[1]}, None, "invalid_grant"),
 }  # fmt: skip
@@ -664,9 +645,7 @@ def test_a_route_without_scopes_keeps_its_bare_call(port: OAuthPort) -> None:
 
 
 def test_the_metadata_lists_what_onauthparams_allows(svc: LocalService) -> None:
-    """RFC 8414 metadata (SPEC 12.2) from a function ``onAuthparams``: its ``types`` (with
-    client credentials, or the password grant alone) and every scope an entry lists; the
-    well-known path answers the same document."""
+    """RFC 8414 (SPEC 12.2) of a function ``onAuthparams``: its types and scopes, well-known too."""
     scoped = svc["SCOPED"].http.get("/rest/fw/oauth2/metadata").json()
     assert scoped["grant_types_supported"] == ["password", "refresh_token", "client_credentials"]
     every = ["default", "orders:read", "orders:write", "admin", "reports", "introspect"]

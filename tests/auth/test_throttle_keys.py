@@ -1,22 +1,9 @@
-"""What the brute-force throttle counts as one user and as one address (SPEC 7.1), on both
-schemes, through a real ``fwrest serve``.
-
-* User names are counted case-folded and NFKC-normalised: failures as ``Alice``, ``ALICE``
-  and ``Alice`` in fullwidth letters (U+FF21 ...) are three failures of one user, who is then
-  locked out under any spelling (the validator gets the name as sent: only the count folds).
-* IPv6 client addresses are counted per /64: failures from three addresses of one /64 lock
-  the whole /64, not the next one. The addresses come through ``X-Forwarded-For`` from a
-  trusted proxy (``TrustedProxies=127.0.0.1``), the way a service behind a load balancer sees
-  its clients (loopback has one IPv6 address only).
-* An IPv4 client of a dual-stack port (``HostName=::``, so the client is
-  ``::ffff:127.0.0.x``) is counted as its IPv4 address: counted per /64, every IPv4 client
-  would share the one key ``::/64``.
-
-One service for the module, in this process (``fwrest.testing.Client``): a Basic port and
-an oAuth2 port behind the trusted proxy; and a real ``fwrest serve`` of a dual-stack Basic port,
-whose socket gives the client's address. ``maxFailures`` 3 on each, the memory store, one
-worker. Each test uses user names and addresses of its own.
-"""
+"""SPEC 7.1: what the throttle counts as one user and one address, both schemes (``maxFailures`` 3,
+memory store; each test its own names and addresses). Names are case-folded and NFKC-normalised
+(``Alice``, ``ALICE``, fullwidth: one user, locked under any spelling; the validator gets the name
+as sent). IPv6 counts per /64 (addresses via ``X-Forwarded-For`` from ``TrustedProxies=127.0.0.1``:
+loopback has one IPv6 address). An IPv4 client of a dual-stack port (``::ffff:127.0.0.x``, a real
+``fwrest serve``) counts as IPv4, not as the shared ``::/64``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A token service's background loop (the revocation cache, SPEC 7) ends at ``stop()`` even
-when the cancel is lost: Python 3.11's ``asyncio.wait_for`` returns the awaited call's answer
-and drops a cancel that arrives as the call ends, and the loop then ran again 0.5 s later
-against the closed store client (a graceful stop logged "Task exception was never
-retrieved").
-"""
+"""SPEC 7: the revocation cache's loop ends at ``stop()`` even when the cancel is lost (3.11's
+``wait_for`` drops a cancel arriving as the call ends; the loop ran again against the closed client:
+"Task exception was never retrieved")."""
 
 from __future__ import annotations
 
@@ -27,8 +24,7 @@ class Threaded(MemoryStore):
 
 
 class AnswersAsCancelled(StoreClient):
-    """Every call ends at the moment its caller is cancelled: the answer is returned and the
-    cancel dropped, as ``asyncio.wait_for`` (3.11) does when both happen in one step."""
+    """Each call answers as its caller is cancelled, the cancel dropped (3.11's ``wait_for``)."""
 
     def __init__(self, store: Threaded) -> None:
         super().__init__(store, threads=1)

@@ -1,12 +1,7 @@
-"""``fwrest users``, ``fwrest clients`` and ``fwrest lockouts`` (SPEC 13.6): the edits of an
-``onAuthparams`` file (other keys kept, atomic, mode 0600, bad input leaves it byte for byte),
-a crash before the rename, an interactive run through a pseudo-terminal, and a running
-``fwrest serve`` that uses each change at its next token request; lock-outs listed and lifted
-in the sqlite store of a running service.
-
-Commands run forked (``run_forked``); the pseudo-terminal, the crash and the service are real
-processes.
-"""
+"""``fwrest users``, ``clients``, ``lockouts`` (SPEC 13.6): edits of an ``onAuthparams`` file (other
+keys kept, atomic, 0600, bad input leaves it byte for byte), a crash before the rename, a
+pseudo-terminal run, a running ``fwrest serve`` using each change at its next token request,
+lock-outs listed and lifted. Commands run forked; terminal, crash and service are real processes."""
 
 from __future__ import annotations
 
@@ -83,8 +78,7 @@ def basic_check(user, password):
 
 
 def write_config(folder: Path, certs: dict[str, Path], basic: bool = False, **http: Any) -> Path:
-    """An oAuth2 port ``TOK`` reading ``params.json``; with ``basic``, a Basic port ``BAS``
-    too (``bob`` may pass), each locking out after 3 failures."""
+    """``TOK`` on ``params.json`` (``basic``: Basic port ``BAS`` too), locking after 3 failures."""
     (folder / "params.json").write_text(json.dumps(params(), indent=4))
     (folder / "params.json").chmod(0o600)
     servers = {"TOK": oauth_section(certs, onAuthparams="file:params.json", maxFailures=3)}
@@ -190,8 +184,8 @@ BAD = [
     (("clients", "add", "web"), None, "is already in the file"),
     (("clients", "rotate-secret", "nobody"), None, "is not in the file"),
     (("users", "add", "\x1b[2J"), None, "control characters"),
-    # a name that folds to one in the file: one account under two spellings, or a user and
-    # a client the audit trail and onAdmin could not tell apart (issue 34)
+    # names folding together: two spellings of one account, or a user and client the trail and
+    # onAdmin cannot tell apart (issue 34)
     (("users", "add", "HANA"), None, "would be the user 'hana'"),
     (("users", "add", "\uff48\uff41\uff4e\uff41"), None, "would be the user 'hana'"),
     (("users", "add", "Web"), None, "would be the client 'web'"),
@@ -211,8 +205,7 @@ def test_bad_input_exits_2_and_leaves_the_file_byte_for_byte(config: Path) -> No
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr, (args, result.stderr)
         assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime, args
-    # a key given twice is refused as the start refuses it (the last "users" would win: an
-    # edit wrote back only it, the first list's users gone)
+    # a key given twice is refused as at start (an edit wrote back only the last "users")
     for broken, said in (
         (b'{"users": [{"username": "hana", "password": "x"},', "is not valid JSON"),
         (b'{"users": [{"username": "hana", "password": "x"}], "users": []}', "given twice"),
@@ -433,8 +426,7 @@ def test_a_lock_out_is_listed_and_lifted(
 
     cleared = fwrest(config, "lockouts", "clear", "ADA")  # counted case-folded
     assert cleared.returncode == 0, cleared.stderr
-    # the address lock-out ada's failures made goes with the user's: else ada, at that
-    # address, would still be refused
+    # ada's address lock-out goes with her user's, else she is still refused there
     assert cleared.stdout.splitlines() == lifted("[TOK] ip 127.0.0.2", "[TOK] user ada")
     assert fwrest(config, "lockouts", "list").stdout.strip() == "no lock-out in force"
     # every worker sees the list without it within its refresh (0.5 s)
@@ -443,8 +435,7 @@ def test_a_lock_out_is_listed_and_lifted(
         assert time.monotonic() < end, "the lock-out was never lifted"
         time.sleep(0.2)
     assert answer.status_code == 200, answer.text
-    # an address locked earlier by other users' failures stays when a user is lifted, and the
-    # command says so
+    # an address locked by other users' failures stays, and the command says so
     for user in ("carl", "dan", "eve"):
         assert grant(proc, certs, user, "wrong", source="127.0.0.3").status_code == 400
     time.sleep(1.5)
@@ -473,8 +464,7 @@ def test_a_lock_out_is_listed_and_lifted(
 def test_the_monitors_lock_outs_name_its_port_as_its_own_events_do(
     tmp_path: Path, serve: Any
 ) -> None:
-    # one port, one name in the trail: the monitor's guard, the list and the lifts all say
-    # APP_MONITOR (the command said app_monitor, the key's folded name)
+    # one name in the trail: guard, list and lifts all say APP_MONITOR (it said app_monitor)
     port = free_port()
     fw = {"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check", "maxFailures": 3}}
     monitor = {"Enable": 1, "HostName": "127.0.0.1", "Port": port, "FwData": fw}
@@ -526,9 +516,8 @@ DOC_PATH = "/srv/shop/params.json"
 
 
 def transcript(block: Block, config: Path) -> None:
-    """Run each ``$ fwrest ...`` line of the block in the config's folder (``< FILE`` gives
-    its first line as input) and compare what it prints with the lines below it (``...``
-    stands for any text; the guide's path for the real file)."""
+    """Each ``$ fwrest ...`` line run in the config's folder (``< FILE``: its first line as input),
+    its output compared with the lines below (``...``: any text)."""
     text = block.text.replace(DOC_PATH, str(config.parent / "params.json"))
     commands: list[tuple[str, list[str]]] = []
     for line in text.splitlines():

@@ -1,12 +1,7 @@
-"""Issue 38: the bearer check remembers verified tokens (keyed by a hash of the token, until
-its ``exp``, bounded), so that an ES256 port is about as fast as an HS256 one; what can change
-after a token was verified is still checked on every request.
-
-In process (``fwrest.testing.Client``, module ``tauth_vcache_app``): ``EC`` (ES256) and ``HS``
-(HS256), ten-minute tokens; ``SHORT`` (ES256) issues three-second tokens. Each test first uses
-its token once, so that it is remembered, then changes what the cache must not hide: the key
-leaves the key set, the family is revoked, the token expires.
-"""
+"""Issue 38: the bearer check remembers verified tokens (by hash, until ``exp``, bounded), so ES256
+is about as fast as HS256; what can change is checked every request. In process (module
+``tauth_vcache_app``): ``EC``, ``HS`` (ten-minute tokens), ``SHORT`` (three seconds). Each token is
+used once, then the key leaves the set, the family is revoked, or the token expires."""
 
 from __future__ import annotations
 
@@ -69,8 +64,7 @@ def test_a_remembered_token_of_a_key_removed_from_the_set_is_refused(svc: LocalS
     old = kid_of(token)
     done = fwrest_cli("keys", "rotate", str(svc.config), real=False)  # tested in test_keys.py
     assert done.returncode == 0, done.stderr
-    # the retired key's tokens are taken for expired (written as an operator's edit would
-    # be), so the set drops it: a key removed from the set (a compromised key, say)
+    # the retired key's tokens made expired (an operator's edit): the set drops it, as a leaked key
     path = svc.folder / ".fwrest" / "keyset.json"
     doc = json.loads(path.read_text())
     [victim] = [k for k in doc["keys"] if k["kid"] == old]

@@ -1,8 +1,6 @@
-"""The harness's side-by-side-at-once measurement (case 7's target) and case 8's figures per
-core and per worker, against real servers and a real wrk (``.ci/run`` installs it). Nothing is
-timed against a limit: the figures must be there, read to the nanosecond, and the ratio must
-come out of them.
-"""
+"""The harness's at-once measurement (case 7) and case 8's per-core and per-worker figures, on real
+servers and wrk (installed by ``.ci/run``): nothing timed against a limit, but the figures must be
+there to the nanosecond, and the ratio come from them."""
 
 from __future__ import annotations
 
@@ -55,8 +53,8 @@ def test_two_servers_measured_at_once(tmp_path: Path) -> None:
         for label in ("t0", "t2"):
             cpu = figures[label]["cpu_s"]
             assert figures[label]["requests"] > 100
-            # one core shared by two busy servers for 1 s: each gets a real share of it,
-            # read from schedstat (not in 10 ms clock ticks)
+            # one core shared by two busy servers 1 s: each a real share (schedstat, not 10 ms
+            # ticks)
             assert 0.05 < cpu < 1.5
     recomputed = report.at_once_ratio("t2 / t0", "t2", "t0", 0.5, ratio["rounds"])
     assert ratio["value"] == pytest.approx(recomputed["value"])
@@ -85,8 +83,7 @@ def test_case_8_reads_requests_per_cpu_second_and_each_workers_connections(tmp_p
         (run,) = row["runs"]
         assert run["per_cpu_s"] == pytest.approx(run["requests"] / run["cpu_s"], rel=1e-3)
         assert row["per_cpu_s"] == run["per_cpu_s"] > 0
-        # wrk's connections are held by the workers (a supervisor is no worker): all of them
-        # once accepted, which a loaded machine may not have done for all by mid-run
+        # workers (no supervisor) hold wrk's connections, maybe not all accepted yet when loaded
         assert s.connections / 2 < sum(run["connections"]) <= s.connections, label
         assert len(run["connections"]) == len(run["worker_cpu_s"]) == (2 if "2" in label else 1)
         assert run["connections"] == sorted(run["connections"], reverse=True)

@@ -1,7 +1,4 @@
-"""The benchmark harness's own logic on captured wrk output: the parser and the results writer.
-
-No server runs and nothing is timed here; the figures are wrk's own, captured on this machine.
-"""
+"""The harness's parser and results writer on captured wrk output; no server, no timing."""
 
 from __future__ import annotations
 
@@ -209,8 +206,7 @@ def test_a_ratio_of_rows_run_in_turns_is_the_median_of_the_run_by_run_ratios() -
         runs = [{"rps": x} for x in rps]
         return {"server": label, "rps": sorted(rps)[len(rps) // 2], "errors": 0, "runs": runs}
 
-    # the host slowed down in the middle: each pair of runs agrees, the medians of the rows
-    # (100 vs 60) would not
+    # the host slowed midway: each pair of runs agrees, the rows' medians (100 vs 60) would not
     rows = [row("a", [100, 100, 60, 60, 60]), row("b", [99, 101, 59, 61, 60])]
     paired = report.ratio(rows, "b / a", "b", "a", 0.95)
     assert paired["value"] == pytest.approx(1.0)
@@ -279,8 +275,8 @@ def _round(a: tuple[int, float], b: tuple[int, float]) -> dict[str, dict[str, fl
 
 
 def test_a_ratio_at_once_is_requests_per_cpu_second_median_over_rounds() -> None:
-    # b answered fewer requests in a round only because it got less of the shared core:
-    # per CPU second it is as fast as a (first round), then 4 % and 10 % slower
+    # b answered less for less of the shared core: per CPU second as fast as a, then 4 %, 10 %
+    # slower
     rounds = [_round((20_000, 1.0), (18_000, 0.9)), _round((20_000, 1.0), (19_200, 1.0)),
               _round((20_000, 1.0), (18_000, 1.0))]  # fmt: skip
     r = report.at_once_ratio("b / a", "b", "a", 0.95, rounds)

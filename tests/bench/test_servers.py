@@ -1,8 +1,6 @@
-"""Every kind of server the bench starts answers its check request as the runs send it: the
-ceiling (fwrest's engine behind a bare PortHandler), nginx (case 11), granian's RSGI apps
-(cases 1 and 2) and fwrest with SPEC 10's location features (cases 10 and 11). A server that fails its check is a FAILED row in the
-results, so this is what keeps ``make bench`` from printing a table of failures. Needs wrk and
-Debian's nginx (``.ci/run`` installs both).
+"""Every server the bench starts answers its check request: the ceiling (a bare PortHandler), nginx
+(case 11), granian's RSGI apps (1, 2), fwrest with SPEC 10's features (10, 11). A failed check is a
+FAILED row: this keeps ``make bench`` from a table of failures. Needs wrk and nginx (``.ci/run``).
 """
 
 from __future__ import annotations
@@ -56,8 +54,7 @@ def test_a_check_that_does_not_hold_fails_the_row(tmp_path: Path, wrong: str) ->
 
 
 def test_the_rsgi_apps_answer_the_raw_asgi_apps_bytes(tmp_path: Path) -> None:
-    """The RSGI rows compare with the raw ASGI rows only if they answer the same bytes with the
-    same content type; the Basic app refuses a request without the credentials."""
+    """The raw ASGI rows' bytes and type, to compare; Basic refuses without credentials."""
     hello = orjson.dumps(common.hello())
     for job, answers in [
         ("open", [({}, 200, hello)]),

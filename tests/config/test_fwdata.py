@@ -1,6 +1,5 @@
-"""``FwData`` typed at load (``fwrest.config.fwdata``): what the loader makes of Authorization
-and NativeRoutes without the application, and what it leaves to the start (function names,
-route names)."""
+"""``FwData`` typed at load: Authorization and NativeRoutes without the application; function and
+route names left to the start."""
 
 from __future__ import annotations
 
@@ -50,8 +49,7 @@ def test_oauth_alias_file_params_and_defaults(tmp_path: Path, certs: dict[str, P
 
 
 def test_bound_tokens_takes_dpop_and_mtls(tmp_path: Path, certs: dict[str, Path]) -> None:
-    """SPEC 16.2: ``boundTokens`` is "dpop" or "mtls" (each binding's own behaviour is the
-    token service's); absent: no binding is mandatory."""
+    """SPEC 16.2: "dpop" or "mtls" (their behaviour is the token service's); absent, none."""
     for value in ("dpop", "mtls", None):
         authorization = {"scheme": "oAuth2", "onAuthparams": "app.params"}
         if value is not None:
@@ -89,9 +87,8 @@ def test_the_monitor_reads_authorization_only(tmp_path: Path) -> None:
 
 
 def test_config_imports_nothing_above_it() -> None:
-    """docs/architecture.md: config/ sits below auth/, native/ and the rest. Of its sibling
-    store/ it reads the Redis URL forms (``store/redis_target.py``), a leaf that imports no
-    fwrest module (so no circle)."""
+    """docs/architecture.md: config/ sits below auth/, native/ and the rest; of store/ it reads only
+    ``redis_target.py``, a leaf importing no fwrest module."""
     allowed = ("fwrest.config", "fwrest.errors", "fwrest.log", "fwrest.store.redis_target")
     leaf = (ROOT / "src" / "fwrest" / "store" / "redis_target.py").read_text(encoding="utf-8")
     assert "from fwrest" not in leaf and "import fwrest" not in leaf

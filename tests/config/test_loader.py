@@ -1,5 +1,5 @@
-"""The configuration loader: INI and JSON, case folding, JSON values, and one clear error per
-bad configuration (section, key, problem, fix). Nothing here imports application code."""
+"""The loader: INI and JSON, case folding, JSON values, one clear error per bad configuration
+(section, key, problem, fix); no application code imported."""
 
 from __future__ import annotations
 
@@ -49,8 +49,7 @@ def assert_one_clear_error(err: ConfigError, *fragments: str) -> None:
         assert fragment in text, f"{fragment!r} not in {text!r}"
 
 
-# ---------------------------------------------------------------------------------------------
-# formats and case folding
+# -- formats and case folding ----------------------------------------------------------------------
 
 
 def rich() -> Sections:
@@ -164,8 +163,7 @@ def test_json_values_inline_quoted_or_file(
     "value", ["", "{}", {}], ids=["empty", "empty-object-text", "empty-object"]
 )
 def test_an_empty_loadurns_maps_nothing(tmp_path: Path, fmt: str, value: Any) -> None:
-    """An empty value is the key left out (as for FwData and UserData); an empty *list* is
-    refused (see BAD, ``loadurns-empty-list``)."""
+    """Empty is the key left out (as FwData); an empty list is refused (``loadurns-empty-list``)."""
     sections = base()
     sections["HTTP_REST"]["LoadURNs"] = value
     (server,) = load_config(write(tmp_path, sections, fmt)).servers
@@ -173,8 +171,7 @@ def test_an_empty_loadurns_maps_nothing(tmp_path: Path, fmt: str, value: Any) ->
 
 
 def test_ini_inline_comments_and_semicolons_inside_json(tmp_path: Path) -> None:
-    """``; comment`` after a value is dropped (SPEC 2's example writes them); a `` ; `` inside
-    a JSON string of FwData/UserData/LoadURNs is data and stays."""
+    """``; comment`` after a value is dropped (SPEC 2's example); inside a JSON string, data."""
     path = tmp_path / "service.ini"
     path.write_text(
         textwrap.dedent(
@@ -282,8 +279,7 @@ def test_the_base_config_is_valid(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fmt", ["json", "ini"])
 def test_allowed_hosts_are_kept_canonical(tmp_path: Path, fmt: str) -> None:
-    """``AllowedHosts`` (SPEC 7.1): names and addresses as a Host header is compared, once
-    each; absent, none."""
+    """``AllowedHosts`` (SPEC 7.1): as a Host header is compared, once each; absent, none."""
     sections = base()
     (server,) = load_config(write(tmp_path, sections, fmt)).servers
     assert server.allowed_hosts == ()
@@ -294,8 +290,7 @@ def test_allowed_hosts_are_kept_canonical(tmp_path: Path, fmt: str) -> None:
     assert server.allowed_hosts == canonical
 
 
-# ---------------------------------------------------------------------------------------------
-# one clear error per bad configuration
+# -- one clear error per bad configuration ---------------------------------------------------------
 
 
 def _second_location(s: Sections) -> None:

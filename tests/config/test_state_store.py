@@ -1,8 +1,7 @@
-"""``StateStore``: sqlite, memory or a Redis URL of SPEC 15 (``redis://``, ``rediss://``,
-``unix://``, ``redis+sentinel://``; SPEC 17.1's ``redis+cluster://`` and ``rediss+cluster://``)
-that redis-py takes, and the keys beside it
-(``StateStoreCA``, ``StateStoreCert``/``StateStoreKey``, ``StateStorePassword``), each checked
-at load; a password never shown."""
+"""``StateStore``: sqlite, memory or a SPEC 15/17.1 Redis URL redis-py takes (``redis://``,
+``rediss://``, ``unix://``, ``redis+sentinel://``, ``redis+cluster://``, ``rediss+cluster://``), and
+``StateStoreCA``, ``StateStoreCert``/``Key``, ``StateStorePassword``, checked at load; a password
+never shown."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""``rest.getClientCertificate()``'s fields (SPEC 11.2, docs/decisions.md "TLS options") for
-certificates with awkward names: each certificate is presented in a real TLS handshake (in
-memory) to a server context that asks for it, and what the server's ``getpeercert()`` decodes
-is turned into the fields; cryptography reads the same certificate for the expected values."""
+"""``rest.getClientCertificate()`` (SPEC 11.2, docs/decisions.md "TLS options") for awkward names:
+each certificate goes through a real in-memory TLS handshake, the server's ``getpeercert()`` becomes
+the fields, and cryptography's reading gives the expected values."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""The REST object's methods of SPEC 11.3 whose effect depends on the connection:
-``setCloseAfterSend`` over a real ``fwrest serve`` (the answer says ``Connection: close`` and
-the connection ends after it; raw sockets), a hostile header update read as the bytes on the
-wire; in process (``fwrest.testing.Client``), ``getClientIP`` behind a trusted proxy
-(``X-Forwarded-For``) and ``getThreadPoolSsl``/``getThreadPoolPort`` on a TLS port and a plain
-one.
-
-``HTTP_REST`` trusts 127.0.0.1 as a proxy, ``PLAIN`` trusts none, ``HTTPS_REST`` (in process)
-speaks TLS.
-"""
+"""SPEC 11.3's connection-dependent REST methods: on ``fwrest serve`` with raw sockets,
+``setCloseAfterSend`` (``Connection: close``, then the end) and a hostile header update as wire
+bytes; in process, ``getClientIP`` behind a trusted proxy and
+``getThreadPoolSsl``/``getThreadPoolPort``. ``HTTP_REST`` trusts 127.0.0.1, ``PLAIN`` none,
+``HTTPS_REST`` speaks TLS."""
 
 from __future__ import annotations
 
@@ -86,8 +81,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
 
 @pytest.fixture(scope="module")
 def ports(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Client]]:
-    """The in-process clients of ``HTTP_REST``, ``PLAIN`` and ``HTTPS_REST``, each on a port
-    number of its own (nothing binds it: it is in the answers)."""
+    """In-process clients of the three ports, each numbered (unbound, but in the answers)."""
     folder = tmp_path_factory.mktemp("rest_connection_inproc")
     certs = issue_certs(ca, folder / "certs")
     servers = own_ports({**SERVERS, "HTTPS_REST": tls_server(certs)})
@@ -106,8 +100,7 @@ def _split(raw: bytes) -> list[bytes]:
 
 def test_close_after_send_ends_the_connection_after_its_answer(service: ServerProcess) -> None:
     port = service.ports["HTTP_REST"]
-    # two requests pipelined: the first asks to close, the second is never answered; the
-    # socket ends (exchange reads until the server closes, or fails on its timeout)
+    # pipelined: the first asks to close, the second is never answered (read to the close)
     answers = _split(exchange(port, GET % b"close" + GET % b"hello"))
     assert len(answers) == 1, answers
     head, _, body = answers[0].partition(b"\r\n\r\n")

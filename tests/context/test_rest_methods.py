@@ -1,14 +1,8 @@
-"""The REST object's methods of SPEC 11.3 and ``setFault``'s body (SPEC 3), seen from handlers
-through the ports' pipelines in process (``fwrest.testing.Client``): what each method gives or
-does to the answer, the request id's rules (SPEC 13.4), and hostile header names and values.
-
-The socket side (``setCloseAfterSend`` closing the connection, ``getClientIP`` behind a trusted
-proxy, ``getThreadPoolSsl`` on a TLS port) is in ``test_rest_connection.py``.
-
-One service, its module named ``rest_methods_app``: ``OPEN`` (an open port with two locations on
-two pools, ``AllowedHosts=api.example.com``), ``BASIC`` (Basic) and ``OAUTH`` (oAuth2, whose
-certificates trustme issues; no TLS is involved in process).
-"""
+"""SPEC 11.3's REST methods and ``setFault``'s body (SPEC 3) from handlers in process (module
+``rest_methods_app``): each method's effect, the request id's rules (SPEC 13.4), hostile header
+names and values; the socket side is test_rest_connection.py. Ports: ``OPEN`` (two locations on two
+pools, ``AllowedHosts=api.example.com``), ``BASIC``, ``OAUTH`` (trustme certificates, no TLS in
+process)."""
 
 from __future__ import annotations
 

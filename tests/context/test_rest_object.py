@@ -1,7 +1,5 @@
-"""The REST object ``rest`` (SPEC 3), seen from handlers through the port's pipeline in process
-(``fwrest.testing.Client``; no socket behaviour is under test here): every named method,
-read-only request views, and per-request isolation under concurrency.
-"""
+"""The REST object (SPEC 3) from handlers in process: every named method, read-only request views,
+per-request isolation under concurrency."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""deploy/'s artefacts as the tests read them: the container file's runtime stage, the
-container's configuration (the ConfigMap's content) and the Kubernetes objects that
-``kubectl apply -k deploy/`` creates.
-
-The container file is read as Docker reads it (continuation lines joined, comments dropped,
-JSON exec forms decoded); only the instructions deploy/Dockerfile uses are understood, and
-an instruction the parser does not know fails the tests, so the container file cannot hold
-something they do not look at.
-"""
+"""deploy/'s artefacts as tests read them: the container file's runtime stage, its configuration
+(the ConfigMap's), the objects ``kubectl apply -k deploy/`` creates. The container file is read as
+Docker reads it (continuations joined, comments dropped, exec forms decoded); an unknown instruction
+fails the tests, so nothing in it goes unchecked."""
 
 from __future__ import annotations
 
@@ -55,15 +50,14 @@ class Stage:
         return args
 
     def exec_form(self, keyword: str) -> list[str]:
-        """A JSON exec form (``CMD ["a", "b"]``): a shell form would make /bin/sh PID 1,
-        which does not pass SIGTERM on."""
+        """A JSON exec form: a shell form makes /bin/sh PID 1, which does not pass SIGTERM on."""
         value = json.loads(self.one(keyword))
         assert isinstance(value, list) and all(isinstance(v, str) for v in value), keyword
         return value
 
     def env(self) -> dict[str, str]:
-        """The environment a process of this stage gets: the base image's, then each ENV
-        (``$NAME`` expanded as Docker does)."""
+        """A process's environment: the base image's, then each ENV (``$NAME`` as Docker expands
+        it)."""
         out = dict(BASE_ENV)
         for args in self.all("ENV"):
             for pair in shlex.split(args):
@@ -73,8 +67,7 @@ class Stage:
         return out
 
     def copies(self) -> list[tuple[str, str]]:
-        """(source in the build context, destination in the image) of each COPY that does
-        not come from another stage."""
+        """(context source, image destination) of each COPY not from another stage."""
         out = []
         for args in self.all("COPY"):
             words = shlex.split(args)
@@ -145,9 +138,8 @@ def service_config() -> dict[str, dict[str, str]]:
 
 @cache
 def kustomized() -> tuple[dict[str, Any], ...]:
-    """The objects ``kubectl apply -k deploy/`` creates, as kustomize builds them: the
-    resources, the generated ConfigMap (named ``NAME-HASH``, referred to by that name) and
-    the images' tags. Only the kustomization fields deploy/ uses are understood."""
+    """The objects as kustomize builds them: resources, the generated ConfigMap (``NAME-HASH``,
+    referred to so), image tags; only the fields deploy/ uses."""
     kust = yaml.safe_load(KUSTOMIZATION.read_text())
     unknown = set(kust) - {"apiVersion", "kind", "resources", "configMapGenerator", "images"}
     assert not unknown, f"kustomization.yaml: {unknown} is not looked at by the tests"

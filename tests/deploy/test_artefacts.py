@@ -1,9 +1,7 @@
-"""deploy/ (SPEC 17.3): the linters of each ecosystem pass (hadolint with its default rules;
-kubernetes-validate, strict, against the oldest Kubernetes the manifests are written for, 1.30,
-whose preStop ``sleep`` is on by default, and the newest the package knows; ``systemd-analyze``
-verify and security, which .ci/run installs), and the artefacts agree with each other and with
-fwrest (ports, paths, probes, the user, the stop deadline).
-"""
+"""deploy/ (SPEC 17.3): linters pass (hadolint defaults; kubernetes-validate strict for 1.30, whose
+preStop ``sleep`` is on by default, and the newest known; ``systemd-analyze`` verify and security,
+installed by .ci/run), and the artefacts agree with each other and fwrest (ports, paths, probes,
+user, stop deadline)."""
 
 from __future__ import annotations
 
@@ -79,9 +77,8 @@ def test_kubernetes_validation_is_strict() -> None:
 
 
 def test_the_pods_run_what_the_image_runs() -> None:
-    """The Deployment keeps the image's ENTRYPOINT and CMD, runs as its USER, mounts the
-    ConfigMap where CMD reads the configuration, and its securityContext is what the image
-    is built for."""
+    """The Deployment keeps ENTRYPOINT and CMD, runs as USER, mounts the ConfigMap where CMD reads
+    it, with the securityContext the image is built for."""
     pod_spec = kind("Deployment")[0]["spec"]["template"]["spec"]
     box = container()
     assert "command" not in box and "args" not in box
@@ -107,9 +104,8 @@ def test_the_pods_run_what_the_image_runs() -> None:
 
 
 def test_every_path_of_the_configuration_is_mounted_as_it_is_used() -> None:
-    """Each absolute path of deploy/service.ini is on a volume of the pod: what the service
-    writes (DataPath) on a writable one, secrets on a Secret's, and /tmp is writable (TLS
-    chains and the workers' shared memory files go there)."""
+    """Each absolute path of deploy/service.ini is on a volume: DataPath writable, secrets on a
+    Secret's, /tmp writable (TLS chains, shared memory files)."""
     config = service_config()
     pod_spec = kind("Deployment")[0]["spec"]["template"]["spec"]
     box = container()
@@ -177,9 +173,8 @@ def test_ports_probes_and_services_agree_with_the_configuration() -> None:
 
 
 def test_a_pod_stops_within_its_grace_period() -> None:
-    """Kubernetes counts terminationGracePeriodSeconds from the preStop hook: the hook's
-    sleep and fwrest's drain (GracefulTimeout) must fit in it, or the drain is SIGKILLed.
-    The container file's stop signal is the one fwrest drains on."""
+    """terminationGracePeriodSeconds counts from preStop: its sleep and the drain (GracefulTimeout)
+    must fit, or the drain is SIGKILLed; the stop signal is the one fwrest drains on."""
     graceful = next(k for k in KEYS if k.name == "GracefulTimeout")
     configured = service_config()["HTTPSERVER"].get("GracefulTimeout")
     assert configured is None and isinstance(graceful.default, int)
@@ -242,8 +237,7 @@ def test_systemd_unit_is_hardened(tmp_path: Path) -> None:
 
 
 def test_systemd_unit_reloads_and_stops_as_fwrest_expects() -> None:
-    """ExecReload sends SIGHUP to the supervisor; SIGTERM goes to the supervisor alone
-    (KillMode=mixed: it drains its workers), within TimeoutStopSec > GracefulTimeout."""
+    """ExecReload: SIGHUP; SIGTERM to the supervisor alone (KillMode=mixed) in TimeoutStopSec."""
     service = {}
     for line in UNIT.read_text().splitlines():
         if "=" in line and not line.startswith("#"):
@@ -258,8 +252,7 @@ def test_systemd_unit_reloads_and_stops_as_fwrest_expects() -> None:
 
 
 def test_the_build_context_lets_in_what_the_container_file_copies() -> None:
-    """deploy/Dockerfile.dockerignore keeps the context small (no .venv, no tests); every
-    source the build stage or the runtime stage copies is let in again."""
+    """The dockerignore keeps the context small (no .venv, tests), letting in what stages copy."""
     ignore = (ROOT / "deploy" / "Dockerfile.dockerignore").read_text().splitlines()
     rules = [line.strip() for line in ignore if line.strip() and not line.startswith("#")]
     assert rules[0] == "*"

@@ -1,19 +1,12 @@
-"""The container's entry command, user and environment, run outside a container (SPEC 17.3).
-
-deploy/Dockerfile's runtime stage is read (tests/deploy/artefacts.py) and reproduced in a
-folder standing for the image's root: its COPY lines copied there, the folders it makes for
-its user made, the Secrets the Kubernetes manifests mount written where they mount them
-(a signing key, the OAuth2 clients and users, a TLS certificate), and a real ``redis-server``
-with a password for the Redis the configuration names. The only changes, each asserted to be
-found: an image path is under that folder, the service's ports are 0 and bound to loopback,
-the Redis URL is the test's, and the fwrest of this environment stands for the image's
-``/opt/fwrest`` (the stage that built it). Then the ENTRYPOINT and CMD run with the image's
-ENV (and the Deployment's env), in its WORKDIR; as its USER when the tests run as root (with
-only DataPath and /tmp writable by it, as in the pod), else as the current user with the
-image's files made read-only. The HEALTHCHECK's own command must pass; the OAuth2 port
-issues a token with the Secret's client; SIGHUP reloads; SIGTERM (the STOPSIGNAL) ends it
-with exit 0, and nothing was written outside DataPath and /tmp.
-"""
+"""The container's entry command, user and environment, outside a container (SPEC 17.3).
+deploy/Dockerfile's runtime stage (artefacts.py) is reproduced in a folder standing for the image
+root: its COPYs, its user's folders, the Secrets the manifests mount (signing key, OAuth2 clients
+and users, TLS certificate), a real password ``redis-server``. Only changes, each asserted found:
+image paths under that folder, ports 0 on loopback, the test's Redis URL, this environment's fwrest
+for ``/opt/fwrest``. ENTRYPOINT and CMD run with ENV (and the Deployment's env) in WORKDIR, as USER
+when root (only DataPath and /tmp writable), else as the current user with the files read-only.
+HEALTHCHECK passes, the OAuth2 port issues a token to the Secret's client, SIGHUP reloads, SIGTERM
+exits 0, nothing written outside DataPath and /tmp."""
 
 from __future__ import annotations
 
@@ -82,8 +75,7 @@ def snapshot(root: Path, skip: list[Path]) -> dict[str, tuple[int, int]]:
 def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
     stage = runtime()
     uid, gid = stage.user()
-    # as the image's user where this machine lets another user run this Python (on a
-    # Debian machine with /usr/bin/python3 it does; a Python under /root does not)
+    # as the image's user where another user may run this Python (/usr/bin/python3, not /root's)
     as_user = os.geteuid() == 0 and all(
         readable_by_all(p) for p in (Path(os.path.realpath(sys.executable)), BIN, ROOT / "src")
     )
@@ -230,8 +222,7 @@ def test_the_containers_command_serves_and_stops(image_root: Path) -> None:
         while done not in log() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert done in log(), log()
-        # healthy again, as the HEALTHCHECK's --retries would see it (one run saw a single
-        # failed check right after the reload's audit line; not reproduced since)
+        # healthy again as HEALTHCHECK's --retries sees it (a check once failed just after a reload)
         deadline = time.monotonic() + 30
         while (code := healthy(monitor)) != 0 and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -1,6 +1,5 @@
-"""docs/deploy.md's container and Kubernetes commands against deploy/ (no docker nor cluster
-here: each command's names, paths and flags are checked against the artefacts they act on;
-the artefacts themselves are linted and run by the other modules of this folder)."""
+"""docs/deploy.md's container and Kubernetes commands against deploy/ (no docker or cluster here:
+names, paths and flags checked against the artefacts)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
-"""The fenced code blocks of the user guide (README.md and docs/*.md) and their markers.
-
-Every block carries a marker on the line just before its fence (blank lines between are
-allowed), an HTML comment that Markdown and MkDocs do not show:
-
-* ``<!-- example: ID -->``: a test runs the block; it finds it with :func:`example` ``("ID")``;
-* ``<!-- output: ID -->``: the block shows output; a test produces the real output and
-  compares it with the block (also found with :func:`example`).
-
-IDs are unique over the guide. ``tests/docs/test_examples.py`` fails on a block without a
-marker and on an ID that no test asks for. docs/configuration.md is generated from the
-loader's key table (``tests/docs/test_reference.py``) and has no blocks to run.
-"""
+"""The user guide's fenced blocks (README.md, docs/*.md) and their markers, an HTML comment on the
+line before the fence (blank lines allowed): ``<!-- example: ID -->`` (a test runs it) or ``<!--
+output: ID -->`` (a test compares real output with it), both found by :func:`example`. IDs are
+unique; tests/docs/test_examples.py fails on an unmarked block and an ID no test asks for.
+docs/configuration.md is generated (tests/docs/test_reference.py)."""
 
 from __future__ import annotations
 
@@ -101,9 +93,8 @@ def example(block_id: str) -> Block:
 def ini_example(
     block_id: str, *, inline_comments: bool = False, replacements: dict[str, str] | None = None
 ) -> dict[str, dict[str, str]]:
-    """The sections of the guide's INI block ``block_id``, keys as written (``; ...`` after a
-    value a comment with ``inline_comments``), a test's values in place of the placeholders of
-    ``replacements`` (:func:`substitute`)."""
+    """The sections of INI block ``block_id``, keys as written (``inline_comments``: ``; ...`` after
+    a value is a comment), ``replacements`` in place (:func:`substitute`)."""
     parser = configparser.ConfigParser(inline_comment_prefixes=(";",) if inline_comments else None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     parser.read_string(substitute(example(block_id), replacements or {}))
@@ -111,8 +102,7 @@ def ini_example(
 
 
 def substitute(block: Block, replacements: dict[str, str], text: str | None = None) -> str:
-    """The block's text (or ``text`` made from it) with a test's values in place of the
-    guide's placeholders, each found exactly once."""
+    """The block's text (or ``text``) with the test's values for placeholders, each found once."""
     text = block.text if text is None else text
     for placeholder, value in replacements.items():
         assert text.count(placeholder) == 1, (
@@ -123,8 +113,7 @@ def substitute(block: Block, replacements: dict[str, str], text: str | None = No
 
 
 def ids_asked_for(tests: Path = ROOT / "tests") -> dict[str, list[str]]:
-    """Block IDs that test modules ask for with ``example("ID")`` or ``ini_example("ID")``:
-    ID -> modules."""
+    """ID -> the modules asking for it with ``example("ID")`` or ``ini_example("ID")``."""
     asked: dict[str, list[str]] = {}
     for path in sorted(tests.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -1,24 +1,13 @@
-"""Run the guide's ``sh`` blocks of ``curl`` commands against a real server, as written.
+"""Run the guide's ``sh`` blocks of ``curl`` commands against a real server, as a reader types them:
+``\\`` continues a line, ``NAME=value`` sets a variable, a comment after or below a command starting
+with a status (``# 401, WWW-Authenticate: Bearer ...``) or JSON says what it answers (``...``: any
+text), other comments are prose; a command without an answer must get a 2xx.
 
-A block is read as a reader types it:
-
-* ``\\`` continues a command on the next line;
-* ``NAME=value`` sets a shell variable for the commands after it (``C="--cacert ..."``);
-* a comment after a command, or on the line after it, says what the command answers when it
-  starts with a status (``# 401, WWW-Authenticate: Bearer ...``, ``# 200 {"user":"ada",...}``)
-  or with JSON (``# {"id":"1","name":"Ada"}``); any other comment is prose. ``...`` in an
-  answer stands for any text. A command without an answer must get a 2xx.
-
-What the runner changes, and nothing else: ``curl`` is a shell function that adds
-``-sS``, ``--connect-to`` for each documented address (``127.0.0.1:8080`` reaches the port the
-test's server really has; the URL, and so the ``Host`` header and the TLS name, stay as
-written), ``-D`` to keep the headers and ``-w`` to read the status. ``$ACCESS_TOKEN`` and
-``$REFRESH_TOKEN`` hold the tokens of the last token answer, ``$CSRF`` the CSRF token of the
-last login page and ``$CODE`` the authorization code of the last redirect, as a reader copies
-them. Each
-command runs with ``bash`` in the folder the test chooses (where ``ca.pem`` or
-``examples/certs/ca.pem`` exists).
-"""
+Only changes: ``curl`` is a function adding ``-sS``, ``--connect-to`` per documented address
+(``127.0.0.1:8080`` reaches the real port; URL, ``Host`` and TLS name stay as written), ``-D`` and
+``-w``; ``$ACCESS_TOKEN``, ``$REFRESH_TOKEN``, ``$CSRF`` and ``$CODE`` hold the last answer's
+values, as a reader copies them. Commands run with ``bash`` in the test's folder (where ``ca.pem``
+or ``examples/certs/ca.pem`` exists)."""
 
 from __future__ import annotations
 
@@ -184,10 +173,7 @@ def run_command(
 def run_block(
     block: Block, cwd: Path, connect_to: dict[str, str], env: dict[str, str] | None = None
 ) -> list[tuple[Step, Reply]]:
-    """Run every command of ``block`` in order and check what its comments say it answers.
-
-    Returns each command with its reply, for the test's own further checks.
-    """
+    """``block``'s commands in order, checked against their comments; each with its reply."""
     env = dict(env or {})
     prelude = ""
     done: list[tuple[Step, Reply]] = []

@@ -1,39 +1,20 @@
-"""Every code and config example of the user guide runs (issue 10), against real servers.
+"""Every code and config example of the user guide runs (issue 10) against real servers. The first
+test fails on an unmarked block (:mod:`tests.docs.blocks`), a marker no test asks for, or a block
+gone; the others run blocks as written with only these substitutions, each asserted found:
+``Port=8080`` becomes ``Port=0`` (the real port read from ``serving`` lines; ``sh`` blocks via
+``curl --connect-to``, :mod:`tests.docs.shell`; Python's ``127.0.0.1:8081`` replaced); the
+``$argon2id$...`` placeholders real hashes of ``lovelace``/``hopper``; deploy.md's ``/srv/fwrest`` a
+temporary folder, its ``fwrest`` this venv's; the example's CA by ``examples/make_certs.py``, others
+by trustme.
 
-The guide is README.md and docs/*.md (docs/configuration.md is generated and checked by
-``test_reference.py``). :mod:`tests.docs.blocks` reads each fenced block and its marker
-(``<!-- example: ID -->`` or ``<!-- output: ID -->``); the first test below fails on a block
-without a marker, on a marker that no test asks for and on a test asking for a block that is
-gone. The others run the blocks, as written, with these substitutions only (each is asserted
-to be found, so the guide cannot drift from what runs):
-
-* ports: a documented ``Port=8080`` becomes ``Port=0`` (the system picks) and the test reads the
-  real port from the server's ``serving`` lines; ``sh`` blocks reach it through ``curl
-  --connect-to`` (see :mod:`tests.docs.shell`); in Python blocks ``127.0.0.1:8081`` is replaced
-  by the real address;
-* placeholders: the ``$argon2id$...`` hashes of the Authorization page become real hashes of
-  the passwords the page uses (``lovelace``, ``hopper``); deploy.md's ``/srv/fwrest`` is a
-  temporary folder and its ``fwrest`` this virtual environment's;
-* certificates: the example's CA is made by ``examples/make_certs.py`` in a copy of examples/,
-  others by trustme; commands run in a folder where the documented ``ca.pem`` exists.
-
-Servers (real ``fwrest serve`` processes, real HTTP and TLS over loopback):
-
-* the example service of the README (examples/ copied, as ``make run`` serves it): the
-  README's and the Quickstart's curl walk-throughs and the settings commands of
-  operations.md;
-* the README's module and configuration; the same configuration serving endpoints.md's module
-  and its ``LoadURNs`` line;
-* the "guide service": authorization.md's Basic validator and ``FwData`` line on one port, its
-  oAuth2 ``FwData`` JSON and ``params()`` module on a TLS port, operations.md's ``NativeRoutes``
-  on a third and its ``[APP_MONITOR]`` block, scraped as its Prometheus block says;
-* deploy.md's systemd unit (deploy/fwrest.service as it is): its ``ExecStart`` run in its
-  ``WorkingDirectory``, stopped with its ``KillSignal`` within its ``TimeoutStopSec``.
-
-deploy.md's host configuration and nginx block are run by ``tests/e2e/test_scale_out.py``, its
-container and Kubernetes blocks checked against deploy/ by ``tests/deploy/test_guide.py``,
-troubleshooting.md by ``tests/docs/test_troubleshooting.py``.
-"""
+Servers (real ``fwrest serve``, HTTP and TLS on loopback): the README's example service (examples/
+as ``make run`` serves it) for the README's and Quickstart's curl walk-throughs and operations.md's
+settings commands; the README's module and configuration, also serving endpoints.md's module and
+``LoadURNs``; the "guide service" of authorization.md's Basic validator, oAuth2 ``FwData`` and
+``params()``, operations.md's ``NativeRoutes`` and ``[APP_MONITOR]`` (scraped as its Prometheus
+block says); deploy.md's systemd unit (``ExecStart`` in ``WorkingDirectory``, stopped by
+``KillSignal`` within ``TimeoutStopSec``). Elsewhere: tests/e2e/test_scale_out.py,
+tests/deploy/test_guide.py, tests/docs/test_troubleshooting.py."""
 
 from __future__ import annotations
 
@@ -164,8 +145,7 @@ def write_module(block: Block, folder: Path, text: str | None = None) -> Path:
 
 
 def run_python(block: Block, text: str, cwd: Path) -> tuple[dict[str, Any], Any]:
-    """Execute a client example as a reader would paste it; warnings are errors. Returns the
-    namespace and the value of its last line when that is an expression."""
+    """A client example run as pasted, warnings as errors: its namespace and last expression."""
     tree = ast.parse(text, filename=block.where)
     last = tree.body[-1] if tree.body else None
     if isinstance(last, ast.Expr):
@@ -278,8 +258,7 @@ class Running:
 
 @pytest.fixture(scope="module")
 def example_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    """examples/ copied as it is on a fresh checkout, its certificates made by make_certs.py
-    and its service.ini served with every port set to 0."""
+    """examples/ copied as on a fresh checkout (make_certs.py), service.ini served with ports 0."""
     work = tmp_path_factory.mktemp("example")
     documented = doc_ports((EXAMPLES / "service.ini").read_text())
     assert set(documented) == {"HTTP_REST", "HTTPS_REST", "HTTP_BASIC", "APP_MONITOR"}
@@ -456,9 +435,8 @@ def test_operations_access_lines_are_what_the_service_writes(example_service: Ru
         for trace in (0, 1, 2):
             changed = httpx.post(f"{base}/fw/rest/config", json={"rest_trace_time": trace})
             assert changed.status_code == 200, changed.text
-            # every worker has the change within 1 s (SPEC 5.4); on a busy machine a request
-            # may still meet a worker that has not: ask again until the line has this level's
-            # shape (or the guard ends; the comparison below then shows the difference)
+            # every worker has it within 1 s (SPEC 5.4); a busy machine's request may meet one that
+            # has not: ask until the line has this level's shape (or the guard ends)
             deadline = time.monotonic() + 15
             while True:
                 shape = _line_shape(_access_line(example_service.proc, f"{base}/hello"))
@@ -496,8 +474,7 @@ def test_operations_kubernetes_probes_answer(example_service: Running) -> None:
 
 
 def test_operations_json_lines_have_the_documented_fields(tmp_path: Path) -> None:
-    """The documented JSON lines against the lines of a real run with LogFormat=json (the
-    in-process client writes its LogFile): the same records, with the same fields."""
+    """The documented JSON lines against a real LogFormat=json run's: same records, same fields."""
     from fwrest.testing import Client
     from tests.conftest import module_config
 
@@ -547,8 +524,7 @@ def test_readme_module_and_configuration(tmp_path: Path) -> None:
 
 
 def test_endpoints_page_testing_example_passes_with_pytest(tmp_path: Path) -> None:
-    """The guide's in-process test, run by pytest as a reader would, against the README's
-    module and configuration."""
+    """The guide's in-process test run by pytest against the README's module and configuration."""
     write_module(example("readme-endpoints-module"), tmp_path)
     ini = example("readme-config")
     (tmp_path / "service.ini").write_text(zero_ports(ini, ini.text))
@@ -597,8 +573,7 @@ def test_endpoints_page_module_and_loadurns(tmp_path: Path) -> None:
 
 
 def test_endpoints_page_typed_handlers(tmp_path: Path) -> None:
-    """The typed handlers' module, served in process beside its untyped twin, and the refusals
-    the page shows, as the client receives them."""
+    """The typed module in process beside its untyped twin, and the refusals the page shows."""
     from fwrest.testing import Client
     from tests.conftest import module_config
 

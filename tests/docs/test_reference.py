@@ -25,8 +25,7 @@ def test_every_key_is_documented() -> None:
 
 
 def test_every_method_of_the_rest_object_is_on_the_endpoints_page() -> None:
-    """Each of the original product's names on the REST object has its line in the table of
-    docs/endpoints.md (the legacy start is documented with the migration)."""
+    """Each of the original's REST object names has its line in docs/endpoints.md's table."""
     from fwrest.context.rest import RestObject
 
     text = (DOC.parent / "endpoints.md").read_text()

@@ -1,6 +1,5 @@
-"""The user guide builds with MkDocs without a warning (``make docs``), loads nothing from
-elsewhere when it is read, and draws its Mermaid diagrams (docs/decisions.md, "The user
-guide and the code map")."""
+"""The guide builds with MkDocs without a warning, loads nothing from elsewhere, draws its Mermaid
+diagrams (docs/decisions.md, "The user guide and the code map")."""
 
 from __future__ import annotations
 
@@ -70,9 +69,8 @@ def test_the_architecture_diagrams_are_drawn_from_the_site_alone(site: Path, bro
 
 
 def test_the_request_diagram_has_the_pipelines_stages_in_order() -> None:
-    """The request's path in docs/architecture.md names PortApp.handle's stages as the module
-    docstring of server/app.py lists them, in its order. (Read from the source: a module the
-    wheel compiles has no ``__doc__``.)"""
+    """docs/architecture.md's request path names PortApp.handle's stages in server/app.py's
+    docstring order (read from source: compiled modules have no ``__doc__``)."""
     doc = ast.get_docstring(ast.parse((ROOT / "src/fwrest/server/app.py").read_text()))
     assert doc is not None
     stages = re.findall(r"^(\d)\. \*\*(\w+)\*\*", doc, re.M)

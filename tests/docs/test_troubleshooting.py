@@ -1,19 +1,13 @@
-"""docs/troubleshooting.md lists every start error, each as the server really prints it.
+"""docs/troubleshooting.md lists every start error as the server prints it. Each row has a broken
+configuration provoking it (mostly tests/faults/test_broken_configs.py's cases by id), reported by
+``fwrest check`` or ``fwrest serve`` (store, signing key, binding): exit 2, no traceback, one
+``fwrest: configuration error:`` line the row matches (``<name>``: any value, ``...``: any text);
+the ``fwrest.start()``, ``wsRestfulStart`` and ``fwrest openapi`` rows call those.
 
-* Each row of the page's tables has a broken configuration here that provokes it: most are the
-  cases of ``tests/faults/test_broken_configs.py`` (named by their id), the others are written
-  the same way. ``fwrest check`` reports it, or ``fwrest serve`` for what only a start finds
-  (the state store, the signing key in Redis or under ``DataPath``, binding); the command must
-  exit 2 without a traceback and print one ``fwrest: configuration error:`` line that the row
-  matches (``<name>`` in a row stands for any value, ``...`` for any text). The rows about
-  ``fwrest.start()`` and ``wsRestfulStart`` call them; the ``fwrest openapi`` row runs it.
-* Every message the source can raise has a row: the problem texts of ``ConfigError(...)`` (and
-  of the helpers that build one, such as the loader's ``raw.error(...)``) and of ``RouteError``
-  (reported at start through an import or ``LoadURNs``) are read from src/ with ``ast``; each
-  must be matched by a row, its ``{...}`` holes standing for any value and the row allowed to
-  stop early (rows are abridged). Texts without words of their own (``f"{exc}"``) forward
-  another error's message and are skipped; the store's own messages are checked as rows.
-* The page's example output is compared with what ``fwrest check`` prints.
+Every message the source can raise has a row: the texts of ``ConfigError(...)`` (and builders such
+as ``raw.error(...)``) and ``RouteError`` are read from src/ with ``ast``, holes ``{...}`` standing
+for values, rows may stop early; texts without words of their own (``f"{exc}"``) are skipped; the
+store's messages are checked as rows. The page's example output is compared with ``fwrest check``'s.
 """
 
 from __future__ import annotations
@@ -95,8 +89,7 @@ def row_pattern(row: str) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class Broken:
-    """A broken configuration and the command that reports it: a case of
-    tests/faults/test_broken_configs.py named by its id, or one written here."""
+    """A broken configuration and its reporting command (a test_broken_configs.py id, or here)."""
 
     case: Case | str
     command: str = "check"  # "serve": the mistake is found when the service opens or binds
@@ -156,8 +149,7 @@ def key_folder_is_a_file(s: Sections, ctx: dict[str, Any]) -> None:
 
 
 def key_set(content: str | None) -> Mutate:
-    """An EdDSA port whose key set (``keys/keyset.json``, beside ``SigningKeyFile``) holds
-    ``content``, or is a folder (None)."""
+    """An EdDSA port whose ``keys/keyset.json`` holds ``content``, or is a folder (None)."""
 
     def mutate(s: Sections, ctx: dict[str, Any]) -> None:
         tls_auth(signingAlg="EdDSA")(s, ctx)
@@ -239,10 +231,8 @@ def cli_outcome(done: subprocess.CompletedProcess[str]) -> Outcome:
     return Outcome(ok, f"exit {done.returncode}: {text}")
 
 
-# `fwrest check` of Tracing=otlp: where the extra fwrest[otel] is not installed (its
-# exporter's package hidden from the process: this environment has it, for the tracing tests),
-# where the OTLP protocol is JSON (no exporter for it), where it is gRPC and its exporter (the
-# extra fwrest[otel-grpc]) is not installed
+# `fwrest check` of Tracing=otlp without fwrest[otel] (its package hidden: installed here for the
+# tracing tests), with the JSON protocol (no exporter), with gRPC lacking fwrest[otel-grpc]
 CHECK_TRACING = """
 import os, sys
 os.environ["OTEL_EXPORTER_OTLP_PROTOCOL"] = sys.argv[1]
@@ -310,8 +300,7 @@ def service_on(folder: Path, port_or_sections: int | Sections) -> Path:
 
 
 def redis_file(key: str, name: str, cert: str | None = None, prefix: str = "") -> Mutate:
-    """``[HTTPSERVER] key`` names the file ``name``: a copy of the test certificates' ``cert``
-    (``ca``, ``cert``, ``key``), or an empty file."""
+    """``[HTTPSERVER] key`` names ``name``: a copy of certificate ``cert``, or an empty file."""
 
     def mutate(s: Sections, ctx: dict[str, Any]) -> None:
         path = ctx["folder"] / name
@@ -333,11 +322,9 @@ def asking_redis(
     password: str = PROBE_PASSWORD,
     url_password: str | None = None,
 ) -> Special:
-    """A mistake only Redis can tell (SPEC 15): a real ``redis-server`` on TLS asking for a
-    client certificate and a password, and a service that reaches it with the CA ``ca`` of the
-    files (``other_ca``: the wrong one), a client certificate or not (``foreign_cert``: one of
-    a CA Redis does not trust), the password ``password`` (``StateStorePassword``) or
-    ``url_password`` (in the URL)."""
+    """A mistake only Redis can tell (SPEC 15): a TLS ``redis-server`` asking for a client
+    certificate and password, reached with CA ``ca`` (``other_ca``: wrong), a client certificate or
+    not (``foreign_cert``: untrusted), ``password`` (``StateStorePassword``) or ``url_password``."""
 
     def provoke(folder: Path, _certs: dict[str, Path]) -> Outcome:
         files = redis_tls(trustme.CA(), folder / "tls")
@@ -402,8 +389,8 @@ def start_with_workers(folder: Path, _certs: dict[str, Path]) -> Outcome:
     return Outcome(ok, done.stdout + done.stderr)
 
 
-# start(workers=N) without a Repository: the endpoints of __main__, or of a module the
-# worker processes cannot import (its file is gone after the program imported it)
+# start(workers=N) without a Repository: the endpoints of __main__, or of a module workers cannot
+# import (its file gone)
 START_TAIL = """
 sections = base_sections(free_port())
 sections["ENV"] = {}
@@ -460,10 +447,8 @@ def start_workers_zero(folder: Path, _certs: dict[str, Path]) -> Outcome:
 
 
 def start_with_on_start(folder: Path, name: str, source: str, on_start: str) -> Outcome:
-    """``fwrest.start()`` of the base service whose pool's ``OnStart`` is ``on_start`` of the
-    module ``name`` (written from ``source``): a ConfigError, and nothing left serving. Its own
-    module: without a Repository the endpoints already imported into this test process would
-    form the environment, whatever other tests imported."""
+    """``fwrest.start()`` with ``OnStart`` ``on_start`` of module ``name``: a ConfigError, nothing
+    left serving (its own module: without a Repository, other tests' endpoints would be served)."""
     sections = copy.deepcopy(base(0))
     (folder / name).write_text(source)
     sections["ENV"] = {"Repository": str(folder / name)}
@@ -477,9 +462,7 @@ def start_with_on_start(folder: Path, name: str, source: str, on_start: str) -> 
 
 
 def start_not_ready(folder: Path, _certs: dict[str, Path]) -> Outcome:
-    """``fwrest.start()`` whose service does not report ready in time (the wait shortened to
-    0.2 s, the pool's ``OnStart`` taking 1 s: never ready in time, however the threads are
-    scheduled)."""
+    """``fwrest.start()`` never ready in time (wait 0.2 s, ``OnStart`` 1 s, however scheduled)."""
     from fwrest.server import service as service_module
 
     source = (
@@ -516,8 +499,7 @@ class _Records(logging.Handler):
 
 @dataclass(frozen=True)
 class Legacy:
-    """``fwrest.rest.wsRestfulStart(jo, path)`` in this process: 1 and the message it logs on
-    ``fwrest.server``."""
+    """``wsRestfulStart(jo, path)`` in process: 1 and the message logged on ``fwrest.server``."""
 
     jo: Any
     path: str = "/legacy"
@@ -597,12 +579,10 @@ MODULES = {
     "needs_a_package.py": "import no_such_package_here\n",
 }
 
-# The rows a broken configuration of a few settings provokes, a line each: the row, then after
-# "  <=  " a case of tests/faults/test_broken_configs.py by its id (" | serve": only
-# `fwrest serve` finds it), or a case written here, "name[format]", and after each further
-# "  <=  " one of its changes, "SECTION Key = value" or "oAuth2 key = value" (a TLS port whose
-# oAuth2 Authorization has that key: tls_auth), or a file beside the config (the last group says
-# how), the value as JSON.
+# A line per row: the row, then after " <= " a test_broken_configs.py case id (" | serve": only
+# `fwrest serve` finds it) or "name[format]" written here, then per " <= " a change: "SECTION Key =
+# value", "oAuth2 key = value" (a TLS port's oAuth2 key: tls_auth) or a file beside the config (the
+# last group says how), values as JSON.
 ROWS_OF_SETTINGS = r"""
 # the file
 the file service.yaml is neither .ini nor .json  <=  a .yaml file[yaml]
@@ -781,8 +761,8 @@ the section [HTTPSERVER] is missing  <=  an empty file[ini]
 
 
 def change(text: str) -> Mutate:
-    """``SECTION Key = value``, ``oAuth2 key = value``, ``file Key = [...]``, ``write NAME =
-    text`` or ``module FILE = repository`` of ``ROWS_OF_SETTINGS``."""
+    """A ``ROWS_OF_SETTINGS`` change: ``SECTION Key = value``, ``oAuth2 key = value``, ``file Key =
+    [...]``, ``write NAME = text``, ``module FILE = repository``."""
     target, value = text.split(" = ", 1)
     kind, key = target.split(" ")
     if kind == "oAuth2":
@@ -899,8 +879,7 @@ PROVOKED: dict[str, Broken | Special] = {
     "wsRestfulStart: [ROOT]: the location [ROOT] is not an object of keys": Legacy(
         legacy_base(ROOT="Path=/rest")
     ),
-    # a ThreadPool written as a number names the section "5" for the loader, none for the
-    # extra location
+    # a ThreadPool written as a number names section "5", none for the extra location
     "wsRestfulStart: no server location names a ThreadPool to serve the extra path": Legacy(
         legacy_base(ROOT={"ThreadPool": 5}, **{"5": base(0)["POOL"]})
     ),
@@ -956,8 +935,7 @@ def test_every_row_has_a_broken_configuration() -> None:
     )
 
 
-# the first row's setup runs every provocation (about 150 processes, three at a time): over a
-# minute on 2 cores, over two while other suites load them
+# the first row's setup runs every provocation (~150 processes, 3 at a time): minutes
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("row", rows())
 def test_the_row_is_the_real_message(row: str, outcomes: dict[str, Outcome]) -> None:
@@ -1022,8 +1000,7 @@ def templates() -> tuple[Template, ...]:
     """The problem text of every ``ConfigError`` and ``RouteError`` src/ can raise."""
     out: list[Template] = []
     trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in SRC.rglob("*.py")}
-    # helpers are called in their own package only (the config loader's raw.error(...) in
-    # every module of config/)
+    # helpers are called in their own package only (raw.error(...) in config/)
     package_factories: dict[Path, dict[str, int]] = {}
     for path, tree in trees.items():
         package_factories.setdefault(path.parent, {}).update(_factories(tree))
@@ -1072,8 +1049,8 @@ ENOUGH_LETTERS = 10  # of the message's own words a row must show (all, when it 
 
 @cache
 def _words(template: tuple[Part, ...]) -> tuple[int, tuple[bool, ...]]:
-    """The letters of the template's words, and for each position whether words follow it
-    (worked out once per template: ``covers`` runs for every row at every start)."""
+    """The template words' letters and, per position, whether words follow (once per template:
+    ``covers`` runs per row per start)."""
     tail = [False] * (len(template) + 1)
     for j in range(len(template) - 1, -1, -1):
         tail[j] = tail[j + 1] or (template[j] or "").isalpha()
@@ -1081,14 +1058,10 @@ def _words(template: tuple[Part, ...]) -> tuple[int, tuple[bool, ...]]:
 
 
 def covers(row: tuple[Part, ...], template: tuple[Part, ...]) -> bool:
-    """Whether the row shows the template's message, from its start.
-
-    The template's holes stand for any value (the row may show one, or a wildcard); the
-    row's wildcards (``<name>``, ``...``) stand for values and the punctuation around them,
-    never for the message's own words; the row may stop before the template ends (rows are
-    abridged), though not inside a value that words follow, and must show at least
-    ``ENOUGH_LETTERS`` letters of its words.
-    """
+    """Whether the row shows the template's message from its start: holes stand for any value (shown
+    or a wildcard); the row's wildcards (``<name>``, ``...``) stand for values and their
+    punctuation, never the message's words; the row may stop early but not inside a value words
+    follow, and must show ``ENOUGH_LETTERS`` letters of words."""
     letters, tail_has_words = _words(template)
 
     @cache

@@ -15,8 +15,7 @@ Served = Callable[..., ServerProcess]
 
 @pytest.fixture
 def served(tmp_path: Path, serve: Served) -> Served:
-    """``served(workers=1, **keys)``: ``fwrest serve`` of :func:`~tests.conftest.free_config`'s
-    service in ``tmp_path`` (``keys``: its arguments), ready; stopped after the test."""
+    """``served(workers=1, **keys)``: :func:`~tests.conftest.free_config` served, ready."""
 
     def start(workers: int = 1, **keys: Any) -> ServerProcess:
         return serve(free_config(tmp_path, **keys), workers)  # type: ignore[no-any-return]

@@ -1,8 +1,6 @@
-"""Helpers shared by the end-to-end tests: hosts of one service started together (each
-``fwrest serve`` ready with every worker), optionally on one ``redis-server``; a config's state
-store set after the fact; the oAuth2 and Basic host of the state-sharing tests; each worker's
-kept-alive client; a refresh that must be refused; the example service of examples/ copied and
-served on free ports; a plain HTTP server of static pages."""
+"""Helpers of the end-to-end tests: hosts started together (optionally on one ``redis-server``), a
+config's store set after the fact, the oAuth2 and Basic host of the state-sharing tests, each
+worker's client, a refused refresh, examples/ served on free ports, a static page server."""
 
 from __future__ import annotations
 
@@ -36,8 +34,7 @@ from tests.redis_support import RedisServer
 
 
 def with_store(config: Path, store: str | None, **httpserver: Any) -> Path:
-    """``config`` (a JSON config) with ``[HTTPSERVER] StateStore=store`` (None: the key removed,
-    the default store, sqlite) and the other ``httpserver`` keys."""
+    """``config`` with ``StateStore=store`` (None: the default sqlite) and ``httpserver`` keys."""
     sections = json.loads(config.read_text())
     sections["HTTPSERVER"].pop("StateStore", None)
     if store is not None:
@@ -49,8 +46,7 @@ def with_store(config: Path, store: str | None, **httpserver: Any) -> Path:
 
 @contextmanager
 def hosts_serving(configs: Sequence[tuple[Path, int]]) -> Iterator[list[ServerProcess]]:
-    """``fwrest serve CONFIG --workers N`` of each (config, N), started together, each ready
-    with the ``ready`` line of every worker; all stopped after the ``with`` block."""
+    """``fwrest serve CONFIG --workers N`` of each, together, each ready on every worker."""
     started: list[ServerProcess] = []
     try:
         for config, workers in configs:
@@ -83,10 +79,8 @@ def one_or_two_hosts(
     config_of: Callable[[Path, dict[str, Path], str | None], Path],
     workers: int,
 ) -> Iterator[list[ServerProcess]]:
-    """One host on the default store (sqlite), or two (``two``) on one ``redis-server``: each
-    ``config_of(folder, certs, redis_url or None)`` in a folder of its own (``root/a``,
-    ``root/b``) with its certificates (``certs/``), served by ``fwrest serve --workers
-    workers``; all stopped after the ``with`` block."""
+    """One host on sqlite, or two (``two``) on one ``redis-server``: ``config_of(folder, certs,
+    redis_url or None)`` in ``root/a``, ``root/b``, ``--workers workers``; stopped after."""
     with redis_or_none(root, two) as redis:
         configs = []
         for name in ("a", "b") if redis is not None else ("a",):
@@ -115,10 +109,8 @@ def oauth_basic_host(
     data: Path | None = None,
     **oauth: Any,
 ) -> Path:
-    """One host of :data:`BASIC_APP`: the oAuth2 port ``OAUTH`` (TLS; ``oauth`` added to its
-    Authorization) serving ``ROOT`` and ``LIMITED`` (``/limited``, ``limit`` requests a minute
-    per user), the Basic port ``BASIC``; ``store`` shared (None: the default, sqlite; ``data``
-    the ``DataPath`` sqlite hosts share)."""
+    """A :data:`BASIC_APP` host: oAuth2 ``OAUTH`` (``oauth`` added) serving ``ROOT`` and ``LIMITED``
+    (``limit`` a minute per user), Basic ``BASIC``; ``store`` (None: sqlite under ``data``)."""
     auth = {"scheme": "oAuth2", "onAuth": "", "onAuthparams": "app.params", **oauth}
     basic = {"scheme": "basic", "OnAuth": "app.check"}
     config = free_config(
@@ -142,8 +134,7 @@ Host = TypeVar("Host")
 def each_worker(
     hosts: Sequence[Host], workers: Sequence[dict[int, httpx.Client]]
 ) -> list[tuple[Host, int, httpx.Client]]:
-    """(host, pid, its kept-alive client) for every worker of every host (``workers``: the
-    clients of each host by pid)."""
+    """(host, pid, its kept-alive client) for every worker of every host."""
     return [
         (host, pid, http)
         for host, clients in zip(hosts, workers, strict=True)
@@ -158,16 +149,14 @@ def close_all(*groups: dict[int, httpx.Client]) -> None:
 
 
 def refresh_refused(http: httpx.Client, url: str, token: str, **options: Any) -> None:
-    """The refresh token ``token`` sent to the token route ``url`` (``options``: httpx's, such
-    as ``auth``) is refused: 400 ``invalid_grant``."""
+    """``token`` refreshed at ``url`` (``options``: httpx's) is 400 ``invalid_grant``."""
     form = {"grant_type": "refresh_token", "refresh_token": token}
     answer = http.post(url, data=form, **options)
     assert answer.status_code == 400 and answer.json()["error"] == "invalid_grant", answer.text
 
 
 def settings_of(http: httpx.Client, base: str, token: str) -> dict[str, Any]:
-    """The run-time settings of the location ``base`` as its JSON page shows them to the
-    bearer of ``token``."""
+    """Location ``base``'s run-time settings as its JSON page shows them to ``token``'s bearer."""
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
     answer = http.get(base + "/fw/rest/config", headers=headers)
     assert answer.status_code == 200, answer.text
@@ -176,8 +165,7 @@ def settings_of(http: httpx.Client, base: str, token: str) -> dict[str, Any]:
 
 
 def example_copy(work: Path) -> Path:
-    """examples/ copied to ``work/examples`` as on a fresh checkout, its certificates made by
-    make_certs.py, every ``Port=`` of its service.ini set to 0 (the system picks): that file."""
+    """examples/ in ``work/examples``, certificates made, every ``Port=`` 0: its service.ini."""
     target = work / "examples"
     ignore = shutil.ignore_patterns(".fwrest", "certs", "__pycache__")
     shutil.copytree(ROOT / "examples", target, ignore=ignore)
@@ -188,9 +176,7 @@ def example_copy(work: Path) -> Path:
 
 
 class Pages:
-    """A plain HTTP server of the test serving the files of ``folder`` (a single-page app, its
-    origin; a native app's loopback callback; a cross-site page); it records the paths it was
-    asked for."""
+    """A static server of ``folder`` (SPA origin, app callback, cross-site page), logging paths."""
 
     def __init__(self, folder: Path) -> None:
         self.asked: list[str] = []

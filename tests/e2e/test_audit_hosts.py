@@ -1,18 +1,9 @@
-"""The audit trail (SPEC 13.5) shared by two hosts on one real ``redis-server``: two ``fwrest
-serve`` (host A with two workers, host B with one), their own configs and folders, one Redis
-state store.
-
-* a settings change through host A's JSON API is listed by host B's route, naming the user,
-  the address, the port, the key and its old and new values;
-* a reload of host B (SIGHUP, as ``fwrest reload`` sends) is listed by host A: actor
-  ``signal``, outcome ``done``, the new generation; a reload of a broken config: ``failed``;
-* host A's config file changed on disk (``[GENERAL]`` re-read every second): one event, not
-  one per worker, actor ``file``;
-* changes in a row and at once through both hosts: the trail lists them in the order the store
-  applied them, each one's ``old`` the ``new`` of the one before, the newest in force.
-
-redis-server missing is a failure, never a skip.
-"""
+"""The audit trail (SPEC 13.5) shared by two hosts on one real ``redis-server`` (A: two workers, B:
+one). A settings change through A is listed by B (user, address, port, key, old and new values); B's
+reload by SIGHUP is listed by A (actor ``signal``, ``done``, the generation; a broken config:
+``failed``); A's file changed on disk: one event, actor ``file``; changes in a row and at once
+through both hosts are listed in the store's order, each ``old`` the previous ``new``. No
+redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 
@@ -142,12 +133,9 @@ def test_two_hosts_on_one_redis_list_each_other_s_events(tmp_path: Path) -> None
 
 
 def test_changes_in_a_row_through_two_hosts_record_the_value_the_store_held(tmp_path: Path) -> None:
-    """SPEC 13.5: a change's ``old`` is the value in force for the service as the store holds
-    it, never the stale copy of the worker or host that took the change: changes sent one right
-    after the other through host A (two workers) and host B, each faster than a worker's sync
-    (0.5 s), form one chain 200 -> 301 -> 302 -> ... in the trail. Then 30 changes sent at once,
-    alternating over the hosts: the trail lists them in the order the store applied them
-    (each one's ``old`` the ``new`` of the one listed below it), the newest naming the value
+    """SPEC 13.5: ``old`` is the value the store holds, never a worker's or host's stale copy:
+    changes in a row through A's two workers and B, each faster than a sync (0.5 s), chain 200 ->
+    301 -> 302 -> ...; then 30 at once over both hosts are listed in the store's order, the newest
     in force."""
     with redis_or_none(tmp_path) as redis:
         assert redis is not None
@@ -199,8 +187,7 @@ def test_changes_in_a_row_through_two_hosts_record_the_value_the_store_held(tmp_
 
 
 def _change_at_once(hosts: list[ServerProcess], values: list[int]) -> None:
-    """``rest_log_stringsize`` set to each of ``values`` through the host beside it, all the
-    requests released at once."""
+    """``rest_log_stringsize`` set to each value through the host beside it, released at once."""
     barrier = threading.Barrier(len(values), timeout=HANG_GUARD_S)
 
     def change(i: int) -> int:
@@ -219,8 +206,7 @@ def _change_at_once(hosts: list[ServerProcess], values: list[int]) -> None:
 
 
 def _wait_all(host: ServerProcess, values: list[int]) -> list[dict[str, Any]]:
-    """The ``settings.change`` events of ``rest_log_stringsize`` to ``values``, newest first,
-    once the trail lists every one (a worker keeps its events off the request's way)."""
+    """The ``settings.change`` events to ``values``, newest first, once all are listed."""
     deadline = time.monotonic() + HANG_GUARD_S
     while True:
         listed = [

@@ -1,10 +1,7 @@
-"""``fwrest check | serve | routes | --version | --help`` as a user runs them: a real
-subprocess, real files, exit codes and what is printed.
-
-``serve``, ``--version`` and ``--help`` start a fresh interpreter (``python -m fwrest``, the
-console script); ``check``, ``routes`` and ``openapi``, run here on some thirty configurations,
-run forked from a process that imported fwrest once (``run_forked``: a process of its own, the
-same exit code and output, without the half second of imports each)."""
+"""``fwrest check | serve | routes | --version | --help`` as a user runs them: exit codes and
+output. ``serve``, ``--version``, ``--help`` start a fresh interpreter; ``check``, ``routes``,
+``openapi`` (some thirty configurations) run forked (``run_forked``: its own process, without half a
+second of imports each)."""
 
 from __future__ import annotations
 
@@ -76,8 +73,7 @@ def assert_config_error(result: subprocess.CompletedProcess[str], *fragments: st
         assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
 
 
-# ---------------------------------------------------------------------------------------------
-# check
+# -- check -----------------------------------------------------------------------------------------
 
 
 def test_check_prints_a_summary_of_servers_and_urls(tmp_path: Path) -> None:
@@ -117,8 +113,7 @@ def test_check_binds_no_port(tmp_path: Path) -> None:
 
 
 def test_check_resolves_host_names_as_serve_does(tmp_path: Path) -> None:
-    """SPEC 1: ``check`` fails the same way as ``serve`` (the same one error line) on a
-    HostName that cannot be resolved, and passes the names that can."""
+    """SPEC 1: ``check`` fails as ``serve`` does (one error line) on an unresolvable HostName."""
     data = sections(free_port())
     for host in ("localhost", "127.0.0.1", "0.0.0.0"):
         data["HTTP_REST"]["HostName"] = host
@@ -186,8 +181,7 @@ def _ini(section: str, **values: object) -> Callable[[Path], Path]:
 
 @dataclass(frozen=True)
 class Bad:
-    """A case of BAD_CONFIGS: its id and how its config is written; ``says``: what its one
-    error line names."""
+    """A BAD_CONFIGS case: id, how its config is written, what its error line names (``says``)."""
 
     case: str
     writer: Callable[[Path], Path]
@@ -306,8 +300,7 @@ def test_check_tls_port_shows_https(tmp_path: Path, certs: dict[str, Path]) -> N
     assert "TLS" in result.stdout
 
 
-# ---------------------------------------------------------------------------------------------
-# serve fails before binding
+# -- serve fails before binding --------------------------------------------------------------------
 
 
 PROBE = """
@@ -328,8 +321,8 @@ def test_serve_bad_config_exits_2_and_binds_nothing(tmp_path: Path, kind: str) -
     if kind == "config":
         data["POOL"]["MaxThreads"] = "many"
     else:
-        # imported during the start, before any bind: sees whether the port is open yet;
-        # then the start fails on a function name that is not there
+        # imported during the start, before any bind, to see whether the port is open; then the
+        # start fails on a missing function
         name = f"probe_{uuid.uuid4().hex[:8]}"
         (tmp_path / f"{name}.py").write_text(PROBE.format(port=port, out=str(probe_out)))
         data["ENV"]["Repository"] = f"app, {name}"
@@ -374,8 +367,7 @@ def test_serve_on_a_port_in_use_exits_2(tmp_path: Path, busy_port: int) -> None:
 
 
 def test_start_on_a_port_in_use_releases_the_other_port(tmp_path: Path, busy_port: int) -> None:
-    """The same, in one process (``fwrest.start``): the first port, bound before the second
-    failed, is closed again while the process lives on."""
+    """In one process (``fwrest.start``): the first port, bound before the second failed, closes."""
     other = free_port()
     name = f"svc_{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{name}.py").write_text(
@@ -403,8 +395,7 @@ def test_serve_workers_must_be_positive(tmp_path: Path, args: tuple[str, ...]) -
     assert "Traceback" not in result.stderr
 
 
-# ---------------------------------------------------------------------------------------------
-# routes, version, help
+# -- routes, version, help -------------------------------------------------------------------------
 
 
 def test_routes_lists_method_path_function_and_source(tmp_path: Path) -> None:
@@ -427,8 +418,7 @@ def test_routes_lists_method_path_function_and_source(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["routes", "openapi", "check"])
 def test_output_to_a_reader_that_went_away_is_no_traceback(tmp_path: Path, command: str) -> None:
-    """``fwrest routes CONFIG | head -1``: the pipe's reader gone (here before the first
-    write), the command exits 1 without a traceback, also none at exit."""
+    """``fwrest routes CONFIG | head -1``, reader gone first: exit 1, no traceback, even at exit."""
     config = free_config(tmp_path)
     read, write = os.pipe()
     os.close(read)

@@ -1,21 +1,11 @@
-"""The authorization code grant with PKCE (SPEC 16.1) through real clients, against real
-``fwrest serve`` processes over TLS:
-
-* Authlib's ``OAuth2Session`` with S256 PKCE (the authorization URL, the token request, the
-  API call), the login form filled as a browser posts it;
-* Debian's Chromium (Playwright): the login page with JavaScript off, filled and submitted, the
-  redirect to a native app's loopback callback followed (a page whose ``form-action`` lacked
-  the client's origin would stop here), no request to any other origin, its headers; its
-  picture goes to ``docs/img/login-page.png``;
-* a single-page app served by the test on another origin doing the whole flow with ``fetch``
-  (metadata, the token request, the API with its bearer token, revocation) under the
-  location's CORS section;
-* two hosts sharing one ``redis-server`` (host A with two workers): a login page served by one
-  worker posted to the other and its code redeemed on another host; the code redeemed again on
-  the first host revokes the tokens on both.
-
-Chromium and redis-server missing are failures, never skips.
-"""
+"""The code grant with PKCE (SPEC 16.1) through real clients on real ``fwrest serve`` over TLS:
+Authlib's ``OAuth2Session`` with S256 (the form posted as a browser does); Chromium (Playwright)
+with JavaScript off filling the login page and following the redirect to a native app's loopback
+callback (a ``form-action`` lacking its origin would stop it), no request elsewhere, the picture in
+``docs/img/login-page.png``; an SPA on another origin doing the flow by ``fetch`` under the
+location's CORS; two hosts on one ``redis-server``: a page from one worker posted to another, the
+code redeemed on the other host, redeemed again revokes the tokens on both. No Chromium or
+redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 

@@ -1,22 +1,11 @@
-"""SPEC 16.2, DPoP over real TLS, across the workers and hosts of one service.
-
-Two set-ups, one per module parameter (as ``tests/e2e/test_hosts_state.py``): one host
-``fwrest serve --workers 2`` on the default store (sqlite), and two hosts of two workers each
-on one ``redis-server``. The client is httpx, its proofs made by PyJWT with keys of
-``cryptography`` (``tests/auth/dpop_support.py``): Authlib, pinned among the test tools, has
-no DPoP client. Every check is asked of every worker of every host through a kept-alive
-connection that reached it.
-
-* a whole flow: a public client's password grant with a proof, the DPoP token used on every
-  worker of every host with a fresh proof each time, its refresh on the other host with a
-  proof of its key (and refused there without one);
-* a replayed proof: the hosts behind one balancer (``TrustedProxies``, its
-  ``X-Forwarded-Host``), so that one proof names the same URL on each; used once on one
-  worker, refused by every other worker of every host (the store keeps its id for its
-  window), at the bearer check and at the token route alike.
-
-redis-server missing is a failure, never a skip.
-"""
+"""SPEC 16.2, DPoP over real TLS across workers and hosts: one host of two workers on sqlite, or two
+of two on one ``redis-server`` (as test_hosts_state.py). httpx with PyJWT proofs (Authlib has no
+DPoP client); each check is asked of every worker through a kept-alive connection. A public client's
+grant with a proof, the token used on every worker with fresh proofs, refreshed on the other host
+with its key's proof (refused without). A replayed proof (hosts behind one balancer,
+``X-Forwarded-Host``, so one proof names one URL) is refused by every other worker, at the bearer
+check and the token route (the store keeps its id for its window). No redis-server: a failure, never
+a skip."""
 
 from __future__ import annotations
 
@@ -123,8 +112,7 @@ def test_a_public_client_s_whole_flow_on_every_worker_and_host(hosts: list[Worke
             assert as_bearer.headers["www-authenticate"].startswith("DPoP ")
     finally:
         close(workers)
-    # the refresh token is bound to the key: on host B, refused without a proof of it (and
-    # not spent), then renewed with one
+    # bound to the key: on host B refused without a proof (not spent), then renewed with one
     refresh = {"grant_type": "refresh_token", "client_id": "spa"}
     refresh["refresh_token"] = pair["refresh_token"]
     with b.client() as http:
@@ -140,8 +128,7 @@ def test_a_replayed_proof_is_refused_by_every_other_worker_and_host(
     hosts: list[WorkersHost],
 ) -> None:
     key = DpopKey("EdDSA")
-    # the hosts stand behind one balancer: the client's URL is the balancer's, the same
-    # htu on every host (X-Forwarded-Host from a TrustedProxies address)
+    # one balancer: the same htu on every host (X-Forwarded-Host from a TrustedProxies address)
     url = f"https://{BALANCER}/rest"
     form = {"grant_type": "password", "username": "cy", "password": "Cy-Pw-1188"}
     proof = key.proof("POST", url + TOKEN)

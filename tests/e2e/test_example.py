@@ -1,5 +1,5 @@
-"""The example service of the README, run for real with two workers (SPEC 8): what its
-walk-throughs do not show (tests/docs/test_examples.py runs those, command by command)."""
+"""The README's example service for real with two workers (SPEC 8): what
+tests/docs/test_examples.py's walk-throughs do not show."""
 
 from __future__ import annotations
 

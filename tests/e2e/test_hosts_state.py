@@ -1,32 +1,11 @@
-"""State shared by the workers and hosts of one service with the default configuration
-(SPEC 8: what works on one host works across hosts sharing a store, without extra keys).
-
-Each test runs on two set-ups, one per module (the ``hosts`` fixture's parameters): one host
-``fwrest serve --workers 2`` with no ``StateStore`` (the default sqlite file), and two hosts,
-each ``fwrest serve --workers 2`` with its own config and folder, the same server sections
-(``OAUTH``: oAuth2 over TLS, and ``BASIC``) and ``StateStore=redis://...`` on one
-``redis-server``. Nothing else a user would have to add: no ``issuer`` (each host derives its
-own), no ``SigningKeyFile`` (the key is made once in the store), the default ``maxFailures``
-(10). Every check is asked of every worker of every host, each through a kept-alive
-connection that reached it (:meth:`Host.per_worker`); host A is the first, B the last (one
-host: A is B, and only the workers differ).
-
-* tokens of host A revoked through host B's RFC 7009 route (an access token, a refresh
-  token): refused by every worker of both hosts within 1 s, introspected as inactive there,
-  the refresh token spent on A, the revocation listed by A's audit route;
-* a settings change through host A's JSON API: in force on every worker of both hosts within
-  1 s, listed by B's audit route with its old and new values; cleared through B, the same;
-* a rate limit (``Key=user``): one window counted across all the workers;
-* Basic failures, and failed password grants, spread over all the workers lock the user and
-  the address out on every worker (one ``lockout`` event, listed by every host), and
-  ``fwrest lockouts clear`` run against one host's config lifts them on every worker.
-
-The other cross-host cases: tokens, refreshes, replays and failed grants
-(tests/auth/test_oauth2_store.py), key rotation (tests/auth/test_jwks_clients.py), audit of
-reloads and file changes (tests/e2e/test_audit_hosts.py), a rate limit by address
-(tests/e2e/test_ratelimit_scale.py), behind a balancer (tests/e2e/test_scale_out.py).
-redis-server missing is a failure, never a skip.
-"""
+"""State shared by the workers and hosts of one service with the default configuration (SPEC 8: no
+extra keys to work across hosts sharing a store). Two set-ups: one host of two workers on sqlite;
+two hosts of two workers (own configs, sections ``OAUTH`` and ``BASIC``) on one ``redis-server``,
+with no ``issuer``, no ``SigningKeyFile``, the default ``maxFailures``. Each check is asked of every
+worker (:meth:`Host.per_worker`); A is the first host, B the last (one host: A is B). Other
+cross-host cases: tests/auth/test_oauth2_store.py, test_jwks_clients.py,
+tests/e2e/test_audit_hosts.py, test_ratelimit_scale.py, test_scale_out.py. No redis-server: a
+failure, never a skip."""
 
 from __future__ import annotations
 
@@ -93,11 +72,8 @@ def bound_after(since: float) -> None:
 def hosts(
     ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[list[Host]]:
-    """``one-host-two-workers``: one host of two workers, the default store (sqlite);
-    ``two-hosts-one-redis``: two hosts of two workers each on one ``redis-server``. Each host
-    has its own folder and config, the sections every host of the service has and no key
-    beyond what one host needs but the shared store (:func:`oauth_basic_host`). The tests
-    name the first host A and the last B (one host: A is B, and only the workers differ)."""
+    """``one-host-two-workers`` (sqlite) or ``two-hosts-one-redis``: each host its own folder and
+    config, no keys beyond one host's but the shared store (:func:`oauth_basic_host`)."""
     root = tmp_path_factory.mktemp("hosts-state")
     two = request.param == "two-hosts-one-redis"
     config_of = functools.partial(oauth_basic_host, limit=LIMIT)
@@ -163,8 +139,7 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
 
 
 def _change_setting(host: Host, token: str, value: int | None) -> None:
-    """``rest_log_stringsize`` set (``None``: cleared) through ``host``'s JSON API, then the
-    SPEC's bound waited out."""
+    """``rest_log_stringsize`` set (None: cleared) through ``host``; the SPEC's bound waited out."""
     with host.client() as http:
         answer = http.post(
             host.base + "/fw/rest/config",
@@ -200,8 +175,7 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
             now = settings_of(http, host.base, token)[STRINGSIZE]
             assert now["runtime"] is None, (host.base, pid, now)
             assert now["effective"] == before["effective"], (host.base, pid, now)
-        # the run-time page of A (Basic port), its form sent to B: the anti-forgery token
-        # is the service's, not a worker's or a host's
+        # A's page (Basic port), its form sent to B: the anti-forgery token is the service's
         cy = ("cy", USERS["cy"])
         with httpx.Client(timeout=15) as http:
             page = http.get(a.basic + "/fw/rest/config", auth=cy, headers={"Accept": "text/html"})
@@ -224,8 +198,7 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
 
 
 def test_a_rate_limit_window_is_counted_across_workers_and_hosts(hosts: list[Host]) -> None:
-    """``Key=user``, ``Limit=6``: dee's requests spread over the four workers share one
-    window; ada, another user, has her own."""
+    """``Key=user``, ``Limit=6``: dee's requests over four workers share a window; ada has hers."""
     dee = hosts[0].tokens("dee")["access_token"]
     ada = hosts[-1].tokens("ada")["access_token"]
     workers = [host.oauth_workers(dee) for host in hosts]  # /rest: not rate limited
@@ -253,10 +226,8 @@ def test_a_rate_limit_window_is_counted_across_workers_and_hosts(hosts: list[Hos
 def test_basic_failures_on_both_hosts_lock_out_on_both_until_lockouts_clear(
     hosts: list[Host],
 ) -> None:
-    """Wrong passwords for bob on Basic port ``BASIC`` alternate over the four workers of
-    the two hosts: the 10th locks bob and the address out on both hosts (one ``lockout``
-    event, listed by both); ``fwrest lockouts clear`` against host A's config lifts both on
-    every worker of both hosts."""
+    """bob's 10th wrong password over four workers locks bob and the address on both hosts (one
+    ``lockout`` event, listed by both); ``fwrest lockouts clear`` on A lifts both everywhere."""
     a = hosts[0]
     token = a.tokens("cy")["access_token"]  # the audit route is on OAUTH: not locked out
     workers = [host.basic_workers() for host in hosts]
@@ -296,10 +267,9 @@ GUESSES = 200  # SPEC 7.1's "200 simultaneous wrong attempts"
 
 
 def test_guesses_at_once_on_both_hosts_check_at_most_max_failures(hosts: list[Host]) -> None:
-    """SPEC 7.1 and 8: 200 wrong passwords for one user at once, half to each host (each
-    spreading them over its workers), check at most ``maxFailures`` of them (each a 403);
-    the rest are not checked (429), and neither is the right password after them, on any
-    host. From an address of their own (the module's other tests fail from 127.0.0.1)."""
+    """SPEC 7.1, 8: 200 wrong passwords at once over both hosts check at most ``maxFailures``; the
+    rest, then the right one, are 429 everywhere. From their own address (others fail from
+    127.0.0.1)."""
     clients = [
         httpx.Client(
             transport=httpx.HTTPTransport(local_address="127.0.0.61"),
@@ -331,8 +301,7 @@ def test_guesses_at_once_on_both_hosts_check_at_most_max_failures(hosts: list[Ho
 
 
 def _clear_bob(host: Host, port: str) -> None:
-    """``fwrest lockouts clear bob`` against ``host``'s config lifts bob and his address on
-    ``port``; then the SPEC's bound waited out."""
+    """``fwrest lockouts clear bob`` on ``host``'s config for ``port``; the SPEC's bound waited."""
     config = host.proc.config
     done = run_cli("lockouts", str(config), "clear", "bob", cwd=config.parent)
     assert done.returncode == 0, done.stderr
@@ -347,10 +316,8 @@ def _clear_bob(host: Host, port: str) -> None:
 def test_failed_grants_on_both_hosts_lock_out_on_both_until_lockouts_clear(
     hosts: list[Host],
 ) -> None:
-    """The token route's count (in the store, before the password is checked): wrong
-    passwords for bob spread over the four workers lock bob and the address out of password
-    grants on every worker of both hosts; ``fwrest lockouts clear`` against host B's config
-    lifts both everywhere; the lock-out is one event, listed by both hosts."""
+    """Counted in the store before the check: bob's failures over four workers lock bob and the
+    address on both hosts; clearing on B lifts both; one event, listed by both."""
     a, b = hosts[0], hosts[-1]
     token = a.tokens("cy")["access_token"]  # a bearer token: no password, never locked out
     workers = [host.oauth_workers(token) for host in hosts]

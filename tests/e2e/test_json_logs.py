@@ -1,12 +1,8 @@
-"""``LogFormat=json`` over a real ``fwrest serve --workers 2`` (SPEC 13.4): a thousand mixed
-requests (200, 404, 405, 500 with a whole traceback, a handler that logs through ``logging``,
-requests with their own ``X-Request-ID``, acceptable and hostile, secret-like query values),
-then every line the service wrote, to standard error and to ``LogFile``, parses as one JSON
-object; each request's access record has the listed fields, its id is the one its answer
-carried, and the records the request caused on the way (the handler's own, the traceback's)
-carry the same id. The HTTP engine's own refusals (a bare LF, a 20 KB header, ...) carry an id
-on their answer and their record too.
-"""
+"""``LogFormat=json`` on ``fwrest serve --workers 2`` (SPEC 13.4): after a thousand mixed requests
+(200, 404, 405, 500 with a traceback, ``logging`` from a handler, acceptable and hostile
+``X-Request-ID``, secret-like queries), every line on stderr and in ``LogFile`` is one JSON object;
+access records have the listed fields and the answer's id, as do the records a request caused; the
+engine's refusals carry an id too."""
 
 from __future__ import annotations
 

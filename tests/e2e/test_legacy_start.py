@@ -1,12 +1,7 @@
-"""The legacy start (SPEC 6): ``fwrest.rest.wsRestfulStart(jo, path)`` / ``wsRestfulStop()``.
-
-A small Python program (run as a subprocess with this interpreter, so that the calling
-program's endpoints are exactly its own) declares an endpoint with ``@get``, starts the service
-from infrastructure JSON (a dict, or the same as a JSON string) and prints the return code.
-The test requests the endpoint over real HTTP under the extra path and under the configured
-location, then tells the program to stop; the program exits 0 and the ports are free again.
-Bad infrastructure JSON and a port in use give a non-zero code with the message logged.
-"""
+"""The legacy start (SPEC 6): ``wsRestfulStart(jo, path)`` / ``wsRestfulStop()`` in a subprocess
+program (its endpoints exactly its own), from a dict or a JSON string: the endpoint served under the
+extra path and the location, the program exits 0 when told, ports freed. Bad JSON or a port in use:
+a non-zero code, logged."""
 
 from __future__ import annotations
 
@@ -202,8 +197,7 @@ def _broken(**changes: Any) -> dict[str, Any]:
 
 
 def refused(prog: Program, needle: str) -> str:
-    """The program's code is not 0 and its log names ``wsRestfulStart`` and ``needle``,
-    without a traceback; the program's stdout, once it ended."""
+    """A non-zero code, a log naming ``wsRestfulStart`` and ``needle``, no traceback; stdout."""
     code, out = prog.finish()
     log = prog.log()
     print(f"rc {prog.rc}; log:\n{log}")
@@ -271,8 +265,7 @@ def test_port_in_use_returns_non_zero_and_binds_nothing(tmp_path: Path) -> None:
 
 
 def test_called_twice_serves_both_and_stop_ends_both(tmp_path: Path) -> None:
-    """A second call starts a second service (0); one on ports already served gives 2 and
-    leaves the first serving; ``wsRestfulStop()`` stops every service it started."""
+    """A second call starts a second service; one on served ports gives 2; stop ends every one."""
     first, second = free_port(), free_port()
     more = [
         {"jo": infrastructure(first), "path": "/again"},  # the first's port: in use
@@ -296,8 +289,7 @@ def test_called_twice_serves_both_and_stop_ends_both(tmp_path: Path) -> None:
 
 
 def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
-    """The program ends without ``wsRestfulStop()``: a request in flight still gets its
-    answer, the program exits 0 and the port is free."""
+    """Without ``wsRestfulStop()``: a request in flight is answered, exit 0, the port free."""
     port = free_port()
     prog = Program(tmp_path, infrastructure(port), "dict", stop=False)
     assert prog.rc == 0, prog.log()
@@ -314,8 +306,7 @@ def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
 
 
 def test_the_legacy_functions_import_from_fwrest_rest() -> None:
-    """``fwrest.rest`` is the REST object; ``from fwrest.rest import wsRestfulStart`` works as
-    well, as the original's ``<vendor>.rest`` namespace did."""
+    """``from fwrest.rest import wsRestfulStart`` works, as the original's ``<vendor>.rest``."""
     import fwrest
     from fwrest.rest import wsRestfulStart, wsRestfulStop
 

@@ -1,6 +1,4 @@
-"""fwrest's own log (SPEC 7 "Logs", 5.1 ``rest_log_level``/``rest_error_full``): one access
-line per request, redaction of secrets, levels, the ``LogFile`` copy, no forged lines.
-"""
+"""fwrest's log (SPEC 7, 5.1): access lines, redaction, levels, ``LogFile``, no forged lines."""
 
 from __future__ import annotations
 
@@ -67,8 +65,7 @@ def test_the_access_line_has_no_time_while_rest_trace_time_is_0(served: Served) 
 def test_every_access_line_once_and_the_last_lines_of_each_worker(
     served: Served, tmp_path: Path
 ) -> None:
-    """Lines are written once per event-loop turn: none is lost when a worker exits, none is
-    written twice by a worker forked with the supervisor's buffer."""
+    """Written once per loop turn: none lost at a worker's exit, none twice after a fork."""
     server = served(2)
     base = server.url()
     sent = 60
@@ -87,8 +84,7 @@ def test_every_access_line_once_and_the_last_lines_of_each_worker(
 
 def test_secret_query_values_are_redacted(served: Served) -> None:
     server = served()
-    # names also as the server reads them decoded: %70assword is password, client%5Fsecret
-    # client_secret
+    # names as read decoded too: %70assword is password, client%5Fsecret client_secret
     query = (
         "password=hunter2pw&client_secret=cs-s3cr3t&access_token=at-t0ken"
         "&api_key=ak-k3y&page=7&user=ann&%70assword=enc0dedpw&client%5Fsecret=enc0dedcs"
@@ -252,10 +248,8 @@ def applog():
 
 
 def test_the_applications_own_loggers_write_to_the_log_scrubbed(served: Served) -> None:
-    """``logging.getLogger(__name__)`` in an endpoint (not under ``fwrest``): its records join
-    fwrest's log (standard error and LogFile, fwrest's line format), with the request's Basic
-    credentials scrubbed and CR/LF escaped, instead of reaching Python's last-resort handler
-    raw."""
+    """An endpoint's ``logging.getLogger(__name__)`` joins fwrest's log (stderr and LogFile, its
+    format), Basic credentials scrubbed, CR/LF escaped, not Python's raw last-resort handler."""
     basic = {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}}
     servers = {"HTTP_REST": local_port(FwData=basic)}
     server = served(servers=servers, app=APP_SOURCE + APP_LOGGERS)
@@ -286,10 +280,8 @@ def login():
 
 
 def test_secret_fields_of_any_body_are_redacted_at_level_5(served: Served) -> None:
-    """``rest_log_level=5`` writes bodies: secret-like fields are redacted after parsing (JSON
-    after white space, a number as the value, a form holding a brace), in the response too
-    (an endpoint answering with a token); multipart is neither JSON nor a URL-encoded form,
-    so it is described by its length only (SPEC 7.1)."""
+    """Level 5 writes bodies: secret fields redacted after parsing (JSON with white space, a number
+    value, a form holding a brace), in answers too; multipart by its length only (SPEC 7.1)."""
     general = {"rest_log_level": 5, "rest_log_stringsize": 100000}
     server = served(app=APP_SOURCE + LOGIN, general=general)
     url = f"{server.url()}/login"
@@ -344,12 +336,10 @@ def fetch():
 def test_every_shape_of_secret_of_spec_7_1_stays_out_of_the_log(
     served: Served, tmp_path: Path
 ) -> None:
-    """SPEC 7.1 "Logs", at ``rest_log_level=5``: headers named like secrets masked whole,
-    bodies redacted after parsing (JSON keys written with ``\\u`` escapes, forms split by
-    ``;``), any other body (XML, a form starting with ``{``, text, multipart) logged by its
-    length only, a URL's userinfo and a password inside a URL-valued parameter masked (in
-    the access line, a header and an application's own record), and ``LogFile`` created
-    with mode 0600."""
+    """SPEC 7.1 "Logs" at level 5: secret-named headers masked whole, bodies redacted after parsing
+    (``\\u``-escaped JSON keys, ``;``-split forms), other bodies by length only, URL userinfo and a
+    password in a URL-valued parameter masked (access line, header, app record); ``LogFile`` mode
+    0600."""
     general = {"rest_log_level": 5, "rest_log_stringsize": 100000}
     server = served(app=APP_SOURCE + SHAPES_APP, general=general)
     base = server.url()
@@ -431,8 +421,7 @@ def test_every_shape_of_secret_of_spec_7_1_stays_out_of_the_log(
     assert [r.status_code for r in answers] == [200] * len(answers), [
         (r.request.url, r.status_code) for r in answers
     ]
-    # an absolute-form target with userinfo: refused (RFC 9112 3.2: no user info in the
-    # authority, which is the request's host), and the secret in it is in no line
+    # absolute-form target with userinfo: refused (RFC 9112 3.2), its secret in no line
     with RawConnection(server.ports["HTTP_REST"]) as conn:
         target = f"http://ann:{secret(28)}@127.0.0.1/rest/hello"
         assert conn.request("GET", target).status == 400

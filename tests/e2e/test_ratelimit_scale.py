@@ -1,14 +1,7 @@
-"""Rate limits (SPEC 13.7) on real processes and a real ``redis-server``:
-
-* two hosts (two ``fwrest serve`` with their own configs), each with two workers, on one Redis:
-  a limit of 100 lets exactly 100 requests through across the four workers, the others get
-  429 (not 200 or 400), each host answering some of both;
-* Redis stopped: a location with ``FailOpen=1`` serves, with one warning in the log for the
-  whole outage (not one per request); one with ``FailOpen=0`` answers 503 with the standard
-  body.
-
-redis-server missing is a failure, never a skip.
-"""
+"""Rate limits (SPEC 13.7) on real processes and Redis: two hosts of two workers on one Redis let
+exactly 100 of a limit of 100 through, the rest 429, each host answering some of both; Redis
+stopped, ``FailOpen=1`` serves with one warning for the outage, ``FailOpen=0`` answers 503 with the
+standard body. No redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Reload without downtime (SPEC 13.1) and the development loop (SPEC 13.2), on real processes.
-
-The load is a bounded client loop on loopback: two threads on kept-alive connections, two
-opening a new connection per request. It runs through three reloads (a handler's answer
-changed, a port added, a broken configuration) and must see no request fail or be refused.
-"""
+"""Reload without downtime (SPEC 13.1) and the development loop (SPEC 13.2): a bounded load (two
+kept-alive threads, two connecting per request) through three reloads (an answer changed, a port
+added, a broken configuration) sees no request fail or refused."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""SPEC 12.3 over real sockets: Authlib's ``OAuth2Session.revoke_token`` and
-``introspect_token`` over TLS, and a revocation that reaches every worker of two hosts
-sharing one real Redis within a second (the route's and ``fwrest tokens revoke --user``'s).
-
-One set-up for the module: a ``redis-server``, and two hosts (``fwrest serve --workers 2``
-each, two configs in two folders, the same app and the same server section ``OAUTH`` on
-two ports, TLS, ``StateStore=redis://...``: the signing key is made once in Redis). Which
-worker a connection reaches is the kernel's choice: a connection is kept per worker, each
-found by the pid that ``/hello`` answers on it with a token that stays valid.
-redis-server missing is a failure, never a skip.
-"""
+"""SPEC 12.3 over real sockets: Authlib's ``revoke_token`` and ``introspect_token`` over TLS, and a
+revocation (the route's and ``fwrest tokens revoke --user``'s) reaching every worker of two hosts on
+one Redis within a second. Hosts of two workers, port ``OAUTH`` over TLS, the key made once in
+Redis; the kernel picks a connection's worker, so one is kept per worker, found by the pid
+``/hello`` answers. No redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 

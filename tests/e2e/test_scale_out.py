@@ -1,30 +1,15 @@
-"""Scale-out (issue 10): two hosts sharing one Redis behind an nginx round-robin balancer.
+"""Scale-out (issue 10): two hosts on one Redis behind nginx round-robin, all real processes,
+configured from docs/deploy.md's ``ini`` and ``nginx`` blocks with the test's addresses, ports and
+files, so the page describes what runs here. Redis on 127.0.0.1; hosts A (127.0.0.2) and B
+(127.0.0.3), one OAuth2 TLS port each, the key created once in Redis, ``healthcheck`` public, a host
+label in ``UserData``; nginx on 127.0.0.1 terminating TLS, ``proxy_pass https://fwrest`` verifying
+with the CA, retrying the other host (``proxy_next_upstream``, ``max_fails``), naming the host in
+``X-Upstream``.
 
-One set-up for the module, all real processes. The two configurations are read from
-``docs/deploy.md`` (its ``ini`` block of a host and its ``nginx`` block), with the test's
-addresses, ports and files put in place of the placeholders, so the page describes exactly what
-runs here:
-
-* a ``redis-server`` on 127.0.0.1 (the state store of both hosts);
-* host A (``fwrest serve`` on 127.0.0.2) and host B (``fwrest serve`` on 127.0.0.3): two
-  configs in two folders, the same app module and endpoints, one OAuth2 port with TLS each,
-  ``onAuthparams`` from the app, ``StateStore=redis://...`` and no ``SigningKeyFile`` (the key
-  is created once in Redis), ``NativeRoutes.public = ["healthcheck"]`` and a host label in
-  ``UserData``;
-* Debian's ``nginx`` on 127.0.0.1, terminating TLS and proxying round-robin with
-  ``proxy_pass https://fwrest`` (verifying the hosts' certificates with the CA), retrying on
-  the other host when one cannot be reached (``proxy_next_upstream``, ``max_fails``), and saying
-  which host answered in an ``X-Upstream`` header.
-
-Every request of a scenario goes through the balancer; the hosts are asked directly (from
-127.0.0.4, an address that no scenario counts failures for) only to prove that BOTH hosts see
-the effect. The tests run in file order: the lock-out scenario locks the balancer's own address
-out of password grants for the 5-minute window (fwrest counts failures per user and per client
-address, and behind nginx every client address is nginx's), so it comes after the scenarios
-that grant tokens through the balancer, and stopping host B comes last.
-
-nginx or redis-server missing is a failure, never a skip.
-"""
+Scenarios go through the balancer; hosts are asked directly (from 127.0.0.4, counted by no scenario)
+only to prove both see the effect. File order matters: the lock-out locks nginx's address (every
+client's, behind it) out of grants for 5 minutes, so it follows the granting scenarios, and stopping
+host B is last. No nginx or redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 
@@ -105,8 +90,8 @@ def slow(ms):
 DOC_HOST = example("deploy-host")
 DOC_NGINX = example("deploy-nginx")
 
-# nginx's main file around the docs' block (conf.d/fwrest.conf on a real balancer): in the
-# foreground, everything it writes under the test's folder.
+# nginx's main file around the docs' block (conf.d/fwrest.conf on a real balancer): foreground,
+# everything under the test's folder.
 NGINX_MAIN = """\
 {user}daemon off;
 worker_processes 1;
@@ -151,8 +136,7 @@ def write_cert(ca: trustme.CA, folder: Path, *names: str) -> dict[str, Path]:
 
 
 def host_config(folder: Path, label: str, store: str) -> Path:
-    """Host ``label``'s config: the docs' INI with this host's address, a free port and the
-    test's Redis; ``app.py`` beside it."""
+    """Host ``label``: the docs' INI with its address, a free port, the test's Redis; ``app.py``."""
     (folder / "app.py").write_text(APP)
     text = substitute(
         DOC_HOST,
@@ -421,8 +405,7 @@ def test_a_refresh_replay_on_one_host_revokes_the_family_on_both(cluster: Cluste
 
 
 def post_settings(cluster: Cluster, token: str, changes: dict[str, Any]) -> httpx.Response:
-    """A JSON POST through the balancer, with the Origin a browser on the balancer's page
-    sends: it is same-origin only because nginx passes the client's ``Host`` on."""
+    """A browser's JSON POST via the balancer: same-origin only as nginx passes ``Host`` on."""
     headers = {**bearer(token), "Content-Type": "application/json",
                "Accept": "application/json", "Origin": cluster.lb_origin}  # fmt: skip
     return cluster.lb.post("/fw/rest/config", content=json.dumps(changes), headers=headers)
@@ -492,8 +475,7 @@ def test_the_health_probe_target_is_public_and_up_through_the_balancer(cluster: 
 
 
 def test_failures_spread_over_both_hosts_lock_the_user_on_both(cluster: Cluster) -> None:
-    """maxFailures=4: wrong passwords for eve through the balancer land on A and B in turn;
-    then eve is locked out on both hosts, asked directly from an address with no failures."""
+    """maxFailures=4: eve's failures land on A and B in turn; both lock her (asked directly)."""
     landed: list[str] = []
     for _ in range(MAX_FAILURES):
         wrong = cluster.grant("eve", "guess")
@@ -601,8 +583,7 @@ def test_stopping_one_host_mid_load_keeps_the_balancer_serving(cluster: Cluster)
           f"{[o.upstream for o in retried]}")  # fmt: skip
     print(f"failures: {len(failures)}: "
           f"{[(o.path, o.status, round(o.started - stopped_at, 3)) for o in failures]}")  # fmt: skip
-    # each load thread has at most one request in flight, so at most that many could be lost,
-    # and only around the stop
+    # one request in flight per load thread: at most that many lost, only around the stop
     assert len(failures) <= LOAD_THREADS, failures
     for o in failures:  # only around the stop, and only requests that went to host B
         assert o.ended >= stopped_at and o.started <= exited_at, o

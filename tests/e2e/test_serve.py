@@ -1,10 +1,6 @@
-"""``fwrest serve`` end to end: handler results (SPEC 9), path parameters, where handlers run,
-UserData, LoadURNs, locations, and the fixed 500 answer for an unhandled exception.
-
-One server (module scope) with three locations: ``/a`` and ``/b`` share the pool and the
-environment of ``app.py``; ``/a/v2`` has its own environment (``app2.py``), which makes it the
-longest matching prefix for ``/a/v2/...``.
-"""
+"""``fwrest serve`` end to end: results (SPEC 9), path parameters, where handlers run, UserData,
+LoadURNs, locations, the fixed 500. ``/a`` and ``/b`` share ``app.py``'s pool and environment;
+``/a/v2`` has its own (``app2.py``), the longest matching prefix."""
 
 from __future__ import annotations
 
@@ -194,8 +190,7 @@ def fault(code: int, message: str) -> dict[str, object]:
 
 JSON, TEXT = "application/json", "text/plain; charset=utf-8"
 NOTE = {"x-request-note": "made"}
-# "METHOD /path", status, content type (None: not checked), body (bytes as sent, else the JSON),
-# headers the answer must have
+# "METHOD /path", status, type (None: unchecked), body (bytes as sent, else JSON), headers
 ANSWERS: list[tuple[str, int, str | None, object, dict[str, str]]] = [
     ("GET /a/result/list", 200, JSON, [1, "two", {"three": 3}], {}),
     ("GET /a/text", 200, TEXT, b"plain text", {}),
@@ -210,8 +205,7 @@ ANSWERS: list[tuple[str, int, str | None, object, dict[str, str]]] = [
     ("GET /a/result/none", 200, None, b"", {}),
     ("POST /a/result/status", 201, None, {"created": 7}, {"location": "/a/items/7", **NOTE}),
     ("GET /a/result/status-only", 202, None, b"queued", {}),
-    # SPEC 3: setFault is the framework's error body as JSON, with the status set before it
-    # when that is 4xx or 5xx, else 500
+    # SPEC 3: setFault's JSON error body, with the status set before it if 4xx/5xx, else 500
     ("GET /a/result/fault", 500, JSON, fault(500, "the ledger is locked"), {}),
     ("GET /a/result/fault-409", 409, None, fault(409, "the ledger is locked"), {}),
     ("GET /a/result/fault-after-201", 500, None, fault(500, "not created"), {}),
@@ -340,8 +334,7 @@ def mapped_default(foo=None):
 
 
 def serve_fails(config: Path, *fragments: str) -> str:
-    """``fwrest serve CONFIG`` must exit 2 before serving, with one error naming
-    ``fragments``; returns its standard error."""
+    """Exit 2 before serving, one error naming ``fragments``; returns stderr."""
     result = run_cli("serve", str(config), cwd=config.parent, timeout=30)
     assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
     assert "serving" not in result.stdout and "ready" not in result.stdout, result.stdout
@@ -361,8 +354,7 @@ def _abort_config(tmp: Path, app: str = ABORT_APP, fmt: str = "json", **server: 
 
 
 def test_a_mapped_function_whose_parameter_the_route_lacks_stops_the_start(tmp_path: Path) -> None:
-    """``/bm/:q`` mapped to ``mapped(foo)``: every request would be a 500 (the function is
-    called without ``foo``); the start says so instead."""
+    """``/bm/:q`` mapped to ``mapped(foo)`` would be a 500 each request: the start says so."""
     config = _abort_config(tmp_path, LoadURNs={"/bm/:q": {"GET": {"Function": "app.mapped"}}})
     serve_fails(
         config, "[HTTP_REST] LoadURNs:", "GET /rest/bm/:q", "app.mapped", "'foo'", "default"
@@ -404,8 +396,7 @@ def test_one_shape_with_other_parameter_names_names_both_paths(tmp_path: Path) -
 
 @pytest.mark.parametrize("fmt", ["ini", "json"])
 def test_a_load_urns_path_given_twice_stops_the_start(tmp_path: Path, fmt: str) -> None:
-    """JSON keeps the last of two equal keys without a word: the first mapping would vanish.
-    The INI string form and the JSON config file's own object are both refused."""
+    """JSON silently keeps the last of two equal keys: both INI and JSON forms are refused."""
     first = '{"GET": {"Function": "app.mapped_default"}}'
     second = '{"POST": {"Function": "app.mapped_default"}}'
     config = _abort_config(tmp_path, fmt=fmt, LoadURNs="@LOADURNS@")
@@ -426,8 +417,7 @@ def test_a_load_urns_path_given_twice_stops_the_start(tmp_path: Path, fmt: str) 
 
 @pytest.mark.parametrize("path", ["/a/../rest", "/rest/.", "/./rest"])
 def test_a_location_path_no_request_can_reach_stops_the_start(tmp_path: Path, path: str) -> None:
-    """Request paths are normalised before they are located: a prefix with a dot segment
-    would never match, so the location would silently serve nothing."""
+    """Paths are normalised first: a prefix with a dot segment would silently serve nothing."""
     config = _abort_config(tmp_path)
     data = json.loads(config.read_text())
     data["ROOT"]["Path"] = path

@@ -1,34 +1,10 @@
-"""A rolling upgrade (SPEC 17.2): a host of the previous release and a host of this one serve
-side by side on one store, requests landing on both.
-
-The previous release is built from its git tag (``v0.1.0``, else the commit ``edbc291``), pure
-Python, into an environment of its own (tests/upgrade_support.py; a clone without that
-history fails, never skips). Each set-up (the ``pair`` fixture's parameters) runs two
-``fwrest serve`` processes, P (v0.1.0) and C (this release), each with its own folder and
-config of the same sections, on one store: one ``redis-server``, or one sqlite file (the two
-configs name one ``DataPath``). The configuration is the default one but for one key: both
-hosts run on one machine, so they listen on two ports, and v0.1.0 derives its issuer from
-``HostName:Port``; ``issuer`` makes it one (hosts of one config on several machines derive
-the same one).
-
-The set-up follows docs/deploy.md's procedure (``deploy-upgrade``): P serves first and writes
-the store; this release's ``fwrest store migrate --check`` (1 on the sqlite file of P, 0 on
-Redis), ``fwrest store migrate`` and ``fwrest check``, as the block says; then C starts beside
-P, which goes on serving on the migrated store. Then, each request on one host and the next on
-the other:
-
-* tokens: a password grant on one, the access token accepted on the other, the refresh token
-  rotated on the other, and the new one again on the first; a replay on one of a token spent
-  on the other revokes the family on both; RFC 7009 revocation on one of the other's tokens;
-* the key set (``signingAlg`` EdDSA): tokens of each verified by the other, a rotation by
-  either release's ``fwrest keys rotate`` followed by both;
-* Basic failures alternating over both lock out on both (the default ``maxFailures``, 10),
-  the lock-out listed by the audit route of both, whichever recorded it; this release's
-  ``fwrest lockouts clear`` lifts it on both;
-* a setting changed on one in force on the other, both ways; the audit events of both (the
-  settings changes, the replay, the revocation, the lock-out) read on C;
-* a rate limit (``Key=user``) counted in one window over both.
-"""
+"""A rolling upgrade (SPEC 17.2): a host of the previous release (P, ``v0.1.0`` or commit
+``edbc291``, pure Python in its own environment, tests/upgrade_support.py; a clone without that
+history fails, never skips) and one of this release (C) on one store, Redis or one sqlite file (one
+``DataPath``), requests alternating between them. The default configuration but ``issuer``: both run
+on one machine on two ports and v0.1.0 derives its issuer from ``HostName:Port``. Set up as
+docs/deploy.md says (``deploy-upgrade``): P writes the store; ``fwrest store migrate --check`` (1 on
+P's sqlite, 0 on Redis), ``migrate``, ``check``; then C starts beside P."""
 
 from __future__ import annotations
 
@@ -61,9 +37,8 @@ HANG_GUARD_S = 10.0
 
 
 def host_config(folder: Path, certs: dict[str, Path], store: str, data: Path | None) -> Path:
-    """One host: the sections every host of the service has (:func:`oauth_basic_host`, its
-    oAuth2 port's ``issuer`` the service's, and the port ``KEYS`` signing with EdDSA);
-    ``store`` shared (with ``data``, the ``DataPath`` the sqlite hosts share)."""
+    """One host: :func:`oauth_basic_host`'s sections (its ``issuer`` the service's) and ``KEYS``
+    signing with EdDSA; ``store`` shared (``data``: the sqlite ``DataPath``)."""
     config = oauth_basic_host(folder, certs, store, LIMIT, data, issuer=ISSUER)
     sections = json.loads(config.read_text())
     keys = {**sections["OAUTH"]["FwData"]["Authorization"], "signingAlg": "EdDSA"}
@@ -122,8 +97,7 @@ class Host:
 
 
 def procedure_steps() -> list[tuple[list[str], set[int]]]:
-    """docs/deploy.md's ``deploy-upgrade`` block: its ``fwrest`` commands, each with the exit
-    codes its comment allows (``# 1 ...; 0 ...``: those numbers; none said: 0)."""
+    """``deploy-upgrade``'s ``fwrest`` commands and the exit codes their comments allow (else 0)."""
     out = []
     for line in example("deploy-upgrade").text.splitlines():
         code, _, comment = line.partition("#")
@@ -136,8 +110,7 @@ def procedure_steps() -> list[tuple[list[str], set[int]]]:
 
 
 def follow_procedure(config: Path, sqlite: bool) -> None:
-    """The procedure's commands, with this release, against ``config`` (its ``service.ini``);
-    the sqlite file of the previous release is due a migration, a Redis is not."""
+    """The procedure on ``config`` with this release: P's sqlite is due a migration, Redis not."""
     steps = procedure_steps()
     names = [words[1:3] for words, _ in steps]
     assert ["store", "migrate"] in names and ["check", "service.ini"] in names, steps
@@ -273,10 +246,8 @@ def test_the_key_set_is_shared_and_followed_across_a_rotation(pair: tuple[Host, 
 
 
 def test_basic_failures_on_both_releases_lock_out_on_both(pair: tuple[Host, Host]) -> None:
-    """Failures alternating over both hosts lock out on both, the lock-out recorded by the
-    host of the last failure: bob's by this release's, dee's by the previous release's; each
-    is listed once by the audit route of either release (SPEC 17.2: audit events written by
-    either are read by the other)."""
+    """Recorded by the host of the last failure (bob's by this release, dee's by the previous one),
+    each listed once by either's audit route (SPEC 17.2)."""
     p, c = pair
     token = c.grant("cy")["access_token"]
     with httpx.Client(timeout=15) as http:

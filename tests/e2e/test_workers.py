@@ -1,11 +1,7 @@
-"""Worker processes of ``fwrest serve`` (SPEC 7 "Processes"): several workers share the ports,
-a blocked worker is replaced (a killed one: tests/faults/test_worker_kill.py), SIGTERM and
-SIGINT drain requests in flight and exit 0, the port is free after a stop, and workers exit
-when the supervisor is killed.
-
-Deadlines are shortened by configuration (``WorkerTimeout=1000``); hang guards are generous and
-the figures observed are printed.
-"""
+"""Workers of ``fwrest serve`` (SPEC 7): they share the ports; a blocked one is replaced (killed:
+tests/faults/test_worker_kill.py); SIGTERM and SIGINT drain and exit 0; the port is free after;
+workers exit with a killed supervisor. ``WorkerTimeout=1000``; generous hang guards, figures
+printed."""
 
 from __future__ import annotations
 
@@ -129,8 +125,7 @@ def test_a_stop_signal_drains_the_requests_in_flight_and_exits_0(  # type: ignor
     base, port = server.url(), server.ports["HTTP_REST"]
     workers = wait_children(server.proc.pid, 1)
     limits = httpx.Limits(max_connections=40)
-    # the requests stay in flight until the drain has begun (new connections refused), however
-    # late a loaded machine lets them arrive or the signal act
+    # in flight until the drain began (new connections refused), however late a loaded machine is
     with ThreadPoolExecutor(count) as ex, httpx.Client(limits=limits, timeout=60) as client:
         futures = [ex.submit(client.get, f"{base}/held") for _ in range(count)]
         wait_running(base, count)

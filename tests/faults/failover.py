@@ -1,10 +1,6 @@
-"""What the Redis failover tests share (test_sentinel_failover.py, test_cluster_failover.py).
-
-Two fwrest hosts on one store, each with an oAuth2 port (one issuer for both) and a Basic port;
-a bounded load of password grants, refresh chains, bearer and Basic calls alternating between
-the hosts; the checks of SPEC 7 and 17.1 on what the load met across the failover; and the
-replay of every refresh token answered 200.
-"""
+"""Shared by the Redis failover tests: two hosts on one store (an oAuth2 port, one issuer, and a
+Basic port each), a bounded load alternating between them, SPEC 7 and 17.1's checks on what it met,
+and the replay of every refresh token answered 200."""
 
 from __future__ import annotations
 
@@ -42,10 +38,8 @@ def host_configs(
     example: dict[str, dict[str, str]],
     users: list[tuple[str, str]],
 ) -> tuple[dict[str, Path], str]:
-    """Each host's config, in a folder of its own under ``root``: the ``[HTTPSERVER]`` lines
-    of a docs/deploy.md ``example`` (``ini_example("ID", replacements=...)``, named by the
-    caller so that the guide's block check sees which test runs it), an oAuth2 and a Basic
-    port; and the ``StateStore`` the lines name."""
+    """Each host's config in its folder: docs/deploy.md's ``example`` lines (named by the caller for
+    the guide's block check), an oAuth2 and a Basic port; and their ``StateStore``."""
     store = example["HTTPSERVER"]
     assert store.pop("Servers") == "HTTPS_REST"
     basic = local_port(FwData={"Authorization": {"scheme": "basic", "OnAuth": "app.basic_check"}})
@@ -120,8 +114,7 @@ class TwoHosts:
         return Outcome(kind, started, ended, response.status_code, body=body, pid=host)
 
     def start_load(self) -> None:
-        """Grants, refresh chains, bearer (with a token issued now) and Basic calls: two
-        threads each."""
+        """Grants, refresh chains, bearer (a token issued now) and Basic calls: two threads each."""
         self.valid = self.token(0, 0)["access_token"]
         grant_clients = [self.new_client(verify=self.ctx) for _ in range(2)]
         refresh_clients = [self.new_client(verify=self.ctx) for _ in range(2)]
@@ -181,10 +174,9 @@ class TwoHosts:
             self.answered[token] += 1
 
     def check_load(self, outcomes: list[Outcome], fault: float, switched: float, what: str) -> None:
-        """SPEC 7 across the failover (the fault at ``fault``, the new primary known at
-        ``switched``): 503 with ``Retry-After`` within 1.5 s, never a hang, a 500 or a
-        transport error; bearer and Basic calls 200 throughout; tokens again on both hosts,
-        the same processes."""
+        """SPEC 7 across the failover (fault at ``fault``, new primary at ``switched``): 503 with
+        ``Retry-After`` within 1.5 s, no hang, 500 or transport error; bearer and Basic 200; both
+        hosts recover."""
         needs_store = [o for o in outcomes if o.kind in STORE_KINDS]
         guards = [o for o in outcomes if o.kind in ("bearer", "basic")]
         print(
@@ -226,12 +218,10 @@ class TwoHosts:
         assert all(proc.proc.poll() is None for proc in self.procs.values())
 
     def check_no_double_spend(self) -> None:
-        """No refresh token answered 200 twice, across the load and presented again now (a
-        spend the old primary confirmed but did not pass on would be)."""
+        """No refresh token 200 twice, in the load or again now (the old primary's lost spends)."""
         answered = self.answered
         double = {t: n for t, n in answered.items() if n > 1}
-        # each replay revokes its family, which waits for the replica (about 0.25 s): eight
-        # clients replay at once, each its share of the tokens, one after the other
+        # each replay's revocation waits ~0.25 s for the replica: eight clients replay at once
         spent = list(answered)
         replayers = [self.new_client(verify=self.ctx) for _ in range(REPLAYERS)]
 

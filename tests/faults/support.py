@@ -1,7 +1,4 @@
-"""Helpers of the fault tests: the processes of a service, ports, timed outcomes, figures.
-
-Nothing here mocks anything: the tests drive a real ``fwrest serve`` over real sockets.
-"""
+"""Helpers of the fault tests (processes, ports, timed outcomes, figures); nothing is mocked."""
 
 from __future__ import annotations
 
@@ -99,8 +96,7 @@ def all_closed(things: Iterable[Any]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def served_cleanly(config: Path, **kwargs: Any) -> Iterator[ServerProcess]:
-    """``fwrest serve CONFIG`` ready for the block, stopped after it; a block that passed
-    also asserts that the service stopped with exit code 0."""
+    """``fwrest serve CONFIG`` for the block; a block that passed also asserts exit code 0."""
     proc = ServerProcess(config, **kwargs).wait_ready()
     try:
         yield proc
@@ -117,16 +113,14 @@ def password_grant(user: str, password: str) -> dict[str, str]:
 def oauth_params(
     users: Iterable[tuple[str, str]], *, long_lived: bool = False, **extra: Any
 ) -> dict[str, Any]:
-    """What ``onAuthparams`` returns: the client ``web``, ``users`` as (name, password) pairs,
-    ``extra`` (a client secret, lifetimes); ``long_lived``: tokens that outlive a run."""
+    """``onAuthparams``'s ``web``, ``users`` and ``extra``; ``long_lived``: tokens outlive a run."""
     lifetimes = {"access_expires": "1h", "refresh_expires": "Date()+1"} if long_lived else {}
     users_list = [{"username": u, "password": p} for u, p in users]
     return {"client_id": "web", **extra, **lifetimes, "users": users_list}
 
 
 def app_with(params: dict[str, Any] | None = None, basic: dict[str, str] | None = None) -> str:
-    """:data:`FAULT_APP` plus ``params()`` (what ``onAuthparams`` returns) and
-    ``basic_check(user, password)`` (an ``OnAuth`` accepting the users of ``basic``)."""
+    """:data:`FAULT_APP` plus ``params()`` and ``basic_check`` (accepting ``basic``'s users)."""
     return (
         FAULT_APP
         + f"\n\n_PARAMS = {params or {}!r}\n_BASIC = {basic or {}!r}\n\n\n"
@@ -143,8 +137,7 @@ def store_config(
     params: dict[str, Any],
     max_threads: int | None = None,
 ) -> Path:
-    """:func:`free_config`'s service of ``app_with(params)``, ``servers`` on
-    ``StateStore=store`` (``max_threads``: the thread pool's size)."""
+    """:func:`free_config` of ``app_with(params)``, ``servers`` on ``StateStore=store``."""
     extra: dict[str, Any] = {"HTTPSERVER": {"StateStore": store}}
     if max_threads is not None:
         extra["POOL"] = {"MaxThreads": max_threads}
@@ -307,8 +300,7 @@ def pinned_per_worker(
     timeout: float = 15.0,
     pid_path: str = "/pid",
 ) -> list[Pinned]:
-    """One :class:`Pinned` client on each of ``count`` distinct workers; the n-th leaves from
-    ``addresses[n]`` when given (else all from ``address``)."""
+    """A :class:`Pinned` client on each of ``count`` workers, the n-th from ``addresses[n]``."""
     found: dict[int, Pinned] = {}
     deadline = time.monotonic() + timeout
     while len(found) < count and time.monotonic() < deadline:
@@ -332,9 +324,8 @@ def simultaneous(
     verify: Any = True,
     addresses: list[str] | None = None,
 ) -> tuple[list[httpx.Response], float]:
-    """``count`` clients (from ``addresses`` in turn: loopback addresses, 127.0.0.1 alone by
-    default), each connected first (``connect``), then all released at once by a barrier to
-    ``send`` one request; their answers, and the seconds from release to the last answer."""
+    """``count`` clients (from ``addresses`` in turn), connected, then released by a barrier to
+    ``send``: their answers and the seconds to the last."""
     addresses = addresses or ["127.0.0.1"]
     clients = [
         httpx.Client(

@@ -1,20 +1,12 @@
 """SPEC 7.1: whatever an application's function raises answers 500 and the worker serves on.
-
-``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``, a ``CancelledError`` nothing asked
-for and ``StopIteration``, raised by ``def`` and ``async def`` handlers (with and without ``ActiveTimeout``, which runs
-an async handler in a task of its own), by ``OnAuth`` (``def`` and ``async``) and by
-``onAuthparams``: each request is answered 500 with the standard body, a request in flight on
-the same worker meanwhile is answered 200 by the same process, the worker is never replaced
-(far more of them than the respawn breaker's five in 30 s), and the graceful stop does not wait
-on a connection left open.
-
-The same five raised by a streamed answer's iterator (SPEC 10.5: a ``def`` generator, an async
-generator, an ``EventStream`` of each), before its first item and after it, cut the answer:
-a 500 when nothing was sent yet (the first item under ``ActiveTimeout``, read before the head),
-else the connection closed without the last chunk; the worker serves on as above. Through
-``fwrest.testing.Client`` they answer 500 or raise ``httpx.RemoteProtocolError`` (as httpx
-reports a cut answer over a socket), at once.
-"""
+``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``, a stray ``CancelledError``,
+``StopIteration`` from def and async handlers (with and without ``ActiveTimeout``, which runs an
+async handler in a task), ``OnAuth`` and ``onAuthparams``: a 500, a request in flight answered 200
+by the same never-replaced worker (far more than the respawn breaker's five in 30 s), and the
+graceful stop waits on no open connection. From a stream's iterator (SPEC 10.5: def, async,
+``EventStream`` of each), before or after its first item: a 500 if nothing was sent (the first item
+is read before the head), else the connection closes without the last chunk; in process, a 500 or
+``httpx.RemoteProtocolError`` at once."""
 
 from __future__ import annotations
 
@@ -116,8 +108,7 @@ async def stream_events_agen(kind, when):
 )
 
 KINDS = ("exit", "kbd", "genexit", "cancel", "stopiter")
-# the iterators of a streamed answer: a def generator (advanced in the pool), an async one,
-# and an EventStream of each
+# a streamed answer's iterators: def generator (in the pool), async one, an EventStream of each
 ITERATORS = ("gen", "agen", "events-gen", "events-agen")
 
 
@@ -133,8 +124,7 @@ def _service(tmp_path: Path, certs: dict[str, Path], graceful_ms: int = 5000) ->
         "ABASIC": basic("app.acheck"),
         "OAUTH": oauth_section(certs, onAuthparams="app.params"),
     }
-    # any ActiveTimeout runs a handler the other way; 30 s, where no request of a starved
-    # machine (make test's parallel part runs at nice 10) comes near it
+    # any ActiveTimeout runs a handler otherwise; 30 s is far from a starved (nice 10) request
     timed = {"Environment": "ENV", "MaxThreads": 4, "ActiveTimeout": 30000}
     bound = {"Path": "/bound", "ThreadPool": "TIMED"}
     graceful = {"GracefulTimeout": graceful_ms}
@@ -153,8 +143,7 @@ STREAMS = [
 
 @contextlib.contextmanager
 def serving_on(http: httpx.Client, base: str, slow_ms: int) -> Iterator[None]:
-    """A request in flight on the worker throughout the block: answered 200 by the same
-    process, which serves on after it, never replaced, its log naming what was raised."""
+    """A request in flight throughout: 200 from the same process, its log naming what was raised."""
     pid = http.get(base + "/slow/0").json()["pid"]
     slow: dict[str, Any] = {}
     in_flight = threading.Thread(
@@ -177,9 +166,8 @@ def assert_not_replaced(log: str) -> None:
 def test_base_exceptions_of_the_application_answer_500_and_keep_the_worker(
     tmp_path: Path, certs: dict[str, Path]
 ) -> None:
-    # the default graceful stop (30 s), far above the bound put on the stop below: a stop that
-    # waited on a connection shows, one a starved machine slowed (the parallel part of make
-    # test runs at nice 10 beside the serial one) does not fail it
+    # graceful stop 30 s, far above the bound below: a stop waiting on a connection shows, a starved
+    # one (nice 10) does not fail
     proc = ServerProcess(_service(tmp_path, certs, graceful_ms=30000)).wait_ready()
     http = httpx.Client(timeout=10)
     tls = httpx.Client(timeout=10, verify=client_context(certs))

@@ -1,12 +1,7 @@
-"""Broken configurations (SPEC 1, 2, issue 9): every kind of mistake the loader, the repository
-and the start know about, written as INI and as JSON, makes ``fwrest serve`` exit 2 with one
-clear message on standard error, no Python traceback, and no port left bound (the configured
-port is free right after the exit).
-
-Each case starts from a valid service (checked first with ``fwrest check``, in both formats)
-and breaks one thing. The message must name what is wrong (a fragment of it is expected), so a
-case cannot pass by failing for another reason.
-"""
+"""Broken configurations (SPEC 1, 2, issue 9), INI and JSON: each mistake the loader, repository and
+start know makes ``fwrest serve`` exit 2 with one clear message, no traceback, the port free right
+after. Each case breaks one thing of a valid service (checked first), and expects a fragment naming
+it, so it cannot pass failing for another reason."""
 
 from __future__ import annotations
 
@@ -210,8 +205,7 @@ def encrypted_key(s: Sections, ctx: dict[str, Any]) -> None:
 def tls_options(
     section: str = "HTTP_REST", locked: bool = False, **keys: Any
 ) -> Callable[[Sections, dict[str, Any]], None]:
-    """A TLS server (or the monitor) with the TLS options ``keys`` (SPEC 11.2); ``locked``:
-    its key encrypted with ``LOCKED_PASS``."""
+    """A TLS server (or monitor) with options ``keys`` (SPEC 11.2); ``locked``: key encrypted."""
 
     def mutate(s: Sections, ctx: dict[str, Any]) -> None:
         if section == "APP_MONITOR":
@@ -465,8 +459,7 @@ def prepare(case: Case, index: int, root: Path, certs: dict[str, Path]) -> tuple
 
 
 def serve_once(path: Path, port: int) -> tuple[subprocess.CompletedProcess[str], bool, float]:
-    """``fwrest serve PATH --workers 2``; a service that starts anyway is stopped after 20 s
-    (and reported: exit code -1)."""
+    """``fwrest serve PATH --workers 2``; one that starts is stopped after 20 s (exit code -1)."""
     started = time.monotonic()
     result = run_forked("serve", str(path), "--workers", "2", cwd=path.parent, timeout=20)
     if result.returncode == -1:  # it was killed; its workers follow it
@@ -540,8 +533,7 @@ def test_check_refuses_what_serve_refuses_and_leaves_nothing_behind(
         case = by_name[name]
         path, _port = prepare(case, i, tmp_path, certs)
         before = sorted(p.name for p in path.parent.iterdir())
-        # (a forked child's standard input is /dev/null: an encrypted key cannot wait on a
-        # pass phrase)
+        # a forked child's stdin is /dev/null: an encrypted key cannot wait on a pass phrase
         result = run_forked("check", str(path), cwd=path.parent)
         assert result.returncode == 2, (case.id, result.stdout, result.stderr)
         assert case.expect in result.stderr, (case.id, result.stderr)

@@ -1,38 +1,11 @@
-"""Brute force (SPEC 4.2 "Brute force", 7; issue 9) across workers, on both kinds of port.
-
-``--workers 2``, the sqlite store, ``maxFailures`` 10 on an oAuth2 port (the token route) and
-on a Basic port. The test connects from several loopback addresses (127.0.0.x), so that the
-per-user lock can be told apart from the per-address one.
-
-* After 10 failures of one user, spread over both workers and two client addresses (5 each,
-  so that neither address reaches 10), every further attempt of that user is answered 429 by
-  both workers and from any address, while another user is still served.
-* A correct password during the lock gets the same 429 answer (status, body, every header but
-  ``Date``) as a wrong one: the lock does not tell whether it was right.
-* 10 failures from one address (10 different user names) lock that address on both workers,
-  and not another address.
-
-The token route reads the shared counts on every attempt. A Basic port never waits on the
-store before ``OnAuth``: the worker that counts the 10th failure writes the lock into memory
-shared by the workers of the host (``LockBoard``) before it answers, so the other worker
-refuses the very next attempt, with the right password too, and no 11th attempt reaches
-``OnAuth``.
-
-Each port counts its own failures against its own ``maxFailures`` (each port has its own
-``Authorization`` object): on a service whose Basic port and oAuth2 port know the same users
-and have different thresholds, failures on one port never lock the user or the address out
-on the other, and each port locks at its own threshold. A lock-out reached logs its warning
-exactly once, even when concurrent failures push the count past the threshold.
-
-The limit is exact under concurrency (SPEC 7.1): every attempt is counted before its password
-is checked, so 200 simultaneous wrong attempts (200 connections, 20 client addresses, both
-workers, released at once by a barrier) check at most ``maxFailures`` passwords: counted as
-``OnAuth`` calls (the validator records each call to a file and takes 50 ms, as a password
-hash would) on a Basic port, as ``invalid_grant`` answers and refusal lines in the log on the
-token route (an argon2 hash, so that each check takes milliseconds). A right password is not
-locked out by its own count: after ``maxFailures - 1`` failures it still passes, as do 30
-simultaneous requests with it (they wait for each other's checks, not a 429).
-"""
+"""Brute force (SPEC 4.2, 7; issue 9) across ``--workers 2`` on sqlite, ``maxFailures`` 10 on an
+oAuth2 and a Basic port, clients on several 127.0.0.x addresses to tell the per-user lock from the
+per-address one; a right password during a lock gets the same 429 (every header but ``Date``). The
+token route reads the shared counts each attempt; a Basic port never waits on the store before
+``OnAuth``: the worker counting the 10th failure writes the lock to the host's shared ``LockBoard``
+before answering, so no 11th attempt reaches ``OnAuth``. Exact under concurrency (SPEC 7.1): each
+attempt is counted before its check (``OnAuth`` calls take 50 ms, the grants' argon2 milliseconds),
+so simultaneous wrong attempts check at most ``maxFailures`` passwords."""
 
 from __future__ import annotations
 
@@ -91,8 +64,7 @@ def running(
     on_auth: str = "app.basic_check",
     app_extra: str = "",
 ) -> Iterator[Service]:
-    """An oAuth2 port and a Basic port, each with its own ``maxFailures``, on a sqlite store;
-    stopped cleanly at the end."""
+    """An oAuth2 and a Basic port, each its own ``maxFailures``, on sqlite; stopped cleanly."""
     certs = issue_certs(ca, tmp_path / "certs")
     oauth = oauth_section(
         certs, onAuthparams="app.params", onAuthNoCheckUri="app.public", maxFailures=oauth_max
@@ -117,8 +89,7 @@ def service(ca: trustme.CA, tmp_path: Path) -> Iterator[Service]:
 
 
 def answer(response: httpx.Response) -> tuple[int, bytes, list[tuple[str, str]]]:
-    """Everything a client sees of an answer except its ``Date`` and its request's own id
-    (SPEC 13.4: new for every request, whatever the password)."""
+    """All a client sees but ``Date`` and its own id (SPEC 13.4: new each request)."""
     headers = [
         (k.lower(), v)
         for k, v in response.headers.multi_items()
@@ -128,8 +99,7 @@ def answer(response: httpx.Response) -> tuple[int, bytes, list[tuple[str, str]]]
 
 
 def same_as_a_wrong_one(attempt: Callable[[str], httpx.Response], right: str) -> list[Any]:
-    """(wrong, right, wrong) in a row; the right one's answer must equal one of the wrong ones
-    (``Retry-After`` counts down in whole seconds, so it may tick between two answers)."""
+    """(wrong, right, wrong): right answers as a wrong one (``Retry-After`` may tick between)."""
     before, correct, after = attempt("Wrong-1"), attempt(right), attempt("Wrong-2")
     assert correct.status_code == 429, correct.text
     seen = (answer(before), answer(correct), answer(after))
@@ -203,9 +173,8 @@ def test_basic_port_locks_a_user_across_workers_and_does_not_leak_the_right_pass
         ]
         assert statuses == [403] * MAX_FAILURES  # the 10th failure is still a plain refusal
         tenth = time.monotonic()
-        # b's worker counted the 10th failure; a's did not, and its copy of the store's lock
-        # list is refreshed only every 0.5 s: the very next attempt there, with the right
-        # password, is refused all the same (the lock is in the memory the workers share)
+        # b's worker counted the 10th failure; a's store copy refreshes only every 0.5 s, yet the
+        # next attempt there, right password, is refused (the lock is in shared memory)
         right = basic_get(a, *BASIC_VICTIM)
         after = time.monotonic() - tenth
         print(
@@ -254,8 +223,7 @@ Status = Callable[[str, str], int]
 
 @contextlib.contextmanager
 def asking(svc: Service, basic_address: str, oauth_address: str) -> Iterator[tuple[Status, Status]]:
-    """(basic, grant): the status of a Basic request and of a password grant with a user and
-    password, each port asked from its own client address."""
+    """(basic, grant) statuses of a user and password, each port from its own address."""
     with from_address(basic_address) as basic, from_address(oauth_address, svc.ctx) as oauth:
         yield (
             lambda user, pw: basic.get(svc.basic + "/hello", auth=(user, pw)).status_code,
@@ -274,14 +242,12 @@ def locks_logged(svc: Service, *needles: str) -> list[int]:
 def test_failures_on_one_port_do_not_lock_the_user_out_on_the_other(two_ports: Service) -> None:
     svc = two_ports
     with asking(svc, "127.0.0.31", "127.0.0.31") as (basic_get, grant):
-        # Basic: its own 5 failures, then the lock; the stricter oAuth2 port (3) is untouched,
-        # for the user and for the address
+        # Basic's own 5 failures lock it; the stricter oAuth2 port (3) is untouched
         assert [basic_get("ada", f"guess-{i}") for i in range(BASIC_MAX)] == [403] * BASIC_MAX
         assert basic_get("ada", SHARED_USERS["ada"]) == 429
         assert grant("ada", SHARED_USERS["ada"]) == 200
         assert grant("bob", SHARED_USERS["bob"]) == 200
-        # oAuth2: its own 3 failures from the same address lock the user there, and the
-        # address; the Basic port still counts bob's failures from zero
+        # oAuth2's own 3 lock user and address there; Basic still counts bob from zero
         assert [grant("bob", f"guess-{i}") for i in range(OAUTH_MAX)] == [400] * OAUTH_MAX
         assert grant("bob", SHARED_USERS["bob"]) == 429
     with asking(svc, "127.0.0.32", "127.0.0.32") as (basic_get, _):
@@ -295,8 +261,7 @@ def test_failures_on_one_port_do_not_lock_the_user_out_on_the_other(two_ports: S
 
 
 def test_a_lock_out_reached_by_concurrent_failures_is_logged_once(two_ports: Service) -> None:
-    """More concurrent failures than ``maxFailures``: they pass the check before the lock,
-    so the count goes past the threshold; the lock-out is still logged exactly once."""
+    """Concurrent failures pass the check before the lock and overshoot; logged exactly once."""
     svc = two_ports
     attempts = 4 * BASIC_MAX
     with asking(svc, "127.0.0.33", "127.0.0.34") as (basic_get, grant):
@@ -404,10 +369,8 @@ def test_simultaneous_wrong_password_grants_check_at_most_max_failures(counted: 
 
 
 def test_a_right_password_is_not_locked_out_by_its_own_count(counted: Service) -> None:
-    """``maxFailures - 1`` failures, then the right password: counted before its check it
-    makes ``maxFailures``, taken back it passes. Then simultaneous requests with it (30 on
-    the Basic port, 5 password grants): they wait for each other's checks, no 429. Then the
-    last failure, and the lock."""
+    """``maxFailures - 1`` failures, then the right password (counted, then taken back) passes, as
+    do 30 Basic and 5 grant requests at once with it (no 429); then the last failure locks."""
     basic_url, token_url = counted.basic + "/hello", counted.oauth + TOKEN
     form = {"grant_type": "password", "username": HASHED[0]}
     with httpx.Client(timeout=15) as basic, httpx.Client(verify=counted.ctx, timeout=15) as tls:

@@ -1,46 +1,17 @@
-"""Canary sweep (SPEC 4.2, 7 "Logs"; issue 9): a full run at ``rest_log_level=5`` (debug: every
-request's headers and bodies) with ``rest_error_full=1`` (whole tracebacks), ``--workers 2``,
-a Basic port and an oAuth2 port, using distinctive passwords, client secrets and tokens.
+"""Canary sweep (SPEC 4.2, 7 "Logs"; issue 9): ``rest_log_level=5`` (every header and body) and
+``rest_error_full=1``, ``--workers 2``, a Basic and an oAuth2 port, distinctive passwords, secrets
+and tokens sent every way a client can (headers, queries, forms, JSON, cookies, each shape of SPEC
+7.1 "Logs", odd spellings of the routes such as ``%74oken``), a handler raising with the
+``Authorization`` header, introspection, revocation and a settings change (SPEC 12.3, 13.5).
 
-Traffic: Basic requests with the right and a wrong password (also echoed in an unmasked header
-and in the query string), a cookie, a JSON body with a password field, a handler that raises
-with the request's ``Authorization`` header in its message (on both ports); password grants by
-POST (client secret in the form, then in a Basic header) and by GET (password and client
-secret in the query), a wrong password by GET, refreshes by POST and by GET, a replay, bearer
-requests (the token also in the query string), a revoked, a tampered and a malformed token
-request. And each shape of SPEC 7.1 "Logs": headers whose names carry secrets (``X-Api-Key``,
-``X-Auth-Token``, ``Set-Cookie``, ``X-Session-Id``), a ``Referer`` with userinfo, JSON keys
-written with ``\\u`` escapes, forms split by ``;``, bodies of other types (XML, a form that
-starts with ``{``, text, multipart), a URL's userinfo and a password inside a URL-valued
-parameter, and the token route spelled ``%74oken`` (its user name is logged only where
-tokens are issued to it). Introspection (tokens in the form and in the query, the client
-secret in the form and in a Basic header) and revocation (spelled ``%72evoke``), SPEC 12.3.
-A settings change, so that the audit trail (SPEC 13.5) holds it beside the replay and the
-revocation.
-
-Then every line the service wrote, to standard error, to its ``LogFile`` (and the lifecycle lines
-of standard output), is searched for
-every canary in its plain, URL-encoded (``%XX`` and form ``+``, once or twice) and base64 forms
-(standard and URL-safe, padded or not), and for every token issued (a JWT by its signature, a refresh token
-whole and by a 16-character prefix): zero hits. The log is checked to be the verbose one (debug
-lines, a traceback, masks in place), so the sweep cannot pass on an empty log.
-
-The audit trail is searched the same way, as the route ``rest/audit`` gives it and as the
-state store keeps it.
-
-The run is made twice, with ``LogFormat=text`` and ``LogFormat=json`` (SPEC 13.4: the same
-redaction): in JSON every line parses, and the sweep searches the lines as written and their
-fields as read.
-
-The Redis password (SPEC 15) has a sweep of its own: a service on a real ``redis-server`` with
-``requirepass``, the password given by ``StateStorePassword=env:NAME``, ``--workers 2`` at
-debug level with a monitor; its settings, health, environment and monitor routes are read,
-then Redis stops, so that the store's errors are logged (the background refreshes, a
-settings change refused with 503) and the health routes report it. Then ``fwrest check`` of that
-configuration and of one with the password in the URL, and ``fwrest serve`` of one with a
-wrong password in the URL (a start error). The log, every answer and every output of the
-commands: no form of either password.
-"""
+Every line on stderr, in ``LogFile`` and stdout's lifecycle lines is searched for each canary plain,
+URL-encoded (``%XX``, ``+``, once or twice) and base64 (standard, URL-safe, padded or not), and each
+token (a JWT by its signature, a refresh token whole and by 16-character prefix): zero hits. The log
+must be the verbose one (debug lines, a traceback, masks), so an empty log cannot pass. The audit
+trail is searched alike (route and store). Run with ``LogFormat=text`` and ``json`` (SPEC 13.4),
+JSON lines searched as written and as parsed. The Redis password (SPEC 15,
+``StateStorePassword=env:NAME``) alike, through an outage and ``fwrest check``/``serve`` of URL
+passwords."""
 
 from __future__ import annotations
 
@@ -264,8 +235,8 @@ def test_no_secret_reaches_the_log_at_debug_level(
                 time.sleep(0.05)
             seen.append(("bearer revoked", status))
             assert status == 401
-            # SPEC 12.3: introspection and revocation carry tokens in bodies and queries too
-            # (the revocation route spelled otherwise: known by the normalised path)
+            # SPEC 12.3: introspection and revocation carry tokens in bodies and queries too (revoke
+            # spelled otherwise: known by the normalised path)
             introspect_url = o + "/fw/oauth2/introspect"
             client = {"client_id": "web", "client_secret": CLIENT_SECRET}
             by_query = introspect_url + "?" + urlencode({"token": named["refresh_token"]})
@@ -280,9 +251,8 @@ def test_no_secret_reaches_the_log_at_debug_level(
             )
             seen.append(("revoke", revoked.status_code))
             assert revoked.status_code == 200, revoked.text
-            # SPEC 13.5: a settings change by a Basic user, then the audit trail as the route
-            # gives it (BASIC names no onAdmin: every authenticated user reads it) once it
-            # holds the change, the replay and the revocation
+            # SPEC 13.5: a settings change, then the trail from the route (BASIC has no onAdmin: any
+            # user reads it) once it holds the change, replay and revocation
             assert basic("POST", "/fw/rest/config", json={"rest_log_stringsize": 100001}) == 200
             wanted = {"settings.change", "refresh.replay", "revocation"}
             deadline = time.monotonic() + 10
@@ -302,8 +272,7 @@ def test_no_secret_reaches_the_log_at_debug_level(
     stdout = "\n".join(proc.stdout_lines) + "\n"
     logs = {"stderr": proc.log(), "LogFile": proc.file_log(), "stdout": stdout}
     if log_format == "json":
-        # every line is one JSON object; the sweep searches the lines as written and as read
-        # (a JSON string escapes what the text line shows as it is)
+        # each line JSON; searched as written and as read (JSON escapes what text shows as is)
         for where in ("stderr", "LogFile"):
             records = [json.loads(line) for line in logs[where].splitlines()]
             assert all({"ts", "level", "logger", "message"} <= set(r) for r in records)
@@ -348,11 +317,9 @@ def test_no_secret_reaches_the_log_at_debug_level(
     assert text.count("not logged: neither JSON nor a URL-encoded form") >= 4
     assert "next=https://***@app.example/cb" in text
     assert "(not logged: token route)" in text
-    # the user of the token route's requests: only on the auth log's own lines naming the
-    # user of a grant (issued or refused), never on an access or debug line
-    # and where a family of theirs is revoked (SPEC 12.3)
-    # and the audit events of such a revocation (their JSON, their log line, the audit
-    # route's answer on a debug line)
+    # the grant's user: only on the auth log's own lines (issued or refused, a family revoked, SPEC
+    # 12.3) and that revocation's audit events (JSON, log line, the route's answer at debug), never
+    # an access or debug line
     named = (
         "tokens issued to",
         "password grant refused for user",
@@ -425,8 +392,7 @@ def test_the_redis_password_is_never_shown(tmp_path: Path) -> None:
             assert (reset.status_code, reset.headers.get("retry-after")) == (503, "1"), reset.text
             answers.append(f"{reset.status_code} {reset.text}")
             read_all("DOWN")
-    # the commands: a check of this service, of one with the password in the URL, and a
-    # start refused for a wrong password in the URL (Redis runs again for them)
+    # checks of this service and of a URL password, a start refused for a wrong one (Redis up)
     redis.start()
     try:
         admin = redis.client()  # an ACL user of its own, its password in the URL

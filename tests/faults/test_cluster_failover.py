@@ -1,29 +1,17 @@
-"""A Redis Cluster failover under load (SPEC 17.1, and SPEC 7's rules for a store out of reach).
+"""A Redis Cluster failover under load (SPEC 17.1, 7). Three masters and replicas
+(``cluster-node-timeout`` 1000 ms, a password); two hosts on ``redis+cluster://`` with
+docs/deploy.md's lines (``deploy-redis-cluster``), ``StateStorePassword=env:NAME``. Load: grants and
+refresh chains alternating hosts, bearer calls with a pre-fault token, Basic calls, bursts
+refreshing one token at once. Mid-run the master of a refresh token's slot gets SIGKILL and eight
+clients refresh that token together; its replica is promoted.
 
-A real cluster of three masters and three replicas (``redis-server``, ``cluster-node-timeout``
-1000 ms, a password); two fwrest hosts (``fwrest serve``, one worker each, two configs in two
-folders) on ``StateStore=redis+cluster://...``, each with an oAuth2 port (one issuer for both)
-and a Basic port; their ``[HTTPSERVER]`` lines are docs/deploy.md's (``deploy-redis-cluster``),
-the password given by ``StateStorePassword=env:NAME``. A bounded load: password grants and
-refresh chains alternating between the hosts, bearer calls with a token issued before the
-fault, Basic calls, and bursts of clients refreshing one token at once. Mid-run the master
-holding a refresh token's slot is killed (SIGKILL, a crashed host), and at once eight clients
-refresh that token together; the cluster promotes the master's replica.
-
-* while the master changes, what needs the store (grants, refreshes) answers 503 with
-  ``Retry-After`` within 1.5 s, never a hang or a 500; bearer and Basic calls answer 200
-  throughout;
-* once the replica has taken over, grants and refreshes work again on both hosts, without a
-  restart (the same processes);
-* no refresh token is spent twice: the eight clients refreshing the killed master's token
-  (each retrying it after a 503, as ``Retry-After`` says) get exactly one new pair; so does each burst of the load
-  whose clients met no 503 (one that met the failover gets at most one: when a spend's new
-  pair cannot be written, the request answers 503 and undoes its spend, but a client of the
-  burst that presents the token in between is taken for a replay, which revokes the family:
-  SPEC 7 has no grace period for concurrent refreshes; the clients sign in again); a refresh chain's token answered 200 more than once is a double spend
-  (counted: 0); after the run each token answered 200 is presented again: none is answered
-  200 (a spend the old master confirmed but did not pass on would be).
-"""
+Meanwhile grants and refreshes answer 503 with ``Retry-After`` within 1.5 s, never a hang or 500;
+bearer and Basic 200 throughout; afterwards both hosts work again, same processes. No double spend:
+the eight clients (retrying after 503) get exactly one new pair, and so does each burst that met no
+503 (one that did gets at most one: a spend whose pair cannot be written is undone with a 503, but a
+burst client presenting the token between is a replay, revoking the family; SPEC 7 has no grace
+period). No chain token is answered 200 twice, nor when presented again after the run (a spend the
+old master confirmed but never passed on)."""
 
 from __future__ import annotations
 
@@ -84,9 +72,8 @@ def test_a_master_fails_over_under_load(
         burst_clients = [hosts.new_client(verify=hosts.ctx) for _ in range(AT_ONCE)]
 
         def together(token: str) -> tuple[list[int | None], int]:
-            """``AT_ONCE`` clients refresh ``token`` at once, each retrying it after a 503
-            (or a transport error, after 1 s) as ``Retry-After`` says until another answer:
-            their last answers, and the 503s."""
+            """``AT_ONCE`` clients refresh ``token`` at once, retrying after a 503 (a transport
+            error: 1 s) as ``Retry-After`` says: their last answers and the 503s."""
             barrier = threading.Barrier(AT_ONCE, timeout=10)
             met = Counter[str]()
 
@@ -103,8 +90,7 @@ def test_a_master_fails_over_under_load(
                         return got.status
                     with lock:
                         met["503"] += 1
-                    # as Retry-After says (meanwhile a spend whose new pair could not be
-                    # written is undone: a retry before that is taken for a replay)
+                    # as Retry-After says (an unwritten spend is undone; a retry before is a replay)
                     wait = got.body.get("retry-after") if got.status == 503 else None
                     time.sleep(float(wait or 1))
 

@@ -1,11 +1,6 @@
-"""SPEC 16.2 with SPEC 7's store faults: the replay check of a DPoP proof needs the state store.
-
-``fwrest serve`` (one worker) with ``StateStore=redis://…`` on a real ``redis-server``. While
-Redis is frozen (SIGSTOP), a request with a DPoP-bound token answers 503 with ``Retry-After``
-within 1.5 s (fail closed: a proof whose use cannot be recorded is not accepted; the figure is
-printed), while a bearer token is still let through (SPEC 7: the bearer check does not depend
-on the store). Thawed, the DPoP request with a fresh proof goes through again.
-"""
+"""SPEC 16.2 with SPEC 7's store faults: while Redis is frozen (SIGSTOP) a DPoP-bound request
+answers 503 with ``Retry-After`` within 1.5 s (fail closed: a proof whose use cannot be recorded is
+refused; figure printed), a bearer token still passes (SPEC 7); thawed, a fresh proof passes."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
-"""A service started while its Redis is down, the signing key in Redis (no ``SigningKeyFile``):
-SPEC 7 ("Basic ports and the bearer check of a valid token do not depend on it", "recovery
-without a restart") and docs/decisions.md's "a Redis that does not answer is not a
-configuration error".
-
-Two hosts (``fwrest serve`` each, one Redis URL) start before ``redis-server`` does: each
-starts, its Basic port serves, the token route and bearer checks of its oAuth2 ports (HS256,
-whose key is the signing key, and ES256, whose key set is in Redis too) answer 503 with
-``Retry-After: 1`` and the error body (no key to sign or verify with yet), its ready probe says
-DOWN. Redis then starts, empty: without a restart, each host reads the signing key and the key
-set (the first one to ask creates them, the other reads the same), a password grant works on
-each port of each host and its access token is accepted by both hosts.
-"""
+"""Started while Redis is down, the signing key in Redis: SPEC 7 (Basic and valid bearer checks do
+not depend on it; recovery without restart) and docs/decisions.md ("a Redis that does not answer is
+not a configuration error"). Two hosts start before ``redis-server``: Basic serves; the token route
+and bearer checks (HS256 and ES256, whose key set is in Redis) answer 503, ``Retry-After: 1``; ready
+says DOWN. Redis starts empty: each host reads the key and key set (the first to ask creates them),
+and a grant on each port of each host is accepted by both."""
 
 from __future__ import annotations
 
@@ -102,8 +95,7 @@ def test_hosts_started_before_redis_serve_and_issue_tokens_once_it_answers(
             )
             assert ready.status_code == 503 and ready.json()["status"] == "DOWN", ready.text
             assert "the signing key was not read from the state store" in proc.log()
-        # a page with an anti-forgery form, served while the key shared by the hosts is
-        # unknown: its worker's own key signs it meanwhile
+        # a form served while the shared key is unknown: signed with the worker's own key meanwhile
         assert usage_form(http, procs[0], basic_auth)[1]
 
         redis_server.start()
@@ -134,8 +126,7 @@ def test_hosts_started_before_redis_serve_and_issue_tokens_once_it_answers(
             assert log.count("the key set was read from") == 1, log
             assert "Traceback" not in log and "key set was not reloaded" not in log, log
 
-        # the worker asks the store again (SECRET_RETRY_S): once it answers, host A's form is
-        # signed with the key every host shares, and host B takes it
+        # asked again (SECRET_RETRY_S), host A's form is then signed with the shared key B takes
         def shared_form() -> bool:
             action, token = usage_form(http, procs[0], basic_auth)
             b = procs[1].url("BASIC").split("/rest")[0]

@@ -1,15 +1,7 @@
-"""SIGTERM with 50 requests in flight (SPEC 1, 7 "Processes", issue 9).
-
-``--workers 2``; 50 requests of one second each (25 on a ``def`` handler in the thread pool,
-25 on an ``async`` one on the event loop) are in flight when the supervisor gets SIGTERM: every
-one of them completes with 200, the supervisor exits 0, no worker is left, the port is free.
-
-With ``--workers 1`` and the monitor's port: the drain is observable (SPEC 5, 13.3), its
-probes 503 on the monitor's port and on the connections still open, until it ends.
-
-"In flight" is known, not guessed: each handler appends a line to a file (named in
-``UserData``) when it starts, and the signal is sent once the file has 50 lines.
-"""
+"""SIGTERM with 50 requests in flight (SPEC 1, 7, issue 9), ``--workers 2``, 25 on a ``def`` and 25
+on an ``async`` handler, one second each: all 200, the supervisor exits 0, no worker left, the port
+free. "In flight" is known: each handler appends a line to a file (``UserData``) and the signal goes
+at 50 lines. With ``--workers 1`` and a monitor, the drain is observable (SPEC 5, 13.3)."""
 
 from __future__ import annotations
 
@@ -86,11 +78,9 @@ def test_sigterm_with_50_requests_in_flight_completes_them_all_and_exits_0(
 def test_the_drain_is_observable_on_open_connections_and_the_monitor_port(
     tmp_path: Path,
 ) -> None:
-    """``--workers 1``, a request in flight at SIGTERM: until it ends, the monitor's port goes
-    on listening and its ready probe answers 503; a request on a kept-alive connection of the
-    service's port is answered (``/fw/healthcheck`` 503, ``Connection: close``); a request
-    pipelined behind the one in flight is answered after it; new connections to the service's
-    port are refused (SPEC 1: stop accepting); then the process exits 0 as before."""
+    """Until the request in flight ends: the monitor listens, ready 503; a kept-alive request gets
+    ``/fw/healthcheck`` 503 and ``close``, a pipelined one after it; new connections refused (SPEC
+    1)."""
     started_file = tmp_path / "started.txt"
     mon_port = free_port()
     monitor = {"Enable": 1, "HostName": "127.0.0.1", "Port": mon_port}

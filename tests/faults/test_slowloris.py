@@ -1,11 +1,6 @@
-"""Slowloris (SPEC 7 "HTTP limits", issue 9): 256 connections trickle their headers one byte
-every 100 ms against a server whose ``HeaderTimeout`` is shortened to 1000 ms. Every one of
-them is answered 408 and closed at about the deadline, while a normal client keeps getting
-answers throughout; its latencies are printed.
-
-One worker serves everything, so the slow connections and the normal client share one event
-loop: the hardest case.
-"""
+"""Slowloris (SPEC 7, issue 9): 256 connections trickle a byte every 100 ms, ``HeaderTimeout`` 1000
+ms: each is 408 and closed at about the deadline while a normal client is served (latencies
+printed). One worker: all share one loop, the hardest case."""
 
 from __future__ import annotations
 
@@ -32,9 +27,8 @@ class Slow:
     __slots__ = ("closed_at", "connected_at", "first_byte_at", "received", "sent", "sock")
 
     def __init__(self, port: int) -> None:
-        # taken before the connect: the server's clock starts at its accept, after it (a
-        # time taken once connect returned may come late on a loaded machine: a life that
-        # looks shorter than the deadline)
+        # before the connect: the server's clock starts at accept (taken after, on a loaded machine,
+        # the life looks shorter than the deadline)
         self.connected_at = time.monotonic()
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         self.sock.setblocking(False)

@@ -1,35 +1,16 @@
-"""A bounded soak (issue 9): mixed traffic against ``fwrest serve --workers 2`` for
-``FWREST_SOAK_SECONDS`` (default 60) after a warm-up, with
+"""A bounded soak (issue 9): mixed traffic on every port kind against ``fwrest serve --workers 2``
+for ``FWREST_SOAK_SECONDS`` (default 60) after a warm-up: 0 unexpected answers (each request kind
+has one expected status; a transport error counts), and the service's RSS (supervisor and workers)
+grows under 1 MiB from the end of the warm-up. Rates and RSS printed; ``bench/soak.py`` runs it 30
+minutes (``make soak``); ``rest_log_level=2`` keeps access lines off the disk;
+``MALLOC_ARENA_MAX=2`` is docs/security.md's advice.
 
-* 0 unexpected answers: every request kind has one expected status (200, 401, 403, 404, 405 or
-  400), and a transport error or any other status counts as unexpected;
-* resident memory growth of the whole service (supervisor and workers, psutil) under 1 MiB,
-  from the end of the warm-up to the end of the run. The warm-up lasts at least 60 s, then
-  until the RSS has settled (under 96 KiB of growth in the last 30 s, a fifth of the limit's
-  rate; at most 180 s): the bounded caches (the per-worker cache of verified access tokens
-  above all) fill first, and so does the C allocator's pool of free memory, so that neither is
-  taken for a leak, while a leak still shows in the minute after them.
-
-  Why the warm-up waits for the RSS to settle: in the first minutes of traffic the workers'
-  Python heap is flat (``sys.getallocatedblocks()`` and the number of objects stay within 1 %)
-  and what glibc's malloc has handed out grows by some 30-80 KiB a minute per worker, but the
-  memory malloc holds *free* grows by up to 0.5 MiB a minute per worker (fragmentation, as the
-  sqlite, OpenSSL and request buffers of several threads churn), until it levels off after a
-  few minutes (``mallinfo2``, measured for issue 9). A warm-up of 45-50 s measured the minute
-  in which that was still happening: +350 to +880 KiB in five runs, too close to the limit on
-  a loaded machine.
-
-The traffic: an open port (``def`` and ``async`` handlers, a JSON POST, 404, 405, malformed
-requests on raw sockets), a Basic port (right, wrong and missing credentials, both handler
-kinds), and an oAuth2 port over TLS (password grants, refreshes, bad token requests, Bearer
-requests to both handler kinds, 404 with a token, missing and forged tokens, malformed requests
-over TLS). Requests per second and the RSS figures are printed.
-
-``bench/soak.py`` runs the same code for 30 minutes (``make soak``). The service logs at
-``rest_log_level=2`` so that a long run does not fill the disk with access lines, and runs with
-``MALLOC_ARENA_MAX=2``, as docs/security.md advises deploying it (glibc's per-thread arenas
-otherwise fill for minutes, which a one-minute run cannot tell from a leak).
-"""
+The warm-up lasts at least 60 s, then until the RSS settled (under 96 KiB in the last 30 s, a fifth
+of the limit's rate; at most 180 s). Why: in the first minutes the Python heap is flat and malloc's
+handed-out memory grows 30-80 KiB a minute per worker, but the memory malloc holds free grows up to
+0.5 MiB a minute per worker (fragmentation of sqlite, OpenSSL and request buffers across threads)
+until it levels off (``mallinfo2``, issue 9); a 45-50 s warm-up measured +350 to +880 KiB in five
+runs. Bounded caches (verified tokens) fill meanwhile too; a leak still shows after."""
 
 from __future__ import annotations
 
@@ -60,8 +41,8 @@ WARMUP_MAX_SECONDS = 180.0
 WARM_EVERY = 5.0
 SETTLE_WINDOW = 30.0  # settled: the RSS grew less than SETTLE_STEP over the last SETTLE_WINDOW s
 SETTLE_STEP = 96 * 1024  # about 0.19 MiB a minute, a fifth of the limit's rate
-# glibc gives every thread that allocates an arena of its own (up to 8 per core); their slow
-# fill looks like growth for minutes. The service runs as we advise deploying it: 2 arenas.
+# glibc gives each allocating thread an arena (up to 8 per core), whose slow fill looks like growth
+# for minutes: 2 arenas, as we advise
 MALLOC_ARENA_MAX = 2
 GROWTH_LIMIT = 1 * MIB
 LOAD_THREADS = 4
@@ -259,12 +240,9 @@ def run_soak(
     try:
         for thread in threads:
             thread.start()
-        # Warm-up: at least ``warmup`` seconds, then until the RSS has settled (it grew less
-        # than SETTLE_STEP over the last SETTLE_WINDOW seconds), at most ``warmup_max``: a
-        # bounded cache (such as the per-worker cache of verified access tokens) and the
-        # allocator's pool of free memory must not pass for a leak (see the module's
-        # docstring), and a leak shows in the measured run after them. Not settled by
-        # ``warmup_max``: the run is measured all the same, against the same limit.
+        # Warm-up: at least ``warmup`` s, then until the RSS grew less than SETTLE_STEP over
+        # SETTLE_WINDOW s, at most ``warmup_max`` (see the module's docstring); not settled by then,
+        # the run is measured all the same, against the same limit.
         warm_began = time.monotonic()
         history: list[tuple[float, int]] = []
         while True:

@@ -1,15 +1,10 @@
-"""Refresh rotation on the sqlite store under ``--workers 2`` (SPEC 4.2, 7 "Tokens").
-
-* 40 families refreshed concurrently, 10 times each, by 40 threads: every refresh is 200
-  (``BEGIN IMMEDIATE`` and ``busy_timeout`` serialise the writers of both workers; no 503).
-* 500 simultaneous refreshes of ONE refresh token (500 TLS connections opened first, then the
-  500 requests written at once): exactly one new pair; the other 499 are ``invalid_grant``,
-  replays that revoke the family, the new pair included (no grace period, SPEC 7).
-* 1,000 refresh replays (the spent first refresh tokens of 50 families, 20 times each): every
-  one is detected (400 ``invalid_grant``; one that meets a 503 on a loaded machine is sent again
-  as its ``Retry-After`` says, as a client does), every family is revoked, and its access tokens
-  are refused by both workers within 1 s of the replay's answer.
-"""
+"""Refresh rotation on sqlite under ``--workers 2`` (SPEC 4.2, 7). 40 families refreshed 10 times
+each by 40 threads: all 200 (``BEGIN IMMEDIATE`` and ``busy_timeout`` serialise both workers; no
+503). 500 simultaneous refreshes of one token (connections opened first): exactly one new pair, 499
+``invalid_grant`` replays revoking the family, the new pair included (no grace period). 1,000
+replays (50 families' spent tokens, 20 times each; a 503 on a loaded machine is retried as
+``Retry-After`` says): each detected, each family revoked, its access tokens refused by both workers
+within 1 s."""
 
 from __future__ import annotations
 
@@ -70,8 +65,7 @@ def service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     certs = issue_certs(ca, folder / "certs")
     section = oauth_section(certs, onAuthparams="app.params", onAuthNoCheckUri="app.public")
     section["HeaderTimeout"] = 60000  # 500 connections wait for their one request
-    # the clients pinned to each worker sit idle while the bulk replays run (longer on a busy
-    # machine than the default 5 s): their connections must stay with their worker
+    # clients pinned to workers idle through the bulk replays (longer than 5 s when busy)
     section["KeepAliveTimeout"] = 120000
     config = store_config(folder, {"OAUTH": section}, "sqlite", PARAMS, max_threads=8)
     proc = ServerProcess(config, workers=2).wait_ready()
@@ -179,8 +173,7 @@ def test_500_simultaneous_refreshes_of_one_token_give_exactly_one_pair(service: 
     assert len(pairs) == 1, outcome
     assert outcome[(400, "invalid_grant")] == count - 1, outcome
     assert pairs[0]["refresh_token"] != tokens["refresh_token"]
-    # no grace period (SPEC 7): the 499 losers were replays, so the new pair's family is
-    # revoked too, on both workers
+    # no grace period (SPEC 7): the 499 losers were replays, so the new pair is revoked too
     workers = pinned_per_worker(service.base, verify=service.ctx)
     with all_closed(workers):
         for client in workers:
@@ -237,8 +230,8 @@ def test_1000_refresh_replays_are_detected_and_revoke_every_family(service: Serv
         unavailable = Counter[str]()
 
         def replay(job: tuple[int, int]) -> tuple[int, str]:
-            """A replay, sent again as ``Retry-After`` says while the answer is 503 (SPEC 7:
-            a store held past the call's deadline on a loaded machine): the answer it ends with."""
+            """A replay, resent after a 503 as ``Retry-After`` says (SPEC 7: a store held past its
+            deadline when loaded); its final answer."""
             f, r = job
             for _attempt in range(5):
                 response = service.refresh(families[f][0]["refresh_token"], clients[(f + r) % 16])

@@ -1,15 +1,9 @@
-"""Stalled TLS handshakes (issue 17, SPEC 7.1): waves of clients that open a connection to a TLS
-port and send nothing, or half a ClientHello, and keep it open.
-
-Before the cap a worker held every one of them for ``TlsHandshakeTimeout`` at about 50 KB each
-(uvloop's TLS layer and OpenSSL), and glibc kept the freed heap: 36 MB grew to 215, 265 and
-344 MB over three waves of 4,000 here. Now a worker holds at most
-``tls_accept.MAX_HANDSHAKES`` handshakes in progress (a new connection above it ends the
-oldest) and gives the heap back when a wave ends. The test prints the worker's RSS before, at
-the peak and after each wave, asserts that the growth is bounded and does not build up across
-waves, that a client completing its handshake is served during a wave and after it, and that
-the worker keeps no descriptor.
-"""
+"""Stalled TLS handshakes (issue 17, SPEC 7.1): waves of clients sending nothing or half a
+ClientHello, kept open. Before the cap a worker held each for ``TlsHandshakeTimeout`` at ~50 KB and
+glibc kept the heap (36 MB grew to 215, 265, 344 MB over three waves of 4,000). Now at most
+``tls_accept.MAX_HANDSHAKES`` are in progress (a new one ends the oldest) and the heap is returned
+after a wave. Asserted: bounded growth not building up across waves (RSS printed), a completing
+client served during and after a wave, no descriptor kept."""
 
 from __future__ import annotations
 
@@ -87,8 +81,7 @@ class Sampler(threading.Thread):
 
 
 def stall(port: int, count: int, hello: bytes) -> tuple[int, float]:
-    """Open `count` connections that send `hello` (maybe nothing) and wait for the server to
-    close every one; (connections still open at the guard, seconds the wave took)."""
+    """`count` connections sending `hello`: (still open at the guard, seconds until all closed)."""
     started = time.monotonic()
     socks = []
     for _ in range(count):

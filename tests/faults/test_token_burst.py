@@ -1,13 +1,8 @@
-"""A burst of logins against a healthy store (SPEC 7 "Store faults"; issue 34 defect 13).
-
-200 clients (200 users, each password an argon2id hash of light costs, a few milliseconds
-each) are released at once on the token route of a service of two
-workers on a real ``redis-server``. The store answers every call within a millisecond, so every
-grant must be 200: SPEC 7's deadline is for a store that does not answer, and must measure
-the store, not the time a request spends queued behind the others' password checks or
-behind their store calls. (The review saw 37-47 of 200 answered 503 "state store unavailable"
-here, the log blaming the store.) The figures are printed, never asserted (SPEC 9).
-"""
+"""A burst of logins on a healthy store (SPEC 7, issue 34 defect 13): 200 users (light argon2id
+hashes) released at once on a two-worker service on real Redis, which answers within a millisecond:
+every grant must be 200, since SPEC 7's deadline must measure the store, not time queued behind
+other checks and store calls (the review saw 37-47 of 200 answered 503, blaming the store). Figures
+printed, never asserted (SPEC 9)."""
 
 from __future__ import annotations
 
@@ -30,8 +25,7 @@ PASSWORD = "Burst-Pw-5150"
 
 @pytest.fixture
 def service(ca: trustme.CA, tmp_path: Path) -> Iterator[tuple[ServerProcess, dict[str, Path]]]:
-    # one hash, each user's entry holds it; light costs (a few ms a check): a burst of 200 of
-    # the default costs (64 MiB each) takes a minute of this machine's two cores
+    # a light hash (ms): 200 checks at default costs (64 MiB each) take a minute of two cores
     hashed = PasswordHasher(time_cost=2, memory_cost=16 * 1024, parallelism=1).hash(PASSWORD)
     params = oauth_params((f"user{i}", hashed) for i in range(BURST))
     certs = issue_certs(ca, tmp_path / "certs")

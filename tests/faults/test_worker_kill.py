@@ -1,16 +1,7 @@
-"""``kill -9`` of a worker under load (SPEC 7 "Processes", issue 9).
-
-``--workers 2``; eight load threads send requests continuously, each on a new connection
-(``Connection: close``), to a ``def`` and an ``async`` handler that take 20-40 ms, so that
-requests are in flight on both workers at every moment. One worker is killed with SIGKILL.
-
-* only requests in flight on that worker fail: every failed request started before the kill
-  and ended after it, and there are at most as many as there were load threads;
-* every request that started after the kill is answered 200;
-* a replacement worker answers within 3 s of the kill.
-
-The figures (requests, failures, when the replacement first answered) are printed.
-"""
+"""``kill -9`` of a worker under load (SPEC 7, issue 9): eight threads send ``Connection: close``
+requests to 20-40 ms handlers of both kinds on ``--workers 2``, so both workers always have some in
+flight. Only requests in flight on the killed worker fail (started before, ended after, at most one
+per thread); every later request is 200; a replacement answers within 3 s. Figures printed."""
 
 from __future__ import annotations
 
@@ -96,9 +87,7 @@ def test_kill_9_of_a_worker_under_load_fails_only_its_requests_in_flight(
 
 
 def test_a_replacement_worker_reads_the_files_general_as_it_is_now(tmp_path: Path) -> None:
-    # the file's [GENERAL] changed after the start and is not due for a re-read for an hour:
-    # the worker that replaces a killed one reads it at once instead of serving with the
-    # values the service started with
+    # [GENERAL] edited after the start, due in an hour: a replacement reads it at once
     config = free_config(tmp_path, general={"rest_reload_time": 3600, "rest_log_stringsize": 60})
     with serving(config, workers=2) as proc:
         base = proc.url()

@@ -1,7 +1,6 @@
-"""Charset (SPEC 10.6): ``str`` answers encoded in the server's ``Charset`` with ``charset=`` in
-``Content-Type``, JSON always UTF-8, request bodies decoded by their declared charset (one a client
-can mean: 415 for the rest of Python's codecs) else the server's, and the start error of an
-unknown charset; in process."""
+"""Charset (SPEC 10.6) in process: ``str`` answers in ``Charset`` with ``charset=``, JSON always
+UTF-8, request bodies by their declared charset (415 for codecs no client means) else the server's,
+and the start error of an unknown one."""
 
 from __future__ import annotations
 
@@ -149,10 +148,9 @@ def test_iso_8859_1_and_the_default(tmp_path: Path) -> None:
 
 
 def test_a_declared_charset_is_one_a_client_can_mean(tmp_path: Path) -> None:
-    """The IANA charsets a client can mean decode (under their names and aliases); Python's
-    other codecs, a slow one (punycode), a failing one (idna), an escape-decoding one (utf-7,
-    unicode_escape), a transform, and an unknown name are refused with 415 naming the accepted
-    charsets, before any decoding."""
+    """IANA charsets (names, aliases) decode; Python's other codecs (slow punycode, failing idna,
+    escaping utf-7 and unicode_escape, transforms) and unknown names: 415 naming the accepted,
+    undecoded."""
     with _client(tmp_path, "charset_app_accepted", "CP1252") as client:
         for label, text in (
             ("UTF-16", "h\u00e9 \u20ac"), ("utf-16le", "h\u00e9"), ("UTF-32BE", "h\u00e9"),
@@ -220,9 +218,8 @@ def test_json_text_is_utf8_on_any_port(tmp_path: Path) -> None:
 
 
 def test_a_declared_charset_encodes_the_text(tmp_path: Path) -> None:
-    """A ``str`` body is sent in the charset its ``Content-Type`` declares, however it was
-    declared (a ``Response``'s media type, ``setKeyHeaderResponse``, a streamed ``Response``),
-    and without one in the server's, labelled."""
+    """However declared (a ``Response``'s media type, ``setKeyHeaderResponse``, a streamed
+    ``Response``), else in the server's, labelled."""
     with _client(tmp_path, "charset_app_declared_cp", "CP1252") as client:
         for path in ("/rest/declared", "/rest/set-label", "/rest/set-gathered", *STREAMS):
             answer = client.get(path, params={"type": UTF8_TEXT})

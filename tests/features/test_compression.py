@@ -1,7 +1,6 @@
 """Compression (SPEC 10.4): gzip and br by ``Accept-Encoding`` (q-values, ``identity;q=0``),
-``Vary``, the minimum size, compressible types only, never the token route, the settings page
-or ``no-store`` answers, and ``rest.sendZipped``; in process (httpx decompresses), then with
-curl ``--compressed`` and httpx against ``fwrest serve``."""
+``Vary``, minimum size, compressible types, never the token route, settings page or ``no-store``;
+``rest.sendZipped``. In process, then curl ``--compressed`` and httpx on ``fwrest serve``."""
 
 from __future__ import annotations
 
@@ -145,8 +144,7 @@ def test_only_compressible_types(client: Client) -> None:
 
 
 def test_a_compressed_answer_has_a_weak_etag(client: Client) -> None:
-    # a strong tag names one sequence of bytes (RFC 9110 8.8.1): the compressed body is not
-    # the handler's, so its tag is the weak form, as nginx's gzip makes it
+    # a strong tag is one byte sequence (RFC 9110 8.8.1): compressed, weak, as nginx's gzip
     for coding in ("gzip", "br"):
         packed = get(client, "/rest/tagged/strong", coding)
         assert packed.headers["content-encoding"] == coding

@@ -1,8 +1,6 @@
-"""CORS (SPEC 10.1) through the port's pipeline, in process (``fwrest.testing.Client``):
-preflights granted and refused (every refusal row), the headers on every other answer to an
-allowed origin (errors included), never on the native routes other than the token route, and
-the start errors of a CORS section. The browser and the wire: tests/features/test_cors_browser.py.
-"""
+"""CORS (SPEC 10.1) in process: preflights granted and refused (every row), headers on every other
+answer to an allowed origin (errors too), on no native route but the token route, the start errors.
+Browser and wire: test_cors_browser.py."""
 
 from __future__ import annotations
 
@@ -175,10 +173,9 @@ def test_allow_methods_narrows_what_a_preflight_grants(tmp_path: Path) -> None:
 
 
 def test_a_method_allow_methods_lists_is_granted_where_no_route_takes_it(tmp_path: Path) -> None:
-    """SPEC 10.1: an allowed origin, method and headers give 204; the request itself then
-    gets its 404 or 405 with the CORS headers, which the front-end can read (a Basic
-    front-end sends Authorization, so every fetch of it is preflighted). Never for a path a
-    native route closed to other origins takes, nor for a method AllowMethods leaves out."""
+    """SPEC 10.1: allowed origin, method and headers give 204, then the request's 404 or 405 with
+    CORS headers the front-end can read (a Basic front-end's fetches are all preflighted); never for
+    a native route closed to other origins, nor a method AllowMethods leaves out."""
     cors = {"AllowOrigins": WEB, "AllowMethods": "GET, POST, PUT, DELETE"}
     config = _service(tmp_path, "cors_app_listed", cors)
     with Client(config, server="HTTP_OPEN") as client:
@@ -261,8 +258,7 @@ def test_forbidden_and_locked_out_answers_carry_them_too(tmp_path: Path) -> None
 def test_an_origin_with_its_default_port_is_allowed_and_echoed_as_sent(
     basic: Client, origin: str
 ) -> None:
-    # origins are compared without the scheme's default port (docs/decisions.md); the
-    # header echoes the Origin as the client sent it
+    # compared without the default port (docs/decisions.md); the Origin echoed as sent
     answer = basic.get("/rest/hello", headers={"Origin": origin}, auth=("ada", "Ada-Pw-1"))
     assert answer.status_code == 200
     _assert_cors(answer, origin)
@@ -335,8 +331,7 @@ def test_the_token_route_is_open_to_an_allowed_origin(tmp_path: Path, ca: trustm
         hello = client.get("/rest/hello", headers=bearer)
         assert hello.status_code == 200
         _assert_cors(hello)
-        # revocation too (a browser client revokes its tokens at logout: RFC 7009 5);
-        # introspection, server to server, does not
+        # revocation too (browsers revoke at logout, RFC 7009 5); introspection not
         revoke = f"/rest{TOKEN.replace('/token', '/revoke')}"
         assert preflight(client, revoke, "POST", headers="content-type").status_code == 204
         origin = {"Origin": WEB}
@@ -349,8 +344,7 @@ def test_the_token_route_is_open_to_an_allowed_origin(tmp_path: Path, ca: trustm
         introspect = client.post(introspect_path, headers=origin, data={"token": token, **web})
         assert introspect.json() == {"active": False}  # revoked
         assert cors_headers(introspect) == {}
-        # the metadata at its RFC 8414 path too, where a single-page app discovers the
-        # endpoints (SPEC 16.1; it answered without the CORS headers)
+        # the RFC 8414 path too, where an SPA discovers endpoints (SPEC 16.1; it lacked them)
         well_known = "/.well-known/oauth-authorization-server/rest"
         asked = preflight(client, well_known, "GET")
         assert asked.status_code == 204, asked.text

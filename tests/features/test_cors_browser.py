@@ -1,15 +1,8 @@
-"""CORS (SPEC 10.1) as a browser and the wire see it: Debian's Chromium (Playwright) and curl
-against ``fwrest serve``.
-
-A page served from one origin (a plain HTTP server of the test) calls the API of a Basic port
-on another origin with ``fetch`` (credentials included: the browser sends a preflight first,
-for the ``Authorization`` header) and reads the JSON; the same page served from an origin the
-service does not list is blocked by the browser; the settings route stays closed to the allowed
-origin too. curl sends raw preflights to the real server: granted, refused.
-
-Chromium is a Debian package (``apt-get install -y chromium``); without it these tests FAIL
-(they never skip).
-"""
+"""CORS (SPEC 10.1) as Chromium (Playwright) and curl see it on ``fwrest serve``: a page of one
+origin ``fetch``es a Basic port's API on another with credentials (preflighted for
+``Authorization``) and reads the JSON; from an unlisted origin the browser blocks it; the settings
+route stays closed to the allowed origin; curl's raw preflights granted and refused. Without
+Chromium these FAIL, never skip."""
 
 from __future__ import annotations
 
@@ -98,8 +91,7 @@ Call = Callable[..., dict[str, Any]]
 
 @pytest.fixture
 def call(browser: Any, front_end: int, api: ServerProcess) -> Call:
-    """``call(path, auth, host="127.0.0.1")``: the page, served from ``host``'s origin, calls
-    ``fetch`` on the API's ``path`` with ``auth`` in ``Authorization``; what it read."""
+    """``call(path, auth, host="127.0.0.1")``: what ``fetch`` read on the page from ``host``."""
 
     def fetch(path: str, auth: str | None, host: str = "127.0.0.1") -> dict[str, Any]:
         with contextlib.closing(browser.new_context()) as context:

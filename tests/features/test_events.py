@@ -1,6 +1,5 @@
-"""Server-Sent Events (SPEC 10.5): ``fwrest.EventStream`` read by the browser's ``EventSource``
-(Chromium through Playwright, the page served by ``fwrest serve`` as a static file); in process
-the event fields, compressed event by event, the comment while idle and the rest."""
+"""Server-Sent Events (SPEC 10.5): ``EventStream`` read by Chromium's ``EventSource`` (the page a
+static file of ``fwrest serve``); in process the fields, per-event compression, the idle comment."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ source.addEventListener("done", (e) => {
 
 
 def events_config(folder: Path, module: str | None = None) -> Path:
-    """``APP`` at ``/rest`` and ``PAGE`` at ``/www``, gzip for every answer that may have it;
-    the app module named ``module`` (in process) or ``app``."""
+    """``APP`` at ``/rest``, ``PAGE`` at ``/www``, gzip where allowed; module ``module``/``app``."""
     (folder / "www").mkdir()
     (folder / "www" / "index.html").write_text(PAGE)
     server = local_port(Locations="ROOT, WWW", Compression="gzip", CompressionMinSize=0)
@@ -100,8 +98,7 @@ def test_the_browsers_event_source_reads_the_events(browser: Any, served: Server
 def test_the_events_are_compressed_event_by_event_where_the_location_compresses(
     served: ServerProcess,
 ) -> None:
-    """SPEC 10.5: "A stream through a compressed location is compressed chunk by chunk
-    (flushing each item)": the first event decodes whole while the second is not yet made."""
+    """SPEC 10.5 ("chunk by chunk, flushing each item"): event one decodes before event two."""
     url = f"http://127.0.0.1:{served.ports['HTTP_REST']}/rest/gated"
     inflate = zlib.decompressobj(31)
     seen = b""

@@ -1,8 +1,7 @@
-"""Security headers (SPEC 10.2): ``XFrameOptions`` and ``ContentSecurityPolicy`` of a location
-on every answer of its requests, ``HSTS`` on every answer of its TLS port (in process; the
-engine's own refusals over real TLS), ``X-Content-Type-Options: nosniff`` on every answer of
-every port, protocol errors and the monitor included (real sockets), the settings page's own
-frame and CSP headers kept, and the start errors of the keys."""
+"""Security headers (SPEC 10.2): a location's ``XFrameOptions`` and ``ContentSecurityPolicy`` on its
+answers, ``HSTS`` on its TLS port's (engine refusals over real TLS), ``nosniff`` on every answer of
+every port (protocol errors and monitor, real sockets), the settings page's own headers kept, the
+start errors."""
 
 from __future__ import annotations
 
@@ -85,8 +84,7 @@ def test_a_locations_headers_are_on_every_answer_of_its_requests(
 
 
 def test_an_ini_value_is_sent_whole_as_the_json_one(tmp_path: Path, ca: trustme.CA) -> None:
-    """A `` ; `` in an INI ``ContentSecurityPolicy`` or ``HSTS`` is the header's, not the start
-    of an inline comment: the INI file sends the same headers as the JSON one."""
+    """`` ; `` in an INI ``ContentSecurityPolicy`` or ``HSTS`` is the header's, not a comment."""
     certs = issue_certs(ca, tmp_path / "certs")
     csp, hsts = (
         "default-src 'self' ; frame-ancestors 'none'",

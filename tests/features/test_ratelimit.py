@@ -1,7 +1,6 @@
-"""Rate limits (SPEC 13.7), in process: the headers, 429 past the limit, ``Key=address`` and
-``Key=user``, a window that ends, the sqlite store, a store out of reach (``FailOpen``) and the
-start errors of the keys. Across workers and hosts on one Redis, and with Redis stopped:
-``tests/e2e/test_ratelimit_scale.py``."""
+"""Rate limits (SPEC 13.7) in process: headers, 429, ``Key=address``/``user``, windows ending,
+sqlite, ``FailOpen``, start errors. Across workers, hosts and a stopped Redis:
+tests/e2e/test_ratelimit_scale.py."""
 
 from __future__ import annotations
 
@@ -95,8 +94,7 @@ def test_key_user_counts_the_user_across_addresses(tmp_path: Path) -> None:
         assert codes == [200, 200, 429]  # one user, three addresses
         # another user on the same address has a count of their own
         assert client.get("/rest/hello", auth=BOB, headers=_from("192.0.2.1")).status_code == 200
-        # refused by the guard before the limit: not counted, the whole quota (SPEC 13.7:
-        # every answer of the location carries both headers)
+        # refused by the guard: not counted, the whole quota (SPEC 13.7: always both headers)
         refused = client.get("/rest/hello", headers=_from("192.0.2.1"))
         assert refused.status_code == 401
         assert refused.headers["ratelimit-policy"] == '"RL_API";q=2;w=60'

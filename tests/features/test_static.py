@@ -1,9 +1,7 @@
-"""Static files (SPEC 10.3): files at the paths no route takes, the default page,
-ETag/Last-Modified/304, single ranges (206/416), content types, the listing, the port's scheme
-in front and the start errors of the keys in process (``fwrest.testing.Client``); from
-``fwrest serve``, what a socket shows: the reason phrases, a 1 GiB file streamed with the
-worker's memory bounded, and a corpus of hostile paths (raw sockets and curl) that never
-reaches outside ``RootPath``."""
+"""Static files (SPEC 10.3) in process: paths no route takes, default page, ETag/Last-Modified/304,
+ranges (206/416), types, listing, the port's scheme, start errors; on ``fwrest serve``: reason
+phrases, a 1 GiB file with bounded worker memory, hostile paths (raw sockets, curl) never reaching
+outside ``RootPath``."""
 
 from __future__ import annotations
 
@@ -51,8 +49,7 @@ def params():
 
 
 def make_tree(folder: Path) -> Path:
-    """``folder/www`` with files, a hidden file, links inside and out, a FIFO, and a secret
-    beside it (outside the root)."""
+    """``folder/www``: files, a hidden file, links inside and out, a FIFO; a secret beside it."""
     (folder / "secret.txt").write_text(CANARY)
     www = folder / "www"
     (www / "sub").mkdir(parents=True)
@@ -81,9 +78,8 @@ def make_tree(folder: Path) -> Path:
 
 
 def static_config(folder: Path, module: str | None = None, **keys: Any) -> Path:
-    """The module's service: ``/rest`` the routes, ``/www`` the tree of :func:`make_tree`, a
-    content type of its own; its app module named ``module`` (in process) or ``app``; ``keys``
-    more server keys."""
+    """``/rest`` routes, ``/www`` :func:`make_tree`'s tree, a content type of its own; module
+    ``module`` (in process) or ``app``; ``keys`` more server keys."""
     make_tree(folder)
     server = local_port(Locations="ROOT, WWW", ContentTypes="TYPES", **keys)
     www = {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www", "DefaultPage": "index.html"}
@@ -276,9 +272,8 @@ def test_if_match_and_if_unmodified_since(client: Client) -> None:
 
 
 def test_conditions_on_two_lines_and_dates_that_are_not_one(client: Client) -> None:
-    """A list field's lines are one list (RFC 9110 5.3: If-Match, If-None-Match); a date on
-    two lines, a list of dates or one in another zone than GMT is no HTTP-date and is ignored
-    (13.1.3, 13.1.4); an If-Range on two lines names no version: the whole file (13.1.5)."""
+    """A list field's lines are one list (RFC 9110 5.3); a two-line, listed or non-GMT date is
+    ignored (13.1.3, 13.1.4); a two-line If-Range names no version: the whole file (13.1.5)."""
     url = "/www/digits.txt"
     etag = client.get(url).headers["etag"]
     whole = (200, "0123456789" * 100)
@@ -304,8 +299,7 @@ def test_conditions_on_two_lines_and_dates_that_are_not_one(client: Client) -> N
 
 @pytest.fixture(scope="module")
 def gz_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
-    """The tree through a port that compresses (``digits.txt``, 1000 bytes, over the
-    minimum; ``index.html`` under it)."""
+    """The tree through a compressing port (``digits.txt`` over the minimum, ``index.html`` not)."""
     folder = tmp_path_factory.mktemp("static_gz")
     keys = {"Compression": "gzip, br", "CompressionMinSize": 500}
     with Client(static_config(folder, "static_gz_app", **keys)) as c:
@@ -424,8 +418,8 @@ def _raw_get(port: int, target: str) -> tuple[int, bytes]:
 @pytest.mark.parametrize("target", HOSTILE)
 def test_a_hostile_path_never_leaves_the_root(proc: ServerProcess, target: str) -> None:
     status, data = _raw_get(proc.ports["HTTP_REST"], target)
-    # a `..`, an encoded separator, a link out, a dot-file: 404 (SPEC 10.3); a target the
-    # normaliser refuses for another reason (a NUL, bad UTF-8, not ASCII): 400
+    # `..`, an encoded separator, a link out, a dot-file: 404 (SPEC 10.3); refused by the normaliser
+    # otherwise (NUL, bad UTF-8, non-ASCII): 400
     refused = "%00" in target or "%c0" in target or not target.isascii()
     assert status == (400 if refused else 404), (target, data[:200])
     assert CANARY.encode() not in data

@@ -1,9 +1,8 @@
-"""Streamed answers (SPEC 10.5) against ``fwrest serve``: iterators and async iterators sent
-chunked as their items come, ``def`` generators advanced in the location's pool, a slow reader
-never making the worker produce (and hold) the whole stream, the iterator closed within 1 s of
-the client going away, HEAD, HTTP/1.0, compression piece by piece, a stream that fails midway;
-``setChunkedResponse``'s handler told when its client is gone (its thread back in the pool),
-and the pieces it takes."""
+"""Streamed answers (SPEC 10.5) on ``fwrest serve``: iterators sent chunked as items come, ``def``
+generators advanced in the pool, a slow reader never making the worker hold the whole stream, the
+iterator closed within 1 s of the client leaving, HEAD, HTTP/1.0, piecewise compression, a failure
+midway; ``setChunkedResponse``'s handler told its client left (the thread freed), and what it takes.
+"""
 
 from __future__ import annotations
 
@@ -217,8 +216,7 @@ def test_an_async_iterator_in_a_response(served: tuple[ServerProcess, Path]) -> 
 
 
 def time_mark(path: Path, what: str) -> float:
-    """The time the app wrote to ``path``, once the mark is whole: the app creates the file
-    (empty) before it writes the time, and a read in between sees an empty or partial text."""
+    """The app's time mark once whole (the file is made empty first: a read may see it partial)."""
     seen: list[float] = []
 
     def whole() -> bool:
@@ -246,17 +244,14 @@ def time_mark(path: Path, what: str) -> float:
 def test_the_iterator_is_closed_when_the_client_goes_away(
     served: tuple[ServerProcess, Path], path: str, name: str, ticks: int, reset: bool
 ) -> None:
-    """The iterator is closed within 1 s of the client leaving (SPEC 10.5): an async one the
-    worker notices at once; a ``def`` generator (``reset``) while one of its steps runs in the
-    pool (it sleeps 0.2 s per item): a generator that runs cannot be closed, so the step closes
-    it as it returns."""
+    """Within 1 s (SPEC 10.5): an async iterator at once; a running ``def`` generator (``reset``,
+    0.2 s per item) cannot be closed, so its step closes it on return."""
     proc, marks = served
     (marks / name).unlink(missing_ok=True)
     with socket.create_connection(("127.0.0.1", proc.ports["HTTP_REST"]), timeout=10) as sock:
         sock.sendall(f"GET /rest{path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
         seen = b""
-        # the head and the first piece may come apart; after the second step of a def
-        # generator, the third one is running
+        # head and first piece may come apart; after a def generator's second step, the third runs
         while seen.count(b"tick") < ticks:
             piece = sock.recv(4096)
             assert piece, seen
@@ -274,9 +269,8 @@ def test_the_iterator_is_closed_when_the_client_goes_away(
 def test_a_compressed_stream_that_never_awaits_leaves_the_loop_to_others(
     served: tuple[ServerProcess, Path],
 ) -> None:
-    """An async iterator that never awaits, of pieces that compress to almost nothing, to a
-    client that reads nothing: other requests are answered meanwhile, and the stream stops
-    once the socket buffers are full (the writer waits for the client)."""
+    """An async iterator never awaiting, of pieces compressing to almost nothing, to a client
+    reading nothing: others are answered, and it stops once the buffers fill."""
     proc, _ = served
     port = proc.ports["HTTP_REST"]
     base = httpx.get(proc.url() + "/dense-count", timeout=10).json()["pieces"]
@@ -336,8 +330,7 @@ def test_a_slow_reader_holds_the_generator_back(served: tuple[ServerProcess, Pat
 
 
 def test_a_stream_that_fails_is_cut_short(served: tuple[ServerProcess, Path]) -> None:
-    """Cut (no last chunk), and logged as a handler's failure with the request's id (SPEC
-    3, 13.4), though the engine sends the stream after the pipeline returned."""
+    """Cut (no last chunk), logged as a handler's failure with its id (SPEC 3, 13.4)."""
     proc, _ = served
     request = b"GET /rest/broken HTTP/1.1\r\nHost: x\r\nX-Request-ID: broken-1\r\n\r\n"
     data = exchange(proc.ports["HTTP_REST"], request)
@@ -469,9 +462,8 @@ def chunked_fails(kind):
 
 @pytest.mark.parametrize("kind", ["exit", "error"])
 def test_a_chunked_answer_that_fails_in_a_hooked_pool_is_cut(tmp_path: Path, kind: str) -> None:
-    """``OnError`` and ``OnSend`` (``def``: one pool job with the handler) cannot answer a
-    handler that fails after its chunked answer's head went out: the answer is cut (no last
-    chunk), as without hooks."""
+    """``OnError`` and ``OnSend`` (def: one job with the handler) cannot answer after the chunked
+    head went out: cut, as without hooks."""
     config = free_config(
         tmp_path,
         app=HOOKED_APP,
@@ -555,8 +547,7 @@ GONE_BODY_TIMEOUT_MS = 1000
 
 @pytest.fixture(scope="module")
 def gone_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Path]]:
-    """Two threads in the pool, so that two stuck handlers would starve every def route; a
-    write deadline (BodyTimeout) of 1 s."""
+    """Two pool threads (two stuck handlers would starve every def route); BodyTimeout 1 s."""
     tmp = tmp_path_factory.mktemp("streaming_gone")
     marks = tmp / "marks"
     marks.mkdir()
@@ -571,8 +562,7 @@ def gone_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serv
 
 
 def handler_end(path: Path, what: str, timeout: float = 15) -> tuple[float, str]:
-    """When and how a GONE_APP handler ended (its mark: the time, then ``Class:is-a-
-    ConnectionError`` or ``whole``)."""
+    """When and how a GONE_APP handler ended (``Class:is-a-ConnectionError`` or ``whole``)."""
     wait_for(path.exists, timeout, what)
     at, how = path.read_text().split()
     return float(at), how
@@ -591,10 +581,8 @@ def ping_200(proc: ServerProcess) -> Callable[[], bool]:
 def test_a_chunked_handler_whose_client_left_raises_and_frees_its_thread(
     gone_served: tuple[ServerProcess, Path],
 ) -> None:
-    """SPEC 10.5: the client of a def handler sending pieces goes away; its next
-    setChunkedResponse raises ClientDisconnected (a ConnectionError) within 1 s, the thread
-    goes back to the pool, and with both threads of the pool used so, the port's def routes
-    answer again (they answered 503 Server Busy for good before)."""
+    """SPEC 10.5: after the client left, the next setChunkedResponse raises ClientDisconnected
+    within 1 s, freeing the thread; def routes answer again (they were 503 for good)."""
     proc, marks = gone_served
     port = proc.ports["HTTP_REST"]
     left: dict[str, float] = {}
@@ -619,8 +607,7 @@ def test_a_chunked_handler_whose_client_left_raises_and_frees_its_thread(
 def test_a_chunked_handler_asked_with_head_runs_to_its_end(
     gone_served: tuple[ServerProcess, Path],
 ) -> None:
-    """A HEAD request sends no piece: the handler's are thrown away, never waited for (it
-    used to wait for room for ever after its 16th), and it is not told of a client gone."""
+    """HEAD: pieces thrown away, never waited for (it hung after the 16th), no client gone told."""
     proc, marks = gone_served
     head = httpx.head(proc.url() + "/many/head-1", timeout=10)
     assert head.status_code == 200 and head.content == b""
@@ -632,9 +619,8 @@ def test_a_chunked_handler_asked_with_head_runs_to_its_end(
 def test_a_chunked_handler_whose_client_left_before_its_first_piece_is_told(
     gone_served: tuple[ServerProcess, Path],
 ) -> None:
-    """The client resets the connection while the handler has sent nothing: the answer that
-    the first piece makes is never written, and the handler is told at its next piece (it
-    used to wait for room for ever after its 16th)."""
+    """A reset before the first piece: that answer is never written and the handler is told at its
+    next piece (it waited for ever after the 16th)."""
     proc, marks = gone_served
     with socket.create_connection(("127.0.0.1", proc.ports["HTTP_REST"]), timeout=10) as sock:
         sock.sendall(b"GET /rest/late/early-1 HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -650,8 +636,7 @@ def test_a_chunked_handler_whose_client_left_before_its_first_piece_is_told(
 def test_a_chunked_handler_whose_client_reads_nothing_is_told_at_the_write_deadline(
     gone_served: tuple[ServerProcess, Path],
 ) -> None:
-    """A client that takes nothing of the answer: the engine closes the connection after
-    BodyTimeout without progress (SPEC 7.1), and the handler waiting for room raises then."""
+    """Taking nothing: closed after BodyTimeout (SPEC 7.1), and the waiting handler raises."""
     proc, marks = gone_served
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -689,9 +674,8 @@ def piece(kind):
 def test_set_chunked_response_takes_text_or_bytes_alone(
     tmp_path: Path, kind: str, name: str
 ) -> None:
-    """What a generator may yield (str, bytes, bytearray, memoryview), nothing else: a number
-    is no count of NUL bytes to send (10**10 would have allocated 10 GB), a list no bytes.
-    A TypeError naming the type, in the handler: before the first piece, a 500."""
+    """str, bytes, bytearray, memoryview only: a number is no count of NULs (10**10 allocated 10
+    GB), a list no bytes. A TypeError naming the type; before the first piece, a 500."""
     config = module_config(tmp_path, f"chunk_types_{kind}", app=CHUNK_TYPES_APP)
     with Client(config) as client:
         refused = client.get(f"/rest/piece/{kind}")

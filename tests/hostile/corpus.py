@@ -1,23 +1,14 @@
-"""The hostile corpus: hand-written bad requests, and unusual but valid ones, as data.
+"""The hostile corpus as data: bad requests and unusual valid ones. A :class:`Case` holds the raw
+request (or its builder), the port kinds it targets and per kind the exact answers in order (a
+status, or ``CLOSED``: closed without an answer); ``close``: the server must close after the last
+answer, else the runner proves the connection still serves.
 
-Each :class:`Case` holds the raw request text (or a builder of it), the port kinds it targets
-and, per kind, the exact answers expected in order: a status code, or ``CLOSED`` (the server
-closes the connection without an answer). ``close`` says whether the server must close the
-connection after the last answer; when it must not, the runner proves the connection still
-serves by sending one more request.
-
-Request text is a ``str`` encoded as latin-1 (so ``\\xff`` is the byte 0xFF), with
-placeholders the runner fills in per port kind and case:
-
-* ``{T}``: a protected GET target answered 200 with credentials (``/rest/hello``, or the
-  monitor's ``/api/server/metrics?uptime``); ``{R}`` the location (``/rest`` or ``/api``);
-* ``{ECHO}``: ``/rest/echo`` (POST echoes the body; the monitor answers POST with 405);
-* ``{AUTH}\\r\\n``: the credentials line of the kind (Basic, Bearer, nothing on the monitor);
-  ``{CRED}`` its value alone, ``{B64}`` the Basic credentials, ``{TOKEN}`` the access token;
-* ``{SMUG}``: a complete, authorised request to ``{R}/smuggled/<case id>``; that route writes
-  its name to a file, so a smuggled request the server executes is seen even when its answer
-  is not.
-"""
+Request text is latin-1 (``\\xff`` is byte 0xFF) with placeholders filled per kind: ``{T}`` a
+protected GET target (``/rest/hello``, the monitor's ``/api/server/metrics?uptime``), ``{R}`` the
+location; ``{ECHO}`` ``/rest/echo`` (the monitor answers POST 405); ``{AUTH}\\r\\n`` the kind's
+credentials line, ``{CRED}`` its value, ``{B64}`` Basic's, ``{TOKEN}`` the access token; ``{SMUG}``
+an authorised request to ``{R}/smuggled/<case id>``, a route writing its name to a file, so a
+smuggled request executed shows even when its answer does not."""
 
 from __future__ import annotations
 
@@ -91,8 +82,7 @@ class Case:
         return self.body.get(kind) if isinstance(self.body, dict) else self.body
 
 
-# ---------------------------------------------------------------------------------------------
-# context: what a builder may use
+# -- context: what a builder may use ---------------------------------------------------------------
 
 
 def b64url(raw: bytes) -> str:
@@ -251,8 +241,7 @@ def valid(name: str, kinds: tuple[str, ...], raw: Raw, expect: Expect = 200, **k
 
 GET_T = req("GET {T} HTTP/1.1")
 
-# ---------------------------------------------------------------------------------------------
-# malformed request lines (every port kind: the HTTP layer is the same)
+# -- malformed request lines (every port kind: the HTTP layer is the same) -------------------------
 # fmt: off
 
 F = "request-line"
@@ -298,8 +287,7 @@ for name, raw in [
 ]:
     proto(f"rl-{name}", F, ALL, raw, 400)
 
-# llhttp parses HTTP/0.9 and HTTP/2.0 request lines; fwrest speaks HTTP/1.x only and says so
-# (RFC 9110 15.6.6) rather than answer them as HTTP/1.1
+# llhttp parses HTTP/0.9 and 2.0; fwrest speaks HTTP/1.x only and says so (RFC 9110 15.6.6)
 for version in ("2.0", "0.9"):
     proto(f"rl-version-{version}", F, ALL, f"GET {{T}} HTTP/{version}\r\nHost: h\r\n\r\n", 505)
 
@@ -320,8 +308,7 @@ proto("rl-blank-lines-only", F, APP, "\r\n\r\n\r\n", CLOSED, slow=True)
 proto("rl-head-never-completes", F, APP, "GET {T} HTTP/1.1\r\nHost: h\r\n", 408, slow=True)
 proto("rl-name-never-completes", F, APP, "GET {T} HTTP/1.1\r\nHost: h\r\nX-Slow", 408, slow=True)
 
-# ---------------------------------------------------------------------------------------------
-# malformed headers
+# -- malformed headers -----------------------------------------------------------------------------
 
 F = "header"
 G = "GET {T} HTTP/1.1"
@@ -364,8 +351,7 @@ proto("hd-leading-space-first-line", F, ALL, "GET {T} HTTP/1.1\r\n Host: h\r\n\r
 proto("hd-missing-host", F, ALL, req(G, host=None), 400)
 proto("hd-two-hosts", F, ALL, req(G, "Host: other"), 400)
 proto("hd-host-any-case-twice", F, ALL, req(G, "HOST: h"), 400)
-# RFC 9112 3.2: a Host that is no host[:port] is 400 (a proxy or the application could take
-# another host from it than the one the request was routed by)
+# RFC 9112 3.2: a Host not host[:port] is 400 (a proxy or the app could take another host from it)
 for name, host in [
     ("userinfo", "Host: user@h"),
     ("userinfo-password", "Host: user:pw@h:80"),
@@ -417,8 +403,7 @@ proto("hd-17-headers-of-1k", F, ALL, req(G, *[f"X-K{i}: " + "k" * 1000 for i in 
 proto("hd-value-never-ends", F, ALL, "GET {T} HTTP/1.1\r\nHost: h\r\nX-Endless: " + "e" * 20000, 431)
 proto("hd-many-tiny-packets-17k", F, APP, req(G, "X-Big: " + "v" * 17000), 431, split=4096)
 
-# ---------------------------------------------------------------------------------------------
-# oversized and framing of bodies
+# -- oversized and framing of bodies ---------------------------------------------------------------
 
 F = "body"
 EXPECT_100 = "Expect: 100-continue"
@@ -428,8 +413,7 @@ proto("bd-expect-continue-over-limit", F, ALL, req(PE, EXPECT_100, "Content-Leng
       interim=())
 proto("bd-expect-continue-unknown-expectation", F, ALL,
       req(PE, "Expect: 100-continue, x-more", "Content-Length: 5"), 417, interim=())
-# SPEC 7.1: 100 Continue only after authorization passed; a refusal comes first and alone,
-# and the body is never read
+# SPEC 7.1: 100 Continue only after authorization; a refusal comes first and alone, the body unread
 proto("bd-expect-continue-no-credentials", F, APP,
       req(PE, EXPECT_100, "Content-Length: 5", auth=False), 401, interim=(), challenge="missing")
 proto("bd-expect-continue-no-credentials-body-sent", F, APP,
@@ -482,8 +466,8 @@ app("bd-trailer-host", F, APP, chunked("{ECHO}", "5\r\nhello\r\n0\r\nHost: evil\
 app("bd-trailer-not-a-header", F, APP,
     req("GET /rest/hdr/x-trailer HTTP/1.1", "Transfer-Encoding: chunked",
         body="0\r\nX-Trailer: seen\r\n\r\n"), 200, body=b'"value":null')
-# any spelling of the token route gets its 16 KiB limit before the body is read (the HTTP
-# layer asks the router), not MaxBodySize: a head alone over the limit is refused at once
+# any spelling of the token route gets its 16 KiB limit before the body is read (not MaxBodySize): a
+# head alone over it is refused at once
 proto("bd-token-route-dot-segments-cl-over", F, OAUTH, post(
     "/rest/fw/oauth2/x/../token", "grant_type=password&pad=" + "p" * 20000, FORM, auth=False), 413)
 for name, target in [
@@ -499,9 +483,8 @@ proto("bd-token-route-cl-over", F, OAUTH,
 proto("bd-token-route-chunked-over", F, OAUTH,
       chunked(TOKEN_ROUTE, "4001\r\n" + "g" * 0x4001 + "\r\n0\r\n\r\n", FORM, auth=False), 413)
 
-# ---------------------------------------------------------------------------------------------
-# HEAD answered with an error: never a body (a keep-alive client would read it as the next
-# answer; the runner's next request on the connection would then see garbage)
+# -- HEAD answered with an error -------------------------------------------------------------------
+# never a body: a keep-alive client (the runner's next request) would read it as the next answer
 
 F = "head"
 app("hd-head-unauthorised", F, APP, req("HEAD {T} HTTP/1.1", auth=False), 401, head=True)
@@ -521,8 +504,7 @@ app("hd-head-pipelined-errors", F, APP,
 app("hd-get-app-raises", F, APP, req("GET /rest/boom HTTP/1.1"), 500, raises=True,
     body=b'{"code":500,"detailedMessage":"","message":"Internal Server Error"}')
 
-# ---------------------------------------------------------------------------------------------
-# bad chunking
+# -- bad chunking ----------------------------------------------------------------------------------
 
 F = "chunking"
 for name, chunks in [
@@ -560,8 +542,7 @@ proto("ck-last-chunk-without-blank-line", F, APP, chunked("{ECHO}", "5\r\nhello\
       slow=True)
 proto("ck-monitor-bare-lf", F, MONITOR, chunked("{ECHO}", "5\nhello\r\n0\r\n\r\n"), 400)
 
-# ---------------------------------------------------------------------------------------------
-# request smuggling: every shape refused, or the hidden request never run as its own request
+# -- request smuggling: every shape refused, or the hidden request never run as its own request ----
 
 F = "smuggling"
 SM = APP
@@ -689,8 +670,7 @@ app("sm-expect-continue-body-is-request", F, SM,
     lambda ctx: post("{ECHO}", render("{SMUG}", ctx).decode("latin-1"), EXPECT_100), 200,
     body=SMUGGLED)
 
-# ---------------------------------------------------------------------------------------------
-# NUL and control bytes that reach the path (raw ones are refused by the parser above)
+# -- NUL and control bytes that reach the path (raw ones are refused by the parser above) ----------
 
 F = "control"
 for name, target in [
@@ -720,8 +700,7 @@ def _no_header(answers: list[Any], name: str) -> None:
         assert answer.header(name) is None, (name, answer.headers)
 
 
-# ---------------------------------------------------------------------------------------------
-# invalid UTF-8
+# -- invalid UTF-8 ---------------------------------------------------------------------------------
 
 F = "utf8"
 ADMIN = "GET /rest/admin/secret HTTP/1.1"
@@ -760,8 +739,7 @@ for name, raw in [
 ]:
     app(f"u8-token-{name}", F, OAUTH, raw, 400, error="invalid_request")
 
-# ---------------------------------------------------------------------------------------------
-# huge numbers of headers, fields and parameters
+# -- huge numbers of headers, fields and parameters ------------------------------------------------
 
 F = "many"
 # 100 fields with Host and the credentials: MaxHeaders' default
@@ -785,10 +763,10 @@ for name, raw in [
 ]:
     app(f"mn-token-{name}", F, OAUTH, raw, 400, error="invalid_request")
 
-# ---------------------------------------------------------------------------------------------
-# path tricks against onAuthNoCheckUri (oauth: /public/*, /items/:id), NativeRoutes.public
-# (oauth: healthcheck; basic: healthcheck/ok) and the router. Without credentials: a protected
-# route is 401 whatever the spelling; a spelling that resolves to a public path may be served.
+# -- path tricks -----------------------------------------------------------------------------------
+# against onAuthNoCheckUri (oauth: /public/*, /items/:id), NativeRoutes.public (oauth:
+# healthcheck; basic: healthcheck/ok) and the router: without credentials a protected route is 401
+# whatever the spelling; one resolving to a public path may be served
 
 F = "path"
 PATHS: list[tuple[str, str, int, int]] = [
@@ -899,8 +877,7 @@ for name, target, status in [
     app(f"pt-{name}", F, MONITOR, req(f"GET {target} HTTP/1.1", auth=False), status)
 
 
-# ---------------------------------------------------------------------------------------------
-# malformed Basic credentials (the basic port; the validator is never called for a 401)
+# -- malformed Basic credentials (the basic port; the validator is never called for a 401) ---------
 
 F = "basic"
 
@@ -965,8 +942,7 @@ app("ba-basic-on-oauth-port", F, OAUTH, req(ADMIN, "Authorization: Basic " + GOO
 app("ba-garbage-on-monitor", F, MONITOR,
     req("GET /api/server/metrics?uptime HTTP/1.1", "Authorization: Basic !!!", auth=False), 200)
 
-# ---------------------------------------------------------------------------------------------
-# malformed and forged access tokens (the oauth port)
+# -- malformed and forged access tokens (the oauth port) -------------------------------------------
 
 F = "token"
 
@@ -1080,8 +1056,7 @@ app("tok-in-cookie", F, OAUTH, req(ADMIN, "Cookie: access_token={TOKEN}", auth=F
 proto("tok-repeated", F, OAUTH,
       req(ADMIN, "Authorization: Bearer {TOKEN}", "Authorization: Bearer {TOKEN}", auth=False), 400)
 
-# ---------------------------------------------------------------------------------------------
-# malformed token requests (the oauth port's token route)
+# -- malformed token requests (the oauth port's token route) ---------------------------------------
 
 F = "token-request"
 USER_PASS = f"username={OAUTH_USER}&password={OAUTH_PASSWORD}"
@@ -1201,8 +1176,7 @@ _tr("head", req(f"HEAD {TOKEN_ROUTE} HTTP/1.1", auth=False), 405, None, head=Tru
 proto("tr-repeated-authorization", F, OAUTH, _form(GRANT, CLIENT_BASIC, CLIENT_BASIC), 400)
 proto("tr-expect-unknown", F, OAUTH, _form(GRANT, "Expect: 200-ok"), 417)
 
-# ---------------------------------------------------------------------------------------------
-# TLS port spoken to without TLS, or with a broken handshake: closed, never an HTTP answer
+# -- TLS port spoken to without TLS, or with a broken handshake: closed, never an HTTP answer ------
 
 F = "tls"
 for name, raw in [
@@ -1217,8 +1191,7 @@ proto("tls-truncated-hello", F, OAUTH, "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03
       transport="raw", slow=True)
 proto("tls-silent-client", F, OAUTH, "", CLOSED, transport="raw", slow=True)
 
-# =============================================================================================
-# unusual but valid requests: each must succeed
+# == unusual but valid requests: each must succeed =================================================
 
 OK_BODY = {"basic": b'"hello":"world"', "oauth": b'"hello":"world"', "monitor": b'"uptime"'}
 HELLO = OK_BODY["basic"]
@@ -1259,8 +1232,7 @@ valid("http10-no-host", ALL, req("GET {T} HTTP/1.0", host=None), close=True, bod
 
 
 def _says_keep_alive(answers: list[Any]) -> None:
-    # an HTTP/1.0 client keeps the connection only when the answer says so (ApacheBench -k
-    # waits for the close otherwise: KeepAliveTimeout per request)
+    # HTTP/1.0 keeps a connection the answer keeps (ab -k else waits KeepAliveTimeout)
     for answer in answers:
         assert answer.header("connection") == "keep-alive", answer.headers
 
@@ -1435,10 +1407,9 @@ def _chunks(text: str) -> str:
     return "".join(f"{len(p):x};n={i}\r\n{p}\r\n" for i, p in enumerate(parts)) + "0\r\n\r\n"
 
 
-# ---------------------------------------------------------------------------------------------
-# pipelined requests with a bad one among them: the answers to the requests before it, in
-# order, then its own answer, then the connection closes (nothing after it is read: {SMUG}).
-# The first request sleeps, so the bad one is read while an earlier one is still being served.
+# -- pipelined requests with a bad one among them --------------------------------------------------
+# the earlier answers in order, its own, then the close (nothing after it read: {SMUG}); the first
+# request sleeps, so the bad one is read while an earlier one is served
 
 F = "pipeline"
 SLOW = req("GET /rest/sleep/300 HTTP/1.1")
@@ -1458,8 +1429,7 @@ proto("pl-413-after-two", F, APP,
       SLOW + GET_T + req(PE, "Content-Length: 99999999") + "{SMUG}", (200, 200, 413))
 proto("pl-connection-close-in-the-middle", F, APP,
       SLOW + req(G, "Connection: close") + "{SMUG}", (200, 200))
-# a request read behind a slow one, whose head or body stalls: its deadline runs while the
-# slow one is served, and it gets its 408 as soon as that answer is written
+# behind a slow request a stall's deadline runs meanwhile; its 408 follows that answer
 proto("pl-head-stalls-behind-a-slow-request", F, APP, SLOW2 + "GET {T} HTTP/1.1\r\nHost: h\r\n",
       (200, 408), slow=True)
 proto("pl-body-stalls-behind-a-slow-request", F, APP,

@@ -1,25 +1,13 @@
-"""The service the hostile tests attack, and a raw wire client for it.
+"""The service the hostile tests attack, and a raw wire client. ``fwrest serve --workers 2`` on
+sqlite: ``basic`` (``HTTP_BASIC``, ``OnAuth`` ``app.on_auth``, ``healthcheck/ok`` public), ``oauth``
+(``HTTPS_OAUTH``, trustme TLS, ``app.params``, ``onAuthNoCheckUri`` ``app.nocheck``: ``/public/*``,
+``/items/:id``; ``healthcheck`` public), ``monitor`` (``[APP_MONITOR]``, no authorization).
 
-One ``fwrest serve --workers 2`` (sqlite state store) serves three port kinds:
-
-* ``basic``: ``HTTP_BASIC``, plain HTTP, Basic with ``OnAuth`` = ``app.on_auth``;
-  ``NativeRoutes.public`` opens ``healthcheck/ok``;
-* ``oauth``: ``HTTPS_OAUTH``, TLS (trustme), OAuth2 with ``onAuthparams`` = ``app.params``,
-  ``onAuthNoCheckUri`` = ``app.nocheck`` (``/public/*`` and ``/items/:id``),
-  ``NativeRoutes.public`` = ``["healthcheck"]``;
-* ``monitor``: ``[APP_MONITOR]``, plain HTTP, no authorization.
-
-With ``deadline_ms`` (``DEADLINE_MS``), the header, body and TLS handshake deadlines of the two
-application ports are shortened, so that a request the server must wait on ends in 408 well
-inside the client's hang guard; with None they are the defaults (10 s and more), for the cases
-that wait on no deadline: a starved worker (a loaded machine, the parallel tests at nice 10)
-then never ends a request that has arrived whole.
-
-Every secret the corpus uses is a distinctive canary (``SECRETS`` plus the tokens issued at
-start), so a test can search the logs for them. The route ``/smuggled/:name`` records every
-call in ``smuggled.log`` beside the config: a smuggled request that the server executes leaves
-its name there.
-"""
+``deadline_ms`` shortens the two application ports' header, body and handshake deadlines, so a
+waiting request ends in 408 well inside the client's hang guard; None keeps the defaults for cases
+waiting on none, so a starved worker (nice 10) never ends a request that arrived whole. Every secret
+is a canary (``SECRETS`` and the tokens issued at start) searched in the logs; ``/smuggled/:name``
+records calls in ``smuggled.log``."""
 
 from __future__ import annotations
 
@@ -58,8 +46,7 @@ DEADLINE_MS = 1500
 BODY_LIMIT = 65536
 NO_THROTTLE = 1_000_000
 WIRE_TIMEOUT = 5.0  # the hang guard of every read (seconds)
-# the 5xx the SPEC allows besides an application's own 500: 501 for a transfer coding fwrest
-# does not speak, 503 from the store unavailable, 505 for HTTP/0.9 or 2.0
+# 5xx allowed besides an app's 500: 501 (transfer coding), 503 (store), 505 (HTTP/0.9, 2.0)
 ALLOWED_5XX = {501, 503, 505}
 
 HOSTILE_APP = (
@@ -263,8 +250,7 @@ def start_service(
     return service
 
 
-# ---------------------------------------------------------------------------------------------
-# the wire
+# -- the wire --------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -290,13 +276,9 @@ class Hang(AssertionError):
 
 
 class Wire(RawSocket):
-    """A TCP or TLS connection that sends raw bytes and reads well-formed responses.
-
-    ``read()`` returns the next final response (interim ``100 Continue`` answers are collected
-    in ``interim``), or None when the server closed the connection with nothing (more) to
-    send; it raises :class:`Hang` past the timeout and :class:`Malformed` on bytes that are
-    not HTTP. A TLS handshake the server refuses counts as closed.
-    """
+    """Raw bytes out, well-formed responses in: ``read()`` gives the next final response (``100
+    Continue`` collected in ``interim``) or None once closed, raises :class:`Hang` past the timeout
+    and :class:`Malformed` on non-HTTP bytes; a refused TLS handshake counts as closed."""
 
     # a reset, any TLS error while reading, any error while sending: the server closed
     closed_on_send: tuple[type[OSError], ...] = (OSError,)

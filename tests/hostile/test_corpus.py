@@ -1,17 +1,9 @@
-"""The hostile corpus (``corpus.py``) sent as raw bytes over real sockets to each port kind of
-a ``fwrest serve --workers 2`` (see ``service.py``), at ``rest_log_level=5`` with
-``rest_error_full=1`` so that every log line the server can write is written. The cases that
-wait for a server deadline (``slow``) go to a service whose deadlines are shortened to
-``DEADLINE_MS``; the others to one with the default deadlines, which a worker starved by a
-loaded machine does not reach before it reads a request that arrived whole.
-
-For every case and port kind: the exact answers in order (or a close without an answer),
-whether the connection closed (or, when it must stay open, that it still serves), the error
-body's shape, the challenge of a 401, no smuggled request executed, no worker died, nothing
-hung (every read has a 5 s guard, every test a 30 s one). At the end of the module: the
-workers are the ones that started, the logs hold no traceback and none of the secrets the
-corpus used.
-"""
+"""The hostile corpus (``corpus.py``) as raw bytes to each port kind of ``service.py``'s ``fwrest
+serve --workers 2`` at ``rest_log_level=5``, ``rest_error_full=1`` (every line written). ``slow``
+cases go to a service with deadlines of ``DEADLINE_MS``, others to the defaults (which a starved
+worker does not reach). Per case and kind: the exact answers, the close (or that it still serves),
+the error body, a 401's challenge, nothing smuggled executed, no worker died, no hang (5 s per read,
+30 s per test). After: the same workers, no traceback, none of the secrets in the logs."""
 
 from __future__ import annotations
 
@@ -36,8 +28,7 @@ from tests.hostile.service import WIRE_TIMEOUT, Answer, HostileService, Wire, st
 BASIC_CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
 BEARER_REALM = 'Bearer realm="Access to REST"'
 TOKEN_ROUTE = "/fw/oauth2/token"
-# 5xx the SPEC allows: 500 from a raising application function (the Basic validator case
-# says so itself), and ALLOWED_5XX of service.py
+# 5xx allowed: 500 from a raising app function (the validator case) and ALLOWED_5XX
 ALLOWED_5XX = hostile_service.ALLOWED_5XX
 PROBES = {
     "basic": (b"GET /rest/fw/healthcheck/ok HTTP/1.1\r\nHost: h\r\n\r\n", b"ok"),
@@ -58,8 +49,7 @@ def _service(
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterator[HostileService]:
-    """The default deadlines: the cases that wait on none (a starved worker in a loaded CI
-    ends no request that arrived whole)."""
+    """Default deadlines, for cases waiting on none (a starved worker ends no whole request)."""
     yield from _service(tmp_path_factory, ca, None)
 
 
@@ -79,8 +69,7 @@ def _params(cases: list[Case]) -> list[Any]:
     ]
 
 
-# ---------------------------------------------------------------------------------------------
-# sending and reading
+# -- sending and reading ---------------------------------------------------------------------------
 
 
 def _send(wire: Wire, data: bytes, split: int) -> None:
@@ -216,8 +205,7 @@ def check_service(svc: HostileService, case: Case, kind: str) -> None:
     assert f"{case.name}--{kind}" not in svc.smuggled(), "the smuggled request was executed"
 
 
-# ---------------------------------------------------------------------------------------------
-# the tests
+# -- the tests -------------------------------------------------------------------------------------
 
 
 def test_corpus_size() -> None:
@@ -256,16 +244,14 @@ def test_valid_request(request: pytest.FixtureRequest, case: Case, kind: str) ->
 
 
 def _served_by(request: pytest.FixtureRequest, case: Case) -> HostileService:
-    """A case that waits for a deadline goes to the quick service, the others to the one with
-    the default deadlines."""
+    """A deadline case goes to the quick service, the others to the default one."""
     svc: HostileService = request.getfixturevalue("quick_service" if case.slow else "service")
     return svc
 
 
 @pytest.mark.parametrize("name", ["service", "quick_service"])
 def test_service_intact_after_corpus(request: pytest.FixtureRequest, name: str) -> None:
-    """Runs after the corpus (file order): same workers, no traceback but the application's,
-    no secret in the logs, on each of the two services."""
+    """After the corpus: same workers, only the app's tracebacks, no secret, on each service."""
     service: HostileService = request.getfixturevalue(name)
     assert service.alive()
     assert service.worker_pids() == service.workers, "a worker died during the corpus"
@@ -273,8 +259,7 @@ def test_service_intact_after_corpus(request: pytest.FixtureRequest, name: str) 
     assert "protocol error" in logs or "408" in logs, "the corpus did not run against it"
     for marker in ("request pipeline failed", "monitor request failed"):
         assert marker not in logs, f"{marker!r} in the log:\n{_around(logs, marker)}"
-    # the only tracebacks: the application's own, /boom and the OnAuth that raises
-    # (rest_error_full=1 logs them whole)
+    # the only tracebacks: the app's /boom and the raising OnAuth (rest_error_full=1)
     traces = re.findall(
         r"Traceback \(most recent call last\).*?(?=^\d{4}-\d\d-\d\dT|\Z)", logs, re.S | re.M
     )

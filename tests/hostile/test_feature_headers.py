@@ -1,6 +1,5 @@
-"""Bad ``Range``, ``Accept-Encoding``, ``Origin`` and conditional headers against the location
-features (SPEC 10): each is answered (206, 200, 304, 403, 404 or 416 as the SPEC says), never a
-500 nor a crash; in process, on a port with every feature configured."""
+"""Bad ``Range``, ``Accept-Encoding``, ``Origin`` and conditional headers against every location
+feature (SPEC 10), in process: answered as the SPEC says, never a 500 or a crash."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""A mutation run: the valid requests of the corpus, mutated byte by byte with a seeded RNG
-(flip, insert, delete, duplicate or swap lines, splice two requests, change a number), sent
-to a running ``fwrest serve --workers 2`` over many connections at bounded concurrency,
-several requests per connection while the server keeps it open.
-
-Every connection must end with well-formed HTTP/1.1 answers (status < 500, or a 5xx the SPEC
-allows) or a close, within a per-read hang guard; no worker may die. The counts by status are
-printed. ``FWREST_MUTATIONS`` sets how many mutated requests are sent (default 20,000; the
-soak runs 200,000), ``FWREST_MUTATION_SEED`` the seed.
-"""
+"""A mutation run: the corpus's valid requests mutated by a seeded RNG (flip, insert, delete,
+duplicate or swap lines, splice, change a number) to ``fwrest serve --workers 2`` over many
+connections, several requests each while kept open. Each connection ends in well-formed answers
+(under 500 or an allowed 5xx) or a close within a hang guard; no worker dies; counts printed.
+``FWREST_MUTATIONS`` (default 20,000; the soak 200,000), ``FWREST_MUTATION_SEED``."""
 
 from __future__ import annotations
 
@@ -74,14 +69,12 @@ def service(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterato
 
 
 def seeds(svc: HostileService) -> list[tuple[str, bytes]]:
-    """The valid corpus requests, rendered for their port kinds (HEAD left out: its answer has
-    no body, which a mutated request would make ambiguous to read)."""
+    """Valid requests per port kind (no HEAD: a mutation makes a bodiless answer ambiguous)."""
     out = []
     for case in VALID:
         for kind in case.kinds:
             ctx = Ctx(kind, "seed", svc.access_token, svc.refresh_token, svc.signing_key)
-            # a refresh token of its own family: its replays (the mutations send it again and
-            # again) revoke that family, not the one of the access token the seeds use
+            # a refresh token of its own family: the replays revoke it, not the access token's
             ctx.fresh_refresh = svc.fresh_refresh
             steps = case.raw if isinstance(case.raw, tuple) else (case.raw,)
             sent = [step(ctx) if callable(step) else step for step in steps if step is not CONTINUE]
@@ -130,9 +123,8 @@ def mutate(rng: random.Random, data: bytes, others: list[bytes]) -> bytes:
 async def read_answer(
     reader: asyncio.StreamReader, buffer: bytearray, tally: Tally, guard: float
 ) -> tuple[int, bool] | None:
-    """One final answer (interim 1xx skipped): its status and whether it announced a close,
-    or None when the server closed. Raises AssertionError on bytes that are not HTTP/1.1 or
-    past the hang guard."""
+    """One final answer (1xx skipped): status and whether it announced a close, None once closed;
+    AssertionError on non-HTTP/1.1 bytes or past the guard."""
     while True:
         while b"\r\n\r\n" not in buffer:
             chunk = await _read(reader, guard)
@@ -204,8 +196,7 @@ async def connection(
     budget: Budget,
     tally: Tally,
 ) -> None:
-    """Send ``requests`` (one after the other, or all at once), as far as the budget goes and
-    the server keeps the connection open."""
+    """``requests`` in turn or at once, while the budget lasts and the connection stays open."""
     first = budget.take(len(requests) if pipelined else 1)
     if not first:
         return
@@ -235,8 +226,7 @@ async def connection(
             try:
                 writer.write(data)
                 await writer.drain()
-            # RuntimeError: uvloop's write on a transport it closed as the server closed it (the
-            # keep-alive deadline passed while a loaded machine let this client wait)
+            # RuntimeError: uvloop writing on a transport it closed (keep-alive ended when loaded)
             except (ConnectionResetError, BrokenPipeError, ssl.SSLError, RuntimeError):
                 tally.closed_without_answer += 1
                 return

@@ -1,8 +1,6 @@
-"""Property-based tests (hypothesis) of the parsers hostile input reaches first: the Basic
-header parser, the token-request parser, the path normaliser, the ``onAuthNoCheckUri``
-matcher and the configuration loader. Each may refuse its input only in its own documented
-way (None, ``OAuthError``, ``BadPath``, ``ConfigError``), never with another exception.
-"""
+"""Hypothesis on the parsers hostile input reaches first (Basic header, token request, path
+normaliser, ``onAuthNoCheckUri`` matcher, configuration loader): each refuses only its documented
+way (None, ``OAuthError``, ``BadPath``, ``ConfigError``)."""
 
 from __future__ import annotations
 
@@ -41,8 +39,7 @@ HEADER = st.one_of(
 USER = TEXT.filter(lambda u: ":" not in u)  # a Basic user name holds no colon
 
 
-# ---------------------------------------------------------------------------------------------
-# parse_basic
+# -- parse_basic -----------------------------------------------------------------------------------
 
 
 @FAST
@@ -82,8 +79,7 @@ def test_parse_basic_refuses_credentials_without_colon(raw: bytes) -> None:
     assert parse_basic("Basic " + base64.b64encode(raw).decode()) is None
 
 
-# ---------------------------------------------------------------------------------------------
-# request_params (the token route's parameters)
+# -- request_params (the token route's parameters) -------------------------------------------------
 
 FORM_TYPES = [
     "application/x-www-form-urlencoded", "application/x-www-form-urlencoded; charset=utf-8",
@@ -151,8 +147,7 @@ def test_request_params_keep_distinct_parameters(data: st.DataObject, names: lis
     assert got == {name: value for name, value in values.items() if value}
 
 
-# ---------------------------------------------------------------------------------------------
-# normalise_path
+# -- normalise_path --------------------------------------------------------------------------------
 
 SEGMENT_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="/")
 TRICKY_SEGMENTS = [
@@ -188,8 +183,7 @@ def test_normalise_is_idempotent(path: str) -> None:
     once = _normalised(path)
     assume(once is not None)
     assert once is not None
-    # The result is decoded: a literal "%" in it (from "%25") would be decoded again by a
-    # second pass, which no part of fwrest makes; quoted back, it must come out unchanged.
+    # decoded: fwrest never decodes twice, so a "%" (from "%25") quoted back is unchanged
     assert normalise_path(once.replace("%", "%25")) == once
     if "%" not in once:
         assert normalise_path(once) == once
@@ -222,8 +216,7 @@ def test_normalise_refuses_encoded_slashes(
         normalise_path("/" + "/".join(quote(s, safe="%") for s in segments))
 
 
-# ---------------------------------------------------------------------------------------------
-# NoCheckPaths (onAuthNoCheckUri)
+# -- NoCheckPaths (onAuthNoCheckUri) ---------------------------------------------------------------
 
 LITERAL_CHARS = st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/:*%")
 LITERAL_SEGMENT = st.text(LITERAL_CHARS, min_size=1, max_size=8).filter(
@@ -267,8 +260,7 @@ def test_param_and_star_patterns(prefix: str, value: str, extra: str) -> None:
     assert not star.matches(prefix + value)  # a sibling with the same prefix is not below it
 
 
-# ---------------------------------------------------------------------------------------------
-# the configuration loader
+# -- the configuration loader ----------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")

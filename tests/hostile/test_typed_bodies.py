@@ -1,9 +1,7 @@
-"""Hostile bodies against typed endpoints (SPEC 14.1): what a client can put in a body within
-``MaxBodySize`` (nesting a hundred thousand levels deep, a mebibyte of one string or of
-numbers, numbers beyond every range, invalid UTF-8, NUL bytes, duplicate keys, a BOM) is
-answered 2xx, 400 or 415, within a hang guard, and the worker that decoded it serves on.
-A real ``fwrest serve`` over loopback for the crashes a process would show; a property run of
-generated JSON through the in-process client."""
+"""Hostile bodies within ``MaxBodySize`` against typed endpoints (SPEC 14.1): 100,000 nesting
+levels, a MiB string or numbers, out-of-range numbers, invalid UTF-8, NUL, duplicate keys, a BOM:
+2xx, 400 or 415 within a hang guard, the worker serving on. A real ``fwrest serve`` for crashes;
+generated JSON in process."""
 
 from __future__ import annotations
 

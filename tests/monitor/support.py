@@ -1,8 +1,4 @@
-"""Helpers of the memory-monitor tests: free ports, the monitor's URL, /proc readings.
-
-``free_port``, ``port_is_free``, ``children`` and ``wait_children`` live in tests/conftest.py;
-they are named here too for the tests that import them from this module.
-"""
+"""Helpers of the memory-monitor tests: ports, the monitor's URL, /proc readings."""
 
 from __future__ import annotations
 

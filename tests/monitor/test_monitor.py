@@ -1,8 +1,6 @@
-"""The memory monitor (SPEC 5 "Memory monitor") over real HTTP on its own port: one ``fwrest
-serve --workers 2`` with ``[APP_MONITOR] Enable=1`` serves most tests (module scope), hostile
-requests too; TLS and Basic authorization get servers of their own. Figures that move (RSS,
-free RAM, counters) are polled with generous hang guards and printed; nothing asserts speed.
-"""
+"""The memory monitor (SPEC 5) over HTTP: one ``fwrest serve --workers 2`` with ``Enable=1`` for
+most tests (hostile requests too), TLS and Basic on their own. Moving figures (RSS, free RAM,
+counters) polled with generous guards and printed; no speed asserted."""
 
 from __future__ import annotations
 
@@ -69,8 +67,7 @@ GROWTH_KB = 80 * 1024  # of the 100 MB kept, at least this much must show
 
 
 class Monitor:
-    """The module's service: its monitor's port, origin (``root``) and metrics URL (``base``),
-    and the time just before it was started."""
+    """The monitor's port, origin (``root``), metrics URL (``base``), and its start time."""
 
     def __init__(self, proc: ServerProcess, port: int, started: float):
         self.proc, self.port, self.started = proc, port, started
@@ -383,10 +380,7 @@ def test_resident_grows_when_an_endpoint_keeps_a_buffer(mon: Monitor) -> None:
 
 
 def test_all_keeps_every_worker_with_many_processes() -> None:
-    """``all`` lists the figures of every worker, however many there are (no cap cuts it).
-
-    Thirty real child processes stand in for workers; the collector reads them with psutil.
-    """
+    """``all`` lists every worker however many; thirty real children stand in, read by psutil."""
     sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
     kids = [subprocess.Popen(sleep) for _ in range(30)]
     try:

@@ -1,7 +1,5 @@
-"""``[APP_MONITOR]`` configuration (SPEC 2, 5, 7): what ``fwrest check`` refuses or warns about,
-and what a real ``fwrest serve`` binds for the monitor (nothing when ``Enable=0``; 127.0.0.1 and
-``/api`` by default; the configured ``ApiPath``).
-"""
+"""``[APP_MONITOR]`` (SPEC 2, 5, 7): what ``fwrest check`` refuses or warns about, and what ``fwrest
+serve`` binds (nothing at ``Enable=0``; 127.0.0.1 and ``/api`` by default; ``ApiPath``)."""
 
 from __future__ import annotations
 
@@ -153,8 +151,8 @@ def test_public_monitor_is_warned_about_at_start(tmp_path: Path, serve: Any) -> 
 def test_the_announced_monitor_url_is_one_to_open(
     host: str, api_path: str, tls: bool, expected: str
 ) -> None:
-    # as the servers' URLs: an IPv6 address in brackets, a wildcard address as 127.0.0.1
-    # (the loopback form is checked on a real server above; a CI machine may have no ::1)
+    # as servers' URLs: IPv6 in brackets, a wildcard as 127.0.0.1 (loopback checked on a real server
+    # above; CI may lack ::1)
     cert = Path("cert.pem") if tls else None
     mon = MonitorConfig(enable=True, host=host, api_path=api_path, ssl_certificate=cert)
     assert monitor_url(mon, 9001) == expected

@@ -1,8 +1,6 @@
-"""Which processes the memory monitor counts (SPEC 5: "with several workers the process figures
-cover the whole service (and per worker under their own names)"), against real servers, the
-figures compared with ``/proc``: a worker's name is the log's, also after a replacement; with
-``fwrest.start()`` the service is the calling process alone.
-"""
+"""Which processes the monitor counts (SPEC 5: the whole service, and each worker by name), on real
+servers against ``/proc``: a worker's name is the log's, after a replacement too; with
+``fwrest.start()`` the calling process alone."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ def test_worker_names_follow_the_logs_numbers_after_a_replacement(
     config = free_config(tmp_path, app=MEMORY_APP, extra={"APP_MONITOR": monitor_section(port)})
     proc = serve(config, workers=2)
     base = f"http://127.0.0.1:{port}/api/server/metrics"
-    # both ready lines (worker N -> pid): they may follow "fwrest: ready", and one of worker 2
-    # alone left pids[1] missing
+    # both ready lines: they may follow "fwrest: ready" (worker 2's alone left pids[1] missing)
     pids = wait_ready_workers(proc, 2, timeout=60)  # hang guard: a loaded machine starts slowly
     print("workers:", pids)
 

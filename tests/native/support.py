@@ -1,11 +1,7 @@
-"""Helpers shared by the native-route tests (SPEC 5): a module's service of its own app and
-auth modules (``auth_service``), the in-process client of one port (``fwrest.testing.Client``,
-``sqlite_client``) and its log file, the settings JSON API (over a real server's URL or a
-client), spreading requests over both workers of a ``--workers 2`` service, the workers' log
-labels (waited for, never read before they are written) and the moment each worker shows a
-settings change (read from its own log lines). ``wait_for`` is tests/conftest.py's, named here
-for the tests that import it from this module.
-"""
+"""Helpers of the native-route tests (SPEC 5): a module's own service (``auth_service``), one port's
+in-process client (``sqlite_client``) and its log, the settings JSON API (a server's URL or a
+client), spreading requests over both workers, the workers' log labels (waited for), and when each
+worker shows a settings change (from its own log lines)."""
 
 from __future__ import annotations
 
@@ -85,8 +81,7 @@ JSON_ACCEPT = {"Accept": "application/json"}
 
 
 def oauth2_port(tmp: Path, ca: trustme.CA, params: str, **fw_data: Any) -> dict[str, Any]:
-    """A server section of an oAuth2 port on TLS (127.0.0.1, a free port, location ROOT),
-    its certificate and key written to ``tmp``; ``params``: its ``onAuthparams``."""
+    """An oAuth2 TLS section (127.0.0.1, free port, ROOT), files in ``tmp``; ``params``."""
     cert = ca.issue_cert("127.0.0.1", "localhost")
     cert.cert_chain_pems[0].write_to_path(str(tmp / "server.crt"))
     cert.private_key_pem.write_to_path(str(tmp / "server.key"))
@@ -98,16 +93,14 @@ def oauth2_port(tmp: Path, ca: trustme.CA, params: str, **fw_data: Any) -> dict[
     )
 
 
-# What the settings helpers talk to: a real server's base URL (``http://127.0.0.1:PORT/rest``)
-# or an in-process client whose base URL ends with the location (``in_process``).
+# a real server's base URL (``http://127.0.0.1:PORT/rest``) or an in-process client (``in_process``)
 Base = str | httpx.Client
 
 
 @contextmanager
 def in_process(config: Path, server: str, location: str = "/rest") -> Iterator[Client]:
-    """``fwrest.testing.Client`` of ``server`` (one worker, in this process) for the length of
-    the ``with`` block, its base URL ending with ``location``: ``client.get("/hello")`` asks
-    ``/rest/hello``. Its service's ``Repository`` modules need names no other test uses."""
+    """In-process client of ``server`` for the block, base URL ending with ``location``
+    (``get("/hello")`` asks ``/rest/hello``); its modules need names of their own."""
     client = Client(config, server=server)
     client.base_url = str(client.base_url).rstrip("/") + location
     with client:
@@ -138,10 +131,9 @@ def in_process_ports(
 
 
 def auth_service(tmp: Path, name: str = "", auth: str = AUTH_SOURCE, **kw: Any) -> Path:
-    """:func:`module_config`'s service in ``tmp`` whose modules are ``{name}_app`` and
-    ``{name}_auth`` (``auth``: its source), both imported by ``[ENV]``; without a ``name``
-    :func:`free_config`'s, of modules ``app`` and ``auth`` (for ``fwrest serve``, whose process
-    imports them). ``kw`` as those two take them (``extra``: sections beside ``[ENV]``)."""
+    """:func:`module_config`'s service with modules ``{name}_app`` and ``{name}_auth`` (``auth``:
+    its source); without ``name``, :func:`free_config`'s ``app`` and ``auth`` (for ``fwrest
+    serve``). ``kw`` as those take them (``extra``: sections beside ``[ENV]``)."""
     prefix = f"{name}_" if name else ""
     (tmp / f"{prefix}auth.py").write_text(auth)
     kw["extra"] = {"ENV": {"Repository": f"{prefix}app,{prefix}auth"}, **kw.get("extra", {})}
@@ -152,17 +144,15 @@ def auth_service(tmp: Path, name: str = "", auth: str = AUTH_SOURCE, **kw: Any) 
 
 @contextmanager
 def sqlite_client(tmp: Path, name: str) -> Iterator[Client]:
-    """The in-process client of tests/conftest.py's service (``HTTP_REST``, its app module
-    ``name``) on the sqlite state store, base URL ending in ``/rest``."""
+    """The in-process client of tests/conftest.py's service (app ``name``) on sqlite, ``/rest``."""
     config = module_config(tmp, name, extra={"HTTPSERVER": {"StateStore": "sqlite"}})
     with in_process(config, "HTTP_REST") as client:
         yield client
 
 
 class FileLog:
-    """A service's ``LogFile``, as the in-process client writes it (the test process's log
-    handlers; a worker's lines leave at the end of its event loop's turn, so a line is waited
-    for, never read at once). ``log()`` and ``wait_log()`` as :class:`ServerProcess` has them."""
+    """A ``LogFile`` as the in-process client writes it; lines leave at the end of a loop turn, so
+    they are waited for (``log()``, ``wait_log()`` as :class:`ServerProcess`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -246,8 +236,8 @@ def settle(since: float) -> None:
         time.sleep(left)
 
 
-# A worker's line when it applies a change: "(run time)" in the worker that answered the
-# change, as it applies it (just before it answers), "(sync)" in the others, "(start)".
+# A worker's line when it applies a change: "(run time)" in the answering worker (just before it
+# answers), "(sync)" in the others, "(start)".
 SETTINGS_LINE = re.compile(
     r"^(\S+)Z \w+ fwrest\.server \[(w\d+)\] settings changed \(([^)]+)\): (.*?)"
     r"(?: request_id=\S+)?$",
@@ -263,10 +253,8 @@ def _stamp(text: str) -> datetime:
 def wait_shown(
     proc: ServerProcess, mark: int, *transitions: str, count: int = 2, timeout: float = 10
 ) -> dict[str, dict[str, datetime]]:
-    """Worker label -> transition -> when that worker applied it, once each of ``w1`` to
-    ``w{count}`` has logged, after offset ``mark``, its ``settings changed`` line naming each of
-    ``transitions`` (``"rest_log_level 3 -> 2"``, as the line writes them). A hang guard of
-    ``timeout`` s: the lines are waited for, the times are the workers' own."""
+    """Worker label -> transition -> when applied, once each of ``w1``..``w{count}`` logged after
+    ``mark`` its ``settings changed`` line of ``transitions``; ``timeout``: the hang guard."""
     wanted = [f"w{n}" for n in range(1, count + 1)]
     shown: dict[str, dict[str, datetime]] = {}
 
@@ -289,14 +277,10 @@ def wait_shown(
 def change_lag(
     proc: ServerProcess, mark: int, *transitions: str, count: int = 2, timeout: float = 10
 ) -> float:
-    """Seconds from a change's answer to the moment every worker shows it (SPEC 5: within
-    1 s), for the change(s) answered after offset ``mark`` that made ``transitions``.
-
-    Both moments are the workers' own log times, waited for (:func:`wait_shown`): the answer's
-    is the answering worker's ``(run time)`` line, the other's its ``(sync)`` line. The test's
-    own pace (its polls, the machine's scheduling of it) does not count; the worst transition
-    of the slowest worker does.
-    """
+    """Seconds from a change's answer to every worker showing it (SPEC 5: within 1 s), for the
+    change(s) after ``mark`` that made ``transitions``. Both moments are the workers' own log times
+    (the answering worker's ``(run time)``, the others' ``(sync)``), so the test's own pace does not
+    count; the worst transition of the slowest worker does."""
     shown = wait_shown(proc, mark, *transitions, count=count, timeout=timeout)
     answered: dict[str, datetime] = {}
     for stamp, _label, why, text in SETTINGS_LINE.findall(proc.log()[mark:]):
@@ -312,8 +296,7 @@ def change_lag(
 
 
 def settled(proc: ServerProcess, mark: int, *transitions: str, count: int = 2) -> float:
-    """Wait until every worker shows the change(s) answered after ``mark`` and assert that
-    each did within 1 s of the answer (SPEC 5); the seconds the slowest took."""
+    """Every worker shows the change(s) after ``mark`` within 1 s (SPEC 5); the slowest's time."""
     lag = change_lag(proc, mark, *transitions, count=count)
     print(f"{', '.join(transitions)}: every worker {lag:.3f} s after the answer")
     # the log's times are whole milliseconds: one tick either way is the clock, not a worker
@@ -324,8 +307,7 @@ def settled(proc: ServerProcess, mark: int, *transitions: str, count: int = 2) -
 def settled_change(
     proc: ServerProcess, base: str, changes: dict[str, Any], *transitions: str
 ) -> int:
-    """POST ``changes`` (they must succeed) and wait until every worker shows ``transitions``,
-    each within 1 s of the answer (:func:`settled`); the log's length then."""
+    """POST ``changes`` (must succeed), :func:`settled` on ``transitions``; the log's length."""
     mark = len(proc.log())
     change(base, changes)
     settled(proc, mark, *transitions)
@@ -333,10 +315,8 @@ def settled_change(
 
 
 def clear_settings(base: str, count: int = 2) -> None:
-    """Clear every run-time value of the service of ``base`` (an open port of a ``--workers
-    count`` service whose ``/hello`` answers its pid), then wait until each worker has no
-    run-time value and the values in force the answer gives: at the latest SPEC 5's 1 s after
-    the answer, sooner once each worker, asked on a connection of its own, says so."""
+    """Clear ``base``'s run-time values (``/hello`` answers the pid) and wait until no worker has
+    one: at most SPEC 5's 1 s, sooner once each worker, asked on its own connection, says so."""
     r = post_settings(base, dict.fromkeys(SETTING_NAMES))
     answered = time.monotonic()
     assert r.status_code == 200, (r.status_code, r.text)
@@ -362,8 +342,8 @@ def clear_settings(base: str, count: int = 2) -> None:
 
     try:
         while time.monotonic() < answered + SETTLE_S:
-            # twice, 0.1 s apart: a worker takes the store's values, then re-reads the file
-            # (in a thread) before it puts them in force; its answer in between shows them
+            # twice, 0.1 s apart: a worker takes the store's values, then re-reads the file (in a
+            # thread) before applying them; an answer between shows them
             if all_cleared():
                 time.sleep(0.1)
                 if all_cleared():
@@ -380,8 +360,7 @@ def worker_labels(log: str) -> dict[int, str]:
 
 
 def wait_worker_labels(proc: ServerProcess, count: int = 2, timeout: float = 15) -> dict[int, str]:
-    """pid -> log label of the workers, once the log has the ``ready`` line of each of ``w1``
-    to ``w{count}`` (``fwrest: ready`` may come before them: see ``wait_ready_workers``)."""
+    """pid -> log label once ``w1``..``w{count}`` logged ready (maybe after ``fwrest: ready``)."""
     wait_ready_workers(proc, count, timeout)
     return worker_labels(proc.log())
 
@@ -396,8 +375,7 @@ def labels_of(labels: dict[int, str], pids: Iterable[int]) -> set[str]:
 def hit_both_workers(
     base: str, path: str = "/hello", rounds: int = 200, minimum: int = 4
 ) -> list[int]:
-    """GET ``path`` (which answers its pid) on fresh connections until two pids answered, and
-    at least ``minimum`` requests were made."""
+    """GET ``path`` (its pid) on fresh connections until two pids and ``minimum`` requests."""
     pids: list[int] = []
     for _ in range(rounds):
         r = httpx.get(f"{base}{path}", timeout=10)

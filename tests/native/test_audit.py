@@ -1,20 +1,10 @@
-"""The audit trail (SPEC 13.5) through the in-process client (``fwrest.testing.Client``): the
-route ``GET /fw/rest/audit``, who may read it, its filters and bad queries, the events a
-settings change (JSON API and page) and a lock-out make, changes sent at once through two
-workers listed in the order the store applied them, and the ``fwrest.audit`` log line at
-``rest_log_level=1`` (and none at 0, the event still kept).
-
-One service for the module, its state store a sqlite file that every client's worker shares
-(each client is a worker of its own, as two workers of one host): ``HTTP_ADMIN`` (Basic,
-``onAdmin`` allows ``ada`` only, ``maxFailures`` 3), ``HTTP_USERS`` (Basic without
-``onAdmin``: every authenticated user reads the trail), ``HTTP_PUBLIC`` (Basic without
-``onAdmin``, the route opened by ``NativeRoutes.public``) and ``HTTP_OPEN`` (no scheme: no
-one reads it). The modules are named ``audit_route_app`` and ``audit_route_auth``.
-
-Events of the token service (replays, revocations) and of ``fwrest tokens revoke``:
-tests/auth/test_revocation.py; a reload, ``fwrest keys rotate`` and two hosts on one Redis:
-tests/e2e/test_audit_hosts.py; no secret in any event: tests/faults/test_canary.py.
-"""
+"""The audit trail (SPEC 13.5) in process: ``GET /fw/rest/audit``, its readers, filters and bad
+queries, the events of a settings change (API and page) and a lock-out, changes at once through two
+workers in the store's order, and the ``fwrest.audit`` line at ``rest_log_level=1`` (none at 0, the
+event kept). One sqlite store all clients share (each a worker): ``HTTP_ADMIN`` (``onAdmin`` ada
+only, ``maxFailures`` 3), ``HTTP_USERS`` (no ``onAdmin``: any user reads), ``HTTP_PUBLIC`` (opened
+by ``NativeRoutes.public``), ``HTTP_OPEN`` (no scheme: nobody reads). Elsewhere:
+tests/auth/test_revocation.py, tests/e2e/test_audit_hosts.py, tests/faults/test_canary.py."""
 
 from __future__ import annotations
 
@@ -108,8 +98,7 @@ def trail(client: Client, query: str = "", headers: dict[str, str] = ADA) -> lis
 
 
 def wait_event(client: Client, query: str, found: Any, what: str) -> dict[str, Any]:
-    """The newest event of ``query`` for which ``found(event)`` holds, waited for (a worker
-    keeps an event off the request's way)."""
+    """The newest ``query`` event where ``found`` holds, waited for (written off the request)."""
     seen: list[dict[str, Any]] = []
 
     def kept() -> bool:
@@ -283,8 +272,7 @@ def test_a_bad_query_is_400_saying_what_is_expected(
 
 
 def test_a_lockout_is_an_event(config: Path, admin: Client) -> None:
-    """Three wrong passwords of ``Eve`` from 10.9.8.7 (``maxFailures`` 3) lock the user and
-    the address out; ada, from another address, reads the event."""
+    """Three wrong passwords of ``Eve`` from 10.9.8.7 lock user and address; ada reads the event."""
     with Client(config, server="HTTP_ADMIN", client_address="10.9.8.7") as attacker:
         answers = [
             attacker.get("/rest/hello", headers=basic("Eve", f"guess-{i}")).status_code
@@ -350,9 +338,8 @@ def test_disable_takes_the_route_away(tmp_path: Path) -> None:
 def test_changes_at_once_through_two_workers_list_in_the_order_the_store_applied_them(
     config: Path, admin: Client
 ) -> None:
-    """SPEC 13.5: 20 changes of one key sent at once through two workers of the sqlite file
-    (two clients) are listed in the order the store applied them: each one's ``old`` the
-    ``new`` of the one listed below it, the newest the value in force on both."""
+    """SPEC 13.5: 20 changes of one key at once through two workers are listed in the store's order,
+    each ``old`` the previous ``new``, the newest in force on both."""
     values = [2000 + i for i in range(20)]
     with in_process(config, "HTTP_ADMIN") as second:
         workers = (admin, second)

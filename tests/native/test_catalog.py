@@ -1,5 +1,4 @@
-"""The native catalog serves exactly the route names ``FwData.NativeRoutes`` may give (the
-loader's vocabulary, ``fwrest.config.fwdata.NATIVE_ROUTE_NAMES``)."""
+"""The catalog serves exactly the names ``NativeRoutes`` may give (``NATIVE_ROUTE_NAMES``)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""``/fw/rest/docs`` in a real browser (SPEC 14.2): Debian's Chromium, driven by Playwright,
-against ``fwrest serve`` on a Basic port, every request to anything but the server aborted.
-
-The page shows the port's operations from its ``openapi.json`` and runs "Try it out" on one,
-showing the server's answer; no request leaves for another host, and the page's
-``Content-Security-Policy`` refuses nothing Swagger UI needs.
-
-Chromium is a Debian package (``apt-get install -y chromium``); without it these tests FAIL
-(they never skip): the page is part of the product.
-"""
+"""``/fw/rest/docs`` in Chromium via Playwright (SPEC 14.2), every request but the server's aborted:
+the port's operations shown, "Try it out" answered, nothing leaves for another host, the CSP refuses
+nothing Swagger UI needs. Without Chromium (``apt-get install -y chromium``) these FAIL, never skip:
+the page is part of the product."""
 
 from __future__ import annotations
 
@@ -59,8 +53,7 @@ class Outside:
 
 
 def open_page(context: Any, base: str) -> tuple[Any, Outside, list[str]]:
-    """The docs page of ``base`` in a new page of ``context``, which reaches nothing else;
-    also what the console says of the page's policy, and the page's errors."""
+    """The docs page, reaching nothing else; the console's policy messages, the page's errors."""
     gate = Outside("{0.scheme}://{0.netloc}".format(urlsplit(base)))
     context.route("**/*", gate)
     page = context.new_page()
@@ -90,8 +83,7 @@ def try_it_out(operation: Any) -> tuple[str, str]:
 def test_the_page_lists_the_operations_and_tries_one_without_leaving_the_server(
     browser: Any, server: ServerProcess
 ) -> None:
-    # http://localhost:PORT/rest: another name than the document's servers entry
-    # (127.0.0.1), which the page replaces with its own origin
+    # not the document's servers entry (127.0.0.1): the page puts its own origin there
     base = server.url("HTTP_BASIC").replace("127.0.0.1", "localhost")
     # the browser logs in as a user would, answering the port's Basic challenge
     context = browser.new_context(
@@ -134,8 +126,8 @@ def test_the_page_lists_the_operations_and_tries_one_without_leaving_the_server(
 def test_on_an_oauth2_port_authorize_gets_a_token_that_try_it_out_sends(
     browser: Any, server: ServerProcess
 ) -> None:
-    """As docs/operations.md tells: the page and the document public, "Authorize" with the
-    password flow (no client: credentials location "Request body")."""
+    """As docs/operations.md tells: page and document public, "Authorize" by the password flow,
+    credentials in "Request body"."""
     base = server.url("HTTPS_OAUTH")
     context = browser.new_context(viewport={"width": 1200, "height": 900}, ignore_https_errors=True)
     try:

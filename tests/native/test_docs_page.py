@@ -1,8 +1,6 @@
-"""``/fw/rest/docs`` (SPEC 14.2): Swagger UI from the files fwrest ships, over the port's own
-``openapi.json``, a native route like the others (behind the port's scheme, listed, ``disable``,
-``public``). In process (``fwrest.testing.Client``); the page in a real browser is
-``test_docs_browser.py``.
-"""
+"""``/fw/rest/docs`` (SPEC 14.2): Swagger UI from shipped files over the port's ``openapi.json``, a
+native route like the others (scheme, listing, ``disable``, ``public``); in a browser:
+test_docs_browser.py."""
 
 from __future__ import annotations
 
@@ -188,9 +186,8 @@ def test_the_listing_and_the_document_show_the_page(clients: dict[str, Client]) 
 def test_an_oauth2_port_can_open_the_page_and_authorize_as_swagger_ui_does(
     clients: dict[str, Client],
 ) -> None:
-    """Made public, the page and the document load without a token; the document declares
-    the password flow, and the token route takes the form Swagger UI's "Authorize" posts
-    (client credentials in the Authorization header, or in the body)."""
+    """Public, page and document load without a token, declare the password flow, and the token
+    route takes Swagger UI's "Authorize" post (client credentials in header or body)."""
     client = clients["HTTPS_OAUTH"]
     for path in (PAGE, *(f"{PAGE}/{name}" for name in DOCS_FILES)):
         assert client.get(path).status_code == 200, path  # no token
@@ -205,8 +202,8 @@ def test_an_oauth2_port_can_open_the_page_and_authorize_as_swagger_ui_does(
         client.post(url, data=form, headers={"Authorization": f"Basic {header}"}),
         client.post(url, data={**form, "client_id": "web", "client_secret": "Web-Secret-9q"}),
     ]
-    # no client: in the body, fine; Swagger UI's default (an empty client in the header), not
-    # (docs/operations.md tells the user to pick the body)
+    # no client: in the body, fine; Swagger UI's default (an empty client in the header) not
+    # (docs/operations.md says pick the body)
     answers.append(client.post(url, data=form))
     empty = client.post(url, data=form, headers={"Authorization": "Basic Og=="})
     assert empty.status_code == 401
@@ -221,8 +218,7 @@ def test_an_oauth2_port_can_open_the_page_and_authorize_as_swagger_ui_does(
 
 
 def test_the_wheel_ships_every_file_the_page_serves() -> None:
-    """``pyproject.toml``'s package data covers the files (a wheel built without them would
-    answer 500 for the page)."""
+    """``pyproject.toml``'s package data covers them (else the page is a 500)."""
     import fnmatch
     import tomllib
 

@@ -1,9 +1,6 @@
-"""Native routes are protected by the port's scheme (SPEC 4, 5) unless ``NativeRoutes.public``
-opens them: ``HTTP_BASIC`` protects all of them; ``HTTP_PUBLIC`` (Basic too) opens exactly
-``healthcheck`` for load-balancer probes. The ports are served by the in-process client
-(``fwrest.testing.Client``), the modules named ``exposure_app`` and ``exposure_auth`` (it
-imports them into the test process); ``fwrest routes`` reads the same configuration.
-"""
+"""SPEC 4, 5: native routes are behind the port's scheme unless ``NativeRoutes.public`` opens them:
+``HTTP_BASIC`` protects all, ``HTTP_PUBLIC`` opens exactly ``healthcheck`` for probes; ``fwrest
+routes`` reads the same configuration."""
 
 from __future__ import annotations
 

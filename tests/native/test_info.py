@@ -1,9 +1,5 @@
-"""Usage time, environment and health routes (SPEC 5).
-
-The usage tests and the health check that counts the workers share one ``fwrest serve
---workers 2`` (sqlite store); the environment routes and the plain health answers go through
-the in-process client (``fwrest.testing.Client``, one worker); the graceful-stop test starts
-its own one-worker service.
+"""Usage, environment and health routes (SPEC 5): usage and the workers' count on one ``fwrest serve
+--workers 2``; environment and plain health in process; the graceful stop on a service of its own.
 """
 
 from __future__ import annotations
@@ -78,8 +74,7 @@ def reset(base: str) -> None:
     r = httpx.post(f"{base}/fw/rest/usage/time/reset", json={})
     assert r.status_code == 200, r.text
     wait_for(lambda: calls_of(figures(base), "/hello") == 0, 20, "the reset reaching every worker")
-    # A worker learns of a reset when it next publishes (every second) and then zeroes its
-    # whole table, calls answered after the reset included: wait until every worker has.
+    # a worker zeroes its table when it next publishes (each second): wait for every worker
     time.sleep(1.5)
 
 
@@ -252,10 +247,8 @@ def test_healthcheck_datetime_is_iso_8601_with_an_offset(client: Client) -> None
 
 
 def test_healthcheck_during_a_graceful_stop_is_503_or_refused(tmp_path: Path, serve: Any) -> None:
-    """A stop with a request in flight: a health check whose head was on its way answers 503
-    DOWN (DRAINING), a new connection is refused, and the idle keep-alive connection is closed
-    by the stop once nothing is in progress. Each step waits on a state, not on a sleep: the
-    keep-alive and header deadlines are far longer than the test, so only the stop can close."""
+    """A stop with a request in flight: a health check on its way is 503 DOWN (DRAINING), a new
+    connection refused, the idle one closed by the stop (the deadlines outlast the test)."""
     port_config = local_port(KeepAliveTimeout=60000, HeaderTimeout=60000)
     config = free_config(
         tmp_path,
@@ -308,8 +301,7 @@ def test_healthcheck_during_a_graceful_stop_is_503_or_refused(tmp_path: Path, se
     body = during.json()
     assert body["status"] == "DOWN"
     assert body["checks"]["shutdown"]["status"] == "DRAINING"
-    # the idle keep-alive connection is closed by the stop (its KeepAliveTimeout is 60 s):
-    # its next health check cannot be UP
+    # closed by the stop (KeepAliveTimeout is 60 s): its next health check cannot be UP
     idle.wait_closed()
     print(f"idle keep-alive connection closed {time.monotonic() - signalled:.3f} s after SIGTERM")
     assert not idle.send(request_bytes("GET", "/rest/fw/healthcheck")) or idle.closed_by_server()

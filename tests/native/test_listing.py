@@ -1,17 +1,7 @@
-"""``/fw/rest/list/service``, ``/fw/rest/openapi.json`` and ``fwrest routes/openapi`` (SPEC 5).
-
-One service for the module, served by the in-process client (``fwrest.testing.Client``, one per
-port; ``fwrest routes`` and ``fwrest openapi`` read its configuration), four ports:
-
-* ``HTTP_REST``: open, two locations (``/rest`` and ``/other``), a ``LoadURNs`` route, and
-  ``NativeRoutes`` hiding ``healthcheck/datetime`` and disabling ``vendor/environment``;
-* ``HTTP_PLAIN``: open, one location, no ``NativeRoutes`` (every native route listed);
-* ``HTTP_BASIC``: Basic;
-* ``HTTPS_OAUTH``: oAuth2 on TLS.
-
-Its modules are ``listing_app`` and ``listing_auth`` (the client imports them into the test
-process, where each module needs a name of its own).
-"""
+"""``list/service``, ``openapi.json`` and ``fwrest routes/openapi`` (SPEC 5), in process (modules
+``listing_app``, ``listing_auth``). ``HTTP_REST``: open, ``/rest`` and ``/other``, a ``LoadURNs``
+route, ``healthcheck/datetime`` hidden, ``vendor/environment`` disabled; ``HTTP_PLAIN``: no
+``NativeRoutes``; ``HTTP_BASIC``; ``HTTPS_OAUTH``."""
 
 from __future__ import annotations
 
@@ -57,9 +47,7 @@ AUTH = "listing_auth.check"
 
 @dataclass
 class Service:
-    """The module's service: its configuration, and an in-process client per port whose base
-    URL ends with the location (``/rest``); each port has a number of its own in its URL and
-    its OpenAPI document, as a bound one would (nothing binds it)."""
+    """The configuration and a client per port (``/rest``), each numbered as if bound."""
 
     config: Path
     clients: dict[str, Client]

@@ -1,19 +1,10 @@
-"""``list/service``, ``openapi.json`` and the environment routes where the routes differ
-(SPEC 3, 5, 9): two locations of one port whose environments hold different routes for the
-same relative path, routes of one shape that name their parameters differently, and the
-``NativeRoutes`` that start with a warning.
-
-One service for the module, served by the in-process client (``fwrest.testing.Client``, one per
-port), and by ``fwrest serve`` for the warning it logs at start:
-
-* ``HTTP_SPLIT``: open; ``/rest`` serves ``variants_app`` (``GET /hello``, ``GET /items/:id``,
-  ``DELETE /items/:iid``, ``POST /echo``), ``/side`` serves ``variants_side`` (another
-  ``GET /hello``, ``POST /hello``, ``POST /items/:key``);
-* ``HTTP_NO_VENDOR``: open, ``vendor/environment`` disabled (both of its paths);
-* ``HTTP_OPEN_ALL``: Basic, ``"public": ["*"]`` (a warning at start: settings open to anyone).
-
-The modules have names of their own: the client imports them into the test process.
-"""
+"""``list/service``, ``openapi.json`` and the environment routes where routes differ (SPEC 3, 5, 9):
+two locations with different routes for one relative path, one shape naming parameters differently,
+``NativeRoutes`` warned about at start. ``HTTP_SPLIT``: ``/rest`` serves ``variants_app`` (``GET
+/hello``, ``GET /items/:id``, ``DELETE /items/:iid``, ``POST /echo``), ``/side`` ``variants_side``
+(``GET``/``POST /hello``, ``POST /items/:key``); ``HTTP_NO_VENDOR``: ``vendor/environment``
+disabled; ``HTTP_OPEN_ALL``: ``"public": ["*"]`` (warned). In process, and ``fwrest serve`` for the
+warning."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""An exception in ``onAdmin`` (SPEC 5, 7.1), through the in-process client: no value, so no
-403, but the handler's 500 with the framework's error body, logged with the request's id and
-where it was raised, nothing changed, and the worker serving on. Every route that asks
-``onAdmin``: the settings JSON API and form, the audit trail, the usage reset (Basic ports,
-a ``def`` and an ``async def`` ``onAdmin``) and ``oauth2/revoke-user`` (an oAuth2 port).
-
-The Basic service's modules are ``on_admin_raises_app`` and ``on_admin_raises_auth``; the
-oAuth2 one's ``on_admin_raises_oauth``. Returned values other than ``True`` (403):
-tests/native/test_settings_api.py, tests/native/test_audit.py, tests/auth/test_revocation.py.
-"""
+"""An exception in ``onAdmin`` (SPEC 5, 7.1): no 403 but the handler's 500 with the error body,
+logged with the id and where raised, nothing changed, the worker serving on. Every route asking
+``onAdmin``: settings API and form, audit, usage reset (def and async ``onAdmin``),
+``oauth2/revoke-user``. Values other than ``True`` (403): test_settings_api.py, test_audit.py,
+tests/auth/test_revocation.py."""
 
 from __future__ import annotations
 
@@ -144,8 +139,7 @@ ROUTES: dict[str, Callable[[Client, dict[str, str]], httpx.Response]] = {
 
 
 def assert_logged_500(answer: httpx.Response, log: str, raised: str) -> str:
-    """``answer`` is the handler's 500 and ``log`` holds its failure: the ``onAdmin`` line with
-    the answer's request id, then the exception and where it was raised. The lines."""
+    """The handler's 500, logged as ``onAdmin``'s line with the request id, then where it raised."""
     assert answer.status_code == 500, answer.text
     assert answer.json() == INTERNAL
     rid = answer.headers["x-request-id"]

@@ -1,12 +1,7 @@
-"""The OpenAPI documents of the example service (SPEC 14.2): valid OpenAPI
-(openapi-spec-validator), and true of the service (schemathesis): every documented operation of
-each port (open, oAuth2, Basic), with generated parameters and bodies, answers without a 5xx,
-with a documented status, content type, headers and schema.
-
-The example service is ``examples/`` copied as ``make run`` serves it, every port set to 0,
-run by ``fwrest serve`` (its ``app`` package cannot share this process with other tests'
-``app`` modules, so the in-process client does not serve it); each case goes over loopback.
-"""
+"""The example service's OpenAPI documents (SPEC 14.2): valid (openapi-spec-validator) and true
+(schemathesis: every operation of each port, generated inputs, no 5xx, documented status, type,
+headers, schema). ``examples/`` as ``make run`` serves it, ports 0, by ``fwrest serve`` (its ``app``
+package cannot share the process with other tests' ``app``)."""
 
 from __future__ import annotations
 
@@ -48,8 +43,7 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
 
 
 def session_of(example: ServerProcess, name: str) -> requests.Session:
-    """A client of the port with its credentials: Basic, or a bearer token of the oAuth2 port
-    (the example's user and client, examples/app/oauth.py)."""
+    """A session with Basic, or the oAuth2 port's bearer token (examples/app/oauth.py)."""
     session = requests.Session()
     if name == "HTTP_BASIC":
         session.auth = ("ada", "lovelace")
@@ -89,8 +83,7 @@ def test_each_ports_document_is_valid_openapi(example: ServerProcess, name: str)
     assert "/rest/users/{id}" in doc["paths"]
 
 
-# HTTP_BASIC checks an argon2id hash in OnAuth, once per period with the example's
-# OnAuthCache (SPEC 4.1): a few hundred milliseconds once, not per request
+# HTTP_BASIC checks an argon2id hash once per OnAuthCache period (SPEC 4.1), not per request
 @pytest.mark.parametrize("name", ["HTTP_REST", "HTTPS_REST", "HTTP_BASIC"])
 def test_every_operation_answers_as_documented(example: ServerProcess, name: str) -> None:
     session = session_of(example, name)

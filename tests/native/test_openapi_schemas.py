@@ -1,8 +1,6 @@
-"""The OpenAPI document's schemas (SPEC 14.2): parameter schemas and ``required``, request
-body schemas, answer schemas from the return annotation, the 400 answer with fwrest's error
-body, ``components/schemas`` written by msgspec; untyped routes as before. The document is
-checked by openapi-spec-validator (OpenAPI 3.1), read through the in-process client and
-written by ``fwrest openapi``."""
+"""The document's schemas (SPEC 14.2): parameters and ``required``, request bodies, answers from
+return annotations, the 400 error body, msgspec's ``components/schemas``; untyped routes as before.
+Validated (OpenAPI 3.1), in process and by ``fwrest openapi``."""
 
 from __future__ import annotations
 
@@ -277,8 +275,7 @@ def one_order(id: int, full: bool = False):
 
 
 def test_a_typed_routes_scopes_stand_beside_its_schemas(ca: trustme.CA, tmp_path: Path) -> None:
-    """On an oAuth2 port (SPEC 12.4) a typed route's operation names its scopes and its
-    schemas; the document is built as ``fwrest openapi`` builds it, without serving."""
+    """On oAuth2 (SPEC 12.4) the operation names scopes and schemas (as ``fwrest openapi``)."""
     from fwrest import __version__
     from fwrest.config import load_config
     from fwrest.native.listing import build_openapi

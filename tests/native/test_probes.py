@@ -1,13 +1,7 @@
-"""Probes (SPEC 13.3): ``/fw/healthcheck/live|ready|started`` on a port and
-``{ApiPath}/health/live|ready|started`` on the monitor's port.
-
-In process (``fwrest.testing.Client``): the three answers and their bodies, the routes as
-``NativeRoutes`` names them; the ``MinThreads`` check with a real thread pool whose threads
-end. One real ``fwrest serve`` on a real Redis with a monitor that asks for credentials: the
-probes answer there without any; ready is 503 while Redis is stopped and 200 again once it is
-back, and 503 while the worker drains after SIGTERM (a request in flight), live and started
-200 throughout.
-"""
+"""Probes (SPEC 13.3) on a port and the monitor. In process: the answers and bodies,
+``NativeRoutes`` names, the ``MinThreads`` check with a real pool. On a real ``fwrest serve`` and
+Redis with a credentialed monitor: probes need none; ready is 503 while Redis is stopped and while
+draining after SIGTERM, 200 again after; live and started 200 throughout."""
 
 from __future__ import annotations
 

@@ -1,23 +1,9 @@
-"""``/fw/rest/config`` (SPEC 5): the JSON API, the settings' effect on the log of every worker,
-``[GENERAL]`` re-read after ``rest_reload_time``, the anti-forgery token, the ``Origin`` check
-and ``onAdmin``.
-
-Two services for the module, the same ``[GENERAL]`` (``rest_log_level=3``,
-``rest_log_stringsize=60``, ``rest_reload_time=1``) and the sqlite state store:
-
-* ``server``: ``fwrest serve --workers 2``, an open port ``HTTP_REST`` and a Basic port
-  ``HTTP_BASIC`` whose ``onAdmin`` lets only ``ada`` change settings, for what reaches every
-  worker (within 1 s, measured from the workers' own log lines: ``settled``), the config
-  file's ``[GENERAL]`` re-read, and a change ``onAdmin`` allows on one port read on the other;
-* ``client`` and ``basic_client``: the in-process clients (``fwrest.testing.Client``, one
-  worker) of the same two ports, for what one worker answers and logs: the JSON API, the
-  form and its token, the ``Origin`` check, ``rest_log_stringsize``, ``onAdmin``'s refusals.
-
-Every test leaves no run-time value behind: an autouse fixture clears them and, after a test
-that changed something on ``server``, waits the 1 s a change needs to reach both workers. A
-worker that has not synced yet may show the old values for up to that second, so a test reads
-across workers only once each has logged the change.
-"""
+"""``/fw/rest/config`` (SPEC 5). Both services: ``rest_log_level=3``, ``rest_log_stringsize=60``,
+``rest_reload_time=1``, sqlite. ``server`` (``--workers 2``, open ``HTTP_REST`` and ``HTTP_BASIC``
+whose ``onAdmin`` allows ada) for what reaches every worker within 1 s (``settled``, from their own
+lines); ``client``/``basic_client`` (in process) for what one worker answers and logs. An autouse
+fixture clears run-time values, waiting the 1 s after a change on ``server``; a worker may show old
+values until then, so reads across workers wait for each one's line."""
 
 from __future__ import annotations
 
@@ -94,8 +80,7 @@ SERVERS = {
 
 
 def write_service(tmp: Path, name: str = "") -> Path:
-    """The module's service (:func:`auth_service`): its modules ``app`` and ``auth`` for
-    ``server``, or named ``{name}_app`` and ``{name}_auth`` for the in-process clients."""
+    """Modules ``app``/``auth`` for ``server``, ``{name}_app``/``{name}_auth`` in process."""
     servers = SERVERS
     if name:  # each port on a number of its own in the client's URL and Host, as a server's
         servers = own_ports(SERVERS)
@@ -152,9 +137,7 @@ def client_log(client_config: Path) -> FileLog:
 
 @pytest.fixture(autouse=True)
 def no_runtime_values(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Each test leaves no run-time value behind: in the client's one worker at once (its
-    answer shows it), in both workers of ``server`` within 1 s (SPEC 5), waited for after a
-    test that changed something there."""
+    """No run-time value left: the client's worker at once, ``server``'s within 1 s (SPEC 5)."""
     yield
     if "client" in request.fixturenames:
         change(request.getfixturevalue("client"), dict.fromkeys(SETTING_NAMES))
@@ -308,14 +291,12 @@ def test_a_change_reaches_both_workers_within_one_second(server: ServerProcess, 
     labels = wait_worker_labels(server, 2)
     assert len(labels) == 2, labels
 
-    # SPEC 5's second runs from the change's answer to each worker's own line saying it applied
-    # the change (``settled``): not from when this test read the answer, nor from when its
-    # requests reached a worker
+    # SPEC 5's second: from the change's answer to each worker's own line applying it (``settled``),
+    # not the test's read nor the requests' arrival
     mark = settled_change(server, base, {"rest_log_level": 2}, "rest_log_level 3 -> 2")
     pids = hit_both_workers(base)
     print(f"level 2: {len(pids)} requests on workers {sorted(labels_of(labels, pids))}")
-    # a worker writes its lines in order: once each has logged the next change, a (wrong)
-    # access line of these requests would be in the log before it
+    # lines are in order: once each logged the next change, a (wrong) access line is before it
     change(base, {"rest_log_level": 3})
     settled(server, mark, "rest_log_level 2 -> 3")
     lines = access_lines(since(server, mark))
@@ -331,8 +312,7 @@ def test_a_change_reaches_both_workers_within_one_second(server: ServerProcess, 
     def per_worker() -> dict[str, int]:
         return {w: len(access_lines(since(server, mark), f"[{w}]")) for w in wanted}
 
-    # a worker writes a request's line at the end of its loop's turn, after the answer: wait
-    # for as many lines as each answered (one worker's first line is not all of them)
+    # a line is written after the answer, at the loop turn's end: wait for each worker's count
     took = wait_for(
         lambda: all(n >= answered[w] for w, n in per_worker().items()),
         5,
@@ -344,8 +324,7 @@ def test_a_change_reaches_both_workers_within_one_second(server: ServerProcess, 
 
 @contextmanager
 def general_edited(server: ServerProcess, base: str, **values: int) -> Iterator[None]:
-    """Rewrite the config file's [GENERAL] (atomically); restore it afterwards, until both
-    workers have read it back (the ``with`` block waits for both to read the edit)."""
+    """[GENERAL] rewritten for the block (both workers read it), restored and read back after."""
     path = server.config
     original = path.read_text()
     doc = json.loads(original)
@@ -359,8 +338,7 @@ def general_edited(server: ServerProcess, base: str, **values: int) -> Iterator[
         mark = len(server.log())
         tmp.write_text(original)
         os.replace(tmp, path)
-        # each worker re-reads the file on its own clock (rest_reload_time): a second after
-        # one of them shows it, the other may not have read it yet
+        # each worker re-reads on its own clock: a second after one shows it, the other may not
         back = [f"{k} {v} -> {FILE_GENERAL[k]}" for k, v in values.items()]
         wait_shown(server, mark, *back)
         restored = get_settings(base)
@@ -368,8 +346,7 @@ def general_edited(server: ServerProcess, base: str, **values: int) -> Iterator[
 
 
 def both_reread(server: ServerProcess, mark: int, change_text: str, timeout: float) -> None:
-    """Wait until both workers have logged, after offset ``mark``, re-reading ``[GENERAL]``
-    into ``change_text`` (``"rest_log_stringsize 60 -> 73"``)."""
+    """Both workers logged, after ``mark``, re-reading ``[GENERAL]`` into ``change_text``."""
 
     def both() -> bool:
         text = since(server, mark)
@@ -481,8 +458,7 @@ def test_rest_trace_time_1_total_and_2_per_phase(server: ServerProcess, base: st
 def test_rest_log_stringsize_cuts_headers_and_bodies_in_the_debug_lines(
     client: Client, client_log: FileLog
 ) -> None:
-    # a form body (300 characters): a body that is neither JSON nor a form is logged by its
-    # length only (SPEC 7.1), so there would be nothing to cut
+    # a form body (300 characters): a body neither JSON nor form is logged by length only (SPEC 7.1)
     long_header, long_body = "A" * 300, {"b": "B" * 298}
     form = {"X-Long": long_header, "Content-Type": "application/x-www-form-urlencoded"}
 
@@ -573,7 +549,7 @@ def test_json_post_from_a_foreign_origin_is_403_and_changes_nothing(client: Clie
 def test_a_change_on_admin_allows_on_one_port_is_read_on_the_other(
     server: ServerProcess, base: str, basic_base: str
 ) -> None:
-    # onAdmin's refusals: test_on_admin_anything_but_true_is_403_and_reading_stays_allowed and
+    # refusals: test_on_admin_anything_but_true_is_403_and_reading_stays_allowed and
     # test_a_form_refused_by_on_admin_answers_403_with_the_page_saying_why; ada may change
     mark = len(server.log())
     r = post_settings(basic_base, {"rest_log_level": 5}, headers=ADA)
@@ -673,13 +649,11 @@ def test_a_form_value_out_of_range_or_not_ascii_digits_is_refused_on_the_page(
 def test_a_memory_store_with_two_workers_shares_changes_with_both(
     tmp_path: Path, serve: Any
 ) -> None:
-    # StateStore=memory lives in each worker's process: a change reached the answering
-    # worker only, the other one kept the old value
+    # StateStore=memory is per process: a change reached the answering worker only
     config = free_config(tmp_path, extra={"HTTPSERVER": {"StateStore": "memory"}})
     proc = serve(config, workers=2)
     base = proc.url()
-    # both workers' labels, once their ready lines are in the log (they may follow
-    # "fwrest: ready": reading the log once here raised KeyError on a busy machine)
+    # wait for the ready lines (after "fwrest: ready": a KeyError on a busy machine)
     labels = wait_worker_labels(proc, 2)
     both = {"rest_log_level": 5, "rest_trace_time": 2}
     mark = settled_change(proc, base, both, "rest_log_level 3 -> 5", "rest_trace_time 0 -> 2")

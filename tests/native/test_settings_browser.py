@@ -1,14 +1,8 @@
-"""The ``/fw/rest/config`` page in a real browser (SPEC 5): Debian's Chromium, driven by
-Playwright, against ``fwrest serve --workers 2`` with the sqlite store.
-
-The page shows three columns (run time, config file, default) with an orange border on the value
-in force; submitting the form moves the border and changes the log of both workers without a
-restart; a bad value shows a message and changes nothing; a form posted from another site is
-refused. A screenshot of the page goes to ``docs/img/config-page.png``.
-
-Chromium is a Debian package (``apt-get install -y chromium``); without it these tests FAIL
-(they never skip): the page is part of the product.
-"""
+"""``/fw/rest/config`` in Chromium via Playwright (SPEC 5), ``fwrest serve --workers 2`` on sqlite:
+three columns (run time, file, default), an orange border on the value in force; a submit moves it
+and changes both workers' logs without restart; a bad value shows a message, changes nothing; a
+foreign form is refused; a screenshot to ``docs/img/config-page.png``. Without Chromium these FAIL,
+never skip."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
-"""The state-changing native routes, the settings POST and the usage reset (SPEC 7.1): JSON
-or the page's form token, no foreign ``Origin``, ``onAdmin``, and a ``Host`` that names the
-server (its ``HostName``, its address, ``localhost`` on loopback, ``AllowedHosts``), against
-DNS rebinding: a page of a name the attacker owns, rebound to the server's address, sends
-its own name as ``Host`` and is same-origin for the browser (its ``Origin`` matches).
-
-One service for the module, served by the in-process client (``fwrest.testing.Client``, one
-worker per port, memory store): ``HTTP_REST`` on 127.0.0.1 with
-``AllowedHosts=api.example.com, *.corp.example``, ``HTTP_BASIC`` on 127.0.0.1 whose ``onAdmin``
-lets only ``ada`` change state, ``HTTP_ANY`` on 0.0.0.0. Each port has a number of its own in
-the client's URL and ``Host`` (nothing binds it); the modules are named ``state_changes_app``
-and ``state_changes_auth`` (the client imports them into the test process).
-"""
+"""State-changing native routes (settings POST, usage reset; SPEC 7.1): JSON or the form token, no
+foreign ``Origin``, ``onAdmin``, and a ``Host`` naming the server (``HostName``, address,
+``localhost`` on loopback, ``AllowedHosts``) against DNS rebinding, where the attacker's page sends
+its own name as ``Host`` and a matching ``Origin``. In process (memory store): ``HTTP_REST``
+(``AllowedHosts=api.example.com, *.corp.example``), ``HTTP_BASIC`` (``onAdmin`` ada), ``HTTP_ANY``
+on 0.0.0.0; each port numbered in URL and ``Host``."""
 
 from __future__ import annotations
 
@@ -99,8 +92,7 @@ def count_calls(base: Client, n: int = 3, **kw: Any) -> None:
 def test_a_rebound_page_can_neither_change_settings_nor_reset_the_figures(
     clients: dict[str, Client], base: Client, log: FileLog
 ) -> None:
-    """The attacker's page at http://rebind.attacker.example:PORT, its name rebound to
-    127.0.0.1: the browser sends its own name as Host, and an Origin that matches it."""
+    """rebind.attacker.example rebound to 127.0.0.1: Host is its name, Origin matches it."""
     port = port_of(clients)
     foreign = f"rebind.attacker.example:{port}"
     headers = {"Host": foreign, "Origin": f"http://{foreign}"}

@@ -1,6 +1,5 @@
-"""fwrest builds as an sdist and a wheel that install into a clean environment (issue 10); the
-wheel's request path is compiled with mypyc where a C compiler is found, and is pure Python
-where none is (issue 24, setup.py)."""
+"""sdist and wheel install into a clean environment (issue 10); the request path is compiled by
+mypyc with a C compiler, pure Python without (issue 24, setup.py)."""
 
 from __future__ import annotations
 
@@ -20,12 +19,10 @@ import pytest
 
 from tests.conftest import APP_SOURCE, ROOT, ServerProcess, free_config, local_port
 
-# what the commands run here see: not the suite's PYTHONPATH (its ``src`` holds fwrest's
-# egg-info, which pip would take for fwrest installed; the installed environment's own fwrest)
+# not the suite's PYTHONPATH: its ``src`` egg-info would pass with pip for fwrest installed
 _CLEAN = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
-# the compiled wheel's build takes about 100 s of one core on a quiet machine: the suite's
-# 120 s per test would fail it on a busy one
+# the compiled build takes ~100 s of one core when quiet: the suite's 120 s would fail it when busy
 pytestmark = pytest.mark.timeout(900)
 
 
@@ -81,8 +78,7 @@ def test_sdist_holds_the_sources(dist: Path) -> None:
 
 
 def _compiled_modules() -> list[str]:
-    """setup.py's ``COMPILED``, as module names (read from its source: importing setup.py would
-    run the build)."""
+    """setup.py's ``COMPILED`` as module names (from its source: importing it would build)."""
     tree = ast.parse((ROOT / "setup.py").read_text())
     paths = next(
         ast.literal_eval(node.value)
@@ -148,10 +144,10 @@ def check(user, password):
 def test_the_installed_compiled_build_serves_and_logs_the_applications_tracebacks(
     installed: Path, tmp_path: Path
 ) -> None:
-    """The compiled modules are the ones loaded, and the request path works through them:
-    an open port and a Basic port with a ``def`` OnAuth; a handler's and OnAuth's exceptions
-    in a thread keep their own frames in the log (``rest_error_full=1``), which the compiled
-    coroutines lose unless they await a thread through ``fwrest.auth.blocking.settled``."""
+    """The compiled modules are loaded and serve an open port and a Basic port with a ``def``
+    OnAuth; a handler's and OnAuth's exceptions in a thread keep their frames in the log
+    (``rest_error_full=1``), lost by compiled coroutines unless awaited through
+    ``fwrest.auth.blocking.settled``."""
     py = installed / "python"
     modules = _compiled_modules()
     show = f"import importlib; [print(importlib.import_module(m).__file__) for m in {modules!r}]"
@@ -191,8 +187,7 @@ def test_the_installed_compiled_build_serves_and_logs_the_applications_traceback
 
 
 def test_without_a_c_compiler_the_build_is_pure_python(tmp_path: Path) -> None:
-    """The fallback of a platform without a compiler: the same wheel, pure Python, and a
-    warning that says so."""
+    """No compiler: the same wheel, pure Python, with a warning saying so."""
     done = _run(
         *(sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)),
         timeout=600,

@@ -1,9 +1,6 @@
-"""The compiled repository: importing what ``Repository`` names, ``LoadURNs`` mappings,
-function names, duplicate routes. Loaded with ``fwrest.server.prepare`` (nothing binds).
-
-The decorator registry is process-global and modules stay in ``sys.modules``, so every test
-writes modules whose names carry a fresh uuid.
-"""
+"""The compiled repository via ``fwrest.server.prepare``: ``Repository`` imports, ``LoadURNs``,
+function names, duplicate routes. The decorator registry is process-global and modules stay in
+``sys.modules``: every module name carries a fresh uuid."""
 
 from __future__ import annotations
 
@@ -69,8 +66,7 @@ def service(
 
 
 def routes(plan: ServicePlan, port: int = 0, location: int = 0) -> set[tuple[str, str, str, str]]:
-    """(method, path, function, source) of one location's application routes (the native
-    operation routes of SPEC 5, present in every location, left out)."""
+    """(method, path, function, source) of a location's routes (SPEC 5's native ones left out)."""
     loc = plan.ports[port].locations[location]
     return {
         (method, path, handler.endpoint.function, handler.endpoint.source)
@@ -105,8 +101,7 @@ def assert_one_line(err: ConfigError, *fragments: str) -> None:
         assert fragment in text, f"{fragment!r} not in {text!r}"
 
 
-# ---------------------------------------------------------------------------------------------
-# importing
+# -- importing -------------------------------------------------------------------------------------
 
 
 def test_module_name_is_imported(tmp_path: Path, uid: str) -> None:
@@ -251,8 +246,7 @@ def test_syntax_error_in_a_folder_file(tmp_path: Path, uid: str) -> None:
     assert_one_line(err, "[ENV] Repository: ", f"{bad}.py", "SyntaxError")
 
 
-# ---------------------------------------------------------------------------------------------
-# LoadURNs and function names
+# -- LoadURNs and function names -------------------------------------------------------------------
 
 
 def _mapping_files(uid: str) -> tuple[str, str, dict[str, str]]:
@@ -359,8 +353,7 @@ def test_load_urns_unknown_method_and_missing_function_key(tmp_path: Path, uid: 
     assert_one_line(err, "[HTTP_REST] LoadURNs: ", "names no Function")
 
 
-# ---------------------------------------------------------------------------------------------
-# duplicate routes
+# -- duplicate routes ------------------------------------------------------------------------------
 
 
 def test_duplicate_annotation_in_two_modules_names_both(tmp_path: Path, uid: str) -> None:
@@ -400,13 +393,11 @@ def test_annotation_and_load_urns_on_one_route_names_both(tmp_path: Path, uid: s
                     "mapping", "LoadURNs")  # fmt: skip
 
 
-# ---------------------------------------------------------------------------------------------
-# modules imported again
+# -- modules imported again ------------------------------------------------------------------------
 
 
 def test_reloaded_module_replaces_its_endpoints(tmp_path: Path, uid: str) -> None:
-    """``importlib.reload`` (an in-process restart) re-runs the decorators: the new
-    functions replace the old ones instead of colliding with them."""
+    """``importlib.reload`` re-runs the decorators: new functions replace the old, no collision."""
     mod = f"reload_{uid}"
     path = service(tmp_path, mod, {f"{mod}.py": endpoint_module(mod, "/r")})
     first = prepare(path)
@@ -420,8 +411,7 @@ def test_reloaded_module_replaces_its_endpoints(tmp_path: Path, uid: str) -> Non
     assert new.func is sys.modules[mod].f0
 
 
-# ---------------------------------------------------------------------------------------------
-# a reload's fresh import (SPEC 13.1)
+# -- a reload's fresh import (SPEC 13.1) -----------------------------------------------------------
 
 
 def test_a_reload_imports_the_handlers_and_their_helpers_afresh_not_installed_packages(

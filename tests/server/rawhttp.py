@@ -1,11 +1,6 @@
-"""A tiny HTTP/1.1 client on a raw socket, for tests that must control every byte.
-
-``RawConnection`` sends exactly the bytes it is given and reads responses back one at a time
-(status line, headers, a ``content-length`` body), so a test can see interim ``100 Continue``
-answers, pipelined answers in order, and whether the server closed the connection (``recv``
-returning ``b""``). Every read has a hang guard (the socket timeout): a server that never
-answers makes the test fail, never hang.
-"""
+"""A tiny HTTP/1.1 client on a raw socket for tests that control every byte: it reads answers one at
+a time (interim ``100 Continue``, pipelined answers, a server's close as ``recv`` giving ``b""``),
+and every read has a hang guard (the socket timeout)."""
 
 from __future__ import annotations
 
@@ -79,12 +74,8 @@ def request_bytes(
 
 
 class RawSocket:
-    """One TCP (or TLS) connection: sends bytes, buffers what comes back (``_fill``).
-
-    What counts as "the server closed" is ``closed_on_send`` / ``closed_on_recv`` (errors of
-    ``sendall`` / ``recv``); a read that waits past the socket timeout raises :meth:`hang`.
-    A subclass with another policy (the hostile tests' ``Wire``) changes only those.
-    """
+    """One TCP (or TLS) connection; "the server closed" is ``closed_on_send``/``closed_on_recv``, a
+    read past the timeout :meth:`hang`: all a subclass (hostile's ``Wire``) changes."""
 
     closed_on_send: tuple[type[OSError], ...] = (BrokenPipeError, ConnectionResetError)
     closed_on_recv: tuple[type[OSError], ...] = (ConnectionResetError,)
@@ -195,11 +186,7 @@ class RawConnection(RawSocket):
         return data
 
     def closed_by_server(self) -> bool:
-        """True when the server closed (``recv`` returns ``b""``) with nothing more pending.
-
-        Unread bytes (buffered or still arriving) make it False, as does a server that keeps
-        the connection open past the hang guard.
-        """
+        """The server closed with nothing pending (unread bytes or open past the guard: False)."""
         if self.buffer:
             return False
         try:
@@ -208,10 +195,7 @@ class RawConnection(RawSocket):
             return False
 
     def wait_closed(self) -> float:
-        """Seconds until the server closed the connection without sending anything.
-
-        Raises AssertionError if bytes arrive or the hang guard passes first.
-        """
+        """Seconds until the server closed, sending nothing (else AssertionError)."""
         started = time.monotonic()
         assert self.closed_by_server(), (
             f"expected the server to close the connection; got {self.buffer[:200]!r}"
@@ -219,8 +203,8 @@ class RawConnection(RawSocket):
         return time.monotonic() - started
 
 
-# Requests the HTTP engine refuses itself (SPEC 7), each with the id its answer carries (SPEC
-# 13.4: the client's own when the head was read far enough to find it; None: a new one)
+# Refusals of the HTTP engine itself (SPEC 7), each with the id its answer carries (SPEC 13.4: the
+# client's own when the head was read far enough; None: a new one)
 _PAD = b"X-Pad: " + b"a" * 20000 + b"\r\n"
 ENGINE_REFUSALS: list[tuple[str, bytes, int, str | None]] = [
     ("bare LF", b"GET /rest/hello HTTP/1.1\nHost: x\nX-Request-ID: lf-1\n\n", 400, None),
@@ -254,8 +238,7 @@ ENGINE_REFUSALS: list[tuple[str, bytes, int, str | None]] = [
 
 
 def refusal_head(port: int, request: bytes) -> tuple[int, dict[str, str]]:
-    """Send ``request`` on a new connection; the status and headers (lower-case names) of the
-    answer the server sends before it closes."""
+    """The status and headers (lower-case) of the answer to ``request`` on a new connection."""
     with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as sock:
         sock.sendall(request)
         data = b""

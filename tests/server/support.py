@@ -1,10 +1,5 @@
-"""Fixtures and checks shared by the modules of tests/server that read a real ``fwrest serve``:
-
-* ``serve_module(folder, **config)``: a module-scoped fixture serving :func:`free_config`'s
-  service (``config`` its keyword arguments) in a folder of its own, stopped after the module;
-* ``port_of(section, name)``: a fixture giving that server section's bound port;
-* ``assert_hello``: the 200 answer of ``GET /rest/hello`` read off a raw socket.
-"""
+"""Shared by tests/server modules on a real ``fwrest serve``: ``serve_module(folder, **config)`` (a
+module-scoped :func:`free_config` server), ``port_of(section, name)`` and ``assert_hello``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""SPEC 7.1: ``100 Continue`` is sent only after authorization passed.
-
-One ``fwrest serve`` with a Basic port (``OnAuth`` accepts ``ada``/``pw``; the healthcheck is
-public) and the monitor behind Basic too. A request that expects ``100 Continue`` without
-credentials, or with wrong ones, gets its 401 or 403 as its first answer, never a
-``100 Continue`` before it, and the connection closes without its body being read; with good
-credentials or on a public path it gets ``100 Continue``, then its answer.
-"""
+"""SPEC 7.1: ``100 Continue`` only after authorization passed. Without or with wrong credentials the
+401/403 is the first answer and the body is never read; with good ones or on a public path, ``100
+Continue`` then the answer."""
 
 from __future__ import annotations
 
@@ -53,8 +48,7 @@ port = port_of("HTTP_BASIC")
 
 
 def assert_refused_before_the_body(conn: RawConnection, status: int) -> None:
-    """The first answer is the final refusal (no interim 100), then the connection closes;
-    the body the client sends after it is never read (it meets a closed connection)."""
+    """The refusal first (no interim 100), then the connection closes unread."""
     response = conn.read_response()
     assert response.status == status, response.head
     assert response.header("connection") == "close"
@@ -124,8 +118,7 @@ def test_expect_without_a_body_is_an_ordinary_request(port: int) -> None:
 
 
 def test_continue_comes_after_the_answers_before_it(port: int) -> None:
-    """A pipelined request that expects 100 Continue behind a slow one: its interim answer
-    comes after the slow one's answer, never in the middle of the pipeline."""
+    """Behind a slow pipelined request, the interim answer comes after the slow one's answer."""
     with RawConnection(port) as conn:
         conn.send(
             request_bytes("GET", "/rest/asleep/150", GOOD)
@@ -151,8 +144,7 @@ def test_the_body_waits_for_the_verdict(port: int) -> None:
 
 @pytest.mark.parametrize("expectation", ["100-continue", "something-else"])
 def test_an_http_1_0_expect_is_ignored(port: int, expectation: str) -> None:
-    """RFC 9110 10.1.1 and 15.2: no 1xx to an HTTP/1.0 client, and its ``Expect`` is ignored
-    (no 417 either): the request is read and answered as one without it."""
+    """RFC 9110 10.1.1 and 15.2: no 1xx to HTTP/1.0, nor a 417: its ``Expect`` is ignored."""
     headers = [*GOOD, ("Expect", expectation), ("Content-Length", "5")]
     with RawConnection(port) as conn:
         conn.send(request_bytes("POST", "/rest/echo", headers, version="HTTP/1.0"))

@@ -1,11 +1,7 @@
-"""SPEC 7.1: a client that pipelines and does not read holds at most 64 KiB of answers in the
-worker, and a connection whose answers cannot be written for ``BodyTimeout`` is closed.
-
-One ``fwrest serve`` (one worker), a plain and a TLS port, with ``BodyTimeout`` shortened to
-1 s (SPEC 9: deadlines are tested shortened by configuration, printing the figure seen). The clients are raw sockets with
-a small receive buffer, so that the kernel holds few answers for them and what the worker
-holds shows: its RSS, and the answer bytes it reports when it gives up on a connection.
-"""
+"""SPEC 7.1: a pipelining client that does not read holds at most 64 KiB of answers in the worker,
+and a connection whose answers cannot be written for ``BodyTimeout`` (shortened to 1 s, SPEC 9) is
+closed. Clients have small receive buffers, so that what the worker holds shows (its RSS, the bytes
+it reports on giving up)."""
 
 from __future__ import annotations
 
@@ -28,9 +24,7 @@ from tests.server.rawhttp import HANG_GUARD, RawConnection, request_bytes
 from tests.server.support import port_of
 
 WRITE_TIMEOUT_MS = 1000  # BodyTimeout: also the deadline of answers nobody reads
-# BodyTimeout of the port whose clients must be served: the client's pause below leaves it a
-# margin of seconds, as a loaded machine stretches the pause (the worker stalls before the
-# client sees its sends stall, and the client's own wake-ups come late)
+# BodyTimeout where clients must be served: seconds over the pause a loaded machine stretches
 PAUSED_TIMEOUT_MS = 6000
 PAUSE_S = 2.0  # how long the client that pauses reads nothing once its sends stalled
 HELD_LIMIT = 65536  # the answers a worker holds for one connection (SPEC 7.1)
@@ -62,10 +56,8 @@ def server(
     servers = {
         "HTTP_REST": port,
         "HTTPS_REST": tls,
-        # KeepAliveTimeout runs from the last answer handed on while megabytes of answers
-        # are still in the kernel's buffers for the client to read: a loaded machine's client
-        # took longer than the default to read them and ask again (keep-alive is not the
-        # subject here)
+        # KeepAliveTimeout runs from the last answer handed on while MBs are still in the kernel for
+        # the client: a loaded client took longer than the default to read them
         "HTTP_PAUSED": local_port(BodyTimeout=PAUSED_TIMEOUT_MS, KeepAliveTimeout=60000),
     }
     proc = ServerProcess(free_config(tmp, servers=servers, app=APP)).wait_ready()
@@ -84,8 +76,7 @@ def worker(server: ServerProcess) -> psutil.Process:
 
 
 def small_window_socket(port: int) -> socket.socket:
-    """A client socket whose kernel receive buffer is small (set before connecting, so the
-    window it announces stays small): answers pile up in the server, not in the kernel."""
+    """Small receive buffer set before connecting (small window): answers pile up in the server."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.settimeout(HANG_GUARD)
@@ -113,9 +104,8 @@ def pipeline(count: int, start: int = 0) -> bytes:
 def read_every_answer(
     sock: socket.socket, data: bytes, sent: int, count: int, reading_first: bool
 ) -> float:
-    """Send the rest of ``data`` (its first ``sent`` bytes are sent) and read until the
-    ``count`` answers of :func:`pipeline` came, whole and in order; ``reading_first``: read
-    whenever answers are there, else only when sending is not possible. When the first read
+    """Send the rest of ``data`` (``sent`` sent) and read :func:`pipeline`'s ``count`` answers in
+    order (``reading_first``: read when there, else only when sends block); when the first read
     came."""
     received = bytearray()
     first_read = 0.0
@@ -141,11 +131,8 @@ def read_every_answer(
 def test_a_pipelining_client_that_never_reads_is_bounded_then_closed(
     server: ServerProcess, port: int, worker: psutil.Process
 ) -> None:
-    """50,000 pipelined requests (105 MB of answers) from a client that reads nothing: the
-    worker stops reading once 64 KiB of answers wait, and closes the connection after
-    ``BodyTimeout`` without progress. Before, it read them all and held every answer. (The
-    kernel takes all the requests here and a few MB of answers: its socket buffers grow to
-    their maximum, outside the worker.)"""
+    """50,000 pipelined requests (105 MB of answers), none read: the worker stops at 64 KiB held and
+    closes after ``BodyTimeout`` (it held every answer); the kernel's buffers take a few MB."""
     with RawConnection(port) as conn:  # warm the route, then measure
         for i in range(50):
             response = conn.request("GET", f"/rest/big/{i}")
@@ -210,8 +197,7 @@ def test_a_pipelining_client_that_never_reads_is_bounded_then_closed(
     assert HELD_LIMIT <= held < HELD_LIMIT + PAD + 1024  # paused above 64 KiB: one answer over
     # (the log's clock counts milliseconds, and the access line precedes the answer's write)
     assert WRITE_TIMEOUT_MS / 1000 - 0.01 <= closed_after < WRITE_TIMEOUT_MS / 1000 + HANG_GUARD
-    # what the kernel may take beyond the worker's 64 KiB: the server's send buffer at its
-    # largest and the client's small receive buffer
+    # beyond the worker's 64 KiB: the largest server send buffer, the client's receive buffer
     kernel = _kernel_send_buffer_max() + 65536
     assert answered <= (kernel + held) // answer_size + 1, f"{answered} answers made"
     assert growth < 8 * 2**20, f"the worker grew {growth} bytes"
@@ -253,10 +239,8 @@ def test_a_tls_client_that_never_reads_is_bounded_then_closed(
 def test_a_client_that_stops_reading_for_less_than_body_timeout_is_served(
     server: ServerProcess, paused_port: int
 ) -> None:
-    """A client that sends all it can, reads nothing for a pause longer than ``BodyTimeout``
-    of the other port (where it would be closed) but well under its own, then reads
-    everything: the worker paused (its answers are more than the kernel takes), resumed, and
-    every answer comes, in order; the connection stays open."""
+    """A pause longer than the other port's ``BodyTimeout`` but under its own: the worker paused,
+    resumed, and every answer comes in order on the same connection."""
     count = 3000  # about 6.3 MB of answers: more than the kernel's buffers take
     data = pipeline(count)
     since = len(server.log())
@@ -288,10 +272,8 @@ def test_a_client_that_stops_reading_for_less_than_body_timeout_is_served(
 
 
 def test_pipelined_answers_stay_whole_and_in_order_through_pauses(paused_port: int) -> None:
-    """3,000 pipelined requests from a client that reads only when it cannot send: reading
-    and answering pause and resume many times; every answer comes, once, in order. (On the
-    port with the long ``BodyTimeout``: a client descheduled for a second on a loaded machine
-    is not what this covers.)"""
+    """3,000 pipelined requests read only when sending blocks: many pauses and resumes, every answer
+    once and in order (the long ``BodyTimeout`` port: a descheduled client is not the subject)."""
     count = 3000
     data = pipeline(count)
     sock = small_window_socket(paused_port)

@@ -1,10 +1,6 @@
-"""HTTP/1.1 conformance over raw sockets (issue 34): the ``Host`` field (RFC 9112 3.2, 3.2.2),
-``OPTIONS`` (RFC 9110 9.3.7), header names with ``_``, and reason phrases.
-
-One ``fwrest serve`` with an open port and a Basic port (``OnAuth`` accepts ``ada``/``pw``),
-both serving ``/rest`` with routes that show what the application received: its headers, its
-full URL, and an answer of any status.
-"""
+"""HTTP/1.1 conformance over raw sockets (issue 34): ``Host`` (RFC 9112 3.2, 3.2.2), ``OPTIONS``
+(RFC 9110 9.3.7), header names with ``_``, reason phrases; routes echo what the application
+received."""
 
 from __future__ import annotations
 
@@ -49,8 +45,7 @@ basic_port = port_of("HTTP_BASIC", "basic_port")
 
 
 def raw_request(port: int, data: bytes) -> tuple[RawResponse, bool]:
-    """One request's answer, and whether the connection serves on after it (one more GET is
-    answered) or was closed."""
+    """The answer, and whether the connection serves on (one more GET) or was closed."""
     with RawConnection(port) as conn:
         conn.send(data)
         response = conn.read_response()

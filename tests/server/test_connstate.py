@@ -1,14 +1,7 @@
-"""The connection's state machine (server/connstate.py, docs/engine.md): the table on its own,
-random event sequences fed to it, and a served port whose deadlines fire only in their states.
-
-The table is data: every state is reachable from a new connection and every one reaches
-CLOSED; an event it does not list is refused and leaves the state as it was. Over HTTP, one
-``fwrest serve`` with the reading deadlines shortened (SPEC 9: by configuration, the figures
-printed): ``HeaderTimeout`` fires while a head is read, not while its body is; ``BodyTimeout``
-while a body is read; ``KeepAliveTimeout`` between requests; none of them while the request
-is being handled. The engine logs ``engine state error`` for a transition or a deadline the
-table does not allow: the server's log has none after these tests.
-"""
+"""The connection's state machine (server/connstate.py, docs/engine.md): every state is reachable
+and reaches CLOSED, an unlisted event is refused without a move; over HTTP (deadlines shortened,
+SPEC 9) each reading deadline fires only in its states, never while a request is handled, and the
+log has no ``engine state error``."""
 
 from __future__ import annotations
 
@@ -66,8 +59,7 @@ def test_every_state_can_close_and_closed_is_final() -> None:
 
 
 def test_the_two_sides_never_mix() -> None:
-    """A reading event moves only the reading states, an answering one only the answering
-    states (CLOSED aside: a task may end after the connection is lost)."""
+    """Each event moves its own side only (CLOSED aside: a task may end after the loss)."""
     for (state, event), target in TRANSITIONS.items():
         if event in READING_EVENTS:
             assert state in READING and target in READING, (state, event)
@@ -117,8 +109,7 @@ def test_an_event_out_of_its_state_is_refused() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.sampled_from(list(Event))), max_size=60))
 def test_random_event_sequences_follow_the_table(moves: list[tuple[bool, Event]]) -> None:
-    """Any sequence: each event moves its side as the table says, or is refused and moves
-    nothing; a side never leaves its own states, and nothing leaves CLOSED."""
+    """Each event moves its side as the table says or is refused; nothing leaves CLOSED."""
     machine = Machine()
     for reading_side, event in moves:
         before = (machine.reading, machine.answering)
@@ -205,8 +196,7 @@ def test_the_body_deadline_fires_while_the_body_is_read(port: int) -> None:
 
 
 def test_no_reading_deadline_fires_while_the_request_is_handled(port: int) -> None:
-    """A handler slower than every reading deadline: its answer comes, and the connection
-    serves the next request (the keep-alive deadline starts after the answer)."""
+    """A handler slower than every reading deadline is answered, and the connection serves on."""
     with RawConnection(port, timeout=SLOW_HANDLER_MS / 1000 + 5) as conn:
         response = conn.request("GET", f"/rest/asleep/{SLOW_HANDLER_MS}")
         assert response.status == 200
@@ -225,8 +215,7 @@ def test_the_keep_alive_deadline_fires_between_requests(port: int) -> None:
 
 
 def test_pipelined_requests_pass_every_state_in_order(port: int) -> None:
-    """Three requests in one write: the second's head begins in the bytes that ended the
-    first (DONE -> HEAD), each is answered in order, the last one closes."""
+    """The second head begins in the bytes that ended the first (DONE -> HEAD); in order."""
     data = (
         request_bytes("GET", "/rest/items/1")
         + request_bytes("POST", "/rest/echo", [("Content-Type", "application/json")], b"[2]")

@@ -1,9 +1,6 @@
-"""The answers the engine makes itself, before the pipeline (SPEC 7: 413, 415, 417, 431, 400,
-408), and the pipeline's refusal of a target it cannot resolve, over loopback: an answer to
-``HEAD`` has no content (RFC 9110 9.3.2), and one under a location with CORS or a rate limit
-carries that location's headers as its other errors do (SPEC 10.1, 13.7), not counted. Each
-module run serves with one engine (the Makefile's runs: native, then ``FWREST_ENGINE=pure``).
-"""
+"""The engine's own answers (SPEC 7: 413, 415, 417, 431, 400, 408) and the pipeline's refusal of an
+unresolvable target: no content for ``HEAD`` (RFC 9110 9.3.2), the location's CORS and rate-limit
+headers, not counted (SPEC 10.1, 13.7). Run once per engine (the Makefile)."""
 
 from __future__ import annotations
 
@@ -58,8 +55,7 @@ def server(
 ) -> Iterator[ServerProcess]:
     basic = {"scheme": "basic", "OnAuth": "app.check", "maxFailures": 100}
     servers = {
-        # small limits, so that a test reaches them in one write; a header deadline that a
-        # loaded machine cannot reach before the client's first bytes
+        # small limits reached in one write; a header deadline a loaded machine cannot reach first
         "HTTP_REST": local_port(
             Locations="ROOT, PLAIN", MaxBodySize=100, MaxHeaderSize=2048, HeaderTimeout=1500
         ),
@@ -78,8 +74,7 @@ def server(
 
 
 class Answer:
-    """An answer read to the connection's end: status, headers (lower-case names), and
-    every byte after the head (a HEAD answer's must be none)."""
+    """Status, headers (lower-case) and every byte after the head, read to the connection's end."""
 
     def __init__(self, data: bytes) -> None:
         assert b"\r\n\r\n" in data, f"no complete answer: {data[:300]!r}"
@@ -98,9 +93,7 @@ class Answer:
 def exchange(
     port: int, request: bytes, tls: ssl.SSLContext | None = None, guard: float = HANG_GUARD
 ) -> Answer:
-    """``request`` on a connection of its own; what comes back until the server closes
-    (the hang guard, ``guard`` seconds a read may wait, fails a server that neither answers
-    nor closes)."""
+    """``request`` on its own connection, read until the server closes (``guard``: hang guard)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=guard)
     if tls is not None:
         sock = tls.wrap_socket(sock, server_hostname="127.0.0.1")
@@ -183,9 +176,7 @@ def test_a_head_that_times_out_has_no_content(server: ServerProcess) -> None:
 def test_a_head_whose_target_is_too_long_has_none_a_method_not_read_as_head_has(
     server: ServerProcess,
 ) -> None:
-    """The method is known once the target begins: a HEAD refused for its target (431) has
-    no content; a request line whose method is not one (nor, then, surely HEAD) gets the
-    error body as any refusal."""
+    """A HEAD refused for its target (431) has no content; an unknown method gets the error body."""
     port = server.ports["HTTP_REST"]
     answer = exchange(port, b"HEAD /rest/" + b"a" * 2100 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
     assert answer.status == 431
@@ -264,8 +255,7 @@ def test_a_token_route_body_over_its_limit_carries_them(
 
 
 def test_refusals_carry_the_rate_limit_headers_not_counted(server: ServerProcess) -> None:
-    """The form of an answer the limit did not count (the whole quota), as the guard's
-    refusals have it; and none of them is counted (no store call for them)."""
+    """The headers of an uncounted answer (the whole quota), and no store call for them."""
     port = server.ports["HTTP_REST"]
     hello = b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     first = exchange(port, hello).headers["ratelimit"]
@@ -282,10 +272,9 @@ def test_refusals_carry_the_rate_limit_headers_not_counted(server: ServerProcess
 
 
 def test_refusals_stay_themselves_after_static_files_are_served_at_once(tmp_path: Path) -> None:
-    """Compiled, a coroutine waiting inside an ``except`` clause (a static file served after
-    the route match refused its path) left that 404 the loop thread's current exception: two
-    at once restored each other's, and it became the cause of every later refusal, so 431,
-    400 and 417 were answered 404 for good (tests/tools/mypyc_lint.py, ``except-awaits``)."""
+    """Compiled, a coroutine awaiting in an ``except`` (a static file after a refused match) left
+    its 404 the loop's exception: 431, 400, 417 became 404 for good (mypyc_lint's
+    ``except-awaits``)."""
     root = tmp_path / "www"
     root.mkdir()
     (root / "index.html").write_text("<p>hello</p>")

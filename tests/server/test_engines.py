@@ -1,13 +1,7 @@
-"""The native engine against the pure one (docs/engine.md, "The native engine").
-
-A differential test: the same byte streams (requests of every framing, pipelined, mutated,
-or random bytes), split at random points, are fed to ``HttpProtocol`` with each parser, in
-process, through a transport that records what the engine writes and when it closes,
-pauses or resumes reading (the subject is the engine's bytes, not a socket's). Both must
-write the same answers (the date and the ids the engine makes aside) and close the same way.
-The port behind the engine answers with what it was handed (method, target, fields, body,
-Authorization), so a difference in the request built shows as a difference in the bytes.
-"""
+"""The native engine against the pure one (docs/engine.md): the same byte streams (every framing,
+pipelined, mutated, random), split at random points, fed in process to ``HttpProtocol`` with each
+parser; both must write the same answers (date and ids aside) and close alike. The port echoes what
+it was handed, so a difference in the request built shows in the bytes."""
 
 from __future__ import annotations
 
@@ -78,8 +72,7 @@ class Port:
 
 
 class Recorder:
-    """A transport that records the engine's writes, closes and read pauses, and holds the
-    client's bytes while reading is paused (as a socket's transport does)."""
+    """Records writes, closes and read pauses; holds the client's bytes while paused."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -160,8 +153,7 @@ RID = re.compile(rb"\r\nx-request-id: [0-9a-f]{32}\r\n")
 def run(
     parser: Any, pieces: list[bytes], eof: bool = True, port: Any = None
 ) -> list[tuple[str, bytes]]:
-    """What the engine with ``parser`` (None: httptools) did with ``pieces``, sent in turn
-    (to ``port``, else :class:`Port`)."""
+    """What the engine with ``parser`` (None: httptools) did with ``pieces``."""
     loop = asyncio.new_event_loop()
     saved = http._NATIVE_PARSER, http._ENCODE_REPLY
     http._NATIVE_PARSER = parser
@@ -285,9 +277,7 @@ VALID = [
     b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
     b"DELETE /d HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\nAuthorization: Bearer t\r\n\r\n",
 ]
-# the edges of the request line, the fields, the framing and the limits (each answered
-# alike: refused by llhttp or the head's checks, or served; the RFC 9110/9112 cases a
-# conformance suite sends)
+# edges of request line, fields, framing and limits (refused by llhttp or the head's checks)
 EDGES = [
     # the request line
     b"get / HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -476,9 +466,7 @@ def streams(draw: Callable[..., Any]) -> list[bytes]:
     ids=[*(f"valid-{i}" for i in range(len(VALID))), *(f"edge-{i}" for i in range(len(EDGES)))],
 )
 def test_each_request_and_edge_whole_and_byte_by_byte(request_bytes: bytes, written: bool) -> None:
-    """Each request of the corpus and each edge case, whole, then one byte at a time, then
-    pipelined twice: the same answers (a request of the corpus is answered first; an edge is
-    refused or served) and closes."""
+    """Whole, byte by byte, then pipelined twice: the same answers and closes."""
     whole = assert_same([request_bytes])
     assert whole and (whole[0][0] == "write" or not written), whole
     assert_same([request_bytes[i : i + 1] for i in range(len(request_bytes))])
@@ -486,8 +474,7 @@ def test_each_request_and_edge_whole_and_byte_by_byte(request_bytes: bytes, writ
 
 
 def test_long_target_and_many_pipelined_requests_in_random_pieces() -> None:
-    """A 64 KiB target (431, whole and in 1000-byte pieces), and 60 small requests pipelined
-    (a HEAD among them) cut at random points: the same answers."""
+    """A 64 KiB target (431) and 60 small pipelined requests (a HEAD among them), cut at random."""
     long_target = b"GET /" + b"t" * 65536 + b" HTTP/1.1\r\nHost: a\r\n\r\n"
     answers = assert_same([long_target])
     assert answers[0][1].startswith(b"HTTP/1.1 431 "), answers
@@ -515,9 +502,8 @@ def test_same_answers_and_closes(pieces: list[bytes]) -> None:
 
 
 def test_header_names_of_one_letter_leave_the_process_bytes_alone() -> None:
-    """CPython shares the bytes objects of one byte: a header name lower-cased in place in
-    one of them would turn ``b"E"`` into ``b"e"`` for the whole process (a defect seen as a
-    query value ``E`` answered as ``e`` by later tests)."""
+    """CPython shares one-byte bytes objects: a name lower-cased in place turned ``b"E"`` into
+    ``b"e"`` for the whole process (a query value ``E`` was answered ``e`` in later tests)."""
     upper = bytes(range(65, 91))
     head = b"".join(b"%c: 1\r\n" % c for c in upper)
     answers = assert_same([b"GET / HTTP/1.1\r\nHost: a\r\n" + head + b"\r\n"])
@@ -529,9 +515,8 @@ def test_header_names_of_one_letter_leave_the_process_bytes_alone() -> None:
 
 
 def test_field_values_lose_their_surrounding_whitespace() -> None:
-    """RFC 9110 5.5: a field value excludes the whitespace around it (llhttp leaves the
-    trailing one in): either engine hands the port the values without it, and a client's
-    ``X-Request-ID`` followed by a space is still its own on a refusal."""
+    """RFC 9110 5.5: the value excludes surrounding whitespace (llhttp keeps the trailing one); an
+    ``X-Request-ID`` with a trailing space stays the client's on a refusal."""
     answers = assert_same(
         [
             b"GET /ws HTTP/1.1\r\nHost: a \r\nX-Request-ID: client-9 \t\r\nX-A: a b  \r\n"
@@ -608,8 +593,7 @@ def test_reply_encoder_byte_for_byte(
     streamed: int,
     head_only: bool,
 ) -> None:
-    """The native engine's encoder writes wire.encode_reply's bytes for any reply (the date
-    aside: the second may turn between the two)."""
+    """Byte for byte as wire.encode_reply (the date aside)."""
     reply = Reply(status, headers, body, request_id=request_id, head_only=head_only)
     if streamed >= -1:  # a stream's head, its length known (>= 0) or not
         reply = Reply(
@@ -621,8 +605,7 @@ def test_reply_encoder_byte_for_byte(
 
 
 def test_reply_encoder_takes_what_wire_takes() -> None:
-    """A status without a phrase, an id beyond 128 bits, an IntEnum status, a character beyond
-    latin-1: wire's bytes too."""
+    """A status without a phrase, an id over 128 bits, an IntEnum status, a non-latin-1 char."""
     cases = [
         Reply(600, [("a", "b")], b"xy", request_id=2**130),
         Reply(HTTPStatus.OK, [("a", "b")], b"xy"),
@@ -677,9 +660,8 @@ class QuietPort(Port):
 
 @pytest.mark.parametrize("engine", ["pure", "native"])
 def test_a_streamed_answer_without_content_is_sent_without_a_body(engine: str) -> None:
-    """A PortHandler's streamed 204 or 304 (a port's pipeline makes none: PortApp._finish):
-    the engine sends it as the other answers with that status, no Transfer-Encoding (RFC 9112
-    6.1) nor body, closes its stream unread, and the next pipelined answer reads right."""
+    """A PortHandler's streamed 204/304 (ports make none: PortApp._finish) goes without
+    Transfer-Encoding (RFC 9112 6.1) or body, and the next pipelined answer reads right."""
     port = QuietPort()
     pieces = [
         b"GET /quiet/204 HTTP/1.1\r\nHost: a\r\n\r\nGET /quiet/304 HTTP/1.1\r\nHost: a\r\n\r\n"
@@ -698,8 +680,7 @@ def test_a_streamed_answer_without_content_is_sent_without_a_body(engine: str) -
 
 
 def underscore_said(engine: str) -> list[str]:
-    """What a fresh worker's engine logs of two requests with '_' fields (run in a process of
-    its own: the native engine notes the first in C, once per process)."""
+    """Two '_' requests' logs in a fresh process (the native engine notes once per process)."""
     import logging
 
     said: list[str] = []
@@ -718,9 +699,7 @@ def underscore_said(engine: str) -> list[str]:
 
 @pytest.mark.parametrize("engine", ["pure", "native"])
 def test_a_dropped_underscore_field_is_said_once_per_worker(engine: str) -> None:
-    """A header field named with '_' is dropped by either engine, and said once per worker
-    (its name escaped and cut to 100 characters): the log line an operator reads when a
-    client's field does not arrive."""
+    """Dropped by either engine and said once per worker (escaped, cut to 100 characters)."""
     code = (
         "import json, sys; from tests.server.test_engines import underscore_said; "
         "print(json.dumps(underscore_said(sys.argv[1])))"

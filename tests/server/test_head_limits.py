@@ -1,18 +1,9 @@
-"""SPEC 7 "request line + headers at most 16 KiB" and "header read deadline", over raw sockets.
-
-Two holes an audit found, and their fixes (``server/http.py``):
-
-* the head limit counts the raw bytes of the request line and headers, whitespace included,
-  whichever read completes the head: a header value padded with spaces (which the parser strips
-  and the parsed size leaves out) is no way past ``MaxHeaderSize``;
-* the header deadline of a connection's first request runs from the connection's start: a
-  client that idles before its first byte does not then get a second full ``HeaderTimeout``.
-  A later request on a kept-alive connection gets the deadline from its own first byte.
-
-One ``fwrest serve`` runs for the module: ``HTTP_REST`` with the default head limit (16 KiB) and
-``HTTP_SLOW`` with ``HeaderTimeout`` shortened to 1500 ms (SPEC 9: deadlines are tested shortened
-by configuration, with a generous hang guard, printing the figure seen).
-"""
+"""SPEC 7 "request line + headers at most 16 KiB" and "header read deadline", over raw sockets: two
+holes an audit found (``server/http.py``). The head limit counts raw bytes whichever read completes
+the head, so spaces the parser strips are no way past ``MaxHeaderSize``; the first request's header
+deadline runs from the connection's start (idling before the first byte earns no second
+``HeaderTimeout``), a kept-alive request's from its own first byte. ``HTTP_SLOW`` has
+``HeaderTimeout`` shortened to 1500 ms (SPEC 9)."""
 
 from __future__ import annotations
 
@@ -54,9 +45,7 @@ def assert_431_and_closed(conn: RawConnection) -> None:
 
 # -- the head limit counts whitespace, whichever read completes the head ------------------------
 def padded_head(total: int, start: bytes = b"GET /rest/hello", extra: bytes = b"") -> bytes:
-    """A request head of exactly ``total`` bytes (blank line included), nearly all of it the
-    spaces before the value of ``X-Pad`` (``X-Pad:`` + spaces + ``a``), which the parser strips.
-    ``extra``: more header lines (each ending in CRLF) before ``X-Pad``."""
+    """``total`` bytes of head, nearly all spaces before ``X-Pad``'s value; ``extra`` first."""
     base = start + b" HTTP/1.1\r\nHost: x\r\n" + extra + b"X-Pad:a\r\n\r\n"
     data = base.replace(b"X-Pad:", b"X-Pad:" + b" " * (total - len(base)))
     assert len(data) == total
@@ -64,8 +53,7 @@ def padded_head(total: int, start: bytes = b"GET /rest/hello", extra: bytes = b"
 
 
 def send_in_writes(conn: RawConnection, data: bytes, cuts: tuple[int, ...]) -> None:
-    """Send ``data`` in separate writes, cut at the offsets ``cuts`` (negative: from the end),
-    with a pause between them so that the server reads them separately."""
+    """``data`` cut at ``cuts`` (negative: from the end), paused so the server reads them apart."""
     offsets = sorted(cut % len(data) for cut in cuts)
     start = 0
     for offset in [*offsets, len(data)]:
@@ -74,9 +62,8 @@ def send_in_writes(conn: RawConnection, data: bytes, cuts: tuple[int, ...]) -> N
         time.sleep(0.05)
 
 
-# Where the head is cut into writes: all in one; the padding with the end of the head in one
-# write after the request line; the padding split, its second half with the end of the head;
-# the padding alone, then only its last byte and the end of the head.
+# Cuts: all in one; padding and end of head after the request line; the padding split; the padding
+# alone, then its last byte and the end of the head.
 CUTS = {
     "one-write": (),
     "padding-with-the-end": (len(b"GET /rest/hello HTTP/1.1\r\nHost: x\r\n"),),
@@ -85,8 +72,7 @@ CUTS = {
 }
 
 
-# ``X-Pad:`` + 22,000 spaces + ``a`` (the parsed head is tiny, the raw one 22 KB), and a
-# padded head one byte over the limit
+# ``X-Pad:`` + 22,000 spaces + ``a`` (parsed: tiny, raw: 22 KB), and a padded head one byte over
 OVER = {
     "far-over": b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nX-Pad:" + b" " * 22000 + b"a\r\n\r\n",
     "one-byte-over": padded_head(HEADER_LIMIT + 1),
@@ -142,8 +128,7 @@ REST_OF_HEAD = request_bytes("GET", "/rest/hello", [("X-Slow", "s" * 30)])[len(R
 
 
 def _trickle(conn: RawConnection, data: bytes, until: float) -> bool:
-    """Send ``data`` evenly so that its last byte goes at monotonic time ``until``; stop early
-    (False) when the server answers or closes."""
+    """``data`` evenly, its last byte at ``until``; False once the server answers or closes."""
     start = time.monotonic()
     step = max(0.0, until - start) / len(data)
     for index, byte in enumerate(data, 1):
@@ -164,10 +149,8 @@ def _trickle(conn: RawConnection, data: bytes, until: float) -> bool:
 def test_trickling_headers_get_408_at_the_header_deadline(
     slow_port: int, kept_alive: bool, head_takes_s: float
 ) -> None:
-    """Idle 1.0 s, then a head trickled to complete ``head_takes_s`` after the deadline's start:
-    408 at 1.5 s from it. A connection's first request: from connecting (idling before the
-    first byte does not earn a second header deadline); a kept-alive one (after a served
-    request): from its own first byte."""
+    """Idle 1.0 s, then a head trickled to complete ``head_takes_s`` after the deadline's start: 408
+    at 1.5 s from it (a first request: from connecting; a kept-alive one: from its first byte)."""
     deadline = HEADER_DEADLINE_MS / 1000
     with RawConnection(slow_port) as conn:
         connected = time.monotonic()
@@ -205,9 +188,8 @@ def test_first_request_completed_within_the_deadline_after_idling_is_served(
 def test_kept_alive_request_gets_its_own_full_deadline_from_its_first_byte(
     slow_port: int,
 ) -> None:
-    """After a served request and an idle wait longer than the header deadline, a head trickled
-    over 0.5 s is served, although the connection is by then far older than the header deadline.
-    (The 1.0 s left to the deadline is the margin for a loaded machine's late wake-ups.)"""
+    """A head trickled over 0.5 s after an idle wait past the deadline is served (the 1.0 s left is
+    the margin for a loaded machine's late wake-ups)."""
     with RawConnection(slow_port) as conn:
         connected = time.monotonic()
         assert_hello(conn.request("GET", "/rest/hello"))

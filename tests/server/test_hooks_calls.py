@@ -1,17 +1,10 @@
-"""``OnSend``, ``OnError`` and ``OnSelect`` (SPEC 11.1) through the port's pipeline, in
-process (``fwrest.testing.Client``: the same stages as over a socket, see
-``Worker.open``; what only a socket shows, OnSelect's dropped connection on the wire and the
-worker processes, is in test_hooks_wire.py and test_hooks_workers.py).
-
-One service: pool ``PDEF`` has ``def`` hooks, ``PASYNC`` ``async def`` ones, ``PLAIN`` none,
-``PSDEF`` and ``PSASYNC`` an ``OnSend`` alone (``def``, ``async def``); each pool serves a
-location (``/d``, ``/a``, ``/p``, ``/sd``, ``/sa``) of the module's routes (``def`` and
-``async def`` handlers alike). Server ``HTTP_DEF`` has a ``def`` ``OnSelect``, ``HTTP_ASYNC``
-an ``async def`` one. What a hook does is chosen by the request's ``x-send``, ``x-error`` and
-``x-select`` headers (hooks read the request through the REST object). Every bad case (a hook
-that raises, hangs past ``ActiveTimeout``, returns nonsense) is answered with the standard
-error body, no traceback, and the next request is served.
-"""
+"""``OnSend``, ``OnError`` and ``OnSelect`` (SPEC 11.1) through the port's pipeline, in process (the
+socket-only parts: test_hooks_wire.py, test_hooks_workers.py). Pools ``PDEF`` (``def`` hooks),
+``PASYNC`` (``async def``), ``PLAIN`` (none), ``PSDEF``/``PSASYNC`` (an ``OnSend`` alone) serve
+``/d``, ``/a``, ``/p``, ``/sd``, ``/sa``; ``HTTP_DEF``/``HTTP_ASYNC`` have a ``def``/``async def``
+``OnSelect``. Headers ``x-send``, ``x-error``, ``x-select`` choose what a hook does. A hook that
+raises, hangs past ``ActiveTimeout`` or returns nonsense gets the standard error body, and the next
+request is served."""
 
 from __future__ import annotations
 
@@ -194,8 +187,7 @@ def served(client: Client) -> None:
 
 
 def hook(loc: str, kind: str) -> str:
-    """The pool of location ``loc`` (``/d`` or ``/a``) and its ``kind`` hook, as the log
-    names them: ``hooks_calls_app.send_def of [PDEF]``."""
+    """The pool and hook as the log names them: ``hooks_calls_app.send_def of [PDEF]``."""
     pool, which = ("PDEF", "def") if loc == "/d" else ("PASYNC", "async")
     return f"hooks_calls_app.{kind}_{which} of [{pool}]"
 
@@ -273,9 +265,8 @@ def test_an_on_send_that_fails_is_a_500_logged(
 def test_on_error_answers_with_status_500(
     client: Client, service: Path, loc: str, route: str
 ) -> None:
-    # a def handler's GeneratorExit and StopIteration too: a Future cannot carry them to an
-    # async OnError as they are (the first closed the request's coroutines past OnError,
-    # the second hung the request)
+    # a def handler's GeneratorExit and StopIteration too: a Future cannot carry them to an async
+    # OnError (the first closed the coroutines past OnError, the second hung the request)
     r = client.get(f"{loc}{route}")
     assert r.status_code == 500
     body = r.json()
@@ -351,9 +342,8 @@ def test_a_pool_without_on_error_answers_the_standard_500(client: Client) -> Non
 
 
 def sends(client: Client, path: str, **headers: str) -> tuple[httpx.Response, list[str]]:
-    """The answer to ``GET path`` and the OnSend runs it made (the paths OnSend saw). Told by
-    a mark of this request: an earlier test's call left running past its ActiveTimeout (a
-    hung OnError) runs its OnSend seconds later, during another test's request."""
+    """The answer and the paths OnSend saw for this request, told by a mark: an earlier test's hung
+    OnError runs its OnSend seconds later, during another request."""
     import hooks_calls_app  # type: ignore[import-not-found]
 
     before = len(hooks_calls_app.SENT)

@@ -1,6 +1,5 @@
-"""The hooks' keys at start (SPEC 11.1): each names a function resolved as ``OnAuth`` is, so a
-missing or ambiguous name, or a function that cannot be called as the hook is, stops
-``fwrest check`` (exit 2, one message naming section and key) before anything starts."""
+"""SPEC 11.1: a hook key missing, ambiguous, or naming a function that cannot be called as the hook
+stops ``fwrest check`` (exit 2, one message naming section and key)."""
 
 from __future__ import annotations
 
@@ -45,8 +44,7 @@ def only_here():
 
 
 def check(tmp_path: Path, forked: bool = True, **extra: dict[str, Any]) -> tuple[int, str]:
-    """``fwrest check`` of the service with ``extra``: forked (:func:`run_forked`), or run as
-    a user runs it."""
+    """``fwrest check`` with ``extra``: forked (:func:`run_forked`) or as a user runs it."""
     (tmp_path / "other.py").write_text(OTHER)
     config = free_config(tmp_path, app=APP, extra=extra)
     run = run_forked if forked else run_cli

@@ -1,7 +1,5 @@
-"""docs/hooks.md's example service, as the page writes it (its port and module name aside), in
-process (``fwrest.testing.Client``): each answer the page describes. The module is named
-``hooks_guide_app`` (the client imports it into the test process, where another test's module
-may be named ``hooks``)."""
+"""docs/hooks.md's example service as written, in process: each answer the page describes. Named
+``hooks_guide_app``: another test's module may be named ``hooks``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Where the hooks sit in a request (SPEC 11.1), in process: a ``def`` handler and a ``def``
-``OnSend`` are one job of the pool (no second thread hop), and ``OnSelect`` runs after
-authorization (a request that is refused never reaches it).
-"""
+"""SPEC 11.1: a def handler and def ``OnSend`` are one pool job; ``OnSelect`` after
+authorization."""
 
 from __future__ import annotations
 
@@ -13,8 +11,7 @@ from tests.conftest import module_config
 
 
 def test_a_def_handler_and_def_on_send_are_one_pool_job(tmp_path: Path) -> None:
-    """With one thread, a request queued while a handler runs would run between the handler
-    and its OnSend if OnSend were a second job; it runs after both."""
+    """With one thread, a queued request would run between them were OnSend a second job."""
     app = """
 import threading
 

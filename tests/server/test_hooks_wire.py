@@ -1,9 +1,6 @@
-"""``OnSelect``'s answers on the wire (SPEC 11.1), on a real ``fwrest serve`` read with raw
-sockets: ``-3`` closes the connection with zero bytes answered (also behind a pipelined
-request, whose answer comes first), ``-2`` is 503 "Server Busy" with the standard body; and a
-hook that raises ``SystemExit`` in a real worker answers 500 while the same worker serves on;
-in process, the control: a port without ``OnSelect`` answers that route.
-"""
+"""``OnSelect`` on the wire (SPEC 11.1): ``-3`` closes with zero bytes (behind a pipelined request,
+after its answer), ``-2`` is 503 "Server Busy"; a hook raising ``SystemExit`` in a real worker is a
+500 and the worker serves on."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""``OnStart`` and ``OnStop`` (SPEC 11.1) in real worker processes (``fwrest serve``).
-
-The hooks append a line (what, pid, thread) to the file ``HOOK_MARKS`` names in the server's
-environment, so the test sees which process ran which hook, and when. Pool ``POOL`` has
-``def`` hooks (run in its threads), ``APOOL`` ``async def`` ones (run on the loop).
-"""
+"""``OnStart`` and ``OnStop`` (SPEC 11.1) in real workers: hooks append (what, pid, thread) to the
+file ``HOOK_MARKS`` names; ``POOL`` has ``def`` hooks, ``APOOL`` ``async def`` ones."""
 
 from __future__ import annotations
 
@@ -192,9 +188,8 @@ def test_an_on_start_that_raises_fails_start_in_process(tmp_path: Path) -> None:
 def test_a_failed_on_start_leaves_no_background_task_pending(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The worker's background tasks (the store's check, the settings' sync, the usage
-    figures) run when ``OnStart`` does: a failed start cancels them and lets them end before
-    its loop closes, none of them destroyed pending, none running on past the cancellation."""
+    """Background tasks (store check, settings sync, usage figures) start with ``OnStart``: a failed
+    start cancels them and lets them end before the loop closes."""
     extra = {"POOL": {"OnStart": "start_fails"}, "HTTPSERVER": {"StateStore": "sqlite"}}
     cfg = module_config(tmp_path, "hooks_start_fails_tasks_app", app=APP, extra=extra)
     with caplog.at_level(logging.ERROR, logger="asyncio"):
@@ -206,8 +201,7 @@ def test_a_failed_on_start_leaves_no_background_task_pending(
 
 
 def test_a_hung_on_stop_keeps_the_worker_at_most_10_s(tmp_path: Path) -> None:
-    """Both kinds of hung ``OnStop`` (one that sleeps, one that ignores cancellation), each in
-    a service of its own, stopped at the same moment: the 10 s are waited out once."""
+    """A sleeping and a cancellation-ignoring ``OnStop`` stopped at once: 10 s waited once."""
     servers: dict[str, ServerProcess] = {}
     marks_files: dict[str, Path] = {}
     took: dict[str, float] = {}
@@ -244,9 +238,8 @@ def test_a_hung_on_stop_keeps_the_worker_at_most_10_s(tmp_path: Path) -> None:
 
 
 def test_on_stop_waits_for_the_thread_a_timed_out_request_still_holds(tmp_path: Path) -> None:
-    """SPEC 11.1: OnStop runs once in every worker after its last request, within 10 s. A
-    request ActiveTimeout answered 503 keeps its thread until its function returns; with
-    MaxThreads=1 OnStop waits for it (it waited AcceptTimeout, then was skipped)."""
+    """SPEC 11.1: a request ActiveTimeout answered keeps its thread; with MaxThreads=1 OnStop waits
+    for it (it waited AcceptTimeout, then was skipped)."""
     marks_file = tmp_path / "marks.txt"
     pool = {"OnStop": "stop_def", "MaxThreads": "1", "AcceptTimeout": "300",
             "ActiveTimeout": "300"}  # fmt: skip

@@ -1,18 +1,8 @@
-"""SPEC 7 "HTTP limits", SPEC 3 error bodies and HTTP/1.1 connection handling, over raw sockets.
-
-One ``fwrest serve`` runs for the whole module with five ports:
-
-* ``HTTP_REST``: the default limits except ``MaxBodySize=1000``;
-* ``HTTP_SMALL``: ``MaxHeaderSize=2048`` and ``MaxHeaders=10`` (the limits are per server);
-* ``HTTP_HEADERS``, ``HTTP_BODY``, ``HTTP_IDLE``: the header, the body, the keep-alive deadline
-  shortened to 400 ms, one each (SPEC 9: deadlines are tested shortened by configuration, with a
-  generous hang guard, printing the figure seen), the others left at their defaults: a test
-  waits on one deadline, and a worker descheduled for a second (the parallel part of ``make
-  test`` runs at nice 10 beside the serial one), which runs its due timers before it reads,
-  must not answer it at another.
-
-Every test opens its own connection and asserts the status line, the JSON error body where
-there is one, and whether the server closed the connection.
+"""SPEC 7 limits, SPEC 3 error bodies and HTTP/1.1 connection handling over raw sockets: status
+line, error body, and whether the server closed. ``HTTP_SMALL`` has small header limits;
+``HTTP_HEADERS``, ``HTTP_BODY``, ``HTTP_IDLE`` each shorten one deadline to 400 ms (SPEC 9), the
+others at their defaults: a worker descheduled for a second (``make test`` runs at nice 10 beside
+the serial part) runs its due timers before it reads and must not answer a test at another deadline.
 """
 
 from __future__ import annotations
@@ -85,8 +75,7 @@ def assert_closed(conn: RawConnection, response: RawResponse) -> None:
 
 
 def refused(port: int, data: bytes, status: int, detailed: str | None = "") -> RawResponse:
-    """``data`` on a new connection: the error ``status`` (:func:`assert_error`), then the
-    server closes the connection."""
+    """The error ``status`` (:func:`assert_error`), then the server closes."""
     with RawConnection(port) as conn:
         conn.send(data)
         return closed_with(conn, status, detailed)
@@ -189,9 +178,8 @@ def test_trailer_fields_are_not_header_fields(port: int) -> None:
 
 
 def test_thousands_of_tiny_header_fields_cost_what_a_request_costs(port: int) -> None:
-    """2,690 fields of 5 bytes fit in 16 KiB; each was a parser callback and a tuple (six to
-    ten times a normal request here, SPEC 7.1's review measured 34 times). Now the 101st ends
-    the request: 431, at about the cost of a normal one. Speeds are printed, not asserted."""
+    """2,690 fields of 5 bytes fit in 16 KiB, each a parser callback (SPEC 7.1's review: 34 times a
+    normal request); the 101st now ends it with 431. Speeds printed, not asserted."""
     tiny = b"GET /rest/hello HTTP/1.1\r\nHost: x\r\n" + b"a:b\r\n" * 2689 + b"\r\n"
     assert len(tiny) <= DEFAULT_HEADER_LIMIT
     normal = request_bytes("GET", "/rest/hello")
@@ -338,10 +326,8 @@ def test_a_refused_request_gets_its_error_and_close(port: int, case: str) -> Non
 
 
 def test_a_coded_request_body_gets_415_unread_and_close(port: int) -> None:
-    """A body with ``Content-Encoding`` would reach the handler still compressed (and a small
-    gzip body can stand for far more than ``MaxBodySize``): 415 with ``Accept-Encoding:
-    identity`` (RFC 9110 8.4, 12.5.3), before the body is read. ``identity``, and a coding
-    named on a request without a body, are served."""
+    """A coded body would reach the handler compressed (and gzip outsizes ``MaxBodySize``): 415 with
+    ``Accept-Encoding: identity`` (RFC 9110 8.4, 12.5.3), unread; ``identity`` is served."""
     packed = gzip.compress(b"x" * 100_000)
     detailed = (
         "a request body with Content-Encoding is not accepted: send it uncompressed, "
@@ -404,8 +390,7 @@ def test_chunked_body_exactly_at_limit_is_served(port: int) -> None:
 def _trickle_until_answered(
     conn: RawConnection, data: bytes, pause: float, started: float | None = None
 ) -> tuple[float, int]:
-    """Send ``data`` a byte at a time until the server answers; (seconds since ``started``, by
-    default now, bytes sent)."""
+    """A byte at a time until answered; (seconds since ``started``, bytes sent)."""
     started = time.monotonic() if started is None else started
     for i, byte in enumerate(data):
         if select.select([conn.sock], [], [], pause)[0]:
@@ -418,8 +403,7 @@ def _trickle_until_answered(
 
 def test_trickling_headers_get_408_and_close_at_the_deadline(headers_port: int) -> None:
     slow = request_bytes("GET", "/rest/hello", [("X-Slow", "s" * 200)])
-    # the clock starts before the connection: the deadline cannot start earlier, and the
-    # time it took this process to go on after connecting (descheduled) is counted
+    # started before connecting: the deadline cannot start earlier, and a descheduled connect counts
     started = time.monotonic()
     with RawConnection(headers_port) as conn:
         elapsed, sent = _trickle_until_answered(conn, slow, 0.05, started)
@@ -512,8 +496,7 @@ UPGRADES = {
 
 @pytest.mark.parametrize("upgrade", list(UPGRADES))
 def test_upgrade_request_keeps_its_body(port: int, upgrade: str) -> None:
-    """fwrest does not upgrade: the answer is the request's own, its body included, then the
-    connection closes; what the client sent after the body is never read as a request."""
+    """No upgrade: the request's own answer, then close; bytes after the body are no request."""
     after = request_bytes("GET", "/rest/items/after")
     with RawConnection(port) as conn:
         conn.send(request_bytes("POST", "/rest/echo", UPGRADES[upgrade], body=b"hello") + after)
@@ -621,9 +604,7 @@ def test_connection_close_closes(port: int) -> None:
     ids=["get", "close-first", "two-lines", "post"],
 )
 def test_a_close_option_beside_keep_alive_closes_http10(port: int, head: bytes) -> None:
-    """RFC 9112 9.6: after a ``close`` option the server answers and closes, and does not
-    serve what follows on the connection (llhttp and httptools keep an HTTP/1.0 connection
-    that names ``keep-alive`` whatever else it says)."""
+    """RFC 9112 9.6: ``close`` closes (llhttp keeps HTTP/1.0 naming ``keep-alive`` open)."""
     body = b"hi" if head.startswith(b"POST") else b""
     with RawConnection(port) as conn:
         conn.send(head + b"\r\n" + body + request_bytes("GET", "/rest/items/2"))

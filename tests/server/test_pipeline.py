@@ -1,9 +1,6 @@
-"""The request pipeline in process (``PortApp.handle``): what it remembers between requests.
-
-The pipeline keeps each distinct request path's normalised form and location (most traffic
-asks for a few paths); these tests pin that this memory is bounded, never holds a refused
-target, and never lets one request's query or parameters reach another.
-"""
+"""The pipeline in process (``PortApp.handle``): its memory of paths (normalised form and location)
+is bounded, never holds a refused target, and never lets a query or parameters reach another
+request."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A location's thread pool over real HTTP: ``AcceptTimeout`` (503 "Server Busy"),
-``ActiveTimeout`` (503 and a log line), ``MaxThreads`` bounds concurrency, and ``async def``
-handlers are not limited by the pool.
-
-Deadlines are shortened by configuration; figures observed are printed, never asserted as speed.
-"""
+"""A location's pool over HTTP: ``AcceptTimeout`` (503 "Server Busy"), ``ActiveTimeout`` (503 and a
+log line), ``MaxThreads``; ``async def`` handlers are not bound by it. Deadlines shortened; figures
+printed, never asserted."""
 
 from __future__ import annotations
 

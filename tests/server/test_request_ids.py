@@ -1,13 +1,6 @@
-"""Request ids (SPEC 13.4) through a port's pipeline, in process (``fwrest.testing.Client``):
-every answer carries ``X-Request-ID`` (the request's own when acceptable, else a new one),
-and every record logged while the request runs carries the same id, in the text and in the
-JSON lines: the access line, the application's own ``logging`` calls (an ``async def`` on the
-loop, a ``def`` in a pool thread), a traceback, an ``OnError`` hook's record. A hostile id is
-replaced and never reaches a line.
-
-The records are read by a handler of the test's own on Python's root logger, formatted by
-fwrest's two formatters (``log.Formatter``, ``log.JsonFormatter``).
-"""
+"""Request ids (SPEC 13.4) in process: on every answer (the request's own when acceptable, else new)
+and on every record logged while it runs, text and JSON; a hostile id never reaches a line. Records
+are read by a root-logger handler with fwrest's two formatters."""
 
 from __future__ import annotations
 
@@ -267,9 +260,8 @@ def full_errors(client: Client) -> Iterator[None]:
 
 @pytest.mark.parametrize("kind", ["def", "async"])
 def test_a_streamed_answers_records_carry_the_id(client: Client, lines: Lines, kind: str) -> None:
-    """A stream runs after the pipeline returned: its iterator's own records (a def
-    generator's steps run in the pool) and the line of its failure carry the request's id,
-    and the failure is logged as a handler's (method, path, where it was raised)."""
+    """A stream runs after the pipeline returned: its own records (a def generator's steps in the
+    pool) and its failure's line carry the id; the failure is logged as a handler's."""
     rid = f"stream-{kind}-1"
     path = "/rest/stream-fails" if kind == "def" else "/rest/async-stream-fails"
     with pytest.raises(httpx.RemoteProtocolError):  # cut short: no last chunk
@@ -416,12 +408,11 @@ def test_a_hostile_id_is_not_in_the_header_lines_of_level_5(
 
 
 def test_the_engines_own_refusals_carry_an_id_on_the_answer_and_the_log(tmp_path: Path) -> None:
-    """Over a real ``fwrest serve`` (text lines): what the HTTP engine answers itself (a bare
-    LF, a 20 KB header, ``Content-Length`` with ``Transfer-Encoding``, a body over the limit, a
-    head that never ends) carries ``X-Request-ID``, the client's own when its head was read
-    far enough, a new one for a hostile one, and the engine's lines of it carry the same."""
-    # the head deadline is shortened on a port of its own: a worker descheduled for 0.7 s (the
-    # parallel part of make test runs at nice 10) would answer the other refusals 408 there
+    """Over a real ``fwrest serve``: the engine's own refusals (bare LF, 20 KB header,
+    ``Content-Length`` with ``Transfer-Encoding``, body over the limit, a head that never ends)
+    carry ``X-Request-ID`` (the client's when read far enough, new for a hostile one), and so do
+    their lines."""
+    # its own head deadline port: a worker descheduled 0.7 s would answer other refusals 408
     servers = {"HTTP_REST": local_port(), "HTTP_QUICK": local_port(HeaderTimeout=700)}
     config = free_config(tmp_path, servers=servers)
     # (a field is read once the next line begins: llhttp looks for a continuation)
@@ -449,8 +440,7 @@ def test_the_engines_own_refusals_carry_an_id_on_the_answer_and_the_log(tmp_path
 
 
 def test_a_new_id_is_kept_as_its_integer_and_its_line_made_by_the_encoder() -> None:
-    """A new id costs the request path one counter step: the encoder writes its line from the
-    integer, in the 32 digits the text form has (getRequestId(), the log records)."""
+    """One counter step per new id: the encoder writes its 32-digit line from the integer."""
     number = new_request_number()
     text = id_text(number)
     assert ID.fullmatch(text) and int(text, 16) == number

@@ -1,8 +1,6 @@
-"""What a handler returns, as a client receives it (SPEC 3, 9): ordinary Python data that
-orjson alone refuses, statuses without content, ``setResponse`` of a dict, and ``async def``
-handlers behind decorators. The answers through the in-process client (``fwrest.testing.Client``,
-its module named ``results_app``); a real server over loopback and raw sockets where the bytes
-on the wire matter (no body after a 204 or 304, a refused answer pipelined before the next)."""
+"""What a handler returns as a client receives it (SPEC 3, 9), in process (module ``results_app``);
+a real server where the wire's bytes matter (no body after 204/304, a refused answer pipelined
+before the next)."""
 
 from __future__ import annotations
 
@@ -267,9 +265,8 @@ QUIET = [
 def test_a_streamed_answer_without_content_is_not_chunked(
     server: ServerProcess, path: str, status: int
 ) -> None:
-    """RFC 9112 6.1: no Transfer-Encoding in a 204 (nor a 304, RFC 9110 15.4.5: no content):
-    a streamed answer with such a status goes out as the others do, without a body, so the
-    next answer on the connection reads right; its iterator is closed unread."""
+    """RFC 9112 6.1, RFC 9110 15.4.5: a streamed 204/304 goes without Transfer-Encoding or body, so
+    the next answer reads right; its iterator is closed unread."""
     port = server.ports["HTTP_REST"]
     with RawConnection(port) as conn:
         conn.send(request_bytes("GET", path) + request_bytes("GET", "/rest/hello"))
@@ -287,8 +284,7 @@ def test_a_streamed_answer_without_content_is_not_chunked(
 
 
 def test_streams_without_content_are_closed_unread(server: ServerProcess) -> None:
-    """After the answers above: no iterator gave an item, and the chunked handler ran to its
-    end (its pieces thrown away, none waited for)."""
+    """After the tests above: no iterator gave an item; the chunked handler ran to its end."""
     for path, _ in QUIET:
         with RawConnection(server.ports["HTTP_REST"]) as conn:
             conn.request("GET", path)
@@ -302,8 +298,7 @@ def test_streams_without_content_are_closed_unread(server: ServerProcess) -> Non
 
 
 def test_a_205_sends_no_content_and_keeps_the_connection(server: ServerProcess) -> None:
-    """RFC 9110 15.3.6: no content in a 205, whatever the handler gave; its length of 0
-    frames the answer, so the next pipelined answer reads right."""
+    """RFC 9110 15.3.6: no content in a 205; its length of 0 frames the next pipelined answer."""
     with RawConnection(server.ports["HTTP_REST"]) as conn:
         conn.send(request_bytes("GET", "/rest/reset") + request_bytes("GET", "/rest/hello"))
         first = conn.read_response()
@@ -315,8 +310,7 @@ def test_a_205_sends_no_content_and_keeps_the_connection(server: ServerProcess) 
 
 
 def test_the_date_line_is_the_servers_alone(server: ServerProcess) -> None:
-    """A handler's ``Date`` is dropped: one ``Date`` line (RFC 9110 5.3), the server's clock's
-    (6.6.1)."""
+    """A handler's ``Date`` is dropped: one ``Date`` line (RFC 9110 5.3), the server's (6.6.1)."""
     with RawConnection(server.ports["HTTP_REST"]) as conn:
         answer = conn.request("GET", "/rest/dated")
     assert answer.body == b"abc"
@@ -361,9 +355,8 @@ def _target(path: str, query: dict[str, str]) -> str:
 def test_a_response_that_would_inject_a_header_or_break_the_next_answer_is_500(
     server: ServerProcess,
 ) -> None:
-    """Pipelined on one connection, each refused answer followed by a normal one: the 500
-    carries no injected header line, and the answer after it is read as its own (a 1xx
-    status written as it was would have been taken for an interim answer)."""
+    """Pipelined, each followed by a normal answer: no injected header line, and the next answer
+    reads as its own (a 1xx status would pass for an interim answer)."""
     port = server.ports["HTTP_REST"]
     mark = len(server.log())
     with RawConnection(port) as conn:

@@ -1,10 +1,6 @@
-"""``fwrest.start()`` (SPEC 2, 9): the service in the calling process on a background thread,
-or the supervisor in a child process with ``workers=N``.
-
-Each in-process test serves a module of its own (a unique name), so that the process-wide
-registry of annotated endpoints never mixes two tests' routes. The "no Repository" case runs in
-a child Python process, where the calling program's endpoints are exactly the script's.
-"""
+"""``fwrest.start()`` (SPEC 2, 9): in process on a thread, or a supervisor child with ``workers=N``.
+Each in-process test serves a uniquely named module (the process-wide endpoint registry must not mix
+tests); "no Repository" runs in a child Python process."""
 
 from __future__ import annotations
 
@@ -217,9 +213,8 @@ def program_file(
     pid: str = "os.getpid()",
     end: str = STOP_ON_A_LINE,
 ) -> Path:
-    """``folder/program.py``: ``body`` (endpoints of the program), then ``fwrest.start()`` of
-    the config given as its argument, a JSON line of the service's urls, ports and ``pid``,
-    then ``end`` (by default: stop the service when a line arrives on standard input)."""
+    """``folder/program.py``: ``body``, ``fwrest.start()`` of the config in argv, a JSON line (urls,
+    ports, ``pid``), then ``end`` (default: stop on a line on stdin)."""
     script = folder / "program.py"
     script.write_text(
         "import json, os, sys, time\n\nimport fwrest\nfrom fwrest import get, post, rest\n"
@@ -234,8 +229,7 @@ def program_file(
 def launched(
     script: Path, config: dict[str, Any], stderr: Any = subprocess.PIPE
 ) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
-    """``python SCRIPT CONFIG_JSON`` started, and the JSON line it printed about its service;
-    killed after the block if it still runs."""
+    """``python SCRIPT CONFIG_JSON`` and its printed JSON line; killed after the block if alive."""
     proc = subprocess.Popen(
         [sys.executable, str(script), json.dumps(config)],
         stdin=subprocess.PIPE,
@@ -261,8 +255,7 @@ def launched(
 
 @contextlib.contextmanager
 def program(script: Path, config: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Run a program that starts a service, prints a JSON line about it, and stops it when a
-    line arrives on its standard input; yields that JSON. It must stop cleanly (exit 0)."""
+    """The program's JSON line; a line on stdin stops it, which must exit 0."""
     with launched(script, config) as (proc, info):
         yield info
         assert proc.stdin is not None and proc.stdout is not None
@@ -310,8 +303,7 @@ def test_start_with_workers_and_a_bad_config_raises(tmp_path: Path) -> None:
 def test_start_with_workers_without_repository_serves_the_programs_modules(
     tmp_path: Path,
 ) -> None:
-    # SPEC 2: without Repository, the calling program's endpoints form the environment; with
-    # workers=N they are served by new processes, which import the program's modules by name
+    # SPEC 2: no Repository: the program's endpoints; workers=N import its modules by name
     (tmp_path / "progmod.py").write_text(
         textwrap.dedent(
             """
@@ -359,8 +351,7 @@ def fwrest_handlers() -> list[Any]:
 
 
 def test_a_failed_start_leaves_no_log_handler_behind(tmp_path: Path) -> None:
-    """The port is taken: start() raises, the LogFile it opened is closed again, and its
-    rest_log_level is not left in force (the caller's own messages about it would be lost)."""
+    """Port taken: start() raises and closes its LogFile, leaving no rest_log_level in force."""
     _, path = unique_module(tmp_path)
     before = fwrest_handlers()
     level = logging.getLogger("fwrest").level
@@ -378,8 +369,7 @@ def test_a_failed_start_leaves_no_log_handler_behind(tmp_path: Path) -> None:
 
 
 def test_stopping_one_of_two_services_keeps_the_others_log(tmp_path: Path) -> None:
-    """Two services in one process share fwrest's log handlers (the later start's); stopping
-    the first must not silence the second."""
+    """Two services share the later start's log handlers: stopping the first keeps the second's."""
     name, path = unique_module(tmp_path)
     log_file = tmp_path / "second.log"
     first = fwrest.start(config_dict(str(path)))
@@ -407,8 +397,7 @@ def slow():
 
 
 def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
-    """The service runs on a daemon thread; the program's end must not cut a request in
-    flight: the service is stopped gracefully as the program exits."""
+    """On a daemon thread: the program's end stops it gracefully, no request in flight cut."""
     end = 'sys.stdin.readline()\nprint("the program ends without service.stop()", flush=True)\n'
     script = program_file(tmp_path, SLOW, end=end)
     with launched(script, config_dict(None)) as (proc, info):
@@ -429,8 +418,7 @@ def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
 
 
 def test_start_with_workers_stops_when_the_program_is_killed(tmp_path: Path) -> None:
-    """The supervisor of start(workers=N) is a child process: killed, the program cannot stop
-    it, so it stops by itself instead of holding the ports for good."""
+    """Killed, the program cannot stop its supervisor child: it stops itself, freeing the ports."""
     _, path = unique_module(tmp_path)
     # the pid printed is the supervisor's
     script = program_file(
@@ -453,8 +441,7 @@ def test_start_with_workers_stops_when_the_program_is_killed(tmp_path: Path) -> 
 def test_start_with_workers_that_fails_leaves_no_temporary_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """From a dict, start(workers=N) writes the config to a temporary file for the child;
-    a start that fails removes it."""
+    """The temporary config written for the child from a dict is removed when the start fails."""
     _, path = unique_module(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
@@ -469,8 +456,7 @@ def test_start_with_workers_that_fails_leaves_no_temporary_config(
 
 
 def test_start_and_stop_from_other_threads(tmp_path: Path) -> None:
-    """start() from a thread that is not the main thread serves the same (no signal handler
-    needed or installed), and another thread may stop it."""
+    """From a non-main thread (no signal handler installed), stopped from another thread."""
     name, path = unique_module(tmp_path)
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     with ThreadPoolExecutor(1) as ex:

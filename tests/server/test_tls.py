@@ -1,10 +1,6 @@
-"""HTTPS ports over real TLS (trustme certificates), beside a plain HTTP port in one service.
-
-``HTTPS_REST`` keeps the default deadlines: the requests it serves wait on none, and a worker
-descheduled for a second (the parallel part of ``make test`` runs at nice 10 beside the serial
-one) must not close one at a shortened bound. ``HTTPS_QUICK`` has the handshake deadline
-shortened to 400 ms (SPEC 9) for the clients that stall.
-"""
+"""HTTPS ports over real TLS (trustme) beside a plain port. ``HTTPS_REST`` keeps default deadlines
+(a worker descheduled for a second by make test's nice 10 part must not close a request);
+``HTTPS_QUICK`` shortens the handshake deadline to 400 ms (SPEC 9)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,10 @@
-"""The TLS options of SPEC 11.2 on a real ``fwrest serve``, with trustme certificates made here
-(a root CA, an intermediate that issues the server's certificate, a CA of client
-certificates) and real clients: Debian's ``openssl s_client`` and ``curl``, httpx, and Python's
-``ssl`` on raw sockets.
-
-One service serves every case (its log is checked last for the pass phrase):
-
-* ``HTTPS_ENV``: the key encrypted, its pass phrase ``env:``; the chain; client certificates
-  optional (``SslClientCert=1``);
-* ``HTTPS_FILE``: the pass phrase ``file:``; TLS 1.3 only; client certificates required;
-* ``HTTPS_CIPHERS``: the pass phrase written in the configuration; one TLS 1.2 cipher;
-* ``HTTPS_BASIC``: client certificates required, and an ``OnAuth`` that reads the client's
-  certificate through the REST object;
-* ``HTTP_REST``: plain HTTP; ``[APP_MONITOR]``: client certificates required, TLS 1.3 only.
-
-Broken TLS options are cases of tests/faults/test_broken_configs.py (exit 2, a row of
-docs/troubleshooting.md each); here, that none of their messages shows the pass phrase.
-"""
+"""SPEC 11.2's TLS options on a real ``fwrest serve`` with trustme certificates (root, an
+intermediate issuing the server's, a client CA) and real clients (``openssl s_client``, ``curl``,
+httpx, ``ssl``). ``HTTPS_ENV``: encrypted key, ``env:`` pass phrase, the chain, optional client
+certificates; ``HTTPS_FILE``: ``file:``, TLS 1.3 only, certificates required; ``HTTPS_CIPHERS``:
+pass phrase in the configuration, one TLS 1.2 cipher; ``HTTPS_BASIC``: ``OnAuth`` reads the client
+certificate; ``[APP_MONITOR]``: certificates required, TLS 1.3. Broken options are in
+tests/faults/test_broken_configs.py; here, that no message shows the pass phrase."""
 
 from __future__ import annotations
 
@@ -235,11 +224,8 @@ def curl(url: str, pki: Pki, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def refused(port: int, ctx: ssl.SSLContext) -> str:
-    """Connect with ``ctx`` and ask for ``/rest/cert``: how the connection ended, without an
-    HTTP answer. The server sends no TLS alert (the loop's TLS layer closes the connection
-    when a handshake fails): with TLS 1.2 the client's handshake fails; with TLS 1.3 the
-    client's side of the handshake completes before the server has judged its certificate,
-    and the connection ends at the first read."""
+    """How a ``/rest/cert`` request with ``ctx`` ended without an answer (no TLS alert: on TLS 1.2
+    the handshake fails, on 1.3 the client's side completes and the first read fails)."""
     with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as raw:
         try:
             with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
@@ -256,8 +242,7 @@ def refused(port: int, ctx: ssl.SSLContext) -> str:
 
 
 def handshake_failures(service: ServerProcess, port: int, since: int, count: int) -> list[str]:
-    """The reasons of the service's last ``count`` failed handshakes on ``port`` (logged at
-    rest_log_level 4 and above), once they are in the log."""
+    """Reasons of the last ``count`` failed handshakes on ``port`` (level 4+), once logged."""
     pattern = re.compile(rf"TLS handshake with 127\.0\.0\.1 failed: (\S+) port={port}$", re.M)
     found: list[str] = []
 
@@ -301,8 +286,7 @@ def test_an_encrypted_key_serves_with_its_pass_phrase_from_env_file_or_config(
 
 
 def test_the_chain_is_sent_after_the_certificate(service: ServerProcess, pki: Pki) -> None:
-    """The server's certificate file holds no chain: what openssl shows comes from
-    SslCertificateCA; a client that trusts only the root verifies through it."""
+    """No chain in the certificate file: SslCertificateCA's is sent; a root-only client verifies."""
     assert "BEGIN CERTIFICATE" in pki.leaf.read_text()
     assert pki.leaf.read_text().count("BEGIN CERTIFICATE") == 1
     port = service.ports["HTTPS_CIPHERS"]
@@ -479,8 +463,7 @@ def test_fwrest_check_summarises_the_tls_options_without_the_pass_phrase(
 
 
 BROKEN: dict[str, tuple[dict[str, Any], str]] = {
-    # what is changed in HTTPS_CIPHERS (whose pass phrase is written in the configuration),
-    # and what the message says
+    # what is changed in HTTPS_CIPHERS (pass phrase in the configuration), and the message
     "a wrong pass phrase": (
         {"SslCertificatePass": f"not-{PASS}"},
         "SslCertificatePass: the pass phrase does not open the private key",
@@ -543,8 +526,7 @@ def _ini_block(block: Block) -> dict[str, dict[str, str]]:
 
 
 def test_the_guides_tls_and_mutual_tls_examples(tmp_path: Path) -> None:
-    """docs/deploy.md's TLS section as written, but for the addresses (loopback, free ports):
-    its files made here, its curl command run as the page shows it."""
+    """docs/deploy.md's TLS section as written (loopback, free ports), its curl command as shown."""
     certs = tmp_path / "certs"
     certs.mkdir()
     root = trustme.CA()

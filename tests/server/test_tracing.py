@@ -1,17 +1,7 @@
-"""Tracing (SPEC 17.4, ``[HTTPSERVER] Tracing=otlp``) over a real ``fwrest serve``, exporting
-with the OpenTelemetry SDK's OTLP/HTTP exporter to a receiver in this test (an HTTP server
-taking ``POST /v1/traces``, the protobuf decoded with ``opentelemetry-proto``'s
-``ExportTraceServiceRequest``): the server span continues the client's ``traceparent``, has
-the HTTP semantic conventions' attributes and is the parent of ``fwrest.auth``,
-``fwrest.handler``, ``fwrest.store`` and the application's own span (in a ``def`` handler's
-pool thread and in an ``async def`` one); nothing of the credentials, the query or the
-request's secrets reaches the exported data; the log's records carry the span's ids. With
-``OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL=grpc`` the spans go over OTLP/gRPC, to a gRPC receiver
-(``opentelemetry-proto``'s ``TraceService``). Without ``Tracing``, a worker imports nothing of
-OpenTelemetry (nor does the check of ``Tracing=otlp`` leave any of it to the workers a reload
-forks). Bad values, a protocol the SDK has no exporter for and a missing exporter are start
-errors, as ``fwrest check`` prints them.
-"""
+"""Tracing (SPEC 17.4, ``Tracing=otlp``) to an OTLP/HTTP receiver here, or OTLP/gRPC with
+``OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL=grpc``: spans with their children and no secret, the log's
+span ids, and nothing of OpenTelemetry imported without ``Tracing`` (nor left by its check to the
+workers a reload forks)."""
 
 from __future__ import annotations
 
@@ -105,8 +95,7 @@ NO_TRACING_APP = APP_SOURCE + "\nimport sys\n" + MODULES
 
 
 class _Receiver:
-    """An OTLP/HTTP receiver: every ``ExportTraceServiceRequest`` posted to ``/v1/traces``,
-    decoded, and the raw bodies."""
+    """OTLP/HTTP: each decoded ``ExportTraceServiceRequest`` to ``/v1/traces``, and raw bodies."""
 
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
@@ -183,8 +172,7 @@ class _Receiver:
 
 
 class _GrpcReceiver(_Receiver):
-    """An OTLP/gRPC receiver (``TraceService/Export``): what it receives, as :class:`_Receiver`
-    keeps it."""
+    """OTLP/gRPC (``TraceService/Export``), kept as :class:`_Receiver` does."""
 
     def __init__(self) -> None:
         self.bodies = []
@@ -279,8 +267,7 @@ def test_server_span_continues_the_trace_with_its_children_and_no_secret(
             )
             refusal = r.status_code
             assert refusal in (401, 403), r.text
-            # a refusal of a request that waits for 100 Continue: its body is never read; the
-            # admission's answer is the request's, a server span of its own
+            # a refused 100-continue request (body unread): a server span of its own
             header, waited_trace, waited_parent = _traceparent()
             wrong = base64.b64encode(f"ada:Wrong-{PASSWORD}".encode()).decode()
             answer = exchange(
@@ -329,8 +316,7 @@ def test_server_span_continues_the_trace_with_its_children_and_no_secret(
         assert store["db.system.name"] == "sqlite"
         assert store["fwrest.store.operation"] == "hit_rate"  # the location's rate limit
         assert children["fwrest.auth"]["attributes"]["fwrest.auth.scheme"] == "basic"
-        # the log: the access line and the handler's own record carry the server span's
-        # ids; a record inside the application's span, that span's
+        # access line and handler record: the server span's ids; in the app's span, that span's
         lines = [line for line in log.splitlines() if f"request_id={rid}" in line]
         assert len(lines) == 3, lines
         for line in lines:
@@ -385,9 +371,8 @@ def test_json_log_records_carry_the_span_ids(tmp_path: Path, receiver: _Receiver
 def test_token_route_spans_the_memory_stores_calls_and_exports_no_token(
     tmp_path: Path, receiver: _Receiver, ca: trustme.CA
 ) -> None:
-    """An oAuth2 port over TLS with the memory store (called inline, on the loop): a grant's
-    store calls are ``fwrest.store`` spans of the token route's server span, and neither the
-    password, the client's secret nor the tokens issued reach the exported data."""
+    """oAuth2 over TLS, memory store (inline on the loop): store calls are ``fwrest.store`` spans of
+    the token route's span; no password, secret or token is exported."""
     certs = issue_certs(ca, tmp_path / "certs")
     config = free_config(
         tmp_path,
@@ -431,8 +416,7 @@ def test_token_route_spans_the_memory_stores_calls_and_exports_no_token(
         assert secret.rsplit(".", 1)[-1].encode() not in exported, secret
 
 
-# grpc asked by the general variable, or by the traces' own one, which comes first (the SDK's
-# order: the general one says http/protobuf there)
+# grpc by the general variable or the traces' own, which wins (the SDK's order)
 GRPC_ASKED = pytest.mark.parametrize(
     "variables",
     [
@@ -471,8 +455,7 @@ def test_grpc_protocol_exports_over_otlp_grpc(tmp_path: Path, variables: dict[st
     assert server["attributes"]["http.response.status_code"] == 200
 
 
-# what the supervisor holds of OpenTelemetry once it checked Tracing=otlp, over each protocol:
-# what the workers of a reload without Tracing would inherit
+# what a supervisor that checked Tracing=otlp holds, inherited by a reload's workers without Tracing
 CHECKED_MODULES = """
 import os, sys
 from fwrest.config import load_config
@@ -486,9 +469,8 @@ print(held)
 
 
 def test_the_check_of_tracing_imports_nothing_of_opentelemetry(tmp_path: Path) -> None:
-    """A reload that removes ``Tracing`` forks its workers from a supervisor that checked it
-    before: its checks must have left nothing of OpenTelemetry in ``sys.modules`` (looking a
-    module up imports the packages around it)."""
+    """Workers of a reload removing ``Tracing`` fork from a supervisor that checked it: nothing of
+    OpenTelemetry may be left in ``sys.modules``."""
     config = _config(tmp_path)
     done = subprocess.run(
         [sys.executable, "-c", CHECKED_MODULES, str(config)],
@@ -505,8 +487,7 @@ def test_the_check_of_tracing_imports_nothing_of_opentelemetry(tmp_path: Path) -
 def test_without_tracing_a_worker_imports_nothing_of_opentelemetry(
     serve: Any, tmp_path: Path, store: str
 ) -> None:
-    """Nor does redis-py, which imports OpenTelemetry's SDK at ``import redis`` when it is
-    installed (redis 8's optional metrics; ``store/redis_target.py``'s ``quiet_redis``)."""
+    """Nor via redis-py, whose ``import redis`` imports the SDK when installed (``quiet_redis``)."""
     url = "memory"
     redis_server = None
     if store == "redis":
@@ -552,8 +533,7 @@ def test_otlp_without_the_extra_is_a_start_error_naming_it(
     assert "[HTTPSERVER] Tracing" in text and "pip install fwrest[otel]" in text, text
 
 
-# `fwrest check` where the OTLP/gRPC exporter is not installed: its package is hidden from the
-# process (as test_otlp_without_the_extra_is_a_start_error_naming_it does in this one)
+# `fwrest check` with the OTLP/gRPC exporter's package hidden from the process
 WITHOUT_GRPC = """
 import sys
 sys.modules["opentelemetry.exporter.otlp.proto.grpc"] = None
@@ -561,8 +541,7 @@ sys.modules["opentelemetry.exporter.otlp.proto.grpc"] = None
 
 
 def _check(tmp_path: Path, variables: dict[str, str], blocked: bool = False) -> str:
-    """``fwrest check``'s exit code 2 and its output, with ``variables`` set (and the gRPC
-    exporter hidden when ``blocked``)."""
+    """``fwrest check``'s exit 2 and output with ``variables`` (``blocked``: no gRPC exporter)."""
     config = _config(tmp_path)
     env = {
         k: v

@@ -1,8 +1,6 @@
-"""Typed endpoints (SPEC 14.1): path parameters converted by their annotation, query
-parameters from scalar hints, JSON bodies decoded and validated by msgspec into structs,
-dataclasses and TypedDicts, typed results encoded; each failure a 400 whose
-``detailedMessage`` names the parameter or the body's field path. Through the in-process
-client (``fwrest.testing.Client``), the module named ``typed_app``."""
+"""Typed endpoints (SPEC 14.1) in process (module ``typed_app``): path and query parameters
+converted by their hints, JSON bodies validated by msgspec (structs, dataclasses, TypedDicts),
+results encoded; a failure is a 400 naming the parameter or field path."""
 
 from __future__ import annotations
 
@@ -345,8 +343,7 @@ def test_a_query_parameter_that_does_not_convert_is_a_400(
 
 
 def test_a_float_parameter_is_a_finite_number(client: Client) -> None:
-    """JSON has no NaN or infinity (msgspec refuses them in a body): nor does a typed path or
-    query parameter, written as a word or overflowing."""
+    """No NaN or infinity (as in JSON bodies), whether a word or an overflow."""
     ok = client.get("/rest/measure?x=-2.5e3&scale=0.5&marks=1&marks=2.25")
     assert ok.json() == {"x": -2500.0, "scale": 0.5, "marks": [1.0, 2.25]}
     for text in ("nan", "NaN", "-nan", "inf", "-Infinity", "1e999", "-1e400"):
@@ -563,8 +560,7 @@ def recover(exc):
 
 
 def test_typed_handlers_meet_their_pools_hooks(tmp_path: Path) -> None:
-    """OnSend sees the typed answer (its status holds); a 400 of a conversion is fwrest's own
-    answer, which OnError never meets (SPEC 11.1)."""
+    """OnSend sees the typed answer; a conversion's 400 is fwrest's, never OnError's (SPEC 11.1)."""
     pool = {"POOL": {"OnSend": "typed_hooked.stamp", "OnError": "typed_hooked.recover"}}
     config = module_config(tmp_path, "typed_hooked", app=HOOKED, extra=pool)
     with Client(config) as c:

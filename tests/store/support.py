@@ -1,11 +1,9 @@
-"""Steps of a store test that must fit in one short window (a failure count, a rate): make
-test's parallel part runs at nice 10 beside the serial one and can be descheduled for seconds,
-past such a window, which says nothing of the store. :func:`in_one_window` tells such an
-attempt (:class:`Starved`) from a failure, and :func:`unstarved` runs the steps again, with
-state of their own, after one: the assertions stay those of an attempt that ran in time. And an
-oAuth2 port on a store (:func:`oauth_service`) with the token route's steps (:func:`tokens_work`),
-a refresh no replica confirms (:func:`unconfirmed_spend_is_undone`), and a store a start cannot
-use (:func:`refused_at_start`)."""
+"""Store-test steps that must fit one short window (a failure count, a rate): make test's nice 10
+part can be descheduled past it, which says nothing of the store, so :func:`in_one_window` tells
+such an attempt (:class:`Starved`) from a failure and :func:`unstarved` runs the steps again with
+state of their own; the assertions stay those of an attempt in time. Also an oAuth2 port on a store
+(:func:`oauth_service`, :func:`tokens_work`), an unconfirmed refresh
+(:func:`unconfirmed_spend_is_undone`), a store a start cannot use (:func:`refused_at_start`)."""
 
 from __future__ import annotations
 
@@ -35,9 +33,7 @@ class Starved(Exception):
 
 @contextlib.contextmanager
 def in_one_window(window_s: float) -> Iterator[None]:
-    """Steps that count in one window of ``window_s``, which begins after this does: an
-    assertion that fails once more than the window has passed is :class:`Starved`; within
-    the window it fails the test."""
+    """One window of ``window_s``: a failed assertion after it is :class:`Starved`, else fails."""
     began = time.monotonic()
     try:
         yield
@@ -49,8 +45,7 @@ def in_one_window(window_s: float) -> Iterator[None]:
 
 
 def unstarved(attempt: Callable[[int], None], tries: int = TRIES) -> None:
-    """``attempt(n)`` for n = 0, 1, ... until one is not :class:`Starved` (each attempt uses
-    state of its own: keys, a store, named after ``n``); an AssertionError after ``tries``."""
+    """``attempt(n)``, own state each, until one is not :class:`Starved` (``tries`` at most)."""
     for n in range(tries):
         try:
             attempt(n)
@@ -63,8 +58,7 @@ def unstarved(attempt: Callable[[int], None], tries: int = TRIES) -> None:
 def oauth_service(
     tmp_path: Path, ca: trustme.CA, module: str, keys: dict[str, Any], section: str = "OAUTH"
 ) -> Path:
-    """An oAuth2 port ``section`` of ``STORE_APP`` (in the module ``module``) on the store
-    ``keys`` (``[HTTPSERVER]``)."""
+    """oAuth2 port ``section`` of ``STORE_APP`` (module ``module``) on the store ``keys``."""
     certs = issue_certs(ca, tmp_path / "certs")
     return module_config(tmp_path, module, app=STORE_APP.replace("params", f"{module}_params"),
                          servers={section: oauth_section(certs, onAuthparams=f"{module}_params")},
@@ -72,8 +66,7 @@ def oauth_service(
 
 
 def grant_and_refresh(client: Client) -> tuple[dict[str, str], str]:
-    """A password grant, then a refresh of its token: (the refresh's form, the new access
-    token)."""
+    """A password grant and a refresh: (the refresh's form, the new access token)."""
     grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
     issued = client.post(TOKEN, data=grant)
     assert issued.status_code == 200, issued.text
@@ -84,8 +77,7 @@ def grant_and_refresh(client: Client) -> tuple[dict[str, str], str]:
 
 
 def tokens_work(client: Client) -> None:
-    """:func:`grant_and_refresh`, the new access token passes a bearer check, and the spent
-    refresh token presented again is refused as a replay."""
+    """:func:`grant_and_refresh`: the new token passes, the spent refresh token is a replay."""
     refresh, access = grant_and_refresh(client)
     assert (
         client.get("/rest/hello", headers={"Authorization": f"Bearer {access}"}).status_code == 200
@@ -95,10 +87,8 @@ def tokens_work(client: Client) -> None:
 
 
 def unconfirmed_spend_is_undone(client: Client, replicas: Sequence[RedisServer]) -> None:
-    """A refresh while ``replicas`` (of the token's master: every replica of the store) are
-    frozen (SIGSTOP: connected, but never confirming the spend's ``WAIT``) answers 503 with
-    ``Retry-After`` and leaves the token unspent: once they are thawed, the client's retry (as
-    ``Retry-After`` says) gets a new pair, the token presented again after that is a replay."""
+    """Replicas frozen (SIGSTOP: never confirming ``WAIT``): a refresh is 503 with ``Retry-After``,
+    unspent; thawed, the retry gets a new pair and the token again is a replay."""
     grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"}
     issued = client.post(TOKEN, data=grant)
     assert issued.status_code == 200, issued.text
@@ -133,9 +123,8 @@ def unconfirmed_spend_is_undone(client: Client, replicas: Sequence[RedisServer])
 def refused_at_start(
     config: Path, key: str, words: str, secrets: Iterable[str] = (), **env: str
 ) -> None:
-    """``fwrest check`` and ``fwrest serve`` of ``config`` (forked, ``env`` added to their
-    environment) exit 2 before binding, naming ``[HTTPSERVER] key`` and saying ``words``:
-    no traceback, no Redis client's repr, none of ``secrets``."""
+    """``fwrest check`` and ``serve`` (forked, ``env`` added) exit 2 before binding, naming
+    ``[HTTPSERVER] key`` and ``words``: no traceback, no Redis repr, none of ``secrets``."""
     for command in ("check", "serve"):
         result = run_forked(command, str(config), cwd=config.parent, env=env)
         out, case = result.stdout + result.stderr, (config.parent.name, command)

@@ -1,9 +1,6 @@
-"""``store/audit.py``'s ``AuditLog`` (SPEC 13.5) on its own: recording never fails nor waits
-for the store, a store that fails is one warning (and one when it keeps events again), a
-store that hangs holds no caller, and a worker's close lets the writes in progress finish.
-
-The events' path through a real service: tests/native/test_audit.py and the tests it names.
-"""
+"""``AuditLog`` (SPEC 13.5) alone: recording never fails or waits for the store; a failing store is
+one warning (and one on recovery); a hung store holds no caller; close lets writes in progress
+finish. Through a service: tests/native/test_audit.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""``StoreClient`` (store/calls.py): a call's deadline measures the store, not the queue (issue
-34 defect 13), shown with a store whose calls block on a ``threading.Event`` (no sleeps).
-"""
+"""``StoreClient``: a call's deadline measures the store, not the queue (issue 34 defect 13); calls
+block on a ``threading.Event``, no sleeps."""
 
 from __future__ import annotations
 
@@ -102,9 +101,7 @@ def test_a_call_that_hangs_once_started_is_a_timeout_not_busy(client: StoreClien
 
 
 def test_a_call_after_the_client_is_closed_is_a_store_error(client: StoreClient) -> None:
-    """A background loop's call as the service stops (the pool shut down) is a StoreError,
-    which the loops catch, not asyncio's RuntimeError ("cannot schedule new futures after
-    shutdown") logged as a task exception never retrieved."""
+    """After the pool shut down: a StoreError the loops catch, no never-retrieved RuntimeError."""
     client.close()
 
     async def main() -> BaseException:

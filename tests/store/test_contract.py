@@ -1,18 +1,12 @@
 """The state-store contract, one suite over every store (STYLE "One contract suite over all
-stores"): each test runs on the memory store, a sqlite file under ``tmp_path`` and a real
-``redis-server`` (started once for the module, emptied before each test; without
-``redis-server`` the Redis cases fail, never skip), with the same assertions; and Redis again
-in the forms of SPEC 15 and 17.1 whose client differs: TLS with a client certificate and a
-password (``rediss``), Sentinel (``sentinel``: a spend also waits for the replica) and a Redis
-Cluster (``cluster``: hash tags keep what one operation touches on one slot). Every member of
-:class:`fwrest.store.StateStore` is exercised as its callers use it (refresh tokens and their
-families, SPEC 12.3; authorization codes, SPEC 16.1; DPoP proof ids, SPEC 16.2; revocations,
-lock-outs and failure counts; the rate limits, SPEC 13.7; the signing key, settings and blobs;
-the audit trail, SPEC 13.5), its races by 50 threads at once; a store out of reach raises
-``StoreError`` (callers catch only that to answer 503). Where stores differ by design (the
-memory store lives in one process, docs/decisions.md), the documented behaviour is asserted
-per store.
-"""
+stores"), the same assertions on memory, a sqlite file and a real ``redis-server`` (emptied per
+test; missing: a failure, never a skip), and Redis in SPEC 15 and 17.1's client forms: ``rediss``
+(client certificate, password), ``sentinel`` (a spend waits for the replica), ``cluster`` (hash tags
+keep an operation on one slot). Every :class:`fwrest.store.StateStore` member is exercised as
+callers use it (refresh families, SPEC 12.3; codes, 16.1; DPoP ids, 16.2; revocations, lock-outs,
+failure counts; rate limits, 13.7; key, settings, blobs; audit, 13.5), races by 50 threads; a store
+out of reach raises ``StoreError`` (callers catch only that for a 503). Where stores differ by
+design (memory is one process's, docs/decisions.md), each one's behaviour is asserted."""
 
 from __future__ import annotations
 
@@ -59,17 +53,15 @@ REDIS_FORMS = ("redis", "rediss", "sentinel", "cluster")
 TLS_PASSWORD = "Contract-Pw/1+a b"
 WINDOW_S = 0.4  # short failure windows, lock-outs and revocations that end within the test
 PAST_S = WINDOW_S + 0.1  # a wait that outlasts them
-# a lock-out or revocation that must still be in force when listed, then end within the test:
-# set just before the listing, with room for two calls on a loaded machine (0.4 s was missed
-# after five calls of a Redis cluster under load); an attempt descheduled past it (make test's
-# parallel part runs at nice 10 beside the serial one) runs again with keys of its own
+# a lock-out or revocation in force when listed, ended within the test: set just before the listing
+# with room for two calls when loaded (0.4 s was missed after five cluster calls); a descheduled
+# attempt (nice 10) runs again with keys of its own
 SHORT_S = 1.0
 # "start + window - now" computed at an epoch near 1.7e9 s (a float's step there: 2.4e-7 s)
 EPS = 1e-6
 THREADS = 50
 
-# The protocol's members, each exercised below; a member added to the protocol fails
-# test_the_suite_covers_every_protocol_member until a test covers it.
+# a protocol member added fails test_the_suite_covers_every_protocol_member
 # fmt: off
 COVERED = {
     "kind", "in_process", "audit_keep", "family_slots", "ping", "close", "schema_marker", "swap_schema_marker",
@@ -84,8 +76,7 @@ COVERED = {
 
 @dataclass
 class Backend:
-    """Where one store kind keeps its state: ``open()`` gives another instance on it (another
-    worker's view of the same file or server), closed at the end of the test."""
+    """A store kind's state: ``open()`` gives another worker's instance, closed after the test."""
 
     kind: str
     spec: str  # ``[HTTPSERVER] StateStore``
@@ -99,8 +90,7 @@ class Backend:
         return store
 
     def other(self, store: StateStore) -> StateStore:
-        """Another worker's or host's instance; the memory store has none (one process's:
-        another instance is another service), ``store`` itself."""
+        """Another worker's or host's instance; for memory (one process's), ``store`` itself."""
         return store if self.kind == "memory" else self.open()
 
 
@@ -168,9 +158,8 @@ def store(backend: Backend) -> StateStore:
 
 @pytest.fixture
 def threads(backend: Backend) -> int:
-    """The threads of a race: over TLS each makes a connection and a handshake of its own
-    at once, which on a loaded machine can outlast the 1 s socket timeout (a worker has 4
-    store threads): fewer there, still a race."""
+    """Over TLS each thread's handshake at once can outlast the 1 s socket timeout when loaded (a
+    worker has 4 store threads): fewer there, still a race."""
     return 12 if backend.kind == "rediss" else THREADS
 
 
@@ -185,8 +174,7 @@ def record(
 
 
 def race(count: int, call: Callable[[int], T]) -> list[T]:
-    """``call(i)`` for i in range(count), in ``count`` threads released at once by a barrier;
-    the results in order of i (an exception in a thread is raised here)."""
+    """``call(i)`` in ``count`` threads released by a barrier; results by i (exceptions raised)."""
     barrier = threading.Barrier(count, timeout=10)
 
     def run(i: int) -> T:
@@ -240,8 +228,7 @@ def test_every_protocol_method_takes_the_protocol_parameters(store: StateStore) 
 def test_a_spend_gives_back_the_record_as_added(store: StateStore) -> None:
     records = [
         record("h-web"),
-        # no client (onAuthparams lists none: tokens.py stores ""), a subject beyond ASCII,
-        # an expiry with a fraction of a second and one far ahead
+        # no client (tokens.py stores ""), a non-ASCII subject, a fractional and a far expiry
         record("h-none", family="fam-2", client_id="", subject="zoë ✓", expires_in_s=0.125),
         record("h-far", family="fam-3", subject="o'brien", expires_in_s=86400 * 365 * 50.5),
         # the family's scopes (SPEC 12.4) travel with it, and its issue time (SPEC 12.3's iat)
@@ -258,9 +245,8 @@ def test_a_spend_gives_back_the_record_as_added(store: StateStore) -> None:
 def test_a_record_an_earlier_fwrest_stored_has_the_scope_default(
     backend: Backend, store: StateStore
 ) -> None:
-    """A refresh token issued before scopes existed (no scope stored) keeps working, its
-    family granted ``default``, all an earlier fwrest could grant; nor was its issue time
-    stored: 0 (introspection then gives no ``iat``)."""
+    """Stored before scopes and issue times: works, granted ``default`` (all an earlier fwrest could
+    grant), ``iat`` 0 (introspection gives none)."""
     expires = time.time() + 3600.5
     if backend.kind == "sqlite":
         import sqlite3
@@ -342,8 +328,7 @@ def test_restore_undoes_only_its_own_claims_spend(store: StateStore) -> None:
 
 
 def test_a_spend_for_another_client_leaves_the_token_unspent(store: StateStore) -> None:
-    # tokens.py passes the client the refresh request authenticated as (SPEC 7.1: a refresh
-    # keeps the token's own client, and a refused one does not spend it)
+    # the refresh's client (SPEC 7.1: the token's client kept; a refused one spends nothing)
     rec = record("h1")  # issued to "web"
     store.add_refresh(rec)
     assert store.spend_refresh("h1", "claim-a", "mobile") == ("client", rec)
@@ -364,11 +349,9 @@ def test_a_spend_for_another_client_leaves_the_token_unspent(store: StateStore) 
 def test_an_expired_refresh_token_is_left_unspent(
     backend: Backend, store: StateStore, threads: int
 ) -> None:
-    # SPEC 4.2: an expired token is invalid_grant and the client repeats the password grant;
-    # it was never used, so showing it again is no replay (which would revoke its family). The
-    # expiry is judged in the spend's own compare-and-set: every store keeps a token a day past
-    # its expiry (memory's sweep and sqlite's DELETE cut at a day ago, Redis adds a day to the
-    # key's TTL), found for tokens.py's message
+    # SPEC 4.2: an expired token is invalid_grant, never used, so shown again it is no replay
+    # revoking the family. Judged in the spend's own compare-and-set: stores keep a token a day past
+    # expiry (sweeps cut a day ago, Redis adds a day to the TTL) for tokens.py's message
     rec = record("h-old", expires_in_s=-60.5)
     store.add_refresh(rec)
     status, found = store.spend_refresh("h-old", "claim-a")
@@ -486,9 +469,8 @@ def test_a_refresh_record_is_read_without_spending_it(store: StateStore) -> None
 
 
 def test_a_refresh_record_is_found_through_its_alias(backend: Backend, store: StateStore) -> None:
-    """SPEC 17.2: a record stored under the section name as its host spells it (what fwrest
-    0.1.0 reads) carries the folded name's hash as its alias, through which hosts spelling the
-    section otherwise find it; the record itself is the one spent (one compare-and-set)."""
+    """SPEC 17.2: a record under the section as its host spells it (what 0.1.0 reads) has the folded
+    name's hash as alias for other spellings; one compare-and-set spends it."""
     rec = record("h-spelled", alias="h-folded")
     store.add_refresh(rec)
     store.add_refresh(record("h-plain"))  # no alias
@@ -524,8 +506,7 @@ def test_a_family_tagged_record_is_one_record(backend: Backend, store: StateStor
 
 
 def test_the_schema_marker_is_a_compare_and_set(backend: Backend, store: StateStore) -> None:
-    """SPEC 17.2 (store/schema.py): a sqlite file marks itself with this release's schema as
-    it opens; the other stores start without a marker (the start writes Redis's)."""
+    """SPEC 17.2: sqlite marks itself as it opens; others start without (a start marks Redis)."""
     first = store.schema_marker()
     if backend.kind == "sqlite":
         assert first is not None and marker_of(first, "here") == current()
@@ -566,9 +547,8 @@ def test_user_families_give_each_family_its_latest_expiry(store: StateStore) -> 
 # -- revocations and lock-outs --------------------------------------------------------------
 
 
-# the two maps of entries in force until an end: a revocation's family, a lock-out's key (a
-# user name as a client sent it, an address); the names of an attempt's five entries (two in
-# force, one ended, a short one, one the caller adds to its copy)
+# maps of entries in force until an end (a revocation's family, a lock-out's key: user as sent,
+# address); an attempt's five: two in force, one ended, a short one, one the caller adds to its copy
 FAMILIES = ["fam-a", "fam-b", "fam-e", "fam-s", "fam-i"]
 KEYS = ["basic|user:zoë ?*[\n]", "basic|ip:192.0.2.9", "basic|ip:192.0.2.8", "basic|ip:192.0.2.7"]
 IN_FORCE = {
@@ -595,8 +575,7 @@ def _in_force(
     names: list[str],
     tag: str,
 ) -> None:
-    """One attempt, its entries' names ending with ``TAG`` (an attempt's are apart from
-    another's): two in force, one ended, a short one, and one the caller adds to its copy."""
+    """One attempt's entries, named ending with ``TAG`` so attempts stay apart."""
     a, b, ended, short_key, intruder = (f"{name}{tag}" for name in names)
     now = time.time()
     add(a, now + 60.5)
@@ -608,8 +587,7 @@ def _in_force(
         listed = _tagged(listing(), tag)
         print(f"listed {SHORT_S - (short - time.time()):.3f} s after the short entry's start")
         assert listed == {a: now + 60.5, b: now + 120.25, short_key: short}
-    # a second replay or failure computing an earlier end does not shorten the entry (a
-    # revocation, a lock-out); a later one extends it
+    # a second entry with an earlier end does not shorten it; a later one extends it
     add(a, now + 10)
     add(b, now + 300.75)
     listed = listing()
@@ -643,10 +621,9 @@ def test_lift_lock_ends_one_lock_out_and_its_failures(store: StateStore) -> None
 
 
 def assert_none_counted(store: StateStore, key: str, window_s: float) -> None:
-    """No failure of ``key`` counted. The seconds left are only read once a count reaches
-    maxFailures (tokens.py, throttle.py): for a key never counted (or cleared) sqlite and
-    Redis say 0.0, the memory store the whole window (it starts one at "now" when asked),
-    so only their range is asserted."""
+    """Nothing counted for ``key``. Seconds left are read only at maxFailures (tokens.py,
+    throttle.py): uncounted, sqlite and Redis say 0.0, memory the whole window (it starts one when
+    asked); only the range is asserted."""
     count, left = store.failures(key, window_s)
     assert count == 0 and 0.0 <= left <= window_s + EPS, (count, left)
 
@@ -689,12 +666,10 @@ def test_clear_failures_forgets_one_key(store: StateStore) -> None:
 
 
 def test_simultaneous_failures_are_each_counted_once(store: StateStore, threads: int) -> None:
-    # tokens.py logs a lock-out once, by the failure whose count crosses maxFailures: each
-    # count must be returned exactly once
+    # tokens.py logs a lock-out once, by the failure crossing maxFailures: each count returned once
     results = race(threads, lambda _i: store.hit_failure("tok|ip:192.0.2.9", 60))
     assert sorted(count for count, _ in results) == list(range(1, threads + 1))
-    # sqlite reads the clock before it waits for the write lock, so under this contention a
-    # window's end can be reported up to that wait (a few ms) later than 60 s from the call
+    # sqlite reads the clock before waiting for the write lock: an end may be ms past 60 s
     assert all(0 < left <= 60 + 1 for _, left in results), sorted(left for _, left in results)
     assert store.failures("tok|ip:192.0.2.9", 60)[0] == threads
 
@@ -715,8 +690,7 @@ def _rates_count_in_a_fixed_window(store: StateStore, key: str) -> None:
     store.hit_failure("tok|user:ada", 60)
     assert_none_counted(store, key, WINDOW_S)
     time.sleep(PAST_S)
-    # the window has passed: the next request starts a new one; the longer window and the
-    # failure count are still there
+    # the window passed: a new one starts; the longer window and the failure count remain
     count, left = store.hit_rate(key, WINDOW_S)
     assert count == 1 and WINDOW_S - 0.1 < left <= WINDOW_S + EPS, (count, left)
     count, left = store.hit_rate("rl:RL_B:address:192.0.2.7", 60)
@@ -763,8 +737,7 @@ def _a_failure_taken_back(store: StateStore, key: str) -> None:
 def test_simultaneous_attempts_and_take_backs_leave_the_failures(
     store: StateStore, threads: int
 ) -> None:
-    # throttle.py counts every attempt before its check and takes back those whose password
-    # was right: 50 at once, every second one right, leave 25 failures
+    # attempts are counted first, right ones taken back: 50 at once, half right, leave 25
     key = "tok|ip:192.0.2.11"
 
     def attempt(i: int) -> int:
@@ -814,9 +787,8 @@ def test_settings_are_set_and_cleared(store: StateStore) -> None:
 
 
 def test_a_settings_change_returns_what_it_replaced_atomically(store: StateStore) -> None:
-    """SPEC 13.5: a change's ``old`` is the value the store held, read in the same atomic
-    step as the write: 16 simultaneous changes of one key each replace a different value,
-    and together they form one chain from the first value to the last."""
+    """SPEC 13.5: ``old`` is read in the write's atomic step: 16 simultaneous changes each replace a
+    different value, one chain from first to last."""
     assert store.set_settings({"rest_log_level": 1})[0] == {}
     assert store.set_settings({"rest_log_level": 2, "accept_timeout_ms": 9})[0] == {
         "rest_log_level": 1
@@ -833,10 +805,9 @@ def test_a_settings_change_returns_what_it_replaced_atomically(store: StateStore
 def test_settings_changes_are_timed_in_the_order_the_store_applied_them(
     backend: Backend, store: StateStore, threads: int
 ) -> None:
-    """SPEC 13.5: the time a change returns (its audit events') is taken in the change's own
-    atomic step, later than every earlier change's: simultaneous changes through two workers
-    or hosts, ordered by it, form one chain (each replaced the value of the one before), and
-    the latest set the value in force; a time is an epoch second in whole microseconds."""
+    """SPEC 13.5: a change's time (its audit events') is taken in its atomic step, after every
+    earlier one: simultaneous changes through two workers, ordered by it, chain, the latest in
+    force; times are epoch seconds in whole microseconds."""
     other = backend.other(store)
     first, start = store.set_settings({"rest_log_stringsize": 999})
     assert first == {} and abs(start - time.time()) < 60
@@ -915,8 +886,7 @@ def test_blobs_are_put_listed_and_deleted_by_prefix(store: StateStore) -> None:
 def test_audit_events_come_newest_first_by_time_name_and_limit(store: StateStore) -> None:
     assert store.audit_events(0.0, None, 100) == []
     t0 = time.time()
-    # appended out of time order (workers' events arrive late): listed by their time; the
-    # last, an equal event: kept twice
+    # appended out of order (late workers): listed by time; an equal last event kept twice
     added = [(t0 + 2, "lockout", b'{"n":2}'), (t0, "settings.change", b'{"n":0}'),
              (t0 + 1, "settings.change", '{"n":1,"who":"zoë"}'.encode()),
              (t0 + 3, "reload", b'{"n":3}'), (t0 + 3, "reload", b'{"n":3}')]  # fmt: skip
@@ -937,8 +907,7 @@ def test_audit_events_come_newest_first_by_time_name_and_limit(store: StateStore
 
 
 def test_the_audit_trail_keeps_the_newest_events(store: StateStore) -> None:
-    """SPEC 13.5: the newest 10,000; the oldest go as new ones come (shown on a store told to
-    keep 50, the same trimming; 10,000 real appends would take seconds per store)."""
+    """SPEC 13.5: the newest 10,000 (shown with 50: the same trimming, without 10,000 appends)."""
     assert AUDIT_KEEP == 10_000 and type(store).audit_keep == AUDIT_KEEP
     store.audit_keep = 50
     t0 = time.time()
@@ -949,10 +918,8 @@ def test_the_audit_trail_keeps_the_newest_events(store: StateStore) -> None:
 
 
 def test_a_flood_of_lockouts_never_pushes_the_other_events_out(store: StateStore) -> None:
-    """Issue 34: lock-outs, which clients without credentials can cause at will, are kept in a
-    budget of their own (the newest ``audit_keep`` of them): a flood of them leaves every
-    settings change, revocation and key rotation in the trail, and the trail still lists
-    both, newest first, by time."""
+    """Issue 34: lock-outs, which anyone can cause, have a budget of their own (``audit_keep``): a
+    flood leaves every other event, all listed newest first."""
     store.audit_keep = 10
     t0 = time.time()
     others = [("settings.change", 0), ("revocation", 1), ("keys.rotate", 2)]
@@ -993,9 +960,9 @@ def test_instances_share_the_state_of_a_shared_store(backend: Backend) -> None:
     second = backend.open()  # another worker: the same file, the same Redis
     fill(first)
     if backend.kind == "memory":
-        # by design: "StateStore=memory lives in one process" (docs/decisions.md; with
-        # --workers the supervisor's shared-memory board carries settings, failures and
-        # lock-outs instead); docs/security.md: with --workers or hosts use sqlite or Redis
+        # by design: memory lives in one process (docs/decisions.md; with --workers the supervisor's
+        # board carries settings, failures, lock-outs); docs/security.md: with workers or hosts use
+        # sqlite or Redis
         assert second.spend_refresh("h-shared", "claim-b") == ("missing", None)
         assert second.revoked_families() == {}
         assert_none_counted(second, "basic|user:ada", 60)
@@ -1069,13 +1036,11 @@ def test_ping_answers_then_a_store_out_of_reach_raises_store_error(
     backend: Backend, store: StateStore, tmp_path: Path
 ) -> None:
     store.ping()  # reachable: no exception, the health check says UP
-    # callers catch StoreError only (tokens.py, throttle.py, settings.py): 503 with
-    # Retry-After, a failure not counted; any other exception is a 500, or escapes a Basic
-    # guard that must not depend on the store (docs/security.md "store faults")
+    # callers catch only StoreError (tokens.py, throttle.py, settings.py) for a 503 with
+    # Retry-After, not counted; anything else is a 500 or escapes a Basic guard that must not depend
+    # on the store (docs/security.md)
     if backend.kind == "memory":
-        # a dict in the process: nothing to reach, so it never fails; it says so, and the
-        # token route calls it on the event loop (docs/decisions.md, "Where application
-        # callbacks run")
+        # in process: never fails, says so, called on the loop (docs/decisions.md)
         assert store.in_process is True
         raised = {k: v for k, v in outcomes(store).items() if not v.startswith("returned")}
         assert not raised, raised
@@ -1087,8 +1052,7 @@ def test_ping_answers_then_a_store_out_of_reach_raises_store_error(
         blocker.write_text("")
         with pytest.raises(StoreError):
             open_store("sqlite", blocker)  # DataPath is a file: no store can be made there
-        # the data folder goes away while serving: the store's threads that already hold a
-        # connection keep it, a new thread (the token service's store pool) cannot open one
+        # data folder removed: threads holding a connection keep it, a new thread cannot open one
         shutil.rmtree(backend.data_path)
         found = in_thread(lambda: outcomes(store))
         cause = (

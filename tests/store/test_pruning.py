@@ -1,6 +1,5 @@
-"""Failure counts and lock-outs of ended windows do not pile up in the memory and sqlite stores
-(Redis keys carry their own TTL): a spray of user names or addresses that each fail once
-would otherwise grow the store for as long as the service runs."""
+"""Failure counts and lock-outs of ended windows are pruned in memory and sqlite (Redis keys have
+TTLs): else a spray of names or addresses failing once grows the store for good."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""SPEC 15's forms of a Redis state store, each against a real ``redis-server`` started here:
-TLS (``rediss://`` with ``StateStoreCA``; a Redis that requires a client certificate, given
-by ``StateStoreCert``/``StateStoreKey``), a password from ``StateStorePassword=env:NAME``, and
-a unix socket (``unix:///path/redis.sock?db=N``): an oAuth2 port keeps its state over each
-(in process, SPEC 14.3: the store is the real one); docs/deploy.md's lines reach Redis as its
-ACL user; what only Redis can tell, or a URL that can never answer as written, is a start
-error naming the key, and ``fwrest check`` says the same (never showing a password); a Redis
-that does not answer now is a warning, and the start's ready probe says DOWN. The Sentinel
-form: tests/store/test_contract.py and tests/faults/test_sentinel_failover.py.
-"""
+"""SPEC 15's Redis forms on a real ``redis-server``: ``rediss://`` with ``StateStoreCA`` (and
+``StateStoreCert``/``StateStoreKey``), ``StateStorePassword=env:NAME``,
+``unix:///path/redis.sock?db=N``, in process with the real store; what only Redis can tell, or a URL
+that cannot answer as written, is a start error naming the key, never showing a password. Sentinel:
+test_contract.py, tests/faults/test_sentinel_failover.py."""
 
 from __future__ import annotations
 
@@ -208,11 +203,10 @@ def _sentinel_watching(
 def test_a_store_url_that_can_never_answer_is_a_start_error(
     redises: Redises, tmp_path: Path
 ) -> None:
-    """Issue 34: `fwrest check` and the start look at what a start would meet. A URL whose
-    store cannot answer as written (TLS to a plain-text port and the reverse, a socket whose
-    folder is missing or that is no socket, sentinels that know no primary of the URL's name)
-    is a configuration error naming StateStore, exit 2 before binding; one whose Redis is not
-    running now (a socket not there yet, no sentinel answering) is a warning of both."""
+    """Issue 34: a URL that cannot answer as written (TLS to plain text or back, a socket whose
+    folder is missing or that is no socket, sentinels without the named primary) is an error naming
+    StateStore, exit 2 before binding; a Redis not running now (no socket yet, no sentinel
+    answering) is a warning of both."""
     (tmp_path / "plain-redis").mkdir()
     plain = RedisServer(tmp_path / "plain-redis").start()
     not_a_socket = tmp_path / "a-plain-file"
@@ -252,7 +246,6 @@ def test_a_store_url_that_can_never_answer_is_a_start_error(
 
 
 def test_a_start_on_a_store_that_does_not_answer_says_so_and_is_not_ready(tmp_path: Path) -> None:
-    """The start goes on (SPEC 7: what does not need the store is served), logging why the
-    store is missing, and the ready probe says DOWN (SPEC 13.3) while the service serves."""
+    """The start goes on (SPEC 7), logging why; ready says DOWN (SPEC 13.3) while it serves."""
     config = store_config(tmp_path / "gone", f"redis://127.0.0.1:{free_port()}/0")
     serves_unready(config)

@@ -1,10 +1,6 @@
-"""Store schema versions (SPEC 17.2): ``fwrest store migrate CONFIG [--check]`` on a sqlite file
-of the previous release (v0.1.0, run from its git tag: tests/upgrade_support.py; migrated with
-a copy first, the previous release still using it), on Redis (no step needed; the start marks
-it) and the memory store; a store written by a newer release refused by ``migrate``, ``fwrest
-check`` and ``fwrest serve`` with both versions named; a start on a file of the previous
-release takes the additive steps itself, without a copy.
-"""
+"""Store schema versions (SPEC 17.2): ``fwrest store migrate CONFIG [--check]`` on the previous
+release's sqlite file (v0.1.0 from its tag, tests/upgrade_support.py), on Redis and memory, and a
+newer release's store refused."""
 
 from __future__ import annotations
 
@@ -51,8 +47,8 @@ print(store.spend_refresh(sys.argv[2], sys.argv[3])[0])
 
 
 def forked(*args: str) -> subprocess.CompletedProcess[str]:
-    """``fwrest ARGS`` as :func:`run_cli` runs it (in this folder), forked from a process that
-    imported fwrest once (``run_forked``); the first test runs each command for real."""
+    """``fwrest ARGS`` forked (``run_forked``) as :func:`run_cli`; the first test runs them for
+    real."""
     return run_forked(*args, cwd=Path.cwd())
 
 
@@ -63,8 +59,7 @@ def store_config(folder: Path, store: str) -> Path:
 
 
 def start_once(config: Path) -> None:
-    """The service started and stopped, in this process: what a start does to its store (the
-    process's own refusal is ``fwrest serve``'s, tested as such)."""
+    """A start and stop in process: what a start does to its store (its refusal: serve's tests)."""
     with Client(config):
         pass
 
@@ -153,9 +148,8 @@ def test_a_file_of_the_previous_release_is_migrated_once_with_a_copy_first(
 def test_a_start_on_a_file_of_the_previous_release_takes_the_steps_itself(
     sqlite_config: Path,
 ) -> None:
-    """A host of this release that starts on a file not migrated (a rolling upgrade on one
-    sqlite file) takes the additive steps itself, without a copy; the previous release goes on
-    using the file, and a record it stores is found by this release."""
+    """A rolling upgrade on one sqlite file: this release takes the additive steps without a copy;
+    the previous one keeps using the file, its new records found here."""
     path = store_file(sqlite_config)
     previous_python(WRITE_PREVIOUS, str(path))
     start_once(sqlite_config)
@@ -219,8 +213,7 @@ def test_a_file_of_a_newer_schema_is_refused_naming_both_versions(sqlite_config:
 
 
 def test_a_newer_marker_that_keeps_this_release_compatible_is_used(sqlite_config: Path) -> None:
-    """A newer release whose change is additive marks the store compatible with this one's
-    schema: this release starts on it and leaves its marker."""
+    """A newer additive release marks the store compatible: this one starts, keeping its marker."""
     path = store_file(sqlite_config)
     newer = {"schema": 3, "compatible": SCHEMA, "release": "0.3.0"}
     mark(path, newer)
@@ -270,8 +263,7 @@ def test_redis_needs_no_step_and_the_start_marks_it(
 
 
 def test_the_previous_release_is_the_tag_below_this_version() -> None:
-    """SPEC 17.2: releases are tags vX.Y.Z matching the package version; this one is 0.2.0
-    and the previous release, v0.1.0, is what the upgrade tests build."""
+    """SPEC 17.2: releases are tags vX.Y.Z; this is 0.2.0, the previous v0.1.0."""
     assert fwrest.__version__ == "0.2.0"
     assert PREVIOUS_VERSION == "0.1.0"
 

@@ -1,13 +1,8 @@
-"""The sqlite store held by another process (SPEC 7 "Store faults"): a bounded wait, then 503.
-
-``fwrest serve --workers 2`` on the default sqlite store; a separate process opens the store
-file and holds ``BEGIN IMMEDIATE`` (the write lock) for 6 s. Meanwhile the password grant, the
-refresh grant and a settings change answer 503 with ``Retry-After`` within 1.5 s each (the
-figures are printed), the bearer check of a token issued before still passes, and the log
-says why the store failed (the deadline, not an empty reason). Once the lock is released the
-token route serves again without a restart, and the refresh token presented during the lock
-still works: its spend, if it happened late, was undone.
-"""
+"""SPEC 7: the sqlite store held by another process (``BEGIN IMMEDIATE`` for 6 s) under ``--workers
+2``: password and refresh grants and a settings change answer 503 with ``Retry-After`` within 1.5 s
+each (printed), a bearer check of an earlier token passes, the log names the deadline. Released, the
+token route serves without restart, and the refresh token presented during the lock still works (a
+late spend was undone)."""
 
 from __future__ import annotations
 
@@ -81,8 +76,7 @@ def test_a_store_locked_by_another_process_gets_503_in_time_then_recovers(
         quiet = time.monotonic() + 2.0
         took = wait_for(lambda: port.grant(*ADA).status_code == 200, 10, "recovery")
         print(f"the token route serves again {took:.2f} s after the lock is released")
-        # the spend of the refresh during the lock, if it happened at all, was undone (once the
-        # late spend is seen: one try, since a refused one would be a replay)
+        # a spend during the lock was undone (tried once seen: a refused one would be a replay)
         wait_for(lambda: "is valid again" in proc.log()[since:] or time.monotonic() > quiet, 10,
                  "the late spend undone")  # fmt: skip
         response = port.refresh(tokens["refresh_token"])

@@ -1,37 +1,9 @@
-"""What mypyc cannot build, or builds differently, in the modules setup.py compiles.
-
-``python -m tests.tools.mypyc_lint`` (``make lint``) reads setup.py's ``COMPILED`` and checks
-each module's syntax tree for:
-
-* an async generator (an ``async def`` that yields, an async generator expression): mypyc
-  cannot build one;
-* a generic dataclass (``@dataclass`` on a class with ``Generic[...]``, a subscripted base or
-  type parameters): mypyc cannot build one;
-* ``continue`` inside ``with`` (or ``async with``) inside its loop: mypyc builds it wrongly;
-* a ``finally`` that awaits (``await``, ``async for``, ``async with`` in it): compiled, an
-  exception that leaves such a ``finally`` (a cancellation travelling through
-  ``except BaseException: raise`` inside an ``async for``, say) stays the thread's current
-  exception, and the next such ``finally`` to end, in any compiled coroutine, raises it again
-  (docs/decisions.md, "The compiled build");
-* an ``except`` clause that awaits: compiled, a coroutine suspended in it leaves its
-  exception the thread's current one while other tasks run, two suspended at once restore
-  each other's, and the stale exception becomes the ``__context__`` of every later raise on
-  the loop thread (the engine's refusals were answered as a static file's 404);
-* a class deriving from a built-in exception mypyc cannot derive a compiled class from (any
-  but ``BaseException``, ``Exception``, ``ValueError``, ``LookupError``, ``IndexError``,
-  ``Warning`` and ``UserWarning``: ``RuntimeError``, ``KeyError``, ``OSError``...);
-* a thread's future awaited other than through ``fwrest.auth.blocking.settled``
-  (``await loop.run_in_executor(...)``, ``await asyncio.to_thread(...)``,
-  ``await asyncio.wrap_future(...)``): a compiled coroutine drops the traceback of an
-  exception thrown into it.
-
-These rules are :data:`RULES`; docs/architecture.md ("The compiled build") lists them and the
-compiled modules between markers, and the lint checks that both lists are the code's
-(:func:`check_doc`: ``RULES`` and setup.py's ``COMPILED``), so that the doc cannot drift.
-
-Each finding is printed as ``path:line: what``; the exit status is 1 if there is any.
-``python -m tests.tools.mypyc_lint FILE...`` checks the files given instead (not the doc).
-"""
+"""What mypyc cannot build, or builds differently, in setup.py's ``COMPILED`` modules: ``python -m
+tests.tools.mypyc_lint`` (``make lint``) finds in each syntax tree the constructs :data:`RULES`
+lists, each with its reason (docs/decisions.md, "The compiled build"), and :func:`check_doc` checks
+that docs/architecture.md lists the same rules and modules. Findings print as ``path:line: what``,
+exit 1 if any; ``python -m tests.tools.mypyc_lint FILE...`` checks those files instead (not the
+doc)."""
 
 from __future__ import annotations
 
@@ -44,9 +16,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
-# the built-in exceptions a compiled class may derive from (mypyc's can_subclass_builtin and
-# its BaseException special case); from any other (RuntimeError, KeyError, OSError...) mypyc
-# refuses the module, which the wheel then ships as Python
+# built-in exceptions a compiled class may derive from (mypyc's can_subclass_builtin and its
+# BaseException case); from others mypyc refuses the module, shipped then as Python
 _MYPYC_BASES = frozenset(
     ("BaseException", "Exception", "LookupError", "IndexError", "ValueError")
 ) | {"Warning", "UserWarning"}
@@ -273,9 +244,8 @@ def _marked(doc: str, mark: str) -> list[str] | None:
 
 
 def check_doc(doc: str, compiled: list[str], rules: tuple[tuple[str, str], ...]) -> list[str]:
-    """What docs/architecture.md's lists say other than the code: ``compiled`` as
-    setup.py lists it (``src/fwrest/x.py``), the doc's as ``x.py``; each rule as
-    ``- `id`: text``."""
+    """Where docs/architecture.md's lists differ from the code: ``compiled`` as setup.py lists it,
+    the doc's as ``x.py``; rules as ``- `id`: text``."""
     problems: list[str] = []
     modules = _marked(doc, _MODULES_MARK)
     if modules is None:

@@ -1,18 +1,11 @@
-"""Names of modules in fwrest's docstrings, comments and code map that no longer exist.
-
-``python -m tests.tools.stale_refs`` (``make lint``; ``tests/tools/test_stale_refs.py`` runs it
-too) reads every ``.py`` file of ``src/fwrest`` and ``docs/architecture.md`` and checks that
-each reference resolves:
-
-* a dotted name ``fwrest.x.y``: its longest prefix that is a module of ``src/`` exists, and the
-  part after it (if any) starts with a name the module's source holds (a function, a class, a
-  lazy name of ``fwrest/__init__.py``); or it is a name the code spells as a string (a logger,
-  a span: ``fwrest.access``, ``fwrest.handler``);
-* a path ``x/y.py``: a file of the checkout or of ``src/`` at that path, or under ``src/fwrest`` ending with it
-  (``grants/base.py`` is ``auth/oauth2/grants/base.py``), or one of :data:`EXAMPLES`.
-
-Each finding is printed as ``path:line: what``; the exit status is 1 if there is any.
-"""
+"""Module names in fwrest's docstrings, comments and code map that no longer exist. ``python -m
+tests.tools.stale_refs`` (``make lint``; test_stale_refs.py) reads ``src/fwrest``'s ``.py`` files
+and ``docs/architecture.md``: a dotted ``fwrest.x.y`` must have a longest module prefix in ``src/``
+and a rest starting with a name its source holds (a function, class, lazy name of
+``fwrest/__init__.py``), or be a name the code spells as a string (``fwrest.access``); a path
+``x/y.py`` must be a file of the checkout or ``src/``, end a path under ``src/fwrest``
+(``grants/base.py``), or be in :data:`EXAMPLES`. Findings print as ``path:line: what``, exit 1 if
+any."""
 
 from __future__ import annotations
 
@@ -35,8 +28,7 @@ _PATH = re.compile(r"(?<![\w/.-])((?:[A-Za-z_][\w-]*/)+[A-Za-z_]\w*\.py)\b")
 
 
 class Tree:
-    """What a reference can resolve to: the modules of ``src``, the files of the checkout,
-    and the ``fwrest.*`` names the code spells as strings."""
+    """What a reference can resolve to: modules, the checkout's files, ``fwrest.*`` string names."""
 
     def __init__(self, src: Path = SRC, root: Path = ROOT) -> None:
         self.root = root

@@ -1,5 +1,4 @@
-"""``FWREST_TEST_BUILD`` (the Makefile sets it): the suite refuses to run on another build of
-fwrest than the one it was asked to test (tests/conftest.py)."""
+"""``FWREST_TEST_BUILD`` (the Makefile's): the suite refuses another build than asked."""
 
 from __future__ import annotations
 

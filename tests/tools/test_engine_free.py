@@ -1,6 +1,5 @@
-"""``tests/conftest.py``'s ``ENGINE_FREE`` stays true: each module it names is in the second
-engine's run (the Makefile's ``ENGINE_SLICE``: the pure engine on the compiled wheel) and
-starts no server, so that run may skip it."""
+"""tests/conftest.py's ``ENGINE_FREE`` modules are in the pure-engine run (``ENGINE_SLICE``) and
+start no server, so that run may skip them."""
 
 from __future__ import annotations
 

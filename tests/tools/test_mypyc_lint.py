@@ -1,6 +1,4 @@
-"""The lint of the compiled modules (tests/tools/mypyc_lint.py, ``make lint``) finds each
-construct mypyc cannot build or builds differently, in small samples, and nothing in code
-that avoids them."""
+"""tests/tools/mypyc_lint.py finds each construct in samples, and nothing in code avoiding them."""
 
 from __future__ import annotations
 

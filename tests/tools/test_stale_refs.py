@@ -1,5 +1,4 @@
-"""The check of module references (tests/tools/stale_refs.py, ``make lint``): every module a
-docstring, comment or the code map names exists, and a name that does not is found."""
+"""tests/tools/stale_refs.py: every module a docstring, comment or code map names exists."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""A running fwrest that issues the tokens the ``fwrest.verify`` tests verify: ``fwrest serve``
-of ports ``EC`` (ES256), ``RSA`` (RS256) and ``HS`` (HS256, nothing to publish), a sqlite
-store, one user with scopes and the client ``web`` that obtains the tokens (for introspection
-and revocation), beside docs/verifying-tokens.md's two clients: ``orders-api``, a resource
-server's, whose entry lists the scope ``introspect``, and ``shop-web``, whose entry does not."""
+"""A running fwrest issuing the tokens the ``fwrest.verify`` tests verify: ``fwrest serve`` of
+``EC`` (ES256), ``RSA`` (RS256), ``HS`` (HS256, nothing published), sqlite, one user with scopes,
+client ``web``, and docs/verifying-tokens.md's ``orders-api`` (lists ``introspect``) and
+``shop-web`` (does not)."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ from tests.docs.blocks import example
 SCOPES = ["orders:read", "orders:write", "orders:admin"]
 ADA = ("ada", "Ada-Pw-7731")
 CLIENT = ("web", "Web-Secret-9q")
-# docs/verifying-tokens.md's clients as written: a front end's and a resource server's, whose
-# entry lists introspect
+# docs/verifying-tokens.md's clients: a front end's, a resource server's (with introspect)
 _GUIDE = json.loads(example("verifying-introspect-client").text)["client"]
 _RESOURCE = next(entry for entry in _GUIDE if "introspect" in entry.get("scopes", ()))
 RESOURCE = (_RESOURCE["client_id"], _RESOURCE["client_secret"])
@@ -63,8 +61,7 @@ def kid_of(access_token: str) -> str:
 
 
 def signed_by_fwrest(svc: OAuthService, alg: str, claims: dict[str, Any]) -> str:
-    """A token signed with fwrest's own current key of ``alg`` (read from its key set file),
-    its kid the key's: what fwrest would sign, with the test's claims."""
+    """Signed with fwrest's current ``alg`` key and kid (from its key set), the test's claims."""
     for key in json.loads((svc.folder / ".fwrest" / "keyset.json").read_text())["keys"]:
         if key["alg"] == alg and key["current"]:
             headers = {"typ": "at+jwt", "kid": key["kid"]}
@@ -88,8 +85,7 @@ def revoke(svc: OAuthService, refresh_token: str) -> None:
 
 
 def rotate(svc: OAuthService, port: str = "EC") -> str:
-    """``fwrest keys rotate`` (forked: ``run_forked``; tests/auth/test_keys.py runs it as an
-    operator does); the kid the port signs with after it."""
+    """``fwrest keys rotate`` forked (as an operator: tests/auth/test_keys.py); the new kid."""
     before = kid_of(token(svc, port))
     done = run_forked("keys", "rotate", str(svc.proc.config), cwd=svc.folder)
     assert done.returncode == 0, done.stderr

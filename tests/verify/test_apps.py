@@ -1,9 +1,6 @@
-"""SPEC 16.4's adapters in real applications: a FastAPI app under uvicorn (a process of its own)
-verifying the tokens of a running fwrest (``fwrest serve``, real TLS) with
-``Verifier.require`` (a sync verifier, its check in a worker thread), ``AsyncVerifier.require``,
-``VerifyMiddleware`` on a mounted app, and an introspecting verifier; across a key rotation
-on fwrest and a revocation, with the RFC 6750 challenges on each refusal.
-"""
+"""SPEC 16.4's adapters (``Verifier.require`` in a worker thread, ``AsyncVerifier.require``,
+``VerifyMiddleware``, an introspecting verifier) in a FastAPI app under uvicorn, verifying a real
+``fwrest serve`` over TLS."""
 
 from __future__ import annotations
 
@@ -81,8 +78,7 @@ def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OA
 
 
 def fastapi_app(svc: OAuthService, folder: Path, source: str) -> Iterator[str]:
-    """``source`` as the module of a FastAPI app under uvicorn, a process of its own; its base
-    URL (plain HTTP on loopback)."""
+    """``source`` as a FastAPI app under uvicorn (its own process); its base URL."""
     env = {"RS_ISSUER": issuer(svc, "EC"), "RS_CA": str(svc.certs["ca"])}
     yield from uvicorn_app(folder, "rs_fastapi", source, {**env, "RS_CLIENT": ":".join(CLIENT)})
 
@@ -94,8 +90,7 @@ def app(svc: OAuthService, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 @pytest.fixture(scope="module")
 def guide_app(svc: OAuthService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """docs/verifying-tokens.md's FastAPI example as written, with this service's issuer, CA
-    file and section name in place of the page's."""
+    """docs/verifying-tokens.md's FastAPI example as written (this issuer, CA file and section)."""
     source = (
         example("verifying-fastapi")
         .text.replace('"https://api.example.com/rest"', repr(issuer(svc, "EC")))

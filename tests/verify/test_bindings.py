@@ -1,12 +1,7 @@
-"""SPEC 16.4: ``fwrest.verify``'s checks of bound tokens (``cnf``): a DPoP key's thumbprint
-against a DPoP proof (RFC 9449) and a certificate's against the client's (RFC 8705).
-
-Most tokens here are minted by the test with a key it serves itself: a small issuer over real
-TLS (stdlib ``http.server``, a trustme certificate) publishing RFC 8414 metadata and a JWK
-Set, so that every ``cnf`` can be tried. A DPoP-bound token issued by fwrest itself (SPEC
-16.2, ``fwrest serve`` of ``tests/verify/support.py``) is verified too. Thumbprints are
-computed with joserfc, not with the module under test; proofs are signed with PyJWT.
-"""
+"""SPEC 16.4: ``fwrest.verify``'s bound-token checks (``cnf``): DPoP thumbprint against a proof (RFC
+9449), certificate against the client's (RFC 8705). Tokens mostly minted by a small TLS issuer here
+(``http.server``, trustme; RFC 8414 metadata and JWKS) so every ``cnf`` can be tried, and one
+DPoP-bound token from ``fwrest serve`` (SPEC 16.2). Thumbprints by joserfc, proofs by PyJWT."""
 
 from __future__ import annotations
 
@@ -257,8 +252,7 @@ def test_a_certificate_bound_token_needs_that_certificate(
 
 @pytest.fixture(scope="module")
 def asgi_app(issuer: Issuer) -> Iterator[str]:
-    """A Starlette app behind ``VerifyMiddleware`` (an AsyncVerifier of the test's issuer),
-    under uvicorn on a thread of this process; its base URL."""
+    """A Starlette app behind ``VerifyMiddleware`` under uvicorn on a thread; its base URL."""
     import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -333,8 +327,7 @@ def test_the_dependency_in_a_starlette_endpoint(issuer: Issuer, asgi_app: str) -
 
 
 def test_the_middleware_checks_websockets_too(issuer: Issuer) -> None:
-    """A WebSocket handshake (no WebSocket library here to open a real one: the ASGI calls a
-    server makes, in process): refused with close code 1008, or let through with the claims."""
+    """A WebSocket handshake as ASGI calls it (no WebSocket library here): 1008, or let through."""
     seen: list[dict[str, Any]] = []
 
     async def inner(scope: Any, receive: Any, send: Any) -> None:

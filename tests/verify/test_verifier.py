@@ -1,7 +1,5 @@
-"""SPEC 16.4: ``fwrest.verify.Verifier`` and ``AsyncVerifier`` verifying the tokens of a running
-fwrest over real TLS (``fwrest serve``, ports ES256, RS256 and HS256; tests/verify/support.py),
-across a real key rotation and a real revocation.
-"""
+"""SPEC 16.4: ``Verifier`` and ``AsyncVerifier`` on a running fwrest over TLS (ES256, RS256, HS256;
+support.py), across a real rotation and revocation."""
 
 from __future__ import annotations
 
@@ -187,9 +185,8 @@ def test_an_issuer_that_cannot_be_reached_is_unavailable_not_a_refusal(svc: OAut
 def test_a_rotation_is_followed_after_an_unknown_kid_at_most_once_a_minute(
     svc: OAuthService,
 ) -> None:
-    """The key set is cached for its max-age=300; a new kid refetches it, unless a fetch was
-    made in the last minute. The minute is not waited for: the interval is set to 0 where it
-    would have passed (SPEC 9). The sync and async verifiers in step, on one event loop."""
+    """Cached for max-age=300; a new kid refetches unless fetched within a minute (the interval set
+    to 0 where it would have passed, SPEC 9). Sync and async in step on one loop."""
 
     async def steps() -> None:
         v = verifier(svc, "RSA")
@@ -232,8 +229,7 @@ def test_a_revoked_token_is_refused_with_introspection(svc: OAuthService) -> Non
         plain = verifier(svc)
         asking = verifier(svc, introspect=CLIENT)
         av = async_verifier(svc, introspect=CLIENT)
-        # at most 30 s; shortened here (SPEC 9), with room for the revocation's request on a
-        # loaded machine (1 s was outlasted before the remembered answer was asked for)
+        # 30 s at most; shortened (SPEC 9), room for the revocation when loaded (1 s was outlasted)
         asking.introspect_cache_s = av.introspect_cache_s = 3.0
         asked = time.monotonic()
         assert asking.verify(access)["sub"] == "ada"
@@ -255,8 +251,7 @@ def test_a_revoked_token_is_refused_with_introspection(svc: OAuthService) -> Non
         fresh = verifier(svc, introspect=CLIENT)
         with pytest.raises(InvalidToken, match="not active"):
             fresh.verify(access)
-        # wrong client credentials: the introspection route refuses them, the token is not
-        # judged
+        # wrong client credentials: the route refuses them, the token is not judged
         with verifier(svc, introspect=("web", "wrong")) as wrong, pytest.raises(IssuerUnavailable):
             wrong.verify(token(svc))
         for each in (plain, asking, fresh):
@@ -269,9 +264,8 @@ def test_a_revoked_token_is_refused_with_introspection(svc: OAuthService) -> Non
 def test_a_resource_servers_own_client_introspects_the_tokens_of_another(
     svc: OAuthService,
 ) -> None:
-    """The usual deployment: the resource server introspects with a client of its own, not
-    the one that obtained the token. A client whose entry lists the scope ``introspect`` sees
-    every token of its port; one without it still sees only its own (RFC 7662 2.2)."""
+    """The resource server's own client listing ``introspect`` sees every token of its port; one
+    without sees only its own (RFC 7662 2.2)."""
     pair = svc["EC"].tokens(*ADA)
     access = pair["access_token"]
     with (
