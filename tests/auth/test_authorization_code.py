@@ -59,6 +59,10 @@ def params():
 
 def no_code():
     return {{"client": CLIENTS, "users": USERS, "types": [{{"grant_type": "password"}}]}}
+
+
+def web_first():
+    return {{**params(), "client": CLIENTS[1:] + CLIENTS[:1]}}
 """
 )
 
@@ -77,6 +81,7 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
         "NOCODE": oauth_section(certs, onAuthparams=f"{MODULE}.no_code"),
         "BRANDED": oauth_section(certs, onAuthparams=params, loginPage="file:login.html"),
         "NOAUTHORIZE": without_authorize,
+        "WEBFIRST": oauth_section(certs, onAuthparams=f"{MODULE}.web_first"),
     }
     return module_config(folder, MODULE, servers=servers, app=APP, general={"rest_log_level": 5})
 
@@ -202,6 +207,27 @@ def test_a_confidential_client_authenticates_at_the_token_route(code: LocalOAuth
         auth=("web", WEB_SECRET),
     )
     assert ok.status_code == 200, ok.text
+
+
+@pytest.mark.parametrize("port", ["CODE", "WEBFIRST"])  # spa, web the first client
+def test_a_confidential_client_authenticates_to_refresh_its_code_grant_tokens(
+    svc: LocalService, port: str
+) -> None:
+    """RFC 6749 6: a confidential client authenticates to refresh, so no first client stands
+    in for the code grant's (SPEC 4.2's rule stays the password grant's, for the original
+    product's clients); refused unspent. A review saw a stolen refresh token of the first
+    client refreshed without any credentials."""
+    on = svc[port]
+    value, verifier, _ = login_code(on, client_id="web", redirect_uri="-")
+    form = {"grant_type": "authorization_code", "code": value, "code_verifier": verifier}
+    refresh = expect(on.post(form, auth=("web", WEB_SECRET))).json()["refresh_token"]
+    assert_error(on.refresh(refresh), "invalid_client", 401)
+    assert_error(on.refresh(refresh, client_id="web"), "invalid_client", 401)
+    expect(on.post({"grant_type": "refresh_token", "refresh_token": refresh},
+                   auth=("web", WEB_SECRET)))  # fmt: skip
+    if port == "WEBFIRST":  # the password grant's family: the first client without credentials
+        legacy = on.tokens("bob", "Bob-Pw-2291")["refresh_token"]
+        expect(on.refresh(legacy))
 
 
 def test_a_loopback_redirect_matches_any_port(code: LocalOAuth) -> None:

@@ -46,6 +46,7 @@ __all__ = [
     "ProofError",
     "bound_key",
     "check_proof",
+    "client_bound",
     "family_key",
     "new_family",
     "thumbprint",
@@ -59,6 +60,8 @@ DPOP = Challenge("DPoP", algs=" ".join(ALGS))  # RFC 9449 7.1
 # the key a token request's valid proof was made with ("": none), for the tokens it issues
 bound_key: ContextVar[str] = ContextVar("fwrest_dpop_key", default="")
 _FAMILY_SEP = "."  # family id "<random hex>.<thumbprint>": a family bound to a key
+# a family id's start where the grant that began it authenticated the client (the code grant)
+_CLIENT_BOUND = "c-"
 _PRIVATE_MEMBERS = ("d", "p", "q", "dp", "dq", "qi", "oth", "k")
 _THUMBPRINT_MEMBERS = {"EC": ("crv", "kty", "x", "y"), "OKP": ("crv", "kty", "x"), "RSA": ("e", "kty", "n")}  # fmt: skip
 _CURVES = {"ES256": ("EC", "P-256"), "EdDSA": ("OKP", "Ed25519")}
@@ -200,16 +203,23 @@ def check_proof(proof: str, method: str, host: str, path: str, token: str | None
     return Proof(jkt, proof_id, max(float(iat) + WINDOW_S - now, 0.0) + 1.0)
 
 
-def new_family(request: TokenRequest) -> str:
+def new_family(request: TokenRequest, *, client_bound: bool = False) -> str:
     """A new token family's id: random; for a public client whose token request carried a
     valid proof, followed by the proof key's thumbprint, so that every refresh token of the
     family is bound to that key (RFC 9449 5: a confidential client's refresh tokens are bound
-    by its authentication)."""
-    family = uuid.uuid4().hex
+    by its authentication). ``client_bound`` (a grant that required the client's
+    authentication: the code grant) marks the family so that its refreshes require it too
+    (:func:`client_bound`), where the password grant's keep SPEC 4.2's first client."""
+    family = _CLIENT_BOUND + uuid.uuid4().hex if client_bound else uuid.uuid4().hex
     jkt = bound_key.get()
     if jkt and request.client_id in request.allowed.public:
         return f"{family}{_FAMILY_SEP}{jkt}"
     return family
+
+
+def client_bound(family: str) -> bool:
+    """Whether a family's confidential client must authenticate to refresh it (RFC 6749 6)."""
+    return family.startswith(_CLIENT_BOUND)
 
 
 def family_key(family: str) -> str:

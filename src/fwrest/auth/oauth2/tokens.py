@@ -875,6 +875,7 @@ class TokenService:
             ttl_ms,
             refresh_at,
             StoreDeadline(),
+            creds is not None,
         )
         validated = await grant.validate(request)
         return await grant.issue(request, validated)

@@ -108,7 +108,9 @@ class AuthorizationCodeGrant(Grant):
         verifier = params.get("code_verifier")
         if verifier is None:
             raise InvalidRequest("code_verifier is missing (PKCE, RFC 7636)")
-        family = new_family(request)  # bound to a public client's DPoP key (SPEC 16.2)
+        # bound to a public client's DPoP key (SPEC 16.2), and to a confidential client's
+        # authentication: its refreshes authenticate too (RFC 6749 6)
+        family = new_family(request, client_bound=True)
         status, data, first = await service.store_call(
             deadline, service.store.take_code, code_hash(code, service.section), family
         )

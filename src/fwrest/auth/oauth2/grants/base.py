@@ -97,12 +97,14 @@ class TokenRequest:
 
     ``asked`` is the request's ``scope`` as :func:`~fwrest.auth.oauth2.scopes.requested`
     reads it; ``client_id`` the client it authenticated as (the first client when it sent no
-    credentials); ``ttl_ms`` and ``refresh_at`` the lifetimes ``onAuthparams`` gives now;
-    ``deadline`` the store time its calls share (SPEC 7)."""
+    credentials); ``authenticated`` whether it sent client credentials; ``ttl_ms`` and
+    ``refresh_at`` the lifetimes ``onAuthparams`` gives now; ``deadline`` the store time its
+    calls share (SPEC 7)."""
 
     __slots__ = (
         "allowed",
         "asked",
+        "authenticated",
         "client_id",
         "client_ip",
         "deadline",
@@ -125,8 +127,10 @@ class TokenRequest:
         ttl_ms: int,
         refresh_at: float,
         deadline: StoreDeadline,
+        authenticated: bool,
     ) -> None:
         self.service = service
+        self.authenticated = authenticated
         self.method = method
         self.params = params
         self.client_ip = client_ip

@@ -15,8 +15,8 @@ import uuid
 from typing import ClassVar
 
 from fwrest import log
-from fwrest.auth.oauth2.dpop import InvalidDpopProof, bound_key, family_key
-from fwrest.auth.oauth2.errors import InvalidGrant, InvalidRequest, OAuthError
+from fwrest.auth.oauth2.dpop import InvalidDpopProof, bound_key, client_bound, family_key
+from fwrest.auth.oauth2.errors import InvalidClient, InvalidGrant, InvalidRequest, OAuthError
 from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated
 from fwrest.auth.oauth2.passwords import same_secret
 from fwrest.auth.oauth2.scopes import DEFAULT, allowed_scopes, grant
@@ -36,6 +36,12 @@ class RefreshGrant(Grant):
         claim = uuid.uuid4().hex
         token_hash, record = await _rotate(request, claim)
         service = request.service
+        if _unauthenticated(request, record):
+            # refused unspent: its client may still refresh it with its credentials
+            await service.store_call(
+                request.deadline, service.store.restore_refresh, token_hash, claim
+            )
+            raise InvalidClient(_MUST_AUTHENTICATE)
         bound = family_key(record.family)
         if bound and not hmac.compare_digest(bound.encode(), bound_key.get().encode()):
             # SPEC 16.2: a public client's refresh token is bound to its DPoP key; refused
@@ -125,6 +131,8 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
     if status == "missing" or record is None:
         raise InvalidGrant("the refresh token is invalid")
     if status == "client":
+        if _unauthenticated(request, record):  # another client than the first: the same
+            raise InvalidClient(_MUST_AUTHENTICATE)
         raise InvalidGrant("the refresh token was issued to another client")
     if status == "expired":
         # judged in the spend's compare-and-set, which leaves an expired token unspent: it
@@ -153,6 +161,21 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
     if not any(same_secret(record.subject, name) for name, _ in request.allowed.users):
         raise InvalidGrant("the user of this refresh token is no longer allowed")
     return token_hash, record
+
+
+_MUST_AUTHENTICATE = "the client of this refresh token must authenticate"
+
+
+def _unauthenticated(request: TokenRequest, record: RefreshRecord) -> bool:
+    """A refresh without client credentials of a family whose grant authenticated its
+    confidential client (the code grant): RFC 6749 6 makes such a client authenticate, so
+    no first client stands in for it (SPEC 4.2's rule is the password grant's legacy
+    clients'; SPEC 16.1)."""
+    return (
+        client_bound(record.family)
+        and not request.authenticated
+        and record.client_id not in request.allowed.public
+    )
 
 
 def revoked_until(replayed: RefreshRecord, ttl_ms: int, refresh_at: float) -> float:
