@@ -144,6 +144,9 @@ class PortKeys:
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._look_now: asyncio.Future[None] | None = None  # the one look under way
+        # the last look failed (the store does not answer): a token naming a key not known
+        # here is answered 503 at once, without waiting on the store (SPEC 7)
+        self._unreadable = False
         # how a blocking call of the source is made off the loop (the worker's store client)
         self._read = read
 
@@ -238,12 +241,16 @@ class PortKeys:
         if self._look_now is look:
             self._look_now = None
         if not look.cancelled():
-            look.exception()  # retrieved: whoever awaited it logged it
+            # retrieved: whoever awaited it logged it
+            self._unreadable = look.exception() is not None
 
-    async def catch_up(self) -> bool:
+    async def catch_up(self) -> bool | None:
         """Look at the set now rather than at the next poll; True when what this worker
-        signs or verifies with changed. A look already under way may have read the set before
-        the key was made: who joins one waits for it, then for a look of its own."""
+        signs or verifies with changed, None when the set could not be read (at once, without
+        a look, when the last one failed). A look already under way may have read the set
+        before the key was made: who joins one waits for it, then for a look of its own."""
+        if self._unreadable:
+            return None
         before = self._view
         for _ in range(2):
             joined = self._look_now is not None
@@ -251,7 +258,7 @@ class PortKeys:
                 await asyncio.shield(self._look())
             except (KeySetError, StoreError, TimeoutError) as exc:
                 log.auth_log.debug("the key set was not reloaded: %s", exc)
-                break
+                return None
             if not joined or self._view is not before:
                 break
         return self._view is not before
@@ -294,8 +301,10 @@ class PortKeys:
             return
         doc = self.source.read()
         entries = [] if doc is None else parse(doc, self.source.where)
-        kids = {e.kid for e in entries}
-        if any(e.kid not in kids for e in _live(self._entries, time.time())):
+        # the key this worker signs with gone (a rotation retires it, never removes it): the
+        # set was lost, and another host may have made a new one; a former key pruned once
+        # its tokens expired is no loss
+        if self.kid not in {e.kid for e in entries}:
             entries = update(self.source, _put_back(self._entries))
             stamp = object()  # read again at the next poll: what is stored now
             log.auth_log.warning(

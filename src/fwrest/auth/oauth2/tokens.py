@@ -510,7 +510,14 @@ class TokenService:
         except UnknownKey as exc:
             unknown = exc
         # awaited outside the except clause (tests/tools/mypyc_lint.py, except-awaits)
-        if self.keys is None or not await self.keys.catch_up():
+        if self.keys is None:
+            raise unknown
+        changed = await self.keys.catch_up()
+        if changed is None:
+            # the set cannot be read (the store does not answer): the key may be one made
+            # since this worker's last look, so 503, not a verdict on the token (SPEC 7)
+            raise store_unavailable()
+        if not changed:
             raise unknown
         return self.verify(token)
 
