@@ -175,6 +175,12 @@ def test_conditional_requests(client: Client) -> None:
         ("bytes=0-1,5-6", 200, None, "0123456789" * 100),
         ("items=0-1", 200, None, "0123456789" * 100),
         ("bytes=9-2", 200, None, "0123456789" * 100),
+        # RFC 9110 5.6.1.2: empty list elements count for nothing, so one range
+        ("bytes=0-4,", 206, "bytes 0-4/1000", "01234"),
+        ("bytes=0-4, ", 206, "bytes 0-4/1000", "01234"),
+        ("bytes=,0-4", 206, "bytes 0-4/1000", "01234"),
+        ("bytes=0-4,,", 206, "bytes 0-4/1000", "01234"),
+        ("bytes= , -3 ,", 206, "bytes 997-999/1000", "789"),
     ],
 )
 def test_ranges(
@@ -194,6 +200,26 @@ def test_ranges_have_their_reason_phrases(proc: ServerProcess) -> None:
     assert (partial.status_code, partial.reason_phrase) == (206, "Partial Content")
     past = httpx.get(url, headers={"Range": "bytes=5000-"}, timeout=10)
     assert (past.status_code, past.reason_phrase) == (416, "Range Not Satisfiable")
+
+
+def test_a_range_on_two_lines_is_two_ranges(client: Client) -> None:
+    """The ``Range`` lines of a request are one list (RFC 9110 5.3): two lines are two
+    ranges, so the whole file (SPEC 10.3), not the first line's range."""
+    url = "/www/digits.txt"
+    for lines in (
+        [("Range", "bytes=0-1"), ("Range", "bytes=3-4")],
+        [("Range", "bytes=0-1"), ("Range", "bytes=0-1")],
+    ):
+        answer = client.get(url, headers=lines)
+        assert (answer.status_code, answer.text) == (200, "0123456789" * 100), lines
+        assert "content-range" not in answer.headers, lines
+    # an empty second line adds no range
+    one = client.get(url, headers=[("Range", "bytes=3-4"), ("Range", "")])
+    assert (one.status_code, one.headers.get("content-range"), one.text) == (
+        206,
+        "bytes 3-4/1000",
+        "34",
+    )
 
 
 def test_options_on_a_file_answers_its_methods(client: Client) -> None:
