@@ -289,6 +289,17 @@ def test_framing_the_engine_refuses_is_refused_in_process_with_the_same_answer(
         assert plain.json()["body"] == "hi"
 
 
+def test_an_expect_list_with_empty_elements_is_taken_in_process(tmp_path: Path) -> None:
+    """RFC 9110 5.6.1.2: the engines take ``Expect`` as a list whose empty elements count for
+    nothing, and so does the in-process client; another element beside them is still 417."""
+    with Client(_service(tmp_path, "inproc_expect")) as client:
+        for value in ("100-continue,", ", 100-Continue", ",", ""):
+            answer = client.post("/rest/echo", headers={"Expect": value}, content=b"hi")
+            assert (answer.status_code, answer.json()["body"]) == (200, "hi"), value
+        refused = client.post("/rest/echo", headers={"Expect": "100-continue, x"}, content=b"hi")
+        assert refused.status_code == 417
+
+
 def test_requests_from_many_threads_are_answered_each_its_own(tmp_path: Path) -> None:
     answers: dict[int, Any] = {}
     with Client(_service(tmp_path, "inproc_threads")) as client:

@@ -46,6 +46,7 @@ from fwrest.wire import (
     close_stream,
     coded_body,
     encode_reply,
+    expects_continue,
     head_answer,
     refusal,
     transfer_coding_refusal,
@@ -205,7 +206,7 @@ def _framing(headers: list[tuple[str, str]]) -> HTTPError | None:
     them: llhttp's while it parses the fields (``Content-Length`` with ``Transfer-Encoding``,
     a duplicate or malformed ``Content-Length``, a ``Transfer-Encoding`` after ``chunked``),
     with its words, then ``server/http.py``'s once the head is read (a repeated
-    ``Authorization``, an ``Expect`` other than ``100-continue``, a transfer coding other
+    ``Authorization``, an ``Expect`` asking anything but ``100-continue``, a transfer coding other
     than ``chunked``). All are 400 (417, 501) and close.
 
     >>> _framing([("transfer-encoding", "chunked"), ("content-length", "0")]).detailed
@@ -253,7 +254,7 @@ def _framing(headers: list[tuple[str, str]]) -> HTTPError | None:
             if authorization:
                 return HTTPError(400, detailed="repeated Authorization header", close=True)
             authorization = True
-        elif name == "expect" and value.strip().lower() != "100-continue":
+        elif name == "expect" and expects_continue(value) is None:
             return HTTPError(417, close=True)
     if coded:
         return transfer_coding_refusal(

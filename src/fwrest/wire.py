@@ -32,6 +32,7 @@ __all__ = [
     "coded_body",
     "encode_reply",
     "error_reply",
+    "expects_continue",
     "head_answer",
     "refusal",
     "transfer_coding_refusal",
@@ -207,6 +208,27 @@ def transfer_coding_refusal(coding: str) -> HTTPError | None:
             close=True,
         )
     return HTTPError(501, detailed="only Transfer-Encoding: chunked is supported", close=True)
+
+
+def expects_continue(value: str) -> bool | None:
+    """What one ``Expect`` field line asks: True for ``100-continue``, False for nothing (no
+    element but empty ones), None for any other expectation (417). The field is a list
+    (``#expectation``, RFC 9110 10.1.1) whose empty elements count for nothing (5.6.1.2:
+    ``100-continue,`` is ``100-continue``; ``,`` and an empty value ask nothing).
+
+    >>> expects_continue("100-Continue"), expects_continue(", 100-continue,")
+    (True, True)
+    >>> expects_continue(""), expects_continue(" , "), expects_continue("100-continue, foo")
+    (False, False, None)
+    """
+    asks = False
+    for part in value.split(","):
+        element = part.strip(" \t").lower()
+        if element == "100-continue":
+            asks = True
+        elif element:
+            return None
+    return asks
 
 
 class Keep(enum.IntEnum):

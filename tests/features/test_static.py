@@ -135,8 +135,8 @@ def test_files_and_the_default_page(client: Client) -> None:
     assert client.get("/www/notes.md").headers["content-type"] == "TEXT/Markdown; charset=utf-8"
     # routes win over files
     assert client.get("/www/api/hello").json() == {"from": "the route"}
-    # not for other methods
-    assert client.post("/www/index.html").status_code == 404
+    # not for other methods: a known path, 405 (test_other_methods_on_a_file_get_405)
+    assert client.post("/www/index.html").status_code == 405
     head = client.head("/www/index.html")
     assert head.status_code == 200
     assert head.content == b""
@@ -171,6 +171,12 @@ def test_conditional_requests(client: Client) -> None:
         ("bytes=0-1,5-6", 200, None, "0123456789" * 100),
         ("items=0-1", 200, None, "0123456789" * 100),
         ("bytes=9-2", 200, None, "0123456789" * 100),
+        # RFC 9110 5.6.1.2: empty list elements count for nothing, so one range
+        ("bytes=0-4,", 206, "bytes 0-4/1000", "01234"),
+        ("bytes=0-4, ", 206, "bytes 0-4/1000", "01234"),
+        ("bytes=,0-4", 206, "bytes 0-4/1000", "01234"),
+        ("bytes=0-4,,", 206, "bytes 0-4/1000", "01234"),
+        ("bytes= , -3 ,", 206, "bytes 997-999/1000", "789"),
     ],
 )
 def test_ranges(
@@ -190,6 +196,53 @@ def test_ranges_have_their_reason_phrases(proc: ServerProcess) -> None:
     assert (partial.status_code, partial.reason_phrase) == (206, "Partial Content")
     past = httpx.get(url, headers={"Range": "bytes=5000-"}, timeout=10)
     assert (past.status_code, past.reason_phrase) == (416, "Range Not Satisfiable")
+
+
+def test_a_range_on_two_lines_is_two_ranges(client: Client) -> None:
+    """The ``Range`` lines of a request are one list (RFC 9110 5.3): two lines are two
+    ranges, so the whole file (SPEC 10.3), not the first line's range."""
+    url = "/www/digits.txt"
+    for lines in (
+        [("Range", "bytes=0-1"), ("Range", "bytes=3-4")],
+        [("Range", "bytes=0-1"), ("Range", "bytes=0-1")],
+    ):
+        answer = client.get(url, headers=lines)
+        assert (answer.status_code, answer.text) == (200, "0123456789" * 100), lines
+        assert "content-range" not in answer.headers, lines
+    # an empty second line adds no range
+    one = client.get(url, headers=[("Range", "bytes=3-4"), ("Range", "")])
+    assert (one.status_code, one.headers.get("content-range"), one.text) == (
+        206,
+        "bytes 3-4/1000",
+        "34",
+    )
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "PROPFIND"])
+def test_other_methods_on_a_file_get_405(client: Client, method: str) -> None:
+    """SPEC 3: a file (or a folder its DefaultPage answers) is a known path, so another method
+    is 405 with the ``Allow`` that ``OPTIONS`` gives, in the error shape of a route's 405; a
+    missing or refused file stays 404."""
+    route = client.request(method, "/www/api/hello")  # a route's path, GET only
+    assert route.status_code == 405
+    for path in ("/www/index.html", "/www", "/www/", "/www/sub/page.html", "/www/empty.txt"):
+        answer = client.request(method, path, content=b"{}")
+        assert answer.status_code == 405, path
+        assert answer.headers["allow"] == "GET, HEAD, OPTIONS", path
+        assert answer.headers["allow"] == client.options(path).headers["allow"], path
+        assert (
+            answer.json()
+            == route.json()
+            == {
+                "code": 405,
+                "detailedMessage": "",
+                "message": "Method Not Allowed",
+            }
+        ), path
+    for path in ("/www/nothing.txt", "/www/.env", "/www/link-out", "/www/sub", "/www/fifo"):
+        answer = client.request(method, path)
+        assert answer.status_code == 404, path
+        assert "allow" not in answer.headers, path
 
 
 def test_options_on_a_file_answers_its_methods(client: Client) -> None:
@@ -475,6 +528,47 @@ def test_files_are_behind_the_ports_scheme(tmp_path: Path, ca: trustme.CA) -> No
     with Client(config, server="HTTPS_OAUTH") as client:
         assert client.get("/www/index.html").status_code == 401
         assert client.get("/www/sub/page.html").text == "<p>sub</p>"  # onAuthNoCheckUri
+
+
+def test_a_wrong_method_on_a_file_meets_the_ports_scheme_first(
+    tmp_path: Path, ca: trustme.CA
+) -> None:
+    """As for a route's 405: on a protected port the scheme refuses first (401 without
+    credentials, 403 with wrong ones); with good ones, or on a public path, 405."""
+    make_tree(tmp_path)
+    www = {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www", "DefaultPage": "index.html"}
+    basic = {"scheme": "basic", "OnAuth": "static_app_405.check"}
+    certs = issue_certs(ca, tmp_path / "certs")
+    oauth = oauth_section(
+        certs, locations="WWW", onAuthparams="static_app_405.params",
+        onAuthNoCheckUri="static_app_405.public",
+    )  # fmt: skip
+    config = module_config(
+        tmp_path,
+        "static_app_405",
+        app=APP,
+        servers={
+            "HTTP_BASIC": local_port(Locations="WWW", FwData={"Authorization": basic}),
+            "HTTPS_OAUTH": oauth,
+        },
+        extra={"WWW": www},
+    )
+    with Client(config, server="HTTP_BASIC") as client:
+        for path in ("/www/index.html", "/www/api/hello", "/www/nothing.txt"):
+            refused = client.post(path)
+            assert refused.status_code == 401, path
+            assert refused.headers["www-authenticate"].startswith("Basic"), path
+        assert client.post("/www/index.html", auth=("ada", "wrong")).status_code == 403
+        good = ("ada", "Ada-Pw-1")
+        for path in ("/www/index.html", "/www/api/hello"):  # a file, a route
+            answer = client.post(path, auth=good)
+            assert answer.status_code == 405, path
+            assert answer.headers["allow"] == "GET, HEAD, OPTIONS", path
+        assert client.post("/www/nothing.txt", auth=good).status_code == 404
+    with Client(config, server="HTTPS_OAUTH") as client:
+        assert client.post("/www/index.html").status_code == 401
+        public = client.delete("/www/sub/page.html")  # onAuthNoCheckUri
+        assert (public.status_code, public.headers["allow"]) == (405, "GET, HEAD, OPTIONS")
 
 
 @pytest.mark.parametrize(

@@ -385,8 +385,7 @@ for name, first, second in [
     ("-empty-first", "Authorization:", "Authorization: {CRED}"),
 ]:
     proto(f"hd-repeated-authorization{name}", F, ALL, req(G, first, second, auth=False), 400)
-for name, line in [("unknown", "Expect: something-else"), ("102", "Expect: 102-processing"),
-                   ("empty", "Expect:")]:
+for name, line in [("unknown", "Expect: something-else"), ("102", "Expect: 102-processing")]:
     proto(f"hd-expect-{name}", F, ALL, req(G, line), 417)
 proto("hd-upgrade-websocket", F, ALL, req(G, "Connection: Upgrade", "Upgrade: websocket",
       "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"), 200)
@@ -1325,6 +1324,16 @@ valid("upgrade-expect-continue", APP, (
     req(ECHO_POST, "Connection: Upgrade", "Upgrade: websocket", EXPECT_100, "Content-Length: 2"),
     CONTINUE, "hi"), close=True, body=b'"body":"hi"')
 valid("expect-without-body", ALL, req(G, EXPECT_100), body=OK_BODY)
+# RFC 9110 5.6.1.2: Expect is a list, its empty elements count for nothing
+for name, line in [("trailing-comma", "Expect: 100-continue,"),
+                   ("leading-comma", "Expect: , 100-continue")]:
+    valid(f"expect-100-continue-{name}", APP,
+          (req(ECHO_POST, line, "Content-Length: 5"), CONTINUE, "hello"), body=b'"body":"hello"')
+for name, line in [("empty", "Expect:"), ("empty-elements", "Expect: ,")]:
+    valid(f"expect-{name}", ALL, req(G, line), body=OK_BODY)
+    valid(f"expect-{name}-with-body", APP,  # asks nothing: no 100 Continue
+          req(ECHO_POST, line, "Content-Length: 5", body="hello"), body=b'"body":"hello"',
+          interim=())
 valid("head", ALL, req("HEAD {T} HTTP/1.1"), head=True)
 valid("head-then-get", ALL, req("HEAD {T} HTTP/1.1") + GET_T + req("HEAD {T} HTTP/1.1") + GET_T,
       (200, 200, 200, 200), head=(True, False, True, False), body=OK_BODY)

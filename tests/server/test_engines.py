@@ -12,7 +12,7 @@ import random
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,8 @@ from fwrest.config.model import ServerConfig
 from fwrest.server import http
 from fwrest.server.http import ConnectionSet, HttpProtocol
 from fwrest.wire import Keep, Reply, Request, encode_reply
-from tests.conftest import FWREST, ROOT, free_config
+from tests.conftest import FWREST, ROOT, free_config, serving
+from tests.server.rawhttp import RawConnection, request_bytes
 
 NATIVE = _native.native_parser()
 ENCODER = _native.native_encoder()
@@ -726,6 +727,49 @@ def test_flags_agree() -> None:
 
     for flag in ("BEGIN", "HTTP10", "KEEP", "UPGRADE", "CHUNKED", "EXPECT"):
         assert getattr(engine, f"FLAG_{flag}") == getattr(http, f"_N_{flag}"), flag
+
+
+# -- what both engines answer over a socket, each in a service of its own ---------------------
+@pytest.fixture(scope="module", params=["pure", "native"])
+def engine_port(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[int]:
+    """The port of a ``fwrest serve`` with ``FWREST_ENGINE`` the parameter."""
+    engine = request.param
+    config = free_config(tmp_path_factory.mktemp(f"engine_{engine}"))
+    with serving(config, env={"FWREST_ENGINE": engine}) as proc:
+        proc.wait_log(f"HTTP engine: {engine} (")
+        yield proc.ports["HTTP_REST"]
+
+
+@pytest.mark.parametrize("expect", ["100-continue,", ", 100-continue", "100-Continue , ,"])
+def test_an_expect_list_with_empty_elements_asks_continue(engine_port: int, expect: str) -> None:
+    """RFC 9110 5.6.1.2: ``Expect`` is a list whose empty elements count for nothing: 100
+    Continue, then the answer (both were 417)."""
+    with RawConnection(engine_port) as conn:
+        conn.send(
+            request_bytes("POST", "/rest/echo", [("Expect", expect), ("Content-Length", "3")])
+        )
+        interim = conn.read_response()
+        assert interim.head == b"HTTP/1.1 100 Continue\r\n\r\n", interim.head
+        conn.send(b"abc")
+        response = conn.read_response()
+        assert response.status == 200, response.head
+        assert response.json()["body"] == "abc"
+        assert conn.request("GET", "/rest/hello").status == 200  # serves on
+
+
+@pytest.mark.parametrize("line", [b"Expect: ,", b"Expect:", b"Expect: ", b"Expect: , ,"])
+def test_an_expect_of_empty_elements_asks_nothing(engine_port: int, line: bytes) -> None:
+    """No element, no expectation: no 100 Continue and no 417, the body read as sent."""
+    with RawConnection(engine_port) as conn:
+        conn.send(
+            b"POST /rest/echo HTTP/1.1\r\nHost: x\r\n" + line + b"\r\nContent-Length: 3\r\n\r\nabc"
+        )
+        response = conn.read_response()
+        assert response.status == 200, response.head
+        assert response.json()["body"] == "abc"
+        assert conn.request("GET", "/rest/hello").status == 200  # serves on
 
 
 # -- which engine serves: said at start and by fwrest check -----------------------------------

@@ -51,7 +51,13 @@ from httptools.parser.errors import (
 )
 
 from fwrest.errors import HTTPError
-from fwrest.wire import _STATUS_LINES, _DateLine, coded_body, transfer_coding_refusal
+from fwrest.wire import (
+    _STATUS_LINES,
+    _DateLine,
+    coded_body,
+    expects_continue,
+    transfer_coding_refusal,
+)
 from fwrest.wire import encode_reply as _encode_reply_pure
 
 cimport cython
@@ -470,11 +476,13 @@ cdef class RequestParser:
                 # RFC 9110 10.1.1 and 15.2: an HTTP/1.0 request's Expect is ignored (no 100
                 # to a 1.0 client, no 417)
                 pass
-            elif value.strip().lower() != "100-continue":
-                if self._fault == _NO_FAULT:
-                    self._fault = _EXPECTATION
             else:
-                self._expect = True
+                asks = expects_continue(value)  # a list: empty elements ask nothing
+                if asks is None:
+                    if self._fault == _NO_FAULT:
+                        self._fault = _EXPECTATION
+                elif asks:
+                    self._expect = True
         elif kind == _CONTENT_ENCODING:
             self._content_coding = (
                 f"{self._content_coding},{value}" if self._content_coding else value

@@ -14,7 +14,8 @@ it, ``If-Modified-Since`` gives 304, with the ``ETag`` and ``Vary`` its 200 woul
 a compressing port the compression stage says which: a compressed answer's tag is weak); then
 ``If-Range`` (the strong comparison) decides whether the ``Range`` applies. One
 ``Range: bytes=`` range gives 206 of the identity bytes with its strong tag and the 200's
-``Vary`` (416 when it starts past the end; several ranges: the whole file; an empty file
+``Vary`` (416 when it starts past the end; several ranges, on one ``Range`` line or on
+more, empty list elements not counted: the whole file; an empty file
 ignores it: 200; a ``HEAD`` ignores ``Range`` and ``If-Range``, RFC 9110 14.2). The file is read in bounded pieces off the loop and streamed
 (``Reply.stream`` with its length): never read whole into memory.
 """
@@ -49,13 +50,6 @@ class _File:
     mtime: float
     etag: str
     media: str
-
-
-def _header(req: Request, name: str) -> str | None:
-    for key, value in req.headers:
-        if key == name:
-            return value
-    return None
 
 
 def _lines(req: Request, name: str) -> list[str]:
@@ -192,7 +186,7 @@ class StaticFiles:
         status = 200
         # range handling is defined for GET only (RFC 9110 14.2): a HEAD's Range and
         # If-Range are ignored; an empty file has no byte to send in a 206 nor to miss
-        wanted = _header(req, "range") if req.method == "GET" else None
+        wanted = _listed(req, "range") if req.method == "GET" else None
         if wanted is not None and found.size and _if_range_holds(req, found):
             span = _range(wanted, found.size)
             if span == "unsatisfiable":
@@ -339,17 +333,23 @@ def _if_range_holds(req: Request, found: _File) -> bool:
 def _range(value: str, size: int) -> tuple[int, int] | str | None:
     """One ``bytes=`` range of a file of ``size`` bytes (``size`` > 0: an empty file's Range
     is ignored before) as (first, last); ``"unsatisfiable"``; None to send the whole file (not
-    bytes, several ranges, unreadable).
+    bytes, several ranges, unreadable). The range set is a list: its empty elements count for
+    nothing (RFC 9110 5.6.1.2), and ``value`` holds every ``Range`` line, joined (5.3).
 
     >>> _range("bytes=0-99", 1000), _range("bytes=-100", 1000), _range("bytes=900-", 1000)
     ((0, 99), (900, 999), (900, 999))
     >>> _range("bytes=1000-", 1000), _range("bytes=0-1,5-9", 1000), _range("items=1-2", 1000)
     ('unsatisfiable', None, None)
+    >>> _range("bytes=,0-4, ,", 1000), _range("bytes=0-1, bytes=3-4", 1000), _range("bytes=,", 9)
+    ((0, 4), None, None)
     """
     unit, _, spec = value.partition("=")
-    if unit.strip().lower() != "bytes" or "," in spec:
+    if unit.strip().lower() != "bytes":
         return None
-    first, dash, last = spec.strip().partition("-")
+    ranges = [part for part in spec.split(",") if part.strip(" \t")]
+    if len(ranges) != 1:
+        return None
+    first, dash, last = ranges[0].strip().partition("-")
     if not dash:
         return None
     first, last = first.strip(), last.strip()

@@ -819,12 +819,19 @@ class PortApp:
     @staticmethod
     async def _unrouted(refused: HTTPError, req: Request, loc: _Location, rel: str) -> Reply:
         """Stage 5 found no route: an ``OPTIONS`` is answered from the router's refusal,
-        a ``GET`` or ``HEAD`` by a file of the location's ``RootPath``; else the refusal."""
+        a ``GET`` or ``HEAD`` by a file of the location's ``RootPath``, another method on
+        such a file by 405 with the file's ``Allow`` (SPEC 3: a known path); else the
+        refusal."""
         if req.method == "OPTIONS":
             return await _options(refused, loc, rel)
-        if refused.status != 404 or loc.files is None or req.method not in _READS:
+        files = loc.files
+        if refused.status != 404 or files is None:
             raise refused
-        return await loc.files.serve(req, rel)
+        if req.method not in _READS:
+            if await files.exists(rel):
+                raise HTTPError(405, headers=(_FILE_ALLOW,))
+            raise refused
+        return await files.serve(req, rel)
 
     async def _first_piece(self, reply: Reply, loc: _Location, method: str, path: str) -> Reply:
         """``ActiveTimeout`` bounds the time to a stream's first piece (SPEC 10.5): it is

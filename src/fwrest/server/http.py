@@ -40,6 +40,7 @@ from fwrest.wire import (
     close_stream,
     coded_body,
     encode_reply,
+    expects_continue,
     head_answer,
     refusal,
     transfer_coding_refusal,
@@ -912,9 +913,11 @@ class HttpProtocol(asyncio.Protocol):
             elif name == "expect" and version != "1.0":
                 # RFC 9110 10.1.1 and 15.2: an HTTP/1.0 request's Expect is ignored (no 100
                 # to a 1.0 client, no 417)
-                if value.strip().lower() != "100-continue":
+                asks = expects_continue(value)  # a list: empty elements ask nothing
+                if asks is None:
                     raise HTTPError(417, close=True)
-                expect = True
+                if asks:
+                    expect = True
             elif name == "content-encoding":
                 content_coding = f"{content_coding},{value}" if content_coding else value
         if version != "1.1" and version != "1.0":
