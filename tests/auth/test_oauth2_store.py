@@ -22,6 +22,7 @@ import base64
 import contextlib
 import os
 import signal
+import subprocess
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+import redis
 import trustme
 
 from fwrest.auth.oauth2.grants import refresh_hash
@@ -40,6 +42,7 @@ from fwrest.auth.oauth2.portkeys import POLL_S
 from fwrest.auth.oauth2.tokens import KEY_CHECK_S
 from fwrest.store import RefreshRecord
 from fwrest.store.redis import RedisStore
+from tests.auth.conftest import check
 from tests.auth.oauth2_support import ADA as ADA_USER
 from tests.auth.oauth2_support import (
     TOKEN,
@@ -728,6 +731,68 @@ def test_a_corrupt_signing_key_in_redis_aborts_the_start_naming_the_key(
     assert result.returncode == 2 and "ready" not in result.stdout
     assert "is corrupt or shorter than 32 bytes" in result.stderr
     assert "fwrest:signing_key" in result.stderr and "remove the file" not in result.stderr
+
+
+def unique_module() -> str:
+    """A module name of its own: ``check(real=False)`` imports the config's module here."""
+    return f"tauth_store_{uuid.uuid4().hex[:12]}"
+
+
+def _refusal(result: subprocess.CompletedProcess[str]) -> str:
+    """The one error line of a command that exited 2 (``check``'s or ``serve``'s)."""
+    print(result.stdout, result.stderr)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if "configuration error:" in x]
+    return line
+
+
+def test_check_refuses_a_corrupt_signing_key_in_redis_in_the_words_of_the_start(
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """HS256 on database 3 (no SigningKeyFile): ``fwrest check`` passed a key ``serve``
+    refuses. It reads the key without making one (none yet: OK) and shows none of it."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    url = redis_server.url.rsplit("/", 1)[0] + "/3"
+    config = service_config(tmp_path, certs, url, module=unique_module())
+    direct = redis.Redis(db=3, socket_timeout=2, **redis_server.client_kwargs())
+    with contextlib.closing(direct):
+        done = check(config, real=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert direct.keys() == []  # a start makes the key; `check` did not
+        direct.set("fwrest:signing_key", b"tooShortKey7")
+        line = _refusal(check(config, real=True))
+        assert "[HTTPSERVER] StateStore: the signing key in the Redis state store (key " in line
+        assert "fwrest:signing_key) is corrupt or shorter than 32 bytes" in line
+        assert "tooShortKey7" not in line
+        assert direct.keys() == [b"fwrest:signing_key"]
+        assert direct.get("fwrest:signing_key") == b"tooShortKey7"
+        assert line == _refusal(run_cli("serve", str(config), cwd=tmp_path, timeout=30))
+
+
+def test_check_refuses_a_key_set_in_redis_that_is_not_json_in_the_words_of_the_start(
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """ES256 with the key set in Redis: ``fwrest check`` passed a set ``serve`` refuses. It
+    reads the set and the signing key without making either (none yet: OK)."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = service_config(
+        tmp_path, certs, redis_server.url, signing_alg="ES256", module=unique_module()
+    )
+    direct = redis_server.client()
+    with contextlib.closing(direct):
+        done = check(config, real=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert direct.keys() == []  # a start makes the key and the set; `check` did not
+        direct.hset("fwrest:blobs", "fwrest-keyset", b'{"garbage":1')
+        line = _refusal(check(config, real=True))
+        assert (
+            "[HTTPSERVER] StateStore: the key set in the redis state store (blob fwrest-keyset) "
+            "is not JSON" in line
+        )
+        assert "garbage" not in line
+        assert direct.keys() == [b"fwrest:blobs"]
+        assert direct.hgetall("fwrest:blobs") == {b"fwrest-keyset": b'{"garbage":1'}
+        assert line == _refusal(run_cli("serve", str(config), cwd=tmp_path, timeout=30))
 
 
 def test_memory_store_with_several_workers_is_warned_about(ca: trustme.CA, tmp_path: Path) -> None:
