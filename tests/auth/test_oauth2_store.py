@@ -74,7 +74,7 @@ from tests.conftest import (
     serving,
 )
 from tests.faults import support as faults
-from tests.redis_support import RedisServer, started
+from tests.redis_support import RedisCluster, RedisServer, SentinelGroup, started
 
 ADA = ("ada", "Ada-Pw-7731")
 HANG_GUARD_503 = 2.5  # seconds; SPEC 7: 503 within 1.5 s while the store is unreachable
@@ -793,6 +793,43 @@ def test_check_refuses_a_key_set_in_redis_that_is_not_json_in_the_words_of_the_s
         assert direct.keys() == [b"fwrest:blobs"]
         assert direct.hgetall("fwrest:blobs") == {b"fwrest-keyset": b'{"garbage":1'}
         assert line == _refusal(run_cli("serve", str(config), cwd=tmp_path, timeout=30))
+
+
+@pytest.mark.parametrize("form", ["sentinel", "cluster"])
+def test_check_refuses_the_damaged_keys_in_redis_behind_sentinel_and_on_a_cluster(
+    form: str, ca: trustme.CA, tmp_path: Path
+) -> None:
+    """The store's other forms (SPEC 15, 17.1), a cluster's keys under its database's prefix:
+    ``fwrest check`` refuses a damaged key set, then a short signing key, writing nothing."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    with contextlib.ExitStack() as stack:
+        direct: Any
+        if form == "sentinel":
+            group = stack.enter_context(started(SentinelGroup(tmp_path / "redis", down_ms=5000)))
+            url, direct = group.url, group.primary.client()
+            key, blobs = "fwrest:signing_key", "fwrest:blobs"
+        else:
+            nodes = RedisCluster(tmp_path / "redis", replicas=0, db=2)
+            cluster = stack.enter_context(started(nodes))
+            url, direct = cluster.url, cluster.client()
+            key, blobs = "fwrest:2:signing_key", "fwrest:2:blobs"
+        stack.callback(direct.close)
+        config = service_config(tmp_path, certs, url, signing_alg="ES256", module=unique_module())
+        direct.hset(blobs, "fwrest-keyset", b'{"keys": 3}')
+        line = _refusal(check(config, real=False))
+        assert (
+            "[HTTPSERVER] StateStore: the key set in the redis state store (blob fwrest-keyset) "
+            'has no "keys" list' in line
+        )
+        assert direct.get(key) is None  # no signing key made either
+        direct.hdel(blobs, "fwrest-keyset")
+        direct.set(key, b"tooShortKey7")
+        line = _refusal(check(config, real=False))
+        assert (
+            f"StateStore: the signing key in the Redis state store (key {key}) is corrupt" in line
+        )
+        assert "tooShortKey7" not in line
+        assert direct.get(key) == b"tooShortKey7" and direct.hgetall(blobs) == {}
 
 
 def test_memory_store_with_several_workers_is_warned_about(ca: trustme.CA, tmp_path: Path) -> None:
