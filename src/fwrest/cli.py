@@ -173,7 +173,7 @@ def _check(path: str) -> int:
     from fwrest._native import describe
     from fwrest.server import prepare
     from fwrest.server.binding import resolve_all
-    from fwrest.server.build import check_schema, probe_store
+    from fwrest.server.build import check_schema, check_store_keys, probe_store
     from fwrest.store import shown_url
 
     plan = prepare(path)
@@ -182,6 +182,8 @@ def _check(path: str) -> int:
     unreachable = probe_store(config)
     # SPEC 17.2: a store of a newer release is the start's error; an older sqlite file, a note
     due = check_schema(config) if unreachable is None else None
+    if unreachable is None:  # the key and key set kept in Redis, as the files are (SPEC 12.1)
+        unreachable = check_store_keys(plan)
     print(f"fwrest check: {config.source}: OK")
     for port in plan.ports:
         cfg = port.config

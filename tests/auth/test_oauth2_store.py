@@ -22,6 +22,7 @@ import base64
 import contextlib
 import os
 import signal
+import subprocess
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+import redis
 import trustme
 
 from fwrest.auth.oauth2.grants import refresh_hash
@@ -40,6 +42,7 @@ from fwrest.auth.oauth2.portkeys import POLL_S
 from fwrest.auth.oauth2.tokens import KEY_CHECK_S
 from fwrest.store import RefreshRecord
 from fwrest.store.redis import RedisStore
+from tests.auth.conftest import check
 from tests.auth.oauth2_support import ADA as ADA_USER
 from tests.auth.oauth2_support import (
     TOKEN,
@@ -71,7 +74,7 @@ from tests.conftest import (
     serving,
 )
 from tests.faults import support as faults
-from tests.redis_support import RedisServer, started
+from tests.redis_support import RedisCluster, RedisServer, SentinelGroup, started
 
 ADA = ("ada", "Ada-Pw-7731")
 HANG_GUARD_503 = 2.5  # seconds; SPEC 7: 503 within 1.5 s while the store is unreachable
@@ -728,6 +731,105 @@ def test_a_corrupt_signing_key_in_redis_aborts_the_start_naming_the_key(
     assert result.returncode == 2 and "ready" not in result.stdout
     assert "is corrupt or shorter than 32 bytes" in result.stderr
     assert "fwrest:signing_key" in result.stderr and "remove the file" not in result.stderr
+
+
+def unique_module() -> str:
+    """A module name of its own: ``check(real=False)`` imports the config's module here."""
+    return f"tauth_store_{uuid.uuid4().hex[:12]}"
+
+
+def _refusal(result: subprocess.CompletedProcess[str]) -> str:
+    """The one error line of a command that exited 2 (``check``'s or ``serve``'s)."""
+    print(result.stdout, result.stderr)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if "configuration error:" in x]
+    return line
+
+
+def test_check_refuses_a_corrupt_signing_key_in_redis_in_the_words_of_the_start(
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """HS256 on database 3 (no SigningKeyFile): ``fwrest check`` passed a key ``serve``
+    refuses. It reads the key without making one (none yet: OK) and shows none of it."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    url = redis_server.url.rsplit("/", 1)[0] + "/3"
+    config = service_config(tmp_path, certs, url, module=unique_module())
+    direct = redis.Redis(db=3, socket_timeout=2, **redis_server.client_kwargs())
+    with contextlib.closing(direct):
+        done = check(config, real=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert direct.keys() == []  # a start makes the key; `check` did not
+        direct.set("fwrest:signing_key", b"tooShortKey7")
+        line = _refusal(check(config, real=True))
+        assert "[HTTPSERVER] StateStore: the signing key in the Redis state store (key " in line
+        assert "fwrest:signing_key) is corrupt or shorter than 32 bytes" in line
+        assert "tooShortKey7" not in line
+        assert direct.keys() == [b"fwrest:signing_key"]
+        assert direct.get("fwrest:signing_key") == b"tooShortKey7"
+        assert line == _refusal(run_cli("serve", str(config), cwd=tmp_path, timeout=30))
+
+
+def test_check_refuses_a_key_set_in_redis_that_is_not_json_in_the_words_of_the_start(
+    ca: trustme.CA, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """ES256 with the key set in Redis: ``fwrest check`` passed a set ``serve`` refuses. It
+    reads the set and the signing key without making either (none yet: OK)."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = service_config(
+        tmp_path, certs, redis_server.url, signing_alg="ES256", module=unique_module()
+    )
+    direct = redis_server.client()
+    with contextlib.closing(direct):
+        done = check(config, real=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert direct.keys() == []  # a start makes the key and the set; `check` did not
+        direct.hset("fwrest:blobs", "fwrest-keyset", b'{"garbage":1')
+        line = _refusal(check(config, real=True))
+        assert (
+            "[HTTPSERVER] StateStore: the key set in the redis state store (blob fwrest-keyset) "
+            "is not JSON" in line
+        )
+        assert "garbage" not in line
+        assert direct.keys() == [b"fwrest:blobs"]
+        assert direct.hgetall("fwrest:blobs") == {b"fwrest-keyset": b'{"garbage":1'}
+        assert line == _refusal(run_cli("serve", str(config), cwd=tmp_path, timeout=30))
+
+
+@pytest.mark.parametrize("form", ["sentinel", "cluster"])
+def test_check_refuses_the_damaged_keys_in_redis_behind_sentinel_and_on_a_cluster(
+    form: str, ca: trustme.CA, tmp_path: Path
+) -> None:
+    """The store's other forms (SPEC 15, 17.1), a cluster's keys under its database's prefix:
+    ``fwrest check`` refuses a damaged key set, then a short signing key, writing nothing."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    with contextlib.ExitStack() as stack:
+        direct: Any
+        if form == "sentinel":
+            group = stack.enter_context(started(SentinelGroup(tmp_path / "redis", down_ms=5000)))
+            url, direct = group.url, group.primary.client()
+            key, blobs = "fwrest:signing_key", "fwrest:blobs"
+        else:
+            nodes = RedisCluster(tmp_path / "redis", replicas=0, db=2)
+            cluster = stack.enter_context(started(nodes))
+            url, direct = cluster.url, cluster.client()
+            key, blobs = "fwrest:2:signing_key", "fwrest:2:blobs"
+        stack.callback(direct.close)
+        config = service_config(tmp_path, certs, url, signing_alg="ES256", module=unique_module())
+        direct.hset(blobs, "fwrest-keyset", b'{"keys": 3}')
+        line = _refusal(check(config, real=False))
+        assert (
+            "[HTTPSERVER] StateStore: the key set in the redis state store (blob fwrest-keyset) "
+            'has no "keys" list' in line
+        )
+        assert direct.get(key) is None  # no signing key made either
+        direct.hdel(blobs, "fwrest-keyset")
+        direct.set(key, b"tooShortKey7")
+        line = _refusal(check(config, real=False))
+        assert (
+            f"StateStore: the signing key in the Redis state store (key {key}) is corrupt" in line
+        )
+        assert "tooShortKey7" not in line
+        assert direct.get(key) == b"tooShortKey7" and direct.hgetall(blobs) == {}
 
 
 def test_memory_store_with_several_workers_is_warned_about(ca: trustme.CA, tmp_path: Path) -> None:

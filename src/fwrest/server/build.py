@@ -5,11 +5,18 @@ the authorization in force per port. ``fwrest check``, ``routes`` and ``serve`` 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fwrest import log
 from fwrest.auth import AuthSettings, parse_authorization
 from fwrest.auth.oauth2 import load_signing_key
-from fwrest.auth.oauth2.keys import in_store, key_set_source, load_key_set, store_signing_key
+from fwrest.auth.oauth2.keys import (
+    check_stored_keys,
+    in_store,
+    key_set_source,
+    load_key_set,
+    store_signing_key,
+)
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, KeyEntry, KeySource
 from fwrest.auth.oauth2.route import OAUTH2_ROUTES
 from fwrest.auth.oauth2.scopes import scope_warnings
@@ -34,12 +41,16 @@ from fwrest.store.redis_target import quiet_redis, shared_store
 from fwrest.store.schema import SchemaError
 from fwrest.store.schema import ensure as ensure_schema
 
+if TYPE_CHECKING:
+    from fwrest.store.redis import RedisStore
+
 __all__ = [
     "LocationPlan",
     "PortPlan",
     "ServicePlan",
     "build_plan",
     "check_schema",
+    "check_store_keys",
     "probe_store",
 ]
 
@@ -397,14 +408,9 @@ def probe_store(config: ServiceConfig) -> str | None:
     """
     if config.state_store in ("sqlite", "memory"):
         return None
-    quiet_redis()
-    from fwrest.store.redis import NO_DATABASE, RedisClusterStore, RedisStore
-    from fwrest.store.redis_target import CLUSTER_SCHEMES
+    from fwrest.store.redis import NO_DATABASE
 
-    cluster = config.state_store.lower().startswith(CLUSTER_SCHEMES)
-    store = (RedisClusterStore if cluster else RedisStore)(
-        config.state_store, config.redis, retries=0
-    )
+    store = _look_at_redis(config)
     try:
         found = store.probe()
     finally:
@@ -416,6 +422,42 @@ def probe_store(config: ServiceConfig) -> str | None:
         return problem
     fix = _NO_DATABASE_FIX if NO_DATABASE in problem else _PROBE_FIXES[key]
     raise ConfigError(problem, section="HTTPSERVER", key=key, fix=fix)
+
+
+def _look_at_redis(config: ServiceConfig) -> RedisStore:
+    """The Redis state store, opened for one look (no retry)."""
+    quiet_redis()
+    from fwrest.store.redis import RedisClusterStore, RedisStore
+    from fwrest.store.redis_target import CLUSTER_SCHEMES
+
+    cluster = config.state_store.lower().startswith(CLUSTER_SCHEMES)
+    return (RedisClusterStore if cluster else RedisStore)(
+        config.state_store, config.redis, retries=0
+    )
+
+
+def check_store_keys(plan: ServicePlan) -> str | None:
+    """``fwrest check``: the signing key and key set that a Redis state store holds (no
+    ``SigningKeyFile``), read and checked as :func:`open_runtime` reads them, nothing made or
+    written (``build_plan`` checks the files). Returns why the store did not answer (a
+    warning).
+
+    Raises:
+        ConfigError: the start would refuse the key or the set (its words).
+    """
+    config = plan.config
+    if config.signing_key_file is not None or not shared_store(config.state_store):
+        return None
+    if not any(p.auth.scheme == "oAuth2" for p in plan.ports):
+        return None
+    store = _look_at_redis(config)
+    try:
+        check_stored_keys(store, plan.key_algs())
+    except StoreError as exc:
+        return str(exc)
+    finally:
+        store.close()
+    return None
 
 
 def open_runtime(plan: ServicePlan) -> None:

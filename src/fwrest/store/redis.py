@@ -722,6 +722,11 @@ class RedisStore:
         value = self._call(self._r.get, key)
         return bytes(value)
 
+    def stored_signing_key(self) -> bytes | None:
+        """The signing key as stored, None when there is none; read only (``fwrest check``)."""
+        value = self._call(self._r.get, self._keys.signing_key)
+        return None if value is None else bytes(value)
+
     def get_settings(self) -> dict[str, int]:
         raw = self._call(self._r.hgetall, self._keys.settings)
         return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}

@@ -23,8 +23,10 @@ import secrets
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fwrest.auth.oauth2.keyset import (
+    KEYSET_BLOB,
     KEYSET_FILE,
     FileKeySet,
     KeyEntry,
@@ -33,15 +35,20 @@ from fwrest.auth.oauth2.keyset import (
     StoreKeySet,
     check_entries,
     ensure,
+    parse,
     read_entries,
 )
 from fwrest.errors import ConfigError
 from fwrest.store import StateStore
 
+if TYPE_CHECKING:
+    from fwrest.store.redis import RedisStore
+
 __all__ = [
     "EMPTY_WAIT_S",
     "MIN_KEY_BYTES",
     "REDIS_KEY",
+    "check_stored_keys",
     "in_store",
     "keep_signing_key",
     "key_set_source",
@@ -204,6 +211,11 @@ def store_signing_key(store: StateStore) -> bytes:
     """
     raw = store.signing_key(_encode(secrets.token_bytes(MIN_KEY_BYTES)))
     name = getattr(store, "signing_key_name", REDIS_KEY)  # a cluster's has its prefix
+    return _decode_stored(raw, name)
+
+
+def _decode_stored(raw: bytes, name: str) -> bytes:
+    """The key of the Redis key ``name`` (the start's and ``fwrest check``'s words)."""
     return _decode(
         raw,
         f"the Redis state store (key {name})",
@@ -249,19 +261,48 @@ def load_key_set(source: KeySource, algs: set[str], *, create: bool = True) -> l
         entries = ensure(source, algs) if create else read_entries(source)
         check_entries(entries, source.where)
     except KeySetError as exc:
-        redis = isinstance(source, StoreKeySet)
-        raise ConfigError(
-            f"{exc}.",
-            section="HTTPSERVER",
-            key="StateStore" if redis else "SigningKeyFile",
-            fix=(
-                "start the Redis server; if the key set is damaged, delete the blob "
-                "fwrest-keyset of the store's fwrest:blobs hash (a new key is made; tokens "
-                "signed with the old keys stop working)."
-                if redis
-                else f"make {KEYSET_FILE} readable by the service, or move the damaged file "
-                "away to have a new key set made at the next start (tokens signed with the "
-                "old keys stop working)."
-            ),
-        ) from None
+        raise _key_set_error(exc, source) from None
     return entries
+
+
+def _key_set_error(exc: KeySetError, source: KeySource) -> ConfigError:
+    redis = isinstance(source, StoreKeySet)
+    return ConfigError(
+        f"{exc}.",
+        section="HTTPSERVER",
+        key="StateStore" if redis else "SigningKeyFile",
+        fix=(
+            "start the Redis server; if the key set is damaged, delete the blob "
+            "fwrest-keyset of the store's fwrest:blobs hash (a new key is made; tokens "
+            "signed with the old keys stop working)."
+            if redis
+            else f"make {KEYSET_FILE} readable by the service, or move the damaged file "
+            "away to have a new key set made at the next start (tokens signed with the "
+            "old keys stop working)."
+        ),
+    )
+
+
+def check_stored_keys(store: RedisStore, algs: set[str]) -> None:
+    """(blocking) ``fwrest check``: the signing key and, for ``algs`` (the asymmetric
+    algorithms the ports sign with), the key set that a Redis store holds, read and checked as
+    a start reads them, in its words. Nothing is made or written: what is missing, the start
+    makes.
+
+    Raises:
+        ConfigError: the key is corrupt or short, or the key set is damaged.
+        StoreError: the store did not answer.
+    """
+    raw = store.stored_signing_key()
+    if raw is not None:
+        _decode_stored(raw, store.signing_key_name)
+    if not algs:
+        return
+    source = StoreKeySet(store)
+    doc = store.get_blob(KEYSET_BLOB)  # a StoreError as it is: not the set's fault
+    if doc is None:
+        return
+    try:
+        check_entries(parse(doc, source.where), source.where)
+    except KeySetError as exc:
+        raise _key_set_error(exc, source) from None
