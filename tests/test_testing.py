@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,14 +16,15 @@ import pytest
 from fwrest import ConfigError
 from fwrest.testing import Client
 from tests.auth.oauth2_support import oauth_section
-from tests.conftest import exchange, local_port, module_config, serving
+from tests.conftest import exchange, local_port, module_config, serving, wait_for
 
 APP = """
 import asyncio
 import os
+import sys
 import threading
 
-from fwrest import Response, get, post, rest
+from fwrest import EventStream, Response, get, post, rest
 
 @get("/hello")
 def hello():
@@ -56,6 +58,28 @@ def text():
 @get("/gen")
 def gen():
     return (f"piece {n}\\n" for n in range(3))
+
+CLOSED = []
+
+@get("/events")
+def events():
+    async def endless():
+        try:
+            yield "first"
+            while True:
+                await asyncio.sleep(0.2)
+                yield "tick"
+        finally:
+            CLOSED.append("events")
+    return EventStream(endless())
+
+@get("/slow")
+async def slow():
+    async def pieces():
+        yield "one\\n"
+        await asyncio.sleep(3)
+        yield "two\\n"
+    return pieces()
 
 def check(user, password):
     return user == "ada" and password == "Ada-Pw-7731"
@@ -207,6 +231,8 @@ SAME_AS_A_SOCKET = [
     ("HEAD", "/rest/gen", {}, b""),
     ("POST", "/rest/echo", {}, b"x" * (1024 * 1024 + 1)),
     ("GET", "/rest/text", {"X-Request-ID": "client-id-1"}, b""),
+    ("GET", "/rest/text", {"Connection": "close"}, b""),  # answered with close (RFC 9112 9.6)
+    ("GET", "/rest/gen", {"Connection": "keep-alive, Close"}, b""),
 ]
 
 
@@ -298,6 +324,28 @@ def test_an_expect_list_with_empty_elements_is_taken_in_process(tmp_path: Path) 
             assert (answer.status_code, answer.json()["body"]) == (200, "hi"), value
         refused = client.post("/rest/echo", headers={"Expect": "100-continue, x"}, content=b"hi")
         assert refused.status_code == 417
+
+
+def test_a_stream_is_read_as_it_comes_and_closed_when_the_client_leaves(tmp_path: Path) -> None:
+    """As over a socket: an endless EventStream gives its first event at once (before, the
+    call read the stream whole: it hung 300 s, then raised a bare TimeoutError), a response
+    closed early closes the stream (its ``finally`` runs), and a piece that does not come
+    within the read timeout is httpx's ReadTimeout."""
+    config = _service(tmp_path, "inproc_streams")
+    with Client(config) as client:
+        with client.stream("GET", "/rest/events") as answer:
+            assert answer.headers["content-type"].startswith("text/event-stream")
+            lines = answer.iter_lines()
+            assert next(lines) == "data: first"
+            assert "data: tick" in (next(lines), next(lines), next(lines))
+        app = sys.modules["inproc_streams"]
+        wait_for(lambda: app.CLOSED == ["events"], 10, "the stream closed")
+        with client.stream("GET", "/rest/slow", timeout=1) as answer:
+            pieces = answer.iter_bytes()
+            assert next(pieces) == b"one\n"
+            with pytest.raises(httpx.ReadTimeout, match="within 1 s"):
+                next(pieces)
+        assert client.get("/rest/slow", timeout=5).text == "one\ntwo\n"
 
 
 def test_requests_from_many_threads_are_answered_each_its_own(tmp_path: Path) -> None:

@@ -20,8 +20,10 @@ request) to ``__exit__`` (or :meth:`Client.close`). Needs the extra ``fwrest[tes
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import threading
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ from fwrest.context.request_id import request_id_of
 from fwrest.errors import HTTPError, StreamCut, is_cancellation
 from fwrest.server.app import PortApp
 from fwrest.server.build import ServicePlan, open_runtime
+from fwrest.server.http import asks_close
 from fwrest.server.service import _release_logging, _setup_logging, prepare
 from fwrest.server.worker import Worker, new_loop
 from fwrest.wire import (
@@ -57,38 +60,80 @@ __all__ = ["Client"]
 _CALL_TIMEOUT_S = 300.0  # a hung handler fails the test instead of hanging it
 
 
-async def _complete(app: PortHandler, request: Request) -> tuple[Reply, bool, bytes]:
-    """The port's reply, a streamed one read whole (as a client reading to its end would),
-    whether that stream was cut (it failed: the engine closes such an answer without its
-    last chunk), and the head the engine writes for it (:func:`_head`)."""
-    reply = await app.handle(request)
-    stream = reply.stream
-    cut = False
-    head = _head(reply)  # a stream's: chunked unless its length is known
-    if stream is not None:
-        reply.stream = None
-        pieces: list[bytes] = []
-        try:
-            async for piece in stream:
-                pieces.append(piece)
-        except StreamCut:  # cut short, its failure logged (as the engine takes it)
-            cut = True
-        except BaseException as exc:  # cut short, as the engine cuts it (and logs why)
-            if is_cancellation(exc):
-                raise
-            log.app_log.error("a streamed answer failed: %s", log.escape(repr(exc)))
-            cut = True
-        finally:
-            await close_stream(stream)
-        reply.body = b"".join(pieces)
-    return reply, cut, head
+async def _next_piece(stream: AsyncIterator[bytes]) -> bytes | None:
+    """The next piece of a streamed answer; None at its end. A stream that fails raises
+    :class:`StreamCut` (its failure logged, as the engine logs it), a cancellation as is."""
+    try:
+        return await anext(stream)
+    except StopAsyncIteration:
+        return None
+    except StreamCut:
+        raise
+    except BaseException as exc:
+        if is_cancellation(exc):
+            raise
+        log.app_log.error("a streamed answer failed: %s", log.escape(repr(exc)))
+        raise StreamCut() from None
 
 
-def _head(reply: Reply) -> bytes:
+class _PipelineStream(httpx.SyncByteStream):
+    """A streamed answer's body, each piece taken from the service's loop as the client
+    reads it (as over a socket: an endless ``EventStream`` gives its first event at once);
+    closed early, the stream is closed as a client that leaves closes it. A piece that does
+    not come within the request's read timeout raises ``httpx.ReadTimeout``; a stream cut
+    after its head, ``httpx.RemoteProtocolError`` (what httpx raises over a socket)."""
+
+    def __init__(
+        self,
+        stream: AsyncIterator[bytes],
+        loop: asyncio.AbstractEventLoop,
+        request: httpx.Request,
+    ) -> None:
+        self._stream: AsyncIterator[bytes] | None = stream
+        self._loop = loop
+        self._request = request
+        read = request.extensions.get("timeout", {}).get("read")
+        self._read_s = _CALL_TIMEOUT_S if read is None else float(read)
+
+    def __iter__(self) -> Iterator[bytes]:
+        while (stream := self._stream) is not None:
+            job = asyncio.run_coroutine_threadsafe(_next_piece(stream), self._loop)
+            try:
+                piece = job.result(self._read_s)
+            except concurrent.futures.TimeoutError:
+                job.cancel()
+                self.close()
+                raise httpx.ReadTimeout(
+                    f"no piece of the streamed answer within {self._read_s:g} s (the read timeout)",
+                    request=self._request,
+                ) from None
+            except StreamCut:
+                self.close()
+                raise httpx.RemoteProtocolError(
+                    "peer closed connection without sending complete message body "
+                    "(incomplete chunked read)",
+                    request=self._request,
+                ) from None
+            if piece is None:
+                self.close()  # as the engine closes a stream it read to its end
+                return
+            if piece:
+                yield piece
+
+    def close(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None and not self._loop.is_closed():
+            job = asyncio.run_coroutine_threadsafe(close_stream(stream), self._loop)
+            with contextlib.suppress(Exception):
+                job.result(_CALL_TIMEOUT_S)
+
+
+def _head(reply: Reply, close: bool = False) -> bytes:
     """The status line and header lines the engine writes for ``reply`` (wire.encode_reply's,
     so that the client's answers have the socket's headers: the date and ``nosniff`` lines,
-    the request id, ``content-length`` or ``transfer-encoding``, ``connection: close``)."""
-    encoded = encode_reply(reply, Keep.CLOSE if reply.close else Keep.OPEN)
+    the request id, ``content-length`` or ``transfer-encoding``, ``connection: close``, also
+    where the request asked for it: ``close``)."""
+    encoded = encode_reply(reply, Keep.CLOSE if reply.close or close else Keep.OPEN)
     return encoded if reply.stream is not None else encoded[: encoded.index(b"\r\n\r\n")]
 
 
@@ -157,12 +202,19 @@ class _Runtime:
             self._handler = worker.built.handlers[self.index]
             return self.app
 
-    def call(self, request: Request) -> tuple[Reply, bool, bytes]:
+    def call(self, request: Request) -> Reply:
+        """The port's reply to ``request`` (a streamed one's stream still to be read, on
+        :attr:`loop`)."""
         self.open()
         handler = self._handler
         assert self._loop is not None and handler is not None
-        future = asyncio.run_coroutine_threadsafe(_complete(handler, request), self._loop)
+        future = asyncio.run_coroutine_threadsafe(handler.handle(request), self._loop)
         return future.result(_CALL_TIMEOUT_S)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        assert self._loop is not None
+        return self._loop
 
     def close(self) -> None:
         with self._lock:
@@ -280,11 +332,8 @@ class _PipelineTransport(httpx.BaseTransport):
             if b"_" not in name
         ]
         reply = self._refused(request.method, target, headers, body)
-        cut = False
-        if reply is not None:
-            head = _head(reply)
-        else:
-            reply, cut, head = self._runtime.call(
+        if reply is None:
+            reply = self._runtime.call(
                 Request(
                     request.method,
                     target,
@@ -298,17 +347,19 @@ class _PipelineTransport(httpx.BaseTransport):
             raise httpx.RemoteProtocolError(
                 "Server disconnected without sending a response.", request=request
             )
-        if cut:  # a stream that failed after its head: the engine closes without the end
-            raise httpx.RemoteProtocolError(
-                "peer closed connection without sending complete message body "
-                "(incomplete chunked read)",
-                request=request,
-            )
-        # the headers as the engine writes them; the body as given (no length added by httpx)
+        # the headers as the engine writes them (a stream's: chunked unless its length is
+        # known); the body as given (no length added by httpx), a stream's as it comes
+        head = _head(reply, asks_close(headers))
+        stream = reply.stream
+        reply.stream = None
         return httpx.Response(
             reply.status,
             headers=_header_fields(head),
-            stream=httpx.ByteStream(reply.body),
+            stream=(
+                httpx.ByteStream(reply.body)
+                if stream is None
+                else _PipelineStream(stream, self._runtime.loop, request)
+            ),
             request=request,
         )
 

@@ -46,7 +46,7 @@ from fwrest.wire import (
     transfer_coding_refusal,
 )
 
-__all__ = ["ConnectionSet", "HttpProtocol"]
+__all__ = ["ConnectionSet", "HttpProtocol", "asks_close"]
 
 
 # module names of the states (an enum class attribute costs a slow lookup per request);
@@ -88,7 +88,7 @@ def _host_ok(value: str) -> bool:
     return True
 
 
-def _asks_close(headers: list[tuple[str, str]]) -> bool:
+def asks_close(headers: list[tuple[str, str]]) -> bool:
     """Whether a ``Connection`` field lists the ``close`` option (RFC 9112 9.6). Asked of an
     HTTP/1.0 request the parser would keep: llhttp (httptools' too) keeps one that names
     ``keep-alive`` whatever else its ``Connection`` says; in HTTP/1.1 it sees ``close``."""
@@ -952,7 +952,7 @@ class HttpProtocol(asyncio.Protocol):
         if (
             not self._keep_alive
             or not parser.should_keep_alive()
-            or (self._http10 and _asks_close(self._headers))
+            or (self._http10 and asks_close(self._headers))
         ):
             self._keep_alive = False
         if parser.should_upgrade():
