@@ -80,6 +80,9 @@ SOCKET_TIMEOUT_S = 1.0
 # the token route's 1 s); a master with a replica that does not confirm it in this time: the
 # spend is UnconfirmedSpend (503, undone); a master without any replica: the spend stands
 REPLICA_WAIT_MS = 200
+# how long a master's answer to "has it a replica?" (ROLE) is taken as true: a spend on a
+# master without one sends no WAIT, which would wait its whole REPLICA_WAIT_MS for nothing
+REPLICAS_CHECK_S = 1.0
 # 'spent' is '0' (unspent) or the claim that spent it ('1' in stores of an earlier fwrest);
 # 'scope' and 'issued_at' are missing in records of an earlier fwrest (then 'default', '0');
 # ARGV: the claim, the client, '1' when the client is checked, now (epoch seconds): an expired
@@ -393,6 +396,29 @@ def _refresh_ttl_ms(record: RefreshRecord) -> int:
     return max(int((record.expires_at - time.time()) * 1000), 1) + 86_400_000
 
 
+class _Replicas:
+    """Whether a master has a replica to wait for, asked (``ROLE``) at most once per
+    :data:`REPLICAS_CHECK_S` per master; a master that does not answer is taken to have one
+    (the spend then waits, and what it finds decides). A replica that attaches meanwhile
+    copies the master's data whole, spends included."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[float, bool]] = {}
+
+    def present(self, name: str, client: Any) -> bool:
+        now = time.monotonic()
+        known = self._known.get(name)
+        if known is not None and known[0] > now:
+            return known[1]
+        try:
+            role = client.execute_command("ROLE")
+            present = not (len(role) > 2 and not role[2])
+        except (redis.RedisError, RedisClusterException):
+            present = True
+        self._known[name] = (now + REPLICAS_CHECK_S, present)
+        return present
+
+
 # what a probe's problem says when Redis has no database of the URL's index (a fault of
 # StateStore that only Redis can tell: server/build.py gives the fix)
 NO_DATABASE = "Redis has no database"
@@ -416,6 +442,7 @@ class RedisStore:
         self._client_cert = options.cert is not None
         self._r: Any = self._connect(url, options, retries)
         self._replicated = url.lower().startswith(SENTINEL_SCHEME)
+        self._replicas = _Replicas()
         self._spend = self._script(_SPEND)
         self._take = self._script(_TAKE)
         self._restore = self._script(_RESTORE)
@@ -597,7 +624,7 @@ class RedisStore:
         code), with its ``WAIT`` where the store is replicated. ``confirm``: a spend (answer
         1) that no replica confirmed is :class:`UnconfirmedSpend` (see :meth:`_unconfirmed`)."""
         script = self._spend if script is None else script
-        if self._replicated:
+        if self._replicated and self._replicas.present("master", self._r):
             pipe = self._r.pipeline(transaction=False)
             script(keys=[key], args=args, client=pipe)
             pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
@@ -987,17 +1014,19 @@ class RedisClusterStore(RedisStore):
             node = cluster.get_node_from_key(key)
             try:
                 client = cluster.get_redis_connection(node)
+                waits = self._replicas.present(node.name, client)
                 for _ in range(2):
                     pipe = client.pipeline(transaction=False)
                     pipe.evalsha(spend.sha, 1, key, *args)
-                    pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
-                    out, replicas = pipe.execute(raise_on_error=False)
+                    if waits:
+                        pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
+                    out, *replicas = pipe.execute(raise_on_error=False)
                     if not isinstance(out, NoScriptError):
                         break
                     client.script_load(spend.text)  # a node new to the script: once
                 if isinstance(out, Exception):
                     raise out
-                unconfirmed = isinstance(replicas, Exception) or int(replicas) < 1
+                unconfirmed = waits and (isinstance(replicas[0], Exception) or int(replicas[0]) < 1)
                 if confirm and int(out[0]) == 1 and unconfirmed:
                     self._unconfirmed(client)
                 return out
