@@ -97,10 +97,14 @@ class _PipelineStream(httpx.SyncByteStream):
 
     def __iter__(self) -> Iterator[bytes]:
         while (stream := self._stream) is not None:
-            job = asyncio.run_coroutine_threadsafe(_next_piece(stream), self._loop)
+            # timed on the loop: a piece late is cancelled there, its generator left (not
+            # running) before the stream is closed
+            job = asyncio.run_coroutine_threadsafe(
+                asyncio.wait_for(_next_piece(stream), self._read_s), self._loop
+            )
             try:
-                piece = job.result(self._read_s)
-            except concurrent.futures.TimeoutError:
+                piece = job.result(self._read_s + _CALL_TIMEOUT_S)
+            except (TimeoutError, concurrent.futures.TimeoutError):
                 job.cancel()
                 self.close()
                 raise httpx.ReadTimeout(

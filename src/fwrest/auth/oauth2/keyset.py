@@ -45,6 +45,7 @@ __all__ = [
     "FileKeySet",
     "KeyEntry",
     "KeySetError",
+    "KeySetUnreachable",
     "KeySource",
     "StoreKeySet",
     "check_entries",
@@ -66,6 +67,10 @@ _UPDATE_ATTEMPTS = 50
 
 class KeySetError(Exception):
     """The key set cannot be read, parsed or written; the message says where and why."""
+
+
+class KeySetUnreachable(KeySetError):
+    """The state store holding the key set does not answer (a damaged set is KeySetError)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +254,9 @@ class StoreKeySet:
         try:
             return self.store.get_blob(KEYSET_BLOB)
         except StoreError as exc:
-            raise KeySetError(f"the key set cannot be read from the state store: {exc}") from None
+            raise KeySetUnreachable(
+                f"the key set cannot be read from the state store: {exc}"
+            ) from None
 
     def stamp(self) -> object:
         return self.read()
@@ -258,7 +265,9 @@ class StoreKeySet:
         try:
             return self.store.swap_blob(KEYSET_BLOB, old, new)
         except StoreError as exc:
-            raise KeySetError(f"the key set cannot be written to the state store: {exc}") from None
+            raise KeySetUnreachable(
+                f"the key set cannot be written to the state store: {exc}"
+            ) from None
 
 
 def read_entries(source: KeySource) -> list[KeyEntry]:

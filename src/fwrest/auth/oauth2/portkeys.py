@@ -18,6 +18,7 @@ from fwrest import log
 from fwrest.auth.oauth2.keyset import (
     KeyEntry,
     KeySetError,
+    KeySetUnreachable,
     KeySource,
     ensure,
     import_key,
@@ -31,6 +32,8 @@ from fwrest.store import StoreError
 __all__ = ["POLL_S", "PortKeys"]
 
 POLL_S = 0.5  # how often a worker looks for a changed key set
+# a look that failed so: the store does not answer (a damaged set is a KeySetError)
+_UNREACHABLE = (KeySetUnreachable, StoreError, TimeoutError)
 # a key due to be dropped within this is not put back (another host, its clock ahead, may
 # have pruned it): its tokens are about to expire anyway
 _NEAR_DROP_S = 30.0
@@ -242,12 +245,12 @@ class PortKeys:
             self._look_now = None
         if not look.cancelled():
             # retrieved: whoever awaited it logged it
-            self._unreadable = look.exception() is not None
+            self._unreadable = isinstance(look.exception(), _UNREACHABLE)
 
     async def catch_up(self) -> bool | None:
         """Look at the set now rather than at the next poll; True when what this worker
-        signs or verifies with changed, None when the set could not be read (at once, without
-        a look, when the last one failed). A look already under way may have read the set
+        signs or verifies with changed, None when the store holding the set does not answer
+        (at once, without a look, when the last one failed so). A look already under way may have read the set
         before the key was made: who joins one waits for it, then for a look of its own."""
         if self._unreadable:
             return None
@@ -256,9 +259,12 @@ class PortKeys:
             joined = self._look_now is not None
             try:
                 await asyncio.shield(self._look())
-            except (KeySetError, StoreError, TimeoutError) as exc:
+            except _UNREACHABLE as exc:
                 log.auth_log.debug("the key set was not reloaded: %s", exc)
                 return None
+            except KeySetError as exc:  # damaged: what this worker holds is the verdict
+                log.auth_log.debug("the key set was not reloaded: %s", exc)
+                break
             if not joined or self._view is not before:
                 break
         return self._view is not before
