@@ -36,12 +36,6 @@ class RefreshGrant(Grant):
         claim = uuid.uuid4().hex
         token_hash, record = await _rotate(request, claim)
         service = request.service
-        if _unauthenticated(request, record):
-            # refused unspent: its client may still refresh it with its credentials
-            await service.store_call(
-                request.deadline, service.store.restore_refresh, token_hash, claim
-            )
-            raise InvalidClient(_MUST_AUTHENTICATE)
         bound = family_key(record.family)
         if bound and not hmac.compare_digest(bound.encode(), bound_key.get().encode()):
             # SPEC 16.2: a public client's refresh token is bound to its DPoP key; refused
@@ -114,6 +108,12 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
     # revoke the family after it, and must not cancel the one new pair (SPEC 7: 500
     # simultaneous refreshes give one new pair, then refused with the rest of its family).
     revoked = await service.store_call(deadline, service.store.revoked_families)
+    if not request.authenticated:
+        # read before any spend: a family whose confidential client must authenticate is
+        # refused untouched, neither spent nor (a spent token) revoked by whoever holds it
+        found = await service.refresh_record(deadline, token)
+        if found is not None and _unauthenticated(request, found[0]):
+            raise InvalidClient(_MUST_AUTHENTICATE)
     # the record is under one of the token's stored forms (the section name as this host
     # spells it, or folded), or found through the folded name's alias (another spelling's):
     # each spend is one compare-and-set, and one that finds the record ends the search
@@ -131,8 +131,6 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
     if status == "missing" or record is None:
         raise InvalidGrant("the refresh token is invalid")
     if status == "client":
-        if _unauthenticated(request, record):  # another client than the first: the same
-            raise InvalidClient(_MUST_AUTHENTICATE)
         raise InvalidGrant("the refresh token was issued to another client")
     if status == "expired":
         # judged in the spend's compare-and-set, which leaves an expired token unspent: it
