@@ -23,7 +23,9 @@ from joserfc import jwt as jose_jwt
 from joserfc.errors import SecurityWarning
 from joserfc.jwk import KeySet
 
+from fwrest.auth.oauth2 import keyset
 from fwrest.auth.oauth2.keyset import MARGIN_S, SWITCH_S
+from fwrest.auth.oauth2.portkeys import POLL_S
 from tests.auth.conftest import fwrest_cli
 from tests.auth.oauth2_support import ADA as KEYS_USER
 from tests.auth.oauth2_support import KEYS_ADA as ADA
@@ -426,18 +428,21 @@ def test_keys_on_a_config_without_a_key_set_says_why(tmp_path: Path, ca: trustme
     assert not (tmp_path / ".fwrest" / "keyset.json").exists()
 
 
-def test_a_removed_key_set_file_is_put_back(ca: trustme.CA, tmp_path: Path) -> None:
-    """A key set file removed while the service runs: its workers write back the keys they
-    hold (a warning says so), so the tokens signed before still verify and a worker or a
-    restart reads the same keys rather than making new ones."""
-    module = "tauth_keys_putback"
-
+def _one_eddsa_port(module: str) -> Any:
     def write(folder: Path, certs: dict[str, Path]) -> Path:
         app = APP_SOURCE + params_source(**WEB, users=[KEYS_USER])
         servers = {"ED": oauth_section(certs, onAuthparams=f"{module}.params", signingAlg="EdDSA")}
         extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
         return module_config(folder, module, servers=servers, app=app, extra=extra)
 
+    return write
+
+
+def test_a_removed_key_set_file_is_put_back(ca: trustme.CA, tmp_path: Path) -> None:
+    """A key set file removed while the service runs: its workers write back the keys they
+    hold (a warning says so), so the tokens signed before still verify and a worker or a
+    restart reads the same keys rather than making new ones."""
+    write = _one_eddsa_port("tauth_keys_putback")
     with contextlib.contextmanager(local_oauth)(ca, tmp_path, write) as svc:
         port = svc["ED"]
         token = port.tokens(*ADA)["access_token"]
@@ -449,3 +454,31 @@ def test_a_removed_key_set_file_is_put_back(ca: trustme.CA, tmp_path: Path) -> N
         assert keyset_file(svc).stat().st_mode & 0o777 == 0o600
         assert port.get("/hello", token).status_code == 200
         assert header_of(port.tokens(*ADA)["access_token"])["kid"] == kept[0]["kid"]
+
+
+def test_a_key_removed_as_its_rotation_lands_stays_removed(ca: trustme.CA, tmp_path: Path) -> None:
+    """docs/verifying-tokens.md: after a leak, rotate and remove the old key's entry, so its
+    tokens fail at once. A worker that reads both changes in one look (the same set, changed)
+    takes the set as it is: a set made anew is what it puts its keys back in (a review saw the
+    removed key written back, verifying for its whole lifetime)."""
+    write = _one_eddsa_port("tauth_keys_removed")
+    with contextlib.contextmanager(local_oauth)(ca, tmp_path, write) as svc:
+        port = svc["ED"]
+        token = port.tokens(*ADA)["access_token"]
+        old = header_of(token)["kid"]
+        # the rotation and the removal made on a copy, then in place whole: one change seen
+        work = tmp_path / "work"
+        work.mkdir()
+        copy = work / "keyset.json"
+        copy.write_bytes(keyset_file(svc).read_bytes())
+        keyset.rotate(keyset.FileKeySet(copy), {"EdDSA"})
+        doc = json.loads(copy.read_text())
+        doc["keys"] = [k for k in doc["keys"] if k["kid"] != old]
+        copy.write_text(json.dumps(doc))
+        copy.chmod(0o600)
+        copy.replace(keyset_file(svc))
+        wait_for(lambda: header_of(port.tokens(*ADA)["access_token"])["kid"] != old, 10,
+                 "signing with the new key")  # fmt: skip
+        time.sleep(2 * POLL_S)  # a put-back would have come by now
+        assert old not in keyset_file(svc).read_text()
+        assert_invalid_token(port.get("/hello", token))

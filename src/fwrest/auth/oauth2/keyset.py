@@ -4,7 +4,9 @@ Theory of operation. One JSON document holds every key of the service: per key i
 (the RFC 7638 thumbprint of its public JWK), ``alg``, ``created``, the private key as PKCS#8
 PEM, whether it is ``current`` (the one a port of that algorithm signs with), when it was
 ``retired`` (None while current) and ``ttl`` (the longest access-token lifetime, in seconds,
-any worker signed with it). The document lives in ``keyset.json`` beside the signing key (mode
+any worker signed with it); and the set's ``set`` id, made with it and kept by every change,
+which tells a set made anew (a store that lost its data) from the same set changed. The
+document lives in ``keyset.json`` beside the signing key (mode
 0600, replaced whole under a lock: readers never see half a document) or, where the signing
 key lives in Redis, in the store (:class:`~fwrest.store.BlobStore`'s compare-and-set). Every
 change is a compare-and-set of the whole document (:func:`update`), so a rotation and a
@@ -26,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import secrets
 import tempfile
 import time
 from collections.abc import Callable
@@ -51,6 +54,7 @@ __all__ = [
     "check_entries",
     "ensure",
     "import_key",
+    "parse_set",
     "read_entries",
     "rotate",
 ]
@@ -142,16 +146,29 @@ def parse(doc: bytes, where: str) -> list[KeyEntry]:
     Raises:
         KeySetError: not the JSON fwrest writes.
     """
+    return parse_set(doc, where)[0]
+
+
+def parse_set(doc: bytes, where: str) -> tuple[list[KeyEntry], str]:
+    """The entries of a stored document and the set's id ("" in a set written by an earlier
+    fwrest, which keeps none): made with the set, kept by every change of it (a rotation, a
+    removal), so that a set made anew (a store that lost its data, another host then making
+    one) is told from the same set changed (``portkeys.PortKeys.refresh``).
+
+    Raises:
+        KeySetError: not the JSON fwrest writes.
+    """
     try:
         value = orjson.loads(doc)
     except orjson.JSONDecodeError:
         raise KeySetError(f"the key set in {where} is not JSON") from None
     if not isinstance(value, dict) or not isinstance(value.get("keys"), list):
         raise KeySetError(f'the key set in {where} has no "keys" list')
-    return [_entry(raw, where) for raw in value["keys"]]
+    set_id = value.get("set")
+    return [_entry(raw, where) for raw in value["keys"]], set_id if isinstance(set_id, str) else ""
 
 
-def dump(entries: list[KeyEntry]) -> bytes:
+def dump(entries: list[KeyEntry], set_id: str = "") -> bytes:
     keys = [
         {
             "kid": e.kid,
@@ -164,7 +181,8 @@ def dump(entries: list[KeyEntry]) -> bytes:
         }
         for e in entries
     ]
-    return orjson.dumps({"keys": keys}, option=orjson.OPT_INDENT_2) + b"\n"
+    doc: dict[str, Any] = {"set": set_id, "keys": keys} if set_id else {"keys": keys}
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 class KeySource(Protocol):
@@ -277,21 +295,25 @@ def read_entries(source: KeySource) -> list[KeyEntry]:
 
 
 def update(
-    source: KeySource, change: Callable[[list[KeyEntry]], list[KeyEntry] | None]
+    source: KeySource,
+    change: Callable[[list[KeyEntry]], list[KeyEntry] | None],
+    *,
+    set_id: str = "",
 ) -> list[KeyEntry]:
     """Apply ``change`` to the stored entries by compare-and-set (retried when another
     writer came first); ``change`` returns None to leave them as they are. The entries now.
+    The set keeps its id; one made here gets ``set_id`` (a set put back), else a new one.
 
     Raises:
         KeySetError: the set cannot be read, parsed or written.
     """
     for _ in range(_UPDATE_ATTEMPTS):
         doc = source.read()
-        entries = [] if doc is None else parse(doc, source.where)
+        entries, kept = ([], "") if doc is None else parse_set(doc, source.where)
         changed = change(entries)
         if changed is None:
             return entries
-        new = dump(changed)
+        new = dump(changed, kept or set_id or secrets.token_hex(8))
         if source.swap(doc, new) == new:
             return changed
     raise KeySetError(f"the key set in {source.where} changed {_UPDATE_ATTEMPTS} times meanwhile")

@@ -22,8 +22,7 @@ from fwrest.auth.oauth2.keyset import (
     KeySource,
     ensure,
     import_key,
-    parse,
-    read_entries,
+    parse_set,
     update,
 )
 from fwrest.errors import store_unavailable
@@ -134,9 +133,13 @@ class PortKeys:
         # the set as it is now (a worker that replaces one started later than the plan's
         # entries were read), else the plan's until the first poll
         self._stamp: object = None
+        self._set_id = ""  # the id of the set the view was built from ("" unknown)
         with contextlib.suppress(KeySetError, StoreError):
             stamp = source.stamp()
-            entries = read_entries(source) or entries
+            doc = source.read()
+            if doc is not None:
+                stored, self._set_id = parse_set(doc, source.where)
+                entries = stored or entries
             self._stamp = stamp
         # None (pending): the set is in a store that did not answer at start; the poller
         # reads it (made there when missing), and what needs a key answers 503 meanwhile
@@ -306,18 +309,22 @@ class PortKeys:
         if stamp == self._stamp:
             return
         doc = self.source.read()
-        entries = [] if doc is None else parse(doc, self.source.where)
-        # the key this worker signs with gone (a rotation retires it, never removes it): the
-        # set was lost, and another host may have made a new one; a former key pruned once
-        # its tokens expired is no loss
-        if self.kid not in {e.kid for e in entries}:
-            entries = update(self.source, _put_back(self._entries))
+        entries, set_id = ([], "") if doc is None else parse_set(doc, self.source.where)
+        # the set gone, or another set in its place (made anew after a store lost its data):
+        # this worker's keys go back in, so that their tokens still verify; the same set
+        # changed (a rotation, a key an operator removed) is taken as it is
+        if doc is None or (set_id and self._set_id and set_id != self._set_id):
+            before = {e.kid for e in entries}
+            entries = update(self.source, _put_back(self._entries), set_id=self._set_id)
             stamp = object()  # read again at the next poll: what is stored now
-            log.auth_log.warning(
-                "the key set in %s lacked keys this worker holds (the store lost its data, or "
-                "the file was removed): they are put back, so that their tokens still verify",
-                self.source.where,
-            )
+            if {e.kid for e in entries} != before:
+                log.auth_log.warning(
+                    "the key set in %s was lost (the store lost its data, or the file was "
+                    "removed): the keys this worker holds are put back, so that their tokens "
+                    "still verify",
+                    self.source.where,
+                )
+        self._set_id = set_id or self._set_id
         view = _view(self.alg, entries, self.source.where)
         if view.kid != self.kid:
             log.auth_log.info("signing %s tokens with the key %s from now on", self.alg, view.kid)
