@@ -18,3 +18,16 @@ def redis_store(tmp_path: Path) -> Iterator[RedisServer]:
     folder.mkdir()
     with started(RedisServer(folder, persist=True)) as server:
         yield server
+
+
+@pytest.fixture
+def frozen_store(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of the test's own that the test may freeze (SIGSTOP): thawed at the end
+    whatever happened, so that its stop does not hang."""
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    with started(RedisServer(folder)) as server:
+        try:
+            yield server
+        finally:
+            server.thaw()

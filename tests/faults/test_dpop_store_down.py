@@ -5,41 +5,28 @@ refused; figure printed), a bearer token still passes (SPEC 7); thawed, a fresh 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 import trustme
 
 from tests.auth.dpop_support import DpopKey, dpop_headers
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import serving
 from tests.faults.support import oauth_params, store_config
-from tests.redis_support import RedisServer, started
+from tests.redis_support import RedisServer
 
 PARAMS = oauth_params([("ada", "Ada-Pw-7731")], client_secret="Web-Secret-9q", access_expires="1h")
 FAIL_CLOSED_S = 1.5
 HANG_GUARD_S = 10.0
 
 
-@pytest.fixture
-def redis_store(tmp_path: Path) -> Iterator[RedisServer]:
-    folder = tmp_path / "redis"
-    folder.mkdir()
-    with started(RedisServer(folder)) as server:
-        try:
-            yield server
-        finally:
-            server.thaw()
-
-
 def test_a_dpop_request_fails_closed_while_the_store_is_frozen(
-    tmp_path: Path, ca: trustme.CA, redis_store: RedisServer
+    tmp_path: Path, ca: trustme.CA, frozen_store: RedisServer
 ) -> None:
     certs = issue_certs(ca, tmp_path / "certs")
     oauth = oauth_section(certs, onAuthparams="app.params")
-    config = store_config(tmp_path, {"OAUTH": oauth}, redis_store.url, PARAMS)
+    config = store_config(tmp_path, {"OAUTH": oauth}, frozen_store.url, PARAMS)
     with serving(config) as proc:
         base = proc.url("OAUTH")
         key = DpopKey("ES256")
@@ -57,7 +44,7 @@ def test_a_dpop_request_fails_closed_while_the_store_is_frozen(
                 return http.get(base + "/pid", headers=dpop_headers(token, proof))
 
             assert dpop_call().status_code == 200
-            redis_store.freeze()
+            frozen_store.freeze()
             try:
                 started = time.monotonic()
                 refused = dpop_call()
@@ -69,7 +56,7 @@ def test_a_dpop_request_fails_closed_while_the_store_is_frozen(
                 bearer = http.get(base + "/pid", headers={"Authorization": f"Bearer {plain}"})
                 assert bearer.status_code == 200, bearer.text
             finally:
-                redis_store.thaw()
+                frozen_store.thaw()
             deadline = time.monotonic() + HANG_GUARD_S
             answer = dpop_call()
             while answer.status_code != 200 and time.monotonic() < deadline:

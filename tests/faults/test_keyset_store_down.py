@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import jwt
-import pytest
 import trustme
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -22,22 +20,11 @@ from fwrest.auth.oauth2.portkeys import POLL_S
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import serving
 from tests.faults.support import oauth_params, store_config
-from tests.redis_support import RedisServer, started
+from tests.redis_support import RedisServer
 
 PARAMS = oauth_params([("ada", "Ada-Pw-7731")], client_secret="Web-Secret-9q", access_expires="1h")
 FAIL_CLOSED_S = 1.5
 HANG_GUARD_S = 10.0
-
-
-@pytest.fixture
-def frozen_store(tmp_path: Path) -> Iterator[RedisServer]:
-    folder = tmp_path / "redis"
-    folder.mkdir()
-    with started(RedisServer(folder)) as server:
-        try:
-            yield server
-        finally:
-            server.thaw()
 
 
 def test_a_token_of_a_key_not_known_here_is_503_while_the_store_is_frozen(

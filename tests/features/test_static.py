@@ -503,18 +503,20 @@ def test_the_listing_has_one_static_entry(client: Client) -> None:
     assert [m["method"] for m in static[0]["methods"]] == ["GET", "HEAD"]
 
 
-def test_files_are_behind_the_ports_scheme(tmp_path: Path, ca: trustme.CA) -> None:
+def _schemed(tmp_path: Path, ca: trustme.CA, module: str) -> Path:
+    """The tree behind a Basic port ``HTTP_BASIC`` and an oAuth2 port ``HTTPS_OAUTH`` (its
+    ``onAuthNoCheckUri`` makes ``/www/sub/*`` public), the app as module ``module``."""
     make_tree(tmp_path)
     www = {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www", "DefaultPage": "index.html"}
-    basic = {"scheme": "basic", "OnAuth": "static_app_basic.check"}
+    basic = {"scheme": "basic", "OnAuth": f"{module}.check"}
     certs = issue_certs(ca, tmp_path / "certs")
     oauth = oauth_section(
-        certs, locations="WWW", onAuthparams="static_app_basic.params",
-        onAuthNoCheckUri="static_app_basic.public",
+        certs, locations="WWW", onAuthparams=f"{module}.params",
+        onAuthNoCheckUri=f"{module}.public",
     )  # fmt: skip
-    config = module_config(
+    return module_config(
         tmp_path,
-        "static_app_basic",
+        module,
         app=APP,
         servers={
             "HTTP_BASIC": local_port(Locations="WWW", FwData={"Authorization": basic}),
@@ -522,6 +524,10 @@ def test_files_are_behind_the_ports_scheme(tmp_path: Path, ca: trustme.CA) -> No
         },
         extra={"WWW": www},
     )
+
+
+def test_files_are_behind_the_ports_scheme(tmp_path: Path, ca: trustme.CA) -> None:
+    config = _schemed(tmp_path, ca, "static_app_basic")
     with Client(config, server="HTTP_BASIC") as client:
         assert client.get("/www/index.html").status_code == 401
         assert client.get("/www/index.html", auth=("ada", "Ada-Pw-1")).text == INDEX
@@ -535,24 +541,7 @@ def test_a_wrong_method_on_a_file_meets_the_ports_scheme_first(
 ) -> None:
     """As for a route's 405: on a protected port the scheme refuses first (401 without
     credentials, 403 with wrong ones); with good ones, or on a public path, 405."""
-    make_tree(tmp_path)
-    www = {"Path": "/www", "ThreadPool": "POOL", "RootPath": "www", "DefaultPage": "index.html"}
-    basic = {"scheme": "basic", "OnAuth": "static_app_405.check"}
-    certs = issue_certs(ca, tmp_path / "certs")
-    oauth = oauth_section(
-        certs, locations="WWW", onAuthparams="static_app_405.params",
-        onAuthNoCheckUri="static_app_405.public",
-    )  # fmt: skip
-    config = module_config(
-        tmp_path,
-        "static_app_405",
-        app=APP,
-        servers={
-            "HTTP_BASIC": local_port(Locations="WWW", FwData={"Authorization": basic}),
-            "HTTPS_OAUTH": oauth,
-        },
-        extra={"WWW": www},
-    )
+    config = _schemed(tmp_path, ca, "static_app_405")
     with Client(config, server="HTTP_BASIC") as client:
         for path in ("/www/index.html", "/www/api/hello", "/www/nothing.txt"):
             refused = client.post(path)
