@@ -27,7 +27,7 @@ from fwrest.config.model import ServerConfig
 from fwrest.server import http
 from fwrest.server.http import ConnectionSet, HttpProtocol
 from fwrest.wire import Keep, Reply, Request, encode_reply
-from tests.conftest import FWREST, ROOT, free_config, serving
+from tests.conftest import APP_SOURCE, FWREST, ROOT, free_config, serving
 from tests.server.rawhttp import RawConnection, request_bytes
 
 NATIVE = _native.native_parser()
@@ -730,13 +730,20 @@ def test_flags_agree() -> None:
 
 
 # -- what both engines answer over a socket, each in a service of its own ---------------------
+PIECES = """
+@get("/pieces")
+def pieces():
+    return (f"p{n}" for n in range(3))
+"""
+
+
 @pytest.fixture(scope="module", params=["pure", "native"])
 def engine_port(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[int]:
     """The port of a ``fwrest serve`` with ``FWREST_ENGINE`` the parameter."""
     engine = request.param
-    config = free_config(tmp_path_factory.mktemp(f"engine_{engine}"))
+    config = free_config(tmp_path_factory.mktemp(f"engine_{engine}"), app=APP_SOURCE + PIECES)
     with serving(config, env={"FWREST_ENGINE": engine}) as proc:
         proc.wait_log(f"HTTP engine: {engine} (")
         yield proc.ports["HTTP_REST"]
@@ -802,3 +809,25 @@ def test_start_line_and_answers_with_the_native_engine(tmp_path: Path, serve: An
     server.wait_log("HTTP engine: native (llhttp 9.4.3, C)")
     answered = httpx.get(server.url() + "/hello", timeout=10)
     assert answered.status_code == 200, answered.text
+
+
+def test_a_stream_is_framed_by_its_own_request_s_version(engine_port: int) -> None:
+    """RFC 9112 6.1, 9.3: an HTTP/1.1 stream is chunked and the pipelined HTTP/1.0 request
+    after it answered; an HTTP/1.0 stream is not chunked and ends with the connection. A fuzz
+    run saw both framed by the request read last (the HTTP/1.0 request lost, chunks sent to
+    an HTTP/1.0 client)."""
+    host = f"Host: 127.0.0.1:{engine_port}\r\n".encode()
+    with RawConnection(engine_port) as conn:
+        conn.send(b"GET /rest/pieces HTTP/1.1\r\n" + host + b"\r\nGET /rest/hello HTTP/1.0\r\n\r\n")
+        data = conn.read_all()
+    first, _, rest = data.partition(b"\r\n\r\n")
+    assert b"transfer-encoding: chunked" in first.lower(), data
+    assert rest.startswith(b"2\r\np0\r\n") and b"0\r\n\r\nHTTP/1.1 200 " in rest, data
+    assert b'"hello"' in rest
+    with RawConnection(engine_port) as conn:
+        conn.send(b"GET /rest/pieces HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+                  b"GET /rest/hello HTTP/1.1\r\n" + host + b"\r\n")  # fmt: skip
+        data = conn.read_all()
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"transfer-encoding" not in head.lower() and b"connection: close" in head.lower()
+    assert body == b"p0p1p2", data

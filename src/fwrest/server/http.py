@@ -254,7 +254,7 @@ class _Pipeline:
     __slots__ = ("admission", "pending", "queue", "unparsed")
 
     def __init__(self) -> None:
-        self.queue: list[tuple[Request, Keep]] = []
+        self.queue: list[tuple[Request, Keep, bool]] = []
         # a protocol error met while earlier pipelined requests were still being answered:
         # sent after their answers, then the connection closes
         self.pending: HTTPError | None = None
@@ -354,7 +354,7 @@ class HttpProtocol(asyncio.Protocol):
         self._method = ""
         self._headers: list[tuple[str, str]] = []
         self._authorization: str | None = None  # the current request's Authorization value
-        self._http10 = False  # the current request is HTTP/1.0
+        self._http10 = False  # the request being read is HTTP/1.0 (its answer: _serve's own)
         self._head = _Head()
         self._body = _Body(cfg.max_body_size)
         # the framing of an upgrade request's body, read by a _BodyReader (see _feed)
@@ -831,7 +831,7 @@ class HttpProtocol(asyncio.Protocol):
         keep = _CLOSE
         if self._keep_alive:
             keep = _OPEN_10 if http10 else _OPEN
-        self._dispatch(request, keep)
+        self._dispatch(request, keep, http10)
 
     def _native_head(
         self,
@@ -1095,28 +1095,30 @@ class HttpProtocol(asyncio.Protocol):
         keep = _CLOSE
         if self._keep_alive and self._parser.should_keep_alive():
             keep = _OPEN_10 if self._http10 else _OPEN
-        self._dispatch(request, keep)
+        self._dispatch(request, keep, self._http10)
 
-    def _dispatch(self, request: Request, keep: Keep) -> None:
+    def _dispatch(self, request: Request, keep: Keep, http10: bool) -> None:
         """A request read whole: started now, or queued behind the answers before it (or a
         paused write flow), reading paused meanwhile (pipelining)."""
         if self._answering is not _READY or self._flow.paused:
-            self._pipe.queue.append((request, keep))
+            self._pipe.queue.append((request, keep, http10))
             if self._transport is not None:
                 self._transport.pause_reading()
             return
-        self._start(request, keep)
+        self._start(request, keep, http10)
 
     # -- output -------------------------------------------------------------------------------
-    def _start(self, request: Request, keep: Keep) -> None:
+    def _start(self, request: Request, keep: Keep, http10: bool) -> None:
         after = NEXT[self._answering][_HANDLE]
         if after is None:
             self._illegal(self._answering, _HANDLE)
         else:
             self._answering = after
-        self._flow.task = self._loop.create_task(self._serve(request, keep))
+        self._flow.task = self._loop.create_task(self._serve(request, keep, http10))
 
-    async def _serve(self, request: Request, keep: Keep) -> None:
+    async def _serve(self, request: Request, keep: Keep, http10: bool) -> None:
+        """Answer ``request``; ``http10``: it is an HTTP/1.0 request (its own, not the
+        connection's latest: a pipelined request read meanwhile may be of the other version)."""
         try:
             reply = await self.app.handle(request)
         except BaseException as exc:  # never out of the task: SystemExit would end the loop
@@ -1156,7 +1158,7 @@ class HttpProtocol(asyncio.Protocol):
             # an upgrade, a drain); pipelined requests read before an end are answered first
             keep = _CLOSE
         if reply.stream is not None:
-            keep = await self._stream(reply, keep, transport)
+            keep = await self._stream(reply, keep, transport, http10)
         else:
             transport.write(_ENCODE_REPLY(reply, keep, True))
         after = NEXT[self._answering][_ANSWERED]
@@ -1170,7 +1172,9 @@ class HttpProtocol(asyncio.Protocol):
             return
         self._next()
 
-    async def _stream(self, reply: Reply, keep: Keep, transport: asyncio.Transport) -> Keep:
+    async def _stream(
+        self, reply: Reply, keep: Keep, transport: asyncio.Transport, http10: bool
+    ) -> Keep:
         """Write a streamed reply: its head, then each piece as it comes, waiting while the
         client does not read (the transport's high-water mark: the worker never holds more
         than that of a stream), chunked unless its length is known. The stream is closed
@@ -1186,8 +1190,8 @@ class HttpProtocol(asyncio.Protocol):
             transport.write(_ENCODE_REPLY(reply, keep, True))
             await self._close_stream(stream)
             return keep
-        chunked = reply.length < 0 and not self._http10
-        if reply.length < 0 and self._http10:
+        chunked = reply.length < 0 and not http10
+        if reply.length < 0 and http10:
             keep = _CLOSE  # HTTP/1.0 has no chunks: the stream ends with the connection
         self._answer_to(_STREAM)
         transport.write(encode_reply(reply, keep, chunked))
@@ -1251,8 +1255,8 @@ class HttpProtocol(asyncio.Protocol):
             return  # (busy: resume_writing ran inside a write; the writer calls again)
         pipe = self._pipe
         if pipe.queue:
-            nxt, nkeep = pipe.queue.pop(0)
-            self._start(nxt, nkeep)
+            nxt, nkeep, nhttp10 = pipe.queue.pop(0)
+            self._start(nxt, nkeep, nhttp10)
             return
         if pipe.pending is not None:
             # a bad request read behind the ones just answered: its answer, then close
