@@ -456,12 +456,15 @@ def test_a_removed_key_set_file_is_put_back(ca: trustme.CA, tmp_path: Path) -> N
         assert header_of(port.tokens(*ADA)["access_token"])["kid"] == kept[0]["kid"]
 
 
-def test_a_key_removed_as_its_rotation_lands_stays_removed(ca: trustme.CA, tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", ["0.2.0", "0.1.0"])  # 0.1.0 writes the set without its id
+def test_a_key_removed_as_its_rotation_lands_stays_removed(
+    ca: trustme.CA, tmp_path: Path, writer: str
+) -> None:
     """docs/verifying-tokens.md: after a leak, rotate and remove the old key's entry, so its
     tokens fail at once. A worker that reads both changes in one look (the same set, changed)
     takes the set as it is: a set made anew is what it puts its keys back in (a review saw the
     removed key written back, verifying for its whole lifetime)."""
-    write = _one_eddsa_port("tauth_keys_removed")
+    write = _one_eddsa_port(f"tauth_keys_removed_{writer.replace('.', '_')}")
     with contextlib.contextmanager(local_oauth)(ca, tmp_path, write) as svc:
         port = svc["ED"]
         token = port.tokens(*ADA)["access_token"]
@@ -474,11 +477,14 @@ def test_a_key_removed_as_its_rotation_lands_stays_removed(ca: trustme.CA, tmp_p
         keyset.rotate(keyset.FileKeySet(copy), {"EdDSA"})
         doc = json.loads(copy.read_text())
         doc["keys"] = [k for k in doc["keys"] if k["kid"] != old]
+        if writer == "0.1.0":  # its documents have no id: 0.2.0's writes keep none either
+            del doc["set"]
         copy.write_text(json.dumps(doc))
         copy.chmod(0o600)
         copy.replace(keyset_file(svc))
         wait_for(lambda: header_of(port.tokens(*ADA)["access_token"])["kid"] != old, 10,
                  "signing with the new key")  # fmt: skip
-        time.sleep(2 * POLL_S)  # a put-back would have come by now
+        time.sleep(2 * POLL_S)  # a put-back would have come by now (the new key's ttl noted)
         assert old not in keyset_file(svc).read_text()
+        assert ('"set"' in keyset_file(svc).read_text()) is (writer == "0.2.0")
         assert_invalid_token(port.get("/hello", token))

@@ -20,8 +20,10 @@ import pytest
 import redis
 import trustme
 
+from fwrest.store.base import RefreshRecord, UnconfirmedSpend
+from fwrest.store.redis import REPLICAS_CHECK_S, RedisStore
 from fwrest.testing import Client
-from tests.conftest import free_port, run_cli, run_forked
+from tests.conftest import free_port, run_cli, run_forked, wait_for
 from tests.docs.blocks import example, ini_example
 from tests.redis_support import (
     RedisServer,
@@ -249,3 +251,51 @@ def test_a_start_on_a_store_that_does_not_answer_says_so_and_is_not_ready(tmp_pa
     """The start goes on (SPEC 7), logging why; ready says DOWN (SPEC 13.3) while it serves."""
     config = store_config(tmp_path / "gone", f"redis://127.0.0.1:{free_port()}/0")
     serves_unready(config)
+
+
+def test_a_replica_that_attached_since_the_last_look_is_waited_for(tmp_path: Path) -> None:
+    """Behind Sentinel and on a cluster a spend sends WAIT only where its master has a replica
+    (ROLE, looked at once a second); one that attached within that second is seen by the ROLE
+    sent after the spend's script: the spend is unconfirmed (503, undone) rather than left to
+    a replica that may not have it (a review had a token spent twice after such a failover).
+    Against a real primary and replica, the store's replica logic switched on as Sentinel's
+    URL would (``_replicated``)."""
+
+    def record(name: str) -> RefreshRecord:
+        return RefreshRecord(name, "fam", "web", "ada", time.time() + 3600)
+
+    (tmp_path / "p").mkdir()
+    (tmp_path / "r").mkdir()
+    with (
+        started(RedisServer(tmp_path / "p")) as primary,
+        started(RedisServer(tmp_path / "r", replica_of=primary)) as replica,
+    ):
+        direct, copy = primary.client(), replica.client()
+        direct.config_set("repl-diskless-sync-delay", 0)  # listed as it connects
+        for attempt in range(5):  # an attempt slower than the look's second proves nothing
+            copy.replicaof("NO", "ONE")
+            wait_for(lambda: direct.role()[2] == [], 10, "no replica")
+            store = RedisStore(primary.url)
+            store._replicated = True  # as for redis+sentinel://
+            names = [f"h{attempt}-{n}" for n in range(2)]
+            for name in names:
+                store.add_refresh(record(name))
+            began = time.monotonic()
+            assert store.spend_refresh(names[0], "c1")[0] == "ok"  # none: no WAIT
+            # the first spend saw none, and looks again only a second later
+            copy.replicaof("127.0.0.1", primary.port)
+            wait_for(lambda: len(direct.role()[2]) == 1, 10, "the replica attached")
+            try:
+                outcome = store.spend_refresh(names[1], "c2")[0]
+            except UnconfirmedSpend:
+                outcome = "unconfirmed"
+            if time.monotonic() - began >= REPLICAS_CHECK_S:
+                store.close()
+                continue
+            assert outcome == "unconfirmed"
+            store.close()
+            break
+        else:
+            raise AssertionError("every attempt outlasted the look's second")
+        direct.close()
+        copy.close()

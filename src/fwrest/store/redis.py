@@ -396,11 +396,18 @@ def _refresh_ttl_ms(record: RefreshRecord) -> int:
     return max(int((record.expires_at - time.time()) * 1000), 1) + 86_400_000
 
 
+def _lists_replicas(role: Any) -> bool:
+    """Whether a ``ROLE`` answer is a master's that lists a replica (anything else: taken so,
+    the spend then waits and what it finds decides)."""
+    return not (isinstance(role, list) and len(role) > 2 and not role[2])
+
+
 class _Replicas:
     """Whether a master has a replica to wait for, asked (``ROLE``) at most once per
-    :data:`REPLICAS_CHECK_S` per master; a master that does not answer is taken to have one
-    (the spend then waits, and what it finds decides). A replica that attaches meanwhile
-    copies the master's data whole, spends included."""
+    :data:`REPLICAS_CHECK_S` per master; a master that does not answer is taken to have one.
+    A spend on a master taken to have none asks ``ROLE`` again in its own round trip, after
+    the script: a replica listed then (one that attached since) makes the spend unconfirmed
+    (503, undone); one that attaches later copies the data with the spend in it."""
 
     def __init__(self) -> None:
         self._known: dict[str, tuple[float, bool]] = {}
@@ -411,12 +418,23 @@ class _Replicas:
         if known is not None and known[0] > now:
             return known[1]
         try:
-            role = client.execute_command("ROLE")
-            present = not (len(role) > 2 and not role[2])
+            present = _lists_replicas(client.execute_command("ROLE"))
         except (redis.RedisError, RedisClusterException):
             present = True
         self._known[name] = (now + REPLICAS_CHECK_S, present)
         return present
+
+    def attached(self, name: str) -> None:
+        """A replica seen where none was known: waited for from now on."""
+        self._known[name] = (time.monotonic() + REPLICAS_CHECK_S, True)
+
+
+# the command sent after a spend's script, on its connection: WAIT where the master is
+# known to have a replica, else ROLE (a replica that attached since: _Replicas)
+_AFTER_SPEND: dict[bool, tuple[Any, ...]] = {
+    True: ("WAIT", 1, REPLICA_WAIT_MS),
+    False: ("ROLE",),
+}
 
 
 # what a probe's problem says when Redis has no database of the URL's index (a fault of
@@ -624,12 +642,21 @@ class RedisStore:
         code), with its ``WAIT`` where the store is replicated. ``confirm``: a spend (answer
         1) that no replica confirmed is :class:`UnconfirmedSpend` (see :meth:`_unconfirmed`)."""
         script = self._spend if script is None else script
-        if self._replicated and self._replicas.present("master", self._r):
+        if self._replicated:
+            waits = self._replicas.present("master", self._r)
             pipe = self._r.pipeline(transaction=False)
             script(keys=[key], args=args, client=pipe)
-            pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
-            out, replicas = self._call(pipe.execute)
-            if confirm and int(out[0]) == 1 and int(replicas) < 1:
+            # WAIT where the master has a replica; else ROLE, after the script (in order on
+            # the connection): a replica it lists attached since (_Replicas)
+            pipe.execute_command(*_AFTER_SPEND[waits])
+            out, after = self._call(pipe.execute)
+            if waits:
+                unconfirmed = int(after) < 1
+            else:
+                unconfirmed = _lists_replicas(after)
+                if unconfirmed:
+                    self._replicas.attached("master")
+            if confirm and int(out[0]) == 1 and unconfirmed:
                 self._unconfirmed(self._r)
             return out
         return self._call(script, keys=[key], args=args)
@@ -1018,15 +1045,19 @@ class RedisClusterStore(RedisStore):
                 for _ in range(2):
                     pipe = client.pipeline(transaction=False)
                     pipe.evalsha(spend.sha, 1, key, *args)
-                    if waits:
-                        pipe.execute_command("WAIT", 1, REPLICA_WAIT_MS)
-                    out, *replicas = pipe.execute(raise_on_error=False)
+                    pipe.execute_command(*_AFTER_SPEND[waits])  # as RedisStore._spend_out
+                    out, after = pipe.execute(raise_on_error=False)
                     if not isinstance(out, NoScriptError):
                         break
                     client.script_load(spend.text)  # a node new to the script: once
                 if isinstance(out, Exception):
                     raise out
-                unconfirmed = waits and (isinstance(replicas[0], Exception) or int(replicas[0]) < 1)
+                if waits:
+                    unconfirmed = isinstance(after, Exception) or int(after) < 1
+                else:
+                    unconfirmed = isinstance(after, Exception) or _lists_replicas(after)
+                    if unconfirmed:
+                        self._replicas.attached(node.name)
                 if confirm and int(out[0]) == 1 and unconfirmed:
                     self._unconfirmed(client)
                 return out

@@ -302,7 +302,9 @@ def update(
 ) -> list[KeyEntry]:
     """Apply ``change`` to the stored entries by compare-and-set (retried when another
     writer came first); ``change`` returns None to leave them as they are. The entries now.
-    The set keeps its id; one made here gets ``set_id`` (a set put back), else a new one.
+    The set keeps its id (or its lack of one: a set an earlier fwrest wrote, which 0.2.0
+    hosts then never take for one made anew); one made here gets ``set_id`` (a set put
+    back), else a new one.
 
     Raises:
         KeySetError: the set cannot be read, parsed or written.
@@ -313,7 +315,7 @@ def update(
         changed = change(entries)
         if changed is None:
             return entries
-        new = dump(changed, kept or set_id or secrets.token_hex(8))
+        new = dump(changed, (set_id or secrets.token_hex(8)) if doc is None else kept)
         if source.swap(doc, new) == new:
             return changed
     raise KeySetError(f"the key set in {source.where} changed {_UPDATE_ATTEMPTS} times meanwhile")
