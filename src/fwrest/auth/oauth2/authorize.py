@@ -189,18 +189,23 @@ class Authorizer:
         self.service = service
         self.template = template or DEFAULT_TEMPLATE
         self._styles = _styles_policy(self.template)
-        self._form_key: bytes | None = None  # see _key
+        self._form_key: tuple[bytes, bytes] | None = None  # (signing key, form key): _key
 
     @property
     def _key(self) -> bytes:
         """A key of its own, derived from the service's signing key (shared by every worker
         and host): a login form's token is no token of another use. Derived at first use: the
-        signing key may be read after the start (a store down then: 503 until it is)."""
-        key = self._form_key
-        if key is None:
-            secret = self.service.signing_secret()
-            key = self._form_key = hmac.new(secret, b"fwrest authorize form", "sha256").digest()
-        return key
+        signing key may be read after the start (a store down then: 503 until it is), and
+        may change (a store that lost its data: the worker takes the store's key, and its
+        forms the key every other host's forms use)."""
+        secret = self.service.signing_secret()
+        known = self._form_key
+        if known is None or known[0] is not secret:
+            known = self._form_key = (
+                secret,
+                hmac.new(secret, b"fwrest authorize form", "sha256").digest(),
+            )
+        return known[1]
 
     # -- the answers --------------------------------------------------------------------------
     def _headers(self, form_to: str | None) -> list[tuple[str, str]]:

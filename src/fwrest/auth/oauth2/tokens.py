@@ -325,10 +325,14 @@ class TokenService:
             self._verified.clear()
             log.auth_log.warning(
                 "[%s] the state store holds another signing key than this worker's (a store "
-                "that lost its data, and a worker or host that made a new key since): it "
-                "signs and verifies with the store's from now on; tokens issued before are "
-                "refused",
+                "that lost its data, and a worker or host that made a new key since): %s",
                 self.port_name,
+                "it signs and verifies with the store's from now on; tokens issued before are "
+                "refused"
+                if self.keys is None
+                # the port signs with its key set: the HS256 key keys its login forms only
+                else "its login page's forms use the store's from now on (the port's tokens "
+                "are signed with its key set: unaffected)",
             )
 
     # -- revocation cache (SPEC 7: at most 1 s stale, never waited on) --------------------------
