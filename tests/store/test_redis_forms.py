@@ -299,3 +299,34 @@ def test_a_replica_that_attached_since_the_last_look_is_waited_for(tmp_path: Pat
             raise AssertionError("every attempt outlasted the look's second")
         direct.close()
         copy.close()
+
+
+def test_a_spend_on_a_master_that_just_lost_its_replica_is_unconfirmed(tmp_path: Path) -> None:
+    """A replica whose link dropped (frozen here, its connection killed) is no longer listed,
+    yet a failover could still promote it without the spends made meanwhile: for a while
+    (REPLICA_GONE_S) the master that had it is taken to have it, so a spend there is
+    unconfirmed (503, undone) rather than left to stand (a review had tokens spent twice so)."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "r").mkdir()
+    with (
+        started(RedisServer(tmp_path / "p")) as primary,
+        started(RedisServer(tmp_path / "r", replica_of=primary)) as replica,
+    ):
+        direct = primary.client()
+        wait_for(lambda: direct.info("replication").get("slave0", {}).get("state") == "online",
+                 10, "the replica in sync")  # fmt: skip
+        store = RedisStore(primary.url)
+        store._replicated = True  # as for redis+sentinel://
+        for name in ("a", "b"):
+            store.add_refresh(RefreshRecord(name, "fam", "web", "ada", time.time() + 3600))
+        try:
+            assert store.spend_refresh("a", "c1")[0] == "ok"  # the replica confirms it
+            replica.freeze()
+            direct.client_kill_filter(_type="replica")
+            wait_for(lambda: direct.info("replication")["connected_slaves"] == 0, 10, "cut off")
+            with pytest.raises(UnconfirmedSpend):
+                store.spend_refresh("b", "c2")
+        finally:
+            replica.thaw()
+            store.close()
+            direct.close()

@@ -28,6 +28,7 @@ scrubbed from the driver's text.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import socket
 import ssl
@@ -80,9 +81,12 @@ SOCKET_TIMEOUT_S = 1.0
 # the token route's 1 s); a master with a replica that does not confirm it in this time: the
 # spend is UnconfirmedSpend (503, undone); a master without any replica: the spend stands
 REPLICA_WAIT_MS = 200
-# how long a master's answer to "has it a replica?" (ROLE) is taken as true: a spend on a
+# how long a master's answer to "has it a replica?" (INFO) is taken as true: a spend on a
 # master without one sends no WAIT, which would wait its whole REPLICA_WAIT_MS for nothing
 REPLICAS_CHECK_S = 1.0
+# how long a master that listed a replica and lists none now is taken to have one (Redis's
+# default repl-timeout: a replica cut off for less may still be promoted)
+REPLICA_GONE_S = 60.0
 # 'spent' is '0' (unspent) or the claim that spent it ('1' in stores of an earlier fwrest);
 # 'scope' and 'issued_at' are missing in records of an earlier fwrest (then 'default', '0');
 # ARGV: the claim, the client, '1' when the client is checked, now (epoch seconds): an expired
@@ -396,21 +400,37 @@ def _refresh_ttl_ms(record: RefreshRecord) -> int:
     return max(int((record.expires_at - time.time()) * 1000), 1) + 86_400_000
 
 
-def _lists_replicas(role: Any) -> bool:
-    """Whether a ``ROLE`` answer is a master's that lists a replica (anything else: taken so,
-    the spend then waits and what it finds decides)."""
-    return not (isinstance(role, list) and len(role) > 2 and not role[2])
-
-
 class _Replicas:
-    """Whether a master has a replica to wait for, asked (``ROLE``) at most once per
-    :data:`REPLICAS_CHECK_S` per master; a master that does not answer is taken to have one.
-    A spend on a master taken to have none asks ``ROLE`` again in its own round trip, after
-    the script: a replica listed then (one that attached since) makes the spend unconfirmed
-    (503, undone); one that attaches later copies the data with the spend in it."""
+    """Whether a master has a replica to wait for, asked (``INFO replication``) at most once
+    per :data:`REPLICAS_CHECK_S` per master; a master that does not answer is taken to have
+    one. A spend on a master taken to have none asks again in its own round trip, after the
+    script: a replica listed then (one that attached since) makes the spend unconfirmed (503,
+    undone); one that attaches later copies the data with the spend in it.
+
+    A master that had a replica and lists none now (its link dropped, the replica restarting,
+    or the master itself replaced by a failover it has not heard of yet) is taken to have one
+    for :data:`REPLICA_GONE_S`: that replica may still be promoted without the spends made
+    meanwhile, so they are unconfirmed (503, undone) rather than left to stand. Masters are
+    told apart by their replication id (a promoted replica takes a new one)."""
 
     def __init__(self) -> None:
         self._known: dict[str, tuple[float, bool]] = {}
+        self._had: dict[str, float] = {}  # replication id -> when it last listed a replica
+
+    def waited_for(self, info: Any) -> bool:
+        """Whether a master's ``INFO replication`` asks for a spend to be confirmed: it lists
+        a replica, or listed one less than :data:`REPLICA_GONE_S` ago (anything unreadable:
+        taken so)."""
+        if not isinstance(info, dict):
+            return True
+        now = time.monotonic()
+        replid = str(info.get("master_replid", ""))
+        if int(info.get("connected_slaves", 0) or 0) > 0:
+            if len(self._had) > 64:
+                self._had.clear()
+            self._had[replid] = now
+            return True
+        return now - self._had.get(replid, -math.inf) < REPLICA_GONE_S
 
     def present(self, name: str, client: Any) -> bool:
         now = time.monotonic()
@@ -418,7 +438,7 @@ class _Replicas:
         if known is not None and known[0] > now:
             return known[1]
         try:
-            present = _lists_replicas(client.execute_command("ROLE"))
+            present = self.waited_for(client.execute_command("INFO", "replication"))
         except (redis.RedisError, RedisClusterException):
             present = True
         self._known[name] = (now + REPLICAS_CHECK_S, present)
@@ -430,10 +450,10 @@ class _Replicas:
 
 
 # the command sent after a spend's script, on its connection: WAIT where the master is
-# known to have a replica, else ROLE (a replica that attached since: _Replicas)
+# known to have a replica, else INFO replication (a replica that attached since: _Replicas)
 _AFTER_SPEND: dict[bool, tuple[Any, ...]] = {
     True: ("WAIT", 1, REPLICA_WAIT_MS),
-    False: ("ROLE",),
+    False: ("INFO", "replication"),
 }
 
 
@@ -646,14 +666,14 @@ class RedisStore:
             waits = self._replicas.present("master", self._r)
             pipe = self._r.pipeline(transaction=False)
             script(keys=[key], args=args, client=pipe)
-            # WAIT where the master has a replica; else ROLE, after the script (in order on
+            # WAIT where the master has a replica; else INFO, after the script (in order on
             # the connection): a replica it lists attached since (_Replicas)
             pipe.execute_command(*_AFTER_SPEND[waits])
             out, after = self._call(pipe.execute)
             if waits:
                 unconfirmed = int(after) < 1
             else:
-                unconfirmed = _lists_replicas(after)
+                unconfirmed = self._replicas.waited_for(after)
                 if unconfirmed:
                     self._replicas.attached("master")
             if confirm and int(out[0]) == 1 and unconfirmed:
@@ -665,12 +685,13 @@ class RedisStore:
         """(a spend no replica confirmed within :data:`REPLICA_WAIT_MS`) Raise
         :class:`UnconfirmedSpend` where the spend's master (``client``) has a replica: one
         that lags, is frozen or cut off, and that a failover could promote with the token
-        unspent. A master without any replica has no copy to lose the spend to: it stands."""
+        unspent. A master without any replica has no copy to lose the spend to: it stands,
+        unless it listed one a moment ago (:class:`_Replicas`)."""
         try:
-            role = client.execute_command("ROLE")
-        except redis.RedisError:
-            role = None  # taken for a master with a replica: the spend is undone
-        if role is None or not (len(role) > 2 and not role[2]):
+            info = client.execute_command("INFO", "replication")
+        except (redis.RedisError, RedisClusterException):
+            info = None  # taken for a master with a replica: the spend is undone
+        if self._replicas.waited_for(info):
             raise UnconfirmedSpend(
                 f"redis store {shown_url(self.url)}: no replica confirmed a refresh token's "
                 f"spend within {REPLICA_WAIT_MS} ms"
@@ -1055,7 +1076,7 @@ class RedisClusterStore(RedisStore):
                 if waits:
                     unconfirmed = isinstance(after, Exception) or int(after) < 1
                 else:
-                    unconfirmed = isinstance(after, Exception) or _lists_replicas(after)
+                    unconfirmed = self._replicas.waited_for(after)
                     if unconfirmed:
                         self._replicas.attached(node.name)
                 if confirm and int(out[0]) == 1 and unconfirmed:
