@@ -426,8 +426,8 @@ class _Replicas:
         now = time.monotonic()
         replid = str(info.get("master_replid", ""))
         if int(info.get("connected_slaves", 0) or 0) > 0:
-            if len(self._had) > 64:
-                self._had.clear()
+            if len(self._had) > 64:  # masters gone long ago: a cluster's live ones stay
+                self._had = {k: t for k, t in self._had.items() if now - t < REPLICA_GONE_S}
             self._had[replid] = now
             return True
         return now - self._had.get(replid, -math.inf) < REPLICA_GONE_S
