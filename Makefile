@@ -37,8 +37,9 @@ fmt: $(STAMP)  ## format the code with ruff
 	$(BIN)/ruff check --fix src tests examples bench
 	$(BIN)/ruff format src tests examples bench
 
-# The compiled wheel users install (setup.py compiles COMPILED with mypyc), built once for the
-# sources as they are (the stamp is named after their hash: an edit builds it again), installed
+# The compiled wheel users install (setup.py compiles COMPILED with mypyc), built from the sdist
+# (as pip builds one from PyPI; tests/packaging reads both files rather than building them again)
+# once for the sources as they are (the stamp is named after their hash: an edit builds it again), installed
 # non-editable with the dev extra's dependencies into its own environment, .venv-wheel, where
 # the checkout's sources are not importable (tests/conftest.py checks it: FWREST_TEST_BUILD).
 WHEEL_VENV   := .venv-wheel
@@ -51,8 +52,8 @@ wheel: $(STAMP)  ## build the compiled wheel and install it into .venv-wheel (on
 
 $(WHEEL_VENV)/.installed-%:
 	rm -rf $(WHEEL_DIR) $(WHEEL_VENV)/.installed-*
-	@echo "FWREST_COMPILE=1 python -m build --wheel (the compiled wheel: about two minutes)"
-	@FWREST_COMPILE=1 $(BIN)/python -m build --wheel --outdir $(WHEEL_DIR) . >$(WHEEL_DIR).log 2>&1 \
+	@echo "FWREST_COMPILE=1 python -m build (the sdist, then the compiled wheel from it: about two minutes)"
+	@FWREST_COMPILE=1 $(BIN)/python -m build --outdir $(WHEEL_DIR) . >$(WHEEL_DIR).log 2>&1 \
 		|| { tail -40 $(WHEEL_DIR).log; exit 1; }
 	[ -x $(WHEEL_VENV)/bin/python ] || $(PYTHON) -m venv $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/pip install --quiet --upgrade pip
