@@ -419,6 +419,8 @@ def test_a_lock_out_is_listed_and_lifted(
     codes = [grant(proc, certs, "ada", "wrong", source="127.0.0.2").status_code for _ in range(4)]
     assert codes == [400, 400, 400, 429], codes
     assert grant(proc, certs, "ada", "Ada-Pw-1").status_code == 429  # the user is locked
+    # the store's copy is written behind the 429
+    wait_for(lambda: len(done(config, "lockouts", "list").stdout.splitlines()) == 3, 10, "the list")
     listed = done(config, "lockouts", "list")
     rows = [line.split()[:4] for line in listed.stdout.splitlines()]
     assert rows[0] == ["PORT", "KIND", "SUBJECT", "FAILURES"]
@@ -571,6 +573,11 @@ def test_a_basic_lock_out_is_lifted_on_every_worker(served: tuple[ServerProcess,
 
     assert [status("wrong", "127.0.0.3") for _ in range(4)][-1] == 429
     assert status("Bob-Pw-2") == 429
+
+    def listed() -> bool:  # the store's copy is written behind the 429 (CI saw it not yet there)
+        return len(done(config, "lockouts", "list").stdout.splitlines()) == 3
+
+    wait_for(listed, 10, "both lock-outs in the store's list")
     cleared = fwrest(config, "lockouts", "clear", "bob")
     assert cleared.stdout.splitlines() == lifted("[BAS] ip 127.0.0.3", "[BAS] user bob")
     end = time.monotonic() + 10
