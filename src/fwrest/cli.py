@@ -341,15 +341,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "store":
             return _store_migrate(args.config, args.check)
         if args.command == "serve":
-            if args.workers < 0 or (args.reload and args.workers == 0):
+            from fwrest.server import serve
+            from fwrest.server.pidfile import PidFileError
+            from fwrest.server.service import MAX_WORKERS
+
+            if not 0 <= args.workers <= MAX_WORKERS:
                 print(
-                    "fwrest: error: --workers must be at least 1 (0 serves in this process, "
-                    "without --reload)",
+                    f"fwrest: error: --workers must be from 0 to {MAX_WORKERS}, got "
+                    f"{args.workers} (0 serves in this process; one a core is the usual choice)",
                     file=sys.stderr,
                 )
                 return EXIT_CONFIG
-            from fwrest.server import serve
-            from fwrest.server.pidfile import PidFileError
+            if args.reload and args.workers == 0:
+                print(
+                    "fwrest: error: --reload needs --workers 1 or more (--workers 0 serves in "
+                    "this process, which has no supervisor to restart it)",
+                    file=sys.stderr,
+                )
+                return EXIT_CONFIG
 
             try:
                 return serve(

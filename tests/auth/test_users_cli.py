@@ -184,6 +184,7 @@ BAD = [
     (("clients", "add", "web"), None, "is already in the file"),
     (("clients", "rotate-secret", "nobody"), None, "is not in the file"),
     (("users", "add", "\x1b[2J"), None, "control characters"),
+    (("users", "add", "eve\u2028admin"), None, "line separators"),  # a line end to a log viewer
     # names folding together: two spellings of one account, or a user and client the trail and
     # onAdmin cannot tell apart (issue 34)
     (("users", "add", "HANA"), None, "would be the user 'hana'"),

@@ -209,7 +209,7 @@ MAKE_PROMISES = {
         "ruff format --check",
         "mypy",
         "tests.tools.mypyc_lint",
-        "FWREST_COMPILE=1 .venv/bin/python -m build --wheel",
+        "FWREST_COMPILE=1 .venv/bin/python -m build --outdir .wheel .",
         "FWREST_TEST_BUILD=compiled",
         ".venv-wheel/bin/pytest",
         "FWREST_TEST_BUILD=pure",

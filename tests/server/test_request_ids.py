@@ -4,6 +4,7 @@ are read by a root-logger handler with fwrest's two formatters."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -155,6 +156,16 @@ def test_every_answer_carries_a_new_id(client: Client, path: str, status: int) -
         assert ID.fullmatch(r.headers["x-request-id"]), r.headers
         seen.add(r.headers["x-request-id"])
     assert len(seen) == 2
+
+
+def test_new_ids_are_random_not_a_counter(client: Client) -> None:
+    """SPEC 13.4 "a new random one": 300 answers' ids (past a batch of 256) share no half and
+    none is its neighbour's plus a small step, so no id tells another client's."""
+    ids = [client.get("/x").headers["x-request-id"] for _ in range(300)]
+    assert all(ID.fullmatch(i) and len(i) == 32 for i in ids), ids[:3]
+    assert len({i[:16] for i in ids}) == len({i[16:] for i in ids}) == 300
+    numbers = [int(i, 16) for i in ids]
+    assert all(abs(b - a) > 1 << 64 for a, b in itertools.pairwise(numbers))
 
 
 def test_a_carried_id_is_echoed_and_is_the_handlers(client: Client) -> None:
@@ -440,7 +451,7 @@ def test_the_engines_own_refusals_carry_an_id_on_the_answer_and_the_log(tmp_path
 
 
 def test_a_new_id_is_kept_as_its_integer_and_its_line_made_by_the_encoder() -> None:
-    """One counter step per new id: the encoder writes its 32-digit line from the integer."""
+    """A new id is an integer: the encoder writes its 32-digit line from it."""
     number = new_request_number()
     text = id_text(number)
     assert ID.fullmatch(text) and int(text, 16) == number

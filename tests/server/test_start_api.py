@@ -334,6 +334,8 @@ def test_start_rejects_workers_below_one(tmp_path: Path, monkeypatch: pytest.Mon
             fwrest.start(config_dict(str(path)), workers=workers)  # type: ignore[arg-type]
         print(info.value)
         assert "workers must be a whole number of at least 1" in str(info.value)
+    with pytest.raises(fwrest.ConfigError, match="workers must be at most 256, got 257"):
+        fwrest.start(config_dict(str(path)), workers=257)
 
 
 def test_start_given_config_text_names_the_mistake(tmp_path: Path) -> None:

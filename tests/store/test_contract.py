@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
 import shutil
 import threading
 import time
@@ -1078,3 +1079,25 @@ def test_ping_answers_then_a_store_out_of_reach_raises_store_error(
         f"`except StoreError` (a 500 instead of the 503 SPEC 7 asks for; a Basic guard's "
         f"failure count raising into the request).{cause}"
     )
+
+
+def test_the_sqlite_file_and_its_side_files_are_the_services_alone(tmp_path: Path) -> None:
+    """Token hashes live in the -wal and -shm files too: all three 0600 under the usual umask
+    (sqlite gives its side files the database's mode; they were 0644), the folder it makes
+    0700, and side files an earlier release left readable are made 0600 at the next open."""
+    path = tmp_path / "data" / "state.sqlite3"
+    old_umask = os.umask(0o022)
+    try:
+        with contextlib.closing(SqliteStore(path)) as store:
+            store.add_refresh(RefreshRecord("h-mode", "fam-mode", "web", "ada", time.time() + 60))
+            files = {p.name: p.stat().st_mode & 0o777 for p in path.parent.iterdir()}
+            assert files == {
+                p: 0o600 for p in ("state.sqlite3", "state.sqlite3-wal", "state.sqlite3-shm")
+            }
+        assert path.parent.stat().st_mode & 0o777 == 0o700
+        (wal := path.with_name("state.sqlite3-wal")).touch()
+        wal.chmod(0o644)
+        with contextlib.closing(SqliteStore(path)):  # closed, sqlite removes its side files
+            assert wal.stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old_umask)

@@ -87,8 +87,11 @@ def check_name(name: str, kind: Kind) -> None:
     what = "a user name" if kind is USERS else "a client id"
     if not name:
         raise AdminError(f"{what} must not be empty")
-    if any(unicodedata.category(c)[0] == "C" for c in name):
-        raise AdminError(f"{what} must not hold control characters: {name!r}")
+    # Zl/Zp: U+2028 and U+2029 end a line in many readers (a log viewer, JavaScript)
+    if any(
+        unicodedata.category(c) in ("Zl", "Zp") or unicodedata.category(c)[0] == "C" for c in name
+    ):
+        raise AdminError(f"{what} must not hold control characters or line separators: {name!r}")
     if name != name.strip():
         raise AdminError(f"{what} must not start or end with a space: {name!r}")
     if kind is USERS and user_key(name).startswith(CLIENT_PREFIX):

@@ -33,6 +33,10 @@ from fwrest.server.worker import Worker, new_loop
 
 __all__ = ["Service", "prepare", "serve", "start"]
 
+# Worker processes at most: the supervisor reserves each one's shared-memory slot (about 200 KB)
+# at start, and each forks a full worker; a typo such as --workers 100000 ended in the kernel's
+# out-of-memory killer (taking other processes with it), not in an error
+MAX_WORKERS = 256
 _READY_TIMEOUT_S = 30.0  # start() without workers: the worker binds nothing, so this is ample
 
 
@@ -326,7 +330,7 @@ def start(config: str | Path | Mapping[str, Any], *, workers: int | None = None)
 
     Raises:
         ConfigError: the configuration is invalid, a port cannot be bound, ``workers`` is not
-            a whole number of at least 1, or the service did not start (an ``OnStart``
+            a whole number from 1 to ``MAX_WORKERS`` (256), or the service did not start (an ``OnStart``
             raised, for one).
     """
     service = Service()
@@ -335,6 +339,11 @@ def start(config: str | Path | Mapping[str, Any], *, workers: int | None = None)
             raise ConfigError(
                 f"start(): workers must be a whole number of at least 1, got {workers!r}.",
                 fix="pass workers=N with N >= 1, or leave it out to serve in this process.",
+            )
+        if workers > MAX_WORKERS:
+            raise ConfigError(
+                f"start(): workers must be at most {MAX_WORKERS}, got {workers}.",
+                fix="pass the number of worker processes the machine can hold (one a core).",
             )
         return _start_supervisor(service, config, workers)
     plan = prepare(config)

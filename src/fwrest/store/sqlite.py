@@ -6,6 +6,7 @@ thread, opened after fork (a connection never crosses a fork).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -115,7 +116,11 @@ class SqliteStore:
         self.path = path
         self._local = threading.local()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # made 0600 before sqlite opens it: sqlite gives the -wal and -shm files it makes
+            # the database's mode (they hold the same token hashes); made by sqlite itself,
+            # all three were 0644 under the usual umask until the chmod below
+            os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600))
             db = self._conn()
             # the marker read (a reader waits for no writer); a newer store refused before
             # anything is written; an older one brought up to this release's schema in one
@@ -128,7 +133,15 @@ class SqliteStore:
                     schema.refuse_newer(marker, str(path))
                     if marker.schema < schema.SCHEMA:
                         upgrade(db, marker)
-            path.chmod(0o600)  # token hashes and counters: the service's eyes only
+            # token hashes and counters: the service's eyes only (side files an earlier
+            # release left readable too)
+            for own in (
+                path,
+                path.with_name(path.name + "-wal"),
+                path.with_name(path.name + "-shm"),
+            ):
+                with contextlib.suppress(FileNotFoundError):
+                    own.chmod(0o600)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"the sqlite store {path} cannot be opened: {exc}") from None
 
