@@ -86,6 +86,10 @@ def chunked_euro():
     rest.setKeyHeaderResponse("Content-Type", rest.getQueryRequest()["type"])
     rest.setChunkedResponse("\u20ac")
 
+@get("/bytes-html")
+def bytes_html():
+    return Response(b"<p>caf\\xc3\\xa9</p>", media_type="text/html")
+
 @get("/euro")
 def euro():
     return Response("\u20ac", media_type=rest.getQueryRequest()["type"])
@@ -140,7 +144,8 @@ def test_iso_8859_1_and_the_default(tmp_path: Path) -> None:
         text = client.get("/rest/text")
         assert text.headers["content-type"] == "text/plain; charset=utf-8"
         assert text.content == "café €".encode()
-        assert client.get("/rest/html").headers["content-type"] == "text/html"  # as before
+        html = client.get("/rest/html")
+        assert html.headers["content-type"] == "text/html; charset=utf-8"  # labelled, SPEC 10.6
         latin = client.post(
             "/rest/echo", content="é".encode("latin-1"), headers=text_in("ISO-8859-1")
         )
@@ -274,3 +279,21 @@ def test_an_unknown_or_unencodable_declared_charset_is_a_500_named_in_the_log(
         with caplog.at_level(logging.ERROR, logger="fwrest.app"):
             assert client.get("/rest/euro", params={"type": "text/plain"}).status_code == 500
         assert "Charset=ISO-8859-1 cannot encode" in caplog.text  # the server's, named so
+
+
+def test_the_default_charset_labels_text_answers(tmp_path: Path) -> None:
+    """On a UTF-8 port too, a ``str`` answer under a ``text/...`` type without a charset gets
+    ``; charset=utf-8`` (a browser reads an unlabelled ``text/html`` as windows-1252), however
+    it is labelled; one that names a charset, a non-text type and a bytes body keep theirs."""
+    with _client(tmp_path, "charset_app_default_label", None) as client:
+        for path in ("/rest/declared", "/rest/set-label", "/rest/set-gathered", *STREAMS):
+            for media in ("text/plain", "text/html", "Text/CSV"):
+                answer = client.get(path, params={"type": media})
+                assert answer.status_code == 200, (path, media)
+                assert answer.headers["content-type"] == f"{media}; charset=utf-8", (path, media)
+                assert answer.content == "café".encode(), (path, media)
+            answer = client.get(path, params={"type": "text/html; charset=UTF-8"})
+            assert answer.headers["content-type"] == "text/html; charset=UTF-8", path
+            answer = client.get(path, params={"type": "application/xml"})
+            assert answer.headers["content-type"] == "application/xml", path
+        assert client.get("/rest/bytes-html").headers["content-type"] == "text/html"

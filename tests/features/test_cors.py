@@ -369,7 +369,15 @@ def test_the_token_route_is_open_to_an_allowed_origin(tmp_path: Path, ca: trustm
          "[CORS_WEB] AllowOrigins: 'https://app.example.com/' is not an origin"),
         ({"AllowOrigins": "app.example.com"}, "'app.example.com' is not an origin"),
         ({"AllowOrigins": "ftp://app.example.com"}, "'ftp://app.example.com' is not an origin"),
-        ({"AllowOrigins": "https://*"}, "'https://*' is not an origin"),
+        ({"AllowOrigins": "https://*"},
+         "[CORS_WEB] AllowOrigins: 'https://*' allows every site (a wildcard over the whole"),
+        ({"AllowOrigins": "http://*:8080"}, "'http://*:8080' allows every site"),
+        # a wildcard right over a top-level domain: the whole web there, credentials or not
+        ({"AllowOrigins": f"{WEB}, https://*.com", "AllowCredentials": 1},
+         "[CORS_WEB] AllowOrigins: 'https://*.com' allows every site under the top-level "
+         "domain 'com'"),
+        ({"AllowOrigins": "https://*.co"}, "'https://*.co' allows every site under"),
+        ({"AllowOrigins": "https://*.COM.:8443"}, "under the top-level domain 'com'"),
         ({"AllowOrigins": "https://a.*.com"}, "'https://a.*.com' is not an origin"),
         ({"AllowOrigins": "https://u@app.example.com"}, "is not an origin"),
         ({"AllowOrigins": WEB, "Origins": WEB}, "[CORS_WEB] Origins: unknown key"),
@@ -397,6 +405,20 @@ def test_a_bad_cors_section_stops_the_start(
     with pytest.raises(ConfigError) as caught:
         Client(config)
     assert message in str(caught.value)
+
+
+def test_a_wildcard_under_a_domain_or_localhost_is_kept(tmp_path: Path) -> None:
+    """The forms SPEC 10.1 allows still start and match: ``*.domain`` of two labels or more,
+    with a port, ``*.localhost`` (the user's own machine)."""
+    origins = "https://*.example.com, https://*.eu.example.com:8443, http://*.localhost:3000"
+    config = _service(
+        tmp_path, "cors_app_wide_ok", {"AllowOrigins": origins, "AllowCredentials": 1}
+    )
+    with Client(config, server="HTTP_OPEN") as client:
+        for origin in ("https://a.example.com", "https://x.eu.example.com:8443",
+                       "http://app.localhost:3000"):  # fmt: skip
+            assert preflight(client, "/rest/hello", "GET", origin=origin).status_code == 204
+        assert preflight(client, "/rest/hello", "GET", origin="https://evil.com").status_code == 403
 
 
 def test_a_cors_key_naming_no_section_stops_the_start(tmp_path: Path) -> None:

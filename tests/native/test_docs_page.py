@@ -25,7 +25,7 @@ POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
-PORTS = ("HTTP_PLAIN", "HTTP_BASIC", "HTTP_OFF", "HTTPS_OAUTH")
+PORTS = ("HTTP_PLAIN", "HTTP_BASIC", "HTTP_OFF", "HTTP_NO_DOCUMENT", "HTTPS_OAUTH")
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +44,10 @@ def clients(
                 "FwData": {"Authorization": {"scheme": "basic", "OnAuth": "docs_auth.check"}},
             },
             "HTTP_OFF": {**server, "FwData": {"NativeRoutes": {"disable": ["rest/docs"]}}},
+            "HTTP_NO_DOCUMENT": {
+                **server,
+                "FwData": {"NativeRoutes": {"disable": ["/fw/rest/openapi.json"]}},
+            },
             # a browser has no bearer token to load the page and the document with
             "HTTPS_OAUTH": oauth2_port(
                 tmp, ca, "docs_auth.params", **json.loads(example("operations-docs-public").text)
@@ -166,6 +170,17 @@ def test_disable_takes_the_page_and_its_files_away(clients: dict[str, Client]) -
     assert not any(
         p.startswith("/rest" + PAGE) for p in client.get("/fw/rest/openapi.json").json()["paths"]
     )
+
+
+def test_disabling_the_document_takes_the_page_away_too(clients: dict[str, Client]) -> None:
+    """The page only shows the document: without it, it answers as a disabled route does."""
+    client = clients["HTTP_NO_DOCUMENT"]
+    assert client.get("/fw/rest/openapi.json").status_code == 404
+    assert client.get(PAGE).status_code == 404
+    assert client.get(f"{PAGE}/fwrest-docs.js").status_code == 404
+    listed = {e["endpoint"] for e in client.get("/fw/rest/list/service").json()}
+    assert "/fw/rest/list/service" in listed
+    assert not any(e.startswith(PAGE) or e == "/fw/rest/openapi.json" for e in listed)
 
 
 def test_the_listing_and_the_document_show_the_page(clients: dict[str, Client]) -> None:

@@ -42,6 +42,8 @@ def _send():
     rest.setKeyHeaderResponse("X-Send-Thread", threading.current_thread().name)
     if what == "status":
         rest.setStatusCode(202)
+    elif what == "nocontent":
+        rest.setStatusCode(204)
     elif what == "raise":
         raise RuntimeError("send-secret-detail")
     elif what == "exit":
@@ -139,6 +141,12 @@ def genexit():
 @get("/stopiter")
 def stopiter():
     raise StopIteration()
+
+@get("/chunked")
+def chunked():  # fast: its pieces are all given before the loop writes the head
+    rest.setChunkedResponse("part1,")
+    rest.setChunkedResponse(b"part2,")
+    rest.setLastChunkedResponse("end")
 """
 
 SERVERS = {
@@ -235,6 +243,26 @@ def test_on_send_changes_the_status_of_a_returned_response(client: Client, loc: 
     assert r.status_code == 202
     assert r.headers["x-handler"] == "1" and r.headers["x-sent"] == f"{loc}/resp"
     assert client.get(f"{loc}/resp").status_code == 201  # the handler's object unchanged
+
+
+@pytest.mark.parametrize("loc", ["/d", "/a", "/sd", "/sa"])
+def test_on_send_cannot_change_a_chunked_answers_head(
+    client: Client, service: Path, loc: str
+) -> None:
+    """setChunkedResponse's first piece commits the status and headers (docs/hooks.md): what
+    OnSend sets when the handler returns is ignored every time, however fast the handler."""
+    for _ in range(10):
+        r = client.get(f"{loc}/chunked", headers={"x-send": "nocontent"})
+        assert r.status_code == 200, r.headers
+        assert "x-sent" not in r.headers
+        assert r.text == "part1,part2,end"
+    r = client.get(f"{loc}/chunked", headers={"x-send": "raise"})  # logged, the answer stands
+    assert r.status_code == 200 and r.text == "part1,part2,end"
+    served(client)
+    assert f"GET {loc}/chunked: OnSend " in log_text(service)
+    assert "raised; the chunked answer stands (its head went with its first piece)" in log_text(
+        service
+    )
 
 
 def test_on_send_does_not_run_for_native_routes_nor_other_pools(client: Client) -> None:

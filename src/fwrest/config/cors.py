@@ -2,8 +2,9 @@
 
 The origins are checked here, at load: each is ``scheme://host[:port]`` (``http`` or
 ``https``, no path, no user), a host may be a pattern ``*.domain`` (one or more labels under
-``domain``), and ``*`` alone allows any origin, but never with ``AllowCredentials=1`` (a
-browser refuses credentials for ``*``, and echoing any origin with credentials would hand
+``domain``, which has two labels or more: ``*.com`` or ``http://*`` would match every site
+of a top-level domain, and are refused, credentials or not; ``*.localhost`` is kept), and
+``*`` alone allows any origin, but never with ``AllowCredentials=1`` (a browser refuses credentials for ``*``, and echoing any origin with credentials would hand
 every site the user's session). ``AllowOrigins`` may not be empty (no origin could then call),
 and each header name of ``AllowHeaders``/``ExposeHeaders`` and each method of ``AllowMethods``
 must be a token (RFC 9110 5.1, 9.1): they are sent as written.
@@ -46,6 +47,34 @@ def _check_tokens(raw: RawConfig, sec: RawSection, values: dict[str, Any]) -> No
                     sec.values.get(key.lower(), (key, None))[0],
                     f"separate the entries by commas, e.g. {key}={example}.",
                 )
+
+
+_FIX_WIDE = (
+    "put the wildcard under your own domain (https://*.example.com), or list the origins of "
+    "your front-ends; AllowOrigins=* (without AllowCredentials=1) allows any origin."
+)
+
+
+def _whole_web(text: str) -> str:
+    """Why the pattern ``text`` is refused, or ``""``: a wildcard over a single label
+    (``https://*.com``, ``http://*``) matches every site of a top-level domain, or every
+    site. ``*.localhost`` is kept: its names are the user's own machine (RFC 6761 6.3).
+
+    >>> _whole_web("https://*.com:8443")[:40], _whole_web("https://*.example.com")
+    ("'https://*.com:8443' allows every site u", '')
+    """
+    try:
+        host = (urlsplit(text).hostname or "").rstrip(".")
+    except ValueError:
+        return ""  # not an origin: origin_form says so
+    if host == "*":
+        return f"{text!r} allows every site (a wildcard over the whole host)."
+    if host.startswith("*.") and "." not in host[2:] and host[2:] not in ("", "localhost"):
+        return (
+            f"{text!r} allows every site under the top-level domain {host[2:]!r} (a wildcard "
+            "right over a single label matches the whole web there)."
+        )
+    return ""
 
 
 def origin_form(text: str) -> str | None:
@@ -103,6 +132,9 @@ def cors_config(
         if item == "*":
             origins.append(item)
             continue
+        wide = _whole_web(item)
+        if wide:
+            raise raw.error(wide, sec.name, written, _FIX_WIDE)
         form = origin_form(item)
         if form is None:
             raise raw.error(

@@ -188,7 +188,7 @@ def answer_charset(media: str, charset: Charset) -> tuple[Charset, str]:
     """How a ``str`` answer labelled ``media`` is encoded (SPEC 10.6), and the label it is
     sent with: a JSON type (``application/json``, ``+json``) in UTF-8 (RFC 8259), else the
     charset its ``charset=`` declares (one of :data:`ACCEPTED`), else the server's ``charset``,
-    added to a ``text/...`` label when the server's is not UTF-8. Remembered per label (a
+    added to a ``text/...`` label (UTF-8 included: SPEC 10.6). Remembered per label (a
     handler sends few), so an answer pays one dict look-up.
 
     >>> answer_charset("text/plain; charset=ISO-8859-1", UTF8)[0].codec
@@ -197,6 +197,8 @@ def answer_charset(media: str, charset: Charset) -> tuple[Charset, str]:
     'utf-8'
     >>> answer_charset("text/html", CHARSETS["cp1252"])[1]
     'text/html; charset=windows-1252'
+    >>> answer_charset("text/html", UTF8)[1]
+    'text/html; charset=utf-8'
 
     Raises:
         LookupError: the label declares a charset that is not one of :data:`ACCEPTED` (the
@@ -220,9 +222,9 @@ def answer_charset(media: str, charset: Charset) -> tuple[Charset, str]:
                 if p.partition("=")[0].strip().lower() == "charset"
             )
             found = (Charset(label, codec, label, declared=True), media)
-        elif charset is UTF8 or not media.lower().startswith("text/"):
+        elif not media.lower().startswith("text/"):
             found = (charset, media)
-        else:
+        else:  # on every port, UTF-8 too: a browser reads an unlabelled text/html as windows-1252
             found = (charset, f"{media}; charset={charset.label}")
     if len(_answers) >= _ANSWERS_MAX:
         _answers.clear()

@@ -171,14 +171,21 @@ class FeedPieces:
 
 class ChunkedAnswer:
     """The result a chunked handler's request gets when its first piece is sent; ``method``
-    and ``path`` name the request in the lines of a failure of the handler after it."""
+    and ``path`` name the request in the lines of a failure of the handler after it.
+    ``status`` and ``headers`` are the answer's head as they were at the first piece: what
+    the REST object is told after it (``OnSend``, the handler's later calls) changes nothing,
+    however soon the loop writes the head (docs/hooks.md)."""
 
-    __slots__ = ("feed", "method", "path")
+    __slots__ = ("feed", "headers", "method", "path", "status")
 
-    def __init__(self, feed: ChunkFeed, method: str, path: str) -> None:
+    def __init__(
+        self, feed: ChunkFeed, method: str, path: str, status: int, headers: dict[str, str]
+    ) -> None:
         self.feed = feed
         self.method = method
         self.path = path
+        self.status = status
+        self.headers = headers
 
     def end(self, ok: bool) -> None:
         self.feed.end(ok)

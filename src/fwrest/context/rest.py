@@ -195,7 +195,11 @@ class RestObject:
             # encode is then the handler's failure (a 500), not a cut answer
             piece = _encoded(encode, data) if isinstance(data, str) else bytes(data)
             feed = ctx.chunks = chunks.ChunkFeed(caller.loop, encode)
-            caller.answer_early(chunks.ChunkedAnswer(feed, ctx.method, ctx.path))
+            # the head is committed here (a copy): OnSend, run when the handler returns,
+            # cannot change it, whether or not the loop has written it yet
+            head = dict(ctx.resp_headers or {})
+            answer = chunks.ChunkedAnswer(feed, ctx.method, ctx.path, ctx.resp_status, head)
+            caller.answer_early(answer)
         else:
             piece = _encoded(feed.encode, data) if isinstance(data, str) else bytes(data)
         feed.put(piece)

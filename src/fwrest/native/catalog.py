@@ -223,6 +223,7 @@ NATIVE_ROUTES: tuple[_Route, ...] = (
 )
 
 NAMES = list(NATIVE_ROUTE_NAMES)  # each the name of at least one route above
+_DOCUMENT, _DOCS_PAGE = "rest/openapi.json", "rest/docs"  # disabling the first, the second too
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +235,8 @@ class NativeOptions:
 
 def parse_native(data: NativeRoutesData, *, section: str, source: str | None) -> NativeOptions:
     """Check the route names of ``FwData.NativeRoutes``; ``"*"`` stands for every route.
+    Disabling ``rest/openapi.json`` disables ``rest/docs`` too (the page has nothing to show
+    without the document; docs/decisions.md).
 
     Raises:
         ConfigError: a name that is not a native route's.
@@ -257,6 +260,8 @@ def parse_native(data: NativeRoutesData, *, section: str, source: str | None) ->
                     source=source,
                     fix=NATIVE_ROUTES_FIX,
                 )
+        if listed.kind == "disable" and _DOCUMENT in names:
+            names.add(_DOCS_PAGE)  # the page only shows the document: none, no page
         out[listed.kind] = frozenset(names)
     return NativeOptions(**out)
 

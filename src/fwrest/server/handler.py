@@ -338,15 +338,16 @@ def _event_reply(result: EventStream, ctx: RequestContext, submit: Submit | None
 
 
 def _chunked_reply(result: ChunkedAnswer, ctx: RequestContext) -> Reply:
-    """``setChunkedResponse``'s first piece: the status and headers set so far, then the
-    pieces as the handler sends them."""
+    """``setChunkedResponse``'s first piece: the status and headers set before it (what
+    ``OnSend`` sets after it is ignored, docs/hooks.md), then the pieces as the handler
+    sends them."""
     headers = {"content-type": ctx.port.charset.text_type}
-    for name, value in (ctx.resp_headers or {}).items():
+    for name, value in result.headers.items():
         headers[name.lower()] = value
     for name in ("content-length", "transfer-encoding", "connection"):
         headers.pop(name, None)
     stream = result.feed.pieces()
-    return Reply(ctx.resp_status, list(headers.items()), b"", stream=stream)
+    return Reply(result.status, list(headers.items()), b"", stream=stream)
 
 
 _PLAIN = frozenset((dict, list, str, bytes, type(None)))  # results that are answers as they are

@@ -24,7 +24,10 @@ handler is one pool job of its own. Routes of a pool without these hooks keep th
 
 A handler that fails after ``setChunkedResponse`` sent its first piece has had its answer's
 head sent: neither hook runs for that failure, and the answer is cut (SPEC 10.5: no last
-chunk), as without hooks.
+chunk), as without hooks. That first piece commits the status and headers
+(:class:`~fwrest.context.chunks.ChunkedAnswer` holds them): what ``OnSend`` sets afterwards
+is ignored, and an ``OnSend`` that raises is logged with the answer left to stand, however
+soon the head is written.
 
 A pool with ``OnSend`` answers a handler's failure inside the call (the standard 500 as a
 ``Response``, so that ``OnSend`` can change it); a pool without it leaves the standard 500 to
@@ -66,12 +69,26 @@ def _after_send(result: Any, ctx: RequestContext, before: int) -> Any:
     return result
 
 
-def _failed(hook: Hook, ctx: RequestContext, exc: BaseException) -> Failed:
+_HEAD_SENT = "the chunked answer stands (its head went with its first piece)"
+
+
+def _failed(
+    hook: Hook, ctx: RequestContext, exc: BaseException, outcome: str = "answered 500"
+) -> Failed:
     """A hook raised ``exc`` (a cancellation passes): logged, the request's 500 to raise."""
     if is_cancellation(exc):
         raise exc
-    log_failure(ctx.method, ctx.path, exc, f"{hook.label} raised")
+    log_failure(ctx.method, ctx.path, exc, f"{hook.label} raised", outcome)
     return Failed()
+
+
+def _send_failed(hook: Hook, ctx: RequestContext, exc: BaseException, result: Any) -> Any:
+    """``OnSend`` raised ``exc``: the standard 500 (raised), unless ``setChunkedResponse``
+    committed the answer's head: then logged, and the answer stands."""
+    if ctx.chunks is not None:
+        _failed(hook, ctx, exc, _HEAD_SENT)
+        return result
+    raise _failed(hook, ctx, exc) from None
 
 
 def _send_sync(hook: Hook, result: Any) -> Any:
@@ -80,7 +97,7 @@ def _send_sync(hook: Hook, result: Any) -> Any:
     try:
         hook.func()
     except BaseException as exc:
-        raise _failed(hook, ctx, exc) from None
+        return _send_failed(hook, ctx, exc, result)
     return _after_send(result, ctx, before)
 
 
@@ -270,7 +287,7 @@ def compose(
         try:
             await send.func()
         except BaseException as exc:
-            raise _failed(send, ctx, exc) from None
+            return _send_failed(send, ctx, exc, result)
         return _after_send(result, ctx, before)
 
     return call
