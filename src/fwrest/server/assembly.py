@@ -33,7 +33,7 @@ from fwrest.features.compression import Compression
 from fwrest.features.cors import CorsStages, DocumentCors
 from fwrest.features.headers import SecurityHeaders
 from fwrest.features.headers import configured as security_headers
-from fwrest.features.ratelimit import RateLimiter
+from fwrest.features.ratelimit import RateLimiter, native_methods
 from fwrest.features.static import StaticFiles
 from fwrest.routing import LocationTable
 from fwrest.server.app import Admit, Early, Guard, Outgoing, PortApp, Scoped, bounder
@@ -100,7 +100,14 @@ def rate_limits(
     if store is None:
         return {}
     return {
-        loc.prefix: RateLimiter(loc.config.rate_limit, loc.prefix, store, client, port.config.name)
+        loc.prefix: RateLimiter(
+            loc.config.rate_limit,
+            loc.prefix,
+            store,
+            client,
+            port.config.name,
+            native_methods(loc.router),
+        )
         for loc in port.locations
         if loc.config.rate_limit is not None
     }
