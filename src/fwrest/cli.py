@@ -223,6 +223,9 @@ def _routes(path: str) -> int:
                 full = f"{port.config.scheme}://{port.config.host}:{port.config.port}"
                 full += loc.full_path(pattern)
                 rows.append((full, method, handler.endpoint.function, handler.endpoint.source))
+        for known in port.well_known:  # an oAuth2 port's discovery documents at its root
+            full = f"{port.config.scheme}://{port.config.host}:{port.config.port}{known.path}"
+            rows.append((full, "GET", known.function, "native"))
     rows.sort()
     width = [max((len(r[i]) for r in rows), default=0) for i in range(3)]
     print(f"{'METHOD':<7} {'PATH':<{width[0]}}  {'FUNCTION':<{width[2]}}  SOURCE")

@@ -80,6 +80,9 @@ class RateLimiter:
         port_name: the port, for the log.
         native: the location's native routes, their methods by path relative to it
             (:func:`native_methods`): their answers carry no headers.
+        documents: the paths relative to the location of the discovery documents an oAuth2
+            port answers at its root before the guard (a root location's: SPEC 12.2, 16.3),
+            native routes of every method, whose answers carry no headers either.
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class RateLimiter:
         client: StoreClient | None,
         port_name: str,
         native: Mapping[str, frozenset[str]] | None = None,
+        documents: frozenset[str] = frozenset(),
     ) -> None:
         self.limit = config.limit
         self.window_s = config.window_s
@@ -101,6 +105,7 @@ class RateLimiter:
         self._client = client
         self._port = port_name
         self._native = native or {}
+        self._documents = documents
         name = policy_name(config.name)
         self._policy = ("ratelimit-policy", f"{name};q={self.limit};w={self.window_s}")
         self._state = f"{name};r="
@@ -175,8 +180,9 @@ class RateLimiter:
         try:
             remaining, reset = ctx.rate
         except AttributeError:  # not counted: refused before, the store out of reach, native
-            native = self._native.get(ctx.path[self._prefix_len :])
-            if native is not None and req.method in native:
+            rel = ctx.path[self._prefix_len :]
+            native = self._native.get(rel)
+            if (native is not None and req.method in native) or rel in self._documents:
                 return reply
             reply.headers.append(self._policy)
             reply.headers.append(self._uncounted)
