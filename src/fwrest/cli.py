@@ -137,7 +137,7 @@ def _revoke_user(path: str, user: str) -> int:
     from fwrest.config.loader import load_config
     from fwrest.store import StoreError, open_store
     from fwrest.store.audit import NOT_KEPT, AuditLog, command_event
-    from fwrest.store.families import revoke_user
+    from fwrest.store.families import revoke_user, user_name_problem
 
     config = load_config(path)
     if config.state_store == "memory":
@@ -151,6 +151,10 @@ def _revoke_user(path: str, user: str) -> int:
         return EXIT_CONFIG
     if not user:
         print("fwrest: error: --user needs a user name", file=sys.stderr)
+        return EXIT_CONFIG
+    problem = user_name_problem(user)
+    if problem is not None:  # as oauth2/revoke-user answers it (400)
+        print(f"fwrest: error: --user: {problem}", file=sys.stderr)
         return EXIT_CONFIG
     try:
         store = open_store(config.state_store, config.data_path, config.redis)
