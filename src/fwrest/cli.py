@@ -137,7 +137,7 @@ def _revoke_user(path: str, user: str) -> int:
     from fwrest.config.loader import load_config
     from fwrest.store import StoreError, open_store
     from fwrest.store.audit import NOT_KEPT, AuditLog, command_event
-    from fwrest.store.families import revoke_user
+    from fwrest.store.families import revoke_user, user_name_problem
 
     config = load_config(path)
     if config.state_store == "memory":
@@ -151,6 +151,10 @@ def _revoke_user(path: str, user: str) -> int:
         return EXIT_CONFIG
     if not user:
         print("fwrest: error: --user needs a user name", file=sys.stderr)
+        return EXIT_CONFIG
+    problem = user_name_problem(user)
+    if problem is not None:  # as oauth2/revoke-user answers it (400)
+        print(f"fwrest: error: --user: {problem}", file=sys.stderr)
         return EXIT_CONFIG
     try:
         store = open_store(config.state_store, config.data_path, config.redis)
@@ -223,6 +227,9 @@ def _routes(path: str) -> int:
                 full = f"{port.config.scheme}://{port.config.host}:{port.config.port}"
                 full += loc.full_path(pattern)
                 rows.append((full, method, handler.endpoint.function, handler.endpoint.source))
+        for known in port.well_known:  # an oAuth2 port's discovery documents at its root
+            full = f"{port.config.scheme}://{port.config.host}:{port.config.port}{known.path}"
+            rows.append((full, "GET", known.function, "native"))
     rows.sort()
     width = [max((len(r[i]) for r in rows), default=0) for i in range(3)]
     print(f"{'METHOD':<7} {'PATH':<{width[0]}}  {'FUNCTION':<{width[2]}}  SOURCE")

@@ -352,7 +352,7 @@ def admin_headers(port: LocalOAuth, user: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {login(port, user)['access_token']}"}
 
 
-def revoke_user(port: LocalOAuth, body: dict[str, str], by: str = "ada") -> Any:
+def revoke_user(port: LocalOAuth, body: dict[str, Any], by: str = "ada") -> Any:
     """``oauth2/revoke-user`` with the JSON ``body``, asked by the user ``by``."""
     return port.http.post(port.base + REVOKE_USER, json=body, headers=admin_headers(port, by))
 
@@ -399,6 +399,31 @@ def test_revoke_user_is_for_onadmin_users_only(svc: LocalService) -> None:
     opened = svc["OPENED"]
     expect(opened.http.post(opened.base + REVOKE_USER, json=body), 403)
     assert_valid(port, victim)
+
+
+def test_revoke_user_refuses_other_keys_and_control_characters(
+    port: LocalOAuth, svc: LocalService
+) -> None:
+    """A body of another shape or a name no user can have is 400 saying why, and nothing is
+    revoked (both were 200 with an event ``families: 0``); a name no user has stays 200
+    (the route does not tell which users exist)."""
+    victim = login(port, "cy")
+    for body, why in (
+        ({"username": "cy", "user": "cy"}, "unknown key 'user'"),
+        ({"username": "cy", "force": True}, "unknown key 'force'"),
+        ({"username": "c\x00y"}, "the user name 'c\\x00y' holds a control character"),
+        ({"username": "cy\n"}, "holds a control character"),
+        ({"username": "\x7f"}, "holds a control character"),
+    ):
+        answer = revoke_user(port, body)
+        assert answer.status_code == 400, (body, answer.text)
+        assert why in answer.json()["detailedMessage"], (body, answer.text)
+    assert_valid(port, victim)
+    unknown = expect(revoke_user(port, {"username": "nobody-at-all"}))
+    assert unknown.json() == {"username": "nobody-at-all", "revoked_families": 0}
+    # the command refuses such a name as the route does
+    code, out, err = command("tokens", "revoke", str(svc.config), "--user", "c\ny")
+    assert (code, out) == (2, "") and "holds a control character" in err, err
 
 
 def command(*args: str) -> tuple[int, str, str]:

@@ -222,3 +222,60 @@ def test_the_guides_example(tmp_path: Path) -> None:
         assert answer.status_code == 200
         assert answer.headers["ratelimit-policy"] == '"RL_API";q=600;w=60'
         assert answer.headers["ratelimit"].startswith('"RL_API";r=599;t=')
+
+
+# SPEC 5's native route names (and those of 12.2, 12.3, 16.1, 16.3): each one's routes must be
+# served on the oAuth2 port below, and none of them counted
+SPEC_NATIVE_NAMES = {
+    "rest/config", "rest/list/service", "rest/openapi.json", "rest/usage/time", "environment",
+    "server/environment", "vendor/environment", "healthcheck", "healthcheck/ok",
+    "healthcheck/datetime", "oauth2/token", "oauth2/jwks", "oauth2/metadata", "oauth2/revoke",
+    "oauth2/introspect", "oauth2/revoke-user", "oauth2/resource",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("prefix", ["/rest", "/"])
+def test_no_native_route_is_counted_whatever_its_path(
+    tmp_path: Path, certs: dict[str, Path], prefix: str
+) -> None:
+    """SPEC 13.7 on every native route, ``/server/environment`` and ``/vendor/environment``
+    (no ``/fw/``) and the well-known documents included; a path under ``/fw/`` that no native
+    route serves is counted as any 404 of the location."""
+    from fwrest.native.catalog import route_name
+    from tests.auth.oauth2_support import WEB, oauth_section, params_source
+
+    app = APP + params_source(**WEB, users=[{"username": "ada", "password": "Ada-Pw-1"}])
+    server = oauth_section(certs, onAuthparams="rl_native.params")
+    extra = {
+        "ROOT": {"Path": prefix, "RateLimit": "RL_API"},
+        "RL_API": {"Limit": 1, "Key": "address"},
+    }
+    config = module_config(tmp_path, "rl_native", app=app, servers={"OAUTH": server}, extra=extra)
+    base = "" if prefix == "/" else prefix
+    with Client(config) as client:
+        grant = {"grant_type": "password", "username": "ada", "password": "Ada-Pw-1", **WEB}
+        token = client.post(f"{base}/fw/oauth2/token", data=grant).json()["access_token"]
+        bearer = {"Authorization": f"Bearer {token}"}
+        listing = client.get(f"{base}/fw/rest/list/service", headers=bearer).json()
+        native = [e for e in listing if e["type"] == "fw"]
+        names = {route_name(e["endpoint"]) for e in native} - {None}
+        assert names >= SPEC_NATIVE_NAMES, SPEC_NATIVE_NAMES - names
+        endpoints = {e["endpoint"] for e in native}
+        assert {"/server/environment", "/vendor/environment"} <= endpoints
+        asked = []
+        for entry in native:
+            for path in entry["paths"]:
+                for method in (m["method"] for m in entry["methods"]):
+                    for _ in range(2):  # twice: a counted route would be refused
+                        answer = client.request(method, path, headers=bearer, json={})
+                        asked.append((method, path, answer.status_code))
+                        assert answer.status_code != 429, (method, path)
+                        assert "ratelimit" not in answer.headers, (method, path)
+                        assert "ratelimit-policy" not in answer.headers, (method, path)
+        assert len(asked) > 60, asked
+        # the quota is whole: the application's route takes it, then it is used up
+        first = client.get(f"{base}/hello", headers=bearer)
+        assert first.status_code == 200 and first.headers["ratelimit"].startswith('"RL_API";r=0')
+        # a path under /fw/ that no native route serves is counted: refused
+        assert client.get(f"{base}/fw/nowhere", headers=bearer).status_code == 429
+        assert client.get(f"{base}/server/environment", headers=bearer).status_code == 200

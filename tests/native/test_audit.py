@@ -148,6 +148,36 @@ def test_a_change_on_the_page_is_an_event_of_the_page(admin: Client) -> None:
     assert event["actor"] == "ada"
 
 
+def test_a_value_set_to_what_it_was_is_no_event(admin: Client) -> None:
+    """SPEC 13.5 audits changes: a key set to the value it had (4 -> 4), or cleared when it
+    had no run-time value, writes no event (it wrote one). A key given in capitals is named
+    in lower case (SPEC 9)."""
+    before = datetime.now(UTC) - timedelta(seconds=1)
+    first = post_settings(admin, {"REST_LOG_STRINGSIZE": 333}, headers=ADA)
+    assert first.status_code == 200 and first.json()["changed"] == ["rest_log_stringsize"]
+    wait_change(admin, "rest_log_stringsize", new=333)
+    again = post_settings(admin, {"rest_log_stringsize": 333, "rest_error_full": None}, headers=ADA)
+    assert again.status_code == 200, again.text
+    assert again.json()["changed"] == []
+    assert again.json()["settings"]["rest_log_stringsize"]["runtime"] == 333
+    fields = {"fw_csrf": form_token(admin, headers=ADA), "rest_log_stringsize": "333"}
+    page = post_form(admin, fields, headers=ADA)
+    assert page.status_code == 200 and "Nothing changed" in page.text, page.text[:500]
+    # a change after them, its event waited for: the events are written in order
+    assert post_settings(admin, {"rest_reload_time": 62}, headers=ADA).status_code == 200
+    wait_change(admin, "rest_reload_time", new=62)
+    events = [
+        e
+        for e in trail(admin, "?event=settings.change&limit=50")
+        if datetime.fromisoformat(e["ts"]) >= before
+    ]
+    keys = [(e["details"]["key"], e["details"]["new"]) for e in events]
+    assert keys.count(("rest_log_stringsize", 333)) == 1, keys
+    assert not [k for k in keys if k[0] == "rest_error_full"], keys
+    for cleared in ("rest_log_stringsize", "rest_reload_time"):
+        assert post_settings(admin, {cleared: None}, headers=ADA).status_code == 200
+
+
 def test_the_documented_answer_and_line_are_what_the_service_gives(
     admin: Client, file_log: FileLog
 ) -> None:

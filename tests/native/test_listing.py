@@ -41,7 +41,7 @@ def mapped(x):
 ADA = basic("ada", "Ada-Pw-1")
 HIDDEN, DISABLED = "/fw/healthcheck/datetime", "/vendor/environment"
 ENTRY_KEYS = ["doc", "endpoint", "methods", "paths", "public", "source", "type"]
-NAMES = ("HTTP_REST", "HTTP_PLAIN", "HTTP_BASIC", "HTTPS_OAUTH")
+NAMES = ("HTTP_REST", "HTTP_PLAIN", "HTTP_BASIC", "HTTPS_OAUTH", "HTTPS_HIDING")
 AUTH = "listing_auth.check"
 
 
@@ -67,6 +67,13 @@ def service(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterato
         "HTTP_PLAIN": local_port(),
         "HTTP_BASIC": local_port(FwData={"Authorization": {"scheme": "basic", "OnAuth": AUTH}}),
         "HTTPS_OAUTH": oauth2_port(tmp, ca, "listing_auth.params"),
+        # the discovery documents at the root: one hidden, one disabled, by their route names
+        "HTTPS_HIDING": oauth2_port(
+            tmp,
+            ca,
+            "listing_auth.params",
+            NativeRoutes={"hide": ["oauth2/metadata"], "disable": ["oauth2/resource"]},
+        ),
     }
     other = {"OTHER": {"Path": "/other", "ThreadPool": "POOL"}}
     config = auth_service(tmp, "listing", servers=own_ports(servers), extra=other, app=APP)
@@ -213,6 +220,60 @@ def test_public_flag_follows_the_port_scheme(
     assert oauth["/hello"]["public"] is False
 
 
+def root(client: Client, path: str) -> str:
+    """``path`` at the root of the client's port (its base URL is its location's)."""
+    url = client.base_url
+    return f"{url.scheme}://{url.host}:{url.port}{path}"
+
+
+METADATA = "/.well-known/oauth-authorization-server/rest"  # RFC 8414, at the port's root
+RESOURCE = "/.well-known/oauth-protected-resource/rest"  # RFC 9728
+
+
+def test_the_well_known_documents_list_themselves_as_native_routes(
+    clients: dict[str, Client], bearer: dict[str, str]
+) -> None:
+    """SPEC 5: every native route lists itself; the RFC 8414 and RFC 9728 documents an
+    oAuth2 port answers at its root too, under the names of their /fw/oauth2/ twins."""
+    oauth = by_endpoint(listing(clients, "HTTPS_OAUTH", headers=bearer))
+    twins = {METADATA: "/fw/oauth2/metadata", RESOURCE: "/fw/oauth2/resource"}
+    for path, twin in twins.items():
+        entry = oauth[path]
+        assert (entry["type"], entry["source"], entry["public"]) == ("fw", "native", True)
+        assert entry["paths"] == [path] and entry["doc"] == "true"
+        ((method,),) = [[m["method"] for m in entry["methods"]]]
+        assert method == "GET"
+        # the function of the twin, which serves the same document
+        assert entry["methods"][0]["function"] == oauth[twin]["methods"][0]["function"]
+        # at the port's root, without a token: never behind the scheme
+        answer = clients["HTTPS_OAUTH"].get(root(clients["HTTPS_OAUTH"], path))
+        assert answer.status_code == 200, (path, answer.text)
+        assert answer.json() == clients["HTTPS_OAUTH"].get(twin).json()
+    # none on a port without oAuth2
+    assert not [e for e in listing(clients, "HTTP_PLAIN") if ".well-known" in e["endpoint"]]
+    # hide (oauth2/metadata): left out, still answers; disable (oauth2/resource): both gone
+    hiding_token = clients["HTTPS_HIDING"].post(
+        "/fw/oauth2/token",
+        data={"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"},
+    )
+    hiding = by_endpoint(
+        listing(
+            clients,
+            "HTTPS_HIDING",
+            headers={"Authorization": f"Bearer {hiding_token.json()['access_token']}"},
+        )
+    )
+    assert METADATA not in hiding and "/fw/oauth2/metadata" not in hiding
+    hiding_port = clients["HTTPS_HIDING"]
+    assert hiding_port.get(root(hiding_port, METADATA)).status_code == 200
+    assert RESOURCE not in hiding and "/fw/oauth2/resource" not in hiding
+    assert hiding_port.get(root(hiding_port, RESOURCE)).status_code == 401  # a path as any other
+    # the OpenAPI document lists them, open
+    doc = clients["HTTPS_OAUTH"].get("/fw/rest/openapi.json", headers=bearer).json()
+    assert doc["paths"][METADATA]["get"]["security"] == []
+    assert RESOURCE in doc["paths"]
+
+
 def test_fwrest_routes_lists_every_native_route(service: Service) -> None:
     config = service.config
     done = run_cli("routes", str(config))
@@ -228,6 +289,12 @@ def test_fwrest_routes_lists_every_native_route(service: Service) -> None:
     assert ("GET", "rest/fw/oauth2/token", "native") in rows
     assert ("GET", "rest/mapped/:x", "mapping") in rows
     assert ("GET", "rest/hello", "annotation") in rows
+    # an oAuth2 port's discovery documents at its root (HTTPS_HIDING disables one)
+    assert ("GET", METADATA.lstrip("/"), "native") in rows
+    assert ("GET", RESOURCE.lstrip("/"), "native") in rows
+    port = service.clients["HTTPS_HIDING"].base_url.port
+    resources = [line for line in done.stdout.splitlines() if "oauth-protected-resource" in line]
+    assert len(resources) == 1 and f":{port}/" not in resources[0], resources
 
 
 # -- OpenAPI ------------------------------------------------------------------------------------

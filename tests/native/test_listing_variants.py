@@ -266,3 +266,43 @@ def test_disabling_the_token_route_of_an_oauth2_port_is_warned_about(
         in (done.stdout)
     )
     assert "public opens" not in done.stdout
+
+
+OPEN_CONFIG_WARNING = (
+    "[OPEN] has no Authorization scheme and serves rest/config: anyone who reaches this port "
+    "can change the service's run-time settings"
+)
+
+
+def test_an_open_port_serving_rest_config_is_warned_about_once(tmp_path: Path, serve: Any) -> None:
+    """SPEC 5 lets "every authenticated user" change settings; on a port without a scheme,
+    everyone (kept as the original product has it: docs/decisions.md). ``fwrest check`` and
+    the start say so once per such port, with how to prevent it; not for a port whose
+    NativeRoutes disables rest/config, nor for one with a scheme."""
+    config = auth_service(
+        tmp_path,
+        "openwarn",
+        app=APP,
+        servers={
+            "OPEN": local_port(),
+            "CLOSED": local_port(FwData={"NativeRoutes": {"disable": ["rest/config"]}}),
+            "BASIC": local_port(
+                FwData={"Authorization": {"scheme": "basic", "OnAuth": "openwarn_auth.check"}}
+            ),
+        },
+    )
+    done = run_cli("check", str(config))
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if "serves rest/config" in line]
+    assert len(lines) == 1 and lines[0].startswith(f"warning: {OPEN_CONFIG_WARNING}"), lines
+    print(lines[0])
+    assert '"disable": ["rest/config"]' in lines[0] and "behind a scheme" in lines[0]
+    server = serve(config, workers=2)
+    started = [line for line in server.log().splitlines() if "serves rest/config" in line]
+    assert len(started) == 1 and OPEN_CONFIG_WARNING in started[0], started
+    # the behaviour is kept: the warning says what is so
+    origin = f"http://127.0.0.1:{server.ports['OPEN']}"
+    changed = httpx.post(f"{origin}/rest/fw/rest/config", json={"rest_trace_time": 1}, timeout=10)
+    assert changed.status_code == 200, changed.text
+    closed = f"http://127.0.0.1:{server.ports['CLOSED']}/rest/fw/rest/config"
+    assert httpx.post(closed, json={"rest_trace_time": 0}, timeout=10).status_code == 404

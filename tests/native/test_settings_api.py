@@ -276,6 +276,64 @@ def test_a_body_that_is_not_an_object_is_400_and_changes_nothing(
     assert get_settings(client) == before
 
 
+@pytest.mark.parametrize(
+    ("raw", "named"),
+    [
+        (b'{"rest_log_level": 3, "rest_log_level": 4}', "'rest_log_level' is given twice"),
+        # one key in two spellings (keys are case-insensitive, SPEC 9)
+        (b'{"rest_log_level": 3, "REST_LOG_LEVEL": 4}', "'rest_log_level' is given twice"),
+        (b'{"rest_trace_time": 1, "x": 1, "x": 2}', "'x' is given twice"),
+    ],
+)
+def test_a_key_given_twice_is_400_naming_it_and_changes_nothing(
+    client: Client, raw: bytes, named: str
+) -> None:
+    """As the audit and token routes refuse a repeated parameter (which value was meant?);
+    it was 200, the last one in force."""
+    before = get_settings(client)
+    r = client.post("/fw/rest/config", content=raw, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert named in r.json()["detailedMessage"], r.text
+    assert get_settings(client) == before
+
+
+def test_a_form_field_given_twice_is_400_on_the_page_and_changes_nothing(client: Client) -> None:
+    before = get_settings(client)
+    token = form_token(client)
+    for body in (
+        f"fw_csrf={token}&rest_log_level=3&rest_log_level=5",
+        f"fw_csrf={token}&rest_log_level=3&REST_Log_Level=5",
+        f"fw_csrf={token}&fw_csrf={token}&rest_log_level=5",
+    ):
+        r = client.post(
+            "/fw/rest/config",
+            content=body,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert r.status_code == 400, (body, r.text[:300])
+        message = re.search(r'<p id="message" class="error"[^>]*>([^<]*)</p>', r.text)
+        assert message and "is given twice" in html.unescape(message.group(1)), r.text[:500]
+        assert get_settings(client) == before
+
+
+def test_setting_names_are_case_insensitive_and_answered_in_lower_case(client: Client) -> None:
+    """SPEC 9: keys are case-insensitive; the answer names the canonical key (the audit
+    event too: tests/native/test_audit.py)."""
+    r = post_settings(client, {"REST_LOG_LEVEL": 4, "Rest_Trace_Time": 1})
+    assert r.status_code == 200, r.text
+    settings = r.json()["settings"]
+    assert (settings["rest_log_level"]["runtime"], settings["rest_trace_time"]["runtime"]) == (4, 1)
+    assert "REST_LOG_LEVEL" not in settings
+    assert r.json()["changed"] == ["rest_log_level", "rest_trace_time"]
+    bad = post_settings(client, {"REST_LOG_LEVEL": 9})
+    assert bad.status_code == 400
+    assert "rest_log_level must be a whole number in 0-5" in bad.json()["detailedMessage"]
+    # the form's fields too
+    form = post_form(client, {"fw_csrf": form_token(client), "REST_ERROR_FULL": "1"})
+    assert form.status_code == 200 and "Saved" in form.text, form.text[:500]
+    assert get_settings(client)["rest_error_full"]["runtime"] == 1
+
+
 def test_a_body_over_max_body_size_is_413_and_changes_nothing(client: Client) -> None:
     before = get_settings(client)
     huge = b'{"rest_log_level": 5, "pad": "' + b"x" * (1024 * 1024) + b'"}'

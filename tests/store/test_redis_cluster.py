@@ -189,7 +189,7 @@ def test_what_only_the_cluster_can_tell_is_a_start_error(
         answered = run_forked("check", str(config), cwd=config.parent)
         assert answered.returncode == 0, answered.stderr
         assert f"state store: redis+cluster://***@127.0.0.1:{plain_port}," in answered.stdout
-        assert "warning" not in answered.stdout
+        assert "warning: [HTTPSERVER] StateStore" not in answered.stdout
         assert PASSWORD not in answered.stdout + answered.stderr
         assert encoded not in answered.stdout + answered.stderr
 

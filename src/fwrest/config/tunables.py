@@ -7,7 +7,7 @@ from typing import Any
 
 from fwrest.config.schema import KEYS
 
-__all__ = ["SETTINGS", "SettingsError", "validate"]
+__all__ = ["SETTINGS", "SettingsError", "given_twice", "validate"]
 
 SETTINGS = {k.name: k for k in KEYS if k.section == "GENERAL"}
 
@@ -25,6 +25,16 @@ class SettingsError(ValueError):
         super().__init__(message)
 
 
+def given_twice(name: str) -> str:
+    """The refusal of a change that names a setting twice (the audit and token routes refuse
+    a repeated parameter likewise): which value was meant is unknown.
+
+    >>> print(given_twice("rest_log_level"))
+    'rest_log_level' is given twice (names are case-insensitive); give each setting once
+    """
+    return f"{_shown(name)} is given twice (names are case-insensitive); give each setting once"
+
+
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}...({len(text)} chars)"
@@ -33,18 +43,27 @@ def _shown(value: Any) -> str:
 def validate(changes: dict[str, Any], *, form: bool = False) -> dict[str, int | None]:
     """Check a partial change; raises :class:`SettingsError`, naming the key and its values.
 
-    JSON (``form=False``): a whole number (``true``, ``5.0`` and ``"5"`` are refused) or
-    ``null``, which clears the run-time value. A form (``form=True``): the field's text, digits
-    only; an empty field clears.
+    Keys are case-insensitive (SPEC 9): the result and the messages name each by its
+    lower-case name; one key given twice (in two spellings) is refused. JSON
+    (``form=False``): a whole number (``true``, ``5.0`` and ``"5"`` are refused) or ``null``,
+    which clears the run-time value. A form (``form=True``): the field's text, digits only;
+    an empty field clears.
+
+    >>> validate({"REST_Log_Level": 4})
+    {'rest_log_level': 4}
     """
     out: dict[str, int | None] = {}
-    for name, value in changes.items():
+    for given, value in changes.items():
+        name = given.lower()
         key = SETTINGS.get(name)
         if key is None:
             raise SettingsError(
-                name,
-                f"{_shown(name)} is not a run-time setting; the settings are {', '.join(SETTINGS)}",
+                given,
+                f"{_shown(given)} is not a run-time setting; the settings are "
+                f"{', '.join(SETTINGS)}",
             )
+        if name in out:
+            raise SettingsError(name, given_twice(name))
         number: int | None = None
         if form:
             text = str(value).strip()

@@ -6,8 +6,11 @@ stage of that location (a location without one has neither, and pays nothing).
   request, through the worker's :class:`~fwrest.store.calls.StoreClient` under the request
   deadline, in a fixed window from the key's first request. Every worker and host that shares
   the store shares the counts. Past ``Limit``: 429 with ``Retry-After`` (the seconds until the
-  window ends) and the error body. The location's native routes (``/fw/...``) are not counted
-  (``PortApp`` leaves the stage out of their path).
+  window ends) and the error body. The location's native routes are not counted: a request
+  whose method and path match a native route (``source == "native"``, wherever its path is:
+  ``/fw/...``, and ``/server/environment`` and ``/vendor/environment``), told apart at start
+  (:func:`native_methods`; ``PortApp`` leaves the stage out of their admission). A path
+  under ``/fw/`` that no native route serves (a 404, a disabled route) is counted.
 * **Headers** (outgoing, errors included): ``RateLimit-Policy`` and ``RateLimit`` in the
   structured-field form of the IETF draft ``ratelimit-headers`` (from draft 08):
   ``RateLimit-Policy: "RL_API";q=600;w=60`` and ``RateLimit: "RL_API";r=599;t=42`` (the
@@ -23,17 +26,35 @@ stage of that location (a location without one has neither, and pays nothing).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from fwrest import log
 from fwrest.config.model import RateLimitConfig
 from fwrest.context.request import RequestContext
 from fwrest.errors import TooManyRequests, store_unavailable
-from fwrest.routing.names import NATIVE_PREFIX
 from fwrest.store.base import RateStore, StoreError
 from fwrest.store.calls import REQUEST_DEADLINE_S, StoreClient
 from fwrest.wire import Reply, Request, error_reply
 
-__all__ = ["RateLimiter", "policy_name"]
+__all__ = ["RateLimiter", "native_methods", "policy_name"]
+
+
+def native_methods(router: Any) -> dict[str, frozenset[str]]:
+    """The methods of each static path of a location's router (``routing.Router`` of
+    handlers) whose route is native (SPEC 13.7: not counted), HEAD included where the
+    native GET serves it; paths without one are left out. Native routes have no path
+    parameters. A method the path's native routes do not take (405) goes through the
+    router as any request, and is counted: it may reach an application's route."""
+    out: dict[str, frozenset[str]] = {}
+    for _, pattern, handler in router.routes():
+        if handler.endpoint.source != "native" or pattern in out:
+            continue
+        matches = router.static_matches(pattern) or {}
+        out[pattern] = frozenset(
+            method for method, match in matches.items() if match.payload.endpoint.source == "native"
+        )
+    return out
 
 
 def policy_name(section: str) -> str:
@@ -53,10 +74,15 @@ class RateLimiter:
 
     Args:
         config: the location's RateLimit section.
-        prefix: the location's path prefix (its native routes are known by it).
+        prefix: the location's path prefix.
         store: the state store that keeps the counts.
         client: the worker's store client (None: the store is called inline).
         port_name: the port, for the log.
+        native: the location's native routes, their methods by path relative to it
+            (:func:`native_methods`): their answers carry no headers.
+        documents: the paths relative to the location of the discovery documents an oAuth2
+            port answers at its root before the guard (a root location's: SPEC 12.2, 16.3),
+            native routes of every method, whose answers carry no headers either.
     """
 
     def __init__(
@@ -66,6 +92,8 @@ class RateLimiter:
         store: RateStore,
         client: StoreClient | None,
         port_name: str,
+        native: Mapping[str, frozenset[str]] | None = None,
+        documents: frozenset[str] = frozenset(),
     ) -> None:
         self.limit = config.limit
         self.window_s = config.window_s
@@ -76,6 +104,8 @@ class RateLimiter:
         self._store = store
         self._client = client
         self._port = port_name
+        self._native = native or {}
+        self._documents = documents
         name = policy_name(config.name)
         self._policy = ("ratelimit-policy", f"{name};q={self.limit};w={self.window_s}")
         self._state = f"{name};r="
@@ -150,7 +180,9 @@ class RateLimiter:
         try:
             remaining, reset = ctx.rate
         except AttributeError:  # not counted: refused before, the store out of reach, native
-            if ctx.path[self._prefix_len :].startswith(NATIVE_PREFIX):
+            rel = ctx.path[self._prefix_len :]
+            native = self._native.get(rel)
+            if (native is not None and req.method in native) or rel in self._documents:
                 return reply
             reply.headers.append(self._policy)
             reply.headers.append(self._uncounted)

@@ -290,6 +290,17 @@ def native_warnings(options: NativeOptions, *, section: str, scheme: str | None)
         scheme: the port's authorization scheme (``None`` on an open port).
     """
     out: list[str] = []
+    if not scheme and "rest/config" not in options.disable:
+        # SPEC 5 allows the change to "every authenticated user"; on a port without a scheme
+        # every caller is one (the original product's behaviour, kept: docs/decisions.md)
+        out.append(
+            f"[{section}] has no Authorization scheme and serves rest/config: anyone who "
+            "reaches this port can change the service's run-time settings (POST "
+            "{base_url}/fw/rest/config, for every worker and host; audit actor 'anonymous'); "
+            'disable the route on this port (FwData "NativeRoutes": {"disable": '
+            '["rest/config"]}) or put the port behind a scheme (FwData "Authorization", '
+            'with "onAdmin" to choose who may change settings).'
+        )
     if scheme:
         opened = [
             name

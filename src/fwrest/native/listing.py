@@ -35,7 +35,8 @@ def _is_public(port: Any, prefix: str, rel: str, name: str | None) -> bool:
 
 
 def service_listing(port: Any) -> list[dict[str, Any]]:
-    """One entry per route path of a port (a :class:`PortPlan`), sorted (SPEC 5).
+    """One entry per route path of a port (a :class:`PortPlan`), sorted (SPEC 5), an oAuth2
+    port's discovery documents at its root included (``PortPlan.well_known``).
 
     An entry covers every location where the same relative path has the same methods,
     functions and exposure; where locations differ (their environments hold other routes
@@ -111,6 +112,24 @@ def service_listing(port: Any) -> list[dict[str, Any]]:
                     ],
                 }
             )
+    for known in port.well_known:
+        if known.name in hidden:
+            continue
+        # an oAuth2 port's discovery documents at its root, outside every location (SPEC
+        # 12.2, 16.3): its endpoint is its path there; never behind the scheme
+        out.append(
+            {
+                "endpoint": known.path,
+                "type": "fw",
+                "doc": "true",
+                "source": "native",
+                "paths": [known.path],
+                "public": True,
+                "methods": [
+                    {"method": "GET", "description": known.description, "function": known.function}
+                ],
+            }
+        )
     for entry in out:
         entry["paths"].sort()
     return sorted(out, key=lambda e: (e["endpoint"], e["paths"]))

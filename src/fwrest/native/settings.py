@@ -11,13 +11,15 @@ and ``onAdmin``'s consent.
 from __future__ import annotations
 
 import html
+import json
 import time
+from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
 
 from fwrest import log
-from fwrest.config.tunables import SETTINGS, SettingsError, validate
+from fwrest.config.tunables import SETTINGS, SettingsError, given_twice, validate
 from fwrest.context.request import RequestContext, Response, current
 from fwrest.context.views import ServiceView
 from fwrest.errors import NO_STORE, HTTPError, store_unavailable
@@ -180,13 +182,21 @@ async def config_change() -> Response:
             raise HTTPError(400, detailed=f"the body is not valid JSON ({exc})") from None
         if not isinstance(changes, dict):
             raise HTTPError(400, detailed='send an object such as {"rest_log_level": 5}')
+        repeated = _repeated_key(ctx.body)  # orjson keeps the last: which was meant?
+        if repeated is not None:
+            raise HTTPError(400, detailed=given_twice(repeated))
     else:
         try:
-            fields = dict(
-                parse_qsl(ctx.body.decode("utf-8"), keep_blank_values=True, max_num_fields=32)
-            )
+            pairs = parse_qsl(ctx.body.decode("utf-8"), keep_blank_values=True, max_num_fields=32)
         except (UnicodeDecodeError, ValueError):
             raise HTTPError(400, detailed="the form is malformed") from None
+        fields: dict[str, str] = {}
+        for given, value in pairs:
+            # settings are case-insensitive (SPEC 9); the page's own fields are not
+            name = given if given in (_CSRF_FIELD, _SHOWN_FIELD) else given.lower()
+            if name in fields:
+                return _form_error(ctx, given_twice(name))
+            fields[name] = value
         token = fields.pop(_CSRF_FIELD, "")
         if not token_matches(ctx, _PURPOSE, token):
             return _form_error(
@@ -221,23 +231,54 @@ async def config_change() -> Response:
             changed, stamp = await worker.settings.change(valid, left)
         except (StoreError, TimeoutError):
             raise store_unavailable() from None
-        log.server_log.warning(
-            "run-time settings changed by %r: %s", log.escape(ctx.auth_user or "-"), valid
-        )
+        if changed:  # a value set to what it was changes nothing: no line, no event
+            log.server_log.warning(
+                "run-time settings changed by %r: %s",
+                log.escape(ctx.auth_user or "-"),
+                {name: valid[name] for name in changed},
+            )
         for name, (old, new) in changed.items():  # SPEC 13.5: key, old and new value
             details = {"key": name, "old": old, "new": new, "runtime": valid[name]}
             details |= {"via": "api" if is_json else "page"}
             record(ctx, "settings.change", details, ts=stamp)  # the store's order
+    else:
+        changed = {}
     if is_json:
-        return Response(
-            orjson.dumps({"settings": worker.settings.describe()}), media_type="application/json"
-        )
-    saved = "Saved: the new values are in force." if valid else "Nothing to change."
+        answer = {"settings": worker.settings.describe(), "changed": sorted(changed)}
+        return Response(orjson.dumps(answer), media_type="application/json")
+    if changed:
+        saved = "Saved: the new values are in force."
+    elif valid:
+        saved = "Nothing changed: the values sent were those already set."
+    else:
+        saved = "Nothing to change."
     return Response(
         _render(ctx, saved),
         media_type="text/html; charset=utf-8",
         headers=_PAGE_HEADERS,
     )
+
+
+def _repeated_key(body: bytes) -> str | None:
+    """The first key the JSON object ``body`` (valid: orjson read it) gives twice at its top
+    level, else None. The top-level object is the last one the hook sees (objects end
+    inside out); its values are not kept."""
+    last: list[str | None] = [None]
+
+    def pairs(items: list[tuple[str, Any]]) -> None:
+        seen: set[str] = set()
+        last[0] = None
+        for name, _ in items:
+            if name in seen:
+                last[0] = name
+                return
+            seen.add(name)
+
+    try:
+        json.loads(body, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):  # nested deeper than the stdlib reads: no check
+        return None
+    return last[0]
 
 
 def _parse_shown(value: str | None) -> dict[str, str] | None:

@@ -2,7 +2,9 @@
 as ``fwrest tokens revoke CONFIG --user NAME`` does. A JSON POST (``{"username": "..."}``)
 behind the port's scheme, with what every state-changing native route needs (``Host``,
 ``Origin``: :mod:`fwrest.native.guard`), allowed only to users ``onAdmin`` allows: without an
-``onAdmin``, to no one (docs/decisions.md)."""
+``onAdmin``, to no one (docs/decisions.md). Another key than ``username``, or a name with a
+control character, is 400; a name no user has is 200 with ``revoked_families: 0`` (the route
+does not tell which users exist)."""
 
 from __future__ import annotations
 
@@ -16,10 +18,12 @@ from fwrest.native.guard import JSON_TYPE, is_admin, media_type, refuse_foreign
 from fwrest.store import StoreError
 from fwrest.store.calls import call_store
 from fwrest.store.families import revoke_user as revoke_families
+from fwrest.store.families import user_name_problem
 
 __all__ = ["revoke_user"]
 
 _WHAT = "a revocation of a user's tokens"
+_SHAPE = 'the body must be {"username": "<a user name>"}, and nothing else'
 
 
 async def revoke_user() -> Response:
@@ -41,7 +45,14 @@ async def revoke_user() -> Response:
         raise HTTPError(400, detailed="the body is not JSON") from None
     name = data.get("username") if isinstance(data, dict) else None
     if not isinstance(name, str) or not name:
-        raise HTTPError(400, detailed='the body must be {"username": "<a user name>"}')
+        raise HTTPError(400, detailed=_SHAPE)
+    unknown = [key for key in data if key != "username"]
+    if unknown:
+        shown = repr(unknown[0]) if len(unknown[0]) <= 40 else f"{unknown[0][:40]!r}..."
+        raise HTTPError(400, detailed=f"unknown key {shown}: {_SHAPE}")
+    problem = user_name_problem(name)
+    if problem is not None:
+        raise HTTPError(400, detailed=problem)
     store = ctx.port.service.store if ctx.port.service is not None else None
     if store is None:
         raise HTTPError(503, detailed="this route needs a running worker")

@@ -10,7 +10,8 @@ not configured is not in the sequence, so it costs nothing):
    (on a protected port this runs before routing: an unknown path is 401, not 404);
 4. **admitted** stages, after authorization and before routing (each may answer; the
    server's ``OnSelect`` is one: it may also pick the pool the route's call runs in), then
-   the request's location's own (its rate limit, SPEC 13.7: not on native routes);
+   the request's location's own (its rate limit, SPEC 13.7: not on a method and path a
+   native route serves, known at start);
 5. **route**: one match (404, 405 + ``Allow``);
 6. **invoke**: the route's bound call (its pool, its ``ActiveTimeout``, its pool's ``OnSend``
    and ``OnError``: ``handler.bind``);
@@ -49,6 +50,7 @@ from fwrest.context.request_id import (
 from fwrest.context.views import ServiceView, TokenEndpoint, UsageKey
 from fwrest.errors import CallbackRaised, HTTPError, error_body, is_cancellation
 from fwrest.features.headers import HSTS, port_hsts
+from fwrest.features.ratelimit import native_methods
 from fwrest.features.static import StaticFiles
 from fwrest.routing import (
     TOKEN_BODY_LIMIT,
@@ -60,7 +62,7 @@ from fwrest.routing import (
     normalise_path,
     split_target,
 )
-from fwrest.routing.names import NATIVE_PREFIX, TOKEN_BODY_ROUTES
+from fwrest.routing.names import TOKEN_BODY_ROUTES
 from fwrest.server.build import LocationPlan, PortPlan
 from fwrest.server.failures import Failed, Raised, contained, log_failure
 from fwrest.server.handler import JSON_TYPE, Handler, Invoke, ResultError, bind, result_reply
@@ -127,6 +129,9 @@ class _Location:
     admitted: tuple[Admit, ...] = ()
     # its Strict-Transport-Security line (SPEC 10.2: None where its port sends none)
     hsts: tuple[str, str] | None = None
+    # where ``admitted`` holds the location's own stages: the methods of each path that a
+    # native route serves, which the port's stages alone admit (SPEC 13.7: not counted)
+    native: Mapping[str, frozenset[str]] | None = None
 
 
 class _Sequence:
@@ -351,7 +356,8 @@ class PortApp:
         early: stages before authorization, each for the methods it names (or all).
         admitted: stages after authorization, before routing.
         limits: each location's own admitted stages (its rate limit), by location prefix:
-            after the port's, and not on the location's native routes (``/fw/...``).
+            after the port's, and not on the location's native routes (the method and path
+            of a route whose source is native: ``features.ratelimit.native_methods``).
         outgoing: each location's outgoing stages, by location prefix.
         files: the static files of locations with a ``RootPath``, by location prefix.
         hooks: the ``OnSend``/``OnError`` of the pools that have them, by lower-case name.
@@ -447,9 +453,12 @@ class PortApp:
                     handler.invokes = {n: traced(handler, i) for n, i in handler.invokes.items()}
             found = files.get(loc.prefix) if files else None
             stages = outgoing.get(loc.prefix, ()) if outgoing else ()
-            own = admitted + (limits.get(loc.prefix, ()) if limits else ())
+            limited = limits.get(loc.prefix, ()) if limits else ()
+            own = admitted + limited
             located = _Location(loc, loc.router, found, active / 1000, stages, own)
             located.hsts = hsts_of.get(loc.prefix)
+            if limited:
+                located.native = native_methods(loc.router)
             locs.append((loc.prefix, located))
         self.locations: LocationTable[_Location] = LocationTable(locs)
         # raw targets under a location with static files: a bad separator there is 404
@@ -632,10 +641,10 @@ class PortApp:
             found = _Located(path, None, "", None, on.call, on.by_method, on.guard)
         else:
             loc, rel = located
-            # native routes are not counted by the location's rate limit (SPEC 13.7)
-            on = self._admission(
-                self.admitted if rel.startswith(NATIVE_PREFIX) else loc.admitted, guarded
-            )
+            on = self._admission(loc.admitted, guarded)
+            native = loc.native.get(rel) if loc.native is not None else None
+            if native:  # not counted by the location's rate limit (SPEC 13.7)
+                on = self._native_admission(on, native, guarded)
             found = _Located(
                 path,
                 loc,
@@ -651,6 +660,21 @@ class PortApp:
                 self._paths.clear()
             self._paths[raw] = found
         return found
+
+    def _native_admission(
+        self, counted: _Admission, native: frozenset[str], guarded: bool
+    ) -> _Admission:
+        """The admission of a path some native route serves, on a location with stages of its
+        own (its rate limit): the port's stages alone for the native route's methods (SPEC
+        13.7), ``counted`` for the others (a 405, or an application's route of another
+        method). Made once per distinct path (``_locate`` remembers it)."""
+        free = self._admission(self.admitted, guarded)
+        by_method = dict(counted.by_method) if counted.by_method is not None else {}
+        for method in native:
+            by_method[method] = (
+                free.call if free.by_method is None else free.by_method.get(method, free.call)
+            )
+        return _Admission(counted.call, by_method, counted.guard)
 
     def _admission(self, admitted: tuple[Admit, ...], guarded: bool) -> _Admission:
         """Stages 2-4 of a path, composed once per distinct pair: the early stages of the

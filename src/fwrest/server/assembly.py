@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from fwrest.auth import AuthSettings, BasicGuard
 from fwrest.auth.oauth2 import BearerGuard, NoCheckPaths, ParamsSource, TokenService
 from fwrest.auth.oauth2.authorize import Authorizer
-from fwrest.auth.oauth2.discovery import Metadata, WellKnown, issuers, metadata_paths
+from fwrest.auth.oauth2.discovery import Metadata, WellKnown, issuers
 from fwrest.auth.oauth2.dpop import ALGS as DPOP_ALGS
 from fwrest.auth.oauth2.dpop import DPOP, DpopCheck
 from fwrest.auth.oauth2.keys import in_store
@@ -33,9 +33,10 @@ from fwrest.features.compression import Compression
 from fwrest.features.cors import CorsStages, DocumentCors
 from fwrest.features.headers import SecurityHeaders
 from fwrest.features.headers import configured as security_headers
-from fwrest.features.ratelimit import RateLimiter
+from fwrest.features.ratelimit import RateLimiter, native_methods
 from fwrest.features.static import StaticFiles
 from fwrest.routing import LocationTable
+from fwrest.routing.names import RESOURCE_ROUTE_NAME
 from fwrest.server.app import Admit, Early, Guard, Outgoing, PortApp, Scoped, bounder
 from fwrest.server.build import PortPlan, ServicePlan
 from fwrest.server.pool import ThreadPool
@@ -99,8 +100,24 @@ def rate_limits(
     (none without a store: ``fwrest check`` builds no pipeline)."""
     if store is None:
         return {}
+    # the discovery documents at the port's root, by the location they fall in (a root
+    # location's): native routes of every method, answered before the limit
+    table: LocationTable[str] = LocationTable((loc.prefix, loc.prefix) for loc in port.locations)
+    documents: dict[str, set[str]] = {}
+    for known in port.well_known:
+        found = table.find(known.path)
+        if found is not None:
+            documents.setdefault(found[0], set()).add(found[1])
     return {
-        loc.prefix: RateLimiter(loc.config.rate_limit, loc.prefix, store, client, port.config.name)
+        loc.prefix: RateLimiter(
+            loc.config.rate_limit,
+            loc.prefix,
+            store,
+            client,
+            port.config.name,
+            native_methods(loc.router),
+            frozenset(documents.get(loc.prefix, ())),
+        )
         for loc in port.locations
         if loc.config.rate_limit is not None
     }
@@ -269,23 +286,24 @@ class _Builder:
             guard = tracing.guard(guard, settings.scheme)
         limits = rate_limits(port, self.plan.store, self.built.client)
         early, outgoing = location_stages(port, limits)
-        disabled = port.native.disable
-        if tokens is not None and "oauth2/metadata" not in port.native.disable:
-            # SPEC 12.2: the metadata at the port's root, before the guard (gone with the
-            # route when NativeRoutes disables oauth2/metadata)
-            # a location's CORS section applies to its metadata there too (SPEC 16.1)
-            cors = {
-                loc.prefix: DocumentCors(loc.config.cors)
-                for loc in port.locations
-                if loc.config.cors is not None
-            }
-            well_known = WellKnown(metadata_paths(tokens.issuers), tokens.metadata_document, cors)
-            early = (*early, Early(well_known))  # every method: 405 without the scheme
-        resources = tokens.resources if tokens is not None else None
-        if tokens is not None and resources is not None and "oauth2/resource" not in disabled:
-            # SPEC 16.3: the protected resource metadata at the port's root, likewise
-            documents = WellKnown(resources.well_known_paths(), tokens.resource_document)
-            early = (*early, Early(documents))
+        if tokens is not None and port.well_known:
+            # SPEC 12.2, 16.3: the discovery documents at the port's root, before the guard
+            # (each gone with its /fw/oauth2/ twin when NativeRoutes disables it: the plan
+            # lists those served, as list/service and `fwrest routes` show them)
+            metadata = {w.path: w.prefix for w in port.well_known if w.name == "oauth2/metadata"}
+            if metadata:
+                # a location's CORS section applies to its metadata there too (SPEC 16.1)
+                cors = {
+                    loc.prefix: DocumentCors(loc.config.cors)
+                    for loc in port.locations
+                    if loc.config.cors is not None
+                }
+                well_known = WellKnown(metadata, tokens.metadata_document, cors)
+                early = (*early, Early(well_known))  # every method: 405 without the scheme
+            resource = {w.path: w.prefix for w in port.well_known if w.name == RESOURCE_ROUTE_NAME}
+            if resource:
+                documents = WellKnown(resource, tokens.resource_document)
+                early = (*early, Early(documents))
         return PortApp(
             port,
             self.built.pools,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from fwrest import log
 from fwrest.auth import AuthSettings, parse_authorization
 from fwrest.auth.oauth2 import load_signing_key
+from fwrest.auth.oauth2.discovery import issuers, metadata_paths
 from fwrest.auth.oauth2.keys import (
     check_stored_keys,
     in_store,
@@ -18,6 +19,7 @@ from fwrest.auth.oauth2.keys import (
     store_signing_key,
 )
 from fwrest.auth.oauth2.keyset import ASYMMETRIC_ALGS, KeyEntry, KeySource
+from fwrest.auth.oauth2.resource import Resources
 from fwrest.auth.oauth2.route import OAUTH2_ROUTES
 from fwrest.auth.oauth2.scopes import scope_warnings
 from fwrest.auth.oauth2.warnings import nocheck_warnings, oauth2_warnings
@@ -48,6 +50,7 @@ __all__ = [
     "LocationPlan",
     "PortPlan",
     "ServicePlan",
+    "WellKnownRoute",
     "build_plan",
     "check_schema",
     "check_store_keys",
@@ -75,6 +78,57 @@ class LocationPlan:
         return self.prefix if route == "/" else f"{self.prefix}{route}"
 
 
+@dataclass(frozen=True, slots=True)
+class WellKnownRoute:
+    """A discovery document an oAuth2 port answers at its root, before its guard: the
+    RFC 8414 metadata (SPEC 12.2) or the RFC 9728 protected resource metadata (SPEC 16.3) of
+    a location. A native route under the name of its ``/fw/oauth2/`` twin, which
+    ``NativeRoutes`` disable and hide take away with it; listed by ``list/service``, the
+    OpenAPI document and ``fwrest routes`` (SPEC 5), answered by ``WellKnown`` early stages
+    (``server/assembly.py``) from these, so that what is listed is what is served."""
+
+    path: str  # at the port's root, whatever the location's path
+    name: str  # "oauth2/metadata" or "oauth2/resource"
+    prefix: str  # the location whose document it is
+    description: str
+    function: str  # the function of its /fw/oauth2/ twin, which serves the same document
+
+
+def well_known_routes(
+    server: ServerConfig,
+    settings: AuthSettings | None,
+    native: NativeOptions,
+    prefixes: list[str],
+) -> tuple[WellKnownRoute, ...]:
+    """The discovery documents of a port at its root (none but on an oAuth2 port), those
+    ``NativeRoutes.disable`` takes away left out."""
+    if settings is None or settings.scheme != "oAuth2":
+        return ()
+    by_location = issuers(server.host, server.port, prefixes, settings.issuer)
+    documents = (
+        (
+            "oauth2/metadata",
+            metadata_paths(by_location),
+            "Authorization server metadata (RFC 8414)",
+        ),
+        (
+            "oauth2/resource",
+            Resources(by_location).well_known_paths(),
+            "Protected resource metadata (RFC 9728)",
+        ),
+    )
+    out = []
+    for name, paths, what in documents:
+        if name in native.disable:
+            continue
+        func = OAUTH2_ROUTES[name]
+        function = f"{func.__module__}.{func.__qualname__}"
+        for path, prefix in paths.items():
+            description = f"{what} of the location {prefix}, at the port's root"
+            out.append(WellKnownRoute(path, name, prefix, description, function))
+    return tuple(out)
+
+
 @dataclass(slots=True)
 class PortPlan:
     config: ServerConfig
@@ -85,6 +139,8 @@ class PortPlan:
     public_paths: frozenset[str] = frozenset()
     bound_address: str = ""  # the address the port's socket is bound to, set by bind_all
     on_select: Hook | None = None  # OnSelect (SPEC 11.1): an admitted stage of the port
+    # an oAuth2 port's discovery documents at its root (SPEC 12.2, 16.3), native routes too
+    well_known: tuple[WellKnownRoute, ...] = ()
 
     def urls(self, port: int | None = None) -> list[str]:
         host = self.config.host
@@ -278,6 +334,9 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
         )
         port = PortPlan(server, locations, auth, settings, native, public)
         port.on_select = select_hook(repo, server, envs)
+        port.well_known = well_known_routes(
+            server, settings, native, [loc.prefix for loc in locations]
+        )
         ports.append(port)
     hooks = pool_hooks(repo, (loc.thread_pool for s in config.servers for loc in s.locations))
     warnings += _memory_warnings(config, ports)

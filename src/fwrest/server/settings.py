@@ -148,7 +148,9 @@ class SettingsManager:
     ) -> tuple[dict[str, tuple[int, int]], float]:
         """Store a change for every worker and host, and apply it here at once; each changed
         key's value in force before and after, and the time the store made the change (the
-        time of its audit events: they list in the order the store applied the changes)."""
+        time of its audit events: they list in the order the store applied the changes). A
+        key is changed when its run-time value or its value in force is not what the store
+        held before (a key set to the value it had is left out: no event, SPEC 13.5)."""
         if self.store is None:
             raise StoreError("no state store")
         # SPEC 7: a settings change answers 503 within 1.5 s when the store hangs. What the
@@ -163,7 +165,13 @@ class SettingsManager:
             else:
                 self.runtime[name] = value
         self.apply("run time")
-        return _compare(before, self.effective(), changes), stamp
+        compared = _compare(before, self.effective(), changes)
+        changed = {
+            name: pair
+            for name, pair in compared.items()
+            if pair[0] != pair[1] or previous.get(name) != changes[name]
+        }
+        return changed, stamp
 
     def start(self) -> None:
         self.apply("start")
