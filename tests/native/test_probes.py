@@ -1,11 +1,15 @@
 """Probes (SPEC 13.3) on a port and the monitor. In process: the answers and bodies,
 ``NativeRoutes`` names, the ``MinThreads`` check with a real pool. On a real ``fwrest serve`` and
 Redis with a credentialed monitor: probes need none; ready is 503 while Redis is stopped and while
-draining after SIGTERM, 200 again after; live and started 200 throughout."""
+draining after SIGTERM, 200 again after; live and started 200 throughout. On ``fwrest serve
+--workers 2`` and ``fwrest.start(workers=2)`` with one worker slow in ``OnStart``: started and ready
+503 on the port and the monitor until every worker finished starting; a replacement in its start
+makes ready 503, started stays 200."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import threading
 import time
@@ -16,11 +20,21 @@ from typing import Any
 import httpx
 import pytest
 
+import fwrest
 from fwrest.config.model import EnvironmentConfig, ThreadPoolConfig
 from fwrest.server.pool import ThreadPool
 from fwrest.server.readiness import Probes
 from fwrest.testing import Client
-from tests.conftest import free_config, free_port, module_config, wait_for
+from tests.conftest import (
+    APP_SOURCE,
+    ServerProcess,
+    free_config,
+    free_port,
+    local_port,
+    module_config,
+    wait_for,
+    wait_ready_workers,
+)
 from tests.monitor.support import monitor_section
 from tests.native.support import in_process, sqlite_client
 from tests.redis_support import RedisServer, started
@@ -51,7 +65,7 @@ def test_live_started_and_ready_answer_200(client: Client) -> None:
     assert set(checks) == {"store", "workers", "threads", "started", "draining"}
     assert all(check["status"] == "UP" for check in checks.values()), checks
     assert checks["store"]["kind"] == "sqlite" and checks["store"]["ms"] >= 0
-    assert checks["workers"] == {"status": "UP", "alive": 1, "expected": 1}
+    assert checks["workers"] == {"status": "UP", "alive": 1, "ready": 1, "expected": 1}
 
 
 def test_the_probes_are_in_the_listing_and_follow_native_routes(tmp_path: Path) -> None:
@@ -74,7 +88,7 @@ def test_ready_is_503_while_a_pool_has_fewer_than_min_threads() -> None:
         name="P", environment=EnvironmentConfig(name="E", repository=()), min_threads=3
     )
     pool = ThreadPool(config, loop)
-    probes = Probes(None, lambda: (1, 1), lambda: [pool], lambda: False)
+    probes = Probes(None, lambda: (1, 1, 1), lambda: [pool], lambda: False)
     probes.started = True
     try:
         assert pool.threads == 3
@@ -92,15 +106,23 @@ def test_ready_is_503_while_a_pool_has_fewer_than_min_threads() -> None:
 
 
 def test_ready_and_started_are_503_before_the_start_finished() -> None:
-    probes = Probes(None, lambda: (2, 2), lambda: [], lambda: False)
+    probes = Probes(None, lambda: (2, 2, 2), lambda: [], lambda: False)
     down = {"status": "DOWN"}
     assert probes.answer("started") == (503, {**down, "checks": {"started": down}})
     status, body = probes.answer("ready")
     assert status == 503 and set(body["checks"]) == {"started"}
     probes.started = True
     assert probes.answer("started")[0] == probes.answer("ready")[0] == 200
-    one_of_two = Probes(None, lambda: (1, 2), lambda: [], lambda: False)
-    assert one_of_two.answer("ready")[1]["checks"]["workers"] == {**down, "alive": 1, "expected": 2}
+    one_of_two = Probes(None, lambda: (1, 1, 2), lambda: [], lambda: False)
+    one_of_two.started = True
+    workers = {**down, "alive": 1, "ready": 1, "expected": 2}
+    assert one_of_two.answer("ready")[1]["checks"] == {"workers": workers}
+    # both alive, one still in its start: ready 503, and started until every worker started
+    starting = Probes(None, lambda: (2, 1, 2), lambda: [], lambda: False, lambda: False)
+    starting.started = True
+    workers = {**down, "alive": 2, "ready": 1, "expected": 2}
+    assert starting.answer("ready") == (503, {**down, "checks": {"workers": workers}})
+    assert starting.answer("started") == (503, {**down, "checks": {"workers": workers}})
 
 
 # -- a real service: Redis stopped, draining, the monitor's port ---------------------------------
@@ -181,3 +203,164 @@ def test_ready_follows_the_store_and_the_drain(tmp_path: Path, serve: Any) -> No
         thread.join(30)
         assert slow["r"].status_code == 200  # the request in flight finished
         assert proc.proc.wait(30) == 0
+
+
+# -- a real service of two workers, one slow to start ------------------------------------------
+
+SLOW_S = 4.0
+SLOW_START = """
+
+def slow_start():
+    # OnStart: the first worker to call it (the one that creates MARK) sleeps, then writes DONE;
+    # another returns at once. Removing MARK makes the next caller (a replacement) slow again.
+    try:
+        fd = os.open(MARK, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.close(fd)
+    time.sleep(SLOW_S)
+    with open(DONE, "w") as fh:
+        fh.write(str(os.getpid()))
+"""
+UP_2 = {"status": "UP", "alive": 2, "ready": 2, "expected": 2}
+
+
+def _answer(url: str) -> httpx.Response | None:
+    try:
+        return httpx.get(url, timeout=5)
+    except httpx.TransportError:  # the worker that accepted it was killed
+        return None
+
+
+def _slow_service(tmp_path: Path, module: str) -> tuple[Path, dict[str, str], Path, Path]:
+    """A service (its app in ``module``) whose first worker's ``OnStart`` takes
+    :data:`SLOW_S`, on fixed ports (a probe is asked before ``fwrest serve`` names them): its
+    config, the URLs of ``ready`` and ``started`` on the port and the monitor, and the paths
+    of MARK and DONE."""
+    port, mon_port = free_port(), free_port()
+    mark, done = tmp_path / "slow.mark", tmp_path / "slow.done"
+    config = module_config(
+        tmp_path,
+        module,
+        servers={"HTTP_REST": local_port(Port=port)},
+        extra={
+            "APP_MONITOR": monitor_section(mon_port),
+            "POOL": {"OnStart": f"{module}.slow_start"},
+        },
+        app=APP_SOURCE
+        + f"\nMARK = {str(mark)!r}\nDONE = {str(done)!r}\nSLOW_S = {SLOW_S}\n"
+        + SLOW_START,
+    )
+    urls = {
+        f"{where} {name}": f"{base}/{name}"
+        for where, base in (
+            ("port", f"http://127.0.0.1:{port}/rest/fw/healthcheck"),
+            ("monitor", f"http://127.0.0.1:{mon_port}/api/health"),
+        )
+        for name in ("ready", "started")
+    }
+    return config, urls, mark, done
+
+
+def _503_until_done(urls: dict[str, str], done: Path) -> None:
+    """Ask every probe until DONE exists: each answer given before the slow worker finished its
+    start (DONE is written before it serves, so DONE still absent after the answer: the answer
+    came first) is a 503 naming one worker of two started; every probe got one."""
+    wait_for(lambda: _answer(urls["monitor ready"]) is not None, 15, "a worker to answer")
+    early: dict[str, int] = {}
+    while not done.exists():
+        for what, url in urls.items():
+            r = _answer(url)
+            if r is None or done.exists():
+                continue
+            assert r.status_code == 503, (what, r.text)
+            workers = r.json()["checks"]["workers"]
+            assert workers["status"] == "DOWN", (what, r.text)
+            assert (workers["ready"], workers["expected"]) == (1, 2), (what, r.text)
+            early[what] = early.get(what, 0) + 1
+        time.sleep(0.05)
+    print(f"503 answers before the slow worker finished starting: {early}")
+    assert set(early) == set(urls), early  # SLOW_S: every probe was asked meanwhile
+
+
+def _all_200(urls: dict[str, str]) -> bool:
+    return all(getattr(_answer(url), "status_code", 0) == 200 for url in urls.values())
+
+
+def test_started_and_ready_wait_for_every_worker_to_finish_starting(tmp_path: Path) -> None:
+    """``fwrest serve --workers 2`` whose first worker's ``OnStart`` takes 4 s: on the port and
+    the monitor, ``started`` and ``ready`` are 503 (``"ready": 1`` of 2) until it finished its
+    start, though the other worker answers and both are alive; then 200. A replacement in its
+    start makes ``ready`` 503 again, ``started`` stays 200."""
+    config, urls, mark, done = _slow_service(tmp_path, "app")
+    proc = ServerProcess(config, workers=2)
+    try:
+        _503_until_done(urls, done)
+        proc.wait_ready()
+        wait_for(lambda: _all_200(urls), 10, "every probe 200 once both workers started")
+        body = _answer(urls["monitor ready"]).json()  # type: ignore[union-attr]
+        assert body["checks"]["workers"] == UP_2
+
+        # a replacement in its start: ready 503 until it finished, started stays 200
+        slow_pid = int(done.read_text())
+        fast_pid = next(p for p in wait_ready_workers(proc, 2).values() if p != slow_pid)
+        mark.unlink()
+        done.unlink()
+        os.kill(fast_pid, signal.SIGKILL)
+
+        def replacing() -> bool:
+            r = _answer(urls["monitor ready"])
+            return r is not None and r.status_code == 503
+
+        wait_for(replacing, 10, "ready 503 while the replacement starts")
+        seen = 0
+        while not done.exists():
+            for what, url in urls.items():
+                r = _answer(url)
+                if r is None or done.exists():
+                    continue
+                seen += 1
+                if what.endswith("started"):
+                    assert r.status_code == 200, (what, r.text)
+                    continue
+                assert r.status_code == 503, (what, r.text)
+                workers = r.json()["checks"]["workers"]
+                assert (workers["ready"], workers["expected"]) == (1, 2), (what, r.text)
+            time.sleep(0.05)
+        assert seen
+        wait_for(lambda: _all_200(urls), 10, "every probe 200 once the replacement started")
+    finally:
+        proc.stop()
+
+
+def test_start_with_workers_answers_the_probes_as_serve_does(tmp_path: Path) -> None:
+    """``fwrest.start(config, workers=2)`` (its supervisor a child process): the probes are
+    503 while it starts, its slow worker in ``OnStart``, and 200 on every one as it returns."""
+    # start() loads the config in this process too: a module name no other test imported
+    config, urls, _, done = _slow_service(tmp_path, "probes_slow_start_app")
+    result: dict[str, Any] = {}
+
+    def start() -> None:
+        try:
+            result["service"] = fwrest.start(config, workers=2)
+        except BaseException as exc:
+            result["error"] = exc
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    try:
+        answered = lambda: _answer(urls["monitor ready"]) is not None  # noqa: E731
+        wait_for(lambda: "error" in result or answered(), 15, "a worker to answer")
+        assert "error" not in result, result
+        _503_until_done(urls, done)
+        thread.join(30)
+        assert "service" in result, result
+        for what, url in urls.items():  # as start() returns, without waiting
+            r = _answer(url)
+            assert r is not None and r.status_code == 200, (what, r and r.text)
+            if what.endswith("ready"):
+                assert r.json()["checks"]["workers"] == UP_2, (what, r.text)
+    finally:
+        thread.join(30)
+        if "service" in result:
+            result["service"].stop()

@@ -3,11 +3,12 @@
 
 * **live**: 200 whenever it is asked; it is answered on the worker's event loop, so an answer
   at all says the loop turns (a blocked loop answers nothing, and the probe times out).
-* **started**: 200 once the worker's start finished (its pools' ``OnStart`` hooks ran), 503
-  before.
+* **started**: 200 once the worker's start finished (its pools' ``OnStart`` hooks ran) and
+  every worker of the host had finished its start at least once; 503 before.
 * **ready**: 200 when every check passes, else 503 with the failing ones: the state store
-  answers, every worker of the host beats, every thread pool has its ``MinThreads`` threads,
-  the start finished and the worker is not draining.
+  answers, every worker of the host beats and finished its start (a replacement in its start
+  does not count), every thread pool has its ``MinThreads`` threads, the start finished and
+  the worker is not draining.
 
 The store is not called per probe: a probe is answered from the state a background check
 keeps (:class:`StoreCheck`: a ``ping`` through the worker's :class:`StoreClient` every
@@ -117,22 +118,27 @@ class Probes:
 
     Args:
         store: the store's check (None: the service has no store).
-        workers_alive: (workers whose heartbeat is fresh, workers expected).
+        workers: (workers whose heartbeat is fresh, workers that finished starting, workers
+            expected).
         pools: the worker's thread pools (each with ``name``, ``threads`` and ``config``).
         draining: whether the worker is draining.
+        all_started: whether every worker of the host finished starting at least once
+            (None: this worker's own start is the host's).
     """
 
     def __init__(
         self,
         store: StoreCheck | None,
-        workers_alive: Callable[[], tuple[int, int]],
+        workers: Callable[[], tuple[int, int, int]],
         pools: Callable[[], Iterable[Any]],
         draining: Callable[[], bool],
+        all_started: Callable[[], bool] | None = None,
     ) -> None:
         self.store = store
-        self.workers_alive = workers_alive
+        self.workers = workers
         self.pools = pools
         self.draining = draining
+        self.all_started = all_started
         self.started = False
 
     def answer(self, probe: str) -> Answer:
@@ -140,21 +146,27 @@ class Probes:
         if probe == "live":
             return 200, {"status": "UP"}
         if probe == "started":
-            if self.started:
+            if not self.started:
+                return 503, {"status": "DOWN", "checks": {"started": {"status": "DOWN"}}}
+            if self.all_started is None or self.all_started():
                 return 200, {"status": "UP"}
-            return 503, {"status": "DOWN", "checks": {"started": {"status": "DOWN"}}}
+            return 503, {"status": "DOWN", "checks": {"workers": self._workers()}}
         return self.ready()
+
+    def _workers(self) -> dict[str, Any]:
+        alive, ready, expected = self.workers()
+        return {
+            "status": "UP" if alive >= expected and ready >= expected else "DOWN",
+            "alive": alive,
+            "ready": ready,
+            "expected": expected,
+        }
 
     def ready(self) -> Answer:
         checks: dict[str, dict[str, Any]] = {}
         if self.store is not None:
             checks["store"] = self.store.state()
-        alive, expected = self.workers_alive()
-        checks["workers"] = {
-            "status": "UP" if alive >= expected else "DOWN",
-            "alive": alive,
-            "expected": expected,
-        }
+        checks["workers"] = self._workers()
         short = {
             pool.name: {"threads": pool.threads, "min": pool.config.min_threads}
             for pool in self.pools()

@@ -30,6 +30,12 @@ class HostShared:
         heartbeat: monotonic time of each worker's last beat (a blocked loop stops beating).
         counters: requests in flight and answered, two cells per worker.
         worker_pids: the pid in each slot (the monitor names workers by slot).
+        started_pids: the pid of the slot's worker once it finished its start (its
+            ``OnStart`` hooks ran, its sockets are served: the moment it reports ready to the
+            supervisor); 0 while it starts, and once its generation retires. The probes
+            count the workers that finished starting from it (SPEC 13.3).
+        service_started: 1 once every worker of a generation had finished starting (the
+            ``started`` probe's 200 from then on, replacements or reloads aside).
         lock_board: Basic lock-outs, seen by every worker at once.
         level: the ``rest_log_level`` in force, written by the worker that applies a change,
             so that the supervisor's own lines follow it.
@@ -40,6 +46,8 @@ class HostShared:
     heartbeat: Any
     counters: Any
     worker_pids: Any
+    started_pids: Any
+    service_started: Any
     lock_board: LockBoard
     level: Any
     settings_board: SettingsBoard
@@ -51,6 +59,8 @@ class HostShared:
             heartbeat=RawArray("d", workers),
             counters=RawArray("q", 2 * workers),
             worker_pids=RawArray("q", workers),
+            started_pids=RawArray("q", workers),
+            service_started=RawValue("i", 0),
             lock_board=LockBoard(workers),
             level=RawValue("i", level),
             settings_board=SettingsBoard(),

@@ -128,6 +128,7 @@ class _Supervisor:
     # -- workers ------------------------------------------------------------------------------
     def spawn(self, gen: _Generation, slot: int) -> None:
         self.heartbeat[slot] = time.monotonic()
+        self.shared.started_pids[slot] = 0  # its worker writes its pid once it is ready
         log.flush()  # else the worker inherits buffered lines and writes them again
         pid = os.fork()
         if pid == 0:  # the worker
@@ -196,6 +197,7 @@ class _Supervisor:
                 continue
             self.ready_pids.discard(pid)
             self.worker_pids[slot] = 0
+            self.shared.started_pids[slot] = 0
             self.shared.counters[2 * slot] = 0  # its requests in flight ended with it
             gen = self.gen_of(slot)
             if self.signals or gen.retiring:
@@ -235,6 +237,7 @@ class _Supervisor:
             ready = all(self.worker_pids[s] in self.ready_pids for s in gen.slots)
             if ready and not gen.retiring:
                 gen.serving = True
+                self.shared.service_started.value = 1  # the started probe's 200 (SPEC 13.3)
 
     def check_heartbeats(self) -> None:
         now = time.monotonic()
@@ -362,6 +365,8 @@ class _Supervisor:
         """Stop a generation's workers (a ready one drains as for a reload), and close the
         supervisor's copy of each socket the other generation does not use."""
         gen.retiring = True
+        for slot in gen.slots:  # the probes count the workers of the other generation only
+            self.shared.started_pids[slot] = 0
         others = [s for g in self.gens if g is not gen for s in g.sockets]
         for sock in gen.sockets:
             if all(sock is not kept for kept in others):

@@ -84,6 +84,10 @@ class Worker:
         self.heartbeat = shared.heartbeat if shared is not None else None
         self.counters = shared.counters if shared is not None else None
         self.worker_pids = shared.worker_pids if shared is not None else None
+        self.started_pids = shared.started_pids if shared is not None else None
+        self._service_started = shared.service_started if shared is not None else None
+        # the workers of one generation: two generations' slots, a reload's (SPEC 13.1)
+        self._generation = max(shared.workers // 2, 1) if shared is not None else 1
         self.lock_board = shared.lock_board if shared is not None else None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.conns = ConnectionSet()
@@ -132,9 +136,10 @@ class Worker:
         self._store_check = StoreCheck(client, client.store.kind) if client is not None else None
         self.probes = Probes(
             self._store_check,
-            self.workers_alive,
+            self.workers_started,
             lambda: self.built.pools.values(),
             lambda: self.conns.draining,
+            self.service_started,
         )
         self._secret: bytes | None = None
         self._secret_retry_at = 0.0  # while the store does not answer: a worker's own key
@@ -234,6 +239,49 @@ class Worker:
         beats = [b for b, pid in zip(self.heartbeat, self.worker_pids, strict=True) if pid]
         return sum(1 for beat in beats if now - beat <= limit), len(beats)
 
+    def workers_started(self) -> tuple[int, int, int]:
+        """(workers whose heartbeat is fresh, workers that finished starting, workers
+        expected) of one generation: one whose every worker beats and finished starting if
+        there is one (a reload runs two side by side for a while, SPEC 13.1), else this
+        worker's own. A worker finished starting once it reported ready to the supervisor
+        (``started_pids``); one in its start, a replacement too, does not count."""
+        pids, beats, started = self.worker_pids, self.heartbeat, self.started_pids
+        if pids is None or beats is None or started is None:
+            return 1, int(self.probes.started), 1
+        count = self._generation
+        limit = self.plan.config.worker_timeout_ms / 1000
+        now = time.monotonic()
+        own = (0, 0, count)
+        for first in range(0, len(pids), count):
+            alive = ready = 0
+            for slot in range(first, first + count):
+                pid = pids[slot]
+                if not pid:
+                    continue
+                if now - beats[slot] <= limit:
+                    alive += 1
+                if started[slot] == pid:
+                    ready += 1
+            if alive == ready == count:
+                return alive, ready, count
+            if first <= self.index < first + count:
+                own = (alive, ready, count)
+        return own
+
+    def service_started(self) -> bool:
+        """Whether every worker of the service finished starting at least once (SPEC 13.3's
+        ``started``): kept in the shared cell from the first time it is seen, by a worker or
+        by the supervisor as it marks the generation serving."""
+        cell = self._service_started
+        if cell is None:
+            return self.probes.started
+        if not cell.value:
+            _, ready, expected = self.workers_started()
+            if ready < expected:
+                return False
+            cell.value = 1
+        return True
+
     async def usage_figures(self) -> dict[str, Any]:
         return await self.usage.figures()
 
@@ -322,6 +370,9 @@ class Worker:
         if self.plan.config.monitor is not None:
             await self._serve_monitor(loop)
         self._beat()
+        if self.started_pids is not None:  # finished starting: the probes count it (SPEC 13.3)
+            self.started_pids[self.index] = os.getpid()
+            self.service_started()  # the last of a generation to finish sees them all
         if on_ready is not None:
             on_ready()
         await self._stop.wait()
