@@ -14,6 +14,9 @@ the key's, never the token's), ``typ`` (``at+jwt``), ``iss``, ``aud``, ``exp`` a
 ``leeway`` seconds), its scopes and any ``cnf`` binding (RFC 8705 certificate, RFC 9449 DPoP
 key); with ``introspect=(client_id, secret)`` it also asks the issuer's introspection route
 (RFC 7662), remembering an answer for at most 30 s, so that a revoked token is refused.
+Each fetch's whole answer comes within ``timeout`` seconds (5) or is given up, one at a time,
+and a failed one is not tried again for a back-off of 5-30 s (a stale set serving meanwhile,
+15 minutes past its max-age at most; docs/verifying-tokens.md).
 :class:`AsyncVerifier` has the same methods as coroutines. ``Verifier.require(scopes=...)`` is a
 FastAPI/Starlette dependency, :class:`VerifyMiddleware` an ASGI middleware.
 
