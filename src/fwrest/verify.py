@@ -1015,6 +1015,11 @@ class AsyncVerifier:
         need it wait for until its deadline (one of them cancelled leaves it running)."""
         core = self._core
         fetch = self._fetch
+        if fetch is not None and (
+            fetch.task is None or fetch.task.get_loop() is not asyncio.get_running_loop()
+        ):
+            self._abandon(fetch)  # of a loop now gone: no answer, no back-off
+            fetch = None
         if fetch is None:
             if core.no_key is not None:
                 raise core.no_key
@@ -1053,16 +1058,18 @@ class AsyncVerifier:
         except (IssuerUnavailable, NoPublicKey) as exc:
             error = exc
         except asyncio.CancelledError:
-            # the loop closing: not the issuer's failure, no back-off
-            if not fetch.settled:
-                fetch.settled = True
-                fetch.error = IssuerUnavailable("the issuer's key set fetch was cancelled")
-                if self._fetch is fetch:
-                    self._fetch = None
+            self._abandon(fetch)  # the loop closing: not the issuer's failure, no back-off
             raise
         except Exception as exc:  # never a waiter left without an answer
             error = _http_error(fetch.step, exc)
         self._settle(fetch, keys, error)
+
+    def _abandon(self, fetch: _Fetch) -> None:
+        if not fetch.settled:
+            fetch.settled = True
+            fetch.error = IssuerUnavailable(f"the issuer's {fetch.step} fetch was cancelled")
+            if self._fetch is fetch:
+                self._fetch = None
 
     def _settle(
         self, fetch: _Fetch, keys: _Keys | None, error: IssuerUnavailable | NoPublicKey | None
