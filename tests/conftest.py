@@ -381,7 +381,7 @@ SERIAL = frozenset((
     "tests/server/test_backpressure.py", "tests/server/test_connstate.py",
     "tests/server/test_head_limits.py", "tests/server/test_hooks_calls.py",
     "tests/server/test_pool.py", "tests/store/test_redis_forms.py",
-    "tests/store/test_sqlite_locked.py",
+    "tests/store/test_sqlite_locked.py", "tests/verify/test_fetch_deadlines.py",
 ))  # fmt: skip
 # Modules that load the machine for minutes but assert no time: in the parallel part, first (the
 # longest; the wheel's compiled build is two minutes of one process, which at the end of the

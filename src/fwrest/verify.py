@@ -14,6 +14,9 @@ the key's, never the token's), ``typ`` (``at+jwt``), ``iss``, ``aud``, ``exp`` a
 ``leeway`` seconds), its scopes and any ``cnf`` binding (RFC 8705 certificate, RFC 9449 DPoP
 key); with ``introspect=(client_id, secret)`` it also asks the issuer's introspection route
 (RFC 7662), remembering an answer for at most 30 s, so that a revoked token is refused.
+Each fetch's whole answer comes within ``timeout`` seconds (5) or is given up, one at a time,
+and a failed one is not tried again for a back-off of 5-30 s (a stale set serving meanwhile,
+15 minutes past its max-age at most; docs/verifying-tokens.md).
 :class:`AsyncVerifier` has the same methods as coroutines. ``Verifier.require(scopes=...)`` is a
 FastAPI/Starlette dependency, :class:`VerifyMiddleware` an ASGI middleware.
 
@@ -57,7 +60,11 @@ KID_REFETCH_S = 60.0  # SPEC 16.4: an unknown kid fetches the set unless one was
 INTROSPECT_CACHE_S = 30.0  # SPEC 16.4: an introspection answer is remembered at most this long
 DEFAULT_MAX_AGE_S = 300.0  # a key set answered without Cache-Control max-age
 MAX_AGE_CAP_S = 86400.0  # a key set is fetched again at least daily, whatever it says
-HTTP_TIMEOUT_S = 5.0
+HTTP_TIMEOUT_S = 5.0  # one fetch's whole answer (connection, headers and body) within this
+MAX_BODY = 1 << 20  # bytes of a metadata, key set or introspection answer read at most
+RETRY_FIRST_S = 5.0  # after a failed fetch, none again for this long, doubled each failure...
+RETRY_MAX_S = 30.0  # ...up to this (docs/decisions.md, "fwrest.verify")
+STALE_GRACE_S = 900.0  # a stale key set serves this long past its max-age, the issuer unreachable
 DPOP_WINDOW_S = 60.0  # a DPoP proof's iat within this of now (SPEC 16.2)
 SIGNING_ALGS = ("ES256", "EdDSA", "RS256")  # fwrest's public-key algorithms (SPEC 12.1)
 DPOP_ALGS = SIGNING_ALGS  # a DPoP proof's (SPEC 16.2)
@@ -201,6 +208,69 @@ class _Keys:
     stale_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """An issuer's whole answer, read within its deadline."""
+
+    status: int
+    body: bytes
+    cache_control: str | None
+
+
+class _Backoff:
+    """After a failed fetch, none again for a while (5 s, doubled each failure in a row, up
+    to 30 s): calls meanwhile get the failure's answer at once, not a wait each."""
+
+    __slots__ = ("error", "failures", "first", "most", "until")
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self.until = float("-inf")  # monotonic
+        self.error: IssuerUnavailable | None = None
+        self.first = RETRY_FIRST_S  # settable (tests shorten them)
+        self.most = RETRY_MAX_S
+
+    def active(self) -> IssuerUnavailable | None:
+        """The last failure while its back-off runs, else None."""
+        if self.error is not None and time.monotonic() < self.until:
+            return self.error
+        return None
+
+    def failed(self, error: IssuerUnavailable) -> None:
+        self.failures += 1
+        delay = min(self.first * 2 ** min(self.failures - 1, 16), self.most)
+        self.until = time.monotonic() + delay
+        self.error = error
+
+    def succeeded(self) -> None:
+        self.failures = 0
+        self.until = float("-inf")
+        self.error = None
+
+
+class _Fetch:
+    """One fetch of the metadata (when not known yet) and the key set, in flight: the callers
+    that need it wait for it, none longer than its deadline."""
+
+    __slots__ = ("deadline", "done", "error", "settled", "step", "task")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline  # monotonic
+        self.step = "key set"  # what it reads now (its error's words)
+        self.settled = False
+        self.error: IssuerUnavailable | NoPublicKey | None = None
+        self.done = threading.Event()  # a Verifier's
+        self.task: asyncio.Future[None] | None = None  # an AsyncVerifier's
+
+
+def _late(what: str, timeout: float) -> IssuerUnavailable:
+    return IssuerUnavailable(f"the issuer's {what} was not read within {timeout:g} s")
+
+
+def _too_large(what: str) -> IssuerUnavailable:
+    return IssuerUnavailable(f"the issuer's {what} is larger than {MAX_BODY} bytes")
+
+
 class _Core:
     """The checks of a verifier, and its caches; the sync and async classes fetch."""
 
@@ -214,8 +284,12 @@ class _Core:
         if not isinstance(issuer, str) or not issuer:
             raise ValueError("Verifier: issuer must be the issuer's URL (the tokens' iss)")
         parts = urlsplit(issuer)
-        if parts.scheme not in ("https", "http") or not parts.hostname:
-            raise ValueError(f"Verifier: issuer {issuer!r} is not an https URL")
+        if parts.scheme != "https" or not parts.hostname:
+            # RFC 8414 2, SPEC 12.2: an issuer, and so every iss fwrest writes, is https
+            raise ValueError(
+                f"Verifier: issuer {issuer!r} is not an https URL (the tokens' iss, "
+                "https://host[:port]/path)"
+            )
         if not 0 <= leeway <= 300:
             raise ValueError("Verifier: leeway must be 0-300 seconds")
         if introspect is not None and (
@@ -233,10 +307,15 @@ class _Core:
         self.jwks_uri: str | None = None
         self.introspection_endpoint: str | None = None
         self.keys: _Keys | None = None
-        self.last_fetch = float("-inf")  # monotonic: the key set's last fetch
+        self.last_fetch = float("-inf")  # monotonic: the key set's last fetch (its start)
         # settable on an instance (tests shorten them; SPEC 9's rule for deadlines)
         self.kid_refetch_interval = KID_REFETCH_S
         self.introspect_cache_s = INTROSPECT_CACHE_S
+        self.timeout = HTTP_TIMEOUT_S
+        self.stale_grace_s = STALE_GRACE_S
+        self.max_age = MAX_AGE_CAP_S  # keys_max_age
+        self.key_backoff = _Backoff()  # the metadata and key set's
+        self.introspect_backoff = _Backoff()
         self._active: dict[str, tuple[float, bool]] = {}
         self._jtis: dict[str, float] = {}
         self._caches = threading.Lock()  # the two above, shared by a Verifier's threads
@@ -271,10 +350,9 @@ class _Core:
         if self.introspect is not None and self.introspection_endpoint is None:
             raise IssuerUnavailable(f"the issuer {self.issuer} has no introspection endpoint")
 
-    def take_keys(self, status: int, body: bytes, cache_control: str | None) -> None:
+    def parse_keys(self, status: int, body: bytes, cache_control: str | None) -> _Keys:
         import jwt
 
-        self.last_fetch = time.monotonic()
         if status != 200:
             raise IssuerUnavailable(f"the issuer's key set answered {status}")
         try:
@@ -296,10 +374,31 @@ class _Core:
             except jwt.PyJWTError:
                 continue
             by_kid[kid] = (alg, key)
-        self.keys = _Keys(by_kid, self.last_fetch + _max_age(cache_control))
+        return _Keys(by_kid, time.monotonic() + min(_max_age(cache_control), self.max_age))
+
+    def settle(self, keys: _Keys | None, error: Exception | None) -> None:
+        """A fetch's outcome: the new set, or a failure's back-off (NoPublicKey is kept as
+        ``no_key`` for good)."""
+        if keys is not None:
+            self.keys = keys
+            self.key_backoff.succeeded()
+        elif isinstance(error, IssuerUnavailable):
+            self.key_backoff.failed(error)
+
+    def start_fetch(self) -> _Fetch:
+        self.last_fetch = time.monotonic()
+        fetch = _Fetch(self.last_fetch + self.timeout)
+        if self.jwks_uri is None:
+            fetch.step = "metadata"
+        return fetch
 
     def keys_stale(self) -> bool:
         return self.keys is None or time.monotonic() >= self.keys.stale_at
+
+    def stale_usable(self) -> bool:
+        """Whether the set held may serve when it cannot be fetched again: until
+        ``stale_grace_s`` (15 minutes) past its max-age."""
+        return self.keys is not None and time.monotonic() < self.keys.stale_at + self.stale_grace_s
 
     def may_refetch(self) -> bool:
         """An unknown kid fetches the set again unless a fetch was made in the last minute."""
@@ -483,7 +582,8 @@ class _Core:
 
     def take_introspection(
         self, token: str, claims: dict[str, Any], status: int, body: bytes
-    ) -> None:
+    ) -> bool:
+        """Whether the token is active (remembered); IssuerUnavailable for no answer."""
         if status != 200:
             raise IssuerUnavailable(f"the issuer's introspection answered {status}")
         try:
@@ -496,7 +596,7 @@ class _Core:
             if len(self._active) >= _INTROSPECT_MAX:
                 del self._active[next(iter(self._active))]
             self._active[self.token_key(token)] = (time.monotonic() + lifetime, active)
-        self.refuse_inactive(active)
+        return active
 
     @staticmethod
     def refuse_inactive(active: bool) -> None:
@@ -571,7 +671,8 @@ class Verifier:
         self._core = _Core(issuer, audience, leeway, introspect)
         self._verify = _tls(verify)
         self._http: httpx.Client | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the fetch in flight; never held across I/O
+        self._fetch: _Fetch | None = None
 
     @property
     def issuer(self) -> str:
@@ -593,11 +694,38 @@ class Verifier:
     def introspect_cache_s(self, seconds: float) -> None:
         self._core.introspect_cache_s = min(seconds, INTROSPECT_CACHE_S)
 
+    @property
+    def timeout(self) -> float:
+        """Seconds for the whole answer of one fetch (metadata and key set together, or an
+        introspection): 5 by default."""
+        return self._core.timeout
+
+    @timeout.setter
+    def timeout(self, seconds: float) -> None:
+        if not 0 < seconds <= 60:
+            raise ValueError("Verifier: timeout must be 0-60 seconds")
+        self._core.timeout = seconds
+
+    @property
+    def keys_max_age(self) -> float:
+        """The longest the key set is kept, whatever its ``Cache-Control`` says (a day by
+        default; fwrest's says 300 s): lower it to bound how long a key that fwrest's operator
+        removed (after a leak) is still accepted here. It counts from the next fetch."""
+        return self._core.max_age
+
+    @keys_max_age.setter
+    def keys_max_age(self, seconds: float) -> None:
+        if not 0 <= seconds <= MAX_AGE_CAP_S:
+            raise ValueError("Verifier: keys_max_age must be 0-86400 seconds")
+        self._core.max_age = seconds
+
     def _client(self) -> httpx.Client:
         if self._http is None:
             import httpx
 
-            self._http = httpx.Client(verify=self._verify, timeout=HTTP_TIMEOUT_S)
+            with self._lock:  # one client, whichever thread asks first
+                if self._http is None:
+                    self._http = httpx.Client(verify=self._verify, timeout=HTTP_TIMEOUT_S)
         return self._http
 
     def close(self) -> None:
@@ -613,52 +741,105 @@ class Verifier:
 
     def discover(self) -> None:
         """Read the issuer's metadata and key set now (else at the first check)."""
+        self._refresh(serve_stale=False)
+
+    def _get(self, what: str, url: str, deadline: float, **post: Any) -> _Answer:
+        """The whole answer to a GET (a POST with ``post``), body and all, by ``deadline``
+        (a read waits no longer than what was left when it began: the caller stops waiting at
+        the deadline, this thread a read later at most)."""
+        import httpx
+
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _late(what, self._core.timeout)
+        try:
+            with self._client().stream(
+                "POST" if post else "GET", url, timeout=left, **post
+            ) as answer:
+                body = bytearray()
+                for chunk in answer.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_BODY:
+                        raise _too_large(what)
+                    if time.monotonic() > deadline:
+                        raise _late(what, self._core.timeout)
+                return _Answer(answer.status_code, bytes(body), answer.headers.get("cache-control"))
+        except httpx.TimeoutException:
+            raise _late(what, self._core.timeout) from None
+        except httpx.HTTPError as exc:
+            raise _http_error(what, exc) from None
+
+    def _refresh(self, *, serve_stale: bool) -> None:
+        """Fetch the key set (the metadata first when not read yet), or wait for the fetch
+        another thread is making, never past its deadline. ``serve_stale``: the set held may
+        serve if the fetch fails, and does meanwhile when another thread fetches. Raises the
+        fetch's failure (``IssuerUnavailable``) when nothing may serve, at once while the
+        back-off of the last failure runs; ``NoPublicKey``."""
+        core = self._core
+        with self._lock:  # never held across I/O
+            fetch = self._fetch
+            if fetch is None:
+                if core.no_key is not None:
+                    raise core.no_key
+                failed = core.key_backoff.active()
+                if failed is not None:
+                    if serve_stale:
+                        return
+                    raise failed
+                fetch = self._fetch = core.start_fetch()
+                threading.Thread(
+                    target=self._run, args=(fetch,), name="fwrest-verify-fetch", daemon=True
+                ).start()
+            elif serve_stale:
+                return  # another thread fetches; the set held serves meanwhile
+        if not fetch.done.wait(max(fetch.deadline - time.monotonic(), 0.0)):
+            self._settle(fetch, None, _late(fetch.step, core.timeout))
+        if fetch.error is not None and (isinstance(fetch.error, NoPublicKey) or not serve_stale):
+            raise fetch.error
+
+    def _run(self, fetch: _Fetch) -> None:
+        """A fetch, in a thread of its own: its callers stop waiting at its deadline even when
+        a read has not returned."""
+        core = self._core
+        keys: _Keys | None = None
+        error: IssuerUnavailable | NoPublicKey | None = None
+        try:
+            if core.jwks_uri is None:
+                fetch.step = "metadata"
+                meta = self._get("metadata", core.metadata_url, fetch.deadline)
+                core.take_metadata(meta.status, meta.body)
+                fetch.step = "key set"
+            assert core.jwks_uri is not None
+            answer = self._get("key set", core.jwks_uri, fetch.deadline)
+            keys = core.parse_keys(answer.status, answer.body, answer.cache_control)
+        except (IssuerUnavailable, NoPublicKey) as exc:
+            error = exc
+        except Exception as exc:  # never a waiter left without an answer
+            error = _http_error(fetch.step, exc)
+        self._settle(fetch, keys, error)
+
+    def _settle(
+        self, fetch: _Fetch, keys: _Keys | None, error: IssuerUnavailable | NoPublicKey | None
+    ) -> None:
+        """The first outcome of a fetch counts (its answer, or its deadline passing)."""
         with self._lock:
-            self._discover()
-            self._fetch_keys()
-
-    def _discover(self) -> None:
-        import httpx
-
-        if self._core.no_key is not None:
-            raise self._core.no_key
-        if self._core.jwks_uri is not None:
-            return
-        try:
-            answer = self._client().get(self._core.metadata_url)
-        except httpx.HTTPError as exc:
-            raise _http_error("metadata", exc) from None
-        self._core.take_metadata(answer.status_code, answer.content)
-
-    def _fetch_keys(self) -> None:
-        import httpx
-
-        assert self._core.jwks_uri is not None
-        try:
-            answer = self._client().get(self._core.jwks_uri)
-        except httpx.HTTPError as exc:
-            self._core.last_fetch = time.monotonic()
-            raise _http_error("key set", exc) from None
-        self._core.take_keys(
-            answer.status_code, answer.content, answer.headers.get("cache-control")
-        )
+            if fetch.settled:
+                return
+            fetch.settled = True
+            fetch.error = error
+            self._core.settle(keys, error)
+            if self._fetch is fetch:
+                self._fetch = None
+            fetch.done.set()
 
     def _key(self, header: dict[str, Any]) -> tuple[str, Any] | None:
         core = self._core
         if core.keys_stale():
-            with self._lock:
-                if core.keys_stale():
-                    self._discover()
-                    try:
-                        self._fetch_keys()
-                    except IssuerUnavailable:
-                        if core.keys is None:
-                            raise  # else the stale set serves until the issuer answers
+            # a stale set serves while the issuer cannot be read, up to stale_grace_s
+            self._refresh(serve_stale=core.stale_usable())
         found = core.key_of(header)
-        if found is None and core.may_refetch():
-            with self._lock:
-                if core.key_of(header) is None and core.may_refetch():
-                    self._fetch_keys()  # a key made since (a rotation)
+        if found is None and (self._fetch is not None or core.may_refetch()):
+            self._refresh(serve_stale=False)  # a key made since (a rotation)
             found = core.key_of(header)
         return found
 
@@ -685,9 +866,9 @@ class Verifier:
         if core.jwks_uri is None:
             # an issuer without a key set says so at the first check, whatever the token
             # (SPEC 16.4: NoPublicKey); an issuer that does not answer is said where the
-            # token needs its keys
-            with self._lock, contextlib.suppress(IssuerUnavailable):
-                self._discover()
+            # token needs its keys (by the failure's back-off: the issuer is asked once)
+            with contextlib.suppress(IssuerUnavailable):
+                self._refresh(serve_stale=False)
         header = core.header(token)
         claims = core.claims(token, header, self._key(header))
         core.bindings(token, claims, dpop_proof, method, url, client_cert)
@@ -697,23 +878,52 @@ class Verifier:
         return claims
 
     def _introspect(self, token: str, claims: dict[str, Any]) -> None:
-        import httpx
-
         core = self._core
         cached = core.cached_active(token)
         if cached is not None:
             core.refuse_inactive(cached)
             return
+        failed = core.introspect_backoff.active()
+        if failed is not None:
+            raise failed
         assert core.introspect is not None and core.introspection_endpoint is not None
+        endpoint, auth = core.introspection_endpoint, core.introspect
+        deadline = time.monotonic() + core.timeout
+        box: list[_Answer | Exception] = []
+        done = threading.Event()
+
+        def ask() -> None:
+            try:
+                box.append(
+                    self._get(
+                        "introspection",
+                        endpoint,
+                        deadline,
+                        data={"token": token, "token_type_hint": "access_token"},
+                        auth=auth,
+                    )
+                )
+            except Exception as exc:
+                box.append(exc)
+            finally:
+                done.set()
+
+        # in a thread of its own, so that this check waits no longer than the deadline
+        threading.Thread(target=ask, name="fwrest-verify-introspect", daemon=True).start()
         try:
-            answer = self._client().post(
-                core.introspection_endpoint,
-                data={"token": token, "token_type_hint": "access_token"},
-                auth=core.introspect,
-            )
-        except httpx.HTTPError as exc:
-            raise _http_error("introspection", exc) from None
-        core.take_introspection(token, claims, answer.status_code, answer.content)
+            if not done.wait(max(deadline - time.monotonic(), 0.0)):
+                raise _late("introspection", core.timeout)
+            answer = box[0]
+            if isinstance(answer, IssuerUnavailable):
+                raise answer
+            if isinstance(answer, Exception):
+                raise _http_error("introspection", answer)
+            active = core.take_introspection(token, claims, answer.status, answer.body)
+        except IssuerUnavailable as exc:
+            core.introspect_backoff.failed(exc)
+            raise
+        core.introspect_backoff.succeeded()
+        core.refuse_inactive(active)
 
     def require(self, scopes: Iterable[str] = ()) -> Callable[..., Awaitable[dict[str, Any]]]:
         """A FastAPI/Starlette dependency giving a request's claims (401/403 otherwise):
@@ -744,11 +954,14 @@ class AsyncVerifier:
         self._core = _Core(issuer, audience, leeway, introspect)
         self._verify = _tls(verify)
         self._http: httpx.AsyncClient | None = None
-        self._lock: asyncio.Lock | None = None
+        self._fetch: _Fetch | None = None  # the fetch in flight
+        self._tasks: set[asyncio.Future[None]] = set()
 
     issuer = Verifier.issuer
     kid_refetch_interval = Verifier.kid_refetch_interval
     introspect_cache_s = Verifier.introspect_cache_s
+    timeout = Verifier.timeout
+    keys_max_age = Verifier.keys_max_age
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
@@ -756,11 +969,6 @@ class AsyncVerifier:
 
             self._http = httpx.AsyncClient(verify=self._verify, timeout=HTTP_TIMEOUT_S)
         return self._http
-
-    def _locked(self) -> asyncio.Lock:
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        return self._lock
 
     async def aclose(self) -> None:
         if self._http is not None:
@@ -775,52 +983,112 @@ class AsyncVerifier:
 
     async def discover(self) -> None:
         """Read the issuer's metadata and key set now (else at the first check)."""
-        async with self._locked():
-            await self._discover()
-            await self._fetch_keys()
+        await self._refresh(serve_stale=False)
 
-    async def _discover(self) -> None:
+    async def _get(self, what: str, url: str, deadline: float, **post: Any) -> _Answer:
+        """:meth:`Verifier._get`, the whole answer cancelled at the deadline."""
         import httpx
 
-        if self._core.no_key is not None:
-            raise self._core.no_key
-        if self._core.jwks_uri is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _late(what, self._core.timeout)
+        try:
+            async with asyncio.timeout(left):
+                async with self._client().stream(
+                    "POST" if post else "GET", url, timeout=left, **post
+                ) as answer:
+                    body = bytearray()
+                    async for chunk in answer.aiter_bytes():
+                        body += chunk
+                        if len(body) > MAX_BODY:
+                            raise _too_large(what)
+                    return _Answer(
+                        answer.status_code, bytes(body), answer.headers.get("cache-control")
+                    )
+        except (TimeoutError, httpx.TimeoutException):
+            raise _late(what, self._core.timeout) from None
+        except httpx.HTTPError as exc:
+            raise _http_error(what, exc) from None
+
+    async def _refresh(self, *, serve_stale: bool) -> None:
+        """:meth:`Verifier._refresh`: the fetch is a task of its own, which the coroutines that
+        need it wait for until its deadline (one of them cancelled leaves it running)."""
+        core = self._core
+        fetch = self._fetch
+        if fetch is not None and (
+            fetch.task is None or fetch.task.get_loop() is not asyncio.get_running_loop()
+        ):
+            self._abandon(fetch)  # of a loop now gone: no answer, no back-off
+            fetch = None
+        if fetch is None:
+            if core.no_key is not None:
+                raise core.no_key
+            failed = core.key_backoff.active()
+            if failed is not None:
+                if serve_stale:
+                    return
+                raise failed
+            fetch = self._fetch = core.start_fetch()
+            task = asyncio.ensure_future(self._run(fetch))
+            self._tasks.add(task)  # held until done (the loop keeps only a weak reference)
+            task.add_done_callback(self._tasks.discard)
+            fetch.task = task
+        elif serve_stale:
+            return  # another coroutine fetches; the set held serves meanwhile
+        assert fetch.task is not None
+        await asyncio.wait({fetch.task}, timeout=max(fetch.deadline - time.monotonic(), 0.0))
+        if not fetch.settled:
+            self._settle(fetch, None, _late(fetch.step, core.timeout))
+        if fetch.error is not None and (isinstance(fetch.error, NoPublicKey) or not serve_stale):
+            raise fetch.error
+
+    async def _run(self, fetch: _Fetch) -> None:
+        core = self._core
+        keys: _Keys | None = None
+        error: IssuerUnavailable | NoPublicKey | None = None
+        try:
+            if core.jwks_uri is None:
+                fetch.step = "metadata"
+                meta = await self._get("metadata", core.metadata_url, fetch.deadline)
+                core.take_metadata(meta.status, meta.body)
+                fetch.step = "key set"
+            assert core.jwks_uri is not None
+            answer = await self._get("key set", core.jwks_uri, fetch.deadline)
+            keys = core.parse_keys(answer.status, answer.body, answer.cache_control)
+        except (IssuerUnavailable, NoPublicKey) as exc:
+            error = exc
+        except asyncio.CancelledError:
+            self._abandon(fetch)  # the loop closing: not the issuer's failure, no back-off
+            raise
+        except Exception as exc:  # never a waiter left without an answer
+            error = _http_error(fetch.step, exc)
+        self._settle(fetch, keys, error)
+
+    def _abandon(self, fetch: _Fetch) -> None:
+        if not fetch.settled:
+            fetch.settled = True
+            fetch.error = IssuerUnavailable(f"the issuer's {fetch.step} fetch was cancelled")
+            if self._fetch is fetch:
+                self._fetch = None
+
+    def _settle(
+        self, fetch: _Fetch, keys: _Keys | None, error: IssuerUnavailable | NoPublicKey | None
+    ) -> None:
+        if fetch.settled:
             return
-        try:
-            answer = await self._client().get(self._core.metadata_url)
-        except httpx.HTTPError as exc:
-            raise _http_error("metadata", exc) from None
-        self._core.take_metadata(answer.status_code, answer.content)
-
-    async def _fetch_keys(self) -> None:
-        import httpx
-
-        assert self._core.jwks_uri is not None
-        try:
-            answer = await self._client().get(self._core.jwks_uri)
-        except httpx.HTTPError as exc:
-            self._core.last_fetch = time.monotonic()
-            raise _http_error("key set", exc) from None
-        self._core.take_keys(
-            answer.status_code, answer.content, answer.headers.get("cache-control")
-        )
+        fetch.settled = True
+        fetch.error = error
+        self._core.settle(keys, error)
+        if self._fetch is fetch:
+            self._fetch = None
 
     async def _key(self, header: dict[str, Any]) -> tuple[str, Any] | None:
         core = self._core
         if core.keys_stale():
-            async with self._locked():
-                if core.keys_stale():
-                    await self._discover()
-                    try:
-                        await self._fetch_keys()
-                    except IssuerUnavailable:
-                        if core.keys is None:
-                            raise
+            await self._refresh(serve_stale=core.stale_usable())
         found = core.key_of(header)
-        if found is None and core.may_refetch():
-            async with self._locked():
-                if core.key_of(header) is None and core.may_refetch():
-                    await self._fetch_keys()
+        if found is None and (self._fetch is not None or core.may_refetch()):
+            await self._refresh(serve_stale=False)
             found = core.key_of(header)
         return found
 
@@ -837,9 +1105,8 @@ class AsyncVerifier:
         """:meth:`Verifier.verify`, awaited."""
         core = self._core
         if core.jwks_uri is None:
-            async with self._locked():  # as Verifier.verify
-                with contextlib.suppress(IssuerUnavailable):
-                    await self._discover()
+            with contextlib.suppress(IssuerUnavailable):  # as Verifier.verify
+                await self._refresh(serve_stale=False)
         header = core.header(token)
         claims = core.claims(token, header, await self._key(header))
         core.bindings(token, claims, dpop_proof, method, url, client_cert)
@@ -849,23 +1116,29 @@ class AsyncVerifier:
         return claims
 
     async def _introspect(self, token: str, claims: dict[str, Any]) -> None:
-        import httpx
-
         core = self._core
         cached = core.cached_active(token)
         if cached is not None:
             core.refuse_inactive(cached)
             return
+        failed = core.introspect_backoff.active()
+        if failed is not None:
+            raise failed
         assert core.introspect is not None and core.introspection_endpoint is not None
         try:
-            answer = await self._client().post(
+            answer = await self._get(
+                "introspection",
                 core.introspection_endpoint,
+                time.monotonic() + core.timeout,
                 data={"token": token, "token_type_hint": "access_token"},
                 auth=core.introspect,
             )
-        except httpx.HTTPError as exc:
-            raise _http_error("introspection", exc) from None
-        core.take_introspection(token, claims, answer.status_code, answer.content)
+            active = core.take_introspection(token, claims, answer.status, answer.body)
+        except IssuerUnavailable as exc:
+            core.introspect_backoff.failed(exc)
+            raise
+        core.introspect_backoff.succeeded()
+        core.refuse_inactive(active)
 
     def require(self, scopes: Iterable[str] = ()) -> Callable[..., Awaitable[dict[str, Any]]]:
         """:meth:`Verifier.require`, checked on the event loop."""

@@ -283,6 +283,7 @@ def asgi_app(issuer: Issuer) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+        sync_verifier.close()  # its pooled TLS connection, else closed by the GC with a warning
 
 
 def test_the_middleware_takes_dpop_tokens_with_their_proof(issuer: Issuer, asgi_app: str) -> None:

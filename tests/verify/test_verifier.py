@@ -180,6 +180,12 @@ def test_an_issuer_that_cannot_be_reached_is_unavailable_not_a_refusal(svc: OAut
         v.verify(token(svc))
     with pytest.raises(ValueError, match="issuer"):
         Verifier("not a url")
+    # an issuer is https (RFC 8414 2, SPEC 12.2), on loopback too: fwrest writes no other iss
+    for plain in ("http://127.0.0.1:8443/rest", "http://auth.example.com/rest"):
+        with pytest.raises(ValueError, match="is not an https URL"):
+            Verifier(plain)
+        with pytest.raises(ValueError, match="is not an https URL"):
+            AsyncVerifier(plain)
 
 
 def test_a_rotation_is_followed_after_an_unknown_kid_at_most_once_a_minute(
@@ -320,4 +326,15 @@ def test_a_key_set_s_cache_control_is_kept(svc: OAuthService) -> None:
         v.verify(token(svc))
     assert fetched.count("/rest/fw/oauth2/jwks") == 1, fetched
     assert fetched.count("/.well-known/oauth-authorization-server/rest") == 1, fetched
+    v.close()
+    # keys_max_age bounds it below (a leaked key removed on fwrest: docs/verifying-tokens.md)
+    fetched.clear()
+    v = verifier(svc)
+    assert v.keys_max_age == 86400
+    v.keys_max_age = 0
+    v.verify(token(svc))
+    v._client().event_hooks["request"].append(hook)
+    for _ in range(2):
+        v.verify(token(svc))
+    assert fetched.count("/rest/fw/oauth2/jwks") == 2, fetched
     v.close()
