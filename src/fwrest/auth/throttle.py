@@ -10,6 +10,12 @@ and its password is never checked, so however many attempts arrive at once, at m
 
 * the password was wrong: it stays, a failure (:meth:`Throttle.failed`), and the failure that
   takes the count to ``maxFailures`` locks the key until its window ends;
+* in the store an attempt is counted under its user's and its address's keys together, and
+  only while both are below ``maxFailures`` (``FailureStore.hit_failures``, atomic): one
+  refused for one key never sits in the other's count meanwhile, where another attempt would
+  find it (two hosts' attempts counted the keys one after the other, a refused one took its
+  count back; the count at ``maxFailures`` was reached twice, its lock-out announced twice,
+  or by an attempt counted over another's that was never checked: locked a failure early);
 * the password was right, or it was never checked (refused over the limit, an exception in
   the validator, a full pool, a client gone): it is taken back (:meth:`Throttle.succeeded`,
   :meth:`Throttle.abandon`). So the count is the failures plus the checks in progress, and a
@@ -156,9 +162,11 @@ def address_key(address: str) -> str:
 
 def crossed(count: int, max_failures: int) -> bool:
     """Whether the failure that made the window's count ``count`` started a lock-out: the
-    count went from below ``maxFailures`` to ``maxFailures`` or more. Counters are atomic, so
-    exactly one failure of a window does so, on whichever worker or host: the lock-out's
-    warning is logged once, even when concurrent failures push the count past the threshold."""
+    count went from below ``maxFailures`` to ``maxFailures`` or more. Counters are atomic and an
+    attempt is counted under both its keys or neither (``hit_failures``), so exactly one
+    failure of a window does so, on whichever worker or host: the lock-out's warning is logged
+    once, even when concurrent failures push the count past the threshold (but see
+    docs/decisions.md, "Brute force": a right password taken back at that instant)."""
     return count - 1 < max_failures <= count
 
 
@@ -648,19 +656,19 @@ class Throttle:
     async def _count(self, user_key: str, ip_key: str, run: StoreRun | None) -> Attempt:
         """One attempt counted under both keys, where this port counts (see the module's
         docstring)."""
-        where, window = self._where, self.window_s
+        where, window, keys = self._where, self.window_s, (user_key, ip_key)
         if where is _Where.STORE:
-            (n_user, w_user), (n_ip, w_ip) = await self._strict(
-                run, _both, self.store.hit_failure, user_key, ip_key, window
+            found = await self._strict(
+                run, self.store.hit_failures, keys, window, self.max_failures
             )
-            return Attempt(user_key, ip_key, (n_user, n_ip), (w_user, w_ip), in_store=True)
+            return self._in_store(user_key, ip_key, found)
         if where is _Where.BOARD_THEN_STORE and time.monotonic() >= self._away_until:
             # every host's count, before the check (SPEC 7.1, 8), when the store answers
             try:
-                (n_user, w_user), (n_ip, w_ip) = await self._lenient(
-                    _both, self.store.hit_failure, user_key, ip_key, window
+                found = await self._lenient(
+                    self.store.hit_failures, keys, window, self.max_failures
                 )
-                return Attempt(user_key, ip_key, (n_user, n_ip), (w_user, w_ip), in_store=True)
+                return self._in_store(user_key, ip_key, found)
             except (StoreError, TimeoutError) as exc:
                 self._away_until = time.monotonic() + _AWAY_S
                 log.auth_log.warning(
@@ -678,6 +686,16 @@ class Throttle:
             n_user, w_user = board.hit_failure(self.region, user_key, window)
             n_ip, w_ip = board.hit_failure(self.region, ip_key, window)
         return Attempt(user_key, ip_key, (n_user, n_ip), (w_user, w_ip))
+
+    def _in_store(self, user_key: str, ip_key: str, found: list[tuple[int, float]]) -> Attempt:
+        """The attempt the store's :meth:`~fwrest.store.base.FailureStore.hit_failures`
+        answered: counted under both keys, or (a key at ``maxFailures``) under neither."""
+        (n_user, w_user), (n_ip, w_ip) = found
+        limit = self.max_failures
+        counted = n_user <= limit and n_ip <= limit
+        return Attempt(
+            user_key, ip_key, (n_user, n_ip), (w_user, w_ip), counted=counted, in_store=True
+        )
 
     async def succeeded(self, attempt: Attempt, run: StoreRun | None = None) -> None:
         """The password was right: its count is taken back (a strict throttle's store that
@@ -701,6 +719,7 @@ class Throttle:
         if not attempt.counted:
             now_counted = await self._count(attempt.user, attempt.address, run)
             attempt.counts, attempt.remaining = now_counted.counts, now_counted.remaining
+            attempt.in_store = now_counted.in_store  # counted there now: not again below
         counts, remaining = attempt.counts, attempt.remaining
         if self._where is _Where.BOARD_THEN_STORE and not attempt.in_store:
             # counted on the board (the store was away): the store's count (every host's)
