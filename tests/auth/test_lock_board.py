@@ -198,3 +198,23 @@ def test_a_lock_the_store_will_not_take_leaves_the_list_read(tmp_path: Path) -> 
             other_host.close()
 
     asyncio.run(scenario())
+
+
+def test_a_known_header_refused_now_is_counted_once_in_the_store(tmp_path: Path) -> None:
+    """A Basic header ``OnAuth`` accepted lately is admitted uncounted; refused now (the password
+    changed), its failure is counted then: once, in the store (it was counted there twice)."""
+
+    async def scenario() -> None:
+        store = SqliteStore(tmp_path / "state.db")
+        throttle = Throttle(store, 3, "BASIC", board=LockBoard(2), region=0)
+        try:
+            user_key, ip_key = throttle.keys("bob", "127.0.0.5")
+            throttle.known("bob", "127.0.0.5")
+            await throttle.failed(throttle.uncounted("bob", "127.0.0.5"))
+            assert store.failures(user_key, 300)[0] == 1
+            assert store.failures(ip_key, 300)[0] == 1
+        finally:
+            throttle.stop()
+            store.close()
+
+    asyncio.run(scenario())
