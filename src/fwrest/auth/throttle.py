@@ -35,9 +35,11 @@ usually holds a whole /64), an IPv4-mapped address as the IPv4 address (:func:`a
   on the store (Basic keeps working, throttled, while the store is away): when the store does
   not answer within the background deadline, the port counts on the host's
   :class:`LockBoard` (memory the supervisor shares with its workers, no I/O) for the next
-  :data:`_AWAY_S`, each failure then also written to the store when it answers, whose count
-  decides the lock-out (the host's when it does not; a lock-out the host made meanwhile is
-  written to the store when it answers again, :meth:`Throttle._write_unwritten`). A header
+  :data:`_AWAY_S`. A failure counted there is settled by the host's count at once (nothing
+  waits on a store this worker knows is away) and written to the store behind the answer,
+  whose count then locks what the host's did not, if it answers (a failure it does not take
+  keeps the board counting for another :data:`_AWAY_S`; a lock-out the host made meanwhile
+  is written to the store when it answers again, :meth:`Throttle._write_unwritten`). A header
   ``OnAuth`` accepted lately is not counted at all (:meth:`Throttle.known`), so a client's
   requests do not wait on the store;
 * with ``StateStore=memory`` the store is one process's: attempts are counted on the board
@@ -61,7 +63,7 @@ import ipaddress
 import itertools
 import time
 import unicodedata
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from multiprocessing.sharedctypes import RawArray
 from typing import Any, Protocol, TypeVar
@@ -720,36 +722,62 @@ class Throttle:
             now_counted = await self._count(attempt.user, attempt.address, run)
             attempt.counts, attempt.remaining = now_counted.counts, now_counted.remaining
             attempt.in_store = now_counted.in_store  # counted there now: not again below
-        counts, remaining = attempt.counts, attempt.remaining
         if self._where is _Where.BOARD_THEN_STORE and not attempt.in_store:
-            # counted on the board (the store was away): the store's count (every host's)
-            # decides when it answers now; the host's when it does not
-            try:
-                (n_user, w_user), (n_ip, w_ip) = await self._lenient(
-                    _both, self.store.hit_failure, attempt.user, attempt.address, self.window_s
-                )
-                counts, remaining = (n_user, n_ip), (w_user, w_ip)
-            except (StoreError, TimeoutError) as exc:
-                log.auth_log.warning(
-                    "[%s] failure not counted in the state store, unavailable: %s; this "
-                    "host's count decides",
-                    self.port_name,
-                    str(exc) or f"no answer within {_DEADLINE_S:g} s",
-                )
+            # counted on the board: the store did not answer the count, and this worker
+            # counts on the board while it is away (SPEC 7: Basic does not wait on it). The
+            # host's count decides now; the failure is written to the store behind the
+            # answer, so that every host's count has it, and the store's count locks what the
+            # host's did not, when it answers
+            locked = self._settle(attempt, attempt.counts, attempt.remaining)
+            self._spawn(self._write_failure(attempt, locked))
+            return
+        self._settle(attempt, attempt.counts, attempt.remaining)
+
+    async def _write_failure(self, attempt: Attempt, locked: set[str]) -> None:
+        """Count in the store a failure counted on the board (:meth:`failed`); its count
+        settles the keys the host's count did not lock (``locked``)."""
+        try:
+            (n_user, w_user), (n_ip, w_ip) = await self._lenient(
+                _both, self.store.hit_failure, attempt.user, attempt.address, self.window_s
+            )
+        except (StoreError, TimeoutError) as exc:
+            # still away: the board counts on (the next attempts do not ask it either)
+            self._away_until = max(self._away_until, time.monotonic() + _AWAY_S)
+            log.auth_log.warning(
+                "[%s] failure not counted in the state store, unavailable: %s; this "
+                "host's count decided",
+                self.port_name,
+                str(exc) or f"no answer within {_DEADLINE_S:g} s",
+            )
+            return
+        self._settle(attempt, (n_user, n_ip), (w_user, w_ip), locked)
+
+    def _settle(
+        self,
+        attempt: Attempt,
+        counts: tuple[int, int],
+        remaining: tuple[float, float],
+        skip: set[str] | frozenset[str] = frozenset(),
+    ) -> set[str]:
+        """Lock the keys of a failure whose count (``counts``, with it) is at ``maxFailures``
+        or more, but those of ``skip``; the one that crossed it logs the warning and records
+        the lock-out. Returns the keys locked."""
         limit = self.max_failures
         now = time.time()
         labels = []
         locked = []  # "user", "address": what this failure locked out
+        done = set()
         for key, count, left, prefix, form in (
             (attempt.user, counts[0], remaining[0], self._user_key, self.wording.user),
             (attempt.address, counts[1], remaining[1], self._ip_key, self.wording.address),
         ):
-            if count < limit:
+            if count < limit or key in skip:
                 continue
             if crossed(count, limit):
                 labels.append((form.format(log.escape(key[len(prefix) :])), count, left))
                 locked.append("user" if key is attempt.user else "address")
             self._lock(key, now + left)
+            done.add(key)
         if labels:
             # once per lock-out: the failure whose count crosses maxFailures (counters are
             # atomic: one per window does so), one line for every key it locked
@@ -764,6 +792,7 @@ class Throttle:
             )
             if self.audit is not None:
                 self._record(attempt, locked, labels)
+        return done
 
     def _record(
         self, attempt: Attempt, locked: list[str], labels: list[tuple[str, int, float]]
@@ -887,7 +916,11 @@ class Throttle:
                 if then is not None:
                     then()
 
-        task = asyncio.get_running_loop().create_task(write())
+        self._spawn(write())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in the background (cancelled by :meth:`stop`)."""
+        task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
