@@ -773,7 +773,7 @@ class Throttle:
         ):
             if count < limit or key in skip:
                 continue
-            if crossed(count, limit):
+            if crossed(count, limit) and not self._in_force(key, now):
                 labels.append((form.format(log.escape(key[len(prefix) :])), count, left))
                 locked.append("user" if key is attempt.user else "address")
             self._lock(key, now + left)
@@ -793,6 +793,15 @@ class Throttle:
             if self.audit is not None:
                 self._record(attempt, locked, labels)
         return done
+
+    def _in_force(self, key: str, now: float) -> bool:
+        """Whether this worker knows a lock of ``key`` in force: a count that crossed
+        ``maxFailures`` again in its window (a right password in progress at the crossing,
+        taken back after it) locks what is locked already, and is not announced again."""
+        if self.locked.get(key, 0.0) > now:
+            return True
+        board = self.board
+        return board is not None and board.until(key, int(now * 1000)) > 0
 
     def _record(
         self, attempt: Attempt, locked: list[str], labels: list[tuple[str, int, float]]
