@@ -198,3 +198,56 @@ def test_a_lock_the_store_will_not_take_leaves_the_list_read(tmp_path: Path) -> 
             other_host.close()
 
     asyncio.run(scenario())
+
+
+def test_a_known_header_refused_now_is_counted_once_in_the_store(tmp_path: Path) -> None:
+    """A Basic header ``OnAuth`` accepted lately is admitted uncounted; refused now (the password
+    changed), its failure is counted then: once, in the store (it was counted there twice)."""
+
+    async def scenario() -> None:
+        store = SqliteStore(tmp_path / "state.db")
+        throttle = Throttle(store, 3, "BASIC", board=LockBoard(2), region=0)
+        try:
+            user_key, ip_key = throttle.keys("bob", "127.0.0.5")
+            throttle.known("bob", "127.0.0.5")
+            await throttle.failed(throttle.uncounted("bob", "127.0.0.5"))
+            assert store.failures(user_key, 300)[0] == 1
+            assert store.failures(ip_key, 300)[0] == 1
+        finally:
+            throttle.stop()
+            store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_count_that_crosses_again_behind_a_right_password_is_not_announced_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A right password in progress when the failure crossing ``maxFailures`` was counted, taken
+    back after it: another worker's attempt counted meanwhile reaches ``maxFailures`` too. Its
+    failure locks what is locked already: one warning for the lock-out, not two."""
+
+    async def scenario() -> None:
+        store = SqliteStore(tmp_path / "state.db")
+        board = LockBoard(2)
+        first = Throttle(store, 3, "BASIC", board=board, region=0)
+        second = Throttle(store, 3, "BASIC", board=board, region=1)
+        try:
+            right = await first.admit("bob", "127.0.0.5")  # its check in progress
+            await first.failed(await first.admit("bob", "127.0.0.5"))
+            crossing = await first.admit("bob", "127.0.0.5")
+            assert crossing.counts == (3, 3)
+            await first.succeeded(right)
+            again = await second.admit("bob", "127.0.0.5")  # before the crossing's failure
+            assert again.counts == (3, 3)
+            await first.failed(crossing)
+            await second.failed(again)
+        finally:
+            first.stop()
+            second.stop()
+            store.close()
+
+    with caplog.at_level("WARNING", logger="fwrest.auth"):
+        asyncio.run(scenario())
+    announced = [r.getMessage() for r in caplog.records if "locked out for" in r.getMessage()]
+    assert len(announced) == 1, announced

@@ -884,9 +884,22 @@ def test_brute_force_locks_the_user_out(svc: LocalService) -> None:
     retry_after = int(locked.headers["retry-after"])
     print(f"Retry-After: {retry_after} s")
     assert 1 <= retry_after <= 300
-    correct = port.grant(*ADA)  # the right password during the lock-out
+    # RFC 6749 5.1, 5.2 as every answer of the token route: no-store, an OAuth error (and the
+    # fields the 429 carried before)
+    assert locked.headers["cache-control"] == "no-store", locked.headers
+    assert locked.headers["pragma"] == "no-cache", locked.headers
+    assert locked.headers["content-type"] == "application/json", locked.headers
+    assert locked.json() == {
+        "code": 429,
+        "detailedMessage": "too many failed attempts",
+        "message": "Too Many Requests",
+        "error": "invalid_grant",
+        "error_description": "too many failed attempts",
+    }
+    correct = port.grant(*ADA)  # the right password during the lock-out: the same answer
     assert correct.status_code == 429, correct.text
     assert "retry-after" in correct.headers
+    assert (correct.content, correct.headers["cache-control"]) == (locked.content, "no-store")
     assert port.grant(ADA[0], "guess").status_code == 429
     # the worker's lines leave at the end of its loop's turn, maybe after the answer
     wait_for(lambda: svc.log()[since:].count("token 429") == 3, 10, "the 429s' access lines")

@@ -99,6 +99,12 @@ class GatedStore(MemoryStore):
         self._enter("failures")
         return super().hit_failure(key, window_s)
 
+    def hit_failures(
+        self, keys: tuple[str, ...], window_s: float, limit: int
+    ) -> list[tuple[int, float]]:
+        self._enter("failures")
+        return super().hit_failures(keys, window_s, limit)
+
     def release_failure(self, key: str, window_s: float) -> None:
         self._enter("failures")
         super().release_failure(key, window_s)

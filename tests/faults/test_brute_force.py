@@ -10,6 +10,7 @@ so simultaneous wrong attempts check at most ``maxFailures`` passwords."""
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -22,8 +23,11 @@ import pytest
 import trustme
 from argon2 import PasswordHasher
 
+from fwrest.config.loader import load_config
+from fwrest.store import open_store
 from tests.auth.oauth2_support import TOKEN, client_context, issue_certs, oauth_section
 from tests.conftest import ServerProcess, free_config, local_port
+from tests.e2e.support import hosts_serving
 from tests.faults.support import (
     Pinned,
     all_closed,
@@ -33,6 +37,7 @@ from tests.faults.support import (
     pinned_per_worker,
     simultaneous,
 )
+from tests.redis_support import RedisServer
 
 MAX_FAILURES = 10
 VICTIM = ("victim", "Victim-Pw-1")
@@ -313,7 +318,11 @@ def counted(ca: trustme.CA, tmp_path: Path) -> Iterator[Service]:
 
 
 def on_auth_calls(svc: Service, user: str) -> list[str]:
-    path = svc.proc.config.parent / "onauth_calls.log"
+    return on_auth_calls_in(svc.proc.config.parent, user)
+
+
+def on_auth_calls_in(folder: Path, user: str) -> list[str]:
+    path = folder / "onauth_calls.log"
     lines = path.read_text().splitlines() if path.exists() else []
     return [line for line in lines if line.split(" ")[0] == user]
 
@@ -405,3 +414,102 @@ def test_a_right_password_is_not_locked_out_by_its_own_count(counted: Service) -
         assert basic.get(basic_url, auth=BASIC_VICTIM).status_code == 429
         assert tls.post(token_url, data={**form, "password": "last"}).status_code == 400
         assert tls.post(token_url, data={**form, "password": HASHED[1]}).status_code == 429
+
+
+# -- two hosts on one redis-server: one lock-out, announced once (SPEC 4.2, 13.5) --------------
+
+HOSTS_AT_ONCE = 80  # wrong Basic attempts at once, host A and host B in turn
+GRANTS_AT_ONCE = 60  # wrong password grants at once, the same
+ROUNDS = 3
+
+
+def host_config(folder: Path, certs: dict[str, Path], url: str) -> Path:
+    folder.mkdir()
+    oauth = oauth_section(
+        certs, onAuthparams="app.params", onAuthNoCheckUri="app.public", maxFailures=MAX_FAILURES
+    )
+    auth = {"scheme": "basic", "OnAuth": "app.counted_check", "maxFailures": MAX_FAILURES}
+    servers = {"OAUTH": oauth, "BASIC": local_port(FwData={"Authorization": auth})}
+    app = app_with(HASHED_PARAMS, BASIC_USERS) + COUNTED_APP
+    return free_config(folder, app=app, servers=servers, extra={"HTTPSERVER": {"StateStore": url}})
+
+
+def lockout_events(config: Path) -> list[dict[str, Any]]:
+    """The ``lockout`` events of the audit trail the hosts share (their Redis store)."""
+    loaded = load_config(config)
+    with contextlib.closing(open_store(loaded.state_store, loaded.data_path)) as store:
+        rows = [json.loads(row) for row in store.audit_events(0.0, None, 1000)]
+    return [e for e in rows if e["event"] == "lockout"]
+
+
+def announced(procs: list[ServerProcess], needle: str) -> int:
+    """The lock-out warnings of every host's log that name ``needle``."""
+    lines = [line for p in procs for line in p.log().splitlines() if "locked out for" in line]
+    return sum(needle in line for line in lines)
+
+
+def test_a_lock_out_reached_on_two_hosts_at_once_is_announced_once(
+    ca: trustme.CA, tmp_path: Path, redis_store: RedisServer
+) -> None:
+    """80 wrong Basic attempts at once for one user from one address, host A and host B in turn
+    (two workers each, one Redis): 10 ``OnAuth`` calls, 10 403 and 70 429, and the lock-outs of
+    the user and of the address each announced once between the hosts (one warning, one
+    ``lockout`` event); the same for 60 wrong password grants at once on the token route. Three
+    rounds of each (a new user and address each): the announcements raced in most rounds."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    configs = [host_config(tmp_path / n, certs, redis_store.url) for n in ("a", "b")]
+    with hosts_serving([(config, 2) for config in configs]) as procs:
+        basic_urls = [p.url("BASIC") + "/hello" for p in procs]
+        token_urls = [p.url("OAUTH") + TOKEN for p in procs]
+
+        def connect(client: httpx.Client) -> None:
+            for url in basic_urls:  # 401: connected to both hosts, nothing counted
+                assert client.get(url).status_code == 401
+
+        def connect_tls(client: httpx.Client) -> None:
+            for proc in procs:  # public: the TLS handshakes
+                assert client.get(proc.url("OAUTH") + "/pid").status_code == 200
+
+        seen = []
+        for r in range(ROUNDS):
+            user, address = f"basic-{r}", f"127.0.0.{65 + r}"
+            answers, _ = simultaneous(
+                HOSTS_AT_ONCE,
+                connect,
+                lambda client, i, u=user: client.get(basic_urls[i % 2], auth=(u, f"g-{i}")),
+                addresses=[address],
+            )
+            statuses = Counter(a.status_code for a in answers)
+            assert statuses == {403: MAX_FAILURES, 429: HOSTS_AT_ONCE - MAX_FAILURES}, statuses
+            calls = sum(len(on_auth_calls_in(c.parent, user)) for c in configs)
+            assert calls == MAX_FAILURES
+            seen.append(("BASIC", f"user:{user}", f"ip:{address}", user))
+        for r in range(ROUNDS):
+            user, address = f"grant-{r}", f"127.0.0.{75 + r}"
+            answers, _ = simultaneous(
+                GRANTS_AT_ONCE,
+                connect_tls,
+                lambda client, i, u=user: client.post(
+                    token_urls[i % 2], data=password_grant(u, f"g-{i}")
+                ),
+                verify=client_context(certs),
+                addresses=[address],
+            )
+            statuses = Counter(a.status_code for a in answers)
+            assert statuses == {400: MAX_FAILURES, 429: GRANTS_AT_ONCE - MAX_FAILURES}, statuses
+            seen.append(("OAUTH", f"user {user!r}", f"client {address}", user))
+        time.sleep(1.0)  # the last lock-outs' store writes (behind their answers)
+        events = lockout_events(configs[0])
+        found = []
+        for port, user_line, address_line, user in seen:
+            locked = sorted(
+                key
+                for e in events
+                if e["port"] == port and e["actor"] == user
+                for key in e["details"]["locked"]
+            )
+            found.append((announced(procs, user_line), announced(procs, address_line), locked))
+        print(f"lock-outs (user warnings, address warnings, events' locked): {found}")
+        assert found == [(1, 1, ["address", "user"])] * len(seen), [p.log() for p in procs]
+        for proc in procs:
+            assert "Traceback" not in proc.log(), proc.log()

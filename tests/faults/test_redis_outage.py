@@ -223,3 +223,51 @@ def test_a_settings_change_on_a_basic_port_fails_closed_within_the_bound(
             redis_store.thaw()
     print(f"settings change on a Basic port, store frozen: 503 after {figures(took)}")
     assert max(took) <= FAIL_CLOSED_S
+
+
+PAUSE_MS = 20_000  # longer than the test's attempts: thawed by CLIENT UNPAUSE at the end
+BOARD_S = 0.5  # an attempt counted on the host's board: no store wait (a store wait is 1 s+)
+
+
+def test_wrong_basic_passwords_do_not_wait_on_a_store_the_worker_knows_is_away(
+    tmp_path: Path, redis_store: RedisServer
+) -> None:
+    """SPEC 7: Basic ports do not depend on the store. Redis hung for writes (``CLIENT PAUSE
+    WRITE``): the first attempt of a worker waits for the store once (the worker learns it is
+    away), then the host's lock board counts, and each wrong password after it is a 403 without
+    any store wait (each waited the whole deadline again, about 2 s); so is a right one."""
+    users = {"ann": "Ann-Pw-5521", "cy": "Cy-Pw-8812"}
+    auth = {"scheme": "basic", "OnAuth": "app.basic_check", "maxFailures": 10}
+    config = free_config(
+        tmp_path,
+        app=app_with(None, users),
+        servers={"BASIC": local_port(FwData={"Authorization": auth})},
+        extra={"HTTPSERVER": {"StateStore": redis_store.url}},
+    )
+    redis = redis_store.client()
+    with serving(config, workers=1) as proc, httpx.Client(timeout=15) as http:
+        url = proc.url("BASIC") + "/hello"
+        assert http.get(url, auth=("ann", users["ann"])).status_code == 200
+        redis.execute_command("CLIENT", "PAUSE", PAUSE_MS, "WRITE")
+        try:
+            began = time.monotonic()
+            assert http.get(url, auth=("ann", "wrong-0")).status_code == 403
+            first = time.monotonic() - began
+            took = []
+            for i in range(1, 5):
+                began = time.monotonic()
+                assert http.get(url, auth=("ann", f"wrong-{i}")).status_code == 403
+                took.append(time.monotonic() - began)
+            began = time.monotonic()
+            assert http.get(url, auth=("bob", "Bob-Pw-1")).status_code == 403  # another user
+            took.append(time.monotonic() - began)
+            began = time.monotonic()  # a right password, its header unseen: counted too
+            assert http.get(url, auth=("cy", users["cy"])).status_code == 200
+            took.append(time.monotonic() - began)
+        finally:
+            redis.execute_command("CLIENT", "UNPAUSE")
+            redis.close()
+        log_text = proc.log()
+    print(f"Basic port, store paused: first wrong password {first:.2f} s, then {figures(took)}")
+    assert max(took) <= BOARD_S, took
+    assert "Traceback" not in log_text, log_text

@@ -68,7 +68,7 @@ COVERED = {
     "kind", "in_process", "audit_keep", "family_slots", "ping", "close", "schema_marker", "swap_schema_marker",
     "add_refresh", "spend_refresh", "restore_refresh", "refresh_record", "refresh_alias",
     "user_families", "revoke_family", "revoked_families", "add_code", "take_code", "note_proof",
-    "hit_failure", "hit_rate", "failures", "release_failure", "clear_failures", "add_lock",
+    "hit_failure", "hit_failures", "hit_rate", "failures", "release_failure", "clear_failures", "add_lock",
     "locks", "lift_lock", "signing_key", "get_settings", "set_settings", "put_blob", "blobs",
     "delete_blobs", "get_blob", "swap_blob", "add_audit", "audit_events",
 }
@@ -673,6 +673,43 @@ def test_simultaneous_failures_are_each_counted_once(store: StateStore, threads:
     # sqlite reads the clock before waiting for the write lock: an end may be ms past 60 s
     assert all(0 < left <= 60 + 1 for _, left in results), sorted(left for _, left in results)
     assert store.failures("tok|ip:192.0.2.9", 60)[0] == threads
+
+
+def test_failures_under_two_keys_are_counted_together_below_a_limit(store: StateStore) -> None:
+    user, address = "tok|user:ada", "tok|ip:192.0.2.12"
+    store.hit_failure(address, 60)
+    for n in (1, 2):
+        (n_user, w_user), (n_ip, w_ip) = store.hit_failures((user, address), 60, 3)
+        assert (n_user, n_ip) == (n, n + 1) and 0 < w_user <= 60 + 1 and 0 < w_ip <= 60 + 1
+    # the address at the limit: nothing counted, under either key; each count one more
+    assert [n for n, _ in store.hit_failures((user, address), 60, 3)] == [3, 4]
+    assert (store.failures(user, 60)[0], store.failures(address, 60)[0]) == (2, 3)
+    store.release_failure(address, 60)
+    assert [n for n, _ in store.hit_failures((user, address), 60, 3)] == [3, 3]
+    assert [n for n, _ in store.hit_failures(("tok|user:bob", address), 60, 3)] == [1, 4]
+    assert_none_counted(store, "tok|user:bob", 60)
+
+
+def test_simultaneous_failures_under_two_keys_reach_the_limit_once(
+    store: StateStore, threads: int
+) -> None:
+    # the throttle's attempts at once: each count up to the limit returned once, under both
+    # keys together (one refused by a key sits in neither: the other's limit is reached once)
+    user, address, limit = "tok|user:cy", "tok|ip:192.0.2.13", threads // 3
+    store.hit_failure(address, 60)  # the address one ahead: refusals under it alone
+
+    def attempt(i: int) -> list[int]:
+        if i % 2:  # another user, from the same address
+            return [n for n, _ in store.hit_failures((f"tok|user:x{i}", address), 60, limit)]
+        return [n for n, _ in store.hit_failures((user, address), 60, limit)]
+
+    results = race(threads, attempt)
+    counted = [r for r in results if max(r) <= limit]
+    assert sorted(r[1] for r in counted) == list(range(2, limit + 1)), results
+    assert store.failures(address, 60)[0] == limit
+    users = [r[0] for i, r in enumerate(results) if i % 2 == 0 and max(r) <= limit]
+    assert sorted(users) == list(range(1, len(users) + 1))
+    assert store.failures(user, 60)[0] == len(users)
 
 
 def test_rates_count_in_a_fixed_window_apart_from_failures(store: StateStore) -> None:

@@ -10,6 +10,12 @@ and its password is never checked, so however many attempts arrive at once, at m
 
 * the password was wrong: it stays, a failure (:meth:`Throttle.failed`), and the failure that
   takes the count to ``maxFailures`` locks the key until its window ends;
+* in the store an attempt is counted under its user's and its address's keys together, and
+  only while both are below ``maxFailures`` (``FailureStore.hit_failures``, atomic): one
+  refused for one key never sits in the other's count meanwhile, where another attempt would
+  find it (two hosts' attempts counted the keys one after the other, a refused one took its
+  count back; the count at ``maxFailures`` was reached twice, its lock-out announced twice,
+  or by an attempt counted over another's that was never checked: locked a failure early);
 * the password was right, or it was never checked (refused over the limit, an exception in
   the validator, a full pool, a client gone): it is taken back (:meth:`Throttle.succeeded`,
   :meth:`Throttle.abandon`). So the count is the failures plus the checks in progress, and a
@@ -29,9 +35,11 @@ usually holds a whole /64), an IPv4-mapped address as the IPv4 address (:func:`a
   on the store (Basic keeps working, throttled, while the store is away): when the store does
   not answer within the background deadline, the port counts on the host's
   :class:`LockBoard` (memory the supervisor shares with its workers, no I/O) for the next
-  :data:`_AWAY_S`, each failure then also written to the store when it answers, whose count
-  decides the lock-out (the host's when it does not; a lock-out the host made meanwhile is
-  written to the store when it answers again, :meth:`Throttle._write_unwritten`). A header
+  :data:`_AWAY_S`. A failure counted there is settled by the host's count at once (nothing
+  waits on a store this worker knows is away) and written to the store behind the answer,
+  whose count then locks what the host's did not, if it answers (a failure it does not take
+  keeps the board counting for another :data:`_AWAY_S`; a lock-out the host made meanwhile
+  is written to the store when it answers again, :meth:`Throttle._write_unwritten`). A header
   ``OnAuth`` accepted lately is not counted at all (:meth:`Throttle.known`), so a client's
   requests do not wait on the store;
 * with ``StateStore=memory`` the store is one process's: attempts are counted on the board
@@ -55,7 +63,7 @@ import ipaddress
 import itertools
 import time
 import unicodedata
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from multiprocessing.sharedctypes import RawArray
 from typing import Any, Protocol, TypeVar
@@ -156,9 +164,11 @@ def address_key(address: str) -> str:
 
 def crossed(count: int, max_failures: int) -> bool:
     """Whether the failure that made the window's count ``count`` started a lock-out: the
-    count went from below ``maxFailures`` to ``maxFailures`` or more. Counters are atomic, so
-    exactly one failure of a window does so, on whichever worker or host: the lock-out's
-    warning is logged once, even when concurrent failures push the count past the threshold."""
+    count went from below ``maxFailures`` to ``maxFailures`` or more. Counters are atomic and an
+    attempt is counted under both its keys or neither (``hit_failures``), so exactly one
+    failure of a window does so, on whichever worker or host: the lock-out's warning is logged
+    once, even when concurrent failures push the count past the threshold (but see
+    docs/decisions.md, "Brute force": a right password taken back at that instant)."""
     return count - 1 < max_failures <= count
 
 
@@ -648,19 +658,19 @@ class Throttle:
     async def _count(self, user_key: str, ip_key: str, run: StoreRun | None) -> Attempt:
         """One attempt counted under both keys, where this port counts (see the module's
         docstring)."""
-        where, window = self._where, self.window_s
+        where, window, keys = self._where, self.window_s, (user_key, ip_key)
         if where is _Where.STORE:
-            (n_user, w_user), (n_ip, w_ip) = await self._strict(
-                run, _both, self.store.hit_failure, user_key, ip_key, window
+            found = await self._strict(
+                run, self.store.hit_failures, keys, window, self.max_failures
             )
-            return Attempt(user_key, ip_key, (n_user, n_ip), (w_user, w_ip), in_store=True)
+            return self._in_store(user_key, ip_key, found)
         if where is _Where.BOARD_THEN_STORE and time.monotonic() >= self._away_until:
             # every host's count, before the check (SPEC 7.1, 8), when the store answers
             try:
-                (n_user, w_user), (n_ip, w_ip) = await self._lenient(
-                    _both, self.store.hit_failure, user_key, ip_key, window
+                found = await self._lenient(
+                    self.store.hit_failures, keys, window, self.max_failures
                 )
-                return Attempt(user_key, ip_key, (n_user, n_ip), (w_user, w_ip), in_store=True)
+                return self._in_store(user_key, ip_key, found)
             except (StoreError, TimeoutError) as exc:
                 self._away_until = time.monotonic() + _AWAY_S
                 log.auth_log.warning(
@@ -678,6 +688,16 @@ class Throttle:
             n_user, w_user = board.hit_failure(self.region, user_key, window)
             n_ip, w_ip = board.hit_failure(self.region, ip_key, window)
         return Attempt(user_key, ip_key, (n_user, n_ip), (w_user, w_ip))
+
+    def _in_store(self, user_key: str, ip_key: str, found: list[tuple[int, float]]) -> Attempt:
+        """The attempt the store's :meth:`~fwrest.store.base.FailureStore.hit_failures`
+        answered: counted under both keys, or (a key at ``maxFailures``) under neither."""
+        (n_user, w_user), (n_ip, w_ip) = found
+        limit = self.max_failures
+        counted = n_user <= limit and n_ip <= limit
+        return Attempt(
+            user_key, ip_key, (n_user, n_ip), (w_user, w_ip), counted=counted, in_store=True
+        )
 
     async def succeeded(self, attempt: Attempt, run: StoreRun | None = None) -> None:
         """The password was right: its count is taken back (a strict throttle's store that
@@ -701,36 +721,63 @@ class Throttle:
         if not attempt.counted:
             now_counted = await self._count(attempt.user, attempt.address, run)
             attempt.counts, attempt.remaining = now_counted.counts, now_counted.remaining
-        counts, remaining = attempt.counts, attempt.remaining
+            attempt.in_store = now_counted.in_store  # counted there now: not again below
         if self._where is _Where.BOARD_THEN_STORE and not attempt.in_store:
-            # counted on the board (the store was away): the store's count (every host's)
-            # decides when it answers now; the host's when it does not
-            try:
-                (n_user, w_user), (n_ip, w_ip) = await self._lenient(
-                    _both, self.store.hit_failure, attempt.user, attempt.address, self.window_s
-                )
-                counts, remaining = (n_user, n_ip), (w_user, w_ip)
-            except (StoreError, TimeoutError) as exc:
-                log.auth_log.warning(
-                    "[%s] failure not counted in the state store, unavailable: %s; this "
-                    "host's count decides",
-                    self.port_name,
-                    str(exc) or f"no answer within {_DEADLINE_S:g} s",
-                )
+            # counted on the board: the store did not answer the count, and this worker
+            # counts on the board while it is away (SPEC 7: Basic does not wait on it). The
+            # host's count decides now; the failure is written to the store behind the
+            # answer, so that every host's count has it, and the store's count locks what the
+            # host's did not, when it answers
+            locked = self._settle(attempt, attempt.counts, attempt.remaining)
+            self._spawn(self._write_failure(attempt, locked))
+            return
+        self._settle(attempt, attempt.counts, attempt.remaining)
+
+    async def _write_failure(self, attempt: Attempt, locked: set[str]) -> None:
+        """Count in the store a failure counted on the board (:meth:`failed`); its count
+        settles the keys the host's count did not lock (``locked``)."""
+        try:
+            (n_user, w_user), (n_ip, w_ip) = await self._lenient(
+                _both, self.store.hit_failure, attempt.user, attempt.address, self.window_s
+            )
+        except (StoreError, TimeoutError) as exc:
+            # still away: the board counts on (the next attempts do not ask it either)
+            self._away_until = max(self._away_until, time.monotonic() + _AWAY_S)
+            log.auth_log.warning(
+                "[%s] failure not counted in the state store, unavailable: %s; this "
+                "host's count decided",
+                self.port_name,
+                str(exc) or f"no answer within {_DEADLINE_S:g} s",
+            )
+            return
+        self._settle(attempt, (n_user, n_ip), (w_user, w_ip), locked)
+
+    def _settle(
+        self,
+        attempt: Attempt,
+        counts: tuple[int, int],
+        remaining: tuple[float, float],
+        skip: set[str] | frozenset[str] = frozenset(),
+    ) -> set[str]:
+        """Lock the keys of a failure whose count (``counts``, with it) is at ``maxFailures``
+        or more, but those of ``skip``; the one that crossed it logs the warning and records
+        the lock-out. Returns the keys locked."""
         limit = self.max_failures
         now = time.time()
         labels = []
         locked = []  # "user", "address": what this failure locked out
+        done = set()
         for key, count, left, prefix, form in (
             (attempt.user, counts[0], remaining[0], self._user_key, self.wording.user),
             (attempt.address, counts[1], remaining[1], self._ip_key, self.wording.address),
         ):
-            if count < limit:
+            if count < limit or key in skip:
                 continue
-            if crossed(count, limit):
+            if crossed(count, limit) and not self._in_force(key, now):
                 labels.append((form.format(log.escape(key[len(prefix) :])), count, left))
                 locked.append("user" if key is attempt.user else "address")
             self._lock(key, now + left)
+            done.add(key)
         if labels:
             # once per lock-out: the failure whose count crosses maxFailures (counters are
             # atomic: one per window does so), one line for every key it locked
@@ -745,6 +792,16 @@ class Throttle:
             )
             if self.audit is not None:
                 self._record(attempt, locked, labels)
+        return done
+
+    def _in_force(self, key: str, now: float) -> bool:
+        """Whether this worker knows a lock of ``key`` in force: a count that crossed
+        ``maxFailures`` again in its window (a right password in progress at the crossing,
+        taken back after it) locks what is locked already, and is not announced again."""
+        if self.locked.get(key, 0.0) > now:
+            return True
+        board = self.board
+        return board is not None and board.until(key, int(now * 1000)) > 0
 
     def _record(
         self, attempt: Attempt, locked: list[str], labels: list[tuple[str, int, float]]
@@ -868,7 +925,11 @@ class Throttle:
                 if then is not None:
                     then()
 
-        task = asyncio.get_running_loop().create_task(write())
+        self._spawn(write())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in the background (cancelled by :meth:`stop`)."""
+        task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

@@ -158,6 +158,19 @@ class FailureStore(StoreBase, Protocol):
 
     def failures(self, key: str, window_s: float) -> tuple[int, float]: ...
 
+    def hit_failures(
+        self, keys: tuple[str, ...], window_s: float, limit: int
+    ) -> list[tuple[int, float]]:
+        """Count one attempt under every key of ``keys`` (a user's and an address's), as
+        :meth:`hit_failure` does, atomically and only when each key's count is below
+        ``limit``: ``(count, seconds until its window ends)`` per key, the attempt in each
+        count. When a key's count is at ``limit`` or over, nothing is counted under any key,
+        and each count is what it would have been (one more than the key's count): one of
+        them is then over ``limit``. So an attempt refused for one key never sits in the
+        other's count, where another attempt could find it (the brute-force throttle: a count
+        at ``limit`` is reached once, by an attempt that is checked)."""
+        ...
+
     def release_failure(self, key: str, window_s: float) -> None:
         """Take back one failure counted by :meth:`hit_failure` in the window in force (an
         attempt counted before its password was checked, whose password was right or was

@@ -159,15 +159,18 @@ class MemoryStore:
     def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
         now = time.time()
         with self._lock:
-            start, count = self._failures.get(key, (now, 0))
-            if now - start >= window_s:
-                start, count = now, 0
-            count += 1
-            self._failures[key] = (start, count)
-            if len(self._failures) > self._failures_swept:
-                self._failures = {k: v for k, v in self._failures.items() if now - v[0] < window_s}
-                self._failures_swept = max(_SWEEP_MIN, 2 * len(self._failures))
-            return count, start + window_s - now
+            return self._hit_failure(key, window_s, now)
+
+    def _hit_failure(self, key: str, window_s: float, now: float) -> tuple[int, float]:
+        start, count = self._failures.get(key, (now, 0))
+        if now - start >= window_s:
+            start, count = now, 0
+        count += 1
+        self._failures[key] = (start, count)
+        if len(self._failures) > self._failures_swept:
+            self._failures = {k: v for k, v in self._failures.items() if now - v[0] < window_s}
+            self._failures_swept = max(_SWEEP_MIN, 2 * len(self._failures))
+        return count, start + window_s - now
 
     def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
         now = time.time()
@@ -181,6 +184,17 @@ class MemoryStore:
                 self._rates = {k: v for k, v in self._rates.items() if v[0] > now}
                 self._rates_swept = max(_SWEEP_MIN, 2 * len(self._rates))
             return count, end - now
+
+    def hit_failures(
+        self, keys: tuple[str, ...], window_s: float, limit: int
+    ) -> list[tuple[int, float]]:
+        now = time.time()
+        with self._lock:
+            found = [self._failures.get(key, (now, 0)) for key in keys]
+            found = [(now, 0) if now - start >= window_s else (start, n) for start, n in found]
+            if all(n < limit for _, n in found):
+                return [self._hit_failure(key, window_s, now) for key in keys]
+            return [(n + 1, start + window_s - now) for start, n in found]
 
     def failures(self, key: str, window_s: float) -> tuple[int, float]:
         now = time.time()

@@ -124,6 +124,29 @@ if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 return {n, ttl}
 """
+# _HIT for every key (a user's and an address's: one slot, {bf}, on a cluster), only when each
+# count is below ARGV[2]; else nothing counted: {counted (1, 0), count, pttl, count, pttl...},
+# a count not counted being one more than the key's
+_HIT_BELOW = """
+local limit = tonumber(ARGV[2])
+local below = 1
+for _, key in ipairs(KEYS) do
+  if tonumber(redis.call('GET', key) or '0') >= limit then below = 0 end
+end
+local out = {below}
+for _, key in ipairs(KEYS) do
+  local n
+  if below == 1 then
+    n = redis.call('INCR', key)
+    if n == 1 then redis.call('PEXPIRE', key, ARGV[1]) end
+  else
+    n = tonumber(redis.call('GET', key) or '0') + 1
+  end
+  table.insert(out, n)
+  table.insert(out, redis.call('PTTL', key))
+end
+return out
+"""
 # a count back at zero is no window: the key goes (the next failure starts a new window)
 _RELEASE = """
 local n = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -485,6 +508,7 @@ class RedisStore:
         self._take = self._script(_TAKE)
         self._restore = self._script(_RESTORE)
         self._hit = self._script(_HIT)
+        self._hit_below = self._script(_HIT_BELOW)
         self._release = self._script(_RELEASE)
         self._set_settings = self._script(_SET_SETTINGS)
 
@@ -752,6 +776,16 @@ class RedisStore:
     def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
         count, ttl = self._call(self._hit, keys=[self._keys.fail(key)], args=[int(window_s * 1000)])
         return int(count), max(int(ttl), 0) / 1000
+
+    def hit_failures(
+        self, keys: tuple[str, ...], window_s: float, limit: int
+    ) -> list[tuple[int, float]]:
+        out = self._call(
+            self._hit_below,
+            keys=[self._keys.fail(key) for key in keys],
+            args=[int(window_s * 1000), limit],
+        )
+        return [(int(out[i]), max(int(out[i + 1]), 0) / 1000) for i in range(1, len(out), 2)]
 
     def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
         # the failures' script (INCR, PEXPIRE at the first): one round trip, atomic

@@ -343,15 +343,36 @@ class SqliteStore:
     def hit_failure(self, key: str, window_s: float) -> tuple[int, float]:
         now = time.time()
         with self._tx() as db:
-            row = db.execute("SELECT start, count FROM failures WHERE key = ?", (key,)).fetchone()
-            start, count = (now, 0) if row is None or now - row[0] >= window_s else row
-            if count == 0:
-                # a new window: forget the ended ones (by the index; a failure is the slow
-                # path anyway), so that names or addresses that failed once do not pile up
-                db.execute("DELETE FROM failures WHERE start <= ?", (now - window_s,))
-            count += 1
-            db.execute("INSERT OR REPLACE INTO failures VALUES (?, ?, ?)", (key, start, count))
+            return self._hit_failure(db, key, window_s, now)
+
+    @staticmethod
+    def _hit_failure(
+        db: sqlite3.Connection, key: str, window_s: float, now: float
+    ) -> tuple[int, float]:
+        row = db.execute("SELECT start, count FROM failures WHERE key = ?", (key,)).fetchone()
+        start, count = (now, 0) if row is None or now - row[0] >= window_s else row
+        if count == 0:
+            # a new window: forget the ended ones (by the index; a failure is the slow
+            # path anyway), so that names or addresses that failed once do not pile up
+            db.execute("DELETE FROM failures WHERE start <= ?", (now - window_s,))
+        count += 1
+        db.execute("INSERT OR REPLACE INTO failures VALUES (?, ?, ?)", (key, start, count))
         return count, start + window_s - now
+
+    def hit_failures(
+        self, keys: tuple[str, ...], window_s: float, limit: int
+    ) -> list[tuple[int, float]]:
+        now = time.time()
+        with self._tx() as db:
+            found = []
+            for key in keys:
+                row = db.execute(
+                    "SELECT start, count FROM failures WHERE key = ?", (key,)
+                ).fetchone()
+                found.append((now, 0) if row is None or now - row[0] >= window_s else row)
+            if all(n < limit for _, n in found):
+                return [self._hit_failure(db, key, window_s, now) for key in keys]
+        return [(int(n) + 1, float(start) + window_s - now) for start, n in found]
 
     def hit_rate(self, key: str, window_s: float) -> tuple[int, float]:
         now = time.time()

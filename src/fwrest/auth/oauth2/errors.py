@@ -10,7 +10,8 @@ each with its status and headers, rendered where every error answer is
     ├── InvalidGrant                400
     ├── UnauthorizedClient          400
     ├── UnsupportedGrantType        400
-    └── InvalidScope                400
+    ├── InvalidScope                400
+    └── LockedOut(refusal)          429 + Retry-After: the brute-force throttle (invalid_grant)
 
 Every answer carries ``Cache-Control: no-store`` and ``Pragma: no-cache`` (RFC 6749 5.1,
 :data:`fwrest.errors.OAUTH_NO_STORE`). A description never holds a secret: it is sent to the
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import orjson
 
-from fwrest.errors import OAUTH_NO_STORE, REALM, Challenge
+from fwrest.errors import OAUTH_NO_STORE, REALM, Challenge, TooManyRequests
 from fwrest.wire import Reply, error_reply
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "InvalidGrant",
     "InvalidRequest",
     "InvalidScope",
+    "LockedOut",
     "OAuthError",
     "UnauthorizedClient",
     "UnsupportedGrantType",
@@ -107,6 +109,32 @@ class InvalidScope(OAuthError):
 
     def __init__(self, description: str) -> None:
         super().__init__("invalid_scope", description)
+
+
+class LockedOut(OAuthError):
+    """429 with ``Retry-After``: the password grant of a user or an address locked out by the
+    brute-force throttle (SPEC 4.2), or refused while its count is full of checks in progress
+    (``refusal``, the throttle's). ``invalid_grant``, the right password's answer as a wrong
+    one's; the body keeps the fields this 429 had before (SPEC 3's ``code``,
+    ``detailedMessage``, ``message``) before RFC 6749 5.2's (docs/decisions.md, "Brute
+    force")."""
+
+    def __init__(self, refusal: TooManyRequests) -> None:
+        super().__init__(
+            "invalid_grant", refusal.detailed, 429, (("retry-after", refusal.retry_after),)
+        )
+        self.message = refusal.message
+
+    def body(self) -> bytes:
+        return orjson.dumps(
+            {
+                "code": self.status,
+                "detailedMessage": self.description,
+                "message": self.message,
+                "error": self.error,
+                "error_description": self.description,
+            }
+        )
 
 
 def render(exc: OAuthError) -> Reply:

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from fwrest import log
 from fwrest.auth.blocking import settled
 from fwrest.auth.oauth2.dpop import new_family
-from fwrest.auth.oauth2.errors import InvalidGrant, InvalidRequest
+from fwrest.auth.oauth2.errors import InvalidGrant, InvalidRequest, LockedOut
 from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated
 from fwrest.auth.oauth2.params import CLIENT_PREFIX
 from fwrest.auth.oauth2.passwords import check_user, costly
 from fwrest.auth.oauth2.scopes import allowed_scopes, grant
 from fwrest.auth.throttle import user_key
+from fwrest.errors import TooManyRequests
 
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.params import AuthParams
@@ -69,15 +70,20 @@ async def _check_password(request: TokenRequest) -> str:
     Raises:
         InvalidRequest: no user name or no password.
         InvalidGrant: a wrong user or password (one message, one cost: SPEC 4.2).
-        HTTPError: 429 past ``maxFailures`` (no password checked), 503 (the store).
+        LockedOut: 429 past ``maxFailures`` (no password checked).
+        HTTPError: 503 (the store).
     """
     params = request.params
     username, password = params.get("username"), params.get("password")
     if not username or password is None:
         raise InvalidRequest("username and password are required")
-    ok = await check_password(
-        request.service, request.deadline, request.allowed, username, password, request.client_ip
-    )
+    try:
+        ok = await check_password(
+            request.service, request.deadline, request.allowed, username, password,
+            request.client_ip,
+        )  # fmt: skip
+    except TooManyRequests as exc:
+        raise LockedOut(exc) from None  # RFC 6749 5.2's answer (no-store), as the route's
     if not ok:
         raise InvalidGrant(REFUSED)
     return username
