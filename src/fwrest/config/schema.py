@@ -705,7 +705,9 @@ KEYS: tuple[Key, ...] = (
         "fw_data",
         "json",
         None,
-        doc="optional Basic Authorization of the monitor port",
+        doc='optional Basic Authorization of the monitor port: {"Authorization": {"scheme": '
+        '"basic", "OnAuth", "OnAuthCache", "maxFailures"}} only (NativeRoutes and onAdmin, '
+        "which the monitor has no use for, stop the start)",
     ),
     # CORS sections (named by a location's CORS key)
     Key(
