@@ -7,8 +7,11 @@ import ast
 import json
 from pathlib import Path
 
+import pytest
+
 from fwrest.config import load_config
 from fwrest.config.fwdata import AuthorizationData, FwData, NativeRoutesData, RouteList
+from fwrest.errors import ConfigError
 from tests.conftest import ROOT, Sections, base_sections
 
 
@@ -74,16 +77,29 @@ def test_native_routes_keep_their_lists_as_written(tmp_path: Path) -> None:
     assert server.fw_data == FwData(native_routes=NativeRoutesData((public, hide)))
 
 
-def test_the_monitor_reads_authorization_only(tmp_path: Path) -> None:
+def test_the_monitor_takes_the_authorization_it_uses_only(tmp_path: Path) -> None:
+    """SPEC 2: a key with no effect stops the start. The monitor serves no native route: its
+    FwData refuses NativeRoutes and Authorization's onAdmin, naming the section and the key."""
+    basic = {"scheme": "basic", "OnAuth": "app.check", "OnAuthCache": 60, "maxFailures": 3}
     sections = base_sections(8080)
-    fw_data = {
-        "Authorization": {"scheme": "basic", "OnAuth": "app.check"},
-        "NativeRoutes": {"hide": ["healthcheck"]},
-    }
-    sections["APP_MONITOR"] = {"Enable": 1, "Port": 9099, "FwData": fw_data}
+    sections["APP_MONITOR"] = {"Enable": 1, "Port": 9099, "FwData": {"Authorization": basic}}
     monitor = load_config(write(tmp_path, sections)).monitor
     assert monitor is not None
-    assert monitor.fw_data == FwData(AuthorizationData("basic", on_auth="app.check"))
+    expected = AuthorizationData("basic", on_auth="app.check", on_auth_cache_s=60, max_failures=3)
+    assert monitor.fw_data == FwData(expected)
+    unused = {
+        "NativeRoutes": {"NativeRoutes": {"public": ["*"]}, "Authorization": basic},
+        "nativeroutes": {"nativeroutes": {"hide": ["healthcheck"]}},
+        "onAdmin": {"Authorization": {**basic, "onAdmin": "app.admin"}},
+    }
+    for key, fw_data in unused.items():
+        sections["APP_MONITOR"]["FwData"] = fw_data
+        with pytest.raises(ConfigError) as caught:
+            load_config(write(tmp_path, sections))
+        message = str(caught.value)
+        assert "[APP_MONITOR] FwData: " in message, message
+        assert f"key {key!r} has no effect on the monitor" in message, message
+        print(message)
 
 
 def test_config_imports_nothing_above_it() -> None:

@@ -662,6 +662,8 @@ the section [HTTPSERVER] is missing  <=  an empty file[ini]
 [<server>] FwData: FwData Authorization allowGetToken must be true or false, got 'no'  <=  allowGetToken no[json]
 [<server>] FwData: onAuthNoCheckUri <function> raised ValueError: ...  <=  NoCheckUri raises[ini]
 [APP_MONITOR] FwData: the monitor supports Basic authorization only  <=  monitor with oAuth2[ini]
+[APP_MONITOR] FwData: the key 'NativeRoutes' has no effect on the monitor (it serves no native route)  <=  monitor NativeRoutes[json]
+[APP_MONITOR] FwData: Authorization's key 'onAdmin' has no effect on the monitor (it serves no native route that would call it)  <=  monitor onAdmin[ini]
 # native routes
 [<server>] FwData: FwData NativeRoutes must be an object  <=  NativeRoutes a list[json]  <=  HTTP_REST FwData = {"NativeRoutes": ["x"]}
 [<server>] FwData: FwData NativeRoutes has the unknown key 'show'  <=  NativeRoutes unknown key[json]

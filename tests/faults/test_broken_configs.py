@@ -248,6 +248,15 @@ def oauth2_monitor(s: Sections, ctx: dict[str, Any]) -> None:
     s["APP_MONITOR"] = {"Enable": 1, "Port": ctx["port2"], **tls, "FwData": fw_data}
 
 
+def monitor_fw_data(fw_data: dict[str, Any]) -> Callable[[Sections, dict[str, Any]], None]:
+    """A plain monitor whose FwData is ``fw_data``."""
+
+    def change(s: Sections, ctx: dict[str, Any]) -> None:
+        s["APP_MONITOR"] = {"Enable": 1, "Port": ctx["port2"], "FwData": fw_data}
+
+    return change
+
+
 def section_as_text(s: Sections, _ctx: dict[str, Any]) -> None:
     s["ROOT"] = "Path=/rest"  # type: ignore[assignment]
 
@@ -393,6 +402,11 @@ CASES: list[Case] = [
     Case("NoCheckUri raises", "ini", "raised ValueError",
          tls_auth(onAuthNoCheckUri="nocheck_raises")),
     Case("monitor with oAuth2", "ini", "Basic authorization only", oauth2_monitor),
+    Case("monitor NativeRoutes", "json", "no effect on the monitor",
+         monitor_fw_data({"NativeRoutes": {"public": ["*"]}})),
+    Case("monitor onAdmin", "ini", "no effect on the monitor",
+         monitor_fw_data({"Authorization": {"scheme": "basic", "OnAuth": "app.check_user",
+                                            "onAdmin": "app.check_user"}})),
     Case("NativeRoutes unknown key", "json", "unknown key",
          setting("HTTP_REST", "FwData", {"NativeRoutes": {"show": ["healthcheck"]}})),
     Case("NativeRoutes unknown route", "ini", "not a native route",

@@ -57,6 +57,35 @@ def lines():
             yield f"line {i} {threading.current_thread().name}\\n"
     return items()
 
+def reads():  # what the REST object reads of the request being streamed
+    return "%s %s %s %s\\n" % (
+        dict(rest.getPathParamsRequest()), dict(rest.getQueryRequest()),
+        rest.getHeaderRequest().get("x-who"), rest.getRequestId(),
+    )
+
+@get("/reading/:name")
+def reading_def(name):
+    def items():
+        yield reads()
+        yield reads()  # a later step, in the pool again
+    return items()
+
+@get("/areading/:name")
+async def reading_async(name):
+    async def items():
+        yield reads()
+        await asyncio.sleep(0)
+        yield reads()
+    return Response(items())
+
+@get("/chunk-in-stream")
+def chunk_in_stream():
+    def items():
+        yield "first\\n"
+        rest.setChunkedResponse("not here")  # the answer is this stream: RuntimeError
+        yield "never\\n"
+    return items()
+
 @get("/gated")
 def gated():
     def items():
@@ -187,6 +216,31 @@ def test_a_def_generator_is_sent_chunked_from_the_pool(served: tuple[ServerProce
     lines = body.splitlines()
     assert [line.split()[1] for line in lines] == ["0", "1", "2"]
     assert all("MainThread" not in line for line in lines)  # the pool's threads
+
+
+@pytest.mark.parametrize("route", ["reading", "areading"])
+def test_the_rest_object_reads_the_request_inside_its_stream(
+    served: tuple[ServerProcess, Path], route: str
+) -> None:
+    """A ``def`` generator (its steps in the pool) and an async generator read the request they
+    stream for through ``rest`` (it raised NoRequestError), each its own request's."""
+    proc, _ = served
+    for who in ("ada", "bob"):
+        rid = f"req-{who}-{route}"
+        response = httpx.get(
+            f"{proc.url()}/{route}/{who}?q={who}",
+            headers={"X-Who": who, "X-Request-Id": rid, "Accept-Encoding": "identity"},
+            timeout=10,
+        )
+        assert response.status_code == 200, response.text
+        expected = f"{{'name': '{who}'}} {{'q': '{who}'}} {who} {rid}"
+        assert response.text.splitlines() == [expected, expected], response.text
+    if route == "areading":
+        return
+    # setChunkedResponse in a def generator's step: the stream is cut, the reason logged
+    with pytest.raises(httpx.RemoteProtocolError):
+        httpx.get(proc.url() + "/chunk-in-stream", timeout=10)
+    wait_for(lambda: "a returned iterator yields them" in proc.log(), 15, "the reason")
 
 
 def test_items_go_out_as_they_come(served: tuple[ServerProcess, Path]) -> None:

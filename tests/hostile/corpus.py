@@ -451,6 +451,16 @@ proto("bd-chunk-extensions-many-chunks", F, APP,
       chunked("{ECHO}", ("1;" + "e" * 1000 + "\r\nz\r\n") * 40 + "0\r\n\r\n"), 413)
 proto("bd-chunk-extension-trickled", F, APP,
       chunked("{ECHO}", "5;" + "e" * 40000 + "\r\nhello\r\n0\r\n\r\n"), 413, split=1000)
+# docs/engine.md's bound: 16 KiB of extensions pass; above, refused at the first read that
+# ends past 16 KiB with the body unfinished (the read that ends the body is not checked, so
+# one read of at most 8 KiB may still pass); past 24 KiB, always refused
+app("bd-chunk-extension-16k", F, APP,
+    chunked("{ECHO}", "5;" + "e" * 16383 + "\r\nhello\r\n0\r\n\r\n"), 200,
+    body=b'"body":"hello"')
+proto("bd-chunk-extension-past-24k", F, APP,
+      chunked("{ECHO}", "5;" + "e" * 24700 + "\r\nhello\r\n0\r\n\r\n"), 413)
+proto("bd-chunk-extension-17k-trickled", F, APP,
+      chunked("{ECHO}", "5;" + "e" * 17000 + "\r\nhello\r\n0\r\n\r\n"), 413, split=500)
 proto("bd-monitor-chunked-bad-size", F, MONITOR, chunked("{ECHO}", "zz\r\nhello\r\n0\r\n\r\n"), 400)
 app("bd-trailer-authorization-only", F, APP,
     chunked("{ECHO}", "5\r\nhello\r\n0\r\nAuthorization: {CRED}\r\n\r\n", auth=False), 401,

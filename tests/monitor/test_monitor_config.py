@@ -13,7 +13,7 @@ import pytest
 
 from fwrest.config.model import MonitorConfig
 from fwrest.server.monitor_port import monitor_url
-from tests.conftest import free_config, run_cli
+from tests.conftest import APP_SOURCE, free_config, run_cli
 from tests.monitor.support import free_port, metrics, monitor_section, port_is_free
 
 
@@ -112,16 +112,43 @@ def test_configured_api_path_is_used(tmp_path: Path, serve: Any) -> None:
     assert httpx.get(proc.url() + "/ops/v1/server/metrics", timeout=10).status_code == 404
 
 
-def test_public_monitor_is_warned_about(tmp_path: Path) -> None:
-    public_section = monitor_section(free_port(), HostName="0.0.0.0")
-    public = free_config(tmp_path, extra={"APP_MONITOR": public_section})
+@pytest.mark.parametrize(
+    ("protection", "warned"),
+    [
+        ("none", "reachable from the network without authorization"),
+        ("TLS", "reachable from the network without authorization"),
+        ("Basic", "Basic authorization without TLS on 0.0.0.0"),
+        ("Basic and TLS", None),
+    ],
+)
+def test_public_monitor_is_warned_about_what_it_lacks(
+    tmp_path: Path, certs: dict[str, Path], protection: str, warned: str | None
+) -> None:
+    """Off loopback, the warning names what is missing: authorization, or TLS under Basic (as
+    on a server's port); Basic over TLS is not warned about."""
+    keys: dict[str, Any] = {"HostName": "0.0.0.0"}
+    if "Basic" in protection:
+        keys["FwData"] = {"Authorization": {"scheme": "basic", "OnAuth": "app.check"}}
+    if "TLS" in protection:
+        keys.update(SslCertificate=str(certs["cert"]), SslCertificateKey=str(certs["key"]))
+    app = APP_SOURCE + "\ndef check(user, password):\n    return False\n"
+    public = free_config(
+        tmp_path, extra={"APP_MONITOR": monitor_section(free_port(), **keys)}, app=app
+    )
     code, out = _check(public)
     assert code == 0
-    warnings = [line for line in out.splitlines() if line.startswith("warning:")]
-    assert any("APP_MONITOR" in w and "0.0.0.0" in w for w in warnings), out
+    warnings = [w for w in out.splitlines() if w.startswith("warning:") and "APP_MONITOR" in w]
+    if warned is None:
+        assert warnings == [], out
+    else:
+        assert len(warnings) == 1 and warned in warnings[0], out
+        fix = "add SslCertificate" if "Basic" in protection else "protect it with FwData Basic"
+        assert fix in warnings[0]
     # the same config on loopback is not warned about
     (tmp_path / "loop").mkdir()
-    local = free_config(tmp_path / "loop", extra={"APP_MONITOR": monitor_section(free_port())})
+    del keys["HostName"]
+    local_section = monitor_section(free_port(), **keys)
+    local = free_config(tmp_path / "loop", extra={"APP_MONITOR": local_section}, app=app)
     code, out = _check(local)
     assert code == 0
     assert not any("APP_MONITOR" in w for w in out.splitlines() if w.startswith("warning:"))

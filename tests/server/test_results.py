@@ -48,6 +48,14 @@ def nocontent():
 async def notmodified():
     return Response({"x": 1}, status=304, headers={"ETag": '"v1"'})
 
+@get("/none/:status")
+def none_body(status):
+    return Response(None, status=int(status))
+
+@get("/none-async")
+async def none_async():
+    return Response(None, headers={"X-Empty": "1"})
+
 @get("/reset")
 def reset():
     return Response("body", status=205)
@@ -211,6 +219,15 @@ def test_integers_beyond_64_bits_are_sent_exactly(
     r = client.get("/rest" + path)
     assert r.status_code == 200, r.text
     assert r.json() == expected  # Python's json reads big integers exactly
+
+
+def test_a_response_of_none_is_an_empty_body(client: Client) -> None:
+    """``Response(None, ...)`` is ``Response(b"", ...)`` for any status (it was a 500)."""
+    for status in (204, 200, 404):
+        r = client.get(f"/rest/none/{status}")
+        assert (r.status_code, r.content) == (status, b""), r.text
+    r = client.get("/rest/none-async")
+    assert (r.status_code, r.content, r.headers["x-empty"]) == (200, b"", "1")
 
 
 def test_data_that_is_not_json_is_500_and_logged(client: Client, client_config: Path) -> None:

@@ -334,6 +334,73 @@ def test_ciphers_restrict_tls12(service: ServerProcess, pki: Pki) -> None:
     assert "New, TLSv1.3" in s_client(port, "-tls1_3").stdout
 
 
+CBC_CIPHERS = ("ECDHE-ECDSA-AES128-SHA256", "ECDHE-ECDSA-AES256-SHA384", "ECDHE-ECDSA-AES128-SHA")
+AEAD_CIPHERS = (OTHER_CIPHER, ONLY_CIPHER, "ECDHE-ECDSA-CHACHA20-POLY1305")
+# CBC, and AES-GCM without forward secrecy (RSA key exchange)
+RSA_REFUSED = ("ECDHE-RSA-AES128-SHA256", "ECDHE-RSA-AES256-SHA384", "AES128-GCM-SHA256")
+RSA_AEAD_CIPHERS = ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-CHACHA20-POLY1305")
+
+
+def tls12_cipher(port: int, pki: Pki, cipher: str, *, verify: bool = True) -> str:
+    """The cipher a Python TLS 1.2 client offering only ``cipher`` got, or why it failed
+    (``verify``: trusting only the root CA, else trusting any certificate)."""
+    ctx = client_ctx(pki, maximum=ssl.TLSVersion.TLSv1_2)
+    if not verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_ciphers(cipher)
+    with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as raw:
+        try:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                got = tls.cipher()
+                assert got is not None
+                return got[0]
+        except ssl.SSLError as exc:
+            return f"refused: {exc.reason}"
+
+
+def test_without_ssl_ciphers_tls12_takes_aead_ciphers_only(pki: Pki, tmp_path: Path) -> None:
+    """No SslCiphers: Mozilla intermediate's AEAD ciphers on an app port and on the monitor, no
+    CBC one (an EC key's and an RSA key's); an explicit SslCiphers still wins (a CBC cipher it
+    names is served)."""
+    files = {"SslCertificate": str(pki.leaf), "SslCertificateCA": str(pki.chain)}
+    tls = local_port(**files, SslCertificateKey=str(pki.plain_key))
+    monitor = {**tls, "Enable": 1}
+    del monitor["Locations"]
+    rsa = tmp_path / "rsa"
+    rsa.mkdir()
+    issued = trustme.CA(key_type=trustme.KeyType.RSA).issue_cert(
+        "127.0.0.1", "localhost", key_type=trustme.KeyType.RSA
+    )
+    issued.cert_chain_pems[0].write_to_path(str(rsa / "leaf.pem"))
+    issued.private_key_pem.write_to_path(str(rsa / "leaf.key"))
+    servers = {
+        "HTTPS_DEFAULT": tls,
+        "HTTPS_CBC": {**tls, "SslCiphers": CBC_CIPHERS[0]},
+        "HTTPS_RSA": local_port(
+            SslCertificate=str(rsa / "leaf.pem"), SslCertificateKey=str(rsa / "leaf.key")
+        ),
+    }
+    config = free_config(tmp_path, servers=servers, extra={"APP_MONITOR": monitor}, app=APP)
+    with serving(config) as proc:
+        for name in ("HTTPS_DEFAULT", "APP_MONITOR", "HTTPS_RSA"):
+            port = proc.ports[name]
+            rsa_key = name == "HTTPS_RSA"
+            refused = RSA_REFUSED if rsa_key else CBC_CIPHERS
+            aead = RSA_AEAD_CIPHERS if rsa_key else AEAD_CIPHERS
+            for cipher in refused:
+                got = tls12_cipher(port, pki, cipher, verify=not rsa_key)
+                assert got.startswith("refused: "), (name, cipher, got)
+            for cipher in aead:
+                assert tls12_cipher(port, pki, cipher, verify=not rsa_key) == cipher, name
+            # TLS 1.3 keeps OpenSSL's suites
+            assert "New, TLSv1.3" in s_client(port, "-tls1_3").stdout
+        explicit = proc.ports["HTTPS_CBC"]
+        assert tls12_cipher(explicit, pki, CBC_CIPHERS[0]) == CBC_CIPHERS[0]
+        assert tls12_cipher(explicit, pki, OTHER_CIPHER).startswith("refused: ")
+        print(f"default, CBC: {tls12_cipher(proc.ports['HTTPS_DEFAULT'], pki, CBC_CIPHERS[0])}")
+
+
 # -- client certificates -----------------------------------------------------------------------
 
 

@@ -61,6 +61,8 @@ _OAUTH2 = {
     "loginpage": "loginPage",
     "boundtokens": "boundTokens",
 }
+# Authorization keys of the Basic scheme the monitor has no use for (folded)
+_MONITOR_UNUSED = ("onadmin",)
 # SPEC 16.2: "boundTokens" makes a binding of the access tokens mandatory
 BOUND_TOKENS = ("dpop", "mtls")
 
@@ -157,7 +159,7 @@ def parse_fw_data(
     *,
     section: str,
     is_tls: bool,
-    native_routes: bool = True,
+    monitor: bool = False,
 ) -> FwData:
     """Validate a section's ``FwData`` (the JSON value read by ``convert``).
 
@@ -167,8 +169,9 @@ def parse_fw_data(
         value: the JSON value; None when absent or empty.
         section: the section that Authorization's messages name.
         is_tls: whether the port speaks TLS (``oAuth2`` needs it).
-        native_routes: False on ``[APP_MONITOR]``, which serves no native route and leaves
-            ``NativeRoutes`` unread.
+        monitor: True on ``[APP_MONITOR]``, which serves no native route and calls no
+            ``onAdmin``: ``NativeRoutes`` and ``Authorization.onAdmin`` are refused there
+            (SPEC 2: a key that would have no effect stops the start).
 
     Raises:
         ConfigError: not an object, an unknown key, or an ``Authorization`` or
@@ -199,15 +202,33 @@ def parse_fw_data(
                 written,
                 "keep one of them.",
             )
+        if monitor and known == "NativeRoutes":
+            raise raw.error(
+                f"the key {key!r} has no effect on the monitor (it serves no native route).",
+                sec.name,
+                written,
+                "remove it: the monitor's FwData takes only Authorization (scheme basic, "
+                "OnAuth, OnAuthCache, maxFailures).",
+            )
         spelled[known.lower()] = str(key)
         items[known.lower()] = item
     # the messages name the resolved file, as the start's do
     source = str(Path(raw.source).resolve()) if raw.source else None
-    authorization = _authorization(
-        items.get("authorization"), section, is_tls, raw.base_dir, source
-    )
+    auth = items.get("authorization")
+    if monitor and isinstance(auth, dict):
+        for key in auth:
+            if str(key).lower() in _MONITOR_UNUSED:
+                raise raw.error(
+                    f"Authorization's key {key!r} has no effect on the monitor (it serves no "
+                    "native route that would call it).",
+                    sec.name,
+                    written,
+                    "remove it: the monitor's Authorization takes scheme (basic), OnAuth, "
+                    "OnAuthCache and maxFailures.",
+                )
+    authorization = _authorization(auth, section, is_tls, raw.base_dir, source)
     routes = NativeRoutesData()
-    if native_routes:
+    if not monitor:
         routes = _native_routes(items.get("nativeroutes"), sec.name, source)
     return FwData(authorization, routes)
 

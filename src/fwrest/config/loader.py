@@ -187,7 +187,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
                 mvalues["fw_data"],
                 section="APP_MONITOR",
                 is_tls=mvalues["ssl_certificate"] is not None,
-                native_routes=False,
+                monitor=True,
             )
             monitor = MonitorConfig(**mvalues)
             for server in servers:

@@ -68,8 +68,25 @@ def risky_settings(
                 "SslClientCA."
             )
     if monitor is not None and not monitor.host.startswith(_LOOPBACK):
-        out.append(
-            f"[APP_MONITOR] HostName={monitor.host}: the monitor is reachable from the "
-            "network; bind it to 127.0.0.1 or protect it with FwData Basic authorization."
-        )
+        warning = _public_monitor(monitor)
+        if warning is not None:
+            out.append(warning)
     return out
+
+
+def _public_monitor(monitor: MonitorConfig) -> str | None:
+    """The warning about a monitor off loopback, naming what its protection lacks (none
+    behind Basic over TLS, as a server's port)."""
+    if monitor.fw_data.authorization is None:
+        return (
+            f"[APP_MONITOR] HostName={monitor.host}: the monitor is reachable from the "
+            "network without authorization; bind it to 127.0.0.1 or protect it with FwData "
+            "Basic authorization (with SslCertificate/SslCertificateKey)."
+        )
+    if monitor.ssl_certificate is None:
+        return (
+            f"[APP_MONITOR] Basic authorization without TLS on {monitor.host}: passwords "
+            "cross the network in clear text; add SslCertificate/SslCertificateKey, or bind "
+            "the monitor to 127.0.0.1."
+        )
+    return None

@@ -164,7 +164,8 @@ def _tls(section: str) -> list[Key]:
             "str",
             None,
             doc="OpenSSL cipher string for TLS 1.2, e.g. ECDHE+AESGCM:ECDHE+CHACHA20 (TLS 1.3 "
-            "keeps OpenSSL's suites); none: Python's defaults",
+            "keeps OpenSSL's suites); none: the AEAD ciphers of Mozilla's intermediate "
+            "profile (ECDHE/DHE-RSA with AES-GCM or CHACHA20-POLY1305, no CBC)",
         ),
         Key(
             section,
@@ -704,7 +705,9 @@ KEYS: tuple[Key, ...] = (
         "fw_data",
         "json",
         None,
-        doc="optional Basic Authorization of the monitor port",
+        doc='optional Basic Authorization of the monitor port: {"Authorization": {"scheme": '
+        '"basic", "OnAuth", "OnAuthCache", "maxFailures"}} only (NativeRoutes and onAdmin, '
+        "which the monitor has no use for, stop the start)",
     ),
     # CORS sections (named by a location's CORS key)
     Key(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
+    "DEFAULT_CIPHERS",
     "TLS_VERSIONS",
     "ClientCert",
     "TlsOptions",
@@ -23,6 +24,23 @@ __all__ = [
     "handshake_in_memory",
     "server_tls_context",
 ]
+
+# TLS 1.2's ciphers without SslCiphers (app ports and the monitor): the AEAD-only list of
+# Mozilla's "intermediate" profile (ECDHE and DHE-RSA with AES-GCM or ChaCha20-Poly1305), no CBC
+# suite; TLS 1.3's suites are OpenSSL's either way (set_ciphers does not touch them)
+DEFAULT_CIPHERS = ":".join(
+    (
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        "DHE-RSA-AES128-GCM-SHA256",
+        "DHE-RSA-AES256-GCM-SHA384",
+        "DHE-RSA-CHACHA20-POLY1305",
+    )
+)
 
 # SslMinVersion, as written (case-insensitive), -> OpenSSL's version
 TLS_VERSIONS = {"tlsv1.2": ssl.TLSVersion.TLSv1_2, "tlsv1.3": ssl.TLSVersion.TLSv1_3}
@@ -47,7 +65,7 @@ class TlsOptions:
     pass_phrase: bytes | None = field(default=None, repr=False)
     chain: Path | None = None  # SslCertificateCA: sent after the certificate
     min_version: ssl.TLSVersion = ssl.TLSVersion.TLSv1_2
-    ciphers: str | None = None  # OpenSSL cipher string for TLS 1.2
+    ciphers: str | None = None  # OpenSSL cipher string for TLS 1.2 (None: DEFAULT_CIPHERS)
     client_cert: ClientCert = ClientCert.NONE
     client_ca: Path | None = None  # SslClientCA: the CAs client certificates chain to
 
@@ -157,11 +175,10 @@ def server_tls_context(
     options = options or TlsOptions()
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = options.min_version
-    if options.ciphers is not None:
-        try:
-            ctx.set_ciphers(options.ciphers)
-        except ssl.SSLError as exc:
-            raise TlsSetupError(TlsStep.CIPHERS, _reason(exc)) from None
+    try:
+        ctx.set_ciphers(DEFAULT_CIPHERS if options.ciphers is None else options.ciphers)
+    except ssl.SSLError as exc:
+        raise TlsSetupError(TlsStep.CIPHERS, _reason(exc)) from None
     _load_certificate(ctx, certificate, key, options)
     if options.client_cert is not ClientCert.NONE:
         assert options.client_ca is not None  # the loader requires it

@@ -149,7 +149,8 @@ class Response:
 
     Args:
         body: ``bytes``, ``str`` (in the server's ``Charset``), a dict/list sent as JSON, or an
-            iterator or async iterator of ``bytes``/``str`` sent as it comes (SPEC 10.5).
+            iterator or async iterator of ``bytes``/``str`` sent as it comes (SPEC 10.5);
+            ``None`` is an empty body, as ``b""`` (whatever the status).
         status: the HTTP status.
         headers: extra headers.
         media_type: the ``Content-Type``; chosen from ``body`` when omitted.
@@ -159,12 +160,18 @@ class Response:
 
     def __init__(
         self,
-        body: bytes | str | dict[str, Any] | list[Any] | Iterator[Any] | AsyncIterator[Any] = b"",
+        body: bytes
+        | str
+        | dict[str, Any]
+        | list[Any]
+        | Iterator[Any]
+        | AsyncIterator[Any]
+        | None = b"",
         status: int = 200,
         headers: Mapping[str, str] | None = None,
         media_type: str | None = None,
     ) -> None:
-        self.body = body
+        self.body = b"" if body is None else body
         self.status = status
         self.headers = dict(headers or {})
         self.media_type = media_type

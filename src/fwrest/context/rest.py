@@ -188,7 +188,8 @@ class RestObject:
             if caller is None:
                 raise RuntimeError(
                     "setChunkedResponse works in a def handler; an async def handler returns "
-                    "an async iterator of its pieces instead"
+                    "an async iterator of its pieces instead, and a returned iterator yields "
+                    "them"
                 )
             encode = _chunk_encoder(ctx)
             # the first piece encoded before the head goes out: text its charset cannot

@@ -964,6 +964,7 @@ class PortApp:
                 rid,
                 req.method,
                 found.path if found is not None else "?",
+                ctx,
             )
         else:
             self.usage.record(route_key, duration_us)

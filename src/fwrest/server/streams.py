@@ -29,8 +29,10 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any
 
 from fwrest import log
+from fwrest.context import chunks
 from fwrest.context.charsets import Charset
 from fwrest.context.events import IDLE_S, KEEP_ALIVE, encode_event
+from fwrest.context.request import RequestContext, current
 from fwrest.context.views import UsageKey
 from fwrest.errors import HTTPError, StreamCut, is_cancellation
 from fwrest.server.failures import log_failure
@@ -194,11 +196,14 @@ class _Steps:
         self._closed = False
 
     def step(self) -> Any:
-        """In a pool thread: the next item, or ``_END``."""
+        """In a pool thread: the next item, or ``_END``. The pool's job is not a handler's:
+        ``setChunkedResponse`` in the iterator raises (the answer is already this stream)."""
         with self._lock:
             if self._ending:
                 return _END  # a step queued before the stream ended
             self._running = True
+        caller = getattr(chunks.running, "caller", None)
+        chunks.running.caller = None
         try:
             return next(self.source, _END)
         except Exception:
@@ -208,6 +213,7 @@ class _Steps:
             # GeneratorExit would close them instead (and no CancelledError here is fwrest's)
             raise StreamFailed(exc) from None
         finally:
+            chunks.running.caller = caller
             with self._lock:
                 self._running = False
                 ending = self._ending
@@ -271,7 +277,9 @@ async def prepend(first: bytes | None, rest: AsyncIterator[bytes]) -> AsyncItera
 
 class Sending:
     """``stream`` as the engine sends it: each step and its close with the request's id
-    ``rid`` (the pipeline has returned: the engine's task no longer has it), what it raises
+    ``rid`` and the REST object's request ``ctx`` (the pipeline has returned: the engine's
+    task no longer has them; a ``def`` generator's steps take them into the pool, an async
+    generator's run in the task, so ``rest`` reads the request in either), what it raises
     logged as a handler's failure (``method path``) and raised as :class:`StreamCut`, the
     request's usage figures recorded in ``usage`` when it is closed (the engine closes every
     stream it took, whole or not). A class rather than an async generator, so that closing it
@@ -279,6 +287,7 @@ class Sending:
 
     __slots__ = (
         "_closed",
+        "_ctx",
         "_method",
         "_path",
         "_rid",
@@ -297,8 +306,10 @@ class Sending:
         rid: str | int,
         method: str,
         path: str,
+        ctx: RequestContext | None = None,
     ) -> None:
         self._stream = stream
+        self._ctx = ctx
         self._usage = usage
         self._route_key = route_key
         self._started = started
@@ -312,6 +323,7 @@ class Sending:
 
     async def __anext__(self) -> bytes:
         token = log.request_id.set(self._rid)
+        request = current.set(self._ctx) if self._ctx is not None else None
         try:
             return await anext(self._stream)
         except (StopAsyncIteration, StreamCut):
@@ -323,6 +335,8 @@ class Sending:
             log_failure(self._method, self._path, inner, "the streamed answer failed", "cut short")
             raise StreamCut("the streamed answer failed") from None
         finally:
+            if request is not None:
+                current.reset(request)
             log.request_id.reset(token)
 
     async def aclose(self) -> None:
@@ -330,10 +344,13 @@ class Sending:
             return
         self._closed = True
         token = log.request_id.set(self._rid)
+        request = current.set(self._ctx) if self._ctx is not None else None
         try:
             await close_stream(self._stream)
         except Exception as exc:  # the application's cleanup: logged with the id
             _close_failed(exc)
         finally:
             self._usage.record(self._route_key, (time.perf_counter_ns() - self._started) // 1000)
+            if request is not None:
+                current.reset(request)
             log.request_id.reset(token)
