@@ -186,6 +186,8 @@ def test_three_reloads_under_load_fail_no_request(tmp_path: Path) -> None:
             assert proc.ports["HTTP_REST"] == int(url.split(":")[2].split("/")[0])
             assert httpx.get(proc.url("HTTP_TWO") + "/v", timeout=10).json()["v"] == 2
             assert version_now(url) == 2
+            # generation 2's workers drain meanwhile (under load, still there at this line)
+            wait_for(lambda: len(children(proc.proc.pid)) == 2, 30, "generation 2 drained")
             third_workers = children(proc.proc.pid)
 
             # 3. a broken configuration: logged as `fwrest check` prints it, nothing changes
