@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import hashlib
+import re
 import secrets
 import time
 import traceback
@@ -88,6 +89,19 @@ def _parse(header: str | None) -> tuple[str, str, str] | None:
     if not colon:
         return None
     return user, password, credentials
+
+
+def _without(password: str, text: str) -> str:
+    """``text`` with ``password`` masked: everywhere when 3 characters or more, else only where
+    it stands as a word of its own (masking every ``o`` of a line mangled it and showed the
+    password ``o`` all the same).
+
+    >>> _without("o", "onauth exploded: bad password o"), _without("pw1", "a-pw1-b")
+    ('onauth exploded: bad password ***', 'a-***-b')
+    """
+    if len(password) >= 3:
+        return text.replace(password, log.MASKED)
+    return re.sub(rf"(?<!\w){re.escape(password)}(?!\w)", log.MASKED, text)
 
 
 class AcceptedPairs:
@@ -344,8 +358,8 @@ class BasicGuard:
         else:
             tail = " (rest_error_full=1 logs the whole traceback)"
         if password:
-            text = text.replace(password, log.MASKED)
-            tail = tail.replace(password, log.MASKED)
+            text = _without(password, text)
+            tail = _without(password, tail)
         log.auth_log.error(
             "[%s] OnAuth %s raised %s: %s (user %r); answered 500%s",
             self._port,
