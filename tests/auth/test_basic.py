@@ -382,6 +382,17 @@ def test_on_auth_raising_is_500_logged_without_the_password(svc: Service, server
     assert password not in file_log
 
 
+def test_a_refused_user_name_is_cut_to_rest_log_stringsize(svc: Service) -> None:
+    """A client's user name is cut in the log as its other values are (an 11 KB name was
+    written whole, ignoring ``rest_log_stringsize``)."""
+    user = "Long-User-" + "u" * 11000 + "-Tail-Mark"
+    assert_403(svc.get("/rest/hello", auth=(user, "whatever-pw")))
+    shown = f"OnAuth refused user '{user[:200]}...({len(user)} chars)'"
+    assert shown in svc.wait_file_log("OnAuth refused user 'Long-User-")
+    assert "-Tail-Mark" not in svc.proc.log()
+    assert "-Tail-Mark" not in svc.proc.file_log()
+
+
 # -- authorization runs before routing -----------------------------------------------------------
 
 

@@ -24,7 +24,14 @@ from fwrest.wire import Request
 if TYPE_CHECKING:
     from fwrest.context.request import RequestContext
 
-__all__ = ["CACHE_MAX", "AcceptedPairs", "BasicGuard", "authorization_header", "parse_basic"]
+__all__ = [
+    "CACHE_MAX",
+    "AcceptedPairs",
+    "BasicGuard",
+    "authorization_header",
+    "parse_basic",
+    "shown_user",
+]
 
 # Decoded headers remembered per guard (a client sends the same header on every request);
 # the verdict is remembered only with OnAuthCache (AcceptedPairs), else OnAuth runs for every
@@ -89,6 +96,15 @@ def _parse(header: str | None) -> tuple[str, str, str] | None:
     if not colon:
         return None
     return user, password, credentials
+
+
+def shown_user(user: str) -> str:
+    """A user name the client gave, as the log shows it: cut to ``rest_log_stringsize``
+    characters as every other value a client gives (an 11 KB name was written whole); the
+    caller writes it with ``%r`` (CR, LF and ESC escaped)."""
+    from fwrest.server.state import tunables  # here: fwrest.server imports fwrest.auth
+
+    return log.truncate(user, tunables.current.rest_log_stringsize)
 
 
 def _without(password: str, text: str) -> str:
@@ -314,7 +330,7 @@ class BasicGuard:
             current.reset(token)
         if verdict is not True:
             # %r escapes CR, LF and ESC (and shows an empty name as '')
-            log.auth_log.info("[%s] OnAuth refused user %r", self._port, user)
+            log.auth_log.info("[%s] OnAuth refused user %r", self._port, shown_user(user))
             if header is not None:
                 self._known.pop(header, None)
             if cache is not None:
@@ -342,7 +358,12 @@ class BasicGuard:
         ctx.auth_user = user
         if log.auth_log.isEnabledFor(log.VERBOSE):  # rest_log_level 4 and 5
             log.write(
-                log.auth_log, log.VERBOSE, "[%s] OnAuth accepted user %r%s", self._port, user, how
+                log.auth_log,
+                log.VERBOSE,
+                "[%s] OnAuth accepted user %r%s",
+                self._port,
+                shown_user(user),
+                how,
             )
 
     def _log_raised(self, exc: BaseException, user: str, password: str) -> None:
@@ -366,6 +387,6 @@ class BasicGuard:
             self._name,
             type(exc).__name__,
             text,
-            user,
+            shown_user(user),
             tail,
         )

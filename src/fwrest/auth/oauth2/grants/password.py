@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from fwrest import log
+from fwrest.auth.basic import shown_user
 from fwrest.auth.blocking import settled
 from fwrest.auth.oauth2.dpop import new_family
 from fwrest.auth.oauth2.errors import InvalidGrant, InvalidRequest
@@ -120,7 +121,9 @@ async def check_password(
         raise
     if not ok:
         # %r escapes CR, LF and ESC, as for Basic's refusals
-        log.auth_log.info("[%s] %s refused for user %r", service.port_name, what, username)
+        log.auth_log.info(
+            "[%s] %s refused for user %r", service.port_name, what, shown_user(username)
+        )
         await throttle.failed(attempt, run)
         return False
     await throttle.succeeded(attempt, run)
