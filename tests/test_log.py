@@ -329,3 +329,31 @@ def test_a_request_with_too_many_secret_values_has_its_records_withheld(tmp_path
     text = (tmp_path / "server.log").read_text()
     assert "record withheld: its request holds more than 1000 secret values" in text, text
     assert "Many-Pw-" not in text
+
+
+CODE_APP = """
+
+@post("/code")
+def code():
+    return {"code": "Auth-Code-C4n", "authenticated": True, "auth_method": None, "state": "s"}
+"""
+
+
+def test_an_error_bodys_integer_code_shows_at_level_5_and_a_string_code_does_not(
+    tmp_path: Path,
+) -> None:
+    """Level 5 masked every ``code`` and every value under a key holding ``auth``: the status
+    of each error body (``{"code":"***",...}``), ``"authenticated":"***"``. A number under
+    ``code`` and true, false and null under any key are no secret; a string ``code`` (the code
+    grant's authorization code) still is."""
+    config = module_config(
+        tmp_path, "code_app", app=APP_SOURCE + CODE_APP, general={"rest_log_level": 5}
+    )
+    with Client(config) as client:
+        assert client.get("/rest/no/such/route").status_code == 404
+        assert client.post("/rest/code", json={"code": 12345, "password": True}).status_code == 200
+    text = (tmp_path / "server.log").read_text()
+    assert 'response 404 body {"code":404,"detailedMessage":"","message":"Not Found"}' in text
+    assert 'body {"code":12345,"password":true}' in text, text
+    assert '"code":"***","authenticated":true,"auth_method":null,"state":"s"' in text, text
+    assert "Auth-Code-C4n" not in text

@@ -359,7 +359,7 @@ def _redact_tree(node: Any, depth: int) -> tuple[Any, bool]:
         changed = False
         out: dict[str, Any] = {}
         for key, value in node.items():
-            if is_secret_name(key):
+            if is_secret_name(key) and not _no_secret(key, value):
                 out[key] = MASKED
                 changed = True
             else:
@@ -378,6 +378,19 @@ def _redact_tree(node: Any, depth: int) -> tuple[Any, bool]:
         redacted = redact_value(node, depth + 1)
         return redacted, redacted != node
     return node, False
+
+
+def _no_secret(key: str, value: Any) -> bool:
+    """True for a value under a secret-like key that holds no secret: ``true``, ``false`` and
+    ``null`` (under any key), and a number under ``code`` (a status or an error code, where
+    the code grant's authorization code is a string).
+
+    >>> _no_secret("authenticated", True), _no_secret("code", 401), _no_secret("code", "c-1")
+    (True, True, False)
+    """
+    if value is None or isinstance(value, bool):
+        return True
+    return isinstance(value, int | float) and key.lower() == "code"
 
 
 def _redacted_json(tree: dict[str, Any] | list[Any], text: str, depth: int) -> str:
