@@ -7,6 +7,7 @@ import doctest
 import gc
 import importlib
 import logging
+import os
 import pkgutil
 import re
 import time
@@ -357,3 +358,29 @@ def test_an_error_bodys_integer_code_shows_at_level_5_and_a_string_code_does_not
     assert 'body {"code":12345,"password":true}' in text, text
     assert '"code":"***","authenticated":true,"auth_method":null,"state":"s"' in text, text
     assert "Auth-Code-C4n" not in text
+
+
+def test_an_existing_log_file_is_made_0600_or_warned_about_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC 7: ``LogFile`` is 0600; an existing 0644 file kept its mode, with no word of it."""
+    config = module_config(tmp_path, "mode_app")
+    logfile = tmp_path / "server.log"
+    logfile.write_text("")
+    logfile.chmod(0o644)
+    with Client(config) as client:
+        assert client.get("/rest/hello").status_code == 200
+    assert logfile.stat().st_mode & 0o777 == 0o600
+    assert "could not be made 0600" not in logfile.read_text()
+
+    logfile.chmod(0o644)
+
+    def refused(fd: int, mode: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchmod", refused)
+    with Client(config) as client:
+        assert client.get("/rest/hello").status_code == 200
+    text = logfile.read_text()
+    assert text.count("LogFile") == 1, text
+    assert f"[HTTPSERVER] LogFile {logfile}: its mode could not be made 0600" in text, text

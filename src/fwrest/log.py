@@ -2,9 +2,9 @@
 
 Owns: the ``fwrest.*`` loggers (``server``, ``access``, ``auth``, ``app``, ``audit``; under
 ``fwrest serve`` Python's root logger too), the mapping of ``rest_log_level`` (0 off .. 5
-debug) onto them (``audit`` writes at every level above 0, SPEC 13.5), ``LogFile`` (created
-with mode 0600), and the one place that redacts what a log line may show (SPEC 7, 7.1): headers
-whose names may carry secrets masked whole (``Authorization``, ``Cookie``, ``X-Api-Key``...),
+debug) onto them (``audit`` writes at every level above 0, SPEC 13.5), ``LogFile`` (mode
+0600, an existing file's made so), and the one place that redacts what a log line may show
+(SPEC 7, 7.1): headers whose names may carry secrets masked whole (``Authorization``, ``Cookie``, ``X-Api-Key``...),
 secret-like query and form values replaced, bodies redacted after parsing (JSON, URL-encoded
 forms; any other body is described by its length only), URLs' userinfo masked in every record,
 the current request's secrets scrubbed from every record (exception text included), CR, LF and
@@ -989,14 +989,31 @@ class TurnFlushingHandler(logging.StreamHandler):  # type: ignore[type-arg]
 class _FileHandler(logging.FileHandler, TurnFlushingHandler):
     """``LogFile``: a file handler that flushes as :class:`TurnFlushingHandler` does.
 
-    The file is created with mode 0600 (SPEC 7.1: a log at level 5 shows requests, however
-    redacted, and only the service's user should read it); a file that exists keeps its mode
-    (an operator may have given a log group read access).
+    The file is mode 0600 (SPEC 7.1: a log at level 5 shows requests, however redacted, and
+    only the service's user should read it): created so, and an existing file with a wider
+    mode made so when it is opened; when that fails (another user's file), its
+    :attr:`mode_warning` says so, written once by :func:`setup_logging`.
     """
 
     def __init__(self, path: Path) -> None:
+        self.mode_warning = ""
         logging.FileHandler.__init__(self, path, encoding="utf-8", errors="backslashreplace")
         self._pending = False
+
+    def _private(self, fd: int) -> None:
+        """Make the open file mode 0600 if it is wider."""
+        try:
+            mode = os.fstat(fd).st_mode & 0o777
+            if mode & 0o077 == 0:
+                return
+            os.fchmod(fd, 0o600)
+        except OSError as exc:
+            if not self.mode_warning:
+                self.mode_warning = (
+                    f"[HTTPSERVER] LogFile {self.baseFilename}: its mode could not be made "
+                    f"0600 ({exc.strerror or exc}): other users may read the log (SPEC 7); "
+                    "chmod 600 it, or let the service's user own it"
+                )
 
     def _open(self) -> Any:
         if getattr(self, "_closed", False):
@@ -1005,6 +1022,7 @@ class _FileHandler(logging.FileHandler, TurnFlushingHandler):
             # and leave it open for good; the record is dropped instead
             return None
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._private(fd)
         return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
 
@@ -1094,3 +1112,6 @@ def setup_logging(
             python_root.addHandler(handler)
     if own_process:
         _root.propagate = False
+    for handler in handlers:
+        if isinstance(handler, _FileHandler) and handler.mode_warning:
+            server_log.warning("%s", handler.mode_warning)
