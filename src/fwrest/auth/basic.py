@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from fwrest import log
 from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.settings import AuthSettings
-from fwrest.auth.throttle import Throttle
+from fwrest.auth.throttle import Throttle, shown_user
 from fwrest.context.request import current
 from fwrest.errors import BASIC, Forbidden, HTTPError, Unauthorized, is_cancellation
 from fwrest.wire import Request
@@ -30,7 +30,6 @@ __all__ = [
     "BasicGuard",
     "authorization_header",
     "parse_basic",
-    "shown_user",
 ]
 
 # Decoded headers remembered per guard (a client sends the same header on every request);
@@ -96,15 +95,6 @@ def _parse(header: str | None) -> tuple[str, str, str] | None:
     if not colon:
         return None
     return user, password, credentials
-
-
-def shown_user(user: str) -> str:
-    """A user name the client gave, as the log shows it: cut to ``rest_log_stringsize``
-    characters as every other value a client gives (an 11 KB name was written whole); the
-    caller writes it with ``%r`` (CR, LF and ESC escaped)."""
-    from fwrest.server.state import tunables  # here: fwrest.server imports fwrest.auth
-
-    return log.truncate(user, tunables.current.rest_log_stringsize)
 
 
 def _without(password: str, text: str) -> str:

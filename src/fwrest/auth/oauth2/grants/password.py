@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from fwrest import log
-from fwrest.auth.basic import shown_user
 from fwrest.auth.blocking import settled
 from fwrest.auth.oauth2.dpop import new_family
 from fwrest.auth.oauth2.errors import InvalidGrant, InvalidRequest
@@ -21,7 +20,7 @@ from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated
 from fwrest.auth.oauth2.params import CLIENT_PREFIX
 from fwrest.auth.oauth2.passwords import check_user, costly
 from fwrest.auth.oauth2.scopes import allowed_scopes, grant
-from fwrest.auth.throttle import user_key
+from fwrest.auth.throttle import shown_user, user_key
 
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.params import AuthParams
