@@ -322,13 +322,15 @@ def test_every_value_of_a_secret_key_is_scrubbed_from_a_handlers_record(
 def test_a_request_with_too_many_secret_values_has_its_records_withheld(tmp_path: Path) -> None:
     """Past ``SECRETS_MAX`` values to scrub (a pass over the record each), a request's records
     are withheld rather than written unscrubbed or scrubbed at that cost."""
-    config = module_config(tmp_path, "many_app", app=APP_SOURCE + LOGGING_APP)
     body = "[" + ",".join(f'{{"password":"Many-Pw-{n:05d}"}}' for n in range(1200)) + "]"
+    general = {"rest_log_level": 5}
+    config = module_config(tmp_path, "many_app", app=APP_SOURCE + LOGGING_APP, general=general)
     with Client(config) as client:
         answer = client.post("/rest/logs", content=body, headers={"content-type": JSON})
         assert answer.status_code == 200
     text = (tmp_path / "server.log").read_text()
     assert "record withheld: its request holds more than 1000 secret values" in text, text
+    assert "request headers and bodies not logged: more than 1000 secret values" in text
     assert "Many-Pw-" not in text
 
 

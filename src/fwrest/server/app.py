@@ -1009,12 +1009,13 @@ class PortApp:
         described by its length only (SPEC 7.1), and one over :data:`DEBUG_BODY_MAX` bytes by
         its size and type (the work stays bounded whatever the size). The request's secrets,
         its secret-named inputs included, are scrubbed BEFORE cutting (a cut could split a
-        secret and defeat the scrub); the token route's bodies
-        carry passwords and tokens and are never written (the route known by the normalised
-        path, and a target that could not be resolved counted as it).
+        secret and defeat the scrub); the token route's bodies carry passwords and tokens and
+        are never written (the route known by the normalised path, and a target that could
+        not be resolved counted as it).
         """
         size = tunables.current.rest_log_stringsize
         secrets = log.request_secrets.get()
+        done = {"fwrest_scrubbed": True}
         inputs = log.request_inputs.get()
         if inputs is not None:
             # the request's own secret-named inputs, scrubbed here before the cut (the
@@ -1029,6 +1030,7 @@ class PortApp:
                 log.access_log.debug(
                     "request headers and bodies not logged: more than %d secret values",
                     log.SECRETS_MAX,
+                    extra=done,
                 )
                 return
             secrets = secrets + own
@@ -1062,6 +1064,5 @@ class PortApp:
         else:
             body = body_of(req.body, req.headers)
             out = body_of(reply.body, reply.headers)
-        done = {"fwrest_scrubbed": True}
         log.access_log.debug("request headers {%s} body %s", headers, body, extra=done)
         log.access_log.debug("response %d body %s", reply.status, out, extra=done)
