@@ -7,8 +7,10 @@ import doctest
 import gc
 import importlib
 import logging
+import os
 import pkgutil
 import re
+import time
 import warnings
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -234,3 +236,153 @@ def test_a_closed_log_file_is_not_opened_again_by_a_late_record(tmp_path: Path) 
         assert handler.stream is None
         gc.collect()
     assert (tmp_path / "server.log").read_text() == "before\n"
+
+
+BIG_BODY_APP = """
+
+@post("/big")
+def big():
+    # a long answer with a token before and past the first rest_log_stringsize characters
+    items = [{"i": n, "k": "v"} for n in range(40000)]
+    return {"access_token": "Resp-Tok-Early-C4n", "items": items, "token": "Resp-Tok-Late-C4n"}
+"""
+
+
+def test_a_large_body_is_logged_at_level_5_by_its_size_and_type_only(tmp_path: Path) -> None:
+    """Level 5 parsed and redacted a whole body on the event loop before cutting it to
+    ``rest_log_stringsize`` (1 MB: half a second, 45 MB: ten); a body over
+    ``DEBUG_BODY_MAX`` is described by its size and type, without a secret, in bounded time."""
+    config = module_config(
+        tmp_path, "big_body_app", app=APP_SOURCE + BIG_BODY_APP, general={"rest_log_level": 5}
+    )
+    items = ",".join(f'{{"i":{n},"k":"v"}}' for n in range(40000))
+    sent = '{"password":"Req-Pw-Early-C4n","items":[' + items + '],"pwd":"Req-Pw-Late-C4n"}'
+    form = "password=Form-Pw-Early-C4n&" + "a=1&" * 200000 + "pwd=Form-Pw-Late-C4n"
+    with Client(config) as client:
+        started = time.monotonic()
+        as_json = client.post("/rest/big", content=sent, headers={"content-type": JSON})
+        assert as_json.status_code == 200
+        as_form = client.post("/rest/echo", content=form, headers={"content-type": FORM})
+        assert as_form.status_code == 200
+        took = time.monotonic() - started
+    text = (tmp_path / "server.log").read_text()
+    assert f"body ({len(sent)} bytes application/json, not logged: over 65536 bytes)" in text
+    assert f"body ({len(form)} bytes {FORM}, not logged: over 65536 bytes)" in text
+    assert text.count("response 200 body (") == 2, text[-2000:]
+    for secret in ("Req-Pw-Early", "Req-Pw-Late", "Form-Pw-Early", "Form-Pw-Late", "Resp-Tok"):
+        assert secret not in text
+    assert '"i":1' not in text  # no part of a large body
+    assert took < 30, took  # a hang guard only
+
+
+FORM = "application/x-www-form-urlencoded"
+JSON = "application/json"
+
+
+LOGGING_APP = """
+
+import logging
+
+
+@post("/logs")
+def logs_its_body():
+    logging.getLogger("fwrest.app").warning("got %s", rest.getBodyRequest())
+    return {"ok": True}
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "secrets"),
+    [
+        ('{"password":"Dup-Pw-First-C4n","password":"Dup-Pw-Second-C4n"}', ["Dup-Pw-First-C4n"]),
+        ('{"user": "ann", "password": "Cut-Pw-C4n", ', ["Cut-Pw-C4n"]),
+        ('{"password": "Bad-Pw-C4n", "x": nope}', ["Bad-Pw-C4n"]),
+        ("[" * 3000 + '{"password":"Deep-Pw-C4n"}' + "]" * 3000, ["Deep-Pw-C4n"]),
+        ('{"password":"Esc-Pw-\\u0042-C4n"}', ["Esc-Pw-\\u0042-C4n", "Esc-Pw-B-C4n"]),
+        ('{"auth": {"pin": "Nested-Pin-C4n", "more": ["Nested-Item-C4n"]}', ["Nested-Pin-C4n"]),
+    ],
+    ids=["duplicate", "truncated", "invalid", "deep", "escaped", "cut-nested"],
+)
+def test_every_value_of_a_secret_key_is_scrubbed_from_a_handlers_record(
+    tmp_path: Path, body: str, secrets: list[str]
+) -> None:
+    """SPEC 7: a handler that logs its body: the values of its secret keys were taken from a
+    parse, which kept a duplicated key's last value only, and none of JSON that does not parse
+    (cut, invalid, nested deeper than the parser goes) nor the escaped text as sent."""
+    config = module_config(tmp_path, "logging_app", app=APP_SOURCE + LOGGING_APP)
+    with Client(config) as client:
+        answer = client.post("/rest/logs", content=body, headers={"content-type": JSON})
+        assert answer.status_code == 200
+    text = (tmp_path / "server.log").read_text()
+    assert "WARNING fwrest.app [main] got " in text, text[-2000:]
+    for secret in secrets:
+        assert secret not in text, (secret, text[-2000:])
+
+
+def test_a_request_with_too_many_secret_values_has_its_records_withheld(tmp_path: Path) -> None:
+    """Past ``SECRETS_MAX`` values to scrub (a pass over the record each), a request's records
+    are withheld rather than written unscrubbed or scrubbed at that cost."""
+    body = "[" + ",".join(f'{{"password":"Many-Pw-{n:05d}"}}' for n in range(1200)) + "]"
+    general = {"rest_log_level": 5}
+    config = module_config(tmp_path, "many_app", app=APP_SOURCE + LOGGING_APP, general=general)
+    with Client(config) as client:
+        answer = client.post("/rest/logs", content=body, headers={"content-type": JSON})
+        assert answer.status_code == 200
+    text = (tmp_path / "server.log").read_text()
+    assert "record withheld: its request holds more than 1000 secret values" in text, text
+    assert "request headers and bodies not logged: more than 1000 secret values" in text
+    assert "Many-Pw-" not in text
+
+
+CODE_APP = """
+
+@post("/code")
+def code():
+    return {"code": "Auth-Code-C4n", "authenticated": True, "auth_method": None, "state": "s"}
+"""
+
+
+def test_an_error_bodys_integer_code_shows_at_level_5_and_a_string_code_does_not(
+    tmp_path: Path,
+) -> None:
+    """Level 5 masked every ``code`` and every value under a key holding ``auth``: the status
+    of each error body (``{"code":"***",...}``), ``"authenticated":"***"``. A number under
+    ``code`` and true, false and null under any key are no secret; a string ``code`` (the code
+    grant's authorization code) still is."""
+    config = module_config(
+        tmp_path, "code_app", app=APP_SOURCE + CODE_APP, general={"rest_log_level": 5}
+    )
+    with Client(config) as client:
+        assert client.get("/rest/no/such/route").status_code == 404
+        assert client.post("/rest/code", json={"code": 12345, "password": True}).status_code == 200
+    text = (tmp_path / "server.log").read_text()
+    assert 'response 404 body {"code":404,"detailedMessage":"","message":"Not Found"}' in text
+    assert 'body {"code":12345,"password":true}' in text, text
+    assert '"code":"***","authenticated":true,"auth_method":null,"state":"s"' in text, text
+    assert "Auth-Code-C4n" not in text
+
+
+def test_an_existing_log_file_is_made_0600_or_warned_about_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC 7: ``LogFile`` is 0600; an existing 0644 file kept its mode, with no word of it."""
+    config = module_config(tmp_path, "mode_app")
+    logfile = tmp_path / "server.log"
+    logfile.write_text("")
+    logfile.chmod(0o644)
+    with Client(config) as client:
+        assert client.get("/rest/hello").status_code == 200
+    assert logfile.stat().st_mode & 0o777 == 0o600
+    assert "could not be made 0600" not in logfile.read_text()
+
+    logfile.chmod(0o644)
+
+    def refused(fd: int, mode: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchmod", refused)
+    with Client(config) as client:
+        assert client.get("/rest/hello").status_code == 200
+    text = logfile.read_text()
+    assert text.count("LogFile") == 1, text
+    assert f"[HTTPSERVER] LogFile {logfile}: its mode could not be made 0600" in text, text

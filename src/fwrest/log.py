@@ -2,9 +2,9 @@
 
 Owns: the ``fwrest.*`` loggers (``server``, ``access``, ``auth``, ``app``, ``audit``; under
 ``fwrest serve`` Python's root logger too), the mapping of ``rest_log_level`` (0 off .. 5
-debug) onto them (``audit`` writes at every level above 0, SPEC 13.5), ``LogFile`` (created
-with mode 0600), and the one place that redacts what a log line may show (SPEC 7, 7.1): headers
-whose names may carry secrets masked whole (``Authorization``, ``Cookie``, ``X-Api-Key``...),
+debug) onto them (``audit`` writes at every level above 0, SPEC 13.5), ``LogFile`` (mode
+0600, an existing file's made so), and the one place that redacts what a log line may show
+(SPEC 7, 7.1): headers whose names may carry secrets masked whole (``Authorization``, ``Cookie``, ``X-Api-Key``...),
 secret-like query and form values replaced, bodies redacted after parsing (JSON, URL-encoded
 forms; any other body is described by its length only), URLs' userinfo masked in every record,
 the current request's secrets scrubbed from every record (exception text included), CR, LF and
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import contextvars
 import json
 import logging
@@ -358,7 +359,7 @@ def _redact_tree(node: Any, depth: int) -> tuple[Any, bool]:
         changed = False
         out: dict[str, Any] = {}
         for key, value in node.items():
-            if is_secret_name(key):
+            if is_secret_name(key) and not _no_secret(key, value):
                 out[key] = MASKED
                 changed = True
             else:
@@ -377,6 +378,19 @@ def _redact_tree(node: Any, depth: int) -> tuple[Any, bool]:
         redacted = redact_value(node, depth + 1)
         return redacted, redacted != node
     return node, False
+
+
+def _no_secret(key: str, value: Any) -> bool:
+    """True for a value under a secret-like key that holds no secret: ``true``, ``false`` and
+    ``null`` (under any key), and a number under ``code`` (a status or an error code, where
+    the code grant's authorization code is a string).
+
+    >>> _no_secret("authenticated", True), _no_secret("code", 401), _no_secret("code", "c-1")
+    (True, True, False)
+    """
+    if value is None or isinstance(value, bool):
+        return True
+    return isinstance(value, int | float) and key.lower() == "code"
 
 
 def _redacted_json(tree: dict[str, Any] | list[Any], text: str, depth: int) -> str:
@@ -427,41 +441,199 @@ def redact_body(text: str, media_type: str = "") -> str | None:
     return None
 
 
+# where a query or form field's name may be secret-like (a part of one, or an escape that
+# may spell one, before its "="), found in the lowered text (a pattern with (?i) is ten
+# times slower); the field around each is judged in Python, the others skipped by ``re``
+_PAIR_PARTS = "|".join((*_SECRET_PARTS, "code", "%", r"\+"))
+_PAIR_CANDIDATE = re.compile(f"(?:{_PAIR_PARTS})[^&;=]*=")
+_PAIR_END = re.compile("[&;]|$")
+
+
 def _pair_secrets(text: str, found: list[str]) -> None:
     """The values of secret-like fields of a query or form (``&`` or ``;``), as sent and
-    decoded."""
-    for pair in _SEPARATORS.split(text):
-        name, eq, value = pair.partition("=")
-        if eq and value and _secret_param(name):
+    decoded, each also up to the next ``&`` (as :func:`redact_query` hides it)."""
+    pos = 0  # read up to here (a separator, or the start)
+    for hit in _PAIR_CANDIDATE.finditer(_lowered(text)):
+        at = hit.start()
+        if at < pos:
+            continue
+        start = max(text.rfind("&", pos, at), text.rfind(";", pos, at)) + 1
+        ending = _PAIR_END.search(text, at)
+        assert ending is not None
+        end = ending.start()
+        pos = end
+        name, eq, value = text[start:end].partition("=")
+        if not eq or not value or not _secret_param(name):
+            continue
+        values = [value]
+        if end < len(text) and text[end] == ";":
+            amp = text.find("&", end)
+            values.append(text[start + len(name) + 1 : amp if amp >= 0 else len(text)])
+        for value in values:
             found.append(value)
             if "%" in value or "+" in value:
                 found.append(unquote_plus(value))
+        if len(found) > 3 * SECRETS_MAX:
+            return
 
 
-_TREE_DEPTH = 32  # JSON nested deeper is not followed (its secrets are masked whole anyway)
+# where a JSON key may be secret-like: a part of one, the key "code", or an escape (that may
+# spell one), found in the lowered text (a pattern with (?i) is ten times slower); each found
+# is then read as the string around it, judged decoded, in Python. A scan rather than a
+# parse: it reads JSON that does not parse (cut, invalid), a key given twice (each value),
+# any depth, the values as written (escapes and all), at the speed of ``re`` where no key
+# may be secret
+_CANDIDATE = re.compile("|".join((*_SECRET_PARTS, '"code"', r"\\")))
+_KEY_END = re.compile(r'"\s*:\s*')
+_JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"?')
+_JSON_NUMBER = re.compile(r"-?[0-9][0-9.eE+\-]*")
+# the tokens of a value under a secret-like key: strings, numbers, brackets (the rest skipped)
+_JSON_TOKEN = re.compile(r'"((?:[^"\\]|\\.)*)"?|(-?[0-9][0-9.eE+\-]*)|([\[{])|([\]}])|(:)')
 
 
-def _tree_secrets(node: Any, inside: bool, found: list[str], depth: int = 0) -> None:
-    """The scalars of a parsed JSON value under secret-like keys (``inside``: under one)."""
-    if depth > _TREE_DEPTH:
+def _lowered(text: str) -> str:
+    """``text`` lowered letter for letter (a letter that lowers to two, ``İ``, is first made
+    ``I``, and if one still does, every letter past ASCII a NUL)."""
+    low = text.lower()
+    if len(low) != len(text):
+        low = text.replace("\u0130", "I").lower()
+        if len(low) != len(text):
+            low = re.sub(r"[^\x00-\x7f]", "\x00", text).lower()
+    return low
+
+
+def _escaped(text: str, at: int) -> bool:
+    """True when the character at ``at`` follows an odd number of backslashes."""
+    count = 0
+    while at > 0 and text[at - 1] == "\\":
+        count += 1
+        at -= 1
+    return count % 2 == 1
+
+
+def _string_around(text: str, at: int) -> tuple[int, int]:
+    """The bounds of the JSON string holding ``at`` (from its opening quote to its closing
+    one, or to the end of a cut text); (-1, -1) when none."""
+    if text[at] == '"':  # the key "code", found with its quotes
+        opening = at
+    else:
+        opening = text.rfind('"', 0, at)
+        while opening > 0 and _escaped(text, opening):
+            opening = text.rfind('"', 0, opening)
+        if opening < 0:
+            return -1, -1
+    closing = text.find('"', opening + 1)
+    while closing > 0 and _escaped(text, closing):
+        closing = text.find('"', closing + 1)
+    return opening, closing if closing >= 0 else len(text)
+
+
+def _json_string_forms(raw: str, found: list[str]) -> None:
+    """A JSON string's text as written, decoded, and as ``json.dumps`` writes it back."""
+    found.append(raw)
+    if "\\" in raw:
+        try:
+            decoded = json.loads(f'"{raw}"')
+        except ValueError:  # a cut escape: its text as written only
+            return
+        found.append(decoded)
+    else:
+        decoded = raw
+    if not decoded.isascii():
+        found.append(json.dumps(decoded)[1:-1])
+
+
+def _json_number_forms(raw: str, found: list[str]) -> None:
+    found.append(raw)
+    try:
+        value = json.loads(raw)
+    except ValueError:
         return
-    if isinstance(node, dict):
-        for key, value in node.items():
-            _tree_secrets(value, inside or is_secret_name(key), found, depth + 1)
-    elif isinstance(node, list):
-        for value in node:
-            _tree_secrets(value, inside, found, depth + 1)
-    elif inside and not isinstance(node, bool) and isinstance(node, str | int | float):
-        found.append(str(node))
+    if str(value) != raw:
+        found.append(str(value))
 
 
-def input_secrets(inputs: RequestInputs) -> tuple[str, ...]:
+def _json_secrets(text: str, found: list[str]) -> None:
+    """The values under secret-like keys of JSON, parsed or not (a value under ``code`` only
+    when a string: a number there is a status); the scalars inside an object or array under
+    one, at any depth (read as tokens, with no recursion). Stops past :data:`SECRETS_MAX`."""
+    pos = 0  # read up to here
+    for hit in _CANDIDATE.finditer(_lowered(text)):
+        if hit.start() < pos:
+            continue
+        opening, closing = _string_around(text, hit.start())
+        if opening < 0:
+            continue
+        pos = closing + 1
+        after = _KEY_END.match(text, closing)
+        if after is None:
+            continue  # a value, or a key of no value (cut)
+        raw_key = text[opening + 1 : closing]
+        key = raw_key
+        if "\\" in raw_key:
+            with contextlib.suppress(ValueError):
+                key = json.loads(f'"{raw_key}"')
+        if not is_secret_name(key):
+            continue
+        pos = after.end()
+        head = text[pos : pos + 1]
+        if head == '"':
+            string = _JSON_STRING.match(text, pos)
+            assert string is not None
+            _json_string_forms(string.group(1), found)
+            pos = string.end()
+        elif head == "{" or head == "[":
+            pos = _container_secrets(text, pos, found)
+        elif key.lower() != "code":
+            number = _JSON_NUMBER.match(text, pos)
+            if number is not None:
+                _json_number_forms(number.group(), found)
+                pos = number.end()
+        if len(found) > 3 * SECRETS_MAX:
+            return
+
+
+def _container_secrets(text: str, pos: int, found: list[str]) -> int:
+    """The strings and numbers of the object or array at ``pos`` but its keys; where it ends."""
+    depth = 0
+    last: str | None = None  # a string read, kept until the next token tells it is no key
+    for token in _JSON_TOKEN.finditer(text, pos):
+        string, number, opening, closing, colon = token.groups()
+        if last is not None and colon is None:
+            _json_string_forms(last, found)
+        last = None
+        if string is not None:
+            last = string
+        elif number is not None:
+            _json_number_forms(number, found)
+        elif opening is not None:
+            depth += 1
+        elif closing is not None:
+            depth -= 1
+            if depth <= 0:
+                return token.end()
+    if last is not None:
+        _json_string_forms(last, found)
+    return len(text)
+
+
+# more values than this to scrub from a request's records: its records are withheld instead
+# (scrubbing costs a pass over the record per value; no real request holds that many)
+SECRETS_MAX = 1000
+_WITHHELD = "(record withheld: its request holds more than 1000 secret values to scrub)"
+TOO_MANY = "\x00too many secrets\x00"  # input_secrets()'s answer for such a request
+
+
+def input_secrets(inputs: RequestInputs, *, with_body: bool = True) -> tuple[str, ...]:
     """What to scrub of a request's own input (as :func:`secret_forms` gives it, longest
     first): every value the access and debug lines mask. The whole value of each header
     whose name may carry a secret (:func:`is_secret_header`), with an ``Authorization``'s
     credentials (and a Basic one's decoded password) and each cookie's value; the values of
     secret-like fields of the query and of a URL-encoded form body; the values under
-    secret-like keys of a JSON body.
+    secret-like keys of a JSON body, each of a key given twice, as written (``\\u``
+    escapes and all) and decoded, at any depth, read whether the JSON parses or not.
+    ``with_body=False``: the headers' and the query's only. A request with more than
+    :data:`SECRETS_MAX` values is :data:`TOO_MANY`: its records are withheld.
 
     >>> class Req:
     ...     raw_headers = [("x-api-key", "k-123"), ("cookie", "a=1; sid=s-456")]
@@ -495,15 +667,19 @@ def input_secrets(inputs: RequestInputs) -> tuple[str, ...]:
                 found.append(decoded.partition(":")[2])
     if inputs.query_string:
         _pair_secrets(inputs.query_string, found)
-    body = inputs.body
+    body = inputs.body if with_body else b""
     if body:
         text = body.decode("utf-8", "replace")
         head = text.lstrip()[:1]
-        if head == "{" or head == "[":
-            _tree_secrets(_parse_json(text), False, found)
+        if head == "{" or head == "[" or "json" in media.lower():
+            _json_secrets(text, found)
         elif media.split(";", 1)[0].strip().lower() == FORM_TYPE:
             _pair_secrets(text, found)
-    forms = dict.fromkeys(secret_forms(*dict.fromkeys(found)))
+    values = dict.fromkeys(found)
+    # (past 3 * SECRETS_MAX values found, the body was not read to its end)
+    if len(values) > SECRETS_MAX or len(found) > 3 * SECRETS_MAX:
+        return (TOO_MANY,)
+    forms = dict.fromkeys(secret_forms(*values))
     return tuple(sorted(forms, key=len, reverse=True))
 
 
@@ -642,9 +818,18 @@ def _message(record: logging.LogRecord, formatter: logging.Formatter) -> tuple[s
     trace = record.exc_text or ""
     secrets = request_secrets.get()
     inputs = request_inputs.get()
-    if inputs is not None and record.__dict__.get("fwrest_request") is None:
-        # (an access line shows no header, and redacts its query itself)
-        secrets = secrets + _input_secrets(inputs)
+    attrs = record.__dict__
+    if (
+        inputs is not None
+        and attrs.get("fwrest_request") is None
+        and not attrs.get("fwrest_scrubbed")
+    ):
+        # (an access line shows no header, and redacts its query itself; the debug lines
+        # are scrubbed of them before they are cut)
+        found = _input_secrets(inputs)
+        if found and found[0] is TOO_MANY:
+            return _WITHHELD, ""
+        secrets = secrets + found
     if secrets:
         text = scrub(text, secrets)
         if trace:
@@ -804,14 +989,31 @@ class TurnFlushingHandler(logging.StreamHandler):  # type: ignore[type-arg]
 class _FileHandler(logging.FileHandler, TurnFlushingHandler):
     """``LogFile``: a file handler that flushes as :class:`TurnFlushingHandler` does.
 
-    The file is created with mode 0600 (SPEC 7.1: a log at level 5 shows requests, however
-    redacted, and only the service's user should read it); a file that exists keeps its mode
-    (an operator may have given a log group read access).
+    The file is mode 0600 (SPEC 7.1: a log at level 5 shows requests, however redacted, and
+    only the service's user should read it): created so, and an existing file with a wider
+    mode made so when it is opened; when that fails (another user's file), its
+    :attr:`mode_warning` says so, written once by :func:`setup_logging`.
     """
 
     def __init__(self, path: Path) -> None:
+        self.mode_warning = ""
         logging.FileHandler.__init__(self, path, encoding="utf-8", errors="backslashreplace")
         self._pending = False
+
+    def _private(self, fd: int) -> None:
+        """Make the open file mode 0600 if it is wider."""
+        try:
+            mode = os.fstat(fd).st_mode & 0o777
+            if mode & 0o077 == 0:
+                return
+            os.fchmod(fd, 0o600)
+        except OSError as exc:
+            if not self.mode_warning:
+                self.mode_warning = (
+                    f"[HTTPSERVER] LogFile {self.baseFilename}: its mode could not be made "
+                    f"0600 ({exc.strerror or exc}): other users may read the log (SPEC 7); "
+                    "chmod 600 it, or let the service's user own it"
+                )
 
     def _open(self) -> Any:
         if getattr(self, "_closed", False):
@@ -820,6 +1022,7 @@ class _FileHandler(logging.FileHandler, TurnFlushingHandler):
             # and leave it open for good; the record is dropped instead
             return None
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._private(fd)
         return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
 
@@ -909,3 +1112,6 @@ def setup_logging(
             python_root.addHandler(handler)
     if own_process:
         _root.propagate = False
+    for handler in handlers:
+        if isinstance(handler, _FileHandler) and handler.mode_warning:
+            server_log.warning("%s", handler.mode_warning)

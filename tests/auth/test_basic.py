@@ -382,6 +382,17 @@ def test_on_auth_raising_is_500_logged_without_the_password(svc: Service, server
     assert password not in file_log
 
 
+def test_a_refused_user_name_is_cut_to_rest_log_stringsize(svc: Service) -> None:
+    """A client's user name is cut in the log as its other values are (an 11 KB name was
+    written whole, ignoring ``rest_log_stringsize``)."""
+    user = "Long-User-" + "u" * 11000 + "-Tail-Mark"
+    assert_403(svc.get("/rest/hello", auth=(user, "whatever-pw")))
+    shown = f"OnAuth refused user '{user[:200]}...({len(user)} chars)'"
+    assert shown in svc.wait_file_log("OnAuth refused user 'Long-User-")
+    assert "-Tail-Mark" not in svc.proc.log()
+    assert "-Tail-Mark" not in svc.proc.file_log()
+
+
 # -- authorization runs before routing -----------------------------------------------------------
 
 
@@ -703,13 +714,21 @@ def test_failures_on_every_worker_count_toward_one_lock_out(serve: Any, tmp_path
 
 def test_verbose_level_and_full_tracebacks_of_on_auth(serve: Any, tmp_path: Path) -> None:
     """Level 4: a line per accepted user (3: the access line only); ``rest_error_full=1``: an
-    ``OnAuth`` traceback without its password, even one too short for the scrubbing."""
+    ``OnAuth`` traceback without its password, even one too short for the scrubbing, where it
+    stands as a word: masking every ``o`` of the lines mangled them and showed the password."""
     server = serve(write_service(tmp_path, general={"rest_log_level": 4, "rest_error_full": 1}))
     url = f"http://127.0.0.1:{server.ports['HTTP_BASIC']}"
     ada = ("ada", ADA_PASSWORD)
     assert httpx.get(f"{url}/rest/hello", auth=ada, timeout=10).status_code == 200
-    assert httpx.get(f"{url}/rest/hello", auth=("raise", "Zq"), timeout=10).status_code == 500
+    assert httpx.get(f"{url}/rest/hello", auth=("raise", "o"), timeout=10).status_code == 500
     text = server.wait_log("ValueError: cannot check password")
+    assert "cannot check password *** of raise" in text, text
+    assert 'raise ValueError(f"cannot check password {password} of {user}")' in text, text
+    assert "***" not in text.replace("password *** of", ""), text  # nothing else masked
+    since = len(server.log())
+    assert httpx.get(f"{url}/rest/hello", auth=("raise", "Zq"), timeout=10).status_code == 500
+    server.wait_log("ValueError: cannot check password", since=since)
+    text = server.log()
     assert re.search(
         r" VERBOSE fwrest\.auth \[w1\] \[HTTP_BASIC\] OnAuth accepted user 'ada'", text
     )
@@ -723,9 +742,10 @@ def test_verbose_level_and_full_tracebacks_of_on_auth(serve: Any, tmp_path: Path
     server.wait_log("POST /rest/fw/rest/config 200")
     since = len(server.log())
     assert httpx.get(f"{url}/rest/items/3", auth=ada, timeout=10).status_code == 200
-    assert httpx.get(f"{url}/rest/hello", auth=("raise", "Zq"), timeout=10).status_code == 500
+    assert httpx.get(f"{url}/rest/hello", auth=("raise", "o"), timeout=10).status_code == 500
     text = server.wait_log("GET /rest/hello 500", since=since)
     assert "GET /rest/items/3 200" in text
     assert "OnAuth accepted" not in text and "Traceback" not in text
-    assert "cannot check password *** of raise" in text and "rest_error_full=1 logs" in text
+    assert "cannot check password *** of raise" in text
+    assert "(rest_error_full=1 logs the whole traceback)" in text, text
     assert server.stop() == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import hashlib
+import re
 import secrets
 import time
 import traceback
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from fwrest import log
 from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.settings import AuthSettings
-from fwrest.auth.throttle import Throttle
+from fwrest.auth.throttle import Throttle, shown_user
 from fwrest.context.request import current
 from fwrest.errors import BASIC, Forbidden, HTTPError, Unauthorized, is_cancellation
 from fwrest.wire import Request
@@ -23,7 +24,13 @@ from fwrest.wire import Request
 if TYPE_CHECKING:
     from fwrest.context.request import RequestContext
 
-__all__ = ["CACHE_MAX", "AcceptedPairs", "BasicGuard", "authorization_header", "parse_basic"]
+__all__ = [
+    "CACHE_MAX",
+    "AcceptedPairs",
+    "BasicGuard",
+    "authorization_header",
+    "parse_basic",
+]
 
 # Decoded headers remembered per guard (a client sends the same header on every request);
 # the verdict is remembered only with OnAuthCache (AcceptedPairs), else OnAuth runs for every
@@ -88,6 +95,19 @@ def _parse(header: str | None) -> tuple[str, str, str] | None:
     if not colon:
         return None
     return user, password, credentials
+
+
+def _without(password: str, text: str) -> str:
+    """``text`` with ``password`` masked: everywhere when 3 characters or more, else only where
+    it stands as a word of its own (masking every ``o`` of a line mangled it and showed the
+    password ``o`` all the same).
+
+    >>> _without("o", "onauth exploded: bad password o"), _without("pw1", "a-pw1-b")
+    ('onauth exploded: bad password ***', 'a-***-b')
+    """
+    if len(password) >= 3:
+        return text.replace(password, log.MASKED)
+    return re.sub(rf"(?<!\w){re.escape(password)}(?!\w)", log.MASKED, text)
 
 
 class AcceptedPairs:
@@ -300,7 +320,7 @@ class BasicGuard:
             current.reset(token)
         if verdict is not True:
             # %r escapes CR, LF and ESC (and shows an empty name as '')
-            log.auth_log.info("[%s] OnAuth refused user %r", self._port, user)
+            log.auth_log.info("[%s] OnAuth refused user %r", self._port, shown_user(user))
             if header is not None:
                 self._known.pop(header, None)
             if cache is not None:
@@ -328,7 +348,12 @@ class BasicGuard:
         ctx.auth_user = user
         if log.auth_log.isEnabledFor(log.VERBOSE):  # rest_log_level 4 and 5
             log.write(
-                log.auth_log, log.VERBOSE, "[%s] OnAuth accepted user %r%s", self._port, user, how
+                log.auth_log,
+                log.VERBOSE,
+                "[%s] OnAuth accepted user %r%s",
+                self._port,
+                shown_user(user),
+                how,
             )
 
     def _log_raised(self, exc: BaseException, user: str, password: str) -> None:
@@ -344,14 +369,14 @@ class BasicGuard:
         else:
             tail = " (rest_error_full=1 logs the whole traceback)"
         if password:
-            text = text.replace(password, log.MASKED)
-            tail = tail.replace(password, log.MASKED)
+            text = _without(password, text)
+            tail = _without(password, tail)
         log.auth_log.error(
             "[%s] OnAuth %s raised %s: %s (user %r); answered 500%s",
             self._port,
             self._name,
             type(exc).__name__,
             text,
-            user,
+            shown_user(user),
             tail,
         )

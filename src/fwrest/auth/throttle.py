@@ -87,6 +87,7 @@ __all__ = [
     "address_key",
     "crossed",
     "port_keys",
+    "shown_user",
     "user_key",
 ]
 
@@ -119,6 +120,15 @@ def port_keys(port_name: str) -> tuple[str, str]:
     """
     namespace = port_name.strip().lower()
     return f"{namespace}|user:", f"{namespace}|ip:"
+
+
+def shown_user(user: str) -> str:
+    """A user name the client gave, as the log shows it: cut to ``rest_log_stringsize``
+    characters as every other value a client gives (an 11 KB name was written whole); the
+    caller writes it with ``%r`` (CR, LF and ESC escaped)."""
+    from fwrest.server.state import tunables  # here: fwrest.server imports fwrest.auth
+
+    return log.truncate(user, tunables.current.rest_log_stringsize)
 
 
 def user_key(name: str) -> str:
@@ -774,7 +784,9 @@ class Throttle:
             if count < limit or key in skip:
                 continue
             if crossed(count, limit) and not self._in_force(key, now):
-                labels.append((form.format(log.escape(key[len(prefix) :])), count, left))
+                labels.append(
+                    (form.format(log.escape(shown_user(key[len(prefix) :]))), count, left)
+                )
                 locked.append("user" if key is attempt.user else "address")
             self._lock(key, now + left)
             done.add(key)

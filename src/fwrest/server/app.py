@@ -116,6 +116,9 @@ _PATH_KEY_MAX = 512  # longer targets are resolved every time, not remembered
 # b"fw/oauth2/": a target that may name a route of TOKEN_BODY_ROUTES (the token route,
 # revocation, introspection: SPEC 7, 12.3)
 _TOKEN_TARGET = b"fw/oauth2/"
+# rest_log_level=5: a request or response body over this many bytes is described by its size
+# and type only (parsed and redacted, a bigger one held the event loop for as long)
+DEBUG_BODY_MAX = 65536
 
 
 @dataclass(slots=True)
@@ -1028,13 +1031,34 @@ class PortApp:
         """``rest_log_level=5``: headers and bodies, cut to ``rest_log_stringsize``.
 
         Bodies are redacted after parsing (JSON, URL-encoded forms); any other body is
-        described by its length only (SPEC 7.1). The request's secrets are scrubbed BEFORE
-        cutting (a cut could split a secret and defeat the scrub); the token route's bodies
-        carry passwords and tokens and are never written (the route known by the normalised
-        path, and a target that could not be resolved counted as it).
+        described by its length only (SPEC 7.1), and one over :data:`DEBUG_BODY_MAX` bytes by
+        its size and type (the work stays bounded whatever the size). The request's secrets,
+        its secret-named inputs included, are scrubbed BEFORE cutting (a cut could split a
+        secret and defeat the scrub); the token route's bodies carry passwords and tokens and
+        are never written (the route known by the normalised path, and a target that could
+        not be resolved counted as it).
         """
         size = tunables.current.rest_log_stringsize
         secrets = log.request_secrets.get()
+        done = {"fwrest_scrubbed": True}
+        inputs = log.request_inputs.get()
+        if inputs is not None:
+            # the request's own secret-named inputs, scrubbed here before the cut (the
+            # record is marked so that the formatter does not scrub them again); a body
+            # over DEBUG_BODY_MAX is not shown, nor read for them
+            own = (
+                log.input_secrets(inputs)
+                if len(inputs.body) <= DEBUG_BODY_MAX
+                else log.input_secrets(inputs, with_body=False)
+            )
+            if own and own[0] is log.TOO_MANY:
+                log.access_log.debug(
+                    "request headers and bodies not logged: more than %d secret values",
+                    log.SECRETS_MAX,
+                    extra=done,
+                )
+                return
+            secrets = secrets + own
 
         def shown(text: str) -> str:
             return log.escape(log.truncate(log.scrub(text, secrets), size))
@@ -1043,6 +1067,12 @@ class PortApp:
             if not data:
                 return "-"
             media = next((v for n, v in headers if n == "content-type"), "")
+            if len(data) > DEBUG_BODY_MAX:
+                # parsing and redacting it would hold the event loop in proportion to its
+                # size, and a prefix cannot be redacted for sure (a cut JSON or form)
+                kind = shown(log.mask_header("content-type", media.partition(";")[0].strip()))
+                kind = kind or "of no type"
+                return f"({len(data)} bytes {kind}, not logged: over {DEBUG_BODY_MAX} bytes)"
             text = log.redact_body(data.decode("utf-8", "replace"), media)
             if text is None:
                 return f"({len(data)} bytes, not logged: neither JSON nor a URL-encoded form)"
@@ -1059,5 +1089,5 @@ class PortApp:
         else:
             body = body_of(req.body, req.headers)
             out = body_of(reply.body, reply.headers)
-        log.access_log.debug("request headers {%s} body %s", headers, body)
-        log.access_log.debug("response %d body %s", reply.status, out)
+        log.access_log.debug("request headers {%s} body %s", headers, body, extra=done)
+        log.access_log.debug("response %d body %s", reply.status, out, extra=done)

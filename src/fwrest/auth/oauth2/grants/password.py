@@ -20,7 +20,7 @@ from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated
 from fwrest.auth.oauth2.params import CLIENT_PREFIX
 from fwrest.auth.oauth2.passwords import check_user, costly
 from fwrest.auth.oauth2.scopes import allowed_scopes, grant
-from fwrest.auth.throttle import user_key
+from fwrest.auth.throttle import shown_user, user_key
 from fwrest.errors import TooManyRequests
 
 if TYPE_CHECKING:
@@ -126,7 +126,9 @@ async def check_password(
         raise
     if not ok:
         # %r escapes CR, LF and ESC, as for Basic's refusals
-        log.auth_log.info("[%s] %s refused for user %r", service.port_name, what, username)
+        log.auth_log.info(
+            "[%s] %s refused for user %r", service.port_name, what, shown_user(username)
+        )
         await throttle.failed(attempt, run)
         return False
     await throttle.succeeded(attempt, run)
