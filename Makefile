@@ -21,7 +21,8 @@ run: $(STAMP)  ## set up, then start the example service in examples/
 	$(BIN)/python examples/make_certs.py
 	$(BIN)/fwrest serve examples/service.ini
 
-check: $(STAMP)  ## validate the example service's configuration
+check: $(STAMP)  ## validate the example service's configuration (its certificates made first, as by run)
+	$(BIN)/python examples/make_certs.py
 	$(BIN)/fwrest check examples/service.ini
 
 lint: $(STAMP)  ## ruff, mypy --strict, the compiled modules' mypyc lint, hadolint and kubernetes-validate on deploy/

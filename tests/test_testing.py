@@ -55,6 +55,11 @@ def headers():
 def text():
     return Response("made", status=201, headers={"X-Made": "1"}, media_type="text/plain")
 
+@get("/status/:code")
+def status(code):
+    rest.setStatusCode(int(code))
+    return {"a": 1}
+
 @get("/gen")
 def gen():
     return (f"piece {n}\\n" for n in range(3))
@@ -236,6 +241,11 @@ SAME_AS_A_SOCKET = [
     ("GET", "/rest/text", {"X-Request-ID": "client-id-1"}, b""),
     ("GET", "/rest/text", {"Connection": "close"}, b""),  # answered with close (RFC 9112 9.6)
     ("GET", "/rest/gen", {"Connection": "keep-alive, Close"}, b""),
+    # no content for a 204 or 304 whatever the handler returned, a 205's is empty
+    ("GET", "/rest/status/204", {}, b""),
+    ("GET", "/rest/status/304", {}, b""),
+    ("GET", "/rest/status/205", {}, b""),
+    ("HEAD", "/rest/status/204", {}, b""),
 ]
 
 
@@ -279,6 +289,23 @@ FRAMING_REFUSED = [
     ([("Transfer-Encoding", "gzip")], b""),
     ([("Expect", "the-unexpected")], b""),
 ]
+
+
+def test_a_204_or_304_has_no_content_in_process_as_over_a_socket(tmp_path: Path) -> None:
+    """docs/endpoints.md: a 204 or 304 sends no body, whatever was returned; the client's
+    answer is the socket's (a handler returning a body with its 204 gave it in process)."""
+    config = _service(tmp_path, "inproc_nocontent")
+    with serving(config) as proc, Client(config) as client:
+        port = proc.ports["HTTP_REST"]
+        for code in (204, 304):
+            raw = f"GET /rest/status/{code} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            raw += "Connection: close\r\n\r\n"
+            status, fields, body = _raw_answer(exchange(port, raw.encode()))
+            assert (status, body) == (code, b"")
+            assert "content-length" not in dict(fields)
+            answer = client.get(f"/rest/status/{code}")
+            assert (answer.status_code, answer.content) == (code, b"")
+            assert "content-length" not in answer.headers
 
 
 def _raw_answer(raw: bytes) -> tuple[int, list[tuple[str, str]], bytes]:

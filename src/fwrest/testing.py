@@ -132,13 +132,18 @@ class _PipelineStream(httpx.SyncByteStream):
                 job.result(_CALL_TIMEOUT_S)
 
 
-def _head(reply: Reply, close: bool = False) -> bytes:
-    """The status line and header lines the engine writes for ``reply`` (wire.encode_reply's,
-    so that the client's answers have the socket's headers: the date and ``nosniff`` lines,
-    the request id, ``content-length`` or ``transfer-encoding``, ``connection: close``, also
-    where the request asked for it: ``close``)."""
+def _encoded(reply: Reply, close: bool = False) -> tuple[bytes, bytes]:
+    """The status line and header lines the engine writes for ``reply``, and the content it
+    sends after them (wire.encode_reply's, so that the client's answers have the socket's
+    headers: the date and ``nosniff`` lines, the request id, ``content-length`` or
+    ``transfer-encoding``, ``connection: close``, also where the request asked for it:
+    ``close``; and the socket's content: none for a 1xx, 204 or 304, whatever was returned).
+    A stream's content is its pieces, written by the engine after this head."""
     encoded = encode_reply(reply, Keep.CLOSE if reply.close or close else Keep.OPEN)
-    return encoded if reply.stream is not None else encoded[: encoded.index(b"\r\n\r\n")]
+    if reply.stream is not None:
+        return encoded, b""
+    end = encoded.index(b"\r\n\r\n")
+    return encoded[:end], encoded[end + 4 :]
 
 
 def _header_fields(head: bytes) -> list[tuple[str, str]]:
@@ -351,16 +356,16 @@ class _PipelineTransport(httpx.BaseTransport):
             raise httpx.RemoteProtocolError(
                 "Server disconnected without sending a response.", request=request
             )
-        # the headers as the engine writes them (a stream's: chunked unless its length is
-        # known); the body as given (no length added by httpx), a stream's as it comes
-        head = _head(reply, asks_close(headers))
+        # the headers and content as the engine writes them (a stream's: chunked unless its
+        # length is known); the body as sent (no length added by httpx), a stream's as it comes
+        head, content = _encoded(reply, asks_close(headers))
         stream = reply.stream
         reply.stream = None
         return httpx.Response(
             reply.status,
             headers=_header_fields(head),
             stream=(
-                httpx.ByteStream(reply.body)
+                httpx.ByteStream(content)
                 if stream is None
                 else _PipelineStream(stream, self._runtime.loop, request)
             ),

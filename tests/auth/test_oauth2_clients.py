@@ -464,6 +464,27 @@ def test_a_params_file_edited_to_two_spellings_of_a_user_keeps_its_last_valid_co
         path.write_text(json.dumps(valid))
 
 
+def test_a_params_file_edited_to_a_placeholder_hash_keeps_its_last_valid_content(
+    svc: LocalService,
+) -> None:
+    """A password written as the docs' ``$argon2id$...``: refused as the start refuses it, the
+    last valid content kept (ada's password still logs in), the error naming the user."""
+    port = svc["FILE_KEEP"]
+    path = svc.folder / "keep.json"
+    valid = json.loads(path.read_text())
+    password = valid["password"]
+    since = len(svc.log())
+    path.write_text(json.dumps({**valid, "password": "$argon2id$..."}))
+    try:
+        assert port.grant("ada", password).status_code == 200
+        wait_for(lambda: "is not a valid one" in svc.log()[since:], 10, "the file's error logged")
+        logged = svc.log()[since:]
+        assert "the user 'ada': its password begins as an argon2 hash" in logged
+        assert "$argon2id$..." not in logged
+    finally:
+        path.write_text(json.dumps(valid))
+
+
 def test_a_params_file_change_of_the_same_size_and_time_is_seen(svc: LocalService) -> None:
     """An edit within the file system's timestamp granularity, same size: still read again."""
     port = svc["FILE_SAME"]
@@ -673,6 +694,46 @@ def test_serve_stops_on_a_lifetime_no_token_request_could_use(
     assert result.returncode == 2, result.stdout + result.stderr
     needle = "fwrest: configuration error: [OAUTH] onAuthparams: the function app.lifetime"
     assert needle in result.stderr
+    assert "fwrest: serving" not in result.stdout
+
+
+@pytest.mark.parametrize("form", ["file", "function"])
+@pytest.mark.parametrize(
+    ("who", "stored"),
+    [("user", "$argon2id$..."), ("user", ARGON_HASH[:20]), ("client", "$2b$12$short")],
+)
+def test_a_password_that_is_no_whole_hash_stops_the_start(
+    ca: trustme.CA, tmp_path: Path, form: str, who: str, stored: str
+) -> None:
+    """The docs' ``$argon2id$...`` placeholder (or a hash cut short) as a password: before,
+    ``fwrest check`` and the start passed and every login of that user was invalid_grant.
+    Now exit 2 naming the port and the user or client, never the value."""
+    module = unique_module()
+    source = "file:params.json" if form == "file" else f"{module}.lifetime"
+    params = params_file("x")
+    if who == "user":
+        params["users"] = [*params["users"], {"username": "grace", "password": stored}]
+        named = "the user 'grace': its password begins as"
+    else:
+        params["client_secret"] = stored
+        named = "the client 'web': its client_secret begins as"
+    config, _ = one_port(ca, tmp_path, params, module, onAuthparams=source, allowGetToken=False)
+    result = check(config, real=(form, who) == ("file", "user"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert "[OAUTH] onAuthparams:" in result.stderr, result.stderr
+    assert named in result.stderr and "is not a valid one" in result.stderr, result.stderr
+    assert stored not in result.stdout + result.stderr
+
+
+def test_serve_refuses_a_password_that_is_no_whole_hash(ca: trustme.CA, tmp_path: Path) -> None:
+    params = {**params_file("x"), "users": [{"username": "grace", "password": "$argon2id$..."}]}
+    config, _ = one_port(ca, tmp_path, params)
+    result = run_cli("serve", str(config), cwd=tmp_path, timeout=30)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "[OAUTH] onAuthparams: the file" in result.stderr, result.stderr
+    assert "the user 'grace': its password begins as an argon2 hash" in result.stderr
+    assert "$argon2id$..." not in result.stderr
     assert "fwrest: serving" not in result.stdout
 
 

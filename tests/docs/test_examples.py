@@ -233,6 +233,20 @@ def test_the_make_targets_do_what_the_quickstart_says(page: str) -> None:
             assert command in done.stdout, f"make {target} does not run {command!r}:\n{done.stdout}"
 
 
+def test_make_check_validates_the_example_on_a_fresh_checkout() -> None:
+    """README: ``make check`` validates the example's configuration; on a fresh checkout (no
+    certificates yet, only ``make run`` made them) it makes them first, as ``make run`` does."""
+    done = subprocess.run(
+        ["make", "-n", "-B", "check"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    commands = done.stdout
+    assert "examples/make_certs.py" in commands, commands
+    assert "fwrest check examples/service.ini" in commands, commands
+    made = commands.index("examples/make_certs.py")
+    assert made < commands.index("fwrest check examples/service.ini"), commands
+
+
 # -- the example service ---------------------------------------------------------------------
 
 

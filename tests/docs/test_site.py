@@ -86,3 +86,33 @@ def test_the_diagrams_name_only_modules_that_exist() -> None:
     assert "server/http.py" in named
     tree = Tree()
     assert [name for name in named if not tree.path(name)] == []
+
+
+def test_no_table_is_cut_by_a_blank_line() -> None:
+    """A blank line between two rows ends a Markdown table: the rows after it are paragraphs
+    of pipes (docs/index.md's command table lost its last rows so)."""
+    cut = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        lines = page.read_text().splitlines()
+        fenced = False
+        for number, line in enumerate(lines):
+            if line.lstrip().startswith("```"):
+                fenced = not fenced
+            if fenced or number < 2 or line.strip():
+                continue
+            before = lines[number - 1].strip()
+            after = lines[number + 1].strip() if number + 1 < len(lines) else ""
+            if (
+                before.startswith("|")
+                and after.startswith("|")
+                and not _is_table_start(lines, number + 1)
+            ):
+                cut.append(f"{page.relative_to(ROOT)}:{number + 1}")
+    assert cut == []
+
+
+def _is_table_start(lines: list[str], at: int) -> bool:
+    """Whether the row at ``at`` begins a table of its own (its delimiter row follows)."""
+    return (
+        at + 1 < len(lines) and re.fullmatch(r"\|?[\s:|-]+\|?", lines[at + 1].strip()) is not None
+    )

@@ -803,6 +803,49 @@ def test_check_says_which_engine(tmp_path: Path, wanted: str, said: str) -> None
     assert f"  {said}\n" in answered.stdout, answered.stdout
 
 
+# what a wheel without the native engine imports: its module absent (sitecustomize runs first)
+_NOT_BUILT = 'import sys\nsys.modules["fwrest._native.engine"] = None\n'
+
+
+@pytest.mark.parametrize(
+    ("wanted", "level", "said"),
+    [
+        ("native", "WARNING", "pure (httptools; FWREST_ENGINE=native, but the native engine"),
+        ("quick", "WARNING", "pure (FWREST_ENGINE='quick' is no engine"),
+        ("", "INFO", "pure (httptools; the default, the native engine was not built"),
+        ("pure", "INFO", "pure (httptools; FWREST_ENGINE=pure)"),
+    ],
+)
+def test_an_engine_asked_for_that_does_not_serve_is_a_warning(
+    tmp_path: Path, wanted: str, level: str, said: str
+) -> None:
+    """``FWREST_ENGINE=native`` on a wheel without the native engine: the start line says so
+    at WARNING, so that ``rest_log_level`` 2 still shows it; the default's quiet fallback and
+    an explicit ``pure`` stay INFO."""
+    (tmp_path / "unbuilt").mkdir()
+    (tmp_path / "unbuilt" / "sitecustomize.py").write_text(_NOT_BUILT)
+    config = free_config(tmp_path, general={"rest_log_level": 2})
+    env = {"FWREST_ENGINE": wanted, "PYTHONPATH": str(tmp_path / "unbuilt")}
+    with serving(config, env=env) as proc:
+        assert httpx.get(proc.url() + "/hello", timeout=10).status_code == 200
+        proc.signal()
+        proc.proc.wait(timeout=30)
+        log = proc.log()
+    lines = [line for line in log.splitlines() if "HTTP engine: " in line]
+    if level == "WARNING":  # shown at rest_log_level 2
+        assert len(lines) == 1, log
+        assert " WARNING fwrest.server [" in lines[0], lines[0]
+        assert f"HTTP engine: {said}" in lines[0], lines[0]
+    else:
+        assert lines == [], log  # INFO: not at rest_log_level 2
+    # the same start at rest_log_level 3 says it at its level
+    config = free_config(tmp_path, general={"rest_log_level": 3})
+    with serving(config, env=env) as proc:
+        line = proc.wait_log("HTTP engine: ").split("HTTP engine: ")[0].rsplit("\n", 1)[-1]
+        assert f" {level} fwrest.server [" in line, line
+        assert said in proc.wait_log(said)
+
+
 def test_start_line_and_answers_with_the_native_engine(tmp_path: Path, serve: Any) -> None:
     """A service started with FWREST_ENGINE=native says so and serves through it."""
     server = serve(free_config(tmp_path), env={"FWREST_ENGINE": "native"})

@@ -12,7 +12,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["ENGINE_ENV", "describe", "native_encoder", "native_parser", "selected"]
+__all__ = [
+    "ENGINE_ENV",
+    "describe",
+    "native_encoder",
+    "native_parser",
+    "selected",
+    "unmet",
+]
 
 ENGINE_ENV = "FWREST_ENGINE"
 _CHOICES = ("pure", "native")
@@ -65,3 +72,17 @@ def describe() -> str:
         return selected()[1]
     except ValueError as exc:
         return f"pure ({exc})"
+
+
+def unmet() -> bool:
+    """Whether ``FWREST_ENGINE`` asks for an engine that does not serve: ``native`` where it
+    was not built, or no engine at all (the start says so at WARNING, not INFO: at
+    ``rest_log_level`` 2 an explicit choice that fell back would else go unsaid)."""
+    asked = os.environ.get(ENGINE_ENV, "").strip().lower()
+    if not asked:
+        return False  # the default falls back to the pure engine quietly
+    try:
+        parser, _ = selected()
+    except ValueError:
+        return True
+    return asked == "native" and parser is None

@@ -88,9 +88,11 @@ def serve(
             for sock in sockets:
                 sock.close()
             raise
-    from fwrest._native import describe
+    from fwrest._native import describe, unmet
 
-    log.server_log.info("HTTP engine: %s", describe())  # FWREST_ENGINE (docs/engine.md)
+    # FWREST_ENGINE (docs/engine.md): an explicit choice that cannot be met is a warning
+    engine_level = logging.WARNING if unmet() else logging.INFO
+    log.server_log.log(engine_level, "HTTP engine: %s", describe())
     if workers == 0:
         log.server_log.info("serving in this process for %s", config.source or "a dict")
         return _serve_here(plan, sockets, pid_path)

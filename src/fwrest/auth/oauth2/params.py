@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, unquote_plus
 from fwrest import log
 from fwrest.auth.basic import parse_basic
 from fwrest.auth.oauth2.errors import InvalidClient, InvalidRequest, OAuthError
+from fwrest.auth.oauth2.passwords import malformed_hash
 from fwrest.auth.oauth2.redirects import redirect_problem, registered_form
 from fwrest.auth.throttle import user_key
 from fwrest.config.reading import loads_unique
@@ -28,6 +29,7 @@ __all__ = [
     "OAuthError",
     "ParamsSource",
     "client_credentials",
+    "malformed_hashes",
     "name_clashes",
     "request_params",
 ]
@@ -329,6 +331,30 @@ def name_clashes(params: AuthParams) -> list[str]:
     return out
 
 
+_ARTICLE = {"argon2": "an", "bcrypt": "a"}
+
+
+def malformed_hashes(params: AuthParams) -> list[str]:
+    """The users and clients whose password or secret begins as an argon2 or bcrypt hash but
+    is not one (the docs' ``$argon2id$...`` placeholder, a hash cut short): every login of
+    theirs would fail as a wrong password. Names them, never the value. Empty when none."""
+    out: list[str] = []
+    entries = (
+        *(("user", name, "password", stored) for name, stored in params.users),
+        *(("client", cid, "client_secret", secret) for cid, secret in params.clients),
+    )
+    for noun, name, key, stored in entries:
+        kind = malformed_hash(stored)
+        if kind is not None:
+            out.append(
+                f"the {noun} {name!r}: its {key} begins as {_ARTICLE[kind]} {kind} hash but is "
+                "not a valid one, "
+                f"so no {key} can match it; write the whole hash (fwrest users and "
+                "fwrest clients write them) or the value in plain text"
+            )
+    return out
+
+
 class ParamsSource:
     """Calls ``onAuthparams`` (modern or legacy by-reference form) or reads ``file:NAME.json``,
     re-read when the file changes."""
@@ -389,6 +415,9 @@ class ParamsSource:
             # one account under two spellings would share one throttle key; a user and a
             # client of one name are told apart by fwrest, but rarely by whoever reads them
             return self._fall_back(state, f"{self.file} cannot be used: {clashes[0]}")
+        malformed = malformed_hashes(params)
+        if malformed:
+            return self._fall_back(state, f"{self.file} cannot be used: {malformed[0]}")
         self._good, self._good_state, self._bad_state = params, state, None
         return params
 

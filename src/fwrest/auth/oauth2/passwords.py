@@ -16,6 +16,7 @@ check costs the same, at least what the most expensive kind configured costs, fo
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -30,6 +31,7 @@ __all__ = [
     "dummy_check",
     "hash_password",
     "is_hashed",
+    "malformed_hash",
     "same_secret",
     "signature",
     "verify_password",
@@ -60,6 +62,30 @@ def _kind(stored: str) -> str:
 def is_hashed(stored: str) -> bool:
     """True for an argon2 or bcrypt hash (slow to check), False for a plain-text password."""
     return _kind(stored) != "plain"
+
+
+# a bcrypt hash: its variant, its cost (04-31), 22 characters of salt and 31 of hash
+_BCRYPT = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
+
+
+def malformed_hash(stored: str) -> str | None:
+    """The kind (``argon2``, ``bcrypt``) of hash ``stored`` begins as but is not (a placeholder
+    such as ``$argon2id$...``, a hash cut short): no password can match it. None for a hash
+    whose form is valid and for plain text.
+
+    >>> malformed_hash("$argon2id$..."), malformed_hash("$2b$12$short"), malformed_hash("pw")
+    ('argon2', 'bcrypt', None)
+    """
+    kind = _kind(stored)
+    if kind == "argon2":
+        try:
+            extract_parameters(stored)
+        except (InvalidHashError, ValueError):
+            return kind
+        return None
+    if kind == "bcrypt" and _BCRYPT.fullmatch(stored) is None:
+        return kind
+    return None
 
 
 def verify_password(given: str, stored: str) -> bool:

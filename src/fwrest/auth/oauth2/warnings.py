@@ -9,7 +9,13 @@ from typing import Any
 
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
 from fwrest.auth.oauth2.guard import NoCheckPaths, pattern_location
-from fwrest.auth.oauth2.params import AuthParams, ParamsError, ParamsSource, name_clashes
+from fwrest.auth.oauth2.params import (
+    AuthParams,
+    ParamsError,
+    ParamsSource,
+    malformed_hashes,
+    name_clashes,
+)
 from fwrest.auth.oauth2.revocation import INTROSPECT_SCOPE
 from fwrest.auth.settings import AuthSettings
 from fwrest.errors import ConfigError
@@ -77,6 +83,19 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
         # a file with such names stops the start (ParamsSource.read_file); a function's
         # answer may change while serving: said here, not refused
         out += [f"[{section}] onAuthparams {name}: {clash}" for clash in name_clashes(params)]
+        # a file with such a hash stops the start too (ParamsSource.read_file); a function's,
+        # as any settings it returns that cannot work (the legacy form's: filled without a
+        # request, said only)
+        malformed = malformed_hashes(params)
+        if malformed and source.legacy:
+            out += [f"[{section}] onAuthparams {name}: {problem}" for problem in malformed]
+        elif malformed:
+            raise ConfigError(
+                f"the function {name} returned settings that cannot be used: {malformed[0]}",
+                section=section,
+                key="onAuthparams",
+                fix=_FIX,
+            )
     try:
         return out + _judge(params, section)
     except ExpiryError as exc:
