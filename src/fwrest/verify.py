@@ -672,6 +672,7 @@ class Verifier:
         self._verify = _tls(verify)
         self._http: httpx.Client | None = None
         self._lock = threading.Lock()  # the fetch in flight; never held across I/O
+        self._closed = False
         self._fetch: _Fetch | None = None
 
     @property
@@ -720,18 +721,26 @@ class Verifier:
         self._core.max_age = seconds
 
     def _client(self) -> httpx.Client:
-        if self._http is None:
+        http = self._http
+        if http is None:
             import httpx
 
             with self._lock:  # one client, whichever thread asks first
+                if self._closed:  # a fetch thread outliving close() makes none to leak
+                    raise IssuerUnavailable("the verifier was closed")
                 if self._http is None:
                     self._http = httpx.Client(verify=self._verify, timeout=HTTP_TIMEOUT_S)
-        return self._http
+                http = self._http
+        return http
 
     def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        """Close the verifier's connections; a closed verifier fetches no more (its keys
+        held still check tokens, a fetch raises :class:`IssuerUnavailable`)."""
+        with self._lock:
+            self._closed = True
+            http, self._http = self._http, None
+        if http is not None:
+            http.close()
 
     def __enter__(self) -> Verifier:
         return self

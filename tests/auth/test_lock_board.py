@@ -251,3 +251,31 @@ def test_a_count_that_crosses_again_behind_a_right_password_is_not_announced_aga
         asyncio.run(scenario())
     announced = [r.getMessage() for r in caplog.records if "locked out for" in r.getMessage()]
     assert len(announced) == 1, announced
+
+
+def test_a_known_headers_failure_is_counted_in_the_store_even_when_a_count_is_full(
+    tmp_path: Path,
+) -> None:
+    """A known header's failure, counted when its check fails, is a failure whatever the counts
+    hold: the store counts it (``hit_failures`` counted nothing with a key full of checks in
+    progress, and the throttle locked and announced a count the store did not hold)."""
+
+    async def scenario() -> None:
+        store = SqliteStore(tmp_path / "state.db")
+        throttle = Throttle(store, 3, "BASIC", board=LockBoard(2), region=0)
+        try:
+            user_key, _ = throttle.keys("ada", "127.0.0.6")
+            for _ in range(2):
+                await throttle.failed(await throttle.admit("ada", "127.0.0.6"))
+            for _ in range(3):  # three checks from another address, in progress
+                await throttle.admit("eve", "127.0.0.7")
+            _, busy_key = throttle.keys("eve", "127.0.0.7")
+            throttle.known("ada", "127.0.0.7")
+            await throttle.failed(throttle.uncounted("ada", "127.0.0.7"))
+            assert store.failures(user_key, 300)[0] == 3
+            assert store.failures(busy_key, 300)[0] == 4
+        finally:
+            throttle.stop()
+            store.close()
+
+    asyncio.run(scenario())

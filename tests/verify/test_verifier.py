@@ -338,3 +338,14 @@ def test_a_key_set_s_cache_control_is_kept(svc: OAuthService) -> None:
         v.verify(token(svc))
     assert fetched.count("/rest/fw/oauth2/jwks") == 2, fetched
     v.close()
+
+
+def test_a_closed_verifier_fetches_no_more() -> None:
+    """A fetch after close() (a fetch thread outliving it, too) makes no HTTP client that
+    nothing would close: IssuerUnavailable, at once."""
+    verifier = Verifier("https://127.0.0.1:9/rest")
+    verifier.close()
+    started = time.monotonic()
+    with pytest.raises(IssuerUnavailable, match="closed"):
+        verifier.discover()
+    assert time.monotonic() - started < 5, "a closed verifier tried the network"

@@ -63,7 +63,7 @@ import ipaddress
 import itertools
 import time
 import unicodedata
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from multiprocessing.sharedctypes import RawArray
 from typing import Any, Protocol, TypeVar
@@ -665,22 +665,28 @@ class Throttle:
         user_key, ip_key = self.keys(user, client_ip)
         return Attempt(user_key, ip_key, (0, 0), (0.0, 0.0), counted=False)
 
-    async def _count(self, user_key: str, ip_key: str, run: StoreRun | None) -> Attempt:
+    async def _count(
+        self, user_key: str, ip_key: str, run: StoreRun | None, *, failure: bool = False
+    ) -> Attempt:
         """One attempt counted under both keys, where this port counts (see the module's
-        docstring)."""
+        docstring): before its check, only while both keys are below ``maxFailures``
+        (``hit_failures``); a ``failure`` (a password checked and wrong, :meth:`failed`)
+        always, as it happened (a count the store refused, taken for counted, locked and
+        announced what the store did not hold: another host announced it again)."""
         where, window, keys = self._where, self.window_s, (user_key, ip_key)
+        call: Callable[[], Sequence[tuple[int, float]]]
+        if failure:
+            call = functools.partial(_both, self.store.hit_failure, user_key, ip_key, window)
+        else:
+            call = functools.partial(self.store.hit_failures, keys, window, self.max_failures)
         if where is _Where.STORE:
-            found = await self._strict(
-                run, self.store.hit_failures, keys, window, self.max_failures
-            )
-            return self._in_store(user_key, ip_key, found)
+            found = await self._strict(run, call)
+            return self._in_store(user_key, ip_key, found, failure)
         if where is _Where.BOARD_THEN_STORE and time.monotonic() >= self._away_until:
             # every host's count, before the check (SPEC 7.1, 8), when the store answers
             try:
-                found = await self._lenient(
-                    self.store.hit_failures, keys, window, self.max_failures
-                )
-                return self._in_store(user_key, ip_key, found)
+                found = await self._lenient(call)
+                return self._in_store(user_key, ip_key, found, failure)
             except (StoreError, TimeoutError) as exc:
                 self._away_until = time.monotonic() + _AWAY_S
                 log.auth_log.warning(
@@ -699,12 +705,15 @@ class Throttle:
             n_ip, w_ip = board.hit_failure(self.region, ip_key, window)
         return Attempt(user_key, ip_key, (n_user, n_ip), (w_user, w_ip))
 
-    def _in_store(self, user_key: str, ip_key: str, found: list[tuple[int, float]]) -> Attempt:
+    def _in_store(
+        self, user_key: str, ip_key: str, found: Sequence[tuple[int, float]], failure: bool
+    ) -> Attempt:
         """The attempt the store's :meth:`~fwrest.store.base.FailureStore.hit_failures`
-        answered: counted under both keys, or (a key at ``maxFailures``) under neither."""
+        answered: counted under both keys, or (a key at ``maxFailures``) under neither; a
+        ``failure`` is counted whatever the counts."""
         (n_user, w_user), (n_ip, w_ip) = found
         limit = self.max_failures
-        counted = n_user <= limit and n_ip <= limit
+        counted = failure or (n_user <= limit and n_ip <= limit)
         return Attempt(
             user_key, ip_key, (n_user, n_ip), (w_user, w_ip), counted=counted, in_store=True
         )
@@ -729,7 +738,7 @@ class Throttle:
         until its window ends and logs the warning."""
         attempt.settled = True
         if not attempt.counted:
-            now_counted = await self._count(attempt.user, attempt.address, run)
+            now_counted = await self._count(attempt.user, attempt.address, run, failure=True)
             attempt.counts, attempt.remaining = now_counted.counts, now_counted.remaining
             attempt.in_store = now_counted.in_store  # counted there now: not again below
         if self._where is _Where.BOARD_THEN_STORE and not attempt.in_store:
