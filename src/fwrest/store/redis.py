@@ -143,7 +143,9 @@ for _, key in ipairs(KEYS) do
     n = tonumber(redis.call('GET', key) or '0') + 1
   end
   table.insert(out, n)
-  table.insert(out, redis.call('PTTL', key))
+  local ttl = redis.call('PTTL', key)
+  if ttl < 0 then ttl = tonumber(ARGV[1]) end  -- a key not counted and not there: a whole window, as sqlite and memory say
+  table.insert(out, ttl)
 end
 return out
 """
