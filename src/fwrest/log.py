@@ -442,10 +442,13 @@ def redact_body(text: str, media_type: str = "") -> str | None:
 
 
 # where a query or form field's name may be secret-like (a part of one, or an escape that
-# may spell one, before its "="), found in the lowered text (a pattern with (?i) is ten
-# times slower); the field around each is judged in Python, the others skipped by ``re``
+# may spell one), found in the lowered text (a pattern with (?i) is ten times slower); the
+# field around each is judged in Python (its bounds, its "="), once: the hits after it in
+# the same field are skipped. The parts only: a pattern that also matched up to the "="
+# was tried again at each part or escape and read to the field's end each time (quadratic:
+# a 100 KB "msg=word+word+..." took seconds)
 _PAIR_PARTS = "|".join((*_SECRET_PARTS, "code", "%", r"\+"))
-_PAIR_CANDIDATE = re.compile(f"(?:{_PAIR_PARTS})[^&;=]*=")
+_PAIR_CANDIDATE = re.compile(_PAIR_PARTS)
 _PAIR_END = re.compile("[&;]|$")
 
 
@@ -453,6 +456,8 @@ def _pair_secrets(text: str, found: list[str]) -> None:
     """The values of secret-like fields of a query or form (``&`` or ``;``), as sent and
     decoded, each also up to the next ``&`` (as :func:`redact_query` hides it)."""
     pos = 0  # read up to here (a separator, or the start)
+    amp = -1  # the next "&" found (-1: look again), or len(text): none left
+    tail_to = -1  # where the last tail taken ends
     for hit in _PAIR_CANDIDATE.finditer(_lowered(text)):
         at = hit.start()
         if at < pos:
@@ -467,8 +472,15 @@ def _pair_secrets(text: str, found: list[str]) -> None:
             continue
         values = [value]
         if end < len(text) and text[end] == ";":
-            amp = text.find("&", end)
-            values.append(text[start + len(name) + 1 : amp if amp >= 0 else len(text)])
+            if amp < end:
+                amp = text.find("&", end)
+                if amp < 0:
+                    amp = len(text)
+            # once per run of ";" fields: a later field's tail is a part of the first's (and
+            # taking each would be quadratic: "pwd=x;" * N up to one "&")
+            if amp != tail_to:
+                tail_to = amp
+                values.append(text[start + len(name) + 1 : amp])
         for value in values:
             found.append(value)
             if "%" in value or "+" in value:
@@ -511,15 +523,17 @@ def _escaped(text: str, at: int) -> bool:
     return count % 2 == 1
 
 
-def _string_around(text: str, at: int) -> tuple[int, int]:
+def _string_around(text: str, at: int, lo: int) -> tuple[int, int]:
     """The bounds of the JSON string holding ``at`` (from its opening quote to its closing
-    one, or to the end of a cut text); (-1, -1) when none."""
+    one, or to the end of a cut text), opened at ``lo`` or after (what is before was read);
+    (-1, -1) when none. Bounded by ``lo``: a search from the text's start at every hit
+    outside a string was quadratic (16 KB of ``\\"`` took seconds)."""
     if text[at] == '"':  # the key "code", found with its quotes
         opening = at
     else:
-        opening = text.rfind('"', 0, at)
-        while opening > 0 and _escaped(text, opening):
-            opening = text.rfind('"', 0, opening)
+        opening = text.rfind('"', lo, at)
+        while opening > lo and _escaped(text, opening):
+            opening = text.rfind('"', lo, opening)
         if opening < 0:
             return -1, -1
     closing = text.find('"', opening + 1)
@@ -561,8 +575,9 @@ def _json_secrets(text: str, found: list[str]) -> None:
     for hit in _CANDIDATE.finditer(_lowered(text)):
         if hit.start() < pos:
             continue
-        opening, closing = _string_around(text, hit.start())
+        opening, closing = _string_around(text, hit.start(), pos)
         if opening < 0:
+            pos = hit.end()  # no string opens between pos and the hit
             continue
         pos = closing + 1
         after = _KEY_END.match(text, closing)
