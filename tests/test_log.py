@@ -473,3 +473,39 @@ def test_a_handlers_record_of_a_worst_case_body_is_written_in_bounded_time(
     assert text.count("WARNING fwrest.app [main] got ") == 2, text[-2000:]
     assert "Worst-Pw-" not in text
     assert took < 20, took  # a hang guard only
+
+
+LOCKOUT_AUTH = """
+
+def check(user, password):
+    return password == "Right-Pw-C4n"
+"""
+
+
+def test_a_lock_out_is_logged_whatever_secret_values_the_attempts_add(tmp_path: Path) -> None:
+    """A request of more than SECRETS_MAX secret values has its records withheld: a
+    brute-forcer adding ``?pwd=0&pwd=1&...`` (1001 values, 8 KB) to each attempt withheld the
+    throttle's lock-out warning, the OnAuth refusals and the lock-out's audit line. fwrest's own
+    lines of those (its words, counts, the user name cut) are written; the application's
+    records of such a request are still withheld."""
+    auth = "lockout_log_auth"
+    (tmp_path / f"{auth}.py").write_text(LOCKOUT_AUTH, encoding="utf-8")
+    basic = {"Authorization": {"scheme": "basic", "OnAuth": f"{auth}.check", "maxFailures": 3}}
+    servers = {"HTTP_BASIC": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}}
+    servers["HTTP_BASIC"]["FwData"] = basic
+    extra = {"ENV": {"Repository": f"lockout_log_app,{auth}"}}
+    config = module_config(tmp_path, "lockout_log_app", app=APP_SOURCE, servers=servers,
+                           extra=extra)  # fmt: skip
+    query = "&".join(f"pwd={n}" for n in range(1001))  # under MaxHeaderSize
+    with Client(config, server="HTTP_BASIC") as client:
+        for n in range(3):
+            answer = client.get(f"/rest/hello?{query}", auth=("ada", f"Guess-Pw-{n}-C4n"))
+            assert answer.status_code == 403, answer.text
+        answer = client.get(f"/rest/hello?{query}", auth=("ada", "Guess-Pw-3-C4n"))
+        assert answer.status_code == 429, answer.text
+    text = (tmp_path / "server.log").read_text()
+    assert text.count("OnAuth refused user 'ada'") == 3, text[-3000:]
+    assert "locked out for" in text, text[-3000:]
+    assert "user:ada" in text
+    assert "fwrest.audit [main] lockout actor='ada'" in text, text[-3000:]
+    assert "Guess-Pw-" not in text

@@ -33,6 +33,7 @@ from urllib.parse import quote, unquote_plus
 import orjson
 
 __all__ = [
+    "OWN",
     "VERBOSE",
     "access_log",
     "app_log",
@@ -633,10 +634,16 @@ def _container_secrets(text: str, pos: int, found: list[str]) -> int:
 
 
 # more values than this to scrub from a request's records: its records are withheld instead
-# (scrubbing costs a pass over the record per value; no real request holds that many)
+# (scrubbing costs a pass over the record per value; no real request holds that many), but
+# for fwrest's own lines of :data:`OWN` and the audit lines
 SECRETS_MAX = 1000
 _WITHHELD = "(record withheld: its request holds more than 1000 secret values to scrub)"
 TOO_MANY = "\x00too many secrets\x00"  # input_secrets()'s answer for such a request
+# ``extra=`` of a line fwrest builds from its own words and values it shows bounded (a port's
+# name, counts, a user name cut by ``shown_user``), never from what a request sends raw (a
+# hook's exception text): written even for a request of more than SECRETS_MAX secret values
+# (a brute-forcer adding ``?pwd=0&pwd=1&...`` to each attempt withheld its lock-out's lines)
+OWN: dict[str, object] = {"fwrest_own": True}
 
 
 def input_secrets(inputs: RequestInputs, *, with_body: bool = True) -> tuple[str, ...]:
@@ -843,7 +850,9 @@ def _message(record: logging.LogRecord, formatter: logging.Formatter) -> tuple[s
         # are scrubbed of them before they are cut)
         found = _input_secrets(inputs)
         if found and found[0] is TOO_MANY:
-            return _WITHHELD, ""
+            if not attrs.get("fwrest_own") and attrs.get("fwrest_audit") is None:
+                return _WITHHELD, ""
+            found = ()  # its text holds no value of the request's to scrub
         secrets = secrets + found
     if secrets:
         text = scrub(text, secrets)
