@@ -509,3 +509,33 @@ def test_a_lock_out_is_logged_whatever_secret_values_the_attempts_add(tmp_path: 
     assert "user:ada" in text
     assert "fwrest.audit [main] lockout actor='ada'" in text, text[-3000:]
     assert "Guess-Pw-" not in text
+
+
+ECHO_APP = """
+
+@post("/echo-password")
+def echo_password():
+    import json
+
+    return {"echo": json.loads(rest.getBodyRequest())["password"]}
+"""
+
+
+def test_a_large_bodys_secret_echoed_in_the_answer_is_not_logged_at_level_5(
+    tmp_path: Path,
+) -> None:
+    """Level 5 does not read a request body over 64 KiB for its secrets: the answer's body
+    (64 KiB or less) was written, not scrubbed of them: ``{"echo":"hunter22"}``. Its body is
+    then described by its size and type only."""
+    config = module_config(
+        tmp_path, "echo_pw_app", app=APP_SOURCE + ECHO_APP, general={"rest_log_level": 5}
+    )
+    body = '{"password":"hunter22","pad":"' + "x" * 70000 + '"}'
+    with Client(config) as client:
+        answer = client.post("/rest/echo-password", content=body, headers={"content-type": JSON})
+        assert answer.status_code == 200
+        assert answer.json() == {"echo": "hunter22"}
+    text = (tmp_path / "server.log").read_text()
+    assert "response 200 body (" in text, text[-2000:]
+    assert "not read for its secrets" in text, text[-2000:]
+    assert "hunter22" not in text
