@@ -11,6 +11,7 @@ import os
 import pkgutil
 import re
 import time
+import tracemalloc
 import warnings
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -386,3 +387,155 @@ def test_an_existing_log_file_is_made_0600_or_warned_about_once(
     text = logfile.read_text()
     assert text.count("LogFile") == 1, text
     assert f"[HTTPSERVER] LogFile {logfile}: its mode could not be made 0600" in text, text
+
+
+MiB = 1 << 20
+# the bodies that made the secret scans quadratic (a pattern retried at each part or escape
+# and read to the field's end each time; a search for a string's opening quote from the
+# body's start at every hit outside a string), and their kin
+WORST_BODIES = {
+    "form-plus": (FORM, "msg=" + "word+" * (MiB // 5)),
+    "form-part": (FORM, "msg=" + "key" * (MiB // 3)),
+    "form-escape": (FORM, "msg=" + "%" * MiB),
+    "form-part-no-eq": (FORM, "key" * (MiB // 3)),
+    "form-fields": (FORM, "&key" * (MiB // 4)),
+    "form-semicolons": (FORM, "x=1&" + "pwd=abcd;" * (MiB // 9)),
+    "json-escaped-quotes": (JSON, "[" + '\\"' * (MiB // 2)),
+    "json-parts": (JSON, "[" + "key" * (MiB // 3)),
+    "json-backslashes": (JSON, "[" + "\\" * MiB),
+    "json-part-quote": (JSON, "[" + 'key"' * (MiB // 4)),
+    "json-escapes-in-string": (JSON, '["' + '\\"key' * (MiB // 5)),
+    "json-backslash-runs": (JSON, "[" + ("\\" * 1000 + '"') * (MiB // 1001)),
+}
+
+
+class _Inputs:
+    def __init__(self, media: str, body: str, query: str = "") -> None:
+        self.raw_headers = [("content-type", media)]
+        self.query_string = query
+        self.body = body.encode()
+
+
+@pytest.mark.parametrize("shape", list(WORST_BODIES))
+def test_the_secret_scans_of_a_worst_case_body_take_linear_time(shape: str) -> None:
+    """The scans for a request's secret values ran for every record written during it (an
+    error line, the auth lines, on the event loop) over its whole body, and at level 5 over a
+    body of up to 64 KiB: quadratic in its size (100 KB of ``msg=word+word+...``: 3 s; 16 KB
+    of ``[\\"\\"...``: 8 s; 64 KiB: two minutes). 1 MiB of each shape, as a body and as a
+    query, within a hang guard (not a speed assertion)."""
+    media, body = WORST_BODIES[shape]
+    started = time.monotonic()
+    log.input_secrets(_Inputs(media, body))
+    if media == FORM:
+        log.input_secrets(_Inputs(JSON, "", body))
+    took = time.monotonic() - started
+    assert took < 5, (shape, took)
+
+
+def test_a_forms_values_up_to_the_next_ampersand_are_taken_once_per_run_of_fields() -> None:
+    """A secret field followed by ``;`` is also taken up to the next ``&`` (as the query parser
+    reads it): each of ``pwd=abcd;`` * N was, every one a copy of the rest of the body (64 KiB:
+    75 MB held, 1 MiB: 1.5 GB). Once per run of ``;`` fields (the later ones' are parts of the
+    first's)."""
+    body = "x=1&" + "pwd=abcd;" * (65536 // 9) + "pwd=Last-Pw-C4n&y=2"
+    tracemalloc.start()
+    try:
+        found = log.input_secrets(_Inputs(FORM, body))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * MiB, peak
+    assert found == (log.TOO_MANY,)  # 7282 values
+    few = "x=1&pwd=a1b2;pwd=c3d4;other=e5f6&pwd=g7h8;i9"
+    taken = {"a1b2;pwd=c3d4;other=e5f6", "g7h8;i9", "a1b2", "c3d4", "g7h8"}
+    assert taken <= set(log.input_secrets(_Inputs(FORM, few)))
+
+
+def test_a_handlers_record_of_a_worst_case_body_is_written_in_bounded_time(
+    tmp_path: Path,
+) -> None:
+    """Through a request: a handler that logs a 64 KiB body of each quadratic shape (its
+    record scanned for the request's secrets), and the secrets of such a body still
+    scrubbed."""
+    config = module_config(tmp_path, "worst_logging_app", app=APP_SOURCE + LOGGING_APP)
+    half = 32 * 1024
+    bodies = [
+        (JSON, '{"password":"Worst-Pw-Json-C4n","x":[' + '\\"' * half + "]}"),
+        (FORM, "password=Worst-Pw-Form-C4n&msg=" + "word+" * (2 * half // 5)),
+    ]  # fmt: skip
+    with Client(config) as client:
+        started = time.monotonic()
+        for media, body in bodies:
+            answer = client.post("/rest/logs", content=body, headers={"content-type": media})
+            assert answer.status_code == 200
+        took = time.monotonic() - started
+    text = (tmp_path / "server.log").read_text()
+    assert text.count("WARNING fwrest.app [main] got ") == 2, text[-2000:]
+    assert "Worst-Pw-" not in text
+    assert took < 20, took  # a hang guard only
+
+
+LOCKOUT_AUTH = """
+
+def check(user, password):
+    return password == "Right-Pw-C4n"
+"""
+
+
+def test_a_lock_out_is_logged_whatever_secret_values_the_attempts_add(tmp_path: Path) -> None:
+    """A request of more than SECRETS_MAX secret values has its records withheld: a
+    brute-forcer adding ``?pwd=0&pwd=1&...`` (1001 values, 8 KB) to each attempt withheld the
+    throttle's lock-out warning, the OnAuth refusals and the lock-out's audit line. fwrest's own
+    lines of those (its words, counts, the user name cut) are written; the application's
+    records of such a request are still withheld."""
+    auth = "lockout_log_auth"
+    (tmp_path / f"{auth}.py").write_text(LOCKOUT_AUTH, encoding="utf-8")
+    basic = {"Authorization": {"scheme": "basic", "OnAuth": f"{auth}.check", "maxFailures": 3}}
+    servers = {"HTTP_BASIC": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}}
+    servers["HTTP_BASIC"]["FwData"] = basic
+    extra = {"ENV": {"Repository": f"lockout_log_app,{auth}"}}
+    config = module_config(tmp_path, "lockout_log_app", app=APP_SOURCE, servers=servers,
+                           extra=extra)  # fmt: skip
+    query = "&".join(f"pwd={n}" for n in range(1001))  # under MaxHeaderSize
+    with Client(config, server="HTTP_BASIC") as client:
+        for n in range(3):
+            answer = client.get(f"/rest/hello?{query}", auth=("ada", f"Guess-Pw-{n}-C4n"))
+            assert answer.status_code == 403, answer.text
+        answer = client.get(f"/rest/hello?{query}", auth=("ada", "Guess-Pw-3-C4n"))
+        assert answer.status_code == 429, answer.text
+    text = (tmp_path / "server.log").read_text()
+    assert text.count("OnAuth refused user 'ada'") == 3, text[-3000:]
+    assert "locked out for" in text, text[-3000:]
+    assert "user:ada" in text
+    assert "fwrest.audit [main] lockout actor='ada'" in text, text[-3000:]
+    assert "Guess-Pw-" not in text
+
+
+ECHO_APP = """
+
+@post("/echo-password")
+def echo_password():
+    import json
+
+    return {"echo": json.loads(rest.getBodyRequest())["password"]}
+"""
+
+
+def test_a_large_bodys_secret_echoed_in_the_answer_is_not_logged_at_level_5(
+    tmp_path: Path,
+) -> None:
+    """Level 5 does not read a request body over 64 KiB for its secrets: the answer's body
+    (64 KiB or less) was written, not scrubbed of them: ``{"echo":"hunter22"}``. Its body is
+    then described by its size and type only."""
+    config = module_config(
+        tmp_path, "echo_pw_app", app=APP_SOURCE + ECHO_APP, general={"rest_log_level": 5}
+    )
+    body = '{"password":"hunter22","pad":"' + "x" * 70000 + '"}'
+    with Client(config) as client:
+        answer = client.post("/rest/echo-password", content=body, headers={"content-type": JSON})
+        assert answer.status_code == 200
+        assert answer.json() == {"echo": "hunter22"}
+    text = (tmp_path / "server.log").read_text()
+    assert "response 200 body (" in text, text[-2000:]
+    assert "not read for its secrets" in text, text[-2000:]
+    assert "hunter22" not in text

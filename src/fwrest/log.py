@@ -33,6 +33,7 @@ from urllib.parse import quote, unquote_plus
 import orjson
 
 __all__ = [
+    "OWN",
     "VERBOSE",
     "access_log",
     "app_log",
@@ -442,10 +443,13 @@ def redact_body(text: str, media_type: str = "") -> str | None:
 
 
 # where a query or form field's name may be secret-like (a part of one, or an escape that
-# may spell one, before its "="), found in the lowered text (a pattern with (?i) is ten
-# times slower); the field around each is judged in Python, the others skipped by ``re``
+# may spell one), found in the lowered text (a pattern with (?i) is ten times slower); the
+# field around each is judged in Python (its bounds, its "="), once: the hits after it in
+# the same field are skipped. The parts only: a pattern that also matched up to the "="
+# was tried again at each part or escape and read to the field's end each time (quadratic:
+# a 100 KB "msg=word+word+..." took seconds)
 _PAIR_PARTS = "|".join((*_SECRET_PARTS, "code", "%", r"\+"))
-_PAIR_CANDIDATE = re.compile(f"(?:{_PAIR_PARTS})[^&;=]*=")
+_PAIR_CANDIDATE = re.compile(_PAIR_PARTS)
 _PAIR_END = re.compile("[&;]|$")
 
 
@@ -453,6 +457,8 @@ def _pair_secrets(text: str, found: list[str]) -> None:
     """The values of secret-like fields of a query or form (``&`` or ``;``), as sent and
     decoded, each also up to the next ``&`` (as :func:`redact_query` hides it)."""
     pos = 0  # read up to here (a separator, or the start)
+    amp = -1  # the next "&" found (-1: look again), or len(text): none left
+    tail_to = -1  # where the last tail taken ends
     for hit in _PAIR_CANDIDATE.finditer(_lowered(text)):
         at = hit.start()
         if at < pos:
@@ -467,8 +473,15 @@ def _pair_secrets(text: str, found: list[str]) -> None:
             continue
         values = [value]
         if end < len(text) and text[end] == ";":
-            amp = text.find("&", end)
-            values.append(text[start + len(name) + 1 : amp if amp >= 0 else len(text)])
+            if amp < end:
+                amp = text.find("&", end)
+                if amp < 0:
+                    amp = len(text)
+            # once per run of ";" fields: a later field's tail is a part of the first's (and
+            # taking each would be quadratic: "pwd=x;" * N up to one "&")
+            if amp != tail_to:
+                tail_to = amp
+                values.append(text[start + len(name) + 1 : amp])
         for value in values:
             found.append(value)
             if "%" in value or "+" in value:
@@ -511,15 +524,17 @@ def _escaped(text: str, at: int) -> bool:
     return count % 2 == 1
 
 
-def _string_around(text: str, at: int) -> tuple[int, int]:
+def _string_around(text: str, at: int, lo: int) -> tuple[int, int]:
     """The bounds of the JSON string holding ``at`` (from its opening quote to its closing
-    one, or to the end of a cut text); (-1, -1) when none."""
+    one, or to the end of a cut text), opened at ``lo`` or after (what is before was read);
+    (-1, -1) when none. Bounded by ``lo``: a search from the text's start at every hit
+    outside a string was quadratic (16 KB of ``\\"`` took seconds)."""
     if text[at] == '"':  # the key "code", found with its quotes
         opening = at
     else:
-        opening = text.rfind('"', 0, at)
-        while opening > 0 and _escaped(text, opening):
-            opening = text.rfind('"', 0, opening)
+        opening = text.rfind('"', lo, at)
+        while opening > lo and _escaped(text, opening):
+            opening = text.rfind('"', lo, opening)
         if opening < 0:
             return -1, -1
     closing = text.find('"', opening + 1)
@@ -561,8 +576,9 @@ def _json_secrets(text: str, found: list[str]) -> None:
     for hit in _CANDIDATE.finditer(_lowered(text)):
         if hit.start() < pos:
             continue
-        opening, closing = _string_around(text, hit.start())
+        opening, closing = _string_around(text, hit.start(), pos)
         if opening < 0:
+            pos = hit.end()  # no string opens between pos and the hit
             continue
         pos = closing + 1
         after = _KEY_END.match(text, closing)
@@ -618,10 +634,16 @@ def _container_secrets(text: str, pos: int, found: list[str]) -> int:
 
 
 # more values than this to scrub from a request's records: its records are withheld instead
-# (scrubbing costs a pass over the record per value; no real request holds that many)
+# (scrubbing costs a pass over the record per value; no real request holds that many), but
+# for fwrest's own lines of :data:`OWN` and the audit lines
 SECRETS_MAX = 1000
 _WITHHELD = "(record withheld: its request holds more than 1000 secret values to scrub)"
 TOO_MANY = "\x00too many secrets\x00"  # input_secrets()'s answer for such a request
+# ``extra=`` of a line fwrest builds from its own words and values it shows bounded (a port's
+# name, counts, a user name cut by ``shown_user``), never from what a request sends raw (a
+# hook's exception text): written even for a request of more than SECRETS_MAX secret values
+# (a brute-forcer adding ``?pwd=0&pwd=1&...`` to each attempt withheld its lock-out's lines)
+OWN: dict[str, object] = {"fwrest_own": True}
 
 
 def input_secrets(inputs: RequestInputs, *, with_body: bool = True) -> tuple[str, ...]:
@@ -828,7 +850,9 @@ def _message(record: logging.LogRecord, formatter: logging.Formatter) -> tuple[s
         # are scrubbed of them before they are cut)
         found = _input_secrets(inputs)
         if found and found[0] is TOO_MANY:
-            return _WITHHELD, ""
+            if not attrs.get("fwrest_own") and attrs.get("fwrest_audit") is None:
+                return _WITHHELD, ""
+            found = ()  # its text holds no value of the request's to scrub
         secrets = secrets + found
     if secrets:
         text = scrub(text, secrets)

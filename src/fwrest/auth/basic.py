@@ -320,7 +320,9 @@ class BasicGuard:
             current.reset(token)
         if verdict is not True:
             # %r escapes CR, LF and ESC (and shows an empty name as '')
-            log.auth_log.info("[%s] OnAuth refused user %r", self._port, shown_user(user))
+            log.auth_log.info(
+                "[%s] OnAuth refused user %r", self._port, shown_user(user), extra=log.OWN
+            )
             if header is not None:
                 self._known.pop(header, None)
             if cache is not None:

@@ -810,6 +810,7 @@ class Throttle:
                 self.window_s,
                 " and ".join(label for label, _, _ in labels),
                 max(left for _, _, left in labels),
+                extra=log.OWN,  # written whatever the request sent (its 1001 pwd= values)
             )
             if self.audit is not None:
                 self._record(attempt, locked, labels)

@@ -1042,15 +1042,17 @@ class PortApp:
         secrets = log.request_secrets.get()
         done = {"fwrest_scrubbed": True}
         inputs = log.request_inputs.get()
+        unread = 0  # the size of a request body not read for its secrets
         if inputs is not None:
             # the request's own secret-named inputs, scrubbed here before the cut (the
             # record is marked so that the formatter does not scrub them again); a body
-            # over DEBUG_BODY_MAX is not shown, nor read for them
-            own = (
-                log.input_secrets(inputs)
-                if len(inputs.body) <= DEBUG_BODY_MAX
-                else log.input_secrets(inputs, with_body=False)
-            )
+            # over DEBUG_BODY_MAX is not shown, nor read for them, and then neither is the
+            # response's body (it may echo one of them: "password" sent, "echo" answered)
+            if len(inputs.body) <= DEBUG_BODY_MAX:
+                own = log.input_secrets(inputs)
+            else:
+                own = log.input_secrets(inputs, with_body=False)
+                unread = len(inputs.body)
             if own and own[0] is log.TOO_MANY:
                 log.access_log.debug(
                     "request headers and bodies not logged: more than %d secret values",
@@ -1063,16 +1065,17 @@ class PortApp:
         def shown(text: str) -> str:
             return log.escape(log.truncate(log.scrub(text, secrets), size))
 
-        def body_of(data: bytes, headers: list[tuple[str, str]]) -> str:
+        def body_of(data: bytes, headers: list[tuple[str, str]], why: str = "") -> str:
             if not data:
                 return "-"
             media = next((v for n, v in headers if n == "content-type"), "")
-            if len(data) > DEBUG_BODY_MAX:
+            if len(data) > DEBUG_BODY_MAX or why:
                 # parsing and redacting it would hold the event loop in proportion to its
                 # size, and a prefix cannot be redacted for sure (a cut JSON or form)
                 kind = shown(log.mask_header("content-type", media.partition(";")[0].strip()))
                 kind = kind or "of no type"
-                return f"({len(data)} bytes {kind}, not logged: over {DEBUG_BODY_MAX} bytes)"
+                why = why or f"over {DEBUG_BODY_MAX} bytes"
+                return f"({len(data)} bytes {kind}, not logged: {why})"
             text = log.redact_body(data.decode("utf-8", "replace"), media)
             if text is None:
                 return f"({len(data)} bytes, not logged: neither JSON nor a URL-encoded form)"
@@ -1088,6 +1091,12 @@ class PortApp:
             body = out = "(not logged: token route)" if found is not None else "(not logged)"
         else:
             body = body_of(req.body, req.headers)
-            out = body_of(reply.body, reply.headers)
+            out = body_of(
+                reply.body,
+                reply.headers,
+                f"the request's body of {unread} bytes was not read for its secrets"
+                if unread
+                else "",
+            )
         log.access_log.debug("request headers {%s} body %s", headers, body, extra=done)
         log.access_log.debug("response %d body %s", reply.status, out, extra=done)

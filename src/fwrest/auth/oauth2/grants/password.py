@@ -127,7 +127,11 @@ async def check_password(
     if not ok:
         # %r escapes CR, LF and ESC, as for Basic's refusals
         log.auth_log.info(
-            "[%s] %s refused for user %r", service.port_name, what, shown_user(username)
+            "[%s] %s refused for user %r",
+            service.port_name,
+            what,
+            shown_user(username),
+            extra=log.OWN,
         )
         await throttle.failed(attempt, run)
         return False
