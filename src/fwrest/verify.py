@@ -262,6 +262,12 @@ class _Fetch:
         self.done = threading.Event()  # a Verifier's
         self.task: asyncio.Future[None] | None = None  # an AsyncVerifier's
 
+    def outcome(self, serve_stale: bool) -> None:
+        """Raise the fetch's failure to a caller that cannot do without it (``NoPublicKey``
+        always; ``IssuerUnavailable`` unless the set held may serve)."""
+        if self.error is not None and (isinstance(self.error, NoPublicKey) or not serve_stale):
+            raise self.error
+
 
 def _late(what: str, timeout: float) -> IssuerUnavailable:
     return IssuerUnavailable(f"the issuer's {what} was not read within {timeout:g} s")
@@ -384,6 +390,19 @@ class _Core:
             self.key_backoff.succeeded()
         elif isinstance(error, IssuerUnavailable):
             self.key_backoff.failed(error)
+
+    def fetch_needed(self, serve_stale: bool) -> bool:
+        """Whether a fetch starts now (none is in flight): not while the last failure's
+        back-off runs, when the set held may serve (False) or its failure is raised; a port
+        without a public key raises ``NoPublicKey``."""
+        if self.no_key is not None:
+            raise self.no_key
+        failed = self.key_backoff.active()
+        if failed is not None:
+            if serve_stale:
+                return False
+            raise failed
+        return True
 
     def start_fetch(self) -> _Fetch:
         self.last_fetch = time.monotonic()
@@ -788,13 +807,8 @@ class Verifier:
         with self._lock:  # never held across I/O
             fetch = self._fetch
             if fetch is None:
-                if core.no_key is not None:
-                    raise core.no_key
-                failed = core.key_backoff.active()
-                if failed is not None:
-                    if serve_stale:
-                        return
-                    raise failed
+                if not core.fetch_needed(serve_stale):
+                    return
                 fetch = self._fetch = core.start_fetch()
                 threading.Thread(
                     target=self._run, args=(fetch,), name="fwrest-verify-fetch", daemon=True
@@ -803,8 +817,7 @@ class Verifier:
                 return  # another thread fetches; the set held serves meanwhile
         if not fetch.done.wait(max(fetch.deadline - time.monotonic(), 0.0)):
             self._settle(fetch, None, _late(fetch.step, core.timeout))
-        if fetch.error is not None and (isinstance(fetch.error, NoPublicKey) or not serve_stale):
-            raise fetch.error
+        fetch.outcome(serve_stale)
 
     def _run(self, fetch: _Fetch) -> None:
         """A fetch, in a thread of its own: its callers stop waiting at its deadline even when
@@ -1030,13 +1043,8 @@ class AsyncVerifier:
             self._abandon(fetch)  # of a loop now gone: no answer, no back-off
             fetch = None
         if fetch is None:
-            if core.no_key is not None:
-                raise core.no_key
-            failed = core.key_backoff.active()
-            if failed is not None:
-                if serve_stale:
-                    return
-                raise failed
+            if not core.fetch_needed(serve_stale):
+                return
             fetch = self._fetch = core.start_fetch()
             task = asyncio.ensure_future(self._run(fetch))
             self._tasks.add(task)  # held until done (the loop keeps only a weak reference)
@@ -1048,8 +1056,7 @@ class AsyncVerifier:
         await asyncio.wait({fetch.task}, timeout=max(fetch.deadline - time.monotonic(), 0.0))
         if not fetch.settled:
             self._settle(fetch, None, _late(fetch.step, core.timeout))
-        if fetch.error is not None and (isinstance(fetch.error, NoPublicKey) or not serve_stale):
-            raise fetch.error
+        fetch.outcome(serve_stale)
 
     async def _run(self, fetch: _Fetch) -> None:
         core = self._core
