@@ -301,8 +301,9 @@ def logs_its_body():
         ("[" * 3000 + '{"password":"Deep-Pw-C4n"}' + "]" * 3000, ["Deep-Pw-C4n"]),
         ('{"password":"Esc-Pw-\\u0042-C4n"}', ["Esc-Pw-\\u0042-C4n", "Esc-Pw-B-C4n"]),
         ('{"auth": {"pin": "Nested-Pin-C4n", "more": ["Nested-Item-C4n"]}', ["Nested-Pin-C4n"]),
+        ('{"user": "ann", auth: 1, "password": "Word-Pw-C4n"}', ["Word-Pw-C4n"]),
     ],
-    ids=["duplicate", "truncated", "invalid", "deep", "escaped", "cut-nested"],
+    ids=["duplicate", "truncated", "invalid", "deep", "escaped", "cut-nested", "bare-word"],
 )
 def test_every_value_of_a_secret_key_is_scrubbed_from_a_handlers_record(
     tmp_path: Path, body: str, secrets: list[str]
@@ -318,6 +319,19 @@ def test_every_value_of_a_secret_key_is_scrubbed_from_a_handlers_record(
     assert "WARNING fwrest.app [main] got " in text, text[-2000:]
     for secret in secrets:
         assert secret not in text, (secret, text[-2000:])
+
+
+def test_a_form_fields_value_after_a_semicolon_is_scrubbed(tmp_path: Path) -> None:
+    """``password=;tail``: an ``&``-only parser (the REST object's) reads ``;tail`` as the
+    value; the scan skipped the field for its empty value before the ``;``."""
+    config = module_config(tmp_path, "tail_app", app=APP_SOURCE + LOGGING_APP)
+    with Client(config) as client:
+        sent = "user=ann&password=;Tail-Pw-C4n"
+        answer = client.post("/rest/logs", content=sent, headers={"content-type": FORM})
+        assert answer.status_code == 200
+    text = (tmp_path / "server.log").read_text()
+    assert "WARNING fwrest.app [main] got " in text, text[-2000:]
+    assert "Tail-Pw-C4n" not in text, text[-2000:]
 
 
 def test_a_request_with_too_many_secret_values_has_its_records_withheld(tmp_path: Path) -> None:

@@ -469,9 +469,9 @@ def _pair_secrets(text: str, found: list[str]) -> None:
         end = ending.start()
         pos = end
         name, eq, value = text[start:end].partition("=")
-        if not eq or not value or not _secret_param(name):
+        if not eq or not _secret_param(name):
             continue
-        values = [value]
+        values = [value] if value else []  # `password=;tail`: an &-only parser reads ";tail"
         if end < len(text) and text[end] == ";":
             if amp < end:
                 amp = text.find("&", end)
@@ -580,10 +580,13 @@ def _json_secrets(text: str, found: list[str]) -> None:
         if opening < 0:
             pos = hit.end()  # no string opens between pos and the hit
             continue
-        pos = closing + 1
         after = _KEY_END.match(text, closing)
         if after is None:
-            continue  # a value, or a key of no value (cut)
+            # a value, or a key of no value (cut); or no string at all (a word outside one,
+            # in JSON that does not parse): its closing quote may open the next string
+            pos = closing
+            continue
+        pos = closing + 1
         raw_key = text[opening + 1 : closing]
         key = raw_key
         if "\\" in raw_key:
