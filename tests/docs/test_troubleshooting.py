@@ -238,17 +238,19 @@ import os, sys
 os.environ["OTEL_EXPORTER_OTLP_PROTOCOL"] = sys.argv[1]
 if sys.argv[2]:
     sys.modules[sys.argv[2]] = None
+if sys.argv[3]:
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = sys.argv[3]
 from fwrest.cli import main
 sys.exit(main(["check", "service.ini"]))
 """
 
 
-def tracing_check(protocol: str, hidden: str) -> Special:
+def tracing_check(protocol: str, hidden: str, endpoint: str = "") -> Special:
     def run(folder: Path, _certs: dict[str, Path]) -> Outcome:
         sections = base(0)
         sections["HTTPSERVER"]["Tracing"] = "otlp"
         service_on(folder, sections)
-        return cli_outcome(python_c(CHECK_TRACING, protocol, hidden, cwd=folder))
+        return cli_outcome(python_c(CHECK_TRACING, protocol, hidden, endpoint, cwd=folder))
 
     return run
 
@@ -839,6 +841,8 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     "[HTTPSERVER] Tracing: the environment variable <name>=<value> names no OTLP protocol fwrest "
     "exports spans with (supported: http/protobuf, grpc)": tracing_check("http/json", ""),
+    "[HTTPSERVER] Tracing: the environment variable <name> is not an http:// or https:// URL "
+    "with a host, where OTLP over HTTP sends spans": tracing_check("", "", "collector:4318"),
     "[HTTPSERVER] Tracing: the environment variable <name>=grpc needs OpenTelemetry's OTLP "
     "exporter for grpc, which is not installed (<module> is missing)": tracing_check(
         "grpc", "opentelemetry.exporter.otlp.proto.grpc"

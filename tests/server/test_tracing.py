@@ -596,3 +596,21 @@ def test_a_protocol_without_an_exporter_is_a_check_error(tmp_path: Path, value: 
     assert (
         "Fix: set OTEL_EXPORTER_OTLP_TRACES_PROTOCOL to http/protobuf (the default) or grpc" in line
     )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url::"),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "otel-col:4318"),  # no scheme: no host either
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://user:Otlp-Secret-7@:4318"),  # no host
+    ],
+)
+def test_an_endpoint_that_is_no_http_url_is_a_check_error(
+    tmp_path: Path, variable: str, value: str
+) -> None:
+    """An OTLP/HTTP endpoint the SDK took, every export then failing at run time ("No
+    connection adapters"): the check names the variable, never its value (credentials)."""
+    line = _check(tmp_path, {variable: value})
+    assert f"[HTTPSERVER] Tracing: the environment variable {variable} is not an" in line, line
+    assert value not in line and "Otlp-Secret-7" not in line, line

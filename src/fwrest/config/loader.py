@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from fwrest.config.convert import section_values
 from fwrest.config.fwdata import parse_fw_data
@@ -331,6 +332,8 @@ def tracing_config(raw: RawConfig, http: RawSection, value: str | None) -> str |
             "Tracing",
             f"set {variable} to http/protobuf (the default) or grpc, or unset it.",
         )
+    if protocol == "http/protobuf":
+        _check_http_endpoint(raw, http)
     exporter, extra = OTLP_PROTOCOLS[protocol]
     for module in (*_OTEL_MODULES, exporter):
         if _installed(module):
@@ -352,6 +355,36 @@ def tracing_config(raw: RawConfig, http: RawSection, value: str | None) -> str |
             f"pip install fwrest[{extra}], or leave Tracing out.",
         )
     return tracing
+
+
+# the SDK's order: the traces' own endpoint (used as it is), then the one of every signal
+OTLP_ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+def _check_http_endpoint(raw: RawConfig, http: RawSection) -> None:
+    """The OTLP/HTTP collector's URL, when a variable names one, is an http(s) URL with a
+    host: the SDK takes anything, and every export then failed at run time ("No connection
+    adapters"). Its value is not repeated (it may hold credentials)."""
+    for name in OTLP_ENDPOINT_VARIABLES:
+        endpoint = os.environ.get(name, "").strip()
+        if not endpoint:
+            continue
+        try:
+            parts = urlsplit(endpoint)
+            good = parts.scheme in ("http", "https") and bool(parts.hostname)
+            _ = parts.port  # a port that is no number raises
+        except ValueError:
+            good = False
+        if not good:
+            raise raw.error(
+                f"the environment variable {name} is not an http:// or https:// URL with a "
+                "host, where OTLP over HTTP sends spans.",
+                http.name,
+                "Tracing",
+                f"set {name} to the collector's URL (http://collector:4318), or unset it "
+                "(http://localhost:4318).",
+            )
+        return
 
 
 def read_general(path: Path) -> dict[str, int]:
