@@ -85,7 +85,6 @@ __all__ = [
     "Throttle",
     "Wording",
     "address_key",
-    "crossed",
     "port_keys",
     "shown_user",
     "user_key",
@@ -170,16 +169,6 @@ def address_key(address: str) -> str:
         _address_keys.clear()
     _address_keys[address] = found
     return found
-
-
-def crossed(count: int, max_failures: int) -> bool:
-    """Whether the failure that made the window's count ``count`` started a lock-out: the
-    count went from below ``maxFailures`` to ``maxFailures`` or more. Counters are atomic and an
-    attempt is counted under both its keys or neither (``hit_failures``), so exactly one
-    failure of a window does so, on whichever worker or host: the lock-out's warning is logged
-    once, even when concurrent failures push the count past the threshold (but see
-    docs/decisions.md, "Brute force": a right password taken back at that instant)."""
-    return count - 1 < max_failures <= count
 
 
 def _both(fn: Callable[[str, float], T], first: str, second: str, window: float) -> tuple[T, T]:
@@ -779,8 +768,13 @@ class Throttle:
         skip: set[str] | frozenset[str] = frozenset(),
     ) -> set[str]:
         """Lock the keys of a failure whose count (``counts``, with it) is at ``maxFailures``
-        or more, but those of ``skip``; the one that crossed it logs the warning and records
-        the lock-out. Returns the keys locked."""
+        or more, but those of ``skip``; a key not locked yet (that this worker knows of: its
+        host's board at once, another host's at the next read of the store's list) is
+        announced: the warning and the audit event, once per lock-out. Not "the failure that
+        crossed the threshold": counted before its check, exactly one does (``hit_failures``),
+        but a known Basic header's failures are counted after theirs, many at once past it,
+        and one counted past it could lock the key before the crossing one was settled, which
+        then found it locked and announced nothing. Returns the keys locked."""
         limit = self.max_failures
         now = time.time()
         labels = []
@@ -792,7 +786,7 @@ class Throttle:
         ):
             if count < limit or key in skip:
                 continue
-            if crossed(count, limit) and not self._in_force(key, now):
+            if not self._in_force(key, now):
                 labels.append(
                     (form.format(log.escape(shown_user(key[len(prefix) :]))), count, left)
                 )
@@ -817,9 +811,10 @@ class Throttle:
         return done
 
     def _in_force(self, key: str, now: float) -> bool:
-        """Whether this worker knows a lock of ``key`` in force: a count that crossed
-        ``maxFailures`` again in its window (a right password in progress at the crossing,
-        taken back after it) locks what is locked already, and is not announced again."""
+        """Whether this worker knows a lock of ``key`` in force: a count at ``maxFailures``
+        or more again in its window (a right password in progress at the crossing, taken back
+        after it; a known header's failures settled after the first) locks what is locked
+        already, and is not announced again."""
         if self.locked.get(key, 0.0) > now:
             return True
         board = self.board
