@@ -5,9 +5,11 @@ tests/faults/test_brute_force.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,18 @@ from tests.conftest import wait_for
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+@contextlib.contextmanager
+def one_throttle(tmp_path: Path) -> Iterator[tuple[SqliteStore, Throttle]]:
+    """A Basic port's throttle (maxFailures 3) on a sqlite store and a lock board of its own."""
+    store = SqliteStore(tmp_path / "state.db")
+    throttle = Throttle(store, 3, "BASIC", board=LockBoard(2), region=0)
+    try:
+        yield store, throttle
+    finally:
+        throttle.stop()
+        store.close()
 
 
 def test_a_lock_written_by_a_forked_worker_is_seen_by_its_sibling() -> None:
@@ -205,17 +219,12 @@ def test_a_known_header_refused_now_is_counted_once_in_the_store(tmp_path: Path)
     changed), its failure is counted then: once, in the store (it was counted there twice)."""
 
     async def scenario() -> None:
-        store = SqliteStore(tmp_path / "state.db")
-        throttle = Throttle(store, 3, "BASIC", board=LockBoard(2), region=0)
-        try:
+        with one_throttle(tmp_path) as (store, throttle):
             user_key, ip_key = throttle.keys("bob", "127.0.0.5")
             throttle.known("bob", "127.0.0.5")
             await throttle.failed(throttle.uncounted("bob", "127.0.0.5"))
             assert store.failures(user_key, 300)[0] == 1
             assert store.failures(ip_key, 300)[0] == 1
-        finally:
-            throttle.stop()
-            store.close()
 
     asyncio.run(scenario())
 
@@ -261,9 +270,7 @@ def test_a_known_headers_failure_is_counted_in_the_store_even_when_a_count_is_fu
     progress, and the throttle locked and announced a count the store did not hold)."""
 
     async def scenario() -> None:
-        store = SqliteStore(tmp_path / "state.db")
-        throttle = Throttle(store, 3, "BASIC", board=LockBoard(2), region=0)
-        try:
+        with one_throttle(tmp_path) as (store, throttle):
             user_key, _ = throttle.keys("ada", "127.0.0.6")
             for _ in range(2):
                 await throttle.failed(await throttle.admit("ada", "127.0.0.6"))
@@ -274,9 +281,6 @@ def test_a_known_headers_failure_is_counted_in_the_store_even_when_a_count_is_fu
             await throttle.failed(throttle.uncounted("ada", "127.0.0.7"))
             assert store.failures(user_key, 300)[0] == 3
             assert store.failures(busy_key, 300)[0] == 4
-        finally:
-            throttle.stop()
-            store.close()
 
     asyncio.run(scenario())
 
@@ -290,18 +294,13 @@ def test_a_failure_settled_past_the_threshold_before_the_crossing_one_is_announc
     only, a review saw lock-outs never logged nor audited.)"""
 
     async def scenario() -> None:
-        store = SqliteStore(tmp_path / "state.db")
-        throttle = Throttle(store, 3, "BASIC", board=LockBoard(2), region=0)
-        try:
+        with one_throttle(tmp_path) as (_, throttle):
             late, crossing = (
                 throttle.uncounted("ada", "127.0.0.8"),
                 throttle.uncounted("ada", "127.0.0.8"),
             )
             throttle._settle(late, (4, 4), (300.0, 300.0))  # the race, made in order
             throttle._settle(crossing, (3, 3), (300.0, 300.0))
-        finally:
-            throttle.stop()
-            store.close()
 
     with caplog.at_level("WARNING", logger="fwrest.auth"):
         asyncio.run(scenario())
