@@ -437,31 +437,30 @@ def test_the_same_error_from_a_dict() -> None:
     assert_one_clear_error(err, "[HTTP_REST] Port: ", "70000 is out of range")
 
 
-def test_garbage_certificate_is_refused(tmp_path: Path, certs: dict[str, Path]) -> None:
-    certs["cert"].write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n")
+@pytest.mark.parametrize(
+    ("spoiled", "fragments"),
+    [
+        ("garbage-certificate", ("server.crt", "PEM")),
+        ("key-of-another-certificate", ()),
+        ("unreadable-key", ("server.key",)),
+    ],
+)
+def test_a_certificate_that_cannot_be_loaded_is_refused(
+    tmp_path: Path, certs: dict[str, Path], ca: trustme.CA, spoiled: str, fragments: tuple[str, ...]
+) -> None:
+    key = "server.key"
+    if spoiled == "garbage-certificate":
+        certs["cert"].write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n")
+    elif spoiled == "key-of-another-certificate":
+        key = "other.key"
+        ca.issue_cert("other.example").private_key_pem.write_to_path(str(tmp_path / key))
+    else:
+        certs["key"].write_bytes(b"\xff\xfe\x00garbage")
     sections = base()
-    sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
+    sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey=key)
     err = load_error(write(tmp_path, sections))
     assert (err.section, err.key) == ("HTTP_REST", "SslCertificate")
-    assert_one_clear_error(err, "server.crt", "cannot be loaded", "PEM")
-
-
-def test_key_of_another_certificate_is_refused(
-    tmp_path: Path, certs: dict[str, Path], ca: trustme.CA
-) -> None:
-    ca.issue_cert("other.example").private_key_pem.write_to_path(str(tmp_path / "other.key"))
-    sections = base()
-    sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="other.key")
-    err = load_error(write(tmp_path, sections))
-    assert_one_clear_error(err, "[HTTP_REST] SslCertificate: ", "cannot be loaded")
-
-
-def test_unreadable_certificate_is_refused(tmp_path: Path, certs: dict[str, Path]) -> None:
-    certs["key"].write_bytes(b"\xff\xfe\x00garbage")
-    sections = base()
-    sections["HTTP_REST"].update(SslCertificate="server.crt", SslCertificateKey="server.key")
-    err = load_error(write(tmp_path, sections))
-    assert_one_clear_error(err, "[HTTP_REST] SslCertificate: ", "server.key", "cannot be loaded")
+    assert_one_clear_error(err, "[HTTP_REST] SslCertificate: ", "cannot be loaded", *fragments)
 
 
 def test_valid_certificate_makes_the_port_tls(tmp_path: Path, certs: dict[str, Path]) -> None:
@@ -472,13 +471,36 @@ def test_valid_certificate_makes_the_port_tls(tmp_path: Path, certs: dict[str, P
     assert server.ssl_certificate == certs["cert"]
 
 
-def test_invalid_json_file_reports_line_and_column(tmp_path: Path) -> None:
-    path = tmp_path / "service.json"
-    path.write_text(
-        '{\n  "HTTPSERVER": {"Servers": "HTTP_REST"},\n  "HTTP_REST": {"Port": 8080,}\n}'
-    )
-    err = load_error(path)
-    assert_one_clear_error(err, str(path), "not valid JSON", "line 3, column 30")
+INI = ini_text(base())
+INLINE_FWDATA = 'FwData=\'{"Authorization": {"scheme": basic}}\''
+# (id, file name, its text, fragments of the message: "{path}" the file's path)
+# fmt: off
+NO_CONFIG = [
+    ("invalid-json", "service.json",
+     '{\n  "HTTPSERVER": {"Servers": "HTTP_REST"},\n  "HTTP_REST": {"Port": 8080,}\n}',
+     ("{path}", "not valid JSON", "line 3, column 30")),
+    ("inline-fwdata-in-ini", "service.ini",
+     INI.replace("Locations=ROOT", f"Locations=ROOT\n{INLINE_FWDATA}"),
+     ("[HTTP_REST] FwData: ", "not valid JSON", "line 1, column 30")),
+    ("duplicate-section-in-ini", "service.ini", INI + "\n[ROOT]\nPath=/other\nThreadPool=POOL\n",
+     ("[ROOT]", "appears twice", "line ")),
+    ("duplicate-key-in-ini", "service.ini", INI.replace("Port=8080", "Port=8080\nPort=8081"),
+     ("[HTTP_REST] Port: ", "twice")),
+    ("json-not-an-object", "service.json", "[1, 2]", ("{path}", "object")),
+    ("unknown-suffix", "service.yaml", "HTTPSERVER: {}\n", ("service.yaml", ".ini or .json")),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fragments"), [pytest.param(*case[1:], id=case[0]) for case in NO_CONFIG]
+)
+def test_a_file_that_is_no_config_gives_one_clear_error(
+    tmp_path: Path, name: str, text: str, fragments: tuple[str, ...]
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    assert_one_clear_error(load_error(path), *(f.format(path=path) for f in fragments))
 
 
 def test_invalid_json_in_an_fwdata_file_reports_file_line_and_column(tmp_path: Path) -> None:
@@ -490,34 +512,12 @@ def test_invalid_json_in_an_fwdata_file_reports_file_line_and_column(tmp_path: P
     assert_one_clear_error(err, "auth.json", "not valid JSON", "line 3, column 15")
 
 
-def test_inline_fwdata_in_ini_reports_line_and_column(tmp_path: Path) -> None:
-    path = tmp_path / "service.ini"
-    fw_data = 'FwData=\'{"Authorization": {"scheme": basic}}\''
-    path.write_text(ini_text(base()).replace("Locations=ROOT", f"Locations=ROOT\n{fw_data}"))
-    err = load_error(path)
-    assert_one_clear_error(err, "[HTTP_REST] FwData: ", "not valid JSON", "line 1, column 30")
-
-
-def test_duplicate_section_in_ini(tmp_path: Path) -> None:
-    path = tmp_path / "service.ini"
-    path.write_text(ini_text(base()) + "\n[ROOT]\nPath=/other\nThreadPool=POOL\n")
-    err = load_error(path)
-    assert_one_clear_error(err, "[ROOT]", "appears twice", "line ")
-
-
 @pytest.mark.parametrize("fmt", ["json", "ini"])
 def test_sections_differing_only_in_case_are_one_section(tmp_path: Path, fmt: str) -> None:
     sections = base()
     sections["root"] = {"Path": "/other", "ThreadPool": "POOL"}
     err = load_error(write(tmp_path, sections, fmt))
     assert_one_clear_error(err, "[ROOT]", "[root]", "same section")
-
-
-def test_duplicate_key_in_ini(tmp_path: Path) -> None:
-    path = tmp_path / "service.ini"
-    path.write_text(ini_text(base()).replace("Port=8080", "Port=8080\nPort=8081"))
-    err = load_error(path)
-    assert_one_clear_error(err, "[HTTP_REST] Port: ", "twice")
 
 
 def test_missing_httpserver_section(tmp_path: Path) -> None:
@@ -527,14 +527,5 @@ def test_missing_httpserver_section(tmp_path: Path) -> None:
     assert_one_clear_error(err, "[HTTPSERVER]", "missing")
 
 
-def test_missing_file_and_unknown_suffix(tmp_path: Path) -> None:
+def test_a_missing_file(tmp_path: Path) -> None:
     assert_one_clear_error(load_error(tmp_path / "nope.json"), "nope.json", "does not exist")
-    yaml = tmp_path / "service.yaml"
-    yaml.write_text("HTTPSERVER: {}\n")
-    assert_one_clear_error(load_error(yaml), "service.yaml", ".ini or .json")
-
-
-def test_json_file_must_hold_an_object(tmp_path: Path) -> None:
-    path = tmp_path / "service.json"
-    path.write_text("[1, 2]")
-    assert_one_clear_error(load_error(path), str(path), "object")
