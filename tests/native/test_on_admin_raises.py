@@ -161,6 +161,7 @@ def test_an_exception_in_on_admin_answers_500_logged_and_changes_nothing(
     client = clients[port]
     who = basic(user, "Pw-1")
     before = get_settings(client, headers=ADA)
+    assert get_settings(client, headers=who) == before  # reading asks no onAdmin
     mark = len(file_log.log())
     answer = ROUTES[route](client, who)
     rid = answer.headers["x-request-id"]
