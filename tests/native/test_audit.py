@@ -12,7 +12,6 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -35,7 +34,6 @@ from tests.native.support import (
     form_token,
     get_settings,
     in_process,
-    in_process_ports,
     post_form,
     post_settings,
     wait_for,
@@ -74,19 +72,8 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def clients(config: Path) -> Iterator[dict[str, Client]]:
-    with in_process_ports(config, PORTS) as found:
-        yield found
-
-
-@pytest.fixture(scope="module")
 def admin(clients: dict[str, Client]) -> Client:
     return clients["HTTP_ADMIN"]
-
-
-@pytest.fixture
-def file_log(config: Path) -> FileLog:
-    return FileLog(config.parent / "server.log")  # written by every client of the module
 
 
 def trail(client: Client, query: str = "", headers: dict[str, str] = ADA) -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ routes`` reads the same configuration."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 
 from fwrest.testing import Client
 from tests.conftest import local_port, run_cli
-from tests.native.support import NATIVE, auth_service, basic, in_process_ports
+from tests.native.support import NATIVE, auth_service, basic
 
 ADA = basic("ada", "Ada-Pw-1")
 CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
@@ -45,13 +44,6 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "HTTP_PUBLIC": _basic_port(NativeRoutes={"public": ["healthcheck"]}),
         },
     )
-
-
-@pytest.fixture(scope="module")
-def clients(config: Path) -> Iterator[dict[str, Client]]:
-    """Server section -> its in-process client (base URL ending in ``/rest``)."""
-    with in_process_ports(config, PORTS) as clients:
-        yield clients
 
 
 def call(

@@ -40,11 +40,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="module")
-def base(server: ServerProcess) -> str:
-    return server.url()
-
-
-@pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     """The in-process client of the same service (one worker), base URL ending in ``/rest``."""
     with sqlite_client(tmp_path_factory.mktemp("info_inproc"), "info_app") as client:

@@ -30,7 +30,6 @@ from tests.native.support import (
     basic,
     form_token,
     get_settings,
-    in_process_ports,
     post_form,
     post_settings,
 )
@@ -100,17 +99,6 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
         app=APP_SOURCE,
         extra={"HTTPSERVER": {"StateStore": "sqlite"}},
     )
-
-
-@pytest.fixture(scope="module")
-def clients(config: Path) -> Iterator[dict[str, Client]]:
-    with in_process_ports(config, PORTS) as found:
-        yield found
-
-
-@pytest.fixture(scope="module")
-def file_log(config: Path) -> FileLog:
-    return FileLog(config.parent / "server.log")
 
 
 def _config_json(client: Client, who: dict[str, str]) -> httpx.Response:

@@ -99,11 +99,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="module")
-def base(server: ServerProcess) -> str:
-    return server.url()
-
-
-@pytest.fixture(scope="module")
 def basic_base(server: ServerProcess) -> str:
     return server.url("HTTP_BASIC")
 

@@ -57,11 +57,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield proc
 
 
-@pytest.fixture(scope="module")
-def base(server: ServerProcess) -> str:
-    return server.url()
-
-
 @pytest.fixture
 def page(browser: Any, base: str) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1100, "height": 700})

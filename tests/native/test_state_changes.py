@@ -8,7 +8,6 @@ on 0.0.0.0; each port numbered in URL and ``Host``."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ from tests.native.support import (
     auth_service,
     form_token,
     get_settings,
-    in_process_ports,
     post_settings,
     wait_for,
 )
@@ -50,20 +48,8 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def clients(config: Path) -> Iterator[dict[str, Client]]:
-    """Server section -> its in-process client (base URL ending in ``/rest``)."""
-    with in_process_ports(config, PORTS) as found:
-        yield found
-
-
-@pytest.fixture(scope="module")
 def base(clients: dict[str, Client]) -> Client:
     return clients["HTTP_REST"]
-
-
-@pytest.fixture(scope="module")
-def log(config: Path) -> FileLog:
-    return FileLog(config.parent / "server.log")
 
 
 def port_of(clients: dict[str, Client], name: str = "HTTP_REST") -> int | None:
@@ -90,14 +76,14 @@ def count_calls(base: Client, n: int = 3, **kw: Any) -> None:
 
 
 def test_a_rebound_page_can_neither_change_settings_nor_reset_the_figures(
-    clients: dict[str, Client], base: Client, log: FileLog
+    clients: dict[str, Client], base: Client, file_log: FileLog
 ) -> None:
     """rebind.attacker.example rebound to 127.0.0.1: Host is its name, Origin matches it."""
     port = port_of(clients)
     foreign = f"rebind.attacker.example:{port}"
     headers = {"Host": foreign, "Origin": f"http://{foreign}"}
     before = get_settings(base)
-    mark = len(log.log())
+    mark = len(file_log.log())
     changed = post_settings(base, {"rest_log_level": 5}, headers=headers)
     assert changed.status_code == 403, changed.text
     assert "name of this server" in changed.json()["detailedMessage"]
@@ -106,7 +92,7 @@ def test_a_rebound_page_can_neither_change_settings_nor_reset_the_figures(
     assert reset_attempt.status_code == 403, reset_attempt.text
     assert get_settings(base) == before
     assert calls(base) >= 3  # not reset
-    logged = log.wait_log("a usage reset refused", since=mark)
+    logged = file_log.wait_log("a usage reset refused", since=mark)
     assert "a settings change refused: the Host 'rebind.attacker.example:" in logged
     # the same requests sent to the server's own name pass
     own = {"Host": f"127.0.0.1:{port}", "Origin": f"http://127.0.0.1:{port}"}
