@@ -186,26 +186,24 @@ def test_hsts_over_real_tls(tmp_path: Path, ca: trustme.CA) -> None:
 
 
 @pytest.mark.parametrize(
-    ("root", "message"),
+    ("root", "tls", "message"),
     [
-        ({"HSTS": HSTS}, "[HTTP_REST] Locations: the location [ROOT] sets HSTS, which only a TLS"),
-        ({"XFrameOptions": "ALLOW-FROM x"}, "[ROOT] XFrameOptions: must be DENY or SAMEORIGIN"),
-        ({"ContentSecurityPolicy": "default-src 'self'\r\nSet-Cookie: a=b"},
+        ({"HSTS": HSTS}, False,
+         "[HTTP_REST] Locations: the location [ROOT] sets HSTS, which only a TLS"),
+        ({"HSTS": "includeSubDomains"}, True, "[ROOT] HSTS: must start with max-age=SECONDS"),
+        ({"XFrameOptions": "ALLOW-FROM x"}, False,
+         "[ROOT] XFrameOptions: must be DENY or SAMEORIGIN"),
+        ({"ContentSecurityPolicy": "default-src 'self'\r\nSet-Cookie: a=b"}, False,
          "[ROOT] ContentSecurityPolicy: holds a control or non-ASCII character"),
-        ({"XFrameOptions": "DENY\u00e9"}, "[ROOT] XFrameOptions: holds a control or non-ASCII"),
+        ({"XFrameOptions": "DENY\u00e9"}, False,
+         "[ROOT] XFrameOptions: holds a control or non-ASCII"),
     ],
 )  # fmt: skip
 def test_a_bad_header_key_stops_the_start(
-    tmp_path: Path, root: dict[str, str], message: str
+    tmp_path: Path, ca: trustme.CA, root: dict[str, str], tls: bool, message: str
 ) -> None:
-    config = _config(tmp_path, "headers_app_bad", None, **root)
+    certs = issue_certs(ca, tmp_path / "certs") if tls else None
+    config = _config(tmp_path, "headers_app_bad", certs, **root)
     with pytest.raises(ConfigError) as caught:
         Client(config)
     assert message in str(caught.value)
-
-
-def test_hsts_must_start_with_max_age(tmp_path: Path, ca: trustme.CA) -> None:
-    certs = issue_certs(ca, tmp_path / "certs")
-    config = _config(tmp_path, "headers_app_hsts", certs, HSTS="includeSubDomains")
-    with pytest.raises(ConfigError, match=r"\[ROOT\] HSTS: must start with max-age=SECONDS"):
-        Client(config)
