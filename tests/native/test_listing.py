@@ -100,14 +100,19 @@ def by_endpoint(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {e["endpoint"]: e for e in entries}
 
 
-@pytest.fixture(scope="module")
-def bearer(clients: dict[str, Client]) -> dict[str, str]:
-    r = clients["HTTPS_OAUTH"].post(
+def bearer_of(client: Client) -> dict[str, str]:
+    """An ``Authorization`` header with a token of ada's from the oAuth2 port ``client``."""
+    r = client.post(
         "/fw/oauth2/token",
         data={"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"},
     )
     assert r.status_code == 200, r.text
     return {"Authorization": f"Bearer {r.json()['access_token']}"}
+
+
+@pytest.fixture(scope="module")
+def bearer(clients: dict[str, Client]) -> dict[str, str]:
+    return bearer_of(clients["HTTPS_OAUTH"])
 
 
 # -- list/service --------------------------------------------------------------------------------
@@ -252,19 +257,9 @@ def test_the_well_known_documents_list_themselves_as_native_routes(
     # none on a port without oAuth2
     assert not [e for e in listing(clients, "HTTP_PLAIN") if ".well-known" in e["endpoint"]]
     # hide (oauth2/metadata): left out, still answers; disable (oauth2/resource): both gone
-    hiding_token = clients["HTTPS_HIDING"].post(
-        "/fw/oauth2/token",
-        data={"grant_type": "password", "username": "ada", "password": "Ada-Pw-7731"},
-    )
-    hiding = by_endpoint(
-        listing(
-            clients,
-            "HTTPS_HIDING",
-            headers={"Authorization": f"Bearer {hiding_token.json()['access_token']}"},
-        )
-    )
-    assert METADATA not in hiding and "/fw/oauth2/metadata" not in hiding
     hiding_port = clients["HTTPS_HIDING"]
+    hiding = by_endpoint(listing(clients, "HTTPS_HIDING", headers=bearer_of(hiding_port)))
+    assert METADATA not in hiding and "/fw/oauth2/metadata" not in hiding
     assert hiding_port.get(root(hiding_port, METADATA)).status_code == 200
     assert RESOURCE not in hiding and "/fw/oauth2/resource" not in hiding
     assert hiding_port.get(root(hiding_port, RESOURCE)).status_code == 401  # a path as any other
