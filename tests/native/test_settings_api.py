@@ -104,28 +104,23 @@ def basic_base(server: ServerProcess) -> str:
 
 
 @pytest.fixture(scope="module")
-def client_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The in-process service: ``HTTP_REST`` and ``HTTP_BASIC`` as ``server`` has them."""
     return write_service(tmp_path_factory.mktemp("settings_api_inproc"), "settings_api")
 
 
 @pytest.fixture(scope="module")
-def client(client_config: Path) -> Iterator[Client]:
+def client(config: Path) -> Iterator[Client]:
     """The in-process client of ``HTTP_REST`` (base URL ``http://127.0.0.1:PORT/rest``)."""
-    with in_process(client_config, "HTTP_REST") as client:
+    with in_process(config, "HTTP_REST") as client:
         yield client
 
 
 @pytest.fixture(scope="module")
-def basic_client(client_config: Path) -> Iterator[Client]:
+def basic_client(config: Path) -> Iterator[Client]:
     """The in-process client of ``HTTP_BASIC``."""
-    with in_process(client_config, "HTTP_BASIC") as client:
+    with in_process(config, "HTTP_BASIC") as client:
         yield client
-
-
-@pytest.fixture(scope="module")
-def client_log(client_config: Path) -> FileLog:
-    return FileLog(client_config.parent / "server.log")
 
 
 @pytest.fixture(autouse=True)
@@ -492,19 +487,19 @@ def test_rest_trace_time_1_total_and_2_per_phase(server: ServerProcess, base: st
 
 
 def test_rest_log_stringsize_cuts_headers_and_bodies_in_the_debug_lines(
-    client: Client, client_log: FileLog
+    client: Client, file_log: FileLog
 ) -> None:
     # a form body (300 characters): a body neither JSON nor form is logged by length only (SPEC 7.1)
     long_header, long_body = "A" * 300, {"b": "B" * 298}
     form = {"X-Long": long_header, "Content-Type": "application/x-www-form-urlencoded"}
 
     def send_and_read() -> str:
-        mark = len(client_log.log())
+        mark = len(file_log.log())
         for _ in range(4):
             r = client.post("/echo", data=long_body, headers=form)
             assert r.status_code == 200
-        wait_for(lambda: since(client_log, mark).count("response 200 body") >= 4, 5, "debug lines")
-        return since(client_log, mark)
+        wait_for(lambda: since(file_log, mark).count("response 200 body") >= 4, 5, "debug lines")
+        return since(file_log, mark)
 
     # one worker: a change is in force once it is answered
     change(client, {"rest_log_level": 5, "rest_log_stringsize": 40})
