@@ -262,25 +262,28 @@ def _slow_service(tmp_path: Path, module: str) -> tuple[Path, dict[str, str], Pa
     return config, urls, mark, done
 
 
-def _503_until_done(urls: dict[str, str], done: Path) -> None:
+def _until_done(urls: dict[str, str], done: Path, started: int = 503) -> dict[str, int]:
     """Ask every probe until DONE exists: each answer given before the slow worker finished its
     start (DONE is written before it serves, so DONE still absent after the answer: the answer
-    came first) is a 503 naming one worker of two started; every probe got one."""
-    wait_for(lambda: _answer(urls["monitor ready"]) is not None, 15, "a worker to answer")
+    came first) is a 503 naming one worker of two started, but ``started`` on a ``started``
+    probe. How many answers each probe gave."""
     early: dict[str, int] = {}
     while not done.exists():
         for what, url in urls.items():
             r = _answer(url)
             if r is None or done.exists():
                 continue
+            early[what] = early.get(what, 0) + 1
+            if what.endswith("started") and started == 200:
+                assert r.status_code == 200, (what, r.text)
+                continue
             assert r.status_code == 503, (what, r.text)
             workers = r.json()["checks"]["workers"]
             assert workers["status"] == "DOWN", (what, r.text)
             assert (workers["ready"], workers["expected"]) == (1, 2), (what, r.text)
-            early[what] = early.get(what, 0) + 1
         time.sleep(0.05)
-    print(f"503 answers before the slow worker finished starting: {early}")
-    assert set(early) == set(urls), early  # SLOW_S: every probe was asked meanwhile
+    print(f"answers before the slow worker finished starting: {early}")
+    return early
 
 
 def _all_200(urls: dict[str, str]) -> bool:
@@ -295,7 +298,8 @@ def test_started_and_ready_wait_for_every_worker_to_finish_starting(tmp_path: Pa
     config, urls, mark, done = _slow_service(tmp_path, "app")
     proc = ServerProcess(config, workers=2)
     try:
-        _503_until_done(urls, done)
+        wait_for(lambda: _answer(urls["monitor ready"]) is not None, 15, "a worker to answer")
+        assert set(_until_done(urls, done)) == set(urls)  # SLOW_S: every probe was asked
         proc.wait_ready()
         wait_for(lambda: _all_200(urls), 10, "every probe 200 once both workers started")
         body = _answer(urls["monitor ready"]).json()  # type: ignore[union-attr]
@@ -313,21 +317,7 @@ def test_started_and_ready_wait_for_every_worker_to_finish_starting(tmp_path: Pa
             return r is not None and r.status_code == 503
 
         wait_for(replacing, 10, "ready 503 while the replacement starts")
-        seen = 0
-        while not done.exists():
-            for what, url in urls.items():
-                r = _answer(url)
-                if r is None or done.exists():
-                    continue
-                seen += 1
-                if what.endswith("started"):
-                    assert r.status_code == 200, (what, r.text)
-                    continue
-                assert r.status_code == 503, (what, r.text)
-                workers = r.json()["checks"]["workers"]
-                assert (workers["ready"], workers["expected"]) == (1, 2), (what, r.text)
-            time.sleep(0.05)
-        assert seen
+        assert _until_done(urls, done, started=200)
         wait_for(lambda: _all_200(urls), 10, "every probe 200 once the replacement started")
     finally:
         proc.stop()
@@ -352,7 +342,7 @@ def test_start_with_workers_answers_the_probes_as_serve_does(tmp_path: Path) -> 
         answered = lambda: _answer(urls["monitor ready"]) is not None  # noqa: E731
         wait_for(lambda: "error" in result or answered(), 15, "a worker to answer")
         assert "error" not in result, result
-        _503_until_done(urls, done)
+        assert set(_until_done(urls, done)) == set(urls)  # SLOW_S: every probe was asked
         thread.join(30)
         assert "service" in result, result
         for what, url in urls.items():  # as start() returns, without waiting
