@@ -541,6 +541,7 @@ def test_a_chunked_answer_that_fails_in_a_hooked_pool_is_cut(tmp_path: Path, kin
 
 
 GONE_APP = """
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -553,20 +554,22 @@ def ended(name, how):  # written whole at once: the test reads it when it has tw
     (MARKS / f"{name}.tmp").write_text(f"{time.time()} {how}")
     (MARKS / f"{name}.tmp").rename(MARKS / name)
 
-def outcome(exc):
-    return f"{type(exc).__name__}:{isinstance(exc, ConnectionError)}"
+@contextlib.contextmanager
+def recorded(name):  # how the handler ended: ``Class:is-a-ConnectionError`` or ``whole``
+    try:
+        yield
+    except BaseException as exc:
+        ended(name, f"{type(exc).__name__}:{isinstance(exc, ConnectionError)}")
+        raise
+    ended(name, "whole")
 
 @get("/many/:name")
 def many(name):
-    try:
+    with recorded(name):
         for i in range(40):
             rest.setChunkedResponse(f"piece {i}\\n")
             time.sleep(0.05)
         rest.setLastChunkedResponse("")
-    except BaseException as exc:
-        ended(name, outcome(exc))
-        raise
-    ended(name, "whole")
 
 @get("/late/:name")
 def late(name):  # the client leaves before the first piece
@@ -574,23 +577,16 @@ def late(name):  # the client leaves before the first piece
         if (MARKS / f"go-{name}").exists():
             break
         time.sleep(0.02)
-    try:
+    with recorded(name):
         for i in range(40):
             rest.setChunkedResponse(f"piece {i}\\n")
         rest.setLastChunkedResponse("")
-    except BaseException as exc:
-        ended(name, outcome(exc))
-        raise
-    ended(name, "whole")
 
 @get("/flood/:name")
 def flood(name):  # for a client that reads nothing
-    try:
+    with recorded(name):
         while True:
             rest.setChunkedResponse(b"f" * 65536)
-    except BaseException as exc:
-        ended(name, outcome(exc))
-        raise
 
 @get("/ping")
 def ping():
