@@ -444,6 +444,7 @@ def test_the_same_error_from_a_dict() -> None:
         ("key-of-another-certificate", ()),
         ("unreadable-key", ("server.key",)),
     ],
+    ids=["garbage-certificate", "key-of-another-certificate", "unreadable-key"],
 )
 def test_a_certificate_that_cannot_be_loaded_is_refused(
     tmp_path: Path, certs: dict[str, Path], ca: trustme.CA, spoiled: str, fragments: tuple[str, ...]
