@@ -97,6 +97,8 @@ def euro():
 
 
 STREAMS = ("/rest/streamed", "/rest/chunked")  # a streamed Response, setChunkedResponse
+# a Response's media type, setKeyHeaderResponse (the answer returned, gathered), then streamed
+DECLARING = ("/rest/declared", "/rest/set-label", "/rest/set-gathered", *STREAMS)
 
 
 def _client(tmp_path: Path, module: str, charset: str | None) -> Client:
@@ -226,7 +228,7 @@ def test_a_declared_charset_encodes_the_text(tmp_path: Path) -> None:
     """However declared (a ``Response``'s media type, ``setKeyHeaderResponse``, a streamed
     ``Response``), else in the server's, labelled."""
     with _client(tmp_path, "charset_app_declared_cp", "CP1252") as client:
-        for path in ("/rest/declared", "/rest/set-label", "/rest/set-gathered", *STREAMS):
+        for path in DECLARING:
             answer = client.get(path, params={"type": UTF8_TEXT})
             assert answer.status_code == 200, path
             assert answer.headers["content-type"] == UTF8_TEXT, path
@@ -235,17 +237,11 @@ def test_a_declared_charset_encodes_the_text(tmp_path: Path) -> None:
             assert plain.headers["content-type"] == "text/plain; charset=windows-1252", path
             assert plain.content == "café".encode("cp1252"), path
     with _client(tmp_path, "charset_app_declared_utf8", None) as client:
-        for path in ("/rest/declared", "/rest/set-label", "/rest/set-gathered", *STREAMS):
+        for path in DECLARING:
             answer = client.get(path, params={"type": LATIN_TEXT})
             assert answer.headers["content-type"] == LATIN_TEXT, path
             assert answer.content == "café".encode("latin-1"), path
-        for path in (
-            "/rest/declared",
-            "/rest/set-label",
-            "/rest/set-gathered",
-            "/rest/twice",
-            *STREAMS,
-        ):
+        for path in (*DECLARING, "/rest/twice"):
             utf16 = client.get(path, params={"type": "text/csv; charset=UTF-16"})
             assert utf16.content.startswith(codecs.BOM_UTF16), path  # one byte order mark
             assert utf16.content.count(codecs.BOM_UTF16) == 1, path
@@ -286,7 +282,7 @@ def test_the_default_charset_labels_text_answers(tmp_path: Path) -> None:
     ``; charset=utf-8`` (a browser reads an unlabelled ``text/html`` as windows-1252), however
     it is labelled; one that names a charset, a non-text type and a bytes body keep theirs."""
     with _client(tmp_path, "charset_app_default_label", None) as client:
-        for path in ("/rest/declared", "/rest/set-label", "/rest/set-gathered", *STREAMS):
+        for path in DECLARING:
             for media in ("text/plain", "text/html", "Text/CSV"):
                 answer = client.get(path, params={"type": media})
                 assert answer.status_code == 200, (path, media)
