@@ -34,6 +34,7 @@ __all__ = [
     "error_reply",
     "expects_continue",
     "head_answer",
+    "protocol_refusal",
     "refusal",
     "transfer_coding_refusal",
 ]
@@ -208,6 +209,14 @@ def transfer_coding_refusal(coding: str) -> HTTPError | None:
             close=True,
         )
     return HTTPError(501, detailed="only Transfer-Encoding: chunked is supported", close=True)
+
+
+def protocol_refusal() -> HTTPError:
+    """The refusal of a request line naming ``RTSP/`` or ``ICE/``, which llhttp parses for
+    the methods they share with HTTP: not HTTP (RFC 9112 2.3: ``HTTP-name`` is ``HTTP``)."""
+    return HTTPError(
+        400, detailed="the request line must end in HTTP/1.1 (or HTTP/1.0)", close=True
+    )
 
 
 def expects_continue(value: str) -> bool | None:

@@ -357,6 +357,8 @@ CASES: list[Case] = [
     Case("ciphers refused", "json", "selects no cipher", tls_options(SslCiphers="NO-SUCH-CIPHER")),
     Case("ciphers of another key type", "ini", "can be used with the key",
          tls_options(SslCiphers="ECDHE-RSA-AES128-GCM-SHA256")),
+    Case("DHE ciphers only", "json", "DHE ciphers are never chosen (fwrest loads no DH parameters)",
+         tls_options(SslCiphers="DHE-RSA-AES128-GCM-SHA256:DHE-RSA-CHACHA20-POLY1305")),
     Case("SslClientCert 3", "json", "out of range (0-2)", tls_options(SslClientCert=3)),
     Case("client certificates without CA", "ini", "SslClientCA is missing",
          tls_options(SslClientCert=2)),

@@ -33,6 +33,7 @@ cdef extern from "llhttp.h":
 
     struct llhttp_settings_s:
         llhttp_cb      on_message_begin
+        llhttp_data_cb on_protocol
         llhttp_data_cb on_url
         llhttp_data_cb on_status
         llhttp_data_cb on_header_field

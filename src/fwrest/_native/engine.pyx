@@ -56,6 +56,7 @@ from fwrest.wire import (
     _DateLine,
     coded_body,
     expects_continue,
+    protocol_refusal,
     transfer_coding_refusal,
 )
 from fwrest.wire import encode_reply as _encode_reply_pure
@@ -191,6 +192,8 @@ cdef class RequestParser:
         Py_ssize_t _raw  # the protocol's count of the raw bytes of an incomplete head
         Py_ssize_t _dropped
         bint _in_body
+        bint _protocol_seen
+        bint _foreign  # the request line names RTSP/ or ICE/ (llhttp parses them), not HTTP/
         bint _begun  # a request began, not told yet: on_message_begin is owed
         bint _whole  # the request had no body: the protocol was told all of it at its head
         # what the head's checks gather from its fields
@@ -230,6 +233,7 @@ cdef class RequestParser:
                  Py_ssize_t body_limit):
         cparser.llhttp_settings_init(self._settings)
         self._settings.on_message_begin = cb_on_message_begin
+        self._settings.on_protocol = cb_on_protocol
         self._settings.on_url = cb_on_url
         self._settings.on_header_field = cb_on_header_field
         self._settings.on_header_value = cb_on_header_value
@@ -239,6 +243,9 @@ cdef class RequestParser:
         self._settings.on_chunk_header = cb_on_chunk_header
         self._settings.on_chunk_complete = cb_on_chunk_complete
         cparser.llhttp_init(self._c, cparser.HTTP_REQUEST, self._settings)
+        # any HTTP/d.d version is parsed; the head's checks answer the ones not served (505)
+        # and serve a later HTTP/1.x as 1.1 (RFC 9110 2.5)
+        cparser.llhttp_set_lenient_version(self._c, 1)
         self._c.data = <void*>self
         self._proto = protocol
         self._last_error = None
@@ -258,6 +265,7 @@ cdef class RequestParser:
         self._raw = 0
         self._dropped = 0
         self._in_body = False
+        self._protocol_seen = self._foreign = False
         self._whole = False
         self._hosts = 0
         self._host = None
@@ -355,6 +363,13 @@ cdef class RequestParser:
         # it sees what it would have seen called here.
         self._reset()
         self._begun = True
+        return 0
+
+    cdef int _on_protocol(self, const char* at, size_t length) except -1:
+        # the name's first piece begins with its first letter: HTTP, RTSP or ICE
+        if length and not self._protocol_seen:
+            self._protocol_seen = True
+            self._foreign = at[0] != c'H'
         return 0
 
     cdef int _on_url(self, const char* at, size_t length) except -1:
@@ -503,9 +518,12 @@ cdef class RequestParser:
             raise HTTPError(400, detailed="repeated Authorization header", close=True)
         if self._fault == _EXPECTATION:
             raise HTTPError(417, close=True)
+        if self._foreign:
+            raise protocol_refusal()
         cdef cparser.llhttp_t* c = self._c
-        if c.http_major != 1 or (c.http_minor != 1 and c.http_minor != 0):
-            # llhttp also parses HTTP/0.9 and HTTP/2.0 request lines (RFC 9110 15.6.6)
+        if c.http_major != 1:
+            # HTTP/0.9, 2.0, 3.0...: a major version not served (RFC 9110 15.6.6); a later
+            # HTTP/1.x is served as 1.1, the highest minor version it conforms to (RFC 9110 2.5)
             version = f"{c.http_major}.{c.http_minor}"
             raise HTTPError(
                 505, detailed=f"HTTP/{version} is not supported: send HTTP/1.1", close=True
@@ -616,6 +634,12 @@ cdef int cb_on_message_begin(cparser.llhttp_t* c) except -1:
     except BaseException as ex:
         p._last_error = ex
         return -1
+    return 0
+
+
+cdef int cb_on_protocol(cparser.llhttp_t* c, const char* at, size_t length) except -1:
+    cdef RequestParser p = <RequestParser>c.data
+    p._on_protocol(at, length)  # raises nothing
     return 0
 
 

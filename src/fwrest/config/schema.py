@@ -165,7 +165,8 @@ def _tls(section: str) -> list[Key]:
             None,
             doc="OpenSSL cipher string for TLS 1.2, e.g. ECDHE+AESGCM:ECDHE+CHACHA20 (TLS 1.3 "
             "keeps OpenSSL's suites); none: the AEAD ciphers of Mozilla's intermediate "
-            "profile (ECDHE/DHE-RSA with AES-GCM or CHACHA20-POLY1305, no CBC)",
+            "profile (ECDHE with AES-GCM or CHACHA20-POLY1305, no CBC; no DHE: fwrest loads no DH "
+            "parameters)",
         ),
         Key(
             section,

@@ -25,9 +25,10 @@ __all__ = [
     "server_tls_context",
 ]
 
-# TLS 1.2's ciphers without SslCiphers (app ports and the monitor): the AEAD-only list of
-# Mozilla's "intermediate" profile (ECDHE and DHE-RSA with AES-GCM or ChaCha20-Poly1305), no CBC
-# suite; TLS 1.3's suites are OpenSSL's either way (set_ciphers does not touch them)
+# TLS 1.2's ciphers without SslCiphers (app ports and the monitor): the ECDHE ciphers of
+# Mozilla's "intermediate" profile (AES-GCM or ChaCha20-Poly1305), no CBC suite. Its DHE-RSA
+# ones are left out: they need DH parameters, which fwrest does not load (OpenSSL would never
+# choose them). TLS 1.3's suites are OpenSSL's either way (set_ciphers does not touch them).
 DEFAULT_CIPHERS = ":".join(
     (
         "ECDHE-ECDSA-AES128-GCM-SHA256",
@@ -36,9 +37,6 @@ DEFAULT_CIPHERS = ":".join(
         "ECDHE-RSA-AES256-GCM-SHA384",
         "ECDHE-ECDSA-CHACHA20-POLY1305",
         "ECDHE-RSA-CHACHA20-POLY1305",
-        "DHE-RSA-AES128-GCM-SHA256",
-        "DHE-RSA-AES256-GCM-SHA384",
-        "DHE-RSA-CHACHA20-POLY1305",
     )
 )
 

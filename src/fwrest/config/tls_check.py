@@ -310,7 +310,8 @@ def _check_ciphers(
             f"no cipher of {options.ciphers!r} can be used with the key {key} ({reason}).",
             sec.name,
             _written(sec, "SslCiphers"),
-            "give ciphers of the key's type: ECDSA ones for an EC key "
+            "give ECDHE ciphers of the key's type: ECDSA ones for an EC key "
             "(ECDHE-ECDSA-AES128-GCM-SHA256), RSA ones for an RSA key "
-            "(ECDHE-RSA-AES128-GCM-SHA256).",
+            "(ECDHE-RSA-AES128-GCM-SHA256); DHE ciphers are never chosen (fwrest loads no DH "
+            "parameters).",
         ) from None

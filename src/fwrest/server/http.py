@@ -42,6 +42,7 @@ from fwrest.wire import (
     encode_reply,
     expects_continue,
     head_answer,
+    protocol_refusal,
     refusal,
     transfer_coding_refusal,
 )
@@ -308,6 +309,7 @@ class HttpProtocol(asyncio.Protocol):
         "_completed",
         "_conns",
         "_flow",
+        "_foreign",
         "_head",
         "_headers",
         "_http10",
@@ -355,6 +357,8 @@ class HttpProtocol(asyncio.Protocol):
         self._headers: list[tuple[str, str]] = []
         self._authorization: str | None = None  # the current request's Authorization value
         self._http10 = False  # the request being read is HTTP/1.0 (its answer: _serve's own)
+        # the request line beginning a read names RTSP/ or ICE/ (the pure engine: see _feed)
+        self._foreign = False
         self._head = _Head()
         self._body = _Body(cfg.max_body_size)
         # the framing of an upgrade request's body, read by a _BodyReader (see _feed)
@@ -432,6 +436,9 @@ class HttpProtocol(asyncio.Protocol):
             self._native = True
         else:
             self._parser = httptools.HttpRequestParser(self)
+            # any HTTP/d.d version is parsed; on_headers_complete answers the ones not served
+            # (505) and serves a later HTTP/1.x as 1.1 (RFC 9110 2.5)
+            self._parser.set_dangerous_leniencies(lenient_version=True)
         self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         peer = self._transport.get_extra_info("peername")
         if isinstance(peer, tuple) and peer:
@@ -653,6 +660,12 @@ class HttpProtocol(asyncio.Protocol):
             # leaves out, is counted too). Only a long head (or a piece over the limit) gets here.
             return self._feed(data[:room]) and self._feed(data[room:])
         entry_state, completed = self._reading, self._completed
+        if entry_state is _IDLE and not self._native:
+            # httptools does not tell the request line's protocol, which llhttp also parses
+            # as RTSP/ or ICE/: a line begun by this read is looked at here (one later in
+            # it, behind a pipelined request, or cut by its end is not; the native engine
+            # looks at every one); on_headers_complete refuses it
+            self._foreign = _names_other_protocol(data)
         rest: bytes | None = None  # what follows an upgrade request's head
         try:
             self._parser.feed_data(data)
@@ -695,7 +708,13 @@ class HttpProtocol(asyncio.Protocol):
                 self._body.wire = max(0, len(data) - self._head.parsed)  # after the head
             extra = self._body.wire - self._body.size - _CHUNK_FRAMING * (self._body.chunks + 1)
             if extra > CHUNK_EXTENSIONS_LIMIT:
-                self._fail(HTTPError(413, detailed="the chunk extensions are too long", close=True))
+                self._fail(
+                    HTTPError(
+                        413,
+                        detailed="the chunk extensions or a trailer field are too long",
+                        close=True,
+                    )
+                )
                 return False
             return True
         if self._reading is _HEAD:
@@ -920,8 +939,12 @@ class HttpProtocol(asyncio.Protocol):
                     expect = True
             elif name == "content-encoding":
                 content_coding = f"{content_coding},{value}" if content_coding else value
-        if version != "1.1" and version != "1.0":
-            # llhttp also parses HTTP/0.9 and HTTP/2.0 request lines (RFC 9110 15.6.6)
+        if self._foreign:
+            self._foreign = False
+            raise protocol_refusal()
+        if version[:2] != "1.":
+            # HTTP/0.9, 2.0, 3.0...: a major version not served (RFC 9110 15.6.6); a later
+            # HTTP/1.x is served as 1.1, the highest minor version it conforms to (RFC 9110 2.5)
             raise HTTPError(
                 505, detailed=f"HTTP/{version} is not supported: send HTTP/1.1", close=True
             )
@@ -1374,6 +1397,26 @@ class HttpProtocol(asyncio.Protocol):
         return Request(
             method, url, headers, b"", self._client, self.cfg.port, None, self._peer_cert
         )
+
+
+def _names_other_protocol(data: bytes) -> bool:
+    """Whether the request line at the start of ``data`` (after the empty lines llhttp
+    skips) ends in ``RTSP/d.d`` or ``ICE/d.d``; False when the line is not whole in it.
+
+    >>> _names_other_protocol(b"POST /a RTSP/1.0\\r\\n")
+    True
+    >>> _names_other_protocol(b"\\r\\nSOURCE / ICE/1.0\\n")
+    True
+    >>> _names_other_protocol(b"GET /RTSP/1.0 HTTP/1.1\\r\\n"), _names_other_protocol(b"GET /ICE/1.0\\n")
+    (False, False)
+    """
+    if data[:1] in (b"\r", b"\n"):
+        data = data.lstrip(b"\r\n")
+    end = data.find(b"\n")
+    if end < 0:
+        return False
+    tail = data[max(0, end - 10) : end].rstrip(b"\r")
+    return tail[-9:].startswith(b" RTSP/") or tail[-8:].startswith(b" ICE/")
 
 
 def _request_id(headers: list[tuple[str, str]] | None) -> str:
