@@ -4,7 +4,6 @@ headers, not counted (SPEC 10.1, 13.7). Run once per engine (the Makefile)."""
 
 from __future__ import annotations
 
-import socket
 import ssl
 import time
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ import trustme
 
 from tests.auth.oauth2_support import TOKEN, client_context, oauth_section
 from tests.conftest import ServerProcess, free_config, issue_certs, local_port, serving
-from tests.server.rawhttp import HANG_GUARD
+from tests.server.rawhttp import HANG_GUARD, RawConnection
 
 APP = """
 from fwrest import get, post, rest
@@ -94,21 +93,9 @@ def exchange(
     port: int, request: bytes, tls: ssl.SSLContext | None = None, guard: float = HANG_GUARD
 ) -> Answer:
     """``request`` on its own connection, read until the server closes (``guard``: hang guard)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=guard)
-    if tls is not None:
-        sock = tls.wrap_socket(sock, server_hostname="127.0.0.1")
-    with sock:
-        sock.sendall(request)
-        data = b""
-        while True:
-            try:
-                piece = sock.recv(65536)
-            except (ConnectionResetError, ssl.SSLError):
-                break
-            if not piece:
-                break
-            data += piece
-    return Answer(data)
+    with RawConnection(port, timeout=guard, tls=tls) as conn:
+        conn.send(request)
+        return Answer(conn.read_all())
 
 
 def refusal(method: str, case: str, origin: str = WEB, where: str = "/rest") -> bytes:
