@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import socket
 import ssl
 import time
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ import pytest
 import trustme
 
 from tests.conftest import ServerProcess, free_config, issue_certs, local_port, serving, tls_server
-from tests.server.rawhttp import HANG_GUARD, RawConnection, request_bytes
+from tests.server.rawhttp import RawConnection, request_bytes
 
 HANDSHAKE_MS = 400
 
@@ -33,11 +32,6 @@ def server(
     servers = {"HTTP_REST": local_port(), "HTTPS_REST": tls_server(tls_files), "HTTPS_QUICK": quick}
     with serving(free_config(tmp_path_factory.mktemp("tls"), servers=servers)) as proc:
         yield proc
-
-
-def connect(server: ServerProcess) -> socket.socket:
-    """A TCP connection to the TLS port with the short handshake deadline, no handshake begun."""
-    return socket.create_connection(("127.0.0.1", server.ports["HTTPS_QUICK"]), timeout=HANG_GUARD)
 
 
 @pytest.fixture
@@ -133,11 +127,12 @@ def test_a_tls_client_that_stalls_is_closed_at_the_handshake_deadline(
 
 
 def test_plain_port_still_serves_while_tls_clients_stall(server: ServerProcess) -> None:
-    stalled = [connect(server) for _ in range(5)]
+    # TCP connections to the TLS port with the short handshake deadline, no handshake begun
+    stalled = [RawConnection(server.ports["HTTPS_QUICK"]) for _ in range(5)]
     try:
         response = httpx.get(f"{server.url('HTTP_REST')}/hello")
         assert response.status_code == 200
         assert response.json()["hello"] == "world"
     finally:
-        for sock in stalled:
-            sock.close()
+        for conn in stalled:
+            conn.close()
