@@ -239,17 +239,7 @@ ENGINE_REFUSALS: list[tuple[str, bytes, int, str | None]] = [
 
 def refusal_head(port: int, request: bytes) -> tuple[int, dict[str, str]]:
     """The status and headers (lower-case) of the answer to ``request`` on a new connection."""
-    with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as sock:
-        sock.sendall(request)
-        data = b""
-        while b"\r\n\r\n" not in data:
-            piece = sock.recv(65536)
-            if not piece:
-                break
-            data += piece
-    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-    headers = {}
-    for line in head[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return int(head[0].split()[1]), headers
+    with RawConnection(port) as conn:
+        conn.send(request)
+        answer = conn.read_response(head_only=True)
+    return answer.status, {name.strip().lower(): value for name, value in answer.headers}

@@ -101,6 +101,18 @@ def pipeline(count: int, start: int = 0) -> bytes:
     return b"".join(request_bytes("GET", f"/rest/big/{i}") for i in range(start, start + count))
 
 
+def send_until_stalled(sock: socket.socket, data: bytes, piece: int = 65536) -> int:
+    """Send ``data`` until the server stops reading it (no room for 0.3 s); the bytes sent."""
+    sent, started = 0, time.monotonic()
+    while sent < len(data) and select.select([], [sock], [], 0.3)[1]:
+        assert time.monotonic() - started < HANG_GUARD, "hang guard while sending"
+        try:
+            sent += sock.send(data[sent : sent + piece])
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            time.sleep(0.01)
+    return sent
+
+
 def read_every_answer(
     sock: socket.socket, data: bytes, sent: int, count: int, reading_first: bool
 ) -> float:
@@ -142,17 +154,8 @@ def test_a_pipelining_client_that_never_reads_is_bounded_then_closed(
     since = len(server.log())
     data = pipeline(TOTAL)
     sock = small_window_socket(port)
-    sent = 0
-    started = time.monotonic()
     try:
-        while sent < len(data):
-            if not select.select([], [sock], [], 0.3)[1]:
-                break  # the server stopped reading
-            try:
-                sent += sock.send(data[sent : sent + 65536])
-            except BlockingIOError:
-                continue
-            assert time.monotonic() - started < HANG_GUARD, "hang guard while sending"
+        sent = send_until_stalled(sock, data)
         stalled = time.monotonic()
         peak = rss_before
         line = None
@@ -215,16 +218,8 @@ def test_a_tls_client_that_never_reads_is_bounded_then_closed(
     raw.setblocking(True)
     sock = context.wrap_socket(raw, server_hostname="127.0.0.1")
     sock.setblocking(False)
-    data = pipeline(20_000)
-    sent = 0
-    started = time.monotonic()
     try:
-        while sent < len(data) and select.select([], [sock], [], 0.3)[1]:
-            assert time.monotonic() - started < HANG_GUARD, "hang guard while sending"
-            try:
-                sent += sock.send(data[sent : sent + 16384])
-            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
-                time.sleep(0.01)
+        send_until_stalled(sock, pipeline(20_000), 16384)
         line = server.wait_log("answer bytes within", timeout=HANG_GUARD, since=since)
     finally:
         sock.close()
@@ -245,10 +240,7 @@ def test_a_client_that_stops_reading_for_less_than_body_timeout_is_served(
     data = pipeline(count)
     since = len(server.log())
     sock = small_window_socket(paused_port)
-    sent = 0
-    while sent < len(data) and select.select([], [sock], [], 0.3)[1]:
-        with contextlib.suppress(BlockingIOError):
-            sent += sock.send(data[sent : sent + 65536])
+    sent = send_until_stalled(sock, data)
     stalled = time.monotonic()
     time.sleep(PAUSE_S)  # the worker is paused by now, and waits
     try:

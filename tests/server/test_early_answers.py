@@ -4,7 +4,6 @@ headers, not counted (SPEC 10.1, 13.7). Run once per engine (the Makefile)."""
 
 from __future__ import annotations
 
-import socket
 import ssl
 import time
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ import trustme
 
 from tests.auth.oauth2_support import TOKEN, client_context, oauth_section
 from tests.conftest import ServerProcess, free_config, issue_certs, local_port, serving
-from tests.server.rawhttp import HANG_GUARD
+from tests.server.rawhttp import HANG_GUARD, RawConnection, RawResponse
 
 APP = """
 from fwrest import get, post, rest
@@ -76,15 +75,9 @@ def server(
 class Answer:
     """Status, headers (lower-case) and every byte after the head, read to the connection's end."""
 
-    def __init__(self, data: bytes) -> None:
-        assert b"\r\n\r\n" in data, f"no complete answer: {data[:300]!r}"
-        head, self.rest = data.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin-1").split("\r\n")
-        self.status = int(lines[0].split()[1])
-        self.headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            self.headers[name.strip().lower()] = value.strip()
+    def __init__(self, head: RawResponse, rest: bytes) -> None:
+        self.status, self.rest = head.status, rest
+        self.headers = {name.strip().lower(): value for name, value in head.headers}
 
     def cors(self) -> dict[str, str]:
         return {k: v for k, v in self.headers.items() if k.startswith("access-control-")}
@@ -94,21 +87,9 @@ def exchange(
     port: int, request: bytes, tls: ssl.SSLContext | None = None, guard: float = HANG_GUARD
 ) -> Answer:
     """``request`` on its own connection, read until the server closes (``guard``: hang guard)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=guard)
-    if tls is not None:
-        sock = tls.wrap_socket(sock, server_hostname="127.0.0.1")
-    with sock:
-        sock.sendall(request)
-        data = b""
-        while True:
-            try:
-                piece = sock.recv(65536)
-            except (ConnectionResetError, ssl.SSLError):
-                break
-            if not piece:
-                break
-            data += piece
-    return Answer(data)
+    with RawConnection(port, timeout=guard, tls=tls) as conn:
+        conn.send(request)
+        return Answer(conn.read_response(head_only=True), conn.read_all())
 
 
 def refusal(method: str, case: str, origin: str = WEB, where: str = "/rest") -> bytes:

@@ -561,14 +561,23 @@ NAMES = st.one_of(
 VALUES = st.text(st.characters(max_codepoint=0x17F), max_size=40)
 
 
-class _Pieces:
-    """A stream the encoder only looks at (it writes a stream's head)."""
+class _Watched:
+    """A stream that says whether it was read and closed."""
 
-    def __aiter__(self) -> _Pieces:
+    def __init__(self) -> None:
+        self.read = self.closed = False
+
+    def __aiter__(self) -> _Watched:
         return self
 
     async def __anext__(self) -> bytes:
-        raise StopAsyncIteration
+        if self.read:
+            raise StopAsyncIteration
+        self.read = True
+        return b"a body that must not be sent"
+
+    async def aclose(self) -> None:
+        self.closed = True
 
 
 @settings(max_examples=2000, deadline=None, database=None)
@@ -598,7 +607,7 @@ def test_reply_encoder_byte_for_byte(
     reply = Reply(status, headers, body, request_id=request_id, head_only=head_only)
     if streamed >= -1:  # a stream's head, its length known (>= 0) or not
         reply = Reply(
-            status, headers, b"", stream=_Pieces(), length=streamed, request_id=request_id
+            status, headers, b"", stream=_Watched(), length=streamed, request_id=request_id
         )
     native = ENCODER(reply, keep, chunked)
     pure = encode_reply(reply, keep, chunked)
@@ -624,25 +633,6 @@ def test_reply_encoder_takes_what_wire_takes() -> None:
         b"x-content-type-options: nosniff\r\ncontent-type: text/plain\r\n"
         b"x-request-id: 000000000000000000000000000000ff\r\ncontent-length: 2\r\n\r\nno"
     )
-
-
-class _Watched:
-    """A stream that says whether it was read and closed."""
-
-    def __init__(self) -> None:
-        self.read = self.closed = False
-
-    def __aiter__(self) -> _Watched:
-        return self
-
-    async def __anext__(self) -> bytes:
-        if self.read:
-            raise StopAsyncIteration
-        self.read = True
-        return b"a body that must not be sent"
-
-    async def aclose(self) -> None:
-        self.closed = True
 
 
 class QuietPort(Port):

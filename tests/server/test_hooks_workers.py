@@ -20,6 +20,7 @@ from tests.conftest import (
     free_config,
     local_port,
     module_config,
+    serving,
     wait_for,
     wait_ready_workers,
 )
@@ -112,8 +113,7 @@ def test_each_worker_runs_on_start_before_serving_and_on_stop_after_its_last_req
         {"OnStart": "start_def", "OnStop": "stop_def"},
         {"OnStart": "start_async", "OnStop": "stop_async"},
     )
-    server = ServerProcess(cfg, workers=2, env={"HOOK_MARKS": str(marks_file)}).wait_ready()
-    try:
+    with serving(cfg, workers=2, env={"HOOK_MARKS": str(marks_file)}) as server:
         pids = set(wait_ready_workers(server, 2).values())
         seen = marks(marks_file)
         print(f"worker pids {sorted(pids)}; marks after the start: {seen}")
@@ -142,8 +142,6 @@ def test_each_worker_runs_on_start_before_serving_and_on_stop_after_its_last_req
             server.signal(signal.SIGTERM)
             assert slow.result().status_code == 200
         assert server.proc.wait(30) == 0
-    finally:
-        server.stop()
     seen = marks(marks_file)
     print(f"marks after the stop: {seen}")
     for what in ("stop-def", "stop-async"):
@@ -244,14 +242,11 @@ def test_on_stop_waits_for_the_thread_a_timed_out_request_still_holds(tmp_path: 
     pool = {"OnStop": "stop_def", "MaxThreads": "1", "AcceptTimeout": "300",
             "ActiveTimeout": "300"}  # fmt: skip
     cfg = config(tmp_path, pool)
-    server = ServerProcess(cfg, workers=1, env={"HOOK_MARKS": str(marks_file)}).wait_ready()
-    try:
+    with serving(cfg, workers=1, env={"HOOK_MARKS": str(marks_file)}) as server:
         timed_out = httpx.get(f"{server.url()}/slow", timeout=30)
         assert timed_out.status_code == 503, timed_out.text  # its thread sleeps on (1 s)
         server.signal(signal.SIGTERM)
         assert server.proc.wait(30) == 0
-    finally:
-        server.stop()
     seen = [what for what, _, _ in marks(marks_file)]
     print(f"marks: {seen}")
     assert seen.index("slow-answered") < seen.index("stop-def"), seen

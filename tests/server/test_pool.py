@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import APP_SOURCE, free_config
+from tests.conftest import APP_SOURCE, free_config, wait_for
 
 TRACKING = """
 
@@ -47,13 +47,9 @@ def pool_config(tmp_path: Path, **pool: Any) -> Path:
     )
 
 
-def wait_running(base: str, count: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if httpx.get(f"{base}/stats").json()["running"] >= count:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{count} handler(s) never ran at once")
+def wait_running(base: str, count: int) -> None:
+    running = f"{count} handler(s) running at once"
+    wait_for(lambda: httpx.get(f"{base}/stats").json()["running"] >= count, 10, running)
 
 
 def test_accept_timeout_answers_503_server_busy(tmp_path: Path, serve) -> None:  # type: ignore[no-untyped-def]

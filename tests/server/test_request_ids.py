@@ -176,15 +176,23 @@ def test_a_carried_id_is_echoed_and_is_the_handlers(client: Client) -> None:
     assert made.json()["id"] == made.headers["x-request-id"]
 
 
-@pytest.fixture
-def debug_level(client: Client) -> Iterator[None]:
-    """``rest_log_level=5`` for one test: each request's headers are written too."""
-    r = client.post("/rest/fw/rest/config", json={"rest_log_level": 5})
-    assert r.status_code == 200, r.text
-    try:
-        yield
-    finally:
-        client.post("/rest/fw/rest/config", json={"rest_log_level": None})
+def set_for_a_test(name: str, value: int) -> Any:
+    """A fixture: the setting ``name`` is ``value`` (``/fw/rest/config``) for one test."""
+
+    @pytest.fixture
+    def fixture(client: Client) -> Iterator[None]:
+        r = client.post("/rest/fw/rest/config", json={name: value})
+        assert r.status_code == 200, r.text
+        try:
+            yield
+        finally:
+            client.post("/rest/fw/rest/config", json={name: None})
+
+    return fixture
+
+
+debug_level = set_for_a_test("rest_log_level", 5)  # each request's headers are written too
+full_errors = set_for_a_test("rest_error_full", 1)  # whole tracebacks
 
 
 HOSTILE_IDS = {
@@ -256,17 +264,6 @@ def test_a_traceback_and_an_on_error_record_carry_the_id(client: Client, lines: 
     assert any("unhandled exception in the handler" in t for t in got), got
     # no record of the request is without its id
     assert all(r.get("request_id") == "hooked-1" for r in lines.json), lines.json
-
-
-@pytest.fixture
-def full_errors(client: Client) -> Iterator[None]:
-    """``rest_error_full=1`` for one test: whole tracebacks."""
-    r = client.post("/rest/fw/rest/config", json={"rest_error_full": 1})
-    assert r.status_code == 200, r.text
-    try:
-        yield
-    finally:
-        client.post("/rest/fw/rest/config", json={"rest_error_full": None})
 
 
 @pytest.mark.parametrize("kind", ["def", "async"])

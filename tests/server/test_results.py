@@ -199,26 +199,23 @@ def client_log(config: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def test_a_dict_with_number_keys_is_json_with_string_keys(client: Client) -> None:
-    r = client.get("/rest/intkeys")
-    assert r.status_code == 200, r.text
-    assert r.headers["content-type"] == "application/json"
-    assert r.json() == {"1": "a", "2": "b"}
-
-
 @pytest.mark.parametrize(
     ("path", "expected"),
     [
+        ("/intkeys", {"1": "a", "2": "b"}),  # number keys: JSON's string keys
+        # integers beyond 64 bits, sent exactly (Python's json reads big integers exactly)
         ("/bigint", {"n": 2**70, "items": [2**64, -(2**65)]}),
         ("/bigint-list", [2**70]),
+        ("/setresponse", {"a": 1, "b": [True, None]}),  # setResponse with a dict
+        ("/wrapped/42", {"id": "42", "loop": True}),  # async, behind a decorator: on the loop
     ],
+    ids=["number-keys", "bigint", "bigint-list", "set-response-dict", "async-behind-a-decorator"],
 )
-def test_integers_beyond_64_bits_are_sent_exactly(
-    client: Client, path: str, expected: object
-) -> None:
+def test_what_a_handler_gives_is_sent_as_json(client: Client, path: str, expected: object) -> None:
     r = client.get("/rest" + path)
     assert r.status_code == 200, r.text
-    assert r.json() == expected  # Python's json reads big integers exactly
+    assert r.headers["content-type"] == "application/json"
+    assert r.json() == expected
 
 
 def test_a_response_of_none_is_an_empty_body(client: Client) -> None:
@@ -417,16 +414,3 @@ def test_the_in_process_client_refuses_the_same_answers(client: Client) -> None:
     moved = client.get("/rest/reflect", params={"to": "/ok"})
     assert moved.status_code == 302 and moved.headers["location"] == "/ok"
     assert client.get("/rest/status/201").status_code == 201
-
-
-def test_set_response_with_a_dict_sends_its_json(client: Client) -> None:
-    r = client.get("/rest/setresponse")
-    assert r.status_code == 200, r.text
-    assert r.headers["content-type"] == "application/json"
-    assert r.json() == {"a": 1, "b": [True, None]}
-
-
-def test_an_async_handler_behind_a_decorator_runs_on_the_loop(client: Client) -> None:
-    r = client.get("/rest/wrapped/42")
-    assert r.status_code == 200, r.text
-    assert r.json() == {"id": "42", "loop": True}

@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 import fwrest
-from tests.conftest import ROOT, free_config, free_port, port_is_free
+from tests.conftest import ROOT, free_config, free_port, port_is_free, wait_for
 
 
 def unique_module(tmp_path: Path) -> tuple[str, Path]:
@@ -111,10 +111,8 @@ def test_stop_finishes_requests_in_flight(tmp_path: Path) -> None:
     with ThreadPoolExecutor(1) as ex:
         submitted = time.monotonic()
         slow = ex.submit(httpx.get, f"{base}/{name}/slow/600", timeout=30)
-        deadline = time.monotonic() + 10
-        while not httpx.get(f"{base}/{name}/running", timeout=5).json()["running"]:
-            assert time.monotonic() < deadline, "the slow request never started"
-            time.sleep(0.02)
+        running = f"{base}/{name}/running"
+        wait_for(lambda: httpx.get(running, timeout=5).json()["running"], 10, "the slow request")
         started = time.monotonic()
         service.stop()
         returned = time.monotonic()

@@ -6,6 +6,7 @@ workers a reload forks)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -226,16 +227,22 @@ def _config(tmp_path: Path, log_format: str = "text") -> Path:
     )
 
 
-def _serve(
+@contextlib.contextmanager
+def _serving(
     config: Path, receiver: _Receiver, variables: dict[str, str] | None = None
-) -> ServerProcess:
+) -> Iterator[ServerProcess]:
+    """``fwrest serve`` exporting to ``receiver`` for the block; then it must stop with 0."""
     env = {
         "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
         "OTEL_BSP_SCHEDULE_DELAY": "50",
         "OTEL_SERVICE_NAME": "shop-api",
         **(variables or {}),
     }
-    return ServerProcess(config, env=env).wait_ready()
+    proc = ServerProcess(config, env=env).wait_ready()
+    try:
+        yield proc
+    finally:
+        assert proc.stop() == 0
 
 
 def _traceparent() -> tuple[str, str, str]:
@@ -246,44 +253,41 @@ def _traceparent() -> tuple[str, str, str]:
 def test_server_span_continues_the_trace_with_its_children_and_no_secret(
     tmp_path: Path, receiver: _Receiver
 ) -> None:
-    proc = _serve(_config(tmp_path), receiver)
     sent = {}
-    try:
-        with httpx.Client(base_url=proc.url(), auth=("ada", PASSWORD), timeout=15) as http:
-            for path in ("/traced/42", "/atraced/43"):
-                header, trace_id, parent = _traceparent()
-                r = http.get(
-                    path,
-                    params={"token": QUERY_VALUE, "page": "seven-page"},
-                    headers={"traceparent": header, "User-Agent": "trace-test/1.0"},
-                )
-                assert r.status_code == 200, r.text
-                sent[path] = (trace_id, parent, r.headers["x-request-id"])
-            # a refusal: the server span without a handler, its auth child marked with the refusal
-            header, refused_trace, refused_parent = _traceparent()
-            wrong_auth = ("ada", "Wrong-" + PASSWORD)
-            r = httpx.get(
-                f"{proc.url()}/traced/1", auth=wrong_auth, headers={"traceparent": header}
+    with (
+        _serving(_config(tmp_path), receiver) as proc,
+        httpx.Client(base_url=proc.url(), auth=("ada", PASSWORD), timeout=15) as http,
+    ):
+        for path in ("/traced/42", "/atraced/43"):
+            header, trace_id, parent = _traceparent()
+            r = http.get(
+                path,
+                params={"token": QUERY_VALUE, "page": "seven-page"},
+                headers={"traceparent": header, "User-Agent": "trace-test/1.0"},
             )
-            refusal = r.status_code
-            assert refusal in (401, 403), r.text
-            # a refused 100-continue request (body unread): a server span of its own
-            header, waited_trace, waited_parent = _traceparent()
-            wrong = base64.b64encode(f"ada:Wrong-{PASSWORD}".encode()).decode()
-            answer = exchange(
-                proc.ports["HTTP_REST"],
-                (
-                    f"POST /rest/echo?token={QUERY_VALUE} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                    f"Authorization: Basic {wrong}\r\ntraceparent: {header}\r\n"
-                    "Expect: 100-continue\r\nContent-Length: 5\r\n\r\n"
-                ).encode(),
-            )
-            assert answer.startswith(f"HTTP/1.1 {refusal} ".encode()), answer[:100]
-            trace_ids = {t for t, _, _ in sent.values()} | {refused_trace, waited_trace}
-            names = {"fwrest.auth", "fwrest.handler", "fwrest.store", "shop.work", "shop.awork"}
-            spans = receiver.wait_spans(trace_ids, names | {"GET", "POST"})
-    finally:
-        assert proc.stop() == 0
+            assert r.status_code == 200, r.text
+            sent[path] = (trace_id, parent, r.headers["x-request-id"])
+        # a refusal: the server span without a handler, its auth child marked with the refusal
+        header, refused_trace, refused_parent = _traceparent()
+        wrong_auth = ("ada", "Wrong-" + PASSWORD)
+        r = httpx.get(f"{proc.url()}/traced/1", auth=wrong_auth, headers={"traceparent": header})
+        refusal = r.status_code
+        assert refusal in (401, 403), r.text
+        # a refused 100-continue request (body unread): a server span of its own
+        header, waited_trace, waited_parent = _traceparent()
+        wrong = base64.b64encode(f"ada:Wrong-{PASSWORD}".encode()).decode()
+        answer = exchange(
+            proc.ports["HTTP_REST"],
+            (
+                f"POST /rest/echo?token={QUERY_VALUE} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Authorization: Basic {wrong}\r\ntraceparent: {header}\r\n"
+                "Expect: 100-continue\r\nContent-Length: 5\r\n\r\n"
+            ).encode(),
+        )
+        assert answer.startswith(f"HTTP/1.1 {refusal} ".encode()), answer[:100]
+        trace_ids = {t for t, _, _ in sent.values()} | {refused_trace, waited_trace}
+        names = {"fwrest.auth", "fwrest.handler", "fwrest.store", "shop.work", "shop.awork"}
+        spans = receiver.wait_spans(trace_ids, names | {"GET", "POST"})
     log = proc.log()
 
     for path, fn, app_span in (
@@ -345,8 +349,7 @@ def test_server_span_continues_the_trace_with_its_children_and_no_secret(
 
 
 def test_json_log_records_carry_the_span_ids(tmp_path: Path, receiver: _Receiver) -> None:
-    proc = _serve(_config(tmp_path, "json"), receiver)
-    try:
+    with _serving(_config(tmp_path, "json"), receiver) as proc:
         header, trace_id, _parent = _traceparent()
         r = httpx.get(
             f"{proc.url()}/traced/7", auth=("ada", PASSWORD), headers={"traceparent": header}
@@ -354,8 +357,6 @@ def test_json_log_records_carry_the_span_ids(tmp_path: Path, receiver: _Receiver
         assert r.status_code == 200
         rid = r.headers["x-request-id"]
         spans = receiver.wait_spans({trace_id}, {"GET /rest/traced/:id", "shop.work"})
-    finally:
-        assert proc.stop() == 0
     (server,) = [s for s in spans if s["kind"] == 2]
     records = [json.loads(line) for line in proc.log().splitlines()]
     mine = [r for r in records if r.get("request_id") == rid]
@@ -380,8 +381,7 @@ def test_token_route_spans_the_memory_stores_calls_and_exports_no_token(
         servers={"OAUTH": oauth_section(certs, onAuthparams="app.params")},
         extra={"HTTPSERVER": {"Tracing": "otlp", "StateStore": "memory"}},
     )
-    proc = _serve(config, receiver)
-    try:
+    with _serving(config, receiver) as proc:
         header, trace_id, parent = _traceparent()
         with httpx.Client(verify=client_context(certs), timeout=15) as http:
             form = {"grant_type": "password", "username": "ada", "password": PASSWORD}
@@ -398,8 +398,6 @@ def test_token_route_spans_the_memory_stores_calls_and_exports_no_token(
             )
             assert r.status_code == 200, r.text
         spans = receiver.wait_spans({trace_id, trace2}, {"fwrest.store", "shop.work"})
-    finally:
-        assert proc.stop() == 0
     (server,) = [s for s in spans if s["trace_id"] == trace_id and s["kind"] == 2]
     assert server["name"] == "POST /rest/fw/oauth2/token" and server["parent"] == parent
     assert server["attributes"]["url.scheme"] == "https"
@@ -434,8 +432,7 @@ GRPC_ASKED = pytest.mark.parametrize(
 def test_grpc_protocol_exports_over_otlp_grpc(tmp_path: Path, variables: dict[str, str]) -> None:
     receiver = _GrpcReceiver()
     try:
-        proc = _serve(_config(tmp_path), receiver, variables)
-        try:
+        with _serving(_config(tmp_path), receiver, variables) as proc:
             header, trace_id, parent = _traceparent()
             r = httpx.get(
                 f"{proc.url()}/traced/9",
@@ -445,8 +442,6 @@ def test_grpc_protocol_exports_over_otlp_grpc(tmp_path: Path, variables: dict[st
             )
             assert r.status_code == 200, r.text
             spans = receiver.wait_spans({trace_id}, {"GET /rest/traced/:id", "shop.work"})
-        finally:
-            assert proc.stop() == 0
     finally:
         receiver.close()
     (server,) = [s for s in spans if s["kind"] == 2]  # SPAN_KIND_SERVER
