@@ -146,12 +146,13 @@ def _encoded(reply: Reply, close: bool = False) -> tuple[bytes, bytes]:
     return encoded[:end], encoded[end + 4 :]
 
 
-def _header_fields(head: bytes) -> list[tuple[str, str]]:
-    """The header fields of an encoded head (its status line aside)."""
+def _header_fields(head: bytes) -> list[tuple[bytes, bytes]]:
+    """The header fields of an encoded head (its status line aside), as bytes: httpx takes
+    str values as ASCII, and a value may hold ISO-8859-1."""
     fields = []
-    for line in head.decode("latin-1").split("\r\n")[1:]:
+    for line in head.split(b"\r\n")[1:]:
         if line:
-            name, _, value = line.partition(": ")
+            name, _, value = line.partition(b": ")
             fields.append((name, value))
     return fields
 

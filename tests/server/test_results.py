@@ -108,6 +108,11 @@ async def status(n):
 def status_text(n):
     return Response("x", status=n)
 
+@get("/bytes-header")
+def bytes_header():
+    # bytes values are written as they are (latin-1, as Starlette takes raw headers)
+    return Response(b"x", headers={"X-V": b"abc", "X-L": bytearray(b"caf\\xe9")})
+
 @get("/header-name")
 def header_name():
     return Response(b"x", headers={rest.getQueryRequest()["name"]: "1"})
@@ -347,6 +352,7 @@ REFUSED = [
     ("/reflect", {"to": "/ok\nSet-Cookie: evil=1"}),
     ("/reflect", {"to": "/ok\rSet-Cookie: evil=1"}),
     ("/reflect", {"to": "/ok\x00Set-Cookie: evil=1"}),
+    ("/reflect", {"to": "/caf\u20ac"}),  # not ISO-8859-1: never written as "/caf?"
     ("/reflect-rest", {"to": INJECTED}),
     ("/status/100", {}),
     ("/status/101", {}),
@@ -400,6 +406,7 @@ def test_a_response_that_would_inject_a_header_or_break_the_next_answer_is_500(
     assert text.count("a handler returned a Response that cannot be sent") >= 14, text
     assert "HTTP status is a number in 200-599, not 100" in text
     assert "holds CR, LF, NUL or another control character" in text
+    assert "holds characters outside ISO-8859-1" in text
     assert "a header name is a token" in text
     assert "evil=1" not in text.replace("evil=1; x'", "")  # only the refused name, quoted
     assert "\r" not in text
@@ -413,4 +420,6 @@ def test_the_in_process_client_refuses_the_same_answers(client: Client) -> None:
         assert all("evil" not in f"{n}{v}" for n, v in r.headers.items()), r.headers
     moved = client.get("/rest/reflect", params={"to": "/ok"})
     assert moved.status_code == 302 and moved.headers["location"] == "/ok"
+    raw = client.get("/rest/bytes-header").headers.raw
+    assert (b"x-v", b"abc") in raw and (b"x-l", b"caf\xe9") in raw, raw
     assert client.get("/rest/status/201").status_code == 201

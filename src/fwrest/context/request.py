@@ -56,7 +56,8 @@ _NAMES_REMEMBERED = 256
 
 def check_header(name: object, value: object) -> tuple[str, str]:
     r"""A response header as it may be written: the name a token, the value (``str()`` of
-    it) without CR, LF, NUL or another control character but HTAB.
+    it; bytes as latin-1) without CR, LF, NUL or another control character but HTAB, and
+    without characters outside ISO-8859-1.
 
     >>> check_header("X-Id", 7)
     ('X-Id', '7')
@@ -83,11 +84,25 @@ def check_header(name: object, value: object) -> tuple[str, str]:
             )
         if type(name) is str and len(_NAMES_CHECKED) < _NAMES_REMEMBERED:
             _NAMES_CHECKED.add(name)
-    text = value if isinstance(value, str) else str(value)
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, (bytes, bytearray)):
+        text = value.decode("latin-1")  # the bytes as they are (as Starlette's raw headers)
+    else:
+        text = str(value)
     if _BAD_VALUE.search(text) is not None:
         raise ValueError(
             f"the value of the header {name!r} holds CR, LF, NUL or another control character"
         )
+    if not text.isascii():
+        try:
+            text.encode("latin-1")
+        except UnicodeEncodeError:
+            # written as "?", the value would change unseen (a file name, a Location)
+            raise ValueError(
+                f"the value of the header {name!r} holds characters outside ISO-8859-1 "
+                "(RFC 9110 5.5): percent-encode them (RFC 8187 for a parameter's value)"
+            ) from None
     return name, text
 
 
