@@ -26,7 +26,7 @@ from joserfc.jwk import KeySet
 from fwrest.auth.oauth2 import keyset
 from fwrest.auth.oauth2.keyset import MARGIN_S, SWITCH_S
 from fwrest.auth.oauth2.portkeys import POLL_S
-from tests.auth.conftest import fwrest_cli
+from tests.auth.conftest import in_process
 from tests.auth.oauth2_support import ADA as KEYS_USER
 from tests.auth.oauth2_support import KEYS_ADA as ADA
 from tests.auth.oauth2_support import KEYS_ALGS as ALGS
@@ -89,12 +89,6 @@ def rotate(svc: LocalService, *, real: bool = False) -> tuple[int, str, str]:
     workers' GIL): ``real`` as an operator runs it, else forked (``run_forked``)."""
     run = run_cli if real else run_forked
     done = run("keys", "rotate", str(svc.config), cwd=svc.folder)
-    return done.returncode, done.stdout, done.stderr
-
-
-def cli_run(*args: str) -> tuple[int, str, str]:
-    """``fwrest ARGS`` in this process (the real command's code): exit code, out, err."""
-    done = fwrest_cli(*args, real=False)
     return done.returncode, done.stdout, done.stderr
 
 
@@ -259,7 +253,7 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
     before = ed.tokens(*ADA)["access_token"]
     old_kid = header_of(before)["kid"]
     old_ec_kid = header_of(ec.tokens(*ADA)["access_token"])["kid"]
-    code, out, err = cli_run("keys", "list", str(svc.config))
+    code, out, err = in_process("keys", "list", str(svc.config))
     assert code == 0, err
     assert old_kid in out and "EdDSA" in out
     assert "note: [HS] signs with HS256" in out
@@ -284,7 +278,7 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
     assert ed.get("/hello", before).status_code == 200
     kids = [k["kid"] for k in ed.http.get(ed.base + "/fw/oauth2/jwks").json()["keys"]]
     assert old_kid in kids and len(kids) == 2
-    code, out, _ = cli_run("keys", "list", str(svc.config))
+    code, out, _ = in_process("keys", "list", str(svc.config))
     listed = [line for line in out.splitlines() if line.startswith(old_kid)]
     assert listed and "verifies until" in listed[0], out
     # SPEC 13.5: the rotation is audited (the command wrote to the store the service reads), keys
@@ -401,7 +395,7 @@ def test_a_former_key_is_dropped_by_time_alone(ca: trustme.CA, tmp_path: Path) -
 def test_check_names_the_algorithm_and_warns_of_a_wildcard_issuer(
     svc: LocalService, tmp_path: Path
 ) -> None:
-    code, out, err = cli_run("check", str(svc.config))
+    code, out, err = in_process("check", str(svc.config))
     assert code == 0, err
     assert "authorization: oAuth2, tokens EdDSA)" in out
     assert "[HS] 127.0.0.1:0 (TLS, authorization: oAuth2)" in out
@@ -410,7 +404,7 @@ def test_check_names_the_algorithm_and_warns_of_a_wildcard_issuer(
     data["ED"]["HostName"] = data["GUIDE"]["HostName"] = "0.0.0.0"
     wild = svc.config.with_name("wildcard.json")
     wild.write_text(json.dumps(data))
-    code, out, err = cli_run("check", str(wild))
+    code, out, err = in_process("check", str(wild))
     assert code == 0, err
     assert "warning: [ED] HostName=0.0.0.0: the tokens' issuer is https://0.0.0.0:0/..." in out
     assert "[GUIDE] HostName" not in out  # its issuer is set
@@ -422,7 +416,7 @@ def test_keys_on_a_config_without_a_key_set_says_why(tmp_path: Path, ca: trustme
     certs = issue_certs(ca, tmp_path / "certs")
     servers = {"HSONLY": oauth_section(certs, onAuthparams="tauth_keys_hs_app.params")}
     config = module_config(tmp_path, "tauth_keys_hs_app", servers=servers, app=APP)
-    code, out, err = cli_run("keys", "rotate", str(config))
+    code, out, err = in_process("keys", "rotate", str(config))
     assert code == 2, out
     assert "sign with HS256" in err and "signingAlg" in err
     assert not (tmp_path / ".fwrest" / "keyset.json").exists()
