@@ -20,6 +20,7 @@ from urllib.parse import quote, quote_plus
 
 import httpx
 import jwt
+import pytest
 import trustme
 
 from fwrest.testing import Client
@@ -196,6 +197,35 @@ def serve_oauth(
         contextlib.closing(OAuthService(proc, certs)) as service,
     ):
         yield service
+
+
+def local_service(
+    write_service: Callable[[Path, dict[str, Path]], Path], folder: str, name: str = "svc"
+) -> Any:
+    """A module's fixture ``name``: :func:`local_oauth` of ``write_service`` in a temporary
+    folder named ``folder``, shared by the module's tests."""
+
+    @pytest.fixture(scope="module", name=name)
+    def service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
+        yield from local_oauth(ca, tmp_path_factory.mktemp(folder), write_service)
+
+    return service
+
+
+def served_service(
+    write_service: Callable[[Path, dict[str, Path]], Path],
+    folder: str,
+    name: str = "served",
+    workers: int = 1,
+) -> Any:
+    """A module's fixture ``name``: :func:`serve_oauth` of ``write_service`` (``fwrest serve
+    --workers WORKERS``) in a temporary folder named ``folder``, shared by the module's tests."""
+
+    @pytest.fixture(scope="module", name=name)
+    def service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+        yield from serve_oauth(ca, tmp_path_factory.mktemp(folder), write_service, workers)
+
+    return service
 
 
 def uvicorn_app(folder: Path, module: str, source: str, env: dict[str, str]) -> Iterator[str]:

@@ -4,12 +4,9 @@ refresh token tried on the wrong port is looked for in the store that holds it."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import jwt
-import pytest
-import trustme
 
 from tests.auth.oauth2_support import (
     ADA,
@@ -19,7 +16,7 @@ from tests.auth.oauth2_support import (
     expect,
     fresh_claims,
     issuer_of,
-    local_oauth,
+    local_service,
     oauth_section,
     params_source,
     sign,
@@ -48,9 +45,7 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("audience"), _write)
+svc = local_service(_write, "audience")
 
 
 CREDS = WEB

@@ -7,14 +7,12 @@ import hashlib
 import re
 import secrets
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-import trustme
 
 from tests.auth.oauth2_support import (
     LocalOAuth,
@@ -24,7 +22,7 @@ from tests.auth.oauth2_support import (
     error_of,
     expect,
     issuer_of,
-    local_oauth,
+    local_service,
     oauth_section,
 )
 from tests.conftest import APP_SOURCE, module_config
@@ -87,9 +85,7 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, MODULE, servers=servers, app=APP, general={"rest_log_level": 5})
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("authcode"), write_service)
+svc = local_service(write_service, "authcode")
 
 
 @pytest.fixture

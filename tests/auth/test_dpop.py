@@ -6,14 +6,12 @@ Over TLS across workers and hosts: tests/e2e/test_dpop_hosts.py."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import jwt
 import pytest
-import trustme
 
 from tests.auth.dpop_support import ALGS_PARAM, DpopKey, dpop_headers, unsigned_proof
 from tests.auth.oauth2_support import (
@@ -23,7 +21,7 @@ from tests.auth.oauth2_support import (
     assert_error,
     error_of,
     expect,
-    local_oauth,
+    local_service,
     oauth_section,
     params_source,
 )
@@ -55,9 +53,7 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, MODULE, servers=servers, app=APP, extra=extra, general=general)
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("dpop"), _write)
+svc = local_service(_write, "dpop")
 
 
 @pytest.fixture

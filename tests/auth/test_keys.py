@@ -12,7 +12,6 @@ import json
 import stat
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from tests.auth.oauth2_support import (
     fresh_claims,
     issuer_of,
     local_oauth,
+    local_service,
     oauth_section,
     params_source,
     unsigned_jwt,
@@ -71,9 +71,7 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("keys"), _write)
+svc = local_service(_write, "keys")
 
 
 def keyset_file(svc: LocalService) -> Path:

@@ -60,7 +60,7 @@ from tests.auth.oauth2_support import (
     issuer_of,
     oauth_section,
     params_source,
-    serve_oauth,
+    served_service,
     sign,
     wait_for,
 )
@@ -177,10 +177,8 @@ def _sqlite_service(folder: Path, certs: dict[str, Path]) -> Path:
     return service_config(folder, certs, "sqlite", max_failures=3)
 
 
-@pytest.fixture(scope="module")
-def workers(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
-    """``fwrest serve --workers 2`` with the sqlite store; ``THROTTLED``'s maxFailures is 3."""
-    yield from serve_oauth(ca, tmp_path_factory.mktemp("oauth2_sqlite"), _sqlite_service, 2)
+# ``fwrest serve --workers 2`` with the sqlite store; ``THROTTLED``'s maxFailures is 3
+workers = served_service(_sqlite_service, "oauth2_sqlite", "workers", workers=2)
 
 
 def test_sqlite_is_the_store_and_the_key_is_a_file(workers: OAuthService) -> None:

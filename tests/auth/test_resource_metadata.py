@@ -6,14 +6,12 @@ serve``."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import jwt
 import pytest
-import trustme
 
 from tests.auth.oauth2_support import (
     ADA,
@@ -27,10 +25,10 @@ from tests.auth.oauth2_support import (
     assert_missing_token,
     error_of,
     expect,
-    local_oauth,
+    local_service,
     oauth_section,
     params_source,
-    serve_oauth,
+    served_service,
 )
 from tests.conftest import APP_SOURCE, free_config, module_config
 
@@ -59,9 +57,7 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("resource"), _write)
+svc = local_service(_write, "resource")
 
 
 def _origin(svc: LocalService, port: str) -> str:
@@ -216,9 +212,7 @@ def _write_real(folder: Path, certs: dict[str, Path]) -> Path:
     return free_config(folder, servers=servers, app=APP, extra=extra)
 
 
-@pytest.fixture(scope="module")
-def real(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
-    yield from serve_oauth(ca, tmp_path_factory.mktemp("resource-tls"), _write_real)
+real = served_service(_write_real, "resource-tls", "real")
 
 
 def test_a_client_discovers_the_authorization_server_from_the_401(real: OAuthService) -> None:

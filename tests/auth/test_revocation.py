@@ -9,14 +9,12 @@ import contextlib
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import jwt
 import pytest
-import trustme
 
 from fwrest.auth.oauth2.grants import refresh_hash
 from tests.auth.conftest import in_process  # for real: tests/e2e/test_revocation_e2e.py
@@ -28,7 +26,7 @@ from tests.auth.oauth2_support import (
     expect,
     fresh_claims,
     issuer_of,
-    local_oauth,
+    local_service,
     oauth_section,
     params_source,
     sign,
@@ -84,9 +82,7 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("revocation"), _write)
+svc = local_service(_write, "revocation")
 
 
 @pytest.fixture

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import jwt
 import pytest
-import trustme
 
 from tests.auth.conftest import fwrest_cli
 from tests.auth.oauth2_support import (
@@ -22,7 +20,7 @@ from tests.auth.oauth2_support import (
     LocalService,
     assert_invalid_token,
     expect,
-    local_oauth,
+    local_service,
     oauth_section,
     params_source,
     wait_for,
@@ -48,9 +46,7 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("vcache"), _write)
+svc = local_service(_write, "vcache")
 
 
 def kid_of(token: str) -> str:
