@@ -295,12 +295,8 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
         trail = ed.get("/fw/rest/audit?event=keys.rotate", granted.json()["access_token"])
     assert trail.status_code == 200, trail.text
     event = trail.json()[0]
-    assert (event["event"], event["actor"], event["client"], event["port"]) == (
-        "keys.rotate",
-        "cli",
-        None,
-        None,
-    )
+    assert event["event"] == "keys.rotate", event
+    assert (event["actor"], event["client"], event["port"]) == ("cli", None, None), event
     assert {k["kid"]: k["alg"] for k in event["details"]["keys"]} == new_ids
     assert event["details"]["via"] == "fwrest keys rotate" and event["details"]["os_user"]
     assert "PRIVATE KEY" not in trail.text and "pem" not in trail.text
