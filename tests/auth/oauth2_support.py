@@ -267,6 +267,30 @@ def claims_of(svc: LocalService, access_token: str) -> dict[str, Any]:
     return claims
 
 
+def jwks_kids(port: OAuthPort) -> list[str]:
+    """The key ids the port's JWK Set (``/fw/oauth2/jwks``) publishes."""
+    answer = expect(port.http.get(port.base + "/fw/oauth2/jwks"))
+    return [key["kid"] for key in answer.json()["keys"]]
+
+
+def expire_retired_key(folder: Path, kid: str | None = None, alg: str = "EdDSA") -> dict[str, Any]:
+    """A retired key of the service's key set file (``kid``, else the last of ``alg``) made one
+    whose tokens' lifetime is over (an operator's edit, written whole as fwrest writes it): the
+    set drops it, as a leaked key. Its entry."""
+    path = folder / ".fwrest" / "keyset.json"
+    doc = json.loads(path.read_text())
+    retired = [k for k in doc["keys"] if not k["current"]]
+    if kid is None:
+        entry = [k for k in retired if k["alg"] == alg][-1]
+    else:
+        [entry] = [k for k in retired if k["kid"] == kid]
+    entry["retired"] = time.time() - 3600
+    edited = path.with_name("keyset.edited")
+    edited.write_text(json.dumps(doc))
+    edited.replace(path)
+    return dict(entry)
+
+
 def b64url(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 

@@ -37,8 +37,10 @@ from tests.auth.oauth2_support import (
     assert_invalid_token,
     b64url,
     expect,
+    expire_retired_key,
     fresh_claims,
     issuer_of,
+    jwks_kids,
     local_oauth,
     local_service,
     oauth_section,
@@ -274,7 +276,7 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
     wait_for(lambda: signs_anew(ec, old_ec_kid), 15, "ES256 tokens signed with the new key")
     # the old key still verifies its tokens, and is still published
     assert ed.get("/hello", before).status_code == 200
-    kids = [k["kid"] for k in ed.http.get(ed.base + "/fw/oauth2/jwks").json()["keys"]]
+    kids = jwks_kids(ed)
     assert old_kid in kids and len(kids) == 2
     code, out, _ = in_process("keys", "list", str(svc.config))
     listed = [line for line in out.splitlines() if line.startswith(old_kid)]
@@ -305,24 +307,11 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
 def test_a_dropped_key_no_longer_verifies_nor_is_published(svc: LocalService) -> None:
     ed = svc["ED"]
     rotate(svc)
-    path = keyset_file(svc)
-    doc = json.loads(path.read_text())
-    retired = [k for k in doc["keys"] if k["alg"] == "EdDSA" and not k["current"]]
-    assert retired
-    victim = retired[-1]
     # time passes: its tokens' lifetime is over (written as `fwrest keys rotate` would see it)
-    victim["retired"] = time.time() - 3600
-    edited = path.with_name("keyset.edited")
-    edited.write_text(json.dumps(doc))
-    edited.replace(path)  # whole, as fwrest writes it
+    victim = expire_retired_key(svc.folder, alg="EdDSA")
     forged = jwt.encode(fresh_claims(aud="ED", iss=issuer_of(ed)), victim["pem"],
                         algorithm="EdDSA", headers={"typ": "at+jwt", "kid": victim["kid"]})  # fmt: skip
-
-    def dropped() -> bool:
-        kids = [k["kid"] for k in ed.http.get(ed.base + "/fw/oauth2/jwks").json()["keys"]]
-        return victim["kid"] not in kids
-
-    wait_for(dropped, 10, "the dropped key gone from the JWKS")
+    wait_for(lambda: victim["kid"] not in jwks_kids(ed), 10, "the dropped key gone from the JWKS")
     response = ed.get("/hello", forged)
     assert_invalid_token(response)
     assert "key set" in response.json()["detailedMessage"]
