@@ -320,18 +320,21 @@ def test_a_dropped_key_no_longer_verifies_nor_is_published(svc: LocalService) ->
     assert victim["kid"] not in keyset_file(svc).read_text()
 
 
-SHORT_MODULE = "tauth_keys_short_app"
+def _one_eddsa_port(module: str, port: str = "ED", **params: Any) -> Any:
+    """A service of one EdDSA port ``port`` in module ``module`` (``params``: more of its
+    ``onAuthparams``), for :func:`local_oauth`."""
+
+    def write(folder: Path, certs: dict[str, Path]) -> Path:
+        app = APP_SOURCE + params_source(**WEB, users=[KEYS_USER], **params)
+        servers = {port: oauth_section(certs, onAuthparams=f"{module}.params", signingAlg="EdDSA")}
+        extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
+        return module_config(folder, module, servers=servers, app=app, extra=extra)
+
+    return write
+
+
 SHORT_TTL_S = 4.0  # SHORT's access lifetime: a former key is dropped 3 s after it (keyset.py)
-
-
-def _write_short(folder: Path, certs: dict[str, Path]) -> Path:
-    """One EdDSA port, ``SHORT``, whose access tokens live ``SHORT_TTL_S``."""
-    app = APP_SOURCE + params_source(**WEB, users=[KEYS_USER], access_expires="4s")
-    servers = {
-        "SHORT": oauth_section(certs, onAuthparams=f"{SHORT_MODULE}.params", signingAlg="EdDSA")
-    }
-    extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
-    return module_config(folder, SHORT_MODULE, servers=servers, app=app, extra=extra)
+_write_short = _one_eddsa_port("tauth_keys_short_app", "SHORT", access_expires="4s")
 
 
 def test_a_former_key_is_dropped_by_time_alone(ca: trustme.CA, tmp_path: Path) -> None:
@@ -403,16 +406,6 @@ def test_keys_on_a_config_without_a_key_set_says_why(tmp_path: Path, ca: trustme
     assert code == 2, out
     assert "sign with HS256" in err and "signingAlg" in err
     assert not (tmp_path / ".fwrest" / "keyset.json").exists()
-
-
-def _one_eddsa_port(module: str) -> Any:
-    def write(folder: Path, certs: dict[str, Path]) -> Path:
-        app = APP_SOURCE + params_source(**WEB, users=[KEYS_USER])
-        servers = {"ED": oauth_section(certs, onAuthparams=f"{module}.params", signingAlg="EdDSA")}
-        extra = {"HTTPSERVER": {"StateStore": "sqlite"}}
-        return module_config(folder, module, servers=servers, app=app, extra=extra)
-
-    return write
 
 
 def test_a_removed_key_set_file_is_put_back(ca: trustme.CA, tmp_path: Path) -> None:
