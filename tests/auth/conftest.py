@@ -37,6 +37,12 @@ def fwrest_cli(*args: str, real: bool, cwd: Path | None = None) -> subprocess.Co
     return subprocess.CompletedProcess(["fwrest", *args], code, out.getvalue(), err.getvalue())
 
 
+def in_process(*args: str) -> tuple[int, str, str]:
+    """``fwrest ARGS`` in this process (:func:`fwrest_cli`): exit code, out, err."""
+    done = fwrest_cli(*args, real=False)
+    return done.returncode, done.stdout, done.stderr
+
+
 def check(config: Path, *, real: bool) -> subprocess.CompletedProcess[str]:
     """``fwrest check CONFIG`` (:func:`fwrest_cli`), run in the config's folder."""
     return fwrest_cli("check", str(config), real=real, cwd=config.parent)

@@ -4,7 +4,6 @@ not itself."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import time
@@ -15,11 +14,9 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
+from tests.auth.oauth2_support import b64url
+
 ALGS_PARAM = 'algs="ES256 EdDSA RS256"'
-
-
-def b64url(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 class DpopKey:

@@ -20,6 +20,7 @@ from urllib.parse import quote, quote_plus
 
 import httpx
 import jwt
+import pytest
 import trustme
 
 from fwrest.testing import Client
@@ -198,6 +199,35 @@ def serve_oauth(
         yield service
 
 
+def local_service(
+    write_service: Callable[[Path, dict[str, Path]], Path], folder: str, name: str = "svc"
+) -> Any:
+    """A module's fixture ``name``: :func:`local_oauth` of ``write_service`` in a temporary
+    folder named ``folder``, shared by the module's tests."""
+
+    @pytest.fixture(scope="module", name=name)
+    def service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
+        yield from local_oauth(ca, tmp_path_factory.mktemp(folder), write_service)
+
+    return service
+
+
+def served_service(
+    write_service: Callable[[Path, dict[str, Path]], Path],
+    folder: str,
+    name: str = "served",
+    workers: int = 1,
+) -> Any:
+    """A module's fixture ``name``: :func:`serve_oauth` of ``write_service`` (``fwrest serve
+    --workers WORKERS``) in a temporary folder named ``folder``, shared by the module's tests."""
+
+    @pytest.fixture(scope="module", name=name)
+    def service(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
+        yield from serve_oauth(ca, tmp_path_factory.mktemp(folder), write_service, workers)
+
+    return service
+
+
 def uvicorn_app(folder: Path, module: str, source: str, env: dict[str, str]) -> Iterator[str]:
     """``source`` under uvicorn with ``env``; its URL once ``/orders`` is 401; stderr printed."""
     (folder / f"{module}.py").write_text(source)
@@ -235,6 +265,30 @@ def claims_of(svc: LocalService, access_token: str) -> dict[str, Any]:
         access_token, signing_key(svc.folder), algorithms=["HS256"], options={"verify_aud": False}
     )
     return claims
+
+
+def jwks_kids(port: OAuthPort) -> list[str]:
+    """The key ids the port's JWK Set (``/fw/oauth2/jwks``) publishes."""
+    answer = expect(port.http.get(port.base + "/fw/oauth2/jwks"))
+    return [key["kid"] for key in answer.json()["keys"]]
+
+
+def expire_retired_key(folder: Path, kid: str | None = None, alg: str = "EdDSA") -> dict[str, Any]:
+    """A retired key of the service's key set file (``kid``, else the last of ``alg``) made one
+    whose tokens' lifetime is over (an operator's edit, written whole as fwrest writes it): the
+    set drops it, as a leaked key. Its entry."""
+    path = folder / ".fwrest" / "keyset.json"
+    doc = json.loads(path.read_text())
+    retired = [k for k in doc["keys"] if not k["current"]]
+    if kid is None:
+        entry = [k for k in retired if k["alg"] == alg][-1]
+    else:
+        [entry] = [k for k in retired if k["kid"] == kid]
+    entry["retired"] = time.time() - 3600
+    edited = path.with_name("keyset.edited")
+    edited.write_text(json.dumps(doc))
+    edited.replace(path)
+    return dict(entry)
 
 
 def b64url(raw: bytes) -> str:

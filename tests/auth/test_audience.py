@@ -4,12 +4,9 @@ refresh token tried on the wrong port is looked for in the store that holds it."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import jwt
-import pytest
-import trustme
 
 from tests.auth.oauth2_support import (
     ADA,
@@ -19,7 +16,7 @@ from tests.auth.oauth2_support import (
     expect,
     fresh_claims,
     issuer_of,
-    local_oauth,
+    local_service,
     oauth_section,
     params_source,
     sign,
@@ -48,17 +45,12 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("audience"), _write)
-
-
-CREDS = WEB
+svc = local_service(_write, "audience")
 
 
 def test_an_access_token_names_its_section_and_works_there_only(svc: LocalService) -> None:
     shop, admin = svc["SHOP"], svc["ADMIN"]
-    tokens = shop.tokens("bob", "Bob-Pw-2207", **CREDS)
+    tokens = shop.tokens("bob", "Bob-Pw-2207", **WEB)
     claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
     assert claims["aud"] == "SHOP"
     assert shop.get("/hello", tokens["access_token"]).status_code == 200
@@ -66,16 +58,16 @@ def test_an_access_token_names_its_section_and_works_there_only(svc: LocalServic
     assert 'error="invalid_token"' in refused.headers["www-authenticate"]
     assert "another server" in refused.headers["www-authenticate"]
     # a user both ports know is refused across them as well
-    ada = admin.tokens("ada", "Ada-Pw-7731", **CREDS)
+    ada = admin.tokens("ada", "Ada-Pw-7731", **WEB)
     assert admin.get("/hello", ada["access_token"]).status_code == 200
     assert shop.get("/hello", ada["access_token"]).status_code == 401
 
 
 def test_a_refresh_token_of_another_section_is_refused_and_not_spent(svc: LocalService) -> None:
     shop, admin = svc["SHOP"], svc["ADMIN"]
-    tokens = shop.tokens("ada", "Ada-Pw-7731", **CREDS)
-    assert_error(admin.refresh(tokens["refresh_token"], **CREDS), "invalid_grant")
-    home = shop.refresh(tokens["refresh_token"], **CREDS)
+    tokens = shop.tokens("ada", "Ada-Pw-7731", **WEB)
+    assert_error(admin.refresh(tokens["refresh_token"], **WEB), "invalid_grant")
+    home = shop.refresh(tokens["refresh_token"], **WEB)
     assert home.status_code == 200, home.text  # not spent by the refusal, no replay either
     fresh = home.json()
     assert shop.get("/hello", fresh["access_token"]).status_code == 200

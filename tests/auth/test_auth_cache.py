@@ -175,7 +175,8 @@ def test_the_table_holds_keyed_hashes_only(make: Any) -> None:
     assert "OnAuth accepted user 'ada' (OnAuthCache)" in svc.log_file.read_text()
 
 
-def test_the_table_keeps_the_latest_ten_thousand_pairs() -> None:
+@pytest.mark.anyio
+async def test_the_table_keeps_the_latest_ten_thousand_pairs() -> None:
     calls: list[str] = []
 
     async def on_auth(user: str, password: str) -> bool:
@@ -185,24 +186,21 @@ def test_the_table_keeps_the_latest_ten_thousand_pairs() -> None:
     guard = guard_with(on_auth, cache_s=300)
     cache = guard._cache
     assert cache is not None and CACHE_MAX == 10_000
-
-    async def run() -> None:
-        for i in range(CACHE_MAX + 1):
-            await guard(request(header(f"u{i}", f"p{i}")), Ctx())  # type: ignore[arg-type]
-        assert len(cache) == CACHE_MAX
-        assert len(calls) == CACHE_MAX + 1
-        await guard(request(header(f"u{CACHE_MAX}", f"p{CACHE_MAX}")), Ctx())  # type: ignore[arg-type]
-        await guard(request(header("u1", "p1")), Ctx())  # type: ignore[arg-type]
-        assert len(calls) == CACHE_MAX + 1  # the newest pairs are held
-        await guard(request(header("u0", "p0")), Ctx())  # type: ignore[arg-type]
-        assert calls[-1] == "u0"  # the oldest was dropped: asked again
-        assert len(cache) == CACHE_MAX
-
-    asyncio.run(run())
+    for i in range(CACHE_MAX + 1):
+        await guard(request(header(f"u{i}", f"p{i}")), Ctx())  # type: ignore[arg-type]
+    assert len(cache) == CACHE_MAX
+    assert len(calls) == CACHE_MAX + 1
+    await guard(request(header(f"u{CACHE_MAX}", f"p{CACHE_MAX}")), Ctx())  # type: ignore[arg-type]
+    await guard(request(header("u1", "p1")), Ctx())  # type: ignore[arg-type]
+    assert len(calls) == CACHE_MAX + 1  # the newest pairs are held
+    await guard(request(header("u0", "p0")), Ctx())  # type: ignore[arg-type]
+    assert calls[-1] == "u0"  # the oldest was dropped: asked again
+    assert len(cache) == CACHE_MAX
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("verdict", [True, False])
-def test_requests_with_a_pair_being_checked_wait_for_that_check(verdict: bool) -> None:
+async def test_requests_with_a_pair_being_checked_wait_for_that_check(verdict: bool) -> None:
     """Twenty at once: one asks OnAuth, the others wait for its verdict; a refusal is not shared."""
     release = asyncio.Event()
     calls: list[str] = []
@@ -223,20 +221,18 @@ def test_requests_with_a_pair_being_checked_wait_for_that_check(verdict: bool) -
         assert ctx.auth_user == "ada"
         return 200
 
-    async def run() -> list[int]:
-        answers = [asyncio.ensure_future(one()) for _ in range(20)]
-        await asyncio.sleep(0.05)
-        assert calls == ["ada"]  # the others wait
-        release.set()
-        return list(await asyncio.gather(*answers))
-
-    answers = asyncio.run(run())
+    futures = [asyncio.ensure_future(one()) for _ in range(20)]
+    await asyncio.sleep(0.05)
+    assert calls == ["ada"]  # the others wait
+    release.set()
+    answers = list(await asyncio.gather(*futures))
     assert answers == ([200] * 20 if verdict else [403] * 20)
     assert len(calls) == (1 if verdict else 20)
     assert guard._cache is not None and not guard._cache._checking
 
 
-def test_a_refusal_forgets_a_pair_held() -> None:
+@pytest.mark.anyio
+async def test_a_refusal_forgets_a_pair_held() -> None:
     """Refused while another request's acceptance of the pair is held: the refusal stands."""
 
     async def on_auth(user: str, password: str) -> bool:
@@ -246,15 +242,11 @@ def test_a_refusal_forgets_a_pair_held() -> None:
     cache = guard._cache
     assert cache is not None
     digest = cache.digest("ada", "pw")
-
-    async def run() -> None:
-        cache.remember(digest)
-        with pytest.raises(HTTPError) as refused:
-            await guard._ask(request(header("ada", "pw")), Ctx(), None, "ada", "pw", digest)  # type: ignore[arg-type]
-        assert refused.value.status == 403
-        assert not cache.holds(digest)
-
-    asyncio.run(run())
+    cache.remember(digest)
+    with pytest.raises(HTTPError) as refused:
+        await guard._ask(request(header("ada", "pw")), Ctx(), None, "ada", "pw", digest)  # type: ignore[arg-type]
+    assert refused.value.status == 403
+    assert not cache.holds(digest)
 
 
 def test_an_entry_expires_and_is_dropped() -> None:

@@ -7,14 +7,12 @@ import hashlib
 import re
 import secrets
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-import trustme
 
 from tests.auth.oauth2_support import (
     LocalOAuth,
@@ -23,7 +21,8 @@ from tests.auth.oauth2_support import (
     claims_of,
     error_of,
     expect,
-    local_oauth,
+    issuer_of,
+    local_service,
     oauth_section,
 )
 from tests.conftest import APP_SOURCE, module_config
@@ -86,9 +85,7 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, MODULE, servers=servers, app=APP, general={"rest_log_level": 5})
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("authcode"), write_service)
+svc = local_service(write_service, "authcode")
 
 
 @pytest.fixture
@@ -150,10 +147,6 @@ def redirected(response: httpx.Response) -> tuple[str, dict[str, str]]:
     return location.split("?", 1)[0], values
 
 
-def issuer(port: LocalOAuth) -> str:
-    return str(port.http.get(port.base + "/fw/oauth2/metadata").json()["issuer"])
-
-
 def login_code(
     port: LocalOAuth, **extra: str
 ) -> tuple[str, str, dict[str, str]]:  # (code, verifier, the authorize params)
@@ -180,7 +173,7 @@ def test_a_public_client_logs_in_and_redeems_its_code(svc: LocalService, code: L
     to, values = redirected(post_form(code, form_fields(shown)))
     assert to == SPA_CB
     assert values["state"] == params["state"]
-    assert values["iss"] == issuer(code)  # RFC 9207
+    assert values["iss"] == issuer_of(code)  # RFC 9207
     assert len(base64.urlsafe_b64decode(values["code"] + "==")) >= 16  # 128 bits at least
     answer = expect(exchange(code, values["code"], verifier))
     tokens = answer.json()
@@ -200,10 +193,9 @@ def test_a_confidential_client_authenticates_at_the_token_route(code: LocalOAuth
     # client_id alone is not enough for a confidential client (SPEC 16.1)
     assert_error(code.post({**base, "client_id": "web"}), "invalid_client", 401)
     # redirect_uri may be left out at the token route: the authorize request had none
-    verifier2, _params, shown = ask(code, client_id="web", redirect_uri="-")
-    _to, values = redirected(post_form(code, form_fields(shown)))
+    value, verifier2, _params = login_code(code, client_id="web", redirect_uri="-")
     ok = code.post(
-        {"grant_type": "authorization_code", "code": values["code"], "code_verifier": verifier2},
+        {"grant_type": "authorization_code", "code": value, "code_verifier": verifier2},
         auth=("web", WEB_SECRET),
     )
     assert ok.status_code == 200, ok.text
@@ -299,7 +291,7 @@ def test_other_errors_redirect_with_error_state_and_iss(
     assert to == SPA_CB
     assert values["error"] == error
     assert values["state"] == params["state"]
-    assert values["iss"] == issuer(client)
+    assert values["iss"] == issuer_of(client)
     assert "code" not in values
 
 
@@ -320,7 +312,7 @@ def test_a_parameter_given_twice_is_invalid_request_by_redirect(
     assert to == SPA_CB
     assert values["error"] == "invalid_request"
     assert values["error_description"] == f"the parameter {name!r} is given more than once"
-    assert values["iss"] == issuer(code)
+    assert values["iss"] == issuer_of(code)
     assert "code" not in values
     if name == "state":
         assert "state" not in values  # neither of the two is the client's for sure

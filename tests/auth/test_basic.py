@@ -27,6 +27,7 @@ import pytest
 from fwrest.testing import Client
 from tests.auth.oauth2_support import expect
 from tests.conftest import APP_SOURCE, ServerProcess, free_config, module_config, serving, wait_for
+from tests.faults.support import pinned_per_worker
 from tests.server.rawhttp import RawConnection
 
 CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
@@ -679,30 +680,20 @@ def test_failures_on_every_worker_count_toward_one_lock_out(serve: Any, tmp_path
         extra={"ENV": {"Repository": "app,auth"}},
     )
     server = serve(config, workers=2)
-    url = f"http://127.0.0.1:{server.ports['HTTP_BASIC']}/rest/hello"
+    base = f"http://127.0.0.1:{server.ports['HTTP_BASIC']}"
+    url = base + "/rest/hello"
     # one keep-alive connection per worker (told apart by the pid /hello answers with)
-    clients: dict[int, httpx.Client] = {}
+    first, second = pinned_per_worker(base, auth=("ada", ADA_PASSWORD), pid_path="/rest/hello")
     try:
-        for _ in range(60):
-            client = httpx.Client(timeout=10)
-            pid = client.get(url, auth=("ada", ADA_PASSWORD)).json()["pid"]
-            if pid in clients:
-                client.close()
-            else:
-                clients[pid] = client
-            if len(clients) == 2:
-                break
-        assert len(clients) == 2, "no connection reached the second worker"
-        first, second = clients.values()
         # three user names (only the address's count grows) over both workers: neither saw three
         for client, user in ((first, "false"), (second, "none"), (first, "one")):
-            assert_403(client.get(url, auth=(user, "Guess-Pw-5e")))
-        locked = expect(second.get(url, auth=("list", "Guess-Pw-6f")), 429)
+            assert_403(client.http.get(url, auth=(user, "Guess-Pw-5e")))
+        locked = expect(second.http.get(url, auth=("list", "Guess-Pw-6f")), 429)
         assert 1 <= int(locked.headers["retry-after"]) <= 300
-        assert first.get(url, auth=("ada", ADA_PASSWORD)).status_code == 429
+        assert first.http.get(url, auth=("ada", ADA_PASSWORD)).status_code == 429
     finally:
-        for client in clients.values():
-            client.close()
+        first.close()
+        second.close()
     server.wait_log("locked out")
     assert server.stop() == 0
     text = server.log()

@@ -105,6 +105,12 @@ def case(tmp_path: Path) -> Iterator[Case]:
     sys.path[:] = path  # prepare puts the config's folder on the path
 
 
+@pytest.fixture
+def tls(certs: dict[str, Path]) -> dict[str, str]:
+    """A server section's TLS keys, for an oAuth2 port."""
+    return {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
+
+
 def _auth(**more: Any) -> dict[str, Any]:
     return {"scheme": "basic", "OnAuth": "{mod}.check", **more}
 
@@ -161,6 +167,39 @@ def test_a_wrong_authorization_is_refused(
             assert needle in exc.problem, (needle, exc.problem)
 
 
+# what ``fwrest check`` prints for a refused Authorization ("{mod}": the test's module; "fix:": in
+# the text after "Fix:")
+CHECK_REFUSED = {
+    "on-auth-naming-a-missing-function": ({"Authorization": _auth(OnAuth="{mod}.nothere")},
+        ("[HTTP_REST] FwData OnAuth:", "the function '{mod}.nothere' is not in the repository")),
+    "capitalised-scheme-naming-the-valid-ones": (
+        {"Authorization": {"scheme": "Basic", "OnAuth": "check"}}, ("[HTTP_REST] FwData:", "'Basic'", "case-sensitive", f"write exactly {VALID_SCHEMES_MSG}")),
+    # the keys a basic port takes in the fix
+    "unknown-key-inside-authorization": ({"Authorization": _auth(realm="x")},
+        ("[HTTP_REST] FwData:", "unknown key 'realm' for the basic scheme", "fix:OnAuth")),
+    "unknown-key-in-fw-data": ({"Authorisation": _auth()},
+        ("[HTTP_REST] FwData:", "'Authorisation'", "fix:Authorization")),
+    "oauth2-without-tls": ({"Authorization": {"scheme": "oAuth2", "onAuthparams": "params"}},
+        ("[HTTP_REST] FwData: the oAuth2 scheme needs TLS on the port",
+         "SslCertificate and SslCertificateKey")),
+    "bad-on-auth-cache": ({"Authorization": _auth(onauthcache="soon")},
+        ("FwData Authorization onauthcache must be a duration in whole seconds",
+         'Fix: write for example "OnAuthCache": "300s"')),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("fw_data", "needles"), CHECK_REFUSED.values(), ids=list(CHECK_REFUSED))
+def test_a_wrong_authorization_fails_check(
+    case: Case, fw_data: dict[str, Any], needles: tuple[str, ...]
+) -> None:
+    message = case.check_fails(_fill(fw_data, case.mod))
+    for needle in (n.replace("{mod}", case.mod) for n in needles):
+        if needle.startswith("fix:"):
+            assert needle[4:] in message.split("Fix:", 1)[1], (needle, message)
+        else:
+            assert needle in message, (needle, message)
+
+
 # -- valid configurations ------------------------------------------------------------------------
 
 
@@ -208,13 +247,6 @@ def test_fw_data_may_be_a_file(case: Case) -> None:
 # -- OnAuth --------------------------------------------------------------------------------------
 
 
-def test_on_auth_naming_a_missing_function_fails_check(case: Case) -> None:
-    name = f"{case.mod}.nothere"
-    message = case.check_fails(case.basic(name))
-    assert "[HTTP_REST] FwData OnAuth:" in message
-    assert f"the function {name!r} is not in the repository" in message
-
-
 def test_on_auth_ambiguous_bare_name(case: Case) -> None:
     other = f"{case.mod}_b"
     (case.tmp / f"{other}.py").write_text("def check(user, password):\n    return True\n")
@@ -233,32 +265,7 @@ def test_missing_on_auth_fails_check(case: Case) -> None:
     )
 
 
-# -- scheme --------------------------------------------------------------------------------------
-
-
-def test_capitalised_scheme_fails_check_naming_the_valid_ones(case: Case) -> None:
-    message = case.check_fails({"Authorization": {"scheme": "Basic", "OnAuth": "check"}})
-    assert "[HTTP_REST] FwData:" in message
-    assert "'Basic'" in message
-    assert "case-sensitive" in message
-    assert f"write exactly {VALID_SCHEMES_MSG}" in message
-
-
 # -- the Authorization object ---------------------------------------------------------------------
-
-
-def test_unknown_key_inside_authorization_fails_check(case: Case) -> None:
-    message = case.check_fails(case.basic(realm="x"))
-    assert "[HTTP_REST] FwData:" in message
-    assert "unknown key 'realm' for the basic scheme" in message
-    assert "OnAuth" in message.split("Fix:", 1)[1]  # the keys a basic port takes
-
-
-def test_unknown_key_in_fw_data(case: Case) -> None:
-    message = case.check_fails({"Authorisation": case.basic()["Authorization"]})
-    assert "[HTTP_REST] FwData:" in message
-    assert "'Authorisation'" in message
-    assert "Authorization" in message.split("Fix:", 1)[1]
 
 
 BAD_JSON = [
@@ -338,24 +345,16 @@ def test_authorization_directly_on_a_server_section_is_refused(case: Case) -> No
 # -- oAuth2 and its alias ------------------------------------------------------------------------
 
 
-def test_oauth2_without_tls_fails_check(case: Case) -> None:
-    message = case.check_fails({"Authorization": {"scheme": "oAuth2", "onAuthparams": "params"}})
-    assert "[HTTP_REST] FwData: the oAuth2 scheme needs TLS on the port" in message
-    assert "SslCertificate and SslCertificateKey" in message
-
-
-def test_oauth_alias_is_accepted_as_oauth2(case: Case, certs: dict[str, Path]) -> None:
+def test_oauth_alias_is_accepted_as_oauth2(case: Case, tls: dict[str, str]) -> None:
     fw_data = {"Authorization": {"scheme": "oAuth", "onAuthparams": f"{case.mod}.params"}}
-    tls = {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
     done = check(case.write(fw_data, server=tls), real=False)
     assert done.returncode == 0, done.stderr
     assert "[HTTP_REST] 127.0.0.1:0 (TLS, authorization: oAuth2)" in done.stdout
     assert "not a scheme" not in done.stdout + done.stderr
 
 
-def test_oauth_alias_reports_oauth2_via_prepare(case: Case, certs: dict[str, Path]) -> None:
+def test_oauth_alias_reports_oauth2_via_prepare(case: Case, tls: dict[str, str]) -> None:
     fw_data = {"Authorization": {"scheme": "oAuth", "onAuthparams": f"{case.mod}.params"}}
-    tls = {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
     (port,) = case.plan(fw_data, server=tls).ports
     assert port.auth.scheme == "oAuth2"  # what getCEntryPointAuthorizationScheme() returns
 
@@ -375,14 +374,7 @@ def test_on_auth_cache_is_a_duration(case: Case, value: Any, seconds: int) -> No
     assert settings.cache_s == seconds
 
 
-def test_a_bad_on_auth_cache_fails_check(case: Case) -> None:
-    message = case.check_fails(case.basic(onauthcache="soon"))
-    assert "FwData Authorization onauthcache must be a duration in whole seconds" in message
-    assert 'Fix: write for example "OnAuthCache": "300s"' in message
-
-
-def test_on_auth_cache_is_a_basic_key(case: Case, certs: dict[str, Path]) -> None:
-    tls = {"SslCertificate": str(certs["cert"]), "SslCertificateKey": str(certs["key"])}
+def test_on_auth_cache_is_a_basic_key(case: Case, tls: dict[str, str]) -> None:
     authorization = {"scheme": "oAuth2", "onAuthparams": f"{case.mod}.params", "OnAuthCache": 60}
     exc = case.error({"Authorization": authorization}, server=tls)
     assert "unknown key 'OnAuthCache' for the oAuth2 scheme" in exc.problem

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from tests.auth.oauth2_support import (
     expect,
     fresh_claims,
     issuer_of,
-    local_oauth,
+    local_service,
     oauth_section,
     sign,
     signing_key,
@@ -87,9 +86,7 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, MODULE, servers=servers, extra=extra, app=APP)
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("client-names"), write_service)
+svc = local_service(write_service, "client-names")
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,12 @@ Over TLS across workers and hosts: tests/e2e/test_dpop_hosts.py."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import jwt
 import pytest
-import trustme
 
 from tests.auth.dpop_support import ALGS_PARAM, DpopKey, dpop_headers, unsigned_proof
 from tests.auth.oauth2_support import (
@@ -23,12 +21,12 @@ from tests.auth.oauth2_support import (
     assert_error,
     error_of,
     expect,
-    local_oauth,
+    local_service,
     oauth_section,
     params_source,
 )
 from tests.auth.oauth2_support import WEB as WEB_CLIENT
-from tests.auth.test_authorization_code import form_fields, pkce, redirected
+from tests.auth.test_authorization_code import login_code
 from tests.conftest import APP_SOURCE, module_config
 
 MODULE = "tauth_dpop_app"
@@ -55,9 +53,7 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, MODULE, servers=servers, app=APP, extra=extra, general=general)
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("dpop"), _write)
+svc = local_service(_write, "dpop")
 
 
 @pytest.fixture
@@ -302,13 +298,9 @@ def test_a_public_client_s_refresh_token_is_bound_to_its_key(dp: LocalOAuth, key
 def test_the_code_grant_binds_a_public_client_s_family_to_its_key(
     dp: LocalOAuth, key: DpopKey
 ) -> None:
-    verifier, challenge = pkce()
-    ask = {"response_type": "code", "client_id": "spa", "redirect_uri": "https://spa.example/cb",
-           "code_challenge": challenge, "code_challenge_method": "S256", "state": "st-1"}  # fmt: skip
-    shown = expect(dp.http.get(dp.base + "/fw/oauth2/authorize", params=ask))
-    login = {**form_fields(shown), **ADA}
-    _to, values = redirected(dp.http.post(dp.base + "/fw/oauth2/authorize", data=login))
-    redeem = {"grant_type": "authorization_code", "code": values["code"], "client_id": "spa",
+    # ada logs in at the authorize route (her password is test_authorization_code.py's too)
+    value, verifier, _params = login_code(dp, redirect_uri="https://spa.example/cb")
+    redeem = {"grant_type": "authorization_code", "code": value, "client_id": "spa",
               "redirect_uri": "https://spa.example/cb", "code_verifier": verifier}  # fmt: skip
     pair = bound_pair(dp, key, data=redeem)
     assert pair["token_type"] == "DPoP"

@@ -28,7 +28,7 @@ from tests.auth.oauth2_support import (
     issue_certs,
     issuer_of,
     oauth_section,
-    serve_oauth,
+    served_service,
     uvicorn_app,
 )
 from tests.conftest import ServerProcess, free_config, run_cli, wait_for
@@ -77,9 +77,7 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     )
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
-    yield from serve_oauth(ca, tmp_path_factory.mktemp("jwks"), _write, workers=2)
+svc = served_service(_write, "jwks", "svc", workers=2)
 
 
 def kid_of(token: str) -> str:

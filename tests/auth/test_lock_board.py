@@ -38,6 +38,11 @@ def one_throttle(tmp_path: Path) -> Iterator[tuple[SqliteStore, Throttle]]:
         store.close()
 
 
+def announced(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The lock-outs the throttle announced (its warnings)."""
+    return [r.getMessage() for r in caplog.records if "locked out for" in r.getMessage()]
+
+
 def test_a_lock_written_by_a_forked_worker_is_seen_by_its_sibling() -> None:
     board = LockBoard(2)
     assert board.latest() <= now_ms()
@@ -77,48 +82,42 @@ def test_a_full_probe_window_evicts_the_lock_that_ends_first_never_mixes_keys() 
     assert board.until("user:b", now_ms()) == later
 
 
-def test_the_worker_that_did_not_count_the_failures_refuses_the_next_attempt() -> None:
+@pytest.mark.anyio
+async def test_the_worker_that_did_not_count_the_failures_refuses_the_next_attempt() -> None:
     """Two throttles of one board (two workers): the failures all land on one of them."""
-
-    async def scenario() -> None:
-        store = MemoryStore()
-        board = LockBoard(2)
-        counting = Throttle(store, 3, "BASIC", board=board, region=0)
-        other = Throttle(store, 3, "BASIC", board=board, region=1)
-        for _ in range(3):
-            counting.check("bob", "127.0.0.5")
-            other.check("bob", "127.0.0.5")
-            await counting.failed(await counting.admit("bob", "127.0.0.5"))
-        assert not other.locked  # its copy of the store's list was not refreshed
-        with pytest.raises(HTTPError) as info:
-            other.check("bob", "127.0.0.9")  # another address: the user is locked
-        assert info.value.status == 429
-        assert 1 <= int(dict(info.value.headers)["retry-after"]) <= 300
-        with pytest.raises(HTTPError):
-            other.check("eve", "127.0.0.5")  # another user from that address: locked too
-        other.check("eve", "127.0.0.6")  # neither: served
-
-    asyncio.run(scenario())
+    store = MemoryStore()
+    board = LockBoard(2)
+    counting = Throttle(store, 3, "BASIC", board=board, region=0)
+    other = Throttle(store, 3, "BASIC", board=board, region=1)
+    for _ in range(3):
+        counting.check("bob", "127.0.0.5")
+        other.check("bob", "127.0.0.5")
+        await counting.failed(await counting.admit("bob", "127.0.0.5"))
+    assert not other.locked  # its copy of the store's list was not refreshed
+    with pytest.raises(HTTPError) as info:
+        other.check("bob", "127.0.0.9")  # another address: the user is locked
+    assert info.value.status == 429
+    assert 1 <= int(dict(info.value.headers)["retry-after"]) <= 300
+    with pytest.raises(HTTPError):
+        other.check("eve", "127.0.0.5")  # another user from that address: locked too
+    other.check("eve", "127.0.0.6")  # neither: served
 
 
-def test_failures_of_a_memory_store_are_counted_across_the_workers() -> None:
+@pytest.mark.anyio
+async def test_failures_of_a_memory_store_are_counted_across_the_workers() -> None:
     """The memory store is one process's: two workers alternating lock at ``maxFailures`` in all."""
-
-    async def scenario() -> None:
-        board = LockBoard(2)
-        # each worker has its own MemoryStore, as each forked worker has
-        first = Throttle(MemoryStore(), 3, "BASIC", board=board, region=0)
-        second = Throttle(MemoryStore(), 3, "BASIC", board=board, region=1)
-        await first.failed(await first.admit("u1", "127.0.0.7"))
-        await second.failed(await second.admit("u2", "127.0.0.7"))
-        first.check("u3", "127.0.0.7")  # two failures so far: served
-        await first.failed(await first.admit("u3", "127.0.0.7"))
-        with pytest.raises(HTTPError) as info:
-            second.check("u4", "127.0.0.7")
-        assert info.value.status == 429
-        second.check("u4", "127.0.0.8")  # another address, another user: served
-
-    asyncio.run(scenario())
+    board = LockBoard(2)
+    # each worker has its own MemoryStore, as each forked worker has
+    first = Throttle(MemoryStore(), 3, "BASIC", board=board, region=0)
+    second = Throttle(MemoryStore(), 3, "BASIC", board=board, region=1)
+    await first.failed(await first.admit("u1", "127.0.0.7"))
+    await second.failed(await second.admit("u2", "127.0.0.7"))
+    first.check("u3", "127.0.0.7")  # two failures so far: served
+    await first.failed(await first.admit("u3", "127.0.0.7"))
+    with pytest.raises(HTTPError) as info:
+        second.check("u4", "127.0.0.7")
+    assert info.value.status == 429
+    second.check("u4", "127.0.0.8")  # another address, another user: served
 
 
 def test_board_failure_windows_restart_and_count_per_key() -> None:
@@ -145,34 +144,33 @@ class SlowLockWrites(SqliteStore):
         super().add_lock(key, until)
 
 
-def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_count(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_count(
+    tmp_path: Path,
+) -> None:
     """Refreshed every 0.5 s: this worker's lock, not yet stored, stays on the board."""
-
-    async def scenario() -> None:
-        store = SlowLockWrites(tmp_path / "state.db")
-        board = LockBoard(2)
-        throttle = Throttle(store, 3, "BASIC", board=board, region=0)
-        user_key, ip_key = throttle.keys("bob", "127.0.0.5")
-        throttle.start()
-        try:
-            await asyncio.sleep(0.1)  # the first refresh: the store lists no lock
-            for _ in range(3):
-                await throttle.failed(await throttle.admit("bob", "127.0.0.5"))
-            assert board.until(user_key, now_ms()) > 0
-            await asyncio.sleep(1.2)  # two refreshes while the lock's write is on its way
-            assert board.until(user_key, now_ms()) > 0
-            # the failures counted in the store before each check (every host's count)
-            assert store.failures(user_key, 300)[0] == 3
-            with pytest.raises(HTTPError) as info:
-                throttle.check("bob", "127.0.0.9")
-            assert info.value.status == 429
-        finally:
-            store.arrive.set()
-            throttle.stop()
-        # the write arrives at last (its thread finishes on its own)
-        wait_for(lambda: store.locks().keys() == {user_key, ip_key}, 10, "the locks in the store")
-
-    asyncio.run(scenario())
+    store = SlowLockWrites(tmp_path / "state.db")
+    board = LockBoard(2)
+    throttle = Throttle(store, 3, "BASIC", board=board, region=0)
+    user_key, ip_key = throttle.keys("bob", "127.0.0.5")
+    throttle.start()
+    try:
+        await asyncio.sleep(0.1)  # the first refresh: the store lists no lock
+        for _ in range(3):
+            await throttle.failed(await throttle.admit("bob", "127.0.0.5"))
+        assert board.until(user_key, now_ms()) > 0
+        await asyncio.sleep(1.2)  # two refreshes while the lock's write is on its way
+        assert board.until(user_key, now_ms()) > 0
+        # the failures counted in the store before each check (every host's count)
+        assert store.failures(user_key, 300)[0] == 3
+        with pytest.raises(HTTPError) as info:
+            throttle.check("bob", "127.0.0.9")
+        assert info.value.status == 429
+    finally:
+        store.arrive.set()
+        throttle.stop()
+    # the write arrives at last (its thread finishes on its own)
+    wait_for(lambda: store.locks().keys() == {user_key, ip_key}, 10, "the locks in the store")
 
 
 class RefusesLockWrites(SqliteStore):
@@ -182,128 +180,111 @@ class RefusesLockWrites(SqliteStore):
         raise StoreError("this store takes no write")
 
 
-def test_a_lock_the_store_will_not_take_leaves_the_list_read(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_lock_the_store_will_not_take_leaves_the_list_read(tmp_path: Path) -> None:
     """Retried each refresh, the list still read: another host's lock-out holds (it did not)."""
-
-    async def scenario() -> None:
-        store = RefusesLockWrites(tmp_path / "state.db")
-        other_host = SqliteStore(tmp_path / "state.db")
-        throttle = Throttle(store, 3, "BASIC", board=LockBoard(2), region=0)
-        throttle.start()
-        try:
-            for _ in range(3):
-                await throttle.failed(await throttle.admit("bob", "127.0.0.5"))
-            with pytest.raises(HTTPError):
-                throttle.check("bob", "127.0.0.9")  # on this host's board
-            await asyncio.sleep(0.6)  # a refresh whose write of bob's lock failed
-            carl = throttle.keys("carl", "127.0.0.7")[0]
-            other_host.add_lock(carl, time.time() + 60)
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline:
-                try:
-                    throttle.check("carl", "127.0.0.8")
-                except HTTPError as exc:
-                    assert exc.status == 429
-                    return
-                await asyncio.sleep(0.05)
-            raise AssertionError("another host's lock-out unseen while a write is refused")
-        finally:
-            throttle.stop()
-            other_host.close()
-
-    asyncio.run(scenario())
+    store = RefusesLockWrites(tmp_path / "state.db")
+    other_host = SqliteStore(tmp_path / "state.db")
+    throttle = Throttle(store, 3, "BASIC", board=LockBoard(2), region=0)
+    throttle.start()
+    try:
+        for _ in range(3):
+            await throttle.failed(await throttle.admit("bob", "127.0.0.5"))
+        with pytest.raises(HTTPError):
+            throttle.check("bob", "127.0.0.9")  # on this host's board
+        await asyncio.sleep(0.6)  # a refresh whose write of bob's lock failed
+        carl = throttle.keys("carl", "127.0.0.7")[0]
+        other_host.add_lock(carl, time.time() + 60)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            try:
+                throttle.check("carl", "127.0.0.8")
+            except HTTPError as exc:
+                assert exc.status == 429
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("another host's lock-out unseen while a write is refused")
+    finally:
+        throttle.stop()
+        other_host.close()
 
 
-def test_a_known_header_refused_now_is_counted_once_in_the_store(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_known_header_refused_now_is_counted_once_in_the_store(tmp_path: Path) -> None:
     """A Basic header ``OnAuth`` accepted lately is admitted uncounted; refused now (the password
     changed), its failure is counted then: once, in the store (it was counted there twice)."""
-
-    async def scenario() -> None:
-        with one_throttle(tmp_path) as (store, throttle):
-            user_key, ip_key = throttle.keys("bob", "127.0.0.5")
-            throttle.known("bob", "127.0.0.5")
-            await throttle.failed(throttle.uncounted("bob", "127.0.0.5"))
-            assert store.failures(user_key, 300)[0] == 1
-            assert store.failures(ip_key, 300)[0] == 1
-
-    asyncio.run(scenario())
+    with one_throttle(tmp_path) as (store, throttle):
+        user_key, ip_key = throttle.keys("bob", "127.0.0.5")
+        throttle.known("bob", "127.0.0.5")
+        await throttle.failed(throttle.uncounted("bob", "127.0.0.5"))
+        assert store.failures(user_key, 300)[0] == 1
+        assert store.failures(ip_key, 300)[0] == 1
 
 
-def test_a_count_that_crosses_again_behind_a_right_password_is_not_announced_again(
+@pytest.mark.anyio
+async def test_a_count_that_crosses_again_behind_a_right_password_is_not_announced_again(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A right password in progress when the failure crossing ``maxFailures`` was counted, taken
     back after it: another worker's attempt counted meanwhile reaches ``maxFailures`` too. Its
     failure locks what is locked already: one warning for the lock-out, not two."""
-
-    async def scenario() -> None:
-        store = SqliteStore(tmp_path / "state.db")
-        board = LockBoard(2)
-        first = Throttle(store, 3, "BASIC", board=board, region=0)
-        second = Throttle(store, 3, "BASIC", board=board, region=1)
-        try:
-            right = await first.admit("bob", "127.0.0.5")  # its check in progress
-            await first.failed(await first.admit("bob", "127.0.0.5"))
-            crossing = await first.admit("bob", "127.0.0.5")
-            assert crossing.counts == (3, 3)
-            await first.succeeded(right)
-            again = await second.admit("bob", "127.0.0.5")  # before the crossing's failure
-            assert again.counts == (3, 3)
-            await first.failed(crossing)
-            await second.failed(again)
-        finally:
-            first.stop()
-            second.stop()
-            store.close()
-
-    with caplog.at_level("WARNING", logger="fwrest.auth"):
-        asyncio.run(scenario())
-    announced = [r.getMessage() for r in caplog.records if "locked out for" in r.getMessage()]
-    assert len(announced) == 1, announced
+    caplog.set_level("WARNING", logger="fwrest.auth")
+    store = SqliteStore(tmp_path / "state.db")
+    board = LockBoard(2)
+    first = Throttle(store, 3, "BASIC", board=board, region=0)
+    second = Throttle(store, 3, "BASIC", board=board, region=1)
+    try:
+        right = await first.admit("bob", "127.0.0.5")  # its check in progress
+        await first.failed(await first.admit("bob", "127.0.0.5"))
+        crossing = await first.admit("bob", "127.0.0.5")
+        assert crossing.counts == (3, 3)
+        await first.succeeded(right)
+        again = await second.admit("bob", "127.0.0.5")  # before the crossing's failure
+        assert again.counts == (3, 3)
+        await first.failed(crossing)
+        await second.failed(again)
+    finally:
+        first.stop()
+        second.stop()
+        store.close()
+    assert len(announced(caplog)) == 1, announced(caplog)
 
 
-def test_a_known_headers_failure_is_counted_in_the_store_even_when_a_count_is_full(
+@pytest.mark.anyio
+async def test_a_known_headers_failure_is_counted_in_the_store_even_when_a_count_is_full(
     tmp_path: Path,
 ) -> None:
     """A known header's failure, counted when its check fails, is a failure whatever the counts
     hold: the store counts it (``hit_failures`` counted nothing with a key full of checks in
     progress, and the throttle locked and announced a count the store did not hold)."""
-
-    async def scenario() -> None:
-        with one_throttle(tmp_path) as (store, throttle):
-            user_key, _ = throttle.keys("ada", "127.0.0.6")
-            for _ in range(2):
-                await throttle.failed(await throttle.admit("ada", "127.0.0.6"))
-            for _ in range(3):  # three checks from another address, in progress
-                await throttle.admit("eve", "127.0.0.7")
-            _, busy_key = throttle.keys("eve", "127.0.0.7")
-            throttle.known("ada", "127.0.0.7")
-            await throttle.failed(throttle.uncounted("ada", "127.0.0.7"))
-            assert store.failures(user_key, 300)[0] == 3
-            assert store.failures(busy_key, 300)[0] == 4
-
-    asyncio.run(scenario())
+    with one_throttle(tmp_path) as (store, throttle):
+        user_key, _ = throttle.keys("ada", "127.0.0.6")
+        for _ in range(2):
+            await throttle.failed(await throttle.admit("ada", "127.0.0.6"))
+        for _ in range(3):  # three checks from another address, in progress
+            await throttle.admit("eve", "127.0.0.7")
+        _, busy_key = throttle.keys("eve", "127.0.0.7")
+        throttle.known("ada", "127.0.0.7")
+        await throttle.failed(throttle.uncounted("ada", "127.0.0.7"))
+        assert store.failures(user_key, 300)[0] == 3
+        assert store.failures(busy_key, 300)[0] == 4
 
 
-def test_a_failure_settled_past_the_threshold_before_the_crossing_one_is_announced(
+@pytest.mark.anyio
+async def test_a_failure_settled_past_the_threshold_before_the_crossing_one_is_announced(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A known Basic header's failures are counted after their checks, many at once: the one
     counted 4th (maxFailures 3) may be settled before the 3rd. It locks and announces; the
     3rd finds the lock in force and announces nothing. (Announced by the crossing failure
     only, a review saw lock-outs never logged nor audited.)"""
-
-    async def scenario() -> None:
-        with one_throttle(tmp_path) as (_, throttle):
-            late, crossing = (
-                throttle.uncounted("ada", "127.0.0.8"),
-                throttle.uncounted("ada", "127.0.0.8"),
-            )
-            throttle._settle(late, (4, 4), (300.0, 300.0))  # the race, made in order
-            throttle._settle(crossing, (3, 3), (300.0, 300.0))
-
-    with caplog.at_level("WARNING", logger="fwrest.auth"):
-        asyncio.run(scenario())
-    announced = [r.getMessage() for r in caplog.records if "locked out for" in r.getMessage()]
-    assert len(announced) == 1, announced
-    assert "ada" in announced[0], announced
+    caplog.set_level("WARNING", logger="fwrest.auth")
+    with one_throttle(tmp_path) as (_, throttle):
+        late, crossing = (
+            throttle.uncounted("ada", "127.0.0.8"),
+            throttle.uncounted("ada", "127.0.0.8"),
+        )
+        throttle._settle(late, (4, 4), (300.0, 300.0))  # the race, made in order
+        throttle._settle(crossing, (3, 3), (300.0, 300.0))
+    warnings = announced(caplog)
+    assert len(warnings) == 1 and "ada" in warnings[0], warnings

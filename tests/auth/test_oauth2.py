@@ -12,7 +12,7 @@ import json
 import re
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -42,7 +42,7 @@ from tests.auth.oauth2_support import (
     fresh_claims,
     issue_certs,
     issuer_of,
-    local_oauth,
+    local_service,
     oauth_section,
     sign,
     signing_key,
@@ -136,9 +136,7 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, m, servers=servers, app=APP_SOURCE + OAUTH_APP)
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("oauth2"), write_service)
+svc = local_service(write_service, "oauth2")
 
 
 @pytest.fixture
@@ -153,17 +151,12 @@ def assert_token_response(response: httpx.Response, expires_in: int = 7200) -> d
     assert response.status_code == 200, response.text
     body = response.json()
     assert set(body) == TOKEN_KEYS, body
-    assert (body["scope"], body["token_type"], body["expires_in"]) == (
-        "default",
-        "Bearer",
-        expires_in,
-    )
+    assert (body["scope"], body["token_type"]) == ("default", "Bearer"), body
+    assert body["expires_in"] == expires_in, body
     assert isinstance(body["access_token"], str) and isinstance(body["refresh_token"], str)
-    assert (response.headers["cache-control"], response.headers["pragma"]) == (
-        "no-store",
-        "no-cache",
-    )
-    assert response.headers["content-type"].startswith("application/json")
+    headers = response.headers
+    assert (headers["cache-control"], headers["pragma"]) == ("no-store", "no-cache"), headers
+    assert headers["content-type"].startswith("application/json")
     return body
 
 

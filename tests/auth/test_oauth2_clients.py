@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
@@ -36,9 +35,9 @@ from tests.auth.oauth2_support import (
     error_of,
     expect,
     issue_certs,
-    local_oauth,
+    local_service,
     oauth_section,
-    serve_oauth,
+    served_service,
     wait_for,
 )
 from tests.builders import config_of
@@ -204,15 +203,9 @@ def write_single(folder: Path, certs: dict[str, Path]) -> Path:
     return free_config(folder, servers=servers, app=APP_SOURCE + CLIENTS_APP)
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("oauth2_clients"), write_service)
-
-
-@pytest.fixture(scope="module")
-def served(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
-    """A real ``fwrest serve`` of the ``SINGLE`` port, over TLS, for the real clients."""
-    yield from serve_oauth(ca, tmp_path_factory.mktemp("oauth2_clients_served"), write_single)
+svc = local_service(write_service, "oauth2_clients")
+# a real ``fwrest serve`` of the ``SINGLE`` port, over TLS, for the real clients
+served = served_service(write_single, "oauth2_clients_served")
 
 
 def form(username: str, password: str) -> dict[str, str]:

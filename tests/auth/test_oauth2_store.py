@@ -60,7 +60,7 @@ from tests.auth.oauth2_support import (
     issuer_of,
     oauth_section,
     params_source,
-    serve_oauth,
+    served_service,
     sign,
     wait_for,
 )
@@ -177,10 +177,8 @@ def _sqlite_service(folder: Path, certs: dict[str, Path]) -> Path:
     return service_config(folder, certs, "sqlite", max_failures=3)
 
 
-@pytest.fixture(scope="module")
-def workers(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
-    """``fwrest serve --workers 2`` with the sqlite store; ``THROTTLED``'s maxFailures is 3."""
-    yield from serve_oauth(ca, tmp_path_factory.mktemp("oauth2_sqlite"), _sqlite_service, 2)
+# ``fwrest serve --workers 2`` with the sqlite store; ``THROTTLED``'s maxFailures is 3
+workers = served_service(_sqlite_service, "oauth2_sqlite", "workers", workers=2)
 
 
 def test_sqlite_is_the_store_and_the_key_is_a_file(workers: OAuthService) -> None:
@@ -296,9 +294,8 @@ def test_two_services_share_tokens_through_redis(
     print(f"service B refused the revoked family {took:.3f} s after the replay on A")
     # failed grants are counted in Redis: two on A and one on B lock the user out on both
     wrong = ("bob", "guess")
-    assert error_of(a.grant(*wrong)) == "invalid_grant"
-    assert error_of(a.grant(*wrong)) == "invalid_grant"
-    assert error_of(b.grant(*wrong)) == "invalid_grant"
+    for port in (a, a, b):
+        assert error_of(port.grant(*wrong)) == "invalid_grant"
     assert a.grant("bob", "Bob-Pw-2207").status_code == 429
     assert b.grant(*wrong).status_code == 429
 
@@ -348,12 +345,10 @@ def test_hosts_spelling_the_section_in_another_case_share_its_tokens(
         claims = jwt.decode(tokens["access_token"], options={"verify_signature": False})
         assert claims["aud"] == "OAUTH"  # written as the issuing host spells it
         assert b.get("/hello", tokens["access_token"]).status_code == 200
-        seen = b.http.post(b.base + "/fw/oauth2/introspect", auth=("web", "Web-Secret-9q"),
-                           data={"token": tokens["access_token"]})  # fmt: skip
-        assert seen.status_code == 200 and seen.json()["active"] is True, seen.text
-        seen = b.http.post(b.base + "/fw/oauth2/introspect", auth=("web", "Web-Secret-9q"),
-                           data={"token": tokens["refresh_token"]})  # fmt: skip
-        assert seen.status_code == 200 and seen.json()["active"] is True, seen.text
+        for kind in ("access_token", "refresh_token"):
+            seen = b.http.post(b.base + "/fw/oauth2/introspect", auth=("web", "Web-Secret-9q"),
+                               data={"token": tokens[kind]})  # fmt: skip
+            assert seen.status_code == 200 and seen.json()["active"] is True, (kind, seen.text)
         renewed = b.refresh(tokens["refresh_token"])  # A's refresh token, on B
         assert renewed.status_code == 200, renewed.text
         newest = renewed.json()["access_token"]

@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import bcrypt
-import httpx
-import pytest
-import trustme
 from argon2 import PasswordHasher
 
-from tests.auth.oauth2_support import OAuth, expect, issue_certs, oauth_section
+from tests.auth.oauth2_support import OAuthService, expect, oauth_section, served_service
 from tests.auth.test_authorization_code import form_fields
-from tests.conftest import APP_SOURCE, free_config, serving
+from tests.conftest import APP_SOURCE, free_config
 
 TRIES = 50
 FACTOR = 1.5
@@ -48,16 +44,6 @@ def params():
 )
 
 
-def _serve(ca: trustme.CA, folder: Path, app: str, params: str) -> Iterator[OAuth]:
-    """Module fixture: ``fwrest serve`` of ``app`` (``onAuthparams=params``), its client."""
-    certs = issue_certs(ca, folder / "certs")
-    # maxFailures: the oauth_section default, far above the failures sent here
-    servers = {"OAUTH": oauth_section(certs, onAuthparams=params)}
-    config = free_config(folder, servers=servers, app=app)
-    with serving(config) as proc, OAuth(proc, "OAUTH", certs) as found:
-        yield found
-
-
 def assert_alike(times: dict[str, list[float]], what: str) -> None:
     """The medians of ``times`` (kind -> seconds) are within ``FACTOR`` of each other."""
     medians = {kind: statistics.median(values) for kind, values in times.items()}
@@ -67,27 +53,20 @@ def assert_alike(times: dict[str, list[float]], what: str) -> None:
     assert ratio < FACTOR, medians
 
 
-@pytest.fixture(scope="module")
-def port(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuth]:
-    yield from _serve(ca, tmp_path_factory.mktemp("password_timing"), APP, "app.params")
-
-
-def timed_grant(port: OAuth, user: str, password: str) -> tuple[float, httpx.Response]:
-    started = time.perf_counter()
-    response = port.grant(user, password)
-    return time.perf_counter() - started, response
-
-
-def test_known_and_unknown_users_take_the_same_time_with_mixed_password_kinds(port: OAuth) -> None:
+def test_known_and_unknown_users_take_the_same_time_with_mixed_password_kinds(
+    served: OAuthService,
+) -> None:
+    port = served["OAUTH"]
     for user in (ARGON, BCRYPT, PLAIN):  # the right passwords work (and warm the dummies)
         assert port.grant(*user).status_code == 200
     times: dict[str, list[float]] = {kind: [] for kind in USER_KINDS}
     refused = {"error": "invalid_grant", "error_description": "invalid username or password"}
     for i in range(TRIES):
         for kind, user in USER_KINDS.items():
-            took, response = timed_grant(port, user, f"Wrong-Pw-{i}")
+            started = time.perf_counter()
+            response = port.grant(user, f"Wrong-Pw-{i}")
+            times[kind].append(time.perf_counter() - started)
             assert response.json() == refused and response.status_code == 400, response.text
-            times[kind].append(took)
     assert_alike(times, "wrong password grants")
 
 
@@ -97,28 +76,19 @@ HASHED_CLIENT = ("hashed", "Hashed-Client-Secret-84")
 PLAIN_CLIENT = ("plain", "Plain-Client-Secret-95")
 CLIENT_HASH = PasswordHasher(time_cost=2, memory_cost=16384, parallelism=1).hash(HASHED_CLIENT[1])
 
-CLIENTS_APP = (
-    APP_SOURCE
-    + f"""
+APP += f"""
 
 def client_params():
     return {{"client": [{{"client_id": "hashed", "client_secret": {CLIENT_HASH!r}}},
                        {{"client_id": "plain", "client_secret": {PLAIN_CLIENT[1]!r}}}],
              "types": [{{"grant_type": "client_credentials"}}]}}
 """
-)
-
-
-@pytest.fixture(scope="module")
-def clients_port(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuth]:
-    folder = tmp_path_factory.mktemp("client_timing")
-    yield from _serve(ca, folder, CLIENTS_APP, "app.client_params")
 
 
 def test_known_and_unknown_clients_take_the_same_time_with_a_hashed_secret(
-    clients_port: OAuth,
+    served: OAuthService,
 ) -> None:
-    port = clients_port
+    port = served["CLIENTS"]
     grant = {"grant_type": "client_credentials"}
     for client in (HASHED_CLIENT, PLAIN_CLIENT):  # the right secrets work, hashed or not
         expect(port.post(grant, auth=client))
@@ -136,9 +106,7 @@ def test_known_and_unknown_clients_take_the_same_time_with_a_hashed_secret(
 
 # -- the login page of the authorization code grant (SPEC 16.1) -----------------------------------
 
-CODE_APP = (
-    APP
-    + """
+APP += """
 
 def code_params():
     found = params()
@@ -147,16 +115,24 @@ def code_params():
     found["types"] = [{"grant_type": "authorization_code"}]
     return found
 """
-)
 
 
-@pytest.fixture(scope="module")
-def code_port(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuth]:
-    yield from _serve(ca, tmp_path_factory.mktemp("login_timing"), CODE_APP, "app.code_params")
+def _write(folder: Path, certs: dict[str, Path]) -> Path:
+    """One port per kind of check; maxFailures: the oauth_section default, far above the failures
+    sent here."""
+    kinds = {"OAUTH": "params", "CLIENTS": "client_params", "CODE": "code_params"}
+    servers = {name: oauth_section(certs, onAuthparams=f"app.{f}") for name, f in kinds.items()}
+    return free_config(folder, servers=servers, app=APP)
 
 
-def test_the_login_page_takes_the_same_time_for_known_and_unknown_users(code_port: OAuth) -> None:
+served = served_service(_write, "password_timing")
+
+
+def test_the_login_page_takes_the_same_time_for_known_and_unknown_users(
+    served: OAuthService,
+) -> None:
     """Wrong password or unknown user: the page again, one message, the same time (SPEC 16.1)."""
+    code_port = served["CODE"]
     authorize = code_port.base + "/fw/oauth2/authorize"
     challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
     ask = {"response_type": "code", "client_id": "spa", "code_challenge": challenge,

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import jwt
+import pytest
 
 from fwrest.auth.oauth2.keyset import FileKeySet, ensure, rotate
 from fwrest.auth.oauth2.portkeys import PortKeys
@@ -32,7 +33,10 @@ def _pair(tmp_path: Path) -> tuple[PortKeys, PortKeys, FileKeySet]:
     return a, b, FileKeySet(path)
 
 
-def test_a_key_made_elsewhere_verifies_after_one_look_before_the_next_poll(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_key_made_elsewhere_verifies_after_one_look_before_the_next_poll(
+    tmp_path: Path,
+) -> None:
     a, b, shared = _pair(tmp_path)
     old = a.kid
     rotate(shared, {"EdDSA"})
@@ -41,27 +45,20 @@ def test_a_key_made_elsewhere_verifies_after_one_look_before_the_next_poll(tmp_p
     token = a.sign({"sub": "ada", "exp": time.time() + 60}, 60)
     kid = jwt.get_unverified_header(token)["kid"]
     assert b.key_of(kid) is None
-
-    async def run() -> bool:
-        return await b.catch_up()
-
-    assert asyncio.run(run()) is True
+    assert await b.catch_up() is True
     key = b.key_of(kid)
     assert key is not None
     assert jwt.decode(token, key, algorithms=["EdDSA"])["sub"] == "ada"
     assert b.key_of(old) is not None, "the former key still verifies its tokens"
 
 
-def test_tokens_naming_unknown_keys_share_one_look_at_a_time(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_tokens_naming_unknown_keys_share_one_look_at_a_time(tmp_path: Path) -> None:
     _, b, _ = _pair(tmp_path)
     source = b.source
     assert isinstance(source, _CountingSource)
     source.looks = 0  # the one of the start
-
-    async def run() -> list[bool]:
-        return await asyncio.gather(*(b.catch_up() for _ in range(50)))
-
-    changed = asyncio.run(run())
+    changed = await asyncio.gather(*(b.catch_up() for _ in range(50)))
     assert changed == [False] * 50, "nothing changed: every asker is told so"
     # the first asker's look, then one more for those who joined it under way
     assert 1 <= source.looks <= 2, source.looks

@@ -21,12 +21,13 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import orjson
+import pytest
 
 from fwrest.auth.oauth2.params import ParamsSource
 from fwrest.auth.oauth2.tokens import STORE_CALL_MIN_S, STORE_DEADLINE_S, TokenService
@@ -170,101 +171,93 @@ async def wait_event(event: threading.Event, timeout: float = 10) -> None:
     assert await asyncio.to_thread(event.wait, timeout), "hang guard"
 
 
-def run(scenario: Callable[[GatedStore, Client], Awaitable[None]]) -> None:
-    """``scenario`` with a new store and a token service on it, in an event loop of its own;
-    the store thawed and the service stopped afterwards."""
-
-    async def main() -> None:
-        store = GatedStore()
-        client = Client(store)
-        try:
-            await scenario(store, client)
-        finally:
-            store.gate.set()
-            client.service.stop()
-
-    asyncio.run(main())
+Gated = tuple[GatedStore, Client]
 
 
-def test_a_spend_that_completes_after_the_503_is_undone() -> None:
-    async def scenario(store: GatedStore, client: Client) -> None:
-        token = await client.password()
-        store.gated = {"spend_refresh"}
-        store.gate.clear()  # the spend reaches the store, which stops answering
-        status, body, took = await client.refresh(token)
-        print(f"refresh with the spend frozen: {status} after {took:.3f} s")
-        assert status == 503, body
-        assert took < SPEC_503_S
-        store.gate.set()  # the store answers: the spend happens now, for nobody
-        await wait_event(store.late_spend_done)
-        await wait_event(store.restored)
-        status, body, _ = await client.refresh(token)  # the client's retry
-        assert status == 200, body
-        status, body, _ = await client.refresh(token)  # now it is a replay
-        assert (status, body["error"]) == (400, "invalid_grant"), body
-
-    run(scenario)
+@pytest.fixture
+async def gated() -> AsyncIterator[Gated]:
+    """A new store and a token service on it; the store thawed and the service stopped after."""
+    store = GatedStore()
+    client = Client(store)
+    try:
+        yield store, client
+    finally:
+        store.gate.set()
+        client.service.stop()
 
 
-def test_a_spend_whose_new_pair_cannot_be_written_is_undone() -> None:
-    async def scenario(store: GatedStore, client: Client) -> None:
-        token = await client.password()
-        store.fail_add = True
-        status, body, _ = await client.refresh(token)
-        assert status == 503, body
-        await wait_event(store.restored)
-        store.fail_add = False
-        status, body, _ = await client.refresh(token)
-        assert status == 200, body
+@pytest.mark.anyio
+async def test_a_spend_that_completes_after_the_503_is_undone(gated: Gated) -> None:
+    store, client = gated
+    token = await client.password()
+    store.gated = {"spend_refresh"}
+    store.gate.clear()  # the spend reaches the store, which stops answering
+    status, body, took = await client.refresh(token)
+    print(f"refresh with the spend frozen: {status} after {took:.3f} s")
+    assert status == 503, body
+    assert took < SPEC_503_S
+    store.gate.set()  # the store answers: the spend happens now, for nobody
+    await wait_event(store.late_spend_done)
+    await wait_event(store.restored)
+    status, body, _ = await client.refresh(token)  # the client's retry
+    assert status == 200, body
+    status, body, _ = await client.refresh(token)  # now it is a replay
+    assert (status, body["error"]) == (400, "invalid_grant"), body
 
-    run(scenario)
+
+@pytest.mark.anyio
+async def test_a_spend_whose_new_pair_cannot_be_written_is_undone(gated: Gated) -> None:
+    store, client = gated
+    token = await client.password()
+    store.fail_add = True
+    status, body, _ = await client.refresh(token)
+    assert status == 503, body
+    await wait_event(store.restored)
+    store.fail_add = False
+    status, body, _ = await client.refresh(token)
+    assert status == 200, body
 
 
-def test_a_retry_while_the_undo_is_pending_undoes_it_first() -> None:
+@pytest.mark.anyio
+async def test_a_retry_while_the_undo_is_pending_undoes_it_first(gated: Gated) -> None:
     """The store fails the new pair's write and then the undo (a cluster down while another
     master fails over); it answers again just before the client's retry, before the
     background undo's next try: the retry undoes the spend itself and gets its pair, once."""
-
-    async def scenario(store: GatedStore, client: Client) -> None:
-        token = await client.password()
-        store.fail_add = store.fail_restore = True
-        status, body, _ = await client.refresh(token)
-        assert status == 503, body
-        await wait_event(store.restore_refused)  # the background undo tried, and failed
-        store.fail_add = store.fail_restore = False  # the store is back
-        status, body, _ = await client.refresh(token)  # the client's retry
-        assert status == 200, body
-        assert store.restored.is_set()
-        status, body, _ = await client.refresh(token)  # now it is a replay
-        assert (status, body["error"]) == (400, "invalid_grant"), body
-
-    run(scenario)
+    store, client = gated
+    token = await client.password()
+    store.fail_add = store.fail_restore = True
+    status, body, _ = await client.refresh(token)
+    assert status == 503, body
+    await wait_event(store.restore_refused)  # the background undo tried, and failed
+    store.fail_add = store.fail_restore = False  # the store is back
+    status, body, _ = await client.refresh(token)  # the client's retry
+    assert status == 200, body
+    assert store.restored.is_set()
+    status, body, _ = await client.refresh(token)  # now it is a replay
+    assert (status, body["error"]) == (400, "invalid_grant"), body
 
 
-def test_the_store_calls_of_one_request_share_one_deadline() -> None:
+@pytest.mark.anyio
+async def test_the_store_calls_of_one_request_share_one_deadline(gated: Gated) -> None:
     """Each call of a slow store answers well within the deadline, but the three calls of a
     password grant together do not: 503 when the shared deadline (plus the last call's
     minimum) has passed, not after the sum of the calls."""
+    store, client = gated
     slow = 0.45
     assert slow < STORE_DEADLINE_S < 3 * slow
-
-    async def scenario(store: GatedStore, client: Client) -> None:
-        store.slow_s = slow
-        status, body, took = await client.grant()
-        print(f"three store calls of {slow} s each: {status} after {took:.3f} s")
-        assert status == 503, body
-        assert STORE_DEADLINE_S <= took < STORE_DEADLINE_S + STORE_CALL_MIN_S + 0.25
-
-    run(scenario)
+    store.slow_s = slow
+    status, body, took = await client.grant()
+    print(f"three store calls of {slow} s each: {status} after {took:.3f} s")
+    assert status == 503, body
+    assert STORE_DEADLINE_S <= took < STORE_DEADLINE_S + STORE_CALL_MIN_S + 0.25
 
 
-def test_a_frozen_store_gets_503_after_the_deadline() -> None:
-    async def scenario(store: GatedStore, client: Client) -> None:
-        store.gated = {"failures"}
-        store.gate.clear()
-        status, body, took = await client.grant()
-        print(f"store frozen: {status} after {took:.3f} s")
-        assert status == 503, body
-        assert STORE_DEADLINE_S <= took < SPEC_503_S
-
-    run(scenario)
+@pytest.mark.anyio
+async def test_a_frozen_store_gets_503_after_the_deadline(gated: Gated) -> None:
+    store, client = gated
+    store.gated = {"failures"}
+    store.gate.clear()
+    status, body, took = await client.grant()
+    print(f"store frozen: {status} after {took:.3f} s")
+    assert status == 503, body
+    assert STORE_DEADLINE_S <= took < SPEC_503_S

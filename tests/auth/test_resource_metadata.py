@@ -1,19 +1,16 @@
 """SPEC 16.3: protected resource metadata (RFC 9728) and resource indicators (RFC 8707). In process
 (module ``tauth_resource_app``): ``RS`` (ES256, ``/rest`` and ``/api``, scopes), ``ISS`` (configured
-``issuer``), ``OFF`` (``oauth2/resource`` disabled); the discovery from a 401 over TLS on ``fwrest
-serve``."""
+``issuer``), ``OFF`` (``oauth2/resource`` disabled); the discovery from a 401 by a client that
+knows only a protected URL."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import jwt
 import pytest
-import trustme
 
 from tests.auth.oauth2_support import (
     ADA,
@@ -21,18 +18,16 @@ from tests.auth.oauth2_support import (
     KEYS_ADA,
     WEB,
     LocalService,
-    OAuthService,
     assert_error,
     assert_invalid_token,
     assert_missing_token,
     error_of,
     expect,
-    local_oauth,
+    local_service,
     oauth_section,
     params_source,
-    serve_oauth,
 )
-from tests.conftest import APP_SOURCE, free_config, module_config
+from tests.conftest import APP_SOURCE, module_config
 
 MODULE = "tauth_resource_app"
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -59,9 +54,7 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("resource"), _write)
+svc = local_service(_write, "resource")
 
 
 def _origin(svc: LocalService, port: str) -> str:
@@ -205,44 +198,30 @@ def test_native_routes_disable_takes_the_document_away(svc: LocalService) -> Non
     assert public["/fw/oauth2/resource"] is True
 
 
-# -- over real TLS: a client that knows only a protected URL --------------------------------
+# -- a client that knows only a protected URL ---------------------------------------------------
 
 
-def _write_real(folder: Path, certs: dict[str, Path]) -> Path:
-    servers = {
-        "RS": oauth_section(certs, "ROOT,API", onAuthparams="app.params", signingAlg="ES256")
-    }
-    extra = {"HTTPSERVER": {"StateStore": "sqlite"}, **LOCATIONS}
-    return free_config(folder, servers=servers, app=APP, extra=extra)
-
-
-@pytest.fixture(scope="module")
-def real(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
-    yield from serve_oauth(ca, tmp_path_factory.mktemp("resource-tls"), _write_real)
-
-
-def test_a_client_discovers_the_authorization_server_from_the_401(real: OAuthService) -> None:
-    port = real["RS"]
-    protected = port.proc.url("RS").removesuffix("/rest") + "/api/hello"
-    with httpx.Client(verify=port.ctx, timeout=15) as http:
-        refused = expect(http.get(protected), 401)
-        found = re.search(r'resource_metadata="([^"]+)"', refused.headers["www-authenticate"])
-        assert found is not None, refused.headers
-        resource = expect(http.get(found.group(1))).json()
-        assert protected.startswith(resource["resource"] + "/")
-        assert resource["bearer_methods_supported"] == ["header"]
-        issuer = resource["authorization_servers"][0]
-        # RFC 8414 3.1: the well-known path between the issuer's host and its path
-        origin, _, path = issuer.partition("://")[2].partition("/")
-        meta = expect(http.get(f"https://{origin}/.well-known/oauth-authorization-server/{path}"))
-        assert meta.json()["issuer"] == issuer
-        grant = {"grant_type": "password", "username": KEYS_ADA[0], "password": KEYS_ADA[1]}
-        granted = http.post(
-            meta.json()["token_endpoint"], data={**grant, "resource": resource["resource"]}
-        )
-        assert granted.status_code == 200, granted.text
-        token = granted.json()["access_token"]
-        answer = expect(http.get(protected, headers={"Authorization": f"Bearer {token}"}))
-        assert answer.json()["hello"] == "world"
-        elsewhere = {**grant, "resource": resource["resource"] + "/elsewhere"}
-        assert_error(http.post(meta.json()["token_endpoint"], data=elsewhere), "invalid_target")
+def test_a_client_discovers_the_authorization_server_from_the_401(svc: LocalService) -> None:
+    http = svc["RS"].http  # follows the absolute URLs the answers give, as any client
+    protected = _origin(svc, "RS") + "/api/hello"
+    refused = expect(http.get(protected), 401)
+    found = re.search(r'resource_metadata="([^"]+)"', refused.headers["www-authenticate"])
+    assert found is not None, refused.headers
+    resource = expect(http.get(found.group(1))).json()
+    assert protected.startswith(resource["resource"] + "/")
+    assert resource["bearer_methods_supported"] == ["header"]
+    issuer = resource["authorization_servers"][0]
+    # RFC 8414 3.1: the well-known path between the issuer's host and its path
+    origin, _, path = issuer.partition("://")[2].partition("/")
+    meta = expect(http.get(f"https://{origin}/.well-known/oauth-authorization-server/{path}"))
+    assert meta.json()["issuer"] == issuer
+    grant = {"grant_type": "password", "username": KEYS_ADA[0], "password": KEYS_ADA[1]}
+    granted = http.post(
+        meta.json()["token_endpoint"], data={**grant, "resource": resource["resource"]}
+    )
+    assert granted.status_code == 200, granted.text
+    token = granted.json()["access_token"]
+    answer = expect(http.get(protected, headers={"Authorization": f"Bearer {token}"}))
+    assert answer.json()["hello"] == "world"
+    elsewhere = {**grant, "resource": resource["resource"] + "/elsewhere"}
+    assert_error(http.post(meta.json()["token_endpoint"], data=elsewhere), "invalid_target")

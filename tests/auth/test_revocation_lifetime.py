@@ -88,70 +88,68 @@ def refused(service: TokenService, access: str) -> str:
     return str(info.value)
 
 
-def test_a_replayed_family_stays_revoked_until_every_token_of_it_has_expired(
+@pytest.mark.anyio
+async def test_a_replayed_family_stays_revoked_until_every_token_of_it_has_expired(
     store: StateStore, clock: Clock
 ) -> None:
-    async def scenario() -> None:
-        replaying, other = worker(store), worker(store)
-        try:
-            status, first = await post(
-                replaying, grant_type="password", username="ada", password="Ada-Pw-1"
-            )
-            assert status == 200, first
-            r1 = first["refresh_token"]
-            clock.advance(20)  # the next morning: the rotated token gets a later deadline
-            status, second = await refresh(replaying, r1)
-            assert status == 200, second
-            r2, a2 = second["refresh_token"], second["access_token"]
-            a2_claims = jwt.decode(a2, options={"verify_signature": False})
-            family, a2_exp = a2_claims["fam"], a2_claims["exp"]
-            r2_exp = expiry.refresh_deadline("Date()+1")  # what the rotation gave R2
-            assert r2_exp > clock.now + 24 * HOUR  # R2 outlives the former 24 h bound
-            assert other.verify(a2)["sub"] == "ada"  # A2 is good on either worker
+    replaying, other = worker(store), worker(store)
+    try:
+        status, first = await post(
+            replaying, grant_type="password", username="ada", password="Ada-Pw-1"
+        )
+        assert status == 200, first
+        r1 = first["refresh_token"]
+        clock.advance(20)  # the next morning: the rotated token gets a later deadline
+        status, second = await refresh(replaying, r1)
+        assert status == 200, second
+        r2, a2 = second["refresh_token"], second["access_token"]
+        a2_claims = jwt.decode(a2, options={"verify_signature": False})
+        family, a2_exp = a2_claims["fam"], a2_claims["exp"]
+        r2_exp = expiry.refresh_deadline("Date()+1")  # what the rotation gave R2
+        assert r2_exp > clock.now + 24 * HOUR  # R2 outlives the former 24 h bound
+        assert other.verify(a2)["sub"] == "ada"  # A2 is good on either worker
 
-            clock.advance(1)
-            status, body = await refresh(replaying, r1)  # the replay (an attacker's copy)
-            assert status == 400 and body["error"] == "invalid_grant", body
-            replayed_at = clock.now
-            until = (await asyncio.to_thread(store.revoked_families))[family]
-            print(
-                f"{store.kind}: replay at +21 h revokes the family for "
-                f"{(until - replayed_at) / HOUR:.1f} h (R2 expires in "
-                f"{(r2_exp - replayed_at) / HOUR:.1f} h, A2 in {(a2_exp - replayed_at) / HOUR:.1f} h)"
-            )
-            assert until >= max(r2_exp, a2_exp)
+        clock.advance(1)
+        status, body = await refresh(replaying, r1)  # the replay (an attacker's copy)
+        assert status == 400 and body["error"] == "invalid_grant", body
+        replayed_at = clock.now
+        until = (await asyncio.to_thread(store.revoked_families))[family]
+        print(
+            f"{store.kind}: replay at +21 h revokes the family for "
+            f"{(until - replayed_at) / HOUR:.1f} h (R2 expires in "
+            f"{(r2_exp - replayed_at) / HOUR:.1f} h, A2 in {(a2_exp - replayed_at) / HOUR:.1f} h)"
+        )
+        assert until >= max(r2_exp, a2_exp)
 
-            clock.advance(25)  # past the former bound (24 h); R2 and A2 not yet expired
-            assert clock.now < min(r2_exp, a2_exp)
-            await learn(other)
-            await learn(replaying)
-            assert "revoked" in refused(other, a2)
-            assert "revoked" in refused(replaying, a2)
-            status, body = await refresh(other, r2)
-            assert status == 400 and body["error"] == "invalid_grant", body
-            assert "revoked" in body["error_description"], body
-            status, body = await refresh(replaying, r2)  # again: now a replay of R2
-            assert status == 400 and body["error"] == "invalid_grant", body
+        clock.advance(25)  # past the former bound (24 h); R2 and A2 not yet expired
+        assert clock.now < min(r2_exp, a2_exp)
+        await learn(other)
+        await learn(replaying)
+        assert "revoked" in refused(other, a2)
+        assert "revoked" in refused(replaying, a2)
+        status, body = await refresh(other, r2)
+        assert status == 400 and body["error"] == "invalid_grant", body
+        assert "revoked" in body["error_description"], body
+        status, body = await refresh(replaying, r2)  # again: now a replay of R2
+        assert status == 400 and body["error"] == "invalid_grant", body
 
-            # every token expired: the store forgets the revocation (kept while tokens are valid)
-            until = (await asyncio.to_thread(store.revoked_families))[family]
-            clock.now = until + 1
-            await learn(other)
-            await learn(replaying)
-            assert family not in other.revoked and family not in replaying.revoked
-            assert "expired" in refused(other, a2)
-            if isinstance(store, SqliteStore):  # ended rows go at the next replay's write
-                store.revoke_family("another", clock.now + HOUR)
-                with sqlite3.connect(store.path) as db:
-                    rows = db.execute("SELECT family FROM revoked").fetchall()
-                assert rows == [("another",)], rows
-            status, body = await refresh(other, r2)  # spent and expired: refused all the same
-            assert status == 400 and body["error"] == "invalid_grant", body
-        finally:
-            replaying.stop()
-            other.stop()
-
-    asyncio.run(scenario())
+        # every token expired: the store forgets the revocation (kept while tokens are valid)
+        until = (await asyncio.to_thread(store.revoked_families))[family]
+        clock.now = until + 1
+        await learn(other)
+        await learn(replaying)
+        assert family not in other.revoked and family not in replaying.revoked
+        assert "expired" in refused(other, a2)
+        if isinstance(store, SqliteStore):  # ended rows go at the next replay's write
+            store.revoke_family("another", clock.now + HOUR)
+            with sqlite3.connect(store.path) as db:
+                rows = db.execute("SELECT family FROM revoked").fetchall()
+            assert rows == [("another",)], rows
+        status, body = await refresh(other, r2)  # spent and expired: refused all the same
+        assert status == 400 and body["error"] == "invalid_grant", body
+    finally:
+        replaying.stop()
+        other.stop()
 
 
 def test_the_bound_covers_the_latest_refresh_deadline_and_an_access_lifetime(clock: Clock) -> None:

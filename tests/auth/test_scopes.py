@@ -8,14 +8,12 @@ docs/authorization.md's scopes example, whose own example runs as written."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import requests
-import trustme
 from argon2 import PasswordHasher
 from authlib.integrations.base_client.errors import OAuthError
 from authlib.integrations.requests_client import OAuth2Session as AuthlibSession
@@ -37,9 +35,9 @@ from tests.auth.oauth2_support import (
     claims_of,
     error_of,
     expect,
-    local_oauth,
+    local_service,
     oauth_section,
-    serve_oauth,
+    served_service,
 )
 from tests.conftest import APP_SOURCE, free_config, local_port, module_config
 from tests.docs.blocks import example, substitute
@@ -159,14 +157,8 @@ def write_guide(folder: Path, certs: dict[str, Path]) -> Path:
     return config
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("scopes"), write_service)
-
-
-@pytest.fixture(scope="module")
-def served(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthService]:
-    yield from serve_oauth(ca, tmp_path_factory.mktemp("scopes_served"), write_guide)
+svc = local_service(write_service, "scopes")
+served = served_service(write_guide, "scopes_served")
 
 
 @pytest.fixture

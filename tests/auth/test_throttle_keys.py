@@ -103,57 +103,54 @@ def lockout_warnings(log: str, needle: str) -> list[str]:
 # -- one user, however spelled ----------------------------------------------------------------
 
 
-SPELLINGS = ["Alice", "ALICE", "\uff21\uff4c\uff49\uff43\uff45"]  # the last: fullwidth
+# per scheme: how a request is made (a method of Ports) and its refusal's status
+SCHEMES = {"basic-port": ("basic_get", 403), "token-route": ("grant", 400)}
+# per scheme: the spellings of one user (the last: fullwidth), the addresses' network, the subject
+# the lock-out's warning names
+SPELLINGS = {
+    "basic-port": (["Alice", "ALICE", "\uff21\uff4c\uff49\uff43\uff45"], "alice", "192.0.2.",
+                   "user:alice"),
+    "token-route": (["Bob", "BOB", "\uff42\uff4f\uff42"], "bob", "198.51.100.", "user 'bob'"),
+}  # fmt: skip
 
 
-def test_spellings_of_one_user_name_count_as_one_on_a_basic_port(ports: Ports) -> None:
-    statuses = [
-        ports.basic_get(name, "guess", f"192.0.2.{i + 1}") for i, name in enumerate(SPELLINGS)
-    ]
-    assert statuses == [403] * MAX  # three addresses: only the user's count reaches 3
-    locked = ports.basic_get("alice", USERS["alice"], "192.0.2.9")  # the right password
-    print(f"Basic: {SPELLINGS} wrong from 3 addresses: {statuses}; 'alice' right: {locked}")
+@pytest.mark.parametrize("scheme", list(SCHEMES))
+def test_spellings_of_one_user_name_count_as_one(ports: Ports, scheme: str) -> None:
+    (ask, refused), (names, user, net, subject) = SCHEMES[scheme], SPELLINGS[scheme]
+    send = getattr(ports, ask)
+    statuses = [send(name, "guess", f"{net}{i + 1}") for i, name in enumerate(names)]
+    assert statuses == [refused] * MAX  # three addresses: only the user's count reaches 3
+    locked = send(user, USERS[user], f"{net}9")  # the right password
+    print(f"{scheme}: {names} wrong from 3 addresses: {statuses}; {user!r} right: {locked}")
     assert locked == 429
-    assert ports.basic_get("carol", USERS["carol"], "192.0.2.1") == 200  # not the addresses
-    assert len(ports.warnings("user:alice")) == 1
-
-
-def test_spellings_of_one_user_name_count_as_one_on_the_token_route(ports: Ports) -> None:
-    names = ["Bob", "BOB", "\uff42\uff4f\uff42"]  # the last: fullwidth "bob"
-    statuses = [ports.grant(name, "guess", f"198.51.100.{i + 1}") for i, name in enumerate(names)]
-    assert statuses == [400] * MAX
-    locked = ports.grant("bob", USERS["bob"], "198.51.100.9")
-    print(f"token route: {names} wrong from 3 addresses: {statuses}; 'bob' right: {locked}")
-    assert locked == 429
-    assert ports.grant("carol", USERS["carol"], "198.51.100.1") == 200
-    assert len(ports.warnings("user 'bob'")) == 1
+    assert send("carol", USERS["carol"], f"{net}1") == 200  # not the addresses
+    assert len(ports.warnings(subject)) == 1
 
 
 # -- IPv6 per /64 ---------------------------------------------------------------------------
 
 
-SAME_64 = ["2001:db8:1:2::a", "2001:db8:1:2::b", "2001:db8:1:2:ffff:ffff:ffff:ffff"]
+# per scheme: three addresses of one /64, another of it, one of the next /64, the subject the
+# lock-out's warning names
+SAME_64 = {
+    "basic-port": (["2001:db8:1:2::a", "2001:db8:1:2::b", "2001:db8:1:2:ffff:ffff:ffff:ffff"],
+                   "2001:db8:1:2::1234", "2001:db8:1:3::1", "ip:2001:db8:1:2::/64"),
+    "token-route": (["2001:db8:5:6::a", "2001:db8:5:6::b", "2001:db8:5:6:ffff:ffff:ffff:ffff"],
+                    "2001:db8:5:6::1234", "2001:db8:5:7::1", "client 2001:db8:5:6::/64"),
+}  # fmt: skip
 
 
-def test_ipv6_clients_count_per_64_on_a_basic_port(ports: Ports) -> None:
-    statuses = [ports.basic_get(f"u{i + 1}", "guess", address) for i, address in enumerate(SAME_64)]
-    assert statuses == [403] * MAX  # three users: only the /64's count reaches 3
-    in_64 = ports.basic_get("u4", USERS["u4"], "2001:db8:1:2::1234")
-    next_64 = ports.basic_get("u5", USERS["u5"], "2001:db8:1:3::1")
-    print(f"Basic: 3 failures from {SAME_64}: another address of its /64 {in_64}, next {next_64}")
+@pytest.mark.parametrize("scheme", list(SCHEMES))
+def test_ipv6_clients_count_per_64(ports: Ports, scheme: str) -> None:
+    (ask, refused), (addresses, other, next_one, subject) = SCHEMES[scheme], SAME_64[scheme]
+    send = getattr(ports, ask)
+    statuses = [send(f"u{i + 1}", "guess", address) for i, address in enumerate(addresses)]
+    assert statuses == [refused] * MAX  # three users: only the /64's count reaches 3
+    in_64 = send("u4", USERS["u4"], other)
+    next_64 = send("u5", USERS["u5"], next_one)
+    print(f"{scheme}: 3 failures from {addresses}: another of its /64 {in_64}, next {next_64}")
     assert (in_64, next_64) == (429, 200)
-    assert len(ports.warnings("ip:2001:db8:1:2::/64")) == 1
-
-
-def test_ipv6_clients_count_per_64_on_the_token_route(ports: Ports) -> None:
-    addresses = [a.replace(":1:2:", ":5:6:") for a in SAME_64]
-    statuses = [ports.grant(f"u{i + 1}", "guess", address) for i, address in enumerate(addresses)]
-    assert statuses == [400] * MAX
-    in_64 = ports.grant("u4", USERS["u4"], "2001:db8:5:6::1234")
-    next_64 = ports.grant("u5", USERS["u5"], "2001:db8:5:7::1")
-    print(f"token route: 3 failures in 2001:db8:5:6::/64: {in_64} there, {next_64} in the next")
-    assert (in_64, next_64) == (429, 200)
-    assert len(ports.warnings("client 2001:db8:5:6::/64")) == 1
+    assert len(ports.warnings(subject)) == 1
 
 
 def test_ipv4_clients_of_a_dual_stack_port_count_apart(dual: ServerProcess) -> None:

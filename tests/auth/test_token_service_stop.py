@@ -9,6 +9,8 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import pytest
+
 from fwrest.auth.oauth2.params import ParamsSource
 from fwrest.auth.oauth2.tokens import TokenService
 from fwrest.store.calls import BACKGROUND_DEADLINE_S, StoreClient
@@ -42,28 +44,24 @@ class AnswersAsCancelled(StoreClient):
         return answer
 
 
-def test_the_revocation_loop_ends_at_stop_when_its_cancel_is_dropped() -> None:
+@pytest.mark.anyio
+async def test_the_revocation_loop_ends_at_stop_when_its_cancel_is_dropped() -> None:
     store = Threaded()
     client = AnswersAsCancelled(store)
     params = {"client_id": "web", "username": "ada", "password": "Ada-Pw-1"}
     service = TokenService(port_name="OAUTH", key=b"k" * 32, store=store,
                            source=ParamsSource(lambda: params, None), max_failures=10,
                            allow_get=False, client=client)  # fmt: skip
-
-    async def main() -> tuple[bool, BaseException | None]:
-        service.start()
-        loop_task = service._refresher
-        assert loop_task is not None
-        await asyncio.wait_for(client.entered.wait(), 5)
-        service.stop()  # the cancel lands on the call, which drops it
-        client.close()  # the service's shutdown closes the store's threads next
-        done, _ = await asyncio.wait({loop_task}, timeout=2.0)  # 4 rounds of 0.5 s
-        if not done:
-            loop_task.cancel()
-            return False, None
-        return True, None if loop_task.cancelled() else loop_task.exception()
-
-    ended, exc = asyncio.run(main())
-    assert ended, f"the loop still ran after stop ({client.calls} store calls)"
+    service.start()
+    loop_task = service._refresher
+    assert loop_task is not None
+    await asyncio.wait_for(client.entered.wait(), 5)
+    service.stop()  # the cancel lands on the call, which drops it
+    client.close()  # the service's shutdown closes the store's threads next
+    done, _ = await asyncio.wait({loop_task}, timeout=2.0)  # 4 rounds of 0.5 s
+    if not done:
+        loop_task.cancel()
+    assert done, f"the loop still ran after stop ({client.calls} store calls)"
+    exc = None if loop_task.cancelled() else loop_task.exception()
     assert exc is None, repr(exc)
     assert client.calls == 1

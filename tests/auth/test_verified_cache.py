@@ -5,14 +5,11 @@ used once, then the key leaves the set, the family is revoked, or the token expi
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import jwt
 import pytest
-import trustme
 
 from tests.auth.conftest import fwrest_cli
 from tests.auth.oauth2_support import (
@@ -22,7 +19,9 @@ from tests.auth.oauth2_support import (
     LocalService,
     assert_invalid_token,
     expect,
-    local_oauth,
+    expire_retired_key,
+    jwks_kids,
+    local_service,
     oauth_section,
     params_source,
     wait_for,
@@ -48,9 +47,7 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
     return module_config(folder, MODULE, servers=servers, app=APP, extra=extra)
 
 
-@pytest.fixture(scope="module")
-def svc(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    yield from local_oauth(ca, tmp_path_factory.mktemp("vcache"), _write)
+svc = local_service(_write, "vcache")
 
 
 def kid_of(token: str) -> str:
@@ -65,20 +62,8 @@ def test_a_remembered_token_of_a_key_removed_from_the_set_is_refused(svc: LocalS
     done = fwrest_cli("keys", "rotate", str(svc.config), real=False)  # tested in test_keys.py
     assert done.returncode == 0, done.stderr
     # the retired key's tokens made expired (an operator's edit): the set drops it, as a leaked key
-    path = svc.folder / ".fwrest" / "keyset.json"
-    doc = json.loads(path.read_text())
-    [victim] = [k for k in doc["keys"] if k["kid"] == old]
-    assert not victim["current"]
-    victim["retired"] = time.time() - 3600
-    edited = path.with_name("keyset.edited")
-    edited.write_text(json.dumps(doc))
-    edited.replace(path)
-
-    def gone() -> bool:
-        kids = [k["kid"] for k in ec.http.get(ec.base + "/fw/oauth2/jwks").json()["keys"]]
-        return old not in kids
-
-    wait_for(gone, 10, "the removed key gone from the port's set")
+    expire_retired_key(svc.folder, old)
+    wait_for(lambda: old not in jwks_kids(ec), 10, "the removed key gone from the port's set")
     refused = ec.get("/hello", token)
     assert_invalid_token(refused)
     assert "key set" in refused.json()["detailedMessage"]
