@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final, cast
 
@@ -690,7 +691,7 @@ class HttpProtocol(asyncio.Protocol):
                 return False
             rest = data[exc.args[0] :]
         except httptools.HttpParserError as exc:
-            self._fail(HTTPError(400, detailed=_parser_detail(exc), close=True))
+            self._fail(_parse_refusal(exc, data if entry_state is _IDLE else b""))
             return False
         if rest is not None:  # outside the except clause: the body's errors are its own
             self._read_upgrade_body()
@@ -961,7 +962,7 @@ class HttpProtocol(asyncio.Protocol):
                 # a coding after chunked (RFC 9112 6.3: 400), or one before it, which would
                 # reach the handler still encoded (6.1: 501)
                 raise refused
-        if hosts > 1 or (hosts == 0 and version == "1.1"):
+        if hosts > 1 or (hosts == 0 and not self._http10):
             # RFC 9112 3.2: an HTTP/1.1 request has exactly one Host
             raise HTTPError(400, detailed="the request needs exactly one Host header", close=True)
         if hosts and not _host_ok(host):
@@ -1423,6 +1424,22 @@ def _request_id(headers: list[tuple[str, str]] | None) -> str:
     """The id of a request the engine answers itself (SPEC 13.4): the client's acceptable one
     among ``headers`` (what was parsed of its head; None: nothing of it), else a new one."""
     return (carried_request_id(headers) if headers else None) or new_request_id()
+
+
+# RFC 9110 5.6.2: a method is a token
+_METHOD_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+ ")
+
+
+def _parse_refusal(exc: httptools.HttpParserError, begun: bytes) -> HTTPError:
+    """The refusal of a request llhttp cannot parse; ``begun``: the read it began with (b""
+    when it began earlier). A method that is a token llhttp does not know (``FOO``, ``get``)
+    is 501, not implemented (RFC 9110 9.1, 15.6.2); other faults are 400."""
+    if isinstance(exc, httptools.HttpParserInvalidMethodError):
+        if begun[:1] in (b"\r", b"\n"):
+            begun = begun.lstrip(b"\r\n")
+        if _METHOD_TOKEN.match(begun) is not None:
+            return HTTPError(501, detailed="the request's method is not implemented", close=True)
+    return HTTPError(400, detailed=_parser_detail(exc), close=True)
 
 
 def _parser_detail(exc: Exception) -> str:
