@@ -289,6 +289,10 @@ for name, raw in [("lowercase-method", "get {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
                   ("long-method", "GET" * 40 + " {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
                   ("unknown-method-after-empty-lines", "\r\n\r\nBREW {T} HTTP/1.1\r\nHost: h\r\n\r\n")]:
     proto(f"rl-{name}", F, ALL, raw, 501)
+# one behind another request in the same read: where it began is not known, 400
+proto("rl-unknown-method-pipelined", F, ALL,
+      "GET {T} HTTP/1.1\r\nHost: h\r\n\r\nBREW {T} HTTP/1.1\r\nHost: h\r\n\r\n",
+      {"basic": (401, 400), "oauth": (401, 400), "monitor": (200, 400)})
 # fwrest speaks HTTP/1.x only and says so to other major versions (RFC 9110 15.6.6); a later
 # HTTP/1.x is served as HTTP/1.1 (RFC 9110 2.5)
 for version in ("2.0", "0.9", "3.0", "5.1"):

@@ -691,7 +691,9 @@ class HttpProtocol(asyncio.Protocol):
                 return False
             rest = data[exc.args[0] :]
         except httptools.HttpParserError as exc:
-            self._fail(_parse_refusal(exc, data if entry_state is _IDLE else b""))
+            # the refused request began this read when it is the read's first
+            first = entry_state is _IDLE and self._completed == completed
+            self._fail(_parse_refusal(exc, data if first else b""))
             return False
         if rest is not None:  # outside the except clause: the body's errors are its own
             self._read_upgrade_body()
