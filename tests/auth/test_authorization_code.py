@@ -41,7 +41,8 @@ APP = (
 
 CLIENTS = [
     {{"client_id": "spa", "public": True, "scopes": ["orders:read"],
-      "redirect_uris": ["{SPA_CB}", "https://app.example.com/other", "http://127.0.0.1/cb"]}},
+      "redirect_uris": ["{SPA_CB}", "https://app.example.com/other", "http://127.0.0.1/cb",
+                        "http://[::1]/cb"]}},
     {{"client_id": "web", "client_secret": "{WEB_SECRET}", "redirect_uris": ["{WEB_CB}"]}},
     {{"client_id": "bare", "client_secret": "Bare-Secret-1"}},
 ]
@@ -369,6 +370,9 @@ def test_the_login_page_is_self_contained_and_not_cached(code: LocalOAuth) -> No
     assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
     assert "script-src" not in csp and "unsafe-inline" not in csp
     assert "form-action 'self' https://app.example.com;" in csp
+    # an IPv6 loopback, which no host-source can name: its scheme and port on any host
+    shown = expect(ask(code, redirect_uri="http://[::1]:5173/cb")[2])
+    assert "form-action 'self' http://*:5173;" in shown.headers["content-security-policy"]
     assert headers["x-frame-options"] == "DENY"
     assert headers["cache-control"] == "no-store"
     text = response.text

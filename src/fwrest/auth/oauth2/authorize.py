@@ -27,7 +27,8 @@ worker and host: a page one host served may be posted to another), valid
 no script, no outside asset; its ``Content-Security-Policy`` allows only its own ``<style>``
 blocks (by hash), posting the form to itself and the redirect to the client (a
 ``form-action`` without the client's origin makes a browser refuse the redirect after the
-form is posted), and no framing.
+form is posted; an IPv6 literal's origin, which CSP cannot name, is its scheme and port on
+any host), and no framing.
 """
 
 from __future__ import annotations
@@ -176,9 +177,22 @@ def _styles_policy(template: str) -> str:
     return "style-src " + " ".join(hashes) if hashes else "style-src 'none'"
 
 
-def _origin(uri: str) -> str:
+def _form_target(uri: str) -> str:
+    """The ``form-action`` source of a redirect URI: its origin, or, for an IPv6 literal
+    (``http://[::1]:PORT``, which no CSP host-source can name: Chromium ignores the source,
+    then refuses the redirect after the form is posted), its scheme and port on any host, the
+    tightest source that lets the browser follow it (docs/decisions.md).
+
+    >>> _form_target("https://app.example.com/cb"), _form_target("http://127.0.0.1:5173/cb")
+    ('https://app.example.com', 'http://127.0.0.1:5173')
+    >>> _form_target("http://[::1]:5173/cb"), _form_target("https://[2001:db8::1]/cb")
+    ('http://*:5173', 'https://*:443')
+    """
     parts = urlsplit(uri)
-    return f"{parts.scheme}://{parts.netloc}"
+    if not parts.netloc.startswith("["):
+        return f"{parts.scheme}://{parts.netloc}"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://*:{port}"
 
 
 class Authorizer:
@@ -265,7 +279,7 @@ class Authorizer:
             "form": form,
         }
         body = _PLACEHOLDER.sub(lambda m: values[m.group(1)], self.template).encode()
-        return Reply(status, self._headers(_origin(req.redirect)), body)
+        return Reply(status, self._headers(_form_target(req.redirect)), body)
 
     # -- the CSRF token -----------------------------------------------------------------------
     def form_token(self, params: dict[str, str], at: int | None = None) -> str:
