@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx
 import pytest
@@ -398,6 +398,24 @@ def test_the_users_template_is_filled_with_escaped_values(svc: LocalService) -> 
     assert "<p id=e>Invalid username or password.</p>" in wrong.text
     _to, values = redirected(post_form(branded, form_fields(wrong)))
     assert exchange(branded, values["code"], verifier).status_code == 200
+
+
+@pytest.mark.parametrize("port", ["CODE", "BRANDED"])
+def test_the_form_posts_to_the_routes_absolute_path_wherever_the_page_was_served(
+    svc: LocalService, port: str
+) -> None:
+    """The page at ``.../authorize/`` (the router ignores the slash), fwrest's own and the
+    template's ``{{form}}``: its form posts to ``/rest/fw/oauth2/authorize``, not to the
+    relative ``authorize`` (``.../authorize/authorize``, a 401)."""
+    served = svc[port]
+    verifier, challenge = pkce()
+    shown = served.http.get(served.base + AUTHORIZE + "/", params=authorize_params(challenge))
+    assert shown.status_code == 200, shown.text
+    action = re.search(r'<form method="post" action="([^"]*)">', shown.text)
+    assert action is not None and action.group(1) == "/rest" + AUTHORIZE, shown.text
+    data = {**form_fields(shown), "username": "ada", "password": ADA_PW}
+    _to, values = redirected(served.http.post(urljoin(str(shown.url), action.group(1)), data=data))
+    assert exchange(served, values["code"], verifier).status_code == 200
 
 
 def test_a_wrong_password_and_an_unknown_user_get_the_same_page(code: LocalOAuth) -> None:

@@ -41,7 +41,7 @@ import re
 import secrets
 import time
 from typing import TYPE_CHECKING
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from fwrest import log
 from fwrest.auth.oauth2.errors import InvalidScope, OAuthError
@@ -57,6 +57,7 @@ from fwrest.auth.oauth2.params import AuthParams, request_params
 from fwrest.auth.oauth2.redirects import registered_form
 from fwrest.auth.oauth2.scopes import allowed_scopes, grant, requested
 from fwrest.errors import OAUTH_NO_STORE, TooManyRequests
+from fwrest.routing.names import AUTHORIZE_ROUTE
 from fwrest.store.audit import AuditEvent
 from fwrest.wire import Reply
 
@@ -158,10 +159,11 @@ class _Request:
     """An authorization request as checked: its client, where to send the answer, and the
     scopes asked."""
 
-    __slots__ = ("asked", "client_id", "params", "redirect", "redirect_given")
+    __slots__ = ("action", "asked", "client_id", "params", "redirect", "redirect_given")
 
     def __init__(self, params: dict[str, str]) -> None:
         self.params = params
+        self.action = AUTHORIZE_ROUTE  # where the form posts: the route's absolute path
         self.client_id = ""
         self.redirect = ""
         self.redirect_given = False
@@ -262,7 +264,7 @@ class Authorizer:
         )
         token = self.form_token(req.params)
         form = (
-            '<form method="post" action="authorize">'
+            f'<form method="post" action="{html.escape(req.action)}">'
             f'<input type="hidden" name="{CSRF_FIELD}" value="{token}">{hidden}'
             '<label for="fw-username">User name</label>'
             '<input type="text" id="fw-username" name="username" autocomplete="username" '
@@ -409,6 +411,9 @@ class Authorizer:
         except _Redirected as exc:
             assert exc.req is not None
             return self._error_redirect(exc.req, exc, issuer)
+        # absolute: the page may be served at .../authorize/ (the router ignores the slash),
+        # where a relative action would post to .../authorize/authorize
+        req.action = quote(location.rstrip("/")) + AUTHORIZE_ROUTE
         if method != "POST":
             return self._page(req)
         return await self._login(req, allowed, client_ip, issuer)
