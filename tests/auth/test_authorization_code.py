@@ -575,6 +575,34 @@ def test_the_metadata_names_the_authorization_endpoint(svc: LocalService) -> Non
     assert "none" not in plain["token_endpoint_auth_methods_supported"]
 
 
+def test_the_openapi_document_declares_the_form_the_token_services_routes_take(
+    code: LocalOAuth,
+) -> None:
+    """SPEC 14.2: POST token, revoke, introspect and authorize take a form only (JSON is 400):
+    the document declares that type alone, with the fields, and authorize's 302."""
+    from fwrest.auth.oauth2.authorize import CSRF_FIELD
+
+    access = code.tokens("ada", ADA_PW)["access_token"]
+    doc = expect(code.get("/fw/rest/openapi.json", token=access)).json()
+    form = "application/x-www-form-urlencoded"
+    for route, field in [
+        ("token", "grant_type"),
+        ("revoke", "token"),
+        ("introspect", "token"),
+        ("authorize", CSRF_FIELD),
+    ]:
+        body = doc["paths"][f"/rest/fw/oauth2/{route}"]["post"]["requestBody"]
+        assert list(body["content"]) == [form], (route, body)
+        assert field in body["content"][form]["schema"]["required"], route
+        # what it declares is what it takes: JSON, which it no longer declares, is refused
+        as_json = code.http.post(code.base + f"/fw/oauth2/{route}", json={field: "x"})
+        assert as_json.status_code == 400, (route, as_json.text)
+    authorize = doc["paths"]["/rest" + AUTHORIZE]
+    assert "302" in authorize["post"]["responses"] and "302" in authorize["get"]["responses"]
+    fields = authorize["post"]["requestBody"]["content"][form]["schema"]["properties"]
+    assert {"username", "password", "client_id", "code_challenge"} <= set(fields)
+
+
 def test_a_disabled_authorize_route_is_not_in_the_metadata(svc: LocalService) -> None:
     port = svc["NOAUTHORIZE"]
     assert page(port, {"client_id": "x"}).status_code == 404
