@@ -480,6 +480,9 @@ def test_the_login_page_and_the_password_grant_share_one_budget(svc: LocalServic
     assert int(locked.headers["retry-after"]) > 0
     assert "Too many failed sign-ins" in locked.text
     assert code.grant(user, "wrong").status_code == 429
+    # the warning names both ways in: the lock-out's failures came from the page too
+    wanted = f"3 failed sign-ins (password grant or login page) within 300 s for user {user!r}"
+    assert wanted in svc.log(), svc.log()[-2000:]
 
 
 # -- the token route --------------------------------------------------------------------------
