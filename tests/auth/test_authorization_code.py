@@ -9,7 +9,7 @@ import secrets
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx
 import pytest
@@ -40,7 +40,8 @@ APP = (
 
 CLIENTS = [
     {{"client_id": "spa", "public": True, "scopes": ["orders:read"],
-      "redirect_uris": ["{SPA_CB}", "https://app.example.com/other", "http://127.0.0.1/cb"]}},
+      "redirect_uris": ["{SPA_CB}", "https://app.example.com/other", "http://127.0.0.1/cb",
+                        "http://[::1]/cb"]}},
     {{"client_id": "web", "client_secret": "{WEB_SECRET}", "redirect_uris": ["{WEB_CB}"]}},
     {{"client_id": "bare", "client_secret": "Bare-Secret-1"}},
 ]
@@ -361,6 +362,9 @@ def test_the_login_page_is_self_contained_and_not_cached(code: LocalOAuth) -> No
     assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
     assert "script-src" not in csp and "unsafe-inline" not in csp
     assert "form-action 'self' https://app.example.com;" in csp
+    # an IPv6 loopback, which no host-source can name: its scheme and port on any host
+    shown = expect(ask(code, redirect_uri="http://[::1]:5173/cb")[2])
+    assert "form-action 'self' http://*:5173;" in shown.headers["content-security-policy"]
     assert headers["x-frame-options"] == "DENY"
     assert headers["cache-control"] == "no-store"
     text = response.text
@@ -386,6 +390,24 @@ def test_the_users_template_is_filled_with_escaped_values(svc: LocalService) -> 
     assert "<p id=e>Invalid username or password.</p>" in wrong.text
     _to, values = redirected(post_form(branded, form_fields(wrong)))
     assert exchange(branded, values["code"], verifier).status_code == 200
+
+
+@pytest.mark.parametrize("port", ["CODE", "BRANDED"])
+def test_the_form_posts_to_the_routes_absolute_path_wherever_the_page_was_served(
+    svc: LocalService, port: str
+) -> None:
+    """The page at ``.../authorize/`` (the router ignores the slash), fwrest's own and the
+    template's ``{{form}}``: its form posts to ``/rest/fw/oauth2/authorize``, not to the
+    relative ``authorize`` (``.../authorize/authorize``, a 401)."""
+    served = svc[port]
+    verifier, challenge = pkce()
+    shown = served.http.get(served.base + AUTHORIZE + "/", params=authorize_params(challenge))
+    assert shown.status_code == 200, shown.text
+    action = re.search(r'<form method="post" action="([^"]*)">', shown.text)
+    assert action is not None and action.group(1) == "/rest" + AUTHORIZE, shown.text
+    data = {**form_fields(shown), "username": "ada", "password": ADA_PW}
+    _to, values = redirected(served.http.post(urljoin(str(shown.url), action.group(1)), data=data))
+    assert exchange(served, values["code"], verifier).status_code == 200
 
 
 def test_a_wrong_password_and_an_unknown_user_get_the_same_page(code: LocalOAuth) -> None:
@@ -450,6 +472,9 @@ def test_the_login_page_and_the_password_grant_share_one_budget(svc: LocalServic
     assert int(locked.headers["retry-after"]) > 0
     assert "Too many failed sign-ins" in locked.text
     assert code.grant(user, "wrong").status_code == 429
+    # the warning names both ways in: the lock-out's failures came from the page too
+    wanted = f"3 failed sign-ins (password grant or login page) within 300 s for user {user!r}"
+    assert wanted in svc.log(), svc.log()[-2000:]
 
 
 # -- the token route --------------------------------------------------------------------------
@@ -543,6 +568,34 @@ def test_the_metadata_names_the_authorization_endpoint(svc: LocalService) -> Non
     assert plain["response_types_supported"] == []
     assert "authorization_endpoint" not in plain
     assert "none" not in plain["token_endpoint_auth_methods_supported"]
+
+
+def test_the_openapi_document_declares_the_form_the_token_services_routes_take(
+    code: LocalOAuth,
+) -> None:
+    """SPEC 14.2: POST token, revoke, introspect and authorize take a form only (JSON is 400):
+    the document declares that type alone, with the fields, and authorize's 302."""
+    from fwrest.auth.oauth2.authorize import CSRF_FIELD
+
+    access = code.tokens("ada", ADA_PW)["access_token"]
+    doc = expect(code.get("/fw/rest/openapi.json", token=access)).json()
+    form = "application/x-www-form-urlencoded"
+    for route, field in [
+        ("token", "grant_type"),
+        ("revoke", "token"),
+        ("introspect", "token"),
+        ("authorize", CSRF_FIELD),
+    ]:
+        body = doc["paths"][f"/rest/fw/oauth2/{route}"]["post"]["requestBody"]
+        assert list(body["content"]) == [form], (route, body)
+        assert field in body["content"][form]["schema"]["required"], route
+        # what it declares is what it takes: JSON, which it no longer declares, is refused
+        as_json = code.http.post(code.base + f"/fw/oauth2/{route}", json={field: "x"})
+        assert as_json.status_code == 400, (route, as_json.text)
+    authorize = doc["paths"]["/rest" + AUTHORIZE]
+    assert "302" in authorize["post"]["responses"] and "302" in authorize["get"]["responses"]
+    fields = authorize["post"]["requestBody"]["content"][form]["schema"]["properties"]
+    assert {"username", "password", "client_id", "code_challenge"} <= set(fields)
 
 
 def test_a_disabled_authorize_route_is_not_in_the_metadata(svc: LocalService) -> None:

@@ -740,3 +740,38 @@ def test_a_function_returning_unusable_settings_stops_the_start(
     assert result.returncode == 2, result.stdout + result.stderr
     cannot = "the function app.lifetime returned settings that cannot be used: each user needs"
     assert f"[OAUTH] onAuthparams: {cannot} username and password" in result.stderr
+
+
+RAISING_APP = """
+
+def raising(params):
+    # the legacy form, failing with what it was handed (never a secret)
+    raise ValueError(f"legacy onAuthparams failed with {params!r}")
+"""
+
+
+def test_a_raising_legacy_onauthparams_logs_its_traceback_with_rest_error_full(
+    ca: trustme.CA, tmp_path: Path
+) -> None:
+    """``rest_error_full=1``: the function's traceback follows the error line, as a handler's
+    does; the request's password and client secret (a short one too) are not in the log."""
+    certs = issue_certs(ca, tmp_path / "certs")
+    config = free_config(
+        tmp_path,
+        servers={"RAISING": oauth_section(certs, onAuthparams="app.raising")},
+        app=APP_SOURCE + RAISING_APP,
+        general={"rest_error_full": 1},
+    )
+    with serving(config) as proc:
+        port = OAuth(proc, "RAISING", certs)
+        try:
+            answer = port.grant("ada", "Zq", client_id="web", client_secret="Canary-Secret-77")
+        finally:
+            port.close()
+        assert answer.status_code == 500, answer.text
+        text = proc.wait_log("ValueError: legacy onAuthparams failed with")
+    assert "[RAISING] onAuthparams raised ValueError; answered 500" in text, text
+    assert "Traceback (most recent call last)" in text, text
+    assert 'raise ValueError(f"legacy onAuthparams failed with {params!r}")' in text, text
+    assert "'username': 'ada'" in text, text  # what the function was handed
+    assert "Zq" not in text and "Canary-Secret-77" not in text, text

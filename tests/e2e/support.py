@@ -8,6 +8,7 @@ import functools
 import json
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -176,9 +177,10 @@ def example_copy(work: Path) -> Path:
 
 
 class Pages:
-    """A static server of ``folder`` (SPA origin, app callback, cross-site page), logging paths."""
+    """A static server of ``folder`` (SPA origin, app callback, cross-site page), logging paths;
+    on ``host`` (``"::1"``: a native app's IPv6 loopback)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, host: str = "127.0.0.1") -> None:
         self.asked: list[str] = []
         asked = self.asked
 
@@ -186,10 +188,14 @@ class Pages:
             def log_message(self, *args: Any) -> None:
                 asked.append(self.path)
 
+        class Server(ThreadingHTTPServer):
+            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
         handler = functools.partial(Handler, directory=str(folder))
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd = Server((host, 0), handler)
         self.port = int(self.httpd.server_address[1])
-        self.origin = f"http://127.0.0.1:{self.port}"
+        shown = f"[{host}]" if ":" in host else host
+        self.origin = f"http://{shown}:{self.port}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 

@@ -148,7 +148,10 @@ def _params() -> str:
                 {
                     "client_id": "native",
                     "public": True,
-                    "redirect_uris": ["http://127.0.0.1/callback.html"],
+                    "redirect_uris": [
+                        "http://127.0.0.1/callback.html",
+                        "http://[::1]/callback.html",
+                    ],
                 },
             ],
             "users": [{"username": ADA[0], "password": ADA[1], "scopes": ["orders:read"]}],
@@ -275,6 +278,83 @@ def test_the_login_page_in_chromium_without_javascript(browser: Any, hosts: Host
             },
         )
     assert answer.status_code == 200, answer.text
+
+
+def _log_in_without_javascript(
+    browser: Any, login_url: str, callback: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Chromium without JavaScript: the login page at ``login_url``, the form filled and posted,
+    the redirect followed to ``callback``; (the page's headers, the callback's query)."""
+    context = browser.new_context(java_script_enabled=False, ignore_https_errors=True)
+    try:
+        page = context.new_page()
+        shown = page.goto(login_url)
+        assert shown is not None and shown.status == 200
+        page.fill("#fw-username", ADA[0])
+        page.fill("#fw-password", ADA[1])
+        with page.expect_navigation(url=re.compile(re.escape(callback) + r"\?"), timeout=15_000):
+            page.click("button[type=submit]")
+        return shown.headers, query_of(page.url)
+    finally:
+        context.close()
+
+
+def _redeemed(hosts: Hosts, code: str, callback: str, verifier: str) -> int:
+    with hosts.client() as client:
+        answer = client.post(
+            hosts.base_a + TOKEN,
+            data={
+                "grant_type": "authorization_code",
+                "code": code,
+                "redirect_uri": callback,
+                "client_id": "native",
+                "code_verifier": verifier,
+            },
+        )
+    return answer.status_code
+
+
+def test_chromium_follows_the_redirect_to_an_ipv6_loopback_callback(
+    browser: Any, hosts: Hosts, tmp_path: Path
+) -> None:
+    """``http://[::1]:PORT``, which no CSP host-source can name, is reached after the post: the
+    page's ``form-action`` allows ``http://*:PORT`` (not every ``http:`` URL)."""
+    (tmp_path / "callback.html").write_text("the native app's callback")
+    app = Pages(tmp_path, host="::1")
+    try:
+        verifier, challenge = pkce()
+        callback = f"{app.origin}/callback.html"
+        query = (
+            f"response_type=code&client_id=native&redirect_uri={callback}"
+            f"&code_challenge={challenge}&code_challenge_method=S256&state=st-v6"
+        )
+        headers, values = _log_in_without_javascript(
+            browser, hosts.base_a + AUTHORIZE + "?" + query, callback
+        )
+    finally:
+        app.stop()
+    assert f"form-action 'self' http://*:{app.port};" in headers["content-security-policy"]
+    assert values["state"] == "st-v6"
+    assert any(p.startswith("/callback.html?code=") for p in app.asked), app.asked
+    assert _redeemed(hosts, values["code"], callback, verifier) == 200
+
+
+def test_the_login_page_served_with_a_trailing_slash_posts_to_the_route(
+    browser: Any, hosts: Hosts
+) -> None:
+    """``.../authorize/`` serves the page too (the router ignores the slash): its form posts to
+    the route itself, not to ``.../authorize/authorize``."""
+    verifier, challenge = pkce()
+    callback = f"{hosts.pages.origin}/callback.html"
+    query = (
+        f"response_type=code&client_id=native&redirect_uri={callback}"
+        f"&code_challenge={challenge}&code_challenge_method=S256&state=st-slash"
+    )
+    _headers, values = _log_in_without_javascript(
+        browser, hosts.base_a + AUTHORIZE + "/?" + query, callback
+    )
+    assert values["state"] == "st-slash"
+    assert _redeemed(hosts, values["code"], callback, verifier) == 200
 
 
 def test_a_single_page_app_on_another_origin_does_the_whole_flow(

@@ -29,6 +29,7 @@ __all__ = [
     "AcceptedPairs",
     "BasicGuard",
     "authorization_header",
+    "mask_secret",
     "parse_basic",
 ]
 
@@ -97,12 +98,12 @@ def _parse(header: str | None) -> tuple[str, str, str] | None:
     return user, password, credentials
 
 
-def _without(password: str, text: str) -> str:
+def mask_secret(password: str, text: str) -> str:
     """``text`` with ``password`` masked: everywhere when 3 characters or more, else only where
     it stands as a word of its own (masking every ``o`` of a line mangled it and showed the
     password ``o`` all the same).
 
-    >>> _without("o", "onauth exploded: bad password o"), _without("pw1", "a-pw1-b")
+    >>> mask_secret("o", "onauth exploded: bad password o"), mask_secret("pw1", "a-pw1-b")
     ('onauth exploded: bad password ***', 'a-***-b')
     """
     if len(password) >= 3:
@@ -371,8 +372,8 @@ class BasicGuard:
         else:
             tail = " (rest_error_full=1 logs the whole traceback)"
         if password:
-            text = _without(password, text)
-            tail = _without(password, tail)
+            text = mask_secret(password, text)
+            tail = mask_secret(password, tail)
         log.auth_log.error(
             "[%s] OnAuth %s raised %s: %s (user %r); answered 500%s",
             self._port,

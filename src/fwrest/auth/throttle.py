@@ -360,13 +360,14 @@ class LockBoard:
 class Wording:
     """How one scheme's lock-out warning names what failed and the keys it locked."""
 
-    attempts: str  # "failed attempts", "failed password grants"
+    attempts: str  # "failed attempts", "failed sign-ins (password grant or login page)"
     user: str  # a format of the user name
     address: str  # a format of the address
 
 
 BASIC_WORDING = Wording("failed attempts", "user:{}", "ip:{}")
-TOKEN_WORDING = Wording("failed password grants", "user {!r}", "client {}")
+# an oAuth2 port's budget is shared by the password grant and the login page (SPEC 16.1)
+TOKEN_WORDING = Wording("failed sign-ins (password grant or login page)", "user {!r}", "client {}")
 
 
 class StoreRun(Protocol):

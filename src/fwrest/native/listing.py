@@ -2,15 +2,75 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
 from fwrest.context.request import current
 from fwrest.native.catalog import NativeOptions, route_name
 from fwrest.native.schemas import Typed, add_schemas
-from fwrest.routing.names import OPEN_OAUTH2_ROUTES, TOKEN_ROUTE
+from fwrest.routing.names import (
+    AUTHORIZE_ROUTE_NAME,
+    INTROSPECT_ROUTE_NAME,
+    OPEN_OAUTH2_ROUTES,
+    REVOKE_ROUTE_NAME,
+    TOKEN_ROUTE,
+    TOKEN_ROUTE_NAME,
+)
 
 __all__ = ["build_openapi", "list_service", "openapi", "service_listing"]
+
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+def _form(required: list[str], *names: str) -> dict[str, Any]:
+    """The schema of a form of text fields ``names`` (a secret's ``format: password``)."""
+    props: dict[str, Any] = {}
+    for name in names:
+        props[name] = {"type": "string"}
+        if name in ("password", "client_secret"):
+            props[name]["format"] = "password"
+    return {"type": "object", "properties": props, "required": required}
+
+
+_TOKEN_FIELDS = ("token", "token_type_hint", "client_id", "client_secret")
+# the token service's POST routes, by name: they take a form only (RFC 6749 4.1.3, 4.3.2,
+# 6; RFC 7009 2.1; RFC 7662 2.1; the login form of SPEC 16.1), anything else is 400
+_FORMS: dict[str, dict[str, Any]] = {
+    TOKEN_ROUTE_NAME: _form(
+        ["grant_type"],
+        "grant_type",
+        "username",
+        "password",
+        "scope",
+        "refresh_token",
+        "code",
+        "redirect_uri",
+        "code_verifier",
+        "client_id",
+        "client_secret",
+    ),
+    REVOKE_ROUTE_NAME: _form(["token"], *_TOKEN_FIELDS),
+    INTROSPECT_ROUTE_NAME: _form(["token"], *_TOKEN_FIELDS),
+    AUTHORIZE_ROUTE_NAME: _form(
+        ["fw_csrf", "username", "password"],  # fw_csrf: the page's CSRF token (hidden)
+        "response_type",
+        "client_id",
+        "redirect_uri",
+        "code_challenge",
+        "code_challenge_method",
+        "scope",
+        "state",
+        "fw_csrf",
+        "username",
+        "password",
+    ),
+}
+_AUTHORIZE_REDIRECT = {
+    "description": "to the client's redirect_uri: code, state and iss (RFC 9207), or error, "
+    "state and iss",
+    "headers": {"Location": {"schema": {"type": "string"}}},
+}
 
 # the routes never behind the port's scheme (SPEC 4.2, 12.3), by name
 _OPEN_NAMES = frozenset(path.removeprefix("/fw/") for path in OPEN_OAUTH2_ROUTES)
@@ -230,16 +290,27 @@ def build_openapi(port: Any, version: str) -> dict[str, Any]:
                     operation["security"] = []
                 elif security_name and "scopes" in method:
                     operation["security"] = [{security_name: method["scopes"]}]
-                if method["method"] in ("POST", "PUT", "PATCH"):
+                name = route_name(entry["endpoint"]) if entry["source"] == "native" else None
+                form = _FORMS.get(name) if method["method"] == "POST" and name else None
+                if form is not None:
+                    operation["requestBody"] = {
+                        "required": True,
+                        "content": {FORM_TYPE: {"schema": copy.deepcopy(form)}},
+                    }
+                elif method["method"] in ("POST", "PUT", "PATCH"):
                     # a native route's state change needs its body (JSON, or the page's form
                     # with its token: a bare POST is 415, docs/decisions.md "Native routes")
                     operation["requestBody"] = {
                         "required": entry["type"] == "fw",
                         "content": {
                             "application/json": {"schema": {}},
-                            "application/x-www-form-urlencoded": {"schema": {}},
+                            FORM_TYPE: {"schema": {}},
                         },
                     }
+                if name == AUTHORIZE_ROUTE_NAME:
+                    # the page (200), or the redirect to the client: an error's, and the
+                    # code's after the form
+                    operation["responses"]["302"] = copy.deepcopy(_AUTHORIZE_REDIRECT)
                 path_item[method["method"].lower()] = operation
                 hints = hinted.get((full, method["method"]))
                 if hints is not None:

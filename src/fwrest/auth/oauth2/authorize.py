@@ -27,7 +27,8 @@ worker and host: a page one host served may be posted to another), valid
 no script, no outside asset; its ``Content-Security-Policy`` allows only its own ``<style>``
 blocks (by hash), posting the form to itself and the redirect to the client (a
 ``form-action`` without the client's origin makes a browser refuse the redirect after the
-form is posted), and no framing.
+form is posted; an IPv6 literal's origin, which CSP cannot name, is its scheme and port on
+any host), and no framing.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import re
 import secrets
 import time
 from typing import TYPE_CHECKING
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from fwrest import log
 from fwrest.auth.oauth2.errors import InvalidScope, OAuthError
@@ -56,6 +57,7 @@ from fwrest.auth.oauth2.params import AuthParams, request_params
 from fwrest.auth.oauth2.redirects import registered_form
 from fwrest.auth.oauth2.scopes import allowed_scopes, grant, requested
 from fwrest.errors import OAUTH_NO_STORE, TooManyRequests
+from fwrest.routing.names import AUTHORIZE_ROUTE
 from fwrest.store.audit import AuditEvent
 from fwrest.wire import Reply
 
@@ -157,10 +159,11 @@ class _Request:
     """An authorization request as checked: its client, where to send the answer, and the
     scopes asked."""
 
-    __slots__ = ("asked", "client_id", "params", "redirect", "redirect_given")
+    __slots__ = ("action", "asked", "client_id", "params", "redirect", "redirect_given")
 
     def __init__(self, params: dict[str, str]) -> None:
         self.params = params
+        self.action = AUTHORIZE_ROUTE  # where the form posts: the route's absolute path
         self.client_id = ""
         self.redirect = ""
         self.redirect_given = False
@@ -176,9 +179,22 @@ def _styles_policy(template: str) -> str:
     return "style-src " + " ".join(hashes) if hashes else "style-src 'none'"
 
 
-def _origin(uri: str) -> str:
+def _form_target(uri: str) -> str:
+    """The ``form-action`` source of a redirect URI: its origin, or, for an IPv6 literal
+    (``http://[::1]:PORT``, which no CSP host-source can name: Chromium ignores the source,
+    then refuses the redirect after the form is posted), its scheme and port on any host, the
+    tightest source that lets the browser follow it (docs/decisions.md).
+
+    >>> _form_target("https://app.example.com/cb"), _form_target("http://127.0.0.1:5173/cb")
+    ('https://app.example.com', 'http://127.0.0.1:5173')
+    >>> _form_target("http://[::1]:5173/cb"), _form_target("https://[2001:db8::1]/cb")
+    ('http://*:5173', 'https://*:443')
+    """
     parts = urlsplit(uri)
-    return f"{parts.scheme}://{parts.netloc}"
+    if not parts.netloc.startswith("["):
+        return f"{parts.scheme}://{parts.netloc}"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://*:{port}"
 
 
 class Authorizer:
@@ -248,7 +264,7 @@ class Authorizer:
         )
         token = self.form_token(req.params)
         form = (
-            '<form method="post" action="authorize">'
+            f'<form method="post" action="{html.escape(req.action)}">'
             f'<input type="hidden" name="{CSRF_FIELD}" value="{token}">{hidden}'
             '<label for="fw-username">User name</label>'
             '<input type="text" id="fw-username" name="username" autocomplete="username" '
@@ -265,7 +281,7 @@ class Authorizer:
             "form": form,
         }
         body = _PLACEHOLDER.sub(lambda m: values[m.group(1)], self.template).encode()
-        return Reply(status, self._headers(_origin(req.redirect)), body)
+        return Reply(status, self._headers(_form_target(req.redirect)), body)
 
     # -- the CSRF token -----------------------------------------------------------------------
     def form_token(self, params: dict[str, str], at: int | None = None) -> str:
@@ -395,6 +411,9 @@ class Authorizer:
         except _Redirected as exc:
             assert exc.req is not None
             return self._error_redirect(exc.req, exc, issuer)
+        # absolute: the page may be served at .../authorize/ (the router ignores the slash),
+        # where a relative action would post to .../authorize/authorize
+        req.action = quote(location.rstrip("/")) + AUTHORIZE_ROUTE
         if method != "POST":
             return self._page(req)
         return await self._login(req, allowed, client_ip, issuer)

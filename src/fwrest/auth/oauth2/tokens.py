@@ -10,6 +10,7 @@ import contextlib
 import functools
 import hashlib
 import time
+import traceback
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
@@ -20,7 +21,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from fwrest import log
-from fwrest.auth.basic import parse_basic
+from fwrest.auth.basic import mask_secret, parse_basic
 from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.oauth2 import mtls
 from fwrest.auth.oauth2.dpop import bound_key
@@ -82,6 +83,8 @@ __all__ = ["GRANTS", "InvalidToken", "StoreDeadline", "TokenService", "UnknownKe
 T = TypeVar("T")
 
 ALG = "HS256"
+# the request's secrets masked in a traceback of onAuthparams, whatever their length
+_MASKED_FIELDS = ("password", "client_secret", "refresh_token", "code", "code_verifier")
 # the issuer of the token request being answered: its location's (SPEC 12.2)
 _issuer: ContextVar[str] = ContextVar("fwrest_token_issuer", default="")
 # SPEC 7: while the store does not answer, the token route answers 503 within 1.5 s. The store
@@ -781,10 +784,31 @@ class TokenService:
         except BaseException as exc:  # the application's function may raise anything
             if is_cancellation(exc):
                 raise
-            log.auth_log.error(
-                "[%s] onAuthparams raised %s; answered 500", self.port_name, type(exc).__name__
-            )
+            self._log_params_raised(exc, request)
             raise HTTPError(500) from None
+
+    def _log_params_raised(self, exc: BaseException, request: dict[str, str]) -> None:
+        """An exception of ``onAuthparams``: one error line, followed by the traceback with
+        ``rest_error_full=1``, as for an endpoint's exception (the function is handed no
+        secret; the request's are masked in it whatever their length, the log's own scrubbing
+        taking those of 3 characters or more)."""
+        from fwrest.server.state import tunables  # here: fwrest.server imports fwrest.auth
+
+        if tunables.current.rest_error_full == 1:
+            # formatted here rather than by the record's exc_info: the secrets masked first
+            tail = "\n" + "".join(traceback.format_exception(exc)).rstrip()
+            for name in _MASKED_FIELDS:
+                value = request.get(name)
+                if value:
+                    tail = mask_secret(value, tail)
+        else:
+            tail = " (rest_error_full=1 logs the whole traceback)"
+        log.auth_log.error(
+            "[%s] onAuthparams raised %s; answered 500%s",
+            self.port_name,
+            type(exc).__name__,
+            tail,
+        )
 
     async def token_endpoint(
         self,
