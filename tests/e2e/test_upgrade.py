@@ -32,7 +32,6 @@ USERS, WEB = PID_USERS, PID_CLIENT
 ISSUER = "https://api.example.test/rest"
 LIMIT = 6
 MAX_FAILURES = 10  # the default
-BOUND_S = 1.0  # SPEC 5, 12.3: every worker and host within 1 s
 HANG_GUARD_S = 10.0
 
 
@@ -251,32 +250,29 @@ def test_basic_failures_on_both_releases_lock_out_on_both(pair: tuple[Host, Host
     p, c = pair
     token = c.grant("cy")["access_token"]
     with httpx.Client(timeout=15) as http:
+
+        def right_password_gets(status: int, user: str, hosts: list[Host], what: str) -> None:
+            for host in hosts:
+                wait_for(
+                    lambda h=host: (
+                        http.get(h.basic + "/hello", auth=(user, USERS[user])).status_code == status
+                    ),
+                    HANG_GUARD_S,
+                    f"{host} {what}",
+                )
+
         for user, hosts in (("bob", [p, c]), ("dee", [c, p])):
             for i in range(MAX_FAILURES):
                 host = hosts[i % 2]  # the last failure, the one that locks out: hosts[1]'s
                 wrong = http.get(host.basic + "/hello", auth=(user, f"guess-{i}"))
                 assert wrong.status_code == 403, (host, i, wrong.status_code, wrong.text)
-            for host in hosts:
-                wait_for(
-                    lambda h=host, u=user: (
-                        http.get(h.basic + "/hello", auth=(u, USERS[u])).status_code == 429
-                    ),
-                    HANG_GUARD_S,
-                    f"{host} honours the lock-out",
-                )
+            right_password_gets(429, user, hosts, "honours the lock-out")
             for reader in (p, c):
                 events = [e for e in reader.trail(token, "lockout") if e["details"]["user"] == user]
                 assert len(events) == 1 and events[0]["port"] == "BASIC", (reader, user, events)
             done = run_cli("lockouts", str(c.proc.config), "clear", user, cwd=c.proc.config.parent)
             assert done.returncode == 0, done.stderr
-            for host in hosts:
-                wait_for(
-                    lambda h=host, u=user: (
-                        http.get(h.basic + "/hello", auth=(u, USERS[u])).status_code == 200
-                    ),
-                    HANG_GUARD_S,
-                    f"{host} lifts the lock-out",
-                )
+            right_password_gets(200, user, hosts, "lifts the lock-out")
 
 
 def test_settings_changed_on_one_release_are_in_force_on_the_other(pair: tuple[Host, Host]) -> None:
