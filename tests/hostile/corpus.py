@@ -43,7 +43,6 @@ OAUTH = ("oauth",)
 MONITOR = ("monitor",)
 TOKEN_ROUTE = "/rest/fw/oauth2/token"
 FORM = "Content-Type: application/x-www-form-urlencoded"
-ECHO_OK = {"basic": 200, "oauth": 200, "monitor": 405}
 
 Expect = int | None | tuple[int | None, ...] | dict[str, Any]
 Raw = str | Callable[["Ctx"], str] | tuple[Any, ...]
