@@ -22,7 +22,7 @@ import pytest
 import fwrest
 from fwrest import log
 from fwrest.testing import Client
-from tests.conftest import APP_SOURCE, module_config
+from tests.conftest import APP_SOURCE, local_port, module_config
 
 
 def test_a_secret_is_scrubbed_plain_and_url_encoded() -> None:
@@ -496,8 +496,7 @@ def test_a_lock_out_is_logged_whatever_secret_values_the_attempts_add(tmp_path: 
     auth = "lockout_log_auth"
     (tmp_path / f"{auth}.py").write_text(LOCKOUT_AUTH, encoding="utf-8")
     basic = {"Authorization": {"scheme": "basic", "OnAuth": f"{auth}.check", "maxFailures": 3}}
-    servers = {"HTTP_BASIC": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT"}}
-    servers["HTTP_BASIC"]["FwData"] = basic
+    servers = {"HTTP_BASIC": local_port(FwData=basic)}
     extra = {"ENV": {"Repository": f"lockout_log_app,{auth}"}}
     config = module_config(tmp_path, "lockout_log_app", app=APP_SOURCE, servers=servers,
                            extra=extra)  # fmt: skip
