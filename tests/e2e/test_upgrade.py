@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import jwt
 import pytest
 import trustme
 
@@ -27,6 +26,7 @@ from tests.conftest import ServerProcess, issue_certs, run_cli, tls_server, wait
 from tests.docs.blocks import example
 from tests.e2e.support import oauth_basic_host, redis_or_none, settings_of
 from tests.upgrade_support import PREVIOUS_VERSION, previous_release
+from tests.verify.support import kid_of
 
 USERS, WEB = PID_USERS, PID_CLIENT
 ISSUER = "https://api.example.test/rest"
@@ -209,17 +209,13 @@ def test_a_token_revoked_on_one_release_is_refused_by_the_other(pair: tuple[Host
         assert spent.status_code == 400 and spent.json()["error"] == "invalid_grant", spent.text
 
 
-def _kid(token: str) -> str:
-    return str(jwt.get_unverified_header(token)["kid"])
-
-
 def test_the_key_set_is_shared_and_followed_across_a_rotation(pair: tuple[Host, Host]) -> None:
     p, c = pair
     for one, other in both(pair):
         token = one.grant("ada", one.keys)["access_token"]
         assert other.hello(token, other.keys) == 200, (one, other)
-    before = _kid(p.grant("ada", p.keys)["access_token"])
-    assert _kid(c.grant("ada", c.keys)["access_token"]) == before  # one key set
+    before = kid_of(p.grant("ada", p.keys)["access_token"])
+    assert kid_of(c.grant("ada", c.keys)["access_token"]) == before  # one key set
     # a rotation by each release's own command, the other release's host following
     for who, command in (("current", None), ("previous", previous_release() / "fwrest")):
         config = (c if who == "current" else p).proc.config
@@ -233,11 +229,11 @@ def test_the_key_set_is_shared_and_followed_across_a_rotation(pair: tuple[Host, 
         assert code == 0, out
         rotated = time.monotonic()
         for host in (p, c):
-            wait_for(lambda h=host, b=before: _kid(h.grant("ada", h.keys)["access_token"]) != b,
+            wait_for(lambda h=host, b=before: kid_of(h.grant("ada", h.keys)["access_token"]) != b,
                      HANG_GUARD_S, f"{host} signs with the key {who} rotated in")  # fmt: skip
         print(f"{who}'s rotation followed by both after {time.monotonic() - rotated:.2f} s")
-        newest = _kid(p.grant("ada", p.keys)["access_token"])
-        assert _kid(c.grant("ada", c.keys)["access_token"]) == newest
+        newest = kid_of(p.grant("ada", p.keys)["access_token"])
+        assert kid_of(c.grant("ada", c.keys)["access_token"]) == newest
         for one, other in both(pair):
             token = one.grant("ada", one.keys)["access_token"]
             assert other.hello(token, other.keys) == 200, (who, one, other)
