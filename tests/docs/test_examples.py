@@ -477,10 +477,8 @@ def test_operations_kubernetes_probes_answer(example_service: Running) -> None:
     for name, get in probes.items():
         where = example_service.connect_to[f"127.0.0.1:{get['port']}"]
         url = f"http://{where}{get['path']}"
-        deadline = time.monotonic() + 10  # ready once the store's first ping answered
-        while (status := httpx.get(url).status_code) != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert status == 200, (name, url)
+        # ready once the store's first ping answered
+        wait_for(lambda u=url: httpx.get(u).status_code == 200, 10, f"{name} {url}: 200", 0.1)
         assert httpx.get(url).json()["status"] == "UP"
     # the same routes of the REST port, as the text says
     base = example_service.url("HTTP_REST")

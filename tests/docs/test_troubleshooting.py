@@ -439,22 +439,17 @@ def start_script(script: str) -> Callable[[Path, dict[str, Path]], Outcome]:
     return run
 
 
-def start_workers_zero(folder: Path, _certs: dict[str, Path]) -> Outcome:
-    """``fwrest.start(config, workers=0)``: refused before anything starts."""
-    try:
-        fwrest.start(str(service_on(folder, 0)), workers=0)
-    except fwrest.ConfigError as exc:
-        return Outcome(True, str(exc))
-    return Outcome(False, "start(workers=0) did not raise")
+def start_workers(count: int) -> Special:
+    """``fwrest.start(config, workers=count)``: refused before any process is forked."""
 
+    def run(folder: Path, _certs: dict[str, Path]) -> Outcome:
+        try:
+            fwrest.start(str(service_on(folder, 0)), workers=count)
+        except fwrest.ConfigError as exc:
+            return Outcome(True, str(exc))
+        return Outcome(False, f"start(workers={count}) did not raise")
 
-def start_workers_too_many(folder: Path, _certs: dict[str, Path]) -> Outcome:
-    """``fwrest.start(config, workers=1000)``: refused before any process is forked."""
-    try:
-        fwrest.start(str(service_on(folder, 0)), workers=1000)
-    except fwrest.ConfigError as exc:
-        return Outcome(True, str(exc))
-    return Outcome(False, "start(workers=1000) did not raise")
+    return run
 
 
 def start_with_on_start(folder: Path, name: str, source: str, on_start: str) -> Outcome:
@@ -876,8 +871,8 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     "[<server>] Port: 127.0.0.1:<port> cannot be bound: Address already in use": address_in_use,
     # starting from Python
-    "start(): workers must be a whole number of at least 1, got 0": start_workers_zero,
-    "start(): workers must be at most 256, got 1000": start_workers_too_many,
+    "start(): workers must be a whole number of at least 1, got 0": start_workers(0),
+    "start(): workers must be at most 256, got 1000": start_workers(1000),
     "the service did not become ready within <n> s; see the log": start_not_ready,
     "the service did not start (exit code 2); see its log above": start_with_workers,
     "[ENV] Repository: start(..., workers=N) runs the service in new processes, which cannot "

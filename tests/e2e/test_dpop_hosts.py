@@ -18,36 +18,29 @@ import pytest
 import trustme
 
 from tests.auth.dpop_support import DpopKey, dpop_headers
-from tests.auth.oauth2_support import PID_USERS, TOKEN, WorkersHost, bearer
+from tests.auth.oauth2_support import PID_APP, PID_USERS, TOKEN, WorkersHost, bearer
 from tests.conftest import free_config, tls_server
 from tests.e2e.support import each_worker, one_or_two_hosts, with_store
 
 WORKERS = 2
 BALANCER = "api.example.com"
 FORWARDED = {"X-Forwarded-Host": BALANCER, "X-Forwarded-Proto": "https"}
-APP = f"""
-import os
-
-from fwrest import get
-
-USERS = {PID_USERS!r}
-
-
-@get("/hello", description="which worker answered")
-def hello():
-    return {{"pid": os.getpid()}}
-
+# PID_APP's params() redefined below it: its clients web and spa (public, for the proof grant)
+APP = (
+    PID_APP
+    + """
 
 def params():
-    return {{
+    return {
         "client": [
-            {{"client_id": "web", "client_secret": "Web-Secret-9q"}},
-            {{"client_id": "spa", "public": True, "redirect_uris": ["https://spa.example/cb"]}},
+            {"client_id": "web", "client_secret": "Web-Secret-9q"},
+            {"client_id": "spa", "public": True, "redirect_uris": ["https://spa.example/cb"]},
         ],
-        "users": [{{"username": u, "password": p}} for u, p in USERS.items()],
+        "users": [{"username": u, "password": p} for u, p in USERS.items()],
         "access_expires": "1h",
-    }}
+    }
 """
+)
 
 
 def host_config(folder: Path, certs: dict[str, Path], redis_url: str | None) -> Path:

@@ -83,6 +83,16 @@ def hosts(
         yield [Host(proc, proc.config.parent / "certs" / "ca.pem") for proc in started]
 
 
+def _posted(host: Host, path: str, **request: Any) -> None:
+    """A POST to ``path`` through ``host`` (a revocation, a settings change), answered 200; the
+    SPEC's bound waited out."""
+    with host.client() as http:
+        answer = http.post(host.base + path, **request)
+    since = time.monotonic()
+    assert answer.status_code == 200, answer.text
+    bound_after(since)
+
+
 def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[Host]) -> None:
     a, b = hosts[0], hosts[-1]
     probe, victim = a.tokens("ada"), a.tokens("bob")
@@ -91,13 +101,8 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
         for host, _pid, http in each_worker(hosts, workers):  # A's token, on every worker
             used = http.get(host.base + "/hello", headers=bearer(victim["access_token"]))
             assert used.status_code == 200, used.text
-        with b.client() as http:  # revoked on B (RFC 7009), as the client that holds it
-            answer = http.post(
-                b.base + "/fw/oauth2/revoke", data={"token": victim["access_token"]}, auth=WEB
-            )
-        since = time.monotonic()
-        assert answer.status_code == 200, answer.text
-        bound_after(since)
+        # revoked on B (RFC 7009), as the client that holds it
+        _posted(b, "/fw/oauth2/revoke", data={"token": victim["access_token"]}, auth=WEB)
         for host, pid, http in each_worker(hosts, workers):
             used = http.get(host.base + "/hello", headers=bearer(victim["access_token"]))
             assert used.status_code == 401, (host.base, pid, used.text)
@@ -118,15 +123,8 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
         assert mine[0]["details"]["via"] == "oauth2/revoke", mine[0]
         # a refresh token of A revoked on B: its family's access token refused everywhere
         family = a.tokens("cy")
-        with b.client() as http:
-            answer = http.post(
-                b.base + "/fw/oauth2/revoke",
-                data={"token": family["refresh_token"], "token_type_hint": "refresh_token"},
-                auth=WEB,
-            )
-        since = time.monotonic()
-        assert answer.status_code == 200, answer.text
-        bound_after(since)
+        hint = {"token_type_hint": "refresh_token"}
+        _posted(b, "/fw/oauth2/revoke", data={"token": family["refresh_token"], **hint}, auth=WEB)
         for host, pid, http in each_worker(hosts, workers):
             used = http.get(host.base + "/hello", headers=bearer(family["access_token"]))
             assert used.status_code == 401, (host.base, pid, used.text)
@@ -138,19 +136,6 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
         close_all(*workers)
 
 
-def _change_setting(host: Host, token: str, value: int | None) -> None:
-    """``rest_log_stringsize`` set (None: cleared) through ``host``; the SPEC's bound waited out."""
-    with host.client() as http:
-        answer = http.post(
-            host.base + "/fw/rest/config",
-            json={"rest_log_stringsize": value},
-            headers=bearer(token),
-        )
-    since = time.monotonic()
-    assert answer.status_code == 200, answer.text
-    bound_after(since)
-
-
 def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
     hosts: list[Host],
 ) -> None:
@@ -160,7 +145,7 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
     try:
         before = settings_of(next(iter(workers[-1].values())), b.base, token)[STRINGSIZE]
         value = int(before["effective"]) + 41
-        _change_setting(a, token, value)
+        _posted(a, "/fw/rest/config", json={STRINGSIZE: value}, headers=bearer(token))
         for host, pid, http in each_worker(hosts, workers):
             now = settings_of(http, host.base, token)[STRINGSIZE]
             assert (now["runtime"], now["effective"]) == (value, value), (host.base, pid, now)
@@ -170,7 +155,7 @@ def test_a_setting_changed_on_a_is_in_force_on_every_worker_of_b_within_1_s(
         assert (change["actor"], change["port"]) == ("cy", "OAUTH"), change
         assert (change["details"]["old"], change["details"]["new"]) == (before["effective"], value)
         # cleared on B, in force on every worker of A
-        _change_setting(b, token, None)
+        _posted(b, "/fw/rest/config", json={STRINGSIZE: None}, headers=bearer(token))
         for host, pid, http in each_worker(hosts, workers):
             now = settings_of(http, host.base, token)[STRINGSIZE]
             assert now["runtime"] is None, (host.base, pid, now)

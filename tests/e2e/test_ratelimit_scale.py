@@ -11,19 +11,9 @@ from typing import Any
 
 import httpx
 
+from tests.auth.oauth2_support import PID_APP
 from tests.conftest import free_config
 from tests.e2e.support import hosts_serving, redis_or_none
-
-APP = """
-import os
-
-from fwrest import get
-
-
-@get("/hello")
-def hello():
-    return {"pid": os.getpid()}
-"""
 
 LIMIT = 100
 REQUESTS = 260
@@ -34,7 +24,7 @@ def _host(folder: Path, redis_url: str, **sections: dict[str, Any]) -> Path:
     folder.mkdir()
     return free_config(
         folder,
-        app=APP,
+        app=PID_APP,  # /hello answers the worker's pid
         servers={"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT, CLOSED"}},
         extra={
             "HTTPSERVER": {"StateStore": redis_url},

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import APP_SOURCE, ServerProcess, free_config, run_cli
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port, run_cli
 
 EXTRA = """
 
@@ -345,12 +345,7 @@ def serve_fails(config: Path, *fragments: str) -> str:
 
 
 def _abort_config(tmp: Path, app: str = ABORT_APP, fmt: str = "json", **server: object) -> Path:
-    return free_config(
-        tmp,
-        app=app,
-        fmt=fmt,
-        servers={"HTTP_REST": {"HostName": "127.0.0.1", "Port": 0, "Locations": "ROOT", **server}},
-    )
+    return free_config(tmp, app=app, fmt=fmt, servers={"HTTP_REST": local_port(**server)})
 
 
 def test_a_mapped_function_whose_parameter_the_route_lacks_stops_the_start(tmp_path: Path) -> None:

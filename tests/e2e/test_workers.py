@@ -68,12 +68,10 @@ def config(tmp_path: Path, **http: object) -> Path:
 
 
 def wait_running(base: str, count: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if httpx.get(f"{base}/running", timeout=5).json()["running"] >= count:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{count} requests were never in flight at once")
+    def in_flight() -> bool:
+        return bool(httpx.get(f"{base}/running", timeout=5).json()["running"] >= count)
+
+    wait_for(in_flight, timeout, f"{count} requests in flight at once", 0.02)
 
 
 def refused(base: str) -> bool:

@@ -156,32 +156,6 @@ def service_rss(pid: int) -> tuple[int, dict[int, int]]:
     return sum(per.values()), per
 
 
-def live_children(pid: int) -> set[int]:
-    found = set()
-    try:
-        kids = psutil.Process(pid).children()
-    except psutil.NoSuchProcess:
-        return found
-    for kid in kids:
-        try:
-            if kid.status() != psutil.STATUS_ZOMBIE:
-                found.add(kid.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return found
-
-
-def wait_workers(pid: int, count: int, timeout: float = 15) -> set[int]:
-    """The ``count`` live worker pids of a supervisor (hang guard ``timeout``)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        kids = live_children(pid)
-        if len(kids) == count:
-            return kids
-        time.sleep(0.02)
-    raise AssertionError(f"process {pid} never had {count} live workers: {live_children(pid)}")
-
-
 @dataclass(slots=True)
 class Outcome:
     """One request of a load thread: when it ran and how it ended."""

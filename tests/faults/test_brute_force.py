@@ -35,6 +35,7 @@ from tests.faults.support import (
     oauth_params,
     password_grant,
     pinned_per_worker,
+    served_cleanly,
     simultaneous,
 )
 from tests.redis_support import RedisServer
@@ -80,11 +81,8 @@ def running(
     config = free_config(
         tmp_path, app=app_with(params, users) + app_extra, servers=servers, extra=sqlite
     )
-    proc = ServerProcess(config, workers=workers).wait_ready()
-    try:
+    with served_cleanly(config, workers=workers) as proc:
         yield Service(proc, certs)
-    finally:
-        assert proc.stop() == 0
 
 
 @pytest.fixture

@@ -15,8 +15,16 @@ import httpx
 import psutil
 import pytest
 
-from tests.conftest import ServerProcess, free_config, free_port, local_port, serving, wait_for
-from tests.faults.support import FAULT_APP, port_is_free, wait_workers
+from tests.conftest import (
+    ServerProcess,
+    free_config,
+    free_port,
+    local_port,
+    serving,
+    wait_children,
+    wait_for,
+)
+from tests.faults.support import FAULT_APP, port_is_free
 from tests.server.rawhttp import RawConnection, request_bytes
 
 IN_FLIGHT = 50
@@ -38,7 +46,7 @@ def test_sigterm_with_50_requests_in_flight_completes_them_all_and_exits_0(
     config = _config(tmp_path, started_file, {"POOL": {"MaxThreads": 64}})
     with serving(config, workers=2) as proc:
         base, port = proc.url(), proc.ports["HTTP_REST"]
-        workers = wait_workers(proc.proc.pid, 2)
+        workers = wait_children(proc.proc.pid, 2, 15)
         paths = [f"/slow/{SLEEP_MS}", f"/aslow/{SLEEP_MS}"] * (IN_FLIGHT // 2)
         limits = httpx.Limits(max_connections=IN_FLIGHT + 10)
         with (

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.auth.oauth2_support import b64url
 from tests.hostile.service import (
     BASIC_PASSWORD,
     BASIC_USER,
@@ -43,7 +44,6 @@ OAUTH = ("oauth",)
 MONITOR = ("monitor",)
 TOKEN_ROUTE = "/rest/fw/oauth2/token"
 FORM = "Content-Type: application/x-www-form-urlencoded"
-ECHO_OK = {"basic": 200, "oauth": 200, "monitor": 405}
 
 Expect = int | None | tuple[int | None, ...] | dict[str, Any]
 Raw = str | Callable[["Ctx"], str] | tuple[Any, ...]
@@ -83,10 +83,6 @@ class Case:
 
 
 # -- context: what a builder may use ---------------------------------------------------------------
-
-
-def b64url(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 def basic(user: str, password: str, encoding: str = "utf-8") -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import ssl
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ import psutil
 import trustme
 
 from tests.auth.oauth2_support import client_context, issue_certs, oauth_section
-from tests.conftest import APP_SOURCE, ServerProcess, free_config
+from tests.conftest import APP_SOURCE, ServerProcess, free_config, wait_for
 from tests.server.rawhttp import RawSocket
 
 __all__ = [
@@ -238,9 +237,7 @@ def start_service(
     )
     proc = ServerProcess(config, workers=2).wait_ready()
     service = HostileService(proc, certs, client_context(certs))
-    deadline = time.monotonic() + 15
-    while len(service.worker_pids()) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: len(service.worker_pids()) >= 2, 15, "two workers")
     service.workers = service.worker_pids()
     assert len(service.workers) == 2, service.workers
     tokens = service.grant()

@@ -6,7 +6,6 @@ DPoP-bound token from ``fwrest serve`` (SPEC 16.2). Thumbprints by joserfc, proo
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import json
 import ssl
@@ -29,15 +28,11 @@ from joserfc.jwk import import_key
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
 from fwrest.verify import AsyncVerifier, InvalidToken, Verifier, VerifyMiddleware
-from tests.auth.oauth2_support import OAuthService
+from tests.auth.oauth2_support import OAuthService, b64url
 from tests.conftest import free_port, issue_certs, wait_for
 from tests.verify.support import ADA, serve_issuer
 
 API = "https://api.example.com/orders"
-
-
-def b64url(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 class Issuer:
