@@ -15,7 +15,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+from tests.tools import ROOT, report
+
 SRC = ROOT / "src"
 PACKAGE = SRC / "fwrest"
 DOCS = (ROOT / "docs" / "architecture.md",)
@@ -93,10 +94,7 @@ def main(argv: list[str]) -> int:
     tree = Tree()
     failed = False
     for path in [Path(a) for a in argv] or [*sorted(PACKAGE.rglob("*.py")), *DOCS]:
-        for line, what in check_text(path.read_text(encoding="utf-8"), tree):
-            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-            print(f"{shown}:{line}: {what}")
-            failed = True
+        failed |= report(path, check_text(path.read_text(encoding="utf-8"), tree))
     return 1 if failed else 0
 
 
