@@ -255,45 +255,46 @@ class ServerProcess:
         `since=len(server.log())` taken before the request, or an earlier test's
         line satisfies the wait before this test's is written.
         """
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.log()[since:]
-            if needle in text:
-                return text
-            time.sleep(0.05)
-        raise AssertionError(f"{needle!r} never appeared in the log:\n{self.log()[since:]}")
+        try:
+            wait_for(lambda: needle in self.log()[since:], timeout, f"{needle!r} in the log")
+        except AssertionError:
+            shown = self.log()[since:]
+            raise AssertionError(f"{needle!r} never appeared in the log:\n{shown}") from None
+        return self.log()[since:]
 
     def signal(self, signum: int = signal.SIGTERM) -> None:
         self.proc.send_signal(signum)
 
     def stop(self, timeout: float = 20) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        code = end_process(self.proc, timeout)
         self._reader.join(5)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         self._stderr.close()
-        return self.proc.returncode
+        return code
+
+
+def end_process(proc: subprocess.Popen[bytes], timeout: float = 10) -> int:
+    """SIGTERM to ``proc`` if it still runs, SIGKILL if it has not ended ``timeout`` s later;
+    its exit code once reaped."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
 
 
 @pytest.fixture
 def serve() -> Iterator[Any]:
     """``serve(config, workers=1)`` starts ``fwrest serve`` and waits until it is ready."""
-    started: list[ServerProcess] = []
+    with contextlib.ExitStack() as started:
 
-    def _serve(config: Path, workers: int = 1, **kw: Any) -> ServerProcess:
-        proc = ServerProcess(config, workers, **kw)
-        started.append(proc)
-        return proc.wait_ready()
+        def _serve(config: Path, workers: int = 1, **kw: Any) -> ServerProcess:
+            return started.enter_context(serving(config, workers=workers, **kw))
 
-    yield _serve
-    for proc in started:
-        proc.stop()
+        yield _serve
 
 
 @pytest.fixture(scope="session")
@@ -306,9 +307,7 @@ def issue_certs(ca: trustme.CA, folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     cert = ca.issue_cert("127.0.0.1", "localhost")
     crt, key, ca_pem = folder / "server.crt", folder / "server.key", folder / "ca.pem"
-    with crt.open("wb") as fh:
-        for pem in cert.cert_chain_pems:
-            fh.write(pem.bytes())
+    crt.write_bytes(b"".join(pem.bytes() for pem in cert.cert_chain_pems))
     cert.private_key_pem.write_to_path(str(key))
     ca.cert_pem.write_to_path(str(ca_pem))
     return {"cert": crt, "key": key, "ca": ca_pem}
@@ -562,18 +561,16 @@ def free_port() -> int:
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     """True when nothing listens on ``port`` (a bind without SO_REUSEPORT succeeds)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(1)
+        try:
+            sock.bind((host, port))
+            sock.listen(1)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise
         return True
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            return False
-        raise
-    finally:
-        sock.close()
 
 
 def children(pid: int) -> set[int]:
