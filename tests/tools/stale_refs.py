@@ -38,16 +38,14 @@ class Tree:
             name = ".".join(path.relative_to(src).with_suffix("").parts)
             self.modules[name.removesuffix(".__init__")] = path
         self.files = {str(p.relative_to(src / "fwrest")) for p in (src / "fwrest").rglob("*.py")}
-        self.spelled: set[str] = set()
         self._sources: dict[Path, str] = {}
-        for path in self.modules.values():
-            for node in ast.walk(ast.parse(self.source(path))):
-                if (
-                    isinstance(node, ast.Constant)
-                    and isinstance(node.value, str)
-                    and _DOTTED.fullmatch(node.value)
-                ):
-                    self.spelled.add(node.value)
+        self.spelled = {
+            node.value
+            for path in self.modules.values()
+            for node in ast.walk(ast.parse(self.source(path)))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            if _DOTTED.fullmatch(node.value)
+        }
 
     def source(self, path: Path) -> str:
         if path not in self._sources:
