@@ -447,16 +447,6 @@ def _build_problem(build: str) -> str | None:
     return f"FWREST_TEST_BUILD={build!r}: 'compiled' or 'pure'"
 
 
-def _native_engine() -> bool:
-    """The servers of this run serve with the native engine: ``FWREST_ENGINE`` unset (the
-    default) or ``native``."""
-    return os.environ.get("FWREST_ENGINE", "").strip().lower() in ("", "native")
-
-
-def _engine_slice() -> bool:
-    return os.environ.get("FWREST_ENGINE_SLICE", "") == "1"
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """With ``FWREST_TEST_BUILD`` set (``make test``), the suite refuses to run on another
     build than the one it was asked to test; with the native engine (the default, or
@@ -465,7 +455,7 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = build and _build_problem(build)
     if problem:
         raise pytest.UsageError(f"FWREST_TEST_BUILD={build}: {problem}")
-    if _native_engine():
+    if os.environ.get("FWREST_ENGINE", "").strip().lower() in ("", "native"):
         # the servers the tests start (and test_engines) serve with the native engine: it
         # must be there, else the run would test the pure one in its place
         from fwrest._native import native_parser
@@ -487,7 +477,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return None
     if not collection_path.is_relative_to(ROOT):
         return None
-    if _engine_slice() and collection_path.relative_to(ROOT).as_posix() in ENGINE_FREE:
+    engine_slice = os.environ.get("FWREST_ENGINE_SLICE", "") == "1"
+    if engine_slice and collection_path.relative_to(ROOT).as_posix() in ENGINE_FREE:
         return True
     wanted = {"serial": True, "not serial": False}.get(config.getoption("markexpr"))
     if wanted is None:
