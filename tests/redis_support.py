@@ -21,7 +21,7 @@ import httpx
 import redis
 import trustme
 
-from tests.conftest import ServerProcess, end_process, free_port, port_is_free, wait_for
+from tests.conftest import end_process, free_port, port_is_free, serving, wait_for
 
 __all__ = [
     "STORE_APP", "RedisCluster", "RedisServer", "RedisTls", "SentinelGroup", "free_port",
@@ -60,16 +60,13 @@ def store_config(folder: Path, url: str, **keys: str) -> Path:
 
 def serves_unready(config: Path) -> None:
     """Its store out of reach, the service starts, serves what needs none, logs why, ready DOWN."""
-    proc = ServerProcess(config).wait_ready()
-    try:
+    with serving(config) as proc:
         hello = httpx.get(proc.url("S") + "/hello", timeout=10)
         assert hello.status_code == 200, hello.text
         ready = httpx.get(proc.url("S") + "/fw/healthcheck/ready", timeout=10)
         assert ready.status_code == 503, ready.text
         assert ready.json()["status"] == "DOWN"
         assert "StateStore: the state store did not answer" in proc.log()
-    finally:
-        proc.stop()
 
 
 def _binary(name: str, tests: str, package: str) -> str:
@@ -268,15 +265,13 @@ class SentinelGroup:
 
     def _ready(self) -> bool:
         for port in self.ports:
-            client = _sentinel(port)
-            try:
-                state = client.sentinel_master(self.name)
-                if int(state["num-slaves"]) < 1 or int(state["num-other-sentinels"]) < 2:
+            with contextlib.closing(_sentinel(port)) as client:
+                try:
+                    state = client.sentinel_master(self.name)
+                except redis.RedisError:
                     return False
-            except redis.RedisError:
+            if int(state["num-slaves"]) < 1 or int(state["num-other-sentinels"]) < 2:
                 return False
-            finally:
-                client.close()
         with contextlib.closing(self.replica.client()) as replica:
             return replica.info("replication").get("master_link_status") == "up"
 
@@ -351,33 +346,29 @@ class RedisCluster:
         for node in self.nodes:
             if node.proc is None:
                 continue
-            client = node.client()
-            try:
-                info = client.execute_command("CLUSTER INFO")
-                if isinstance(info, bytes):
-                    info = info.decode()
-                if isinstance(info, str):
-                    info = dict(line.split(":", 1) for line in info.split() if ":" in line)
-                if info.get("cluster_state") != "ok":
+            with contextlib.closing(node.client()) as client:
+                try:
+                    info = client.execute_command("CLUSTER INFO")
+                    replication = client.info("replication")
+                except redis.RedisError:
                     return False
-                info = client.info("replication")
-                if info.get("role") == "slave" and info.get("master_link_status") != "up":
-                    return False
-            except redis.RedisError:
+            if isinstance(info, bytes):
+                info = info.decode()
+            if isinstance(info, str):
+                info = dict(line.split(":", 1) for line in info.split() if ":" in line)
+            if info.get("cluster_state") != "ok":
                 return False
-            finally:
-                client.close()
+            if replication.get("role") == "slave" and replication.get("master_link_status") != "up":
+                return False
         return True
 
     def client(self) -> redis.RedisCluster:
         """A test's own cluster client (as a superuser would reach it)."""
         node = next(n for n in self.nodes if n.proc is not None)
-        kwargs = node.client_kwargs()
-        kwargs.pop("port")
+        kwargs = node.client_kwargs()  # its port, its password and TLS files
         return redis.RedisCluster(
-            host="127.0.0.1", port=node.port, socket_timeout=2, socket_connect_timeout=2,
-            **kwargs,
-        )  # fmt: skip
+            host="127.0.0.1", socket_timeout=2, socket_connect_timeout=2, **kwargs
+        )
 
     def flush(self) -> None:
         """Every key gone (FLUSHALL on each master; the replicas follow)."""
