@@ -148,39 +148,30 @@ def test_the_lint_passes_what_mypyc_builds_as_python_runs_it() -> None:
 
         from fwrest.auth.blocking import settled
 
-
         class Denied(Exception):
             pass
-
 
         class Refused(ValueError):  # a base mypyc builds on
             pass
 
-
         class Stop(BaseException):  # another
             pass
-
 
         class RuntimeError(Exception):  # the module's own name: not the built-in
             pass
 
-
         class Stricter(RuntimeError):
             pass
-
 
         @dataclass(frozen=True)
         class Box:
             value: int
 
-
         def pieces(items):  # a plain generator
             yield from items
 
-
         async def collect(source):
             return [piece async for piece in source]  # an async comprehension, not a generator
-
 
         def drain(items, lock):
             for item in items:
@@ -194,7 +185,6 @@ def test_the_lint_passes_what_mypyc_builds_as_python_runs_it() -> None:
                     def later():
                         for x in item:
                             continue
-
 
         async def send(stream, transport):
             failure = None
@@ -227,7 +217,6 @@ def test_the_lint_passes_what_mypyc_builds_as_python_runs_it() -> None:
 
                 async def later():  # a function defined there: not the finally's own await
                     await close(stream)
-
 
         async def check(fn):
             return await settled(asyncio.to_thread(fn))
