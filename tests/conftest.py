@@ -132,20 +132,12 @@ def config_text(sections: Sections, fmt: str) -> str:
 
 def set_values(section: str, **values: Any) -> Callable[[Sections], None]:
     """A change of a config's sections: set ``values`` in ``section`` (added if missing)."""
-
-    def change(sections: Sections) -> None:
-        sections.setdefault(section, {}).update(values)
-
-    return change
+    return lambda sections: sections.setdefault(section, {}).update(values)
 
 
 def drop_key(section: str, key: str) -> Callable[[Sections], None]:
     """A change of a config's sections: remove ``key`` from ``section``."""
-
-    def change(sections: Sections) -> None:
-        del sections[section][key]
-
-    return change
+    return lambda sections: sections[section].pop(key)
 
 
 def local_port(**keys: Any) -> dict[str, Any]:
