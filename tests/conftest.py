@@ -132,20 +132,12 @@ def config_text(sections: Sections, fmt: str) -> str:
 
 def set_values(section: str, **values: Any) -> Callable[[Sections], None]:
     """A change of a config's sections: set ``values`` in ``section`` (added if missing)."""
-
-    def change(sections: Sections) -> None:
-        sections.setdefault(section, {}).update(values)
-
-    return change
+    return lambda sections: sections.setdefault(section, {}).update(values)
 
 
 def drop_key(section: str, key: str) -> Callable[[Sections], None]:
     """A change of a config's sections: remove ``key`` from ``section``."""
-
-    def change(sections: Sections) -> None:
-        del sections[section][key]
-
-    return change
+    return lambda sections: sections[section].pop(key)
 
 
 def local_port(**keys: Any) -> dict[str, Any]:
@@ -255,45 +247,46 @@ class ServerProcess:
         `since=len(server.log())` taken before the request, or an earlier test's
         line satisfies the wait before this test's is written.
         """
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.log()[since:]
-            if needle in text:
-                return text
-            time.sleep(0.05)
-        raise AssertionError(f"{needle!r} never appeared in the log:\n{self.log()[since:]}")
+        try:
+            wait_for(lambda: needle in self.log()[since:], timeout, f"{needle!r} in the log")
+        except AssertionError:
+            shown = self.log()[since:]
+            raise AssertionError(f"{needle!r} never appeared in the log:\n{shown}") from None
+        return self.log()[since:]
 
     def signal(self, signum: int = signal.SIGTERM) -> None:
         self.proc.send_signal(signum)
 
     def stop(self, timeout: float = 20) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        code = end_process(self.proc, timeout)
         self._reader.join(5)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         self._stderr.close()
-        return self.proc.returncode
+        return code
+
+
+def end_process(proc: subprocess.Popen[bytes], timeout: float = 10) -> int:
+    """SIGTERM to ``proc`` if it still runs, SIGKILL if it has not ended ``timeout`` s later;
+    its exit code once reaped."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
 
 
 @pytest.fixture
 def serve() -> Iterator[Any]:
     """``serve(config, workers=1)`` starts ``fwrest serve`` and waits until it is ready."""
-    started: list[ServerProcess] = []
+    with contextlib.ExitStack() as started:
 
-    def _serve(config: Path, workers: int = 1, **kw: Any) -> ServerProcess:
-        proc = ServerProcess(config, workers, **kw)
-        started.append(proc)
-        return proc.wait_ready()
+        def _serve(config: Path, workers: int = 1, **kw: Any) -> ServerProcess:
+            return started.enter_context(serving(config, workers=workers, **kw))
 
-    yield _serve
-    for proc in started:
-        proc.stop()
+        yield _serve
 
 
 @pytest.fixture(scope="session")
@@ -306,9 +299,7 @@ def issue_certs(ca: trustme.CA, folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     cert = ca.issue_cert("127.0.0.1", "localhost")
     crt, key, ca_pem = folder / "server.crt", folder / "server.key", folder / "ca.pem"
-    with crt.open("wb") as fh:
-        for pem in cert.cert_chain_pems:
-            fh.write(pem.bytes())
+    crt.write_bytes(b"".join(pem.bytes() for pem in cert.cert_chain_pems))
     cert.private_key_pem.write_to_path(str(key))
     ca.cert_pem.write_to_path(str(ca_pem))
     return {"cert": crt, "key": key, "ca": ca_pem}
@@ -448,16 +439,6 @@ def _build_problem(build: str) -> str | None:
     return f"FWREST_TEST_BUILD={build!r}: 'compiled' or 'pure'"
 
 
-def _native_engine() -> bool:
-    """The servers of this run serve with the native engine: ``FWREST_ENGINE`` unset (the
-    default) or ``native``."""
-    return os.environ.get("FWREST_ENGINE", "").strip().lower() in ("", "native")
-
-
-def _engine_slice() -> bool:
-    return os.environ.get("FWREST_ENGINE_SLICE", "") == "1"
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """With ``FWREST_TEST_BUILD`` set (``make test``), the suite refuses to run on another
     build than the one it was asked to test; with the native engine (the default, or
@@ -466,7 +447,7 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = build and _build_problem(build)
     if problem:
         raise pytest.UsageError(f"FWREST_TEST_BUILD={build}: {problem}")
-    if _native_engine():
+    if os.environ.get("FWREST_ENGINE", "").strip().lower() in ("", "native"):
         # the servers the tests start (and test_engines) serve with the native engine: it
         # must be there, else the run would test the pure one in its place
         from fwrest._native import native_parser
@@ -488,7 +469,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return None
     if not collection_path.is_relative_to(ROOT):
         return None
-    if _engine_slice() and collection_path.relative_to(ROOT).as_posix() in ENGINE_FREE:
+    engine_slice = os.environ.get("FWREST_ENGINE_SLICE", "") == "1"
+    if engine_slice and collection_path.relative_to(ROOT).as_posix() in ENGINE_FREE:
         return True
     wanted = {"serial": True, "not serial": False}.get(config.getoption("markexpr"))
     if wanted is None:
@@ -562,18 +544,16 @@ def free_port() -> int:
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     """True when nothing listens on ``port`` (a bind without SO_REUSEPORT succeeds)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(1)
+        try:
+            sock.bind((host, port))
+            sock.listen(1)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise
         return True
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            return False
-        raise
-    finally:
-        sock.close()
 
 
 def children(pid: int) -> set[int]:

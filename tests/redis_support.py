@@ -12,7 +12,6 @@ import random
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ import httpx
 import redis
 import trustme
 
-from tests.conftest import ServerProcess, free_port, port_is_free
+from tests.conftest import end_process, free_port, port_is_free, serving, wait_for
 
 __all__ = [
     "STORE_APP", "RedisCluster", "RedisServer", "RedisTls", "SentinelGroup", "free_port",
@@ -61,31 +60,34 @@ def store_config(folder: Path, url: str, **keys: str) -> Path:
 
 def serves_unready(config: Path) -> None:
     """Its store out of reach, the service starts, serves what needs none, logs why, ready DOWN."""
-    proc = ServerProcess(config).wait_ready()
-    try:
+    with serving(config) as proc:
         hello = httpx.get(proc.url("S") + "/hello", timeout=10)
         assert hello.status_code == 200, hello.text
         ready = httpx.get(proc.url("S") + "/fw/healthcheck/ready", timeout=10)
         assert ready.status_code == 503, ready.text
         assert ready.json()["status"] == "DOWN"
         assert "StateStore: the state store did not answer" in proc.log()
-    finally:
-        proc.stop()
+
+
+def _binary(name: str, tests: str, package: str) -> str:
+    found = shutil.which(name) or f"/usr/bin/{name}"
+    assert Path(found).is_file(), (
+        f"{name} is required for {tests} (apt install {package}; .ci/run installs it)"
+    )
+    return found
 
 
 def redis_binary() -> str:
-    found = shutil.which("redis-server") or "/usr/bin/redis-server"
-    assert Path(found).is_file(), "redis-server is required for these tests (apt install redis)"
-    return found
+    return _binary("redis-server", "these tests", "redis")
 
 
 def sentinel_binary() -> str:
-    found = shutil.which("redis-sentinel") or "/usr/bin/redis-sentinel"
-    assert Path(found).exists(), (
-        "redis-sentinel is required for the Sentinel tests (apt install redis-sentinel; "
-        ".ci/run installs it)"
-    )
-    return found
+    return _binary("redis-sentinel", "the Sentinel tests", "redis-sentinel")
+
+
+def _sentinel(port: int) -> redis.Redis:
+    """A client of the sentinel on ``port``."""
+    return redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
 
 
 @dataclass(frozen=True)
@@ -175,32 +177,24 @@ class RedisServer:
              *durability, "--dir", str(self.folder)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
+        proc = self.proc
         client = redis.Redis(socket_timeout=1, socket_connect_timeout=1, **self.client_kwargs())
-        deadline = time.monotonic() + 15
-        try:
-            while True:
-                assert self.proc.poll() is None, "redis-server exited"
-                try:
-                    if client.ping():
-                        break
-                except redis.RedisError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"redis-server on port {self.port} never answered")
-                time.sleep(0.02)
-        finally:
-            client.close()
+
+        def answers() -> bool:
+            assert proc.poll() is None, "redis-server exited"
+            try:
+                return bool(client.ping())
+            except redis.RedisError:
+                return False
+
+        with contextlib.closing(client):
+            wait_for(answers, 15, f"redis-server on port {self.port} answering", interval=0.02)
         return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)  # a frozen server ends only once thawed
+            end_process(self.proc)
         self.proc = None
 
     def freeze(self) -> None:
@@ -266,43 +260,29 @@ class SentinelGroup:
             self.procs.append(subprocess.Popen([binary, str(conf)], stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL))  # fmt: skip
         # ready: every sentinel knows the replica and the others, the replica in sync
-        deadline = time.monotonic() + 30
-        while not self._ready():
-            assert time.monotonic() < deadline, "the sentinels never saw each other"
-            time.sleep(0.1)
+        wait_for(self._ready, 30, "the sentinels seeing each other", interval=0.1)
         return self
 
     def _ready(self) -> bool:
         for port in self.ports:
-            client = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
-            try:
-                state = client.sentinel_master(self.name)
-                if int(state["num-slaves"]) < 1 or int(state["num-other-sentinels"]) < 2:
+            with contextlib.closing(_sentinel(port)) as client:
+                try:
+                    state = client.sentinel_master(self.name)
+                except redis.RedisError:
                     return False
-            except redis.RedisError:
+            if int(state["num-slaves"]) < 1 or int(state["num-other-sentinels"]) < 2:
                 return False
-            finally:
-                client.close()
         with contextlib.closing(self.replica.client()) as replica:
             return replica.info("replication").get("master_link_status") == "up"
 
     def primary_port(self) -> int:
         """The port the sentinels name for the primary now."""
-        with contextlib.closing(
-            redis.Redis(port=self.ports[0], socket_timeout=1, socket_connect_timeout=1)
-        ) as client:
+        with contextlib.closing(_sentinel(self.ports[0])) as client:
             return int(client.sentinel_get_master_addr_by_name(self.name)[1])
 
     def stop(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            end_process(proc)
         self.procs = []
         self.replica.stop()
         self.primary.stop()
@@ -349,11 +329,7 @@ class RedisCluster:
     def start(self) -> RedisCluster:
         for node in self.nodes:
             node.start()
-        cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
-        assert Path(cli).is_file(), (
-            "redis-cli is required for the Redis Cluster tests (apt install redis-tools; "
-            ".ci/run installs it)"
-        )
+        cli = _binary("redis-cli", "the Redis Cluster tests", "redis-tools")
         auth = ["-a", self.password, "--no-auth-warning"] if self.password else []
         if self.tls is not None:
             auth += ["--tls", "--cacert", str(self.tls.ca), "--cert", str(self.tls.client_cert),
@@ -363,43 +339,36 @@ class RedisCluster:
              "--cluster-replicas", str(self.replicas), "--cluster-yes"],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
         )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while not self._ready():
-            assert time.monotonic() < deadline, "the cluster never came to cluster_state:ok"
-            time.sleep(0.1)
+        wait_for(self._ready, 30, "cluster_state:ok on every node", interval=0.1)
         return self
 
     def _ready(self) -> bool:
         for node in self.nodes:
             if node.proc is None:
                 continue
-            client = node.client()
-            try:
-                info = client.execute_command("CLUSTER INFO")
-                if isinstance(info, bytes):
-                    info = info.decode()
-                if isinstance(info, str):
-                    info = dict(line.split(":", 1) for line in info.split() if ":" in line)
-                if info.get("cluster_state") != "ok":
+            with contextlib.closing(node.client()) as client:
+                try:
+                    info = client.execute_command("CLUSTER INFO")
+                    replication = client.info("replication")
+                except redis.RedisError:
                     return False
-                info = client.info("replication")
-                if info.get("role") == "slave" and info.get("master_link_status") != "up":
-                    return False
-            except redis.RedisError:
+            if isinstance(info, bytes):
+                info = info.decode()
+            if isinstance(info, str):
+                info = dict(line.split(":", 1) for line in info.split() if ":" in line)
+            if info.get("cluster_state") != "ok":
                 return False
-            finally:
-                client.close()
+            if replication.get("role") == "slave" and replication.get("master_link_status") != "up":
+                return False
         return True
 
     def client(self) -> redis.RedisCluster:
         """A test's own cluster client (as a superuser would reach it)."""
         node = next(n for n in self.nodes if n.proc is not None)
-        kwargs = node.client_kwargs()
-        kwargs.pop("port")
+        kwargs = node.client_kwargs()  # its port, its password and TLS files
         return redis.RedisCluster(
-            host="127.0.0.1", port=node.port, socket_timeout=2, socket_connect_timeout=2,
-            **kwargs,
-        )  # fmt: skip
+            host="127.0.0.1", socket_timeout=2, socket_connect_timeout=2, **kwargs
+        )
 
     def flush(self) -> None:
         """Every key gone (FLUSHALL on each master; the replicas follow)."""

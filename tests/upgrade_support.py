@@ -81,16 +81,11 @@ def previous_release() -> Path:
 def _build(commit: str, venv: Path) -> None:
     shutil.rmtree(venv, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="fwrest-previous-") as tmp:
-        tree = Path(tmp) / "src"
+        tree, tar = Path(tmp) / "src", Path(tmp) / "src.tar"
         tree.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", "--format=tar", commit], capture_output=True,
-            check=False, timeout=120,
-        )  # fmt: skip
-        assert archive.returncode == 0, archive.stderr.decode(errors="replace")
-        subprocess.run(
-            ["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True, timeout=120
-        )
+        archive = _git("archive", "--format=tar", f"--output={tar}", commit)
+        assert archive.returncode == 0, archive.stderr
+        subprocess.run(["tar", "-x", "-f", str(tar), "-C", str(tree)], check=True, timeout=120)
         steps = (
             [sys.executable, "-m", "venv", str(venv)],
             [str(venv / "bin" / "pip"), "install", "--quiet", str(tree)],

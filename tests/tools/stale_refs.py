@@ -15,7 +15,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+from tests.tools import ROOT, report
+
 SRC = ROOT / "src"
 PACKAGE = SRC / "fwrest"
 DOCS = (ROOT / "docs" / "architecture.md",)
@@ -37,16 +38,14 @@ class Tree:
             name = ".".join(path.relative_to(src).with_suffix("").parts)
             self.modules[name.removesuffix(".__init__")] = path
         self.files = {str(p.relative_to(src / "fwrest")) for p in (src / "fwrest").rglob("*.py")}
-        self.spelled: set[str] = set()
         self._sources: dict[Path, str] = {}
-        for path in self.modules.values():
-            for node in ast.walk(ast.parse(self.source(path))):
-                if (
-                    isinstance(node, ast.Constant)
-                    and isinstance(node.value, str)
-                    and _DOTTED.fullmatch(node.value)
-                ):
-                    self.spelled.add(node.value)
+        self.spelled = {
+            node.value
+            for path in self.modules.values()
+            for node in ast.walk(ast.parse(self.source(path)))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            if _DOTTED.fullmatch(node.value)
+        }
 
     def source(self, path: Path) -> str:
         if path not in self._sources:
@@ -93,10 +92,7 @@ def main(argv: list[str]) -> int:
     tree = Tree()
     failed = False
     for path in [Path(a) for a in argv] or [*sorted(PACKAGE.rglob("*.py")), *DOCS]:
-        for line, what in check_text(path.read_text(encoding="utf-8"), tree):
-            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-            print(f"{shown}:{line}: {what}")
-            failed = True
+        failed |= report(path, check_text(path.read_text(encoding="utf-8"), tree))
     return 1 if failed else 0
 
 

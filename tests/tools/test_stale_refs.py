@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from tests.conftest import ROOT
+from tests.tools import run_python
 from tests.tools.stale_refs import Tree, check_text
 
 
@@ -53,13 +50,6 @@ def test_missing_references_are_found(tree: Tree, text: str, expected: str) -> N
 
 
 def test_sources_and_code_map_name_only_what_exists() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.tools.stale_refs"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    done = run_python("-m", "tests.tools.stale_refs")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout == ""
