@@ -230,7 +230,7 @@ def test_a_spend_gives_back_the_record_as_added(store: StateStore) -> None:
     records = [
         record("h-web"),
         # no client (tokens.py stores ""), a non-ASCII subject, a fractional and a far expiry
-        record("h-none", family="fam-2", client_id="", subject="zoë ✓", expires_in_s=0.125),
+        record("h-none", family="fam-2", client_id="", subject="zoë ✓", expires_in_s=60.125),
         record("h-far", family="fam-3", subject="o'brien", expires_in_s=86400 * 365 * 50.5),
         # the family's scopes (SPEC 12.4) travel with it, and its issue time (SPEC 12.3's iat)
         record("h-scoped", family="fam-4", scope="orders:read orders:write"),
