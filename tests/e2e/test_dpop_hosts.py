@@ -9,6 +9,8 @@ a skip."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -153,3 +155,103 @@ def test_a_replayed_proof_is_refused_by_every_other_worker_and_host(
             assert answer.status_code == 200, (host.base, pid, answer.text)
     finally:
         close(workers)
+
+
+def _refresh(host: WorkersHost, token: str, key: DpopKey | None) -> httpx.Response:
+    form = {"grant_type": "refresh_token", "client_id": "spa", "refresh_token": token}
+    with host.client() as http:
+        headers = {} if key is None else {"DPoP": key.proof("POST", host.base + TOKEN)}
+        return http.post(host.base + TOKEN, data=form, headers=headers)
+
+
+def _refused(answer: httpx.Response, error: str) -> None:
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"] == error, answer.text
+
+
+def _called(host: WorkersHost, token: str, key: DpopKey) -> httpx.Response:
+    target = host.base + "/hello"
+    with host.client() as http:
+        return http.get(target, headers=dpop_headers(token, key.proof("GET", target, token)))
+
+
+def _together(hosts: list[WorkersHost], token: str, key: DpopKey) -> list[httpx.Response]:
+    """Refreshes of ``token`` with ``key``'s proofs, one to each of ``hosts`` at once (each
+    connection made, each proof signed, before a barrier lets them all go)."""
+    gate = threading.Barrier(len(hosts))
+    outcomes: list[httpx.Response] = []
+
+    def refresh(host: WorkersHost) -> None:
+        proof = key.proof("POST", host.base + TOKEN)
+        data = {"grant_type": "refresh_token", "client_id": "spa", "refresh_token": token}
+        with host.client() as http:
+            http.get(host.base + "/fw/healthcheck/live")  # the connection made first
+            gate.wait(timeout=30)
+            outcomes.append(http.post(host.base + TOKEN, data=data, headers={"DPoP": proof}))
+
+    threads = [threading.Thread(target=refresh, args=(host,)) for host in hosts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return outcomes
+
+
+def test_a_refresh_with_a_proof_binds_a_public_client_s_unbound_family(
+    hosts: list[WorkersHost],
+) -> None:
+    """RFC 9449 5: the refresh token issued to a public client presenting a valid proof is bound
+    to its key, also when the family's first grant carried none (a review saw it stay unbound)."""
+    a, b = hosts[0], hosts[-1]
+    k1, thief = DpopKey("ES256"), DpopKey("EdDSA")
+    form = {"grant_type": "password", "client_id": "spa", "username": "dee"}
+    with a.client() as http:
+        first = http.post(a.base + TOKEN, data={**form, "password": PID_USERS["dee"]})
+    assert first.status_code == 200, first.text
+    assert first.json()["token_type"] == "Bearer"
+    bound = _refresh(a, first.json()["refresh_token"], k1)
+    assert bound.status_code == 200, bound.text
+    assert bound.json()["token_type"] == "DPoP"
+    pair: dict[str, Any] = bound.json()
+    # on host B: another key's proof, or none, is refused unspent; the key's holder refreshes
+    _refused(_refresh(b, pair["refresh_token"], thief), "invalid_dpop_proof")
+    _refused(_refresh(b, pair["refresh_token"], None), "invalid_dpop_proof")
+    renewed = _refresh(b, pair["refresh_token"], k1)
+    assert renewed.status_code == 200, renewed.text
+    assert renewed.json()["token_type"] == "DPoP"
+    _refused(_refresh(a, renewed.json()["refresh_token"], thief), "invalid_dpop_proof")
+    # the family is one: the unbound token spent at the binding, presented again, revokes the
+    # bound tokens too (the access token, the latest refresh token) on both hosts
+    _refused(_refresh(a, first.json()["refresh_token"], None), "invalid_grant")
+    _refused(_refresh(b, renewed.json()["refresh_token"], k1), "invalid_grant")
+    # every worker reads the store's revocations each 0.5 s (SPEC 7: refused within 1 s)
+    until = time.monotonic() + 3
+    while (revoked := _called(b, renewed.json()["access_token"], k1)).status_code == 200:
+        assert time.monotonic() < until, "the bound family's access token was not revoked"
+        time.sleep(0.1)
+    assert revoked.status_code == 401 and "revoked" in revoked.headers["www-authenticate"]
+
+
+def test_a_refresh_with_another_key_never_spends_a_bound_refresh_token(
+    hosts: list[WorkersHost],
+) -> None:
+    """SPEC 16.2: refused before the spend, so concurrent refusals on both hosts are no replay
+    (a review saw them revoke the family), and a spent token with another key revokes nothing."""
+    a, b = hosts[0], hosts[-1]
+    owner, thief = DpopKey("ES256"), DpopKey("ES256")
+    form = {"grant_type": "password", "client_id": "spa", "username": "dee"}
+    for _round in range(4):
+        answer = grant(a, owner, {**form, "password": PID_USERS["dee"]})
+        assert answer.status_code == 200, answer.text
+        token = answer.json()["refresh_token"]
+        outcomes = _together([a, b, a, b], token, thief)
+        assert len(outcomes) == 4
+        for outcome in outcomes:
+            _refused(outcome, "invalid_dpop_proof")
+        renewed = _refresh(b, token, owner)
+        assert renewed.status_code == 200, renewed.text
+    # the spent token with another key's proof: refused for the key, the family not revoked
+    _refused(_refresh(a, token, thief), "invalid_dpop_proof")
+    _refused(_refresh(b, token, None), "invalid_dpop_proof")
+    assert _called(a, renewed.json()["access_token"], owner).status_code == 200
+    assert _refresh(a, renewed.json()["refresh_token"], owner).status_code == 200

@@ -4,7 +4,7 @@ A client signs a short JWT (the proof, header ``DPoP``) with its own key for eac
 the token route a valid proof binds the tokens issued to that key: the access token carries
 ``cnf: {"jkt": <RFC 7638 thumbprint>}`` and ``token_type`` is ``DPoP``; a public client's
 family of refresh tokens is bound too (the family id carries the thumbprint:
-:func:`new_family`). The bearer check then wants ``Authorization: DPoP <token>`` with a fresh
+:func:`new_family`; an unbound one at its first refresh with a proof: :func:`refreshed_family`). The bearer check then wants ``Authorization: DPoP <token>`` with a fresh
 proof by that key whose ``ath`` is the token's hash.
 
 The signature is checked by PyJWT (``cryptography`` underneath); this module only picks what
@@ -48,7 +48,10 @@ __all__ = [
     "check_proof",
     "client_bound",
     "family_key",
+    "family_revoked",
+    "family_root",
     "new_family",
+    "refreshed_family",
     "thumbprint",
 ]
 
@@ -215,6 +218,34 @@ def new_family(request: TokenRequest, *, client_bound: bool = False) -> str:
     if jkt and request.client_id in request.allowed.public:
         return f"{family}{_FAMILY_SEP}{jkt}"
     return family
+
+
+def refreshed_family(request: TokenRequest, family: str) -> str:
+    """The family a refresh issues its new pair in: the refreshed token's, or, for a public
+    client's unbound family refreshed with a valid proof, the same id bound to the proof's key
+    (RFC 9449 5: a refresh token issued to a public client that presents a valid proof MUST be
+    bound to its key). The id before the ``.`` stays the family's own (:func:`family_root`): a
+    revocation under it reaches the tokens of both (:func:`family_revoked`)."""
+    jkt = bound_key.get()
+    if jkt and not family_key(family) and request.client_id in request.allowed.public:
+        return f"{family}{_FAMILY_SEP}{jkt}"
+    return family
+
+
+def family_root(family: str) -> str:
+    """A family's id without the key it is bound to: the id its tokens had before a refresh
+    bound it (:func:`refreshed_family`), or would have had unbound."""
+    return family.partition(_FAMILY_SEP)[0]
+
+
+def family_revoked(family: str, revoked: Mapping[str, float]) -> bool:
+    """Whether the family ``family`` (a token's ``fam``, a refresh record's) is in ``revoked``:
+    under its own id, or a bound family under its root (its tokens from before the binding
+    were revoked, or a replay revoked the whole family: grants/refresh.py)."""
+    if family in revoked:
+        return True
+    root, sep, _ = family.partition(_FAMILY_SEP)
+    return bool(sep) and root in revoked
 
 
 def client_bound(family: str) -> bool:

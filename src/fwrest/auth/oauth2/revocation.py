@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from fwrest import log
-from fwrest.auth.oauth2.dpop import family_key
+from fwrest.auth.oauth2.dpop import family_key, family_revoked, family_root
 from fwrest.auth.oauth2.errors import (
     CLIENT_CHALLENGE,
     InvalidClient,
@@ -164,8 +164,10 @@ async def _revoke(
         return
     families = await service.store_call(deadline, store.user_families, subject)
     until = family_until(max(families.get(family, 0.0), latest), access_s)
-    await service.store_call(deadline, store.revoke_family, family, until)
-    service.revoked[family] = max(until, service.revoked.get(family, 0.0))
+    # a bound family also under its root: its tokens from before a refresh bound it (SPEC 16.2)
+    for revoked in dict.fromkeys((family, family_root(family))):
+        await service.store_call(deadline, store.revoke_family, revoked, until)
+        service.revoked[revoked] = max(until, service.revoked.get(revoked, 0.0))
     log.auth_log.warning(
         "[%s] token family of user %r revoked by client %r (by its %s token)",
         service.port_name,
@@ -300,7 +302,7 @@ async def _describe(
         return None
     # the store's revocations, not the cache's (as a refresh reads them: SPEC 7)
     revoked = await service.store_call(deadline, service.store.revoked_families)
-    if record.family in revoked:
+    if family_revoked(record.family, revoked):
         return None
     answer: dict[str, Any] = {
         "active": True,

@@ -24,7 +24,7 @@ from fwrest import log
 from fwrest.auth.basic import mask_secret, parse_basic
 from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.oauth2 import mtls
-from fwrest.auth.oauth2.dpop import bound_key
+from fwrest.auth.oauth2.dpop import bound_key, family_revoked
 from fwrest.auth.oauth2.errors import (
     InvalidClient,
     InvalidRequest,
@@ -406,7 +406,7 @@ class TokenService:
                     self._verified[digest] = (expires, remembered, kid, keys.generation)
             if cached is not None:
                 family = remembered.get("fam")
-                if family is not None and family in self.revoked:
+                if family is not None and family_revoked(family, self.revoked):
                     raise InvalidToken("the access token was revoked")
                 return remembered
         import jwt  # here, not at the top: a start of fwrest without oAuth2 never loads it
@@ -455,7 +455,7 @@ class TokenService:
             # only a token signed with the service's key gets here (fwrest writes a string):
             # a 401, not a 500 from an unhashable lookup
             raise InvalidToken("the access token signature or claims are invalid")
-        if family is not None and family in self.revoked:
+        if family is not None and family_revoked(family, self.revoked):
             raise InvalidToken("the access token was revoked")
         try:
             expires = float(claims["exp"])

@@ -2,7 +2,10 @@
 
 A refresh spends its token in one compare-and-set (the store's ``spend_refresh``, by this
 request's claim and the token's own client: SPEC 7.1) and issues a new pair of the same
-family; an expired token, or another client's, is left unspent in that same step. A spent
+family; an expired token, or another client's, is left unspent in that same step. A public
+client's token bound to a DPoP key is refused before that step without a proof of its key
+(SPEC 16.2: neither spent nor, spent, taken for a replay); an unbound one refreshed with a
+proof binds the new pair (``refreshed_family``). A spent
 token presented again revokes its whole family. A spend whose new pair reaches no client (a
 refused scope, the store failing, the client gone) is undone, so that the client's retry is
 not taken for a replay.
@@ -15,7 +18,15 @@ import uuid
 from typing import ClassVar
 
 from fwrest import log
-from fwrest.auth.oauth2.dpop import InvalidDpopProof, bound_key, client_bound, family_key
+from fwrest.auth.oauth2.dpop import (
+    InvalidDpopProof,
+    bound_key,
+    client_bound,
+    family_key,
+    family_revoked,
+    family_root,
+    refreshed_family,
+)
 from fwrest.auth.oauth2.errors import InvalidClient, InvalidGrant, InvalidRequest, OAuthError
 from fwrest.auth.oauth2.grants.base import Grant, TokenRequest, Validated
 from fwrest.auth.oauth2.passwords import same_secret
@@ -36,18 +47,16 @@ class RefreshGrant(Grant):
         claim = uuid.uuid4().hex
         token_hash, record = await _rotate(request, claim)
         service = request.service
-        bound = family_key(record.family)
-        if bound and not hmac.compare_digest(bound.encode(), bound_key.get().encode()):
-            # SPEC 16.2: a public client's refresh token is bound to its DPoP key; refused
-            # unspent (its holder may still refresh with the right proof)
+        refused_key = _key_refusal(record)
+        if refused_key is not None:
+            # checked before the spend too (_rotate): here for a request that skipped it;
+            # refused unspent (its holder may still refresh with the right proof)
             await service.store_call(
                 request.deadline, service.store.restore_refresh, token_hash, claim
             )
-            raise InvalidDpopProof(
-                "the refresh token is bound to a DPoP key: a proof with that key is required"
-                if not bound_key.get()
-                else "the DPoP proof is signed with another key than the refresh token's"
-            )
+            raise refused_key
+        # RFC 9449 5: a public client's unbound family refreshed with a proof is bound now
+        family = refreshed_family(request, record.family)
         # the family keeps its scopes, less those its user or client may no longer have; a
         # ``scope`` on the refresh narrows this access token only (RFC 6749 6)
         kept = allowed_scopes(request.allowed, request.client_id, record.subject)
@@ -74,7 +83,7 @@ class RefreshGrant(Grant):
         except BaseException:
             service.restore_later(token_hash, claim)
             raise
-        return Validated(record.subject, record.family, scope, family_scope, (token_hash, claim))
+        return Validated(record.subject, family, scope, family_scope, (token_hash, claim))
 
     async def issue(self, request: TokenRequest, validated: Validated) -> Reply:
         try:
@@ -108,12 +117,17 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
     # revoke the family after it, and must not cancel the one new pair (SPEC 7: 500
     # simultaneous refreshes give one new pair, then refused with the rest of its family).
     revoked = await service.store_call(deadline, service.store.revoked_families)
-    if not request.authenticated:
-        # read before any spend: a family whose confidential client must authenticate is
-        # refused untouched, neither spent nor (a spent token) revoked by whoever holds it
+    if not request.authenticated or request.client_id in request.allowed.public:
+        # read before any spend: a family whose confidential client must authenticate, or a
+        # public client's bound to a DPoP key without a proof of that key (SPEC 16.2), is
+        # refused untouched, neither spent (concurrent refusals would take one another for
+        # replays) nor (a spent token) revoked by whoever holds it
         found = await service.refresh_record(deadline, token)
         if found is not None and _unauthenticated(request, found[0]):
             raise InvalidClient(_MUST_AUTHENTICATE)
+        refused_key = None if found is None else _key_refusal(found[0])
+        if refused_key is not None:
+            raise refused_key
     # the record is under one of the token's stored forms (the section name as this host
     # spells it, or folded), or found through the folded name's alias (another spelling's):
     # each spend is one compare-and-set, and one that finds the record ends the search
@@ -138,8 +152,10 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
         raise InvalidGrant("the refresh token has expired; repeat the password grant")
     if status == "spent":
         until = revoked_until(record, request.ttl_ms, request.refresh_at)
-        await service.store_call(deadline, service.store.revoke_family, record.family, until)
-        service.revoked[record.family] = until
+        # a bound family also under its root: its tokens from before a refresh bound it
+        for family in dict.fromkeys((record.family, family_root(record.family))):
+            await service.store_call(deadline, service.store.revoke_family, family, until)
+            service.revoked[family] = until
         log.auth_log.warning(
             "[%s] a spent refresh token was presented again (user %r): its whole token "
             "family is revoked",
@@ -154,7 +170,7 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
                 )
             )
         raise InvalidGrant("the refresh token was already used; its token family is revoked")
-    if record.family in revoked:
+    if family_revoked(record.family, revoked):
         raise InvalidGrant("the refresh token was revoked")
     if not any(same_secret(record.subject, name) for name, _ in request.allowed.users):
         raise InvalidGrant("the user of this refresh token is no longer allowed")
@@ -162,6 +178,19 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
 
 
 _MUST_AUTHENTICATE = "the client of this refresh token must authenticate"
+
+
+def _key_refusal(record: RefreshRecord) -> InvalidDpopProof | None:
+    """The refusal of a refresh of ``record`` whose family is bound to a DPoP key (a public
+    client's: SPEC 16.2) without a valid proof of that key; None when it may go on."""
+    bound = family_key(record.family)
+    if not bound or hmac.compare_digest(bound.encode(), bound_key.get().encode()):
+        return None
+    return InvalidDpopProof(
+        "the refresh token is bound to a DPoP key: a proof with that key is required"
+        if not bound_key.get()
+        else "the DPoP proof is signed with another key than the refresh token's"
+    )
 
 
 def _unauthenticated(request: TokenRequest, record: RefreshRecord) -> bool:
