@@ -14,6 +14,8 @@ the key's, never the token's), ``typ`` (``at+jwt``), ``iss``, ``aud``, ``exp`` a
 ``leeway`` seconds), its scopes and any ``cnf`` binding (RFC 8705 certificate, RFC 9449 DPoP
 key); with ``introspect=(client_id, secret)`` it also asks the issuer's introspection route
 (RFC 7662), remembering an answer for at most 30 s, so that a revoked token is refused.
+A DPoP proof is remembered until it leaves its window, never sooner (``dpop_cache_size``, then
+:class:`ReplayCacheFull`).
 Each fetch's whole answer comes within ``timeout`` seconds (5) or is given up, one at a time,
 and a failed one is not tried again for a back-off of 5-30 s (a stale set serving meanwhile,
 15 minutes past its max-age at most; docs/verifying-tokens.md).
@@ -30,15 +32,16 @@ import asyncio
 import base64
 import contextlib
 import hashlib
+import heapq
 import hmac
 import json
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 if TYPE_CHECKING:
     import ssl
@@ -51,6 +54,7 @@ __all__ = [
     "InvalidToken",
     "IssuerUnavailable",
     "NoPublicKey",
+    "ReplayCacheFull",
     "Verifier",
     "VerifyMiddleware",
 ]
@@ -69,7 +73,7 @@ DPOP_WINDOW_S = 60.0  # a DPoP proof's iat within this of now (SPEC 16.2)
 SIGNING_ALGS = ("ES256", "EdDSA", "RS256")  # fwrest's public-key algorithms (SPEC 12.1)
 DPOP_ALGS = SIGNING_ALGS  # a DPoP proof's (SPEC 16.2)
 _INTROSPECT_MAX = 10_000  # introspection answers remembered (oldest dropped)
-_JTI_MAX = 10_000  # DPoP proof ids remembered for their window (oldest dropped)
+DPOP_CACHE_SIZE = 100_000  # DPoP proofs remembered within their window at most (then 503)
 _MAX_AGE = re.compile(r"(?:^|,)\s*(?:s-)?max-age\s*=\s*\"?(\d+)\"?", re.IGNORECASE)
 _NO_CACHE = re.compile(r"(?:^|,)\s*(?:no-store|no-cache)\s*(?:,|$)", re.IGNORECASE)
 _THUMBPRINT_MEMBERS = {
@@ -134,6 +138,13 @@ class IssuerUnavailable(Exception):
         self.www_authenticate = ""
 
 
+class ReplayCacheFull(IssuerUnavailable):
+    """A DPoP proof that cannot be recorded: the verifier already remembers
+    ``dpop_cache_size`` proofs still within their window (RFC 9449 11.1). 503, as
+    :class:`IssuerUnavailable`: the proof is neither accepted nor refused, and a fresh one is
+    accepted once older proofs leave their window (at most 60 s later)."""
+
+
 # -- what the sync and async verifiers share (no I/O) ----------------------------------------
 
 
@@ -186,8 +197,9 @@ def _max_age(cache_control: str | None) -> float:
 
 
 def _target(url: str) -> tuple[str, str, str] | None:
-    """(scheme, authority, path) of a URL, folded and without query or fragment, as RFC 9449
-    4.3 compares ``htu``; None for a URL that does not parse."""
+    """(scheme, authority, path) of a URL, folded and without query or fragment, its path
+    percent-decoded (as fwrest's own check compares ``htu``: RFC 9449 4.3, RFC 3986 6.2.2.2),
+    dot segments kept; None for a URL that does not parse."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -197,7 +209,7 @@ def _target(url: str) -> tuple[str, str, str] | None:
     host = (parts.hostname or "").lower()
     default = {"https": 443, "http": 80}.get(scheme)
     authority = host if port in (None, default) else f"{host}:{port}"
-    return scheme, authority, parts.path or "/"
+    return scheme, authority, unquote(parts.path or "/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,8 +335,11 @@ class _Core:
         self.key_backoff = _Backoff()  # the metadata and key set's
         self.introspect_backoff = _Backoff()
         self._active: dict[str, tuple[float, bool]] = {}
-        self._jtis: dict[str, float] = {}
-        self._caches = threading.Lock()  # the two above, shared by a Verifier's threads
+        # DPoP proofs seen: id -> when its window ends (time.time()); the heap orders them so
+        self._jtis: dict[bytes, float] = {}
+        self._jti_ends: list[tuple[float, bytes]] = []
+        self.dpop_cache_size = DPOP_CACHE_SIZE
+        self._caches = threading.Lock()  # the caches above, shared by a Verifier's threads
         self.no_key: NoPublicKey | None = None  # an issuer without a key set, once found
 
     # -- discovery ----------------------------------------------------------------------------
@@ -497,7 +512,7 @@ class _Core:
         self,
         token: str,
         claims: dict[str, Any],
-        dpop_proof: str | None,
+        dpop_proof: str | Sequence[str] | None,
         method: str | None,
         url: str | None,
         client_cert: object,
@@ -523,13 +538,28 @@ class _Core:
             self.dpop(token, jkt, dpop_proof, method, url)
 
     def dpop(
-        self, token: str, jkt: str, proof: str | None, method: str | None, url: str | None
+        self,
+        token: str,
+        jkt: str,
+        proofs: str | Sequence[str] | None,
+        method: str | None,
+        url: str | None,
     ) -> None:
         """RFC 9449 4.3 and 7.1: the proof of possession of the key the token is bound to."""
         import jwt
 
-        if not proof:
+        if proofs is None or isinstance(proofs, str):
+            given = proofs or ""
+        else:  # the values of every DPoP header line of the request
+            lines = list(proofs)
+            if len(lines) > 1:  # RFC 9449 4.3 (1)
+                raise _dpop_error("the request carries more than one DPoP proof")
+            given = lines[0] if lines else ""
+        if not isinstance(given, str) or not given.strip():
             raise _dpop_error("the access token is bound to a DPoP key: a DPoP proof is required")
+        if "," in given:  # two header lines joined into one value (RFC 9110 5.3)
+            raise _dpop_error("the request carries more than one DPoP proof")
+        proof = given.strip()
         if not method or not url:
             raise ValueError("verify: a DPoP-bound token needs method= and url= of the request")
         try:
@@ -573,19 +603,29 @@ class _Core:
         jti = claims.get("jti")
         if not isinstance(jti, str) or not jti:
             raise _dpop_error("the DPoP proof has no jti")
-        self._seen_jti(f"{jkt}:{jti}", now)
+        proof_id = hashlib.sha256(f"{jkt}\n{jti}".encode("utf-8", "replace")).digest()
+        # accepted until its iat leaves the window (+1 s: the clock read here and there)
+        self._seen_jti(proof_id, float(iat) + DPOP_WINDOW_S + 1.0, now)
 
-    def _seen_jti(self, key: str, now: float) -> None:
-        """A proof used twice within its window is a replay (RFC 9449 11.1), in this process."""
+    def _seen_jti(self, proof_id: bytes, until: float, now: float) -> None:
+        """A proof used twice within its window is a replay (RFC 9449 11.1), in this process.
+        Each is remembered for as long as it would be accepted, never forgotten sooner: with
+        ``dpop_cache_size`` of them still in their window, a new proof is ReplayCacheFull."""
         with self._caches:
-            seen = self._jtis
-            until = seen.get(key)
-            if until is not None and until > now:
-                raise _dpop_error("the DPoP proof was used before")
-            if len(seen) >= _JTI_MAX:
-                for old in [k for k, t in seen.items() if t <= now] or [next(iter(seen))]:
+            seen, ends = self._jtis, self._jti_ends
+            while ends and ends[0][0] <= now:  # the proofs whose window has ended
+                end, old = heapq.heappop(ends)
+                if seen.get(old) == end:
                     del seen[old]
-            seen[key] = now + 2 * DPOP_WINDOW_S
+            if proof_id in seen:
+                raise _dpop_error("the DPoP proof was used before")
+            if len(seen) >= self.dpop_cache_size:
+                raise ReplayCacheFull(
+                    f"the DPoP proof cannot be recorded: {len(seen)} proofs are within their "
+                    f"{DPOP_WINDOW_S:g} s window (dpop_cache_size); try again with a new proof"
+                )
+            seen[proof_id] = until
+            heapq.heappush(ends, (until, proof_id))
 
     # -- introspection ------------------------------------------------------------------------
     @staticmethod
@@ -713,6 +753,20 @@ class Verifier:
     @introspect_cache_s.setter
     def introspect_cache_s(self, seconds: float) -> None:
         self._core.introspect_cache_s = min(seconds, INTROSPECT_CACHE_S)
+
+    @property
+    def dpop_cache_size(self) -> int:
+        """How many DPoP proofs still within their window are remembered at most (100,000):
+        a proof is never forgotten while it would be accepted (RFC 9449 11.1), so with that
+        many a new one raises :class:`ReplayCacheFull` (503) until older ones leave their
+        window (60 s after their ``iat``). About 200 bytes each."""
+        return self._core.dpop_cache_size
+
+    @dpop_cache_size.setter
+    def dpop_cache_size(self, proofs: int) -> None:
+        if not 1 <= proofs <= 10_000_000:
+            raise ValueError("Verifier: dpop_cache_size must be 1-10,000,000 proofs")
+        self._core.dpop_cache_size = proofs
 
     @property
     def timeout(self) -> float:
@@ -870,7 +924,7 @@ class Verifier:
         token: str,
         *,
         scopes: Iterable[str] = (),
-        dpop_proof: str | None = None,
+        dpop_proof: str | Sequence[str] | None = None,
         method: str | None = None,
         url: str | None = None,
         client_cert: object = None,
@@ -882,7 +936,12 @@ class Verifier:
                 audience, unbound, or revoked; ``www_authenticate`` is the challenge.
             InsufficientScope: 403, a valid token without all of ``scopes``.
             NoPublicKey: the issuer publishes no key (an HS256 port).
-            IssuerUnavailable: the issuer could not be asked.
+            IssuerUnavailable: the issuer could not be asked; its ``ReplayCacheFull``: the
+                DPoP proof could not be recorded (``dpop_cache_size`` proofs in their window).
+
+        ``dpop_proof`` is the request's ``DPoP`` header: the value of each of its lines (a
+        list; more than one is refused, RFC 9449 4.3), or one string (refused when it joins
+        two lines with a comma).
         """
         core = self._core
         if core.jwks_uri is None:
@@ -984,6 +1043,7 @@ class AsyncVerifier:
     introspect_cache_s = Verifier.introspect_cache_s
     timeout = Verifier.timeout
     keys_max_age = Verifier.keys_max_age
+    dpop_cache_size = Verifier.dpop_cache_size
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
@@ -1113,7 +1173,7 @@ class AsyncVerifier:
         token: str,
         *,
         scopes: Iterable[str] = (),
-        dpop_proof: str | None = None,
+        dpop_proof: str | Sequence[str] | None = None,
         method: str | None = None,
         url: str | None = None,
         client_cert: object = None,
@@ -1171,24 +1231,28 @@ class AsyncVerifier:
 _Check = Callable[..., Awaitable[dict[str, Any]]]
 
 
-def _credentials(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str | None, str | None, bool]:
-    """(token, DPoP proof, whether the scheme was DPoP) of a request's raw headers."""
-    authorization = proof = None
+def _credentials(
+    headers: Iterable[tuple[bytes, bytes]],
+) -> tuple[str | None, list[str], bool]:
+    """(token, the DPoP header lines' values, whether the scheme was DPoP) of a request's raw
+    headers (every DPoP line: two are refused, RFC 9449 4.3)."""
+    authorization = None
+    proofs: list[str] = []
     for name, value in headers:
         lowered = name.lower()
         if lowered == b"authorization":
             if authorization is not None:
-                return None, None, False  # repeated: refused as missing
+                return None, proofs, False  # repeated: refused as missing
             authorization = value.decode("latin-1")
         elif lowered == b"dpop":
-            proof = value.decode("latin-1")
+            proofs.append(value.decode("latin-1"))
     if authorization is None:
-        return None, proof, False
+        return None, proofs, False
     scheme, _, token = authorization.strip().partition(" ")
     token = token.strip()
     if scheme.lower() not in ("bearer", "dpop") or not token or " " in token:
-        return None, proof, False
-    return token, proof, scheme.lower() == "dpop"
+        return None, proofs, False
+    return token, proofs, scheme.lower() == "dpop"
 
 
 def _request_url(scope: MutableMapping[str, Any]) -> str:
@@ -1219,12 +1283,12 @@ def _peer_cert(scope: MutableMapping[str, Any]) -> object:
 
 
 async def _check_scope(check: _Check, scope: MutableMapping[str, Any]) -> dict[str, Any]:
-    token, proof, dpop = _credentials(scope.get("headers", ()))
+    token, proofs, dpop = _credentials(scope.get("headers", ()))
     if token is None:
         raise InvalidToken("an access token is required", www_authenticate="Bearer")
     claims = await check(
         token=token,
-        dpop_proof=proof,
+        dpop_proof=proofs,
         method=scope.get("method", "GET"),
         url=_request_url(scope),
         client_cert=_peer_cert(scope),

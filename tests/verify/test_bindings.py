@@ -12,7 +12,7 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from joserfc.jwk import import_key
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
-from fwrest.verify import AsyncVerifier, InvalidToken, Verifier, VerifyMiddleware
+from fwrest.verify import AsyncVerifier, InvalidToken, ReplayCacheFull, Verifier, VerifyMiddleware
 from tests.auth.oauth2_support import OAuthService, b64url
 from tests.conftest import free_port, issue_certs, wait_for
 from tests.verify.support import ADA, serve_issuer
@@ -153,7 +153,9 @@ def test_a_dpop_bound_token_issued_by_fwrest_is_verified_with_a_proof(svc: OAuth
         dpop_refused(v, access, Holder("ES256").proof(access))
 
 
-def dpop_refused(verifier: Verifier, access: str, proof: str | None, **kw: Any) -> str:
+def dpop_refused(
+    verifier: Verifier, access: str, proof: str | Sequence[str] | None, **kw: Any
+) -> str:
     with pytest.raises(InvalidToken) as caught:
         verifier.verify(access, dpop_proof=proof, method=kw.pop("method", "GET"), url=API, **kw)
     exc = caught.value
@@ -351,3 +353,108 @@ def test_the_middleware_checks_websockets_too(issuer: Issuer) -> None:
     accepted = asyncio.run(handshake([(b"host", b"api.example.com"), (b"authorization", bearer)]))
     assert accepted == [{"type": "websocket.accept"}]
     assert seen[0]["sub"] == "ada"
+
+
+# -- the replay cache, many proofs, percent-encoded htu ------------------------------------------
+
+
+def test_a_proof_is_refused_again_however_many_proofs_came_between(issuer: Issuer) -> None:
+    """RFC 9449 11.1: a proof is remembered for as long as it would be accepted; a flood of
+    valid proofs of the attacker's own key and token never pushes a captured one out."""
+    victim, attacker = Holder("EdDSA"), Holder("EdDSA")
+    victims, attackers = issuer.token({"jkt": victim.jkt}), issuer.token({"jkt": attacker.jkt})
+    captured = victim.proof(victims)
+    flood = 10_001  # more than the proofs the verifier held before it remembered all
+
+    def run(v: Verifier) -> None:
+        v.verify(victims, dpop_proof=captured, method="GET", url=API)
+        for _ in range(flood):
+            v.verify(attackers, dpop_proof=attacker.proof(attackers), method="GET", url=API)
+        assert "used before" in dpop_refused(v, victims, captured)
+
+    with Verifier(issuer.url, audience="API", verify=issuer.ca) as v:  # type: ignore[attr-defined]
+        run(v)
+
+    async def twin() -> str:
+        async with AsyncVerifier(issuer.url, audience="API", verify=issuer.ca) as av:  # type: ignore[attr-defined]
+            av.dpop_cache_size = 50  # a small one: the same rule, whatever the size
+            await av.verify(victims, dpop_proof=captured, method="GET", url=API)
+            for _ in range(30):
+                await av.verify(attackers, dpop_proof=attacker.proof(attackers), method="GET",
+                                url=API)  # fmt: skip
+            with pytest.raises(InvalidToken) as caught:
+                await av.verify(victims, dpop_proof=captured, method="GET", url=API)
+            return caught.value.description
+
+    assert "used before" in asyncio.run(twin())
+
+
+def test_a_full_replay_cache_refuses_new_proofs_until_old_ones_leave_their_window(
+    issuer: Issuer,
+) -> None:
+    holder = Holder("EdDSA")
+    access = issuer.token({"jkt": holder.jkt})
+    with Verifier(issuer.url, audience="API", verify=issuer.ca) as v:  # type: ignore[attr-defined]
+        assert v.dpop_cache_size == 100_000
+        with pytest.raises(ValueError, match="dpop_cache_size"):
+            v.dpop_cache_size = 0
+        v.dpop_cache_size = 5
+        # proofs near the end of their window (iat 56 s ago): remembered 5 s more at most
+        old = [holder.proof(access, iat=int(time.time()) - 56) for _ in range(5)]
+        for proof in old:
+            v.verify(access, dpop_proof=proof, method="GET", url=API)
+        with pytest.raises(ReplayCacheFull) as caught:
+            v.verify(access, dpop_proof=holder.proof(access), method="GET", url=API)
+        assert caught.value.status == 503 and caught.value.www_authenticate == ""
+        assert "cannot be recorded" in caught.value.description
+        # a replay is still said to be one, not "full"
+        assert "used before" in dpop_refused(v, access, old[0])
+        time.sleep(5.5)  # the old proofs' window over: they are forgotten, a new one passes
+        assert v.verify(access, dpop_proof=holder.proof(access), method="GET", url=API)
+        assert "stale" in dpop_refused(v, access, old[0])
+
+
+def test_a_percent_encoded_htu_is_the_url_it_encodes(svc: OAuthService, issuer: Issuer) -> None:
+    """fwrest's token route and the verifier compare ``htu`` alike: the path percent-decoded
+    (``/%6Frders`` is ``/orders``; RFC 3986 6.2.2.2)."""
+    port = svc["EC"]
+    holder = Holder("EdDSA")
+    grant = {"grant_type": "password", "username": ADA[0], "password": ADA[1]}
+    base, _, route = port.token_url.rpartition("/")  # .../fw/oauth2/token
+    encoded = f"{base}/%74{route[1:]}"  # .../fw/oauth2/%74oken
+    answer = port.http.post(port.token_url, data=grant,
+                            headers={"DPoP": holder.proof("", "POST", encoded)})  # fmt: skip
+    assert answer.status_code == 200, answer.text  # the server takes it
+    access = issuer.token({"jkt": holder.jkt})
+    with Verifier(issuer.url, audience="API", verify=issuer.ca) as v:  # type: ignore[attr-defined]
+        url = "https://api.example.com/%6Frders"
+        assert v.verify(access, dpop_proof=holder.proof(access, url=url), method="GET", url=API)
+        proof = holder.proof(access)  # and the request's URL encoded, the proof's not
+        assert v.verify(access, dpop_proof=proof, method="GET", url=url)
+        assert "another URL" in dpop_refused(
+            v, access, holder.proof(access, url="https://api.example.com/%6Frder")
+        )
+
+
+def test_two_dpop_header_lines_are_refused(issuer: Issuer, asgi_app: str) -> None:
+    """RFC 9449 4.3 (1): not more than one DPoP header field, by the middleware, the
+    dependency and ``verify`` given the lines (a list, or joined with a comma)."""
+    holder = Holder()
+    access = issuer.token({"jkt": holder.jkt})
+    for path in ("/mw/orders", "/dep"):
+        url = asgi_app + path
+        one = [("Authorization", f"DPoP {access}"), ("DPoP", holder.proof(access, url=url))]
+        good = httpx.get(url, headers=one, timeout=15)
+        assert good.status_code == 200, (path, good.text)
+        two = [*one[:1], ("DPoP", holder.proof(access, url=url)),
+               ("DPoP", holder.proof(access, url=url))]  # fmt: skip
+        refused = httpx.get(url, headers=two, timeout=15)
+        assert refused.status_code == 401, (path, refused.text)
+        assert "more than one DPoP proof" in refused.text  # JSON (middleware) or text
+        challenge = refused.headers["www-authenticate"]
+        assert challenge.startswith('DPoP error="invalid_dpop_proof"'), challenge
+    with Verifier(issuer.url, audience="API", verify=issuer.ca) as v:  # type: ignore[attr-defined]
+        first, second = holder.proof(access), holder.proof(access)
+        for given in ([first, second], f"{first}, {second}", (first, first)):
+            assert "more than one" in dpop_refused(v, access, given)
+        assert v.verify(access, dpop_proof=[first], method="GET", url=API)
