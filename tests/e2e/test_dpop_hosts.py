@@ -4,8 +4,8 @@ DPoP client); each check is asked of every worker through a kept-alive connectio
 grant with a proof, the token used on every worker with fresh proofs, refreshed on the other host
 with its key's proof (refused without). A replayed proof (hosts behind one balancer,
 ``X-Forwarded-Host``, so one proof names one URL) is refused by every other worker, at the bearer
-check and the token route (the store keeps its id for its window). No redis-server: a failure, never
-a skip."""
+check and the token route (the store keeps its id for its window). A proof with an empty or blank
+``jti`` is refused everywhere. No redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 
@@ -153,3 +153,33 @@ def test_a_replayed_proof_is_refused_by_every_other_worker_and_host(
             assert answer.status_code == 200, (host.base, pid, answer.text)
     finally:
         close(workers)
+
+
+@pytest.mark.parametrize("jti", ["", " ", "\t"])
+def test_a_proof_with_an_empty_or_blank_jti_is_refused_on_every_host(
+    hosts: list[WorkersHost], jti: str
+) -> None:
+    # SPEC 16.2: "a jti never seen"; an empty or blank one identifies no proof
+    key = DpopKey("ES256")
+    form = {"grant_type": "password", "username": "dee", "password": PID_USERS["dee"]}
+    for host in hosts:
+        proof = key.proof("POST", host.base + TOKEN, claims={"jti": jti})
+        refused = grant(host, key, form, proof)
+        assert refused.status_code == 400, (host.base, refused.text)
+        assert refused.json() == dict(
+            error="invalid_dpop_proof",
+            error_description="the DPoP proof's jti is missing or malformed",
+        )
+    answer = grant(hosts[0], key, form)
+    assert answer.status_code == 200, answer.text
+    token = answer.json()["access_token"]
+    for host in hosts:
+        target = host.base + "/hello"
+        with host.client() as http:
+            for _ in range(2):  # never once accepted, so never "used before" either
+                proof = key.proof("GET", target, token, claims={"jti": jti})
+                used = http.get(target, headers=dpop_headers(token, proof))
+                assert used.status_code == 401, (host.base, used.text)
+                assert "jti is missing or malformed" in used.headers["www-authenticate"]
+            fresh = http.get(target, headers=dpop_headers(token, key.proof("GET", target, token)))
+            assert fresh.status_code == 200, (host.base, fresh.text)

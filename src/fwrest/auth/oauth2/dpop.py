@@ -189,7 +189,8 @@ def check_proof(proof: str, method: str, host: str, path: str, token: str | None
     if iat > now + WINDOW_S:
         raise ProofError(f"the DPoP proof is dated in the future (iat over {WINDOW_S} s ahead)")
     jti = claims.get("jti")
-    if not isinstance(jti, str) or not jti or len(jti) > MAX_JTI:
+    # an empty or blank jti names no proof: each client would share it (docs/decisions.md)
+    if not isinstance(jti, str) or not jti.strip() or len(jti) > MAX_JTI:
         raise ProofError("the DPoP proof's jti is missing or malformed")
     if token is not None:
         ath = _b64url(hashlib.sha256(token.encode("ascii", "replace")).digest())
