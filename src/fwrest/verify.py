@@ -634,12 +634,26 @@ def _scope_list(scopes: Iterable[str]) -> tuple[str, ...]:
     return tuple(scopes)
 
 
-def _dpop_error(description: str) -> InvalidToken:
+def _dpop_error(description: str, error: str = "invalid_dpop_proof") -> InvalidToken:
     challenge = (
-        f'DPoP error="invalid_dpop_proof", error_description="{_quoted(description)}", '
+        f'DPoP error="{error}", error_description="{_quoted(description)}", '
         f'algs="{" ".join(DPOP_ALGS)}"'
     )
     return InvalidToken(description, www_authenticate=challenge)
+
+
+def _dpop_bound(claims: dict[str, Any] | None) -> bool:
+    cnf = claims.get("cnf") if claims is not None else None
+    return isinstance(cnf, dict) and "jkt" in cnf
+
+
+def _in_scheme(exc: InvalidToken, dpop: bool) -> InvalidToken:
+    """RFC 9449 7.1: the refusal of a DPoP request (a proof given, the ``DPoP`` scheme) or of
+    a DPoP-bound token challenges with ``DPoP``, whatever was wrong (an expired or inactive
+    token, an unknown key, the certificate), as fwrest's own bearer check does."""
+    if not dpop or not exc.www_authenticate.startswith("Bearer "):
+        return exc
+    return _dpop_error(exc.description, "invalid_token")
 
 
 def _tls(verify: bool | str | ssl.SSLContext) -> bool | ssl.SSLContext:
@@ -891,11 +905,15 @@ class Verifier:
             # token needs its keys (by the failure's back-off: the issuer is asked once)
             with contextlib.suppress(IssuerUnavailable):
                 self._refresh(serve_stale=False)
-        header = core.header(token)
-        claims = core.claims(token, header, self._key(header))
-        core.bindings(token, claims, dpop_proof, method, url, client_cert)
-        if core.introspect is not None:
-            self._introspect(token, claims)
+        claims: dict[str, Any] | None = None
+        try:
+            header = core.header(token)
+            claims = core.claims(token, header, self._key(header))
+            core.bindings(token, claims, dpop_proof, method, url, client_cert)
+            if core.introspect is not None:
+                self._introspect(token, claims)
+        except InvalidToken as exc:
+            raise _in_scheme(exc, dpop_proof is not None or _dpop_bound(claims)) from None
         core.scopes(claims, scopes)
         return claims
 
@@ -1123,11 +1141,15 @@ class AsyncVerifier:
         if core.jwks_uri is None:
             with contextlib.suppress(IssuerUnavailable):  # as Verifier.verify
                 await self._refresh(serve_stale=False)
-        header = core.header(token)
-        claims = core.claims(token, header, await self._key(header))
-        core.bindings(token, claims, dpop_proof, method, url, client_cert)
-        if core.introspect is not None:
-            await self._introspect(token, claims)
+        claims: dict[str, Any] | None = None
+        try:
+            header = core.header(token)
+            claims = core.claims(token, header, await self._key(header))
+            core.bindings(token, claims, dpop_proof, method, url, client_cert)
+            if core.introspect is not None:
+                await self._introspect(token, claims)
+        except InvalidToken as exc:  # as Verifier.verify
+            raise _in_scheme(exc, dpop_proof is not None or _dpop_bound(claims)) from None
         core.scopes(claims, scopes)
         return claims
 
@@ -1222,17 +1244,21 @@ async def _check_scope(check: _Check, scope: MutableMapping[str, Any]) -> dict[s
     token, proof, dpop = _credentials(scope.get("headers", ()))
     if token is None:
         raise InvalidToken("an access token is required", www_authenticate="Bearer")
-    claims = await check(
-        token=token,
-        dpop_proof=proof,
-        method=scope.get("method", "GET"),
-        url=_request_url(scope),
-        client_cert=_peer_cert(scope),
-    )
-    cnf = claims.get("cnf")
-    if dpop != (isinstance(cnf, dict) and "jkt" in cnf):
-        # RFC 9449 7.1: a DPoP-bound token goes with the DPoP scheme, only it
-        raise InvalidToken("the access token is sent with the wrong authorization scheme")
+    try:
+        claims = await check(
+            token=token,
+            dpop_proof=proof,
+            method=scope.get("method", "GET"),
+            url=_request_url(scope),
+            client_cert=_peer_cert(scope),
+        )
+    except InvalidToken as exc:
+        raise _in_scheme(exc, dpop) from None  # the DPoP scheme: its challenge (RFC 9449 7.1)
+    if dpop != _dpop_bound(claims):
+        # RFC 9449 7.1: a DPoP-bound token goes with the DPoP scheme, only it; either way the
+        # challenge is DPoP's, as fwrest's bearer check answers
+        why = "the access token is sent with the wrong authorization scheme"
+        raise _dpop_error(why, "invalid_token")
     return claims
 
 
