@@ -24,6 +24,21 @@ from tests.conftest import free_config, issue_certs, tls_server
 from tests.e2e.support import hosts_serving, redis_or_none, with_store
 
 REQUIRED = "a certificate-bound access token is required here"
+# PID_APP's params() redefined below it: ada may introspect with her token (the scope introspect)
+APP = (
+    PID_APP
+    + """
+
+def params():
+    return {
+        "client_id": "web",
+        "client_secret": "Web-Secret-9q",
+        "users": [{"username": u, "password": p, "scopes": ["default", "introspect"]}
+                  for u, p in USERS.items()],
+        "access_expires": "1h",
+    }
+"""
+)
 Cert = tuple[Path, Path] | None
 
 
@@ -40,12 +55,19 @@ class Host:
         return httpx.Client(verify=ctx, timeout=15)
 
     def grant(self, cert: Cert, proof: str | None = None) -> dict[str, Any]:
-        form = {"grant_type": "password", "username": "ada", "password": PID_USERS["ada"]}
+        form = {"grant_type": "password", "username": "ada", "password": PID_USERS["ada"],
+                "scope": "default introspect"}  # fmt: skip
         headers = {} if proof is None else {"DPoP": proof}
         with self.client(cert) as http:
             answer = http.post(self.base + TOKEN, data=form, auth=PID_CLIENT, headers=headers)
         assert answer.status_code == 200, answer.text
         return dict(answer.json())
+
+    def introspect(self, token: str, cert: Cert) -> httpx.Response:
+        """``token`` introspecting itself: the caller authenticated by its own bearer token."""
+        with self.client(cert) as http:
+            url = self.base + "/fw/oauth2/introspect"
+            return http.post(url, data={"token": token}, headers=bearer(token))
 
     def hello(self, headers: dict[str, str], cert: Cert = None) -> httpx.Response:
         with self.client(cert) as http:
@@ -65,7 +87,7 @@ def _host(folder: Path, ca: trustme.CA, pki: Pki, redis_url: str, bound: bool) -
     server = tls_server(
         certs, SslClientCert=1, SslClientCA=str(pki.ca), FwData={"Authorization": oauth}
     )
-    return with_store(free_config(folder, app=PID_APP, servers={"OAUTH": server}), redis_url)
+    return with_store(free_config(folder, app=APP, servers={"OAUTH": server}), redis_url)
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +127,13 @@ def test_an_unbound_token_is_refused_where_the_binding_is_mandatory(
     assert b.hello(bearer(bound), pki.ada).status_code == 200
     assert_refused(b.hello(bearer(bound), pki.bob), "Bearer", "another client certificate")
     assert b.hello(bearer(b.grant(pki.bob)["access_token"]), pki.bob).status_code == 200
+    # nor does an unbound token authenticate a caller of host B's introspection route
+    assert a.introspect(unbound, None).json()["active"] is True
+    refused = b.introspect(unbound, pki.ada)
+    assert refused.status_code == 401, refused.text
+    assert refused.json()["error"] == "invalid_client", refused.text
+    assert REQUIRED in refused.json()["error_description"], refused.text
+    assert b.introspect(bound, pki.ada).json()["active"] is True
 
 
 def test_a_dpop_token_is_refused_with_the_dpop_challenge(
