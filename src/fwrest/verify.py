@@ -197,19 +197,61 @@ def _max_age(cache_control: str | None) -> float:
 
 
 def _target(url: str) -> tuple[str, str, str] | None:
-    """(scheme, authority, path) of a URL, folded and without query or fragment, its path
-    percent-decoded (as fwrest's own check compares ``htu``: RFC 9449 4.3, RFC 3986 6.2.2.2),
-    dot segments kept; None for a URL that does not parse."""
+    """(scheme, authority, path) of a URL, folded and without query or fragment, its path as
+    fwrest's router reads it (:func:`_route_path`; fwrest's own check compares ``htu`` so:
+    RFC 9449 4.3, RFC 3986 6.2.2 and 6.2.3); None for a URL that does not parse or a path
+    that names no route."""
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
         return None
+    path = _route_path(parts.path or "/")
+    if path is None:
+        return None
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
     default = {"https": 443, "http": 80}.get(scheme)
     authority = host if port in (None, default) else f"{host}:{port}"
-    return scheme, authority, unquote(parts.path or "/")
+    return scheme, authority, path
+
+
+# what fwrest's router refuses in a target's path: a bad escape; an encoded slash, backslash
+# or NUL; a control character
+_NO_ROUTE_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})|%(?:2[Ff]|5[Cc]|00)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _route_path(path: str) -> str | None:
+    """``path`` as fwrest's router reads a target (``fwrest.routing.paths.normalise_path``,
+    which this module does not import: it loads nothing of the server; the two must agree):
+    percent escapes decoded, empty and ``.`` segments dropped, ``..`` applied, no trailing
+    slash; None where the router finds no route (a bad escape, an encoded slash, a control
+    character, invalid UTF-8, ``..`` above ``/``).
+
+    >>> _route_path("/rest//x/../%77hoami/"), _route_path("/a/../../b"), _route_path("/a%2Fb")
+    ('/rest/whoami', None, None)
+    """
+    if "%" in path:
+        if _NO_ROUTE_ESCAPE.search(path):
+            return None
+        try:
+            path = unquote(path, errors="strict")
+        except UnicodeDecodeError:
+            return None
+    if _CONTROL.search(path):
+        return None
+    segments: list[str] = []
+    for seg in path.split("/"):
+        if seg in ("", "."):
+            continue
+        if seg == "..":
+            if not segments:
+                return None
+            segments.pop()
+            continue
+        segments.append(seg)
+    return "/" + "/".join(segments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -674,12 +716,26 @@ def _scope_list(scopes: Iterable[str]) -> tuple[str, ...]:
     return tuple(scopes)
 
 
-def _dpop_error(description: str) -> InvalidToken:
+def _dpop_error(description: str, error: str = "invalid_dpop_proof") -> InvalidToken:
     challenge = (
-        f'DPoP error="invalid_dpop_proof", error_description="{_quoted(description)}", '
+        f'DPoP error="{error}", error_description="{_quoted(description)}", '
         f'algs="{" ".join(DPOP_ALGS)}"'
     )
     return InvalidToken(description, www_authenticate=challenge)
+
+
+def _dpop_bound(claims: dict[str, Any] | None) -> bool:
+    cnf = claims.get("cnf") if claims is not None else None
+    return isinstance(cnf, dict) and "jkt" in cnf
+
+
+def _in_scheme(exc: InvalidToken, dpop: bool) -> InvalidToken:
+    """RFC 9449 7.1: the refusal of a DPoP request (a proof given, the ``DPoP`` scheme) or of
+    a DPoP-bound token challenges with ``DPoP``, whatever was wrong (an expired or inactive
+    token, an unknown key, the certificate), as fwrest's own bearer check does."""
+    if not dpop or not exc.www_authenticate.startswith("Bearer "):
+        return exc
+    return _dpop_error(exc.description, "invalid_token")
 
 
 def _tls(verify: bool | str | ssl.SSLContext) -> bool | ssl.SSLContext:
@@ -950,11 +1006,15 @@ class Verifier:
             # token needs its keys (by the failure's back-off: the issuer is asked once)
             with contextlib.suppress(IssuerUnavailable):
                 self._refresh(serve_stale=False)
-        header = core.header(token)
-        claims = core.claims(token, header, self._key(header))
-        core.bindings(token, claims, dpop_proof, method, url, client_cert)
-        if core.introspect is not None:
-            self._introspect(token, claims)
+        claims: dict[str, Any] | None = None
+        try:
+            header = core.header(token)
+            claims = core.claims(token, header, self._key(header))
+            core.bindings(token, claims, dpop_proof, method, url, client_cert)
+            if core.introspect is not None:
+                self._introspect(token, claims)
+        except InvalidToken as exc:
+            raise _in_scheme(exc, dpop_proof is not None or _dpop_bound(claims)) from None
         core.scopes(claims, scopes)
         return claims
 
@@ -1183,11 +1243,15 @@ class AsyncVerifier:
         if core.jwks_uri is None:
             with contextlib.suppress(IssuerUnavailable):  # as Verifier.verify
                 await self._refresh(serve_stale=False)
-        header = core.header(token)
-        claims = core.claims(token, header, await self._key(header))
-        core.bindings(token, claims, dpop_proof, method, url, client_cert)
-        if core.introspect is not None:
-            await self._introspect(token, claims)
+        claims: dict[str, Any] | None = None
+        try:
+            header = core.header(token)
+            claims = core.claims(token, header, await self._key(header))
+            core.bindings(token, claims, dpop_proof, method, url, client_cert)
+            if core.introspect is not None:
+                await self._introspect(token, claims)
+        except InvalidToken as exc:  # as Verifier.verify
+            raise _in_scheme(exc, dpop_proof is not None or _dpop_bound(claims)) from None
         core.scopes(claims, scopes)
         return claims
 
@@ -1286,17 +1350,21 @@ async def _check_scope(check: _Check, scope: MutableMapping[str, Any]) -> dict[s
     token, proofs, dpop = _credentials(scope.get("headers", ()))
     if token is None:
         raise InvalidToken("an access token is required", www_authenticate="Bearer")
-    claims = await check(
-        token=token,
-        dpop_proof=proofs,
-        method=scope.get("method", "GET"),
-        url=_request_url(scope),
-        client_cert=_peer_cert(scope),
-    )
-    cnf = claims.get("cnf")
-    if dpop != (isinstance(cnf, dict) and "jkt" in cnf):
-        # RFC 9449 7.1: a DPoP-bound token goes with the DPoP scheme, only it
-        raise InvalidToken("the access token is sent with the wrong authorization scheme")
+    try:
+        claims = await check(
+            token=token,
+            dpop_proof=proofs or None,  # none sent: no proof (a Bearer request)
+            method=scope.get("method", "GET"),
+            url=_request_url(scope),
+            client_cert=_peer_cert(scope),
+        )
+    except InvalidToken as exc:
+        raise _in_scheme(exc, dpop) from None  # the DPoP scheme: its challenge (RFC 9449 7.1)
+    if dpop != _dpop_bound(claims):
+        # RFC 9449 7.1: a DPoP-bound token goes with the DPoP scheme, only it; either way the
+        # challenge is DPoP's, as fwrest's bearer check answers
+        why = "the access token is sent with the wrong authorization scheme"
+        raise _dpop_error(why, "invalid_token")
     return claims
 
 

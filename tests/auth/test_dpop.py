@@ -163,6 +163,9 @@ def _refusals(key: DpopKey, other: DpopKey, port: LocalOAuth, token: str) -> dic
         "another typ": key.proof("GET", target, token, header={"typ": "JWT"}),
         "no jwk": key.proof("GET", target, token, header={"jwk": None}),
         "no jti": key.proof("GET", target, token, claims={"jti": None}),
+        "empty jti": key.proof("GET", target, token, claims={"jti": ""}),
+        "blank jti": key.proof("GET", target, token, claims={"jti": " "}),
+        "jti not a string": key.proof("GET", target, token, claims={"jti": 7}),
         "jwk of another key": key.proof("GET", target, token, header={"jwk": other.jwk}),
         "garbage": "not-a-jwt",
     }
@@ -170,7 +173,8 @@ def _refusals(key: DpopKey, other: DpopKey, port: LocalOAuth, token: str) -> dic
 
 BAD_PROOFS = ["stale", "future", "another method", "another url", "another host", "http",
               "another token", "no ath", "wrong key", "alg none", "HS256", "private key in jwk",
-              "another typ", "no jwk", "no jti", "jwk of another key", "garbage"]  # fmt: skip
+              "another typ", "no jwk", "no jti", "empty jti", "blank jti", "jti not a string",
+              "jwk of another key", "garbage"]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", BAD_PROOFS)
@@ -220,7 +224,7 @@ def test_behind_a_trusted_proxy_htu_is_the_forwarded_host(svc: LocalService, key
 # -- the token route ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("case", ["stale", "future", "another url", "alg none", "private key in jwk", "wrong typ", "garbage"])  # fmt: skip
+@pytest.mark.parametrize("case", ["stale", "future", "another url", "alg none", "private key in jwk", "wrong typ", "empty jti", "blank jti", "garbage"])  # fmt: skip
 def test_the_token_route_refuses_a_bad_proof_with_400(
     dp: LocalOAuth, key: DpopKey, case: str
 ) -> None:
@@ -232,6 +236,8 @@ def test_the_token_route_refuses_a_bad_proof_with_400(
         "alg none": unsigned_proof("POST", target, key.jwk),
         "private key in jwk": key.proof("POST", target, header={"jwk": {**key.jwk, "d": "AA"}}),
         "wrong typ": key.proof("POST", target, header={"typ": "jwt"}),
+        "empty jti": key.proof("POST", target, claims={"jti": ""}),
+        "blank jti": key.proof("POST", target, claims={"jti": " \t"}),
         "garbage": "x.y.z",
     }[case]
     answer = assert_error(token_request(dp, None, proof=proof), "invalid_dpop_proof")

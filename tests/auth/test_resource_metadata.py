@@ -1,7 +1,7 @@
 """SPEC 16.3: protected resource metadata (RFC 9728) and resource indicators (RFC 8707). In process
 (module ``tauth_resource_app``): ``RS`` (ES256, ``/rest`` and ``/api``, scopes), ``ISS`` (configured
 ``issuer``), ``OFF`` (``oauth2/resource`` disabled); the discovery from a 401 by a client that
-knows only a protected URL."""
+knows only a protected URL. Another section's port as ``resource=``: on a real ``fwrest serve``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from tests.auth.oauth2_support import (
     KEYS_ADA,
     WEB,
     LocalService,
+    OAuthService,
     assert_error,
     assert_invalid_token,
     assert_missing_token,
@@ -26,6 +27,7 @@ from tests.auth.oauth2_support import (
     local_service,
     oauth_section,
     params_source,
+    served_service,
 )
 from tests.conftest import APP_SOURCE, module_config
 
@@ -55,10 +57,11 @@ def _write(folder: Path, certs: dict[str, Path]) -> Path:
 
 
 svc = local_service(_write, "resource")
+served = served_service(_write, "resource-served")  # real ports: one per section
 
 
-def _origin(svc: LocalService, port: str) -> str:
-    issuer = svc[port].http.get("/rest/fw/oauth2/metadata").json()["issuer"]
+def _origin(svc: LocalService | OAuthService, port: str) -> str:
+    issuer = svc[port].get("/fw/oauth2/metadata").json()["issuer"]
     return str(issuer).removesuffix("/rest")
 
 
@@ -155,9 +158,30 @@ def test_a_token_request_may_name_any_location_of_the_section(svc: LocalService)
         assert claims["aud"] == "RS"
         assert rs.http.get("/api/hello", headers={"Authorization": f"Bearer {token}"}).is_success
         assert rs.get("/hello", token).status_code == 200
-    # without a configured issuer each host derives its origin: another host's URL is the same
-    # resource (SPEC 12.2; docs/decisions.md)
-    assert rs.grant(*KEYS_ADA, resource="https://10.0.0.2:8443/api").status_code == 200
+    # the host is folded, :443 and one trailing slash ignored; a location's sub-path is not one
+    host, _, port = origin.removeprefix("https://").partition(":")
+    assert port != "443"
+    assert rs.grant(*KEYS_ADA, resource=f"HTTPS://{host.upper()}:{port}/rest").is_success
+    assert_error(rs.grant(*KEYS_ADA, resource=origin + "/api/hello"), "invalid_target")
+
+
+def test_another_host_or_port_with_a_location_s_path_is_an_invalid_target(
+    served: OAuthService,
+) -> None:
+    # SPEC 16.3: the URL the document gives (or another location of the same section); the
+    # path of a location on another host, or on another section's port, names another resource
+    rs = served["RS"]
+    origin, other = _origin(served, "RS"), _origin(served, "OFF")
+    assert origin != other
+    for resource in (origin + "/api", origin + "/rest/"):
+        assert rs.grant(*KEYS_ADA, resource=resource).status_code == 200, resource
+    for resource in ("https://evil.example/api", "https://10.0.0.2:8443/api", other + "/api",
+                     other + "/rest", "https://evil.example/rest/"):  # fmt: skip
+        answer = assert_error(rs.grant(*KEYS_ADA, resource=resource), "invalid_target")
+        assert "access_token" not in answer.json()
+    pair = rs.tokens(*KEYS_ADA)
+    refused = rs.refresh(pair["refresh_token"], resource="https://evil.example/rest")
+    assert refused.status_code == 400 and error_of(refused) == "invalid_target"
 
 
 @pytest.mark.parametrize(

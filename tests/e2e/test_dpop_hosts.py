@@ -4,8 +4,9 @@ DPoP client); each check is asked of every worker through a kept-alive connectio
 grant with a proof, the token used on every worker with fresh proofs, refreshed on the other host
 with its key's proof (refused without). A replayed proof (hosts behind one balancer,
 ``X-Forwarded-Host``, so one proof names one URL) is refused by every other worker, at the bearer
-check and the token route (the store keeps its id for its window). No redis-server: a failure, never
-a skip."""
+check and the token route (the store keeps its id for its window). A proof with an empty or blank
+``jti`` is refused everywhere; an ``htu`` with dot segments names the route it resolves to. No
+redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 
@@ -255,3 +256,63 @@ def test_a_refresh_with_another_key_never_spends_a_bound_refresh_token(
     _refused(_refresh(b, token, None), "invalid_dpop_proof")
     assert _called(a, renewed.json()["access_token"], owner).status_code == 200
     assert _refresh(a, renewed.json()["refresh_token"], owner).status_code == 200
+
+
+@pytest.mark.parametrize("jti", ["", " ", "\t"])
+def test_a_proof_with_an_empty_or_blank_jti_is_refused_on_every_host(
+    hosts: list[WorkersHost], jti: str
+) -> None:
+    # SPEC 16.2: "a jti never seen"; an empty or blank one identifies no proof
+    key = DpopKey("ES256")
+    form = {"grant_type": "password", "username": "dee", "password": PID_USERS["dee"]}
+    for host in hosts:
+        proof = key.proof("POST", host.base + TOKEN, claims={"jti": jti})
+        refused = grant(host, key, form, proof)
+        assert refused.status_code == 400, (host.base, refused.text)
+        assert refused.json() == dict(
+            error="invalid_dpop_proof",
+            error_description="the DPoP proof's jti is missing or malformed",
+        )
+    answer = grant(hosts[0], key, form)
+    assert answer.status_code == 200, answer.text
+    token = answer.json()["access_token"]
+    for host in hosts:
+        target = host.base + "/hello"
+        with host.client() as http:
+            for _ in range(2):  # never once accepted, so never "used before" either
+                proof = key.proof("GET", target, token, claims={"jti": jti})
+                used = http.get(target, headers=dpop_headers(token, proof))
+                assert used.status_code == 401, (host.base, used.text)
+                assert "jti is missing or malformed" in used.headers["www-authenticate"]
+            fresh = http.get(target, headers=dpop_headers(token, key.proof("GET", target, token)))
+            assert fresh.status_code == 200, (host.base, fresh.text)
+
+
+def test_htu_is_compared_after_normalising_its_path_as_the_router_does(
+    hosts: list[WorkersHost],
+) -> None:
+    # RFC 9449 4.3 with RFC 3986 6.2.2 (percent-decoding, dot segments) and 6.2.3 (the default
+    # port): the proof names the route the request reaches (docs/decisions.md)
+    key = DpopKey("ES256")
+    form = {"grant_type": "password", "username": "bob", "password": PID_USERS["bob"]}
+    for host in hosts:
+        origin, _, _ = host.base.partition("/rest")
+        dotted = key.proof("POST", origin + "/rest/fw/./x/../oauth2/token")
+        answer = grant(host, key, form, dotted)
+        assert answer.status_code == 200, (host.base, answer.text)
+        token = answer.json()["access_token"]
+        accepted = ["/rest/x/../hello", "/rest/./hello", "/rest/%68ello", "/rest/hello/",
+                    "/rest//hello", "/rest/hello/."]  # fmt: skip
+        refused = ["/rest/x/../other", "/rest/../../hello", "/rest%2Fhello", "/rest/hello/..",
+                   "/rest/%2E%2E/rest/hellO"]  # fmt: skip
+        with host.client() as http:
+            for sent in ("/rest/hello", "/rest/hello/"):
+                for htu in accepted:
+                    proof = key.proof("GET", origin + htu, token)
+                    used = http.get(origin + sent, headers=dpop_headers(token, proof))
+                    assert used.status_code == 200, (host.base, sent, htu, used.text)
+                for htu in refused:
+                    proof = key.proof("GET", origin + htu, token)
+                    used = http.get(origin + sent, headers=dpop_headers(token, proof))
+                    assert used.status_code == 401, (host.base, sent, htu, used.text)
+                    assert "another URL (htu)" in used.headers["www-authenticate"]

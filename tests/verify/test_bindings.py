@@ -30,7 +30,7 @@ from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 from fwrest.verify import AsyncVerifier, InvalidToken, ReplayCacheFull, Verifier, VerifyMiddleware
 from tests.auth.oauth2_support import OAuthService, b64url
 from tests.conftest import free_port, issue_certs, wait_for
-from tests.verify.support import ADA, serve_issuer
+from tests.verify.support import ADA, CLIENT, revoke, serve_issuer
 
 API = "https://api.example.com/orders"
 
@@ -151,6 +151,59 @@ def test_a_dpop_bound_token_issued_by_fwrest_is_verified_with_a_proof(svc: OAuth
         # without a proof, or with another key's, it is refused
         dpop_refused(v, access, None)
         dpop_refused(v, access, Holder("ES256").proof(access))
+
+
+def test_any_refusal_of_a_dpop_request_challenges_with_dpop(
+    svc: OAuthService, issuer: Issuer, verifier: Verifier
+) -> None:
+    # RFC 9449 7.1, as fwrest's bearer check: a revoked (inactive), expired or unknown-key token
+    # presented with a proof, or DPoP-bound, is refused with the DPoP challenge
+    port, holder = svc["EC"], Holder("ES256")
+    grant = {"grant_type": "password", "username": ADA[0], "password": ADA[1]}
+    answer = port.http.post(
+        port.token_url, data=grant, headers={"DPoP": holder.proof("", "POST", port.token_url)}
+    )
+    assert answer.status_code == 200, answer.text
+    pair = answer.json()
+    revoke(svc, pair["refresh_token"])
+    ca = str(svc.certs["ca"])
+
+    def challenged(refuse: Any) -> str:
+        with pytest.raises(InvalidToken) as caught:
+            refuse()
+        challenge = caught.value.www_authenticate
+        assert challenge.startswith('DPoP error="invalid_token"'), challenge
+        assert 'algs="ES256 EdDSA RS256"' in challenge, challenge
+        return caught.value.description
+
+    access = pair["access_token"]
+    with Verifier(svc.proc.url("EC"), verify=ca, introspect=CLIENT) as asking:
+        why = challenged(lambda: asking.verify(access, dpop_proof=holder.proof(access),
+                                               method="GET", url=API))  # fmt: skip
+        assert "revoked" in why or "not active" in why, why
+
+        async def twin() -> None:
+            async with AsyncVerifier(svc.proc.url("EC"), verify=ca, introspect=CLIENT) as av:
+                await av.verify(access, dpop_proof=holder.proof(access), method="GET", url=API)
+
+        challenged(lambda: asyncio.run(twin()))
+    expired = issuer.token({"jkt": holder.jkt}, ttl=-600)
+    proof = holder.proof(expired)
+    assert "expired" in challenged(
+        lambda: verifier.verify(expired, dpop_proof=proof, method="GET", url=API)
+    )
+    unknown_kid = jwt.encode(
+        jwt.decode(expired, options={"verify_signature": False}),
+        ec.generate_private_key(ec.SECP256R1()),
+        "ES256",
+        headers={"typ": "at+jwt", "kid": "nobody"},
+    )
+    challenged(lambda: verifier.verify(unknown_kid, dpop_proof=holder.proof(unknown_kid),
+                                       method="GET", url=API))  # fmt: skip
+    # without a proof and unbound: Bearer, as before
+    with pytest.raises(InvalidToken) as caught:
+        verifier.verify(issuer.token({}, ttl=-600))
+    assert caught.value.www_authenticate.startswith('Bearer error="invalid_token"')
 
 
 def dpop_refused(
@@ -305,10 +358,23 @@ def test_the_middleware_takes_dpop_tokens_with_their_proof(issuer: Issuer, asgi_
     # RFC 9449 7.1: a DPoP-bound token sent as a bearer token is refused, proof or not
     as_bearer = get("Bearer", access, holder.proof(access, url=url))
     assert as_bearer.status_code == 401 and "scheme" in as_bearer.json()["detail"]
+    assert as_bearer.headers["www-authenticate"].startswith('DPoP error="invalid_token"')
     # an unbound token: as Bearer it passes, as DPoP it is refused
     plain = issuer.token({})
     assert get("Bearer", plain).status_code == 200
-    assert get("DPoP", plain, holder.proof(plain, url=url)).status_code == 401
+    as_dpop = get("DPoP", plain, holder.proof(plain, url=url))
+    assert as_dpop.status_code == 401
+    assert as_dpop.headers["www-authenticate"].startswith('DPoP error="invalid_token"')
+    # any refusal of a request with the DPoP scheme challenges with DPoP (RFC 9449 7.1)
+    for token in (issuer.token({"jkt": holder.jkt}, ttl=-600), issuer.token({}, ttl=-600)):
+        old = get("DPoP", token, holder.proof(token, url=url))
+        assert old.status_code == 401 and "expired" in old.json()["detail"]
+        assert old.headers["www-authenticate"].startswith('DPoP error="invalid_token"')
+    assert (
+        get("Bearer", issuer.token({}, ttl=-600))
+        .headers["www-authenticate"]
+        .startswith('Bearer error="invalid_token"')
+    )
 
 
 def test_the_dependency_in_a_starlette_endpoint(issuer: Issuer, asgi_app: str) -> None:
@@ -415,8 +481,8 @@ def test_a_full_replay_cache_refuses_new_proofs_until_old_ones_leave_their_windo
 
 
 def test_a_percent_encoded_htu_is_the_url_it_encodes(svc: OAuthService, issuer: Issuer) -> None:
-    """fwrest's token route and the verifier compare ``htu`` alike: the path percent-decoded
-    (``/%6Frders`` is ``/orders``; RFC 3986 6.2.2.2)."""
+    """fwrest's token route and the verifier compare ``htu`` alike: the path read as the
+    router reads a target (``/%6Frders`` is ``/orders``; dot segments removed)."""
     port = svc["EC"]
     holder = Holder("EdDSA")
     grant = {"grant_type": "password", "username": ADA[0], "password": ADA[1]}
@@ -434,6 +500,13 @@ def test_a_percent_encoded_htu_is_the_url_it_encodes(svc: OAuthService, issuer: 
         assert "another URL" in dpop_refused(
             v, access, holder.proof(access, url="https://api.example.com/%6Frder")
         )
+        # dot segments, empty segments and a trailing slash as the router reads them; a path
+        # the router refuses names nothing
+        dotted = "https://api.example.com/x/..//orders/./"
+        assert v.verify(access, dpop_proof=holder.proof(access, url=dotted), method="GET", url=API)
+        for refused in ("/../orders", "/x%2F../orders", "/%zzorders"):
+            url = "https://api.example.com" + refused
+            assert "another URL" in dpop_refused(v, access, holder.proof(access, url=url)), url
 
 
 def test_two_dpop_header_lines_are_refused(issuer: Issuer, asgi_app: str) -> None:

@@ -27,10 +27,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from fwrest.auth.oauth2.errors import OAuthError
 from fwrest.errors import Challenge, Unauthorized
+from fwrest.routing.paths import BadPath, normalise_path
 
 if TYPE_CHECKING:
     from fwrest.auth.oauth2.grants.base import TokenRequest
@@ -112,8 +113,16 @@ def thumbprint(jwk: Mapping[str, Any]) -> str:
 
 
 def _same_target(htu: str, host: str, path: str) -> bool:
-    """Whether ``htu`` names ``https://{host}{path}`` (RFC 9449 4.3: no query or fragment;
-    the scheme and host folded, the default port dropped, the path percent-decoded)."""
+    """Whether ``htu`` names ``https://{host}{path}``, ``path`` as the router normalised the
+    request's (RFC 9449 4.3: no query or fragment; RFC 3986 6.2.2 and 6.2.3: the scheme and
+    host folded, the default port dropped, and the path through the router's one normaliser,
+    so percent escapes decoded and dot segments removed; docs/decisions.md).
+
+    >>> _same_target("https://H.example:443/rest/x/../%77hoami/", "h.example", "/rest/whoami")
+    True
+    >>> _same_target("https://h.example/rest/../../whoami", "h.example", "/whoami")
+    False
+    """
     try:
         parts = urlsplit(htu)
         port = parts.port
@@ -125,7 +134,11 @@ def _same_target(htu: str, host: str, path: str) -> bool:
         return False
     if (parts.hostname.lower(), port or 443) != ((own.hostname or "").lower(), own_port or 443):
         return False
-    return unquote(parts.path or "/") == unquote(path or "/")
+    try:
+        # the proof names the route the request reaches, as the router reads a target
+        return normalise_path(parts.path or "/") == (path or "/")
+    except BadPath:  # an encoded slash, a bad escape, ".." above the root: no route of ours
+        return False
 
 
 def check_proof(proof: str, method: str, host: str, path: str, token: str | None = None) -> Proof:
@@ -192,7 +205,8 @@ def check_proof(proof: str, method: str, host: str, path: str, token: str | None
     if iat > now + WINDOW_S:
         raise ProofError(f"the DPoP proof is dated in the future (iat over {WINDOW_S} s ahead)")
     jti = claims.get("jti")
-    if not isinstance(jti, str) or not jti or len(jti) > MAX_JTI:
+    # an empty or blank jti names no proof: each client would share it (docs/decisions.md)
+    if not isinstance(jti, str) or not jti.strip() or len(jti) > MAX_JTI:
         raise ProofError("the DPoP proof's jti is missing or malformed")
     if token is not None:
         ath = _b64url(hashlib.sha256(token.encode("ascii", "replace")).digest())

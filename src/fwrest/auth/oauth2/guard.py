@@ -10,7 +10,7 @@ from fwrest import log
 from fwrest.auth.basic import authorization_header
 from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.oauth2.dpop import DpopCheck, dpop_token
-from fwrest.auth.oauth2.mtls import MtlsRefused, check_certificate
+from fwrest.auth.oauth2.mtls import MtlsRefused, certificate_bound, check_certificate
 from fwrest.auth.oauth2.tokens import (
     InvalidToken,
     TokenService,
@@ -266,7 +266,13 @@ class BearerGuard:
             try:  # SPEC 16.2: a certificate-bound token needs its certificate (RFC 8705 3)
                 check_certificate(claims, req.peer_cert)
             except MtlsRefused as exc:
-                raise self._invalid(path, str(exc)) from None
+                # the challenge of the scheme the token came with (DPoP: RFC 9449 7.1)
+                raise self._invalid(path, str(exc), dpop_scheme) from None
+        if self._service.mtls_required and not certificate_bound(claims):
+            # SPEC 16.2: "boundTokens": "mtls" makes the binding mandatory, here as at the
+            # token route (a token issued unbound elsewhere, or before it was turned on)
+            why = "a certificate-bound access token is required here"
+            raise self._invalid(path, why, dpop_scheme)
         ctx.auth_user = token_user(claims)  # "client:<id>" for a client's own token
         scope = claims.get("scope")
         if isinstance(scope, str):

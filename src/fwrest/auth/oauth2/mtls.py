@@ -6,7 +6,8 @@ certificate once per connection (``context/certs.py``'s ``with_thumbprint``). A 
 request whose connection presented one gets an access token with ``cnf: {"x5t#S256": ...}``
 (:func:`confirmation`); ``"boundTokens": "mtls"`` refuses a token request without one
 (:func:`required`); the bearer check refuses a bound token on a connection without that
-same certificate (:func:`check_certificate`). The refresh token is not bound: a refresh binds its new
+same certificate (:func:`check_certificate`), and with ``"boundTokens": "mtls"`` an unbound
+one too (:func:`certificate_bound`). The refresh token is not bound: a refresh binds its new
 access token to the certificate of its own connection (docs/decisions.md).
 """
 
@@ -23,6 +24,7 @@ from fwrest.context.request import current
 __all__ = [
     "THUMBPRINT",
     "MtlsRefused",
+    "certificate_bound",
     "check_certificate",
     "check_current",
     "confirmation",
@@ -64,6 +66,12 @@ def required() -> None:
         raise InvalidRequest(
             "this server issues only certificate-bound tokens: present a client certificate"
         )
+
+
+def certificate_bound(claims: Mapping[str, Any]) -> bool:
+    """Whether a token's claims bind it to a certificate (``cnf.x5t#S256``)."""
+    cnf = claims.get("cnf")
+    return isinstance(cnf, dict) and isinstance(cnf.get(THUMBPRINT), str)
 
 
 def check_certificate(claims: dict[str, Any], peer_cert: Mapping[str, object] | None) -> None:

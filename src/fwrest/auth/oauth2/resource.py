@@ -91,9 +91,7 @@ class Resources:
 
     __slots__ = (
         "_bound",
-        "_derived",
         "_identities",
-        "_paths",
         "bindings",
         "issuer",
         "metadata_url",
@@ -104,7 +102,6 @@ class Resources:
         self,
         by_location: dict[str, str],
         *,
-        configured: bool = False,
         bound: dict[str, Any] | None = None,
     ) -> None:
         # SPEC 16.3: the binding fields of 16.2 the port's documents carry
@@ -118,13 +115,11 @@ class Resources:
             path = "" if prefix in ("", "/") else prefix
             self.resource[prefix] = origin + path
             self.metadata_url[prefix] = origin + WELL_KNOWN_RESOURCE + path
-        # what a token request's resource= may name: any location of the section, exactly
-        # under a configured issuer; under derived ones (each host derives its own origin,
-        # SPEC 12.2) by the location's path, as the bearer check reads a derived iss
+        # what a token request's resource= may name (SPEC 16.3): the URL of a location of
+        # the section as its document gives it (the configured issuer's origin, else this
+        # host's own), nothing on another host or port (docs/decisions.md)
         known = [_identity(url) for url in self.resource.values()]
         self._identities = frozenset(i for i in known if i is not None)
-        self._paths = frozenset(i[1] for i in self._identities)
-        self._derived = not configured
         # the fields of the token bindings (SPEC 16.2, RFC 9728 2), set by the assembly
         self.bindings: dict[str, Any] = {}
 
@@ -154,11 +149,7 @@ class Resources:
     def accepts(self, value: str) -> bool:
         """Whether a token request's ``resource`` names a location of the section (RFC 8707)."""
         identity = _identity(value)
-        if identity is None:
-            return False
-        if identity in self._identities:
-            return True
-        return self._derived and identity[1] in self._paths
+        return identity is not None and identity in self._identities
 
     def check(self, value: str | None) -> None:
         """Raise :class:`InvalidTarget` for a ``resource`` the section does not serve."""

@@ -34,7 +34,7 @@ from fwrest.auth.oauth2.errors import (
     render,
 )
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms
-from fwrest.auth.oauth2.mtls import MtlsRefused, check_current
+from fwrest.auth.oauth2.mtls import MtlsRefused, certificate_bound, check_current
 from fwrest.auth.oauth2.params import CLIENT_PREFIX, AuthParams, client_credentials, request_params
 from fwrest.auth.oauth2.tokens import (
     InvalidToken,
@@ -224,6 +224,10 @@ async def _introspector(
             check_current(caller)  # a certificate-bound token needs its certificate (16.2)
         except (InvalidToken, MtlsRefused) as exc:
             raise _not_an_introspector("invalid_token", str(exc)) from None
+        if service.mtls_required and not certificate_bound(caller):
+            # "boundTokens": "mtls" makes the binding mandatory, here as at the bearer check
+            why = "a certificate-bound access token is required here"
+            raise _not_an_introspector("invalid_token", why)
         cnf = caller.get("cnf")
         if isinstance(cnf, dict) and "jkt" in cnf:
             # a DPoP-bound token is good only with a proof of its key (SPEC 16.2), which this
