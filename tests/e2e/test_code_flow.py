@@ -229,10 +229,7 @@ def test_authlib_oauth2_session_with_s256_pkce(hosts: Hosts) -> None:
 def test_the_login_page_in_chromium_without_javascript(browser: Any, hosts: Hosts) -> None:
     verifier, challenge = pkce()
     callback = f"http://127.0.0.1:{hosts.pages.port}/callback.html"
-    query = (
-        f"response_type=code&client_id=native&redirect_uri={callback}"
-        f"&code_challenge={challenge}&code_challenge_method=S256&state=st-native"
-    )
+    query = _native_query(callback, challenge, "st-native")
     context = browser.new_context(java_script_enabled=False, ignore_https_errors=True)
     requested: list[str] = []
     try:
@@ -299,6 +296,14 @@ def _log_in_without_javascript(
         context.close()
 
 
+def _native_query(callback: str, challenge: str, state: str) -> str:
+    """The native client's authorization request to ``callback`` with PKCE S256."""
+    return (
+        f"response_type=code&client_id=native&redirect_uri={callback}"
+        f"&code_challenge={challenge}&code_challenge_method=S256&state={state}"
+    )
+
+
 def _redeemed(hosts: Hosts, code: str, callback: str, verifier: str) -> int:
     with hosts.client() as client:
         answer = client.post(
@@ -324,10 +329,7 @@ def test_chromium_follows_the_redirect_to_an_ipv6_loopback_callback(
     try:
         verifier, challenge = pkce()
         callback = f"{app.origin}/callback.html"
-        query = (
-            f"response_type=code&client_id=native&redirect_uri={callback}"
-            f"&code_challenge={challenge}&code_challenge_method=S256&state=st-v6"
-        )
+        query = _native_query(callback, challenge, "st-v6")
         headers, values = _log_in_without_javascript(
             browser, hosts.base_a + AUTHORIZE + "?" + query, callback
         )
@@ -346,10 +348,7 @@ def test_the_login_page_served_with_a_trailing_slash_posts_to_the_route(
     the route itself, not to ``.../authorize/authorize``."""
     verifier, challenge = pkce()
     callback = f"{hosts.pages.origin}/callback.html"
-    query = (
-        f"response_type=code&client_id=native&redirect_uri={callback}"
-        f"&code_challenge={challenge}&code_challenge_method=S256&state=st-slash"
-    )
+    query = _native_query(callback, challenge, "st-slash")
     _headers, values = _log_in_without_javascript(
         browser, hosts.base_a + AUTHORIZE + "/?" + query, callback
     )

@@ -10,6 +10,7 @@ from fwrest.context.request import current
 from fwrest.native.catalog import NativeOptions, route_name
 from fwrest.native.schemas import Typed, add_schemas
 from fwrest.routing.names import (
+    AUTHORIZE_PARAMS,
     AUTHORIZE_ROUTE_NAME,
     INTROSPECT_ROUTE_NAME,
     OPEN_OAUTH2_ROUTES,
@@ -54,13 +55,7 @@ _FORMS: dict[str, dict[str, Any]] = {
     INTROSPECT_ROUTE_NAME: _form(["token"], *_TOKEN_FIELDS),
     AUTHORIZE_ROUTE_NAME: _form(
         ["fw_csrf", "username", "password"],  # fw_csrf: the page's CSRF token (hidden)
-        "response_type",
-        "client_id",
-        "redirect_uri",
-        "code_challenge",
-        "code_challenge_method",
-        "scope",
-        "state",
+        *AUTHORIZE_PARAMS,
         "fw_csrf",
         "username",
         "password",

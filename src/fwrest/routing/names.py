@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "AUTHORIZE_PARAMS",
     "AUTHORIZE_ROUTE",
     "AUTHORIZE_ROUTE_NAME",
     "INTROSPECT_ROUTE",
@@ -43,6 +44,17 @@ RESOURCE_ROUTE = f"/fw/{RESOURCE_ROUTE_NAME}"
 # SPEC 16.1: the authorization code grant's authorize route and login page
 AUTHORIZE_ROUTE_NAME = "oauth2/authorize"
 AUTHORIZE_ROUTE = f"/fw/{AUTHORIZE_ROUTE_NAME}"
+# the authorization request's parameters (RFC 6749 4.1.1, RFC 7636 4.3), in the order the
+# login page's form carries them back (auth/oauth2/authorize.py) and the OpenAPI lists them
+AUTHORIZE_PARAMS = (
+    "response_type",
+    "client_id",
+    "redirect_uri",
+    "code_challenge",
+    "code_challenge_method",
+    "scope",
+    "state",
+)
 # The routes whose queries and bodies carry passwords and tokens: never logged, and held to
 # the token route's body limit (SPEC 7, 12.3); each a path relative to its location.
 TOKEN_BODY_ROUTES = frozenset({TOKEN_ROUTE, REVOKE_ROUTE, INTROSPECT_ROUTE, AUTHORIZE_ROUTE})

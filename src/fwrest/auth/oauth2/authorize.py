@@ -57,7 +57,7 @@ from fwrest.auth.oauth2.params import AuthParams, request_params
 from fwrest.auth.oauth2.redirects import registered_form
 from fwrest.auth.oauth2.scopes import allowed_scopes, grant, requested
 from fwrest.errors import OAUTH_NO_STORE, TooManyRequests
-from fwrest.routing.names import AUTHORIZE_ROUTE
+from fwrest.routing.names import AUTHORIZE_PARAMS, AUTHORIZE_ROUTE
 from fwrest.store.audit import AuditEvent
 from fwrest.wire import Reply
 
@@ -70,15 +70,7 @@ CSRF_FIELD = "fw_csrf"  # the form's hidden field of the CSRF token
 FORM_TTL_S = 600  # how long a login page may be posted (10 minutes: Keycloak's login timeout)
 GRANT = "authorization_code"
 # the authorization request's parameters the form carries back (hidden), in this order
-CARRIED = (
-    "response_type",
-    "client_id",
-    "redirect_uri",
-    "code_challenge",
-    "code_challenge_method",
-    "scope",
-    "state",
-)
+CARRIED = AUTHORIZE_PARAMS
 _PLACEHOLDER = re.compile(r"\{\{(client|scopes|error|form)\}\}")
 _STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.DOTALL | re.IGNORECASE)
 # a redirect has no body; its content type is the one an empty Response had
