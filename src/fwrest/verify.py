@@ -196,6 +196,9 @@ def _max_age(cache_control: str | None) -> float:
     return min(float(found.group(1)), MAX_AGE_CAP_S)
 
 
+_MAX_JTI = 256  # characters, as fwrest's own check (auth/oauth2/dpop.py MAX_JTI)
+
+
 def _target(url: str) -> tuple[str, str, str] | None:
     """(scheme, authority, path) of a URL, folded and without query or fragment, its path as
     fwrest's router reads it (:func:`_route_path`; fwrest's own check compares ``htu`` so:
@@ -643,8 +646,9 @@ class _Core:
         ):
             raise _dpop_error("the DPoP proof is for another access token")
         jti = claims.get("jti")
-        if not isinstance(jti, str) or not jti:
-            raise _dpop_error("the DPoP proof has no jti")
+        # a blank jti names no proof (each client would share it), as fwrest's check says
+        if not isinstance(jti, str) or not jti.strip() or len(jti) > _MAX_JTI:
+            raise _dpop_error("the DPoP proof's jti is missing or malformed")
         proof_id = hashlib.sha256(f"{jkt}\n{jti}".encode("utf-8", "replace")).digest()
         # accepted until its iat leaves the window (+1 s: the clock read here and there)
         self._seen_jti(proof_id, float(iat) + DPOP_WINDOW_S + 1.0, now)

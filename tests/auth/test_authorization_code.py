@@ -596,6 +596,8 @@ def test_the_openapi_document_declares_the_form_the_token_services_routes_take(
     assert "302" in authorize["post"]["responses"] and "302" in authorize["get"]["responses"]
     fields = authorize["post"]["requestBody"]["content"][form]["schema"]["properties"]
     assert {"username", "password", "client_id", "code_challenge"} <= set(fields)
+    token = doc["paths"]["/rest/fw/oauth2/token"]["post"]["requestBody"]["content"][form]
+    assert {"code_verifier", "refresh_token", "resource"} <= set(token["schema"]["properties"])
 
 
 def test_a_disabled_authorize_route_is_not_in_the_metadata(svc: LocalService) -> None:

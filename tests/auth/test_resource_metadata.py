@@ -169,11 +169,15 @@ def test_another_host_or_port_with_a_location_s_path_is_an_invalid_target(
     served: OAuthService,
 ) -> None:
     # SPEC 16.3: the URL the document gives (or another location of the same section); the
-    # path of a location on another host, or on another section's port, names another resource
+    # path of a location on another port (another section's, or any host's) is another resource
     rs = served["RS"]
     origin, other = _origin(served, "RS"), _origin(served, "OFF")
     assert origin != other
-    for resource in (origin + "/api", origin + "/rest/"):
+    # another host of the service on the section's port (SPEC 12.2: one issuer; HostName
+    # 0.0.0.0's document names a host no client uses)
+    port = origin.rpartition(":")[2]
+    for resource in (origin + "/api", origin + "/rest/", f"https://10.0.0.2:{port}/api",
+                     f"https://0.0.0.0:{port}/rest", f"https://localhost:{port}/rest"):  # fmt: skip
         assert rs.grant(*KEYS_ADA, resource=resource).status_code == 200, resource
     for resource in ("https://evil.example/api", "https://10.0.0.2:8443/api", other + "/api",
                      other + "/rest", "https://evil.example/rest/"):  # fmt: skip

@@ -283,7 +283,8 @@ for name, raw in [("lowercase-method", "get {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
                   ("unknown-method", "FOO {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
                   ("digit-in-method", "G3T {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
                   ("long-method", "GET" * 40 + " {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
-                  ("unknown-method-after-empty-lines", "\r\n\r\nBREW {T} HTTP/1.1\r\nHost: h\r\n\r\n")]:
+                  ("unknown-method-after-empty-lines", "\r\n\r\nBREW {T} HTTP/1.1\r\nHost: h\r\n\r\n"),
+                  ("rtsp-method-on-http", "DESCRIBE {T} HTTP/1.1\r\nHost: h\r\n\r\n")]:
     proto(f"rl-{name}", F, ALL, raw, 501)
 # one behind another request in the same read: where it began is not known, 400
 proto("rl-unknown-method-pipelined", F, ALL,

@@ -258,6 +258,9 @@ def test_bad_dpop_proofs_are_refused_with_the_dpop_challenge(
     }
     for why, proof in cases.items():
         assert why in dpop_refused(verifier, access, proof), why
+    # a blank jti names no proof, as the server refuses it (SPEC 16.2: a jti never seen)
+    for jti in ("", " ", "\t", "\u00a0", "j" * 257):
+        assert "jti" in dpop_refused(verifier, access, holder.proof(access, jti=jti)), repr(jti)
     # a proof is good once (RFC 9449 11.1)
     once = holder.proof(access)
     verifier.verify(access, dpop_proof=once, method="GET", url=API)

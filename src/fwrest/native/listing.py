@@ -50,6 +50,7 @@ _FORMS: dict[str, dict[str, Any]] = {
         "code_verifier",
         "client_id",
         "client_secret",
+        "resource",  # RFC 8707 (SPEC 16.3)
     ),
     REVOKE_ROUTE_NAME: _form(["token"], *_TOKEN_FIELDS),
     INTROSPECT_ROUTE_NAME: _form(["token"], *_TOKEN_FIELDS),

@@ -359,7 +359,9 @@ class _Builder:
             bound=mtls_fields,
             disabled=disabled,
         )
-        tokens.resources = Resources(tokens.issuers, bound=mtls_fields)
+        tokens.resources = Resources(
+            tokens.issuers, configured=bool(settings.issuer), bound=mtls_fields
+        )
         tokens.authorizer = Authorizer(tokens, settings.login_page)  # SPEC 16.1
         self.dpop(tokens, port, settings)  # SPEC 16.2
         tokens.start()

@@ -1436,7 +1436,10 @@ def _parse_refusal(exc: httptools.HttpParserError, begun: bytes) -> HTTPError:
     """The refusal of a request llhttp cannot parse; ``begun``: the read it began with (b""
     when it began earlier). A method that is a token llhttp does not know (``FOO``, ``get``)
     is 501, not implemented (RFC 9110 9.1, 15.6.2); other faults are 400."""
-    if isinstance(exc, httptools.HttpParserInvalidMethodError):
+    # llhttp also refuses a method of RTSP's on an HTTP line (DESCRIBE, PLAY...) as its own
+    if isinstance(exc, httptools.HttpParserInvalidMethodError) or str(exc).startswith(
+        "Invalid method for HTTP/"
+    ):
         if begun[:1] in (b"\r", b"\n"):
             begun = begun.lstrip(b"\r\n")
         if _METHOD_TOKEN.match(begun) is not None:

@@ -77,6 +77,12 @@ def _identity(url: str) -> tuple[str, str] | None:
     return origin, parts.path.rstrip("/")
 
 
+def _port_of(origin: str) -> int:
+    """The port of an origin :func:`_identity` spelled (443 when it names none)."""
+    port = urlsplit(origin).port
+    return 443 if port is None else port
+
+
 class Resources:
     """The protected resources of one oAuth2 port, by location prefix, decided at start from
     the port's issuers (``discovery.issuers``): each location's identifier (``resource``),
@@ -87,10 +93,13 @@ class Resources:
     ('https://127.0.0.1:8443/rest', 'https://127.0.0.1:8443/.well-known/oauth-protected-resource')
     >>> r.accepts("https://127.0.0.1:8443/rest/"), r.accepts("https://127.0.0.1:8443/other")
     (True, False)
+    >>> r.accepts("https://10.0.0.2:8443/rest"), r.accepts("https://127.0.0.1:9443/rest")
+    (True, False)
     """
 
     __slots__ = (
         "_bound",
+        "_derived",
         "_identities",
         "bindings",
         "issuer",
@@ -102,6 +111,7 @@ class Resources:
         self,
         by_location: dict[str, str],
         *,
+        configured: bool = False,
         bound: dict[str, Any] | None = None,
     ) -> None:
         # SPEC 16.3: the binding fields of 16.2 the port's documents carry
@@ -116,10 +126,15 @@ class Resources:
             self.resource[prefix] = origin + path
             self.metadata_url[prefix] = origin + WELL_KNOWN_RESOURCE + path
         # what a token request's resource= may name (SPEC 16.3): the URL of a location of
-        # the section as its document gives it (the configured issuer's origin, else this
-        # host's own), nothing on another host or port (docs/decisions.md)
+        # the section as its document gives it. Under the configured issuer, exactly; under
+        # derived ones, any host on the section's port (SPEC 12.2: the hosts of a service are
+        # one issuer, a derived iss is compared without its host; HostName=0.0.0.0 names no
+        # host a client uses), never another port: another section's (docs/decisions.md)
         known = [_identity(url) for url in self.resource.values()]
         self._identities = frozenset(i for i in known if i is not None)
+        self._derived: frozenset[tuple[int, str]] = frozenset()
+        if not configured:
+            self._derived = frozenset((_port_of(origin), path) for origin, path in self._identities)
         # the fields of the token bindings (SPEC 16.2, RFC 9728 2), set by the assembly
         self.bindings: dict[str, Any] = {}
 
@@ -149,7 +164,12 @@ class Resources:
     def accepts(self, value: str) -> bool:
         """Whether a token request's ``resource`` names a location of the section (RFC 8707)."""
         identity = _identity(value)
-        return identity is not None and identity in self._identities
+        if identity is None:
+            return False
+        if identity in self._identities:
+            return True
+        origin, path = identity
+        return (_port_of(origin), path) in self._derived
 
     def check(self, value: str | None) -> None:
         """Raise :class:`InvalidTarget` for a ``resource`` the section does not serve."""
