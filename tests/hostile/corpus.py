@@ -267,7 +267,6 @@ for name, raw in [
     ("high-byte-in-target", "GET /rest/caf\xe9 HTTP/1.1\r\nHost: h\r\n\r\n"),
     ("raw-utf8-in-target", "GET /rest/p/\xe2\x9c\x93 HTTP/1.1\r\nHost: h\r\n\r\n"),
     ("target-without-slash", "GET rest/hello HTTP/1.1\r\nHost: h\r\n\r\n"),
-    ("h2-preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
     ("status-line-as-request", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
     ("tls-client-hello", "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + "\x00" * 32),
     ("binary-garbage", "\x00\xff\xfe\x01\x02\x80\x81 \r\n\r\n"),
@@ -294,6 +293,7 @@ proto("rl-unknown-method-pipelined", F, ALL,
 # HTTP/1.x is served as HTTP/1.1 (RFC 9110 2.5)
 for version in ("2.0", "0.9", "3.0", "5.1"):
     proto(f"rl-version-{version}", F, ALL, f"GET {{T}} HTTP/{version}\r\nHost: h\r\n\r\n", 505)
+proto("rl-h2-preface", F, ALL, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505)  # prior knowledge
 proto("rl-version-1.2-without-host", F, ALL, "GET {T} HTTP/1.2\r\n\r\n", 400)  # as 1.1: Host
 app("rl-version-1.2", F, ALL, "GET {T} HTTP/1.2\r\nHost: h\r\n\r\n", {"basic": 401, "oauth": 401, "monitor": 200})
 # llhttp also parses RTSP/ and ICE/ request lines: not HTTP (RFC 9112 2.3), refused

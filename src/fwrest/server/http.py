@@ -1444,6 +1444,10 @@ def _parse_refusal(exc: httptools.HttpParserError, begun: bytes) -> HTTPError:
             begun = begun.lstrip(b"\r\n")
         if _METHOD_TOKEN.match(begun) is not None:
             return HTTPError(501, detailed="the request's method is not implemented", close=True)
+    if str(exc).startswith("Pause on PRI"):
+        # HTTP/2's connection preface (RFC 9113 3.4), which llhttp stops at: a version of
+        # another major, as any HTTP/2.0 request line (RFC 9110 15.6.6)
+        return HTTPError(505, detailed="HTTP/2.0 is not supported: send HTTP/1.1", close=True)
     return HTTPError(400, detailed=_parser_detail(exc), close=True)
 
 
