@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from fwrest import log
-from fwrest.auth.oauth2.dpop import family_key, family_revoked, family_root
+from fwrest.auth.oauth2.dpop import family_key, family_revoked
 from fwrest.auth.oauth2.errors import (
     CLIENT_CHALLENGE,
     InvalidClient,
@@ -164,10 +164,7 @@ async def _revoke(
         return
     families = await service.store_call(deadline, store.user_families, subject)
     until = family_until(max(families.get(family, 0.0), latest), access_s)
-    # a bound family also under its root: its tokens from before a refresh bound it (SPEC 16.2)
-    for revoked in dict.fromkeys((family, family_root(family))):
-        await service.store_call(deadline, store.revoke_family, revoked, until)
-        service.revoked[revoked] = max(until, service.revoked.get(revoked, 0.0))
+    await service.revoke_family(deadline, family, until)
     log.auth_log.warning(
         "[%s] token family of user %r revoked by client %r (by its %s token)",
         service.port_name,

@@ -24,7 +24,7 @@ from fwrest import log
 from fwrest.auth.basic import mask_secret, parse_basic
 from fwrest.auth.blocking import Pool, off_loop, settled
 from fwrest.auth.oauth2 import mtls
-from fwrest.auth.oauth2.dpop import bound_key, family_revoked
+from fwrest.auth.oauth2.dpop import bound_key, family_revoked, family_root
 from fwrest.auth.oauth2.errors import (
     InvalidClient,
     InvalidRequest,
@@ -614,6 +614,14 @@ class TokenService:
             else str(exc),
         )
         return store_unavailable()
+
+    async def revoke_family(self, deadline: StoreDeadline, family: str, until: float) -> None:
+        """Revoke ``family`` until ``until``, in the store and in this worker's view; a family
+        a refresh bound to a DPoP key under its root too, which its tokens from before the
+        binding carry (``dpop.refreshed_family``)."""
+        for name in dict.fromkeys((family, family_root(family))):
+            await self.store_call(deadline, self.store.revoke_family, name, until)
+            self.revoked[name] = max(until, self.revoked.get(name, 0.0))
 
     async def store_call(self, deadline: StoreDeadline, fn: Callable[..., T], *args: Any) -> T:
         if self._calls_inline:

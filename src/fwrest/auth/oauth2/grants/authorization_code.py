@@ -153,8 +153,7 @@ async def _revoke_first(request: TokenRequest, family: str, data: bytes | None) 
     until every token of it has expired (as a refresh token's replay does)."""
     service = request.service
     until = max(time.time(), request.refresh_at) + request.ttl_ms / 1000 + CODE_KEEP_S
-    await service.store_call(request.deadline, service.store.revoke_family, family, until)
-    service.revoked[family] = until
+    await service.revoke_family(request.deadline, family, until)
     try:
         subject = str(orjson.loads(data or b"{}").get("sub", ""))
     except (orjson.JSONDecodeError, AttributeError):

@@ -24,7 +24,6 @@ from fwrest.auth.oauth2.dpop import (
     client_bound,
     family_key,
     family_revoked,
-    family_root,
     refreshed_family,
 )
 from fwrest.auth.oauth2.errors import InvalidClient, InvalidGrant, InvalidRequest, OAuthError
@@ -152,10 +151,7 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
         raise InvalidGrant("the refresh token has expired; repeat the password grant")
     if status == "spent":
         until = revoked_until(record, request.ttl_ms, request.refresh_at)
-        # a bound family also under its root: its tokens from before a refresh bound it
-        for family in dict.fromkeys((record.family, family_root(record.family))):
-            await service.store_call(deadline, service.store.revoke_family, family, until)
-            service.revoked[family] = until
+        await service.revoke_family(deadline, record.family, until)
         log.auth_log.warning(
             "[%s] a spent refresh token was presented again (user %r): its whole token "
             "family is revoked",
