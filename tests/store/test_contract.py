@@ -22,12 +22,13 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
 import trustme
 
 from fwrest.store import AUDIT_KEEP, RefreshRecord, StateStore, StoreError, open_store
+from fwrest.store.base import UnconfirmedSpend
 from fwrest.store.memory import MemoryStore
 from fwrest.store.redis import RedisClusterStore, RedisStore
 from fwrest.store.redis_target import RedisOptions
@@ -51,6 +52,8 @@ IMPLEMENTATIONS: dict[str, type[StateStore]] = {
     "sentinel": RedisStore, "cluster": RedisClusterStore,
 }  # fmt: skip
 REDIS_FORMS = ("redis", "rediss", "sentinel", "cluster")
+REPLICATED = ("sentinel", "cluster")  # a spend waits for a replica there
+CONFIRM_TRIES = 10
 TLS_PASSWORD = "Contract-Pw/1+a b"
 WINDOW_S = 0.4  # short failure windows, lock-outs and revocations that end within the test
 PAST_S = WINDOW_S + 0.1  # a wait that outlasts them
@@ -75,6 +78,33 @@ COVERED = {
 # fmt: on
 
 
+class Confirmed:
+    """A store behind Sentinel or on a cluster whose spend no replica confirmed within
+    REPLICA_WAIT_MS (UnconfirmedSpend) is spent again with its claim, which answers the same:
+    on a loaded machine a replica's ack can come later (CI saw it), and this suite checks the
+    records, not a replica's speed (tests/store/test_redis_forms.py checks that). Everything
+    else goes to the store as it is."""
+
+    def __init__(self, store: StateStore) -> None:
+        object.__setattr__(self, "wrapped", store)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.wrapped, name, value)
+
+    def spend_refresh(self, *args: Any) -> Any:
+        for _ in range(CONFIRM_TRIES - 1):
+            with contextlib.suppress(UnconfirmedSpend):
+                return self.wrapped.spend_refresh(*args)
+        return self.wrapped.spend_refresh(*args)
+
+
+def unwrapped(store: StateStore) -> StateStore:
+    return cast(StateStore, getattr(store, "wrapped", store))
+
+
 @dataclass
 class Backend:
     """A store kind's state: ``open()`` gives another worker's instance, closed after the test."""
@@ -88,7 +118,7 @@ class Backend:
     def open(self) -> StateStore:
         store = open_store(self.spec, self.data_path, self.options)
         self.opened.append(store)
-        return store
+        return cast(StateStore, Confirmed(store)) if self.kind in REPLICATED else store
 
     def other(self, store: StateStore) -> StateStore:
         """Another worker's or host's instance; for memory (one process's), ``store`` itself."""
@@ -205,7 +235,7 @@ def test_the_suite_covers_every_protocol_member() -> None:
 
 
 def test_open_store_gives_the_named_implementation(backend: Backend, store: StateStore) -> None:
-    assert type(store) is IMPLEMENTATIONS[backend.kind]
+    assert type(unwrapped(store)) is IMPLEMENTATIONS[backend.kind]
     assert store.kind == ("redis" if backend.kind in REDIS_FORMS else backend.kind)
     if backend.kind == "sqlite":
         # `sqlite` is a file under DataPath, made with its folder
@@ -217,10 +247,10 @@ def test_every_protocol_method_takes_the_protocol_parameters(store: StateStore) 
     methods = sorted(COVERED - {"kind", "in_process", "audit_keep", "family_slots"})
     for name in methods:
         wanted = inspect.signature(getattr(StateStore, name)).parameters
-        got = inspect.signature(getattr(type(store), name)).parameters
+        got = inspect.signature(getattr(type(unwrapped(store)), name)).parameters
         assert [(p.name, p.kind) for p in got.values()] == [
             (p.name, p.kind) for p in wanted.values()
-        ], f"{type(store).__name__}.{name}"
+        ], f"{type(unwrapped(store)).__name__}.{name}"
 
 
 # -- refresh tokens -------------------------------------------------------------------------
@@ -948,7 +978,7 @@ def test_audit_events_come_newest_first_by_time_name_and_limit(store: StateStore
 
 def test_the_audit_trail_keeps_the_newest_events(store: StateStore) -> None:
     """SPEC 13.5: the newest 10,000 (shown with 50: the same trimming, without 10,000 appends)."""
-    assert AUDIT_KEEP == 10_000 and type(store).audit_keep == AUDIT_KEEP
+    assert AUDIT_KEEP == 10_000 and type(unwrapped(store)).audit_keep == AUDIT_KEEP
     store.audit_keep = 50
     t0 = time.time()
     for i in range(53):
