@@ -105,19 +105,22 @@ class InvalidToken(Exception):
 
 
 class InsufficientScope(Exception):
-    """A valid token without the scopes asked for: 403 (RFC 6750 3.1)."""
+    """A valid token without the scopes asked for: 403 (RFC 6750 3.1), challenged with the
+    ``DPoP`` scheme for a DPoP-bound token (RFC 9449 7.1)."""
 
     status = 403
 
-    def __init__(self, scopes: Iterable[str]) -> None:
+    def __init__(self, scopes: Iterable[str], *, dpop: bool = False) -> None:
         self.scopes = tuple(scopes)
         wanted = " ".join(self.scopes)
         super().__init__(f"the access token lacks the scope {wanted}")
         self.description = str(self)
         self.www_authenticate = (
-            f'Bearer error="insufficient_scope", scope="{_quoted(wanted)}", '
-            f'error_description="{_quoted(self.description)}"'
+            f'{"DPoP" if dpop else "Bearer"} error="insufficient_scope", '
+            f'scope="{_quoted(wanted)}", error_description="{_quoted(self.description)}"'
         )
+        if dpop:
+            self.www_authenticate += f', algs="{" ".join(DPOP_ALGS)}"'
 
 
 class NoPublicKey(ValueError):
@@ -550,8 +553,8 @@ class _Core:
         held = claims.get("scope")
         granted = set(held.split()) if isinstance(held, str) else set()
         missing = [scope for scope in wanted if scope not in granted]
-        if missing:
-            raise InsufficientScope(wanted)
+        if missing:  # a bound token came with its proof (bindings): the DPoP scheme
+            raise InsufficientScope(wanted, dpop=_dpop_bound(claims))
 
     def bindings(
         self,

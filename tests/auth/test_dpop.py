@@ -34,8 +34,10 @@ SPA = {"client_id": "spa", "public": True, "redirect_uris": ["https://spa.exampl
 GRANTS = ("password", "refresh_token", "authorization_code")
 TYPES = [{"grant_type": grant} for grant in GRANTS]
 USERS = [{**ADA, "scopes": ["introspect"]}]
-APP = APP_SOURCE + params_source(
-    client=[WEB_CLIENT, SPA], users=USERS, access_expires="10m", types=TYPES
+APP = (
+    APP_SOURCE
+    + params_source(client=[WEB_CLIENT, SPA], users=USERS, access_expires="10m", types=TYPES)
+    + '\n@get("/reports", scopes=["reports"])\ndef reports():\n    return {"reports": []}\n'
 )
 WEB = ("web", "Web-Secret-9q")
 ORIGIN_HOST = "api.example.com"
@@ -117,6 +119,22 @@ def test_a_proof_binds_the_access_token_to_its_key(svc: LocalService, alg: str) 
     web = bound_pair(dp, key, auth=WEB)
     assert web["token_type"] == "DPoP"
     assert call(dp, key, web["access_token"]).status_code == 200
+
+
+def test_a_missing_scope_challenges_in_the_scheme_the_token_came_with(
+    dp: LocalOAuth, key: DpopKey
+) -> None:
+    """RFC 9449 7.1: a DPoP-bound token without a route's scope is 403 insufficient_scope
+    with the ``DPoP`` challenge (its algorithms; no resource metadata, as Bearer's 403:
+    docs/decisions.md); a bearer token's stays ``Bearer``."""
+    refused = call(dp, key, bound_pair(dp, key)["access_token"], "/reports")
+    assert refused.status_code == 403, refused.text
+    challenge = refused.headers["www-authenticate"]
+    assert challenge.startswith("DPoP ") and ALGS_PARAM in challenge, challenge
+    assert 'error="insufficient_scope", scope="reports"' in challenge, challenge
+    bearer = dp.get("/reports", dp.tokens(*ADA.values())["access_token"])
+    assert bearer.status_code == 403
+    assert bearer.headers["www-authenticate"].startswith('Bearer error="insufficient_scope"')
 
 
 def test_a_request_without_proof_keeps_bearer_tokens(dp: LocalOAuth) -> None:

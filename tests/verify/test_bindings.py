@@ -27,7 +27,14 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from joserfc.jwk import import_key
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
-from fwrest.verify import AsyncVerifier, InvalidToken, ReplayCacheFull, Verifier, VerifyMiddleware
+from fwrest.verify import (
+    AsyncVerifier,
+    InsufficientScope,
+    InvalidToken,
+    ReplayCacheFull,
+    Verifier,
+    VerifyMiddleware,
+)
 from tests.auth.oauth2_support import OAuthService, b64url
 from tests.conftest import free_port, issue_certs, wait_for
 from tests.verify.support import ADA, CLIENT, revoke, serve_issuer
@@ -229,6 +236,13 @@ def test_a_dpop_bound_token_needs_a_proof_of_its_key(
     # htu is compared without the query, scheme and host case-folded (RFC 9449 4.3)
     proof = holder.proof(access, url="HTTPS://API.example.com:443/orders")
     assert verifier.verify(access, dpop_proof=proof, method="GET", url=API + "?page=2")
+    # a scope it lacks: 403 in the DPoP scheme too (RFC 9449 7.1)
+    with pytest.raises(InsufficientScope) as caught:
+        verifier.verify(access, dpop_proof=holder.proof(access), method="GET", url=API,
+                        scopes="orders:write")  # fmt: skip
+    challenge = caught.value.www_authenticate
+    assert challenge.startswith('DPoP error="insufficient_scope", scope="orders:write"'), challenge
+    assert 'algs="ES256 EdDSA RS256"' in challenge, challenge
 
     async def twin() -> dict[str, Any]:
         async with AsyncVerifier(issuer.url, audience="API", verify=issuer.ca) as av:  # type: ignore[attr-defined]

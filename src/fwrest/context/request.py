@@ -212,6 +212,7 @@ class RequestContext:
         "chunks",
         "client",
         "close_after",
+        "dpop",
         "handler",
         "method",
         "params",
@@ -273,6 +274,10 @@ class RequestContext:
         # ``rate``: (requests left, seconds until the window ends), set by a location's rate
         # limit when it counted the request (SPEC 13.7), unset elsewhere
         self.rate: tuple[int, int]
+        # ``dpop``: True, set by the bearer check when a DPoP-bound token came with its proof,
+        # unset elsewhere: a 403 insufficient_scope challenges with the scheme the token came
+        # with (RFC 9449 7.1)
+        self.dpop: bool
         # ``started``: perf_counter_ns() when the port took the request (set by the port's
         # pipeline): what a deadline counted from the request's start reads
         self.started: int

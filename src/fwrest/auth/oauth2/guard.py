@@ -262,6 +262,8 @@ class BearerGuard:
                 dpop_scheme,
                 self._prefix(path),
             )
+            if dpop_scheme:  # a DPoP-bound token with its proof (access refuses the rest)
+                ctx.dpop = True
         if "cnf" in claims:
             try:  # SPEC 16.2: a certificate-bound token needs its certificate (RFC 8705 3)
                 check_certificate(claims, req.peer_cert)

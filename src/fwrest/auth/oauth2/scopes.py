@@ -13,9 +13,10 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from fwrest.auth.oauth2.dpop import DPOP
 from fwrest.auth.oauth2.errors import InvalidScope
 from fwrest.auth.oauth2.params import AuthParams
-from fwrest.context.request import current
+from fwrest.context.request import RequestContext, current
 from fwrest.errors import Challenge, Forbidden
 
 __all__ = [
@@ -109,13 +110,23 @@ def requiring(scopes: tuple[str, ...], invoke: Invoke) -> Invoke:
     Composed at start into the call of the routes that require scopes only."""
     needed = frozenset(scopes)
     refusal = insufficient(scopes)  # spelled once: a refusal raises a copy
+    wanted = " ".join(scopes)
 
     async def checked(params: Mapping[str, str]) -> Any:
-        if not needed.issubset(current.get().scope.split()):
-            raise Forbidden(refusal.detailed, refusal.challenge)
+        ctx = current.get()
+        if not needed.issubset(ctx.scope.split()):
+            raise _refused(ctx, refusal, wanted)
         return await invoke(params)
 
     return checked
+
+
+def _refused(ctx: RequestContext, refusal: Forbidden, wanted: str) -> Forbidden:
+    """A copy of ``refusal``, challenged with ``DPoP`` where a DPoP-bound token came with its
+    proof (RFC 9449 7.1: the scheme the token came with)."""
+    if not getattr(ctx, "dpop", False):  # unset: a bearer token
+        return Forbidden(refusal.detailed, refusal.challenge)
+    return Forbidden(refusal.detailed, DPOP.refused("insufficient_scope", scope=wanted))
 
 
 def scope_warnings(
