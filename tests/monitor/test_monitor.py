@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import ssl
 import subprocess
 import sys
@@ -272,6 +273,29 @@ def test_requests_total_follows_the_rest_port(mon: Monitor) -> None:
     elapsed = wait_for(counted, 10, "requests_total counting the requests", interval=0.1)
     print(f"requests_total {before} -> {seen[-1]} after {elapsed:.2f}s")
     assert seen[-1] >= before + sent
+
+
+def test_requests_total_keeps_what_a_reload_s_generation_answered(tmp_path: Path) -> None:
+    """SPEC 5 (the whole service) across SPEC 13.1's reload: the requests a generation answered
+    just before it drained count, though it drained within its half-second beat of them."""
+    port = free_port()
+    config = free_config(tmp_path, app=MEMORY_APP, extra={"APP_MONITOR": monitor_section(port)})
+    base = f"http://127.0.0.1:{port}/api/server/metrics"
+    sent = 60
+    with serving(config, workers=2) as proc:
+        for generation in (2, 3, 4):
+            before = values(base, "requests_total")["requests_total"]
+            with httpx.Client(timeout=10) as client:  # closed: the generation drains at once
+                for _ in range(sent):
+                    assert client.get(proc.url() + "/hello").status_code == 200
+            proc.signal(signal.SIGHUP)
+            wait_for(lambda n=generation: any(f"reloaded: generation {n}" in line
+                                              for line in proc.stdout_lines),
+                     30, "the reload")  # fmt: skip
+            wait_for(lambda: len(children(proc.proc.pid)) == 2, 30, "the old generation gone")
+            total = values(base, "requests_total")["requests_total"]
+            print(f"generation {generation}: requests_total {before} -> {total}")
+            assert total >= before + sent, (before, total)
 
 
 def test_requests_in_flight_counts_a_running_request(mon: Monitor) -> None:

@@ -388,15 +388,20 @@ class Worker:
         """Heartbeat from inside the loop: a blocked loop stops beating (SPEC 7)."""
         if self.heartbeat is not None:
             self.heartbeat[self.index] = time.monotonic()
-        if self.counters is not None:
-            self.counters[2 * self.index] = sum(a.in_flight for a in self.apps)
-            self.counters[2 * self.index + 1] = self._total_base + sum(a.total for a in self.apps)
+        self._publish_counts()
         if self.parent_pid is not None and os.getppid() != self.parent_pid:
             log.server_log.error("the supervisor is gone; worker %d stops", self.index + 1)
             self.request_stop()
             return
         assert self.loop is not None
         self.loop.call_later(0.5, self._beat)
+
+    def _publish_counts(self) -> None:
+        """This worker's requests in flight and answered, in its cells for the monitor's
+        ``requests_in_flight`` and ``requests_total`` (SPEC 5: the whole service)."""
+        if self.counters is not None:
+            self.counters[2 * self.index] = sum(a.in_flight for a in self.apps)
+            self.counters[2 * self.index + 1] = self._total_base + sum(a.total for a in self.apps)
 
     def _close_listener(self, server: asyncio.base_events.Server | TlsListener) -> None:
         if isinstance(server, TlsListener):
@@ -452,6 +457,9 @@ class Worker:
             )
             for conn in left:
                 conn._close()
+        # the last count: what was answered since the last beat (a reload's generation may
+        # drain within half a second of it) still counts in requests_total
+        self._publish_counts()
         await self.close()
         # let the cancelled background tasks finish before the loop closes
         current = asyncio.current_task()
