@@ -83,6 +83,33 @@ def test_sigterm_with_50_requests_in_flight_completes_them_all_and_exits_0(
         assert "fwrest: stopped" in proc.stdout_lines
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_second_signal_forces_the_stop(tmp_path: Path, workers: int) -> None:
+    """SPEC 7: "a second signal forces", with or without a supervisor (``--workers 0``): a
+    request sleeping 10 s does not hold the stop; exit 0, the port free, the pid file gone."""
+    started_file = tmp_path / "started.txt"
+    pid_file = tmp_path / "fwrest.pid"
+    config = _config(tmp_path, started_file, {})
+    with serving(config, workers=workers, args=("--pid-file", str(pid_file))) as proc:
+        port = proc.ports["HTTP_REST"]
+        with ThreadPoolExecutor(1) as pool, httpx.Client(timeout=HANG_GUARD_S) as client:
+            pending = pool.submit(client.get, proc.url() + "/slow/10000")
+            wait_for(started_file.exists, 10, "the slow request started")
+            proc.signal(signal.SIGTERM)
+            wait_for(lambda: "stopping: draining" in "\n".join(proc.stdout_lines), 10, "drain")
+            began = time.monotonic()
+            proc.signal(signal.SIGTERM)
+            code = proc.proc.wait(HANG_GUARD_S)
+            took = time.monotonic() - began
+            with pytest.raises(httpx.HTTPError):
+                pending.result()  # dropped: not served
+        print(f"--workers {workers}: stopped {took:.2f} s after the second signal, exit {code}")
+        assert code == 0
+        assert took < 5, took  # not the 10 s request, nor GracefulTimeout's 20 s
+        assert "second signal: forcing the stop" in "\n".join(proc.stdout_lines)
+        assert port_is_free(port) and not pid_file.exists()
+
+
 def test_the_drain_is_observable_on_open_connections_and_the_monitor_port(
     tmp_path: Path,
 ) -> None:

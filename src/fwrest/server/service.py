@@ -166,13 +166,33 @@ class _Reloader:
 
 def _serve_here(plan: ServicePlan, sockets: list[socket.socket], pid_file: Path | None) -> int:
     """``serve --workers 0``: one worker on this process's main thread, SIGTERM and Ctrl-C
-    drain it; no supervisor, so no reload and no replacement."""
+    drain it, a second one forces the stop (SPEC 7: requests still in flight are dropped, as
+    the supervisor's SIGKILL drops its workers'); no supervisor, so no reload and no
+    replacement."""
     worker = Worker(plan, sockets)
     loop = new_loop()
+    signals = 0
+
+    def stop() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            timeout = plan.config.graceful_timeout_ms / 1000
+            say(
+                f"stopping: draining requests in flight (at most {timeout:.0f} s; "
+                "a second Ctrl-C forces)"
+            )
+            worker.request_stop()
+            return
+        say("second signal: forcing the stop")
+        if pid_file is not None:
+            remove_pid_file(pid_file)
+        log.flush()  # os._exit skips logging's own shutdown
+        os._exit(0)  # a handler's thread may never end: nothing else is waited for
 
     def ready() -> None:
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, worker.request_stop)
+            loop.add_signal_handler(signum, stop)
         loop.add_signal_handler(signal.SIGHUP, _no_reload)
         announce(plan)
         urls = sum(len(port.urls()) for port in plan.ports)
