@@ -334,7 +334,7 @@ BAD: list[Bad] = [
     _bad("port-text", R, "Port", "eighty", "whole number", "'eighty'", "0-65535"),
     _bad("port-negative", R, "Port", -1, "-1", "0-65535"),
     _bad("port-too-big", R, "Port", 70000, "70000", "out of range", "0-65535"),
-    _missing("missing-hostname", R, "HostName", "HostName"),
+    _missing("missing-hostname", R, "HostName", "HostName is missing"),
     _missing("missing-port", R, "Port", "Port is missing"),
     _missing("missing-locations", R, "Locations", "Locations"),
     _missing("missing-path", "ROOT", "Path", "Path is missing"),

@@ -1,15 +1,13 @@
 """``fwrest check | serve | routes | --version | --help`` as a user runs them: exit codes and
 output. ``serve``, ``--version``, ``--help`` start a fresh interpreter; ``check``, ``routes``,
-``openapi`` (some thirty configurations) run forked (``run_forked``: its own process, without half a
+``openapi`` (some twenty configurations) run forked (``run_forked``: its own process, without half a
 second of imports each)."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
-import sys
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,7 +19,6 @@ from typing import Any
 import pytest
 
 import fwrest
-from fwrest import ConfigError
 from tests.conftest import (
     APP_SOURCE,
     FWREST,
@@ -30,11 +27,9 @@ from tests.conftest import (
     config_text,
     free_config,
     free_port,
-    ini_text,
     run_cli,
     run_forked,
 )
-from tests.conftest import drop_key as _drop
 from tests.conftest import set_values as _set
 
 
@@ -132,26 +127,6 @@ def test_check_resolves_host_names_as_serve_does(tmp_path: Path) -> None:
     assert checked.stdout == ""
 
 
-def _second_server(data: Sections) -> None:
-    data["HTTPSERVER"]["Servers"] = "HTTP_REST, OTHER"
-    data["OTHER"] = {"HostName": "127.0.0.1", "Port": 18080, "Locations": "ROOT"}
-
-
-def _second_location(data: Sections) -> None:
-    data["HTTP_REST"]["Locations"] = "ROOT, ROOT2"
-    data["ROOT2"] = {"Path": "/rest", "ThreadPool": "POOL"}
-
-
-def _raw(text: str, suffix: str) -> Callable[[Path], Path]:
-    def writer(folder: Path) -> Path:
-        (folder / "app.py").write_text(APP_SOURCE)
-        path = folder / f"service.{suffix}"
-        path.write_text(textwrap.dedent(text))
-        return path
-
-    return writer
-
-
 def _changed(change: Callable[[Sections], None], fmt: str = "json") -> Callable[[Path], Path]:
     def writer(folder: Path) -> Path:
         data = sections()
@@ -177,10 +152,6 @@ def _json(section: str, **values: object) -> Callable[[Path], Path]:
     return _changed(_set(section, **values))
 
 
-def _ini(section: str, **values: object) -> Callable[[Path], Path]:
-    return _changed(_set(section, **values), "ini")
-
-
 @dataclass(frozen=True)
 class Bad:
     """A BAD_CONFIGS case: id, how its config is written, what its error line names (``says``)."""
@@ -192,24 +163,7 @@ class Bad:
         return pytest.param(self.writer, fragments, id=self.case)
 
 
-GOOD_INI = ini_text(sections())
-
 BAD_CONFIGS = [
-    Bad("unknown-server-section", _json("HTTPSERVER", Servers="HTTP_RES")).says(
-        "[HTTPSERVER] Servers:", "[HTTP_RES]", "Did you mean [HTTP_REST]?"
-    ),
-    Bad("unknown-thread-pool-ini", _ini("ROOT", ThreadPool="POOLS")).says(
-        "[ROOT] ThreadPool:", "Did you mean [POOL]?"
-    ),
-    Bad("port-text", _json("HTTP_REST", Port="http")).says(
-        "[HTTP_REST] Port:", "whole number", "'http'"
-    ),
-    Bad("port-70000-ini", _ini("HTTP_REST", Port=70000)).says(
-        "[HTTP_REST] Port:", "70000", "0-65535"
-    ),
-    Bad("missing-hostname", _changed(_drop("HTTP_REST", "HostName"))).says(
-        "[HTTP_REST]:", "HostName is missing"
-    ),
     Bad("hostname-unresolvable", _json("HTTP_REST", HostName="999.1.1.1")).says(
         "[HTTP_REST] HostName:", "the host name '999.1.1.1' cannot be resolved"
     ),
@@ -217,51 +171,8 @@ BAD_CONFIGS = [
         "monitor-hostname-unresolvable",
         _json("APP_MONITOR", Enable=1, Port=18090, HostName="999.1.1.1"),
     ).says("[APP_MONITOR] HostName:", "'999.1.1.1' cannot be resolved"),
-    Bad("unknown-key-ini", _ini("HTTP_REST", Hostname2="x")).says(
-        "[HTTP_REST] Hostname2:", "unknown key", "Did you mean HostName?"
-    ),
-    Bad("certificate-without-key", _json("HTTP_REST", SslCertificate="server.crt")).says(
-        "[HTTP_REST] SslCertificateKey:", "both"
-    ),
-    Bad(
-        "certificate-file-missing",
-        _json("HTTP_REST", SslCertificate="gone.crt", SslCertificateKey="gone.key"),
-    ).says("[HTTP_REST] SslCertificate:", "gone.crt", "does not exist"),
-    Bad(
-        "invalid-json-file", _raw('{\n  "HTTPSERVER": {"Servers": "HTTP_REST",},\n}\n', "json")
-    ).says("not valid JSON", "line 2, column 41"),
-    Bad(
-        "invalid-inline-fwdata-ini", _ini("HTTP_REST", FwData="'{\"Authorization\": {scheme: 1}}'")
-    ).says("[HTTP_REST] FwData:", "not valid JSON", "line 1, column 20"),
-    Bad("fwdata-unknown-key", _json("HTTP_REST", FwData={"Auth": {"scheme": "basic"}})).says(
-        "[HTTP_REST] FwData:", "'Auth'", "UserData"
-    ),
-    Bad(
-        "authorization-on-location", _json("ROOT", Authorization={"scheme": "basic", "OnAuth": "x"})
-    ).says("[ROOT] Authorization:", "per port", "server section"),
-    Bad("min-above-max-threads", _json("POOL", MinThreads=9, MaxThreads=3)).says(
-        "[POOL] MinThreads:", "MinThreads=9", "MaxThreads=3"
-    ),
-    Bad("two-locations-one-path", _changed(_second_location)).says(
-        "[HTTP_REST] Locations:", "[ROOT2]", "same Path /rest"
-    ),
-    Bad("two-servers-one-port", _changed(_second_server)).says(
-        "[OTHER] Port:", "18080", "[HTTP_REST]"
-    ),
-    Bad("duplicate-section-ini", _raw(GOOD_INI + "\n[POOL]\nMaxThreads=2\n", "ini")).says(
-        "[POOL] appears twice"
-    ),
     Bad("general-out-of-range", _json("GENERAL", rest_trace_time=7)).says(
         "[GENERAL] rest_trace_time:", "0-2"
-    ),
-    Bad("bad-state-store", _json("HTTPSERVER", StateStore="postgres")).says(
-        "[HTTPSERVER] StateStore:", "'postgres'"
-    ),
-    Bad("monitor-on-a-server-port", _json("APP_MONITOR", Enable=1, Port=18080)).says(
-        "[APP_MONITOR] Port:", "[HTTP_REST]"
-    ),
-    Bad("repository-module-missing", _json("ENV", Repository="app, not_there")).says(
-        "[ENV] Repository:", "'not_there'", "not found"
     ),
     Bad(
         "repository-syntax-error",
@@ -286,11 +197,6 @@ def test_check_bad_config_exits_2_with_one_error(
     result = run_forked("check", str(config), cwd=tmp_path)
     assert_config_error(result, str(config), *fragments)
     assert result.stdout == ""
-
-
-def test_check_missing_file(tmp_path: Path) -> None:
-    result = run_forked("check", str(tmp_path / "absent.ini"), cwd=tmp_path)
-    assert_config_error(result, "absent.ini", "does not exist")
 
 
 def test_check_tls_port_shows_https(tmp_path: Path, certs: dict[str, Path]) -> None:
@@ -365,27 +271,6 @@ def test_serve_on_a_port_in_use_exits_2(tmp_path: Path, busy_port: int) -> None:
         result, "[HTTP_BUSY] Port:", f"127.0.0.1:{busy_port}", "already in use", "another Port"
     )
     assert "serving" not in result.stdout
-    assert can_bind(other), "the other configured port was left bound"
-
-
-def test_start_on_a_port_in_use_releases_the_other_port(tmp_path: Path, busy_port: int) -> None:
-    """In one process (``fwrest.start``): the first port, bound before the second failed, closes."""
-    other = free_port()
-    name = f"svc_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{name}.py").write_text(
-        "from fwrest import get\n\n@get('/x')\ndef x():\n    return 1\n"
-    )
-    data = _two_servers(other, busy_port)
-    data["ENV"]["Repository"] = name
-    config = tmp_path / "service.json"
-    config.write_text(json.dumps(data))
-    saved = list(sys.path)
-    try:
-        with pytest.raises(ConfigError) as info:
-            fwrest.start(config)
-    finally:
-        sys.path[:] = saved
-    assert f"{busy_port}" in str(info.value) and "[HTTP_BUSY]" in str(info.value)
     assert can_bind(other), "the other configured port was left bound"
 
 
@@ -471,15 +356,6 @@ def test_version_is_the_package_version() -> None:
     assert result.returncode == 0
     assert result.stdout.strip() == f"fwrest {version('fwrest')}"
     assert fwrest.__version__ == version("fwrest")
-
-
-def test_console_script_is_installed() -> None:
-    script = Path(sys.executable).parent / "fwrest"
-    result = subprocess.run(
-        [str(script), "--version"], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert version("fwrest") in result.stdout
 
 
 def test_help_names_the_commands() -> None:

@@ -341,21 +341,6 @@ def test_chromium_follows_the_redirect_to_an_ipv6_loopback_callback(
     assert _redeemed(hosts, values["code"], callback, verifier) == 200
 
 
-def test_the_login_page_served_with_a_trailing_slash_posts_to_the_route(
-    browser: Any, hosts: Hosts
-) -> None:
-    """``.../authorize/`` serves the page too (the router ignores the slash): its form posts to
-    the route itself, not to ``.../authorize/authorize``."""
-    verifier, challenge = pkce()
-    callback = f"{hosts.pages.origin}/callback.html"
-    query = _native_query(callback, challenge, "st-slash")
-    _headers, values = _log_in_without_javascript(
-        browser, hosts.base_a + AUTHORIZE + "/?" + query, callback
-    )
-    assert values["state"] == "st-slash"
-    assert _redeemed(hosts, values["code"], callback, verifier) == 200
-
-
 def test_a_single_page_app_on_another_origin_does_the_whole_flow(
     browser: Any, hosts: Hosts
 ) -> None:

@@ -12,14 +12,12 @@ import subprocess
 import sys
 import textwrap
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import wait_for
 from tests.monitor.support import free_port, port_is_free
 
 HANG_GUARD = 30.0  # seconds the program may take to print its return code
@@ -29,7 +27,6 @@ PROGRAM = textwrap.dedent(
     import json
     import sys
     import threading
-    import time
 
     import fwrest
     from fwrest import get
@@ -45,13 +42,6 @@ PROGRAM = textwrap.dedent(
         return {"thread": threading.current_thread().name}
 
 
-    @get("/slow")
-    def slow():
-        open("in-slow", "w").close()  # the test waits for this, not for a moment
-        time.sleep(1.0)
-        return {"slow": "done"}
-
-
     spec = json.loads(open(sys.argv[1]).read())
     jo = spec["jo"] if spec["as"] == "dict" else json.dumps(spec["jo"])
     if spec["as"] == "raw":
@@ -63,7 +53,7 @@ PROGRAM = textwrap.dedent(
     for extra in spec.get("more", []):  # further calls in the same program
         print("rc", fwrest.rest.wsRestfulStart(extra["jo"], extra["path"]), flush=True)
     sys.stdin.readline()  # the test says when to stop
-    if rc == 0 and spec.get("stop", True):
+    if rc == 0:
         print("stopped", fwrest.rest.wsRestfulStop(), flush=True)
     print("bye", flush=True)
     """
@@ -286,23 +276,6 @@ def test_called_twice_serves_both_and_stop_ends_both(tmp_path: Path) -> None:
         code, out = prog.finish()
     assert code == 0 and "stopped 0" in out
     assert port_is_free(first) and port_is_free(second)
-
-
-def test_the_programs_end_stops_the_service_gracefully(tmp_path: Path) -> None:
-    """Without ``wsRestfulStop()``: a request in flight is answered, exit 0, the port free."""
-    port = free_port()
-    prog = Program(tmp_path, infrastructure(port), "dict", stop=False)
-    assert prog.rc == 0, prog.log()
-    with ThreadPoolExecutor(1) as ex:
-        slow = ex.submit(httpx.get, f"http://127.0.0.1:{port}/legacy/slow", timeout=30)
-        wait_for(lambda: (tmp_path / "in-slow").exists(), HANG_GUARD, "the request in the handler")
-        code, out = prog.finish()
-        result = slow.result()
-    print(out, prog.log())
-    assert result.status_code == 200, result.text
-    assert result.json() == {"slow": "done"}
-    assert code == 0 and "bye" in out and "stopped" not in out
-    assert port_is_free(port)
 
 
 def test_the_legacy_functions_import_from_fwrest_rest() -> None:

@@ -44,22 +44,11 @@ def test_one_access_line_per_request_with_method_path_status_and_microseconds(
         ("GET", "/rest/sleep/30", "200"),
         ("GET", "/rest/nowhere", "404"),
     ]
+    assert " INFO fwrest.access " in lines[0], lines  # a success, at the default level 3
     assert all(m.group(4) for m in parsed if m), lines
     slept_us = int(next(m.group(4) for m in parsed if m and m.group(2) == "/rest/sleep/30"))
     print(f"/sleep/30 took {slept_us} us by the access log")
     assert slept_us >= 30_000  # the figure is microseconds: 30 ms is at least 30000
-
-
-def test_the_access_line_has_no_time_while_rest_trace_time_is_0(served: Served) -> None:
-    server = served()
-    assert httpx.get(f"{server.url()}/items/5").status_code == 200
-    server.stop()
-    lines = access_lines(server.log())
-    assert len(lines) == 1, lines
-    match = ACCESS.search(lines[0])
-    assert match, lines
-    assert match.group(4) is None, lines
-    assert not re.search(r"\d+us\b", lines[0]), lines
 
 
 def test_every_access_line_once_and_the_last_lines_of_each_worker(
@@ -116,16 +105,6 @@ def test_credentials_in_headers_never_reach_the_log(served: Served) -> None:
         assert value not in text, value  # ... their credentials were not
 
 
-def test_level_0_writes_no_access_lines(served: Served) -> None:
-    server = served(general={"rest_log_level": 0})
-    assert httpx.get(f"{server.url()}/hello").status_code == 200
-    assert httpx.get(f"{server.url()}/boom").status_code == 500
-    assert server.stop() == 0
-    text = server.log() + server.file_log()
-    assert access_lines(text) == [], text
-    assert "/rest/hello" not in text and "/rest/boom" not in text
-
-
 def test_level_2_logs_errors_but_not_successes(served: Served) -> None:
     server = served(general={"rest_log_level": 2})
     assert httpx.get(f"{server.url()}/hello").status_code == 200
@@ -137,13 +116,6 @@ def test_level_2_logs_errors_but_not_successes(served: Served) -> None:
     # the 500 is still logged, as an error naming the request, with the exception text
     assert any("GET /rest/boom" in line for line in errors), text
     assert "kaboom-secret-detail" in text
-
-
-def test_level_3_logs_successes(served: Served) -> None:
-    server = served(general={"rest_log_level": 3})
-    assert httpx.get(f"{server.url()}/hello").status_code == 200
-    line = access_lines(server.wait_log("GET /rest/hello 200"))[0]
-    assert " INFO fwrest.access " in line
 
 
 def test_log_file_receives_the_same_lines(served: Served, tmp_path: Path) -> None:
@@ -158,24 +130,6 @@ def test_log_file_receives_the_same_lines(served: Served, tmp_path: Path) -> Non
     assert len(access_lines(in_file)) == 7
     assert "kaboom-secret-detail" in in_file
     assert "worker 1 ready" in in_file and "worker 2 ready" in in_file
-
-
-def test_error_traceback_full_with_rest_error_full(served: Served) -> None:
-    server = served(general={"rest_error_full": 1})
-    r = httpx.get(f"{server.url()}/boom")
-    assert r.status_code == 500
-    assert "kaboom" not in r.text
-    text = server.wait_log("kaboom-secret-detail")
-    assert "Traceback (most recent call last)" in text
-    assert 'raise RuntimeError("kaboom-secret-detail")' in text
-
-
-def test_error_traceback_short_by_default(served: Served) -> None:
-    server = served()
-    assert httpx.get(f"{server.url()}/boom").status_code == 500
-    text = server.wait_log("kaboom-secret-detail")
-    assert "Traceback (most recent call last)" not in text
-    assert "rest_error_full=1" in text  # it says how to get the whole traceback
 
 
 def test_cr_lf_in_the_request_cannot_forge_a_log_line(served: Served) -> None:

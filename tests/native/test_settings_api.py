@@ -419,9 +419,10 @@ def test_rest_log_level_0_silences_access_lines(server: ServerProcess, base: str
     mark = len(server.log())
     pids = hit_both_workers(base)
     assert httpx.get(f"{base}/nowhere").status_code == 404
+    assert httpx.get(f"{base}/boom").status_code == 500
     time.sleep(0.3)
     text = since(server, mark)
-    print(f"{len(pids) + 1} requests at level 0; log grew by {len(text)} characters")
+    print(f"{len(pids) + 2} requests at level 0; log grew by {len(text)} characters")
     assert access_lines(text) == []
     assert " fwrest." not in text
 

@@ -172,7 +172,7 @@ def test_a_port_that_cannot_be_bound_releases_the_others(tmp_path: Path) -> None
         config["HTTP_TWO"] = {"HostName": "127.0.0.1", "Port": busy, "Locations": "ROOT"}
         with pytest.raises(fwrest.ConfigError) as info:
             fwrest.start(config)
-        assert str(busy) in str(info.value)
+        assert str(busy) in str(info.value) and "[HTTP_TWO]" in str(info.value)
         assert port_is_free(first)  # the first port was bound, then released
     finally:
         holder.close()
