@@ -342,6 +342,13 @@ def test_a_refresh_may_narrow_but_never_widen(svc: LocalService, port: OAuthPort
     # the family keeps both: the next refresh without scope has them again
     later = port.refresh(narrow.json()["refresh_token"], **AS_WEB)
     assert later.json()["scope"] == "orders:read orders:write"
+    # default is always allowed (SPEC 12.4), though the family was granted without it
+    plain = expect(port.refresh(later.json()["refresh_token"], **AS_WEB, scope="default"))
+    assert plain.json()["scope"] == "default"
+    assert claims_of(svc, plain.json()["access_token"])["scope"] == "default"
+    assert port.refresh(plain.json()["refresh_token"], **AS_WEB).json()["scope"] == (
+        "orders:read orders:write"
+    )
 
 
 def test_a_password_grant_without_scope_makes_a_default_family(port: OAuthPort) -> None:

@@ -66,7 +66,8 @@ class RefreshGrant(Grant):
             else:
                 refused: OAuthError | None = None
                 try:
-                    scope = grant(request.asked, frozenset(family_scope.split()))
+                    # ``default`` is always allowed (SPEC 12.4), in the family or not
+                    scope = grant(request.asked, frozenset(family_scope.split()) | {DEFAULT})
                 except OAuthError as exc:
                     refused = exc
                 if refused is not None:
