@@ -117,7 +117,7 @@ class AuthorizationCodeGrant(Grant):
         if status == "used":
             await _revoke_first(request, first, data)
             raise InvalidGrant(
-                "the authorization code was already used; the tokens issued for it are revoked"
+                "the authorization code was already used; any tokens issued for it are revoked"
             )
         if status != "ok" or data is None:
             raise InvalidGrant("the authorization code is invalid or has expired")
