@@ -324,7 +324,9 @@ def test_start_with_workers_without_repository_serves_the_programs_modules(
         assert r.json()["pid"] != info["pid"]  # a worker process served it
 
 
-def test_start_rejects_workers_below_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_start_rejects_workers_below_one_and_a_config_of_another_type(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, path = unique_module(tmp_path)
     monkeypatch.chdir(tmp_path)  # where start(workers=N) would write a temporary config
     for workers in (0, -1, True, "2"):
@@ -334,6 +336,9 @@ def test_start_rejects_workers_below_one(tmp_path: Path, monkeypatch: pytest.Mon
         assert "workers must be a whole number of at least 1" in str(info.value)
     with pytest.raises(fwrest.ConfigError, match="workers must be at most 256, got 257"):
         fwrest.start(config_dict(str(path)), workers=257)
+    for config in (42, [config_dict(str(path))], None):  # neither a path nor a dict
+        with pytest.raises(fwrest.ConfigError, match="must be a file path or a dict, got"):
+            fwrest.start(config)  # type: ignore[arg-type]
 
 
 def test_start_given_config_text_names_the_mistake(tmp_path: Path) -> None:

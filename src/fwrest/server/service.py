@@ -355,6 +355,12 @@ def start(config: str | Path | Mapping[str, Any], *, workers: int | None = None)
             a whole number from 1 to ``MAX_WORKERS`` (256), or the service did not start (an ``OnStart``
             raised, for one).
     """
+    if not isinstance(config, (str, Path, Mapping)):
+        raise ConfigError(
+            f"start(): the configuration must be a file path or a dict, got "
+            f"{type(config).__name__}.",
+            fix="pass the path of an .ini or .json file, or the configuration as a dict.",
+        )
     service = Service()
     if workers is not None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
