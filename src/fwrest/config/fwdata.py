@@ -226,7 +226,7 @@ def parse_fw_data(
                     "remove it: the monitor's Authorization takes scheme (basic), OnAuth, "
                     "OnAuthCache and maxFailures.",
                 )
-    authorization = _authorization(auth, section, is_tls, raw.base_dir, source)
+    authorization = _authorization(auth, section, is_tls, raw.base_dir, source, monitor)
     routes = NativeRoutesData()
     if not monitor:
         routes = _native_routes(items.get("nativeroutes"), sec.name, source)
@@ -245,7 +245,7 @@ def _twice(where: str, first: str, second: str) -> str:
 
 
 def _authorization(
-    auth: Any, section: str, is_tls: bool, base_dir: Path, source: str | None
+    auth: Any, section: str, is_tls: bool, base_dir: Path, source: str | None, monitor: bool
 ) -> AuthorizationData | None:
     if auth is None:
         return None
@@ -282,6 +282,14 @@ def _authorization(
             "knows (the value is case-sensitive).",
             section,
             f"write exactly {_VALID}.",
+            source,
+        )
+    if monitor and scheme != "basic":
+        # before the oAuth2 scheme's own checks (TLS, onAuthparams): the monitor takes none
+        raise _err(
+            "the monitor supports Basic authorization only.",
+            section,
+            'use "scheme": "basic" with an OnAuth function.',
             source,
         )
     allowed = _BASIC if scheme == "basic" else _OAUTH2

@@ -361,15 +361,7 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             repo=repo,
             envs=all_envs,
             source=source,
-        )
-        if monitor_auth is not None and monitor_auth.scheme != "basic":
-            raise ConfigError(
-                "the monitor supports Basic authorization only.",
-                section="APP_MONITOR",
-                key="FwData",
-                source=source,
-                fix='use "scheme": "basic" with an OnAuth function.',
-            )
+        )  # Basic only: the loader refused another scheme (config/fwdata.py)
     return ServicePlan(config, repo, ports, warnings, monitor_auth, hooks=hooks)
 
 
