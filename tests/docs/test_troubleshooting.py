@@ -630,7 +630,7 @@ the sections [ROOT] and [root] are the same section (section names are case-inse
 ... is not valid JSON: <error> at line <n>, column <n>  <=  trailing comma[json]
 [<server>] LoadURNs: the value gives the key '/x' twice in one object, the second time at line <n>, column <n>  <=  LoadURNs path twice[ini]  <=  HTTP_REST LoadURNs = "{\"/x\": {\"GET\": {\"Function\": \"app.hello\"}}, \"/x\": {}}"
 the JSON file must hold an object whose keys are the sections  <=  a JSON array[json]
-the section [ROOT] must be an object of keys, not str  <=  section not an object[json]
+the section [ROOT] must be an object of keys, not a string  <=  section not an object[json]
 # sections and keys
 the section [HTTPSERVER] is missing  <=  an empty file[ini]
 [HTTPSERVER] Servers: names [HTTP_RST], which is not a section of this configuration. Did you mean [HTTP_REST]?  <=  unknown server[ini]
@@ -641,7 +641,7 @@ the section [HTTPSERVER] is missing  <=  an empty file[ini]
 [HTTP_REST] Port: 70000 is out of range (0-65535)  <=  Port 70000[json]
 [HTTP_REST] HeaderTimeout: 10000000000 is out of range (1-86400000)  <=  HeaderTimeout in microseconds[ini]
 [HTTP_REST] MaxHeaders: 0 is out of range (1-10000)  <=  MaxHeaders 0[ini]  <=  HTTP_REST MaxHeaders = 0
-[HTTP_REST] HostName: must be text, got ['127.0.0.1']  <=  HostName a list[json]  <=  HTTP_REST HostName = ["127.0.0.1"]
+[HTTP_REST] HostName: must be text, got ["127.0.0.1"]  <=  HostName a list[json]  <=  HTTP_REST HostName = ["127.0.0.1"]
 [HTTPSERVER] Servers: must be a comma-separated list, got 5  <=  Servers a number[json]  <=  HTTPSERVER Servers = 5
 [ROOT] FwData: authorization is configured per port, not per location  <=  FwData on a location[json]
 [HTTP_REST] Authorization: Authorization is not a key of its own: it belongs inside FwData  <=  Authorization outside FwData[ini]
