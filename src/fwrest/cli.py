@@ -1,4 +1,5 @@
-"""``fwrest``: argv, exit codes (0 ok, 2 bad configuration), printing. No logic of its own."""
+"""``fwrest``: argv, exit codes (0 ok, 1 a failure while running, 2 an invalid configuration or
+a command refused before it acted: :data:`EXIT_CODES`), printing. No logic of its own."""
 
 from __future__ import annotations
 
@@ -14,6 +15,15 @@ from fwrest.errors import ConfigError
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+# what --help says of them (SPEC 13.6: a refused name, password or file of the users and
+# clients commands exits 2; so does fwrest reload's missing or stale pid file)
+EXIT_CODES = (
+    "Exit codes: 0 success; 1 a failure while running (e.g. a state store that does not "
+    "answer); 2 an invalid configuration, or a command refused before it changed anything (a "
+    "bad argument, a bad or existing user or client name, an empty password, a file that is "
+    "not valid JSON, a missing or stale pid file, StateStore=memory for a command that needs "
+    "the store). fwrest store migrate --check: 1 when a migration is due."
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -21,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="fwrest",
         description="fwrest: a REST application server. Serve endpoints on HTTP(S) ports "
         "described by an INI or JSON configuration.",
-        epilog="Exit codes: 0 success, 1 failure while running, 2 invalid configuration.",
+        epilog=EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"fwrest {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -117,6 +117,14 @@ class ConfigError(Exception):
         self.source = source
         super().__init__(self.message)
 
+    def in_file(self, source: str | None) -> ConfigError:
+        """This error naming ``source``, the configuration file, unless it names one already
+        (an error found after loading, at the store's opening or the key's reading)."""
+        if self.source is None and source is not None:
+            self.source = source
+            self.args = (self.message,)
+        return self
+
     @property
     def where(self) -> str:
         if self.section and self.key:
@@ -134,7 +142,9 @@ class ConfigError(Exception):
             parts.append(f"{self.where}: ")
         parts.append(self.problem)
         if self.fix:
-            parts.append(f" Fix: {self.fix}")
+            # a problem that quotes another error's words ends in them: a full stop first
+            end = "" if self.problem.rstrip().endswith((".", "?", "!")) else "."
+            parts.append(f"{end} Fix: {self.fix}")
         return "".join(parts)
 
     def __str__(self) -> str:

@@ -116,8 +116,13 @@ def _auth(**more: Any) -> dict[str, Any]:
 
 
 def _rows(key: str, needles: tuple[str, ...], make: Any, *values: Any) -> list[Any]:
-    """A row per value: ``make(value)``, key, text (``{v}``: repr; ``^``: starts so; ``fix:``)."""
-    return [(make(v), key, tuple(n.replace("{v}", repr(v)) for n in needles)) for v in values]
+    """A row per value: ``make(value)``, key, text (``{v}``: the value as the file spells it,
+    text quoted, anything else as JSON; ``^``: starts so; ``fix:``)."""
+
+    def spelled(v: Any) -> str:
+        return repr(v) if isinstance(v, str) else json.dumps(v)
+
+    return [(make(v), key, tuple(n.replace("{v}", spelled(v)) for n in needles)) for v in values]
 
 
 # the Authorization objects prepare refuses ("{mod}": the test's module), by what is wrong

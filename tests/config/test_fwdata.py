@@ -12,7 +12,7 @@ import pytest
 from fwrest.config import load_config
 from fwrest.config.fwdata import AuthorizationData, FwData, NativeRoutesData, RouteList
 from fwrest.errors import ConfigError
-from tests.conftest import ROOT, Sections, base_sections
+from tests.conftest import ROOT, Sections, base_sections, free_port, ini_text, run_cli
 
 
 def write(folder: Path, sections: Sections) -> Path:
@@ -100,6 +100,27 @@ def test_the_monitor_takes_the_authorization_it_uses_only(tmp_path: Path) -> Non
         assert "[APP_MONITOR] FwData: " in message, message
         assert f"key {key!r} has no effect on the monitor" in message, message
         print(message)
+
+
+def test_the_monitor_refuses_oauth2_first_with_or_without_tls(
+    tmp_path: Path, certs: dict[str, Path]
+) -> None:
+    """The monitor takes Basic only: an oAuth2 monitor is told so first, not sent to add TLS (a
+    fix that only leads to this error). ``fwrest check`` on an INI file, as a user meets it."""
+    (tmp_path / "app.py").write_text("from fwrest import get\n")
+    oauth2 = {"Authorization": {"scheme": "oAuth2", "onAuthparams": "app.params"}}
+    for keys in ({}, tls(certs)):
+        sections = base_sections(free_port())
+        sections["APP_MONITOR"] = {"Enable": 1, "Port": free_port(), **keys, "FwData": oauth2}
+        path = tmp_path / "service.ini"
+        path.write_text(ini_text(sections))
+        result = run_cli("check", str(path), cwd=tmp_path)
+        assert result.returncode == 2, result
+        assert "needs TLS" not in result.stderr, result.stderr
+        assert (
+            f"{path.resolve()}: [APP_MONITOR] FwData: the monitor supports Basic authorization "
+            'only. Fix: use "scheme": "basic" with an OnAuth function.'
+        ) in result.stderr, result.stderr
 
 
 def test_config_imports_nothing_above_it() -> None:

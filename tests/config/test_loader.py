@@ -17,7 +17,7 @@ import trustme
 from fwrest import ConfigError
 from fwrest.config import ServiceConfig, load_config
 from fwrest.config.fwdata import AuthorizationData, FwData, NativeRoutesData, RouteList
-from tests.conftest import Sections, base_sections, ini_text
+from tests.conftest import Sections, base_sections, ini_text, run_cli
 from tests.conftest import drop_key as _drop
 from tests.conftest import set_values as _set
 
@@ -530,3 +530,44 @@ def test_missing_httpserver_section(tmp_path: Path) -> None:
 
 def test_a_missing_file(tmp_path: Path) -> None:
     assert_one_clear_error(load_error(tmp_path / "nope.json"), "nope.json", "does not exist")
+
+
+# what the file holds -> what the error shows of it: JSON's words, never Python's (True, None,
+# NoneType, list); an INI value as written, quoted
+SPELLED: list[tuple[str, Callable[[Sections], Any], str]] = [
+    ("json", _set(R, Port=True), "[HTTP_REST] Port: must be a whole number, got true."),
+    ("json", _set(R, Port=None), "[HTTP_REST] Port: must be a whole number, got null."),
+    ("json", _set(R, Port=80.5), "[HTTP_REST] Port: must be a whole number, got 80.5."),
+    ("json", _set(R, HostName=["127.0.0.1"]), 'HostName: must be text, got ["127.0.0.1"].'),
+    ("json", _set(HS, Servers={"a": None}), 'list, got {"a": null}.'),
+    ("json", _set(HS, GracefulTimeout=True), "GracefulTimeout: must be a whole number of "
+     "milliseconds, got true."),
+    ("json", lambda s: s.update(ROOT=None), "the section [ROOT] must be an object of keys, "
+     "not null."),
+    ("json", lambda s: s.update(ROOT=[1]), "the section [ROOT] must be an object of keys, "
+     "not an array."),
+    ("json", _set(R, FwData={"Authorization": {"scheme": "basic", "OnAuth": "app.check",
+                                               "maxFailures": True}}),
+     "maxFailures must be a whole number >= 1, got true."),
+    ("json", _set(R, FwData={"Authorization": {"scheme": False}}), "scheme false is not"),
+    ("ini", _set(R, Port="eighty"), "[HTTP_REST] Port: must be a whole number, got 'eighty'."),
+    ("ini", _set(HS, Enable="true2"), "[HTTPSERVER] Enable: must be 0 or 1, got 'true2'."),
+    ("ini", _set(R, FwData={"Authorization": {"scheme": "basic", "OnAuth": "app.check",
+                                              "maxFailures": None}}),
+     "maxFailures must be a whole number >= 1, got null."),
+]  # fmt: skip
+
+
+def test_the_error_shows_a_value_as_the_file_spells_it(tmp_path: Path) -> None:
+    """``fwrest check``'s error shows a JSON value as JSON writes it (true, null, an array) and
+    names JSON's types; an INI value as written."""
+    python = ("True", "False", "None", "NoneType", "not list", "not str", "['")
+    for i, (fmt, change, expected) in enumerate(SPELLED):
+        sections = copy.deepcopy(base())
+        change(sections)
+        (tmp_path / f"{i}").mkdir()
+        path = write(tmp_path / f"{i}", sections, fmt)
+        done = run_cli("check", str(path), cwd=path.parent)
+        assert done.returncode == 2, (fmt, expected, done)
+        assert expected in done.stderr, (fmt, expected, done.stderr)
+        assert not any(word in done.stderr for word in python), (fmt, done.stderr)

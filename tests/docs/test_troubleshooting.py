@@ -218,16 +218,24 @@ def run_broken(broken: Broken, index: int, root: Path, certs: dict[str, Path]) -
     done = run_forked(*args, cwd=path.parent, timeout=30)
     if done.returncode == -1:  # it started: the row's mistake went unnoticed
         return Outcome(False, f"it kept running: {done.stdout!r} {done.stderr!r}")
-    return cli_outcome(done)
+    return cli_outcome(done, path)
 
 
-def cli_outcome(done: subprocess.CompletedProcess[str]) -> Outcome:
+def cli_outcome(done: subprocess.CompletedProcess[str], config: Path | None = None) -> Outcome:
+    """The command's outcome; ``config``: the file its error must name first (the page's
+    promise: one error that names the file, the section and key)."""
     text = done.stdout + done.stderr
     ok = (
         done.returncode == 2
         and "Traceback" not in text
         and "fwrest: configuration error:" in done.stderr
     )
+    if ok and config is not None:
+        named = f"fwrest: configuration error: {config.resolve()}: "
+        # or in the problem: "the file service.yaml is neither .ini nor .json"
+        in_problem = f"fwrest: configuration error: the file {config.name} "
+        if named not in done.stderr and in_problem not in done.stderr:
+            return Outcome(False, f"the error does not name the file first ({named!r}): {text}")
     return Outcome(ok, f"exit {done.returncode}: {text}")
 
 
@@ -359,7 +367,28 @@ def asking_redis(
         for secret in (PROBE_PASSWORD, password, url_password or PROBE_PASSWORD):
             if secret in text:
                 return Outcome(False, f"the password is shown: {text}")
-        return cli_outcome(done)
+        return cli_outcome(done, path)
+
+    return provoke
+
+
+def redis_of_a_newer_release(command: str) -> Special:
+    """A Redis state store whose schema marker a newer release wrote (SPEC 17.2)."""
+
+    def provoke(folder: Path, _certs: dict[str, Path]) -> Outcome:
+        server = RedisServer(folder)
+        sections = base(0)
+        sections["HTTPSERVER"]["StateStore"] = server.url
+        path = service_on(folder, sections)
+        server.start()
+        try:
+            with contextlib.closing(server.client()) as client:
+                client.set("fwrest:schema", b'{"schema": 9, "compatible": 9, "release": "9.1.0"}')
+            args = [command, str(path)] + (["--workers", "1"] if command == "serve" else [])
+            done = run_forked(*args, cwd=folder, timeout=30)
+        finally:
+            server.stop()
+        return cli_outcome(done, path)
 
     return provoke
 
@@ -614,7 +643,7 @@ the sections [ROOT] and [root] are the same section (section names are case-inse
 ... is not valid JSON: <error> at line <n>, column <n>  <=  trailing comma[json]
 [<server>] LoadURNs: the value gives the key '/x' twice in one object, the second time at line <n>, column <n>  <=  LoadURNs path twice[ini]  <=  HTTP_REST LoadURNs = "{\"/x\": {\"GET\": {\"Function\": \"app.hello\"}}, \"/x\": {}}"
 the JSON file must hold an object whose keys are the sections  <=  a JSON array[json]
-the section [ROOT] must be an object of keys, not str  <=  section not an object[json]
+the section [ROOT] must be an object of keys, not a string  <=  section not an object[json]
 # sections and keys
 the section [HTTPSERVER] is missing  <=  an empty file[ini]
 [HTTPSERVER] Servers: names [HTTP_RST], which is not a section of this configuration. Did you mean [HTTP_REST]?  <=  unknown server[ini]
@@ -625,7 +654,7 @@ the section [HTTPSERVER] is missing  <=  an empty file[ini]
 [HTTP_REST] Port: 70000 is out of range (0-65535)  <=  Port 70000[json]
 [HTTP_REST] HeaderTimeout: 10000000000 is out of range (1-86400000)  <=  HeaderTimeout in microseconds[ini]
 [HTTP_REST] MaxHeaders: 0 is out of range (1-10000)  <=  MaxHeaders 0[ini]  <=  HTTP_REST MaxHeaders = 0
-[HTTP_REST] HostName: must be text, got ['127.0.0.1']  <=  HostName a list[json]  <=  HTTP_REST HostName = ["127.0.0.1"]
+[HTTP_REST] HostName: must be text, got ["127.0.0.1"]  <=  HostName a list[json]  <=  HTTP_REST HostName = ["127.0.0.1"]
 [HTTPSERVER] Servers: must be a comma-separated list, got 5  <=  Servers a number[json]  <=  HTTPSERVER Servers = 5
 [ROOT] FwData: authorization is configured per port, not per location  <=  FwData on a location[json]
 [HTTP_REST] Authorization: Authorization is not a key of its own: it belongs inside FwData  <=  Authorization outside FwData[ini]
@@ -834,13 +863,21 @@ PROVOKED: dict[str, Broken | Special] = {
         Case("sqlite file is a folder", "json", "", sqlite_file_is_a_folder), "serve"
     ),
     "[HTTPSERVER] StateStore: the state store <path> holds schema <n>, written by fwrest "
-    "<version>, which fwrest <version> (schema <n>) cannot read: ...": new(
+    "<version>, which fwrest <version> (schema <n>) cannot read. Fix: run fwrest <version> or "
+    "newer on it, or point StateStore at a store of schema <n> or older, e.g. the copy fwrest "
+    "store migrate made (docs/deploy.md, Upgrading).": new(
         "sqlite store of a newer release",
         "json",
         sqlite_file_of_a_newer_release(b'{"schema": 9, "compatible": 9, "release": "9.1.0"}'),
     ),
+    "[HTTPSERVER] StateStore: the state store <url> holds schema <n>, written by fwrest "
+    "<version>, which fwrest <version> (schema <n>) cannot read. Fix: run fwrest <version> or "
+    "newer on it, or point StateStore at a Redis of schema <n> or older, e.g. one restored from "
+    "a Redis backup (an RDB or AOF file) taken before the newer release started (docs/deploy.md, "
+    "Upgrading).": redis_of_a_newer_release("serve"),
     "[HTTPSERVER] StateStore: the state store <path> holds a schema marker fwrest cannot read "
-    "(...)": new(
+    "(...). Fix: restore the store's backup: fwrest did not write this marker (the sqlite meta "
+    "row schema, the Redis key fwrest:schema).": new(
         "sqlite store marker garbage", "json", sqlite_file_of_a_newer_release(b"not a marker")
     ),
     "[HTTPSERVER] Tracing: Tracing=otlp needs the OpenTelemetry SDK and its OTLP exporter, "

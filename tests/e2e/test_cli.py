@@ -366,6 +366,25 @@ def test_help_names_the_commands() -> None:
     assert "Exit codes" in result.stdout
 
 
+def test_help_says_what_each_exit_code_means(tmp_path: Path) -> None:
+    """SPEC 13.6: 2 is not only an invalid configuration; a refused command input (fwrest
+    reload's missing pid file, a users command's bad name) exits 2 too, as the help says."""
+    result = run_cli("--help")
+    assert result.returncode == 0
+    said = " ".join(result.stdout.split()).partition("Exit codes: ")[2]
+    assert said.startswith("0 success; 1 a failure while running"), said
+    assert "2 an invalid configuration, or a command refused before it changed anything" in said
+    for cause in ("a missing or stale pid file", "a bad or existing user or client name"):
+        assert cause in said, said
+    assert "2 invalid configuration." not in said
+    # what the help says of 2, as the commands do it
+    reload = run_cli("reload", str(tmp_path / "no.pid"))
+    assert reload.returncode == 2 and "fwrest: error: " in reload.stderr, reload
+    config = write_config(tmp_path, sections())
+    check = run_cli("check", str(config).replace("service", "nothing"), cwd=tmp_path)
+    assert check.returncode == 2 and "configuration error" in check.stderr, check
+
+
 def test_serve_help_names_workers() -> None:
     result = run_cli("serve", "--help")
     assert result.returncode == 0

@@ -181,17 +181,32 @@ def refused(text: str) -> None:
     assert f"fwrest {fwrest.__version__}" in text and f"schema {SCHEMA}" in text, text
 
 
-def refused_by_check_and_start(config: Path) -> None:
-    """``fwrest check`` and ``fwrest serve`` exit 2 with :func:`refused`'s words."""
+# what the refusal tells to point StateStore at: the copy `fwrest store migrate` made of a sqlite
+# file; a Redis has none (the command copies sqlite files only)
+SQLITE_OLDER = f"a store of schema {SCHEMA} or older, e.g. the copy fwrest store migrate made"
+REDIS_OLDER = f"a Redis of schema {SCHEMA} or older, e.g. one restored from a Redis backup"
+
+
+def refused_by_check_and_start(config: Path, older: str = SQLITE_OLDER) -> None:
+    """``fwrest check`` and ``fwrest serve`` exit 2 with :func:`refused`'s words: one error
+    naming the file, the section and key, its problem ended before its fix, which names
+    ``older``."""
+    error = f"fwrest: configuration error: {config.resolve()}: [HTTPSERVER] StateStore: "
+    fix = f"cannot read. Fix: run fwrest 9.1.0 or newer on it, or point StateStore at {older}"
     check = forked("check", str(config))
     assert check.returncode == 2, check
     refused(check.stderr)
     proc = ServerProcess(config)
     try:
         assert proc.proc.wait(30) == 2
-        refused(proc.log())
+        log = proc.log()
+        refused(log)
     finally:
         proc.stop()
+    for text in (check.stderr, log):
+        assert error in text and fix in text, text
+        if older == REDIS_OLDER:
+            assert "store migrate" not in text, text
 
 
 def test_a_file_of_a_newer_schema_is_refused_naming_both_versions(sqlite_config: Path) -> None:
@@ -228,6 +243,22 @@ def test_a_marker_fwrest_did_not_write_is_an_error(sqlite_config: Path) -> None:
     mark(path, b"not json")
     done = forked("store", "migrate", str(sqlite_config), "--check")
     assert done.returncode == 2 and "schema marker" in done.stderr, done
+    # the check and the start name the file; their fix is the backup, no release to start
+    error = (
+        f"fwrest: configuration error: {sqlite_config.resolve()}: [HTTPSERVER] StateStore: the "
+        f"state store {path} holds a schema marker fwrest cannot read (b'not json'). Fix: "
+        "restore the store's backup: fwrest did not write this marker"
+    )
+    check = forked("check", str(sqlite_config))
+    proc = ServerProcess(sqlite_config)
+    try:
+        assert proc.proc.wait(30) == 2
+        log = proc.log()
+    finally:
+        proc.stop()
+    assert check.returncode == 2, check
+    for text in (check.stderr, log):
+        assert error in text and "start the release" not in text, text
 
 
 @pytest.fixture
@@ -258,7 +289,7 @@ def test_redis_needs_no_step_and_the_start_marks_it(
             done = forked("store", "migrate", str(config), *args)
             assert done.returncode == 2, done
             refused(done.stderr)
-        refused_by_check_and_start(config)
+        refused_by_check_and_start(config, REDIS_OLDER)
         assert json.loads(client.get("fwrest:schema")) == NEWER  # left as it was
 
 

@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from fwrest.config.fwdata import FW_DATA_KEYS
-from fwrest.config.reading import RawConfig, RawSection, duration_seconds, parse_json_text
+from fwrest.config.reading import (
+    RawConfig,
+    RawSection,
+    duration_seconds,
+    parse_json_text,
+    spelled,
+)
 from fwrest.config.schema import Key, keys_of
 
 __all__ = ["section_values"]
@@ -36,7 +42,7 @@ def _convert(raw: RawConfig, sec: RawSection, key: Key, key_written: str, value:
         if number is None:
             raise raw.error(
                 f"must be a whole number{' of milliseconds' if key.kind == 'ms' else ''}, "
-                f"got {value!r}.",
+                f"got {spelled(value)}.",
                 *where,
                 fix=f"write a number{f' in {low}-{high}' if high is not None else ''}.",
             )
@@ -50,7 +56,7 @@ def _convert(raw: RawConfig, sec: RawSection, key: Key, key_written: str, value:
         low, high = key.low or 0, key.high
         if seconds is None:
             raise raw.error(
-                f"must be a duration in whole seconds (60, 60s, 1m, 1h), got {value!r}.",
+                f"must be a duration in whole seconds (60, 60s, 1m, 1h), got {spelled(value)}.",
                 *where,
                 fix=f"write a duration, e.g. 60s, of {low}-{high} seconds.",
             )
@@ -67,7 +73,7 @@ def _convert(raw: RawConfig, sec: RawSection, key: Key, key_written: str, value:
             return True
         if text in _FALSE:
             return False
-        raise raw.error(f"must be 0 or 1, got {value!r}.", *where, fix="write 0 or 1.")
+        raise raw.error(f"must be 0 or 1, got {spelled(value)}.", *where, fix="write 0 or 1.")
     if key.kind == "list":
         items: list[Any]
         if isinstance(value, list):
@@ -76,7 +82,7 @@ def _convert(raw: RawConfig, sec: RawSection, key: Key, key_written: str, value:
             items = value.split(",")
         else:
             raise raw.error(
-                f"must be a comma-separated list, got {value!r}.",
+                f"must be a comma-separated list, got {spelled(value)}.",
                 *where,
                 fix="write names separated by commas, e.g. A, B.",
             )
@@ -89,7 +95,9 @@ def _convert(raw: RawConfig, sec: RawSection, key: Key, key_written: str, value:
         return value.strip()
     if key.kind in ("str", "urlpath", "path"):
         if not isinstance(value, str | int) or isinstance(value, bool):
-            raise raw.error(f"must be text, got {value!r}.", *where, fix="write a single value.")
+            raise raw.error(
+                f"must be text, got {spelled(value)}.", *where, fix="write a single value."
+            )
         text = str(value).strip()
         if key.kind == "urlpath":
             if (

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from fwrest.config.reading import RawConfig, RawSection, duration_seconds
+from fwrest.config.reading import RawConfig, RawSection, duration_seconds, spelled
 from fwrest.errors import ConfigError
 
 __all__ = [
@@ -185,7 +185,7 @@ def parse_fw_data(
             "must be a JSON object.", sec.name, written, 'write {"Authorization": {...}}.'
         )
     items: dict[str, Any] = {}
-    spelled: dict[str, str] = {}
+    given_as: dict[str, str] = {}
     for key, item in value.items():
         known = FW_DATA_KEYS.get(str(key).lower())
         if known is None:
@@ -195,9 +195,9 @@ def parse_fw_data(
                 written,
                 "use only Authorization and NativeRoutes; put application data in UserData.",
             )
-        if known.lower() in spelled:
+        if known.lower() in given_as:
             raise raw.error(
-                _twice("FwData", spelled[known.lower()], str(key)),
+                _twice("FwData", given_as[known.lower()], str(key)),
                 sec.name,
                 written,
                 "keep one of them.",
@@ -210,7 +210,7 @@ def parse_fw_data(
                 "remove it: the monitor's FwData takes only Authorization (scheme basic, "
                 "OnAuth, OnAuthCache, maxFailures).",
             )
-        spelled[known.lower()] = str(key)
+        given_as[known.lower()] = str(key)
         items[known.lower()] = item
     # the messages name the resolved file, as the start's do
     source = str(Path(raw.source).resolve()) if raw.source else None
@@ -226,7 +226,7 @@ def parse_fw_data(
                     "remove it: the monitor's Authorization takes scheme (basic), OnAuth, "
                     "OnAuthCache and maxFailures.",
                 )
-    authorization = _authorization(auth, section, is_tls, raw.base_dir, source)
+    authorization = _authorization(auth, section, is_tls, raw.base_dir, source, monitor)
     routes = NativeRoutesData()
     if not monitor:
         routes = _native_routes(items.get("nativeroutes"), sec.name, source)
@@ -245,7 +245,7 @@ def _twice(where: str, first: str, second: str) -> str:
 
 
 def _authorization(
-    auth: Any, section: str, is_tls: bool, base_dir: Path, source: str | None
+    auth: Any, section: str, is_tls: bool, base_dir: Path, source: str | None, monitor: bool
 ) -> AuthorizationData | None:
     if auth is None:
         return None
@@ -278,10 +278,18 @@ def _authorization(
     scheme = SCHEMES.get(scheme_written) if isinstance(scheme_written, str) else None
     if scheme is None:
         raise _err(
-            f"FwData Authorization scheme {scheme_written!r} is not a scheme fwrest "
+            f"FwData Authorization scheme {spelled(scheme_written)} is not a scheme fwrest "
             "knows (the value is case-sensitive).",
             section,
             f"write exactly {_VALID}.",
+            source,
+        )
+    if monitor and scheme != "basic":
+        # before the oAuth2 scheme's own checks (TLS, onAuthparams): the monitor takes none
+        raise _err(
+            "the monitor supports Basic authorization only.",
+            section,
+            'use "scheme": "basic" with an OnAuth function.',
             source,
         )
     allowed = _BASIC if scheme == "basic" else _OAUTH2
@@ -296,7 +304,8 @@ def _authorization(
     max_failures = folded.get("maxfailures", ("maxFailures", DEFAULT_MAX_FAILURES))[1]
     if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 1:
         raise _err(
-            f"FwData Authorization maxFailures must be a whole number >= 1, got {max_failures!r}.",
+            "FwData Authorization maxFailures must be a whole number >= 1, got "
+            f"{spelled(max_failures)}.",
             section,
             'write for example "maxFailures": 10.',
             source,
@@ -316,7 +325,7 @@ def _authorization(
             return ""
         if not isinstance(value, str):
             raise _err(
-                f"FwData Authorization {written} must name a function, got {value!r}.",
+                f"FwData Authorization {written} must name a function, got {spelled(value)}.",
                 section,
                 f'write "{allowed[key]}": "module.function".',
                 source,
@@ -362,7 +371,7 @@ def _authorization(
     allow_get = folded.get("allowgettoken", ("allowGetToken", DEFAULT_ALLOW_GET_TOKEN))[1]
     if not isinstance(allow_get, bool):
         raise _err(
-            f"FwData Authorization allowGetToken must be true or false, got {allow_get!r}.",
+            f"FwData Authorization allowGetToken must be true or false, got {spelled(allow_get)}.",
             section,
             'write "allowGetToken": false.',
             source,
@@ -370,7 +379,7 @@ def _authorization(
     signing_alg = folded.get("signingalg", ("signingAlg", DEFAULT_SIGNING_ALG))[1]
     if signing_alg not in SIGNING_ALGS:
         raise _err(
-            f"FwData Authorization signingAlg {signing_alg!r} is not an algorithm fwrest "
+            f"FwData Authorization signingAlg {spelled(signing_alg)} is not an algorithm fwrest "
             "signs tokens with (the value is case-sensitive).",
             section,
             f"write one of {', '.join(SIGNING_ALGS)} (HS256 when absent).",
@@ -381,7 +390,7 @@ def _authorization(
     bound = folded.get("boundtokens", ("boundTokens", ""))[1]
     if bound not in ("", *BOUND_TOKENS):
         raise _err(
-            f"FwData Authorization boundTokens {bound!r} is not a binding fwrest knows "
+            f"FwData Authorization boundTokens {spelled(bound)} is not a binding fwrest knows "
             "(the value is case-sensitive).",
             section,
             f"write one of {', '.join(repr(b) for b in BOUND_TOKENS)}, or leave it out.",
@@ -418,7 +427,7 @@ def _login_page(
     if not isinstance(value, str) or not value.strip().lower().startswith("file:"):
         raise _err(
             f"FwData Authorization {written} must name an HTML file as file:NAME.html, "
-            f"got {value!r}.",
+            f"got {spelled(value)}.",
             section,
             fix,
             source,
@@ -457,7 +466,7 @@ def _auth_cache(given: tuple[str, Any] | None, section: str, source: str | None)
     if seconds is None or seconds < 0:
         raise _err(
             f"FwData Authorization {written} must be a duration in whole seconds "
-            f"(300, 300s, 5m, 1h), got {value!r}.",
+            f"(300, 300s, 5m, 1h), got {spelled(value)}.",
             section,
             'write for example "OnAuthCache": "300s", or leave it out for no cache.',
             source,
@@ -481,7 +490,7 @@ def _issuer(value: Any, section: str, source: str | None) -> str:
     ):
         raise _err(
             f"FwData Authorization issuer must be an https URL without query or fragment, "
-            f"got {value!r}.",
+            f"got {spelled(value)}.",
             section,
             'write the public URL of the location, e.g. "issuer": "https://auth.example.com/rest".',
             source,
@@ -501,14 +510,14 @@ def _native_routes(value: Any, section: str, source: str | None) -> NativeRoutes
     if not isinstance(value, dict):
         raise fail("FwData NativeRoutes must be an object.")
     lists: list[RouteList] = []
-    spelled: dict[str, str] = {}
+    given_as: dict[str, str] = {}
     for key, names in value.items():
         kind = _ROUTE_LISTS.get(str(key).lower())
         if kind is None:
             raise fail(f"FwData NativeRoutes has the unknown key {key!r}.")
-        if kind in spelled:
-            raise fail(_twice("FwData NativeRoutes", spelled[kind], str(key)))
-        spelled[kind] = str(key)
+        if kind in given_as:
+            raise fail(_twice("FwData NativeRoutes", given_as[kind], str(key)))
+        given_as[kind] = str(key)
         if isinstance(names, str):
             names = [names]
         if not isinstance(names, list) or not all(isinstance(v, str) for v in names):

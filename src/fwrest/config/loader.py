@@ -30,7 +30,7 @@ from fwrest.config.model import (
     Tunables,
 )
 from fwrest.config.probes import probe_writable
-from fwrest.config.reading import RawConfig, RawSection, parse_json_text, read_source
+from fwrest.config.reading import RawConfig, RawSection, parse_json_text, read_source, spelled
 from fwrest.config.risky import risky_settings
 from fwrest.config.sections import (
     allowed_hosts,
@@ -129,7 +129,7 @@ def load_config(source: str | Path | Mapping[str, Any]) -> ServiceConfig:
         elif not isinstance(load_urns, dict):
             # an empty list too: `[]` is no mapping, and silently mapping nothing would hide
             # the mistake (SPEC 2: LoadURNs is an object, or a string naming a JSON file)
-            got = "a JSON array" if isinstance(load_urns, list) else repr(load_urns)
+            got = "a JSON array" if isinstance(load_urns, list) else spelled(load_urns)
             raise raw.error(
                 f"must be a JSON object of paths, got {got}.",
                 sec.name,

@@ -19,14 +19,51 @@ __all__ = [
     "RawConfig",
     "RawSection",
     "duration_seconds",
+    "json_kind",
     "loads_unique",
     "parse_json_text",
     "read_source",
+    "spelled",
 ]
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600}  # a duration's units (kind "seconds")
 _DIGITS_MAX = 15  # more is a typing slip, refused as one (int() refuses thousands of digits)
+
+
+def spelled(value: object) -> str:
+    """A value of the file as the file spells it, for a message: text quoted, as written (an
+    INI file's values are text); anything else as JSON writes it, for only JSON (a .json file,
+    or a JSON value in an INI file) holds it.
+
+    >>> [spelled(v) for v in ("30s", True, None, 5.5, ["a"], {"a": 1})]
+    ["'30s'", 'true', 'null', '5.5', '["a"]', '{"a": 1}']
+    """
+    if isinstance(value, str):
+        return repr(value)
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):  # a dict given to load_config, holding other objects
+        return repr(value)
+
+
+def json_kind(value: object) -> str:
+    """What a JSON value is, in JSON's words (``"not null"``, ``"not an array"``).
+
+    >>> [json_kind(v) for v in (None, False, "x", 5, 5.5, [1], {})]
+    ['null', 'false', 'a string', 'a number', 'a number', 'an array', 'an object']
+    """
+    if value is None or isinstance(value, bool):
+        return spelled(value)
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
 
 
 def duration_seconds(value: object) -> int | None:
@@ -317,7 +354,7 @@ def _from_mapping(data: Mapping[str, Any], source: str | None) -> dict[str, RawS
     for name, body in data.items():
         if not isinstance(body, Mapping):
             raise ConfigError(
-                f"the section [{name}] must be an object of keys, not {type(body).__name__}.",
+                f"the section [{name}] must be an object of keys, not {json_kind(body)}.",
                 fix=f'write "{name}": {{"Key": "value", ...}}.',
                 source=source,
             )

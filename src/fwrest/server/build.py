@@ -4,6 +4,8 @@ the authorization in force per port. ``fwrest check``, ``routes`` and ``serve`` 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -271,6 +273,11 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
         ConfigError: an import fails, a function name is missing or ambiguous, a route is
             registered twice.
     """
+    with naming_the_file(config):  # the key files', onAuthparams' errors too
+        return _build_plan(config)
+
+
+def _build_plan(config: ServiceConfig) -> ServicePlan:
     source = str(config.source) if config.source else None
     repo = Repository(config.base_dir, source)
     ports: list[PortPlan] = []
@@ -361,15 +368,7 @@ def build_plan(config: ServiceConfig) -> ServicePlan:
             repo=repo,
             envs=all_envs,
             source=source,
-        )
-        if monitor_auth is not None and monitor_auth.scheme != "basic":
-            raise ConfigError(
-                "the monitor supports Basic authorization only.",
-                section="APP_MONITOR",
-                key="FwData",
-                source=source,
-                fix='use "scheme": "basic" with an OnAuth function.',
-            )
+        )  # Basic only: the loader refused another scheme (config/fwdata.py)
     return ServicePlan(config, repo, ports, warnings, monitor_auth, hooks=hooks)
 
 
@@ -422,11 +421,21 @@ def _memory_warnings(config: ServiceConfig, ports: list[PortPlan]) -> list[str]:
     ]
 
 
-# a store written by a newer release: the fix of the start's and fwrest check's error
-SCHEMA_FIX = (
-    "start the release that wrote the store (or a newer one), or point StateStore at a store "
-    "of this release (docs/deploy.md, Upgrading)."
-)
+@contextmanager
+def naming_the_file(config: ServiceConfig) -> Iterator[None]:
+    """A ``ConfigError`` raised in the block names the configuration file, as the loader's do
+    (docs/troubleshooting.md: one error naming the file, the section and key): what is found
+    after loading (the state store, the signing key) is raised by code that knows no file."""
+    try:
+        yield
+    except ConfigError as exc:
+        exc.in_file(str(config.source) if config.source else None)
+        raise
+
+
+def _schema_error(exc: SchemaError) -> ConfigError:
+    """A store this release cannot use (SPEC 17.2), as the start's and fwrest check's error."""
+    return ConfigError(exc.problem, section="HTTPSERVER", key="StateStore", fix=exc.fix)
 
 
 def check_schema(config: ServiceConfig) -> str | None:
@@ -450,9 +459,8 @@ def check_schema(config: ServiceConfig) -> str | None:
             )
         return None
     except SchemaError as exc:
-        raise ConfigError(
-            f"{exc}", section="HTTPSERVER", key="StateStore", fix=SCHEMA_FIX
-        ) from None
+        with naming_the_file(config):
+            raise _schema_error(exc) from None
 
 
 def probe_store(config: ServiceConfig) -> str | None:
@@ -480,7 +488,8 @@ def probe_store(config: ServiceConfig) -> str | None:
     if key is None:
         return problem
     fix = _NO_DATABASE_FIX if NO_DATABASE in problem else _PROBE_FIXES[key]
-    raise ConfigError(problem, section="HTTPSERVER", key=key, fix=fix)
+    source = str(config.source) if config.source else None
+    raise ConfigError(problem, section="HTTPSERVER", key=key, fix=fix, source=source)
 
 
 def _look_at_redis(config: ServiceConfig) -> RedisStore:
@@ -511,7 +520,8 @@ def check_store_keys(plan: ServicePlan) -> str | None:
         return None
     store = _look_at_redis(config)
     try:
-        check_stored_keys(store, plan.key_algs())
+        with naming_the_file(config):
+            check_stored_keys(store, plan.key_algs())
     except StoreError as exc:
         return str(exc)
     finally:
@@ -526,6 +536,11 @@ def open_runtime(plan: ServicePlan) -> None:
         ConfigError: the store cannot be opened or was written by a newer release than this
             one can read (SPEC 17.2), or the signing key is corrupt or short.
     """
+    with naming_the_file(plan.config):
+        _open_runtime(plan)
+
+
+def _open_runtime(plan: ServicePlan) -> None:
     config = plan.config
     unreachable = probe_store(config)
     if unreachable is not None:
@@ -542,9 +557,7 @@ def open_runtime(plan: ServicePlan) -> None:
         if plan.store.kind == "redis":  # a sqlite file checks and marks itself as it opens
             ensure_schema(plan.store, shown_url(config.state_store))
     except SchemaError as exc:
-        raise ConfigError(
-            f"{exc}", section="HTTPSERVER", key="StateStore", fix=SCHEMA_FIX
-        ) from None
+        raise _schema_error(exc) from None
     except StoreError as exc:
         if plan.store is not None:
             # Redis down at start: the marker is read at the next start (the service starts

@@ -85,7 +85,7 @@ def look(spec: str, data_path: Path, redis: RedisOptions | None) -> Marker | Non
         return None
     finally:
         store.close()
-    refuse_newer(marker, shown_url(spec))
+    refuse_newer(marker, shown_url(spec), redis=True)
     return marker
 
 
@@ -169,7 +169,7 @@ def _redis(spec: str, data_path: Path, redis: RedisOptions | None) -> Outcome:
             marker = marker_of(store.schema_marker(), shown)
         finally:
             store.close()
-        refuse_newer(marker, shown)
+        refuse_newer(marker, shown, redis=True)
     except StoreError as exc:  # SchemaError among them
         return Outcome(ERROR, error=f"fwrest store: error: {exc}")
     return Outcome(CURRENT, (f"fwrest store: {shown} is a Redis store: no migration step is "

@@ -48,7 +48,20 @@ COMPATIBLE = 1
 
 class SchemaError(StoreError):
     """A store this release cannot use: written by a newer release in a format it cannot
-    read, or a marker that is not one. A start error, never a 503."""
+    read, or a marker that is not one. A start error, never a 503: ``problem`` says what is
+    wrong, ``fix`` what to do (the ``ConfigError``'s parts); the text is both."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{problem} Fix: {fix}")
+
+
+# what to do about a marker fwrest did not write (troubleshooting.md says the same)
+_UNREADABLE_FIX = (
+    "restore the store's backup: fwrest did not write this marker (the sqlite meta row "
+    "schema, the Redis key fwrest:schema)."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,37 +101,46 @@ def marker_of(raw: bytes | None, where: str) -> Marker:
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         raise SchemaError(
             f"the state store {where} holds a schema marker fwrest cannot read "
-            f"({bytes(raw)[:60]!r}); restore the store's backup"
+            f"({bytes(raw)[:60]!r}).",
+            _UNREADABLE_FIX,
         ) from None
     if marker.schema < 1 or not 1 <= marker.compatible <= marker.schema:
         raise SchemaError(
             f"the state store {where} holds a schema marker fwrest cannot read "
-            f"(schema {marker.schema}, compatible {marker.compatible}); restore the store's "
-            "backup"
+            f"(schema {marker.schema}, compatible {marker.compatible}).",
+            _UNREADABLE_FIX,
         )
     return marker
 
 
-def refuse_newer(marker: Marker, where: str) -> None:
-    """Raise when this release cannot use a store of ``marker``.
+def refuse_newer(marker: Marker, where: str, *, redis: bool = False) -> None:
+    """Raise when this release cannot use a store of ``marker``; ``redis``: the store is a
+    Redis (``fwrest store migrate`` copies a sqlite file only, so the fix differs).
 
     Raises:
         SchemaError: the store was written by a newer release in a format this one cannot
             read; the message names both versions.
     """
     if marker.compatible > SCHEMA:
+        older = (
+            f"a Redis of schema {SCHEMA} or older, e.g. one restored from a Redis backup (an RDB "
+            "or AOF file) taken before the newer release started"
+            if redis
+            else f"a store of schema {SCHEMA} or older, e.g. the copy fwrest store migrate made"
+        )
         raise SchemaError(
             f"the state store {where} holds schema {marker.schema}, written by fwrest "
-            f"{marker.release}, which fwrest {__version__} (schema {SCHEMA}) cannot read: "
-            f"run fwrest {marker.release} or newer on it, or give this release a store of "
-            f"schema {SCHEMA} or older (the backup fwrest store migrate made)"
+            f"{marker.release}, which fwrest {__version__} (schema {SCHEMA}) cannot read.",
+            f"run fwrest {marker.release} or newer on it, or point StateStore at {older} "
+            "(docs/deploy.md, Upgrading).",
         )
 
 
 def ensure(store: SchemaStore, where: str) -> Marker:
-    """At start: the store's marker read once; a store this release cannot use refused; an
-    older one marked as this release's schema (its steps are additive: a Redis needs none,
-    a sqlite file took them when it was opened). Returns the marker now in force.
+    """At start, on a Redis store (a sqlite file checks and marks itself as it opens): its
+    marker read once; a store this release cannot use refused; an older one marked as this
+    release's schema (its steps are additive: a Redis needs none). Returns the marker now in
+    force.
 
     Raises:
         SchemaError: the store was written by a newer release this one cannot follow.
@@ -126,11 +148,11 @@ def ensure(store: SchemaStore, where: str) -> Marker:
     """
     raw = store.schema_marker()
     marker = marker_of(raw, where)
-    refuse_newer(marker, where)
+    refuse_newer(marker, where, redis=True)
     if marker.schema >= SCHEMA:
         return marker
     new = Marker(SCHEMA, max(marker.compatible, COMPATIBLE), __version__)
     now = store.swap_schema_marker(raw, new.encode())
     marker = marker_of(now, where)  # another host's, when it wrote first
-    refuse_newer(marker, where)
+    refuse_newer(marker, where, redis=True)
     return marker
