@@ -158,6 +158,8 @@ def test_a_preflight_refused_is_403_without_cors_headers(
     assert response.json()["code"] == 403
     assert why in response.json()["detailedMessage"]
     assert cors_headers(response) == {}
+    # it depends on the Origin as a granted one does: a cache must keep them apart
+    assert response.headers["vary"] == "Origin"
 
 
 def test_allow_methods_narrows_what_a_preflight_grants(tmp_path: Path) -> None:
@@ -188,6 +190,57 @@ def test_a_method_allow_methods_lists_is_granted_where_no_route_takes_it(tmp_pat
             assert answer.headers["access-control-allow-origin"] == WEB
         for path, method in (("/rest/fw/rest/config", "PUT"), ("/rest/hello", "PATCH")):
             assert preflight(client, path, method).status_code == 403, path
+
+
+def test_a_read_of_the_static_files_is_granted(tmp_path: Path) -> None:
+    """SPEC 10.1, 10.3: where no route has the path, a GET or HEAD goes to the location's
+    RootPath, so its preflight is granted (a Basic front-end preflights every fetch) on any
+    path there, a file or not (docs/decisions.md): the read then gets the file or its 404 with
+    the CORS headers. Other methods, a path a route has, a header not allowed: refused."""
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "index.html").write_text("<p>front</p>")
+    files = {"ROOT": {"CORS": "CORS_WEB", "RootPath": str(www), "DefaultPage": "index.html"}}
+    config = _service(tmp_path, "cors_app_files", CORS, sections=files)
+    ada = ("ada", "Ada-Pw-1")
+    with Client(config, server="HTTP_BASIC") as client:
+        for path in ("/rest/index.html", "/rest/", "/rest/docs/missing.txt", "/rest/.hidden"):
+            for method in ("GET", "HEAD"):
+                granted = preflight(client, path, method, headers="authorization")
+                assert granted.status_code == 204, (path, method, granted.text)
+                assert cors_headers(granted) == {
+                    "access-control-allow-origin": WEB,
+                    "access-control-allow-methods": "GET, HEAD",
+                    "access-control-allow-headers": "Authorization, Content-Type",
+                    "access-control-max-age": "600",
+                    "access-control-allow-credentials": "true",
+                }
+                assert granted.headers["vary"] == "Origin"
+        for path, status in (("/rest/index.html", 200), ("/rest/", 200), ("/rest/no.txt", 404)):
+            answer = client.get(path, headers={"Origin": WEB}, auth=ada)
+            assert answer.status_code == status, path
+            _assert_cors(answer)
+        assert client.get("/rest/index.html", headers={"Origin": WEB}).status_code == 401
+        for path, method, asked, why in (
+            ("/rest/index.html", "PUT", None, "no route takes PUT here"),
+            ("/rest/index.html", "GET", "x-secret", "the header x-secret is not allowed"),
+            ("/rest/items", "GET", None, "no route takes GET here"),  # a route's path: 405
+            ("/rest/fw/rest/config", "GET", None, "this route is not open to other origins"),
+        ):
+            refused = preflight(client, path, method, headers=asked)
+            assert refused.status_code == 403, (path, refused.text)
+            assert why in refused.json()["detailedMessage"]
+            assert cors_headers(refused) == {}
+        refused = preflight(client, "/rest/index.html", "GET", origin="https://evil.example.net")
+        assert refused.status_code == 403
+    # AllowMethods, when given, says which methods a preflight may grant, files too
+    only_post = {"AllowOrigins": WEB, "AllowMethods": "POST"}
+    (tmp_path / "post").mkdir()
+    config = _service(tmp_path / "post", "cors_app_files_post", only_post, sections=files)
+    with Client(config, server="HTTP_BASIC") as client:
+        refused = preflight(client, "/rest/index.html", "GET")
+        assert refused.status_code == 403
+        assert "GET is not an allowed method" in refused.json()["detailedMessage"]
 
 
 def test_a_plain_options_is_what_it_was(basic: Client, open_port: Client) -> None:
@@ -349,7 +402,8 @@ def test_the_token_route_is_open_to_an_allowed_origin(tmp_path: Path, ca: trustm
         asked = preflight(client, well_known, "GET")
         assert asked.status_code == 204, asked.text
         assert asked.headers["access-control-allow-methods"] == "GET, HEAD"
-        assert preflight(client, well_known, "POST").status_code == 403
+        refused = preflight(client, well_known, "POST")
+        assert (refused.status_code, refused.headers["vary"]) == (403, "Origin")
         assert (
             preflight(client, well_known, "GET", origin="https://evil.example.net").status_code
             == 403

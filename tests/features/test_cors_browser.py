@@ -1,8 +1,8 @@
 """CORS (SPEC 10.1) as Chromium (Playwright) and curl see it on ``fwrest serve``: a page of one
 origin ``fetch``es a Basic port's API on another with credentials (preflighted for
-``Authorization``) and reads the JSON; from an unlisted origin the browser blocks it; the settings
-route stays closed to the allowed origin; curl's raw preflights granted and refused. Without
-Chromium these FAIL, never skip."""
+``Authorization``) and reads the JSON, a route's or a static file's (SPEC 10.3); from an unlisted
+origin the browser blocks it; the settings route stays closed to the allowed origin; curl's raw
+preflights granted and refused. Without Chromium these FAIL, never skip."""
 
 from __future__ import annotations
 
@@ -68,13 +68,15 @@ def front_end(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory, front_end: int) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("cors_api")
+    (tmp / "www").mkdir()
+    (tmp / "www" / "data.json").write_text('{"file": true}')
     basic = {"scheme": "basic", "OnAuth": "app.check"}
     config = free_config(
         tmp,
         app=APP,
         servers={"HTTP_API": local_port(FwData={"Authorization": basic})},
         extra={
-            "ROOT": {"CORS": "CORS_WEB"},
+            "ROOT": {"CORS": "CORS_WEB", "RootPath": str(tmp / "www")},
             "CORS_WEB": {
                 "AllowOrigins": f"http://127.0.0.1:{front_end}",
                 "AllowCredentials": 1,
@@ -109,6 +111,14 @@ def test_a_page_of_an_allowed_origin_reads_the_api(call: Call, api: ServerProces
     # the browser's preflight reached the service, before authorization
     log = (api.config.parent / "server.log").read_text()
     assert "OPTIONS /rest/hello 204" in log
+
+
+def test_a_page_of_an_allowed_origin_reads_a_protected_file(call: Call, api: ServerProcess) -> None:
+    # the preflight of a static file's GET is granted, as a route's (it was 403: blocked)
+    result = call("/data.json", ADA)
+    assert result == {"status": 200, "body": {"file": True}, "exposed": None}
+    log = (api.config.parent / "server.log").read_text()
+    assert "OPTIONS /rest/data.json 204" in log
 
 
 def test_an_error_is_readable_by_the_allowed_origin(call: Call) -> None:
@@ -155,6 +165,15 @@ def test_curl_preflights_granted_and_refused(front_end: int, api: ServerProcess)
     assert headers["access-control-allow-headers"] == "Authorization, Content-Type"
     assert headers["vary"] == "Origin"
     assert headers["x-content-type-options"] == "nosniff"
+    # the Origin echoed as sent (compared without case), a file's preflight as a route's
+    shouting = f"HTTP://127.0.0.1:{front_end}"
+    status, headers = _curl(
+        "-X", "OPTIONS", "-H", f"Origin: {shouting}", "-H", "Access-Control-Request-Method: GET",
+        "-H", "Access-Control-Request-Headers: authorization", api.url("HTTP_API") + "/data.json",
+    )  # fmt: skip
+    assert status == 204
+    assert headers["access-control-allow-origin"] == shouting
+    assert headers["access-control-allow-methods"] == "GET, HEAD"
     for refused in (
         ["-H", "Origin: http://evil.example", "-H", "Access-Control-Request-Method: GET"],
         ["-H", f"Origin: {origin}", "-H", "Access-Control-Request-Method: PATCH"],
@@ -164,6 +183,7 @@ def test_curl_preflights_granted_and_refused(front_end: int, api: ServerProcess)
         status, headers = _curl("-X", "OPTIONS", *refused, url)
         assert status == 403, refused
         assert not [h for h in headers if h.startswith("access-control-")], refused
+        assert headers["vary"] == "Origin", refused
     status, headers = _curl("-H", f"Origin: {origin}", url)
     assert status == 401
     assert headers["access-control-allow-origin"] == origin

@@ -39,6 +39,25 @@ def bigint_list():
 def notjson():
     return {"o": object()}
 
+@get("/views/:id")
+def views(id):
+    # the read-only views the REST object hands out, inside a result (SPEC 3)
+    return {"path": rest.getPathParamsRequest(), "query": rest.getQueryRequest(),
+            "headers": rest.getHeaderRequest()}
+
+@get("/views-async/:id")
+async def views_async(id):
+    rest.setKeyHeaderResponse("X-Async", "1")
+    return [rest.getPathParamsRequest(), rest.getQueryRequest()]
+
+@get("/view-alone")
+def view_alone():
+    return rest.getQueryRequest()
+
+@get("/view-set/:id")
+def view_set(id):
+    rest.setResponse(rest.getPathParamsRequest())
+
 @get("/nocontent")
 def nocontent():
     rest.setStatusCode(204)
@@ -221,6 +240,26 @@ def test_what_a_handler_gives_is_sent_as_json(client: Client, path: str, expecte
     assert r.status_code == 200, r.text
     assert r.headers["content-type"] == "application/json"
     assert r.json() == expected
+
+
+def test_the_rest_objects_views_are_sent_as_json_objects(client: Client) -> None:
+    """``getPathParamsRequest``/``getQueryRequest`` (mappingproxy) and ``getHeaderRequest``
+    (``Headers``) in a result, alone, or given to ``setResponse``: JSON objects (were a 500)."""
+    r = client.get("/rest/views/7?a=1&b=2", headers={"X-View": "v"})
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/json"
+    body = r.json()
+    assert body["path"] == {"id": "7"}
+    assert body["query"] == {"a": "1", "b": "2"}
+    assert body["headers"]["x-view"] == "v"
+    r = client.get("/rest/views-async/8?c=3")
+    assert (r.status_code, r.headers["x-async"]) == (200, "1"), r.text
+    assert r.json() == [{"id": "8"}, {"c": "3"}]
+    r = client.get("/rest/view-alone?d=4")
+    assert (r.status_code, r.headers["content-type"]) == (200, "application/json"), r.text
+    assert r.json() == {"d": "4"}
+    r = client.get("/rest/view-set/9")
+    assert (r.status_code, r.json()) == (200, {"id": "9"}), r.text
 
 
 def test_a_response_of_none_is_an_empty_body(client: Client) -> None:

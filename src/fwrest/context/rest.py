@@ -18,7 +18,7 @@ from fwrest.context import chunks
 from fwrest.context.certs import certificate_fields
 from fwrest.context.charsets import answer_charset, body_text, unencodable
 from fwrest.context.codings import choose_coding
-from fwrest.context.jsonbody import to_json
+from fwrest.context.jsonbody import VIEWS, to_json
 from fwrest.context.request import Headers, RequestContext, check_header, check_status, current
 from fwrest.context.request_id import id_text, request_id_of
 from fwrest.errors import error_body
@@ -106,13 +106,14 @@ class RestObject:
     # -- response ------------------------------------------------------------------------------
     def set_response(self, body: Any) -> None:
         """Append to the response body (repeated calls append): text and bytes as they are, a
-        dict or list as its JSON text, anything else as ``str()`` gives it."""
+        dict or list (or a view this object handed out) as its JSON text, anything else as
+        ``str()`` gives it."""
         ctx = self._ctx()
         if ctx.resp_body is None:
             ctx.resp_body = []
         if isinstance(body, str | bytes):
             ctx.resp_body.append(body)
-        elif isinstance(body, dict | list):
+        elif isinstance(body, (dict, list, *VIEWS)):
             ctx.resp_body.append(to_json(body))
         else:
             ctx.resp_body.append(str(body))

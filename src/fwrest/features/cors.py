@@ -3,11 +3,12 @@
 * **Preflight** (early, before authorization: a browser sends no credentials on it): an
   ``OPTIONS`` request with ``Origin`` and ``Access-Control-Request-Method`` to a location with
   CORS. Granted (204 with the ``Access-Control-*`` headers) when the origin is allowed, the
-  method has a route on the path (one of ``AllowMethods`` when given) and every header asked
-  for is in ``AllowHeaders``; anything else is 403 with the error body and no
-  ``Access-Control-*`` header. Only application routes and the token route are granted; the
-  other native routes never are (the settings change relies on it, SPEC 5). A plain
-  ``OPTIONS`` (without those headers) goes on as before.
+  method has a route on the path (one of ``AllowMethods`` when given), or is a read the
+  location's static files answer (GET or HEAD where no route has the path, under a
+  ``RootPath``), and every header asked for is in ``AllowHeaders``; anything else is 403 with
+  the error body, ``Vary: Origin`` and no ``Access-Control-*`` header. Only application
+  routes and the token route are granted; the other native routes never are (the settings
+  change relies on it, SPEC 5). A plain ``OPTIONS`` (without those headers) goes on as before.
 * **Every other answer** (outgoing) to a request from an allowed origin, errors included,
   carries ``Access-Control-Allow-Origin`` (the request's origin) and, as configured,
   ``-Allow-Credentials`` and ``-Expose-Headers``, so the front-end can read it; again never on
@@ -32,6 +33,7 @@ from fwrest.wire import Reply, Request, error_reply
 __all__ = ["CorsHeaders", "CorsPolicy", "CorsStages", "DocumentCors"]
 
 _VARY = ("vary", "Origin")
+_READS = ("GET", "HEAD")  # the methods static files answer (SPEC 10.3), a document's too
 _CORS_NATIVE = (TOKEN_ROUTE, REVOKE_ROUTE, METADATA_ROUTE)  # the native routes CORS applies to
 _ORIGINS_REMEMBERED = 256  # verdicts per origin remembered per location
 _LABEL_MAX, _NAME_MAX = 63, 253  # DNS: a label, a whole name
@@ -117,13 +119,15 @@ class CorsPolicy:
 
 
 class _Place(Generic[R]):
-    """A location of the port, with its CORS policy (None: no CORS on it)."""
+    """A location of the port, with its CORS policy (None: no CORS on it) and whether it
+    serves static files (a ``RootPath``: a GET or HEAD no route takes goes to them)."""
 
-    __slots__ = ("policy", "router")
+    __slots__ = ("files", "policy", "router")
 
-    def __init__(self, policy: CorsPolicy | None, router: Router[R]) -> None:
+    def __init__(self, policy: CorsPolicy | None, router: Router[R], files: bool) -> None:
         self.policy = policy
         self.router = router
+        self.files = files
 
 
 def _closed(router: Router[R], rel: str) -> bool:
@@ -147,7 +151,11 @@ def _asked(req: Request) -> tuple[str | None, str | None, str | None]:
 
 
 def _refused(why: str) -> Reply:
-    return error_reply(HTTPError(403, detailed=f"CORS preflight refused: {why}"))
+    """A refused preflight: 403, no ``Access-Control-*`` header, and the ``Vary: Origin`` a
+    granted one carries (the answer depends on the origin: a cache keeps them apart)."""
+    reply = error_reply(HTTPError(403, detailed=f"CORS preflight refused: {why}"))
+    reply.headers.append(_VARY)
+    return reply
 
 
 class CorsStages(Generic[R]):
@@ -155,18 +163,19 @@ class CorsStages(Generic[R]):
     outgoing stage per location with a CORS section (:meth:`outgoing_of`).
 
     Args:
-        locations: every location of the port as ``(prefix, CORS section or None, router)``
-            (all of them, so that the longest prefix is the request's own location).
+        locations: every location of the port as ``(prefix, CORS section or None, router,
+            whether it serves static files)`` (all of them, so that the longest prefix is the
+            request's own location).
     """
 
-    def __init__(self, locations: Iterable[tuple[str, CorsConfig | None, Router[R]]]) -> None:
+    def __init__(self, locations: Iterable[tuple[str, CorsConfig | None, Router[R], bool]]) -> None:
         policies: dict[int, CorsPolicy] = {}
         places: list[tuple[str, _Place[R]]] = []
-        for prefix, config, router in locations:
+        for prefix, config, router, files in locations:
             policy = None
             if config is not None:
                 policy = policies.setdefault(id(config), CorsPolicy(config))
-            places.append((prefix, _Place(policy, router)))
+            places.append((prefix, _Place(policy, router, files)))
         self._places = dict(places)
         self._table: LocationTable[_Place[R]] = LocationTable(places)
 
@@ -192,21 +201,29 @@ class CorsStages(Generic[R]):
         assert policy is not None
         if not policy.allows(origin):
             return _refused("the origin is not allowed")
-        unrouted = False
+        unrouted = 0
         try:
             match = place.router.match(method, rel)
-        except HTTPError:
-            unrouted = True
-        if unrouted:
+        except HTTPError as exc:
+            unrouted = exc.status
+        methods: tuple[str, ...]
+        if unrouted == 404 and place.files and method in _READS:
+            # no route has the path: a read goes to the static files (SPEC 10.3), which
+            # answer it with the CORS headers, the file or its 404 (docs/decisions.md: any
+            # path, whether a file is there or not, never looked up before authorization)
+            methods = policy.methods or _READS
+        elif unrouted:
             # no route takes it: granted for a method AllowMethods lists (the request then
             # gets its 404 or 405 with the CORS headers, which the front-end can read, SPEC
             # 10.1), unless a route of the path is closed to other origins; without
             # AllowMethods the methods are the route's, and there are none
             if method not in policy.methods or _closed(place.router, rel):
                 return _refused(f"no route takes {method} here")
+            methods = policy.methods
         elif not granted(match.payload.endpoint):
             return _refused("this route is not open to other origins")
-        methods = policy.methods or tuple(place.router.methods(rel))
+        else:
+            methods = policy.methods or tuple(place.router.methods(rel))
         if method not in methods:
             return _refused(f"{method} is not an allowed method")
         return _granted(policy, origin, methods, asked)
@@ -232,9 +249,6 @@ def _granted(policy: CorsPolicy, origin: str, methods: Iterable[str], asked: str
     return Reply(204, headers, b"")
 
 
-_DOCUMENT_METHODS = ("GET", "HEAD")
-
-
 class DocumentCors:
     """CORS for a discovery document at a well-known path of the port's root (the RFC 8414
     metadata of a location with a CORS section: a single-page app discovers the endpoints
@@ -254,9 +268,9 @@ class DocumentCors:
         policy = self.policy
         if not policy.allows(origin):
             return _refused("the origin is not allowed")
-        if method not in _DOCUMENT_METHODS:
+        if method not in _READS:
             return _refused(f"no route takes {method} here")
-        return _granted(policy, origin, _DOCUMENT_METHODS, asked)
+        return _granted(policy, origin, _READS, asked)
 
     def headers(self, req: Request, headers: list[tuple[str, str]]) -> None:
         """The CORS headers of the document's answer (as :class:`CorsHeaders` adds them)."""

@@ -136,7 +136,10 @@ def location_stages(
     locations = port.locations
     cors = None
     if any(loc.config.cors is not None for loc in locations):
-        cors = CorsStages((loc.prefix, loc.config.cors, loc.router) for loc in locations)
+        cors = CorsStages(
+            (loc.prefix, loc.config.cors, loc.router, loc.config.root_path is not None)
+            for loc in locations
+        )
         early.append(Early(cors.preflight, frozenset({"OPTIONS"})))
     config = port.config
     compression = None

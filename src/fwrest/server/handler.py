@@ -21,7 +21,7 @@ from fwrest.auth.blocking import settled
 from fwrest.context.charsets import UTF8, Charset, answer_charset, unencodable
 from fwrest.context.chunks import ChunkedAnswer
 from fwrest.context.events import EventStream
-from fwrest.context.jsonbody import NotJSON, to_json
+from fwrest.context.jsonbody import VIEWS, NotJSON, to_json
 from fwrest.context.request import RequestContext, Response, check_header, check_status
 from fwrest.context.views import UsageKey
 from fwrest.repository import Endpoint, is_async
@@ -210,6 +210,8 @@ def _encode(value: Any, charset: Charset) -> tuple[bytes, str]:
         dataclasses.is_dataclass(value) and not isinstance(value, type)
     ):
         return to_json(value), JSON  # a typed value without a return hint (SPEC 14.1)
+    if isinstance(value, VIEWS):
+        return to_json(value), JSON  # a view the REST object handed out, as the dict it shows
     raise ResultError(f"a handler returned a {type(value).__name__}, which fwrest cannot send")
 
 
