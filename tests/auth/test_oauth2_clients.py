@@ -704,8 +704,10 @@ def test_serve_stops_on_a_lifetime_no_token_request_could_use(
     config, _ = one_port(ca, tmp_path, params, onAuthparams="app.lifetime")
     result = run_cli("serve", str(config), cwd=tmp_path, timeout=30)
     assert result.returncode == 2, result.stdout + result.stderr
-    needle = "fwrest: configuration error: [OAUTH] onAuthparams: the function app.lifetime"
-    assert needle in result.stderr
+    needle = (
+        f"fwrest: configuration error: {config}: [OAUTH] onAuthparams: the function app.lifetime"
+    )
+    assert needle in result.stderr, result.stderr
     assert "fwrest: serving" not in result.stdout
 
 
