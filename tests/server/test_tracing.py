@@ -48,6 +48,7 @@ from tests.conftest import (
     free_config,
     issue_certs,
     local_port,
+    wait_for,
 )
 from tests.redis_support import RedisServer
 
@@ -460,6 +461,53 @@ def test_token_route_spans_the_stores_calls_and_exports_no_token(
         assert secret.encode() not in exported, secret
         # the tokens' signatures alone neither
         assert secret.rsplit(".", 1)[-1].encode() not in exported, secret
+
+
+# a dead collector's URL carrying secrets: its userinfo and a secret-like query value
+DEAD_PASSWORD = "Otel-Url-Pw-5rT"
+DEAD_TOKEN = "Otel-Q-Secret-8zK"
+DEAD_ENDPOINT = (
+    f"http://otel-user:{DEAD_PASSWORD}@127.0.0.1:1/v1/traces?token={DEAD_TOKEN}&tenant=shop"
+)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "shown"),
+    [
+        # urllib3's error names the path and query: "url: /v1/traces?token=..."
+        ("http/protobuf", "/v1/traces?token=***&tenant=shop"),
+        # the gRPC exporter names the endpoint's authority: "to otel-user:PASSWORD@127.0.0.1:1"
+        ("grpc", "to ***@127.0.0.1:1"),
+    ],
+)
+def test_the_exporters_records_of_a_dead_collector_show_no_secret_of_its_url(
+    tmp_path: Path, protocol: str, shown: str
+) -> None:
+    """SPEC 7: a third party's records (OpenTelemetry's exporter, retrying a collector out of
+    reach) go through fwrest's handlers redacted as fwrest's own: no userinfo, no secret-like
+    query value, on standard error nor in ``LogFile``."""
+    env = {
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": DEAD_ENDPOINT,
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": protocol,
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "3",
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+    }
+    proc = ServerProcess(_config(tmp_path), env=env).wait_ready()
+    try:
+        for _ in range(3):
+            r = httpx.get(f"{proc.url()}/traced/3", auth=("ada", PASSWORD), timeout=15)
+            assert r.status_code == 200, r.text
+        proc.wait_log("Transient error", timeout=20)
+        wait_for(lambda: "Transient error" in proc.file_log(), 10, "the warning in LogFile")
+    finally:
+        assert proc.stop() == 0
+    for where, text in (("stderr", proc.log()), ("LogFile", proc.file_log())):
+        lines = [line for line in text.splitlines() if "Transient error" in line]
+        print(f"{where}: {lines[0]}")
+        assert " WARNING opentelemetry.exporter.otlp.proto." in lines[0], lines[0]
+        assert any(shown in line for line in lines), lines
+        for secret in (DEAD_PASSWORD, DEAD_TOKEN):
+            assert secret not in text, (where, secret)
 
 
 # grpc by the general variable or the traces' own, which wins (the SDK's order)
