@@ -103,6 +103,21 @@ def test_urls_lose_their_userinfo_and_the_secrets_of_their_query() -> None:
         log.redact_urls(line)
         == "calling redis://***@10.0.0.5:6379/0 and https://h/x?api_key=***&a=1"
     )
+    # a query without its URL's scheme, an authority with its userinfo (a third party's record)
+    line = "url: /v1/traces?token=t-1&a=1 (to ann:p@ss@collector:4317) or 'x?pwd=2'"
+    assert (
+        log.redact_urls(line)
+        == "url: /v1/traces?token=***&a=1 (to ***@collector:4317) or 'x?pwd=***'"
+    )
+    # what holds no userinfo nor secret stays: an e-mail address, a path's "@", a question
+    for kept in ("mail ann@example.org", "GET /rest/u@x?page=2", "what? nothing", "a:b @c"):
+        assert log.redact_urls(kept) == kept, kept
+    # each word read once, whatever it holds (a hang guard, not a speed assertion: a pattern
+    # looking for the word around each "@" took minutes)
+    started = time.monotonic()
+    for worst in ("a=" * 500_000 + ":x@y", "a:b," * 250_000 + "@", "@" * 10**6, ":@" * 500_000):
+        log.redact_urls(worst)
+    assert time.monotonic() - started < 5
 
 
 SCRUBBED_APP = """

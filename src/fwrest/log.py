@@ -6,10 +6,12 @@ debug) onto them (``audit`` writes at every level above 0, SPEC 13.5), ``LogFile
 0600, an existing file's made so), and the one place that redacts what a log line may show
 (SPEC 7, 7.1): headers whose names may carry secrets masked whole (``Authorization``, ``Cookie``, ``X-Api-Key``...),
 secret-like query and form values replaced, bodies redacted after parsing (JSON, URL-encoded
-forms; any other body is described by its length only), URLs' userinfo masked in every record,
-the current request's secrets scrubbed from every record (exception text included), CR, LF and
-ESC escaped; the lines as text or as JSON (``LogFormat``, SPEC 13.4), each record of a request
-with the request's id (:data:`request_id`). Imports nothing else of fwrest.
+forms; any other body is described by its length only), URLs' userinfo (``user:pw@host`` too)
+and the secret-like values of any query (``/path?token=...`` too) masked in every record,
+whatever logger wrote it, the current request's secrets scrubbed from every record (exception
+text included), CR, LF and ESC escaped; the lines as text or as JSON (``LogFormat``, SPEC
+13.4), each record of a request with the request's id (:data:`request_id`). Imports nothing
+else of fwrest.
 """
 
 from __future__ import annotations
@@ -286,8 +288,14 @@ def _redact_param_value(value: str, depth: int) -> str:
 # a URL's userinfo: from the scheme's "//" to the last "@" before the path's query or a blank
 # (greedy: a password holding "/" or "@" is hidden whole; a path with "@" hides more)
 _USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://)[^\s?#\"'<>]*@")
-# a URL's query, in any text
-_URL_QUERY = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://[^\s?#\"'<>]*\?)([^\s#\"'<>]+)")
+# the words of a text, for a userinfo without its scheme (``user:password@host``, as a URL's
+# authority is written apart: OpenTelemetry's gRPC exporter names its endpoint so): split
+# once, each word then read in Python (a pattern that looked for the word around each "@"
+# went back over the text at each word start: quadratic)
+_WORD_BOUNDS = re.compile("([\\s\"'<>()]+)")
+# a query, in any text: a "?" and the fields after it up to a blank, a quote, "<", ">" or "#"
+# (a URL's, with its scheme or without: urllib3's "url: /v1/traces?token=...")
+_QUERY = re.compile(r"\?([^\s#\"'<>]+)")
 
 
 def redact_value(text: str, depth: int = 0) -> str:
@@ -323,16 +331,51 @@ def redact_value(text: str, depth: int = 0) -> str:
 
 
 def redact_urls(text: str) -> str:
-    """Every URL in a log line with its userinfo masked and its query redacted.
+    """Every URL in a log line with its userinfo masked and its query redacted: a URL with
+    its scheme, a path and its query (``/v1/traces?token=t``), an authority with its
+    userinfo (``ann:pw@collector:4317``); any query's secret-like values.
 
     >>> redact_urls("GET https://ann:pw@api.example/x?api_key=k&a=1 failed")
     'GET https://***@api.example/x?api_key=***&a=1 failed'
+    >>> redact_urls("Max retries exceeded with url: /v1/traces?token=t&a=1 (refused)")
+    'Max retries exceeded with url: /v1/traces?token=***&a=1 (refused)'
+    >>> redact_urls("exporting traces to ann:p@ss@collector:4317, mail ann@example.org")
+    'exporting traces to ***@collector:4317, mail ann@example.org'
     """
     if "@" in text:
-        text = _USERINFO.sub(rf"\1{MASKED}@", text)
+        if "://" in text:
+            text = _USERINFO.sub(rf"\1{MASKED}@", text)
+        text = "".join(
+            _bare_userinfo(word) if "@" in word else word for word in _WORD_BOUNDS.split(text)
+        )
     if "?" in text:
-        text = _URL_QUERY.sub(lambda m: m.group(1) + _redact_pairs(m.group(2), False, 1), text)
+        text = _QUERY.sub(lambda m: "?" + _redact_pairs(m.group(1), False, 1), text)
     return text
+
+
+def _bare_userinfo(word: str) -> str:
+    """A word with the userinfo of an authority written without its scheme masked
+    (``user:password@host``, or after a ``=`` or ``,`` in the word: ``to=u:pw@h``), up to its
+    last ``@`` before a host; a word holding ``/``, ``?`` or ``#`` before it (a path, a URL
+    with its scheme) or no ``:`` (an e-mail address) as it is.
+
+    >>> _bare_userinfo("to=ann:p@ss@collector:4317,"), _bare_userinfo("ann@example.org")
+    ('to=***@collector:4317,', 'ann@example.org')
+    """
+    at = len(word)
+    while True:
+        at = word.rfind("@", 0, at)
+        if at <= 0:
+            return word
+        host = word[at + 1 : at + 2]
+        if host.isalnum() or host == "_" or host == "[":
+            break
+    head = word[:at]
+    colon = head.find(":")
+    if colon < 0 or "/" in head or "?" in head or "#" in head:
+        return word
+    start = max(head.rfind("=", 0, colon), head.rfind(",", 0, colon)) + 1
+    return f"{word[:start]}{MASKED}@{word[at + 1 :]}"
 
 
 def _parse_json(text: str) -> dict[str, Any] | list[Any] | None:
@@ -861,9 +904,12 @@ def _message(record: logging.LogRecord, formatter: logging.Formatter) -> tuple[s
         text = scrub(text, secrets)
         if trace:
             trace = scrub(trace, secrets)
-    if "://" in text:  # a URL's userinfo and its query's secrets, in any record
+    # a URL's userinfo and a query's secret-like values, in any record, whatever logger wrote
+    # it (OpenTelemetry's exporter names its endpoint); a record without "?" nor "@" has none.
+    # An access line redacted its target's query itself (the token route's whole)
+    if ("?" in text or "@" in text) and (attrs.get("fwrest_request") is None or "://" in text):
         text = redact_urls(text)
-    if trace and "://" in trace:
+    if trace and ("?" in trace or "@" in trace):
         trace = redact_urls(trace)
     return text, trace
 

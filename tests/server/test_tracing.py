@@ -37,6 +37,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from fwrest.config import load_config
 from fwrest.errors import ConfigError
+from fwrest.store import StateStore
 from tests.auth.oauth2_support import client_context, oauth_section
 from tests.conftest import (
     APP_SOURCE,
@@ -47,6 +48,7 @@ from tests.conftest import (
     free_config,
     issue_certs,
     local_port,
+    wait_for,
 )
 from tests.redis_support import RedisServer
 
@@ -91,6 +93,14 @@ async def atraced(id):
     return {"id": id}
 """
     + MODULES
+)
+# what a fwrest.store span's fwrest.store.operation may be (SPEC 17.4): a StateStore method
+STORE_OPERATIONS = frozenset(
+    name
+    for klass in StateStore.__mro__
+    if klass.__module__ == "fwrest.store.base"
+    for name, value in vars(klass).items()
+    if callable(value) and not name.startswith("_")
 )
 NO_TRACING_APP = APP_SOURCE + "\nimport sys\n" + MODULES
 
@@ -328,6 +338,15 @@ def test_server_span_continues_the_trace_with_its_children_and_no_secret(
             ids = f"trace_id={trace_id} span_id={span['span_id']}"
             assert line.endswith(f"request_id={rid} {ids}"), line
 
+    # every store call names the StateStore operation it runs: the Basic logins' counts (the
+    # right password's taken back, the wrong one's kept) as well as the rate limit's
+    operations = [
+        s["attributes"]["fwrest.store.operation"] for s in spans if s["name"] == "fwrest.store"
+    ]
+    print("store operations:", operations)
+    assert set(operations) <= STORE_OPERATIONS, operations
+    assert {"hit_rate", "hit_failures", "release_failure"} <= set(operations), operations
+
     (refused,) = [s for s in spans if s["trace_id"] == refused_trace and s["kind"] == 2]
     assert refused["name"] == "GET" and refused["parent"] == refused_parent
     assert refused["attributes"]["http.response.status_code"] == refusal
@@ -369,17 +388,20 @@ def test_json_log_records_carry_the_span_ids(tmp_path: Path, receiver: _Receiver
     assert not any("trace_id" in r for r in records if "request_id" not in r)
 
 
-def test_token_route_spans_the_memory_stores_calls_and_exports_no_token(
-    tmp_path: Path, receiver: _Receiver, ca: trustme.CA
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_token_route_spans_the_stores_calls_and_exports_no_token(
+    tmp_path: Path, receiver: _Receiver, ca: trustme.CA, store: str
 ) -> None:
-    """oAuth2 over TLS, memory store (inline on the loop): store calls are ``fwrest.store`` spans of
-    the token route's span; no password, secret or token is exported."""
+    """oAuth2 over TLS, a memory store (inline on the loop) or sqlite (on the store's threads):
+    the store calls of a password grant and a refresh are ``fwrest.store`` spans of the token
+    route's span, each naming the StateStore operation it runs; no password, secret or token is
+    exported."""
     certs = issue_certs(ca, tmp_path / "certs")
     config = free_config(
         tmp_path,
         app=APP,
         servers={"OAUTH": oauth_section(certs, onAuthparams="app.params")},
-        extra={"HTTPSERVER": {"Tracing": "otlp", "StateStore": "memory"}},
+        extra={"HTTPSERVER": {"Tracing": "otlp", "StateStore": store}},
     )
     with _serving(config, receiver) as proc:
         header, trace_id, parent = _traceparent()
@@ -397,21 +419,95 @@ def test_token_route_spans_the_memory_stores_calls_and_exports_no_token(
                 headers={"Authorization": f"Bearer {access}", "traceparent": header2},
             )
             assert r.status_code == 200, r.text
-        spans = receiver.wait_spans({trace_id, trace2}, {"fwrest.store", "shop.work"})
+            refresh = {"grant_type": "refresh_token", "refresh_token": issued["refresh_token"]}
+            refresh |= {"client_id": "web", "client_secret": "Web-Secret-Trace-4k"}
+            header3, trace3, _ = _traceparent()
+            r = http.post(token_url, data=refresh, headers={"traceparent": header3})
+            assert r.status_code == 200, r.text
+            refreshed = r.json()
+        token_span = "POST /rest/fw/oauth2/token"  # ends after its store spans
+        spans = receiver.wait_spans({trace_id, trace2}, {token_span, "shop.work"})
+        spans += receiver.wait_spans({trace3}, {token_span})
     (server,) = [s for s in spans if s["trace_id"] == trace_id and s["kind"] == 2]
     assert server["name"] == "POST /rest/fw/oauth2/token" and server["parent"] == parent
     assert server["attributes"]["url.scheme"] == "https"
-    store = [s for s in spans if s["trace_id"] == trace_id and s["name"] == "fwrest.store"]
-    assert store and all(s["parent"] == server["span_id"] for s in store)
-    assert {s["attributes"]["db.system.name"] for s in store} == {"memory"}
-    print("store operations:", sorted(s["attributes"]["fwrest.store.operation"] for s in store))
+    grant = [s for s in spans if s["trace_id"] == trace_id and s["name"] == "fwrest.store"]
+    assert grant and all(s["parent"] == server["span_id"] for s in grant)
     (auth,) = [s for s in spans if s["trace_id"] == trace2 and s["name"] == "fwrest.auth"]
     assert auth["attributes"]["fwrest.auth.scheme"] == "oAuth2"
+    # every store call names the StateStore operation it runs (the password grant's attempt
+    # counted and taken back, its refresh token written; the refresh's spend)
+    calls = [s for s in spans if s["name"] == "fwrest.store"]
+    assert {s["attributes"]["db.system.name"] for s in calls} == {store}
+    operations = {
+        trace: [s["attributes"]["fwrest.store.operation"] for s in calls if s["trace_id"] == trace]
+        for trace in (trace_id, trace3)
+    }
+    print("store operations:", operations)
+    assert {o for found in operations.values() for o in found} <= STORE_OPERATIONS, operations
+    # (a memory store's attempt counts are kept on the loop, no store call)
+    counted = {"hit_failures", "release_failure"} if store != "memory" else set()
+    assert counted | {"add_refresh"} <= set(operations[trace_id]), operations
+    assert {"spend_refresh", "add_refresh"} <= set(operations[trace3]), operations
     exported = b"".join(receiver.bodies)
-    for secret in (PASSWORD, "Web-Secret-Trace-4k", access, issued["refresh_token"]):
+    for secret in (
+        PASSWORD,
+        "Web-Secret-Trace-4k",
+        access,
+        issued["refresh_token"],
+        refreshed["access_token"],
+        refreshed["refresh_token"],
+    ):
         assert secret.encode() not in exported, secret
         # the tokens' signatures alone neither
         assert secret.rsplit(".", 1)[-1].encode() not in exported, secret
+
+
+# a dead collector's URL carrying secrets: its userinfo and a secret-like query value
+DEAD_PASSWORD = "Otel-Url-Pw-5rT"
+DEAD_TOKEN = "Otel-Q-Secret-8zK"
+DEAD_ENDPOINT = (
+    f"http://otel-user:{DEAD_PASSWORD}@127.0.0.1:1/v1/traces?token={DEAD_TOKEN}&tenant=shop"
+)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "shown"),
+    [
+        # urllib3's error names the path and query: "url: /v1/traces?token=..."
+        ("http/protobuf", "/v1/traces?token=***&tenant=shop"),
+        # the gRPC exporter names the endpoint's authority: "to otel-user:PASSWORD@127.0.0.1:1"
+        ("grpc", "to ***@127.0.0.1:1"),
+    ],
+)
+def test_the_exporters_records_of_a_dead_collector_show_no_secret_of_its_url(
+    tmp_path: Path, protocol: str, shown: str
+) -> None:
+    """SPEC 7: a third party's records (OpenTelemetry's exporter, retrying a collector out of
+    reach) go through fwrest's handlers redacted as fwrest's own: no userinfo, no secret-like
+    query value, on standard error nor in ``LogFile``."""
+    env = {
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": DEAD_ENDPOINT,
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": protocol,
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "3",
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+    }
+    proc = ServerProcess(_config(tmp_path), env=env).wait_ready()
+    try:
+        for _ in range(3):
+            r = httpx.get(f"{proc.url()}/traced/3", auth=("ada", PASSWORD), timeout=15)
+            assert r.status_code == 200, r.text
+        proc.wait_log("Transient error", timeout=20)
+        wait_for(lambda: "Transient error" in proc.file_log(), 10, "the warning in LogFile")
+    finally:
+        assert proc.stop() == 0
+    for where, text in (("stderr", proc.log()), ("LogFile", proc.file_log())):
+        lines = [line for line in text.splitlines() if "Transient error" in line]
+        print(f"{where}: {lines[0]}")
+        assert " WARNING opentelemetry.exporter.otlp.proto." in lines[0], lines[0]
+        assert any(shown in line for line in lines), lines
+        for secret in (DEAD_PASSWORD, DEAD_TOKEN):
+            assert secret not in text, (where, secret)
 
 
 # grpc by the general variable or the traces' own, which wins (the SDK's order)

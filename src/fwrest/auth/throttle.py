@@ -72,7 +72,7 @@ from fwrest import log
 from fwrest.errors import HTTPError, TooManyRequests, store_unavailable
 from fwrest.store import StateStore, StoreError
 from fwrest.store.audit import AuditEvent, AuditLog
-from fwrest.store.calls import BACKGROUND_DEADLINE_S, StoreClient
+from fwrest.store.calls import BACKGROUND_DEADLINE_S, GIVEN, StoreClient, runs
 
 __all__ = [
     "BASIC_WORDING",
@@ -171,11 +171,13 @@ def address_key(address: str) -> str:
     return found
 
 
+@runs(GIVEN)
 def _both(fn: Callable[[str, float], T], first: str, second: str, window: float) -> tuple[T, T]:
     """``fn`` for the user's key and the address's key, in one trip to the store's thread."""
     return fn(first, window), fn(second, window)
 
 
+@runs("add_lock")
 def _add_locks(store: StateStore, locks: dict[str, float]) -> None:
     """``locks`` (key -> until) added to the store's lock list, in one trip to its thread."""
     for key, until in locks.items():

@@ -15,7 +15,8 @@ is decided at start, around the parts the worker assembles:
   ``fwrest.handler`` child spans around the port's guard and each route's bound call, at
   start (``PortApp``'s ``traced``);
 * :class:`TracedStoreClient` gives each store call made during a request its ``fwrest.store``
-  span (``db.system.name``, ``fwrest.store.operation``: the store method's name);
+  span (``db.system.name``, ``fwrest.store.operation``: the ``StateStore`` operation it runs,
+  ``store.calls.operation_of``);
 * the log's ``Traced`` formatters read the current span's ids (``log.trace_ids``).
 
 fwrest's own spans are children of the server span, none of them made current: SPEC 17.4
@@ -52,7 +53,13 @@ from fwrest.errors import HTTPError, is_cancellation
 from fwrest.server.app import Guard, PortApp
 from fwrest.server.handler import Handler, Invoke
 from fwrest.store.base import StoreBase
-from fwrest.store.calls import BACKGROUND_DEADLINE_S, STORE_THREADS, Started, StoreClient
+from fwrest.store.calls import (
+    BACKGROUND_DEADLINE_S,
+    STORE_THREADS,
+    Started,
+    StoreClient,
+    operation_of,
+)
 from fwrest.wire import Reply, Request, close_stream
 
 __all__ = ["TracedPort", "TracedStoreClient", "Tracing"]
@@ -410,7 +417,7 @@ class TracedStoreClient(StoreClient):
         self._tracer = tracer
         self._system = store.kind
 
-    def _span(self, fn: Callable[..., Any]) -> Span | None:
+    def _span(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Span | None:
         served = _serving.get()
         if served is None or not served.recording:
             return None
@@ -420,12 +427,12 @@ class TracedStoreClient(StoreClient):
             kind=SpanKind.CLIENT,
             attributes={
                 "db.system.name": self._system,
-                "fwrest.store.operation": getattr(fn, "__name__", "?"),
+                "fwrest.store.operation": operation_of(fn, args),
             },
         )
 
     def submit_timed(self, fn: Callable[..., T], *args: Any) -> tuple[Future[T], Started]:
-        span = self._span(fn)
+        span = self._span(fn, args)
         started = Started()
         if self._in_process:
             job: Future[T] = Future()
@@ -446,7 +453,7 @@ class TracedStoreClient(StoreClient):
         self, fn: Callable[..., T], *args: Any, deadline: float = BACKGROUND_DEADLINE_S
     ) -> T:
         if self._in_process:
-            span = self._span(fn)
+            span = self._span(fn, args)
             if span is None:
                 return fn(*args)
             try:

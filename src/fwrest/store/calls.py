@@ -17,11 +17,17 @@ deadline (every thread is busy: a store that hangs holds them all) is a :class:`
 and a call that started late still ends by twice its deadline at most. Both are a
 :class:`StoreError` (callers catch one type); each names what happened. A store that answers
 in this process at once (``in_process``: memory) is called inline, without a thread hop.
+
+A call names the :class:`~fwrest.store.base.StateStore` operation it runs
+(:func:`operation_of`: a trace's ``fwrest.store.operation``): the store method called, through
+a :func:`functools.partial` too; a helper that makes one trip to the store's thread for
+several calls says which operation it runs with :func:`runs`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,9 +44,12 @@ __all__ = [
     "StoreClient",
     "StoreTimeout",
     "call_store",
+    "operation_of",
+    "runs",
 ]
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 REQUEST_DEADLINE_S = 1.0
 BACKGROUND_DEADLINE_S = 1.4
@@ -48,6 +57,48 @@ BACKGROUND_DEADLINE_S = 1.4
 # healthy store does not queue its calls for long (a store that hangs holds them all: then a
 # call waits at most its queue bound, StoreBusy)
 STORE_THREADS = 16
+
+
+# :func:`runs`'s mark: the attribute, and its value for "the store method given first"
+_OPERATION = "fwrest_store_operation"
+GIVEN = "(the store method given first)"
+
+
+def runs(operation: str) -> Callable[[F], F]:
+    """Mark a helper that calls the store (one trip to its thread for several calls) with the
+    :class:`~fwrest.store.base.StateStore` operation it runs, for :func:`operation_of`;
+    :data:`GIVEN`: the store method it is given as its first argument, which it calls."""
+
+    def mark(fn: F) -> F:
+        setattr(fn, _OPERATION, operation)
+        return fn
+
+    return mark
+
+
+def operation_of(fn: Callable[..., Any], args: tuple[Any, ...] = ()) -> str:
+    """The :class:`~fwrest.store.base.StateStore` operation that ``fn(*args)`` runs: a store
+    method's name, a :func:`functools.partial`'s function's, a helper's mark (:func:`runs`).
+
+    >>> class Store:
+    ...     def hit_failure(self, key: str, window: float) -> None: ...
+    >>> @runs(GIVEN)
+    ... def both(fn, first, second, window): ...
+    >>> store = Store()
+    >>> operation_of(functools.partial(both, store.hit_failure, "u", "a"), (60.0,))
+    'hit_failure'
+    >>> operation_of(runs("add_lock")(lambda locks: None)), operation_of(store.hit_failure)
+    ('add_lock', 'hit_failure')
+    """
+    while isinstance(fn, functools.partial):
+        args = (*fn.args, *args)
+        fn = fn.func
+    marked = getattr(fn, _OPERATION, None)
+    if marked == GIVEN and args and callable(args[0]):
+        return operation_of(args[0], args[1:])
+    if isinstance(marked, str):
+        return marked
+    return getattr(fn, "__name__", "?")
 
 
 class StoreTimeout(StoreError, TimeoutError):

@@ -40,6 +40,7 @@ from fwrest.auth.oauth2.keyset import (
 )
 from fwrest.errors import ConfigError
 from fwrest.store import StateStore
+from fwrest.store.calls import runs
 
 if TYPE_CHECKING:
     from fwrest.store.redis import RedisStore
@@ -201,6 +202,7 @@ def in_store(key_file: Path | None, store: StateStore | None) -> bool:
     return key_file is None and store is not None and store.kind == "redis"
 
 
+@runs("signing_key")
 def store_signing_key(store: StateStore) -> bytes:
     """(blocking) The signing key a Redis store holds, created there (set-if-absent: every
     worker and host that asks at once gets the one key) when it holds none.
@@ -225,6 +227,7 @@ def _decode_stored(raw: bytes, name: str) -> bytes:
     )
 
 
+@runs("signing_key")
 def keep_signing_key(store: StateStore, key: bytes) -> bytes:
     """(blocking) The signing key the Redis store holds, ``key`` written back first when it
     holds none (a store that lost its data while the service ran: every worker and host that

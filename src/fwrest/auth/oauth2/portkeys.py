@@ -27,6 +27,7 @@ from fwrest.auth.oauth2.keyset import (
 )
 from fwrest.errors import store_unavailable
 from fwrest.store import StoreError
+from fwrest.store.calls import runs
 
 __all__ = ["POLL_S", "PortKeys"]
 
@@ -286,6 +287,8 @@ class PortKeys:
                 else:
                     log.auth_log.warning("the key set was not reloaded: %s", exc)
 
+    # (a store's set: always read, written back only when a ttl grew or the set was lost)
+    @runs("get_blob")
     def refresh(self) -> None:
         """(blocking) Reload the set when it changed; write down longer ttls signed here."""
         for kid, ttl in list(self._ttl_signed.items()):
