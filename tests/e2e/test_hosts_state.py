@@ -4,8 +4,7 @@ two hosts of two workers (own configs, sections ``OAUTH`` and ``BASIC``) on one 
 with no ``issuer``, no ``SigningKeyFile``, the default ``maxFailures``. Each check is asked of every
 worker (:meth:`Host.per_worker`); A is the first host, B the last (one host: A is B). Other
 cross-host cases: tests/auth/test_oauth2_store.py, test_jwks_clients.py,
-tests/e2e/test_audit_hosts.py, test_ratelimit_scale.py, test_scale_out.py. No redis-server: a
-failure, never a skip."""
+tests/e2e/test_audit_hosts.py, test_scale_out.py. No redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 
