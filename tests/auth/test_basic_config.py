@@ -1,13 +1,12 @@
 """``FwData.Authorization`` is validated at start, never per request (SPEC 2, 4, 4.1): ``fwrest
-check`` (and ``serve``, before binding) exits 2 with one message naming section, key and fix;
-``prepare`` raises ``ConfigError`` alike. Variants through ``prepare``; each point once through
-``fwrest check`` in process, the real command for one refusal, pass and warning. Each test's module
-name is unique (``sys.modules`` keeps imports)."""
+check`` (and ``serve``, before binding: tests/faults/test_broken_configs.py) exits 2 with one
+message naming section, key and fix; ``prepare`` raises ``ConfigError`` alike. Variants through
+``prepare``; each point once through ``fwrest check`` in process, the real command for one
+refusal, pass and warning. Each test's module name is unique (``sys.modules`` keeps imports)."""
 
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import uuid
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from fwrest.errors import ConfigError
 from fwrest.server import prepare
 from fwrest.server.build import ServicePlan
 from tests.auth.conftest import check
-from tests.conftest import free_config, free_port, local_port, run_cli
+from tests.conftest import free_config, local_port
 
 AUTH_SOURCE = """
 def check(user, password):
@@ -403,38 +402,3 @@ def test_basic_without_tls_on_a_public_address_is_warned(case: Case) -> None:
 
 def test_basic_on_loopback_is_not_warned(case: Case) -> None:
     assert case.plan(case.basic()).config.warnings == ()
-
-
-# -- serve refuses before binding ----------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "fw_data",
-    [
-        {"Authorization": {"scheme": "basic", "OnAuth": "nothere"}},
-        {"Authorization": {"scheme": "Basic", "OnAuth": "check"}},
-        {"Authorization": {"scheme": "oAuth2", "onAuthparams": "params"}},
-    ],
-    ids=["missing-function", "bad-scheme", "oauth2-without-tls"],
-)
-def test_serve_with_bad_authorization_exits_2_and_binds_nothing(
-    case: Case, fw_data: dict[str, Any]
-) -> None:
-    good_port, bad_port = free_port(), free_port()
-    config = case.write()
-    data = json.loads(config.read_text())
-    data["HTTPSERVER"]["Servers"] = "HTTP_OPEN,HTTP_REST"
-    data["HTTP_OPEN"] = {"HostName": "127.0.0.1", "Port": good_port, "Locations": "ROOT"}
-    data["HTTP_REST"].update(Port=bad_port, FwData=fw_data)
-    config.write_text(json.dumps(data))
-
-    done = run_cli("serve", str(config), timeout=10)
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    assert done.stderr.startswith(CLI_PREFIX), done.stderr
-    assert "[HTTP_REST] FwData" in done.stderr
-    assert done.stdout == ""  # no "serving" line, no "ready" line
-    assert "starting" not in done.stderr  # no worker was started
-    assert not (case.tmp / "server.log").exists()  # logging was never set up
-    for port in (good_port, bad_port):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", port))  # free: nothing holds or lingers on it

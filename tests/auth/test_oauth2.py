@@ -464,7 +464,7 @@ def test_refresh_rotates_and_a_replay_revokes_the_whole_family(oauth: OAuthPort)
 
     took = wait_for(all_refused, 15, "the family's access tokens are refused")
     # SPEC 7's 1 s is timed in the serial part (tests/faults/test_sqlite_refresh.py,
-    # tests/e2e/test_revocation_e2e.py); here a hang guard (SPEC 9)
+    # tests/e2e/test_hosts_state.py); here a hang guard (SPEC 9)
     print(f"family's access tokens refused {took:.3f} s after the replay")
     assert_invalid_token(oauth.get("/hello", third["access_token"]))
     # the other family is untouched

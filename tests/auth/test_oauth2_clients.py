@@ -406,6 +406,7 @@ def test_each_lifetime_comes_from_the_first_entry_that_gives_it(svc: LocalServic
     for key in ("access_expires", "refresh_expires"):
         assert f"[MIXED_EXPIRES] onAuthparams gives {key} more than once" in log, log
     assert "[MIXED_EXPIRES] onAuthparams refresh_expires '01/01/2020' is already past" in log
+    assert "[ARRAYS] onAuthparams gives" not in log, log  # each once, in its expires array
 
 
 def test_a_params_file_broken_while_serving_keeps_its_last_valid_content(svc: LocalService) -> None:

@@ -182,17 +182,6 @@ def test_arrays_mixed_with_single_keys() -> None:
     assert got.types == ("password", "refresh_token")
 
 
-def test_each_lifetime_comes_from_the_first_entry_that_gives_it() -> None:
-    expires = [
-        {"refresh_expires": "Date()+5"},
-        {"access_expires": "90s", "refresh_expires": "Date()+9"},
-    ]
-    got = normalise({"access_expires": "2h", "expires": expires})
-    assert (got.access_expires, got.refresh_expires) == ("2h", "Date()+5")
-    assert got.repeated == ("access_expires", "refresh_expires")
-    assert normalise({"expires": [{"access_expires": "1h"}]}).repeated == ()
-
-
 def test_arrays_instead_of_single_keys() -> None:
     bob = [{"username": "bob", "password": "b"}]
     got = normalise({"users": bob, "types": {"grant_type": "password"}})

@@ -1,7 +1,8 @@
 """SPEC 12.3: revocation (RFC 7009), introspection (RFC 7662) and revocation by user, in process
 (module ``tauth_revocation_app``; one sqlite store both ports share). ``OAUTH``: clients ``web``,
 ``mobile``; users ``ada``, ``bob``, ``cy``; ``onAdmin`` lets only ada revoke by user. ``OTHER``:
-another port's tokens. Real clients, workers and hosts: tests/e2e/test_revocation_e2e.py."""
+another port's tokens. Real clients, workers and hosts: tests/e2e/test_revocation_e2e.py,
+test_hosts_state.py."""
 
 from __future__ import annotations
 

@@ -399,7 +399,9 @@ def address_in_use(folder: Path, _certs: dict[str, Path]) -> Outcome:
         done = subprocess.run(
             [*FWREST, "serve", str(path)], capture_output=True, text=True, cwd=folder, timeout=30
         )
-    return cli_outcome(done)
+    outcome = cli_outcome(done)  # with the fix for a port in use, not for another address
+    fixed = "Fix: stop the process that uses it, or choose another Port." in done.stderr
+    return Outcome(outcome.failed_as_configured and fixed, outcome.text)
 
 
 START = """

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import textwrap
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -245,33 +245,6 @@ def test_serve_bad_config_exits_2_and_binds_nothing(tmp_path: Path, kind: str) -
     assert "serving" not in result.stdout
     assert "ready" not in result.stdout
     assert can_bind(port)
-
-
-@pytest.fixture
-def busy_port() -> Iterator[int]:
-    """A port held by a listening socket of the test."""
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield int(holder.getsockname()[1])
-
-
-def _two_servers(first: int, second: int) -> Sections:
-    data = sections(first)
-    data["HTTPSERVER"]["Servers"] = "HTTP_REST, HTTP_BUSY"
-    data["HTTP_BUSY"] = {"HostName": "127.0.0.1", "Port": second, "Locations": "ROOT"}
-    return data
-
-
-def test_serve_on_a_port_in_use_exits_2(tmp_path: Path, busy_port: int) -> None:
-    other = free_port()
-    config = write_config(tmp_path, _two_servers(other, busy_port))
-    result = run_cli("serve", str(config), cwd=tmp_path, timeout=30)
-    assert_config_error(
-        result, "[HTTP_BUSY] Port:", f"127.0.0.1:{busy_port}", "already in use", "another Port"
-    )
-    assert "serving" not in result.stdout
-    assert can_bind(other), "the other configured port was left bound"
 
 
 @pytest.mark.parametrize(

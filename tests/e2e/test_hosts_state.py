@@ -4,8 +4,7 @@ two hosts of two workers (own configs, sections ``OAUTH`` and ``BASIC``) on one 
 with no ``issuer``, no ``SigningKeyFile``, the default ``maxFailures``. Each check is asked of every
 worker (:meth:`Host.per_worker`); A is the first host, B the last (one host: A is B). Other
 cross-host cases: tests/auth/test_oauth2_store.py, test_jwks_clients.py,
-tests/e2e/test_audit_hosts.py, test_ratelimit_scale.py, test_scale_out.py. No redis-server: a
-failure, never a skip."""
+tests/e2e/test_audit_hosts.py, test_scale_out.py. No redis-server: a failure, never a skip."""
 
 from __future__ import annotations
 
@@ -125,6 +124,17 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
         for host, pid, http in each_worker(hosts, workers):
             used = http.get(host.base + "/hello", headers=bearer(family["access_token"]))
             assert used.status_code == 401, (host.base, pid, used.text)
+        # the command on A: every family of a user (one from each host), from another process
+        dee = [a.tokens("dee"), b.tokens("dee")]
+        done = run_cli("tokens", "revoke", str(a.proc.config), "--user", "dee")
+        bound_after(time.monotonic())
+        assert done.returncode == 0, done.stderr
+        assert "revoked 2 token families of user 'dee'" in done.stdout, done.stdout
+        for host, pid, http in each_worker(hosts, workers):
+            for family in dee:
+                used = http.get(host.base + "/hello", headers=bearer(family["access_token"]))
+                assert used.status_code == 401, (host.base, pid, used.text)
+                assert "revoked" in used.headers["www-authenticate"]
         # the probe's family is another user's: untouched everywhere
         for host, _pid, http in each_worker(hosts, workers):
             used = http.get(host.base + "/hello", headers=bearer(probe["access_token"]))
@@ -198,8 +208,10 @@ def test_a_rate_limit_window_is_counted_across_workers_and_hosts(hosts: list[Hos
         assert [r.split(";")[1] for r in remaining[:LIMIT]] == [
             f"r={LIMIT - 1 - i}" for i in range(LIMIT)
         ], remaining
+        assert remaining[LIMIT].startswith('"RL_USER";r=0;t='), remaining
         for host, http in rounds:  # refused on every worker; ada is counted apart
-            assert http.get(host.limited + "/hello", headers=bearer(dee)).status_code == 429
+            refused = http.get(host.limited + "/hello", headers=bearer(dee))
+            assert refused.status_code == 429 and 0 < int(refused.headers["retry-after"]) <= 60
             assert http.get(host.limited + "/hello", headers=bearer(ada)).status_code == 200
     finally:
         close_all(*workers)

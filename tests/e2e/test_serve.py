@@ -1,5 +1,5 @@
-"""``fwrest serve`` end to end: results (SPEC 9), path parameters, where handlers run, UserData,
-LoadURNs, locations, the fixed 500. ``/a`` and ``/b`` share ``app.py``'s pool and environment;
+"""``fwrest serve`` end to end: results (SPEC 9), path parameters, UserData, LoadURNs, locations,
+the fixed 500 (where handlers run: tests/server/test_hooks_calls.py, test_results.py). ``/a`` and ``/b`` share ``app.py``'s pool and environment;
 ``/a/v2`` has its own (``app2.py``), the longest matching prefix."""
 
 from __future__ import annotations
@@ -15,12 +15,6 @@ import pytest
 from tests.conftest import APP_SOURCE, ServerProcess, free_config, local_port, run_cli
 
 EXTRA = """
-
-@get("/where/async")
-async def where_async():
-    loop = asyncio.get_running_loop()
-    return {"thread": threading.current_thread().name, "loop_running": loop.is_running()}
-
 
 @get("/result/response")
 def result_response():
@@ -233,13 +227,6 @@ def test_the_answer_of_each_route(
         assert r.json() == body
     for name, value in headers.items():
         assert r.headers[name] == value
-
-
-def test_async_def_runs_on_the_event_loop(base: str) -> None:
-    body = httpx.get(f"{base}/a/where/async").json()
-    print("async handler thread:", body["thread"])
-    assert body["loop_running"] is True
-    assert not body["thread"].startswith("fwrest-")
 
 
 # -- unhandled exceptions ----------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Rate limits (SPEC 13.7) in process: headers, 429, ``Key=address``/``user``, windows ending,
-sqlite, ``FailOpen``, start errors. Across workers, hosts and a stopped Redis:
-tests/e2e/test_ratelimit_scale.py."""
+sqlite, ``FailOpen``, start errors. Across workers and hosts: tests/e2e/test_hosts_state.py; a
+stopped Redis: tests/e2e/test_ratelimit_scale.py."""
 
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 serve --workers 2`` at ``rest_log_level=5``, ``rest_error_full=1`` (every line written). ``slow``
 cases go to a service with deadlines of ``DEADLINE_MS``, others to the defaults (which a starved
 worker does not reach). Per case and kind: the exact answers, the close (or that it still serves),
-the error body, a 401's challenge, nothing smuggled executed, no worker died, no hang (5 s per read,
-30 s per test). After: the same workers, no traceback, none of the secrets in the logs."""
+the error's reason phrase and JSON body (a 400's says what is wrong), a 401's challenge, nothing
+smuggled executed, no worker died, no hang (5 s per read, 30 s per test). After: the same
+workers, no traceback, none of the secrets in the logs."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Iterator
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from tests.hostile.service import WIRE_TIMEOUT, Answer, HostileService, Wire, st
 BASIC_CHALLENGE = 'Basic realm="Access to REST", charset="ISO-8859-1"'
 BEARER_REALM = 'Bearer realm="Access to REST"'
 TOKEN_ROUTE = "/fw/oauth2/token"
+RFC9110_PHRASES = {413: "Content Too Large", 414: "URI Too Long", 422: "Unprocessable Content"}
 # 5xx allowed: 500 from a raising app function (the validator case) and ALLOWED_5XX
 ALLOWED_5XX = hostile_service.ALLOWED_5XX
 PROBES = {
@@ -162,14 +165,19 @@ def check_answers(svc: HostileService, case: Case, kind: str, answers: list[Answ
             allowed = answer.status in ALLOWED_5XX or case.raises
             assert allowed, f"a framework {answer.status}: {answer.body[:300]!r}"
         content_type = answer.header("content-type") or ""
-        if answer.status >= 400 and answer.body and content_type.startswith("application/json"):
+        if answer.status >= 400:
+            assert answer.reason == _phrase(answer.status), (answer.status, answer.reason)
+        if answer.status >= 400 and answer.body:
+            assert content_type == "application/json", (answer.status, content_type)
             body = json.loads(answer.body)
             if "error" in body:
                 assert set(body) == {"error", "error_description"}, body
                 assert answer.header("cache-control") == "no-store", answer.headers
             else:
                 assert set(body) == {"code", "detailedMessage", "message"}, body
-                assert body["code"] == answer.status, body
+                assert (body["code"], body["message"]) == (answer.status, answer.reason), body
+                if answer.status == 400:  # a malformed request is told what is wrong
+                    assert isinstance(body["detailedMessage"], str) and body["detailedMessage"]
         if answer.status == 401 and case.error is None:
             challenge = answer.header("www-authenticate")
             if kind == "basic":
@@ -197,6 +205,11 @@ def check_answers(svc: HostileService, case: Case, kind: str, answers: list[Answ
         assert expected_body in present[-1].body, (expected_body, present[-1].body[:400])
     if case.extra is not None:
         case.extra(present)
+
+
+def _phrase(status: int) -> str:
+    """RFC 9110's reason phrase (Python 3.11 still has older names for a few)."""
+    return RFC9110_PHRASES.get(status) or HTTPStatus(status).phrase
 
 
 def check_service(svc: HostileService, case: Case, kind: str) -> None:

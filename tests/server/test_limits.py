@@ -54,7 +54,7 @@ TOO_BIG = f"the body may be at most {BODY_LIMIT} bytes"
 ONE_HOST = "the request needs exactly one Host header"
 
 
-def assert_error(response: RawResponse, status: int, detailed: str | None = "") -> None:
+def assert_error(response: RawResponse, status: int, detailed: str = "") -> None:
     """The SPEC 3 error shape: exactly ``code``, ``detailedMessage`` and ``message``."""
     message = REASONS[status]
     assert response.status_line == f"HTTP/1.1 {status} {message}", response.head
@@ -63,10 +63,7 @@ def assert_error(response: RawResponse, status: int, detailed: str | None = "") 
     assert set(body) == {"code", "detailedMessage", "message"}, body
     assert body["code"] == status
     assert body["message"] == message
-    if detailed is None:  # any explanation, but there must be one
-        assert isinstance(body["detailedMessage"], str) and body["detailedMessage"], body
-    else:
-        assert body["detailedMessage"] == detailed, body
+    assert body["detailedMessage"] == detailed, body
 
 
 def assert_closed(conn: RawConnection, response: RawResponse) -> None:
@@ -74,14 +71,14 @@ def assert_closed(conn: RawConnection, response: RawResponse) -> None:
     assert conn.closed_by_server(), f"connection left open; then got {conn.buffer[:200]!r}"
 
 
-def refused(port: int, data: bytes, status: int, detailed: str | None = "") -> RawResponse:
+def refused(port: int, data: bytes, status: int, detailed: str = "") -> RawResponse:
     """The error ``status`` (:func:`assert_error`), then the server closes."""
     with RawConnection(port) as conn:
         conn.send(data)
         return closed_with(conn, status, detailed)
 
 
-def closed_with(conn: RawConnection, status: int, detailed: str | None = "") -> RawResponse:
+def closed_with(conn: RawConnection, status: int, detailed: str = "") -> RawResponse:
     """The next answer on ``conn``: the error ``status`` (:func:`assert_error`), then the close."""
     response = conn.read_response()
     assert_error(response, status, detailed)
@@ -239,45 +236,12 @@ def test_max_header_size_is_per_server(port: int, small_port: int) -> None:
     assert_hello(served(port, head_of_size(4096)))
 
 
-# -- malformed framing: 400 and close ------------------------------------------------------------
-MALFORMED = {
-    "bare-lf-line-ends": b"GET /rest/hello HTTP/1.1\nHost: x\n\n",
-    "bare-lf-after-header": b"GET /rest/hello HTTP/1.1\r\nHost: x\nX-A: b\r\n\r\n",
-    "content-length-and-transfer-encoding": (
-        b"POST /rest/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
-        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
-    ),
-    "duplicate-content-length": (
-        b"POST /rest/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello"
-    ),
-    "bad-chunk-size": (
-        b"POST /rest/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-        b"zz\r\nhello\r\n0\r\n\r\n"
-    ),
-    "chunk-without-crlf": (
-        b"POST /rest/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-        b"5\r\nhelloXX0\r\n\r\n"
-    ),
-    "obs-fold": b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n",
-    "space-before-colon": b"GET /rest/hello HTTP/1.1\r\nHost: x\r\nX-A : a\r\n\r\n",
-    "nul-in-path": b"GET /rest/he\x00llo HTTP/1.1\r\nHost: x\r\n\r\n",
-    # RFC 9112 6.1: an HTTP/1.0 request with Transfer-Encoding is faulty framing
-    "http10-transfer-encoding": (
-        b"POST /rest/echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
-    ),
-    "http10-keep-alive-transfer-encoding": (
-        b"POST /rest/echo HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n"
-        b"\r\n0\r\n\r\nGET /rest/hello HTTP/1.0\r\n\r\n"
-    ),
-}
-
-
 TE_10 = "HTTP/1.0 requests cannot use Transfer-Encoding"
 CHUNKS = b"5\r\nhello\r\n0\r\n\r\n"
 OVER = [("Content-Length", str(BODY_LIMIT + 1))]
-# what else the engine refuses, with the detailedMessage it gives (None: any)
-REFUSED: dict[str, tuple[bytes, int, str | None]] = {
-    **{name: (raw, 400, None) for name, raw in MALFORMED.items()},
+# what else the engine refuses, with the detailedMessage it gives (the malformed framings: the
+# hostile corpus, tests/hostile/corpus.py)
+REFUSED: dict[str, tuple[bytes, int, str]] = {
     "repeated-authorization": (
         request_bytes(
             "GET", "/rest/hello", [("Authorization", "Basic YTpi"), ("Authorization", "Basic Yzpk")]
@@ -348,19 +312,6 @@ def test_a_coded_request_body_gets_415_unread_and_close(port: int) -> None:
         echoed(conn, "hi")
         conn.send(request_bytes("GET", "/rest/hello", [("Content-Encoding", "gzip")]))
         assert_hello(conn.read_response())
-
-
-def test_nothing_is_served_after_a_smuggling_attempt(port: int) -> None:
-    """CL + TE with a second request hidden in the body: one 400, never a second answer."""
-    hidden = b"GET /rest/items/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
-    raw = (
-        b"POST /rest/echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
-        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" % (5 + len(hidden))
-    ) + hidden
-    with RawConnection(port) as conn:
-        conn.send(raw)
-        assert_error(conn.read_response(), 400, detailed=None)
-        assert conn.read_all() == b""
 
 
 # -- body limit: 413 while reading ----------------------------------------------------------------

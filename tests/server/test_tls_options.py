@@ -273,16 +273,7 @@ def expected_fields(cert_path: Path) -> dict[str, Any]:
     }
 
 
-# -- the pass phrase, the chain ----------------------------------------------------------------
-
-
-def test_an_encrypted_key_serves_with_its_pass_phrase_from_env_file_or_config(
-    service: ServerProcess, pki: Pki
-) -> None:
-    for name in ("HTTPS_ENV", "HTTPS_FILE", "HTTPS_CIPHERS"):
-        answer = get(f"{service.url(name)}/cert", client_ctx(pki, pki.ada))
-        assert answer.status_code == 200, (name, answer.text)
-        print(f"{name}: {answer.http_version} over TLS, {answer.json()['cert'] is not None}")
+# -- the chain (the pass phrases: each port's tests below are served, its key opened) ----------
 
 
 def test_the_chain_is_sent_after_the_certificate(service: ServerProcess, pki: Pki) -> None:
