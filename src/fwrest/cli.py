@@ -101,8 +101,9 @@ def _parser() -> argparse.ArgumentParser:
         "keys",
         help="rotate or list the token signing keys of CONFIG (SPEC 12.1)",
         description="The key set of the oAuth2 ports that sign with EdDSA, ES256 or RS256. "
-        "rotate makes a new current key (every worker and host signs with it within 1 s; "
-        "the former key verifies until its tokens expired); list shows the keys.",
+        "rotate makes the published next key current (every worker and host signs with it "
+        "within 1 s; the former key verifies until its tokens expired) and publishes a new "
+        "next key; list shows the keys.",
     )
     keys.add_argument("action", choices=["rotate", "list"], metavar="{rotate,list}")
     keys.add_argument("config", metavar="CONFIG")
@@ -309,6 +310,10 @@ def _keys(action: str, path: str) -> int:
             for e in entries:
                 if e.current and e.alg in keyset.algs:
                     print(f"fwrest keys: new current {e.alg} key {e.kid} ({keyset.source.where})")
+            for e in entries:
+                if e.next and e.alg in keyset.algs:
+                    print(f"fwrest keys: next {e.alg} key {e.kid} (published, current at the "
+                          "next rotation)")  # fmt: skip
             kept = keyset.record_rotation(entries)
             if kept is None:
                 print(MEMORY_AUDIT, file=sys.stderr)
@@ -324,6 +329,8 @@ def _keys(action: str, path: str) -> int:
             state = (
                 "yes"
                 if e.current
+                else "next (published; current at the next rotation)"
+                if e.next
                 else (
                     f"no (verifies until {time.strftime('%H:%M:%SZ', time.gmtime(drop))})"
                     if drop is not None and drop > now

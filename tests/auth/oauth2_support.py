@@ -279,7 +279,7 @@ def expire_retired_key(folder: Path, kid: str | None = None, alg: str = "EdDSA")
     set drops it, as a leaked key. Its entry."""
     path = folder / ".fwrest" / "keyset.json"
     doc = json.loads(path.read_text())
-    retired = [k for k in doc["keys"] if not k["current"]]
+    retired = [k for k in doc["keys"] if k["retired"] is not None]
     if kid is None:
         entry = [k for k in retired if k["alg"] == alg][-1]
     else:

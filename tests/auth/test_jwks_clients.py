@@ -287,3 +287,84 @@ def test_two_hosts_sharing_redis_share_the_key_set_across_a_rotation(
         assert {name for name, _ in late} == {"a", "b"}
         assert all(kid != old_kid for _, kid in late), late
         assert len({kid for _, kid in late}) == 1
+
+
+class _CountingClient(jwt.PyJWKClient):
+    """PyJWT's JWK Set client, counting its fetches of the set."""
+
+    fetches = 0
+
+    def fetch_data(self) -> Any:
+        self.fetches += 1
+        return super().fetch_data()
+
+
+@pytest.mark.parametrize("keys_in", ["file", "redis"])
+def test_clients_that_fetched_before_a_rotation_verify_the_new_key_at_once(
+    ca: trustme.CA, tmp_path: Path, keys_in: str
+) -> None:
+    """The key set publishes each algorithm's next key ahead of its use: a `fwrest.verify`
+    verifier and PyJWT's client that fetched the JWK Set before `fwrest keys rotate` verify a
+    token signed with the new key without fetching again. Before, the new key was made by the
+    rotation: both refused every new token until their refetch was allowed (a review saw
+    `fwrest.verify` refuse them for ~56 s)."""
+    from fwrest.verify import Verifier
+
+    with contextlib.ExitStack() as stack:
+        if keys_in == "redis":
+            store = stack.enter_context(started(RedisServer(tmp_path))).url
+        else:
+            store = "sqlite"
+        certs = issue_certs(ca, tmp_path / "certs")
+        servers = {"ED": oauth_section(certs, onAuthparams="app.params", signingAlg="EdDSA")}
+        extra = {"HTTPSERVER": {"StateStore": store}}
+        (tmp_path / "host").mkdir()
+        proc = ServerProcess(free_config(tmp_path / "host", servers=servers, app=APP, extra=extra))
+        stack.callback(proc.stop)
+        proc.wait_ready()
+        ed = stack.enter_context(OAuth(proc, "ED", certs))
+        assert (tmp_path / "host" / ".fwrest" / "keyset.json").exists() is (keys_in == "file")
+        issuer = issuer_of(ed)
+        verifier = Verifier(issuer, audience="ED", verify=str(certs["ca"]))
+        stack.callback(verifier.close)
+        # no refetch for an unknown kid while the test runs, however slow the machine
+        verifier.kid_refetch_interval = 3600
+        fetched: list[str] = []  # the paths the verifier asked for
+        verifier._client().event_hooks["request"].append(lambda r: fetched.append(r.url.path))
+        client = _CountingClient(
+            issuer + "/fw/oauth2/jwks", ssl_context=client_context(certs), cooldown_duration=3600
+        )
+        before = ed.tokens(*ADA)["access_token"]
+        assert verifier.verify(before)["sub"] == "ada"  # fetches the metadata and the JWK Set
+        assert client.get_signing_key_from_jwt(before).key_id == kid_of(before)
+        assert client.fetches == 1
+        published = [k["kid"] for k in ed.http.get(issuer + "/fw/oauth2/jwks").json()["keys"]]
+        assert len(published) == 2 and kid_of(before) in published  # current and next
+
+        done = run_cli("keys", "rotate", str(proc.config), cwd=proc.config.parent)
+        assert done.returncode == 0, done.stderr
+        [new_kid] = [line.split()[6] for line in done.stdout.splitlines() if "new current" in line]
+        assert new_kid in published, "the key rotated in was published before the rotation"
+        after: list[str] = []
+
+        def signs_anew() -> bool:
+            after[:] = [ed.tokens(*ADA)["access_token"]]
+            return kid_of(after[0]) != kid_of(before)
+
+        wait_for(signs_anew, 15, "tokens signed with the new key")
+        assert kid_of(after[0]) == new_kid
+        assert verifier.verify(after[0])["sub"] == "ada"
+        key = client.get_signing_key_from_jwt(after[0])
+        claims = jwt.decode(after[0], key, algorithms=["EdDSA"], audience="ED", issuer=issuer)
+        assert claims["sub"] == "ada"
+        assert client.fetches == 1, "PyJWT's client fetched the JWK Set again"
+        assert fetched.count("/rest/fw/oauth2/jwks") == 1, fetched
+        assert verifier.verify(before)["sub"] == "ada"  # the former key verifies its tokens
+        # the JWK Set: the former key (until dropped), the current one and a new next one
+        now = [k["kid"] for k in ed.http.get(issuer + "/fw/oauth2/jwks").json()["keys"]]
+        assert set(published) < set(now) and len(now) == 3, (published, now)
+        [upcoming] = set(now) - set(published)
+        listed = run_cli("keys", "list", str(proc.config), cwd=proc.config.parent)
+        assert listed.returncode == 0, listed.stderr
+        states = {line.split()[0]: line.split()[3] for line in listed.stdout.splitlines()[1:]}
+        assert states == {kid_of(before): "no", new_kid: "yes", upcoming: "next"}, listed.stdout

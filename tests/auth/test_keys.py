@@ -121,7 +121,7 @@ def test_tokens_are_signed_with_the_configured_algorithm_and_verify_through_the_
     assert oauth.get("/hello", token).status_code == 200
 
 
-def test_the_key_set_file_is_private_and_holds_one_current_key_per_algorithm(
+def test_the_key_set_file_is_private_and_holds_a_current_and_a_next_key_per_algorithm(
     svc: LocalService,
 ) -> None:
     svc["ED"]  # the service has started
@@ -130,6 +130,10 @@ def test_the_key_set_file_is_private_and_holds_one_current_key_per_algorithm(
     keys = json.loads(path.read_text())["keys"]
     current = sorted(k["alg"] for k in keys if k["current"])
     assert current == sorted(ALGS.values())
+    # and one next key per algorithm, published ahead of its use (as 0.1.0 reads it: not
+    # current, not retired)
+    upcoming = sorted(k["alg"] for k in keys if not k["current"] and k["retired"] is None)
+    assert upcoming == sorted(ALGS.values())
 
 
 def test_an_hs256_port_publishes_no_key_and_its_metadata_no_jwks_uri(svc: LocalService) -> None:
@@ -257,9 +261,13 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
     assert code == 0, err
     assert old_kid in out and "EdDSA" in out
     assert "note: [HS] signs with HS256" in out
+    # the next key, listed and published before the rotation makes it current
+    upcoming = [x.split()[0] for x in out.splitlines() if "EdDSA" in x and x.split()[3] == "next"]
+    assert upcoming and upcoming[0] in jwks_kids(ed), out
     code, rotated, err = rotate(svc, real=True)
     assert code == 0, err
     assert "new current EdDSA key" in rotated and "audit" not in err, err
+    assert f"new current EdDSA key {upcoming[0]}" in rotated, rotated
 
     def signs_anew(port: LocalOAuth, old: str) -> bool:
         answer = port.grant(*ADA)
@@ -274,13 +282,16 @@ def test_keys_list_and_rotate_while_serving(svc: LocalService) -> None:
     # SPEC 12.1's 1 s is timed in test_jwks_clients.py (here workers share the suite's load)
     wait_for(new_kid, 15, "tokens signed with the new key")
     wait_for(lambda: signs_anew(ec, old_ec_kid), 15, "ES256 tokens signed with the new key")
-    # the old key still verifies its tokens, and is still published
+    assert header_of(ed.tokens(*ADA)["access_token"])["kid"] == upcoming[0]
+    # the old key still verifies its tokens, and is still published, with a new next key
     assert ed.get("/hello", before).status_code == 200
     kids = jwks_kids(ed)
-    assert old_kid in kids and len(kids) == 2
+    assert old_kid in kids and upcoming[0] in kids and len(kids) == 3
     code, out, _ = in_process("keys", "list", str(svc.config))
     listed = [line for line in out.splitlines() if line.startswith(old_kid)]
     assert listed and "verifies until" in listed[0], out
+    [renewed] = [x.split()[0] for x in out.splitlines() if "EdDSA" in x and x.split()[3] == "next"]
+    assert renewed in kids and renewed not in (old_kid, upcoming[0]), out
     # SPEC 13.5: the rotation is audited (the command wrote to the store the service reads), keys
     # named by id only. Printed: "fwrest keys: new current EdDSA key KID (where)"
     printed = [line.split() for line in rotated.splitlines() if "new current" in line]
@@ -363,12 +374,12 @@ def test_a_former_key_is_dropped_by_time_alone(ca: trustme.CA, tmp_path: Path) -
         kids, cache = jwks()
         print(f"{drop_at - asked:.3f} s before the drop: {len(kids)} keys, {cache}")
         if time.time() < drop_at:  # else descheduled past the drop: nothing to see before it
-            assert old_kid in kids and len(kids) == 2
+            assert old_kid in kids and len(kids) == 3  # the former, current and next keys
             assert cache.startswith("max-age=") and int(cache[8:]) <= drop_at - asked, cache
         while time.time() <= drop_at:  # bounded: the drop is SHORT_TTL_S + 3 s after rotation
             time.sleep(0.05)
         kids, cache = jwks()
-        assert old_kid not in kids and len(kids) == 1, kids
+        assert old_kid not in kids and len(kids) == 2, kids
         assert cache == "max-age=300"
         forged = jwt.encode(fresh_claims(aud="SHORT", iss=issuer_of(port)), entry["pem"],
                             algorithm="EdDSA", headers={"typ": "at+jwt", "kid": old_kid})  # fmt: skip
@@ -423,7 +434,8 @@ def test_a_removed_key_set_file_is_put_back(ca: trustme.CA, tmp_path: Path) -> N
         assert [(k["kid"], k["pem"]) for k in back] == [(k["kid"], k["pem"]) for k in kept]
         assert keyset_file(svc).stat().st_mode & 0o777 == 0o600
         assert port.get("/hello", token).status_code == 200
-        assert header_of(port.tokens(*ADA)["access_token"])["kid"] == kept[0]["kid"]
+        [current] = [k["kid"] for k in kept if k["current"]]
+        assert header_of(port.tokens(*ADA)["access_token"])["kid"] == current
 
 
 @pytest.mark.parametrize("writer", ["0.2.0", "0.1.0"])  # 0.1.0 writes the set without its id

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import jwt
+import orjson
 import pytest
 
 from fwrest.auth.oauth2.keyset import FileKeySet, ensure, rotate
@@ -39,8 +40,11 @@ async def test_a_key_made_elsewhere_verifies_after_one_look_before_the_next_poll
 ) -> None:
     a, b, shared = _pair(tmp_path)
     old = a.kid
+    # twice: B holds the next key of the first rotation (published ahead of its use), not the
+    # one the second makes current
     rotate(shared, {"EdDSA"})
-    a.refresh()  # host A saw the rotation, B's poller did not yet
+    rotate(shared, {"EdDSA"})
+    a.refresh()  # host A saw the rotations, B's poller did not yet
     assert a.kid != old
     token = a.sign({"sub": "ada", "exp": time.time() + 60}, 60)
     kid = jwt.get_unverified_header(token)["kid"]
@@ -62,3 +66,27 @@ async def test_tokens_naming_unknown_keys_share_one_look_at_a_time(tmp_path: Pat
     assert changed == [False] * 50, "nothing changed: every asker is told so"
     # the first asker's look, then one more for those who joined it under way
     assert 1 <= source.looks <= 2, source.looks
+
+
+@pytest.mark.anyio
+async def test_the_key_a_rotation_makes_current_verifies_before_any_look(tmp_path: Path) -> None:
+    """The next key is in the set (and the JWK Set) before the rotation that makes it current:
+    a worker that has not looked since verifies its tokens at once, as a verifier that fetched
+    the JWK Set before does."""
+    a, b, shared = _pair(tmp_path)
+    old = a.kid
+    assert len(orjson.loads(b.jwks)["keys"]) == 2  # the current key and the next one
+    rotated = rotate(shared, {"EdDSA"})
+    a.refresh()
+    assert a.kid != old
+    token = a.sign({"sub": "ada", "exp": time.time() + 60}, 60)
+    kid = jwt.get_unverified_header(token)["kid"]
+    assert kid in {k["kid"] for k in orjson.loads(b.jwks)["keys"]}
+    key = b.key_of(kid)
+    assert key is not None, "the key rotated in was not held before the rotation"
+    assert jwt.decode(token, key, algorithms=["EdDSA"])["sub"] == "ada"
+    # one current key, one next key (new), the former key retired
+    [current] = [e for e in rotated if e.current]
+    [upcoming] = [e for e in rotated if e.next]
+    [former] = [e for e in rotated if e.retired is not None]
+    assert (current.kid, former.kid) == (kid, old) and upcoming.kid not in (kid, old)

@@ -155,6 +155,13 @@ def pair(
                 proc.stop()
 
 
+def jwks_kids(host: Host) -> set[str]:
+    """The key ids the host's ``KEYS`` port publishes in its JWK Set."""
+    answer = host.http.get(host.keys + "/fw/oauth2/jwks")
+    assert answer.status_code == 200, (host, answer.text)
+    return {key["kid"] for key in answer.json()["keys"]}
+
+
 def both(pair: tuple[Host, Host]) -> list[tuple[Host, Host]]:
     """(one host, the other) both ways."""
     p, c = pair
@@ -218,6 +225,7 @@ def test_the_key_set_is_shared_and_followed_across_a_rotation(pair: tuple[Host, 
     assert kid_of(c.grant("ada", c.keys)["access_token"]) == before  # one key set
     # a rotation by each release's own command, the other release's host following
     for who, command in (("current", None), ("previous", previous_release() / "fwrest")):
+        published = [jwks_kids(host) for host in (p, c)]
         config = (c if who == "current" else p).proc.config
         if command is None:
             done = run_cli("keys", "rotate", str(config), cwd=config.parent)
@@ -237,7 +245,16 @@ def test_the_key_set_is_shared_and_followed_across_a_rotation(pair: tuple[Host, 
         for one, other in both(pair):
             token = one.grant("ada", one.keys)["access_token"]
             assert other.hello(token, other.keys) == 200, (who, one, other)
+        # this release rotates in the next key, which both releases' hosts published before
+        # (a verifier that fetched either's JWK Set verifies its tokens at once); the previous
+        # release makes a new key and leaves the next key next
+        assert all(newest in kids for kids in published) is (who == "current"), published
         before = newest
+    listed = run_cli("keys", "list", str(c.proc.config), cwd=c.proc.config.parent)
+    assert listed.returncode == 0, listed.stderr
+    upcoming = [x.split()[0] for x in listed.stdout.splitlines() if "next" in x.split()[3:4]]
+    assert len(upcoming) == 1 and upcoming[0] != before, listed.stdout
+    assert all(upcoming[0] in jwks_kids(host) for host in (p, c))
 
 
 def test_basic_failures_on_both_releases_lock_out_on_both(pair: tuple[Host, Host]) -> None:

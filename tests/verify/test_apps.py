@@ -42,8 +42,6 @@ APP = textwrap.dedent(
     async_verifier = AsyncVerifier(ISSUER, audience="EC", verify=CA)
     audited = AsyncVerifier(ISSUER, audience="EC", verify=CA, introspect=CLIENT)
     audited.introspect_cache_s = 0  # every request asks (the test revokes, then asks at once)
-    for each in (verifier, async_verifier):
-        each.kid_refetch_interval = 0  # the test rotates within the first minute
 
     app = FastAPI()
 

@@ -29,7 +29,8 @@ class KeySet:
         return load_key_set(self.source, self.algs, create=False)
 
     def rotate(self) -> list[KeyEntry]:
-        """A new current key per algorithm in use; the former ones retire.
+        """Per algorithm in use, the next key becomes current and a new next key is made;
+        the former current ones retire.
 
         Raises:
             ConfigError: the set cannot be read or written.

@@ -254,8 +254,8 @@ def key_set_source(key_file: Path | None, data_path: Path, store: StateStore | N
 
 
 def load_key_set(source: KeySource, algs: set[str], *, create: bool = True) -> list[KeyEntry]:
-    """The key set, with a current key for each of ``algs`` made when missing (``create``);
-    without ``create`` (``fwrest check``) only read and checked.
+    """The key set, with a current and a next key for each of ``algs`` made when missing
+    (``create``); without ``create`` (``fwrest check``) only read and checked.
 
     Raises:
         ConfigError: the key set cannot be read, parsed or written.

@@ -3,14 +3,26 @@
 Theory of operation. One JSON document holds every key of the service: per key its ``kid``
 (the RFC 7638 thumbprint of its public JWK), ``alg``, ``created``, the private key as PKCS#8
 PEM, whether it is ``current`` (the one a port of that algorithm signs with), when it was
-``retired`` (None while current) and ``ttl`` (the longest access-token lifetime, in seconds,
-any worker signed with it); and the set's ``set`` id, made with it and kept by every change,
-which tells a set made anew (a store that lost its data) from the same set changed. The
-document lives in ``keyset.json`` beside the signing key (mode
-0600, replaced whole under a lock: readers never see half a document) or, where the signing
-key lives in Redis, in the store (:class:`~fwrest.store.BlobStore`'s compare-and-set). Every
-change is a compare-and-set of the whole document (:func:`update`), so a rotation and a
-worker's ``ttl`` note never undo each other.
+``retired`` (None while current or next) and ``ttl`` (the longest access-token lifetime, in
+seconds, any worker signed with it); and the set's ``set`` id, made with it and kept by every
+change, which tells a set made anew (a store that lost its data) from the same set changed.
+
+Besides its current key, each algorithm in use has one *next* key, published ahead of its use
+(``current`` false, ``retired`` None: :attr:`KeyEntry.next`): a verifier that fetched the JWK
+Set before a rotation already holds the key signing after it, and need not fetch again (a JWK
+Set client refetches on an unknown ``kid`` at most once a minute, or not at all within its
+cooldown). It is made with the current key (:func:`ensure`) and whenever a rotation makes it
+current (:func:`rotate`); it verifies (only the service holds its private key) and never
+retires nor drops while next. fwrest 0.1.0, sharing the set in a rolling upgrade (SPEC 17.2),
+reads such an entry as a key that verifies and is never dropped, and its rotation (which
+retires current keys only) leaves it next: no field of its own marks it, as 0.1.0 rewrites
+the document with its own fields only.
+
+The document lives in ``keyset.json`` beside the signing key (mode 0600, replaced whole under a
+lock: readers never see half a document) or, where the signing key lives in Redis, in the
+store (:class:`~fwrest.store.BlobStore`'s compare-and-set). Every change is a compare-and-set
+of the whole document (:func:`update`), so a rotation and a worker's ``ttl`` note never undo
+each other.
 
 A worker's view of it (``portkeys.PortKeys``, one per oAuth2 port) is rebuilt when the document
 changes: a background task looks at it every ``portkeys.POLL_S`` (0.5 s) (a ``stat`` of the file, or one store
@@ -89,8 +101,13 @@ class KeyEntry:
     retired: float | None = None
     ttl: float = 0.0
 
+    @property
+    def next(self) -> bool:
+        """The key its algorithm signs with after the next rotation: published, never used."""
+        return not self.current and self.retired is None
+
     def drop_at(self) -> float | None:
-        """When every token signed with this key has expired (None: still current)."""
+        """When every token signed with this key has expired (None: current or next)."""
         if self.retired is None:
             return None
         return self.retired + SWITCH_S + MARGIN_S + self.ttl
@@ -108,8 +125,9 @@ def _joserfc_key(alg: str) -> Any:
     raise KeySetError(f"the algorithm {alg!r} has no key set (one of {', '.join(ASYMMETRIC_ALGS)})")
 
 
-def new_entry(alg: str, now: float) -> KeyEntry:
-    """A new current key of ``alg`` (EdDSA: Ed25519; ES256: P-256; RS256: 3072-bit RSA)."""
+def new_entry(alg: str, now: float, *, current: bool = True) -> KeyEntry:
+    """A new current (else next) key of ``alg`` (EdDSA: Ed25519; ES256: P-256; RS256: 3072-bit
+    RSA)."""
     cls = _joserfc_key(alg)
     if alg == "EdDSA":
         key = cls.generate_key("Ed25519")
@@ -118,7 +136,7 @@ def new_entry(alg: str, now: float) -> KeyEntry:
     else:
         key = cls.generate_key(RSA_BITS)
     pem = key.as_pem(private=True).decode("ascii")
-    return KeyEntry(str(key.thumbprint()), alg, now, pem)
+    return KeyEntry(str(key.thumbprint()), alg, now, pem, current=current)
 
 
 def _entry(raw: Any, where: str) -> KeyEntry:
@@ -330,31 +348,55 @@ def _pruned(entries: list[KeyEntry], now: float) -> list[KeyEntry]:
     return out
 
 
+def _missing(entries: list[KeyEntry], algs: set[str], now: float) -> list[KeyEntry]:
+    """The keys to add so that each of ``algs`` has a current key and a next one."""
+    current = {e.alg for e in entries if e.current}
+    upcoming = {e.alg for e in entries if e.next}
+    return [new_entry(alg, now) for alg in sorted(algs - current)] + [
+        new_entry(alg, now, current=False) for alg in sorted(algs - upcoming)
+    ]
+
+
 def ensure(source: KeySource, algs: set[str]) -> list[KeyEntry]:
-    """The stored entries, with a current key made for each of ``algs`` that has none."""
+    """The stored entries, with a current key and a next one made for each of ``algs`` that
+    has none (a set of fwrest 0.1.0, which makes no next key, gets its next keys here)."""
 
     def change(entries: list[KeyEntry]) -> list[KeyEntry] | None:
-        have = {e.alg for e in entries if e.current}
-        missing = sorted(algs - have)
-        if not missing:
-            return None
         now = time.time()
-        return _pruned(entries, now) + [new_entry(alg, now) for alg in missing]
+        added = _missing(entries, algs, now)
+        if not added:
+            return None
+        return _pruned(entries, now) + added
 
     return update(source, change)
 
 
 def rotate(source: KeySource, algs: set[str]) -> list[KeyEntry]:
-    """A new current key for each of ``algs``; the former current ones retire (they verify
-    until their tokens expired) and keys past that are removed."""
+    """For each of ``algs``, its next key becomes current (a new one where the set has none:
+    a set of fwrest 0.1.0) and a new next key is made; the former current ones retire (they
+    verify until their tokens expired) and keys past that are removed. Of several next keys
+    of an algorithm (hosts that put theirs back in a set made anew) the newest becomes
+    current and the others retire: none of them signed anything."""
 
     def change(entries: list[KeyEntry]) -> list[KeyEntry]:
         now = time.time()
-        kept = [
-            replace(e, current=False, retired=now) if e.current and e.alg in algs else e
-            for e in _pruned(entries, now)
-        ]
-        return kept + [new_entry(alg, now) for alg in sorted(algs)]
+        newest: dict[str, KeyEntry] = {}
+        for e in entries:
+            if (
+                e.next
+                and e.alg in algs
+                and (e.alg not in newest or e.created >= newest[e.alg].created)
+            ):
+                newest[e.alg] = e
+        chosen = {e.kid for e in newest.values()}
+        kept = []
+        for e in _pruned(entries, now):
+            if e.kid in chosen:
+                e = replace(e, current=True)
+            elif e.alg in algs and (e.current or e.next):
+                e = replace(e, current=False, retired=now)
+            kept.append(e)
+        return kept + _missing(kept, algs, now)
 
     return update(source, change)
 

@@ -56,18 +56,22 @@ def _live(entries: list[KeyEntry], now: float) -> list[KeyEntry]:
 def _put_back(held: list[KeyEntry]) -> Callable[[list[KeyEntry]], list[KeyEntry] | None]:
     """Put the keys a worker holds back in a set that lacks them (a Redis that lost its data,
     a file removed: its tokens must keep verifying on every host). A key that was current
-    comes back retired where the set has a current key of its algorithm (another host made
-    one first), so that every host signs with that one."""
+    (or next) comes back retired where the set has a current (or next) key of its algorithm
+    (another host made one first), so that every host signs with that one (and rotates to
+    that one)."""
 
     def change(entries: list[KeyEntry]) -> list[KeyEntry] | None:
         now = time.time()
         kids = {e.kid for e in entries}
         current = {e.alg for e in entries if e.current}
+        upcoming = {e.alg for e in entries if e.next}
         lost = [e for e in _live(held, now) if e.kid not in kids]
         if not lost:
             return None
         return entries + [
-            replace(e, current=False, retired=now) if e.current and e.alg in current else e
+            replace(e, current=False, retired=now)
+            if (e.current and e.alg in current) or (e.next and e.alg in upcoming)
+            else e
             for e in lost
         ]
 
