@@ -412,6 +412,30 @@ def test_a_running_service_takes_the_secret_of_a_client_added_with_its_hash(
         done(config, "clients", "remove", "kiosk")
 
 
+def test_a_command_on_a_reloaded_service_s_sqlite_store_keeps_its_journal(
+    tmp_path: Path, certs: dict[str, Path]
+) -> None:
+    """SPEC 7 (SQLite in WAL mode), 13.1, 13.6: a command on the store of a service that
+    reloaded must not take itself for the store's last user and delete the -wal and -shm
+    files the workers still write through: the lock-outs made after it were then never
+    listed by ``fwrest lockouts``, nor lifted (a review saw revocations lost so too)."""
+    config = write_config(tmp_path, certs, StateStore="sqlite")
+    data = load_config(config).data_path
+    with serving(config, workers=1) as proc:
+        assert grant(proc, certs, "ada", "Ada-Pw-1").status_code == 200  # the store in use
+        proc.signal(signal.SIGHUP)
+        wait_for(lambda: any("reloaded: generation 2" in line for line in proc.stdout_lines),
+                 30, "the reload")  # fmt: skip
+        for _ in range(2):
+            assert done(config, "lockouts", "list").stdout.strip() == "no lock-out in force"
+            assert (data / "state.sqlite3-wal").exists(), sorted(p.name for p in data.iterdir())
+        codes = [grant(proc, certs, "ada", "wrong").status_code for _ in range(4)]
+        assert codes == [400, 400, 400, 429], codes
+        wait_for(lambda: "ada" in done(config, "lockouts", "list").stdout, 10, "ada listed")
+        assert "lifted [TOK] user ada" in done(config, "lockouts", "clear", "ada").stdout
+        wait_for(lambda: grant(proc, certs, "ada", "Ada-Pw-1").status_code == 200, 10, "lifted")
+
+
 def test_a_lock_out_is_listed_and_lifted(
     served: tuple[ServerProcess, Path], certs: dict[str, Path]
 ) -> None:

@@ -119,8 +119,13 @@ class SqliteStore:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             # made 0600 before sqlite opens it: sqlite gives the -wal and -shm files it makes
             # the database's mode (they hold the same token hashes); made by sqlite itself,
-            # all three were 0644 under the usual umask until the chmod below
-            os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600))
+            # all three were 0644 under the usual umask until the chmod below. Only when it
+            # is missing: closing a descriptor of a file drops every POSIX lock this process
+            # holds on it, sqlite's too (a reload opens the store again beside the one in
+            # use): a command's connection would then find no other user, checkpoint and
+            # delete the -wal and -shm files the workers still write through
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_CLOEXEC, 0o600))
             db = self._conn()
             # the marker read (a reader waits for no writer); a newer store refused before
             # anything is written; an older one brought up to this release's schema in one
