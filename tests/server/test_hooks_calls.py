@@ -468,6 +468,7 @@ def test_on_select_sees_the_request_through_the_rest_object(client: Client) -> N
 def test_on_select_minus_2_is_503_server_busy(client: Client) -> None:
     r = client.get("/d/hello", headers={"x-select": "busy"})
     assert r.status_code == 503
+    assert r.headers["content-type"] == "application/json"
     assert r.json() == {"code": 503, "detailedMessage": "", "message": "Server Busy"}
     served(client)
 
