@@ -673,21 +673,6 @@ def test_a_lifetime_no_token_request_could_use_stops_the_start(
     assert len(result.stderr) < 1000  # a 5000-digit value is not repeated whole
 
 
-def test_serve_stops_on_a_lifetime_no_token_request_could_use(
-    ca: trustme.CA, tmp_path: Path
-) -> None:
-    """Before: a warning at start, then a 500 for every token request."""
-    params = {**params_file("x"), "access_expires": 0}
-    config, _ = one_port(ca, tmp_path, params, onAuthparams="app.lifetime")
-    result = run_cli("serve", str(config), cwd=tmp_path, timeout=30)
-    assert result.returncode == 2, result.stdout + result.stderr
-    needle = (
-        f"fwrest: configuration error: {config}: [OAUTH] onAuthparams: the function app.lifetime"
-    )
-    assert needle in result.stderr, result.stderr
-    assert "fwrest: serving" not in result.stdout
-
-
 @pytest.mark.parametrize("form", ["file", "function"])
 @pytest.mark.parametrize(
     ("who", "stored"),
@@ -715,17 +700,6 @@ def test_a_password_that_is_no_whole_hash_stops_the_start(
     assert "[OAUTH] onAuthparams:" in result.stderr, result.stderr
     assert named in result.stderr and "is not a valid one" in result.stderr, result.stderr
     assert stored not in result.stdout + result.stderr
-
-
-def test_serve_refuses_a_password_that_is_no_whole_hash(ca: trustme.CA, tmp_path: Path) -> None:
-    params = {**params_file("x"), "users": [{"username": "grace", "password": "$argon2id$..."}]}
-    config, _ = one_port(ca, tmp_path, params)
-    result = run_cli("serve", str(config), cwd=tmp_path, timeout=30)
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "[OAUTH] onAuthparams: the file" in result.stderr, result.stderr
-    assert "the user 'grace': its password begins as an argon2 hash" in result.stderr
-    assert "$argon2id$..." not in result.stderr
-    assert "fwrest: serving" not in result.stdout
 
 
 def test_a_function_returning_unusable_settings_stops_the_start(
