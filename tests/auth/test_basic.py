@@ -16,7 +16,6 @@ import base64
 import contextlib
 import json
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -339,15 +338,6 @@ def test_empty_user_and_empty_password_reach_on_auth(local: InProcess) -> None:
 # -- the verdict ---------------------------------------------------------------------------------
 
 
-def test_on_auth_true_lets_the_request_through(local: InProcess) -> None:
-    assert expect(local.get("/rest/hello", auth=("ada", ADA_PASSWORD))).json()["hello"] == "world"
-
-
-def test_wrong_password_is_403(local: InProcess) -> None:
-    assert_403(local.get("/rest/hello", auth=("ada", "not-the-password")))
-    assert local.calls()[-1] == {"user": "ada", "password": "not-the-password", "how": "sync"}
-
-
 @pytest.mark.parametrize("server", ["HTTP_BASIC", "HTTP_ASYNC"])
 @pytest.mark.parametrize("user", ["false", "one", "yes", "none", "list"])
 def test_anything_but_exactly_true_is_403(local: InProcess, server: str, user: str) -> None:
@@ -355,13 +345,6 @@ def test_anything_but_exactly_true_is_403(local: InProcess, server: str, user: s
     assert_403(local.get("/rest/hello", server, auth=(user, "whatever-pw")))
     how = "sync" if server == "HTTP_BASIC" else "async"
     assert local.calls()[-1] == {"user": user, "password": "whatever-pw", "how": how}
-
-
-def test_async_on_auth_works(local: InProcess) -> None:
-    response = expect(local.get("/rest/whoami", "HTTP_ASYNC", auth=("ada", ADA_PASSWORD)))
-    assert response.json()["user"] == "ada"
-    assert local.calls()[-1] == {"user": "ada", "password": ADA_PASSWORD, "how": "async"}
-    assert_403(local.get("/rest/hello", "HTTP_ASYNC", auth=("ada", "wrong-async-pw")))
 
 
 @pytest.mark.parametrize("server", ["HTTP_BASIC", "HTTP_ASYNC"])
@@ -520,40 +503,7 @@ def test_rest_object_on_the_open_port_sharing_the_pool(svc: Service) -> None:
         assert expect(svc.get("/rest/whoami", "HTTP_OPEN")).json() == OPEN_INFO
 
 
-# -- real clients --------------------------------------------------------------------------------
-
-
-def _curl(*args: str) -> tuple[int, bytes]:
-    done = subprocess.run(["curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}", *args],
-                          capture_output=True, timeout=20, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    body, _, code = done.stdout.rpartition(b"\n")
-    return int(code), body
-
-
-def test_curl_user_option_succeeds(svc: Service) -> None:
-    status, body = _curl("-u", f"ada:{ADA_PASSWORD}", svc.base() + "/rest/whoami")
-    assert status == 200, body
-    assert json.loads(body)["user"] == "ada"
-    assert svc.calls()[-1] == {"user": "ada", "password": ADA_PASSWORD, "how": "sync"}
-
-
-def test_curl_wrong_password_is_403(svc: Service) -> None:
-    status, body = _curl("-u", "ada:wrong-curl-pw", svc.base() + "/rest/whoami")
-    assert (status, body) == (403, BODY_403)
-
-
-def test_curl_without_credentials_gets_the_challenge(svc: Service) -> None:
-    status, out = _curl("-i", svc.base() + "/rest/whoami")
-    assert status == 401
-    head, _, body = out.partition(b"\r\n\r\n")
-    challenges = [
-        line.split(b":", 1)[1].strip()
-        for line in head.split(b"\r\n")
-        if line.lower().startswith(b"www-authenticate:")
-    ]
-    assert challenges == [CHALLENGE.encode()]
-    assert body == BODY_401
+# -- real clients (curl: the guide's commands, tests/docs/test_examples.py) -----------------------
 
 
 def test_httpx_basic_auth_works(svc: Service) -> None:

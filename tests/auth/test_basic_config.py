@@ -1,7 +1,7 @@
 """``FwData.Authorization`` is validated at start, never per request (SPEC 2, 4, 4.1): ``fwrest
 check`` (and ``serve``, before binding: tests/faults/test_broken_configs.py) exits 2 with one
 message naming section, key and fix; ``prepare`` raises ``ConfigError`` alike. Variants through
-``prepare``; each point once through ``fwrest check`` in process, the real command for one
+``prepare``; most points once through ``fwrest check`` in process, the real command for one
 refusal, pass and warning. Each test's module name is unique (``sys.modules`` keeps imports)."""
 
 from __future__ import annotations
@@ -308,19 +308,6 @@ def test_invalid_json_in_fw_data_gives_line_and_column(case: Case, fmt: str, tex
 
 
 @pytest.mark.parametrize(
-    ("section", "key", "kind"),
-    [("ROOT", "Authorization", "location"), ("POOL", "FwData", "thread pool")],
-)
-def test_authorization_on_a_location_or_a_pool_fails_check(
-    case: Case, section: str, key: str, kind: str
-) -> None:
-    value = case.basic() if key == "FwData" else case.basic()["Authorization"]
-    message = case.check_fails(extra={section: {key: value}})
-    assert f"[{section}] {key}: authorization is configured per port, not per {kind}." in message
-    assert "move it to FwData of the server section" in message
-
-
-@pytest.mark.parametrize(
     ("section", "kind"),
     [
         ("ROOT", "location"),
@@ -336,8 +323,8 @@ def test_authorization_outside_a_server_section_is_refused(
     value = case.basic() if key == "FwData" else case.basic()["Authorization"]
     exc = case.error(case.basic(), extra={section: {key: value}})
     assert (exc.section, exc.key) == (section, key)
-    assert f"not per {kind}" in exc.problem
-    assert "FwData of the server section" in (exc.fix or "")
+    assert f"authorization is configured per port, not per {kind}" in exc.problem
+    assert "move it to FwData of the server section" in (exc.fix or "")
 
 
 def test_authorization_directly_on_a_server_section_is_refused(case: Case) -> None:
@@ -355,12 +342,6 @@ def test_oauth_alias_is_accepted_as_oauth2(case: Case, tls: dict[str, str]) -> N
     assert done.returncode == 0, done.stderr
     assert "[HTTP_REST] 127.0.0.1:0 (TLS, authorization: oAuth2)" in done.stdout
     assert "not a scheme" not in done.stdout + done.stderr
-
-
-def test_oauth_alias_reports_oauth2_via_prepare(case: Case, tls: dict[str, str]) -> None:
-    fw_data = {"Authorization": {"scheme": "oAuth", "onAuthparams": f"{case.mod}.params"}}
-    (port,) = case.plan(fw_data, server=tls).ports
-    assert port.auth.scheme == "oAuth2"  # what getCEntryPointAuthorizationScheme() returns
 
 
 # -- OnAuthCache (SPEC 4.1) ----------------------------------------------------------------------

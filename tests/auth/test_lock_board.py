@@ -83,27 +83,6 @@ def test_a_full_probe_window_evicts_the_lock_that_ends_first_never_mixes_keys() 
 
 
 @pytest.mark.anyio
-async def test_the_worker_that_did_not_count_the_failures_refuses_the_next_attempt() -> None:
-    """Two throttles of one board (two workers): the failures all land on one of them."""
-    store = MemoryStore()
-    board = LockBoard(2)
-    counting = Throttle(store, 3, "BASIC", board=board, region=0)
-    other = Throttle(store, 3, "BASIC", board=board, region=1)
-    for _ in range(3):
-        counting.check("bob", "127.0.0.5")
-        other.check("bob", "127.0.0.5")
-        await counting.failed(await counting.admit("bob", "127.0.0.5"))
-    assert not other.locked  # its copy of the store's list was not refreshed
-    with pytest.raises(HTTPError) as info:
-        other.check("bob", "127.0.0.9")  # another address: the user is locked
-    assert info.value.status == 429
-    assert 1 <= int(dict(info.value.headers)["retry-after"]) <= 300
-    with pytest.raises(HTTPError):
-        other.check("eve", "127.0.0.5")  # another user from that address: locked too
-    other.check("eve", "127.0.0.6")  # neither: served
-
-
-@pytest.mark.anyio
 async def test_failures_of_a_memory_store_are_counted_across_the_workers() -> None:
     """The memory store is one process's: two workers alternating lock at ``maxFailures`` in all."""
     board = LockBoard(2)

@@ -242,7 +242,7 @@ def test_form_fields_are_capped(oauth: OAuthPort) -> None:
 
 
 def test_form_content_type_with_charset_is_accepted(oauth: OAuthPort) -> None:
-    charset = {"Content-Type": "application/x-www-form-urlencoded; charset=UTF-8"}
+    charset = {"Content-Type": "Application/X-WWW-Form-Urlencoded; charset=UTF-8"}  # any case
     assert_token_response(raw_post(oauth, urlencode(PASSWORD), **charset))
 
 

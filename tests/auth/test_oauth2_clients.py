@@ -1,14 +1,14 @@
-"""OAuth2 with real clients (Authlib, requests-oauthlib, curl: the password grant, a call and a
-refresh with only the CA bundle, over TLS on a real ``fwrest serve`` of ``SINGLE``) and the forms of
-``onAuthparams`` (SPEC 4.2, 7), one port each in process (module ``tauth_oauth2_clients_app``). One
-``fwrest check`` per kind runs the command."""
+"""OAuth2 with real clients (Authlib, requests-oauthlib: the password grant, a call and a refresh
+with only the CA bundle, over TLS on a real ``fwrest serve`` of ``SINGLE``; curl: the guide's
+commands, tests/docs/test_examples.py) and the forms of ``onAuthparams`` (SPEC 4.2, 7), one port
+each in process (module ``tauth_oauth2_clients_app``). One ``fwrest check`` per kind runs the
+command."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -245,30 +245,6 @@ def test_requests_oauthlib_legacy_application_client(served: OAuthService) -> No
         )
         assert renewed["access_token"] != token["access_token"]
         assert session.get(port.base + "/hello", verify=ca).status_code == 200
-
-
-def curl(ca: str, *args: str) -> dict[str, Any]:
-    """curl's JSON answer, the CA bundle ``ca`` its only configuration."""
-    result = subprocess.run(["curl", "-sS", "--fail-with-body", "--cacert", ca, *args],
-                            capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
-    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
-    return json.loads(result.stdout)
-
-
-def test_curl_password_grant_call_and_refresh(served: OAuthService) -> None:
-    port = served["SINGLE"]
-    ca = str(served.certs["ca"])
-    grant = ["-d", "grant_type=password", "--data-urlencode", f"username={ADA[0]}"]
-    grant += ["--data-urlencode", f"password={ADA[1]}", port.token_url]
-    token = curl(ca, "-u", f"{CLIENT[0]}:{CLIENT[1]}", *grant)
-    assert set(token) == TOKEN_KEYS
-    bearer = f"Authorization: Bearer {token['access_token']}"
-    who = curl(ca, "-H", bearer, "-H", "Accept: application/json", port.base + "/whoami")
-    assert who["user"] == "ada"
-    refresh = ["-d", "grant_type=refresh_token", "--data-urlencode"]
-    renewed = curl(ca, *refresh, f"refresh_token={token['refresh_token']}", port.token_url)
-    assert renewed["refresh_token"] != token["refresh_token"]
-    assert set(curl(ca, "-G", *grant)) == TOKEN_KEYS  # by GET
 
 
 # -- onAuthparams forms -------------------------------------------------------------------------
@@ -697,21 +673,6 @@ def test_a_lifetime_no_token_request_could_use_stops_the_start(
     assert len(result.stderr) < 1000  # a 5000-digit value is not repeated whole
 
 
-def test_serve_stops_on_a_lifetime_no_token_request_could_use(
-    ca: trustme.CA, tmp_path: Path
-) -> None:
-    """Before: a warning at start, then a 500 for every token request."""
-    params = {**params_file("x"), "access_expires": 0}
-    config, _ = one_port(ca, tmp_path, params, onAuthparams="app.lifetime")
-    result = run_cli("serve", str(config), cwd=tmp_path, timeout=30)
-    assert result.returncode == 2, result.stdout + result.stderr
-    needle = (
-        f"fwrest: configuration error: {config}: [OAUTH] onAuthparams: the function app.lifetime"
-    )
-    assert needle in result.stderr, result.stderr
-    assert "fwrest: serving" not in result.stdout
-
-
 @pytest.mark.parametrize("form", ["file", "function"])
 @pytest.mark.parametrize(
     ("who", "stored"),
@@ -739,17 +700,6 @@ def test_a_password_that_is_no_whole_hash_stops_the_start(
     assert "[OAUTH] onAuthparams:" in result.stderr, result.stderr
     assert named in result.stderr and "is not a valid one" in result.stderr, result.stderr
     assert stored not in result.stdout + result.stderr
-
-
-def test_serve_refuses_a_password_that_is_no_whole_hash(ca: trustme.CA, tmp_path: Path) -> None:
-    params = {**params_file("x"), "users": [{"username": "grace", "password": "$argon2id$..."}]}
-    config, _ = one_port(ca, tmp_path, params)
-    result = run_cli("serve", str(config), cwd=tmp_path, timeout=30)
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "[OAUTH] onAuthparams: the file" in result.stderr, result.stderr
-    assert "the user 'grace': its password begins as an argon2 hash" in result.stderr
-    assert "$argon2id$..." not in result.stderr
-    assert "fwrest: serving" not in result.stdout
 
 
 def test_a_function_returning_unusable_settings_stops_the_start(

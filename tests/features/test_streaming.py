@@ -1,8 +1,8 @@
 """Streamed answers (SPEC 10.5) on ``fwrest serve``: iterators sent chunked as items come, ``def``
 generators advanced in the pool, a slow reader never making the worker hold the whole stream, the
-iterator closed within 1 s of the client leaving, HEAD, HTTP/1.0, piecewise compression, a failure
-midway; ``setChunkedResponse``'s handler told its client left (the thread freed), and what it takes.
-"""
+iterator closed within 1 s of the client leaving, HEAD, piecewise compression, a failure midway;
+``setChunkedResponse``'s handler told its client left (the thread freed), and what it takes. An
+HTTP/1.0 stream's framing, on both engines: tests/server/test_engines.py."""
 
 from __future__ import annotations
 
@@ -398,16 +398,6 @@ def test_a_stream_that_fails_is_cut_short(served: tuple[ServerProcess, Path]) ->
         for line in lines
     ), lines
     assert any("RuntimeError: the feed broke at " in line for line in lines), lines
-
-
-def test_http_1_0_gets_the_stream_until_the_connection_ends(
-    served: tuple[ServerProcess, Path],
-) -> None:
-    proc, _ = served
-    data = exchange(proc.ports["HTTP_REST"], b"GET /rest/ndjson HTTP/1.0\r\n\r\n")
-    head, _, body = data.partition(b"\r\n\r\n")
-    assert b"transfer-encoding" not in head.lower()
-    assert body == b'{"n": 0}\n{"n": 1}\n{"n": 2}\n'
 
 
 def test_a_stream_is_compressed_piece_by_piece(served: tuple[ServerProcess, Path]) -> None:

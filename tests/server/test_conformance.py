@@ -182,6 +182,7 @@ def test_options_on_a_protected_port_needs_credentials(basic_port: int) -> None:
         (416, "HTTP/1.1 416 Range Not Satisfiable"),
         (418, "HTTP/1.1 418 I'm a Teapot"),
         (451, "HTTP/1.1 451 Unavailable For Legal Reasons"),
+        (503, "HTTP/1.1 503 Service Unavailable"),  # OnSelect's -2 (test_hooks_calls.py)
         (299, "HTTP/1.1 299 "),  # a status Python does not know: no phrase (RFC 9112 4)
     ],
 )

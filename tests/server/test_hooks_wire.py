@@ -1,10 +1,9 @@
 """``OnSelect`` on the wire (SPEC 11.1): ``-3`` closes with zero bytes (behind a pipelined request,
-after its answer), ``-2`` is 503 "Server Busy"; a hook raising ``SystemExit`` in a real worker is a
-500 and the worker serves on."""
+after its answer); a hook raising ``SystemExit`` in a real worker is a 500 and the worker serves on
+(``-2``'s 503 "Server Busy": test_hooks_calls.py, its status line: test_conformance.py)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,8 +24,6 @@ def _choice():
     path = rest.getPathRequest()
     if path.endswith("/drop"):
         return -3
-    if path.endswith("/busy"):
-        return -2
     if path.endswith("/exit"):
         sys.exit(7)
     return None
@@ -50,10 +47,6 @@ def pid():
 
 @get("/drop")
 def drop():
-    return {"never": "sent"}
-
-@get("/busy")
-def busy():
     return {"never": "sent"}
 
 @get("/send-exit")
@@ -92,15 +85,6 @@ def test_minus_3_closes_the_connection_without_a_byte(server: ServerProcess) -> 
     assert data.count(b"HTTP/1.1") == 1, data
     assert b'"pid":' in data
     server.wait_log("GET /rest/drop 444", since=before)
-
-
-def test_minus_2_is_503_server_busy(server: ServerProcess) -> None:
-    port = server.ports["HTTP_REST"]
-    data = exchange(port, get("/rest/busy", Connection="close"))
-    head, _, body = data.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
-    assert b"content-type: application/json" in head
-    assert json.loads(body) == {"code": 503, "detailedMessage": "", "message": "Server Busy"}
 
 
 @pytest.mark.parametrize("path", ["/exit", "/send-exit", "/boom"])
