@@ -33,6 +33,7 @@ from tests.conftest import (
     wait_for,
 )
 from tests.docs.blocks import example
+from tests.native.support import get_settings, post_settings
 
 APP = """\
 import os
@@ -228,6 +229,25 @@ def serial_of(port: int, ca_file: Path) -> int:
         context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
     ):
         return int(tls.getpeercert()["serialNumber"], 16)  # type: ignore[index, arg-type]
+
+
+def test_a_reload_s_workers_take_the_run_time_settings_without_a_warning(tmp_path: Path) -> None:
+    """SPEC 5, 13.1: run-time settings outlive a reload; the new generation's workers take them
+    as they start (an INFO line), as the service already ran with them: not a WARNING of a
+    change, which the operator would read as one after every reload."""
+    config = free_config(tmp_path, extra={"HTTPSERVER": {"StateStore": "sqlite"}})
+    with serving(config, workers=2) as proc:
+        answer = post_settings(proc.url(), {"rest_log_stringsize": 33})
+        assert answer.status_code == 200, answer.text
+        for worker in ("w1", "w2"):  # the change's own lines, before the reload
+            proc.wait_log(f"[{worker}] settings changed")
+        mark = len(proc.log())
+        proc.signal(signal.SIGHUP)
+        wait_line(proc, "reloaded: generation 2")
+        taken = proc.wait_log("settings changed (start): rest_log_stringsize 200 -> 33", since=mark)
+        lines = [line for line in taken.splitlines() if "settings changed" in line]
+        assert lines and all(" INFO " in line and "(start)" in line for line in lines), lines
+        assert get_settings(proc.url())["rest_log_stringsize"]["effective"] == 33
 
 
 def test_renewed_certificate_is_served_after_a_reload(ca: trustme.CA, tmp_path: Path) -> None:

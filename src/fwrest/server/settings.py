@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import socket
 import time
 from collections.abc import Callable
@@ -141,7 +142,10 @@ class SettingsManager:
             for f in dataclasses.fields(new)
             if getattr(old, f.name) != getattr(new, f.name)
         )
-        log.server_log.warning("settings changed (%s): %s", reason, changes)
+        # a worker that starts (a reload's, a replacement) takes what the service already
+        # runs with: no change of the service's to warn about
+        level = logging.INFO if reason == "start" else logging.WARNING
+        log.server_log.log(level, "settings changed (%s): %s", reason, changes)
 
     async def change(
         self, changes: dict[str, int | None], deadline_s: float = REQUEST_DEADLINE_S
@@ -211,7 +215,7 @@ class SettingsManager:
                     log.server_log.error("[GENERAL] not reloaded, the file has an error: %s", exc)
                 except OSError as exc:
                     log.server_log.error("[GENERAL] not reloaded: %s", exc)
-            self.apply("sync")
+            self.apply("start" if reread_now else "sync")
 
     def _file_changed(self, fresh: dict[str, int]) -> None:
         """Take the file's values read again; record each one that changed (SPEC 13.5)."""
