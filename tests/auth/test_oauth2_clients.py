@@ -604,25 +604,6 @@ def test_check_warns_about_a_lifetime_in_seconds_or_a_long_one(
     assert needle not in calm.stdout + calm.stderr
 
 
-def test_check_warns_about_a_params_file_other_users_may_read(
-    ca: trustme.CA, tmp_path: Path
-) -> None:
-    """SPEC 7's risky settings: the file holds password hashes and client secrets."""
-    config, _ = one_port(ca, tmp_path, params_file("x"), unique_module(), allowGetToken=False)
-    params = tmp_path / "params.json"
-    for mode, word in ((0o644, "read"), (0o666, "write"), (0o600, None)):
-        params.chmod(mode)
-        result = check(config, real=False)
-        output = result.stdout + result.stderr
-        assert result.returncode == 0, output
-        warned = [line for line in output.splitlines() if "other users may" in line]
-        if word is None:
-            assert not warned, output
-        else:
-            assert len(warned) == 1 and f"other users may {word} it (mode {mode:04o})" in warned[0]
-            assert f"chmod 600 {params}" in warned[0] and "[OAUTH] onAuthparams" in warned[0]
-
-
 def test_serve_logs_the_access_expires_warning_at_start(ca: trustme.CA, tmp_path: Path) -> None:
     config, certs = one_port(ca, tmp_path, {**params_file("x"), "access_expires": 3600})
     with serving(config) as proc, OAuth(proc, "OAUTH", certs) as port:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from fwrest.auth.oauth2.expiry import ExpiryError, access_ms, refresh_deadline
@@ -80,8 +79,6 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
     except BaseException as exc:  # sys.exit() too: a warning, as for any exception
         return [f"[{section}] onAuthparams raised {type(exc).__name__} when called at start"]
     out: list[str] = []
-    if source.file is not None:
-        out += _exposed(source.file, section)
     if source.file is None:
         # a file with such names stops the start (ParamsSource.read_file); a function's
         # answer may change while serving: said here, not refused
@@ -109,22 +106,6 @@ def oauth2_warnings(settings: AuthSettings, section: str) -> list[str]:
             key="onAuthparams",
             fix=_FIX,
         ) from None
-
-
-def _exposed(path: Path, section: str) -> list[str]:
-    """The warning for an ``onAuthparams`` file other users may read or write: it holds the
-    password hashes and client secrets (``fwrest users`` and ``clients`` write it 0600)."""
-    try:
-        mode = path.stat().st_mode & 0o777
-    except OSError:
-        return []
-    if not mode & 0o077:
-        return []
-    return [
-        f"[{section}] onAuthparams: the file {path} holds password hashes and client secrets "
-        f"and other users may {'write' if mode & 0o022 else 'read'} it (mode {mode:04o}): "
-        f"chmod 600 {path}"
-    ]
 
 
 def _judge(params: AuthParams, section: str) -> list[str]:
