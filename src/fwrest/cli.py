@@ -300,10 +300,16 @@ def _reload(pid_file: str) -> int:
 def _keys(action: str, path: str) -> int:
     import time
 
+    from fwrest.auth.oauth2.keyset import KeySetUnreachable
     from fwrest.server.keys import open_key_set
+    from fwrest.store import StoreError
     from fwrest.store.audit import MEMORY_AUDIT, NOT_KEPT
 
-    keyset = open_key_set(path)
+    try:  # a store that does not answer: 1, as for tokens revoke and lockouts
+        keyset = open_key_set(path)
+    except (StoreError, KeySetUnreachable) as exc:
+        print(f"fwrest: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     try:
         if action == "rotate":
             entries = keyset.rotate()

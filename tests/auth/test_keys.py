@@ -419,6 +419,44 @@ def test_keys_on_a_config_without_a_key_set_says_why(tmp_path: Path, ca: trustme
     assert not (tmp_path / ".fwrest" / "keyset.json").exists()
 
 
+def test_keys_on_a_store_that_does_not_answer_or_that_a_newer_release_wrote(
+    tmp_path: Path, ca: trustme.CA
+) -> None:
+    """A Redis that does not answer is a failure while running (exit 1, as for ``tokens
+    revoke`` and ``lockouts``), not a configuration error; a store a newer release wrote is
+    refused as ``fwrest check`` refuses it (SPEC 17.2: exit 2 naming both versions), the key
+    set left as it was."""
+    import sqlite3
+
+    from tests.conftest import free_port, issue_certs
+
+    certs = issue_certs(ca, tmp_path / "certs")
+    servers = {"ED": oauth_section(certs, onAuthparams="tauth_keys_st_app.params",
+                                   signingAlg="EdDSA")}  # fmt: skip
+    down = {"HTTPSERVER": {"StateStore": f"redis://127.0.0.1:{free_port()}/0"}}
+    (tmp_path / "down").mkdir()
+    config = module_config(tmp_path / "down", "tauth_keys_st_app", servers=servers, app=APP,
+                           extra=down)  # fmt: skip
+    for action in ("list", "rotate"):
+        code, out, err = in_process("keys", action, str(config))
+        assert code == 1 and not out, (code, out, err)
+        assert err.startswith("fwrest: error: ") and "configuration error" not in err, err
+    newer = {"HTTPSERVER": {"StateStore": "sqlite"}}
+    (tmp_path / "newer").mkdir()
+    config = module_config(tmp_path / "newer", "tauth_keys_st_app", servers=servers, app=APP,
+                           extra=newer)  # fmt: skip
+    data = tmp_path / "newer" / ".fwrest"
+    data.mkdir(exist_ok=True)
+    marker = b'{"schema": 9, "compatible": 9, "release": "9.1.0"}'
+    with contextlib.closing(sqlite3.connect(data / "state.sqlite3")) as db, db:
+        db.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
+        db.execute("INSERT INTO meta VALUES ('schema', ?)", (marker,))
+    for action in ("rotate", "list"):
+        code, out, err = in_process("keys", action, str(config))
+        assert code == 2 and "fwrest 9.1.0" in err and "schema 9" in err, (code, out, err)
+    assert not (data / "keyset.json").exists()
+
+
 def test_a_removed_key_set_file_is_put_back(ca: trustme.CA, tmp_path: Path) -> None:
     """A key set file removed while the service runs: its workers write back the keys they
     hold (a warning says so), so the tokens signed before still verify and a worker or a

@@ -8,7 +8,7 @@ from pathlib import Path
 from fwrest.auth.oauth2.keys import key_set_source, load_key_set
 from fwrest.auth.oauth2.keyset import KeyEntry, KeySetError, KeySource, rotate
 from fwrest.errors import ConfigError
-from fwrest.server.build import ServicePlan, key_algs
+from fwrest.server.build import ServicePlan, check_schema, key_algs
 from fwrest.server.service import prepare
 from fwrest.store import StateStore, StoreError, open_store
 from fwrest.store.audit import AuditLog, command_event
@@ -85,7 +85,8 @@ def open_key_set(path: str | Path) -> KeySet:
 
     Raises:
         ConfigError: the configuration is invalid, no port signs with an asymmetric
-            algorithm (HS256 has no key set), or the store cannot be opened.
+            algorithm (HS256 has no key set), or the store was written by a newer release.
+        StoreError: the Redis store holding the key set does not answer.
     """
     plan = prepare(path)
     config = plan.config
@@ -106,10 +107,17 @@ def open_key_set(path: str | Path) -> KeySet:
         )
     store = None
     if config.signing_key_file is None and config.state_store not in ("memory", "sqlite"):
+        # a store that does not answer is no fault of the configuration: StoreError (exit 1)
+        store = open_store(config.state_store, config.data_path, config.redis)
         try:
-            store = open_store(config.state_store, config.data_path, config.redis)
-        except StoreError as exc:
-            raise ConfigError(
-                f"{exc}", section="HTTPSERVER", key="StateStore", fix="start the Redis server."
-            ) from None
+            store.ping()
+        except StoreError:
+            store.close()
+            raise
+    try:
+        check_schema(config)  # SPEC 17.2: a store of a newer release is refused, as by check
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
     return KeySet(plan, key_set_source(config.signing_key_file, config.data_path, store), store)

@@ -168,6 +168,9 @@ async def _rotate(request: TokenRequest, claim: str) -> tuple[str, RefreshRecord
             )
         raise InvalidGrant("the refresh token was already used; its token family is revoked")
     if family_revoked(record.family, revoked):
+        # left unspent: the client's retry is refused so again, not taken for a replay (an
+        # audit event of a theft that never was)
+        await service.store_call(deadline, service.store.restore_refresh, token_hash, claim)
         raise InvalidGrant("the refresh token was revoked")
     if not any(same_secret(record.subject, name) for name, _ in request.allowed.users):
         raise InvalidGrant("the user of this refresh token is no longer allowed")
