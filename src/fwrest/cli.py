@@ -147,7 +147,7 @@ def _store_migrate(path: str, check: bool) -> int:
 def _revoke_user(path: str, user: str) -> int:
     from fwrest.config.loader import load_config
     from fwrest.store import StoreError, open_store
-    from fwrest.store.audit import NOT_KEPT, AuditLog, command_event
+    from fwrest.store.audit import NOT_KEPT, command_audit, command_event
     from fwrest.store.families import revoke_user, user_name_problem
 
     config = load_config(path)
@@ -169,10 +169,14 @@ def _revoke_user(path: str, user: str) -> int:
         return EXIT_CONFIG
     try:
         store = open_store(config.state_store, config.data_path, config.redis)
-        try:
-            count = revoke_user(store, user)
-            event = command_event("revocation", "fwrest tokens revoke", user=user, families=count)
-            kept = AuditLog(store).record_now(event)
+        try:  # the log where the service's audit lines go, open before the change (SPEC 13.5)
+            level = config.tunables.rest_log_level
+            with command_audit(store, level, config.log_file, config.log_format) as audit:
+                count = revoke_user(store, user)
+                event = command_event(
+                    "revocation", "fwrest tokens revoke", user=user, families=count
+                )
+                kept = audit.record_now(event)
         finally:
             store.close()
     except StoreError as exc:
@@ -312,7 +316,9 @@ def _keys(action: str, path: str) -> int:
         return EXIT_FAILED
     try:
         if action == "rotate":
-            entries = keyset.rotate()
+            with keyset.audit() as audit:  # open before the rotation (SPEC 13.5)
+                entries = keyset.rotate()
+                kept = keyset.record_rotation(audit, entries)
             for e in entries:
                 if e.current and e.alg in keyset.algs:
                     print(f"fwrest keys: new current {e.alg} key {e.kid} ({keyset.source.where})")
@@ -320,7 +326,6 @@ def _keys(action: str, path: str) -> int:
                 if e.next and e.alg in keyset.algs:
                     print(f"fwrest keys: next {e.alg} key {e.kid} (published, current at the "
                           "next rotation)")  # fmt: skip
-            kept = keyset.record_rotation(entries)
             if kept is None:
                 print(MEMORY_AUDIT, file=sys.stderr)
             elif not kept:

@@ -41,6 +41,8 @@ __all__ = [
     "app_log",
     "audit_log",
     "auth_log",
+    "close_logger",
+    "command_audit_log",
     "escape",
     "flush",
     "input_secrets",
@@ -918,6 +920,8 @@ class Formatter(logging.Formatter):
     """``2026-11-22T17:40:01.123Z INFO fwrest.access [w1] message``, one event per line; a
     request's records end their first line with `` request_id=...``."""
 
+    label: str | None = None  # the process's name in the line, if not :data:`worker_label`
+
     def format(self, record: logging.LogRecord) -> str:
         ts = _timestamp(record.created)
         text, trace = _message(record, self)
@@ -936,7 +940,8 @@ class Formatter(logging.Formatter):
             else:
                 text = f"{text[:cut]} request_id={rid}{text[cut:]}"
         msecs = int(record.msecs)
-        return f"{ts}.{msecs:03d}Z {record.levelname} {record.name} [{worker_label}] {text}"
+        label = self.label or worker_label
+        return f"{ts}.{msecs:03d}Z {record.levelname} {record.name} [{label}] {text}"
 
 
 class JsonFormatter(logging.Formatter):
@@ -949,13 +954,15 @@ class JsonFormatter(logging.Formatter):
     line, as JSON escapes it.
     """
 
+    label: str | None = None  # as :attr:`Formatter.label`
+
     def format(self, record: logging.LogRecord) -> str:
         text, trace = _message(record, self)
         out: dict[str, object] = {
             "ts": f"{_timestamp(record.created)}.{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
-            "worker": worker_label,
+            "worker": self.label or worker_label,
             "message": text,
         }
         if trace:
@@ -1097,6 +1104,61 @@ class _FileHandler(logging.FileHandler, TurnFlushingHandler):
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._private(fd)
         return open(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
+class _AppendHandler(_FileHandler):
+    """A command's ``LogFile`` (:func:`command_audit_log`): appended to, never created (a
+    command run by another user than the service's, root, would leave a file the service
+    cannot open at its next start or reload); a line it cannot write is one warning on
+    standard error, not a traceback (the change it reports is done)."""
+
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND)
+        self._private(fd)
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+        why = sys.exc_info()[1]
+        print(
+            f"fwrest: warning: the audit line could not be written to {self.baseFilename} "
+            f"({getattr(why, 'strerror', None) or why}); the change is done",
+            file=sys.stderr,
+        )
+
+
+def command_audit_log(
+    rest_log_level: int, log_file: Path | None, log_format: str
+) -> logging.Logger:
+    """The ``fwrest.audit`` logger of a command that records audit events (``keys rotate``,
+    ``tokens revoke``, ``lockouts clear``; SPEC 13.5): a logger of its own, outside the
+    process's tree (a command run inside another program leaves that program's logging as
+    it is), writing where the service writes its lines: appended to ``LogFile`` when it
+    exists (the service's processes append to it too, one ``write`` a line), else to
+    standard error; in the service's line format (``LogFormat``), named ``[cli]``; at every
+    ``rest_log_level`` above 0. :func:`close_logger` closes it.
+
+    Raises:
+        OSError: ``LogFile`` exists and cannot be opened.
+    """
+    logger = logging.Logger(audit_log.name)
+    logger.setLevel(logging.INFO if rest_log_level > 0 else _LEVELS[0])
+    handler: logging.Handler
+    if log_file is not None and log_file.exists():
+        handler = _AppendHandler(log_file)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    formatter = JsonFormatter() if log_format == "json" else Formatter()
+    formatter.label = "cli"
+    handler.setFormatter(formatter)
+    logger.addHandler(handler)
+    return logger
+
+
+def close_logger(logger: logging.Logger) -> None:
+    """Flush and close the handlers of a logger of :func:`command_audit_log`."""
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
 
 
 def flush() -> None:

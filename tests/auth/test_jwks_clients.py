@@ -345,6 +345,10 @@ def test_clients_that_fetched_before_a_rotation_verify_the_new_key_at_once(
         assert done.returncode == 0, done.stderr
         [new_kid] = [line.split()[6] for line in done.stdout.splitlines() if "new current" in line]
         assert new_kid in published, "the key rotated in was published before the rotation"
+        # SPEC 13.5: its audit line in the service's LogFile, beside the service's own lines
+        logged = [x for x in proc.file_log().splitlines() if " fwrest.audit [cli] keys.rotate" in x]
+        assert len(logged) == 1 and f'"kid":"{new_kid}"' in logged[0], logged
+        assert "fwrest.audit" not in done.stderr, done.stderr
         after: list[str] = []
 
         def signs_anew() -> bool:

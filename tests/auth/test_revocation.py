@@ -433,8 +433,18 @@ def test_the_command_revokes_every_family_of_a_user(port: LocalOAuth, svc: Local
             refused = port.refresh(tokens["refresh_token"], **client)
             assert refused.status_code == 400 and error_of(refused) == "invalid_grant"
             assert refused.json()["error_description"] == "the refresh token was revoked"
-    code, out, _ = in_process("tokens", "revoke", str(svc.config), "--user", "nobody")
+    # its LogFile moved away (logrotate, before the service reopens it): the audit line on
+    # standard error, and no file made that the service might not be able to open
+    log_file = svc.folder / "server.log"
+    moved = log_file.rename(svc.folder / "server.log.1")
+    try:
+        code, out, err = in_process("tokens", "revoke", str(svc.config), "--user", "nobody")
+        assert not log_file.exists()
+    finally:
+        moved.rename(log_file)
     assert (code, out.strip()) == (0, "fwrest tokens: revoked 0 token families of user 'nobody'")
+    assert " INFO fwrest.audit [cli] revocation actor='cli' client=- port=- " in err, err
+    assert '{"user":"nobody","families":0,"via":"fwrest tokens revoke","os_user":' in err, err
 
 
 def test_the_command_refuses_a_memory_store(tmp_path: Path) -> None:

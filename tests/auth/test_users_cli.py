@@ -584,7 +584,9 @@ def test_the_administration_pages_transcripts(tmp_path: Path, certs: dict[str, P
             store.hit_failure(key, 300)
         store.add_lock(key, time.time() + 300)
     store.close()
+    (tmp_path / "server.log").touch()  # the service's LogFile, where the audit lines go
     transcript(example("administration-lockouts"), config)
+    assert "lockout.clear actor='cli' client=- port=SHOP" in (tmp_path / "server.log").read_text()
 
 
 def test_a_basic_lock_out_is_lifted_on_every_worker(served: tuple[ServerProcess, Path]) -> None:

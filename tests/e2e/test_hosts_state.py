@@ -130,6 +130,10 @@ def test_a_token_of_a_revoked_on_b_is_refused_everywhere_within_1_s(hosts: list[
         bound_after(time.monotonic())
         assert done.returncode == 0, done.stderr
         assert "revoked 2 token families of user 'dee'" in done.stdout, done.stdout
+        # SPEC 13.5: its audit line in A's LogFile (the service's), naming no token
+        text = a.proc.file_log()
+        assert '[cli] revocation actor=\'cli\' client=- port=- {"user":"dee"' in text
+        assert not [f[k] for f in dee for k in ("access_token", "refresh_token") if f[k] in text]
         for host, pid, http in each_worker(hosts, workers):
             for family in dee:
                 used = http.get(host.base + "/hello", headers=bearer(family["access_token"]))
@@ -268,6 +272,9 @@ def _clear_bob(host: Host, port: str) -> None:
     ], done.stdout
     lifted_at = time.monotonic()
     bound_after(lifted_at)
+    text = host.proc.file_log()  # SPEC 13.5: the audit lines in the service's LogFile
+    for kind, subject in (("ip", "127.0.0.1"), ("user", "bob")):
+        assert f'port={port} {{"kind":"{kind}","subject":"{subject}","via":"fwrest' in text
 
 
 def test_failed_grants_on_both_hosts_lock_out_on_both_until_lockouts_clear(

@@ -248,6 +248,15 @@ def test_a_reload_s_workers_take_the_run_time_settings_without_a_warning(tmp_pat
         lines = [line for line in taken.splitlines() if "settings changed" in line]
         assert lines and all(" INFO " in line and "(start)" in line for line in lines), lines
         assert get_settings(proc.url())["rest_log_stringsize"]["effective"] == 33
+        # SPEC 13.5: the reload that turns the log off is in it (at the level before it), the
+        # one that turns it on again too (at the level after it)
+        for generation, level in ((3, 0), (4, 3)):
+            doc = json.loads(config.read_text())
+            config.write_text(json.dumps({**doc, "GENERAL": {"rest_log_level": level}}))
+            proc.signal(signal.SIGHUP)
+            wait_line(proc, f"reloaded: generation {generation}")
+            event = f'{{"outcome":"done","generation":{generation},'
+            proc.wait_log(f"reload actor='signal' client=- port=- {event}")
 
 
 def test_renewed_certificate_is_served_after_a_reload(ca: trustme.CA, tmp_path: Path) -> None:

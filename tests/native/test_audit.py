@@ -1,10 +1,11 @@
 """The audit trail (SPEC 13.5) in process: ``GET /fw/rest/audit``, its readers, filters and bad
 queries, the events of a settings change (API and page) and a lock-out, changes at once through two
 workers in the store's order, and the ``fwrest.audit`` line at ``rest_log_level=1`` (none at 0, the
-event kept). One sqlite store all clients share (each a worker): ``HTTP_ADMIN`` (``onAdmin`` ada
-only, ``maxFailures`` 3), ``HTTP_USERS`` (no ``onAdmin``: any user reads), ``HTTP_PUBLIC`` (opened
-by ``NativeRoutes.public``), ``HTTP_OPEN`` (no scheme: nobody reads). Elsewhere:
-tests/auth/test_revocation.py, tests/e2e/test_audit_hosts.py, tests/faults/test_canary.py."""
+event kept; the changes to 0 and back in it). One sqlite store all clients share (each a worker):
+``HTTP_ADMIN`` (``onAdmin`` ada only, ``maxFailures`` 3), ``HTTP_USERS`` (no ``onAdmin``: any user
+reads), ``HTTP_PUBLIC`` (opened by ``NativeRoutes.public``), ``HTTP_OPEN`` (no scheme: nobody
+reads). Elsewhere: tests/auth/test_revocation.py, tests/e2e/test_audit_hosts.py,
+tests/faults/test_canary.py."""
 
 from __future__ import annotations
 
@@ -207,12 +208,18 @@ def test_the_audit_line_is_written_at_every_level_above_0(admin: Client, file_lo
     assert "client=127.0.0.1 port=HTTP_ADMIN" in line
     assert '"key":"rest_reload_time","old":60,"new":61' in line
     assert "GET /rest/hello" not in text
-    # at 0 the log is off, the audit line too; the event is kept all the same
+    # the change that turns the log off is in it (at the level before it), as is the one that
+    # turns it on (at the level after it); at 0 the log is off, the audit line too, the event
+    # kept all the same
     assert post_settings(admin, {"rest_log_level": 0}, headers=ADA).status_code == 200
     wait_change(admin, "rest_log_level", new=0)
-    assert post_settings(admin, {"rest_log_level": None}, headers=ADA).status_code == 200
+    assert post_settings(admin, {"rest_reload_time": 63}, headers=ADA).status_code == 200
+    wait_change(admin, "rest_reload_time", new=63)
+    cleared = {"rest_log_level": None, "rest_reload_time": None}
+    assert post_settings(admin, cleared, headers=ADA).status_code == 200
     text = file_log.wait_log('"key":"rest_log_level","old":0,"new":1', since=mark)
-    assert '"new":0' not in text
+    assert '"key":"rest_log_level","old":1,"new":0,"runtime":0' in text
+    assert '"new":63' not in text and '"key":"rest_reload_time","old":63,"new":60' in text
 
 
 def test_only_users_onadmin_allows_read_the_trail(clients: dict[str, Client]) -> None:

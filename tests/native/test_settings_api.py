@@ -398,6 +398,18 @@ def test_the_config_file_general_is_reread_after_rest_reload_time(
         assert (settings["file"], settings["effective"]) == (73, 73)
 
 
+def test_a_file_change_that_turns_the_log_off_or_on_is_in_the_log(
+    server: ServerProcess, base: str
+) -> None:
+    """SPEC 13.5: the re-read of [GENERAL] that sets rest_log_level 0 is an audit line (at the
+    level before it), as is the one that sets it back (at the level after it)."""
+    mark = len(server.log())
+    with general_edited(server, base, rest_log_level=0):
+        server.wait_log('"key":"rest_log_level","old":3,"new":0,"file":0', 8, mark)
+        time.sleep(2.5)  # the other worker re-reads it meanwhile (every second), silently
+    server.wait_log('"key":"rest_log_level","old":0,"new":3,"file":3', 8, mark)
+
+
 def test_a_shorter_rest_reload_time_set_at_run_time_applies_at_once(
     server: ServerProcess, base: str
 ) -> None:

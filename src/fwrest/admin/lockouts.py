@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from fwrest import log
 from fwrest.auth.throttle import WINDOW_S, address_key, port_keys, user_key
-from fwrest.store.audit import NOT_KEPT, AuditLog, command_event
+from fwrest.store.audit import NOT_KEPT, command_audit, command_event
 
 if TYPE_CHECKING:
     from fwrest.store import FailureStore
@@ -63,17 +63,18 @@ def run(config_path: str, action: str, name: str | None) -> int:
             if action == "list":
                 _print(store, locks, names)
                 return 0
-            chosen = list(locks) if name is None else _keys_of(name, ports, locks)
-            for key in chosen:
-                store.lift_lock(key)
-            lifted = sorted(_split(k, names) for k in locks if k in chosen)
-            audit = AuditLog(store)
-            kept = True
-            for port, kind, subject in lifted:
-                event = command_event(
-                    "lockout.clear", "fwrest lockouts clear", port, kind=kind, subject=subject
-                )
-                kept = audit.record_now(event) and kept
+            level = config.tunables.rest_log_level
+            with command_audit(store, level, config.log_file, config.log_format) as audit:
+                chosen = list(locks) if name is None else _keys_of(name, ports, locks)
+                for key in chosen:
+                    store.lift_lock(key)
+                lifted = sorted(_split(k, names) for k in locks if k in chosen)
+                kept = True
+                for port, kind, subject in lifted:
+                    event = command_event(
+                        "lockout.clear", "fwrest lockouts clear", port, kind=kind, subject=subject
+                    )
+                    kept = audit.record_now(event) and kept
         finally:
             store.close()
     except StoreError as exc:

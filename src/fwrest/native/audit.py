@@ -35,17 +35,23 @@ _NO_STORE = dict(NO_STORE)
 
 
 def record(
-    ctx: RequestContext, event: str, details: dict[str, Any], ts: float | None = None
+    ctx: RequestContext,
+    event: str,
+    details: dict[str, Any],
+    ts: float | None = None,
+    *,
+    logged: bool = False,
 ) -> None:
     """Record an event a request made: its user (or ``anonymous``), address and port; at
-    ``ts`` (an epoch second in whole microseconds) when given, else now."""
+    ``ts`` (an epoch second in whole microseconds) when given, else now; ``logged``: its line
+    written whatever the level in force now (:meth:`AuditLog.record`)."""
     service = ctx.port.service
     if service is not None:
         actor = ctx.auth_user or ANONYMOUS
         made = AuditEvent(event, actor, ctx.client, ctx.port.name, details)
         if ts is not None:
             made = dataclasses.replace(made, ts=ts)
-        service.audit.record(made)
+        service.audit.record(made, logged=logged)
 
 
 def parse_since(text: str) -> float:

@@ -237,10 +237,13 @@ async def config_change() -> Response:
                 log.escape(ctx.auth_user or "-"),
                 {name: valid[name] for name in changed},
             )
+        # SPEC 13.5: a change that turns the log off (or on) is in it, as its level before
+        # (or after) is above 0; the new level is in force by now
+        logged = max(changed.get("rest_log_level", (0, 0))) > 0
         for name, (old, new) in changed.items():  # SPEC 13.5: key, old and new value
             details = {"key": name, "old": old, "new": new, "runtime": valid[name]}
             details |= {"via": "api" if is_json else "page"}
-            record(ctx, "settings.change", details, ts=stamp)  # the store's order
+            record(ctx, "settings.change", details, ts=stamp, logged=logged)  # the store's order
     else:
         changed = {}
     if is_json:

@@ -3,6 +3,8 @@ where the service keeps it, while the service runs (its workers follow within 1 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from fwrest.auth.oauth2.keys import key_set_source, load_key_set
@@ -11,7 +13,7 @@ from fwrest.errors import ConfigError
 from fwrest.server.build import ServicePlan, check_schema, key_algs
 from fwrest.server.service import prepare
 from fwrest.store import StateStore, StoreError, open_store
-from fwrest.store.audit import AuditLog, command_event
+from fwrest.store.audit import AuditLog, command_audit, command_event
 
 __all__ = ["KeySet", "open_key_set"]
 
@@ -47,24 +49,37 @@ class KeySet:
                 "permissions.",
             ) from None
 
-    def record_rotation(self, entries: list[KeyEntry]) -> bool | None:
-        """Keep the rotation in the audit trail (SPEC 13.5): the new current keys' ids and
-        algorithms (never a key). Whether the store kept it; None when the store is the
-        service's own memory, out of this command's reach."""
+    @contextlib.contextmanager
+    def audit(self) -> Iterator[AuditLog]:
+        """The audit trail a rotation is recorded in (:func:`command_audit`), open before the
+        rotation: the store the configuration names (None: the memory store, the service's
+        own, or a store that does not open, which the rotation does not need) and the log
+        where the service writes its audit lines.
+
+        Raises:
+            ConfigError: ``LogFile`` exists and cannot be opened.
+        """
         config = self.plan.config
-        if config.state_store == "memory":
-            return None
-        keys = [{"kid": e.kid, "alg": e.alg} for e in entries if e.current and e.alg in self.algs]
-        event = command_event("keys.rotate", "fwrest keys rotate", keys=keys)
+        store, opened = self._store, None
+        if store is None and config.state_store != "memory":
+            with contextlib.suppress(StoreError):
+                opened = open_store(config.state_store, config.data_path, config.redis)
+            store = opened
+        level = config.tunables.rest_log_level
         try:
-            store = self._store or open_store(config.state_store, config.data_path)
-        except StoreError:
-            return False
-        try:
-            return AuditLog(store).record_now(event)
+            with command_audit(store, level, config.log_file, config.log_format) as audit:
+                yield audit
         finally:
-            if store is not self._store:
-                store.close()
+            if opened is not None:
+                opened.close()
+
+    def record_rotation(self, audit: AuditLog, entries: list[KeyEntry]) -> bool | None:
+        """Record the rotation (SPEC 13.5): the new current keys' ids and algorithms (never a
+        key). Whether the store kept it; None when the store is the service's own memory, out
+        of this command's reach (the line is written all the same)."""
+        keys = [{"kid": e.kid, "alg": e.alg} for e in entries if e.current and e.alg in self.algs]
+        kept = audit.record_now(command_event("keys.rotate", "fwrest keys rotate", keys=keys))
+        return None if self.plan.config.state_store == "memory" else kept
 
     def hs256_ports(self) -> list[str]:
         return [

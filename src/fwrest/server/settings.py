@@ -224,10 +224,14 @@ class SettingsManager:
         if self._audit is None:
             return
         changed = {k for k in SETTINGS if old_file.get(k) != fresh.get(k)}
-        for name, (old, new) in _compare(before, self.effective(), changed).items():
+        after = self.effective()
+        # the level in force before (now) or after (once applied) is above 0: in the log
+        logged = max(before.rest_log_level, after.rest_log_level) > 0
+        for name, (old, new) in _compare(before, after, changed).items():
             details = {"key": name, "old": old, "new": new, "file": fresh.get(name)}
             details |= {"via": "file", "host": socket.gethostname()}
-            self._audit.record(AuditEvent("settings.change", ACTOR_FILE, details=details))
+            event = AuditEvent("settings.change", ACTOR_FILE, details=details)
+            self._audit.record(event, logged=logged)
 
 
 def _compare(before: Tunables, after: Tunables, keys: Any) -> dict[str, tuple[int, int]]:

@@ -307,6 +307,7 @@ class _Supervisor:
             return
         say("reloading: loading the configuration and the repository afresh")
         old = self.current
+        level = self.level  # in force before; the load sets up the log at the new one
         try:
             plan, sockets = self.reload_plan.load(listening(old.plan, old.sockets))
         except ConfigError as exc:
@@ -351,15 +352,20 @@ class _Supervisor:
         say(
             f"reloaded: generation {new.number}, {self.count} worker(s); the previous workers drain"
         )
-        self.audit_reload(plan, "done", generation=new.number)
+        # a reload that turned the log off is in it (SPEC 13.5: at the level before it)
+        self.audit_reload(plan, "done", logged=level > 0, generation=new.number)
         self.watch()
 
-    def audit_reload(self, plan: ServicePlan, outcome: str, **details: object) -> None:
+    def audit_reload(
+        self, plan: ServicePlan, outcome: str, *, logged: bool = False, **details: object
+    ) -> None:
         """SPEC 13.5: a reload (done or failed) in the audit trail, kept by the plan's store
         (the supervisor's own connection; with a memory store, the supervisor's own, so the
-        log line only). Blocking: the supervisor has no loop, and a reload is rare."""
+        log line only). Blocking: the supervisor has no loop, and a reload is rare.
+        ``logged``: its line written whatever the level in force now."""
         details = {"outcome": outcome, **details, "workers": self.count, "host": _HOST}
-        AuditLog(plan.store).record_now(AuditEvent("reload", ACTOR_SIGNAL, details=details))
+        event = AuditEvent("reload", ACTOR_SIGNAL, details=details)
+        AuditLog(plan.store).record_now(event, logged=logged)
 
     def retire(self, gen: _Generation, *, drain: bool) -> None:
         """Stop a generation's workers (a ready one drains as for a reload), and close the

@@ -8,7 +8,8 @@ and hosts of the store). Recording never fails nor slows what caused it: on a wo
 the store write is a task of its own through the worker's
 :class:`~fwrest.store.calls.StoreClient` under the background deadline; a write that fails is
 logged once (until one succeeds again), never raised. A command or the supervisor records
-with :meth:`AuditLog.record_now`, a blocking write of its own.
+with :meth:`AuditLog.record_now`, a blocking write of its own; a command's lines go where the
+service writes its own (:func:`command_audit`).
 
 The names of the events are :data:`EVENTS`; an event names no secret (its callers put in it
 user names, client ids, addresses, key ids, setting values: never a password, token, client
@@ -22,14 +23,17 @@ import contextlib
 import getpass
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from fwrest import log
-from fwrest.store.base import AuditStore, StoreError
+from fwrest.errors import ConfigError
+from fwrest.store.base import AuditStore, StateStore, StoreError
 from fwrest.store.calls import BACKGROUND_DEADLINE_S, StoreClient
 
 __all__ = [
@@ -42,6 +46,7 @@ __all__ = [
     "NOT_KEPT",
     "AuditEvent",
     "AuditLog",
+    "command_audit",
     "command_event",
     "iso_time",
     "os_user",
@@ -129,18 +134,28 @@ class AuditLog:
         store: where events are kept (None: the log only, as ``fwrest check``).
         client: how a worker calls the store (its own threads, deadlines); None in a command
             or the supervisor, which call :meth:`record_now`.
+        logger: where the lines go (a command's own: :func:`command_audit`); by default
+            ``fwrest.audit`` of the process.
     """
 
-    def __init__(self, store: AuditStore | None, client: StoreClient | None = None) -> None:
+    def __init__(
+        self,
+        store: AuditStore | None,
+        client: StoreClient | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
         self.store = store
         self._client = client
+        self._logger = logger
         self._pending: set[asyncio.Task[None]] = set()
         self._failing = 0  # writes failed since the last that succeeded (logged once)
 
-    def record(self, event: AuditEvent) -> None:
+    def record(self, event: AuditEvent, *, logged: bool = False) -> None:
         """Log ``event`` now and keep it in the store off the caller's way (on the running
-        loop: a task of its own; without a loop, at once)."""
-        entry = self._log(event)
+        loop: a task of its own; without a loop, at once). ``logged``: write its line whatever
+        the level in force now (the event of a change that turned the log off or on: the
+        level before or after it was above 0)."""
+        entry = self._log(event, logged)
         if self.store is None:
             return
         try:
@@ -152,10 +167,10 @@ class AuditLog:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    def record_now(self, event: AuditEvent) -> bool:
+    def record_now(self, event: AuditEvent, *, logged: bool = False) -> bool:
         """Log ``event`` and keep it in the store before returning (a command, the
-        supervisor); whether the store kept it."""
-        entry = self._log(event)
+        supervisor); whether the store kept it. ``logged`` as for :meth:`record`."""
+        entry = self._log(event, logged)
         return self.store is not None and self._keep(event, entry)
 
     async def events(self, since: float, event: str | None, limit: int) -> list[dict[str, Any]]:
@@ -184,18 +199,23 @@ class AuditLog:
         if self._pending:
             await asyncio.wait(list(self._pending), timeout=BACKGROUND_DEADLINE_S + 0.1)
 
-    def _log(self, event: AuditEvent) -> bytes:
+    def _log(self, event: AuditEvent, logged: bool) -> bytes:
         shown = event.as_dict()
         entry = orjson.dumps(shown)
-        if log.audit_log.isEnabledFor(logging.INFO):
-            log.audit_log.info(
-                "%s actor=%r client=%s port=%s %s",
+        logger = self._logger or log.audit_log
+        if logged or logger.isEnabledFor(logging.INFO):
+            args = (
                 event.event,
                 log.escape(event.actor),
                 event.client or "-",
                 event.port or "-",
                 log.escape(orjson.dumps(event.details).decode()),
-                extra={"fwrest_audit": shown},
+            )
+            extra = {"fwrest_audit": shown}
+            msg = "%s actor=%r client=%s port=%s %s"
+            # (handled as logger.info would, without its check of the level)
+            logger.handle(
+                logger.makeRecord(logger.name, logging.INFO, "", 0, msg, args, None, extra=extra)
             )
         return entry
 
@@ -243,3 +263,38 @@ class AuditLog:
                 self._failing,
             )
             self._failing = 0
+
+
+@contextlib.contextmanager
+def command_audit(
+    store: StateStore | None, rest_log_level: int, log_file: Path | None, log_format: str
+) -> Iterator[AuditLog]:
+    """The audit trail of a command that changes the service's state (``keys rotate``,
+    ``tokens revoke``, ``lockouts clear``): its events kept in ``store`` and written where the
+    service writes its audit lines (``LogFile``, appended, else standard error: a logger of
+    the command's own, :func:`fwrest.log.command_audit_log`) at the ``rest_log_level`` in
+    force for the service: its run-time value in the store (SPEC 5.1), else the file's
+    ``rest_log_level``. Entered before the command changes anything, so that a ``LogFile``
+    it cannot open refuses the command before it acts.
+
+    Raises:
+        ConfigError: ``LogFile`` exists and cannot be opened.
+    """
+    level = rest_log_level
+    if store is not None:
+        # (the command's own store work says so if the store fails)
+        with contextlib.suppress(StoreError):
+            level = store.get_settings().get("rest_log_level", level)
+    try:
+        logger = log.command_audit_log(level, log_file, log_format)
+    except OSError as exc:
+        raise ConfigError(
+            f"the log file {log_file} cannot be written: {exc.strerror or exc}.",
+            section="HTTPSERVER",
+            key="LogFile",
+            fix="give a file in a folder the service may write to (relative to the config file).",
+        ) from None
+    try:
+        yield AuditLog(store, logger=logger)
+    finally:
+        log.close_logger(logger)
