@@ -587,6 +587,13 @@ def test_the_administration_pages_transcripts(tmp_path: Path, certs: dict[str, P
     (tmp_path / "server.log").touch()  # the service's LogFile, where the audit lines go
     transcript(example("administration-lockouts"), config)
     assert "lockout.clear actor='cli' client=- port=SHOP" in (tmp_path / "server.log").read_text()
+    # at the level in force for the service: its run-time value in the store (0: no line)
+    with contextlib.closing(open_store("sqlite", load_config(config).data_path)) as store:
+        store.set_settings({"rest_log_level": 0})
+        store.add_lock("shop|user:grace", time.time() + 300)
+    before = (tmp_path / "server.log").read_text()
+    assert run_forked("lockouts", str(config), "clear", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "server.log").read_text() == before
 
 
 def test_a_basic_lock_out_is_lifted_on_every_worker(served: tuple[ServerProcess, Path]) -> None:
