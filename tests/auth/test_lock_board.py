@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,9 +119,9 @@ class SlowLockWrites(SqliteStore):
         super().__init__(path)
         self.arrive = threading.Event()
 
-    def add_lock(self, key: str, until: float) -> None:
+    def add_lock(self, key: str, until: float, *counted: Any) -> None:
         self.arrive.wait(10)
-        super().add_lock(key, until)
+        super().add_lock(key, until, *counted)
 
 
 @pytest.mark.anyio
@@ -155,7 +156,7 @@ async def test_a_lock_whose_store_write_is_late_stays_on_the_board_with_its_coun
 class RefusesLockWrites(SqliteStore):
     """Counts and lists, takes no lock write (Redis under ``noeviction``, a read-only replica)."""
 
-    def add_lock(self, key: str, until: float) -> None:
+    def add_lock(self, key: str, until: float, *counted: Any) -> None:
         raise StoreError("this store takes no write")
 
 
@@ -186,6 +187,34 @@ async def test_a_lock_the_store_will_not_take_leaves_the_list_read(tmp_path: Pat
     finally:
         throttle.stop()
         other_host.close()
+
+
+class CountsNoAttempt(SqliteStore):
+    """Away for the count before a check, back for the writes behind the answers (a blip)."""
+
+    def hit_failures(self, *args: Any) -> list[tuple[int, float]]:
+        raise StoreError("away")
+
+
+@pytest.mark.anyio
+async def test_a_lock_out_counted_on_the_board_is_stored_with_its_failures_once(
+    tmp_path: Path,
+) -> None:
+    """`fwrest lockouts list` reads the store's count: the host's, the locking failure once."""
+    store = CountsNoAttempt(tmp_path / "state.db")
+    throttle = Throttle(store, 3, "BASIC", board=LockBoard(2), region=0)
+    keys = throttle.keys("bob", "127.0.0.5")
+    try:
+        for _ in range(3):
+            await throttle.failed(await throttle.admit("bob", "127.0.0.5"))
+        for _ in range(100):
+            if store.locks().keys() == set(keys):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)  # a write still behind them
+        assert [store.failures(key, 300)[0] for key in keys] == [3, 3]
+    finally:
+        throttle.stop()
 
 
 @pytest.mark.anyio

@@ -631,6 +631,23 @@ def _in_force(
     assert _tagged(listing(), tag) == {a: now + 60.5, b: now + 300.75}
 
 
+def test_a_lock_out_added_with_its_failures_raises_their_count(store: StateStore) -> None:
+    # a host's own count, the store away (throttle.py): counted in a window ending with the
+    # lock-out, or with one in force that ends later; a count in force of as many stays
+    now = time.time()
+    for _ in range(7):
+        store.hit_failure("b|ip:192.0.2.8", 60)
+    store.hit_failure("b|user:bob", 60)
+    for key in ("b|user:ada", "b|ip:192.0.2.8", "b|user:bob"):
+        store.add_lock(key, now + 40, 5, 60)
+    assert set(store.locks()) == {"b|user:ada", "b|ip:192.0.2.8", "b|user:bob"}
+    (ada, ada_left), (ip, ip_left), (bob, bob_left) = (
+        store.failures(key, 60) for key in ("b|user:ada", "b|ip:192.0.2.8", "b|user:bob")
+    )
+    assert (ada, ip, bob) == (5, 7, 5)
+    assert 38 < ada_left <= 40 + EPS and 58 < ip_left <= 60 + 1 and 58 < bob_left <= 60 + 1
+
+
 def test_lift_lock_ends_one_lock_out_and_its_failures(store: StateStore) -> None:
     now = time.time()
     for _ in range(3):

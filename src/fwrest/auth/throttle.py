@@ -39,7 +39,8 @@ usually holds a whole /64), an IPv4-mapped address as the IPv4 address (:func:`a
   waits on a store this worker knows is away) and written to the store behind the answer,
   whose count then locks what the host's did not, if it answers (a failure it does not take
   keeps the board counting for another :data:`_AWAY_S`; a lock-out the host made meanwhile
-  is written to the store when it answers again, :meth:`Throttle._write_unwritten`). A header
+  is written to the store when it answers again, with the failures that made it,
+  :meth:`Throttle._write_unwritten`). A header
   ``OnAuth`` accepted lately is not counted at all (:meth:`Throttle.known`), so a client's
   requests do not wait on the store;
 * with ``StateStore=memory`` the store is one process's: attempts are counted on the board
@@ -178,10 +179,11 @@ def _both(fn: Callable[[str, float], T], first: str, second: str, window: float)
 
 
 @runs("add_lock")
-def _add_locks(store: StateStore, locks: dict[str, float]) -> None:
-    """``locks`` (key -> until) added to the store's lock list, in one trip to its thread."""
-    for key, until in locks.items():
-        store.add_lock(key, until)
+def _add_locks(store: StateStore, locks: dict[str, tuple[float, int]], window_s: float) -> None:
+    """``locks`` (key -> until, the failures that made it on the host's board) added to the
+    store's lock list, in one trip to its thread."""
+    for key, (until, failures) in locks.items():
+        store.add_lock(key, until, failures, window_s)
 
 
 def _tag(key: str) -> int:
@@ -449,9 +451,11 @@ class Throttle:
         # this worker's locks written to the store: key -> (until, monotonic time written);
         # judged by the first list asked for after the write (see _lifted)
         self._written: dict[str, tuple[float, float]] = {}
-        # this worker's locks the store has not taken yet (it did not answer): key -> until;
-        # written again before each refresh's list until it takes them or they end
-        self._unwritten: dict[str, float] = {}
+        # this worker's locks the store has not taken yet (it did not answer): key -> (until,
+        # the failures counted on the board that made it, which the store's count is raised
+        # to: ``fwrest lockouts list`` shows them); written again before each refresh's list
+        # until it takes them or they end
+        self._unwritten: dict[str, tuple[float, int]] = {}
         if store.in_process:
             # a memory store is this process's: under a supervisor, the board is what the
             # workers share
@@ -522,12 +526,14 @@ class Throttle:
         in force: so every host honours them, ``fwrest lockouts`` lists and lifts them
         (SPEC 4.2, 13.6). Raises what the store call raises (the refresh retries)."""
         now = time.time()
-        self._unwritten = {key: until for key, until in self._unwritten.items() if until > now}
+        self._unwritten = {key: lock for key, lock in self._unwritten.items() if lock[0] > now}
         # a copy (each write taken pops its key), of a bounded size: a trip within the deadline
         due = dict(itertools.islice(self._unwritten.items(), _WRITE_BATCH))
         if due:
-            await self._client.call(_add_locks, self.store, due, deadline=_DEADLINE_S)
-            for key, until in due.items():
+            await self._client.call(
+                _add_locks, self.store, due, self.window_s, deadline=_DEADLINE_S
+            )
+            for key, (until, _) in due.items():
                 self._lock_written(key, until)
 
     def _lifted(self, fresh: dict[str, float], asked: float) -> None:
@@ -739,7 +745,7 @@ class Throttle:
             # host's count decides now; the failure is written to the store behind the
             # answer, so that every host's count has it, and the store's count locks what the
             # host's did not, when it answers
-            locked = self._settle(attempt, attempt.counts, attempt.remaining)
+            locked = self._settle(attempt, attempt.counts, attempt.remaining, on_board=True)
             self._spawn(self._write_failure(attempt, locked))
             return
         self._settle(attempt, attempt.counts, attempt.remaining)
@@ -769,6 +775,8 @@ class Throttle:
         counts: tuple[int, int],
         remaining: tuple[float, float],
         skip: set[str] | frozenset[str] = frozenset(),
+        *,
+        on_board: bool = False,
     ) -> set[str]:
         """Lock the keys of a failure whose count (``counts``, with it) is at ``maxFailures``
         or more, but those of ``skip``; a key not locked yet (that this worker knows of: its
@@ -777,7 +785,8 @@ class Throttle:
         crossed the threshold": counted before its check, exactly one does (``hit_failures``),
         but a known Basic header's failures are counted after theirs, many at once past it,
         and one counted past it could lock the key before the crossing one was settled, which
-        then found it locked and announced nothing. Returns the keys locked."""
+        then found it locked and announced nothing. ``on_board``: the counts are the host's
+        board's, which the store did not take (it is away). Returns the keys locked."""
         limit = self.max_failures
         now = time.time()
         labels = []
@@ -794,7 +803,7 @@ class Throttle:
                     (form.format(log.escape(shown_user(key[len(prefix) :]))), count, left)
                 )
                 locked.append("user" if key is attempt.user else "address")
-            self._lock(key, now + left)
+            self._lock(key, now + left, count if on_board else 0)
             done.add(key)
         if labels:
             # once per lock-out: the failure whose count crosses maxFailures (counters are
@@ -840,10 +849,12 @@ class Throttle:
         }
         self.audit.record(AuditEvent("lockout", user, address, self.port_name, details))
 
-    def _lock(self, key: str, until: float) -> None:
+    def _lock(self, key: str, until: float, failures: int = 0) -> None:
         """Lock ``key``: in this worker at once, on the host's board before the refusal is
         answered (the next attempt on any worker of the host finds it), and in the store's
-        list for other hosts (in the background: nothing on a host waits for it)."""
+        list for other hosts (in the background: nothing on a host waits for it). ``failures``:
+        the host's count that made it, on its board (the store away), see
+        :meth:`_write_lock`."""
         self.locked[key] = until
         if self.board is not None:
             self.board.publish(self.region, key, int(until * 1000))
@@ -852,18 +863,31 @@ class Throttle:
             self._lock_written(key, until)
         else:
             # kept until the store has it: a store away now gets it when it answers again
-            self._unwritten[key] = max(until, self._unwritten.get(key, 0.0))
-            self._in_background(
-                self.store.add_lock,
-                key,
-                until,
-                then=functools.partial(self._lock_written, key, until),
-            )
+            before, counted = self._unwritten.get(key, (0.0, 0))
+            self._unwritten[key] = (max(until, before), counted)
+            self._spawn(self._write_lock(key, until, failures))
+
+    async def _write_lock(self, key: str, until: float, failures: int) -> None:
+        """Write a lock of :meth:`_lock` to the store at once. A lock made on the board
+        (``failures``, the host's count) goes without its count when the store takes it: the
+        failures' own writes, sent with it, reached it too (raised to the host's count as
+        well, the store's would hold them twice: a write of an earlier failure may land after
+        it). When the store does not take it, their writes did not reach it either: the lock
+        is written at a refresh with its failures, which the store's count is raised to
+        (:meth:`_write_unwritten`; else ``fwrest lockouts list`` shows it with 0 failures)."""
+        try:
+            await self._lenient(self.store.add_lock, key, until)
+        except (StoreError, TimeoutError):
+            found = self._unwritten.get(key)
+            if found is not None:
+                self._unwritten[key] = (found[0], max(found[1], failures))
+            return
+        self._lock_written(key, until)
 
     def _lock_written(self, key: str, until: float) -> None:
         """The store has this worker's lock of ``key``: the next list asked for judges it."""
         self._written[key] = (until, time.monotonic())
-        if self._unwritten.get(key, until) <= until:
+        if self._unwritten.get(key, (until, 0))[0] <= until:
             self._unwritten.pop(key, None)
 
     # -- taking a count back ----------------------------------------------------------------------
@@ -933,17 +957,12 @@ class Throttle:
         """A store call off the loop under ``_DEADLINE_S`` (StoreError, TimeoutError)."""
         return await self._client.call(fn, *args, deadline=_DEADLINE_S)
 
-    def _in_background(
-        self, fn: Callable[..., Any], *args: Any, then: Callable[[], None] | None = None
-    ) -> None:
-        """A store write nothing waits for (a failure of it only costs exactness); ``then``
-        runs once it has been written."""
+    def _in_background(self, fn: Callable[..., Any], *args: Any) -> None:
+        """A store write nothing waits for (a failure of it only costs exactness)."""
 
         async def write() -> None:
             with contextlib.suppress(StoreError, TimeoutError):
                 await self._lenient(fn, *args)
-                if then is not None:
-                    then()
 
         self._spawn(write())
 

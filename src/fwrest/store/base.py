@@ -180,8 +180,14 @@ class FailureStore(StoreBase, Protocol):
 
     def clear_failures(self, key: str) -> None: ...
 
-    def add_lock(self, key: str, until: float) -> None:
-        """Record a lock-out (a key past maxFailures) that every worker should honour."""
+    def add_lock(self, key: str, until: float, failures: int = 0, window_s: float = 0.0) -> None:
+        """Record a lock-out (a key past maxFailures) that every worker should honour.
+
+        ``failures``: the count that made it, when the store did not take it (a Basic port's
+        host counted on its own while the store was away): the key's count is raised to it,
+        counted first, in a window of ``window_s`` that ends with the lock-out (or later, a
+        window in force that ends later), unless its window in force counts as many. So
+        ``fwrest lockouts list`` shows the failures that led to the lock-out (SPEC 13.6)."""
         ...
 
     def locks(self) -> dict[str, float]:

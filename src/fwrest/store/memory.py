@@ -219,9 +219,14 @@ class MemoryStore:
         with self._lock:
             self._failures.pop(key, None)
 
-    def add_lock(self, key: str, until: float) -> None:
+    def add_lock(self, key: str, until: float, failures: int = 0, window_s: float = 0.0) -> None:
         now = time.time()
         with self._lock:
+            start, count = self._failures.get(key, (0.0, 0))
+            if now - start >= window_s:  # no window in force
+                start, count = until - window_s, 0
+            if failures > count:
+                self._failures[key] = (max(start, until - window_s), failures)
             self._locks[key] = max(until, self._locks.get(key, 0.0))
             if len(self._locks) > _SWEEP_MIN:  # ended lock-outs, if no reader swept them
                 self._locks = {k: u for k, u in self._locks.items() if u > now}

@@ -160,6 +160,16 @@ redis.call('DECR', KEYS[1])
 return 0
 """
 
+# a lock-out's count raised to ARGV[1] (add_lock's ``failures``), in a window that ends in ARGV[2]
+# ms or later (one in force that ends later), unless the one in force counts as many
+_RAISE = """
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n >= tonumber(ARGV[1]) then return 0 end
+local left = math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[2]))
+redis.call('SET', KEYS[1], ARGV[1], 'PX', left)
+return 0
+"""
+
 
 class KeyLayout:
     """The names of the store's keys.
@@ -512,6 +522,7 @@ class RedisStore:
         self._hit = self._script(_HIT)
         self._hit_below = self._script(_HIT_BELOW)
         self._release = self._script(_RELEASE)
+        self._raise = self._script(_RAISE)
         self._set_settings = self._script(_SET_SETTINGS)
 
     def _script(self, text: str) -> Any:
@@ -810,7 +821,10 @@ class RedisStore:
     def clear_failures(self, key: str) -> None:
         self._call(self._r.delete, self._keys.fail(key))
 
-    def add_lock(self, key: str, until: float) -> None:
+    def add_lock(self, key: str, until: float, failures: int = 0, window_s: float = 0.0) -> None:
+        left_ms = int((until - time.time()) * 1000)
+        if failures and left_ms > 0:  # the count first: a lister then finds it with the lock
+            self._call(self._raise, keys=[self._keys.fail(key)], args=[failures, left_ms])
         self._call(self._r.zadd, self._keys.locks, {key: until}, gt=True)
 
     def lift_lock(self, key: str) -> None:

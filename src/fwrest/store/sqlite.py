@@ -420,9 +420,20 @@ class SqliteStore:
         with self._tx() as db:
             db.execute("DELETE FROM failures WHERE key = ?", (key,))
 
-    def add_lock(self, key: str, until: float) -> None:
+    def add_lock(self, key: str, until: float, failures: int = 0, window_s: float = 0.0) -> None:
+        now = time.time()
         with self._tx() as db:
-            db.execute("DELETE FROM locks WHERE until <= ?", (time.time(),))  # ended ones
+            if failures:
+                row = db.execute("SELECT start, count FROM failures WHERE key = ?", (key,))
+                start, count = row.fetchone() or (0.0, 0)
+                if now - start >= window_s:  # no window in force
+                    start, count = until - window_s, 0
+                if failures > count:
+                    db.execute(
+                        "INSERT OR REPLACE INTO failures VALUES (?, ?, ?)",
+                        (key, max(start, until - window_s), failures),
+                    )
+            db.execute("DELETE FROM locks WHERE until <= ?", (now,))  # ended ones
             db.execute(
                 "INSERT INTO locks VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
                 "until = max(until, excluded.until)",
