@@ -326,10 +326,12 @@ def test_requests_in_flight_counts_a_running_request(mon: Monitor) -> None:
 
 
 def test_prometheus_format(mon: Monitor) -> None:
-    by_query = httpx.get(mon.base + "?format=prometheus", timeout=10)
+    by_query = httpx.get(mon.base + "?format=PROMETHEUS", timeout=10)  # in any case
     by_accept = httpx.get(mon.base + "?all", headers={"Accept": "text/plain"}, timeout=10)
-    json_too = httpx.get(mon.base + "?all", headers={"Accept": "application/json"}, timeout=10)
-    assert json_too.headers["content-type"].startswith("application/json")
+    for query, accept in (("?all", "application/json"), ("?all&format=Json", "text/plain")):
+        json_too = httpx.get(mon.base + query, headers={"Accept": accept}, timeout=10)
+        assert json_too.headers["content-type"].startswith("application/json")
+        assert json_too.json()[0]["version"] == 0
     total = meminfo()["MemTotal"]
     for resp in (by_query, by_accept):
         assert resp.status_code == 200, resp.text
@@ -495,6 +497,7 @@ def test_bad_requests_get_json_errors_never_5xx(mon: Monitor) -> None:
         ("GET", "/", 404), ("GET", "/api", 404), ("GET", "/api/server", 404),
         ("GET", "/api/server/metricsX", 404), ("GET", "/api/server/metrics/a/b", 404),
         ("GET", "/rest/hello", 404), ("GET", "/api/server/metrics/%ZZ", 400),
+        ("GET", "/api/server/metricsX?format=xml", 404),
         ("POST", "/api/server/metrics", 405), ("PUT", "/api/server/metrics/memory_resident", 405),
         ("DELETE", "/api/server/metrics", 405),
     ]  # fmt: skip
@@ -507,9 +510,17 @@ def test_bad_requests_get_json_errors_never_5xx(mon: Monitor) -> None:
         assert body["code"] == status and set(body) == {"code", "detailedMessage", "message"}
         if status == 405:
             assert resp.headers["allow"] == "GET, HEAD, OPTIONS"
-    # many names, odd bytes, an odd format: answered, never a 5xx
+    # a format it does not serve: 400 naming those it does (not the index, as for none)
+    for query, said in (
+        ("?format=xml", "format must be json or prometheus, got 'xml'"),
+        ("/uptime?format=", "format must be json or prometheus, got ''"),
+        ("?all&format=json&format=prometheus", "format is given twice"),
+    ):
+        resp = httpx.get(mon.base + query, timeout=10)
+        assert (resp.status_code, resp.json()["detailedMessage"]) == (400, said), resp.text
+    # many names, odd bytes: answered, never a 5xx
     many = "&".join(f"n{i}" for i in range(300))
-    for suffix in (f"?{many}", "?%ff", "?format=xml", "?&&&", "?all=1&all=2", "/%2e%2e"):
+    for suffix in (f"?{many}", "?%ff", "?&&&", "?all=1&all=2", "/%2e%2e"):
         resp = httpx.get(mon.base + suffix, timeout=10)
         print(suffix[:40], resp.status_code)
         assert resp.status_code < 500, (suffix, resp.text)

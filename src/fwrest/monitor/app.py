@@ -17,6 +17,7 @@ Answer = tuple[int, list[tuple[str, str]], bytes]
 _JSON = (("content-type", "application/json"),)
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 ALLOW = "GET, HEAD, OPTIONS"  # the methods of every path of the monitor (OPTIONS * too)
+FORMATS = ("json", "prometheus")  # of ``?format=``, in any case; another is 400
 
 
 class MonitorApp:
@@ -46,9 +47,10 @@ class MonitorApp:
             return _error(404, "Not Found")
         names: list[str] = []
         prometheus = "text/plain" in accept and "application/json" not in accept
+        formats: list[str] = []
         for key, value in parse_qsl(query, keep_blank_values=True):
             if key == "format":
-                prometheus = value.lower() == "prometheus"
+                formats.append(value)
                 continue
             names.append(key)
         if path == self.base:
@@ -57,6 +59,18 @@ class MonitorApp:
             names.append(path[len(self.base) + 1 :])
         else:
             return _error(404, "Not Found")
+        if formats:
+            # as the audit trail's query (native/audit.py): a value it does not take is 400
+            # naming those it takes, not another answer than the one asked for
+            if len(formats) > 1:
+                return _error(400, "Bad Request", detailed="format is given twice")
+            if formats[0].lower() not in FORMATS:
+                return _error(
+                    400,
+                    "Bad Request",
+                    detailed=f"format must be {' or '.join(FORMATS)}, got {formats[0][:40]!r}",
+                )
+            prometheus = formats[0].lower() == "prometheus"
         if not names:
             if prometheus:
                 names = ["all"]
@@ -93,6 +107,8 @@ def _unknown(entries: list[dict[str, Any]]) -> bytes:
     return "".join(lines).encode("utf-8", "backslashreplace")
 
 
-def _error(status: int, message: str, extra: list[tuple[str, str]] | None = None) -> Answer:
-    body = orjson.dumps({"code": status, "detailedMessage": "", "message": message})
+def _error(
+    status: int, message: str, extra: list[tuple[str, str]] | None = None, detailed: str = ""
+) -> Answer:
+    body = orjson.dumps({"code": status, "detailedMessage": detailed, "message": message})
     return status, [*_JSON, *(extra or [])], body
