@@ -270,22 +270,28 @@ def test_a_body_that_is_no_object_or_names_a_key_twice_is_400_and_changes_nothin
     assert get_settings(client) == before
 
 
-def test_a_form_field_given_twice_is_400_on_the_page_and_changes_nothing(client: Client) -> None:
+def test_a_form_field_given_twice_or_unread_is_400_on_the_page_and_changes_nothing(
+    client: Client,
+) -> None:
     before = get_settings(client)
     token = form_token(client)
-    for body in (
-        f"fw_csrf={token}&rest_log_level=3&rest_log_level=5",
-        f"fw_csrf={token}&rest_log_level=3&REST_Log_Level=5",
-        f"fw_csrf={token}&fw_csrf={token}&rest_log_level=5",
+    for body, said in (
+        (f"fw_csrf={token}&rest_log_level=3&rest_log_level=5", "is given twice"),
+        (f"fw_csrf={token}&rest_log_level=3&REST_Log_Level=5", "is given twice"),
+        (f"fw_csrf={token}&fw_csrf={token}&rest_log_level=5", "is given twice"),
+        # it answered these with the JSON error body
+        (f"fw_csrf={token}&rest_log_level=5" + "&x=" * 31, "has more than 32 fields"),
+        (f"fw_csrf={token}&rest_log_level=5&x=\udcff", "is not UTF-8 text"),
     ):
         r = client.post(
             "/fw/rest/config",
-            content=body,
+            content=body.encode("utf-8", "surrogateescape"),
             headers={"Content-Type": "application/x-www-form-urlencoded"},
         )
         assert r.status_code == 400, (body, r.text[:300])
+        assert r.headers["content-type"].startswith("text/html"), r.text[:300]
         message = re.search(r'<p id="message" class="error"[^>]*>([^<]*)</p>', r.text)
-        assert message and "is given twice" in html.unescape(message.group(1)), r.text[:500]
+        assert message and said in html.unescape(message.group(1)), r.text[:500]
         assert get_settings(client) == before
 
 

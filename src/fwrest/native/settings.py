@@ -48,6 +48,8 @@ _LEAST_S = 0.1
 # The run-time values the page showed, "name=value;...": a form POST changes only the fields
 # the user edited, so that a page loaded before another change does not undo it.
 _SHOWN_FIELD = "fw_shown"
+# the fields a form may have (the page's has one per setting and two of its own)
+_FIELDS_MAX = 32
 
 
 def _service(ctx: RequestContext) -> ServiceView:
@@ -186,10 +188,16 @@ async def config_change() -> Response:
         if repeated is not None:
             raise HTTPError(400, detailed=given_twice(repeated))
     else:
+        # a person at the page: a form it cannot read is the page saying why, as every
+        # other refusal of a form (it was the JSON error body)
         try:
-            pairs = parse_qsl(ctx.body.decode("utf-8"), keep_blank_values=True, max_num_fields=32)
-        except (UnicodeDecodeError, ValueError):
-            raise HTTPError(400, detailed="the form is malformed") from None
+            text = ctx.body.decode("utf-8")
+        except UnicodeDecodeError:
+            return _form_error(ctx, "the form is not UTF-8 text")
+        try:
+            pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=_FIELDS_MAX)
+        except ValueError:  # past max_num_fields (the only error of a lenient parse)
+            return _form_error(ctx, f"the form has more than {_FIELDS_MAX} fields")
         fields: dict[str, str] = {}
         for given, value in pairs:
             # settings are case-insensitive (SPEC 9); the page's own fields are not
