@@ -109,7 +109,8 @@ def test_credentials_in_headers_never_reach_the_log(served: Served) -> None:
 
 def test_level_2_logs_errors_but_not_successes(served: Served) -> None:
     server = served(general={"rest_log_level": 2})
-    assert httpx.get(f"{server.url()}/hello").status_code == 200
+    hello = httpx.get(f"{server.url()}/hello")
+    assert hello.status_code == 200 and hello.json()["hello"] == "world"
     assert httpx.get(f"{server.url()}/boom").status_code == 500
     assert server.stop() == 0
     text = server.log()

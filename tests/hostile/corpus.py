@@ -256,7 +256,6 @@ for name, raw in [
     ("version-letters", "GET {T} HTTP/a.b\r\nHost: h\r\n\r\n"),
     ("cr-without-lf", "GET {T} HTTP/1.1\rHost: h\r\n\r\n"),
     ("bare-lf", "GET {T} HTTP/1.1\nHost: h\r\n\r\n"),
-    ("bare-lf-everywhere", "GET {T} HTTP/1.1\nHost: h\n\n"),
     ("cr-cr-lf", "GET {T} HTTP/1.1\r\r\nHost: h\r\n\r\n"),
     ("space-in-target", "GET /rest/he llo HTTP/1.1\r\nHost: h\r\n\r\n"),
     ("ctl-in-target", "GET /rest/\x01hello HTTP/1.1\r\nHost: h\r\n\r\n"),
@@ -332,13 +331,7 @@ for name, line in [
     ("colon-only", ":"),
     ("space-in-name", "X Thing: v"),
     ("paren-in-name", "X(Thing): v"),
-    ("quote-in-name", 'X"Thing: v'),
-    ("at-in-name", "X@Thing: v"),
-    ("slash-in-name", "X/Thing: v"),
     ("bracket-in-name", "[X]: v"),
-    ("brace-in-name", "X{}: v"),
-    ("comma-in-name", "X,Thing: v"),
-    ("equals-in-name", "X=Thing: v"),
     ("high-byte-in-name", "X-Th\xefng: v"),
     ("nul-in-name", "X-\x00Thing: v"),
     ("ctl-in-name", "X-\x01Thing: v"),
@@ -362,34 +355,19 @@ proto("hd-leading-space-first-line", F, ALL, "GET {T} HTTP/1.1\r\n Host: h\r\n\r
 proto("hd-missing-host", F, ALL, req(G, host=None), 400)
 proto("hd-two-hosts", F, ALL, req(G, "Host: other"), 400)
 proto("hd-host-any-case-twice", F, ALL, req(G, "HOST: h"), 400)
-# RFC 9112 3.2: a Host not host[:port] is 400 (a proxy or the app could take another host from it)
+# RFC 9112 3.2: a Host not host[:port] is 400 (a proxy or the app could take another host from it);
+# tests/server/test_conformance.py sends the others (user info, path, list, ...) and the bad
+# authorities of an absolute-form target (user info, empty, list), its message and close
 for name, host in [
-    ("userinfo", "Host: user@h"),
-    ("userinfo-password", "Host: user:pw@h:80"),
-    ("path", "Host: h/rest"),
-    ("query", "Host: h?x=1"),
-    ("empty", "Host:"),
     ("spaces-only", "Host:    "),
-    ("list", "Host: h, other"),
-    ("list-no-space", "Host: h,other"),
-    ("port-letters", "Host: h:80a"),
     ("port-too-big", "Host: h:65536"),
-    ("port-only", "Host: :80"),
-    ("ipv6-unclosed", "Host: [::1"),
     ("ipv6-invalid", "Host: [::1::2]"),
     ("ipv6-unbracketed-port", "Host: [::1]80"),
     ("backslash", "Host: h\\evil"),
-    ("high-byte", "Host: caf\xe9"),
 ]:
     proto(f"hd-host-{name}", F, ALL, req(G, host=host), 400)
-proto("hd-host-http10-userinfo", F, ALL, req("GET {T} HTTP/1.0", host="Host: u@h"), 400)
-for name, target in [
-    ("userinfo", "http://user@h/rest/hello"),
-    ("empty", "http:///rest/hello"),
-    ("list", "http://h,other/rest/hello"),
-    ("bad-port", "https://h:99999/rest/hello"),
-]:
-    proto(f"rl-absolute-authority-{name}", F, ALL, req(f"GET {target} HTTP/1.1"), 400)
+proto("rl-absolute-authority-bad-port", F, ALL, req("GET https://h:99999/rest/hello HTTP/1.1"),
+      400)
 for name, first, second in [
     ("", "Authorization: {CRED}", "Authorization: {CRED}"),
     ("-case", "Authorization: {CRED}", "AUTHORIZATION: x"),
@@ -539,21 +517,15 @@ app("hd-get-app-raises", F, APP, req("GET /rest/boom HTTP/1.1"), 500, raises=Tru
 F = "chunking"
 for name, chunks in [
     ("size-not-hex", "zz\r\nhello\r\n0\r\n\r\n"),
-    ("size-negative", "-5\r\nhello\r\n0\r\n\r\n"),
-    ("size-plus", "+5\r\nhello\r\n0\r\n\r\n"),
     ("size-leading-space", " 5\r\nhello\r\n0\r\n\r\n"),
     ("size-trailing-space", "5 \r\nhello\r\n0\r\n\r\n"),
     ("size-space-before-extension", "5 ;a=b\r\nhello\r\n0\r\n\r\n"),
     ("size-0x-prefix", "0x5\r\nhello\r\n0\r\n\r\n"),
     ("size-empty", "\r\nhello\r\n0\r\n\r\n"),
-    ("size-overflow-17-digits", "fffffffffffffffff\r\nhello\r\n0\r\n\r\n"),
-    ("size-overflow-2-64", "10000000000000000\r\nhello\r\n0\r\n\r\n"),
     ("data-longer-than-size", "3\r\nhello\r\n0\r\n\r\n"),
     ("data-shorter-than-size", "7\r\nhello\r\n0\r\n\r\n"),
     ("no-crlf-after-data", "5\r\nhelloX0\r\n\r\n"),
     ("bare-lf-after-size", "5\nhello\r\n0\r\n\r\n"),
-    ("bare-lf-after-data", "5\r\nhello\n0\r\n\r\n"),
-    ("bare-lf-last-chunk", "5\r\nhello\r\n0\n\n"),
     ("bare-lf-final-line", "5\r\nhello\r\n0\r\n\n"),
     ("cr-only-after-size", "5\rhello\r\n0\r\n\r\n"),
     ("extension-nul", "5;\x00\r\nhello\r\n0\r\n\r\n"),
@@ -857,7 +829,7 @@ PATHS: list[tuple[str, str, int, int]] = [
     ("scheme-relative", "//evil/rest/public/info", 401, 401),
     ("absolute-dotdot", "http://evil/rest/public/../admin/secret", 401, 401),
     ("absolute-https-pct-dotdot", "https://h/rest/public/%2e%2e/admin/secret", 401, 401),
-    # an absolute-form target with a user name: rl-absolute-authority-userinfo (400, closed)
+    # an absolute-form target with a user name: 400, closed (tests/server/test_conformance.py)
     ("absolute-no-path", "http://h", 401, 401),
     ("absolute-query-only", "http://h?/rest/public/info", 401, 401),
     ("absolute-public", "http://h/rest/public/info", 401, 200),
@@ -1284,8 +1256,6 @@ valid("host-name-with-port", ALL, req(G, host="Host: api.example.com:443"))
 valid("host-empty-port", ALL, req(G, host="Host: h:"), body=OK_BODY)
 valid("host-ipv4-mapped", ALL, req(G, host="Host: [::ffff:127.0.0.1]"))
 valid("options-asterisk", ALL, "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n")
-valid("underscore-header-dropped", APP, req("GET /rest/hdr/x_token HTTP/1.1", "X_Token: smuggled"),
-      body=b'"value":null')
 for name, target, body in [
     ("path-param-space", "/rest/p/a%20b", b'"value":"a b"'),
     ("path-param-utf8", "/rest/p/%E2%9C%93", '"value":"\u2713"'.encode()),
@@ -1364,7 +1334,6 @@ for name, line in [("empty", "Expect:"), ("empty-elements", "Expect: ,")]:
     valid(f"expect-{name}-with-body", APP,  # asks nothing: no 100 Continue
           req(ECHO_POST, line, "Content-Length: 5", body="hello"), body=b'"body":"hello"',
           interim=())
-valid("head", ALL, req("HEAD {T} HTTP/1.1"), head=True)
 valid("head-then-get", ALL, req("HEAD {T} HTTP/1.1") + GET_T + req("HEAD {T} HTTP/1.1") + GET_T,
       (200, 200, 200, 200), head=(True, False, True, False), body=OK_BODY)
 valid("head-pipelined", ALL, req("HEAD {T} HTTP/1.1") * 2, (200, 200), head=True)
