@@ -1,6 +1,6 @@
 """CORS (SPEC 10.1) in process: preflights granted and refused (every row), headers on every other
 answer to an allowed origin (errors too), on no native route but the token route, the start errors.
-Browser and wire: test_cors_browser.py."""
+In a browser, on ``fwrest serve``: test_cors_browser.py."""
 
 from __future__ import annotations
 
@@ -117,6 +117,7 @@ def test_a_preflight_is_granted_before_authorization(basic: Client) -> None:
         "access-control-allow-credentials": "true",
     }
     assert response.headers["vary"] == "Origin"
+    assert response.headers["x-content-type-options"] == "nosniff"
     assert "www-authenticate" not in response.headers  # no guard ran
 
 

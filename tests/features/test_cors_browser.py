@@ -1,14 +1,14 @@
-"""CORS (SPEC 10.1) as Chromium (Playwright) and curl see it on ``fwrest serve``: a page of one
+"""CORS (SPEC 10.1) as Chromium (Playwright) sees it on ``fwrest serve``: a page of one
 origin ``fetch``es a Basic port's API on another with credentials (preflighted for
 ``Authorization``) and reads the JSON, a route's or a static file's (SPEC 10.3); from an unlisted
-origin the browser blocks it; the settings route stays closed to the allowed origin; curl's raw
-preflights granted and refused. Without Chromium these FAIL, never skip."""
+origin the browser blocks it; the settings route stays closed to the allowed origin (the raw
+preflights' headers, granted and refused: test_cors.py). Without Chromium these FAIL, never
+skip."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -137,54 +137,3 @@ def test_a_page_of_another_origin_is_blocked(call: Call) -> None:
 def test_the_settings_route_stays_closed_to_the_allowed_origin(call: Call) -> None:
     result = call("/fw/rest/config", ADA)
     assert "blocked" in result, result
-
-
-def _curl(*args: str) -> tuple[int, dict[str, str]]:
-    out = subprocess.run(
-        ["curl", "-sS", "-i", "--max-time", "10", *args], capture_output=True, text=True, check=True
-    ).stdout.replace("\r\n", "\n")
-    head = out.split("\n\n", 1)[0].split("\n")
-    status = int(head[0].split()[1])
-    headers = {}
-    for line in head[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return status, headers
-
-
-def test_curl_preflights_granted_and_refused(front_end: int, api: ServerProcess) -> None:
-    url = api.url("HTTP_API") + "/hello"
-    origin = f"http://127.0.0.1:{front_end}"
-    status, headers = _curl(
-        "-X", "OPTIONS", "-H", f"Origin: {origin}", "-H", "Access-Control-Request-Method: GET",
-        "-H", "Access-Control-Request-Headers: authorization", url,
-    )  # fmt: skip
-    assert status == 204
-    assert headers["access-control-allow-origin"] == origin
-    assert headers["access-control-allow-credentials"] == "true"
-    assert headers["access-control-allow-headers"] == "Authorization, Content-Type"
-    assert headers["vary"] == "Origin"
-    assert headers["x-content-type-options"] == "nosniff"
-    # the Origin echoed as sent (compared without case), a file's preflight as a route's
-    shouting = f"HTTP://127.0.0.1:{front_end}"
-    status, headers = _curl(
-        "-X", "OPTIONS", "-H", f"Origin: {shouting}", "-H", "Access-Control-Request-Method: GET",
-        "-H", "Access-Control-Request-Headers: authorization", api.url("HTTP_API") + "/data.json",
-    )  # fmt: skip
-    assert status == 204
-    assert headers["access-control-allow-origin"] == shouting
-    assert headers["access-control-allow-methods"] == "GET, HEAD"
-    for refused in (
-        ["-H", "Origin: http://evil.example", "-H", "Access-Control-Request-Method: GET"],
-        ["-H", f"Origin: {origin}", "-H", "Access-Control-Request-Method: PATCH"],
-        ["-H", f"Origin: {origin}", "-H", "Access-Control-Request-Method: GET", "-H",
-         "Access-Control-Request-Headers: x-token"],
-    ):  # fmt: skip
-        status, headers = _curl("-X", "OPTIONS", *refused, url)
-        assert status == 403, refused
-        assert not [h for h in headers if h.startswith("access-control-")], refused
-        assert headers["vary"] == "Origin", refused
-    status, headers = _curl("-H", f"Origin: {origin}", url)
-    assert status == 401
-    assert headers["access-control-allow-origin"] == origin
-    assert headers["access-control-expose-headers"] == "X-Total-Count"
