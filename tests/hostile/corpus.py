@@ -1326,10 +1326,12 @@ valid("upgrade-expect-continue", APP, (
 valid("expect-without-body", ALL, req(G, EXPECT_100), body=OK_BODY)
 # RFC 9110 5.6.1.2: Expect is a list, its empty elements count for nothing
 for name, line in [("trailing-comma", "Expect: 100-continue,"),
-                   ("leading-comma", "Expect: , 100-continue")]:
+                   ("leading-comma", "Expect: , 100-continue"),
+                   ("case-and-empty-elements", "Expect: 100-Continue , ,")]:
     valid(f"expect-100-continue-{name}", APP,
           (req(ECHO_POST, line, "Content-Length: 5"), CONTINUE, "hello"), body=b'"body":"hello"')
-for name, line in [("empty", "Expect:"), ("empty-elements", "Expect: ,")]:
+for name, line in [("empty", "Expect:"), ("space", "Expect: "), ("empty-elements", "Expect: ,"),
+                   ("empty-elements-spaced", "Expect: , ,")]:
     valid(f"expect-{name}", ALL, req(G, line), body=OK_BODY)
     valid(f"expect-{name}-with-body", APP,  # asks nothing: no 100 Continue
           req(ECHO_POST, line, "Content-Length: 5", body="hello"), body=b'"body":"hello"',

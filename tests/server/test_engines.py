@@ -28,7 +28,7 @@ from fwrest.server import http
 from fwrest.server.http import ConnectionSet, HttpProtocol
 from fwrest.wire import Keep, Reply, Request, encode_reply
 from tests.conftest import APP_SOURCE, FWREST, ROOT, free_config, serving
-from tests.server.rawhttp import RawConnection, request_bytes
+from tests.server.rawhttp import RawConnection
 
 NATIVE = _native.native_parser()
 ENCODER = _native.native_encoder()
@@ -739,36 +739,6 @@ def engine_port(
             f"HTTP engine: {engine} (" + ("llhttp 9.4.3, C)" if engine == "native" else "")
         )
         yield proc.ports["HTTP_REST"]
-
-
-@pytest.mark.parametrize("expect", ["100-continue,", ", 100-continue", "100-Continue , ,"])
-def test_an_expect_list_with_empty_elements_asks_continue(engine_port: int, expect: str) -> None:
-    """RFC 9110 5.6.1.2: ``Expect`` is a list whose empty elements count for nothing: 100
-    Continue, then the answer (both were 417)."""
-    with RawConnection(engine_port) as conn:
-        conn.send(
-            request_bytes("POST", "/rest/echo", [("Expect", expect), ("Content-Length", "3")])
-        )
-        interim = conn.read_response()
-        assert interim.head == b"HTTP/1.1 100 Continue\r\n\r\n", interim.head
-        conn.send(b"abc")
-        response = conn.read_response()
-        assert response.status == 200, response.head
-        assert response.json()["body"] == "abc"
-        assert conn.request("GET", "/rest/hello").status == 200  # serves on
-
-
-@pytest.mark.parametrize("line", [b"Expect: ,", b"Expect:", b"Expect: ", b"Expect: , ,"])
-def test_an_expect_of_empty_elements_asks_nothing(engine_port: int, line: bytes) -> None:
-    """No element, no expectation: no 100 Continue and no 417, the body read as sent."""
-    with RawConnection(engine_port) as conn:
-        conn.send(
-            b"POST /rest/echo HTTP/1.1\r\nHost: x\r\n" + line + b"\r\nContent-Length: 3\r\n\r\nabc"
-        )
-        response = conn.read_response()
-        assert response.status == 200, response.head
-        assert response.json()["body"] == "abc"
-        assert conn.request("GET", "/rest/hello").status == 200  # serves on
 
 
 # -- which engine serves: said at start and by fwrest check -----------------------------------
