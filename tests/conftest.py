@@ -305,6 +305,15 @@ def issue_certs(ca: trustme.CA, folder: Path) -> dict[str, Path]:
     return {"cert": crt, "key": key, "ca": ca_pem}
 
 
+def client_cert(ca: trustme.CA, folder: Path, name: str) -> tuple[Path, Path]:
+    """A client certificate of ``ca`` for ``name`` (its common name), in ``folder``: cert, key."""
+    issued = ca.issue_cert(f"{name}@example.org", common_name=name)
+    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    return cert, key
+
+
 def tls_server(certs: dict[str, Path], **keys: Any) -> dict[str, Any]:
     """A server section on ``127.0.0.1``, port 0, serving ``ROOT`` over TLS with ``certs``
     (:func:`issue_certs`'); ``keys`` add to it or replace its keys."""

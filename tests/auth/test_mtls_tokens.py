@@ -35,7 +35,7 @@ from tests.auth.oauth2_support import (
     params_source,
     serve_oauth,
 )
-from tests.conftest import APP_SOURCE, free_config, module_config
+from tests.conftest import APP_SOURCE, client_cert, free_config, module_config
 
 CLIENT = ("web", "Web-Secret-9q")
 WELL_KNOWN_AS = "/.well-known/oauth-authorization-server/rest"
@@ -53,16 +53,8 @@ class Pki:
         clients = trustme.CA(organization_name="Clients")
         self.ca = folder / "clients.pem"
         clients.cert_pem.write_to_path(str(self.ca))
-        self.ada = self._client(clients, folder, "ada")
-        self.bob = self._client(clients, folder, "bob")
-
-    @staticmethod
-    def _client(ca: trustme.CA, folder: Path, name: str) -> tuple[Path, Path]:
-        issued = ca.issue_cert(f"{name}@example.org", common_name=name)
-        cert, key = folder / f"{name}.pem", folder / f"{name}.key"
-        issued.cert_chain_pems[0].write_to_path(str(cert))
-        issued.private_key_pem.write_to_path(str(key))
-        return cert, key
+        self.ada = client_cert(clients, folder, "ada")
+        self.bob = client_cert(clients, folder, "bob")
 
 
 def x5t(cert: Path) -> str:

@@ -178,21 +178,17 @@ def write_service(folder: Path, certs: dict[str, Path]) -> Path:
     m = MODULE
     (folder / "params.json").write_text(json.dumps(params_file("File-Pw-1111")))
     servers = {
-        "SINGLE": oauth_section(certs, onAuthparams=f"{m}.single"),
-        "ARRAYS": oauth_section(certs, onAuthparams=f"{m}.arrays"),
         "REFRESH_ONLY": oauth_section(certs, onAuthparams=f"{m}.refresh_only_types"),
-        "LEGACY": oauth_section(certs, onAuthparams=f"{m}.legacy"),
-        "LEGACY_LOOKUP": oauth_section(certs, onAuthparams=f"{m}.legacy_lookup"),
         "ASYNC": oauth_section(certs, onAuthparams=f"{m}.async_params"),
         "FILE": oauth_section(certs, onAuthparams="file:params.json"),
-        "HASHED": oauth_section(certs, onAuthparams=f"{m}.hashed"),
-        "MIXED_EXPIRES": oauth_section(certs, onAuthparams=f"{m}.mixed_expires"),
         "FILE_KEEP": oauth_section(certs, onAuthparams="file:keep.json"),
         "FILE_SAME": oauth_section(certs, onAuthparams="file:same.json"),
     }
     (folder / "keep.json").write_text(json.dumps(params_file("Keep-Pw-1111")))
     (folder / "same.json").write_text(json.dumps(params_file("Same-Pw-1111")))
-    for name in REFRESH_FORMS:
+    # the others' onAuthparams: the module's function of the section's name in lower case
+    named = ("SINGLE", "ARRAYS", "LEGACY", "LEGACY_LOOKUP", "HASHED", "MIXED_EXPIRES")
+    for name in (*named, *REFRESH_FORMS):
         servers[name] = oauth_section(certs, onAuthparams=f"{m}.{name.lower()}")
     return module_config(folder, m, servers=servers, app=APP_SOURCE + CLIENTS_APP)
 

@@ -470,28 +470,17 @@ def start_script(script: str) -> Callable[[Path, dict[str, Path]], Outcome]:
     return run
 
 
-def start_config(config: object) -> Special:
-    """``fwrest.start(config)`` with neither a path nor a dict."""
-
-    def run(_folder: Path, _certs: dict[str, Path]) -> Outcome:
-        try:
-            fwrest.start(config)  # type: ignore[arg-type]
-        except fwrest.ConfigError as exc:
-            return Outcome(True, str(exc))
-        return Outcome(False, f"start({config!r}) did not raise")
-
-    return run
-
-
-def start_workers(count: int) -> Special:
-    """``fwrest.start(config, workers=count)``: refused before any process is forked."""
+def start_refused(config: object = None, workers: int = 1) -> Special:
+    """``fwrest.start(config, workers=workers)`` (None: a valid service file) refused before any
+    process is forked: a config neither a path nor a dict, a bad number of workers."""
 
     def run(folder: Path, _certs: dict[str, Path]) -> Outcome:
+        given = str(service_on(folder, 0)) if config is None else config
         try:
-            fwrest.start(str(service_on(folder, 0)), workers=count)
+            fwrest.start(given, workers=workers)  # type: ignore[arg-type]
         except fwrest.ConfigError as exc:
             return Outcome(True, str(exc))
-        return Outcome(False, f"start(workers={count}) did not raise")
+        return Outcome(False, f"start({given!r}, workers={workers}) did not raise")
 
     return run
 
@@ -923,9 +912,9 @@ PROVOKED: dict[str, Broken | Special] = {
     ),
     "[<server>] Port: 127.0.0.1:<port> cannot be bound: Address already in use": address_in_use,
     # starting from Python
-    "start(): workers must be a whole number of at least 1, got 0": start_workers(0),
-    "start(): the configuration must be a file path or a dict, got int": start_config(42),
-    "start(): workers must be at most 256, got 1000": start_workers(1000),
+    "start(): workers must be a whole number of at least 1, got 0": start_refused(workers=0),
+    "start(): the configuration must be a file path or a dict, got int": start_refused(42),
+    "start(): workers must be at most 256, got 1000": start_refused(workers=1000),
     "the service did not become ready within <n> s; see the log": start_not_ready,
     "the service did not start (exit code 2); see its log above": start_with_workers,
     "[ENV] Repository: start(..., workers=N) runs the service in new processes, which cannot "

@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from tests.conftest import (
     FWREST,
     ServerProcess,
+    client_cert,
     free_config,
     ini_text,
     local_port,
@@ -108,14 +109,6 @@ def locked(key_pem: bytes) -> bytes:
     )
 
 
-def _client(ca: trustme.CA, folder: Path, name: str) -> tuple[Path, Path]:
-    issued = ca.issue_cert(f"{name}@example.org", common_name=name)
-    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
-    issued.cert_chain_pems[0].write_to_path(str(cert))
-    issued.private_key_pem.write_to_path(str(key))
-    return cert, key
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     folder = tmp_path_factory.mktemp("tls-options-pki")
@@ -140,9 +133,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
         plain_key=folder / "plain.key",
         pass_file=folder / "pass.txt",
         client_ca=folder / "clients.pem",
-        ada=_client(clients, folder, "ada"),
-        bob=_client(clients, folder, "bob"),
-        stranger=_client(trustme.CA(), folder, "stranger"),
+        ada=client_cert(clients, folder, "ada"),
+        bob=client_cert(clients, folder, "bob"),
+        stranger=client_cert(trustme.CA(), folder, "stranger"),
     )
 
 
