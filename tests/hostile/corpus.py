@@ -262,9 +262,7 @@ for name, raw in [
     ("del-in-target", "GET /rest/\x7fhello HTTP/1.1\r\nHost: h\r\n\r\n"),
     ("tab-in-target", "GET /rest/\thello HTTP/1.1\r\nHost: h\r\n\r\n"),
     ("nul-in-target", "GET /rest/\x00hello HTTP/1.1\r\nHost: h\r\n\r\n"),
-    ("esc-in-target", "GET /rest/\x1b[31mhello HTTP/1.1\r\nHost: h\r\n\r\n"),
     ("high-byte-in-target", "GET /rest/caf\xe9 HTTP/1.1\r\nHost: h\r\n\r\n"),
-    ("raw-utf8-in-target", "GET /rest/p/\xe2\x9c\x93 HTTP/1.1\r\nHost: h\r\n\r\n"),
     ("target-without-slash", "GET rest/hello HTTP/1.1\r\nHost: h\r\n\r\n"),
     ("status-line-as-request", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
     ("tls-client-hello", "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + "\x00" * 32),
@@ -336,15 +334,12 @@ for name, line in [
     ("nul-in-name", "X-\x00Thing: v"),
     ("ctl-in-name", "X-\x01Thing: v"),
     ("obs-fold-space", "X-Thing: a\r\n folded"),
-    ("obs-fold-tab", "X-Thing: a\r\n\tfolded"),
     ("cr-in-value", "X-Thing: a\rb"),
     ("lf-in-value", "X-Thing: a\nb"),
     ("nul-in-value", "X-Thing: a\x00b"),
     ("ctl-in-value", "X-Thing: a\x01b"),
     ("del-in-value", "X-Thing: a\x7fb"),
     ("esc-in-value", "X-Thing: \x1b[2J"),
-    ("vtab-in-value", "X-Thing: a\x0bb"),
-    ("formfeed-in-value", "X-Thing: a\x0cb"),
     ("line-of-spaces", "   "),
     ("bare-lf-after-header", "X-Thing: v\nX-Other: w"),
     ("content-length-letters", "Content-Length: abc"),
@@ -416,7 +411,6 @@ proto("bd-expect-continue-bad-token", F, OAUTH,
 proto("bd-cl-terabyte", F, ALL, req(PE, "Content-Length: 1000000000000"), 413)
 proto("bd-get-cl-gigabyte", F, ALL, req(G, "Content-Length: 1000000000"), 413)
 proto("bd-cl-overflow-u64", F, ALL, req(PE, "Content-Length: 18446744073709551616"), 400)
-proto("bd-cl-overflow-30-digits", F, ALL, req(PE, "Content-Length: " + "9" * 30), 400)
 proto("bd-cl-short-then-garbage", F, ALL, req(PE, "Content-Length: 2", body="abXYZ\r\n\r\n"),
       {"basic": (200, 400), "oauth": (200, 400), "monitor": (405, 400)})
 proto("bd-cl-zero-then-garbage", F, ALL, req(G, "Content-Length: 0", body="hello\r\n\r\n"),
@@ -524,7 +518,6 @@ for name, chunks in [
     ("size-empty", "\r\nhello\r\n0\r\n\r\n"),
     ("data-longer-than-size", "3\r\nhello\r\n0\r\n\r\n"),
     ("data-shorter-than-size", "7\r\nhello\r\n0\r\n\r\n"),
-    ("no-crlf-after-data", "5\r\nhelloX0\r\n\r\n"),
     ("bare-lf-after-size", "5\nhello\r\n0\r\n\r\n"),
     ("bare-lf-final-line", "5\r\nhello\r\n0\r\n\n"),
     ("cr-only-after-size", "5\rhello\r\n0\r\n\r\n"),
@@ -636,6 +629,9 @@ _sm("te-http10-host-gzip", _pe("Transfer-Encoding: gzip, chunked", start="POST {
 _sm("after-upgrade-with-body",
     post("{ECHO}", "hello", "Connection: Upgrade", "Upgrade: websocket") + "{SMUG}", 200,
     body=b'"body":"hello"')
+_sm("after-upgrade-h2c-with-body", post("{ECHO}", "hello", "Connection: Upgrade, HTTP2-Settings",
+    "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA") + "{SMUG}", 200,
+    body=b'"body":"hello"')
 _sm("after-upgrade-with-chunked-body",
     chunked("{ECHO}", "5\r\nhello\r\n0\r\n\r\n{SMUG}", "Connection: Upgrade", "Upgrade: h2c"), 200,
     body=b'"body":"hello"')
@@ -681,7 +677,6 @@ for name, target in [
     ("esc", "/rest/p/%1b%5b2J"),
     ("del", "/rest/p/%7f"),
     ("tab", "/rest/p/a%09b"),
-    ("bell", "/rest/p/%07"),
 ]:
     app(f"ct-{name}", F, ALL, req(f"GET {target} HTTP/1.1"), 400)
 app("ct-c1-control-is-text", F, ALL, req("GET /rest/p/%c2%85 HTTP/1.1"),
