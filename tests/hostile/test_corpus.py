@@ -176,7 +176,8 @@ def check_answers(svc: HostileService, case: Case, kind: str, answers: list[Answ
             else:
                 assert set(body) == {"code", "detailedMessage", "message"}, body
                 assert (body["code"], body["message"]) == (answer.status, answer.reason), body
-                if answer.status == 400:  # a malformed request is told what is wrong
+                # a malformed request is told what is wrong, a refused token why
+                if answer.status == 400 or case.challenge == "invalid_token":
                     assert isinstance(body["detailedMessage"], str) and body["detailedMessage"]
         if answer.status == 401 and case.error is None:
             challenge = answer.header("www-authenticate")
