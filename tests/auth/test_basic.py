@@ -237,14 +237,8 @@ def assert_403(response: httpx.Response) -> None:
 
 
 ADA_TOKEN = b64(f"ada:{ADA_PASSWORD}".encode())
+# (no header, another scheme, not base64, an inner space, no colon: the hostile corpus's ba-*)
 UNUSABLE = {
-    "no-authorization-header": None,
-    "bearer-scheme": "Bearer x",
-    "digest-scheme": 'Digest username="ada", realm="Access to REST", nonce="abc", '
-    'uri="/rest/hello", response="0123"',
-    "bad-base64": "Basic !!!",
-    "base64-with-inner-space": f"Basic {ADA_TOKEN[:4]} {ADA_TOKEN[4:]}",
-    "base64-without-colon": f"Basic {b64(b'adaLovelace1815')}",
     # not base64's encoding (RFC 4648 3.3, 3.5), though Python's strict decoder takes it: "=" after
     # a whole group, non-zero pad bits ("YWRhOng=" is "ada:x": "h" is "g" with a pad bit)
     "base64-padding-after-a-whole-group": f"Basic {ADA_TOKEN}=",
@@ -301,13 +295,6 @@ def test_on_auth_is_not_called_without_usable_credentials(svc: Service) -> None:
 
 
 # -- what reaches OnAuth -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("scheme", ["basic", "BASIC", "bAsIc"])
-def test_scheme_name_in_the_header_is_case_insensitive(local: InProcess, scheme: str) -> None:
-    header = basic_header("ada", ADA_PASSWORD, scheme=scheme)
-    response = expect(local.get("/rest/whoami", headers={"Authorization": header}))
-    assert response.json()["user"] == "ada"
 
 
 def test_credentials_split_at_the_first_colon(local: InProcess) -> None:
@@ -378,11 +365,6 @@ def test_a_refused_user_name_is_cut_to_rest_log_stringsize(svc: Service) -> None
 
 
 # -- authorization runs before routing -----------------------------------------------------------
-
-
-@pytest.mark.parametrize("path", ["/rest/no/such/route", "/nowhere", "/"])
-def test_unknown_path_without_credentials_is_401_not_404(local: InProcess, path: str) -> None:
-    assert_401(local.get(path))
 
 
 @pytest.mark.parametrize("path", ["/rest/no/such/route", "/nowhere", "/"])

@@ -1370,7 +1370,7 @@ for name, kinds, target, headers, body in [
     valid(name, kinds, req(f"GET {target} HTTP/1.1", *headers, auth=False), body=body)
 for name, raw in [
     ("form-charset", post(TOKEN_ROUTE, GOOD_GRANT,
-                          "Content-Type: application/x-www-form-urlencoded; charset=UTF-8",
+                          "Content-Type: Application/X-WWW-Form-Urlencoded; charset=UTF-8",
                           auth=False)),
     ("form-uppercase-type", post(TOKEN_ROUTE, GOOD_GRANT,
                                  "Content-Type: APPLICATION/X-WWW-FORM-URLENCODED", auth=False)),
