@@ -238,15 +238,10 @@ def test_client_credentials_name_the_tokens_client(
     assert claims_of(svc, body["access_token"])["client_id"] == client[0]
 
 
+# (a wrong secret by header or as parameters, an unknown client: the hostile corpus's tr-client-*)
 @pytest.mark.parametrize(
     ("how", "client_id", "secret"),
-    [
-        ("header", "web", "Mob-Secret-4x"),
-        ("header", "nobody", "Web-Secret-9q"),
-        ("params", "mobile", "wrong"),
-        ("params", "web", ""),
-        ("params", "intruder", "x"),
-    ],
+    [("header", "nobody", "Web-Secret-9q"), ("params", "web", "")],
 )
 def test_a_wrong_client_is_401_invalid_client(
     oauth: OAuthPort, how: str, client_id: str, secret: str
@@ -473,12 +468,6 @@ def test_a_refresh_keeps_the_tokens_own_client_and_a_refused_one_spends_nothing(
             {"grant_type": "refresh_token", "refresh_token": again["refresh_token"]}, auth=WEB
         )
     )
-
-
-@pytest.mark.parametrize("kind", ["unknown", "an-access-token"])
-def test_a_refresh_token_not_issued_is_invalid_grant(oauth: OAuthPort, kind: str) -> None:
-    token = "x" * 43 if kind == "unknown" else oauth.tokens(*ADA)["access_token"]
-    assert_error(oauth.refresh(token), "invalid_grant")
 
 
 def served_before_its_exp(port: LocalOAuth, token: str) -> None:

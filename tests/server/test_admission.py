@@ -94,15 +94,6 @@ def test_continue_on_a_public_path(port: int) -> None:
         assert response.status == 200, response.head
 
 
-def test_a_body_sent_without_waiting_is_refused_the_same(port: int) -> None:
-    """A client that does not wait for 100 Continue (RFC 9110 allows it): the same 401."""
-    with RawConnection(port) as conn:
-        conn.send(request_bytes("POST", "/rest/echo", EXPECT) + b"hello")
-        response = conn.read_response()
-        assert response.status == 401, response.head
-        assert conn.closed_by_server()
-
-
 def test_expect_without_a_body_is_an_ordinary_request(port: int) -> None:
     """No body to hold back: no admission, the ordinary 401, and the connection serves on."""
     with RawConnection(port) as conn:
